@@ -1,0 +1,1 @@
+"""NEM toolchain: the NeuPro-M Execution Model on xDSL."""

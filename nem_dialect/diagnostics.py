@@ -1,0 +1,121 @@
+"""Diagnostics with source locations, rule ids and fixes.
+
+Every error a user can cause (parser, verifier, device resolution, pass,
+runtime) is reported as a `Diagnostic`: `file:line:col: severity: message
+[RULE-ID]`, the source line with a caret under the column, and an optional
+`fix:` hint.  A batch of diagnostics travels in `NemDiagnosticError`; the
+`--verify-diagnostics` mode of `nem-opt` compares these against the
+`expected-*` comments of the input.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from xdsl.dialects.builtin import FileLineColLoc, StringAttr, IntAttr
+from xdsl.ir import Attribute, Operation
+
+
+@dataclass(frozen=True)
+class SourceLoc:
+    """A 1-based file:line:col position."""
+
+    file: str
+    line: int
+    col: int
+
+    def __str__(self) -> str:
+        return f"{self.file}:{self.line}:{self.col}"
+
+    def to_attr(self) -> FileLineColLoc:
+        return FileLineColLoc(StringAttr(self.file), IntAttr(self.line), IntAttr(self.col))
+
+    @staticmethod
+    def of(obj: Operation | Attribute | SourceLoc | None) -> SourceLoc | None:
+        """The location of an op (from its `location`), or None when unknown."""
+        if obj is None or isinstance(obj, SourceLoc):
+            return obj
+        loc = obj.location if isinstance(obj, Operation) else obj
+        if isinstance(loc, FileLineColLoc):
+            return SourceLoc(loc.filename.data, loc.line.data, loc.column.data)
+        return None
+
+
+SEVERITIES = ("error", "warning", "remark", "note")
+
+
+@dataclass
+class Diagnostic:
+    """One message about one place in the user's text."""
+
+    severity: str
+    message: str
+    loc: SourceLoc | None = None
+    rule: str | None = None
+    fix: str | None = None
+    notes: list[Diagnostic] = field(default_factory=list)
+
+    def headline(self) -> str:
+        where = f"{self.loc}: " if self.loc else ""
+        rule = f" [{self.rule}]" if self.rule else ""
+        return f"{where}{self.severity}: {self.message}{rule}"
+
+    def render(self, sources: SourceCache | None = None) -> str:
+        lines = [self.headline()]
+        if self.loc is not None:
+            text = (sources or _DEFAULT_SOURCES).line(self.loc.file, self.loc.line)
+            if text is not None:
+                lines.append(text)
+                lines.append(" " * (self.loc.col - 1) + "^")
+        if self.fix:
+            lines.append(f"fix: {self.fix}")
+        for note in self.notes:
+            lines.append(note.render(sources))
+        return "\n".join(lines)
+
+
+class SourceCache:
+    """Source text by file name, so diagnostics can quote the line they name."""
+
+    def __init__(self) -> None:
+        self._texts: dict[str, list[str]] = {}
+
+    def add(self, file: str, text: str) -> None:
+        self._texts[file] = text.splitlines()
+
+    def line(self, file: str, line: int) -> str | None:
+        if file not in self._texts:
+            try:
+                self._texts[file] = Path(file).read_text(encoding="utf-8").splitlines()
+            except (OSError, UnicodeDecodeError):
+                return None
+        lines = self._texts[file]
+        return lines[line - 1] if 0 < line <= len(lines) else None
+
+
+_DEFAULT_SOURCES = SourceCache()
+
+
+def register_source(file: str, text: str) -> None:
+    """Remember the text of an input that may not exist on disk (stdin, chunks)."""
+    _DEFAULT_SOURCES.add(file, text)
+
+
+class NemDiagnosticError(Exception):
+    """One or more diagnostics of which at least one is an error."""
+
+    def __init__(self, diagnostics: list[Diagnostic]):
+        self.diagnostics = diagnostics
+        super().__init__("\n".join(d.render() for d in diagnostics))
+
+
+def error(message: str, loc: SourceLoc | Operation | None = None, rule: str | None = None,
+          fix: str | None = None) -> Diagnostic:
+    return Diagnostic("error", message, SourceLoc.of(loc), rule, fix)
+
+
+def fail(message: str, loc: SourceLoc | Operation | None = None, rule: str | None = None,
+         fix: str | None = None) -> NemDiagnosticError:
+    """An exception carrying one error diagnostic (raise the result)."""
+    return NemDiagnosticError([error(message, loc, rule, fix)])
