@@ -1,0 +1,832 @@
+"""Recursive-descent parser for `.nem` programs, building NEM IR directly.
+
+Grammar: SPEC §12.  Where the grammar is unclear the parser accepts the
+whitepaper's text as written and the choice is recorded in
+docs/spec-decisions.md:
+
+* D-GRAM-LETDECO: decorators may follow `let NAME = region(...)`.
+* D-LEX-1: element-type names, `strides`, `layout` are contextual keywords,
+  so `accum_type=i32` and `strides=[1,1]` are ordinary compute attributes.
+* D-GRAM-1: a compute attribute list ends at the first token that is not
+  `deps=[...]`/`ID = value`, where `ID = CALL` (a task such as
+  `tR = relu.async`) and `ID = region(` start the next statement.
+* D-DECO-BIND: decorators after an operand that apply only to tasks
+  (`@resource`, `@seq_engine`, `@deterministic`) bind to the task.
+* D-EXPR-PREC: `* / mod` bind tighter than `+ -`; all left-associative.
+
+Name resolution happens here (the IR refers to values, not names); the
+static rules themselves (NAME-02 duplicates, CONST-*, extents, ...) are
+checked by `nem.dialect.verifier` so that IR built by lowerings is held to
+the same rules.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from xdsl.dialects import arith
+from xdsl.dialects.builtin import (
+    ArrayAttr,
+    FloatAttr,
+    IndexType,
+    IntegerAttr,
+    ModuleOp,
+    StringAttr,
+)
+from xdsl.ir import Attribute, Block, Operation, SSAValue
+
+from nem.dialect.attributes import (
+    DYNAMIC,
+    ELEM_BY_NAME,
+    ArgRefAttr,
+    BufferType,
+    DecoratorAttr,
+    MemLevelAttr,
+    PerChannelQuantAttr,
+    PerGroupQuantAttr,
+    PerTensorQuantAttr,
+    RegionType,
+)
+from nem.dialect.decorators import DECORATORS, UNIT_TYPES
+from nem.dialect.diagnostics import NemDiagnosticError, SourceLoc, register_source
+from nem.dialect.exprs import BINOPS, PRECEDENCE, Evaluator, ExprError, apply_binop
+from nem.dialect.ops import (
+    COMPUTE_OPS,
+    BufferOp,
+    ConstOp,
+    LetOp,
+    LoopOp,
+    ProgramOp,
+    RegionOp,
+    StoreOp,
+    TransferOp,
+    WaitOp,
+)
+from nem.dialect.registry import lookup
+from nem.frontends.nem_text import config_parser
+from nem.frontends.nem_text.cursor import TokenCursor, describe
+from nem.frontends.nem_text.lexer import CALL, FLOAT, ID, INT, STRING, Token, tokenize
+
+STATEMENT_KEYWORDS = frozenset({"const", "let", "buffer", "loop", "endloop", "wait", "include",
+                                "program", "device", "type_family"})
+
+
+@dataclass
+class _Name:
+    kind: str  # const | let | buffer | region | token | loopvar | value
+    value: SSAValue | None
+    loc: SourceLoc
+
+
+class _Scope:
+    def __init__(self, parent: _Scope | None, in_loop: bool):
+        self.names: dict[str, _Name] = {}
+        self.parent = parent
+        self.in_loop = in_loop
+
+    def lookup(self, name: str) -> _Name | None:
+        s: _Scope | None = self
+        while s is not None:
+            n = s.names.get(name)
+            if n is not None:
+                return n
+            s = s.parent
+        return None
+
+
+@dataclass
+class _Val:
+    """A parsed `value` before it is given its final form."""
+
+    kind: str  # int | float | string | list | region | id
+    data: object
+    tok: Token
+
+
+class ProgramParser(TokenCursor):
+    def __init__(self, text: str, file: str):
+        register_source(file, text)
+        super().__init__(tokenize(text, file), file)
+        self.block = Block()
+        self.scope = _Scope(None, in_loop=False)
+        self.evaluator = Evaluator()
+
+    # ------------------------------------------------------------------
+    # Document structure (GRAM-01, GRAM-02)
+    # ------------------------------------------------------------------
+    def parse_program(self) -> ProgramOp:
+        includes = []
+        while self.at("include"):
+            path, _ = config_parser.parse_include(self)
+            includes.append(path)
+        device_kind = device = None
+        if self.at("device"):
+            device_kind, device = self._device_directive()
+        name = None
+        if self.at("program") and self.peek().kind == ID:
+            self.advance()
+            name = self.expect_id("GRAM-02", "a program name").text
+            self.expect(":", "GRAM-02", "after the program name")
+        while not self.at_eof():
+            self._statement()
+        prog = ProgramOp(name, self.block, device_kind, device, tuple(includes))
+        prog.location = SourceLoc(self.file, 1, 1).to_attr()
+        return prog
+
+    def _device_directive(self) -> tuple[str, str]:
+        nxt = self.peek()
+        if nxt.kind == STRING:
+            self.advance()
+            return "file", _unquote(self.advance().text)
+        if nxt.kind == ID and self.peek(2).text not in ("{", "extends"):
+            self.advance()
+            return "name", self.advance().text
+        decl = config_parser.parse_device_config(self)
+        from nem.frontends.nem_text.config_printer import print_device_decl
+
+        return "inline", print_device_decl(decl)
+
+    # ------------------------------------------------------------------
+    # Statements (GRAM-03)
+    # ------------------------------------------------------------------
+    def _statement(self) -> None:
+        t = self.tok
+        if t.kind == ID:
+            word = t.text
+            if word == "const":
+                return self._const()
+            if word == "let":
+                return self._let()
+            if word == "buffer":
+                return self._buffer()
+            if word == "loop":
+                return self._loop()
+            if word == "wait" and self.peek().text == "(":
+                return self._task(None)
+            if word in ("program", "device", "include", "type_family"):
+                rule = "GRAM-01" if word in ("include", "type_family") else "GRAM-02"
+                raise self.error(f"'{word}' is not allowed here: a program file holds includes, "
+                                 "then at most one device directive, then at most one "
+                                 "`program NAME:` header, then statements", rule,
+                                 "move it to the top of the file or into a separate config document")
+            if self.peek().text == "=" and self.peek().kind != STRING:
+                nxt = self.peek(2)
+                if nxt.text == "region" and self.peek(3).text == "(":
+                    return self._region_decl()
+                if nxt.kind == CALL or (nxt.text == "wait" and self.peek(3).text == "("):
+                    return self._task(self._assign())
+            if word == "endloop":
+                raise self.error("'endloop' without a matching 'loop'", "GRAM-11",
+                                 "remove it or open the loop with `loop i in [a..b]:`")
+        if t.kind == CALL:
+            return self._task(None)
+        if self.accept(";"):
+            return None
+        raise self.error(f"expected a statement, found {describe(t)}", "GRAM-03",
+                         "a statement is a const/let/buffer/region declaration, a task, a loop or ';'")
+
+    def _assign(self) -> Token:
+        name = self.advance()
+        self.expect("=", "GRAM-15")
+        return name
+
+    def _const(self) -> None:
+        kw = self.advance()
+        name = self.expect_id("GRAM-06", "a constant name after 'const'")
+        self.expect("=", "GRAM-06", "after the constant name")
+        value = self._expr(const_ctx=True)
+        op = self._add(ConstOp(name.text, value), kw)
+        self._declare(name, "const", op.result)
+
+    def _let(self) -> None:
+        kw = self.advance()
+        name = self.expect_id("GRAM-06", "a name after 'let'")
+        self.expect("=", "GRAM-06", "after the let name")
+        if self.at("region") and self.peek().text == "(":
+            value = self._region_expr(name.text, "let", kw)
+            self._declare(name, "region", value)
+            return
+        val = self._value()
+        if val.kind == "int":
+            op = self._add(LetOp(name.text, ArgRefAttr(0), [val.data], True), kw)
+            self._declare(name, "let", op.result)
+            return
+        args: list[SSAValue] = []
+        attr = self._value_attr(val, args)
+        op = self._add(LetOp(name.text, attr, args, False), kw)
+        self._declare(name, "value", None)
+
+    def _buffer(self) -> None:
+        kw = self.advance()
+        name = self.expect_id("GRAM-04", "a buffer name after 'buffer'")
+        self.expect(":", "GRAM-04", "after the buffer name")
+        level = self._mem_level()
+        self.expect("(", "GRAM-04", "to open the buffer properties")
+        size = None
+        align = None
+        while True:
+            prop = self.expect_id("GRAM-04", "'size' or 'align'")
+            self.expect("=", "GRAM-04")
+            if prop.text == "size":
+                if size is not None:
+                    raise self.error("'size' given twice", "BUF-06", "keep one size=...", prop)
+                size = self._expr()
+            elif prop.text == "align":
+                if align is not None:
+                    raise self.error("'align' given twice", "BUF-06", "keep one align=...", prop)
+                align = self.expect_int("GRAM-04", "an integer literal for align",
+                                        "align takes a literal such as 64")
+            else:
+                raise self.error(f"unknown buffer property '{prop.text}'", "GRAM-04",
+                                 "buffer properties are size=expr and align=INT", prop)
+            if not self.accept(","):
+                break
+        self.expect(")", "GRAM-04", "to close the buffer properties")
+        if size is None:
+            raise self.error(f"buffer '{name.text}' has no size", "BUF-06",
+                             "add size=<bytes> to the buffer properties", name)
+        decos = self._decorators()
+        op = self._add(BufferOp(name.text, BufferType(level), size, align, decos), kw)
+        self._declare(name, "buffer", op.result)
+
+    def _mem_level(self) -> MemLevelAttr:
+        t = self.tok
+        if t.kind == ID and t.text in ("DDR", "L2"):
+            self.advance()
+            return MemLevelAttr(t.text)
+        if t.kind == ID and t.text == "L1":
+            self.advance()
+            if self.accept("["):
+                idx = self._expr()
+                k = self.evaluator.static(idx)
+                self.expect("]", "GRAM-05")
+                if k is None or k < 0:
+                    raise self.error("the L1 engine index must be a non-negative constant expression",
+                                     "GRAM-05", "write L1[k] with k a literal or const", t)
+                return MemLevelAttr.get("L1", k)
+            return MemLevelAttr("L1")
+        raise self.error(f"expected a memory level (DDR, L2, L1 or L1[k]), found {describe(t)}",
+                         "GRAM-05", "use one of DDR, L2, L1, L1[k]")
+
+    def _loop(self) -> None:
+        kw = self.advance()
+        iv = self.expect_id("GRAM-11", "a loop variable")
+        self.expect("in", "GRAM-11", "after the loop variable")
+        self.expect("[", "GRAM-11", "to open the loop range")
+        lower = self._expr()
+        self.expect("..", "GRAM-11", "between the loop bounds",
+                    "write the range as [first..last], bounds inclusive")
+        upper = self._expr()
+        self.expect("]", "GRAM-11", "to close the loop range")
+        decos = self._decorators()
+        self.expect(":", "GRAM-11", "after the loop header",
+                    "loop decorators come before the colon: loop i in [0..N-1] @max_in_flight(2):")
+        body = Block(arg_types=[IndexType()])
+        outer_block, outer_scope = self.block, self.scope
+        self.block, self.scope = body, _Scope(outer_scope, in_loop=True)
+        self._declare(iv, "loopvar", body.args[0])
+        while not self.at("endloop"):
+            if self.at_eof():
+                raise self.error(f"loop '{iv.text}' is not closed: expected 'endloop'", "GRAM-11",
+                                 "add 'endloop' after the loop body", kw)
+            self._statement()
+        self.advance()
+        self.block, self.scope = outer_block, outer_scope
+        self._add(LoopOp(iv.text, lower, upper, body, decos), kw)
+
+    def _region_decl(self) -> None:
+        name = self.advance()
+        self.advance()  # '='
+        value = self._region_expr(name.text, "decl", name)
+        self._declare(name, "region", value)
+
+    # ------------------------------------------------------------------
+    # Regions and operands (GRAM-07, GRAM-08, GRAM-10)
+    # ------------------------------------------------------------------
+    def _region_expr(self, name: str | None, binding: str, start: Token,
+                     in_operand_list: bool = False) -> SSAValue:
+        kw = self.expect("region", "GRAM-07")
+        self.expect("(", "GRAM-07", "after 'region'")
+        buf_tok = self.expect_id("GRAM-07", "a buffer name as the first region argument")
+        buf = self.scope.lookup(buf_tok.text)
+        if buf is None or buf.kind != "buffer":
+            what = "is not declared" if buf is None else f"is a {buf.kind}, not a buffer"
+            raise self.error(f"'{buf_tok.text}' {what}", "NAME-01",
+                             "the first argument of region(...) must name a declared buffer", buf_tok)
+        self.expect(",", "GRAM-07", "after the buffer name")
+        offset = self._expr()
+        self.expect(",", "GRAM-07", "after the region offset")
+        extent = self._expr()
+        self.expect(")", "GRAM-07", "to close region(...)",
+                    "type attributes go after the closing parenthesis: region(b, off, ext) elem=...")
+        level = buf.value.type.level
+        shape_vals: list[SSAValue] = []
+        stride_vals: list[SSAValue] = []
+        rtype = RegionType(level)
+        if self.at("elem") and self.peek().text == "=":
+            rtype, shape_vals, stride_vals = self._type_attrs(level, in_operand_list)
+        decos = [] if binding == "inline" else self._decorators()
+        op = RegionOp(rtype, buf.value, offset, extent, shape_vals, stride_vals, name, binding, decos)
+        self._add(op, start if binding != "inline" else kw)
+        return op.result
+
+    def _type_attrs(self, level: MemLevelAttr, in_operand_list: bool
+                    ) -> tuple[RegionType, list[SSAValue], list[SSAValue]]:
+        self.advance()
+        self.advance()
+        et = self.expect_id("TYPE-01", "an element type")
+        if et.text not in ELEM_BY_NAME:
+            raise self.error(f"unknown element type '{et.text}'", "TYPE-01",
+                             "use one of " + ", ".join(ELEM_BY_NAME), et)
+        self.expect(",", "GRAM-08", "after elem=...", "type attributes are elem=, shape=, layout=|strides=")
+        self.expect("shape", "GRAM-08", "(type attributes come in the order elem, shape, layout|strides)")
+        self.expect("=", "GRAM-08")
+        shape_vals = self._expr_list("shape")
+        self.expect(",", "GRAM-08", "after shape=[...]")
+        layout = None
+        stride_vals: list[SSAValue] = []
+        strides = None
+        which = self.expect_id("GRAM-08", "'layout' or 'strides'")
+        self.expect("=", "GRAM-08")
+        if which.text == "layout":
+            layout = self.expect_id("GRAM-08", "a layout name such as NHWC").text
+        elif which.text == "strides":
+            stride_vals = self._expr_list("strides")
+            strides = [self._static_or_dynamic(v) for v in stride_vals]
+        else:
+            raise self.error(f"expected 'layout' or 'strides', found '{which.text}'", "GRAM-08",
+                             "write layout=ID or strides=[...] after shape", which)
+        quant = None
+        if self.at_punct(",") and self.peek().text == "quant" and self.peek(2).text == "=":
+            self.advance()
+            self.advance()
+            self.advance()
+            quant = self._quant()
+        if self.at_punct(",") and self.peek().text in ("layout", "strides") and self.peek(2).text == "=":
+            raise self.error("a region takes either layout= or strides=, not both", "GRAM-08",
+                             "remove one of them", self.peek())
+        shape = [self._static_or_dynamic(v) for v in shape_vals]
+        rtype = RegionType(level, ELEM_BY_NAME[et.text], shape, layout, strides, quant)
+        return rtype, shape_vals, stride_vals
+
+    def _static_or_dynamic(self, v: SSAValue) -> int:
+        s = self.evaluator.static(v)
+        return DYNAMIC if s is None else s
+
+    def _expr_list(self, what: str) -> list[SSAValue]:
+        self.expect("[", "GRAM-09", f"to open the {what} list")
+        if self.at_punct("]"):
+            raise self.error(f"{what} lists need at least one entry", "GRAM-09",
+                             "rank-0 regions cannot be written; use shape=[1]")
+        vals = [self._expr()]
+        while self.accept(","):
+            vals.append(self._expr())
+        self.expect("]", "GRAM-09", f"to close the {what} list")
+        return vals
+
+    def _quant(self) -> Attribute:
+        kind = self.expect_id("GRAM-10", "per_tensor, per_channel or per_group")
+        self.expect("(", "GRAM-10")
+        if kind.text == "per_tensor":
+            scale = self._quant_field("scale", number=True)
+            self.expect(",", "GRAM-10")
+            zp = self._quant_field("zero_point", number=True)
+            self.expect(")", "GRAM-10")
+            return PerTensorQuantAttr(scale, zp)
+        if kind.text not in ("per_channel", "per_group"):
+            raise self.error(f"unknown quantization form '{kind.text}'", "GRAM-10",
+                             "use per_tensor(...), per_channel(...) or per_group(...)", kind)
+        axis = self._quant_field("axis", number=False)
+        self.expect(",", "GRAM-10")
+        group = None
+        if kind.text == "per_group":
+            group = self._quant_field("group_size", number=False)
+            self.expect(",", "GRAM-10")
+        scales = self._quant_list("scales")
+        self.expect(",", "GRAM-10")
+        zps = self._quant_list("zero_points")
+        self.expect(")", "GRAM-10")
+        if group is None:
+            return PerChannelQuantAttr(axis, scales, zps)
+        return PerGroupQuantAttr(axis, group, scales, zps)
+
+    def _quant_field(self, key: str, number: bool) -> float | int:
+        self.expect(key, "GRAM-10", f"(quant keys come in a fixed order)")
+        self.expect("=", "GRAM-10")
+        if not number:
+            return self.expect_int("GRAM-10", f"an integer literal for {key}")
+        return self._number()
+
+    def _quant_list(self, key: str) -> list[float | int]:
+        self.expect(key, "GRAM-10", "(quant keys come in a fixed order)")
+        self.expect("=", "GRAM-10")
+        self.expect("[", "GRAM-10")
+        if self.at_punct("]"):
+            raise self.error(f"{key} must not be empty", "GRAM-10", "give one entry per channel/group")
+        vals = [self._number()]
+        while self.accept(","):
+            vals.append(self._number())
+        self.expect("]", "GRAM-10")
+        return vals
+
+    def _number(self) -> float | int:
+        """A numeric value folded now: quant scales/zero points and float
+        attributes are literal data (decision D-QUANT-VALUES)."""
+        tok = self.tok
+        v = self._value()
+        if v.kind == "float":
+            return v.data
+        if v.kind == "int":
+            s = self.evaluator.static(v.data)
+            if s is not None:
+                return s
+        raise self.error("expected a constant number", "GRAM-10",
+                         "write a literal, a const name or literal arithmetic", tok)
+
+    def _operand(self, role_decos: list[list[DecoratorAttr]], task_decos: list[DecoratorAttr]
+                 ) -> SSAValue:
+        t = self.tok
+        if t.text == "region" and self.peek().text == "(":
+            value = self._region_expr(None, "inline", t, in_operand_list=True)
+        else:
+            name = self.expect_id("GRAM-15", "a region name or region(...)")
+            n = self.scope.lookup(name.text)
+            if n is None:
+                raise self.error(f"'{name.text}' is not declared", "NAME-01",
+                                 "declare the region before using it as an operand", name)
+            if n.kind != "region":
+                raise self.error(f"'{name.text}' is a {n.kind}, not a region", "NAME-01",
+                                 "task operands are regions: NAME = region(buf, off, ext) ...", name)
+            value = n.value
+        decos = self._decorators()
+        mine = [d for d in decos if "region" in DECORATORS[d.DECO_NAME].targets
+                or not DECORATORS[d.DECO_NAME].targets & {"compute", "transfer", "store"}]
+        task_decos.extend(d for d in decos if d not in mine)
+        role_decos.append(mine)
+        return value
+
+    # ------------------------------------------------------------------
+    # Tasks (GRAM-12..15)
+    # ------------------------------------------------------------------
+    def _task(self, assign: Token | None) -> None:
+        t = self.tok
+        start = assign or t
+        if t.text == "wait":
+            if assign is not None:
+                raise self.error("'wait' produces no token and cannot be assigned", "TASK-04",
+                                 f"drop '{assign.text} ='", assign)
+            self.advance()
+            self.expect("(", "GRAM-13", "after 'wait'")
+            toks = self._id_list("GRAM-13")
+            self.expect(")", "GRAM-13")
+            decos = self._decorators()
+            self._add(WaitOp([self._token(x) for x in toks], decos), start)
+            return
+        call = self.advance()
+        base, mode = call.text.rsplit(".", 1)
+        sync = mode == "sync"
+        token_name = assign.text if assign else None
+        if base in ("transfer", "store"):
+            self.expect("(", "GRAM-12", f"after '{call.text}'")
+            self.expect("dst", "GRAM-12", "(arguments are dst=..., src=..., deps=[...])")
+            self.expect("=", "GRAM-12")
+            role_decos: list[list[DecoratorAttr]] = []
+            task_decos: list[DecoratorAttr] = []
+            dst = self._operand(role_decos, task_decos)
+            self.expect(",", "GRAM-12")
+            self.expect("src", "GRAM-12", "(arguments are dst=..., src=..., deps=[...])")
+            self.expect("=", "GRAM-12")
+            src = self._operand(role_decos, task_decos)
+            deps: list[Token] = []
+            if self.accept(","):
+                self.expect("deps", "GRAM-12", "(only deps=[...] may follow src=...)")
+                self.expect("=", "GRAM-12")
+                self.expect("[", "GRAM-12")
+                deps = self._id_list("GRAM-12")
+                self.expect("]", "GRAM-12")
+            self.expect(")", "GRAM-12", f"to close {call.text}(...)")
+            decos = task_decos + [d for pair in role_decos for d in pair] + self._decorators()
+            cls = TransferOp if base == "transfer" else StoreOp
+            self._add(cls(dst, src, [self._token(d) for d in deps], sync, token_name, decos), start)
+            if assign:
+                self._declare(assign, "token", self.block.last_op.results[0])
+            return
+        self._compute(call, base, sync, assign, start)
+
+    def _compute(self, call: Token, opcode: str, sync: bool, assign: Token | None,
+                 start: Token) -> None:
+        cls = COMPUTE_OPS.get(opcode)
+        if cls is None:
+            raise self.error(f"unknown opcode '{opcode}'", "TASK-11",
+                             "use an opcode of the registry (see docs/ops.md) or the escape hatch "
+                             "`compute.async in ... out ... op=\"name\"`", call)
+        if self.at_punct("("):
+            raise self.error(f"'{call.text}(' is not the compute form", "GRAM-14",
+                             f"write `{call.text} in <inputs> out <outputs> attr=value ...`"
+                             " (decision D-GRAM-COMPUTE)")
+        role_decos: list[list[DecoratorAttr]] = []
+        task_decos: list[DecoratorAttr] = []
+        self.expect("in", "GRAM-14", f"after '{call.text}'")
+        ins = [self._operand(role_decos, task_decos)]
+        while self.accept(","):
+            ins.append(self._operand(role_decos, task_decos))
+        self.expect("out", "GRAM-14", "after the input operands")
+        outs = [self._operand(role_decos, task_decos)]
+        while self.accept(","):
+            outs.append(self._operand(role_decos, task_decos))
+        deps: list[SSAValue] = []
+        args: list[SSAValue] = []
+        attrs: dict[str, Attribute] = {}
+        spec = lookup(opcode)
+        while self.tok.kind == ID and self.peek().text == "=" and not self._starts_statement():
+            key = self.advance()
+            self.advance()
+            if key.text == "deps":
+                self.expect("[", "GRAM-14", "after deps=")
+                deps.extend(self._token(x) for x in self._id_list("GRAM-14"))
+                self.expect("]", "GRAM-14")
+                continue
+            if key.text in attrs:
+                raise self.error(f"attribute '{key.text}' given twice", "TASK-13",
+                                 "keep one", key)
+            val = self._value()
+            aspec = spec.attributes.get(key.text) if spec else None
+            attrs[key.text] = self._value_attr(val, args, aspec.type if aspec else None, key.text)
+        decos = task_decos + self._decorators()
+        op = cls(ins, outs, deps, args, attrs, sync, assign.text if assign else None, decos,
+                 role_decos)
+        self._add(op, start)
+        if assign:
+            self._declare(assign, "token", op.result)
+
+    def _starts_statement(self) -> bool:
+        nxt = self.peek(2)
+        return nxt.kind == CALL or (nxt.text == "region" and self.peek(3).text == "(") or \
+            (nxt.text == "wait" and self.peek(3).text == "(")
+
+    def _id_list(self, rule: str) -> list[Token]:
+        toks = [self.expect_id(rule, "a token name")]
+        while self.accept(","):
+            toks.append(self.expect_id(rule, "a token name"))
+        return toks
+
+    def _token(self, tok: Token) -> SSAValue:
+        n = self.scope.lookup(tok.text)
+        if n is None:
+            raise self.error(f"token '{tok.text}' is not produced by any earlier task", "TASK-03",
+                             f"assign a task's token with `{tok.text} = ...` before waiting on it",
+                             tok)
+        if n.kind != "token":
+            raise self.error(f"'{tok.text}' is a {n.kind}, not a token", "NAME-01",
+                             "deps and wait take task tokens", tok)
+        return n.value
+
+    # ------------------------------------------------------------------
+    # Values and attributes
+    # ------------------------------------------------------------------
+    def _value(self) -> _Val:
+        t = self.tok
+        if t.kind == STRING:
+            self.advance()
+            return _Val("string", _unquote(t.text), t)
+        if t.text == "[" and t.kind != STRING:
+            self.advance()
+            items = []
+            if not self.at_punct("]"):
+                items.append(self._value())
+                while self.accept(","):
+                    items.append(self._value())
+            self.expect("]", "GRAM-16", "to close the list")
+            return _Val("list", items, t)
+        if t.text == "region" and self.peek().text == "(":
+            return _Val("region", self._region_expr(None, "inline", t), t)
+        if t.kind == ID and self.scope.lookup(t.text) is None and \
+                self.peek().text not in ("+", "-", "*", "/", "mod"):
+            self.advance()
+            return _Val("id", t.text, t)
+        return self._numeric_value()
+
+    def _numeric_value(self) -> _Val:
+        """An expr that may contain FLOATs: integer-only ones become SSA values;
+        ones with a FLOAT are folded now (FLOATs are literal data, LEX-03)."""
+        start = self.pos
+        t = self.tok
+        if self._expr_has_float():
+            self.pos = start
+            return _Val("float", float(self._float_expr()), t)
+        self.pos = start
+        return _Val("int", self._expr(), t)
+
+    def _expr_has_float(self) -> bool:
+        depth = 0
+        while True:
+            t = self.tok
+            if t.kind == FLOAT:
+                return True
+            if t.text == "(":
+                depth += 1
+            elif t.text == ")":
+                if depth == 0:
+                    return False
+                depth -= 1
+            elif not (t.kind in (INT, ID) or t.text in ("+", "-", "*", "/", "mod")):
+                return False
+            self.advance()
+
+    def _float_expr(self) -> float:
+        def primary() -> float:
+            t = self.advance()
+            if t.kind in (FLOAT, INT):
+                return float(t.text)
+            if t.text == "(":
+                v = expr(0)
+                self.expect(")", "GRAM-16")
+                return v
+            raise self.error("only literals may be combined with a FLOAT", "LEX-03",
+                             "write the float value as a literal", t)
+
+        def expr(min_prec: int) -> float:
+            lhs = primary()
+            while self.tok.text in PRECEDENCE and self.tok.kind != STRING and \
+                    PRECEDENCE[self.tok.text] > min_prec:
+                op = self.advance().text
+                rhs = expr(PRECEDENCE[op])
+                if op in ("/", "mod") and rhs == 0:
+                    raise self.error("division by zero", "CONST-05")
+                lhs = {"+": lhs + rhs, "-": lhs - rhs, "*": lhs * rhs, "/": lhs / rhs,
+                       "mod": lhs % rhs if rhs else 0.0}[op]
+            return lhs
+
+        return expr(0)
+
+    def _value_attr(self, val: _Val, args: list[SSAValue], type_: str | None = None,
+                    key: str | None = None) -> Attribute:
+        """Give a parsed value its IR form; `type_` is the registry type."""
+        if type_ == "elem" and val.kind != "id":
+            raise self.error(f"'{key}' takes an element type", "TASK-13",
+                             "write e.g. accum_type=i32", val.tok)
+        if val.kind == "id":
+            if type_ == "elem" or (type_ is None and val.data in ELEM_BY_NAME):
+                if val.data not in ELEM_BY_NAME:
+                    raise self.error(f"unknown element type '{val.data}'", "TYPE-01",
+                                     "use one of " + ", ".join(ELEM_BY_NAME), val.tok)
+                return ELEM_BY_NAME[val.data]
+            raise self.error(f"'{val.data}' is not declared", "NAME-01",
+                             "attribute values are numbers, strings, lists, element types, or "
+                             "names of consts/lets/loop variables", val.tok)
+        if val.kind == "float":
+            if type_ in ("int", "int_list"):
+                raise self.error(f"'{key}' takes integers, not a FLOAT", "LEX-03",
+                                 "write an integer expression", val.tok)
+            return FloatAttr(val.data, 64)
+        if val.kind == "int":
+            if type_ == "float":
+                s = self.evaluator.static(val.data)
+                if s is not None:
+                    return FloatAttr(float(s), 64)
+            args.append(val.data)
+            return ArgRefAttr(len(args) - 1)
+        if val.kind == "string":
+            return StringAttr(val.data)
+        if val.kind == "list":
+            elem_type = "int" if type_ == "int_list" else None
+            return ArrayAttr(tuple(self._value_attr(v, args, elem_type, key) for v in val.data))
+        raise self.error("a region is not allowed as an attribute value", "GRAM-14",
+                         "pass regions as operands after in/out", val.tok)
+
+    # ------------------------------------------------------------------
+    # Integer expressions (GRAM-16)
+    # ------------------------------------------------------------------
+    def _expr(self, const_ctx: bool = False, min_prec: int = 0) -> SSAValue:
+        lhs = self._primary(const_ctx)
+        while True:
+            t = self.tok
+            prec = PRECEDENCE.get(t.text) if t.kind != STRING else None
+            if prec is None or prec <= min_prec:
+                return lhs
+            self.advance()
+            rhs = self._expr(const_ctx, prec)
+            a, b = self.evaluator.static(lhs), self.evaluator.static(rhs)
+            if a is not None and b is not None:
+                try:
+                    apply_binop(t.text, a, b)
+                except ExprError as e:
+                    raise self.error(f"{e} in a constant expression", "CONST-05",
+                                     "change the divisor", t)
+            lhs = self._add(BINOPS[t.text](lhs, rhs), t).results[0]
+
+    def _primary(self, const_ctx: bool) -> SSAValue:
+        t = self.tok
+        if t.kind == INT:
+            self.advance()
+            return self._add(arith.ConstantOp(IntegerAttr(int(t.text), IndexType())), t).results[0]
+        if t.kind == FLOAT:
+            where = "a const declaration" if const_ctx else "this position"
+            raise self.error(f"FLOAT literal {t.text} is not allowed in {where}", "LEX-03",
+                             "FLOATs are only allowed as compute attribute values; use an integer",
+                             t)
+        if t.text == "(" and t.kind != STRING:
+            self.advance()
+            v = self._expr(const_ctx)
+            self.expect(")", "GRAM-16", "to close the parenthesis")
+            return v
+        if t.kind == ID:
+            self.advance()
+            n = self.scope.lookup(t.text)
+            if n is None:
+                rule = "CONST-04" if const_ctx else "NAME-01"
+                fix = ("declare the const on an earlier line" if const_ctx
+                       else "declare it first (const, let or loop variable)")
+                raise self.error(f"'{t.text}' is not declared", rule, fix, t)
+            if const_ctx and n.kind != "const":
+                raise self.error(f"a const expression may use only earlier consts, but '{t.text}' "
+                                 f"is a {n.kind}", "CONST-03",
+                                 "use literals and const names only", t)
+            if n.kind not in ("const", "let", "loopvar"):
+                raise self.error(f"'{t.text}' is a {n.kind}, not an integer value", "NAME-01",
+                                 "expressions use integer literals, consts, lets and loop variables",
+                                 t)
+            return n.value
+        raise self.error(f"expected an expression, found {describe(t)}", "GRAM-16",
+                         "an expression is INT, ID or ( expr ) combined with + - * / mod"
+                         " (no unary minus: write 0 - x)")
+
+    def _decorators(self) -> list[DecoratorAttr]:
+        decos = []
+        while self.at_punct("@"):
+            at = self.advance()
+            name = self.expect_id("GRAM-17", "a decorator name after '@'")
+            info = DECORATORS.get(name.text)
+            if info is None:
+                raise self.error(f"unknown decorator '@{name.text}'", "DECO-01",
+                                 "known decorators: " + ", ".join(d.usage for d in DECORATORS.values()),
+                                 name)
+            decos.append(self._decorator_args(name, info.args))
+        return decos
+
+    def _decorator_args(self, name: Token, kind: str) -> DecoratorAttr:
+        info = DECORATORS[name.text]
+        if kind == "none":
+            if self.at_punct("("):
+                raise self.error(f"@{name.text} takes no arguments", "DECO-03",
+                                 f"write {info.usage}")
+            return info.attr()
+        if not self.accept("("):
+            raise self.error(f"@{name.text} needs an argument", "DECO-03", f"write {info.usage}")
+        if kind == "unit":
+            unit = self.expect_id("GRAM-17", "an execution unit type")
+            if unit.text not in UNIT_TYPES:
+                raise self.error(f"unknown execution unit '{unit.text}'", "GRAM-17",
+                                 "units are " + ", ".join(UNIT_TYPES), unit)
+            self.expect("[", "RES-02", "after the unit type", "write @resource(UNIT[index])")
+            idx_tok = self.tok
+            index = self.evaluator.static(self._expr())
+            self.expect("]", "RES-02")
+            self.expect(")", "DECO-03", f"to close @{name.text}(...)")
+            if index is None or index < 0:
+                raise self.error("the unit index must be a non-negative constant", "RES-02",
+                                 "write e.g. @resource(CSTL[0])", idx_tok)
+            return info.attr(unit.text, index)
+        tok = self.tok
+        if kind == "tag":
+            if tok.kind not in (ID, STRING):
+                raise self.error(f"@{name.text} takes a name or a string", "DECO-03",
+                                 f"write {info.usage}", tok)
+            self.advance()
+            self.expect(")", "DECO-03", f"(@{name.text} takes one argument)")
+            if tok.kind == STRING:
+                return info.attr(_unquote(tok.text), True)
+            return info.attr(tok.text, False)
+        if tok.kind == FLOAT:
+            raise self.error(f"@{name.text} takes an integer, not a FLOAT", "LEX-03",
+                             f"write {info.usage}", tok)
+        n = self.evaluator.static(self._expr())
+        self.expect(")", "DECO-03", f"(@{name.text} takes one argument)")
+        if n is None:
+            raise self.error(f"@{name.text} needs a constant integer", "DECO-03",
+                             f"write {info.usage} with a literal or const", tok)
+        return info.attr(n)
+
+    # ------------------------------------------------------------------
+    # Building
+    # ------------------------------------------------------------------
+    def _add(self, op: Operation, tok: Token) -> Operation:
+        op.location = SourceLoc(self.file, tok.line, tok.col).to_attr()
+        self.block.add_op(op)
+        return op
+
+    def _declare(self, tok: Token, kind: str, value: SSAValue | None) -> None:
+        # Duplicates are reported by the verifier (NAME-02); the newest wins here.
+        self.scope.names[tok.text] = _Name(kind, value, self.loc(tok))
+
+
+def _unquote(text: str) -> str:
+    return text[1:-1].encode().decode("unicode_escape") if "\\" in text else text[1:-1]
+
+
+def parse_nem(text: str, file: str = "<stdin>") -> ModuleOp:
+    """Parse a `.nem` program into a module holding one `nem.program`."""
+    return ModuleOp([ProgramParser(text, file).parse_program()])
+
+
+__all__ = ["parse_nem", "ProgramParser", "NemDiagnosticError"]

@@ -1,0 +1,409 @@
+"""NEM attributes and types: memory levels, element types, quantization
+descriptors, decorators, and the buffer / region / token types.
+
+Element types are MLIR builtin types (`i8`, `ui8`, `f16`, `bf16`, ...) so the
+IR reads like any other MLIR; `ELEM_BY_NAME`/`elem_name` translate to and
+from the spec's spelling (`u8`, not `ui8`).  Everything else lives under the
+`nem.` prefix and prints in forms that upstream `mlir-opt
+--allow-unregistered-dialect` accepts as opaque attributes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import ClassVar
+
+from xdsl.dialects.builtin import (
+    ArrayAttr,
+    BFloat16Type,
+    DenseArrayBase,
+    Float16Type,
+    Float32Type,
+    FloatAttr,
+    IntAttr,
+    IntegerAttr,
+    IntegerType,
+    NoneAttr,
+    Signedness,
+    StringAttr,
+    i64,
+)
+from xdsl.ir import Attribute, Data, ParametrizedAttribute, TypeAttribute
+from xdsl.irdl import irdl_attr_definition
+from xdsl.parser import AttrParser
+from xdsl.printer import Printer
+
+# ---------------------------------------------------------------------------
+# Element types (SPEC §3; TYPE-01, TYPE-02)
+# ---------------------------------------------------------------------------
+
+ELEM_BY_NAME: dict[str, Attribute] = {
+    "i4": IntegerType(4),
+    "i8": IntegerType(8),
+    "i16": IntegerType(16),
+    "i32": IntegerType(32),
+    "u8": IntegerType(8, Signedness.UNSIGNED),
+    "u16": IntegerType(16, Signedness.UNSIGNED),
+    "u32": IntegerType(32, Signedness.UNSIGNED),
+    "f16": Float16Type(),
+    "bf16": BFloat16Type(),
+    "f32": Float32Type(),
+}
+_NAME_BY_ELEM = {v: k for k, v in ELEM_BY_NAME.items()}
+BITWIDTH = {"i4": 4, "i8": 8, "u8": 8, "i16": 16, "u16": 16, "f16": 16, "bf16": 16,
+            "i32": 32, "u32": 32, "f32": 32}
+FLOAT_ELEMS = frozenset({"f16", "bf16", "f32"})
+
+
+def elem_name(attr: Attribute) -> str | None:
+    """The spec's name of a builtin element type, or None if it is not one."""
+    return _NAME_BY_ELEM.get(attr)
+
+
+# ---------------------------------------------------------------------------
+# Memory levels (SPEC §1; GRAM-05)
+# ---------------------------------------------------------------------------
+
+
+@irdl_attr_definition
+class MemLevelAttr(Data[str]):
+    """`DDR`, `L2`, `L1` (engine unspecified) or `L1[k]`."""
+
+    name = "nem.level"
+
+    @classmethod
+    def parse_parameter(cls, parser: AttrParser) -> str:
+        with parser.in_angle_brackets():
+            text = parser.parse_identifier()
+            if parser.parse_optional_punctuation("["):
+                text += f"[{parser.parse_integer(allow_negative=False)}]"
+                parser.parse_punctuation("]")
+        return text
+
+    def print_parameter(self, printer: Printer) -> None:
+        printer.print_string(f"<{self.data}>")
+
+    @property
+    def kind(self) -> str:
+        return self.data.split("[", 1)[0]
+
+    @property
+    def engine(self) -> int | None:
+        if "[" not in self.data:
+            return None
+        return int(self.data[self.data.index("[") + 1 : -1])
+
+    @staticmethod
+    def get(kind: str, engine: int | None = None) -> MemLevelAttr:
+        return MemLevelAttr(kind if engine is None else f"{kind}[{engine}]")
+
+
+# ---------------------------------------------------------------------------
+# Quantization descriptors (SPEC §3; GRAM-10, QUANT-*)
+# ---------------------------------------------------------------------------
+
+
+def _num_array(values: Sequence[float | int]) -> ArrayAttr:
+    return ArrayAttr(tuple(_num(v) for v in values))
+
+
+def _num(v: float | int) -> Attribute:
+    return IntegerAttr(v, i64) if isinstance(v, int) else FloatAttr(float(v), 64)
+
+
+def num_value(a: Attribute) -> float | int:
+    assert isinstance(a, IntegerAttr | FloatAttr)
+    return a.value.data
+
+
+@irdl_attr_definition
+class PerTensorQuantAttr(ParametrizedAttribute):
+    """`per_tensor(scale=s, zero_point=z)`: one scale and zero point."""
+
+    name = "nem.per_tensor"
+    scale: Attribute
+    zero_point: Attribute
+
+    def __init__(self, scale: float | int, zero_point: float | int):
+        super().__init__(_num(scale), _num(zero_point))
+
+    def render(self) -> str:
+        return f"per_tensor(scale={fmt_num(num_value(self.scale))}, zero_point={fmt_num(num_value(self.zero_point))})"
+
+
+@irdl_attr_definition
+class PerChannelQuantAttr(ParametrizedAttribute):
+    """`per_channel(axis=a, scales=[...], zero_points=[...])`."""
+
+    name = "nem.per_channel"
+    axis: IntAttr
+    scales: ArrayAttr
+    zero_points: ArrayAttr
+
+    def __init__(self, axis: int, scales: Sequence[float | int], zero_points: Sequence[float | int]):
+        super().__init__(IntAttr(axis), _num_array(scales), _num_array(zero_points))
+
+    def render(self) -> str:
+        return (f"per_channel(axis={self.axis.data}, scales={fmt_list(self.scales)}, "
+                f"zero_points={fmt_list(self.zero_points)})")
+
+
+@irdl_attr_definition
+class PerGroupQuantAttr(ParametrizedAttribute):
+    """`per_group(axis=a, group_size=g, scales=[...], zero_points=[...])`."""
+
+    name = "nem.per_group"
+    axis: IntAttr
+    group_size: IntAttr
+    scales: ArrayAttr
+    zero_points: ArrayAttr
+
+    def __init__(self, axis: int, group_size: int, scales: Sequence[float | int],
+                 zero_points: Sequence[float | int]):
+        super().__init__(IntAttr(axis), IntAttr(group_size), _num_array(scales),
+                         _num_array(zero_points))
+
+    def render(self) -> str:
+        return (f"per_group(axis={self.axis.data}, group_size={self.group_size.data}, "
+                f"scales={fmt_list(self.scales)}, zero_points={fmt_list(self.zero_points)})")
+
+
+QuantAttr = PerTensorQuantAttr | PerChannelQuantAttr | PerGroupQuantAttr
+
+
+def fmt_num(v: float | int) -> str:
+    """A number as `.nem` text: ints plain, floats with a fraction (LEX-02),
+    negatives as `0 - x` because the grammar has no unary minus (D-EXPR-NEG)."""
+    if isinstance(v, float):
+        text = repr(abs(v))
+        if "e" in text and "." not in text.split("e")[0]:
+            mant, exp = text.split("e")
+            text = f"{mant}.0e{exp}"
+        elif "inf" in text or "nan" in text:
+            raise ValueError(f"cannot write {v} as a NEM literal")
+    else:
+        text = str(abs(v))
+    return f"(0 - {text})" if v < 0 else text
+
+
+def fmt_list(arr: ArrayAttr) -> str:
+    return "[" + ", ".join(fmt_num(num_value(a)) for a in arr.data) + "]"
+
+
+# ---------------------------------------------------------------------------
+# Decorators (SPEC §7).  One class each; DECORATORS in decorators.py says
+# where each may appear and what arguments it takes.
+# ---------------------------------------------------------------------------
+
+
+class DecoratorAttr(ParametrizedAttribute):
+    """Base of all decorator attributes; `DECO_NAME` is the `@name` spelling."""
+
+    DECO_NAME: ClassVar[str] = ""
+
+    def args_text(self) -> str:
+        return ""
+
+    def render(self) -> str:
+        args = self.args_text()
+        return f"@{self.DECO_NAME}" + (f"({args})" if args else "")
+
+
+def _flag(deco: str, attr: str, doc: str) -> type[DecoratorAttr]:
+    cls = type(f"{deco.title().replace('_', '')}Attr", (DecoratorAttr,),
+               {"name": attr, "DECO_NAME": deco, "__doc__": doc})
+    return irdl_attr_definition(cls)
+
+
+MaterializedAttr = _flag("materialized", "nem.materialized",
+                         "`@materialized`: the region must exist as an architectural value.")
+DeterministicAttr = _flag("deterministic", "nem.deterministic",
+                          "`@deterministic`: the lowering must be bitwise reproducible.")
+MemmoveAttr = _flag("memmove", "nem.memmove",
+                    "`@memmove`: a transfer's source and destination may overlap.")
+ReadonlyAttr = _flag("readonly", "nem.readonly", "`@readonly`: the region is only read.")
+WriteonlyAttr = _flag("writeonly", "nem.writeonly", "`@writeonly`: the region is only written.")
+
+
+@irdl_attr_definition
+class MaxInFlightAttr(DecoratorAttr):
+    """`@max_in_flight(N)` on a loop: at most N iterations active (LOOP-01)."""
+
+    name = "nem.max_in_flight"
+    DECO_NAME = "max_in_flight"
+    n: IntAttr
+
+    def __init__(self, n: int):
+        super().__init__(IntAttr(n))
+
+    def args_text(self) -> str:
+        return str(self.n.data)
+
+
+@irdl_attr_definition
+class SeqEngineAttr(DecoratorAttr):
+    """`@seq_engine(k)`: the task is dispatched by engine k (SPEC §8, D-DECO-SEQ)."""
+
+    name = "nem.seq_engine"
+    DECO_NAME = "seq_engine"
+    engine: IntAttr
+
+    def __init__(self, engine: int):
+        super().__init__(IntAttr(engine))
+
+    def args_text(self) -> str:
+        return str(self.engine.data)
+
+
+@irdl_attr_definition
+class ResourceAttr(DecoratorAttr):
+    """`@resource(UNIT[i])`: bind the task to one execution-unit instance."""
+
+    name = "nem.resource"
+    DECO_NAME = "resource"
+    unit: StringAttr
+    index: IntAttr
+
+    def __init__(self, unit: str, index: int):
+        super().__init__(StringAttr(unit), IntAttr(index))
+
+    def args_text(self) -> str:
+        return f"{self.unit.data}[{self.index.data}]"
+
+
+class _TagDecorator(DecoratorAttr):
+    tag: StringAttr
+    quoted: IntAttr
+
+    def args_text(self) -> str:
+        return f'"{self.tag.data}"' if self.quoted.data else self.tag.data
+
+
+@irdl_attr_definition
+class DebugAttr(_TagDecorator):
+    """`@debug(name)`: informational, never changes execution (DECO-08)."""
+
+    name = "nem.debug"
+    DECO_NAME = "debug"
+
+    def __init__(self, tag: str, quoted: bool):
+        super().__init__(StringAttr(tag), IntAttr(int(quoted)))
+
+
+@irdl_attr_definition
+class ProfileAttr(_TagDecorator):
+    """`@profile(tag)`: informational, never changes execution (DECO-08)."""
+
+    name = "nem.profile"
+    DECO_NAME = "profile"
+
+    def __init__(self, tag: str, quoted: bool):
+        super().__init__(StringAttr(tag), IntAttr(int(quoted)))
+
+
+# ---------------------------------------------------------------------------
+# Compute-attribute and let values
+# ---------------------------------------------------------------------------
+
+
+@irdl_attr_definition
+class ArgRefAttr(ParametrizedAttribute):
+    """Placeholder inside an attribute value for the op's `args[index]`
+    operand: integer expressions stay SSA values (consts, loop variables)
+    while the attribute keeps the value's shape (scalar, list, nesting)."""
+
+    name = "nem.arg"
+    index: IntAttr
+
+    def __init__(self, index: int):
+        super().__init__(IntAttr(index))
+
+
+# ---------------------------------------------------------------------------
+# Types
+# ---------------------------------------------------------------------------
+
+
+@irdl_attr_definition
+class TokenType(ParametrizedAttribute, TypeAttribute):
+    """The completion token of a task (SPEC §2 Tasks and Tokens)."""
+
+    name = "nem.token"
+
+
+@irdl_attr_definition
+class BufferType(ParametrizedAttribute, TypeAttribute):
+    """A buffer at a memory level; its byte size is the op's `size` operand."""
+
+    name = "nem.buffer"
+    level: MemLevelAttr
+
+    def __init__(self, level: MemLevelAttr):
+        super().__init__(level)
+
+
+DYNAMIC = -1
+"""A shape or stride entry that depends on a loop variable."""
+
+
+@irdl_attr_definition
+class RegionType(ParametrizedAttribute, TypeAttribute):
+    """A region: its memory level and, when typed, elem / shape /
+    layout-or-strides / quant (SPEC §2 Regions, §3 Region Type Syntax).
+
+    Untyped regions (raw byte ranges for transfers) have `elem = none`.
+    Shape and stride entries are the folded values of the region op's
+    operands, `-1` where they depend on a loop variable.
+    """
+
+    name = "nem.region"
+    level: MemLevelAttr
+    elem: Attribute
+    shape: Attribute
+    layout: Attribute
+    strides: Attribute
+    quant: Attribute
+
+    def __init__(self, level: MemLevelAttr, elem: Attribute | None = None,
+                 shape: Sequence[int] | None = None, layout: str | None = None,
+                 strides: Sequence[int] | None = None, quant: Attribute | None = None):
+        super().__init__(
+            level,
+            elem or NoneAttr(),
+            NoneAttr() if shape is None else DenseArrayBase.from_list(i64, shape),
+            NoneAttr() if layout is None else StringAttr(layout),
+            NoneAttr() if strides is None else DenseArrayBase.from_list(i64, strides),
+            quant or NoneAttr(),
+        )
+
+    @property
+    def typed(self) -> bool:
+        return not isinstance(self.elem, NoneAttr)
+
+    @property
+    def elem_name(self) -> str | None:
+        return elem_name(self.elem)
+
+    @property
+    def shape_values(self) -> tuple[int, ...] | None:
+        return None if isinstance(self.shape, NoneAttr) else self.shape.get_values()
+
+    @property
+    def stride_values(self) -> tuple[int, ...] | None:
+        return None if isinstance(self.strides, NoneAttr) else self.strides.get_values()
+
+    @property
+    def layout_name(self) -> str | None:
+        return None if isinstance(self.layout, NoneAttr) else self.layout.data
+
+    @property
+    def quant_desc(self) -> QuantAttr | None:
+        return None if isinstance(self.quant, NoneAttr) else self.quant
+
+
+ATTRIBUTES = [
+    MemLevelAttr, PerTensorQuantAttr, PerChannelQuantAttr, PerGroupQuantAttr,
+    MaterializedAttr, DeterministicAttr, MemmoveAttr, ReadonlyAttr, WriteonlyAttr,
+    MaxInFlightAttr, SeqEngineAttr, ResourceAttr, DebugAttr, ProfileAttr, ArgRefAttr,
+    TokenType, BufferType, RegionType,
+]

@@ -1,0 +1,390 @@
+"""NEM operations.
+
+A `.nem` program is one `nem.program` op whose single block holds the
+statements in source order.  Integer expressions (consts, offsets, loop
+bounds, shapes, integer compute attributes) are `index` SSA values built
+from `arith` ops, so folding is a pass and the printer can reproduce the
+expressions the user wrote.  Every user-visible name is a `name` property
+(never only an SSA name hint, which xDSL renumbers).
+
+Compute ops are generated from the opcode registry: one op class per
+opcode (`nem.conv2d`, `nem.relu`, ...), each with a `sync` flag for the
+`.sync` form (TASK-09), variadic `ins`/`outs`/`deps`, and `args` holding the
+integer expressions referenced by `ArgRefAttr`s inside `attrs`.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from xdsl.dialects.builtin import (
+    ArrayAttr,
+    DictionaryAttr,
+    IndexType,
+    IntegerAttr,
+    StringAttr,
+    UnitAttr,
+)
+from xdsl.ir import Attribute, Block, Region, SSAValue
+from xdsl.irdl import (
+    AttrSizedOperandSegments,
+    IRDLOperation,
+    irdl_op_definition,
+    operand_def,
+    opt_prop_def,
+    opt_result_def,
+    prop_def,
+    region_def,
+    result_def,
+    traits_def,
+    var_operand_def,
+)
+from xdsl.traits import NoTerminator
+from xdsl.utils.exceptions import VerifyException
+
+from nem.dialect.attributes import BufferType, DecoratorAttr, RegionType, TokenType
+from nem.dialect.registry import OpcodeSpec, opcodes
+
+
+def _decos(decorators: list[DecoratorAttr] | tuple[DecoratorAttr, ...]) -> ArrayAttr | None:
+    return ArrayAttr(tuple(decorators)) if decorators else None
+
+
+class NemOp(IRDLOperation):
+    """Common helpers: decorators and the optional user-visible name."""
+
+    def decorator_list(self) -> tuple[DecoratorAttr, ...]:
+        decos = self.properties.get("decorators")
+        return tuple(decos.data) if isinstance(decos, ArrayAttr) else ()
+
+    def user_name(self) -> str | None:
+        name = self.properties.get("name")
+        return name.data if isinstance(name, StringAttr) else None
+
+
+@irdl_op_definition
+class ProgramOp(NemOp):
+    """A NEM program (SPEC §12 `program`): header name, device directive,
+    includes, and the statements of its body in source order."""
+
+    name = "nem.program"
+
+    sym_name = opt_prop_def(StringAttr)
+    device_kind = opt_prop_def(StringAttr)  # "file" | "name" | "inline"
+    device = opt_prop_def(StringAttr)  # path, device name, or inline config text
+    includes = opt_prop_def(ArrayAttr[StringAttr])
+    body = region_def("single_block")
+    traits = traits_def(NoTerminator())
+
+    def __init__(self, name: str | None, body: Block, device_kind: str | None = None,
+                 device: str | None = None, includes: tuple[str, ...] = ()):
+        super().__init__(
+            regions=[Region(body)],
+            properties={
+                "sym_name": StringAttr(name) if name else None,
+                "device_kind": StringAttr(device_kind) if device_kind else None,
+                "device": StringAttr(device) if device else None,
+                "includes": ArrayAttr(tuple(StringAttr(i) for i in includes)) if includes else None,
+            },
+        )
+
+    @property
+    def block(self) -> Block:
+        return self.body.block
+
+
+@irdl_op_definition
+class ConstOp(NemOp):
+    """`const NAME = expr`: a program-scoped integer constant (SPEC §11)."""
+
+    name = "nem.const"
+
+    const_name = prop_def(StringAttr, prop_name="name")
+    value = operand_def(IndexType)
+    result = result_def(IndexType)
+
+    def __init__(self, name: str, value: SSAValue):
+        super().__init__(operands=[value], result_types=[IndexType()],
+                         properties={"name": StringAttr(name)})
+        self.result.name_hint = _hint(name)
+
+
+@irdl_op_definition
+class LetOp(NemOp):
+    """`let NAME = value` for a non-region value.  An integer expression
+    gives an `index` result usable in later expressions; a string or list
+    is kept in `value` (with `ArgRefAttr`s pointing into `args`)."""
+
+    name = "nem.let"
+
+    let_name = prop_def(StringAttr, prop_name="name")
+    value = prop_def(Attribute)
+    args = var_operand_def(IndexType)
+    result = opt_result_def(IndexType)
+
+    def __init__(self, name: str, value: Attribute, args: list[SSAValue], is_scalar_int: bool):
+        super().__init__(operands=[args], result_types=[[IndexType()] if is_scalar_int else []],
+                         properties={"name": StringAttr(name), "value": value})
+        if self.result is not None:
+            self.result.name_hint = _hint(name)
+
+
+@irdl_op_definition
+class BufferOp(NemOp):
+    """`buffer NAME : LEVEL (size=expr, align=INT) decos` (SPEC §2 Buffers)."""
+
+    name = "nem.buffer"
+
+    buffer_name = prop_def(StringAttr, prop_name="name")
+    align = opt_prop_def(IntegerAttr)
+    decorators = opt_prop_def(ArrayAttr)
+    size = operand_def(IndexType)
+    result = result_def(BufferType)
+
+    def __init__(self, name: str, type: BufferType, size: SSAValue, align: int | None,
+                 decorators: list[DecoratorAttr]):
+        super().__init__(operands=[size], result_types=[type],
+                         properties={"name": StringAttr(name),
+                                     "align": IntegerAttr.from_index_int_value(align)
+                                     if align is not None else None,
+                                     "decorators": _decos(decorators)})
+        self.result.name_hint = _hint(name)
+
+
+REGION_BINDINGS = ("decl", "let", "inline")
+
+
+@irdl_op_definition
+class RegionOp(NemOp):
+    """A region view `region(buf, offset, extent) type_attrs decos`.
+
+    `binding` records how the user wrote it: `NAME = region(...)` (decl),
+    `let NAME = region(...)` (let) or inline in an operand list (inline).
+    """
+
+    name = "nem.region"
+
+    region_name = opt_prop_def(StringAttr, prop_name="name")
+    binding = prop_def(StringAttr)
+    decorators = opt_prop_def(ArrayAttr)
+    buffer = operand_def(BufferType)
+    offset = operand_def(IndexType)
+    extent = operand_def(IndexType)
+    shape = var_operand_def(IndexType)
+    strides = var_operand_def(IndexType)
+    result = result_def(RegionType)
+    irdl_options = (AttrSizedOperandSegments(as_property=True),)
+
+    def __init__(self, type: RegionType, buffer: SSAValue, offset: SSAValue, extent: SSAValue,
+                 shape: list[SSAValue], strides: list[SSAValue], name: str | None,
+                 binding: str, decorators: list[DecoratorAttr]):
+        super().__init__(operands=[buffer, offset, extent, shape, strides], result_types=[type],
+                         properties={"name": StringAttr(name) if name else None,
+                                     "binding": StringAttr(binding),
+                                     "decorators": _decos(decorators)})
+        if name:
+            self.result.name_hint = _hint(name)
+
+    def verify_(self) -> None:
+        if self.binding.data not in REGION_BINDINGS:
+            raise VerifyException(f"binding must be one of {REGION_BINDINGS}")
+        if (self.binding.data == "inline") != (self.region_name is None):
+            raise VerifyException("inline regions are unnamed; declared regions are named")
+        rtype = self.result.type
+        assert isinstance(rtype, RegionType)
+        if rtype.level != self.buffer.type.level:
+            raise VerifyException(
+                f"region level {rtype.level.data} differs from its buffer's {self.buffer.type.level.data}")
+        shape = rtype.shape_values
+        if len(self.shape) != (len(shape) if shape is not None else 0):
+            raise VerifyException("shape operands do not match the region type's rank")
+        strides = rtype.stride_values
+        if len(self.strides) != (len(strides) if strides is not None else 0):
+            raise VerifyException("stride operands do not match the region type's strides")
+
+
+@irdl_op_definition
+class LoopOp(NemOp):
+    """`loop IV in [lb .. ub] decos: ... endloop`, bounds inclusive (D-LOOP-1)."""
+
+    name = "nem.loop"
+
+    iv_name = prop_def(StringAttr)
+    decorators = opt_prop_def(ArrayAttr)
+    lower = operand_def(IndexType)
+    upper = operand_def(IndexType)
+    body = region_def("single_block")
+    traits = traits_def(NoTerminator())
+
+    def __init__(self, iv_name: str, lower: SSAValue, upper: SSAValue, body: Block,
+                 decorators: list[DecoratorAttr]):
+        super().__init__(operands=[lower, upper], regions=[Region(body)],
+                         properties={"iv_name": StringAttr(iv_name),
+                                     "decorators": _decos(decorators)})
+        body.args[0].name_hint = _hint(iv_name)
+
+    @property
+    def block(self) -> Block:
+        return self.body.block
+
+    def verify_(self) -> None:
+        if len(self.block.args) != 1 or not isinstance(self.block.args[0].type, IndexType):
+            raise VerifyException("a loop body has exactly one index argument, the loop variable")
+
+
+class TaskOp(NemOp):
+    """A task: produces one completion token (TASK-01), optionally named by
+    `NAME =`, with token dependencies and a `.sync` flag."""
+
+    def token_name(self) -> str | None:
+        t = self.properties.get("token")
+        return t.data if isinstance(t, StringAttr) else None
+
+    @property
+    def is_sync(self) -> bool:
+        return "sync" in self.properties
+
+    def dep_values(self) -> tuple[SSAValue, ...]:
+        return tuple(self.deps)
+
+    def operand_regions(self) -> tuple[tuple[SSAValue, str], ...]:
+        """(region value, "read"|"write") for every region the task touches."""
+        raise NotImplementedError
+
+
+class _MoveOp(TaskOp):
+    """Shared shape of `transfer` and `store`: dst, src, deps."""
+
+    token = opt_prop_def(StringAttr)
+    sync = opt_prop_def(UnitAttr)
+    decorators = opt_prop_def(ArrayAttr)
+    dst = operand_def(RegionType)
+    src = operand_def(RegionType)
+    deps = var_operand_def(TokenType)
+    result = result_def(TokenType)
+    irdl_options = (AttrSizedOperandSegments(as_property=True),)
+
+    def __init__(self, dst: SSAValue, src: SSAValue, deps: list[SSAValue], sync: bool,
+                 token: str | None, decorators: list[DecoratorAttr]):
+        super().__init__(operands=[dst, src, deps], result_types=[TokenType()],
+                         properties={"token": StringAttr(token) if token else None,
+                                     "sync": UnitAttr() if sync else None,
+                                     "decorators": _decos(decorators)})
+        if token:
+            self.result.name_hint = _hint(token)
+
+    def operand_regions(self) -> tuple[tuple[SSAValue, str], ...]:
+        return ((self.src, "read"), (self.dst, "write"))
+
+
+@irdl_op_definition
+class TransferOp(_MoveOp):
+    """`transfer.async|sync(dst=..., src=..., deps=[...])` (SPEC §5)."""
+
+    name = "nem.transfer"
+    KEYWORD: ClassVar[str] = "transfer"
+
+
+@irdl_op_definition
+class StoreOp(_MoveOp):
+    """`store.async|sync(dst=..., src=..., deps=[...])` (SPEC §5)."""
+
+    name = "nem.store"
+    KEYWORD: ClassVar[str] = "store"
+
+
+@irdl_op_definition
+class WaitOp(NemOp):
+    """`wait(t1, t2, ...)`: blocks until every token is satisfied; no token."""
+
+    name = "nem.wait"
+
+    decorators = opt_prop_def(ArrayAttr)
+    tokens = var_operand_def(TokenType)
+
+    def __init__(self, tokens: list[SSAValue], decorators: list[DecoratorAttr]):
+        super().__init__(operands=[tokens], properties={"decorators": _decos(decorators)})
+
+    def verify_(self) -> None:
+        if not self.tokens:
+            raise VerifyException("wait needs at least one token (GRAM-13)")
+
+
+class ComputeOp(TaskOp):
+    """Base of the generated compute ops; `SPEC` is the registry entry."""
+
+    SPEC: ClassVar[OpcodeSpec]
+
+    token = opt_prop_def(StringAttr)
+    sync = opt_prop_def(UnitAttr)
+    decorators = opt_prop_def(ArrayAttr)
+    operand_decorators = opt_prop_def(ArrayAttr)
+    attrs = prop_def(DictionaryAttr)
+    ins = var_operand_def(RegionType)
+    outs = var_operand_def(RegionType)
+    deps = var_operand_def(TokenType)
+    args = var_operand_def(IndexType)
+    result = result_def(TokenType)
+    irdl_options = (AttrSizedOperandSegments(as_property=True),)
+
+    def __init__(self, ins: list[SSAValue], outs: list[SSAValue], deps: list[SSAValue],
+                 args: list[SSAValue], attrs: dict[str, Attribute], sync: bool,
+                 token: str | None, decorators: list[DecoratorAttr],
+                 operand_decorators: list[list[DecoratorAttr]]):
+        op_decos = None
+        if any(operand_decorators):
+            op_decos = ArrayAttr(tuple(ArrayAttr(tuple(d)) for d in operand_decorators))
+        super().__init__(operands=[ins, outs, deps, args], result_types=[TokenType()],
+                         properties={"token": StringAttr(token) if token else None,
+                                     "sync": UnitAttr() if sync else None,
+                                     "decorators": _decos(decorators),
+                                     "operand_decorators": op_decos,
+                                     "attrs": DictionaryAttr(attrs)})
+        if token:
+            self.result.name_hint = _hint(token)
+
+    @property
+    def opcode(self) -> str:
+        return self.SPEC.name
+
+    def operand_decos(self, index: int) -> tuple[DecoratorAttr, ...]:
+        """Decorators written after operand `index` (ins first, then outs)."""
+        if self.operand_decorators is None:
+            return ()
+        return tuple(self.operand_decorators.data[index].data)
+
+    def operand_regions(self) -> tuple[tuple[SSAValue, str], ...]:
+        return tuple((v, "read") for v in self.ins) + tuple((v, "write") for v in self.outs)
+
+    def verify_(self) -> None:
+        if self.operand_decorators is not None and \
+                len(self.operand_decorators.data) != len(self.ins) + len(self.outs):
+            raise VerifyException("operand_decorators needs one entry per operand")
+
+
+def _make_compute_op(spec: OpcodeSpec) -> type[ComputeOp]:
+    cls_name = "".join(p.title() for p in spec.name.split("_")) + "Op"
+    doc = (f"`{spec.name}.async|sync {spec.signature()}` ({spec.category}, "
+           f"unit {spec.unit}, hardware {spec.hw_status}).")
+    cls = type(cls_name, (ComputeOp,), {"name": f"nem.{spec.name}", "SPEC": spec, "__doc__": doc,
+                                        "__module__": __name__,
+                                        "__annotations__": {"SPEC": ClassVar[OpcodeSpec]}})
+    return irdl_op_definition(cls)
+
+
+COMPUTE_OPS: dict[str, type[ComputeOp]] = {name: _make_compute_op(spec)
+                                           for name, spec in opcodes().items()}
+"""One op class per registry opcode, keyed by opcode name."""
+
+
+def _hint(name: str) -> str | None:
+    """An SSA name hint for `name`; xDSL renumbers hints ending in `_<digits>`,
+    so those get a trailing `_` (the user-visible name is the property)."""
+    if not name.isidentifier():
+        return None
+    tail = name.rsplit("_", 1)
+    return name + "_" if len(tail) == 2 and tail[1].isdigit() else name
+
+
+STATEMENT_OPS = [ProgramOp, ConstOp, LetOp, BufferOp, RegionOp, LoopOp, TransferOp, StoreOp,
+                 WaitOp]

@@ -1,0 +1,125 @@
+"""The opcode registry: `registry/opcodes.yaml` loaded into typed records.
+
+This is the one home of opcode facts (operands, attributes, type families,
+execution unit, hardware status, stability).  The op classes
+(`nem.dialect.ops`), the `.nem` parser and printer, the verifiers, the
+generated `docs/ops.md` and the runtime kernel table read it from here.
+The loader validates every entry against `registry/schema.yaml`, so a typo
+in the registry fails loudly at import time instead of producing odd ops.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cache
+from importlib import resources
+
+import yaml
+
+ELEM_TYPES = ("i4", "i8", "i16", "i32", "u8", "u16", "u32", "f16", "bf16", "f32")
+ATTR_TYPES = ("int", "int_list", "float", "number", "elem", "string")
+
+
+@dataclass(frozen=True)
+class OperandSpec:
+    name: str
+    dir: str  # "in" | "out"
+    role: str
+    required: bool
+    binds: str | None
+    variadic: bool = False
+    elem: tuple[str, ...] | None = None
+
+
+@dataclass(frozen=True)
+class AttributeSpec:
+    name: str
+    type: str
+    required: bool
+    default: object = None
+
+
+@dataclass(frozen=True)
+class OpcodeSpec:
+    name: str
+    category: str
+    unit: str
+    hw_status: str
+    stability: str
+    families: tuple[str, ...]
+    operands: tuple[OperandSpec, ...]
+    attributes: dict[str, AttributeSpec]
+    open_attributes: bool = False
+
+    @property
+    def inputs(self) -> tuple[OperandSpec, ...]:
+        return tuple(o for o in self.operands if o.dir == "in")
+
+    @property
+    def outputs(self) -> tuple[OperandSpec, ...]:
+        return tuple(o for o in self.operands if o.dir == "out")
+
+    def signature(self) -> str:
+        """`in X, W[, B] out Y` style summary used in diagnostics and docs."""
+
+        def side(ops: tuple[OperandSpec, ...]) -> str:
+            out = ""
+            for i, o in enumerate(ops):
+                text = o.name + ("..." if o.variadic else "")
+                sep = ", " if i else ""
+                out += f"[{sep}{text}]" if not o.required else f"{sep}{text}"
+            return out
+
+        return f"in {side(self.inputs)} out {side(self.outputs)}"
+
+
+class RegistryError(Exception):
+    pass
+
+
+def _schema() -> dict:
+    text = resources.files("nem.dialect").joinpath("registry/schema.yaml").read_text()
+    return yaml.safe_load(text)
+
+
+def _check(cond: bool, opcode: str, what: str) -> None:
+    if not cond:
+        raise RegistryError(f"opcodes.yaml: opcode '{opcode}': {what}")
+
+
+def _load_operand(opcode: str, raw: dict, schema: dict) -> OperandSpec:
+    _check(raw.get("dir") in schema["dir"], opcode, f"bad operand dir in {raw}")
+    _check(raw.get("role") in schema["role"], opcode, f"bad operand role in {raw}")
+    _check(isinstance(raw.get("required"), bool), opcode, f"operand needs required: in {raw}")
+    elem = raw.get("elem")
+    _check(elem is None or all(e in ELEM_TYPES for e in elem), opcode, f"bad elem list {elem}")
+    return OperandSpec(raw["name"], raw["dir"], raw["role"], raw["required"], raw.get("binds"),
+                       bool(raw.get("variadic", False)), tuple(elem) if elem else None)
+
+
+def _load_opcode(name: str, raw: dict, schema: dict) -> OpcodeSpec:
+    s = schema["opcode"]
+    for key in ("category", "unit", "hw_status", "stability"):
+        _check(raw.get(key) in s[key], name, f"{key}={raw.get(key)!r} not in {s[key]}")
+    operands = tuple(_load_operand(name, o, schema["operand"]) for o in raw["operands"])
+    attrs = {}
+    for aname, a in (raw.get("attributes") or {}).items():
+        _check(a.get("type") in ATTR_TYPES, name, f"attribute {aname}: bad type {a.get('type')}")
+        attrs[aname] = AttributeSpec(aname, a["type"], bool(a.get("required", False)),
+                                     a.get("default"))
+    return OpcodeSpec(name, raw["category"], raw["unit"], raw["hw_status"], raw["stability"],
+                      tuple(raw.get("families") or ()), operands, attrs,
+                      bool(raw.get("open_attributes", False)))
+
+
+@cache
+def opcodes() -> dict[str, OpcodeSpec]:
+    """All opcodes by name, in registry order."""
+    text = resources.files("nem.dialect").joinpath("registry/opcodes.yaml").read_text()
+    raw = yaml.safe_load(text)
+    schema = _schema()
+    return {name: _load_opcode(name, entry, schema) for name, entry in raw["opcodes"].items()}
+
+
+def lookup(opcode: str) -> OpcodeSpec | None:
+    return opcodes().get(opcode)
