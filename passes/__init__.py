@@ -1,0 +1,5 @@
+"""NEM passes (installed as `nem.passes`)."""
+
+from nem.passes.verify import PASSES
+
+__all__ = ["PASSES"]

@@ -1,0 +1,54 @@
+"""Which kind of `.nem` document a text is (RULES.md E, decision D-DOC-KIND).
+
+A document is a program or a config document (GRAM-01).  A file that holds
+only includes, `type_family` and `device NAME [extends P] { ... }` blocks is a
+config document; anything else (statements, a `program` header, `device
+"file"` / `device ID` directives) makes it a program.  An empty file is an
+empty program.
+"""
+
+from __future__ import annotations
+
+from nem.frontends.nem_text.lexer import EOF, ID, STRING, Token, tokenize
+
+
+def _skip_braces(tokens: list[Token], i: int) -> int | None:
+    """Index after the `{...}` block starting at or after `i` (None if unbalanced)."""
+    while i < len(tokens) and tokens[i].text != "{":
+        if tokens[i].kind == EOF:
+            return None
+        i += 1
+    depth = 0
+    for j in range(i, len(tokens)):
+        t = tokens[j]
+        if t.kind == STRING:
+            continue
+        if t.text == "{":
+            depth += 1
+        elif t.text == "}":
+            depth -= 1
+            if depth == 0:
+                return j + 1
+    return None
+
+
+def is_config_document(text: str, file: str) -> bool:
+    tokens = tokenize(text, file)
+    i = 0
+    while tokens[i].text == "include" and tokens[i + 1].kind == STRING:
+        i += 2
+    seen = False
+    while tokens[i].kind != EOF:
+        t = tokens[i]
+        if t.kind == ID and t.text == "type_family":
+            pass
+        elif t.kind == ID and t.text == "device" and tokens[i + 1].kind == ID and \
+                tokens[i + 2].text in ("{", "extends"):
+            pass
+        else:
+            return False
+        j = _skip_braces(tokens, i)
+        if j is None:
+            return True  # let the config parser report the unbalanced block
+        i, seen = j, True
+    return seen

@@ -1,0 +1,201 @@
+"""`nem-opt`: the NEM modular optimizer driver, built on xDSL's `xDSLOptMain`.
+
+Reads `.nem` (by extension or `-f nem`) and MLIR; writes `.nem` (`-t nem`) or
+MLIR (`-t mlir`, `--print-op-generic`).  Every input is verified with the
+device-independent static rules before the pipeline runs.  Diagnostics are
+`file:line:col: error: ... [RULE]` with the source line, a caret and a fix;
+`--verify-diagnostics` checks them against `expected-*` comments exactly as
+upstream `mlir-opt` does (comment marker `#` in `.nem`, `//` in MLIR).
+Config documents (type families, devices) are validated and printed back in
+canonical form; `--print-device NAME` prints a resolved device.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import IO
+
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.parser import Parser
+from xdsl.utils.exceptions import DiagnosticException, ParseError, VerifyException
+from xdsl.xdsl_opt_main import xDSLOptMain
+
+from nem.dialect.diagnostics import (
+    Diagnostic,
+    NemDiagnosticError,
+    SourceLoc,
+    register_source,
+)
+from nem.dialect.dialect import NEM
+from nem.tools import verify_diagnostics as vd
+
+
+class NemOptMain(xDSLOptMain):
+    version_format = "nem-opt (xdsl {xdsl_version})"
+
+    def register_all_dialects(self) -> None:
+        super().register_all_dialects()
+        self.ctx.register_dialect("nem", lambda: NEM)
+
+    def register_all_frontends(self) -> None:
+        super().register_all_frontends()
+        # parsing is done chunk by chunk in run(); these entries make
+        # `-f nem` / `.nem` valid choices for the argument parser.
+        self.available_frontends["nem"] = lambda io: None  # type: ignore[assignment]
+
+    def register_all_passes(self) -> None:
+        super().register_all_passes()
+        from nem.passes import PASSES
+
+        for name, cls in PASSES.items():
+            self.register_pass(name, lambda cls=cls: cls)
+
+    def register_all_targets(self) -> None:
+        super().register_all_targets()
+        from nem.frontends.nem_text.printer import print_nem
+
+        self.available_targets["nem"] = lambda module, out: out.write(print_nem(module))
+
+    def register_all_arguments(self, arg_parser: argparse.ArgumentParser) -> None:
+        super().register_all_arguments(arg_parser)
+        arg_parser.add_argument("-I", dest="include_dirs", action="append", default=[],
+                                help="add a directory to the include / device search path")
+        arg_parser.add_argument("--device", default=None,
+                                help="target device name (a shipped device or one found via -I)")
+        arg_parser.add_argument("--print-device", default=None, metavar="NAME",
+                                help="print the resolved device NAME and exit")
+
+    # ------------------------------------------------------------------
+    def run(self) -> None:  # noqa: C901 - a driver loop
+        if self.args.print_device:
+            sys.exit(self._print_device(self.args.print_device))
+        file = self.args.input_file or "<stdin>"
+        raw = sys.stdin.read() if self.args.input_file is None else \
+            Path(self.args.input_file).read_text(encoding="utf-8")
+        register_source(file, raw)
+        ext = self.args.frontend or Path(file).suffix.lstrip(".") or "mlir"
+        marker = "#" if ext == "nem" else "//"
+        chunks = vd.split_chunks(raw, marker) if self.args.split_input_file else [(raw, 0)]
+        out = sys.stdout if self.args.output_file is None else open(self.args.output_file, "w")
+        failures: list[str] = []
+        failed = False
+        try:
+            for i, (chunk, offset) in enumerate(chunks):
+                if i > 0:
+                    out.write(f"{marker} -----\n")
+                diags, text = self._process(vd.padded_chunk(chunk, offset), file, ext)
+                if self.args.verify_diagnostics:
+                    exps = vd.parse_expectations(chunk, file, marker, line_offset=offset)
+                    failures += vd.check(exps, diags, file)
+                else:
+                    for d in diags:
+                        print(d.render(), file=sys.stderr)
+                    failed |= any(d.severity == "error" for d in diags)
+                if text is not None and not (self.args.verify_diagnostics and diags):
+                    out.write(text)
+        finally:
+            if out is not sys.stdout:
+                out.close()
+        if failures:
+            for f in failures:
+                print(f, file=sys.stderr)
+            sys.exit(1)
+        if failed:
+            sys.exit(1)
+
+    def _process(self, text: str, file: str, ext: str) -> tuple[list[Diagnostic], str | None]:
+        """Parse, verify, run the pipeline and print one chunk."""
+        diags: list[Diagnostic] = []
+        try:
+            if ext == "nem" and _is_config_document(text, file):
+                return diags, self._config_document(text, file, diags)
+            module = self._parse(text, file, ext)
+            diags += self._verify(module, file)
+            if any(d.severity == "error" for d in diags):
+                return diags, None
+            self.pipeline.apply(self.ctx, module)
+            return diags, self.output_resulting_program(module)
+        except NemDiagnosticError as e:
+            return diags + e.diagnostics, None
+        except ParseError as e:
+            return diags + [_from_xdsl(e, file)], None
+        except (VerifyException, DiagnosticException) as e:
+            return diags + [Diagnostic("error", str(e).splitlines()[0] if str(e) else type(e).__name__)], None
+
+    def _parse(self, text: str, file: str, ext: str) -> ModuleOp:
+        if ext == "nem":
+            from nem.frontends.nem_text.parser import parse_nem
+
+            return parse_nem(text, file)
+        module = Parser(self.ctx, text, file).parse_module(not self.args.no_implicit_module)
+        module.verify()
+        return module
+
+    def _verify(self, module: ModuleOp, file: str) -> list[Diagnostic]:
+        from nem.dialect.ops import ProgramOp
+        from nem.dialect.verifier import verify_program
+
+        return [d for p in module.walk() if isinstance(p, ProgramOp) for d in verify_program(p)]
+
+    def _config_document(self, text: str, file: str, diags: list[Diagnostic]) -> str:
+        from nem.dialect.device_resolver import resolve_device, scope_for_document
+        from nem.frontends.nem_text.config_parser import parse_config_document
+        from nem.frontends.nem_text.config_printer import print_config_document
+
+        doc = parse_config_document(text, file)
+        scope = scope_for_document(doc, self.args.include_dirs)
+        for dev in doc.devices:
+            if dev.topology is not None or dev.parent is not None:
+                try:
+                    resolved = resolve_device(scope, dev.name, dev.loc)
+                except NemDiagnosticError as e:
+                    # abstract devices (no topology anywhere in the chain) are fine
+                    # unless used as a target (RULES.md B)
+                    if not any(d.rule == "DEV-07" for d in e.diagnostics):
+                        raise
+                    continue
+                diags += resolved.warnings
+        return print_config_document(doc)
+
+    def _print_device(self, name: str) -> int:
+        from nem.dialect.device_lookup import find_device
+        from nem.frontends.nem_text.config_printer import print_device
+
+        try:
+            device = find_device(name, self.args.include_dirs, self.args.input_file)
+        except NemDiagnosticError as e:
+            for d in e.diagnostics:
+                print(d.render(), file=sys.stderr)
+            return 1
+        sys.stdout.write(print_device(device))
+        return 0
+
+
+def _is_config_document(text: str, file: str) -> bool:
+    """A file is a config document when, after its includes, it holds only
+    `type_family` / `device NAME [extends P] {...}` declarations and no program
+    statement or header (RULES.md E, decision D-DOC-KIND)."""
+    from nem.frontends.nem_text.document import is_config_document
+
+    return is_config_document(text, file)
+
+
+def _from_xdsl(e: ParseError, file: str) -> Diagnostic:
+    span = e.span
+    line_no, col, _ = span.get_line_col()
+    msg = str(e.msg) if hasattr(e, "msg") else str(e).splitlines()[-1]
+    return Diagnostic("error", msg, SourceLoc(file, line_no + 1, col + 1))
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    try:
+        NemOptMain(args=argv).run()
+    except BrokenPipeError:
+        pass
+
+
+if __name__ == "__main__":
+    main()

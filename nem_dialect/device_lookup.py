@@ -1,0 +1,36 @@
+"""Finding a device by name for `--device NAME` / `--print-device NAME`.
+
+Search order (decision D-DEV-LOOKUP): the input file's own declarations and
+includes, then `NAME.nem` in each `-I` directory and in the shipped
+`devices/` folder, then every other `.nem` file of those directories.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from nem.dialect.device_model import Device
+from nem.dialect.device_resolver import load_config_file, resolve_device, shipped_devices_dir
+from nem.dialect.diagnostics import NemDiagnosticError, fail
+
+
+def find_device(name: str, include_dirs=(), input_file: str | None = None) -> Device:
+    dirs = [Path(d) for d in include_dirs] + [shipped_devices_dir()]
+    candidates: list[Path] = []
+    if input_file and input_file.endswith(".nem"):
+        candidates.append(Path(input_file))
+    candidates += [d / f"{name}.nem" for d in dirs]
+    candidates += sorted(p for d in dirs if d.is_dir() for p in d.glob("*.nem"))
+    seen: set[Path] = set()
+    for path in candidates:
+        if not path.is_file() or path.resolve() in seen:
+            continue
+        seen.add(path.resolve())
+        try:
+            scope = load_config_file(path, include_dirs)
+        except NemDiagnosticError:
+            continue
+        if name in scope.devices:
+            return resolve_device(scope, name)
+    raise fail(f"device '{name}' not found", None, "DEV-20",
+               "ship it as NAME.nem in a directory given with -I")

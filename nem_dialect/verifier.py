@@ -1,0 +1,595 @@
+"""Device-independent static verification of NEM IR (RULES.md `static`).
+
+Staged like peer NPU legality pipelines: structure and names, then objects
+(buffers, regions, decorators, loops), then tasks (operands, attributes,
+type families, shapes).  A stage that finds errors stops the pipeline, so a
+user sees the root cause rather than its echoes.  Every diagnostic carries
+the op's `file:line:col`, the rule id and a fix.
+
+Works on any NEM IR, hand-written or produced by a lowering; the `.nem`
+parser resolves names but leaves these rules to this module.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from functools import cache
+
+from xdsl.dialects.builtin import ArrayAttr, FloatAttr, StringAttr
+from xdsl.ir import Attribute, Block, BlockArgument, Operation, SSAValue
+
+from nem.dialect.attributes import (
+    BITWIDTH,
+    DYNAMIC,
+    ArgRefAttr,
+    DecoratorAttr,
+    MemLevelAttr,
+    PerChannelQuantAttr,
+    PerGroupQuantAttr,
+    PerTensorQuantAttr,
+    ReadonlyAttr,
+    RegionType,
+    ResourceAttr,
+    SeqEngineAttr,
+    WriteonlyAttr,
+    elem_name,
+)
+from nem.dialect.decorators import DECORATORS, RESOURCE_UNITS, TARGET_WORDS, allowed_on
+from nem.dialect.diagnostics import Diagnostic, SourceLoc, error
+from nem.dialect.exprs import Evaluator, ExprError
+from nem.dialect.families import Catalog, OperandInfo
+from nem.dialect.ops import (
+    BufferOp,
+    ComputeOp,
+    ConstOp,
+    LetOp,
+    LoopOp,
+    ProgramOp,
+    RegionOp,
+    StoreOp,
+    TaskOp,
+    TransferOp,
+    WaitOp,
+)
+from nem.dialect.registry import OpcodeSpec
+from nem.dialect.shape_rules import check_shapes
+
+MAX_ENUMERATED_ITERATIONS = 1 << 20
+"""Loop-dependent checks evaluate every iteration up to this many (D-VERIFY-ENUM)."""
+
+
+@cache
+def baseline_catalog() -> Catalog:
+    """The type families of the shipped `nem_baseline_1.0.nem`."""
+    from nem.dialect.device_resolver import load_config_file, shipped_devices_dir
+
+    return load_config_file(shipped_devices_dir() / "nem_baseline_1.0.nem").catalog
+
+
+class ProgramVerifier:
+    def __init__(self, program: ProgramOp, catalog: Catalog | None = None):
+        self.program = program
+        self.catalog = catalog or baseline_catalog()
+        self.ev = Evaluator()
+        self.diags: list[Diagnostic] = []
+        self._loops_of: dict[Operation, tuple[LoopOp, ...]] = {}
+
+    # -- driver ------------------------------------------------------------
+    def run(self) -> list[Diagnostic]:
+        for stage in (self.stage_names, self.stage_objects, self.stage_tasks):
+            stage()
+            if any(d.severity == "error" for d in self.diags):
+                break
+        return self.diags
+
+    def err(self, op: Operation | SourceLoc | None, rule: str, message: str, fix: str) -> None:
+        self.diags.append(error(message, op, rule, fix))
+
+    def walk(self) -> Iterator[tuple[Operation, tuple[LoopOp, ...]]]:
+        def rec(block: Block, loops: tuple[LoopOp, ...]):
+            for op in block.ops:
+                yield op, loops
+                if isinstance(op, LoopOp):
+                    yield from rec(op.block, loops + (op,))
+
+        yield from rec(self.program.block, ())
+
+    # -- stage 1: names and structure ----------------------------------------
+    def stage_names(self) -> None:
+        """NAME-02, CONST-01/06/07, CONST-03/05 on every declaration."""
+        scopes: list[dict[str, Operation]] = [{}]
+
+        def declare(name: str, op: Operation, what: str) -> None:
+            for scope in scopes:
+                first = scope.get(name)
+                if first is not None:
+                    rule = "CONST-01" if isinstance(op, ConstOp) and isinstance(first, ConstOp) \
+                        else ("CONST-07" if isinstance(op, ConstOp) or isinstance(first, ConstOp)
+                              else "NAME-02")
+                    self.err(op, rule, f"'{name}' is already declared at {SourceLoc.of(first)}",
+                             f"rename this {what}; names are unique within a program and its loops")
+                    return
+            scopes[-1][name] = op
+
+        def rec(block: Block, in_loop: bool) -> None:
+            for op in block.ops:
+                if isinstance(op, ConstOp):
+                    if in_loop:
+                        self.err(op, "CONST-06", f"const '{op.const_name.data}' is declared inside a loop",
+                                 "move the const declaration before the loop")
+                    self._check_const_expr(op)
+                    declare(op.const_name.data, op, "const")
+                elif isinstance(op, LetOp | BufferOp):
+                    declare(op.properties["name"].data, op, "declaration")
+                elif isinstance(op, RegionOp) and op.region_name is not None:
+                    declare(op.region_name.data, op, "region")
+                elif isinstance(op, TaskOp) and op.token_name() is not None:
+                    declare(op.token_name(), op, "token")
+                elif isinstance(op, LoopOp):
+                    scopes.append({})
+                    declare(op.iv_name.data, op, "loop variable")
+                    rec(op.block, True)
+                    scopes.pop()
+                for v in op.operands:
+                    self._check_defined(op, v)
+
+        rec(self.program.block, False)
+
+    def _check_const_expr(self, op: ConstOp) -> None:
+        bad = _non_const_leaf(op.value)
+        if bad is not None:
+            self.err(op, "CONST-03", f"const '{op.const_name.data}' depends on {bad}",
+                     "a const expression uses only literals, earlier consts, + - * / mod")
+            return
+        try:
+            self.ev.static(op.value)
+        except ExprError as e:
+            self.err(op, "CONST-05", f"{e} in const '{op.const_name.data}'", "change the divisor")
+
+    def _check_defined(self, user: Operation, value: SSAValue) -> None:
+        """TASK-03 / NAME-01 for IR not built by the parser: every operand's
+        definition precedes its use in the same or an enclosing block."""
+        owner_block = value.block if isinstance(value, BlockArgument) else value.owner.parent_block()
+        block = user.parent_block()
+        while block is not None and block is not owner_block:
+            parent = block.parent_op()
+            block = parent.parent_block() if parent is not None else None
+        if block is None:
+            rule = "TASK-03" if isinstance(value.type, type(None)) or user.name in (
+                "nem.wait",) or value.type.name == "nem.token" else "NAME-01"
+            self.err(user, rule, "an operand is defined in a scope that does not enclose its use",
+                     "tokens and names of a loop body are visible only inside that body")
+
+    # -- stage 2: objects ------------------------------------------------------
+    def stage_objects(self) -> None:
+        for op, loops in self.walk():
+            self._loops_of[op] = loops
+            if isinstance(op, BufferOp):
+                self._buffer(op)
+            elif isinstance(op, RegionOp):
+                self._region(op, loops)
+            elif isinstance(op, LoopOp):
+                self._loop(op)
+            self._decorators(op)
+
+    def _buffer(self, op: BufferOp) -> None:
+        name = op.buffer_name.data
+        try:
+            size = self.ev.static(op.size)
+        except ExprError as e:
+            return self.err(op, "CONST-05", f"{e} in the size of buffer '{name}'", "change the divisor")
+        if size is None:
+            self.err(op, "BUF-01", f"the size of buffer '{name}' depends on a loop variable",
+                     "buffer sizes are compile-time integers")
+        elif size <= 0:
+            self.err(op, "BUF-03", f"buffer '{name}' has size {size}", "give it a size > 0 bytes")
+        if op.align is not None:
+            a = op.align.value.data
+            if a <= 0 or a & (a - 1):
+                self.err(op, "BUF-04", f"align={a} of buffer '{name}' is not a power of two",
+                         "use 1, 2, 4, ... 64, ...")
+
+    def envs(self, loops: tuple[LoopOp, ...]) -> Iterator[dict[SSAValue, int]]:
+        """Every binding of the enclosing loop variables (inclusive bounds)."""
+        if not loops:
+            yield {}
+            return
+        count = 0
+        for outer in self.envs(loops[:-1]):
+            lo = self.ev.eval(loops[-1].lower, outer)
+            hi = self.ev.eval(loops[-1].upper, outer)
+            if lo is None or hi is None:
+                continue
+            iv = loops[-1].block.args[0]
+            for i in range(lo, hi + 1):
+                count += 1
+                if count > MAX_ENUMERATED_ITERATIONS:
+                    return
+                env = dict(outer)
+                env[iv] = i
+                yield env
+
+    def _region(self, op: RegionOp, loops: tuple[LoopOp, ...]) -> None:
+        rtype = op.result.type
+        assert isinstance(rtype, RegionType)
+        label = f"region '{op.region_name.data}'" if op.region_name else "inline region"
+        buf_op = op.buffer.owner
+        try:
+            buf_size = self.ev.static(buf_op.size)
+        except ExprError:
+            buf_size = None
+        if rtype.typed:
+            if not self._region_type(op, rtype, label):
+                return
+        for env in self.envs(loops):
+            try:
+                off, ext = self.ev.eval(op.offset, env), self.ev.eval(op.extent, env)
+            except ExprError as e:
+                return self.err(op, "CONST-05", f"{e} in {label}", "change the divisor")
+            if off is None or ext is None:
+                continue
+            at = _iteration_text(loops, env)
+            if off < 0 or ext <= 0:
+                return self.err(op, "REG-01", f"{label} has offset {off} and extent {ext}{at}",
+                                "offsets are >= 0 and extents > 0 bytes")
+            if buf_size is not None and off + ext > buf_size:
+                return self.err(
+                    op, "REG-02", f"{label} covers bytes [{off}, {off + ext}) but buffer "
+                    f"'{buf_op.buffer_name.data}' has {buf_size} bytes{at}",
+                    "shrink the region or enlarge the buffer")
+            if rtype.typed and not self._extent_fits(op, rtype, ext, env, label, at):
+                return
+
+    def _region_type(self, op: RegionOp, rtype: RegionType, label: str) -> bool:
+        shape = rtype.shape_values or ()
+        for d in shape:
+            if d != DYNAMIC and d <= 0:
+                self.err(op, "REG-06", f"{label} has shape entry {d}", "shape entries are positive")
+                return False
+        layout = rtype.layout_name
+        if layout is not None and len(layout) != len(shape):
+            self.err(op, "REG-05", f"{label}: layout {layout} has rank {len(layout)} but the shape "
+                     f"has rank {len(shape)}",
+                     "a layout names one letter per dimension (decision D-LAYOUT)")
+            return False
+        strides = rtype.stride_values
+        if strides is not None and len(strides) != len(shape):
+            self.err(op, "REG-05", f"{label}: {len(strides)} strides for a rank-{len(shape)} shape",
+                     "give one stride per dimension")
+            return False
+        return self._quant(op, rtype, label)
+
+    def _quant(self, op: Operation, rtype: RegionType, label: str) -> bool:
+        q = rtype.quant_desc
+        if q is None or isinstance(q, PerTensorQuantAttr):
+            return True
+        shape = rtype.shape_values or ()
+        axis = q.axis.data
+        if not 0 <= axis < len(shape):
+            self.err(op, "QUANT-05", f"{label}: quant axis {axis} is not a dimension of a "
+                     f"rank-{len(shape)} region", f"use 0 <= axis < {len(shape)}")
+            return False
+        dim = shape[axis]
+        if dim == DYNAMIC:
+            return True
+        if isinstance(q, PerGroupQuantAttr):
+            g = q.group_size.data
+            if g <= 0:
+                self.err(op, "QUANT-04", f"{label}: group_size {g}", "group_size is a positive integer")
+                return False
+            want, rule, why = math.ceil(dim / g), "QUANT-03", f"ceil({dim} / {g})"
+        else:
+            want, rule, why = dim, "QUANT-02", f"shape[{axis}]"
+        for key in ("scales", "zero_points"):
+            have = len(getattr(q, key).data)
+            if have != want:
+                self.err(op, rule, f"{label}: {key} has {have} entries but needs {want} ({why})",
+                         f"give exactly {want} {key}")
+                return False
+        return True
+
+    def _extent_fits(self, op: RegionOp, rtype: RegionType, ext: int, env, label: str,
+                     at: str) -> bool:
+        shape = [self.ev.eval(v, env) for v in op.shape]
+        if any(d is None for d in shape):
+            return True
+        bw = BITWIDTH[rtype.elem_name]
+        need = math.ceil(math.prod(shape) * bw / 8)
+        if ext < need:
+            self.err(op, "EXT-01", f"{label} has extent {ext} bytes but {rtype.elem_name} "
+                     f"shape {shape} needs {need}{at}",
+                     f"make the extent at least {need} bytes")
+            return False
+        if op.strides:
+            strides = [self.ev.eval(v, env) for v in op.strides]
+            if any(s is None for s in strides):
+                return True
+            last = sum((d - 1) * s for d, s in zip(shape, strides))
+            need = math.ceil((last + 1) * bw / 8)
+            if any(s < 0 for s in strides) or need > ext:
+                self.err(op, "EXT-02", f"{label}: strides {strides} address element {last}, "
+                         f"beyond its {ext}-byte extent{at}",
+                         "fix the strides or enlarge the extent")
+                return False
+        return True
+
+    def _loop(self, op: LoopOp) -> None:
+        lo, hi = self.ev.static(op.lower), self.ev.static(op.upper)
+        if lo is not None and hi is not None and lo > hi:
+            self.err(op, "LOOP-04", f"loop '{op.iv_name.data}' runs from {lo} to {hi}",
+                     "bounds are inclusive and need start <= end")
+        for d in op.decorator_list():
+            if d.DECO_NAME == "max_in_flight" and d.n.data < 1:
+                self.err(op, "LOOP-03", f"@max_in_flight({d.n.data}) must be at least 1",
+                         "use @max_in_flight(1) for sequential iterations")
+
+    def _decorators(self, op: Operation) -> None:
+        target = _target_of(op)
+        if target is None:
+            return
+        decos = list(op.decorator_list()) if hasattr(op, "decorator_list") else []
+        for d in decos:
+            self._decorator(op, d, target)
+        if isinstance(op, ComputeOp):
+            for i in range(len(op.ins) + len(op.outs)):
+                for d in op.operand_decos(i):
+                    self._decorator(op, d, "region")
+
+    def _decorator(self, op: Operation, d: DecoratorAttr, target: str) -> None:
+        info = DECORATORS[d.DECO_NAME]
+        if isinstance(d, ResourceAttr) and d.unit.data not in RESOURCE_UNITS:
+            self.err(op, "RES-01", f"@resource({d.unit.data}[{d.index.data}]): {d.unit.data} is not "
+                     "a valid execution target",
+                     "valid @resource units are " + ", ".join(RESOURCE_UNITS))
+        elif target not in info.targets:
+            self.err(op, "DECO-02", f"{info.usage.split('(')[0]} does not apply to "
+                     f"{TARGET_WORDS[target]}",
+                     f"{TARGET_WORDS[target]} takes " + (", ".join(allowed_on(target)) or "none"))
+
+    # -- stage 3: tasks ----------------------------------------------------
+    def stage_tasks(self) -> None:
+        for op, loops in self.walk():
+            if isinstance(op, TransferOp | StoreOp):
+                self._move(op, loops)
+            elif isinstance(op, ComputeOp):
+                self._compute(op)
+            if isinstance(op, TaskOp):
+                self._placement(op)
+                self._access_intent(op)
+
+    def _move(self, op: TransferOp | StoreOp, loops) -> None:
+        dst, src = op.dst.type, op.src.type
+        kw = "transfer" if isinstance(op, TransferOp) else "store"
+        if dst.typed and src.typed:
+            if dst.elem != src.elem:
+                return self.err(op, "TASK-07", f"{kw} from {src.elem_name} to {dst.elem_name}",
+                                "transfers do not convert; use a cast task")
+            ds, ss = dst.shape_values, src.shape_values
+            if DYNAMIC not in ds + ss and math.prod(ds) != math.prod(ss):
+                return self.err(op, "TASK-07", f"{kw} moves {math.prod(ss)} elements into a "
+                                f"region of {math.prod(ds)}", "make the element counts equal")
+        d_op, s_op = op.dst.owner, op.src.owner
+        for env in self.envs(loops):
+            d_ext, s_ext = self.ev.eval(d_op.extent, env), self.ev.eval(s_op.extent, env)
+            if d_ext is not None and s_ext is not None and d_ext < s_ext:
+                return self.err(op, "TASK-07", f"{kw} copies {s_ext} bytes into a {d_ext}-byte "
+                                f"region{_iteration_text(loops, env)}",
+                                "the destination extent must be at least the source extent")
+            if isinstance(op, TransferOp) and d_op.buffer == s_op.buffer and \
+                    not any(dd.DECO_NAME == "memmove" for dd in op.decorator_list()):
+                d_off, s_off = self.ev.eval(d_op.offset, env), self.ev.eval(s_op.offset, env)
+                if None not in (d_off, s_off, d_ext, s_ext) and \
+                        d_off < s_off + s_ext and s_off < d_off + d_ext:
+                    return self.err(op, "HAZ-02", "transfer source and destination overlap "
+                                    f"(bytes [{s_off}, {s_off + s_ext}) and [{d_off}, {d_off + d_ext}) "
+                                    f"of '{d_op.buffer.owner.buffer_name.data}')"
+                                    f"{_iteration_text(loops, env)}",
+                                    "add @memmove or use disjoint regions")
+
+    def _compute(self, op: ComputeOp) -> None:
+        spec = op.SPEC
+        if not self._operand_counts(op, spec):
+            return
+        if not self._attributes(op, spec):
+            return
+        operands = self._bind_operands(op, spec)
+        for (ospec, value) in operands:
+            rtype = value.type
+            if not rtype.typed:
+                return self.err(op, "REG-03", f"{spec.name} operand '{ospec.name}' "
+                                f"({_value_label(value)}) has no elem/shape/layout",
+                                "compute operands need elem=, shape= and layout= or strides=")
+            if ospec.elem is not None and rtype.elem_name not in ospec.elem:
+                rule = "FAM-27" if spec.name in ("argmax", "argmin") else "FAM-01"
+                return self.err(op, rule, f"{spec.name} operand '{ospec.name}' has elem "
+                                f"{rtype.elem_name}", f"use one of {', '.join(ospec.elem)} "
+                                "(decision D-ARGMAX-INDEX)")
+        if spec.families:
+            self._families(op, spec, operands)
+
+        for rule, message, fix in check_shapes(op, self.ev):
+            self.err(op, rule, message, fix)
+
+    def _operand_counts(self, op: ComputeOp, spec: OpcodeSpec) -> bool:
+        for side, values, specs in (("inputs", op.ins, spec.inputs), ("outputs", op.outs, spec.outputs)):
+            required = sum(1 for s in specs if s.required)
+            variadic = any(s.variadic for s in specs)
+            if len(values) < required or (not variadic and len(values) > len(specs)):
+                self.err(op, "TASK-12", f"{spec.name} takes {spec.signature()} but got "
+                         f"{len(values)} {side}", f"write {spec.name}.async {spec.signature()}")
+                return False
+        return True
+
+    def _attributes(self, op: ComputeOp, spec: OpcodeSpec) -> bool:
+        given = op.attrs.data
+        ok = True
+        for name, a in spec.attributes.items():
+            if a.required and name not in given:
+                self.err(op, "TASK-13", f"{spec.name} needs attribute '{name}'",
+                         f"add {name}=<{a.type}>")
+                ok = False
+        if not spec.open_attributes:
+            for name in given:
+                if name not in spec.attributes:
+                    known = ", ".join(spec.attributes) or "none"
+                    self.err(op, "TASK-13", f"{spec.name} has no attribute '{name}'",
+                             f"its attributes are: {known}")
+                    ok = False
+        for name, value in given.items():
+            a = spec.attributes.get(name)
+            if a is not None and not _attr_has_type(value, a.type):
+                self.err(op, "TASK-13", f"attribute '{name}' of {spec.name} must be {a.type}",
+                         f"write {name}=<{a.type}>")
+                ok = False
+        return ok
+
+    def _bind_operands(self, op: ComputeOp, spec: OpcodeSpec):
+        out = []
+        for specs, values in ((spec.inputs, list(op.ins)), (spec.outputs, list(op.outs))):
+            i = 0
+            for s in specs:
+                if s.variadic:
+                    n = len(values) - (len(specs) - 1)
+                    out.extend((s, v) for v in values[i:i + n])
+                    i += n
+                elif i < len(values):
+                    out.append((s, values[i]))
+                    i += 1
+        return out
+
+    def _families(self, op: ComputeOp, spec: OpcodeSpec, operands) -> bool:
+        bindings: dict[str, list[OperandInfo]] = {}
+        for s, v in operands:
+            if s.binds is not None:
+                t = v.type
+                bindings.setdefault(s.binds, []).append(
+                    OperandInfo(_value_label(v), t.elem_name, t.quant_desc is not None, s.dir == "in"))
+        accum = op.attrs.data.get("accum_type")
+        accum_name = elem_name(accum) if accum is not None else None
+        result = self.catalog.match(spec.families, bindings, accum_name)
+        if result.ok:
+            return True
+        rule = _family_rule(result.differences)
+        near = f"; nearest variant {result.nearest}: " + "; ".join(result.differences) \
+            if result.nearest else ""
+        self.err(op, rule, f"{spec.name} matches no type-family variant of "
+                 f"{', '.join(spec.families)}{near}",
+                 "change the operand types/quant/accum_type to match a variant, or insert a cast")
+        return False
+
+    def _placement(self, op: TaskOp) -> None:
+        engines = {}
+        for value, _ in op.operand_regions():
+            level = value.type.level
+            if level.kind == "L1" and level.engine is not None:
+                engines.setdefault(level.engine, _value_label(value))
+        if len(engines) > 1:
+            (k, a), (j, b) = list(engines.items())[:2]
+            self.err(op, "PLACE-02", f"task references L1[{k}] ({a}) and L1[{j}] ({b})",
+                     "a task runs on one engine; move the data with a transfer first")
+            return
+        for d in op.decorator_list():
+            if isinstance(d, SeqEngineAttr) and engines and d.engine.data not in engines:
+                k = next(iter(engines))
+                self.err(op, "PLACE-04", f"@seq_engine({d.engine.data}) conflicts with the task's "
+                         f"L1[{k}] operand {engines[k]}",
+                         f"use @seq_engine({k}) or drop it (decision D-DECO-SEQ)")
+
+    def _access_intent(self, op: TaskOp) -> None:
+        """DECO-07: @readonly regions are not written, @writeonly ones not read."""
+        for value, access in op.operand_regions():
+            decos = value.owner.decorator_list() if isinstance(value.owner, RegionOp) else ()
+            names = {d.DECO_NAME for d in decos}
+            if {"readonly", "writeonly"} <= names:
+                self.err(value.owner, "DECO-07", f"{_value_label(value)} is both @readonly and "
+                         "@writeonly", "keep one")
+            elif access == "write" and "readonly" in names:
+                self.err(op, "DECO-07", f"task writes @readonly region {_value_label(value)}",
+                         "drop @readonly or write another region")
+            elif access == "read" and "writeonly" in names:
+                self.err(op, "DECO-07", f"task reads @writeonly region {_value_label(value)}",
+                         "drop @writeonly or read another region")
+
+
+def _target_of(op: Operation) -> str | None:
+    if isinstance(op, RegionOp):
+        return "region"
+    if isinstance(op, BufferOp):
+        return "buffer"
+    if isinstance(op, LoopOp):
+        return "loop"
+    if isinstance(op, TransferOp):
+        return "transfer"
+    if isinstance(op, StoreOp):
+        return "store"
+    if isinstance(op, ComputeOp):
+        return "compute"
+    if isinstance(op, WaitOp):
+        return "wait"
+    return None
+
+
+def _attr_has_type(value: Attribute, type_: str) -> bool:
+    if type_ == "int":
+        return isinstance(value, ArgRefAttr)
+    if type_ == "int_list":
+        return isinstance(value, ArrayAttr) and all(isinstance(v, ArgRefAttr) for v in value.data)
+    if type_ == "float":
+        return isinstance(value, FloatAttr)
+    if type_ == "number":
+        return isinstance(value, FloatAttr | ArgRefAttr)
+    if type_ == "elem":
+        return elem_name(value) is not None
+    if type_ == "string":
+        return isinstance(value, StringAttr)
+    return False
+
+
+def _family_rule(differences: list[str]) -> str:
+    text = " ".join(differences)
+    if "accum" in text:
+        return "FAM-12"
+    if "quant" in text:
+        return "QUANT-07" if "must carry" in text else "QUANT-09"
+    if "absent" in text or "bias" in text or "must not be given" in text:
+        return "FAM-10"
+    return "FAM-01"
+
+
+def _value_label(value: SSAValue) -> str:
+    op = value.owner
+    if isinstance(op, RegionOp):
+        if op.region_name is not None:
+            return op.region_name.data
+        return f"region({op.buffer.owner.buffer_name.data}, ...)"
+    return "value"
+
+
+def _iteration_text(loops: tuple[LoopOp, ...], env: dict[SSAValue, int]) -> str:
+    if not loops:
+        return ""
+    parts = [f"{lp.iv_name.data}={env[lp.block.args[0]]}" for lp in loops
+             if lp.block.args[0] in env]
+    return f" (at iteration {', '.join(parts)})"
+
+
+def _non_const_leaf(value: SSAValue) -> str | None:
+    """What, other than literals and consts, a const expression uses."""
+    if isinstance(value, BlockArgument):
+        return "a loop variable"
+    op = value.owner
+    if isinstance(op, ConstOp):
+        return None
+    if op.name == "arith.constant":
+        return None
+    if op.name in ("arith.addi", "arith.subi", "arith.muli", "arith.divsi", "arith.remsi"):
+        return _non_const_leaf(op.operands[0]) or _non_const_leaf(op.operands[1])
+    if isinstance(op, LetOp):
+        return f"let '{op.let_name.data}'"
+    return f"'{op.name}'"
+
+
+def verify_program(program: ProgramOp, catalog: Catalog | None = None) -> list[Diagnostic]:
+    """All device-independent static diagnostics of `program`."""
+    return ProgramVerifier(program, catalog).run()

@@ -1,0 +1,33 @@
+"""`nem-verify-static`: the device-independent static rules as a pass.
+
+Thin wrapper so the checks of `nem.dialect.verifier` can be scheduled in a
+pipeline after any lowering (`nem-opt -p nem-verify-static`).  Warnings are
+collected on the driver's diagnostic sink; errors raise.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from xdsl.context import Context
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.passes import ModulePass
+
+from nem.dialect.diagnostics import NemDiagnosticError
+from nem.dialect.ops import ProgramOp
+from nem.dialect.verifier import verify_program
+
+
+@dataclass(frozen=True)
+class VerifyStaticPass(ModulePass):
+    name = "nem-verify-static"
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        diags = [d for prog in op.walk() if isinstance(prog, ProgramOp)
+                 for d in verify_program(prog)]
+        if any(d.severity == "error" for d in diags):
+            raise NemDiagnosticError(diags)
+
+
+PASSES: dict[str, type[ModulePass]] = {VerifyStaticPass.name: VerifyStaticPass}
+"""Every NEM pass, by name; `nem-opt` registers these."""

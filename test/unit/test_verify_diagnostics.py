@@ -1,0 +1,344 @@
+"""Unit tests for nem.tools.verify_diagnostics (upstream-style --verify-diagnostics)."""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+
+from nem.dialect.diagnostics import Diagnostic, SourceLoc
+from nem.tools.verify_diagnostics import (
+    check,
+    diagnostic_text,
+    padded_chunk,
+    parse_expectations,
+    split_chunks,
+    verify,
+)
+
+F = "t.nem"
+
+
+def diag(severity: str, line: int | None, message: str, *, col: int = 1, file: str = F,
+         rule: str | None = None, notes: list[Diagnostic] | None = None) -> Diagnostic:
+    loc = SourceLoc(file, line, col) if line is not None else None
+    return Diagnostic(severity, message, loc, rule, None, notes or [])
+
+
+def lines_of(text: str, marker: str = "#") -> list[tuple[str, int | None, str]]:
+    return [(e.severity, e.line, e.substring) for e in parse_expectations(text, F, marker)]
+
+
+def run(text: str, diagnostics: list[Diagnostic], marker: str = "#") -> list[str]:
+    return check(parse_expectations(text, F, marker), diagnostics, F)
+
+
+# ---------------------------------------------------------------- parsing
+
+
+def test_same_line_each_severity():
+    text = textwrap.dedent("""\
+        a  # expected-error {{bad a}}
+        b  # expected-warning {{warn b}}
+        c  # expected-remark {{rem c}}
+        d  # expected-note {{note d}}
+        """)
+    assert lines_of(text) == [
+        ("error", 1, "bad a"),
+        ("warning", 2, "warn b"),
+        ("remark", 3, "rem c"),
+        ("note", 4, "note d"),
+    ]
+
+
+def test_relative_offsets():
+    text = textwrap.dedent("""\
+        # expected-error@+2 {{two below}}
+        x
+        y
+        # expected-error@-3 {{three above}}
+        # expected-error @+1 {{space before at}}
+        z
+        """)
+    assert lines_of(text) == [
+        ("error", 3, "two below"),
+        ("error", 1, "three above"),
+        ("error", 6, "space before at"),
+    ]
+
+
+def test_above_below_skip_designator_lines():
+    text = textwrap.dedent("""\
+        op1
+        # expected-error@above {{on op1}}
+        # expected-note@above {{also op1}}
+        # expected-error@below {{on op2}}
+        # expected-warning@below {{also op2}}
+        op2
+        """)
+    assert lines_of(text) == [
+        ("error", 1, "on op1"),
+        ("note", 1, "also op1"),
+        ("error", 6, "on op2"),
+        ("warning", 6, "also op2"),
+    ]
+
+
+def test_above_below_directly_adjacent():
+    text = "x\n# expected-error@above {{up}}\n# ok\n# expected-error@below {{down}}\ny\n"
+    assert lines_of(text) == [("error", 1, "up"), ("error", 5, "down")]
+
+
+def test_dangling_below_refers_to_last_line():
+    text = "x\n# expected-error@below {{dangling}}"
+    assert lines_of(text) == [("error", 2, "dangling")]
+
+
+def test_absolute_line_and_unknown():
+    text = "# expected-error@3 {{abs}}\n# expected-error@unknown {{nowhere}}\nx\n"
+    assert lines_of(text) == [("error", 3, "abs"), ("error", None, "nowhere")]
+
+
+def test_mlir_marker_and_message_with_braces():
+    text = 'func.func @f() // expected-error {{custom op {{x}} "f" unknown}}\n'
+    assert lines_of(text, "//") == [("error", 1, 'custom op {{x}} "f" unknown')]
+    # In a .mlir file '#' is not a comment marker.
+    assert lines_of("#map = x # expected-error {{no}}\n", "//") == []
+
+
+def test_only_comments_starting_with_expected_count():
+    text = textwrap.dedent("""\
+        # RUN: nem-opt %s --verify-diagnostics
+        # this mentions expected-error {{but is prose}}
+        s = "expected-error {{in a string}}"
+        # expected-output: 3
+        """)
+    assert lines_of(text) == []
+    # Such prose is an ordinary line for @above/@below.
+    assert lines_of("x\n# expected-output: 3\n# expected-error@above {{up}}\n") == [("error", 2, "up")]
+
+
+@pytest.mark.parametrize("comment, reason", [
+    ("# expected-error bad message", "'{{'"),
+    ("# expected-error {{unterminated", "'}}'"),
+    ("# expected-error@sideways {{x}}", "unknown designator '@sideways'"),
+    ("# expected-eror {{x}}", "unknown expectation kind 'expected-eror'"),
+    ("# expected-error-re {{a.*b}}", "not supported"),
+    ("# expected-error@-5 {{x}}", "before the start of the file"),
+    ("# expected-error@above {{x}}", "no line above"),
+])
+def test_malformed_comment_is_an_error(comment, reason):
+    exps = parse_expectations(comment + "\n", F, "#")
+    assert len(exps) == 1 and exps[0].malformed and reason in exps[0].malformed
+    failures = check(exps, [], F)
+    assert len(failures) == 1
+    assert failures[0].startswith(f"{F}:1:3: error: ") and reason in failures[0]
+
+
+def test_malformed_expectation_fails_even_if_diagnostic_matches():
+    text = "x # expected-error bad\n"
+    assert run(text, [diag("error", 1, "bad", col=3)]) == [
+        f"{F}:1:5: error: expected '{{{{' to start the expected message",
+        f"{F}:1:3: error: unexpected error: bad",
+    ]
+
+
+# ---------------------------------------------------------------- matching
+
+
+def test_all_forms_match():
+    text = textwrap.dedent("""\
+        # expected-error@+1 {{plus}}
+        l2  # expected-warning {{same}}
+        l3
+        # expected-remark@-1 {{minus}}
+        # expected-note@above {{above}}
+        # expected-error@below {{below}}
+        l7
+        # expected-error@7 {{absolute}}
+        """)
+    diags = [
+        diag("error", 2, "plus one"),
+        diag("warning", 2, "the same line"),
+        diag("remark", 3, "minus"),
+        diag("note", 3, "above"),
+        diag("error", 7, "below"),
+        diag("error", 7, "absolute line"),
+    ]
+    assert run(text, diags) == []
+    assert verify(text, F, "#", diags) == 0
+
+
+def test_substring_and_rule_id_match():
+    d = diag("error", 1, "unknown device 'npx'", rule="NEM-DEV-001", col=7)
+    assert diagnostic_text(d) == "unknown device 'npx' [NEM-DEV-001]"
+    assert run("x # expected-error {{device 'npx'}}\n", [d]) == []
+    assert run("x # expected-error {{[NEM-DEV-001]}}\n", [d]) == []
+    assert run("x # expected-error {{npx' [NEM-DEV-001]}}\n", [d]) == []
+    assert run("x # expected-error {{NEM-DEV-002}}\n", [d]) == [
+        f"{F}:1:7: error: unexpected error: unknown device 'npx' [NEM-DEV-001]",
+        f"{F}:1: error: expected error \"NEM-DEV-002\" was not produced",
+    ]
+
+
+def test_unexpected_diagnostic():
+    assert run("x\ny\n", [diag("error", 2, "boom", col=4)]) == [
+        f"{F}:2:4: error: unexpected error: boom"
+    ]
+
+
+def test_missing_expectation():
+    text = "x\n# expected-warning@-1 {{careful}}\n"
+    failures = run(text, [])
+    assert failures == [f"{F}:1: error: expected warning \"careful\" was not produced"]
+    assert verify(text, F, "#", []) == 1
+
+
+def test_wrong_line_is_both_unexpected_and_missing():
+    failures = run("x # expected-error {{e}}\ny\n", [diag("error", 2, "e")])
+    assert failures == [
+        f"{F}:2:1: error: unexpected error: e",
+        f"{F}:1: error: expected error \"e\" was not produced",
+    ]
+
+
+def test_wrong_severity_is_a_near_miss():
+    failures = run("x # expected-error {{e}}\n", [diag("warning", 1, "e")])
+    assert len(failures) == 2
+    assert failures[0].startswith(f"{F}:1:1: error: 'warning' diagnostic emitted when expecting a 'error'")
+    assert failures[1] == f"{F}:1: error: expected error \"e\" was not produced"
+
+
+def test_each_expectation_needs_its_own_diagnostic():
+    text = "x # expected-error {{dup}}\n# expected-error@-1 {{dup}}\n"
+    assert run(text, [diag("error", 1, "dup"), diag("error", 1, "dup")]) == []
+    assert run(text, [diag("error", 1, "dup")]) == [
+        f"{F}:1: error: expected error \"dup\" was not produced"
+    ]
+    # Like upstream, a repeated diagnostic may reuse a satisfied expectation.
+    assert run("x # expected-error {{dup}}\n", [diag("error", 1, "dup")] * 2) == []
+
+
+def test_diagnostic_from_other_file_is_unexpected():
+    other = diag("error", 4, "bad device field", file="devices/npm.nem", col=9)
+    text = "x\n# expected-error@4 {{bad device field}}\ny\nz\n"
+    assert run(text, [other]) == [
+        "devices/npm.nem:4:9: error: unexpected error: bad device field",
+        f"{F}:4: error: expected error \"bad device field\" was not produced",
+    ]
+
+
+def test_same_file_through_different_spelling(tmp_path):
+    path = tmp_path / "a.nem"
+    text = "x # expected-error {{e}}\n"
+    exps = parse_expectations(text, str(path), "#")
+    d = Diagnostic("error", "e", SourceLoc(str(tmp_path / "." / "a.nem"), 1, 1))
+    assert check(exps, [d], str(path)) == []
+
+
+def test_unknown_location():
+    assert run("# expected-error@unknown {{lost}}\n", [diag("error", None, "lost")]) == []
+    assert run("x\n", [diag("error", None, "lost")]) == [f"{F}: error: unexpected error: lost"]
+    assert run("# expected-error@unknown {{lost}}\n", []) == [
+        f"{F}: error: expected error \"lost\" was not produced (at an unknown location)"
+    ]
+
+
+# ---------------------------------------------------------------- notes
+
+
+def test_notes_ignored_when_no_expected_note():
+    d = diag("error", 1, "e", notes=[diag("note", 3, "declared here")])
+    assert run("x # expected-error {{e}}\n", [d]) == []
+
+
+def test_notes_matched_when_expected():
+    d = diag("error", 1, "e", notes=[diag("note", 3, "declared here")])
+    text = "x # expected-error {{e}}\ny\nz # expected-note {{declared}}\n"
+    assert run(text, [d]) == []
+
+
+def test_note_without_location_takes_parent_location():
+    d = diag("error", 1, "e", notes=[Diagnostic("note", "see this")])
+    assert run("x # expected-error {{e}}\n# expected-note@-1 {{see this}}\n", [d]) == []
+
+
+def test_unexpected_note_when_notes_are_checked():
+    d = diag("error", 1, "e", notes=[diag("note", 2, "declared here"), diag("note", 3, "other")])
+    text = "x # expected-error {{e}}\ny # expected-note {{declared}}\nz\n"
+    assert run(text, [d]) == [f"{F}:3:1: error: unexpected note: other"]
+
+
+def test_missing_expected_note():
+    d = diag("error", 1, "e")
+    text = "x # expected-error {{e}}\n# expected-note@-1 {{why}}\n"
+    assert run(text, [d]) == [f"{F}:1: error: expected note \"why\" was not produced"]
+
+
+def test_nested_notes_and_top_level_notes():
+    inner = diag("note", 2, "inner")
+    d = diag("error", 1, "e", notes=[diag("note", 1, "outer", notes=[inner])])
+    text = "x # expected-error {{e}}\ny # expected-note {{inner}}\n# expected-note@1 {{outer}}\n"
+    assert run(text, [d]) == []
+    # A free-standing note is always checked.
+    assert run("x\n", [diag("note", 1, "stray")]) == [f"{F}:1:1: error: unexpected note: stray"]
+
+
+# ---------------------------------------------------------------- chunks
+
+
+SPLIT = textwrap.dedent("""\
+    a
+    # expected-error@+1 {{first}}
+    b
+    # -----
+    c  # expected-error {{second}}
+    # -----
+
+    # expected-warning@below {{third}}
+    d
+    """)
+
+
+def test_split_chunks_offsets():
+    chunks = split_chunks(SPLIT, "#")
+    assert [offset for _, offset in chunks] == [0, 4, 6]
+    assert chunks[0][0] == "a\n# expected-error@+1 {{first}}\nb\n"
+    assert chunks[1][0] == "c  # expected-error {{second}}\n"
+    assert chunks[2][0].endswith("d\n")
+    original = SPLIT.splitlines()
+    for chunk, offset in chunks:
+        for i, line in enumerate(chunk.splitlines()):
+            assert original[offset + i] == line
+        padded = padded_chunk(chunk, offset)
+        assert padded.splitlines()[offset:] == chunk.splitlines()
+
+
+def test_split_chunks_mlir_marker_and_no_marker():
+    text = "x\n// -----\ny\n// ------ not a separator\n# -----\n"
+    assert split_chunks(text, "//") == [("x\n", 0), ("y\n// ------ not a separator\n# -----\n", 2)]
+    assert split_chunks("only\n", "#") == [("only\n", 0)]
+    assert split_chunks("a\n# -----  \r\nb", "#") == [("a\n", 0), ("b", 2)]
+
+
+def test_chunks_keep_original_line_numbers():
+    expected = {0: [("error", 3, "first")], 1: [("error", 5, "second")], 2: [("warning", 9, "third")]}
+    for n, (chunk, offset) in enumerate(split_chunks(SPLIT, "#")):
+        padded = [(e.severity, e.line, e.substring)
+                  for e in parse_expectations(padded_chunk(chunk, offset), F, "#")]
+        unpadded = [(e.severity, e.line, e.substring)
+                    for e in parse_expectations(chunk, F, "#", line_offset=offset)]
+        assert padded == unpadded == expected[n]
+    # Verify each chunk against diagnostics carrying original line numbers.
+    (c0, o0), (c1, o1), (c2, o2) = split_chunks(SPLIT, "#")
+    assert verify(padded_chunk(c0, o0), F, "#", [diag("error", 3, "first!")]) == 0
+    assert verify(padded_chunk(c1, o1), F, "#", [diag("error", 5, "second")]) == 0
+    assert verify(padded_chunk(c2, o2), F, "#", [diag("warning", 9, "third")]) == 0
+    assert verify(padded_chunk(c2, o2), F, "#", [diag("warning", 8, "third")]) == 1
+
+
+def test_verify_prints_to_stderr(capsys):
+    assert verify("x # expected-error {{e}}\n", F, "#", [diag("error", 1, "e")]) == 0
+    assert capsys.readouterr().err == ""
+    assert verify("x\n", F, "#", [diag("remark", 1, "r")]) == 1
+    assert capsys.readouterr().err == f"{F}:1:1: error: unexpected remark: r\n"
