@@ -24,6 +24,7 @@ from xdsl.dialects.builtin import (
     IntegerAttr,
     IntegerType,
     NoneAttr,
+    NoneType,
     Signedness,
     StringAttr,
     i64,
@@ -346,6 +347,15 @@ DYNAMIC = -1
 """A shape or stride entry that depends on a loop variable."""
 
 
+def _absent(attr: Attribute) -> bool:
+    """An absent region-type parameter.  Absent parameters are built as the
+    builtin `none` type, which is what the MLIR parser gives back for the
+    printed `none` (xDSL's NoneAttr also prints as `none` but parses back as
+    NoneType, so it would not survive a generic-MLIR round trip); NoneAttr
+    is still accepted for IR built by older code."""
+    return isinstance(attr, NoneType | NoneAttr)
+
+
 @irdl_attr_definition
 class RegionType(ParametrizedAttribute, TypeAttribute):
     """A region: its memory level and, when typed, elem / shape /
@@ -369,16 +379,16 @@ class RegionType(ParametrizedAttribute, TypeAttribute):
                  strides: Sequence[int] | None = None, quant: Attribute | None = None):
         super().__init__(
             level,
-            elem or NoneAttr(),
-            NoneAttr() if shape is None else DenseArrayBase.from_list(i64, shape),
-            NoneAttr() if layout is None else StringAttr(layout),
-            NoneAttr() if strides is None else DenseArrayBase.from_list(i64, strides),
-            quant or NoneAttr(),
+            elem or NoneType(),
+            NoneType() if shape is None else DenseArrayBase.from_list(i64, shape),
+            NoneType() if layout is None else StringAttr(layout),
+            NoneType() if strides is None else DenseArrayBase.from_list(i64, strides),
+            quant or NoneType(),
         )
 
     @property
     def typed(self) -> bool:
-        return not isinstance(self.elem, NoneAttr)
+        return not _absent(self.elem)
 
     @property
     def elem_name(self) -> str | None:
@@ -386,19 +396,19 @@ class RegionType(ParametrizedAttribute, TypeAttribute):
 
     @property
     def shape_values(self) -> tuple[int, ...] | None:
-        return None if isinstance(self.shape, NoneAttr) else self.shape.get_values()
+        return None if _absent(self.shape) else self.shape.get_values()
 
     @property
     def stride_values(self) -> tuple[int, ...] | None:
-        return None if isinstance(self.strides, NoneAttr) else self.strides.get_values()
+        return None if _absent(self.strides) else self.strides.get_values()
 
     @property
     def layout_name(self) -> str | None:
-        return None if isinstance(self.layout, NoneAttr) else self.layout.data
+        return None if _absent(self.layout) else self.layout.data
 
     @property
     def quant_desc(self) -> QuantAttr | None:
-        return None if isinstance(self.quant, NoneAttr) else self.quant
+        return None if _absent(self.quant) else self.quant
 
 
 ATTRIBUTES = [

@@ -65,7 +65,7 @@ from nem.dialect.ops import (
 from nem.dialect.registry import lookup
 from nem.frontends.nem_text import config_parser
 from nem.frontends.nem_text.cursor import TokenCursor, describe
-from nem.frontends.nem_text.lexer import CALL, FLOAT, ID, INT, STRING, Token, tokenize
+from nem.frontends.nem_text.lexer import CALL, FLOAT, ID, INT, PUNCT, STRING, Token, tokenize
 
 STATEMENT_KEYWORDS = frozenset({"const", "let", "buffer", "loop", "endloop", "wait", "include",
                                 "program", "device", "type_family"})
@@ -120,6 +120,7 @@ class ProgramParser(TokenCursor):
             path, _ = config_parser.parse_include(self)
             includes.append(path)
         device_kind = device = None
+        start = self.tok
         if self.at("device"):
             device_kind, device = self._device_directive()
         name = None
@@ -130,7 +131,9 @@ class ProgramParser(TokenCursor):
         while not self.at_eof():
             self._statement()
         prog = ProgramOp(name, self.block, device_kind, device, tuple(includes))
-        prog.location = SourceLoc(self.file, 1, 1).to_attr()
+        # The program's location is its device directive (or its first token):
+        # device diagnostics point there.
+        prog.location = SourceLoc(self.file, start.line, start.col).to_attr()
         return prog
 
     def _device_directive(self) -> tuple[str, str]:
@@ -175,6 +178,8 @@ class ProgramParser(TokenCursor):
                     return self._region_decl()
                 if nxt.kind == CALL or (nxt.text == "wait" and self.peek(3).text == "("):
                     return self._task(self._assign())
+                self._reject_split_task_keyword(2)
+            self._reject_split_task_keyword(0)
             if word == "endloop":
                 raise self.error("'endloop' without a matching 'loop'", "GRAM-11",
                                  "remove it or open the loop with `loop i in [a..b]:`")
@@ -184,6 +189,18 @@ class ProgramParser(TokenCursor):
             return None
         raise self.error(f"expected a statement, found {describe(t)}", "GRAM-03",
                          "a statement is a const/let/buffer/region declaration, a task, a loop or ';'")
+
+    def _reject_split_task_keyword(self, k: int) -> None:
+        """LEX-04: `transfer . async` or `relu.asink` is not a task keyword.
+
+        Without this check such text falls through to a vague "expected a
+        statement" error on the token name, far from the actual mistake."""
+        word, dot, suffix = self.peek(k), self.peek(k + 1), self.peek(k + 2)
+        if word.kind == ID and dot.kind == PUNCT and dot.text == "." and suffix.kind == ID:
+            raise self.error(f"'{word.text} . {suffix.text}' is not a task keyword: a task is "
+                             "written OPCODE.async / OPCODE.sync as one token", "LEX-04",
+                             f"write `{word.text}.async` or `{word.text}.sync` with no spaces",
+                             dot)
 
     def _assign(self) -> Token:
         name = self.advance()
@@ -717,6 +734,10 @@ class ProgramParser(TokenCursor):
 
     def _primary(self, const_ctx: bool) -> SSAValue:
         t = self.tok
+        self._reject_malformed_number()
+        if t.kind == PUNCT and t.text == "-":
+            raise self.error("negative numbers cannot be written: NEM has no unary minus and "
+                             "INT literals are unsigned", "LEX-06", "write 0 - x", t)
         if t.kind == INT:
             self.advance()
             return self._add(arith.ConstantOp(IntegerAttr(int(t.text), IndexType())), t).results[0]
@@ -750,6 +771,26 @@ class ProgramParser(TokenCursor):
         raise self.error(f"expected an expression, found {describe(t)}", "GRAM-16",
                          "an expression is INT, ID or ( expr ) combined with + - * / mod"
                          " (no unary minus: write 0 - x)")
+
+    def _reject_malformed_number(self) -> None:
+        """LEX-02: `1.`, `.5` and `1e5` are not FLOAT literals.
+
+        The lexer splits them into INT/`.`/ID pieces; catching the adjacent
+        pieces here names the real problem instead of a later syntax error."""
+        t, nxt = self.tok, self.peek()
+        adjacent = nxt.line == t.line and nxt.col == t.col + len(t.text)
+        bad = None
+        if t.kind == PUNCT and t.text == "." and nxt.kind == INT and adjacent:
+            bad = f".{nxt.text}"
+        elif t.kind == INT and adjacent and nxt.kind == PUNCT and nxt.text == ".":
+            bad = f"{t.text}."
+        elif t.kind == INT and adjacent and nxt.kind == ID and \
+                nxt.text[0] in "eE" and nxt.text[1:].isdigit():
+            bad = t.text + nxt.text
+        if bad is not None:
+            raise self.error(f"'{bad}' is not a number: a FLOAT is digits '.' digits with an "
+                             "optional exponent (e.g. 1.0, 0.5, 1.0e5)", "LEX-02",
+                             "write digits on both sides of the '.'", t)
 
     def _decorators(self) -> list[DecoratorAttr]:
         decos = []

@@ -13,6 +13,7 @@ canonical form; `--print-device NAME` prints a resolved device.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -58,6 +59,19 @@ class NemOptMain(xDSLOptMain):
         from nem.frontends.nem_text.printer import print_nem
 
         self.available_targets["nem"] = lambda module, out: out.write(print_nem(module))
+        # `-t` omitted: .nem in -> .nem out, MLIR in -> MLIR out (decision D-OPT-TARGET)
+        self.available_targets["same-as-input"] = self._same_as_input
+
+    def _same_as_input(self, module: ModuleOp, out: IO[str]) -> None:
+        from nem.frontends.nem_text.printer import print_nem
+
+        if self._input_ext == "nem":
+            out.write(print_nem(module))
+        else:
+            from xdsl.printer import Printer
+
+            Printer(stream=out, print_generic_format=self.args.print_op_generic).print_op(module)
+            out.write("\n")
 
     def register_all_arguments(self, arg_parser: argparse.ArgumentParser) -> None:
         super().register_all_arguments(arg_parser)
@@ -67,6 +81,7 @@ class NemOptMain(xDSLOptMain):
                                 help="target device name (a shipped device or one found via -I)")
         arg_parser.add_argument("--print-device", default=None, metavar="NAME",
                                 help="print the resolved device NAME and exit")
+        arg_parser.set_defaults(target="same-as-input")
 
     # ------------------------------------------------------------------
     def run(self) -> None:  # noqa: C901 - a driver loop
@@ -77,6 +92,7 @@ class NemOptMain(xDSLOptMain):
             Path(self.args.input_file).read_text(encoding="utf-8")
         register_source(file, raw)
         ext = self.args.frontend or Path(file).suffix.lstrip(".") or "mlir"
+        self._input_ext = ext
         marker = "#" if ext == "nem" else "//"
         chunks = vd.split_chunks(raw, marker) if self.args.split_input_file else [(raw, 0)]
         out = sys.stdout if self.args.output_file is None else open(self.args.output_file, "w")
@@ -114,6 +130,8 @@ class NemOptMain(xDSLOptMain):
                 return diags, self._config_document(text, file, diags)
             module = self._parse(text, file, ext)
             diags += self._verify(module, file)
+            if not any(d.severity == "error" for d in diags):
+                diags += self._verify_device(module, file)
             if any(d.severity == "error" for d in diags):
                 return diags, None
             self.pipeline.apply(self.ctx, module)
@@ -139,6 +157,19 @@ class NemOptMain(xDSLOptMain):
         from nem.dialect.verifier import verify_program
 
         return [d for p in module.walk() if isinstance(p, ProgramOp) for d in verify_program(p)]
+
+    def _verify_device(self, module: ModuleOp, file: str) -> list[Diagnostic]:
+        """Device legality against the program's target (directive or --device)."""
+        from nem.dialect.ops import ProgramOp
+        from nem.dialect.program_device import check_device_validity, program_device
+
+        diags: list[Diagnostic] = []
+        for prog in module.walk():
+            if isinstance(prog, ProgramOp):
+                device = program_device(prog, file, self.args.include_dirs, self.args.device)
+                if device is not None:
+                    diags += [*device.warnings, *check_device_validity(prog, device)]
+        return diags
 
     def _config_document(self, text: str, file: str, diags: list[Diagnostic]) -> str:
         from nem.dialect.device_resolver import resolve_device, scope_for_document
@@ -195,6 +226,13 @@ def main(argv: Sequence[str] | None = None) -> None:
         NemOptMain(args=argv).run()
     except BrokenPipeError:
         pass
+    except Exception as e:  # a bug, never a user error: say so without a traceback
+        print(f"nem-opt: internal error: {type(e).__name__}: {e}\n"
+              "This is a bug in nem-opt; rerun with NEM_TRACEBACK=1 for the traceback.",
+              file=sys.stderr)
+        if os.environ.get("NEM_TRACEBACK"):
+            raise
+        sys.exit(2)
 
 
 if __name__ == "__main__":

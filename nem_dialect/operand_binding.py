@@ -1,0 +1,58 @@
+"""Binding a compute op's positional operands to its registry operands and
+to the type-family bindings they are matched against (one home for both the
+static family check and the device validity check)."""
+
+from __future__ import annotations
+
+from xdsl.ir import SSAValue
+
+from nem.dialect.attributes import elem_name
+from nem.dialect.families import MatchResult, OperandInfo
+from nem.dialect.ops import ComputeOp, RegionOp
+from nem.dialect.registry import OperandSpec
+
+
+def bind_operands(op: ComputeOp) -> list[tuple[OperandSpec, SSAValue]]:
+    """(registry operand, value) pairs; a variadic operand takes the surplus."""
+    spec = op.SPEC
+    out = []
+    for specs, values in ((spec.inputs, list(op.ins)), (spec.outputs, list(op.outs))):
+        i = 0
+        for s in specs:
+            if s.variadic:
+                n = len(values) - (len(specs) - 1)
+                out.extend((s, v) for v in values[i:i + n])
+                i += n
+            elif i < len(values):
+                out.append((s, values[i]))
+                i += 1
+    return out
+
+
+def value_label(value: SSAValue) -> str:
+    """How diagnostics name a region operand: its name, or `region(BUF, ...)`."""
+    op = value.owner
+    if isinstance(op, RegionOp):
+        if op.region_name is not None:
+            return op.region_name.data
+        return f"region({op.buffer.owner.buffer_name.data}, ...)"
+    return "value"
+
+
+def family_bindings(op: ComputeOp) -> dict[str, list[OperandInfo]]:
+    bindings: dict[str, list[OperandInfo]] = {}
+    for s, v in bind_operands(op):
+        t = v.type
+        if s.binds is not None and t.typed:
+            bindings.setdefault(s.binds, []).append(
+                OperandInfo(value_label(v), t.elem_name, t.quant_desc is not None, s.dir == "in"))
+    return bindings
+
+
+def accum_of(op: ComputeOp) -> str | None:
+    accum = op.attrs.data.get("accum_type")
+    return elem_name(accum) if accum is not None else None
+
+
+def match_families(op: ComputeOp, catalog, allowed=None) -> MatchResult:
+    return catalog.match(op.SPEC.families, family_bindings(op), accum_of(op), allowed)
