@@ -111,6 +111,31 @@ class ProgramParser(TokenCursor):
         self.scope = _Scope(None, in_loop=False)
         self.evaluator = Evaluator()
 
+    def expect(self, text: str, rule: str, what: str | None = None,
+               fix: str | None = None) -> Token:
+        if self.at(text):
+            return self.advance()
+        return self._missing(lambda: super(ProgramParser, self).expect(text, rule, what, fix))
+
+    def expect_kind(self, kind: str, rule: str, what: str, fix: str | None = None) -> Token:
+        if self.tok.kind == kind:
+            return self.advance()
+        return self._missing(lambda: super(ProgramParser, self).expect_kind(kind, rule, what, fix))
+
+    def _missing(self, raise_error) -> Token:
+        """Report a missing token where it is missing: when the token found
+        instead starts a new line, the error goes just after the previous
+        token, since the gap belongs to the statement on that line (`out`
+        with no operand, a trailing `@`, ...), not to the next statement."""
+        try:
+            return raise_error()
+        except NemDiagnosticError as e:
+            if self.pos > 0 and self.tok.nl_before:
+                prev = self.tokens[self.pos - 1]
+                for d in e.diagnostics:
+                    d.loc = SourceLoc(self.file, prev.line, prev.col + len(prev.text))
+            raise
+
     # ------------------------------------------------------------------
     # Document structure (GRAM-01, GRAM-02)
     # ------------------------------------------------------------------
@@ -187,6 +212,10 @@ class ProgramParser(TokenCursor):
             return self._task(None)
         if self.accept(";"):
             return None
+        if t.kind == PUNCT and t.text == "@":
+            raise self.error("a decorator cannot start a statement", "GRAM-17",
+                             "put it right after the buffer, region, task or loop header it "
+                             "decorates (loop decorators go before the ':')", t)
         raise self.error(f"expected a statement, found {describe(t)}", "GRAM-03",
                          "a statement is a const/let/buffer/region declaration, a task, a loop or ';'")
 
@@ -212,6 +241,7 @@ class ProgramParser(TokenCursor):
         name = self.expect_id("GRAM-06", "a constant name after 'const'")
         self.expect("=", "GRAM-06", "after the constant name")
         value = self._expr(const_ctx=True)
+        self._end_of_expression("a const expression")
         op = self._add(ConstOp(name.text, value), kw)
         self._declare(name, "const", op.result)
 
@@ -227,11 +257,32 @@ class ProgramParser(TokenCursor):
         if val.kind == "int":
             op = self._add(LetOp(name.text, ArgRefAttr(0), [val.data], True), kw)
             self._declare(name, "let", op.result)
+            self._no_decorators_on_let(name)
             return
         args: list[SSAValue] = []
         attr = self._value_attr(val, args)
         op = self._add(LetOp(name.text, attr, args, False), kw)
         self._declare(name, "value", None)
+        self._no_decorators_on_let(name)
+
+    def _no_decorators_on_let(self, name: Token) -> None:
+        """GRAM-06: only a `let NAME = region(...)` takes decorators
+        (D-GRAM-LETDECO); on any other let they would decorate nothing."""
+        self._end_of_expression("a let binding")
+        if self.at_punct("@") and not self.tok.nl_before:
+            raise self.error(f"let '{name.text}' binds a value, which takes no decorators",
+                             "GRAM-06", "drop the decorator, or bind a region: "
+                             f"let {name.text} = region(...) @materialized", self.tok)
+
+    def _end_of_expression(self, what: str) -> None:
+        """GRAM-16: an expression ends at the end of its line; a comparison
+        or other operator left on the line is not part of the expression
+        grammar (only + - * / mod and parentheses are)."""
+        t = self.tok
+        if t.kind == PUNCT and not t.nl_before and t.text in ("<", ">", "=", "(", "[", "."):
+            raise self.error(f"'{t.text}' cannot continue {what}: expressions combine INT, "
+                             "ID and (expr) with + - * / mod only", "GRAM-16",
+                             "no comparisons, calls or unary operators", t)
 
     def _buffer(self) -> None:
         kw = self.advance()
@@ -296,8 +347,12 @@ class ProgramParser(TokenCursor):
         upper = self._expr()
         self.expect("]", "GRAM-11", "to close the loop range")
         decos = self._decorators()
-        self.expect(":", "GRAM-11", "after the loop header",
-                    "loop decorators come before the colon: loop i in [0..N-1] @max_in_flight(2):")
+        colon = self.expect(":", "GRAM-11", "after the loop header",
+                            "loop decorators come before the colon: "
+                            "loop i in [0..N-1] @max_in_flight(2):")
+        if self.at_punct("@") and self.tok.line == colon.line:
+            raise self.error("loop decorators come before the colon", "GRAM-11",
+                             "write loop i in [a..b] @max_in_flight(N):", self.tok)
         body = Block(arg_types=[IndexType()])
         outer_block, outer_scope = self.block, self.scope
         self.block, self.scope = body, _Scope(outer_scope, in_loop=True)
@@ -337,6 +392,12 @@ class ProgramParser(TokenCursor):
         self.expect(")", "GRAM-07", "to close region(...)",
                     "type attributes go after the closing parenthesis: region(b, off, ext) elem=...")
         level = buf.value.type.level
+        t = self.tok
+        if t.kind == ID and t.text in ("shape", "layout", "strides", "quant") and \
+                self.peek().text == "=" and not t.nl_before:
+            raise self.error(f"region type attributes start with elem=, not {t.text}=",
+                             "GRAM-08", "write elem=T, shape=[...], layout=ID|strides=[...]"
+                             "[, quant=...] in that order", t)
         shape_vals: list[SSAValue] = []
         stride_vals: list[SSAValue] = []
         rtype = RegionType(level)
@@ -349,7 +410,7 @@ class ProgramParser(TokenCursor):
 
     def _type_attrs(self, level: MemLevelAttr, in_operand_list: bool
                     ) -> tuple[RegionType, list[SSAValue], list[SSAValue]]:
-        self.advance()
+        elem_tok = self.advance()
         self.advance()
         et = self.expect_id("TYPE-01", "an element type")
         if et.text not in ELEM_BY_NAME:
@@ -359,6 +420,10 @@ class ProgramParser(TokenCursor):
         self.expect("shape", "GRAM-08", "(type attributes come in the order elem, shape, layout|strides)")
         self.expect("=", "GRAM-08")
         shape_vals = self._expr_list("shape")
+        if not self.at_punct(",") or self.peek().text not in ("layout", "strides"):
+            raise self.error("region type attributes need elem, shape and layout or strides "
+                             "together; layout= or strides= is missing after shape=[...]",
+                             "GRAM-08", "add layout=ID or strides=[...] after shape", elem_tok)
         self.expect(",", "GRAM-08", "after shape=[...]")
         layout = None
         stride_vals: list[SSAValue] = []
@@ -751,6 +816,9 @@ class ProgramParser(TokenCursor):
             v = self._expr(const_ctx)
             self.expect(")", "GRAM-16", "to close the parenthesis")
             return v
+        if t.kind == ID and self.peek().kind == PUNCT and self.peek().text == "(":
+            raise self.error(f"'{t.text}(' is a call, and expressions have no calls", "GRAM-16",
+                             "expressions combine INT, ID and (expr) with + - * / mod only", t)
         if t.kind == ID:
             self.advance()
             n = self.scope.lookup(t.text)
