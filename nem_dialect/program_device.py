@@ -69,8 +69,9 @@ def check_device_validity(prog: ProgramOp, device: Device) -> list[Diagnostic]:
             continue
         near = f"; nearest available variant {result.nearest}: " + "; ".join(result.differences) \
             if result.nearest else ""
+        what = f" ({result.unavailable[0]} is not in its effective set)" if result.unavailable else ""
         diags.append(error(
-            f"{op.opcode} is not valid on device '{device.name}'{near}", op, "DEV-13",
+            f"{op.opcode} is not valid on device '{device.name}'{what}{near}", op, "DEV-13",
             f"use a type combination of the device's effective set, or target a device that "
             f"lists {result.unavailable[0] if result.unavailable else 'the variant'}"))
     return diags

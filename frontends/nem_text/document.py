@@ -13,10 +13,18 @@ from nem.frontends.nem_text.lexer import EOF, ID, STRING, Token, tokenize
 
 
 def _skip_braces(tokens: list[Token], i: int) -> int | None:
-    """Index after the `{...}` block starting at or after `i` (None if unbalanced)."""
-    while i < len(tokens) and tokens[i].text != "{":
+    """Index after the `{...}` block starting at or after `i` (None if unbalanced).
+
+    A type family's parameter list `<T: {f16, bf16}>` comes before its body
+    and holds braces of its own, so it is skipped first."""
+    angle = 0
+    while i < len(tokens) and (tokens[i].text != "{" or angle):
         if tokens[i].kind == EOF:
             return None
+        if tokens[i].text == "<" and tokens[i].kind != STRING:
+            angle += 1
+        elif tokens[i].text == ">" and tokens[i].kind != STRING:
+            angle = max(0, angle - 1)
         i += 1
     depth = 0
     for j in range(i, len(tokens)):
