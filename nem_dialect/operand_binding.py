@@ -55,4 +55,23 @@ def accum_of(op: ComputeOp) -> str | None:
 
 
 def match_families(op: ComputeOp, catalog, allowed=None) -> MatchResult:
-    return catalog.match(op.SPEC.families, family_bindings(op), accum_of(op), allowed)
+    """Match `op` against its opcode's families (restricted to `allowed`).
+
+    An omitted `accum_type` whose registry default is `family_accum` takes
+    the accum of the family being matched (TYPE-06: written *or defaulted*),
+    so it never counts as a mismatch; the best of those matches is returned.
+    """
+    spec = op.SPEC
+    bindings, accum = family_bindings(op), accum_of(op)
+    aspec = spec.attributes.get("accum_type")
+    if accum is not None or aspec is None or aspec.default != "family_accum":
+        return catalog.match(spec.families, bindings, accum, allowed)
+    defaults: list[str | None] = []
+    for fid in spec.families:
+        fam = catalog.families.get(fid)
+        a = fam.accum if fam is not None else None
+        if a not in defaults:
+            defaults.append(a)
+    results = [catalog.match(spec.families, bindings, a, allowed) for a in defaults or [None]]
+    return min(results, key=lambda r: (not r.ok, any("accum" in d for d in r.differences),
+                                       len(r.differences)))

@@ -24,21 +24,17 @@ from nem.dialect.attributes import (
     DYNAMIC,
     ArgRefAttr,
     DecoratorAttr,
-    MemLevelAttr,
-    PerChannelQuantAttr,
     PerGroupQuantAttr,
     PerTensorQuantAttr,
-    ReadonlyAttr,
     RegionType,
     ResourceAttr,
     SeqEngineAttr,
-    WriteonlyAttr,
     elem_name,
 )
 from nem.dialect.decorators import DECORATORS, RESOURCE_UNITS, TARGET_WORDS, allowed_on
 from nem.dialect.diagnostics import Diagnostic, SourceLoc, error
 from nem.dialect.exprs import Evaluator, ExprError
-from nem.dialect.families import Catalog, OperandInfo
+from nem.dialect.families import Catalog
 from nem.dialect.ops import (
     BufferOp,
     ComputeOp,
@@ -52,6 +48,7 @@ from nem.dialect.ops import (
     TransferOp,
     WaitOp,
 )
+from nem.dialect.operand_binding import bind_operands, match_families, value_label
 from nem.dialect.registry import OpcodeSpec
 from nem.dialect.shape_rules import check_shapes
 
@@ -222,6 +219,8 @@ class ProgramVerifier:
         if rtype.typed:
             if not self._region_type(op, rtype, label):
                 return
+            if not self._buffer_holds_elements(op, rtype, buf_size, label):
+                return
         for env in self.envs(loops):
             try:
                 off, ext = self.ev.eval(op.offset, env), self.ev.eval(op.extent, env)
@@ -240,6 +239,26 @@ class ProgramVerifier:
                     "shrink the region or enlarge the buffer")
             if rtype.typed and not self._extent_fits(op, rtype, ext, env, label, at):
                 return
+
+    def _buffer_holds_elements(self, op: RegionOp, rtype: RegionType, buf_size: int | None,
+                               label: str) -> bool:
+        """BUF-02: a buffer must be large enough for the packed elements a typed
+        region puts in it.  Reported on its own (rather than as a REG-02 overrun)
+        because the fix is usually the buffer size, computed with the packed
+        sub-byte width (TYPE-02)."""
+        shape = rtype.shape_values or ()
+        if buf_size is None or not shape or DYNAMIC in shape:
+            return True
+        bw = BITWIDTH[rtype.elem_name]
+        need = math.ceil(math.prod(shape) * bw / 8)
+        if need <= buf_size:
+            return True
+        name = op.buffer.owner.buffer_name.data
+        self.err(op, "BUF-02", f"buffer '{name}' has {buf_size} bytes but {label} puts "
+                 f"{math.prod(shape)} {rtype.elem_name} elements in it, which need "
+                 f"ceil({math.prod(shape)} * {bw} / 8) = {need} bytes",
+                 f"give buffer '{name}' size >= {need}")
+        return False
 
     def _region_type(self, op: RegionOp, rtype: RegionType, label: str) -> bool:
         shape = rtype.shape_values or ()
@@ -363,8 +382,11 @@ class ProgramVerifier:
         kw = "transfer" if isinstance(op, TransferOp) else "store"
         if dst.typed and src.typed:
             if dst.elem != src.elem:
-                return self.err(op, "TASK-07", f"{kw} from {src.elem_name} to {dst.elem_name}",
-                                "transfers do not convert; use a cast task")
+                # no implicit conversion anywhere (TYPE-03); TASK-07 is the
+                # transfer-specific restatement, TYPE-03 names the fix
+                return self.err(op, "TYPE-03", f"{kw} from {src.elem_name} to {dst.elem_name} "
+                                "would convert element types implicitly",
+                                "transfers do not convert; use an explicit cast task")
             ds, ss = dst.shape_values, src.shape_values
             if DYNAMIC not in ds + ss and math.prod(ds) != math.prod(ss):
                 return self.err(op, "TASK-07", f"{kw} moves {math.prod(ss)} elements into a "
@@ -393,12 +415,12 @@ class ProgramVerifier:
             return
         if not self._attributes(op, spec):
             return
-        operands = self._bind_operands(op, spec)
+        operands = bind_operands(op)
         for (ospec, value) in operands:
             rtype = value.type
             if not rtype.typed:
                 return self.err(op, "REG-03", f"{spec.name} operand '{ospec.name}' "
-                                f"({_value_label(value)}) has no elem/shape/layout",
+                                f"({value_label(value)}) has no elem/shape/layout",
                                 "compute operands need elem=, shape= and layout= or strides=")
             if ospec.elem is not None and rtype.elem_name not in ospec.elem:
                 rule = "FAM-27" if spec.name in ("argmax", "argmin") else "FAM-01"
@@ -406,7 +428,7 @@ class ProgramVerifier:
                                 f"{rtype.elem_name}", f"use one of {', '.join(ospec.elem)} "
                                 "(decision D-ARGMAX-INDEX)")
         if spec.families:
-            self._families(op, spec, operands)
+            self._families(op, spec)
 
         for rule, message, fix in check_shapes(op, self.ev):
             self.err(op, rule, message, fix)
@@ -444,33 +466,11 @@ class ProgramVerifier:
                 ok = False
         return ok
 
-    def _bind_operands(self, op: ComputeOp, spec: OpcodeSpec):
-        out = []
-        for specs, values in ((spec.inputs, list(op.ins)), (spec.outputs, list(op.outs))):
-            i = 0
-            for s in specs:
-                if s.variadic:
-                    n = len(values) - (len(specs) - 1)
-                    out.extend((s, v) for v in values[i:i + n])
-                    i += n
-                elif i < len(values):
-                    out.append((s, values[i]))
-                    i += 1
-        return out
-
-    def _families(self, op: ComputeOp, spec: OpcodeSpec, operands) -> bool:
-        bindings: dict[str, list[OperandInfo]] = {}
-        for s, v in operands:
-            if s.binds is not None:
-                t = v.type
-                bindings.setdefault(s.binds, []).append(
-                    OperandInfo(_value_label(v), t.elem_name, t.quant_desc is not None, s.dir == "in"))
-        accum = op.attrs.data.get("accum_type")
-        accum_name = elem_name(accum) if accum is not None else None
-        result = self.catalog.match(spec.families, bindings, accum_name)
+    def _families(self, op: ComputeOp, spec: OpcodeSpec) -> bool:
+        result = match_families(op, self.catalog)
         if result.ok:
             return True
-        rule = _family_rule(result.differences)
+        rule = _family_rule(spec.name, result.nearest, result.differences)
         near = f"; nearest variant {result.nearest}: " + "; ".join(result.differences) \
             if result.nearest else ""
         self.err(op, rule, f"{spec.name} matches no type-family variant of "
@@ -483,7 +483,7 @@ class ProgramVerifier:
         for value, _ in op.operand_regions():
             level = value.type.level
             if level.kind == "L1" and level.engine is not None:
-                engines.setdefault(level.engine, _value_label(value))
+                engines.setdefault(level.engine, value_label(value))
         if len(engines) > 1:
             (k, a), (j, b) = list(engines.items())[:2]
             self.err(op, "PLACE-02", f"task references L1[{k}] ({a}) and L1[{j}] ({b})",
@@ -502,13 +502,13 @@ class ProgramVerifier:
             decos = value.owner.decorator_list() if isinstance(value.owner, RegionOp) else ()
             names = {d.DECO_NAME for d in decos}
             if {"readonly", "writeonly"} <= names:
-                self.err(value.owner, "DECO-07", f"{_value_label(value)} is both @readonly and "
+                self.err(value.owner, "DECO-07", f"{value_label(value)} is both @readonly and "
                          "@writeonly", "keep one")
             elif access == "write" and "readonly" in names:
-                self.err(op, "DECO-07", f"task writes @readonly region {_value_label(value)}",
+                self.err(op, "DECO-07", f"task writes @readonly region {value_label(value)}",
                          "drop @readonly or write another region")
             elif access == "read" and "writeonly" in names:
-                self.err(op, "DECO-07", f"task reads @writeonly region {_value_label(value)}",
+                self.err(op, "DECO-07", f"task reads @writeonly region {value_label(value)}",
                          "drop @writeonly or read another region")
 
 
@@ -546,24 +546,48 @@ def _attr_has_type(value: Attribute, type_: str) -> bool:
     return False
 
 
-def _family_rule(differences: list[str]) -> str:
+_FAMILY_RULES = {
+    "conv2d.float": "FAM-03", "conv2d.int8": "FAM-04", "conv2d.int4": "FAM-05",
+    "gemm.float": "FAM-06", "gemm.int8": "FAM-07", "gemm.int4": "FAM-08",
+    "eltwise": "FAM-13", "view": "FAM-15", "norm": "FAM-18", "softmax": "FAM-19",
+    "cast": "FAM-20", "quantize": "FAM-21", "dequantize": "FAM-22", "pool": "FAM-23",
+}
+"""The rule that defines each baseline family's typing (RULES.md FAM-03..23)."""
+
+_BINARY_ELTWISE = frozenset({"add", "sub", "mul", "div", "min", "max", "pow"})
+_BIAS_BINDINGS = {"conv2d": "B", "gemm": "C"}
+
+
+def _family_rule(opcode: str, nearest, differences: list[str]) -> str:
+    """The most specific rule a family mismatch breaks, so the diagnostic
+    points the user at the family definition that explains it: accum (FAM-12),
+    quant (QUANT-07/08/09/10), bias presence (FAM-10) and type (FAM-11), then
+    the element types of the nearest family (FAM-03..23, FAM-14 for mixed
+    binary eltwise); FAM-01 when no family is near."""
     text = " ".join(differences)
+    family = nearest.family if nearest is not None else ""
     if "accum" in text:
         return "FAM-12"
     if "quant" in text:
-        return "QUANT-07" if "must carry" in text else "QUANT-09"
-    if "absent" in text or "bias" in text or "must not be given" in text:
+        if "must carry" not in text:
+            return "QUANT-09"
+        if family in ("quantize", "dequantize"):
+            return "QUANT-10"
+        if family.endswith(".int4") and ("'W'" in text or "'B'" in text) and \
+                not any("'X'" in d or "'A'" in d for d in differences if "must carry" in d):
+            return "QUANT-08"
+        return "QUANT-07"
+    bias = _BIAS_BINDINGS.get(family.split(".")[0])
+    if bias is not None and f"operand '{bias}'" in text:
+        if "missing" in text or "is given but" in text:
+            return "FAM-10"
+        if family.endswith((".int8", ".int4")) and "needs i32" in text:
+            return "FAM-11"
+    if "absent" in text or "must not be given" in text:
         return "FAM-10"
-    return "FAM-01"
-
-
-def _value_label(value: SSAValue) -> str:
-    op = value.owner
-    if isinstance(op, RegionOp):
-        if op.region_name is not None:
-            return op.region_name.data
-        return f"region({op.buffer.owner.buffer_name.data}, ...)"
-    return "value"
+    if family == "eltwise" and opcode in _BINARY_ELTWISE:
+        return "FAM-14"
+    return _FAMILY_RULES.get(family, "FAM-01")
 
 
 def _iteration_text(loops: tuple[LoopOp, ...], env: dict[SSAValue, int]) -> str:

@@ -493,7 +493,7 @@ class ProgramParser(TokenCursor):
         return PerGroupQuantAttr(axis, group, scales, zps)
 
     def _quant_field(self, key: str, number: bool) -> float | int:
-        self.expect(key, "GRAM-10", f"(quant keys come in a fixed order)")
+        self.expect(key, "GRAM-10", "(quant keys come in a fixed order)")
         self.expect("=", "GRAM-10")
         if not number:
             return self.expect_int("GRAM-10", f"an integer literal for {key}")
@@ -745,7 +745,9 @@ class ProgramParser(TokenCursor):
                     key: str | None = None) -> Attribute:
         """Give a parsed value its IR form; `type_` is the registry type."""
         if type_ == "elem" and val.kind != "id":
-            raise self.error(f"'{key}' takes an element type", "TASK-13",
+            # accum_type is the accumulation type of reducing ops (TYPE-06)
+            rule = "TYPE-06" if key == "accum_type" else "TASK-13"
+            raise self.error(f"'{key}' takes an element type", rule,
                              "write e.g. accum_type=i32", val.tok)
         if val.kind == "id":
             if type_ == "elem" or (type_ is None and val.data in ELEM_BY_NAME):
@@ -863,7 +865,7 @@ class ProgramParser(TokenCursor):
     def _decorators(self) -> list[DecoratorAttr]:
         decos = []
         while self.at_punct("@"):
-            at = self.advance()
+            self.advance()
             name = self.expect_id("GRAM-17", "a decorator name after '@'")
             info = DECORATORS.get(name.text)
             if info is None:
