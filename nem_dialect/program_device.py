@@ -45,13 +45,15 @@ def program_device(prog: ProgramOp, file: str, include_dirs=(),
                    "directories or among the shipped devices", loc, "DEV-20",
                    'name a .nem device file, e.g. device "npm_lite.nem"')
     if kind == "name":
-        scope = scope_for_document(ConfigDocument(file, includes, (), ()), include_dirs)
+        scope = scope_for_document(
+            ConfigDocument(file, includes, (), (), (loc,) * len(includes)), include_dirs)
         if value not in scope.devices:
             raise fail(f"device '{value}' is not defined by the program's includes", loc,
                        "DEV-20", f'add include "{value}.nem" (or the file that defines it)')
         return resolve_device(scope, value, loc)
     doc = parse_config_document(value, file)
-    doc = ConfigDocument(file, includes + doc.includes, doc.families, doc.devices)
+    doc = ConfigDocument(file, includes + doc.includes, doc.families, doc.devices,
+                         (loc,) * len(includes) + doc.include_locs)
     scope = scope_for_document(doc, include_dirs)
     return resolve_device(scope, doc.devices[-1].name, loc)
 
