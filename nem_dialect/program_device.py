@@ -51,7 +51,14 @@ def program_device(prog: ProgramOp, file: str, include_dirs=(),
             raise fail(f"device '{value}' is not defined by the program's includes", loc,
                        "DEV-20", f'add include "{value}.nem" (or the file that defines it)')
         return resolve_device(scope, value, loc)
+    # the inline device's canonical text must not replace the program's text
+    # in the diagnostics source cache (it is parsed under the program's name)
+    from nem.dialect.diagnostics import _DEFAULT_SOURCES
+
+    saved = _DEFAULT_SOURCES._texts.get(file)
     doc = parse_config_document(value, file)
+    if saved is not None:
+        _DEFAULT_SOURCES._texts[file] = saved
     doc = ConfigDocument(file, includes + doc.includes, doc.families, doc.devices,
                          (loc,) * len(includes) + doc.include_locs)
     scope = scope_for_document(doc, include_dirs)

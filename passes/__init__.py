@@ -1,5 +1,24 @@
 """NEM passes (installed as `nem.passes`)."""
 
-from nem.passes.verify import PASSES
+from nem.passes.convert_affine_to_nem import ConvertAffineToNemPass
+from nem.passes.convert_async_to_nem import ConvertAsyncToNemPass
+from nem.passes.lower_to_nem import LowerToNemPass
+from nem.passes.verify import PASSES as _VERIFY_PASSES
+
+PASSES = dict(_VERIFY_PASSES)
+PASSES.update({p.name: p for p in (ConvertAffineToNemPass, ConvertAsyncToNemPass,
+                                   LowerToNemPass)})
 
 __all__ = ["PASSES"]
+
+# Checking passes and the `nem-verify` pipeline (passes/device.py, placement.py,
+# fold.py, pipeline.py; tokens.py and hazards.py by the token/hazard checks).
+from nem.passes.device import VerifyDevicePass  # noqa: E402
+from nem.passes.fold import FoldConstsPass  # noqa: E402
+from nem.passes.hazards import CheckHazardsPass  # noqa: E402
+from nem.passes.pipeline import VerifyPipelinePass  # noqa: E402
+from nem.passes.placement import CheckPlacementPass  # noqa: E402
+from nem.passes.tokens import CheckTokensPass  # noqa: E402
+
+PASSES.update({p.name: p for p in (VerifyDevicePass, CheckPlacementPass, FoldConstsPass,
+                                   CheckTokensPass, CheckHazardsPass, VerifyPipelinePass)})

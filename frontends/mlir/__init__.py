@@ -1,0 +1,87 @@
+"""MLIR input support for the NEM lowering (installed as `nem.frontends.mlir`).
+
+- `async_dialect`: the upstream `async` dialect (xDSL has none).
+- `dma`: `affine.dma_start/dma_wait` (xDSL has none) and upstream-exact
+  `memref.dma_start/dma_wait` (replacing xDSL's, which differ).
+- `register_mlir_dialects(ctx)`: make a context (e.g. nem-opt's) know them.
+- `parse_mlir(ctx, text, file)`: xDSL's parser, plus a `file:line:col`
+  location on every op that has none (xDSL only keeps explicit `loc(...)`),
+  so diagnostics and the NEM ops produced by the lowering point back at the
+  MLIR source line.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_right
+
+from xdsl.context import Context
+from xdsl.dialects.builtin import FileLineColLoc, IntAttr, ModuleOp, StringAttr, UnknownLoc
+from xdsl.ir import Dialect, Operation
+from xdsl.parser import Parser
+
+from nem.frontends.mlir.async_dialect import Async
+from nem.frontends.mlir.dma import AFFINE_EXTRA_OPS, MEMREF_EXTRA_OPS
+
+__all__ = ["Async", "register_mlir_dialects", "parse_mlir", "LocatingParser"]
+
+
+def _extended(factory, extra):
+    def make() -> Dialect:
+        base = factory()
+        names = {op.name for op in extra}
+        ops = [op for op in base.operations if op.name not in names] + list(extra)
+        return Dialect(base.name, ops, list(base.attributes))
+    return make
+
+
+def register_mlir_dialects(ctx: Context) -> None:
+    """Register `async` and extend `affine`/`memref` with the upstream DMA ops.
+    Idempotent.  Works whether or not `affine`/`memref` are already loaded."""
+    if getattr(ctx, "_nem_mlir_registered", False):
+        return
+    if "async" not in ctx.registered_dialect_names:
+        ctx.register_dialect("async", lambda: Async)
+    for name, extra in (("affine", AFFINE_EXTRA_OPS), ("memref", MEMREF_EXTRA_OPS)):
+        registered = ctx._registered_dialects  # noqa: SLF001 - no public replace API
+        if name in registered:
+            registered[name] = _extended(registered[name], extra)
+        else:
+            from xdsl.dialects import affine, memref
+            base = {"affine": affine.Affine, "memref": memref.MemRef}[name]
+            registered[name] = _extended(lambda base=base: base, extra)
+        if name in {d.name for d in ctx.loaded_dialects}:
+            for op in extra:
+                ctx._loaded_ops[op.name] = op  # noqa: SLF001
+    ctx._nem_mlir_registered = True  # type: ignore[attr-defined]
+
+
+class LocatingParser(Parser):
+    """Gives every parsed op without a location a `FileLineColLoc` of the
+    first token of its statement (the result list, or the op name), as
+    upstream MLIR does."""
+
+    def __init__(self, ctx: Context, text: str, file: str = "<unknown>", **kw):
+        super().__init__(ctx, text, file, **kw)
+        self._file = StringAttr(file)
+        self._line_starts = [0]
+        find = text.find
+        p = find("\n")
+        while p >= 0:
+            self._line_starts.append(p + 1)
+            p = find("\n", p + 1)
+
+    def parse_operation(self) -> Operation:
+        start = self._current_token.span.start
+        op = super().parse_operation()
+        if op.location is None or isinstance(op.location, UnknownLoc):
+            line = bisect_right(self._line_starts, start)
+            col = start - self._line_starts[line - 1] + 1
+            op.location = FileLineColLoc(self._file, IntAttr(line), IntAttr(col))
+        return op
+
+
+def parse_mlir(ctx: Context, text: str, file: str = "<unknown>",
+               allow_implicit_module: bool = True) -> ModuleOp:
+    register_mlir_dialects(ctx)
+    module = LocatingParser(ctx, text, file).parse_module(allow_implicit_module)
+    return module

@@ -1,0 +1,265 @@
+"""`nem-run`: run a NEM program on the reference runtime.
+
+    nem-run PROGRAM.nem [--device D] [--mode functional|timed]
+            [--schedule source|random --seed S] [--schedules K]
+            [--input BUF=FILE]... [--output BUF=FILE]... [--random-inputs SEED]
+            [--trace FILE.json|.csv] [--timeline FILE.png] [--profile FILE.json]
+
+Prints a summary (tasks run, per-unit busy time and utilization and total
+cycles in timed mode, races, deadlocks, unconsumed tokens).  Exit status: 0
+when the run completed without races (and, with --schedules, with identical
+final memory), 1 when a race, deadlock, differing schedules or a diagnostic
+was reported, 2 for usage errors.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="nem-run", description="Run a NEM program (.nem or NEM "
+                                "IR .mlir) on the reference runtime.")
+    p.add_argument("program")
+    p.add_argument("--device", help="target device (name or .nem file); overrides the "
+                   "program's directive")
+    p.add_argument("-I", dest="include_dirs", action="append", default=[],
+                   help="include / device search directory")
+    p.add_argument("--mode", choices=("functional", "timed"), default="functional")
+    p.add_argument("--schedule", choices=("source", "random"), default="source")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--schedules", type=int, metavar="K",
+                   help="run K random schedules (seeds SEED..SEED+K-1) and compare final memory")
+    p.add_argument("--input", action="append", default=[], metavar="BUF=FILE",
+                   help="write FILE (.npy: its array in C order; else raw bytes) at the start "
+                   "of buffer BUF")
+    p.add_argument("--output", action="append", default=[], metavar="BUF=FILE",
+                   help="write buffer BUF's bytes to FILE (.npy: 1-D uint8; else raw)")
+    p.add_argument("--random-inputs", type=int, metavar="SEED",
+                   help="fill DDR and L2 buffers with seeded random values before running")
+    p.add_argument("--trace", metavar="FILE", help="trace as Chrome/Perfetto JSON or .csv")
+    p.add_argument("--timeline", metavar="FILE.png", help="Gantt chart of the schedule")
+    p.add_argument("--profile", metavar="FILE.json",
+                   help='cost-model overrides, e.g. {"DMA": {"bandwidth": 64, "latency": 8}}')
+    p.add_argument("--ddr-size", type=int, default=None, help="DDR bytes (default 256 MB)")
+    p.add_argument("--no-races", action="store_true", help="disable race detection")
+    p.add_argument("--no-progress", action="store_true")
+    return p
+
+
+class Progress:
+    """A progress bar on stderr that appears once a run takes longer than a second."""
+
+    def __init__(self, total: int | None, enabled: bool):
+        self.total = total
+        self.t0 = time.perf_counter()
+        self.enabled = enabled
+        self.shown = False
+
+    def __call__(self, done: int) -> None:
+        if not self.enabled:
+            return
+        el = time.perf_counter() - self.t0
+        if el < 1.0:
+            return
+        self.shown = True
+        if self.total:
+            frac = min(done / self.total, 1.0)
+            bar = "#" * int(frac * 30)
+            msg = f"\r[{bar:<30}] {frac * 100:5.1f}% {done}/{self.total} tasks {el:6.1f}s"
+        else:
+            msg = f"\r{done} tasks {el:6.1f}s"
+        sys.stderr.write(msg)
+        sys.stderr.flush()
+
+    def close(self) -> None:
+        if self.shown:
+            sys.stderr.write("\n")
+            sys.stderr.flush()
+
+
+def _pairs(items, what):
+    out = []
+    for it in items:
+        if "=" not in it:
+            raise SystemExit(_usage(f"{what} expects BUF=FILE, got {it!r}"))
+        buf, f = it.split("=", 1)
+        out.append((buf, f))
+    return out
+
+
+def _usage(msg: str) -> int:
+    print(f"nem-run: error: {msg}", file=sys.stderr)
+    return 2
+
+
+def run(argv=None) -> int:
+    from nem.dialect.diagnostics import NemDiagnosticError
+    from nem.runtime.api import NemInterpreter
+    from nem.runtime.memory import DEFAULT_DDR_SIZE
+    from nem.runtime.scheduler import DeadlockError  # noqa: F401
+
+    args = _parser().parse_args(argv)
+    inputs = _pairs(args.input, "--input")
+    outputs = _pairs(args.output, "--output")
+    if args.schedules is not None and args.schedules < 1:
+        return _usage("--schedules needs K >= 1")
+    try:
+        interp = NemInterpreter(device=args.device, ddr_size=args.ddr_size or DEFAULT_DDR_SIZE,
+                                include_dirs=args.include_dirs, races=not args.no_races,
+                                trace=bool(args.trace or args.timeline))
+        interp.set_mode(args.mode)
+        interp.set_scheduling(args.schedule, args.seed)
+        if args.profile:
+            interp.set_timing_profile(json.loads(Path(args.profile).read_text()))
+        prog = interp.load(args.program)
+    except NemDiagnosticError as e:
+        for d in e.diagnostics:
+            print(d.render(), file=sys.stderr)
+        return 1
+    except (OSError, ValueError) as e:
+        return _usage(str(e))
+    for d in prog.diagnostics:  # warnings
+        print(d.render(), file=sys.stderr)
+
+    if args.random_inputs is not None:
+        interp.randomize_inputs(args.random_inputs)
+    for buf, f in inputs:
+        try:
+            if f.endswith(".npy"):
+                interp.write_tensor(buf, np.load(f, allow_pickle=False))
+            else:
+                interp.write_bytes(buf, Path(f).read_bytes())
+        except (OSError, ValueError, KeyError) as e:
+            return _usage(f"--input {buf}={f}: {e}")
+
+    name = prog.name
+    dev = prog.device.name if prog.device is not None else "device-agnostic"
+    sched = "timed" if args.mode == "timed" else \
+        (args.schedule + (f" (seed {args.seed})" if args.schedule == "random" else ""))
+    print(f"nem-run: {name} on {dev}, mode {args.mode}, schedule {sched}")
+    failed = False
+
+    if args.schedules:
+        results, diff = interp.run_schedules(args.schedules, args.seed)
+        print(f"schedules: {args.schedules} random (seeds {args.seed}..."
+              f"{args.seed + args.schedules - 1})")
+        seen = set()
+        nraces = 0
+        for j, r in enumerate(results):
+            for race in r.races:
+                key = (race.first.label, race.first.line, race.second.label, race.second.line,
+                       race.buffer)
+                if key in seen:
+                    continue
+                seen.add(key)
+                nraces += 1
+                print(f"  seed {args.seed + j}: {race}")
+            if r.deadlock:
+                print(f"  seed {args.seed + j}: {r.deadlock}")
+                failed = True
+            if r.error:
+                print(r.error.render(), file=sys.stderr)
+                failed = True
+        print(f"tasks run: {results[0].tasks_run} per schedule")
+        print(f"races: {nraces} distinct (over {args.schedules} schedules)")
+        if diff is None:
+            print("final memory: identical across all schedules")
+        else:
+            a, b, buf, off = diff
+            print(f"final memory: differs between seed {a} and seed {b}: first at buffer "
+                  f"{buf} byte {off}")
+            failed = True
+        failed |= nraces > 0
+        _write_outputs(interp, outputs)
+        return 1 if failed else 0
+
+    s = interp.start()
+    total = prog.compiled.static_task_count()
+    bar = Progress(total, not args.no_progress)
+    try:
+        result = s.run_to_end(progress=bar)
+    finally:
+        bar.close()
+    _summary(result, s)
+    if result.error is not None:
+        print(result.error.render(), file=sys.stderr)
+        failed = True
+    failed |= result.status != "completed" or result.race_count > 0
+    try:
+        if args.trace:
+            s.export_trace(args.trace)
+            print(f"trace: {args.trace}")
+        if args.timeline:
+            from nem.runtime.trace import timeline_png
+
+            timeline_png(s.trace, args.timeline, f"{name} ({args.mode})")
+            print(f"timeline: {args.timeline}")
+    except RuntimeError as e:
+        print(f"nem-run: error: {e}", file=sys.stderr)
+        return 1
+    _write_outputs(interp, outputs)
+    return 1 if failed else 0
+
+
+def _write_outputs(interp, outputs) -> None:
+    for buf, f in outputs:
+        data = interp.read_buffer(buf)
+        if f.endswith(".npy"):
+            np.save(f, data.astype(np.uint8).reshape(-1))
+        else:
+            Path(f).write_bytes(data.tobytes())
+
+
+def _summary(r, session) -> None:
+    counts = ", ".join(f"{k} {v}" for k, v in r.counts.items())
+    print(f"status: {r.status}")
+    print(f"tasks run: {r.tasks_run}" + (f" ({counts})" if counts else ""))
+    for line, n in sorted(r.max_active_iterations.items()):
+        print(f"loop at line {line}: at most {n} iterations in flight")
+    if r.cycle_count is not None:
+        print(f"total cycles: {r.cycle_count}")
+        print(f"{'unit':<14}{'busy':>10}  utilization")
+        for u, b in r.unit_busy.items():
+            util = b / r.cycle_count if r.cycle_count else 0.0
+            print(f"{u:<14}{b:>10}  {util * 100:5.1f}%")
+    print(f"races: {r.race_count}")
+    for race in r.races:
+        print(f"  {race}")
+    if r.race_count > len(r.races):
+        print(f"  ... {r.race_count - len(r.races)} more")
+    print(f"deadlocks: {1 if r.deadlock else 0}")
+    if r.deadlock:
+        print("  " + str(r.deadlock).replace("\n", "\n  "))
+    for u in r.unconsumed:
+        print(str(u))
+
+
+def main(argv=None) -> None:
+    try:
+        code = run(argv)
+    except SystemExit as e:
+        code = e.code if isinstance(e.code, int) else 2
+    except BrokenPipeError:
+        code = 0
+    except KeyboardInterrupt:
+        code = 130
+    except Exception as e:  # a bug, never a user error: no traceback unless asked
+        print(f"nem-run: internal error: {type(e).__name__}: {e}\n"
+              "This is a bug in nem-run; rerun with NEM_TRACEBACK=1 for the traceback.",
+              file=sys.stderr)
+        if os.environ.get("NEM_TRACEBACK"):
+            raise
+        code = 2
+    sys.exit(code)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,896 @@
+"""`convert-affine-to-nem`: func/affine/memref/linalg/arith (with the upstream
+DMA ops of `nem.frontends.mlir`) -> one `nem.program`.
+
+What becomes what (decisions D-LOW-* in docs/spec-decisions.md, "Lowering"):
+
+- the entry `func.func` (option `entry`, default: the first public one)
+  -> `nem.program` named after it; each memref argument -> a DDR buffer
+  named after the argument (`%A` -> `A`, unnamed -> `argN`);
+- `memref.alloc` (static shape; integer memory space mapped to a level by
+  `memory-spaces`, default 0:DDR,1:L2,2:L1) -> a buffer declared at program
+  scope (hoisted), with one slot per iteration in flight; `memref.dealloc`
+  is dropped; a `memref<..xi32>` used only as DMA tags is no buffer;
+- `affine.for` containing data movement -> `nem.loop v in [0..trip-1]`
+  (inclusive, step 1; the MLIR index is `lb + v*step`, D-LOW-LOOP);
+- `affine.dma_start`/`memref.dma_start` -> `transfer.async` with typed
+  regions; the matching `dma_wait` (same tag memref, same tag index) ->
+  `wait(token)` (D-LOW-DMA); an ambiguous or missing pairing is an error;
+- `memref.copy` -> `transfer.sync`; `memref.subview` -> a view (offset,
+  shape, strides) used for the regions;
+- compute: `linalg.matmul`, `linalg.conv_2d_nhwc_hwcf`, elementwise named
+  ops / `linalg.generic`, and affine loop nests computing a matmul or an
+  elementwise op -> the NEM opcode (D-LOW-RAISE); any other loop nest -> a
+  `compute` escape-hatch task (`nem.passes.kernel`, D-LOW-ESCAPE);
+- software-pipelined loops as `affine-pipeline-data-transfer` produces them
+  -> one loop over the original iterations under `@max_in_flight(2)` with
+  ping-pong slots (D-LOW-PIPE);
+- `async.execute`/`async.await`/groups are kept (bodies lowered) for
+  `convert-async-to-nem`.
+
+A remark per function lists what was raised and what fell back.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from xdsl.context import Context
+from xdsl.dialects import affine, arith, func, linalg, memref
+from xdsl.dialects.builtin import (
+    ArrayAttr,
+    FloatAttr,
+    IndexType,
+    IntegerAttr,
+    MemRefType,
+    ModuleOp,
+    StringAttr,
+)
+from xdsl.ir import Attribute, Block, Operation, SSAValue
+from xdsl.passes import ModulePass
+
+from nem.dialect.attributes import ArgRefAttr, BufferType, MaxInFlightAttr, MemLevelAttr
+from nem.dialect.diagnostics import Diagnostic, NemDiagnosticError, SourceLoc
+from nem.dialect.ops import COMPUTE_OPS, BufferOp, LoopOp, ProgramOp, TransferOp, WaitOp
+from nem.frontends.mlir import async_dialect as asy
+from nem.frontends.mlir.dma import (
+    AffineDmaStartOp,
+    AffineDmaWaitOp,
+    MemRefDmaStartOp,
+    MemRefDmaWaitOp,
+)
+from nem.passes import pass_env
+from nem.passes.lowering_core import (
+    NEM_KEYWORDS,
+    Aff,
+    Dim,
+    ExprEmitter,
+    TaskRec,
+    Var,
+    View,
+    buffer_bytes,
+    check_elem,
+    eval_map,
+    make_region,
+    memref_strides,
+    reject,
+)
+
+DEFAULT_SPACES = "0:DDR,1:L2,2:L1"
+
+
+def parse_spaces(text: str | tuple[str, ...]) -> dict[int, str]:
+    """`0:DDR,1:L2,2:L1` (quoted in an xDSL pipeline: `memory-spaces="0:DDR,1:L2"`)
+    or `0-DDR,1-L2,2-L1` (unquoted; xDSL's pipeline lexer has no `:`)."""
+    if not isinstance(text, str):
+        text = ",".join(text)
+    out: dict[int, str] = {}
+    for item in filter(None, (p.strip() for p in text.split(","))):
+        sep = ":" if ":" in item else "-"
+        k, _, lvl = item.partition(sep)
+        lvl = lvl.strip()
+        if not k.strip().isdigit() or lvl.split("[")[0] not in ("DDR", "L2", "L1"):
+            raise NemDiagnosticError([Diagnostic(
+                "error", f"bad memory-spaces entry '{item}'", None, None,
+                "write memory-spaces=0:DDR,1:L2,2:L1 (levels DDR, L2, L1 or L1[k])")])
+        out[int(k)] = lvl
+    return out
+
+
+@dataclass
+class Options:
+    spaces: dict[int, str]
+    device: str | None = None
+    entry: str | None = None
+    include_dirs: tuple[str, ...] = ()
+
+
+class Lowerer:
+    def __init__(self, opts: Options):
+        self.opts = opts
+        self.names: set[str] = set()
+        self.views: dict[SSAValue, View] = {}
+        self.env: dict[SSAValue, Aff] = {}
+        self.tags: set[SSAValue] = set()
+        self.decls: list[Operation] = []
+        self.raised: list[str] = []
+        self.fallback: list[str] = []
+        self.notes: list[str] = []
+        self.pipe_stack: list[Var] = []
+        self.tok_n = 0
+        self.buf_n = 0
+        self.async_map: dict[SSAValue, SSAValue] = {}
+        self.catalog = None
+        self.device_obj = None
+
+    # -- names ---------------------------------------------------------------
+    def fresh(self, hint: str | None, default: str) -> str:
+        base = hint if hint and hint.isidentifier() and hint not in NEM_KEYWORDS else None
+        if base is None:
+            base = default
+            while f"{base}{self.buf_n}" in self.names:
+                self.buf_n += 1
+            name = f"{base}{self.buf_n}"
+            self.buf_n += 1
+        else:
+            name, k = base, 1
+            while name in self.names:
+                name, k = f"{base}_v{k}", k + 1
+        self.names.add(name)
+        return name
+
+    def token_name(self, kind: str) -> str:
+        self.tok_n += 1
+        name = f"{kind}{self.tok_n}"
+        while name in self.names:
+            self.tok_n += 1
+            name = f"{kind}{self.tok_n}"
+        self.names.add(name)
+        return name
+
+    # -- entry ---------------------------------------------------------------
+    def run(self, module: ModuleOp) -> ProgramOp:
+        funcs = [op for op in module.ops if isinstance(op, func.FuncOp)]
+        if self.opts.entry:
+            cands = [f for f in funcs if f.sym_name.data == self.opts.entry]
+            if not cands:
+                raise reject(None, f"no func.func @{self.opts.entry} (option entry)")
+        else:
+            cands = [f for f in funcs if f.sym_visibility is None
+                     or f.sym_visibility.data == "public"]
+            if not cands:
+                raise reject(None, "no public func.func to lower", "name one with entry=NAME")
+        fn = cands[0]
+        if not fn.body.blocks:
+            raise reject(fn, "the entry function is only a declaration")
+        if len(fn.body.blocks) > 1:
+            raise reject(fn, "the entry function has several blocks (unstructured control flow)")
+        self.fn = fn
+        self._setup_device(fn)
+        body = Block()
+        prog = ProgramOp(fn.sym_name.data, body,
+                         device_kind="name" if self.opts.device else None,
+                         device=self.opts.device,
+                         includes=(f"{self.opts.device}.nem",) if self.opts.device else ())
+        prog.location = fn.location
+        self.loc = fn.location
+        for i, arg in enumerate(fn.body.block.args):
+            t = arg.type
+            if isinstance(t, MemRefType):
+                self._arg_buffer(fn, arg, i)
+            elif isinstance(t, IndexType):
+                raise reject(fn, f"index argument #{i} has no NEM equivalent (NEM programs "
+                             "have no parameters)", "make it a constant")
+            else:
+                raise reject(fn, f"argument #{i} of type {t} is not a memref")
+        from nem.passes.lowering_core import CONST_POOL
+
+        CONST_POOL.append(({}, self.decls))
+        try:
+            self.lower_block(fn.body.block, body, scope=[])
+        finally:
+            CONST_POOL.pop()
+        for op in reversed(self.decls):
+            if body.first_op is None:
+                body.add_op(op)
+            else:
+                body.insert_op_before(op, body.first_op)
+        for f in funcs:
+            f.detach()
+            f.erase()
+        for op in list(module.ops):
+            if op.name == "memref.global":
+                raise reject(op, "memref.global has no NEM equivalent")
+        module.body.block.add_op(prog)
+        self._remark(fn)
+        return prog
+
+    def _setup_device(self, fn: func.FuncOp) -> None:
+        from nem.dialect.verifier import baseline_catalog
+
+        self.catalog = baseline_catalog()
+        if self.opts.device:
+            from nem.dialect.device_lookup import find_device
+
+            try:
+                self.device_obj = find_device(self.opts.device, self.opts.include_dirs, None)
+            except NemDiagnosticError as e:
+                for d in e.diagnostics:
+                    d.loc = d.loc or SourceLoc.of(fn)
+                raise
+            self.catalog = self.device_obj.catalog
+
+    def _remark(self, fn: func.FuncOp) -> None:
+        parts = [f"lowered @{fn.sym_name.data} to NEM"]
+        counts: dict[str, list[str]] = {}
+        for r in self.raised:
+            where, _, what = r.rpartition(" -> ")
+            counts.setdefault(what, []).append(where)
+        raised = [f"{wheres[0]} -> {what}" if len(wheres) == 1 else
+                  f"{len(wheres)} ops ({wheres[0]}, ...) -> {what}"
+                  for what, wheres in counts.items()]
+        parts.append("raised: " + (", ".join(raised) if raised else "none"))
+        parts.append("fell back to compute: " + (", ".join(self.fallback) if self.fallback
+                                                 else "none"))
+        if self.notes:
+            parts.append("; ".join(self.notes))
+        pass_env.report([Diagnostic("remark", "; ".join(parts), SourceLoc.of(fn))])
+
+    # -- buffers ---------------------------------------------------------------
+    def _declare_buffer(self, name: str, level: str, size: int, loc) -> SSAValue:
+        e = ExprEmitter(Block(), loc)
+        size_v = e.const(size)
+        self.decls.extend(e.ops)
+        lvl = MemLevelAttr(level)
+        op = BufferOp(name, BufferType(lvl), size_v, 64, [])
+        op.location = loc
+        self.decls.append(op)
+        return op.result
+
+    def _arg_buffer(self, fn, arg, i: int) -> None:
+        t = arg.type
+        elem = t.element_type
+        check_elem(fn, elem)
+        strides, off = memref_strides(fn, t)
+        level = self._level(fn, t)
+        if level != "DDR":
+            self.notes.append(f"argument {i} lives in {level}")
+        name = self.fresh(arg.name_hint, "arg")
+        if not arg.name_hint:
+            self.names.discard(name)
+            name = f"arg{i}" if f"arg{i}" not in self.names else name
+            self.names.add(name)
+        span = off + sum((d - 1) * s for d, s in zip(t.get_shape(), strides)) + 1
+        size = buffer_bytes((span,), elem)
+        buf = self._declare_buffer(name, level, size, fn.location)
+        self.views[arg] = View(buf, MemLevelAttr(level), elem, t.get_shape(), strides,
+                               Aff.c(off), name)
+
+    def _level(self, op: Operation | None, t: MemRefType) -> str:
+        ms = t.memory_space
+        if isinstance(ms, IntegerAttr):
+            k = ms.value.data
+        elif ms is None or ms.name == "builtin.none" or type(ms).__name__ == "NoneAttr":
+            k = 0
+        else:
+            raise reject(op, f"memory space {ms} is not an integer",
+                         "use integer memory spaces and memory-spaces=0:DDR,1:L2,2:L1")
+        if k not in self.opts.spaces:
+            raise reject(op, f"memory space {k} is not mapped to a NEM level",
+                         f"add {k}:LEVEL to the memory-spaces option")
+        return self.opts.spaces[k]
+
+    # -- blocks ------------------------------------------------------------------
+    def lower_block(self, src: Block, dst: Block, scope: list[TaskRec],
+                    skip: set[Operation] | None = None, stage_env=None) -> None:
+        """Lower the ops of `src` into `dst`.  `scope` tracks the tasks of this
+        NEM block (dependencies, pending waits)."""
+        skip = set(skip or ())
+        pipes: dict[Operation, tuple] = {}
+        for op in src.ops:
+            if isinstance(op, affine.ForOp):
+                pl = self.detect_pipeline(op)
+                if pl is not None:
+                    pipes[op] = pl
+                    skip.update(pl[0])
+                    skip.update(pl[1])
+        pending_tags: dict = {}
+        for op in src.ops:
+            if op in skip:
+                continue
+            if stage_env is not None:
+                stage_env(op)
+            self.lower_op(op, dst, scope, pending_tags, pipes)
+        # end of block: every task finishes before the block ends (D-LOW-DEPS)
+        self.flush(dst, scope, src.parent_op() or self.fn)
+
+    def flush(self, dst: Block, scope: list[TaskRec], at: Operation) -> None:
+        pending = [t for t in scope if not t.waited]
+        # only the sinks: tasks no other pending task depends on
+        covered = {id(d) for t in pending for d in t.deps}
+        sinks = [t for t in pending if id(t) not in covered]
+        if sinks:
+            w = WaitOp([t.token for t in sinks], [])
+            w.location = self.loc_of(at)
+            dst.add_op(w)
+            for t in sinks:
+                t.mark_waited()
+
+    def loc_of(self, op: Operation | None):
+        return op.location if op is not None and op.location is not None else self.loc
+
+    # -- ops -----------------------------------------------------------------------
+    def lower_op(self, op: Operation, dst: Block, scope, tags, pipes) -> None:  # noqa: C901
+        name = op.name
+        if isinstance(op, arith.ConstantOp):
+            if isinstance(op.result.type, IndexType):
+                self.env[op.result] = Aff.c(op.value.value.data)
+            return
+        if name in ("arith.addi", "arith.subi", "arith.muli", "arith.divsi", "arith.remsi",
+                    "arith.floordivsi", "arith.divui", "arith.remui", "arith.ceildivsi") \
+                and isinstance(op.results[0].type, IndexType):
+            a, b = (self.index(v, op) for v in op.operands)
+            if name == "arith.addi":
+                r = a + b
+            elif name == "arith.subi":
+                r = a - b
+            elif name == "arith.muli":
+                if not (a.is_const() or b.is_const()):
+                    raise reject(op, "product of two non-constant indices is not affine")
+                r = a.scale(b.const) if b.is_const() else b.scale(a.const)
+            else:
+                if not b.is_const() or b.const <= 0:
+                    raise reject(op, "division by a non-constant or non-positive value")
+                if name != "arith.floordivsi" and not a.nonneg():
+                    raise reject(op, "signed division of a possibly negative index")
+                if name in ("arith.remsi", "arith.remui"):
+                    r = a.mod(b.const)
+                elif name == "arith.ceildivsi":
+                    r = (a + Aff.c(b.const - 1)).floordiv(b.const)
+                else:
+                    r = a.floordiv(b.const)
+            self.env[op.results[0]] = r
+            return
+        if isinstance(op, affine.ApplyOp):
+            self.env[op.result] = self.affine(op, op.map.data, op.mapOperands)[0]
+            return
+        if name in ("affine.min", "affine.max"):
+            vals = self.affine(op, op.map.data, op.operands)
+            if any(v != vals[0] for v in vals[1:]):
+                consts = [v.const for v in vals if v.is_const()]
+                if len(consts) == len(vals):
+                    self.env[op.results[0]] = Aff.c(min(consts) if name == "affine.min"
+                                                    else max(consts))
+                    return
+                raise reject(op, "the operands of this affine.min/max differ across iterations "
+                             "(a partial tile); NEM shapes are static",
+                             "choose tile sizes that divide the iteration space")
+            self.env[op.results[0]] = vals[0]
+            return
+        if isinstance(op, memref.AllocOp | memref.AllocaOp):
+            self.lower_alloc(op)
+            return
+        if isinstance(op, memref.DeallocOp) or name in ("affine.yield", "func.return", "async.yield",
+                                                         "memref.assume_alignment"):
+            return
+        if isinstance(op, memref.SubviewOp):
+            self.lower_subview(op)
+            return
+        if isinstance(op, memref.CastOp):
+            src = self.view(op.source, op)
+            self.views[op.results[0]] = src
+            return
+        if isinstance(op, memref.CopyOp):
+            self.lower_copy(op, dst, scope)
+            return
+        if isinstance(op, AffineDmaStartOp | MemRefDmaStartOp):
+            self.lower_dma_start(op, dst, scope, tags)
+            return
+        if isinstance(op, AffineDmaWaitOp | MemRefDmaWaitOp):
+            self.lower_dma_wait(op, dst, scope, tags)
+            return
+        if isinstance(op, affine.ForOp):
+            if op in pipes:
+                self.lower_pipelined(op, pipes[op], dst, scope)
+            elif self.is_structural(op):
+                self.lower_loop(op, dst, scope)
+            else:
+                from nem.passes.raise_compute import lower_nest
+
+                lower_nest(self, op, dst, scope)
+            return
+        if name.startswith("linalg."):
+            from nem.passes.raise_compute import lower_linalg
+
+            lower_linalg(self, op, dst, scope)
+            return
+        if isinstance(op, asy.ExecuteOp):
+            self.lower_execute(op, dst, scope)
+            return
+        if isinstance(op, asy.AwaitOp | asy.CreateGroupOp | asy.AddToGroupOp | asy.AwaitAllOp):
+            self.lower_async_misc(op, dst, scope)
+            return
+        if name in ("affine.load", "affine.store", "memref.load", "memref.store"):
+            raise reject(op, "a scalar access outside a loop nest has no NEM equivalent",
+                         "wrap it in a loop nest (it becomes a compute task)")
+        if isinstance(op, affine.IfOp) or name.startswith("scf."):
+            raise reject(op, "control flow other than affine.for is not supported at task level")
+        raise reject(op, "unsupported operation")
+
+    # -- helpers ----------------------------------------------------------------
+    def index(self, v: SSAValue, user: Operation) -> Aff:
+        a = self.env.get(v)
+        if a is None:
+            if isinstance(v.type, IndexType):
+                raise reject(user, f"index operand {v.name_hint or ''} is not an affine "
+                             "function of loop indices and constants")
+            raise reject(user, "expected an index operand")
+        return a
+
+    def affine(self, op: Operation, m, operands) -> list[Aff]:
+        vals = [self.index(v, op) for v in operands]
+        try:
+            return eval_map(m, vals)
+        except ValueError as e:
+            raise reject(op, f"non-affine index: {e}") from None
+
+    def view(self, v: SSAValue, user: Operation) -> View:
+        vw = self.views.get(v)
+        if vw is None:
+            if v in self.tags:
+                raise reject(user, "a DMA tag memref is used as data")
+            raise reject(user, "memref operand does not come from a function argument, "
+                         "memref.alloc or memref.subview")
+        return vw
+
+    def is_structural(self, loop: affine.ForOp) -> bool:
+        """A loop that moves data or allocates becomes a NEM loop; a pure
+        load/compute/store nest becomes one compute task."""
+        for op in loop.walk():
+            if op is loop:
+                continue
+            if isinstance(op, AffineDmaStartOp | AffineDmaWaitOp | MemRefDmaStartOp
+                          | MemRefDmaWaitOp | memref.AllocOp | memref.AllocaOp | memref.CopyOp
+                          | asy.ExecuteOp | asy.AwaitOp) or op.name.startswith("linalg."):
+                return True
+        return False
+
+    # -- allocs ------------------------------------------------------------------
+    def lower_alloc(self, op) -> None:
+        t = op.results[0].type
+        if op.operands:
+            raise reject(op, f"dynamic shape {t} is not supported: NEM buffers have static sizes",
+                         "tile with static sizes")
+        uses = [u.operation for u in op.results[0].uses]
+        if uses and all(self._is_tag_use(u, op.results[0]) or isinstance(u, memref.DeallocOp)
+                        for u in uses) and any(not isinstance(u, memref.DeallocOp) for u in uses):
+            self.tags.add(op.results[0])
+            return
+        elem = t.element_type
+        check_elem(op, elem)
+        strides, off = memref_strides(op, t)
+        if off:
+            raise reject(op, "an allocation with a layout offset")
+        level = self._level(op, t)
+        nbytes = buffer_bytes(t.get_shape(), elem)
+        slots = 2 if self.pipe_stack else 1
+        name = self.fresh(op.results[0].name_hint, f"{level.split('[')[0]}_buf")
+        buf = self._declare_buffer(name, level, nbytes * slots, op.location)
+        base = Aff.c(0)
+        if slots == 2:
+            n_el = nbytes // View(buf, MemLevelAttr(level), elem, (), (), Aff.c(0), "").elem_bytes
+            base = Aff.atom(self.pipe_stack[-1]).mod(2).scale(n_el)
+            self.notes.append(f"{name} hoisted out of a pipelined loop with 2 slots")
+        self.views[op.results[0]] = View(buf, MemLevelAttr(level), elem, t.get_shape(),
+                                         strides, base, name)
+
+    @staticmethod
+    def _is_tag_use(u: Operation, v: SSAValue) -> bool:
+        if isinstance(u, AffineDmaStartOp | MemRefDmaStartOp):
+            return u.tag == v and u.src != v and u.dst != v
+        if isinstance(u, AffineDmaWaitOp | MemRefDmaWaitOp):
+            return True
+        return False
+
+    def lower_subview(self, op: memref.SubviewOp) -> None:
+        src = self.view(op.source, op)
+        dyn = -9223372036854775808
+        offs, sizes, strs = (op.static_offsets.get_values(), op.static_sizes.get_values(),
+                             op.static_strides.get_values())
+        doff, dsz, dstr = list(op.offsets), list(op.sizes), list(op.strides)
+        o_aff = []
+        for v in offs:
+            o_aff.append(self.index(doff.pop(0), op) if v == dyn else Aff.c(v))
+        if dsz or dstr or dyn in sizes or dyn in strs:
+            raise reject(op, "dynamic sizes or strides in memref.subview are not supported")
+        base = src.base
+        for o, s in zip(o_aff, src.strides):
+            base = base + o.scale(s)
+        rt = op.result.type
+        kept_shape = rt.get_shape()
+        # drop unit dims the result type removed (rank reduction)
+        full = [(sz, src.strides[k] * strs[k]) for k, sz in enumerate(sizes)]
+        if len(kept_shape) != len(full):
+            kept, i = [], 0
+            for sz, st in full:
+                if i < len(kept_shape) and sz == kept_shape[i]:
+                    kept.append((sz, st))
+                    i += 1
+                elif sz != 1:
+                    raise reject(op, "unsupported rank-reducing subview")
+            full = kept
+        self.views[op.result] = View(src.buffer, src.level, src.elem, tuple(s for s, _ in full),
+                                     tuple(st for _, st in full), base, src.name)
+
+    # -- tasks -------------------------------------------------------------------
+    def add_task(self, dst: Block, scope: list[TaskRec], build, reads: set, writes: set,
+                 kind: str) -> TaskRec:
+        """Create a task whose deps are the pending tasks it conflicts with."""
+        if len(scope) > 8:
+            scope[:] = [t for t in scope if not t.waited]
+        deps = [t for t in scope if not t.waited and
+                (t.writes & (reads | writes) or t.reads & writes)]
+        # drop deps implied by other deps
+        implied = set()
+        for t in deps:
+            stack = list(t.deps)
+            while stack:
+                x = stack.pop()
+                if id(x) not in implied:
+                    implied.add(id(x))
+                    stack.extend(x.deps)
+        deps = [t for t in deps if id(t) not in implied]
+        op = build([t.token for t in deps], self.token_name(kind))
+        dst.add_op(op)
+        rec = TaskRec(op.results[0], set(reads), set(writes), deps)
+        scope.append(rec)
+        return rec
+
+    def dma_regions(self, op, dst_block: Block):
+        """(src region op, dst region op, src view, dst view) of a DMA start."""
+        if isinstance(op, AffineDmaStartOp):
+            sidx = self.affine(op, op.src_map.data, op.src_operands)
+            didx = self.affine(op, op.dst_map.data, op.dst_operands)
+        else:
+            sidx = [self.index(v, op) for v in op.src_indices]
+            didx = [self.index(v, op) for v in op.dst_indices]
+        sv, dv = self.view(op.src, op), self.view(op.dst, op)
+        if sv.elem != dv.elem:
+            raise reject(op, f"DMA from {sv.elem} to {dv.elem} would convert element types")
+        n = self.index(op.num_elements, op)
+        if not n.is_const():
+            raise reject(op, "the element count of a DMA must be a constant")
+        n = n.const
+        stride = None
+        if op.stride_info is not None:
+            st, per = (self.index(v, op) for v in op.stride_info)
+            if not (st.is_const() and per.is_const()) or per.const <= 0 or n % per.const:
+                raise reject(op, "DMA stride and elements-per-stride must be constants dividing "
+                             "the element count")
+            stride = (st.const, per.const)
+        # the strided side is the one in memory space 0 (upstream's definition),
+        # else the source (D-LOW-DMA)
+        s_space0 = self._space(op.src) == 0
+        d_space0 = self._space(op.dst) == 0
+        strided_is_src = s_space0 or not d_space0
+        regs = []
+        for side, (vw, idx) in (("src", (sv, sidx)), ("dst", (dv, didx))):
+            start = vw.base
+            for a, s in zip(idx, vw.strides):
+                start = start + a.scale(s)
+            is_strided = stride is not None and (side == "src") == strided_is_src
+            if is_strided and stride[0] != stride[1]:
+                shape, strides = [n // stride[1], stride[1]], [stride[0], 1]
+            else:
+                shape, strides = self._contig_shape(vw, idx, n)
+            self._check_bounds(op, vw, start, shape, strides)
+            e = ExprEmitter(dst_block, op.location)
+            regs.append(make_region(vw, start, shape, strides, op.location, e, op))
+            dst_block.add_op(regs[-1])
+        return regs[0], regs[1], sv, dv
+
+    def _space(self, v: SSAValue) -> int:
+        ms = v.type.memory_space
+        return ms.value.data if isinstance(ms, IntegerAttr) else 0
+
+    @staticmethod
+    def _contig_shape(vw: View, idx: list[Aff], n: int) -> tuple[list[int], list[int]]:
+        """`n` contiguous elements from `idx`: the trailing dims when they fit."""
+        shape = list(vw.shape)
+        for k in range(len(shape)):
+            tail = shape[k:]
+            prod = 1
+            for d in tail:
+                prod *= d
+            if prod == n and all(a.is_const() and a.const == 0 for a in idx[k:]):
+                rowmajor, acc = [], 1
+                for d in reversed(tail):
+                    rowmajor.append(acc)
+                    acc *= d
+                if list(reversed(rowmajor)) == list(vw.strides[k:]):
+                    return tail, list(vw.strides[k:])
+        if vw.strides and vw.strides[-1] != 1:
+            return [n], [vw.strides[-1]]
+        return [n], [1]
+
+    def _check_bounds(self, op, vw: View, start: Aff, shape, strides) -> None:
+        last = sum((d - 1) * s for d, s in zip(shape, strides))
+        span = sum((d - 1) * s for d, s in zip(vw.shape, vw.strides)) + 1 if vw.shape else 1
+        lo = start - vw.base
+        hi = lo.upper()
+        if lo.is_const() and lo.const < 0 or (hi is not None and hi + last >= span
+                                               and lo.nonneg()):
+            raise reject(op, f"the access runs outside {vw.name} ({span} elements)")
+
+    def lower_dma_start(self, op, dst: Block, scope, tags) -> None:
+        key = self._tag_key(op)
+        for k in tags:
+            if k[0] == key[0] and tags[k] is not None and not self._distinct(k[1], key[1]):
+                raise reject(op, "this DMA reuses a tag slot whose previous DMA has not been "
+                             "waited (ambiguous pairing)", "wait on the earlier DMA first or use "
+                             "another tag index")
+        s, d, sv, dv = self.dma_regions(op, dst)
+
+        def build(deps, tok):
+            t = TransferOp(d.result, s.result, deps, False, tok, [])
+            t.location = op.location
+            return t
+
+        rec = self.add_task(dst, scope, build, {sv.buffer}, {dv.buffer}, "dma")
+        tags[key] = rec
+
+    def _tag_key(self, op):
+        if isinstance(op, AffineDmaStartOp | AffineDmaWaitOp):
+            idx = self.affine(op, op.tag_map.data, op.tag_operands)
+        else:
+            idx = [self.index(v, op) for v in (op.tag_indices)]
+        return (op.tag, tuple(idx))
+
+    @staticmethod
+    def _distinct(a: tuple, b: tuple) -> bool:
+        for x, y in zip(a, b):
+            diff = x - y
+            if diff.is_const() and diff.const != 0:
+                return True
+        return False
+
+    def lower_dma_wait(self, op, dst: Block, scope, tags) -> None:
+        key = self._tag_key(op)
+        rec = tags.get(key)
+        others = [k for k, r in tags.items() if r is not None and k[0] == key[0] and k != key
+                  and not self._distinct(k[1], key[1])]
+        if rec is None and not others:
+            raise reject(op, "no dma_start with this tag and index is pending in this block "
+                         "(a DMA started in another iteration or scope cannot be paired)",
+                         "start and wait the DMA in the same loop body, or use the form "
+                         "affine-pipeline-data-transfer produces")
+        if others:
+            raise reject(op, "this dma_wait may match several pending DMAs (the tag indices "
+                         "cannot be told apart)", "use distinct constant tag indices")
+        tags[key] = None
+        if rec.waited:
+            return
+        w = WaitOp([rec.token], [])
+        w.location = op.location
+        dst.add_op(w)
+        rec.mark_waited()
+
+    def lower_copy(self, op: memref.CopyOp, dst: Block, scope) -> None:
+        sv, dv = self.view(op.source, op), self.view(op.destination, op)
+        if sv.elem != dv.elem or sv.shape != dv.shape:
+            raise reject(op, "memref.copy between different shapes or element types")
+        regs = []
+        for vw in (sv, dv):
+            e = ExprEmitter(dst, op.location)
+            regs.append(make_region(vw, vw.base, list(vw.shape), list(vw.strides), op.location,
+                                    e, op))
+            dst.add_op(regs[-1])
+
+        def build(deps, tok):
+            t = TransferOp(regs[1].result, regs[0].result, deps, True, tok, [])
+            t.location = op.location
+            return t
+
+        rec = self.add_task(dst, scope, build, {sv.buffer}, {dv.buffer}, "copy")
+        rec.mark_waited()  # .sync
+
+    # -- loops -----------------------------------------------------------------
+    def loop_bounds(self, op: affine.ForOp) -> tuple[Aff, int, int]:
+        lbm, ubm = op.lowerBoundMap.data, op.upperBoundMap.data
+        if len(lbm.results) != 1 or len(ubm.results) != 1:
+            raise reject(op, "max/min loop bounds (partial tiles) are not supported: NEM loop "
+                         "trip counts are static", "choose tile sizes that divide the "
+                         "iteration space")
+        lb = self.affine(op, lbm, op.lowerBoundOperands)[0]
+        ub = self.affine(op, ubm, op.upperBoundOperands)[0]
+        step = op.step.value.data
+        diff = ub - lb
+        if not diff.is_const():
+            raise reject(op, "the trip count of this loop depends on outer loops; NEM loops "
+                         "need it static")
+        trip = max(0, -(-diff.const // step))
+        return lb, step, trip
+
+    def new_loop(self, op: affine.ForOp, trip: int, dst: Block, decos) -> tuple[LoopOp, Var]:
+        e = ExprEmitter(dst, op.location)
+        lo, hi = e.const(0), e.const(trip - 1)
+        e.flush()
+        body = Block(arg_types=[IndexType()])
+        hint = op.body.block.args[0].name_hint
+        name = self.fresh(hint, "i")
+        loop = LoopOp(name, lo, hi, body, decos)
+        loop.location = op.location
+        dst.add_op(loop)
+        return loop, Var(body.args[0], name, trip)
+
+    def lower_loop(self, op: affine.ForOp, dst: Block, scope) -> None:
+        lb, step, trip = self.loop_bounds(op)
+        if trip == 0:
+            return
+        self.flush(dst, scope, op)
+        loop, var = self.new_loop(op, trip, dst, [])
+        self.env[op.body.block.args[0]] = lb + Aff.atom(var).scale(step)
+        self.lower_block(op.body.block, loop.block, [])
+
+    # -- software pipelining (D-LOW-PIPE) ------------------------------------------
+    def detect_pipeline(self, loop: affine.ForOp):
+        """(prologue ops, epilogue ops, stage-0 ops) when `loop` is a loop
+        produced by affine-pipeline-data-transfer, else None."""
+        body = [o for o in loop.body.block.ops if not isinstance(o, affine.YieldOp)]
+        iv = loop.body.block.args[0]
+        stage0 = []
+        for o in body:
+            if isinstance(o, AffineDmaStartOp) and self._uses_mod2(o, iv):
+                stage0.append(o)
+            else:
+                break
+        if not stage0:
+            return None
+        rest = body[len(stage0):]
+        parent = loop.parent_block()
+        ops = list(parent.ops)
+        i = ops.index(loop)
+        pro = ops[max(0, i - len(stage0)):i]
+        if len(pro) != len(stage0) or not all(
+                isinstance(p, AffineDmaStartOp) and (p.src, p.dst, p.tag) == (s.src, s.dst, s.tag)
+                for p, s in zip(pro, stage0)):
+            return None
+        epi = ops[i + 1:i + 1 + len(rest)]
+        if len(epi) != len(rest) or any(_shape_sig(a) != _shape_sig(b) for a, b in zip(epi, rest)):
+            return None
+        return (pro, epi, stage0)
+
+    @staticmethod
+    def _uses_mod2(o: AffineDmaStartOp, iv) -> bool:
+        for v, m, ops in ((o.dst, o.dst_map, o.dst_operands), (o.src, o.src_map, o.src_operands)):
+            shape = v.type.get_shape()
+            if shape and shape[0] == 2 and iv in ops and "mod 2" in str(m.data.results[0]):
+                return True
+        return False
+
+    def lower_pipelined(self, op: affine.ForOp, pl, dst: Block, scope) -> None:
+        pro, epi, stage0 = pl
+        lb, step, trip = self.loop_bounds(op)
+        lb0 = lb - Aff.c(step)  # the original loop started one iteration earlier
+        trip0 = trip + 1
+        self.flush(dst, scope, op)
+        loop, var = self.new_loop(op, trip0, dst, [MaxInFlightAttr(2)])
+        iv = op.body.block.args[0]
+        x = lb0 + Aff.atom(var).scale(step)
+        st0 = set(stage0)
+        self.pipe_stack.append(var)
+
+        def stage_env(o):
+            # stage 0 (DMA starts) runs for iteration x, the rest for x when iv = x + step
+            self.env[iv] = x if o in st0 else x + Ajust(step)
+
+        Ajust = Aff.c  # noqa: N806
+        body_scope: list[TaskRec] = []
+        self.lower_block(op.body.block, loop.block, body_scope, stage_env=stage_env)
+        self.pipe_stack.pop()
+        carried = self._carried(loop, var, body_scope)
+        if carried:
+            loop.properties.pop("decorators", None)
+            self.notes.append(f"pipelined loop at {SourceLoc.of(op)} runs one iteration at a "
+                              f"time: {carried}")
+        else:
+            self.notes.append(f"pipelined loop at {SourceLoc.of(op)} -> ping-pong slots under "
+                              "@max_in_flight(2)")
+
+    def _carried(self, loop: LoopOp, var: Var, scope: list[TaskRec]) -> str | None:
+        """Why iterations may not overlap: a region written in every iteration
+        that does not move with the loop variable (D-LOW-PIPE)."""
+        from nem.dialect.ops import RegionOp, TaskOp
+
+        for op in loop.walk():
+            if not isinstance(op, TaskOp):
+                continue
+            for v, mode in op.operand_regions():
+                if mode != "write":
+                    continue
+                r = v.owner
+                assert isinstance(r, RegionOp)
+                if not _depends_on(r.offset, var.arg):
+                    return (f"{r.buffer.owner.buffer_name.data} is written by every "
+                            "iteration (loop-carried)")
+        return None
+
+    # -- async -------------------------------------------------------------------
+    def lower_execute(self, op: asy.ExecuteOp, dst: Block, scope) -> None:
+        if op.body_results:
+            used = [r for r in op.body_results if r.uses]
+            if used:
+                raise reject(op, "async.execute results (!async.value) have no NEM equivalent; "
+                             "pass data through memrefs")
+        self.flush(dst, scope, op)
+        deps = []
+        for d in op.dependencies:
+            if d not in self.async_map:
+                raise reject(op, "dependency token does not come from an async.execute")
+            deps.append(self.async_map[d])
+        body = Block()
+        new = asy.ExecuteOp(deps, [], [], __import__("xdsl.ir", fromlist=["Region"]).Region(body))
+        new.location = op.location
+        dst.add_op(new)
+        self.async_map[op.token] = new.token
+        self.lower_block(op.body_region.block, body, [])
+        y = asy.YieldOp()
+        y.location = op.location
+        body.add_op(y)
+
+    def lower_async_misc(self, op, dst: Block, scope) -> None:
+        self.flush(dst, scope, op)
+        if isinstance(op, asy.AwaitOp):
+            if isinstance(op.operand.type, asy.ValueType):
+                raise reject(op, "awaiting an !async.value has no NEM equivalent")
+            new = asy.AwaitOp(self._async_val(op, op.operand))
+        elif isinstance(op, asy.CreateGroupOp):
+            e = ExprEmitter(dst, op.location)
+            size = e.emit(self.index(op.size, op), op)
+            e.flush()
+            new = asy.CreateGroupOp.create(operands=[size], result_types=[asy.GroupType()])
+        elif isinstance(op, asy.AddToGroupOp):
+            new = asy.AddToGroupOp.create(operands=[self._async_val(op, op.operand),
+                                                    self._async_val(op, op.group)],
+                                          result_types=[IndexType()])
+        else:
+            new = asy.AwaitAllOp.create(operands=[self._async_val(op, op.operand)])
+        new.location = op.location
+        dst.add_op(new)
+        for o, n in zip(op.results, new.results):
+            self.async_map[o] = n
+
+    def _async_val(self, op, v: SSAValue) -> SSAValue:
+        if v not in self.async_map:
+            raise reject(op, "async operand does not come from a lowered async op")
+        return self.async_map[v]
+
+
+def _depends_on(v: SSAValue, arg) -> bool:
+    if v is arg:
+        return True
+    owner = v.owner
+    if isinstance(owner, Operation):
+        return any(_depends_on(o, arg) for o in owner.operands)
+    return False
+
+
+def _shape_sig(op: Operation) -> tuple:
+    """The structure of an op (names of it and its nested ops), to match a
+    pipelined loop's epilogue with its body."""
+    return tuple(o.name for o in op.walk())
+
+
+@dataclass(frozen=True)
+class ConvertAffineToNemPass(ModulePass):
+    """Options: memory-spaces (default 0:DDR,1:L2,2:L1), device, entry."""
+
+    name = "convert-affine-to-nem"
+
+    memory_spaces: tuple[str, ...] = (DEFAULT_SPACES,)
+    device: str | None = None
+    entry: str | None = None
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        opts = Options(parse_spaces(self.memory_spaces), self.device, self.entry)
+        Lowerer(opts).run(op)
+

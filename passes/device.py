@@ -1,0 +1,257 @@
+"""`nem-verify-device{device=NAME reject-future=false}`: a program against its target.
+
+The target is the pass option `device=NAME`, else `nem-opt --device NAME`,
+else the program's `device` directive; with none of them the pass reports a
+remark (DEV-20) and checks nothing.  Rules (decisions D-DEV-* in
+docs/spec-decisions.md, "Device checks"):
+
+* DEV-13/14/15  Device Validity Rule (`program_device.check_device_validity`)
+* DEV-03        duplicate variants of the resolved device (warnings)
+* BUF-05        `L1[k]` needs k < num_engines; unindexed `L1` is `L1[0]`,
+                with a warning on a multi-engine device (D-DEV-L1)
+* RES-03/04/05  Target Resource Validity Rule: exact match silently, same-type
+                remap as a remark naming the chosen instance, cross-type
+                translation as a remark or, with no eligible unit, an error;
+                RES-07: a present unit type that cannot run the task is an
+                error (D-DEV-RES)
+* DEV-16        capacity per level, with the level's memory map in a note
+                (`nem.dialect.capacity`, D-DEV-CAP)
+* DEV-17        live tokens vs `SEQ.max_active_tokens` (D-DEV-TOKENS)
+* DEV-18        opcodes with hardware status `future`: a warning, an error
+                with `reject-future=true` (D-DEV-FUTURE)
+* DEV-19        nothing to check statically (D-DEV-WDM)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from xdsl.context import Context
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.passes import ModulePass
+
+from nem.dialect.attributes import ResourceAttr
+from nem.dialect.capacity import check_capacity
+from nem.dialect.decorators import RESOURCE_UNITS
+from nem.dialect.device_model import Device
+from nem.dialect.diagnostics import Diagnostic, SourceLoc, error
+from nem.dialect.exprs import Evaluator
+from nem.dialect.ops import BufferOp, ComputeOp, ProgramOp, StoreOp, TaskOp, TransferOp
+from nem.passes.pass_env import current, report
+
+
+def target_device(prog: ProgramOp, option: str | None = None) -> Device | None:
+    """The program's target: pass option, else `--device`, else its directive.
+    Memoized per pipeline run in the pass environment."""
+    from nem.dialect.device_lookup import find_device
+    from nem.dialect.program_device import program_device
+
+    env = current()
+    key = ("device", id(prog), option, env.device)
+    if key in env.cache:
+        return env.cache[key]
+    loc = SourceLoc.of(prog)
+    file = env.file or (loc.file if loc else "<stdin>")
+    if option:
+        device = find_device(option, env.include_dirs, file)
+    else:
+        device = program_device(prog, file, env.include_dirs, env.device)
+    env.cache[key] = device
+    return device
+
+
+def no_device_remark(prog: ProgramOp, what: str) -> Diagnostic:
+    return Diagnostic("remark", f"no target device: {what} skipped", SourceLoc.of(prog), "DEV-20",
+                      "add a device directive, pass --device NAME or use "
+                      "nem-verify-device{device=NAME}")
+
+
+# -- units -----------------------------------------------------------------
+def task_kind(op: TaskOp) -> str:
+    if isinstance(op, TransferOp):
+        return "transfer"
+    if isinstance(op, StoreOp):
+        return "store"
+    return op.opcode  # type: ignore[attr-defined]
+
+
+def eligible_units(op: TaskOp) -> tuple[str, ...]:
+    """Unit types that can run `op`, preferred first (SPEC §1 "Resource Classes
+    and Task Mapping", RES-07): the registry's unit for a compute opcode, DMA
+    too for view ops, VPU as the fallback for every compute op; DMA for
+    transfers; CSTL for stores."""
+    if isinstance(op, TransferOp):
+        return ("DMA",)
+    if isinstance(op, StoreOp):
+        return ("CSTL",)
+    assert isinstance(op, ComputeOp)
+    units = [op.SPEC.unit]
+    if op.SPEC.category == "view":
+        units.append("DMA")
+    units.append("VPU")
+    return tuple(dict.fromkeys(units))
+
+
+def _is_ddr_l2_transfer(op: TaskOp) -> bool:
+    if not isinstance(op, TransferOp):
+        return False
+    levels = {op.dst.type.level.kind, op.src.type.level.kind}
+    return levels <= {"DDR", "L2"}
+
+
+def check_resources(prog: ProgramOp, device: Device) -> list[Diagnostic]:
+    diags = []
+    for op in prog.walk():
+        if not isinstance(op, TaskOp):
+            continue
+        for d in op.decorator_list():
+            if isinstance(d, ResourceAttr) and d.unit.data in RESOURCE_UNITS:
+                diag = _resource(op, d.unit.data, d.index.data, device)
+                if diag is not None:
+                    diags.append(diag)
+    return diags
+
+
+def _resource(op: TaskOp, unit: str, idx: int, device: Device) -> Diagnostic | None:
+    kind = task_kind(op)
+    eligible = eligible_units(op)
+    count = device.units(unit)
+    written = f"@resource({unit}[{idx}])"
+    if count > 0:
+        if unit not in eligible:
+            return error(
+                f"{written}: {unit} cannot run {kind} (eligible: {', '.join(eligible)})", op,
+                "RES-07", f"use @resource({eligible[0]}[0]) or drop @resource "
+                "(decision D-DEV-RES)")
+        if idx < count:
+            return None  # RES-03: exact match
+        chosen = idx % count
+        return Diagnostic(
+            "remark", f"{written} remapped to {unit}[{chosen}]: device '{device.name}' has "
+            f"{count} {unit} per engine (same-type remap)", SourceLoc.of(op), "RES-04",
+            f"write @resource({unit}[{chosen}]) to pin the instance, or drop @resource")
+    alternatives = [u for u in eligible if u != unit and device.units(u) > 0]
+    if not alternatives and _is_ddr_l2_transfer(op) and device.units("sDMA") > 0:
+        alternatives = ["sDMA"]
+    if alternatives:
+        alt = alternatives[0]
+        return Diagnostic(
+            "remark", f"{written}: device '{device.name}' has no {unit}; {kind} is translated "
+            f"to {alt}[0] (cross-type translation)", SourceLoc.of(op), "RES-05",
+            f"write @resource({alt}[0]) for this device, or drop @resource")
+    return error(
+        f"{written}: device '{device.name}' has no {unit} and no other unit type that can "
+        f"run {kind} (eligible: {', '.join(eligible)})", op, "RES-05",
+        f"target a device with {unit} units, or drop @resource and the task")
+
+
+# -- memory levels -------------------------------------------------------------
+def check_levels(prog: ProgramOp, device: Device) -> list[Diagnostic]:
+    """BUF-05 (and the D-DEV-L1 warning for unindexed L1 on multi-engine devices)."""
+    diags = []
+    n = device.topology.num_engines
+    for op in prog.walk():
+        if not isinstance(op, BufferOp):
+            continue
+        level = op.result.type.level
+        if level.kind != "L1":
+            continue
+        name = op.buffer_name.data
+        if level.engine is None:
+            if n > 1:
+                diags.append(Diagnostic(
+                    "warning", f"buffer '{name}' is at L1 without an engine index; on "
+                    f"'{device.name}' ({n} engines) it is L1[0]", SourceLoc.of(op), "BUF-05",
+                    "write L1[k] to choose the engine (decision D-DEV-L1)"))
+        elif level.engine >= n:
+            diags.append(error(
+                f"buffer '{name}' is at L1[{level.engine}] but device '{device.name}' has "
+                f"{n} engine{'s' if n != 1 else ''} (L1[0]..L1[{n - 1}])", op, "BUF-05",
+                f"use L1[k] with 0 <= k < {n}, or target a device with more engines"))
+    return diags
+
+
+# -- tokens ----------------------------------------------------------------
+def _live_token_analysis():
+    """The token engineer's happens-before analysis when installed, else the
+    scoped fallback `nem.dialect.token_pressure` (D-DEV-TOKENS)."""
+    import importlib
+
+    for name in ("nem.dialect.happens_before", "nem.dialect.tokens", "nem.dialect.token_graph"):
+        try:
+            mod = importlib.import_module(name)
+        except ImportError:
+            continue
+        if hasattr(mod, "max_live_tokens"):
+            return mod.max_live_tokens
+    return None
+
+
+def check_tokens(prog: ProgramOp, device: Device, ev: Evaluator) -> list[Diagnostic]:
+    limit = device.max_active_tokens
+    if limit is None:
+        return []
+    from nem.dialect.token_pressure import token_peak
+
+    peak = token_peak(prog, ev)
+    external = _live_token_analysis()
+    count = peak.count
+    if external is not None:
+        count = external(prog)
+    if count <= limit:
+        return []
+    where = peak.op if peak.count == count and peak.op is not None else prog
+    return [error(
+        f"up to {count} tokens can be live at once but device '{device.name}' allows "
+        f"SEQ.max_active_tokens = {limit}", where, "DEV-17",
+        "wait on (or depend on) earlier tokens sooner, use .sync tasks, or lower "
+        "@max_in_flight")]
+
+
+# -- opcodes ------------------------------------------------------------------
+def check_future_opcodes(prog: ProgramOp, device: Device, reject: bool) -> list[Diagnostic]:
+    diags = []
+    for op in prog.walk():
+        if isinstance(op, ComputeOp) and op.SPEC.hw_status == "future":
+            diags.append(Diagnostic(
+                "error" if reject else "warning",
+                f"{op.opcode} has hardware status 'future': it is type-legal but current NPM "
+                f"silicon (device '{device.name}') does not implement it", SourceLoc.of(op),
+                "DEV-18", "use a supported opcode (e.g. conv2d, gemm) for current silicon "
+                "(decision D-DEV-FUTURE)"))
+    return diags
+
+
+def device_diagnostics(prog: ProgramOp, device: Device, reject_future: bool = False
+                       ) -> list[Diagnostic]:
+    from nem.dialect.program_device import check_device_validity
+
+    ev = Evaluator()
+    diags: list[Diagnostic] = list(device.warnings)
+    diags += check_device_validity(prog, device)
+    diags += check_levels(prog, device)
+    diags += check_resources(prog, device)
+    diags += check_capacity(prog, device, ev)
+    diags += check_tokens(prog, device, ev)
+    diags += check_future_opcodes(prog, device, reject_future)
+    return diags
+
+
+@dataclass(frozen=True)
+class VerifyDevicePass(ModulePass):
+    name = "nem-verify-device"
+
+    device: str | None = None
+    reject_future: bool = False
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        diags: list[Diagnostic] = []
+        for prog in op.walk():
+            if not isinstance(prog, ProgramOp):
+                continue
+            device = target_device(prog, self.device)
+            if device is None:
+                diags.append(no_device_remark(prog, "device checks"))
+                continue
+            diags += device_diagnostics(prog, device, self.reject_future)
+        report(diags)

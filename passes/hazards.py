@@ -1,0 +1,37 @@
+"""`nem-check-hazards`: hazards and aliasing across tasks and loop iterations.
+
+HAZ-01 (overlapping accesses, one a write, not ordered by the token graph)
+and HAZ-03 / LOOP-06 (the same across iterations of a pipelined loop under
+`@max_in_flight(N)`), with the semantics of decisions D-HAZ-* in
+docs/spec-decisions.md; the analysis lives in `nem.dialect.happens_before`.
+HAZ-02 (transfer self-overlap without `@memmove`) is checked by the static
+verifier.  All findings of a program are reported together.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from xdsl.context import Context
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.passes import ModulePass
+
+from nem.dialect.happens_before import MAX_TASK_INSTANCES, find_hazards
+from nem.dialect.ops import ProgramOp
+from nem.passes.pass_env import report
+
+
+@dataclass(frozen=True)
+class CheckHazardsPass(ModulePass):
+    name = "nem-check-hazards"
+
+    max_instances: int = MAX_TASK_INSTANCES
+    """Task instances (tasks x loop iterations) to enumerate (D-HAZ-WINDOW);
+    `-p 'nem-check-hazards{max_instances=1000}'`."""
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        diags = [d for prog in op.walk() if isinstance(prog, ProgramOp)
+                 for d in find_hazards(prog, self.max_instances)]
+        diags.sort(key=lambda d: (d.severity != "warning",
+                                  (d.loc.line, d.loc.col) if d.loc else (0, 0)))
+        report(diags)

@@ -1,0 +1,75 @@
+"""`lower-to-nem{device=NAME memory-spaces=... entry=NAME}`: the pipeline
+MLIR (func/affine/memref/linalg/arith + async + DMA) -> checked NEM.
+
+Runs `convert-affine-to-nem`, `convert-async-to-nem`, removes dead index
+arithmetic, then the NEM checks: the device-independent static rules
+(`nem-verify-static`) and, with `device=`, the device validity rule
+(DEV-13) for that target.  The program gets `include "NAME.nem"` and
+`device NAME` so it prints as a self-contained `.nem` file.
+
+`memory-spaces`: `"0:DDR,1:L2,2:L1"` (quoted: xDSL's pipeline lexer has no
+`:`) or `0-DDR,1-L2,2-L1`; default space 0 DDR, 1 L2, 2 L1.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from xdsl.context import Context
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.passes import ModulePass
+
+from nem.dialect.diagnostics import NemDiagnosticError
+from nem.dialect.ops import ProgramOp
+from nem.dialect.verifier import verify_program
+from nem.passes import pass_env
+from nem.passes.convert_affine_to_nem import DEFAULT_SPACES, Lowerer, Options, parse_spaces
+from nem.passes.convert_async_to_nem import ConvertAsyncToNemPass
+
+
+def _dce(prog: ProgramOp) -> None:
+    """Drop arith index ops nothing uses (left by the lowering)."""
+    changed = True
+    while changed:
+        changed = False
+        for op in list(prog.walk()):
+            if op.name.startswith("arith.") and all(not r.uses for r in op.results):
+                op.detach()
+                op.erase()
+                changed = True
+
+
+def check(module: ModuleOp, device: str | None, include_dirs=()) -> None:
+    diags = []
+    for prog in [p for p in module.walk() if isinstance(p, ProgramOp)]:
+        diags += verify_program(prog)
+        if device and not any(d.severity == "error" for d in diags):
+            from nem.dialect.device_lookup import find_device
+            from nem.dialect.program_device import check_device_validity
+
+            dev = find_device(device, include_dirs, None)
+            diags += check_device_validity(prog, dev)
+    errors = [d for d in diags if d.severity == "error"]
+    for d in diags:
+        if d.severity != "error":
+            pass_env.report([d])
+    if errors:
+        for d in errors:
+            d.message = "lowered NEM program fails its checks: " + d.message
+        raise NemDiagnosticError(errors)
+
+
+@dataclass(frozen=True)
+class LowerToNemPass(ModulePass):
+    name = "lower-to-nem"
+
+    device: str | None = None
+    memory_spaces: tuple[str, ...] = (DEFAULT_SPACES,)
+    entry: str | None = None
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        opts = Options(parse_spaces(self.memory_spaces), self.device, self.entry)
+        prog = Lowerer(opts).run(op)
+        ConvertAsyncToNemPass().apply(ctx, op)
+        _dce(prog)
+        check(op, self.device)

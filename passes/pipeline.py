@@ -1,0 +1,73 @@
+"""`nem-verify{device=NAME remarks=false reject-future=false}`: every check, staged.
+
+Runs, in order, and stops after the first stage that reports an error:
+
+1. `nem-verify-static`   device-independent rules (names, objects, tasks)
+2. `nem-verify-device`   the target's rules; skipped with a remark (DEV-20)
+                         when no device is known
+3. `nem-check-placement`
+4. `nem-check-tokens`    }  looked up in `PASSES` when the pipeline runs, so
+5. `nem-check-hazards`   }  they join as soon as they are registered
+
+Each stage's warnings and remarks are kept; the first failing stage's
+diagnostics end the run.  `nem-opt x.nem -p nem-verify` skips the driver's
+own default verification (the pipeline's first stage is the same check).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+
+from xdsl.context import Context
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.passes import ModulePass
+
+from nem.dialect.diagnostics import Diagnostic, NemDiagnosticError
+from nem.dialect.ops import ProgramOp
+from nem.passes.pass_env import current, report
+
+STAGES = ("nem-verify-static", "nem-verify-device", "nem-check-placement",
+          "nem-check-tokens", "nem-check-hazards")
+
+
+def _instantiate(cls: type[ModulePass], options: dict) -> ModulePass:
+    names = {f.name for f in fields(cls)} if hasattr(cls, "__dataclass_fields__") else set()
+    return cls(**{k: v for k, v in options.items() if k in names and v is not None})
+
+
+@dataclass(frozen=True)
+class VerifyPipelinePass(ModulePass):
+    name = "nem-verify"
+
+    device: str | None = None
+    remarks: bool = False
+    reject_future: bool = False
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        from nem.passes import PASSES
+        from nem.passes.device import no_device_remark, target_device
+
+        env = current()
+        options = {"device": self.device, "remarks": self.remarks,
+                   "reject_future": self.reject_future}
+        collected: list[Diagnostic] = []
+        for stage in STAGES:
+            cls = PASSES.get(stage)
+            if cls is None:
+                continue
+            if stage == "nem-verify-device":
+                progs = [p for p in op.walk() if isinstance(p, ProgramOp)]
+                if all(target_device(p, self.device) is None for p in progs):
+                    collected += [no_device_remark(p, "device stage (nem-verify-device)")
+                                  for p in progs]
+                    continue
+            start = len(env.diagnostics)
+            try:
+                _instantiate(cls, options).apply(ctx, op)
+            except NemDiagnosticError as e:
+                collected += env.diagnostics[start:] + e.diagnostics
+                del env.diagnostics[start:]
+                raise NemDiagnosticError(collected) from None
+            collected += env.diagnostics[start:]
+            del env.diagnostics[start:]
+        report(collected)

@@ -1,0 +1,594 @@
+"""Compute in the MLIR -> NEM lowering: raising to NEM opcodes (D-LOW-RAISE)
+and the `compute` escape hatch (D-LOW-ESCAPE).
+
+Escape-hatch contract (for the runtime): a loop nest (or linalg op) that is
+not raised becomes
+
+    t = compute.async in R_in0, ... out R_out0, ... op="mlir.kernel"
+          kernel="<generic MLIR text of func.func @kernel>" index_args=[e0, e1, ...]
+
+`kernel` is one line of generic MLIR holding `func.func @kernel(...)`; its
+arguments are, in order: one memref per task operand (ins, then outs) whose
+shape and element type are the region's (`memref<SHAPExELEM>`, identity
+layout: index the region's elements by their logical indices), then one
+`index` per entry of `index_args` (NEM integer expressions, evaluated per
+iteration: the outer loop indices and values the nest uses).  Memrefs that
+the nest both reads and writes are outs only, so outs are read-modify-write:
+the runtime passes their current contents.  Executing the body once on those
+arguments is the whole task.  xDSL's interpreter (`xdsl.interpreters`) runs
+such functions (affine, arith, memref, func, math).
+"""
+
+from __future__ import annotations
+
+from io import StringIO
+
+from xdsl.dialects import affine, arith, func, memref
+from xdsl.dialects.builtin import (
+    ArrayAttr,
+    FloatAttr,
+    FunctionType,
+    IndexType,
+    IntegerAttr,
+    MemRefType,
+    StringAttr,
+)
+from xdsl.ir import Block, Operation, Region, SSAValue
+from xdsl.printer import Printer
+
+from nem.dialect.attributes import ArgRefAttr
+from nem.dialect.ops import COMPUTE_OPS
+from nem.dialect.operand_binding import match_families
+from nem.passes.lowering_core import (
+    Aff,
+    Dim,
+    ExprEmitter,
+    View,
+    eval_map,
+    make_region,
+    reject,
+)
+
+
+class NotRaisable(Exception):
+    pass
+
+
+BINARY = {"arith.addf": "add", "arith.addi": "add", "arith.subf": "sub", "arith.subi": "sub",
+          "arith.mulf": "mul", "arith.muli": "mul", "arith.divf": "div", "arith.divsi": "div",
+          "arith.maximumf": "max", "arith.maxnumf": "max", "arith.maxsi": "max",
+          "arith.minimumf": "min", "arith.minnumf": "min", "arith.minsi": "min",
+          "math.powf": "pow"}
+UNARY = {"arith.negf": "neg", "math.exp": "exp", "math.log": "log", "math.sqrt": "sqrt",
+         "math.absf": "abs", "math.absi": "abs", "math.tanh": "tanh"}
+LINALG_ELTWISE = {"linalg.add": "add", "linalg.sub": "sub", "linalg.mul": "mul",
+                  "linalg.div": "div", "linalg.max": "max", "linalg.min": "min",
+                  "linalg.exp": "exp", "linalg.log": "log", "linalg.sqrt": "sqrt",
+                  "linalg.abs": "abs", "linalg.tanh": "tanh", "linalg.negf": "neg",
+                  "linalg.powf": "pow"}
+
+
+# ---------------------------------------------------------------------------
+# Loop-nest analysis
+# ---------------------------------------------------------------------------
+
+
+class Nest:
+    def __init__(self):
+        self.loops: list[tuple[affine.ForOp, int]] = []
+        self.env: dict[SSAValue, Aff] = {}
+        self.body: list[Operation] = []
+
+
+def analyze(L, top: affine.ForOp) -> Nest:
+    nest = Nest()
+    op = top
+    while True:
+        lbm, ubm = op.lowerBoundMap.data, op.upperBoundMap.data
+        if len(lbm.results) != 1 or len(ubm.results) != 1:
+            raise NotRaisable("min/max loop bounds")
+        lb = eval_map(lbm, [_idx(L, nest, v) for v in op.lowerBoundOperands])[0]
+        ub = eval_map(ubm, [_idx(L, nest, v) for v in op.upperBoundOperands])[0]
+        if lb.has_dims() or ub.has_dims():
+            raise NotRaisable("non-rectangular nest")
+        if op.step.value.data != 1:
+            raise NotRaisable("non-unit step")
+        ext = ub - lb
+        if not ext.is_const() or ext.const <= 0:
+            raise NotRaisable("non-constant trip count")
+        d = Dim(len(nest.loops))
+        nest.env[op.body.block.args[0]] = lb + Aff.atom(d)
+        nest.loops.append((op, ext.const))
+        inner = [o for o in op.body.block.ops if not isinstance(o, affine.YieldOp)]
+        if len(inner) == 1 and isinstance(inner[0], affine.ForOp):
+            op = inner[0]
+            continue
+        nest.body = inner
+        return nest
+
+
+def _idx(L, nest: Nest, v: SSAValue) -> Aff:
+    if v in nest.env:
+        return nest.env[v]
+    if v in L.env:
+        return L.env[v]
+    owner = v.owner
+    if isinstance(owner, affine.ApplyOp):
+        r = eval_map(owner.map.data, [_idx(L, nest, o) for o in owner.mapOperands])[0]
+        nest.env[v] = r
+        return r
+    if isinstance(owner, arith.ConstantOp) and isinstance(v.type, IndexType):
+        return Aff.c(owner.value.value.data)
+    raise NotRaisable("an index that is not an affine function of the loop indices")
+
+
+def _access(L, nest: Nest, op: Operation) -> tuple[SSAValue, list[tuple[int | None, Aff]]]:
+    if isinstance(op, affine.LoadOp | affine.StoreOp):
+        idx = eval_map(op.map.data, [_idx(L, nest, v) for v in op.indices])
+    else:
+        idx = [_idx(L, nest, v) for v in op.indices]
+    out = []
+    for a in idx:
+        dims, rest = a.split_dims()
+        if rest.has_dims():
+            raise NotRaisable("a nest index inside mod/floordiv")
+        if len(dims) > 1 or (dims and dims[0][1] != 1):
+            raise NotRaisable("a strided or skewed access")
+        out.append((dims[0][0].k if dims else None, rest))
+    return op.memref, out
+
+
+def _tree(L, nest: Nest, v: SSAValue, inside: set[Operation]):
+    owner = v.owner
+    if not isinstance(owner, Operation) or owner not in inside:
+        if isinstance(owner, arith.ConstantOp):
+            return ("const", owner.value)
+        raise NotRaisable("a value defined outside the nest")
+    if isinstance(owner, affine.LoadOp | memref.LoadOp):
+        return ("load", *_access(L, nest, owner))
+    if isinstance(owner, arith.ConstantOp):
+        return ("const", owner.value)
+    if owner.name in BINARY:
+        return (owner.name, _tree(L, nest, owner.operands[0], inside),
+                _tree(L, nest, owner.operands[1], inside))
+    if owner.name in UNARY:
+        return (owner.name, _tree(L, nest, owner.operands[0], inside))
+    raise NotRaisable(f"'{owner.name}' in the nest body")
+
+
+def _order(acc) -> list[int | None]:
+    return [k for k, _ in acc]
+
+
+def _is_zero(t) -> bool:
+    if t[0] != "const":
+        return False
+    a = t[1]
+    return isinstance(a, FloatAttr | IntegerAttr) and a.value.data == 0
+
+
+def match_nest(L, nest: Nest):
+    """A raise plan: ("eltwise", opcode, [loads], store) or ("matmul", ...)."""
+    inside = set()
+    for o in nest.loops[0][0].walk():
+        inside.add(o)
+    stores = [o for o in nest.body if isinstance(o, affine.StoreOp | memref.StoreOp)]
+    for o in nest.body:
+        if not (isinstance(o, affine.StoreOp | memref.StoreOp | affine.LoadOp | memref.LoadOp
+                           | arith.ConstantOp | affine.ApplyOp)
+                or o.name in BINARY or o.name in UNARY):
+            raise NotRaisable(f"'{o.name}' in the nest body")
+    if len(stores) != 1:
+        raise NotRaisable(f"{len(stores)} stores in the nest body")
+    st = stores[0]
+    smem, sacc = _access(L, nest, st)
+    tree = _tree(L, nest, st.value, inside)
+    n = len(nest.loops)
+    sorder = [k for k in _order(sacc) if k is not None]
+    # matmul: C[i,j] = C[i,j] + A[i,k] * B[k,j]
+    if n == 3 and len(sorder) == 2 and tree[0] in ("arith.addf", "arith.addi"):
+        mul = "arith.mulf" if tree[0] == "arith.addf" else "arith.muli"
+        for acc_t, prod in ((tree[1], tree[2]), (tree[2], tree[1])):
+            if acc_t[0] == "load" and acc_t[1] == smem and _same(acc_t[2], sacc) \
+                    and prod[0] == mul and prod[1][0] == "load" and prod[2][0] == "load":
+                ki, kj = sorder
+                kk = ({0, 1, 2} - {ki, kj}).pop()
+                for a, b in ((prod[1], prod[2]), (prod[2], prod[1])):
+                    ao, bo = [k for k in _order(a[2]) if k is not None], \
+                        [k for k in _order(b[2]) if k is not None]
+                    if sorted(ao) == sorted([ki, kk]) and sorted(bo) == sorted([kk, kj]) \
+                            and len(ao) == 2 and len(bo) == 2:
+                        return ("matmul", a, b, (smem, sacc), int(ao != [ki, kk]),
+                                int(bo != [kk, kj]), [nest.loops[ki][1], nest.loops[kk][1],
+                                                      nest.loops[kj][1]])
+    if sorted(sorder) != list(range(n)):
+        raise NotRaisable("the store does not cover the iteration space once")
+    if tree[0] in ("arith.maximumf", "arith.maxsi", "arith.maxnumf"):
+        for x, z in ((tree[1], tree[2]), (tree[2], tree[1])):
+            if _is_zero(z) and x[0] == "load" and _order(x[2]) == _order(sacc) or \
+                    (_is_zero(z) and x[0] == "load" and [k for k in _order(x[2]) if k is not None]
+                     == sorder):
+                return ("eltwise", "relu", [x], (smem, sacc))
+    loads = []
+    if tree[0] in BINARY and tree[1][0] == "load" and tree[2][0] == "load":
+        opcode, loads = BINARY[tree[0]], [tree[1], tree[2]]
+    elif tree[0] in UNARY and tree[1][0] == "load":
+        opcode, loads = UNARY[tree[0]], [tree[1]]
+    else:
+        raise NotRaisable("the body is not a single elementwise operation")
+    for ld in loads:
+        if [k for k in _order(ld[2]) if k is not None] != sorder:
+            raise NotRaisable("operands are indexed in different orders (broadcast/transpose)")
+    return ("eltwise", opcode, loads, (smem, sacc))
+
+
+def _same(a, b) -> bool:
+    return len(a) == len(b) and all(x[0] == y[0] and x[1] == y[1] for x, y in zip(a, b))
+
+
+# ---------------------------------------------------------------------------
+# Emission
+# ---------------------------------------------------------------------------
+
+
+def _region_for(L, tmp: Block, mem: SSAValue, acc, exts: dict[int, int], anchor, layout=None):
+    vw: View = L.view(mem, anchor)
+    start = vw.base
+    shape, strides = [], []
+    for (k, outer), s in zip(acc, vw.strides):
+        start = start + outer.scale(s)
+        if k is not None:
+            shape.append(exts[k])
+            strides.append(s)
+    e = ExprEmitter(tmp, anchor.location)
+    r = make_region(vw, start, shape, strides, anchor.location, e, anchor, layout)
+    tmp.add_op(r)
+    return r, vw
+
+
+def _full_region(L, tmp: Block, mem: SSAValue, anchor, layout=None):
+    vw: View = L.view(mem, anchor)
+    e = ExprEmitter(tmp, anchor.location)
+    r = make_region(vw, vw.base, list(vw.shape), list(vw.strides), anchor.location, e, anchor,
+                    layout)
+    tmp.add_op(r)
+    return r, vw
+
+
+def _legal(L, opcode: str, ins, outs, attrs=None, args=()) -> str | None:
+    """None when the op matches a variant (of the device when one is set)."""
+    from nem.dialect.exprs import Evaluator
+
+    ev = Evaluator()
+    key = (opcode, tuple(v.type for v in ins), tuple(v.type for v in outs),
+           tuple(sorted((k, str(a)) for k, a in (attrs or {}).items())),
+           tuple(ev.static(a) for a in args))
+    cache = L.__dict__.setdefault("legal_cache", {})
+    if key in cache:
+        return cache[key]
+    cache[key] = why = _legal_uncached(L, opcode, ins, outs, attrs, args)
+    return why
+
+
+def _legal_uncached(L, opcode: str, ins, outs, attrs=None, args=()) -> str | None:
+    op = COMPUTE_OPS[opcode](list(ins), list(outs), [], list(args), attrs or {}, False, None,
+                             [], [[] for _ in range(len(ins) + len(outs))])
+    effective = None
+    if L.device_obj is not None:
+        effective = L.device_obj.effective_for_family(op.SPEC.families)
+    res = match_families(op, L.catalog, effective)
+    op.erase(safe_erase=False)
+    if res.ok:
+        return None
+    where = f"device {L.opts.device}" if L.device_obj is not None else "the NEM baseline"
+    elems = "/".join(sorted({v.type.elem_name for v in (*ins, *outs)}))
+    return f"no {opcode} variant for {elems} on {where}"
+
+
+def _commit(L, tmp: Block, dst: Block, scope, opcode: str, ins, outs, reads, writes, anchor,
+            attrs=None, args=()):
+    for o in list(tmp.ops):
+        o.detach()
+        dst.add_op(o)
+
+    def build(deps, tok):
+        op = COMPUTE_OPS[opcode](list(ins), list(outs), deps, list(args), attrs or {}, False, tok,
+                                 [], [[] for _ in range(len(ins) + len(outs))])
+        op.location = anchor.location
+        return op
+
+    return L.add_task(dst, scope, build, reads, writes, opcode)
+
+
+def _scratch(L, like: View, shape: list[int], anchor) -> View:
+    """A hoisted scratch buffer for a partial result (D-LOW-ACCUM)."""
+    from nem.passes.lowering_core import buffer_bytes
+
+    n = 1
+    for d in shape:
+        n *= d
+    slots = 2 if L.pipe_stack else 1
+    key = (like.level.data, tuple(shape), like.elem, slots,
+           L.pipe_stack[-1].key if slots == 2 else None)
+    cache = L.__dict__.setdefault("scratch_cache", {})
+    if key in cache and cache[key].buffer.owner in L.decls:
+        return cache[key]
+    name = L.fresh(None, f"{like.level.kind}_acc")
+    buf = L._declare_buffer(name, like.level.data, buffer_bytes(tuple(shape), like.elem) * slots,
+                            anchor.location)
+    strides, acc = [], 1
+    for d in reversed(shape):
+        strides.append(acc)
+        acc *= d
+    base = Aff.atom(L.pipe_stack[-1]).mod(2).scale(n) if slots == 2 else Aff.c(0)
+    cache[key] = View(buf, like.level, like.elem, tuple(shape), tuple(reversed(strides)), base,
+                      name)
+    return cache[key]
+
+
+def emit_matmul(L, dst, scope, anchor, a_reg, b_reg, c_reg, vws, trans, what: str) -> str | None:
+    """C += A x B.  One `matmul in A, B, C out C` when that variant is legal,
+    else `matmul in A, B out T` + `add in C, T out C` (D-LOW-ACCUM).  Returns
+    the reason when neither is legal (the caller falls back)."""
+    av, bv, cv = vws
+    attrs, args = {}, []
+    tmp = a_reg.parent_block()
+    if trans[0] or trans[1]:
+        e = ExprEmitter(tmp, anchor.location)
+        for key, flag in (("trans_a", trans[0]), ("trans_b", trans[1])):
+            if flag:
+                attrs[key] = ArgRefAttr(len(args))
+                args.append(e.const(1))
+        e.flush()
+    why = _legal(L, "matmul", [a_reg.result, b_reg.result, c_reg.result], [c_reg.result],
+                 attrs, args)
+    if why is None:
+        _commit(L, tmp, dst, scope, "matmul", [a_reg.result, b_reg.result, c_reg.result],
+                [c_reg.result], {av.buffer, bv.buffer, cv.buffer}, {cv.buffer}, anchor, attrs,
+                args)
+        L.raised.append(f"{what} -> matmul (accumulating bias)")
+        return None
+    shape = list(c_reg.result.type.shape_values)
+    tv = _scratch(L, cv, shape, anchor)
+    e = ExprEmitter(tmp, anchor.location)
+    t_reg = make_region(tv, tv.base, shape, list(tv.strides), anchor.location, e, anchor, "MN")
+    tmp.add_op(t_reg)
+    why1 = _legal(L, "matmul", [a_reg.result, b_reg.result], [t_reg.result], attrs, args)
+    why2 = _legal(L, "add", [c_reg.result, t_reg.result], [c_reg.result])
+    if why1 or why2:
+        return why1 or why2
+    add_tmp = Block()
+    _commit(L, tmp, dst, scope, "matmul", [a_reg.result, b_reg.result], [t_reg.result],
+            {av.buffer, bv.buffer}, {tv.buffer}, anchor, attrs, args)
+    _commit(L, add_tmp, dst, scope, "add", [c_reg.result, t_reg.result], [c_reg.result],
+            {cv.buffer, tv.buffer}, {cv.buffer}, anchor)
+    L.raised.append(f"{what} -> matmul + add (accumulation)")
+    return None
+
+
+def lower_nest(L, top: affine.ForOp, dst: Block, scope) -> None:
+    what = f"loop nest at {_loc(top)}"
+    try:
+        nest = analyze(L, top)
+        plan = match_nest(L, nest)
+    except (NotRaisable, ValueError) as e:
+        return emit_escape(L, top, dst, scope, str(e), what)
+    exts = {k: ext for k, (_, ext) in enumerate(nest.loops)}
+    tmp = Block()
+    if plan[0] == "matmul":
+        _, a, b, (cmem, cacc), ta, tb, _dims = plan
+        a_reg, av = _region_for(L, tmp, a[1], a[2], exts, top, "KM" if ta else "MK")
+        b_reg, bv = _region_for(L, tmp, b[1], b[2], exts, top, "NK" if tb else "KN")
+        c_reg, cv = _region_for(L, tmp, cmem, cacc, exts, top, "MN")
+        why = emit_matmul(L, dst, scope, top, a_reg, b_reg, c_reg, (av, bv, cv), (ta, tb), what)
+        if why is None:
+            return
+        for o in list(tmp.ops):
+            o.erase(safe_erase=False)
+        return emit_escape(L, top, dst, scope, why, what)
+    _, opcode, loads, (smem, sacc) = plan
+    regs = [_region_for(L, tmp, ld[1], ld[2], exts, top) for ld in loads]
+    out, ov = _region_for(L, tmp, smem, sacc, exts, top)
+    ins = [r.result for r, _ in regs]
+    why = _legal(L, opcode, ins, [out.result])
+    if why is not None:
+        for o in reversed(list(tmp.ops)):
+            o.erase(safe_erase=False)
+        return emit_escape(L, top, dst, scope, why, what)
+    _commit(L, tmp, dst, scope, opcode, ins, [out.result], {v.buffer for _, v in regs},
+            {ov.buffer}, top)
+    L.raised.append(f"{what} -> {opcode}")
+
+
+def _loc(op: Operation) -> str:
+    loc = op.location
+    try:
+        return f"{loc.line.data}:{loc.column.data}"
+    except AttributeError:
+        return "?"
+
+
+# ---------------------------------------------------------------------------
+# linalg
+# ---------------------------------------------------------------------------
+
+
+def lower_linalg(L, op: Operation, dst: Block, scope) -> None:
+    what = f"{op.name} at {_loc(op)}"
+    ins = list(op.operands[: len(op.inputs)]) if hasattr(op, "inputs") else []
+    outs = list(op.outputs) if hasattr(op, "outputs") else []
+    if op.results:
+        raise reject(op, "linalg on tensors is not supported; bufferize first "
+                     "(one-shot-bufferize)")
+    for v in (*ins, *outs):
+        if not isinstance(v.type, MemRefType):
+            return emit_escape(L, op, dst, scope, "scalar operands", what)
+    tmp = Block()
+    if op.name == "linalg.matmul":
+        a_reg, av = _full_region(L, tmp, ins[0], op, "MK")
+        b_reg, bv = _full_region(L, tmp, ins[1], op, "KN")
+        c_reg, cv = _full_region(L, tmp, outs[0], op, "MN")
+        why = emit_matmul(L, dst, scope, op, a_reg, b_reg, c_reg, (av, bv, cv), (0, 0), what)
+        if why is not None:
+            for o in reversed(list(tmp.ops)):
+                o.erase(safe_erase=False)
+            emit_escape(L, op, dst, scope, why, what)
+        return
+    if op.name == "linalg.conv_2d_nhwc_hwcf":
+        return _lower_conv(L, op, ins, outs, dst, scope, tmp, what)
+    opcode = LINALG_ELTWISE.get(op.name)
+    if op.name == "linalg.generic":
+        opcode = _generic_eltwise(op)
+    if opcode is None:
+        return emit_escape(L, op, dst, scope, "no NEM opcode for this linalg op", what)
+    regs = [_full_region(L, tmp, v, op) for v in ins]
+    out, ov = _full_region(L, tmp, outs[0], op)
+    shapes = {tuple(r.result.type.shape_values) for r, _ in regs} | {
+        tuple(out.result.type.shape_values)}
+    why = None if len(shapes) == 1 else "operand shapes differ (broadcast)"
+    why = why or _legal(L, opcode, [r.result for r, _ in regs], [out.result])
+    if why is not None:
+        for o in reversed(list(tmp.ops)):
+            o.erase(safe_erase=False)
+        return emit_escape(L, op, dst, scope, why, what)
+    _commit(L, tmp, dst, scope, opcode, [r.result for r, _ in regs], [out.result],
+            {v.buffer for _, v in regs}, {ov.buffer}, op)
+    L.raised.append(f"{what} -> {opcode}")
+
+
+def _generic_eltwise(op) -> str | None:
+    maps = [m.data for m in op.indexing_maps.data]
+    if not all(m.is_identity() for m in maps):
+        return None
+    if any(str(it.data).split(".")[-1].lower() != "parallel" for it in op.iterator_types.data):
+        return None
+    body = [o for o in op.body.block.ops]
+    if len(body) != 2 or body[-1].name != "linalg.yield":
+        return None
+    core = body[0]
+    args = list(op.body.block.args)
+    n_in = len(op.inputs)
+    if body[-1].operands[0] is not core.results[0]:
+        return None
+    if core.name in BINARY and n_in == 2 and list(core.operands) == args[:2]:
+        return BINARY[core.name]
+    if core.name in UNARY and n_in == 1 and core.operands[0] is args[0]:
+        return UNARY[core.name]
+    return None
+
+
+def _lower_conv(L, op, ins, outs, dst, scope, tmp, what) -> None:
+    x_reg, xv = _full_region(L, tmp, ins[0], op, "NHWC")
+    w_reg, wv = _full_region(L, tmp, ins[1], op, "HWIO")
+    y_reg, yv = _full_region(L, tmp, outs[0], op, "NHWC")
+    e = ExprEmitter(tmp, op.location)
+    args, attrs = [], {}
+    for key in ("strides", "dilations"):
+        a = op.attributes.get(key) or op.properties.get(key)
+        vals = list(a.get_values()) if a is not None and hasattr(a, "get_values") else [1, 1]
+        refs = []
+        for v in vals:
+            refs.append(ArgRefAttr(len(args)))
+            args.append(e.const(int(v)))
+        attrs[key] = ArrayAttr(refs)
+    refs = []
+    for _ in range(4):
+        refs.append(ArgRefAttr(len(args)))
+        args.append(e.const(0))
+    attrs["pads"] = ArrayAttr(refs)
+    e.flush()
+    shape = list(y_reg.result.type.shape_values)
+    tv = _scratch(L, yv, shape, op)
+    e2 = ExprEmitter(tmp, op.location)
+    t_reg = make_region(tv, tv.base, shape, list(tv.strides), op.location, e2, op, "NHWC")
+    tmp.add_op(t_reg)
+    why = _legal(L, "conv2d", [x_reg.result, w_reg.result], [t_reg.result], attrs, args) or \
+        _legal(L, "add", [y_reg.result, t_reg.result], [y_reg.result])
+    if why is not None:
+        for o in reversed(list(tmp.ops)):
+            o.erase(safe_erase=False)
+        return emit_escape(L, op, dst, scope, why, what)
+    _commit(L, tmp, dst, scope, "conv2d", [x_reg.result, w_reg.result], [t_reg.result],
+            {xv.buffer, wv.buffer}, {tv.buffer}, op, attrs, args)
+    _commit(L, Block(), dst, scope, "add", [y_reg.result, t_reg.result], [y_reg.result],
+            {yv.buffer, tv.buffer}, {yv.buffer}, op)
+    L.raised.append(f"{what} -> conv2d + add (accumulation)")
+
+
+# ---------------------------------------------------------------------------
+# Escape hatch
+# ---------------------------------------------------------------------------
+
+
+def emit_escape(L, top: Operation, dst: Block, scope, reason: str, what: str) -> None:
+    reads: dict[SSAValue, None] = {}
+    writes: dict[SSAValue, None] = {}
+    index_vals: dict[SSAValue, None] = {}
+    consts: dict[SSAValue, None] = {}
+    inside = set(top.walk())
+    for o in top.walk():
+        for i, v in enumerate(o.operands):
+            owner = v.owner
+            if isinstance(owner, Operation) and owner in inside:
+                continue
+            if hasattr(v, "block") and v.block.parent_op() in inside:
+                continue
+            if isinstance(v.type, MemRefType):
+                if isinstance(o, affine.StoreOp | memref.StoreOp):
+                    writes[v] = None
+                elif isinstance(o, affine.LoadOp | memref.LoadOp):
+                    reads[v] = None
+                elif o.name.startswith("linalg."):
+                    n_in = len(o.inputs) if hasattr(o, "inputs") else 0
+                    (reads if i < n_in else writes)[v] = None
+                else:
+                    reads[v] = None
+                    writes[v] = None
+            elif isinstance(owner, arith.ConstantOp):
+                consts[v] = None
+            elif isinstance(v.type, IndexType):
+                index_vals[v] = None
+            else:
+                raise reject(o, f"operand of type {v.type} defined outside the loop nest cannot "
+                             "be passed to a compute kernel")
+    ins_m = [m for m in reads if m not in writes]
+    outs_m = list(writes)
+    if not outs_m:
+        raise reject(top, "this loop nest writes no memref (nothing to lower)")
+    tmp = Block()
+    in_regs = [_full_region(L, tmp, m, top) for m in ins_m]
+    out_regs = [_full_region(L, tmp, m, top) for m in outs_m]
+    if not in_regs:  # `compute in [] out ...` cannot be written: pass the first out as input
+        in_regs = [out_regs[0]]
+        ins_m = [outs_m[0]]
+    # kernel function
+    arg_types = [MemRefType(L.views[m].elem, L.views[m].shape) for m in (*ins_m, *outs_m)]
+    arg_types += [IndexType()] * len(index_vals)
+    block = Block(arg_types=arg_types)
+    mapper: dict[SSAValue, SSAValue] = {}
+    for m, a in zip((*ins_m, *outs_m), block.args):
+        mapper.setdefault(m, a)
+    for v, a in zip(index_vals, block.args[len(ins_m) + len(outs_m):]):
+        mapper[v] = a
+    for c in consts:
+        cl = c.owner.clone()
+        block.add_op(cl)
+        mapper[c] = cl.results[0]
+    block.add_op(top.clone(value_mapper=mapper))
+    block.add_op(func.ReturnOp())
+    kfn = func.FuncOp("kernel", FunctionType.from_lists(arg_types, []), Region(block))
+    buf = StringIO()
+    Printer(stream=buf, print_generic_format=True, print_debuginfo=False).print_op(kfn)
+    text = " ".join(line.strip() for line in buf.getvalue().splitlines())
+    kfn.erase(safe_erase=False)
+    e = ExprEmitter(tmp, top.location)
+    args = [e.emit(L.index(v, top), top) for v in index_vals]
+    e.flush()
+    attrs = {"op": StringAttr("mlir.kernel"), "kernel": StringAttr(text)}
+    if args:
+        attrs["index_args"] = ArrayAttr([ArgRefAttr(i) for i in range(len(args))])
+    _commit(L, tmp, dst, scope, "compute", [r.result for r, _ in in_regs],
+            [r.result for r, _ in out_regs], {v.buffer for _, v in in_regs},
+            {v.buffer for _, v in out_regs} | {v.buffer for _, v in in_regs if False}, top,
+            attrs, args)
+    L.fallback.append(f"{what} ({reason})")

@@ -1,0 +1,33 @@
+"""`nem-check-tokens`: token hygiene.
+
+* tokens produced but never consumed by a `deps` entry or a `wait` (warning,
+  TASK-01, decision D-TOK-UNUSED; `.sync` tokens are consumed by construction);
+* waits (and `.sync` tasks) on a task that can only become ready after the
+  wait, i.e. that depends on something issued later (error, decision
+  D-TOK-DEADLOCK) -- only hand-written IR can express this, the `.nem` parser
+  rejects tokens used before they are produced (TASK-03);
+* `@max_in_flight(N)` with N < 1 (LOOP-03; the static verifier reports it
+  first, so in `nem-opt` it is reported once).
+
+`max_live_tokens(program)` (DEV-17) lives in `nem.dialect.happens_before`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from xdsl.context import Context
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.passes import ModulePass
+
+from nem.dialect.happens_before import check_tokens
+from nem.dialect.ops import ProgramOp
+from nem.passes.pass_env import report
+
+
+@dataclass(frozen=True)
+class CheckTokensPass(ModulePass):
+    name = "nem-check-tokens"
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        report([d for prog in op.walk() if isinstance(prog, ProgramOp) for d in check_tokens(prog)])

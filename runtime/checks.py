@@ -1,0 +1,217 @@
+"""Runtime checks: dynamic race detection, deadlock witnesses, unconsumed tokens.
+
+Race detection (decision D-RT-RACE) is happens-before based.  Happens-before
+edges are exactly the token edges of the program: a task's `deps`, a `wait`
+or `.sync` in the instruction stream that issues later tasks, the
+`@max_in_flight` window (iteration i completes before iteration i + N
+begins, LOOP-06) and the end of a loop (the statements after `endloop` run
+after every iteration).  Two task instances race when their byte ranges
+overlap, at least one writes, and neither happens-before the other - i.e.
+some schedule could have them in flight at once.
+
+Vector clocks are indexed by *lanes*: a task extends the lane of a
+predecessor whose completion it knows when that predecessor is still the
+lane's tail, otherwise it opens a new lane.  Events of one lane are totally
+ordered, so `A happens-before B` iff `VC(B)[lane(A)] >= epoch(A)`; the
+number of lanes tracks the program's concurrency (about N x tasks per
+iteration), not its length.  Shadow memory keeps access records per memory
+level; records subsumed by a later access, or already known to every live
+instruction stream, are dropped, so memory stays proportional to the
+in-flight window.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+def join(a: dict, b: dict) -> dict:
+    """The pointwise max of two vector clocks (a new dict when it differs from `a`)."""
+    if not b or a is b:
+        return a
+    if not a:
+        return b
+    out = None
+    for k, v in b.items():
+        if a.get(k, 0) < v:
+            if out is None:
+                out = dict(a)
+            out[k] = v
+    return a if out is None else out
+
+
+@dataclass
+class TaskRef:
+    """What a report says about a task instance."""
+
+    label: str
+    opcode: str
+    line: int
+    file: str
+    iteration: str
+    seq: int
+
+    def __str__(self) -> str:
+        it = f" iteration {self.iteration}" if self.iteration else ""
+        return f"{self.label} ({self.opcode}, {self.file}:{self.line}{it})"
+
+
+@dataclass
+class Race:
+    first: TaskRef
+    first_write: bool
+    second: TaskRef
+    second_write: bool
+    level: str
+    lo: int
+    hi: int
+    buffer: str
+    buf_lo: int
+    buf_hi: int
+
+    def __str__(self) -> str:
+        k1 = "write" if self.first_write else "read"
+        k2 = "write" if self.second_write else "read"
+        return (f"race: {k1} by {self.first} and {k2} by {self.second} overlap on "
+                f"{self.buffer} bytes [{self.buf_lo}, {self.buf_hi}) ({self.level} "
+                f"[{self.lo}, {self.hi})), not ordered by tokens")
+
+
+class _Rec:
+    __slots__ = ("lo", "hi", "write", "lane", "epoch", "ref", "tid")
+
+    def __init__(self, lo, hi, write, lane, epoch, ref, tid):
+        self.lo, self.hi, self.write = lo, hi, write
+        self.lane, self.epoch, self.ref, self.tid = lane, epoch, ref, tid
+
+
+class RaceDetector:
+    MAX_REPORTS = 1000
+
+    def __init__(self, memory):
+        self.memory = memory
+        self.lane_epoch: list[int] = []
+        self.shadow: list[list[_Rec]] = [[] for _ in memory.by_id]
+        self.races: list[Race] = []
+        self.race_count = 0
+        self._seen: set = set()
+        self._n_records = 0
+        self._gc_at = 64
+
+    # -- clocks ------------------------------------------------------------
+    def start(self, vc_in: dict, hint_lanes=()) -> tuple[dict, int, int]:
+        """Assign a lane to a task whose known history is `vc_in`."""
+        le = self.lane_epoch
+        lane = -1
+        for l in hint_lanes:
+            if vc_in.get(l, 0) == le[l]:
+                lane = l
+                break
+        if lane < 0:
+            best = None
+            for l, e in vc_in.items():
+                if e == le[l] and (best is None or l < best):
+                    best = l
+            if best is not None:
+                lane = best
+        if lane < 0:
+            lane = len(le)
+            le.append(0)
+        le[lane] += 1
+        epoch = le[lane]
+        vc = dict(vc_in)
+        vc[lane] = epoch
+        return vc, lane, epoch
+
+    # -- accesses ------------------------------------------------------------
+    def access(self, task, accesses, ref_of) -> None:
+        """Check and record `accesses` = [(level_id, lo, hi, write)] of `task`."""
+        vc = task.vc
+        tid = task.seq
+        for lvl, lo, hi, write in accesses:
+            recs = self.shadow[lvl]
+            keep = []
+            changed = False
+            for r in recs:
+                if r.hi <= lo or r.lo >= hi or r.tid == tid:
+                    keep.append(r)
+                    continue
+                ordered = vc.get(r.lane, 0) >= r.epoch
+                if not ordered and (write or r.write):
+                    self._report(r, task, write, lvl, max(lo, r.lo), min(hi, r.hi), ref_of)
+                # subsumption: a later ordered access covering the record replaces it
+                if ordered and r.lo >= lo and r.hi <= hi and (write or not r.write):
+                    changed = True
+                    continue
+                keep.append(r)
+            if changed:
+                self._n_records -= len(recs) - len(keep)
+                self.shadow[lvl] = keep
+        for lvl, lo, hi, write in accesses:
+            self.shadow[lvl].append(_Rec(lo, hi, write, task.lane, task.epoch, task, tid))
+            self._n_records += 1
+
+    def needs_gc(self) -> bool:
+        return self._n_records > self._gc_at
+
+    def gc(self, live_vcs) -> None:
+        """Drop records every live instruction stream already knows (happens-before all
+        future accesses)."""
+        live_vcs = list(live_vcs)
+        if live_vcs:
+            lanes = set(live_vcs[0])
+            for v in live_vcs[1:]:
+                lanes &= set(v)
+            low = {l: min(v[l] for v in live_vcs) for l in lanes}
+        else:
+            low = None
+        n = 0
+        for i, recs in enumerate(self.shadow):
+            if low is None:
+                keep = []
+            else:
+                keep = [r for r in recs if low.get(r.lane, 0) < r.epoch]
+            self.shadow[i] = keep
+            n += len(keep)
+        self._n_records = n
+        self._gc_at = max(64, 2 * n)
+
+    def _report(self, rec: _Rec, task, write: bool, lvl: int, lo: int, hi: int, ref_of) -> None:
+        key = (rec.tid, task.seq)
+        if key in self._seen:
+            return
+        self._seen.add(key)
+        self.race_count += 1
+        if len(self.races) >= self.MAX_REPORTS:
+            return
+        level = self.memory.by_id[lvl]
+        buf, blo, bhi = level.name, lo, hi
+        for b in self.memory.buffers.values():
+            if b.level == level.name and b.offset <= lo < b.offset + b.size:
+                buf, blo, bhi = b.name, lo - b.offset, hi - b.offset
+                break
+        self.races.append(Race(ref_of(rec.ref), rec.write, ref_of(task), write, level.name, lo, hi,
+                               buf, blo, bhi))
+
+
+@dataclass
+class Deadlock:
+    witness: list[str]
+
+    def __str__(self) -> str:
+        return "deadlock: no task is ready but work remains:\n" + \
+            "\n".join("  " + w for w in self.witness)
+
+
+@dataclass
+class Unconsumed:
+    label: str
+    file: str
+    line: int
+    produced: int
+    unconsumed: int
+
+    def __str__(self) -> str:
+        return (f"{self.file}:{self.line}: warning: token {self.label} is never consumed "
+                f"({self.unconsumed} of {self.produced} instances: no deps, wait or .sync "
+                "names it)")

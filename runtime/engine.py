@@ -1,0 +1,576 @@
+"""Compiling NEM IR into executable templates and executing task instances.
+
+The runtime interprets the NEM IR (`nem.program`) directly.  Each block
+(program body, loop bodies) is compiled once into a list of instructions:
+region declarations, tasks, waits and loops; `arith`/`nem.const`/`nem.let`
+ops are pure and are folded into the compiled integer expressions that use
+them.  An expression becomes a Python closure over the loop-variable vector
+`iv` (`iv[d]` = value of the loop variable at nesting depth d+1), with `/`
+and `mod` going through `exprs.apply_binop` (D-EXPR-MOD).
+
+Task execution: transfers and stores copy the whole source extent into the
+destination (TASK-06, TASK-10); compute tasks call the kernel table
+`nem.runtime.kernels.KERNELS[opcode](inputs, outputs, attrs)`.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+from xdsl.dialects.builtin import ArrayAttr, FloatAttr, IntegerAttr, StringAttr
+from xdsl.ir import Block, BlockArgument, SSAValue
+
+from nem.dialect.attributes import (
+    ArgRefAttr,
+    MaxInFlightAttr,
+    PerChannelQuantAttr,
+    PerGroupQuantAttr,
+    PerTensorQuantAttr,
+    ResourceAttr,
+    SeqEngineAttr,
+    elem_name,
+    num_value,
+)
+from nem.dialect.diagnostics import SourceLoc
+from nem.dialect.exprs import SYMBOL_OF, Evaluator, ExprError, apply_binop
+from nem.dialect.ops import (
+    BufferOp,
+    ComputeOp,
+    LoopOp,
+    RegionOp,
+    StoreOp,
+    TaskOp,
+    TransferOp,
+    WaitOp,
+)
+from nem.runtime.memory import BITS, DTYPES, BufferInfo, Memory, MemoryError_, RegionInst
+
+# ---------------------------------------------------------------------------
+# Kernel interface (owned by runtime/kernels.py; a compatible fallback until it exists)
+# ---------------------------------------------------------------------------
+
+try:  # pragma: no cover - depends on the kernels engineer's progress
+    from nem.runtime import kernels as _kernels
+
+    Quant = _kernels.Quant
+    Tensor = _kernels.Tensor
+    NotSupported = getattr(_kernels, "KernelError", _kernels.NotSupported)
+
+    def default_kernels() -> dict:
+        return _kernels.KERNELS
+except ImportError:  # pragma: no cover
+    @dataclass(frozen=True)
+    class Quant:  # type: ignore[no-redef]
+        kind: str
+        scales: np.ndarray
+        zero_points: np.ndarray
+        axis: int | None = None
+        group_size: int | None = None
+
+    @dataclass(frozen=True)
+    class Tensor:  # type: ignore[no-redef]
+        array: np.ndarray
+        elem: str
+        quant: Quant | None = None
+
+    class NotSupported(Exception):  # type: ignore[no-redef]
+        pass
+
+    def default_kernels() -> dict:
+        return {}
+
+
+class RunError(Exception):
+    """A runtime error at a task or statement: rule id, message, op, iteration."""
+
+    def __init__(self, message: str, rule: str | None, op=None, where: str = ""):
+        super().__init__(message)
+        self.rule = rule
+        self.op = op
+        self.where = where
+
+    @property
+    def loc(self) -> SourceLoc | None:
+        return SourceLoc.of(self.op) if self.op is not None else None
+
+
+# ---------------------------------------------------------------------------
+# Expressions
+# ---------------------------------------------------------------------------
+
+
+class ExprCompiler:
+    def __init__(self, depth_of: dict[BlockArgument, int]):
+        self.ev = Evaluator()
+        self.depth_of = depth_of
+        self._cache: dict[SSAValue, object] = {}
+
+    def static(self, value: SSAValue) -> int | None:
+        return self.ev.static(value)
+
+    def compile(self, value: SSAValue):
+        """An int (static) or a closure `f(iv) -> int`."""
+        hit = self._cache.get(value)
+        if hit is not None:
+            return hit
+        s = self.ev.static(value)
+        if s is not None:
+            self._cache[value] = s
+            return s
+        src = self._src(value)
+        fn = eval("lambda iv: " + src, {"_bin": apply_binop})  # noqa: S307 - generated
+        self._cache[value] = fn
+        return fn
+
+    def _src(self, value: SSAValue) -> str:
+        s = self.ev.static(value)
+        if s is not None:
+            return str(s)
+        if isinstance(value, BlockArgument):
+            return f"iv[{self.depth_of[value] - 1}]"
+        op = value.owner
+        sym = SYMBOL_OF.get(type(op))
+        if sym is not None:
+            a, b = self._src(op.operands[0]), self._src(op.operands[1])
+            if sym in "+-*":
+                return f"({a} {sym} {b})"
+            return f"_bin({sym!r}, {a}, {b})"
+        if len(op.operands) == 1 and op.name in ("nem.const", "nem.let"):
+            return self._src(op.operands[0])
+        raise RunError(f"cannot evaluate '{op.name}' as an integer expression", None, op)
+
+
+def ev(x, iv) -> int:
+    return x if isinstance(x, int) else x(iv)
+
+
+# ---------------------------------------------------------------------------
+# Templates
+# ---------------------------------------------------------------------------
+
+
+def quant_of(q) -> Quant | None:
+    if q is None:
+        return None
+    if isinstance(q, PerTensorQuantAttr):
+        return Quant("per_tensor", np.array(num_value(q.scale), dtype=np.float64),
+                     np.array(num_value(q.zero_point), dtype=np.int64))
+    if isinstance(q, PerChannelQuantAttr):
+        return Quant("per_channel", np.array([num_value(a) for a in q.scales.data], np.float64),
+                     np.array([num_value(a) for a in q.zero_points.data], np.int64),
+                     axis=q.axis.data)
+    if isinstance(q, PerGroupQuantAttr):
+        return Quant("per_group", np.array([num_value(a) for a in q.scales.data], np.float64),
+                     np.array([num_value(a) for a in q.zero_points.data], np.int64),
+                     axis=q.axis.data, group_size=q.group_size.data)
+    return None
+
+
+class RegionTpl:
+    __slots__ = ("op", "value", "name", "buffer", "offset", "extent", "shape", "strides",
+                 "elem", "quant", "static_inst", "depth", "level_name", "static_mem")
+
+    def __init__(self, op: RegionOp, comp: ExprCompiler, buffers: dict, depth: int):
+        self.op = op
+        self.value = op.result
+        self.depth = depth
+        t = op.result.type
+        bop = op.buffer.owner
+        self.buffer: BufferInfo = buffers[bop]
+        self.name = op.region_name.data if op.region_name is not None else \
+            f"region({self.buffer.name}, ...)"
+        self.offset = comp.compile(op.offset)
+        self.extent = comp.compile(op.extent)
+        self.elem = t.elem_name if t.typed else None
+        self.shape = tuple(comp.compile(v) for v in op.shape) if t.typed and op.shape else None
+        self.strides = tuple(comp.compile(v) for v in op.strides) if op.strides else None
+        self.quant = quant_of(t.quant_desc)
+        self.static_inst: RegionInst | None = None
+        self.static_mem = None
+
+    def is_static(self) -> bool:
+        parts = [self.offset, self.extent, *(self.shape or ()), *(self.strides or ())]
+        return all(isinstance(p, int) for p in parts)
+
+    def instantiate(self, memory: Memory, iv) -> RegionInst:
+        if self.static_mem is memory:
+            return self.static_inst
+        try:
+            off = ev(self.offset, iv)
+            ext = ev(self.extent, iv)
+            shape = tuple(ev(s, iv) for s in self.shape) if self.shape is not None else None
+            strides = tuple(ev(s, iv) for s in self.strides) if self.strides is not None else None
+        except ExprError as e:
+            raise RunError(str(e), "CONST-05", self.op) from None
+        b = self.buffer
+        lv = memory.levels[b.level]
+        if shape is None and self.elem is not None:
+            shape = (ext * 8 // BITS[self.elem],)
+        r = RegionInst(self.name, lv, b, b.offset + off, ext, self.elem, shape, strides,
+                       self.quant, strides is None)
+        try:
+            r.check()
+        except MemoryError_ as e:
+            raise RunError(str(e), e.rule, self.op) from None
+        if self.depth == 0 and self.is_static():
+            self.static_inst, self.static_mem = r, memory
+        return r
+
+
+# unit types (RES-07)
+TRANSFER, STORE, COMPUTE = "transfer", "store", "compute"
+
+
+class TaskTpl:
+    __slots__ = ("op", "kind", "label", "opcode", "sync", "dep_refs", "region_refs",
+                 "attrs_static", "attrs_dyn", "resource", "seq_engine", "line", "seq_id",
+                 "produced", "consumed", "value", "depth", "unit_type", "memmove",
+                 "n_in")
+
+    def __init__(self, op: TaskOp, depth: int, seq_id: int):
+        self.op = op
+        self.value = op.result
+        self.depth = depth
+        self.seq_id = seq_id
+        self.sync = op.is_sync
+        if isinstance(op, ComputeOp):
+            self.kind, self.opcode = COMPUTE, op.opcode
+            self.unit_type = op.SPEC.unit
+            self.n_in = len(op.ins)
+        else:
+            self.kind = STORE if isinstance(op, StoreOp) else TRANSFER
+            self.opcode = self.kind
+            self.unit_type = "CSTL" if self.kind == STORE else "DMA"
+            self.n_in = 1
+        name = op.token_name()
+        self.label = name or f"{self.opcode}@{SourceLoc.of(op).line if SourceLoc.of(op) else '?'}"
+        loc = SourceLoc.of(op)
+        self.line = loc.line if loc else 0
+        self.dep_refs: list = []
+        self.region_refs: list = []   # (value, is_write)
+        self.attrs_static: dict = {}
+        self.attrs_dyn: dict = {}
+        self.resource = None
+        self.seq_engine = None
+        self.memmove = False
+        for d in op.decorator_list():
+            if isinstance(d, ResourceAttr):
+                self.resource = (d.unit.data, d.index.data)
+            elif isinstance(d, SeqEngineAttr):
+                self.seq_engine = d.engine.data
+            elif d.DECO_NAME == "memmove":
+                self.memmove = True
+        self.produced = 0
+        self.consumed = 0
+
+
+class WaitTpl:
+    __slots__ = ("op", "dep_refs", "line")
+
+    def __init__(self, op: WaitOp):
+        self.op = op
+        self.dep_refs: list = []
+        loc = SourceLoc.of(op)
+        self.line = loc.line if loc else 0
+
+
+class LoopTpl:
+    __slots__ = ("op", "lower", "upper", "n", "body", "var", "depth", "line")
+
+    def __init__(self, op: LoopOp, comp: ExprCompiler, depth: int):
+        self.op = op
+        self.lower = comp.compile(op.lower)
+        self.upper = comp.compile(op.upper)
+        self.n = 1  # LOOP-02
+        for d in op.decorator_list():
+            if isinstance(d, MaxInFlightAttr):
+                self.n = d.n.data
+        self.var = op.iv_name.data
+        self.depth = depth   # depth of the loop's body
+        self.body: list = []
+        loc = SourceLoc.of(op)
+        self.line = loc.line if loc else 0
+
+
+@dataclass
+class ValueRef:
+    """Where an SSA value lives: `up` frames above the user's frame."""
+
+    value: SSAValue
+    depth: int      # depth of the defining block
+    pos: int        # index of the defining instruction in its block (-1: unknown)
+
+
+@dataclass
+class CompiledProgram:
+    prog: object
+    body: list
+    buffers: dict                 # BufferOp -> BufferInfo
+    tasks: list[TaskTpl] = field(default_factory=list)
+    regions: list[RegionTpl] = field(default_factory=list)
+    loops: list[LoopTpl] = field(default_factory=list)
+
+    def static_task_count(self) -> int | None:
+        """Tasks the program will run when all loop bounds are static (progress bar)."""
+        def count(body) -> int | None:
+            n = 0
+            for ins in body:
+                if isinstance(ins, TaskTpl):
+                    n += 1
+                elif isinstance(ins, LoopTpl):
+                    if not isinstance(ins.lower, int) or not isinstance(ins.upper, int):
+                        return None
+                    inner = count(ins.body)
+                    if inner is None:
+                        return None
+                    n += max(0, ins.upper - ins.lower + 1) * inner
+            return n
+        return count(self.body)
+
+
+def compile_program(prog, memory: Memory, catalog, accum_resolver) -> CompiledProgram:
+    """Allocate buffers (declaration order) and compile every block."""
+    depth_of: dict[BlockArgument, int] = {}
+    buffers: dict = {}
+    comp = ExprCompiler(depth_of)
+    cp = CompiledProgram(prog, [], buffers)
+    defs: dict[SSAValue, ValueRef] = {}
+
+    for op in prog.walk():
+        if isinstance(op, BufferOp):
+            size = comp.static(op.size)
+            if size is None:
+                raise RunError(f"the size of buffer '{op.buffer_name.data}' is not static",
+                               "BUF-01", op)
+            level = op.result.type.level.data
+            align = op.align.value.data if op.align is not None else None
+            try:
+                buffers[op] = memory.allocate(op.buffer_name.data, level, size, align)
+            except MemoryError_ as e:
+                raise RunError(str(e), e.rule, op) from None
+
+    def compile_block(block: Block, depth: int) -> list:
+        out: list = []
+        for op in block.ops:
+            if isinstance(op, RegionOp):
+                t = RegionTpl(op, comp, buffers, depth)
+                if t.elem and t.buffer.elem_hint is None:
+                    t.buffer.elem_hint = t.elem
+                defs[op.result] = ValueRef(op.result, depth, len(out))
+                cp.regions.append(t)
+                out.append(t)
+            elif isinstance(op, TaskOp):
+                t = TaskTpl(op, depth, len(cp.tasks))
+                defs[op.result] = ValueRef(op.result, depth, len(out))
+                cp.tasks.append(t)
+                out.append(t)
+            elif isinstance(op, WaitOp):
+                out.append(WaitTpl(op))
+            elif isinstance(op, LoopOp):
+                lt = LoopTpl(op, comp, depth + 1)
+                depth_of[op.block.args[0]] = depth + 1
+                cp.loops.append(lt)
+                out.append(lt)
+                lt.body = compile_block(op.block, depth + 1)
+        return out
+
+    cp.body = compile_block(prog.block, 0)
+
+    def ref(v: SSAValue) -> ValueRef:
+        r = defs.get(v)
+        if r is None:
+            raise RunError("operand is not a region or task of this program", None, v.owner)
+        return r
+
+    for ins in _walk(cp.body):
+        if isinstance(ins, TaskTpl):
+            op = ins.op
+            ins.dep_refs = [ref(v) for v in op.dep_values()]
+            ins.region_refs = [(ref(v), mode == "write") for v, mode in op.operand_regions()]
+            if isinstance(op, ComputeOp):
+                _compile_attrs(ins, op, comp, accum_resolver)
+        elif isinstance(ins, WaitTpl):
+            ins.dep_refs = [ref(v) for v in ins.op.tokens]
+    return cp
+
+
+def _walk(body):
+    for ins in body:
+        yield ins
+        if isinstance(ins, LoopTpl):
+            yield from _walk(ins.body)
+
+
+def _attr_py(a, comp: ExprCompiler, args):
+    """Python value of a compute attribute; ints may be closures (loop-dependent)."""
+    if isinstance(a, ArgRefAttr):
+        return comp.compile(args[a.index.data])
+    if isinstance(a, ArrayAttr):
+        return [_attr_py(x, comp, args) for x in a.data]
+    if isinstance(a, FloatAttr):
+        return float(a.value.data)
+    if isinstance(a, IntegerAttr):
+        return int(a.value.data)
+    if isinstance(a, StringAttr):
+        return a.data
+    name = elem_name(a)
+    if name is not None:
+        return name
+    return a
+
+
+def _has_fn(v) -> bool:
+    if callable(v):
+        return True
+    if isinstance(v, list):
+        return any(_has_fn(x) for x in v)
+    return False
+
+
+def _resolve(v, iv):
+    if callable(v):
+        return v(iv)
+    if isinstance(v, list):
+        return [_resolve(x, iv) for x in v]
+    return v
+
+
+def _compile_attrs(t: TaskTpl, op: ComputeOp, comp: ExprCompiler, accum_resolver) -> None:
+    args = tuple(op.args)
+    for name, a in op.attrs.data.items():
+        v = _attr_py(a, comp, args)
+        (t.attrs_dyn if _has_fn(v) else t.attrs_static)[name] = v
+    for name, spec in op.SPEC.attributes.items():
+        if name in op.attrs.data or spec.default is None:
+            continue
+        if spec.default == "family_accum":
+            acc = accum_resolver(op)
+            if acc is not None:
+                t.attrs_static[name] = acc
+        else:
+            t.attrs_static[name] = spec.default
+
+
+def task_attrs(t: TaskTpl, iv) -> dict:
+    if not t.attrs_dyn:
+        return t.attrs_static
+    d = dict(t.attrs_static)
+    for k, v in t.attrs_dyn.items():
+        d[k] = _resolve(v, iv)
+    return d
+
+
+# ---------------------------------------------------------------------------
+# Executing a task's data effect
+# ---------------------------------------------------------------------------
+
+
+def execute_move(t: TaskTpl, dst: RegionInst, src: RegionInst) -> None:
+    """transfer/store: copy the whole source extent (TASK-06, TASK-10)."""
+    if src.elem is not None and dst.elem is not None and (src.elem != dst.elem):
+        raise RunError(f"{t.opcode} from {src.elem} region {src.name} to {dst.elem} region "
+                       f"{dst.name}: element types differ", "TASK-07", t.op)
+    typed_copy = (src.elem is not None and dst.elem is not None and
+                  not (src.dense and dst.dense))
+    if typed_copy:
+        s, d = src.read(), dst.read()
+        if s.size != d.size:
+            raise RunError(f"{t.opcode}: {src.name} has {s.size} elements, {dst.name} has "
+                           f"{d.size}", "TASK-07", t.op)
+        dst.write(s.reshape(d.shape) if s.shape != d.shape else s)
+        return
+    n = src.extent
+    if dst.extent < n:
+        raise RunError(f"{t.opcode}: source {src.name} has {n} bytes but destination "
+                       f"{dst.name} only {dst.extent}", "TASK-07", t.op)
+    if src.level is dst.level:
+        a, b = src.start, dst.start
+        data = src.level.data
+        if a < b + n and b < a + n:   # overlap (@memmove, HAZ-02): copy through a temporary
+            data[b:b + n] = data[a:a + n].copy()
+            return
+        data[b:b + n] = data[a:a + n]
+    else:
+        dst.level.data[dst.start:dst.start + n] = src.level.data[src.start:src.start + n]
+
+
+def execute_compute(t: TaskTpl, regions: list[RegionInst], attrs: dict, kernels: dict) -> None:
+    fn = kernels.get(t.opcode)
+    n_in = t.n_in
+    ins, outs = regions[:n_in], regions[n_in:]
+    if fn is None:
+        raise RunError(f"not supported: no kernel for opcode '{t.opcode}' "
+                       f"({', '.join(r.elem or 'untyped' for r in regions)})", "EXEC-03", t.op)
+    tin = [Tensor(r.read(), r.elem, r.quant) for r in ins]
+    tout = [Tensor(r.read(), r.elem, r.quant) for r in outs]
+    try:
+        results = fn(tin, tout, attrs)
+    except NotSupported as e:
+        raise RunError(f"not supported: {e}", "EXEC-03", t.op) from None
+    if len(results) != len(outs):
+        raise RunError(f"kernel '{t.opcode}' returned {len(results)} arrays for {len(outs)} "
+                       "outputs", None, t.op)
+    for r, arr in zip(outs, results):
+        arr = np.asarray(arr)
+        want = DTYPES[r.elem] if r.elem else np.dtype(np.uint8)
+        if arr.dtype != want:
+            raise RunError(f"kernel '{t.opcode}' returned {arr.dtype} for output {r.name} of "
+                           f"type {r.elem}", None, t.op)
+        r.write(arr)
+
+
+# ---------------------------------------------------------------------------
+# Cost model (timed mode)
+# ---------------------------------------------------------------------------
+
+DEFAULT_PROFILE = {
+    "DMA": {"bandwidth": 32, "latency": 4},       # bytes/cycle, cycles
+    "sDMA": {"bandwidth": 16, "latency": 16},
+    "CSTL": {"throughput": 256, "latency": 1},    # elements/cycle
+    "VPU": {"throughput": 64, "latency": 2},
+    "NMU": {"macs": 1024, "latency": 2},          # fallback MACs/cycle
+}
+MAC_KEYS = {"i4": ("int4_macs", "int8_macs"), "i8": ("int8_macs",), "u8": ("int8_macs",),
+            "i16": ("int16_macs", "int8_macs"), "u16": ("int16_macs", "int8_macs"),
+            "f16": ("fp16_macs",), "bf16": ("bf16_macs", "fp16_macs"),
+            "f32": ("fp32_macs",)}
+
+
+def macs_per_cycle(elem: str | None, unit_chars: dict, profile: dict) -> int:
+    nmu = unit_chars.get("NMU", {})
+    for key in MAC_KEYS.get(elem or "", ()):
+        if key in nmu:
+            return max(1, int(nmu[key]))
+    if elem == "f32" and "fp16_macs" in nmu:
+        return max(1, int(nmu["fp16_macs"]) // 4)
+    return int(profile["NMU"]["macs"])
+
+
+def task_cost(t: TaskTpl, regions: list[RegionInst], unit_type: str, unit_chars: dict,
+              profile: dict) -> int:
+    if t.kind != COMPUTE:
+        p = profile.get(unit_type, profile["DMA"])
+        if "bandwidth" not in p:
+            p = profile["DMA"]
+        return math.ceil(regions[1].extent / p["bandwidth"]) + p["latency"]
+    n_in = t.n_in
+    if unit_type == "NMU":
+        y = regions[n_in]
+        ny = math.prod(y.shape or (1,))
+        a, w = regions[0], regions[1]
+        if t.op.SPEC.category == "convolution":
+            ws = w.shape or (1,)
+            k = math.prod(ws[:-2]) * (1 if t.opcode == "depthwise_conv2d" else ws[-2])
+        else:
+            trans_a = t.attrs_static.get("trans_a", 0)
+            k = (a.shape or (1,))[-2 if trans_a else -1]
+        macs = ny * k
+        return math.ceil(macs / macs_per_cycle(a.elem, unit_chars, profile)) + \
+            profile["NMU"]["latency"]
+    p = profile.get(unit_type) or profile["CSTL"]
+    if "throughput" not in p:
+        p = profile["CSTL"]
+    n = max(math.prod(r.shape) if r.shape else r.extent for r in regions)
+    return math.ceil(n / p["throughput"]) + p["latency"]

@@ -1,0 +1,287 @@
+"""The runtime memory model: DDR, L2 and one L1[k] per engine as byte arrays.
+
+Buffers are allocated in declaration order with their alignment (a bump
+allocator, BUF-07: results must not depend on placement).  A region instance
+is a byte range of one level plus an optional element type; `view()` gives
+a typed numpy view whose strides come from the region's layout (dense,
+row-major) or its explicit strides (in elements, TYPE-04).  `bf16` uses
+`ml_dtypes.bfloat16`.  `i4` is packed two elements per byte (decision
+D-RT-I4: element k of the region's linear element space sits in byte k // 2,
+low nibble for even k, high nibble for odd k); `read()` unpacks it to int8 in
+[-8, 7] and `write()` packs it back.  Every access is bounds-checked against
+its buffer (HAZ-04) and its region extent (EXT-02).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import ml_dtypes
+import numpy as np
+
+DEFAULT_DDR_SIZE = 256 * 1024 * 1024
+DEFAULT_L2_SIZE = 4 * 1024 * 1024
+DEFAULT_L1_SIZE = 1024 * 1024
+
+DTYPES: dict[str, np.dtype] = {
+    "i8": np.dtype("<i1"), "i16": np.dtype("<i2"), "i32": np.dtype("<i4"),
+    "u8": np.dtype("<u1"), "u16": np.dtype("<u2"), "u32": np.dtype("<u4"),
+    "f16": np.dtype("<f2"), "bf16": np.dtype(ml_dtypes.bfloat16), "f32": np.dtype("<f4"),
+    "i4": np.dtype("<i1"),  # unpacked representation
+}
+BITS = {"i4": 4, "i8": 8, "u8": 8, "i16": 16, "u16": 16, "f16": 16, "bf16": 16,
+        "i32": 32, "u32": 32, "f32": 32}
+
+
+class MemoryError_(Exception):
+    """An out-of-bounds or allocation failure; the engine attaches the location."""
+
+    def __init__(self, message: str, rule: str):
+        super().__init__(message)
+        self.rule = rule
+
+
+@dataclass
+class BufferInfo:
+    name: str
+    level: str          # "DDR", "L2", "L1[k]"
+    offset: int         # byte offset inside the level
+    size: int
+    align: int
+    index: int          # declaration order
+    elem_hint: str | None = None   # element type of the first typed region over it
+
+
+class MemoryLevel:
+    """One memory instance: a zero-initialized byte array plus a bump allocator."""
+
+    __slots__ = ("name", "size", "data", "top", "ident")
+
+    def __init__(self, name: str, size: int, ident: int, data: np.ndarray | None = None):
+        self.name = name
+        self.size = size
+        self.ident = ident
+        # np.zeros is calloc-backed: untouched pages of a 256 MB DDR cost nothing
+        self.data = np.zeros(size, dtype=np.uint8) if data is None else data
+        self.top = 0
+
+    def allocate(self, size: int, align: int) -> int:
+        off = -(-self.top // align) * align
+        if off + size > self.size:
+            raise MemoryError_(
+                f"{self.name} is full: {size} bytes at offset {off} exceed its {self.size} bytes",
+                "DEV-16")
+        self.top = off + size
+        return off
+
+    def check(self, offset: int, size: int) -> None:
+        if offset < 0 or size < 0 or offset + size > self.size:
+            raise MemoryError_(f"access [{offset}, {offset + size}) is outside {self.name} "
+                               f"({self.size} bytes)", "HAZ-04")
+
+    def read(self, offset: int, size: int) -> bytes:
+        self.check(offset, size)
+        return self.data[offset:offset + size].tobytes()
+
+    def write(self, offset: int, data: bytes | np.ndarray) -> None:
+        raw = np.frombuffer(bytes(data), dtype=np.uint8) if not isinstance(data, np.ndarray) \
+            else np.ascontiguousarray(data).view(np.uint8).reshape(-1)
+        self.check(offset, raw.size)
+        self.data[offset:offset + raw.size] = raw
+
+    def __repr__(self) -> str:
+        return f"<MemoryLevel {self.name}: {self.size} bytes, {self.top} allocated>"
+
+
+class Memory:
+    """All memory levels of a run: DDR, L2, L1[0..E-1]."""
+
+    def __init__(self, num_engines: int = 1, l2_size: int = DEFAULT_L2_SIZE,
+                 l1_size: int = DEFAULT_L1_SIZE, ddr_size: int = DEFAULT_DDR_SIZE):
+        names = [("DDR", ddr_size), ("L2", l2_size)] + \
+            [(f"L1[{k}]", l1_size) for k in range(num_engines)]
+        self.levels: dict[str, MemoryLevel] = {
+            n: MemoryLevel(n, s, i) for i, (n, s) in enumerate(names)}
+        self.by_id: list[MemoryLevel] = list(self.levels.values())
+        self.buffers: dict[str, BufferInfo] = {}
+        self.num_engines = num_engines
+
+    def level(self, name: str) -> MemoryLevel:
+        if name == "L1":
+            name = "L1[0]"  # decision D-RT-L1
+        lv = self.levels.get(name)
+        if lv is None:
+            raise MemoryError_(f"memory level {name} does not exist on this device "
+                               f"({self.num_engines} engine(s))", "BUF-05")
+        return lv
+
+    def allocate(self, name: str, level: str, size: int, align: int | None) -> BufferInfo:
+        lv = self.level(level)
+        off = lv.allocate(size, align or 1)
+        info = BufferInfo(name, lv.name, off, size, align or 1, len(self.buffers))
+        self.buffers[name] = info
+        return info
+
+    def buffer(self, name: str) -> BufferInfo:
+        info = self.buffers.get(name)
+        if info is None:
+            known = ", ".join(self.buffers) or "none"
+            raise KeyError(f"no buffer named '{name}' (buffers: {known})")
+        return info
+
+    def buffer_bytes(self, name: str) -> np.ndarray:
+        b = self.buffer(name)
+        return self.levels[b.level].data[b.offset:b.offset + b.size]
+
+    def clone(self) -> Memory:
+        """A copy of the allocated part of every level (fresh state for another schedule)."""
+        new = Memory.__new__(Memory)
+        new.levels = {}
+        for n, lv in self.levels.items():
+            data = np.zeros(lv.size, dtype=np.uint8)
+            data[:lv.top] = lv.data[:lv.top]
+            c = MemoryLevel(n, lv.size, lv.ident, data)
+            c.top = lv.top
+            new.levels[n] = c
+        new.by_id = list(new.levels.values())
+        new.buffers = dict(self.buffers)
+        new.num_engines = self.num_engines
+        return new
+
+    def first_difference(self, other: Memory) -> tuple[str, int] | None:
+        """(buffer, byte offset) of the first differing byte in declaration order."""
+        for b in self.buffers.values():
+            x, y = self.buffer_bytes(b.name), other.buffer_bytes(b.name)
+            if not np.array_equal(x, y):
+                return b.name, int(np.flatnonzero(x != y)[0])
+        return None
+
+
+# ---------------------------------------------------------------------------
+# i4 packing (decision D-RT-I4)
+# ---------------------------------------------------------------------------
+
+
+def unpack_i4(raw: np.ndarray, idx: np.ndarray) -> np.ndarray:
+    """Elements at linear element indices `idx` of packed bytes `raw` -> int8 in [-8, 7]."""
+    b = raw[idx >> 1]
+    nib = (b >> ((idx & 1) << 2).astype(np.uint8)) & 0xF
+    return ((nib.astype(np.int8) ^ 8) - 8).astype(np.int8)
+
+
+def pack_i4_into(raw: np.ndarray, idx: np.ndarray, values: np.ndarray) -> None:
+    """Store int values (low 4 bits, two's complement) at element indices `idx`."""
+    v = (np.asarray(values).astype(np.int64) & 0xF).astype(np.uint8).reshape(-1)
+    idx = idx.reshape(-1)
+    byte = idx >> 1
+    hi = (idx & 1).astype(bool)
+    cur = raw[byte]
+    new = np.where(hi, (cur & 0x0F) | (v << 4), (cur & 0xF0) | v).astype(np.uint8)
+    raw[byte] = new
+
+
+# ---------------------------------------------------------------------------
+# Region instances
+# ---------------------------------------------------------------------------
+
+
+class RegionInst:
+    """One evaluated region: level, absolute byte range, element type, geometry."""
+
+    __slots__ = ("name", "level", "buffer", "start", "extent", "elem", "shape", "strides",
+                 "quant", "dense")
+
+    def __init__(self, name, level, buffer, start, extent, elem=None, shape=None, strides=None,
+                 quant=None, dense=True):
+        self.name = name
+        self.level = level
+        self.buffer = buffer
+        self.start = start              # absolute byte offset in the level
+        self.extent = extent
+        self.elem = elem
+        self.shape = shape
+        self.strides = strides          # in elements; None = dense row-major
+        self.quant = quant
+        self.dense = dense
+
+    @property
+    def offset(self) -> int:
+        """Byte offset inside its buffer."""
+        return self.start - self.buffer.offset
+
+    def byte_range(self) -> tuple[int, int]:
+        return self.start, self.start + self.extent
+
+    def elem_strides(self) -> tuple[int, ...]:
+        if self.strides is not None:
+            return self.strides
+        out, acc = [], 1
+        for d in reversed(self.shape or ()):
+            out.append(acc)
+            acc *= d
+        return tuple(reversed(out))
+
+    def check(self) -> None:
+        """Bounds of the region in its buffer (HAZ-04) and of its elements (EXT-02)."""
+        b = self.buffer
+        if self.offset < 0 or self.extent < 0 or self.offset + self.extent > b.size:
+            raise MemoryError_(
+                f"region {self.name} [{self.offset}, {self.offset + self.extent}) is outside "
+                f"buffer {b.name} ({b.size} bytes)", "HAZ-04")
+        if self.elem is None or not self.shape:
+            return
+        if any(d <= 0 for d in self.shape):
+            raise MemoryError_(f"region {self.name} has shape {list(self.shape)}", "REG-06")
+        span = sum((d - 1) * s for d, s in zip(self.shape, self.elem_strides())) + 1
+        need = math.ceil(span * BITS[self.elem] / 8)
+        if need > self.extent:
+            raise MemoryError_(
+                f"region {self.name}: its elements span {need} bytes but its extent is "
+                f"{self.extent}", "EXT-02")
+
+    def raw(self) -> np.ndarray:
+        return self.level.data[self.start:self.start + self.extent]
+
+    def view(self) -> np.ndarray:
+        """A writable typed view (not for i4; use read/write)."""
+        if self.elem is None:
+            return self.raw()
+        dt = DTYPES[self.elem]
+        shape = self.shape or (self.extent // dt.itemsize,)
+        strides = tuple(s * dt.itemsize for s in self.elem_strides()) if self.shape else None
+        return np.ndarray(shape, dtype=dt, buffer=self.level.data, offset=self.start,
+                          strides=strides)
+
+    def _i4_index(self) -> np.ndarray:
+        shape = self.shape or (self.extent * 2,)
+        idx = np.zeros(shape, dtype=np.int64)
+        for ax, (d, s) in enumerate(zip(shape, self.elem_strides() if self.shape else (1,))):
+            sh = [1] * len(shape)
+            sh[ax] = d
+            idx = idx + (np.arange(d, dtype=np.int64) * s).reshape(sh)
+        return idx
+
+    def read(self) -> np.ndarray:
+        """The region's values (a view, or an unpacked copy for i4)."""
+        if self.elem == "i4":
+            return unpack_i4(self.raw(), self._i4_index())
+        return self.view()
+
+    def write(self, values: np.ndarray) -> None:
+        if self.elem == "i4":
+            pack_i4_into(self.raw(), self._i4_index(), values)
+            return
+        v = self.view()
+        values = np.asarray(values)
+        if values.shape != v.shape:
+            values = values.reshape(v.shape)
+        v[...] = values
+
+    def describe(self) -> str:
+        t = f" {self.elem}{list(self.shape) if self.shape else ''}" if self.elem else " untyped"
+        return (f"{self.name} = {self.buffer.name}[{self.offset}:{self.offset + self.extent}] "
+                f"({self.level.name} bytes [{self.start}, {self.start + self.extent})){t}")
+
+    def __repr__(self) -> str:
+        return f"<Region {self.describe()}>"

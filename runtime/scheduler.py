@@ -1,0 +1,657 @@
+"""The execution engine: instruction streams, task instances, token bookkeeping,
+loop windows, placement, schedule policies and the timed model.
+
+Execution model (decisions D-RT-STREAM, D-RT-LOOP, D-RT-SCHED):
+
+* The program body and every loop iteration are *instruction streams*
+  (`Frame`).  A stream's program counter advances over its instructions,
+  creating task instances as it goes; it stops at a `wait` or a `.sync` task
+  until the tokens are satisfied (TASK-05, TASK-08/09), and at a loop until
+  the loop has finished (statements after `endloop` see every iteration's
+  effects).
+* A loop opens iteration j only when every iteration <= j - N has completed
+  (`@max_in_flight(N)`, default 1: LOOP-01/02/05/06); iterations are created
+  lazily, so memory is proportional to N, not to the trip count.  An
+  iteration completes when its stream has reached its end and all of its
+  tasks have completed.
+* A task is ready when all its dependency tokens are satisfied (EXEC-01).
+  The policy picks the next ready task: `source` = the earliest issued,
+  `random` = uniform among ready tasks (seeded), `timed` = the one that can
+  start earliest on its unit (ties: issue order).
+* Placement: a task touching L1[k] runs on engine k (PLACE-01), `@seq_engine(k)`
+  on engine k (PLACE-04), others on any engine (PLACE-03: round-robin in
+  functional mode, earliest free in timed mode).  Units by op (RES-07), and
+  `@resource(U[i])` per the Target Resource Validity Rule (RES-03/04/05).
+"""
+
+from __future__ import annotations
+
+import heapq
+import random
+from collections import deque
+
+from nem.dialect.diagnostics import SourceLoc
+from nem.runtime.checks import Deadlock, RaceDetector, TaskRef, Unconsumed, join
+from nem.runtime.engine import (
+    COMPUTE,
+    DEFAULT_PROFILE,
+    LoopTpl,
+    RegionTpl,
+    RunError,
+    TaskTpl,
+    WaitTpl,
+    ev,
+    execute_compute,
+    execute_move,
+    task_attrs,
+    task_cost,
+)
+
+EMPTY: dict = {}
+
+
+class DeadlockError(Exception):
+    def __init__(self, deadlock: Deadlock):
+        super().__init__(str(deadlock))
+        self.deadlock = deadlock
+
+
+class Token:
+    __slots__ = ("task", "done", "vc", "end", "waiters", "consumed", "tpl")
+
+    def __init__(self, task=None):
+        self.task = task
+        self.tpl = task.tpl if task is not None else None
+        self.done = False
+        self.vc = EMPTY
+        self.end = 0
+        self.waiters = None
+        self.consumed = False
+
+
+class TaskInst:
+    __slots__ = ("tpl", "frame", "seq", "npending", "deps", "regions", "token", "kvc", "vc",
+                 "lane", "epoch", "ready_time", "start", "end", "engine", "unit", "issue_time")
+
+    def __init__(self, tpl, frame, seq):
+        self.tpl = tpl
+        self.frame = frame
+        self.seq = seq
+        self.npending = 0
+        self.vc = EMPTY
+        self.lane = 0
+        self.epoch = 0
+        self.start = self.end = 0
+        self.engine = None
+        self.unit = None
+
+    def iteration(self) -> str:
+        return self.frame.iteration()
+
+    def __repr__(self) -> str:
+        it = self.iteration()
+        return f"<Task {self.tpl.label} ({self.tpl.opcode}) line {self.tpl.line}" + \
+            (f" {it}" if it else "") + ">"
+
+
+class Frame:
+    __slots__ = ("body", "pc", "parent", "depth", "iv", "names", "env", "K", "time",
+                 "blocked", "loop", "live", "finished", "looprun", "index", "done_vc",
+                 "done_time")
+
+    def __init__(self, body, parent, iv, names, K, time, looprun=None, index=None):
+        self.body = body
+        self.pc = 0
+        self.parent = parent
+        self.depth = 0 if parent is None else parent.depth + 1
+        self.iv = iv
+        self.names = names
+        self.env = {}
+        self.K = K
+        self.time = time
+        self.blocked = None      # list of tokens waited on
+        self.loop = None         # active LoopRun
+        self.live = 0
+        self.finished = False
+        self.looprun = looprun
+        self.index = index
+        self.done_vc = EMPTY
+        self.done_time = time
+
+    def iteration(self) -> str:
+        return ", ".join(f"{n}={v}" for n, v in zip(self.names, self.iv))
+
+
+class LoopRun:
+    __slots__ = ("tpl", "frame", "hi", "next", "window", "active", "done", "prefix_vc",
+                 "prefix_time", "max_active")
+
+    def __init__(self, tpl, frame, lo, hi):
+        self.tpl = tpl
+        self.frame = frame
+        self.hi = hi
+        self.next = lo
+        self.window = lo
+        self.active = 0
+        self.done = {}
+        self.prefix_vc = EMPTY
+        self.prefix_time = frame.time
+        self.max_active = 0
+
+
+class Scheduler:
+    def __init__(self, cp, memory, *, topology, unit_chars=None, mode="functional",
+                 policy="source", seed=0, kernels=None, races=True, trace=True,
+                 profile=None, file="<input>"):
+        self.cp = cp
+        self.memory = memory
+        self.mode = mode
+        self.timed = mode == "timed"
+        self.policy = policy
+        self.rng = random.Random(seed)
+        self.kernels = kernels if kernels is not None else {}
+        self.race = RaceDetector(memory) if races else None
+        self.tracing = trace
+        self.trace: list = []
+        self.profile = {k: dict(v) for k, v in DEFAULT_PROFILE.items()}
+        for k, v in (profile or {}).items():
+            self.profile.setdefault(k, {}).update(v)
+        self.unit_chars = unit_chars or {}
+        self.topology = topology       # dict: num_engines, per_engine{}, device_units{}
+        self.file = file
+        self.seq = 0
+        self.steps = 0
+        self.ready_heap: list = []
+        self.ready_list: list = []
+        self.live: dict[int, TaskInst] = {}
+        self.frames: set = set()
+        self.runnable: deque = deque()
+        self.counts: dict[str, int] = {}
+        self.busy: dict = {}
+        self.unit_free: dict = {}
+        self.rr: dict = {}
+        self.loop_max_active: dict = {}
+        self.place_cache: dict = {}
+        self.now = 0
+        self.total_cycles = 0
+        self.finished = False
+        self.deadlock: Deadlock | None = None
+        self.satisfied: dict[str, int] = {}
+        for tpl in cp.tasks:
+            tpl.produced = tpl.consumed = 0
+        self.root = Frame(cp.body, None, (), (), EMPTY, 0)
+        self.frames.add(self.root)
+        self.runnable.append(self.root)
+        self._chosen = None
+
+    # ------------------------------------------------------------------ streams
+    def _lookup(self, frame, ref):
+        f = frame
+        for _ in range(frame.depth - ref.depth):
+            f = f.parent
+        return f
+
+    def _token(self, frame, ref) -> Token:
+        f = self._lookup(frame, ref)
+        tok = f.env.get(ref.value)
+        if tok is None:   # forward reference (MLIR input): a placeholder
+            tok = f.env[ref.value] = Token()
+        return tok
+
+    def _advance(self, frame: Frame) -> None:
+        body = frame.body
+        n = len(body)
+        memory = self.memory
+        while frame.pc < n:
+            ins = body[frame.pc]
+            cls = ins.__class__
+            if cls is RegionTpl:
+                try:
+                    frame.env[ins.value] = ins.instantiate(memory, frame.iv)
+                except RunError as e:
+                    e.where = e.where or frame.iteration()
+                    raise
+                frame.pc += 1
+            elif cls is TaskTpl:
+                t = self._issue(frame, ins)
+                frame.pc += 1
+                if ins.sync:          # TASK-08/09: .async followed by wait
+                    if not self._wait_on(frame, [t.token]):
+                        return
+            elif cls is WaitTpl:
+                toks = []
+                for r in ins.dep_refs:
+                    tok = self._token(frame, r)
+                    if tok.task is None and r.depth == frame.depth and r.pos >= frame.pc:
+                        raise RunError(
+                            f"wait on token {self._ref_name(r)} that can never be produced: its "
+                            f"task (line {self._ref_line(r)}) comes after this wait in the same "
+                            "instruction stream", "TASK-05", ins.op, frame.iteration())
+                    toks.append(tok)
+                frame.pc += 1
+                if not self._wait_on(frame, toks):
+                    return
+            elif cls is LoopTpl:
+                lo, hi = ev(ins.lower, frame.iv), ev(ins.upper, frame.iv)
+                frame.pc += 1
+                if lo > hi:
+                    continue
+                run = LoopRun(ins, frame, lo, hi)
+                frame.loop = run
+                self._open_iterations(run)
+                return
+            else:
+                frame.pc += 1
+        frame.finished = True
+        frame.done_vc = join(frame.done_vc, frame.K)
+        if frame.live == 0:
+            self._frame_done(frame)
+
+    @staticmethod
+    def _ref_name(r) -> str:
+        op = r.value.owner
+        name = op.token_name() if hasattr(op, "token_name") else None
+        return name or "?"
+
+    @staticmethod
+    def _ref_line(r) -> int:
+        loc = SourceLoc.of(r.value.owner)
+        return loc.line if loc else 0
+
+    def _wait_on(self, frame, toks) -> bool:
+        """Block `frame` on `toks`; True when all are already satisfied."""
+        pending = False
+        for tok in toks:
+            if not tok.consumed:
+                tok.consumed = True
+                if tok.tpl is not None:
+                    tok.tpl.consumed += 1
+            if not tok.done:
+                pending = True
+                if tok.waiters is None:
+                    tok.waiters = [frame]
+                else:
+                    tok.waiters.append(frame)
+        if pending:
+            frame.blocked = toks
+            return False
+        self._unblock(frame, toks)
+        return True
+
+    def _unblock(self, frame, toks) -> None:
+        K = frame.K
+        t = frame.time
+        for tok in toks:
+            K = join(K, tok.vc)
+            if tok.end > t:
+                t = tok.end
+        frame.K = K
+        frame.time = t
+        frame.blocked = None
+
+    def _open_iterations(self, run: LoopRun) -> None:
+        tpl = run.tpl
+        parent = run.frame
+        names = None
+        while run.next <= run.hi and run.next - run.window < tpl.n:
+            i = run.next
+            run.next += 1
+            if names is None:
+                names = parent.names + (tpl.var,)
+            f = Frame(tpl.body, parent, parent.iv + (i,), names,
+                      join(parent.K, run.prefix_vc), max(parent.time, run.prefix_time), run, i)
+            run.active += 1
+            self.frames.add(f)
+            self.runnable.append(f)
+        if run.active > run.max_active:
+            run.max_active = run.active
+            key = tpl.line
+            if run.active > self.loop_max_active.get(key, 0):
+                self.loop_max_active[key] = run.active
+
+    def _frame_done(self, frame: Frame) -> None:
+        self.frames.discard(frame)
+        run = frame.looprun
+        if run is None:
+            self.finished = frame is self.root
+            return
+        run.active -= 1
+        run.done[frame.index] = (frame.done_vc, frame.done_time)
+        while run.window in run.done:
+            vc, t = run.done.pop(run.window)
+            run.prefix_vc = join(run.prefix_vc, vc)
+            if t > run.prefix_time:
+                run.prefix_time = t
+            run.window += 1
+        if run.window > run.hi:
+            parent = run.frame
+            parent.K = join(parent.K, run.prefix_vc)
+            parent.time = max(parent.time, run.prefix_time)
+            parent.loop = None
+            self.runnable.append(parent)
+        else:
+            self._open_iterations(run)
+
+    # ------------------------------------------------------------------ tasks
+    def _issue(self, frame: Frame, tpl: TaskTpl) -> TaskInst:
+        self.seq += 1
+        t = TaskInst(tpl, frame, self.seq)
+        t.issue_time = frame.time
+        t.kvc = frame.K
+        env_up = self._lookup
+        regions = []
+        for ref, _w in tpl.region_refs:
+            f = env_up(frame, ref) if ref.depth != frame.depth else frame
+            r = f.env.get(ref.value)
+            if r is None:
+                raise RunError("region used before its declaration", None, tpl.op,
+                               frame.iteration())
+            regions.append(r)
+        t.regions = regions
+        # the token (a placeholder may exist from a forward reference)
+        tok = frame.env.get(tpl.value)
+        if tok is None or tok.task is not None:
+            tok = Token(t)
+        else:
+            tok.task, tok.tpl = t, tpl
+            if tok.consumed:
+                tpl.consumed += 1
+        frame.env[tpl.value] = tok
+        t.token = tok
+        tpl.produced += 1
+        deps = []
+        npending = 0
+        for ref in tpl.dep_refs:
+            d = self._token(frame, ref)
+            if not d.consumed:
+                d.consumed = True
+                if d.tpl is not None:
+                    d.tpl.consumed += 1
+            deps.append(d)
+            if not d.done:
+                npending += 1
+                if d.waiters is None:
+                    d.waiters = [t]
+                else:
+                    d.waiters.append(t)
+        t.deps = deps
+        t.npending = npending
+        frame.live += 1
+        self.live[t.seq] = t
+        if npending == 0:
+            self._make_ready(t)
+        return t
+
+    def _make_ready(self, t: TaskInst) -> None:
+        rt = t.issue_time
+        for d in t.deps:
+            if d.end > rt:
+                rt = d.end
+        t.ready_time = rt
+        if self.policy == "source" and not self.timed:
+            heapq.heappush(self.ready_heap, (t.seq, t))
+        else:
+            self.ready_list.append(t)
+
+    # ------------------------------------------------------------------ placement
+    def _placement(self, t: TaskInst):
+        """(engine or None for any, unit type, fixed instance index or None)."""
+        tpl = t.tpl
+        engine = None
+        for r in t.regions:
+            name = r.level.name
+            if name.startswith("L1["):
+                engine = int(name[3:-1])
+                break
+        if engine is None and tpl.seq_engine is not None:
+            engine = tpl.seq_engine
+        key = (tpl, engine)
+        hit = self.place_cache.get(key)
+        if hit is not None:
+            return hit
+        topo = self.topology
+        per, dev = topo["per_engine"], topo["device_units"]
+
+        def count(u):
+            return dev.get(u, 0) if u in ("sDMA", "WDM") else per.get(u, 0)
+
+        utype = tpl.unit_type
+        if tpl.kind != COMPUTE and utype == "DMA":
+            levels = {r.level.name[:2] for r in t.regions}
+            if "L1" not in levels and "DD" in levels and count("sDMA") > 0:
+                utype = "sDMA"
+        idx = None
+        if tpl.resource is not None:
+            unit, i = tpl.resource
+            c = count(unit)
+            if c > 0:                       # RES-03 exact match / RES-04 same-type remap
+                utype, idx = unit, (i if i < c else i % c)
+            # else RES-05: cross-type, the op's own eligible unit below
+        if count(utype) == 0:
+            for alt in {"VPU": ("CSTL",), "CSTL": ("VPU",), "DMA": ("sDMA",),
+                        "sDMA": ("DMA",)}.get(utype, ()):
+                if count(alt) > 0:
+                    utype = alt
+                    break
+            else:
+                raise RunError(f"the device has no {utype} unit to run {tpl.opcode}",
+                               "RES-05", tpl.op, t.iteration())
+        if utype in ("sDMA", "WDM"):
+            engine = -1
+        res = (engine, utype, idx, count(utype))
+        self.place_cache[key] = res
+        return res
+
+    def _candidates(self, t: TaskInst):
+        engine, utype, idx, c = self._placement(t)
+        engines = [engine] if engine is not None else range(self.topology["num_engines"])
+        idxs = [idx] if idx is not None else range(c)
+        return [(e, utype, i) for e in engines for i in idxs]
+
+    def _choose_unit(self, t: TaskInst):
+        cands = self._candidates(t)
+        if len(cands) == 1:
+            return cands[0]
+        if self.timed:
+            free = self.unit_free
+            return min(cands, key=lambda u: free.get(u, 0))
+        key = (cands[0], len(cands))
+        k = self.rr.get(key, 0)
+        self.rr[key] = k + 1
+        return cands[k % len(cands)]
+
+    # ------------------------------------------------------------------ selection
+    def _pump(self) -> None:
+        runnable = self.runnable
+        while runnable:
+            f = runnable.popleft()
+            if f.blocked is None and f.loop is None and not f.finished:
+                self._advance(f)
+
+    def peek(self) -> TaskInst | None:
+        """The task that will run next (None when the program has finished)."""
+        if self._chosen is not None:
+            return self._chosen
+        self._pump()
+        if self.timed:
+            lst = self.ready_list
+            if not lst:
+                return self._stalled()
+            best, bk = None, None
+            for t in lst:
+                u = self._choose_unit(t)
+                s = max(t.ready_time, self.unit_free.get(u, 0))
+                k = (s, t.seq)
+                if bk is None or k < bk:
+                    best, bk, bu = t, k, u
+            lst.remove(best)
+            best.unit = bu
+            best.start = bk[0]
+            self._chosen = best
+            return best
+        if self.policy == "source":
+            if not self.ready_heap:
+                return self._stalled()
+            t = heapq.heappop(self.ready_heap)[1]
+        else:
+            lst = self.ready_list
+            if not lst:
+                return self._stalled()
+            i = self.rng.randrange(len(lst))
+            lst[i], lst[-1] = lst[-1], lst[i]
+            t = lst.pop()
+        self._chosen = t
+        return t
+
+    def _stalled(self):
+        if self.finished and not self.live:
+            return None
+        if not self.live and not self.frames:
+            self.finished = True
+            return None
+        self.deadlock = Deadlock(self._witness())
+        raise DeadlockError(self.deadlock)
+
+    def _witness(self) -> list[str]:
+        out = []
+        for t in sorted(self.live.values(), key=lambda t: t.seq):
+            waits = [self._tok_desc(d) for d in t.deps if not d.done]
+            out.append(f"task {self.ref(t)} waits for " + ", ".join(waits))
+        for f in sorted(self.frames, key=lambda f: (f.depth, f.index or 0)):
+            if f.blocked:
+                ins = f.body[f.pc - 1]
+                what = "wait" if isinstance(ins, WaitTpl) else f"{ins.opcode}.sync"
+                it = f" iteration {f.iteration()}" if f.iteration() else ""
+                waits = [self._tok_desc(d) for d in f.blocked if not d.done]
+                out.append(f"{what} at {self.file}:{ins.line}{it} waits for " + ", ".join(waits))
+        return out
+
+    def _tok_desc(self, tok: Token) -> str:
+        if tok.task is None:
+            for f in self.frames:
+                for v, x in f.env.items():
+                    if x is tok:
+                        loc = SourceLoc.of(v.owner)
+                        name = v.owner.token_name() if hasattr(v.owner, "token_name") else "?"
+                        return (f"token {name} (never produced: its task at "
+                                f"{self.file}:{loc.line if loc else '?'} is never issued)")
+            return "a token that is never produced"
+        return f"token {self.ref(tok.task)}"
+
+    def ref(self, t: TaskInst) -> TaskRef:
+        return TaskRef(t.tpl.label, t.tpl.opcode, t.tpl.line, self.file, t.iteration(), t.seq)
+
+    # ------------------------------------------------------------------ execution
+    def step(self) -> TaskInst | None:
+        t = self.peek()
+        if t is None:
+            return None
+        self._chosen = None
+        self._run(t)
+        return t
+
+    def _run(self, t: TaskInst) -> None:
+        tpl = t.tpl
+        regions = t.regions
+        if self.timed:
+            unit = t.unit
+        else:
+            unit = t.unit = self._choose_unit(t)
+        t.engine = unit[0]
+        try:
+            if tpl.kind == COMPUTE:
+                execute_compute(tpl, regions, task_attrs(tpl, t.frame.iv), self.kernels)
+            else:
+                execute_move(tpl, regions[1], regions[0])   # operand_regions: (src, dst)
+        except RunError as e:
+            e.where = e.where or t.iteration()
+            raise
+        if self.race is not None:
+            vc_in = t.kvc
+            deps = t.deps
+            for d in deps:
+                vc_in = join(vc_in, d.vc)
+            t.vc, t.lane, t.epoch = self.race.start(
+                vc_in, [d.task.lane for d in deps] if deps else ())
+            self.race.access(t, [(r.level.ident, r.start, r.start + r.extent, rw[1])
+                                 for rw, r in zip(tpl.region_refs, regions)], self.ref)
+            if self.race.needs_gc():
+                self.race.gc(self._live_vcs())
+        if self.timed:
+            cost = task_cost(tpl, regions, unit[1], self.unit_chars, self.profile)
+            t.end = t.start + cost
+            self.unit_free[unit] = t.end
+            self.busy[unit] = self.busy.get(unit, 0) + cost
+            if t.end > self.total_cycles:
+                self.total_cycles = t.end
+        else:
+            t.start = self.steps
+            t.end = self.steps
+        self.steps += 1
+        self.counts[tpl.opcode] = self.counts.get(tpl.opcode, 0) + 1
+        if self.tracing:
+            nbytes = regions[-1].extent if tpl.kind != COMPUTE else \
+                sum(r.extent for r in regions)
+            self.trace.append((self.steps, tpl, t.frame.iteration(), unit, t.start,
+                               t.end if self.timed else t.start + 1, nbytes))
+        self._complete(t)
+
+    def _live_vcs(self):
+        for f in self.frames:
+            # a stream blocked at a loop issues nothing until the loop ends; the
+            # iterations it will still open know everything the finished ones did
+            yield join(f.K, f.loop.prefix_vc) if f.loop is not None else f.K
+        for t in self.live.values():
+            yield t.kvc
+
+    def _complete(self, t: TaskInst) -> None:
+        tok = t.token
+        tok.done = True
+        tok.vc = t.vc
+        tok.end = t.end
+        name = t.tpl.label
+        self.satisfied[name] = self.satisfied.get(name, 0) + 1
+        del self.live[t.seq]
+        f = t.frame
+        if self.race is not None:
+            f.done_vc = join(f.done_vc, t.vc)
+        if t.end > f.done_time:
+            f.done_time = t.end
+        waiters = tok.waiters
+        if waiters:
+            tok.waiters = None
+            for w in waiters:
+                if w.__class__ is TaskInst:
+                    w.npending -= 1
+                    if w.npending == 0:
+                        self._make_ready(w)
+                elif w.blocked is not None and all(x.done for x in w.blocked):
+                    self._unblock(w, w.blocked)
+                    self.runnable.append(w)
+        f.live -= 1
+        if f.live == 0 and f.finished:
+            self._frame_done(f)
+
+    def run(self, limit: int | None = None, progress=None) -> int:
+        n = 0
+        step = self.step
+        while limit is None or n < limit:
+            if step() is None:
+                break
+            n += 1
+            if progress is not None and (n & 1023) == 0:
+                progress(self.steps)
+        return n
+
+    # ------------------------------------------------------------------ reports
+    def unconsumed(self) -> list[Unconsumed]:
+        out = []
+        for tpl in self.cp.tasks:
+            if tpl.produced and tpl.consumed < tpl.produced and not tpl.sync:
+                out.append(Unconsumed(tpl.label, self.file, tpl.line, tpl.produced,
+                                      tpl.produced - tpl.consumed))
+        return out
+
+    def unit_name(self, unit) -> str:
+        e, u, i = unit
+        return f"{u}[{i}]" if e == -1 else f"E{e}.{u}[{i}]"

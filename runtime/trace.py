@@ -1,0 +1,129 @@
+"""Execution traces: a text table, Chrome/Perfetto JSON and CSV.
+
+A trace entry is `(step, task template, iteration, unit, start, end, bytes)`.
+In timed mode start/end are cycles; in functional mode a task occupies one
+step.  JSON output has one process per engine (`engine k`, plus `device` for
+device-wide units such as sDMA) and one named thread per unit instance, and
+is written with sorted keys and no wall-clock data, so the same schedule
+gives byte-identical files.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+
+CSV_HEADER = ["step", "task", "op", "iteration", "line", "engine", "unit", "start", "end",
+              "bytes"]
+
+
+def _unit_parts(unit):
+    e, u, i = unit
+    return ("device" if e == -1 else str(e)), f"{u}[{i}]"
+
+
+def rows(trace, file: str = ""):
+    for step, tpl, it, unit, start, end, nbytes in trace:
+        eng, uname = _unit_parts(unit)
+        yield [step, tpl.label, tpl.opcode, it, tpl.line, eng, uname, start, end, nbytes]
+
+
+def to_csv(trace) -> str:
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(CSV_HEADER)
+    for r in rows(trace):
+        w.writerow(r)
+    return buf.getvalue()
+
+
+def to_chrome(trace, program: str = "nem", mode: str = "functional") -> str:
+    """Chrome trace-event JSON (loads in chrome://tracing and ui.perfetto.dev)."""
+    pids: dict[str, int] = {}
+    tids: dict[tuple[str, str], int] = {}
+    events = []
+    body = []
+    for step, tpl, it, unit, start, end, nbytes in trace:
+        eng, uname = _unit_parts(unit)
+        if eng not in pids:
+            pids[eng] = len(pids)
+        key = (eng, uname)
+        if key not in tids:
+            tids[key] = len(tids)
+        args = {"line": tpl.line, "op": tpl.opcode, "step": step, "bytes": nbytes}
+        if it:
+            args["iteration"] = it
+        body.append({"name": tpl.label, "cat": tpl.opcode, "ph": "X", "pid": pids[eng],
+                     "tid": tids[key], "ts": start, "dur": max(end - start, 0), "args": args})
+    for eng, pid in pids.items():
+        events.append({"name": "process_name", "ph": "M", "pid": pid, "tid": 0,
+                       "args": {"name": "device" if eng == "device" else f"engine {eng}"}})
+        events.append({"name": "process_sort_index", "ph": "M", "pid": pid, "tid": 0,
+                       "args": {"sort_index": pid}})
+    for (eng, uname), tid in tids.items():
+        events.append({"name": "thread_name", "ph": "M", "pid": pids[eng], "tid": tid,
+                       "args": {"name": uname}})
+    events.extend(body)
+    doc = {"displayTimeUnit": "ns", "otherData": {"program": program, "mode": mode,
+                                                  "time_unit": "cycles" if mode == "timed"
+                                                  else "steps"},
+           "traceEvents": events}
+    return json.dumps(doc, sort_keys=True, indent=None, separators=(",", ":")) + "\n"
+
+
+def to_table(trace, timed: bool) -> str:
+    out = []
+    if timed:
+        out.append(f"{'Step':<6}{'Task':<14}{'Type':<18}{'Start':>8}{'End':>8}  "
+                   f"{'Unit':<10}{'Engine':<7}Iteration")
+    else:
+        out.append(f"{'Step':<6}{'Task':<14}{'Type':<18}{'Unit':<10}{'Engine':<7}Iteration")
+    for step, tpl, it, unit, start, end, _n in trace:
+        eng, uname = _unit_parts(unit)
+        kind = f"{tpl.opcode}.{'sync' if tpl.sync else 'async'}"
+        if timed:
+            out.append(f"{step:<6}{tpl.label:<14}{kind:<18}{start:>8}{end:>8}  {uname:<10}"
+                       f"{eng:<7}{it}")
+        else:
+            out.append(f"{step:<6}{tpl.label:<14}{kind:<18}{uname:<10}{eng:<7}{it}")
+    return "\n".join(out)
+
+
+def export(trace, path: str, program: str = "nem", mode: str = "functional") -> None:
+    text = to_csv(trace) if str(path).endswith(".csv") else to_chrome(trace, program, mode)
+    with open(path, "w", encoding="utf-8", newline="") as f:
+        f.write(text)
+
+
+def timeline_png(trace, path: str, title: str = "") -> None:
+    """A Gantt chart (one row per engine/unit); needs matplotlib."""
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError as e:
+        raise RuntimeError("not supported: --timeline needs matplotlib; install it with "
+                           "pip install 'nem-toolchain[viz]'") from e
+    lanes: dict[str, int] = {}
+    bars: dict[str, list] = {}
+    for _step, tpl, _it, unit, start, end, _n in trace:
+        eng, uname = _unit_parts(unit)
+        name = f"{'dev' if eng == 'device' else 'E' + eng}.{uname}"
+        lanes.setdefault(name, len(lanes))
+        bars.setdefault(tpl.opcode, []).append((lanes[name], start, max(end - start, 1)))
+    fig, ax = plt.subplots(figsize=(12, 1 + 0.5 * max(len(lanes), 1)))
+    colors = plt.get_cmap("tab10")
+    for k, (opcode, items) in enumerate(sorted(bars.items())):
+        for j, (row, start, dur) in enumerate(items):
+            ax.broken_barh([(start, dur)], (row - 0.4, 0.8), facecolors=colors(k % 10),
+                           label=opcode if j == 0 else None)
+    ax.set_yticks(range(len(lanes)))
+    ax.set_yticklabels(list(lanes))
+    ax.invert_yaxis()
+    ax.set_xlabel("cycles")
+    ax.set_title(title)
+    ax.legend(loc="upper right", fontsize="small")
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)

@@ -1,0 +1,102 @@
+// Every rejection names the op, its location and the reason (never a
+// traceback, never silently wrong output).
+// RUN: nem-opt %s --split-input-file --verify-diagnostics -p 'lower-to-nem{device=npm_pro_x1}'
+
+func.func @dyn(%A: memref<?x64xf32>) {
+  // expected-error@-1 {{cannot lower 'func.func': dynamic shape memref<?x64xf32> is not supported}}
+  return
+}
+
+// -----
+
+func.func @dyn_alloc(%n: index) {
+  // expected-error@-1 {{cannot lower 'func.func': index argument #0 has no NEM equivalent}}
+  return
+}
+
+// -----
+
+func.func @unknown(%A: memref<64xf32>) {
+  %c = arith.constant 1.0 : f32
+  %c0 = arith.constant 0 : index
+  // expected-error@+1 {{cannot lower 'memref.store': a scalar access outside a loop nest has no NEM equivalent}}
+  memref.store %c, %A[%c0] : memref<64xf32>
+  return
+}
+
+// -----
+
+func.func @nonaffine(%A: memref<64x64xf32>) {
+  %c0 = arith.constant 0 : index
+  %n = arith.constant 4096 : index
+  %buf = memref.alloc() : memref<64x64xf32, 2>
+  %tag = memref.alloc() : memref<1xi32>
+  affine.for %i = 0 to 4 {
+    // expected-error@+1 {{cannot lower 'arith.muli': product of two non-constant indices is not affine}}
+    %sq = arith.muli %i, %i : index
+    affine.dma_start %A[%sq, %c0], %buf[%c0, %c0], %tag[0], %n : memref<64x64xf32>, memref<64x64xf32, 2>, memref<1xi32>
+    affine.dma_wait %tag[0], %n : memref<1xi32>
+  }
+  return
+}
+
+// -----
+
+func.func @ambiguous(%A: memref<64xf32>, %B: memref<64xf32>) {
+  %c0 = arith.constant 0 : index
+  %n = arith.constant 64 : index
+  %a = memref.alloc() : memref<64xf32, 2>
+  %b = memref.alloc() : memref<64xf32, 2>
+  %tag = memref.alloc() : memref<1xi32>
+  affine.dma_start %A[%c0], %a[%c0], %tag[0], %n : memref<64xf32>, memref<64xf32, 2>, memref<1xi32>
+  // expected-error@+1 {{cannot lower 'affine.dma_start': this DMA reuses a tag slot whose previous DMA has not been waited (ambiguous pairing)}}
+  affine.dma_start %B[%c0], %b[%c0], %tag[0], %n : memref<64xf32>, memref<64xf32, 2>, memref<1xi32>
+  affine.dma_wait %tag[0], %n : memref<1xi32>
+  return
+}
+
+// -----
+
+func.func @unpaired(%A: memref<64xf32>) {
+  %n = arith.constant 64 : index
+  %tag = memref.alloc() : memref<2xi32>
+  // expected-error@+1 {{cannot lower 'affine.dma_wait': no dma_start with this tag and index is pending}}
+  affine.dma_wait %tag[1], %n : memref<2xi32>
+  return
+}
+
+// -----
+
+func.func @partial(%A: memref<100xf32>) {
+  %n = arith.constant 32 : index
+  %a = memref.alloc() : memref<32xf32, 2>
+  %tag = memref.alloc() : memref<1xi32>
+  affine.for %i = 0 to 100 step 32 {
+    // expected-error@+1 {{cannot lower 'affine.for': max/min loop bounds (partial tiles) are not supported}}
+    affine.for %j = 0 to min affine_map<(d0) -> (32, 100 - d0)>(%i) {
+      affine.dma_start %A[%i], %a[%j], %tag[0], %n : memref<100xf32>, memref<32xf32, 2>, memref<1xi32>
+      affine.dma_wait %tag[0], %n : memref<1xi32>
+    }
+  }
+  return
+}
+
+// -----
+
+func.func @space(%A: memref<64xf32>) {
+  // expected-error@+1 {{cannot lower 'memref.alloc': memory space 7 is not mapped to a NEM level}}
+  %a = memref.alloc() : memref<64xf32, 7>
+  %n = arith.constant 64 : index
+  %c0 = arith.constant 0 : index
+  %tag = memref.alloc() : memref<1xi32>
+  affine.dma_start %A[%c0], %a[%c0], %tag[0], %n : memref<64xf32>, memref<64xf32, 7>, memref<1xi32>
+  affine.dma_wait %tag[0], %n : memref<1xi32>
+  return
+}
+
+// -----
+
+func.func @f64(%A: memref<64xf64>) {
+  // expected-error@-1 {{element type f64 has no NEM equivalent}}
+  return
+}

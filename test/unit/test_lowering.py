@@ -1,0 +1,134 @@
+"""Unit tests of the MLIR -> NEM lowering (passes/convert_affine_to_nem.py,
+convert_async_to_nem.py, lower_to_nem.py, raise_compute.py) and of the MLIR
+input ops of nem.frontends.mlir.  The lit tests in test/lit/lowering check
+the emitted .nem text; these check the pieces and the Python API."""
+
+from __future__ import annotations
+
+from io import StringIO
+from pathlib import Path
+
+import pytest
+from xdsl.context import Context
+from xdsl.dialects import affine, arith, builtin, func, linalg, memref
+from xdsl.printer import Printer
+
+from nem.dialect.diagnostics import NemDiagnosticError
+from nem.dialect.ops import ComputeOp, LoopOp, ProgramOp, TransferOp
+from nem.dialect.verifier import verify_program
+from nem.frontends.mlir import parse_mlir
+from nem.frontends.nem_text.parser import parse_nem
+from nem.frontends.nem_text.printer import print_nem
+from nem.passes.convert_affine_to_nem import Lowerer, Options, parse_spaces
+from nem.passes.convert_async_to_nem import ConvertAsyncToNemPass
+from nem.passes.lower_to_nem import LowerToNemPass
+from nem.passes.lowering_core import Aff, Var
+from nem.passes.pass_env import pass_env
+
+INPUTS = Path(__file__).resolve().parents[1] / "lit" / "lowering" / "Inputs"
+
+
+def ctx() -> Context:
+    c = Context()
+    for d in (builtin.Builtin, func.Func, arith.Arith, memref.MemRef, affine.Affine, linalg.Linalg):
+        c.load_dialect(d)
+    from nem.dialect.dialect import NEM
+    c.load_dialect(NEM)
+    return c
+
+
+def lower(path: Path, device: str | None = "npm_pro_x1"):
+    c = ctx()
+    m = parse_mlir(c, path.read_text(), str(path))
+    with pass_env() as env:
+        LowerToNemPass(device=device).apply(c, m)
+    return m, env.diagnostics
+
+
+def test_aff_mod_floordiv_simplify():
+    v = Var(None, "v", 8)
+    x = Aff.atom(v).scale(64)
+    assert x.floordiv(64) == Aff.atom(v)
+    assert (x + Aff.c(64)).floordiv(64).mod(2) == (Aff.atom(v) + Aff.c(1)).mod(2)
+    assert Aff.atom(v).scale(2).mod(2) == Aff.c(0)
+    assert (x - Aff.c(64) + Aff.c(64)) == x
+
+
+def test_locations_on_every_op():
+    m = parse_mlir(ctx(), (INPUTS / "matmul_tiled.mlir").read_text(), "f.mlir")
+    for op in m.walk():
+        if op is not m and op.name != "affine.yield":  # implicit terminators
+            assert op.location is not None and op.location.line.data > 0
+
+
+def test_dma_custom_syntax_roundtrip():
+    text = (INPUTS / "async_pipeline.mlir").read_text()
+    m = parse_mlir(ctx(), text, "a.mlir")
+    out = StringIO()
+    Printer(stream=out).print_op(m)
+    again = parse_mlir(ctx(), out.getvalue(), "b.mlir")
+    out2 = StringIO()
+    Printer(stream=out2).print_op(again)
+    assert out.getvalue() == out2.getvalue()
+    assert "async.execute [%t0, %t1] {" in out.getvalue()
+
+
+@pytest.mark.parametrize("name", ["matmul_tiled", "matmul_tiled_pipelined", "eltwise_tiled",
+                                  "eltwise_tiled_pipelined", "async_pipeline"])
+def test_fixtures_lower_verify_and_roundtrip(name):
+    m, diags = lower(INPUTS / f"{name}.mlir")
+    progs = [p for p in m.walk() if isinstance(p, ProgramOp)]
+    assert len(progs) == 1
+    assert not [d for d in verify_program(progs[0]) if d.severity == "error"]
+    text = print_nem(m)
+    assert print_nem(parse_nem(text, "x.nem")) == text
+    assert any(d.severity == "remark" for d in diags)
+    # DDR buffers carry the argument names (nem-run --input arg0=...)
+    assert "buffer arg0 : DDR" in text or "buffer X : DDR" in text
+
+
+def test_pipelined_eltwise_has_max_in_flight():
+    m, _ = lower(INPUTS / "eltwise_tiled_pipelined.mlir")
+    loops = [op for op in m.walk() if isinstance(op, LoopOp)]
+    assert [d.n.data for lp in loops for d in lp.decorator_list()] == [2]
+
+
+def test_ops_point_back_at_mlir_lines():
+    m, _ = lower(INPUTS / "matmul_tiled.mlir")
+    src = (INPUTS / "matmul_tiled.mlir").read_text().splitlines()
+    for op in m.walk():
+        if isinstance(op, TransferOp):
+            assert "dma_start" in src[op.location.line.data - 1]
+        if isinstance(op, ComputeOp):
+            assert "affine.for" in src[op.location.line.data - 1]
+
+
+def test_rejection_is_a_diagnostic_not_a_traceback():
+    text = "func.func @f(%a: memref<?xf32>) {\n  return\n}\n"
+    m = parse_mlir(ctx(), text, "d.mlir")
+    with pytest.raises(NemDiagnosticError) as e:
+        Lowerer(Options(parse_spaces("0:DDR,1:L2,2:L1"))).run(m)
+    d = e.value.diagnostics[0]
+    assert "dynamic shape" in d.message and d.loc.line == 1
+
+
+def test_memory_spaces_option_forms():
+    assert parse_spaces("0:DDR,1:L2,2:L1") == {0: "DDR", 1: "L2", 2: "L1"}
+    assert parse_spaces(("0-DDR", "1-L2", "2-L1")) == {0: "DDR", 1: "L2", 2: "L1"}
+    with pytest.raises(NemDiagnosticError):
+        parse_spaces("0:HBM")
+
+
+def test_escape_hatch_kernel_parses_back():
+    """The compute task's kernel text is MLIR that xDSL parses (the runtime
+    contract of raise_compute.py)."""
+    from nem.dialect.attributes import ArgRefAttr  # noqa: F401
+
+    path = INPUTS.parent / "fallback_and_linalg.mlir"
+    m, _ = lower(path)
+    ks = [op for op in m.walk() if isinstance(op, ComputeOp) and op.opcode == "compute"]
+    assert ks
+    kernel = ks[0].attrs.data["kernel"].data
+    km = parse_mlir(ctx(), kernel, "kernel.mlir")
+    fns = [o for o in km.walk() if isinstance(o, func.FuncOp)]
+    assert fns and fns[0].sym_name.data == "kernel"
