@@ -108,6 +108,8 @@ config.substitutions.append((word("nem-run"), tool("nem-run", "nem.tools.nem_run
 config.substitutions.append((word("filecheck"), filecheck))
 config.substitutions.append((word("FileCheck"), filecheck))
 
+if importlib.util.find_spec("matplotlib") is not None:
+    config.available_features.add("matplotlib")
 if os.path.isdir(shared):
     config.available_features.add("shared")
 if mlir_opt:

@@ -120,7 +120,7 @@ def _best(fn, reps: int = 3, setup=None) -> float:
     return best
 
 
-def bench_gemm(elem: str, M=2048, K=1024, N=1024, tm=512) -> dict:
+def bench_gemm(elem: str, M=2048, K=1024, N=512, tm=512) -> dict:
     dt = {"f32": np.float32, "f16": np.float16}[elem]
     rng = np.random.default_rng(0)
     a = rng.uniform(-1, 1, (M, K)).astype(dt)
@@ -192,6 +192,8 @@ def bench_conv(H=64, W=64, C=64, CO=64, th=16) -> dict:
 def peak_memory(n: int) -> int:
     it = NemInterpreter(trace=False)
     it.load_string(transfers_program(n, mif=2), "loop.nem")
+    import gc
+    gc.collect()
     tracemalloc.start()
     tracemalloc.reset_peak()
     r = it.run()

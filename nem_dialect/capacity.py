@@ -114,7 +114,8 @@ def capacity(device: Device, key: str) -> int | None:
     if key == "L2":
         return topo.l2_size_bytes
     if key.startswith("L1"):
-        return topo.l1_size_bytes
+        # an engine the device lacks is BUF-05's error, not a capacity one
+        return topo.l1_size_bytes if int(key[3:-1]) < topo.num_engines else None
     return None
 
 

@@ -34,6 +34,7 @@ from __future__ import annotations
 import bisect
 import gc
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from xdsl.dialects import arith
@@ -360,15 +361,7 @@ class HazardFinder:
 
     # -- enumeration -----------------------------------------------------
     def run(self) -> list[Diagnostic]:
-        # The IR of a large program is millions of objects: keep the cyclic
-        # GC from rescanning it on every few thousand allocations here.
-        enabled = gc.isenabled()
-        gc.disable()
-        try:
-            self._block(self.program.block, {}, (), (), ())
-        finally:
-            if enabled:
-                gc.enable()
+        self._block(self.program.block, {}, (), (), ())
         return self.warnings + [self._diagnostic(*v) for v in self.found.values()]
 
     def _block(self, block: Block, env, ords, trips, ivs) -> None:
@@ -582,9 +575,25 @@ def rop_buffer(region: SSAValue) -> SSAValue:
     return region_parts(region.owner)[0]
 
 
+@contextmanager
+def _no_cyclic_gc() -> Iterator[None]:
+    """The IR of a large program is millions of objects: keep the cyclic GC
+    from rescanning all of them every few thousand allocations of the
+    analysis (it made the analysis superlinear).  Nothing here makes cycles
+    that outlive the call."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
 def find_hazards(program: ProgramOp, max_instances: int = MAX_TASK_INSTANCES) -> list[Diagnostic]:
     """HAZ-01 / HAZ-03 (LOOP-06) diagnostics of a verified program."""
-    return HazardFinder(program, max_instances).run()
+    with _no_cyclic_gc():
+        return HazardFinder(program, max_instances).run()
 
 
 # --------------------------------------------------------------------------
@@ -605,8 +614,8 @@ def max_live_tokens(program: ProgramOp) -> int:
     block's tokens live across the loop (decision D-TOK-LIVE).  This is an
     upper bound over every schedule the program allows.
     """
-    ev = Evaluator()
-    return _block_live(program.block, ev)
+    with _no_cyclic_gc():
+        return _block_live(program.block, Evaluator())
 
 
 def _block_live(block: Block, ev: Evaluator) -> int:
@@ -654,6 +663,11 @@ def _ancestor_in(op: Operation, block: Block) -> Operation | None:
 def check_tokens(program: ProgramOp) -> list[Diagnostic]:
     """Token diagnostics: unconsumed tokens (warning, D-TOK-UNUSED), waits that
     can never complete (error, D-TOK-DEADLOCK), @max_in_flight(N < 1) (LOOP-03)."""
+    with _no_cyclic_gc():
+        return _check_tokens(program)
+
+
+def _check_tokens(program: ProgramOp) -> list[Diagnostic]:
     s = Structure(program)
     diags: list[Diagnostic] = []
     maxpos: dict[StaticTask, int] = {}

@@ -57,7 +57,11 @@ class VerifyPipelinePass(ModulePass):
                 continue
             if stage == "nem-verify-device":
                 progs = [p for p in op.walk() if isinstance(p, ProgramOp)]
-                if all(target_device(p, self.device) is None for p in progs):
+                try:
+                    devices = [target_device(p, self.device) for p in progs]
+                except NemDiagnosticError as e:  # a directive naming no device (DEV-20)
+                    raise NemDiagnosticError(collected + e.diagnostics) from None
+                if all(d is None for d in devices):
                     collected += [no_device_remark(p, "device stage (nem-verify-device)")
                                   for p in progs]
                     continue

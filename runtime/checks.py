@@ -96,7 +96,7 @@ class RaceDetector:
         self.race_count = 0
         self._seen: set = set()
         self._n_records = 0
-        self._gc_at = 64
+        self._gc_at = 32
 
     # -- clocks ------------------------------------------------------------
     def start(self, vc_in: dict, hint_lanes=()) -> tuple[dict, int, int]:
@@ -174,7 +174,7 @@ class RaceDetector:
             self.shadow[i] = keep
             n += len(keep)
         self._n_records = n
-        self._gc_at = max(64, 2 * n)
+        self._gc_at = max(32, 2 * n)
 
     def _report(self, rec: _Rec, task, write: bool, lvl: int, lo: int, hi: int, ref_of) -> None:
         key = (rec.tid, task.seq)

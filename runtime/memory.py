@@ -176,9 +176,10 @@ def pack_i4_into(raw: np.ndarray, idx: np.ndarray, values: np.ndarray) -> None:
     idx = idx.reshape(-1)
     byte = idx >> 1
     hi = (idx & 1).astype(bool)
-    cur = raw[byte]
-    new = np.where(hi, (cur & 0x0F) | (v << 4), (cur & 0xF0) | v).astype(np.uint8)
-    raw[byte] = new
+    lo = ~hi
+    # two passes: the two nibbles of one byte must not overwrite each other
+    raw[byte[lo]] = (raw[byte[lo]] & 0xF0) | v[lo]
+    raw[byte[hi]] = (raw[byte[hi]] & 0x0F) | (v[hi] << 4).astype(np.uint8)
 
 
 # ---------------------------------------------------------------------------

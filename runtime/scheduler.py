@@ -311,6 +311,7 @@ class Scheduler:
 
     def _frame_done(self, frame: Frame) -> None:
         self.frames.discard(frame)
+        frame.env = None   # break token <-> task <-> frame cycles: memory stays O(window)
         run = frame.looprun
         if run is None:
             self.finished = frame is self.root
@@ -628,6 +629,8 @@ class Scheduler:
                 elif w.blocked is not None and all(x.done for x in w.blocked):
                     self._unblock(w, w.blocked)
                     self.runnable.append(w)
+        t.deps = None      # no reference cycles through completed tasks
+        t.token = None
         f.live -= 1
         if f.live == 0 and f.finished:
             self._frame_done(f)
