@@ -364,6 +364,8 @@ class ComputeOp(TaskOp):
 
 def _make_compute_op(spec: OpcodeSpec) -> type[ComputeOp]:
     cls_name = "".join(p.title() for p in spec.name.split("_")) + "Op"
+    if cls_name == ComputeOp.__name__:  # the escape hatch must not shadow its base class
+        cls_name = "GenericComputeOp"
     doc = (f"`{spec.name}.async|sync {spec.signature()}` ({spec.category}, "
            f"unit {spec.unit}, hardware {spec.hw_status}).")
     cls = type(cls_name, (ComputeOp,), {"name": f"nem.{spec.name}", "SPEC": spec, "__doc__": doc,

@@ -221,6 +221,8 @@ class ProgramVerifier:
                 return
             if not self._buffer_holds_elements(op, rtype, buf_size, label):
                 return
+        if self._loop_invariant(op):
+            loops = ()  # one evaluation covers every iteration
         for env in self.envs(loops):
             try:
                 off, ext = self.ev.eval(op.offset, env), self.ev.eval(op.extent, env)
@@ -228,17 +230,27 @@ class ProgramVerifier:
                 return self.err(op, "CONST-05", f"{e} in {label}", "change the divisor")
             if off is None or ext is None:
                 continue
-            at = _iteration_text(loops, env)
             if off < 0 or ext <= 0:
-                return self.err(op, "REG-01", f"{label} has offset {off} and extent {ext}{at}",
+                return self.err(op, "REG-01", f"{label} has offset {off} and extent {ext}"
+                                f"{_iteration_text(loops, env)}",
                                 "offsets are >= 0 and extents > 0 bytes")
             if buf_size is not None and off + ext > buf_size:
                 return self.err(
                     op, "REG-02", f"{label} covers bytes [{off}, {off + ext}) but buffer "
-                    f"'{buf_op.buffer_name.data}' has {buf_size} bytes{at}",
+                    f"'{buf_op.buffer_name.data}' has {buf_size} bytes"
+                    f"{_iteration_text(loops, env)}",
                     "shrink the region or enlarge the buffer")
-            if rtype.typed and not self._extent_fits(op, rtype, ext, env, label, at):
+            if rtype.typed and not self._extent_fits(op, rtype, ext, env, label, loops):
                 return
+
+    def _loop_invariant(self, op: RegionOp) -> bool:
+        """True when offset, extent, shape and strides do not depend on a loop
+        variable (or fail to evaluate, which the per-iteration path reports)."""
+        try:
+            return all(self.ev.static(v) is not None
+                       for v in (op.offset, op.extent, *op.shape, *op.strides))
+        except ExprError:
+            return False
 
     def _buffer_holds_elements(self, op: RegionOp, rtype: RegionType, buf_size: int | None,
                                label: str) -> bool:
@@ -309,7 +321,7 @@ class ProgramVerifier:
         return True
 
     def _extent_fits(self, op: RegionOp, rtype: RegionType, ext: int, env, label: str,
-                     at: str) -> bool:
+                     loops: tuple[LoopOp, ...]) -> bool:
         shape = [self.ev.eval(v, env) for v in op.shape]
         if any(d is None for d in shape):
             return True
@@ -317,7 +329,7 @@ class ProgramVerifier:
         need = math.ceil(math.prod(shape) * bw / 8)
         if ext < need:
             self.err(op, "EXT-01", f"{label} has extent {ext} bytes but {rtype.elem_name} "
-                     f"shape {shape} needs {need}{at}",
+                     f"shape {shape} needs {need}{_iteration_text(loops, env)}",
                      f"make the extent at least {need} bytes")
             return False
         if op.strides:
@@ -328,7 +340,7 @@ class ProgramVerifier:
             need = math.ceil((last + 1) * bw / 8)
             if any(s < 0 for s in strides) or need > ext:
                 self.err(op, "EXT-02", f"{label}: strides {strides} address element {last}, "
-                         f"beyond its {ext}-byte extent{at}",
+                         f"beyond its {ext}-byte extent{_iteration_text(loops, env)}",
                          "fix the strides or enlarge the extent")
                 return False
         return True

@@ -22,13 +22,16 @@ the same rules.
 
 from __future__ import annotations
 
+import gc
 from dataclasses import dataclass
 
 from xdsl.dialects import arith
 from xdsl.dialects.builtin import (
     ArrayAttr,
+    FileLineColLoc,
     FloatAttr,
     IndexType,
+    IntAttr,
     IntegerAttr,
     ModuleOp,
     StringAttr,
@@ -110,6 +113,13 @@ class ProgramParser(TokenCursor):
         self.block = Block()
         self.scope = _Scope(None, in_loop=False)
         self.evaluator = Evaluator()
+        # Caches that keep parsing linear and cheap: one `arith.constant` per
+        # literal value per block (visible in nested loop blocks), one
+        # RegionType per distinct type, one location attribute per position.
+        self._literals: list[dict[int, SSAValue]] = [{}]
+        self._region_types: dict[tuple, RegionType] = {}
+        self._file_attr = StringAttr(file)
+        self._ints: dict[int, IntAttr] = {}
 
     def expect(self, text: str, rule: str, what: str | None = None,
                fix: str | None = None) -> Token:
@@ -325,8 +335,7 @@ class ProgramParser(TokenCursor):
         if t.kind == ID and t.text == "L1":
             self.advance()
             if self.accept("["):
-                idx = self._expr()
-                k = self.evaluator.static(idx)
+                k = self._static_expr()
                 self.expect("]", "GRAM-05")
                 if k is None or k < 0:
                     raise self.error("the L1 engine index must be a non-negative constant expression",
@@ -356,6 +365,7 @@ class ProgramParser(TokenCursor):
         body = Block(arg_types=[IndexType()])
         outer_block, outer_scope = self.block, self.scope
         self.block, self.scope = body, _Scope(outer_scope, in_loop=True)
+        self._literals.append({})
         self._declare(iv, "loopvar", body.args[0])
         while not self.at("endloop"):
             if self.at_eof():
@@ -364,6 +374,7 @@ class ProgramParser(TokenCursor):
             self._statement()
         self.advance()
         self.block, self.scope = outer_block, outer_scope
+        self._literals.pop()
         self._add(LoopOp(iv.text, lower, upper, body, decos), kw)
 
     def _region_decl(self) -> None:
@@ -448,7 +459,7 @@ class ProgramParser(TokenCursor):
             raise self.error("a region takes either layout= or strides=, not both", "GRAM-08",
                              "remove one of them", self.peek())
         shape = [self._static_or_dynamic(v) for v in shape_vals]
-        rtype = RegionType(level, ELEM_BY_NAME[et.text], shape, layout, strides, quant)
+        rtype = self._region_type(level, et.text, shape, layout, strides, quant)
         return rtype, shape_vals, stride_vals
 
     def _static_or_dynamic(self, v: SSAValue) -> int:
@@ -799,6 +810,18 @@ class ProgramParser(TokenCursor):
                                      "change the divisor", t)
             lhs = self._add(BINOPS[t.text](lhs, rhs), t).results[0]
 
+    def _static_expr(self) -> int | None:
+        """Parse an expression whose value is needed now (L1 index, decorator
+        arguments) without adding it to the IR: the expression is built in a
+        scratch block, evaluated, and dropped.  None if it is not constant."""
+        block, literals = self.block, self._literals
+        self.block, self._literals = Block(), [{}]
+        try:
+            value = self._expr()
+            return self.evaluator.static(value)
+        finally:
+            self.block, self._literals = block, literals
+
     def _primary(self, const_ctx: bool) -> SSAValue:
         t = self.tok
         self._reject_malformed_number()
@@ -807,7 +830,7 @@ class ProgramParser(TokenCursor):
                              "INT literals are unsigned", "LEX-06", "write 0 - x", t)
         if t.kind == INT:
             self.advance()
-            return self._add(arith.ConstantOp(IntegerAttr(int(t.text), IndexType())), t).results[0]
+            return self._literal(int(t.text), t)
         if t.kind == FLOAT:
             where = "a const declaration" if const_ctx else "this position"
             raise self.error(f"FLOAT literal {t.text} is not allowed in {where}", "LEX-03",
@@ -891,7 +914,7 @@ class ProgramParser(TokenCursor):
                                  "units are " + ", ".join(UNIT_TYPES), unit)
             self.expect("[", "RES-02", "after the unit type", "write @resource(UNIT[index])")
             idx_tok = self.tok
-            index = self.evaluator.static(self._expr())
+            index = self._static_expr()
             self.expect("]", "RES-02")
             self.expect(")", "DECO-03", f"to close @{name.text}(...)")
             if index is None or index < 0:
@@ -911,7 +934,7 @@ class ProgramParser(TokenCursor):
         if tok.kind == FLOAT:
             raise self.error(f"@{name.text} takes an integer, not a FLOAT", "LEX-03",
                              f"write {info.usage}", tok)
-        n = self.evaluator.static(self._expr())
+        n = self._static_expr()
         self.expect(")", "DECO-03", f"(@{name.text} takes one argument)")
         if n is None:
             raise self.error(f"@{name.text} needs a constant integer", "DECO-03",
@@ -922,9 +945,31 @@ class ProgramParser(TokenCursor):
     # Building
     # ------------------------------------------------------------------
     def _add(self, op: Operation, tok: Token) -> Operation:
-        op.location = SourceLoc(self.file, tok.line, tok.col).to_attr()
+        ints = self._ints
+        line = ints.get(tok.line) or ints.setdefault(tok.line, IntAttr(tok.line))
+        col = ints.get(tok.col) or ints.setdefault(tok.col, IntAttr(tok.col))
+        op.location = FileLineColLoc(self._file_attr, line, col)
         self.block.add_op(op)
         return op
+
+    def _literal(self, value: int, tok: Token) -> SSAValue:
+        for cache in reversed(self._literals):
+            hit = cache.get(value)
+            if hit is not None:
+                return hit
+        result = self._add(arith.ConstantOp(IntegerAttr(value, IndexType())), tok).results[0]
+        self._literals[-1][value] = result
+        return result
+
+    def _region_type(self, level: MemLevelAttr, elem: str, shape: list[int], layout: str | None,
+                     strides: list[int] | None, quant: Attribute | None) -> RegionType:
+        key = (level, elem, tuple(shape), layout, tuple(strides) if strides is not None else None,
+               quant)
+        rtype = self._region_types.get(key)
+        if rtype is None:
+            rtype = self._region_types[key] = RegionType(level, ELEM_BY_NAME[elem], shape, layout,
+                                                         strides, quant)
+        return rtype
 
     def _declare(self, tok: Token, kind: str, value: SSAValue | None) -> None:
         # Duplicates are reported by the verifier (NAME-02); the newest wins here.
@@ -936,8 +981,17 @@ def _unquote(text: str) -> str:
 
 
 def parse_nem(text: str, file: str = "<stdin>") -> ModuleOp:
-    """Parse a `.nem` program into a module holding one `nem.program`."""
-    return ModuleOp([ProgramParser(text, file).parse_program()])
+    """Parse a `.nem` program into a module holding one `nem.program`.
+
+    The cyclic garbage collector is paused meanwhile: the parser allocates
+    only long-lived IR, and rescanning it costs about a third of the time."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return ModuleOp([ProgramParser(text, file).parse_program()])
+    finally:
+        if enabled:
+            gc.enable()
 
 
 __all__ = ["parse_nem", "ProgramParser", "NemDiagnosticError"]

@@ -73,7 +73,9 @@ class NemPrinter:
         # Left operand: parenthesize a lower-precedence binop, and a different
         # operator of equal precedence, which keeps `(i mod 2) * t` as written.
         lhs = self._expr(op.operands[0], prec, lhs_sym is not None and lhs_sym != sym)
-        rhs = self._expr(op.operands[1], prec + 1, True)
+        # Right operand: parenthesize a binop of equal or lower precedence
+        # (`a - (b - c)`), never a tighter one (`a - 10 / 3`).
+        rhs = self._expr(op.operands[1], prec, True)
         text = f"{lhs} {sym} {rhs}"
         if prec < parent_prec or (needs_parens_if_binop and prec <= parent_prec):
             return f"({text})"

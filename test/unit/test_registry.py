@@ -105,10 +105,6 @@ def test_op_class_names_are_unique():
     assert len(set(names)) == len(names)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "known bug: the class generated for opcode `compute` is named `ComputeOp`, the same "
-    "name as the base class nem.dialect.ops.ComputeOp (ops._make_compute_op derives the "
-    "class name from the opcode); rename it (e.g. GenericComputeOp) and drop this marker"))
 def test_op_class_names_do_not_shadow_module_names():
     for cls in COMPUTE_OPS.values():
         existing = getattr(ops_module, cls.__name__, None)
