@@ -35,11 +35,10 @@ import sys
 import time
 
 from xdsl.context import Context
-from xdsl.dialects import arith, builtin
 from xdsl.parser import Parser
 from xdsl.printer import Printer
 
-from nem.dialect.dialect import NEM
+from nem.dialect.dialect import nem_context
 from nem.dialect.ops import ProgramOp, TaskOp
 from nem.dialect.verifier import verify_program
 from nem.frontends.nem_text.parser import parse_nem
@@ -116,11 +115,7 @@ def generate(n_tasks: int) -> str:
 
 
 def make_ctx() -> Context:
-    ctx = Context()
-    ctx.load_dialect(builtin.Builtin)
-    ctx.load_dialect(arith.Arith)
-    ctx.load_dialect(NEM)
-    return ctx
+    return nem_context()
 
 
 def timed(fn, *args):

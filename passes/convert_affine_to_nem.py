@@ -35,22 +35,19 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from xdsl.context import Context
-from xdsl.dialects import affine, arith, func, linalg, memref
+from xdsl.dialects import affine, arith, func, memref
 from xdsl.dialects.builtin import (
-    ArrayAttr,
-    FloatAttr,
     IndexType,
     IntegerAttr,
     MemRefType,
     ModuleOp,
-    StringAttr,
 )
-from xdsl.ir import Attribute, Block, Operation, SSAValue
+from xdsl.ir import Block, Operation, SSAValue
 from xdsl.passes import ModulePass
 
-from nem.dialect.attributes import ArgRefAttr, BufferType, MaxInFlightAttr, MemLevelAttr
+from nem.dialect.attributes import BufferType, MaxInFlightAttr, MemLevelAttr
 from nem.dialect.diagnostics import Diagnostic, NemDiagnosticError, SourceLoc
-from nem.dialect.ops import COMPUTE_OPS, BufferOp, LoopOp, ProgramOp, TransferOp, WaitOp
+from nem.dialect.ops import BufferOp, LoopOp, ProgramOp, TransferOp, WaitOp
 from nem.frontends.mlir import async_dialect as asy
 from nem.frontends.mlir.dma import (
     AffineDmaStartOp,
@@ -62,7 +59,6 @@ from nem.passes import pass_env
 from nem.passes.lowering_core import (
     NEM_KEYWORDS,
     Aff,
-    Dim,
     ExprEmitter,
     TaskRec,
     Var,

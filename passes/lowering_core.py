@@ -32,7 +32,7 @@ from xdsl.ir.affine import (
 
 from nem.dialect.attributes import BITWIDTH, MemLevelAttr, RegionType, elem_name
 from nem.dialect.diagnostics import Diagnostic, NemDiagnosticError, SourceLoc
-from nem.dialect.ops import BufferOp, RegionOp
+from nem.dialect.ops import RegionOp
 
 
 # ---------------------------------------------------------------------------

@@ -28,7 +28,7 @@ from collections.abc import Sequence
 
 from xdsl.dialects.affine import _print_affine_map_of_ssa_ids
 from xdsl.dialects.builtin import AffineMapAttr, IndexType, MemRefType
-from xdsl.ir import Attribute, Dialect, SSAValue
+from xdsl.ir import SSAValue
 from xdsl.irdl import IRDLOperation, attr_def, irdl_op_definition, var_operand_def
 from xdsl.parser import Parser
 from xdsl.printer import Printer

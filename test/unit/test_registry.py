@@ -15,11 +15,10 @@ from pathlib import Path
 
 import pytest
 from xdsl.context import Context
-from xdsl.dialects import arith, builtin
 
 import nem.dialect.ops as ops_module
 from nem.dialect.device_resolver import load_config_file, shipped_devices_dir
-from nem.dialect.dialect import NEM
+from nem.dialect.dialect import NEM, nem_context
 from nem.dialect.ops import COMPUTE_OPS, STATEMENT_OPS, ComputeOp
 from nem.dialect.registry import ATTR_TYPES, OpcodeSpec, opcodes
 from nem.frontends.nem_text.parser import parse_nem
@@ -63,11 +62,7 @@ def catalog():
 
 @pytest.fixture(scope="module")
 def ctx() -> Context:
-    ctx = Context()
-    ctx.load_dialect(builtin.Builtin)
-    ctx.load_dialect(arith.Arith)
-    ctx.load_dialect(NEM)
-    return ctx
+    return nem_context()
 
 
 # ---------------------------------------------------------------------------

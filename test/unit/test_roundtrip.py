@@ -29,13 +29,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from xdsl.context import Context
-from xdsl.dialects import arith, builtin
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.parser import Parser
 from xdsl.printer import Printer
 
 from nem.dialect.attributes import BITWIDTH, fmt_num
-from nem.dialect.dialect import NEM
+from nem.dialect.dialect import nem_context
 from nem.dialect.registry import OpcodeSpec, opcodes
 from nem.dialect.verifier import verify_program
 from nem.dialect.ops import ProgramOp
@@ -445,11 +444,7 @@ def generate(source) -> Generated:
 
 
 def _ctx() -> Context:
-    ctx = Context()
-    ctx.load_dialect(builtin.Builtin)
-    ctx.load_dialect(arith.Arith)
-    ctx.load_dialect(NEM)
-    return ctx
+    return nem_context()
 
 
 CTX = _ctx()
