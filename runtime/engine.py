@@ -42,7 +42,6 @@ from nem.dialect.ops import (
     RegionOp,
     StoreOp,
     TaskOp,
-    TransferOp,
     WaitOp,
 )
 from nem.runtime.memory import BITS, DTYPES, BufferInfo, Memory, MemoryError_, RegionInst

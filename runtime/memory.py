@@ -15,7 +15,7 @@ its buffer (HAZ-04) and its region extent (EXT-02).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import ml_dtypes
 import numpy as np

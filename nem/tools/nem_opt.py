@@ -20,7 +20,6 @@ from pathlib import Path
 from typing import IO
 
 from xdsl.dialects.builtin import ModuleOp
-from xdsl.parser import Parser
 from xdsl.utils.exceptions import DiagnosticException, ParseError, VerifyException
 from xdsl.xdsl_opt_main import xDSLOptMain
 
