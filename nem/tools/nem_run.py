@@ -104,7 +104,6 @@ def run(argv=None) -> int:
     from nem.dialect.diagnostics import NemDiagnosticError
     from nem.runtime.api import NemInterpreter
     from nem.runtime.memory import DEFAULT_DDR_SIZE
-    from nem.runtime.scheduler import DeadlockError  # noqa: F401
 
     args = _parser().parse_args(argv)
     inputs = _pairs(args.input, "--input")
