@@ -59,6 +59,16 @@ class OpcodeSpec:
     def outputs(self) -> tuple[OperandSpec, ...]:
         return tuple(o for o in self.operands if o.dir == "out")
 
+    def canonical_attr_order(self, names) -> list[str]:
+        """Attribute names in canonical order: the registry's order, then any
+        other (open) attributes sorted by name.  The parser builds `attrs` in
+        this order and the printer prints it, so the text and the IR do not
+        depend on how the user ordered attributes -- nor on MLIR, which sorts
+        attribute dictionaries."""
+        names = set(names)
+        return [k for k in self.attributes if k in names] + \
+            sorted(k for k in names if k not in self.attributes)
+
     def signature(self) -> str:
         """`in X, W[, B] out Y` style summary used in diagnostics and docs."""
 

@@ -65,7 +65,6 @@ from nem.dialect.ops import (
     TransferOp,
     WaitOp,
 )
-from nem.dialect.registry import lookup
 from nem.frontends.nem_text import config_parser
 from nem.frontends.nem_text.cursor import TokenCursor, describe
 from nem.frontends.nem_text.lexer import CALL, FLOAT, ID, INT, PUNCT, STRING, Token, tokenize
@@ -629,8 +628,8 @@ class ProgramParser(TokenCursor):
             outs.append(self._operand(role_decos, task_decos))
         deps: list[SSAValue] = []
         args: list[SSAValue] = []
-        attrs: dict[str, Attribute] = {}
-        spec = lookup(opcode)
+        given: dict[str, _Val] = {}
+        spec = cls.SPEC
         while self.tok.kind == ID and self.peek().text == "=" and not self._starts_statement():
             key = self.advance()
             self.advance()
@@ -639,12 +638,14 @@ class ProgramParser(TokenCursor):
                 deps.extend(self._token(x) for x in self._id_list("GRAM-14"))
                 self.expect("]", "GRAM-14")
                 continue
-            if key.text in attrs:
+            if key.text in given:
                 raise self.error(f"attribute '{key.text}' given twice", "TASK-13",
                                  "keep one", key)
-            val = self._value()
-            aspec = spec.attributes.get(key.text) if spec else None
-            attrs[key.text] = self._value_attr(val, args, aspec.type if aspec else None, key.text)
+            given[key.text] = self._value()
+        attrs: dict[str, Attribute] = {}
+        for name in spec.canonical_attr_order(given):  # the IR keeps canonical order
+            aspec = spec.attributes.get(name)
+            attrs[name] = self._value_attr(given[name], args, aspec.type if aspec else None, name)
         decos = task_decos + self._decorators()
         op = cls(ins, outs, deps, args, attrs, sync, assign.text if assign else None, decos,
                  role_decos)

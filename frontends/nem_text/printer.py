@@ -202,8 +202,9 @@ class NemPrinter:
         if op.deps:
             text += f" deps=[{', '.join(_token_name(t) for t in op.deps)}]"
         args = tuple(op.args)
-        for key, val in op.attrs.data.items():
-            text += f" {key}={self.value(val, args)}"
+        given = op.attrs.data
+        for key in op.SPEC.canonical_attr_order(given):
+            text += f" {key}={self.value(given[key], args)}"
         return _assign(op) + text + _decos(op.decorator_list())
 
 

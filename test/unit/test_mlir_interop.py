@@ -120,11 +120,6 @@ def test_no_properties_form_is_accepted_too():
     assert print_nem(back) == print_nem(module)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "known difference: MLIR sorts dictionary keys, so a compute op's `attrs` come back "
-    "alphabetically and the .nem printer (which prints attrs in IR order) changes the "
-    "text; fixed when the printer uses a canonical order (e.g. registry order, then "
-    "the rest sorted)"))
 def test_compute_attribute_order_survives_upstream():
     text = ("buffer B : L1 (size=4096)\n"
             "t_1 = compute.async in region(B, 0, 64) out region(B, 64, 64) op=\"x\" b=1 a=2\n")
