@@ -233,8 +233,12 @@ def _is_config_document(text: str, file: str) -> bool:
 def _from_xdsl(e: ParseError, file: str) -> Diagnostic:
     span = e.span
     loc = span.get_location()  # xDSL 0.74: one-based line and column
-    msg = str(e.msg) if hasattr(e, "msg") else str(e).splitlines()[-1]
-    return Diagnostic("error", msg, SourceLoc(file, loc.line, loc.col))
+    msg = (str(e.msg) if hasattr(e, "msg") else str(e).splitlines()[-1]).strip()
+    at_end = span.start >= len(span.input.content.rstrip())
+    what = "unexpected end of input" + (f" ({msg})" if msg else "") if at_end else msg
+    return Diagnostic("error", f"cannot parse MLIR: {what or 'syntax error'}",
+                      SourceLoc(file, loc.line, loc.col),
+                      fix="check the MLIR syntax at this position")
 
 
 def main(argv: Sequence[str] | None = None) -> None:
