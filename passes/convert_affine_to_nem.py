@@ -46,6 +46,7 @@ from xdsl.ir import Block, Operation, SSAValue
 from xdsl.passes import ModulePass
 
 from nem.dialect.attributes import BufferType, MaxInFlightAttr, MemLevelAttr
+from nem.dialect.exprs import Evaluator
 from nem.dialect.diagnostics import Diagnostic, NemDiagnosticError, SourceLoc
 from nem.dialect.ops import BufferOp, LoopOp, ProgramOp, TransferOp, WaitOp
 from nem.frontends.mlir import async_dialect as asy
@@ -797,17 +798,46 @@ class Lowerer:
         that does not move with the loop variable (D-LOW-PIPE)."""
         from nem.dialect.ops import RegionOp, TaskOp
 
+        accesses = []
         for op in loop.walk():
             if not isinstance(op, TaskOp):
                 continue
             for v, mode in op.operand_regions():
-                if mode != "write":
-                    continue
                 r = v.owner
                 assert isinstance(r, RegionOp)
-                if not _depends_on(r.offset, var.arg):
+                if mode == "write" and not _depends_on(r.offset, var.arg):
                     return (f"{r.buffer.owner.buffer_name.data} is written by every "
                             "iteration (loop-carried)")
+                if op.parent_op() is loop:
+                    accesses.append((r, mode == "write"))
+        # Regions that move with the loop variable may still overlap between
+        # consecutive iterations (e.g. interleaved strided DDR tiles, whose
+        # extents cover the whole tile bounding box): compare the byte ranges
+        # [offset, offset + extent) of iterations k and k + 1 (other loop
+        # variables at 0; offsets are affine or `mod 2`, so k = 0, 1 covers
+        # them), as nem-check-hazards does (D-HAZ-ACCESS, HAZ-03).
+        ev = Evaluator()
+
+        class Env(dict):
+            def get(self, k, d=None):
+                return super().get(k, 0)
+
+        def ranges(k):
+            env = Env({var.arg: k})
+            out = []
+            for r, w in accesses:
+                off, ext = ev.eval(r.offset, env), ev.eval(r.extent, env)
+                out.append((r.buffer, off, ext, w, r))
+            return out
+
+        for k in (0, 1):
+            for b1, o1, e1, w1, r1 in ranges(k):
+                for b2, o2, e2, w2, _ in ranges(k + 1):
+                    if b1 is not b2 or not (w1 or w2):
+                        continue
+                    if None in (o1, e1, o2, e2) or (o1 < o2 + e2 and o2 < o1 + e1):
+                        return (f"{r1.buffer.owner.buffer_name.data} is accessed at overlapping "
+                                "bytes by consecutive iterations (HAZ-03)")
         return None
 
     # -- async -------------------------------------------------------------------

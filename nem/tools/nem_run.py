@@ -27,7 +27,8 @@ import numpy as np
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="nem-run", description="Run a NEM program (.nem or NEM "
                                 "IR .mlir) on the reference runtime.")
-    p.add_argument("program")
+    p.add_argument("program", help="the program; '-' reads .nem text from standard input "
+                   "(e.g. piped from nem-opt -t nem)")
     p.add_argument("--device", help="target device (name or .nem file); overrides the "
                    "program's directive")
     p.add_argument("-I", dest="include_dirs", action="append", default=[],
@@ -118,7 +119,10 @@ def run(argv=None) -> int:
         interp.set_scheduling(args.schedule, args.seed)
         if args.profile:
             interp.set_timing_profile(json.loads(Path(args.profile).read_text()))
-        prog = interp.load(args.program)
+        if args.program == "-":
+            prog = interp.load_string(sys.stdin.read(), file="<stdin>")
+        else:
+            prog = interp.load(args.program)
     except NemDiagnosticError as e:
         for d in e.diagnostics:
             print(d.render(), file=sys.stderr)

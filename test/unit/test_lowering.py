@@ -88,9 +88,21 @@ def test_fixtures_lower_verify_and_roundtrip(name):
 
 
 def test_pipelined_eltwise_has_max_in_flight():
-    m, _ = lower(INPUTS / "eltwise_tiled_pipelined.mlir")
+    # contiguous tiles: consecutive iterations touch disjoint bytes (D-LOW-PIPE)
+    m, _ = lower(INPUTS / "eltwise_1d_pipelined.mlir")
     loops = [op for op in m.walk() if isinstance(op, LoopOp)]
     assert [d.n.data for lp in loops for d in lp.decorator_list()] == [2]
+
+
+def test_pipelined_interleaved_tiles_run_one_at_a_time():
+    # RULE: HAZ-03
+    # 64x64 tiles of a 1024x512 array: the strided write-back regions of
+    # consecutive iterations overlap in bytes, so no @max_in_flight (D-LOW-PIPE)
+    m, diags = lower(INPUTS / "eltwise_tiled_pipelined.mlir")
+    loops = [op for op in m.walk() if isinstance(op, LoopOp)]
+    assert [d for lp in loops for d in lp.decorator_list()] == []
+    assert any("accessed at overlapping bytes by consecutive iterations" in d.message
+               for d in diags)
 
 
 def test_ops_point_back_at_mlir_lines():
