@@ -614,11 +614,17 @@ def max_live_tokens(program: ProgramOp) -> int:
     block's tokens live across the loop (decision D-TOK-LIVE).  This is an
     upper bound over every schedule the program allows.
     """
+    return live_token_peak(program)[0]
+
+
+def live_token_peak(program: ProgramOp) -> tuple[int, Operation | None]:
+    """`max_live_tokens` and the statement (task or loop) where the peak is
+    reached, so a DEV-17 diagnostic can point at it."""
     with _no_cyclic_gc():
         return _block_live(program.block, Evaluator())
 
 
-def _block_live(block: Block, ev: Evaluator) -> int:
+def _block_live(block: Block, ev: Evaluator) -> tuple[int, Operation | None]:
     ops = list(block.ops)
     idx = {op: k for k, op in enumerate(ops)}
     n = len(ops)
@@ -626,7 +632,7 @@ def _block_live(block: Block, ev: Evaluator) -> int:
     nested = [0] * n
     for k, op in enumerate(ops):
         if isinstance(op, LoopOp):
-            body = _block_live(op.block, ev)
+            body, _ = _block_live(op.block, ev)
             try:
                 lo, hi = ev.static(op.lower), ev.static(op.upper)
             except ExprError:
@@ -647,11 +653,12 @@ def _block_live(block: Block, ev: Evaluator) -> int:
                 last = max(uses)
         delta[k] += 1
         delta[last + 1] -= 1
-    best = live = 0
+    best, where, live = 0, None, 0
     for k in range(n):
         live += delta[k]
-        best = max(best, live + nested[k])
-    return best
+        if live + nested[k] > best:
+            best, where = live + nested[k], ops[k]
+    return best, where
 
 
 def _ancestor_in(op: Operation, block: Block) -> Operation | None:

@@ -172,35 +172,16 @@ def check_levels(prog: ProgramOp, device: Device) -> list[Diagnostic]:
 
 
 # -- tokens ----------------------------------------------------------------
-def _live_token_analysis():
-    """The token engineer's happens-before analysis when installed, else the
-    scoped fallback `nem.dialect.token_pressure` (D-DEV-TOKENS)."""
-    import importlib
-
-    for name in ("nem.dialect.happens_before", "nem.dialect.tokens", "nem.dialect.token_graph"):
-        try:
-            mod = importlib.import_module(name)
-        except ImportError:
-            continue
-        if hasattr(mod, "max_live_tokens"):
-            return mod.max_live_tokens
-    return None
-
-
 def check_tokens(prog: ProgramOp, device: Device, ev: Evaluator) -> list[Diagnostic]:
     limit = device.max_active_tokens
     if limit is None:
         return []
-    from nem.dialect.token_pressure import token_peak
+    from nem.dialect.happens_before import live_token_peak
 
-    peak = token_peak(prog, ev)
-    external = _live_token_analysis()
-    count = peak.count
-    if external is not None:
-        count = external(prog)
+    count, where = live_token_peak(prog)
     if count <= limit:
         return []
-    where = peak.op if peak.count == count and peak.op is not None else prog
+    where = where if where is not None else prog
     return [error(
         f"up to {count} tokens can be live at once but device '{device.name}' allows "
         f"SEQ.max_active_tokens = {limit}", where, "DEV-17",
