@@ -71,46 +71,49 @@ class AffineDmaStartOp(_DmaBase):
     tag_map = attr_def(AffineMapAttr)
 
     # --- accessors -------------------------------------------------------
+    # Operand layout (upstream): src, src map operands, dst, dst map operands,
+    # tag, tag map operands, element count, [stride, elements per stride].
+    def _groups(self) -> tuple[int, int, int, int]:
+        """Positions of src, dst, tag and the element count."""
+        arity = [m.data.num_dims + m.data.num_symbols
+                 for m in (self.src_map, self.dst_map, self.tag_map)]
+        dst = 1 + arity[0]
+        tag = dst + 1 + arity[1]
+        return 0, dst, tag, tag + 1 + arity[2]
+
+    def _after(self, pos: int, next_pos: int) -> tuple[SSAValue, ...]:
+        return tuple(self.operands[pos + 1:next_pos])
+
     @property
     def src(self) -> SSAValue:
         return self.operands[0]
 
     @property
     def src_operands(self) -> tuple[SSAValue, ...]:
-        n = self.src_map.data.num_dims + self.src_map.data.num_symbols
-        return tuple(self.operands[1:1 + n])
-
-    @property
-    def _dst_pos(self) -> int:
-        return 1 + self.src_map.data.num_dims + self.src_map.data.num_symbols
+        src, dst, _, _ = self._groups()
+        return self._after(src, dst)
 
     @property
     def dst(self) -> SSAValue:
-        return self.operands[self._dst_pos]
+        return self.operands[self._groups()[1]]
 
     @property
     def dst_operands(self) -> tuple[SSAValue, ...]:
-        p = self._dst_pos + 1
-        n = self.dst_map.data.num_dims + self.dst_map.data.num_symbols
-        return tuple(self.operands[p:p + n])
-
-    @property
-    def _tag_pos(self) -> int:
-        return self._dst_pos + 1 + self.dst_map.data.num_dims + self.dst_map.data.num_symbols
+        _, dst, tag, _ = self._groups()
+        return self._after(dst, tag)
 
     @property
     def tag(self) -> SSAValue:
-        return self.operands[self._tag_pos]
+        return self.operands[self._groups()[2]]
 
     @property
     def tag_operands(self) -> tuple[SSAValue, ...]:
-        p = self._tag_pos + 1
-        n = self.tag_map.data.num_dims + self.tag_map.data.num_symbols
-        return tuple(self.operands[p:p + n])
+        _, _, tag, count = self._groups()
+        return self._after(tag, count)
 
     @property
     def _count_pos(self) -> int:
-        return self._tag_pos + 1 + self.tag_map.data.num_dims + self.tag_map.data.num_symbols
+        return self._groups()[3]
 
     @property
     def num_elements(self) -> SSAValue:
