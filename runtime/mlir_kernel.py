@@ -69,6 +69,8 @@ from xdsl.dialects.linalg.ops import YieldOp as LinalgYieldOp
 from xdsl.ir import Operation
 from xdsl.parser import Parser
 
+from nem.frontends.mlir import register_mlir_dialects
+from nem.frontends.mlir.affine_max import AffineMaxOp
 from nem.runtime.numerics import KernelError, NotSupported, NumericError
 
 OPNAME = "compute op=mlir.kernel"
@@ -146,6 +148,10 @@ class AffineKernelFunctions(InterpreterFunctions):
     def run_min(self, interpreter: Interpreter, op: affine.MinOp, args: tuple[Any, ...]):
         return (min(_eval_map(op.map.data, args)),)
 
+    @impl(AffineMaxOp)
+    def run_max(self, interpreter: Interpreter, op: AffineMaxOp, args: tuple[Any, ...]):
+        return (max(_eval_map(op.map.data, args)),)
+
     @impl(affine.ForOp)
     def run_for(self, interpreter: Interpreter, op: affine.ForOp, args: tuple[Any, ...]):
         n_lb, n_ub = len(op.lowerBoundOperands), len(op.upperBoundOperands)
@@ -192,6 +198,7 @@ def _context() -> Context:
     for d in (builtin.Builtin, func.Func, arith.Arith, affine.Affine, memref.MemRef, math.Math,
               scf.Scf, linalg.Linalg):
         ctx.load_dialect(d)
+    register_mlir_dialects(ctx)  # the upstream ops xDSL lacks (affine.max, ...)
     return ctx
 
 

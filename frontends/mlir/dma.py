@@ -364,5 +364,11 @@ class MemRefDmaWaitOp(_DmaBase):
             raise VerifyException("memref.dma_wait: expected tag, tag indices and num_elements")
 
 
-AFFINE_EXTRA_OPS: list[type[IRDLOperation]] = [AffineDmaStartOp, AffineDmaWaitOp]
+def _affine_extra_ops() -> list[type[IRDLOperation]]:
+    from nem.frontends.mlir.affine_max import AffineMaxOp
+
+    return [AffineDmaStartOp, AffineDmaWaitOp, AffineMaxOp]
+
+
+AFFINE_EXTRA_OPS: list[type[IRDLOperation]] = _affine_extra_ops()
 MEMREF_EXTRA_OPS: list[type[IRDLOperation]] = [MemRefDmaStartOp, MemRefDmaWaitOp]
