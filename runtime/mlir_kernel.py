@@ -33,6 +33,7 @@ task.  This module runs it with xDSL's interpreter:
 from __future__ import annotations
 
 from functools import lru_cache
+from math import erf as _erf
 from typing import Any
 
 import ml_dtypes
@@ -168,6 +169,63 @@ class AffineKernelFunctions(InterpreterFunctions):
         return ReturnedValues(args), ()
 
 
+def _int_result(op: Operation, value: int) -> int:
+    """Wrap an integer result to its type's width (two's complement; index
+    results are unbounded), as the hardware integer ops do (D-RT-MLIR-KERNEL)."""
+    t = op.results[0].type
+    if not isinstance(t, IntegerType):
+        return value
+    w = t.width.data
+    value &= (1 << w) - 1
+    return value - (1 << w) if value >= 1 << (w - 1) else value
+
+
+def _fdiv(a: float, b: float) -> float:
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return float(np.float64(a) / np.float64(b))
+
+
+def _trunc_div(a: int, b: int) -> int:
+    if b == 0:
+        raise NumericError(f"{OPNAME}: integer division by zero")
+    q = abs(a) // abs(b)
+    return q if (a >= 0) == (b >= 0) else -q
+
+
+def _unary(fn):
+    return lambda self, interpreter, op, args: (fn(args[0]),)
+
+
+def _int_binary(fn):
+    return lambda self, interpreter, op, args: (_int_result(op, fn(args[0], args[1])),)
+
+
+@register_impls
+class ScalarKernelFunctions(InterpreterFunctions):
+    """arith/math ops xDSL's interpreter lacks.  Float results are rounded to
+    their type by `KernelInterpreter`; integer results wrap to their width."""
+
+    run_divf = impl(arith.DivfOp)(lambda self, interpreter, op, args: (_fdiv(*args),))
+    run_negf = impl(arith.NegfOp)(_unary(lambda a: -a))
+    run_maxnumf = impl(arith.MaxnumfOp)(lambda self, i, op, args: (float(np.fmax(*args)),))
+    run_minnumf = impl(arith.MinnumfOp)(lambda self, i, op, args: (float(np.fmin(*args)),))
+    run_extf = impl(arith.ExtFOp)(_unary(float))
+    run_truncf = impl(arith.TruncFOp)(_unary(float))
+    run_sitofp = impl(arith.SIToFPOp)(_unary(float))
+    run_fptosi = impl(arith.FPToSIOp)(
+        lambda self, i, op, args: (_int_result(op, int(np.trunc(args[0]))),))
+    run_extsi = impl(arith.ExtSIOp)(_unary(int))
+    run_trunci = impl(arith.TruncIOp)(lambda self, i, op, args: (_int_result(op, args[0]),))
+    run_maxsi = impl(arith.MaxSIOp)(_int_binary(max))
+    run_minsi = impl(arith.MinSIOp)(_int_binary(min))
+    run_divsi = impl(arith.DivSIOp)(_int_binary(_trunc_div))
+    run_absf = impl(math.AbsFOp)(_unary(abs))
+    run_absi = impl(math.AbsIOp)(lambda self, i, op, args: (_int_result(op, abs(args[0])),))
+    run_tanh = impl(math.TanhOp)(_unary(lambda a: float(np.tanh(a))))
+    run_erf = impl(math.ErfOp)(_unary(_erf))
+    run_powf = impl(math.PowFOp)(lambda self, i, op, args: (float(np.power(*args)),))
+
+
 def _rounder(t):
     if isinstance(t, Float32Type):
         return lambda v: float(np.float32(v))
@@ -240,6 +298,7 @@ class CompiledKernel:
                    BuiltinFunctions(), ScfFunctions(), LinalgFunctions()):
             interp.register_implementations(ft)
         interp.register_implementations(AffineKernelFunctions(), override=True)
+        interp.register_implementations(ScalarKernelFunctions(), override=True)
         impls = interp._impls._impl_dict  # noqa: SLF001 - the table of implemented ops
         rounders: dict = {}
         for op in self.fn.body.walk():

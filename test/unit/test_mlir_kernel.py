@@ -152,8 +152,8 @@ def test_kernel_parsed_once_per_text():
 
 
 def test_unsupported_op_is_named():
-    text = FMA.replace("%s = arith.addf %p, %a : f32", "%s = math.tanh %p : f32")
-    with pytest.raises(NotSupported, match=r"compute op=mlir.kernel: math.tanh at kernel:6:12 "
+    text = FMA.replace("%s = arith.addf %p, %a : f32", "%s = math.cos %p : f32")
+    with pytest.raises(NotSupported, match=r"compute op=mlir.kernel: math.cos at kernel:6:12 "
                                            r"has no implementation"):
         run(text, [Tensor(np.ones((4, 8), np.float32), "f32")],
             [Tensor(np.zeros((4, 8), np.float32), "f32")])
@@ -209,9 +209,47 @@ def test_engine_runs_a_kernel_task():
 def test_engine_reports_unsupported_kernel_with_location():
     it = NemInterpreter()
     it.load_string(_program(FMA.replace("%s = arith.addf %p, %a : f32",
-                                        "%s = math.tanh %p : f32")), file="k.nem")
+                                        "%s = math.cos %p : f32")), file="k.nem")
     res = it.run()
     assert res.status == "error"
     msg = str(res.error)
-    assert "not supported: compute op=mlir.kernel: math.tanh at kernel:1:" in msg
+    assert "not supported: compute op=mlir.kernel: math.cos at kernel:1:" in msg
     assert res.error.rule == "EXEC-03" and res.error.loc.line == 4
+
+
+SCALAR_OPS = """func.func @kernel(%x: memref<16xf32>, %n: memref<16xi32>, %z: memref<16xf32>, %q: memref<16xi32>) {
+  %c3 = arith.constant 3 : i32
+  %one = arith.constant 1.0 : f32
+  affine.for %i = 0 to 16 {
+    %a = affine.load %x[%i] : memref<16xf32>
+    %k = affine.load %n[%i] : memref<16xi32>
+    %d = arith.divf %one, %a : f32
+    %t = math.tanh %d : f32
+    %g = arith.negf %t : f32
+    %h = math.absf %g : f32
+    %kf = arith.sitofp %k : i32 to f32
+    %s = arith.addf %h, %kf : f32
+    affine.store %s, %z[%i] : memref<16xf32>
+    %qd = arith.divsi %k, %c3 : i32
+    %qm = arith.maxsi %qd, %c3 : i32
+    affine.store %qm, %q[%i] : memref<16xi32>
+  }
+  func.return
+}"""
+
+
+def test_scalar_ops_xdsl_lacks():
+    """divf, negf, tanh, absf, sitofp, divsi (truncating), maxsi run with
+    per-op f32 rounding (D-RT-MLIR-KERNEL)."""
+    rng = np.random.default_rng(5)
+    x = rng.uniform(0.5, 2, 16).astype(np.float32)
+    n = rng.integers(-50, 50, 16).astype(np.int32)
+    z, q = run(SCALAR_OPS, [Tensor(x, "f32"), Tensor(n, "i32")],
+               [Tensor(np.zeros(16, np.float32), "f32"), Tensor(np.zeros(16, np.int32), "i32")])
+    f = np.float32
+    d = (f(1.0) / x).astype(f)
+    t = np.array([f(np.tanh(np.float64(v))) for v in d], f)
+    ref = (np.abs(-t) + n.astype(f)).astype(f)
+    assert np.array_equal(z, ref)
+    trunc = np.trunc(n / 3).astype(np.int32)  # toward zero, unlike Python's //
+    assert np.array_equal(q, np.maximum(trunc, 3))
