@@ -49,6 +49,7 @@ from nem.dialect.attributes import BufferType, MaxInFlightAttr, MemLevelAttr
 from nem.dialect.exprs import Evaluator
 from nem.dialect.diagnostics import Diagnostic, NemDiagnosticError, SourceLoc
 from nem.dialect.ops import BufferOp, LoopOp, ProgramOp, TransferOp, WaitOp
+from nem.frontends.mlir.memref_copy import COPY_OPS, MemRefCopyOp
 from nem.frontends.mlir import async_dialect as asy
 from nem.frontends.mlir.dma import (
     AffineDmaStartOp,
@@ -376,7 +377,7 @@ class Lowerer:
             src = self.view(op.source, op)
             self.views[op.results[0]] = src
             return
-        if isinstance(op, memref.CopyOp):
+        if isinstance(op, COPY_OPS):
             self.lower_copy(op, dst, scope)
             return
         if isinstance(op, AffineDmaStartOp | MemRefDmaStartOp):
@@ -446,7 +447,7 @@ class Lowerer:
             if op is loop:
                 continue
             if isinstance(op, AffineDmaStartOp | AffineDmaWaitOp | MemRefDmaStartOp
-                          | MemRefDmaWaitOp | memref.AllocOp | memref.AllocaOp | memref.CopyOp
+                          | MemRefDmaWaitOp | memref.AllocOp | memref.AllocaOp | COPY_OPS
                           | asy.ExecuteOp | asy.AwaitOp) or op.name.startswith("linalg."):
                 return True
         return False
@@ -671,7 +672,7 @@ class Lowerer:
         dst.add_op(w)
         rec.mark_waited()
 
-    def lower_copy(self, op: memref.CopyOp, dst: Block, scope) -> None:
+    def lower_copy(self, op: memref.CopyOp | MemRefCopyOp, dst: Block, scope) -> None:
         sv, dv = self.view(op.source, op), self.view(op.destination, op)
         if sv.elem != dv.elem or sv.shape != dv.shape:
             raise reject(op, "memref.copy between different shapes or element types")

@@ -371,4 +371,10 @@ def _affine_extra_ops() -> list[type[IRDLOperation]]:
 
 
 AFFINE_EXTRA_OPS: list[type[IRDLOperation]] = _affine_extra_ops()
-MEMREF_EXTRA_OPS: list[type[IRDLOperation]] = [MemRefDmaStartOp, MemRefDmaWaitOp]
+def _memref_extra_ops() -> list[type[IRDLOperation]]:
+    from nem.frontends.mlir.memref_copy import MemRefCopyOp
+
+    return [MemRefDmaStartOp, MemRefDmaWaitOp, MemRefCopyOp]
+
+
+MEMREF_EXTRA_OPS: list[type[IRDLOperation]] = _memref_extra_ops()
