@@ -70,6 +70,7 @@ from nem.passes.lowering_core import (
     eval_map,
     make_region,
     memref_strides,
+    pick_minmax,
     reject,
 )
 
@@ -114,6 +115,7 @@ class Lowerer:
         self.fallback: list[str] = []
         self.notes: list[str] = []
         self.pipe_stack: list[Var] = []
+        self.peeled = 0  # > 0 while lowering a peeled partial tile (D-LOW-PEEL)
         self.tok_n = 0
         self.buf_n = 0
         self.async_map: dict[SSAValue, SSAValue] = {}
@@ -353,16 +355,12 @@ class Lowerer:
             return
         if name in ("affine.min", "affine.max"):
             vals = self.affine(op, op.map.data, op.operands)
-            if any(v != vals[0] for v in vals[1:]):
-                consts = [v.const for v in vals if v.is_const()]
-                if len(consts) == len(vals):
-                    self.env[op.results[0]] = Aff.c(min(consts) if name == "affine.min"
-                                                    else max(consts))
-                    return
+            r = pick_minmax(vals, name == "affine.min")
+            if r is None:
                 raise reject(op, "the operands of this affine.min/max differ across iterations "
                              "(a partial tile); NEM shapes are static",
                              "choose tile sizes that divide the iteration space")
-            self.env[op.results[0]] = vals[0]
+            self.env[op.results[0]] = r
             return
         if isinstance(op, memref.AllocOp | memref.AllocaOp):
             self.lower_alloc(op)
@@ -458,6 +456,11 @@ class Lowerer:
         if op.operands:
             raise reject(op, f"dynamic shape {t} is not supported: NEM buffers have static sizes",
                          "tile with static sizes")
+        if op.results[0] in self.tags:
+            return
+        seen = self.views.get(op.results[0])
+        if seen is not None and seen.base.is_const():
+            return  # lowered before: a peeled iteration reuses its loop's buffers (D-LOW-PEEL)
         uses = [u.operation for u in op.results[0].uses]
         if uses and all(self._is_tag_use(u, op.results[0]) or isinstance(u, memref.DeallocOp)
                         for u in uses) and any(not isinstance(u, memref.DeallocOp) for u in uses):
@@ -570,6 +573,8 @@ class Lowerer:
         s_space0 = self._space(op.src) == 0
         d_space0 = self._space(op.dst) == 0
         strided_is_src = s_space0 or not d_space0
+        if self.peeled:
+            n = self._clip_partial(op, n, stride, strided_is_src, ((sv, sidx), (dv, didx)))
         regs = []
         for side, (vw, idx) in (("src", (sv, sidx)), ("dst", (dv, didx))):
             start = vw.base
@@ -585,6 +590,53 @@ class Lowerer:
             regs.append(make_region(vw, start, shape, strides, op.location, e, op))
             dst_block.add_op(regs[-1])
         return regs[0], regs[1], sv, dv
+
+    def _clip_partial(self, op, n: int, stride, strided_is_src: bool, sides) -> int:
+        """In a peeled partial tile, the element count of a DMA clipped to the
+        prefix that lies inside both memrefs: affine-data-copy-generate copies
+        the full tile's constant bounding box, whose rest is out of bounds
+        (undefined in MLIR) and never used by the partial tile (D-LOW-PEEL)."""
+        keep = n
+        for k, (vw, idx) in enumerate(sides):
+            start = vw.base
+            for a, s in zip(idx, vw.strides):
+                start = start + a.scale(s)
+            rng = (start - vw.base).bounds()
+            if rng is None or not vw.shape:
+                continue
+            span = sum((d - 1) * s for d, s in zip(vw.shape, vw.strides)) + 1
+            strided = stride is not None and stride[0] != stride[1] and (k == 0) == strided_is_src
+            if strided:
+                last = idx[-1].bounds() if idx else None
+                if last is not None and last[1] + stride[1] > vw.shape[-1]:
+                    raise reject(op, f"the rows of this strided DMA run past the end of the "
+                                 f"last dimension of {vw.name} (a partial tile along it); NEM "
+                                 "cannot clip them exactly", "choose tile sizes that divide "
+                                 "the innermost dimension")
+            oks = []
+            for lo in rng:  # the count must not depend on the loop variables
+                if strided:
+                    st, per = stride
+                    rows = 0
+                    while rows < n // per and lo + rows * st + per <= span:
+                        rows += 1
+                    oks.append(rows * per)
+                else:
+                    _, strides = self._contig_shape(vw, idx, n)
+                    step = strides[-1] if strides else 1
+                    oks.append(min(n, max(0, -(-(span - lo) // step))))
+            if oks[0] != oks[1]:
+                raise reject(op, f"the part of this DMA of a partial tile inside {vw.name} "
+                             "depends on the loop variables; NEM shapes are static")
+            keep = min(keep, oks[0])
+        if keep == n:
+            return n
+        if keep <= 0 or (stride is not None and keep % stride[1]):
+            raise reject(op, "this DMA of a partial tile lies outside its memref and cannot be "
+                         "clipped to whole rows")
+        self.notes.append(f"DMA at {SourceLoc.of(op)} of the partial tile clipped to {keep} of "
+                          f"{n} elements (the rest is outside the memref)")
+        return keep
 
     def _space(self, v: SSAValue) -> int:
         ms = v.type.memory_space
@@ -694,12 +746,14 @@ class Lowerer:
     # -- loops -----------------------------------------------------------------
     def loop_bounds(self, op: affine.ForOp) -> tuple[Aff, int, int]:
         lbm, ubm = op.lowerBoundMap.data, op.upperBoundMap.data
-        if len(lbm.results) != 1 or len(ubm.results) != 1:
+        # a max/min bound is taken when one candidate wins for every value of
+        # the enclosing loop variables (e.g. in a peeled loop, D-LOW-PEEL)
+        lb = pick_minmax(self.affine(op, lbm, op.lowerBoundOperands), False)
+        ub = pick_minmax(self.affine(op, ubm, op.upperBoundOperands), True)
+        if lb is None or ub is None:
             raise reject(op, "max/min loop bounds (partial tiles) are not supported: NEM loop "
                          "trip counts are static", "choose tile sizes that divide the "
                          "iteration space")
-        lb = self.affine(op, lbm, op.lowerBoundOperands)[0]
-        ub = self.affine(op, ubm, op.upperBoundOperands)[0]
         step = op.step.value.data
         diff = ub - lb
         if not diff.is_const():
@@ -725,9 +779,52 @@ class Lowerer:
         if trip == 0:
             return
         self.flush(dst, scope, op)
-        loop, var = self.new_loop(op, trip, dst, [])
-        self.env[op.body.block.args[0]] = lb + Aff.atom(var).scale(step)
-        self.lower_block(op.body.block, loop.block, [])
+        iv = op.body.block.args[0]
+        partial = self._partial_tile_op(op, lb, step)
+        if partial is None:
+            loop, var = self.new_loop(op, trip, dst, [])
+            self.env[iv] = lb + Aff.atom(var).scale(step)
+            self.lower_block(op.body.block, loop.block, [])
+            return
+        # D-LOW-PEEL: a NEM loop over the full tiles, then the last (partial)
+        # iteration as straight-line tasks with its own static shapes
+        try:
+            if trip > 1:
+                loop, var = self.new_loop(op, trip - 1, dst, [])
+                self.env[iv] = lb + Aff.atom(var).scale(step)
+                self.lower_block(op.body.block, loop.block, [])
+            self.env[iv] = lb + Aff.c((trip - 1) * step)
+            self.peeled += 1
+            try:
+                self.lower_block(op.body.block, dst, [])
+            finally:
+                self.peeled -= 1
+        except NemDiagnosticError as e:
+            if any("peeling the last iteration" in d.message for d in e.diagnostics):
+                raise  # an inner peeled loop already explains it
+            why = "; ".join(d.message.removeprefix("cannot lower ") for d in e.diagnostics)
+            head = ("the operands of this affine.min/max differ across iterations (a partial "
+                    "tile)" if partial.name in ("affine.min", "affine.max") else
+                    "max/min loop bounds (partial tiles) are not supported")
+            raise reject(partial, f"{head}: peeling the last iteration of the loop at "
+                         f"{SourceLoc.of(op)} fails: {why}",
+                         "choose tile sizes that divide the iteration space") from None
+        self.notes.append(f"loop at {SourceLoc.of(op)}: partial last tile peeled")
+
+    def _partial_tile_op(self, op: affine.ForOp, lb: Aff, step: int) -> Operation | None:
+        """The first affine.min/max (op or max/min loop bound) of the body when
+        the loop's step does not divide its range (its last tile is partial)."""
+        ub = pick_minmax(self.affine(op, op.upperBoundMap.data, op.upperBoundOperands), True)
+        if ub is None or not (ub - lb).is_const() or (ub - lb).const % step == 0:
+            return None
+        for o in op.walk():
+            if o is op:
+                continue
+            if o.name in ("affine.min", "affine.max") or (
+                    isinstance(o, affine.ForOp) and (len(o.lowerBoundMap.data.results) > 1
+                                                     or len(o.upperBoundMap.data.results) > 1)):
+                return o
+        return None
 
     # -- software pipelining (D-LOW-PIPE) ------------------------------------------
     def detect_pipeline(self, loop: affine.ForOp):

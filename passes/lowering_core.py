@@ -181,6 +181,17 @@ class Aff:
             total += c * hi
         return total
 
+    def bounds(self) -> tuple[int, int] | None:
+        """[lo, hi] over the ranges of the atoms (loop variables in [0, trip-1]),
+        or None when some atom has no known range (D-LOW-PEEL)."""
+        lo = hi = self.const
+        for a, c in self.terms.values():
+            r = _atom_range(a)
+            if r is None:
+                return None
+            lo, hi = (lo + c * r[0], hi + c * r[1]) if c >= 0 else (lo + c * r[1], hi + c * r[0])
+        return lo, hi
+
     def atoms(self):
         for a, _ in self.terms.values():
             yield a
@@ -227,6 +238,33 @@ def _atom_upper(a) -> int | None:
     if isinstance(a, FloorDiv):
         u = a.inner.upper()
         return None if u is None else u // a.d
+    return None
+
+
+def _atom_range(a) -> tuple[int, int] | None:
+    if isinstance(a, Var):
+        return 0, a.trip - 1
+    if isinstance(a, Mod):
+        return (0, a.m - 1) if a.inner.nonneg() else None
+    if isinstance(a, FloorDiv):
+        r = a.inner.bounds()
+        return None if r is None else (r[0] // a.d, r[1] // a.d)
+    return None
+
+
+def pick_minmax(vals: list[Aff], is_min: bool) -> Aff | None:
+    """The result of `affine.min`/`max` over `vals` when one candidate is the
+    minimum (maximum) for every value of the loop variables, else None."""
+    for a in vals:
+        ok = True
+        for b in vals:
+            d = (a - b) if is_min else (b - a)
+            r = d.bounds()
+            if r is None or r[1] > 0:
+                ok = False
+                break
+        if ok:
+            return a
     return None
 
 

@@ -46,6 +46,7 @@ from nem.passes.lowering_core import (
     View,
     eval_map,
     make_region,
+    pick_minmax,
     reject,
 )
 
@@ -85,10 +86,10 @@ def analyze(L, top: affine.ForOp) -> Nest:
     op = top
     while True:
         lbm, ubm = op.lowerBoundMap.data, op.upperBoundMap.data
-        if len(lbm.results) != 1 or len(ubm.results) != 1:
+        lb = pick_minmax(eval_map(lbm, [_idx(L, nest, v) for v in op.lowerBoundOperands]), False)
+        ub = pick_minmax(eval_map(ubm, [_idx(L, nest, v) for v in op.upperBoundOperands]), True)
+        if lb is None or ub is None:
             raise NotRaisable("min/max loop bounds")
-        lb = eval_map(lbm, [_idx(L, nest, v) for v in op.lowerBoundOperands])[0]
-        ub = eval_map(ubm, [_idx(L, nest, v) for v in op.upperBoundOperands])[0]
         if lb.has_dims() or ub.has_dims():
             raise NotRaisable("non-rectangular nest")
         if op.step.value.data != 1:
