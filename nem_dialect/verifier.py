@@ -527,22 +527,14 @@ class ProgramVerifier:
                          "drop @writeonly or read another region")
 
 
+_TARGETS = ((RegionOp, "region"), (BufferOp, "buffer"), (LoopOp, "loop"),
+            (TransferOp, "transfer"), (StoreOp, "store"), (ComputeOp, "compute"),
+            (WaitOp, "wait"))
+"""The decorator target kind of each op (decorators.py speaks in these words)."""
+
+
 def _target_of(op: Operation) -> str | None:
-    if isinstance(op, RegionOp):
-        return "region"
-    if isinstance(op, BufferOp):
-        return "buffer"
-    if isinstance(op, LoopOp):
-        return "loop"
-    if isinstance(op, TransferOp):
-        return "transfer"
-    if isinstance(op, StoreOp):
-        return "store"
-    if isinstance(op, ComputeOp):
-        return "compute"
-    if isinstance(op, WaitOp):
-        return "wait"
-    return None
+    return next((word for cls, word in _TARGETS if isinstance(op, cls)), None)
 
 
 def _attr_has_type(value: Attribute, type_: str) -> bool:
