@@ -37,7 +37,7 @@ class NotSupported(KernelError):
 
 class NumericError(KernelError):
     """A data-dependent failure: integer division by zero, i32 accumulator overflow,
-    NaN quantized, gather index out of range (D-NUM-ERRORS)."""
+    NaN quantized, gather index out of range (D-NUM-UNSUPPORTED)."""
 
 
 BITS = {"i4": 4, "i8": 8, "i16": 16, "i32": 32, "u8": 8, "u16": 16, "u32": 32}
@@ -65,7 +65,7 @@ def float_max(elem: str) -> float:
 # --- integers ---------------------------------------------------------------
 
 def saturate_int(v: np.ndarray, elem: str) -> np.ndarray:
-    """Clip an integer-valued int64 (or exact f64) array to `elem`'s range (D-NUM-INT-SAT)."""
+    """Clip an integer-valued int64 (or exact f64) array to `elem`'s range (D-NUM-INT)."""
     lo, hi = int_range(elem)
     return np.clip(v, lo, hi).astype(np.int64).astype(DTYPES[elem])
 
@@ -95,7 +95,7 @@ def div_rne_int(num: np.ndarray, den: np.ndarray | int) -> np.ndarray:
 
 
 def trunc_div_int(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Integer division truncating toward zero (b != 0), int64 (D-NUM-INT-DIV)."""
+    """Integer division truncating toward zero (b != 0), int64 (D-NUM-INT)."""
     q = np.abs(a) // np.abs(b)
     return np.where((a < 0) != (b < 0), -q, q)
 
