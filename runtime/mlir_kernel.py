@@ -200,10 +200,10 @@ def _int_binary(fn):
     return lambda self, interpreter, op, args: (_int_result(op, fn(args[0], args[1])),)
 
 
-@register_impls
 class ScalarKernelFunctions(InterpreterFunctions):
     """arith/math ops xDSL's interpreter lacks.  Float results are rounded to
-    their type by `KernelInterpreter`; integer results wrap to their width."""
+    their type by `KernelInterpreter`; integer results wrap to their width.
+    (Registered below, once the numpy-backed unary math ops are added.)"""
 
     run_divf = impl(arith.DivfOp)(lambda self, interpreter, op, args: (_fdiv(*args),))
     run_negf = impl(arith.NegfOp)(_unary(lambda a: -a))
@@ -221,10 +221,32 @@ class ScalarKernelFunctions(InterpreterFunctions):
     run_divsi = impl(arith.DivSIOp)(_int_binary(_trunc_div))
     run_absf = impl(math.AbsFOp)(_unary(abs))
     run_absi = impl(math.AbsIOp)(lambda self, i, op, args: (_int_result(op, abs(args[0])),))
-    run_tanh = impl(math.TanhOp)(_unary(lambda a: float(np.tanh(a))))
     run_erf = impl(math.ErfOp)(_unary(_erf))
     run_powf = impl(math.PowFOp)(lambda self, i, op, args: (float(np.power(*args)),))
 
+
+_NUMPY_UNARY = {
+    math.TanhOp: np.tanh, math.CosOp: np.cos, math.SinOp: np.sin, math.TanOp: np.tan,
+    math.AtanOp: np.arctan, math.AsinOp: np.arcsin, math.AcosOp: np.arccos,
+    math.SinhOp: np.sinh, math.CoshOp: np.cosh, math.AtanhOp: np.arctanh,
+    math.AsinhOp: np.arcsinh, math.AcoshOp: np.arccosh, math.FloorOp: np.floor,
+    math.CeilOp: np.ceil, math.TruncOp: np.trunc, math.RoundEvenOp: np.rint,
+    math.CbrtOp: np.cbrt,
+}
+"""Float math ops evaluated in f64 by numpy, then rounded to the result type."""
+
+
+def _numpy_unary(fn):
+    def run(self, interpreter, op, args):
+        with np.errstate(all="ignore"):
+            return (float(fn(np.float64(args[0]))),)
+    return run
+
+
+for _op, _fn in _NUMPY_UNARY.items():
+    setattr(ScalarKernelFunctions, f"run_{_op.name.split('.')[1]}",
+            impl(_op)(_numpy_unary(_fn)))
+ScalarKernelFunctions = register_impls(ScalarKernelFunctions)
 
 def _rounder(t):
     if isinstance(t, Float32Type):

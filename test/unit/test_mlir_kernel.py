@@ -152,8 +152,8 @@ def test_kernel_parsed_once_per_text():
 
 
 def test_unsupported_op_is_named():
-    text = FMA.replace("%s = arith.addf %p, %a : f32", "%s = math.cos %p : f32")
-    with pytest.raises(NotSupported, match=r"compute op=mlir.kernel: math.cos at kernel:6:12 "
+    text = FMA.replace("%s = arith.addf %p, %a : f32", "%s = math.rsqrt %p : f32")
+    with pytest.raises(NotSupported, match=r"compute op=mlir.kernel: math.rsqrt at kernel:6:12 "
                                            r"has no implementation"):
         run(text, [Tensor(np.ones((4, 8), np.float32), "f32")],
             [Tensor(np.zeros((4, 8), np.float32), "f32")])
@@ -209,11 +209,11 @@ def test_engine_runs_a_kernel_task():
 def test_engine_reports_unsupported_kernel_with_location():
     it = NemInterpreter()
     it.load_string(_program(FMA.replace("%s = arith.addf %p, %a : f32",
-                                        "%s = math.cos %p : f32")), file="k.nem")
+                                        "%s = math.rsqrt %p : f32")), file="k.nem")
     res = it.run()
     assert res.status == "error"
     msg = str(res.error)
-    assert "not supported: compute op=mlir.kernel: math.cos at kernel:1:" in msg
+    assert "not supported: compute op=mlir.kernel: math.rsqrt at kernel:1:" in msg
     assert res.error.rule == "EXEC-03" and res.error.loc.line == 4
 
 
@@ -253,3 +253,13 @@ def test_scalar_ops_xdsl_lacks():
     assert np.array_equal(z, ref)
     trunc = np.trunc(n / 3).astype(np.int32)  # toward zero, unlike Python's //
     assert np.array_equal(q, np.maximum(trunc, 3))
+
+
+def test_numpy_backed_math_ops():
+    """math.cos/floor/... run in f64 and round once to the result type."""
+    text = FMA.replace("%s = arith.addf %p, %a : f32", "%c = math.cos %a : f32\n"
+                       "      %s = math.floor %c : f32")
+    x = np.linspace(-3, 3, 32, dtype=np.float32).reshape(4, 8)
+    (z,) = run(text, [Tensor(x, "f32")], [Tensor(np.zeros((4, 8), np.float32), "f32")])
+    ref = np.floor(np.cos(x.astype(np.float64)).astype(np.float32))
+    assert np.array_equal(z, ref)
