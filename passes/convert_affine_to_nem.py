@@ -63,6 +63,7 @@ from nem.passes.lowering_core import (
     Aff,
     ExprEmitter,
     TaskRec,
+    REGION_LOGS,
     Var,
     View,
     buffer_bytes,
@@ -116,6 +117,7 @@ class Lowerer:
         self.notes: list[str] = []
         self.pipe_stack: list[Var] = []
         self.peeled = 0  # > 0 while lowering a peeled partial tile (D-LOW-PEEL)
+        self.peel_stack: list[dict] = []  # per peeled iteration: loop, region log, narrowed DMAs
         self.tok_n = 0
         self.buf_n = 0
         self.async_map: dict[SSAValue, SSAValue] = {}
@@ -573,15 +575,19 @@ class Lowerer:
         s_space0 = self._space(op.src) == 0
         d_space0 = self._space(op.dst) == 0
         strided_is_src = s_space0 or not d_space0
+        cols = None
         if self.peeled:
-            n = self._clip_partial(op, n, stride, strided_is_src, ((sv, sidx), (dv, didx)))
+            n, cols = self._clip_partial(op, n, stride, strided_is_src, ((sv, sidx), (dv, didx)))
         regs = []
         for side, (vw, idx) in (("src", (sv, sidx)), ("dst", (dv, didx))):
             start = vw.base
             for a, s in zip(idx, vw.strides):
                 start = start + a.scale(s)
             is_strided = stride is not None and (side == "src") == strided_is_src
-            if is_strided and stride[0] != stride[1]:
+            if cols is not None:  # narrowed rows of a partial innermost tile (D-LOW-PEEL)
+                shape = [n // stride[1], cols]
+                strides = [stride[0], 1] if is_strided else [stride[1], 1]
+            elif is_strided and stride[0] != stride[1]:
                 shape, strides = [n // stride[1], stride[1]], [stride[0], 1]
             else:
                 shape, strides = self._contig_shape(vw, idx, n)
@@ -591,12 +597,17 @@ class Lowerer:
             dst_block.add_op(regs[-1])
         return regs[0], regs[1], sv, dv
 
-    def _clip_partial(self, op, n: int, stride, strided_is_src: bool, sides) -> int:
+    def _clip_partial(self, op, n: int, stride, strided_is_src: bool,
+                      sides) -> tuple[int, int | None]:
         """In a peeled partial tile, the element count of a DMA clipped to the
         prefix that lies inside both memrefs: affine-data-copy-generate copies
         the full tile's constant bounding box, whose rest is out of bounds
-        (undefined in MLIR) and never used by the partial tile (D-LOW-PEEL)."""
+        (undefined in MLIR) and never used by the partial tile (D-LOW-PEEL).
+        Also the narrowed row length (`cols`, else None) when the strided rows
+        run past the innermost dimension (a partial innermost tile); the
+        narrowing is recorded and proved exact by `_check_narrowed`."""
         keep = n
+        cols = None
         for k, (vw, idx) in enumerate(sides):
             start = vw.base
             for a, s in zip(idx, vw.strides):
@@ -609,16 +620,14 @@ class Lowerer:
             if strided:
                 last = idx[-1].bounds() if idx else None
                 if last is not None and last[1] + stride[1] > vw.shape[-1]:
-                    raise reject(op, f"the rows of this strided DMA run past the end of the "
-                                 f"last dimension of {vw.name} (a partial tile along it); NEM "
-                                 "cannot clip them exactly", "choose tile sizes that divide "
-                                 "the innermost dimension")
+                    cols = self._narrow_cols(op, vw, last, stride, strided_is_src, sides)
             oks = []
             for lo in rng:  # the count must not depend on the loop variables
                 if strided:
                     st, per = stride
                     rows = 0
-                    while rows < n // per and lo + rows * st + per <= span:
+                    width = per if cols is None else cols
+                    while rows < n // per and lo + rows * st + width <= span:
                         rows += 1
                     oks.append(rows * per)
                 else:
@@ -629,14 +638,106 @@ class Lowerer:
                 raise reject(op, f"the part of this DMA of a partial tile inside {vw.name} "
                              "depends on the loop variables; NEM shapes are static")
             keep = min(keep, oks[0])
+        if cols is not None:
+            self.notes.append(f"DMA at {SourceLoc.of(op)} of the partial tile narrowed to rows "
+                              f"of {cols} of {stride[1]} elements (a partial innermost tile)")
         if keep == n:
-            return n
+            return n, cols
         if keep <= 0 or (stride is not None and keep % stride[1]):
             raise reject(op, "this DMA of a partial tile lies outside its memref and cannot be "
                          "clipped to whole rows")
         self.notes.append(f"DMA at {SourceLoc.of(op)} of the partial tile clipped to {keep} of "
                           f"{n} elements (the rest is outside the memref)")
-        return keep
+        return keep, cols
+
+    def _narrow_cols(self, op, vw: View, last: tuple[int, int], stride, strided_is_src: bool,
+                     sides) -> int:
+        """The in-row element count of a strided DMA of a peeled partial tile
+        whose rows (`per` elements each, upstream's full-tile size) run past
+        the innermost dimension of `vw`: the elements past it belong to the next
+        row.  Narrowing is allowed when the other side is a buffer allocated
+        in the peeled loop's body (so no use outside this iteration sees it),
+        and is checked to be exact when the iteration is lowered."""
+        def no(why: str):
+            return reject(op, f"the rows of this strided DMA run past the end of the last "
+                          f"dimension of {vw.name} (a partial tile along it); NEM cannot "
+                          f"narrow them exactly: {why}",
+                          "choose tile sizes that divide the innermost dimension")
+        if last[0] != last[1]:
+            raise no("the row start depends on the loop variables")
+        if vw.strides[-1] != 1:
+            raise no("the innermost dimension is not contiguous")
+        cols = vw.shape[-1] - last[0]
+        if cols <= 0:
+            raise no("the rows start outside the memref")
+        fast_val = op.dst if strided_is_src else op.src
+        fvw, fidx = sides[1] if strided_is_src else sides[0]
+        acc, rowmajor = 1, []
+        for d in reversed(fvw.shape):
+            rowmajor.append(acc)
+            acc *= d
+        if list(reversed(rowmajor)) != list(fvw.strides):
+            raise no(f"{fvw.name} is not a contiguous buffer")
+        top = self.peel_stack[-1]
+        alloc = fast_val.owner
+        if not (isinstance(alloc, memref.AllocOp) and top["loop"].is_ancestor(alloc)):
+            raise no(f"{fvw.name} is not allocated in the body of the peeled loop")
+        fstart = fvw.base
+        for a, s in zip(fidx, fvw.strides):
+            fstart = fstart + a.scale(s)
+        sv, sidx = sides[0] if strided_is_src else sides[1]
+        sstart = sv.base
+        for a, s in zip(sidx, sv.strides):
+            sstart = sstart + a.scale(s)
+        top["narrowed"].append(dict(op=op, read=strided_is_src, fast=fvw, fstart=fstart,
+                                    mem=op.src if strided_is_src else op.dst, start=sstart,
+                                    stride=stride, cols=cols, at=len(top["log"])))
+        return cols
+
+    def _check_narrowed(self, entry: dict) -> None:
+        """Exactness of the narrowed DMAs of one peeled iteration (D-LOW-PEEL).
+        (1) Every region on a narrowed fast buffer made in the iteration (the
+        buffer is allocated in the loop body, so these are all its uses) lies in
+        the first `cols` elements of its `per`-element rows: the columns the
+        narrowing leaves out are never read, so a narrowed read changes nothing
+        observable.  (2) A narrowed write-back skips columns that in MLIR hold
+        either nothing defined (no DMA wrote the fresh buffer: a fresh
+        `memref.alloc` is undefined, so storing them stores undefined values) or
+        what a read DMA of the same memref at the same start brought in, with no
+        region on that memref in between: storing them back is the identity."""
+        log = entry["log"]
+        for rec in entry["narrowed"]:
+            op, fvw, per, cols = rec["op"], rec["fast"], rec["stride"][1], rec["cols"]
+            for vw, start, shape, strides, _anchor in log:
+                if vw.buffer is not fvw.buffer:
+                    continue
+                rel = start - rec["fstart"]
+                ok = rel.is_const() and rel.const >= 0 and shape
+                if ok:
+                    col0 = rel.const % per
+                    if len(shape) >= 1 and strides[-1] == 1:
+                        ok = col0 + shape[-1] <= cols and all(
+                            s % per == 0 or d == 1 for d, s in zip(shape[:-1], strides[:-1]))
+                    else:
+                        ok = all(d == 1 for d in shape) and col0 < cols
+                if not ok:
+                    raise reject(op, f"this strided DMA of a partial innermost tile cannot be "
+                                 f"narrowed to {cols} of {per} elements per row: another access "
+                                 f"to {fvw.name} may use the other columns",
+                                 "choose tile sizes that divide the innermost dimension")
+            if rec["read"]:
+                continue
+            fills = [r for r in entry["narrowed"] if r["read"] and r["fast"].buffer is fvw.buffer]
+            for r in fills:
+                same = (r["mem"] is rec["mem"] and r["start"] == rec["start"]
+                        and r["stride"] == rec["stride"] and r["at"] < rec["at"])
+                between = [x for x in log[r["at"]:rec["at"]]
+                           if x[0].buffer is self.views[rec["mem"]].buffer and x[4] is not r["op"]]
+                if not same or between:
+                    raise reject(op, f"this write-back of a partial innermost tile cannot be "
+                                 f"narrowed: the columns it would skip hold data of {fvw.name} "
+                                 "that is not what the same addresses held",
+                                 "choose tile sizes that divide the innermost dimension")
 
     def _space(self, v: SSAValue) -> int:
         ms = v.type.memory_space
@@ -795,10 +896,16 @@ class Lowerer:
                 self.lower_block(op.body.block, loop.block, [])
             self.env[iv] = lb + Aff.c((trip - 1) * step)
             self.peeled += 1
+            entry = dict(loop=op, log=[], narrowed=[])
+            self.peel_stack.append(entry)
+            REGION_LOGS.append(entry["log"])
             try:
                 self.lower_block(op.body.block, dst, [])
+                self._check_narrowed(entry)
             finally:
                 self.peeled -= 1
+                self.peel_stack.pop()
+                REGION_LOGS.remove(entry["log"])
         except NemDiagnosticError as e:
             if any("peeling the last iteration" in d.message for d in e.diagnostics):
                 raise  # an inner peeled loop already explains it

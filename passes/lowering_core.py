@@ -454,6 +454,12 @@ def check_elem(op: Operation | None, t: Attribute) -> str:
 DEFAULT_LAYOUTS = {1: "C", 2: "MN", 3: "CHW", 4: "NHWC", 5: "NDHWC"}
 
 
+# Stack of region logs: while a peeled partial tile is lowered, every region
+# made is recorded as (view, start, shape, strides, anchor) in each active log,
+# to check that narrowed DMAs are exact (D-LOW-PEEL).
+REGION_LOGS: list[list] = []
+
+
 def make_region(view: View, start: Aff, shape: list[int], strides: list[int], loc, emitter:
                 ExprEmitter, anchor: Operation | None, layout: str | None = None) -> RegionOp:
     """An inline typed region of `view.buffer` starting at element `start`
@@ -461,6 +467,8 @@ def make_region(view: View, start: Aff, shape: list[int], strides: list[int], lo
     eb = view.elem_bytes
     if not shape:
         shape, strides = [1], [1]
+    for log in REGION_LOGS:
+        log.append((view, start, list(shape), list(strides), anchor))
     contiguous = True
     acc = 1
     for d, s in zip(reversed(shape), reversed(strides)):
