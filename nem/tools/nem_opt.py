@@ -165,7 +165,7 @@ class NemOptMain(xDSLOptMain):
         from nem.frontends.mlir import parse_mlir  # records file:line:col on every op
 
         module = parse_mlir(self.ctx, text, file, not self.args.no_implicit_module)
-        module.verify()
+        _verify_mlir(module)
         return module
 
     def _verify(self, module: ModuleOp, file: str) -> list[Diagnostic]:
@@ -228,6 +228,28 @@ def _is_config_document(text: str, file: str) -> bool:
     from nem.frontends.nem_text.document import is_config_document
 
     return is_config_document(text, file)
+
+
+def _verify_mlir(module: ModuleOp) -> None:
+    """xDSL's verifier, reported at the first failing op's location (xDSL's
+    own exception carries none)."""
+    try:
+        module.verify()
+    except VerifyException as e:
+        bad = next((op for op in module.walk() if _fails(op)), None)
+        first = str(e).strip().splitlines()[0] if str(e).strip() else "verification failed"
+        name = f"'{bad.name}': " if bad is not None else ""
+        raise NemDiagnosticError([Diagnostic("error", f"invalid MLIR: {name}{first}",
+                                             SourceLoc.of(bad),
+                                             fix="fix the op so that it verifies")]) from None
+
+
+def _fails(op) -> bool:
+    try:
+        op.verify(verify_nested_ops=False)
+    except VerifyException:
+        return True
+    return False
 
 
 def _from_xdsl(e: ParseError, file: str) -> Diagnostic:

@@ -31,6 +31,23 @@ def _lower(src: Path, out: Path) -> subprocess.CompletedProcess:
                           capture_output=True, text=True)
 
 
+def _check_add(program: Path, shape: tuple[int, int], seed: int) -> None:
+    """Run a lowered `arg2 = arg0 + arg1` and compare bit-exactly with numpy
+    (f32 + f32 is correctly rounded, as the NEM add); the output starts as NaN
+    so an element no tile writes shows up."""
+    it = NemInterpreter()
+    it.load(program)
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal(shape).astype(np.float32)
+    y = rng.standard_normal(shape).astype(np.float32)
+    for name, arr in (("arg0", x), ("arg1", y), ("arg2", np.full(shape, np.nan, np.float32))):
+        it.write_tensor(name, arr)
+    res = it.run()
+    assert res.status == "completed" and res.race_count == 0, res.error
+    z = it.read_tensor("arg2", shape, np.float32)
+    assert np.array_equal(z.view(np.uint32), (x + y).view(np.uint32))
+
+
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_partial_tile_eltwise_matches_numpy(tmp_path, seed):
     out = tmp_path / "partial.nem"
@@ -40,19 +57,7 @@ def test_partial_tile_eltwise_matches_numpy(tmp_path, seed):
     text = out.read_text()
     # the peeled last tile has its own, smaller static shape
     assert "shape=[4, 32]" in text and "shape=[32, 32]" in text
-    it = NemInterpreter()
-    it.load(out)
-    rng = np.random.default_rng(seed)
-    x = rng.standard_normal((100, 64)).astype(np.float32)
-    y = rng.standard_normal((100, 64)).astype(np.float32)
-    z0 = np.full((100, 64), np.nan, dtype=np.float32)  # every element must be written
-    for name, arr in (("arg0", x), ("arg1", y), ("arg2", z0)):
-        it.write_tensor(name, arr)
-    res = it.run()
-    assert res.status == "completed" and res.race_count == 0, res.error
-    z = it.read_tensor("arg2", (100, 64), np.float32)
-    ref = x + y  # f32 + f32 in numpy: correctly rounded, as the NEM add
-    assert np.array_equal(z.view(np.uint32), ref.view(np.uint32))
+    _check_add(out, (100, 64), seed)
 
 
 COLS_FIXTURE = INPUTS / "eltwise_partial_cols_tiled.mlir"
@@ -72,18 +77,7 @@ def test_partial_innermost_tile_eltwise_matches_numpy(tmp_path, seed):
     text = out.read_text()
     assert "shape=[32, 4], strides=[100, 1]" in text  # last column tile
     assert "shape=[4, 4], strides=[100, 1]" in text  # corner tile
-    it = NemInterpreter()
-    it.load(out)
-    rng = np.random.default_rng(seed)
-    x = rng.standard_normal((100, 100)).astype(np.float32)
-    y = rng.standard_normal((100, 100)).astype(np.float32)
-    z0 = np.full((100, 100), np.nan, dtype=np.float32)  # every element must be written
-    for name, arr in (("arg0", x), ("arg1", y), ("arg2", z0)):
-        it.write_tensor(name, arr)
-    res = it.run()
-    assert res.status == "completed" and res.race_count == 0, res.error
-    z = it.read_tensor("arg2", (100, 100), np.float32)
-    assert np.array_equal(z.view(np.uint32), (x + y).view(np.uint32))
+    _check_add(out, (100, 100), seed)
 
 
 def test_partial_tile_along_strided_rows_is_rejected(tmp_path):
