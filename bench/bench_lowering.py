@@ -17,10 +17,8 @@ from __future__ import annotations
 import argparse
 import time
 
-from xdsl.context import Context
-from xdsl.dialects import affine, arith, builtin, func, memref
 
-from nem.frontends.mlir import parse_mlir
+from nem.frontends.mlir import lowering_context, parse_mlir
 from nem.passes.convert_affine_to_nem import DEFAULT_SPACES, Lowerer, Options, parse_spaces
 from nem.passes.convert_async_to_nem import ConvertAsyncToNemPass
 from nem.passes.lower_to_nem import _dce, check
@@ -71,20 +69,12 @@ def make_input(n_side: int, tile: int = 16) -> str:
     return "\n".join(out) + "\n"
 
 
-def ctx() -> Context:
-    c = Context()
-    for d in (builtin.Builtin, func.Func, arith.Arith, memref.MemRef, affine.Affine):
-        c.load_dialect(d)
-    from nem.dialect.dialect import NEM
-    c.load_dialect(NEM)
-    return c
-
 
 def run(n_side: int, repeat: int) -> tuple[int, int, float, float, float]:
     text = make_input(n_side)
     best_p = best_l = best_c = float("inf")
     for _ in range(repeat):
-        c = ctx()
+        c = lowering_context()
         t0 = time.perf_counter()
         module = parse_mlir(c, text, "bench.mlir")
         t1 = time.perf_counter()

@@ -58,6 +58,7 @@ from nem.frontends.mlir.dma import (
     MemRefDmaWaitOp,
 )
 from nem.passes import pass_env
+from nem.passes.raise_compute import is_tile_loop, lower_linalg, lower_nest
 from nem.passes.lowering_core import (
     NEM_KEYWORDS,
     Aff,
@@ -73,25 +74,43 @@ from nem.passes.lowering_core import (
     memref_strides,
     pick_minmax,
     reject,
+    resolve_index,
 )
 
 DEFAULT_SPACES = "0:DDR,1:L2,2:L1"
 
 
 def parse_spaces(text: str | tuple[str, ...]) -> dict[int, str]:
-    """`0:DDR,1:L2,2:L1` (quoted in an xDSL pipeline: `memory-spaces="0:DDR,1:L2"`)
-    or `0-DDR,1-L2,2-L1` (unquoted; xDSL's pipeline lexer has no `:`)."""
+    """The `memory-spaces` option: `SPACE:LEVEL` (or `SPACE-LEVEL`) items
+    separated by commas, e.g. `0:DDR,1:L2,2:L1[0]`; one string or xDSL's tuple
+    of items.  `nem-opt` accepts the `:` form unquoted in a pass's `{...}`
+    (it quotes the value before xDSL parses the pipeline, D-LOW-OPT-SPACES).  A bad
+    item (space not an integer, unknown level, space mapped twice) is a
+    one-line error naming the option and the item."""
     if not isinstance(text, str):
         text = ",".join(text)
+
+    def bad(why: str) -> NemDiagnosticError:
+        return NemDiagnosticError([Diagnostic("error", f"bad memory-spaces {why}")])
+
+    items = [p.strip() for p in text.split(",")]
+    if items == [""]:
+        raise bad("value: empty (write memory-spaces=0:DDR,1:L2,2:L1)")
     out: dict[int, str] = {}
-    for item in filter(None, (p.strip() for p in text.split(","))):
+    for item in items:
         sep = ":" if ":" in item else "-"
-        k, _, lvl = item.partition(sep)
-        lvl = lvl.strip()
-        if not k.strip().isdigit() or lvl.split("[")[0] not in ("DDR", "L2", "L1"):
-            raise NemDiagnosticError([Diagnostic(
-                "error", f"bad memory-spaces entry '{item}'", None, None,
-                "write memory-spaces=0:DDR,1:L2,2:L1 (levels DDR, L2, L1 or L1[k])")])
+        k, found, lvl = (s.strip() for s in item.partition(sep))
+        if not found:
+            raise bad(f"item '{item}': expected SPACE:LEVEL, e.g. 1:L2")
+        if not (k.isascii() and k.isdigit()):
+            raise bad(f"item '{item}': memory space '{k}' is not a non-negative integer")
+        if lvl not in ("DDR", "L2", "L1") and not (
+                lvl.startswith("L1[") and lvl.endswith("]") and lvl[3:-1].isascii()
+                and lvl[3:-1].isdigit()):
+            raise bad(f"item '{item}': unknown level '{lvl}' (levels: DDR, L2, L1, L1[k])")
+        if int(k) in out:
+            raise bad(f"item '{item}': memory space {int(k)} is already mapped to "
+                      f"{out[int(k)]}")
         out[int(k)] = lvl
     return out
 
@@ -233,8 +252,8 @@ class Lowerer:
         parts.append("raised: " + (", ".join(raised) if raised else "none"))
         parts.append("fell back to compute: " + (", ".join(self.fallback) if self.fallback
                                                  else "none"))
-        if self.notes:
-            parts.append("; ".join(self.notes))
+        if self.notes:  # a loop lowered twice (in a peeled iteration) notes things twice
+            parts.append("; ".join(dict.fromkeys(self.notes)))
         pass_env.report([Diagnostic("remark", "; ".join(parts), SourceLoc.of(fn))])
 
     # -- buffers ---------------------------------------------------------------
@@ -389,16 +408,12 @@ class Lowerer:
         if isinstance(op, affine.ForOp):
             if op in pipes:
                 self.lower_pipelined(op, pipes[op], dst, scope)
-            elif self.is_structural(op):
+            elif self.is_structural(op) or is_tile_loop(op):
                 self.lower_loop(op, dst, scope)
             else:
-                from nem.passes.raise_compute import lower_nest
-
                 lower_nest(self, op, dst, scope)
             return
         if name.startswith("linalg."):
-            from nem.passes.raise_compute import lower_linalg
-
             lower_linalg(self, op, dst, scope)
             return
         if isinstance(op, asy.ExecuteOp):
@@ -680,8 +695,11 @@ class Lowerer:
             raise no(f"{fvw.name} is not a contiguous buffer")
         top = self.peel_stack[-1]
         alloc = fast_val.owner
-        if not (isinstance(alloc, memref.AllocOp) and top["loop"].is_ancestor(alloc)):
-            raise no(f"{fvw.name} is not allocated in the body of the peeled loop")
+        if not (isinstance(alloc, memref.AllocOp) and (top["loop"].is_ancestor(alloc) or all(
+                isinstance(u.operation, memref.DeallocOp)
+                or any(o.is_ancestor(u.operation) for o in top["owners"])
+                for u in alloc.results[0].uses))):
+            raise no(f"{fvw.name} is used outside the peeled loop")
         fstart = fvw.base
         for a, s in zip(fidx, fvw.strides):
             fstart = fstart + a.scale(s)
@@ -711,8 +729,10 @@ class Lowerer:
             for vw, start, shape, strides, _anchor in log:
                 if vw.buffer is not fvw.buffer:
                     continue
+                # the column of the start is fixed when every variable term
+                # moves it by whole rows
                 rel = start - rec["fstart"]
-                ok = rel.is_const() and rel.const >= 0 and shape
+                ok = shape and rel.nonneg() and all(c % per == 0 for _, c in rel.terms.values())
                 if ok:
                     col0 = rel.const % per
                     if len(shape) >= 1 and strides[-1] == 1:
@@ -889,18 +909,34 @@ class Lowerer:
             return
         # D-LOW-PEEL: a NEM loop over the full tiles, then the last (partial)
         # iteration as straight-line tasks with its own static shapes
-        try:
+        def full_tiles():
             if trip > 1:
                 loop, var = self.new_loop(op, trip - 1, dst, [])
                 self.env[iv] = lb + Aff.atom(var).scale(step)
                 self.lower_block(op.body.block, loop.block, [])
+
+        def last_tile():
             self.env[iv] = lb + Aff.c((trip - 1) * step)
+            self.lower_block(op.body.block, dst, [])
+
+        self._peeled(op, partial, full_tiles, last_tile)
+
+    def _peeled(self, op: affine.ForOp, partial: Operation, full_tiles, last_tile,
+                owners: tuple[Operation, ...] = ()) -> None:
+        """Lower a loop with a partial last tile: `full_tiles()` emits the loop
+        over the others, `last_tile()` the peeled iteration, whose narrowed
+        DMAs are then checked (D-LOW-PEEL).  `owners`: the ops besides the
+        loop that belong to it (a pipelined loop's prologue and epilogue), so a
+        buffer used only by them is private to the loop.  A failure is
+        reported at the first min/max of the body, with the inner reason."""
+        try:
+            full_tiles()
             self.peeled += 1
-            entry = dict(loop=op, log=[], narrowed=[])
+            entry = dict(loop=op, owners=(op, *owners), log=[], narrowed=[])
             self.peel_stack.append(entry)
             REGION_LOGS.append(entry["log"])
             try:
-                self.lower_block(op.body.block, dst, [])
+                last_tile()
                 self._check_narrowed(entry)
             finally:
                 self.peeled -= 1
@@ -970,33 +1006,84 @@ class Lowerer:
         return False
 
     def lower_pipelined(self, op: affine.ForOp, pl, dst: Block, scope) -> None:
-        pro, epi, stage0 = pl
+        _pro, _epi, stage0 = pl
         lb, step, trip = self.loop_bounds(op)
         lb0 = lb - Aff.c(step)  # the original loop started one iteration earlier
         trip0 = trip + 1
         self.flush(dst, scope, op)
-        loop, var = self.new_loop(op, trip0, dst, [MaxInFlightAttr(2)])
         iv = op.body.block.args[0]
-        x = lb0 + Aff.atom(var).scale(step)
         st0 = set(stage0)
-        self.pipe_stack.append(var)
 
-        def stage_env(o):
+        def at(x: Aff):
             # stage 0 (DMA starts) runs for iteration x, the rest for x when iv = x + step
-            self.env[iv] = x if o in st0 else x + Ajust(step)
+            def stage_env(o):
+                self.env[iv] = x if o in st0 else x + Aff.c(step)
+            return stage_env
 
-        Ajust = Aff.c  # noqa: N806
-        body_scope: list[TaskRec] = []
-        self.lower_block(op.body.block, loop.block, body_scope, stage_env=stage_env)
-        self.pipe_stack.pop()
-        carried = self._carried(loop, var, body_scope)
-        if carried:
-            loop.properties.pop("decorators", None)
-            self.notes.append(f"pipelined loop at {SourceLoc.of(op)} runs one iteration at a "
-                              f"time: {carried}")
-        else:
-            self.notes.append(f"pipelined loop at {SourceLoc.of(op)} -> ping-pong slots under "
-                              "@max_in_flight(2)")
+        partial = self._pipelined_partial_op(op, lb0, step, trip0, st0)
+        n_loop = trip0 - 1 if partial is not None else trip0
+
+        def full_tiles():
+            if n_loop == 0:
+                return
+            loop, var = self.new_loop(op, n_loop, dst, [MaxInFlightAttr(2)])
+            self.pipe_stack.append(var)
+            body_scope: list[TaskRec] = []
+            self.lower_block(op.body.block, loop.block, body_scope,
+                             stage_env=at(lb0 + Aff.atom(var).scale(step)))
+            self.pipe_stack.pop()
+            carried = self._carried(loop, var, body_scope)
+            if carried:
+                loop.properties.pop("decorators", None)
+                self.notes.append(f"pipelined loop at {SourceLoc.of(op)} runs one iteration "
+                                  f"at a time: {carried}")
+            else:
+                self.notes.append(f"pipelined loop at {SourceLoc.of(op)} -> ping-pong slots "
+                                  "under @max_in_flight(2)")
+
+        if partial is None:
+            full_tiles()
+            return
+
+        def last_tile():
+            self.lower_block(op.body.block, dst, [],
+                             stage_env=at(lb0 + Aff.c((trip0 - 1) * step)))
+
+        self._peeled(op, partial, full_tiles, last_tile, (*pl[0], *pl[1]))
+
+    def _pipelined_partial_op(self, op: affine.ForOp, lb0: Aff, step: int, trip0: int,
+                              stage0: set) -> Operation | None:
+        """The first affine.min/max (op or min/max loop bound) in the body of a
+        re-rolled pipelined loop whose winning candidate is not the same in
+        every original iteration: its last tile is partial and is peeled
+        (D-LOW-PEEL).  `affine-pipeline-data-transfer` rounds the loop's upper
+        bound up to whole steps, so only these bounds tell."""
+        var = Var(None, "x", trip0)
+        x = lb0 + Aff.atom(var).scale(step)
+        iv = op.body.block.args[0]
+        # values defined in the body may hold a stale binding from an earlier
+        # lowering of this loop (a peeled outer iteration lowers it again)
+        outside = {v: a for v, a in self.env.items() if not _defined_in(v, op)}
+        for top in op.body.block.ops:
+            local = {iv: x if top in stage0 else x + Aff.c(step)}
+            for o in top.walk():
+                if o.name in ("affine.min", "affine.max"):
+                    bounds = [(o.map.data, o.operands, o.name == "affine.min")]
+                elif isinstance(o, affine.ForOp):
+                    bounds = [(o.lowerBoundMap.data, o.lowerBoundOperands, False),
+                              (o.upperBoundMap.data, o.upperBoundOperands, True)]
+                else:
+                    continue
+                for m, operands, is_min in bounds:
+                    vals = [resolve_index(v, local, outside) for v in operands]
+                    if len(m.results) < 2 or None in vals:
+                        continue
+                    try:
+                        if pick_minmax(eval_map(m, vals), is_min) is None:
+                            return o
+                    except ValueError:
+                        continue
+        return None
 
     def _carried(self, loop: LoopOp, var: Var, scope: list[TaskRec]) -> str | None:
         """Why iterations may not overlap: a region written in every iteration
@@ -1047,17 +1134,29 @@ class Lowerer:
 
     # -- async -------------------------------------------------------------------
     def lower_execute(self, op: asy.ExecuteOp, dst: Block, scope) -> None:
-        if op.body_results:
-            used = [r for r in op.body_results if r.uses]
-            if used:
-                raise reject(op, "async.execute results (!async.value) have no NEM equivalent; "
-                             "pass data through memrefs")
+        """An execute keeps its place with a NEM body (convert-async-to-nem
+        inlines it).  `!async.value<T>` results (D-LOW-ASYNC-VALUE): a
+        memref payload is the view of the memref the body yields (no copy),
+        an index payload its affine value; each such value stands for the
+        execute's token, so a body operand makes the execute depend on its
+        producer and its block argument aliases the payload.  A used value
+        of any other type is rejected."""
+        for i, r in enumerate(op.body_results):
+            if r.uses and not isinstance(r.type.value_type, MemRefType | IndexType):
+                raise reject(op, f"not supported: result #{i + 1} of type {r.type} is used; "
+                             "a scalar !async.value has no NEM equivalent (NEM tasks "
+                             "exchange data only through buffers)",
+                             "yield a memref holding the value (e.g. memref<1xf32>)")
         self.flush(dst, scope, op)
         deps = []
         for d in op.dependencies:
             if d not in self.async_map:
                 raise reject(op, "dependency token does not come from an async.execute")
             deps.append(self.async_map[d])
+        for v, arg in zip(op.body_operands, op.body_region.block.args):
+            tok = self._async_val(op, v, payload_to=arg)
+            if tok not in deps:
+                deps.append(tok)
         body = Block()
         new = asy.ExecuteOp(deps, [], [], __import__("xdsl.ir", fromlist=["Region"]).Region(body))
         new.location = op.location
@@ -1067,13 +1166,20 @@ class Lowerer:
         y = asy.YieldOp()
         y.location = op.location
         body.add_op(y)
+        yielded = op.body_region.block.last_op
+        for r, v in zip(op.body_results, yielded.operands if yielded is not None else ()):
+            self.async_map[r] = new.token
+            if isinstance(v.type, MemRefType) and r.uses:
+                self.views[r] = self.view(v, yielded)
+            elif isinstance(v.type, IndexType) and r.uses:
+                self.env[r] = self.index(v, yielded)
 
     def lower_async_misc(self, op, dst: Block, scope) -> None:
         self.flush(dst, scope, op)
         if isinstance(op, asy.AwaitOp):
-            if isinstance(op.operand.type, asy.ValueType):
-                raise reject(op, "awaiting an !async.value has no NEM equivalent")
-            new = asy.AwaitOp(self._async_val(op, op.operand))
+            # awaiting a value waits on its execute's token; the result
+            # aliases the payload (D-LOW-ASYNC-VALUE)
+            new = asy.AwaitOp(self._async_val(op, op.operand, payload_to=op.result))
         elif isinstance(op, asy.CreateGroupOp):
             e = ExprEmitter(dst, op.location)
             size = e.emit(self.index(op.size, op), op)
@@ -1090,10 +1196,34 @@ class Lowerer:
         for o, n in zip(op.results, new.results):
             self.async_map[o] = n
 
-    def _async_val(self, op, v: SSAValue) -> SSAValue:
+    def _async_val(self, op, v: SSAValue, payload_to: SSAValue | None = None) -> SSAValue:
+        """The lowered token or group of `v`; an `!async.value` maps to the
+        token of the execute that produces it (D-LOW-ASYNC-VALUE), and
+        `payload_to` (an await result or an execute body argument) becomes
+        its payload: the same NEM view (memref) or affine value (index)."""
         if v not in self.async_map:
+            if isinstance(v.type, asy.ValueType):
+                raise reject(op, f"not supported: an {v.type} that does not come from an "
+                             "async.execute")
             raise reject(op, "async operand does not come from a lowered async op")
+        if payload_to is not None and isinstance(v.type, asy.ValueType):
+            if v in self.views:
+                self.views[payload_to] = self.views[v]
+            elif v in self.env:
+                self.env[payload_to] = self.env[v]
+            elif payload_to.uses:
+                raise reject(op, f"not supported: {v.type} (only memref and index payloads "
+                             "have a NEM equivalent)",
+                             "yield a memref holding the value (e.g. memref<1xf32>)")
         return self.async_map[v]
+
+
+def _defined_in(v: SSAValue, op: Operation) -> bool:
+    """Whether `v` is a result or block argument inside `op`."""
+    owner = v.owner
+    if isinstance(owner, Block):
+        owner = owner.parent_op()
+    return owner is not None and op.is_ancestor(owner)
 
 
 def _depends_on(v: SSAValue, arg) -> bool:

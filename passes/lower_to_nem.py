@@ -7,8 +7,14 @@ arithmetic, then the NEM checks: the device-independent static rules
 (DEV-13) for that target.  The program gets `include "NAME.nem"` and
 `device NAME` so it prints as a self-contained `.nem` file.
 
-`memory-spaces`: `"0:DDR,1:L2,2:L1"` (quoted: xDSL's pipeline lexer has no
-`:`) or `0-DDR,1-L2,2-L1`; default space 0 DDR, 1 L2, 2 L1.
+`memory-spaces`: `0:DDR,1:L2,2:L1[0]` (levels DDR, L2, L1, L1[k]; default
+`0:DDR,1:L2,2:L1`).  xDSL's pipeline lexer has no `:`: `nem-opt` quotes the
+value before xDSL parses the pipeline (`nem.tools.nem_opt.quote_memory_spaces`),
+so the unquoted spelling works there; with xDSL's own parser write it quoted,
+`memory-spaces="0:DDR,1:L2"`, or `0-DDR,1-L2` (D-LOW-OPT-SPACES).
+
+`!async.value<memref<..>>` results and operands of `async.execute` alias the
+yielded memref's view; awaiting one waits on the execute (D-LOW-ASYNC-VALUE).
 """
 
 from __future__ import annotations

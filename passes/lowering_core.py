@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from xdsl.dialects import arith
+from xdsl.dialects import affine, arith
 from xdsl.dialects.builtin import (
     AffineMapAttr,
     IndexType,
@@ -316,6 +316,22 @@ def eval_map(m: AffineMap, operands: list[Aff]) -> list[Aff]:
 CONST_POOL: list[tuple[dict, list]] = []
 """While a lowering runs: (value -> constant, the program-scope declaration
 list); integer constants are then created once, at program scope."""
+
+
+def resolve_index(v: SSAValue, *envs: dict) -> "Aff | None":
+    """The affine value of index `v`: from the first environment that binds
+    it, else through `affine.apply` and index constants; None when it depends
+    on anything else (e.g. the variable of a loop not lowered yet)."""
+    for env in envs:
+        if v in env:
+            return env[v]
+    owner = v.owner
+    if isinstance(owner, affine.ApplyOp):
+        args = [resolve_index(o, *envs) for o in owner.mapOperands]
+        return None if None in args else eval_map(owner.map.data, args)[0]
+    if isinstance(owner, arith.ConstantOp) and isinstance(v.type, IndexType):
+        return Aff.c(owner.value.value.data)
+    return None
 
 
 class ExprEmitter:

@@ -37,7 +37,7 @@ from xdsl.ir import Block, Operation, Region, SSAValue
 from xdsl.printer import Printer
 
 from nem.dialect.attributes import ArgRefAttr
-from nem.dialect.ops import COMPUTE_OPS
+from nem.dialect.ops import COMPUTE_OPS, TransferOp
 from nem.dialect.operand_binding import match_families
 from nem.passes.lowering_core import (
     Aff,
@@ -48,6 +48,7 @@ from nem.passes.lowering_core import (
     make_region,
     pick_minmax,
     reject,
+    resolve_index,
 )
 
 
@@ -109,18 +110,10 @@ def analyze(L, top: affine.ForOp) -> Nest:
 
 
 def _idx(L, nest: Nest, v: SSAValue) -> Aff:
-    if v in nest.env:
-        return nest.env[v]
-    if v in L.env:
-        return L.env[v]
-    owner = v.owner
-    if isinstance(owner, affine.ApplyOp):
-        r = eval_map(owner.map.data, [_idx(L, nest, o) for o in owner.mapOperands])[0]
-        nest.env[v] = r
-        return r
-    if isinstance(owner, arith.ConstantOp) and isinstance(v.type, IndexType):
-        return Aff.c(owner.value.value.data)
-    raise NotRaisable("an index that is not an affine function of the loop indices")
+    r = resolve_index(v, nest.env, L.env)
+    if r is None:
+        raise NotRaisable("an index that is not an affine function of the loop indices")
+    return r
 
 
 def _access(L, nest: Nest, op: Operation) -> tuple[SSAValue, list[tuple[int | None, Aff]]]:
@@ -204,6 +197,12 @@ def match_nest(L, nest: Nest):
                                                       nest.loops[kj][1]])
     if sorted(sorder) != list(range(n)):
         raise NotRaisable("the store does not cover the iteration space once")
+    if tree[0] == "load":  # a copy nest, as generate-dma=false leaves it (D-LOW-COPYNEST)
+        if [k for k in _order(tree[2]) if k is not None] != sorder:
+            raise NotRaisable("a copy that transposes or broadcasts")
+        if L.view(tree[1], st).buffer is L.view(smem, st).buffer:
+            raise NotRaisable("a copy within one buffer")
+        return ("copy", tree, (smem, sacc))
     if tree[0] in ("arith.maximumf", "arith.maxsi", "arith.maxnumf"):
         for x, z in ((tree[1], tree[2]), (tree[2], tree[1])):
             if _is_zero(z) and x[0] == "load" and _order(x[2]) == _order(sacc) or \
@@ -286,11 +285,23 @@ def _legal_uncached(L, opcode: str, ins, outs, attrs=None, args=()) -> str | Non
     return f"no {opcode} variant for {elems} on {where}"
 
 
-def _commit(L, tmp: Block, dst: Block, scope, opcode: str, ins, outs, reads, writes, anchor,
-            attrs=None, args=()):
+def _move_ops(tmp: Block, dst: Block) -> None:
+    """Append the region ops built in scratch block `tmp` to `dst`."""
     for o in list(tmp.ops):
         o.detach()
         dst.add_op(o)
+
+
+def _drop_ops(tmp: Block) -> None:
+    """Discard the region ops built in scratch block `tmp` (a plan that fell back)."""
+    for o in reversed(list(tmp.ops)):
+        o.detach()
+        o.erase(safe_erase=False)
+
+
+def _commit(L, tmp: Block, dst: Block, scope, opcode: str, ins, outs, reads, writes, anchor,
+            attrs=None, args=()):
+    _move_ops(tmp, dst)
 
     def build(deps, tok):
         op = COMPUTE_OPS[opcode](list(ins), list(outs), deps, list(args), attrs or {}, False, tok,
@@ -367,6 +378,50 @@ def emit_matmul(L, dst, scope, anchor, a_reg, b_reg, c_reg, vws, trans, what: st
     return None
 
 
+_INDEX_OPS = ("affine.apply", "affine.min", "affine.max", "affine.yield", "arith.constant",
+              "arith.addi", "arith.subi", "arith.muli")
+
+
+def is_tile_loop(loop: affine.ForOp) -> bool:
+    """A loop over tiles as `affine-loop-tile` leaves it (non-unit step, a
+    body of index arithmetic and loops) whose innermost nests are all
+    point-loop nests that `match_nest` may raise.  It becomes a NEM loop, so
+    each tile is one raised task (D-LOW-TILES); a tile loop around anything
+    else stays one escape-hatch task for the whole nest."""
+    return loop.step.value.data != 1 and _tiles_of_point_nests(loop.body.block)
+
+
+def _tiles_of_point_nests(block: Block) -> bool:
+    nests = 0
+    for o in block.ops:
+        if o.name in _INDEX_OPS:
+            continue
+        if not isinstance(o, affine.ForOp):
+            return False
+        inner = o.body.block
+        if not (_tiles_of_point_nests(inner) if o.step.value.data != 1 else _point_nest(o)):
+            return False
+        nests += 1
+    return nests > 0
+
+
+def _point_nest(loop: affine.ForOp) -> bool:
+    """A perfectly nested unit-step chain of loops around one store of
+    loads combined by raisable ops (the shape `match_nest` accepts)."""
+    while True:
+        if loop.step.value.data != 1:
+            return False
+        body = [o for o in loop.body.block.ops if not isinstance(o, affine.YieldOp)]
+        if len(body) == 1 and isinstance(body[0], affine.ForOp):
+            loop = body[0]
+            continue
+        stores = [o for o in body if isinstance(o, affine.StoreOp | memref.StoreOp)]
+        return len(stores) == 1 and all(
+            isinstance(o, affine.StoreOp | memref.StoreOp | affine.LoadOp | memref.LoadOp
+                       | arith.ConstantOp | affine.ApplyOp) or o.name in BINARY
+            or o.name in UNARY for o in body)
+
+
 def lower_nest(L, top: affine.ForOp, dst: Block, scope) -> None:
     what = f"loop nest at {_loc(top)}"
     try:
@@ -384,17 +439,29 @@ def lower_nest(L, top: affine.ForOp, dst: Block, scope) -> None:
         why = emit_matmul(L, dst, scope, top, a_reg, b_reg, c_reg, (av, bv, cv), (ta, tb), what)
         if why is None:
             return
-        for o in list(tmp.ops):
-            o.erase(safe_erase=False)
+        _drop_ops(tmp)
         return emit_escape(L, top, dst, scope, why, what)
+    if plan[0] == "copy":
+        _, ld, (smem, sacc) = plan
+        src, sv = _region_for(L, tmp, ld[1], ld[2], exts, top)
+        out, dv = _region_for(L, tmp, smem, sacc, exts, top)
+
+        def build(deps, tok):
+            t = TransferOp(out.result, src.result, deps, False, tok, [])
+            t.location = top.location
+            return t
+
+        _move_ops(tmp, dst)
+        L.add_task(dst, scope, build, {sv.buffer}, {dv.buffer}, "copy")
+        L.raised.append(f"{what} -> transfer (copy)")
+        return
     _, opcode, loads, (smem, sacc) = plan
     regs = [_region_for(L, tmp, ld[1], ld[2], exts, top) for ld in loads]
     out, ov = _region_for(L, tmp, smem, sacc, exts, top)
     ins = [r.result for r, _ in regs]
     why = _legal(L, opcode, ins, [out.result])
     if why is not None:
-        for o in reversed(list(tmp.ops)):
-            o.erase(safe_erase=False)
+        _drop_ops(tmp)
         return emit_escape(L, top, dst, scope, why, what)
     _commit(L, tmp, dst, scope, opcode, ins, [out.result], {v.buffer for _, v in regs},
             {ov.buffer}, top)
@@ -431,8 +498,7 @@ def lower_linalg(L, op: Operation, dst: Block, scope) -> None:
         c_reg, cv = _full_region(L, tmp, outs[0], op, "MN")
         why = emit_matmul(L, dst, scope, op, a_reg, b_reg, c_reg, (av, bv, cv), (0, 0), what)
         if why is not None:
-            for o in reversed(list(tmp.ops)):
-                o.erase(safe_erase=False)
+            _drop_ops(tmp)
             emit_escape(L, op, dst, scope, why, what)
         return
     if op.name == "linalg.conv_2d_nhwc_hwcf":
@@ -449,8 +515,7 @@ def lower_linalg(L, op: Operation, dst: Block, scope) -> None:
     why = None if len(shapes) == 1 else "operand shapes differ (broadcast)"
     why = why or _legal(L, opcode, [r.result for r, _ in regs], [out.result])
     if why is not None:
-        for o in reversed(list(tmp.ops)):
-            o.erase(safe_erase=False)
+        _drop_ops(tmp)
         return emit_escape(L, op, dst, scope, why, what)
     _commit(L, tmp, dst, scope, opcode, [r.result for r, _ in regs], [out.result],
             {v.buffer for _, v in regs}, {ov.buffer}, op)
@@ -506,8 +571,7 @@ def _lower_conv(L, op, ins, outs, dst, scope, tmp, what) -> None:
     why = _legal(L, "conv2d", [x_reg.result, w_reg.result], [t_reg.result], attrs, args) or \
         _legal(L, "add", [y_reg.result, t_reg.result], [y_reg.result])
     if why is not None:
-        for o in reversed(list(tmp.ops)):
-            o.erase(safe_erase=False)
+        _drop_ops(tmp)
         return emit_escape(L, op, dst, scope, why, what)
     _commit(L, tmp, dst, scope, "conv2d", [x_reg.result, w_reg.result], [t_reg.result],
             {xv.buffer, wv.buffer}, {tv.buffer}, op, attrs, args)

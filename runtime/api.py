@@ -222,17 +222,11 @@ class NemInterpreter:
         return self.program
 
     def _parse_mlir(self, text: str, file: str) -> ModuleOp:
-        from xdsl.context import Context
-        from xdsl.dialects.arith import Arith
-        from xdsl.dialects.builtin import Builtin
         from xdsl.parser import Parser
 
-        from nem.dialect.dialect import NEM
+        from nem.dialect.dialect import nem_context
 
-        ctx = Context()
-        for d in (Builtin, Arith, NEM):
-            ctx.load_dialect(d)
-        module = Parser(ctx, text, file).parse_module()
+        module = Parser(nem_context(), text, file).parse_module()
         module.verify()
         return module
 

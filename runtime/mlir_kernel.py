@@ -11,7 +11,8 @@ task.  This module runs it with xDSL's interpreter:
 * before the first run every op of the body is checked against the
   interpreter's implementations; an op it lacks (or an unsupported form, e.g.
   a multi-output `linalg.generic`) raises `NotSupported("compute
-  op=mlir.kernel: <op> at kernel:<line>:<col> ...")`, never a wrong answer;
+  op=mlir.kernel: <op> at kernel:<line>:<col> ...")`, never a wrong answer
+  (the engine reports it as EXEC-03);
 * memref arguments are `ShapedArray`s backed directly by numpy arrays
   (`NumpyShapedArray`): inputs wrap the region's data, outputs a copy of
   their current contents (read-modify-write); loads and stores index the
@@ -21,9 +22,18 @@ task.  This module runs it with xDSL's interpreter:
   the interpreter computes in Python floats (binary64), and rounding a
   binary64 `+ - * /` result of two f32/f16/bf16 operands to the narrower type
   is the correctly rounded narrow result (53 >= 2p + 2); `math.*` functions
-  are libm's binary64 value rounded once.  Integer ops wrap at their width
-  (xDSL's arith implementations); storing an integer wraps to the memref's
-  element width;
+  are libm's binary64 value rounded once; ops whose exact result is not a
+  binary64 (`math.fma`, int-to-float casts) round it to odd at binary64 so
+  that the one rounding to the result type is exact; bf16 rounds through an
+  f32 rounded to odd (ml_dtypes' own float64 -> bf16 double-rounds).
+  Integer ops read their operands at their width (signed or unsigned as the
+  op says) and wrap the result to its width; storing an integer wraps to the
+  memref's element width.  What MLIR leaves undefined or poison (division by
+  zero, signed division overflow, shifts by >= the width, out-of-range
+  fptosi/fptoui, ipowi(0, negative)) raises `NumericError`;
+* structured linalg ops (`linalg.generic`, the named ops such as fill, copy,
+  add, matmul, conv, transpose) run as their generic form: loops in
+  dimension order, the body region interpreted per point and rounded per op;
 * `affine.load/store/apply/for/min` are re-implemented here: xDSL's
   versions pass every map operand as a dimension and ignore `affine.for`
   bound operands and `iter_args`, which the kernels use (`()[s0, s1] ->
@@ -33,7 +43,9 @@ task.  This module runs it with xDSL's interpreter:
 from __future__ import annotations
 
 from functools import lru_cache
+from fractions import Fraction
 from math import erf as _erf
+from math import inf as math_inf
 from typing import Any
 
 import ml_dtypes
@@ -44,6 +56,7 @@ from xdsl.dialects.builtin import (
     BFloat16Type,
     Float16Type,
     Float32Type,
+    Float64Type,
     IndexType,
     IntegerType,
     MemRefType,
@@ -60,13 +73,12 @@ from xdsl.interpreter import (
 from xdsl.interpreters.arith import ArithFunctions
 from xdsl.interpreters.builtin import BuiltinFunctions
 from xdsl.interpreters.func import FuncFunctions
-from xdsl.interpreters.linalg import LinalgFunctions
+from xdsl.interpreters.linalg import LinalgFunctions, run_linalg_structured_op
 from xdsl.interpreters.math import MathFunctions
 from xdsl.interpreters.memref import MemRefFunctions
 from xdsl.interpreters.scf import ScfFunctions
 from xdsl.interpreters.shaped_array import ShapedArray
-from xdsl.dialects.linalg.ops import GenericOp as LinalgGenericOp
-from xdsl.dialects.linalg.ops import YieldOp as LinalgYieldOp
+from xdsl.dialects.linalg.abstract_ops import LinalgStructuredOperation, PoolingOperation
 from xdsl.ir import Operation
 from xdsl.parser import Parser
 
@@ -169,92 +181,339 @@ class AffineKernelFunctions(InterpreterFunctions):
         return ReturnedValues(args), ()
 
 
-def _int_result(op: Operation, value: int) -> int:
-    """Wrap an integer result to its type's width (two's complement; index
-    results are unbounded), as the hardware integer ops do (D-RT-MLIR-KERNEL)."""
-    t = op.results[0].type
-    if not isinstance(t, IntegerType):
-        return value
-    w = t.width.data
-    value &= (1 << w) - 1
-    return value - (1 << w) if value >= 1 << (w - 1) else value
+# ---------------------------------------------------------------------------
+# Scalar arith/math ops xDSL's interpreter lacks (or gets wrong for kernels)
+# ---------------------------------------------------------------------------
+#
+# Values are xDSL's: an integer of any width (i1 too) is a Python int, read
+# as two's complement (a load from an unsigned region gives the unsigned
+# reading; every op below re-reads its operands at their width, so both
+# work); a float is a Python float (binary64) that `KernelInterpreter` rounds
+# to the op's result type after the op.  What MLIR leaves undefined or poison
+# (division by zero, signed division overflow, a shift by >= the width,
+# fptosi/fptoui of NaN or of a value out of range, ipowi(0, negative))
+# raises NumericError: such a kernel has no defined result to compare with.
 
 
-def _fdiv(a: float, b: float) -> float:
-    with np.errstate(divide="ignore", invalid="ignore"):
-        return float(np.float64(a) / np.float64(b))
+def _width(t) -> int:
+    """Bit width of an integer type; index is 64 bits (xDSL's `index_bitwidth`)."""
+    return t.width.data if isinstance(t, IntegerType) else 64
+
+
+def _signed(v, w: int) -> int:
+    v = int(v) & ((1 << w) - 1)
+    return v - (1 << w) if v >> (w - 1) else v
+
+
+def _unsigned(v, w: int) -> int:
+    return int(v) & ((1 << w) - 1)
+
+
+def _undefined(what: str):
+    raise NumericError(f"{OPNAME}: {what} (undefined in MLIR: the kernel has no defined result)")
+
+
+def _nonzero(b: int) -> int:
+    if b == 0:
+        _undefined("integer division by zero")
+    return b
 
 
 def _trunc_div(a: int, b: int) -> int:
-    if b == 0:
-        raise NumericError(f"{OPNAME}: integer division by zero")
-    q = abs(a) // abs(b)
+    q = abs(a) // abs(_nonzero(b))
     return q if (a >= 0) == (b >= 0) else -q
 
 
-def _unary(fn):
-    return lambda self, interpreter, op, args: (fn(args[0]),)
+def _floor_div(a: int, b: int) -> int:
+    return a // _nonzero(b)
 
 
-def _int_binary(fn):
-    return lambda self, interpreter, op, args: (_int_result(op, fn(args[0], args[1])),)
+def _ceil_div(a: int, b: int) -> int:
+    return -(-a // _nonzero(b))
 
 
-class ScalarKernelFunctions(InterpreterFunctions):
-    """arith/math ops xDSL's interpreter lacks.  Float results are rounded to
-    their type by `KernelInterpreter`; integer results wrap to their width.
-    (Registered below, once the numpy-backed unary math ops are added.)"""
-
-    run_divf = impl(arith.DivfOp)(lambda self, interpreter, op, args: (_fdiv(*args),))
-    run_negf = impl(arith.NegfOp)(_unary(lambda a: -a))
-    run_maxnumf = impl(arith.MaxnumfOp)(lambda self, i, op, args: (float(np.fmax(*args)),))
-    run_minnumf = impl(arith.MinnumfOp)(lambda self, i, op, args: (float(np.fmin(*args)),))
-    run_extf = impl(arith.ExtFOp)(_unary(float))
-    run_truncf = impl(arith.TruncFOp)(_unary(float))
-    run_sitofp = impl(arith.SIToFPOp)(_unary(float))
-    run_fptosi = impl(arith.FPToSIOp)(
-        lambda self, i, op, args: (_int_result(op, int(np.trunc(args[0]))),))
-    run_extsi = impl(arith.ExtSIOp)(_unary(int))
-    run_trunci = impl(arith.TruncIOp)(lambda self, i, op, args: (_int_result(op, args[0]),))
-    run_maxsi = impl(arith.MaxSIOp)(_int_binary(max))
-    run_minsi = impl(arith.MinSIOp)(_int_binary(min))
-    run_divsi = impl(arith.DivSIOp)(_int_binary(_trunc_div))
-    run_absf = impl(math.AbsFOp)(_unary(abs))
-    run_absi = impl(math.AbsIOp)(lambda self, i, op, args: (_int_result(op, abs(args[0])),))
-    run_erf = impl(math.ErfOp)(_unary(_erf))
-    run_powf = impl(math.PowFOp)(lambda self, i, op, args: (float(np.power(*args)),))
-
-
-_NUMPY_UNARY = {
-    math.TanhOp: np.tanh, math.CosOp: np.cos, math.SinOp: np.sin, math.TanOp: np.tan,
-    math.AtanOp: np.arctan, math.AsinOp: np.arcsin, math.AcosOp: np.arccos,
-    math.SinhOp: np.sinh, math.CoshOp: np.cosh, math.AtanhOp: np.arctanh,
-    math.AsinhOp: np.arcsinh, math.AcoshOp: np.arccosh, math.FloorOp: np.floor,
-    math.CeilOp: np.ceil, math.TruncOp: np.trunc, math.RoundEvenOp: np.rint,
-    math.CbrtOp: np.cbrt,
-}
-"""Float math ops evaluated in f64 by numpy, then rounded to the result type."""
-
-
-def _numpy_unary(fn):
-    def run(self, interpreter, op, args):
-        with np.errstate(all="ignore"):
-            return (float(fn(np.float64(args[0]))),)
+def _signed_quotient(div):
+    """divsi/floordivsi/ceildivsi: MIN / -1 overflows, which MLIR leaves undefined."""
+    def run(a: int, b: int, w: int) -> int:
+        q = div(a, b)
+        if q == 1 << (w - 1):
+            _undefined(f"signed division overflow ({a} / {b} in i{w})")
+        return q
     return run
 
 
-for _op, _fn in _NUMPY_UNARY.items():
-    setattr(ScalarKernelFunctions, f"run_{_op.name.split('.')[1]}",
-            impl(_op)(_numpy_unary(_fn)))
+def _shift(shift):
+    """A shift amount >= the width gives poison (MLIR)."""
+    def run(a: int, b: int, w: int) -> int:
+        if not 0 <= b < w:
+            _undefined(f"shift by {b} of an i{w} value")
+        return shift(a, b)
+    return run
+
+
+def _ipow(a: int, b: int, w: int) -> int:
+    """math.ipowi as MLIR folds it: wraps for b >= 0 (0^0 = 1); for b < 0 the
+    integer quotient 1 / a^-b (1, -1 or 0), with a = 0 a division by zero."""
+    if b >= 0:
+        return pow(a, b, 1 << w)
+    if a == 0:
+        _undefined("math.ipowi of 0 to a negative power")
+    if a not in (1, -1):
+        return 0
+    return a if b % 2 else 1
+
+
+_INT_OPS = {
+    # op: (operand reading at the operand's width, fn(*operands, width)); each
+    # result wraps to its type's width (a tuple for two-result ops)
+    arith.MaxSIOp: (_signed, lambda a, b, w: max(a, b)),
+    arith.MinSIOp: (_signed, lambda a, b, w: min(a, b)),
+    arith.MaxUIOp: (_unsigned, lambda a, b, w: max(a, b)),
+    arith.MinUIOp: (_unsigned, lambda a, b, w: min(a, b)),
+    arith.DivSIOp: (_signed, _signed_quotient(_trunc_div)),         # rounds toward zero
+    arith.FloorDivSIOp: (_signed, _signed_quotient(_floor_div)),
+    arith.CeilDivSIOp: (_signed, _signed_quotient(_ceil_div)),
+    arith.RemSIOp: (_signed, lambda a, b, w: a - b * _trunc_div(a, b)),  # sign of a
+    arith.DivUIOp: (_unsigned, lambda a, b, w: _floor_div(a, b)),
+    arith.CeilDivUIOp: (_unsigned, lambda a, b, w: _ceil_div(a, b)),
+    arith.RemUIOp: (_unsigned, lambda a, b, w: a % _nonzero(b)),
+    arith.ShLIOp: (_unsigned, _shift(lambda a, b: a << b)),
+    arith.ShRSIOp: (_signed, _shift(lambda a, b: a >> b)),           # arithmetic shift
+    arith.ShRUIOp: (_unsigned, _shift(lambda a, b: a >> b)),         # logical shift
+    arith.AddUIExtendedOp: (_unsigned, lambda a, b, w: (a + b, (a + b) >> w)),  # sum, carry
+    arith.MulSIExtendedOp: (_signed, lambda a, b, w: (a * b, (a * b) >> w)),    # low, high
+    arith.MulUIExtendedOp: (_unsigned, lambda a, b, w: (a * b, (a * b) >> w)),
+    math.IPowIOp: (_signed, _ipow),
+    math.AbsIOp: (_signed, lambda a, w: abs(a)),                     # |MIN| wraps to MIN
+    math.CountLeadingZerosOp: (_unsigned, lambda a, w: w - a.bit_length()),
+    math.CountTrailingZerosOp: (_unsigned, lambda a, w: (a & -a).bit_length() - 1 if a else w),
+    math.CtPopOp: (_unsigned, lambda a, w: bin(a).count("1")),
+    # casts: read at the input's width, wrap to the result's
+    arith.ExtSIOp: (_signed, lambda a, w: a),
+    arith.ExtUIOp: (_unsigned, lambda a, w: a),
+    arith.TruncIOp: (_signed, lambda a, w: a),
+    arith.IndexCastOp: (_signed, lambda a, w: a),
+}
+
+
+def _int_op(reading, fn):
+    def run(self, interpreter, op, args):
+        w = _width(op.operands[0].type)
+        r = fn(*(reading(a, w) for a in args), w)
+        return tuple(_signed(v, _width(res.type))
+                     for v, res in zip(r if isinstance(r, tuple) else (r,), op.results))
+    return run
+
+
+def _round_half_away(x):
+    """math.round: to nearest, ties away from zero (x - trunc(x) is exact)."""
+    t = np.trunc(x)
+    return np.copysign(t + np.sign(x) if abs(x - t) >= 0.5 else t, x)
+
+
+_FLOAT_OPS = {
+    # op: numpy function of float64 operands; the f64 result is then rounded
+    # once to the result type.  For + - * / and sqrt that is the correctly
+    # rounded narrow result; for the transcendental functions it is libm's
+    # binary64 value rounded once.  IEEE exceptions give inf/NaN, not errors.
+    arith.DivfOp: np.divide, arith.NegfOp: np.negative,
+    arith.MaxnumfOp: np.fmax, arith.MinnumfOp: np.fmin,   # NaN operand: the other one
+    arith.ExtFOp: np.float64, arith.TruncFOp: np.float64,  # the result rounding is truncf
+    math.AbsFOp: np.abs, math.CopySignOp: np.copysign, math.PowFOp: np.power,
+    math.Atan2Op: np.arctan2, math.ErfOp: _erf,
+    math.SqrtOp: np.sqrt, math.RsqrtOp: lambda x: 1 / np.sqrt(x),
+    math.ExpOp: np.exp, math.Exp2Op: np.exp2, math.ExpM1Op: np.expm1,
+    math.LogOp: np.log, math.Log2Op: np.log2, math.Log10Op: np.log10, math.Log1pOp: np.log1p,
+    math.CbrtOp: np.cbrt,
+    math.TanhOp: np.tanh, math.CosOp: np.cos, math.SinOp: np.sin, math.TanOp: np.tan,
+    math.AtanOp: np.arctan, math.AsinOp: np.arcsin, math.AcosOp: np.arccos,
+    math.SinhOp: np.sinh, math.CoshOp: np.cosh, math.AtanhOp: np.arctanh,
+    math.AsinhOp: np.arcsinh, math.AcoshOp: np.arccosh,
+    math.FloorOp: np.floor, math.CeilOp: np.ceil, math.TruncOp: np.trunc,
+    math.RoundEvenOp: np.rint, math.RoundOp: _round_half_away,
+}
+# (exp/sqrt/log replace xDSL's, whose Python `math` calls raise on overflow and
+# on negative or zero operands where IEEE gives inf/NaN)
+
+
+def _float_op(fn):
+    def run(self, interpreter, op, args):
+        return (float(fn(*(np.float64(a) for a in args))),)
+    return run
+
+
+def _exact_float(x: Fraction, t) -> float:
+    """The exact value `x` as the float that `KernelInterpreter` then rounds
+    to `t` without a double-rounding error: the correctly rounded binary64
+    for f64, else `x` rounded to odd at binary64 (53 >= p + 2 bits, so
+    rounding that to nearest-even at p bits rounds `x` itself)."""
+    try:
+        r = float(x)                       # correctly rounded (int / int)
+    except OverflowError:
+        return math_inf if x > 0 else -math_inf
+    if isinstance(t, Float64Type):
+        return r
+    return float(_to_odd(np.float64(r), Fraction(r), x))
+
+
+def _to_odd(r, r_exact, x):
+    """`r` (the nearest float to `x`, `r_exact` its value) moved one step
+    towards `x` when inexact with an even last significand bit: `x` rounded
+    to odd in `r`'s format."""
+    if r_exact == x or not np.isfinite(r):
+        return r
+    bits = r.view(np.uint64 if r.dtype == np.float64 else np.uint32)
+    if int(bits) & 1:
+        return r
+    return np.nextafter(r, r.dtype.type(math_inf if x > r_exact else -math_inf))
+
+
+def _int_to_float(reading):
+    def run(self, interpreter, op, args):
+        v = reading(args[0], _width(op.operands[0].type))
+        return (_exact_float(Fraction(v), op.results[0].type),)
+    return run
+
+
+def _float_to_int(signed: bool):
+    """fptosi/fptoui: round toward zero; NaN, inf or out of range is poison."""
+    def run(self, interpreter, op, args):
+        x, w = args[0], _width(op.results[0].type)
+        lo, hi = (-(1 << (w - 1)), 1 << (w - 1)) if signed else (0, 1 << w)
+        if not np.isfinite(x) or not lo <= int(np.trunc(x)) < hi:
+            _undefined(f"{op.name} of {x} to i{w}")
+        return (_signed(int(np.trunc(x)), w),)
+    return run
+
+
+_NP_FLOAT = {Float16Type: np.float16, BFloat16Type: ml_dtypes.bfloat16,
+             Float32Type: np.float32, Float64Type: np.float64}
+
+
+def _bit_width(t) -> int:
+    return 8 * np.dtype(_NP_FLOAT[type(t)]).itemsize if type(t) in _NP_FLOAT else _width(t)
+
+
+class ScalarKernelFunctions(InterpreterFunctions):
+    """arith/math ops xDSL's interpreter lacks, or implements in a way a
+    kernel cannot use (Python `math` errors, integer ops that ignore the
+    operand width).  Float results are rounded to their type by
+    `KernelInterpreter`; integer results wrap to their width.  The methods
+    are the ops that fit no table; the tables above are added below."""
+
+    @impl(math.FmaOp)
+    def run_fma(self, interpreter, op, args):
+        """a * b + c rounded once: computed exactly (Fraction), IEEE rules
+        for non-finite operands and for an exact zero (sign of the zero)."""
+        a, b, c = args
+        if not (np.isfinite(a) and np.isfinite(b)):
+            return (a * b + c,)
+        if not np.isfinite(c):
+            return (c,)
+        x = Fraction(a) * Fraction(b) + Fraction(c)
+        return (a * b + c if x == 0 else _exact_float(x, op.results[0].type),)
+
+    @impl(math.FPowIOp)
+    def run_fpowi(self, interpreter, op, args):
+        """x^n (integer n) as libm's binary64 pow rounded once, like powf
+        (MLIR leaves the multiplication order of its expansion open)."""
+        n = _signed(args[1], _width(op.operands[1].type))
+        return (float(np.power(np.float64(args[0]), np.float64(n))),)
+
+    @impl(arith.BitcastOp)
+    def run_bitcast(self, interpreter, op, args):
+        """Reinterpret the bits (same width; integers as unsigned words)."""
+        src, dst = op.operands[0].type, op.results[0].type
+        w = _bit_width(dst)
+        word = np.dtype(f"u{w // 8}") if w % 8 == 0 else None   # floats: 16, 32, 64
+        if type(src) in _NP_FLOAT:
+            bits = int(np.array(args[0], _NP_FLOAT[type(src)]).view(word))
+        else:
+            bits = _unsigned(args[0], w)
+        if type(dst) in _NP_FLOAT:
+            return (float(np.array(bits, word).view(_NP_FLOAT[type(dst)])[()]),)
+        return (_signed(bits, w),)
+
+
+def _add_impls(table: dict, make) -> None:
+    for op_type, spec in table.items():
+        run = make(*spec) if isinstance(spec, tuple) else make(spec)
+        setattr(ScalarKernelFunctions, f"run_{op_type.name.replace('.', '_')}", impl(op_type)(run))
+
+
+_add_impls(_INT_OPS, _int_op)
+_add_impls(_FLOAT_OPS, _float_op)
+_add_impls({arith.SIToFPOp: _signed, arith.UIToFPOp: _unsigned}, _int_to_float)
+_add_impls({arith.FPToSIOp: True, arith.FPToUIOp: False}, _float_to_int)
 ScalarKernelFunctions = register_impls(ScalarKernelFunctions)
+
+
+def _f32_odd(v: float):
+    """`v` rounded to odd at f32: rounding that to nearest-even at bf16
+    (8 bits <= 24 - 2) is `v` rounded once.  (`ml_dtypes.bfloat16(v)` of a
+    float64 rounds through f32 to nearest-even, a double rounding.)"""
+    r = np.float32(v)
+    return r if v != v else _to_odd(r, float(r), v)
+
 
 def _rounder(t):
     if isinstance(t, Float32Type):
         return lambda v: float(np.float32(v))
     if isinstance(t, Float16Type):
-        return lambda v: float(np.float16(v))
+        return lambda v: float(np.float16(v))      # numpy rounds float64 -> half directly
     if isinstance(t, BFloat16Type):
-        return lambda v: float(ml_dtypes.bfloat16(v))
+        return lambda v: float(ml_dtypes.bfloat16(_f32_odd(v)))
+    return None
+
+
+class LinalgKernelFunctions(InterpreterFunctions):
+    """Every structured linalg op (generic, the named ops, transpose) runs as
+    its generic form with xDSL's `run_linalg_structured_op`: loops over the
+    iteration space in dimension order, as MLIR's linalg-to-loops lowering
+    (the named ops list their reduction dimensions last), accumulating into
+    the output element by element, and the body region interpreted per point,
+    so each body op is rounded like any other op.  It replaces xDSL's
+    fill/conv/pooling implementations, which read `ShapedArray.data` (not the
+    numpy storage) and want zeroed outputs.  Registered below for each
+    structured op class of the linalg dialect."""
+
+
+def _run_structured(self, interpreter, op, args):
+    return run_linalg_structured_op(interpreter, op, args)
+
+
+for _op in linalg.Linalg.operations:
+    if issubclass(_op, LinalgStructuredOperation):
+        setattr(LinalgKernelFunctions, f"run_{_op.name.split('.')[1]}",
+                impl(_op)(_run_structured))
+LinalgKernelFunctions = register_impls(LinalgKernelFunctions)
+
+
+def _linalg_unsupported(op: LinalgStructuredOperation) -> str | None:
+    """Why a structured linalg op cannot run, or None.  `run_linalg_structured_op`
+    stores every body result into the first output, and a body must yield
+    the output's element type: a named op parsed from its custom form over
+    mixed element types gets xDSL's body without MLIR's casts (e.g.
+    `arith.addf` of bf16 and f32), which fails verification.  xDSL's body for
+    a pooling op parsed from its custom form is max(input, window element),
+    not MLIR's max(output, input): a pooling body must read the output."""
+    if op.results or len(op.outputs) != 1 or getattr(op, "library_call", None) is not None:
+        return "is supported only with one memref output, no results, no library_call"
+    if isinstance(op, PoolingOperation) and not op.body.block.args[-1].uses:
+        return ("has a body that ignores the output (xDSL's body for the custom form of a "
+                "pooling op); the generic form with MLIR's body runs")
+    out = op.outputs[0].type
+    want = out.get_element_type() if isinstance(out, MemRefType) else None
+    yielded = [v.type for v in op.body.block.last_op.operands] if op.body.block.last_op else []
+    if yielded != [want]:
+        return (f"yields {', '.join(map(str, yielded)) or 'nothing'} into a memref of {want} "
+                "(implicit casts are not supported)")
+    for body_op in op.body.block.ops:
+        try:
+            body_op.verify()
+        except Exception as e:  # noqa: BLE001 - any verifier failure
+            first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+            return f"has a body that does not verify ({body_op.name}: {first})"
     return None
 
 
@@ -321,18 +580,15 @@ class CompiledKernel:
             interp.register_implementations(ft)
         interp.register_implementations(AffineKernelFunctions(), override=True)
         interp.register_implementations(ScalarKernelFunctions(), override=True)
+        interp.register_implementations(LinalgKernelFunctions(), override=True)
         impls = interp._impls._impl_dict  # noqa: SLF001 - the table of implemented ops
         rounders: dict = {}
         for op in self.fn.body.walk():
             why = None
             if type(op) not in impls:
                 why = "has no implementation in the kernel interpreter"
-            elif isinstance(op, LinalgGenericOp) and (
-                    len(op.outputs) != 1 or op.results or op.library_call is not None):
-                why = "is supported only with one memref output, no results, no library_call"
-            elif op.name.startswith("linalg.") and \
-                    not isinstance(op, LinalgGenericOp | LinalgYieldOp):
-                why = "(a named linalg op) is not supported by the kernel interpreter"
+            elif isinstance(op, LinalgStructuredOperation):
+                why = _linalg_unsupported(op)
             if why is not None:
                 raise NotSupported(f"{OPNAME}: {_opname(op)} at {_where(text, self.fn, op)} {why}; "
                                    "the task cannot run in the reference runtime")
@@ -375,7 +631,8 @@ class CompiledKernel:
         out_arrays = [wrapped[group[k]].array for k in range(len(ins), n_mem)]
         args.extend(int(v) for v in index_args)
         try:
-            self.interp.call_op(self.fn, tuple(args))
+            with np.errstate(all="ignore"):   # IEEE overflow/invalid give inf/NaN, no warnings
+                self.interp.call_op(self.fn, tuple(args))
         except KernelError:
             raise
         except Exception as e:  # noqa: BLE001 - interpreter failures are data-dependent

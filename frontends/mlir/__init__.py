@@ -4,6 +4,8 @@
 - `dma`: `affine.dma_start/dma_wait` (xDSL has none) and upstream-exact
   `memref.dma_start/dma_wait` (replacing xDSL's, which differ).
 - `register_mlir_dialects(ctx)`: make a context (e.g. nem-opt's) know them.
+- `lowering_context()`: a context for lowering inputs (NEM + func, memref,
+  affine, linalg and the above).
 - `parse_mlir(ctx, text, file)`: xDSL's parser, plus a `file:line:col`
   location on every op that has none (xDSL only keeps explicit `loc(...)`),
   so diagnostics and the NEM ops produced by the lowering point back at the
@@ -22,7 +24,8 @@ from xdsl.parser import Parser
 from nem.frontends.mlir.async_dialect import Async
 from nem.frontends.mlir.dma import AFFINE_EXTRA_OPS, MEMREF_EXTRA_OPS
 
-__all__ = ["Async", "register_mlir_dialects", "parse_mlir", "LocatingParser"]
+__all__ = ["Async", "register_mlir_dialects", "lowering_context", "parse_mlir",
+           "LocatingParser"]
 
 
 def _extended(factory, extra):
@@ -78,6 +81,21 @@ class LocatingParser(Parser):
             col = start - self._line_starts[line - 1] + 1
             op.location = FileLineColLoc(self._file, IntAttr(line), IntAttr(col))
         return op
+
+
+def lowering_context() -> Context:
+    """A context that parses what the lowering takes and produces: NEM IR
+    (builtin, arith, nem), func, memref, affine, linalg and the upstream ops
+    xDSL lacks (`register_mlir_dialects`)."""
+    from xdsl.dialects import affine, func, linalg, memref
+
+    from nem.dialect.dialect import nem_context
+
+    ctx = nem_context()
+    for d in (func.Func, memref.MemRef, affine.Affine, linalg.Linalg):
+        ctx.load_dialect(d)
+    register_mlir_dialects(ctx)
+    return ctx
 
 
 def parse_mlir(ctx: Context, text: str, file: str = "<unknown>",

@@ -202,11 +202,10 @@ class ExecuteOp(IRDLOperation):
                 printer.print_string(")")
         printer.print_op_attributes(self.attributes, print_keyword=True)
         printer.print_string(" ")
-        block = self.body_region.block
-        last = block.last_op
+        # upstream prints the terminator too (`{ async.yield }`) and its parser
+        # does not add one: `async.execute { }` fails upstream's verifier
         printer.print_region(self.body_region, print_entry_block_args=False,
-                             print_block_terminators=not (isinstance(last, YieldOp) and
-                                                          not last.operands))
+                             print_block_terminators=True)
 
     def verify_(self) -> None:
         block = self.body_region.block
@@ -254,8 +253,13 @@ class AwaitOp(IRDLOperation):
         printer.print_op_attributes(self.attributes)
 
     def verify_(self) -> None:
-        if not isinstance(self.operand.type, TokenType | ValueType):
+        t = self.operand.type
+        if not isinstance(t, TokenType | ValueType):
             raise VerifyException("async.await takes an !async.token or !async.value")
+        want = [t.value_type] if isinstance(t, ValueType) else []
+        if [r.type for r in self.results] != want:
+            raise VerifyException(f"async.await of {t} must have "
+                                  + (f"one result of type {want[0]}" if want else "no result"))
 
 
 @irdl_op_definition

@@ -20,7 +20,12 @@ from pathlib import Path
 from typing import IO
 
 from xdsl.dialects.builtin import ModuleOp
-from xdsl.utils.exceptions import DiagnosticException, ParseError, VerifyException
+from xdsl.utils.exceptions import (
+    ArgSpecParseError,
+    DiagnosticException,
+    ParseError,
+    VerifyException,
+)
 from xdsl.xdsl_opt_main import xDSLOptMain
 
 from nem.dialect.diagnostics import (
@@ -85,6 +90,21 @@ class NemOptMain(xDSLOptMain):
         arg_parser.add_argument("--print-device", default=None, metavar="NAME",
                                 help="print the resolved device NAME and exit")
         arg_parser.set_defaults(target="same-as-input")
+
+    def setup_pipeline(self) -> None:
+        """xDSL's pipeline parser, after `quote_memory_spaces` (so that
+        `memory-spaces=0:DDR,1:L2` needs no quotes, D-LOW-OPT-SPACES); a bad pipeline
+        or option is a one-line error, not a traceback."""
+        try:
+            self.args.passes = quote_memory_spaces(self.args.passes or "")
+            super().setup_pipeline()
+        except NemDiagnosticError as e:
+            for d in e.diagnostics:
+                print(d.render(), file=sys.stderr)
+            sys.exit(1)
+        except (ArgSpecParseError, ValueError) as e:
+            print(f"error: bad pass pipeline: {str(e).strip()}", file=sys.stderr)
+            sys.exit(1)
 
     # ------------------------------------------------------------------
     def run(self) -> None:  # noqa: C901 - a driver loop
@@ -219,6 +239,76 @@ class NemOptMain(xDSLOptMain):
             return 1
         sys.stdout.write(print_device(device))
         return 0
+
+
+_SPACES_KEYS = ("memory-spaces=", "memory_spaces=")
+
+
+def quote_memory_spaces(spec: str) -> str:
+    """Quote every unquoted `memory-spaces=VALUE` option inside a pass's
+    `{...}` of the pipeline `spec` and check every such value (quoted or not)
+    with `parse_spaces` (D-LOW-OPT-SPACES).
+
+    xDSL's pipeline lexer has no `:` (nor `[`), so MLIR's spelling
+    `lower-to-nem{memory-spaces=0:DDR,1:L2,2:L1[0] device=X}` would not parse;
+    the value runs to the next blank or `}` (an option value has no blank) and
+    becomes `"0:DDR,1:L2,2:L1[0]"`, the quoted form xDSL already accepts.  A
+    bad value raises a `NemDiagnosticError` naming the pass, the option and
+    the item, before any input is read."""
+    from nem.passes.convert_affine_to_nem import parse_spaces
+
+    out: list[str] = []
+    i, n, depth, pass_name = 0, len(spec), 0, ""
+
+    def closing_quote(j: int) -> int:
+        j += 1
+        while j < n and spec[j] != '"':
+            j += 2 if spec[j] == "\\" else 1
+        return min(j, n - 1)
+
+    def check(value: str) -> None:
+        try:
+            parse_spaces(value)
+        except NemDiagnosticError as e:
+            for d in e.diagnostics:
+                d.message = f"{pass_name or 'pass'}: {d.message}"
+            raise
+
+    while i < n:
+        c = spec[i]
+        if depth and c == '"':  # another option's quoted value: copy it as is
+            j = closing_quote(i)
+            out.append(spec[i:j + 1])
+            i = j + 1
+            continue
+        if depth and (spec[i - 1] == "{" or spec[i - 1].isspace()) \
+                and spec.startswith(_SPACES_KEYS, i):
+            j = spec.index("=", i) + 1
+            out.append(spec[i:j])
+            if j < n and spec[j] == '"':
+                k = closing_quote(j)
+                check(spec[j + 1:k])
+                out.append(spec[j:k + 1])
+                i = k + 1
+                continue
+            k = j
+            while k < n and not spec[k].isspace() and spec[k] != "}":
+                k += 1
+            check(spec[j:k])
+            out.append(f'"{spec[j:k]}"')
+            i = k
+            continue
+        if c == "{":
+            depth += 1
+            start = i
+            while start > 0 and (spec[start - 1].isalnum() or spec[start - 1] in "-_."):
+                start -= 1
+            pass_name = spec[start:i]
+        elif c == "}":
+            depth = max(depth - 1, 0)
+        out.append(c)
+        i += 1
+    return "".join(out)
 
 
 def _is_config_document(text: str, file: str) -> bool:

@@ -400,17 +400,17 @@ def test_missing_include(tmp_path):
 
 def test_topology_is_replaced_not_merged(tmp_path):
     # RULE: INH-03
-    dev = resolve_text(tmp_path, f"""\
-        device p extends nem_baseline_1_0 {{
-            topology {{
+    dev = resolve_text(tmp_path, """\
+        device p extends nem_baseline_1_0 {
+            topology {
                 num_engines = 2  l2_size_bytes = 100
-                device_units {{ sDMA = 2 }}
-                per_engine {{ NMU = 2  DMA = 2  l1_size_bytes = 10 }}
-            }}
-        }}
-        device c extends p {{
-            topology {{ num_engines = 1  l2_size_bytes = 50  per_engine {{ NMU = 1  l1_size_bytes = 5 }} }}
-        }}
+                device_units { sDMA = 2 }
+                per_engine { NMU = 2  DMA = 2  l1_size_bytes = 10 }
+            }
+        }
+        device c extends p {
+            topology { num_engines = 1  l2_size_bytes = 50  per_engine { NMU = 1  l1_size_bytes = 5 } }
+        }
         """, "c")
     assert dev.topology.device_units == {} and dev.topology.per_engine == {"NMU": 1}
     assert dev.units("DMA") == 0 and dev.topology.l2_size_bytes == 50

@@ -9,18 +9,16 @@ from io import StringIO
 from pathlib import Path
 
 import pytest
-from xdsl.context import Context
-from xdsl.dialects import affine, arith, builtin, func, linalg, memref
+from xdsl.dialects import func
 from xdsl.printer import Printer
 
 from nem.dialect.diagnostics import NemDiagnosticError
 from nem.dialect.ops import ComputeOp, LoopOp, ProgramOp, TransferOp
 from nem.dialect.verifier import verify_program
-from nem.frontends.mlir import parse_mlir
+from nem.frontends.mlir import lowering_context, parse_mlir
 from nem.frontends.nem_text.parser import parse_nem
 from nem.frontends.nem_text.printer import print_nem
 from nem.passes.convert_affine_to_nem import Lowerer, Options, parse_spaces
-from nem.passes.convert_async_to_nem import ConvertAsyncToNemPass
 from nem.passes.lower_to_nem import LowerToNemPass
 from nem.passes.lowering_core import Aff, Var
 from nem.passes.pass_env import pass_env
@@ -28,17 +26,9 @@ from nem.passes.pass_env import pass_env
 INPUTS = Path(__file__).resolve().parents[1] / "lit" / "lowering" / "Inputs"
 
 
-def ctx() -> Context:
-    c = Context()
-    for d in (builtin.Builtin, func.Func, arith.Arith, memref.MemRef, affine.Affine, linalg.Linalg):
-        c.load_dialect(d)
-    from nem.dialect.dialect import NEM
-    c.load_dialect(NEM)
-    return c
-
 
 def lower(path: Path, device: str | None = "npm_pro_x1"):
-    c = ctx()
+    c = lowering_context()
     m = parse_mlir(c, path.read_text(), str(path))
     with pass_env() as env:
         LowerToNemPass(device=device).apply(c, m)
@@ -55,7 +45,7 @@ def test_aff_mod_floordiv_simplify():
 
 
 def test_locations_on_every_op():
-    m = parse_mlir(ctx(), (INPUTS / "matmul_tiled.mlir").read_text(), "f.mlir")
+    m = parse_mlir(lowering_context(), (INPUTS / "matmul_tiled.mlir").read_text(), "f.mlir")
     for op in m.walk():
         if op is not m and op.name != "affine.yield":  # implicit terminators
             assert op.location is not None and op.location.line.data > 0
@@ -63,10 +53,10 @@ def test_locations_on_every_op():
 
 def test_dma_custom_syntax_roundtrip():
     text = (INPUTS / "async_pipeline.mlir").read_text()
-    m = parse_mlir(ctx(), text, "a.mlir")
+    m = parse_mlir(lowering_context(), text, "a.mlir")
     out = StringIO()
     Printer(stream=out).print_op(m)
-    again = parse_mlir(ctx(), out.getvalue(), "b.mlir")
+    again = parse_mlir(lowering_context(), out.getvalue(), "b.mlir")
     out2 = StringIO()
     Printer(stream=out2).print_op(again)
     assert out.getvalue() == out2.getvalue()
@@ -117,7 +107,7 @@ def test_ops_point_back_at_mlir_lines():
 
 def test_rejection_is_a_diagnostic_not_a_traceback():
     text = "func.func @f(%a: memref<?xf32>) {\n  return\n}\n"
-    m = parse_mlir(ctx(), text, "d.mlir")
+    m = parse_mlir(lowering_context(), text, "d.mlir")
     with pytest.raises(NemDiagnosticError) as e:
         Lowerer(Options(parse_spaces("0:DDR,1:L2,2:L1"))).run(m)
     d = e.value.diagnostics[0]
@@ -134,13 +124,11 @@ def test_memory_spaces_option_forms():
 def test_escape_hatch_kernel_parses_back():
     """The compute task's kernel text is MLIR that xDSL parses (the runtime
     contract of raise_compute.py)."""
-    from nem.dialect.attributes import ArgRefAttr  # noqa: F401
-
     path = INPUTS.parent / "fallback_and_linalg.mlir"
     m, _ = lower(path)
     ks = [op for op in m.walk() if isinstance(op, ComputeOp) and op.opcode == "compute"]
     assert ks
     kernel = ks[0].attrs.data["kernel"].data
-    km = parse_mlir(ctx(), kernel, "kernel.mlir")
+    km = parse_mlir(lowering_context(), kernel, "kernel.mlir")
     fns = [o for o in km.walk() if isinstance(o, func.FuncOp)]
     assert fns and fns[0].sym_name.data == "kernel"

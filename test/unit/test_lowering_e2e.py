@@ -162,7 +162,9 @@ def matmul_reference(a, b, c0, tile: int | None):
 
 MATMUL = [("matmul.mlir", ("A", "B", "C"), None),
           ("matmul_tiled.mlir", ("arg0", "arg1", "arg2"), 32),
-          ("matmul_tiled_pipelined.mlir", ("arg0", "arg1", "arg2"), 32)]
+          ("matmul_tiled_pipelined.mlir", ("arg0", "arg1", "arg2"), 32),
+          # D-LOW-TILES: the tiled nest over whole operands in fast memory
+          ("matmul_tiled_hoisted.mlir", ("arg0", "arg1", "arg2"), 32)]
 
 
 @pytest.mark.parametrize("fixture,names,tile", MATMUL, ids=[f for f, _, _ in MATMUL])

@@ -9,7 +9,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from nem.dialect.diagnostics import NemDiagnosticError
 from nem.runtime import NemInterpreter
 from nem.runtime.trace import to_chrome, to_csv
 

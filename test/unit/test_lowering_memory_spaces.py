@@ -1,0 +1,92 @@
+"""The `memory-spaces` option (D-LOW-OPT-SPACES): `parse_spaces` and nem-opt's
+quoting of MLIR's unquoted spelling before xDSL parses the pipeline."""
+
+from __future__ import annotations
+
+import subprocess
+
+import pytest
+
+from nem.dialect.diagnostics import NemDiagnosticError
+from nem.passes.convert_affine_to_nem import parse_spaces
+from nem.tools.nem_opt import quote_memory_spaces
+from test_lowering_e2e import INPUTS, _tool
+
+
+@pytest.mark.parametrize("text", ["0:DDR,1:L1,2:L1[1]", "0-DDR,1-L1,2-L1[1]",
+                                  ("0-DDR", "1-L1", "2-L1[1]"), " 0 : DDR , 1:L1,2-L1[1] "])
+def test_forms(text):
+    assert parse_spaces(text) == {0: "DDR", 1: "L1", 2: "L1[1]"}
+
+
+@pytest.mark.parametrize("text,message", [
+    ("0:DDR,1:FOO",
+     "bad memory-spaces item '1:FOO': unknown level 'FOO' (levels: DDR, L2, L1, L1[k])"),
+    ("x:DDR", "bad memory-spaces item 'x:DDR': memory space 'x' is not a non-negative integer"),
+    ("-1:DDR", "bad memory-spaces item '-1:DDR': memory space '-1' is not a non-negative integer"),
+    ("0:DDR,0:L2", "bad memory-spaces item '0:L2': memory space 0 is already mapped to DDR"),
+    ("0:DDR,,1:L2", "bad memory-spaces item '': expected SPACE:LEVEL, e.g. 1:L2"),
+    ("1:L1[x]", "bad memory-spaces item '1:L1[x]': unknown level 'L1[x]'"),
+    ("", "bad memory-spaces value: empty"),
+])
+def test_bad_values(text, message):
+    with pytest.raises(NemDiagnosticError) as e:
+        parse_spaces(text)
+    d = e.value.diagnostics[0]
+    assert d.message.startswith(message) and "\n" not in d.render()
+
+
+@pytest.mark.parametrize("spec,want", [
+    ("lower-to-nem{memory-spaces=0:DDR,1:L1 device=x}",
+     'lower-to-nem{memory-spaces="0:DDR,1:L1" device=x}'),
+    ("lower-to-nem{device=x memory-spaces=0:DDR,1:L1[0]}",
+     'lower-to-nem{device=x memory-spaces="0:DDR,1:L1[0]"}'),
+    ('lower-to-nem{memory-spaces="0:DDR,1:L1"}', 'lower-to-nem{memory-spaces="0:DDR,1:L1"}'),
+    ("lower-to-nem{memory-spaces=0-DDR,1-L1}", 'lower-to-nem{memory-spaces="0-DDR,1-L1"}'),
+    ("convert-affine-to-nem{memory_spaces=0:DDR},nem-verify",
+     'convert-affine-to-nem{memory_spaces="0:DDR"},nem-verify'),
+    ('lower-to-nem{entry="memory-spaces=x" memory-spaces=0:DDR}',
+     'lower-to-nem{entry="memory-spaces=x" memory-spaces="0:DDR"}'),
+    ("nem-verify", "nem-verify"),
+    ("", ""),
+])
+def test_quote_memory_spaces(spec, want):
+    assert quote_memory_spaces(spec) == want
+
+
+def test_quote_memory_spaces_names_the_pass():
+    with pytest.raises(NemDiagnosticError) as e:
+        quote_memory_spaces("nem-verify,convert-affine-to-nem{memory-spaces=0:HBM}")
+    assert e.value.diagnostics[0].message.startswith(
+        "convert-affine-to-nem: bad memory-spaces item '0:HBM': unknown level 'HBM'")
+
+
+@pytest.mark.parametrize("opt,err", [
+    ("memory-spaces=0:DDR,1:FOO", "error: lower-to-nem: bad memory-spaces item '1:FOO': "
+                                  "unknown level 'FOO' (levels: DDR, L2, L1, L1[k])\n"),
+    ("memory-spaces=x:DDR", "error: lower-to-nem: bad memory-spaces item 'x:DDR': "
+                            "memory space 'x' is not a non-negative integer\n"),
+    ("nosuch=1", "error: bad pass pipeline: Provided arguments"),
+])
+def test_cli_errors_are_one_line(opt, err):
+    r = subprocess.run([_tool("nem-opt"), str(INPUTS / "async_pipeline.mlir"),
+                        "-p", f"lower-to-nem{{{opt} device=npm_pro_x1}}", "-t", "nem"],
+                       capture_output=True, text=True)
+    assert r.returncode == 1 and r.stdout == ""
+    assert r.stderr.startswith(err) and "Traceback" not in r.stderr
+    assert r.stderr.count("\n") == 1
+
+
+def test_cli_unquoted_spelling(tmp_path):
+    outs = []
+    for opt in ("memory-spaces=0:DDR,1:L2,2:L2 device=npm_pro_x1",
+                "device=npm_pro_x1 memory-spaces=0:DDR,1:L2,2:L2",
+                'device=npm_pro_x1 memory-spaces="0:DDR,1:L2,2:L2"',
+                "device=npm_pro_x1 memory-spaces=0-DDR,1-L2,2-L2"):
+        r = subprocess.run([_tool("nem-opt"), str(INPUTS / "async_pipeline.mlir"),
+                            "-p", f"lower-to-nem{{{opt}}}", "-t", "nem"],
+                           capture_output=True, text=True)
+        assert r.returncode == 0, r.stderr
+        outs.append(r.stdout)
+    assert "buffer a : L2 (size=16384, align=64)" in outs[0]
+    assert len(set(outs)) == 1
