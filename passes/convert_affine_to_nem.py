@@ -897,6 +897,7 @@ class Lowerer:
 
     def lower_loop(self, op: affine.ForOp, dst: Block, scope) -> None:
         lb, step, trip = self.loop_bounds(op)
+        self._carried_tokens(op)
         if trip == 0:
             return
         self.flush(dst, scope, op)
@@ -920,6 +921,23 @@ class Lowerer:
             self.lower_block(op.body.block, dst, [])
 
         self._peeled(op, partial, full_tiles, last_tile)
+
+    def _carried_tokens(self, op: affine.ForOp) -> None:
+        """Loop-carried `!async.token`s (`iter_args`): a NEM loop iteration
+        starts after everything before the loop and the previous iteration
+        completed (D-LOW-DEPS, D-LOW-ASYNC), so the carried token and the
+        loop's result stand for completed work and add no dependency."""
+        for init, arg, res in zip(op.inits, op.body.block.args[1:], op.results):
+            if not isinstance(arg.type, asy.TokenType):
+                raise reject(op, f"not supported: a loop-carried value of type {arg.type} in a "
+                             "loop that moves data (NEM loops carry no values)",
+                             "carry only !async.token, or keep the reduction inside a "
+                             "compute loop nest")
+            if init not in self.async_map:
+                raise reject(op, "the initial value of this loop-carried token does not come "
+                             "from a lowered async op")
+            self.async_map[arg] = None
+            self.async_map[res] = None
 
     def _peeled(self, op: affine.ForOp, partial: Operation, full_tiles, last_tile,
                 owners: tuple[Operation, ...] = ()) -> None:
@@ -1152,10 +1170,11 @@ class Lowerer:
         for d in op.dependencies:
             if d not in self.async_map:
                 raise reject(op, "dependency token does not come from an async.execute")
-            deps.append(self.async_map[d])
+            if self.async_map[d] is not None:  # None: completed (a loop-carried token)
+                deps.append(self.async_map[d])
         for v, arg in zip(op.body_operands, op.body_region.block.args):
             tok = self._async_val(op, v, payload_to=arg)
-            if tok not in deps:
+            if tok is not None and tok not in deps:
                 deps.append(tok)
         body = Block()
         new = asy.ExecuteOp(deps, [], [], __import__("xdsl.ir", fromlist=["Region"]).Region(body))
@@ -1176,19 +1195,23 @@ class Lowerer:
 
     def lower_async_misc(self, op, dst: Block, scope) -> None:
         self.flush(dst, scope, op)
-        if isinstance(op, asy.AwaitOp):
+        if isinstance(op, asy.AwaitOp | asy.AddToGroupOp):
             # awaiting a value waits on its execute's token; the result
             # aliases the payload (D-LOW-ASYNC-VALUE)
-            new = asy.AwaitOp(self._async_val(op, op.operand, payload_to=op.result))
+            tok = self._async_val(op, op.operand, payload_to=op.result
+                                  if isinstance(op, asy.AwaitOp) else None)
+            if tok is None:
+                return  # a completed (loop-carried) token: nothing to wait for
+            if isinstance(op, asy.AwaitOp):
+                new = asy.AwaitOp(tok)
+            else:
+                new = asy.AddToGroupOp.create(operands=[tok, self._async_val(op, op.group)],
+                                              result_types=[IndexType()])
         elif isinstance(op, asy.CreateGroupOp):
             e = ExprEmitter(dst, op.location)
             size = e.emit(self.index(op.size, op), op)
             e.flush()
             new = asy.CreateGroupOp.create(operands=[size], result_types=[asy.GroupType()])
-        elif isinstance(op, asy.AddToGroupOp):
-            new = asy.AddToGroupOp.create(operands=[self._async_val(op, op.operand),
-                                                    self._async_val(op, op.group)],
-                                          result_types=[IndexType()])
         else:
             new = asy.AwaitAllOp.create(operands=[self._async_val(op, op.operand)])
         new.location = op.location

@@ -12,6 +12,10 @@ kept (with NEM bodies) into NEM task dependencies (D-LOW-ASYNC).
   `async.create_group` / `async.add_to_group` vanish.
 - An execute body with a nested loop keeps the loop's own waits (tokens
   cannot leave a loop body), so it completes within program order.
+- Tokens cannot leave a NEM loop body (TASK-03), so every loop body ends with
+  a `wait` on the tasks of its inlined executes that nothing in the body
+  waited for, and an await after the loop of an execute inside it (directly
+  or through a group) has nothing left to wait for.
 """
 
 from __future__ import annotations
@@ -23,28 +27,9 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Operation, SSAValue
 from xdsl.passes import ModulePass
 
-from nem.dialect.ops import ProgramOp, TaskOp, WaitOp
+from nem.dialect.ops import LoopOp, ProgramOp, TaskOp, WaitOp
 from nem.frontends.mlir import async_dialect as asy
 from nem.passes.lowering_core import reject
-
-
-def _add_deps(task: TaskOp, extra: list[SSAValue]) -> None:
-    have = list(task.deps)
-    new = have + [t for t in extra if t not in have]
-    if len(new) == len(have):
-        return
-    task.operands = [*task.operands[: len(task.operands) - len(have) - _n_args(task)], *new,
-                     *_args(task)] if False else task.operands
-    # rebuild the variadic segment: operands are [..., deps, args?]
-    _set_deps(task, new)
-
-
-def _n_args(task) -> int:
-    return len(task.args) if hasattr(task, "args") else 0
-
-
-def _args(task):
-    return list(task.args) if hasattr(task, "args") else []
 
 
 def _set_deps(task: TaskOp, deps: list[SSAValue]) -> None:
@@ -63,90 +48,105 @@ def _set_deps(task: TaskOp, deps: list[SSAValue]) -> None:
     task.properties["operandSegmentSizes"] = DenseArrayBase.from_list(i32, sizes)
 
 
+ASYNC_OPS = (asy.ExecuteOp, asy.AwaitOp, asy.AwaitAllOp, asy.CreateGroupOp, asy.AddToGroupOp)
+
+
 class AsyncLowerer:
     def __init__(self):
         self.done: dict[SSAValue, list[SSAValue]] = {}  # execute token -> completion set
         self.groups: dict[SSAValue, list[SSAValue]] = {}
+        self.lowered: list[Operation] = []  # async ops to erase once all are lowered
 
     def run(self, prog: ProgramOp) -> None:
         for op in list(prog.walk()):
-            if isinstance(op, asy.ExecuteOp | asy.AwaitOp | asy.AwaitAllOp
-                          | asy.CreateGroupOp | asy.AddToGroupOp):
-                if op.parent is None:
-                    continue
+            if isinstance(op, ASYNC_OPS) and op.parent is not None:
                 self.lower(op)
+        for loop in [o for o in prog.walk() if isinstance(o, LoopOp)]:
+            _complete_iterations(loop.block)
+        for op in reversed(self.lowered):
+            op.detach()
+        for op in reversed(self.lowered):
+            op.erase(safe_erase=False)
 
     def lower(self, op: Operation) -> None:
         block = op.parent_block()
         if isinstance(op, asy.ExecuteOp):
-            deps: list[SSAValue] = []
-            for d in op.dependencies:
-                deps += self.done.get(d, [])
-            body = op.body_region.block
-            gating: list[SSAValue] = list(deps)
-            tasks: list[TaskOp] = []
-            for inner in list(body.ops):
-                inner.detach()
-                if isinstance(inner, asy.YieldOp):
-                    inner.erase()
-                    continue
+            self.inline(op, block)
+        elif isinstance(op, asy.AwaitOp):
+            self._wait(block, op, self.done.get(op.operand, []))
+        elif isinstance(op, asy.CreateGroupOp):
+            self.groups[op.result] = []
+        elif isinstance(op, asy.AddToGroupOp):
+            self.groups.setdefault(op.group, []).extend(self.done.get(op.operand, []))
+        else:
+            self._wait(block, op, self.groups.get(op.operand, []))
+        self.lowered.append(op)
+
+    def inline(self, op: asy.ExecuteOp, block) -> None:
+        if any(not isinstance(u.operation, asy.ExecuteOp | asy.AwaitOp | asy.AddToGroupOp)
+               for u in op.token.uses):
+            raise reject(op, "the token of this async.execute has an unsupported use")
+        gating: list[SSAValue] = []
+        for d in op.dependencies:
+            gating += self.done.get(d, [])
+        deps = list(gating)
+        tasks: list[TaskOp] = []
+        for inner in list(op.body_region.block.ops):
+            inner.detach()
+            if isinstance(inner, asy.YieldOp | WaitOp):
                 if isinstance(inner, WaitOp):
                     gating += [t for t in inner.tokens if t not in gating]
-                    inner.erase()
-                    continue
-                block.insert_op_before(inner, op)
-                for t in inner.walk():
-                    if isinstance(t, TaskOp) and gating:
-                        _set_deps(t, list(t.deps) + [g for g in gating if g not in t.deps])
-                if isinstance(inner, TaskOp):
-                    tasks.append(inner)
-            used = {id(d) for t in tasks for d in t.deps}
-            done = [t.results[0] for t in tasks if id(t.results[0]) not in used]
-            self.done[op.token] = done or list(deps)
-            if op.token.uses and any(not isinstance(u.operation, asy.ExecuteOp | asy.AwaitOp
-                                                    | asy.AddToGroupOp)
-                                     for u in op.token.uses):
-                raise reject(op, "the token of this async.execute has an unsupported use")
-            for u in list(op.token.uses):
-                if isinstance(u.operation, asy.ExecuteOp):
-                    pass  # resolved through self.done when that execute is lowered
-            self._erase_later(op)
-            return
-        if isinstance(op, asy.AwaitOp):
-            toks = self.done.get(op.operand, [])
-            self._wait(block, op, toks)
-            return
-        if isinstance(op, asy.CreateGroupOp):
-            self.groups[op.result] = []
-            self._erase_later(op)
-            return
-        if isinstance(op, asy.AddToGroupOp):
-            self.groups.setdefault(op.group, []).extend(self.done.get(op.operand, []))
-            self._erase_later(op)
-            return
-        if isinstance(op, asy.AwaitAllOp):
-            self._wait(block, op, self.groups.get(op.operand, []))
+                inner.erase()
+                continue
+            block.insert_op_before(inner, op)
+            for t in inner.walk():
+                if isinstance(t, TaskOp) and gating:
+                    _set_deps(t, list(t.deps) + [g for g in gating if g not in t.deps])
+            if isinstance(inner, TaskOp):
+                tasks.append(inner)
+        used = {id(d) for t in tasks for d in t.deps}
+        done = [t.results[0] for t in tasks if id(t.results[0]) not in used]
+        self.done[op.token] = done or deps
 
-    pending_erase: list[Operation]
-
-    def _erase_later(self, op: Operation) -> None:
-        self.__dict__.setdefault("pending_erase", []).append(op)
-
-    def _wait(self, block, op, toks) -> None:
+    @staticmethod
+    def _wait(block, op, toks) -> None:
+        # tokens of a loop body that `op` is not in were waited at the end of
+        # that body (`_complete_iterations`)
+        toks = [t for t in dict.fromkeys(toks) if _visible(t, op)]
         if toks:
-            w = WaitOp(list(dict.fromkeys(toks)), [])
+            w = WaitOp(toks, [])
             w.location = op.location
             block.insert_op_before(w, op)
-        self._erase_later(op)
 
-    def finish(self) -> None:
-        for op in reversed(self.__dict__.get("pending_erase", [])):
-            for r in op.results:
-                for u in list(r.uses):
-                    pass
-            op.detach()
-        for op in reversed(self.__dict__.get("pending_erase", [])):
-            op.erase(safe_erase=False)
+
+def _visible(tok: SSAValue, at: Operation) -> bool:
+    """Whether the block defining `tok` encloses `at`."""
+    home = tok.owner.parent_block()
+    cur: Operation | None = at
+    while cur is not None:
+        if cur.parent_block() is home:
+            return True
+        cur = cur.parent_op()
+    return False
+
+
+def _complete_iterations(body) -> None:
+    """Wait, at the end of a loop body, for its asynchronous tasks that no
+    wait and no other task of the body consume (tokens cannot leave the body)."""
+    consumed = set()
+    for o in body.ops:
+        if isinstance(o, WaitOp):
+            consumed.update(id(t) for t in o.tokens)
+        elif isinstance(o, TaskOp):
+            consumed.update(id(t) for t in o.deps)
+            if o.is_sync:
+                consumed.add(id(o.results[0]))
+    open_ = [o.results[0] for o in body.ops
+             if isinstance(o, TaskOp) and id(o.results[0]) not in consumed]
+    if open_:
+        w = WaitOp(open_, [])
+        w.location = body.last_op.location if body.last_op is not None else None
+        body.add_op(w)
 
 
 @dataclass(frozen=True)
@@ -155,9 +155,7 @@ class ConvertAsyncToNemPass(ModulePass):
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         for prog in [p for p in op.walk() if isinstance(p, ProgramOp)]:
-            al = AsyncLowerer()
-            al.run(prog)
-            al.finish()
+            AsyncLowerer().run(prog)
         for o in op.walk():
             if o.name.startswith("async."):
                 raise reject(o, "async op left after convert-async-to-nem "

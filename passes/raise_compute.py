@@ -388,7 +388,8 @@ def is_tile_loop(loop: affine.ForOp) -> bool:
     point-loop nests that `match_nest` may raise.  It becomes a NEM loop, so
     each tile is one raised task (D-LOW-TILES); a tile loop around anything
     else stays one escape-hatch task for the whole nest."""
-    return loop.step.value.data != 1 and _tiles_of_point_nests(loop.body.block)
+    return (loop.step.value.data != 1 and not loop.results
+            and _tiles_of_point_nests(loop.body.block))
 
 
 def _tiles_of_point_nests(block: Block) -> bool:

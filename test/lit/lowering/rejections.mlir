@@ -100,3 +100,17 @@ func.func @f64(%A: memref<64xf64>) {
   // expected-error@-1 {{element type f64 has no NEM equivalent}}
   return
 }
+
+// -----
+
+func.func @carried_index(%X: memref<128xf32>, %Z: memref<128xf32>) {
+  %c0 = arith.constant 0 : index
+  // expected-error@+1 {{cannot lower 'affine.for': not supported: a loop-carried value of type index in a loop that moves data (NEM loops carry no values)}}
+  %r = affine.for %i = 0 to 128 step 32 iter_args(%acc = %c0) -> (index) {
+    %xs = memref.subview %X[%i] [32] [1] : memref<128xf32> to memref<32xf32, strided<[1], offset: ?>>
+    %zs = memref.subview %Z[%i] [32] [1] : memref<128xf32> to memref<32xf32, strided<[1], offset: ?>>
+    memref.copy %xs, %zs : memref<32xf32, strided<[1], offset: ?>> to memref<32xf32, strided<[1], offset: ?>>
+    affine.yield %acc : index
+  }
+  return
+}
