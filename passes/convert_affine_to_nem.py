@@ -408,7 +408,7 @@ class Lowerer:
         if isinstance(op, affine.ForOp):
             if op in pipes:
                 self.lower_pipelined(op, pipes[op], dst, scope)
-            elif self.is_structural(op) or is_tile_loop(op):
+            elif self.is_structural(op) or is_tile_loop(self, op):
                 self.lower_loop(op, dst, scope)
             else:
                 lower_nest(self, op, dst, scope)
@@ -902,7 +902,7 @@ class Lowerer:
             return
         self.flush(dst, scope, op)
         iv = op.body.block.args[0]
-        partial = self._partial_tile_op(op, lb, step)
+        partial = self._partial_tile_op(op, lb, step, trip)
         if partial is None:
             loop, var = self.new_loop(op, trip, dst, [])
             self.env[iv] = lb + Aff.atom(var).scale(step)
@@ -972,9 +972,16 @@ class Lowerer:
                          "choose tile sizes that divide the iteration space") from None
         self.notes.append(f"loop at {SourceLoc.of(op)}: partial last tile peeled")
 
-    def _partial_tile_op(self, op: affine.ForOp, lb: Aff, step: int) -> Operation | None:
-        """The first affine.min/max (op or max/min loop bound) of the body when
-        the loop's step does not divide its range (its last tile is partial)."""
+    def _partial_tile_op(self, op: affine.ForOp, lb: Aff, step: int,
+                         trip: int) -> Operation | None:
+        """The affine.min/max (op or max/min loop bound) that makes the last
+        tile partial: one whose winning candidate is not the same in every
+        iteration (e.g. `min(32, 100 - 32 * i)` after -affine-loop-normalize),
+        else the first one of the body when the loop's step does not divide
+        its range."""
+        found = self._nonuniform_minmax(op, lb, step, trip)
+        if found is not None:
+            return found
         ub = pick_minmax(self.affine(op, op.upperBoundMap.data, op.upperBoundOperands), True)
         if ub is None or not (ub - lb).is_const() or (ub - lb).const % step == 0:
             return None
@@ -1038,7 +1045,7 @@ class Lowerer:
                 self.env[iv] = x if o in st0 else x + Aff.c(step)
             return stage_env
 
-        partial = self._pipelined_partial_op(op, lb0, step, trip0, st0)
+        partial = self._nonuniform_minmax(op, lb0, step, trip0, st0)
         n_loop = trip0 - 1 if partial is not None else trip0
 
         def full_tiles():
@@ -1069,21 +1076,22 @@ class Lowerer:
 
         self._peeled(op, partial, full_tiles, last_tile, (*pl[0], *pl[1]))
 
-    def _pipelined_partial_op(self, op: affine.ForOp, lb0: Aff, step: int, trip0: int,
-                              stage0: set) -> Operation | None:
-        """The first affine.min/max (op or min/max loop bound) in the body of a
-        re-rolled pipelined loop whose winning candidate is not the same in
-        every original iteration: its last tile is partial and is peeled
-        (D-LOW-PEEL).  `affine-pipeline-data-transfer` rounds the loop's upper
-        bound up to whole steps, so only these bounds tell."""
-        var = Var(None, "x", trip0)
-        x = lb0 + Aff.atom(var).scale(step)
+    def _nonuniform_minmax(self, op: affine.ForOp, lb: Aff, step: int, trip: int,
+                           stage0: set | None = None) -> Operation | None:
+        """The first affine.min/max (op or min/max loop bound) in the body of
+        `op` whose winning candidate is not the same in every iteration: the
+        last tile is partial and is peeled (D-LOW-PEEL).  In a re-rolled
+        pipelined loop (D-LOW-PIPE) the ops of `stage0` run for iteration x
+        and the others with the loop variable at x + step; there only these
+        bounds tell, since `affine-pipeline-data-transfer` rounds the loop's
+        upper bound up to whole steps."""
+        var = Var(None, "x", trip)
+        x = lb + Aff.atom(var).scale(step)
         iv = op.body.block.args[0]
-        # values defined in the body may hold a stale binding from an earlier
-        # lowering of this loop (a peeled outer iteration lowers it again)
-        outside = {v: a for v, a in self.env.items() if not _defined_in(v, op)}
+        outside = _OutsideEnv(self.env, op)
         for top in op.body.block.ops:
-            local = {iv: x if top in stage0 else x + Aff.c(step)}
+            later = stage0 is not None and top not in stage0
+            local = {iv: x + Aff.c(step) if later else x}
             for o in top.walk():
                 if o.name in ("affine.min", "affine.max"):
                     bounds = [(o.map.data, o.operands, o.name == "affine.min")]
@@ -1239,6 +1247,21 @@ class Lowerer:
                              "have a NEM equivalent)",
                              "yield a memref holding the value (e.g. memref<1xf32>)")
         return self.async_map[v]
+
+
+class _OutsideEnv:
+    """The bindings of `env` for values defined outside `op`: those defined
+    in its body may be stale, from an earlier lowering of the loop (a
+    peeled outer iteration lowers it again)."""
+
+    def __init__(self, env: dict, op: Operation):
+        self.env, self.op = env, op
+
+    def __contains__(self, v: SSAValue) -> bool:
+        return v in self.env and not _defined_in(v, self.op)
+
+    def __getitem__(self, v: SSAValue) -> Aff:
+        return self.env[v]
 
 
 def _defined_in(v: SSAValue, op: Operation) -> bool:

@@ -318,6 +318,11 @@ CONST_POOL: list[tuple[dict, list]] = []
 list); integer constants are then created once, at program scope."""
 
 
+def is_identity(m: AffineMap) -> bool:
+    """`(d0, ..., dn) -> (d0, ..., dn)` (xDSL 0.74's AffineMap has no such test)."""
+    return m.num_symbols == 0 and m == AffineMap.identity(m.num_dims)
+
+
 def resolve_index(v: SSAValue, *envs: dict) -> "Aff | None":
     """The affine value of index `v`: from the first environment that binds
     it, else through `affine.apply` and index constants; None when it depends
@@ -454,7 +459,7 @@ def memref_strides(op: Operation | None, t: MemRefType) -> tuple[tuple[int, ...]
         if None in s or off is None:
             raise reject(op, f"dynamic strides or offset in {t} are not supported")
         return tuple(s), off
-    if isinstance(layout, AffineMapAttr) and layout.data.is_identity():
+    if isinstance(layout, AffineMapAttr) and is_identity(layout.data):
         return memref_strides(op, MemRefType(t.element_type, shape))
     raise reject(op, f"memref layout {layout} is not strided; NEM regions need strides")
 

@@ -45,6 +45,7 @@ from nem.passes.lowering_core import (
     ExprEmitter,
     View,
     eval_map,
+    is_identity,
     make_region,
     pick_minmax,
     reject,
@@ -102,11 +103,23 @@ def analyze(L, top: affine.ForOp) -> Nest:
         nest.env[op.body.block.args[0]] = lb + Aff.atom(d)
         nest.loops.append((op, ext.const))
         inner = [o for o in op.body.block.ops if not isinstance(o, affine.YieldOp)]
-        if len(inner) == 1 and isinstance(inner[0], affine.ForOp):
-            op = inner[0]
+        nested = _only_loop(inner)
+        if nested is not None:
+            op = nested
             continue
         nest.body = inner
         return nest
+
+
+def _only_loop(ops: list[Operation]) -> affine.ForOp | None:
+    """The loop of a loop body holding one loop and otherwise only index
+    values `_idx` evaluates (as `-affine-loop-normalize` leaves tile
+    offsets), else None: the nest is perfect up to index arithmetic."""
+    loops = [o for o in ops if isinstance(o, affine.ForOp)]
+    if len(loops) == 1 and all(o is loops[0] or isinstance(o, affine.ApplyOp | arith.ConstantOp)
+                               for o in ops):
+        return loops[0]
+    return None
 
 
 def _idx(L, nest: Nest, v: SSAValue) -> Aff:
@@ -382,14 +395,39 @@ _INDEX_OPS = ("affine.apply", "affine.min", "affine.max", "affine.yield", "arith
               "arith.addi", "arith.subi", "arith.muli")
 
 
-def is_tile_loop(loop: affine.ForOp) -> bool:
-    """A loop over tiles as `affine-loop-tile` leaves it (non-unit step, a
-    body of index arithmetic and loops) whose innermost nests are all
-    point-loop nests that `match_nest` may raise.  It becomes a NEM loop, so
-    each tile is one raised task (D-LOW-TILES); a tile loop around anything
-    else stays one escape-hatch task for the whole nest."""
-    return (loop.step.value.data != 1 and not loop.results
-            and _tiles_of_point_nests(loop.body.block))
+def is_tile_loop(L, loop: affine.ForOp) -> bool:
+    """A loop over tiles as `affine-loop-tile` leaves it (a body of index
+    arithmetic and loops) whose innermost nests are all point-loop nests
+    that `match_nest` may raise: a loop with a non-unit step, or a unit-step
+    one (after `-affine-loop-normalize`) whose body computes offsets or
+    inner loop bounds from its variable and that is not raisable as one nest.
+    It becomes a NEM loop, so each tile is one raised task (D-LOW-TILES); a
+    tile loop around anything else stays one escape-hatch task for the
+    whole nest."""
+    if loop.results or not _tiles_of_point_nests(loop.body.block):
+        return False
+    if loop.step.value.data != 1:
+        return True
+    iv = loop.body.block.args[0]
+    offsets = [v for o in loop.body.block.ops if o.name in _INDEX_OPS for v in o.results]
+    offsets += [v for o in loop.body.walk() if isinstance(o, affine.ForOp) and o is not loop
+                for v in (*o.lowerBoundOperands, *o.upperBoundOperands)]
+    if not any(_derives_from(v, iv) for v in offsets):
+        return False
+    try:
+        match_nest(L, analyze(L, loop))
+    except (NotRaisable, ValueError):
+        return True
+    return False
+
+
+def _derives_from(v: SSAValue, iv: SSAValue) -> bool:
+    """Whether index `v` is computed from `iv` (through index arithmetic)."""
+    if v is iv:
+        return True
+    owner = v.owner
+    return isinstance(owner, Operation) and owner.name in _INDEX_OPS and any(
+        _derives_from(o, iv) for o in owner.operands)
 
 
 def _tiles_of_point_nests(block: Block) -> bool:
@@ -407,14 +445,16 @@ def _tiles_of_point_nests(block: Block) -> bool:
 
 
 def _point_nest(loop: affine.ForOp) -> bool:
-    """A perfectly nested unit-step chain of loops around one store of
-    loads combined by raisable ops (the shape `match_nest` accepts)."""
+    """A unit-step chain of loops, perfect up to index arithmetic, around
+    one store of loads combined by raisable ops (the shape `match_nest`
+    accepts)."""
     while True:
         if loop.step.value.data != 1:
             return False
         body = [o for o in loop.body.block.ops if not isinstance(o, affine.YieldOp)]
-        if len(body) == 1 and isinstance(body[0], affine.ForOp):
-            loop = body[0]
+        nested = _only_loop(body)
+        if nested is not None:
+            loop = nested
             continue
         stores = [o for o in body if isinstance(o, affine.StoreOp | memref.StoreOp)]
         return len(stores) == 1 and all(
@@ -525,7 +565,7 @@ def lower_linalg(L, op: Operation, dst: Block, scope) -> None:
 
 def _generic_eltwise(op) -> str | None:
     maps = [m.data for m in op.indexing_maps.data]
-    if not all(m.is_identity() for m in maps):
+    if not all(is_identity(m) for m in maps):
         return None
     if any(str(it.data).split(".")[-1].lower() != "parallel" for it in op.iterator_types.data):
         return None

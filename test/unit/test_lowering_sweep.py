@@ -81,6 +81,11 @@ DEFAULT = [
     case("eltwise", (100,), "f32", tiling(32), op="mul"),
     case("eltwise", (100, 60), "f16", tiling(32, dma=False), op="sub"),
     case("relu", (64, 100), "f32", tiling(32, pipeline=True)),
+    # tiled only (compute on the DDR buffers), then normalized: unit-step tile loops
+    case("matmul", (64, 48, 32), "f32", ["-affine-loop-tile=tile-size=16",
+                                          "-affine-loop-normalize"]),
+    case("eltwise", (100, 60), "f32", ["-affine-loop-tile=tile-size=32",
+                                        "-affine-loop-normalize"], op="add"),
     # fast memory in space 1, mapped to L1 by the option
     case("eltwise", (64, 64), "f32", tiling(32, space=1), spaces='"0:DDR,1:L1"', op="add"),
 ]

@@ -1,0 +1,36 @@
+// An identity-map, all-parallel linalg.generic with one elementwise op is
+// raised (D-LOW-RAISE); a body of two ops falls back to the escape hatch;
+// a memref with an explicit identity affine-map layout is a plain buffer.
+// RUN: nem-opt %s --split-input-file -p 'lower-to-nem{device=npm_pro_x1}' -t nem 2>%t.err | filecheck %s
+// RUN: filecheck %s --check-prefix=REMARK < %t.err
+
+#id = affine_map<(d0, d1) -> (d0, d1)>
+func.func @add(%X: memref<64x32xf32, #id>, %Y: memref<64x32xf32>, %Z: memref<64x32xf32>) {
+  linalg.generic {indexing_maps = [#id, #id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%X, %Y : memref<64x32xf32, #id>, memref<64x32xf32>) outs(%Z : memref<64x32xf32>) {
+  ^bb0(%x: f32, %y: f32, %z: f32):
+    %s = arith.addf %x, %y : f32
+    linalg.yield %s : f32
+  }
+  return
+}
+// REMARK: remark: lowered @add to NEM; raised: linalg.generic at {{[0-9]+}}:3 -> add; fell back to compute: none
+// CHECK: buffer X : DDR (size=8192, align=64)
+// CHECK: add.async in region(X, 0, 8192) elem=f32, shape=[64, 32], layout=MN, region(Y, 0, 8192) elem=f32, shape=[64, 32], layout=MN out region(Z, 0, 8192) elem=f32, shape=[64, 32], layout=MN
+
+// -----
+
+#id = affine_map<(d0, d1) -> (d0, d1)>
+func.func @addrelu(%X: memref<64x32xf32>, %Y: memref<64x32xf32>, %Z: memref<64x32xf32>) {
+  linalg.generic {indexing_maps = [#id, #id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%X, %Y : memref<64x32xf32>, memref<64x32xf32>) outs(%Z : memref<64x32xf32>) {
+  ^bb0(%x: f32, %y: f32, %z: f32):
+    %s = arith.addf %x, %y : f32
+    %zero = arith.constant 0.0 : f32
+    %r = arith.maximumf %s, %zero : f32
+    linalg.yield %r : f32
+  }
+  return
+}
+// REMARK: remark: lowered @addrelu to NEM; raised: none; fell back to compute: linalg.generic at {{[0-9]+}}:3 (no NEM opcode for this linalg op)
+// CHECK: compute.async in region(X, 0, 8192) {{.*}} op="mlir.kernel"
