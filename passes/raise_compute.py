@@ -33,7 +33,7 @@ from xdsl.dialects.builtin import (
     MemRefType,
     StringAttr,
 )
-from xdsl.ir import Block, Operation, Region, SSAValue
+from xdsl.ir import Block, BlockArgument, Operation, Region, SSAValue
 from xdsl.printer import Printer
 
 from nem.dialect.attributes import ArgRefAttr
@@ -216,23 +216,27 @@ def match_nest(L, nest: Nest):
         if L.view(tree[1], st).buffer is L.view(smem, st).buffer:
             raise NotRaisable("a copy within one buffer")
         return ("copy", tree, (smem, sacc))
-    if tree[0] in ("arith.maximumf", "arith.maxsi", "arith.maxnumf"):
-        for x, z in ((tree[1], tree[2]), (tree[2], tree[1])):
-            if _is_zero(z) and x[0] == "load" and _order(x[2]) == _order(sacc) or \
-                    (_is_zero(z) and x[0] == "load" and [k for k in _order(x[2]) if k is not None]
-                     == sorder):
-                return ("eltwise", "relu", [x], (smem, sacc))
-    loads = []
-    if tree[0] in BINARY and tree[1][0] == "load" and tree[2][0] == "load":
-        opcode, loads = BINARY[tree[0]], [tree[1], tree[2]]
-    elif tree[0] in UNARY and tree[1][0] == "load":
-        opcode, loads = UNARY[tree[0]], [tree[1]]
-    else:
-        raise NotRaisable("the body is not a single elementwise operation")
-    for ld in loads:
-        if [k for k in _order(ld[2]) if k is not None] != sorder:
+    return ("eltwise", _eltwise_tree(tree, sorder), (smem, sacc))
+
+
+def _eltwise_tree(t, sorder: list[int]):
+    """The elementwise computation `t` (a `_tree`) as NEM ops: ("op", opcode,
+    [children]) down to its loads, which must all be indexed like the store
+    (no broadcast or transpose); `max(x, 0)` is `relu`.  Each op becomes one
+    task (D-LOW-RAISE), so a fused body (e.g. bias add + relu) is raised."""
+    if t[0] == "load":
+        if [k for k in _order(t[2]) if k is not None] != sorder:
             raise NotRaisable("operands are indexed in different orders (broadcast/transpose)")
-    return ("eltwise", opcode, loads, (smem, sacc))
+        return t
+    if t[0] in ("arith.maximumf", "arith.maxsi", "arith.maxnumf"):
+        for x, z in ((t[1], t[2]), (t[2], t[1])):
+            if _is_zero(z):
+                return ("op", "relu", [_eltwise_tree(x, sorder)])
+    if t[0] in BINARY:
+        return ("op", BINARY[t[0]], [_eltwise_tree(t[1], sorder), _eltwise_tree(t[2], sorder)])
+    if t[0] in UNARY:
+        return ("op", UNARY[t[0]], [_eltwise_tree(t[1], sorder)])
+    raise NotRaisable("the body is not a tree of elementwise operations over loads")
 
 
 def _same(a, b) -> bool:
@@ -312,6 +316,18 @@ def _drop_ops(tmp: Block) -> None:
         o.erase(safe_erase=False)
 
 
+def _drop_unused_scratch(L) -> None:
+    """Forget the scratch buffers no region uses (made for a plan that fell
+    back), so the program declares only buffers it uses."""
+    cache = L.__dict__.get("scratch_cache", {})
+    for key, vw in list(cache.items()):
+        op = vw.buffer.owner
+        if not vw.buffer.uses and op in L.decls:
+            L.decls.remove(op)
+            op.erase()
+            del cache[key]
+
+
 def _commit(L, tmp: Block, dst: Block, scope, opcode: str, ins, outs, reads, writes, anchor,
             attrs=None, args=()):
     _move_ops(tmp, dst)
@@ -325,8 +341,9 @@ def _commit(L, tmp: Block, dst: Block, scope, opcode: str, ins, outs, reads, wri
     return L.add_task(dst, scope, build, reads, writes, opcode)
 
 
-def _scratch(L, like: View, shape: list[int], anchor) -> View:
-    """A hoisted scratch buffer for a partial result (D-LOW-ACCUM)."""
+def _scratch(L, like: View, shape: list[int], anchor, ident: int = 0) -> View:
+    """A hoisted scratch buffer for a partial result (D-LOW-ACCUM); `ident`
+    tells apart the temporaries one computation needs at the same time."""
     from nem.passes.lowering_core import buffer_bytes
 
     n = 1
@@ -334,11 +351,11 @@ def _scratch(L, like: View, shape: list[int], anchor) -> View:
         n *= d
     slots = 2 if L.pipe_stack else 1
     key = (like.level.data, tuple(shape), like.elem, slots,
-           L.pipe_stack[-1].key if slots == 2 else None)
+           L.pipe_stack[-1].key if slots == 2 else None, ident)
     cache = L.__dict__.setdefault("scratch_cache", {})
     if key in cache and cache[key].buffer.owner in L.decls:
         return cache[key]
-    name = L.fresh(None, f"{like.level.kind}_acc")
+    name = L.fresh(None, f"{like.level.kind}_{'tmp' if ident else 'acc'}")
     buf = L._declare_buffer(name, like.level.data, buffer_bytes(tuple(shape), like.elem) * slots,
                             anchor.location)
     strides, acc = [], 1
@@ -496,17 +513,55 @@ def lower_nest(L, top: affine.ForOp, dst: Block, scope) -> None:
         L.add_task(dst, scope, build, {sv.buffer}, {dv.buffer}, "copy")
         L.raised.append(f"{what} -> transfer (copy)")
         return
-    _, opcode, loads, (smem, sacc) = plan
-    regs = [_region_for(L, tmp, ld[1], ld[2], exts, top) for ld in loads]
-    out, ov = _region_for(L, tmp, smem, sacc, exts, top)
-    ins = [r.result for r, _ in regs]
-    why = _legal(L, opcode, ins, [out.result])
+    _, root, (smem, sacc) = plan
+    out = _region_for(L, tmp, smem, sacc, exts, top)
+    _raise_eltwise(L, tmp, dst, scope, root, out, top, what,
+                   lambda ld: _region_for(L, tmp, ld[1], ld[2], exts, top))
+
+
+def _raise_eltwise(L, tmp: Block, dst: Block, scope, root, out, anchor, what: str,
+                   leaf_region) -> None:
+    """One task per op of the elementwise tree `root` (D-LOW-RAISE) writing
+    `out`, when every op has a legal variant and all operands have one
+    shape; else the whole computation falls back to the escape hatch."""
+    steps = _tree_steps(L, tmp, root, out, anchor, leaf_region)
+    shapes = {tuple(r.result.type.shape_values) for _, ins, _ in steps for r, _ in ins}
+    why = ("operand shapes differ (broadcast)" if len(shapes | {tuple(
+        out[0].result.type.shape_values)}) > 1 else next(
+        (w for w in (_legal(L, op, [r.result for r, _ in ins], [o.result])
+                     for op, ins, (o, _) in steps) if w), None))
     if why is not None:
         _drop_ops(tmp)
-        return emit_escape(L, top, dst, scope, why, what)
-    _commit(L, tmp, dst, scope, opcode, ins, [out.result], {v.buffer for _, v in regs},
-            {ov.buffer}, top)
-    L.raised.append(f"{what} -> {opcode}")
+        return emit_escape(L, anchor, dst, scope, why, what)
+    for opcode, ins, (o, ov) in steps:
+        _commit(L, tmp, dst, scope, opcode, [r.result for r, _ in ins], [o.result],
+                {v.buffer for _, v in ins}, {ov.buffer}, anchor)
+    L.raised.append(f"{what} -> {' + '.join(op for op, _, _ in steps)}")
+
+
+def _tree_steps(L, tmp: Block, root, out, anchor, leaf_region) -> list:
+    """The tasks of an elementwise tree, in evaluation order: (opcode,
+    [(in region, view)], (out region, view)); the root writes `out`, every
+    inner op a hoisted scratch region of the same shape (D-LOW-ACCUM's
+    scratch buffers, one per inner op)."""
+    steps = []
+    shape = list(out[0].result.type.shape_values)
+
+    def emit(node, target):
+        if node[0] != "op":
+            return leaf_region(node)
+        ins = [emit(c, None) for c in node[2]]
+        if target is None:
+            sv = _scratch(L, out[1], shape, anchor, ident=len(steps) + 1)
+            e = ExprEmitter(tmp, anchor.location)
+            reg = make_region(sv, sv.base, shape, list(sv.strides), anchor.location, e, anchor)
+            tmp.add_op(reg)
+            target = (reg, sv)
+        steps.append((node[1], ins, target))
+        return target
+
+    emit(root, out)
+    return steps
 
 
 def _loc(op: Operation) -> str:
@@ -544,44 +599,56 @@ def lower_linalg(L, op: Operation, dst: Block, scope) -> None:
         return
     if op.name == "linalg.conv_2d_nhwc_hwcf":
         return _lower_conv(L, op, ins, outs, dst, scope, tmp, what)
-    opcode = LINALG_ELTWISE.get(op.name)
-    if op.name == "linalg.generic":
-        opcode = _generic_eltwise(op)
-    if opcode is None:
+    if op.name in LINALG_ELTWISE:
+        root = ("op", LINALG_ELTWISE[op.name], [("arg", v) for v in ins])
+    elif op.name == "linalg.generic":
+        try:
+            root = _generic_tree(op)
+        except NotRaisable as e:
+            return emit_escape(L, op, dst, scope, str(e), what)
+    else:
         return emit_escape(L, op, dst, scope, "no NEM opcode for this linalg op", what)
-    regs = [_full_region(L, tmp, v, op) for v in ins]
-    out, ov = _full_region(L, tmp, outs[0], op)
-    shapes = {tuple(r.result.type.shape_values) for r, _ in regs} | {
-        tuple(out.result.type.shape_values)}
-    why = None if len(shapes) == 1 else "operand shapes differ (broadcast)"
-    why = why or _legal(L, opcode, [r.result for r, _ in regs], [out.result])
-    if why is not None:
-        _drop_ops(tmp)
-        return emit_escape(L, op, dst, scope, why, what)
-    _commit(L, tmp, dst, scope, opcode, [r.result for r, _ in regs], [out.result],
-            {v.buffer for _, v in regs}, {ov.buffer}, op)
-    L.raised.append(f"{what} -> {opcode}")
+    out = _full_region(L, tmp, outs[0], op)
+    _raise_eltwise(L, tmp, dst, scope, root, out, op, what,
+                   lambda leaf: _full_region(L, tmp, leaf[1], op))
 
 
-def _generic_eltwise(op) -> str | None:
+def _generic_tree(op):
+    """The elementwise tree (see `_eltwise_tree`) of an identity-map,
+    all-parallel `linalg.generic` over memrefs: leaves ("arg", memref) are
+    its ins (or its out, read before it is written)."""
     maps = [m.data for m in op.indexing_maps.data]
-    if not all(is_identity(m) for m in maps):
-        return None
-    if any(str(it.data).split(".")[-1].lower() != "parallel" for it in op.iterator_types.data):
-        return None
-    body = [o for o in op.body.block.ops]
-    if len(body) != 2 or body[-1].name != "linalg.yield":
-        return None
-    core = body[0]
-    args = list(op.body.block.args)
-    n_in = len(op.inputs)
-    if body[-1].operands[0] is not core.results[0]:
-        return None
-    if core.name in BINARY and n_in == 2 and list(core.operands) == args[:2]:
-        return BINARY[core.name]
-    if core.name in UNARY and n_in == 1 and core.operands[0] is args[0]:
-        return UNARY[core.name]
-    return None
+    if not all(is_identity(m) for m in maps) or any(
+            str(it.data).split(".")[-1].lower() != "parallel" for it in op.iterator_types.data):
+        raise NotRaisable("not an identity-map, all-parallel linalg.generic")
+    block = op.body.block
+    operands = [*op.inputs, *op.outputs]
+
+    def node(v: SSAValue):
+        if isinstance(v, BlockArgument) and v.block is block:
+            return ("arg", operands[v.index])
+        owner = v.owner
+        if isinstance(owner, arith.ConstantOp):
+            return ("const", owner.value)
+        if owner.name in ("arith.maximumf", "arith.maxsi", "arith.maxnumf"):
+            for x, z in ((owner.operands[0], owner.operands[1]),
+                         (owner.operands[1], owner.operands[0])):
+                if _is_zero(node(z)):
+                    return ("op", "relu", [node(x)])
+        if owner.name in BINARY:
+            return ("op", BINARY[owner.name], [node(o) for o in owner.operands])
+        if owner.name in UNARY:
+            return ("op", UNARY[owner.name], [node(owner.operands[0])])
+        raise NotRaisable(f"'{owner.name}' in the linalg.generic body")
+
+    root = node(block.last_op.operands[0])
+    if root[0] != "op" or any(leaf[0] == "const" for leaf in _leaves(root)):
+        raise NotRaisable("no NEM opcode for this linalg op")
+    return root
+
+
+def _leaves(node) -> list:
+    return [x for c in node[2] for x in _leaves(c)] if node[0] == "op" else [node]
 
 
 def _lower_conv(L, op, ins, outs, dst, scope, tmp, what) -> None:
@@ -627,6 +694,7 @@ def _lower_conv(L, op, ins, outs, dst, scope, tmp, what) -> None:
 
 
 def emit_escape(L, top: Operation, dst: Block, scope, reason: str, what: str) -> None:
+    _drop_unused_scratch(L)
     reads: dict[SSAValue, None] = {}
     writes: dict[SSAValue, None] = {}
     index_vals: dict[SSAValue, None] = {}

@@ -358,6 +358,9 @@ def main(argv: Sequence[str] | None = None) -> None:
         NemOptMain(args=argv).run()
     except BrokenPipeError:
         pass
+    except OSError as e:  # an input or output file that cannot be opened
+        print(f"nem-opt: error: cannot open {e.filename}: {e.strerror}", file=sys.stderr)
+        sys.exit(1)
     except Exception as e:  # a bug, never a user error: say so without a traceback
         print(f"nem-opt: internal error: {type(e).__name__}: {e}\n"
               "This is a bug in nem-opt; rerun with NEM_TRACEBACK=1 for the traceback.",

@@ -54,6 +54,19 @@ def eltwise(shape, t: str, op: str) -> str:
     return f"func.func @{op}(%X: {ty}, %Y: {ty}, %Z: {ty}) {{\n{_nest(shape, body)}\n  return\n}}\n"
 
 
+def add_relu(shape, t: str) -> str:
+    """Z = max(X + Y, 0): a fused bias add and relu in one nest."""
+    ty = memref(shape, t)
+    idx = ", ".join(f"%i{d}" for d in range(len(shape)))
+    add, zero, mx = (("arith.addf", "0.0", "arith.maximumf") if t[0] == "f"
+                     else ("arith.addi", "0", "arith.maxsi"))
+    body = [f"%a = affine.load %X[{idx}] : {ty}", f"%b = affine.load %Y[{idx}] : {ty}",
+            f"%s = {add} %a, %b : {t}", f"%r = {mx} %s, %zero : {t}",
+            f"affine.store %r, %Z[{idx}] : {ty}"]
+    return (f"func.func @add_relu(%X: {ty}, %Y: {ty}, %Z: {ty}) {{\n"
+            f"  %zero = arith.constant {zero} : {t}\n{_nest(shape, body)}\n  return\n}}\n")
+
+
 def relu(shape, t: str) -> str:
     """Z = max(X, 0)."""
     ty = memref(shape, t)
@@ -84,4 +97,6 @@ def reference(kind: str, args: list[np.ndarray]) -> tuple[int, np.ndarray]:
         return 2, (c.astype(wide) + a.astype(wide) @ b.astype(wide)).astype(dt)
     if kind == "relu":
         return 1, np.maximum(args[0], 0).astype(dt)
+    if kind == "add_relu":
+        return 2, np.maximum(args[0] + args[1], 0).astype(dt)
     return 2, NP_OPS[kind](args[0], args[1]).astype(dt)

@@ -6,7 +6,8 @@ way"): a source program from `mlir_sources` is tiled by real upstream
 
     nem-opt tiled.mlir -p 'lower-to-nem{device=npm_pro_x1 ...}' -t nem -o out.nem
 
-run by the reference runtime on random inputs and compared with numpy,
+checked with `nem-opt out.nem -p nem-verify`, run by the reference runtime
+on random inputs and compared with numpy,
 bit-exactly (the inputs keep every float sum exact, see `mlir_sources.inputs`).
 
 The default cases run in CI (each one a different lowering path); set
@@ -59,6 +60,8 @@ def case(kind: str, dims, t: str, passes: list[str], spaces: str | None = None,
         kind = "matmul"
     elif kind == "relu":
         text, shapes = src.relu(dims, t), [dims, dims]
+    elif kind == "add_relu":
+        text, shapes = src.add_relu(dims, t), [dims, dims, dims]
     else:
         text, shapes = src.eltwise(dims, t, op), [dims, dims, dims]
         kind = op
@@ -75,12 +78,17 @@ DEFAULT = [
     # the issue's command as written: no capacity, the tiled nest over whole operands
     case("matmul", (72, 40, 56), "f32", tiling(16, capacity=None)),
     case("linalg.matmul", (64, 64, 64), "f32", tiling(32, capacity=None)),
+    # f16: `matmul in A, B, C out C` is legal (no scratch accumulator)
+    case("matmul", (24, 16, 16), "f16", tiling(8, pipeline=True)),
     # i32 matmul has no NMU variant: per-tile escape-hatch kernels
     case("matmul", (24, 16, 16), "i32", tiling(8)),
     case("eltwise", (10, 12, 14), "i32", tiling(16, pipeline=True), op="max"),
     case("eltwise", (100,), "f32", tiling(32), op="mul"),
     case("eltwise", (100, 60), "f16", tiling(32, dma=False), op="sub"),
     case("relu", (64, 100), "f32", tiling(32, pipeline=True)),
+    # a fused bias add + relu: two raised ops per tile through a scratch buffer
+    case("add_relu", (100, 60), "f32", tiling(32, pipeline=True)),
+    case("add_relu", (48, 40), "i32", tiling(16)),
     # tiled only (compute on the DDR buffers), then normalized: unit-step tile loops
     case("matmul", (64, 48, 32), "f32", ["-affine-loop-tile=tile-size=16",
                                           "-affine-loop-normalize"]),
@@ -91,11 +99,22 @@ DEFAULT = [
 ]
 
 
+# Known limit (issue 5 note): an i32 matmul has no NMU variant, so each tile
+# is an escape-hatch kernel, which reads its whole fast buffers; on a partial
+# tile along the innermost dimension upstream's strided DMA rows cannot then
+# be narrowed exactly, and the lowering rejects the program (D-LOW-PEEL).
+ESCAPE_NARROWING = pytest.mark.xfail(strict=True, reason="escape-hatch tile on a narrowed "
+                                     "partial innermost tile is rejected (D-LOW-PEEL)")
+
+
 def full_grid():
     for (m, n, k), tile, pl, t in itertools.product(
             [(64, 64, 64), (96, 80, 48), (100, 100, 100), (128, 32, 64)], [16, 32],
             [False, True], ["f32", "i32"]):
-        yield case("matmul", (m, n, k), t, tiling(tile, pipeline=pl))
+        c = case("matmul", (m, n, k), t, tiling(tile, pipeline=pl))
+        if (t, n % tile) == ("i32", 4) and tile == 32:
+            c = pytest.param(*c.values, id=c.id, marks=ESCAPE_NARROWING)
+        yield c
     for shape, tile, pl, t, op in itertools.product(
             [(256,), (100,), (64, 64), (100, 60), (8, 16, 32), (10, 12, 14)], [16, 32],
             [False, True], ["f32", "i32"], ["add", "mul", "max"]):
@@ -115,6 +134,10 @@ def test_lowered_program_matches_numpy(tmp_path, text, passes, kind, shapes, t, 
                         f"lower-to-nem{{{options}}}", "-t", "nem", "-o", str(out)],
                        capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
+    # the program passes every NEM check (static, device, placement, tokens, hazards)
+    v = subprocess.run([sys.executable, "-m", "nem.tools.nem_opt", str(out), "-p", "nem-verify",
+                        "-o", os.devnull], capture_output=True, text=True)
+    assert v.returncode == 0 and "error" not in v.stderr, v.stderr
     it = NemInterpreter()
     it.load(out)
     args = src.inputs(kind, shapes, t, seed=1)

@@ -1,6 +1,8 @@
-// An identity-map, all-parallel linalg.generic with one elementwise op is
-// raised (D-LOW-RAISE); a body of two ops falls back to the escape hatch;
-// a memref with an explicit identity affine-map layout is a plain buffer.
+// An identity-map, all-parallel linalg.generic whose body is a tree of
+// elementwise ops over its operands is raised, one task per op, inner results
+// in hoisted scratch buffers (D-LOW-RAISE); a body with a constant operand
+// falls back to the escape hatch; a memref with an explicit identity
+// affine-map layout is a plain buffer.
 // RUN: nem-opt %s --split-input-file -p 'lower-to-nem{device=npm_pro_x1}' -t nem 2>%t.err | filecheck %s
 // RUN: filecheck %s --check-prefix=REMARK < %t.err
 
@@ -32,5 +34,23 @@ func.func @addrelu(%X: memref<64x32xf32>, %Y: memref<64x32xf32>, %Z: memref<64x3
   }
   return
 }
-// REMARK: remark: lowered @addrelu to NEM; raised: none; fell back to compute: linalg.generic at {{[0-9]+}}:3 (no NEM opcode for this linalg op)
+// REMARK: remark: lowered @addrelu to NEM; raised: linalg.generic at {{[0-9]+}}:3 -> add + relu; fell back to compute: none
+// CHECK: buffer [[T:DDR_tmp[0-9]+]] : DDR (size=8192, align=64)
+// CHECK: [[A:add[0-9]+]] = add.async in region(X, 0, 8192) elem=f32, shape=[64, 32], layout=MN, region(Y, 0, 8192) elem=f32, shape=[64, 32], layout=MN out region([[T]], 0, 8192)
+// CHECK-NEXT: relu.async in region([[T]], 0, 8192) elem=f32, shape=[64, 32], layout=MN out region(Z, 0, 8192) elem=f32, shape=[64, 32], layout=MN deps=[[[A]]]
+
+// -----
+
+#id = affine_map<(d0, d1) -> (d0, d1)>
+func.func @scale(%X: memref<64x32xf32>, %Z: memref<64x32xf32>) {
+  linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%X : memref<64x32xf32>) outs(%Z : memref<64x32xf32>) {
+  ^bb0(%x: f32, %z: f32):
+    %two = arith.constant 2.0 : f32
+    %r = arith.mulf %x, %two : f32
+    linalg.yield %r : f32
+  }
+  return
+}
+// REMARK: remark: lowered @scale to NEM; raised: none; fell back to compute: linalg.generic at {{[0-9]+}}:3 (no NEM opcode for this linalg op)
 // CHECK: compute.async in region(X, 0, 8192) {{.*}} op="mlir.kernel"
