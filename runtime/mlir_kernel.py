@@ -42,6 +42,7 @@ task.  This module runs it with xDSL's interpreter:
 
 from __future__ import annotations
 
+import operator
 from functools import lru_cache
 from fractions import Fraction
 from math import erf as _erf
@@ -80,9 +81,11 @@ from xdsl.interpreters.scf import ScfFunctions
 from xdsl.interpreters.shaped_array import ShapedArray
 from xdsl.dialects.linalg.abstract_ops import LinalgStructuredOperation, PoolingOperation
 from xdsl.ir import Operation
+from xdsl.ir.affine import AffineConstraintKind
 from xdsl.parser import Parser
 
 from nem.frontends.mlir import register_mlir_dialects
+from nem.frontends.mlir.affine_if import AffineIfOp
 from nem.frontends.mlir.affine_max import AffineMaxOp
 from nem.runtime.numerics import KernelError, NotSupported, NumericError
 
@@ -133,6 +136,10 @@ class NumpyShapedArray(ShapedArray):
         return NumpyShapedArray(self.array.copy())
 
 
+_CONSTRAINT = {AffineConstraintKind.ge: operator.ge, AffineConstraintKind.le: operator.le,
+               AffineConstraintKind.eq: operator.eq}
+
+
 def _eval_map(m, operands) -> list[int]:
     nd = m.num_dims
     return m.eval(list(operands[:nd]), list(operands[nd:]))
@@ -175,6 +182,17 @@ class AffineKernelFunctions(InterpreterFunctions):
         for i in range(lb, ub, step):
             carried = tuple(interpreter.run_ssacfg_region(op.body, (i, *carried)))
         return carried
+
+    @impl(AffineIfOp)
+    def run_if(self, interpreter: Interpreter, op: AffineIfOp, args: tuple[Any, ...]):
+        cond = op.condition.data
+        dims, syms = list(args[:cond.num_dims]), list(args[cond.num_dims:])
+        holds = all(_CONSTRAINT[c.kind](c.lhs.eval(dims, syms), c.rhs.eval(dims, syms))
+                    for c in cond.constraints)
+        region = op.then_region if holds else op.else_region
+        if not region.blocks:
+            return ()
+        return tuple(interpreter.run_ssacfg_region(region, ()))
 
     @impl_terminator(affine.YieldOp)
     def run_yield(self, interpreter: Interpreter, op: affine.YieldOp, args: tuple[Any, ...]):

@@ -365,9 +365,10 @@ class MemRefDmaWaitOp(_DmaBase):
 
 
 def _affine_extra_ops() -> list[type[IRDLOperation]]:
+    from nem.frontends.mlir.affine_if import AffineIfOp
     from nem.frontends.mlir.affine_max import AffineMaxOp
 
-    return [AffineDmaStartOp, AffineDmaWaitOp, AffineMaxOp]
+    return [AffineDmaStartOp, AffineDmaWaitOp, AffineMaxOp, AffineIfOp]
 
 
 AFFINE_EXTRA_OPS: list[type[IRDLOperation]] = _affine_extra_ops()

@@ -725,3 +725,34 @@ def test_linalg_mixed_types_and_unimplemented_ops_are_not_supported():
     with pytest.raises(NotSupported, match="linalg.broadcast at kernel:2:7 has no implementation"):
         run(bcast, [Tensor(np.zeros(2, np.float32), "f32")],
             [Tensor(np.zeros((2, 2), np.float32), "f32")])
+
+
+def test_affine_if_with_dims_symbols_and_else():
+    """affine.if: `i - 2 >= 0` on a dim and `s0 - j - 1 >= 0` on a symbol,
+    with an else region; an if without else that yields nothing."""
+    text = """func.func @kernel(%x: memref<4x6xf32>, %z: memref<4x6xf32>, %n: index) {
+      affine.for %i = 0 to 4 {
+        affine.for %j = 0 to 6 {
+          %a = affine.load %x[%i, %j] : memref<4x6xf32>
+          %r = affine.if affine_set<(d0, d1)[s0] : (d0 - 2 >= 0, s0 - d1 - 1 >= 0)>(%i, %j)[%n] -> f32 {
+            affine.yield %a : f32
+          } else {
+            %m = arith.negf %a : f32
+            affine.yield %m : f32
+          }
+          affine.store %r, %z[%i, %j] : memref<4x6xf32>
+          affine.if affine_set<(d0, d1) : (d0 == 0, d1 == 0)>(%i, %j) {
+            %c = arith.constant 42.0 : f32
+            affine.store %c, %z[%i, %j] : memref<4x6xf32>
+          }
+        }
+      }
+      func.return
+    }"""
+    x = np.arange(24, dtype=np.float32).reshape(4, 6) + 1
+    (z,) = run(text, [Tensor(x, "f32")], [Tensor(np.zeros((4, 6), np.float32), "f32")],
+               index_args=[3])
+    i, j = np.indices((4, 6))
+    want = np.where((i >= 2) & (j <= 2), x, -x)
+    want[0, 0] = 42.0
+    np.testing.assert_array_equal(z, want)
