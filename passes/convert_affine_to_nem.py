@@ -250,8 +250,8 @@ class Lowerer:
                   f"{len(wheres)} ops ({wheres[0]}, ...) -> {what}"
                   for what, wheres in counts.items()]
         parts.append("raised: " + (", ".join(raised) if raised else "none"))
-        parts.append("fell back to compute: " + (", ".join(self.fallback) if self.fallback
-                                                 else "none"))
+        parts.append("fell back to compute: " + (", ".join(dict.fromkeys(self.fallback))
+                                                 if self.fallback else "none"))
         if self.notes:  # a loop lowered twice (in a peeled iteration) notes things twice
             parts.append("; ".join(dict.fromkeys(self.notes)))
         pass_env.report([Diagnostic("remark", "; ".join(parts), SourceLoc.of(fn))])

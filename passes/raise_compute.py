@@ -48,6 +48,7 @@ from nem.passes.lowering_core import (
     is_identity,
     make_region,
     pick_minmax,
+    REGION_LOGS,
     reject,
     resolve_index,
 )
@@ -693,6 +694,37 @@ def _lower_conv(L, op, ins, outs, dst, scope, tmp, what) -> None:
 # ---------------------------------------------------------------------------
 
 
+def _log_accessed_boxes(L, top: affine.ForOp) -> None:
+    """In a peeled partial tile (D-LOW-PEEL), log what an escape-hatch nest
+    really touches of each memref (the bounding box of its affine accesses,
+    when they all share one) instead of the whole buffer its region passes:
+    the narrowing checks are about the elements a task reads or writes."""
+    try:
+        nest = analyze(L, top)
+        boxes: dict = {}
+        for o in top.walk():
+            if not isinstance(o, affine.LoadOp | affine.StoreOp | memref.LoadOp
+                              | memref.StoreOp):
+                continue
+            mem, acc = _access(L, nest, o)
+            vw = L.view(mem, o)
+            start = vw.base
+            for (_, rest), st in zip(acc, vw.strides):
+                start = start + rest.scale(st)
+            box = (start, [nest.loops[k][1] if k is not None else 1 for k, _ in acc])
+            seen = boxes.setdefault(vw.buffer, box)
+            if seen is not None and (seen[1] != box[1] or not (seen[0] - box[0]).is_const()
+                                     or (seen[0] - box[0]).const != 0):
+                boxes[vw.buffer] = None  # several boxes: keep the whole region
+    except (NotRaisable, ValueError):
+        return
+    for log in REGION_LOGS:
+        for i, (vw, _start, _shape, strides, anchor) in enumerate(log):
+            box = boxes.get(vw.buffer)
+            if anchor is top and box is not None:
+                log[i] = (vw, box[0], box[1], list(vw.strides), anchor)
+
+
 def emit_escape(L, top: Operation, dst: Block, scope, reason: str, what: str) -> None:
     _drop_unused_scratch(L)
     reads: dict[SSAValue, None] = {}
@@ -735,6 +767,8 @@ def emit_escape(L, top: Operation, dst: Block, scope, reason: str, what: str) ->
     if not in_regs:  # `compute in [] out ...` cannot be written: pass the first out as input
         in_regs = [out_regs[0]]
         ins_m = [outs_m[0]]
+    if REGION_LOGS and isinstance(top, affine.ForOp):
+        _log_accessed_boxes(L, top)
     # kernel function
     arg_types = [MemRefType(L.views[m].elem, L.views[m].shape) for m in (*ins_m, *outs_m)]
     arg_types += [IndexType()] * len(index_vals)
@@ -763,6 +797,5 @@ def emit_escape(L, top: Operation, dst: Block, scope, reason: str, what: str) ->
         attrs["index_args"] = ArrayAttr([ArgRefAttr(i) for i in range(len(args))])
     _commit(L, tmp, dst, scope, "compute", [r.result for r, _ in in_regs],
             [r.result for r, _ in out_regs], {v.buffer for _, v in in_regs},
-            {v.buffer for _, v in out_regs} | {v.buffer for _, v in in_regs if False}, top,
-            attrs, args)
+            {v.buffer for _, v in out_regs}, top, attrs, args)
     L.fallback.append(f"{what} ({reason})")
