@@ -423,6 +423,11 @@ class Lowerer:
             self.lower_async_misc(op, dst, scope)
             return
         if name in ("affine.load", "affine.store", "memref.load", "memref.store"):
+            load = op if name.endswith("load") else op.value.owner
+            if isinstance(load, Operation) and _copied_by(load) is not None:
+                if load is not op:  # the store of a one-element copy (D-LOW-COPYNEST)
+                    self.lower_scalar_copy(load, op, dst, scope)
+                return
             raise reject(op, "a scalar access outside a loop nest has no NEM equivalent",
                          "wrap it in a loop nest (it becomes a compute task)")
         if isinstance(op, affine.IfOp) or name.startswith("scf."):
@@ -591,8 +596,8 @@ class Lowerer:
         d_space0 = self._space(op.dst) == 0
         strided_is_src = s_space0 or not d_space0
         cols = None
-        if self.peeled:
-            n, cols = self._clip_partial(op, n, stride, strided_is_src, ((sv, sidx), (dv, didx)))
+        n, cols, stride = self._clip_partial(op, n, stride, strided_is_src,
+                                             ((sv, sidx), (dv, didx)))
         regs = []
         for side, (vw, idx) in (("src", (sv, sidx)), ("dst", (dv, didx))):
             start = vw.base
@@ -613,16 +618,33 @@ class Lowerer:
         return regs[0], regs[1], sv, dv
 
     def _clip_partial(self, op, n: int, stride, strided_is_src: bool,
-                      sides) -> tuple[int, int | None]:
-        """In a peeled partial tile, the element count of a DMA clipped to the
-        prefix that lies inside both memrefs: affine-data-copy-generate copies
-        the full tile's constant bounding box, whose rest is out of bounds
-        (undefined in MLIR) and never used by the partial tile (D-LOW-PEEL).
-        Also the narrowed row length (`cols`, else None) when the strided rows
-        run past the innermost dimension (a partial innermost tile); the
-        narrowing is recorded and proved exact by `_check_narrowed`."""
+                      sides) -> tuple[int, int | None, tuple[int, int] | None]:
+        """The element count of a DMA clipped to the prefix that lies inside
+        both memrefs: affine-data-copy-generate copies the full tile's
+        constant bounding box, whose rest is out of bounds (undefined in MLIR)
+        and never used by a partial tile (D-LOW-PEEL; also outside a peeled
+        loop, where upstream unrolled a pipelined loop of one iteration).
+        In a peeled partial tile, also the narrowed row length (`cols`, else
+        None) when the strided rows run past the innermost dimension (a
+        partial innermost tile); the narrowing is recorded and proved exact by
+        `_check_narrowed`.  A contiguous DMA whose run passes the end of a
+        dimension (a partial tile along it, with a tiny fast memory) is
+        narrowed the same way, as one strided row of `n` (the stride it
+        returns)."""
         keep = n
         cols = None
+        if stride is None and self.peel_stack:
+            vw, idx = sides[0 if strided_is_src else 1]
+            run = _overflowing_run(vw, idx, n)
+            if run is not None:
+                d, lo, inner = run
+                stride = (n, n)
+                cols = self._narrow_cols(op, n, vw, (lo, lo), stride, strided_is_src, sides,
+                                         (vw.shape[d] - lo) * inner)
+                self.notes.append(f"DMA at {SourceLoc.of(op)} of the partial tile narrowed "
+                                  f"to {cols} of {n} elements (a partial tile along dimension "
+                                  f"{d} of {vw.name})")
+                return n, cols, stride
         for k, (vw, idx) in enumerate(sides):
             start = vw.base
             for a, s in zip(idx, vw.strides):
@@ -634,8 +656,8 @@ class Lowerer:
             strided = stride is not None and stride[0] != stride[1] and (k == 0) == strided_is_src
             if strided:
                 last = idx[-1].bounds() if idx else None
-                if last is not None and last[1] + stride[1] > vw.shape[-1]:
-                    cols = self._narrow_cols(op, vw, last, stride, strided_is_src, sides)
+                if self.peel_stack and last is not None and last[1] + stride[1] > vw.shape[-1]:
+                    cols = self._narrow_cols(op, n, vw, last, stride, strided_is_src, sides)
             oks = []
             for lo in rng:  # the count must not depend on the loop variables
                 if strided:
@@ -657,16 +679,16 @@ class Lowerer:
             self.notes.append(f"DMA at {SourceLoc.of(op)} of the partial tile narrowed to rows "
                               f"of {cols} of {stride[1]} elements (a partial innermost tile)")
         if keep == n:
-            return n, cols
+            return n, cols, stride
         if keep <= 0 or (stride is not None and keep % stride[1]):
             raise reject(op, "this DMA of a partial tile lies outside its memref and cannot be "
                          "clipped to whole rows")
         self.notes.append(f"DMA at {SourceLoc.of(op)} of the partial tile clipped to {keep} of "
                           f"{n} elements (the rest is outside the memref)")
-        return keep, cols
+        return keep, cols, stride
 
-    def _narrow_cols(self, op, vw: View, last: tuple[int, int], stride, strided_is_src: bool,
-                     sides) -> int:
+    def _narrow_cols(self, op, n: int, vw: View, last: tuple[int, int], stride,
+                     strided_is_src: bool, sides, cols: int | None = None) -> int:
         """The in-row element count of a strided DMA of a peeled partial tile
         whose rows (`per` elements each, upstream's full-tile size) run past
         the innermost dimension of `vw`: the elements past it belong to the next
@@ -682,7 +704,7 @@ class Lowerer:
             raise no("the row start depends on the loop variables")
         if vw.strides[-1] != 1:
             raise no("the innermost dimension is not contiguous")
-        cols = vw.shape[-1] - last[0]
+        cols = vw.shape[-1] - last[0] if cols is None else cols
         if cols <= 0:
             raise no("the rows start outside the memref")
         fast_val = op.dst if strided_is_src else op.src
@@ -709,7 +731,7 @@ class Lowerer:
             sstart = sstart + a.scale(s)
         top["narrowed"].append(dict(op=op, read=strided_is_src, fast=fvw, fstart=fstart,
                                     mem=op.src if strided_is_src else op.dst, start=sstart,
-                                    stride=stride, cols=cols, at=len(top["log"])))
+                                    stride=stride, cols=cols, n=n, at=len(top["log"])))
         return cols
 
     def _check_narrowed(self, entry: dict) -> None:
@@ -732,10 +754,15 @@ class Lowerer:
                 # the column of the start is fixed when every variable term
                 # moves it by whole rows
                 rel = start - rec["fstart"]
+                span = sum((d - 1) * s for d, s in zip(shape, strides))
+                if rel.is_const() and (rel.const + span < 0 or rel.const >= rec["n"]):
+                    continue  # outside what the DMA fills (e.g. the other ping-pong slot)
                 ok = shape and rel.nonneg() and all(c % per == 0 for _, c in rel.terms.values())
                 if ok:
                     col0 = rel.const % per
-                    if len(shape) >= 1 and strides[-1] == 1:
+                    if col0 + span < cols:
+                        ok = True  # within the first `cols` elements of one row
+                    elif len(shape) >= 1 and strides[-1] == 1:
                         ok = col0 + shape[-1] <= cols and all(
                             s % per == 0 or d == 1 for d, s in zip(shape[:-1], strides[:-1]))
                     else:
@@ -864,6 +891,32 @@ class Lowerer:
         rec = self.add_task(dst, scope, build, {sv.buffer}, {dv.buffer}, "copy")
         rec.mark_waited()  # .sync
 
+    def lower_scalar_copy(self, load: Operation, store: Operation, dst: Block, scope) -> None:
+        """`%v = load A[i]; store %v, B[j]` outside a loop nest (what
+        affine-data-copy-generate emits for a one-element copy): a transfer
+        of one element."""
+        regs, views = [], []
+        for acc in (load, store):
+            vw = self.view(acc.memref, acc)
+            idx = (self.affine(acc, acc.map.data, acc.indices)
+                   if isinstance(acc, affine.LoadOp | affine.StoreOp)
+                   else [self.index(v, acc) for v in acc.indices])
+            start = vw.base
+            for a, st in zip(idx, vw.strides):
+                start = start + a.scale(st)
+            self._check_bounds(acc, vw, start, [1], [1])
+            e = ExprEmitter(dst, acc.location)
+            regs.append(make_region(vw, start, [1], [1], acc.location, e, acc))
+            dst.add_op(regs[-1])
+            views.append(vw)
+
+        def build(deps, tok):
+            t = TransferOp(regs[1].result, regs[0].result, deps, False, tok, [])
+            t.location = store.location
+            return t
+
+        self.add_task(dst, scope, build, {views[0].buffer}, {views[1].buffer}, "copy")
+
     # -- loops -----------------------------------------------------------------
     def loop_bounds(self, op: affine.ForOp) -> tuple[Aff, int, int]:
         lbm, ubm = op.lowerBoundMap.data, op.upperBoundMap.data
@@ -959,7 +1012,7 @@ class Lowerer:
             finally:
                 self.peeled -= 1
                 self.peel_stack.pop()
-                REGION_LOGS.remove(entry["log"])
+                REGION_LOGS.pop()  # by position: equal logs may be nested
         except NemDiagnosticError as e:
             if any("peeling the last iteration" in d.message for d in e.diagnostics):
                 raise  # an inner peeled loop already explains it
@@ -1017,10 +1070,16 @@ class Lowerer:
                 isinstance(p, AffineDmaStartOp) and (p.src, p.dst, p.tag) == (s.src, s.dst, s.tag)
                 for p, s in zip(pro, stage0)):
             return None
-        epi = ops[i + 1:i + 1 + len(rest)]
-        if len(epi) != len(rest) or any(_shape_sig(a) != _shape_sig(b) for a, b in zip(epi, rest)):
-            return None
-        return (pro, epi, stage0)
+        # the epilogue may start with the index arithmetic of the last
+        # iteration's value (when the loop's upper bound is not a constant)
+        for skip in range(3):
+            if not all(isinstance(o, affine.ApplyOp) for o in ops[i + 1:i + 1 + skip]):
+                break
+            epi = ops[i + 1 + skip:i + 1 + skip + len(rest)]
+            if len(epi) == len(rest) and all(_shape_sig(a) == _shape_sig(b)
+                                             for a, b in zip(epi, rest)):
+                return (pro, epi, stage0)
+        return None
 
     @staticmethod
     def _uses_mod2(o: AffineDmaStartOp, iv) -> bool:
@@ -1262,6 +1321,40 @@ class _OutsideEnv:
 
     def __getitem__(self, v: SSAValue) -> Aff:
         return self.env[v]
+
+
+def _overflowing_run(vw: View, idx: list[Aff], n: int) -> tuple[int, int, int] | None:
+    """For a contiguous DMA of `n` elements from `idx` of `vw`: (d, start,
+    inner) when the run covers whole trailing dimensions after dimension
+    d > 0 (`inner` elements per index of d) and its n // inner indices of d,
+    from the constant `start`, pass the end of dimension d (a partial tile
+    along it whose run spills into the next slice), else None."""
+    inner = 1
+    for d in reversed(range(len(vw.shape))):
+        if vw.strides[d] != inner:
+            return None
+        if n % inner == 0 and n // inner <= vw.shape[d] and all(
+                a.is_const() and a.const == 0 for a in idx[d + 1:]):
+            b = idx[d].bounds()
+            if d == 0 or b is None or b[1] + n // inner <= vw.shape[d]:
+                return None  # (past the end of the memref: clipped, not narrowed)
+            return (d, b[0], inner) if b[0] == b[1] else None
+        inner *= vw.shape[d]
+    return None
+
+
+def _copied_by(load: Operation) -> Operation | None:
+    """The store that only copies what `load` read (its one use, in the
+    same block), else None."""
+    if not isinstance(load, affine.LoadOp | memref.LoadOp):
+        return None
+    uses = list(load.results[0].uses)
+    if len(uses) != 1:
+        return None
+    st = uses[0].operation
+    ok = (isinstance(st, affine.StoreOp | memref.StoreOp) and st.value is load.results[0]
+          and st.parent_block() is load.parent_block())
+    return st if ok else None
 
 
 def _defined_in(v: SSAValue, op: Operation) -> bool:

@@ -96,6 +96,16 @@ DEFAULT = [
                                           "-affine-loop-normalize"]),
     case("eltwise", (100, 60), "f32", ["-affine-loop-tile=tile-size=32",
                                         "-affine-loop-normalize"], op="add"),
+    # tiny fast memory (fast-mem-capacity=1 KiB): one-row DMAs of a partial
+    # innermost tile narrowed, one-element copies, an epilogue after a loop
+    # whose bound moves with an outer loop
+    case("matmul", (9, 7, 20), "f32", tiling(8, capacity=1)),
+    case("matmul", (9, 7, 20), "f32", tiling(8, capacity=1, dma=False)),
+    case("eltwise", (14, 40), "f32", tiling(16, capacity=1, pipeline=True), op="add"),
+    case("eltwise", (26, 34, 6), "f32", tiling(24, capacity=None), op="max"),
+    case("add_relu", (19, 37, 7), "f32", tiling(8, capacity=1, pipeline=True)),
+    # a double-buffered K loop of two iterations, which upstream unrolls
+    case("matmul", (51, 65, 31), "f32", tiling(16, capacity=4, pipeline=True)),
     # fast memory in space 1, mapped to L1 by the option
     case("eltwise", (64, 64), "f32", tiling(32, space=1), spaces='"0:DDR,1:L1"', op="add"),
 ]
