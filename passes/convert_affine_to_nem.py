@@ -32,6 +32,7 @@ A remark per function lists what was raised and what fell back.
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 
 from xdsl.context import Context
@@ -654,10 +655,12 @@ class Lowerer:
                 continue
             span = sum((d - 1) * s for d, s in zip(vw.shape, vw.strides)) + 1
             strided = stride is not None and stride[0] != stride[1] and (k == 0) == strided_is_src
-            if strided:
-                last = idx[-1].bounds() if idx else None
-                if self.peel_stack and last is not None and last[1] + stride[1] > vw.shape[-1]:
-                    cols = self._narrow_cols(op, n, vw, last, stride, strided_is_src, sides)
+            if strided and self.peel_stack:
+                run = _overflowing_run(vw, idx, stride[1])
+                if run is not None:
+                    d, lo, inner = run
+                    cols = self._narrow_cols(op, n, vw, (lo, lo), stride, strided_is_src, sides,
+                                             (vw.shape[d] - lo) * inner)
             oks = []
             for lo in rng:  # the count must not depend on the loop variables
                 if strided:
@@ -757,16 +760,12 @@ class Lowerer:
                 span = sum((d - 1) * s for d, s in zip(shape, strides))
                 if rel.is_const() and (rel.const + span < 0 or rel.const >= rec["n"]):
                     continue  # outside what the DMA fills (e.g. the other ping-pong slot)
+                # every element's place in its row: the start's column plus
+                # what the dimensions that do not step whole rows add
                 ok = shape and rel.nonneg() and all(c % per == 0 for _, c in rel.terms.values())
                 if ok:
-                    col0 = rel.const % per
-                    if col0 + span < cols:
-                        ok = True  # within the first `cols` elements of one row
-                    elif len(shape) >= 1 and strides[-1] == 1:
-                        ok = col0 + shape[-1] <= cols and all(
-                            s % per == 0 or d == 1 for d, s in zip(shape[:-1], strides[:-1]))
-                    else:
-                        ok = all(d == 1 for d in shape) and col0 < cols
+                    in_row = sum((d - 1) * s for d, s in zip(shape, strides) if s % per)
+                    ok = rel.const % per + in_row < cols
                 if not ok:
                     raise reject(op, f"this strided DMA of a partial innermost tile cannot be "
                                  f"narrowed to {cols} of {per} elements per row: another access "
@@ -1185,8 +1184,12 @@ class Lowerer:
                 if mode == "write" and not _depends_on(r.offset, var.arg):
                     return (f"{r.buffer.owner.buffer_name.data} is written by every "
                             "iteration (loop-carried)")
-                if op.parent_op() is loop:
-                    accesses.append((r, mode == "write"))
+                inner, up = [], op.parent_op()
+                while up is not loop:  # the loops between the task and `loop`
+                    if isinstance(up, LoopOp):
+                        inner.append(up)
+                    up = up.parent_op()
+                accesses.append((r, mode == "write", inner))
         # Regions that move with the loop variable may still overlap between
         # consecutive iterations (e.g. interleaved strided DDR tiles, whose
         # extents cover the whole tile bounding box): compare the byte ranges
@@ -1200,11 +1203,22 @@ class Lowerer:
                 return super().get(k, 0)
 
         def ranges(k):
-            env = Env({var.arg: k})
+            # a task in an inner loop: the hull of its ranges at the corners
+            # of the inner loops' ranges (exact for affine offsets)
             out = []
-            for r, w in accesses:
-                off, ext = ev.eval(r.offset, env), ev.eval(r.extent, env)
-                out.append((r.buffer, off, ext, w, r))
+            for r, w, inner in accesses:
+                lo = hi = None
+                for corner in itertools.product(*[(ev.eval(lp.lower, Env()),
+                                                   ev.eval(lp.upper, Env())) for lp in inner]):
+                    env = Env({var.arg: k, **{lp.block.args[0]: c
+                                              for lp, c in zip(inner, corner)}})
+                    off, ext = ev.eval(r.offset, env), ev.eval(r.extent, env)
+                    if None in (off, ext):
+                        lo = hi = None
+                        break
+                    lo = off if lo is None else min(lo, off)
+                    hi = off + ext if hi is None else max(hi, off + ext)
+                out.append((r.buffer, lo, None if lo is None else hi - lo, w, r))
             return out
 
         for k in (0, 1):

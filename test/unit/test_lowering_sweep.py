@@ -12,12 +12,15 @@ bit-exactly (the inputs keep every float sum exact, see `mlir_sources.inputs`).
 
 The default cases run in CI (each one a different lowering path); set
 NEM_SWEEP=full to run the whole grid (shapes x tile sizes x pipelining x
-element types x ops, about 180 programs, several minutes)."""
+element types x ops, about 180 programs, several minutes), or
+NEM_SWEEP=random:SEED:COUNT for COUNT random programs (shapes, tile sizes,
+fast-mem-capacity, DMA or copy loops, pipelining)."""
 
 from __future__ import annotations
 
 import itertools
 import os
+import random
 import subprocess
 import sys
 
@@ -106,6 +109,9 @@ DEFAULT = [
     case("add_relu", (19, 37, 7), "f32", tiling(8, capacity=1, pipeline=True)),
     # a double-buffered K loop of two iterations, which upstream unrolls
     case("matmul", (51, 65, 31), "f32", tiling(16, capacity=4, pipeline=True)),
+    # escape-hatch kernels in an inner loop of a double-buffered loop read
+    # both slots: the loop runs one iteration at a time (D-LOW-PIPE)
+    case("matmul", (12, 20, 9), "f32", tiling(16, capacity=1, pipeline=True)),
     # fast memory in space 1, mapped to L1 by the option
     case("eltwise", (64, 64), "f32", tiling(32, space=1), spaces='"0:DDR,1:L1"', op="add"),
 ]
@@ -122,7 +128,36 @@ def full_grid():
         yield case("eltwise", shape, t, tiling(tile, pipeline=pl), op=op)
 
 
-CASES = list(full_grid()) if os.environ.get("NEM_SWEEP") == "full" else DEFAULT
+def random_cases(seed: int, count: int):
+    """`count` programs drawn with `seed`: kind, shape (non-dividing sizes
+    included), tile size, fast-mem-capacity, DMA or copy loops, pipelining."""
+    rng = random.Random(seed)
+    for _ in range(count):
+        kind = rng.choice(["matmul", "eltwise", "add_relu", "relu"])
+        passes = tiling(rng.choice([8, 16, 24, 32, 40, 64]), capacity=rng.choice(
+            [None, 1, 4, 16, 64]), pipeline=rng.random() < 0.5, dma=rng.random() < 0.8)
+        if kind == "matmul":
+            yield case(kind, tuple(rng.randint(9, 90) for _ in range(3)), "f32", passes)
+            continue
+        rank = rng.choice([1, 2, 3])
+        dims = tuple(rng.randint(5, 130 if rank < 3 else 40) for _ in range(rank))
+        t = "f32" if kind == "relu" else rng.choice(["f32", "i32"])
+        yield case(kind, dims, t, passes, op=rng.choice(["add", "mul", "sub", "max"]))
+
+
+def selected_cases() -> list:
+    """NEM_SWEEP=full: the whole grid; NEM_SWEEP=random:SEED:COUNT: random
+    programs; else the default set."""
+    mode = os.environ.get("NEM_SWEEP", "")
+    if mode == "full":
+        return list(full_grid())
+    if mode.startswith("random"):
+        _, seed, count = (mode.split(":") + ["0", "30"])[:3]
+        return list(random_cases(int(seed), int(count)))
+    return DEFAULT
+
+
+CASES = selected_cases()
 
 
 @pytest.mark.parametrize("text,passes,kind,shapes,t,spaces", CASES)
