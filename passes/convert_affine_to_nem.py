@@ -669,6 +669,12 @@ class Lowerer:
                     width = per if cols is None else cols
                     while rows < n // per and lo + rows * st + width <= span:
                         rows += 1
+                    if rows < n // per and lo + rows * st < span and not self.peel_stack:
+                        # outside a peeled tile nothing proves the in-bounds
+                        # part of that row unused: dropping it could be wrong
+                        raise reject(op, f"the access runs outside {vw.name} ({span} "
+                                     "elements) in the middle of a strided row",
+                                     "choose tile sizes that divide the iteration space")
                     oks.append(rows * per)
                 else:
                     _, strides = self._contig_shape(vw, idx, n)
@@ -762,10 +768,14 @@ class Lowerer:
                     continue  # outside what the DMA fills (e.g. the other ping-pong slot)
                 # every element's place in its row: the start's column plus
                 # what the dimensions that do not step whole rows add
-                ok = shape and rel.nonneg() and all(c % per == 0 for _, c in rel.terms.values())
-                if ok:
-                    in_row = sum((d - 1) * s for d, s in zip(shape, strides) if s % per)
-                    ok = rel.const % per + in_row < cols
+                in_row = sum((d - 1) * s for d, s in zip(shape, strides) if s % per)
+                ok = shape and rel.nonneg() and _rows_of(rel, per) and \
+                    rel.const % per + in_row < cols
+                if not ok and _rows_of(rec["fstart"], per) and rec["fstart"].const % per == 0 \
+                        and _rows_of(start, per):
+                    # the DMA fills whole rows of the buffer's own row grid
+                    # (e.g. a ping-pong slot): the access's column is its own
+                    ok = bool(shape) and start.const % per + in_row < cols
                 if not ok:
                     raise reject(op, f"this strided DMA of a partial innermost tile cannot be "
                                  f"narrowed to {cols} of {per} elements per row: another access "
@@ -1335,6 +1345,12 @@ class _OutsideEnv:
 
     def __getitem__(self, v: SSAValue) -> Aff:
         return self.env[v]
+
+
+def _rows_of(a: Aff, per: int) -> bool:
+    """Whether every variable term of `a` moves it by whole rows of `per`
+    (so its column `a.const % per` does not depend on the loop variables)."""
+    return all(c % per == 0 for _, c in a.terms.values())
 
 
 def _overflowing_run(vw: View, idx: list[Aff], n: int) -> tuple[int, int, int] | None:

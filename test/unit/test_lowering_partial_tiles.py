@@ -184,3 +184,26 @@ def test_partial_tiles_of_copy_nests_and_pipelined_loops(tmp_path, fixture, seed
     assert r.returncode == 0, r.stderr
     assert "partial last tile peeled" in r.stderr
     _check_add(out, (100, 60), seed)
+
+
+@pytest.mark.skipif(find_mlir_opt() is None, reason=SKIP_REASON)
+def test_strided_row_past_the_memref_end_outside_a_peeled_tile_is_rejected(tmp_path):
+    """A 31x45x56 matmul tiled by 24 and double-buffered with a 16 KiB fast
+    memory: upstream unrolls the two-iteration N loop, and the second N tile's
+    strided DMA of B copies rows of 24 from column 24 of 45, so its last row
+    runs past the end of B in the middle.  Outside a peeled tile nothing
+    proves the in-bounds part of that row unused, so dropping the row (which
+    once gave 581 wrong elements) is refused with a diagnostic."""
+    import mlir_sources
+
+    src = tmp_path / "mm.mlir"
+    src.write_text(mlir_sources.matmul(31, 45, 56, "f32"))
+    tiled = tmp_path / "tiled.mlir"
+    subprocess.run([find_mlir_opt(), str(src), "-affine-loop-tile=tile-size=24",
+                    "-affine-data-copy-generate=generate-dma=true fast-mem-space=2 "
+                    "fast-mem-capacity=16", "-affine-pipeline-data-transfer", "-o", str(tiled)],
+                   check=True)
+    r = _lower(tiled, tmp_path / "out.nem")
+    assert r.returncode != 0
+    assert "the access runs outside arg1 (2520 elements) in the middle of a strided row" in r.stderr
+    assert "Traceback" not in r.stderr
