@@ -207,10 +207,16 @@ class Lowerer:
         from nem.passes.lowering_core import CONST_POOL
 
         CONST_POOL.append(({}, self.decls))
+        # the function as the scope of narrowings outside any peeled loop
+        # (a DMA row leaving its memref where upstream unrolled a loop)
+        self.root_scope = dict(loop=fn, owners=(fn,), log=[], narrowed=[])
+        REGION_LOGS.append(self.root_scope["log"])
         try:
             self.lower_block(fn.body.block, body, scope=[])
+            self._check_narrowed(self.root_scope)
         finally:
             CONST_POOL.pop()
+            REGION_LOGS.pop()
         for op in reversed(self.decls):
             if body.first_op is None:
                 body.add_op(op)
@@ -655,7 +661,9 @@ class Lowerer:
                 continue
             span = sum((d - 1) * s for d, s in zip(vw.shape, vw.strides)) + 1
             strided = stride is not None and stride[0] != stride[1] and (k == 0) == strided_is_src
-            if strided and self.peel_stack:
+            leaves = rng[0] == rng[1] and rng[0] + (n // stride[1] - 1) * stride[0] + \
+                stride[1] > span if strided else False
+            if strided and (self.peel_stack or leaves):
                 run = _overflowing_run(vw, idx, stride[1])
                 if run is not None:
                     d, lo, inner = run
@@ -724,7 +732,7 @@ class Lowerer:
             acc *= d
         if list(reversed(rowmajor)) != list(fvw.strides):
             raise no(f"{fvw.name} is not a contiguous buffer")
-        top = self.peel_stack[-1]
+        top = self.peel_stack[-1] if self.peel_stack else self.root_scope
         alloc = fast_val.owner
         if not (isinstance(alloc, memref.AllocOp) and (top["loop"].is_ancestor(alloc) or all(
                 isinstance(u.operation, memref.DeallocOp)
@@ -764,7 +772,8 @@ class Lowerer:
                 # moves it by whole rows
                 rel = start - rec["fstart"]
                 span = sum((d - 1) * s for d, s in zip(shape, strides))
-                if rel.is_const() and (rel.const + span < 0 or rel.const >= rec["n"]):
+                bounds = rel.bounds()
+                if bounds is not None and (bounds[1] + span < 0 or bounds[0] >= rec["n"]):
                     continue  # outside what the DMA fills (e.g. the other ping-pong slot)
                 # every element's place in its row: the start's column plus
                 # what the dimensions that do not step whole rows add
