@@ -630,28 +630,18 @@ class Lowerer:
         both memrefs: affine-data-copy-generate copies the full tile's
         constant bounding box, whose rest is out of bounds (undefined in MLIR)
         and never used by a partial tile (D-LOW-PEEL; also outside a peeled
-        loop, where upstream unrolled a pipelined loop of one iteration).
-        In a peeled partial tile, also the narrowed row length (`cols`, else
-        None) when the strided rows run past the innermost dimension (a
-        partial innermost tile); the narrowing is recorded and proved exact by
-        `_check_narrowed`.  A contiguous DMA whose run passes the end of a
-        dimension (a partial tile along it, with a tiny fast memory) is
-        narrowed the same way, as one strided row of `n` (the stride it
-        returns)."""
+        loop, where upstream unrolled a pipelined loop).  Also the narrowed
+        row length (`cols`, else None) when the DMA's rows run past the end
+        of a dimension (`_narrow_run`): in a peeled partial tile, or anywhere
+        for strided rows that would otherwise leave the memref.  A contiguous
+        DMA is narrowed as one strided row of `n` (the stride it returns)."""
         keep = n
         cols = None
         if stride is None and self.peel_stack:
             vw, idx = sides[0 if strided_is_src else 1]
-            run = _overflowing_run(vw, idx, n)
-            if run is not None:
-                d, lo, inner = run
-                stride = (n, n)
-                cols = self._narrow_cols(op, n, vw, (lo, lo), stride, strided_is_src, sides,
-                                         (vw.shape[d] - lo) * inner)
-                self.notes.append(f"DMA at {SourceLoc.of(op)} of the partial tile narrowed "
-                                  f"to {cols} of {n} elements (a partial tile along dimension "
-                                  f"{d} of {vw.name})")
-                return n, cols, stride
+            cols = self._narrow_run(op, n, vw, idx, (n, n), strided_is_src, sides)
+            if cols is not None:
+                return n, cols, (n, n)
         for k, (vw, idx) in enumerate(sides):
             start = vw.base
             for a, s in zip(idx, vw.strides):
@@ -661,18 +651,14 @@ class Lowerer:
                 continue
             span = sum((d - 1) * s for d, s in zip(vw.shape, vw.strides)) + 1
             strided = stride is not None and stride[0] != stride[1] and (k == 0) == strided_is_src
-            leaves = rng[0] == rng[1] and rng[0] + (n // stride[1] - 1) * stride[0] + \
-                stride[1] > span if strided else False
-            if strided and (self.peel_stack or leaves):
-                run = _overflowing_run(vw, idx, stride[1])
-                if run is not None:
-                    d, lo, inner = run
-                    cols = self._narrow_cols(op, n, vw, (lo, lo), stride, strided_is_src, sides,
-                                             (vw.shape[d] - lo) * inner)
+            if strided:
+                st, per = stride
+                leaves = rng[0] == rng[1] and rng[0] + (n // per - 1) * st + per > span
+                if self.peel_stack or leaves:
+                    cols = self._narrow_run(op, n, vw, idx, stride, strided_is_src, sides)
             oks = []
             for lo in rng:  # the count must not depend on the loop variables
                 if strided:
-                    st, per = stride
                     rows = 0
                     width = per if cols is None else cols
                     while rows < n // per and lo + rows * st + width <= span:
@@ -692,9 +678,6 @@ class Lowerer:
                 raise reject(op, f"the part of this DMA of a partial tile inside {vw.name} "
                              "depends on the loop variables; NEM shapes are static")
             keep = min(keep, oks[0])
-        if cols is not None:
-            self.notes.append(f"DMA at {SourceLoc.of(op)} of the partial tile narrowed to rows "
-                              f"of {cols} of {stride[1]} elements (a partial innermost tile)")
         if keep == n:
             return n, cols, stride
         if keep <= 0 or (stride is not None and keep % stride[1]):
@@ -703,6 +686,23 @@ class Lowerer:
         self.notes.append(f"DMA at {SourceLoc.of(op)} of the partial tile clipped to {keep} of "
                           f"{n} elements (the rest is outside the memref)")
         return keep, cols, stride
+
+    def _narrow_run(self, op, n: int, vw: View, idx: list[Aff], stride, strided_is_src: bool,
+                    sides) -> int | None:
+        """The in-range element count of each row (`stride[1]` elements) of a
+        DMA of `n` elements whose rows pass the end of a dimension of `vw`
+        (`_overflowing_run`), narrowed by `_narrow_cols`; None when they
+        stay inside it."""
+        run = _overflowing_run(vw, idx, stride[1])
+        if run is None:
+            return None
+        d, lo, inner = run
+        cols = self._narrow_cols(op, n, vw, (lo, lo), stride, strided_is_src, sides,
+                                 (vw.shape[d] - lo) * inner)
+        self.notes.append(f"DMA at {SourceLoc.of(op)} of the partial tile narrowed to rows of "
+                          f"{cols} of {stride[1]} elements (a partial tile along dimension {d} "
+                          f"of {vw.name})")
+        return cols
 
     def _narrow_cols(self, op, n: int, vw: View, last: tuple[int, int], stride,
                      strided_is_src: bool, sides, cols: int | None = None) -> int:
@@ -768,15 +768,14 @@ class Lowerer:
             for vw, start, shape, strides, _anchor in log:
                 if vw.buffer is not fvw.buffer:
                     continue
-                # the column of the start is fixed when every variable term
-                # moves it by whole rows
                 rel = start - rec["fstart"]
                 span = sum((d - 1) * s for d, s in zip(shape, strides))
                 bounds = rel.bounds()
                 if bounds is not None and (bounds[1] + span < 0 or bounds[0] >= rec["n"]):
                     continue  # outside what the DMA fills (e.g. the other ping-pong slot)
-                # every element's place in its row: the start's column plus
-                # what the dimensions that do not step whole rows add
+                # every element's place in its row: the start's column (fixed
+                # when every variable term moves it by whole rows) plus what
+                # the dimensions that do not step whole rows add
                 in_row = sum((d - 1) * s for d, s in zip(shape, strides) if s % per)
                 ok = shape and rel.nonneg() and _rows_of(rel, per) and \
                     rel.const % per + in_row < cols

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -241,74 +242,37 @@ class NemOptMain(xDSLOptMain):
         return 0
 
 
-_SPACES_KEYS = ("memory-spaces=", "memory_spaces=")
+_PASS_OPTIONS = re.compile(r'(?P<name>[\w.-]*)\{(?P<opts>(?:"[^"]*"|[^}"])*)\}')
+_SPACES_OPTION = re.compile(r'(?<!\S)(?P<key>memory[-_]spaces=)(?P<value>"[^"]*"|[^\s"]*)')
 
 
 def quote_memory_spaces(spec: str) -> str:
-    """Quote every unquoted `memory-spaces=VALUE` option inside a pass's
-    `{...}` of the pipeline `spec` and check every such value (quoted or not)
-    with `parse_spaces` (D-LOW-OPT-SPACES).
+    """Quote every `memory-spaces=VALUE` option inside a pass's `{...}` of
+    the pipeline `spec` and check every such value with `parse_spaces`
+    (D-LOW-OPT-SPACES).
 
     xDSL's pipeline lexer has no `:` (nor `[`), so MLIR's spelling
     `lower-to-nem{memory-spaces=0:DDR,1:L2,2:L1[0] device=X}` would not parse;
-    the value runs to the next blank or `}` (an option value has no blank) and
-    becomes `"0:DDR,1:L2,2:L1[0]"`, the quoted form xDSL already accepts.  A
-    bad value raises a `NemDiagnosticError` naming the pass, the option and
-    the item, before any input is read."""
+    the value (up to the next blank or `}`) becomes `"0:DDR,1:L2,2:L1[0]"`,
+    the quoted form xDSL already accepts.  A bad value raises a
+    `NemDiagnosticError` naming the pass, the option and the item, before
+    any input is read."""
     from nem.passes.convert_affine_to_nem import parse_spaces
 
-    out: list[str] = []
-    i, n, depth, pass_name = 0, len(spec), 0, ""
+    def in_pass(m: re.Match) -> str:
+        def quoted(o: re.Match) -> str:
+            value = o["value"].strip('"')
+            try:
+                parse_spaces(value)
+            except NemDiagnosticError as e:
+                for d in e.diagnostics:
+                    d.message = f"{m['name'] or 'pass'}: {d.message}"
+                raise
+            return f'{o["key"]}"{value}"'
 
-    def closing_quote(j: int) -> int:
-        j += 1
-        while j < n and spec[j] != '"':
-            j += 2 if spec[j] == "\\" else 1
-        return min(j, n - 1)
+        return f"{m['name']}{{{_SPACES_OPTION.sub(quoted, m['opts'])}}}"
 
-    def check(value: str) -> None:
-        try:
-            parse_spaces(value)
-        except NemDiagnosticError as e:
-            for d in e.diagnostics:
-                d.message = f"{pass_name or 'pass'}: {d.message}"
-            raise
-
-    while i < n:
-        c = spec[i]
-        if depth and c == '"':  # another option's quoted value: copy it as is
-            j = closing_quote(i)
-            out.append(spec[i:j + 1])
-            i = j + 1
-            continue
-        if depth and (spec[i - 1] == "{" or spec[i - 1].isspace()) \
-                and spec.startswith(_SPACES_KEYS, i):
-            j = spec.index("=", i) + 1
-            out.append(spec[i:j])
-            if j < n and spec[j] == '"':
-                k = closing_quote(j)
-                check(spec[j + 1:k])
-                out.append(spec[j:k + 1])
-                i = k + 1
-                continue
-            k = j
-            while k < n and not spec[k].isspace() and spec[k] != "}":
-                k += 1
-            check(spec[j:k])
-            out.append(f'"{spec[j:k]}"')
-            i = k
-            continue
-        if c == "{":
-            depth += 1
-            start = i
-            while start > 0 and (spec[start - 1].isalnum() or spec[start - 1] in "-_."):
-                start -= 1
-            pass_name = spec[start:i]
-        elif c == "}":
-            depth = max(depth - 1, 0)
-        out.append(c)
-        i += 1
-    return "".join(out)
+    return _PASS_OPTIONS.sub(in_pass, spec)
 
 
 def _is_config_document(text: str, file: str) -> bool:

@@ -27,7 +27,7 @@ from nem.frontends.mlir import async_dialect as asy
 from nem.frontends.nem_text.printer import print_nem
 from nem.passes.lower_to_nem import LowerToNemPass
 from nem.passes.pass_env import pass_env
-from test_lowering_e2e import INPUTS, _tool, f32, lower, race_free, run_ok, start
+from test_lowering_e2e import INPUTS, _tool, check_add, f32, lower, run_ok, start
 
 FIXTURE = INPUTS / "async_value_pipeline.mlir"
 
@@ -253,16 +253,11 @@ def test_unused_scalar_value_is_ignored():
 
 def test_async_value_pipeline_e2e(tmp_path):
     nem = lower(FIXTURE, tmp_path / "out.nem")
-    it = start(nem, seed=13)
-    x = it.read_tensor("X", (64, 64), np.float32)
-    y = it.read_tensor("Y", (64, 64), np.float32)
-    run_ok(it)
-    np.testing.assert_array_equal(it.read_tensor("Z", (64, 64), np.float32),
-                                  f32(x.astype(np.float64) + y))
+    want = check_add(nem, (64, 64), seed=13)
     # the lower half of `o` (the yielded subview) holds the sum as well
-    o = it.read_tensor("o", (128, 64), np.float32)
-    np.testing.assert_array_equal(o[64:], f32(x.astype(np.float64) + y))
-    race_free(lambda: start(nem, seed=13))
+    it = start(nem, seed=13)
+    run_ok(it)
+    np.testing.assert_array_equal(it.read_tensor("o", (128, 64), np.float32)[64:], want)
 
 
 def test_async_value_pipeline_e2e_random_inputs(tmp_path):

@@ -84,6 +84,20 @@ def run_ok(it: NemInterpreter):
     return res
 
 
+def check_add(nem: Path, shape, seed: int, y: str | None = "Y") -> np.ndarray:
+    """Run a lowered `Z = X + Y` (`Z = X` when `y` is None) on random inputs:
+    bit-exact (an f32 add is correctly rounded) and race-free under random
+    schedules.  Returns the sum."""
+    it = start(nem, seed=seed)
+    x = it.read_tensor("X", shape, np.float32)
+    other = it.read_tensor(y, shape, np.float32) if y else np.zeros(shape, np.float32)
+    run_ok(it)
+    want = f32(x.astype(np.float64) + other)
+    np.testing.assert_array_equal(it.read_tensor("Z", shape, np.float32), want)
+    race_free(lambda: start(nem, seed=seed))
+    return want
+
+
 def race_free(it_factory, k: int = 20) -> None:
     """K seeded random schedules: identical final memory, no race (issue 4)."""
     it = it_factory()
@@ -132,14 +146,7 @@ def test_eltwise_1d_pipelined_overlaps_iterations(tmp_path):
 
 
 def test_async_pipeline(tmp_path):
-    nem = lower(INPUTS / "async_pipeline.mlir", tmp_path / "out.nem")
-    it = start(nem, seed=5)
-    x = it.read_tensor("X", (64, 64), np.float32)
-    y = it.read_tensor("Y", (64, 64), np.float32)
-    run_ok(it)
-    np.testing.assert_array_equal(it.read_tensor("Z", (64, 64), np.float32),
-                                  f32(x.astype(np.float64) + y))
-    race_free(lambda: start(nem, seed=5))
+    check_add(lower(INPUTS / "async_pipeline.mlir", tmp_path / "out.nem"), (64, 64), seed=5)
 
 
 # ---------------------------------------------------------------------------
@@ -262,14 +269,8 @@ def test_async_executes_in_loops(tmp_path, fixture, shape):
     """async.execute inside loops, joined by a group or chained through a
     loop-carried token (D-LOW-ASYNC): bit-exact, race-free under random
     schedules."""
-    nem = lower(INPUTS / fixture, tmp_path / "out.nem")
-    it = start(nem, seed=4)
-    x = it.read_tensor("X", shape, np.float32)
-    y = it.read_tensor("Y", shape, np.float32) if len(shape) == 2 else np.zeros(shape, np.float32)
-    run_ok(it)
-    np.testing.assert_array_equal(it.read_tensor("Z", shape, np.float32),
-                                  f32(x.astype(np.float64) + y))
-    race_free(lambda: start(nem, seed=4))
+    check_add(lower(INPUTS / fixture, tmp_path / "out.nem"), shape, seed=4,
+              y="Y" if len(shape) == 2 else None)
 
 
 def test_affine_if_kernel(tmp_path):

@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+import mlir_sources
 from mlir_tools import SKIP_REASON, find_mlir_opt
 from nem.runtime import NemInterpreter
 
@@ -142,33 +143,35 @@ def test_partial_tile_along_strided_rows_is_rejected(tmp_path):
     assert "Traceback" not in r.stderr
 
 
+def _upstream_matmul(tmp_path, m: int, n: int, k: int, passes: list[str]):
+    """An f32 matmul tiled by real upstream mlir-opt with `passes` and
+    lowered with the CLI; runs it on inputs on a 1/8 grid (every f32 partial
+    sum exact, so the tiled accumulation order cannot change the result) and
+    compares with numpy.  Returns the lowering's stderr (the remark)."""
+    src, tiled, out = tmp_path / "mm.mlir", tmp_path / "tiled.mlir", tmp_path / "mm.nem"
+    src.write_text(mlir_sources.matmul(m, n, k, "f32"))
+    subprocess.run([find_mlir_opt(), str(src), *passes, "-o", str(tiled)], check=True)
+    r = _lower(tiled, out)
+    assert r.returncode == 0, r.stderr
+    args = mlir_sources.inputs("matmul", [(m, k), (k, n), (m, n)], "f32", seed=1)
+    it = NemInterpreter()
+    it.load(out)
+    for i, a in enumerate(args):
+        it.write_tensor(f"arg{i}", a)
+    res = it.run()
+    assert res.status == "completed" and res.race_count == 0, res.error
+    _, want = mlir_sources.reference("matmul", args)
+    assert np.array_equal(it.read_tensor("arg2", (m, n), np.float32), want)
+    return r.stderr
+
+
 @pytest.mark.skipif(find_mlir_opt() is None, reason=SKIP_REASON)
 def test_non_dividing_matmul_from_upstream_matches_numpy(tmp_path):
     """A 100x100x100 matmul tiled by 32 with real upstream mlir-opt (partial
-    tiles in every dimension, K included) lowers and runs exactly.  Inputs on a
-    1/8 grid keep every f32 partial sum exact, so the tiled accumulation order
-    cannot change the result."""
-    src = tmp_path / "mm100.mlir"
-    src.write_text((INPUTS / "matmul.mlir").read_text().replace("256", "100"))
-    tiled = tmp_path / "mm100_tiled.mlir"
-    subprocess.run([find_mlir_opt(), str(src), "-affine-loop-tile=tile-size=32",
-                    "-affine-data-copy-generate=generate-dma=true fast-mem-space=2 "
-                    "fast-mem-capacity=16", "--mlir-print-op-generic", "-o", str(tiled)],
-                   check=True)
-    out = tmp_path / "mm100.nem"
-    res = _lower(tiled, out)
-    assert res.returncode == 0, res.stderr
-    it = NemInterpreter()
-    it.load(out)
-    rng = np.random.default_rng(0)
-    a, b, c = ((rng.integers(-8, 8, (100, 100)) / 8).astype(np.float32) for _ in range(3))
-    for name, arr in (("arg0", a), ("arg1", b), ("arg2", c)):
-        it.write_tensor(name, arr)
-    r = it.run()
-    assert r.status == "completed" and r.race_count == 0, r.error
-    y = it.read_tensor("arg2", (100, 100), np.float32)
-    ref = (c.astype(np.float64) + a.astype(np.float64) @ b.astype(np.float64)).astype(np.float32)
-    assert np.array_equal(y, ref)
+    tiles in every dimension, K included) lowers and runs exactly."""
+    _upstream_matmul(tmp_path, 100, 100, 100, [
+        "-affine-loop-tile=tile-size=32", "-affine-data-copy-generate=generate-dma=true "
+        "fast-mem-space=2 fast-mem-capacity=16", "--mlir-print-op-generic"])
 
 
 @pytest.mark.parametrize("fixture", ["eltwise_tiled_nodma.mlir", "eltwise_partial_pipelined.mlir"])
@@ -195,25 +198,7 @@ def test_strided_row_past_the_memref_end_outside_a_peeled_tile(tmp_path):
     581 wrong elements; the rows are narrowed to 21 columns with the function
     as the scope of the exactness checks (D-LOW-PEEL), and the result is
     exact."""
-    import mlir_sources
-
-    src = tmp_path / "mm.mlir"
-    src.write_text(mlir_sources.matmul(31, 45, 56, "f32"))
-    tiled = tmp_path / "tiled.mlir"
-    subprocess.run([find_mlir_opt(), str(src), "-affine-loop-tile=tile-size=24",
-                    "-affine-data-copy-generate=generate-dma=true fast-mem-space=2 "
-                    "fast-mem-capacity=16", "-affine-pipeline-data-transfer", "-o", str(tiled)],
-                   check=True)
-    out = tmp_path / "out.nem"
-    r = _lower(tiled, out)
-    assert r.returncode == 0, r.stderr
-    assert "narrowed to rows of 21 of 24 elements" in r.stderr
-    args = mlir_sources.inputs("matmul", [(31, 56), (56, 45), (31, 45)], "f32", seed=1)
-    it = NemInterpreter()
-    it.load(out)
-    for i, a in enumerate(args):
-        it.write_tensor(f"arg{i}", a)
-    res = it.run()
-    assert res.status == "completed" and res.race_count == 0, res.error
-    _, want = mlir_sources.reference("matmul", args)
-    assert np.array_equal(it.read_tensor("arg2", (31, 45), np.float32), want)
+    remark = _upstream_matmul(tmp_path, 31, 45, 56, [
+        "-affine-loop-tile=tile-size=24", "-affine-data-copy-generate=generate-dma=true "
+        "fast-mem-space=2 fast-mem-capacity=16", "-affine-pipeline-data-transfer"])
+    assert "narrowed to rows of 21 of 24 elements" in remark
