@@ -175,12 +175,13 @@ class Lowerer:
         if self.opts.entry:
             cands = [f for f in funcs if f.sym_name.data == self.opts.entry]
             if not cands:
-                raise reject(None, f"no func.func @{self.opts.entry} (option entry)")
+                raise reject(funcs[0] if funcs else module, f"no func.func @{self.opts.entry} (option entry)")
         else:
             cands = [f for f in funcs if f.sym_visibility is None
                      or f.sym_visibility.data == "public"]
             if not cands:
-                raise reject(None, "no public func.func to lower", "name one with entry=NAME")
+                raise reject(funcs[0] if funcs else module, "no public func.func to lower",
+                             "name one with entry=NAME")
         fn = cands[0]
         if not fn.body.blocks:
             raise reject(fn, "the entry function is only a declaration")

@@ -114,3 +114,10 @@ func.func @carried_index(%X: memref<128xf32>, %Z: memref<128xf32>) {
   }
   return
 }
+
+// -----
+
+func.func private @helper() {
+  // expected-error@-1 {{cannot lower 'func.func': no public func.func to lower}}
+  return
+}
