@@ -631,17 +631,22 @@ class Lowerer:
         both memrefs: affine-data-copy-generate copies the full tile's
         constant bounding box, whose rest is out of bounds (undefined in MLIR)
         and never used by a partial tile (D-LOW-PEEL; also outside a peeled
-        loop, where upstream unrolled a pipelined loop).  Also the narrowed
-        row length (`cols`, else None) when the DMA's rows run past the end
-        of a dimension (`_narrow_run`): in a peeled partial tile, or anywhere
-        for strided rows that would otherwise leave the memref.  A contiguous
-        DMA is narrowed as one strided row of `n` (the stride it returns)."""
+        loop, where upstream unrolled a pipelined loop).  Strided rows that
+        run past the end of the dimension they step along (into the next
+        slice of an outer dimension) are clipped to those inside it
+        (`_spilled_rows`).  Also the narrowed row length (`cols`, else None)
+        when the DMA's rows run past the end of a dimension (`_narrow_run`):
+        in a peeled partial tile, or anywhere for strided rows that would
+        otherwise leave the memref.  A contiguous DMA is narrowed as one
+        strided row of `n` (the stride it returns).  Every narrowing is
+        checked for exactness by `_check_narrowed`."""
         keep = n
-        cols = None
+        cols = rows = None
         if stride is None and self.peel_stack:
             vw, idx = sides[0 if strided_is_src else 1]
-            cols = self._narrow_run(op, n, vw, idx, (n, n), strided_is_src, sides)
+            cols = self._narrow_run(op, n, vw, idx, (n, n), sides)
             if cols is not None:
+                self._register_narrowed(op, n, None, cols, (n, n), strided_is_src, sides)
                 return n, cols, (n, n)
         for k, (vw, idx) in enumerate(sides):
             start = vw.base
@@ -654,23 +659,25 @@ class Lowerer:
             strided = stride is not None and stride[0] != stride[1] and (k == 0) == strided_is_src
             if strided:
                 st, per = stride
-                leaves = rng[0] == rng[1] and rng[0] + (n // per - 1) * st + per > span
-                if self.peel_stack or leaves:
-                    cols = self._narrow_run(op, n, vw, idx, stride, strided_is_src, sides)
+                rows = self._spilled_rows(op, n, vw, idx, stride)
+                count = n // per if rows is None else rows
+                leaves = rng[0] == rng[1] and rng[0] + (count - 1) * st + per > span
+                if self.peel_stack or leaves or rows is not None:
+                    cols = self._narrow_run(op, n, vw, idx, stride, sides)
             oks = []
             for lo in rng:  # the count must not depend on the loop variables
                 if strided:
-                    rows = 0
+                    kept = 0
                     width = per if cols is None else cols
-                    while rows < n // per and lo + rows * st + width <= span:
-                        rows += 1
-                    if rows < n // per and lo + rows * st < span and not self.peel_stack:
+                    while kept < count and lo + kept * st + width <= span:
+                        kept += 1
+                    if kept < count and lo + kept * st < span and not self.peel_stack:
                         # outside a peeled tile nothing proves the in-bounds
                         # part of that row unused: dropping it could be wrong
                         raise reject(op, f"the access runs outside {vw.name} ({span} "
                                      "elements) in the middle of a strided row",
                                      "choose tile sizes that divide the iteration space")
-                    oks.append(rows * per)
+                    oks.append(kept * per)
                 else:
                     _, strides = self._contig_shape(vw, idx, n)
                     step = strides[-1] if strides else 1
@@ -679,54 +686,89 @@ class Lowerer:
                 raise reject(op, f"the part of this DMA of a partial tile inside {vw.name} "
                              "depends on the loop variables; NEM shapes are static")
             keep = min(keep, oks[0])
+        if cols is not None or rows is not None:
+            self._register_narrowed(op, n, rows, cols, stride, strided_is_src, sides)
         if keep == n:
             return n, cols, stride
         if keep <= 0 or (stride is not None and keep % stride[1]):
             raise reject(op, "this DMA of a partial tile lies outside its memref and cannot be "
                          "clipped to whole rows")
-        self.notes.append(f"DMA at {SourceLoc.of(op)} of the partial tile clipped to {keep} of "
-                          f"{n} elements (the rest is outside the memref)")
+        if rows is None or keep < rows * stride[1]:
+            self.notes.append(f"DMA at {SourceLoc.of(op)} of the partial tile clipped to {keep} "
+                              f"of {n} elements (the rest is outside the memref)")
         return keep, cols, stride
 
-    def _narrow_run(self, op, n: int, vw: View, idx: list[Aff], stride, strided_is_src: bool,
-                    sides) -> int | None:
+    def _spilled_rows(self, op, n: int, vw: View, idx: list[Aff], stride) -> int | None:
+        """The number of rows of a strided DMA that lie inside the dimension
+        they step along when they run past its end into the next slice of an
+        outer dimension (a partial tile along a middle dimension, e.g. of a
+        3-D tile copied one slice per DMA), else None.  The rows are
+        `stride[0]` elements apart, the stride of dimension d of `vw`; rows
+        that start at index 0 of d and cover whole slices of it continue in
+        dimension d - 1 (a tile spanning all of d), where the same applies.
+        Rows past the end of dimension 0 leave the memref: `_clip_partial`
+        clips those.  The rows dropped here are checked by `_check_narrowed`
+        (D-LOW-PEEL)."""
+        st, per = stride
+        count = n // per
+        dims = [d for d in range(1, len(vw.shape)) if vw.strides[d] == st]
+        unit = 1  # rows per index of dimension k
+        for k in range(dims[0] if dims else 0, 0, -1):
+            b = idx[k].bounds()
+            if b is None or b[1] + -(-count // unit) <= vw.shape[k]:
+                return None
+            if b == (0, 0) and count % (vw.shape[k] * unit) == 0 \
+                    and vw.strides[k - 1] == vw.shape[k] * vw.strides[k]:
+                unit *= vw.shape[k]  # whole slices of k: rows go on along k - 1
+                continue
+            if b[0] != b[1]:
+                raise reject(op, f"the rows of this strided DMA run past the end of dimension "
+                             f"{k} of {vw.name} from a start that depends on the loop "
+                             "variables; NEM shapes are static",
+                             "choose tile sizes that divide the iteration space")
+            rows = (vw.shape[k] - b[0]) * unit
+            self.notes.append(f"DMA at {SourceLoc.of(op)} of the partial tile clipped to {rows} "
+                              f"of {count} rows (a partial tile along dimension {k} of "
+                              f"{vw.name})")
+            return rows
+        return None
+
+    def _narrow_run(self, op, n: int, vw: View, idx: list[Aff], stride, sides) -> int | None:
         """The in-range element count of each row (`stride[1]` elements) of a
         DMA of `n` elements whose rows pass the end of a dimension of `vw`
-        (`_overflowing_run`), narrowed by `_narrow_cols`; None when they
-        stay inside it."""
+        from a constant position (`_overflowing_run`): the elements past the
+        end belong to the next row or slice.  None when they stay inside it."""
         run = _overflowing_run(vw, idx, stride[1])
         if run is None:
             return None
         d, lo, inner = run
-        cols = self._narrow_cols(op, n, vw, (lo, lo), stride, strided_is_src, sides,
-                                 (vw.shape[d] - lo) * inner)
+        cols = (vw.shape[d] - lo) * inner
+        if vw.strides[-1] != 1 or cols <= 0:
+            raise reject(op, f"the rows of this DMA run past the end of dimension {d} of "
+                         f"{vw.name} (a partial tile along it); NEM cannot narrow them exactly: "
+                         + ("the innermost dimension is not contiguous" if vw.strides[-1] != 1
+                            else "the rows start outside the memref"),
+                         "choose tile sizes that divide the iteration space")
         self.notes.append(f"DMA at {SourceLoc.of(op)} of the partial tile narrowed to rows of "
                           f"{cols} of {stride[1]} elements (a partial tile along dimension {d} "
                           f"of {vw.name})")
         return cols
 
-    def _narrow_cols(self, op, n: int, vw: View, last: tuple[int, int], stride,
-                     strided_is_src: bool, sides, cols: int | None = None) -> int:
-        """The in-row element count of a strided DMA of a peeled partial tile
-        whose rows (`per` elements each, upstream's full-tile size) run past
-        the innermost dimension of `vw`: the elements past it belong to the next
-        row.  Narrowing is allowed when the other side is a buffer allocated
-        in the peeled loop's body (so no use outside this iteration sees it),
-        and is checked to be exact when the iteration is lowered."""
-        def no(why: str):
-            return reject(op, f"the rows of this strided DMA run past the end of the last "
-                          f"dimension of {vw.name} (a partial tile along it); NEM cannot "
-                          f"narrow them exactly: {why}",
-                          "choose tile sizes that divide the innermost dimension")
-        if last[0] != last[1]:
-            raise no("the row start depends on the loop variables")
-        if vw.strides[-1] != 1:
-            raise no("the innermost dimension is not contiguous")
-        cols = vw.shape[-1] - last[0] if cols is None else cols
-        if cols <= 0:
-            raise no("the rows start outside the memref")
+    def _register_narrowed(self, op, n: int, rows: int | None, cols: int | None, stride,
+                           strided_is_src: bool, sides) -> None:
+        """Record a DMA narrowed to `rows` rows (None: all) of `cols` columns
+        (None: all) for the exactness checks of its scope (`_check_narrowed`):
+        the peeled iteration, else the function.  Its fast-side buffer must be
+        private to that scope (a `memref.alloc` in the peeled loop, or used
+        only by it), so no use outside the scope sees the elements left out."""
         fast_val = op.dst if strided_is_src else op.src
         fvw, fidx = sides[1] if strided_is_src else sides[0]
+        sv, sidx = sides[0] if strided_is_src else sides[1]
+
+        def no(why: str):
+            return reject(op, f"the rows of this DMA run past the end of a dimension of "
+                          f"{sv.name} (a partial tile along it); NEM cannot narrow them "
+                          f"exactly: {why}", "choose tile sizes that divide the iteration space")
         acc, rowmajor = 1, []
         for d in reversed(fvw.shape):
             rowmajor.append(acc)
@@ -743,26 +785,27 @@ class Lowerer:
         fstart = fvw.base
         for a, s in zip(fidx, fvw.strides):
             fstart = fstart + a.scale(s)
-        sv, sidx = sides[0] if strided_is_src else sides[1]
         sstart = sv.base
         for a, s in zip(sidx, sv.strides):
             sstart = sstart + a.scale(s)
-        top["narrowed"].append(dict(op=op, read=strided_is_src, fast=fvw, fstart=fstart,
-                                    mem=op.src if strided_is_src else op.dst, start=sstart,
-                                    stride=stride, cols=cols, n=n, at=len(top["log"])))
-        return cols
+        top["narrowed"].append(dict(
+            op=op, read=strided_is_src, fast=fvw, fstart=fstart,
+            mem=op.src if strided_is_src else op.dst, start=sstart, stride=stride,
+            cols=stride[1] if cols is None else cols,
+            rows=n // stride[1] if rows is None else rows, n=n, at=len(top["log"])))
 
     def _check_narrowed(self, entry: dict) -> None:
         """Exactness of the narrowed DMAs of one peeled iteration (D-LOW-PEEL).
         (1) Every region on a narrowed fast buffer made in the iteration (the
         buffer is allocated in the loop body, so these are all its uses) lies in
-        the first `cols` elements of its `per`-element rows: the columns the
-        narrowing leaves out are never read, so a narrowed read changes nothing
-        observable.  (2) A narrowed write-back skips columns that in MLIR hold
-        either nothing defined (no DMA wrote the fresh buffer: a fresh
-        `memref.alloc` is undefined, so storing them stores undefined values) or
-        what a read DMA of the same memref at the same start brought in, with no
-        region on that memref in between: storing them back is the identity."""
+        the first `cols` elements of its `per`-element rows, and in the first
+        `rows` rows of the DMA: the elements the narrowing leaves out are never
+        read, so a narrowed read changes nothing observable.  (2) A narrowed
+        write-back skips elements that in MLIR hold either nothing defined (no
+        DMA wrote the fresh buffer: a fresh `memref.alloc` is undefined, so
+        storing them stores undefined values) or what a read DMA of the same
+        memref at the same start brought in, with no region on that memref in
+        between: storing them back is the identity."""
         log = entry["log"]
         for rec in entry["narrowed"]:
             op, fvw, per, cols = rec["op"], rec["fast"], rec["stride"][1], rec["cols"]
@@ -774,22 +817,13 @@ class Lowerer:
                 bounds = rel.bounds()
                 if bounds is not None and (bounds[1] + span < 0 or bounds[0] >= rec["n"]):
                     continue  # outside what the DMA fills (e.g. the other ping-pong slot)
-                # every element's place in its row: the start's column (fixed
-                # when every variable term moves it by whole rows) plus what
-                # the dimensions that do not step whole rows add
-                in_row = sum((d - 1) * s for d, s in zip(shape, strides) if s % per)
-                ok = shape and rel.nonneg() and _rows_of(rel, per) and \
-                    rel.const % per + in_row < cols
-                if not ok and _rows_of(rec["fstart"], per) and rec["fstart"].const % per == 0 \
-                        and _rows_of(start, per):
-                    # the DMA fills whole rows of the buffer's own row grid
-                    # (e.g. a ping-pong slot): the access's column is its own
-                    ok = bool(shape) and start.const % per + in_row < cols
-                if not ok:
-                    raise reject(op, f"this strided DMA of a partial innermost tile cannot be "
-                                 f"narrowed to {cols} of {per} elements per row: another access "
-                                 f"to {fvw.name} may use the other columns",
-                                 "choose tile sizes that divide the innermost dimension")
+                acc = (rel, start, rec["fstart"], shape, strides)
+                kept = rec["rows"] * per
+                if not (shape and _fits(acc, per, cols) and _fits(acc, rec["n"], kept)):
+                    raise reject(op, f"this strided DMA of a partial tile cannot be narrowed to "
+                                 f"{rec['rows']} rows of {cols} of {per} elements: another "
+                                 f"access to {fvw.name} may use the elements left out",
+                                 "choose tile sizes that divide the iteration space")
             if rec["read"]:
                 continue
             fills = [r for r in entry["narrowed"] if r["read"] and r["fast"].buffer is fvw.buffer]
@@ -799,10 +833,10 @@ class Lowerer:
                 between = [x for x in log[r["at"]:rec["at"]]
                            if x[0].buffer is self.views[rec["mem"]].buffer and x[4] is not r["op"]]
                 if not same or between:
-                    raise reject(op, f"this write-back of a partial innermost tile cannot be "
-                                 f"narrowed: the columns it would skip hold data of {fvw.name} "
-                                 "that is not what the same addresses held",
-                                 "choose tile sizes that divide the innermost dimension")
+                    raise reject(op, f"this write-back of a partial tile cannot be narrowed: "
+                                 f"the elements it would skip hold data of {fvw.name} that is "
+                                 "not what the same addresses held",
+                                 "choose tile sizes that divide the iteration space")
 
     def _space(self, v: SSAValue) -> int:
         ms = v.type.memory_space
@@ -1088,15 +1122,22 @@ class Lowerer:
                 isinstance(p, AffineDmaStartOp) and (p.src, p.dst, p.tag) == (s.src, s.dst, s.tag)
                 for p, s in zip(pro, stage0)):
             return None
-        # the epilogue may start with the index arithmetic of the last
-        # iteration's value (when the loop's upper bound is not a constant)
-        for skip in range(3):
-            if not all(isinstance(o, affine.ApplyOp) for o in ops[i + 1:i + 1 + skip]):
+        # the epilogue: the rest of the body again, just after the loop, up
+        # to index arithmetic, which may be interleaved, moved or gone (the
+        # last iteration's value when the loop's upper bound is not a
+        # constant; what -affine-loop-invariant-code-motion hoists); the
+        # re-rolled loop computes its own indices, so only the other ops
+        # are matched (and skipped)
+        core = [o for o in rest if not _index_op(o)]
+        epi = []
+        for o in ops[i + 1:]:
+            if len(epi) == len(core):
                 break
-            epi = ops[i + 1 + skip:i + 1 + skip + len(rest)]
-            if len(epi) == len(rest) and all(_shape_sig(a) == _shape_sig(b)
-                                             for a, b in zip(epi, rest)):
-                return (pro, epi, stage0)
+            if not _index_op(o):
+                epi.append(o)
+        if len(epi) == len(core) and all(_shape_sig(a) == _shape_sig(b)
+                                         for a, b in zip(epi, core)):
+            return (pro, epi, stage0)
         return None
 
     @staticmethod
@@ -1356,10 +1397,35 @@ class _OutsideEnv:
         return self.env[v]
 
 
-def _rows_of(a: Aff, per: int) -> bool:
-    """Whether every variable term of `a` moves it by whole rows of `per`
-    (so its column `a.const % per` does not depend on the loop variables)."""
-    return all(c % per == 0 for _, c in a.terms.values())
+def _col_bounds(a: Aff, per: int) -> tuple[int, int] | None:
+    """The range of the column that the offset `a` falls in, in rows of `per`
+    elements, when its terms that do not move it by whole rows keep it inside
+    one row (else None): those terms plus the remainder of the constant."""
+    b = Aff({k: v for k, v in a.terms.items() if v[1] % per}, a.const % per).bounds()
+    return b if b is not None and b[0] >= 0 and b[1] < per else None
+
+
+def _fits(access: tuple, pitch: int, width: int) -> bool:
+    """Whether an access `(rel, start, fstart, shape, strides)` of a buffer a
+    narrowed DMA fills from `fstart` (`rel` = start - fstart) stays in the
+    first `width` of each `pitch` elements: counted from the DMA's start, or
+    on the buffer's own grid when the DMA starts on it (e.g. a ping-pong
+    slot).  True when nothing is left out (`width == pitch`)."""
+    rel, start, fstart, shape, strides = access
+    starts = ([rel] if rel.nonneg() else []) + (
+        [start] if _col_bounds(fstart, pitch) == (0, 0) else [])
+    return width == pitch or any(_offsets_within(x, pitch, width, shape, strides)
+                                 for x in starts)
+
+
+def _offsets_within(x: Aff, pitch: int, width: int, shape, strides) -> bool:
+    """Whether every element `x + sum(i_d * strides[d])` of an access of
+    `shape` provably lies in the first `width` elements of its `pitch`-element
+    row: the column of `x` plus what the dimensions that do not step whole
+    rows add stays below `width`."""
+    col = _col_bounds(x, pitch)
+    in_row = sum((d - 1) * s for d, s in zip(shape, strides) if s % pitch)
+    return col is not None and col[1] + in_row < width
 
 
 def _overflowing_run(vw: View, idx: list[Aff], n: int) -> tuple[int, int, int] | None:
@@ -1413,10 +1479,15 @@ def _depends_on(v: SSAValue, arg) -> bool:
     return False
 
 
+def _index_op(op: Operation) -> bool:
+    """Pure index arithmetic, which the lowering evaluates symbolically."""
+    return isinstance(op, affine.ApplyOp | arith.ConstantOp)
+
+
 def _shape_sig(op: Operation) -> tuple:
-    """The structure of an op (names of it and its nested ops), to match a
-    pipelined loop's epilogue with its body."""
-    return tuple(o.name for o in op.walk())
+    """The structure of an op (names of it and its nested ops but index
+    arithmetic), to match a pipelined loop's epilogue with its body."""
+    return tuple(o.name for o in op.walk() if not _index_op(o))
 
 
 @dataclass(frozen=True)

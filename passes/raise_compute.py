@@ -578,10 +578,20 @@ def _loc(op: Operation) -> str:
 # ---------------------------------------------------------------------------
 
 
+def linalg_operands(op: Operation) -> tuple[list[SSAValue], list[SSAValue]]:
+    """(ins, outs) of a linalg op: the structured ops' `inputs`/`outputs`,
+    `linalg.reduce`/`linalg.broadcast`'s `input`/`init` (xDSL's names)."""
+    for i, o in (("inputs", "outputs"), ("input", "init")):
+        if hasattr(op, i) and hasattr(op, o):
+            ins, outs = getattr(op, i), getattr(op, o)
+            return ([ins] if isinstance(ins, SSAValue) else list(ins),
+                    [outs] if isinstance(outs, SSAValue) else list(outs))
+    return [], list(op.operands)
+
+
 def lower_linalg(L, op: Operation, dst: Block, scope) -> None:
     what = f"{op.name} at {_loc(op)}"
-    ins = list(op.operands[: len(op.inputs)]) if hasattr(op, "inputs") else []
-    outs = list(op.outputs) if hasattr(op, "outputs") else []
+    ins, outs = linalg_operands(op)
     if op.results:
         raise reject(op, "linalg on tensors is not supported; bufferize first "
                      "(one-shot-bufferize)")
@@ -745,8 +755,7 @@ def emit_escape(L, top: Operation, dst: Block, scope, reason: str, what: str) ->
                 elif isinstance(o, affine.LoadOp | memref.LoadOp):
                     reads[v] = None
                 elif o.name.startswith("linalg."):
-                    n_in = len(o.inputs) if hasattr(o, "inputs") else 0
-                    (reads if i < n_in else writes)[v] = None
+                    (reads if i < len(linalg_operands(o)[0]) else writes)[v] = None
                 else:
                     reads[v] = None
                     writes[v] = None

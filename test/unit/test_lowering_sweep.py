@@ -69,7 +69,8 @@ def case(kind: str, dims, t: str, passes: list[str], spaces: str | None = None,
         text, shapes = src.eltwise(dims, t, op), [dims, dims, dims]
         kind = op
     ident = "-".join([kind, "x".join(map(str, dims)), t, *(p.lstrip("-").split("=", 1)[-1]
-                                                          .replace(" ", ",") for p in passes)])
+                                                          .replace(" ", ",") for p in passes)]
+                     + ([spaces.strip('"')] if spaces else []))
     return pytest.param(text, passes, kind, shapes, t, spaces, id=ident)
 
 
@@ -107,6 +108,19 @@ DEFAULT = [
     case("eltwise", (14, 40), "f32", tiling(16, capacity=1, pipeline=True), op="add"),
     case("eltwise", (26, 34, 6), "f32", tiling(24, capacity=None), op="max"),
     case("add_relu", (19, 37, 7), "f32", tiling(8, capacity=1, pipeline=True)),
+    # 3-D tiles of one slice per DMA (4-16 KiB fast memory): on partial
+    # tiles of the middle dimension the strided rows run into the next
+    # slice and are clipped, on the last one past the memref's end; partial
+    # tiles of several dimensions at once (D-LOW-PEEL)
+    case("add_relu", (20, 36, 18), "f32", tiling(16, capacity=4)),
+    case("relu", (32, 17, 18), "f32", tiling(16, capacity=4, pipeline=True)),
+    case("add_relu", (8, 10, 21), "f32", tiling(8, capacity=16, pipeline=True)),
+    # clean-ups after pipelining: loop-invariant index arithmetic hoisted
+    # out of the epilogue, canonicalized bounds
+    case("relu", (32, 17, 18), "f32", tiling(16, capacity=4, pipeline=True)
+         + ["-affine-loop-invariant-code-motion"]),
+    case("matmul", (40, 36, 20), "f32", tiling(16, capacity=16, pipeline=True)
+         + ["-canonicalize", "-cse"]),
     # a double-buffered K loop of two iterations, which upstream unrolls
     case("matmul", (51, 65, 31), "f32", tiling(16, capacity=4, pipeline=True)),
     # escape-hatch kernels in an inner loop of a double-buffered loop read
@@ -128,21 +142,38 @@ def full_grid():
         yield case("eltwise", shape, t, tiling(tile, pipeline=pl), op=op)
 
 
+# fast memory space and memory-space map: upstream's default space 2 with the
+# default map, or space 1 mapped to L2 (the default) or to L1
+MEMORY_SPACES = [(2, None), (1, None), (1, '"0:DDR,1:L1"'), (2, '"0:DDR,2:L1[0]"')]
+
+
+# upstream clean-ups a pipeline may run after tiling
+CLEANUPS = [[], [], ["-canonicalize"], ["-canonicalize", "-cse"],
+            ["-affine-loop-invariant-code-motion"], ["-affine-scalrep"],
+            ["-affine-simplify-structures"]]
+
+
 def random_cases(seed: int, count: int):
     """`count` programs drawn with `seed`: kind, shape (non-dividing sizes
-    included), tile size, fast-mem-capacity, DMA or copy loops, pipelining."""
-    rng = random.Random(seed)
+    included), tile size, fast-mem-capacity, DMA or copy loops, pipelining,
+    then fast memory space and memory-space map, and clean-up passes (drawn
+    from further generators, so the other draws of a seed do not depend on
+    them)."""
+    rng, srng, crng = (random.Random(seed), random.Random(f"{seed}:spaces"),
+                       random.Random(f"{seed}:cleanup"))
     for _ in range(count):
         kind = rng.choice(["matmul", "eltwise", "add_relu", "relu"])
-        passes = tiling(rng.choice([8, 16, 24, 32, 40, 64]), capacity=rng.choice(
+        space, spaces = srng.choice(MEMORY_SPACES)
+        passes = tiling(rng.choice([8, 16, 24, 32, 40, 64]), space=space, capacity=rng.choice(
             [None, 1, 4, 16, 64]), pipeline=rng.random() < 0.5, dma=rng.random() < 0.8)
+        passes += crng.choice(CLEANUPS)
         if kind == "matmul":
-            yield case(kind, tuple(rng.randint(9, 90) for _ in range(3)), "f32", passes)
+            yield case(kind, tuple(rng.randint(9, 90) for _ in range(3)), "f32", passes, spaces)
             continue
         rank = rng.choice([1, 2, 3])
         dims = tuple(rng.randint(5, 130 if rank < 3 else 40) for _ in range(rank))
         t = "f32" if kind == "relu" else rng.choice(["f32", "i32"])
-        yield case(kind, dims, t, passes, op=rng.choice(["add", "mul", "sub", "max"]))
+        yield case(kind, dims, t, passes, spaces, op=rng.choice(["add", "mul", "sub", "max"]))
 
 
 def selected_cases() -> list:
