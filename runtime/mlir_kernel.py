@@ -32,18 +32,32 @@ task.  This module runs it with xDSL's interpreter:
   zero, signed division overflow, shifts by >= the width, out-of-range
   fptosi/fptoui, ipowi(0, negative)) raises `NumericError`;
 * structured linalg ops (`linalg.generic`, the named ops such as fill, copy,
-  add, matmul, conv, transpose) run as their generic form: loops in
+  add, matmul, conv, transpose, and `linalg.reduce`/`linalg.broadcast` with
+  the indexing maps MLIR gives them) run as their generic form: loops in
   dimension order, the body region interpreted per point and rounded per op;
-* `affine.load/store/apply/for/min` are re-implemented here: xDSL's
+* `affine.load/store/apply/for/min/parallel` are re-implemented here: xDSL's
   versions pass every map operand as a dimension and ignore `affine.for`
   bound operands and `iter_args`, which the kernels use (`()[s0, s1] ->
-  (s0, s1)` load maps, loop bounds from `index_args`).
+  (s0, s1)` load maps, loop bounds from `index_args`); `scf.parallel` (with
+  `scf.reduce`) is added;
+* reductions have one order, the sequential one (the exactness contract of
+  the reference runtime; MLIR leaves the order of a parallel reduction
+  unspecified, and a float reduction depends on it): `linalg.reduce` starts
+  from the init's element and combines the input's elements in increasing
+  order of the reduced dimensions (the first one outermost, as
+  `-convert-linalg-to-loops`); `affine.parallel`/`scf.parallel` start from
+  the init value (for `affine.parallel`, the identity of its `reduce` kind
+  that `-lower-affine` materializes) and combine the values the iterations
+  yield in sequential iteration order (the first induction variable
+  outermost, as the `scf.for` nest of `-convert-scf-to-cf`), each combine
+  `(accumulator, value)` an interpreted, rounded op.
 """
 
 from __future__ import annotations
 
 import operator
 from functools import lru_cache
+from itertools import product
 from fractions import Fraction
 from math import erf as _erf
 from math import inf as math_inf
@@ -54,13 +68,17 @@ import numpy as np
 from xdsl.context import Context
 from xdsl.dialects import affine, arith, builtin, func, linalg, math, memref, scf
 from xdsl.dialects.builtin import (
+    AffineMapAttr,
+    ArrayAttr,
     BFloat16Type,
     Float16Type,
     Float32Type,
     Float64Type,
     IndexType,
+    IntegerAttr,
     IntegerType,
     MemRefType,
+    StringAttr,
 )
 from xdsl.interpreter import (
     Interpreter,
@@ -80,8 +98,10 @@ from xdsl.interpreters.memref import MemRefFunctions
 from xdsl.interpreters.scf import ScfFunctions
 from xdsl.interpreters.shaped_array import ShapedArray
 from xdsl.dialects.linalg.abstract_ops import LinalgStructuredOperation, PoolingOperation
-from xdsl.ir import Operation
-from xdsl.ir.affine import AffineConstraintKind
+from xdsl.dialects.linalg.ops import BroadcastOp as LinalgBroadcastOp
+from xdsl.dialects.linalg.ops import ReduceOp as LinalgReduceOp
+from xdsl.ir import Block, Operation
+from xdsl.ir.affine import AffineConstraintKind, AffineExpr, AffineMap
 from xdsl.parser import Parser
 
 from nem.frontends.mlir import register_mlir_dialects
@@ -145,6 +165,38 @@ def _eval_map(m, operands) -> list[int]:
     return m.eval(list(operands[:nd]), list(operands[nd:]))
 
 
+def _return_operands(self, interpreter: Interpreter, op: Operation, args: tuple[Any, ...]):
+    """A terminator that hands its operands to the op running its region
+    (affine.yield, scf.reduce, scf.reduce.return)."""
+    return ReturnedValues(args), ()
+
+
+def _grouped(bound, values: list[int], groups) -> list[int]:
+    """affine.parallel bounds: `values` (the map's results) split into
+    consecutive groups of the sizes `groups` lists, each reduced by `bound`
+    (max for lower bounds, min for upper bounds)."""
+    out, start = [], 0
+    for size in groups.get_values():
+        out.append(bound(values[start:start + size]))
+        start += size
+    return out
+
+
+def _parallel_loops(interpreter: Interpreter, body, lbs, ubs, steps, init, combine) -> tuple:
+    """affine.parallel / scf.parallel: run `body` at every point of the
+    iteration space in sequential order (lexicographic, the first induction
+    variable outermost) and fold the values each point yields into `init` in
+    that order, `acc[k] = combine(k, acc[k], value[k])`.  MLIR leaves the
+    order unspecified; fixing it makes float reductions reproducible."""
+    if any(s <= 0 for s in steps):
+        _undefined(f"a parallel loop step of {min(steps)} (steps must be positive)")
+    acc = tuple(init)
+    for point in product(*map(range, lbs, ubs, steps)):
+        values = interpreter.run_ssacfg_region(body, point)
+        acc = tuple(combine(k, a, v) for k, (a, v) in enumerate(zip(acc, values)))
+    return acc
+
+
 @register_impls
 class AffineKernelFunctions(InterpreterFunctions):
     """affine ops with dims and symbols split as the map says."""
@@ -183,6 +235,21 @@ class AffineKernelFunctions(InterpreterFunctions):
             carried = tuple(interpreter.run_ssacfg_region(op.body, (i, *carried)))
         return carried
 
+    @impl(affine.ParallelOp)
+    def run_parallel(self, interpreter: Interpreter, op: affine.ParallelOp, args: tuple[Any, ...]):
+        """Bounds: max over each lower-bound group, min over each upper one;
+        each `reduce` result combines as `interpreter.reductions` says
+        (`_affine_reductions`)."""
+        lb_map, ub_map = op.lowerBoundsMap.data, op.upperBoundsMap.data
+        n_lb = lb_map.num_dims + lb_map.num_symbols
+        lbs = _grouped(max, _eval_map(lb_map, args[:n_lb]), op.lowerBoundsGroups)
+        ubs = _grouped(min, _eval_map(ub_map, args[n_lb:]), op.upperBoundsGroups)
+        reductions = interpreter.reductions[op]
+        return _parallel_loops(
+            interpreter, op.body, lbs, ubs, [s.value.data for s in op.steps.data],
+            [identity for _, identity in reductions],
+            lambda k, acc, v: interpreter.run_op(reductions[k][0], (acc, v))[0])
+
     @impl(AffineIfOp)
     def run_if(self, interpreter: Interpreter, op: AffineIfOp, args: tuple[Any, ...]):
         cond = op.condition.data
@@ -194,9 +261,26 @@ class AffineKernelFunctions(InterpreterFunctions):
             return ()
         return tuple(interpreter.run_ssacfg_region(region, ()))
 
-    @impl_terminator(affine.YieldOp)
-    def run_yield(self, interpreter: Interpreter, op: affine.YieldOp, args: tuple[Any, ...]):
-        return ReturnedValues(args), ()
+    run_yield = impl_terminator(affine.YieldOp)(_return_operands)
+
+
+@register_impls
+class ScfKernelFunctions(InterpreterFunctions):
+    """scf.parallel and its scf.reduce terminator, which xDSL's interpreter lacks."""
+
+    @impl(scf.ParallelOp)
+    def run_parallel(self, interpreter: Interpreter, op: scf.ParallelOp, args: tuple[Any, ...]):
+        """Each reduction starts from its init value; its scf.reduce region
+        combines (accumulator, value), as the `scf.for` nest of
+        `-convert-scf-to-cf` applies it."""
+        n = len(op.lowerBound)
+        regions = op.body.block.last_op.reductions
+        return _parallel_loops(
+            interpreter, op.body, args[:n], args[n:2 * n], args[2 * n:3 * n], args[3 * n:],
+            lambda k, acc, v: interpreter.run_ssacfg_region(regions[k], (acc, v))[0])
+
+    run_reduce = impl_terminator(scf.ReduceOp)(_return_operands)
+    run_reduce_return = impl_terminator(scf.ReduceReturnOp)(_return_operands)
 
 
 # ---------------------------------------------------------------------------
@@ -484,30 +568,90 @@ def _rounder(t):
     return None
 
 
+def _projection(rank: int, dropped) -> AffineMap:
+    """(d0, ..., d{rank-1}) -> the dims not in `dropped`, in order."""
+    return AffineMap(rank, 0, tuple(AffineExpr.dimension(k) for k in range(rank)
+                                    if k not in dropped))
+
+
+class _AsGeneric:
+    """A `linalg.reduce` or `linalg.broadcast` (one input, one init) seen as
+    the structured op MLIR defines it to be, for `run_linalg_structured_op`
+    and `_linalg_unsupported` (xDSL 0.74 does not derive them from
+    LinalgStructuredOperation).  Indexing maps as MLIR's: reduce loops over
+    the input (identity) and indexes the init by the dims not reduced;
+    broadcast loops over the init (identity) and indexes the input by the
+    dims not added.  The loop ranges follow from the maps as for any
+    structured op (the inherited methods)."""
+
+    OPS = (LinalgReduceOp, LinalgBroadcastOp)
+    get_num_loops = LinalgStructuredOperation.get_num_loops
+    get_loops_to_shapes_map = LinalgStructuredOperation.get_loops_to_shapes_map
+    get_shapes_to_loops_map = LinalgStructuredOperation.get_shapes_to_loops_map
+
+    def __init__(self, op: LinalgReduceOp | LinalgBroadcastOp):
+        self.inputs, self.outputs = (op.input,), (op.init,)
+        self.results, self.body = op.results, op.regions[0]
+        dims = set(op.dimensions.get_values())
+        if isinstance(op, LinalgReduceOp):
+            rank = len(op.input.type.get_shape())
+            maps = (AffineMap.identity(rank), _projection(rank, dims))
+        else:
+            rank = len(op.init.type.get_shape())
+            maps = (_projection(rank, dims), AffineMap.identity(rank))
+        self._maps = ArrayAttr(AffineMapAttr(m) for m in maps)
+
+    def get_indexing_maps(self) -> ArrayAttr:
+        return self._maps
+
+
+_STRUCTURED = (LinalgStructuredOperation, *_AsGeneric.OPS)
+
+
+def _structured(op):
+    """`op` as `run_linalg_structured_op` takes it."""
+    return _AsGeneric(op) if isinstance(op, _AsGeneric.OPS) else op
+
+
 class LinalgKernelFunctions(InterpreterFunctions):
-    """Every structured linalg op (generic, the named ops, transpose) runs as
-    its generic form with xDSL's `run_linalg_structured_op`: loops over the
-    iteration space in dimension order, as MLIR's linalg-to-loops lowering
-    (the named ops list their reduction dimensions last), accumulating into
-    the output element by element, and the body region interpreted per point,
-    so each body op is rounded like any other op.  It replaces xDSL's
-    fill/conv/pooling implementations, which read `ShapedArray.data` (not the
-    numpy storage) and want zeroed outputs.  Registered below for each
-    structured op class of the linalg dialect."""
+    """Every structured linalg op (generic, the named ops, transpose, and
+    reduce/broadcast through `_AsGeneric`) runs as its generic form with
+    xDSL's `run_linalg_structured_op`: loops over the iteration space in
+    dimension order, as MLIR's linalg-to-loops lowering (the named ops list
+    their reduction dimensions last), accumulating into the output element by
+    element, and the body region interpreted per point, so each body op is
+    rounded like any other op.  It replaces xDSL's fill/conv/pooling
+    implementations, which read `ShapedArray.data` (not the numpy storage)
+    and want zeroed outputs.  Registered below for each structured op class
+    of the linalg dialect."""
 
 
 def _run_structured(self, interpreter, op, args):
-    return run_linalg_structured_op(interpreter, op, args)
+    return run_linalg_structured_op(interpreter, _structured(op), args)
 
 
 for _op in linalg.Linalg.operations:
-    if issubclass(_op, LinalgStructuredOperation):
+    if issubclass(_op, _STRUCTURED):
         setattr(LinalgKernelFunctions, f"run_{_op.name.split('.')[1]}",
                 impl(_op)(_run_structured))
 LinalgKernelFunctions = register_impls(LinalgKernelFunctions)
 
 
-def _linalg_unsupported(op: LinalgStructuredOperation) -> str | None:
+def _first_line(e: Exception) -> str:
+    text = str(e).strip()
+    return text.splitlines()[0] if text else type(e).__name__
+
+
+def _verify_failure(op: Operation) -> str | None:
+    """The first line of `op`'s verifier error (its regions unchecked), or None."""
+    try:
+        op.verify(verify_nested_ops=False)
+    except Exception as e:  # noqa: BLE001 - any verifier failure
+        return _first_line(e)
+    return None
+
+
+def _linalg_unsupported(op: LinalgStructuredOperation | _AsGeneric) -> str | None:
     """Why a structured linalg op cannot run, or None.  `run_linalg_structured_op`
     stores every body result into the first output, and a body must yield
     the output's element type: a named op parsed from its custom form over
@@ -527,18 +671,133 @@ def _linalg_unsupported(op: LinalgStructuredOperation) -> str | None:
         return (f"yields {', '.join(map(str, yielded)) or 'nothing'} into a memref of {want} "
                 "(implicit casts are not supported)")
     for body_op in op.body.block.ops:
-        try:
-            body_op.verify()
-        except Exception as e:  # noqa: BLE001 - any verifier failure
-            first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-            return f"has a body that does not verify ({body_op.name}: {first})"
+        why = _verify_failure(body_op)
+        if why is not None:
+            return f"has a body that does not verify ({body_op.name}: {why})"
     return None
 
 
+# affine.parallel `reduce` kinds as upstream `-lower-affine` lowers them: the
+# arith op its scf.reduce region applies to (accumulator, value)
+# (arith::getReductionOp) and the identity it starts from
+# (arith::getIdentityValue: +0.0 for addf).  The other kinds (assign, maxs,
+# maxnumf, xori, ...) fail upstream's verifier or its lowering.
+_AFFINE_REDUCTIONS = {
+    "addf": (arith.AddfOp, 0.0), "mulf": (arith.MulfOp, 1.0),
+    "maximumf": (arith.MaximumfOp, -math_inf), "minimumf": (arith.MinimumfOp, math_inf),
+    "addi": (arith.AddiOp, 0), "muli": (arith.MuliOp, 1),
+    "andi": (arith.AndIOp, -1), "ori": (arith.OrIOp, 0),
+}
+# arith::AtomicRMWKind by its number, as MLIR's generic form prints `reductions`
+_ATOMIC_RMW_KINDS = ("addf", "addi", "andi", "assign", "maximumf", "maxnumf", "maxs", "maxu",
+                     "minimumf", "minnumf", "mins", "minu", "mulf", "muli", "ori", "xori")
+_AFFINE_PARALLEL_PROPS = ("lowerBoundsMap", "lowerBoundsGroups", "upperBoundsMap",
+                          "upperBoundsGroups", "steps")
+
+
+def _reduction_kinds(op: affine.ParallelOp) -> list[str]:
+    """The `reduce` kinds of an affine.parallel: upstream prints them as
+    AtomicRMWKind numbers, xDSL declares them as strings; both are read."""
+    attr = op.properties.get("reductions")
+    kinds = []
+    for a in attr.data if isinstance(attr, ArrayAttr) else ():
+        if isinstance(a, IntegerAttr) and 0 <= a.value.data < len(_ATOMIC_RMW_KINDS):
+            kinds.append(_ATOMIC_RMW_KINDS[a.value.data])
+        else:
+            kinds.append(a.data if isinstance(a, StringAttr) else str(a))
+    return kinds
+
+
+def _kind_fits(kind: str, t) -> bool:
+    """A `reduce` kind -lower-affine lowers, on a result type it accepts (a
+    float identity: a float type; an integer one: an integer type)."""
+    spec = _AFFINE_REDUCTIONS.get(kind)
+    if spec is None:
+        return False
+    return type(t) in _NP_FLOAT if isinstance(spec[1], float) else isinstance(t, IntegerType)
+
+
+def _affine_parallel_unsupported(op: affine.ParallelOp) -> str | None:
+    """Why an affine.parallel cannot run, or None.  Checked here rather than
+    by xDSL's verifier, which counts the results among the operands and
+    wants string reductions (upstream's generic form has numbers)."""
+    missing = [p for p in _AFFINE_PARALLEL_PROPS if p not in op.properties]
+    if missing:
+        return f"lacks {', '.join(missing)}"
+    lb, ub = op.lowerBoundsMap.data, op.upperBoundsMap.data
+    groups = (op.lowerBoundsGroups.get_values(), op.upperBoundsGroups.get_values())
+    n = len(op.body.block.args)
+    if len(op.steps.data) != n or any(len(g) != n for g in groups) or \
+            (sum(groups[0]), sum(groups[1])) != (len(lb.results), len(ub.results)) or \
+            len(op.operands) != lb.num_dims + lb.num_symbols + ub.num_dims + ub.num_symbols:
+        return "has bound maps, bound groups, steps and operands that do not match"
+    kinds = _reduction_kinds(op)
+    last = op.body.block.last_op
+    yielded = last.operands if isinstance(last, affine.YieldOp) else ()
+    if not len(kinds) == len(op.results) == len(yielded):
+        return (f"has {len(kinds)} reductions and {len(op.results)} results and yields "
+                f"{len(yielded)} values")
+    for kind, res in zip(kinds, op.results):
+        if not _kind_fits(kind, res.type):
+            return (f'reduces with "{kind}" into {res.type} (supported, as upstream '
+                    "-lower-affine lowers them: addf, mulf, maximumf, minimumf on floats; "
+                    "addi, muli, andi, ori on integers)")
+    return None
+
+
+def _affine_reductions(op: affine.ParallelOp) -> list[tuple[Operation, Any]]:
+    """(combiner, identity) per `reduce` result of a checked affine.parallel:
+    the combiner is the arith op of its kind on a detached (accumulator,
+    value) pair of the result type, so that running it through the
+    interpreter rounds or wraps exactly as that op does in a body."""
+    out = []
+    for kind, res in zip(_reduction_kinds(op), op.results):
+        make, identity = _AFFINE_REDUCTIONS[kind]
+        acc, value = Block(arg_types=[res.type, res.type]).args
+        out.append((make(acc, value), identity))
+    return out
+
+
+# ops whose xDSL verifier checks, as MLIR's, what their implementation here
+# relies on (operand, result and region counts; the shapes of reduce/broadcast)
+_VERIFIED = (*_AsGeneric.OPS, scf.ParallelOp, scf.ReduceOp)
+
+
+def _unsupported(op: Operation, impls) -> str | None:
+    """Why `op` cannot run in the kernel interpreter, or None."""
+    if type(op) not in impls:
+        return "has no implementation in the kernel interpreter"
+    if isinstance(op, _AsGeneric.OPS) and len(op.operands) != 2:
+        return (f"is supported only with one input and one init (it has {len(op.operands)} "
+                "operands; xDSL 0.74 defines no variadic form)")
+    if isinstance(op, _VERIFIED):
+        why = _verify_failure(op)
+        if why is not None:
+            return f"does not verify ({why})"
+    if isinstance(op, _STRUCTURED):
+        return _linalg_unsupported(_structured(op))
+    if isinstance(op, affine.ParallelOp):
+        return _affine_parallel_unsupported(op)
+    return None
+
+
+def _rounders(ops) -> dict:
+    """op -> the rounding of each result (None: none), for the ops with a
+    floating-point result."""
+    table = {}
+    for op in ops:
+        rd = [_rounder(r.type) for r in op.results]
+        if any(f is not None for f in rd):
+            table[op] = rd
+    return table
+
+
 class KernelInterpreter(Interpreter):
-    """Rounds floating-point op results to their result type (see module doc)."""
+    """Rounds floating-point op results to their result type (see module doc);
+    `reductions` holds each affine.parallel's (combiner, identity) pairs."""
 
     rounders: dict = {}
+    reductions: dict = {}
 
     def _run_op(self, op: Operation, inputs) -> OpImplResult:
         r = super()._run_op(op, inputs)
@@ -585,8 +844,8 @@ class CompiledKernel:
         try:
             module = Parser(_context(), text, "kernel").parse_module()
         except Exception as e:  # noqa: BLE001 - parse errors become NotSupported
-            first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-            raise NotSupported(f"{OPNAME}: the kernel text does not parse: {first}") from None
+            raise NotSupported(f"{OPNAME}: the kernel text does not parse: "
+                               f"{_first_line(e)}") from None
         fns = [o for o in module.ops if isinstance(o, func.FuncOp)]
         if len(fns) != 1 or fns[0].sym_name.data != "kernel":
             raise NotSupported(f"{OPNAME}: the kernel must hold exactly one func.func @kernel")
@@ -596,24 +855,20 @@ class CompiledKernel:
         for ft in (ArithFunctions(), MemRefFunctions(), MathFunctions(), FuncFunctions(),
                    BuiltinFunctions(), ScfFunctions(), LinalgFunctions()):
             interp.register_implementations(ft)
-        interp.register_implementations(AffineKernelFunctions(), override=True)
-        interp.register_implementations(ScalarKernelFunctions(), override=True)
-        interp.register_implementations(LinalgKernelFunctions(), override=True)
+        for ft in (AffineKernelFunctions(), ScfKernelFunctions(), ScalarKernelFunctions(),
+                   LinalgKernelFunctions()):
+            interp.register_implementations(ft, override=True)
         impls = interp._impls._impl_dict  # noqa: SLF001 - the table of implemented ops
-        rounders: dict = {}
-        for op in self.fn.body.walk():
-            why = None
-            if type(op) not in impls:
-                why = "has no implementation in the kernel interpreter"
-            elif isinstance(op, LinalgStructuredOperation):
-                why = _linalg_unsupported(op)
+        ops = list(self.fn.body.walk())
+        for op in ops:
+            why = _unsupported(op, impls)
             if why is not None:
                 raise NotSupported(f"{OPNAME}: {_opname(op)} at {_where(text, self.fn, op)} {why}; "
                                    "the task cannot run in the reference runtime")
-            rd = [_rounder(r.type) for r in op.results]
-            if any(f is not None for f in rd):
-                rounders[op] = rd
-        interp.rounders = rounders
+        interp.reductions = {op: _affine_reductions(op) for op in ops
+                             if isinstance(op, affine.ParallelOp)}
+        combiners = [c for pairs in interp.reductions.values() for c, _ in pairs]
+        interp.rounders = _rounders([*ops, *combiners])
         self.interp = interp
 
     def run(self, ins: list, outs: list, index_args: list[int]) -> list[np.ndarray]:
