@@ -38,12 +38,14 @@ from dataclasses import dataclass
 from xdsl.context import Context
 from xdsl.dialects import affine, arith, func, memref
 from xdsl.dialects.builtin import (
+    AffineMapAttr,
     IndexType,
     IntegerAttr,
     MemRefType,
     ModuleOp,
 )
 from xdsl.ir import Block, Operation, SSAValue
+from xdsl.ir.affine import AffineMap
 from xdsl.passes import ModulePass
 
 from nem.dialect.attributes import BufferType, MaxInFlightAttr, MemLevelAttr
@@ -313,9 +315,18 @@ class Lowerer:
                     skip: set[Operation] | None = None, stage_env=None) -> None:
         """Lower the ops of `src` into `dst`.  `scope` tracks the tasks of this
         NEM block (dependencies, pending waits)."""
+        self.lower_ops(list(src.ops), dst, scope, skip, stage_env)
+        # end of block: every task finishes before the block ends (D-LOW-DEPS)
+        self.flush(dst, scope, src.parent_op() or self.fn)
+
+    def lower_ops(self, ops: list[Operation], dst: Block, scope: list[TaskRec],
+                  skip: set[Operation] | None = None, stage_env=None) -> None:
+        """Lower `ops` (consecutive ops of one block, in order) into `dst`;
+        `stage_env(op)` sets the environment of each op (a pipelined loop's
+        stages)."""
         skip = set(skip or ())
         pipes: dict[Operation, tuple] = {}
-        for op in src.ops:
+        for op in ops:
             if isinstance(op, affine.ForOp):
                 pl = self.detect_pipeline(op)
                 if pl is not None:
@@ -323,14 +334,12 @@ class Lowerer:
                     skip.update(pl[0])
                     skip.update(pl[1])
         pending_tags: dict = {}
-        for op in src.ops:
+        for op in ops:
             if op in skip:
                 continue
             if stage_env is not None:
                 stage_env(op)
             self.lower_op(op, dst, scope, pending_tags, pipes)
-        # end of block: every task finishes before the block ends (D-LOW-DEPS)
-        self.flush(dst, scope, src.parent_op() or self.fn)
 
     def flush(self, dst: Block, scope: list[TaskRec], at: Operation) -> None:
         pending = [t for t in scope if not t.waited]
@@ -1071,7 +1080,10 @@ class Lowerer:
             why = "; ".join(d.message.removeprefix("cannot lower ") for d in e.diagnostics)
             head = ("the operands of this affine.min/max differ across iterations (a partial "
                     "tile)" if partial.name in ("affine.min", "affine.max") else
-                    "max/min loop bounds (partial tiles) are not supported")
+                    "max/min loop bounds (partial tiles) are not supported"
+                    if isinstance(partial, affine.ForOp) else
+                    "the epilogue of a pipelined loop that differs from its body (its last "
+                    "iteration) is lowered on its own")
             raise reject(partial, f"{head}: peeling the last iteration of the loop at "
                          f"{SourceLoc.of(op)} fails: {why}",
                          "choose tile sizes that divide the iteration space") from None
@@ -1117,7 +1129,9 @@ class Lowerer:
         parent = loop.parent_block()
         ops = list(parent.ops)
         i = ops.index(loop)
-        pro = ops[max(0, i - len(stage0)):i]
+        # the prologue: the same starts just before the loop, up to index
+        # arithmetic (which -affine-loop-invariant-code-motion may leave there)
+        pro = [o for o in ops[:i] if not _index_op(o)][-len(stage0):]
         if len(pro) != len(stage0) or not all(
                 isinstance(p, AffineDmaStartOp) and (p.src, p.dst, p.tag) == (s.src, s.dst, s.tag)
                 for p, s in zip(pro, stage0)):
@@ -1164,6 +1178,11 @@ class Lowerer:
             return stage_env
 
         partial = self._nonuniform_minmax(op, lb0, step, trip0, st0)
+        last = lb0 + Aff.c((trip0 - 1) * step)
+        rest = [o for o in op.body.block.ops if o not in st0 and not isinstance(o, affine.YieldOp)]
+        as_body = self._epilogue_is_body(rest, _epi, iv, last + Aff.c(step))
+        if not as_body:
+            partial = partial or _epi[0]
         n_loop = trip0 - 1 if partial is not None else trip0
 
         def full_tiles():
@@ -1189,10 +1208,74 @@ class Lowerer:
             return
 
         def last_tile():
-            self.lower_block(op.body.block, dst, [],
-                             stage_env=at(lb0 + Aff.c((trip0 - 1) * step)))
+            if as_body:
+                self.lower_block(op.body.block, dst, [], stage_env=at(last))
+                return
+            # the last iteration's DMA starts from the body, then the epilogue
+            # itself (with the index arithmetic around it) for the rest
+            ops = list(op.parent_block().ops)
+            tail = ops[ops.index(op) + 1:ops.index(_epi[-1]) + 1]
+            last_scope: list[TaskRec] = []
+            self.lower_ops([*stage0, *tail], dst, last_scope, stage_env=at(last))
+            self.flush(dst, last_scope, op)
 
         self._peeled(op, partial, full_tiles, last_tile, (*pl[0], *pl[1]))
+
+    def _epilogue_is_body(self, rest: list[Operation], epi: list[Operation], iv,
+                          value: Aff) -> bool:
+        """Whether the epilogue `epi` of a pipelined loop is the rest of its
+        body `rest` at `iv = value` (the last iteration), as upstream's
+        affine-pipeline-data-transfer emits it: op for op (index arithmetic
+        aside), the same ops and attributes, every affine index of the same
+        value, every other operand the same value or the corresponding one.
+        Clean-ups after upstream (e.g. -canonicalize folding the last
+        iteration's min bounds to constants) make them differ, and then the
+        last iteration is lowered from the epilogue itself (D-LOW-PIPE)."""
+        a_ops = [o for r in rest for o in r.walk() if not _index_op(o)]
+        b_ops = [o for e in epi for o in e.walk() if not _index_op(o)]
+        if len(a_ops) != len(b_ops):
+            return False
+        env_a, env_b, same = {iv: value}, {}, {}
+
+        def bind(x: SSAValue, y: SSAValue) -> None:
+            if isinstance(x.type, IndexType):  # a shared unknown for both sides
+                env_a[x] = env_b[y] = Aff.atom(Var(None, "epilogue", 1))
+            else:
+                same[x] = y
+
+        def index_of(v: SSAValue, env: dict) -> Aff | None:
+            return resolve_index(v, env, self.env)
+
+        for a, b in zip(a_ops, b_ops):
+            shape_a = [len(blk.args) for r in a.regions for blk in r.blocks]
+            shape_b = [len(blk.args) for r in b.regions for blk in r.blocks]
+            if (a.name, len(a.operands), len(a.results), shape_a) != \
+                    (b.name, len(b.operands), len(b.results), shape_b) \
+                    or _plain_attrs(a) != _plain_attrs(b):
+                return False
+            grouped: set[SSAValue] = set()
+            for (ma, va), (mb, vb) in zip(_index_groups(a), _index_groups(b)):
+                grouped.update(va)
+                xs = [index_of(v, env_a) for v in va]
+                ys = [index_of(v, env_b) for v in vb]
+                if None in xs or None in ys or eval_map(ma, xs) != eval_map(mb, ys):
+                    return False
+            for x, y in zip(a.operands, b.operands):
+                if x in grouped:
+                    continue
+                if isinstance(x.type, IndexType):
+                    ix, iy = index_of(x, env_a), index_of(y, env_b)
+                    if ix is None or iy is None or ix != iy:
+                        return False
+                elif same.get(x, x) is not y:
+                    return False
+            for x, y in zip(a.results, b.results):
+                bind(x, y)
+            for ra, rb in zip(a.regions, b.regions):
+                for ba, bb in zip(ra.blocks, rb.blocks):
+                    for x, y in zip(ba.args, bb.args):
+                        bind(x, y)
+        return True
 
     def _nonuniform_minmax(self, op: affine.ForOp, lb: Aff, step: int, trip: int,
                            stage0: set | None = None) -> Operation | None:
@@ -1482,6 +1565,30 @@ def _depends_on(v: SSAValue, arg) -> bool:
 def _index_op(op: Operation) -> bool:
     """Pure index arithmetic, which the lowering evaluates symbolically."""
     return isinstance(op, affine.ApplyOp | arith.ConstantOp)
+
+
+def _index_groups(op: Operation) -> list[tuple[AffineMap, tuple[SSAValue, ...]]]:
+    """The affine maps of an op with the operands each applies to."""
+    if isinstance(op, affine.ForOp):
+        return [(op.lowerBoundMap.data, tuple(op.lowerBoundOperands)),
+                (op.upperBoundMap.data, tuple(op.upperBoundOperands))]
+    if isinstance(op, affine.LoadOp | affine.StoreOp):
+        return [(op.map.data, tuple(op.indices))]
+    if isinstance(op, AffineDmaStartOp):
+        return [(op.src_map.data, op.src_operands), (op.dst_map.data, op.dst_operands),
+                (op.tag_map.data, op.tag_operands)]
+    if isinstance(op, AffineDmaWaitOp):
+        return [(op.tag_map.data, op.tag_operands)]
+    if op.name in ("affine.min", "affine.max", "affine.apply"):
+        return [(op.map.data, tuple(op.operands))]
+    return []
+
+
+def _plain_attrs(op: Operation) -> dict:
+    """An op's properties and attributes but its affine maps (compared by
+    their values, `_index_groups`) and operand segment sizes."""
+    return {k: v for k, v in (*op.properties.items(), *op.attributes.items())
+            if not isinstance(v, AffineMapAttr) and k != "operandSegmentSizes"}
 
 
 def _shape_sig(op: Operation) -> tuple:

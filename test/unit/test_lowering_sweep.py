@@ -121,6 +121,19 @@ DEFAULT = [
          + ["-affine-loop-invariant-code-motion"]),
     case("matmul", (40, 36, 20), "f32", tiling(16, capacity=16, pipeline=True)
          + ["-canonicalize", "-cse"]),
+    # -canonicalize folds the last K tile's bounds in the epilogue to
+    # constants (80 to 82): the epilogue is no longer the body at the last
+    # iteration and is lowered on its own (D-LOW-PIPE)
+    case("matmul", (17, 10, 82), "f32", tiling(16, space=1, capacity=1, pipeline=True)
+         + ["-canonicalize", "-cse"], '"0:DDR,1:L1"'),
+    # the same for a nest with a write-back after the epilogue, whose tasks
+    # must be ordered after the epilogue's (a hazard nem-verify found once)
+    case("matmul", (31, 65, 78), "f32", tiling(24, space=1, capacity=16, pipeline=True)
+         + ["-affine-simplify-structures"], '"0:DDR,1:L1"'),
+    # -affine-loop-invariant-code-motion leaves index arithmetic between a
+    # nested pipelined loop and its prologue
+    case("matmul", (18, 25, 78), "f32", tiling(32, space=1, capacity=4, pipeline=True)
+         + ["-affine-loop-invariant-code-motion"]),
     # a double-buffered K loop of two iterations, which upstream unrolls
     case("matmul", (51, 65, 31), "f32", tiling(16, capacity=4, pipeline=True)),
     # escape-hatch kernels in an inner loop of a double-buffered loop read
