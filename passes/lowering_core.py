@@ -117,6 +117,8 @@ class Aff:
 
     @staticmethod
     def atom(a) -> Aff:
+        if isinstance(a, Var) and a.trip == 1:
+            return Aff.c(0)  # the variable of a one-iteration loop (a tile loop over one tile)
         return Aff({a.key: (a, 1)})
 
     @property

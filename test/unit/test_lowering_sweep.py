@@ -130,6 +130,11 @@ DEFAULT = [
     # must be ordered after the epilogue's (a hazard nem-verify found once)
     case("matmul", (31, 65, 78), "f32", tiling(24, space=1, capacity=16, pipeline=True)
          + ["-affine-simplify-structures"], '"0:DDR,1:L1"'),
+    # a contiguous DMA of whole rows of a 3-D tile whose innermost tile loop
+    # has one iteration (its variable is 0): narrowed on the partial tile
+    # of the middle dimension
+    case("relu", (21, 37, 16), "f32", tiling(16, space=1, capacity=16, pipeline=True)
+         + ["-affine-simplify-structures"], '"0:DDR,1:L1"'),
     # -affine-loop-invariant-code-motion leaves index arithmetic between a
     # nested pipelined loop and its prologue
     case("matmul", (18, 25, 78), "f32", tiling(32, space=1, capacity=4, pipeline=True)
