@@ -644,14 +644,15 @@ class Lowerer:
         run past the end of the dimension they step along (into the next
         slice of an outer dimension) are clipped to those inside it
         (`_spilled_rows`).  Also the narrowed row length (`cols`, else None)
-        when the DMA's rows run past the end of a dimension (`_narrow_run`):
-        in a peeled partial tile, or anywhere for strided rows that would
-        otherwise leave the memref.  A contiguous DMA is narrowed as one
+        when the DMA's rows run past the end of a dimension (`_narrow_run`),
+        in a peeled partial tile or not (upstream's unrolled pipelined loops:
+        a write-back would otherwise store the fast buffer's undefined rest
+        over the next row or slice).  A contiguous DMA is narrowed as one
         strided row of `n` (the stride it returns).  Every narrowing is
         checked for exactness by `_check_narrowed`."""
         keep = n
         cols = rows = None
-        if stride is None and self.peel_stack:
+        if stride is None:
             vw, idx = sides[0 if strided_is_src else 1]
             cols = self._narrow_run(op, n, vw, idx, (n, n), sides)
             if cols is not None:
@@ -670,9 +671,7 @@ class Lowerer:
                 st, per = stride
                 rows = self._spilled_rows(op, n, vw, idx, stride)
                 count = n // per if rows is None else rows
-                leaves = rng[0] == rng[1] and rng[0] + (count - 1) * st + per > span
-                if self.peel_stack or leaves or rows is not None:
-                    cols = self._narrow_run(op, n, vw, idx, stride, sides)
+                cols = self._narrow_run(op, n, vw, idx, stride, sides)
             oks = []
             for lo in rng:  # the count must not depend on the loop variables
                 if strided:
