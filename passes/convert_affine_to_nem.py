@@ -44,7 +44,7 @@ from xdsl.dialects.builtin import (
     MemRefType,
     ModuleOp,
 )
-from xdsl.ir import Block, Operation, SSAValue
+from xdsl.ir import Block, Operation, Region, SSAValue
 from xdsl.ir.affine import AffineMap
 from xdsl.passes import ModulePass
 
@@ -143,6 +143,12 @@ class Lowerer:
         self.tok_n = 0
         self.buf_n = 0
         self.async_map: dict[SSAValue, SSAValue] = {}
+        # the executes being lowered, innermost last, each with the buffers its
+        # tasks read and write and the regions it makes (`_execute_deps`)
+        self.exec_stack: list[dict] = []
+        # per NEM block, the executes lowered into it and not awaited yet
+        self.block_execs: dict[Block, list[dict]] = {}
+        self.completed: set[SSAValue] = set()  # execute tokens awaited early (`_await_now`)
         self.catalog = None
         self.device_obj = None
 
@@ -447,8 +453,9 @@ class Lowerer:
                 return
             raise reject(op, "a scalar access outside a loop nest has no NEM equivalent",
                          "wrap it in a loop nest (it becomes a compute task)")
-        if isinstance(op, affine.IfOp) or name.startswith("scf."):
-            raise reject(op, "control flow other than affine.for is not supported at task level")
+        if name in ("affine.if", "affine.parallel") or name.startswith(("scf.", "cf.")):
+            raise reject(op, "control flow other than affine.for is not supported at task level",
+                         "keep conditionals inside a compute loop nest (its kernel runs them)")
         raise reject(op, "unsupported operation")
 
     # -- helpers ----------------------------------------------------------------
@@ -564,7 +571,14 @@ class Lowerer:
     # -- tasks -------------------------------------------------------------------
     def add_task(self, dst: Block, scope: list[TaskRec], build, reads: set, writes: set,
                  kind: str) -> TaskRec:
-        """Create a task whose deps are the pending tasks it conflicts with."""
+        """Create a task whose deps are the pending tasks it conflicts with.
+        At the device's live-token budget (`SEQ.max_active_tokens`, DEV-17:
+        the pending tasks of this block and of its executes not awaited yet)
+        the pending tasks are waited first."""
+        limit = self.device_obj.max_active_tokens if self.device_obj is not None else None
+        if limit is not None and 1 + sum(not t.waited for t in scope) + sum(
+                e["tasks"] for e in self.block_execs.get(dst, [])) >= limit:
+            self.flush(dst, scope, None)
         if len(scope) > 8:
             scope[:] = [t for t in scope if not t.waited]
         deps = [t for t in scope if not t.waited and
@@ -581,6 +595,10 @@ class Lowerer:
         deps = [t for t in deps if id(t) not in implied]
         op = build([t.token for t in deps], self.token_name(kind))
         dst.add_op(op)
+        for ex in self.exec_stack:
+            ex["reads"] |= reads
+            ex["writes"] |= writes
+            ex["tasks"] += 1
         rec = TaskRec(op.results[0], set(reads), set(writes), deps)
         scope.append(rec)
         return rec
@@ -1010,7 +1028,7 @@ class Lowerer:
 
     def lower_loop(self, op: affine.ForOp, dst: Block, scope) -> None:
         lb, step, trip = self.loop_bounds(op)
-        self._carried_tokens(op)
+        self._carried_tokens(op, dst)
         if trip == 0:
             return
         self.flush(dst, scope, op)
@@ -1035,11 +1053,13 @@ class Lowerer:
 
         self._peeled(op, partial, full_tiles, last_tile)
 
-    def _carried_tokens(self, op: affine.ForOp) -> None:
+    def _carried_tokens(self, op: affine.ForOp, dst: Block) -> None:
         """Loop-carried `!async.token`s (`iter_args`): a NEM loop iteration
         starts after everything before the loop and the previous iteration
         completed (D-LOW-DEPS, D-LOW-ASYNC), so the carried token and the
-        loop's result stand for completed work and add no dependency."""
+        loop's result stand for completed work and add no dependency.  The
+        initial token's execute is awaited before the loop to make that so
+        (the first iteration depends on it in MLIR)."""
         for init, arg, res in zip(op.inits, op.body.block.args[1:], op.results):
             if not isinstance(arg.type, asy.TokenType):
                 raise reject(op, f"not supported: a loop-carried value of type {arg.type} in a "
@@ -1049,6 +1069,8 @@ class Lowerer:
             if init not in self.async_map:
                 raise reject(op, "the initial value of this loop-carried token does not come "
                              "from a lowered async op")
+            if self.async_map[init] is not None and self.async_map[init] not in self.completed:
+                self._await_now(self.async_map[init], dst, op)
             self.async_map[arg] = None
             self.async_map[res] = None
 
@@ -1400,14 +1422,24 @@ class Lowerer:
             if tok is not None and tok not in deps:
                 deps.append(tok)
         body = Block()
-        new = asy.ExecuteOp(deps, [], [], __import__("xdsl.ir", fromlist=["Region"]).Region(body))
-        new.location = op.location
-        dst.add_op(new)
-        self.async_map[op.token] = new.token
-        self.lower_block(op.body_region.block, body, [])
+        ex = dict(id=op, reads=set(), writes=set(), tasks=0, log=[])
+        self.exec_stack.append(ex)
+        REGION_LOGS.append(ex["log"])
+        try:
+            self.lower_block(op.body_region.block, body, [])
+        finally:
+            self.exec_stack.pop()
+            REGION_LOGS.pop()
         y = asy.YieldOp()
         y.location = op.location
         body.add_op(y)
+        deps += self._execute_deps(ex, dst, deps, op)
+        new = asy.ExecuteOp(deps, [], [], Region(body))
+        new.location = op.location
+        dst.add_op(new)
+        ex["token"] = new.token
+        self.block_execs.setdefault(dst, []).append(ex)
+        self.async_map[op.token] = new.token
         yielded = op.body_region.block.last_op
         for r, v in zip(op.body_results, yielded.operands if yielded is not None else ()):
             self.async_map[r] = new.token
@@ -1416,6 +1448,40 @@ class Lowerer:
             elif isinstance(v.type, IndexType) and r.uses:
                 self.env[r] = self.index(v, yielded)
 
+    def _execute_deps(self, ex: dict, dst: Block, deps: list, op) -> list[SSAValue]:
+        """Tokens of earlier executes of this NEM block that the execute `ex`
+        must also wait for.  (1) Conflicts: MLIR runs independent executes
+        in any order, and their accesses are disjoint in a valid program, but
+        NEM's hazard rule compares byte extents (D-HAZ-ACCESS), so strided
+        tiles of one buffer (e.g. two column tiles) overlap there; an
+        execute whose regions overlap an earlier one's on a buffer either
+        writes depends on it (an order MLIR allows, D-LOW-ASYNC).  (2) The
+        device's live-token budget (`SEQ.max_active_tokens`, DEV-17): when the
+        tasks of the executes not yet awaited would exceed it, the oldest ones
+        are awaited first (`async.await`, emitted before the execute)."""
+        earlier = [e for e in self.block_execs.get(dst, []) if e["token"] not in deps]
+        extra = [e["token"] for e in earlier if _exec_conflict(e, ex)]
+        limit = self.device_obj.max_active_tokens if self.device_obj is not None else None
+        pending = self.block_execs.get(dst, [])
+        while limit is not None and pending and \
+                sum(e["tasks"] for e in pending) + ex["tasks"] >= limit:
+            self._await_now(pending.pop(0)["token"], dst, op)
+        return extra
+
+    def _await_now(self, token: SSAValue, dst: Block, at: Operation) -> None:
+        """Await an execute's token here, before MLIR does: it is complete
+        from now on, so later awaits of it and its group membership (added
+        before) are dropped, which ends its tokens' lives (D-TOK-LIVE)."""
+        for use in list(token.uses):
+            user = use.operation
+            if isinstance(user, asy.AddToGroupOp) and not user.rank.uses:
+                user.detach()
+                user.erase()
+        wait = asy.AwaitOp(token)
+        wait.location = self.loc_of(at)
+        dst.add_op(wait)
+        self.completed.add(token)
+
     def lower_async_misc(self, op, dst: Block, scope) -> None:
         self.flush(dst, scope, op)
         if isinstance(op, asy.AwaitOp | asy.AddToGroupOp):
@@ -1423,9 +1489,11 @@ class Lowerer:
             # aliases the payload (D-LOW-ASYNC-VALUE)
             tok = self._async_val(op, op.operand, payload_to=op.result
                                   if isinstance(op, asy.AwaitOp) else None)
-            if tok is None:
-                return  # a completed (loop-carried) token: nothing to wait for
+            if tok is None or tok in self.completed:
+                return  # a completed (loop-carried or awaited) token: nothing to wait for
             if isinstance(op, asy.AwaitOp):
+                for execs in self.block_execs.values():  # no longer pending
+                    execs[:] = [e for e in execs if e["token"] is not tok]
                 new = asy.AwaitOp(tok)
             else:
                 new = asy.AddToGroupOp.create(operands=[tok, self._async_val(op, op.group)],
@@ -1564,6 +1632,27 @@ def _depends_on(v: SSAValue, arg) -> bool:
 def _index_op(op: Operation) -> bool:
     """Pure index arithmetic, which the lowering evaluates symbolically."""
     return isinstance(op, affine.ApplyOp | arith.ConstantOp)
+
+
+def _exec_conflict(a: dict, b: dict) -> bool:
+    """Whether two executes (`Lowerer.exec_stack` records) access a common
+    buffer, one of them writing it, in regions whose byte extents may overlap
+    (D-HAZ-ACCESS; bounds over the loop variables, unknown bounds overlap)."""
+    shared = (a["writes"] & (b["reads"] | b["writes"])) | (a["reads"] & b["writes"])
+
+    def extents(log, buf):
+        for vw, start, shape, strides, _anchor in log:
+            if vw.buffer is buf:
+                last = sum((d - 1) * s for d, s in zip(shape, strides))
+                yield start.bounds(), last, vw.elem_bytes
+
+    for buf in shared:
+        for ra, la, ea in extents(a["log"], buf):
+            for rb, lb, eb in extents(b["log"], buf):
+                if ra is None or rb is None or (
+                        ra[0] * ea < (rb[1] + lb + 1) * eb and rb[0] * eb < (ra[1] + la + 1) * ea):
+                    return True
+    return False
 
 
 def _index_groups(op: Operation) -> list[tuple[AffineMap, tuple[SSAValue, ...]]]:

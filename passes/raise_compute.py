@@ -344,15 +344,19 @@ def _commit(L, tmp: Block, dst: Block, scope, opcode: str, ins, outs, reads, wri
 
 def _scratch(L, like: View, shape: list[int], anchor, ident: int = 0) -> View:
     """A hoisted scratch buffer for a partial result (D-LOW-ACCUM); `ident`
-    tells apart the temporaries one computation needs at the same time."""
+    tells apart the temporaries one computation needs at the same time.  The
+    tasks of different `async.execute`s (and of the main stream) do not
+    share one."""
     from nem.passes.lowering_core import buffer_bytes
 
     n = 1
     for d in shape:
         n *= d
     slots = 2 if L.pipe_stack else 1
+    # one set per async.execute (their tasks run concurrently, D-LOW-ASYNC)
+    context = L.exec_stack[-1]["id"] if L.exec_stack else None
     key = (like.level.data, tuple(shape), like.elem, slots,
-           L.pipe_stack[-1].key if slots == 2 else None, ident)
+           L.pipe_stack[-1].key if slots == 2 else None, ident, context)
     cache = L.__dict__.setdefault("scratch_cache", {})
     if key in cache and cache[key].buffer.owner in L.decls:
         return cache[key]

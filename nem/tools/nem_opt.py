@@ -119,13 +119,18 @@ class NemOptMain(xDSLOptMain):
         self._input_ext = ext
         marker = "#" if ext == "nem" else "//"
         chunks = vd.split_chunks(raw, marker) if self.args.split_input_file else [(raw, 0)]
+        # the separator between output chunks is written in the output's
+        # comment syntax, so that .nem output splits again
+        nem_out = self.args.target == "nem" or (self.args.target == "same-as-input"
+                                               and ext == "nem")
+        out_marker = "#" if nem_out else "//"
         out = sys.stdout if self.args.output_file is None else open(self.args.output_file, "w")
         failures: list[str] = []
         failed = False
         try:
             for i, (chunk, offset) in enumerate(chunks):
                 if i > 0:
-                    out.write(f"{marker} -----\n")
+                    out.write(f"{out_marker} -----\n")
                 diags, text = self._process(vd.padded_chunk(chunk, offset), file, ext)
                 if self.args.verify_diagnostics:
                     exps = vd.parse_expectations(chunk, file, marker, line_offset=offset)

@@ -121,3 +121,21 @@ func.func private @helper() {
   // expected-error@-1 {{cannot lower 'func.func': no public func.func to lower}}
   return
 }
+
+// -----
+
+// An async.execute under affine.if: conditionals exist only inside compute
+// kernels, not between tasks.
+func.func @cond_execute(%A: memref<64xf32>, %B: memref<64xf32>) {
+  affine.for %i = 0 to 4 {
+    // expected-error@+1 {{cannot lower 'affine.if': control flow other than affine.for is not supported at task level}}
+    affine.if affine_set<(d0) : (d0 - 2 >= 0)>(%i) {
+      %t = async.execute {
+        memref.copy %A, %B : memref<64xf32> to memref<64xf32>
+        async.yield
+      }
+      async.await %t : !async.token
+    }
+  }
+  return
+}
