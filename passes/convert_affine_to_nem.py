@@ -149,6 +149,7 @@ class Lowerer:
         # per NEM block, the executes lowered into it and not awaited yet
         self.block_execs: dict[Block, list[dict]] = {}
         self.completed: set[SSAValue] = set()  # execute tokens awaited early (`_await_now`)
+        self.deferred_loads: dict[Operation, None] = {}  # scalar loads the kernels do
         self.catalog = None
         self.device_obj = None
 
@@ -450,6 +451,12 @@ class Lowerer:
             if isinstance(load, Operation) and _copied_by(load) is not None:
                 if load is not op:  # the store of a one-element copy (D-LOW-COPYNEST)
                     self.lower_scalar_copy(load, op, dst, scope)
+                return
+            if load is op and op.results[0].uses and all(
+                    _in_loop_below(u.operation, op.parent_block()) for u in op.results[0].uses):
+                # a scalar read only by loop nests: each kernel that uses it
+                # loads it (`raise_compute._sunk_loads`, D-LOW-ESCAPE)
+                self.deferred_loads[op] = None
                 return
             raise reject(op, "a scalar access outside a loop nest has no NEM equivalent",
                          "wrap it in a loop nest (it becomes a compute task)")
@@ -1626,6 +1633,15 @@ def _depends_on(v: SSAValue, arg) -> bool:
     owner = v.owner
     if isinstance(owner, Operation):
         return any(_depends_on(o, arg) for o in owner.operands)
+    return False
+
+
+def _in_loop_below(op: Operation, block: Block) -> bool:
+    """Whether `op` is inside an `affine.for` that is inside `block`."""
+    while op is not None and op.parent_block() is not block:
+        op = op.parent_op()
+        if isinstance(op, affine.ForOp):
+            return True
     return False
 
 

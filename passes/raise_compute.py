@@ -739,14 +739,44 @@ def _log_accessed_boxes(L, top: affine.ForOp) -> None:
                 log[i] = (vw, box[0], box[1], list(vw.strides), anchor)
 
 
+def _sunk_loads(L, top: Operation) -> list[Operation]:
+    """The scalar loads outside `top` whose values it uses (e.g. a scale
+    factor read before the nest): the lowering deferred them (a scalar
+    access has no task of its own, `Lowerer.lower_op`), and the kernel does
+    them itself (D-LOW-ESCAPE).  That reads the memref later than MLIR does,
+    so nothing between the load and `top` may touch the loaded buffer."""
+    inside = set(top.walk())
+    loads = {v.owner: None for o in inside for v in o.operands
+             if isinstance(v.owner, Operation) and v.owner in L.deferred_loads}
+    for load in loads:
+        buf = L.view(load.memref, load).buffer
+        block = load.parent_block()
+        anchor = top
+        while anchor is not None and anchor.parent_block() is not block:
+            anchor = anchor.parent_op()
+        between = [] if anchor is None else list(block.ops)
+        if anchor is None:
+            raise reject(top, "this loop nest uses a value loaded in another block")
+        for o in between[between.index(load) + 1:between.index(anchor)]:
+            for x in o.walk():
+                if any(isinstance(v.type, MemRefType) and v in L.views
+                       and L.views[v].buffer is buf for v in x.operands):
+                    raise reject(top, f"this loop nest uses the value loaded at "
+                                 f"{_loc(load)}, and {x.name} at {_loc(x)} accesses "
+                                 f"{L.views[load.memref].name} in between",
+                                 "load the value inside the loop nest")
+    return list(loads)
+
+
 def emit_escape(L, top: Operation, dst: Block, scope, reason: str, what: str) -> None:
     _drop_unused_scratch(L)
     reads: dict[SSAValue, None] = {}
     writes: dict[SSAValue, None] = {}
     index_vals: dict[SSAValue, None] = {}
     consts: dict[SSAValue, None] = {}
-    inside = set(top.walk())
-    for o in top.walk():
+    sunk = _sunk_loads(L, top)
+    inside = set(top.walk()) | set(sunk)
+    for o in [*sunk, *top.walk()]:
         for i, v in enumerate(o.operands):
             owner = v.owner
             if isinstance(owner, Operation) and owner in inside:
@@ -795,6 +825,8 @@ def emit_escape(L, top: Operation, dst: Block, scope, reason: str, what: str) ->
         cl = c.owner.clone()
         block.add_op(cl)
         mapper[c] = cl.results[0]
+    for load in sunk:
+        block.add_op(load.clone(value_mapper=mapper))
     block.add_op(top.clone(value_mapper=mapper))
     block.add_op(func.ReturnOp())
     kfn = func.FuncOp("kernel", FunctionType.from_lists(arg_types, []), Region(block))

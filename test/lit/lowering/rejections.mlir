@@ -139,3 +139,23 @@ func.func @cond_execute(%A: memref<64xf32>, %B: memref<64xf32>) {
   }
   return
 }
+
+// -----
+
+// A scalar loaded before a loop nest is loaded by the nest's kernel, later
+// than MLIR loads it: an access to its memref in between is rejected.
+func.func @scalar_changed(%S: memref<2xf32>, %A: memref<64xf32>, %B: memref<64xf32>) {
+  %c0 = arith.constant 0 : index
+  %s = affine.load %S[0] : memref<2xf32>
+  affine.for %k = 0 to 2 {
+    %v = affine.load %A[%k] : memref<64xf32>
+    affine.store %v, %S[%k] : memref<2xf32>
+  }
+  // expected-error@+1 {{cannot lower 'affine.for': this loop nest uses the value loaded at}}
+  affine.for %i = 0 to 64 {
+    %a = affine.load %A[%i] : memref<64xf32>
+    %m = arith.mulf %a, %s : f32
+    affine.store %m, %B[%i] : memref<64xf32>
+  }
+  return
+}
