@@ -1191,7 +1191,7 @@ class Lowerer:
         return False
 
     def lower_pipelined(self, op: affine.ForOp, pl, dst: Block, scope) -> None:
-        _pro, _epi, stage0 = pl
+        _pro, epi, stage0 = pl
         lb, step, trip = self.loop_bounds(op)
         lb0 = lb - Aff.c(step)  # the original loop started one iteration earlier
         trip0 = trip + 1
@@ -1208,9 +1208,9 @@ class Lowerer:
         partial = self._nonuniform_minmax(op, lb0, step, trip0, st0)
         last = lb0 + Aff.c((trip0 - 1) * step)
         rest = [o for o in op.body.block.ops if o not in st0 and not isinstance(o, affine.YieldOp)]
-        as_body = self._epilogue_is_body(rest, _epi, iv, last + Aff.c(step))
+        as_body = self.epilogue_is_body(rest, epi, iv, last + Aff.c(step))
         if not as_body:
-            partial = partial or _epi[0]
+            partial = partial or epi[0]
         n_loop = trip0 - 1 if partial is not None else trip0
 
         def full_tiles():
@@ -1242,7 +1242,7 @@ class Lowerer:
             # the last iteration's DMA starts from the body, then the epilogue
             # itself (with the index arithmetic around it) for the rest
             ops = list(op.parent_block().ops)
-            tail = ops[ops.index(op) + 1:ops.index(_epi[-1]) + 1]
+            tail = ops[ops.index(op) + 1:ops.index(epi[-1]) + 1]
             last_scope: list[TaskRec] = []
             self.lower_ops([*stage0, *tail], dst, last_scope, stage_env=at(last))
             self.flush(dst, last_scope, op)
