@@ -1208,7 +1208,7 @@ class Lowerer:
         partial = self._nonuniform_minmax(op, lb0, step, trip0, st0)
         last = lb0 + Aff.c((trip0 - 1) * step)
         rest = [o for o in op.body.block.ops if o not in st0 and not isinstance(o, affine.YieldOp)]
-        as_body = self.epilogue_is_body(rest, epi, iv, last + Aff.c(step))
+        as_body = self._epilogue_is_body(rest, epi, iv, last + Aff.c(step))
         if not as_body:
             partial = partial or epi[0]
         n_loop = trip0 - 1 if partial is not None else trip0
