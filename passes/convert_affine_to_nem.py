@@ -73,6 +73,7 @@ from nem.passes.lowering_core import (
     buffer_bytes,
     check_elem,
     eval_map,
+    is_index_arith,
     make_region,
     memref_strides,
     pick_minmax,
@@ -152,6 +153,13 @@ class Lowerer:
         self.deferred_loads: dict[Operation, None] = {}  # scalar loads the kernels do
         self.catalog = None
         self.device_obj = None
+
+    @property
+    def token_limit(self) -> int | None:
+        """The device's `SEQ.max_active_tokens` (DEV-17), None without one.
+        The lowering keeps below it by waiting early (`add_task`,
+        `_execute_deps`); `nem-verify` checks the exact count."""
+        return self.device_obj.max_active_tokens if self.device_obj is not None else None
 
     # -- names ---------------------------------------------------------------
     def fresh(self, hint: str | None, default: str) -> str:
@@ -582,7 +590,7 @@ class Lowerer:
         At the device's live-token budget (`SEQ.max_active_tokens`, DEV-17:
         the pending tasks of this block and of its executes not awaited yet)
         the pending tasks are waited first."""
-        limit = self.device_obj.max_active_tokens if self.device_obj is not None else None
+        limit = self.token_limit
         if limit is not None and 1 + sum(not t.waited for t in scope) + sum(
                 e["tasks"] for e in self.block_execs.get(dst, [])) >= limit:
             self.flush(dst, scope, None)
@@ -1159,7 +1167,7 @@ class Lowerer:
         i = ops.index(loop)
         # the prologue: the same starts just before the loop, up to index
         # arithmetic (which -affine-loop-invariant-code-motion may leave there)
-        pro = [o for o in ops[:i] if not _index_op(o)][-len(stage0):]
+        pro = [o for o in ops[:i] if not is_index_arith(o)][-len(stage0):]
         if len(pro) != len(stage0) or not all(
                 isinstance(p, AffineDmaStartOp) and (p.src, p.dst, p.tag) == (s.src, s.dst, s.tag)
                 for p, s in zip(pro, stage0)):
@@ -1170,12 +1178,12 @@ class Lowerer:
         # constant; what -affine-loop-invariant-code-motion hoists); the
         # re-rolled loop computes its own indices, so only the other ops
         # are matched (and skipped)
-        core = [o for o in rest if not _index_op(o)]
+        core = [o for o in rest if not is_index_arith(o)]
         epi = []
         for o in ops[i + 1:]:
             if len(epi) == len(core):
                 break
-            if not _index_op(o):
+            if not is_index_arith(o):
                 epi.append(o)
         if len(epi) == len(core) and all(_shape_sig(a) == _shape_sig(b)
                                          for a, b in zip(epi, core)):
@@ -1259,8 +1267,8 @@ class Lowerer:
         Clean-ups after upstream (e.g. -canonicalize folding the last
         iteration's min bounds to constants) make them differ, and then the
         last iteration is lowered from the epilogue itself (D-LOW-PIPE)."""
-        a_ops = [o for r in rest for o in r.walk() if not _index_op(o)]
-        b_ops = [o for e in epi for o in e.walk() if not _index_op(o)]
+        a_ops = [o for r in rest for o in r.walk() if not is_index_arith(o)]
+        b_ops = [o for e in epi for o in e.walk() if not is_index_arith(o)]
         if len(a_ops) != len(b_ops):
             return False
         env_a, env_b, same = {iv: value}, {}, {}
@@ -1468,7 +1476,7 @@ class Lowerer:
         are awaited first (`async.await`, emitted before the execute)."""
         earlier = [e for e in self.block_execs.get(dst, []) if e["token"] not in deps]
         extra = [e["token"] for e in earlier if _exec_conflict(e, ex)]
-        limit = self.device_obj.max_active_tokens if self.device_obj is not None else None
+        limit = self.token_limit
         pending = self.block_execs.get(dst, [])
         while limit is not None and pending and \
                 sum(e["tasks"] for e in pending) + ex["tasks"] >= limit:
@@ -1645,11 +1653,6 @@ def _in_loop_below(op: Operation, block: Block) -> bool:
     return False
 
 
-def _index_op(op: Operation) -> bool:
-    """Pure index arithmetic, which the lowering evaluates symbolically."""
-    return isinstance(op, affine.ApplyOp | arith.ConstantOp)
-
-
 def _exec_conflict(a: dict, b: dict) -> bool:
     """Whether two executes (`Lowerer.exec_stack` records) access a common
     buffer, one of them writing it, in regions whose byte extents may overlap
@@ -1698,7 +1701,7 @@ def _plain_attrs(op: Operation) -> dict:
 def _shape_sig(op: Operation) -> tuple:
     """The structure of an op (names of it and its nested ops but index
     arithmetic), to match a pipelined loop's epilogue with its body."""
-    return tuple(o.name for o in op.walk() if not _index_op(o))
+    return tuple(o.name for o in op.walk() if not is_index_arith(o))
 
 
 @dataclass(frozen=True)

@@ -541,6 +541,12 @@ class TaskRec:
                 stack.extend(t.deps)
 
 
+def is_index_arith(op: Operation) -> bool:
+    """Pure index arithmetic (`affine.apply`, `arith.constant`), which the
+    lowering evaluates symbolically instead of lowering to tasks."""
+    return isinstance(op, affine.ApplyOp | arith.ConstantOp)
+
+
 def is_index(v: SSAValue) -> bool:
     return isinstance(v.type, IndexType)
 

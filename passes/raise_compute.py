@@ -46,6 +46,7 @@ from nem.passes.lowering_core import (
     View,
     eval_map,
     is_identity,
+    is_index_arith,
     make_region,
     pick_minmax,
     REGION_LOGS,
@@ -117,8 +118,7 @@ def _only_loop(ops: list[Operation]) -> affine.ForOp | None:
     values `_idx` evaluates (as `-affine-loop-normalize` leaves tile
     offsets), else None: the nest is perfect up to index arithmetic."""
     loops = [o for o in ops if isinstance(o, affine.ForOp)]
-    if len(loops) == 1 and all(o is loops[0] or isinstance(o, affine.ApplyOp | arith.ConstantOp)
-                               for o in ops):
+    if len(loops) == 1 and all(o is loops[0] or is_index_arith(o) for o in ops):
         return loops[0]
     return None
 
@@ -754,10 +754,10 @@ def _sunk_loads(L, top: Operation) -> list[Operation]:
         anchor = top
         while anchor is not None and anchor.parent_block() is not block:
             anchor = anchor.parent_op()
-        between = [] if anchor is None else list(block.ops)
         if anchor is None:
             raise reject(top, "this loop nest uses a value loaded in another block")
-        for o in between[between.index(load) + 1:between.index(anchor)]:
+        ops = list(block.ops)
+        for o in ops[ops.index(load) + 1:ops.index(anchor)]:
             for x in o.walk():
                 if any(isinstance(v.type, MemRefType) and v in L.views
                        and L.views[v].buffer is buf for v in x.operands):

@@ -976,6 +976,8 @@ def random_async_program(rng: random.Random) -> AsyncProgram:
 
 # -- fixed programs --------------------------------------------------------------
 
+# Each entry is already normalized (`normalize` leaves it unchanged, which
+# test_lowering_async_sweep checks), so it runs exactly what it says.
 FIXED: dict[str, Params] = {
     # straight-line tiles, copy loads, linalg.add, per-tile awaits
     "straight_copy_linalg": Params(shape=(64, 32), tile=(16, 32), ops=("add",)),
@@ -991,8 +993,9 @@ FIXED: dict[str, Params] = {
                                     compute=("affine",), structure="loop", buffers="shared",
                                     completion="iter_args", load="dma"),
     # !async.value buffers allocated inside the producing executes, 2-D loop nest
-    "loop_values": Params(shape=(32, 32), tile=(16, 16), ops=("add", "relu"), structure="loop",
-                          values=True, subview_inside=True),
+    "loop_values": Params(shape=(32, 32), tile=(16, 16), ops=("add", "relu"),
+                          compute=("linalg", "affine"), structure="loop", values=True,
+                          subview_inside=True),
     # values in straight-line code, the write-back after `async.await %v`
     "straight_values_await": Params(shape=(96,), tile=(32,), ops=("mul",), values=True,
                                     store_at="await", load_fused=True, static_offsets=True),
@@ -1002,10 +1005,10 @@ FIXED: dict[str, Params] = {
                                        fuse="nest", buffers="shared", completion="await_end"),
     # awaits in between instead of dependencies, in a loop, deallocs, memref DMA
     "loop_sync_dealloc": Params(shape=(64,), tile=(16,), ops=("relu", "add"),
-                                structure="loop", completion="sync", dealloc=True, store="mdma"),
+                                compute=("affine", "linalg"), structure="loop", completion="sync", dealloc=True, store="mdma"),
     # two computes in one execute, the second in place
     "straight_in_place": Params(shape=(32, 64), tile=(8, 64), ops=("sub", "max"),
-                                fuse="execute", in_place=True, completion="await_end"),
+                                compute=("linalg", "linalg"), fuse="execute", in_place=True, completion="await_end"),
     # iter_args chaining only the write-backs (the loads of iterations overlap)
     "loop_chain_store": Params(shape=(24, 32), tile=(8, 16), ops=("add",),
                                compute=("affine",), structure="loop", completion="iter_args",
@@ -1025,19 +1028,20 @@ FIXED: dict[str, Params] = {
     # found by this sweep, fixed: 2-D tiles narrower than a row written back by
     # independent executes (their strided extents overlap: ordered, D-LOW-ASYNC)
     "straight_narrow_tiles_dma": Params(shape=(16, 32), tile=(8, 16), ops=("add",),
-                                        load="dma", store="dma"),
+                                        load="dma", store="dma", completion="await_end"),
     # ... a fused nest (two raised ops through a scratch buffer) in independent
     # executes (one scratch buffer per execute)
     "straight_fused_nest_executes": Params(shape=(64,), tile=(16,), ops=("add", "relu"),
-                                           compute=("affine", "affine"), fuse="nest"),
+                                           compute=("affine", "affine"), fuse="nest",
+                                           load="dma", store="dma", completion="await_end"),
     # ... an iter_args token initialised by the bias load (awaited before the loop)
     "loop_iter_args_bias_init": Params(shape=(128,), tile=(32,), ops=("add",), y_once=True,
                                        structure="loop", completion="iter_args",
-                                       carried_init="y"),
+                                       carried_init="y", load="dma"),
     # ... 40 tiles in straight-line code, all in a group: more live tokens than
     # the device allows (SEQ.max_active_tokens = 32) unless the oldest are awaited
     "straight_many_tiles_group": Params(shape=(320,), tile=(8,), ops=("add", "relu"),
-                                        load="dma", store="dma", completion="group"),
+                                        compute=("linalg", "affine"), load="dma", store="dma", completion="group"),
     # column-major 2-D loop nest inside one execute, computing straight on DDR subviews
     "wrapped_col_major_direct": Params(shape=(32, 48), tile=(16, 16), ops=("max", "relu"),
                                        compute=("linalg", "affine"), structure="loop",

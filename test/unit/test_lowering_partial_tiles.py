@@ -117,15 +117,21 @@ def test_partial_tile_along_strided_rows_of_a_loop_private_buffer(tmp_path):
     r = _lower(src, out)
     assert r.returncode == 0, r.stderr
     assert "narrowed to rows of 4 of 32 elements" in r.stderr
+    a, b = _run_copy(out, (64, 100))
+    assert np.array_equal(b[:32], a[:32]) and np.isnan(b[32:]).all()
+
+
+def _run_copy(program, shape) -> tuple[np.ndarray, np.ndarray]:
+    """Run a lowered copy from A to B (B starts as NaN, so an element no
+    task writes shows up): returns (A, B)."""
     it = NemInterpreter()
-    it.load(out)
-    a = np.random.default_rng(0).standard_normal((64, 100)).astype(np.float32)
+    it.load(program)
+    a = np.random.default_rng(0).standard_normal(shape).astype(np.float32)
     it.write_tensor("A", a)
-    it.write_tensor("B", np.full((64, 100), np.nan, np.float32))
+    it.write_tensor("B", np.full(shape, np.nan, np.float32))
     res = it.run()
     assert res.status == "completed" and res.race_count == 0, res.error
-    b = it.read_tensor("B", (64, 100), np.float32)
-    assert np.array_equal(b[:32], a[:32]) and np.isnan(b[32:]).all()
+    return a, it.read_tensor("B", shape, np.float32)
 
 
 def test_partial_tile_along_strided_rows_is_rejected(tmp_path):
@@ -198,14 +204,7 @@ def test_rows_spilling_into_the_next_slice_are_clipped(tmp_path):
     assert r.returncode == 0, r.stderr
     assert "clipped to 4 of 16 rows (a partial tile along dimension 1 of A)" in r.stderr
     assert "shape=[4, 16], strides=[24, 1]" in out.read_text()
-    it = NemInterpreter()
-    it.load(out)
-    a = np.random.default_rng(0).standard_normal((4, 20, 24)).astype(np.float32)
-    it.write_tensor("A", a)
-    it.write_tensor("B", np.full((4, 20, 24), np.nan, np.float32))
-    res = it.run()
-    assert res.status == "completed" and res.race_count == 0, res.error
-    b = it.read_tensor("B", (4, 20, 24), np.float32)
+    a, b = _run_copy(out, (4, 20, 24))
     assert np.array_equal(b[:, :, :16], a[:, :, :16]) and np.isnan(b[:, :, 16:]).all()
 
 
