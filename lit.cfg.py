@@ -14,7 +14,7 @@ helper files, not tests).  RUN lines may use:
   %python                the Python running lit (sys.executable)
   %shared                ../shared next to the repository (feature `shared`
                          when it exists)
-  %devices, %examples    the repository's devices/ and examples/ folders
+  %devices, %examples    the shipped device configs (devices/nem/devices/) and examples/
   %llvm-filecheck        LLVM's own FileCheck (feature `llvm-filecheck`)
 
 lit finds this file by walking up from the paths it is given, and numbers a
@@ -101,10 +101,10 @@ shared = os.path.normpath(os.path.join(repo_root, "..", "shared"))
 # Order matters: lit applies these before its own (%s, %t, ...), top to bottom.
 config.substitutions.append(("%python", python))
 config.substitutions.append(("%shared", shared))
-config.substitutions.append(("%devices", os.path.join(repo_root, "devices")))
+config.substitutions.append(("%devices", os.path.join(repo_root, "devices", "nem", "devices")))
 config.substitutions.append(("%examples", os.path.join(repo_root, "examples")))
-config.substitutions.append((word("nem-opt"), tool("nem-opt", "nem.tools.nem_opt")))
-config.substitutions.append((word("nem-run"), tool("nem-run", "nem.tools.nem_run")))
+config.substitutions.append((word("nem-opt"), tool("nem-opt", "nem.cli.nem_opt")))
+config.substitutions.append((word("nem-run"), tool("nem-run", "nem.cli.nem_run")))
 config.substitutions.append((word("filecheck"), filecheck))
 config.substitutions.append((word("FileCheck"), filecheck))
 

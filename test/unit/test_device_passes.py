@@ -1,5 +1,5 @@
-"""Device, placement, folding and pipeline passes (passes/device.py,
-placement.py, fold.py, pipeline.py; nem_dialect/capacity.py).
+"""Device, placement, folding and pipeline passes (passes/nem/passes/device.py,
+placement.py, fold.py, pipeline.py; nem_dialect/nem/dialect/capacity.py).
 
 RULE: DEV-16, DEV-17, CONST-05, RES-04, BUF-05
 """

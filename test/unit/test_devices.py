@@ -1,7 +1,7 @@
 """Config documents, the baseline catalog, device resolution and the type-family matcher.
 
 Expected variant lists are typed in from the spec's "Variant Expansion
-Reference" tables, an independent check of devices/nem_baseline_1.0.nem.
+Reference" tables, an independent check of devices/nem/devices/nem_baseline_1.0.nem.
 """
 
 from __future__ import annotations

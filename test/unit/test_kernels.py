@@ -1,4 +1,4 @@
-"""Reference kernels (runtime/kernels.py) against independent numpy formulas.
+"""Reference kernels (runtime/nem/runtime/kernels.py) against independent numpy formulas.
 
 Every expected value here is computed directly in the test (plain numpy, int64
 loops/einsums for the integer paths), never with the kernel module's helpers.

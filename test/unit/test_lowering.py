@@ -1,4 +1,4 @@
-"""Unit tests of the MLIR -> NEM lowering (passes/convert_affine_to_nem.py,
+"""Unit tests of the MLIR -> NEM lowering (passes/nem/passes/convert_affine_to_nem.py,
 convert_async_to_nem.py, lower_to_nem.py, raise_compute.py) and of the MLIR
 input ops of nem.frontends.mlir.  The lit tests in test/lit/lowering check
 the emitted .nem text; these check the pieces and the Python API."""

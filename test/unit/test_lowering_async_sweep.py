@@ -89,7 +89,7 @@ PROGRAMS = selected_programs()
 
 
 def _nem_opt(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "nem.tools.nem_opt", *args],
+    return subprocess.run([sys.executable, "-m", "nem.cli.nem_opt", *args],
                           capture_output=True, text=True)
 
 

@@ -21,7 +21,7 @@ def _round(a64):
 
 def test_linalg_conv_lowers_and_matches_numpy(tmp_path):
     out = tmp_path / "conv.nem"
-    subprocess.run([sys.executable, "-m", "nem.tools.nem_opt", str(FIXTURE), "-p",
+    subprocess.run([sys.executable, "-m", "nem.cli.nem_opt", str(FIXTURE), "-p",
                     "lower-to-nem{device=npm_pro_x1}", "-t", "nem", "-o", str(out)],
                    check=True, capture_output=True)
     it = NemInterpreter()

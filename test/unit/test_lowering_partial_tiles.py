@@ -4,7 +4,7 @@ does not divide 100, so the last row tile has 4 rows, expressed with
 affine.min bounds, and upstream's DMAs copy the full 32-row bounding box), is
 lowered with the real CLI
 
-    python -m nem.tools.nem_opt IN -p 'lower-to-nem{device=npm_pro_x1}' -t nem -o OUT
+    python -m nem.cli.nem_opt IN -p 'lower-to-nem{device=npm_pro_x1}' -t nem -o OUT
 
 run by the reference runtime and compared bit-exactly with numpy (an f32 add
 is correctly rounded per element, so X + Y in f32 is the exact reference)."""
@@ -27,7 +27,7 @@ FIXTURE = INPUTS / "eltwise_partial_tiled.mlir"
 
 
 def _lower(src: Path, out: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "nem.tools.nem_opt", str(src), "-p",
+    return subprocess.run([sys.executable, "-m", "nem.cli.nem_opt", str(src), "-p",
                            "lower-to-nem{device=npm_pro_x1}", "-t", "nem", "-o", str(out)],
                           capture_output=True, text=True)
 

@@ -221,12 +221,12 @@ def test_lowered_program_matches_numpy(tmp_path, text, passes, kind, shapes, t, 
     source.write_text(text)
     subprocess.run([MLIR_OPT, str(source), *passes, "-o", str(tiled)], check=True)
     options = "device=npm_pro_x1" + (f" memory-spaces={spaces}" if spaces else "")
-    r = subprocess.run([sys.executable, "-m", "nem.tools.nem_opt", str(tiled), "-p",
+    r = subprocess.run([sys.executable, "-m", "nem.cli.nem_opt", str(tiled), "-p",
                         f"lower-to-nem{{{options}}}", "-t", "nem", "-o", str(out)],
                        capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     # the program passes every NEM check (static, device, placement, tokens, hazards)
-    v = subprocess.run([sys.executable, "-m", "nem.tools.nem_opt", str(out), "-p", "nem-verify",
+    v = subprocess.run([sys.executable, "-m", "nem.cli.nem_opt", str(out), "-p", "nem-verify",
                         "-o", os.devnull], capture_output=True, text=True)
     assert v.returncode == 0 and "error" not in v.stderr, v.stderr
     it = NemInterpreter()

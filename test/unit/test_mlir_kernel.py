@@ -1,4 +1,4 @@
-"""The `compute op="mlir.kernel"` executor (runtime/mlir_kernel.py,
+"""The `compute op="mlir.kernel"` executor (runtime/nem/runtime/mlir_kernel.py,
 decision D-RT-MLIR-KERNEL): argument binding, per-op rounding, integer
 wrapping, bounds, index_args, caching and clear NotSupported errors; the
 arith/math/linalg ops and affine/scf parallel loops added to xDSL's
@@ -1030,7 +1030,7 @@ def lower_and_load(tmp_path, mlir: str, fallback: str) -> NemInterpreter:
     became an mlir.kernel task, and load the program."""
     src, out = tmp_path / "in.mlir", tmp_path / "out.nem"
     src.write_text(mlir)
-    r = subprocess.run([sys.executable, "-m", "nem.tools.nem_opt", str(src), "-p",
+    r = subprocess.run([sys.executable, "-m", "nem.cli.nem_opt", str(src), "-p",
                         "lower-to-nem{device=npm_pro_x1}", "-t", "nem", "-o", str(out)],
                        capture_output=True, text=True)
     assert r.returncode == 0, r.stderr

@@ -1,7 +1,7 @@
 """The opcode registry, the op classes, the type-family catalog, the spec's
 opcode list and docs/ops.md must agree.
 
-`nem_dialect/registry/opcodes.yaml` is the one source of opcode facts; this
+`nem_dialect/nem/dialect/registry/opcodes.yaml` is the one source of opcode facts; this
 file fails when something derived from it (op classes, dialect, docs) or
 something it refers to (type families) drifts, and when the spec's opcode
 list (typed in by hand below) is not covered.
@@ -192,9 +192,9 @@ def test_registry_entries_are_well_formed():
 
 
 def test_ops_doc_is_up_to_date():
-    r = subprocess.run([sys.executable, str(REPO / "tools" / "gen_ops_doc.py"), "--check"],
+    r = subprocess.run([sys.executable, str(REPO / "scripts" / "gen_ops_doc.py"), "--check"],
                        capture_output=True, text=True, cwd=REPO)
-    assert r.returncode == 0, "docs/ops.md is stale; run `python tools/gen_ops_doc.py`\n" + r.stderr
+    assert r.returncode == 0, "docs/ops.md is stale; run `python scripts/gen_ops_doc.py`\n" + r.stderr
 
 
 def test_ops_doc_mentions_every_opcode():

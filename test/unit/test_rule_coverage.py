@@ -1,4 +1,4 @@
-"""tools/rule_coverage.py: tag scanning, rule-table reading and the arithmetic."""
+"""scripts/rule_coverage.py: tag scanning, rule-table reading and the arithmetic."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-SCRIPT = REPO / "tools" / "rule_coverage.py"
+SCRIPT = REPO / "scripts" / "rule_coverage.py"
 RULES = REPO.parent / "shared" / "conformance" / "RULES.md"
 
 

@@ -1,4 +1,4 @@
-"""Unit tests for nem.tools.verify_diagnostics (upstream-style --verify-diagnostics)."""
+"""Unit tests for nem.cli.verify_diagnostics (upstream-style --verify-diagnostics)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import textwrap
 import pytest
 
 from nem.dialect.diagnostics import Diagnostic, SourceLoc
-from nem.tools.verify_diagnostics import (
+from nem.cli.verify_diagnostics import (
     check,
     diagnostic_text,
     padded_chunk,

@@ -1,6 +1,6 @@
 """Immutable data model of type families and device configurations.
 
-The `.nem` config parser (frontends/nem_text/config_parser.py) produces
+The `.nem` config parser (frontends/nem/frontends/nem_text/config_parser.py) produces
 `TypeFamily` and `DeviceDecl` values; the resolver (device_resolver.py) turns a
 chain of `DeviceDecl`s into one resolved `Device` that every consumer (verifier,
 passes, runtime) shares.  Source locations are kept on every value but are

@@ -43,7 +43,7 @@ class Tensor:
 
 Kernel = Callable[[list[Tensor], list[Tensor], dict[str, object]], list[np.ndarray]]
 
-# Element-type sets of the type families (devices/nem_baseline_1.0.nem).
+# Element-type sets of the type families (devices/nem/devices/nem_baseline_1.0.nem).
 ELTWISE_T = ("i8", "i16", "i32", "f16", "bf16", "f32")
 VIEW_T = ELTWISE_T
 REDUCE_T = ELTWISE_T

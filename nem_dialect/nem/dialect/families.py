@@ -1,7 +1,7 @@
 """The type-family catalog and the opcode type matcher (FAM-01/02, QUANT-07..10).
 
 The catalog is built from parsed `type_family` declarations (the normative
-source is devices/nem_baseline_1.0.nem).  Every conformance entry is expanded
+source is devices/nem/devices/nem_baseline_1.0.nem).  Every conformance entry is expanded
 once into a concrete `_Candidate` (operand binding -> element type, accum,
 quant rule), so matching an opcode instance is a few dict look-ups per
 candidate and results are memoised by the instance's type signature: the

@@ -47,7 +47,7 @@ from nem.dialect.ops import (
 from nem.runtime.memory import BITS, DTYPES, BufferInfo, Memory, MemoryError_, RegionInst
 
 # ---------------------------------------------------------------------------
-# Kernel interface (owned by runtime/kernels.py; a compatible fallback until it exists)
+# Kernel interface (owned by runtime/nem/runtime/kernels.py; a compatible fallback until it exists)
 # ---------------------------------------------------------------------------
 
 try:  # pragma: no cover - depends on the kernels engineer's progress

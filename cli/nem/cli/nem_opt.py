@@ -36,7 +36,7 @@ from nem.dialect.diagnostics import (
     register_source,
 )
 from nem.dialect.dialect import NEM
-from nem.tools import verify_diagnostics as vd
+from nem.cli import verify_diagnostics as vd
 
 
 class NemOptMain(xDSLOptMain):
@@ -45,7 +45,7 @@ class NemOptMain(xDSLOptMain):
     def register_all_dialects(self) -> None:
         super().register_all_dialects()
         self.ctx.register_dialect("nem", lambda: NEM)
-        # upstream MLIR ops xDSL lacks (async.*, affine/memref DMA): frontends/mlir
+        # upstream MLIR ops xDSL lacks (async.*, affine/memref DMA): frontends/nem/frontends/mlir
         from nem.frontends.mlir import register_mlir_dialects
 
         register_mlir_dialects(self.ctx)

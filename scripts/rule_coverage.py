@@ -12,10 +12,10 @@ RULES.md (ID | Area | Rule | Kind | Spec section) and prints covered/total
 overall and per kind (static/device/runtime/warning), then the static rules
 no test names.  It only reports: the exit status is 0 whatever the coverage.
 
-    python tools/rule_coverage.py [--rules PATH] [--tests DIR]
+    python scripts/rule_coverage.py [--rules PATH] [--tests DIR]
 
 By default RULES.md is `../shared/conformance/RULES.md` relative to the
-repository root (the folder holding this script's `tools/`).
+repository root (the folder holding this script's `scripts/`).
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ PASSES.update({p.name: p for p in (ConvertAffineToNemPass, ConvertAsyncToNemPass
 
 __all__ = ["PASSES"]
 
-# Checking passes and the `nem-verify` pipeline (passes/device.py, placement.py,
+# Checking passes and the `nem-verify` pipeline (passes/nem/passes/device.py, placement.py,
 # fold.py, pipeline.py; tokens.py and hazards.py by the token/hazard checks).
 from nem.passes.device import VerifyDevicePass  # noqa: E402
 from nem.passes.fold import FoldConstsPass  # noqa: E402

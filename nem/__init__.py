@@ -1,1 +1,0 @@
-"""NEM toolchain: the NeuPro-M Execution Model on xDSL."""
