@@ -18,7 +18,7 @@ import argparse
 import time
 
 
-from nem.frontends.mlir import lowering_context, parse_mlir
+from nem.frontends.upstream_dialects import lowering_context, parse_mlir
 from nem.passes.convert_affine_to_nem import DEFAULT_SPACES, Lowerer, Options, parse_spaces
 from nem.passes.convert_async_to_nem import ConvertAsyncToNemPass
 from nem.passes.lower_to_nem import _dce, check

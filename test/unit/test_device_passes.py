@@ -1,5 +1,5 @@
 """Device, placement, folding and pipeline passes (passes/nem/passes/device.py,
-placement.py, fold.py, pipeline.py; nem_dialect/nem/dialect/capacity.py).
+placement.py, fold.py, pipeline.py; nem_dialect/nem/analysis/capacity.py).
 
 RULE: DEV-16, DEV-17, CONST-05, RES-04, BUF-05
 """
@@ -16,12 +16,12 @@ from xdsl.dialects import arith
 from xdsl.dialects.builtin import IndexType, IntegerAttr, ModuleOp
 from xdsl.passes import ModulePass, PassPipeline
 
-from nem.dialect.capacity import memory_maps
-from nem.dialect.device_lookup import find_device
+from nem.analysis.capacity import memory_maps
+from nem.devices.device_lookup import find_device
 from nem.dialect.diagnostics import Diagnostic, NemDiagnosticError, SourceLoc
 from nem.dialect.exprs import SYMBOL_OF
 from nem.dialect.ops import ProgramOp, RegionOp
-from nem.dialect.happens_before import max_live_tokens
+from nem.analysis.happens_before import max_live_tokens
 from nem.dialect.verifier import ProgramVerifier, verify_program
 from nem.frontends.nem_text.parser import parse_nem
 from nem.frontends.nem_text.printer import print_nem

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from nem.dialect.device_model import VariantRef
-from nem.dialect.device_resolver import (load_config_file, resolve_device, resolve_device_file,
+from nem.devices.device_resolver import (load_config_file, resolve_device, resolve_device_file,
                                          scope_for_document, shipped_devices_dir)
 from nem.dialect.diagnostics import NemDiagnosticError, SourceLoc
 from nem.dialect.families import Catalog, OperandInfo

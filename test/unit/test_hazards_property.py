@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from nem.dialect.happens_before import find_hazards, max_live_tokens
+from nem.analysis.happens_before import find_hazards, max_live_tokens
 from nem.dialect.ops import ProgramOp
 from nem.dialect.verifier import verify_program
 from nem.frontends.nem_text.parser import parse_nem

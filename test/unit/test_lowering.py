@@ -1,6 +1,6 @@
 """Unit tests of the MLIR -> NEM lowering (passes/nem/passes/convert_affine_to_nem.py,
 convert_async_to_nem.py, lower_to_nem.py, raise_compute.py) and of the MLIR
-input ops of nem.frontends.mlir.  The lit tests in test/lit/lowering check
+input ops of nem.frontends.upstream_dialects.  The lit tests in test/lit/lowering check
 the emitted .nem text; these check the pieces and the Python API."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from xdsl.printer import Printer
 from nem.dialect.diagnostics import NemDiagnosticError
 from nem.dialect.ops import ComputeOp, LoopOp, ProgramOp, TransferOp
 from nem.dialect.verifier import verify_program
-from nem.frontends.mlir import lowering_context, parse_mlir
+from nem.frontends.upstream_dialects import lowering_context, parse_mlir
 from nem.frontends.nem_text.parser import parse_nem
 from nem.frontends.nem_text.printer import print_nem
 from nem.passes.convert_affine_to_nem import Lowerer, Options, parse_spaces

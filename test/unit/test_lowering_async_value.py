@@ -22,8 +22,8 @@ from xdsl.printer import Printer
 from mlir_tools import find_mlir_opt
 from nem.dialect.diagnostics import NemDiagnosticError
 from nem.dialect.ops import TransferOp
-from nem.frontends.mlir import lowering_context, parse_mlir
-from nem.frontends.mlir import async_dialect as asy
+from nem.frontends.upstream_dialects import lowering_context, parse_mlir
+from nem.frontends.upstream_dialects import async_dialect as asy
 from nem.frontends.nem_text.printer import print_nem
 from nem.passes.lower_to_nem import LowerToNemPass
 from nem.passes.pass_env import pass_env

@@ -17,7 +17,7 @@ import pytest
 from xdsl.context import Context
 
 import nem.dialect.ops as ops_module
-from nem.dialect.device_resolver import load_config_file, shipped_devices_dir
+from nem.devices.device_resolver import load_config_file, shipped_devices_dir
 from nem.dialect.dialect import NEM, nem_context
 from nem.dialect.ops import COMPUTE_OPS, STATEMENT_OPS, ComputeOp
 from nem.dialect.registry import ATTR_TYPES, OpcodeSpec, opcodes

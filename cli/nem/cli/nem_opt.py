@@ -45,8 +45,8 @@ class NemOptMain(xDSLOptMain):
     def register_all_dialects(self) -> None:
         super().register_all_dialects()
         self.ctx.register_dialect("nem", lambda: NEM)
-        # upstream MLIR ops xDSL lacks (async.*, affine/memref DMA): frontends/nem/frontends/mlir
-        from nem.frontends.mlir import register_mlir_dialects
+        # upstream MLIR ops xDSL lacks (async.*, affine/memref DMA): frontends/nem/frontends/upstream_dialects
+        from nem.frontends.upstream_dialects import register_mlir_dialects
 
         register_mlir_dialects(self.ctx)
 
@@ -188,7 +188,7 @@ class NemOptMain(xDSLOptMain):
             from nem.frontends.nem_text.parser import parse_nem
 
             return parse_nem(text, file)
-        from nem.frontends.mlir import parse_mlir  # records file:line:col on every op
+        from nem.frontends.upstream_dialects import parse_mlir  # records file:line:col on every op
 
         module = parse_mlir(self.ctx, text, file, not self.args.no_implicit_module)
         _verify_mlir(module)
@@ -203,7 +203,7 @@ class NemOptMain(xDSLOptMain):
     def _verify_device(self, module: ModuleOp, file: str) -> list[Diagnostic]:
         """Device legality against the program's target (directive or --device)."""
         from nem.dialect.ops import ProgramOp
-        from nem.dialect.program_device import check_device_validity, program_device
+        from nem.devices.program_device import check_device_validity, program_device
 
         diags: list[Diagnostic] = []
         for prog in module.walk():
@@ -214,7 +214,7 @@ class NemOptMain(xDSLOptMain):
         return diags
 
     def _config_document(self, text: str, file: str, diags: list[Diagnostic]) -> str:
-        from nem.dialect.device_resolver import resolve_device, scope_for_document
+        from nem.devices.device_resolver import resolve_device, scope_for_document
         from nem.frontends.nem_text.config_parser import parse_config_document
         from nem.frontends.nem_text.config_printer import print_config_document
 
@@ -234,7 +234,7 @@ class NemOptMain(xDSLOptMain):
         return print_config_document(doc)
 
     def _print_device(self, name: str) -> int:
-        from nem.dialect.device_lookup import find_device
+        from nem.devices.device_lookup import find_device
         from nem.frontends.nem_text.config_printer import print_device
 
         try:

@@ -59,7 +59,7 @@ MAX_ENUMERATED_ITERATIONS = 1 << 20
 @cache
 def baseline_catalog() -> Catalog:
     """The type families of the shipped `nem_baseline_1.0.nem`."""
-    from nem.dialect.device_resolver import load_config_file, shipped_devices_dir
+    from nem.devices.device_resolver import load_config_file, shipped_devices_dir
 
     return load_config_file(shipped_devices_dir() / "nem_baseline_1.0.nem").catalog
 

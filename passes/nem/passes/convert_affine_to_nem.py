@@ -1,5 +1,5 @@
 """`convert-affine-to-nem`: func/affine/memref/linalg/arith (with the upstream
-DMA ops of `nem.frontends.mlir`) -> one `nem.program`.
+DMA ops of `nem.frontends.upstream_dialects`) -> one `nem.program`.
 
 What becomes what (decisions D-LOW-* in docs/spec-decisions.md, "Lowering"):
 
@@ -52,9 +52,9 @@ from nem.dialect.attributes import BufferType, MaxInFlightAttr, MemLevelAttr
 from nem.dialect.exprs import Evaluator
 from nem.dialect.diagnostics import Diagnostic, NemDiagnosticError, SourceLoc
 from nem.dialect.ops import BufferOp, LoopOp, ProgramOp, TransferOp, WaitOp
-from nem.frontends.mlir.memref_copy import COPY_OPS, MemRefCopyOp
-from nem.frontends.mlir import async_dialect as asy
-from nem.frontends.mlir.dma import (
+from nem.frontends.upstream_dialects.memref_copy import COPY_OPS, MemRefCopyOp
+from nem.frontends.upstream_dialects import async_dialect as asy
+from nem.frontends.upstream_dialects.dma import (
     AffineDmaStartOp,
     AffineDmaWaitOp,
     MemRefDmaStartOp,
@@ -255,7 +255,7 @@ class Lowerer:
 
         self.catalog = baseline_catalog()
         if self.opts.device:
-            from nem.dialect.device_lookup import find_device
+            from nem.devices.device_lookup import find_device
 
             try:
                 self.device_obj = find_device(self.opts.device, self.opts.include_dirs, None)

@@ -28,7 +28,7 @@ from xdsl.ir import Operation, SSAValue
 from xdsl.passes import ModulePass
 
 from nem.dialect.ops import LoopOp, ProgramOp, TaskOp, WaitOp
-from nem.frontends.mlir import async_dialect as asy
+from nem.frontends.upstream_dialects import async_dialect as asy
 from nem.passes.lowering_core import reject
 
 

@@ -15,7 +15,7 @@ docs/spec-decisions.md, "Device checks"):
                 RES-07: a present unit type that cannot run the task is an
                 error (D-DEV-RES)
 * DEV-16        capacity per level, with the level's memory map in a note
-                (`nem.dialect.capacity`, D-DEV-CAP)
+                (`nem.analysis.capacity`, D-DEV-CAP)
 * DEV-17        live tokens vs `SEQ.max_active_tokens` (D-DEV-TOKENS)
 * DEV-18        opcodes with hardware status `future`: a warning, an error
                 with `reject-future=true` (D-DEV-FUTURE)
@@ -31,7 +31,7 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
 
 from nem.dialect.attributes import ResourceAttr
-from nem.dialect.capacity import check_capacity
+from nem.analysis.capacity import check_capacity
 from nem.dialect.decorators import RESOURCE_UNITS
 from nem.dialect.device_model import Device
 from nem.dialect.diagnostics import Diagnostic, SourceLoc, error
@@ -43,8 +43,8 @@ from nem.passes.pass_env import current, report
 def target_device(prog: ProgramOp, option: str | None = None) -> Device | None:
     """The program's target: pass option, else `--device`, else its directive.
     Memoized per pipeline run in the pass environment."""
-    from nem.dialect.device_lookup import find_device
-    from nem.dialect.program_device import program_device
+    from nem.devices.device_lookup import find_device
+    from nem.devices.program_device import program_device
 
     env = current()
     key = ("device", id(prog), option, env.device)
@@ -176,7 +176,7 @@ def check_tokens(prog: ProgramOp, device: Device, ev: Evaluator) -> list[Diagnos
     limit = device.max_active_tokens
     if limit is None:
         return []
-    from nem.dialect.happens_before import live_token_peak
+    from nem.analysis.happens_before import live_token_peak
 
     count, where = live_token_peak(prog)
     if count <= limit:
@@ -205,7 +205,7 @@ def check_future_opcodes(prog: ProgramOp, device: Device, reject: bool) -> list[
 
 def device_diagnostics(prog: ProgramOp, device: Device, reject_future: bool = False
                        ) -> list[Diagnostic]:
-    from nem.dialect.program_device import check_device_validity
+    from nem.devices.program_device import check_device_validity
 
     ev = Evaluator()
     diags: list[Diagnostic] = list(device.warnings)

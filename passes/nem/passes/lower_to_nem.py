@@ -50,8 +50,8 @@ def check(module: ModuleOp, device: str | None, include_dirs=()) -> None:
     for prog in [p for p in module.walk() if isinstance(p, ProgramOp)]:
         diags += verify_program(prog)
         if device and not any(d.severity == "error" for d in diags):
-            from nem.dialect.device_lookup import find_device
-            from nem.dialect.program_device import check_device_validity
+            from nem.devices.device_lookup import find_device
+            from nem.devices.program_device import check_device_validity
 
             dev = find_device(device, include_dirs, None)
             diags += check_device_validity(prog, dev)

@@ -9,7 +9,7 @@
 * `@max_in_flight(N)` with N < 1 (LOOP-03; the static verifier reports it
   first, so in `nem-opt` it is reported once).
 
-`max_live_tokens(program)` (DEV-17) lives in `nem.dialect.happens_before`.
+`max_live_tokens(program)` (DEV-17) lives in `nem.analysis.happens_before`.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
 
-from nem.dialect.happens_before import check_tokens
+from nem.analysis.happens_before import check_tokens
 from nem.dialect.ops import ProgramOp
 from nem.passes.pass_env import report
 

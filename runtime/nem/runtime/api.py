@@ -143,8 +143,8 @@ class NemInterpreter:
     def _resolve_device(self, device):
         if not isinstance(device, str):
             return device
-        from nem.dialect.device_lookup import find_device
-        from nem.dialect.device_resolver import resolve_device_file
+        from nem.devices.device_lookup import find_device
+        from nem.devices.device_resolver import resolve_device_file
 
         if device.endswith(".nem") and Path(device).is_file():
             return resolve_device_file(Path(device), None, self.include_dirs)
@@ -231,7 +231,7 @@ class NemInterpreter:
         return module
 
     def _validate(self, prog: ProgramOp, file: str) -> list[Diagnostic]:
-        from nem.dialect.program_device import check_device_validity
+        from nem.devices.program_device import check_device_validity
         from nem.dialect.verifier import verify_program
 
         diags = verify_program(prog)
@@ -245,7 +245,7 @@ class NemInterpreter:
     def _device_for(self, prog: ProgramOp, file: str):
         if self.device is not None:
             return self.device
-        from nem.dialect.program_device import program_device
+        from nem.devices.program_device import program_device
 
         return program_device(prog, file, self.include_dirs, None)
 

@@ -104,9 +104,9 @@ from xdsl.ir import Block, Operation
 from xdsl.ir.affine import AffineConstraintKind, AffineExpr, AffineMap
 from xdsl.parser import Parser
 
-from nem.frontends.mlir import register_mlir_dialects
-from nem.frontends.mlir.affine_if import AffineIfOp
-from nem.frontends.mlir.affine_max import AffineMaxOp
+from nem.frontends.upstream_dialects import register_mlir_dialects
+from nem.frontends.upstream_dialects.affine_if import AffineIfOp
+from nem.frontends.upstream_dialects.affine_max import AffineMaxOp
 from nem.runtime.numerics import KernelError, NotSupported, NumericError
 
 OPNAME = "compute op=mlir.kernel"

@@ -1,5 +1,5 @@
 // Hand-written: linalg.conv_2d_nhwc_hwcf on L1 (memory space 2) buffers, f16.
-// memref.copy uses upstream custom syntax (frontends/nem/frontends/mlir/memref_copy.py).
+// memref.copy uses upstream custom syntax (frontends/nem/frontends/upstream_dialects/memref_copy.py).
 func.func @conv(%x: memref<1x10x10x8xf16>, %w: memref<3x3x8x16xf16>, %y: memref<1x8x8x16xf16>) {
   %xl = memref.alloc() : memref<1x10x10x8xf16, 2>
   %wl = memref.alloc() : memref<3x3x8x16xf16, 2>

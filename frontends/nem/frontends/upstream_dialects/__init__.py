@@ -1,4 +1,4 @@
-"""MLIR input support for the NEM lowering (installed as `nem.frontends.mlir`).
+"""MLIR input support for the NEM lowering (installed as `nem.frontends.upstream_dialects`).
 
 - `async_dialect`: the upstream `async` dialect (xDSL has none).
 - `dma`: `affine.dma_start/dma_wait` (xDSL has none) and upstream-exact
@@ -21,8 +21,8 @@ from xdsl.dialects.builtin import FileLineColLoc, IntAttr, ModuleOp, StringAttr,
 from xdsl.ir import Dialect, Operation
 from xdsl.parser import Parser
 
-from nem.frontends.mlir.async_dialect import Async
-from nem.frontends.mlir.dma import AFFINE_EXTRA_OPS, MEMREF_EXTRA_OPS
+from nem.frontends.upstream_dialects.async_dialect import Async
+from nem.frontends.upstream_dialects.dma import AFFINE_EXTRA_OPS, MEMREF_EXTRA_OPS
 
 __all__ = ["Async", "register_mlir_dialects", "lowering_context", "parse_mlir",
            "LocatingParser"]

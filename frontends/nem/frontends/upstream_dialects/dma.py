@@ -365,15 +365,15 @@ class MemRefDmaWaitOp(_DmaBase):
 
 
 def _affine_extra_ops() -> list[type[IRDLOperation]]:
-    from nem.frontends.mlir.affine_if import AffineIfOp
-    from nem.frontends.mlir.affine_max import AffineMaxOp
+    from nem.frontends.upstream_dialects.affine_if import AffineIfOp
+    from nem.frontends.upstream_dialects.affine_max import AffineMaxOp
 
     return [AffineDmaStartOp, AffineDmaWaitOp, AffineMaxOp, AffineIfOp]
 
 
 AFFINE_EXTRA_OPS: list[type[IRDLOperation]] = _affine_extra_ops()
 def _memref_extra_ops() -> list[type[IRDLOperation]]:
-    from nem.frontends.mlir.memref_copy import MemRefCopyOp
+    from nem.frontends.upstream_dialects.memref_copy import MemRefCopyOp
 
     return [MemRefDmaStartOp, MemRefDmaWaitOp, MemRefCopyOp]
 

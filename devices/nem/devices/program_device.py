@@ -13,7 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from nem.dialect.device_model import Device
-from nem.dialect.device_resolver import (
+from nem.devices.device_resolver import (
     resolve_device,
     resolve_device_file,
     scope_for_document,
@@ -26,7 +26,7 @@ from nem.dialect.operand_binding import match_families
 
 def program_device(prog: ProgramOp, file: str, include_dirs=(),
                    override: str | None = None) -> Device | None:
-    from nem.dialect.device_lookup import find_device
+    from nem.devices.device_lookup import find_device
     from nem.frontends.nem_text.config_parser import ConfigDocument, parse_config_document
 
     loc = SourceLoc.of(prog)

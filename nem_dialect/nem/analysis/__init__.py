@@ -1,0 +1,1 @@
+"""Analyses over NEM IR (happens-before, capacity): read the IR, never rewrite it."""
