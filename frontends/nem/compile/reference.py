@@ -1,0 +1,70 @@
+"""An independent execution path for the compiler's intermediate programs.
+
+A linalg program (tensors or memrefs, any stage before the NEM lowering
+whose ops upstream can lower to LLVM) is lowered with upstream passes
+(bufferization, `convert-linalg-to-loops`, `convert-to-llvm`, ...) and run
+with `mlir.execution_engine.ExecutionEngine` on numpy arrays.  Nothing of
+the NEM lowering or runtime is involved, so the importer and the tiling
+driver are checked against onnxruntime before (and beside) `nem-run`.
+
+Calling convention: after `buffer-results-to-out-params` every program
+takes its inputs, then its weights, then one out-parameter per result
+(`ImportedModel.arg_names` order); `execute` passes numpy arrays for all of
+them and returns the out-parameters.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+from mlir import ir
+from mlir.execution_engine import ExecutionEngine
+from mlir.passmanager import PassManager
+from mlir.runtime import get_ranked_memref_descriptor
+
+BUFFERIZE = ("one-shot-bufferize{bufferize-function-boundaries "
+             "function-boundary-type-conversion=identity-layout-map},"
+             "buffer-results-to-out-params{modify-public-functions hoist-static-allocs}")
+"""The bufferization every stage of nem-compile uses (nem.compile.pipeline)."""
+
+TO_LLVM = ("convert-linalg-to-loops,lower-affine,convert-scf-to-cf,expand-strided-metadata,"
+           "finalize-memref-to-llvm,convert-math-to-llvm,convert-math-to-libm,convert-to-llvm,"
+           "reconcile-unrealized-casts")
+
+
+def runtime_libs() -> list[str]:
+    """MLIR's C runner utilities (`memrefCopy`, ...), shipped with the bindings."""
+    import mlir
+
+    lib = Path(list(mlir.__path__)[0]) / "lib" / "libmlir_c_runner_utils.so"
+    return [str(lib)] if lib.is_file() else []
+
+
+def _has_tensor_args(fn: ir.Operation) -> bool:
+    ftype = ir.FunctionType(ir.TypeAttr(fn.attributes["function_type"]).value)
+    return any(isinstance(t, ir.RankedTensorType) for t in [*ftype.inputs, *ftype.results])
+
+
+def execute(text: str, func_name: str, args: Sequence[np.ndarray],
+            out_specs: Sequence[tuple[Sequence[int], np.dtype]]) -> list[np.ndarray]:
+    """Run `@func_name` of the MLIR program `text` on `args` (inputs and
+    weights) and return its outputs (shapes and dtypes `out_specs`)."""
+    with ir.Context(), ir.Location.unknown():
+        module = ir.Module.parse(text)
+        fn = next(op for op in module.body.operations
+                  if op.operation.name == "func.func"
+                  and ir.StringAttr(op.attributes["sym_name"]).value == func_name)
+        passes = [BUFFERIZE] if _has_tensor_args(fn.operation) else []
+        fn.attributes["llvm.emit_c_interface"] = ir.UnitAttr.get()
+        PassManager.parse("builtin.module(" + ",".join([*passes, TO_LLVM]) + ")").run(
+            module.operation)
+        engine = ExecutionEngine(module, opt_level=2, shared_libs=runtime_libs())
+        outs = [np.zeros(tuple(shape), dtype=dtype) for shape, dtype in out_specs]
+        arrays = [np.ascontiguousarray(a) for a in args] + outs
+        ptrs = [ctypes.pointer(ctypes.pointer(get_ranked_memref_descriptor(a)))
+                for a in arrays]
+        engine.invoke(func_name, *ptrs)
+        return outs

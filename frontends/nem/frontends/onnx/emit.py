@@ -1,0 +1,234 @@
+"""Building linalg-on-tensors IR with the upstream MLIR Python bindings.
+
+The ONNX importer (`graph.py`, `ops.py`) describes each node in terms of
+these few builders: elementwise `linalg.generic`s with broadcasting indexing
+maps, reductions, transposes, reshapes (`tensor.collapse_shape` /
+`expand_shape`), padding and fills.  Every builder takes and returns MLIR
+tensor values in their *physical* shape; what a logical (ONNX) dimension is
+physically is the importer's business (`graph.TensorVal.perm`).
+
+All builders insert at the current `InsertionPoint` with the current
+`Location`, so the importer sets both once per node.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from mlir import ir
+from mlir.dialects import arith, linalg, tensor
+
+PARALLEL = "parallel"
+REDUCTION = "reduction"
+
+Body = Callable[[Sequence[ir.Value]], ir.Value]
+"""Builds the scalar body of a generic: gets the input scalars (not the
+output's), returns the value to yield."""
+
+
+def value_of(x: ir.Value | ir.OpView | ir.OpResultList) -> ir.Value:
+    """The result of a builder that returns the op (`linalg.transpose`, ...)."""
+    if isinstance(x, ir.OpView):
+        return x.operation.results[0]
+    if isinstance(x, ir.OpResultList):
+        return x[0]
+    return x
+
+
+def elem_type(value: ir.Value) -> ir.Type:
+    return ir.RankedTensorType(value.type).element_type
+
+
+def shape_of(value: ir.Value) -> tuple[int, ...]:
+    return tuple(ir.RankedTensorType(value.type).shape)
+
+
+def tensor_type(shape: Sequence[int], elem: ir.Type) -> ir.RankedTensorType:
+    return ir.RankedTensorType.get(list(shape), elem)
+
+
+def fconst(elem: ir.Type, x: float) -> ir.Value:
+    """A float scalar constant (`x` may be +-inf)."""
+    return arith.constant(elem, float(x))
+
+
+def empty(shape: Sequence[int], elem: ir.Type) -> ir.Value:
+    return tensor.empty(list(shape), elem)
+
+
+def fill(shape: Sequence[int], elem: ir.Type, x: float) -> ir.Value:
+    return value_of(linalg.fill(fconst(elem, x), outs=[empty(shape, elem)]))
+
+
+def _iterators(kinds: Sequence[str]) -> ir.ArrayAttr:
+    return ir.ArrayAttr.get([ir.Attribute.parse(f"#linalg.iterator_type<{k}>") for k in kinds])
+
+
+def generic(inputs: Sequence[tuple[ir.Value, ir.AffineMap]], init: ir.Value,
+            out_map: ir.AffineMap, iterators: Sequence[str], body: Callable[..., ir.Value],
+            pass_output: bool = False) -> ir.Value:
+    """One `linalg.generic` with a single tensor output.  `body(*ins)` (or
+    `body(*ins, out)` with `pass_output`, for reductions) returns the yielded
+    scalar."""
+    out_t = init.type
+    maps = [ir.AffineMapAttr.get(m) for _, m in inputs] + [ir.AffineMapAttr.get(out_map)]
+    op = linalg.GenericOp([out_t], [v for v, _ in inputs], [init], ir.ArrayAttr.get(maps),
+                          _iterators(iterators))
+    types = [elem_type(v) for v, _ in inputs] + [elem_type(init)]
+    block = op.regions[0].blocks.append(*types)
+    with ir.InsertionPoint(block):
+        args = list(block.arguments)
+        result = body(*args) if pass_output else body(*args[:-1])
+        linalg.YieldOp([result])
+    return op.result
+
+
+def broadcast_map(in_shape: Sequence[int], in_dims: Sequence[int | None],
+                  out_shape: Sequence[int]) -> ir.AffineMap:
+    """The indexing map of an operand whose dimension j is output loop
+    dimension `in_dims[j]` (None: a dimension the output does not have, size
+    1); a size-1 dimension against a larger output dimension is broadcast
+    (constant 0)."""
+    exprs = []
+    for j, d in enumerate(in_dims):
+        if d is None or (in_shape[j] == 1 and out_shape[d] != 1):
+            exprs.append(ir.AffineConstantExpr.get(0))
+        else:
+            exprs.append(ir.AffineDimExpr.get(d))
+    return ir.AffineMap.get(len(out_shape), 0, exprs)
+
+
+def broadcast(value: ir.Value, dims: Sequence[int | None], out_shape: Sequence[int]
+              ) -> ir.Value:
+    """`value` broadcast to `out_shape`, its dimension j along output
+    dimension `dims[j]` (a generic copy: the form of a bias accumulator)."""
+    rank = len(out_shape)
+    bmap = broadcast_map(shape_of(value), dims, out_shape)
+    return generic([(value, bmap)], empty(out_shape, elem_type(value)), identity(rank),
+                   [PARALLEL] * rank, lambda v: v)
+
+
+def identity(rank: int) -> ir.AffineMap:
+    return ir.AffineMap.get_identity(rank)
+
+
+def map_over(out_shape: Sequence[int], operands: Sequence[tuple[ir.Value, ir.AffineMap]],
+             body: Body, elem: ir.Type | None = None) -> ir.Value:
+    """An all-parallel generic over `out_shape` (element type `elem`, else the
+    first operand's) computing `body(scalars)` at every point."""
+    elem = elem or elem_type(operands[0][0])
+    rank = len(out_shape)
+    return generic(operands, empty(out_shape, elem), identity(rank), [PARALLEL] * rank,
+                   lambda *xs: body(xs))
+
+
+def transpose(value: ir.Value, perm: Sequence[int]) -> ir.Value:
+    """`result[i...] = value[...]` with result dimension k = value dimension perm[k]."""
+    shape = shape_of(value)
+    out = empty([shape[p] for p in perm], elem_type(value))
+    return value_of(linalg.transpose(value, outs=[out], permutation=list(perm)))
+
+
+def reduce(value: ir.Value, axes: Sequence[int], init: float,
+           combine: Callable[[ir.Value, ir.Value], ir.Value], keep_dims: bool = True,
+           elem: ir.Type | None = None,
+           prologue: Callable[[ir.Value], ir.Value] | None = None) -> ir.Value:
+    """Reduce `value` over `axes` with `combine(acc, x)` starting from `init`;
+    the reduced dimensions are kept with size 1 when `keep_dims`.  `elem`
+    sets the accumulator's type (e.g. f32 for an f16 input); `prologue`
+    maps each element before it is combined (e.g. an `extf`)."""
+    shape = shape_of(value)
+    rank = len(shape)
+    elem = elem or elem_type(value)
+    axes = sorted(a % rank for a in axes)
+    if keep_dims:
+        out_shape = [1 if d in axes else s for d, s in enumerate(shape)]
+        out_map = ir.AffineMap.get(rank, 0, [ir.AffineConstantExpr.get(0) if d in axes
+                                             else ir.AffineDimExpr.get(d) for d in range(rank)])
+    else:
+        out_shape = [s for d, s in enumerate(shape) if d not in axes]
+        out_map = ir.AffineMap.get(rank, 0, [ir.AffineDimExpr.get(d) for d in range(rank)
+                                             if d not in axes])
+    kinds = [REDUCTION if d in axes else PARALLEL for d in range(rank)]
+
+    def body(x: ir.Value, acc: ir.Value) -> ir.Value:
+        return combine(acc, prologue(x) if prologue else x)
+
+    return generic([(value, identity(rank))], fill(out_shape, elem, init), out_map, kinds,
+                   body, pass_output=True)
+
+
+def reassociation(src: Sequence[int], dst: Sequence[int]) -> list[list[int]] | None:
+    """Groups of consecutive `src` dimensions whose products are the `dst`
+    dimensions (`dst` is a collapse of `src`), or None.  Trailing size-1
+    dimensions join the last group."""
+    groups: list[list[int]] = []
+    i = 0
+    for d in dst:
+        group, prod = [], 1
+        while i < len(src) and (not group or prod < d):
+            prod *= src[i]
+            group.append(i)
+            i += 1
+        if prod != d:
+            return None
+        groups.append(group)
+    if not groups:
+        return None
+    while i < len(src):
+        if src[i] != 1:
+            return None
+        groups[-1].append(i)
+        i += 1
+    return groups
+
+
+def reshape(value: ir.Value, dst: Sequence[int]) -> ir.Value:
+    """A row-major reshape as one `tensor.collapse_shape` or `expand_shape`
+    when the shapes allow, else a collapse to 1-D and an expand (both are
+    views of the same bytes)."""
+    src = shape_of(value)
+    dst = list(dst)
+    if list(src) == dst:
+        return value
+    elem = elem_type(value)
+    if len(dst) < len(src) and (groups := reassociation(src, dst)) is not None:
+        return tensor.collapse_shape(tensor_type(dst, elem), value, groups)
+    if len(dst) > len(src) and (groups := reassociation(dst, src)) is not None:
+        return tensor.expand_shape(tensor_type(dst, elem), value, groups, [], dst)
+    n = 1
+    for s in src:
+        n *= s
+    flat = value if len(src) == 1 else tensor.collapse_shape(
+        tensor_type([n], elem), value, [list(range(len(src)))])
+    if len(dst) == 1:
+        return flat
+    return tensor.expand_shape(tensor_type(dst, elem), flat, [list(range(len(dst)))], [], dst)
+
+
+def pad(value: ir.Value, low: Sequence[int], high: Sequence[int], x: float) -> ir.Value:
+    """`tensor.pad` with the constant `x` (zero for convolutions, -inf for max pooling)."""
+    if not any(low) and not any(high):
+        return value
+    shape = shape_of(value)
+    elem = elem_type(value)
+    out_shape = [s + a + b for s, a, b in zip(shape, low, high)]
+    op = tensor.PadOp(tensor_type(out_shape, elem), value, [], [], list(low), list(high))
+    block = op.regions[0].blocks.append(*([ir.IndexType.get()] * len(shape)))
+    with ir.InsertionPoint(block):
+        tensor.YieldOp(fconst(elem, x))
+    return op.result
+
+
+def concat(values: Sequence[ir.Value], axis: int) -> ir.Value:
+    """Concatenation along `axis` as `tensor.insert_slice`s into one `tensor.empty`."""
+    shapes = [shape_of(v) for v in values]
+    out_shape = list(shapes[0])
+    out_shape[axis] = sum(s[axis] for s in shapes)
+    acc = empty(out_shape, elem_type(values[0]))
+    offset = 0
+    for v, s in zip(values, shapes):
+        offsets = [offset if d == axis else 0 for d in range(len(s))]
+        acc = tensor.insert_slice(v, acc, [], [], [], offsets, list(s), [1] * len(s))
+        offset += s[axis]
+    return acc

@@ -1,0 +1,723 @@
+"""One converter per ONNX op type: `CONVERTERS[op_type](importer, node)`.
+
+A converter reads its inputs from the importer (`imp.tensor`, `imp.const`),
+builds linalg on tensors with `emit`, and binds its outputs with
+`imp.define`.  Unsupported attribute values raise `imp.error(...)` (a
+located `OnnxImportError`).  Decisions: docs/compile.md and
+docs/spec-decisions.md (D-COMPILE-*).
+
+Float16 transcendental functions (`exp`, `tanh`, `erf`, sigmoid, softmax's
+exponentials) and normalization statistics are computed in f32 and rounded
+once to f16 (D-COMPILE-F16): the value NEM's own f16 ops produce (computed
+wide, rounded once, D-NUM-FLOAT) and what onnxruntime computes.
+"""
+
+from __future__ import annotations
+
+import math as pymath
+from collections.abc import Callable, Sequence
+
+import numpy as np
+from mlir import ir
+from mlir.dialects import arith, linalg, math
+
+from nem.frontends.onnx import emit
+from nem.frontends.onnx.graph import NHWC, Importer, Node, TensorVal
+
+Scalar = Callable[..., ir.Value]
+
+# --------------------------------------------------------------------------
+# elementwise with numpy broadcasting
+
+
+def broadcast_shape(imp: Importer, shapes: Sequence[Sequence[int]]) -> tuple[int, ...]:
+    rank = max(len(s) for s in shapes)
+    out = []
+    for k in range(rank):
+        dims = {s[len(s) - rank + k] for s in shapes if len(s) - rank + k >= 0} - {1}
+        if len(dims) > 1:
+            raise imp.error(f"shapes {[list(s) for s in shapes]} do not broadcast")
+        out.append(dims.pop() if dims else 1)
+    return tuple(out)
+
+
+def elementwise(imp: Importer, operands: Sequence[TensorVal | float], body: Scalar,
+                elem: ir.Type | None = None) -> tuple[ir.Value, tuple[int, ...]]:
+    """`body(*scalars)` over the broadcast of `operands` (floats are inlined
+    constants).  The result takes the layout of the first operand of full
+    rank, so NHWC activations stay NHWC; returns (value, perm)."""
+    tensors = [o for o in operands if isinstance(o, TensorVal)]
+    shape = broadcast_shape(imp, [t.shape for t in tensors])
+    rank = len(shape)
+    perm = next((t.perm for t in tensors if t.rank == rank and t.shape == shape),
+                tuple(range(rank)))
+    inv = [0] * rank
+    for i, p in enumerate(perm):
+        inv[p] = i
+    phys_out = [shape[p] for p in perm]
+    ins = []
+    for t in tensors:
+        dims = [inv[p + rank - t.rank] for p in t.perm]
+        ins.append((t.value, emit.broadcast_map(emit.shape_of(t.value), dims, phys_out)))
+    elem = elem or tensors[0].elem
+
+    def scalar_body(*xs: ir.Value) -> ir.Value:
+        it = iter(xs)
+        args = [next(it) if isinstance(o, TensorVal) else emit.fconst(tensors[0].elem, o)
+                for o in operands]
+        return body(*args)
+
+    out = emit.generic(ins, emit.empty(phys_out, elem), emit.identity(rank),
+                       [emit.PARALLEL] * rank, scalar_body)
+    return out, perm
+
+
+def operand(imp: Importer, name: str) -> TensorVal | float:
+    """An elementwise operand: a one-element constant is inlined as a scalar."""
+    c = imp.const(name)
+    if c is not None and c.size == 1 and c.ndim == 0:
+        return float(c.reshape(()))
+    return imp.tensor(name)
+
+
+def define_elementwise(imp: Importer, node: Node, operands: Sequence[TensorVal | float],
+                       body: Scalar) -> None:
+    if not any(isinstance(o, TensorVal) for o in operands):
+        raise imp.error("not supported: an elementwise op whose operands are all constants",
+                        fix="fold the constant subgraph (e.g. onnx-simplifier)")
+    value, perm = elementwise(imp, operands, body)
+    imp.define(node.outputs[0], value, perm)
+
+
+def is_f16(x: ir.Value) -> bool:
+    return isinstance(x.type, ir.F16Type)
+
+
+def wide(fn: Callable[[ir.Value], ir.Value]) -> Callable[[ir.Value], ir.Value]:
+    """`fn` evaluated in f32 for an f16 scalar, rounded once (D-COMPILE-F16)."""
+    def apply(x: ir.Value) -> ir.Value:
+        if not is_f16(x):
+            return fn(x)
+        f32 = ir.F32Type.get()
+        return arith.truncf(x.type, fn(arith.extf(f32, x)))
+    return apply
+
+
+def _sigmoid(x: ir.Value) -> ir.Value:
+    one = emit.fconst(x.type, 1.0)
+    return arith.divf(one, arith.addf(one, math.exp(arith.negf(x))))
+
+
+def _gelu(approximate: str) -> Callable[[ir.Value], ir.Value]:
+    def erf_form(x: ir.Value) -> ir.Value:
+        c = lambda v: emit.fconst(x.type, v)   # noqa: E731
+        inner = math.erf(arith.mulf(x, c(1.0 / pymath.sqrt(2.0))))
+        return arith.mulf(arith.mulf(c(0.5), x), arith.addf(c(1.0), inner))
+
+    def tanh_form(x: ir.Value) -> ir.Value:
+        c = lambda v: emit.fconst(x.type, v)   # noqa: E731
+        cube = arith.mulf(arith.mulf(x, x), x)
+        inner = arith.mulf(c(pymath.sqrt(2.0 / pymath.pi)),
+                           arith.addf(x, arith.mulf(c(0.044715), cube)))
+        return arith.mulf(arith.mulf(c(0.5), x), arith.addf(c(1.0), math.tanh(inner)))
+
+    return tanh_form if approximate == "tanh" else erf_form
+
+
+def _unary(fn: Callable[[ir.Value], ir.Value]) -> Callable[[Importer, Node], None]:
+    def convert(imp: Importer, node: Node) -> None:
+        define_elementwise(imp, node, [imp.tensor(node.input(0))], fn)
+    return convert
+
+
+def relu(x: ir.Value) -> ir.Value:
+    return arith.maximumf(x, emit.fconst(x.type, 0.0))
+
+
+def leaky_relu(imp: Importer, node: Node) -> None:
+    alpha = float(node.attrs.get("alpha", 0.01))
+
+    def body(x: ir.Value) -> ir.Value:
+        neg = arith.cmpf(arith.CmpFPredicate.OLT, x, emit.fconst(x.type, 0.0))
+        return arith.select(neg, arith.mulf(x, emit.fconst(x.type, alpha)), x)
+    define_elementwise(imp, node, [imp.tensor(node.input(0))], body)
+
+
+def clip(imp: Importer, node: Node) -> None:
+    if imp.opset < 11:
+        lo, hi = node.attrs.get("min"), node.attrs.get("max")
+    else:
+        bounds = []
+        for k in (1, 2):
+            name = node.input(k)
+            if not name:
+                bounds.append(None)
+                continue
+            c = imp.const(name)
+            if c is None or c.size != 1:
+                raise imp.error(f"not supported: Clip bound '{name}' computed at run time",
+                                fix="make min/max initializers or Constant nodes")
+            bounds.append(float(c.reshape(())))
+        lo, hi = bounds
+
+    def body(x: ir.Value) -> ir.Value:
+        if lo is not None:
+            x = arith.maximumf(x, emit.fconst(x.type, lo))
+        if hi is not None:
+            x = arith.minimumf(x, emit.fconst(x.type, hi))
+        return x
+    define_elementwise(imp, node, [imp.tensor(node.input(0))], body)
+
+
+def gelu(imp: Importer, node: Node) -> None:
+    approximate = node.attrs.get("approximate", b"none")
+    approximate = approximate.decode() if isinstance(approximate, bytes) else approximate
+    if approximate not in ("none", "tanh"):
+        raise imp.error(f"not supported: Gelu approximate='{approximate}'")
+    define_elementwise(imp, node, [imp.tensor(node.input(0))], wide(_gelu(approximate)))
+
+
+def _binary(fn: Callable[[ir.Value, ir.Value], ir.Value]) -> Callable[[Importer, Node], None]:
+    def convert(imp: Importer, node: Node) -> None:
+        define_elementwise(imp, node, [operand(imp, node.input(0)),
+                                       operand(imp, node.input(1))], fn)
+    return convert
+
+
+def identity(imp: Importer, node: Node) -> None:
+    imp.vals[node.outputs[0]] = imp.tensor(node.input(0))
+
+
+def constant(imp: Importer, node: Node) -> None:
+    from onnx import numpy_helper
+
+    if "value" not in node.attrs:
+        raise imp.error("not supported: Constant without a 'value' tensor attribute")
+    imp.consts[node.outputs[0]] = numpy_helper.to_array(node.attrs["value"])
+
+
+# --------------------------------------------------------------------------
+# convolution and batch normalization
+
+
+def _ints(node: Node, key: str, default: Sequence[int]) -> list[int]:
+    return [int(v) for v in node.attrs.get(key, default)]
+
+
+def spatial_pads(imp: Importer, node: Node, in_hw: Sequence[int], kernel: Sequence[int],
+                 strides: Sequence[int], dilations: Sequence[int]) -> list[int]:
+    """ONNX `pads` ([top, left, bottom, right]) after `auto_pad`."""
+    auto = node.attrs.get("auto_pad", b"NOTSET")
+    auto = auto.decode() if isinstance(auto, bytes) else auto
+    if auto in ("NOTSET", ""):
+        return _ints(node, "pads", [0, 0, 0, 0])
+    if auto == "VALID":
+        return [0, 0, 0, 0]
+    if auto not in ("SAME_UPPER", "SAME_LOWER"):
+        raise imp.error(f"not supported: auto_pad='{auto}'")
+    begins, ends = [], []
+    for n, k, s, d in zip(in_hw, kernel, strides, dilations):
+        out = -(-n // s)
+        total = max((out - 1) * s + (k - 1) * d + 1 - n, 0)
+        small = total // 2
+        begins.append(small if auto == "SAME_UPPER" else total - small)
+        ends.append(total - begins[-1])
+    return begins + ends
+
+
+def _batchnorm_consts(imp: Importer, node: Node) -> tuple[np.ndarray, np.ndarray] | None:
+    """Per-channel (scale, shift) of an inference BatchNormalization whose
+    parameters are constants, else None."""
+    params = [imp.const(node.input(k)) for k in range(1, 5)]
+    if any(p is None for p in params) or len(node.outputs) > 1 and any(node.outputs[1:]):
+        return None
+    gamma, beta, mean, var = (p.astype(np.float64) for p in params)
+    eps = float(node.attrs.get("epsilon", 1e-5))
+    scale = gamma / np.sqrt(var + eps)
+    return scale, beta - mean * scale
+
+
+def plan_batchnorm_folds(imp: Importer) -> dict[int, int]:
+    """Conv node index -> BatchNormalization node index for each BN whose
+    input is a Conv output used by that BN only, with constant weights and
+    BN parameters: the BN is folded into the conv's weights and bias."""
+    users: dict[str, list[int]] = {}
+    for i, n in enumerate(imp.graph.node):
+        for name in n.input:
+            users.setdefault(name, []).append(i)
+    producer = {o: i for i, n in enumerate(imp.graph.node) for o in n.output}
+    outputs = {o.name for o in imp.graph.output}
+    folds = {}
+    for i, n in enumerate(imp.graph.node):
+        if n.op_type != "BatchNormalization":
+            continue
+        src = n.input[0]
+        j = producer.get(src)
+        if j is None or imp.graph.node[j].op_type != "Conv" or users.get(src) != [i] \
+                or src in outputs:
+            continue
+        conv = imp.graph.node[j]
+        if conv.input[1] not in imp.consts or \
+                (len(conv.input) > 2 and conv.input[2] and conv.input[2] not in imp.consts):
+            continue
+        if all(k < len(n.input) and n.input[k] in imp.consts for k in range(1, 5)) \
+                and not any(n.output[1:]):
+            folds[j] = i
+    return folds
+
+
+def conv(imp: Importer, node: Node) -> None:
+    x = imp.tensor(node.input(0))
+    w = imp.const(node.input(1))
+    if x.rank != 4:
+        raise imp.error(f"not supported: {x.rank - 2}-D convolution (only 2-D, NCHW inputs)")
+    if w is None:
+        raise imp.error(f"not supported: Conv weights '{node.input(1)}' computed at run time",
+                        fix="make the weights an initializer")
+    w = w.astype(x_dtype(imp, x))
+    bias = imp.const(node.input(2)) if node.input(2) else None
+    if node.input(2) and bias is None:
+        raise imp.error(f"not supported: Conv bias '{node.input(2)}' computed at run time")
+    out_name = node.outputs[0]
+    bn_index = imp.bn_folds.get(node.index)
+    if bn_index is not None:
+        bn = Node(bn_index, imp.graph.node[bn_index], {})
+        from onnx import helper
+        bn.attrs = {a.name: helper.get_attribute_value(a) for a in bn.proto.attribute}
+        scale, shift = _batchnorm_consts(imp, bn)
+        w = (w.astype(np.float64) * scale[:, None, None, None]).astype(w.dtype)
+        b64 = bias.astype(np.float64) if bias is not None else 0.0
+        bias = (b64 * scale + shift).astype(w.dtype)
+        out_name = bn.outputs[0]
+    group = int(node.attrs.get("group", 1))
+    n, c, h, wd = x.shape
+    f, cg, kh, kw = w.shape
+    kernel = _ints(node, "kernel_shape", [kh, kw])
+    if kernel != [kh, kw]:
+        raise imp.error(f"kernel_shape {kernel} does not match the weights {list(w.shape)}")
+    strides = _ints(node, "strides", [1, 1])
+    dil = _ints(node, "dilations", [1, 1])
+    if c != cg * group or f % group:
+        raise imp.error(f"weights {list(w.shape)} do not fit {c} input channels in "
+                        f"{group} groups")
+    pads = spatial_pads(imp, node, (h, wd), kernel, strides, dil)
+    xp = emit.pad(imp.in_perm(x, NHWC), [0, pads[0], pads[1], 0], [0, pads[2], pads[3], 0],
+                  0.0)
+    oh = (h + pads[0] + pads[2] - dil[0] * (kh - 1) - 1) // strides[0] + 1
+    ow = (wd + pads[1] + pads[3] - dil[1] * (kw - 1) - 1) // strides[1] + 1
+    wname = node.input(1)
+    if group == 1:
+        out_shape = [n, oh, ow, f]
+        wt = imp.weight(w.transpose(2, 3, 1, 0), wname, perm=(2, 3, 1, 0))   # HWCF
+        init = _bias_init(imp, bias, node, out_shape, [3], x.elem)
+        y = emit.value_of(linalg.conv_2d_nhwc_hwcf(xp, wt.value, outs=[init], strides=strides,
+                                     dilations=dil))
+    else:
+        out_shape = [n, oh, ow, group, f // group]
+        xg = emit.reshape(xp, [*emit.shape_of(xp)[:3], group, c // group])
+        wg = w.reshape(group, f // group, cg, kh, kw).transpose(0, 1, 3, 4, 2)   # GFHWC
+        wt = imp.weight(wg, wname, perm=None)
+        init = _bias_init(imp, None if bias is None else bias.reshape(group, f // group),
+                          node, out_shape, [3, 4], x.elem)
+        y = emit.value_of(linalg.conv_2d_nhwgc_gfhwc(xg, wt.value, outs=[init], strides=strides,
+                                       dilations=dil))
+        y = emit.reshape(y, [n, oh, ow, f])
+    imp.define(out_name, y, NHWC)
+
+
+def x_dtype(imp: Importer, x: TensorVal) -> np.dtype:
+    return np.dtype(np.float16) if isinstance(x.elem, ir.F16Type) else np.dtype(np.float32)
+
+
+def _bias_init(imp: Importer, bias: np.ndarray | None, node: Node, shape: Sequence[int],
+               dims: Sequence[int], elem: ir.Type) -> ir.Value:
+    """The accumulator a convolution adds into: zeros, or the bias broadcast
+    along output dimensions `dims`."""
+    if bias is None:
+        return emit.fill(shape, elem, 0.0)
+    b = imp.weight(bias, node.input(2) or f"{node.name}_bias")
+    return emit.broadcast(b.value, dims, shape)
+
+
+def batchnorm(imp: Importer, node: Node) -> None:
+    if node.index in imp.bn_folds.values():
+        return   # folded into the producing Conv
+    x = imp.tensor(node.input(0))
+    sc = _batchnorm_consts(imp, node)
+    if sc is None:
+        raise imp.error("not supported: BatchNormalization with parameters computed at run "
+                        "time or training outputs", fix="export the model in inference mode")
+    dtype = x_dtype(imp, x)
+    extra = [1] * (x.rank - 2)
+    scale = imp.weight(sc[0].astype(dtype).reshape(-1, *extra), f"{node.name}_scale")
+    shift = imp.weight(sc[1].astype(dtype).reshape(-1, *extra), f"{node.name}_shift")
+    define_elementwise(imp, node, [x, scale, shift],
+                       lambda v, s, t: arith.addf(arith.mulf(v, s), t))
+
+
+# --------------------------------------------------------------------------
+# matrix products
+
+
+def _matmul2d(a: ir.Value, b: ir.Value, init: ir.Value) -> ir.Value:
+    return emit.value_of(linalg.matmul(a, b, outs=[init]))
+
+
+def matmul(imp: Importer, node: Node) -> None:
+    a, b = imp.tensor(node.input(0)), imp.tensor(node.input(1))
+    av, bv = imp.logical(a), imp.logical(b)
+    ash, bsh = list(a.shape), list(b.shape)
+    if len(ash) == 1:
+        av, ash = emit.reshape(av, [1, ash[0]]), [1, ash[0]]
+    if len(bsh) == 1:
+        bv, bsh = emit.reshape(bv, [bsh[0], 1]), [bsh[0], 1]
+    m, k = ash[-2:]
+    k2, n = bsh[-2:]
+    if k != k2:
+        raise imp.error(f"MatMul of {a.shape} and {b.shape}: inner dimensions differ")
+    elem = a.elem
+    if len(bsh) == 2:          # [..., M, K] x [K, N]: one 2-D matmul over the rows
+        rows = int(np.prod(ash[:-1]))
+        y = _matmul2d(emit.reshape(av, [rows, k]), bv, emit.fill([rows, n], elem, 0.0))
+        out = [*ash[:-1], n]
+    else:
+        batch = list(broadcast_shape(imp, [ash[:-2], bsh[:-2]]))
+        nb = int(np.prod(batch))
+        av = _broadcast_batch(av, ash, batch)
+        bv = _broadcast_batch(bv, bsh, batch)
+        y = emit.value_of(linalg.batch_matmul(emit.reshape(av, [nb, m, k]), emit.reshape(bv, [nb, k, n]),
+                                outs=[emit.fill([nb, m, n], elem, 0.0)]))
+        out = [*batch, m, n]
+    if len(a.shape) == 1:
+        out.pop(-2)
+    if len(b.shape) == 1:
+        out.pop(-1)
+    imp.define(node.outputs[0], emit.reshape(y, out))
+
+
+def _broadcast_batch(v: ir.Value, shape: Sequence[int], batch: Sequence[int]) -> ir.Value:
+    """`v` ([..., R, C]) with its batch dimensions broadcast to `batch`."""
+    if list(shape[:-2]) == list(batch):
+        return v
+    pad = len(batch) + 2 - len(shape)
+    return emit.broadcast(v, [d + pad for d in range(len(shape))], [*batch, *shape[-2:]])
+
+
+def gemm(imp: Importer, node: Node) -> None:
+    alpha = float(node.attrs.get("alpha", 1.0))
+    beta = float(node.attrs.get("beta", 1.0))
+    ta, tb = int(node.attrs.get("transA", 0)), int(node.attrs.get("transB", 0))
+    a = imp.tensor(node.input(0))
+    if a.rank != 2:
+        raise imp.error(f"Gemm input A has rank {a.rank}, not 2")
+    av = imp.in_perm(a, (1, 0) if ta else (0, 1))
+    bc = imp.const(node.input(1))
+    if bc is not None:    # weights stored [K, N]
+        bv = imp.weight(bc.T if tb else bc, node.input(1),
+                        perm=(1, 0) if tb else (0, 1)).value
+        kb, n = (bc.shape[1], bc.shape[0]) if tb else bc.shape
+    else:
+        b = imp.tensor(node.input(1))
+        bv = imp.in_perm(b, (1, 0) if tb else (0, 1))
+        kb, n = emit.shape_of(bv)
+    m, k = emit.shape_of(av)
+    if k != kb:
+        raise imp.error(f"Gemm inner dimensions differ: A gives {k}, B gives {kb}")
+    elem = a.elem
+    cname = node.input(2)
+    c = imp.const(cname) if cname else None
+    if c is not None and alpha == 1.0:   # Y = A B + beta C: the matmul accumulates into beta C
+        scaled = np.atleast_1d(c.astype(np.float64) * beta).astype(x_dtype(imp, a))
+        ct = imp.weight(scaled, cname)
+        rank = scaled.ndim
+        init = emit.broadcast(ct.value, [d + 2 - rank for d in range(rank)], [m, n])
+        imp.define(node.outputs[0], _matmul2d(av, bv, init))
+        return
+    y = _matmul2d(av, bv, emit.fill([m, n], elem, 0.0))
+    if not cname and alpha == 1.0:
+        imp.define(node.outputs[0], y)
+        return
+    prod = TensorVal(y, (m, n), (0, 1))
+    ops: list[TensorVal | float] = [prod]
+    if cname:
+        ops.append(imp.tensor(cname))
+
+    def body(p: ir.Value, cv: ir.Value | None = None) -> ir.Value:
+        r = arith.mulf(p, emit.fconst(p.type, alpha)) if alpha != 1.0 else p
+        if cv is not None:
+            cs = arith.mulf(cv, emit.fconst(cv.type, beta)) if beta != 1.0 else cv
+            r = arith.addf(r, cs)
+        return r
+    define_elementwise(imp, node, ops, body)
+
+
+# --------------------------------------------------------------------------
+# pooling
+
+
+def pool(kind: str) -> Callable[[Importer, Node], None]:
+    def convert(imp: Importer, node: Node) -> None:
+        x = imp.tensor(node.input(0))
+        if x.rank != 4:
+            raise imp.error(f"not supported: {x.rank - 2}-D pooling (only 2-D, NCHW inputs)")
+        if len(node.outputs) > 1 and node.outputs[1]:
+            raise imp.error("not supported: MaxPool indices output")
+        if int(node.attrs.get("storage_order", 0)):
+            raise imp.error("not supported: storage_order=1")
+        kernel = _ints(node, "kernel_shape", [])
+        if len(kernel) != 2:
+            raise imp.error("kernel_shape must have 2 entries")
+        strides = _ints(node, "strides", [1, 1])
+        dil = _ints(node, "dilations", [1, 1])
+        if kind == "avg" and dil != [1, 1]:
+            raise imp.error(f"not supported: AveragePool dilations={dil}")
+        n, c, h, w = x.shape
+        pads = spatial_pads(imp, node, (h, w), kernel, strides, dil)
+        ceil_mode = int(node.attrs.get("ceil_mode", 0))
+        outs, extra = [], []
+        for size, k, s, d, lo, hi in zip((h, w), kernel, strides, dil, pads[:2], pads[2:]):
+            span = size + lo + hi - d * (k - 1) - 1
+            o = (-(-span // s) if ceil_mode else span // s) + 1
+            if ceil_mode and (o - 1) * s >= size + lo:
+                o -= 1           # the last window must start inside the input or left pad
+            outs.append(o)
+            extra.append(max((o - 1) * s + d * (k - 1) + 1 - (size + lo + hi), 0))
+        pad_value = -np.inf if kind == "max" else 0.0
+        hi_pads = [pads[2] + extra[0], pads[3] + extra[1]]
+        xp = emit.pad(imp.in_perm(x, NHWC), [0, pads[0], pads[1], 0],
+                      [0, hi_pads[0], hi_pads[1], 0], pad_value)
+        elem = x.elem
+        out_shape = [n, outs[0], outs[1], c]
+        window = emit.empty(kernel, elem)
+        if kind == "max":
+            y = emit.value_of(linalg.pooling_nhwc_max(xp, window, outs=[emit.fill(out_shape, elem, -np.inf)],
+                                        strides=strides, dilations=dil))
+            imp.define(node.outputs[0], y, NHWC)
+            return
+        y = emit.value_of(linalg.pooling_nhwc_sum(xp, window, outs=[emit.fill(out_shape, elem, 0.0)],
+                                    strides=strides, dilations=dil))
+        include_pad = int(node.attrs.get("count_include_pad", 0))
+        counts = _pool_counts((h, w), kernel, strides, pads, extra, outs, include_pad)
+        sum_tv = TensorVal(y, (n, c, outs[0], outs[1]), NHWC)
+        if np.all(counts == counts.flat[0]):
+            inv: TensorVal | float = 1.0 / float(counts.flat[0])
+        else:
+            inv = imp.weight((1.0 / counts).astype(x_dtype(imp, x)).reshape(1, *outs),
+                             f"{node.name}_inv_count")
+        define_elementwise(imp, node, [sum_tv, inv], arith.mulf)
+    return convert
+
+
+def _pool_counts(size, kernel, strides, pads, extra, outs, include_pad) -> np.ndarray:
+    """Elements each average-pooling window divides by: the window inside
+    the input (plus the explicit pads with count_include_pad; the ceil_mode
+    overhang never counts)."""
+    counts = np.ones(outs, dtype=np.float64)
+    for axis in range(2):
+        lo = 0 if include_pad else pads[axis]
+        hi = size[axis] + (pads[axis] + pads[axis + 2] if include_pad else pads[axis])
+        starts = np.arange(outs[axis]) * strides[axis]
+        n = np.clip(np.minimum(starts + kernel[axis], hi) - np.maximum(starts, lo), 0, None)
+        counts *= n.reshape([-1, 1] if axis == 0 else [1, -1])
+    return counts
+
+
+def global_pool(kind: str) -> Callable[[Importer, Node], None]:
+    def convert(imp: Importer, node: Node) -> None:
+        x = imp.tensor(node.input(0))
+        if x.rank < 3:
+            raise imp.error(f"Global pooling needs rank >= 3, got {x.rank}")
+        axes = [x.perm.index(d) for d in range(2, x.rank)]
+        v = x.value
+        if kind == "max":
+            y = emit.reduce(v, axes, -np.inf, arith.maximumf)
+        else:
+            n = int(np.prod(x.shape[2:]))
+            if is_f16(v):
+                f32 = ir.F32Type.get()
+                s = emit.reduce(v, axes, 0.0, arith.addf, elem=f32,
+                                prologue=lambda e: arith.extf(f32, e))
+                y, _ = elementwise(imp, [TensorVal(s, _kept(x), x.perm)],
+                                   lambda t: arith.truncf(x.elem, arith.mulf(
+                                       t, emit.fconst(t.type, 1.0 / n))), elem=x.elem)
+            else:
+                s = emit.reduce(v, axes, 0.0, arith.addf)
+                y, _ = elementwise(imp, [TensorVal(s, _kept(x), x.perm)],
+                                   lambda t: arith.mulf(t, emit.fconst(t.type, 1.0 / n)))
+        imp.define(node.outputs[0], y, x.perm)
+    return convert
+
+
+def _kept(x: TensorVal) -> tuple[int, ...]:
+    return tuple(s if d < 2 else 1 for d, s in enumerate(x.shape))
+
+
+# --------------------------------------------------------------------------
+# shapes
+
+
+def flatten(imp: Importer, node: Node) -> None:
+    x = imp.tensor(node.input(0))
+    axis = int(node.attrs.get("axis", 1)) % (x.rank + 1) if x.rank else 0
+    rows = int(np.prod(x.shape[:axis]))
+    imp.define(node.outputs[0], emit.reshape(imp.logical(x), [rows, int(np.prod(
+        x.shape[axis:]))]))
+
+
+def reshape(imp: Importer, node: Node) -> None:
+    x = imp.tensor(node.input(0))
+    target = imp.const(node.input(1))
+    if target is None:
+        raise imp.error(f"not supported: Reshape to a shape '{node.input(1)}' computed at "
+                        "run time", fix="make the shape an initializer or Constant")
+    allowzero = int(node.attrs.get("allowzero", 0))
+    dims = [int(d) for d in target.reshape(-1)]
+    dims = [x.shape[i] if d == 0 and not allowzero else d for i, d in enumerate(dims)]
+    total = int(np.prod(x.shape))
+    if -1 in dims:
+        known = int(np.prod([d for d in dims if d != -1]))
+        dims[dims.index(-1)] = total // known if known else 0
+    if int(np.prod(dims)) != total:
+        raise imp.error(f"cannot reshape {list(x.shape)} to {dims}")
+    imp.define(node.outputs[0], emit.reshape(imp.logical(x), dims))
+
+
+def transpose(imp: Importer, node: Node) -> None:
+    x = imp.tensor(node.input(0))
+    perm = _ints(node, "perm", list(reversed(range(x.rank))))
+    inv = [0] * len(perm)
+    for i, p in enumerate(perm):
+        inv[p] = i
+    # a layout change only: no data moves until a consumer needs the order
+    imp.vals[node.outputs[0]] = TensorVal(x.value, tuple(x.shape[p] for p in perm),
+                                          tuple(inv[p] for p in x.perm))
+
+
+def concat(imp: Importer, node: Node) -> None:
+    xs = [imp.tensor(n) for n in node.inputs if n]
+    axis = int(node.attrs["axis"]) % xs[0].rank
+    perm = xs[0].perm
+    vals = [imp.in_perm(x, perm) for x in xs]
+    imp.define(node.outputs[0], emit.concat(vals, perm.index(axis)), perm)
+
+
+# --------------------------------------------------------------------------
+# softmax and layer normalization
+
+
+def _keep(x: TensorVal, axes: Sequence[int]) -> tuple[int, ...]:
+    return tuple(1 if d in axes else s for d, s in enumerate(x.shape))
+
+
+def softmax(imp: Importer, node: Node) -> None:
+    x = imp.tensor(node.input(0))
+    default = -1 if imp.opset >= 13 else 1
+    axis = int(node.attrs.get("axis", default)) % x.rank
+    axes = [axis] if imp.opset >= 13 else list(range(axis, x.rank))
+    phys = [x.perm.index(a) for a in axes]
+    f32 = ir.F32Type.get()
+    wide_t = f32 if is_f16(x.value) else x.elem
+    up = (lambda v: arith.extf(f32, v)) if is_f16(x.value) else (lambda v: v)
+    mx = TensorVal(emit.reduce(x.value, phys, -np.inf, arith.maximumf), _keep(x, axes), x.perm)
+    ex, _ = elementwise(imp, [x, mx], lambda v, m: math.exp(arith.subf(up(v), up(m))),
+                        elem=wide_t)
+    ext = TensorVal(ex, x.shape, x.perm)
+    total = TensorVal(emit.reduce(ex, phys, 0.0, arith.addf), _keep(x, axes), x.perm)
+
+    def norm(e: ir.Value, s: ir.Value) -> ir.Value:
+        r = arith.divf(e, s)
+        return arith.truncf(x.elem, r) if is_f16(x.value) else r
+    y, perm = elementwise(imp, [ext, total], norm, elem=x.elem)
+    imp.define(node.outputs[0], y, perm)
+
+
+def layernorm(imp: Importer, node: Node) -> None:
+    x = imp.tensor(node.input(0))
+    axis = int(node.attrs.get("axis", -1)) % x.rank
+    eps = float(node.attrs.get("epsilon", 1e-5))
+    if len(node.outputs) > 1 and any(node.outputs[1:]):
+        raise imp.error("not supported: LayerNormalization Mean/InvStdDev outputs")
+    axes = list(range(axis, x.rank))
+    phys = [x.perm.index(a) for a in axes]
+    count = float(np.prod([x.shape[a] for a in axes]))
+    f32 = ir.F32Type.get()
+    half = is_f16(x.value)
+    up = (lambda v: arith.extf(f32, v)) if half else (lambda v: v)
+    acc_t = f32 if half else x.elem
+    total = emit.reduce(x.value, phys, 0.0, arith.addf, elem=acc_t, prologue=up)
+    kept = _keep(x, axes)
+    mean_v, _ = elementwise(imp, [TensorVal(total, kept, x.perm)],
+                            lambda s: arith.mulf(s, emit.fconst(s.type, 1.0 / count)))
+    mean = TensorVal(mean_v, kept, x.perm)
+    # variance: sum over the axes of (x - mean)^2, mean broadcast along them
+    rank = x.rank
+    kept_phys = [kept[p] for p in x.perm]
+    out_map = emit.broadcast_map(kept_phys, list(range(rank)), emit.shape_of(x.value))
+    kinds = [emit.REDUCTION if d in phys else emit.PARALLEL for d in range(rank)]
+
+    def sq(v: ir.Value, m: ir.Value, acc: ir.Value) -> ir.Value:
+        d = arith.subf(up(v), m)
+        return arith.addf(acc, arith.mulf(d, d))
+    var_sum = emit.generic([(x.value, emit.identity(rank)), (mean_v, out_map)],
+                           emit.fill(kept_phys, acc_t, 0.0), out_map, kinds, sq,
+                           pass_output=True)
+    var = TensorVal(var_sum, kept, x.perm)
+    ops: list[TensorVal | float] = [x, mean, var]
+    has_scale = bool(node.input(1))
+    has_bias = bool(node.input(2))
+    if has_scale:
+        ops.append(imp.tensor(node.input(1)))
+    if has_bias:
+        ops.append(imp.tensor(node.input(2)))
+
+    def body(v: ir.Value, m: ir.Value, vs: ir.Value, *rest: ir.Value) -> ir.Value:
+        c = lambda t: emit.fconst(acc_t, t)   # noqa: E731
+        inv = math.rsqrt(arith.addf(arith.mulf(vs, c(1.0 / count)), c(eps)))
+        r = arith.mulf(arith.subf(up(v), m), inv)
+        k = 0
+        if has_scale:
+            r = arith.mulf(r, up(rest[k]))
+            k += 1
+        if has_bias:
+            r = arith.addf(r, up(rest[k]))
+        return arith.truncf(x.elem, r) if half else r
+    y, perm = elementwise(imp, ops, body, elem=x.elem)
+    imp.define(node.outputs[0], y, perm)
+
+
+CONVERTERS: dict[str, Callable[[Importer, Node], None]] = {
+    "Conv": conv,
+    "BatchNormalization": batchnorm,
+    "Relu": _unary(relu),
+    "LeakyRelu": leaky_relu,
+    "Clip": clip,
+    "Sigmoid": _unary(wide(_sigmoid)),
+    "Tanh": _unary(wide(math.tanh)),
+    "Gelu": gelu,
+    "Erf": _unary(wide(math.erf)),
+    "Exp": _unary(wide(math.exp)),
+    "Sqrt": _unary(wide(math.sqrt)),
+    "Neg": _unary(arith.negf),
+    "Abs": _unary(math.absf),
+    "Add": _binary(arith.addf),
+    "Sub": _binary(arith.subf),
+    "Mul": _binary(arith.mulf),
+    "Div": _binary(arith.divf),
+    "Max": _binary(arith.maximumf),
+    "Min": _binary(arith.minimumf),
+    "MatMul": matmul,
+    "Gemm": gemm,
+    "MaxPool": pool("max"),
+    "AveragePool": pool("avg"),
+    "GlobalAveragePool": global_pool("avg"),
+    "GlobalMaxPool": global_pool("max"),
+    "Flatten": flatten,
+    "Reshape": reshape,
+    "Transpose": transpose,
+    "Concat": concat,
+    "Softmax": softmax,
+    "LayerNormalization": layernorm,
+    "Identity": identity,
+    "Dropout": identity,
+    "Constant": constant,
+}
