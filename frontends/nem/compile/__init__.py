@@ -1,0 +1,143 @@
+"""`nem.compile`: ONNX or linalg-on-tensors MLIR -> verified NEM, in one call.
+
+    from nem.compile import compile_onnx
+    result = compile_onnx("model.onnx", device="npm_pro_x1")
+    open("model.nem", "w").write(result.nem)
+    result.save_weights("model.weights.npz")
+
+The stages (`STAGES`: import, bufferize, tile, lower) and their options are
+those of `nem-compile` (docs/compile.md).  Needs the `mlir` extra (upstream
+MLIR Python bindings) and, for ONNX input, the `onnx` package.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from nem.compile.pipeline import (STAGE_NAMES, STAGES, CompileError, CompileOptions,
+                                  CompileResult, Interface, Progress, Stage, StageResult)
+
+__all__ = ["STAGES", "STAGE_NAMES", "CompileError", "CompileOptions", "CompileResult",
+           "Interface", "Stage", "StageResult", "compile_onnx", "compile_mlir",
+           "missing_extra"]
+
+
+def missing_extra() -> str | None:
+    """Why nem-compile cannot run here (a missing optional dependency), or None."""
+    import importlib.util
+
+    if importlib.util.find_spec("mlir") is None or \
+            importlib.util.find_spec("mlir.ir") is None:
+        return ("nem-compile needs the upstream MLIR Python bindings (the 'mlir' extra): "
+                "pip install 'nem-toolchain[mlir]' (in a checkout: pip install -e '.[mlir]')")
+    return None
+
+
+def _options(options: CompileOptions | None, kw: dict) -> CompileOptions:
+    from dataclasses import replace
+
+    return replace(options or CompileOptions(), **kw)
+
+
+def compile_onnx(model, options: CompileOptions | None = None,
+                 progress: Progress | None = None, **kw) -> CompileResult:
+    """Compile an ONNX model (path or `onnx.ModelProto`); keyword arguments
+    override `options` fields (`device=`, `tile_sizes=`, `pipeline=`, ...)."""
+    import importlib.util
+
+    from nem.compile.pipeline import Driver
+
+    opts = _options(options, kw)
+    if importlib.util.find_spec("onnx") is None:
+        raise CompileError("import", "ONNX input needs the 'onnx' package: pip install onnx")
+    from nem.frontends.onnx import OnnxImportError, import_onnx
+
+    file = str(model) if isinstance(model, (str, Path)) else "<model>"
+    driver = Driver(opts, progress)
+    holder = {}
+
+    def do_import() -> str:
+        try:
+            holder["m"] = import_onnx(model)
+        except OnnxImportError as e:
+            raise CompileError("import", e.render()) from e
+        return str(holder["m"].module)
+
+    driver.timed("import", do_import)
+    im = holder["m"]
+    iface = Interface([(p.name, p.shape, p.dtype) for p in im.inputs], im.weights,
+                      [(p.name, p.shape, p.dtype) for p in im.outputs],
+                      {p.name: p.onnx_name for p in [*im.inputs, *im.outputs]})
+    with im.context:
+        driver.upstream(im.module, im.func_name)
+        tiled = driver.results[-1].text
+    nem, remarks = driver.lower(tiled, im.func_name, iface.arg_names, file)
+    return CompileResult(nem, iface, im.func_name, driver.results, remarks,
+                         driver.memory_spaces())
+
+
+def compile_mlir(source: str | Path, options: CompileOptions | None = None,
+                 progress: Progress | None = None, func_name: str | None = None,
+                 **kw) -> CompileResult:
+    """Compile linalg on tensors (a `.mlir` path or its text): the entry is
+    `func_name` or the first public `func.func`; its argument names as
+    written name the buffers, results become `result0`, `result1`, ..."""
+    from mlir import ir
+
+    from nem.compile.pipeline import Driver, mlir_arg_names
+
+    opts = _options(options, kw)
+    if isinstance(source, Path) or (isinstance(source, str) and "\n" not in source
+                                    and source.endswith(".mlir")):
+        file = str(source)
+        try:
+            text = Path(source).read_text(encoding="utf-8")
+        except OSError as e:
+            raise CompileError("import", f"{file}: error: {e.strerror}") from e
+    else:
+        file, text = "<mlir>", str(source)
+    driver = Driver(opts, progress)
+    with ir.Context() as ctx, ir.Location.unknown():
+        diags: list[str] = []
+        ctx.emit_error_diagnostics = True
+        try:
+            module = ir.Module.parse(text)
+        except ir.MLIRError as e:
+            raise CompileError("import", f"{file}: error: {e}") from e
+        funcs = [op for op in module.body.operations if op.operation.name == "func.func"
+                 and "sym_visibility" not in op.attributes and op.regions[0].blocks]
+        if func_name:
+            funcs = [f for f in funcs if ir.StringAttr(f.attributes["sym_name"]).value
+                     == func_name]
+        if not funcs:
+            raise CompileError("import", f"{file}: error: no public func.func"
+                               + (f" @{func_name}" if func_name else "") + " to compile")
+        fn = funcs[0]
+        name = ir.StringAttr(fn.attributes["sym_name"]).value
+        ftype = ir.FunctionType(ir.TypeAttr(fn.attributes["function_type"]).value)
+        ins = [_port(t) for t in ftype.inputs]
+        outs = [_port(t) for t in ftype.results]
+        names = mlir_arg_names(text, name) or [f"arg{i}" for i in range(len(ins))]
+        iface = Interface([(n, s, d) for n, (s, d) in zip(names, ins)], {},
+                          [(f"result{i}", s, d) for i, (s, d) in enumerate(outs)])
+        driver.results.append(pipeline_import_result(text))
+        del diags
+        driver.upstream(module, name)
+        tiled = driver.results[-1].text
+    nem, remarks = driver.lower(tiled, name, iface.arg_names, file)
+    return CompileResult(nem, iface, name, driver.results, remarks, driver.memory_spaces())
+
+
+def pipeline_import_result(text: str) -> StageResult:
+    return StageResult("import", text, 0.0)
+
+
+def _port(t) -> tuple[tuple[int, ...], object]:
+    import numpy as np
+    from mlir import ir
+
+    shaped = ir.ShapedType(t)
+    elem = str(shaped.element_type)
+    dtypes = {"f32": np.float32, "f16": np.float16, "f64": np.float64, "i32": np.int32,
+              "i8": np.int8, "i16": np.int16, "i64": np.int64}
+    return tuple(shaped.shape), np.dtype(dtypes.get(elem, np.uint8))

@@ -1,0 +1,90 @@
+"""The `lower` stage: tiled MLIR -> verified `.nem` (xDSL).
+
+The tiled program (upstream's printed MLIR) is parsed with xDSL plus the
+upstream ops it lacks (`nem.frontends.upstream_dialects`), the entry
+function's arguments get the interface's names (upstream prints `%argN`;
+the lowering names DDR buffers after the arguments, D-LOW-BUF), and
+`lower-to-nem` runs with the device and the memory-space map of the
+compile.  The printed `.nem` is then parsed back and checked with every
+stage of `nem-verify` on the target, exactly as `nem-opt prog.nem -p
+nem-verify` would: an error or a warning fails the compile.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from xdsl.context import Context
+
+
+def xdsl_context() -> Context:
+    """The dialects `nem-opt` registers: xDSL's, NEM, and the upstream ops xDSL lacks."""
+    from xdsl.dialects import get_all_dialects
+
+    from nem.dialect.dialect import NEM
+    from nem.frontends.upstream_dialects import register_mlir_dialects
+
+    ctx = Context(allow_unregistered=False)
+    for name, factory in get_all_dialects().items():
+        ctx.register_dialect(name, factory)
+    ctx.register_dialect("nem", lambda: NEM)
+    register_mlir_dialects(ctx)
+    return ctx
+
+
+def lower_and_verify(text: str, func_name: str, arg_names: Sequence[str], device: str,
+                     memory_spaces: str, file: str, options) -> tuple[str, list[str]]:
+    """(the `.nem` program, the lowering's remarks); raises CompileError."""
+    from xdsl.dialects.func import FuncOp
+
+    from nem.compile.pipeline import CompileError
+    from nem.dialect.diagnostics import NemDiagnosticError
+    from nem.frontends.nem_text.printer import print_nem
+    from nem.frontends.upstream_dialects import parse_mlir
+    from nem.passes.lower_to_nem import LowerToNemPass
+    from nem.passes.pass_env import pass_env
+
+    ctx = xdsl_context()
+    try:
+        module = parse_mlir(ctx, text, file)
+    except Exception as e:   # xDSL ParseError and friends: the op xDSL cannot take
+        raise CompileError("lower", f"{file}: error: the tiled program does not parse in "
+                           f"xDSL: {str(e).strip().splitlines()[0]}") from e
+    for op in module.walk():
+        if isinstance(op, FuncOp) and op.sym_name.data == func_name:
+            for arg, name in zip(op.body.block.args, arg_names):
+                arg.name_hint = name
+    remarks: list[str] = []
+    with pass_env(file, options.include_dirs, device) as env:
+        try:
+            LowerToNemPass(device=device, memory_spaces=(memory_spaces,),
+                           entry=func_name).apply(ctx, module)
+        except NemDiagnosticError as e:
+            raise CompileError("lower", "\n".join(d.render() for d in e.diagnostics)) from e
+        remarks += [d.render() for d in env.diagnostics]
+    nem = print_nem(module)
+    if options.verify:
+        verify_nem(nem, file.rsplit(".", 1)[0] + ".nem", device, options.include_dirs)
+    return nem, remarks
+
+
+def verify_nem(nem: str, file: str, device: str, include_dirs: Sequence[str] = ()) -> None:
+    """`nem-opt FILE -p nem-verify` on the text: any error or warning raises."""
+    from nem.compile.pipeline import CompileError
+    from nem.dialect.diagnostics import NemDiagnosticError, register_source
+    from nem.frontends.nem_text.parser import parse_nem
+    from nem.passes import PASSES
+    from nem.passes.pass_env import pass_env
+
+    register_source(file, nem)
+    ctx = xdsl_context()
+    with pass_env(file, include_dirs, device) as env:
+        try:
+            module = parse_nem(nem, file)
+            PASSES["nem-verify"]().apply(ctx, module)
+        except NemDiagnosticError as e:
+            raise CompileError("lower", "nem-verify: " + "\n".join(
+                d.render() for d in e.diagnostics)) from e
+        if env.diagnostics:
+            raise CompileError("lower", "nem-verify reports warnings: " + "\n".join(
+                d.render() for d in env.diagnostics))

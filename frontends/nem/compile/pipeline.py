@@ -1,0 +1,204 @@
+"""The nem-compile pipeline, declared as data: named stages run in order.
+
+    import     ONNX -> linalg on tensors                (nem.frontends.onnx)
+    bufferize  one-shot bufferization, results -> out-parameters (upstream)
+    tile       device-aware tiling, tiles staged in L1, pipelined  (upstream,
+               per loop nest: nem.compile.tiling)
+    lower      lower-to-nem (xDSL), then nem-verify on the printed program
+
+`--dump-after=STAGE` and `--save-temps` read the text each stage leaves
+(`StageResult.text`): MLIR for the first three, `.nem` for `lower`.  The
+upstream stages run in-process on one `mlir.ir.Module` with the bindings'
+`PassManager`; the lowering parses the tiled MLIR with xDSL.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from nem.compile import tiling
+from nem.compile.reference import BUFFERIZE
+
+ROUTES = ("affine", "transform")
+
+
+@dataclass(frozen=True)
+class Stage:
+    name: str
+    description: str
+    suffix: str
+    """File suffix of the text the stage leaves (`--save-temps`)."""
+
+
+STAGES = (
+    Stage("import", "ONNX -> linalg on tensors", ".import.mlir"),
+    Stage("bufferize", "bufferization, results as out-parameters", ".bufferize.mlir"),
+    Stage("tile", "tiles sized to L1, staged by DMA, pipelined", ".tile.mlir"),
+    Stage("lower", "lower-to-nem and nem-verify", ".nem"),
+)
+STAGE_NAMES = tuple(s.name for s in STAGES)
+
+
+@dataclass(frozen=True)
+class CompileOptions:
+    """What `nem-compile` takes besides its input (docs/compile.md)."""
+
+    device: str = "npm_pro_x1"
+    tile_sizes: tuple[int, ...] | None = None
+    """Override for every loop band (outermost loop first; missing entries
+    leave their loop untiled)."""
+    pipeline: bool = True
+    """Double-buffer the tile loops (load of tile i+1 during compute on tile i)."""
+    engines: int | None = None
+    """Engines to spread tiles over (default: the device's `num_engines`)."""
+    route: str = "affine"
+    verify: bool = True
+    include_dirs: tuple[str, ...] = ()
+
+
+@dataclass
+class StageResult:
+    name: str
+    text: str
+    seconds: float
+
+
+@dataclass
+class Interface:
+    """The program's buffers: inputs, weights (with their contents) and
+    outputs, in argument order, with the model's names, shapes and dtypes."""
+
+    inputs: list[tuple[str, tuple[int, ...], np.dtype]]
+    weights: dict[str, np.ndarray]
+    outputs: list[tuple[str, tuple[int, ...], np.dtype]]
+    onnx_names: dict[str, str] = field(default_factory=dict)
+    """NEM buffer name -> ONNX value name (ONNX inputs and outputs)."""
+
+    @property
+    def arg_names(self) -> list[str]:
+        return [n for n, _, _ in self.inputs] + list(self.weights) + \
+               [n for n, _, _ in self.outputs]
+
+
+@dataclass
+class CompileResult:
+    nem: str
+    """The verified `.nem` program."""
+    interface: Interface
+    func_name: str
+    stages: list[StageResult]
+    remarks: list[str]
+    memory_spaces: str
+
+    def stage(self, name: str) -> StageResult:
+        return next(s for s in self.stages if s.name == name)
+
+    def save_weights(self, path: str) -> None:
+        """The weights sidecar: one array per weight buffer, keyed by buffer
+        name (`nem-run prog.nem --input FILE.npz`)."""
+        np.savez(path, **self.interface.weights)
+
+
+class CompileError(Exception):
+    """A compile failure with its rendered diagnostics (stage-prefixed)."""
+
+    def __init__(self, stage: str, message: str):
+        self.stage = stage
+        super().__init__(message)
+
+
+Progress = Callable[[str, str], None]
+"""Called with (stage name, "start" | "done") around each stage."""
+
+
+class Driver:
+    """Runs the stages after `import` on one upstream module."""
+
+    def __init__(self, options: CompileOptions, progress: Progress | None = None):
+        self.options = options
+        self.progress = progress or (lambda stage, what: None)
+        self.results: list[StageResult] = []
+        from nem.devices.device_lookup import find_device
+
+        try:
+            self.device = find_device(options.device, options.include_dirs)
+        except Exception as e:   # NemDiagnosticError: unknown device
+            raise CompileError("device", str(e)) from e
+        if options.route not in ROUTES:
+            raise CompileError("tile", f"unknown route '{options.route}' "
+                               f"(routes: {', '.join(ROUTES)})")
+        engines = options.engines or self.device.topology.num_engines
+        if not 1 <= engines <= self.device.topology.num_engines:
+            raise CompileError("tile", f"--engines {engines}: {self.device.name} has "
+                               f"{self.device.topology.num_engines} engine(s)")
+        self.engines = engines
+
+    def timed(self, name: str, fn: Callable[[], str]) -> str:
+        self.progress(name, "start")
+        t0 = time.perf_counter()
+        text = fn()
+        self.results.append(StageResult(name, text, time.perf_counter() - t0))
+        self.progress(name, "done")
+        return text
+
+    # ------------------------------------------------------------------
+    def memory_spaces(self) -> str:
+        """The lowering's map: memref space 2 + k is engine k's L1."""
+        l1 = ",".join(f"{tiling.FAST_SPACE + k}:L1[{k}]" for k in range(self.engines))
+        return f"0:DDR,1:L2,{l1}"
+
+    def upstream(self, module, func_name: str) -> None:
+        """bufferize and tile, in place."""
+        from mlir.passmanager import PassManager
+
+        def bufferize() -> str:
+            PassManager.parse(f"builtin.module({BUFFERIZE},canonicalize,cse)").run(
+                module.operation)
+            return str(module)
+
+        def tile() -> str:
+            entry = _entry(module, func_name)
+            tiling.tile_module(module, entry, self.device, self.options, self.engines)
+            return str(module)
+
+        self.timed("bufferize", bufferize)
+        self.timed("tile", tile)
+
+    def lower(self, mlir_text: str, func_name: str, arg_names: list[str], file: str
+              ) -> tuple[str, list[str]]:
+        from nem.compile.lower import lower_and_verify
+
+        remarks: list[str] = []
+
+        def run() -> str:
+            nem, notes = lower_and_verify(mlir_text, func_name, arg_names, self.device.name,
+                                          self.memory_spaces(), file, self.options)
+            remarks.extend(notes)
+            return nem
+        return self.timed("lower", run), remarks
+
+
+def _entry(module, func_name: str):
+    from mlir import ir
+
+    for op in module.body.operations:
+        if op.operation.name == "func.func" and \
+                ir.StringAttr(op.attributes["sym_name"]).value == func_name:
+            return op.operation
+    raise CompileError("tile", f"no function @{func_name}")
+
+
+_SIG = re.compile(r"func\.func\s+(?:public\s+)?@([\w$.-]+)\s*\(([^)]*)\)")
+
+
+def mlir_arg_names(text: str, func_name: str) -> list[str] | None:
+    """The argument names of `@func_name` as written (`%x: tensor<..>` -> `x`)."""
+    for m in _SIG.finditer(text):
+        if m.group(1) == func_name:
+            return re.findall(r"%([\w$.-]+)\s*:", m.group(2))
+    return None

@@ -1,0 +1,301 @@
+"""Device-aware tile sizes, and the affine tiling route.
+
+Tile sizes come from the target's L1 size (`nem.devices`, never re-typed):
+a loop band's tile is chosen so that everything one step keeps in L1 fits,
+with double buffering (D-COMPILE-TILES):
+
+    2 * (footprint(tile) + output_footprint(tile)) <= l1_size_bytes    (pipelined)
+        footprint(tile) + output_footprint(tile)  <= l1_size_bytes    (--no-pipeline)
+
+`footprint` is the bytes of every memref box the tile touches (per memref,
+per dimension the extent of its affine index expressions over the tile);
+the second output term is the scratch tile the lowering may need for an
+accumulation or an intermediate elementwise result (D-LOW-ACCUM,
+D-LOW-RAISE).  Starting from the whole iteration space, the largest tile
+dimension is halved (rounding up) until the tile fits; tiles that do not
+divide their loop are peeled by the lowering (D-LOW-PEEL).
+
+The affine route (what `lower-to-nem` takes today) tiles each loop nest on
+its own: the nest is moved into a temporary function, upstream's
+`-affine-loop-tile{tile-sizes=...}`, `-affine-data-copy-generate` (DMAs into
+fast memory space 2, capacity the L1 budget) and
+`-affine-pipeline-data-transfer` run on it in-process (PassManager), and the
+result moves back.  Upstream's `-affine-loop-tile` applies one list of sizes
+to every band of a function, hence the isolation.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from mlir import ir
+from mlir.dialects import func
+from mlir.passmanager import PassManager
+
+FAST_SPACE = 2
+"""The memref memory space of tiles staged in L1 (`2:L1[0]` in the lowering's map)."""
+
+
+@dataclass(frozen=True)
+class Access:
+    memref: ir.Value
+    map: ir.AffineMap
+    indices: tuple[ir.Value, ...]
+    write: bool
+
+
+@dataclass
+class Band:
+    """A top-level affine loop nest: its perfectly nested loops (outermost
+    first) with their constant trip extents, and every access below them."""
+
+    root: ir.Operation
+    loops: list[ir.Operation]
+    extents: list[int]
+    inner: dict[ir.Value, int]
+    """Induction variables of loops below the band -> their extents."""
+    accesses: list[Access]
+
+
+def _const_bound(op: ir.Operation, key: str) -> int | None:
+    amap = ir.AffineMapAttr(op.attributes[key]).value
+    if len(amap.results) != 1 or not isinstance(amap.results[0], ir.AffineConstantExpr):
+        return None
+    return amap.results[0].value
+
+
+def _extent(op: ir.Operation) -> int | None:
+    lo, hi = _const_bound(op, "lowerBoundMap"), _const_bound(op, "upperBoundMap")
+    step = ir.IntegerAttr(op.attributes["step"]).value
+    if lo is None or hi is None or step != 1 or len(op.operands):
+        return None
+    return hi - lo
+
+
+def _body_ops(loop: ir.Operation) -> list[ir.Operation]:
+    return [o.operation for o in loop.regions[0].blocks[0].operations
+            if o.operation.name != "affine.yield"]
+
+
+def analyze_band(root: ir.Operation) -> Band | None:
+    """The band of `root` (an `affine.for`), or None when a bound is not constant."""
+    loops = [root]
+    while True:
+        body = _body_ops(loops[-1])
+        if len(body) == 1 and body[0].name == "affine.for":
+            loops.append(body[0])
+        else:
+            break
+    extents = []
+    for loop in loops:
+        e = _extent(loop)
+        if e is None:
+            return None
+        extents.append(e)
+    inner: dict[ir.Value, int] = {}
+    accesses: list[Access] = []
+    ok = True
+
+    def visit(op: ir.Operation) -> ir.WalkResult:
+        nonlocal ok
+        name = op.name
+        if name == "affine.for" and op not in loops:
+            e = _extent(op)
+            if e is None:
+                ok = False
+                return ir.WalkResult.INTERRUPT
+            inner[op.regions[0].blocks[0].arguments[0]] = e
+        elif name in ("affine.load", "affine.store"):
+            write = name == "affine.store"
+            mem = op.operands[1 if write else 0]
+            idx = tuple(op.operands[2 if write else 1:])
+            accesses.append(Access(mem, ir.AffineMapAttr(op.attributes["map"]).value, idx,
+                                   write))
+        elif name in ("memref.load", "memref.store"):
+            ok = False
+            return ir.WalkResult.INTERRUPT
+        return ir.WalkResult.ADVANCE
+
+    root.walk(visit)
+    if not ok:
+        return None
+    return Band(root, loops, extents, inner, accesses)
+
+
+def _range(e: ir.AffineExpr, ranges: Sequence[tuple[int, int]]) -> tuple[int, int]:
+    """Interval of an affine expression given the intervals of its inputs."""
+    if isinstance(e, ir.AffineConstantExpr):
+        return e.value, e.value
+    if isinstance(e, ir.AffineDimExpr):
+        return ranges[e.position]
+    if isinstance(e, ir.AffineSymbolExpr):
+        return 0, 0          # loop-invariant: moves the box, not its extent
+    a, b = _range(e.lhs, ranges), _range(e.rhs, ranges)
+    if isinstance(e, ir.AffineAddExpr):
+        return a[0] + b[0], a[1] + b[1]
+    if isinstance(e, ir.AffineMulExpr):
+        prods = [x * y for x in a for y in b]
+        return min(prods), max(prods)
+    if isinstance(e, ir.AffineModExpr):
+        return 0, max(b[1] - 1, 0)
+    if isinstance(e, ir.AffineFloorDivExpr) and b[0] > 0:
+        return a[0] // b[0], a[1] // b[0]
+    if isinstance(e, ir.AffineCeilDivExpr) and b[0] > 0:
+        return -(-a[0] // b[0]), -(-a[1] // b[0])
+    raise ValueError(f"affine expression {e} has no interval")
+
+
+def footprint(band: Band, sizes: Sequence[int]) -> tuple[int, int]:
+    """(bytes of every memref box one tile of `sizes` touches, bytes of the
+    boxes it writes)."""
+    ivs = {loop.regions[0].blocks[0].arguments[0]: s for loop, s in zip(band.loops, sizes)}
+    ivs.update(band.inner)
+    boxes: dict[ir.Value, list[int]] = {}
+    written: set[ir.Value] = set()
+    for acc in band.accesses:
+        n_dims = acc.map.n_dims
+        ranges = [(0, ivs[v] - 1) if v in ivs else (0, 0) for v in acc.indices[:n_dims]]
+        ext = [hi - lo + 1 for lo, hi in (_range(e, ranges) for e in acc.map.results)]
+        box = boxes.setdefault(acc.memref, [0] * len(ext))
+        for i, x in enumerate(ext):
+            box[i] = max(box[i], x)
+        if acc.write:
+            written.add(acc.memref)
+
+    def nbytes(mem: ir.Value) -> int:
+        width = ir.MemRefType(mem.type).element_type.width
+        n = 1
+        for x in boxes[mem]:
+            n *= x
+        return n * max(width // 8, 1)
+
+    total = sum(nbytes(m) for m in boxes)
+    return total, sum(nbytes(m) for m in written)
+
+
+def choose_tile_sizes(band: Band, budget: int) -> list[int]:
+    """Halve the largest tile dimension until `footprint + output <= budget`."""
+    sizes = list(band.extents)
+    while True:
+        total, out = footprint(band, sizes)
+        if total + out <= budget or max(sizes) <= 1:
+            return sizes
+        k = max(range(len(sizes)), key=lambda i: (sizes[i], -i))
+        sizes[k] = -(-sizes[k] // 2)
+
+
+# --------------------------------------------------------------------------
+# per-nest upstream passes
+
+
+def _defined_inside(value: ir.Value, root: ir.Operation) -> bool:
+    owner = value.owner
+    op = owner.owner if isinstance(owner, ir.Block) else owner
+    while op is not None:
+        if op == root:
+            return True
+        op = op.parent
+    return False
+
+
+def run_on_nest(root: ir.Operation, pipeline: str) -> None:
+    """Run the func-level upstream `pipeline` on the nest `root` alone: the
+    nest moves into a temporary function (external values become arguments,
+    constants are cloned), the passes run, and everything the function then
+    holds moves back in place of the nest."""
+    external: list[ir.Value] = []
+    constants: list[ir.Value] = []
+
+    def collect(op: ir.Operation) -> ir.WalkResult:
+        for v in op.operands:
+            if not _defined_inside(v, root) and v not in external and v not in constants:
+                owner = v.owner
+                if isinstance(owner, ir.Operation) and owner.name == "arith.constant":
+                    constants.append(v)
+                else:
+                    external.append(v)
+        return ir.WalkResult.ADVANCE
+
+    root.walk(collect)
+    block = root.block
+    ops = [o.operation for o in block.operations]
+    anchor = ops[ops.index(root) + 1]
+    with ir.Location.unknown(root.context):
+        tmp = ir.Module.create()
+        with ir.InsertionPoint(tmp.body):
+            fn = func.FuncOp("nem_tile_nest", ([v.type for v in external], []))
+            entry = fn.add_entry_block()
+        with ir.InsertionPoint(entry):
+            ret = func.ReturnOp([])
+        mapping = list(zip(external, entry.arguments))
+        for c in constants:
+            clone = c.owner.clone(ir.InsertionPoint(ret))
+            mapping.append((c, clone.results[0]))
+        root.move_before(ret)
+        _replace_in(root, mapping)
+        PassManager.parse(f"builtin.module(func.func({pipeline}))").run(tmp.operation)
+        moved = [o.operation for o in entry.operations if o.operation.name != "func.return"]
+        back = [(new, old) for old, new in mapping[:len(external)]]
+        for op in moved:
+            op.move_before(anchor)
+            _replace_in(op, back)
+        del tmp          # the Module object owns (and frees) the temporary function
+
+
+def _replace_in(root: ir.Operation, mapping: Sequence[tuple[ir.Value, ir.Value]]) -> None:
+    def visit(op: ir.Operation) -> ir.WalkResult:
+        for old, new in mapping:
+            op.replace_uses_of_with(old, new)
+        return ir.WalkResult.ADVANCE
+
+    root.walk(visit)
+
+
+def top_level_nests(fn: ir.Operation) -> list[ir.Operation]:
+    return [o.operation for o in fn.regions[0].blocks[0].operations
+            if o.operation.name == "affine.for"]
+
+
+def band_sizes(band: Band, options, budget: int) -> list[int]:
+    """The tile sizes of one band: the `--tile-sizes` override (missing
+    entries: the whole loop) or the L1-derived choice."""
+    if options.tile_sizes:
+        given = list(options.tile_sizes)[:len(band.extents)]
+        return [min(s, e) for s, e in zip(given + band.extents[len(given):], band.extents)]
+    return choose_tile_sizes(band, budget)
+
+
+def l1_budget(device, pipeline: bool) -> int:
+    """Bytes one tile step may keep in L1 (half of it when double-buffered)."""
+    l1 = device.topology.l1_size_bytes
+    return l1 // 2 if pipeline else l1
+
+
+def tile_module(module: ir.Module, entry: ir.Operation, device, options, engines: int
+                ) -> list[tuple[list[int], list[int]]]:
+    """The affine route on the bufferized `module` (in place): each linalg
+    op becomes an affine nest (`-convert-linalg-to-affine-loops`), and each
+    top-level nest is tiled, staged in L1 and pipelined on its own.  Returns
+    (extents, tile sizes) per nest."""
+    PassManager.parse("builtin.module(func.func(convert-linalg-to-affine-loops))").run(
+        module.operation)
+    budget = l1_budget(device, options.pipeline)
+    capacity_kib = max(budget // 1024, 1)
+    plan = []
+    for root in top_level_nests(entry):
+        band = analyze_band(root)
+        if band is None:
+            continue
+        sizes = band_sizes(band, options, budget)
+        passes = []
+        if sizes != band.extents:
+            passes.append("affine-loop-tile{tile-sizes=" + ",".join(map(str, sizes)) + "}")
+        passes.append(f"affine-data-copy-generate{{generate-dma fast-mem-space={FAST_SPACE} "
+                      f"fast-mem-capacity={capacity_kib}}}")
+        if options.pipeline:
+            passes.append("affine-pipeline-data-transfer")
+        run_on_nest(root, ",".join(passes))
+        plan.append((band.extents, sizes))
+    PassManager.parse("builtin.module(canonicalize,cse)").run(module.operation)
+    return plan
