@@ -40,7 +40,8 @@ def _parser() -> argparse.ArgumentParser:
                    help="run K random schedules (seeds SEED..SEED+K-1) and compare final memory")
     p.add_argument("--input", action="append", default=[], metavar="BUF=FILE",
                    help="write FILE (.npy: its array in C order; else raw bytes) at the start "
-                   "of buffer BUF")
+                   "of buffer BUF; a bare FILE.npz writes each of its arrays into the buffer "
+                   "of the same name (nem-compile's weights sidecar)")
     p.add_argument("--output", action="append", default=[], metavar="BUF=FILE",
                    help="write buffer BUF's bytes to FILE (.npy: 1-D uint8; else raw)")
     p.add_argument("--random-inputs", type=int, metavar="SEED",
@@ -107,7 +108,8 @@ def run(argv=None) -> int:
     from nem.runtime.memory import DEFAULT_DDR_SIZE
 
     args = _parser().parse_args(argv)
-    inputs = _pairs(args.input, "--input")
+    archives = [f for f in args.input if "=" not in f and f.endswith(".npz")]
+    inputs = _pairs([f for f in args.input if f not in archives], "--input")
     outputs = _pairs(args.output, "--output")
     if args.schedules is not None and args.schedules < 1:
         return _usage("--schedules needs K >= 1")
@@ -134,6 +136,13 @@ def run(argv=None) -> int:
 
     if args.random_inputs is not None:
         interp.randomize_inputs(args.random_inputs)
+    for f in archives:
+        try:
+            with np.load(f, allow_pickle=False) as npz:
+                for buf in npz.files:
+                    interp.write_tensor(buf, npz[buf])
+        except (OSError, ValueError, KeyError) as e:
+            return _usage(f"--input {f}: {e}")
     for buf, f in inputs:
         try:
             if f.endswith(".npy"):

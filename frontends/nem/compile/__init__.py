@@ -39,10 +39,18 @@ def _options(options: CompileOptions | None, kw: dict) -> CompileOptions:
     return replace(options or CompileOptions(), **kw)
 
 
+def _stem(path: str, stem: str | None) -> str:
+    return stem or (path.rsplit(".", 1)[0] if "." in Path(path).name else path)
+
+
 def compile_onnx(model, options: CompileOptions | None = None,
-                 progress: Progress | None = None, **kw) -> CompileResult:
+                 progress: Progress | None = None, stem: str | None = None,
+                 **kw) -> CompileResult:
     """Compile an ONNX model (path or `onnx.ModelProto`); keyword arguments
-    override `options` fields (`device=`, `tile_sizes=`, `pipeline=`, ...)."""
+    override `options` fields (`device=`, `tile_sizes=`, `pipeline=`, ...).
+    Diagnostics of the lowering name `<stem>.tile.mlir` (the tile stage's
+    text, which `nem-compile --save-temps` writes); `stem` defaults to the
+    model's path without its suffix."""
     import importlib.util
 
     from nem.compile.pipeline import Driver
@@ -71,14 +79,15 @@ def compile_onnx(model, options: CompileOptions | None = None,
     with im.context:
         driver.upstream(im.module, im.func_name)
         tiled = driver.results[-1].text
-    nem, remarks = driver.lower(tiled, im.func_name, iface.arg_names, file)
+    nem, remarks = driver.lower(tiled, im.func_name, iface.arg_names,
+                                _stem(file, stem) + ".tile.mlir")
     return CompileResult(nem, iface, im.func_name, driver.results, remarks,
                          driver.memory_spaces())
 
 
 def compile_mlir(source: str | Path, options: CompileOptions | None = None,
                  progress: Progress | None = None, func_name: str | None = None,
-                 **kw) -> CompileResult:
+                 stem: str | None = None, **kw) -> CompileResult:
     """Compile linalg on tensors (a `.mlir` path or its text): the entry is
     `func_name` or the first public `func.func`; its argument names as
     written name the buffers, results become `result0`, `result1`, ..."""
@@ -97,13 +106,18 @@ def compile_mlir(source: str | Path, options: CompileOptions | None = None,
     else:
         file, text = "<mlir>", str(source)
     driver = Driver(opts, progress)
-    with ir.Context() as ctx, ir.Location.unknown():
-        diags: list[str] = []
-        ctx.emit_error_diagnostics = True
-        try:
-            module = ir.Module.parse(text)
-        except ir.MLIRError as e:
-            raise CompileError("import", f"{file}: error: {e}") from e
+    with ir.Context(), ir.Location.unknown():
+        holder = {}
+
+        def parse() -> str:
+            try:
+                holder["m"] = ir.Module.parse(text)
+            except ir.MLIRError as e:
+                raise CompileError("import", f"{file}: error: {e}") from e
+            return text
+
+        driver.timed("import", parse)
+        module = holder["m"]
         funcs = [op for op in module.body.operations if op.operation.name == "func.func"
                  and "sym_visibility" not in op.attributes and op.regions[0].blocks]
         if func_name:
@@ -120,16 +134,10 @@ def compile_mlir(source: str | Path, options: CompileOptions | None = None,
         names = mlir_arg_names(text, name) or [f"arg{i}" for i in range(len(ins))]
         iface = Interface([(n, s, d) for n, (s, d) in zip(names, ins)], {},
                           [(f"result{i}", s, d) for i, (s, d) in enumerate(outs)])
-        driver.results.append(pipeline_import_result(text))
-        del diags
         driver.upstream(module, name)
         tiled = driver.results[-1].text
-    nem, remarks = driver.lower(tiled, name, iface.arg_names, file)
+    nem, remarks = driver.lower(tiled, name, iface.arg_names, _stem(file, stem) + ".tile.mlir")
     return CompileResult(nem, iface, name, driver.results, remarks, driver.memory_spaces())
-
-
-def pipeline_import_result(text: str) -> StageResult:
-    return StageResult("import", text, 0.0)
 
 
 def _port(t) -> tuple[tuple[int, ...], object]:

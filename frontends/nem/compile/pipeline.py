@@ -21,8 +21,14 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from nem.compile import tiling
-from nem.compile.reference import BUFFERIZE
+BUFFERIZE = ("one-shot-bufferize{bufferize-function-boundaries "
+             "function-boundary-type-conversion=identity-layout-map},"
+             "buffer-results-to-out-params{modify-public-functions hoist-static-allocs}")
+"""The bufferization of the `bufferize` stage (and of the reference path)."""
+
+FAST_SPACE = 2
+"""The memref memory space of tiles staged in L1 (`2:L1[0]` in the lowering's map;
+engine k's L1 is space 2 + k)."""
 
 ROUTES = ("affine", "transform")
 
@@ -112,8 +118,9 @@ class CompileError(Exception):
         super().__init__(message)
 
 
-Progress = Callable[[str, str], None]
-"""Called with (stage name, "start" | "done") around each stage."""
+Progress = Callable[[str, "StageResult | None"], None]
+"""Called with (stage name, None) when a stage starts and (stage name, its
+result) when it is done (the CLI's progress display, --dump-after, --save-temps)."""
 
 
 class Driver:
@@ -121,7 +128,7 @@ class Driver:
 
     def __init__(self, options: CompileOptions, progress: Progress | None = None):
         self.options = options
-        self.progress = progress or (lambda stage, what: None)
+        self.progress = progress or (lambda stage, result: None)
         self.results: list[StageResult] = []
         from nem.devices.device_lookup import find_device
 
@@ -139,17 +146,17 @@ class Driver:
         self.engines = engines
 
     def timed(self, name: str, fn: Callable[[], str]) -> str:
-        self.progress(name, "start")
+        self.progress(name, None)
         t0 = time.perf_counter()
         text = fn()
         self.results.append(StageResult(name, text, time.perf_counter() - t0))
-        self.progress(name, "done")
+        self.progress(name, self.results[-1])
         return text
 
     # ------------------------------------------------------------------
     def memory_spaces(self) -> str:
         """The lowering's map: memref space 2 + k is engine k's L1."""
-        l1 = ",".join(f"{tiling.FAST_SPACE + k}:L1[{k}]" for k in range(self.engines))
+        l1 = ",".join(f"{FAST_SPACE + k}:L1[{k}]" for k in range(self.engines))
         return f"0:DDR,1:L2,{l1}"
 
     def upstream(self, module, func_name: str) -> None:
@@ -162,6 +169,8 @@ class Driver:
             return str(module)
 
         def tile() -> str:
+            from nem.compile import tiling
+
             entry = _entry(module, func_name)
             tiling.tile_module(module, entry, self.device, self.options, self.engines)
             return str(module)

@@ -25,10 +25,7 @@ from mlir.execution_engine import ExecutionEngine
 from mlir.passmanager import PassManager
 from mlir.runtime import get_ranked_memref_descriptor
 
-BUFFERIZE = ("one-shot-bufferize{bufferize-function-boundaries "
-             "function-boundary-type-conversion=identity-layout-map},"
-             "buffer-results-to-out-params{modify-public-functions hoist-static-allocs}")
-"""The bufferization every stage of nem-compile uses (nem.compile.pipeline)."""
+from nem.compile.pipeline import BUFFERIZE
 
 TO_LLVM = ("convert-linalg-to-loops,lower-affine,convert-scf-to-cf,expand-strided-metadata,"
            "finalize-memref-to-llvm,convert-math-to-llvm,convert-math-to-libm,convert-to-llvm,"

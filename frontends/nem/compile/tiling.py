@@ -33,8 +33,7 @@ from mlir import ir
 from mlir.dialects import func
 from mlir.passmanager import PassManager
 
-FAST_SPACE = 2
-"""The memref memory space of tiles staged in L1 (`2:L1[0]` in the lowering's map)."""
+from nem.compile.pipeline import FAST_SPACE
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,221 @@
+"""`nem-compile`: ONNX or linalg-on-tensors MLIR -> verified NEM in one command.
+
+    nem-compile model.onnx --device npm_pro_x1 -o model.nem
+    nem-compile model.mlir --device npm_pro_x1 -o model.nem --save-temps -v
+
+Thin: parses arguments and calls `nem.compile` (docs/compile.md).  Writes the
+`.nem` program and, when the model has weights, the sidecar
+`<output stem>.weights.npz` (`nem-run model.nem --input model.weights.npz`).
+Exit status: 0 compiled and verified, 1 a diagnostic (unsupported op, a
+lowering or verification failure, the `mlir` extra missing), 2 bad usage.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+
+def _parser() -> argparse.ArgumentParser:
+    from nem.compile.pipeline import ROUTES, STAGE_NAMES
+
+    p = argparse.ArgumentParser(
+        prog="nem-compile",
+        description="Compile an ONNX model (.onnx) or linalg on tensors (.mlir) to a "
+                    "verified NEM program (.nem).")
+    p.add_argument("input", help="model.onnx or model.mlir (linalg on tensors)")
+    p.add_argument("-o", dest="output", help="output .nem file ('-': standard output; "
+                   "default: the input's name with .nem)")
+    p.add_argument("--device", default="npm_pro_x1",
+                   help="target device (a shipped device or one found with -I; default "
+                        "npm_pro_x1)")
+    p.add_argument("-I", dest="include_dirs", action="append", default=[],
+                   help="add a directory to the device search path")
+    p.add_argument("--dump-after", choices=STAGE_NAMES, action="append", default=[],
+                   metavar="STAGE", help="print the text a stage leaves to stdout "
+                   f"({', '.join(STAGE_NAMES)}); repeatable")
+    p.add_argument("--save-temps", action="store_true",
+                   help="write every stage's text beside the output "
+                        "(STEM.import.mlir, STEM.bufferize.mlir, STEM.tile.mlir)")
+    p.add_argument("--tile-sizes", metavar="A,B,...",
+                   help="tile sizes for every loop band (outermost first) instead of the "
+                        "L1-derived ones")
+    p.add_argument("--no-pipeline", action="store_true",
+                   help="no double buffering (tiles loaded, computed and stored in turn)")
+    p.add_argument("--engines", type=int, metavar="N",
+                   help="engines to spread tiles over (default: all of the device's)")
+    p.add_argument("--route", choices=ROUTES, default="affine",
+                   help="tiling route (default affine; transform: see docs/compile.md)")
+    p.add_argument("--no-verify", action="store_true",
+                   help="skip nem-verify on the result (not recommended)")
+    p.add_argument("-v", "--verbose", action="store_true",
+                   help="per-stage timings and the lowering's remarks on stderr")
+    p.add_argument("--no-progress", action="store_true",
+                   help="no progress display on a terminal")
+    return p
+
+
+def _tile_sizes(text: str | None) -> tuple[int, ...] | None:
+    if text is None:
+        return None
+    try:
+        sizes = tuple(int(x) for x in text.split(","))
+    except ValueError:
+        raise SystemExit(_usage(f"--tile-sizes expects positive integers A,B,..., got "
+                                f"{text!r}")) from None
+    if not sizes or min(sizes) < 1:
+        raise SystemExit(_usage(f"--tile-sizes expects positive integers, got {text!r}"))
+    return sizes
+
+
+def _usage(msg: str) -> int:
+    print(f"nem-compile: error: {msg}", file=sys.stderr)
+    return 2
+
+
+class _Display:
+    """Stage progress on a terminal (rich), dumps and temps as stages finish."""
+
+    def __init__(self, args: argparse.Namespace, stem: str):
+        self.args, self.stem = args, stem
+        self.status = None
+        if not args.no_progress and sys.stderr.isatty():
+            try:
+                from rich.console import Console
+
+                self.status = Console(stderr=True).status("nem-compile")
+                self.status.start()
+            except ImportError:
+                self.status = None
+
+    def __call__(self, stage: str, result) -> None:
+        from nem.compile.pipeline import STAGES
+
+        if result is None:
+            if self.status is not None:
+                desc = next(s.description for s in STAGES if s.name == stage)
+                self.status.update(f"nem-compile: {stage} ({desc})")
+            return
+        if stage in self.args.dump_after:
+            self.pause()
+            sys.stdout.write(f"// ----- nem-compile: after {stage}\n" if stage != "lower"
+                             else f"# ----- nem-compile: after {stage}\n")
+            sys.stdout.write(result.text if result.text.endswith("\n") else result.text + "\n")
+            sys.stdout.flush()
+            self.resume()
+        if self.args.save_temps and stage != "lower":
+            suffix = next(s.suffix for s in STAGES if s.name == stage)
+            Path(self.stem + suffix).write_text(result.text, encoding="utf-8")
+
+    def pause(self) -> None:
+        if self.status is not None:
+            self.status.stop()
+
+    def resume(self) -> None:
+        if self.status is not None:
+            self.status.start()
+
+    def close(self) -> None:
+        self.pause()
+        self.status = None
+
+
+def run(argv: Sequence[str] | None = None) -> int:
+    from nem.compile import missing_extra
+
+    args = _parser().parse_args(argv)
+    why = missing_extra()
+    if why:
+        print(f"nem-compile: error: {why}", file=sys.stderr)
+        return 1
+    from nem.compile import CompileError, CompileOptions, compile_mlir, compile_onnx
+
+    src = args.input
+    ext = Path(src).suffix.lower()
+    if ext not in (".onnx", ".mlir"):
+        return _usage(f"{src}: expected a .onnx model or .mlir (linalg on tensors) input")
+    if not Path(src).is_file():
+        print(f"{src}: error: no such file", file=sys.stderr)
+        return 1
+    out = args.output or str(Path(src).with_suffix(".nem"))
+    if out.endswith(".nemb"):
+        print(f"nem-compile: error: not supported yet: -o {out}: the .nemb bytecode writer "
+              "is not available in this toolchain; write .nem", file=sys.stderr)
+        return 1
+    if args.engines is not None and args.engines < 1:
+        return _usage("--engines needs N >= 1")
+    stem = (out[:-4] if out.endswith(".nem") else out) if out != "-" else \
+        str(Path(src).with_suffix(""))
+    options = CompileOptions(device=args.device, tile_sizes=_tile_sizes(args.tile_sizes),
+                             pipeline=not args.no_pipeline, engines=args.engines,
+                             route=args.route, verify=not args.no_verify,
+                             include_dirs=tuple(args.include_dirs))
+    display = _Display(args, stem)
+    done: list = []
+
+    def progress(stage, result):
+        if result is not None:
+            done.append(result)
+        display(stage, result)
+
+    try:
+        compile_fn = compile_onnx if ext == ".onnx" else compile_mlir
+        result = compile_fn(src, options, progress=progress, stem=stem)
+    except CompileError as e:
+        display.close()
+        _timings(args, done)
+        print(str(e), file=sys.stderr)
+        print(f"nem-compile: failed in stage '{e.stage}'", file=sys.stderr)
+        return 1
+    display.close()
+    if out == "-":
+        sys.stdout.write(result.nem)
+    else:
+        Path(out).write_text(result.nem, encoding="utf-8")
+    weights = ""
+    if result.interface.weights and out != "-":
+        weights = stem + ".weights.npz"
+        result.save_weights(weights)
+    if args.verbose:
+        for r in result.remarks:
+            print(r, file=sys.stderr)
+        _timings(args, done)
+        if weights:
+            print(f"weights: {weights} ({len(result.interface.weights)} buffers; "
+                  f"nem-run {out} --input {weights})", file=sys.stderr)
+    return 0
+
+
+def _timings(args: argparse.Namespace, done) -> None:
+    if not args.verbose or not done:
+        return
+    total = sum(r.seconds for r in done)
+    for r in done:
+        print(f"nem-compile: {r.name:<10} {r.seconds * 1000:9.1f} ms", file=sys.stderr)
+    print(f"nem-compile: {'total':<10} {total * 1000:9.1f} ms", file=sys.stderr)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    try:
+        code = run(argv)
+    except SystemExit as e:
+        code = e.code if isinstance(e.code, int) else 2
+    except BrokenPipeError:
+        code = 0
+    except KeyboardInterrupt:
+        code = 130
+    except Exception as e:  # a bug, never a user error: no traceback unless asked
+        print(f"nem-compile: internal error: {type(e).__name__}: {e}\n"
+              "This is a bug in nem-compile; rerun with NEM_TRACEBACK=1 for the traceback.",
+              file=sys.stderr)
+        if os.environ.get("NEM_TRACEBACK"):
+            raise
+        code = 2
+    sys.exit(code)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,108 @@
+"""Comparing a compiled program's outputs with onnxruntime.
+
+Tolerances per element type (D-COMPILE-TOL), elementwise
+`|got - want| <= atol + rtol * |want|`:
+
+* f32: atol 1e-5, rtol 1e-4. The programs compute in f32 with a different
+  summation order than onnxruntime's kernels (blocked GEMM, vectorized
+  reductions); for the models here (dot products of at most a few thousand
+  terms of O(1) values) the differences are a few f32 ulps of the
+  accumulated magnitude.
+* f16: atol 1e-2, rtol 1e-2. linalg accumulates f16 matmuls and
+  convolutions in f16 (every partial sum rounded to 11 bits), onnxruntime
+  accumulates in f32: the difference grows with the reduction length (about
+  sqrt(K) half-ulps), 1e-2 covers K up to a few hundred at O(1) values.
+
+    python -m nem.compile.check model.onnx --input x=x.npy --output y=y.npy
+
+compares `y.npy` (a typed array, or the 1-D uint8 bytes `nem-run --output`
+writes) with onnxruntime's output `y` on the same input; exit status 1 when
+an output is out of tolerance.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+import numpy as np
+
+TOLERANCES = {np.dtype(np.float32): (1e-5, 1e-4), np.dtype(np.float16): (1e-2, 1e-2)}
+
+
+def max_violation(got: np.ndarray, want: np.ndarray) -> float:
+    """max |got - want| / (atol + rtol |want|): at most 1 is within tolerance."""
+    atol, rtol = TOLERANCES[np.dtype(want.dtype)]
+    g, w = got.astype(np.float64), want.astype(np.float64)
+    if g.shape != w.shape:
+        raise ValueError(f"shape {g.shape} differs from onnxruntime's {w.shape}")
+    if not np.all(np.isfinite(g) == np.isfinite(w)):
+        return float("inf")
+    fin = np.isfinite(w)
+    return float(np.max(np.abs(g - w)[fin] / (atol + rtol * np.abs(w[fin])), initial=0.0))
+
+
+def onnxruntime_run(model, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """The model's outputs by ONNX name (CPU execution provider)."""
+    import onnx
+    import onnxruntime as ort
+
+    proto = model if isinstance(model, onnx.ModelProto) else onnx.load(str(model))
+    sess = ort.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"])
+    names = [o.name for o in sess.get_outputs()]
+    return dict(zip(names, sess.run(None, inputs)))
+
+
+def _as_array(path: str, like: np.ndarray) -> np.ndarray:
+    arr = np.load(path, allow_pickle=False) if path.endswith(".npy") else \
+        np.frombuffer(open(path, "rb").read(), np.uint8)
+    if arr.dtype == np.uint8 and like.dtype != np.uint8:   # nem-run --output bytes
+        arr = arr[:like.nbytes].view(like.dtype)
+    return arr.reshape(like.shape)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m nem.compile.check",
+                                description="compare outputs with onnxruntime")
+    p.add_argument("model")
+    p.add_argument("--input", action="append", default=[], metavar="NAME=FILE.npy")
+    p.add_argument("--output", action="append", default=[], metavar="NAME=FILE")
+    args = p.parse_args(argv)
+    from nem.frontends.onnx.graph import nem_name
+
+    pairs = [a.split("=", 1) for a in args.input + args.output]
+    if any(len(x) != 2 for x in pairs):
+        print("check: error: --input/--output expect NAME=FILE", file=sys.stderr)
+        return 2
+    import onnx
+
+    model = onnx.load(args.model)
+    inits = {i.name for i in model.graph.initializer}
+    # buffer names are sanitized ONNX names (nem.frontends.onnx.graph.nem_name)
+    taken: set[str] = set()
+    in_names = {nem_name(v.name, taken): v.name for v in model.graph.input
+                if v.name not in inits}
+    out_names = {nem_name(v.name, taken): v.name for v in model.graph.output}
+    inputs = {}
+    for a in args.input:
+        name, path = a.split("=", 1)
+        inputs[in_names.get(name, name)] = np.load(path, allow_pickle=False)
+    want = onnxruntime_run(model, inputs)
+    ok = True
+    for a in args.output:
+        name, path = a.split("=", 1)
+        ref = want[out_names.get(name, name)]
+        got = _as_array(path, ref)
+        v = max_violation(got, ref)
+        atol, rtol = TOLERANCES[np.dtype(ref.dtype)]
+        diff = float(np.max(np.abs(got.astype(np.float64) - ref)))
+        status = "OK" if v <= 1.0 else "MISMATCH"
+        print(f"{name}: max |nem - onnxruntime| = {diff:.3g} (tolerance {atol:g} + {rtol:g}"
+              f"*|ref|, {ref.dtype}): {status}")
+        ok &= v <= 1.0
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
