@@ -11,9 +11,9 @@ with double buffering (D-COMPILE-TILES):
 per dimension the extent of its affine index expressions over the tile);
 the second output term is the scratch tile the lowering may need for an
 accumulation or an intermediate elementwise result (D-LOW-ACCUM,
-D-LOW-RAISE).  Starting from the whole iteration space, the largest tile
-dimension is halved (rounding up) until the tile fits; tiles that do not
-divide their loop are peeled by the lowering (D-LOW-PEEL).
+D-LOW-RAISE).  Starting from the whole iteration space, the outermost tile
+dimension larger than 1 is halved (rounding up) until the tile fits; tiles
+that do not divide their loop are peeled by the lowering (D-LOW-PEEL).
 
 The affine route (what `lower-to-nem` takes today) tiles each loop nest on
 its own: the nest is moved into a temporary function, upstream's
@@ -174,13 +174,16 @@ def footprint(band: Band, sizes: Sequence[int]) -> tuple[int, int]:
 
 
 def choose_tile_sizes(band: Band, budget: int) -> list[int]:
-    """Halve the largest tile dimension until `footprint + output <= budget`."""
+    """Halve the outermost tile dimension larger than 1 until `footprint +
+    output <= budget`: tiles of whole inner rows first, so that DMAs stay
+    contiguous and consecutive tiles touch disjoint bytes (what lets the
+    lowering keep two iterations in flight, D-LOW-PIPE)."""
     sizes = list(band.extents)
     while True:
         total, out = footprint(band, sizes)
         if total + out <= budget or max(sizes) <= 1:
             return sizes
-        k = max(range(len(sizes)), key=lambda i: (sizes[i], -i))
+        k = next(i for i, s in enumerate(sizes) if s > 1)
         sizes[k] = -(-sizes[k] // 2)
 
 
@@ -275,22 +278,26 @@ def tile_module(module: ir.Module, entry: ir.Operation, device, options, engines
                 ) -> list[tuple[list[int], list[int]]]:
     """The affine route on the bufferized `module` (in place): each linalg
     op becomes an affine nest (`-convert-linalg-to-affine-loops`), and each
-    top-level nest is tiled, staged in L1 and pipelined on its own.  Returns
-    (extents, tile sizes) per nest."""
+    top-level nest is tiled, staged in L1 and pipelined on its own, in the
+    L1 of engine `index mod engines` (fast memory space 2 + k: nests spread
+    round-robin over the engines, D-COMPILE-ENGINES).  Returns (extents,
+    tile sizes) per nest."""
     PassManager.parse("builtin.module(func.func(convert-linalg-to-affine-loops))").run(
         module.operation)
     budget = l1_budget(device, options.pipeline)
-    capacity_kib = max(budget // 1024, 1)
     plan = []
-    for root in top_level_nests(entry):
+    for index, root in enumerate(top_level_nests(entry)):
         band = analyze_band(root)
         if band is None:
             continue
+        space = FAST_SPACE + index % engines      # engine k's L1 is space 2 + k
         sizes = band_sizes(band, options, budget)
         passes = []
         if sizes != band.extents:
             passes.append("affine-loop-tile{tile-sizes=" + ",".join(map(str, sizes)) + "}")
-        passes.append(f"affine-data-copy-generate{{generate-dma fast-mem-space={FAST_SPACE} "
+        # copies at the depth where one tile fits: inside the tile loops
+        capacity_kib = max(-(-footprint(band, sizes)[0] // 1024), 1)
+        passes.append(f"affine-data-copy-generate{{generate-dma fast-mem-space={space} "
                       f"fast-mem-capacity={capacity_kib}}}")
         if options.pipeline:
             passes.append("affine-pipeline-data-transfer")
