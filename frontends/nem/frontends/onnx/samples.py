@@ -55,19 +55,25 @@ class GraphBuilder:
 
     def model(self, name: str, inputs: dict[str, Sequence[int]],
               outputs: dict[str, str]) -> onnx.ModelProto:
-        """The model; `outputs` maps output names to the values they expose."""
+        """The model; `outputs` maps output names to the values they expose
+        (through Identity nodes; their types come from ONNX's inference)."""
+        ins = [helper.make_tensor_value_info(k, self.onnx_dtype, list(v))
+               for k, v in inputs.items()]
+        probe = helper.make_model(helper.make_graph(self.nodes, name, ins, [], self.inits),
+                                  opset_imports=[helper.make_opsetid("", OPSET)])
+        probe.ir_version = 9
+        probe = onnx.shape_inference.infer_shapes(probe, strict_mode=True)
+        types = {v.name: v.type for v in probe.graph.value_info}
+        outs = []
         for out, value in outputs.items():
             self.nodes.append(helper.make_node("Identity", [value], [out], name=f"{out}_id"))
-        g = helper.make_graph(
-            self.nodes, name,
-            [helper.make_tensor_value_info(k, self.onnx_dtype, list(v))
-             for k, v in inputs.items()],
-            [helper.make_tensor_value_info(k, self.onnx_dtype, None) for k in outputs],
-            self.inits)
+            vi = onnx.ValueInfoProto(name=out)
+            vi.type.CopyFrom(types[value])
+            outs.append(vi)
+        g = helper.make_graph(self.nodes, name, ins, outs, self.inits)
         m = helper.make_model(g, opset_imports=[helper.make_opsetid("", OPSET)],
                               producer_name="nem.frontends.onnx.samples")
         m.ir_version = 9
-        m = onnx.shape_inference.infer_shapes(m, strict_mode=True)
         onnx.checker.check_model(m, full_check=True)
         return m
 
@@ -171,7 +177,7 @@ def single_op(op_type: str, inputs: dict[str, Sequence[int]], dtype: str = "f32"
     for name, arr in (consts or {}).items():
         names.append("" if arr is None else g.init(name, arr, exact_dtype=arr.dtype.kind in "iu"))
     y = g.op(op_type, names, name="node", **attrs)
-    return g.model(op_type.lower(), inputs, {"y": y})
+    return g.model(op_type.lower(), inputs, {"out": y})
 
 
 MODELS: dict[str, Callable[..., onnx.ModelProto]] = {

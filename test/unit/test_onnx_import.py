@@ -1,0 +1,222 @@
+"""The ONNX importer checked on its own (issue 16, item "an independent
+reference path"): each model is imported to linalg on tensors, lowered by
+upstream MLIR to LLVM and run with the ExecutionEngine
+(`nem.compile.reference`), and compared with onnxruntime on the same seeded
+inputs, within the per-dtype tolerances of `nem.compile.check`
+(D-COMPILE-TOL: f32 1e-5 + 1e-4|ref|, f16 1e-2 + 1e-2|ref|).  Nothing of the
+NEM lowering or runtime is involved.
+
+Also: unsupported ops and attribute values are located errors (file, node
+index and name, op type), never tracebacks."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+onnx = pytest.importorskip("onnx")
+pytest.importorskip("onnxruntime")
+pytest.importorskip("mlir.ir")
+
+from onnx import TensorProto, helper  # noqa: E402
+
+from nem.compile.check import max_violation, onnxruntime_run  # noqa: E402
+from nem.compile.reference import execute  # noqa: E402
+from nem.frontends.onnx import OnnxImportError, import_onnx, samples  # noqa: E402
+
+
+def reference_outputs(model, inputs):
+    im = import_onnx(model)
+    args = [inputs[p.onnx_name] for p in im.inputs] + list(im.weights.values())
+    got = execute(str(im.module), im.func_name, args, [(p.shape, p.dtype) for p in im.outputs])
+    return im, dict(zip([p.onnx_name for p in im.outputs], got))
+
+
+def check_model(model, seed=0):
+    inputs = samples.random_inputs(model, seed)
+    im, got = reference_outputs(model, inputs)
+    want = onnxruntime_run(model, inputs)
+    for name, ref in want.items():
+        assert got[name].shape == ref.shape
+        v = max_violation(got[name], ref)
+        assert v <= 1.0, f"{name}: {v:.2f}x the tolerance, max diff " \
+                         f"{np.abs(got[name].astype(np.float64) - ref).max():.3g}"
+    return im
+
+
+@pytest.mark.parametrize("dtype", ["f32", "f16"])
+@pytest.mark.parametrize("name", sorted(samples.MODELS))
+def test_sample_models_match_onnxruntime(name, dtype):
+    im = check_model(samples.MODELS[name](dtype))
+    text = str(im.module)
+    # weights are arguments, never giant constants in the IR
+    assert "arith.constant dense" not in text
+    assert len(im.weights) > 0
+
+
+def test_interface_is_the_models():
+    m = samples.cnn("f32")
+    im = import_onnx(m)
+    assert [(p.name, p.shape) for p in im.inputs] == [("x", (1, 3, 16, 16))]
+    assert [(p.name, p.shape) for p in im.outputs] == [("logits", (1, 10))]
+    text = str(im.module)
+    # NCHW at the interface, NHWC inside: the convolution's operands
+    assert "func.func @main(%x: tensor<1x3x16x16xf32>" in \
+        im.module.operation.get_asm(use_name_loc_as_prefix=True)
+    assert "linalg.conv_2d_nhwc_hwcf" in text
+    assert "tensor<1x16x16x3xf32>" in text or "tensor<1x18x18x3xf32>" in text
+
+
+def test_batchnorm_folded_into_conv():
+    im = import_onnx(samples.cnn("f32"))
+    text = str(im.module)
+    assert text.count("linalg.conv_2d_nhwc_hwcf") == 2
+    # no per-channel scale/shift left for the two folded batch norms
+    assert not any("bn" in w for w in im.weights)
+    # HWCF weights: conv1's [8, 3, 3, 3] OIHW stored as [3, 3, 3, 8]
+    assert im.weights["conv1_w"].shape == (3, 3, 3, 8)
+
+
+# --------------------------------------------------------------------------
+# one op at a time
+
+R = np.random.default_rng(11)
+
+
+def w(*shape, scale=0.5):
+    return R.uniform(-scale, scale, shape).astype(np.float32)
+
+
+X4 = {"x": (1, 4, 9, 9)}
+CASES = [
+    ("Conv", X4, {"w": w(6, 4, 3, 3), "b": w(6)}, {"pads": [1, 1, 1, 1]}),
+    ("Conv", X4, {"w": w(6, 4, 3, 3)}, {"strides": [2, 2], "pads": [0, 1, 2, 1]}),
+    ("Conv", X4, {"w": w(6, 4, 3, 3)}, {"dilations": [2, 2]}),
+    ("Conv", X4, {"w": w(8, 2, 3, 3), "b": w(8)}, {"group": 2, "pads": [1, 1, 1, 1]}),
+    ("Conv", X4, {"w": w(4, 1, 3, 3)}, {"group": 4, "auto_pad": "SAME_UPPER"}),
+    ("Conv", X4, {"w": w(5, 4, 2, 2)}, {"auto_pad": "SAME_LOWER", "strides": [2, 2]}),
+    ("BatchNormalization", X4, {"s": w(4) + 1, "b": w(4), "m": w(4), "v": np.abs(w(4)) + .5},
+     {"epsilon": 1e-3}),
+    ("Relu", {"x": (3, 7)}, {}, {}),
+    ("LeakyRelu", {"x": (3, 7)}, {}, {"alpha": 0.2}),
+    ("Clip", {"x": (3, 7)}, {"lo": np.array(-0.3, np.float32), "hi": np.array(0.4, np.float32)},
+     {}),
+    ("Clip", {"x": (3, 7)}, {"lo": np.array(0.0, np.float32)}, {}),
+    ("Sigmoid", {"x": (3, 7)}, {}, {}),
+    ("Tanh", {"x": (3, 7)}, {}, {}),
+    ("Gelu", {"x": (3, 7)}, {}, {}),
+    ("Gelu", {"x": (3, 7)}, {}, {"approximate": "tanh"}),
+    ("Add", {"x": (2, 3, 4), "y": (3, 1)}, {}, {}),
+    ("Sub", {"x": (2, 3, 4)}, {"c": w(4)}, {}),
+    ("Mul", {"x": (2, 3, 4)}, {"c": np.array(1.5, np.float32)}, {}),
+    ("Div", {"x": (4,), "y": (2, 3, 1)}, {}, {}),
+    ("MatMul", {"x": (5, 6)}, {"w": w(6, 7)}, {}),
+    ("MatMul", {"x": (2, 5, 6), "y": (2, 6, 3)}, {}, {}),
+    ("MatMul", {"x": (2, 1, 5, 6), "y": (3, 6, 4)}, {}, {}),
+    ("MatMul", {"x": (6,), "y": (2, 6, 3)}, {}, {}),
+    ("Gemm", {"x": (5, 6)}, {"w": w(7, 6), "c": w(7)}, {"transB": 1}),
+    ("Gemm", {"x": (6, 5)}, {"w": w(6, 7), "c": w(5, 1)},
+     {"transA": 1, "alpha": 0.5, "beta": 2.0}),
+    ("Gemm", {"x": (5, 6), "y": (6, 7)}, {}, {"alpha": 1.5}),
+    ("MaxPool", X4, {}, {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1]}),
+    ("MaxPool", X4, {}, {"kernel_shape": [2, 2], "strides": [2, 2], "ceil_mode": 1}),
+    ("MaxPool", X4, {}, {"kernel_shape": [2, 2], "dilations": [2, 2]}),
+    ("AveragePool", X4, {}, {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1]}),
+    ("AveragePool", X4, {}, {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1],
+                             "count_include_pad": 1}),
+    ("AveragePool", X4, {}, {"kernel_shape": [2, 2], "strides": [2, 2], "ceil_mode": 1}),
+    ("GlobalAveragePool", X4, {}, {}),
+    ("GlobalMaxPool", X4, {}, {}),
+    ("Flatten", {"x": (2, 3, 4, 5)}, {}, {"axis": 2}),
+    ("Reshape", {"x": (2, 3, 4)}, {"s": np.array([0, -1, 2], np.int64)}, {}),
+    ("Reshape", {"x": (2, 3, 4)}, {"s": np.array([4, 6], np.int64)}, {}),
+    ("Transpose", {"x": (2, 3, 4)}, {}, {"perm": [2, 0, 1]}),
+    ("Concat", {"x": (2, 3, 4), "y": (2, 5, 4)}, {}, {"axis": 1}),
+    ("Softmax", {"x": (2, 3, 5)}, {}, {"axis": 1}),
+    ("Softmax", {"x": (2, 3, 5)}, {}, {}),
+    ("LayerNormalization", {"x": (2, 3, 5)}, {"g": w(3, 5) + 1, "b": w(3, 5)},
+     {"axis": 1, "epsilon": 1e-3}),
+    ("LayerNormalization", {"x": (2, 3, 5)}, {"g": w(5) + 1}, {}),
+]
+
+
+def _case_id(case):
+    op, ins, consts, attrs = case
+    shapes = "-".join("x".join(map(str, s)) for s in ins.values())
+    return "-".join([op, shapes, *(f"{k}={v}" for k, v in attrs.items()), *consts])
+
+
+@pytest.mark.parametrize("dtype", ["f32", "f16"])
+@pytest.mark.parametrize("case", CASES, ids=[_case_id(c) for c in CASES])
+def test_single_op(case, dtype):
+    op, ins, consts, attrs = case
+    np_dtype = np.float16 if dtype == "f16" else np.float32
+    consts = {k: (v.astype(np_dtype) if v.dtype.kind == "f" else v) for k, v in consts.items()}
+    check_model(samples.single_op(op, ins, dtype, consts, **attrs))
+
+
+def test_layouts_compose_without_copies():
+    """Conv -> Transpose -> Concat with a graph input in NHWC order: the
+    transposes are layout changes; the result is still right."""
+    g = samples.GraphBuilder("f32", seed=9)
+    y = g.op("Conv", ["x", g.rand("cw", (4, 3, 1, 1))], name="c")
+    t = g.op("Transpose", [y], name="t", perm=[0, 2, 3, 1])          # NHWC view
+    z = g.op("Concat", [t, "h"], name="cat", axis=3)                   # along channels
+    r = g.op("Relu", [z], name="r")
+    check_model(g.model("layouts", {"x": (1, 3, 5, 5), "h": (1, 5, 5, 2)}, {"y": r}))
+
+
+# --------------------------------------------------------------------------
+# located errors
+
+
+def _error(model) -> str:
+    with pytest.raises(OnnxImportError) as e:
+        import_onnx(model, file="m.onnx")
+    return e.value.render()
+
+
+def test_unsupported_op_is_a_located_error():
+    g = samples.GraphBuilder("f32")
+    a = g.op("Relu", ["x"], name="first")
+    b = g.op("Hardmax", [a], name="hm")
+    text = _error(g.model("bad", {"x": (2, 3)}, {"y": b}))
+    assert text.startswith("m.onnx: node 1 'hm' (Hardmax): error: not supported: op type "
+                           "Hardmax")
+    assert "fix: supported op types: " in text
+
+
+def test_unsupported_attribute_value():
+    m = samples.single_op("MaxPool", {"x": (1, 2, 4, 4)}, kernel_shape=[2, 2], storage_order=1)
+    assert "node 0 'node' (MaxPool): error: not supported: storage_order=1" in _error(m)
+
+
+def test_conv_weights_at_run_time():
+    m = samples.single_op("Conv", {"x": (1, 2, 4, 4), "w": (3, 2, 1, 1)})
+    assert "(Conv): error: not supported: Conv weights 'w' computed at run time" in _error(m)
+
+
+def test_dynamic_shape():
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 4])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 4])
+    g = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "dyn", [x], [y])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 20)])
+    text = _error(m)
+    assert "m.onnx: error: input 'x' has a dynamic dimension 'N'" in text
+    assert "fix:" in text
+
+
+def test_integer_input():
+    x = helper.make_tensor_value_info("x", TensorProto.INT64, [4])
+    y = helper.make_tensor_value_info("y", TensorProto.INT64, [4])
+    g = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "int", [x], [y])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 20)])
+    assert "input 'x' has element type INT64; only FLOAT and FLOAT16" in _error(m)
+
+
+def test_not_an_onnx_file(tmp_path):
+    bad = tmp_path / "bad.onnx"
+    bad.write_bytes(b"\x00garbage\xff" * 10)
+    with pytest.raises(OnnxImportError) as e:
+        import_onnx(bad)
+    assert "error: not an ONNX model" in e.value.render()
