@@ -195,6 +195,7 @@ def _defined_inside(value: ir.Value, root: ir.Operation) -> bool:
     owner = value.owner
     op = owner.owner if isinstance(owner, ir.Block) else owner
     while op is not None:
+        op = op.operation if isinstance(op, ir.OpView) else op
         if op == root:
             return True
         op = op.parent
@@ -212,8 +213,8 @@ def run_on_nest(root: ir.Operation, pipeline: str) -> None:
     def collect(op: ir.Operation) -> ir.WalkResult:
         for v in op.operands:
             if not _defined_inside(v, root) and v not in external and v not in constants:
-                owner = v.owner
-                if isinstance(owner, ir.Operation) and owner.name == "arith.constant":
+                owner = _owner_op(v)
+                if owner is not None and owner.name == "arith.constant":
                     constants.append(v)
                 else:
                     external.append(v)
@@ -232,7 +233,7 @@ def run_on_nest(root: ir.Operation, pipeline: str) -> None:
             ret = func.ReturnOp([])
         mapping = list(zip(external, entry.arguments))
         for c in constants:
-            clone = c.owner.clone(ir.InsertionPoint(ret))
+            clone = _owner_op(c).clone(ir.InsertionPoint(ret))
             mapping.append((c, clone.results[0]))
         root.move_before(ret)
         _replace_in(root, mapping)
@@ -304,4 +305,102 @@ def tile_module(module: ir.Module, entry: ir.Operation, device, options, engines
         run_on_nest(root, ",".join(passes))
         plan.append((band.extents, sizes))
     PassManager.parse("builtin.module(canonicalize,cse)").run(module.operation)
+    fold_dma_constants(entry)
     return plan
+
+
+# --------------------------------------------------------------------------
+# DMA index maps without constant symbol operands
+
+
+def _substitute(e: ir.AffineExpr, dims: Sequence[ir.AffineExpr],
+                syms: Sequence[ir.AffineExpr]) -> ir.AffineExpr:
+    if isinstance(e, ir.AffineDimExpr):
+        return dims[e.position]
+    if isinstance(e, ir.AffineSymbolExpr):
+        return syms[e.position]
+    if isinstance(e, ir.AffineConstantExpr):
+        return e
+    a, b = _substitute(e.lhs, dims, syms), _substitute(e.rhs, dims, syms)
+    for kind, build in ((ir.AffineAddExpr, ir.AffineExpr.get_add),
+                        (ir.AffineMulExpr, ir.AffineExpr.get_mul),
+                        (ir.AffineModExpr, ir.AffineExpr.get_mod),
+                        (ir.AffineFloorDivExpr, ir.AffineExpr.get_floor_div),
+                        (ir.AffineCeilDivExpr, ir.AffineExpr.get_ceil_div)):
+        if isinstance(e, kind):
+            return build(a, b)
+    raise ValueError(f"affine expression {e}")
+
+
+def _owner_op(v: ir.Value) -> ir.Operation | None:
+    """The op defining `v` (None for a block argument)."""
+    owner = v.owner
+    if isinstance(owner, ir.OpView):
+        return owner.operation
+    return owner if isinstance(owner, ir.Operation) else None
+
+
+def _const_index(v: ir.Value) -> int | None:
+    owner = _owner_op(v)
+    if owner is not None and owner.name == "arith.constant" and \
+            isinstance(v.type, ir.IndexType):
+        return ir.IntegerAttr(owner.attributes["value"]).value
+    return None
+
+
+def fold_dma_constants(fn: ir.Operation) -> int:
+    """Fold constant index operands into the maps of `affine.dma_start` /
+    `affine.dma_wait` (upstream's copy generation and canonicalization leave
+    some as map symbols, printed `symbol(%c0)`, which xDSL's affine parser
+    does not take: issue 12).  The maps stay equal as functions of the
+    operands.  Returns the number of ops rewritten."""
+    targets = []
+
+    def visit(op: ir.Operation) -> ir.WalkResult:
+        if op.name in ("affine.dma_start", "affine.dma_wait"):
+            targets.append(op)
+        return ir.WalkResult.ADVANCE
+
+    fn.walk(visit)
+    count = 0
+    for op in targets:
+        keys = ["src_map", "dst_map", "tag_map"] if op.name == "affine.dma_start" \
+            else ["tag_map"]
+        operands = list(op.operands)
+        new_operands: list[ir.Value] = []
+        attrs = {name: op.attributes[name] for name in op.attributes}
+        pos, changed = 0, False
+        for key in keys:
+            amap = ir.AffineMapAttr(op.attributes[key]).value
+            new_operands.append(operands[pos])           # the memref
+            ins = operands[pos + 1:pos + 1 + amap.n_inputs]
+            pos += 1 + amap.n_inputs
+            consts = [_const_index(v) for v in ins]
+            if not any(c is not None for c in consts[amap.n_dims:]):
+                new_operands += ins
+                continue
+            changed = True
+            kept_dims = [v for v, c in zip(ins[:amap.n_dims], consts[:amap.n_dims])]
+            kept_syms = [v for v, c in zip(ins[amap.n_dims:], consts[amap.n_dims:])
+                         if c is None]
+            dims = [ir.AffineDimExpr.get(i) for i in range(amap.n_dims)]
+            syms, k = [], 0
+            for c in consts[amap.n_dims:]:
+                if c is None:
+                    syms.append(ir.AffineSymbolExpr.get(k))
+                    k += 1
+                else:
+                    syms.append(ir.AffineConstantExpr.get(c))
+            exprs = [_substitute(e, dims, syms) for e in amap.results]
+            attrs[key] = ir.AffineMapAttr.get(ir.AffineMap.get(amap.n_dims, k, exprs))
+            new_operands += kept_dims + kept_syms
+        if not changed:
+            continue
+        new_operands += operands[pos:]
+        new = ir.Operation.create(op.name, results=[], operands=new_operands,
+                                  attributes=attrs, loc=op.location,
+                                  ip=ir.InsertionPoint(op))
+        assert new is not None
+        op.erase()
+        count += 1
+    return count
