@@ -7,6 +7,7 @@ Tests live under test/lit (suffixes .nem, .mlir, .test; `Inputs` folders are
 helper files, not tests).  RUN lines may use:
 
   nem-opt, nem-run       the NEM tools of the Python running lit
+  nem-compile            (guard with `REQUIRES: mlir-python`)
   filecheck, FileCheck   the `filecheck` Python package (FileCheck -> filecheck)
   not                    lit's internal shell builtin
   mlir-opt               upstream MLIR (optional `mlir` extra); guard the test
@@ -105,6 +106,7 @@ config.substitutions.append(("%devices", os.path.join(repo_root, "devices", "nem
 config.substitutions.append(("%examples", os.path.join(repo_root, "examples")))
 config.substitutions.append((word("nem-opt"), tool("nem-opt", "nem.cli.nem_opt")))
 config.substitutions.append((word("nem-run"), tool("nem-run", "nem.cli.nem_run")))
+config.substitutions.append((word("nem-compile"), tool("nem-compile", "nem.cli.nem_compile")))
 config.substitutions.append((word("filecheck"), filecheck))
 config.substitutions.append((word("FileCheck"), filecheck))
 
