@@ -139,6 +139,10 @@ class Driver:
         if options.route not in ROUTES:
             raise CompileError("tile", f"unknown route '{options.route}' "
                                f"(routes: {', '.join(ROUTES)})")
+        if options.route == "transform":
+            raise CompileError("tile", "not supported yet: --route transform (transform-"
+                               "dialect tiling, scf.for + memref.subview/view: the lowering "
+                               "does not take them, issue 12); use --route affine")
         engines = options.engines or self.device.topology.num_engines
         if not 1 <= engines <= self.device.topology.num_engines:
             raise CompileError("tile", f"--engines {engines}: {self.device.name} has "

@@ -1,0 +1,54 @@
+"""The commands the README's quick start and docs/compile.md tell a user to
+run, run as written (in a temporary directory): compile the bundled MLP,
+verify, run, compare with onnxruntime; and the Python API example."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("onnx")
+pytest.importorskip("onnxruntime")
+pytest.importorskip("mlir.ir")
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def blocks(path: Path, lang: str) -> list[str]:
+    return re.findall(rf"```{lang}\n(.*?)```", path.read_text(), re.S)
+
+
+def run_shell(block: str, cwd: Path) -> None:
+    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
+    for line in block.splitlines():
+        cmd = line.split("#")[0].strip()
+        if not cmd or cmd.startswith(("python3 -m venv", "pip ")):
+            continue
+        cmd = cmd.replace("examples/", f"{ROOT}/examples/")
+        cmd = re.sub(r"^python ", f"{sys.executable} ", cmd)
+        r = subprocess.run(cmd, shell=True, cwd=cwd, env=env, capture_output=True, text=True)
+        assert r.returncode == 0, f"{cmd}\n{r.stdout}\n{r.stderr}"
+
+
+def test_readme_quick_start(tmp_path):
+    (quick,) = [b for b in blocks(ROOT / "README.md", "sh") if "nem-compile mlp.onnx" in b]
+    run_shell(quick, tmp_path)
+    assert (tmp_path / "mlp.weights.npz").is_file()
+
+
+def test_compile_md_commands_and_api(tmp_path):
+    doc = ROOT / "docs" / "compile.md"
+    run_shell(blocks(doc, "sh")[0], tmp_path)
+    (api,) = blocks(doc, "python")
+    cwd = os.getcwd()
+    os.chdir(tmp_path)
+    try:
+        exec(compile(api, str(doc), "exec"), {})
+    finally:
+        os.chdir(cwd)
+    assert (tmp_path / "mlp.weights.npz").is_file()
