@@ -1,0 +1,104 @@
+"""nem-compile benchmarks (issue 16 "Numbers"), per sample model:
+
+  python bench/bench_compile.py [--device npm_pro_x1] [--models mlp,cnn,...]
+
+* compile time per stage (import, bufferize, tile, lower incl. nem-verify);
+* NEM tasks run, and the share of compute tasks raised to NEM opcodes
+  (tasks, not FLOPs: escape-hatch `compute` tasks vs raised ones);
+* `nem-run` (functional) wall time vs onnxruntime on the same input, and the
+  output's agreement (D-COMPILE-TOL);
+* timed-mode cycles of the default program (L1-derived tiles, pipelined,
+  nests spread over the device's engines) and of tiles of one row (`--tile-sizes
+  1`, pipelined) vs `--no-pipeline --engines 1`, with the ratio.
+
+Models the lowering does not take yet (issue 12) print the stage and reason.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import numpy as np
+
+from nem.compile import CompileError, compile_onnx
+from nem.compile.check import max_violation, onnxruntime_run
+from nem.frontends.onnx import samples
+from nem.runtime.api import NemInterpreter
+
+RAISED_SKIP = ("transfer", "store", "compute")
+
+
+def run(result, inputs, device: str, mode: str = "functional"):
+    iface = result.interface
+    it = NemInterpreter(device=device)
+    it.load_string(result.nem, file="bench.nem")
+    it.set_mode(mode)
+    for name, arr in iface.weights.items():
+        it.write_tensor(name, arr)
+    for name, _, _ in iface.inputs:
+        it.write_tensor(name, inputs[iface.onnx_names[name]])
+    t0 = time.perf_counter()
+    res = it.run()
+    wall = time.perf_counter() - t0
+    outs = {iface.onnx_names[n]: it.read_tensor(n, s, d) for n, s, d in iface.outputs}
+    return res, wall, outs
+
+
+def bench_model(label: str, model, device: str) -> None:
+    print(f"\n== {label} on {device}")
+    try:
+        result = compile_onnx(model, device=device)
+    except CompileError as e:
+        print(f"   blocked in stage '{e.stage}': {str(e).splitlines()[0][:160]}")
+        return
+    stages = ", ".join(f"{s.name} {s.seconds * 1000:.0f} ms" for s in result.stages)
+    print(f"   compile: {stages} (total {sum(s.seconds for s in result.stages):.2f} s)")
+    inputs = samples.random_inputs(model, seed=0)
+    res, wall, outs = run(result, inputs, device)
+    counts = res.counts
+    raised = sum(v for k, v in counts.items() if k not in RAISED_SKIP)
+    escaped = counts.get("compute", 0)
+    share = raised / (raised + escaped) if raised + escaped else 0.0
+    print(f"   tasks run: {res.tasks_run} ({', '.join(f'{k} {v}' for k, v in counts.items())})")
+    print(f"   compute tasks raised to NEM opcodes: {raised}/{raised + escaped} "
+          f"({share * 100:.0f}%), escape-hatch kernels: {escaped}")
+    import onnxruntime as ort
+
+    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    sess.run(None, inputs)                       # warm-up: session setup not timed
+    t0 = time.perf_counter()
+    sess.run(None, inputs)
+    ort_wall = time.perf_counter() - t0
+    want = onnxruntime_run(model, inputs)
+    worst = max(max_violation(outs[k], v) for k, v in want.items())
+    print(f"   nem-run functional: {wall:.3f} s; onnxruntime: {ort_wall * 1000:.2f} ms "
+          f"(nem-run / onnxruntime {wall / ort_wall:.0f}x); max error / tolerance {worst:.3f}")
+    cycles = {}
+    for key, opts in (("default", {}), ("rows", {"tile_sizes": (1,)}),
+                      ("serial", {"pipeline": False, "engines": 1})):
+        r = compile_onnx(model, device=device, **opts)
+        cycles[key] = run(r, inputs, device, mode="timed")[0].cycle_count
+    print(f"   timed cycles: default {cycles['default']}, one-row tiles pipelined "
+          f"{cycles['rows']}, --no-pipeline --engines 1 {cycles['serial']}: "
+          f"{cycles['serial'] / cycles['default']:.2f}x and "
+          f"{cycles['serial'] / cycles['rows']:.2f}x fewer cycles than serial")
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--device", default="npm_pro_x1")
+    p.add_argument("--models", default="mlp,cnn,resblock,transformer")
+    p.add_argument("--dtypes", default="f32,f16")
+    args = p.parse_args()
+    np.random.seed(0)
+    for name in args.models.split(","):
+        for dtype in args.dtypes.split(","):
+            bench_model(f"{name} {dtype}", samples.MODELS[name](dtype), args.device)
+    bench_model("mlp f16 batch 32, 256 wide", samples.mlp("f16", batch=32,
+                                                          sizes=(256, 512, 256, 10)),
+                args.device)
+
+
+if __name__ == "__main__":
+    main()
