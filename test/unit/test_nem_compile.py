@@ -180,7 +180,7 @@ def run_api(model, device: str = DEVICE, **options):
     it = start()
     res = it.run()
     assert res.status == "completed" and res.race_count == 0, res.error
-    results, diff = start().run_schedules(2, seed=3)
+    _, diff = start().run_schedules(2, seed=3)
     assert diff is None
     want = onnxruntime_run(model, inputs)
     for name, shape, dtype in iface.outputs:
@@ -314,7 +314,6 @@ def test_tile_sizes_fit_l1_with_double_buffering():
     the chosen tile's footprint plus its output scratch fits half of L1."""
     from mlir import ir
     from mlir.passmanager import PassManager
-
     from nem.compile import tiling
     from nem.devices.device_lookup import find_device
 

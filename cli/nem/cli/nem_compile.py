@@ -13,7 +13,6 @@ lowering or verification failure, the `mlir` extra missing), 2 bad usage.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -147,7 +146,7 @@ def run(argv: Sequence[str] | None = None) -> int:
         return 1
     if args.engines is not None and args.engines < 1:
         return _usage("--engines needs N >= 1")
-    stem = (out[:-4] if out.endswith(".nem") else out) if out != "-" else \
+    stem = (out.removesuffix(".nem")) if out != "-" else \
         str(Path(src).with_suffix(""))
     options = CompileOptions(device=args.device, tile_sizes=_tile_sizes(args.tile_sizes),
                              pipeline=not args.no_pipeline, engines=args.engines,
@@ -199,22 +198,9 @@ def _timings(args: argparse.Namespace, done) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    try:
-        code = run(argv)
-    except SystemExit as e:
-        code = e.code if isinstance(e.code, int) else 2
-    except BrokenPipeError:
-        code = 0
-    except KeyboardInterrupt:
-        code = 130
-    except Exception as e:  # a bug, never a user error: no traceback unless asked
-        print(f"nem-compile: internal error: {type(e).__name__}: {e}\n"
-              "This is a bug in nem-compile; rerun with NEM_TRACEBACK=1 for the traceback.",
-              file=sys.stderr)
-        if os.environ.get("NEM_TRACEBACK"):
-            raise
-        code = 2
-    sys.exit(code)
+    from nem.cli.entry import guarded_main
+
+    guarded_main("nem-compile", run, argv)
 
 
 if __name__ == "__main__":

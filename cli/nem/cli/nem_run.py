@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import time
 from pathlib import Path
@@ -255,22 +254,9 @@ def _summary(r, session) -> None:
 
 
 def main(argv=None) -> None:
-    try:
-        code = run(argv)
-    except SystemExit as e:
-        code = e.code if isinstance(e.code, int) else 2
-    except BrokenPipeError:
-        code = 0
-    except KeyboardInterrupt:
-        code = 130
-    except Exception as e:  # a bug, never a user error: no traceback unless asked
-        print(f"nem-run: internal error: {type(e).__name__}: {e}\n"
-              "This is a bug in nem-run; rerun with NEM_TRACEBACK=1 for the traceback.",
-              file=sys.stderr)
-        if os.environ.get("NEM_TRACEBACK"):
-            raise
-        code = 2
-    sys.exit(code)
+    from nem.cli.entry import guarded_main
+
+    guarded_main("nem-run", run, argv)
 
 
 if __name__ == "__main__":

@@ -14,12 +14,31 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from nem.compile.pipeline import (STAGE_NAMES, STAGES, CompileError, CompileOptions,
-                                  CompileResult, Interface, Progress, Stage, StageResult)
+from nem.compile.pipeline import (
+    STAGE_NAMES,
+    STAGES,
+    CompileError,
+    CompileOptions,
+    CompileResult,
+    Interface,
+    Progress,
+    Stage,
+    StageResult,
+)
 
-__all__ = ["STAGES", "STAGE_NAMES", "CompileError", "CompileOptions", "CompileResult",
-           "Interface", "Stage", "StageResult", "compile_onnx", "compile_mlir",
-           "missing_extra"]
+__all__ = [
+    "STAGES",
+    "STAGE_NAMES",
+    "CompileError",
+    "CompileOptions",
+    "CompileResult",
+    "Interface",
+    "Stage",
+    "StageResult",
+    "compile_mlir",
+    "compile_onnx",
+    "missing_extra",
+]
 
 
 def missing_extra() -> str | None:
@@ -92,7 +111,6 @@ def compile_mlir(source: str | Path, options: CompileOptions | None = None,
     `func_name` or the first public `func.func`; its argument names as
     written name the buffers, results become `result0`, `result1`, ..."""
     from mlir import ir
-
     from nem.compile.pipeline import Driver, mlir_arg_names
 
     opts = _options(options, kw)

@@ -55,8 +55,10 @@ def onnxruntime_run(model, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarra
 
 
 def _as_array(path: str, like: np.ndarray) -> np.ndarray:
+    from pathlib import Path
+
     arr = np.load(path, allow_pickle=False) if path.endswith(".npy") else \
-        np.frombuffer(open(path, "rb").read(), np.uint8)
+        np.frombuffer(Path(path).read_bytes(), np.uint8)
     if arr.dtype == np.uint8 and like.dtype != np.uint8:   # nem-run --output bytes
         arr = arr[:like.nbytes].view(like.dtype)
     return arr.reshape(like.shape)

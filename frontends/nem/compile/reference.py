@@ -24,7 +24,6 @@ from mlir import ir
 from mlir.execution_engine import ExecutionEngine
 from mlir.passmanager import PassManager
 from mlir.runtime import get_ranked_memref_descriptor
-
 from nem.compile.pipeline import BUFFERIZE
 
 TO_LLVM = ("convert-linalg-to-loops,lower-affine,convert-scf-to-cf,expand-strided-metadata,"
@@ -36,7 +35,7 @@ def runtime_libs() -> list[str]:
     """MLIR's C runner utilities (`memrefCopy`, ...), shipped with the bindings."""
     import mlir
 
-    lib = Path(list(mlir.__path__)[0]) / "lib" / "libmlir_c_runner_utils.so"
+    lib = Path(next(iter(mlir.__path__))) / "lib" / "libmlir_c_runner_utils.so"
     return [str(lib)] if lib.is_file() else []
 
 

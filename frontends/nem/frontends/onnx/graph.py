@@ -36,12 +36,10 @@ from typing import Any
 
 import numpy as np
 import onnx
-from onnx import helper, numpy_helper, shape_inference
-
 from mlir import ir
 from mlir.dialects import func
-
 from nem.frontends.onnx import emit
+from onnx import helper, numpy_helper, shape_inference
 
 NHWC = (0, 2, 3, 1)
 """The physical order of an NCHW activation: N, H, W, C."""

@@ -20,7 +20,6 @@ from collections.abc import Callable, Sequence
 import numpy as np
 from mlir import ir
 from mlir.dialects import arith, linalg, math
-
 from nem.frontends.onnx import emit
 from nem.frontends.onnx.graph import NHWC, Importer, Node, TensorVal
 
