@@ -10,6 +10,7 @@ from the spec's spelling (`u8`, not `ui8`).  Everything else lives under the
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import ClassVar
 
@@ -54,6 +55,16 @@ _NAME_BY_ELEM = {v: k for k, v in ELEM_BY_NAME.items()}
 BITWIDTH = {"i4": 4, "i8": 8, "u8": 8, "i16": 16, "u16": 16, "f16": 16, "bf16": 16,
             "i32": 32, "u32": 32, "f32": 32}
 FLOAT_ELEMS = frozenset({"f16", "bf16", "f32"})
+
+
+def region_min_bytes(elem: str, shape: Sequence[int], strides: Sequence[int] | None = None) -> int:
+    """The fewest bytes a region of `elem` with `shape` (and element
+    `strides`, else dense) must span: EXT-01 (dense) and EXT-02 (strided)."""
+    if strides is None:
+        count = math.prod(shape)
+    else:
+        count = sum((d - 1) * s for d, s in zip(shape, strides)) + 1
+    return math.ceil(count * BITWIDTH[elem] / 8)
 
 
 def elem_name(attr: Attribute) -> str | None:
