@@ -1,0 +1,2 @@
+from nem.cli.lit_config import configure
+configure(config)
