@@ -1,2 +1,0 @@
-from nem.cli.lit_config import configure
-configure(config)
