@@ -18,9 +18,10 @@ from nem.dialect.verifier import verify_program
 from nem.frontends.upstream_dialects import lowering_context, parse_mlir
 from nem.frontends.nem_text.parser import parse_nem
 from nem.frontends.nem_text.printer import print_nem
-from nem.passes.convert_affine_to_nem import Lowerer, Options, parse_spaces
-from nem.passes.lower_to_nem import LowerToNemPass
-from nem.passes.lowering_core import Aff, Var
+from nem.passes.lowering.affine_algebra import Aff, Var
+from nem.passes.lowering.context import Options
+from nem.passes.lowering.driver import Lowerer
+from nem.passes.lowering.passes import LowerToNemPass, parse_spaces
 from nem.passes.pass_env import pass_env
 
 INPUTS = Path(__file__).resolve().parents[1] / "lit" / "lowering" / "Inputs"

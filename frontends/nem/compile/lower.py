@@ -38,7 +38,7 @@ def lower_and_verify(text: str, func_name: str, arg_names: Sequence[str], device
     from nem.dialect.diagnostics import NemDiagnosticError
     from nem.frontends.nem_text.printer import print_nem
     from nem.frontends.upstream_dialects import parse_mlir
-    from nem.passes.lower_to_nem import LowerToNemPass
+    from nem.passes.lowering.passes import LowerToNemPass
     from nem.passes.pass_env import pass_env
     from xdsl.dialects.func import FuncOp
 

@@ -230,7 +230,7 @@ def quote_memory_spaces(spec: str) -> str:
     the quoted form xDSL already accepts.  A bad value raises a
     `NemDiagnosticError` naming the pass, the option and the item, before
     any input is read."""
-    from nem.passes.convert_affine_to_nem import parse_spaces
+    from nem.passes.lowering.passes import parse_spaces
 
     def in_pass(m: re.Match) -> str:
         def quoted(o: re.Match) -> str:
