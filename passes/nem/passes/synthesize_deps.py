@@ -228,12 +228,13 @@ class Synthesizer:
             self._wait_before(ops[k], [t.results[0] for t in tokens])
 
     def _wait_before(self, op: Operation, tokens: list[SSAValue]) -> None:
-        """`wait(tokens)` before `op`; their later uses are then redundant."""
+        """`wait(tokens)` before `op`; the later uses of what it covers (the
+        tokens and, transitively, their deps) are then redundant."""
         block = op.parent_block()
         assert block is not None
         later = list(block.ops)
         later = later[later.index(op):]
-        gone = set(tokens)
+        gone = _covered(tokens)
         for stmt in later:
             for inner in stmt.walk():
                 if isinstance(inner, TaskOp) and gone & set(inner.deps):
@@ -250,6 +251,22 @@ class Synthesizer:
         wait = WaitOp(tokens, [])
         wait.location = op.location
         Rewriter.insert_op(wait, InsertPoint.before(op))
+
+
+def _covered(tokens: Iterable[SSAValue]) -> set[SSAValue]:
+    """`tokens` and every token they depend on, transitively: what a wait on
+    `tokens` completes (D-HAZ-WAIT)."""
+    out: set[SSAValue] = set()
+    stack = list(tokens)
+    while stack:
+        t = stack.pop()
+        if t in out:
+            continue
+        out.add(t)
+        owner = t.owner
+        if isinstance(owner, TaskOp):
+            stack.extend(owner.deps)
+    return out
 
 
 def _copies(loop: LoopOp, ev: Evaluator) -> int:
