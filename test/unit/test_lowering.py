@@ -1,6 +1,5 @@
-"""Unit tests of the MLIR -> NEM lowering (passes/nem/passes/convert_affine_to_nem.py,
-convert_async_to_nem.py, lower_to_nem.py, raise_compute.py) and of the MLIR
-input ops of nem.frontends.upstream_dialects.  The lit tests in test/lit/lowering check
+"""Unit tests of the MLIR -> NEM lowering (passes/nem/passes/lowering/) and of
+the MLIR input ops of nem.frontends.upstream_dialects.  The lit tests in test/lit/lowering check
 the emitted .nem text; these check the pieces and the Python API."""
 
 from __future__ import annotations
@@ -124,7 +123,7 @@ def test_memory_spaces_option_forms():
 
 def test_escape_hatch_kernel_parses_back():
     """The compute task's kernel text is MLIR that xDSL parses (the runtime
-    contract of raise_compute.py)."""
+    contract of lowering/escape.py)."""
     path = INPUTS.parent / "fallback_and_linalg.mlir"
     m, _ = lower(path)
     ks = [op for op in m.walk() if isinstance(op, ComputeOp) and op.opcode == "compute"]
