@@ -22,11 +22,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from xdsl.context import Context
-from xdsl.dialects.builtin import ModuleOp
-from xdsl.passes import ModulePass, PassPipeline
-from xdsl.transforms.dead_code_elimination import DeadCodeElimination
-
 from nem.dialect.diagnostics import Diagnostic, NemDiagnosticError
 from nem.dialect.ops import ProgramOp
 from nem.dialect.verifier import verify_program
@@ -34,6 +29,10 @@ from nem.passes import pass_env
 from nem.passes.lowering.context import Options
 from nem.passes.lowering.driver import Lowerer
 from nem.passes.synthesize_deps import SynthesizeDepsPass
+from xdsl.context import Context
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.passes import ModulePass, PassPipeline
+from xdsl.transforms.dead_code_elimination import DeadCodeElimination
 
 DEFAULT_SPACES = "0:DDR,1:L2,2:L1"
 
