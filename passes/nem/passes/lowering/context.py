@@ -49,14 +49,23 @@ class Options:
     """Report the summary remark (what was raised, what fell back)."""
 
 
+@dataclass(frozen=True)
+class Fallback:
+    """A computation that runs as an escape-hatch task (D-LOW-ESCAPE)."""
+
+    op: Operation
+    what: str
+    """"WHAT at LINE:COL"."""
+    why: str
+
+
 @dataclass
 class Summary:
-    """What the remark of `remarks=true` reports (D-OPT-REMARKS)."""
+    """What the remarks of `remarks=true` report (D-OPT-REMARKS)."""
 
     raised: list[str] = field(default_factory=list)
     """"WHAT at LINE:COL -> OPCODES" per raised op."""
-    fallback: list[str] = field(default_factory=list)
-    """"WHAT at LINE:COL (REASON)" per escape-hatch task."""
+    fallback: list[Fallback] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
 
 

@@ -152,7 +152,7 @@ class Lowerer:
                 raise reject(op, "memref.global has no NEM equivalent")
         module.body.block.add_op(prog)
         if opts.remarks:
-            pass_env.report([summary_remark(ctx, fn)])
+            pass_env.report(summary_remarks(ctx, fn))
         return prog
 
     def _entry(self, module: ModuleOp, funcs: list[func.FuncOp]) -> func.FuncOp:
@@ -216,8 +216,9 @@ def _context(options: Options, fn: func.FuncOp) -> LoweringContext:
     return LoweringContext(options, catalog, device)
 
 
-def summary_remark(ctx: LoweringContext, fn: func.FuncOp) -> Diagnostic:
-    """What was raised and what fell back (D-OPT-REMARKS)."""
+def summary_remarks(ctx: LoweringContext, fn: func.FuncOp) -> list[Diagnostic]:
+    """What was raised and what fell back, then one remark per fallback at
+    its nest saying why it was not raised (D-OPT-REMARKS)."""
     s = ctx.summary
     parts = [f"lowered @{fn.sym_name.data} to NEM"]
     counts: dict[str, list[str]] = {}
@@ -228,8 +229,17 @@ def summary_remark(ctx: LoweringContext, fn: func.FuncOp) -> Diagnostic:
               f"{len(wheres)} ops ({wheres[0]}, ...) -> {what}"
               for what, wheres in counts.items()]
     parts.append("raised: " + (", ".join(raised) if raised else "none"))
-    parts.append("fell back to compute: " + (", ".join(dict.fromkeys(s.fallback))
-                                             if s.fallback else "none"))
-    if s.notes:  # a loop lowered twice (in a peeled iteration) notes things twice
+    fallbacks = {f.what: f for f in s.fallback}  # a peeled loop lowers a nest twice
+    parts.append("fell back to compute: " + (", ".join(fallbacks) if fallbacks else "none"))
+    if s.notes:
         parts.append("; ".join(dict.fromkeys(s.notes)))
-    return Diagnostic("remark", "; ".join(parts), SourceLoc.of(fn))
+    return [Diagnostic("remark", "; ".join(parts), SourceLoc.of(fn))] + [
+        Diagnostic("remark", f"{f.what} not raised, runs as an escape-hatch task "
+                   f'(compute op="mlir.kernel"): {_one_line(f.why)}', SourceLoc.of(f.op))
+        for f in fallbacks.values()]
+
+
+def _one_line(text: str, limit: int = 240) -> str:
+    """`text` on one line, cut at `limit` characters."""
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[:limit - 3].rstrip() + "..."

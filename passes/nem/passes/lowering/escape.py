@@ -12,9 +12,9 @@ layout: index the region's elements by their logical indices), then one
 iteration: the outer loop indices and values the nest uses).  Memrefs that
 the nest both reads and writes are outs only, so outs are read-modify-write:
 the runtime passes their current contents.  Executing the body once on those
-arguments is the whole task.  xDSL's interpreter (`xdsl.interpreters`) runs
-such functions (affine, arith, memref, func, math); the runtime side is
-`runtime/nem/runtime/mlir_kernel.py` (D-RT-MLIR-KERNEL).
+arguments is the whole task: the runtime compiles it natively or interprets it
+with xDSL's interpreter, with one semantics (D-RT-MLIR-KERNEL, D-RT-MLIR-JIT;
+`runtime/nem/runtime/mlir_kernel.py`).
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from __future__ import annotations
 from io import StringIO
 from typing import TYPE_CHECKING
 
+from nem.passes.lowering.context import Fallback
 from nem.passes.lowering.diagnostics import reject
 from nem.passes.lowering.emit import expr
 from nem.passes.lowering.nest_analysis import NotRaisable, access, analyze
@@ -110,7 +111,7 @@ def emit_escape(lw: Lowerer, top: Operation, st: BlockState, reason: str, what: 
     with b.located(top.location):
         tok = b.compute("compute", in_regs, out_regs, attrs=attrs)
     name_task(ctx, tok, "compute")
-    ctx.summary.fallback.append(f"{what} ({reason})")
+    ctx.summary.fallback.append(Fallback(top, what, reason))
 
 
 def _kernel_text(ctx: LoweringContext, top: Operation, ins_m: list[SSAValue],
