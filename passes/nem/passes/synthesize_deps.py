@@ -40,6 +40,7 @@ from dataclasses import dataclass, field
 from nem.analysis.happens_before import (
     MAX_TASK_INSTANCES,
     Race,
+    StaticTask,
     Structure,
     block_liveness,
     find_races,
@@ -49,7 +50,7 @@ from nem.analysis.happens_before import (
 from nem.dialect.attributes import MaxInFlightAttr
 from nem.dialect.diagnostics import Diagnostic, NemDiagnosticError, SourceLoc
 from nem.dialect.exprs import Evaluator, ExprError
-from nem.dialect.ops import LoopOp, ProgramOp, TaskOp, WaitOp
+from nem.dialect.ops import BufferOp, LoopOp, ProgramOp, RegionOp, TaskOp, WaitOp
 from nem.passes.pass_env import report
 from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
@@ -159,11 +160,7 @@ class Synthesizer:
             keep = list(task.deps)
             for d in mine:
                 producer = s.producer(d)
-                if producer is None:
-                    continue
-                stmt = _statement_in(task, producer.block)
-                cover = producer.cover.get(producer.block)
-                if stmt is not None and cover is not None and cover < s.index[stmt]:
+                if producer is not None and _covered_before(s, producer, task):
                     keep.remove(d)
             if len(keep) != len(task.deps):
                 task.set_deps(keep)
@@ -281,12 +278,21 @@ def _copies(loop: LoopOp, ev: Evaluator) -> int:
     return copies
 
 
-def _statement_in(op: Operation, block: Block) -> Operation | None:
-    """The statement of `block` that is or contains `op`."""
-    cur: Operation | None = op
-    while cur is not None and cur.parent_block() is not block:
-        cur = cur.parent_op()
-    return cur
+def _covered_before(s: Structure, producer: StaticTask, task: Operation) -> bool:
+    """Whether a barrier covering `producer` comes before `task` in some
+    block between `task` and `producer`'s block (as `ordered` finds it)."""
+    cur: Operation | None = task
+    while cur is not None:
+        block = cur.parent_block()
+        if block is None:
+            return False
+        cover = producer.cover.get(block)
+        if cover is not None and cover < s.index[cur]:
+            return True
+        if block is producer.block:
+            return False
+        cur = block.parent_op()
+    return False
 
 
 def _blocks(program: ProgramOp) -> Iterator[Block]:
@@ -320,8 +326,9 @@ def _reaches(start: SSAValue, target: SSAValue, pos: dict[Operation, int]) -> bo
 
 def _window_reason(race: Race, distance: int) -> str:
     a, b = race.earlier, race.later
-    buffer = a.region.owner.buffer.owner  # type: ignore[attr-defined]
-    name = buffer.buffer_name.data
+    region = a.region.owner
+    assert isinstance(region, RegionOp) and isinstance(region.buffer.owner, BufferOp)
+    name = region.buffer.owner.buffer_name.data
     if (a.lo, a.hi) == (b.lo, b.hi):
         return f"{name} is written by every iteration (loop-carried)"
     apart = "consecutive iterations" if distance == 1 else f"iterations {distance} apart"

@@ -13,7 +13,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
-from nem.dialect.builder import NemBuilder
+from nem.dialect.attributes import RegionType
+from nem.dialect.builder import Loc, NemBuilder
 from nem.dialect.exprs import Evaluator
 from nem.dialect.operand_binding import match_families
 from nem.dialect.ops import ComputeOp, TaskOp
@@ -36,6 +37,7 @@ from nem.passes.lowering.nest_analysis import (
     match_nest,
 )
 from nem.passes.lowering.views import View, buffer_bytes, row_major
+from xdsl.dialects import linalg
 from xdsl.dialects.builtin import MemRefType, StringAttr
 from xdsl.ir import Block, Operation, SSAValue
 from xdsl.rewriter import InsertPoint, Rewriter
@@ -54,9 +56,9 @@ LINALG_ELTWISE = {"linalg.add": "add", "linalg.sub": "sub", "linalg.mul": "mul",
 class Staging:
     """Ops built for a plan before it is known to be legal."""
 
-    def __init__(self, loc: object) -> None:
+    def __init__(self, loc: Loc) -> None:
         self.block = Block()
-        self.builder = NemBuilder.at_end(self.block, loc)  # type: ignore[arg-type]
+        self.builder = NemBuilder.at_end(self.block, loc)
 
     def commit(self, st: BlockState) -> None:
         """Move everything built here to the end of the NEM block."""
@@ -75,6 +77,13 @@ def name_task(ctx: LoweringContext, token: SSAValue, kind: str) -> None:
     name = ctx.names.token(kind)
     task.properties["token"] = StringAttr(name)
     token.name_hint = name
+
+
+def region_shape(region: SSAValue) -> list[int]:
+    """The static shape of a typed region value."""
+    t = region.type
+    assert isinstance(t, RegionType) and t.shape_values is not None
+    return list(t.shape_values)
 
 
 def _task(token: SSAValue) -> ComputeOp:
@@ -193,8 +202,7 @@ def emit_matmul(lw: Lowerer, stg: Staging, st: BlockState, anchor: Operation,
         return None
     fused.owner.detach()
     fused.owner.erase()
-    reg_type = c_reg.type
-    shape = list(reg_type.shape_values)  # type: ignore[attr-defined]
+    shape = region_shape(c_reg)
     tv = scratch(ctx, cv, shape, anchor)
     with bld.located(anchor.location):
         t_reg = region(ctx, bld, tv, tv.base, shape, tv.strides, anchor, "MN")
@@ -264,9 +272,8 @@ def raise_eltwise(lw: Lowerer, stg: Staging, st: BlockState, root: EltOp,
     ctx = lw.ctx
     with stg.builder.located(anchor.location):
         steps = _tree_steps(ctx, stg.builder, root, out, anchor, leaf_region)
-    shapes = {tuple(r.type.shape_values) for _, tok in steps  # type: ignore[attr-defined]
-              for r in _task(tok).ins}
-    out_shape = tuple(out[0].type.shape_values)  # type: ignore[attr-defined]
+    shapes = {tuple(region_shape(r)) for _, tok in steps for r in _task(tok).ins}
+    out_shape = tuple(region_shape(out[0]))
     why = ("operand shapes differ (broadcast)" if len(shapes | {out_shape}) > 1 else
            next((w for w in (illegal(ctx, tok) for _, tok in steps) if w), None))
     if why is not None:
@@ -287,7 +294,7 @@ def _tree_steps(ctx: LoweringContext, b: NemBuilder, root: EltOp, out: tuple[SSA
     region of the same shape (D-LOW-ACCUM's scratch buffers, one per inner
     op)."""
     steps: list[tuple[str, SSAValue]] = []
-    shape = list(out[0].type.shape_values)  # type: ignore[attr-defined]
+    shape = region_shape(out[0])
 
     def emit(node: EltOp | Load | Operand,
              target: tuple[SSAValue, View] | None) -> tuple[SSAValue, View]:
@@ -337,7 +344,7 @@ def lower_linalg(lw: Lowerer, op: Operation, st: BlockState) -> None:
         return _lower_conv(lw, op, ins, outs, stg, st, what)
     if op.name in LINALG_ELTWISE:
         root = EltOp(LINALG_ELTWISE[op.name], tuple(Operand(v) for v in ins))
-    elif op.name == "linalg.generic":
+    elif isinstance(op, linalg.GenericOp):
         try:
             root = generic_tree(op)
         except NotRaisable as e:
@@ -370,7 +377,7 @@ def _lower_conv(lw: Lowerer, op: Operation, ins: Sequence[SSAValue], outs: Seque
         x_reg, _ = full_region(ctx, b, ins[0], op, "NHWC")
         w_reg, _ = full_region(ctx, b, ins[1], op, "HWIO")
         y_reg, yv = full_region(ctx, b, outs[0], op, "NHWC")
-        shape = list(y_reg.type.shape_values)  # type: ignore[attr-defined]
+        shape = region_shape(y_reg)
         tv = scratch(ctx, yv, shape, op)
         t_reg = region(ctx, b, tv, tv.base, shape, tv.strides, op, "NHWC")
         conv = b.compute("conv2d", [x_reg, w_reg], [t_reg], attrs=attrs)

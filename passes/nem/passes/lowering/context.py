@@ -22,7 +22,7 @@ from nem.passes.lowering.affine_algebra import Aff, Var, eval_map
 from nem.passes.lowering.diagnostics import reject
 from nem.passes.lowering.partial_tiles import PeelScope, RegionAccess
 from nem.passes.lowering.views import View
-from xdsl.dialects.builtin import IndexType, MemRefType
+from xdsl.dialects.builtin import IndexType, IntegerAttr, MemRefType
 from xdsl.ir import Block, BlockArgument, Operation, SSAValue
 
 if TYPE_CHECKING:
@@ -170,8 +170,6 @@ class LoweringContext:
 
     def level(self, op: Operation | None, t: MemRefType) -> str:
         """The NEM level of a memref type's memory space (`memory-spaces`)."""
-        from xdsl.dialects.builtin import IntegerAttr
-
         ms = t.memory_space
         if isinstance(ms, IntegerAttr):
             k = ms.value.data

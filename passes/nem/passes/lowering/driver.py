@@ -20,12 +20,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from nem.dialect.attributes import MemLevelAttr
 from nem.dialect.builder import NemBuilder
 from nem.dialect.diagnostics import Diagnostic, NemDiagnosticError, SourceLoc
 from nem.dialect.ops import ProgramOp
 from nem.frontends.upstream_dialects.affine_if import AffineIfOp
 from nem.passes import pass_env
 from nem.passes.lowering import async_ops, compute, index_ops, loops, memory_ops
+from nem.passes.lowering.affine_algebra import Aff
 from nem.passes.lowering.context import LoweringContext, Options
 from nem.passes.lowering.diagnostics import reject
 from nem.passes.lowering.dma_tags import TagTable
@@ -34,7 +36,7 @@ from nem.passes.lowering.pipelining import PipelinedLoop, detect_pipeline
 from nem.passes.lowering.views import View, buffer_bytes, check_elem, memref_strides
 from xdsl.dialects import affine, func, linalg, scf
 from xdsl.dialects.builtin import IndexType, MemRefType, ModuleOp
-from xdsl.ir import Block, Operation
+from xdsl.ir import Block, BlockArgument, Operation
 from xdsl.rewriter import InsertPoint, Rewriter
 
 Handler = Callable[["Lowerer", Any, "BlockState"], None]
@@ -174,10 +176,11 @@ class Lowerer:
             raise reject(fn, "the entry function has several blocks (unstructured control flow)")
         return fn
 
-    def _arg_buffer(self, fn: func.FuncOp, arg: Any, i: int) -> None:
+    def _arg_buffer(self, fn: func.FuncOp, arg: BlockArgument, i: int) -> None:
         """A DDR buffer (the level of its memory space) named after the argument."""
         ctx = self.ctx
         t = arg.type
+        assert isinstance(t, MemRefType)
         elem = t.element_type
         check_elem(fn, elem)
         strides, off = memref_strides(fn, t)
@@ -191,9 +194,6 @@ class Lowerer:
             ctx.names.used.add(name)
         span = off + sum((d - 1) * s for d, s in zip(t.get_shape(), strides)) + 1
         buf = ctx.declare_buffer(name, level, buffer_bytes((span,), elem), fn.location)
-        from nem.dialect.attributes import MemLevelAttr
-        from nem.passes.lowering.affine_algebra import Aff
-
         ctx.views[arg] = View(buf, MemLevelAttr(level), elem, tuple(t.get_shape()), strides,
                               Aff.c(off), name)
 

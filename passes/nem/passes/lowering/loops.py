@@ -33,7 +33,7 @@ from nem.passes.lowering.partial_tiles import (
 )
 from nem.passes.lowering.pipelining import PipelinedLoop, epilogue_is_body
 from xdsl.dialects import affine, memref
-from xdsl.ir import Operation
+from xdsl.ir import BlockArgument, Operation
 
 if TYPE_CHECKING:
     from nem.passes.lowering.driver import BlockState, Handler, Lowerer
@@ -91,8 +91,8 @@ def nem_loop(lw: Lowerer, op: affine.ForOp, trip: int, st: BlockState,
     with st.builder.loop(name, 0, trip - 1, max_in_flight=max_in_flight,
                          loc=op.location) as iv:
         arg = iv.value
-        body = arg.owner
-        yield NemBuilder.at_end(body, op.location), ctx.new_var(arg, name, trip)  # type: ignore[arg-type]
+        assert isinstance(arg, BlockArgument)
+        yield NemBuilder.at_end(arg.block, op.location), ctx.new_var(arg, name, trip)
 
 
 def lower_loop(lw: Lowerer, op: affine.ForOp, st: BlockState) -> None:

@@ -156,8 +156,11 @@ def lower_scalar_access(lw: Lowerer, op: Operation, st: BlockState) -> None:
     load whose value only loop nests use (each kernel loads it,
     D-LOW-ESCAPE); anything else has no NEM equivalent."""
     is_load = isinstance(op, affine.LoadOp | memref.LoadOp)
-    assert is_load or isinstance(op, affine.StoreOp | memref.StoreOp)
-    load = op if is_load else op.value.owner  # type: ignore[attr-defined]
+    if is_load:
+        load: Operation | Block = op
+    else:
+        assert isinstance(op, affine.StoreOp | memref.StoreOp)
+        load = op.value.owner
     if isinstance(load, Operation) and copied_by(load) is not None:
         if load is not op:  # the store of a one-element copy (D-LOW-COPYNEST)
             lower_scalar_copy(lw, load, op, st)

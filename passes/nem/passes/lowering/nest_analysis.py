@@ -25,7 +25,7 @@ from nem.passes.lowering.affine_algebra import (
     pick_minmax,
     resolve_index,
 )
-from xdsl.dialects import affine, arith, memref
+from xdsl.dialects import affine, arith, linalg, memref
 from xdsl.dialects.builtin import FloatAttr, IntegerAttr
 from xdsl.ir import Attribute, Block, BlockArgument, Operation, SSAValue
 
@@ -324,17 +324,17 @@ def _eltwise(t: Node, sorder: list[int]) -> EltNode:
     raise NotRaisable("the body is not a tree of elementwise operations over loads")
 
 
-def generic_tree(op: Operation) -> EltOp:
+def generic_tree(op: linalg.GenericOp) -> EltOp:
     """The elementwise tree of an identity-map, all-parallel
     `linalg.generic` over memrefs: its leaves are its ins (or its out, read
     before it is written)."""
-    maps = [m.data for m in op.indexing_maps.data]  # type: ignore[attr-defined]
+    maps = [m.data for m in op.indexing_maps.data]
     if not all(is_identity(m) for m in maps) or any(
             str(it.data).split(".")[-1].lower() != "parallel"
-            for it in op.iterator_types.data):  # type: ignore[attr-defined]
+            for it in op.iterator_types.data):
         raise NotRaisable("not an identity-map, all-parallel linalg.generic")
     block = op.regions[0].block
-    operands = [*op.inputs, *op.outputs]  # type: ignore[attr-defined]
+    operands = [*op.inputs, *op.outputs]
 
     def check(v: SSAValue) -> None:  # unsupported ops first, wherever they are
         owner = v.owner

@@ -17,7 +17,7 @@ with constant indices).  This module decides, without building IR:
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from nem.dialect.diagnostics import SourceLoc
@@ -141,7 +141,7 @@ class OutsideEnv(Mapping[SSAValue, Aff]):
             raise KeyError(v)
         return self.env[v]
 
-    def __iter__(self):  # type: ignore[no-untyped-def]
+    def __iter__(self) -> Iterator[SSAValue]:
         return (v for v in self.env if v in self)
 
     def __len__(self) -> int:
