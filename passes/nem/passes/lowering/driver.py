@@ -26,7 +26,7 @@ from nem.dialect.diagnostics import Diagnostic, NemDiagnosticError, SourceLoc
 from nem.dialect.ops import ProgramOp
 from nem.frontends.upstream_dialects.affine_if import AffineIfOp
 from nem.passes import pass_env
-from nem.passes.lowering import async_ops, compute, index_ops, loops, memory_ops
+from nem.passes.lowering import async_ops, compute, index_ops, loops, memory_ops, reshape
 from nem.passes.lowering.affine_algebra import Aff
 from nem.passes.lowering.context import LoweringContext, Options
 from nem.passes.lowering.diagnostics import reject
@@ -77,6 +77,7 @@ def _control_flow_ops() -> list[type[Operation]]:
 HANDLERS: dict[type[Operation], Handler] = {
     **index_ops.HANDLERS,
     **memory_ops.HANDLERS,
+    **reshape.HANDLERS,
     **loops.HANDLERS,
     **async_ops.HANDLERS,
     **{cls: compute.lower_linalg for cls in linalg.Linalg.operations},
