@@ -77,8 +77,16 @@ class Progress:
             msg = f"\r[{bar:<30}] {frac * 100:5.1f}% {done}/{self.total} tasks {el:6.1f}s"
         else:
             msg = f"\r{done} tasks {el:6.1f}s"
-        sys.stderr.write(msg)
+        sys.stderr.write(msg + "\x1b[K" if sys.stderr.isatty() else msg)
         sys.stderr.flush()
+
+    def kernel(self, done: int, total: int, elapsed: float) -> None:
+        """Progress inside one long interpreted escape-hatch task (D-RT-MLIR-JIT)."""
+        share = f"{min(done / total, 1.0) * 100:3.0f}% of ~{total:,}" if total else f"{done:,}"
+        sys.stderr.write(f"\rinterpreting a compute op=mlir.kernel task: {share} scalar ops, "
+                         f"{elapsed:.0f} s\x1b[K")
+        sys.stderr.flush()
+        self.shown = True
 
     def close(self) -> None:
         if self.shown:
@@ -132,6 +140,7 @@ def run(argv=None) -> int:
         return _usage(str(e))
     for d in prog.diagnostics:  # warnings
         print(d.render(), file=sys.stderr)
+    _kernel_notices(prog)
 
     if args.random_inputs is not None:
         interp.randomize_inputs(args.random_inputs)
@@ -195,6 +204,10 @@ def run(argv=None) -> int:
     s = interp.start()
     total = prog.compiled.static_task_count()
     bar = Progress(total, not args.no_progress)
+    if bar.enabled and sys.stderr.isatty():
+        from nem.runtime import mlir_kernel
+
+        mlir_kernel.PROGRESS = bar.kernel
     try:
         result = s.run_to_end(progress=bar)
     finally:
@@ -218,6 +231,17 @@ def run(argv=None) -> int:
         return 1
     _write_outputs(interp, outputs)
     return 1 if failed else 0
+
+
+def _kernel_notices(prog) -> None:
+    """Escape-hatch kernels (D-RT-MLIR-JIT): say once when they will be
+    interpreted and how slow that is; print the runtime's notices."""
+    from nem.runtime import mlir_kernel
+
+    msg = mlir_kernel.load_notice(prog.op)
+    if msg:
+        print(f"nem-run: warning: {msg}", file=sys.stderr)
+    mlir_kernel.NOTICE = lambda m: print(f"nem-run: warning: {m}", file=sys.stderr)
 
 
 def _write_outputs(interp, outputs) -> None:

@@ -119,6 +119,12 @@ def parse_spaces(text: str | tuple[str, ...]) -> dict[int, str]:
     return out
 
 
+def _one_line(text: str, limit: int = 240) -> str:
+    """`text` on one line, cut at `limit` characters."""
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[:limit - 3].rstrip() + "..."
+
+
 @dataclass
 class Options:
     spaces: dict[int, str]
@@ -136,7 +142,7 @@ class Lowerer:
         self.tags: set[SSAValue] = set()
         self.decls: list[Operation] = []
         self.raised: list[str] = []
-        self.fallback: list[str] = []
+        self.fallback: list[tuple[Operation, str, str]] = []   # (op, "what at L:C", why)
         self.notes: list[str] = []
         self.pipe_stack: list[Var] = []
         self.peeled = 0  # > 0 while lowering a peeled partial tile (D-LOW-PEEL)
@@ -275,11 +281,16 @@ class Lowerer:
                   f"{len(wheres)} ops ({wheres[0]}, ...) -> {what}"
                   for what, wheres in counts.items()]
         parts.append("raised: " + (", ".join(raised) if raised else "none"))
-        parts.append("fell back to compute: " + (", ".join(dict.fromkeys(self.fallback))
-                                                 if self.fallback else "none"))
+        fallbacks = {what: (op, why) for op, what, why in self.fallback}
+        parts.append("fell back to compute: " + (", ".join(fallbacks) if fallbacks else "none"))
         if self.notes:  # a loop lowered twice (in a peeled iteration) notes things twice
             parts.append("; ".join(dict.fromkeys(self.notes)))
-        pass_env.report([Diagnostic("remark", "; ".join(parts), SourceLoc.of(fn))])
+        diags = [Diagnostic("remark", "; ".join(parts), SourceLoc.of(fn))]
+        # one line per fallback, at the nest: why it was not raised
+        diags += [Diagnostic("remark", f"{what} not raised, runs as an escape-hatch task "
+                             f'(compute op="mlir.kernel"): {_one_line(why)}', SourceLoc.of(op))
+                  for what, (op, why) in fallbacks.items()]
+        pass_env.report(diags)
 
     # -- buffers ---------------------------------------------------------------
     def _declare_buffer(self, name: str, level: str, size: int, loc) -> SSAValue:

@@ -843,4 +843,4 @@ def emit_escape(L, top: Operation, dst: Block, scope, reason: str, what: str) ->
     _commit(L, tmp, dst, scope, "compute", [r.result for r, _ in in_regs],
             [r.result for r, _ in out_regs], {v.buffer for _, v in in_regs},
             {v.buffer for _, v in out_regs}, top, attrs, args)
-    L.fallback.append(f"{what} ({reason})")
+    L.fallback.append((top, what, reason))
