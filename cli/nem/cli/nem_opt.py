@@ -226,7 +226,7 @@ class NemOptMain(xDSLOptMain):
                     resolved = resolve_device(scope, dev.name, dev.loc)
                 except NemDiagnosticError as e:
                     # abstract devices (no topology anywhere in the chain) are fine
-                    # unless used as a target (RULES.md B)
+                    # unless used as a target (docs/conformance.md Gaps B)
                     if not any(d.rule == "DEV-07" for d in e.diagnostics):
                         raise
                     continue
@@ -283,7 +283,7 @@ def quote_memory_spaces(spec: str) -> str:
 def _is_config_document(text: str, file: str) -> bool:
     """A file is a config document when, after its includes, it holds only
     `type_family` / `device NAME [extends P] {...}` declarations and no program
-    statement or header (RULES.md E, decision D-DOC-KIND)."""
+    statement or header (docs/conformance.md Gaps E, decision D-DOC-KIND)."""
     from nem.frontends.nem_text.document import is_config_document
 
     return is_config_document(text, file)

@@ -4,12 +4,12 @@ Include search order (INC-02 plus decision D-INC-SEARCH): the directory of the
 including file, then each `-I` directory in order, then the shipped `devices/`
 folder (`nem.devices`), so `include "nem_baseline_1.0.nem"` works anywhere and
 the spec's `include "devices/npm_pro.nem"` works with `-I <project root>`.
-Includes are transitive (RULES.md D).  A file reached twice through different
+Includes are transitive (docs/conformance.md Gaps D).  A file reached twice through different
 paths is loaded once; a cycle is an error (INC-03).
 
 Resolution follows SPEC "Device Inheritance" rules 1-8 (INH-01..08) and checks
 the schema rules on the resolved *target* only, so abstract intermediate
-devices such as `nem_baseline_1_0` are fine (RULES.md B).  Warnings (DEV-03
+devices such as `nem_baseline_1_0` are fine (docs/conformance.md Gaps B).  Warnings (DEV-03
 duplicates, DEV-21 no baseline) are returned on `Device.warnings`.
 """
 

@@ -1,9 +1,9 @@
 """Where each decorator may appear and what it takes: the one home of
-decorator facts (SPEC §7, RULES DECO-01..03, RES-01/02).
+decorator facts (SPEC §7, DECO-01..03, RES-01/02).
 
 Targets: `region` (region declarations, lets and compute/transfer operands),
 `buffer`, `loop`, `transfer`, `store`, `compute`, `wait`.  The spec has no
-applicability table (RULES.md Gaps A); the choices are decision D-DECO-1.
+applicability table (docs/conformance.md Gaps A); the choices are decision D-DECO-1.
 """
 
 from __future__ import annotations

@@ -25,7 +25,7 @@ PER_ENGINE_UNITS = ("NMU", "CSTL", "DMA", "VPU", "SEQ")
 DEVICE_UNITS = ("sDMA", "WDM")
 UNIT_TYPES = PER_ENGINE_UNITS + DEVICE_UNITS
 ABSENT = "absent"
-# `src: any_supported` in the appendix's cast family: any of ELEM_TYPES (RULES.md E).
+# `src: any_supported` in the appendix's cast family: any of ELEM_TYPES (docs/conformance.md Gaps E).
 ANY_SUPPORTED = "any_supported"
 MUST, MAY = "MUST", "MAY"
 
@@ -104,7 +104,7 @@ class VariantRef:
         """Parse `gemm.float<bf16>.no_bias`, `cast.default`, ... (GRAM-21).
 
         The regex backtracks, which settles the `cast.default` ambiguity of
-        `family_id ::= ID ("." ID)?` (RULES.md E).
+        `family_id ::= ID ("." ID)?` (docs/conformance.md Gaps E).
         """
         m = _REF_RE.match(text)
         if m is None:

@@ -1,4 +1,4 @@
-"""Device-independent static verification of NEM IR (RULES.md `static`).
+"""Device-independent static verification of NEM IR (the `static` class of docs/conformance.md).
 
 Staged like peer NPU legality pipelines: structure and names, then objects
 (buffers, regions, decorators, loops), then tasks (operands, attributes,
@@ -559,7 +559,7 @@ _FAMILY_RULES = {
     "eltwise": "FAM-13", "view": "FAM-15", "norm": "FAM-18", "softmax": "FAM-19",
     "cast": "FAM-20", "quantize": "FAM-21", "dequantize": "FAM-22", "pool": "FAM-23",
 }
-"""The rule that defines each baseline family's typing (RULES.md FAM-03..23)."""
+"""The rule that defines each baseline family's typing (FAM-03..23)."""
 
 _BINARY_ELTWISE = frozenset({"add", "sub", "mul", "div", "min", "max", "pow"})
 _BIAS_BINDINGS = {"conv2d": "B", "gemm": "C"}

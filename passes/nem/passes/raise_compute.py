@@ -15,8 +15,8 @@ layout: index the region's elements by their logical indices), then one
 iteration: the outer loop indices and values the nest uses).  Memrefs that
 the nest both reads and writes are outs only, so outs are read-modify-write:
 the runtime passes their current contents.  Executing the body once on those
-arguments is the whole task.  xDSL's interpreter (`xdsl.interpreters`) runs
-such functions (affine, arith, memref, func, math).
+arguments is the whole task: the runtime compiles it natively or interprets it
+with xDSL's interpreter, with one semantics (D-RT-MLIR-KERNEL, D-RT-MLIR-JIT).
 """
 
 from __future__ import annotations

@@ -4,7 +4,10 @@ The lowering (`passes/nem/passes/raise_compute.py`, D-LOW-ESCAPE) turns a loop n
 cannot raise into a `compute` task whose `kernel` attribute is the generic
 MLIR text of `func.func @kernel(memref per operand (ins, then outs), index
 per index_args entry)`.  Running the body once on those arguments is the
-task.  This module runs it with xDSL's interpreter:
+task.  This module defines what running it means, as xDSL's interpreter
+configured below; `mlir_native` compiles the same semantics to native code
+and `CompiledKernel.run` uses it when it takes the kernel (D-RT-MLIR-JIT,
+`BACKEND`), else the interpreter runs it:
 
 * the text is parsed once per distinct kernel string and cached together
   with a configured interpreter (not once per task instance);
@@ -1105,8 +1108,9 @@ def run_mlir_kernel(ins: list, outs: list, attrs: dict) -> list[np.ndarray]:
 # (with a notice); "native": a kernel it does not take is NotSupported;
 # "interpreter": always interpreted.  Default from NEM_MLIR_KERNEL.
 BACKEND = os.environ.get("NEM_MLIR_KERNEL", "auto")
-# the interpreter's speed, measured by bench/bench_mlir_kernel.py (order of magnitude)
-SECONDS_PER_OP = 10e-6
+# the interpreter's speed: `bench/bench_mlir_kernel.py --interpreted` measures
+# 20-30 us per scalar op (a 16x16x16 matmul nest) on a busy 2-core machine
+SECONDS_PER_OP = 20e-6
 # called with each notice (default: a RuntimeWarning); nem-run prints them
 NOTICE: Callable[[str], None] | None = None
 # called as PROGRESS(ops done, ops estimated, seconds) while a kernel has
@@ -1137,7 +1141,7 @@ def _notice(key: str, msg: str) -> None:
 def describe_cost(ops: int) -> str:
     """`ops` scalar operations as interpreter time."""
     secs = ops * SECONDS_PER_OP
-    t = f"{secs:.1f} s" if secs < 120 else f"{secs / 60:.0f} min"
+    t = "<0.1 s" if secs < 0.1 else f"{secs:.1f} s" if secs < 120 else f"{secs / 60:.0f} min"
     return f"about {ops:,} scalar operations per run, ~{t} at ~{SECONDS_PER_OP * 1e6:.0f} us each"
 
 

@@ -6,7 +6,7 @@ model of `nem.dialect.device_model`.  The entry points that take a
 `TokenCursor` let the program parser handle an inline `device { ... }` or a
 leading `include` at its current position.
 
-Choices beyond the EBNF (RULES.md E), each kept small and local:
+Choices beyond the EBNF (docs/conformance.md Gaps E), each kept small and local:
 
 * The appendix forms are accepted as written: `quant = required on dst`,
   `src: any_supported` and `conformance: { MUST }` (empty instantiation).
@@ -419,7 +419,7 @@ def parse_variant_ref(cur: TokenCursor) -> VariantRef:
 # -- size expressions -------------------------------------------------------------
 
 def parse_int_expr(cur: TokenCursor) -> int:
-    """Integer-literal arithmetic with conventional precedence (RULES.md C/E)."""
+    """Integer-literal arithmetic with conventional precedence (docs/conformance.md Gaps C/E)."""
     value = _term(cur)
     while cur.at_punct("+") or cur.at_punct("-"):
         op = cur.advance().text

@@ -1,7 +1,7 @@
 """Lexer for `.nem` text (programs, device configs, type-family catalogs).
 
 One compiled regular expression turns the whole input into a list of tokens.
-Choices the spec leaves open (RULES.md section E) and how they are made here:
+Choices the spec leaves open (docs/conformance.md Gaps E) and how they are made here:
 
 * `ID` is `[A-Za-z_][A-Za-z0-9_]*`; keywords are *contextual*: element-type
   names, `strides`, `layout`, unit names and opcode names are plain IDs, and
