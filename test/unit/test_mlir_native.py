@@ -27,6 +27,9 @@ from nem.runtime import mlir_kernel, mlir_native
 from nem.runtime.kernels import KERNELS, NotSupported, NumericError, Tensor
 from nem.runtime.loop_sink import sink_parallel_loops
 
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "bench"))
+import bench_mlir_kernel  # noqa: E402 - the benchmark's kernels and program
+
 pytestmark = pytest.mark.skipif(mlir_native.unavailable() is not None,
                                 reason=str(mlir_native.unavailable()))
 
@@ -360,21 +363,7 @@ def _sunk_order(text: str) -> list[str]:
     return [o.body.block.args[0].name_hint for o in fn.walk() if o.name == "affine.for"]
 
 
-MATMUL = """func.func @kernel(%A: memref<4x3xf32>, %B: memref<3x5xf32>, %C: memref<4x5xf32>) {
-  affine.for %i = 0 to 4 {
-    affine.for %j = 0 to 5 {
-      affine.for %k = 0 to 3 {
-        %a = affine.load %A[%i, %k] : memref<4x3xf32>
-        %b = affine.load %B[%k, %j] : memref<3x5xf32>
-        %c = affine.load %C[%i, %j] : memref<4x5xf32>
-        %p = arith.mulf %a, %b : f32
-        %s = arith.addf %c, %p : f32
-        affine.store %s, %C[%i, %j] : memref<4x5xf32>
-      }
-    }
-  }
-  func.return
-}"""
+MATMUL = bench_mlir_kernel.matmul_kernel(4, 5, 3)     # loops i, j, k
 
 
 def test_matmul_nest_gets_its_contiguous_loop_innermost():
@@ -487,23 +476,15 @@ def test_without_the_bindings_everything_is_interpreted(monkeypatch):
 
 def test_scalar_op_estimate():
     """16 x 16 x 16 matmul nest: 4096 points of 6 ops plus loop overhead."""
-    import importlib.util
-    spec = importlib.util.spec_from_file_location(
-        "bench_mlir_kernel", os.path.join(os.path.dirname(__file__), "../../bench/"
-                                          "bench_mlir_kernel.py"))
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
-    est = mlir_kernel.compiled(" ".join(bench.matmul_kernel(16, 16, 16).split())).estimate
+    est = mlir_kernel.compiled(bench_mlir_kernel.matmul_kernel(16, 16, 16)).estimate
     assert 4096 * 6 < est < 4096 * 8
 
 
 def test_nem_run_warns_once_when_kernels_are_interpreted(tmp_path):
     """nem-run says before running that the program's escape-hatch tasks will
     be interpreted, with the cost of the largest."""
-    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "../../bench"))
-    from bench_mlir_kernel import program
     prog = tmp_path / "k.nem"
-    prog.write_text(program(8, 8, 8))
+    prog.write_text(bench_mlir_kernel.program(8, 8, 8))
     env = dict(os.environ, NEM_MLIR_KERNEL="interpreter")
     r = subprocess.run([sys.executable, "-m", "nem.cli.nem_run", str(prog), "--random-inputs",
                         "1"], capture_output=True, text=True, env=env)

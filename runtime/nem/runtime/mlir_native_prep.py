@@ -537,36 +537,23 @@ class _Prep:
 
     # -- dispatch ----------------------------------------------------------------
     def rewrite(self, op: Operation) -> None:
-        if isinstance(op, _DIVISIONS):
-            self.division(op)
-        elif isinstance(op, _SHIFTS):
-            self.shift(op)
-        elif isinstance(op, math.IPowIOp):
-            self.ipowi(op)
-        elif isinstance(op, arith.FPToSIOp | arith.FPToUIOp):
-            self.float_to_int(op)
-        elif isinstance(op, scf.ForOp):
-            self.for_step(op)
-        elif isinstance(op, scf.ParallelOp):
-            self.parallel_steps(op)
-        elif isinstance(op, affine.LoadOp | affine.StoreOp | memref.LoadOp | memref.StoreOp):
-            self.access(op)
-        elif isinstance(op, arith.TruncFOp):
-            self.truncf(op)
-        elif isinstance(op, arith.ExtFOp):
-            self.extf(op)
-        elif isinstance(op, arith.SIToFPOp | arith.UIToFPOp):
-            self.int_to_float(op)
-        elif type(op) in mk.LIBM_OPS:
-            self.libm_call(op)
-        elif isinstance(op, math.FPowIOp):
-            self.fpowi(op)
-        elif isinstance(op, math.RsqrtOp):
-            self.rsqrt(op)
-        elif isinstance(op, arith.MaximumfOp | arith.MinimumfOp):
-            self.minmax(op)
-        elif isinstance(op, _AT_F32):
-            self.at_f32(op)
+        for types, method in _REWRITES:
+            if isinstance(op, types):
+                getattr(self, method)(op)
+                return
+
+
+# op classes -> the `_Prep` method that rewrites them (first match wins)
+_REWRITES: list[tuple[tuple[type, ...], str]] = [
+    (_DIVISIONS, "division"), (_SHIFTS, "shift"), ((math.IPowIOp,), "ipowi"),
+    ((arith.FPToSIOp, arith.FPToUIOp), "float_to_int"), ((scf.ForOp,), "for_step"),
+    ((scf.ParallelOp,), "parallel_steps"),
+    ((affine.LoadOp, affine.StoreOp, memref.LoadOp, memref.StoreOp), "access"),
+    ((arith.TruncFOp,), "truncf"), ((arith.ExtFOp,), "extf"),
+    ((arith.SIToFPOp, arith.UIToFPOp), "int_to_float"), (tuple(mk.LIBM_OPS), "libm_call"),
+    ((math.FPowIOp,), "fpowi"), ((math.RsqrtOp,), "rsqrt"),
+    ((arith.MaximumfOp, arith.MinimumfOp), "minmax"), (_AT_F32, "at_f32"),
+]
 
 
 def _zero_allocs(fn: func.FuncOp) -> None:
