@@ -19,7 +19,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from nem.runtime import mlir_kernel
+from nem.runtime import escape_hatch, mlir_kernel
 from nem.runtime.api import NemInterpreter
 from nem.runtime.kernels import KERNELS, NotSupported, NumericError, Tensor
 from nem.runtime.mlir_native import unavailable
@@ -27,10 +27,10 @@ from nem.runtime.mlir_native import unavailable
 
 @pytest.fixture(autouse=True, params=["interpreter", "native"])
 def backend(request, monkeypatch):
-    """Each test once per backend (mlir_kernel.BACKEND)."""
+    """Each test once per backend (escape_hatch.BACKEND)."""
     if request.param == "native" and unavailable():
         pytest.skip(unavailable())
-    monkeypatch.setattr(mlir_kernel, "BACKEND", request.param)
+    monkeypatch.setattr(escape_hatch, "BACKEND", request.param)
     return request.param
 
 

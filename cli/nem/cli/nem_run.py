@@ -205,9 +205,9 @@ def run(argv=None) -> int:
     total = prog.compiled.static_task_count()
     bar = Progress(total, not args.no_progress)
     if bar.enabled and sys.stderr.isatty():
-        from nem.runtime import mlir_kernel
+        from nem.runtime import escape_hatch
 
-        mlir_kernel.PROGRESS = bar.kernel
+        escape_hatch.PROGRESS = bar.kernel
     try:
         result = s.run_to_end(progress=bar)
     finally:
@@ -236,12 +236,12 @@ def run(argv=None) -> int:
 def _kernel_notices(prog) -> None:
     """Escape-hatch kernels (D-RT-MLIR-JIT): say once when they will be
     interpreted and how slow that is; print the runtime's notices."""
-    from nem.runtime import mlir_kernel
+    from nem.runtime import escape_hatch
 
-    msg = mlir_kernel.load_notice(prog.op)
+    msg = escape_hatch.load_notice(prog.op)
     if msg:
         print(f"nem-run: warning: {msg}", file=sys.stderr)
-    mlir_kernel.NOTICE = lambda m: print(f"nem-run: warning: {m}", file=sys.stderr)
+    escape_hatch.NOTICE = lambda m: print(f"nem-run: warning: {m}", file=sys.stderr)
 
 
 def _write_outputs(interp, outputs) -> None:

@@ -820,7 +820,7 @@ def _dequantize(ins, outs, attrs):
 def _compute(ins, outs, attrs):
     name = attrs.get("op")
     if name == "mlir.kernel":   # the lowering's escape hatch (D-LOW-ESCAPE, D-RT-MLIR-KERNEL)
-        from nem.runtime.mlir_kernel import run_mlir_kernel
+        from nem.runtime.escape_hatch import run_mlir_kernel
         return run_mlir_kernel(ins, outs, attrs)
     spec = opcodes().get(name) if isinstance(name, str) else None
     if spec is None or name == "compute":

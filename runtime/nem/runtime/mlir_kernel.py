@@ -5,9 +5,9 @@ cannot raise into a `compute` task whose `kernel` attribute is the generic
 MLIR text of `func.func @kernel(memref per operand (ins, then outs), index
 per index_args entry)`.  Running the body once on those arguments is the
 task.  This module defines what running it means, as xDSL's interpreter
-configured below; `mlir_native` compiles the same semantics to native code
-and `CompiledKernel.run` uses it when it takes the kernel (D-RT-MLIR-JIT,
-`BACKEND`), else the interpreter runs it:
+configured below; `mlir_native` compiles the same semantics to native code,
+and `escape_hatch` runs a task natively when that backend takes the kernel,
+else here (D-RT-MLIR-JIT):
 
 * the text is parsed once per distinct kernel string and cached together
   with a configured interpreter (not once per task instance);
@@ -61,9 +61,7 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import operator
-import os
 import time
-from collections.abc import Callable
 from functools import cache, lru_cache
 from itertools import product
 from fractions import Fraction
@@ -853,7 +851,7 @@ def _rounders(ops) -> dict:
 class KernelInterpreter(Interpreter):
     """Rounds floating-point op results to their result type (see module doc);
     `reductions` holds each affine.parallel's (combiner, identity) pairs.
-    Counts the ops it runs, for `PROGRESS`."""
+    Counts the ops it runs, for a progress callback."""
 
     rounders: dict = {}
     reductions: dict = {}
@@ -861,15 +859,18 @@ class KernelInterpreter(Interpreter):
     _total = 0
     _t0 = 0.0
 
-    def start_progress(self, total: int) -> None:
+    _progress = None
+
+    def start_progress(self, total: int, progress) -> None:
         self._done, self._total, self._t0 = 0, total, time.perf_counter()
+        self._progress = progress
 
     def _run_op(self, op: Operation, inputs) -> OpImplResult:
         self._done += 1
-        if not self._done & 0x3FFF and PROGRESS is not None:
+        if not self._done & 0x3FFF and self._progress is not None:
             elapsed = time.perf_counter() - self._t0
             if elapsed >= 1.0:
-                PROGRESS(self._done, self._total, elapsed)
+                self._progress(self._done, self._total, elapsed)
         r = super()._run_op(op, inputs)
         rd = self.rounders.get(op)
         if rd is not None and r.values:
@@ -943,23 +944,7 @@ class CompiledKernel:
         self.text, self.module = text, module
         self.estimate = scalar_ops(self.fn)
 
-    def run(self, ins: list, outs: list, index_args: list[int]) -> list[np.ndarray]:
-        """Run the kernel once on the task's operands; returns the outs'
-        new contents.  Natively when the native backend takes the kernel
-        (D-RT-MLIR-JIT), else in the interpreter."""
-        operands, group = self._bind(ins, outs, index_args)
-        if BACKEND != "interpreter":
-            from nem.runtime import mlir_native
-
-            nk = mlir_native.native(self.text, self.module, group, len(ins))
-            if not isinstance(nk, str):
-                return _run_native(nk, operands, group, len(ins), index_args)
-            if BACKEND == "native":
-                raise NotSupported(f"{OPNAME}: the native backend does not take this kernel: {nk}")
-            _notice_interpreted(self, nk)
-        return self._run_interpreted(operands, group, len(ins), index_args)
-
-    def _bind(self, ins: list, outs: list, index_args: list[int]) -> tuple[tuple, list[int]]:
+    def bind(self, ins: list, outs: list, index_args: list[int]) -> tuple[tuple, list[int]]:
         """Check the task's operands against the signature; `group[k]` is
         the first operand over the same memory as operand k."""
         n_mem = len(ins) + len(outs)
@@ -983,8 +968,11 @@ class CompiledKernel:
                     break
         return operands, group
 
-    def _run_interpreted(self, operands, group: list[int], n_in: int,
-                         index_args: list[int]) -> list[np.ndarray]:
+    def run_interpreted(self, operands, group: list[int], n_in: int,
+                         index_args: list[int], progress=None) -> list[np.ndarray]:
+        """Run the kernel in the interpreter on `bind`'s operands; returns
+        the outs' new contents.  `progress(done, estimate, seconds)` is called
+        now and then once the run takes longer than a second."""
         n_mem = len(operands)
         wrapped: dict[int, NumpyShapedArray] = {}
         for g in sorted(set(group)):
@@ -998,7 +986,7 @@ class CompiledKernel:
         args: list = [wrapped[group[k]] for k in range(n_mem)]
         out_arrays = [wrapped[group[k]].array for k in range(n_in, n_mem)]
         args.extend(int(v) for v in index_args)
-        self.interp.start_progress(self.estimate)
+        self.interp.start_progress(self.estimate, progress)
         try:
             with np.errstate(all="ignore"):   # IEEE overflow/invalid give inf/NaN, no warnings
                 self.interp.call_op(self.fn, tuple(args))
@@ -1012,25 +1000,6 @@ class CompiledKernel:
                                f"{_root_cause(e)}") from None
         return [np.asarray(a, dtype=t.array.dtype).reshape(t.array.shape)
                 for a, t in zip(out_arrays, operands[n_in:])]
-
-
-def _run_native(nk, operands, group: list[int], n_in: int, index_args) -> list[np.ndarray]:
-    """Run a compiled kernel: inputs in place (the runtime's memory, when
-    C-contiguous and aligned), outputs on a read-modify-write copy as in
-    the interpreter (D-RT-MLIR-KERNEL)."""
-    n_mem = len(operands)
-    arrays: dict[int, np.ndarray] = {}
-    for g in sorted(set(group)):
-        a = operands[g].array
-        if any(group[k] == g for k in range(n_in, n_mem)):
-            arrays[g] = np.array(a, order="C", copy=True)
-        elif a.flags.c_contiguous and a.ctypes.data % a.dtype.itemsize == 0:
-            arrays[g] = a
-        else:
-            arrays[g] = np.ascontiguousarray(a)
-    with np.errstate(all="ignore"):
-        nk.run([arrays[group[k]] for k in range(n_mem)], index_args)
-    return [arrays[group[k]] for k in range(n_in, n_mem)]
 
 
 def _cause(e: BaseException) -> BaseException:
@@ -1082,115 +1051,9 @@ def compiled(text: str) -> CompiledKernel:
     return ck
 
 
-def run_mlir_kernel(ins: list, outs: list, attrs: dict) -> list[np.ndarray]:
-    """`KERNELS["compute"]` for op="mlir.kernel": ins/outs are `Tensor`s, attrs
-    hold `kernel` (text) and `index_args` (ints, evaluated by the engine)."""
-    text = attrs.get("kernel")
-    if not isinstance(text, str):
-        raise NotSupported(f"{OPNAME}: missing string attribute 'kernel'")
-    extra = sorted(set(attrs) - {"op", "kernel", "index_args"})
-    if extra:
-        raise NotSupported(f"{OPNAME}: unknown attribute(s) {', '.join(extra)}")
-    idx = attrs.get("index_args", [])
-    if not isinstance(idx, list) or not all(isinstance(v, int) for v in idx):
-        raise NotSupported(f"{OPNAME}: index_args must be a list of integer expressions")
-    if any(t.quant is not None for t in (*ins, *outs)):
-        raise NotSupported(f"{OPNAME}: quantized operands are not supported (the kernel sees "
-                           "raw element values)")
-    return compiled(text).run(ins, outs, idx)
-
-
 # ---------------------------------------------------------------------------
-# Backend choice, notices and progress (D-RT-MLIR-JIT)
+# How much work a kernel is for the interpreter (escape_hatch's estimates)
 # ---------------------------------------------------------------------------
-
-# "auto": native when the native backend takes the kernel, else interpreted
-# (with a notice); "native": a kernel it does not take is NotSupported;
-# "interpreter": always interpreted.  Default from NEM_MLIR_KERNEL.
-BACKEND = os.environ.get("NEM_MLIR_KERNEL", "auto")
-# the interpreter's speed: `bench/bench_mlir_kernel.py --interpreted` measures
-# 20-30 us per scalar op (a 16x16x16 matmul nest) on a busy 2-core machine
-SECONDS_PER_OP = 20e-6
-# called with each notice (default: a RuntimeWarning); nem-run prints them
-NOTICE: Callable[[str], None] | None = None
-# called as PROGRESS(ops done, ops estimated, seconds) while a kernel has
-# been interpreted for more than a second; nem-run sets it on a terminal
-PROGRESS: Callable[[int, int, float], None] | None = None
-_NOTICED: set[str] = set()
-
-
-def set_backend(name: str) -> None:
-    global BACKEND
-    if name not in ("auto", "native", "interpreter"):
-        raise ValueError(f"unknown mlir.kernel backend {name!r} (auto, native, interpreter)")
-    BACKEND = name
-
-
-def _notice(key: str, msg: str) -> None:
-    if key in _NOTICED:
-        return
-    _NOTICED.add(key)
-    if NOTICE is not None:
-        NOTICE(msg)
-    else:
-        import warnings
-
-        warnings.warn(msg, RuntimeWarning, stacklevel=3)
-
-
-def describe_cost(ops: int) -> str:
-    """`ops` scalar operations as interpreter time."""
-    secs = ops * SECONDS_PER_OP
-    t = "<0.1 s" if secs < 0.1 else f"{secs:.1f} s" if secs < 120 else f"{secs / 60:.0f} min"
-    return f"about {ops:,} scalar operations per run, ~{t} at ~{SECONDS_PER_OP * 1e6:.0f} us each"
-
-
-
-def _notice_interpreted(ck: CompiledKernel, why: str) -> None:
-    every = interpreted_reason()
-    if every is not None:
-        _notice("all", f"{OPNAME}: kernels run in xDSL's interpreter ({every})")
-        return
-    _notice(ck.text, f"{OPNAME}: a kernel runs in xDSL's interpreter, not natively: {why} "
-            f"({describe_cost(ck.estimate)})")
-
-
-def interpreted_reason() -> str | None:
-    """Why every kernel will be interpreted in this process, or None."""
-    if BACKEND == "interpreter":
-        return "NEM_MLIR_KERNEL=interpreter"
-    from nem.runtime.mlir_native import unavailable
-
-    why = unavailable()
-    return None if why is None else f"{why}; install the `mlir` extra " \
-        "(pip install 'nem-toolchain[mlir]') to compile them natively"
-
-
-def load_notice(program: Operation) -> str | None:
-    """For a loaded program whose escape-hatch kernels will all be
-    interpreted: how many there are and how slow the largest is."""
-    why = interpreted_reason()
-    if why is None:
-        return None
-    texts = []
-    for op in program.walk():
-        attrs = getattr(op, "attrs", None)
-        data = getattr(attrs, "data", None)
-        if data is not None and data.get("op") == StringAttr("mlir.kernel") and \
-                isinstance(data.get("kernel"), StringAttr):
-            texts.append(data["kernel"].data)
-    if not texts:
-        return None
-    sizes = []
-    for text in dict.fromkeys(texts):
-        try:
-            sizes.append(compiled(text).estimate)
-        except KernelError:     # reported when the task runs
-            continue
-    largest = f": the largest does {describe_cost(max(sizes))}" if sizes else ""
-    _NOTICED.add("all")      # said once: not again when the first kernel runs
-    return (f"{len(texts)} escape-hatch task(s) ({OPNAME}) will run in xDSL's interpreter "
-            f"({why}){largest}")
 
 
 def _trip(lb: int | None, ub: int | None, step: int) -> int:

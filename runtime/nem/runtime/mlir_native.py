@@ -24,6 +24,7 @@ at module level: `unavailable()` says why, and the runtime interprets.
 from __future__ import annotations
 
 import ctypes
+import importlib
 from collections.abc import Sequence
 
 import numpy as np
@@ -45,9 +46,8 @@ _PACKED_FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
 def unavailable() -> str | None:
     """Why kernels cannot run natively in this process, or None."""
     try:
-        import mlir.execution_engine
-        import mlir.ir
-        import mlir.passmanager
+        for name in ("mlir.ir", "mlir.passmanager", "mlir.execution_engine"):
+            importlib.import_module(name)
     except ImportError as e:
         return f"the upstream MLIR Python bindings are not installed ({e.name or e})"
     return None
