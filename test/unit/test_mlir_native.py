@@ -451,6 +451,7 @@ def test_auto_falls_back_with_one_notice(monkeypatch):
     notices = []
     monkeypatch.setattr(escape_hatch, "NOTICE", notices.append)
     monkeypatch.setattr(escape_hatch, "_NOTICED", set())
+    monkeypatch.setattr(escape_hatch, "COMPILE_AFTER", 0)     # no interpreted first tier
     text = FMA.replace("f32", "i4").replace("arith.mulf", "arith.muli")
     x = np.array([1, 2, 3, -1, -2, 0, 7, -8], np.int8)
     for _ in range(2):
@@ -466,6 +467,7 @@ def test_without_the_bindings_everything_is_interpreted(monkeypatch):
     notices = []
     monkeypatch.setattr(escape_hatch, "NOTICE", notices.append)
     monkeypatch.setattr(escape_hatch, "_NOTICED", set())
+    monkeypatch.setattr(escape_hatch, "COMPILE_AFTER", 0)     # no interpreted first tier
     monkeypatch.setattr(mlir_native, "unavailable", lambda: "no module named 'mlir'")
     monkeypatch.setattr(mlir_native, "_CACHE", {})
     x = np.arange(8, dtype=np.float32)
@@ -485,10 +487,32 @@ def test_without_the_bindings_everything_is_interpreted(monkeypatch):
         "~0.6 s at ~20 us each")
 
 
+def test_small_kernels_are_interpreted_until_compiling_pays(monkeypatch):
+    """"auto": a kernel whose work is known statically is interpreted while
+    its total work stays within COMPILE_AFTER scalar ops, then compiled; a
+    kernel whose work is not known (a bound from an index argument) is
+    compiled at once."""
+    monkeypatch.setattr(escape_hatch, "_INTERPRETED", {})
+    monkeypatch.setattr(mlir_native, "_CACHE", {})
+    monkeypatch.setattr(escape_hatch, "COMPILE_AFTER", 100)   # FMA: 34 ops per run
+    x = np.arange(8, dtype=np.float32)
+    compiled_after = []
+    for _ in range(4):
+        (z,) = run(FMA, [(x, "f32")], [(np.zeros(8, np.float32), "f32")])
+        np.testing.assert_array_equal(z, x * x)
+        compiled_after.append(bool(mlir_native._CACHE))
+    assert compiled_after == [False, False, True, True]
+    dynamic = FMA.replace("%z: memref<8xf32>", "%z: memref<8xf32>, %n: index").replace(
+        "affine.for %i = 0 to 8", "affine.for %i = 0 to affine_map<()[s0] -> (s0)>()[%n]")
+    assert not mlir_kernel.compiled(dynamic).estimate_exact
+    run(dynamic, [(x, "f32")], [(np.zeros(8, np.float32), "f32")], (8,))
+    assert any(key[0] == dynamic for key in mlir_native._CACHE)
+
+
 def test_scalar_op_estimate():
     """16 x 16 x 16 matmul nest: 4096 points of 6 ops plus loop overhead."""
-    est = mlir_kernel.compiled(bench_mlir_kernel.matmul_kernel(16, 16, 16)).estimate
-    assert 4096 * 6 < est < 4096 * 8
+    ck = mlir_kernel.compiled(bench_mlir_kernel.matmul_kernel(16, 16, 16))
+    assert 4096 * 6 < ck.estimate < 4096 * 8 and ck.estimate_exact
 
 
 def test_nem_run_warns_once_when_kernels_are_interpreted(tmp_path):

@@ -4,7 +4,9 @@ D-RT-MLIR-JIT): which backend runs a kernel, and what the user is told.
 `mlir_kernel` defines a kernel's semantics (xDSL's interpreter, configured
 there); `mlir_native` compiles the same semantics to native code with
 upstream MLIR.  A task runs natively when the native backend takes its
-kernel (`BACKEND` "auto", the default, or "native"), else interpreted.  The
+kernel (`BACKEND` "auto", the default, or "native"), else interpreted; in
+"auto" a small kernel is interpreted until its total work makes compiling
+it worthwhile (`COMPILE_AFTER`).  The
 interpreter is slow (tens of microseconds per scalar operation), so the user
 is told once per kernel that falls back and why (`NOTICE`), `nem-run` warns
 before running when every kernel will be interpreted (`load_notice`, with
@@ -36,6 +38,12 @@ NOTICE: Callable[[str], None] | None = None
 # been interpreted for more than a second; nem-run sets it on a terminal
 PROGRESS: Callable[[int, int, float], None] | None = None
 _NOTICED: set[str] = set()
+# "auto" interprets a kernel whose work is known statically while its total
+# interpreted work stays within this many scalar ops (about a second, a few
+# times what compiling it costs): small kernels run a few times never pay
+# for compilation; past it, the kernel is compiled
+COMPILE_AFTER = 50_000
+_INTERPRETED: dict[str, int] = {}     # kernel text -> scalar ops interpreted so far
 
 
 def set_backend(name: str) -> None:
@@ -103,10 +111,13 @@ def load_notice(program: Operation) -> str | None:
     sizes = []
     for text in dict.fromkeys(texts):
         try:
-            sizes.append(compiled(text).estimate)
+            ck = compiled(text)
+            sizes.append((ck.estimate, ck.estimate_exact))
         except KernelError:     # reported when the task runs
             continue
-    largest = f": the largest does {describe_cost(max(sizes))}" if sizes else ""
+    ops, exact = max(sizes) if sizes else (0, True)
+    largest = f": the largest does {'' if exact else 'at least '}{describe_cost(ops)}" \
+        if sizes else ""
     _NOTICED.add("all")      # said once: not again when the first kernel runs
     return (f"{len(texts)} escape-hatch task(s) ({OPNAME}) will run in xDSL's interpreter "
             f"({why}){largest}")
@@ -134,6 +145,10 @@ def run(ck: CompiledKernel, ins: list, outs: list, index_args: list[int]) -> lis
     """Run `ck` once on the task's operands; returns the outs' new contents.
     Natively when the native backend takes the kernel, else interpreted."""
     operands, group = ck.bind(ins, outs, index_args)
+    if BACKEND == "auto" and ck.estimate_exact and \
+            _INTERPRETED.get(ck.text, 0) + ck.estimate <= COMPILE_AFTER:
+        _INTERPRETED[ck.text] = _INTERPRETED.get(ck.text, 0) + ck.estimate
+        return ck.run_interpreted(operands, group, len(ins), index_args, PROGRESS)
     if BACKEND != "interpreter":
         from nem.runtime import mlir_native
 

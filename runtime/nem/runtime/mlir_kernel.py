@@ -942,7 +942,8 @@ class CompiledKernel:
         interp.rounders = _rounders([*ops, *combiners])
         self.interp = interp
         self.text, self.module = text, module
-        self.estimate = scalar_ops(self.fn)
+        # ops the interpreter runs per call (a lower bound unless exact)
+        self.estimate, self.estimate_exact = scalar_ops(self.fn)
 
     def bind(self, ins: list, outs: list, index_args: list[int]) -> tuple[tuple, list[int]]:
         """Check the task's operands against the signature; `group[k]` is
@@ -1056,8 +1057,10 @@ def compiled(text: str) -> CompiledKernel:
 # ---------------------------------------------------------------------------
 
 
-def _trip(lb: int | None, ub: int | None, step: int) -> int:
-    return max(0, -(-(ub - lb) // step)) if lb is not None and ub is not None else 1
+def _trip(lb: int | None, ub: int | None, step: int | None) -> int | None:
+    if lb is None or ub is None or step is None:
+        return None
+    return max(0, -(-(ub - lb) // step))
 
 
 def _const_map(attr) -> int | None:
@@ -1074,41 +1077,54 @@ def _const_value(v) -> int | None:
     return None
 
 
-def _iterations(op: Operation) -> int:
-    """How many times `op` runs its region (1 when not known statically)."""
-    if isinstance(op, affine.ForOp) and not op.operands:
+def _product(trips) -> int | None:
+    n = 1
+    for t in trips:
+        if t is None:
+            return None
+        n *= t
+    return n
+
+
+def _iterations(op: Operation) -> int | None:
+    """How many times `op` runs its region: 1 for ops that are not loops,
+    None for a loop whose trip count is not known statically."""
+    if isinstance(op, affine.ForOp):
+        if op.operands:
+            return None
         return _trip(_const_map(op.lowerBoundMap), _const_map(op.upperBoundMap),
                      op.step.value.data)
     if isinstance(op, scf.ForOp):
-        return _trip(_const_value(op.lb), _const_value(op.ub), _const_value(op.step) or 1)
-    if isinstance(op, affine.ParallelOp) and not op.operands:
+        return _trip(_const_value(op.lb), _const_value(op.ub), _const_value(op.step))
+    if isinstance(op, affine.ParallelOp):
+        if op.operands:
+            return None
         lbs, ubs = op.lowerBoundsMap.data.eval([], []), op.upperBoundsMap.data.eval([], [])
-        n = 1
-        for lb, ub, st in zip(lbs, ubs, op.steps.data):
-            n *= _trip(lb, ub, st.value.data)
-        return n
+        return _product(_trip(lb, ub, st.value.data)
+                        for lb, ub, st in zip(lbs, ubs, op.steps.data))
     if isinstance(op, scf.ParallelOp):
-        n = 1
-        for lb, ub, st in zip(op.lowerBound, op.upperBound, op.step):
-            n *= _trip(_const_value(lb), _const_value(ub), _const_value(st) or 1)
-        return n
+        return _product(_trip(_const_value(lb), _const_value(ub), _const_value(st))
+                        for lb, ub, st in zip(op.lowerBound, op.upperBound, op.step))
     if isinstance(op, _STRUCTURED):
         s = _structured(op)
         shapes = [d for v in (*s.inputs, *s.outputs) if isinstance(v.type, MemRefType)
                   for d in v.type.get_shape()]
-        n = 1
-        for r in s.get_shapes_to_loops_map().eval(shapes, []):
-            n *= max(r, 0)
-        return n
+        return _product(max(r, 0) for r in s.get_shapes_to_loops_map().eval(shapes, []))
+    if isinstance(op, scf.WhileOp):
+        return None
     return 1
 
 
-def scalar_ops(op: Operation) -> int:
-    """An estimate of how many ops the interpreter runs for `op` (loops with
-    bounds known statically multiply their bodies; others count once)."""
-    total = 0
+def scalar_ops(op: Operation) -> tuple[int, bool]:
+    """How many ops the interpreter runs for `op`'s regions, and whether that
+    is exact: a loop whose trip count is not known statically counts once
+    (and makes the count a lower bound)."""
+    total, exact = 0, True
     for region in op.regions:
         for block in region.blocks:
             for inner in block.ops:
-                total += 1 + _iterations(inner) * scalar_ops(inner)
-    return total
+                n = _iterations(inner)
+                ops, ok = scalar_ops(inner)
+                total += 1 + (1 if n is None else n) * ops
+                exact = exact and ok and n is not None
+    return total, exact
