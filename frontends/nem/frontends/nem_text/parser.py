@@ -641,6 +641,14 @@ class ProgramParser(TokenCursor):
             if key.text in given:
                 raise self.error(f"attribute '{key.text}' given twice", "TASK-13",
                                  "keep one", key)
+            aspec = spec.attributes.get(key.text)
+            if aspec is not None and aspec.type == "elem" and self.tok.kind == ID and \
+                    self.tok.text in ELEM_BY_NAME:
+                # An element-typed attribute names a type even where a
+                # declared name has the same spelling (D-NAME-ELEM).
+                type_tok = self.advance()
+                given[key.text] = _Val("id", type_tok.text, type_tok)
+                continue
             given[key.text] = self._value()
         attrs: dict[str, Attribute] = {}
         for name in spec.canonical_attr_order(given):  # the IR keeps canonical order
