@@ -98,15 +98,25 @@ def memory_maps(prog: ProgramOp, ev: Evaluator | None = None) -> dict[str, list[
             continue
         key = level_key(op.result.type.level)
         align = op.align.value.data if op.align is not None else 1
-        align = align if align > 0 else 1
         copies = loop_copies(loops, ev)
-        for c in range(copies):
-            at = cursor.get(key, 0)
-            offset = -(-at // align) * align
+        for c, offset in enumerate(place(cursor, key, size, align, copies)):
             maps.setdefault(key, []).append(
-                Placed(op, op.buffer_name.data, offset, size, align, c, copies))
-            cursor[key] = offset + size
+                Placed(op, op.buffer_name.data, offset, size, max(align, 1), c, copies))
     return maps
+
+
+def place(cursor: dict[str, int], key: str, size: int, align: int, copies: int) -> list[int]:
+    """The offsets of the `copies` instances of one buffer at level `key`,
+    each at the next multiple of `align` (<= 0 reads as 1) after `cursor[key]`,
+    which advances: the one layout policy (D-DEV-CAP), shared by the capacity
+    check and the bytecode loader's relocation of buffer slots."""
+    align = align if align > 0 else 1
+    offsets = []
+    for _ in range(copies):
+        offset = -(-cursor.get(key, 0) // align) * align
+        offsets.append(offset)
+        cursor[key] = offset + size
+    return offsets
 
 
 def capacity(device: Device, key: str) -> int | None:

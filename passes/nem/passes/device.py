@@ -36,7 +36,8 @@ from nem.dialect.decorators import RESOURCE_UNITS
 from nem.dialect.device_model import Device
 from nem.dialect.diagnostics import Diagnostic, SourceLoc, error
 from nem.dialect.exprs import Evaluator
-from nem.dialect.ops import BufferOp, ComputeOp, ProgramOp, StoreOp, TaskOp, TransferOp
+from nem.dialect.ops import BufferOp, ComputeOp, ProgramOp, TaskOp, TransferOp
+from nem.dialect.units import eligible_units, task_kind
 from nem.passes.pass_env import current, report
 
 
@@ -66,32 +67,7 @@ def no_device_remark(prog: ProgramOp, what: str) -> Diagnostic:
                       "nem-verify-device{device=NAME}")
 
 
-# -- units -----------------------------------------------------------------
-def task_kind(op: TaskOp) -> str:
-    if isinstance(op, TransferOp):
-        return "transfer"
-    if isinstance(op, StoreOp):
-        return "store"
-    return op.opcode  # type: ignore[attr-defined]
-
-
-def eligible_units(op: TaskOp) -> tuple[str, ...]:
-    """Unit types that can run `op`, preferred first (SPEC §1 "Resource Classes
-    and Task Mapping", RES-07): the registry's unit for a compute opcode, DMA
-    too for view ops, VPU as the fallback for every compute op; DMA for
-    transfers; CSTL for stores."""
-    if isinstance(op, TransferOp):
-        return ("DMA",)
-    if isinstance(op, StoreOp):
-        return ("CSTL",)
-    assert isinstance(op, ComputeOp)
-    units = [op.SPEC.unit]
-    if op.SPEC.category == "view":
-        units.append("DMA")
-    units.append("VPU")
-    return tuple(dict.fromkeys(units))
-
-
+# -- units (which unit types can run a task: nem.dialect.units) -------------------
 def _is_ddr_l2_transfer(op: TaskOp) -> bool:
     if not isinstance(op, TransferOp):
         return False
