@@ -273,6 +273,9 @@ class ResourceAttr(DecoratorAttr):
 
 
 class _TagDecorator(DecoratorAttr):
+    # Each subclass declares `tag: StringAttr` and `quoted: IntAttr` itself:
+    # parameters annotated only on this base would be left out of the
+    # generated __eq__/__hash__ (all @debug tags would compare equal).
     tag: StringAttr
     quoted: IntAttr
 
@@ -286,6 +289,8 @@ class DebugAttr(_TagDecorator):
 
     name = "nem.debug"
     DECO_NAME = "debug"
+    tag: StringAttr
+    quoted: IntAttr
 
     def __init__(self, tag: str, quoted: bool):
         super().__init__(StringAttr(tag), IntAttr(int(quoted)))
@@ -297,6 +302,8 @@ class ProfileAttr(_TagDecorator):
 
     name = "nem.profile"
     DECO_NAME = "profile"
+    tag: StringAttr
+    quoted: IntAttr
 
     def __init__(self, tag: str, quoted: bool):
         super().__init__(StringAttr(tag), IntAttr(int(quoted)))
