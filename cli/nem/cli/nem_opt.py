@@ -36,6 +36,7 @@ from nem.dialect.diagnostics import (
     register_source,
 )
 from nem.dialect.dialect import NEM
+from nem.cli import nemb_tool
 from nem.cli import verify_diagnostics as vd
 
 
@@ -70,6 +71,7 @@ class NemOptMain(xDSLOptMain):
         self.available_targets["nem"] = lambda module, out: out.write(print_nem(module))
         # `-t` omitted: .nem in -> .nem out, MLIR in -> MLIR out (decision D-OPT-TARGET)
         self.available_targets["same-as-input"] = self._same_as_input
+        nemb_tool.register(self)  # -t nemb, -f nemb (cli/nem/cli/nemb_tool.py)
 
     def _same_as_input(self, module: ModuleOp, out: IO[str]) -> None:
         from nem.frontends.nem_text.printer import print_nem
@@ -90,6 +92,7 @@ class NemOptMain(xDSLOptMain):
                                 help="target device name (a shipped device or one found via -I)")
         arg_parser.add_argument("--print-device", default=None, metavar="NAME",
                                 help="print the resolved device NAME and exit")
+        nemb_tool.add_arguments(arg_parser)
         arg_parser.set_defaults(target="same-as-input")
 
     def setup_pipeline(self) -> None:
@@ -111,6 +114,8 @@ class NemOptMain(xDSLOptMain):
     def run(self) -> None:  # noqa: C901 - a driver loop
         if self.args.print_device:
             sys.exit(self._print_device(self.args.print_device))
+        if nemb_tool.handles(self):  # bytecode in or out: cli/nem/cli/nemb_tool.py
+            sys.exit(nemb_tool.run_opt(self))
         file = self.args.input_file or "<stdin>"
         raw = sys.stdin.read() if self.args.input_file is None else \
             Path(self.args.input_file).read_text(encoding="utf-8")

@@ -171,13 +171,40 @@ class NemInterpreter:
 
     # -------------------------------------------------------------- loading
     def load(self, path: str | Path, check: bool = True) -> Program:
+        """Load `.nem` text, NEM IR as MLIR (`.mlir`), or NEM bytecode (`.nemb`,
+        recognized by its magic number whatever the file is called)."""
         path = str(path)
         try:
-            text = Path(path).read_text(encoding="utf-8")
+            raw = Path(path).read_bytes()
         except OSError as e:
             raise NemDiagnosticError([Diagnostic("error", f"cannot read {path}: {e.strerror}",
                                                  SourceLoc(path, 1, 1))]) from None
+        from nem.frontends.bytecode.container import is_nemb
+
+        if is_nemb(raw) or path.endswith(".nemb"):
+            return self.load_bytecode(raw, path, check)
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise NemDiagnosticError([Diagnostic(
+                "error", f"{path} is neither UTF-8 text nor NEM bytecode (byte {e.start})",
+                SourceLoc(path, 1, 1))]) from None
         return self.load_string(text, path, check)
+
+    def load_bytecode(self, data: bytes, file: str = "<nemb>", check: bool = True) -> Program:
+        """Load a `.nemb` file, binding it to the device late: its Requirements
+        section is checked against the target first (naming what is missing),
+        then the usual static and device rules, then embedded initial contents
+        are written to their buffers (docs/bytecode.md, "Loading")."""
+        from nem.frontends.bytecode.loader import check_target, load_nemb
+
+        loaded = load_nemb(data, file, verify=check)
+        if check:
+            check_target(loaded, self._device_for(loaded.program, file), file)
+        program = self._load_module(loaded.module, loaded.program, file, check)
+        for slot, offset, raw in loaded.data:
+            self.write_bytes(loaded.buffers[slot].buffer_name.data, raw, offset)
+        return program
 
     def load_string(self, text: str, file: str = "<string>", check: bool = True) -> Program:
         """Parse `text` into NEM IR, apply the static and device rules (skipped with
@@ -204,7 +231,10 @@ class NemInterpreter:
         if len(progs) != 1:
             raise NemDiagnosticError([Diagnostic("error", f"expected one nem.program, found "
                                                  f"{len(progs)}", SourceLoc(file, 1, 1))])
-        prog = progs[0]
+        return self._load_module(module, progs[0], file, check)
+
+    def _load_module(self, module: ModuleOp, prog: ProgramOp, file: str, check: bool) -> Program:
+        """Check `prog` (static and device rules) and allocate its buffers."""
         diags = self._validate(prog, file) if check else []
         errors = [d for d in diags if d.severity == "error"]
         if errors:

@@ -64,3 +64,18 @@ def check_consistency(loaded: LoadedBytecode, file: str) -> None:
             raise NemDiagnosticError([Diagnostic(
                 "error", "the Relocations section does not match the program's buffers",
                 ByteLoc(file, 0, 0))])
+
+
+def check_target(loaded: LoadedBytecode, device, file: str) -> None:
+    """Late binding: the file's Requirements against the chosen device,
+    before any IR-level device check (docs/bytecode.md, "Loading").  The
+    errors name what the device lacks (a variant, a unit, an engine, memory)."""
+    if device is None:
+        return
+    from nem.frontends.bytecode.requirements import check_requirements
+
+    reqs = loaded.requirements if loaded.requirements is not None else \
+        requirements_of(loaded.program)
+    diags = check_requirements(reqs, device, SourceLoc.of(loaded.program))
+    if diags:
+        raise NemDiagnosticError(diags)
