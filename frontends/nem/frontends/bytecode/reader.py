@@ -554,7 +554,7 @@ class _BodyReader(_Reader):
 
     def _let(self, at: int) -> LetOp:
         name = self.name(self.u(), at, "let")
-        value = self.aref(at, LET_VALUE_KINDS, f"let {name}")
+        value = self.aref(at, None, f"let {name}")
         args = self.refs(IDX, at, f"let {name}")
         has_result = self.u()
         self._let_value(value, at, name)

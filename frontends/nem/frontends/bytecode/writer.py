@@ -111,6 +111,9 @@ class WriteOptions:
     strip_debug: bool = False
     embed: list[Embedded] = field(default_factory=list)
     build: dict[str, str] = field(default_factory=dict)  # extra BuildInfo entries
+    foreign: list[tuple[int, bool, bytes]] = field(default_factory=list)
+    """Sections of kinds this writer does not know, (kind, required, bytes): what
+    a newer producer would add; tests use them to check forward compatibility."""
 
 
 def producer_version() -> str:
@@ -418,7 +421,7 @@ def _aligned_bytes(builder: flatbuffers.Builder, data: bytes, alignment: int) ->
     builder.StartVector(1, len(data), alignment)
     builder.head = builder.head - len(data)
     builder.Bytes[builder.head:builder.head + len(data)] = data
-    return builder.EndVector(len(data))
+    return builder.EndVector()
 
 
 def encode_program(prog: ProgramOp, options: WriteOptions | None = None) -> bytes:
@@ -468,13 +471,13 @@ def _flatbuffer(w: _Writer, prog: ProgramOp, prog_name: int, reqs: Requirements,
         bld.StartVector(4, len(offs), 4)
         for o in reversed(offs):
             bld.PrependUOffsetTRelative(o)
-        return bld.EndVector(len(offs))
+        return bld.EndVector()
 
     def tables(offs: list[int]) -> int:
         bld.StartVector(4, len(offs), 4)
         for o in reversed(offs):
             bld.PrependUOffsetTRelative(o)
-        return bld.EndVector(len(offs))
+        return bld.EndVector()
 
     # BuildInfo (optional)
     kv = []
@@ -571,6 +574,12 @@ def _flatbuffer(w: _Writer, prog: ProgramOp, prog_name: int, reqs: Requirements,
         fb.DebugAddLocs(bld, lo)
         sections.append((fb.SectionBody.Debug, fb.DebugEnd(bld), False))
 
+    for kind_, required, raw in w.opt.foreign:
+        vo = _aligned_bytes(bld, raw, 4)
+        bld.StartObject(1)
+        bld.PrependUOffsetTRelativeSlot(0, vo, 0)
+        sections.append((kind_, bld.EndObject(), required))
+
     sec_offs = []
     for kind_, off, required in sections:
         fb.SectionStart(bld)
@@ -604,7 +613,7 @@ def _requirements(bld, reqs: Requirements, strs, tables) -> int:
     bld.StartVector(2, len(reqs.opcodes), 2)
     for c in reversed(reqs.opcodes):
         bld.PrependUint16(c)
-    co = bld.EndVector(len(reqs.opcodes))
+    co = bld.EndVector()
     fb.RequirementsStart(bld)
     fb.RequirementsAddVariants(bld, vo)
     fb.RequirementsAddUnits(bld, uo)
