@@ -134,7 +134,9 @@ class CheckedTable(Table):
 
     def Indirect(self, off: int) -> int:
         self._need(off, 4, "offset")
-        return off + struct.unpack_from("<I", self.Bytes, off)[0]
+        target = off + struct.unpack_from("<I", self.Bytes, off)[0]
+        self._need(target, 4, f"object referenced from byte {off}")
+        return target
 
     def String(self, off: int) -> bytes:
         start = self.Indirect(off)
@@ -193,11 +195,11 @@ def sections(data: bytes) -> list[RawSection]:
         raise BytecodeError(lo, "payload too short for a FlatBuffer")
     if data[lo + 4:lo + 8] != MAGIC:
         raise BytecodeError(lo + 4, "payload lacks the FlatBuffers file identifier 'NEMB'")
-    root = Table(data, lo)
+    root = lo + struct.unpack_from("<I", data, lo)[0]
+    if not lo + 8 <= root < hi:
+        raise BytecodeError(lo, f"root table offset points to byte {root}, outside the payload")
     module = fb.Module()
-    module.Init(data, lo + struct.unpack_from("<I", data, lo)[0])
-    module = checked(module, lo, hi)
-    del root
+    module._tab = CheckedTable(data, root, lo, hi)
     out = []
     seen: set[int] = set()
     for j in range(module.SectionsLength()):

@@ -48,6 +48,7 @@ from nem.dialect.attributes import (
     TokenType,
 )
 from nem.dialect.decorators import DECORATORS, UNIT_TYPES
+from nem.dialect.diagnostics import NemDiagnosticError
 from nem.dialect.exprs import BINOPS, ExprError, apply_binop
 from nem.dialect.ops import (
     COMPUTE_OPS,
@@ -752,6 +753,10 @@ def _program(info, block: Block, r: _BodyReader) -> ProgramOp:
         name = r.name(name_idx, info._tab.Pos, "program name")
     if dkind == "name" and not IDENT.match(device or ""):
         raise BytecodeError(info._tab.Pos, f"device name {device!r} is not an identifier")
+    if dkind is not None and not device:
+        raise BytecodeError(info._tab.Pos, "empty device directive")
+    if dkind == "inline":
+        _check_inline_device(device, info._tab.Pos)
     for text in (*includes, *([device] if dkind == "file" else [])):
         if '"' in text or "\n" in text or "\\" in text:
             raise BytecodeError(info._tab.Pos, f"path {text!r} cannot be written in .nem")
@@ -908,3 +913,19 @@ def _build(sec) -> dict[str, str]:
         kv = checked_child(sec.Entries(j), sec)
         out[_str(kv.Key(), at, "key")] = _str(kv.Value(), at, "value")
     return out
+
+
+def _check_inline_device(text: str, at: int) -> None:
+    """An inline device is kept as its canonical text: it must be exactly
+    one device declaration that prints back to itself."""
+    from nem.frontends.nem_text.config_parser import parse_config_document
+    from nem.frontends.nem_text.config_printer import print_device_decl
+
+    try:
+        doc = parse_config_document(text, "<inline device>")
+    except NemDiagnosticError as e:
+        raise BytecodeError(at, f"inline device does not parse: {e.diagnostics[0].message}") \
+            from None
+    if len(doc.devices) != 1 or doc.families or doc.includes or \
+            print_device_decl(doc.devices[0]) != text:
+        raise BytecodeError(at, "inline device is not one device declaration in canonical form")
