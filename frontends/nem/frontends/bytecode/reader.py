@@ -11,8 +11,10 @@ same IR the `.nem` parser builds for the same program; the static rules
 
 from __future__ import annotations
 
+import gc
 import math
 import re
+import time
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -134,6 +136,7 @@ class _Reader:  # noqa: PLR0904 - one method per section and instruction
         self.locs: list[FileLineColLoc] | None = None
         self.n_ops = 0
         self.invented = 0
+        self.last_name = 0
 
     # -- strings ------------------------------------------------------------------
     def read_strings(self, sec) -> None:
@@ -409,13 +412,19 @@ class _BodyReader(_Reader):
         self.locs = locs
 
     # -- instructions ---------------------------------------------------------------
-    def read_body(self, code) -> Block:
+    def decode_body(self, code) -> None:
+        """The body's varints, all at once."""
         stream = code.BodyAsNumpy() if code.BodyLength() else np.zeros(0, np.uint8)
         base = self._vec_pos(code, 12)
-        self.v, self.o = decode_varints(stream, base)
+        self.body = decode_varints(stream, base)
+        self.end = base + stream.size
+        self.body_base = base
+
+    def read_body(self, code) -> Block:
+        self.v, self.o = self.body
+        base = self.body_base
         self.i = 0
         self.op_count = code.OpCount()
-        self.end = base + stream.size
         self.loc_base = 1  # debug entry 0 is the program
         block = Block()
         try:
@@ -431,13 +440,14 @@ class _BodyReader(_Reader):
         return block
 
     def ref(self, kind: int, at: int, what: str) -> int:
+        """A value reference: 2*d = d places back, 2*a+1 = a-th from the bottom."""
         r = self.v[self.i]
         self.i += 1
         n = len(self.stack)
-        if r >= n:
-            raise BytecodeError(at, f"{what}: value reference {r} reaches before the first of "
-                                f"the {n} values in scope")
-        k = n - 1 - r
+        k = r >> 1 if r & 1 else n - 1 - (r >> 1)
+        if not 0 <= k < n:
+            raise BytecodeError(at, f"{what}: value reference {r} is outside the {n} values "
+                                "in scope")
         have = self.kinds[k]
         if have != kind:
             if have == TOKU and kind == TOK:
@@ -445,6 +455,14 @@ class _BodyReader(_Reader):
             raise BytecodeError(at, f"{what}: expected {KIND_WORDS[kind]}, found "
                                 f"{KIND_WORDS.get(have, 'a token')}")
         return k
+
+    def body_name(self, at: int, what: str) -> str:
+        """A name in the body: 0, or 1 + zigzag(delta to the previous name's index)."""
+        u = self.u()
+        if u == 0:
+            return self.name(0, at, what)
+        self.last_name += unzigzag(u - 1)
+        return self.name(self.last_name, at, what)
 
     def refs(self, kind: int, at: int, what: str) -> list[int]:
         n = self.u()
@@ -496,7 +514,7 @@ class _BodyReader(_Reader):
             op = BINOPS[sym].create(operands=[self.stack[a], self.stack[b]], result_types=[INDEX])
             self.push(op.results[0], IDX, value)
         elif code == fb.Inst.Const:
-            name = self.name(self.u(), at, "const")
+            name = self.body_name(at, "const")
             k = self.ref(IDX, at, f"const {name}")
             op = ConstOp.create(operands=[self.stack[k]], result_types=[INDEX],
                                 properties={"name": StringAttr(name)})
@@ -554,7 +572,7 @@ class _BodyReader(_Reader):
                                 f"{nargs} integer arguments in order")
 
     def _let(self, at: int) -> LetOp:
-        name = self.name(self.u(), at, "let")
+        name = self.body_name(at, "let")
         value = self.aref(at, None, f"let {name}")
         args = self.refs(IDX, at, f"let {name}")
         has_result = self.u()
@@ -579,7 +597,7 @@ class _BodyReader(_Reader):
             raise BytecodeError(at, f"let {name}: {type(a).__name__} is not a let value")
 
     def _buffer(self, at: int) -> BufferOp:
-        name = self.name(self.u(), at, "buffer")
+        name = self.body_name(at, "buffer")
         btype = self.aref(at, BufferType, f"buffer {name}")
         k = self.ref(IDX, at, f"buffer {name} size")
         align = self.u()
@@ -601,7 +619,7 @@ class _BodyReader(_Reader):
         if binding >= len(REGION_BINDINGS):
             raise BytecodeError(at, f"region binding {binding} is not one of 0..2")
         bname = REGION_BINDINGS[binding]
-        name = None if bname == "inline" else self.name(self.u(), at, "region")
+        name = None if bname == "inline" else self.body_name(at, "region")
         what = f"region {name}" if name else "inline region"
         base = self.aref(at, _RegionTypeBase, what)
         b = self.ref(BUF, at, f"{what} buffer")
@@ -647,7 +665,7 @@ class _BodyReader(_Reader):
         return t
 
     def _loop(self, at: int, loc) -> LoopOp:
-        iv = self.name(self.u(), at, "loop variable")
+        iv = self.body_name(at, "loop variable")
         lo, hi = self.ref(IDX, at, "loop lower bound"), self.ref(IDX, at, "loop upper bound")
         decos = self.decos(at, "loop decorators")
         body = Block(arg_types=[INDEX])
@@ -667,7 +685,7 @@ class _BodyReader(_Reader):
         flags = self.u()
         if flags > max_flag:
             raise BytecodeError(at, f"task flags {flags:#x} set unknown bits")
-        token = self.name(self.u(), at, "token") if flags & 2 else None
+        token = self.body_name(at, "token") if flags & 2 else None
         decos = self.decos(at, "task decorators")
         return flags, token, decos
 
@@ -784,9 +802,26 @@ def _utf8(raw, at: int, what: str) -> str:
     return text
 
 
-def read_nemb(data: bytes, file: str = "<nemb>") -> LoadedBytecode:
+def read_nemb(data: bytes, file: str = "<nemb>", timings: dict[str, float] | None = None
+              ) -> LoadedBytecode:
     """Decode a `.nemb` file into NEM IR; `BytecodeError` on any malformed byte.
-    The static rules are not applied here (see `nem.frontends.bytecode.load`)."""
+    The static rules are not applied here (see `loader.load_nemb`).  With
+    `timings`, the seconds spent decoding (header, checksum, sections, varint
+    streams, tables) and building IR are added to its "decode" / "build".
+
+    The cyclic garbage collector is paused meanwhile, as in `parse_nem`: the
+    reader allocates only long-lived IR."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return _read(data, file, timings if timings is not None else {})
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _read(data: bytes, file: str, timings: dict[str, float]) -> LoadedBytecode:
+    t0 = time.perf_counter()
     header = read_header(data)
     secs = sections(data)
     known = {s.kind: s for s in secs if s.body is not None}
@@ -802,10 +837,13 @@ def read_nemb(data: bytes, file: str = "<nemb>") -> LoadedBytecode:
     r.read_strings(known[fb.SectionBody.Strings].body)
     code = known[fb.SectionBody.Code].body
     r.read_attributes(code)
+    r.decode_body(code)
+    t1 = time.perf_counter()
     if fb.SectionBody.Debug in known:
         r.read_locs(known[fb.SectionBody.Debug].body, code.OpCount() + 1)
     block = r.read_body(code)
     prog = _program(known[fb.SectionBody.ProgramInfo].body, block, r)
+    t2 = time.perf_counter()
     module = ModuleOp.create(regions=[Region(Block())])
     module.body.block.add_op(prog)
     reqs = _requirements(known[fb.SectionBody.Requirements].body) \
@@ -817,6 +855,9 @@ def read_nemb(data: bytes, file: str = "<nemb>") -> LoadedBytecode:
         if fb.SectionBody.BuildInfo in known else {}
     sizes = [(SECTION_NAMES.get(s.kind, f"kind {s.kind}"), s.required, section_size(s))
              for s in secs]
+    t3 = time.perf_counter()
+    timings["decode"] = timings.get("decode", 0.0) + (t1 - t0) + (t3 - t2)
+    timings["build"] = timings.get("build", 0.0) + (t2 - t1)
     return LoadedBytecode(module, prog, header, build, reqs, slots, data_segs, r.stripped,
                           sizes, unknown, r.buffers)
 

@@ -138,6 +138,7 @@ class _Writer:
         self.ev = Evaluator()
         self._line = 0
         self._file: int | None = None
+        self.last_name = 0
 
     # -- tables ----------------------------------------------------------------
     def string(self, text: str) -> int:
@@ -249,11 +250,26 @@ class _Writer:
         self.stack.append(v)
 
     def ref(self, v: SSAValue) -> int:
+        """2*d for the value d places back on the stack of values in scope, or
+        2*a+1 for the a-th from its bottom, whichever is smaller: recent
+        values and the program's own (consts, buffers) both take one byte."""
         p = self.pos.get(v)
         if p is None:
             raise NotEncodable("not supported: a value used outside the block that defines it, "
                                "or before its definition")
-        return len(self.stack) - 1 - p
+        d = len(self.stack) - 1 - p
+        return 2 * d if d <= p else 2 * p + 1
+
+    def put_name(self, text: str | None) -> None:
+        """A name in the body: 0 = none, else 1 + zigzag(string index minus the
+        previous name's): names are interned in first-use order, so a new
+        name is usually the next string (one byte)."""
+        idx = self.name(text)
+        if idx == 0:
+            self.body.u(0)
+            return
+        self.body.u(zigzag(idx - self.last_name) + 1)
+        self.last_name = idx
 
     # -- instructions ------------------------------------------------------------
     def block(self, block: Block) -> None:
@@ -298,9 +314,9 @@ class _Writer:
     def statement(self, op: Operation) -> None:  # noqa: C901 - one case per instruction
         b = self.body
         if isinstance(op, ConstOp):
-            b.u(fb.Inst.Const), b.u(self.name(op.const_name.data)), b.u(self.ref(op.value))
+            b.u(fb.Inst.Const), self.put_name(op.const_name.data), b.u(self.ref(op.value))
         elif isinstance(op, LetOp):
-            b.u(fb.Inst.Let), b.u(self.name(op.let_name.data)), b.u(self.attr(op.value))
+            b.u(fb.Inst.Let), self.put_name(op.let_name.data), b.u(self.attr(op.value))
             b.u(len(op.args))
             for a in op.args:
                 b.u(self.ref(a))
@@ -309,13 +325,13 @@ class _Writer:
             align = op.align.value.data if op.align is not None else None
             if align is not None and align < 0:
                 raise NotEncodable(f"not supported: negative align {align}")
-            b.u(fb.Inst.Buffer), b.u(self.name(op.buffer_name.data)), b.u(self.attr(op.result.type))
+            b.u(fb.Inst.Buffer), self.put_name(op.buffer_name.data), b.u(self.attr(op.result.type))
             b.u(self.ref(op.size)), b.u(0 if align is None else align + 1)
             b.u(self.opt_attr(op.decorators))
         elif isinstance(op, RegionOp):
             self.region(op)
         elif isinstance(op, LoopOp):
-            b.u(fb.Inst.Loop), b.u(self.name(op.iv_name.data)), b.u(self.ref(op.lower))
+            b.u(fb.Inst.Loop), self.put_name(op.iv_name.data), b.u(self.ref(op.lower))
             b.u(self.ref(op.upper)), b.u(self.opt_attr(op.decorators))
             mark = len(self.stack)
             self.define(op.block.args[0])
@@ -342,7 +358,7 @@ class _Writer:
         flags = (1 if op.is_sync else 0) | (2 if token is not None else 0) | extra_flags
         self.body.u(flags)
         if token is not None:
-            self.body.u(self.name(token))
+            self.put_name(token)
         self.body.u(self.opt_attr(op.decorators))
 
     def region(self, op: RegionOp) -> None:
@@ -355,7 +371,7 @@ class _Writer:
             raise NotEncodable(f"not supported: region binding {binding!r}")
         b.u(fb.Inst.Region), b.u(REGION_BINDINGS.index(binding))
         if binding != "inline":
-            b.u(self.name(op.region_name.data if op.region_name else None))
+            self.put_name(op.region_name.data if op.region_name else None)
         b.u(self.attr(rtype)), b.u(self.ref(op.buffer)), b.u(self.ref(op.offset))
         b.u(self.ref(op.extent))
         for v in (*op.shape, *op.strides):
