@@ -167,7 +167,7 @@ def fuzz(count: int, seed: int) -> dict[str, int]:
             data = reseal(data)  # get past the checksum: exercise the decoder
         t0 = time.perf_counter()
         try:
-            loaded = load_nemb(data, "fuzz.nemb")
+            loaded = load_nemb(data, "fuzz.nemb", check_sections=True)
         except NemDiagnosticError as e:
             # a malformed file: one line naming the byte; a program that
             # decodes but breaks a static rule: the verifier's diagnostics

@@ -42,7 +42,7 @@ def _input_is_nemb(args) -> bool:
         return True
     if args.frontend:
         return False
-    if args.input_file is None:
+    if args.input_file in (None, "-"):
         peek = getattr(sys.stdin, "buffer", None)
         return bool(peek is not None and hasattr(peek, "peek") and peek.peek(4)[:4] == MAGIC)
     if args.input_file.endswith(".nemb"):
@@ -73,12 +73,18 @@ def run_opt(main) -> int:
     if a.split_input_file or a.verify_diagnostics:
         return _fail([Diagnostic("error", "not supported: --split-input-file and "
                                  "--verify-diagnostics with NEM bytecode")])
-    file = a.input_file or "<stdin>"
-    raw = sys.stdin.buffer.read() if a.input_file is None else Path(a.input_file).read_bytes()
+    stdin = a.input_file in (None, "-")
+    file = "<stdin>" if stdin else a.input_file
+    raw = sys.stdin.buffer.read() if stdin else Path(a.input_file).read_bytes()
     data: list[tuple[str, int, bytes]] = []
+    source = Path(file).name  # BuildInfo "source": the text the program came from
+    from nem.frontends.bytecode.container import is_nemb
+
+    bytecode_in = a.frontend == "nemb" or (not a.frontend and (is_nemb(raw)
+                                                                or file.endswith(".nemb")))
     try:
-        if _input_is_nemb(a):
-            loaded = load_nemb(raw, file)
+        if bytecode_in:
+            loaded = load_nemb(raw, file, check_sections=True)
             if a.dump_nemb:
                 from nem.frontends.bytecode.dump import dump
 
@@ -86,6 +92,7 @@ def run_opt(main) -> int:
                 return 0
             module = loaded.module
             data = [(loaded.buffers[s].buffer_name.data, off, b) for s, off, b in loaded.data]
+            source = loaded.build.get("source", source)
         elif a.dump_nemb:
             return _fail([Diagnostic("error", f"--dump-nemb: {file} is not NEM bytecode "
                                      "(no 'NEMB' magic number)")])
@@ -100,7 +107,7 @@ def run_opt(main) -> int:
         print(d.render(), file=sys.stderr)
     if errors:
         return 1
-    return _emit(main, module, data, file)
+    return _emit(main, module, data, file, source)
 
 
 def _device(main):
@@ -130,7 +137,7 @@ def _check_and_run(main, module, file: str) -> list[Diagnostic]:
     return diags
 
 
-def _emit(main, module, data: list[tuple[str, int, bytes]], file: str) -> int:
+def _emit(main, module, data: list[tuple[str, int, bytes]], file: str, source: str) -> int:
     a = main.args
     target = a.target if a.target != "same-as-input" else "nem"
     if target != "nemb":
@@ -150,8 +157,7 @@ def _emit(main, module, data: list[tuple[str, int, bytes]], file: str) -> int:
     try:
         embed = [Embedded(b, d, off) for b, off, d in data] + \
             [Embedded(b, _embed_bytes(f)) for b, f in _pairs(a.embed)]
-        options = WriteOptions(a.strip_names, a.strip_debug, embed,
-                               {"source": Path(file).name})
+        options = WriteOptions(a.strip_names, a.strip_debug, embed, {"source": source})
         out = write_nemb(module, options)
     except (NotEncodable, OSError, ValueError) as e:
         return _fail([Diagnostic("error", str(e))])

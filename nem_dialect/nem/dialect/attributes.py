@@ -11,6 +11,7 @@ from the spec's spelling (`u8`, not `ui8`).  Everything else lives under the
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import cache
 from typing import ClassVar
 
 from xdsl.dialects.builtin import (
@@ -403,11 +404,11 @@ class RegionType(ParametrizedAttribute, TypeAttribute):
 
     @property
     def shape_values(self) -> tuple[int, ...] | None:
-        return None if _absent(self.shape) else self.shape.get_values()
+        return None if _absent(self.shape) else _dense_values(self.shape)
 
     @property
     def stride_values(self) -> tuple[int, ...] | None:
-        return None if _absent(self.strides) else self.strides.get_values()
+        return None if _absent(self.strides) else _dense_values(self.strides)
 
     @property
     def layout_name(self) -> str | None:
@@ -416,6 +417,13 @@ class RegionType(ParametrizedAttribute, TypeAttribute):
     @property
     def quant_desc(self) -> QuantAttr | None:
         return None if _absent(self.quant) else self.quant
+
+
+@cache
+def _dense_values(array: DenseArrayBase) -> tuple[int, ...]:
+    """The values of an (immutable) dense array, decoded once: the verifier
+    reads region shapes for every task and every loop iteration."""
+    return array.get_values()
 
 
 ATTRIBUTES = [

@@ -221,11 +221,14 @@ class ProgramVerifier:
                 return
             if not self._buffer_holds_elements(op, rtype, buf_size, label):
                 return
-        if self._loop_invariant(op):
+        # operands read once: each accessor of an op with operand segments
+        # decodes the segment sizes again
+        offset, extent, shape, strides = op.offset, op.extent, tuple(op.shape), tuple(op.strides)
+        if self._loop_invariant(offset, extent, shape, strides):
             loops = ()  # one evaluation covers every iteration
         for env in self.envs(loops):
             try:
-                off, ext = self.ev.eval(op.offset, env), self.ev.eval(op.extent, env)
+                off, ext = self.ev.eval(offset, env), self.ev.eval(extent, env)
             except ExprError as e:
                 return self.err(op, "CONST-05", f"{e} in {label}", "change the divisor")
             if off is None or ext is None:
@@ -240,15 +243,17 @@ class ProgramVerifier:
                     f"'{buf_op.buffer_name.data}' has {buf_size} bytes"
                     f"{_iteration_text(loops, env)}",
                     "shrink the region or enlarge the buffer")
-            if rtype.typed and not self._extent_fits(op, rtype, ext, env, label, loops):
+            if rtype.typed and not self._extent_fits(op, rtype, ext, env, label, loops,
+                                                     shape, strides):
                 return
 
-    def _loop_invariant(self, op: RegionOp) -> bool:
-        """True when offset, extent, shape and strides do not depend on a loop
-        variable (or fail to evaluate, which the per-iteration path reports)."""
+    def _loop_invariant(self, *values) -> bool:
+        """True when a region's offset, extent, shape and strides do not depend
+        on a loop variable (or fail to evaluate, which the per-iteration path
+        reports)."""
         try:
             return all(self.ev.static(v) is not None
-                       for v in (op.offset, op.extent, *op.shape, *op.strides))
+                       for v in (values[0], values[1], *values[2], *values[3]))
         except ExprError:
             return False
 
@@ -321,8 +326,8 @@ class ProgramVerifier:
         return True
 
     def _extent_fits(self, op: RegionOp, rtype: RegionType, ext: int, env, label: str,
-                     loops: tuple[LoopOp, ...]) -> bool:
-        shape = [self.ev.eval(v, env) for v in op.shape]
+                     loops: tuple[LoopOp, ...], shape_values, stride_values) -> bool:
+        shape = [self.ev.eval(v, env) for v in shape_values]
         if any(d is None for d in shape):
             return True
         bw = BITWIDTH[rtype.elem_name]
@@ -332,8 +337,8 @@ class ProgramVerifier:
                      f"shape {shape} needs {need}{_iteration_text(loops, env)}",
                      f"make the extent at least {need} bytes")
             return False
-        if op.strides:
-            strides = [self.ev.eval(v, env) for v in op.strides]
+        if stride_values:
+            strides = [self.ev.eval(v, env) for v in stride_values]
             if any(s is None for s in strides):
                 return True
             last = sum((d - 1) * s for d, s in zip(shape, strides))

@@ -30,11 +30,18 @@ def bytecode_diagnostic(e: BytecodeError, file: str) -> Diagnostic:
     return Diagnostic("error", e.message, ByteLoc(file, e.offset, 0))
 
 
-def load_nemb(data: bytes, file: str = "<nemb>", verify: bool = True) -> LoadedBytecode:
+def load_nemb(data: bytes, file: str = "<nemb>", verify: bool = True,
+              check_sections: bool = False) -> LoadedBytecode:
     """Decode and check; `NemDiagnosticError` for a malformed file (one
     diagnostic: the byte offset and what is wrong) or a program that breaks
     a static rule (the usual diagnostics, at the source locations of the
-    debug section when it is there)."""
+    debug section when it is there).
+
+    `check_sections` also checks that the derived sections (Requirements,
+    Relocations) match the code, as `nem-opt` does when it reads a file.  A
+    loader that binds the program to a device does not need it for safety:
+    the device rules run on the IR after the quick Requirements check
+    (D-BC-LOAD)."""
     register_source(file, "")  # never quote a binary file as source text
     try:
         loaded = read_nemb(data, file)
@@ -52,7 +59,8 @@ def load_nemb(data: bytes, file: str = "<nemb>", verify: bool = True) -> LoadedB
     diags = verify_program(loaded.program)
     if any(d.severity == "error" for d in diags):
         raise NemDiagnosticError(diags)
-    check_consistency(loaded, file)
+    if check_sections:
+        check_consistency(loaded, file)
     return loaded
 
 
