@@ -25,7 +25,7 @@ from xdsl.dialects.builtin import (
     StringAttr,
     UnitAttr,
 )
-from xdsl.ir import Attribute, Block, Region, SSAValue
+from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
 from xdsl.irdl import (
     AttrSizedOperandSegments,
     IRDLOperation,
@@ -39,6 +39,7 @@ from xdsl.irdl import (
     traits_def,
     var_operand_def,
 )
+from xdsl.irdl.operations import BaseAttrAccessor, VarIRConstruct
 from xdsl.traits import NoTerminator
 from xdsl.utils.exceptions import VerifyException
 
@@ -379,6 +380,42 @@ COMPUTE_OPS: dict[str, type[ComputeOp]] = {name: _make_compute_op(spec)
 """One op class per registry opcode, keyed by opcode name."""
 
 
+class _SegmentAccessor:
+    """xDSL's accessor of an operand of an op with `operandSegmentSizes`,
+    decoding the segment array once per array object instead of on every
+    access (the verifier and the passes read region and task operands
+    millions of times on large programs)."""
+
+    __slots__ = ("acc",)
+
+    def __init__(self, acc: BaseAttrAccessor):
+        self.acc = acc
+
+    def __get__(self, obj: Operation | None, objtype=None):
+        if obj is None:
+            return self
+        acc = self.acc
+        attr = obj.properties[acc.option.attribute_name]
+        values = _SEGMENTS.get(attr.data.data)
+        if values is None:
+            values = _SEGMENTS[attr.data.data] = attr.get_values()
+        return acc.index(values, obj.operands)
+
+    def __set__(self, instance, value) -> None:
+        raise NotImplementedError("Cannot write to named operands")
+
+
+_SEGMENTS: dict[bytes, tuple[int, ...]] = {}
+"""Segment sizes by the bytes of their i32 array: few distinct ones exist."""
+
+
+def _cache_segment_accessors(cls: type[IRDLOperation]) -> None:
+    for name, acc in list(vars(cls).items()):
+        if isinstance(acc, BaseAttrAccessor) and acc.construct == VarIRConstruct.OPERAND \
+                and acc.option.as_property:
+            setattr(cls, name, _SegmentAccessor(acc))
+
+
 def _hint(name: str) -> str | None:
     """An SSA name hint for `name`; xDSL renumbers hints ending in `_<digits>`,
     so those get a trailing `_` (the user-visible name is the property)."""
@@ -387,6 +424,9 @@ def _hint(name: str) -> str | None:
     tail = name.rsplit("_", 1)
     return name + "_" if len(tail) == 2 and tail[1].isdigit() else name
 
+
+for _cls in (RegionOp, TransferOp, StoreOp, *COMPUTE_OPS.values()):
+    _cache_segment_accessors(_cls)
 
 STATEMENT_OPS = [ProgramOp, ConstOp, LetOp, BufferOp, RegionOp, LoopOp, TransferOp, StoreOp,
                  WaitOp]
