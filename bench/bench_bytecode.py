@@ -40,15 +40,14 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_roundtrip import generate  # noqa: E402
-
-from nem.dialect.ops import TaskOp  # noqa: E402
-from nem.dialect.verifier import verify_program  # noqa: E402
-from nem.frontends.bytecode.loader import check_consistency  # noqa: E402
-from nem.frontends.bytecode.reader import read_nemb  # noqa: E402
-from nem.frontends.bytecode.writer import WriteOptions, write_nemb  # noqa: E402
-from nem.frontends.nem_text.parser import parse_nem  # noqa: E402
-from nem.frontends.nem_text.printer import print_nem  # noqa: E402
+from bench_roundtrip import generate
+from nem.dialect.ops import TaskOp
+from nem.dialect.verifier import verify_program
+from nem.frontends.bytecode.loader import check_consistency
+from nem.frontends.bytecode.reader import read_nemb
+from nem.frontends.bytecode.writer import WriteOptions, write_nemb
+from nem.frontends.nem_text.parser import parse_nem
+from nem.frontends.nem_text.printer import print_nem
 
 
 def timed(fn, *args):

@@ -19,9 +19,9 @@ import os
 import random
 import struct
 import time
+from pathlib import Path
 
 import pytest
-
 from nem.dialect.diagnostics import NemDiagnosticError
 from nem.frontends.bytecode import nem_bytecode_generated as fb
 from nem.frontends.bytecode.container import HEADER_SIZE, MAGIC, crc32, seal
@@ -30,7 +30,7 @@ from nem.frontends.bytecode.writer import Embedded, WriteOptions, write_nemb
 from nem.frontends.nem_text.parser import parse_nem
 from nem.frontends.nem_text.printer import print_nem
 
-GEMM = open(os.path.join(os.path.dirname(__file__), "../../examples/gemm_bias_relu.nem")).read()
+GEMM = (Path(__file__).resolve().parents[2] / "examples/gemm_bias_relu.nem").read_text()
 
 
 def nemb(options: WriteOptions | None = None) -> bytes:

@@ -12,9 +12,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
-
 from bytecode_corpus import corpus, same_ir_text
+from hypothesis import HealthCheck, given, settings
 from nem.dialect.diagnostics import NemDiagnosticError
 from nem.dialect.verifier import verify_program
 from nem.frontends.bytecode.loader import load_nemb

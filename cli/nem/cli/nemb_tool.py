@@ -152,7 +152,12 @@ def _emit(main, module, data: list[tuple[str, int, bytes]], file: str, source: s
             text = print_nem(module)
         _write(a.output_file, text.encode("utf-8"))
         return 0
-    from nem.frontends.bytecode.writer import Embedded, NotEncodable, WriteOptions, write_nemb
+    from nem.frontends.bytecode.writer import (
+        Embedded,
+        NotEncodable,
+        WriteOptions,
+        write_nemb,
+    )
 
     try:
         embed = [Embedded(b, d, off) for b, off, d in data] + \

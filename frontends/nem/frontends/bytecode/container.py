@@ -17,7 +17,6 @@ from dataclasses import dataclass
 import numpy as np
 from flatbuffers import number_types as N
 from flatbuffers.table import Table
-
 from nem.frontends.bytecode import nem_bytecode_generated as fb
 
 MAGIC = b"NEMB"
@@ -102,7 +101,7 @@ class CheckedTable(Table):
     call these methods, so a generated object whose `_tab` is a
     `CheckedTable` is safe on any input."""
 
-    __slots__ = ("lo", "hi", "vt_size")
+    __slots__ = ("hi", "lo", "vt_size")
 
     def __init__(self, buf, pos: int, lo: int, hi: int):
         self.Bytes = buf

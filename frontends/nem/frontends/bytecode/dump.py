@@ -7,14 +7,19 @@ from __future__ import annotations
 
 from nem.dialect.registry import opcode_by_code
 from nem.frontends.bytecode.reader import LoadedBytecode
-from nem.frontends.bytecode.requirements import READ, WRITE, check_requirements, resolve_slots
+from nem.frontends.bytecode.requirements import (
+    READ,
+    WRITE,
+    check_requirements,
+    resolve_slots,
+)
 
 
 def dump(loaded: LoadedBytecode, file: str, device=None) -> str:
     h = loaded.header
     p = loaded.program
-    lines = [f"{file}: NEM bytecode {h.major}.{h.minor}, {h.payload_size + 16} bytes, "
-             f"CRC-32 {h.crc:#010x} (verified)"]
+    lines = [(f"{file}: NEM bytecode {h.major}.{h.minor}, {h.payload_size + 16} bytes, "
+              f"CRC-32 {h.crc:#010x} (verified)")]
     b = loaded.build
     if b:
         extra = ", ".join(f"{k}={v}" for k, v in b.items() if k not in ("producer",

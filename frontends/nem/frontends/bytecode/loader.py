@@ -12,7 +12,12 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
-from nem.dialect.diagnostics import Diagnostic, NemDiagnosticError, SourceLoc, register_source
+from nem.dialect.diagnostics import (
+    Diagnostic,
+    NemDiagnosticError,
+    SourceLoc,
+    register_source,
+)
 from nem.frontends.bytecode.container import BytecodeError
 from nem.frontends.bytecode.reader import LoadedBytecode, read_nemb
 from nem.frontends.bytecode.requirements import requirements_of, slots_of

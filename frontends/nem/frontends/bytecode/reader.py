@@ -18,24 +18,6 @@ import time
 from dataclasses import dataclass, field
 
 import numpy as np
-from xdsl.dialects import arith
-from xdsl.dialects.builtin import (
-    ArrayAttr,
-    DenseArrayBase,
-    DictionaryAttr,
-    FileLineColLoc,
-    FloatAttr,
-    IndexType,
-    IntAttr,
-    IntegerAttr,
-    ModuleOp,
-    StringAttr,
-    UnitAttr,
-    i32,
-    i64,
-)
-from xdsl.ir import Attribute, Block, Region
-
 from nem.dialect.attributes import (
     DYNAMIC,
     ELEM_BY_NAME,
@@ -79,6 +61,23 @@ from nem.frontends.bytecode.container import (
     unzigzag,
 )
 from nem.frontends.bytecode.requirements import READ, WRITE, Requirements, Slot
+from xdsl.dialects import arith
+from xdsl.dialects.builtin import (
+    ArrayAttr,
+    DenseArrayBase,
+    DictionaryAttr,
+    FileLineColLoc,
+    FloatAttr,
+    IndexType,
+    IntAttr,
+    IntegerAttr,
+    ModuleOp,
+    StringAttr,
+    UnitAttr,
+    i32,
+    i64,
+)
+from xdsl.ir import Attribute, Block, Region
 
 IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 ELEM_BY_CODE = {getattr(fb.ElemType, n): a for n, a in ELEM_BY_NAME.items()}
@@ -118,7 +117,7 @@ def _segments(sizes: tuple[int, ...]) -> DenseArrayBase:
     return seg
 
 
-class _Reader:  # noqa: PLR0904 - one method per section and instruction
+class _Reader:
     def __init__(self, data: bytes, file: str):
         self.data = data
         self.file = file
@@ -242,7 +241,7 @@ class _Reader:  # noqa: PLR0904 - one method per section and instruction
             raise BytecodeError(at, f"{what}: attribute {idx - 1} is a {type(a).__name__}")
         return a
 
-    def _attr(self, at: int) -> Attribute:  # noqa: C901 - one case per kind
+    def _attr(self, at: int) -> Attribute:
         K = fb.AttrKind
         kind = self.u()
         if kind == K.String:
@@ -488,7 +487,7 @@ class _BodyReader(_Reader):
             raise BytecodeError(self.end, f"a block says {n} instructions, the stream holds fewer")
         block.add_ops(ops)
 
-    def inst(self):  # noqa: C901 - the instruction switch
+    def inst(self):
         at = self.o[self.i]
         code = self.u()
         loc = self.locs[self.n_ops + self.loc_base] if self.locs is not None else None

@@ -15,8 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from nem.analysis.capacity import level_key, loop_copies, memory_maps, place
-from nem.dialect.attributes import RegionType
-from nem.dialect.device_model import Device, VariantRef
+from nem.dialect.device_model import Device
 from nem.dialect.diagnostics import Diagnostic, SourceLoc
 from nem.dialect.exprs import Evaluator, ExprError
 from nem.dialect.ops import BufferOp, ComputeOp, LoopOp, ProgramOp, RegionOp, TaskOp
@@ -159,11 +158,3 @@ def check_requirements(reqs: Requirements, device: Device, where: SourceLoc | No
                 f"'{device.name}' has {cap}", where, "DEV-16",
                 "target a device with more memory, or tile the program more finely"))
     return diags
-
-
-def variant_refs(reqs: Requirements) -> set[VariantRef]:
-    return {VariantRef.parse(r) for _, any_of in reqs.variants for r in any_of}
-
-
-__all__ = ["Requirements", "Slot", "requirements_of", "slots_of", "resolve_slots",
-           "check_requirements", "RegionType"]

@@ -16,26 +16,12 @@ from dataclasses import dataclass, field
 from importlib import metadata
 
 import flatbuffers
-from xdsl.dialects import arith
-from xdsl.dialects.builtin import (
-    ArrayAttr,
-    DictionaryAttr,
-    FileLineColLoc,
-    FloatAttr,
-    IndexType,
-    IntegerAttr,
-    ModuleOp,
-    StringAttr,
-    i64,
-)
-from xdsl.ir import Attribute, Block, Operation, SSAValue
-
 from nem.dialect.attributes import (
     DYNAMIC,
     ArgRefAttr,
     BufferType,
-    DecoratorAttr,
     DebugAttr,
+    DecoratorAttr,
     MaxInFlightAttr,
     MemLevelAttr,
     PerChannelQuantAttr,
@@ -69,7 +55,25 @@ from nem.frontends.bytecode.container import (
     seal,
     zigzag,
 )
-from nem.frontends.bytecode.requirements import Requirements, Slot, requirements_of, slots_of
+from nem.frontends.bytecode.requirements import (
+    Requirements,
+    Slot,
+    requirements_of,
+    slots_of,
+)
+from xdsl.dialects import arith
+from xdsl.dialects.builtin import (
+    ArrayAttr,
+    DictionaryAttr,
+    FileLineColLoc,
+    FloatAttr,
+    IndexType,
+    IntegerAttr,
+    ModuleOp,
+    StringAttr,
+    i64,
+)
+from xdsl.ir import Attribute, Block, Operation, SSAValue
 
 BINOP_INST = {"+": fb.Inst.Add, "-": fb.Inst.Sub, "*": fb.Inst.Mul, "/": fb.Inst.Div,
               "mod": fb.Inst.Mod}
@@ -164,7 +168,7 @@ class _Writer:
     def opt_attr(self, a: Attribute | None) -> int:
         return 0 if a is None else self.attr(a) + 1
 
-    def _encode_attr(self, a: Attribute, out: VarintWriter) -> None:  # noqa: C901 - one case per kind
+    def _encode_attr(self, a: Attribute, out: VarintWriter) -> None:
         K = fb.AttrKind
         if isinstance(a, StringAttr):
             out.u(K.String), out.u(self.string(a.data))
@@ -278,7 +282,7 @@ class _Writer:
         for op in ops:
             self.op(op)
 
-    def op(self, op: Operation) -> None:  # noqa: C901 - one case per instruction
+    def op(self, op: Operation) -> None:
         self.op_count += 1
         self.loc(op)
         b = self.body
@@ -311,7 +315,7 @@ class _Writer:
         if extra:
             raise NotEncodable(f"not supported: properties {sorted(extra)} on {op.name}")
 
-    def statement(self, op: Operation) -> None:  # noqa: C901 - one case per instruction
+    def statement(self, op: Operation) -> None:
         b = self.body
         if isinstance(op, ConstOp):
             b.u(fb.Inst.Const), self.put_name(op.const_name.data), b.u(self.ref(op.value))
@@ -649,4 +653,4 @@ def write_nemb(module: ModuleOp | ProgramOp, options: WriteOptions | None = None
     return encode_program(progs[0], options)
 
 
-__all__ = ["write_nemb", "encode_program", "WriteOptions", "Embedded", "NotEncodable"]
+__all__ = ["Embedded", "NotEncodable", "WriteOptions", "encode_program", "write_nemb"]
