@@ -152,3 +152,28 @@ def test_garbage_is_one_line(tmp_path):
         assert r.returncode == 1
         lines = r.stderr.decode().strip().splitlines()
         assert len(lines) == 1 and "junk.nemb: byte" in lines[0], lines
+
+
+def test_relocations_resolve_where_the_runtime_places_the_buffers():
+    """The loader's relocation of buffer slots and the runtime's allocation
+    (D-RT-MEM) must agree: the same layout policy (capacity.place)."""
+    from bytecode_corpus import corpus
+
+    from nem.frontends.bytecode.requirements import resolve_slots
+
+    checked = 0
+    for name, text in corpus():
+        loaded = load_nemb(write_nemb(parse_nem(text, name)), name + "b")
+        interp = NemInterpreter()
+        try:
+            prog = interp.load_bytecode(write_nemb(loaded.module), name + "b")
+        except NemDiagnosticError:
+            continue
+        for slot, (key, offsets) in zip(loaded.slots, resolve_slots(loaded.slots)):
+            if slot.in_loop or slot.copies != 1 or not offsets:
+                continue
+            b = prog.memory.buffer(slot.name)
+            assert (b.level if b.level != "L1" else "L1[0]", b.offset) == (key, offsets[0]), \
+                (name, slot)
+            checked += 1
+    assert checked > 50
