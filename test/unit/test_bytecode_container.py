@@ -202,3 +202,20 @@ def test_fuzz_fixed_seed():
     stats = fuzz(count, seed=20261126)
     assert stats["rejected"] > 0 and stats["loaded"] + stats["rejected"] == count
     assert stats["slowest_ms"] < 10_000, stats
+
+
+def test_deep_nesting_is_refused_not_a_recursion_error():
+    loops = "".join(f"{'  ' * k}loop i{k} in [0..0]:\n" for k in range(120))
+    ends = "".join(f"{'  ' * k}endloop\n" for k in reversed(range(120)))
+    module = parse_nem(loops + ends, "deep.nem")
+    with pytest.raises(ValueError, match="loops nested deeper than 100"):
+        write_nemb(module)
+    # a file that holds them anyway (made by another writer) is refused on load
+    from nem.frontends.bytecode import writer
+
+    saved, writer.MAX_LOOP_DEPTH = writer.MAX_LOOP_DEPTH, 1000
+    try:
+        data = write_nemb(module)
+    finally:
+        writer.MAX_LOOP_DEPTH = saved
+    assert "loops nested deeper than 100" in error_of(data)

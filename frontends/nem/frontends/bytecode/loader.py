@@ -21,6 +21,7 @@ from nem.dialect.diagnostics import (
 from nem.frontends.bytecode.container import BytecodeError
 from nem.frontends.bytecode.reader import LoadedBytecode, read_nemb
 from nem.frontends.bytecode.requirements import requirements_of, slots_of
+from xdsl.utils.exceptions import VerifyException
 
 
 @dataclass(frozen=True)
@@ -53,7 +54,7 @@ def load_nemb(data: bytes, file: str = "<nemb>", verify: bool = True,
     except BytecodeError as e:
         raise NemDiagnosticError([bytecode_diagnostic(e, file)]) from None
     except (ArithmeticError, LookupError, TypeError, ValueError, struct.error,
-            RecursionError) as e:  # pragma: no cover - the fuzz test keeps this unreached
+            RecursionError, VerifyException) as e:  # pragma: no cover - the fuzz test keeps this unreached
         # A check the reader lacks: still one line, never a traceback.
         raise NemDiagnosticError([bytecode_diagnostic(BytecodeError(
             0, f"malformed file (unchecked case: {type(e).__name__}: {e})"), file)]) from None

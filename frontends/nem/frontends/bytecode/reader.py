@@ -88,6 +88,8 @@ INST_BINOP = {fb.Inst.Add: "+", fb.Inst.Sub: "-", fb.Inst.Mul: "*", fb.Inst.Div:
 IDX, BUF, REG, TOK = 0, 1, 2, 3  # value kinds
 KIND_WORDS = {IDX: "an index value", BUF: "a buffer", REG: "a region", TOK: "a token"}
 SEGMENTS: dict[tuple[int, ...], DenseArrayBase] = {}
+MAX_ATTR_DEPTH = 64  # nested lists in attributes (the printer and checks recurse)
+MAX_LOOP_DEPTH = 100  # nested loops (docs/bytecode.md, "Untrusted input")
 REQUIRED_KINDS = (fb.SectionBody.Strings, fb.SectionBody.ProgramInfo, fb.SectionBody.Code)
 
 
@@ -122,6 +124,9 @@ class _Reader:
         self.strings: list[str] = [""]
         self.stripped = False
         self.attrs: list[Attribute] = []
+        self.depths: list[int] = []  # nesting depth of each attribute entry
+        self.child_depth = 0
+        self.loop_depth = 0
         self.attr_offs: list[int] = []
         self.floats: np.ndarray = np.zeros(0)
         self.stack: list = []
@@ -199,8 +204,12 @@ class _Reader:
         try:
             while len(self.attrs) < count:
                 at = offs[self.i]
+                self.child_depth = 0
                 self.attrs.append(self._attr(at))
                 self.attr_offs.append(at)
+                self.depths.append(self.child_depth + 1)
+                if self.child_depth >= MAX_ATTR_DEPTH:
+                    raise BytecodeError(at, f"attribute nested deeper than {MAX_ATTR_DEPTH}")
         except IndexError:
             raise BytecodeError(end, f"attribute stream ends after {len(self.attrs)} of {count} "
                                 "entries") from None
@@ -226,6 +235,7 @@ class _Reader:
         a = self.attrs[idx]
         if kind is not None and not isinstance(a, kind):
             raise BytecodeError(at, f"{what}: attribute {idx} is a {type(a).__name__}")
+        self.child_depth = max(self.child_depth, self.depths[idx])
         return a
 
     def opt_aref(self, at: int, kind, what: str):
@@ -235,6 +245,7 @@ class _Reader:
         if idx - 1 >= len(self.attrs):
             raise BytecodeError(at, f"{what}: attribute index {idx - 1} is not defined")
         a = self.attrs[idx - 1]
+        self.child_depth = max(self.child_depth, self.depths[idx - 1])
         if not isinstance(a, kind):
             raise BytecodeError(at, f"{what}: attribute {idx - 1} is a {type(a).__name__}")
         return a
@@ -668,7 +679,11 @@ class _BodyReader(_Reader):
         body = Block(arg_types=[INDEX])
         mark = len(self.stack)
         self.push(body.args[0], IDX)
+        self.loop_depth += 1
+        if self.loop_depth > MAX_LOOP_DEPTH:
+            raise BytecodeError(at, f"loops nested deeper than {MAX_LOOP_DEPTH}")
         self.block_into(body)
+        self.loop_depth -= 1
         del self.stack[mark:], self.kinds[mark:], self.static[mark:]
         props = {"iv_name": StringAttr(iv)}
         if decos:

@@ -55,6 +55,7 @@ from nem.frontends.bytecode.container import (
     seal,
     zigzag,
 )
+from nem.frontends.bytecode.reader import MAX_LOOP_DEPTH
 from nem.frontends.bytecode.requirements import (
     Requirements,
     Slot,
@@ -143,6 +144,7 @@ class _Writer:
         self._line = 0
         self._file: int | None = None
         self.last_name = 0
+        self.loop_depth = 0
 
     # -- tables ----------------------------------------------------------------
     def string(self, text: str) -> int:
@@ -339,7 +341,11 @@ class _Writer:
             b.u(self.ref(op.upper)), b.u(self.opt_attr(op.decorators))
             mark = len(self.stack)
             self.define(op.block.args[0])
+            self.loop_depth += 1
+            if self.loop_depth > MAX_LOOP_DEPTH:
+                raise NotEncodable(f"not supported: loops nested deeper than {MAX_LOOP_DEPTH}")
             self.block(op.block)
+            self.loop_depth -= 1
             for v in self.stack[mark:]:
                 del self.pos[v]
             del self.stack[mark:]
