@@ -80,6 +80,7 @@ from xdsl.dialects.builtin import (
 from xdsl.ir import Attribute, Block, Region
 
 IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 ELEM_BY_CODE = {getattr(fb.ElemType, n): a for n, a in ELEM_BY_NAME.items()}
 DECO_BY_CODE = {getattr(fb.DecoKind, n): n for n in DECORATORS}
 LEVEL_NAMES = {fb.LevelKind.DDR: "DDR", fb.LevelKind.L2: "L2", fb.LevelKind.L1: "L1"}
@@ -175,8 +176,7 @@ class _Reader:
             raise BytecodeError(at, f"{what}: string index {idx} is not in the string table "
                                 f"(1..{len(self.strings) - 1})")
         text = self.strings[idx]
-        if any(ord(c) < 0x20 or ord(c) == 0x7F for c in text) or \
-                ("\\" in text and not text.isascii()):
+        if CONTROL.search(text) or ("\\" in text and not text.isascii()):
             raise BytecodeError(at, f"{what}: string {text!r} has control characters")
         return text
 
