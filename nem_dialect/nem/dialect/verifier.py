@@ -367,7 +367,7 @@ class ProgramVerifier:
         decos = list(op.decorator_list()) if hasattr(op, "decorator_list") else []
         for d in decos:
             self._decorator(op, d, target)
-        if isinstance(op, ComputeOp):
+        if isinstance(op, ComputeOp) and op.operand_decorators is not None:
             for i in range(len(op.ins) + len(op.outs)):
                 for d in op.operand_decos(i):
                     self._decorator(op, d, "region")
@@ -539,7 +539,13 @@ _TARGETS = ((RegionOp, "region"), (BufferOp, "buffer"), (LoopOp, "loop"),
 
 
 def _target_of(op: Operation) -> str | None:
-    return next((word for cls, word in _TARGETS if isinstance(op, cls)), None)
+    t = type(op)
+    if t not in _TARGET_BY_TYPE:  # one isinstance scan per op class, not per op
+        _TARGET_BY_TYPE[t] = next((word for cls, word in _TARGETS if isinstance(op, cls)), None)
+    return _TARGET_BY_TYPE[t]
+
+
+_TARGET_BY_TYPE: dict[type, str | None] = {}
 
 
 def _attr_has_type(value: Attribute, type_: str) -> bool:
