@@ -19,7 +19,7 @@ from xdsl.passes import ModulePass, PassPipeline
 from nem.analysis.capacity import memory_maps
 from nem.devices.device_lookup import find_device
 from nem.dialect.diagnostics import Diagnostic, NemDiagnosticError, SourceLoc
-from nem.dialect.exprs import SYMBOL_OF
+from nem.dialect.semantics import SYMBOL_OF
 from nem.dialect.ops import ProgramOp, RegionOp
 from nem.analysis.happens_before import max_live_tokens
 from nem.dialect.verifier import ProgramVerifier, verify_program
@@ -99,7 +99,7 @@ def test_fold_keeps_meaning(source):
     # loop variable (re-parsing writes negative literals back as `0 - x`)
     for op in prog.walk():
         if type(op) in SYMBOL_OF:
-            from nem.dialect.exprs import Evaluator
+            from nem.dialect.semantics import Evaluator
             assert Evaluator().static(op.results[0]) is None, print_nem(module)
 
 

@@ -24,7 +24,7 @@ from xdsl.ir import Block
 from nem.dialect.attributes import MaxInFlightAttr, MemLevelAttr
 from nem.dialect.device_model import Device
 from nem.dialect.diagnostics import Diagnostic, SourceLoc, error
-from nem.dialect.exprs import Evaluator, ExprError
+from nem.dialect.semantics import Evaluator, ExprError
 from nem.dialect.ops import BufferOp, LoopOp, ProgramOp
 
 

@@ -41,7 +41,7 @@ from xdsl.dialects import arith
 from xdsl.ir import Block, BlockArgument, Operation, SSAValue
 
 from nem.dialect.diagnostics import Diagnostic, SourceLoc
-from nem.dialect.exprs import SYMBOL_OF, Evaluator, ExprError, apply_binop
+from nem.dialect.semantics import SYMBOL_OF, Evaluator, ExprError, apply_binop
 from nem.dialect.ops import ComputeOp, LoopOp, ProgramOp, RegionOp, TaskOp, WaitOp
 
 MAX_TASK_INSTANCES = 1 << 20

@@ -14,19 +14,15 @@ from collections.abc import Sequence
 from functools import cache
 from typing import ClassVar
 
+from nem.dialect.semantics import ELEM_BITS, ELEM_TYPES, elem_of_xdsl
 from xdsl.dialects.builtin import (
     ArrayAttr,
-    BFloat16Type,
     DenseArrayBase,
-    Float16Type,
-    Float32Type,
     FloatAttr,
     IntAttr,
     IntegerAttr,
-    IntegerType,
     NoneAttr,
     NoneType,
-    Signedness,
     StringAttr,
     i64,
 )
@@ -39,27 +35,15 @@ from xdsl.printer import Printer
 # Element types (SPEC §3; TYPE-01, TYPE-02)
 # ---------------------------------------------------------------------------
 
-ELEM_BY_NAME: dict[str, Attribute] = {
-    "i4": IntegerType(4),
-    "i8": IntegerType(8),
-    "i16": IntegerType(16),
-    "i32": IntegerType(32),
-    "u8": IntegerType(8, Signedness.UNSIGNED),
-    "u16": IntegerType(16, Signedness.UNSIGNED),
-    "u32": IntegerType(32, Signedness.UNSIGNED),
-    "f16": Float16Type(),
-    "bf16": BFloat16Type(),
-    "f32": Float32Type(),
-}
-_NAME_BY_ELEM = {v: k for k, v in ELEM_BY_NAME.items()}
-BITWIDTH = {"i4": 4, "i8": 8, "u8": 8, "i16": 16, "u16": 16, "f16": 16, "bf16": 16,
-            "i32": 32, "u32": 32, "f32": 32}
-FLOAT_ELEMS = frozenset({"f16", "bf16", "f32"})
+# The table is `nem.dialect.semantics.ELEM_TYPES`; these are its views in the
+# IR's terms (spec name <-> xDSL builtin type).
+ELEM_BY_NAME: dict[str, Attribute] = {n: e.xdsl for n, e in ELEM_TYPES.items()}
+BITWIDTH = ELEM_BITS
 
 
 def elem_name(attr: Attribute) -> str | None:
     """The spec's name of a builtin element type, or None if it is not one."""
-    return _NAME_BY_ELEM.get(attr)
+    return elem_of_xdsl(attr)
 
 
 # ---------------------------------------------------------------------------

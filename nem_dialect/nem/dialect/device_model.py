@@ -16,11 +16,12 @@ from functools import cached_property
 from typing import TYPE_CHECKING
 
 from nem.dialect.diagnostics import Diagnostic, SourceLoc, fail
+from nem.dialect.semantics import ELEM_NAMES
 
 if TYPE_CHECKING:
     from nem.dialect.families import Catalog
 
-ELEM_TYPES = ("i4", "i8", "i16", "i32", "u8", "u16", "u32", "f16", "bf16", "f32")
+ELEM_TYPES = ELEM_NAMES  # the element-type table is nem.dialect.semantics.ELEM_TYPES
 PER_ENGINE_UNITS = ("NMU", "CSTL", "DMA", "VPU", "SEQ")
 DEVICE_UNITS = ("sDMA", "WDM")
 UNIT_TYPES = PER_ENGINE_UNITS + DEVICE_UNITS

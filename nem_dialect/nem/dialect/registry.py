@@ -16,7 +16,8 @@ from importlib import resources
 
 import yaml
 
-ELEM_TYPES = ("i4", "i8", "i16", "i32", "u8", "u16", "u32", "f16", "bf16", "f32")
+from nem.dialect.semantics import ELEM_NAMES as ELEM_TYPES  # the one element-type table
+
 ATTR_TYPES = ("int", "int_list", "float", "number", "elem", "string")
 
 

@@ -14,7 +14,7 @@ from xdsl.dialects.builtin import ArrayAttr
 from xdsl.ir import Attribute
 
 from nem.dialect.attributes import DYNAMIC, ArgRefAttr
-from nem.dialect.exprs import Evaluator
+from nem.dialect.semantics import Evaluator
 from nem.dialect.ops import ComputeOp
 
 Finding = tuple[str, str, str]

@@ -33,7 +33,7 @@ from nem.dialect.attributes import (
 )
 from nem.dialect.decorators import DECORATORS, RESOURCE_UNITS, TARGET_WORDS, allowed_on
 from nem.dialect.diagnostics import Diagnostic, SourceLoc, error
-from nem.dialect.exprs import Evaluator, ExprError
+from nem.dialect.semantics import Evaluator, ExprError
 from nem.dialect.families import Catalog
 from nem.dialect.ops import (
     BufferOp,

@@ -49,7 +49,7 @@ from xdsl.ir.affine import AffineMap
 from xdsl.passes import ModulePass
 
 from nem.dialect.attributes import BufferType, MaxInFlightAttr, MemLevelAttr
-from nem.dialect.exprs import Evaluator
+from nem.dialect.semantics import Evaluator
 from nem.dialect.diagnostics import Diagnostic, NemDiagnosticError, SourceLoc
 from nem.dialect.ops import BufferOp, LoopOp, ProgramOp, TransferOp, WaitOp
 from nem.frontends.upstream_dialects.memref_copy import COPY_OPS, MemRefCopyOp

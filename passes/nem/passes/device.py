@@ -35,7 +35,7 @@ from nem.analysis.capacity import check_capacity
 from nem.dialect.decorators import RESOURCE_UNITS
 from nem.dialect.device_model import Device
 from nem.dialect.diagnostics import Diagnostic, SourceLoc, error
-from nem.dialect.exprs import Evaluator
+from nem.dialect.semantics import Evaluator
 from nem.dialect.ops import BufferOp, ComputeOp, ProgramOp, TaskOp, TransferOp
 from nem.dialect.units import eligible_units, task_kind
 from nem.passes.pass_env import current, report

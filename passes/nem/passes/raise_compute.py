@@ -275,7 +275,7 @@ def _full_region(L, tmp: Block, mem: SSAValue, anchor, layout=None):
 
 def _legal(L, opcode: str, ins, outs, attrs=None, args=()) -> str | None:
     """None when the op matches a variant (of the device when one is set)."""
-    from nem.dialect.exprs import Evaluator
+    from nem.dialect.semantics import Evaluator
 
     ev = Evaluator()
     key = (opcode, tuple(v.type for v in ins), tuple(v.type for v in outs),

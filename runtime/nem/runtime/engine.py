@@ -34,7 +34,7 @@ from nem.dialect.attributes import (
     num_value,
 )
 from nem.dialect.diagnostics import SourceLoc
-from nem.dialect.exprs import SYMBOL_OF, Evaluator, ExprError, apply_binop
+from nem.dialect.semantics import SYMBOL_OF, Evaluator, ExprError, apply_binop
 from nem.dialect.ops import (
     BufferOp,
     ComputeOp,

@@ -17,21 +17,15 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-import ml_dtypes
 import numpy as np
+
+from nem.dialect.semantics import ELEM_BITS as BITS
+from nem.dialect.semantics import ELEM_DTYPES as DTYPES
 
 DEFAULT_DDR_SIZE = 256 * 1024 * 1024
 DEFAULT_L2_SIZE = 4 * 1024 * 1024
 DEFAULT_L1_SIZE = 1024 * 1024
 
-DTYPES: dict[str, np.dtype] = {
-    "i8": np.dtype("<i1"), "i16": np.dtype("<i2"), "i32": np.dtype("<i4"),
-    "u8": np.dtype("<u1"), "u16": np.dtype("<u2"), "u32": np.dtype("<u4"),
-    "f16": np.dtype("<f2"), "bf16": np.dtype(ml_dtypes.bfloat16), "f32": np.dtype("<f4"),
-    "i4": np.dtype("<i1"),  # unpacked representation
-}
-BITS = {"i4": 4, "i8": 8, "u8": 8, "i16": 16, "u16": 16, "f16": 16, "bf16": 16,
-        "i32": 32, "u32": 32, "f32": 32}
 
 
 class MemoryError_(Exception):

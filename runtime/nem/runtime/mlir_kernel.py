@@ -109,6 +109,7 @@ from xdsl.ir import Block, Operation
 from xdsl.ir.affine import AffineConstraintKind, AffineExpr, AffineMap
 from xdsl.parser import Parser
 
+from nem.dialect.semantics import ELEM_TYPES
 from nem.frontends.upstream_dialects import register_mlir_dialects
 from nem.frontends.upstream_dialects.affine_if import AffineIfOp
 from nem.frontends.upstream_dialects.affine_max import AffineMaxOp
@@ -117,8 +118,7 @@ from nem.runtime.numerics import KernelError, NotSupported, NumericError
 OPNAME = "compute op=mlir.kernel"
 
 # spec element name -> MLIR element type name accepted for it
-_ELEM_MLIR = {"f32": "f32", "f16": "f16", "bf16": "bf16", "i8": "i8", "i16": "i16",
-              "i32": "i32", "u8": "ui8", "u16": "ui16", "u32": "ui32", "i4": "i4"}
+_ELEM_MLIR = {n: e.mlir for n, e in ELEM_TYPES.items()}
 
 
 class NumpyShapedArray(ShapedArray):

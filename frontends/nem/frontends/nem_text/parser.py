@@ -52,7 +52,7 @@ from nem.dialect.attributes import (
 )
 from nem.dialect.decorators import DECORATORS, UNIT_TYPES
 from nem.dialect.diagnostics import NemDiagnosticError, SourceLoc, register_source
-from nem.dialect.exprs import BINOPS, PRECEDENCE, Evaluator, ExprError, apply_binop
+from nem.dialect.semantics import BINOPS, PRECEDENCE, Evaluator, ExprError, apply_binop
 from nem.dialect.ops import (
     COMPUTE_OPS,
     BufferOp,

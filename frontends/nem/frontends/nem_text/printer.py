@@ -23,7 +23,7 @@ from nem.dialect.attributes import (
     elem_name,
     fmt_num,
 )
-from nem.dialect.exprs import PRECEDENCE, SYMBOL_OF
+from nem.dialect.semantics import PRECEDENCE, SYMBOL_OF
 from nem.dialect.ops import (
     BufferOp,
     ComputeOp,
