@@ -384,6 +384,20 @@ def loop_copies(windows: Iterable[int]) -> int:
     return n
 
 
+def static_windows(loops: Sequence[LoopOp], ev: Evaluator) -> tuple[int, ...]:
+    """`loop_window` of each loop of a declaration's enclosing loops, from their
+    static trip counts (N when a bound depends on an outer loop variable)."""
+    out = []
+    for lp in loops:
+        try:
+            lo, hi = ev.static(lp.lower), ev.static(lp.upper)
+        except ExprError:
+            lo = hi = None
+        trip = hi - lo + 1 if lo is not None and hi is not None else None
+        out.append(loop_window(max_in_flight(lp), trip))
+    return tuple(out)
+
+
 def instance_index(ords: Sequence[int], windows: Sequence[int]) -> int:
     """The instance a loop-body declaration uses in the iteration with ordinals
     `ords` (0-based, outermost first): `ord mod window` per loop, mixed radix.
@@ -446,15 +460,27 @@ def _levels(op: TaskOp) -> set[str]:
     return {v.type.level.kind for v, _ in op.operand_regions()}
 
 
+def task_kind(op: TaskOp) -> str:
+    """`transfer`, `store`, or the compute opcode (how diagnostics name a task's kind)."""
+    from nem.dialect.ops import StoreOp, TransferOp
+
+    if isinstance(op, TransferOp):
+        return "transfer"
+    if isinstance(op, StoreOp):
+        return "store"
+    return op.opcode  # type: ignore[attr-defined]
+
+
 def eligible_units(op: TaskOp) -> tuple[str, ...]:
     """Unit types that may execute `op`, preferred first (D-SEM-UNITS):
-    a transfer between DDR and L2 only: sDMA, then DMA; any other transfer: DMA;
+    a transfer that touches DDR and no L1: sDMA, then DMA; any other transfer: DMA;
     a store: CSTL; a compute op: the registry's unit, DMA too for view ops,
     then VPU (the fallback for every compute op)."""
     from nem.dialect.ops import ComputeOp, StoreOp, TransferOp
 
     if isinstance(op, TransferOp):
-        return ("sDMA", "DMA") if _levels(op) <= {"DDR", "L2"} else ("DMA",)
+        levels = _levels(op)
+        return ("sDMA", "DMA") if "DDR" in levels and "L1" not in levels else ("DMA",)
     if isinstance(op, StoreOp):
         return ("CSTL",)
     assert isinstance(op, ComputeOp)

@@ -33,7 +33,7 @@ from nem.dialect.attributes import (
 )
 from nem.dialect.decorators import DECORATORS, RESOURCE_UNITS, TARGET_WORDS, allowed_on
 from nem.dialect.diagnostics import Diagnostic, SourceLoc, error
-from nem.dialect.semantics import Evaluator, ExprError
+from nem.dialect.semantics import Evaluator, ExprError, window_error
 from nem.dialect.families import Catalog
 from nem.dialect.ops import (
     BufferOp,
@@ -355,10 +355,9 @@ class ProgramVerifier:
         if lo is not None and hi is not None and lo > hi:
             self.err(op, "LOOP-04", f"loop '{op.iv_name.data}' runs from {lo} to {hi}",
                      "bounds are inclusive and need start <= end")
-        for d in op.decorator_list():
-            if d.DECO_NAME == "max_in_flight" and d.n.data < 1:
-                self.err(op, "LOOP-03", f"@max_in_flight({d.n.data}) must be at least 1",
-                         "use @max_in_flight(1) for sequential iterations")
+        msg = window_error(op)
+        if msg is not None:
+            self.err(op, "LOOP-03", msg, "use @max_in_flight(1) for sequential iterations")
 
     def _decorators(self, op: Operation) -> None:
         target = _target_of(op)

@@ -32,7 +32,7 @@ from nem.dialect.attributes import (
     TokenType,
 )
 from nem.dialect.decorators import DECORATORS, UNIT_TYPES
-from nem.dialect.exprs import BINOPS, ExprError, apply_binop
+from nem.dialect.semantics import BINOPS, ExprError, apply_binop
 from nem.dialect.ops import (
     COMPUTE_OPS,
     REGION_BINDINGS,

@@ -6,20 +6,19 @@ that a loader (or `nem-opt --dump-nemb`) can check any target without the
 program's source or device file, and recomputed on load to check that the
 file does not lie.  The facts come from their one home: type-family
 matching (`operand_binding.match_families` over the baseline catalog), the
-units that can run a task (`nem.dialect.units`), the buffer layout policy
-(`nem.analysis.capacity`).
+units that can run a task and the buffer layout policy (`nem.dialect.semantics`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from nem.analysis.capacity import level_key, loop_copies, memory_maps, place
+from nem.analysis.capacity import level_key, loop_copies, memory_maps
 from nem.dialect.device_model import Device
 from nem.dialect.diagnostics import Diagnostic, SourceLoc
-from nem.dialect.exprs import Evaluator, ExprError
+from nem.dialect.semantics import Evaluator, ExprError
 from nem.dialect.ops import BufferOp, ComputeOp, LoopOp, ProgramOp, RegionOp, TaskOp
-from nem.dialect.units import eligible_units
+from nem.dialect.semantics import eligible_units, layout
 
 READ, WRITE = 1, 2  # Access bits (schema enum Access)
 
@@ -106,13 +105,18 @@ def slots_of(prog: ProgramOp) -> list[Slot]:
 
 def resolve_slots(slots: list[Slot]) -> list[tuple[str, list[int]]]:
     """(level key, base offset of each copy) per slot: the relocation, laid
-    out by the one policy of `nem.analysis.capacity.place`."""
-    cursor: dict[str, int] = {}
-    out = []
-    for s in slots:
-        key = _key(s.level)
-        out.append((key, place(cursor, key, s.size, s.align, s.copies) if s.size > 0 else []))
-    return out
+    out by the one policy, `semantics.layout` (D-SEM-LAYOUT), as the runtime
+    allocates and the capacity check verifies."""
+    items: dict[str, list[tuple[tuple[int, int], int, int]]] = {}
+    for i, s in enumerate(slots):
+        if s.size > 0:
+            items.setdefault(_key(s.level), []).extend(
+                ((i, c), s.size, s.align) for c in range(s.copies))
+    offsets: dict[tuple[int, int], int] = {}
+    for lst in items.values():
+        offsets.update((sl.key, sl.offset) for sl in layout(lst))
+    return [(_key(s.level), [offsets[(i, c)] for c in range(s.copies)] if s.size > 0 else [])
+            for i, s in enumerate(slots)]
 
 
 def _key(level: str) -> str:

@@ -33,7 +33,7 @@ from nem.dialect.attributes import (
     SeqEngineAttr,
     elem_name,
 )
-from nem.dialect.exprs import SYMBOL_OF, Evaluator, ExprError
+from nem.dialect.semantics import SYMBOL_OF, Evaluator, ExprError
 from nem.dialect.ops import (
     REGION_BINDINGS,
     BufferOp,
