@@ -401,12 +401,14 @@ class HazardFinder:
         if body_tasks is None:
             body_tasks = self._body_tasks[loop] = \
                 sum(1 for o in loop.walk() if isinstance(o, TaskOp)) or 1
-        if self._is_invariant(loop) and trip > 2 * n_if:
-            # D-HAZ-WINDOW: every iteration touches the same bytes; only the
-            # first N (unordered with what precedes the loop) and the last N
-            # (unordered with what follows it) can take part in a hazard that
-            # the others do not repeat
-            chosen = list(range(n_if)) + list(range(trip - n_if, trip))
+        if self._is_invariant(loop) and trip > n_if:
+            # D-HAZ-WINDOW: every iteration touches the same bytes, so N
+            # iterations stand for all: they are at every distance < N from each
+            # other, as unordered with what precedes the loop as its first N and
+            # with what follows it as its last N (so they are examined as the
+            # whole loop, trip = N); buffer instances repeat with period <= N
+            trip = n_if
+            chosen: range = range(n_if)
         else:
             n = trip
             if trip * body_tasks > self._budget_left:

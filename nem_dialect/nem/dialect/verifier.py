@@ -207,6 +207,20 @@ class ProgramVerifier:
                 env[iv] = i
                 yield env
 
+    def relevant_loops(self, loops: tuple[LoopOp, ...], values) -> tuple[LoopOp, ...]:
+        """The enclosing loops whose variables `values` depend on (directly or
+        through the bounds of another such loop): enumerating only these visits
+        every distinct value, so the cost does not grow with unrelated loops."""
+        need: set = set()
+        for v in values:
+            need |= self.ev.free_loop_args(v)
+        keep = []
+        for lp in reversed(loops):
+            if lp.block.args[0] in need:
+                keep.append(lp)
+                need |= self.ev.free_loop_args(lp.lower) | self.ev.free_loop_args(lp.upper)
+        return tuple(reversed(keep))
+
     def _region(self, op: RegionOp, loops: tuple[LoopOp, ...]) -> None:
         rtype = op.result.type
         assert isinstance(rtype, RegionType)
@@ -224,8 +238,7 @@ class ProgramVerifier:
         # operands read once: each accessor of an op with operand segments
         # decodes the segment sizes again
         offset, extent, shape, strides = op.offset, op.extent, tuple(op.shape), tuple(op.strides)
-        if self._loop_invariant(offset, extent, shape, strides):
-            loops = ()  # one evaluation covers every iteration
+        loops = self.relevant_loops(loops, (offset, extent, *shape, *strides))
         for env in self.envs(loops):
             try:
                 off, ext = self.ev.eval(offset, env), self.ev.eval(extent, env)
@@ -246,16 +259,6 @@ class ProgramVerifier:
             if rtype.typed and not self._extent_fits(op, rtype, ext, env, label, loops,
                                                      shape, strides):
                 return
-
-    def _loop_invariant(self, *values) -> bool:
-        """True when a region's offset, extent, shape and strides do not depend
-        on a loop variable (or fail to evaluate, which the per-iteration path
-        reports)."""
-        try:
-            return all(self.ev.static(v) is not None
-                       for v in (values[0], values[1], *values[2], *values[3]))
-        except ExprError:
-            return False
 
     def _buffer_holds_elements(self, op: RegionOp, rtype: RegionType, buf_size: int | None,
                                label: str) -> bool:
@@ -408,6 +411,7 @@ class ProgramVerifier:
                 return self.err(op, "TASK-07", f"{kw} moves {math.prod(ss)} elements into a "
                                 f"region of {math.prod(ds)}", "make the element counts equal")
         d_op, s_op = op.dst.owner, op.src.owner
+        loops = self.relevant_loops(loops, (d_op.offset, d_op.extent, s_op.offset, s_op.extent))
         for env in self.envs(loops):
             d_ext, s_ext = self.ev.eval(d_op.extent, env), self.ev.eval(s_op.extent, env)
             # TASK-07: the extent comparison is for untyped regions; typed ones

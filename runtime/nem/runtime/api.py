@@ -125,7 +125,7 @@ class StepResult:
 
 
 class NemInterpreter:
-    def __init__(self, device=None, ddr_size: int = DEFAULT_DDR_SIZE, include_dirs=(),
+    def __init__(self, device=None, ddr_size: int | None = DEFAULT_DDR_SIZE, include_dirs=(),
                  kernels: dict | None = None, races: bool = True, trace: bool = True):
         self.include_dirs = tuple(include_dirs)
         self.ddr_size = ddr_size
@@ -324,33 +324,29 @@ class NemInterpreter:
         s = self.start(program)
         return s.run_to_end(progress)
 
-    def run_schedules(self, k: int, seed: int = 0, program: Program | None = None):
-        """Run K seeded random schedules from the current memory image.
+    def run_schedules(self, k: int, seed: int = 0, program: Program | None = None,
+                      jobs: int | None = 1):
+        """Run K seeded random schedules from the current memory image, on `jobs`
+        processes (None: every core; results do not depend on it).
 
         Returns (results, difference) where difference is None when every final
-        memory is identical, else (seed_a, seed_b, buffer, byte offset)."""
+        memory is identical, else (seed_a, seed_b, buffer, byte offset).  Only a
+        digest of each schedule's memory is kept; afterwards the program's
+        memory is the last schedule's final memory."""
+        from nem.runtime.hunt import random_schedules
+
         p = self._prog(program)
-        initial = p.memory.clone()
-        saved = (self.policy, self.seed)
-        results, finals = [], []
-        try:
-            for j in range(k):
-                self.set_scheduling("random", seed + j)
-                mem = initial.clone()
-                s = Session(self, p, mem)
-                results.append(s.run_to_end())
-                finals.append(mem)
-        finally:
-            self.policy, self.seed = saved
-        diff = None
-        for j in range(1, len(finals)):
-            d = finals[0].first_difference(finals[j])
-            if d is not None:
-                diff = (seed, seed + j, d[0], d[1])
-                break
-        if finals:
-            p.memory = finals[-1]
+        results, diff, last = random_schedules(self, p, k, seed, jobs)
+        p.memory = last
         return results, diff
+
+    def explore(self, max_schedules: int = 1000, program: Program | None = None,
+                jobs: int | None = 1):
+        """Run one schedule of every distinct interleaving (`nem.runtime.hunt.explore`,
+        decision D-SEM-EXPLORE), at most `max_schedules`; returns an `Exploration`."""
+        from nem.runtime.hunt import explore
+
+        return explore(self, self._prog(program), max_schedules, jobs)
 
     # -------------------------------------------------------------- memory I/O
     def _mem(self) -> Memory:
@@ -406,7 +402,8 @@ class NemInterpreter:
 
     def ddr_info(self) -> dict:
         lv = self._mem().levels["DDR"]
-        return {"size": lv.size, "allocated": lv.top, "free": lv.size - lv.top}
+        size = lv.capacity if lv.capacity is not None else lv.size
+        return {"size": size, "allocated": lv.top, "free": size - lv.top}
 
     def randomize_inputs(self, seed: int, levels=("DDR", "L2")) -> list[str]:
         """Fill every DDR and L2 buffer with seeded random values of the element
@@ -416,12 +413,13 @@ class NemInterpreter:
         rng = np.random.default_rng(seed)
         mem = self._mem()
         filled = []
-        for b in mem.buffers.values():
+        for b in mem.all_buffers():
             if b.level.split("[")[0] not in levels:
                 continue
-            data = mem.levels[b.level].data[b.offset:b.offset + b.size]
-            data[:] = random_bytes(rng, b.elem_hint, b.size)
-            filled.append(b.name)
+            data = mem.instance_bytes(b)
+            data[:] = random_bytes(rng, mem.buffers[b.name].elem_hint, b.size)
+            if b.instance == 0:
+                filled.append(b.name)
         return filled
 
     def get_device_info(self) -> dict:

@@ -22,6 +22,7 @@ from __future__ import annotations
 import hashlib
 import math
 import mmap
+import sys
 from dataclasses import dataclass
 
 import numpy as np
@@ -70,7 +71,8 @@ def _zeros(size: int) -> np.ndarray:
     level costs only the pages a run touches."""
     if size <= _LAZY_BYTES:
         return np.zeros(size, dtype=np.uint8)
-    flags = mmap.MAP_PRIVATE | getattr(mmap, "MAP_ANONYMOUS", 0x20) | getattr(mmap, "MAP_NORESERVE", 0)
+    noreserve = getattr(mmap, "MAP_NORESERVE", 0x4000 if sys.platform.startswith("linux") else 0)
+    flags = mmap.MAP_PRIVATE | getattr(mmap, "MAP_ANONYMOUS", 0x20) | noreserve
     return np.frombuffer(mmap.mmap(-1, size, flags=flags), dtype=np.uint8)
 
 
@@ -189,7 +191,8 @@ class Memory:
         self.levels = {}
         for i, lv in enumerate(self.capacities):
             cap = self.capacities[lv]
-            size = cap if cap is not None else tops.get(lv, 0)
+            # DDR holds exactly the program's buffers; on-chip levels their capacity
+            size = cap if cap is not None and lv != "DDR" else tops.get(lv, 0)
             prev = old.get(lv)
             level = prev if prev is not None and prev.size == size else MemoryLevel(lv, size, i, capacity=cap)
             level.top = tops.get(lv, 0)

@@ -97,6 +97,11 @@ class TaskInst:
             (f" {it}" if it else "") + ">"
 
 
+def task_key(t: TaskInst) -> tuple:
+    """A task instance's identity across schedules: its statement and loop variables."""
+    return (t.tpl.seq_id, t.frame.iv)
+
+
 class Frame:
     __slots__ = ("body", "pc", "parent", "depth", "iv", "names", "env", "K", "time",
                  "blocked", "loop", "live", "finished", "looprun", "index", "done_vc",
@@ -193,6 +198,8 @@ class Scheduler:
         self.frames.add(self.root)
         self.runnable.append(self.root)
         self._chosen = None
+        self.choose = None   # explorer: picks the next task among the ready ones
+        self.log: list | None = None   # explorer: (key, vc, lane, epoch, accesses) per task run
 
     # ------------------------------------------------------------------ streams
     def _lookup(self, frame, ref):
@@ -427,7 +434,7 @@ class Scheduler:
             if d.end > rt:
                 rt = d.end
         t.ready_time = rt
-        if self.policy == "source" and not self.timed:
+        if self.policy == "source" and not self.timed and self.choose is None:
             heapq.heappush(self.ready_heap, (t.seq, t))
         else:
             self.ready_list.append(t)
@@ -511,7 +518,13 @@ class Scheduler:
             best.start = bk[0]
             self._chosen = best
             return best
-        if self.policy == "source":
+        if self.choose is not None:
+            lst = self.ready_list
+            if not lst:
+                return self._stalled()
+            t = self.choose(lst)
+            lst.remove(t)
+        elif self.policy == "source":
             if not self.ready_heap:
                 return self._stalled()
             t = heapq.heappop(self.ready_heap)[1]
@@ -595,8 +608,11 @@ class Scheduler:
                 vc_in = join(vc_in, d.vc)
             t.vc, t.lane, t.epoch = self.race.start(
                 vc_in, [d.task.lane for d in deps] if deps else ())
-            self.race.access(t, [(r.level.ident, r.start, r.start + r.extent, rw[1])
-                                 for rw, r in zip(tpl.region_refs, regions)], self.ref)
+            accesses = [(r.level.ident, r.start, r.start + r.extent, rw[1])
+                        for rw, r in zip(tpl.region_refs, regions)]
+            self.race.access(t, accesses, self.ref)
+            if self.log is not None:
+                self.log.append((task_key(t), t.vc, t.lane, t.epoch, accesses, self.ref(t)))
             if self.race.needs_gc():
                 self.race.gc(self._live_vcs())
         if self.timed:
