@@ -2,6 +2,7 @@
 
     nem-run PROGRAM.nem [--device D] [--mode functional|timed]
             [--schedule source|random --seed S] [--schedules K]
+            [--explore [--max-schedules N]] [-j N]
             [--input BUF=FILE]... [--output BUF=FILE]... [--random-inputs SEED]
             [--trace FILE.json|.csv] [--timeline FILE.png] [--profile FILE.json]
 
@@ -37,6 +38,15 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--schedules", type=int, metavar="K",
                    help="run K random schedules (seeds SEED..SEED+K-1) and compare final memory")
+    p.add_argument("--explore", action="store_true",
+                   help="run one schedule of every distinct interleaving (small programs): "
+                   "report every race and deadlock with a witness schedule and whether the "
+                   "space was covered completely")
+    p.add_argument("--max-schedules", type=int, default=1000, metavar="N",
+                   help="--explore runs at most N schedules (default 1000)")
+    p.add_argument("-j", "--jobs", type=int, default=None, metavar="N",
+                   help="processes for --schedules/--explore (default: every core; results "
+                   "do not depend on N)")
     p.add_argument("--input", action="append", default=[], metavar="BUF=FILE",
                    help="write FILE (.npy: its array in C order; else raw bytes) at the start "
                    "of buffer BUF; a bare FILE.npz writes each of its arrays into the buffer "
@@ -112,7 +122,6 @@ def _usage(msg: str) -> int:
 def run(argv=None) -> int:
     from nem.dialect.diagnostics import NemDiagnosticError
     from nem.runtime.api import NemInterpreter
-    from nem.runtime.memory import DEFAULT_DDR_SIZE
 
     args = _parser().parse_args(argv)
     archives = [f for f in args.input if "=" not in f and f.endswith(".npz")]
@@ -120,8 +129,14 @@ def run(argv=None) -> int:
     outputs = _pairs(args.output, "--output")
     if args.schedules is not None and args.schedules < 1:
         return _usage("--schedules needs K >= 1")
+    if args.max_schedules < 1:
+        return _usage("--max-schedules needs N >= 1")
+    if args.jobs is not None and args.jobs < 1:
+        return _usage("-j needs N >= 1")
+    if args.explore and (args.schedules or args.mode == "timed"):
+        return _usage("--explore runs functional schedules; it excludes --schedules and --mode timed")
     try:
-        interp = NemInterpreter(device=args.device, ddr_size=args.ddr_size or DEFAULT_DDR_SIZE,
+        interp = NemInterpreter(device=args.device, ddr_size=args.ddr_size,
                                 include_dirs=args.include_dirs, races=not args.no_races,
                                 trace=bool(args.trace or args.timeline))
         interp.set_mode(args.mode)
@@ -167,8 +182,13 @@ def run(argv=None) -> int:
     print(f"nem-run: {name} on {dev}, mode {args.mode}, schedule {sched}")
     failed = False
 
+    if args.explore:
+        failed = _explore(interp, args.max_schedules, args.jobs)
+        _write_outputs(interp, outputs)
+        return 1 if failed else 0
+
     if args.schedules:
-        results, diff = interp.run_schedules(args.schedules, args.seed)
+        results, diff = interp.run_schedules(args.schedules, args.seed, jobs=args.jobs)
         print(f"schedules: {args.schedules} random (seeds {args.seed}..."
               f"{args.seed + args.schedules - 1})")
         seen = set()
@@ -203,8 +223,8 @@ def run(argv=None) -> int:
 
     s = interp.start()
     total = prog.compiled.static_task_count()
-    bar = Progress(total, not args.no_progress)
-    if bar.enabled and sys.stderr.isatty():
+    bar = Progress(total, not args.no_progress and sys.stderr.isatty())
+    if bar.enabled:
         from nem.runtime import escape_hatch
 
         escape_hatch.PROGRESS = bar.kernel
@@ -242,6 +262,41 @@ def _kernel_notices(prog) -> None:
     if msg:
         print(f"nem-run: warning: {msg}", file=sys.stderr)
     escape_hatch.NOTICE = lambda m: print(f"nem-run: warning: {m}", file=sys.stderr)
+
+
+def _explore(interp, max_schedules: int, jobs) -> bool:
+    """`--explore`: print what the explorer found; True when it found a problem."""
+    ex = interp.explore(max_schedules, jobs=jobs)
+    if ex.too_large:
+        print(f"explore: not supported: {ex.task_instances} task instances exceed the "
+              f"explorer's limit; use --schedules K (random schedules)")
+        return True
+    cover = "the space is covered completely" if ex.complete else \
+        f"the space is NOT covered completely (more than --max-schedules {max_schedules})"
+    print(f"explore: {ex.schedules} schedule(s), one per distinct interleaving of the "
+          f"{ex.task_instances} task instances; {cover}")
+    print(f"races: {len(ex.races)}")
+    for w in ex.races:
+        print(f"  {w.race}")
+        print("    witness: after " + (", ".join(w.schedule) if w.schedule else "nothing")
+              + f", both {_short(w.race.first)} and {_short(w.race.second)} are ready: "
+              "either may run first")
+    print(f"deadlocks: {len(ex.deadlocks)}")
+    for d, sched in ex.deadlocks[:5]:
+        print("  " + str(d).replace("\n", "\n  "))
+        print("    witness schedule: " + (", ".join(sched) or "(no task ran)"))
+    for e in ex.errors[:5]:
+        print(e.render(), file=sys.stderr)
+    for m in ex.diverged[:5]:
+        print(f"explore: internal: a replay diverged ({m}): happens-before depended on the "
+              "schedule", file=sys.stderr)
+    print(f"final memory: {ex.outcomes} distinct outcome(s) over {ex.schedules} schedule(s)")
+    return bool(ex.races or ex.deadlocks or ex.errors or ex.diverged or not ex.complete
+                or ex.outcomes > 1)
+
+
+def _short(ref) -> str:
+    return ref.label + (f" ({ref.iteration})" if ref.iteration else "")
 
 
 def _write_outputs(interp, outputs) -> None:
