@@ -12,31 +12,18 @@ import time
 import tracemalloc
 
 import pytest
-
 from nem.analysis.capacity import check_capacity, memory_maps
 from nem.devices.device_lookup import find_device
 from nem.dialect.diagnostics import NemDiagnosticError
 from nem.dialect.semantics import ELEM_TYPES, elem_of_xdsl, layout
 from nem.runtime import NemInterpreter
-
+from semantics_programs import static_verdict
 from test_device_passes import program
 
 
 def _verify(src: str) -> list:
-    """Diagnostics of the `nem-verify` pipeline (errors and warnings)."""
-    from nem.passes.pass_env import pass_env
-    from nem.passes.pipeline import VerifyPipelinePass
-    from nem.frontends.nem_text.parser import parse_nem
-    from xdsl.context import Context
-
-    module = parse_nem(src, "t.nem")
-    with pass_env(file="t.nem") as env:
-        try:
-            VerifyPipelinePass().apply(Context(), module)
-        except NemDiagnosticError as e:
-            return [d for d in env.diagnostics if d.severity in ("error", "warning")] + \
-                [d for d in e.diagnostics if d.severity == "error"]
-        return [d for d in env.diagnostics if d.severity in ("error", "warning")]
+    """Errors of the `nem-verify` pipeline."""
+    return static_verdict(src)
 
 
 def _schedules(src: str, k: int = 20):

@@ -31,8 +31,6 @@ import sys
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
-from nem.runtime.scheduler import DeadlockError
-
 MAX_EXPLORE_TASKS = 4000
 """Task instances beyond which `--explore` refuses (use `--schedules K`)."""
 
@@ -283,7 +281,7 @@ def explore(interp, prog, max_schedules: int, jobs: int | None) -> Exploration:
     global _STATE
     _STATE = (interp, prog, initial)
     try:
-        s, mem = _session("source", 0, log=True)
+        s, _ = _session("source", 0, log=True)
         first = s.run_to_end()
     finally:
         _STATE = ()
