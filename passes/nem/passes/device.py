@@ -96,9 +96,9 @@ def _resource(op: TaskOp, res: tuple[str, int] | None, device: Device) -> Diagno
             "RES-07", f"use @resource({eligible[0]}[0]) or drop @resource "
             "(decisions D-DEV-RES, D-SEM-UNITS)")
     if b.error is not None:
-        missing = f"no {res[0]} and " if res is not None else ""
+        missing = f"no {res[0]} and no other" if res is not None else "no"
         return error(
-            f"{written}: device '{device.name}' has {missing}no unit type that can run {kind} "
+            f"{written}: device '{device.name}' has {missing} unit type that can run {kind} "
             f"(eligible: {', '.join(eligible)})", op, "RES-05",
             f"target a device with one of {', '.join(eligible)}" +
             (", or drop @resource and the task" if res is not None else ""))
