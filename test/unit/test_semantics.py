@@ -220,3 +220,58 @@ def test_nem_run_shows_the_race_on_the_command_line():
     out = subprocess.run([sys.executable, "-m", "nem.cli.nem_run", f.name, "--schedules", "20",
                           "--random-inputs", "1", "-j", "1"], capture_output=True, text=True)
     assert out.returncode == 1 and "race:" in out.stdout
+
+
+BIG = """\
+program big:
+buffer D : L2 (size=3145728)
+buffer L : L1[0] (size=1024)
+loop i in [0..3] @max_in_flight(2):
+  tX = transfer.async(dst=region(L, (i mod 2) * 512, 512), src=region(D, i * 512, 512))
+  tS = transfer.async(dst=region(D, 1048576 + i * 512, 512), src=region(L, (i mod 2) * 512, 512), deps=[tX])
+  wait(tS)
+endloop
+"""
+
+
+def test_schedule_memory_does_not_grow_with_k():
+    # issue 11: --schedules K kept a full copy of memory per schedule
+    peaks = []
+    for k in (2, 12):
+        it = NemInterpreter()
+        it.load_string(BIG, "t.nem")
+        tracemalloc.start()
+        results, diff = it.run_schedules(k, seed=0, jobs=1)
+        peaks.append(tracemalloc.get_traced_memory()[1])
+        tracemalloc.stop()
+        assert diff is None and all(r.race_count == 0 for r in results)
+    assert peaks[1] < peaks[0] + (2 << 20)      # 10 more schedules: not 10 more L2 copies
+
+
+def test_schedule_results_do_not_depend_on_jobs():
+    outs = []
+    for jobs in (1, 2):
+        it = NemInterpreter()
+        it.load_string(ENDLOOP.format(wait=""), "t.nem")
+        it.randomize_inputs(1)
+        results, diff = it.run_schedules(12, seed=3, jobs=jobs)
+        outs.append(([[str(x) for x in r.races] for r in results], diff,
+                     it.read_buffer("D").tobytes()))
+        ex = it.explore(100, jobs=jobs)
+        outs[-1] += ([str(w.race) + str(w.schedule) for w in ex.races], ex.schedules, ex.outcomes)
+    assert outs[0] == outs[1]
+
+
+def test_explorer_covers_every_interleaving_of_independent_races():
+    # three independent write-write races: 2^3 interleavings, no more
+    src = "program p:\nbuffer A : L2 (size=256)\nbuffer B : L2 (size=256)\n" + "".join(
+        f"a{k} = transfer.async(dst=region(A, {k * 64}, 64), src=region(B, 0, 64))\n"
+        f"b{k} = transfer.async(dst=region(A, {k * 64}, 64), src=region(B, 64, 64))\n"
+        for k in range(3)) + "wait(a0, b0, a1, b1, a2, b2)\n"
+    it = NemInterpreter()
+    it.load_string(src, "t.nem")
+    it.randomize_inputs(1)
+    ex = it.explore(100)
+    assert (ex.schedules, ex.complete, len(ex.races), ex.outcomes) == (8, True, 3, 8)
+    ex = it.explore(5)
+    assert ex.schedules == 5 and not ex.complete
