@@ -49,11 +49,6 @@ DECORATORS: dict[str, DecoratorInfo] = {
     "profile": DecoratorInfo(ProfileAttr, "tag", ALL, "@profile(tag)"),
 }
 
-RESOURCE_UNITS = ("NMU", "CSTL", "DMA", "VPU")
-"""Valid `@resource` targets (RES-01)."""
-UNIT_TYPES = ("NMU", "CSTL", "DMA", "VPU", "SEQ", "sDMA", "WDM")
-PER_ENGINE_UNITS = ("NMU", "CSTL", "DMA", "VPU", "SEQ")
-DEVICE_UNITS = ("sDMA", "WDM")
 
 TARGET_WORDS = {"region": "a region", "buffer": "a buffer", "loop": "a loop",
                 "transfer": "a transfer task", "store": "a store task",

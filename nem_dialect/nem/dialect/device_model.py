@@ -16,15 +16,12 @@ from functools import cached_property
 from typing import TYPE_CHECKING
 
 from nem.dialect.diagnostics import Diagnostic, SourceLoc, fail
-from nem.dialect.semantics import ELEM_NAMES
+from nem.dialect.semantics import DEVICE_UNITS, ELEM_NAMES, PER_ENGINE_UNITS, UNIT_TYPES  # noqa: F401 - re-exported for the config parser
 
 if TYPE_CHECKING:
     from nem.dialect.families import Catalog
 
 ELEM_TYPES = ELEM_NAMES  # the element-type table is nem.dialect.semantics.ELEM_TYPES
-PER_ENGINE_UNITS = ("NMU", "CSTL", "DMA", "VPU", "SEQ")
-DEVICE_UNITS = ("sDMA", "WDM")
-UNIT_TYPES = PER_ENGINE_UNITS + DEVICE_UNITS
 ABSENT = "absent"
 # `src: any_supported` in the appendix's cast family: any of ELEM_TYPES (docs/conformance.md Gaps E).
 ANY_SUPPORTED = "any_supported"

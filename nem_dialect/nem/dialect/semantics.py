@@ -453,7 +453,13 @@ def footprint(slots: Iterable[Slot]) -> int:
 # Execution units (SPEC §1 "Resource Classes and Task Mapping"; RES-03..07)
 # ---------------------------------------------------------------------------
 
-DEVICE_LEVEL_UNITS = ("sDMA", "WDM")
+PER_ENGINE_UNITS = ("NMU", "CSTL", "DMA", "VPU", "SEQ")
+"""Unit types every engine has instances of (SPEC §1)."""
+DEVICE_UNITS = ("sDMA", "WDM")
+"""Unit types shared by the device."""
+UNIT_TYPES = PER_ENGINE_UNITS + DEVICE_UNITS
+RESOURCE_UNITS = ("NMU", "CSTL", "DMA", "VPU")
+"""Valid `@resource` targets (RES-01)."""
 
 
 def _levels(op: TaskOp) -> set[str]:

@@ -31,9 +31,9 @@ from nem.dialect.attributes import (
     SeqEngineAttr,
     elem_name,
 )
-from nem.dialect.decorators import DECORATORS, RESOURCE_UNITS, TARGET_WORDS, allowed_on
+from nem.dialect.decorators import DECORATORS, TARGET_WORDS, allowed_on
 from nem.dialect.diagnostics import Diagnostic, SourceLoc, error
-from nem.dialect.semantics import Evaluator, ExprError, window_error
+from nem.dialect.semantics import RESOURCE_UNITS, Evaluator, ExprError, window_error
 from nem.dialect.families import Catalog
 from nem.dialect.ops import (
     BufferOp,

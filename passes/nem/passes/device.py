@@ -32,10 +32,9 @@ from xdsl.passes import ModulePass
 
 from nem.dialect.attributes import ResourceAttr
 from nem.analysis.capacity import check_capacity
-from nem.dialect.decorators import RESOURCE_UNITS
 from nem.dialect.device_model import Device
 from nem.dialect.diagnostics import Diagnostic, SourceLoc, error
-from nem.dialect.semantics import Evaluator, bind_unit, eligible_units, task_kind
+from nem.dialect.semantics import RESOURCE_UNITS, Evaluator, bind_unit, eligible_units, task_kind
 from nem.dialect.ops import BufferOp, ComputeOp, ProgramOp, TaskOp
 from nem.passes.pass_env import current, report
 

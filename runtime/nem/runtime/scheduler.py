@@ -33,7 +33,7 @@ import random
 from collections import deque
 
 from nem.dialect.diagnostics import SourceLoc
-from nem.dialect.semantics import DEVICE_LEVEL_UNITS, LOOP_END, bind_unit, may_open
+from nem.dialect.semantics import DEVICE_UNITS, LOOP_END, bind_unit, may_open
 from nem.runtime.checks import Deadlock, RaceDetector, TaskRef, Unconsumed, join
 from nem.runtime.engine import (
     COMPUTE,
@@ -459,13 +459,13 @@ class Scheduler:
         per, dev = topo["per_engine"], topo["device_units"]
 
         def count(u):
-            return dev.get(u, 0) if u in DEVICE_LEVEL_UNITS else per.get(u, 0)
+            return dev.get(u, 0) if u in DEVICE_UNITS else per.get(u, 0)
 
         b = bind_unit(tpl.op, tpl.resource, count)      # D-SEM-UNITS, RES-03/04/05/07
         if b.error is not None:
             raise RunError(b.error, b.rule, tpl.op, t.iteration())
         utype, idx = b.unit, b.index
-        if utype in DEVICE_LEVEL_UNITS:
+        if utype in DEVICE_UNITS:
             engine = -1
         res = (engine, utype, idx, count(utype))
         self.place_cache[key] = res

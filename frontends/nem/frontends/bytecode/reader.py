@@ -31,8 +31,8 @@ from nem.dialect.attributes import (
     RegionType,
     TokenType,
 )
-from nem.dialect.decorators import DECORATORS, UNIT_TYPES
-from nem.dialect.semantics import BINOPS, ExprError, apply_binop
+from nem.dialect.decorators import DECORATORS
+from nem.dialect.semantics import BINOPS, UNIT_TYPES, ExprError, apply_binop
 from nem.dialect.ops import (
     COMPUTE_OPS,
     REGION_BINDINGS,

@@ -50,7 +50,8 @@ from nem.dialect.attributes import (
     PerTensorQuantAttr,
     RegionType,
 )
-from nem.dialect.decorators import DECORATORS, UNIT_TYPES
+from nem.dialect.decorators import DECORATORS
+from nem.dialect.semantics import UNIT_TYPES
 from nem.dialect.diagnostics import NemDiagnosticError, SourceLoc, register_source
 from nem.dialect.semantics import BINOPS, PRECEDENCE, Evaluator, ExprError, apply_binop
 from nem.dialect.ops import (
