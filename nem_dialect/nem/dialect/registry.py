@@ -56,6 +56,14 @@ class OpcodeSpec:
     `retired_codes` in opcodes.yaml keeps the numbers of removed opcodes)."""
 
     @property
+    def spatial_rank(self) -> int | None:
+        """Spatial dimensions of a convolution: the length of its default
+        `strides` (D-NUM-CONV); None for other opcodes."""
+        if self.category != "convolution":
+            return None
+        return len(self.attributes["strides"].default)
+
+    @property
     def inputs(self) -> tuple[OperandSpec, ...]:
         return tuple(o for o in self.operands if o.dir == "in")
 

@@ -281,8 +281,9 @@ def explore(interp, prog, max_schedules: int, jobs: int | None) -> Exploration:
     global _STATE
     _STATE = (interp, prog, initial)
     try:
-        s, _ = _session("source", 0, log=True)
+        s, first_mem = _session("source", 0, log=True)
         first = s.run_to_end()
+        prog.memory = first_mem     # what --output reads: the source-order schedule's result
     finally:
         _STATE = ()
     log = s.sched.log or []

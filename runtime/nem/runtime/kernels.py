@@ -867,9 +867,8 @@ def _kernel_for(spec: OpcodeSpec) -> Kernel:
         return _eltwise(name, fop, iop, len(spec.inputs))
     if cat == "linear_algebra":
         return _gemm_kernel(name)
-    if cat == "convolution":   # spatial rank: the registry's default `strides` (D-NUM-CONV)
-        nsp = len(spec.attributes["strides"].default)
-        return _conv_kernel(name, nsp, depthwise=name.startswith("depthwise"))
+    if cat == "convolution":
+        return _conv_kernel(name, spec.spatial_rank, depthwise=name.startswith("depthwise"))
     if cat == "pooling":
         return _pool_kernel(name)
     if cat == "reduction":

@@ -354,7 +354,7 @@ class Scheduler:
         self.frames.discard(frame)
         frame.env = None   # break token <-> task <-> frame cycles: memory stays O(window)
         run = frame.looprun
-        if run is None:
+        if run is None:       # semantics.PROGRAM_END drains: every task has completed
             self.finished = frame is self.root
             return
         run.active -= 1
