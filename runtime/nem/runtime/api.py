@@ -717,8 +717,9 @@ class Session:
 
     def dump_buffers(self) -> str:
         lines = [f"{'Buffer':<16}{'Level':<8}{'Offset':>10}{'Size':>10}{'Align':>7}  Status"]
-        for b in self.memory.buffers.values():
-            lines.append(f"{b.name:<16}{b.level:<8}{hex(b.offset):>10}{b.size:>10}"
+        for b in self.memory.all_buffers():
+            name = b.name if b.instances == 1 else f"{b.name}#{b.instance}"
+            lines.append(f"{name:<16}{b.level:<8}{hex(b.offset):>10}{b.size:>10}"
                          f"{b.align:>7}  allocated")
         return "\n".join(lines)
 
