@@ -10,7 +10,7 @@ the decisions D-HAZ-* of docs/spec-decisions.md; in short:
   task (covering itself and its dependencies); a barrier blocks the later
   statements of its own block instance (loop iteration) and, through them,
   of the enclosing blocks (D-HAZ-WAIT);
-* iterations `i` and `i+d` of a loop with `@max_in_flight(N)` (default 1) are
+* iterations `i` and `i+d` of a loop with `@max_in_flight(N)` (default 1, LOOP-02) are
   unordered for `1 <= d < N`; iteration `i+N` starts only after iteration
   `i` fully completed (every task and wait of it, LOOP-06, D-HAZ-PIPE);
 * statements after `endloop` are issued after every iteration was issued and

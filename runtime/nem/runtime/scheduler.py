@@ -11,7 +11,7 @@ Execution model (decisions D-RT-STREAM, D-RT-LOOP, D-RT-SCHED):
   `endloop` is not a barrier, tasks of the last iterations that no wait
   covered may still run, D-SEM-ENDLOOP).
 * A loop opens iteration j only when every iteration <= j - N has completed
-  (`semantics.may_open`, `@max_in_flight(N)`, default 1: LOOP-01/02/05/06);
+  (`semantics.may_open`, `@max_in_flight(N)`, default 1: LOOP-01, LOOP-02, LOOP-05, LOOP-06);
   iterations are created lazily, so memory is proportional to N, not to the
   trip count.  An iteration completes when its stream has reached its end
   and all it issued (nested loops too) has completed (`ITERATION_END`); the
@@ -461,7 +461,8 @@ class Scheduler:
         def count(u):
             return dev.get(u, 0) if u in DEVICE_UNITS else per.get(u, 0)
 
-        b = bind_unit(tpl.op, tpl.resource, count)      # D-SEM-UNITS, RES-03/04/05/07
+        # D-SEM-UNITS: RES-03 exact, RES-04 same-type remap, RES-05 cross-type, RES-07
+        b = bind_unit(tpl.op, tpl.resource, count)
         if b.error is not None:
             raise RunError(b.error, b.rule, tpl.op, t.iteration())
         utype, idx = b.unit, b.index
