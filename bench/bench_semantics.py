@@ -16,17 +16,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "test" / "unit"))
 
+from semantics_programs import nested_loops as nest  # noqa: E402
 from semantics_programs import static_verdict  # noqa: E402
 
 from nem.runtime import NemInterpreter  # noqa: E402
-
-
-def nest(n: int) -> str:
-    lines = ["program p:", "buffer B : L2 (size=64)"]
-    lines += ["  " * k + f"loop i{k} in [0..1]:" for k in range(n)]
-    lines.append("  " * n + "t = transfer.sync(dst=region(B, 0, 8), src=region(B, 8, 8))")
-    lines += ["  " * k + "endloop" for k in reversed(range(n))]
-    return "\n".join(lines) + "\n"
 
 
 def main() -> None:

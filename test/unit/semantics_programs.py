@@ -119,6 +119,16 @@ def programs(draw) -> str:
     return HEADER + "\n".join(outer.lines) + "\n"
 
 
+def nested_loops(n: int) -> str:
+    """`n` nested 2-iteration loops around one transfer (issue 11: the checker's
+    cost doubled per level)."""
+    lines = ["program p:", "buffer B : L2 (size=64)"]
+    lines += ["  " * k + f"loop i{k} in [0..1]:" for k in range(n)]
+    lines.append("  " * n + "t = transfer.sync(dst=region(B, 0, 8), src=region(B, 8, 8))")
+    lines += ["  " * k + "endloop" for k in reversed(range(n))]
+    return "\n".join(lines) + "\n"
+
+
 # ---------------------------------------------------------------------------
 # verdicts
 # ---------------------------------------------------------------------------
@@ -126,12 +136,11 @@ def programs(draw) -> str:
 
 def static_verdict(src: str) -> list:
     """The errors of the `nem-verify` pipeline (as `nem-opt -p nem-verify`)."""
-    from xdsl.context import Context
-
     from nem.dialect.diagnostics import NemDiagnosticError
     from nem.frontends.nem_text.parser import parse_nem
     from nem.passes.pass_env import pass_env
     from nem.passes.pipeline import VerifyPipelinePass
+    from xdsl.context import Context
 
     module = parse_nem(src, "gen.nem")
     with pass_env(file="gen.nem") as env:

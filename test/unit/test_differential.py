@@ -18,7 +18,6 @@ import os
 from collections import Counter
 
 from hypothesis import HealthCheck, given, seed, settings
-
 from semantics_programs import dynamic_verdict, programs, static_class, static_verdict
 
 N = int(os.environ.get("NEM_DIFF", "60"))

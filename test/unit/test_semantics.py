@@ -17,7 +17,7 @@ from nem.devices.device_lookup import find_device
 from nem.dialect.diagnostics import NemDiagnosticError
 from nem.dialect.semantics import ELEM_TYPES, elem_of_xdsl, layout
 from nem.runtime import NemInterpreter
-from semantics_programs import static_verdict
+from semantics_programs import nested_loops, static_verdict
 from test_device_passes import program
 
 
@@ -190,14 +190,8 @@ def test_ddr_size_does_not_allocate_up_front():
 
 def test_verify_cost_does_not_double_per_loop_level():
     # issue 11: 20 nested loops took 6 s, 30 more than 60 s (2^depth instances)
-    def nest(n: int) -> str:
-        lines = ["program p:", "buffer B : L2 (size=64)"]
-        lines += ["  " * k + f"loop i{k} in [0..1]:" for k in range(n)]
-        lines.append("  " * n + "t = transfer.sync(dst=region(B, 0, 8), src=region(B, 8, 8))")
-        lines += ["  " * k + "endloop" for k in reversed(range(n))]
-        return "\n".join(lines) + "\n"
     t0 = time.perf_counter()
-    assert not [d for d in _verify(nest(30)) if d.severity == "error"]
+    assert not [d for d in _verify(nested_loops(30)) if d.severity == "error"]
     assert time.perf_counter() - t0 < 20
 
 
