@@ -367,8 +367,8 @@ class ProgramVerifier:
         decos = list(op.decorator_list()) if hasattr(op, "decorator_list") else []
         for d in decos:
             self._decorator(op, d, target)
-        if isinstance(op, ComputeOp) and op.operand_decorators is not None:
-            for i in range(len(op.ins) + len(op.outs)):
+        if isinstance(op, TaskOp):
+            for i in range(len(op.written_operands())):
                 for d in op.operand_decos(i):
                     self._decorator(op, d, "region")
 
@@ -517,10 +517,12 @@ class ProgramVerifier:
                          f"use @seq_engine({k}) or drop it (decision D-DECO-SEQ)")
 
     def _access_intent(self, op: TaskOp) -> None:
-        """DECO-07: @readonly regions are not written, @writeonly ones not read."""
-        for value, access in op.operand_regions():
+        """DECO-07: @readonly regions are not written, @writeonly ones not read;
+        the intent is the region's own decorators plus those written after
+        the operand (SPEC §7, §12 `operand ::= ID decos?`)."""
+        for i, (value, access) in enumerate(op.written_operands()):
             decos = value.owner.decorator_list() if isinstance(value.owner, RegionOp) else ()
-            names = {d.DECO_NAME for d in decos}
+            names = {d.DECO_NAME for d in (*decos, *op.operand_decos(i))}
             if {"readonly", "writeonly"} <= names:
                 self.err(value.owner, "DECO-07", f"{value_label(value)} is both @readonly and "
                          "@writeonly", "keep one")

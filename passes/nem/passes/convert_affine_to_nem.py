@@ -1726,6 +1726,7 @@ class ConvertAffineToNemPass(ModulePass):
     entry: str | None = None
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        opts = Options(parse_spaces(self.memory_spaces), self.device, self.entry)
+        opts = Options(parse_spaces(self.memory_spaces), self.device, self.entry,
+                       pass_env.current().include_dirs)
         Lowerer(opts).run(op)
 

@@ -172,24 +172,17 @@ class NemInterpreter:
     # -------------------------------------------------------------- loading
     def load(self, path: str | Path, check: bool = True) -> Program:
         """Load `.nem` text, NEM IR as MLIR (`.mlir`), or NEM bytecode (`.nemb`,
-        recognized by its magic number whatever the file is called)."""
-        path = str(path)
-        try:
-            raw = Path(path).read_bytes()
-        except OSError as e:
-            raise NemDiagnosticError([Diagnostic("error", f"cannot read {path}: {e.strerror}",
-                                                 SourceLoc(path, 1, 1))]) from None
+        recognized by its magic number whatever the file is called).  The file
+        is read capped and only if regular (D-LIMITS); text that is not UTF-8
+        is an error at its first bad byte."""
+        from nem.dialect.source_files import decode_source, read_source_bytes
         from nem.frontends.bytecode.container import is_nemb
 
+        path = str(path)
+        raw = read_source_bytes(path, "program")
         if is_nemb(raw) or path.endswith(".nemb"):
             return self.load_bytecode(raw, path, check)
-        try:
-            text = raw.decode("utf-8")
-        except UnicodeDecodeError as e:
-            raise NemDiagnosticError([Diagnostic(
-                "error", f"{path} is neither UTF-8 text nor NEM bytecode (byte {e.start})",
-                SourceLoc(path, 1, 1))]) from None
-        return self.load_string(text, path, check)
+        return self.load_string(decode_source(raw, path), path, check)
 
     def load_bytecode(self, data: bytes, file: str = "<nemb>", check: bool = True) -> Program:
         """Load a `.nemb` file, binding it to the device late: its Requirements
@@ -252,13 +245,10 @@ class NemInterpreter:
         return self.program
 
     def _parse_mlir(self, text: str, file: str) -> ModuleOp:
-        from xdsl.parser import Parser
-
         from nem.dialect.dialect import nem_context
+        from nem.frontends.upstream_dialects.mlir_input import parse_mlir_checked
 
-        module = Parser(nem_context(), text, file).parse_module()
-        module.verify()
-        return module
+        return parse_mlir_checked(nem_context(), text, file)
 
     def _validate(self, prog: ProgramOp, file: str) -> list[Diagnostic]:
         from nem.devices.program_device import check_device_validity

@@ -187,7 +187,8 @@ class NemPrinter:
         kw = "transfer" if isinstance(op, TransferOp) else "store"
         assert isinstance(op, TransferOp | StoreOp)
         mode = "sync" if op.is_sync else "async"
-        text = f"{kw}.{mode}(dst={self.operand(op.dst)}, src={self.operand(op.src)}"
+        text = (f"{kw}.{mode}(dst={self.operand(op.dst, op.operand_decos(0))}, "
+                f"src={self.operand(op.src, op.operand_decos(1))}")
         if op.deps:
             text += f", deps=[{', '.join(_token_name(t) for t in op.deps)}]"
         text += ")" + _decos(op.decorator_list())
