@@ -34,6 +34,15 @@ class InputError(Exception):
         self.flag = flag
 
 
+def print_diagnostics(tool: str, diagnostics) -> None:
+    """Print diagnostics to stderr; one without a source location is about the
+    command line (a file it names, a --device), so it is prefixed with the
+    tool's name like the tool's other command-line errors."""
+    for d in diagnostics:
+        text = d.render()
+        print(text if d.loc is not None else f"{tool}: {text}", file=sys.stderr)
+
+
 def read_program(path: str | None, what: str = "program") -> tuple[str, str]:
     """(display name, text) of the program `path` (`-` or None: standard input)."""
     if path is None or path == "-":
@@ -54,16 +63,19 @@ def _regular_file(path: str, flag: str) -> int:
 
 
 def read_input(path: str, flag: str, limit: int) -> np.ndarray:
-    """The bytes (raw file) or array (`.npy`) of an input file of at most
-    `limit` bytes of data (the buffer it fills).  A `.npy` holding a 0-d
-    array gives a 1-element array; `.npz` archives, pickled objects and empty
-    or truncated `.npy` files are refused."""
+    """The bytes (raw file) or array (`.npy`) of an input file for a buffer
+    of `limit` bytes.  A raw file must have exactly `limit` bytes; a `.npy`
+    holding a 0-d array gives a 1-element array; `.npz` archives, pickled
+    objects and empty or truncated `.npy` files are refused."""
     size = _regular_file(path, flag)
     cap = min(limit, MAX_INPUT_FILE_BYTES)
+    if path.endswith(".npz"):
+        raise InputError(flag, f"'{path}' is a .npz archive; give one array as .npy "
+                         "(numpy.save) or the raw bytes")
     if not path.endswith(".npy"):
-        if size > cap:
-            raise InputError(flag, f"'{path}' has {size} bytes, more than the {limit} bytes "
-                             "of the buffer")
+        if size != limit or size > cap:
+            raise InputError(flag, f"'{path}' has {size} bytes but the buffer has {limit}: "
+                             "a raw input fills the whole buffer")
         return np.frombuffer(Path(path).read_bytes(), np.uint8)
     if size > cap + 65536:  # a .npy header is at most a few KB
         raise InputError(flag, f"'{path}' has {size} bytes, more than the {limit} bytes "
@@ -116,4 +128,5 @@ def check_output_path(path: str, flag: str) -> None:
         raise InputError(flag, f"cannot write '{path}': directory '{parent}' is not writable")
 
 
-__all__ = ["InputError", "read_program", "read_input", "read_json", "check_output_path"]
+__all__ = ["InputError", "print_diagnostics", "read_program", "read_input", "read_json",
+           "check_output_path"]

@@ -37,7 +37,7 @@ from nem.dialect.diagnostics import (
 from nem.dialect.dialect import NEM
 from nem.cli import nemb_tool
 from nem.cli import verify_diagnostics as vd
-from nem.cli.inputs import read_program
+from nem.cli.inputs import print_diagnostics, read_program
 
 
 class NemOptMain(xDSLOptMain):
@@ -103,11 +103,10 @@ class NemOptMain(xDSLOptMain):
             self.args.passes = quote_memory_spaces(self.args.passes or "")
             super().setup_pipeline()
         except NemDiagnosticError as e:
-            for d in e.diagnostics:
-                print(d.render(), file=sys.stderr)
+            print_diagnostics("nem-opt", e.diagnostics)
             sys.exit(1)
         except (ArgSpecParseError, ValueError) as e:
-            print(f"error: bad pass pipeline: {str(e).strip()}", file=sys.stderr)
+            print(f"nem-opt: error: -p: bad pass pipeline: {str(e).strip()}", file=sys.stderr)
             sys.exit(1)
 
     # ------------------------------------------------------------------
@@ -244,8 +243,7 @@ class NemOptMain(xDSLOptMain):
         try:
             device = find_device(name, self.args.include_dirs, self.args.input_file)
         except NemDiagnosticError as e:
-            for d in e.diagnostics:
-                print(d.render(), file=sys.stderr)
+            print_diagnostics("nem-opt", e.diagnostics)
             return 1
         sys.stdout.write(print_device(device))
         return 0
@@ -302,8 +300,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         print("nem-opt: interrupted", file=sys.stderr)
         sys.exit(130)
     except NemDiagnosticError as e:  # an input that cannot be read (D-LIMITS)
-        for d in e.diagnostics:
-            print(d.render(), file=sys.stderr)
+        print_diagnostics("nem-opt", e.diagnostics)
         sys.exit(1)
     except OSError as e:  # an input or output file that cannot be opened
         print(f"nem-opt: error: cannot open {e.filename}: {e.strerror}", file=sys.stderr)

@@ -64,68 +64,129 @@ class Evaluator:
     values that depend on a loop variable missing from `env` evaluate to
     None.  Let-bound and const values are followed through their ops.
 
-    The walk is iterative over the expression DAG, each node evaluated once
-    per call: a chain of thousands of consts or lets costs no recursion
-    depth, and `let a2 = a1 + a1` chains cost linear, not exponential, time.
+    Nothing here recurses along an expression: static values come from an
+    iterative walk of the expression DAG, and a loop-dependent value is
+    compiled once into a flat tape (its nodes in dependency order, each node
+    once, loop-invariant parts folded) that `eval` runs for each `env`.  A
+    chain of thousands of consts or lets costs no recursion depth, and
+    `let a2 = a1 + a1` chains cost linear, not exponential, time.
     """
 
     def __init__(self) -> None:
         self._static: dict[SSAValue, int | None] = {}
+        self._tapes: dict[SSAValue, list[tuple]] = {}
 
     def static(self, value: SSAValue) -> int | None:
         """The value if it does not depend on any loop variable, else None."""
         cached = self._static.get(value, _MISSING)
         if cached is not _MISSING:
             return cached  # type: ignore[return-value]
-        return self._walk(value, {}, self._static)
+        memo = self._static
+        stack = [value]
+        while stack:
+            v = stack[-1]
+            if v in memo:
+                stack.pop()
+                continue
+            if isinstance(v, BlockArgument):
+                memo[v] = None
+                stack.pop()
+                continue
+            operands = _expr_operands(v.owner)
+            missing = [o for o in operands if o not in memo]
+            if missing:
+                stack.extend(missing)
+                continue
+            stack.pop()
+            memo[v] = _node_value(v.owner, [memo[o] for o in operands])
+        return memo[value]
 
     def eval(self, value: SSAValue, env: Mapping[SSAValue, int]) -> int | None:
         """The value under loop-variable bindings `env`."""
         s = self.static(value)
         if s is not None or not env:
             return s
-        return self._walk(value, env, {})
+        tape = self._tapes.get(value)
+        if tape is None:
+            tape = self._tapes[value] = self._compile(value)
+        regs: list[int | None] = []
+        push = regs.append
+        for kind, x, y, z in tape:
+            if kind == _CONST:
+                push(x)
+            elif kind == _ARG:
+                push(env.get(x))
+            elif kind == _BINOP:
+                a, b = regs[y], regs[z]
+                push(None if a is None or b is None else apply_binop(x, a, b))
+            elif kind == _FORWARD:
+                push(regs[x])
+            else:
+                push(None)
+        return regs[-1]
 
-    def _walk(self, root: SSAValue, env: Mapping[SSAValue, int],
-              memo: dict[SSAValue, int | None]) -> int | None:
-        static = self._static
+    def _compile(self, root: SSAValue) -> list[tuple]:
+        """The tape of `root`: (kind, x, y, z) nodes in dependency order."""
+        index: dict[SSAValue, int] = {}
+        tape: list[tuple] = []
         stack = [root]
         while stack:
-            value = stack[-1]
-            if value in memo:
+            v = stack[-1]
+            if v in index:
                 stack.pop()
                 continue
-            if memo is not static:
-                s = static.get(value, _MISSING)
-                if s is _MISSING:
-                    s = self.static(value)
-                if s is not None:
-                    memo[value] = s  # type: ignore[assignment]
-                    stack.pop()
-                    continue
-            if isinstance(value, BlockArgument):
-                memo[value] = env.get(value)
-                stack.pop()
-                continue
-            op = value.owner
-            operands = _expr_operands(op)
-            missing = [v for v in operands if v not in memo]
-            if missing:
-                stack.extend(missing)
-                continue
-            stack.pop()
-            if isinstance(op, arith.ConstantOp):
-                assert isinstance(op.value, IntegerAttr)
-                memo[value] = op.value.value.data
-            elif len(operands) == 2:
-                a, b = memo[operands[0]], memo[operands[1]]
-                memo[value] = None if a is None or b is None else \
-                    apply_binop(SYMBOL_OF[type(op)], a, b)
-            elif len(operands) == 1:
-                memo[value] = memo[operands[0]]
+            s = self.static(v)
+            if s is not None:
+                node: tuple = (_CONST, s, 0, 0)
+            elif isinstance(v, BlockArgument):
+                node = (_ARG, v, 0, 0)
             else:
-                memo[value] = None
-        return memo[root]
+                op = v.owner
+                operands = _expr_operands(op)
+                missing = [o for o in operands if o not in index]
+                if missing:
+                    stack.extend(missing)
+                    continue
+                if len(operands) == 2:
+                    node = (_BINOP, SYMBOL_OF[type(op)], index[operands[0]], index[operands[1]])
+                elif len(operands) == 1:
+                    node = (_FORWARD, index[operands[0]], 0, 0)
+                else:
+                    node = (_UNKNOWN, 0, 0, 0)
+            stack.pop()
+            index[v] = len(tape)
+            tape.append(node)
+        return tape
+
+
+_CONST, _ARG, _BINOP, _FORWARD, _UNKNOWN = range(5)
+
+
+def _node_value(op: Operation, args: list[int | None]) -> int | None:
+    """The value of expression node `op` given its operands' values."""
+    if isinstance(op, arith.ConstantOp):
+        return op.value.value.data if isinstance(op.value, IntegerAttr) else None
+    if len(args) == 2:
+        a, b = args
+        return None if a is None or b is None else apply_binop(SYMBOL_OF[type(op)], a, b)
+    if len(args) == 1:
+        return args[0]
+    return None
+
+
+def expression_depth(op: Operation, depths: dict[SSAValue, int]) -> int | None:
+    """The dependency depth of `op`'s result when `op` is an expression node
+    (operators count 1; `nem.const`/`nem.let` forward their operand's depth,
+    so names do not reset it), recorded in `depths`; None for other ops.
+    Operands must have been seen first (ops in program order).  Walkers that
+    recurse along an expression (printer, runtime compiler, hazard analysis)
+    are bounded by MAX_EXPR_DEPTH, which the verifier enforces (D-LIMITS)."""
+    operands = _expr_operands(op)
+    if not operands:
+        return None
+    d = max(depths.get(v, 0) for v in operands) + (1 if type(op) in SYMBOL_OF else 0)
+    depths[op.results[0]] = d
+    return d
 
 
 def _expr_operands(op: Operation) -> tuple[SSAValue, ...]:
@@ -134,7 +195,7 @@ def _expr_operands(op: Operation) -> tuple[SSAValue, ...]:
     none for a literal or anything else (whose value is unknown)."""
     if type(op) in SYMBOL_OF:
         return (op.operands[0], op.operands[1])
-    if len(op.operands) == 1 and op.name in ("nem.const", "nem.let"):
+    if len(op.operands) == 1 and len(op.results) == 1 and op.name in ("nem.const", "nem.let"):
         return (op.operands[0],)
     return ()
 

@@ -28,6 +28,10 @@ program, of blocks in a config document, and of brackets in MLIR text."""
 MAX_EXPR_OPERATORS = 256
 """Most binary operators in one `.nem` expression (each becomes one IR op)."""
 
+MAX_EXPR_DEPTH = 100
+"""Deepest chain of operators an integer value depends on, counted through
+const and let names (`const C2 = C1 + 1` is one deeper than C1)."""
+
 DEFAULT_MAX_TASKS = 10_000_000
 """`nem-run` refuses a program whose estimated task count exceeds this unless
 `--max-tasks N` raises it (about a minute of functional simulation per 10^6 tasks
@@ -42,4 +46,5 @@ def int_out_of_range(value: int) -> bool:
 
 
 __all__ = ["MAX_SOURCE_BYTES", "INT_MIN", "INT_MAX", "MAX_LITERAL_CHARS", "MAX_NESTING_DEPTH",
-           "MAX_EXPR_OPERATORS", "DEFAULT_MAX_TASKS", "MAX_INPUT_FILE_BYTES", "int_out_of_range"]
+           "MAX_EXPR_OPERATORS", "MAX_EXPR_DEPTH", "DEFAULT_MAX_TASKS", "MAX_INPUT_FILE_BYTES",
+           "int_out_of_range"]

@@ -33,7 +33,8 @@ from nem.dialect.attributes import (
 )
 from nem.dialect.decorators import DECORATORS, RESOURCE_UNITS, TARGET_WORDS, allowed_on
 from nem.dialect.diagnostics import Diagnostic, SourceLoc, error
-from nem.dialect.exprs import Evaluator, ExprError
+from nem.dialect.exprs import Evaluator, ExprError, expression_depth
+from nem.dialect.limits import MAX_EXPR_DEPTH, MAX_NESTING_DEPTH
 from nem.dialect.families import Catalog
 from nem.dialect.ops import (
     BufferOp,
@@ -74,13 +75,14 @@ class ProgramVerifier:
 
     # -- driver ------------------------------------------------------------
     def run(self) -> list[Diagnostic]:
-        for stage in (self.stage_names, self.stage_objects, self.stage_tasks):
+        for stage in (self.stage_bounds, self.stage_names, self.stage_objects, self.stage_tasks):
             stage()
             if any(d.severity == "error" for d in self.diags):
                 break
         return self.diags
 
-    def err(self, op: Operation | SourceLoc | None, rule: str, message: str, fix: str) -> None:
+    def err(self, op: Operation | SourceLoc | None, rule: str | None, message: str,
+            fix: str) -> None:
         self.diags.append(error(message, op, rule, fix))
 
     def walk(self) -> Iterator[tuple[Operation, tuple[LoopOp, ...]]]:
@@ -91,6 +93,22 @@ class ProgramVerifier:
                     yield from rec(op.block, loops + (op,))
 
         yield from rec(self.program.block, ())
+
+    # -- stage 0: bounded work (D-LIMITS) -------------------------------------
+    def stage_bounds(self) -> None:
+        """Loop nesting and expression depth within the limits every later
+        walk relies on (IR from MLIR is not bounded by the `.nem` parser)."""
+        depths: dict[SSAValue, int] = {}
+        for op, loops in self.walk():
+            if len(loops) > MAX_NESTING_DEPTH:
+                return self.err(op, None, f"loops nested more than {MAX_NESTING_DEPTH} deep "
+                                "(limit D-LIMITS)", "flatten the loop nest")
+            d = expression_depth(op, depths)
+            if d is not None and d > MAX_EXPR_DEPTH:
+                return self.err(op, None, f"integer expression more than {MAX_EXPR_DEPTH} "
+                                "operations deep, counting through const and let names "
+                                "(limit D-LIMITS)", "compute the value in fewer steps")
+        return None
 
     # -- stage 1: names and structure ----------------------------------------
     def stage_names(self) -> None:

@@ -54,8 +54,15 @@ from nem.dialect.attributes import (
 )
 from nem.dialect.decorators import DECORATORS, UNIT_TYPES
 from nem.dialect.diagnostics import NemDiagnosticError, SourceLoc, register_source
-from nem.dialect.exprs import BINOPS, PRECEDENCE, Evaluator, ExprError, apply_binop
-from nem.dialect.limits import MAX_EXPR_OPERATORS, MAX_NESTING_DEPTH
+from nem.dialect.exprs import (
+    BINOPS,
+    PRECEDENCE,
+    Evaluator,
+    ExprError,
+    apply_binop,
+    expression_depth,
+)
+from nem.dialect.limits import MAX_EXPR_DEPTH, MAX_EXPR_OPERATORS, MAX_NESTING_DEPTH
 from nem.dialect.ops import (
     COMPUTE_OPS,
     BufferOp,
@@ -127,6 +134,7 @@ class ProgramParser(TokenCursor):
         self._nesting = 0
         self._loop_depth = 0
         self._operators = 0
+        self._depths: dict[SSAValue, int] = {}
 
     @contextmanager
     def _nested(self, tok: Token, what: str) -> Iterator[None]:
@@ -276,6 +284,7 @@ class ProgramParser(TokenCursor):
         value = self._expr(const_ctx=True)
         self._end_of_expression("a const expression")
         op = self._add(ConstOp(name.text, value), kw)
+        expression_depth(op, self._depths)
         self._declare(name, "const", op.result)
 
     def _let(self) -> None:
@@ -289,6 +298,7 @@ class ProgramParser(TokenCursor):
         val = self._value()
         if val.kind == "int":
             op = self._add(LetOp(name.text, ArgRefAttr(0), [val.data], True), kw)
+            expression_depth(op, self._depths)
             self._declare(name, "let", op.result)
             self._no_decorators_on_let(name)
             return
@@ -857,7 +867,12 @@ class ProgramParser(TokenCursor):
                     raise self.error(f"{e} in a constant expression", e.rule,
                                      "change the divisor" if e.rule else
                                      "keep every value within the signed 64-bit range", t)
-            lhs = self._add(BINOPS[t.text](lhs, rhs), t).results[0]
+            node = self._add(BINOPS[t.text](lhs, rhs), t)
+            if expression_depth(node, self._depths) > MAX_EXPR_DEPTH:  # type: ignore[operator]
+                raise self.error(f"integer expression more than {MAX_EXPR_DEPTH} operations "
+                                 "deep, counting through const and let names (limit D-LIMITS)",
+                                 None, "compute the value in fewer steps", t)
+            lhs = node.results[0]
 
     def _static_expr(self) -> int | None:
         """Parse an expression whose value is needed now (L1 index, decorator

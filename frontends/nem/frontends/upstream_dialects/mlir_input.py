@@ -138,6 +138,8 @@ def diagnostic_from_parse_error(e: ParseError, file: str) -> Diagnostic:
     span = e.span
     loc = span.get_location()  # xDSL 0.74: one-based line and column
     msg = (str(e.msg) if hasattr(e, "msg") else str(e).splitlines()[-1]).strip()
+    # xDSL 0.74's lexer forgets an f-string prefix (docs/upstream-reports.md)
+    msg = msg.replace("{first_char}", repr(span.input.content[span.start:span.start + 1]))
     at_end = span.start >= len(span.input.content.rstrip())
     what = "unexpected end of input" + (f" ({msg})" if msg else "") if at_end else msg
     return Diagnostic("error", f"cannot parse MLIR: {what or 'syntax error'}",
