@@ -128,7 +128,8 @@ def run_with_timeout(fn: Callable[[], tuple[int, str, str]], seconds: float) -> 
 
 
 _LOCATED = re.compile(r"^\S.*:\d+:\d+: (error|warning|remark|note): ")
-_FLAGGED = re.compile(r"^[\w.-]+: error: ")  # a tool's command-line error (nem-run: error: ...)
+# a tool's command-line error (`nem-run: error: ...`) or one naming its flag
+_FLAGGED = re.compile(r"^[\w.-]+: error: |^error: -{1,2}[\w-]+")
 
 
 def classify(code: int, err: str) -> str:

@@ -19,7 +19,7 @@ from nem.devices.device_resolver import (
     scope_for_document,
     shipped_devices_dir,
 )
-from nem.dialect.diagnostics import Diagnostic, SourceLoc, error, fail
+from nem.dialect.diagnostics import Diagnostic, NemDiagnosticError, SourceLoc, error, fail
 from nem.dialect.ops import ComputeOp, ProgramOp
 from nem.dialect.operand_binding import match_families
 
@@ -38,7 +38,13 @@ def program_device(prog: ProgramOp, file: str, include_dirs=(),
         # directive: a missing, broken or circular include is an error (issue 10)
         scope_for_document(ConfigDocument(file, includes, (), (), include_locs), include_dirs)
     if override:
-        return find_device(override, include_dirs, None)
+        try:
+            return find_device(override, include_dirs, None)
+        except NemDiagnosticError as e:  # the command line's --device names it
+            for d in e.diagnostics:
+                if d.loc is None:
+                    d.message = f"--device {override}: {d.message}"
+            raise
     if kind is None:
         return None
     value = prog.device.data
@@ -70,7 +76,7 @@ def _inline_device(file: str, canonical: str, loc: SourceLoc | None):
     the directive's location; when that text is not known (a program read
     from MLIR), from the canonical text kept in the IR, every location then
     being the directive's."""
-    from nem.dialect.diagnostics import NemDiagnosticError, source_text
+    from nem.dialect.diagnostics import source_text
     from nem.frontends.nem_text.config_parser import parse_config_document, parse_device_config
     from nem.frontends.nem_text.cursor import TokenCursor
     from nem.frontends.nem_text.lexer import tokenize
@@ -98,7 +104,7 @@ def _include_locs(file: str, count: int, fallback: SourceLoc | None
     keywords at the top of its registered source text (the IR keeps only the
     paths).  `fallback` (the program's location) when the text is not known,
     e.g. for a program read from MLIR."""
-    from nem.dialect.diagnostics import NemDiagnosticError, source_text
+    from nem.dialect.diagnostics import source_text
     from nem.frontends.nem_text.lexer import STRING, tokenize
 
     text = source_text(file)
