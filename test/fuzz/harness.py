@@ -393,6 +393,9 @@ def save_finding(findings: Path, target: Target, outcome: str, data: bytes, err:
 def campaign(name: str, seconds: float, seed: int, timeout: float, mem_gb: float,
              findings: Path) -> dict:
     t = TARGETS[name]
+    import nem.cli.nem_opt  # noqa: F401 - imported once, before the workers fork
+    import nem.cli.nem_run  # noqa: F401
+
     ctx = mp.get_context("fork")
     stats: Counter = Counter()
     slowest = 0.0
