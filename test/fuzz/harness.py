@@ -127,6 +127,7 @@ def run_with_timeout(fn: Callable[[], tuple[int, str, str]], seconds: float) -> 
     return res
 
 
+_CARET = re.compile(r"^ *\^$")
 _LOCATED = re.compile(r"^\S.*:\d+:\d+: (error|warning|remark|note): ")
 # a tool's command-line error (`nem-run: error: ...`) or one naming its flag
 _FLAGGED = re.compile(r"^[\w.-]+: error: |^error: -{1,2}[\w-]+")
@@ -136,7 +137,11 @@ def classify(code: int, err: str) -> str:
     if "internal error" in err or "Traceback (most recent call last)" in err:
         return "internal"
     lines = err.splitlines()
-    errors = [ln for ln in lines if re.search(r"(^|: )error: ", ln)]
+    # a diagnostic quotes the source line above its caret: that text is the
+    # user's, whatever it says
+    quoted = {i - 1 for i, ln in enumerate(lines) if _CARET.match(ln)}
+    errors = [ln for i, ln in enumerate(lines)
+              if i not in quoted and re.search(r"(^|: )error: ", ln)]
     for ln in errors:
         if not (_LOCATED.match(ln) or _FLAGGED.match(ln)):
             return "unlocated"
