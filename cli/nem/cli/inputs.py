@@ -91,6 +91,32 @@ def read_input(path: str, flag: str, limit: int) -> np.ndarray:
     return np.atleast_1d(arr)
 
 
+def read_archive(path: str, flag: str, buffer_size) -> dict[str, np.ndarray]:
+    """The arrays of a `.npz` archive, each for the buffer of its name:
+    `buffer_size(name)` gives that buffer's size (KeyError for an unknown
+    one).  Every member's uncompressed size is checked against its buffer
+    before anything is decompressed, so a small archive cannot expand into
+    gigabytes."""
+    _regular_file(path, flag)
+    if not zipfile.is_zipfile(path):
+        raise InputError(flag, f"'{path}' is not a .npz archive")
+    try:
+        with zipfile.ZipFile(path) as z:
+            for info in z.infolist():
+                name = info.filename.removesuffix(".npy")
+                try:
+                    size = buffer_size(name)
+                except KeyError as e:
+                    raise InputError(flag, e.args[0]) from None
+                if info.file_size > min(size, MAX_INPUT_FILE_BYTES) + 65536:
+                    raise InputError(flag, f"array '{name}' has {info.file_size} bytes, more "
+                                     f"than the {size} bytes of its buffer")
+        with np.load(path, allow_pickle=False) as npz:
+            return {name: np.atleast_1d(npz[name]) for name in npz.files}
+    except (ValueError, EOFError, OSError, zipfile.BadZipFile) as e:
+        raise InputError(flag, f"'{path}' is not a readable .npz archive: {e}") from None
+
+
 def read_json(path: str, flag: str) -> object:
     """A small JSON document (a cost profile)."""
     size = _regular_file(path, flag)
@@ -128,5 +154,5 @@ def check_output_path(path: str, flag: str) -> None:
         raise InputError(flag, f"cannot write '{path}': directory '{parent}' is not writable")
 
 
-__all__ = ["InputError", "print_diagnostics", "read_program", "read_input", "read_json",
-           "check_output_path"]
+__all__ = ["InputError", "print_diagnostics", "read_program", "read_input", "read_archive",
+           "read_json", "check_output_path"]

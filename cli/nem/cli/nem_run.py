@@ -25,6 +25,7 @@ from nem.cli.inputs import (
     InputError,
     check_output_path,
     print_diagnostics,
+    read_archive,
     read_input,
     read_json,
     read_program,
@@ -163,10 +164,12 @@ def run(argv=None) -> int:
         interp.randomize_inputs(args.random_inputs)
     for f in archives:
         try:
-            with np.load(f, allow_pickle=False) as npz:
-                for buf in npz.files:
-                    interp.write_tensor(buf, npz[buf])
-        except (OSError, ValueError, KeyError) as e:
+            for buf, array in read_archive(f, f"--input {f}", interp.buffer_size).items():
+                interp.write_tensor(buf, array)
+        except InputError as e:
+            print(f"nem-run: error: {e}", file=sys.stderr)
+            return 1
+        except (ValueError, KeyError) as e:
             return _usage(f"--input {f}: {e}")
     for buf, f in inputs:
         try:
