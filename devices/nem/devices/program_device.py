@@ -83,7 +83,10 @@ def _inline_device(file: str, canonical: str, loc: SourceLoc | None):
 
     text = source_text(file)
     if text is not None and loc is not None:
-        tokens = tokenize(text, file)
+        try:
+            tokens = tokenize(text, file)
+        except NemDiagnosticError:  # not .nem text (a program read from MLIR)
+            tokens = []
         start = next((i for i, t in enumerate(tokens)
                       if (t.line, t.col) == (loc.line, loc.col) and t.text == "device"), None)
         if start is not None:
