@@ -427,8 +427,14 @@ class ProgramVerifier:
                 return self.err(op, "TASK-07", f"{kw} moves {math.prod(ss)} elements into a "
                                 f"region of {math.prod(ds)}", "make the element counts equal")
         d_op, s_op = op.dst.owner, op.src.owner
+        if all(isinstance(r, RegionOp) and self._loop_invariant(r) for r in (d_op, s_op)):
+            loops = ()  # one evaluation covers every iteration
+        # operands read once: xDSL's operand accessors cost more than an evaluation
+        d_extent, s_extent, d_offset, s_offset = d_op.extent, s_op.extent, d_op.offset, s_op.offset
+        same_buffer = isinstance(op, TransferOp) and d_op.buffer == s_op.buffer and \
+            not any(dd.DECO_NAME == "memmove" for dd in op.decorator_list())
         for env in self.envs(loops):
-            d_ext, s_ext = self.ev.eval(d_op.extent, env), self.ev.eval(s_op.extent, env)
+            d_ext, s_ext = self.ev.eval(d_extent, env), self.ev.eval(s_extent, env)
             # TASK-07: the extent comparison is for untyped regions; typed ones
             # compare element counts above (a strided source spans more bytes)
             if d_ext is not None and s_ext is not None and d_ext < s_ext and \
@@ -436,9 +442,8 @@ class ProgramVerifier:
                 return self.err(op, "TASK-07", f"{kw} copies {s_ext} bytes into a {d_ext}-byte "
                                 f"region{_iteration_text(loops, env)}",
                                 "the destination extent must be at least the source extent")
-            if isinstance(op, TransferOp) and d_op.buffer == s_op.buffer and \
-                    not any(dd.DECO_NAME == "memmove" for dd in op.decorator_list()):
-                d_off, s_off = self.ev.eval(d_op.offset, env), self.ev.eval(s_op.offset, env)
+            if same_buffer:
+                d_off, s_off = self.ev.eval(d_offset, env), self.ev.eval(s_offset, env)
                 if None not in (d_off, s_off, d_ext, s_ext) and \
                         d_off < s_off + s_ext and s_off < d_off + d_ext:
                     return self.err(op, "HAZ-02", "transfer source and destination overlap "
