@@ -139,11 +139,17 @@ def classify(code: int, err: str) -> str:
     if "internal error" in err or "Traceback (most recent call last)" in err:
         return "internal"
     lines = err.splitlines()
-    # a diagnostic quotes the source line above its caret: that text is the
-    # user's, whatever it says
-    quoted = {i - 1 for i, ln in enumerate(lines) if _CARET.match(ln)}
-    errors = [ln for i, ln in enumerate(lines)
-              if i not in quoted and re.search(r"(^|: )error: ", ln)]
+    # a located diagnostic's headline is followed by the quoted source line
+    # and a caret: that text is the user's, whatever it says
+    errors, i = [], 0
+    while i < len(lines):
+        ln = lines[i]
+        if re.search(r"(^|: )error: ", ln):
+            errors.append(ln)
+        if _LOCATED.match(ln) and i + 2 < len(lines) and _CARET.match(lines[i + 2]):
+            i += 3
+        else:
+            i += 1
     for ln in errors:
         if not (_LOCATED.match(ln) or _FLAGGED.match(ln)):
             return "unlocated"

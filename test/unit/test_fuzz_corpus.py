@@ -56,6 +56,7 @@ def test_fuzz_smoke(name: str):
     (2, "nem-opt: internal error: ValueError: x\nThis is a bug\n", "internal"),
     (1, "Traceback (most recent call last):\n", "internal"),
     (0, "f.nem:6:3: remark: r [DEV-20]\n# CHECK: x.nem:1:1: error: quoted\n  ^\n", "ok"),
+    (1, "f.mlir:13:3: error: cannot parse\n  ^\n  ^\nfix: x\n", "diagnostic"),
 ])
 def test_classification(code, err, outcome):
     assert harness.classify(code, err) == outcome

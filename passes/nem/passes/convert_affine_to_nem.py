@@ -72,6 +72,7 @@ from nem.passes.lowering_core import (
     View,
     buffer_bytes,
     check_elem,
+    check_value_ranges,
     eval_map,
     is_index_arith,
     make_region,
@@ -211,6 +212,7 @@ class Lowerer:
         if len(fn.body.blocks) > 1:
             raise reject(fn, "the entry function has several blocks (unstructured control flow)")
         self.fn = fn
+        check_value_ranges(fn)
         self._setup_device(fn)
         body = Block()
         prog = ProgramOp(fn.sym_name.data, body,
@@ -1647,11 +1649,16 @@ def _defined_in(v: SSAValue, op: Operation) -> bool:
 
 
 def _depends_on(v: SSAValue, arg) -> bool:
-    if v is arg:
-        return True
-    owner = v.owner
-    if isinstance(owner, Operation):
-        return any(_depends_on(o, arg) for o in owner.operands)
+    """Whether `v` is computed from `arg`; iterative, each value once."""
+    seen: set[SSAValue] = set()
+    todo = [v]
+    while todo:
+        x = todo.pop()
+        if x is arg:
+            return True
+        if x not in seen and isinstance(x.owner, Operation):
+            seen.add(x)
+            todo.extend(x.owner.operands)
     return False
 
 

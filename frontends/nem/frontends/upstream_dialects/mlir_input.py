@@ -30,7 +30,7 @@ import re
 
 from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
-from xdsl.ir import Operation
+from xdsl.ir import Block, BlockArgument, Operation, OpResult
 from xdsl.utils.exceptions import DiagnosticException, ParseError, VerifyException
 
 from nem.dialect.diagnostics import Diagnostic, NemDiagnosticError, SourceLoc, fail
@@ -111,7 +111,9 @@ def parse_mlir_checked(ctx: Context, text: str, file: str,
 
 
 def verify_mlir(module: ModuleOp, file: str) -> None:
-    """xDSL's verifier, reported at the first failing op."""
+    """xDSL's verifier, reported at the first failing op, then the SSA
+    scoping MLIR checks and xDSL does not (dominance)."""
+    _check_ssa_scoping(module, file)
     try:
         module.verify()
     except XDSL_INPUT_ERRORS as e:
@@ -121,6 +123,38 @@ def verify_mlir(module: ModuleOp, file: str) -> None:
         raise NemDiagnosticError([Diagnostic(
             "error", f"invalid MLIR: {name}{first}", location_in(bad, file),
             fix="fix the op so that it verifies")]) from None
+
+
+def _check_ssa_scoping(module: ModuleOp, file: str) -> None:
+    """Every operand is defined in the using op's block or a block enclosing
+    it, and before the use within one block (except in the module's body,
+    a graph region).  xDSL 0.74 parses `%a = arith.addi %a, %a` and uses of
+    values from another function's body; MLIR rejects both (dominance)."""
+    positions: dict[Block, dict[Operation, int]] = {}
+    for op in module.walk():
+        use_block = op.parent_block()
+        for i, value in enumerate(op.operands):
+            def_block = value.block if isinstance(value, BlockArgument) else \
+                value.owner.parent_block()
+            b = use_block
+            while b is not None and b is not def_block:
+                parent = b.parent_op()
+                b = parent.parent_block() if parent is not None else None
+            problem = None
+            if b is None:
+                problem = "is defined in a region that does not enclose this use"
+            elif isinstance(value, OpResult) and def_block is use_block and \
+                    not isinstance(use_block.parent_op(), ModuleOp):
+                pos = positions.get(use_block)
+                if pos is None:
+                    pos = positions[use_block] = {o: k for k, o in enumerate(use_block.ops)}
+                if pos[value.owner] >= pos[op]:
+                    problem = "is used before its definition"
+            if problem is not None:
+                name = f"%{value.name_hint}" if value.name_hint else f"operand #{i}"
+                raise fail(f"invalid MLIR: '{op.name}': {name} {problem} (it does not "
+                           "dominate its use)", location_in(op, file), None,
+                           "define the value before it is used, in the same function")
 
 
 def location_in(op: Operation | None, file: str) -> SourceLoc:
