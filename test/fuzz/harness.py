@@ -125,7 +125,7 @@ def run_with_timeout(fn: Callable[[], tuple[int, str, str]], seconds: float) -> 
         signal.signal(signal.SIGPROF, previous)
     res.seconds = time.process_time() - t0
     if not res.outcome:
-        res.outcome = classify(res.code, res.err)
+        res.outcome = classify(res.code, res.err, res.out)
     return res
 
 
@@ -135,7 +135,14 @@ _LOCATED = re.compile(r"^\S.*:\d+:\d+: (error|warning|remark|note): ")
 _FLAGGED = re.compile(r"^[\w.-]+: error: |^error: -{1,2}[\w-]+")
 
 
-def classify(code: int, err: str) -> str:
+_RUN_VERDICT = re.compile(r"^(races: [1-9]|  seed \d+: |deadlocks: 1|final memory: differs|"
+                          r"status: (?!completed))", re.M)
+
+
+def classify(code: int, err: str, out: str = "") -> str:
+    """The outcome of one run from its exit status, stderr and stdout (a
+    nem-run that reports a race or deadlock exits 1 with its verdict on
+    stdout)."""
     if "internal error" in err or "Traceback (most recent call last)" in err:
         return "internal"
     lines = err.splitlines()
@@ -156,7 +163,8 @@ def classify(code: int, err: str) -> str:
     if code == 0:
         return "exit" if errors else "ok"
     if code in (1, 2):
-        return "diagnostic" if errors or "usage:" in err else "exit"
+        verdict = code == 1 and _RUN_VERDICT.search(out)
+        return "diagnostic" if errors or "usage:" in err or verdict else "exit"
     return "exit"
 
 

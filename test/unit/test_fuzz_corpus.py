@@ -60,3 +60,8 @@ def test_fuzz_smoke(name: str):
 ])
 def test_classification(code, err, outcome):
     assert harness.classify(code, err) == outcome
+
+
+def test_classification_of_run_verdicts():
+    assert harness.classify(1, "", "status: completed\nraces: 2\n") == "diagnostic"
+    assert harness.classify(1, "", "status: completed\nraces: 0\n") == "exit"

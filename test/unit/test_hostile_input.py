@@ -130,8 +130,9 @@ def test_task_count_estimate():
               "@memmove\n  endloop\n  u = store.sync(dst=R, src=R)\nendloop\n"
               "loop k in [3..100000000000000]:\n  v = transfer.sync(dst=R, src=R) @memmove\n"
               "endloop\n")
-    # i in 0..9 with j up to i: at most 10 inner trips (upper sample) -> 10 * (10 + 1)
-    assert estimate_task_count(p) == 10 * 11 + (10**14 - 2)
+    # i in 0..9 with j up to i: at most 10 inner trips (upper sample) of one task, plus
+    # one per iteration: 10 * (1 + 10 * (1 + 1) + 1), then 10**14 - 2 iterations of 1 + 1
+    assert estimate_task_count(p) == 10 * 22 + 2 * (10**14 - 2)
 
 
 def _reference(value, env):

@@ -60,8 +60,8 @@ def _parser() -> argparse.ArgumentParser:
                    help='cost-model overrides, e.g. {"DMA": {"bandwidth": 64, "latency": 8}}')
     p.add_argument("--ddr-size", type=int, default=None, help="DDR bytes (default 256 MB)")
     p.add_argument("--max-tasks", type=int, default=None, metavar="N",
-                   help="refuse a run whose estimated task count (times --schedules) exceeds "
-                   "N (default 10000000)")
+                   help="refuse a run whose estimated count of tasks and loop iterations "
+                   "(times --schedules) exceeds N (default 10000000)")
     p.add_argument("--no-races", action="store_true", help="disable race detection")
     p.add_argument("--no-progress", action="store_true")
     return p
@@ -305,7 +305,8 @@ def _check_before_run(interp, prog, args, inputs, outputs) -> str | None:
     tasks = estimate_task_count(prog.op)
     if tasks * runs > limit:
         per = f" ({tasks} per schedule x {runs} schedules)" if runs > 1 else ""
-        return (f"the program runs an estimated {tasks * runs} tasks{per}, above the limit of "
+        return (f"the program runs an estimated {tasks * runs} tasks and loop iterations{per}, "
+                f"above the limit of "
                 f"{limit} (D-LIMITS); raise it with --max-tasks {tasks * runs} if that is meant")
     for flag, pairs in (("--input", inputs), ("--output", outputs)):
         for buf, _ in pairs:

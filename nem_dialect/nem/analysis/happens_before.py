@@ -37,11 +37,10 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
-from xdsl.dialects import arith
-from xdsl.ir import Block, BlockArgument, Operation, SSAValue
+from xdsl.ir import Block, Operation, SSAValue
 
 from nem.dialect.diagnostics import Diagnostic, SourceLoc
-from nem.dialect.exprs import SYMBOL_OF, Evaluator, ExprError, apply_binop
+from nem.dialect.exprs import Evaluator, ExprError, compile_function
 from nem.dialect.ops import ComputeOp, LoopOp, ProgramOp, RegionOp, TaskOp, WaitOp
 
 MAX_TASK_INSTANCES = 1 << 20
@@ -425,31 +424,13 @@ class HazardFinder:
         fn = self._compiled.get(value)
         if fn is not None:
             return fn
-        if isinstance(value, BlockArgument):
-            fn = lambda env, k=id(value): env.get(k)  # noqa: E731 - env is keyed by id()
-        else:
-            op = value.owner
-            sym = SYMBOL_OF.get(type(op))
-            if isinstance(op, arith.ConstantOp):
-                fn = op.value.value.data
-            elif sym is not None:
-                a, b = self._compile(op._operands[0]), self._compile(op._operands[1])  # noqa: SLF001
-                if not callable(a) and not callable(b):
-                    try:
-                        fn = apply_binop(sym, a, b)
-                    except ExprError:
-                        fn = _UNKNOWN
-                else:
-                    fa = a if callable(a) else (lambda env, a=a: a)
-                    fb = b if callable(b) else (lambda env, b=b: b)
-
-                    def fn(env, fa=fa, fb=fb, sym=sym):
-                        x, y = fa(env), fb(env)
-                        return None if x is None or y is None else apply_binop(sym, x, y)
-            elif len(op._operands) == 1 and op.name in ("nem.const", "nem.let"):  # noqa: SLF001
-                fn = self._compile(op._operands[0])  # noqa: SLF001
-            else:
-                fn = _UNKNOWN
+        # straight-line code, each node once: shared let chains cost linear time
+        try:
+            fn = compile_function(self.ev, value, lambda a: f"env.get({id(a)})")
+        except ExprError:
+            fn = None
+        if fn is None:
+            fn = _UNKNOWN
         self._compiled[value] = fn
         return fn
 

@@ -106,9 +106,7 @@ class Evaluator:
         s = self.static(value)
         if s is not None or not env:
             return s
-        tape = self._tapes.get(value)
-        if tape is None:
-            tape = self._tapes[value] = self._compile(value)
+        tape = self.tape(value)
         regs: list[int | None] = []
         push = regs.append
         for kind, x, y, z in tape:
@@ -125,8 +123,14 @@ class Evaluator:
                 push(None)
         return regs[-1]
 
-    def _compile(self, root: SSAValue) -> list[tuple]:
+    def tape(self, root: SSAValue) -> list[tuple]:
         """The tape of `root`: (kind, x, y, z) nodes in dependency order."""
+        tape = self._tapes.get(root)
+        if tape is None:
+            tape = self._tapes[root] = self._build_tape(root)
+        return tape
+
+    def _build_tape(self, root: SSAValue) -> list[tuple]:
         index: dict[SSAValue, int] = {}
         tape: list[tuple] = []
         stack = [root]
@@ -160,6 +164,42 @@ class Evaluator:
 
 
 _CONST, _ARG, _BINOP, _FORWARD, _UNKNOWN = range(5)
+
+
+def compile_function(ev: Evaluator, value: SSAValue, arg_ref: Callable[[BlockArgument], str],
+                     param: str = "env", nullable: bool = True,
+                     names: dict[str, object] | None = None):
+    """`value` as an int (loop-invariant), or a straight-line Python function
+    of one parameter `param`: one assignment per node of its tape, each node
+    once, so a shared or deep expression costs linear code and no nesting
+    (the runtime's and the hazard analysis's compiled offsets).  `arg_ref(a)`
+    is the Python expression reading loop variable `a` from `param`;
+    `nullable`: an unknown variable (None) makes the result None, as
+    `Evaluator.eval`.  `/` and `mod` follow `apply_binop`.  None when the
+    value depends on something that is not an integer expression."""
+    s = ev.static(value)
+    if s is not None:
+        return s
+    tape = ev.tape(value)
+    lines = []
+    for k, (kind, x, y, z) in enumerate(tape):
+        if kind == _CONST:
+            rhs = repr(x)
+        elif kind == _ARG:
+            rhs = arg_ref(x)
+        elif kind == _FORWARD:
+            rhs = f"t{x}"
+        elif kind == _BINOP:
+            rhs = f"t{y} {x} t{z}" if x in "+-*" else f"_bin({x!r}, t{y}, t{z})"
+            if nullable:
+                rhs = f"None if t{y} is None or t{z} is None else {rhs}"
+        else:
+            return None
+        lines.append(f"    t{k} = {rhs}\n")
+    src = f"def _f({param}):\n{''.join(lines)}    return t{len(tape) - 1}\n"
+    scope: dict[str, object] = {"_bin": apply_binop, **(names or {})}
+    exec(src, scope)  # noqa: S102 - generated from the IR above
+    return scope["_f"]
 
 
 def _node_value(op: Operation, args: list[int | None]) -> int | None:

@@ -1,6 +1,7 @@
 """How much work a run will be, known before it starts (D-LIMITS).
 
-`estimate_task_count(prog)` counts the task instances a program executes:
+`estimate_task_count(prog)` counts the task instances a program executes,
+plus one for every loop iteration (an empty 2^59-iteration nest is work too):
 exact when every loop bound is static; a loop whose bounds depend on
 enclosing loop variables is counted at the larger of its trip counts with
 those variables at all-first and at all-last values (an estimate, exact for
@@ -31,7 +32,7 @@ def _count(block: Block, ev: Evaluator, loops: list[LoopOp]) -> int:
         elif isinstance(op, LoopOp):
             trips = _trips(op, ev, loops)
             if trips:
-                n += trips * _count(op.block, ev, [*loops, op])
+                n += trips * (1 + _count(op.block, ev, [*loops, op]))
     return n
 
 

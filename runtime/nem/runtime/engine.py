@@ -34,7 +34,7 @@ from nem.dialect.attributes import (
     num_value,
 )
 from nem.dialect.diagnostics import SourceLoc
-from nem.dialect.exprs import SYMBOL_OF, Evaluator, ExprError, apply_binop
+from nem.dialect.exprs import Evaluator, ExprError, compile_function
 from nem.dialect.ops import (
     BufferOp,
     ComputeOp,
@@ -110,35 +110,19 @@ class ExprCompiler:
         return self.ev.static(value)
 
     def compile(self, value: SSAValue):
-        """An int (static) or a closure `f(iv) -> int`."""
+        """An int (static) or a closure `f(iv) -> int`: straight-line code,
+        each expression node once (`exprs.compile_function`), so shared or
+        deep let chains cost linear code (issue 11)."""
         hit = self._cache.get(value)
         if hit is not None:
             return hit
-        s = self.ev.static(value)
-        if s is not None:
-            self._cache[value] = s
-            return s
-        src = self._src(value)
-        fn = eval("lambda iv: " + src, {"_bin": apply_binop})  # noqa: S307 - generated
+        fn = compile_function(self.ev, value, lambda a: f"iv[{self.depth_of[a] - 1}]", "iv",
+                              nullable=False)
+        if fn is None:
+            raise RunError(f"cannot evaluate '{value.owner.name}' as an integer expression",
+                           None, value.owner)
         self._cache[value] = fn
         return fn
-
-    def _src(self, value: SSAValue) -> str:
-        s = self.ev.static(value)
-        if s is not None:
-            return str(s)
-        if isinstance(value, BlockArgument):
-            return f"iv[{self.depth_of[value] - 1}]"
-        op = value.owner
-        sym = SYMBOL_OF.get(type(op))
-        if sym is not None:
-            a, b = self._src(op.operands[0]), self._src(op.operands[1])
-            if sym in "+-*":
-                return f"({a} {sym} {b})"
-            return f"_bin({sym!r}, {a}, {b})"
-        if len(op.operands) == 1 and op.name in ("nem.const", "nem.let"):
-            return self._src(op.operands[0])
-        raise RunError(f"cannot evaluate '{op.name}' as an integer expression", None, op)
 
 
 def ev(x, iv) -> int:
