@@ -132,7 +132,7 @@ def run_with_timeout(fn: Callable[[], tuple[int, str, str]], seconds: float) -> 
 _CARET = re.compile(r"^ *\^$")
 _LOCATED = re.compile(r"^\S.*:\d+:\d+: (error|warning|remark|note): ")
 # a tool's command-line error (`nem-run: error: ...`) or one naming its flag
-_FLAGGED = re.compile(r"^[\w.-]+: error: |^error: -{1,2}[\w-]+")
+_FLAGGED = re.compile(r"^[\w.-]+: error: |(^|: )error: (unexpected error: )?-{1,2}[\w-]+")
 
 
 _RUN_VERDICT = re.compile(r"^(races: [1-9]|  seed \d+: |deadlocks: 1|final memory: differs|"
@@ -158,7 +158,7 @@ def classify(code: int, err: str, out: str = "") -> str:
         else:
             i += 1
     for ln in errors:
-        if not (_LOCATED.match(ln) or _FLAGGED.match(ln)):
+        if not (_LOCATED.match(ln) or _FLAGGED.search(ln)):
             return "unlocated"
     if code == 0:
         return "exit" if errors else "ok"

@@ -299,6 +299,11 @@ def main(argv: Sequence[str] | None = None) -> None:
     except KeyboardInterrupt:
         print("nem-opt: interrupted", file=sys.stderr)
         sys.exit(130)
+    except ArgSpecParseError as e:  # xDSL 0.74: a BaseException (docs/upstream-reports.md)
+        detail = " ".join(line.strip() for line in str(e).strip().splitlines()[-3:])
+        print(f"nem-opt: error: -t/-p: bad target or pass specification: {detail}",
+              file=sys.stderr)
+        sys.exit(1)
     except NemDiagnosticError as e:  # an input that cannot be read (D-LIMITS)
         print_diagnostics("nem-opt", e.diagnostics)
         sys.exit(1)
