@@ -123,6 +123,12 @@ class Evaluator:
                 push(None)
         return regs[-1]
 
+    def loop_vars(self, value: SSAValue) -> set[BlockArgument]:
+        """The loop variables `value` depends on (none when it is static)."""
+        if self.static(value) is not None:
+            return set()
+        return {x for kind, x, _, _ in self.tape(value) if kind == _ARG}
+
     def tape(self, root: SSAValue) -> list[tuple]:
         """The tape of `root`: (kind, x, y, z) nodes in dependency order."""
         tape = self._tapes.get(root)

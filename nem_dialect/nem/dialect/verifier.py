@@ -244,6 +244,14 @@ class ProgramVerifier:
         offset, extent, shape, strides = op.offset, op.extent, tuple(op.shape), tuple(op.strides)
         if self._loop_invariant(offset, extent, shape, strides):
             loops = ()  # one evaluation covers every iteration
+        loops = self._relevant_loops((offset, extent, *shape, *strides), loops)
+        # with a static shape and strides the element check depends on the
+        # extent alone: decided once per distinct extent
+        try:
+            fixed = all(self.ev.static(v) is not None for v in (*shape, *strides))
+        except ExprError:
+            fixed = False
+        fits: dict[int, bool] = {}
         for env in self.envs(loops):
             try:
                 off, ext = self.ev.eval(offset, env), self.ev.eval(extent, env)
@@ -261,9 +269,34 @@ class ProgramVerifier:
                     f"'{buf_op.buffer_name.data}' has {buf_size} bytes"
                     f"{_iteration_text(loops, env)}",
                     "shrink the region or enlarge the buffer")
-            if rtype.typed and not self._extent_fits(op, rtype, ext, env, label, loops,
-                                                     shape, strides):
+            if not rtype.typed or (fixed and fits.get(ext)):
+                continue
+            ok = self._extent_fits(op, rtype, ext, env, label, loops, shape, strides)
+            if not ok:
                 return
+            fits[ext] = True
+
+    def _relevant_loops(self, values: tuple[SSAValue, ...], loops: tuple[LoopOp, ...]
+                        ) -> tuple[LoopOp, ...]:
+        """The enclosing loops whose iterations can change `values`: those
+        whose variable they use (or whose bounds such loops use), and every
+        loop that may run zero times.  Enumerating only these checks the same
+        values without repeating them once per iteration of an unrelated outer
+        loop (a region over an inner index of a 2^63-iteration loop)."""
+        try:
+            deps: set = set().union(*(self.ev.loop_vars(v) for v in values))
+        except ExprError:
+            return loops
+        keep = []
+        for lp in reversed(loops):
+            lo, hi = self.ev.static(lp.lower), self.ev.static(lp.upper)
+            if lp.block.args[0] in deps or lo is None or hi is None or lo > hi:
+                keep.append(lp)
+                try:
+                    deps |= self.ev.loop_vars(lp.lower) | self.ev.loop_vars(lp.upper)
+                except ExprError:
+                    return loops
+        return tuple(reversed(keep))
 
     def _loop_invariant(self, *values) -> bool:
         """True when a region's offset, extent, shape and strides do not depend
@@ -431,6 +464,7 @@ class ProgramVerifier:
             loops = ()  # one evaluation covers every iteration
         # operands read once: xDSL's operand accessors cost more than an evaluation
         d_extent, s_extent, d_offset, s_offset = d_op.extent, s_op.extent, d_op.offset, s_op.offset
+        loops = self._relevant_loops((d_extent, s_extent, d_offset, s_offset), loops)
         same_buffer = isinstance(op, TransferOp) and d_op.buffer == s_op.buffer and \
             not any(dd.DECO_NAME == "memmove" for dd in op.decorator_list())
         for env in self.envs(loops):
