@@ -73,6 +73,7 @@ from nem.passes.lowering_core import (
     buffer_bytes,
     check_elem,
     check_value_ranges,
+    depends_on,
     eval_map,
     is_index_arith,
     make_region,
@@ -1373,7 +1374,7 @@ class Lowerer:
             for v, mode in op.operand_regions():
                 r = v.owner
                 assert isinstance(r, RegionOp)
-                if mode == "write" and not _depends_on(r.offset, var.arg):
+                if mode == "write" and not depends_on(r.offset, var.arg):
                     return (f"{r.buffer.owner.buffer_name.data} is written by every "
                             "iteration (loop-carried)")
                 inner, up = [], op.parent_op()
@@ -1646,20 +1647,6 @@ def _defined_in(v: SSAValue, op: Operation) -> bool:
     if isinstance(owner, Block):
         owner = owner.parent_op()
     return owner is not None and op.is_ancestor(owner)
-
-
-def _depends_on(v: SSAValue, arg) -> bool:
-    """Whether `v` is computed from `arg`; iterative, each value once."""
-    seen: set[SSAValue] = set()
-    todo = [v]
-    while todo:
-        x = todo.pop()
-        if x is arg:
-            return True
-        if x not in seen and isinstance(x.owner, Operation):
-            seen.add(x)
-            todo.extend(x.owner.operands)
-    return False
 
 
 def _in_loop_below(op: Operation, block: Block) -> bool:

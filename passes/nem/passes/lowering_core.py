@@ -7,6 +7,7 @@ docs/spec-decisions.md ("Lowering").
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from xdsl.dialects import affine, arith
@@ -58,6 +59,24 @@ def _where(op: Operation | None) -> SourceLoc | None:
             return loc
     file = pass_env.current().file
     return SourceLoc(file, 1, 1) if file else None
+
+
+def depends_on(v: SSAValue, target: SSAValue,
+               through: Callable[[Operation], bool] = lambda op: True) -> bool:
+    """Whether `v` is computed from `target` through ops accepted by
+    `through`.  Iterative, each value visited once: a chain of ops that reuse
+    each other (`%c2 = arith.muli %c1, %c1`, ...) costs linear time and no
+    recursion depth (issue 11)."""
+    seen: set[SSAValue] = set()
+    todo = [v]
+    while todo:
+        x = todo.pop()
+        if x is target:
+            return True
+        if x not in seen and isinstance(x.owner, Operation) and through(x.owner):
+            seen.add(x)
+            todo.extend(x.owner.operands)
+    return False
 
 
 def check_value_ranges(fn: Operation) -> None:

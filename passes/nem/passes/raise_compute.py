@@ -45,6 +45,7 @@ from nem.passes.lowering_core import (
     Dim,
     ExprEmitter,
     View,
+    depends_on,
     eval_map,
     is_identity,
     is_index_arith,
@@ -477,23 +478,8 @@ def is_tile_loop(L, loop: affine.ForOp) -> bool:
 
 
 def _derives_from(v: SSAValue, iv: SSAValue) -> bool:
-    """Whether index `v` is computed from `iv` (through index arithmetic).
-    Iterative, each value visited once: a chain of index ops that reuse each
-    other (`%c2 = arith.muli %c1, %c1`, ...) costs linear time and no
-    recursion depth (issue 11)."""
-    seen: set[SSAValue] = set()
-    todo = [v]
-    while todo:
-        x = todo.pop()
-        if x is iv:
-            return True
-        if x in seen:
-            continue
-        seen.add(x)
-        owner = x.owner
-        if isinstance(owner, Operation) and owner.name in _INDEX_OPS:
-            todo.extend(owner.operands)
-    return False
+    """Whether index `v` is computed from `iv` (through index arithmetic)."""
+    return depends_on(v, iv, lambda op: op.name in _INDEX_OPS)
 
 
 def _tiles_of_point_nests(block: Block) -> bool:
