@@ -9,7 +9,8 @@ value is a signed 64-bit integer (D-INT-RANGE).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Container, Iterable, Mapping
+from typing import TypeVar
 
 from xdsl.dialects import arith
 from xdsl.dialects.builtin import IntegerAttr
@@ -82,23 +83,9 @@ class Evaluator:
         if cached is not _MISSING:
             return cached  # type: ignore[return-value]
         memo = self._static
-        stack = [value]
-        while stack:
-            v = stack[-1]
-            if v in memo:
-                stack.pop()
-                continue
-            if isinstance(v, BlockArgument):
-                memo[v] = None
-                stack.pop()
-                continue
-            operands = _expr_operands(v.owner)
-            missing = [o for o in operands if o not in memo]
-            if missing:
-                stack.extend(missing)
-                continue
-            stack.pop()
-            memo[v] = _node_value(v.owner, [memo[o] for o in operands])
+        for v in postorder(value, _value_operands, memo):
+            memo[v] = None if isinstance(v, BlockArgument) else \
+                _node_value(v.owner, [memo[o] for o in _expr_operands(v.owner)])
         return memo[value]
 
     def eval(self, value: SSAValue, env: Mapping[SSAValue, int]) -> int | None:
@@ -139,12 +126,11 @@ class Evaluator:
     def _build_tape(self, root: SSAValue) -> list[tuple]:
         index: dict[SSAValue, int] = {}
         tape: list[tuple] = []
-        stack = [root]
-        while stack:
-            v = stack[-1]
-            if v in index:
-                stack.pop()
-                continue
+
+        def children(v: SSAValue) -> tuple[SSAValue, ...]:
+            return () if self.static(v) is not None else _value_operands(v)
+
+        for v in postorder(root, children, index):
             s = self.static(v)
             if s is not None:
                 node: tuple = (_CONST, s, 0, 0)
@@ -153,20 +139,42 @@ class Evaluator:
             else:
                 op = v.owner
                 operands = _expr_operands(op)
-                missing = [o for o in operands if o not in index]
-                if missing:
-                    stack.extend(missing)
-                    continue
                 if len(operands) == 2:
                     node = (_BINOP, SYMBOL_OF[type(op)], index[operands[0]], index[operands[1]])
                 elif len(operands) == 1:
                     node = (_FORWARD, index[operands[0]], 0, 0)
                 else:
                     node = (_UNKNOWN, 0, 0, 0)
-            stack.pop()
             index[v] = len(tape)
             tape.append(node)
         return tape
+
+
+T = TypeVar("T")
+
+
+def postorder(root: T, children: Callable[[T], Iterable[T]], done: Container[T]) -> list[T]:
+    """The nodes reachable from `root` through `children` that are not in
+    `done`, each once, children before parents: the iterative walk behind
+    every DAG computation here (no recursion depth, no repeated subtrees)."""
+    order: list[T] = []
+    placed: set[T] = set()
+    stack: list[tuple[T, bool]] = [(root, False)]
+    while stack:
+        v, expanded = stack.pop()
+        if v in done or v in placed:
+            continue
+        if expanded:
+            placed.add(v)
+            order.append(v)
+            continue
+        stack.append((v, True))
+        stack.extend((c, False) for c in children(v) if c not in done and c not in placed)
+    return order
+
+
+def _value_operands(v: SSAValue) -> tuple[SSAValue, ...]:
+    return () if isinstance(v, BlockArgument) else _expr_operands(v.owner)
 
 
 _CONST, _ARG, _BINOP, _FORWARD, _UNKNOWN = range(5)

@@ -38,6 +38,7 @@ from xdsl.ir import Block, BlockArgument, Operation, Region, SSAValue
 from xdsl.printer import Printer
 
 from nem.dialect.attributes import ArgRefAttr
+from nem.dialect.exprs import postorder
 from nem.dialect.ops import COMPUTE_OPS, TransferOp
 from nem.dialect.operand_binding import match_families
 from nem.passes.lowering_core import (
@@ -177,22 +178,13 @@ def _raisable_size(root: SSAValue, within: Callable[[Operation], bool]) -> None:
     value once, so a 1500-op chain or a body whose values reuse each other
     (`%x2 = arith.addf %x1, %x1`, 2^40 as a tree) falls back to a compute
     task (D-LOW-FALLBACK) in linear time instead of recursing (issue 11)."""
-    size: dict[SSAValue, int] = {}
-    stack = [root]
-    while stack:
-        v = stack[-1]
-        if v in size:
-            stack.pop()
-            continue
+    def operands(v: SSAValue) -> list[SSAValue]:
         owner = v.owner
-        operands = list(owner.operands) if isinstance(owner, Operation) and within(owner) \
-            else []
-        missing = [o for o in operands if o not in size]
-        if missing:
-            stack.extend(missing)
-            continue
-        stack.pop()
-        size[v] = min(1 + sum(size[o] for o in operands), MAX_RAISED_OPS + 1)
+        return list(owner.operands) if isinstance(owner, Operation) and within(owner) else []
+
+    size: dict[SSAValue, int] = {}
+    for v in postorder(root, operands, size):
+        size[v] = min(1 + sum(size[o] for o in operands(v)), MAX_RAISED_OPS + 1)
     if size[root] > MAX_RAISED_OPS:
         raise NotRaisable(f"a computation of more than {MAX_RAISED_OPS} operations")
 
