@@ -110,6 +110,8 @@ def _include_locs(file: str, count: int, fallback: SourceLoc | None
     from nem.dialect.diagnostics import source_text
     from nem.frontends.nem_text.lexer import STRING, tokenize
 
+    if count == 0:
+        return ()
     text = source_text(file)
     locs: list[SourceLoc] = []
     if text is not None:
