@@ -127,8 +127,8 @@ def verify_mlir(module: ModuleOp, file: str) -> None:
 
 def _check_ssa_scoping(module: ModuleOp, file: str) -> None:
     """Every operand is defined in the using op's block or a block enclosing
-    it, and before the use within one block (except in the module's body,
-    a graph region).  xDSL 0.74 parses `%a = arith.addi %a, %a` and uses of
+    it, and before the use within one block (except in graph regions: the
+    module's body, NEM statement blocks).  xDSL 0.74 parses `%a = arith.addi %a, %a` and uses of
     values from another function's body; MLIR rejects both (dominance)."""
     positions: dict[Block, dict[Operation, int]] = {}
     for op in module.walk():
@@ -144,7 +144,7 @@ def _check_ssa_scoping(module: ModuleOp, file: str) -> None:
             if b is None:
                 problem = "is defined in a region that does not enclose this use"
             elif isinstance(value, OpResult) and def_block is use_block and \
-                    not isinstance(use_block.parent_op(), ModuleOp):
+                    not _graph_region(use_block):
                 pos = positions.get(use_block)
                 if pos is None:
                     pos = positions[use_block] = {o: k for k, o in enumerate(use_block.ops)}
@@ -155,6 +155,14 @@ def _check_ssa_scoping(module: ModuleOp, file: str) -> None:
                 raise fail(f"invalid MLIR: '{op.name}': {name} {problem} (it does not "
                            "dominate its use)", location_in(op, file), None,
                            "define the value before it is used, in the same function")
+
+
+def _graph_region(block: Block) -> bool:
+    """Blocks whose ops need not be in dominance order: the module's body
+    (an MLIR graph region) and NEM statement blocks, where a use before the
+    definition is a program that deadlocks at run time (D-RT-DEADLOCK)."""
+    parent = block.parent_op()
+    return isinstance(parent, ModuleOp) or (parent is not None and parent.name.startswith("nem."))
 
 
 def location_in(op: Operation | None, file: str) -> SourceLoc:
