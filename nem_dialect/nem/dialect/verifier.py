@@ -460,7 +460,9 @@ class ProgramVerifier:
                 return self.err(op, "TASK-07", f"{kw} moves {math.prod(ss)} elements into a "
                                 f"region of {math.prod(ds)}", "make the element counts equal")
         d_op, s_op = op.dst.owner, op.src.owner
-        if all(isinstance(r, RegionOp) and self._loop_invariant(r) for r in (d_op, s_op)):
+        if all(isinstance(r, RegionOp) and self._loop_invariant(r.offset, r.extent, tuple(r.shape),
+                                                               tuple(r.strides))
+               for r in (d_op, s_op)):
             loops = ()  # one evaluation covers every iteration
         # operands read once: xDSL's operand accessors cost more than an evaluation
         d_extent, s_extent, d_offset, s_offset = d_op.extent, s_op.extent, d_op.offset, s_op.offset
