@@ -32,12 +32,12 @@ from xdsl.xdsl_opt_main import xDSLOptMain
 from nem.dialect.diagnostics import (
     Diagnostic,
     NemDiagnosticError,
-    SourceLoc,
     register_source,
 )
 from nem.dialect.dialect import NEM
 from nem.cli import nemb_tool
 from nem.cli import verify_diagnostics as vd
+from nem.cli.inputs import print_diagnostics, read_program
 
 
 class NemOptMain(xDSLOptMain):
@@ -103,11 +103,10 @@ class NemOptMain(xDSLOptMain):
             self.args.passes = quote_memory_spaces(self.args.passes or "")
             super().setup_pipeline()
         except NemDiagnosticError as e:
-            for d in e.diagnostics:
-                print(d.render(), file=sys.stderr)
+            print_diagnostics("nem-opt", e.diagnostics)
             sys.exit(1)
         except (ArgSpecParseError, ValueError) as e:
-            print(f"error: bad pass pipeline: {str(e).strip()}", file=sys.stderr)
+            print(f"nem-opt: error: -p: bad pass pipeline: {str(e).strip()}", file=sys.stderr)
             sys.exit(1)
 
     # ------------------------------------------------------------------
@@ -116,9 +115,7 @@ class NemOptMain(xDSLOptMain):
             sys.exit(self._print_device(self.args.print_device))
         if nemb_tool.handles(self):  # bytecode in or out: cli/nem/cli/nemb_tool.py
             sys.exit(nemb_tool.run_opt(self))
-        file = self.args.input_file or "<stdin>"
-        raw = sys.stdin.read() if self.args.input_file is None else \
-            Path(self.args.input_file).read_text(encoding="utf-8")
+        file, raw = read_program(self.args.input_file, "input")
         register_source(file, raw)
         ext = self.args.frontend or Path(file).suffix.lstrip(".") or "mlir"
         self._input_ext = ext
@@ -184,7 +181,9 @@ class NemOptMain(xDSLOptMain):
         except NemDiagnosticError as e:
             return diags + e.diagnostics, None
         except ParseError as e:
-            return diags + [_from_xdsl(e, file)], None
+            from nem.frontends.upstream_dialects.mlir_input import diagnostic_from_parse_error
+
+            return diags + [diagnostic_from_parse_error(e, file)], None
         except (VerifyException, DiagnosticException) as e:
             return diags + [Diagnostic("error", str(e).splitlines()[0] if str(e) else type(e).__name__)], None
 
@@ -193,11 +192,10 @@ class NemOptMain(xDSLOptMain):
             from nem.frontends.nem_text.parser import parse_nem
 
             return parse_nem(text, file)
-        from nem.frontends.upstream_dialects import parse_mlir  # records file:line:col on every op
+        # located diagnostics for every failure, bounded work (D-LIMITS)
+        from nem.frontends.upstream_dialects.mlir_input import parse_mlir_checked
 
-        module = parse_mlir(self.ctx, text, file, not self.args.no_implicit_module)
-        _verify_mlir(module)
-        return module
+        return parse_mlir_checked(self.ctx, text, file, not self.args.no_implicit_module)
 
     def _verify(self, module: ModuleOp, file: str) -> list[Diagnostic]:
         from nem.dialect.ops import ProgramOp
@@ -245,8 +243,7 @@ class NemOptMain(xDSLOptMain):
         try:
             device = find_device(name, self.args.include_dirs, self.args.input_file)
         except NemDiagnosticError as e:
-            for d in e.diagnostics:
-                print(d.render(), file=sys.stderr)
+            print_diagnostics("nem-opt", e.diagnostics)
             return 1
         sys.stdout.write(print_device(device))
         return 0
@@ -294,44 +291,22 @@ def _is_config_document(text: str, file: str) -> bool:
     return is_config_document(text, file)
 
 
-def _verify_mlir(module: ModuleOp) -> None:
-    """xDSL's verifier, reported at the first failing op's location (xDSL's
-    own exception carries none)."""
-    try:
-        module.verify()
-    except VerifyException as e:
-        bad = next((op for op in module.walk() if _fails(op)), None)
-        first = str(e).strip().splitlines()[0] if str(e).strip() else "verification failed"
-        name = f"'{bad.name}': " if bad is not None else ""
-        raise NemDiagnosticError([Diagnostic("error", f"invalid MLIR: {name}{first}",
-                                             SourceLoc.of(bad),
-                                             fix="fix the op so that it verifies")]) from None
-
-
-def _fails(op) -> bool:
-    try:
-        op.verify(verify_nested_ops=False)
-    except VerifyException:
-        return True
-    return False
-
-
-def _from_xdsl(e: ParseError, file: str) -> Diagnostic:
-    span = e.span
-    loc = span.get_location()  # xDSL 0.74: one-based line and column
-    msg = (str(e.msg) if hasattr(e, "msg") else str(e).splitlines()[-1]).strip()
-    at_end = span.start >= len(span.input.content.rstrip())
-    what = "unexpected end of input" + (f" ({msg})" if msg else "") if at_end else msg
-    return Diagnostic("error", f"cannot parse MLIR: {what or 'syntax error'}",
-                      SourceLoc(file, loc.line, loc.col),
-                      fix="check the MLIR syntax at this position")
-
-
 def main(argv: Sequence[str] | None = None) -> None:
     try:
         NemOptMain(args=argv).run()
     except BrokenPipeError:
         pass
+    except KeyboardInterrupt:
+        print("nem-opt: interrupted", file=sys.stderr)
+        sys.exit(130)
+    except ArgSpecParseError as e:  # xDSL 0.74: a BaseException (docs/upstream-reports.md)
+        detail = " ".join(line.strip() for line in str(e).strip().splitlines()[-3:])
+        print(f"nem-opt: error: -t/-p: bad target or pass specification: {detail}",
+              file=sys.stderr)
+        sys.exit(1)
+    except NemDiagnosticError as e:  # an input that cannot be read (D-LIMITS)
+        print_diagnostics("nem-opt", e.diagnostics)
+        sys.exit(1)
     except OSError as e:  # an input or output file that cannot be opened
         print(f"nem-opt: error: cannot open {e.filename}: {e.strerror}", file=sys.stderr)
         sys.exit(1)

@@ -16,12 +16,21 @@ was reported, 2 for usage errors.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from pathlib import Path
 
 import numpy as np
+
+from nem.cli.inputs import (
+    InputError,
+    check_output_path,
+    print_diagnostics,
+    read_archive,
+    read_input,
+    read_json,
+    read_program,
+)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -60,6 +69,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--profile", metavar="FILE.json",
                    help='cost-model overrides, e.g. {"DMA": {"bandwidth": 64, "latency": 8}}')
     p.add_argument("--ddr-size", type=int, default=None, help="DDR bytes (default 256 MB)")
+    p.add_argument("--max-tasks", type=int, default=None, metavar="N",
+                   help="refuse a run whose estimated count of tasks and loop iterations "
+                   "(times --schedules) exceeds N (default 10000000)")
     p.add_argument("--no-races", action="store_true", help="disable race detection")
     p.add_argument("--no-progress", action="store_true")
     return p
@@ -135,6 +147,9 @@ def run(argv=None) -> int:
         return _usage("-j needs N >= 1")
     if args.explore and (args.schedules or args.mode == "timed"):
         return _usage("--explore runs functional schedules; it excludes --schedules and --mode timed")
+    bad = _check_numbers(args)
+    if bad:
+        return _usage(bad)
     try:
         interp = NemInterpreter(device=args.device, ddr_size=args.ddr_size,
                                 include_dirs=args.include_dirs, races=not args.no_races,
@@ -142,37 +157,46 @@ def run(argv=None) -> int:
         interp.set_mode(args.mode)
         interp.set_scheduling(args.schedule, args.seed)
         if args.profile:
-            interp.set_timing_profile(json.loads(Path(args.profile).read_text()))
-        if args.program == "-":
-            prog = interp.load_string(sys.stdin.read(), file="<stdin>")
-        else:
-            prog = interp.load(args.program)
+            interp.set_timing_profile(read_json(args.profile, "--profile"))
+        name, text = read_program(args.program)
+        prog = interp.load_string(text, file=name)
     except NemDiagnosticError as e:
-        for d in e.diagnostics:
-            print(d.render(), file=sys.stderr)
+        print_diagnostics("nem-run", e.diagnostics)
         return 1
+    except InputError as e:
+        return _usage(str(e))
     except (OSError, ValueError) as e:
         return _usage(str(e))
     for d in prog.diagnostics:  # warnings
         print(d.render(), file=sys.stderr)
     _kernel_notices(prog)
 
+    problem = _check_before_run(interp, prog, args, inputs, outputs)
+    if problem is not None:
+        print(f"nem-run: error: {problem}", file=sys.stderr)
+        return 1
     if args.random_inputs is not None:
         interp.randomize_inputs(args.random_inputs)
     for f in archives:
         try:
-            with np.load(f, allow_pickle=False) as npz:
-                for buf in npz.files:
-                    interp.write_tensor(buf, npz[buf])
-        except (OSError, ValueError, KeyError) as e:
+            for buf, array in read_archive(f, f"--input {f}", interp.buffer_size).items():
+                interp.write_tensor(buf, array)
+        except InputError as e:
+            print(f"nem-run: error: {e}", file=sys.stderr)
+            return 1
+        except (ValueError, KeyError) as e:
             return _usage(f"--input {f}: {e}")
     for buf, f in inputs:
         try:
+            data = read_input(f, f"--input {buf}={f}", interp.buffer_size(buf))
             if f.endswith(".npy"):
-                interp.write_tensor(buf, np.load(f, allow_pickle=False))
+                interp.write_tensor(buf, data)
             else:
-                interp.write_bytes(buf, Path(f).read_bytes())
-        except (OSError, ValueError, KeyError) as e:
+                interp.write_bytes(buf, data)
+        except InputError as e:
+            print(f"nem-run: error: {e}", file=sys.stderr)
+            return 1
+        except (ValueError, KeyError) as e:
             return _usage(f"--input {buf}={f}: {e}")
 
     name = prog.name
@@ -218,8 +242,7 @@ def run(argv=None) -> int:
                   f"{buf} byte {off}")
             failed = True
         failed |= nraces > 0
-        _write_outputs(interp, outputs)
-        return 1 if failed else 0
+        return _write_outputs(interp, outputs) or (1 if failed else 0)
 
     s = interp.start()
     total = prog.compiled.static_task_count()
@@ -246,11 +269,10 @@ def run(argv=None) -> int:
 
             timeline_png(s.trace, args.timeline, f"{name} ({args.mode})")
             print(f"timeline: {args.timeline}")
-    except RuntimeError as e:
+    except (RuntimeError, OSError) as e:
         print(f"nem-run: error: {e}", file=sys.stderr)
         return 1
-    _write_outputs(interp, outputs)
-    return 1 if failed else 0
+    return _write_outputs(interp, outputs) or (1 if failed else 0)
 
 
 def _kernel_notices(prog) -> None:
@@ -299,13 +321,68 @@ def _short(ref) -> str:
     return ref.label + (f" ({ref.iteration})" if ref.iteration else "")
 
 
-def _write_outputs(interp, outputs) -> None:
+def _write_outputs(interp, outputs) -> int:
+    """Write the --output files; 1 (after a message) if one cannot be written."""
     for buf, f in outputs:
         data = interp.read_buffer(buf)
-        if f.endswith(".npy"):
-            np.save(f, data.astype(np.uint8).reshape(-1))
-        else:
-            Path(f).write_bytes(data.tobytes())
+        try:
+            if f.endswith(".npy"):
+                np.save(f, data.astype(np.uint8).reshape(-1))
+            else:
+                Path(f).write_bytes(data.tobytes())
+        except OSError as e:
+            print(f"nem-run: error: --output {buf}={f}: cannot write: {e.strerror}",
+                  file=sys.stderr)
+            return 1
+    return 0
+
+
+def _check_numbers(args) -> str | None:
+    """Flag values that make no sense, before any work (usage errors)."""
+    if args.random_inputs is not None and args.random_inputs < 0:
+        return "--random-inputs needs a SEED >= 0"
+    if args.max_tasks is not None and args.max_tasks < 1:
+        return "--max-tasks needs N >= 1"
+    if args.ddr_size is not None and args.ddr_size < 1:
+        return "--ddr-size needs a positive number of bytes"
+    return None
+
+
+def _check_before_run(interp, prog, args, inputs, outputs) -> str | None:
+    """Everything that can be known wrong before the run (issue 11): the task
+    budget, unknown --input/--output buffers, output paths that cannot be
+    written, a --timeline without matplotlib.  A problem's text, or None."""
+    from nem.dialect.limits import DEFAULT_MAX_TASKS
+    from nem.runtime.budget import estimate_task_count
+
+    limit = args.max_tasks or DEFAULT_MAX_TASKS
+    runs = max(1, args.schedules or 1)
+    tasks = estimate_task_count(prog.op)
+    if tasks * runs > limit:
+        per = f" ({tasks} per schedule x {runs} schedules)" if runs > 1 else ""
+        return (f"the program runs an estimated {tasks * runs} tasks and loop iterations{per}, "
+                f"above the limit of "
+                f"{limit} (D-LIMITS); raise it with --max-tasks {tasks * runs} if that is meant")
+    for flag, pairs in (("--input", inputs), ("--output", outputs)):
+        for buf, _ in pairs:
+            try:
+                interp.buffer_size(buf)
+            except KeyError as e:
+                return f"{flag} {buf}=...: {e.args[0]}"
+    try:
+        for buf, f in outputs:
+            check_output_path(f, f"--output {buf}={f}")
+        for flag, f in (("--trace", args.trace), ("--timeline", args.timeline)):
+            if f:
+                check_output_path(f, flag)
+    except InputError as e:
+        return str(e)
+    if args.timeline:
+        import importlib.util
+
+        if importlib.util.find_spec("matplotlib") is None:
+            return "--timeline needs matplotlib (pip install -e '.[viz]')"
+    return None
 
 
 def _summary(r, session) -> None:

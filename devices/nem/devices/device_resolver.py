@@ -23,6 +23,7 @@ from nem.dialect.device_model import (DEVICE_UNITS, PER_ENGINE_UNITS, Device, De
                                       TypeFamily, VariantRef)
 from nem.dialect.diagnostics import Diagnostic, NemDiagnosticError, SourceLoc, error, fail
 from nem.dialect.families import Catalog
+from nem.dialect.source_files import read_source
 from nem.frontends.nem_text.config_parser import ConfigDocument, parse_config_document
 
 SUPPORTED_SPEC_VERSIONS = ("1.0",)
@@ -99,11 +100,8 @@ class _Loader:
                        "remove one include of the cycle")
         if key in self.names:
             return self.names[key]
-        try:
-            text = path.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
-            raise fail(f"cannot read '{path}': {getattr(exc, 'strerror', None) or exc}", loc,
-                       "INC-02" if included else "DEV-20") from None
+        text = read_source(path, "included file" if included else "device file", loc,
+                           "INC-02" if included else "DEV-20")
         self.load_document(parse_config_document(text, str(path), included=included), key)
         return str(path)
 

@@ -252,6 +252,31 @@ class TaskOp(NemOp):
         """(region value, "read"|"write") for every region the task touches."""
         raise NotImplementedError
 
+    def written_operands(self) -> tuple[tuple[SSAValue, str], ...]:
+        """(region value, "read"|"write") in the order the operands are written
+        (`dst, src` for transfers and stores, ins then outs for compute):
+        the order of `operand_decos`."""
+        raise NotImplementedError
+
+    def operand_decos(self, index: int) -> tuple[DecoratorAttr, ...]:
+        """Region decorators written after operand `index` (SPEC §12
+        `operand ::= ID decos? | region_expr decos?`), in `written_operands` order."""
+        decos = self.properties.get("operand_decorators")
+        if not isinstance(decos, ArrayAttr):
+            return ()
+        return tuple(decos.data[index].data)
+
+    def _verify_operand_decos(self) -> None:
+        decos = self.properties.get("operand_decorators")
+        if isinstance(decos, ArrayAttr) and len(decos.data) != len(self.written_operands()):
+            raise VerifyException("operand_decorators needs one entry per operand")
+
+
+def _operand_decos(per_operand: list[list[DecoratorAttr]]) -> ArrayAttr | None:
+    if not any(per_operand):
+        return None
+    return ArrayAttr(tuple(ArrayAttr(tuple(d)) for d in per_operand))
+
 
 class _MoveOp(TaskOp):
     """Shared shape of `transfer` and `store`: dst, src, deps."""
@@ -259,6 +284,7 @@ class _MoveOp(TaskOp):
     token = opt_prop_def(StringAttr)
     sync = opt_prop_def(UnitAttr)
     decorators = opt_prop_def(ArrayAttr)
+    operand_decorators = opt_prop_def(ArrayAttr)
     dst = operand_def(RegionType)
     src = operand_def(RegionType)
     deps = var_operand_def(TokenType)
@@ -266,16 +292,25 @@ class _MoveOp(TaskOp):
     irdl_options = (AttrSizedOperandSegments(as_property=True),)
 
     def __init__(self, dst: SSAValue, src: SSAValue, deps: list[SSAValue], sync: bool,
-                 token: str | None, decorators: list[DecoratorAttr]):
+                 token: str | None, decorators: list[DecoratorAttr],
+                 operand_decorators: list[list[DecoratorAttr]] | None = None):
         super().__init__(operands=[dst, src, deps], result_types=[TokenType()],
                          properties={"token": StringAttr(token) if token else None,
                                      "sync": UnitAttr() if sync else None,
-                                     "decorators": _decos(decorators)})
+                                     "decorators": _decos(decorators),
+                                     "operand_decorators": _operand_decos(
+                                         operand_decorators or [])})
         if token:
             self.result.name_hint = _hint(token)
 
     def operand_regions(self) -> tuple[tuple[SSAValue, str], ...]:
         return ((self.src, "read"), (self.dst, "write"))
+
+    def written_operands(self) -> tuple[tuple[SSAValue, str], ...]:
+        return ((self.dst, "write"), (self.src, "read"))
+
+    def verify_(self) -> None:
+        self._verify_operand_decos()
 
 
 @irdl_op_definition
@@ -332,9 +367,7 @@ class ComputeOp(TaskOp):
                  args: list[SSAValue], attrs: dict[str, Attribute], sync: bool,
                  token: str | None, decorators: list[DecoratorAttr],
                  operand_decorators: list[list[DecoratorAttr]]):
-        op_decos = None
-        if any(operand_decorators):
-            op_decos = ArrayAttr(tuple(ArrayAttr(tuple(d)) for d in operand_decorators))
+        op_decos = _operand_decos(operand_decorators)
         super().__init__(operands=[ins, outs, deps, args], result_types=[TokenType()],
                          properties={"token": StringAttr(token) if token else None,
                                      "sync": UnitAttr() if sync else None,
@@ -348,19 +381,14 @@ class ComputeOp(TaskOp):
     def opcode(self) -> str:
         return self.SPEC.name
 
-    def operand_decos(self, index: int) -> tuple[DecoratorAttr, ...]:
-        """Decorators written after operand `index` (ins first, then outs)."""
-        if self.operand_decorators is None:
-            return ()
-        return tuple(self.operand_decorators.data[index].data)
-
     def operand_regions(self) -> tuple[tuple[SSAValue, str], ...]:
         return tuple((v, "read") for v in self.ins) + tuple((v, "write") for v in self.outs)
 
+    def written_operands(self) -> tuple[tuple[SSAValue, str], ...]:
+        return self.operand_regions()
+
     def verify_(self) -> None:
-        if self.operand_decorators is not None and \
-                len(self.operand_decorators.data) != len(self.ins) + len(self.outs):
-            raise VerifyException("operand_decorators needs one entry per operand")
+        self._verify_operand_decos()
 
 
 def _make_compute_op(spec: OpcodeSpec) -> type[ComputeOp]:

@@ -34,10 +34,10 @@ second copy of a fact in this file: remove the copy (docs/design.md,
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Container, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 import ml_dtypes
 import numpy as np
@@ -51,6 +51,8 @@ from xdsl.dialects.builtin import (
     Signedness,
 )
 from xdsl.ir import Attribute, BlockArgument, Operation, SSAValue
+
+from nem.dialect.limits import INT_MAX, INT_MIN
 
 if TYPE_CHECKING:
     from nem.dialect.ops import LoopOp, TaskOp
@@ -150,7 +152,13 @@ PRECEDENCE = {"+": 1, "-": 1, "*": 2, "/": 2, "mod": 2}
 
 
 class ExprError(Exception):
-    """Division or `mod` by zero; the caller attaches the location and rule."""
+    """Division or `mod` by zero, or a value outside the 64-bit range
+    (D-INT-RANGE); the caller attaches the location.  `rule` is the rule id
+    the error breaks, when there is one."""
+
+    def __init__(self, message: str, rule: str | None = "CONST-05"):
+        super().__init__(message)
+        self.rule = rule
 
 
 class NotAnExpression(Exception):
@@ -158,24 +166,35 @@ class NotAnExpression(Exception):
 
 
 def apply_binop(op: str, a: int, b: int) -> int:
-    """`+ - * / mod` on unbounded integers; `/` truncates toward zero and `mod`
-    is the truncated remainder (sign of `a`), as `arith.divsi`/`remsi`."""
+    """`+ - * / mod` on signed 64-bit integers; `/` truncates toward zero and
+    `mod` is the truncated remainder (sign of `a`), as `arith.divsi`/`remsi`;
+    a result outside 64 bits is an error, never wrapped (D-INT-RANGE)."""
     if op == "+":
-        return a + b
-    if op == "-":
-        return a - b
-    if op == "*":
-        return a * b
-    if b == 0:
-        raise ExprError(f"{'division' if op == '/' else 'mod'} by zero")
-    q = abs(a) // abs(b)
-    q = q if (a >= 0) == (b >= 0) else -q
-    return q if op == "/" else a - q * b
+        r = a + b
+    elif op == "-":
+        r = a - b
+    elif op == "*":
+        r = a * b
+    else:
+        if b == 0:
+            raise ExprError(f"{'division' if op == '/' else 'mod'} by zero")
+        q = abs(a) // abs(b)
+        q = q if (a >= 0) == (b >= 0) else -q
+        r = q if op == "/" else a - q * b
+    if r < INT_MIN or r > INT_MAX:
+        raise ExprError(f"{a} {op} {b} overflows: NEM integers are signed 64-bit "
+                        f"([{INT_MIN}, {INT_MAX}], D-INT-RANGE)", None)
+    return r
 
 
 Compiled = int | Callable[[Sequence[int]], int]
 """A compiled expression: an int when loop-invariant, else `f(iv) -> int`
 where `iv[k]` is the value of the loop variable at nesting depth k (0-based)."""
+
+_CONST, _ARG, _BINOP, _FORWARD, _UNKNOWN = range(5)
+Tape = list[tuple]
+"""An expression as (kind, x, y, z) nodes in dependency order, each node once,
+loop-invariant parts folded to constants; `y`/`z` index earlier nodes."""
 
 
 class Evaluator:
@@ -187,102 +206,131 @@ class Evaluator:
     * `compile(v, depth_of)`: an int or a closure over the loop-variable vector
       (what the hazard analysis and the runtime evaluate per iteration);
     * `free_loop_args(v)`: the loop variables `v` depends on.
-    Division by zero raises `ExprError` (when evaluated, for compiled code).
+
+    Nothing here recurses along an expression: static values come from an
+    iterative walk of the expression DAG, and a loop-dependent value becomes
+    a tape (`tape`) that `eval` interprets and `compile` turns into
+    straight-line code, one assignment per node.  A chain of thousands of
+    consts costs no recursion depth, and `let a2 = a1 + a1` chains cost linear,
+    not exponential, time (issue 11).  Division by zero and 64-bit overflow
+    raise `ExprError` (when evaluated, for compiled code).
     """
 
     def __init__(self) -> None:
         self._static: dict[SSAValue, int | None] = {}
+        self._tapes: dict[SSAValue, Tape] = {}
         self._compiled: dict[SSAValue, Compiled] = {}
         self._depth_of: Mapping[BlockArgument, int] | None = None
-        self._free: dict[SSAValue, frozenset[BlockArgument]] = {}
 
     def static(self, value: SSAValue) -> int | None:
         cached = self._static.get(value, _MISSING)
         if cached is not _MISSING:
             return cached  # type: ignore[return-value]
-        result = self._eval(value, {}, self.static)
-        self._static[value] = result
-        return result
+        memo = self._static
+        for v in postorder(value, _value_operands, memo):
+            memo[v] = None if isinstance(v, BlockArgument) else \
+                _node_value(v.owner, [memo[o] for o in _expr_operands(v.owner)])
+        return memo[value]
 
     def eval(self, value: SSAValue, env: Mapping[SSAValue, int]) -> int | None:
-        if not env:
-            return self.static(value)
         s = self.static(value)
-        if s is not None:
+        if s is not None or not env:
             return s
-        return self._eval(value, env, lambda v: self.eval(v, env))
-
-    @staticmethod
-    def _eval(value: SSAValue, env: Mapping[SSAValue, int],
-              rec: Callable[[SSAValue], int | None]) -> int | None:
-        if isinstance(value, BlockArgument):
-            return env.get(value)
-        op = value.owner
-        if isinstance(op, arith.ConstantOp):
-            assert isinstance(op.value, IntegerAttr)
-            return op.value.value.data
-        sym = SYMBOL_OF.get(type(op))
-        if sym is not None:
-            a, b = rec(op.operands[0]), rec(op.operands[1])
-            if a is None or b is None:
-                return None
-            return apply_binop(sym, a, b)
-        if len(op.operands) == 1 and op.name in ("nem.const", "nem.let"):
-            return rec(op.operands[0])
-        return None
+        regs: list[int | None] = []
+        push = regs.append
+        for kind, x, y, z in self.tape(value):
+            if kind == _CONST:
+                push(x)
+            elif kind == _ARG:
+                push(env.get(x))
+            elif kind == _BINOP:
+                a, b = regs[y], regs[z]
+                push(None if a is None or b is None else apply_binop(x, a, b))
+            elif kind == _FORWARD:
+                push(regs[x])
+            else:
+                push(None)
+        return regs[-1]
 
     def free_loop_args(self, value: SSAValue) -> frozenset[BlockArgument]:
-        """The loop variables (block arguments) that `value` depends on."""
-        hit = self._free.get(value)
-        if hit is not None:
-            return hit
-        if isinstance(value, BlockArgument):
-            out: frozenset[BlockArgument] = frozenset((value,))
-        else:
-            out = frozenset()
-            for v in value.owner.operands:
-                out |= self.free_loop_args(v)
-        self._free[value] = out
-        return out
+        """The loop variables (block arguments) that `value` depends on (none
+        when it is static)."""
+        if self.static(value) is not None:
+            return frozenset()
+        return frozenset(x for kind, x, _, _ in self.tape(value) if kind == _ARG)
+
+    def tape(self, root: SSAValue) -> Tape:
+        """The tape of `root`, built once."""
+        tape = self._tapes.get(root)
+        if tape is None:
+            tape = self._tapes[root] = self._build_tape(root)
+        return tape
+
+    def _build_tape(self, root: SSAValue) -> Tape:
+        index: dict[SSAValue, int] = {}
+        tape: Tape = []
+
+        def children(v: SSAValue) -> tuple[SSAValue, ...]:
+            return () if self.static(v) is not None else _value_operands(v)
+
+        for v in postorder(root, children, index):
+            s = self.static(v)
+            if s is not None:
+                node: tuple = (_CONST, s, 0, 0)
+            elif isinstance(v, BlockArgument):
+                node = (_ARG, v, 0, 0)
+            else:
+                operands = _expr_operands(v.owner)
+                if len(operands) == 2:
+                    node = (_BINOP, SYMBOL_OF[type(v.owner)], index[operands[0]],
+                            index[operands[1]])
+                elif len(operands) == 1:
+                    node = (_FORWARD, index[operands[0]], 0, 0)
+                else:
+                    node = (_UNKNOWN, v.owner.name, 0, 0)
+            index[v] = len(tape)
+            tape.append(node)
+        return tape
 
     def compile(self, value: SSAValue, depth_of: Mapping[BlockArgument, int]) -> Compiled:
-        """`value` as an int (loop-invariant) or a closure `f(iv) -> int`;
-        `depth_of[arg]` is the index in `iv` of each loop variable.  Raises
-        `NotAnExpression` for an operand that is not an integer expression and
-        `ExprError` for a constant division by zero.  One evaluator compiles
-        for one `depth_of` mapping (one program)."""
+        """`value` as an int (loop-invariant) or a straight-line closure
+        `f(iv) -> int` (one assignment per tape node); `depth_of[arg]` is the
+        index in `iv` of each loop variable.  Raises `NotAnExpression` for an
+        operand that is not an integer expression and `ExprError` for a
+        constant division by zero.  One evaluator compiles for one `depth_of`
+        mapping (one program)."""
         if self._depth_of is None:
             self._depth_of = depth_of
         assert self._depth_of is depth_of, "one Evaluator compiles for one loop-depth mapping"
-        key = value
-        hit = self._compiled.get(key)
+        hit = self._compiled.get(value)
         if hit is not None:
             return hit
         s = self.static(value)
-        if s is not None:
-            fn: Compiled = s
-        else:
-            src = self._src(value, depth_of)
-            fn = eval("lambda iv: " + src, {"_bin": apply_binop})
-        self._compiled[key] = fn
+        fn: Compiled = s if s is not None else self._straight_line(self.tape(value), depth_of)
+        self._compiled[value] = fn
         return fn
 
-    def _src(self, value: SSAValue, depth_of: Mapping[BlockArgument, int]) -> str:
-        s = self.static(value)
-        if s is not None:
-            return str(s)
-        if isinstance(value, BlockArgument):
-            if value not in depth_of:
-                raise NotAnExpression("a block argument that is not a loop variable")
-            return f"iv[{depth_of[value]}]"
-        op = value.owner
-        sym = SYMBOL_OF.get(type(op))
-        if sym is not None:
-            a, b = self._src(op.operands[0], depth_of), self._src(op.operands[1], depth_of)
-            return f"({a} {sym} {b})" if sym in "+-*" else f"_bin({sym!r}, {a}, {b})"
-        if len(op.operands) == 1 and op.name in ("nem.const", "nem.let"):
-            return self._src(op.operands[0], depth_of)
-        raise NotAnExpression(f"cannot evaluate '{op.name}' as an integer expression")
+    @staticmethod
+    def _straight_line(tape: Tape, depth_of: Mapping[BlockArgument, int]) -> Callable:
+        lines = []
+        for k, (kind, x, y, z) in enumerate(tape):
+            if kind == _CONST:
+                rhs = repr(x)
+            elif kind == _ARG:
+                if x not in depth_of:
+                    raise NotAnExpression("a block argument that is not a loop variable")
+                rhs = f"iv[{depth_of[x]}]"
+            elif kind == _FORWARD:
+                rhs = f"t{x}"
+            elif kind == _BINOP:
+                rhs = f"_bin({x!r}, t{y}, t{z})"
+            else:
+                raise NotAnExpression(f"cannot evaluate '{x}' as an integer expression")
+            lines.append(f"    t{k} = {rhs}\n")
+        src = f"def _f(iv):\n{''.join(lines)}    return t{len(tape) - 1}\n"
+        scope: dict[str, object] = {"_bin": apply_binop}
+        exec(src, scope)  # noqa: S102 - generated from the IR's expression tape
+        return scope["_f"]  # type: ignore[return-value]
 
 
 _MISSING = object()
@@ -291,6 +339,72 @@ _MISSING = object()
 def run_compiled(fn: Compiled, iv: Sequence[int]) -> int:
     """The value of a compiled expression for loop-variable vector `iv`."""
     return fn if isinstance(fn, int) else fn(iv)
+
+
+T = TypeVar("T")
+
+
+def postorder(root: T, children: Callable[[T], Iterable[T]], done: Container[T]) -> list[T]:
+    """The nodes reachable from `root` through `children` that are not in
+    `done`, each once, children before parents: the iterative walk behind
+    every DAG computation on expressions (no recursion depth, no repeated
+    subtrees)."""
+    order: list[T] = []
+    placed: set[T] = set()
+    stack: list[tuple[T, bool]] = [(root, False)]
+    while stack:
+        v, expanded = stack.pop()
+        if v in done or v in placed:
+            continue
+        if expanded:
+            placed.add(v)
+            order.append(v)
+            continue
+        stack.append((v, True))
+        stack.extend((c, False) for c in children(v) if c not in done and c not in placed)
+    return order
+
+
+def _value_operands(v: SSAValue) -> tuple[SSAValue, ...]:
+    return () if isinstance(v, BlockArgument) else _expr_operands(v.owner)
+
+
+def _node_value(op: Operation, args: list[int | None]) -> int | None:
+    """The value of expression node `op` given its operands' values."""
+    if isinstance(op, arith.ConstantOp):
+        return op.value.value.data if isinstance(op.value, IntegerAttr) else None
+    if len(args) == 2:
+        a, b = args
+        return None if a is None or b is None else apply_binop(SYMBOL_OF[type(op)], a, b)
+    if len(args) == 1:
+        return args[0]
+    return None
+
+
+def expression_depth(op: Operation, depths: dict[SSAValue, int]) -> int | None:
+    """The dependency depth of `op`'s result when `op` is an expression node
+    (operators count 1; `nem.const`/`nem.let` forward their operand's depth,
+    so names do not reset it), recorded in `depths`; None for other ops.
+    Operands must have been seen first (ops in program order).  Walkers that
+    recurse along an expression (the printer) are bounded by MAX_EXPR_DEPTH,
+    which the verifier enforces (D-LIMITS)."""
+    operands = _expr_operands(op)
+    if not operands:
+        return None
+    d = max(depths.get(v, 0) for v in operands) + (1 if type(op) in SYMBOL_OF else 0)
+    depths[op.results[0]] = d
+    return d
+
+
+def _expr_operands(op: Operation) -> tuple[SSAValue, ...]:
+    """The integer operands an expression node's value depends on: both
+    operands of a binary op, the forwarded operand of `nem.const`/`nem.let`,
+    none for a literal or anything else (whose value is unknown)."""
+    if type(op) in SYMBOL_OF:
+        return (op.operands[0], op.operands[1])
+    if len(op.operands) == 1 and len(op.results) == 1 and op.name in ("nem.const", "nem.let"):
+        return (op.operands[0],)
+    return ()
 
 
 # ---------------------------------------------------------------------------

@@ -33,7 +33,14 @@ from nem.dialect.attributes import (
 )
 from nem.dialect.decorators import DECORATORS, TARGET_WORDS, allowed_on
 from nem.dialect.diagnostics import Diagnostic, SourceLoc, error
-from nem.dialect.semantics import RESOURCE_UNITS, Evaluator, ExprError, window_error
+from nem.dialect.limits import MAX_EXPR_DEPTH, MAX_NESTING_DEPTH
+from nem.dialect.semantics import (
+    RESOURCE_UNITS,
+    Evaluator,
+    ExprError,
+    expression_depth,
+    window_error,
+)
 from nem.dialect.families import Catalog
 from nem.dialect.ops import (
     BufferOp,
@@ -74,13 +81,14 @@ class ProgramVerifier:
 
     # -- driver ------------------------------------------------------------
     def run(self) -> list[Diagnostic]:
-        for stage in (self.stage_names, self.stage_objects, self.stage_tasks):
+        for stage in (self.stage_bounds, self.stage_names, self.stage_objects, self.stage_tasks):
             stage()
             if any(d.severity == "error" for d in self.diags):
                 break
         return self.diags
 
-    def err(self, op: Operation | SourceLoc | None, rule: str, message: str, fix: str) -> None:
+    def err(self, op: Operation | SourceLoc | None, rule: str | None, message: str,
+            fix: str) -> None:
         self.diags.append(error(message, op, rule, fix))
 
     def walk(self) -> Iterator[tuple[Operation, tuple[LoopOp, ...]]]:
@@ -91,6 +99,22 @@ class ProgramVerifier:
                     yield from rec(op.block, loops + (op,))
 
         yield from rec(self.program.block, ())
+
+    # -- stage 0: bounded work (D-LIMITS) -------------------------------------
+    def stage_bounds(self) -> None:
+        """Loop nesting and expression depth within the limits every later
+        walk relies on (IR from MLIR is not bounded by the `.nem` parser)."""
+        depths: dict[SSAValue, int] = {}
+        for op, loops in self.walk():
+            if len(loops) > MAX_NESTING_DEPTH:
+                return self.err(op, None, f"loops nested more than {MAX_NESTING_DEPTH} deep "
+                                "(limit D-LIMITS)", "flatten the loop nest")
+            d = expression_depth(op, depths)
+            if d is not None and d > MAX_EXPR_DEPTH:
+                return self.err(op, None, f"integer expression more than {MAX_EXPR_DEPTH} "
+                                "operations deep, counting through const and let names "
+                                "(limit D-LIMITS)", "compute the value in fewer steps")
+        return None
 
     # -- stage 1: names and structure ----------------------------------------
     def stage_names(self) -> None:
@@ -208,17 +232,25 @@ class ProgramVerifier:
                 yield env
 
     def relevant_loops(self, loops: tuple[LoopOp, ...], values) -> tuple[LoopOp, ...]:
-        """The enclosing loops whose variables `values` depend on (directly or
-        through the bounds of another such loop): enumerating only these visits
-        every distinct value, so the cost does not grow with unrelated loops."""
-        need: set = set()
-        for v in values:
-            need |= self.ev.free_loop_args(v)
+        """The enclosing loops whose iterations can change `values`: those
+        whose variable they use (directly or through the bounds of another
+        such loop), and every loop that may run zero times (whose body then
+        never runs).  Enumerating only these visits every distinct value, so
+        the cost does not grow with unrelated loops (a region over an inner
+        index of a 2^63-iteration loop)."""
+        try:
+            need: set = set().union(*(self.ev.free_loop_args(v) for v in values))
+        except ExprError:
+            return loops
         keep = []
         for lp in reversed(loops):
-            if lp.block.args[0] in need:
+            lo, hi = self.ev.static(lp.lower), self.ev.static(lp.upper)
+            if lp.block.args[0] in need or lo is None or hi is None or lo > hi:
                 keep.append(lp)
-                need |= self.ev.free_loop_args(lp.lower) | self.ev.free_loop_args(lp.upper)
+                try:
+                    need |= self.ev.free_loop_args(lp.lower) | self.ev.free_loop_args(lp.upper)
+                except ExprError:
+                    return loops
         return tuple(reversed(keep))
 
     def _region(self, op: RegionOp, loops: tuple[LoopOp, ...]) -> None:
@@ -239,6 +271,13 @@ class ProgramVerifier:
         # decodes the segment sizes again
         offset, extent, shape, strides = op.offset, op.extent, tuple(op.shape), tuple(op.strides)
         loops = self.relevant_loops(loops, (offset, extent, *shape, *strides))
+        # with a static shape and strides the element check depends on the
+        # extent alone: decided once per distinct extent
+        try:
+            fixed = all(self.ev.static(v) is not None for v in (*shape, *strides))
+        except ExprError:
+            fixed = False
+        fits: dict[int, bool] = {}
         for env in self.envs(loops):
             try:
                 off, ext = self.ev.eval(offset, env), self.ev.eval(extent, env)
@@ -256,9 +295,12 @@ class ProgramVerifier:
                     f"'{buf_op.buffer_name.data}' has {buf_size} bytes"
                     f"{_iteration_text(loops, env)}",
                     "shrink the region or enlarge the buffer")
-            if rtype.typed and not self._extent_fits(op, rtype, ext, env, label, loops,
-                                                     shape, strides):
+            if not rtype.typed or (fixed and fits.get(ext)):
+                continue
+            ok = self._extent_fits(op, rtype, ext, env, label, loops, shape, strides)
+            if not ok:
                 return
+            fits[ext] = True
 
     def _buffer_holds_elements(self, op: RegionOp, rtype: RegionType, buf_size: int | None,
                                label: str) -> bool:
@@ -369,8 +411,8 @@ class ProgramVerifier:
         decos = list(op.decorator_list()) if hasattr(op, "decorator_list") else []
         for d in decos:
             self._decorator(op, d, target)
-        if isinstance(op, ComputeOp) and op.operand_decorators is not None:
-            for i in range(len(op.ins) + len(op.outs)):
+        if isinstance(op, TaskOp):
+            for i in range(len(op.written_operands())):
                 for d in op.operand_decos(i):
                     self._decorator(op, d, "region")
 
@@ -411,9 +453,13 @@ class ProgramVerifier:
                 return self.err(op, "TASK-07", f"{kw} moves {math.prod(ss)} elements into a "
                                 f"region of {math.prod(ds)}", "make the element counts equal")
         d_op, s_op = op.dst.owner, op.src.owner
-        loops = self.relevant_loops(loops, (d_op.offset, d_op.extent, s_op.offset, s_op.extent))
+        # operands read once: xDSL's operand accessors cost more than an evaluation
+        d_extent, s_extent, d_offset, s_offset = d_op.extent, s_op.extent, d_op.offset, s_op.offset
+        loops = self.relevant_loops(loops, (d_extent, s_extent, d_offset, s_offset))
+        same_buffer = isinstance(op, TransferOp) and d_op.buffer == s_op.buffer and \
+            not any(dd.DECO_NAME == "memmove" for dd in op.decorator_list())
         for env in self.envs(loops):
-            d_ext, s_ext = self.ev.eval(d_op.extent, env), self.ev.eval(s_op.extent, env)
+            d_ext, s_ext = self.ev.eval(d_extent, env), self.ev.eval(s_extent, env)
             # TASK-07: the extent comparison is for untyped regions; typed ones
             # compare element counts above (a strided source spans more bytes)
             if d_ext is not None and s_ext is not None and d_ext < s_ext and \
@@ -421,9 +467,8 @@ class ProgramVerifier:
                 return self.err(op, "TASK-07", f"{kw} copies {s_ext} bytes into a {d_ext}-byte "
                                 f"region{_iteration_text(loops, env)}",
                                 "the destination extent must be at least the source extent")
-            if isinstance(op, TransferOp) and d_op.buffer == s_op.buffer and \
-                    not any(dd.DECO_NAME == "memmove" for dd in op.decorator_list()):
-                d_off, s_off = self.ev.eval(d_op.offset, env), self.ev.eval(s_op.offset, env)
+            if same_buffer:
+                d_off, s_off = self.ev.eval(d_offset, env), self.ev.eval(s_offset, env)
                 if None not in (d_off, s_off, d_ext, s_ext) and \
                         d_off < s_off + s_ext and s_off < d_off + d_ext:
                     return self.err(op, "HAZ-02", "transfer source and destination overlap "
@@ -520,10 +565,12 @@ class ProgramVerifier:
                          f"use @seq_engine({k}) or drop it (decision D-DECO-SEQ)")
 
     def _access_intent(self, op: TaskOp) -> None:
-        """DECO-07: @readonly regions are not written, @writeonly ones not read."""
-        for value, access in op.operand_regions():
+        """DECO-07: @readonly regions are not written, @writeonly ones not read;
+        the intent is the region's own decorators plus those written after
+        the operand (SPEC §7, §12 `operand ::= ID decos?`)."""
+        for i, (value, access) in enumerate(op.written_operands()):
             decos = value.owner.decorator_list() if isinstance(value.owner, RegionOp) else ()
-            names = {d.DECO_NAME for d in decos}
+            names = {d.DECO_NAME for d in (*decos, *op.operand_decos(i))}
             if {"readonly", "writeonly"} <= names:
                 self.err(value.owner, "DECO-07", f"{value_label(value)} is both @readonly and "
                          "@writeonly", "keep one")

@@ -72,6 +72,8 @@ from nem.passes.lowering_core import (
     View,
     buffer_bytes,
     check_elem,
+    check_value_ranges,
+    depends_on,
     eval_map,
     is_index_arith,
     make_region,
@@ -211,6 +213,7 @@ class Lowerer:
         if len(fn.body.blocks) > 1:
             raise reject(fn, "the entry function has several blocks (unstructured control flow)")
         self.fn = fn
+        check_value_ranges(fn)
         self._setup_device(fn)
         body = Block()
         prog = ProgramOp(fn.sym_name.data, body,
@@ -1371,7 +1374,7 @@ class Lowerer:
             for v, mode in op.operand_regions():
                 r = v.owner
                 assert isinstance(r, RegionOp)
-                if mode == "write" and not _depends_on(r.offset, var.arg):
+                if mode == "write" and not depends_on(r.offset, var.arg):
                     return (f"{r.buffer.owner.buffer_name.data} is written by every "
                             "iteration (loop-carried)")
                 inner, up = [], op.parent_op()
@@ -1646,15 +1649,6 @@ def _defined_in(v: SSAValue, op: Operation) -> bool:
     return owner is not None and op.is_ancestor(owner)
 
 
-def _depends_on(v: SSAValue, arg) -> bool:
-    if v is arg:
-        return True
-    owner = v.owner
-    if isinstance(owner, Operation):
-        return any(_depends_on(o, arg) for o in owner.operands)
-    return False
-
-
 def _in_loop_below(op: Operation, block: Block) -> bool:
     """Whether `op` is inside an `affine.for` that is inside `block`."""
     while op is not None and op.parent_block() is not block:
@@ -1726,6 +1720,7 @@ class ConvertAffineToNemPass(ModulePass):
     entry: str | None = None
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        opts = Options(parse_spaces(self.memory_spaces), self.device, self.entry)
+        opts = Options(parse_spaces(self.memory_spaces), self.device, self.entry,
+                       pass_env.current().include_dirs)
         Lowerer(opts).run(op)
 

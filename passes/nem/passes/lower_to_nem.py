@@ -74,8 +74,10 @@ class LowerToNemPass(ModulePass):
     entry: str | None = None
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        opts = Options(parse_spaces(self.memory_spaces), self.device, self.entry)
+        # `-I` directories of the driver (nem-opt -I DIR) also find `device=NAME` (DEV-20)
+        include_dirs = pass_env.current().include_dirs
+        opts = Options(parse_spaces(self.memory_spaces), self.device, self.entry, include_dirs)
         prog = Lowerer(opts).run(op)
         ConvertAsyncToNemPass().apply(ctx, op)
         _dce(prog)
-        check(op, self.device)
+        check(op, self.device, include_dirs)

@@ -7,6 +7,7 @@ docs/spec-decisions.md ("Lowering").
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from xdsl.dialects import affine, arith
@@ -41,11 +42,84 @@ from nem.dialect.ops import RegionOp
 
 
 def reject(op: Operation | None, reason: str, fix: str | None = None) -> NemDiagnosticError:
-    """An error naming the op (its name and location) and the reason."""
+    """An error naming the op (its name and location) and the reason; an op
+    without a location (an implicit module) is reported at the first op it
+    holds that has one, else at the input's first line."""
     where = f"'{op.name}'" if op is not None else "input"
     return NemDiagnosticError([Diagnostic("error", f"cannot lower {where}: {reason}",
-                                          SourceLoc.of(op) if op is not None else None,
-                                          None, fix)])
+                                          _where(op), None, fix)])
+
+
+def _where(op: Operation | None) -> SourceLoc | None:
+    from nem.passes import pass_env
+
+    for o in op.walk() if op is not None else ():
+        loc = SourceLoc.of(o)
+        if loc is not None:
+            return loc
+    file = pass_env.current().file
+    return SourceLoc(file, 1, 1) if file else None
+
+
+def depends_on(v: SSAValue, target: SSAValue,
+               through: Callable[[Operation], bool] = lambda op: True) -> bool:
+    """Whether `v` is computed from `target` through ops accepted by
+    `through`.  Iterative, each value visited once: a chain of ops that reuse
+    each other (`%c2 = arith.muli %c1, %c1`, ...) costs linear time and no
+    recursion depth (issue 11)."""
+    seen: set[SSAValue] = set()
+    todo = [v]
+    while todo:
+        x = todo.pop()
+        if x is target:
+            return True
+        if x not in seen and isinstance(x.owner, Operation) and through(x.owner):
+            seen.add(x)
+            todo.extend(x.owner.operands)
+    return False
+
+
+def check_value_ranges(fn: Operation) -> None:
+    """D-INT-RANGE on the lowering's input: memref dimensions, loop bounds and
+    steps, and index constants must fit NEM's signed 64-bit integers (and a
+    memref's size in bytes too), so that no shape or offset built from them
+    overflows.  Constants inside affine maps are read without recursion."""
+    from xdsl.ir.affine import AffineBinaryOpExpr, AffineConstantExpr
+
+    from nem.dialect.limits import INT_MAX
+
+    def out_of_range(v: int) -> bool:
+        return not -INT_MAX - 1 <= v <= INT_MAX
+
+    def shown(v: int) -> str:
+        text = str(v)
+        return text if len(text) <= 24 else f"{text[:10]}...{text[-6:]} ({len(text)} digits)"
+
+    for op in fn.walk():
+        for t in [*(r.type for r in op.results), *(a.type for b in
+                  (op.regions[0].blocks if op.regions else ()) for a in b.args)]:
+            if isinstance(t, MemRefType):
+                shape = t.get_shape()
+                size = 1
+                for d in shape:
+                    size *= max(d, 1)
+                if any(out_of_range(d) for d in shape) or out_of_range(size * 8):
+                    raise reject(op, f"{t} is larger than NEM's 64-bit sizes (D-INT-RANGE)",
+                                 "use smaller shapes")
+        for name, attr in op.properties.items():
+            exprs = []
+            if isinstance(attr, IntegerAttr) and out_of_range(attr.value.data):
+                raise reject(op, f"{name} = {shown(attr.value.data)} is outside NEM's 64-bit integers "
+                             "(D-INT-RANGE)", "use smaller values")
+            if hasattr(attr, "data") and hasattr(attr.data, "results"):
+                exprs = list(attr.data.results)
+            while exprs:
+                e = exprs.pop()
+                if isinstance(e, AffineConstantExpr) and out_of_range(e.value):
+                    raise reject(op, f"{name} holds {shown(e.value)}, outside NEM's 64-bit integers "
+                                 "(D-INT-RANGE)", "use smaller values")
+                if isinstance(e, AffineBinaryOpExpr):
+                    exprs += [e.lhs, e.rhs]
 
 
 # ---------------------------------------------------------------------------

@@ -21,6 +21,7 @@ with xDSL's interpreter, with one semantics (D-RT-MLIR-KERNEL, D-RT-MLIR-JIT).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from io import StringIO
 
 from xdsl.dialects import affine, arith, func, memref
@@ -37,6 +38,7 @@ from xdsl.ir import Block, BlockArgument, Operation, Region, SSAValue
 from xdsl.printer import Printer
 
 from nem.dialect.attributes import ArgRefAttr
+from nem.dialect.semantics import postorder
 from nem.dialect.ops import COMPUTE_OPS, TransferOp
 from nem.dialect.operand_binding import match_families
 from nem.passes.lowering_core import (
@@ -44,6 +46,7 @@ from nem.passes.lowering_core import (
     Dim,
     ExprEmitter,
     View,
+    depends_on,
     eval_map,
     is_identity,
     is_index_arith,
@@ -164,6 +167,28 @@ def _tree(L, nest: Nest, v: SSAValue, inside: set[Operation]):
     raise NotRaisable(f"'{owner.name}' in the nest body")
 
 
+MAX_RAISED_OPS = 64
+"""Most operations one raised computation may expand to (each becomes a task)."""
+
+
+def _raisable_size(root: SSAValue, within: Callable[[Operation], bool]) -> None:
+    """NotRaisable when the computation of `root` (its ops that satisfy
+    `within`, expanded as a tree, as raising does) has more than
+    MAX_RAISED_OPS operations.  Counted iteratively over the DAG with each
+    value once, so a 1500-op chain or a body whose values reuse each other
+    (`%x2 = arith.addf %x1, %x1`, 2^40 as a tree) falls back to a compute
+    task (D-LOW-FALLBACK) in linear time instead of recursing (issue 11)."""
+    def operands(v: SSAValue) -> list[SSAValue]:
+        owner = v.owner
+        return list(owner.operands) if isinstance(owner, Operation) and within(owner) else []
+
+    size: dict[SSAValue, int] = {}
+    for v in postorder(root, operands, size):
+        size[v] = min(1 + sum(size[o] for o in operands(v)), MAX_RAISED_OPS + 1)
+    if size[root] > MAX_RAISED_OPS:
+        raise NotRaisable(f"a computation of more than {MAX_RAISED_OPS} operations")
+
+
 def _order(acc) -> list[int | None]:
     return [k for k, _ in acc]
 
@@ -190,6 +215,7 @@ def match_nest(L, nest: Nest):
         raise NotRaisable(f"{len(stores)} stores in the nest body")
     st = stores[0]
     smem, sacc = _access(L, nest, st)
+    _raisable_size(st.value, lambda op: op in inside)
     tree = _tree(L, nest, st.value, inside)
     n = len(nest.loops)
     sorder = [k for k in _order(sacc) if k is not None]
@@ -445,11 +471,7 @@ def is_tile_loop(L, loop: affine.ForOp) -> bool:
 
 def _derives_from(v: SSAValue, iv: SSAValue) -> bool:
     """Whether index `v` is computed from `iv` (through index arithmetic)."""
-    if v is iv:
-        return True
-    owner = v.owner
-    return isinstance(owner, Operation) and owner.name in _INDEX_OPS and any(
-        _derives_from(o, iv) for o in owner.operands)
+    return depends_on(v, iv, lambda op: op.name in _INDEX_OPS)
 
 
 def _tiles_of_point_nests(block: Block) -> bool:
@@ -656,6 +678,7 @@ def _generic_tree(op):
             return ("op", UNARY[owner.name], [node(owner.operands[0])])
         raise NotRaisable(f"'{owner.name}' in the linalg.generic body")
 
+    _raisable_size(block.last_op.operands[0], lambda o: o.parent_block() is block)
     root = node(block.last_op.operands[0])
     if root[0] != "op" or any(leaf[0] == "const" for leaf in _leaves(root)):
         raise NotRaisable("no NEM opcode for this linalg op")

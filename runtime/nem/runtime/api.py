@@ -165,31 +165,29 @@ class NemInterpreter:
             raise ValueError(f"scheduling must be 'source' or 'random', not {policy!r}")
 
     def set_timing_profile(self, profile: dict) -> None:
-        """Override cost-model parameters, e.g. {"DMA": {"bandwidth": 64, "latency": 8}}."""
+        """Override cost-model parameters, e.g. {"DMA": {"bandwidth": 64, "latency": 8}};
+        ValueError naming the first bad entry (unknown unit or key, a value that
+        is not a positive number; latencies may be 0)."""
+        problem = profile_problem(profile)
+        if problem is not None:
+            raise ValueError(f"bad timing profile: {problem}")
         for k, v in profile.items():
             self.profile.setdefault(k, {}).update(v)
 
     # -------------------------------------------------------------- loading
     def load(self, path: str | Path, check: bool = True) -> Program:
         """Load `.nem` text, NEM IR as MLIR (`.mlir`), or NEM bytecode (`.nemb`,
-        recognized by its magic number whatever the file is called)."""
-        path = str(path)
-        try:
-            raw = Path(path).read_bytes()
-        except OSError as e:
-            raise NemDiagnosticError([Diagnostic("error", f"cannot read {path}: {e.strerror}",
-                                                 SourceLoc(path, 1, 1))]) from None
+        recognized by its magic number whatever the file is called).  The file
+        is read capped and only if regular (D-LIMITS); text that is not UTF-8
+        is an error at its first bad byte."""
+        from nem.dialect.source_files import decode_source, read_source_bytes
         from nem.frontends.bytecode.container import is_nemb
 
+        path = str(path)
+        raw = read_source_bytes(path, "program")
         if is_nemb(raw) or path.endswith(".nemb"):
             return self.load_bytecode(raw, path, check)
-        try:
-            text = raw.decode("utf-8")
-        except UnicodeDecodeError as e:
-            raise NemDiagnosticError([Diagnostic(
-                "error", f"{path} is neither UTF-8 text nor NEM bytecode (byte {e.start})",
-                SourceLoc(path, 1, 1))]) from None
-        return self.load_string(text, path, check)
+        return self.load_string(decode_source(raw, path), path, check)
 
     def load_bytecode(self, data: bytes, file: str = "<nemb>", check: bool = True) -> Program:
         """Load a `.nemb` file, binding it to the device late: its Requirements
@@ -252,13 +250,17 @@ class NemInterpreter:
         return self.program
 
     def _parse_mlir(self, text: str, file: str) -> ModuleOp:
-        from xdsl.parser import Parser
-
         from nem.dialect.dialect import nem_context
+        from nem.frontends.upstream_dialects.mlir_input import parse_mlir_checked
 
-        module = Parser(nem_context(), text, file).parse_module()
-        module.verify()
-        return module
+        try:
+            return parse_mlir_checked(nem_context(), text, file)
+        except NemDiagnosticError as e:
+            for d in e.diagnostics:
+                if "is not registered" in d.message:
+                    d.fix = ("nem-run runs NEM IR: lower the MLIR first, e.g. "
+                             "nem-opt X.mlir -p 'lower-to-nem{device=D}' -t nem | nem-run -")
+            raise
 
     def _validate(self, prog: ProgramOp, file: str) -> list[Diagnostic]:
         from nem.devices.program_device import check_device_validity
@@ -399,6 +401,10 @@ class NemInterpreter:
 
     def read_buffer(self, name: str) -> np.ndarray:
         return self._mem().buffer_bytes(name).copy()
+
+    def buffer_size(self, name: str) -> int:
+        """The size in bytes of buffer `name` (KeyError naming the known ones)."""
+        return self._mem().buffer(name).size
 
     def ddr_info(self) -> dict:
         lv = self._mem().levels["DDR"]
@@ -744,3 +750,28 @@ class Session:
                 f"{s.steps} tasks run, {len(s.live)} in flight"
                 f"{' (' + '; '.join(live_iters[:4]) + ')' if live_iters else ''}"
                 f"{cyc}, {races} races{nxt}>")
+
+
+def profile_problem(profile: object) -> str | None:
+    """Why `profile` is not a valid cost-model override, or None (issue 11:
+    wrong types, a list, zero or negative bandwidths)."""
+    from nem.runtime.engine import DEFAULT_PROFILE
+
+    if not isinstance(profile, dict):
+        return f"expected an object of units, got {type(profile).__name__}"
+    for unit, keys in profile.items():
+        if unit not in DEFAULT_PROFILE:
+            return f"unknown unit {unit!r} (units: {', '.join(DEFAULT_PROFILE)})"
+        if not isinstance(keys, dict):
+            return f"{unit}: expected an object of parameters, got {type(keys).__name__}"
+        for key, value in keys.items():
+            if key not in DEFAULT_PROFILE[unit]:
+                return (f"{unit}: unknown parameter {key!r} (parameters: "
+                        f"{', '.join(DEFAULT_PROFILE[unit])})")
+            if isinstance(value, bool) or not isinstance(value, int | float) or \
+                    value != value or value in (float("inf"), float("-inf")):
+                return f"{unit}.{key}: expected a number, got {value!r}"
+            if value < 0 or (value == 0 and key != "latency"):
+                need = ">= 0" if key == "latency" else "> 0"
+                return f"{unit}.{key} is {value}, must be {need}"
+    return None

@@ -6,7 +6,7 @@ region declarations, tasks, waits and loops; `arith`/`nem.const`/`nem.let`
 ops are pure and are folded into the compiled integer expressions that use
 them.  An expression becomes a Python closure over the loop-variable vector
 `iv` (`iv[d]` = value of the loop variable at nesting depth d+1), with `/`
-and `mod` going through `exprs.apply_binop` (D-EXPR-MOD).
+and `mod` going through `semantics.apply_binop` (D-EXPR-MOD).
 
 Task execution: transfers and stores copy the whole source extent into the
 destination (TASK-06, TASK-10); compute tasks call the kernel table
