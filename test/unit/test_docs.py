@@ -1,0 +1,16 @@
+"""Every code block of the user documentation runs (see `doc_blocks.py`):
+python blocks execute, `console` blocks run their commands and must print
+exactly what the document shows."""
+
+from __future__ import annotations
+
+import pytest
+
+from doc_blocks import ROOT, run_document
+
+DOCS = ["docs/builder.md"]
+
+
+@pytest.mark.parametrize("doc", DOCS)
+def test_document_blocks_run(doc, tmp_path):
+    assert run_document(ROOT / doc, tmp_path) > 0
