@@ -7,6 +7,9 @@ arithmetic, then the NEM checks: the device-independent static rules
 (DEV-13) for that target.  The program gets `include "NAME.nem"` and
 `device NAME` so it prints as a self-contained `.nem` file.
 
+`remarks=true`: a remark per function lists what was raised to NEM opcodes
+and what fell back to `compute op="mlir.kernel"` (opt-in, D-OPT-REMARKS).
+
 `memory-spaces`: `0:DDR,1:L2,2:L1[0]` (levels DDR, L2, L1, L1[k]; default
 `0:DDR,1:L2,2:L1`).  xDSL's pipeline lexer has no `:`: `nem-opt` quotes the
 value before xDSL parses the pipeline (`nem.cli.nem_opt.quote_memory_spaces`),
@@ -67,14 +70,25 @@ def check(module: ModuleOp, device: str | None, include_dirs=()) -> None:
 
 @dataclass(frozen=True)
 class LowerToNemPass(ModulePass):
+    """Lower MLIR (func/affine/memref/linalg/async) to a checked NEM program.
+
+    Options:
+      device: target device; the result is checked against it (DEV-13)
+      memory-spaces: memref memory space to NEM level, e.g. 0:DDR,1:L2,2:L1[0]
+      entry: the func.func to lower (default: the first public one)
+      remarks: report what was raised to NEM opcodes and what fell back
+    """
+
     name = "lower-to-nem"
 
     device: str | None = None
     memory_spaces: tuple[str, ...] = (DEFAULT_SPACES,)
     entry: str | None = None
+    remarks: bool = False
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        opts = Options(parse_spaces(self.memory_spaces), self.device, self.entry)
+        opts = Options(parse_spaces(self.memory_spaces), self.device, self.entry,
+                       remarks=self.remarks)
         prog = Lowerer(opts).run(op)
         ConvertAsyncToNemPass().apply(ctx, op)
         _dce(prog)
