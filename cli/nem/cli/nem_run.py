@@ -62,6 +62,10 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--ddr-size", type=int, default=None, help="DDR bytes (default 256 MB)")
     p.add_argument("--no-races", action="store_true", help="disable race detection")
     p.add_argument("--no-progress", action="store_true")
+    from nem.cli.common import version_text
+
+    p.add_argument("--version", action="version", version=version_text("nem-run"),
+                   help="print the version of nem-run and of what it runs on, and exit")
     return p
 
 

@@ -324,7 +324,8 @@ class NemBuilder:
                 hit = scope.get(e.value)
                 if hit is not None and hit.owner.parent is not None:
                     return hit
-            value = self._insert(arith.ConstantOp(IntegerAttr(e.value, IndexType())), loc).results[0]
+            const = arith.ConstantOp(IntegerAttr(e.value, IndexType()))
+            value = self._insert(const, loc).results[0]
             self._literals[-1][e.value] = value
             return value
         assert isinstance(e, BinExpr)

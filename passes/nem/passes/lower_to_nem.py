@@ -12,7 +12,7 @@ and what fell back to `compute op="mlir.kernel"` (opt-in, D-OPT-REMARKS).
 
 `memory-spaces`: `0:DDR,1:L2,2:L1[0]` (levels DDR, L2, L1, L1[k]; default
 `0:DDR,1:L2,2:L1`).  xDSL's pipeline lexer has no `:`: `nem-opt` quotes the
-value before xDSL parses the pipeline (`nem.cli.nem_opt.quote_memory_spaces`),
+value before xDSL parses the pipeline (`nem.passes.driver.quote_memory_spaces`),
 so the unquoted spelling works there; with xDSL's own parser write it quoted,
 `memory-spaces="0:DDR,1:L2"`, or `0-DDR,1-L2` (D-LOW-OPT-SPACES).
 

@@ -220,9 +220,10 @@ class NemInterpreter:
 
                 module = parse_nem(text, file)
         except ParseError as e:
+            from nem.frontends.upstream_dialects import parse_error_message
+
             line, col, _ = e.span.get_line_col()
-            raise NemDiagnosticError([Diagnostic("error", str(e.msg) if hasattr(e, "msg") else
-                                                 str(e).splitlines()[-1],
+            raise NemDiagnosticError([Diagnostic("error", parse_error_message(e),
                                                  SourceLoc(file, line + 1, col + 1))]) from None
         except VerifyException as e:
             raise NemDiagnosticError([Diagnostic("error", str(e).splitlines()[0],
