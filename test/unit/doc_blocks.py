@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-_FENCE = re.compile(r"^```([^\n`]*)\n(.*?)^```\s*$", re.M | re.S)
+_FENCE = re.compile(r"^```([^\n`]*)\n(.*?)^```\s*$", re.MULTILINE | re.DOTALL)
 
 
 @dataclass
@@ -74,7 +74,7 @@ def run_console(block: Block, tmp: Path, where: str) -> None:
             k += 1
         cmd = _subst(cmd, tmp)
         r = subprocess.run(["bash", "-c", cmd], cwd=tmp, env=_env(tmp), capture_output=True,
-                           text=True, timeout=600)
+                           text=True, timeout=600, check=False)
         got = (r.stdout + r.stderr).rstrip("\n").splitlines()
         want = [_subst(x, tmp) for x in expected]
         assert r.returncode == want_rc and got == want, (

@@ -5,7 +5,6 @@ exactly what the document shows."""
 from __future__ import annotations
 
 import pytest
-
 from doc_blocks import ROOT, run_document
 
 DOCS = ["docs/builder.md"]

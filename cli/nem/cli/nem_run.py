@@ -26,7 +26,8 @@ import numpy as np
 
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="nem-run", description="Run a NEM program (.nem or NEM "
-                                "IR .mlir) on the reference runtime.")
+                                "IR .mlir) on the reference runtime.",
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("program", help="the program; '-' reads .nem text from standard input "
                    "(e.g. piped from nem-opt -t nem)")
     p.add_argument("--device", help="target device (name or .nem file); overrides the "
