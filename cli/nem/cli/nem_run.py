@@ -3,14 +3,16 @@
     nem-run PROGRAM.nem [--device D] [--mode functional|timed]
             [--schedule source|random --seed S] [--schedules K]
             [--explore [--max-schedules N]] [-j N]
-            [--input BUF=FILE]... [--output BUF=FILE]... [--random-inputs SEED]
+            [--input NAME=FILE]... [--input-raw NAME=FILE]...
+            [--output NAME[:T[SHAPE]]=FILE]... [--random-inputs SEED]
             [--trace FILE.json|.csv] [--timeline FILE.png] [--profile FILE.json]
 
 Prints a summary (tasks run, per-unit busy time and utilization and total
 cycles in timed mode, races, deadlocks, unconsumed tokens).  Exit status: 0
 when the run completed without races (and, with --schedules, with identical
 final memory), 1 when a race, deadlock, differing schedules or a diagnostic
-was reported, 2 for usage errors.
+was reported, 2 for usage errors (bad flags, inputs whose type does not
+match, output files that cannot be written: all checked before the run).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import argparse
 import json
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -48,12 +51,18 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("-j", "--jobs", type=int, default=None, metavar="N",
                    help="processes for --schedules/--explore (default: every core; results "
                    "do not depend on N)")
-    p.add_argument("--input", action="append", default=[], metavar="BUF=FILE",
-                   help="write FILE (.npy: its array in C order; else raw bytes) at the start "
-                   "of buffer BUF; a bare FILE.npz writes each of its arrays into the buffer "
-                   "of the same name (nem-compile's weights sidecar)")
-    p.add_argument("--output", action="append", default=[], metavar="BUF=FILE",
-                   help="write buffer BUF's bytes to FILE (.npy: 1-D uint8; else raw)")
+    p.add_argument("--input", action="append", default=[], metavar="NAME=FILE",
+                   help="write FILE into buffer or region NAME before the run: a .npy array "
+                   "must have NAME's element type (and a region's shape); any other file is "
+                   "raw bytes; a bare FILE.npz writes each of its arrays into the buffer or "
+                   "region of the same name (nem-compile's weights sidecar)")
+    p.add_argument("--input-raw", action="append", default=[], metavar="NAME=FILE",
+                   help="as --input, but a .npy array's bytes are written as they are, "
+                   "whatever its dtype and shape")
+    p.add_argument("--output", action="append", default=[], metavar="NAME[:T[SHAPE]]=FILE",
+                   help="write buffer or region NAME to FILE after the run (.npy: a typed "
+                   "array, NAME's element type and shape, or T[SHAPE] such as "
+                   "Y:f16[64,32]; any other file: the array's bytes)")
     p.add_argument("--random-inputs", type=int, metavar="SEED",
                    help="fill DDR and L2 buffers with seeded random values before running")
     p.add_argument("--trace", metavar="FILE", help="trace as Chrome/Perfetto JSON or .csv")
@@ -62,7 +71,8 @@ def _parser() -> argparse.ArgumentParser:
                    help='cost-model overrides, e.g. {"DMA": {"bandwidth": 64, "latency": 8}}')
     p.add_argument("--ddr-size", type=int, default=None, help="DDR bytes (default 256 MB)")
     p.add_argument("--no-races", action="store_true", help="disable race detection")
-    p.add_argument("--no-progress", action="store_true")
+    p.add_argument("--no-progress", action="store_true",
+                   help="no progress bar (it is only ever shown on a terminal)")
     from nem.cli.common import version_text
 
     p.add_argument("--version", action="version", version=version_text("nem-run"),
@@ -71,49 +81,55 @@ def _parser() -> argparse.ArgumentParser:
 
 
 class Progress:
-    """A progress bar on stderr that appears once a run takes longer than a second."""
+    """A progress bar on stderr (rich) that appears once a run takes longer
+    than a second, and only when stderr is a terminal: logs and pipes never
+    get carriage returns."""
 
     def __init__(self, total: int | None, enabled: bool):
         self.total = total
         self.t0 = time.perf_counter()
-        self.enabled = enabled
-        self.shown = False
+        self.enabled = enabled and sys.stderr.isatty()
+        self.bar = None
+        self.task = None
+        self.kernel_task = None
+
+    def _started(self) -> bool:
+        """Whether the bar is showing (started on first use, when enabled)."""
+        if self.bar is None and self.enabled:
+            try:
+                from rich.console import Console
+                from rich.progress import Progress as RichProgress
+            except ImportError:  # rich is a dependency; a broken install just shows nothing
+                self.enabled = False
+                return False
+            self.bar = RichProgress(console=Console(stderr=True), transient=True)
+            self.task = self.bar.add_task("tasks", total=self.total)
+            self.bar.start()
+        return self.bar is not None
 
     def __call__(self, done: int) -> None:
-        if not self.enabled:
-            return
-        el = time.perf_counter() - self.t0
-        if el < 1.0:
-            return
-        self.shown = True
-        if self.total:
-            frac = min(done / self.total, 1.0)
-            bar = "#" * int(frac * 30)
-            msg = f"\r[{bar:<30}] {frac * 100:5.1f}% {done}/{self.total} tasks {el:6.1f}s"
-        else:
-            msg = f"\r{done} tasks {el:6.1f}s"
-        sys.stderr.write(msg + "\x1b[K" if sys.stderr.isatty() else msg)
-        sys.stderr.flush()
+        if time.perf_counter() - self.t0 >= 1.0 and self._started():
+            self.bar.update(self.task, completed=done)
 
     def kernel(self, done: int, total: int, elapsed: float) -> None:
         """Progress inside one long interpreted escape-hatch task (D-RT-MLIR-JIT)."""
-        share = f"{min(done / total, 1.0) * 100:3.0f}% of ~{total:,}" if total else f"{done:,}"
-        sys.stderr.write(f"\rinterpreting a compute op=mlir.kernel task: {share} scalar ops, "
-                         f"{elapsed:.0f} s\x1b[K")
-        sys.stderr.flush()
-        self.shown = True
+        if not self._started():
+            return
+        if self.kernel_task is None:
+            self.kernel_task = self.bar.add_task(
+                "interpreting a compute op=mlir.kernel task (scalar ops)", total=total or None)
+        self.bar.update(self.kernel_task, completed=done, total=total or None)
 
     def close(self) -> None:
-        if self.shown:
-            sys.stderr.write("\n")
-            sys.stderr.flush()
+        if self.bar is not None:
+            self.bar.stop()
 
 
 def _pairs(items, what):
     out = []
     for it in items:
         if "=" not in it:
-            raise SystemExit(_usage(f"{what} expects BUF=FILE, got {it!r}"))
+            raise SystemExit(_usage(f"{what} expects NAME=FILE, got {it!r}"))
         buf, f = it.split("=", 1)
         out.append((buf, f))
     return out
@@ -124,14 +140,118 @@ def _usage(msg: str) -> int:
     return 2
 
 
+@dataclass(frozen=True)
+class Output:
+    """`--output NAME[:T[SHAPE]]=FILE`."""
+
+    name: str
+    elem: str | None
+    shape: tuple[int, ...] | None
+    file: str
+
+    @staticmethod
+    def parse(item: str) -> Output:
+        from nem.runtime.tensor_io import TensorIOError, parse_spec
+
+        if "=" not in item:
+            raise SystemExit(_usage(f"--output expects NAME=FILE or NAME:T[SHAPE]=FILE, got "
+                                    f"{item!r}"))
+        target, file = item.split("=", 1)
+        name, _, spec = target.partition(":")
+        elem = shape = None
+        if spec:
+            try:
+                elem, shape = parse_spec(spec)
+            except TensorIOError as e:
+                raise SystemExit(_usage(f"--output {item}: {e}")) from None
+        return Output(name, elem, shape, file)
+
+
+def _check_paths(args, outputs: list[Output]) -> int | None:
+    """Every file the run will write, checked before it starts (a usage
+    error, exit 2): --output files, --trace, --timeline (and matplotlib)."""
+    from nem.cli.common import check_writable
+
+    paths = [(o.file, f"--output {o.name}") for o in outputs]
+    if args.trace:
+        paths.append((args.trace, "--trace"))
+    if args.timeline:
+        paths.append((args.timeline, "--timeline"))
+        import importlib.util
+
+        if importlib.util.find_spec("matplotlib") is None:
+            return _usage("not supported: --timeline needs matplotlib; install it with "
+                          "pip install 'nem-toolchain[viz]'")
+    for path, what in paths:
+        problem = check_writable(path, what)
+        if problem is not None:
+            return _usage(problem)
+    return None
+
+
+def _load(args, interp):
+    """The program of the command line (a file, or `-`: standard input, .nem
+    or NEM IR in MLIR syntax, told apart from the text)."""
+    from nem.cli.common import is_stdio
+
+    if is_stdio(args.program):
+        from nem.frontends.nem_text.document import detect_format
+
+        text = sys.stdin.read()
+        return interp.load_string(text, "<stdin>", syntax=detect_format(text))
+    return interp.load(args.program)
+
+
+def _write_inputs(interp, args) -> int | None:
+    """--input / --input-raw (and bare .npz archives) into memory; an error
+    is a usage error naming the flag (exit 2)."""
+    items = [(i, False) for i in args.input] + [(i, True) for i in args.input_raw]
+    for item, raw in items:
+        flag = "--input-raw" if raw else "--input"
+        try:
+            if "=" not in item and item.endswith(".npz"):
+                with np.load(item, allow_pickle=False) as npz:
+                    for name in npz.files:
+                        interp.write_tensor(name, npz[name], raw=raw)
+                continue
+            [(name, f)] = _pairs([item], flag)
+            if f.endswith(".npy"):
+                interp.write_tensor(name, np.load(f, allow_pickle=False), raw=raw)
+            else:
+                interp.write_bytes(name, Path(f).read_bytes())
+        except (OSError, ValueError, KeyError) as e:
+            return _usage(f"{flag} {item}: {e}")
+    return None
+
+
+def _check_outputs(interp, outputs: list[Output]) -> int | None:
+    """Every --output names a buffer or region, and its T[SHAPE] fits."""
+    for o in outputs:
+        try:
+            interp.read_tensor(o.name, o.shape, o.elem)
+        except (ValueError, KeyError) as e:
+            return _usage(f"--output {o.name}: {e}")
+    return None
+
+
+def _write_outputs(interp, outputs: list[Output]) -> None:
+    from nem.cli.common import output_file
+
+    for o in outputs:
+        data = interp.read_tensor(o.name, o.shape, o.elem)
+        with output_file(o.file, "wb") as f:
+            if o.file.endswith(".npy"):
+                np.save(f, data, allow_pickle=False)
+            else:
+                f.write(np.ascontiguousarray(data).tobytes())
+
+
 def run(argv=None) -> int:
     from nem.dialect.diagnostics import NemDiagnosticError
     from nem.runtime.api import NemInterpreter
 
     args = _parser().parse_args(argv)
-    archives = [f for f in args.input if "=" not in f and f.endswith(".npz")]
-    inputs = _pairs([f for f in args.input if f not in archives], "--input")
-    outputs = _pairs(args.output, "--output")
+    outputs = [Output.parse(o) for o in args.output]
     if args.schedules is not None and args.schedules < 1:
         return _usage("--schedules needs K >= 1")
     if args.max_schedules < 1:
@@ -140,6 +260,9 @@ def run(argv=None) -> int:
         return _usage("-j needs N >= 1")
     if args.explore and (args.schedules or args.mode == "timed"):
         return _usage("--explore runs functional schedules; it excludes --schedules and --mode timed")
+    bad_path = _check_paths(args, outputs)
+    if bad_path is not None:
+        return bad_path
     try:
         interp = NemInterpreter(device=args.device, ddr_size=args.ddr_size,
                                 include_dirs=args.include_dirs, races=not args.no_races,
@@ -148,10 +271,7 @@ def run(argv=None) -> int:
         interp.set_scheduling(args.schedule, args.seed)
         if args.profile:
             interp.set_timing_profile(json.loads(Path(args.profile).read_text()))
-        if args.program == "-":
-            prog = interp.load_string(sys.stdin.read(), file="<stdin>")
-        else:
-            prog = interp.load(args.program)
+        prog = _load(args, interp)
     except NemDiagnosticError as e:
         for d in e.diagnostics:
             print(d.render(), file=sys.stderr)
@@ -164,21 +284,9 @@ def run(argv=None) -> int:
 
     if args.random_inputs is not None:
         interp.randomize_inputs(args.random_inputs)
-    for f in archives:
-        try:
-            with np.load(f, allow_pickle=False) as npz:
-                for buf in npz.files:
-                    interp.write_tensor(buf, npz[buf])
-        except (OSError, ValueError, KeyError) as e:
-            return _usage(f"--input {f}: {e}")
-    for buf, f in inputs:
-        try:
-            if f.endswith(".npy"):
-                interp.write_tensor(buf, np.load(f, allow_pickle=False))
-            else:
-                interp.write_bytes(buf, Path(f).read_bytes())
-        except (OSError, ValueError, KeyError) as e:
-            return _usage(f"--input {buf}={f}: {e}")
+    bad_io = _write_inputs(interp, args) or _check_outputs(interp, outputs)
+    if bad_io is not None:
+        return bad_io
 
     name = prog.name
     dev = prog.device.name if prog.device is not None else "device-agnostic"
@@ -249,7 +357,7 @@ def run(argv=None) -> int:
         if args.timeline:
             from nem.runtime.trace import timeline_png
 
-            timeline_png(s.trace, args.timeline, f"{name} ({args.mode})")
+            timeline_png(s.trace, args.timeline, f"{name} ({args.mode})", args.mode)
             print(f"timeline: {args.timeline}")
     except RuntimeError as e:
         print(f"nem-run: error: {e}", file=sys.stderr)
@@ -302,15 +410,6 @@ def _explore(interp, max_schedules: int, jobs) -> bool:
 
 def _short(ref) -> str:
     return ref.label + (f" ({ref.iteration})" if ref.iteration else "")
-
-
-def _write_outputs(interp, outputs) -> None:
-    for buf, f in outputs:
-        data = interp.read_buffer(buf)
-        if f.endswith(".npy"):
-            np.save(f, data.astype(np.uint8).reshape(-1))
-        else:
-            Path(f).write_bytes(data.tobytes())
 
 
 def _summary(r, session) -> None:
