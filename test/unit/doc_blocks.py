@@ -55,7 +55,7 @@ def _env(tmp: Path) -> dict[str, str]:
     return env
 
 
-def run_console(block: Block, tmp: Path, where: str) -> None:
+def run_console(block: Block, tmp: Path, where: str, cwd: Path) -> None:
     """Run each `$ command` of a console block and compare its output."""
     lines = block.text.splitlines()
     k = 0
@@ -73,7 +73,7 @@ def run_console(block: Block, tmp: Path, where: str) -> None:
             expected.append(lines[k])
             k += 1
         cmd = _subst(cmd, tmp)
-        r = subprocess.run(["bash", "-c", cmd], cwd=tmp, env=_env(tmp), capture_output=True,
+        r = subprocess.run(["bash", "-c", cmd], cwd=cwd, env=_env(tmp), capture_output=True,
                            text=True, timeout=600, check=False)
         got = (r.stdout + r.stderr).rstrip("\n").splitlines()
         want = [_subst(x, tmp) for x in expected]
@@ -86,12 +86,15 @@ def _subst(text: str, tmp: Path) -> str:
     return text.replace("{TMP}", str(tmp)).replace("{ROOT}", str(ROOT))
 
 
-def run_document(path: Path, tmp: Path) -> int:
-    """Execute every block of `path` in `tmp`; returns how many ran."""
+def run_document(path: Path, tmp: Path, cwd: Path | None = None) -> int:
+    """Execute every block of `path` in `tmp` (commands and python blocks in
+    `cwd` when given: the README's commands run from the repository root);
+    returns how many ran."""
     scope: dict = {"__name__": "__doc__"}
     ran = 0
-    cwd = os.getcwd()
-    os.chdir(tmp)
+    where_run = cwd or tmp
+    cwd_before = os.getcwd()
+    os.chdir(where_run)
     sys.path.insert(0, str(tmp))
     try:
         for b in blocks(path.read_text(encoding="utf-8")):
@@ -104,9 +107,9 @@ def run_document(path: Path, tmp: Path) -> int:
                 exec(code, scope)  # noqa: S102 - running the documentation is the point
                 ran += 1
             elif b.lang == "console":
-                run_console(b, tmp, str(path.relative_to(ROOT)))
+                run_console(b, tmp, str(path.relative_to(ROOT)), where_run)
                 ran += 1
     finally:
         sys.path.remove(str(tmp))
-        os.chdir(cwd)
+        os.chdir(cwd_before)
     return ran

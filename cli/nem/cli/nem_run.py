@@ -345,24 +345,28 @@ def run(argv=None) -> int:
         result = s.run_to_end(progress=bar)
     finally:
         bar.close()
-    _summary(result, s)
-    if result.error is not None:
-        print(result.error.render(), file=sys.stderr)
-        failed = True
-    failed |= result.status != "completed" or result.race_count > 0
+    # files first: a reader that stops early (`| head`) must not lose them
+    written = []
     try:
+        _write_outputs(interp, outputs)
         if args.trace:
             s.export_trace(args.trace)
-            print(f"trace: {args.trace}")
+            written.append(f"trace: {args.trace}")
         if args.timeline:
             from nem.runtime.trace import timeline_png
 
             timeline_png(s.trace, args.timeline, f"{name} ({args.mode})", args.mode)
-            print(f"timeline: {args.timeline}")
+            written.append(f"timeline: {args.timeline}")
     except RuntimeError as e:
         print(f"nem-run: error: {e}", file=sys.stderr)
         return 1
-    _write_outputs(interp, outputs)
+    _summary(result, s)
+    for line in written:
+        print(line)
+    if result.error is not None:
+        print(result.error.render(), file=sys.stderr)
+        failed = True
+    failed |= result.status != "completed" or result.race_count > 0
     return 1 if failed else 0
 
 
