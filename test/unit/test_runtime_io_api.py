@@ -7,10 +7,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
 from nem.runtime.api import NemInterpreter
 from nem.runtime.inspection import Task, Token
-
 from runtime_programs import ELTWISE
 
 TYPED = """\

@@ -27,8 +27,15 @@ import re
 from dataclasses import dataclass
 
 import numpy as np
-
-from nem.runtime.memory import BITS, DTYPES, BufferInfo, Memory, RegionInst, pack_i4_into, unpack_i4
+from nem.runtime.memory import (
+    BITS,
+    DTYPES,
+    BufferInfo,
+    Memory,
+    RegionInst,
+    pack_i4_into,
+    unpack_i4,
+)
 
 
 class TensorIOError(ValueError):
