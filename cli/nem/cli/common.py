@@ -62,7 +62,7 @@ def output_file(path: str | None, mode: str = "w") -> Iterator[IO]:
         raise OSError(e.errno, e.strerror, path) from None
     ok = False
     try:
-        with os.fdopen(fd, mode, **({} if "b" in mode else {"encoding": "utf-8"})) as out:
+        with open(fd, mode, encoding=None if "b" in mode else "utf-8") as out:
             yield out
         ok = True
     finally:

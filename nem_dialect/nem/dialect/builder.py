@@ -55,6 +55,8 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from types import FrameType
+from typing import TypeAlias
 
 from nem.dialect.attributes import (
     DYNAMIC,
@@ -207,7 +209,7 @@ class BinExpr(Expr):
         return f"({self.lhs!r} {self.op} {self.rhs!r})"
 
 
-IntLike = Expr | int | SSAValue
+IntLike: TypeAlias = Expr | int | SSAValue
 """What the builder takes wherever NEM takes an integer expression."""
 
 
@@ -227,8 +229,8 @@ def as_expr(x: IntLike) -> Expr:
 # The builder
 # ---------------------------------------------------------------------------
 
-Loc = SourceLoc | LocationAttr | None
-Operand = SSAValue | tuple[SSAValue, Sequence[DecoratorSpec]]
+Loc: TypeAlias = SourceLoc | LocationAttr | None
+Operand: TypeAlias = SSAValue | tuple[SSAValue, Sequence[DecoratorSpec]]
 """A compute operand: a region value, or (region, decorators written after it)."""
 
 _THIS_FILE = str(Path(__file__).resolve())
@@ -295,7 +297,7 @@ class NemBuilder:
     @staticmethod
     def _caller() -> SourceLoc:
         """The first Python frame outside this module (the user's line)."""
-        frame = sys._getframe(1)
+        frame: FrameType | None = sys._getframe(1)
         while frame is not None and str(Path(frame.f_code.co_filename).resolve()) == _THIS_FILE:
             frame = frame.f_back
         if frame is None:  # pragma: no cover - always called from outside
@@ -446,7 +448,8 @@ class NemBuilder:
         if max_in_flight is not None:
             decos.insert(0, MaxInFlightAttr(max_in_flight))
         body = Block(arg_types=[IndexType()])
-        op = self._insert(LoopOp(iv, lo, hi, body, decos), at)
+        op = LoopOp(iv, lo, hi, body, decos)
+        self._insert(op, at)
         saved = self._builder.insertion_point
         self._builder.insertion_point = InsertPoint.at_end(body)
         self._literals.append({})
@@ -505,7 +508,8 @@ class NemBuilder:
         assert spec is not None
         given = {**(attrs or {}), **attributes}
         op_decos: list[list] = []
-        ins_v, outs_v = [], []
+        ins_v: list[SSAValue] = []
+        outs_v: list[SSAValue] = []
         for values, side in ((ins, ins_v), (outs, outs_v)):
             for x in values:
                 value, decos = x if isinstance(x, tuple) else (x, ())

@@ -183,14 +183,18 @@ def universe_passes() -> dict[str, dict[str, PassFactory]]:
 # ---------------------------------------------------------------------------
 
 
+def _factory(cls: type[ModulePass]) -> PassFactory:
+    return lambda: cls
+
+
 def available_passes() -> dict[str, PassFactory]:
     """Every pass by name: xDSL's and entry points', then NEM's and the
     loaded plugins' (which win a name clash with an entry point)."""
     out: dict[str, PassFactory] = {}
     for passes in universe_passes().values():
         out.update(passes)
-    out.update({name: (lambda c=cls: c) for name, cls in PASSES.items()})
-    out.update({name: (lambda c=cls: c) for name, (cls, _) in PLUGIN_PASSES.items()})
+    out.update({name: _factory(cls) for name, cls in PASSES.items()})
+    out.update({name: _factory(cls) for name, (cls, _) in PLUGIN_PASSES.items()})
     return out
 
 

@@ -139,6 +139,7 @@ def read_tensor(memory: Memory, program, name: str, shape=None, dtype=None,
     """A copy of the target's values (see the module docstring)."""
     t = target(memory, program, name)
     level = memory.levels[t.buffer.level]
+    elem: str | None
     if isinstance(dtype, str):
         if dtype not in DTYPES:
             raise TensorIOError(f"unknown element type '{dtype}' (one of {', '.join(DTYPES)})")
