@@ -47,6 +47,8 @@ def output_file(path: str | None, mode: str = "w") -> Iterator[IO]:
     `path`, renamed to `path` when the `with` block ends normally and deleted
     when it raises (`SystemExit` included), so a failed run leaves no output
     file and does not clobber an existing one (D-OPT-OUTPUT).  A path that
+    exists and is not a regular file (`/dev/null`, a FIFO) is written in
+    place: renaming onto it would replace the device.  A path that
     cannot be written fails here, before any work, naming `path`."""
     if is_stdio(path):
         yield sys.stdout.buffer if "b" in mode else sys.stdout
@@ -55,6 +57,11 @@ def output_file(path: str | None, mode: str = "w") -> Iterator[IO]:
     target = Path(path)
     if target.is_dir():
         raise IsADirectoryError(21, "Is a directory", path)
+    if target.exists() and not target.is_file():
+        # /dev/null, a FIFO, a terminal: written in place, never replaced
+        with open(target, mode, encoding=None if "b" in mode else "utf-8") as out:
+            yield out
+        return
     try:
         fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp",
                                    dir=target.parent if str(target.parent) else ".")
