@@ -190,14 +190,18 @@ def _check_paths(args, outputs: list[Output]) -> int | None:
 
 
 def _load(args, interp):
-    """The program of the command line (a file, or `-`: standard input, .nem
-    or NEM IR in MLIR syntax, told apart from the text)."""
+    """The program of the command line (a file, or `-`: standard input, .nem,
+    NEM IR in MLIR syntax or NEM bytecode, told apart from the contents)."""
     from nem.cli.common import is_stdio
 
     if is_stdio(args.program):
+        from nem.frontends.bytecode.container import is_nemb
         from nem.frontends.nem_text.document import detect_format
 
-        text = sys.stdin.read()
+        raw = sys.stdin.buffer.read()
+        if is_nemb(raw):
+            return interp.load_bytecode(raw, "<stdin>")
+        text = raw.decode("utf-8")
         return interp.load_string(text, "<stdin>", syntax=detect_format(text))
     return interp.load(args.program)
 
