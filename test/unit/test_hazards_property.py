@@ -6,7 +6,7 @@ tiles through K ping-pong L1 slots indexed `(i mod K)` with N <= K (transfer
 in -> relu/add -> store out, with the dependencies that order them, and
 optionally a trailing `wait` on the store).  The checker must accept every
 such program, and reject it once a single dependency is removed or once N
-exceeds K.  Programs are built as `.nem` text and parsed with `parse_nem`.
+exceeds K.  Programs are built with the builder API (`nem.dialect.builder`).
 """
 
 from __future__ import annotations
@@ -15,14 +15,13 @@ from dataclasses import dataclass
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
 from nem.analysis.happens_before import find_hazards, max_live_tokens
+from nem.dialect.builder import ProgramBuilder
 from nem.dialect.ops import ProgramOp
-from nem.dialect.verifier import verify_program
-from nem.frontends.nem_text.parser import parse_nem
+from nem.frontends.nem_text import parse_nem, print_nem
 
 TILE = 64  # f16 [32]
-TYPED = "elem=f16, shape=[32], layout=C"
+TYPED = {"elem": "f16", "shape": [32], "layout": "C"}
 
 
 @dataclass
@@ -36,54 +35,54 @@ class LoopSpec:
     own_buffers: bool
 
 
-def program_text(weight: bool, loops: list[LoopSpec], drop: tuple[int, str] | None = None,
-                 n_override: tuple[int, int] | None = None) -> str:
+def build_program(weight: bool, loops: list[LoopSpec], drop: tuple[int, str] | None = None,
+                  n_override: tuple[int, int] | None = None) -> ProgramOp:
     """`drop = (loop index, dep)` removes one dependency: 'x' (compute on the
     transfer in), 'c' (store on the compute), 'w' (compute on the weight)."""
     total = sum(lp.trip for lp in loops)
     kmax = max(lp.k for lp in loops)
-    lines = [
-        f"buffer X_DDR : DDR (size={total * TILE})",
-        f"buffer Y_DDR : DDR (size={total * TILE})",
-        f"buffer W_DDR : DDR (size={TILE})",
-        f"buffer W_L1 : L1[0] (size={TILE})",
-    ]
+    b = ProgramBuilder()
+
+    def typed(buf, offset, name=None, let=False):
+        return b.region(name, buf, offset, TILE, let=let, **TYPED)
+
+    X_DDR = b.buffer("X_DDR", "DDR", total * TILE)
+    Y_DDR = b.buffer("Y_DDR", "DDR", total * TILE)
+    W_DDR = b.buffer("W_DDR", "DDR", TILE)
+    W_L1 = b.buffer("W_L1", "L1[0]", TILE)
+    slots = {}
     for j, lp in enumerate(loops):
         if j == 0 or lp.own_buffers:
-            lines.append(f"buffer X_L1_{j} : L1[0] (size={kmax * TILE})")
-            lines.append(f"buffer Y_L1_{j} : L1[0] (size={kmax * TILE})")
+            slots[j] = (b.buffer(f"X_L1_{j}", "L1[0]", kmax * TILE),
+                        b.buffer(f"Y_L1_{j}", "L1[0]", kmax * TILE))
     if weight:
-        lines.append(f"Wt = region(W_L1, 0, {TILE}) {TYPED}")
-        lines.append(f"tW = transfer.async(dst=Wt, src=region(W_DDR, 0, {TILE}) {TYPED})")
+        Wt = typed(W_L1, 0, "Wt")
+        tW = b.transfer(Wt, typed(W_DDR, 0), name="tW")
     base = 0
     owner = 0
     for j, lp in enumerate(loops):
         if lp.own_buffers or j == 0:
             owner = j
         n = lp.n if n_override is None or n_override[0] != j else n_override[1]
-        iv = f"i{j}"
-        hi = lp.lo + lp.trip - 1
-        lines.append(f"loop {iv} in [{lp.lo}..{hi}] @max_in_flight({n}):")
-        slot = f"({iv} mod {lp.k}) * {TILE}"
-        tile = f"({iv} - {lp.lo} + {base}) * {TILE}"
-        lines.append(f"  let X_{j} = region(X_L1_{owner}, {slot}, {TILE}) {TYPED}")
-        lines.append(f"  let Y_{j} = region(Y_L1_{owner}, {slot}, {TILE}) {TYPED}")
-        lines.append(f"  tX_{j} = transfer.async(dst=X_{j}, src=region(X_DDR, {tile}, {TILE}) {TYPED})")
-        deps_c = [] if drop == (j, "x") else [f"tX_{j}"]
-        if weight and lp.binary and drop != (j, "w"):
-            deps_c.append("tW")
-        ins = f"X_{j}, Wt" if weight and lp.binary else f"X_{j}"
-        op = "add" if weight and lp.binary else "relu"
-        lines.append(f"  tC_{j} = {op}.async in {ins} out Y_{j} deps=[{', '.join(deps_c)}]"
-                     if deps_c else f"  tC_{j} = {op}.async in {ins} out Y_{j}")
-        deps_s = "" if drop == (j, "c") else f", deps=[tC_{j}]"
-        lines.append(f"  tS_{j} = store.async(dst=region(Y_DDR, {tile}, {TILE}) {TYPED}, "
-                     f"src=Y_{j}{deps_s})")
-        if lp.trailing_wait:
-            lines.append(f"  wait(tS_{j})")
-        lines.append("endloop")
+        with b.loop(f"i{j}", lp.lo, lp.lo + lp.trip - 1, max_in_flight=n) as i:
+            slot = (i % lp.k) * TILE
+            tile = (i - lp.lo + base) * TILE
+            X = typed(slots[owner][0], slot, f"X_{j}", let=True)
+            Y = typed(slots[owner][1], slot, f"Y_{j}", let=True)
+            tX = b.transfer(X, typed(X_DDR, tile), name=f"tX_{j}")
+            deps_c = [] if drop == (j, "x") else [tX]
+            binary = weight and lp.binary
+            if binary and drop != (j, "w"):
+                deps_c.append(tW)
+            tC = b.compute("add" if binary else "relu", ins=[X, Wt] if binary else [X],
+                           outs=[Y], deps=deps_c, name=f"tC_{j}")
+            tS = b.store(typed(Y_DDR, tile), Y, deps=[] if drop == (j, "c") else [tC],
+                         name=f"tS_{j}")
+            if lp.trailing_wait:
+                b.wait(tS)
         base += lp.trip
-    return "\n".join(lines) + "\n"
+    b.finish()
+    return b.program
 
 
 @st.composite
@@ -102,20 +101,16 @@ def programs(draw):
     return weight, loops
 
 
-def _hazards(text: str) -> list:
-    module = parse_nem(text, "prop.nem")
-    prog = next(op for op in module.walk() if isinstance(op, ProgramOp))
-    errors = [d for d in verify_program(prog) if d.severity == "error"]
-    assert not errors, (text, [d.render() for d in errors])
-    return [d for d in find_hazards(prog) if d.severity == "error"]
+def _hazards(prog: ProgramOp) -> tuple[list, str]:
+    """The hazard errors of a program (verified by `finish()`) and its text."""
+    return [d for d in find_hazards(prog) if d.severity == "error"], print_nem(prog)
 
 
 @settings(max_examples=40, deadline=None)
 @given(programs(), st.data())
 def test_race_free_accepted_and_mutants_rejected(prog, data):
     weight, loops = prog
-    text = program_text(weight, loops)
-    found = _hazards(text)
+    found, text = _hazards(build_program(weight, loops))
     assert not found, text + "\n".join(d.render() for d in found)
 
     # one dependency removed -> rejected
@@ -126,16 +121,14 @@ def test_race_free_accepted_and_mutants_rejected(prog, data):
     first_w = next((m for m, lp in enumerate(loops) if lp.binary), None)
     choices = ["x", "c"] + (["w"] if weight and j == first_w else [])
     dep = data.draw(st.sampled_from(choices))
-    mutant = program_text(weight, loops, drop=(j, dep))
-    found = _hazards(mutant)
+    found, mutant = _hazards(build_program(weight, loops, drop=(j, dep)))
     assert found, mutant
     assert all(d.rule in ("HAZ-01", "HAZ-03") for d in found)
 
     # N > K -> iterations i and i+K share a slot while in flight
     j = data.draw(st.integers(0, len(loops) - 1))
     k = loops[j].k
-    mutant = program_text(weight, loops, n_override=(j, k + 1))
-    found = _hazards(mutant)
+    found, mutant = _hazards(build_program(weight, loops, n_override=(j, k + 1)))
     assert any(d.rule == "HAZ-03" and f"loop 'i{j}'" in d.message for d in found), mutant
 
 

@@ -31,7 +31,7 @@ def lower(path: Path, device: str | None = "npm_pro_x1"):
     c = lowering_context()
     m = parse_mlir(c, path.read_text(), str(path))
     with pass_env() as env:
-        LowerToNemPass(device=device).apply(c, m)
+        LowerToNemPass(device=device, remarks=True).apply(c, m)
     return m, env.diagnostics
 
 

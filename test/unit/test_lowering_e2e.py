@@ -53,7 +53,7 @@ def _tool(name: str) -> str:
 
 def lower(mlir: Path, out: Path) -> Path:
     """The CLI lowering, as the issue runs it."""
-    r = subprocess.run([_tool("nem-opt"), str(mlir), "-p", f"lower-to-nem{{device={DEVICE}}}",
+    r = subprocess.run([_tool("nem-opt"), str(mlir), "-p", f"lower-to-nem{{device={DEVICE} remarks=true}}",
                         "-t", "nem", "-o", str(out)], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     assert "remark: lowered" in r.stderr

@@ -28,7 +28,7 @@ FIXTURE = INPUTS / "eltwise_partial_tiled.mlir"
 
 def _lower(src: Path, out: Path) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "nem.cli.nem_opt", str(src), "-p",
-                           "lower-to-nem{device=npm_pro_x1}", "-t", "nem", "-o", str(out)],
+                           "lower-to-nem{device=npm_pro_x1 remarks=true}", "-t", "nem", "-o", str(out)],
                           capture_output=True, text=True)
 
 

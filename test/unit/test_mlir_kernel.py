@@ -1054,7 +1054,8 @@ def lower_and_load(tmp_path, mlir: str, fallback: str) -> NemInterpreter:
     src, out = tmp_path / "in.mlir", tmp_path / "out.nem"
     src.write_text(mlir)
     r = subprocess.run([sys.executable, "-m", "nem.cli.nem_opt", str(src), "-p",
-                        "lower-to-nem{device=npm_pro_x1}", "-t", "nem", "-o", str(out)],
+                        "lower-to-nem{device=npm_pro_x1 remarks=true}", "-t", "nem",
+                        "-o", str(out)],
                        capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     assert f"fell back to compute: {fallback}" in r.stderr

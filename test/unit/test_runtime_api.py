@@ -41,12 +41,15 @@ def test_session_step_breakpoints_and_inspection():
         assert first.iteration == "i=0"
         s.add_breakpoint(task="tA", loop_iter=1)
         assert s.run() == "breakpoint"
-        assert "tA" in s.get_ready_tasks()[0] and "i=1" in s.get_ready_tasks()[0]
+        ready = s.get_ready_tasks()
+        assert (ready[0].name, ready[0].iteration, ready[0].state) == ("tA", {"i": 1}, "ready")
+        assert repr(ready[0]).startswith("<Task tA ") and "[i=1] ready" in repr(ready[0])
         x1 = s.read_region("x", i=1)
         assert x1.dtype == np.float32 and x1.shape == (16, 16)
         assert np.array_equal(x1.reshape(-1), np.arange(256, 512, dtype=np.float32))
         toks = s.get_tokens()
-        assert toks["tX[i=1]"]["satisfied"] is True
+        assert toks["tX[i=1]"].satisfied is True
+        assert toks["tX[i=1]"].produced_by.name == "tX"
         assert "[breakpoint]" in repr(s) and "tasks run" in repr(s)
         s.clear_breakpoints()
         s.add_breakpoint(line=19)

@@ -1,7 +1,10 @@
-"""`nem-opt`: the NEM modular optimizer driver, built on xDSL's `xDSLOptMain`.
+"""`nem-opt`: the NEM modular optimizer driver, built on xDSL's `xDSLOptMain`,
+with mlir-opt's conventions (`-` for stdin/stdout, `--pass-pipeline`,
+`--load-pass-plugin`, `--verify-diagnostics` printing the output, no output
+file on failure; decisions D-OPT-* in docs/spec-decisions.md).
 
-Reads `.nem` (by extension or `-f nem`) and MLIR; writes `.nem` (`-t nem`) or
-MLIR (`-t mlir`, `--print-op-generic`).  Every input is verified with the
+Reads `.nem` (by extension, `-f nem`, or detected on stdin) and MLIR; writes
+`.nem` (`-t nem`) or MLIR (`-t mlir`, `--print-op-generic`).  Every input is verified with the
 device-independent static rules before the pipeline runs.  Diagnostics are
 `file:line:col: error: ... [RULE]` with the source line, a caret and a fix;
 `--verify-diagnostics` checks them against `expected-*` comments exactly as
@@ -14,12 +17,33 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import IO
 
+from nem.cli import nemb_tool
+from nem.cli import verify_diagnostics as vd
+from nem.cli.common import is_stdio, output_file, version_text
+from nem.cli.inputs import print_diagnostics, read_program
+from nem.dialect.diagnostics import (
+    Diagnostic,
+    NemDiagnosticError,
+    register_source,
+)
+from nem.dialect.dialect import NEM
+from nem.passes.driver import (
+    PLUGIN_PASSES,
+    PluginError,
+    apply_pipeline,
+    available_passes,
+    load_pass_plugin,
+    normalize_pipeline,
+    pass_options,
+    pass_summary,
+    universe_passes,
+    universes,
+)
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.utils.exceptions import (
     ArgSpecParseError,
@@ -29,22 +53,22 @@ from xdsl.utils.exceptions import (
 )
 from xdsl.xdsl_opt_main import xDSLOptMain
 
-from nem.dialect.diagnostics import (
-    Diagnostic,
-    NemDiagnosticError,
-    register_source,
-)
-from nem.dialect.dialect import NEM
-from nem.cli import nemb_tool
-from nem.cli import verify_diagnostics as vd
-from nem.cli.inputs import print_diagnostics, read_program
-
 
 class NemOptMain(xDSLOptMain):
-    version_format = "nem-opt (xdsl {xdsl_version})"
+    version_format = version_text("nem-opt").replace("{", "{{").replace("}", "}}")
+
+    def __init__(self, args: Sequence[str] | None = None):
+        # Plugins are loaded before xDSL registers passes and builds the
+        # argument parser, so their passes are in --help and in pipelines.
+        self._plugins = _plugin_files(sys.argv[1:] if args is None else args)
+        for f in self._plugins:
+            load_pass_plugin(f)
+        super().__init__(description=DESCRIPTION, args=args)
 
     def register_all_dialects(self) -> None:
-        super().register_all_dialects()
+        for universe in universes().values():
+            for name, factory in universe.all_dialects.items():
+                self.ctx.register_dialect(name, factory)
         self.ctx.register_dialect("nem", lambda: NEM)
         # upstream MLIR ops xDSL lacks (async.*, affine/memref DMA): frontends/nem/frontends/upstream_dialects
         from nem.frontends.upstream_dialects import register_mlir_dialects
@@ -58,14 +82,13 @@ class NemOptMain(xDSLOptMain):
         self.available_frontends["nem"] = lambda io: None  # type: ignore[assignment]
 
     def register_all_passes(self) -> None:
-        super().register_all_passes()
-        from nem.passes import PASSES
-
-        for name, cls in PASSES.items():
-            self.register_pass(name, lambda cls=cls: cls)
+        for name, factory in available_passes().items():
+            self.register_pass(name, factory)
 
     def register_all_targets(self) -> None:
-        super().register_all_targets()
+        for universe in universes().values():
+            for name, factory in universe.all_targets.items():
+                self.available_targets.setdefault(name, factory)
         from nem.frontends.nem_text.printer import print_nem
 
         self.available_targets["nem"] = lambda module, out: out.write(print_nem(module))
@@ -87,20 +110,40 @@ class NemOptMain(xDSLOptMain):
     def register_all_arguments(self, arg_parser: argparse.ArgumentParser) -> None:
         super().register_all_arguments(arg_parser)
         arg_parser.add_argument("-I", dest="include_dirs", action="append", default=[],
+                                metavar="DIR",
                                 help="add a directory to the include / device search path")
         arg_parser.add_argument("--device", default=None,
                                 help="target device name (a shipped device or one found via -I)")
         arg_parser.add_argument("--print-device", default=None, metavar="NAME",
                                 help="print the resolved device NAME and exit")
         nemb_tool.add_arguments(arg_parser)
+        arg_parser.add_argument("--pass-pipeline", default=None, metavar="PIPELINE",
+                                help="the pipeline in mlir-opt's form, "
+                                "'builtin.module(pass1,pass2{option=value})' (or as for -p)")
+        arg_parser.add_argument("--load-pass-plugin", action="append", default=[],
+                                metavar="FILE.py", help="load the passes a Python file defines "
+                                "(every xdsl.passes.ModulePass subclass, under its `name`)")
         arg_parser.set_defaults(target="same-as-input")
+        _nem_help(arg_parser, self._pass_listing())
+
+    def _pass_listing(self) -> str:
+        return pass_listing(self._plugins)
 
     def setup_pipeline(self) -> None:
-        """xDSL's pipeline parser, after `quote_memory_spaces` (so that
-        `memory-spaces=0:DDR,1:L2` needs no quotes, D-LOW-OPT-SPACES); a bad pipeline
-        or option is a one-line error, not a traceback."""
+        """xDSL's pipeline parser, after `normalize_pipeline` (`builtin.module(...)`
+        unwrapped, D-OPT-PIPELINE; `memory-spaces=0:DDR,1:L2` needs no quotes,
+        D-LOW-OPT-SPACES); a bad pipeline or option is a one-line error."""
+        if self.args.shrink or self.args.parsing_diagnostics:
+            flag = "--shrink" if self.args.shrink else "--parsing-diagnostics"
+            print(f"nem-opt: error: not supported: {flag} (an xdsl-opt option)", file=sys.stderr)
+            sys.exit(1)
+        if self.args.passes and self.args.pass_pipeline is not None:
+            print("nem-opt: error: give the pipeline with -p or with --pass-pipeline, not both",
+                  file=sys.stderr)
+            sys.exit(1)
+        spec = self.args.pass_pipeline if self.args.pass_pipeline is not None else self.args.passes
         try:
-            self.args.passes = quote_memory_spaces(self.args.passes or "")
+            self.args.passes = normalize_pipeline(spec or "")
             super().setup_pipeline()
         except NemDiagnosticError as e:
             print_diagnostics("nem-opt", e.diagnostics)
@@ -110,14 +153,30 @@ class NemOptMain(xDSLOptMain):
             sys.exit(1)
 
     # ------------------------------------------------------------------
-    def run(self) -> None:  # noqa: C901 - a driver loop
+    def _read_input(self) -> tuple[str, str]:
+        """(file name, text) of the input; `-` or no file is standard input."""
+        return read_program(None if is_stdio(self.args.input_file) else self.args.input_file,
+                            "input")
+
+    def _input_format(self, file: str, raw: str) -> str:
+        """`-f`, else the extension (`.nem`; anything else is MLIR), else on
+        stdin the text's syntax (D-OPT-STDIN)."""
+        if self.args.frontend:
+            return self.args.frontend
+        if file == "<stdin>":
+            from nem.frontends.nem_text.document import detect_format
+
+            return detect_format(raw)
+        return Path(file).suffix.lstrip(".") or "mlir"
+
+    def run(self) -> None:
         if self.args.print_device:
             sys.exit(self._print_device(self.args.print_device))
         if nemb_tool.handles(self):  # bytecode in or out: cli/nem/cli/nemb_tool.py
             sys.exit(nemb_tool.run_opt(self))
-        file, raw = read_program(self.args.input_file, "input")
+        file, raw = self._read_input()
         register_source(file, raw)
-        ext = self.args.frontend or Path(file).suffix.lstrip(".") or "mlir"
+        ext = self._input_format(file, raw)
         self._input_ext = ext
         marker = "#" if ext == "nem" else "//"
         chunks = vd.split_chunks(raw, marker) if self.args.split_input_file else [(raw, 0)]
@@ -126,10 +185,9 @@ class NemOptMain(xDSLOptMain):
         nem_out = self.args.target == "nem" or (self.args.target == "same-as-input"
                                                and ext == "nem")
         out_marker = "#" if nem_out else "//"
-        out = sys.stdout if self.args.output_file is None else open(self.args.output_file, "w")
         failures: list[str] = []
         failed = False
-        try:
+        with output_file(self.args.output_file) as out:
             for i, (chunk, offset) in enumerate(chunks):
                 if i > 0:
                     out.write(f"{out_marker} -----\n")
@@ -141,17 +199,14 @@ class NemOptMain(xDSLOptMain):
                     for d in diags:
                         print(d.render(), file=sys.stderr)
                     failed |= any(d.severity == "error" for d in diags)
-                if text is not None and not (self.args.verify_diagnostics and diags):
+                # as mlir-opt: the output is printed with --verify-diagnostics too
+                # (D-OPT-VERIFY-OUTPUT); a chunk that failed has none
+                if text is not None:
                     out.write(text)
-        finally:
-            if out is not sys.stdout:
-                out.close()
-        if failures:
             for f in failures:
                 print(f, file=sys.stderr)
-            sys.exit(1)
-        if failed:
-            sys.exit(1)
+            if failures or failed:
+                sys.exit(1)  # inside the `with`: no output file is left behind
 
     def _process(self, text: str, file: str, ext: str) -> tuple[list[Diagnostic], str | None]:
         """Parse, verify, run the pipeline and print one chunk."""
@@ -174,7 +229,7 @@ class NemOptMain(xDSLOptMain):
 
             with pass_env(file, self.args.include_dirs, self.args.device) as env:
                 try:
-                    self.pipeline.apply(self.ctx, module)
+                    apply_pipeline(self.pipeline, self.ctx, module)
                 finally:
                     diags += env.diagnostics
             return diags, self.output_resulting_program(module)
@@ -205,8 +260,8 @@ class NemOptMain(xDSLOptMain):
 
     def _verify_device(self, module: ModuleOp, file: str) -> list[Diagnostic]:
         """Device legality against the program's target (directive or --device)."""
-        from nem.dialect.ops import ProgramOp
         from nem.devices.program_device import check_device_validity, program_device
+        from nem.dialect.ops import ProgramOp
 
         diags: list[Diagnostic] = []
         for prog in module.walk():
@@ -249,37 +304,114 @@ class NemOptMain(xDSLOptMain):
         return 0
 
 
-_PASS_OPTIONS = re.compile(r'(?P<name>[\w.-]*)\{(?P<opts>(?:"[^"]*"|[^}"])*)\}')
-_SPACES_OPTION = re.compile(r'(?<!\S)(?P<key>memory[-_]spaces=)(?P<value>"[^"]*"|[^\s"]*)')
+DESCRIPTION = """\
+NEM modular optimizer driver: parse .nem or MLIR, verify it, run a pass
+pipeline and print .nem or MLIR (mlir-opt's conventions: '-' is stdin or
+stdout, --pass-pipeline, --load-pass-plugin, --verify-diagnostics).
+
+examples:
+  nem-opt prog.nem -p nem-verify                   every check, staged
+  nem-opt prog.nem --pass-pipeline='builtin.module(nem-fold-consts)' -o -
+  nem-opt tiled.mlir -p 'lower-to-nem{device=npm_lite remarks=true}' -t nem
+  cat prog.nem | nem-opt - --load-pass-plugin my_pass.py -p my-pass"""
+
+_HELP = {
+    "input_file": "input file; '-' or none reads standard input (.nem or MLIR, "
+                  "told apart from the text)",
+    "frontend": "input format: nem or mlir (default: by extension, .nem or MLIR; "
+                "on standard input, from the text)",
+    "target": "output format: nem or mlir (default: the input's format)",
+    "output_file": "output file ('-': standard output, the default); written only when "
+                   "nem-opt succeeds",
+    "passes": "pass pipeline: 'pass1,pass2{option=value ...}' (passes listed below)",
+    "verify_diagnostics": "check the diagnostics against the input's expected-error, "
+                          "-warning, -remark and -note comments ('# expected-error@+1 "
+                          "{{...}}' in .nem, '// ...' in MLIR) instead of printing them; "
+                          "the output is printed as usual; exit 1 on any mismatch",
+    "split_input_file": "split the input at '# -----' lines (.nem) or '// -----' lines "
+                        "(MLIR) and process each chunk separately; the outputs are "
+                        "separated by the same line in the output's syntax",
+    "print_op_generic": "print MLIR output in the generic op form",
+    "version": "print the version of nem-opt and of what it runs on, and exit",
+    "disable_verify": "skip xDSL's IR verifier (the NEM rules are still checked)",
+    "allow_unregistered_dialect": "allow ops of unregistered dialects in MLIR input",
+}
 
 
-def quote_memory_spaces(spec: str) -> str:
-    """Quote every `memory-spaces=VALUE` option inside a pass's `{...}` of
-    the pipeline `spec` and check every such value with `parse_spaces`
-    (D-LOW-OPT-SPACES).
+def _nem_help(parser: argparse.ArgumentParser, listing: str) -> None:
+    """nem-opt's own --help: its description, correct texts for the options
+    it inherits from xdsl-opt, and the passes by origin (NEM's first)."""
+    parser.prog = "nem-opt"
+    # a fixed width, so that the help reads the same in a terminal, a pipe and a test
+    parser.formatter_class = lambda prog: argparse.RawDescriptionHelpFormatter(
+        prog, max_help_position=30, width=100)
+    parser.description = DESCRIPTION
+    parser.epilog = listing
+    for action in parser._actions:
+        if action.dest in _HELP:
+            action.help = _HELP[action.dest].replace("%", "%%")
+        elif action.dest in ("shrink", "parsing_diagnostics"):
+            action.help = argparse.SUPPRESS  # xdsl-opt's; nem-opt rejects them
 
-    xDSL's pipeline lexer has no `:` (nor `[`), so MLIR's spelling
-    `lower-to-nem{memory-spaces=0:DDR,1:L2,2:L1[0] device=X}` would not parse;
-    the value (up to the next blank or `}`) becomes `"0:DDR,1:L2,2:L1[0]"`,
-    the quoted form xDSL already accepts.  A bad value raises a
-    `NemDiagnosticError` naming the pass, the option and the item, before
-    any input is read."""
-    from nem.passes.convert_affine_to_nem import parse_spaces
 
-    def in_pass(m: re.Match) -> str:
-        def quoted(o: re.Match) -> str:
-            value = o["value"].strip('"')
+def pass_listing(plugins: Sequence[str] = ()) -> str:
+    """The passes for --help: NEM's with their one-line docs and options,
+    then plugin files', entry points', and xDSL's names."""
+    def entry(name: str, cls, origin: str = "") -> list[str]:
+        head = f"  {name}{origin}"
+        summary = pass_summary(cls) or "(no description)"
+        lines = [f"{head:<24}{summary}" if len(head) < 24 else f"{head}\n{'':<24}{summary}"]
+        for o in pass_options(cls):
+            spec = f"      {o.name}=<{o.type}>"
+            default = f" (default: {o.default})" if o.default else ""
+            lines.append(f"{spec:<30}{o.doc}{default}" if len(spec) < 30 else
+                         f"{spec}\n{'':<30}{o.doc}{default}")
+        return lines
+
+    from nem.passes import PASSES
+
+    out = [("NEM passes (-p 'pass1,pass2{option=value ...}' or "
+            "--pass-pipeline='builtin.module(...)'):")]
+    for name in sorted(PASSES):
+        out += entry(name, PASSES[name])
+    if PLUGIN_PASSES:
+        out += ["", "passes from plugins (--load-pass-plugin):"]
+        for name, (cls, file) in sorted(PLUGIN_PASSES.items()):
+            out += entry(name, cls, f" ({file})")
+    by_universe = universe_passes()
+    for uname, passes in sorted(by_universe.items()):
+        if uname == "xdsl" or not passes:
+            continue
+        out += ["", f"passes of the installed xdsl.universe entry point '{uname}':"]
+        for name, factory in sorted(passes.items()):
             try:
-                parse_spaces(value)
-            except NemDiagnosticError as e:
-                for d in e.diagnostics:
-                    d.message = f"{m['name'] or 'pass'}: {d.message}"
-                raise
-            return f'{o["key"]}"{value}"'
+                out += entry(name, factory())
+            except Exception as e:  # noqa: BLE001 - listed, reported when used
+                out.append(f"  {name:<22}(cannot be loaded: {type(e).__name__}: {e})")
+    xdsl_names = sorted(n for n in by_universe.get("xdsl", {}) if n not in PASSES)
+    if xdsl_names:
+        out += ["", "xDSL passes (xdsl.transforms, documented at https://xdsl.dev):"]
+        line = " "
+        for n in xdsl_names:
+            if len(line) + len(n) + 2 > 100:
+                out.append(line.rstrip(","))
+                line = " "
+            line += f" {n},"
+        out.append(line.rstrip(","))
+    return "\n".join(out)
 
-        return f"{m['name']}{{{_SPACES_OPTION.sub(quoted, m['opts'])}}}"
 
-    return _PASS_OPTIONS.sub(in_pass, spec)
+def _plugin_files(argv: Sequence[str]) -> list[str]:
+    """The `--load-pass-plugin FILE` / `--load-pass-plugin=FILE` values of
+    the command line (read before the argument parser exists)."""
+    files = []
+    it = iter(argv)
+    for a in it:
+        if a == "--load-pass-plugin":
+            files.append(next(it, ""))
+        elif a.startswith("--load-pass-plugin="):
+            files.append(a.split("=", 1)[1])
+    return [f for f in files if f]
 
 
 def _is_config_document(text: str, file: str) -> bool:
@@ -306,6 +438,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         sys.exit(1)
     except NemDiagnosticError as e:  # an input that cannot be read (D-LIMITS)
         print_diagnostics("nem-opt", e.diagnostics)
+    except PluginError as e:  # the plugin's problem, not nem-opt's
+        print(f"nem-opt: error: {e}", file=sys.stderr)
         sys.exit(1)
     except OSError as e:  # an input or output file that cannot be opened
         print(f"nem-opt: error: cannot open {e.filename}: {e.strerror}", file=sys.stderr)

@@ -1,16 +1,21 @@
-"""`nem-run`: run a NEM program on the reference runtime.
+"""`nem-run`:    p.add_argument("--max-tasks", type=int, default=None, metavar="N",
+                   help="refuse a run whose estimated count of tasks and loop iterations "
+                   "(times --schedules) exceeds N (default 10000000)")
+    prun a NEM program on the reference runtime.
 
     nem-run PROGRAM.nem [--device D] [--mode functional|timed]
             [--schedule source|random --seed S] [--schedules K]
             [--explore [--max-schedules N]] [-j N]
-            [--input BUF=FILE]... [--output BUF=FILE]... [--random-inputs SEED]
+            [--input NAME=FILE]... [--input-raw NAME=FILE]...
+            [--output NAME[:T[SHAPE]]=FILE]... [--random-inputs SEED]
             [--trace FILE.json|.csv] [--timeline FILE.png] [--profile FILE.json]
 
 Prints a summary (tasks run, per-unit busy time and utilization and total
 cycles in timed mode, races, deadlocks, unconsumed tokens).  Exit status: 0
 when the run completed without races (and, with --schedules, with identical
 final memory), 1 when a race, deadlock, differing schedules or a diagnostic
-was reported, 2 for usage errors.
+was reported, 2 for usage errors (bad flags, inputs whose type does not
+match, output files that cannot be written: all checked before the run).
 """
 
 from __future__ import annotations
@@ -18,7 +23,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from pathlib import Path
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -29,13 +34,13 @@ from nem.cli.inputs import (
     read_archive,
     read_input,
     read_json,
-    read_program,
 )
 
 
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="nem-run", description="Run a NEM program (.nem or NEM "
-                                "IR .mlir) on the reference runtime.")
+                                "IR .mlir) on the reference runtime.",
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("program", help="the program; '-' reads .nem text from standard input "
                    "(e.g. piped from nem-opt -t nem)")
     p.add_argument("--device", help="target device (name or .nem file); overrides the "
@@ -56,12 +61,18 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("-j", "--jobs", type=int, default=None, metavar="N",
                    help="processes for --schedules/--explore (default: every core; results "
                    "do not depend on N)")
-    p.add_argument("--input", action="append", default=[], metavar="BUF=FILE",
-                   help="write FILE (.npy: its array in C order; else raw bytes) at the start "
-                   "of buffer BUF; a bare FILE.npz writes each of its arrays into the buffer "
-                   "of the same name (nem-compile's weights sidecar)")
-    p.add_argument("--output", action="append", default=[], metavar="BUF=FILE",
-                   help="write buffer BUF's bytes to FILE (.npy: 1-D uint8; else raw)")
+    p.add_argument("--input", action="append", default=[], metavar="NAME=FILE",
+                   help="write FILE into buffer or region NAME before the run: a .npy array "
+                   "must have NAME's element type (and a region's shape); any other file is "
+                   "raw bytes; a bare FILE.npz writes each of its arrays into the buffer or "
+                   "region of the same name (nem-compile's weights sidecar)")
+    p.add_argument("--input-raw", action="append", default=[], metavar="NAME=FILE",
+                   help="as --input, but a .npy array's bytes are written as they are, "
+                   "whatever its dtype and shape")
+    p.add_argument("--output", action="append", default=[], metavar="NAME[:T[SHAPE]]=FILE",
+                   help="write buffer or region NAME to FILE after the run (.npy: a typed "
+                   "array, NAME's element type and shape, or T[SHAPE] such as "
+                   "Y:f16[64,32]; any other file: the array's bytes)")
     p.add_argument("--random-inputs", type=int, metavar="SEED",
                    help="fill DDR and L2 buffers with seeded random values before running")
     p.add_argument("--trace", metavar="FILE", help="trace as Chrome/Perfetto JSON or .csv")
@@ -69,58 +80,66 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--profile", metavar="FILE.json",
                    help='cost-model overrides, e.g. {"DMA": {"bandwidth": 64, "latency": 8}}')
     p.add_argument("--ddr-size", type=int, default=None, help="DDR bytes (default 256 MB)")
-    p.add_argument("--max-tasks", type=int, default=None, metavar="N",
-                   help="refuse a run whose estimated count of tasks and loop iterations "
-                   "(times --schedules) exceeds N (default 10000000)")
     p.add_argument("--no-races", action="store_true", help="disable race detection")
-    p.add_argument("--no-progress", action="store_true")
+    p.add_argument("--no-progress", action="store_true",
+                   help="no progress bar (it is only ever shown on a terminal)")
+    from nem.cli.common import version_text
+
+    p.add_argument("--version", action="version", version=version_text("nem-run"),
+                   help="print the version of nem-run and of what it runs on, and exit")
     return p
 
 
 class Progress:
-    """A progress bar on stderr that appears once a run takes longer than a second."""
+    """A progress bar on stderr (rich) that appears once a run takes longer
+    than a second, and only when stderr is a terminal: logs and pipes never
+    get carriage returns."""
 
     def __init__(self, total: int | None, enabled: bool):
         self.total = total
         self.t0 = time.perf_counter()
-        self.enabled = enabled
-        self.shown = False
+        self.enabled = enabled and sys.stderr.isatty()
+        self.bar = None
+        self.task = None
+        self.kernel_task = None
+
+    def _started(self) -> bool:
+        """Whether the bar is showing (started on first use, when enabled)."""
+        if self.bar is None and self.enabled:
+            try:
+                from rich.console import Console
+                from rich.progress import Progress as RichProgress
+            except ImportError:  # rich is a dependency; a broken install just shows nothing
+                self.enabled = False
+                return False
+            self.bar = RichProgress(console=Console(stderr=True), transient=True)
+            self.task = self.bar.add_task("tasks", total=self.total)
+            self.bar.start()
+        return self.bar is not None
 
     def __call__(self, done: int) -> None:
-        if not self.enabled:
-            return
-        el = time.perf_counter() - self.t0
-        if el < 1.0:
-            return
-        self.shown = True
-        if self.total:
-            frac = min(done / self.total, 1.0)
-            bar = "#" * int(frac * 30)
-            msg = f"\r[{bar:<30}] {frac * 100:5.1f}% {done}/{self.total} tasks {el:6.1f}s"
-        else:
-            msg = f"\r{done} tasks {el:6.1f}s"
-        sys.stderr.write(msg + "\x1b[K" if sys.stderr.isatty() else msg)
-        sys.stderr.flush()
+        if time.perf_counter() - self.t0 >= 1.0 and self._started():
+            self.bar.update(self.task, completed=done)
 
     def kernel(self, done: int, total: int, elapsed: float) -> None:
         """Progress inside one long interpreted escape-hatch task (D-RT-MLIR-JIT)."""
-        share = f"{min(done / total, 1.0) * 100:3.0f}% of ~{total:,}" if total else f"{done:,}"
-        sys.stderr.write(f"\rinterpreting a compute op=mlir.kernel task: {share} scalar ops, "
-                         f"{elapsed:.0f} s\x1b[K")
-        sys.stderr.flush()
-        self.shown = True
+        if not self._started():
+            return
+        if self.kernel_task is None:
+            self.kernel_task = self.bar.add_task(
+                "interpreting a compute op=mlir.kernel task (scalar ops)", total=total or None)
+        self.bar.update(self.kernel_task, completed=done, total=total or None)
 
     def close(self) -> None:
-        if self.shown:
-            sys.stderr.write("\n")
-            sys.stderr.flush()
+        if self.bar is not None:
+            self.bar.stop()
 
 
 def _pairs(items, what):
     out = []
     for it in items:
         if "=" not in it:
-            raise SystemExit(_usage(f"{what} expects BUF=FILE, got {it!r}"))
+            raise SystemExit(_usage(f"{what} expects NAME=FILE, got {it!r}"))
         buf, f = it.split("=", 1)
         out.append((buf, f))
     return out
@@ -131,14 +150,128 @@ def _usage(msg: str) -> int:
     return 2
 
 
+@dataclass(frozen=True)
+class Output:
+    """`--output NAME[:T[SHAPE]]=FILE`."""
+
+    name: str
+    elem: str | None
+    shape: tuple[int, ...] | None
+    file: str
+
+    @staticmethod
+    def parse(item: str) -> Output:
+        from nem.runtime.tensor_io import TensorIOError, parse_spec
+
+        if "=" not in item:
+            raise SystemExit(_usage(f"--output expects NAME=FILE or NAME:T[SHAPE]=FILE, got "
+                                    f"{item!r}"))
+        target, file = item.split("=", 1)
+        name, _, spec = target.partition(":")
+        elem = shape = None
+        if spec:
+            try:
+                elem, shape = parse_spec(spec)
+            except TensorIOError as e:
+                raise SystemExit(_usage(f"--output {item}: {e}")) from None
+        return Output(name, elem, shape, file)
+
+
+def _check_paths(args, outputs: list[Output]) -> int | None:
+    """Every file the run will write, checked before it starts (a usage
+    error, exit 2): --output files, --trace, --timeline (and matplotlib)."""
+    paths = [(o.file, f"--output {o.name}") for o in outputs]
+    if args.trace:
+        paths.append((args.trace, "--trace"))
+    if args.timeline:
+        paths.append((args.timeline, "--timeline"))
+        import importlib.util
+
+        if importlib.util.find_spec("matplotlib") is None:
+            return _usage("not supported: --timeline needs matplotlib; install it with "
+                          "pip install 'nem-toolchain[viz]'")
+    try:
+        for path, what in paths:
+            check_output_path(path, what)
+    except InputError as e:
+        return _usage(str(e))
+    return None
+
+
+def _load(args, interp):
+    """The program of the command line (a file, or `-`: standard input, .nem,
+    NEM IR in MLIR syntax or NEM bytecode, told apart from the contents)."""
+    from nem.cli.common import is_stdio
+
+    if is_stdio(args.program):
+        from nem.frontends.bytecode.container import is_nemb
+        from nem.frontends.nem_text.document import detect_format
+
+        from nem.dialect.limits import MAX_SOURCE_BYTES
+
+        raw = sys.stdin.buffer.read(MAX_SOURCE_BYTES + 1)
+        if len(raw) > MAX_SOURCE_BYTES:
+            raise InputError("-", f"standard input has more than {MAX_SOURCE_BYTES} bytes "
+                             "(D-LIMITS)")
+        if is_nemb(raw):
+            return interp.load_bytecode(raw, "<stdin>")
+        text = raw.decode("utf-8")
+        return interp.load_string(text, "<stdin>", syntax=detect_format(text))
+    return interp.load(args.program)
+
+
+def _write_inputs(interp, args) -> int | None:
+    """--input / --input-raw (and bare .npz archives) into memory, read capped
+    by the size of their target (D-LIMITS); an error names the flag (exit 2)."""
+    items = [(i, False) for i in args.input] + [(i, True) for i in args.input_raw]
+    for item, raw in items:
+        flag = "--input-raw" if raw else "--input"
+        try:
+            if "=" not in item and item.endswith(".npz"):
+                for name, array in read_archive(item, f"{flag} {item}", interp.tensor_size).items():
+                    interp.write_tensor(name, array, raw=raw)
+                continue
+            [(name, f)] = _pairs([item], flag)
+            data = read_input(f, f"{flag} {item}", interp.tensor_size(name))
+            if f.endswith(".npy"):
+                interp.write_tensor(name, data, raw=raw)
+            else:
+                interp.write_bytes(name, data)
+        except InputError as e:
+            return _usage(str(e))
+        except (OSError, ValueError, KeyError) as e:
+            return _usage(f"{flag} {item}: {e}")
+    return None
+
+
+def _check_outputs(interp, outputs: list[Output]) -> int | None:
+    """Every --output names a buffer or region, and its T[SHAPE] fits."""
+    for o in outputs:
+        try:
+            interp.read_tensor(o.name, o.shape, o.elem)
+        except (ValueError, KeyError) as e:
+            return _usage(f"--output {o.name}: {e}")
+    return None
+
+
+def _write_outputs(interp, outputs: list[Output]) -> None:
+    from nem.cli.common import output_file
+
+    for o in outputs:
+        data = interp.read_tensor(o.name, o.shape, o.elem)
+        with output_file(o.file, "wb") as f:
+            if o.file.endswith(".npy"):
+                np.save(f, data, allow_pickle=False)
+            else:
+                f.write(np.ascontiguousarray(data).tobytes())
+
+
 def run(argv=None) -> int:
     from nem.dialect.diagnostics import NemDiagnosticError
     from nem.runtime.api import NemInterpreter
 
     args = _parser().parse_args(argv)
-    archives = [f for f in args.input if "=" not in f and f.endswith(".npz")]
-    inputs = _pairs([f for f in args.input if f not in archives], "--input")
-    outputs = _pairs(args.output, "--output")
+    outputs = [Output.parse(o) for o in args.output]
     if args.schedules is not None and args.schedules < 1:
         return _usage("--schedules needs K >= 1")
     if args.max_schedules < 1:
@@ -150,6 +283,9 @@ def run(argv=None) -> int:
     bad = _check_numbers(args)
     if bad:
         return _usage(bad)
+    bad_path = _check_paths(args, outputs)
+    if bad_path is not None:
+        return bad_path
     try:
         interp = NemInterpreter(device=args.device, ddr_size=args.ddr_size,
                                 include_dirs=args.include_dirs, races=not args.no_races,
@@ -158,46 +294,25 @@ def run(argv=None) -> int:
         interp.set_scheduling(args.schedule, args.seed)
         if args.profile:
             interp.set_timing_profile(read_json(args.profile, "--profile"))
-        name, text = read_program(args.program)
-        prog = interp.load_string(text, file=name)
+        prog = _load(args, interp)
     except NemDiagnosticError as e:
         print_diagnostics("nem-run", e.diagnostics)
         return 1
-    except InputError as e:
-        return _usage(str(e))
-    except (OSError, ValueError) as e:
+    except (InputError, OSError, ValueError) as e:
         return _usage(str(e))
     for d in prog.diagnostics:  # warnings
         print(d.render(), file=sys.stderr)
     _kernel_notices(prog)
-
-    problem = _check_before_run(interp, prog, args, inputs, outputs)
-    if problem is not None:
-        print(f"nem-run: error: {problem}", file=sys.stderr)
+    over = _over_budget(prog, args)
+    if over is not None:
+        print(f"nem-run: error: {over}", file=sys.stderr)
         return 1
+
     if args.random_inputs is not None:
         interp.randomize_inputs(args.random_inputs)
-    for f in archives:
-        try:
-            for buf, array in read_archive(f, f"--input {f}", interp.buffer_size).items():
-                interp.write_tensor(buf, array)
-        except InputError as e:
-            print(f"nem-run: error: {e}", file=sys.stderr)
-            return 1
-        except (ValueError, KeyError) as e:
-            return _usage(f"--input {f}: {e}")
-    for buf, f in inputs:
-        try:
-            data = read_input(f, f"--input {buf}={f}", interp.buffer_size(buf))
-            if f.endswith(".npy"):
-                interp.write_tensor(buf, data)
-            else:
-                interp.write_bytes(buf, data)
-        except InputError as e:
-            print(f"nem-run: error: {e}", file=sys.stderr)
-            return 1
-        except (ValueError, KeyError) as e:
-            return _usage(f"--input {buf}={f}: {e}")
+    bad_io = _write_inputs(interp, args) or _check_outputs(interp, outputs)
+    if bad_io is not None:
+        return bad_io
 
     name = prog.name
     dev = prog.device.name if prog.device is not None else "device-agnostic"
@@ -242,7 +357,8 @@ def run(argv=None) -> int:
                   f"{buf} byte {off}")
             failed = True
         failed |= nraces > 0
-        return _write_outputs(interp, outputs) or (1 if failed else 0)
+        _write_outputs(interp, outputs)
+        return 1 if failed else 0
 
     s = interp.start()
     total = prog.compiled.static_task_count()
@@ -255,24 +371,29 @@ def run(argv=None) -> int:
         result = s.run_to_end(progress=bar)
     finally:
         bar.close()
+    # files first: a reader that stops early (`| head`) must not lose them
+    written = []
+    try:
+        _write_outputs(interp, outputs)
+        if args.trace:
+            s.export_trace(args.trace)
+            written.append(f"trace: {args.trace}")
+        if args.timeline:
+            from nem.runtime.trace import timeline_png
+
+            timeline_png(s.trace, args.timeline, f"{name} ({args.mode})", args.mode)
+            written.append(f"timeline: {args.timeline}")
+    except RuntimeError as e:
+        print(f"nem-run: error: {e}", file=sys.stderr)
+        return 1
     _summary(result, s)
+    for line in written:
+        print(line)
     if result.error is not None:
         print(result.error.render(), file=sys.stderr)
         failed = True
     failed |= result.status != "completed" or result.race_count > 0
-    try:
-        if args.trace:
-            s.export_trace(args.trace)
-            print(f"trace: {args.trace}")
-        if args.timeline:
-            from nem.runtime.trace import timeline_png
-
-            timeline_png(s.trace, args.timeline, f"{name} ({args.mode})")
-            print(f"timeline: {args.timeline}")
-    except (RuntimeError, OSError) as e:
-        print(f"nem-run: error: {e}", file=sys.stderr)
-        return 1
-    return _write_outputs(interp, outputs) or (1 if failed else 0)
+    return 1 if failed else 0
 
 
 def _kernel_notices(prog) -> None:
@@ -321,22 +442,6 @@ def _short(ref) -> str:
     return ref.label + (f" ({ref.iteration})" if ref.iteration else "")
 
 
-def _write_outputs(interp, outputs) -> int:
-    """Write the --output files; 1 (after a message) if one cannot be written."""
-    for buf, f in outputs:
-        data = interp.read_buffer(buf)
-        try:
-            if f.endswith(".npy"):
-                np.save(f, data.astype(np.uint8).reshape(-1))
-            else:
-                Path(f).write_bytes(data.tobytes())
-        except OSError as e:
-            print(f"nem-run: error: --output {buf}={f}: cannot write: {e.strerror}",
-                  file=sys.stderr)
-            return 1
-    return 0
-
-
 def _check_numbers(args) -> str | None:
     """Flag values that make no sense, before any work (usage errors)."""
     if args.random_inputs is not None and args.random_inputs < 0:
@@ -348,41 +453,22 @@ def _check_numbers(args) -> str | None:
     return None
 
 
-def _check_before_run(interp, prog, args, inputs, outputs) -> str | None:
-    """Everything that can be known wrong before the run (issue 11): the task
-    budget, unknown --input/--output buffers, output paths that cannot be
-    written, a --timeline without matplotlib.  A problem's text, or None."""
+def _over_budget(prog, args) -> str | None:
+    """The task budget (D-LIMITS): a run whose estimated count of task
+    instances and loop iterations exceeds --max-tasks is refused before it
+    starts, naming the estimate and the flag."""
     from nem.dialect.limits import DEFAULT_MAX_TASKS
     from nem.runtime.budget import estimate_task_count
 
     limit = args.max_tasks or DEFAULT_MAX_TASKS
     runs = max(1, args.schedules or 1)
     tasks = estimate_task_count(prog.op)
-    if tasks * runs > limit:
-        per = f" ({tasks} per schedule x {runs} schedules)" if runs > 1 else ""
-        return (f"the program runs an estimated {tasks * runs} tasks and loop iterations{per}, "
-                f"above the limit of "
-                f"{limit} (D-LIMITS); raise it with --max-tasks {tasks * runs} if that is meant")
-    for flag, pairs in (("--input", inputs), ("--output", outputs)):
-        for buf, _ in pairs:
-            try:
-                interp.buffer_size(buf)
-            except KeyError as e:
-                return f"{flag} {buf}=...: {e.args[0]}"
-    try:
-        for buf, f in outputs:
-            check_output_path(f, f"--output {buf}={f}")
-        for flag, f in (("--trace", args.trace), ("--timeline", args.timeline)):
-            if f:
-                check_output_path(f, flag)
-    except InputError as e:
-        return str(e)
-    if args.timeline:
-        import importlib.util
-
-        if importlib.util.find_spec("matplotlib") is None:
-            return "--timeline needs matplotlib (pip install -e '.[viz]')"
-    return None
+    if tasks * runs <= limit:
+        return None
+    per = f" ({tasks} per schedule x {runs} schedules)" if runs > 1 else ""
+    return (f"the program runs an estimated {tasks * runs} tasks and loop iterations{per}, "
+            f"above the limit of {limit} (D-LIMITS); raise it with --max-tasks "
+            f"{tasks * runs} if that is meant")
 
 
 def _summary(r, session) -> None:

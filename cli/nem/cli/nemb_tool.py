@@ -189,8 +189,11 @@ def _embed_bytes(path: str) -> bytes:
 
 
 def _write(path: str | None, data: bytes) -> None:
-    if path is None:
-        sys.stdout.buffer.write(data)
+    """`-o -` is standard output; a file appears only once written whole
+    (D-OPT-OUTPUT, `nem.cli.common.output_file`)."""
+    from nem.cli.common import output_file
+
+    with output_file(path, "wb") as f:
+        f.write(data)
+    if path is None or path == "-":
         sys.stdout.flush()
-        return
-    Path(path).write_bytes(data)

@@ -10,6 +10,7 @@ from the spec's spelling (`u8`, not `ui8`).  Everything else lives under the
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from functools import cache
 from typing import ClassVar
@@ -39,6 +40,16 @@ from xdsl.printer import Printer
 # IR's terms (spec name <-> xDSL builtin type).
 ELEM_BY_NAME: dict[str, Attribute] = {n: e.xdsl for n, e in ELEM_TYPES.items()}
 BITWIDTH = ELEM_BITS
+
+
+def region_min_bytes(elem: str, shape: Sequence[int], strides: Sequence[int] | None = None) -> int:
+    """The fewest bytes a region of `elem` with `shape` (and element
+    `strides`, else dense) must span: EXT-01 (dense) and EXT-02 (strided)."""
+    if strides is None:
+        count = math.prod(shape)
+    else:
+        count = sum((d - 1) * s for d, s in zip(shape, strides)) + 1
+    return math.ceil(count * BITWIDTH[elem] / 8)
 
 
 def elem_name(attr: Attribute) -> str | None:

@@ -55,6 +55,51 @@ TARGET_WORDS = {"region": "a region", "buffer": "a buffer", "loop": "a loop",
                 "compute": "a compute task", "wait": "a wait"}
 
 
+DecoratorSpec = DecoratorAttr | str | tuple
+"""A decorator as Python code writes it: an attribute (`MaxInFlightAttr(2)`),
+a name (`"readonly"`, `"@readonly"`) or a name with its arguments
+(`("max_in_flight", 2)`, `("resource", "CSTL", 0)`, `("debug", "tag")`)."""
+
+
+class DecoratorError(ValueError):
+    """A decorator written wrongly in Python; `rule` is DECO-01 or DECO-03."""
+
+    def __init__(self, message: str, rule: str):
+        super().__init__(message)
+        self.rule = rule
+
+
+def make_decorator(spec: DecoratorSpec) -> DecoratorAttr:
+    """The decorator attribute of `spec`, checked against `DECORATORS`
+    (`DecoratorError`: unknown name DECO-01, wrong arguments DECO-03, as the
+    parser says).
+    Where it may appear (DECO-02) is the verifier's to check."""
+    if isinstance(spec, DecoratorAttr):
+        return spec
+    name, *args = (spec,) if isinstance(spec, str) else spec
+    if not isinstance(name, str):
+        raise DecoratorError(f"a decorator is a name or (name, args...), not {spec!r}",
+                             "DECO-03")
+    info = DECORATORS.get(name.removeprefix("@"))
+    if info is None:
+        raise DecoratorError(f"unknown decorator '@{name.removeprefix('@')}'; known: "
+                             + ", ".join(d.usage for d in DECORATORS.values()), "DECO-01")
+    want = {"none": 0, "int": 1, "tag": 1, "unit": 2}[info.args]
+    ok = len(args) == want and {
+        "none": lambda: True,
+        "int": lambda: isinstance(args[0], int) and not isinstance(args[0], bool),
+        "tag": lambda: isinstance(args[0], str),
+        "unit": lambda: isinstance(args[0], str) and isinstance(args[1], int),
+    }[info.args]()
+    if not ok:
+        python = {"none": f'"{name}"', "int": f'("{name}", 2)', "tag": f'("{name}", "tag")',
+                  "unit": f'("{name}", "CSTL", 0)'}[info.args]
+        raise DecoratorError(f"{info.usage} written as {spec!r}; write {python}", "DECO-03")
+    if info.args == "tag":
+        return info.attr(args[0], not args[0].isidentifier())
+    return info.attr(*args)
+
+
 def info_of(attr: DecoratorAttr) -> DecoratorInfo:
     return DECORATORS[attr.DECO_NAME]
 

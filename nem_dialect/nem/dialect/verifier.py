@@ -21,6 +21,7 @@ from xdsl.ir import Attribute, Block, BlockArgument, Operation, SSAValue
 
 from nem.dialect.attributes import (
     BITWIDTH,
+    region_min_bytes,
     DYNAMIC,
     ArgRefAttr,
     DecoratorAttr,
@@ -375,8 +376,7 @@ class ProgramVerifier:
         shape = [self.ev.eval(v, env) for v in shape_values]
         if any(d is None for d in shape):
             return True
-        bw = BITWIDTH[rtype.elem_name]
-        need = math.ceil(math.prod(shape) * bw / 8)
+        need = region_min_bytes(rtype.elem_name, shape)
         if ext < need:
             self.err(op, "EXT-01", f"{label} has extent {ext} bytes but {rtype.elem_name} "
                      f"shape {shape} needs {need}{_iteration_text(loops, env)}",
@@ -387,7 +387,7 @@ class ProgramVerifier:
             if any(s is None for s in strides):
                 return True
             last = sum((d - 1) * s for d, s in zip(shape, strides))
-            need = math.ceil((last + 1) * bw / 8)
+            need = region_min_bytes(rtype.elem_name, shape, strides)
             if any(s < 0 for s in strides) or need > ext:
                 self.err(op, "EXT-02", f"{label}: strides {strides} address element {last}, "
                          f"beyond its {ext}-byte extent{_iteration_text(loops, env)}",

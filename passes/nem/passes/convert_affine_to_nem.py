@@ -27,7 +27,8 @@ What becomes what (decisions D-LOW-* in docs/spec-decisions.md, "Lowering"):
 - `async.execute`/`async.await`/groups are kept (bodies lowered) for
   `convert-async-to-nem`.
 
-A remark per function lists what was raised and what fell back.
+With `remarks=true`, a remark per function lists what was raised and what fell
+back (opt-in, D-OPT-REMARKS).
 """
 
 from __future__ import annotations
@@ -133,6 +134,8 @@ class Options:
     device: str | None = None
     entry: str | None = None
     include_dirs: tuple[str, ...] = ()
+    remarks: bool = False
+    """Report the summary remark (what was raised, what fell back)."""
 
 
 class Lowerer:
@@ -256,7 +259,8 @@ class Lowerer:
             if op.name == "memref.global":
                 raise reject(op, "memref.global has no NEM equivalent")
         module.body.block.add_op(prog)
-        self._remark(fn)
+        if self.opts.remarks:
+            self._remark(fn)
         return prog
 
     def _setup_device(self, fn: func.FuncOp) -> None:
@@ -1711,16 +1715,25 @@ def _shape_sig(op: Operation) -> tuple:
 
 @dataclass(frozen=True)
 class ConvertAffineToNemPass(ModulePass):
-    """Options: memory-spaces (default 0:DDR,1:L2,2:L1), device, entry."""
+    """Lower a func/affine/memref/linalg function (tiled, DMA or copy loops) to a NEM program.
+
+    Options:
+      memory-spaces: memref memory space to NEM level, e.g. 0:DDR,1:L2,2:L1[0]
+      device: target device (its type families and token limit guide the lowering)
+      entry: the func.func to lower (default: the first public one)
+      remarks: report what was raised to NEM opcodes and what fell back
+    """
 
     name = "convert-affine-to-nem"
 
     memory_spaces: tuple[str, ...] = (DEFAULT_SPACES,)
     device: str | None = None
     entry: str | None = None
+    remarks: bool = False
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         opts = Options(parse_spaces(self.memory_spaces), self.device, self.entry,
-                       pass_env.current().include_dirs)
+                       pass_env.current().include_dirs,
+                       remarks=self.remarks)
         Lowerer(opts).run(op)
 

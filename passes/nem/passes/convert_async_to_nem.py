@@ -151,6 +151,8 @@ def _complete_iterations(body) -> None:
 
 @dataclass(frozen=True)
 class ConvertAsyncToNemPass(ModulePass):
+    """Turn the async ops left by convert-affine-to-nem into NEM task dependencies and waits."""
+
     name = "convert-async-to-nem"
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:

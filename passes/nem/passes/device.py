@@ -191,6 +191,13 @@ def device_diagnostics(prog: ProgramOp, device: Device, reject_future: bool = Fa
 
 @dataclass(frozen=True)
 class VerifyDevicePass(ModulePass):
+    """Check a program against its target device (Device Validity Rule, capacity, resources, tokens).
+
+    Options:
+      device: the target (default: nem-opt --device, else the program's directive)
+      reject-future: make opcodes with hardware status `future` errors (DEV-18)
+    """
+
     name = "nem-verify-device"
 
     device: str | None = None

@@ -127,6 +127,8 @@ def fold_program(prog: ProgramOp) -> list[Diagnostic]:
 
 @dataclass(frozen=True)
 class FoldConstsPass(ModulePass):
+    """Fold compile-time integer expressions, keeping const and let names."""
+
     name = "nem-fold-consts"
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:

@@ -23,6 +23,12 @@ from nem.passes.pass_env import report
 
 @dataclass(frozen=True)
 class CheckHazardsPass(ModulePass):
+    """Check races between tasks and across pipelined loop iterations (HAZ-01, HAZ-03, LOOP-06).
+
+    Options:
+      max-instances: task instances (tasks x iterations) to enumerate before windowing (D-HAZ-WINDOW)
+    """
+
     name = "nem-check-hazards"
 
     max_instances: int = MAX_TASK_INSTANCES

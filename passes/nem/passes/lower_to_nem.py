@@ -7,9 +7,12 @@ arithmetic, then the NEM checks: the device-independent static rules
 (DEV-13) for that target.  The program gets `include "NAME.nem"` and
 `device NAME` so it prints as a self-contained `.nem` file.
 
+`remarks=true`: a remark per function lists what was raised to NEM opcodes
+and what fell back to `compute op="mlir.kernel"` (opt-in, D-OPT-REMARKS).
+
 `memory-spaces`: `0:DDR,1:L2,2:L1[0]` (levels DDR, L2, L1, L1[k]; default
 `0:DDR,1:L2,2:L1`).  xDSL's pipeline lexer has no `:`: `nem-opt` quotes the
-value before xDSL parses the pipeline (`nem.cli.nem_opt.quote_memory_spaces`),
+value before xDSL parses the pipeline (`nem.passes.driver.quote_memory_spaces`),
 so the unquoted spelling works there; with xDSL's own parser write it quoted,
 `memory-spaces="0:DDR,1:L2"`, or `0-DDR,1-L2` (D-LOW-OPT-SPACES).
 
@@ -67,16 +70,27 @@ def check(module: ModuleOp, device: str | None, include_dirs=()) -> None:
 
 @dataclass(frozen=True)
 class LowerToNemPass(ModulePass):
+    """Lower MLIR (func/affine/memref/linalg/async) to a checked NEM program.
+
+    Options:
+      device: target device; the result is checked against it (DEV-13)
+      memory-spaces: memref memory space to NEM level, e.g. 0:DDR,1:L2,2:L1[0]
+      entry: the func.func to lower (default: the first public one)
+      remarks: report what was raised to NEM opcodes and what fell back
+    """
+
     name = "lower-to-nem"
 
     device: str | None = None
     memory_spaces: tuple[str, ...] = (DEFAULT_SPACES,)
     entry: str | None = None
+    remarks: bool = False
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         # `-I` directories of the driver (nem-opt -I DIR) also find `device=NAME` (DEV-20)
         include_dirs = pass_env.current().include_dirs
-        opts = Options(parse_spaces(self.memory_spaces), self.device, self.entry, include_dirs)
+        opts = Options(parse_spaces(self.memory_spaces), self.device, self.entry, include_dirs,
+                       remarks=self.remarks)
         prog = Lowerer(opts).run(op)
         ConvertAsyncToNemPass().apply(ctx, op)
         _dce(prog)

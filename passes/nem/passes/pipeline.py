@@ -37,6 +37,14 @@ def _instantiate(cls: type[ModulePass], options: dict) -> ModulePass:
 
 @dataclass(frozen=True)
 class VerifyPipelinePass(ModulePass):
+    """Every check, staged: static, device, placement, tokens, hazards (stops at the first failing stage).
+
+    Options:
+      device: the target (default: nem-opt --device, else the program's directive)
+      remarks: placement remarks (as nem-check-placement{remarks=true})
+      reject-future: make opcodes with hardware status `future` errors (DEV-18)
+    """
+
     name = "nem-verify"
 
     device: str | None = None

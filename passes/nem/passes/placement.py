@@ -131,6 +131,13 @@ def placement_diagnostics(prog: ProgramOp, device: Device | None, remarks: bool
 
 @dataclass(frozen=True)
 class CheckPlacementPass(ModulePass):
+    """Check task placement on engines (PLACE-02..05).
+
+    Options:
+      device: the target (default: nem-opt --device, else the program's directive)
+      remarks: report the engine each engine-agnostic task is assigned to (PLACE-03)
+    """
+
     name = "nem-check-placement"
 
     device: str | None = None

@@ -25,6 +25,8 @@ from nem.passes.pass_env import report
 
 @dataclass(frozen=True)
 class CheckTokensPass(ModulePass):
+    """Check token hygiene: unconsumed tokens (warning) and waits that can never complete."""
+
     name = "nem-check-tokens"
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:

@@ -20,6 +20,8 @@ from nem.dialect.verifier import verify_program
 
 @dataclass(frozen=True)
 class VerifyStaticPass(ModulePass):
+    """Check the device-independent static rules (names, objects, tasks, type families)."""
+
     name = "nem-verify-static"
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:

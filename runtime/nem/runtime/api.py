@@ -31,6 +31,8 @@ from nem.dialect.diagnostics import (
     register_source,
 )
 from nem.dialect.ops import ProgramOp
+from nem.runtime import tensor_io
+from nem.runtime.inspection import Task, Token, task_of, token_of, unknown_name
 from nem.runtime import trace as trace_mod
 from nem.runtime.checks import Deadlock, Race, Unconsumed
 from nem.runtime.engine import CompiledProgram, RunError, compile_program, default_kernels
@@ -204,23 +206,27 @@ class NemInterpreter:
             self.write_bytes(loaded.buffers[slot].buffer_name.data, raw, offset)
         return program
 
-    def load_string(self, text: str, file: str = "<string>", check: bool = True) -> Program:
+    def load_string(self, text: str, file: str = "<string>", check: bool = True,
+                    syntax: str | None = None) -> Program:
         """Parse `text` into NEM IR, apply the static and device rules (skipped with
-        check=False, to exercise the runtime checks alone) and allocate its buffers."""
+        check=False, to exercise the runtime checks alone) and allocate its buffers.
+        `syntax` is "nem" or "mlir" (NEM IR in MLIR syntax); default: by the
+        extension of `file` (.mlir, else .nem)."""
         from xdsl.utils.exceptions import ParseError, VerifyException
 
         register_source(file, text)
         try:
-            if file.endswith(".mlir"):
+            if (syntax or ("mlir" if file.endswith(".mlir") else "nem")) == "mlir":
                 module = self._parse_mlir(text, file)
             else:
                 from nem.frontends.nem_text.parser import parse_nem
 
                 module = parse_nem(text, file)
         except ParseError as e:
+            from nem.frontends.upstream_dialects import parse_error_message
+
             line, col, _ = e.span.get_line_col()
-            raise NemDiagnosticError([Diagnostic("error", str(e.msg) if hasattr(e, "msg") else
-                                                 str(e).splitlines()[-1],
+            raise NemDiagnosticError([Diagnostic("error", parse_error_message(e),
                                                  SourceLoc(file, line + 1, col + 1))]) from None
         except VerifyException as e:
             raise NemDiagnosticError([Diagnostic("error", str(e).splitlines()[0],
@@ -354,42 +360,45 @@ class NemInterpreter:
     def _mem(self) -> Memory:
         return self._prog(None).memory
 
-    def write_tensor(self, buffer: str | None = None, tensor=None, offset: int = 0) -> None:
-        """Write an array's bytes (C order) at `offset` of a buffer, or of DDR when
-        `buffer` is None."""
-        arr = np.ascontiguousarray(tensor)
-        self.write_bytes(buffer, arr.view(np.uint8).reshape(-1), offset)
+    def write_tensor(self, buffer: str | None = None, tensor=None, offset: int = 0,
+                     raw: bool = False) -> None:
+        """Write an array into buffer or top-level region `buffer` (at byte
+        `offset`), or its bytes into DDR at `offset` when `buffer` is None.
+        Unless `raw`, the array's dtype must be the target's element type
+        (and a region's shape); see `nem.runtime.tensor_io`."""
+        if buffer is None:
+            self.write_bytes(None, np.ascontiguousarray(tensor), offset)
+            return
+        p = self._prog(None)
+        tensor_io.write_tensor(p.memory, p.compiled, buffer, tensor, offset, raw)
 
     def write_bytes(self, buffer: str | None, data, offset: int = 0) -> None:
+        """Write raw bytes at `offset` of a buffer or top-level region (of DDR
+        when `buffer` is None); bounds checked (HAZ-04)."""
         mem = self._mem()
         raw = np.frombuffer(bytes(data), np.uint8) if not isinstance(data, np.ndarray) else \
             np.ascontiguousarray(data).view(np.uint8).reshape(-1)
         if buffer is None:
-            mem.levels["DDR"].write(offset, raw)
+            try:
+                mem.levels["DDR"].write(offset, raw)
+            except MemoryError_ as e:
+                raise tensor_io.TensorIOError(f"{e} [{e.rule}]") from None
             return
-        b = mem.buffer(buffer)
-        if offset < 0 or offset + raw.size > b.size:
-            raise ValueError(f"{raw.size} bytes at offset {offset} do not fit buffer {buffer} "
-                             f"({b.size} bytes) [HAZ-04]")
-        mem.levels[b.level].write(b.offset + offset, raw)
+        tensor_io.write_tensor(mem, self._prog(None).compiled, buffer, raw, offset, raw=True)
 
-    def read_tensor(self, buffer: str | None = None, shape=None, dtype=np.uint8,
+    def read_tensor(self, buffer: str | None = None, shape=None, dtype=None,
                     offset: int = 0) -> np.ndarray:
-        mem = self._mem()
-        dt = np.dtype(DTYPES.get(dtype, dtype)) if isinstance(dtype, str) else np.dtype(dtype)
+        """A copy of buffer or top-level region `buffer`'s values: its element
+        type and shape by default, else `dtype`/`shape` from byte `offset`;
+        DDR from `offset` when `buffer` is None (bytes unless `dtype`)."""
         if buffer is None:
+            dt = np.dtype(DTYPES.get(dtype, dtype)) if isinstance(dtype, str) else \
+                np.dtype(dtype if dtype is not None else np.uint8)
             n = math.prod(shape) * dt.itemsize
-            raw = mem.levels["DDR"].data[offset:offset + n]
-        else:
-            b = mem.buffer(buffer)
-            n = (math.prod(shape) if shape is not None else (b.size - offset) // dt.itemsize) \
-                * dt.itemsize
-            if offset + n > b.size:
-                raise ValueError(f"reading {n} bytes at {offset} exceeds buffer {buffer} "
-                                 f"({b.size} bytes) [HAZ-04]")
-            raw = mem.levels[b.level].data[b.offset + offset:b.offset + offset + n]
-        out = raw.copy().view(dt)
-        return out.reshape(shape) if shape is not None else out
+            out = np.frombuffer(self.ddr_read(offset, n), np.uint8).copy().view(dt)
+            return out.reshape(shape)
+        p = self._prog(None)
+        return tensor_io.read_tensor(p.memory, p.compiled, buffer, shape, dtype, offset)
 
     ddr_write_tensor = write_tensor
 
@@ -397,7 +406,10 @@ class NemInterpreter:
         self.write_bytes(None, data, offset)
 
     def ddr_read(self, offset: int, size: int) -> bytes:
-        return self._mem().levels["DDR"].read(offset, size)
+        try:
+            return self._mem().levels["DDR"].read(offset, size)
+        except MemoryError_ as e:
+            raise tensor_io.TensorIOError(f"{e} [{e.rule}]") from None
 
     def read_buffer(self, name: str) -> np.ndarray:
         return self._mem().buffer_bytes(name).copy()
@@ -405,6 +417,16 @@ class NemInterpreter:
     def buffer_size(self, name: str) -> int:
         """The size in bytes of buffer `name` (KeyError naming the known ones)."""
         return self._mem().buffer(name).size
+
+    def tensor_size(self, name: str) -> int:
+        """The size in bytes of buffer or top-level region `name` (what
+        `write_tensor(name, ...)` can fill; KeyError naming the known ones)."""
+        p = self._prog(None)
+        try:
+            t = tensor_io.target(p.memory, p.compiled, name)
+        except tensor_io.TensorIOError as e:
+            raise KeyError(str(e)) from None
+        return t.region.extent if t.region is not None else t.buffer.size
 
     def ddr_info(self) -> dict:
         lv = self._mem().levels["DDR"]
@@ -497,7 +519,17 @@ class Session:
     def add_breakpoint(self, task: str | None = None, line: int | None = None,
                        loop_iter: int | None = None) -> None:
         """Break before a task whose token name is `task`, at source `line`, and/or in
-        loop iteration `loop_iter` (the innermost loop variable); all given must match."""
+        loop iteration `loop_iter` (the innermost loop variable); all given must match.
+        A task name or line that no task statement of the program has is a ValueError
+        (decision D-RT-NAMES)."""
+        tasks = self.program.compiled.tasks
+        if task is not None and task not in {t.label for t in tasks}:
+            raise unknown_name("task", task, [t.label for t in tasks])
+        if line is not None and line not in {t.line for t in tasks}:
+            lines = ", ".join(str(n) for n in sorted({t.line for t in tasks}))
+            raise ValueError(f"no task statement at line {line} (task lines: {lines or 'none'})")
+        if task is None and line is None and loop_iter is None:
+            raise ValueError("a breakpoint needs task=, line= or loop_iter=")
         self.breakpoints.append({"task": task, "line": line, "loop_iter": loop_iter})
 
     def clear_breakpoints(self) -> None:
@@ -568,7 +600,11 @@ class Session:
     continue_ = run
 
     def run_until(self, token: str) -> str:
-        """Run until a task whose token is named `token` has completed."""
+        """Run until a task whose token is named `token` has completed; a name
+        no task of the program gives its token is a ValueError (D-RT-NAMES)."""
+        names = [t.op.token_name() for t in self.program.compiled.tasks if t.op.token_name()]
+        if token not in names:
+            raise unknown_name("token", token, names)
         sched = self.sched
         before = sched.satisfied.get(token, 0)
 
@@ -677,45 +713,41 @@ class Session:
         except MemoryError_ as e:
             raise ValueError(f"{e} [{e.rule}]") from None
 
-    def write_tensor(self, buffer: str, tensor, offset: int = 0) -> None:
-        arr = np.ascontiguousarray(tensor).view(np.uint8).reshape(-1)
-        b = self.memory.buffer(buffer)
-        if offset + arr.size > b.size:
-            raise ValueError(f"{arr.size} bytes do not fit buffer {buffer} [HAZ-04]")
-        self.memory.levels[b.level].write(b.offset + offset, arr)
+    def write_tensor(self, buffer: str, tensor, offset: int = 0, raw: bool = False) -> None:
+        """As `NemInterpreter.write_tensor`, into this session's memory."""
+        tensor_io.write_tensor(self.memory, self.program.compiled, buffer, tensor, offset, raw)
 
-    def read_tensor(self, buffer: str, shape=None, dtype=np.uint8, offset: int = 0):
-        dt = np.dtype(DTYPES.get(dtype, dtype)) if isinstance(dtype, str) else np.dtype(dtype)
-        b = self.memory.buffer(buffer)
-        n = (math.prod(shape) if shape is not None else (b.size - offset) // dt.itemsize) * \
-            dt.itemsize
-        raw = self.memory.levels[b.level].data[b.offset + offset:b.offset + offset + n]
-        out = raw.copy().view(dt)
-        return out.reshape(shape) if shape is not None else out
+    def read_tensor(self, buffer: str, shape=None, dtype=None, offset: int = 0) -> np.ndarray:
+        """As `NemInterpreter.read_tensor`, from this session's memory."""
+        return tensor_io.read_tensor(self.memory, self.program.compiled, buffer, shape, dtype,
+                                     offset)
 
-    def get_tokens(self) -> dict:
-        """Tokens of the live instruction streams: name -> {satisfied, produced_by}."""
-        from nem.runtime.scheduler import Token
+    def get_tokens(self) -> dict[str, Token]:
+        """The tokens of the live instruction streams (the program body and the
+        active loop iterations), keyed `name` or `name[i=..]`."""
+        from nem.runtime.scheduler import Token as SchedToken
 
         out = {}
         for f in sorted(self.sched.frames, key=lambda f: (f.depth, f.index or 0)):
-            for v, x in f.env.items():
-                if isinstance(x, Token) and x.task is not None:
-                    key = x.tpl.label + (f"[{f.iteration()}]" if f.iteration() else "")
-                    out[key] = {"satisfied": x.done, "produced_by": repr(x.task)}
+            for x in f.env.values():
+                if isinstance(x, SchedToken) and x.task is not None:
+                    tok = token_of(x, f, self.sched)
+                    out[tok.key] = tok
         return out
 
-    def get_ready_tasks(self) -> list[str]:
+    def get_ready_tasks(self) -> list[Task]:
+        """The task instances that may run now, in issue order."""
         s = self.sched
         s._pump()
         tasks = [t for _, t in s.ready_heap] + list(s.ready_list)
         if s._chosen is not None:
             tasks.append(s._chosen)
-        return [repr(t) for t in sorted(tasks, key=lambda t: t.seq)]
+        return [task_of(t, s, "ready") for t in sorted(set(tasks), key=lambda t: t.seq)]
 
-    def get_pending_tasks(self) -> list[str]:
-        return [repr(t) for t in sorted(self.sched.live.values(), key=lambda t: t.seq)
-                if t.npending]
+    def get_pending_tasks(self) -> list[Task]:
+        """The issued task instances that wait for a dependency, in issue order."""
+        return [task_of(t, self.sched, "pending")
+                for t in sorted(self.sched.live.values(), key=lambda t: t.seq) if t.npending]
 
     @property
     def trace(self) -> list:

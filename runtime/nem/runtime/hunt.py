@@ -82,11 +82,27 @@ class _NoBar:
 
 
 def _progress(total: int, desc: str):
+    """A transient rich progress bar on stderr, only on a terminal (logs never
+    get carriage returns); the same library as nem-run's task bar."""
     if not sys.stderr.isatty() or total < 2:
         return _NoBar()
-    from tqdm import tqdm
+    return _RichBar(total, desc)
 
-    return tqdm(total=total, desc=desc, unit="schedule", file=sys.stderr, leave=False)
+
+class _RichBar:
+    def __init__(self, total: int, desc: str):
+        from rich.console import Console
+        from rich.progress import Progress
+
+        self.bar = Progress(console=Console(stderr=True), transient=True)
+        self.task = self.bar.add_task(desc, total=total)
+        self.bar.start()
+
+    def update(self, n: int) -> None:
+        self.bar.advance(self.task, n)
+
+    def close(self) -> None:
+        self.bar.stop()
 
 
 # ---------------------------------------------------------------------------

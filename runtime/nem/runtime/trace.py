@@ -2,7 +2,12 @@
 
 A trace entry is `(step, task template, iteration, unit, start, end, bytes)`.
 In timed mode start/end are cycles; in functional mode a task occupies one
-step.  JSON output has one process per engine (`engine k`, plus `device` for
+step.  Time units are stated wherever times are written (decision
+D-RT-TRACE-TIME): the CSV columns are `start_cycle,end_cycle` (or
+`start_step,end_step`), the timeline's axis says cycles or steps, and the
+JSON trace, whose `ts`/`dur` the format defines in microseconds, maps one
+cycle (step) to one nanosecond: `ts = cycles / 1000` with
+`"displayTimeUnit": "ns"`, so viewers show durations in ns equal to cycles.  JSON output has one process per engine (`engine k`, plus `device` for
 device-wide units such as sDMA) and one named thread per unit instance, and
 is written with sorted keys and no wall-clock data, so the same schedule
 gives byte-identical files.
@@ -16,6 +21,17 @@ import json
 
 CSV_HEADER = ["step", "task", "op", "iteration", "line", "engine", "unit", "start", "end",
               "bytes"]
+"""The CSV columns; `start`/`end` get the time unit appended (`start_cycle`)."""
+
+
+def time_unit(mode: str) -> str:
+    """What trace times count: cycles in timed mode, scheduler steps otherwise."""
+    return "cycle" if mode == "timed" else "step"
+
+
+def csv_header(mode: str = "functional") -> list[str]:
+    unit = time_unit(mode)
+    return [f"{c}_{unit}" if c in ("start", "end") else c for c in CSV_HEADER]
 
 
 def _unit_parts(unit):
@@ -29,10 +45,10 @@ def rows(trace, file: str = ""):
         yield [step, tpl.label, tpl.opcode, it, tpl.line, eng, uname, start, end, nbytes]
 
 
-def to_csv(trace) -> str:
+def to_csv(trace, mode: str = "functional") -> str:
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
-    w.writerow(CSV_HEADER)
+    w.writerow(csv_header(mode))
     for r in rows(trace):
         w.writerow(r)
     return buf.getvalue()
@@ -54,8 +70,10 @@ def to_chrome(trace, program: str = "nem", mode: str = "functional") -> str:
         args = {"line": tpl.line, "op": tpl.opcode, "step": step, "bytes": nbytes}
         if it:
             args["iteration"] = it
+        # one cycle (step) = 1 ns; the format's ts/dur are microseconds
         body.append({"name": tpl.label, "cat": tpl.opcode, "ph": "X", "pid": pids[eng],
-                     "tid": tids[key], "ts": start, "dur": max(end - start, 0), "args": args})
+                     "tid": tids[key], "ts": start / 1000, "dur": max(end - start, 0) / 1000,
+                     "args": args})
     for eng, pid in pids.items():
         events.append({"name": "process_name", "ph": "M", "pid": pid, "tid": 0,
                        "args": {"name": "device" if eng == "device" else f"engine {eng}"}})
@@ -65,9 +83,10 @@ def to_chrome(trace, program: str = "nem", mode: str = "functional") -> str:
         events.append({"name": "thread_name", "ph": "M", "pid": pids[eng], "tid": tid,
                        "args": {"name": uname}})
     events.extend(body)
-    doc = {"displayTimeUnit": "ns", "otherData": {"program": program, "mode": mode,
-                                                  "time_unit": "cycles" if mode == "timed"
-                                                  else "steps"},
+    unit = time_unit(mode)
+    doc = {"displayTimeUnit": "ns",
+           "otherData": {"program": program, "mode": mode, "time_unit": f"{unit}s",
+                         "time_scale": f"1 {unit} is shown as 1 ns"},
            "traceEvents": events}
     return json.dumps(doc, sort_keys=True, indent=None, separators=(",", ":")) + "\n"
 
@@ -91,12 +110,13 @@ def to_table(trace, timed: bool) -> str:
 
 
 def export(trace, path: str, program: str = "nem", mode: str = "functional") -> None:
-    text = to_csv(trace) if str(path).endswith(".csv") else to_chrome(trace, program, mode)
+    text = to_csv(trace, mode) if str(path).endswith(".csv") else \
+        to_chrome(trace, program, mode)
     with open(path, "w", encoding="utf-8", newline="") as f:
         f.write(text)
 
 
-def timeline_png(trace, path: str, title: str = "") -> None:
+def timeline_png(trace, path: str, title: str = "", mode: str = "timed") -> None:
     """A Gantt chart (one row per engine/unit); needs matplotlib."""
     try:
         import matplotlib
@@ -121,7 +141,7 @@ def timeline_png(trace, path: str, title: str = "") -> None:
     ax.set_yticks(range(len(lanes)))
     ax.set_yticklabels(list(lanes))
     ax.invert_yaxis()
-    ax.set_xlabel("cycles")
+    ax.set_xlabel(f"{time_unit(mode)}s")
     ax.set_title(title)
     ax.legend(loc="upper right", fontsize="small")
     fig.tight_layout()

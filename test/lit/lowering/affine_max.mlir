@@ -1,7 +1,7 @@
 // affine.max (which xDSL lacks) parses in upstream syntax, round-trips, lowers
 // and runs in the reference runtime's escape-hatch interpreter.
 // RUN: nem-opt %s | filecheck %s --check-prefix=RT
-// RUN: nem-opt %s -p lower-to-nem -t nem 2>&1 | filecheck %s --check-prefix=LOW
+// RUN: nem-opt %s -p 'lower-to-nem{remarks=true}' -t nem 2>&1 | filecheck %s --check-prefix=LOW
 // RUN: nem-opt %s -p lower-to-nem -t nem -o %t.nem
 // RUN: nem-run %t.nem --random-inputs 3 | filecheck %s --check-prefix=EXEC
 // RT: %lo = affine.max affine_map<(d0) -> (d0, 0)> (%i)

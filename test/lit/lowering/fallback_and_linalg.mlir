@@ -2,7 +2,7 @@
 // (here: an operand is a constant) becomes a
 // `compute` escape-hatch task carrying its kernel (generic MLIR text), with
 // the outer index values as index_args; linalg named ops are raised.
-// RUN: nem-opt %s -p 'lower-to-nem{device=npm_pro_x1}' -t nem 2>%t.err | filecheck %s
+// RUN: nem-opt %s -p 'lower-to-nem{device=npm_pro_x1 remarks=true}' -t nem 2>%t.err | filecheck %s
 // RUN: filecheck %s --check-prefix=REMARK < %t.err
 // RUN: nem-opt %s -p 'lower-to-nem{device=npm_pro_x1}' -t nem 2>/dev/null | nem-opt -f nem -p nem-verify-static -o /dev/null
 

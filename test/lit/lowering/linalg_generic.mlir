@@ -3,7 +3,7 @@
 // in hoisted scratch buffers (D-LOW-RAISE); a body with a constant operand
 // falls back to the escape hatch; a memref with an explicit identity
 // affine-map layout is a plain buffer.
-// RUN: nem-opt %s --split-input-file -p 'lower-to-nem{device=npm_pro_x1}' -t nem 2>%t.err | filecheck %s
+// RUN: nem-opt %s --split-input-file -p 'lower-to-nem{device=npm_pro_x1 remarks=true}' -t nem 2>%t.err | filecheck %s
 // RUN: filecheck %s --check-prefix=REMARK < %t.err
 
 #id = affine_map<(d0, d1) -> (d0, d1)>

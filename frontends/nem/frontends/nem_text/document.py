@@ -9,6 +9,8 @@ empty program.
 
 from __future__ import annotations
 
+import re
+
 from nem.frontends.nem_text.lexer import EOF, ID, STRING, Token, tokenize
 
 
@@ -60,3 +62,38 @@ def is_config_document(text: str, file: str) -> bool:
             return True  # let the config parser report the unbalanced block
         i, seen = j, True
     return seen
+
+
+_NEM_STATEMENT = re.compile(
+    r"(?:include|device|program|const|let|buffer|loop|type_family)\b"
+    r"|wait\s*\("
+    r"|[A-Za-z_]\w*\s*=\s*(?:region\s*\(|[A-Za-z_]\w*\.(?:async|sync)\b|wait\s*\()"
+    r"|[A-Za-z_]\w*\.(?:async|sync)\b"
+    r"|;")
+_MLIR_ALIAS = re.compile(r"[#!][A-Za-z_][\w.$-]*\s*(?:=|<)")
+
+
+def detect_format(text: str) -> str:
+    """`"nem"` or `"mlir"`: the syntax of an input with no file name (stdin),
+    from its first significant line (decision D-OPT-STDIN).
+
+    `//` lines are MLIR comments and `#` lines `.nem` comments, except an MLIR
+    attribute alias (`#map = ...`, `#x<...>`); the first other line is `.nem`
+    when it starts a `.nem` statement (a keyword such as `const`, `buffer`,
+    `device`, `NAME = region(`, a task `NAME = op.async`), else MLIR.  A text
+    of comments only takes the syntax of its comments."""
+    hash_comments = slash_comments = False
+    for raw in text.splitlines():
+        line = raw.strip()
+        if not line:
+            continue
+        if line.startswith("//"):
+            slash_comments = True
+            continue
+        if line.startswith("#"):
+            if _MLIR_ALIAS.match(line):
+                return "mlir"
+            hash_comments = True
+            continue
+        return "nem" if _NEM_STATEMENT.match(line) else "mlir"
+    return "nem" if hash_comments and not slash_comments else "mlir"

@@ -25,7 +25,7 @@ from nem.frontends.upstream_dialects.async_dialect import Async
 from nem.frontends.upstream_dialects.dma import AFFINE_EXTRA_OPS, MEMREF_EXTRA_OPS
 
 __all__ = ["Async", "register_mlir_dialects", "lowering_context", "parse_mlir",
-           "LocatingParser"]
+           "LocatingParser", "parse_error_message"]
 
 
 def _extended(factory, extra):
@@ -112,3 +112,16 @@ def parse_mlir(ctx: Context, text: str, file: str = "<unknown>",
     register_mlir_dialects(ctx)
     module = LocatingParser(ctx, text, file).parse_module(allow_implicit_module)
     return module
+
+
+def parse_error_message(e: Exception) -> str:
+    """The message of an xDSL `ParseError`, with the placeholders xDSL 0.74
+    leaves unfilled (`Expected suffix identifier after {first_char}`) filled
+    from the text at the error."""
+    msg = (str(e.msg) if hasattr(e, "msg") else str(e).splitlines()[-1]).strip()
+    span = getattr(e, "span", None)
+    if "{first_char}" in msg and span is not None:
+        text = span.input.content
+        char = text[span.start] if 0 <= span.start < len(text) else "?"
+        msg = msg.replace("{first_char}", f"'{char}'")
+    return msg

@@ -1,0 +1,82 @@
+"""What `nem-opt` and `nem-run` share: the version text and output files
+that appear only when the tool succeeds."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import platform
+import sys
+import tempfile
+from collections.abc import Iterator
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+from typing import IO
+
+DISTRIBUTION = "nem-toolchain"
+
+
+def _version(dist: str) -> str | None:
+    try:
+        return version(dist)
+    except PackageNotFoundError:
+        return None
+
+
+def version_text(tool: str) -> str:
+    """`TOOL (nem-toolchain) X.Y.Z` and the versions of what it runs on,
+    from the installed package metadata."""
+    lines = [f"{tool} ({DISTRIBUTION}) {_version(DISTRIBUTION) or 'unknown'}"]
+    parts = [f"xDSL {_version('xdsl') or 'unknown'}", f"numpy {_version('numpy') or 'unknown'}",
+             f"Python {platform.python_version()}"]
+    mlir = _version("xtc-mlir-python-bindings")
+    if mlir:
+        parts.append(f"MLIR Python bindings {mlir}")
+    lines.append("  " + ", ".join(parts))
+    return "\n".join(lines)
+
+
+def is_stdio(path: str | None) -> bool:
+    """`-` (or no path) names standard input / output, as in mlir-opt."""
+    return path is None or path == "-"
+
+
+@contextlib.contextmanager
+def output_file(path: str | None, mode: str = "w") -> Iterator[IO]:
+    """Standard output for `None` or `-`; else a temporary file next to
+    `path`, renamed to `path` when the `with` block ends normally and deleted
+    when it raises (`SystemExit` included), so a failed run leaves no output
+    file and does not clobber an existing one (D-OPT-OUTPUT).  A path that
+    exists and is not a regular file (`/dev/null`, a FIFO) is written in
+    place: renaming onto it would replace the device.  A path that
+    cannot be written fails here, before any work, naming `path`."""
+    if is_stdio(path):
+        yield sys.stdout.buffer if "b" in mode else sys.stdout
+        return
+    assert path is not None
+    target = Path(path)
+    if target.is_dir():
+        raise IsADirectoryError(21, "Is a directory", path)
+    if target.exists() and not target.is_file():
+        # /dev/null, a FIFO, a terminal: written in place, never replaced
+        with open(target, mode, encoding=None if "b" in mode else "utf-8") as out:
+            yield out
+        return
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp",
+                                   dir=target.parent if str(target.parent) else ".")
+    except OSError as e:
+        raise OSError(e.errno, e.strerror, path) from None
+    ok = False
+    try:
+        with open(fd, mode, encoding=None if "b" in mode else "utf-8") as out:
+            yield out
+        ok = True
+    finally:
+        if ok:
+            os.replace(tmp, target)
+        else:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+
+
