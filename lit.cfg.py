@@ -13,12 +13,10 @@ helper files, not tests).  RUN lines may use:
   mlir-opt               upstream MLIR (optional `mlir` extra); guard the test
                          with `REQUIRES: mlir-opt`
   %python                the Python running lit (sys.executable)
-  %shared                ../shared next to the repository (feature `shared`
-                         when it exists)
   %devices, %examples    the shipped device configs (devices/nem/devices/) and examples/
   %llvm-filecheck        LLVM's own FileCheck (feature `llvm-filecheck`)
 
-All but %shared and %examples come from `nem.cli.lit_config.configure`,
+All but %examples come from `nem.cli.lit_config.configure`,
 which a user's own lit suite calls the same way (docs/testing.md).
 
 lit finds this file by walking up from the paths it is given, and numbers a
@@ -66,9 +64,5 @@ config.test_exec_root = repo_root  # %t lands in test/lit/**/Output/ (git-ignore
 # (`nem.cli.lit_config.configure`, docs/testing.md).
 configure(config)
 
-# This repository's own: the shared conformance material and the examples.
-shared = os.path.normpath(os.path.join(repo_root, "..", "shared"))
-config.substitutions.insert(1, ("%shared", shared))
-config.substitutions.insert(2, ("%examples", os.path.join(repo_root, "examples")))
-if os.path.isdir(shared):
-    config.available_features.add("shared")
+# This repository's own: the examples.
+config.substitutions.insert(1, ("%examples", os.path.join(repo_root, "examples")))

@@ -111,6 +111,8 @@ def _opcode_section(spec: OpcodeSpec) -> list[str]:
     lines.append(f"- Execution unit: `{spec.unit}`")
     lines.append(f"- Hardware status: `{spec.hw_status}`")
     lines.append(f"- Stability: `{spec.stability}`")
+    lines.append(f"- Bytecode opcode number: `{spec.code}` (stable, never reused; "
+                 "[docs/bytecode.md](bytecode.md))")
     fams = ", ".join(_code(f) for f in spec.families) if spec.families else "none (not family-checked)"
     lines.append(f"- Type families: {fams}")
     lines.append(f"- Signature: `{spec.signature()}`")

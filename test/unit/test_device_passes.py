@@ -20,7 +20,7 @@ from nem.analysis.capacity import memory_maps
 from nem.devices.device_lookup import find_device
 from nem.dialect.builder import NemBuilder
 from nem.dialect.diagnostics import Diagnostic, NemDiagnosticError, SourceLoc
-from nem.dialect.exprs import SYMBOL_OF
+from nem.dialect.semantics import SYMBOL_OF
 from nem.dialect.ops import ProgramOp, RegionOp
 from nem.analysis.happens_before import max_live_tokens
 from nem.dialect.verifier import ProgramVerifier, verify_program
@@ -100,7 +100,7 @@ def test_fold_keeps_meaning(source):
     # loop variable (re-parsing writes negative literals back as `0 - x`)
     for op in prog.walk():
         if type(op) in SYMBOL_OF:
-            from nem.dialect.exprs import Evaluator
+            from nem.dialect.semantics import Evaluator
             assert Evaluator().static(op.results[0]) is None, print_nem(module)
 
 
@@ -138,9 +138,11 @@ def test_memory_map_padding_and_loop_copies():
                       "buffer C : L1 (size=10)\nbuffer E : L1[0] (size=6, align=4)\n"
                       "loop i in [0..9] @max_in_flight(3):\n  buffer T : L1 (size=5)\nendloop\n")
     maps = memory_maps(prog)
-    assert [(p.name, p.offset, p.end) for p in maps["L2"]] == [("A", 0, 3), ("B", 64, 72)]
+    # decreasing align, declaration order among equals (D-SEM-LAYOUT); one T per
+    # iteration in flight (D-SEM-INSTANCES)
+    assert [(p.name, p.offset, p.end) for p in maps["L2"]] == [("B", 0, 8), ("A", 8, 11)]
     assert [(p.name, p.offset, p.end) for p in maps["L1[0]"]] == [
-        ("C", 0, 10), ("E", 12, 18), ("T", 18, 23), ("T", 23, 28), ("T", 28, 33)]
+        ("E", 0, 6), ("C", 6, 16), ("T", 16, 21), ("T", 21, 26), ("T", 26, 31)]
 
 
 def test_device_diagnostics_npm_lite():

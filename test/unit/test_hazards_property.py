@@ -1,4 +1,4 @@
-"""Property tests of `nem-check-hazards` (issue 3; RULES.md HAZ-01/03, LOOP-06).
+"""Property tests of `nem-check-hazards` (issue 3; HAZ-01/03, LOOP-06).
 
 hypothesis builds random race-free tiled programs: an optional weight loaded
 before the loops, then one to three loops `@max_in_flight(N)` that stream

@@ -62,11 +62,11 @@ def test_quote_memory_spaces_names_the_pass():
 
 
 @pytest.mark.parametrize("opt,err", [
-    ("memory-spaces=0:DDR,1:FOO", "error: lower-to-nem: bad memory-spaces item '1:FOO': "
+    ("memory-spaces=0:DDR,1:FOO", "nem-opt: error: lower-to-nem: bad memory-spaces item '1:FOO': "
                                   "unknown level 'FOO' (levels: DDR, L2, L1, L1[k])\n"),
-    ("memory-spaces=x:DDR", "error: lower-to-nem: bad memory-spaces item 'x:DDR': "
+    ("memory-spaces=x:DDR", "nem-opt: error: lower-to-nem: bad memory-spaces item 'x:DDR': "
                             "memory space 'x' is not a non-negative integer\n"),
-    ("nosuch=1", "error: bad pass pipeline: Provided arguments"),
+    ("nosuch=1", "nem-opt: error: -p: bad pass pipeline: Provided arguments"),
 ])
 def test_cli_errors_are_one_line(opt, err):
     r = subprocess.run([_tool("nem-opt"), str(INPUTS / "async_pipeline.mlir"),

@@ -11,13 +11,15 @@ from nem.runtime import NemInterpreter
 from nem.runtime.memory import Memory, MemoryError_, RegionInst, pack_i4_into, unpack_i4
 
 
-def test_allocation_in_declaration_order_with_alignment():
+def test_allocation_by_decreasing_alignment():
     m = Memory(num_engines=2, l2_size=4096, l1_size=1024, ddr_size=1 << 20)
-    a = m.allocate("A", "L2", 10, 64)
-    b = m.allocate("B", "L2", 100, 256)
-    c = m.allocate("C", "L1[1]", 8, None)
-    d = m.allocate("D", "L1", 8, 16)
-    assert (a.offset, b.offset, c.offset, d.offset) == (0, 256, 0, 0)
+    m.allocate("A", "L2", 10, 64)
+    m.allocate("B", "L2", 100, 256)
+    m.allocate("C", "L1[1]", 8, None)
+    m.allocate("D", "L1", 8, 16)
+    a, b, c, d = (m.buffer(n) for n in "ABCD")
+    # the layout of semantics.layout, the one the capacity check verifies (D-SEM-LAYOUT)
+    assert (a.offset, b.offset, c.offset, d.offset) == (128, 0, 0, 0)
     assert d.level == "L1[0]" and c.level == "L1[1]"
     with pytest.raises(MemoryError_) as e:
         m.allocate("E", "L2", 4096, 64)

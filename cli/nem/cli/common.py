@@ -80,17 +80,3 @@ def output_file(path: str | None, mode: str = "w") -> Iterator[IO]:
                 os.unlink(tmp)
 
 
-def check_writable(path: str, what: str) -> str | None:
-    """None when `path` can be created or overwritten, else why not (for
-    checking every output path before a long run starts)."""
-    target = Path(path)
-    parent = target.parent if str(target.parent) else Path(".")
-    if target.is_dir():
-        return f"{what} {path}: is a directory"
-    if not parent.is_dir():
-        return f"{what} {path}: directory {parent} does not exist"
-    if target.exists() and not os.access(target, os.W_OK):
-        return f"{what} {path}: not writable"
-    if not target.exists() and not os.access(parent, os.W_OK):
-        return f"{what} {path}: directory {parent} is not writable"
-    return None

@@ -19,6 +19,7 @@ def guarded_main(prog: str, run: Callable[[Sequence[str] | None], int],
     except BrokenPipeError:
         code = 0
     except KeyboardInterrupt:
+        print(f"{prog}: interrupted", file=sys.stderr)
         code = 130
     except Exception as e:  # a bug, never a user error: no traceback unless asked
         print(f"{prog}: internal error: {type(e).__name__}: {e}\n"

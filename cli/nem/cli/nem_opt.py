@@ -22,12 +22,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import IO
 
+from nem.cli import nemb_tool
 from nem.cli import verify_diagnostics as vd
 from nem.cli.common import is_stdio, output_file, version_text
+from nem.cli.inputs import print_diagnostics, read_program
 from nem.dialect.diagnostics import (
     Diagnostic,
     NemDiagnosticError,
-    SourceLoc,
     register_source,
 )
 from nem.dialect.dialect import NEM
@@ -42,6 +43,7 @@ from nem.passes.driver import (
     pass_summary,
     universe_passes,
     universes,
+    with_include_dirs,
 )
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.utils.exceptions import (
@@ -93,6 +95,7 @@ class NemOptMain(xDSLOptMain):
         self.available_targets["nem"] = lambda module, out: out.write(print_nem(module))
         # `-t` omitted: .nem in -> .nem out, MLIR in -> MLIR out (decision D-OPT-TARGET)
         self.available_targets["same-as-input"] = self._same_as_input
+        nemb_tool.register(self)  # -t nemb, -f nemb (cli/nem/cli/nemb_tool.py)
 
     def _same_as_input(self, module: ModuleOp, out: IO[str]) -> None:
         from nem.frontends.nem_text.printer import print_nem
@@ -114,6 +117,7 @@ class NemOptMain(xDSLOptMain):
                                 help="target device name (a shipped device or one found via -I)")
         arg_parser.add_argument("--print-device", default=None, metavar="NAME",
                                 help="print the resolved device NAME and exit")
+        nemb_tool.add_arguments(arg_parser)
         arg_parser.add_argument("--pass-pipeline", default=None, metavar="PIPELINE",
                                 help="the pipeline in mlir-opt's form, "
                                 "'builtin.module(pass1,pass2{option=value})' (or as for -p)")
@@ -143,19 +147,17 @@ class NemOptMain(xDSLOptMain):
             self.args.passes = normalize_pipeline(spec or "")
             super().setup_pipeline()
         except NemDiagnosticError as e:
-            for d in e.diagnostics:
-                print(d.render(), file=sys.stderr)
+            print_diagnostics("nem-opt", e.diagnostics)
             sys.exit(1)
         except (ArgSpecParseError, ValueError) as e:
-            print(f"error: bad pass pipeline: {str(e).strip()}", file=sys.stderr)
+            print(f"nem-opt: error: -p: bad pass pipeline: {str(e).strip()}", file=sys.stderr)
             sys.exit(1)
 
     # ------------------------------------------------------------------
     def _read_input(self) -> tuple[str, str]:
         """(file name, text) of the input; `-` or no file is standard input."""
-        if is_stdio(self.args.input_file):
-            return "<stdin>", sys.stdin.read()
-        return self.args.input_file, Path(self.args.input_file).read_text(encoding="utf-8")
+        return read_program(None if is_stdio(self.args.input_file) else self.args.input_file,
+                            "input")
 
     def _input_format(self, file: str, raw: str) -> str:
         """`-f`, else the extension (`.nem`; anything else is MLIR), else on
@@ -171,6 +173,8 @@ class NemOptMain(xDSLOptMain):
     def run(self) -> None:
         if self.args.print_device:
             sys.exit(self._print_device(self.args.print_device))
+        if nemb_tool.handles(self):  # bytecode in or out: cli/nem/cli/nemb_tool.py
+            sys.exit(nemb_tool.run_opt(self))
         file, raw = self._read_input()
         register_source(file, raw)
         ext = self._input_format(file, raw)
@@ -226,14 +230,17 @@ class NemOptMain(xDSLOptMain):
 
             with pass_env(file, self.args.include_dirs, self.args.device) as env:
                 try:
-                    apply_pipeline(self.pipeline, self.ctx, module)
+                    apply_pipeline(with_include_dirs(self.pipeline, self.args.include_dirs),
+                                   self.ctx, module)
                 finally:
                     diags += env.diagnostics
             return diags, self.output_resulting_program(module)
         except NemDiagnosticError as e:
             return diags + e.diagnostics, None
         except ParseError as e:
-            return diags + [_from_xdsl(e, file)], None
+            from nem.frontends.upstream_dialects.mlir_input import diagnostic_from_parse_error
+
+            return diags + [diagnostic_from_parse_error(e, file)], None
         except (VerifyException, DiagnosticException) as e:
             return diags + [Diagnostic("error", str(e).splitlines()[0] if str(e) else type(e).__name__)], None
 
@@ -242,13 +249,10 @@ class NemOptMain(xDSLOptMain):
             from nem.frontends.nem_text.parser import parse_nem
 
             return parse_nem(text, file)
-        from nem.frontends.upstream_dialects import (
-            parse_mlir,  # records file:line:col on every op
-        )
+        # located diagnostics for every failure, bounded work (D-LIMITS)
+        from nem.frontends.upstream_dialects.mlir_input import parse_mlir_checked
 
-        module = parse_mlir(self.ctx, text, file, not self.args.no_implicit_module)
-        _verify_mlir(module)
-        return module
+        return parse_mlir_checked(self.ctx, text, file, not self.args.no_implicit_module)
 
     def _verify(self, module: ModuleOp, file: str) -> list[Diagnostic]:
         from nem.dialect.ops import ProgramOp
@@ -282,7 +286,7 @@ class NemOptMain(xDSLOptMain):
                     resolved = resolve_device(scope, dev.name, dev.loc)
                 except NemDiagnosticError as e:
                     # abstract devices (no topology anywhere in the chain) are fine
-                    # unless used as a target (RULES.md B)
+                    # unless used as a target (docs/conformance.md Gaps B)
                     if not any(d.rule == "DEV-07" for d in e.diagnostics):
                         raise
                     continue
@@ -296,8 +300,7 @@ class NemOptMain(xDSLOptMain):
         try:
             device = find_device(name, self.args.include_dirs, self.args.input_file)
         except NemDiagnosticError as e:
-            for d in e.diagnostics:
-                print(d.render(), file=sys.stderr)
+            print_diagnostics("nem-opt", e.diagnostics)
             return 1
         sys.stdout.write(print_device(device))
         return 0
@@ -416,45 +419,10 @@ def _plugin_files(argv: Sequence[str]) -> list[str]:
 def _is_config_document(text: str, file: str) -> bool:
     """A file is a config document when, after its includes, it holds only
     `type_family` / `device NAME [extends P] {...}` declarations and no program
-    statement or header (RULES.md E, decision D-DOC-KIND)."""
+    statement or header (docs/conformance.md Gaps E, decision D-DOC-KIND)."""
     from nem.frontends.nem_text.document import is_config_document
 
     return is_config_document(text, file)
-
-
-def _verify_mlir(module: ModuleOp) -> None:
-    """xDSL's verifier, reported at the first failing op's location (xDSL's
-    own exception carries none)."""
-    try:
-        module.verify()
-    except VerifyException as e:
-        bad = next((op for op in module.walk() if _fails(op)), None)
-        first = str(e).strip().splitlines()[0] if str(e).strip() else "verification failed"
-        name = f"'{bad.name}': " if bad is not None else ""
-        raise NemDiagnosticError([Diagnostic("error", f"invalid MLIR: {name}{first}",
-                                             SourceLoc.of(bad),
-                                             fix="fix the op so that it verifies")]) from None
-
-
-def _fails(op) -> bool:
-    try:
-        op.verify(verify_nested_ops=False)
-    except VerifyException:
-        return True
-    return False
-
-
-def _from_xdsl(e: ParseError, file: str) -> Diagnostic:
-    span = e.span
-    loc = span.get_location()  # xDSL 0.74: one-based line and column
-    from nem.frontends.upstream_dialects import parse_error_message
-
-    msg = parse_error_message(e)
-    at_end = span.start >= len(span.input.content.rstrip())
-    what = "unexpected end of input" + (f" ({msg})" if msg else "") if at_end else msg
-    return Diagnostic("error", f"cannot parse MLIR: {what or 'syntax error'}",
-                      SourceLoc(file, loc.line, loc.col),
-                      fix="check the MLIR syntax at this position")
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -462,6 +430,17 @@ def main(argv: Sequence[str] | None = None) -> None:
         NemOptMain(args=argv).run()
     except BrokenPipeError:
         pass
+    except KeyboardInterrupt:
+        print("nem-opt: interrupted", file=sys.stderr)
+        sys.exit(130)
+    except ArgSpecParseError as e:  # xDSL 0.74: a BaseException (docs/upstream-reports.md)
+        detail = " ".join(line.strip() for line in str(e).strip().splitlines()[-3:])
+        print(f"nem-opt: error: -t/-p: bad target or pass specification: {detail}",
+              file=sys.stderr)
+        sys.exit(1)
+    except NemDiagnosticError as e:  # an input that cannot be read (D-LIMITS)
+        print_diagnostics("nem-opt", e.diagnostics)
+        sys.exit(1)
     except PluginError as e:  # the plugin's problem, not nem-opt's
         print(f"nem-opt: error: {e}", file=sys.stderr)
         sys.exit(1)

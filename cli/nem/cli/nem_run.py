@@ -1,7 +1,11 @@
-"""`nem-run`: run a NEM program on the reference runtime.
+"""`nem-run`:    p.add_argument("--max-tasks", type=int, default=None, metavar="N",
+                   help="refuse a run whose estimated count of tasks and loop iterations "
+                   "(times --schedules) exceeds N (default 10000000)")
+    prun a NEM program on the reference runtime.
 
     nem-run PROGRAM.nem [--device D] [--mode functional|timed]
             [--schedule source|random --seed S] [--schedules K]
+            [--explore [--max-schedules N]] [-j N]
             [--input NAME=FILE]... [--input-raw NAME=FILE]...
             [--output NAME[:T[SHAPE]]=FILE]... [--random-inputs SEED]
             [--trace FILE.json|.csv] [--timeline FILE.png] [--profile FILE.json]
@@ -17,13 +21,20 @@ match, output files that cannot be written: all checked before the run).
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
+
+from nem.cli.inputs import (
+    InputError,
+    check_output_path,
+    print_diagnostics,
+    read_archive,
+    read_input,
+    read_json,
+)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -41,6 +52,15 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--schedules", type=int, metavar="K",
                    help="run K random schedules (seeds SEED..SEED+K-1) and compare final memory")
+    p.add_argument("--explore", action="store_true",
+                   help="run one schedule of every distinct interleaving (small programs): "
+                   "report every race and deadlock with a witness schedule and whether the "
+                   "space was covered completely")
+    p.add_argument("--max-schedules", type=int, default=1000, metavar="N",
+                   help="--explore runs at most N schedules (default 1000)")
+    p.add_argument("-j", "--jobs", type=int, default=None, metavar="N",
+                   help="processes for --schedules/--explore (default: every core; results "
+                   "do not depend on N)")
     p.add_argument("--input", action="append", default=[], metavar="NAME=FILE",
                    help="write FILE into buffer or region NAME before the run: a .npy array "
                    "must have NAME's element type (and a region's shape); any other file is "
@@ -60,6 +80,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--profile", metavar="FILE.json",
                    help='cost-model overrides, e.g. {"DMA": {"bandwidth": 64, "latency": 8}}')
     p.add_argument("--ddr-size", type=int, default=None, help="DDR bytes (default 256 MB)")
+    p.add_argument("--max-tasks", type=int, default=None, metavar="N",
+                   help="refuse a run whose estimated count of tasks and loop iterations "
+                   "(times --schedules) exceeds N (default 10000000)")
     p.add_argument("--no-races", action="store_true", help="disable race detection")
     p.add_argument("--no-progress", action="store_true",
                    help="no progress bar (it is only ever shown on a terminal)")
@@ -81,21 +104,34 @@ class Progress:
         self.enabled = enabled and sys.stderr.isatty()
         self.bar = None
         self.task = None
+        self.kernel_task = None
 
-    def __call__(self, done: int) -> None:
-        if not self.enabled or time.perf_counter() - self.t0 < 1.0:
-            return
-        if self.bar is None:
+    def _started(self) -> bool:
+        """Whether the bar is showing (started on first use, when enabled)."""
+        if self.bar is None and self.enabled:
             try:
                 from rich.console import Console
                 from rich.progress import Progress as RichProgress
             except ImportError:  # rich is a dependency; a broken install just shows nothing
                 self.enabled = False
-                return
+                return False
             self.bar = RichProgress(console=Console(stderr=True), transient=True)
             self.task = self.bar.add_task("tasks", total=self.total)
             self.bar.start()
-        self.bar.update(self.task, completed=done)
+        return self.bar is not None
+
+    def __call__(self, done: int) -> None:
+        if time.perf_counter() - self.t0 >= 1.0 and self._started():
+            self.bar.update(self.task, completed=done)
+
+    def kernel(self, done: int, total: int, elapsed: float) -> None:
+        """Progress inside one long interpreted escape-hatch task (D-RT-MLIR-JIT)."""
+        if not self._started():
+            return
+        if self.kernel_task is None:
+            self.kernel_task = self.bar.add_task(
+                "interpreting a compute op=mlir.kernel task (scalar ops)", total=total or None)
+        self.bar.update(self.kernel_task, completed=done, total=total or None)
 
     def close(self) -> None:
         if self.bar is not None:
@@ -147,8 +183,6 @@ class Output:
 def _check_paths(args, outputs: list[Output]) -> int | None:
     """Every file the run will write, checked before it starts (a usage
     error, exit 2): --output files, --trace, --timeline (and matplotlib)."""
-    from nem.cli.common import check_writable
-
     paths = [(o.file, f"--output {o.name}") for o in outputs]
     if args.trace:
         paths.append((args.trace, "--trace"))
@@ -159,43 +193,55 @@ def _check_paths(args, outputs: list[Output]) -> int | None:
         if importlib.util.find_spec("matplotlib") is None:
             return _usage("not supported: --timeline needs matplotlib; install it with "
                           "pip install 'nem-toolchain[viz]'")
-    for path, what in paths:
-        problem = check_writable(path, what)
-        if problem is not None:
-            return _usage(problem)
+    try:
+        for path, what in paths:
+            check_output_path(path, what)
+    except InputError as e:
+        return _usage(str(e))
     return None
 
 
 def _load(args, interp):
-    """The program of the command line (a file, or `-`: standard input, .nem
-    or NEM IR in MLIR syntax, told apart from the text)."""
+    """The program of the command line (a file, or `-`: standard input, .nem,
+    NEM IR in MLIR syntax or NEM bytecode, told apart from the contents)."""
     from nem.cli.common import is_stdio
 
     if is_stdio(args.program):
+        from nem.frontends.bytecode.container import is_nemb
         from nem.frontends.nem_text.document import detect_format
 
-        text = sys.stdin.read()
+        from nem.dialect.limits import MAX_SOURCE_BYTES
+
+        raw = sys.stdin.buffer.read(MAX_SOURCE_BYTES + 1)
+        if len(raw) > MAX_SOURCE_BYTES:
+            raise InputError("-", f"standard input has more than {MAX_SOURCE_BYTES} bytes "
+                             "(D-LIMITS)")
+        if is_nemb(raw):
+            return interp.load_bytecode(raw, "<stdin>")
+        text = raw.decode("utf-8")
         return interp.load_string(text, "<stdin>", syntax=detect_format(text))
     return interp.load(args.program)
 
 
 def _write_inputs(interp, args) -> int | None:
-    """--input / --input-raw (and bare .npz archives) into memory; an error
-    is a usage error naming the flag (exit 2)."""
+    """--input / --input-raw (and bare .npz archives) into memory, read capped
+    by the size of their target (D-LIMITS); an error names the flag (exit 2)."""
     items = [(i, False) for i in args.input] + [(i, True) for i in args.input_raw]
     for item, raw in items:
         flag = "--input-raw" if raw else "--input"
         try:
             if "=" not in item and item.endswith(".npz"):
-                with np.load(item, allow_pickle=False) as npz:
-                    for name in npz.files:
-                        interp.write_tensor(name, npz[name], raw=raw)
+                for name, array in read_archive(item, f"{flag} {item}", interp.tensor_size).items():
+                    interp.write_tensor(name, array, raw=raw)
                 continue
             [(name, f)] = _pairs([item], flag)
+            data = read_input(f, f"{flag} {item}", interp.tensor_size(name))
             if f.endswith(".npy"):
-                interp.write_tensor(name, np.load(f, allow_pickle=False), raw=raw)
+                interp.write_tensor(name, data, raw=raw)
             else:
-                interp.write_bytes(name, Path(f).read_bytes())
+                interp.write_bytes(name, data)
+        except InputError as e:
+            return _usage(str(e))
         except (OSError, ValueError, KeyError) as e:
             return _usage(f"{flag} {item}: {e}")
     return None
@@ -226,32 +272,44 @@ def _write_outputs(interp, outputs: list[Output]) -> None:
 def run(argv=None) -> int:
     from nem.dialect.diagnostics import NemDiagnosticError
     from nem.runtime.api import NemInterpreter
-    from nem.runtime.memory import DEFAULT_DDR_SIZE
 
     args = _parser().parse_args(argv)
     outputs = [Output.parse(o) for o in args.output]
     if args.schedules is not None and args.schedules < 1:
         return _usage("--schedules needs K >= 1")
+    if args.max_schedules < 1:
+        return _usage("--max-schedules needs N >= 1")
+    if args.jobs is not None and args.jobs < 1:
+        return _usage("-j needs N >= 1")
+    if args.explore and (args.schedules or args.mode == "timed"):
+        return _usage("--explore runs functional schedules; it excludes --schedules and --mode timed")
+    bad = _check_numbers(args)
+    if bad:
+        return _usage(bad)
     bad_path = _check_paths(args, outputs)
     if bad_path is not None:
         return bad_path
     try:
-        interp = NemInterpreter(device=args.device, ddr_size=args.ddr_size or DEFAULT_DDR_SIZE,
+        interp = NemInterpreter(device=args.device, ddr_size=args.ddr_size,
                                 include_dirs=args.include_dirs, races=not args.no_races,
                                 trace=bool(args.trace or args.timeline))
         interp.set_mode(args.mode)
         interp.set_scheduling(args.schedule, args.seed)
         if args.profile:
-            interp.set_timing_profile(json.loads(Path(args.profile).read_text()))
+            interp.set_timing_profile(read_json(args.profile, "--profile"))
         prog = _load(args, interp)
     except NemDiagnosticError as e:
-        for d in e.diagnostics:
-            print(d.render(), file=sys.stderr)
+        print_diagnostics("nem-run", e.diagnostics)
         return 1
-    except (OSError, ValueError) as e:
+    except (InputError, OSError, ValueError) as e:
         return _usage(str(e))
     for d in prog.diagnostics:  # warnings
         print(d.render(), file=sys.stderr)
+    _kernel_notices(prog)
+    over = _over_budget(prog, args)
+    if over is not None:
+        print(f"nem-run: error: {over}", file=sys.stderr)
+        return 1
 
     if args.random_inputs is not None:
         interp.randomize_inputs(args.random_inputs)
@@ -266,8 +324,13 @@ def run(argv=None) -> int:
     print(f"nem-run: {name} on {dev}, mode {args.mode}, schedule {sched}")
     failed = False
 
+    if args.explore:
+        failed = _explore(interp, args.max_schedules, args.jobs)
+        _write_outputs(interp, outputs)
+        return 1 if failed else 0
+
     if args.schedules:
-        results, diff = interp.run_schedules(args.schedules, args.seed)
+        results, diff = interp.run_schedules(args.schedules, args.seed, jobs=args.jobs)
         print(f"schedules: {args.schedules} random (seeds {args.seed}..."
               f"{args.seed + args.schedules - 1})")
         seen = set()
@@ -302,7 +365,11 @@ def run(argv=None) -> int:
 
     s = interp.start()
     total = prog.compiled.static_task_count()
-    bar = Progress(total, not args.no_progress)
+    bar = Progress(total, not args.no_progress and sys.stderr.isatty())
+    if bar.enabled:
+        from nem.runtime import escape_hatch
+
+        escape_hatch.PROGRESS = bar.kernel
     try:
         result = s.run_to_end(progress=bar)
     finally:
@@ -330,6 +397,81 @@ def run(argv=None) -> int:
         failed = True
     failed |= result.status != "completed" or result.race_count > 0
     return 1 if failed else 0
+
+
+def _kernel_notices(prog) -> None:
+    """Escape-hatch kernels (D-RT-MLIR-JIT): say once when they will be
+    interpreted and how slow that is; print the runtime's notices."""
+    from nem.runtime import escape_hatch
+
+    msg = escape_hatch.load_notice(prog.op)
+    if msg:
+        print(f"nem-run: warning: {msg}", file=sys.stderr)
+    escape_hatch.NOTICE = lambda m: print(f"nem-run: warning: {m}", file=sys.stderr)
+
+
+def _explore(interp, max_schedules: int, jobs) -> bool:
+    """`--explore`: print what the explorer found; True when it found a problem."""
+    ex = interp.explore(max_schedules, jobs=jobs)
+    if ex.too_large:
+        print(f"explore: not supported: {ex.task_instances} task instances exceed the "
+              f"explorer's limit; use --schedules K (random schedules)")
+        return True
+    cover = "the space is covered completely" if ex.complete else \
+        f"the space is NOT covered completely (more than --max-schedules {max_schedules})"
+    print(f"explore: {ex.schedules} schedule(s), one per distinct interleaving of the "
+          f"{ex.task_instances} task instances; {cover}")
+    print(f"races: {len(ex.races)}")
+    for w in ex.races:
+        print(f"  {w.race}")
+        print("    witness: after " + (", ".join(w.schedule) if w.schedule else "nothing")
+              + f", both {_short(w.race.first)} and {_short(w.race.second)} are ready: "
+              "either may run first")
+    print(f"deadlocks: {len(ex.deadlocks)}")
+    for d, sched in ex.deadlocks[:5]:
+        print("  " + str(d).replace("\n", "\n  "))
+        print("    witness schedule: " + (", ".join(sched) or "(no task ran)"))
+    for e in ex.errors[:5]:
+        print(e.render(), file=sys.stderr)
+    for m in ex.diverged[:5]:
+        print(f"explore: internal: a replay diverged ({m}): happens-before depended on the "
+              "schedule", file=sys.stderr)
+    print(f"final memory: {ex.outcomes} distinct outcome(s) over {ex.schedules} schedule(s)")
+    return bool(ex.races or ex.deadlocks or ex.errors or ex.diverged or not ex.complete
+                or ex.outcomes > 1)
+
+
+def _short(ref) -> str:
+    return ref.label + (f" ({ref.iteration})" if ref.iteration else "")
+
+
+def _check_numbers(args) -> str | None:
+    """Flag values that make no sense, before any work (usage errors)."""
+    if args.random_inputs is not None and args.random_inputs < 0:
+        return "--random-inputs needs a SEED >= 0"
+    if args.max_tasks is not None and args.max_tasks < 1:
+        return "--max-tasks needs N >= 1"
+    if args.ddr_size is not None and args.ddr_size < 1:
+        return "--ddr-size needs a positive number of bytes"
+    return None
+
+
+def _over_budget(prog, args) -> str | None:
+    """The task budget (D-LIMITS): a run whose estimated count of task
+    instances and loop iterations exceeds --max-tasks is refused before it
+    starts, naming the estimate and the flag."""
+    from nem.dialect.limits import DEFAULT_MAX_TASKS
+    from nem.runtime.budget import estimate_task_count
+
+    limit = args.max_tasks or DEFAULT_MAX_TASKS
+    runs = max(1, args.schedules or 1)
+    tasks = estimate_task_count(prog.op)
+    if tasks * runs <= limit:
+        return None
+    per = f" ({tasks} per schedule x {runs} schedules)" if runs > 1 else ""
+    return (f"the program runs an estimated {tasks * runs} tasks and loop iterations{per}, "
+            f"above the limit of {limit} (D-LIMITS); raise it with --max-tasks "
+            f"{tasks * runs} if that is meant")
 
 
 def _summary(r, session) -> None:

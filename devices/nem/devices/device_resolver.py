@@ -4,12 +4,12 @@ Include search order (INC-02 plus decision D-INC-SEARCH): the directory of the
 including file, then each `-I` directory in order, then the shipped `devices/`
 folder (`nem.devices`), so `include "nem_baseline_1.0.nem"` works anywhere and
 the spec's `include "devices/npm_pro.nem"` works with `-I <project root>`.
-Includes are transitive (RULES.md D).  A file reached twice through different
+Includes are transitive (docs/conformance.md Gaps D).  A file reached twice through different
 paths is loaded once; a cycle is an error (INC-03).
 
 Resolution follows SPEC "Device Inheritance" rules 1-8 (INH-01..08) and checks
 the schema rules on the resolved *target* only, so abstract intermediate
-devices such as `nem_baseline_1_0` are fine (RULES.md B).  Warnings (DEV-03
+devices such as `nem_baseline_1_0` are fine (docs/conformance.md Gaps B).  Warnings (DEV-03
 duplicates, DEV-21 no baseline) are returned on `Device.warnings`.
 """
 
@@ -23,6 +23,7 @@ from nem.dialect.device_model import (DEVICE_UNITS, PER_ENGINE_UNITS, Device, De
                                       TypeFamily, VariantRef)
 from nem.dialect.diagnostics import Diagnostic, NemDiagnosticError, SourceLoc, error, fail
 from nem.dialect.families import Catalog
+from nem.dialect.source_files import read_source
 from nem.frontends.nem_text.config_parser import ConfigDocument, parse_config_document
 
 SUPPORTED_SPEC_VERSIONS = ("1.0",)
@@ -99,11 +100,8 @@ class _Loader:
                        "remove one include of the cycle")
         if key in self.names:
             return self.names[key]
-        try:
-            text = path.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
-            raise fail(f"cannot read '{path}': {getattr(exc, 'strerror', None) or exc}", loc,
-                       "INC-02" if included else "DEV-20") from None
+        text = read_source(path, "included file" if included else "device file", loc,
+                           "INC-02" if included else "DEV-20")
         self.load_document(parse_config_document(text, str(path), included=included), key)
         return str(path)
 

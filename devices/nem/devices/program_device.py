@@ -19,7 +19,7 @@ from nem.devices.device_resolver import (
     scope_for_document,
     shipped_devices_dir,
 )
-from nem.dialect.diagnostics import Diagnostic, SourceLoc, error, fail
+from nem.dialect.diagnostics import Diagnostic, NemDiagnosticError, SourceLoc, error, fail
 from nem.dialect.ops import ComputeOp, ProgramOp
 from nem.dialect.operand_binding import match_families
 
@@ -27,15 +27,27 @@ from nem.dialect.operand_binding import match_families
 def program_device(prog: ProgramOp, file: str, include_dirs=(),
                    override: str | None = None) -> Device | None:
     from nem.devices.device_lookup import find_device
-    from nem.frontends.nem_text.config_parser import ConfigDocument, parse_config_document
+    from nem.frontends.nem_text.config_parser import ConfigDocument
 
     loc = SourceLoc.of(prog)
-    if override:
-        return find_device(override, include_dirs, None)
-    if prog.device_kind is None:
-        return None
-    kind, value = prog.device_kind.data, prog.device.data
     includes = tuple(i.data for i in prog.includes.data) if prog.includes else ()
+    include_locs = _include_locs(file, len(includes), loc)
+    kind = prog.device_kind.data if prog.device_kind is not None else None
+    if kind not in ("name", "inline") and includes:
+        # the program's own includes are part of the program whatever its
+        # directive: a missing, broken or circular include is an error (issue 10)
+        scope_for_document(ConfigDocument(file, includes, (), (), include_locs), include_dirs)
+    if override:
+        try:
+            return find_device(override, include_dirs, None)
+        except NemDiagnosticError as e:  # the command line's --device names it
+            for d in e.diagnostics:
+                if d.loc is None:
+                    d.message = f"--device {override}: {d.message}"
+            raise
+    if kind is None:
+        return None
+    value = prog.device.data
     if kind == "file":
         base = Path(file).parent
         for d in [base, *map(Path, include_dirs), shipped_devices_dir()]:
@@ -45,24 +57,74 @@ def program_device(prog: ProgramOp, file: str, include_dirs=(),
                    "directories or among the shipped devices", loc, "DEV-20",
                    'name a .nem device file, e.g. device "npm_lite.nem"')
     if kind == "name":
-        scope = scope_for_document(
-            ConfigDocument(file, includes, (), (), (loc,) * len(includes)), include_dirs)
+        scope = scope_for_document(ConfigDocument(file, includes, (), (), include_locs),
+                                   include_dirs)
         if value not in scope.devices:
             raise fail(f"device '{value}' is not defined by the program's includes", loc,
                        "DEV-20", f'add include "{value}.nem" (or the file that defines it)')
         return resolve_device(scope, value, loc)
-    # the inline device's canonical text must not replace the program's text
-    # in the diagnostics source cache (it is parsed under the program's name)
-    from nem.dialect.diagnostics import _DEFAULT_SOURCES
-
-    saved = _DEFAULT_SOURCES._texts.get(file)
-    doc = parse_config_document(value, file)
-    if saved is not None:
-        _DEFAULT_SOURCES._texts[file] = saved
-    doc = ConfigDocument(file, includes + doc.includes, doc.families, doc.devices,
-                         (loc,) * len(includes) + doc.include_locs)
+    decl = _inline_device(file, value, loc)
+    doc = ConfigDocument(file, includes, (), (decl,), include_locs)
     scope = scope_for_document(doc, include_dirs)
-    return resolve_device(scope, doc.devices[-1].name, loc)
+    return resolve_device(scope, decl.name, loc)
+
+
+def _inline_device(file: str, canonical: str, loc: SourceLoc | None):
+    """The inline `device NAME { ... }` of a program, with the locations of
+    the program's text (issue 10: errors resolving it are reported on the
+    device's own lines).  It is parsed again from the registered source at
+    the directive's location; when that text is not known (a program read
+    from MLIR), from the canonical text kept in the IR, every location then
+    being the directive's."""
+    from nem.dialect.diagnostics import source_text
+    from nem.frontends.nem_text.config_parser import parse_config_document, parse_device_config
+    from nem.frontends.nem_text.cursor import TokenCursor
+    from nem.frontends.nem_text.lexer import tokenize
+
+    text = source_text(file)
+    if text is not None and loc is not None:
+        try:
+            tokens = tokenize(text, file)
+        except NemDiagnosticError:  # not .nem text (a program read from MLIR)
+            tokens = []
+        start = next((i for i, t in enumerate(tokens)
+                      if (t.line, t.col) == (loc.line, loc.col) and t.text == "device"), None)
+        if start is not None:
+            cur = TokenCursor(tokens, file)
+            cur.pos = start
+            return parse_device_config(cur)
+    pseudo = f"{file} (inline device)"
+    try:
+        decl = parse_config_document(canonical, pseudo).devices[-1]
+    except NemDiagnosticError as e:
+        raise NemDiagnosticError([_relocated(d, pseudo, loc) for d in e.diagnostics]) from None
+    return _relocate_decl(decl, pseudo, loc)
+
+
+def _include_locs(file: str, count: int, fallback: SourceLoc | None
+                  ) -> tuple[SourceLoc | None, ...]:
+    """Where the program's `count` includes are written: the `include`
+    keywords at the top of its registered source text (the IR keeps only the
+    paths).  `fallback` (the program's location) when the text is not known,
+    e.g. for a program read from MLIR."""
+    from nem.dialect.diagnostics import source_text
+    from nem.frontends.nem_text.lexer import STRING, tokenize
+
+    if count == 0:
+        return ()
+    text = source_text(file)
+    locs: list[SourceLoc] = []
+    if text is not None:
+        try:
+            tokens = tokenize(text, file)
+        except NemDiagnosticError:
+            tokens = []
+        i = 0
+        while len(locs) < count and i + 1 < len(tokens) and tokens[i].text == "include" \
+                and tokens[i + 1].kind == STRING:
+            locs.append(SourceLoc(file, tokens[i].line, tokens[i].col))
+            i += 2
+    return tuple(locs) if len(locs) == count else (fallback,) * count
 
 
 def check_device_validity(prog: ProgramOp, device: Device) -> list[Diagnostic]:
@@ -84,3 +146,25 @@ def check_device_validity(prog: ProgramOp, device: Device) -> list[Diagnostic]:
             f"use a type combination of the device's effective set, or target a device that "
             f"lists {result.unavailable[0] if result.unavailable else 'the variant'}"))
     return diags
+
+
+def _relocated(d: Diagnostic, pseudo: str, loc: SourceLoc | None) -> Diagnostic:
+    if d.loc is None or d.loc.file == pseudo:
+        d.loc = loc
+    d.notes = [_relocated(n, pseudo, loc) for n in d.notes]
+    return d
+
+
+def _relocate_decl(decl, pseudo: str, loc: SourceLoc | None):
+    """`decl` (parsed from the canonical text under the name `pseudo`) with
+    every location moved to the directive's `loc`."""
+    from dataclasses import replace
+
+    def at(x: SourceLoc | None) -> SourceLoc | None:
+        return loc if x is None or x.file == pseudo else x
+
+    def refs(rs: tuple) -> tuple:
+        return tuple(replace(r, loc=at(r.loc)) for r in rs)
+
+    return replace(decl, loc=at(decl.loc), locs={k: at(v) for k, v in decl.locs.items()},
+                   mandatory=refs(decl.mandatory), extended=refs(decl.extended))

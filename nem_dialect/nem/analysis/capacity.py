@@ -1,17 +1,20 @@
 """Memory maps of a program's buffers and the capacity rule (DEV-16).
 
-SPEC §5 Schema rule 6: the buffers declared at one level must fit its
-capacity (`l2_size_bytes` for L2, `l1_size_bytes` for each `L1[k]`).  The
-policy (docs/spec-decisions.md, D-DEV-CAP*):
+SPEC §5 Schema rule 6: the sum of the sizes of the buffers declared at one
+level must not exceed its capacity (`l2_size_bytes` for L2, `l1_size_bytes`
+for each `L1[k]`).  The policy (docs/spec-decisions.md, D-DEV-CAP,
+D-SEM-LAYOUT, D-SEM-INSTANCES):
 
-* buffers of a level are laid out in declaration order, each at the next
-  offset that is a multiple of its `align` (no `align`: 1), so alignment
-  padding counts; the level's footprint is the end of its last buffer;
+* a level's buffers are placed by `semantics.layout` (decreasing align,
+  declaration order among equals, each at the next multiple of its align):
+  the layout the runtime allocates, so the two agree byte for byte; the
+  footprint is the end of the last placed buffer;
+* the error says whether the sizes alone exceed the capacity (the spec's
+  rule) or only the alignment padding does;
 * an unindexed `L1` buffer is `L1[0]` (D-DEV-L1);
-* a buffer declared inside loop bodies exists once per concurrently active
-  iteration: `min(@max_in_flight N, trip count)` copies per enclosing loop
-  (no `@max_in_flight`: 1);
-* DDR has no declared capacity and is not checked.
+* a buffer declared inside loop bodies has one instance per concurrently
+  active iteration (`semantics.loop_copies`);
+* DDR has no declared capacity and is not checked (D-SEM-DDR).
 """
 
 from __future__ import annotations
@@ -21,11 +24,12 @@ from dataclasses import dataclass
 
 from xdsl.ir import Block
 
-from nem.dialect.attributes import MaxInFlightAttr, MemLevelAttr
+from nem.dialect.attributes import MemLevelAttr
 from nem.dialect.device_model import Device
 from nem.dialect.diagnostics import Diagnostic, SourceLoc, error
-from nem.dialect.exprs import Evaluator, ExprError
 from nem.dialect.ops import BufferOp, LoopOp, ProgramOp
+from nem.dialect.semantics import Evaluator, ExprError, footprint, layout, static_windows
+from nem.dialect.semantics import loop_copies as copies_of_windows
 
 
 def level_key(level: MemLevelAttr) -> str:
@@ -37,7 +41,7 @@ def level_key(level: MemLevelAttr) -> str:
 
 @dataclass(frozen=True)
 class Placed:
-    """One buffer (copy) in a level's memory map."""
+    """One buffer (instance) in a level's memory map."""
 
     op: BufferOp
     name: str
@@ -54,58 +58,58 @@ class Placed:
     def describe(self) -> str:
         loc = SourceLoc.of(self.op)
         where = f"line {loc.line}" if loc else "unknown location"
-        which = f" (copy {self.copy + 1} of {self.copies})" if self.copies > 1 else ""
+        which = f" (instance {self.copy + 1} of {self.copies})" if self.copies > 1 else ""
         return (f"'{self.name}'{which} at [{self.offset}, {self.end}) size {self.size} "
                 f"align {self.align} ({where})")
 
 
 def loop_copies(loops: tuple[LoopOp, ...], ev: Evaluator) -> int:
-    """Concurrently live instances of a loop-body object: product over the
-    enclosing loops of min(@max_in_flight N, trip count)."""
-    n = 1
-    for lp in loops:
-        mif = next((d.n.data for d in lp.decorator_list() if isinstance(d, MaxInFlightAttr)), 1)
-        try:
-            lo, hi = ev.static(lp.lower), ev.static(lp.upper)
-        except ExprError:
-            lo = hi = None
-        trips = hi - lo + 1 if lo is not None and hi is not None else mif
-        n *= max(1, min(mif, trips))
-    return n
+    """Instances of a declaration in the body of `loops`: one per concurrently
+    active iteration (`semantics.loop_copies`, D-SEM-INSTANCES)."""
+    return copies_of_windows(static_windows(loops, ev))
 
 
-def _buffers(block: Block, loops: tuple[LoopOp, ...]) -> Iterator[tuple[BufferOp, tuple[LoopOp, ...]]]:
+def buffer_instances(op: BufferOp, ev: Evaluator) -> int:
+    """Instances of a buffer (D-SEM-INSTANCES)."""
+    loops = []
+    p = op.parent_op()
+    while isinstance(p, LoopOp):
+        loops.append(p)
+        p = p.parent_op()
+    return loop_copies(tuple(reversed(loops)), ev)
+
+
+def _buffers(block: Block) -> Iterator[BufferOp]:
     for op in block.ops:
         if isinstance(op, BufferOp):
-            yield op, loops
+            yield op
         elif isinstance(op, LoopOp):
-            yield from _buffers(op.block, loops + (op,))
+            yield from _buffers(op.block)
 
 
 def memory_maps(prog: ProgramOp, ev: Evaluator | None = None) -> dict[str, list[Placed]]:
-    """Level key -> its buffers laid out in declaration order (padding included).
-    Buffers whose size is not a static integer are left out (the static
-    verifier reports them)."""
+    """Level key -> its buffer instances as `semantics.layout` places them
+    (sorted by offset).  Buffers whose size is not a static integer are left
+    out (the static verifier reports them)."""
     ev = ev or Evaluator()
-    maps: dict[str, list[Placed]] = {}
-    cursor: dict[str, int] = {}
-    for op, loops in _buffers(prog.block, ()):
+    items: dict[str, list[tuple[Placed, int, int]]] = {}
+    for op in _buffers(prog.block):
         try:
             size = ev.static(op.size)
         except ExprError:
             size = None
         if size is None or size <= 0:
             continue
-        key = level_key(op.result.type.level)
         align = op.align.value.data if op.align is not None else 1
-        align = align if align > 0 else 1
-        copies = loop_copies(loops, ev)
+        copies = buffer_instances(op, ev)
         for c in range(copies):
-            at = cursor.get(key, 0)
-            offset = -(-at // align) * align
-            maps.setdefault(key, []).append(
-                Placed(op, op.buffer_name.data, offset, size, align, c, copies))
-            cursor[key] = offset + size
+            items.setdefault(level_key(op.result.type.level), []).append(
+                (Placed(op, op.buffer_name.data, 0, size, align, c, copies), size, align))
+    maps = {}
+    for key, lst in items.items():
+        slots = layout(lst)
+        maps[key] = sorted((Placed(s.key.op, s.key.name, s.offset, s.size, s.align, s.key.copy,
+                                   s.key.copies) for s in slots), key=lambda p: p.offset)
     return maps
 
 
@@ -125,23 +129,27 @@ def check_capacity(prog: ProgramOp, device: Device, ev: Evaluator | None = None)
     diags = []
     for key, placed in memory_maps(prog, ev).items():
         cap = capacity(device, key)
-        if cap is None or not placed or placed[-1].end <= cap:
+        total = footprint(placed)   # type: ignore[arg-type]
+        if cap is None or not placed or total <= cap:
             continue
-        total = placed[-1].end
         sizes = sum(p.size for p in placed)
         first = next(p for p in placed if p.end > cap)
         field = "l2_size_bytes" if key == "L2" else "l1_size_bytes"
-        padding = f" + {total - sizes} bytes of alignment padding" if total > sizes else ""
-        why = (" (the sizes alone fit: reorder the buffers by decreasing align or lower "
-               "their align)") if sizes <= cap else ""
-        d = error(
-            f"buffers at {key} need {total} bytes ({sizes} bytes of buffers{padding}) but device "
-            f"'{device.name}' has {field} = {cap}; buffer '{first.name}' ends at byte "
-            f"{first.end}{why}", first.op, "DEV-16",
-            f"shrink or remove buffers at {key} (they must total at most {cap} bytes), "
-            "tile the data more finely, or target a device with more memory")
-        lines = [f"memory map of {key} ({len(placed)} buffer(s), capacity {cap} bytes, "
-                 "declaration order, padding to align counted):"]
+        if sizes > cap:
+            what = (f"buffers at {key} need {sizes} bytes (the sum of their sizes"
+                    + (f", plus {total - sizes} bytes of alignment padding" if total > sizes else "")
+                    + f") but device '{device.name}' has {field} = {cap}")
+            fix = (f"shrink or remove buffers at {key} (their sizes must total at most {cap} "
+                   "bytes), tile the data more finely, or target a device with more memory")
+        else:
+            what = (f"buffers at {key} fit by size ({sizes} of {cap} bytes) but their alignment "
+                    f"padding ({total - sizes} bytes) makes them end at byte {total}, past "
+                    f"{field} = {cap} of device '{device.name}'; the padding is what overflows")
+            fix = "lower the align of some buffers or pad their sizes to a multiple of the largest align"
+        d = error(f"{what}; buffer '{first.name}' ends at byte {first.end}", first.op, "DEV-16",
+                  fix + " (decision D-DEV-CAP)")
+        lines = [f"memory map of {key} ({len(placed)} buffer instance(s), capacity {cap} bytes, "
+                 "placed by decreasing align, padding counted):"]
         lines += ["  " + p.describe() for p in placed]
         d.notes.append(Diagnostic("note", "\n".join(lines)))
         diags.append(d)

@@ -10,7 +10,7 @@ the decisions D-HAZ-* of docs/spec-decisions.md; in short:
   task (covering itself and its dependencies); a barrier blocks the later
   statements of its own block instance (loop iteration) and, through them,
   of the enclosing blocks (D-HAZ-WAIT);
-* iterations `i` and `i+d` of a loop with `@max_in_flight(N)` (default 1) are
+* iterations `i` and `i+d` of a loop with `@max_in_flight(N)` (default 1, LOOP-02) are
   unordered for `1 <= d < N`; iteration `i+N` starts only after iteration
   `i` fully completed (every task and wait of it, LOOP-06, D-HAZ-PIPE);
 * statements after `endloop` are issued after every iteration was issued and
@@ -37,12 +37,22 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
-from xdsl.dialects import arith
 from xdsl.ir import Block, BlockArgument, Operation, SSAValue
 
 from nem.dialect.diagnostics import Diagnostic, SourceLoc
-from nem.dialect.exprs import SYMBOL_OF, Evaluator, ExprError, apply_binop
-from nem.dialect.ops import ComputeOp, LoopOp, ProgramOp, RegionOp, TaskOp, WaitOp
+from nem.dialect.semantics import (
+    Evaluator,
+    ExprError,
+    NotAnExpression,
+    complete_at_loop_end,
+    instance_index,
+    loop_window,
+    max_in_flight,
+    run_compiled,
+    static_windows,
+    window_orders,
+)
+from nem.dialect.ops import BufferOp, ComputeOp, LoopOp, ProgramOp, RegionOp, TaskOp, WaitOp
 
 MAX_TASK_INSTANCES = 1 << 20
 """Task instances (tasks x iterations) the hazard check enumerates (D-HAZ-WINDOW)."""
@@ -53,15 +63,6 @@ MIN_WINDOW_ITERATIONS = 16
 # --------------------------------------------------------------------------
 # static structure
 # --------------------------------------------------------------------------
-
-def max_in_flight(loop: LoopOp) -> int:
-    """N of the loop's `@max_in_flight(N)`, 1 without it (LOOP-02); N < 1 is
-    a LOOP-03 error reported by the verifier and treated as 1 here."""
-    for d in loop.decorator_list():
-        if d.DECO_NAME == "max_in_flight":
-            return max(1, d.n.data)
-    return 1
-
 
 def task_label(op: Operation) -> str:
     """How diagnostics name a task: `tB (transfer.async)` or `an unnamed gemm.async`."""
@@ -215,7 +216,8 @@ class Structure:
                 lo, hi = self._ev.static(loop.lower), self._ev.static(loop.upper)
             except ExprError:
                 lo = hi = None
-            hit = lo is not None and hi is not None and hi - lo + 1 > max_in_flight(loop)
+            hit = lo is not None and hi is not None and \
+                complete_at_loop_end(0, hi - lo + 1, max_in_flight(loop))
             self._completes[loop] = hit
         return hit
 
@@ -273,13 +275,13 @@ def ordered(s: Structure, a: Instance, b: Instance) -> Order:
         k += 1
     if k < len(la) and k < len(lb) and la[k] is lb[k]:
         d = b.ords[k] - a.ords[k]
-        return Order(d >= max_in_flight(la[k]), la[k], d)
+        return Order(window_orders(d, max_in_flight(la[k])), la[k], d)
     if len(la) > k:
         # a is inside loop statement la[k] of the common block; b follows it
         if a.task.block in a.task.cover:
             return Order(True)
         for m in range(len(la) - 1, k - 1, -1):
-            if a.ords[m] <= a.trips[m] - 1 - max_in_flight(la[m]):
+            if complete_at_loop_end(a.ords[m], a.trips[m], max_in_flight(la[m])):
                 return Order(True)
         return Order(False, after_loop=la[k])
     # a is directly in the common block
@@ -297,7 +299,7 @@ def ordered(s: Structure, a: Instance, b: Instance) -> Order:
         c = cover.get(body)
         if c is not None and c < idx:
             return Order(True)
-        if b.ords[m] >= max_in_flight(lb[m]) and body in a.task.used_in:
+        if window_orders(b.ords[m], max_in_flight(lb[m])) and body in a.task.used_in:
             return Order(True)
     return Order(False)
 
@@ -350,60 +352,108 @@ class HazardFinder:
         self.program = program
         self.s = Structure(program)
         self.ev = Evaluator()
-        self.shadows: dict[SSAValue, _Shadow] = {}
+        self.depth_of: dict[BlockArgument, int] = {}
+        self.shadows: dict[tuple[SSAValue, int], _Shadow] = {}
         self.found: dict[tuple, tuple[Access, Access, Order]] = {}
         self.warnings: list[Diagnostic] = []
         self.instances = 0
         self._budget_left = self.max_instances = max_instances
         self._ops_cache: dict[StaticTask, list[tuple]] = {}
-        self._compiled: dict[SSAValue, object] = {}
         self._body_tasks: dict[LoopOp, int] = {}
+        self._invariant: dict[LoopOp, bool] = {}
+        self._buffer_windows: dict[SSAValue, tuple[int, ...]] = {}
+        self._stopped = False
+        for op in program.walk():
+            if isinstance(op, LoopOp):
+                self.depth_of[op.block.args[0]] = _loop_depth(op)
+            elif isinstance(op, BufferOp):
+                self._buffer_windows[op.result] = static_windows(_enclosing_loops(op), self.ev)
 
     # -- enumeration -----------------------------------------------------
     def run(self) -> list[Diagnostic]:
-        self._block(self.program.block, {}, (), (), ())
+        self._block(self.program.block, (), (), ())
         return self.warnings + [self._diagnostic(*v) for v in self.found.values()]
 
-    def _block(self, block: Block, env, ords, trips, ivs) -> None:
+    def _block(self, block: Block, ords, trips, ivs) -> None:
         for op in block.ops:
             if isinstance(op, TaskOp):
-                self._task(Instance(self.s.tasks[op], ords, trips, ivs), env)
+                self._task(Instance(self.s.tasks[op], ords, trips, ivs))
             elif isinstance(op, LoopOp):
-                self._loop(op, env, ords, trips, ivs)
+                self._loop(op, ords, trips, ivs)
 
-    def _loop(self, loop: LoopOp, env, ords, trips, ivs) -> None:
+    def _value(self, value: SSAValue, ivs) -> int | None:
+        """`value` at loop-variable vector `ivs` (None: not an integer expression)."""
         try:
-            lo, hi = (f(env) if callable(f) else f
-                      for f in (self._compile(loop.lower), self._compile(loop.upper)))
+            return run_compiled(self.ev.compile(value, self.depth_of), ivs)
+        except NotAnExpression:
+            return None
+
+    def _loop(self, loop: LoopOp, ords, trips, ivs) -> None:
+        try:
+            lo, hi = self._value(loop.lower, ivs), self._value(loop.upper, ivs)
         except ExprError:
             return
         if lo is None or hi is None or hi < lo:
             return
         trip = hi - lo + 1
+        n_if = max_in_flight(loop)
         body_tasks = self._body_tasks.get(loop)
         if body_tasks is None:
             body_tasks = self._body_tasks[loop] = \
                 sum(1 for o in loop.walk() if isinstance(o, TaskOp)) or 1
-        n = trip
-        if trip * body_tasks > self._budget_left:
-            n = min(trip, max(self._budget_left // body_tasks,
-                              2 * max_in_flight(loop) + MIN_WINDOW_ITERATIONS))
-            if n < trip:
-                self.warnings.append(Diagnostic(
-                    "warning", f"hazard analysis of loop '{loop.iv_name.data}' examined "
-                    f"iterations {lo}..{lo + n - 1} of {lo}..{hi} only (more than "
-                    f"{self.max_instances} task instances)", SourceLoc.of(loop), "HAZ-03",
-                    "accesses of the remaining iterations are not checked (decision D-HAZ-WINDOW)"))
-        self._budget_left -= n * body_tasks
-        iv = id(loop.block.args[0])
-        for o in range(n):
-            env2 = dict(env)
-            env2[iv] = lo + o
-            self._block(loop.block, env2, ords + (o,), trips + (trip,), ivs + (lo + o,))
+        if self._is_invariant(loop) and trip > n_if:
+            # D-HAZ-WINDOW: every iteration touches the same bytes, so N
+            # iterations stand for all: they are at every distance < N from each
+            # other, as unordered with what precedes the loop as its first N and
+            # with what follows it as its last N (so they are examined as the
+            # whole loop, trip = N); buffer instances repeat with period <= N
+            trip = n_if
+            chosen: range = range(n_if)
+        else:
+            n = trip
+            if trip * body_tasks > self._budget_left:
+                n = min(trip, max(self._budget_left // body_tasks,
+                                  2 * n_if + MIN_WINDOW_ITERATIONS))
+                if n < trip:
+                    self._warn_window(loop, lo, hi, n)
+            chosen = range(n)
+        self._budget_left -= len(chosen) * body_tasks
+        for o in chosen:
+            if self.instances > 2 * self.max_instances:
+                if not self._stopped:
+                    self._stopped = True
+                    self._warn_window(loop, lo, hi, o)
+                return
+            self._block(loop.block, ords + (o,), trips + (trip,), ivs + (lo + o,))
+
+    def _warn_window(self, loop: LoopOp, lo: int, hi: int, n: int) -> None:
+        self.warnings.append(Diagnostic(
+            "warning", f"hazard analysis of loop '{loop.iv_name.data}' examined "
+            f"iterations {lo}..{lo + n - 1} of {lo}..{hi} only (more than "
+            f"{self.max_instances} task instances)", SourceLoc.of(loop), "HAZ-03",
+            "accesses of the remaining iterations are not checked (decision D-HAZ-WINDOW)"))
+
+    def _is_invariant(self, loop: LoopOp) -> bool:
+        """No access, nested loop bound or region of the body depends on the loop
+        variable: every iteration repeats the same accesses."""
+        hit = self._invariant.get(loop)
+        if hit is None:
+            iv = loop.block.args[0]
+            hit = True
+            for op in loop.walk():
+                vals: tuple[SSAValue, ...] = ()
+                if isinstance(op, RegionOp):
+                    vals = region_parts(op)[1:]
+                elif isinstance(op, LoopOp) and op is not loop:
+                    vals = (op.lower, op.upper)
+                if any(iv in self.ev.free_loop_args(v) for v in vals):
+                    hit = False
+                    break
+            self._invariant[loop] = hit
+        return hit
 
     def _operands(self, task: StaticTask) -> list[tuple]:
-        """(region, is_write, buffer, offset, extent) of a task, reads first;
-        offset/extent are ints or compiled `env -> int | None` functions."""
+        """(region, is_write, buffer, offset, extent) of a task, reads first."""
         ops = self._ops_cache.get(task)
         if ops is None:
             ops = []
@@ -412,60 +462,25 @@ class HazardFinder:
                 rop = value.owner
                 if isinstance(rop, RegionOp):
                     buf, off, ext = region_parts(rop)
-                    ops.append((value, write, buf, self._compile(off), self._compile(ext)))
+                    ops.append((value, write, buf, off, ext))
             ops.sort(key=lambda x: x[1])
             self._ops_cache[task] = ops
         return ops
 
-    def _compile(self, value: SSAValue):
-        """An int for loop-invariant values, else a function of the loop env
-        (keyed by id() of the loop variables); `apply_binop` semantics, as
-        `Evaluator`.  A division by zero (a CONST-05 error of the verifier)
-        compiles to "unknown" (None)."""
-        fn = self._compiled.get(value)
-        if fn is not None:
-            return fn
-        if isinstance(value, BlockArgument):
-            fn = lambda env, k=id(value): env.get(k)  # noqa: E731 - env is keyed by id()
-        else:
-            op = value.owner
-            sym = SYMBOL_OF.get(type(op))
-            if isinstance(op, arith.ConstantOp):
-                fn = op.value.value.data
-            elif sym is not None:
-                a, b = self._compile(op._operands[0]), self._compile(op._operands[1])  # noqa: SLF001
-                if not callable(a) and not callable(b):
-                    try:
-                        fn = apply_binop(sym, a, b)
-                    except ExprError:
-                        fn = _UNKNOWN
-                else:
-                    fa = a if callable(a) else (lambda env, a=a: a)
-                    fb = b if callable(b) else (lambda env, b=b: b)
-
-                    def fn(env, fa=fa, fb=fb, sym=sym):
-                        x, y = fa(env), fb(env)
-                        return None if x is None or y is None else apply_binop(sym, x, y)
-            elif len(op._operands) == 1 and op.name in ("nem.const", "nem.let"):  # noqa: SLF001
-                fn = self._compile(op._operands[0])  # noqa: SLF001
-            else:
-                fn = _UNKNOWN
-        self._compiled[value] = fn
-        return fn
-
-    def _task(self, inst: Instance, env) -> None:
+    def _task(self, inst: Instance) -> None:
         self.instances += 1
         for value, write, buffer, off, ext in self._operands(inst.task):
             try:
-                o = off(env) if callable(off) else off
-                e = ext(env) if callable(ext) else ext
+                o, e = self._value(off, inst.ivs), self._value(ext, inst.ivs)
             except ExprError:
                 continue
             if o is None or e is None or e <= 0:
                 continue
-            self._access(Access(inst, value, o, o + e, write), buffer)
+            windows = self._buffer_windows.get(buffer, ())
+            slot = instance_index(inst.ords[:len(windows)], windows) if windows else 0
+            self._access(Access(inst, value, o, o + e, write), (buffer, slot))
 
-    def _access(self, acc: Access, buffer: SSAValue) -> None:
+    def _access(self, acc: Access, buffer: tuple[SSAValue, int]) -> None:
         sh = self.shadows.get(buffer)
         if sh is None:
             sh = self.shadows[buffer] = _Shadow()
@@ -555,8 +570,19 @@ class HazardFinder:
         return Diagnostic("error", msg, lb, rule, fix, notes)
 
 
-def _UNKNOWN(env) -> None:
-    return None
+def _loop_depth(loop: LoopOp) -> int:
+    """0-based nesting depth of a loop (its variable's index in `ivs`)."""
+    return len(_enclosing_loops(loop))
+
+
+def _enclosing_loops(op: Operation) -> tuple[LoopOp, ...]:
+    out = []
+    p = op.parent_op()
+    while p is not None and not isinstance(p, ProgramOp):
+        if isinstance(p, LoopOp):
+            out.append(p)
+        p = p.parent_op()
+    return tuple(reversed(out))
 
 
 def _ivs(loop: LoopOp, acc_or_inst) -> str:
@@ -697,9 +723,8 @@ def block_liveness(block: Block, ev: Evaluator | None = None) -> BlockLiveness:
                 lo, hi = ev.static(op.lower), ev.static(op.upper)
             except ExprError:
                 lo = hi = None
-            copies = max_in_flight(op)
-            if lo is not None and hi is not None:
-                copies = max(0, min(copies, hi - lo + 1))
+            trip = hi - lo + 1 if lo is not None and hi is not None else None
+            copies = 0 if trip is not None and trip <= 0 else loop_window(max_in_flight(op), trip)
             nested[k] = body * copies
         if not isinstance(op, TaskOp):
             continue
@@ -727,7 +752,8 @@ def _ancestor_in(op: Operation, block: Block) -> Operation | None:
 
 def check_tokens(program: ProgramOp) -> list[Diagnostic]:
     """Token diagnostics: unconsumed tokens (warning, D-TOK-UNUSED), waits that
-    can never complete (error, D-TOK-DEADLOCK), @max_in_flight(N < 1) (LOOP-03)."""
+    can never complete (error, D-TOK-DEADLOCK).  `@max_in_flight(N < 1)` is the
+    static verifier's LOOP-03 (`semantics.window_error`)."""
     with _no_cyclic_gc():
         return _check_tokens(program)
 
@@ -756,13 +782,7 @@ def _check_tokens(program: ProgramOp) -> list[Diagnostic]:
         return maxpos[t]
 
     for op in s.order:
-        if isinstance(op, LoopOp):
-            for d in op.decorator_list():
-                if d.DECO_NAME == "max_in_flight" and d.n.data < 1:
-                    diags.append(Diagnostic(
-                        "error", f"@max_in_flight({d.n.data}) must be at least 1",
-                        SourceLoc.of(op), "LOOP-03", "use @max_in_flight(1) for sequential iterations"))
-        elif isinstance(op, TaskOp):
+        if isinstance(op, TaskOp):
             st = s.tasks[op]
             if op.is_sync:
                 blockers = [st]

@@ -12,21 +12,18 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from functools import cache
 from typing import ClassVar
 
+from nem.dialect.semantics import ELEM_BITS, ELEM_TYPES, elem_of_xdsl
 from xdsl.dialects.builtin import (
     ArrayAttr,
-    BFloat16Type,
     DenseArrayBase,
-    Float16Type,
-    Float32Type,
     FloatAttr,
     IntAttr,
     IntegerAttr,
-    IntegerType,
     NoneAttr,
     NoneType,
-    Signedness,
     StringAttr,
     i64,
 )
@@ -39,22 +36,10 @@ from xdsl.printer import Printer
 # Element types (SPEC §3; TYPE-01, TYPE-02)
 # ---------------------------------------------------------------------------
 
-ELEM_BY_NAME: dict[str, Attribute] = {
-    "i4": IntegerType(4),
-    "i8": IntegerType(8),
-    "i16": IntegerType(16),
-    "i32": IntegerType(32),
-    "u8": IntegerType(8, Signedness.UNSIGNED),
-    "u16": IntegerType(16, Signedness.UNSIGNED),
-    "u32": IntegerType(32, Signedness.UNSIGNED),
-    "f16": Float16Type(),
-    "bf16": BFloat16Type(),
-    "f32": Float32Type(),
-}
-_NAME_BY_ELEM = {v: k for k, v in ELEM_BY_NAME.items()}
-BITWIDTH = {"i4": 4, "i8": 8, "u8": 8, "i16": 16, "u16": 16, "f16": 16, "bf16": 16,
-            "i32": 32, "u32": 32, "f32": 32}
-FLOAT_ELEMS = frozenset({"f16", "bf16", "f32"})
+# The table is `nem.dialect.semantics.ELEM_TYPES`; these are its views in the
+# IR's terms (spec name <-> xDSL builtin type).
+ELEM_BY_NAME: dict[str, Attribute] = {n: e.xdsl for n, e in ELEM_TYPES.items()}
+BITWIDTH = ELEM_BITS
 
 
 def region_min_bytes(elem: str, shape: Sequence[int], strides: Sequence[int] | None = None) -> int:
@@ -69,7 +54,7 @@ def region_min_bytes(elem: str, shape: Sequence[int], strides: Sequence[int] | N
 
 def elem_name(attr: Attribute) -> str | None:
     """The spec's name of a builtin element type, or None if it is not one."""
-    return _NAME_BY_ELEM.get(attr)
+    return elem_of_xdsl(attr)
 
 
 # ---------------------------------------------------------------------------
@@ -284,6 +269,9 @@ class ResourceAttr(DecoratorAttr):
 
 
 class _TagDecorator(DecoratorAttr):
+    # Each subclass declares `tag: StringAttr` and `quoted: IntAttr` itself:
+    # parameters annotated only on this base would be left out of the
+    # generated __eq__/__hash__ (all @debug tags would compare equal).
     tag: StringAttr
     quoted: IntAttr
 
@@ -297,6 +285,8 @@ class DebugAttr(_TagDecorator):
 
     name = "nem.debug"
     DECO_NAME = "debug"
+    tag: StringAttr
+    quoted: IntAttr
 
     def __init__(self, tag: str, quoted: bool):
         super().__init__(StringAttr(tag), IntAttr(int(quoted)))
@@ -308,6 +298,8 @@ class ProfileAttr(_TagDecorator):
 
     name = "nem.profile"
     DECO_NAME = "profile"
+    tag: StringAttr
+    quoted: IntAttr
 
     def __init__(self, tag: str, quoted: bool):
         super().__init__(StringAttr(tag), IntAttr(int(quoted)))
@@ -407,11 +399,11 @@ class RegionType(ParametrizedAttribute, TypeAttribute):
 
     @property
     def shape_values(self) -> tuple[int, ...] | None:
-        return None if _absent(self.shape) else self.shape.get_values()
+        return None if _absent(self.shape) else _dense_values(self.shape)
 
     @property
     def stride_values(self) -> tuple[int, ...] | None:
-        return None if _absent(self.strides) else self.strides.get_values()
+        return None if _absent(self.strides) else _dense_values(self.strides)
 
     @property
     def layout_name(self) -> str | None:
@@ -420,6 +412,13 @@ class RegionType(ParametrizedAttribute, TypeAttribute):
     @property
     def quant_desc(self) -> QuantAttr | None:
         return None if _absent(self.quant) else self.quant
+
+
+@cache
+def _dense_values(array: DenseArrayBase) -> tuple[int, ...]:
+    """The values of an (immutable) dense array, decoded once: the verifier
+    reads region shapes for every task and every loop iteration."""
+    return array.get_values()
 
 
 ATTRIBUTES = [

@@ -1,9 +1,9 @@
 """Where each decorator may appear and what it takes: the one home of
-decorator facts (SPEC §7, RULES DECO-01..03, RES-01/02).
+decorator facts (SPEC §7, DECO-01..03, RES-01/02).
 
 Targets: `region` (region declarations, lets and compute/transfer operands),
 `buffer`, `loop`, `transfer`, `store`, `compute`, `wait`.  The spec has no
-applicability table (RULES.md Gaps A); the choices are decision D-DECO-1.
+applicability table (docs/conformance.md Gaps A); the choices are decision D-DECO-1.
 """
 
 from __future__ import annotations
@@ -49,11 +49,6 @@ DECORATORS: dict[str, DecoratorInfo] = {
     "profile": DecoratorInfo(ProfileAttr, "tag", ALL, "@profile(tag)"),
 }
 
-RESOURCE_UNITS = ("NMU", "CSTL", "DMA", "VPU")
-"""Valid `@resource` targets (RES-01)."""
-UNIT_TYPES = ("NMU", "CSTL", "DMA", "VPU", "SEQ", "sDMA", "WDM")
-PER_ENGINE_UNITS = ("NMU", "CSTL", "DMA", "VPU", "SEQ")
-DEVICE_UNITS = ("sDMA", "WDM")
 
 TARGET_WORDS = {"region": "a region", "buffer": "a buffer", "loop": "a loop",
                 "transfer": "a transfer task", "store": "a store task",

@@ -16,16 +16,14 @@ from functools import cached_property
 from typing import TYPE_CHECKING
 
 from nem.dialect.diagnostics import Diagnostic, SourceLoc, fail
+from nem.dialect.semantics import DEVICE_UNITS, ELEM_NAMES, PER_ENGINE_UNITS, UNIT_TYPES  # noqa: F401 - re-exported for the config parser
 
 if TYPE_CHECKING:
     from nem.dialect.families import Catalog
 
-ELEM_TYPES = ("i4", "i8", "i16", "i32", "u8", "u16", "u32", "f16", "bf16", "f32")
-PER_ENGINE_UNITS = ("NMU", "CSTL", "DMA", "VPU", "SEQ")
-DEVICE_UNITS = ("sDMA", "WDM")
-UNIT_TYPES = PER_ENGINE_UNITS + DEVICE_UNITS
+ELEM_TYPES = ELEM_NAMES  # the element-type table is nem.dialect.semantics.ELEM_TYPES
 ABSENT = "absent"
-# `src: any_supported` in the appendix's cast family: any of ELEM_TYPES (RULES.md E).
+# `src: any_supported` in the appendix's cast family: any of ELEM_TYPES (docs/conformance.md Gaps E).
 ANY_SUPPORTED = "any_supported"
 MUST, MAY = "MUST", "MAY"
 
@@ -104,7 +102,7 @@ class VariantRef:
         """Parse `gemm.float<bf16>.no_bias`, `cast.default`, ... (GRAM-21).
 
         The regex backtracks, which settles the `cast.default` ambiguity of
-        `family_id ::= ID ("." ID)?` (RULES.md E).
+        `family_id ::= ID ("." ID)?` (docs/conformance.md Gaps E).
         """
         m = _REF_RE.match(text)
         if m is None:

@@ -16,6 +16,8 @@ from pathlib import Path
 from xdsl.dialects.builtin import FileLineColLoc, StringAttr, IntAttr
 from xdsl.ir import Attribute, Operation
 
+from nem.dialect.limits import MAX_SOURCE_BYTES
+
 
 @dataclass(frozen=True)
 class SourceLoc:
@@ -66,13 +68,30 @@ class Diagnostic:
         if self.loc is not None:
             text = (sources or _DEFAULT_SOURCES).line(self.loc.file, self.loc.line)
             if text is not None:
-                lines.append(text)
-                lines.append(" " * (self.loc.col - 1) + "^")
+                shown, caret = _window(text, self.loc.col)
+                lines.append(shown)
+                lines.append(" " * caret + "^")
         if self.fix:
             lines.append(f"fix: {self.fix}")
         for note in self.notes:
             lines.append(note.render(sources))
         return "\n".join(lines)
+
+
+SHOWN_LINE_CHARS = 120
+"""A quoted source line longer than this is cut to a window around the column."""
+
+
+def _window(text: str, col: int) -> tuple[str, int]:
+    """The part of source line `text` to quote and the caret's offset in it."""
+    if len(text) <= SHOWN_LINE_CHARS:
+        return text, col - 1
+    half = SHOWN_LINE_CHARS // 2
+    start = max(0, min(col - 1 - half, len(text) - SHOWN_LINE_CHARS))
+    end = start + SHOWN_LINE_CHARS
+    head = "..." if start > 0 else ""
+    tail = "..." if end < len(text) else ""
+    return head + text[start:end] + tail, col - 1 - start + len(head)
 
 
 class SourceCache:
@@ -84,10 +103,18 @@ class SourceCache:
     def add(self, file: str, text: str) -> None:
         self._texts[file] = text.splitlines()
 
+    def text(self, file: str) -> str | None:
+        """The registered text of `file` (None when it was never registered)."""
+        lines = self._texts.get(file)
+        return None if lines is None else "\n".join(lines)
+
     def line(self, file: str, line: int) -> str | None:
         if file not in self._texts:
             try:
-                self._texts[file] = Path(file).read_text(encoding="utf-8").splitlines()
+                path = Path(file)
+                if not path.is_file() or path.stat().st_size > MAX_SOURCE_BYTES:
+                    return None
+                self._texts[file] = path.read_text(encoding="utf-8").splitlines()
             except (OSError, UnicodeDecodeError):
                 return None
         lines = self._texts[file]
@@ -100,6 +127,11 @@ _DEFAULT_SOURCES = SourceCache()
 def register_source(file: str, text: str) -> None:
     """Remember the text of an input that may not exist on disk (stdin, chunks)."""
     _DEFAULT_SOURCES.add(file, text)
+
+
+def source_text(file: str) -> str | None:
+    """The text registered for `file` by `register_source` (a parsed input)."""
+    return _DEFAULT_SOURCES.text(file)
 
 
 class NemDiagnosticError(Exception):

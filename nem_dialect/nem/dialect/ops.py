@@ -28,7 +28,7 @@ from xdsl.dialects.builtin import (
     UnitAttr,
     i32,
 )
-from xdsl.ir import Attribute, Block, Region, SSAValue
+from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
 from xdsl.irdl import (
     AttrSizedOperandSegments,
     IRDLOperation,
@@ -42,6 +42,7 @@ from xdsl.irdl import (
     traits_def,
     var_operand_def,
 )
+from xdsl.irdl.operations import BaseAttrAccessor, VarIRConstruct
 from xdsl.traits import NoTerminator
 from xdsl.utils.exceptions import VerifyException
 
@@ -266,6 +267,31 @@ class TaskOp(NemOp):
         """(region value, "read"|"write") for every region the task touches."""
         raise NotImplementedError
 
+    def written_operands(self) -> tuple[tuple[SSAValue, str], ...]:
+        """(region value, "read"|"write") in the order the operands are written
+        (`dst, src` for transfers and stores, ins then outs for compute):
+        the order of `operand_decos`."""
+        raise NotImplementedError
+
+    def operand_decos(self, index: int) -> tuple[DecoratorAttr, ...]:
+        """Region decorators written after operand `index` (SPEC §12
+        `operand ::= ID decos? | region_expr decos?`), in `written_operands` order."""
+        decos = self.properties.get("operand_decorators")
+        if not isinstance(decos, ArrayAttr):
+            return ()
+        return tuple(decos.data[index].data)
+
+    def _verify_operand_decos(self) -> None:
+        decos = self.properties.get("operand_decorators")
+        if isinstance(decos, ArrayAttr) and len(decos.data) != len(self.written_operands()):
+            raise VerifyException("operand_decorators needs one entry per operand")
+
+
+def _operand_decos(per_operand: list[list[DecoratorAttr]]) -> ArrayAttr | None:
+    if not any(per_operand):
+        return None
+    return ArrayAttr(tuple(ArrayAttr(tuple(d)) for d in per_operand))
+
 
 class _MoveOp(TaskOp):
     """Shared shape of `transfer` and `store`: dst, src, deps."""
@@ -273,6 +299,7 @@ class _MoveOp(TaskOp):
     token = opt_prop_def(StringAttr)
     sync = opt_prop_def(UnitAttr)
     decorators = opt_prop_def(ArrayAttr)
+    operand_decorators = opt_prop_def(ArrayAttr)
     dst = operand_def(RegionType)
     src = operand_def(RegionType)
     deps = var_operand_def(TokenType)
@@ -280,16 +307,25 @@ class _MoveOp(TaskOp):
     irdl_options = (AttrSizedOperandSegments(as_property=True),)
 
     def __init__(self, dst: SSAValue, src: SSAValue, deps: list[SSAValue], sync: bool,
-                 token: str | None, decorators: list[DecoratorAttr]):
+                 token: str | None, decorators: list[DecoratorAttr],
+                 operand_decorators: list[list[DecoratorAttr]] | None = None):
         super().__init__(operands=[dst, src, deps], result_types=[TokenType()],
                          properties={"token": StringAttr(token) if token else None,
                                      "sync": UnitAttr() if sync else None,
-                                     "decorators": _decos(decorators)})
+                                     "decorators": _decos(decorators),
+                                     "operand_decorators": _operand_decos(
+                                         operand_decorators or [])})
         if token:
             self.result.name_hint = _hint(token)
 
     def operand_regions(self) -> tuple[tuple[SSAValue, str], ...]:
         return ((self.src, "read"), (self.dst, "write"))
+
+    def written_operands(self) -> tuple[tuple[SSAValue, str], ...]:
+        return ((self.dst, "write"), (self.src, "read"))
+
+    def verify_(self) -> None:
+        self._verify_operand_decos()
 
 
 @irdl_op_definition
@@ -346,9 +382,7 @@ class ComputeOp(TaskOp):
                  args: list[SSAValue], attrs: dict[str, Attribute], sync: bool,
                  token: str | None, decorators: list[DecoratorAttr],
                  operand_decorators: list[list[DecoratorAttr]]):
-        op_decos = None
-        if any(operand_decorators):
-            op_decos = ArrayAttr(tuple(ArrayAttr(tuple(d)) for d in operand_decorators))
+        op_decos = _operand_decos(operand_decorators)
         super().__init__(operands=[ins, outs, deps, args], result_types=[TokenType()],
                          properties={"token": StringAttr(token) if token else None,
                                      "sync": UnitAttr() if sync else None,
@@ -362,19 +396,14 @@ class ComputeOp(TaskOp):
     def opcode(self) -> str:
         return self.SPEC.name
 
-    def operand_decos(self, index: int) -> tuple[DecoratorAttr, ...]:
-        """Decorators written after operand `index` (ins first, then outs)."""
-        if self.operand_decorators is None:
-            return ()
-        return tuple(self.operand_decorators.data[index].data)
-
     def operand_regions(self) -> tuple[tuple[SSAValue, str], ...]:
         return tuple((v, "read") for v in self.ins) + tuple((v, "write") for v in self.outs)
 
+    def written_operands(self) -> tuple[tuple[SSAValue, str], ...]:
+        return self.operand_regions()
+
     def verify_(self) -> None:
-        if self.operand_decorators is not None and \
-                len(self.operand_decorators.data) != len(self.ins) + len(self.outs):
-            raise VerifyException("operand_decorators needs one entry per operand")
+        self._verify_operand_decos()
 
 
 def _make_compute_op(spec: OpcodeSpec) -> type[ComputeOp]:
@@ -394,6 +423,42 @@ COMPUTE_OPS: dict[str, type[ComputeOp]] = {name: _make_compute_op(spec)
 """One op class per registry opcode, keyed by opcode name."""
 
 
+class _SegmentAccessor:
+    """xDSL's accessor of an operand of an op with `operandSegmentSizes`,
+    decoding the segment array once per array object instead of on every
+    access (the verifier and the passes read region and task operands
+    millions of times on large programs)."""
+
+    __slots__ = ("acc",)
+
+    def __init__(self, acc: BaseAttrAccessor):
+        self.acc = acc
+
+    def __get__(self, obj: Operation | None, objtype=None):
+        if obj is None:
+            return self
+        acc = self.acc
+        attr = obj.properties[acc.option.attribute_name]
+        values = _SEGMENTS.get(attr.data.data)
+        if values is None:
+            values = _SEGMENTS[attr.data.data] = attr.get_values()
+        return acc.index(values, obj.operands)
+
+    def __set__(self, instance, value) -> None:
+        raise NotImplementedError("Cannot write to named operands")
+
+
+_SEGMENTS: dict[bytes, tuple[int, ...]] = {}
+"""Segment sizes by the bytes of their i32 array: few distinct ones exist."""
+
+
+def _cache_segment_accessors(cls: type[IRDLOperation]) -> None:
+    for name, acc in list(vars(cls).items()):
+        if isinstance(acc, BaseAttrAccessor) and acc.construct == VarIRConstruct.OPERAND \
+                and acc.option.as_property:
+            setattr(cls, name, _SegmentAccessor(acc))
+
+
 def _hint(name: str) -> str | None:
     """An SSA name hint for `name`; xDSL renumbers hints ending in `_<digits>`,
     so those get a trailing `_` (the user-visible name is the property)."""
@@ -402,6 +467,9 @@ def _hint(name: str) -> str | None:
     tail = name.rsplit("_", 1)
     return name + "_" if len(tail) == 2 and tail[1].isdigit() else name
 
+
+for _cls in (RegionOp, TransferOp, StoreOp, *COMPUTE_OPS.values()):
+    _cache_segment_accessors(_cls)
 
 STATEMENT_OPS = [ProgramOp, ConstOp, LetOp, BufferOp, RegionOp, LoopOp, TransferOp, StoreOp,
                  WaitOp]

@@ -16,7 +16,8 @@ from importlib import resources
 
 import yaml
 
-ELEM_TYPES = ("i4", "i8", "i16", "i32", "u8", "u16", "u32", "f16", "bf16", "f32")
+from nem.dialect.semantics import ELEM_NAMES as ELEM_TYPES  # the one element-type table
+
 ATTR_TYPES = ("int", "int_list", "float", "number", "elem", "string")
 
 
@@ -50,6 +51,17 @@ class OpcodeSpec:
     operands: tuple[OperandSpec, ...]
     attributes: dict[str, AttributeSpec]
     open_attributes: bool = False
+    code: int = 0
+    """The opcode's stable number in NEM bytecode (never changed, never reused;
+    `retired_codes` in opcodes.yaml keeps the numbers of removed opcodes)."""
+
+    @property
+    def spatial_rank(self) -> int | None:
+        """Spatial dimensions of a convolution: the length of its default
+        `strides` (D-NUM-CONV); None for other opcodes."""
+        if self.category != "convolution":
+            return None
+        return len(self.attributes["strides"].default)
 
     @property
     def inputs(self) -> tuple[OperandSpec, ...]:
@@ -117,9 +129,12 @@ def _load_opcode(name: str, raw: dict, schema: dict) -> OpcodeSpec:
         _check(a.get("type") in ATTR_TYPES, name, f"attribute {aname}: bad type {a.get('type')}")
         attrs[aname] = AttributeSpec(aname, a["type"], bool(a.get("required", False)),
                                      a.get("default"))
+    code = raw.get("code")
+    _check(isinstance(code, int) and not isinstance(code, bool) and 0 < code < 1 << 16, name,
+           f"code={code!r}: every opcode needs a bytecode number in 1..65535")
     return OpcodeSpec(name, raw["category"], raw["unit"], raw["hw_status"], raw["stability"],
                       tuple(raw.get("families") or ()), operands, attrs,
-                      bool(raw.get("open_attributes", False)))
+                      bool(raw.get("open_attributes", False)), code)
 
 
 @cache
@@ -128,7 +143,28 @@ def opcodes() -> dict[str, OpcodeSpec]:
     text = resources.files("nem.dialect").joinpath("registry/opcodes.yaml").read_text()
     raw = yaml.safe_load(text)
     schema = _schema()
-    return {name: _load_opcode(name, entry, schema) for name, entry in raw["opcodes"].items()}
+    specs = {name: _load_opcode(name, entry, schema) for name, entry in raw["opcodes"].items()}
+    retired = {code: old for old, code in (raw.get("retired_codes") or {}).items()}
+    seen: dict[int, str] = {}
+    for spec in specs.values():
+        _check(spec.code not in seen, spec.name, f"code {spec.code} is also {seen.get(spec.code)}'s")
+        _check(spec.code not in retired, spec.name,
+               f"code {spec.code} is retired (was {retired.get(spec.code)}); take a new one")
+        seen[spec.code] = spec.name
+    return specs
+
+
+@cache
+def opcode_by_code() -> dict[int, OpcodeSpec]:
+    """Opcodes by their bytecode number (`code`)."""
+    return {spec.code: spec for spec in opcodes().values()}
+
+
+@cache
+def retired_codes() -> dict[str, int]:
+    """Numbers of opcodes removed from the registry: reserved forever."""
+    text = resources.files("nem.dialect").joinpath("registry/opcodes.yaml").read_text()
+    return dict(yaml.safe_load(text).get("retired_codes") or {})
 
 
 def lookup(opcode: str) -> OpcodeSpec | None:

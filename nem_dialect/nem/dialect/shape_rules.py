@@ -14,7 +14,7 @@ from xdsl.dialects.builtin import ArrayAttr
 from xdsl.ir import Attribute
 
 from nem.dialect.attributes import DYNAMIC, ArgRefAttr
-from nem.dialect.exprs import Evaluator
+from nem.dialect.semantics import Evaluator
 from nem.dialect.ops import ComputeOp
 
 Finding = tuple[str, str, str]
@@ -94,7 +94,7 @@ def _conv(op: ComputeOp, ev: Evaluator) -> Iterator[Finding]:
     """NHWC input, HWIO weights (D-CONV-LAYOUT); pads are [top, left, bottom, right]
     for 2-D (begin values then end values, ONNX order, decision D-PADS)."""
     x, w, y = _shape(op.ins[0]), _shape(op.ins[1]), _shape(op.outs[0])
-    nsp = {"conv1d": 1, "conv2d": 2, "depthwise_conv2d": 2, "conv3d": 3}[op.opcode]
+    nsp = op.SPEC.spatial_rank
     rank = nsp + 2
     if not _known(x, w, y):
         return

@@ -1,4 +1,4 @@
-"""Device-independent static verification of NEM IR (RULES.md `static`).
+"""Device-independent static verification of NEM IR (the `static` class of docs/conformance.md).
 
 Staged like peer NPU legality pipelines: structure and names, then objects
 (buffers, regions, decorators, loops), then tasks (operands, attributes,
@@ -32,9 +32,16 @@ from nem.dialect.attributes import (
     SeqEngineAttr,
     elem_name,
 )
-from nem.dialect.decorators import DECORATORS, RESOURCE_UNITS, TARGET_WORDS, allowed_on
+from nem.dialect.decorators import DECORATORS, TARGET_WORDS, allowed_on
 from nem.dialect.diagnostics import Diagnostic, SourceLoc, error
-from nem.dialect.exprs import Evaluator, ExprError
+from nem.dialect.limits import MAX_EXPR_DEPTH, MAX_NESTING_DEPTH
+from nem.dialect.semantics import (
+    RESOURCE_UNITS,
+    Evaluator,
+    ExprError,
+    expression_depth,
+    window_error,
+)
 from nem.dialect.families import Catalog
 from nem.dialect.ops import (
     BufferOp,
@@ -75,13 +82,14 @@ class ProgramVerifier:
 
     # -- driver ------------------------------------------------------------
     def run(self) -> list[Diagnostic]:
-        for stage in (self.stage_names, self.stage_objects, self.stage_tasks):
+        for stage in (self.stage_bounds, self.stage_names, self.stage_objects, self.stage_tasks):
             stage()
             if any(d.severity == "error" for d in self.diags):
                 break
         return self.diags
 
-    def err(self, op: Operation | SourceLoc | None, rule: str, message: str, fix: str) -> None:
+    def err(self, op: Operation | SourceLoc | None, rule: str | None, message: str,
+            fix: str) -> None:
         self.diags.append(error(message, op, rule, fix))
 
     def walk(self) -> Iterator[tuple[Operation, tuple[LoopOp, ...]]]:
@@ -92,6 +100,22 @@ class ProgramVerifier:
                     yield from rec(op.block, loops + (op,))
 
         yield from rec(self.program.block, ())
+
+    # -- stage 0: bounded work (D-LIMITS) -------------------------------------
+    def stage_bounds(self) -> None:
+        """Loop nesting and expression depth within the limits every later
+        walk relies on (IR from MLIR is not bounded by the `.nem` parser)."""
+        depths: dict[SSAValue, int] = {}
+        for op, loops in self.walk():
+            if len(loops) > MAX_NESTING_DEPTH:
+                return self.err(op, None, f"loops nested more than {MAX_NESTING_DEPTH} deep "
+                                "(limit D-LIMITS)", "flatten the loop nest")
+            d = expression_depth(op, depths)
+            if d is not None and d > MAX_EXPR_DEPTH:
+                return self.err(op, None, f"integer expression more than {MAX_EXPR_DEPTH} "
+                                "operations deep, counting through const and let names "
+                                "(limit D-LIMITS)", "compute the value in fewer steps")
+        return None
 
     # -- stage 1: names and structure ----------------------------------------
     def stage_names(self) -> None:
@@ -208,6 +232,28 @@ class ProgramVerifier:
                 env[iv] = i
                 yield env
 
+    def relevant_loops(self, loops: tuple[LoopOp, ...], values) -> tuple[LoopOp, ...]:
+        """The enclosing loops whose iterations can change `values`: those
+        whose variable they use (directly or through the bounds of another
+        such loop), and every loop that may run zero times (whose body then
+        never runs).  Enumerating only these visits every distinct value, so
+        the cost does not grow with unrelated loops (a region over an inner
+        index of a 2^63-iteration loop)."""
+        try:
+            need: set = set().union(*(self.ev.free_loop_args(v) for v in values))
+        except ExprError:
+            return loops
+        keep = []
+        for lp in reversed(loops):
+            lo, hi = self.ev.static(lp.lower), self.ev.static(lp.upper)
+            if lp.block.args[0] in need or lo is None or hi is None or lo > hi:
+                keep.append(lp)
+                try:
+                    need |= self.ev.free_loop_args(lp.lower) | self.ev.free_loop_args(lp.upper)
+                except ExprError:
+                    return loops
+        return tuple(reversed(keep))
+
     def _region(self, op: RegionOp, loops: tuple[LoopOp, ...]) -> None:
         rtype = op.result.type
         assert isinstance(rtype, RegionType)
@@ -222,11 +268,20 @@ class ProgramVerifier:
                 return
             if not self._buffer_holds_elements(op, rtype, buf_size, label):
                 return
-        if self._loop_invariant(op):
-            loops = ()  # one evaluation covers every iteration
+        # operands read once: each accessor of an op with operand segments
+        # decodes the segment sizes again
+        offset, extent, shape, strides = op.offset, op.extent, tuple(op.shape), tuple(op.strides)
+        loops = self.relevant_loops(loops, (offset, extent, *shape, *strides))
+        # with a static shape and strides the element check depends on the
+        # extent alone: decided once per distinct extent
+        try:
+            fixed = all(self.ev.static(v) is not None for v in (*shape, *strides))
+        except ExprError:
+            fixed = False
+        fits: dict[int, bool] = {}
         for env in self.envs(loops):
             try:
-                off, ext = self.ev.eval(op.offset, env), self.ev.eval(op.extent, env)
+                off, ext = self.ev.eval(offset, env), self.ev.eval(extent, env)
             except ExprError as e:
                 return self.err(op, "CONST-05", f"{e} in {label}", "change the divisor")
             if off is None or ext is None:
@@ -241,17 +296,12 @@ class ProgramVerifier:
                     f"'{buf_op.buffer_name.data}' has {buf_size} bytes"
                     f"{_iteration_text(loops, env)}",
                     "shrink the region or enlarge the buffer")
-            if rtype.typed and not self._extent_fits(op, rtype, ext, env, label, loops):
+            if not rtype.typed or (fixed and fits.get(ext)):
+                continue
+            ok = self._extent_fits(op, rtype, ext, env, label, loops, shape, strides)
+            if not ok:
                 return
-
-    def _loop_invariant(self, op: RegionOp) -> bool:
-        """True when offset, extent, shape and strides do not depend on a loop
-        variable (or fail to evaluate, which the per-iteration path reports)."""
-        try:
-            return all(self.ev.static(v) is not None
-                       for v in (op.offset, op.extent, *op.shape, *op.strides))
-        except ExprError:
-            return False
+            fits[ext] = True
 
     def _buffer_holds_elements(self, op: RegionOp, rtype: RegionType, buf_size: int | None,
                                label: str) -> bool:
@@ -322,8 +372,8 @@ class ProgramVerifier:
         return True
 
     def _extent_fits(self, op: RegionOp, rtype: RegionType, ext: int, env, label: str,
-                     loops: tuple[LoopOp, ...]) -> bool:
-        shape = [self.ev.eval(v, env) for v in op.shape]
+                     loops: tuple[LoopOp, ...], shape_values, stride_values) -> bool:
+        shape = [self.ev.eval(v, env) for v in shape_values]
         if any(d is None for d in shape):
             return True
         need = region_min_bytes(rtype.elem_name, shape)
@@ -332,8 +382,8 @@ class ProgramVerifier:
                      f"shape {shape} needs {need}{_iteration_text(loops, env)}",
                      f"make the extent at least {need} bytes")
             return False
-        if op.strides:
-            strides = [self.ev.eval(v, env) for v in op.strides]
+        if stride_values:
+            strides = [self.ev.eval(v, env) for v in stride_values]
             if any(s is None for s in strides):
                 return True
             last = sum((d - 1) * s for d, s in zip(shape, strides))
@@ -350,10 +400,9 @@ class ProgramVerifier:
         if lo is not None and hi is not None and lo > hi:
             self.err(op, "LOOP-04", f"loop '{op.iv_name.data}' runs from {lo} to {hi}",
                      "bounds are inclusive and need start <= end")
-        for d in op.decorator_list():
-            if d.DECO_NAME == "max_in_flight" and d.n.data < 1:
-                self.err(op, "LOOP-03", f"@max_in_flight({d.n.data}) must be at least 1",
-                         "use @max_in_flight(1) for sequential iterations")
+        msg = window_error(op)
+        if msg is not None:
+            self.err(op, "LOOP-03", msg, "use @max_in_flight(1) for sequential iterations")
 
     def _decorators(self, op: Operation) -> None:
         target = _target_of(op)
@@ -362,8 +411,8 @@ class ProgramVerifier:
         decos = list(op.decorator_list()) if hasattr(op, "decorator_list") else []
         for d in decos:
             self._decorator(op, d, target)
-        if isinstance(op, ComputeOp):
-            for i in range(len(op.ins) + len(op.outs)):
+        if isinstance(op, TaskOp):
+            for i in range(len(op.written_operands())):
                 for d in op.operand_decos(i):
                     self._decorator(op, d, "region")
 
@@ -404,8 +453,13 @@ class ProgramVerifier:
                 return self.err(op, "TASK-07", f"{kw} moves {math.prod(ss)} elements into a "
                                 f"region of {math.prod(ds)}", "make the element counts equal")
         d_op, s_op = op.dst.owner, op.src.owner
+        # operands read once: xDSL's operand accessors cost more than an evaluation
+        d_extent, s_extent, d_offset, s_offset = d_op.extent, s_op.extent, d_op.offset, s_op.offset
+        loops = self.relevant_loops(loops, (d_extent, s_extent, d_offset, s_offset))
+        same_buffer = isinstance(op, TransferOp) and d_op.buffer == s_op.buffer and \
+            not any(dd.DECO_NAME == "memmove" for dd in op.decorator_list())
         for env in self.envs(loops):
-            d_ext, s_ext = self.ev.eval(d_op.extent, env), self.ev.eval(s_op.extent, env)
+            d_ext, s_ext = self.ev.eval(d_extent, env), self.ev.eval(s_extent, env)
             # TASK-07: the extent comparison is for untyped regions; typed ones
             # compare element counts above (a strided source spans more bytes)
             if d_ext is not None and s_ext is not None and d_ext < s_ext and \
@@ -413,9 +467,8 @@ class ProgramVerifier:
                 return self.err(op, "TASK-07", f"{kw} copies {s_ext} bytes into a {d_ext}-byte "
                                 f"region{_iteration_text(loops, env)}",
                                 "the destination extent must be at least the source extent")
-            if isinstance(op, TransferOp) and d_op.buffer == s_op.buffer and \
-                    not any(dd.DECO_NAME == "memmove" for dd in op.decorator_list()):
-                d_off, s_off = self.ev.eval(d_op.offset, env), self.ev.eval(s_op.offset, env)
+            if same_buffer:
+                d_off, s_off = self.ev.eval(d_offset, env), self.ev.eval(s_offset, env)
                 if None not in (d_off, s_off, d_ext, s_ext) and \
                         d_off < s_off + s_ext and s_off < d_off + d_ext:
                     return self.err(op, "HAZ-02", "transfer source and destination overlap "
@@ -512,10 +565,12 @@ class ProgramVerifier:
                          f"use @seq_engine({k}) or drop it (decision D-DECO-SEQ)")
 
     def _access_intent(self, op: TaskOp) -> None:
-        """DECO-07: @readonly regions are not written, @writeonly ones not read."""
-        for value, access in op.operand_regions():
+        """DECO-07: @readonly regions are not written, @writeonly ones not read;
+        the intent is the region's own decorators plus those written after
+        the operand (SPEC §7, §12 `operand ::= ID decos?`)."""
+        for i, (value, access) in enumerate(op.written_operands()):
             decos = value.owner.decorator_list() if isinstance(value.owner, RegionOp) else ()
-            names = {d.DECO_NAME for d in decos}
+            names = {d.DECO_NAME for d in (*decos, *op.operand_decos(i))}
             if {"readonly", "writeonly"} <= names:
                 self.err(value.owner, "DECO-07", f"{value_label(value)} is both @readonly and "
                          "@writeonly", "keep one")
@@ -534,7 +589,13 @@ _TARGETS = ((RegionOp, "region"), (BufferOp, "buffer"), (LoopOp, "loop"),
 
 
 def _target_of(op: Operation) -> str | None:
-    return next((word for cls, word in _TARGETS if isinstance(op, cls)), None)
+    t = type(op)
+    if t not in _TARGET_BY_TYPE:  # one isinstance scan per op class, not per op
+        _TARGET_BY_TYPE[t] = next((word for cls, word in _TARGETS if isinstance(op, cls)), None)
+    return _TARGET_BY_TYPE[t]
+
+
+_TARGET_BY_TYPE: dict[type, str | None] = {}
 
 
 def _attr_has_type(value: Attribute, type_: str) -> bool:
@@ -559,7 +620,7 @@ _FAMILY_RULES = {
     "eltwise": "FAM-13", "view": "FAM-15", "norm": "FAM-18", "softmax": "FAM-19",
     "cast": "FAM-20", "quantize": "FAM-21", "dequantize": "FAM-22", "pool": "FAM-23",
 }
-"""The rule that defines each baseline family's typing (RULES.md FAM-03..23)."""
+"""The rule that defines each baseline family's typing (FAM-03..23)."""
 
 _BINARY_ELTWISE = frozenset({"add", "sub", "mul", "div", "min", "max", "pow"})
 _BIAS_BINDINGS = {"conv2d": "B", "gemm": "C"}

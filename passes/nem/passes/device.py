@@ -32,30 +32,32 @@ from xdsl.passes import ModulePass
 
 from nem.dialect.attributes import ResourceAttr
 from nem.analysis.capacity import check_capacity
-from nem.dialect.decorators import RESOURCE_UNITS
 from nem.dialect.device_model import Device
 from nem.dialect.diagnostics import Diagnostic, SourceLoc, error
-from nem.dialect.exprs import Evaluator
-from nem.dialect.ops import BufferOp, ComputeOp, ProgramOp, StoreOp, TaskOp, TransferOp
+from nem.dialect.semantics import RESOURCE_UNITS, Evaluator, bind_unit, eligible_units, task_kind
+from nem.dialect.ops import BufferOp, ComputeOp, ProgramOp, TaskOp
 from nem.passes.pass_env import current, report
 
 
-def target_device(prog: ProgramOp, option: str | None = None) -> Device | None:
-    """The program's target: pass option, else `--device`, else its directive.
+def target_device(prog: ProgramOp, option: str | None = None,
+                  include_dirs: tuple[str, ...] = ()) -> Device | None:
+    """The program's target: pass option, else `--device`, else its directive;
+    its file searched in the pass's `include_dirs`, then the driver's `-I`.
     Memoized per pipeline run in the pass environment."""
     from nem.devices.device_lookup import find_device
     from nem.devices.program_device import program_device
 
     env = current()
-    key = ("device", id(prog), option, env.device)
+    dirs = tuple(dict.fromkeys((*include_dirs, *env.include_dirs)))
+    key = ("device", id(prog), option, env.device, dirs)
     if key in env.cache:
         return env.cache[key]
     loc = SourceLoc.of(prog)
     file = env.file or (loc.file if loc else "<stdin>")
     if option:
-        device = find_device(option, env.include_dirs, file)
+        device = find_device(option, dirs, file)
     else:
-        device = program_device(prog, file, env.include_dirs, env.device)
+        device = program_device(prog, file, dirs, env.device)
     env.cache[key] = device
     return device
 
@@ -66,83 +68,55 @@ def no_device_remark(prog: ProgramOp, what: str) -> Diagnostic:
                       "nem-verify-device{device=NAME}")
 
 
-# -- units -----------------------------------------------------------------
-def task_kind(op: TaskOp) -> str:
-    if isinstance(op, TransferOp):
-        return "transfer"
-    if isinstance(op, StoreOp):
-        return "store"
-    return op.opcode  # type: ignore[attr-defined]
-
-
-def eligible_units(op: TaskOp) -> tuple[str, ...]:
-    """Unit types that can run `op`, preferred first (SPEC §1 "Resource Classes
-    and Task Mapping", RES-07): the registry's unit for a compute opcode, DMA
-    too for view ops, VPU as the fallback for every compute op; DMA for
-    transfers; CSTL for stores."""
-    if isinstance(op, TransferOp):
-        return ("DMA",)
-    if isinstance(op, StoreOp):
-        return ("CSTL",)
-    assert isinstance(op, ComputeOp)
-    units = [op.SPEC.unit]
-    if op.SPEC.category == "view":
-        units.append("DMA")
-    units.append("VPU")
-    return tuple(dict.fromkeys(units))
-
-
-def _is_ddr_l2_transfer(op: TaskOp) -> bool:
-    if not isinstance(op, TransferOp):
-        return False
-    levels = {op.dst.type.level.kind, op.src.type.level.kind}
-    return levels <= {"DDR", "L2"}
+# -- units (which unit types can run a task: nem.dialect.semantics) ---------------
 
 
 def check_resources(prog: ProgramOp, device: Device) -> list[Diagnostic]:
+    """The Target Resource Validity Rule on every task (`semantics.bind_unit`,
+    the binding the runtime uses): a task no unit of the device can run is an
+    error with or without `@resource`."""
     diags = []
     for op in prog.walk():
         if not isinstance(op, TaskOp):
             continue
-        for d in op.decorator_list():
-            if isinstance(d, ResourceAttr) and d.unit.data in RESOURCE_UNITS:
-                diag = _resource(op, d.unit.data, d.index.data, device)
-                if diag is not None:
-                    diags.append(diag)
+        res = next(((d.unit.data, d.index.data) for d in op.decorator_list()
+                    if isinstance(d, ResourceAttr) and d.unit.data in RESOURCE_UNITS), None)
+        diag = _resource(op, res, device)
+        if diag is not None:
+            diags.append(diag)
     return diags
 
 
-def _resource(op: TaskOp, unit: str, idx: int, device: Device) -> Diagnostic | None:
+def _resource(op: TaskOp, res: tuple[str, int] | None, device: Device) -> Diagnostic | None:
     kind = task_kind(op)
     eligible = eligible_units(op)
-    count = device.units(unit)
-    written = f"@resource({unit}[{idx}])"
-    if count > 0:
-        if unit not in eligible:
-            return error(
-                f"{written}: {unit} cannot run {kind} (eligible: {', '.join(eligible)})", op,
-                "RES-07", f"use @resource({eligible[0]}[0]) or drop @resource "
-                "(decision D-DEV-RES)")
-        if idx < count:
-            return None  # RES-03: exact match
-        chosen = idx % count
+    b = bind_unit(op, res, device.units)
+    written = f"@resource({res[0]}[{res[1]}])" if res is not None else kind
+    if b.rule == "RES-07":
+        return error(
+            f"{written}: {res[0]} cannot run {kind} (eligible: {', '.join(eligible)})", op,
+            "RES-07", f"use @resource({eligible[0]}[0]) or drop @resource "
+            "(decisions D-DEV-RES, D-SEM-UNITS)")
+    if b.error is not None:
+        missing = f"no {res[0]} and no other" if res is not None else "no"
+        return error(
+            f"{written}: device '{device.name}' has {missing} unit type that can run {kind} "
+            f"(eligible: {', '.join(eligible)})", op, "RES-05",
+            f"target a device with one of {', '.join(eligible)}" +
+            (", or drop @resource and the task" if res is not None else ""))
+    if res is None or b.rule == "RES-03":
+        return None
+    unit, idx = res
+    if b.rule == "RES-04":
+        count = device.units(unit)
         return Diagnostic(
-            "remark", f"{written} remapped to {unit}[{chosen}]: device '{device.name}' has "
+            "remark", f"{written} remapped to {unit}[{b.index}]: device '{device.name}' has "
             f"{count} {unit} per engine (same-type remap)", SourceLoc.of(op), "RES-04",
-            f"write @resource({unit}[{chosen}]) to pin the instance, or drop @resource")
-    alternatives = [u for u in eligible if u != unit and device.units(u) > 0]
-    if not alternatives and _is_ddr_l2_transfer(op) and device.units("sDMA") > 0:
-        alternatives = ["sDMA"]
-    if alternatives:
-        alt = alternatives[0]
-        return Diagnostic(
-            "remark", f"{written}: device '{device.name}' has no {unit}; {kind} is translated "
-            f"to {alt}[0] (cross-type translation)", SourceLoc.of(op), "RES-05",
-            f"write @resource({alt}[0]) for this device, or drop @resource")
-    return error(
-        f"{written}: device '{device.name}' has no {unit} and no other unit type that can "
-        f"run {kind} (eligible: {', '.join(eligible)})", op, "RES-05",
-        f"target a device with {unit} units, or drop @resource and the task")
+            f"write @resource({unit}[{b.index}]) to pin the instance, or drop @resource")
+    return Diagnostic(
+        "remark", f"{written}: device '{device.name}' has no {unit}; {kind} is translated "
+        f"to {b.unit}[0] (cross-type translation)", SourceLoc.of(op), "RES-05",
+        f"write @resource({b.unit}[0]) for this device, or drop @resource")
 
 
 # -- memory levels -------------------------------------------------------------

@@ -255,6 +255,24 @@ def parse_pipeline(spec: str, callback=None) -> PassPipeline:
     return PassPipeline.parse_spec(available_passes(), normalize_pipeline(spec), callback)
 
 
+def with_include_dirs(pipeline: PassPipeline, include_dirs: Iterable[str]) -> PassPipeline:
+    """`pipeline` with the driver's `-I` directories added after the
+    `include-dirs` option of each pass that declares one, so that a pass
+    finds `device=NAME` where the driver does (DEV-20) through its own
+    options."""
+    dirs = tuple(include_dirs)
+    if not dirs:
+        return pipeline
+
+    def bound(p: ModulePass) -> ModulePass:
+        if not any(f.name == "include_dirs" for f in dataclasses.fields(p)):
+            return p
+        own = tuple(getattr(p, "include_dirs"))
+        return dataclasses.replace(p, include_dirs=tuple(dict.fromkeys((*own, *dirs))))  # type: ignore[type-var]
+
+    return PassPipeline(tuple(bound(p) for p in pipeline.passes), pipeline.callback)
+
+
 def apply_pipeline(pipeline: PassPipeline, ctx: Context, module: ModuleOp) -> None:
     """`pipeline.apply(ctx, module)` (with its callback between passes),
     where an exception of a plugin's pass becomes a `PluginError` naming
@@ -291,7 +309,7 @@ def run_pipeline(module: ModuleOp, pipeline: str | PassPipeline, *, file: str | 
         ctx = lowering_context()
     with pass_env(file, include_dirs, device) as env:
         try:
-            apply_pipeline(pipeline, ctx, module)
+            apply_pipeline(with_include_dirs(pipeline, include_dirs), ctx, module)
         except NemDiagnosticError as e:
             e.diagnostics[:0] = env.diagnostics  # the earlier passes' warnings, in order
             raise

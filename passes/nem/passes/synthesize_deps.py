@@ -49,7 +49,7 @@ from nem.analysis.happens_before import (
 )
 from nem.dialect.attributes import MaxInFlightAttr
 from nem.dialect.diagnostics import Diagnostic, NemDiagnosticError, SourceLoc
-from nem.dialect.exprs import Evaluator, ExprError
+from nem.dialect.semantics import Evaluator, ExprError
 from nem.dialect.ops import BufferOp, LoopOp, ProgramOp, RegionOp, TaskOp, WaitOp
 from nem.passes.pass_env import report
 from xdsl.context import Context
@@ -366,6 +366,7 @@ class SynthesizeDepsPass(ModulePass):
       max-tokens: the live-token limit (overrides the device's)
       narrow-windows: shrink @max_in_flight where iterations conflict, instead of failing
       remarks: report each narrowed window
+      include-dirs: directories where device=NAME's file is found first (nem-opt -I adds its own)
     """
 
     name = "nem-synthesize-deps"
@@ -374,6 +375,7 @@ class SynthesizeDepsPass(ModulePass):
     max_tokens: int | None = None
     narrow_windows: bool = False
     remarks: bool = False
+    include_dirs: tuple[str, ...] = ()
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         from nem.passes.device import target_device
@@ -382,7 +384,7 @@ class SynthesizeDepsPass(ModulePass):
         for prog in programs(op):
             limit = self.max_tokens
             if limit is None:
-                device = target_device(prog, self.device)
+                device = target_device(prog, self.device, self.include_dirs)
                 limit = device.max_active_tokens if device is not None else None
             found = synthesize(prog, limit, self.narrow_windows)
             if self.remarks:

@@ -6,8 +6,6 @@
   wait, i.e. that depends on something issued later (error, decision
   D-TOK-DEADLOCK) -- only hand-written IR can express this, the `.nem` parser
   rejects tokens used before they are produced (TASK-03);
-* `@max_in_flight(N)` with N < 1 (LOOP-03; the static verifier reports it
-  first, so in `nem-opt` it is reported once).
 
 `max_live_tokens(program)` (DEV-17) lives in `nem.analysis.happens_before`.
 """

@@ -127,7 +127,7 @@ class StepResult:
 
 
 class NemInterpreter:
-    def __init__(self, device=None, ddr_size: int = DEFAULT_DDR_SIZE, include_dirs=(),
+    def __init__(self, device=None, ddr_size: int | None = DEFAULT_DDR_SIZE, include_dirs=(),
                  kernels: dict | None = None, races: bool = True, trace: bool = True):
         self.include_dirs = tuple(include_dirs)
         self.ddr_size = ddr_size
@@ -167,19 +167,44 @@ class NemInterpreter:
             raise ValueError(f"scheduling must be 'source' or 'random', not {policy!r}")
 
     def set_timing_profile(self, profile: dict) -> None:
-        """Override cost-model parameters, e.g. {"DMA": {"bandwidth": 64, "latency": 8}}."""
+        """Override cost-model parameters, e.g. {"DMA": {"bandwidth": 64, "latency": 8}};
+        ValueError naming the first bad entry (unknown unit or key, a value that
+        is not a positive number; latencies may be 0)."""
+        problem = profile_problem(profile)
+        if problem is not None:
+            raise ValueError(f"bad timing profile: {problem}")
         for k, v in profile.items():
             self.profile.setdefault(k, {}).update(v)
 
     # -------------------------------------------------------------- loading
     def load(self, path: str | Path, check: bool = True) -> Program:
+        """Load `.nem` text, NEM IR as MLIR (`.mlir`), or NEM bytecode (`.nemb`,
+        recognized by its magic number whatever the file is called).  The file
+        is read capped and only if regular (D-LIMITS); text that is not UTF-8
+        is an error at its first bad byte."""
+        from nem.dialect.source_files import decode_source, read_source_bytes
+        from nem.frontends.bytecode.container import is_nemb
+
         path = str(path)
-        try:
-            text = Path(path).read_text(encoding="utf-8")
-        except OSError as e:
-            raise NemDiagnosticError([Diagnostic("error", f"cannot read {path}: {e.strerror}",
-                                                 SourceLoc(path, 1, 1))]) from None
-        return self.load_string(text, path, check)
+        raw = read_source_bytes(path, "program")
+        if is_nemb(raw) or path.endswith(".nemb"):
+            return self.load_bytecode(raw, path, check)
+        return self.load_string(decode_source(raw, path), path, check)
+
+    def load_bytecode(self, data: bytes, file: str = "<nemb>", check: bool = True) -> Program:
+        """Load a `.nemb` file, binding it to the device late: its Requirements
+        section is checked against the target first (naming what is missing),
+        then the usual static and device rules, then embedded initial contents
+        are written to their buffers (docs/bytecode.md, "Loading")."""
+        from nem.frontends.bytecode.loader import check_target, load_nemb
+
+        loaded = load_nemb(data, file, verify=check)
+        if check:
+            check_target(loaded, self._device_for(loaded.program, file), file)
+        program = self._load_module(loaded.module, loaded.program, file, check)
+        for slot, offset, raw in loaded.data:
+            self.write_bytes(loaded.buffers[slot].buffer_name.data, raw, offset)
+        return program
 
     def load_string(self, text: str, file: str = "<string>", check: bool = True,
                     syntax: str | None = None) -> Program:
@@ -210,7 +235,10 @@ class NemInterpreter:
         if len(progs) != 1:
             raise NemDiagnosticError([Diagnostic("error", f"expected one nem.program, found "
                                                  f"{len(progs)}", SourceLoc(file, 1, 1))])
-        prog = progs[0]
+        return self._load_module(module, progs[0], file, check)
+
+    def _load_module(self, module: ModuleOp, prog: ProgramOp, file: str, check: bool) -> Program:
+        """Check `prog` (static and device rules) and allocate its buffers."""
         diags = self._validate(prog, file) if check else []
         errors = [d for d in diags if d.severity == "error"]
         if errors:
@@ -228,13 +256,17 @@ class NemInterpreter:
         return self.program
 
     def _parse_mlir(self, text: str, file: str) -> ModuleOp:
-        from xdsl.parser import Parser
-
         from nem.dialect.dialect import nem_context
+        from nem.frontends.upstream_dialects.mlir_input import parse_mlir_checked
 
-        module = Parser(nem_context(), text, file).parse_module()
-        module.verify()
-        return module
+        try:
+            return parse_mlir_checked(nem_context(), text, file)
+        except NemDiagnosticError as e:
+            for d in e.diagnostics:
+                if "is not registered" in d.message:
+                    d.fix = ("nem-run runs NEM IR: lower the MLIR first, e.g. "
+                             "nem-opt X.mlir -p 'lower-to-nem{device=D}' -t nem | nem-run -")
+            raise
 
     def _validate(self, prog: ProgramOp, file: str) -> list[Diagnostic]:
         from nem.devices.program_device import check_device_validity
@@ -300,33 +332,29 @@ class NemInterpreter:
         s = self.start(program)
         return s.run_to_end(progress)
 
-    def run_schedules(self, k: int, seed: int = 0, program: Program | None = None):
-        """Run K seeded random schedules from the current memory image.
+    def run_schedules(self, k: int, seed: int = 0, program: Program | None = None,
+                      jobs: int | None = 1):
+        """Run K seeded random schedules from the current memory image, on `jobs`
+        processes (None: every core; results do not depend on it).
 
         Returns (results, difference) where difference is None when every final
-        memory is identical, else (seed_a, seed_b, buffer, byte offset)."""
+        memory is identical, else (seed_a, seed_b, buffer, byte offset).  Only a
+        digest of each schedule's memory is kept; afterwards the program's
+        memory is the last schedule's final memory."""
+        from nem.runtime.hunt import random_schedules
+
         p = self._prog(program)
-        initial = p.memory.clone()
-        saved = (self.policy, self.seed)
-        results, finals = [], []
-        try:
-            for j in range(k):
-                self.set_scheduling("random", seed + j)
-                mem = initial.clone()
-                s = Session(self, p, mem)
-                results.append(s.run_to_end())
-                finals.append(mem)
-        finally:
-            self.policy, self.seed = saved
-        diff = None
-        for j in range(1, len(finals)):
-            d = finals[0].first_difference(finals[j])
-            if d is not None:
-                diff = (seed, seed + j, d[0], d[1])
-                break
-        if finals:
-            p.memory = finals[-1]
+        results, diff, last = random_schedules(self, p, k, seed, jobs)
+        p.memory = last
         return results, diff
+
+    def explore(self, max_schedules: int = 1000, program: Program | None = None,
+                jobs: int | None = 1):
+        """Run one schedule of every distinct interleaving (`nem.runtime.hunt.explore`,
+        decision D-SEM-EXPLORE), at most `max_schedules`; returns an `Exploration`."""
+        from nem.runtime.hunt import explore
+
+        return explore(self, self._prog(program), max_schedules, jobs)
 
     # -------------------------------------------------------------- memory I/O
     def _mem(self) -> Memory:
@@ -386,9 +414,24 @@ class NemInterpreter:
     def read_buffer(self, name: str) -> np.ndarray:
         return self._mem().buffer_bytes(name).copy()
 
+    def buffer_size(self, name: str) -> int:
+        """The size in bytes of buffer `name` (KeyError naming the known ones)."""
+        return self._mem().buffer(name).size
+
+    def tensor_size(self, name: str) -> int:
+        """The size in bytes of buffer or top-level region `name` (what
+        `write_tensor(name, ...)` can fill; KeyError naming the known ones)."""
+        p = self._prog(None)
+        try:
+            t = tensor_io.target(p.memory, p.compiled, name)
+        except tensor_io.TensorIOError as e:
+            raise KeyError(str(e)) from None
+        return t.region.extent if t.region is not None else t.buffer.size
+
     def ddr_info(self) -> dict:
         lv = self._mem().levels["DDR"]
-        return {"size": lv.size, "allocated": lv.top, "free": lv.size - lv.top}
+        size = lv.capacity if lv.capacity is not None else lv.size
+        return {"size": size, "allocated": lv.top, "free": size - lv.top}
 
     def randomize_inputs(self, seed: int, levels=("DDR", "L2")) -> list[str]:
         """Fill every DDR and L2 buffer with seeded random values of the element
@@ -398,12 +441,13 @@ class NemInterpreter:
         rng = np.random.default_rng(seed)
         mem = self._mem()
         filled = []
-        for b in mem.buffers.values():
+        for b in mem.all_buffers():
             if b.level.split("[")[0] not in levels:
                 continue
-            data = mem.levels[b.level].data[b.offset:b.offset + b.size]
-            data[:] = random_bytes(rng, b.elem_hint, b.size)
-            filled.append(b.name)
+            data = mem.instance_bytes(b)
+            data[:] = random_bytes(rng, mem.buffers[b.name].elem_hint, b.size)
+            if b.instance == 0:
+                filled.append(b.name)
         return filled
 
     def get_device_info(self) -> dict:
@@ -711,8 +755,9 @@ class Session:
 
     def dump_buffers(self) -> str:
         lines = [f"{'Buffer':<16}{'Level':<8}{'Offset':>10}{'Size':>10}{'Align':>7}  Status"]
-        for b in self.memory.buffers.values():
-            lines.append(f"{b.name:<16}{b.level:<8}{hex(b.offset):>10}{b.size:>10}"
+        for b in self.memory.all_buffers():
+            name = b.name if b.instances == 1 else f"{b.name}#{b.instance}"
+            lines.append(f"{name:<16}{b.level:<8}{hex(b.offset):>10}{b.size:>10}"
                          f"{b.align:>7}  allocated")
         return "\n".join(lines)
 
@@ -737,3 +782,28 @@ class Session:
                 f"{s.steps} tasks run, {len(s.live)} in flight"
                 f"{' (' + '; '.join(live_iters[:4]) + ')' if live_iters else ''}"
                 f"{cyc}, {races} races{nxt}>")
+
+
+def profile_problem(profile: object) -> str | None:
+    """Why `profile` is not a valid cost-model override, or None (issue 11:
+    wrong types, a list, zero or negative bandwidths)."""
+    from nem.runtime.engine import DEFAULT_PROFILE
+
+    if not isinstance(profile, dict):
+        return f"expected an object of units, got {type(profile).__name__}"
+    for unit, keys in profile.items():
+        if unit not in DEFAULT_PROFILE:
+            return f"unknown unit {unit!r} (units: {', '.join(DEFAULT_PROFILE)})"
+        if not isinstance(keys, dict):
+            return f"{unit}: expected an object of parameters, got {type(keys).__name__}"
+        for key, value in keys.items():
+            if key not in DEFAULT_PROFILE[unit]:
+                return (f"{unit}: unknown parameter {key!r} (parameters: "
+                        f"{', '.join(DEFAULT_PROFILE[unit])})")
+            if isinstance(value, bool) or not isinstance(value, int | float) or \
+                    value != value or value in (float("inf"), float("-inf")):
+                return f"{unit}.{key}: expected a number, got {value!r}"
+            if value < 0 or (value == 0 and key != "latency"):
+                need = ">= 0" if key == "latency" else "> 0"
+                return f"{unit}.{key} is {value}, must be {need}"
+    return None

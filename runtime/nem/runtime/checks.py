@@ -4,8 +4,9 @@ Race detection (decision D-RT-RACE) is happens-before based.  Happens-before
 edges are exactly the token edges of the program: a task's `deps`, a `wait`
 or `.sync` in the instruction stream that issues later tasks, the
 `@max_in_flight` window (iteration i completes before iteration i + N
-begins, LOOP-06) and the end of a loop (the statements after `endloop` run
-after every iteration).  Two task instances race when their byte ranges
+begins, LOOP-06) and the end of a loop (the statements after `endloop` know
+what every iteration's stream knew at its end: its waits, not its
+uncovered tasks, `semantics.LOOP_END`).  Two task instances race when their byte ranges
 overlap, at least one writes, and neither happens-before the other - i.e.
 some schedule could have them in flight at once.
 
@@ -186,9 +187,9 @@ class RaceDetector:
             return
         level = self.memory.by_id[lvl]
         buf, blo, bhi = level.name, lo, hi
-        for b in self.memory.buffers.values():
+        for b in self.memory.all_buffers():
             if b.level == level.name and b.offset <= lo < b.offset + b.size:
-                buf, blo, bhi = b.name, lo - b.offset, hi - b.offset
+                buf, blo, bhi = b.label, lo - b.offset, hi - b.offset
                 break
         self.races.append(Race(ref_of(rec.ref), rec.write, ref_of(task), write, level.name, lo, hi,
                                buf, blo, bhi))

@@ -6,7 +6,7 @@ region declarations, tasks, waits and loops; `arith`/`nem.const`/`nem.let`
 ops are pure and are folded into the compiled integer expressions that use
 them.  An expression becomes a Python closure over the loop-variable vector
 `iv` (`iv[d]` = value of the loop variable at nesting depth d+1), with `/`
-and `mod` going through `exprs.apply_binop` (D-EXPR-MOD).
+and `mod` going through `semantics.apply_binop` (D-EXPR-MOD).
 
 Task execution: transfers and stores copy the whole source extent into the
 destination (TASK-06, TASK-10); compute tasks call the kernel table
@@ -20,11 +20,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 from xdsl.dialects.builtin import ArrayAttr, FloatAttr, IntegerAttr, StringAttr
-from xdsl.ir import Block, BlockArgument, SSAValue
+from xdsl.ir import Block, BlockArgument, Operation, SSAValue
 
 from nem.dialect.attributes import (
     ArgRefAttr,
-    MaxInFlightAttr,
     PerChannelQuantAttr,
     PerGroupQuantAttr,
     PerTensorQuantAttr,
@@ -34,7 +33,15 @@ from nem.dialect.attributes import (
     num_value,
 )
 from nem.dialect.diagnostics import SourceLoc
-from nem.dialect.exprs import SYMBOL_OF, Evaluator, ExprError, apply_binop
+from nem.dialect.semantics import (
+    Evaluator,
+    ExprError,
+    NotAnExpression,
+    instance_index,
+    loop_copies,
+    max_in_flight,
+    static_windows,
+)
 from nem.dialect.ops import (
     BufferOp,
     ComputeOp,
@@ -44,7 +51,7 @@ from nem.dialect.ops import (
     TaskOp,
     WaitOp,
 )
-from nem.runtime.memory import BITS, DTYPES, BufferInfo, Memory, MemoryError_, RegionInst
+from nem.runtime.memory import BITS, DTYPES, BufferInfo, BufferSpec, Memory, MemoryError_, RegionInst
 
 # ---------------------------------------------------------------------------
 # Kernel interface (owned by runtime/nem/runtime/kernels.py; a compatible fallback until it exists)
@@ -101,44 +108,25 @@ class RunError(Exception):
 
 
 class ExprCompiler:
+    """Compiles the program's integer expressions with the one evaluator
+    (`semantics.Evaluator.compile`); `iv[d]` is the loop variable at depth d+1."""
+
     def __init__(self, depth_of: dict[BlockArgument, int]):
         self.ev = Evaluator()
+        self.index_of: dict[BlockArgument, int] = {}
         self.depth_of = depth_of
-        self._cache: dict[SSAValue, object] = {}
 
     def static(self, value: SSAValue) -> int | None:
         return self.ev.static(value)
 
     def compile(self, value: SSAValue):
         """An int (static) or a closure `f(iv) -> int`."""
-        hit = self._cache.get(value)
-        if hit is not None:
-            return hit
-        s = self.ev.static(value)
-        if s is not None:
-            self._cache[value] = s
-            return s
-        src = self._src(value)
-        fn = eval("lambda iv: " + src, {"_bin": apply_binop})  # noqa: S307 - generated
-        self._cache[value] = fn
-        return fn
-
-    def _src(self, value: SSAValue) -> str:
-        s = self.ev.static(value)
-        if s is not None:
-            return str(s)
-        if isinstance(value, BlockArgument):
-            return f"iv[{self.depth_of[value] - 1}]"
-        op = value.owner
-        sym = SYMBOL_OF.get(type(op))
-        if sym is not None:
-            a, b = self._src(op.operands[0]), self._src(op.operands[1])
-            if sym in "+-*":
-                return f"({a} {sym} {b})"
-            return f"_bin({sym!r}, {a}, {b})"
-        if len(op.operands) == 1 and op.name in ("nem.const", "nem.let"):
-            return self._src(op.operands[0])
-        raise RunError(f"cannot evaluate '{op.name}' as an integer expression", None, op)
+        for arg, d in self.depth_of.items():
+            self.index_of.setdefault(arg, d - 1)
+        try:
+            return self.ev.compile(value, self.index_of)
+        except NotAnExpression as e:
+            raise RunError(str(e), None, value.owner if isinstance(value.owner, Operation) else None) from None
 
 
 def ev(x, iv) -> int:
@@ -169,7 +157,8 @@ def quant_of(q) -> Quant | None:
 
 class RegionTpl:
     __slots__ = ("op", "value", "name", "buffer", "offset", "extent", "shape", "strides",
-                 "elem", "quant", "static_inst", "depth", "level_name", "static_mem")
+                 "elem", "quant", "static_inst", "depth", "level_name", "static_mem",
+                 "instances", "windows")
 
     def __init__(self, op: RegionOp, comp: ExprCompiler, buffers: dict, depth: int):
         self.op = op
@@ -177,7 +166,8 @@ class RegionTpl:
         self.depth = depth
         t = op.result.type
         bop = op.buffer.owner
-        self.buffer: BufferInfo = buffers[bop]
+        self.instances, self.windows = buffers[bop]
+        self.buffer: BufferInfo = self.instances[0]
         self.name = op.region_name.data if op.region_name is not None else \
             f"region({self.buffer.name}, ...)"
         self.offset = comp.compile(op.offset)
@@ -193,7 +183,9 @@ class RegionTpl:
         parts = [self.offset, self.extent, *(self.shape or ()), *(self.strides or ())]
         return all(isinstance(p, int) for p in parts)
 
-    def instantiate(self, memory: Memory, iv) -> RegionInst:
+    def instantiate(self, memory: Memory, iv, ords=()) -> RegionInst:
+        """The region in the iteration with loop variables `iv` and ordinals
+        `ords`: a loop-body buffer's instance is chosen by `ords` (D-SEM-INSTANCES)."""
         if self.static_mem is memory:
             return self.static_inst
         try:
@@ -203,7 +195,8 @@ class RegionTpl:
             strides = tuple(ev(s, iv) for s in self.strides) if self.strides is not None else None
         except ExprError as e:
             raise RunError(str(e), "CONST-05", self.op) from None
-        b = self.buffer
+        b = self.instances[instance_index(ords[:len(self.windows)], self.windows)] \
+            if self.windows and len(ords) >= len(self.windows) else self.buffer
         lv = memory.levels[b.level]
         if shape is None and self.elem is not None:
             shape = (ext * 8 // BITS[self.elem],)
@@ -282,10 +275,7 @@ class LoopTpl:
         self.op = op
         self.lower = comp.compile(op.lower)
         self.upper = comp.compile(op.upper)
-        self.n = 1  # LOOP-02
-        for d in op.decorator_list():
-            if isinstance(d, MaxInFlightAttr):
-                self.n = d.n.data
+        self.n = max_in_flight(op)
         self.var = op.iv_name.data
         self.depth = depth   # depth of the loop's body
         self.body: list = []
@@ -337,6 +327,7 @@ def compile_program(prog, memory: Memory, catalog, accum_resolver) -> CompiledPr
     cp = CompiledProgram(prog, [], buffers)
     defs: dict[SSAValue, ValueRef] = {}
 
+    specs, ops, windows = [], [], []
     for op in prog.walk():
         if isinstance(op, BufferOp):
             size = comp.static(op.size)
@@ -345,10 +336,17 @@ def compile_program(prog, memory: Memory, catalog, accum_resolver) -> CompiledPr
                                "BUF-01", op)
             level = op.result.type.level.data
             align = op.align.value.data if op.align is not None else None
-            try:
-                buffers[op] = memory.allocate(op.buffer_name.data, level, size, align)
-            except MemoryError_ as e:
-                raise RunError(str(e), e.rule, op) from None
+            w = static_windows(_loops_of(op), comp.ev)
+            specs.append(BufferSpec(op.buffer_name.data, level, size, align, loop_copies(w)))
+            ops.append(op)
+            windows.append(w)
+    try:
+        placed = memory.allocate_all(specs)
+    except MemoryError_ as e:
+        at = next((op for op in ops if op.buffer_name.data == getattr(e, "buffer", None)), None)
+        raise RunError(str(e), e.rule, at or (ops[-1] if ops else None)) from None
+    for op, insts, w in zip(ops, placed, windows):
+        buffers[op] = (insts, w)
 
     def compile_block(block: Block, depth: int) -> list:
         out: list = []
@@ -393,6 +391,15 @@ def compile_program(prog, memory: Memory, catalog, accum_resolver) -> CompiledPr
         elif isinstance(ins, WaitTpl):
             ins.dep_refs = [ref(v) for v in ins.op.tokens]
     return cp
+
+
+def _loops_of(op) -> tuple:
+    out = []
+    p = op.parent_op()
+    while isinstance(p, LoopOp):
+        out.append(p)
+        p = p.parent_op()
+    return tuple(reversed(out))
 
 
 def _walk(body):

@@ -24,7 +24,7 @@ from typing import Callable
 
 import numpy as np
 
-from nem.dialect.registry import opcodes
+from nem.dialect.registry import OpcodeSpec, opcodes
 from nem.runtime.numerics import (FLOAT_TYPES, INT_TYPES, KernelError, NotSupported,
                                   NumericError, div_rne_int, f64_to_float_exact, int_range,
                                   is_float, is_int, saturate_float, saturate_int, to_float_out,
@@ -43,12 +43,23 @@ class Tensor:
 
 Kernel = Callable[[list[Tensor], list[Tensor], dict[str, object]], list[np.ndarray]]
 
-# Element-type sets of the type families (devices/nem/devices/nem_baseline_1.0.nem).
-ELTWISE_T = ("i8", "i16", "i32", "f16", "bf16", "f32")
-VIEW_T = ELTWISE_T
-REDUCE_T = ELTWISE_T
-POOL_T = ("i8", "i16", "f16", "bf16", "f32")
-NORM_T = FLOAT_TYPES
+
+
+def _family_types(family: str) -> tuple[str, ...]:
+    """The element types a one-parameter type family admits, read from the
+    shipped catalog (devices/nem/devices/nem_baseline_1.0.nem)."""
+    from nem.dialect.verifier import baseline_catalog
+
+    (_, domain), = baseline_catalog().families[family].params
+    return tuple(domain)
+
+
+ELTWISE_T = _family_types("eltwise")
+VIEW_T = _family_types("view")
+REDUCE_T = _family_types("reduce")
+POOL_T = _family_types("pool")
+NORM_T = _family_types("norm")
+SOFTMAX_T = _family_types("softmax")
 ALL_T = INT_TYPES + FLOAT_TYPES
 F64_EXACT = float(2 ** 53)
 
@@ -739,7 +750,7 @@ def _norm_kernel(op: str) -> Kernel:
 def _softmax_kernel(op: str) -> Kernel:
     def kernel(ins, outs, attrs):
         _count(op, ins, outs, (1, 1))
-        _same_types(op, ins, outs, NORM_T)
+        _same_types(op, ins, outs, SOFTMAX_T)
         if ins[0].quant is not None or outs[0].quant is not None:
             raise _ns(op, ins, outs, "softmax operands carry no quant descriptor")
         x = ins[0].array.astype(np.float64)
@@ -820,7 +831,7 @@ def _dequantize(ins, outs, attrs):
 def _compute(ins, outs, attrs):
     name = attrs.get("op")
     if name == "mlir.kernel":   # the lowering's escape hatch (D-LOW-ESCAPE, D-RT-MLIR-KERNEL)
-        from nem.runtime.mlir_kernel import run_mlir_kernel
+        from nem.runtime.escape_hatch import run_mlir_kernel
         return run_mlir_kernel(ins, outs, attrs)
     spec = opcodes().get(name) if isinstance(name, str) else None
     if spec is None or name == "compute":
@@ -845,40 +856,36 @@ def _compute(ins, outs, attrs):
 
 # --------------------------------------------------------------------------
 
-KERNELS: dict[str, Kernel] = {}
-for _n, (_f, _i) in _UNARY.items():
-    KERNELS[_n] = _eltwise(_n, _f, _i, 1)
-for _n, (_f, _i) in _BINARY.items():
-    KERNELS[_n] = _eltwise(_n, _f, _i, 2)
-KERNELS.update({
-    "leaky_relu": _leaky_relu,
-    "clamp": _clamp,
-    "gemm": _gemm_kernel("gemm"),
-    "matmul": _gemm_kernel("matmul"),
-    "conv1d": _conv_kernel("conv1d", 1),
-    "conv2d": _conv_kernel("conv2d", 2),
-    "conv3d": _conv_kernel("conv3d", 3),
-    "depthwise_conv2d": _conv_kernel("depthwise_conv2d", 2, depthwise=True),
-    "maxpool": _pool_kernel("maxpool"),
-    "avgpool": _pool_kernel("avgpool"),
-    "transpose": _transpose,
-    "reshape": _reshape,
-    "slice": _slice,
-    "concat": _concat,
-    "split": _split,
-    "pad": _pad,
-    "gather": _gather,
-    "reduce_sum": _reduce_kernel("reduce_sum"),
-    "reduce_max": _reduce_kernel("reduce_max"),
-    "reduce_min": _reduce_kernel("reduce_min"),
-    "argmax": _arg_kernel("argmax"),
-    "argmin": _arg_kernel("argmin"),
-    "layernorm": _norm_kernel("layernorm"),
-    "rmsnorm": _norm_kernel("rmsnorm"),
-    "softmax": _softmax_kernel("softmax"),
-    "log_softmax": _softmax_kernel("log_softmax"),
-    "cast": _cast,
-    "quantize": _quantize,
-    "dequantize": _dequantize,
-    "compute": _compute,
-})
+def _kernel_for(spec: OpcodeSpec) -> Kernel:
+    """The kernel of one registry opcode, chosen by its registry category (and,
+    where a category holds several formulas, by its name)."""
+    name, cat = spec.name, spec.category
+    if cat == "elementwise":
+        if name in _SPECIAL_ELTWISE:
+            return _SPECIAL_ELTWISE[name]
+        fop, iop = (_UNARY if len(spec.inputs) == 1 else _BINARY)[name]
+        return _eltwise(name, fop, iop, len(spec.inputs))
+    if cat == "linear_algebra":
+        return _gemm_kernel(name)
+    if cat == "convolution":
+        return _conv_kernel(name, spec.spatial_rank, depthwise=name.startswith("depthwise"))
+    if cat == "pooling":
+        return _pool_kernel(name)
+    if cat == "reduction":
+        return _arg_kernel(name) if not spec.families else _reduce_kernel(name)
+    if cat == "normalization":
+        return _norm_kernel(name)
+    if cat == "softmax":
+        return _softmax_kernel(name)
+    return _BY_NAME[name]    # view, conversion, generic: one function each
+
+
+_SPECIAL_ELTWISE: dict[str, Kernel] = {"leaky_relu": _leaky_relu, "clamp": _clamp}
+_BY_NAME: dict[str, Kernel] = {
+    "transpose": _transpose, "reshape": _reshape, "slice": _slice, "concat": _concat,
+    "split": _split, "pad": _pad, "gather": _gather,
+    "cast": _cast, "quantize": _quantize, "dequantize": _dequantize, "compute": _compute,
+}
+
+KERNELS: dict[str, Kernel] = {name: _kernel_for(spec) for name, spec in opcodes().items()}
+"""One kernel per registry opcode, derived from the registry (D-NUM-KERNEL)."""

@@ -1,37 +1,42 @@
 """The runtime memory model: DDR, L2 and one L1[k] per engine as byte arrays.
 
-Buffers are allocated in declaration order with their alignment (a bump
-allocator, BUF-07: results must not depend on placement).  A region instance
-is a byte range of one level plus an optional element type; `view()` gives
-a typed numpy view whose strides come from the region's layout (dense,
-row-major) or its explicit strides (in elements, TYPE-04).  `bf16` uses
-`ml_dtypes.bfloat16`.  `i4` is packed two elements per byte (decision
-D-RT-I4: element k of the region's linear element space sits in byte k // 2,
-low nibble for even k, high nibble for odd k); `read()` unpacks it to int8 in
-[-8, 7] and `write()` packs it back.  Every access is bounds-checked against
-its buffer (HAZ-04) and its region extent (EXT-02).
+Buffers are placed by `nem.dialect.semantics.layout` (decreasing align,
+declaration order among equals; BUF-07: results must not depend on
+placement), the layout the capacity check (DEV-16) verifies, so the checker
+and the runtime agree on what fits (D-SEM-LAYOUT).  A buffer declared in a
+loop body has one instance per concurrently active iteration
+(D-SEM-INSTANCES).  DDR is as large as the program's DDR buffers need, backed
+by lazily committed zero pages, unless a capacity is imposed (`ddr_size`,
+D-SEM-DDR).  A region instance is a byte range of one level plus an optional
+element type; `view()` gives a typed numpy view whose strides come from the
+region's layout (dense, row-major) or its explicit strides (in elements,
+TYPE-04).  `bf16` uses `ml_dtypes.bfloat16`.  `i4` is packed two elements
+per byte (decision D-RT-I4: element k of the region's linear element space
+sits in byte k // 2, low nibble for even k, high nibble for odd k); `read()`
+unpacks it to int8 in [-8, 7] and `write()` packs it back.  Every access is
+bounds-checked against its buffer (HAZ-04) and its region extent (EXT-02).
 """
 
 from __future__ import annotations
 
+import hashlib
 import math
+import mmap
+import sys
 from dataclasses import dataclass
 
-import ml_dtypes
 import numpy as np
 
-DEFAULT_DDR_SIZE = 256 * 1024 * 1024
+from nem.dialect.semantics import ELEM_BITS as BITS
+from nem.dialect.semantics import ELEM_DTYPES as DTYPES
+from nem.dialect.semantics import footprint, layout
+
+DEFAULT_DDR_SIZE: int | None = None
+"""No DDR capacity unless one is imposed: DDR holds what the program declares (D-SEM-DDR)."""
 DEFAULT_L2_SIZE = 4 * 1024 * 1024
 DEFAULT_L1_SIZE = 1024 * 1024
-
-DTYPES: dict[str, np.dtype] = {
-    "i8": np.dtype("<i1"), "i16": np.dtype("<i2"), "i32": np.dtype("<i4"),
-    "u8": np.dtype("<u1"), "u16": np.dtype("<u2"), "u32": np.dtype("<u4"),
-    "f16": np.dtype("<f2"), "bf16": np.dtype(ml_dtypes.bfloat16), "f32": np.dtype("<f4"),
-    "i4": np.dtype("<i1"),  # unpacked representation
-}
-BITS = {"i4": 4, "i8": 8, "u8": 8, "i16": 16, "u16": 16, "f16": 16, "bf16": 16,
-        "i32": 32, "u32": 32, "f32": 32}
+_LAZY_BYTES = 1 << 24
+"""Levels larger than this are anonymous mappings whose pages are committed on first touch."""
 
 
 class MemoryError_(Exception):
@@ -40,6 +45,7 @@ class MemoryError_(Exception):
     def __init__(self, message: str, rule: str):
         super().__init__(message)
         self.rule = rule
+        self.buffer: str | None = None
 
 
 @dataclass
@@ -51,29 +57,39 @@ class BufferInfo:
     align: int
     index: int          # declaration order
     elem_hint: str | None = None   # element type of the first typed region over it
+    instance: int = 0   # which instance of a loop-body buffer (D-SEM-INSTANCES)
+    instances: int = 1
+
+    @property
+    def label(self) -> str:
+        return self.name if self.instances == 1 else \
+            f"{self.name} (instance {self.instance + 1} of {self.instances})"
+
+
+def _zeros(size: int) -> np.ndarray:
+    """A zeroed byte array; large ones are mapped without reserving memory, so a
+    level costs only the pages a run touches."""
+    if size <= _LAZY_BYTES:
+        return np.zeros(size, dtype=np.uint8)
+    noreserve = getattr(mmap, "MAP_NORESERVE", 0x4000 if sys.platform.startswith("linux") else 0)
+    flags = mmap.MAP_PRIVATE | getattr(mmap, "MAP_ANONYMOUS", 0x20) | noreserve
+    return np.frombuffer(mmap.mmap(-1, size, flags=flags), dtype=np.uint8)
 
 
 class MemoryLevel:
-    """One memory instance: a zero-initialized byte array plus a bump allocator."""
+    """One memory instance: a zero-initialized byte array of `size` bytes
+    (its capacity, or for DDR without one, the program's footprint)."""
 
-    __slots__ = ("name", "size", "data", "top", "ident")
+    __slots__ = ("name", "size", "data", "top", "ident", "capacity")
 
-    def __init__(self, name: str, size: int, ident: int, data: np.ndarray | None = None):
+    def __init__(self, name: str, size: int, ident: int, data: np.ndarray | None = None,
+                 capacity: int | None = None):
         self.name = name
         self.size = size
         self.ident = ident
-        # np.zeros is calloc-backed: untouched pages of a 256 MB DDR cost nothing
-        self.data = np.zeros(size, dtype=np.uint8) if data is None else data
+        self.capacity = capacity
+        self.data = _zeros(size) if data is None else data
         self.top = 0
-
-    def allocate(self, size: int, align: int) -> int:
-        off = -(-self.top // align) * align
-        if off + size > self.size:
-            raise MemoryError_(
-                f"{self.name} is full: {size} bytes at offset {off} exceed its {self.size} bytes",
-                "DEV-16")
-        self.top = off + size
-        return off
 
     def check(self, offset: int, size: int) -> None:
         if offset < 0 or size < 0 or offset + size > self.size:
@@ -94,34 +110,102 @@ class MemoryLevel:
         return f"<MemoryLevel {self.name}: {self.size} bytes, {self.top} allocated>"
 
 
+@dataclass(frozen=True)
+class BufferSpec:
+    """A buffer to place: name, level, size, align (None: 1) and instance count."""
+
+    name: str
+    level: str
+    size: int
+    align: int | None = None
+    instances: int = 1
+
+
 class Memory:
     """All memory levels of a run: DDR, L2, L1[0..E-1]."""
 
     def __init__(self, num_engines: int = 1, l2_size: int = DEFAULT_L2_SIZE,
-                 l1_size: int = DEFAULT_L1_SIZE, ddr_size: int = DEFAULT_DDR_SIZE):
-        names = [("DDR", ddr_size), ("L2", l2_size)] + \
-            [(f"L1[{k}]", l1_size) for k in range(num_engines)]
-        self.levels: dict[str, MemoryLevel] = {
-            n: MemoryLevel(n, s, i) for i, (n, s) in enumerate(names)}
-        self.by_id: list[MemoryLevel] = list(self.levels.values())
-        self.buffers: dict[str, BufferInfo] = {}
+                 l1_size: int = DEFAULT_L1_SIZE, ddr_size: int | None = DEFAULT_DDR_SIZE):
         self.num_engines = num_engines
+        self.capacities: dict[str, int | None] = {"DDR": ddr_size, "L2": l2_size}
+        self.capacities.update({f"L1[{k}]": l1_size for k in range(num_engines)})
+        self.levels: dict[str, MemoryLevel] = {}
+        self.by_id: list[MemoryLevel] = []
+        self.buffers: dict[str, BufferInfo] = {}
+        self.instances: dict[str, list[BufferInfo]] = {}
+        self._specs: list[BufferSpec] = []
+        self._place()
 
-    def level(self, name: str) -> MemoryLevel:
+    def level_name(self, name: str) -> str:
         if name == "L1":
             name = "L1[0]"  # decision D-RT-L1
-        lv = self.levels.get(name)
-        if lv is None:
+        if name not in self.capacities:
             raise MemoryError_(f"memory level {name} does not exist on this device "
                                f"({self.num_engines} engine(s))", "BUF-05")
-        return lv
+        return name
+
+    def level(self, name: str) -> MemoryLevel:
+        return self.levels[self.level_name(name)]
+
+    def allocate_all(self, specs: list[BufferSpec]) -> list[list[BufferInfo]]:
+        """Place every buffer of a program (each level by `semantics.layout`) and
+        create the levels; returns the instances of each spec.  A level whose
+        layout exceeds its capacity is a DEV-16 error."""
+        self._specs = list(specs)
+        self._place()
+        return [self.instances[s.name] for s in specs]
 
     def allocate(self, name: str, level: str, size: int, align: int | None) -> BufferInfo:
-        lv = self.level(level)
-        off = lv.allocate(size, align or 1)
-        info = BufferInfo(name, lv.name, off, size, align or 1, len(self.buffers))
-        self.buffers[name] = info
-        return info
+        """Add one buffer (and re-place the level); for tests and tools."""
+        return self.allocate_all([*self._specs, BufferSpec(name, level, size, align)])[-1][0]
+
+    def _place(self) -> None:
+        per_level: dict[str, list[tuple[tuple[int, int], int, int]]] = {}
+        names = {}
+        for k, spec in enumerate(self._specs):
+            lv = self.level_name(spec.level)
+            names[k] = lv
+            for c in range(spec.instances):
+                per_level.setdefault(lv, []).append(((k, c), spec.size, spec.align or 1))
+        infos: dict[tuple[int, int], BufferInfo] = {}
+        tops: dict[str, int] = {}
+        for lv, items in per_level.items():
+            slots = layout(items)
+            top = footprint(slots)
+            cap = self.capacities[lv]
+            if cap is not None and top > cap:
+                sizes = sum(s.size for s in slots)
+                why = "" if sizes > cap else f" (the sizes fit; {top - sizes} bytes of alignment padding do not)"
+                first = min((s for s in slots if s.end > cap), key=lambda s: s.offset)
+                err = MemoryError_(f"{lv} is full: its buffers need {top} bytes but it has {cap}{why}",
+                                   "DEV-16")
+                err.buffer = self._specs[first.key[0]].name
+                raise err
+            tops[lv] = top
+            for sl in slots:
+                k, c = sl.key
+                spec = self._specs[k]
+                infos[sl.key] = BufferInfo(spec.name, lv, sl.offset, spec.size, sl.align, k,
+                                           instance=c, instances=spec.instances)
+        old = self.levels
+        self.levels = {}
+        for i, lv in enumerate(self.capacities):
+            cap = self.capacities[lv]
+            # DDR holds exactly the program's buffers; on-chip levels their capacity
+            size = cap if cap is not None and lv != "DDR" else tops.get(lv, 0)
+            prev = old.get(lv)
+            level = prev if prev is not None and prev.size == size else MemoryLevel(lv, size, i, capacity=cap)
+            level.top = tops.get(lv, 0)
+            self.levels[lv] = level
+        self.by_id = list(self.levels.values())
+        self.instances = {}
+        for k, spec in enumerate(self._specs):
+            self.instances[spec.name] = [infos[(k, c)] for c in range(spec.instances)]
+        self.buffers = {n: v[0] for n, v in self.instances.items()}
+
+    def all_buffers(self) -> list[BufferInfo]:
+        """Every buffer instance, in declaration order."""
+        return [b for v in self.instances.values() for b in v]
 
     def buffer(self, name: str) -> BufferInfo:
         info = self.buffers.get(name)
@@ -134,27 +218,39 @@ class Memory:
         b = self.buffer(name)
         return self.levels[b.level].data[b.offset:b.offset + b.size]
 
+    def instance_bytes(self, b: BufferInfo) -> np.ndarray:
+        return self.levels[b.level].data[b.offset:b.offset + b.size]
+
     def clone(self) -> Memory:
         """A copy of the allocated part of every level (fresh state for another schedule)."""
         new = Memory.__new__(Memory)
         new.levels = {}
         for n, lv in self.levels.items():
-            data = np.zeros(lv.size, dtype=np.uint8)
+            data = _zeros(lv.size)
             data[:lv.top] = lv.data[:lv.top]
-            c = MemoryLevel(n, lv.size, lv.ident, data)
+            c = MemoryLevel(n, lv.size, lv.ident, data, lv.capacity)
             c.top = lv.top
             new.levels[n] = c
         new.by_id = list(new.levels.values())
         new.buffers = dict(self.buffers)
+        new.instances = dict(self.instances)
+        new.capacities = dict(self.capacities)
+        new._specs = list(self._specs)
         new.num_engines = self.num_engines
         return new
 
+    def digests(self) -> list[bytes]:
+        """A digest of every buffer instance's bytes (declaration order): what a
+        schedule comparison keeps instead of a copy of memory."""
+        return [hashlib.blake2b(self.instance_bytes(b).tobytes(), digest_size=16).digest()
+                for b in self.all_buffers()]
+
     def first_difference(self, other: Memory) -> tuple[str, int] | None:
         """(buffer, byte offset) of the first differing byte in declaration order."""
-        for b in self.buffers.values():
-            x, y = self.buffer_bytes(b.name), other.buffer_bytes(b.name)
+        for b, o in zip(self.all_buffers(), other.all_buffers()):
+            x, y = self.instance_bytes(b), other.instance_bytes(o)
             if not np.array_equal(x, y):
-                return b.name, int(np.flatnonzero(x != y)[0])
+                return b.label, int(np.flatnonzero(x != y)[0])
         return None
 
 

@@ -4,7 +4,10 @@ The lowering (`passes/nem/passes/lowering/escape.py`, D-LOW-ESCAPE) turns a loop
 cannot raise into a `compute` task whose `kernel` attribute is the generic
 MLIR text of `func.func @kernel(memref per operand (ins, then outs), index
 per index_args entry)`.  Running the body once on those arguments is the
-task.  This module runs it with xDSL's interpreter:
+task.  This module defines what running it means, as xDSL's interpreter
+configured below; `mlir_native` compiles the same semantics to native code,
+and `escape_hatch` runs a task natively when that backend takes the kernel,
+else here (D-RT-MLIR-JIT):
 
 * the text is parsed once per distinct kernel string and cached together
   with a configured interpreter (not once per task instance);
@@ -55,11 +58,13 @@ task.  This module runs it with xDSL's interpreter:
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import operator
-from functools import lru_cache
+import time
+from functools import cache, lru_cache
 from itertools import product
 from fractions import Fraction
-from math import erf as _erf
 from math import inf as math_inf
 from typing import Any
 
@@ -104,6 +109,7 @@ from xdsl.ir import Block, Operation
 from xdsl.ir.affine import AffineConstraintKind, AffineExpr, AffineMap
 from xdsl.parser import Parser
 
+from nem.dialect.semantics import ELEM_TYPES
 from nem.frontends.upstream_dialects import register_mlir_dialects
 from nem.frontends.upstream_dialects.affine_if import AffineIfOp
 from nem.frontends.upstream_dialects.affine_max import AffineMaxOp
@@ -112,8 +118,7 @@ from nem.runtime.numerics import KernelError, NotSupported, NumericError
 OPNAME = "compute op=mlir.kernel"
 
 # spec element name -> MLIR element type name accepted for it
-_ELEM_MLIR = {"f32": "f32", "f16": "f16", "bf16": "bf16", "i8": "i8", "i16": "i16",
-              "i32": "i32", "u8": "ui8", "u16": "ui16", "u32": "ui32", "i4": "i4"}
+_ELEM_MLIR = {n: e.mlir for n, e in ELEM_TYPES.items()}
 
 
 class NumpyShapedArray(ShapedArray):
@@ -139,8 +144,7 @@ class NumpyShapedArray(ShapedArray):
         index = tuple(index)
         if len(index) != len(self.shape) or any(
                 not 0 <= i < d for i, d in zip(index, self.shape)):
-            raise NumericError(f"{OPNAME}: access at {list(index)} is outside the memref of "
-                               f"shape {self.shape} (HAZ-04)")
+            raise outside_error(index, self.shape)
         return index
 
     def load(self, index):
@@ -189,7 +193,7 @@ def _parallel_loops(interpreter: Interpreter, body, lbs, ubs, steps, init, combi
     that order, `acc[k] = combine(k, acc[k], value[k])`.  MLIR leaves the
     order unspecified; fixing it makes float reductions reproducible."""
     if any(s <= 0 for s in steps):
-        _undefined(f"a parallel loop step of {min(steps)} (steps must be positive)")
+        _undefined(UNDEFINED["parallel_step"](min(steps)))
     acc = tuple(init)
     for point in product(*map(range, lbs, ubs, steps)):
         values = interpreter.run_ssacfg_region(body, point)
@@ -266,7 +270,8 @@ class AffineKernelFunctions(InterpreterFunctions):
 
 @register_impls
 class ScfKernelFunctions(InterpreterFunctions):
-    """scf.parallel and its scf.reduce terminator, which xDSL's interpreter lacks."""
+    """scf.parallel and its scf.reduce terminator, which xDSL's interpreter
+    lacks, and scf.for with MLIR's positive-step requirement."""
 
     @impl(scf.ParallelOp)
     def run_parallel(self, interpreter: Interpreter, op: scf.ParallelOp, args: tuple[Any, ...]):
@@ -278,6 +283,14 @@ class ScfKernelFunctions(InterpreterFunctions):
         return _parallel_loops(
             interpreter, op.body, args[:n], args[n:2 * n], args[2 * n:3 * n], args[3 * n:],
             lambda k, acc, v: interpreter.run_ssacfg_region(regions[k], (acc, v))[0])
+
+    @impl(scf.ForOp)
+    def run_for(self, interpreter: Interpreter, op: scf.ForOp, args: tuple[Any, ...]):
+        """xDSL's scf.for, refusing a non-positive step (MLIR requires a
+        positive one; xDSL's would iterate backwards or fail in `range`)."""
+        if args[2] <= 0:
+            _undefined(UNDEFINED["for_step"](args[2]))
+        return ScfFunctions.run_for(self, interpreter, op, args)
 
     run_reduce = impl_terminator(scf.ReduceOp)(_return_operands)
     run_reduce_return = impl_terminator(scf.ReduceReturnOp)(_return_operands)
@@ -311,13 +324,35 @@ def _unsigned(v, w: int) -> int:
     return int(v) & ((1 << w) - 1)
 
 
+# What MLIR leaves undefined or poison, as both backends report it (the
+# native one from its trap sites, `mlir_native_prep`): kind -> message.
+UNDEFINED = {
+    "div0": lambda: "integer division by zero",
+    "sdiv_overflow": lambda a, b, w: f"signed division overflow ({a} / {b} in i{w})",
+    "shift": lambda b, w: f"shift by {b} of an i{w} value",
+    "ipowi0": lambda: "math.ipowi of 0 to a negative power",
+    "fptoi": lambda name, x, w: f"{name} of {x} to i{w}",
+    "parallel_step": lambda s: f"a parallel loop step of {s} (steps must be positive)",
+    "for_step": lambda s: f"an scf.for step of {s} (steps must be positive)",
+}
+
+
+def undefined_error(what: str) -> NumericError:
+    return NumericError(f"{OPNAME}: {what} (undefined in MLIR: the kernel has no defined result)")
+
+
+def outside_error(index, shape) -> NumericError:
+    return NumericError(f"{OPNAME}: access at {list(index)} is outside the memref of shape "
+                        f"{list(shape)} (HAZ-04)")
+
+
 def _undefined(what: str):
-    raise NumericError(f"{OPNAME}: {what} (undefined in MLIR: the kernel has no defined result)")
+    raise undefined_error(what)
 
 
 def _nonzero(b: int) -> int:
     if b == 0:
-        _undefined("integer division by zero")
+        _undefined(UNDEFINED["div0"]())
     return b
 
 
@@ -339,7 +374,7 @@ def _signed_quotient(div):
     def run(a: int, b: int, w: int) -> int:
         q = div(a, b)
         if q == 1 << (w - 1):
-            _undefined(f"signed division overflow ({a} / {b} in i{w})")
+            _undefined(UNDEFINED["sdiv_overflow"](a, b, w))
         return q
     return run
 
@@ -348,7 +383,7 @@ def _shift(shift):
     """A shift amount >= the width gives poison (MLIR)."""
     def run(a: int, b: int, w: int) -> int:
         if not 0 <= b < w:
-            _undefined(f"shift by {b} of an i{w} value")
+            _undefined(UNDEFINED["shift"](b, w))
         return shift(a, b)
     return run
 
@@ -359,7 +394,7 @@ def _ipow(a: int, b: int, w: int) -> int:
     if b >= 0:
         return pow(a, b, 1 << w)
     if a == 0:
-        _undefined("math.ipowi of 0 to a negative power")
+        _undefined(UNDEFINED["ipowi0"]())
     if a not in (1, -1):
         return 0
     return a if b % 2 else 1
@@ -413,27 +448,48 @@ def _round_half_away(x):
     return np.copysign(t + np.sign(x) if abs(x - t) >= 0.5 else t, x)
 
 
+# The transcendental math ops: the C library's (libm's) binary64 function,
+# its result rounded once to the op's result type.  Both backends call the
+# same function (the native one through `mlir_native_prep`), so their
+# results agree bit for bit; numpy's own float64 routines differ from libm's
+# in the last bit for a few percent of arguments.  op -> (C name, arity).
+LIBM_OPS = {
+    math.ExpOp: "exp", math.Exp2Op: "exp2", math.ExpM1Op: "expm1", math.LogOp: "log",
+    math.Log2Op: "log2", math.Log10Op: "log10", math.Log1pOp: "log1p", math.CbrtOp: "cbrt",
+    math.TanhOp: "tanh", math.CosOp: "cos", math.SinOp: "sin", math.TanOp: "tan",
+    math.AtanOp: "atan", math.AsinOp: "asin", math.AcosOp: "acos", math.SinhOp: "sinh",
+    math.CoshOp: "cosh", math.AtanhOp: "atanh", math.AsinhOp: "asinh", math.AcoshOp: "acosh",
+    math.ErfOp: "erf", math.PowFOp: "pow", math.Atan2Op: "atan2",
+}
+LIBM_ARITY = {"pow": 2, "atan2": 2}
+
+
+@cache
+def libm(name: str):
+    """The C library's binary64 function `name` (a ctypes function)."""
+    lib = ctypes.CDLL(ctypes.util.find_library("m"))
+    fn = getattr(lib, name)
+    fn.restype = ctypes.c_double
+    fn.argtypes = [ctypes.c_double] * LIBM_ARITY.get(name, 1)
+    return fn
+
+
 _FLOAT_OPS = {
-    # op: numpy function of float64 operands; the f64 result is then rounded
-    # once to the result type.  For + - * / and sqrt that is the correctly
-    # rounded narrow result; for the transcendental functions it is libm's
-    # binary64 value rounded once.  IEEE exceptions give inf/NaN, not errors.
+    # op: function of float64 operands; the f64 result is then rounded once
+    # to the result type.  For + - * / and sqrt that is the correctly
+    # rounded narrow result; for the transcendental functions (`LIBM_OPS`)
+    # it is libm's binary64 value rounded once.  IEEE exceptions give
+    # inf/NaN, not errors.
     arith.DivfOp: np.divide, arith.NegfOp: np.negative,
     arith.MaxnumfOp: np.fmax, arith.MinnumfOp: np.fmin,   # NaN operand: the other one
     arith.ExtFOp: np.float64, arith.TruncFOp: np.float64,  # the result rounding is truncf
-    math.AbsFOp: np.abs, math.CopySignOp: np.copysign, math.PowFOp: np.power,
-    math.Atan2Op: np.arctan2, math.ErfOp: _erf,
+    math.AbsFOp: np.abs, math.CopySignOp: np.copysign,
     math.SqrtOp: np.sqrt, math.RsqrtOp: lambda x: 1 / np.sqrt(x),
-    math.ExpOp: np.exp, math.Exp2Op: np.exp2, math.ExpM1Op: np.expm1,
-    math.LogOp: np.log, math.Log2Op: np.log2, math.Log10Op: np.log10, math.Log1pOp: np.log1p,
-    math.CbrtOp: np.cbrt,
-    math.TanhOp: np.tanh, math.CosOp: np.cos, math.SinOp: np.sin, math.TanOp: np.tan,
-    math.AtanOp: np.arctan, math.AsinOp: np.arcsin, math.AcosOp: np.arccos,
-    math.SinhOp: np.sinh, math.CoshOp: np.cosh, math.AtanhOp: np.arctanh,
-    math.AsinhOp: np.arcsinh, math.AcoshOp: np.arccosh,
     math.FloorOp: np.floor, math.CeilOp: np.ceil, math.TruncOp: np.trunc,
     math.RoundEvenOp: np.rint, math.RoundOp: _round_half_away,
 }
+for _op, _name in LIBM_OPS.items():
+    _FLOAT_OPS[_op] = libm(_name)
 # (exp/sqrt/log replace xDSL's, whose Python `math` calls raise on overflow and
 # on negative or zero operands where IEEE gives inf/NaN)
 
@@ -483,7 +539,7 @@ def _float_to_int(signed: bool):
         x, w = args[0], _width(op.results[0].type)
         lo, hi = (-(1 << (w - 1)), 1 << (w - 1)) if signed else (0, 1 << w)
         if not np.isfinite(x) or not lo <= int(np.trunc(x)) < hi:
-            _undefined(f"{op.name} of {x} to i{w}")
+            _undefined(UNDEFINED["fptoi"](op.name, x, w))
         return (_signed(int(np.trunc(x)), w),)
     return run
 
@@ -520,7 +576,7 @@ class ScalarKernelFunctions(InterpreterFunctions):
         """x^n (integer n) as libm's binary64 pow rounded once, like powf
         (MLIR leaves the multiplication order of its expansion open)."""
         n = _signed(args[1], _width(op.operands[1].type))
-        return (float(np.power(np.float64(args[0]), np.float64(n))),)
+        return (libm("pow")(float(args[0]), float(np.float64(n))),)
 
     @impl(arith.BitcastOp)
     def run_bitcast(self, interpreter, op, args):
@@ -794,12 +850,27 @@ def _rounders(ops) -> dict:
 
 class KernelInterpreter(Interpreter):
     """Rounds floating-point op results to their result type (see module doc);
-    `reductions` holds each affine.parallel's (combiner, identity) pairs."""
+    `reductions` holds each affine.parallel's (combiner, identity) pairs.
+    Counts the ops it runs, for a progress callback."""
 
     rounders: dict = {}
     reductions: dict = {}
+    _done = 0
+    _total = 0
+    _t0 = 0.0
+
+    _progress = None
+
+    def start_progress(self, total: int, progress) -> None:
+        self._done, self._total, self._t0 = 0, total, time.perf_counter()
+        self._progress = progress
 
     def _run_op(self, op: Operation, inputs) -> OpImplResult:
+        self._done += 1
+        if not self._done & 0x3FFF and self._progress is not None:
+            elapsed = time.perf_counter() - self._t0
+            if elapsed >= 1.0:
+                self._progress(self._done, self._total, elapsed)
         r = super()._run_op(op, inputs)
         rd = self.rounders.get(op)
         if rd is not None and r.values:
@@ -870,8 +941,13 @@ class CompiledKernel:
         combiners = [c for pairs in interp.reductions.values() for c, _ in pairs]
         interp.rounders = _rounders([*ops, *combiners])
         self.interp = interp
+        self.text, self.module = text, module
+        # ops the interpreter runs per call (a lower bound unless exact)
+        self.estimate, self.estimate_exact = scalar_ops(self.fn)
 
-    def run(self, ins: list, outs: list, index_args: list[int]) -> list[np.ndarray]:
+    def bind(self, ins: list, outs: list, index_args: list[int]) -> tuple[tuple, list[int]]:
+        """Check the task's operands against the signature; `group[k]` is
+        the first operand over the same memory as operand k."""
         n_mem = len(ins) + len(outs)
         types = self.arg_types
         if len(types) != n_mem + len(index_args) or \
@@ -891,18 +967,27 @@ class CompiledKernel:
                 if _same_memory(operands[j].array, operands[k].array):
                     group[k] = group[j]
                     break
+        return operands, group
+
+    def run_interpreted(self, operands, group: list[int], n_in: int,
+                         index_args: list[int], progress=None) -> list[np.ndarray]:
+        """Run the kernel in the interpreter on `bind`'s operands; returns
+        the outs' new contents.  `progress(done, estimate, seconds)` is called
+        now and then once the run takes longer than a second."""
+        n_mem = len(operands)
         wrapped: dict[int, NumpyShapedArray] = {}
         for g in sorted(set(group)):
             a = operands[g].array
-            if any(group[k] == g for k in range(len(ins), n_mem)):
+            if any(group[k] == g for k in range(n_in, n_mem)):
                 data = np.array(a, order="C", copy=True)   # out: read-modify-write copy
             else:
                 data = np.ascontiguousarray(a).view()      # in: read-only view
                 data.flags.writeable = False
             wrapped[g] = NumpyShapedArray(data, 4 if operands[g].elem == "i4" else None)
         args: list = [wrapped[group[k]] for k in range(n_mem)]
-        out_arrays = [wrapped[group[k]].array for k in range(len(ins), n_mem)]
+        out_arrays = [wrapped[group[k]].array for k in range(n_in, n_mem)]
         args.extend(int(v) for v in index_args)
+        self.interp.start_progress(self.estimate, progress)
         try:
             with np.errstate(all="ignore"):   # IEEE overflow/invalid give inf/NaN, no warnings
                 self.interp.call_op(self.fn, tuple(args))
@@ -915,7 +1000,7 @@ class CompiledKernel:
             raise NumericError(f"{OPNAME}: the kernel failed while running: "
                                f"{_root_cause(e)}") from None
         return [np.asarray(a, dtype=t.array.dtype).reshape(t.array.shape)
-                for a, t in zip(out_arrays, outs)]
+                for a, t in zip(out_arrays, operands[n_in:])]
 
 
 def _cause(e: BaseException) -> BaseException:
@@ -967,19 +1052,79 @@ def compiled(text: str) -> CompiledKernel:
     return ck
 
 
-def run_mlir_kernel(ins: list, outs: list, attrs: dict) -> list[np.ndarray]:
-    """`KERNELS["compute"]` for op="mlir.kernel": ins/outs are `Tensor`s, attrs
-    hold `kernel` (text) and `index_args` (ints, evaluated by the engine)."""
-    text = attrs.get("kernel")
-    if not isinstance(text, str):
-        raise NotSupported(f"{OPNAME}: missing string attribute 'kernel'")
-    extra = sorted(set(attrs) - {"op", "kernel", "index_args"})
-    if extra:
-        raise NotSupported(f"{OPNAME}: unknown attribute(s) {', '.join(extra)}")
-    idx = attrs.get("index_args", [])
-    if not isinstance(idx, list) or not all(isinstance(v, int) for v in idx):
-        raise NotSupported(f"{OPNAME}: index_args must be a list of integer expressions")
-    if any(t.quant is not None for t in (*ins, *outs)):
-        raise NotSupported(f"{OPNAME}: quantized operands are not supported (the kernel sees "
-                           "raw element values)")
-    return compiled(text).run(ins, outs, idx)
+# ---------------------------------------------------------------------------
+# How much work a kernel is for the interpreter (escape_hatch's estimates)
+# ---------------------------------------------------------------------------
+
+
+def _trip(lb: int | None, ub: int | None, step: int | None) -> int | None:
+    if lb is None or ub is None or step is None:
+        return None
+    return max(0, -(-(ub - lb) // step))
+
+
+def _const_map(attr) -> int | None:
+    m = attr.data
+    if m.num_dims or m.num_symbols or len(m.results) != 1:
+        return None
+    return m.eval([], [])[0]
+
+
+def _const_value(v) -> int | None:
+    owner = v.owner
+    if isinstance(owner, arith.ConstantOp) and isinstance(owner.value, IntegerAttr):
+        return owner.value.value.data
+    return None
+
+
+def _product(trips) -> int | None:
+    n = 1
+    for t in trips:
+        if t is None:
+            return None
+        n *= t
+    return n
+
+
+def _iterations(op: Operation) -> int | None:
+    """How many times `op` runs its region: 1 for ops that are not loops,
+    None for a loop whose trip count is not known statically."""
+    if isinstance(op, affine.ForOp):
+        if op.operands:
+            return None
+        return _trip(_const_map(op.lowerBoundMap), _const_map(op.upperBoundMap),
+                     op.step.value.data)
+    if isinstance(op, scf.ForOp):
+        return _trip(_const_value(op.lb), _const_value(op.ub), _const_value(op.step))
+    if isinstance(op, affine.ParallelOp):
+        if op.operands:
+            return None
+        lbs, ubs = op.lowerBoundsMap.data.eval([], []), op.upperBoundsMap.data.eval([], [])
+        return _product(_trip(lb, ub, st.value.data)
+                        for lb, ub, st in zip(lbs, ubs, op.steps.data))
+    if isinstance(op, scf.ParallelOp):
+        return _product(_trip(_const_value(lb), _const_value(ub), _const_value(st))
+                        for lb, ub, st in zip(op.lowerBound, op.upperBound, op.step))
+    if isinstance(op, _STRUCTURED):
+        s = _structured(op)
+        shapes = [d for v in (*s.inputs, *s.outputs) if isinstance(v.type, MemRefType)
+                  for d in v.type.get_shape()]
+        return _product(max(r, 0) for r in s.get_shapes_to_loops_map().eval(shapes, []))
+    if isinstance(op, scf.WhileOp):
+        return None
+    return 1
+
+
+def scalar_ops(op: Operation) -> tuple[int, bool]:
+    """How many ops the interpreter runs for `op`'s regions, and whether that
+    is exact: a loop whose trip count is not known statically counts once
+    (and makes the count a lower bound)."""
+    total, exact = 0, True
+    for region in op.regions:
+        for block in region.blocks:
+            for inner in block.ops:
+                n = _iterations(inner)
+                ops, ok = scalar_ops(inner)
+                total += 1 + (1 if n is None else n) * ops
+                exact = exact and ok and n is not None
+    return total, exact

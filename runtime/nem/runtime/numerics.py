@@ -9,21 +9,13 @@ from __future__ import annotations
 import ml_dtypes
 import numpy as np
 
-DTYPES: dict[str, np.dtype] = {
-    "i4": np.dtype(np.int8),       # unpacked: int8 values in [-8, 7]
-    "i8": np.dtype(np.int8),
-    "i16": np.dtype(np.int16),
-    "i32": np.dtype(np.int32),
-    "u8": np.dtype(np.uint8),
-    "u16": np.dtype(np.uint16),
-    "u32": np.dtype(np.uint32),
-    "f16": np.dtype(np.float16),
-    "bf16": np.dtype(ml_dtypes.bfloat16),
-    "f32": np.dtype(np.float32),
-}
+from nem.dialect.semantics import ELEM_BITS, ELEM_DTYPES, FLOAT_ELEMS, INT_ELEMS
 
-INT_TYPES = ("i4", "i8", "i16", "i32", "u8", "u16", "u32")
-FLOAT_TYPES = ("f16", "bf16", "f32")
+# the element-type table is nem.dialect.semantics.ELEM_TYPES
+DTYPES = ELEM_DTYPES
+INT_TYPES = INT_ELEMS
+FLOAT_TYPES = FLOAT_ELEMS
+BITS = ELEM_BITS
 
 
 class KernelError(Exception):
@@ -38,9 +30,6 @@ class NotSupported(KernelError):
 class NumericError(KernelError):
     """A data-dependent failure: integer division by zero, i32 accumulator overflow,
     NaN quantized, gather index out of range (D-NUM-UNSUPPORTED)."""
-
-
-BITS = {"i4": 4, "i8": 8, "i16": 16, "i32": 32, "u8": 8, "u16": 16, "u32": 32}
 
 
 def is_int(elem: str) -> bool:

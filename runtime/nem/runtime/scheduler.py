@@ -7,13 +7,15 @@ Execution model (decisions D-RT-STREAM, D-RT-LOOP, D-RT-SCHED):
   (`Frame`).  A stream's program counter advances over its instructions,
   creating task instances as it goes; it stops at a `wait` or a `.sync` task
   until the tokens are satisfied (TASK-05, TASK-08/09), and at a loop until
-  the loop has finished (statements after `endloop` see every iteration's
-  effects).
+  every iteration's stream has reached its end (`semantics.LOOP_END`:
+  `endloop` is not a barrier, tasks of the last iterations that no wait
+  covered may still run, D-SEM-ENDLOOP).
 * A loop opens iteration j only when every iteration <= j - N has completed
-  (`@max_in_flight(N)`, default 1: LOOP-01/02/05/06); iterations are created
-  lazily, so memory is proportional to N, not to the trip count.  An
-  iteration completes when its stream has reached its end and all of its
-  tasks have completed.
+  (`semantics.may_open`, `@max_in_flight(N)`, default 1: LOOP-01, LOOP-02, LOOP-05, LOOP-06);
+  iterations are created lazily, so memory is proportional to N, not to the
+  trip count.  An iteration completes when its stream has reached its end
+  and all it issued (nested loops too) has completed (`ITERATION_END`); the
+  program completes when every task has (`PROGRAM_END`).
 * A task is ready when all its dependency tokens are satisfied (EXEC-01).
   The policy picks the next ready task: `source` = the earliest issued,
   `random` = uniform among ready tasks (seeded), `timed` = the one that can
@@ -31,6 +33,7 @@ import random
 from collections import deque
 
 from nem.dialect.diagnostics import SourceLoc
+from nem.dialect.semantics import DEVICE_UNITS, LOOP_END, bind_unit, may_open
 from nem.runtime.checks import Deadlock, RaceDetector, TaskRef, Unconsumed, join
 from nem.runtime.engine import (
     COMPUTE,
@@ -94,24 +97,30 @@ class TaskInst:
             (f" {it}" if it else "") + ">"
 
 
+def task_key(t: TaskInst) -> tuple:
+    """A task instance's identity across schedules: its statement and loop variables."""
+    return (t.tpl.seq_id, t.frame.iv)
+
+
 class Frame:
     __slots__ = ("body", "pc", "parent", "depth", "iv", "names", "env", "K", "time",
                  "blocked", "loop", "live", "finished", "looprun", "index", "done_vc",
-                 "done_time")
+                 "done_time", "ords")
 
-    def __init__(self, body, parent, iv, names, K, time, looprun=None, index=None):
+    def __init__(self, body, parent, iv, names, K, time, looprun=None, index=None, ords=()):
         self.body = body
         self.pc = 0
         self.parent = parent
         self.depth = 0 if parent is None else parent.depth + 1
         self.iv = iv
+        self.ords = ords
         self.names = names
         self.env = {}
         self.K = K
         self.time = time
         self.blocked = None      # list of tokens waited on
-        self.loop = None         # active LoopRun
-        self.live = 0
+        self.loop = None         # the LoopRun whose streams this stream waits for
+        self.live = 0            # incomplete tasks and loops this stream issued
         self.finished = False
         self.looprun = looprun
         self.index = index
@@ -123,12 +132,14 @@ class Frame:
 
 
 class LoopRun:
-    __slots__ = ("tpl", "frame", "hi", "next", "window", "active", "done", "prefix_vc",
-                 "prefix_time", "max_active")
+    __slots__ = ("tpl", "frame", "lo", "hi", "next", "window", "active", "done", "prefix_vc",
+                 "prefix_time", "max_active", "streams_left", "end_vc", "end_time",
+                 "last_open_vc")
 
     def __init__(self, tpl, frame, lo, hi):
         self.tpl = tpl
         self.frame = frame
+        self.lo = lo
         self.hi = hi
         self.next = lo
         self.window = lo
@@ -137,6 +148,10 @@ class LoopRun:
         self.prefix_vc = EMPTY
         self.prefix_time = frame.time
         self.max_active = 0
+        self.streams_left = hi - lo + 1   # iteration streams that have not reached their end
+        self.end_vc = EMPTY               # what the ended streams know (LOOP_END)
+        self.end_time = frame.time
+        self.last_open_vc = None          # what the last iteration knew when it opened
 
 
 class Scheduler:
@@ -183,6 +198,8 @@ class Scheduler:
         self.frames.add(self.root)
         self.runnable.append(self.root)
         self._chosen = None
+        self.choose = None   # explorer: picks the next task among the ready ones
+        self.log: list | None = None   # explorer: (key, vc, lane, epoch, accesses) per task run
 
     # ------------------------------------------------------------------ streams
     def _lookup(self, frame, ref):
@@ -207,7 +224,7 @@ class Scheduler:
             cls = ins.__class__
             if cls is RegionTpl:
                 try:
-                    frame.env[ins.value] = ins.instantiate(memory, frame.iv)
+                    frame.env[ins.value] = ins.instantiate(memory, frame.iv, frame.ords)
                 except RunError as e:
                     e.where = e.where or frame.iteration()
                     raise
@@ -238,14 +255,35 @@ class Scheduler:
                     continue
                 run = LoopRun(ins, frame, lo, hi)
                 frame.loop = run
+                frame.live += 1          # the loop is outstanding work of this stream
                 self._open_iterations(run)
                 return
             else:
                 frame.pc += 1
         frame.finished = True
         frame.done_vc = join(frame.done_vc, frame.K)
+        run = frame.looprun
+        if run is not None:
+            self._stream_ended(run, frame)
         if frame.live == 0:
             self._frame_done(frame)
+
+    def _stream_ended(self, run: LoopRun, frame: Frame) -> None:
+        """An iteration's stream reached its end: once every iteration's has,
+        the statements after `endloop` may issue (semantics.LOOP_END)."""
+        run.streams_left -= 1
+        run.end_vc = join(run.end_vc, frame.K)
+        if frame.time > run.end_time:
+            run.end_time = frame.time
+        if run.streams_left == 0 and not LOOP_END.drains:
+            self._resume_after_loop(run, run.end_vc, run.end_time)
+
+    def _resume_after_loop(self, run: LoopRun, vc, time) -> None:
+        parent = run.frame
+        parent.K = join(parent.K, vc)
+        parent.time = max(parent.time, time)
+        parent.loop = None
+        self.runnable.append(parent)
 
     @staticmethod
     def _ref_name(r) -> str:
@@ -293,13 +331,16 @@ class Scheduler:
         tpl = run.tpl
         parent = run.frame
         names = None
-        while run.next <= run.hi and run.next - run.window < tpl.n:
+        while run.next <= run.hi and may_open(run.next - run.lo, run.window - run.lo, tpl.n):
             i = run.next
             run.next += 1
             if names is None:
                 names = parent.names + (tpl.var,)
             f = Frame(tpl.body, parent, parent.iv + (i,), names,
-                      join(parent.K, run.prefix_vc), max(parent.time, run.prefix_time), run, i)
+                      join(parent.K, run.prefix_vc), max(parent.time, run.prefix_time), run, i,
+                      parent.ords + (i - run.lo,))
+            if run.next > run.hi:
+                run.last_open_vc = f.K
             run.active += 1
             self.frames.add(f)
             self.runnable.append(f)
@@ -313,7 +354,7 @@ class Scheduler:
         self.frames.discard(frame)
         frame.env = None   # break token <-> task <-> frame cycles: memory stays O(window)
         run = frame.looprun
-        if run is None:
+        if run is None:       # semantics.PROGRAM_END drains: every task has completed
             self.finished = frame is self.root
             return
         run.active -= 1
@@ -324,12 +365,16 @@ class Scheduler:
             if t > run.prefix_time:
                 run.prefix_time = t
             run.window += 1
-        if run.window > run.hi:
+        if run.window > run.hi:      # every iteration completed: the loop is done
             parent = run.frame
-            parent.K = join(parent.K, run.prefix_vc)
-            parent.time = max(parent.time, run.prefix_time)
-            parent.loop = None
-            self.runnable.append(parent)
+            parent.done_vc = join(parent.done_vc, run.prefix_vc)
+            if run.prefix_time > parent.done_time:
+                parent.done_time = run.prefix_time
+            if LOOP_END.drains:
+                self._resume_after_loop(run, run.prefix_vc, run.prefix_time)
+            parent.live -= 1
+            if parent.live == 0 and parent.finished:
+                self._frame_done(parent)
         else:
             self._open_iterations(run)
 
@@ -389,7 +434,7 @@ class Scheduler:
             if d.end > rt:
                 rt = d.end
         t.ready_time = rt
-        if self.policy == "source" and not self.timed:
+        if self.policy == "source" and not self.timed and self.choose is None:
             heapq.heappush(self.ready_heap, (t.seq, t))
         else:
             self.ready_list.append(t)
@@ -414,30 +459,14 @@ class Scheduler:
         per, dev = topo["per_engine"], topo["device_units"]
 
         def count(u):
-            return dev.get(u, 0) if u in ("sDMA", "WDM") else per.get(u, 0)
+            return dev.get(u, 0) if u in DEVICE_UNITS else per.get(u, 0)
 
-        utype = tpl.unit_type
-        if tpl.kind != COMPUTE and utype == "DMA":
-            levels = {r.level.name[:2] for r in t.regions}
-            if "L1" not in levels and "DD" in levels and count("sDMA") > 0:
-                utype = "sDMA"
-        idx = None
-        if tpl.resource is not None:
-            unit, i = tpl.resource
-            c = count(unit)
-            if c > 0:                       # RES-03 exact match / RES-04 same-type remap
-                utype, idx = unit, (i if i < c else i % c)
-            # else RES-05: cross-type, the op's own eligible unit below
-        if count(utype) == 0:
-            for alt in {"VPU": ("CSTL",), "CSTL": ("VPU",), "DMA": ("sDMA",),
-                        "sDMA": ("DMA",)}.get(utype, ()):
-                if count(alt) > 0:
-                    utype = alt
-                    break
-            else:
-                raise RunError(f"the device has no {utype} unit to run {tpl.opcode}",
-                               "RES-05", tpl.op, t.iteration())
-        if utype in ("sDMA", "WDM"):
+        # D-SEM-UNITS: RES-03 exact, RES-04 same-type remap, RES-05 cross-type, RES-07
+        b = bind_unit(tpl.op, tpl.resource, count)
+        if b.error is not None:
+            raise RunError(b.error, b.rule, tpl.op, t.iteration())
+        utype, idx = b.unit, b.index
+        if utype in DEVICE_UNITS:
             engine = -1
         res = (engine, utype, idx, count(utype))
         self.place_cache[key] = res
@@ -490,7 +519,13 @@ class Scheduler:
             best.start = bk[0]
             self._chosen = best
             return best
-        if self.policy == "source":
+        if self.choose is not None:
+            lst = self.ready_list
+            if not lst:
+                return self._stalled()
+            t = self.choose(lst)
+            lst.remove(t)
+        elif self.policy == "source":
             if not self.ready_heap:
                 return self._stalled()
             t = heapq.heappop(self.ready_heap)[1]
@@ -574,8 +609,11 @@ class Scheduler:
                 vc_in = join(vc_in, d.vc)
             t.vc, t.lane, t.epoch = self.race.start(
                 vc_in, [d.task.lane for d in deps] if deps else ())
-            self.race.access(t, [(r.level.ident, r.start, r.start + r.extent, rw[1])
-                                 for rw, r in zip(tpl.region_refs, regions)], self.ref)
+            accesses = [(r.level.ident, r.start, r.start + r.extent, rw[1])
+                        for rw, r in zip(tpl.region_refs, regions)]
+            self.race.access(t, accesses, self.ref)
+            if self.log is not None:
+                self.log.append((task_key(t), t.vc, t.lane, t.epoch, accesses, self.ref(t)))
             if self.race.needs_gc():
                 self.race.gc(self._live_vcs())
         if self.timed:
@@ -599,9 +637,15 @@ class Scheduler:
 
     def _live_vcs(self):
         for f in self.frames:
-            # a stream blocked at a loop issues nothing until the loop ends; the
-            # iterations it will still open know everything the finished ones did
-            yield join(f.K, f.loop.prefix_vc) if f.loop is not None else f.K
+            # a stream blocked at a loop issues nothing until every iteration's
+            # stream ended; it will then know at least what the last iteration
+            # knew when it opened (which includes what had completed before)
+            run = f.loop
+            if run is None:
+                yield f.K
+            else:
+                yield join(f.K, run.last_open_vc if run.last_open_vc is not None
+                           else run.prefix_vc)
         for t in self.live.values():
             yield t.kvc
 

@@ -28,17 +28,17 @@
 // follows it (ONE-NOT):
 // RUN: not nem-opt %s -p 'lower-to-nem{memory-spaces=0:DDR,1:FOO device=npm_pro_x1}' -t nem 2>&1 | filecheck %s --check-prefixes=ONE,LEVEL
 // RUN: not nem-opt %s -p 'lower-to-nem{memory-spaces="0:DDR,1:FOO"}' -t nem 2>&1 | filecheck %s --check-prefixes=ONE,LEVEL
-// LEVEL: {{^}}error: lower-to-nem: bad memory-spaces item '1:FOO': unknown level 'FOO' (levels: DDR, L2, L1, L1[k]){{$}}
+// LEVEL: {{^}}nem-opt: error: lower-to-nem: bad memory-spaces item '1:FOO': unknown level 'FOO' (levels: DDR, L2, L1, L1[k]){{$}}
 // RUN: not nem-opt %s -p 'lower-to-nem{memory-spaces=x:DDR}' -t nem 2>&1 | filecheck %s --check-prefixes=ONE,SPACE
-// SPACE: {{^}}error: lower-to-nem: bad memory-spaces item 'x:DDR': memory space 'x' is not a non-negative integer{{$}}
+// SPACE: {{^}}nem-opt: error: lower-to-nem: bad memory-spaces item 'x:DDR': memory space 'x' is not a non-negative integer{{$}}
 // RUN: not nem-opt %s -p 'lower-to-nem{memory-spaces=0:DDR,1:L2,1:L1}' -t nem 2>&1 | filecheck %s --check-prefixes=ONE,DUP
 // RUN: not nem-opt %s -p 'lower-to-nem{memory-spaces=0-DDR,1-L2,1-L1}' -t nem 2>&1 | filecheck %s --check-prefixes=ONE,DUP-DASH
-// DUP: {{^}}error: lower-to-nem: bad memory-spaces item '1:L1': memory space 1 is already mapped to L2{{$}}
-// DUP-DASH: {{^}}error: lower-to-nem: bad memory-spaces item '1-L1': memory space 1 is already mapped to L2{{$}}
+// DUP: {{^}}nem-opt: error: lower-to-nem: bad memory-spaces item '1:L1': memory space 1 is already mapped to L2{{$}}
+// DUP-DASH: {{^}}nem-opt: error: lower-to-nem: bad memory-spaces item '1-L1': memory space 1 is already mapped to L2{{$}}
 // RUN: not nem-opt %s -p 'lower-to-nem{memory-spaces=1:L1[x]}' -t nem 2>&1 | filecheck %s --check-prefixes=ONE,ENGINE-BAD
-// ENGINE-BAD: {{^}}error: lower-to-nem: bad memory-spaces item '1:L1[x]': unknown level 'L1[x]' (levels: DDR, L2, L1, L1[k]){{$}}
+// ENGINE-BAD: {{^}}nem-opt: error: lower-to-nem: bad memory-spaces item '1:L1[x]': unknown level 'L1[x]' (levels: DDR, L2, L1, L1[k]){{$}}
 // RUN: not nem-opt %s -p 'lower-to-nem{memory-spaces= device=npm_pro_x1}' -t nem 2>&1 | filecheck %s --check-prefixes=ONE,EMPTY
-// EMPTY: {{^}}error: lower-to-nem: bad memory-spaces value: empty (write memory-spaces=0:DDR,1:L2,2:L1){{$}}
+// EMPTY: {{^}}nem-opt: error: lower-to-nem: bad memory-spaces value: empty (write memory-spaces=0:DDR,1:L2,2:L1){{$}}
 // ONE-NOT: {{.}}
 //
 // A space the map leaves out is reported at the memref that uses it:

@@ -6,7 +6,7 @@ model of `nem.dialect.device_model`.  The entry points that take a
 `TokenCursor` let the program parser handle an inline `device { ... }` or a
 leading `include` at its current position.
 
-Choices beyond the EBNF (RULES.md E), each kept small and local:
+Choices beyond the EBNF (docs/conformance.md Gaps E), each kept small and local:
 
 * The appendix forms are accepted as written: `quant = required on dst`,
   `src: any_supported` and `conformance: { MUST }` (empty instantiation).
@@ -29,8 +29,10 @@ from dataclasses import dataclass, field
 from nem.dialect.device_model import (ABSENT, ANY_SUPPORTED, ELEM_TYPES, MAY, MUST, UNIT_TYPES,
                                       DeviceDecl, Topology, TypeFamily, Variant, VariantRef)
 from nem.dialect.diagnostics import SourceLoc, fail, register_source
+from nem.dialect.semantics import ExprError, apply_binop
+from nem.dialect.limits import MAX_NESTING_DEPTH
 from nem.frontends.nem_text.cursor import TokenCursor, describe
-from nem.frontends.nem_text.lexer import EOF, FLOAT, ID, INT, STRING, tokenize
+from nem.frontends.nem_text.lexer import EOF, FLOAT, ID, INT, STRING, Token, tokenize
 
 
 @dataclass(frozen=True)
@@ -418,38 +420,42 @@ def parse_variant_ref(cur: TokenCursor) -> VariantRef:
 
 # -- size expressions -------------------------------------------------------------
 
-def parse_int_expr(cur: TokenCursor) -> int:
-    """Integer-literal arithmetic with conventional precedence (RULES.md C/E)."""
-    value = _term(cur)
+def parse_int_expr(cur: TokenCursor, depth: int = 0) -> int:
+    """Integer-literal arithmetic with conventional precedence (docs/conformance.md
+    Gaps C/E), with the semantics of `nem.dialect.semantics.apply_binop` (64-bit
+    values, D-INT-RANGE) and at most MAX_NESTING_DEPTH nested parentheses (D-LIMITS)."""
+    value = _term(cur, depth)
     while cur.at_punct("+") or cur.at_punct("-"):
-        op = cur.advance().text
-        rhs = _term(cur)
-        value = value + rhs if op == "+" else value - rhs
+        op = cur.advance()
+        value = _binop(cur, op, value, _term(cur, depth))
     return value
 
 
-def _term(cur: TokenCursor) -> int:
-    value = _primary(cur)
+def _term(cur: TokenCursor, depth: int) -> int:
+    value = _primary(cur, depth)
     while cur.at_punct("*") or cur.at_punct("/") or cur.at("mod", ID):
         op = cur.advance()
-        rhs = _primary(cur)
-        if op.text == "*":
-            value *= rhs
-            continue
-        if rhs == 0:
-            raise cur.error(f"'{op.text}' by zero in a size expression", "CONST-05", tok=op)
-        quotient = abs(value) // abs(rhs) * (1 if (value >= 0) == (rhs >= 0) else -1)
-        value = quotient if op.text == "/" else value - rhs * quotient
+        value = _binop(cur, op, value, _primary(cur, depth))
     return value
 
 
-def _primary(cur: TokenCursor) -> int:
+def _binop(cur: TokenCursor, op: Token, a: int, b: int) -> int:
+    try:
+        return apply_binop(op.text, a, b)
+    except ExprError as e:
+        raise cur.error(f"{e} in a size expression", e.rule, tok=op) from None
+
+
+def _primary(cur: TokenCursor, depth: int) -> int:
     tok = cur.tok
     if tok.kind == INT:
         cur.advance()
         return int(tok.text)
     if cur.accept("("):
-        value = parse_int_expr(cur)
+        if depth >= MAX_NESTING_DEPTH:
+            raise cur.error(f"parentheses nested more than {MAX_NESTING_DEPTH} deep "
+                            "(limit D-LIMITS)", None, "write the size as a literal", tok)
+        value = parse_int_expr(cur, depth + 1)
         cur.expect(")", "GRAM-16", "to close the parenthesis")
         return value
     if tok.kind == FLOAT:

@@ -1,4 +1,4 @@
-"""Which kind of `.nem` document a text is (RULES.md E, decision D-DOC-KIND).
+"""Which kind of `.nem` document a text is (docs/conformance.md Gaps E, decision D-DOC-KIND).
 
 A document is a program or a config document (GRAM-01).  A file that holds
 only includes, `type_family` and `device NAME [extends P] { ... }` blocks is a

@@ -1,7 +1,7 @@
 """Lexer for `.nem` text (programs, device configs, type-family catalogs).
 
 One compiled regular expression turns the whole input into a list of tokens.
-Choices the spec leaves open (RULES.md section E) and how they are made here:
+Choices the spec leaves open (docs/conformance.md Gaps E) and how they are made here:
 
 * `ID` is `[A-Za-z_][A-Za-z0-9_]*`; keywords are *contextual*: element-type
   names, `strides`, `layout`, unit names and opcode names are plain IDs, and
@@ -15,6 +15,9 @@ Choices the spec leaves open (RULES.md section E) and how they are made here:
   rejects).
 * A comment runs from `#` to the end of the line, including the last line of
   a file without a final newline (LEX-01, decision D-LEX-2).
+* An INT literal is at most 2^63 - 1 (D-INT-RANGE) and at most
+  MAX_LITERAL_CHARS characters long (D-LIMITS); it is rejected here, before
+  any conversion of a huge digit string.
 * Each token records whether a newline precedes it: a newline outside
   brackets ends a compute task's attribute list (decision D-GRAM-1).
 """
@@ -24,7 +27,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from nem.dialect.diagnostics import SourceLoc, fail
+from nem.dialect.diagnostics import NemDiagnosticError, SourceLoc, fail
+from nem.dialect.limits import INT_MAX, MAX_LITERAL_CHARS
 
 ID, INT, FLOAT, STRING, PUNCT, CALL, EOF = "ID", "INT", "FLOAT", "STRING", "PUNCT", "CALL", "EOF"
 
@@ -81,8 +85,18 @@ def tokenize(text: str, file: str) -> list[Token]:
             line_start = m.end()
             nl = True
         elif kind != "ws" and kind != "comment":
-            append(Token(kind, m.group(), line, pos - line_start + 1, nl))
+            text_ = m.group()
+            if kind == "INT" and (len(text_) > MAX_LITERAL_CHARS or int(text_) > INT_MAX):
+                raise _int_out_of_range(text_, SourceLoc(file, line, pos - line_start + 1))
+            append(Token(kind, text_, line, pos - line_start + 1, nl))
             nl = False
         pos = m.end()
     append(Token(EOF, "<end of file>", line, pos - line_start + 1, True))
     return tokens
+
+
+def _int_out_of_range(text: str, loc: SourceLoc) -> NemDiagnosticError:
+    shown = text if len(text) <= 24 else f"{text[:12]}...{text[-6:]} ({len(text)} digits)"
+    return fail(f"integer literal {shown} is out of range: NEM integers are signed 64-bit, "
+                f"at most {INT_MAX} (D-INT-RANGE)", loc, None,
+                "use a smaller value; sizes, offsets and shapes are 64-bit")

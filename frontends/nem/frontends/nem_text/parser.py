@@ -23,6 +23,8 @@ the same rules.
 from __future__ import annotations
 
 import gc
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 from xdsl.dialects import arith
@@ -50,9 +52,18 @@ from nem.dialect.attributes import (
     PerTensorQuantAttr,
     RegionType,
 )
-from nem.dialect.decorators import DECORATORS, UNIT_TYPES
+from nem.dialect.decorators import DECORATORS
+from nem.dialect.semantics import UNIT_TYPES
 from nem.dialect.diagnostics import NemDiagnosticError, SourceLoc, register_source
-from nem.dialect.exprs import BINOPS, PRECEDENCE, Evaluator, ExprError, apply_binop
+from nem.dialect.limits import MAX_EXPR_DEPTH, MAX_EXPR_OPERATORS, MAX_NESTING_DEPTH
+from nem.dialect.semantics import (
+    BINOPS,
+    PRECEDENCE,
+    Evaluator,
+    ExprError,
+    apply_binop,
+    expression_depth,
+)
 from nem.dialect.ops import (
     COMPUTE_OPS,
     BufferOp,
@@ -119,6 +130,24 @@ class ProgramParser(TokenCursor):
         self._region_types: dict[tuple, RegionType] = {}
         self._file_attr = StringAttr(file)
         self._ints: dict[int, IntAttr] = {}
+        # bounded work (D-LIMITS): nesting of parentheses/lists, loop depth,
+        # operators in the current top-level expression
+        self._nesting = 0
+        self._loop_depth = 0
+        self._operators = 0
+        self._depths: dict[SSAValue, int] = {}
+
+    @contextmanager
+    def _nested(self, tok: Token, what: str) -> Iterator[None]:
+        """One more level of parentheses or lists, at most MAX_NESTING_DEPTH."""
+        self._nesting += 1
+        if self._nesting > MAX_NESTING_DEPTH:
+            raise self.error(f"{what} nested more than {MAX_NESTING_DEPTH} deep (limit D-LIMITS)",
+                             None, "name the inner parts with const or let", tok)
+        try:
+            yield
+        finally:
+            self._nesting -= 1
 
     def expect(self, text: str, rule: str, what: str | None = None,
                fix: str | None = None) -> Token:
@@ -174,7 +203,11 @@ class ProgramParser(TokenCursor):
         nxt = self.peek()
         if nxt.kind == STRING:
             self.advance()
-            return "file", _unquote(self.advance().text)
+            path = _unquote(self.advance().text)
+            if not path:
+                raise self.error("the device directive names an empty path", "DEV-20",
+                                 'name a device file, e.g. device "npm_lite.nem"', nxt)
+            return "file", path
         if nxt.kind == ID and self.peek(2).text not in ("{", "extends"):
             self.advance()
             return "name", self.advance().text
@@ -252,6 +285,7 @@ class ProgramParser(TokenCursor):
         value = self._expr(const_ctx=True)
         self._end_of_expression("a const expression")
         op = self._add(ConstOp(name.text, value), kw)
+        expression_depth(op, self._depths)
         self._declare(name, "const", op.result)
 
     def _let(self) -> None:
@@ -265,6 +299,7 @@ class ProgramParser(TokenCursor):
         val = self._value()
         if val.kind == "int":
             op = self._add(LetOp(name.text, ArgRefAttr(0), [val.data], True), kw)
+            expression_depth(op, self._depths)
             self._declare(name, "let", op.result)
             self._no_decorators_on_let(name)
             return
@@ -362,6 +397,10 @@ class ProgramParser(TokenCursor):
             raise self.error("loop decorators come before the colon", "GRAM-11",
                              "write loop i in [a..b] @max_in_flight(N):", self.tok)
         body = Block(arg_types=[IndexType()])
+        self._loop_depth += 1
+        if self._loop_depth > MAX_NESTING_DEPTH:
+            raise self.error(f"loops nested more than {MAX_NESTING_DEPTH} deep (limit D-LIMITS)",
+                             None, "flatten the loop nest", kw)
         outer_block, outer_scope = self.block, self.scope
         self.block, self.scope = body, _Scope(outer_scope, in_loop=True)
         self._literals.append({})
@@ -372,6 +411,7 @@ class ProgramParser(TokenCursor):
                                  "add 'endloop' after the loop body", kw)
             self._statement()
         self.advance()
+        self._loop_depth -= 1
         self.block, self.scope = outer_block, outer_scope
         self._literals.pop()
         self._add(LoopOp(iv.text, lower, upper, body, decos), kw)
@@ -597,9 +637,10 @@ class ProgramParser(TokenCursor):
                 deps = self._id_list("GRAM-12")
                 self.expect("]", "GRAM-12")
             self.expect(")", "GRAM-12", f"to close {call.text}(...)")
-            decos = task_decos + [d for pair in role_decos for d in pair] + self._decorators()
+            decos = task_decos + self._decorators()
             cls = TransferOp if base == "transfer" else StoreOp
-            self._add(cls(dst, src, [self._token(d) for d in deps], sync, token_name, decos), start)
+            self._add(cls(dst, src, [self._token(d) for d in deps], sync, token_name, decos,
+                          role_decos), start)
             if assign:
                 self._declare(assign, "token", self.block.last_op.results[0])
             return
@@ -641,6 +682,14 @@ class ProgramParser(TokenCursor):
             if key.text in given:
                 raise self.error(f"attribute '{key.text}' given twice", "TASK-13",
                                  "keep one", key)
+            aspec = spec.attributes.get(key.text)
+            if aspec is not None and aspec.type == "elem" and self.tok.kind == ID and \
+                    self.tok.text in ELEM_BY_NAME:
+                # An element-typed attribute names a type even where a
+                # declared name has the same spelling (D-NAME-ELEM).
+                type_tok = self.advance()
+                given[key.text] = _Val("id", type_tok.text, type_tok)
+                continue
             given[key.text] = self._value()
         attrs: dict[str, Attribute] = {}
         for name in spec.canonical_attr_order(given):  # the IR keeps canonical order
@@ -687,9 +736,10 @@ class ProgramParser(TokenCursor):
             self.advance()
             items = []
             if not self.at_punct("]"):
-                items.append(self._value())
-                while self.accept(","):
+                with self._nested(t, "lists"):
                     items.append(self._value())
+                    while self.accept(","):
+                        items.append(self._value())
             self.expect("]", "GRAM-16", "to close the list")
             return _Val("list", items, t)
         if t.text == "region" and self.peek().text == "(":
@@ -733,7 +783,8 @@ class ProgramParser(TokenCursor):
             if t.kind in (FLOAT, INT):
                 return float(t.text)
             if t.text == "(":
-                v = expr(0)
+                with self._nested(t, "parentheses"):
+                    v = expr(0)
                 self.expect(")", "GRAM-16")
                 return v
             raise self.error("only literals may be combined with a FLOAT", "LEX-03",
@@ -794,12 +845,19 @@ class ProgramParser(TokenCursor):
     # Integer expressions (GRAM-16)
     # ------------------------------------------------------------------
     def _expr(self, const_ctx: bool = False, min_prec: int = 0) -> SSAValue:
+        if min_prec == 0 and self._nesting == 0:
+            self._operators = 0  # a new top-level expression
         lhs = self._primary(const_ctx)
         while True:
             t = self.tok
             prec = PRECEDENCE.get(t.text) if t.kind != STRING else None
             if prec is None or prec <= min_prec:
                 return lhs
+            self._operators += 1
+            if self._operators > MAX_EXPR_OPERATORS:
+                raise self.error(f"expression has more than {MAX_EXPR_OPERATORS} operators "
+                                 "(limit D-LIMITS)", None,
+                                 "split it with const or let names", t)
             self.advance()
             rhs = self._expr(const_ctx, prec)
             a, b = self.evaluator.static(lhs), self.evaluator.static(rhs)
@@ -807,9 +865,15 @@ class ProgramParser(TokenCursor):
                 try:
                     apply_binop(t.text, a, b)
                 except ExprError as e:
-                    raise self.error(f"{e} in a constant expression", "CONST-05",
-                                     "change the divisor", t)
-            lhs = self._add(BINOPS[t.text](lhs, rhs), t).results[0]
+                    raise self.error(f"{e} in a constant expression", e.rule,
+                                     "change the divisor" if e.rule else
+                                     "keep every value within the signed 64-bit range", t)
+            node = self._add(BINOPS[t.text](lhs, rhs), t)
+            if expression_depth(node, self._depths) > MAX_EXPR_DEPTH:  # type: ignore[operator]
+                raise self.error(f"integer expression more than {MAX_EXPR_DEPTH} operations "
+                                 "deep, counting through const and let names (limit D-LIMITS)",
+                                 None, "compute the value in fewer steps", t)
+            lhs = node.results[0]
 
     def _static_expr(self) -> int | None:
         """Parse an expression whose value is needed now (L1 index, decorator
@@ -839,7 +903,8 @@ class ProgramParser(TokenCursor):
                              t)
         if t.text == "(" and t.kind != STRING:
             self.advance()
-            v = self._expr(const_ctx)
+            with self._nested(t, "parentheses"):
+                v = self._expr(const_ctx)
             self.expect(")", "GRAM-16", "to close the parenthesis")
             return v
         if t.kind == ID and self.peek().kind == PUNCT and self.peek().text == "(":

@@ -23,7 +23,8 @@ from nem.dialect.attributes import (
     elem_name,
     fmt_num,
 )
-from nem.dialect.exprs import PRECEDENCE, SYMBOL_OF
+from nem.dialect.diagnostics import fail
+from nem.dialect.semantics import PRECEDENCE, SYMBOL_OF
 from nem.dialect.ops import (
     BufferOp,
     ComputeOp,
@@ -66,7 +67,8 @@ class NemPrinter:
             return fmt_num(op.value.value.data)
         sym = SYMBOL_OF.get(type(op))
         if sym is None:
-            raise ValueError(f"not supported: {op.name} in a NEM expression")
+            raise fail(f"not supported: {op.name} in a NEM expression", op, None,
+                       "lower the input first (-p lower-to-nem) or print MLIR (-t mlir)")
         prec = PRECEDENCE[sym]
         lhs_op = op.operands[0].owner if not isinstance(op.operands[0], BlockArgument) else None
         lhs_sym = SYMBOL_OF.get(type(lhs_op)) if lhs_op is not None else None
@@ -181,13 +183,15 @@ class NemPrinter:
         elif isinstance(op, arith.ConstantOp) or type(op) in SYMBOL_OF:
             return
         else:
-            raise ValueError(f"not supported: cannot print {op.name} as .nem")
+            raise fail(f"not supported: cannot print {op.name} as .nem", op, None,
+                       "lower the input first (-p lower-to-nem) or print MLIR (-t mlir)")
 
     def move(self, op: _MoveOp) -> str:
         kw = "transfer" if isinstance(op, TransferOp) else "store"
         assert isinstance(op, TransferOp | StoreOp)
         mode = "sync" if op.is_sync else "async"
-        text = f"{kw}.{mode}(dst={self.operand(op.dst)}, src={self.operand(op.src)}"
+        text = (f"{kw}.{mode}(dst={self.operand(op.dst, op.operand_decos(0))}, "
+                f"src={self.operand(op.src, op.operand_decos(1))}")
         if op.deps:
             text += f", deps=[{', '.join(_token_name(t) for t in op.deps)}]"
         text += ")" + _decos(op.decorator_list())

@@ -38,14 +38,16 @@ import numpy as np
 import onnx
 from mlir import ir
 from mlir.dialects import func
+from nem.dialect.semantics import ELEM_DTYPES
 from nem.frontends.onnx import emit
 from onnx import helper, numpy_helper, shape_inference
 
 NHWC = (0, 2, 3, 1)
 """The physical order of an NCHW activation: N, H, W, C."""
 
-ELEM_TYPES = {onnx.TensorProto.FLOAT: ("f32", np.float32),
-              onnx.TensorProto.FLOAT16: ("f16", np.float16)}
+ELEM_TYPES = {t: (n, ELEM_DTYPES[n]) for t, n in ((onnx.TensorProto.FLOAT, "f32"),
+                                                   (onnx.TensorProto.FLOAT16, "f16"))}
+"""ONNX element types the importer takes: spec name and dtype (nem.dialect.semantics)."""
 
 
 class OnnxImportError(Exception):

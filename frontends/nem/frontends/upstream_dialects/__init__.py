@@ -66,6 +66,9 @@ class LocatingParser(Parser):
     def __init__(self, ctx: Context, text: str, file: str = "<unknown>", **kw):
         super().__init__(ctx, text, file, **kw)
         self._file = StringAttr(file)
+        self.op_starts: list[int] = []
+        """Offsets of the ops being parsed, innermost last (where an error
+        raised while building an op is reported)."""
         self._line_starts = [0]
         find = text.find
         p = find("\n")
@@ -75,12 +78,18 @@ class LocatingParser(Parser):
 
     def parse_operation(self) -> Operation:
         start = self._current_token.span.start
+        self.op_starts.append(start)
         op = super().parse_operation()
+        self.op_starts.pop()
         if op.location is None or isinstance(op.location, UnknownLoc):
-            line = bisect_right(self._line_starts, start)
-            col = start - self._line_starts[line - 1] + 1
+            line, col = self.line_col(start)
             op.location = FileLineColLoc(self._file, IntAttr(line), IntAttr(col))
         return op
+
+    def line_col(self, offset: int) -> tuple[int, int]:
+        """One-based line and column of a character offset of the text."""
+        line = bisect_right(self._line_starts, offset)
+        return line, offset - self._line_starts[line - 1] + 1
 
 
 def lowering_context() -> Context:

@@ -14,7 +14,7 @@ partial tiles (D-LOW-PEEL).
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -304,6 +304,24 @@ def is_index_arith(op: Operation) -> bool:
     """Pure index arithmetic (`affine.apply`, `arith.constant`), which the
     lowering evaluates symbolically instead of lowering to tasks."""
     return isinstance(op, affine.ApplyOp | arith.ConstantOp)
+
+
+def depends_on(v: SSAValue, target: SSAValue,
+               through: Callable[[Operation], bool] = lambda op: True) -> bool:
+    """Whether `v` is computed from `target` through ops accepted by
+    `through`.  Iterative, each value visited once: a chain of ops that reuse
+    each other (`%c2 = arith.muli %c1, %c1`, ...) costs linear time and no
+    recursion depth (issue 11)."""
+    seen: set[SSAValue] = set()
+    todo = [v]
+    while todo:
+        x = todo.pop()
+        if x is target:
+            return True
+        if x not in seen and isinstance(x.owner, Operation) and through(x.owner):
+            seen.add(x)
+            todo.extend(x.owner.operands)
+    return False
 
 
 IndexEnv = Mapping[SSAValue, Aff]

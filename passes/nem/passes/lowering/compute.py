@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from nem.dialect.attributes import RegionType
 from nem.dialect.builder import Loc, NemBuilder
-from nem.dialect.exprs import Evaluator
+from nem.dialect.semantics import Evaluator
 from nem.dialect.operand_binding import match_families
 from nem.dialect.ops import ComputeOp, TaskOp
 from nem.passes.lowering.affine_algebra import Aff

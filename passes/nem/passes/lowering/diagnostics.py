@@ -8,8 +8,20 @@ from xdsl.ir import Operation
 
 
 def reject(op: Operation | None, reason: str, fix: str | None = None) -> NemDiagnosticError:
-    """An error naming the op (its name and location) and the reason."""
+    """An error naming the op (its name and location) and the reason; an op
+    without a location (an implicit module) is reported at the first op it
+    holds that has one, else at the input's first line."""
     where = f"'{op.name}'" if op is not None else "input"
     return NemDiagnosticError([Diagnostic("error", f"cannot lower {where}: {reason}",
-                                          SourceLoc.of(op) if op is not None else None,
-                                          None, fix)])
+                                          _where(op), None, fix)])
+
+
+def _where(op: Operation | None) -> SourceLoc | None:
+    from nem.passes import pass_env
+
+    for o in op.walk() if op is not None else ():
+        loc = SourceLoc.of(o)
+        if loc is not None:
+            return loc
+    file = pass_env.current().file
+    return SourceLoc(file, 1, 1) if file else None

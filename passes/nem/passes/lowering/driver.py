@@ -31,6 +31,7 @@ from nem.passes.lowering.affine_algebra import Aff
 from nem.passes.lowering.context import LoweringContext, Options
 from nem.passes.lowering.diagnostics import reject
 from nem.passes.lowering.dma_tags import TagTable
+from nem.passes.lowering.input_limits import check_value_ranges
 from nem.passes.lowering.partial_tiles import PeelScope, check_narrowed
 from nem.passes.lowering.pipelining import PipelinedLoop, detect_pipeline
 from nem.passes.lowering.views import View, buffer_bytes, check_elem, memref_strides
@@ -125,6 +126,7 @@ class Lowerer:
     def run(self, module: ModuleOp) -> ProgramOp:
         funcs = [op for op in module.ops if isinstance(op, func.FuncOp)]
         fn = self._entry(module, funcs)
+        check_value_ranges(fn)
         self.ctx = ctx = _context(self.options, fn)
         body = Block()
         opts = self.options

@@ -16,9 +16,11 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from nem.dialect.semantics import postorder
 from nem.passes.lowering.affine_algebra import (
     Aff,
     Dim,
+    depends_on,
     eval_map,
     is_identity,
     is_index_arith,
@@ -46,6 +48,29 @@ MAX_OPS = ("arith.maximumf", "arith.maxsi", "arith.maxnumf")
 
 class NotRaisable(Exception):
     """Why a nest or linalg op is not raised (reported by the remark)."""
+
+
+MAX_RAISED_OPS = 64
+"""Most operations one raised computation may expand to (each becomes a task)."""
+
+
+def check_raisable_size(root: SSAValue, within: Callable[[Operation], bool]) -> None:
+    """NotRaisable when the computation of `root` (its ops that satisfy
+    `within`, expanded as a tree, as raising does) has more than
+    MAX_RAISED_OPS operations.  Counted iteratively over the DAG with each
+    value once, so a 1500-op chain or a body whose values reuse each other
+    (`%x2 = arith.addf %x1, %x1`, 2^40 as a tree) falls back to a compute
+    task (D-LOW-ESCAPE) in linear time instead of recursing (issue 11);
+    the recursive tree walks below run only on what passed."""
+    def operands(v: SSAValue) -> list[SSAValue]:
+        owner = v.owner
+        return list(owner.operands) if isinstance(owner, Operation) and within(owner) else []
+
+    size: dict[SSAValue, int] = {}
+    for v in postorder(root, operands, size):
+        size[v] = min(1 + sum(size[o] for o in operands(v)), MAX_RAISED_OPS + 1)
+    if size[root] > MAX_RAISED_OPS:
+        raise NotRaisable(f"a computation of more than {MAX_RAISED_OPS} operations")
 
 
 # ---------------------------------------------------------------------------
@@ -258,6 +283,7 @@ def match_nest(nest: Nest, outer: Mapping[SSAValue, Aff],
         raise NotRaisable(f"{len(stores)} stores in the nest body")
     st = stores[0]
     out = access(nest, outer, st)
+    check_raisable_size(st.value, lambda op: op in inside)
     tree = _tree(nest, outer, st.value, inside)
     n = len(nest.loops)
     sorder = out.dims
@@ -366,6 +392,7 @@ def generic_tree(op: linalg.GenericOp) -> EltOp:
 
     last = block.last_op
     assert last is not None
+    check_raisable_size(last.operands[0], lambda o: o.parent_block() is block)
     check(last.operands[0])
     root = node(last.operands[0])
     if not isinstance(root, EltOp):
@@ -404,22 +431,13 @@ def is_tile_loop(ctx: LoweringContext, loop: affine.ForOp) -> bool:
     offsets = [v for o in loop.body.block.ops if o.name in INDEX_OPS for v in o.results]
     offsets += [v for o in loop.body.walk() if isinstance(o, affine.ForOp) and o is not loop
                 for v in (*o.lowerBoundOperands, *o.upperBoundOperands)]
-    if not any(_derives_from(v, iv) for v in offsets):
+    if not any(depends_on(v, iv, lambda op: op.name in INDEX_OPS) for v in offsets):
         return False
     try:
         match_nest(analyze(loop, ctx.env), ctx.env, lambda m, u: ctx.view(m, u).buffer)
     except (NotRaisable, ValueError):
         return True
     return False
-
-
-def _derives_from(v: SSAValue, iv: SSAValue) -> bool:
-    """Whether index `v` is computed from `iv` (through index arithmetic)."""
-    if v is iv:
-        return True
-    owner = v.owner
-    return isinstance(owner, Operation) and owner.name in INDEX_OPS and any(
-        _derives_from(o, iv) for o in owner.operands)
 
 
 def _tiles_of_point_nests(block: Block) -> bool:

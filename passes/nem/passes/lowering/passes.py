@@ -13,6 +13,9 @@ DDR, L2, L1, L1[k]; default `0:DDR,1:L2,2:L1`); xDSL's pipeline lexer has no
 `:`, so `nem-opt` quotes the value before xDSL parses the pipeline
 (`nem.passes.driver.quote_memory_spaces`); with xDSL's own parser write it
 quoted, `memory-spaces="0:DDR,1:L2"`, or `0-DDR,1-L2` (D-LOW-OPT-SPACES).
+`include-dirs=D1,D2`: directories where `device=NAME`'s file is found
+first; `nem-opt -I DIR` (and `run_pipeline(include_dirs=...)`) adds its
+directories to this option of every pass that has one (DEV-20).
 `remarks=true`: a remark per function lists what was raised to NEM opcodes
 and what fell back to `compute op="mlir.kernel"` (D-OPT-REMARKS), and one
 per pipelined loop whose window had to shrink.
@@ -81,6 +84,7 @@ class ConvertAffineToNemPass(ModulePass):
       device: target device (its type families guide raising)
       entry: the func.func to lower (default: the first public one)
       remarks: report what was raised to NEM opcodes and what fell back
+      include-dirs: directories where device=NAME's file is found first (nem-opt -I adds its own)
     """
 
     name = "convert-affine-to-nem"
@@ -89,21 +93,28 @@ class ConvertAffineToNemPass(ModulePass):
     device: str | None = None
     entry: str | None = None
     remarks: bool = False
+    include_dirs: tuple[str, ...] = ()
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         options = Options(parse_spaces(self.memory_spaces), self.device, self.entry,
-                          pass_env.current().include_dirs, self.remarks)
+                          self.include_dirs, self.remarks)
         Lowerer(options).run(op)
 
 
 @dataclass(frozen=True)
 class CheckLoweredPass(ModulePass):
     """The device-independent static rules and, with `device`, the device
-    validity rule (DEV-13): a failure here is a lowering bug, and says so."""
+    validity rule (DEV-13): a failure here is a lowering bug, and says so.
+
+    Options:
+      device: the target of the device validity rule
+      include-dirs: directories where device=NAME's file is found first (nem-opt -I adds its own)
+    """
 
     name = "nem-check-lowered"
 
     device: str | None = None
+    include_dirs: tuple[str, ...] = ()
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         diags: list[Diagnostic] = []
@@ -113,7 +124,7 @@ class CheckLoweredPass(ModulePass):
                 from nem.devices.device_lookup import find_device
                 from nem.devices.program_device import check_device_validity
 
-                dev = find_device(self.device, pass_env.current().include_dirs, None)
+                dev = find_device(self.device, self.include_dirs, None)
                 diags += check_device_validity(prog, dev)
         errors = [d for d in diags if d.severity == "error"]
         if errors:
@@ -132,6 +143,7 @@ class LowerToNemPass(ModulePass):
       memory-spaces: memref memory space to NEM level, e.g. 0:DDR,1:L2,2:L1[0]
       entry: the func.func to lower (default: the first public one)
       remarks: report what was raised to NEM opcodes and what fell back
+      include-dirs: directories where device=NAME's file is found first (nem-opt -I adds its own)
     """
 
     name = "lower-to-nem"
@@ -140,14 +152,17 @@ class LowerToNemPass(ModulePass):
     memory_spaces: tuple[str, ...] = (DEFAULT_SPACES,)
     entry: str | None = None
     remarks: bool = False
+    include_dirs: tuple[str, ...] = ()
 
     def pipeline(self) -> tuple[ModulePass, ...]:
         """The passes `lower-to-nem` runs, in order."""
-        return (ConvertAffineToNemPass(self.memory_spaces, self.device, self.entry, self.remarks),
+        dirs = self.include_dirs
+        return (ConvertAffineToNemPass(self.memory_spaces, self.device, self.entry, self.remarks,
+                                       dirs),
                 SynthesizeDepsPass(device=self.device, narrow_windows=True,
-                                   remarks=self.remarks),
+                                   remarks=self.remarks, include_dirs=dirs),
                 DeadCodeElimination(),
-                CheckLoweredPass(self.device))
+                CheckLoweredPass(self.device, dirs))
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         PassPipeline(self.pipeline()).apply(ctx, op)

@@ -15,7 +15,7 @@ that the lowering can re-roll the three pieces into one NEM loop under
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 from nem.frontends.upstream_dialects.affine_max import AffineMaxOp
@@ -63,20 +63,25 @@ def _positions_of(value: SSAValue, operands: Sequence[SSAValue], m: AffineMap) -
     return out
 
 
+def _subexprs(e: AffineExpr) -> Iterator[AffineExpr]:
+    """`e` and its sub-expressions, without recursion (issue 11)."""
+    todo = [e]
+    while todo:
+        x = todo.pop()
+        yield x
+        if isinstance(x, AffineBinaryOpExpr):
+            todo += [x.lhs, x.rhs]
+
+
 def _mentions(e: AffineExpr, leaves: set[AffineExpr]) -> bool:
-    if isinstance(e, AffineBinaryOpExpr):
-        return _mentions(e.lhs, leaves) or _mentions(e.rhs, leaves)
-    return e in leaves
+    return any(x in leaves for x in _subexprs(e))
 
 
 def _has_slot_index(e: AffineExpr, leaves: set[AffineExpr]) -> bool:
     """Whether `e` has a sub-expression `x mod 2` with `x` over `leaves`."""
-    if not isinstance(e, AffineBinaryOpExpr):
-        return False
-    if e.kind == AffineBinaryOpKind.Mod and isinstance(e.rhs, AffineConstantExpr) \
-            and e.rhs.value == 2 and _mentions(e.lhs, leaves):
-        return True
-    return _has_slot_index(e.lhs, leaves) or _has_slot_index(e.rhs, leaves)
+    return any(isinstance(x, AffineBinaryOpExpr) and x.kind == AffineBinaryOpKind.Mod
+               and isinstance(x.rhs, AffineConstantExpr) and x.rhs.value == 2
+               and _mentions(x.lhs, leaves) for x in _subexprs(e))
 
 
 def starts_next_slot(o: AffineDmaStartOp, iv: SSAValue) -> bool:

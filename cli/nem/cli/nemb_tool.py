@@ -1,0 +1,199 @@
+"""`nem-opt` with NEM bytecode: `-t nemb` (write), `.nemb` input (read, by
+extension or magic number), `--embed BUF=FILE.npy`, `--strip-names`,
+`--strip-debug`, `--dump-nemb` (docs/bytecode.md, "Tools").
+
+Kept apart from `nem_opt.py`: `NemOptMain` calls `add_arguments`,
+`register` and, first thing in `run`, `handles` / `run_opt`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from nem.dialect.diagnostics import Diagnostic, NemDiagnosticError
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("NEM bytecode (.nemb)")
+    g.add_argument("--embed", action="append", default=[], metavar="BUF=FILE",
+                   help="with -t nemb: store FILE (.npy: its array in C order; else raw bytes) as "
+                   "the initial contents of buffer BUF")
+    g.add_argument("--strip-names", action="store_true",
+                   help="with -t nemb: drop user names (the loader invents _vN names)")
+    g.add_argument("--strip-debug", action="store_true",
+                   help="with -t nemb: drop the source locations")
+    g.add_argument("--dump-nemb", action="store_true",
+                   help="describe a .nemb file: header, sections and sizes, build info, "
+                   "required capabilities, relocations (resolved with --device), data")
+
+
+def register(main) -> None:
+    """Make `-t nemb` and `-f nemb` valid choices (the work is done in `run_opt`)."""
+    main.available_targets["nemb"] = lambda module, out: None
+    main.available_frontends["nemb"] = lambda io: None
+
+
+def _input_is_nemb(args) -> bool:
+    from nem.frontends.bytecode.container import MAGIC
+
+    if args.frontend == "nemb":
+        return True
+    if args.frontend:
+        return False
+    if args.input_file in (None, "-"):
+        peek = getattr(sys.stdin, "buffer", None)
+        return bool(peek is not None and hasattr(peek, "peek") and peek.peek(4)[:4] == MAGIC)
+    if args.input_file.endswith(".nemb"):
+        return True
+    try:
+        with open(args.input_file, "rb") as f:
+            return f.read(4) == MAGIC
+    except OSError:
+        return False
+
+
+def handles(main) -> bool:
+    a = main.args
+    return a.target == "nemb" or a.dump_nemb or _input_is_nemb(a)
+
+
+def _fail(diags: list[Diagnostic]) -> int:
+    for d in diags:
+        print(d.render(), file=sys.stderr)
+    return 1
+
+
+def run_opt(main) -> int:
+    """The whole `nem-opt` run when bytecode is read or written."""
+    from nem.frontends.bytecode.loader import load_nemb
+
+    a = main.args
+    if a.split_input_file or a.verify_diagnostics:
+        return _fail([Diagnostic("error", "not supported: --split-input-file and "
+                                 "--verify-diagnostics with NEM bytecode")])
+    stdin = a.input_file in (None, "-")
+    file = "<stdin>" if stdin else a.input_file
+    raw = sys.stdin.buffer.read() if stdin else Path(a.input_file).read_bytes()
+    data: list[tuple[str, int, bytes]] = []
+    source = Path(file).name  # BuildInfo "source": the text the program came from
+    from nem.frontends.bytecode.container import is_nemb
+
+    bytecode_in = a.frontend == "nemb" or (not a.frontend and (is_nemb(raw)
+                                                                or file.endswith(".nemb")))
+    try:
+        if bytecode_in:
+            loaded = load_nemb(raw, file, check_sections=True)
+            if a.dump_nemb:
+                from nem.frontends.bytecode.dump import dump
+
+                sys.stdout.write(dump(loaded, file, _device(main)))
+                return 0
+            module = loaded.module
+            data = [(loaded.buffers[s].buffer_name.data, off, b) for s, off, b in loaded.data]
+            source = loaded.build.get("source", source)
+        elif a.dump_nemb:
+            return _fail([Diagnostic("error", f"--dump-nemb: {file} is not NEM bytecode "
+                                     "(no 'NEMB' magic number)")])
+        else:
+            ext = a.frontend or Path(file).suffix.lstrip(".") or "mlir"
+            module = main._parse(raw.decode("utf-8"), file, ext)
+        diags = _check_and_run(main, module, file)
+    except NemDiagnosticError as e:
+        return _fail(e.diagnostics)
+    errors = [d for d in diags if d.severity == "error"]
+    for d in diags:
+        print(d.render(), file=sys.stderr)
+    if errors:
+        return 1
+    return _emit(main, module, data, file, source)
+
+
+def _device(main):
+    if not main.args.device:
+        return None
+    from nem.devices.device_lookup import find_device
+
+    return find_device(main.args.device, main.args.include_dirs, None)
+
+
+def _check_and_run(main, module, file: str) -> list[Diagnostic]:
+    """The static and device checks and the pass pipeline, as for text input."""
+    diags = main._verify(module, file)
+    names = [p.name for p in main.pipeline.passes]
+    if not any(d.severity == "error" for d in diags) and \
+            not {"nem-verify", "nem-verify-device"} & set(names):
+        diags += main._verify_device(module, file)
+    if any(d.severity == "error" for d in diags):
+        return diags
+    from nem.passes.pass_env import pass_env
+
+    with pass_env(file, main.args.include_dirs, main.args.device) as env:
+        try:
+            main.pipeline.apply(main.ctx, module)
+        finally:
+            diags += env.diagnostics
+    return diags
+
+
+def _emit(main, module, data: list[tuple[str, int, bytes]], file: str, source: str) -> int:
+    a = main.args
+    target = a.target if a.target != "same-as-input" else "nem"
+    if target != "nemb":
+        if data:
+            print(f"{file}: remark: {len(data)} embedded data segment(s) not written: "
+                  f"-t {target} has no initial contents (use -t nemb to keep them)",
+                  file=sys.stderr)
+        text = main.output_resulting_program(module) if target != "nem" else None
+        if text is None:
+            from nem.frontends.nem_text.printer import print_nem
+
+            text = print_nem(module)
+        _write(a.output_file, text.encode("utf-8"))
+        return 0
+    from nem.frontends.bytecode.writer import (
+        Embedded,
+        NotEncodable,
+        WriteOptions,
+        write_nemb,
+    )
+
+    try:
+        embed = [Embedded(b, d, off) for b, off, d in data] + \
+            [Embedded(b, _embed_bytes(f)) for b, f in _pairs(a.embed)]
+        options = WriteOptions(a.strip_names, a.strip_debug, embed, {"source": source})
+        out = write_nemb(module, options)
+    except (NotEncodable, OSError, ValueError) as e:
+        return _fail([Diagnostic("error", str(e))])
+    _write(a.output_file, out)
+    return 0
+
+
+def _pairs(items: list[str]) -> list[tuple[str, str]]:
+    out = []
+    for it in items:
+        if "=" not in it:
+            raise ValueError(f"--embed expects BUF=FILE, got {it!r}")
+        buf, f = it.split("=", 1)
+        out.append((buf, f))
+    return out
+
+
+def _embed_bytes(path: str) -> bytes:
+    if path.endswith(".npy"):
+        import numpy as np
+
+        return np.ascontiguousarray(np.load(path, allow_pickle=False)).tobytes()
+    return Path(path).read_bytes()
+
+
+def _write(path: str | None, data: bytes) -> None:
+    """`-o -` is standard output; a file appears only once written whole
+    (D-OPT-OUTPUT, `nem.cli.common.output_file`)."""
+    from nem.cli.common import output_file
+
+    with output_file(path, "wb") as f:
+        f.write(data)
+    if path is None or path == "-":
+        sys.stdout.flush()

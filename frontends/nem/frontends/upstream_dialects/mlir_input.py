@@ -1,0 +1,220 @@
+"""MLIR text in, checked and located: what every tool does before xDSL sees it.
+
+`parse_mlir_checked(ctx, text, file)` is the one entry point of `nem-opt`
+and `nem-run` for MLIR input.  Every failure is a `NemDiagnosticError` with a
+`file:line:col` location, never an xDSL exception:
+
+1. `check_mlir_text`, one linear scan before xDSL's lexer (D-LIMITS):
+   * string literals must close on their line and use only MLIR's escapes
+     (`\\"`, `\\n`, `\\t`, `\\\\`, two hex digits).  xDSL 0.74's string regex
+     `"(?:[^"\\\\\\n\\v\\f]+|\\\\(...))*"` backtracks exponentially on a
+     string that does not close (33 characters: more than 45 s); see
+     docs/upstream-reports.md;
+   * brackets `( [ { <` nest at most MAX_NESTING_DEPTH deep (xDSL's parser
+     recurses per level: hundreds of nested `affine.for` or types are a
+     RecursionError);
+   * outside strings and comments the text is ASCII, as MLIR's grammar is
+     (xDSL reads `memref<٤x4xf32>`, an Arabic-Indic digit, as 4).
+2. xDSL's parser, with a location on every op (`LocatingParser`); its
+   ParseError is reported at its span, and the other exceptions its
+   attribute and type parsers raise on out-of-range values (an `f16`
+   constant of 1e10, an integer too wide for its type, a semi-affine map)
+   at the token being parsed.
+3. xDSL's verifier, reported at the first failing op (a module-level error
+   such as a redefined symbol at the op that causes it).
+"""
+
+from __future__ import annotations
+
+import re
+
+from xdsl.context import Context
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.ir import Block, BlockArgument, Operation, OpResult
+from xdsl.utils.exceptions import DiagnosticException, ParseError, VerifyException
+
+from nem.dialect.diagnostics import Diagnostic, NemDiagnosticError, SourceLoc, fail
+from nem.dialect.limits import MAX_NESTING_DEPTH
+
+# Exceptions xDSL's parsers and verifiers raise on bad user input besides
+# ParseError / VerifyException (OverflowError: float packing; ValueError:
+# integer ranges; NotImplementedError: semi-affine maps; IndexError/KeyError:
+# ops missing operands or attributes).
+XDSL_INPUT_ERRORS: tuple[type[Exception], ...] = (
+    ParseError, VerifyException, DiagnosticException, ValueError, OverflowError,
+    NotImplementedError, IndexError, KeyError, TypeError, AssertionError, ZeroDivisionError)
+
+_SCAN = re.compile(r'''//[^\n]*|"(?:[^"\\\n\v\f]|\\.)*(?P<close>")?|->|>=|[(){}\[\]<>\n]|[^\x00-\x7f]''')
+_OP_NAME = re.compile(r'(?:[%\w#:, ]*=\s*)?"?(?P<name>[A-Za-z_][\w$.]*)')
+_BAD_ESCAPE = re.compile(r'\\(?!["nt\\]|[0-9A-Fa-f]{2})')
+_OPEN, _CLOSE = "({[<", ")}]>"
+
+
+def check_mlir_text(text: str, file: str) -> None:
+    """The linear pre-scan (1. above); raises a located diagnostic."""
+    line, line_start = 1, 0
+    depth = 0
+    for m in _SCAN.finditer(text):
+        tok = m.group()
+        c = tok[0]
+        if c == "\n":
+            line, line_start = line + 1, m.end()
+            continue
+        col = m.start() - line_start + 1
+        if c == "/" or tok in ("->", ">="):
+            continue
+        if c == '"':
+            if m.group("close") is None:
+                raise fail("unterminated string literal", SourceLoc(file, line, col), None,
+                           'close the string with `"` on the same line')
+            bad = _BAD_ESCAPE.search(tok)
+            if bad is not None:
+                raise fail(f"invalid escape '{tok[bad.start():bad.start() + 2]}' in a string "
+                           "literal", SourceLoc(file, line, col + bad.start()), None,
+                           'MLIR strings escape only \\", \\n, \\t, \\\\ and two hex digits')
+            continue
+        if c in _OPEN:
+            depth += 1
+            if depth > MAX_NESTING_DEPTH:
+                raise fail(f"brackets nested more than {MAX_NESTING_DEPTH} deep (limit D-LIMITS)",
+                           SourceLoc(file, line, col), None,
+                           "flatten the nest (split the function or the type)")
+        elif c in _CLOSE:
+            depth = max(0, depth - 1)
+        else:
+            raise fail(f"non-ASCII character {c!r} outside a string literal", SourceLoc(
+                file, line, col), None, "MLIR syntax is ASCII; use digits 0-9 and ASCII names")
+
+
+def parse_mlir_checked(ctx: Context, text: str, file: str,
+                       allow_implicit_module: bool = True) -> ModuleOp:
+    """Parse and verify MLIR text; every failure is a located diagnostic."""
+    from nem.frontends.upstream_dialects import LocatingParser, register_mlir_dialects
+
+    check_mlir_text(text, file)
+    register_mlir_dialects(ctx)
+    parser = LocatingParser(ctx, text, file)
+    try:
+        module = parser.parse_module(allow_implicit_module)
+    except ParseError as e:
+        raise NemDiagnosticError([diagnostic_from_parse_error(e, file)]) from None
+    except XDSL_INPUT_ERRORS as e:
+        # the op being built when the error was raised, else where the parser stopped
+        pos = parser.op_starts[-1] if parser.op_starts else parser._current_token.span.start
+        line, col = parser.line_col(pos)
+        op = _OP_NAME.match(text, pos) if parser.op_starts else None
+        what = f"'{op['name']}': " if op else ""
+        raise fail(f"cannot parse MLIR: {what}{_message(e)}", SourceLoc(file, line, col), None,
+                   "check the value and its type at this position") from None
+    verify_mlir(module, file)
+    return module
+
+
+def verify_mlir(module: ModuleOp, file: str) -> None:
+    """xDSL's verifier, reported at the first failing op, then the SSA
+    scoping MLIR checks and xDSL does not (dominance)."""
+    _check_ssa_scoping(module, file)
+    try:
+        module.verify()
+    except XDSL_INPUT_ERRORS as e:
+        first = _message(e)
+        bad = _culprit(module, first)
+        name = f"'{bad.name}': " if bad is not None else ""
+        raise NemDiagnosticError([Diagnostic(
+            "error", f"invalid MLIR: {name}{first}", location_in(bad, file),
+            fix="fix the op so that it verifies")]) from None
+
+
+def _check_ssa_scoping(module: ModuleOp, file: str) -> None:
+    """Every operand is defined in the using op's block or a block enclosing
+    it, and before the use within one block (except in graph regions: the
+    module's body, NEM statement blocks).  xDSL 0.74 parses `%a = arith.addi %a, %a` and uses of
+    values from another function's body; MLIR rejects both (dominance)."""
+    positions: dict[Block, dict[Operation, int]] = {}
+    for op in module.walk():
+        use_block = op.parent_block()
+        for i, value in enumerate(op.operands):
+            def_block = value.block if isinstance(value, BlockArgument) else \
+                value.owner.parent_block()
+            b = use_block
+            while b is not None and b is not def_block:
+                parent = b.parent_op()
+                b = parent.parent_block() if parent is not None else None
+            problem = None
+            if b is None:
+                problem = "is defined in a region that does not enclose this use"
+            elif isinstance(value, OpResult) and def_block is use_block and \
+                    not _graph_region(use_block):
+                pos = positions.get(use_block)
+                if pos is None:
+                    pos = positions[use_block] = {o: k for k, o in enumerate(use_block.ops)}
+                if pos[value.owner] >= pos[op]:
+                    problem = "is used before its definition"
+            if problem is not None:
+                name = f"%{value.name_hint}" if value.name_hint else f"operand #{i}"
+                raise fail(f"invalid MLIR: '{op.name}': {name} {problem} (it does not "
+                           "dominate its use)", location_in(op, file), None,
+                           "define the value before it is used, in the same function")
+
+
+def _graph_region(block: Block) -> bool:
+    """Blocks whose ops need not be in dominance order: the module's body
+    (an MLIR graph region) and NEM statement blocks, where a use before the
+    definition is a program that deadlocks at run time (D-RT-DEADLOCK)."""
+    parent = block.parent_op()
+    return isinstance(parent, ModuleOp) or (parent is not None and parent.name.startswith("nem."))
+
+
+def location_in(op: Operation | None, file: str) -> SourceLoc:
+    """`op`'s location, else that of the first op it holds, else the file's
+    first line: a diagnostic about MLIR input always has a place."""
+    if op is not None:
+        for o in op.walk():
+            loc = SourceLoc.of(o)
+            if loc is not None:
+                return loc
+    return SourceLoc(file, 1, 1)
+
+
+def diagnostic_from_parse_error(e: ParseError, file: str) -> Diagnostic:
+    span = e.span
+    loc = span.get_location()  # xDSL 0.74: one-based line and column
+    msg = (str(e.msg) if hasattr(e, "msg") else str(e).splitlines()[-1]).strip()
+    # xDSL 0.74's lexer forgets an f-string prefix (docs/upstream-reports.md)
+    msg = msg.replace("{first_char}", repr(span.input.content[span.start:span.start + 1]))
+    at_end = span.start >= len(span.input.content.rstrip())
+    what = "unexpected end of input" + (f" ({msg})" if msg else "") if at_end else msg
+    return Diagnostic("error", f"cannot parse MLIR: {what or 'syntax error'}",
+                      SourceLoc(file, loc.line, loc.col),
+                      fix="check the MLIR syntax at this position")
+
+
+def _message(e: Exception) -> str:
+    text = str(e).strip()
+    first = text.splitlines()[0] if text else ""
+    return first or type(e).__name__
+
+
+_REDEFINED = re.compile(r'Redefinition of symbol "(?P<name>[^"]*)"')
+
+
+def _culprit(module: ModuleOp, message: str) -> Operation | None:
+    """The op a verifier error is about: the second definition of a redefined
+    symbol, else the first op that fails its own verification."""
+    m = _REDEFINED.search(message)
+    if m is not None:
+        defs = [op for op in module.walk()
+                if getattr(op.properties.get("sym_name") or op.attributes.get("sym_name"),
+                           "data", None) == m["name"]]
+        if len(defs) > 1:
+            return defs[1]
+    for op in module.walk():
+        try:
+            op.verify(verify_nested_ops=False)
+        except XDSL_INPUT_ERRORS:
+            return op
+    return None
+
+
+__all__ = ["check_mlir_text", "parse_mlir_checked", "verify_mlir", "location_in",
+           "diagnostic_from_parse_error", "XDSL_INPUT_ERRORS"]

@@ -1,0 +1,50 @@
+"""Bounds on the work one input may cause: the one home of every limit
+(decision D-LIMITS in docs/spec-decisions.md, listed in the README).
+
+A reference toolchain is fed generated, truncated and adversarial text; each
+limit turns what would be a hang, a memory blowup or a RecursionError into a
+located diagnostic that names the limit.  The values are far above anything a
+real program, device file or lowered MLIR module needs.
+"""
+
+from __future__ import annotations
+
+MAX_SOURCE_BYTES = 8 * 2**20
+"""Largest program, config document, included file or MLIR input read (bytes)."""
+
+INT_MIN, INT_MAX = -(2**63), 2**63 - 1
+"""Every integer a NEM expression denotes or evaluates to, intermediate results
+included, is a signed 64-bit value (D-INT-RANGE): literals, shapes, strides,
+offsets, loop bounds, device-config numbers."""
+
+MAX_LITERAL_CHARS = 64
+"""Integer literals longer than this are rejected before conversion (a literal
+in range has at most 19 significant digits; leading zeros are allowed)."""
+
+MAX_NESTING_DEPTH = 64
+"""Deepest nesting of parentheses and lists in one expression, of loops in a
+program, of blocks in a config document, and of brackets in MLIR text."""
+
+MAX_EXPR_OPERATORS = 256
+"""Most binary operators in one `.nem` expression (each becomes one IR op)."""
+
+MAX_EXPR_DEPTH = 100
+"""Deepest chain of operators an integer value depends on, counted through
+const and let names (`const C2 = C1 + 1` is one deeper than C1)."""
+
+DEFAULT_MAX_TASKS = 10_000_000
+"""`nem-run` refuses a program whose estimated task count exceeds this unless
+`--max-tasks N` raises it (about a minute of functional simulation per 10^6 tasks
+on one core)."""
+
+MAX_INPUT_FILE_BYTES = 2**32
+"""Largest `nem-run --input` file read (the buffer it fills bounds it first)."""
+
+
+def int_out_of_range(value: int) -> bool:
+    return value < INT_MIN or value > INT_MAX
+
+
+__all__ = ["MAX_SOURCE_BYTES", "INT_MIN", "INT_MAX", "MAX_LITERAL_CHARS", "MAX_NESTING_DEPTH",
+           "MAX_EXPR_OPERATORS", "MAX_EXPR_DEPTH", "DEFAULT_MAX_TASKS", "MAX_INPUT_FILE_BYTES",
+           "int_out_of_range"]

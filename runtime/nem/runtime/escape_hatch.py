@@ -1,0 +1,180 @@
+"""Running `compute op="mlir.kernel"` escape-hatch tasks (D-RT-MLIR-KERNEL,
+D-RT-MLIR-JIT): which backend runs a kernel, and what the user is told.
+
+`mlir_kernel` defines a kernel's semantics (xDSL's interpreter, configured
+there); `mlir_native` compiles the same semantics to native code with
+upstream MLIR.  A task runs natively when the native backend takes its
+kernel (`BACKEND` "auto", the default, or "native"), else interpreted; in
+"auto" a small kernel is interpreted until its total work makes compiling
+it worthwhile (`COMPILE_AFTER`).  The
+interpreter is slow (tens of microseconds per scalar operation), so the user
+is told once per kernel that falls back and why (`NOTICE`), `nem-run` warns
+before running when every kernel will be interpreted (`load_notice`, with
+an estimate), and a long interpreted task reports progress (`PROGRESS`).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+
+import numpy as np
+from xdsl.dialects.builtin import StringAttr
+from xdsl.ir import Operation
+
+from nem.runtime.mlir_kernel import OPNAME, CompiledKernel, compiled
+from nem.runtime.numerics import KernelError, NotSupported
+
+# "auto": native when the native backend takes the kernel, else interpreted
+# (with a notice); "native": a kernel it does not take is NotSupported;
+# "interpreter": always interpreted.  Default from NEM_MLIR_KERNEL.
+BACKEND = os.environ.get("NEM_MLIR_KERNEL", "auto")
+# the interpreter's speed: `bench/bench_mlir_kernel.py --interpreted` measures
+# 20-30 us per scalar op (a 16x16x16 matmul nest) on a busy 2-core machine
+SECONDS_PER_OP = 20e-6
+# called with each notice (default: a RuntimeWarning); nem-run prints them
+NOTICE: Callable[[str], None] | None = None
+# called as PROGRESS(ops done, ops estimated, seconds) while a kernel has
+# been interpreted for more than a second; nem-run sets it on a terminal
+PROGRESS: Callable[[int, int, float], None] | None = None
+_NOTICED: set[str] = set()
+# "auto" interprets a kernel whose work is known statically while its total
+# interpreted work stays within this many scalar ops (about a second, a few
+# times what compiling it costs): small kernels run a few times never pay
+# for compilation; past it, the kernel is compiled
+COMPILE_AFTER = 50_000
+_INTERPRETED: dict[str, int] = {}     # kernel text -> scalar ops interpreted so far
+
+
+def set_backend(name: str) -> None:
+    global BACKEND
+    if name not in ("auto", "native", "interpreter"):
+        raise ValueError(f"unknown mlir.kernel backend {name!r} (auto, native, interpreter)")
+    BACKEND = name
+
+
+def _notice(key: str, msg: str) -> None:
+    if key in _NOTICED:
+        return
+    _NOTICED.add(key)
+    if NOTICE is not None:
+        NOTICE(msg)
+    else:
+        import warnings
+
+        warnings.warn(msg, RuntimeWarning, stacklevel=3)
+
+
+def describe_cost(ops: int) -> str:
+    """`ops` scalar operations as interpreter time."""
+    secs = ops * SECONDS_PER_OP
+    t = "<0.1 s" if secs < 0.1 else f"{secs:.1f} s" if secs < 120 else f"{secs / 60:.0f} min"
+    return f"about {ops:,} scalar operations per run, ~{t} at ~{SECONDS_PER_OP * 1e6:.0f} us each"
+
+
+
+def _notice_interpreted(ck: CompiledKernel, why: str) -> None:
+    every = interpreted_reason()
+    if every is not None:
+        _notice("all", f"{OPNAME}: kernels run in xDSL's interpreter ({every})")
+        return
+    _notice(ck.text, f"{OPNAME}: a kernel runs in xDSL's interpreter, not natively: {why} "
+            f"({describe_cost(ck.estimate)})")
+
+
+def interpreted_reason() -> str | None:
+    """Why every kernel will be interpreted in this process, or None."""
+    if BACKEND == "interpreter":
+        return "NEM_MLIR_KERNEL=interpreter"
+    from nem.runtime.mlir_native import unavailable
+
+    why = unavailable()
+    return None if why is None else f"{why}; install the `mlir` extra " \
+        "(pip install 'nem-toolchain[mlir]') to compile them natively"
+
+
+def load_notice(program: Operation) -> str | None:
+    """For a loaded program whose escape-hatch kernels will all be
+    interpreted: how many there are and how slow the largest is."""
+    why = interpreted_reason()
+    if why is None:
+        return None
+    texts = []
+    for op in program.walk():
+        attrs = getattr(op, "attrs", None)
+        data = getattr(attrs, "data", None)
+        if data is not None and data.get("op") == StringAttr("mlir.kernel") and \
+                isinstance(data.get("kernel"), StringAttr):
+            texts.append(data["kernel"].data)
+    if not texts:
+        return None
+    sizes = []
+    for text in dict.fromkeys(texts):
+        try:
+            ck = compiled(text)
+            sizes.append((ck.estimate, ck.estimate_exact))
+        except KernelError:     # reported when the task runs
+            continue
+    ops, exact = max(sizes) if sizes else (0, True)
+    largest = f": the largest does {'' if exact else 'at least '}{describe_cost(ops)}" \
+        if sizes else ""
+    _NOTICED.add("all")      # said once: not again when the first kernel runs
+    return (f"{len(texts)} escape-hatch task(s) ({OPNAME}) will run in xDSL's interpreter "
+            f"({why}){largest}")
+
+
+def run_mlir_kernel(ins: list, outs: list, attrs: dict) -> list[np.ndarray]:
+    """`KERNELS["compute"]` for op="mlir.kernel": ins/outs are `Tensor`s, attrs
+    hold `kernel` (text) and `index_args` (ints, evaluated by the engine)."""
+    text = attrs.get("kernel")
+    if not isinstance(text, str):
+        raise NotSupported(f"{OPNAME}: missing string attribute 'kernel'")
+    extra = sorted(set(attrs) - {"op", "kernel", "index_args"})
+    if extra:
+        raise NotSupported(f"{OPNAME}: unknown attribute(s) {', '.join(extra)}")
+    idx = attrs.get("index_args", [])
+    if not isinstance(idx, list) or not all(isinstance(v, int) for v in idx):
+        raise NotSupported(f"{OPNAME}: index_args must be a list of integer expressions")
+    if any(t.quant is not None for t in (*ins, *outs)):
+        raise NotSupported(f"{OPNAME}: quantized operands are not supported (the kernel sees "
+                           "raw element values)")
+    return run(compiled(text), ins, outs, idx)
+
+
+def run(ck: CompiledKernel, ins: list, outs: list, index_args: list[int]) -> list[np.ndarray]:
+    """Run `ck` once on the task's operands; returns the outs' new contents.
+    Natively when the native backend takes the kernel, else interpreted."""
+    operands, group = ck.bind(ins, outs, index_args)
+    if BACKEND == "auto" and ck.estimate_exact and \
+            _INTERPRETED.get(ck.text, 0) + ck.estimate <= COMPILE_AFTER:
+        _INTERPRETED[ck.text] = _INTERPRETED.get(ck.text, 0) + ck.estimate
+        return ck.run_interpreted(operands, group, len(ins), index_args, PROGRESS)
+    if BACKEND != "interpreter":
+        from nem.runtime import mlir_native
+
+        nk = mlir_native.native(ck.text, ck.module, group, len(ins))
+        if not isinstance(nk, str):
+            return _run_native(nk, operands, group, len(ins), index_args)
+        if BACKEND == "native":
+            raise NotSupported(f"{OPNAME}: the native backend does not take this kernel: {nk}")
+        _notice_interpreted(ck, nk)
+    return ck.run_interpreted(operands, group, len(ins), index_args, PROGRESS)
+
+
+def _run_native(nk, operands, group: list[int], n_in: int, index_args) -> list[np.ndarray]:
+    """Run a compiled kernel: inputs in place (the runtime's memory, when
+    C-contiguous and aligned), outputs on a read-modify-write copy as in
+    the interpreter (D-RT-MLIR-KERNEL)."""
+    n_mem = len(operands)
+    arrays: dict[int, np.ndarray] = {}
+    for g in sorted(set(group)):
+        a = operands[g].array
+        if any(group[k] == g for k in range(n_in, n_mem)):
+            arrays[g] = np.array(a, order="C", copy=True)
+        elif a.flags.c_contiguous and a.ctypes.data % a.dtype.itemsize == 0:
+            arrays[g] = a
+        else:
+            arrays[g] = np.ascontiguousarray(a)
+    with np.errstate(all="ignore"):
+        nk.run([arrays[group[k]] for k in range(n_mem)], index_args)
+    return [arrays[group[k]] for k in range(n_in, n_mem)]

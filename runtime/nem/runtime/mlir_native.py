@@ -1,0 +1,124 @@
+"""Native execution of escape-hatch kernels (D-RT-MLIR-JIT).
+
+A `compute op="mlir.kernel"` kernel (D-RT-MLIR-KERNEL) that the native
+backend takes is prepared (`mlir_native_prep`: the interpreter's semantics
+made explicit: checks that trap, exact narrowing, libm calls, loop sinking),
+lowered by upstream MLIR's pass manager to the LLVM dialect and compiled by
+its `ExecutionEngine` (LLVM -O3 for the host CPU), once per distinct kernel
+text and argument aliasing, and cached for the process.  It then runs on the
+runtime's memory: each memref argument is a bare pointer to the numpy array
+of the operand (the bare-pointer calling convention: the kernel's memrefs
+have static shapes and the identity layout), each `index` argument an
+int64.  The lowering:
+
+    convert-linalg-to-affine-loops, lower-affine, convert-scf-to-cf,
+    arith-expand (bf16 <-> f32 conversions as integer ops),
+    convert-math-to-funcs (ipowi), convert-math-to-llvm,
+    finalize-memref-to-llvm, convert-func-to-llvm (bare pointers),
+    convert-to-llvm, reconcile-unrealized-casts
+
+Without the upstream bindings (the `mlir` extra) nothing here is importable
+at module level: `unavailable()` says why, and the runtime interprets.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import importlib
+from collections.abc import Sequence
+
+import numpy as np
+
+from nem.runtime import mlir_kernel as mk
+from nem.runtime.mlir_native_prep import LIBM_PREFIX, PAYLOAD, TRAP, JitUnsupported, prepare
+
+PIPELINE = ",".join([
+    "convert-linalg-to-affine-loops", "lower-affine", "convert-scf-to-cf",
+    "arith-expand{include-bf16=true}", "convert-math-to-funcs", "convert-math-to-llvm",
+    "finalize-memref-to-llvm", "convert-func-to-llvm{use-bare-ptr-memref-call-conv=1}",
+    "convert-to-llvm", "reconcile-unrealized-casts",
+])
+
+_TRAP_FN = ctypes.CFUNCTYPE(None, *([ctypes.c_int64] * (1 + PAYLOAD)))
+_PACKED_FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
+
+
+def unavailable() -> str | None:
+    """Why kernels cannot run natively in this process, or None."""
+    try:
+        for name in ("mlir.ir", "mlir.passmanager", "mlir.execution_engine"):
+            importlib.import_module(name)
+    except ImportError as e:
+        return f"the upstream MLIR Python bindings are not installed ({e.name or e})"
+    return None
+
+
+def _first_lines(e: Exception, n: int = 2) -> str:
+    lines = [ln.strip() for ln in str(e).strip().splitlines() if ln.strip()]
+    return " ".join(lines[:n]) if lines else type(e).__name__
+
+
+class NativeKernel:
+    """One compiled kernel: call `run` with the operands' arrays (C-contiguous,
+    in argument order) and the index arguments."""
+
+    def __init__(self, module, groups: Sequence[int], n_in: int):
+        from mlir import ir
+        from mlir.execution_engine import ExecutionEngine
+        from mlir.passmanager import PassManager
+
+        prepared = prepare(module, groups, n_in)
+        self.sites = prepared.sites
+        self._trapped: list[tuple[int, ...]] = []
+        self._ctx = ir.Context()
+        try:
+            with self._ctx:
+                self._module = ir.Module.parse(prepared.text)
+                PassManager.parse(f"builtin.module({PIPELINE})").run(self._module.operation)
+                self._engine = ExecutionEngine(self._module, opt_level=3)
+        except Exception as e:  # noqa: BLE001 - upstream parse/lowering failures
+            raise JitUnsupported(f"upstream MLIR cannot compile it: {_first_lines(e)}") from None
+        self._trap_cb = _TRAP_FN(self._on_trap)
+        self._engine.raw_register_runtime(TRAP, ctypes.cast(self._trap_cb, ctypes.c_void_p))
+        for name in prepared.libm:
+            self._engine.raw_register_runtime(
+                LIBM_PREFIX + name, ctypes.cast(mk.libm(name), ctypes.c_void_p))
+        self._fn = _PACKED_FN(self._engine.raw_lookup("kernel"))
+
+    def _on_trap(self, site: int, *payload: int) -> None:
+        if not self._trapped:       # the first failing check, as the interpreter stops there
+            self._trapped.append((site, *payload))
+
+    def run(self, arrays: Sequence[np.ndarray], index_args: Sequence[int]) -> None:
+        """Run the kernel once; a failed check raises the interpreter's
+        NumericError (the outs then hold partial results)."""
+        vals = [ctypes.c_void_p(a.ctypes.data) for a in arrays]
+        vals += [ctypes.c_int64(int(v)) for v in index_args]
+        packed = (ctypes.c_void_p * len(vals))(*[ctypes.addressof(v) for v in vals])
+        self._trapped.clear()
+        self._fn(packed)
+        if self._trapped:
+            site, *payload = self._trapped[0]
+            raise self.sites[site - 1](payload)
+
+
+_CACHE: dict[tuple[str, tuple[int, ...], int], NativeKernel | str] = {}
+
+
+def native(text: str, module, groups: Sequence[int], n_in: int) -> NativeKernel | str:
+    """The compiled kernel for `text` (parsed as `module`) with arguments
+    aliased as `groups` and `n_in` inputs, or why the native backend does
+    not take it; built once per process."""
+    key = (text, tuple(groups), n_in)
+    got = _CACHE.get(key)
+    if got is None:
+        why = unavailable()
+        if why is not None:
+            got = why
+        else:
+            try:
+                got = NativeKernel(module, groups, n_in)
+            except JitUnsupported as e:
+                got = str(e)
+        _CACHE[key] = got
+    return got

@@ -1,0 +1,3 @@
+func.func @f() attributes {a = "abc\qdef"} {
+  return
+}

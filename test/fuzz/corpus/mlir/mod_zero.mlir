@@ -1,0 +1,9 @@
+#m = affine_map<(d0) -> (d0 mod 0)>
+func.func @f(%A: memref<64xf32>) {
+  affine.for %i = 0 to 8 {
+    %j = affine.apply #m(%i)
+    %v = affine.load %A[%j] : memref<64xf32>
+    affine.store %v, %A[%i] : memref<64xf32>
+  }
+  return
+}

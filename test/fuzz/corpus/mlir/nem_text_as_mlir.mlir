@@ -1,0 +1,3 @@
+# a .nem program
+device "npm_lite.nem"
+const T = 4

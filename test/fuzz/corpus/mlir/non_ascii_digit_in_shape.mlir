@@ -1,0 +1,3 @@
+func.func @f(%A: memref<٤x4xf32>) {
+  return
+}

@@ -1,0 +1,9 @@
+func.func @f(%A: memref<64xf32>) {
+  affine.for %i = 0 to 8 {
+    affine.for %j = 0 to 8 {
+      %v = affine.load %A[%i * %j] : memref<64xf32>
+      affine.store %v, %A[%i] : memref<64xf32>
+    }
+  }
+  return
+}

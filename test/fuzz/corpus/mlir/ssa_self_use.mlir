@@ -1,0 +1,4 @@
+func.func @f() {
+  %a = arith.addi %a, %a : index
+  return
+}

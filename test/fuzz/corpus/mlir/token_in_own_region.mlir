@@ -1,0 +1,6 @@
+func.func @f() {
+  %t = async.execute [%t] {
+    async.yield
+  }
+  return
+}

@@ -1,0 +1,506 @@
+"""Fuzz harness for the NEM tools (issue 11): targets, outcomes, campaigns.
+
+Every input is run in-process through a tool's `main` (as a user would run
+`nem-opt`/`nem-run`), with a per-input limit in CPU seconds (so that a
+loaded machine does not turn slow inputs into hangs), and classified:
+
+  ok          exit 0, no error printed
+  diagnostic  exit 1 (or nem-run's usage exit 2), every error located
+              (`file:line:col: error:` or `nem-run: error: <flag>: ...`)
+  internal    "internal error" or a traceback: a bug
+  unlocated   an `error:` line with no location and no flag
+  exit        errors printed but exit 0, or an exit status other than 0/1/2
+  hang        over the per-input CPU-time limit
+  crash       the worker process died (memory limit, C stack)
+
+Targets (`TARGETS`, add one with `register`): `nem-opt`, `nem-verify`
+(mutated `.nem` seeds from examples/ and test/lit), `nem-grammar`
+(grammar-generated programs through `-p nem-verify`), `nem-run` (mutated and
+generated programs), `mlir` (mutated MLIR through `lower-to-nem`), `cli`
+(random command lines of both tools over hostile files).  A target is a
+name, a generator `rng -> bytes` and a runner `(bytes, workdir) -> Result`;
+the bytecode loader adds itself the same way.
+
+Usage (from the repository root):
+
+  python test/fuzz/harness.py smoke [--count N] [--seed S]           # all targets
+  python test/fuzz/harness.py campaign --target T --seconds 1800 \\
+         [--timeout 10] [--mem-gb 3] [--seed S] [--findings DIR]
+  python test/fuzz/harness.py run --target T FILE...                 # replay inputs
+
+A campaign forks a worker under `ulimit -v` (RLIMIT_AS), which generates
+input i from (seed, target, i) and runs it; a worker that stalls past the
+time limit is killed and the input recorded as a hang; findings are written
+to `findings/<target>/<outcome>-<hash>` with the tool's output beside them.
+Every finding that was fixed is kept in `test/fuzz/corpus/<target>/`, which
+`test/unit/test_fuzz_corpus.py` replays.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import hashlib
+import io
+import json
+import multiprocessing as mp
+import os
+import random
+import re
+import resource
+import signal
+import sys
+import tempfile
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[1]
+sys.path.insert(0, str(HERE))
+
+from gen_nem import gen_program  # noqa: E402
+from mutate import COMMON_TOKENS, MLIR_TOKENS, NEM_TOKENS, mutate  # noqa: E402
+
+CORPUS = HERE / "corpus"
+GOOD = ("ok", "diagnostic")
+
+
+class Timeout(BaseException):
+    """Raised by the per-input alarm; a BaseException so that the tools'
+    `except Exception` handlers cannot swallow it."""
+
+
+@dataclass
+class Result:
+    code: int
+    out: str
+    err: str
+    outcome: str = ""
+    seconds: float = 0.0
+
+
+# ---------------------------------------------------------------------------
+# Running one command line in-process
+
+def _run_main(tool: str, argv: list[str], stdin: bytes = b"") -> tuple[int, str, str]:
+    if tool == "nem-opt":
+        from nem.cli.nem_opt import main
+    else:
+        from nem.cli.nem_run import main
+    out, err = io.StringIO(), io.StringIO()
+    old = sys.stdin
+    sys.stdin = io.TextIOWrapper(io.BytesIO(stdin), encoding="utf-8")
+    code = 0
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                main(argv)
+            except SystemExit as e:
+                code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+    finally:
+        sys.stdin = old
+    return code, out.getvalue(), err.getvalue()
+
+
+def run_with_timeout(fn: Callable[[], tuple[int, str, str]], seconds: float) -> Result:
+    def alarm(signum, frame):
+        raise Timeout()
+
+    # CPU seconds (ITIMER_PROF): the limit means the same on a loaded machine
+    previous = signal.signal(signal.SIGPROF, alarm)
+    signal.setitimer(signal.ITIMER_PROF, seconds)
+    t0 = time.process_time()
+    try:
+        code, out, err = fn()
+        res = Result(code, out, err)
+    except Timeout:
+        res = Result(-1, "", "", "hang")
+    except MemoryError:
+        res = Result(-1, "", "MemoryError", "crash")
+    finally:
+        signal.setitimer(signal.ITIMER_PROF, 0)
+        signal.signal(signal.SIGPROF, previous)
+    res.seconds = time.process_time() - t0
+    if not res.outcome:
+        res.outcome = classify(res.code, res.err, res.out)
+    return res
+
+
+_CARET = re.compile(r"^ *\^$")
+_LOCATED = re.compile(r"^\S.*:\d+:\d+: (error|warning|remark|note): ")
+# a tool's command-line error (`nem-run: error: ...`) or one naming its flag
+_FLAGGED = re.compile(r"^[\w.-]+: error: |(^|: )error: (unexpected error: )?-{1,2}[\w-]+")
+
+
+_RUN_VERDICT = re.compile(r"^(races: [1-9]|  seed \d+: |deadlocks: 1|final memory: differs|"
+                          r"status: (?!completed))", re.M)
+
+
+def classify(code: int, err: str, out: str = "") -> str:
+    """The outcome of one run from its exit status, stderr and stdout (a
+    nem-run that reports a race or deadlock exits 1 with its verdict on
+    stdout)."""
+    if "internal error" in err or "Traceback (most recent call last)" in err:
+        return "internal"
+    lines = err.splitlines()
+    # a located diagnostic's headline is followed by the quoted source line
+    # and a caret: that text is the user's, whatever it says
+    errors, i = [], 0
+    while i < len(lines):
+        ln = lines[i]
+        if re.search(r"(^|: )error: ", ln):
+            errors.append(ln)
+        if _LOCATED.match(ln) and i + 2 < len(lines) and _CARET.match(lines[i + 2]):
+            i += 3
+        else:
+            i += 1
+    for ln in errors:
+        if not (_LOCATED.match(ln) or _FLAGGED.search(ln)):
+            return "unlocated"
+    if code == 0:
+        return "exit" if errors else "ok"
+    if code in (1, 2):
+        verdict = code == 1 and _RUN_VERDICT.search(out)
+        return "diagnostic" if errors or "usage:" in err or verdict else "exit"
+    return "exit"
+
+
+# ---------------------------------------------------------------------------
+# Seeds
+
+def _files(patterns: list[str]) -> list[bytes]:
+    out = []
+    for pat in patterns:
+        for p in sorted(ROOT.glob(pat)):
+            if p.is_file() and "Output" not in p.parts:
+                out.append(p.read_bytes())
+    return out
+
+
+def nem_seeds() -> list[bytes]:
+    return _files(["examples/*.nem", "test/lit/**/*.nem", "devices/nem/devices/npm_*.nem"])
+
+
+def mlir_seeds() -> list[bytes]:
+    return _files(["test/lit/lowering/Inputs/*.mlir", "test/lit/**/*.mlir"])
+
+
+_SEEDS: dict[str, list[bytes]] = {}
+
+
+def seeds(kind: str) -> list[bytes]:
+    if kind not in _SEEDS:
+        _SEEDS[kind] = nem_seeds() if kind == "nem" else mlir_seeds()
+    return _SEEDS[kind]
+
+
+# ---------------------------------------------------------------------------
+# Targets
+
+@dataclass
+class Target:
+    name: str
+    suffix: str
+    generate: Callable[[random.Random], bytes]
+    run: Callable[[bytes, Path], tuple[int, str, str]]
+
+
+TARGETS: dict[str, Target] = {}
+
+
+def register(target: Target) -> Target:
+    TARGETS[target.name] = target
+    return target
+
+
+def _file_runner(tool: str, extra: list[str], suffix: str):
+    def run(data: bytes, work: Path) -> tuple[int, str, str]:
+        path = work / f"input{suffix}"
+        path.write_bytes(data)
+        return _run_main(tool, [str(path), *extra])
+    return run
+
+
+NEM_DICT = COMMON_TOKENS + NEM_TOKENS
+MLIR_DICT = COMMON_TOKENS + MLIR_TOKENS
+RUN_FLAGS = ["--random-inputs", "1", "--max-tasks", "20000", "--no-progress"]
+
+
+def _gen_nem_mutant(rng: random.Random) -> bytes:
+    return mutate(rng, seeds("nem"), NEM_DICT)
+
+
+def _gen_grammar(rng: random.Random) -> bytes:
+    return gen_program(rng).encode()
+
+
+def _gen_run_input(rng: random.Random) -> bytes:
+    if rng.random() < 0.5:
+        return _gen_grammar(rng)
+    return _gen_nem_mutant(rng)
+
+
+def _gen_mlir(rng: random.Random) -> bytes:
+    return mutate(rng, seeds("mlir"), MLIR_DICT, mlir=True)
+
+
+register(Target("nem-opt", ".nem", _gen_nem_mutant, _file_runner("nem-opt", [], ".nem")))
+register(Target("nem-verify", ".nem", _gen_nem_mutant,
+                _file_runner("nem-opt", ["-p", "nem-verify"], ".nem")))
+register(Target("nem-grammar", ".nem", _gen_grammar,
+                _file_runner("nem-opt", ["-p", "nem-verify"], ".nem")))
+register(Target("nem-run", ".nem", _gen_run_input, _file_runner("nem-run", RUN_FLAGS, ".nem")))
+register(Target("mlir", ".mlir", _gen_mlir,
+                _file_runner("nem-opt", ["-p", "lower-to-nem{device=npm_pro_x1}", "-t", "nem"],
+                             ".mlir")))
+
+
+# -- command lines ------------------------------------------------------------
+# A `cli` input is JSON: {"tool": ..., "args": [...]}; "@NAME" arguments are
+# files the runner creates (hostile ones among them).
+
+def _make_files(work: Path) -> dict[str, str]:
+    import numpy as np
+
+    prog = (ROOT / "examples" / "gemm_bias_relu.nem").read_text()
+    files = {
+        "@PROG": ("prog.nem", prog.replace('device "npm_lite.nem"', 'include "npm_lite.nem"\n'
+                                           "device npm_lite")),
+        "@MLIR": ("in.mlir", (ROOT / "test/lit/lowering/Inputs/eltwise_tiled.mlir").read_text()),
+        "@ASYNC": ("async.mlir",
+                   (ROOT / "test/lit/lowering/Inputs/async_pipeline.mlir").read_text()),
+        "@EMPTY": ("empty.nem", ""),
+        "@BADUTF8": ("bad.nem", "const A = 1\n\udcff\n"),
+        "@PROFILE_LIST": ("plist.json", "[1, 2]"),
+        "@PROFILE_ZERO": ("pzero.json", '{"DMA": {"bandwidth": 0}}'),
+        "@PROFILE_NEG": ("pneg.json", '{"DMA": {"bandwidth": -4, "latency": 1}}'),
+        "@PROFILE_TYPE": ("ptype.json", '{"NMU": {"macs": "many"}}'),
+        "@PROFILE_BAD": ("pbad.json", "{not json"),
+        "@PROFILE_OK": ("pok.json", '{"DMA": {"bandwidth": 64, "latency": 8}}'),
+        "@RAW": ("short.bin", "abc"),
+        "@NPY0": ("zero.npy", ""),
+    }
+    out = {}
+    for key, (name, text) in files.items():
+        p = work / name
+        p.write_bytes(text.encode("utf-8", errors="surrogateescape"))
+        out[key] = str(p)
+    np.save(work / "scalar.npy", np.float16(1.5))
+    np.save(work / "arr.npy", np.zeros((64, 256), np.float16))
+    np.savez(work / "arch.npz", a=np.zeros(3))
+    (work / "arch2.npy").write_bytes((work / "arch.npz").read_bytes())
+    (work / "sub").mkdir(exist_ok=True)
+    out.update({"@NPY0D": str(work / "scalar.npy"), "@NPY": str(work / "arr.npy"),
+                "@NPZ": str(work / "arch.npz"), "@NPZ_AS_NPY": str(work / "arch2.npy"),
+                "@DIR": str(work / "sub"), "@OUT": str(work / "out.bin"),
+                "@OUTNPY": str(work / "out.npy"), "@MISSING": str(work / "no/such/dir/x"),
+                "@DEVNULL": "/dev/null", "@DEVFULL": "/dev/full", "@DEVZERO": "/dev/zero",
+                "@TRACE": str(work / "t.json")})
+    return out
+
+
+_RUN_ARGS = [["--mode", "timed"], ["--mode", "functional"], ["--schedule", "random"],
+             ["--seed", "-5"], ["--seed", "3"], ["--schedules", "2"], ["--schedules", "0"],
+             ["--schedules", "-1"], ["--random-inputs", "1"], ["--random-inputs", "-1"],
+             ["--max-tasks", "1"], ["--max-tasks", "0"], ["--max-tasks", "-7"],
+             ["--ddr-size", "0"], ["--ddr-size", "-1"], ["--ddr-size", "4096"],
+             ["--device", "npm_pro_x1"], ["--device", "nope"], ["--device", "@PROFILE_OK"],
+             ["-I", "@DIR"], ["-I", "@MISSING"], ["--no-races"],
+             ["--input", "A_L2=@NPY"], ["--input", "A_L2=@NPY0"], ["--input", "A_L2=@NPY0D"],
+             ["--input", "A_L2=@NPZ"], ["--input", "A_L2=@NPZ_AS_NPY"], ["--input", "A_L2=@RAW"],
+             ["--input", "A_L2=@DEVZERO"], ["--input", "A_L2=@DIR"], ["--input", "NOPE=@NPY"],
+             ["--input", "A_L2"], ["--input", "=@NPY"], ["--output", "Y_L2=@OUT"],
+             ["--output", "Y_L2=@OUTNPY"], ["--output", "NOPE=@OUT"],
+             ["--output", "Y_L2=@MISSING"], ["--output", "Y_L2=@DIR"],
+             ["--output", "Y_L2=@DEVFULL"], ["--trace", "@TRACE"], ["--trace", "@MISSING"],
+             ["--trace", "@DIR"], ["--timeline", "@MISSING"], ["--profile", "@PROFILE_LIST"],
+             ["--profile", "@PROFILE_ZERO"], ["--profile", "@PROFILE_NEG"],
+             ["--profile", "@PROFILE_TYPE"], ["--profile", "@PROFILE_BAD"],
+             ["--profile", "@PROFILE_OK"], ["--profile", "@MISSING"], ["--bogus"]]
+_OPT_ARGS = [["-p", "nem-verify"], ["-p", "nem-fold-consts"], ["-p", "lower-to-nem"],
+             ["-p", "lower-to-nem{device=npm_pro_x1}"], ["-p", "convert-affine-to-nem"],
+             ["-p", "lower-to-nem{memory-spaces=0:DDR,9:L7}"], ["-p", "nem-verify{"],
+             ["-p", "no-such-pass"], ["-t", "nem"], ["-t", "mlir"], ["-f", "mlir"],
+             ["-f", "nem"], ["--print-op-generic"], ["--split-input-file"],
+             ["--verify-diagnostics"], ["--device", "npm_lite"], ["--device", "nope"],
+             ["--print-device", "npm_pro_x1"], ["--print-device", "nope"], ["-I", "@DIR"],
+             ["-o", "@OUT"], ["-o", "@MISSING"], ["-o", "@DIR"], ["--bogus"]]
+_PROGRAMS = ["@PROG", "@MLIR", "@ASYNC", "@EMPTY", "@BADUTF8", "@DIR", "@DEVZERO", "@MISSING",
+             "@DEVNULL"]
+
+
+def _gen_cli(rng: random.Random) -> bytes:
+    tool = rng.choice(("nem-opt", "nem-run"))
+    pool = _OPT_ARGS if tool == "nem-opt" else _RUN_ARGS
+    args = [rng.choice(_PROGRAMS)]
+    for _ in range(rng.randint(0, 4)):
+        args += rng.choice(pool)
+    rng.shuffle(args) if rng.random() < 0.1 else None
+    return json.dumps({"tool": tool, "args": args}).encode()
+
+
+def _run_cli(data: bytes, work: Path) -> tuple[int, str, str]:
+    spec = json.loads(data)
+    files = _make_files(work)
+
+    def subst(a: str) -> str:
+        for key in sorted(files, key=len, reverse=True):
+            a = a.replace(key, files[key])
+        return a
+
+    argv = [subst(a) for a in spec["args"]]
+    if spec["tool"] == "nem-run" and "--max-tasks" not in argv:
+        argv += ["--max-tasks", "20000", "--no-progress"]
+    return _run_main(spec["tool"], argv)
+
+
+register(Target("cli", ".json", _gen_cli, _run_cli))
+
+
+# ---------------------------------------------------------------------------
+# Driving
+
+def input_for(target: Target, seed: int, index: int) -> bytes:
+    return target.generate(random.Random(f"{seed}:{target.name}:{index}"))
+
+
+def run_input(target: Target, data: bytes, timeout: float = 10.0) -> Result:
+    with tempfile.TemporaryDirectory(prefix="nem-fuzz-") as tmp:
+        return run_with_timeout(lambda: target.run(data, Path(tmp)), timeout)
+
+
+def smoke(names: list[str], count: int, seed: int, timeout: float) -> dict[str, Counter]:
+    stats: dict[str, Counter] = {}
+    for name in names:
+        t = TARGETS[name]
+        c: Counter = Counter()
+        for i in range(count):
+            res = run_input(t, input_for(t, seed, i), timeout)
+            c[res.outcome] += 1
+            if res.outcome not in GOOD:
+                print(f"{name} #{i}: {res.outcome}\n{res.err[-2000:]}", file=sys.stderr)
+        stats[name] = c
+    return stats
+
+
+def _worker(name: str, seed: int, start: int, conn, mem_bytes: int, timeout: float) -> None:
+    if mem_bytes:
+        resource.setrlimit(resource.RLIMIT_AS, (mem_bytes, mem_bytes))
+    t = TARGETS[name]
+    i = start
+    while True:
+        conn.send(("start", i))
+        data = input_for(t, seed, i)
+        # the parent enforces the hard limit; this alarm only makes slow
+        # inputs report as hangs without killing the worker
+        res = run_input(t, data, timeout)
+        conn.send(("done", i, res.outcome, res.seconds, res.err[-4000:]))
+        i += 1
+
+
+def save_finding(findings: Path, target: Target, outcome: str, data: bytes, err: str) -> Path:
+    d = findings / target.name
+    d.mkdir(parents=True, exist_ok=True)
+    h = hashlib.sha1(data).hexdigest()[:12]
+    path = d / f"{outcome}-{h}{target.suffix}"
+    path.write_bytes(data)
+    path.with_suffix(path.suffix + ".txt").write_text(err)
+    return path
+
+
+def campaign(name: str, seconds: float, seed: int, timeout: float, mem_gb: float,
+             findings: Path) -> dict:
+    t = TARGETS[name]
+    import nem.cli.nem_opt  # noqa: F401 - imported once, before the workers fork
+    import nem.cli.nem_run  # noqa: F401
+
+    ctx = mp.get_context("fork")
+    stats: Counter = Counter()
+    slowest = 0.0
+    deadline = time.monotonic() + seconds
+    index = 0
+    while time.monotonic() < deadline:
+        parent, child = ctx.Pipe()
+        proc = ctx.Process(target=_worker, args=(name, seed, index, child,
+                                                 int(mem_gb * 2**30), timeout))
+        proc.start()
+        current, started = index, time.monotonic()
+        while time.monotonic() < deadline:
+            if parent.poll(0.5):
+                try:
+                    msg = parent.recv()
+                except EOFError:
+                    break
+                if msg[0] == "start":
+                    current, started = msg[1], time.monotonic()
+                else:
+                    _, i, outcome, secs, err = msg
+                    stats[outcome] += 1
+                    slowest = max(slowest, secs)
+                    if outcome not in GOOD:
+                        save_finding(findings, t, outcome, input_for(t, seed, i), err)
+                    index = i + 1
+            elif not proc.is_alive():
+                break
+            elif time.monotonic() - started > 10 * timeout + 30:
+                break  # wall-clock backstop for a worker that no longer runs Python
+        if proc.is_alive() and time.monotonic() < deadline:
+            proc.kill()  # stalled past the hard limit: the input hangs
+            stats["hang"] += 1
+            save_finding(findings, t, "hang", input_for(t, seed, current), "")
+            index = current + 1
+        elif not proc.is_alive() and time.monotonic() < deadline:
+            stats["crash"] += 1
+            save_finding(findings, t, "crash", input_for(t, seed, current),
+                         f"worker exit code {proc.exitcode}")
+            index = current + 1
+        proc.kill()
+        proc.join()
+    return {"target": name, "inputs": sum(stats.values()), "outcomes": dict(stats),
+            "slowest_s": round(slowest, 2), "seconds": seconds, "seed": seed}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    s = sub.add_parser("smoke")
+    s.add_argument("--target", action="append")
+    s.add_argument("--count", type=int, default=20)
+    s.add_argument("--seed", type=int, default=0)
+    s.add_argument("--timeout", type=float, default=10.0)
+    c = sub.add_parser("campaign")
+    c.add_argument("--target", required=True, choices=sorted(TARGETS))
+    c.add_argument("--seconds", type=float, default=1800)
+    c.add_argument("--seed", type=int, default=1)
+    c.add_argument("--timeout", type=float, default=10.0)
+    c.add_argument("--mem-gb", type=float, default=3.0)
+    c.add_argument("--findings", type=Path, default=ROOT / "findings")
+    r = sub.add_parser("run")
+    r.add_argument("--target", required=True, choices=sorted(TARGETS))
+    r.add_argument("files", nargs="+", type=Path)
+    r.add_argument("--timeout", type=float, default=60.0)
+    args = ap.parse_args(argv)
+    if args.cmd == "smoke":
+        stats = smoke(args.target or sorted(TARGETS), args.count, args.seed, args.timeout)
+        print(json.dumps({k: dict(v) for k, v in stats.items()}, indent=1))
+        return 0 if all(set(v) <= set(GOOD) for v in stats.values()) else 1
+    if args.cmd == "campaign":
+        print(json.dumps(campaign(args.target, args.seconds, args.seed, args.timeout,
+                                  args.mem_gb, args.findings)))
+        return 0
+    bad = 0
+    for f in args.files:
+        res = run_input(TARGETS[args.target], f.read_bytes(), args.timeout)
+        print(f"{f}: {res.outcome} (exit {res.code}, {res.seconds:.1f}s)")
+        if res.outcome not in GOOD:
+            bad += 1
+            print(res.err[-3000:])
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("PYTHONHASHSEED", "0")
+    sys.exit(main())

@@ -1,0 +1,221 @@
+"""The `.nemb` container: versioning, compatibility, and untrusted input
+(docs/bytecode.md, "Compatibility" and "Untrusted input").
+
+* a newer minor with an unknown optional section loads; an unknown
+  required section, a newer (or older) major, a bad magic are rejected with
+  one diagnostic naming both versions / the byte offset;
+* malformed files (truncated, bit flips, lying size fields) are rejected
+  cleanly;
+* the fuzz test feeds seeded random mutations (with and without a re-sealed
+  checksum, so mutations also reach the decoder) to the loader: each input
+  gives a valid program or exactly one error diagnostic with a byte offset,
+  never another exception, in bounded time.  NEM_FUZZ=N runs N mutations
+  (default 300; docs/bytecode.md gives the figures of a long run).
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import struct
+import time
+from pathlib import Path
+
+import pytest
+from nem.dialect.diagnostics import NemDiagnosticError
+from nem.frontends.bytecode import nem_bytecode_generated as fb
+from nem.frontends.bytecode.container import HEADER_SIZE, MAGIC, crc32, seal
+from nem.frontends.bytecode.loader import ByteLoc, load_nemb
+from nem.frontends.bytecode.reader import read_nemb
+from nem.frontends.bytecode.writer import Embedded, WriteOptions, write_nemb
+from nem.frontends.nem_text.parser import parse_nem
+from nem.frontends.nem_text.printer import print_nem
+
+GEMM = (Path(__file__).resolve().parents[2] / "examples/gemm_bias_relu.nem").read_text()
+
+
+def nemb(options: WriteOptions | None = None) -> bytes:
+    return write_nemb(parse_nem(GEMM, "examples/gemm_bias_relu.nem"), options)
+
+
+def reseal(data: bytes, major: int | None = None, minor: int | None = None) -> bytes:
+    _, ma, mi, _, _ = struct.unpack_from("<4sHHII", data)
+    return seal(bytes(data[HEADER_SIZE:]), ma if major is None else major,
+                mi if minor is None else minor)
+
+
+def error_of(data: bytes) -> str:
+    with pytest.raises(NemDiagnosticError) as info:
+        load_nemb(data, "p.nemb")
+    diags = info.value.diagnostics
+    assert len(diags) == 1 and isinstance(diags[0].loc, ByteLoc), diags
+    line = diags[0].render()
+    assert "\n" not in line, line
+    return line
+
+
+def test_newer_minor_with_an_unknown_optional_section_loads():
+    data = nemb(WriteOptions(foreign=[(200, False, b"from the future")]))
+    data = reseal(data, minor=7)
+    loaded = load_nemb(data, "p.nemb")
+    assert loaded.header.minor == 7
+    assert loaded.unknown_sections == [(200, False)]
+    assert print_nem(loaded.module) == print_nem(parse_nem(GEMM, "x"))
+
+
+def test_unknown_required_section_is_rejected():
+    data = nemb(WriteOptions(foreign=[(201, True, b"needed")]))
+    assert "section kind 201 is required but unknown to this reader" in error_of(data)
+
+
+def test_newer_major_is_rejected_naming_both_versions():
+    line = error_of(reseal(nemb(), major=2, minor=3))
+    assert "p.nemb: byte 4: error: file format version 2.3 has a newer major version than " \
+        "this reader's 1.0" in line
+
+
+def test_older_major_is_rejected():
+    assert "older major version" in error_of(reseal(nemb(), major=0))
+
+
+@pytest.mark.parametrize("mutate,expect", [
+    (lambda d: d[:10], "shorter than the 16-byte header"),
+    (lambda d: d[:-5], "header says the payload is"),
+    (lambda d: d + b"\0", "header says the payload is"),
+    (lambda d: b"NEMX" + d[4:], "bad magic"),
+    (lambda d: d[:40] + bytes([d[40] ^ 0x10]) + d[41:], "checksum mismatch"),
+    (lambda d: d[:8] + struct.pack("<I", 1 << 31) + d[12:], "header says the payload is"),
+    (lambda d: reseal(d[:16] + d[16:20] + b"XXXX" + d[24:]), "file identifier"),
+    (lambda d: reseal(d[:16] + struct.pack("<I", 1 << 30) + d[20:]), "outside the payload"),
+])
+def test_malformed_files_are_rejected_with_the_byte(mutate, expect):
+    assert expect in error_of(mutate(nemb()))
+
+
+def test_lying_vector_length_is_rejected():
+    data = bytearray(nemb())
+    # the Strings blob: find the vector holding the first name and inflate its length
+    pos = data.find(b"gemm_bias_relu")
+    assert pos > 0
+    data[pos - 4:pos] = struct.pack("<I", 10 ** 9)
+    assert "outside the payload" in error_of(reseal(bytes(data)))
+
+
+def test_embedded_data_roundtrips_and_is_checked():
+    raw = bytes(range(256)) * 2
+    data = nemb(WriteOptions(embed=[Embedded("C_L2", raw[:256])]))
+    loaded = load_nemb(data, "p.nemb")
+    assert loaded.data == [(2, 0, raw[:256])]
+    with pytest.raises(ValueError, match="do not fit"):
+        nemb(WriteOptions(embed=[Embedded("C_L2", raw)]))
+    with pytest.raises(ValueError, match="no buffer of that name"):
+        nemb(WriteOptions(embed=[Embedded("nope", raw)]))
+
+
+def test_data_sections_are_64_byte_aligned():
+    data = nemb(WriteOptions(embed=[Embedded("C_L2", b"\x5a" * 256)]))
+    assert (data.find(b"\x5a" * 256) - HEADER_SIZE) % 64 == 0
+
+
+def test_magic_and_crc():
+    data = nemb()
+    assert data[:4] == MAGIC
+    assert struct.unpack_from("<I", data, 12)[0] == crc32(data[HEADER_SIZE:])
+
+
+def test_section_numbers_are_stable():
+    # never renumber: files in the field carry these
+    assert (fb.SectionBody.BuildInfo, fb.SectionBody.Strings, fb.SectionBody.ProgramInfo,
+            fb.SectionBody.Code, fb.SectionBody.Requirements, fb.SectionBody.Relocations,
+            fb.SectionBody.Data, fb.SectionBody.Debug) == (1, 2, 3, 4, 5, 6, 7, 8)
+    assert (fb.Inst.Int, fb.Inst.Compute) == (1, 15)
+
+
+# ---------------------------------------------------------------------------
+# Fuzzing
+# ---------------------------------------------------------------------------
+
+def _mutate(rng: random.Random, data: bytes) -> bytes:
+    d = bytearray(data)
+    for _ in range(rng.choice((1, 1, 2, 4, 16))):
+        what = rng.random()
+        pos = rng.randrange(HEADER_SIZE, len(d)) if len(d) > HEADER_SIZE else 0
+        if what < 0.5:
+            d[pos] ^= 1 << rng.randrange(8)
+        elif what < 0.7:
+            d[pos] = rng.choice((0, 0xFF, 0x7F, 0x80, rng.randrange(256)))
+        elif what < 0.8:
+            struct.pack_into("<I", d, min(pos, len(d) - 4) & ~3,
+                             rng.choice((0, 1, 0xFFFFFFFF, 1 << 31, rng.randrange(1 << 32))))
+        elif what < 0.9:
+            del d[pos:pos + rng.randrange(1, 64)]
+        else:
+            d[pos:pos] = bytes(rng.randrange(256) for _ in range(rng.randrange(1, 32)))
+    return bytes(d)
+
+
+def fuzz(count: int, seed: int) -> dict[str, int]:
+    """Mutate, load, classify; raise AssertionError on anything but a clean
+    result.  Returns counts (loaded / rejected), the slowest load and the
+    slowest decode alone (`read_nemb`, without the static rules) in ms."""
+    rng = random.Random(seed)
+    bases = [nemb(), nemb(WriteOptions(strip_names=True)),
+             nemb(WriteOptions(embed=[Embedded("C_L2", b"\x01" * 64)]))]
+    stats = {"loaded": 0, "rejected": 0, "slowest_ms": 0, "slowest_decode_ms": 0}
+    for k in range(count):
+        base = rng.choice(bases)
+        data = _mutate(rng, base)
+        if rng.random() < 0.85 and len(data) >= HEADER_SIZE and data[:4] == MAGIC:
+            data = reseal(data)  # get past the checksum: exercise the decoder
+        t0 = time.perf_counter()
+        try:
+            read_nemb(data, "fuzz.nemb")
+        except Exception:  # noqa: BLE001, S110 - timing the decoder alone; load_nemb judges
+            pass
+        stats["slowest_decode_ms"] = max(stats["slowest_decode_ms"],
+                                         int((time.perf_counter() - t0) * 1000))
+        t0 = time.perf_counter()
+        try:
+            loaded = load_nemb(data, "fuzz.nemb", check_sections=True)
+        except NemDiagnosticError as e:
+            # a malformed file: one line naming the byte; a program that
+            # decodes but breaks a static rule: the verifier's diagnostics
+            assert e.diagnostics, k
+            if isinstance(e.diagnostics[0].loc, ByteLoc):
+                assert len(e.diagnostics) == 1 and "\n" not in e.diagnostics[0].render(), k
+                assert "unchecked case" not in e.diagnostics[0].message, (k, e.diagnostics[0])
+            stats["rejected"] += 1
+        else:
+            text = print_nem(loaded.module)  # a valid program prints and re-parses
+            try:
+                again = print_nem(parse_nem(text, "again.nem"))
+            except Exception as e:
+                raise AssertionError(f"mutation {k}: {e}\n{text}") from e
+            assert again == text, (k, text)
+            stats["loaded"] += 1
+        stats["slowest_ms"] = max(stats["slowest_ms"], int((time.perf_counter() - t0) * 1000))
+    return stats
+
+
+def test_fuzz_fixed_seed():
+    count = int(os.environ.get("NEM_FUZZ", "300"))
+    stats = fuzz(count, seed=20261126)
+    assert stats["rejected"] > 0 and stats["loaded"] + stats["rejected"] == count
+    assert stats["slowest_ms"] < 10_000, stats
+
+
+def test_deep_nesting_is_refused_not_a_recursion_error():
+    loops = "".join(f"{'  ' * k}loop i{k} in [0..0]:\n" for k in range(120))
+    ends = "".join(f"{'  ' * k}endloop\n" for k in reversed(range(120)))
+    module = parse_nem(loops + ends, "deep.nem")
+    with pytest.raises(ValueError, match="loops nested deeper than 100"):
+        write_nemb(module)
+    # a file that holds them anyway (made by another writer) is refused on load
+    from nem.frontends.bytecode import writer
+
+    saved, writer.MAX_LOOP_DEPTH = writer.MAX_LOOP_DEPTH, 1000
+    try:
+        data = write_nemb(module)
+    finally:
+        writer.MAX_LOOP_DEPTH = saved
+    assert "loops nested deeper than 100" in error_of(data)

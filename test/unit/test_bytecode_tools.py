@@ -1,0 +1,179 @@
+"""NEM bytecode through the tools (docs/bytecode.md, "Tools"): `nem-opt -t
+nemb`, `.nemb` input by extension and by magic number, `--dump-nemb`,
+`--embed`, stripping, and `nem-run` binding a `.nemb` file to a device late.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from nem.dialect.diagnostics import NemDiagnosticError
+from nem.frontends.bytecode.loader import load_nemb
+from nem.frontends.bytecode.writer import write_nemb
+from nem.frontends.nem_text.parser import parse_nem
+from nem.runtime.api import NemInterpreter
+
+ROOT = Path(__file__).resolve().parents[2]
+GEMM = ROOT / "examples/gemm_bias_relu.nem"
+
+# f32 gemm: gemm.float<f32>.no_bias is in npm_pro's extended set, not in npm_lite's.
+F32_GEMM = """\
+device "npm_pro.nem"
+
+program f32_gemm:
+
+buffer A : L2 (size=4096, align=64)
+buffer B : L2 (size=4096, align=64)
+buffer Y : L2 (size=4096, align=64)
+Ar = region(A, 0, 4096) elem=f32, shape=[32, 32], layout=MK
+Br = region(B, 0, 4096) elem=f32, shape=[32, 32], layout=KN
+Yr = region(Y, 0, 4096) elem=f32, shape=[32, 32], layout=MN
+t = gemm.sync in Ar, Br out Yr accum_type=f32
+"""
+
+
+def tool(*args: str, cwd: Path | None = None, input: bytes = b""):
+    exe = "nem-opt" if args[0] == "opt" else "nem-run"
+    return subprocess.run([str(Path(sys.executable).parent / exe), *args[1:]], cwd=cwd,
+                          capture_output=True, input=input, check=False)
+
+
+def test_nem_to_nemb_to_nem_gives_the_canonical_text(tmp_path):
+    out = tmp_path / "g.nemb"
+    assert tool("opt", str(GEMM), "-t", "nemb", "-o", str(out)).returncode == 0
+    assert out.read_bytes()[:4] == b"NEMB"
+    back = tool("opt", str(out), "-t", "nem")
+    assert back.returncode == 0, back.stderr
+    assert back.stdout == tool("opt", str(GEMM)).stdout
+    # by magic number too: any file name, and standard input
+    other = tmp_path / "g.bin"
+    other.write_bytes(out.read_bytes())
+    assert tool("opt", str(other)).stdout == back.stdout
+    assert tool("opt", input=out.read_bytes()).stdout == back.stdout
+    # -t mlir from bytecode
+    assert b'"nem.program"' in tool("opt", str(out), "-t", "mlir", "--print-op-generic").stdout
+
+
+def test_writes_are_deterministic(tmp_path):
+    a, b = tmp_path / "a.nemb", tmp_path / "b.nemb"
+    tool("opt", str(GEMM), "-t", "nemb", "-o", str(a))
+    tool("opt", str(GEMM), "-t", "nemb", "-o", str(b))
+    assert a.read_bytes() == b.read_bytes()
+    again = tmp_path / "c.nemb"
+    tool("opt", str(a), "-t", "nemb", "-o", str(again))
+    assert again.read_bytes() == a.read_bytes()
+
+
+# RULE: DEV-13
+def test_loading_for_a_device_lacking_a_variant_names_the_variant(tmp_path):
+    src = tmp_path / "f32_gemm.nem"
+    src.write_text(F32_GEMM)
+    nemb = tmp_path / "f32_gemm.nemb"
+    assert tool("opt", str(src), "-t", "nemb", "-o", str(nemb)).returncode == 0
+    ok = tool("run", str(nemb), "--device", "npm_pro", "--no-progress")
+    assert ok.returncode == 0, ok.stderr
+    bad = tool("run", str(nemb), "--device", "npm_lite", "--no-progress")
+    assert bad.returncode == 1
+    err = bad.stderr.decode()
+    assert "gemm.float<f32>.no_bias" in err and "npm_lite" in err and "[DEV-13]" in err
+    assert "Traceback" not in err
+    # the same through the API, and in the dump
+    with pytest.raises(NemDiagnosticError, match=r"gemm.float<f32>.no_bias"):
+        NemInterpreter(device="npm_lite").load(nemb)
+    dump = tool("opt", str(nemb), "--dump-nemb", "--device", "npm_lite").stdout.decode()
+    assert "variant: gemm: one of gemm.float<f32>.no_bias" in dump
+    assert "on device 'npm_lite': 1 problem(s)" in dump
+
+
+def test_dump_lists_sections_capabilities_and_relocations(tmp_path):
+    out = tmp_path / "g.nemb"
+    tool("opt", str(GEMM), "-t", "nemb", "-o", str(out))
+    dump = tool("opt", str(out), "--dump-nemb", "--device", "npm_lite").stdout.decode()
+    for needle in ("NEM bytecode 1.0", "CRC-32", "build: nem-toolchain", "sections:",
+                   "Code          yes", "Debug         no", "requires:", "opcodes: relu (1), gemm (20)",
+                   "relocations: 7 buffer slot(s), placed on device 'npm_lite'",
+                   "A_L2            L2          131072     64      1  r-      L2+0",
+                   "on device 'npm_lite': loadable"):
+        assert needle in dump, (needle, dump)
+
+
+def test_embedded_weights_are_the_initial_contents(tmp_path):
+    bias = np.arange(128, dtype=np.float16)
+    npy = tmp_path / "bias.npy"
+    np.save(npy, bias)
+    out = tmp_path / "g.nemb"
+    r = tool("opt", str(GEMM), "-t", "nemb", "--embed", f"C_L2={npy}", "-o", str(out))
+    assert r.returncode == 0, r.stderr
+    interp = NemInterpreter()
+    interp.load(out)
+    assert np.array_equal(interp.read_tensor("C_L2", (128,), np.float16), bias)
+    # kept through nem-opt .nemb -> .nemb, dropped with a remark for text
+    again = tmp_path / "again.nemb"
+    assert tool("opt", str(out), "-t", "nemb", "-o", str(again)).returncode == 0
+    assert again.read_bytes() == out.read_bytes()
+    text = tool("opt", str(out), "-t", "nem")
+    assert b"1 embedded data segment(s) not written" in text.stderr
+    bad = tool("opt", str(GEMM), "-t", "nemb", "--embed", f"nope={npy}", "-o", str(out))
+    assert bad.returncode == 1 and b"no buffer of that name" in bad.stderr
+
+
+def test_stripped_names_and_debug(tmp_path):
+    full, bare = tmp_path / "full.nemb", tmp_path / "bare.nemb"
+    tool("opt", str(GEMM), "-t", "nemb", "-o", str(full))
+    tool("opt", str(GEMM), "-t", "nemb", "--strip-names", "--strip-debug", "-o", str(bare))
+    assert bare.stat().st_size < full.stat().st_size
+    text = tool("opt", str(bare)).stdout.decode()
+    assert "A_L2" not in text and "buffer _v" in text
+    run = tool("run", str(bare), "--random-inputs", "1", "--no-progress")
+    assert run.returncode == 0 and b"status: completed" in run.stdout
+
+
+def test_diagnostics_of_a_loaded_program_point_at_the_source(tmp_path):
+    bad = "buffer B : L2 (size=64)\nR = region(B, 32, 64)\n"
+    module = parse_nem(bad, "bad.nem")
+    data = write_nemb(module)
+    with pytest.raises(NemDiagnosticError) as info:
+        load_nemb(data, "bad.nemb")
+    assert info.value.diagnostics[0].headline().startswith("bad.nem:2:1: error:")
+    f = tmp_path / "bad.nemb"
+    f.write_bytes(data)
+    r = tool("opt", str(f))
+    assert r.returncode == 1 and b"[REG-02]" in r.stderr
+
+
+def test_garbage_is_one_line(tmp_path):
+    f = tmp_path / "junk.nemb"
+    f.write_bytes(b"NEMB" + bytes(range(40)))
+    for r in (tool("opt", str(f)), tool("run", str(f))):
+        assert r.returncode == 1
+        lines = r.stderr.decode().strip().splitlines()
+        assert len(lines) == 1 and "junk.nemb: byte" in lines[0], lines
+
+
+def test_relocations_resolve_where_the_runtime_places_the_buffers():
+    """The loader's relocation of buffer slots and the runtime's allocation
+    (D-RT-MEM) must agree: the same layout policy (capacity.place)."""
+    from bytecode_corpus import corpus
+
+    from nem.frontends.bytecode.requirements import resolve_slots
+
+    checked = 0
+    for name, text in corpus():
+        loaded = load_nemb(write_nemb(parse_nem(text, name)), name + "b")
+        interp = NemInterpreter()
+        try:
+            prog = interp.load_bytecode(write_nemb(loaded.module), name + "b")
+        except NemDiagnosticError:
+            continue
+        for slot, (key, offsets) in zip(loaded.slots, resolve_slots(loaded.slots)):
+            if slot.in_loop or slot.copies != 1 or not offsets:
+                continue
+            b = prog.memory.buffer(slot.name)
+            assert (b.level if b.level != "L1" else "L1[0]", b.offset) == (key, offsets[0]), \
+                (name, slot)
+            checked += 1
+    assert checked > 50
