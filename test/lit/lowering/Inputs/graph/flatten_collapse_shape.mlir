@@ -1,6 +1,6 @@
 // issue 12 reproducer (nem-compile, ONNX Flatten / Reshape / MatMul on
 // [1, S, D]): a contiguous reshape is a memref.collapse_shape view.
-// Today: "cannot lower 'memref.collapse_shape': unsupported operation".
+// Lowers as a view (D-LOW-RESHAPE).
 func.func @main(%x: memref<2x3x4xf32>, %w: memref<12x5xf32>, %y: memref<2x5xf32>) {
   %v = memref.collapse_shape %x [[0], [1, 2]] : memref<2x3x4xf32> into memref<2x12xf32>
   %c0 = arith.constant 0.0 : f32

@@ -1,7 +1,6 @@
 // issue 12 reproducer (nem-compile, ONNX Conv with group > 1, MatMul with a
 // 1-D operand): the NHWC activation viewed as [N, H, W, G, C/G] is a
-// memref.expand_shape.  Today: "cannot lower 'memref.expand_shape':
-// unsupported operation".
+// memref.expand_shape, lowered as a view (D-LOW-RESHAPE).
 func.func @main(%x: memref<1x4x4x4xf32>, %y: memref<1x4x4x2x2xf32>) {
   %v = memref.expand_shape %x [[0], [1], [2], [3, 4]] output_shape [1, 4, 4, 2, 2]
       : memref<1x4x4x4xf32> into memref<1x4x4x2x2xf32>
