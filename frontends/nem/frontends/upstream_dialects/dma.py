@@ -374,8 +374,9 @@ def _affine_extra_ops() -> list[type[IRDLOperation]]:
 AFFINE_EXTRA_OPS: list[type[IRDLOperation]] = _affine_extra_ops()
 def _memref_extra_ops() -> list[type[IRDLOperation]]:
     from nem.frontends.upstream_dialects.memref_copy import MemRefCopyOp
+    from nem.frontends.upstream_dialects.memref_global import MemRefGlobalOp
 
-    return [MemRefDmaStartOp, MemRefDmaWaitOp, MemRefCopyOp]
+    return [MemRefDmaStartOp, MemRefDmaWaitOp, MemRefCopyOp, MemRefGlobalOp]
 
 
 MEMREF_EXTRA_OPS: list[type[IRDLOperation]] = _memref_extra_ops()

@@ -23,7 +23,7 @@ from nem.passes.lowering.diagnostics import reject
 from nem.passes.lowering.partial_tiles import PeelScope, RegionAccess
 from nem.passes.lowering.views import View
 from xdsl.dialects.builtin import IndexType, IntegerAttr, MemRefType
-from xdsl.ir import Block, BlockArgument, Operation, SSAValue
+from xdsl.ir import Attribute, Block, BlockArgument, Operation, SSAValue
 
 if TYPE_CHECKING:
     from nem.dialect.device_model import Device
@@ -47,6 +47,8 @@ class Options:
     include_dirs: tuple[str, ...] = ()
     remarks: bool = False
     """Report the summary remark (what was raised, what fell back)."""
+    weights: str | None = None
+    """Where the initial contents of globals go (`weights=FILE.npz`, D-LOW-GLOBAL)."""
 
 
 @dataclass(frozen=True)
@@ -131,6 +133,10 @@ class LoweringContext:
         """Scalar loads that the kernels using their value perform (D-LOW-ESCAPE)."""
         self.legal_cache: dict[tuple[object, ...], str | None] = {}
         self.scratch: dict[tuple[object, ...], View] = {}
+        self.globals: dict[str, View] = {}
+        """The buffer of each `memref.global` used (D-LOW-GLOBAL)."""
+        self.initial: dict[str, tuple[Operation, Attribute]] = {}
+        """Buffer name -> (global, initial contents) to write (D-LOW-GLOBAL)."""
         self._var_order = itertools.count()
 
     # -- names and variables ------------------------------------------------------

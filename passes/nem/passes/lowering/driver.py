@@ -26,7 +26,16 @@ from nem.dialect.diagnostics import Diagnostic, NemDiagnosticError, SourceLoc
 from nem.dialect.ops import ProgramOp
 from nem.frontends.upstream_dialects.affine_if import AffineIfOp
 from nem.passes import pass_env
-from nem.passes.lowering import async_ops, compute, index_ops, loops, memory_ops, reshape
+from nem.passes.lowering import (
+    async_ops,
+    compute,
+    index_ops,
+    loops,
+    memory_ops,
+    memref_globals,
+    reshape,
+    scf_loops,
+)
 from nem.passes.lowering.affine_algebra import Aff
 from nem.passes.lowering.context import LoweringContext, Options
 from nem.passes.lowering.diagnostics import reject
@@ -79,10 +88,12 @@ HANDLERS: dict[type[Operation], Handler] = {
     **index_ops.HANDLERS,
     **memory_ops.HANDLERS,
     **reshape.HANDLERS,
+    **memref_globals.HANDLERS,
     **loops.HANDLERS,
     **async_ops.HANDLERS,
     **{cls: compute.lower_linalg for cls in linalg.Linalg.operations},
     **{cls: reject_control_flow for cls in _control_flow_ops()},
+    **scf_loops.HANDLERS,
 }
 """The lowering of every op class the conversion takes."""
 
@@ -126,6 +137,7 @@ class Lowerer:
     def run(self, module: ModuleOp) -> ProgramOp:
         funcs = [op for op in module.ops if isinstance(op, func.FuncOp)]
         fn = self._entry(module, funcs)
+        scf_loops.raise_scf_for(module)  # D-LOW-SCF
         check_value_ranges(fn)
         self.ctx = ctx = _context(self.options, fn)
         body = Block()
@@ -152,9 +164,7 @@ class Lowerer:
         for f in funcs:
             f.detach()
             f.erase()
-        for op in list(module.ops):
-            if op.name == "memref.global":
-                raise reject(op, "memref.global has no NEM equivalent")
+        memref_globals.finish(ctx, module)
         module.body.block.add_op(prog)
         if opts.remarks:
             pass_env.report(summary_remarks(ctx, fn))

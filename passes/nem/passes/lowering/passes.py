@@ -1,8 +1,8 @@
 """The lowering's passes: `convert-affine-to-nem` (the conversion) and
 `lower-to-nem` (the declared pipeline MLIR -> checked NEM).
 
-    lower-to-nem{device=D memory-spaces=M entry=F remarks=R}
-      = convert-affine-to-nem{memory-spaces=M device=D entry=F remarks=R}
+    lower-to-nem{device=D memory-spaces=M entry=F remarks=R weights=W}
+      = convert-affine-to-nem{memory-spaces=M device=D entry=F remarks=R weights=W}
         nem-synthesize-deps{device=D narrow-windows=true remarks=R}
         dead-code-elimination                      (xDSL's: index arithmetic left unused)
         nem-check-lowered{device=D}                (static rules, and DEV-13 on D)
@@ -85,6 +85,7 @@ class ConvertAffineToNemPass(ModulePass):
       entry: the func.func to lower (default: the first public one)
       remarks: report what was raised to NEM opcodes and what fell back
       include-dirs: directories where device=NAME's file is found first (nem-opt -I adds its own)
+      weights: FILE.npz receiving the initial contents of memref.globals (nem-run --input FILE.npz)
     """
 
     name = "convert-affine-to-nem"
@@ -94,10 +95,11 @@ class ConvertAffineToNemPass(ModulePass):
     entry: str | None = None
     remarks: bool = False
     include_dirs: tuple[str, ...] = ()
+    weights: str | None = None
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         options = Options(parse_spaces(self.memory_spaces), self.device, self.entry,
-                          self.include_dirs, self.remarks)
+                          self.include_dirs, self.remarks, self.weights)
         Lowerer(options).run(op)
 
 
@@ -144,6 +146,7 @@ class LowerToNemPass(ModulePass):
       entry: the func.func to lower (default: the first public one)
       remarks: report what was raised to NEM opcodes and what fell back
       include-dirs: directories where device=NAME's file is found first (nem-opt -I adds its own)
+      weights: FILE.npz receiving the initial contents of memref.globals (nem-run --input FILE.npz)
     """
 
     name = "lower-to-nem"
@@ -153,12 +156,13 @@ class LowerToNemPass(ModulePass):
     entry: str | None = None
     remarks: bool = False
     include_dirs: tuple[str, ...] = ()
+    weights: str | None = None
 
     def pipeline(self) -> tuple[ModulePass, ...]:
         """The passes `lower-to-nem` runs, in order."""
         dirs = self.include_dirs
         return (ConvertAffineToNemPass(self.memory_spaces, self.device, self.entry, self.remarks,
-                                       dirs),
+                                       dirs, self.weights),
                 SynthesizeDepsPass(device=self.device, narrow_windows=True,
                                    remarks=self.remarks, include_dirs=dirs),
                 DeadCodeElimination(),

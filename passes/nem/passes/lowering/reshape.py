@@ -16,6 +16,7 @@ the handlers only record the view.
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
@@ -40,7 +41,7 @@ def collapsed(op: Operation, src: View, groups: Sequence[Sequence[int]]) -> View
     for g in groups:
         dims = [(src.shape[k], src.strides[k]) for k in g if src.shape[k] != 1]
         size = math.prod(src.shape[k] for k in g)
-        for (_, outer), (n, inner) in zip(dims, dims[1:]):
+        for (_, outer), (n, inner) in itertools.pairwise(dims):
             if outer != inner * n:
                 raise reject(op, f"collapsing dimensions {list(g)} of {src.name} that are not "
                              f"contiguous (strides {[src.strides[k] for k in g]})",
