@@ -8,7 +8,7 @@ import pytest
 from doc_blocks import ROOT, run_document
 
 DOCS = ["docs/builder.md", "docs/writing-passes.md", "docs/testing.md", "docs/python-api.md",
-        "docs/design.md"]
+        "docs/design.md", "docs/graph-lowering.md"]
 
 
 @pytest.mark.parametrize("doc", DOCS)
