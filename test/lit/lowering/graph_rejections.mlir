@@ -10,3 +10,11 @@ func.func @collapse_strided(%x: memref<4x8xf32>, %y: memref<16xf32>) {
   memref.copy %c, %y : memref<16xf32, strided<[1]>> to memref<16xf32>
   return
 }
+
+// -----
+
+// D-LOW-ELEM: i64 (an argmax's index output) is rejected with the decision named.
+func.func @argmax_i64(%x: memref<4x8xf32>, %idx: memref<4xi64>) {
+  // expected-error@-1 {{cannot lower 'func.func': element type i64 has no NEM equivalent (D-LOW-ELEM: NEM elements are at most 32 bits wide)}}
+  return
+}

@@ -108,8 +108,10 @@ def check_elem(op: Operation | None, t: Attribute) -> str:
     """The NEM name of a memref's element type, or a rejection."""
     name = elem_name(t)
     if name is None or name == "i4":
-        raise reject(op, f"element type {t} has no NEM equivalent",
-                     "use i8/i16/i32/ui8/ui16/ui32/f16/bf16/f32")
+        raise reject(op, f"element type {t} has no NEM equivalent (D-LOW-ELEM: NEM "
+                     "elements are at most 32 bits wide)",
+                     "use i8/i16/i32/ui8/ui16/ui32/f16/bf16/f32; index results (argmax) "
+                     "as i32")
     return name
 
 
