@@ -267,7 +267,7 @@ def with_include_dirs(pipeline: PassPipeline, include_dirs: Iterable[str]) -> Pa
     def bound(p: ModulePass) -> ModulePass:
         if not any(f.name == "include_dirs" for f in dataclasses.fields(p)):
             return p
-        own = tuple(getattr(p, "include_dirs"))
+        own = tuple(p.include_dirs)  # type: ignore[attr-defined]
         return dataclasses.replace(p, include_dirs=tuple(dict.fromkeys((*own, *dirs))))  # type: ignore[type-var]
 
     return PassPipeline(tuple(bound(p) for p in pipeline.passes), pipeline.callback)

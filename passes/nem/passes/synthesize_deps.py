@@ -49,8 +49,8 @@ from nem.analysis.happens_before import (
 )
 from nem.dialect.attributes import MaxInFlightAttr
 from nem.dialect.diagnostics import Diagnostic, NemDiagnosticError, SourceLoc
-from nem.dialect.semantics import Evaluator, ExprError
 from nem.dialect.ops import BufferOp, LoopOp, ProgramOp, RegionOp, TaskOp, WaitOp
+from nem.dialect.semantics import Evaluator, ExprError
 from nem.passes.pass_env import report
 from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp

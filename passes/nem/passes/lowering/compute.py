@@ -15,9 +15,9 @@ from typing import TYPE_CHECKING
 
 from nem.dialect.attributes import RegionType
 from nem.dialect.builder import Loc, NemBuilder
-from nem.dialect.semantics import Evaluator
 from nem.dialect.operand_binding import match_families
 from nem.dialect.ops import ComputeOp, TaskOp
+from nem.dialect.semantics import Evaluator
 from nem.passes.lowering.affine_algebra import Aff
 from nem.passes.lowering.context import LoweringContext
 from nem.passes.lowering.diagnostics import reject
