@@ -72,7 +72,7 @@ from nem.dialect.attributes import (
 )
 from nem.dialect.decorators import DecoratorError, DecoratorSpec, make_decorator
 from nem.dialect.diagnostics import NemDiagnosticError, SourceLoc, fail
-from nem.dialect.exprs import BINOPS, Evaluator, apply_binop
+from nem.dialect.semantics import BINOPS, Evaluator, apply_binop
 from nem.dialect.ops import (
     COMPUTE_OPS,
     BufferOp,
