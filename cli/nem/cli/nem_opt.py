@@ -438,6 +438,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         sys.exit(1)
     except NemDiagnosticError as e:  # an input that cannot be read (D-LIMITS)
         print_diagnostics("nem-opt", e.diagnostics)
+        sys.exit(1)
     except PluginError as e:  # the plugin's problem, not nem-opt's
         print(f"nem-opt: error: {e}", file=sys.stderr)
         sys.exit(1)

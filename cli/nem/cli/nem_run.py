@@ -1,7 +1,4 @@
-"""`nem-run`:    p.add_argument("--max-tasks", type=int, default=None, metavar="N",
-                   help="refuse a run whose estimated count of tasks and loop iterations "
-                   "(times --schedules) exceeds N (default 10000000)")
-    prun a NEM program on the reference runtime.
+"""`nem-run`: run a NEM program on the reference runtime.
 
     nem-run PROGRAM.nem [--device D] [--mode functional|timed]
             [--schedule source|random --seed S] [--schedules K]
@@ -80,6 +77,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--profile", metavar="FILE.json",
                    help='cost-model overrides, e.g. {"DMA": {"bandwidth": 64, "latency": 8}}')
     p.add_argument("--ddr-size", type=int, default=None, help="DDR bytes (default 256 MB)")
+    p.add_argument("--max-tasks", type=int, default=None, metavar="N",
+                   help="refuse a run whose estimated count of tasks and loop iterations "
+                   "(times --schedules) exceeds N (default 10000000)")
     p.add_argument("--no-races", action="store_true", help="disable race detection")
     p.add_argument("--no-progress", action="store_true",
                    help="no progress bar (it is only ever shown on a terminal)")
