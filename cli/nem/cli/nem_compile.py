@@ -143,6 +143,13 @@ def run(argv: Sequence[str] | None = None) -> int:
         print(f"{src}: error: no such file", file=sys.stderr)
         return 1
     out = args.output or str(Path(src).with_suffix(".nem"))
+    if out != "-":
+        from nem.cli.inputs import InputError, check_output_path
+
+        try:  # before any work: a typo must not cost a compile
+            check_output_path(out, "-o")
+        except InputError as e:
+            return _usage(str(e))
     if args.engines is not None and args.engines < 1:
         return _usage("--engines needs N >= 1")
     stem = (out.removesuffix(".nemb").removesuffix(".nem")) if out != "-" else \
