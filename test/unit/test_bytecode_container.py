@@ -71,7 +71,7 @@ def test_unknown_required_section_is_rejected():
 def test_newer_major_is_rejected_naming_both_versions():
     line = error_of(reseal(nemb(), major=2, minor=3))
     assert "p.nemb: byte 4: error: file format version 2.3 has a newer major version than " \
-        "this reader's 1.0" in line
+        "this reader's 1.1" in line
 
 
 def test_older_major_is_rejected():
@@ -205,10 +205,18 @@ def test_fuzz_fixed_seed():
 
 
 def test_deep_nesting_is_refused_not_a_recursion_error():
-    loops = "".join(f"{'  ' * k}loop i{k} in [0..0]:\n" for k in range(120))
-    ends = "".join(f"{'  ' * k}endloop\n" for k in reversed(range(120)))
-    module = parse_nem(loops + ends, "deep.nem")
-    with pytest.raises(ValueError, match="loops nested deeper than 100"):
+    from contextlib import ExitStack
+
+    from nem.dialect.builder import ProgramBuilder
+    from nem.dialect.limits import MAX_NESTING_DEPTH
+
+    # the text refuses this nest (D-LIMITS); IR built in Python does not
+    b = ProgramBuilder("deep")
+    with ExitStack() as nest:
+        for k in range(MAX_NESTING_DEPTH + 20):
+            nest.enter_context(b.loop(f"i{k}", 0, 0))
+    module = b.finish(verify=False)
+    with pytest.raises(ValueError, match=f"loops nested deeper than {MAX_NESTING_DEPTH}"):
         write_nemb(module)
     # a file that holds them anyway (made by another writer) is refused on load
     from nem.frontends.bytecode import writer
@@ -218,4 +226,4 @@ def test_deep_nesting_is_refused_not_a_recursion_error():
         data = write_nemb(module)
     finally:
         writer.MAX_LOOP_DEPTH = saved
-    assert "loops nested deeper than 100" in error_of(data)
+    assert f"loops nested deeper than {MAX_NESTING_DEPTH}" in error_of(data)

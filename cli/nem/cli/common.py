@@ -41,6 +41,12 @@ def is_stdio(path: str | None) -> bool:
     return path is None or path == "-"
 
 
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
 @contextlib.contextmanager
 def output_file(path: str | None, mode: str = "w") -> Iterator[IO]:
     """Standard output for `None` or `-`; else a temporary file next to
@@ -74,6 +80,10 @@ def output_file(path: str | None, mode: str = "w") -> Iterator[IO]:
         ok = True
     finally:
         if ok:
+            # mkstemp creates 0600; the output gets an existing file's mode,
+            # else what open() would give (0666 minus the umask)
+            os.chmod(tmp, target.stat().st_mode & 0o7777 if target.exists() else
+                     0o666 & ~_umask())
             os.replace(tmp, target)
         else:
             with contextlib.suppress(OSError):

@@ -19,7 +19,7 @@ and its tests can then use, in RUN lines:
   %devices               the shipped device configs (nem/devices)
   %llvm-filecheck        LLVM's own FileCheck (feature `llvm-filecheck`)
 
-and the features `mlir-opt`, `mlir-python`, `matplotlib`, `llvm-filecheck`
+and the features `mlir-opt`, `mlir-python`, `onnx`, `onnxruntime`, `matplotlib`, `llvm-filecheck`
 when those are installed.  `configure` fills in what the configuration has
 not set itself: the name (the suite's folder), the test format (lit's
 internal shell), the suffixes (`.nem`, `.mlir`, `.test`) and the excluded
@@ -123,6 +123,9 @@ def configure(config, *, devices: bool = True) -> None:
             features.add("mlir-python")
     except (ImportError, ValueError):
         pass
+    for module in ("onnx", "onnxruntime"):
+        if importlib.util.find_spec(module) is not None:
+            features.add(module)
 
     env = config.environment
     env["PATH"] = os.pathsep.join(path_dirs + [env.get("PATH", os.environ.get("PATH", ""))])

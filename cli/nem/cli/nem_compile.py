@@ -17,6 +17,8 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+import numpy as np
+
 
 def _parser() -> argparse.ArgumentParser:
     from nem.compile.pipeline import ROUTES, STAGE_NAMES
@@ -24,10 +26,11 @@ def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="nem-compile",
         description="Compile an ONNX model (.onnx) or linalg on tensors (.mlir) to a "
-                    "verified NEM program (.nem).")
+                    "verified NEM program (.nem text, or .nemb bytecode with the weights embedded).")
     p.add_argument("input", help="model.onnx or model.mlir (linalg on tensors)")
-    p.add_argument("-o", dest="output", help="output .nem file ('-': standard output; "
-                   "default: the input's name with .nem)")
+    p.add_argument("-o", dest="output", help="output .nem file (weights beside it in "
+                   "STEM.weights.npz) or .nemb bytecode (weights embedded); '-': .nem on "
+                   "standard output; default: the input's name with .nem")
     p.add_argument("--device", default="npm_pro_x1",
                    help="target device (a shipped device or one found with -I; default "
                         "npm_pro_x1)")
@@ -140,13 +143,16 @@ def run(argv: Sequence[str] | None = None) -> int:
         print(f"{src}: error: no such file", file=sys.stderr)
         return 1
     out = args.output or str(Path(src).with_suffix(".nem"))
-    if out.endswith(".nemb"):
-        print(f"nem-compile: error: not supported yet: -o {out}: the .nemb bytecode writer "
-              "is not available in this toolchain; write .nem", file=sys.stderr)
-        return 1
+    if out != "-":
+        from nem.cli.inputs import InputError, check_output_path
+
+        try:  # before any work: a typo must not cost a compile
+            check_output_path(out, "-o")
+        except InputError as e:
+            return _usage(str(e))
     if args.engines is not None and args.engines < 1:
         return _usage("--engines needs N >= 1")
-    stem = (out.removesuffix(".nem")) if out != "-" else \
+    stem = (out.removesuffix(".nemb").removesuffix(".nem")) if out != "-" else \
         str(Path(src).with_suffix(""))
     options = CompileOptions(device=args.device, tile_sizes=_tile_sizes(args.tile_sizes),
                              pipeline=not args.no_pipeline, engines=args.engines,
@@ -170,14 +176,22 @@ def run(argv: Sequence[str] | None = None) -> int:
         print(f"nem-compile: failed in stage '{e.stage}'", file=sys.stderr)
         return 1
     display.close()
-    if out == "-":
-        sys.stdout.write(result.nem)
+    if out.endswith(".nemb"):
+        try:
+            _write_nemb(out, src, result)
+        except ValueError as e:
+            print(f"nem-compile: error: -o {out}: {e}", file=sys.stderr)
+            return 1
+        weights = ""
     else:
-        Path(out).write_text(result.nem, encoding="utf-8")
-    weights = ""
-    if result.interface.weights and out != "-":
-        weights = stem + ".weights.npz"
-        result.save_weights(weights)
+        from nem.cli.common import output_file
+
+        with output_file(out) as f:
+            f.write(result.nem)
+        weights = ""
+        if result.interface.weights and out != "-":
+            weights = stem + ".weights.npz"
+            result.save_weights(weights)
     if args.verbose:
         for r in result.remarks:
             print(r, file=sys.stderr)
@@ -186,6 +200,26 @@ def run(argv: Sequence[str] | None = None) -> int:
             print(f"weights: {weights} ({len(result.interface.weights)} buffers; "
                   f"nem-run {out} --input {weights})", file=sys.stderr)
     return 0
+
+
+def _write_nemb(out: str, src: str, result) -> None:
+    """`-o FILE.nemb`: the verified program as NEM bytecode with the weights
+    embedded as its Data section (D-BC-DATA, D-COMPILE-WEIGHTS): one file to
+    ship, `nem-run FILE.nemb` needs no sidecar."""
+    from nem.cli.common import output_file
+    from nem.frontends.bytecode.writer import Embedded, NotEncodable, WriteOptions, write_nemb
+    from nem.frontends.nem_text.parser import parse_nem
+
+    module = parse_nem(result.nem, out.removesuffix(".nemb") + ".nem")
+    embed = [Embedded(name, np.ascontiguousarray(array).tobytes())
+             for name, array in result.interface.weights.items()]
+    options = WriteOptions(embed=embed, build={"source": src, "producer-tool": "nem-compile"})
+    try:
+        data = write_nemb(module, options)
+    except NotEncodable as e:
+        raise ValueError(str(e)) from None
+    with output_file(out, "wb") as f:
+        f.write(data)
 
 
 def _timings(args: argparse.Namespace, done) -> None:

@@ -1,7 +1,4 @@
-"""`nem-run`:    p.add_argument("--max-tasks", type=int, default=None, metavar="N",
-                   help="refuse a run whose estimated count of tasks and loop iterations "
-                   "(times --schedules) exceeds N (default 10000000)")
-    prun a NEM program on the reference runtime.
+"""`nem-run`: run a NEM program on the reference runtime.
 
     nem-run PROGRAM.nem [--device D] [--mode functional|timed]
             [--schedule source|random --seed S] [--schedules K]

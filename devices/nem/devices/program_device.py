@@ -64,7 +64,13 @@ def program_device(prog: ProgramOp, file: str, include_dirs=(),
                        "DEV-20", f'add include "{value}.nem" (or the file that defines it)')
         return resolve_device(scope, value, loc)
     decl = _inline_device(file, value, loc)
-    doc = ConfigDocument(file, includes, (), (decl,), include_locs)
+    doc_file = file
+    if decl.loc is not None and decl.loc.file != file:
+        # a program whose text is not at hand (bytecode, whose debug section
+        # names the source): the device is a declaration of that source, and
+        # its includes are also looked up next to `file`
+        doc_file, include_dirs = decl.loc.file, (str(Path(file).parent), *include_dirs)
+    doc = ConfigDocument(doc_file, includes, (), (decl,), include_locs)
     scope = scope_for_document(doc, include_dirs)
     return resolve_device(scope, decl.name, loc)
 

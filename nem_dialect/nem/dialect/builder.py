@@ -72,6 +72,7 @@ from nem.dialect.attributes import (
 )
 from nem.dialect.decorators import DecoratorError, DecoratorSpec, make_decorator
 from nem.dialect.diagnostics import NemDiagnosticError, SourceLoc, fail
+from nem.dialect.semantics import BINOPS, Evaluator, apply_binop
 from nem.dialect.ops import (
     COMPUTE_OPS,
     BufferOp,
@@ -85,7 +86,6 @@ from nem.dialect.ops import (
     WaitOp,
 )
 from nem.dialect.registry import lookup, opcodes
-from nem.dialect.semantics import BINOPS, Evaluator, apply_binop
 from xdsl.builder import Builder
 from xdsl.dialects import arith
 from xdsl.dialects.builtin import (

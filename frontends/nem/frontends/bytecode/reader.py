@@ -18,6 +18,7 @@ import time
 from dataclasses import dataclass, field
 
 import numpy as np
+from nem.dialect.limits import MAX_NESTING_DEPTH
 from nem.dialect.attributes import (
     DYNAMIC,
     ELEM_BY_NAME,
@@ -90,7 +91,7 @@ IDX, BUF, REG, TOK = 0, 1, 2, 3  # value kinds
 KIND_WORDS = {IDX: "an index value", BUF: "a buffer", REG: "a region", TOK: "a token"}
 SEGMENTS: dict[tuple[int, ...], DenseArrayBase] = {}
 MAX_ATTR_DEPTH = 64  # nested lists in attributes (the printer and checks recurse)
-MAX_LOOP_DEPTH = 100  # nested loops (docs/bytecode.md, "Untrusted input")
+MAX_LOOP_DEPTH = MAX_NESTING_DEPTH  # nested loops: the text's limit (D-LIMITS; docs/bytecode.md)
 REQUIRED_KINDS = (fb.SectionBody.Strings, fb.SectionBody.ProgramInfo, fb.SectionBody.Code)
 
 
@@ -718,14 +719,26 @@ class _BodyReader(_Reader):
         return op
 
     def _move(self, at: int, cls):
-        flags, token, decos = self._task_head(at, 3)
+        flags, token, decos = self._task_head(at, 7)
         dst, src = self.ref(REG, at, "dst"), self.ref(REG, at, "src")
         deps = self.refs(TOK, at, "deps")
         props = self._task_props(flags, token, decos)
+        if flags & 4:
+            props["operand_decorators"] = self._operand_decos(at, 2, cls.name)
         props["operandSegmentSizes"] = _segments((1, 1, len(deps)))
         op = cls.create(operands=[self.stack[dst], self.stack[src], *(self.stack[k] for k in deps)],
                         result_types=[TOKEN], properties=props)
         return self._finish_task(op, token)
+
+    def _operand_decos(self, at: int, count: int, what: str) -> ArrayAttr:
+        """Operand decorators: one list per region operand, at least one decorator."""
+        od = self.aref(at, ArrayAttr, f"{what} operand decorators")
+        if len(od.data) != count or not all(
+                isinstance(x, ArrayAttr) and all(isinstance(d, DecoratorAttr) for d in x.data)
+                for x in od.data) or not any(x.data for x in od.data):
+            raise BytecodeError(at, f"{what}: operand decorators need one list per "
+                                "operand, and at least one decorator")
+        return od
 
     def _compute(self, at: int):
         number = self.u()
@@ -747,13 +760,7 @@ class _BodyReader(_Reader):
         self._arg_order(attrs, len(args), at, spec.name)
         props = self._task_props(flags, token, decos)
         if flags & 4:
-            od = self.aref(at, ArrayAttr, f"{spec.name} operand decorators")
-            if len(od.data) != len(ins) + len(outs) or not all(
-                    isinstance(x, ArrayAttr) and all(isinstance(d, DecoratorAttr) for d in x.data)
-                    for x in od.data) or not any(x.data for x in od.data):
-                raise BytecodeError(at, f"{spec.name}: operand decorators need one list per "
-                                    "operand, and at least one decorator")
-            props["operand_decorators"] = od
+            props["operand_decorators"] = self._operand_decos(at, len(ins) + len(outs), spec.name)
         props["attrs"] = attrs
         props["operandSegmentSizes"] = _segments((len(ins), len(outs), len(deps), len(args)))
         st = self.stack

@@ -50,7 +50,6 @@ from nem.dialect.ops import (
 from nem.frontends.bytecode import nem_bytecode_generated as fb
 from nem.frontends.bytecode.container import (
     FORMAT_MAJOR,
-    FORMAT_MINOR,
     VarintWriter,
     seal,
     zigzag,
@@ -89,8 +88,8 @@ _PROPS = {
     BufferOp: {"name", "align", "decorators"},
     RegionOp: {"name", "binding", "decorators", "operandSegmentSizes"},
     LoopOp: {"iv_name", "decorators"},
-    TransferOp: {"token", "sync", "decorators", "operandSegmentSizes"},
-    StoreOp: {"token", "sync", "decorators", "operandSegmentSizes"},
+    TransferOp: {"token", "sync", "decorators", "operand_decorators", "operandSegmentSizes"},
+    StoreOp: {"token", "sync", "decorators", "operand_decorators", "operandSegmentSizes"},
     WaitOp: {"decorators"},
 }
 _COMPUTE_PROPS = {"token", "sync", "decorators", "operand_decorators", "attrs",
@@ -131,6 +130,7 @@ def producer_version() -> str:
 class _Writer:
     def __init__(self, options: WriteOptions):
         self.opt = options
+        self.minor = 0  # the lowest minor version that holds what was encoded
         self.strings: dict[str, int] = {}
         self.attrs: dict[Attribute, int] = {}
         self.attr_out = VarintWriter()
@@ -351,9 +351,12 @@ class _Writer:
             del self.stack[mark:]
         elif isinstance(op, TransferOp | StoreOp):
             b.u(fb.Inst.Transfer if isinstance(op, TransferOp) else fb.Inst.Store)
-            self.task_head(op)
+            self.task_head(op, 4 if op.operand_decorators is not None else 0)
             b.u(self.ref(op.dst)), b.u(self.ref(op.src))
             self.refs(op.deps)
+            if op.operand_decorators is not None:  # D-DECO-BIND: [dst decos, src decos]
+                b.u(self.attr(op.operand_decorators))
+                self.minor = max(self.minor, 1)  # format 1.1
         elif isinstance(op, WaitOp):
             b.u(fb.Inst.Wait), b.u(self.opt_attr(op.decorators))
             self.refs(op.tokens)
@@ -462,8 +465,8 @@ def encode_program(prog: ProgramOp, options: WriteOptions | None = None) -> byte
     for s in slots:
         w.name(s.name)
     segments = _segments(opt.embed, slots)
-    build = {"format": f"{FORMAT_MAJOR}.{FORMAT_MINOR}", **opt.build}
-    return seal(_flatbuffer(w, prog, prog_name, reqs, slots, segments, build))
+    build = {"format": f"{FORMAT_MAJOR}.{w.minor}", **opt.build}
+    return seal(_flatbuffer(w, prog, prog_name, reqs, slots, segments, build), minor=w.minor)
 
 
 def _segments(embed: list[Embedded], slots: list[Slot]) -> list[tuple[int, int, bytes]]:
