@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import time
 
-
 from nem.frontends.upstream_dialects import lowering_context, parse_mlir
 from nem.passes.convert_affine_to_nem import DEFAULT_SPACES, Lowerer, Options, parse_spaces
 from nem.passes.convert_async_to_nem import ConvertAsyncToNemPass

@@ -17,12 +17,12 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass, PassPipeline
 
 from nem.analysis.capacity import memory_maps
+from nem.analysis.happens_before import max_live_tokens
 from nem.devices.device_lookup import find_device
 from nem.dialect.builder import NemBuilder
 from nem.dialect.diagnostics import Diagnostic, NemDiagnosticError, SourceLoc
-from nem.dialect.semantics import SYMBOL_OF
 from nem.dialect.ops import ProgramOp, RegionOp
-from nem.analysis.happens_before import max_live_tokens
+from nem.dialect.semantics import SYMBOL_OF
 from nem.dialect.verifier import ProgramVerifier, verify_program
 from nem.frontends.nem_text.parser import parse_nem
 from nem.frontends.nem_text.printer import print_nem

@@ -15,9 +15,9 @@ from xdsl.printer import Printer
 from nem.dialect.diagnostics import NemDiagnosticError
 from nem.dialect.ops import ComputeOp, LoopOp, ProgramOp, TransferOp
 from nem.dialect.verifier import verify_program
-from nem.frontends.upstream_dialects import lowering_context, parse_mlir
 from nem.frontends.nem_text.parser import parse_nem
 from nem.frontends.nem_text.printer import print_nem
+from nem.frontends.upstream_dialects import lowering_context, parse_mlir
 from nem.passes.convert_affine_to_nem import Lowerer, Options, parse_spaces
 from nem.passes.lower_to_nem import LowerToNemPass
 from nem.passes.lowering_core import Aff, Var

@@ -22,6 +22,15 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import IO
 
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.utils.exceptions import (
+    ArgSpecParseError,
+    DiagnosticException,
+    ParseError,
+    VerifyException,
+)
+from xdsl.xdsl_opt_main import xDSLOptMain
+
 from nem.cli import nemb_tool
 from nem.cli import verify_diagnostics as vd
 from nem.cli.common import is_stdio, output_file, version_text
@@ -44,14 +53,6 @@ from nem.passes.driver import (
     universe_passes,
     universes,
 )
-from xdsl.dialects.builtin import ModuleOp
-from xdsl.utils.exceptions import (
-    ArgSpecParseError,
-    DiagnosticException,
-    ParseError,
-    VerifyException,
-)
-from xdsl.xdsl_opt_main import xDSLOptMain
 
 
 class NemOptMain(xDSLOptMain):

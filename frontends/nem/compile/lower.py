@@ -19,9 +19,10 @@ from xdsl.context import Context
 
 def xdsl_context() -> Context:
     """The dialects `nem-opt` registers: xDSL's, NEM, and the upstream ops xDSL lacks."""
+    from xdsl.dialects import get_all_dialects
+
     from nem.dialect.dialect import NEM
     from nem.frontends.upstream_dialects import register_mlir_dialects
-    from xdsl.dialects import get_all_dialects
 
     ctx = Context(allow_unregistered=False)
     for name, factory in get_all_dialects().items():
@@ -34,13 +35,14 @@ def xdsl_context() -> Context:
 def lower_and_verify(text: str, func_name: str, arg_names: Sequence[str], device: str,
                      memory_spaces: str, file: str, options) -> tuple[str, list[str]]:
     """(the `.nem` program, the lowering's remarks); raises CompileError."""
+    from xdsl.dialects.func import FuncOp
+
     from nem.compile.pipeline import CompileError
     from nem.dialect.diagnostics import NemDiagnosticError
     from nem.frontends.nem_text.printer import print_nem
     from nem.frontends.upstream_dialects import parse_mlir
     from nem.passes.lower_to_nem import LowerToNemPass
     from nem.passes.pass_env import pass_env
-    from xdsl.dialects.func import FuncOp
 
     ctx = xdsl_context()
     try:

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from xdsl.dialects.builtin import FileLineColLoc, StringAttr, IntAttr
+from xdsl.dialects.builtin import FileLineColLoc, IntAttr, StringAttr
 from xdsl.ir import Attribute, Operation
 
 from nem.dialect.limits import MAX_SOURCE_BYTES

@@ -32,10 +32,10 @@ from nem.dialect.diagnostics import (
 )
 from nem.dialect.ops import ProgramOp
 from nem.runtime import tensor_io
-from nem.runtime.inspection import Task, Token, task_of, token_of, unknown_name
 from nem.runtime import trace as trace_mod
 from nem.runtime.checks import Deadlock, Race, Unconsumed
 from nem.runtime.engine import CompiledProgram, RunError, compile_program, default_kernels
+from nem.runtime.inspection import Task, Token, task_of, token_of, unknown_name
 from nem.runtime.memory import (
     DEFAULT_DDR_SIZE,
     DEFAULT_L1_SIZE,

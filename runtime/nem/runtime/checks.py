@@ -104,15 +104,15 @@ class RaceDetector:
         """Assign a lane to a task whose known history is `vc_in`."""
         le = self.lane_epoch
         lane = -1
-        for l in hint_lanes:
-            if vc_in.get(l, 0) == le[l]:
-                lane = l
+        for hint in hint_lanes:
+            if vc_in.get(hint, 0) == le[hint]:
+                lane = hint
                 break
         if lane < 0:
             best = None
-            for l, e in vc_in.items():
-                if e == le[l] and (best is None or l < best):
-                    best = l
+            for cand, e in vc_in.items():
+                if e == le[cand] and (best is None or cand < best):
+                    best = cand
             if best is not None:
                 lane = best
         if lane < 0:
@@ -163,7 +163,7 @@ class RaceDetector:
             lanes = set(live_vcs[0])
             for v in live_vcs[1:]:
                 lanes &= set(v)
-            low = {l: min(v[l] for v in live_vcs) for l in lanes}
+            low = {ln: min(v[ln] for v in live_vcs) for ln in lanes}
         else:
             low = None
         n = 0
