@@ -49,3 +49,17 @@ def test_mypy_resolves_every_nem_import(tmp_path: Path) -> None:
         cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert "import-not-found" not in proc.stdout, proc.stdout
     assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_nem_dialects_come_from_the_xdsl_universe_entry_point() -> None:
+    """Any xDSL tool finds the `nem` and `async` dialects through the public
+    `xdsl.universe` entry point (pyproject.toml), not through private Context
+    fields."""
+    from xdsl.universe import Universe
+
+    from nem.dialect.dialect import NEM
+    from nem.frontends.upstream_dialects.async_dialect import Async
+
+    dialects = Universe.get_multiverse().all_dialects
+    assert dialects["nem"]() is NEM
+    assert dialects["async"]() is Async

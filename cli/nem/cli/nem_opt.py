@@ -40,7 +40,6 @@ from nem.dialect.diagnostics import (
     NemDiagnosticError,
     register_source,
 )
-from nem.dialect.dialect import NEM
 from nem.passes.driver import (
     PLUGIN_PASSES,
     PluginError,
@@ -67,10 +66,11 @@ class NemOptMain(xDSLOptMain):
         super().__init__(description=DESCRIPTION, args=args)
 
     def register_all_dialects(self) -> None:
+        # xDSL's dialects and NEM's (`nem`, `async`: the `nem` xdsl.universe
+        # entry point, frontends/nem/frontends/universe.py)
         for universe in universes().values():
             for name, factory in universe.all_dialects.items():
                 self.ctx.register_dialect(name, factory)
-        self.ctx.register_dialect("nem", lambda: NEM)
         # upstream MLIR ops xDSL lacks (async.*, affine/memref DMA): frontends/nem/frontends/upstream_dialects
         from nem.frontends.upstream_dialects import register_mlir_dialects
 

@@ -19,15 +19,14 @@ from xdsl.context import Context
 
 def xdsl_context() -> Context:
     """The dialects `nem-opt` registers: xDSL's, NEM, and the upstream ops xDSL lacks."""
-    from xdsl.dialects import get_all_dialects
+    from xdsl.universe import Universe
 
-    from nem.dialect.dialect import NEM
     from nem.frontends.upstream_dialects import register_mlir_dialects
 
     ctx = Context(allow_unregistered=False)
-    for name, factory in get_all_dialects().items():
+    # xDSL's dialects and NEM's (the `nem` xdsl.universe entry point)
+    for name, factory in Universe.get_multiverse().all_dialects.items():
         ctx.register_dialect(name, factory)
-    ctx.register_dialect("nem", lambda: NEM)
     register_mlir_dialects(ctx)
     return ctx
 
