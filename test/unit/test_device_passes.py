@@ -237,3 +237,12 @@ def test_pipeline_without_device_remarks_and_continues():
         VerifyPipelinePass().apply(Context(), module)
     assert [(d.severity, d.rule) for d in env.diagnostics] == [("remark", "DEV-20")]
     assert env.diagnostics[0].loc == SourceLoc("t.nem", 1, 1)
+
+
+def test_pipeline_stage_not_registered_is_an_error(monkeypatch):
+    """A stage missing from the pass registry stops nem-verify with an error
+    naming it, instead of being skipped (issue 15)."""
+    monkeypatch.delitem(PASSES, "nem-check-tokens")
+    module, _ = program("buffer B : L1 (size=64)\n")
+    with pass_env(), pytest.raises(LookupError, match="stage 'nem-check-tokens' is not a registered"):
+        VerifyPipelinePass().apply(Context(), module)

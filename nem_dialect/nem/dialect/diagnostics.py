@@ -44,9 +44,6 @@ class SourceLoc:
         return None
 
 
-SEVERITIES = ("error", "warning", "remark", "note")
-
-
 @dataclass
 class Diagnostic:
     """One message about one place in the user's text."""

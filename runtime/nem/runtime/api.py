@@ -252,7 +252,6 @@ class NemInterpreter:
         except RunError as e:
             raise NemDiagnosticError([_diag_from(e, file)]) from None
         self.program = Program(module, prog, file, device, memory, compiled, diags)
-        self._topology_cache = topo
         return self.program
 
     def _parse_mlir(self, text: str, file: str) -> ModuleOp:

@@ -80,9 +80,6 @@ from nem.frontends.nem_text import config_parser
 from nem.frontends.nem_text.cursor import TokenCursor, describe
 from nem.frontends.nem_text.lexer import CALL, FLOAT, ID, INT, PUNCT, STRING, Token, tokenize
 
-STATEMENT_KEYWORDS = frozenset({"const", "let", "buffer", "loop", "endloop", "wait", "include",
-                                "program", "device", "type_family"})
-
 
 @dataclass
 class _Name:
