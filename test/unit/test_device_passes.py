@@ -11,9 +11,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from nem_programs import program
 from xdsl.context import Context
 from xdsl.dialects import arith
-from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass, PassPipeline
 
 from nem.analysis.capacity import memory_maps
@@ -24,7 +24,6 @@ from nem.dialect.diagnostics import Diagnostic, NemDiagnosticError, SourceLoc
 from nem.dialect.ops import ProgramOp, RegionOp
 from nem.dialect.semantics import SYMBOL_OF
 from nem.dialect.verifier import ProgramVerifier, verify_program
-from nem.frontends.nem_text.parser import parse_nem
 from nem.frontends.nem_text.printer import print_nem
 from nem.passes import PASSES
 from nem.passes.device import device_diagnostics, eligible_units
@@ -35,11 +34,6 @@ from nem.passes.pipeline import VerifyPipelinePass
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = sorted((ROOT / "examples").glob("*.nem"))
 sys.path.insert(0, str(ROOT / "bench"))
-
-
-def program(text: str, file: str = "t.nem") -> tuple[ModuleOp, ProgramOp]:
-    module = parse_nem(text, file)
-    return module, next(op for op in module.walk() if isinstance(op, ProgramOp))
 
 
 def region_ranges(prog: ProgramOp) -> list[list[tuple[int, int]]]:

@@ -12,8 +12,8 @@ import time
 import tracemalloc
 
 import pytest
+from nem_programs import program
 from semantics_programs import nested_loops, static_verdict
-from test_device_passes import program
 
 from nem.analysis.capacity import check_capacity, memory_maps
 from nem.devices.device_lookup import find_device
