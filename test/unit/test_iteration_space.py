@@ -16,7 +16,13 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from nem.dialect.diagnostics import NemDiagnosticError
-from nem.dialect.iteration_space import Inexact, IterationSpace, forms, vector_eval, witness
+from nem.dialect.iteration_space import (
+    Inexact,
+    IterationSpace,
+    forms,
+    vector_eval,
+    witness,
+)
 from nem.dialect.ops import LoopOp, ProgramOp, RegionOp
 from nem.dialect.semantics import ExprError
 from nem.dialect.verifier import ProgramVerifier
@@ -202,7 +208,7 @@ def test_huge_loops_checked_without_enumeration(size, off, rule, where):
 
 
 def test_unprovable_huge_loop_warns_what_was_not_checked(monkeypatch):
-    import nem.dialect.verifier as verifier
+    from nem.dialect import verifier
 
     monkeypatch.setattr(verifier, "MAX_POINTS", 1 << 12)
     src = BIG.format(size=64, hi=1 << 40, off="(i mod 7) * 9 - (i mod 7) * 8")
