@@ -22,13 +22,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "test" / "unit"))
 
-from semantics_programs import static_verdict  # noqa: E402
-from test_iteration_space import PointByPoint  # noqa: E402
-
-from nem.dialect.ops import ProgramOp  # noqa: E402
-from nem.dialect.verifier import ProgramVerifier  # noqa: E402
-from nem.frontends.nem_text.parser import parse_nem  # noqa: E402
-from nem.runtime import NemInterpreter  # noqa: E402
+from nem.dialect.ops import ProgramOp
+from nem.dialect.verifier import ProgramVerifier
+from nem.frontends.nem_text.parser import parse_nem
+from nem.runtime import NemInterpreter
+from semantics_programs import static_verdict
+from test_iteration_space import PointByPoint
 
 
 def four_tasks(n: int) -> str:
