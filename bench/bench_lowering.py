@@ -6,8 +6,9 @@ lowering's work) grows with the number of tiles: per tile (i, j, k) two
 `affine.dma_start`/`dma_wait` pairs into L1 and the 3-deep affine matmul nest;
 per (i, j) the C tile's load and store DMAs.  For each size we report the
 xDSL parse time (with locations, as nem-opt parses) and the lowering time
-(`convert-affine-to-nem` + `convert-async-to-nem` + cleanup; the NEM checks are
-reported separately), best of `--repeat` runs.
+(`convert-affine-to-nem`, `nem-synthesize-deps` and xDSL's dead-code
+elimination: `lower-to-nem` but its checks, which are reported separately),
+best of `--repeat` runs.
 
     python bench/bench_lowering.py [--tiles 1000 2197 4096] [--repeat 3]
 """
@@ -18,9 +19,11 @@ import argparse
 import time
 
 from nem.frontends.upstream_dialects import lowering_context, parse_mlir
-from nem.passes.convert_affine_to_nem import DEFAULT_SPACES, Lowerer, Options, parse_spaces
-from nem.passes.convert_async_to_nem import ConvertAsyncToNemPass
-from nem.passes.lower_to_nem import _dce, check
+from nem.passes.lowering.context import Options
+from nem.passes.lowering.driver import Lowerer
+from nem.passes.lowering.passes import DEFAULT_SPACES, CheckLoweredPass, parse_spaces
+from nem.passes.synthesize_deps import SynthesizeDepsPass
+from xdsl.transforms.dead_code_elimination import DeadCodeElimination
 
 
 def make_input(n_side: int, tile: int = 16) -> str:
@@ -77,13 +80,13 @@ def run(n_side: int, repeat: int) -> tuple[int, int, float, float, float]:
         t0 = time.perf_counter()
         module = parse_mlir(c, text, "bench.mlir")
         t1 = time.perf_counter()
-        prog = Lowerer(Options(parse_spaces(DEFAULT_SPACES), "npm_pro_x1")).run(module)
-        ConvertAsyncToNemPass().apply(c, module)
-        _dce(prog)
-        t2 = time.perf_counter()
         from nem.passes.pass_env import pass_env
         with pass_env():
-            check(module, "npm_pro_x1")
+            Lowerer(Options(parse_spaces(DEFAULT_SPACES), "npm_pro_x1")).run(module)
+            SynthesizeDepsPass(device="npm_pro_x1", narrow_windows=True).apply(c, module)
+            DeadCodeElimination().apply(c, module)
+            t2 = time.perf_counter()
+            CheckLoweredPass("npm_pro_x1").apply(c, module)
         t3 = time.perf_counter()
         best_p, best_l, best_c = min(best_p, t1 - t0), min(best_l, t2 - t1), min(best_c, t3 - t2)
     return n_side ** 3, len(text.splitlines()), best_p, best_l, best_c

@@ -7,7 +7,8 @@ from __future__ import annotations
 import pytest
 from doc_blocks import ROOT, run_document
 
-DOCS = ["docs/builder.md", "docs/writing-passes.md", "docs/testing.md", "docs/python-api.md"]
+DOCS = ["docs/builder.md", "docs/writing-passes.md", "docs/testing.md", "docs/python-api.md",
+        "docs/design.md"]
 
 
 @pytest.mark.parametrize("doc", DOCS)

@@ -1,6 +1,5 @@
-"""Unit tests of the MLIR -> NEM lowering (passes/nem/passes/convert_affine_to_nem.py,
-convert_async_to_nem.py, lower_to_nem.py, raise_compute.py) and of the MLIR
-input ops of nem.frontends.upstream_dialects.  The lit tests in test/lit/lowering check
+"""Unit tests of the MLIR -> NEM lowering (passes/nem/passes/lowering/) and of
+the MLIR input ops of nem.frontends.upstream_dialects.  The lit tests in test/lit/lowering check
 the emitted .nem text; these check the pieces and the Python API."""
 
 from __future__ import annotations
@@ -18,9 +17,10 @@ from nem.dialect.verifier import verify_program
 from nem.frontends.nem_text.parser import parse_nem
 from nem.frontends.nem_text.printer import print_nem
 from nem.frontends.upstream_dialects import lowering_context, parse_mlir
-from nem.passes.convert_affine_to_nem import Lowerer, Options, parse_spaces
-from nem.passes.lower_to_nem import LowerToNemPass
-from nem.passes.lowering_core import Aff, Var
+from nem.passes.lowering.affine_algebra import Aff, Var
+from nem.passes.lowering.context import Options
+from nem.passes.lowering.driver import Lowerer
+from nem.passes.lowering.passes import LowerToNemPass, parse_spaces
 from nem.passes.pass_env import pass_env
 
 INPUTS = Path(__file__).resolve().parents[1] / "lit" / "lowering" / "Inputs"
@@ -123,7 +123,7 @@ def test_memory_spaces_option_forms():
 
 def test_escape_hatch_kernel_parses_back():
     """The compute task's kernel text is MLIR that xDSL parses (the runtime
-    contract of raise_compute.py)."""
+    contract of lowering/escape.py)."""
     path = INPUTS.parent / "fallback_and_linalg.mlir"
     m, _ = lower(path)
     ks = [op for op in m.walk() if isinstance(op, ComputeOp) and op.opcode == "compute"]

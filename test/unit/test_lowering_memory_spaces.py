@@ -9,7 +9,7 @@ import pytest
 from test_lowering_e2e import INPUTS, _tool
 
 from nem.dialect.diagnostics import NemDiagnosticError
-from nem.passes.convert_affine_to_nem import parse_spaces
+from nem.passes.lowering.passes import parse_spaces
 from nem.passes.driver import quote_memory_spaces
 
 

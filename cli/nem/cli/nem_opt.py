@@ -51,6 +51,7 @@ from nem.passes.driver import (
     pass_summary,
     universe_passes,
     universes,
+    with_include_dirs,
 )
 
 
@@ -230,7 +231,8 @@ class NemOptMain(xDSLOptMain):
 
             with pass_env(file, self.args.include_dirs, self.args.device) as env:
                 try:
-                    apply_pipeline(self.pipeline, self.ctx, module)
+                    apply_pipeline(with_include_dirs(self.pipeline, self.args.include_dirs),
+                                   self.ctx, module)
                 finally:
                     diags += env.diagnostics
             return diags, self.output_resulting_program(module)

@@ -40,7 +40,7 @@ def lower_and_verify(text: str, func_name: str, arg_names: Sequence[str], device
     from nem.dialect.diagnostics import NemDiagnosticError
     from nem.frontends.nem_text.printer import print_nem
     from nem.frontends.upstream_dialects import parse_mlir
-    from nem.passes.lower_to_nem import LowerToNemPass
+    from nem.passes.lowering.passes import LowerToNemPass
     from nem.passes.pass_env import pass_env
 
     ctx = xdsl_context()
@@ -61,7 +61,8 @@ def lower_and_verify(text: str, func_name: str, arg_names: Sequence[str], device
         try:
             # the summary remark is opt-in (D-OPT-REMARKS); nem-compile -v shows it
             LowerToNemPass(device=device, memory_spaces=(memory_spaces,),
-                           entry=func_name, remarks=True).apply(ctx, module)
+                           entry=func_name, remarks=True,
+                           include_dirs=tuple(options.include_dirs)).apply(ctx, module)
         except NemDiagnosticError as e:
             raise CompileError("lower", "\n".join(d.render() for d in e.diagnostics)) from e
         remarks += [d.render() for d in env.diagnostics]

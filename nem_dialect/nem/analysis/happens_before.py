@@ -514,7 +514,8 @@ class HazardFinder:
         self.found.setdefault(key, (prev, acc, order))
 
     # -- reporting ---------------------------------------------------------
-    def _diagnostic(self, a: Access, b: Access, order: Order) -> Diagnostic:
+    @staticmethod
+    def _diagnostic(a: Access, b: Access, order: Order) -> Diagnostic:
         from nem.dialect.operand_binding import value_label
 
         kind = "write-after-write" if a.write and b.write else \
@@ -616,6 +617,30 @@ def _no_cyclic_gc() -> Iterator[None]:
             gc.enable()
 
 
+@dataclass(frozen=True)
+class Race:
+    """Two conflicting accesses (`earlier` first in program order) that the
+    model does not order, and why (`order`: a loop window, an access after
+    a loop, or neither)."""
+
+    earlier: Access
+    later: Access
+    order: Order
+
+    def diagnostic(self) -> Diagnostic:
+        return HazardFinder._diagnostic(self.earlier, self.later, self.order)
+
+
+def find_races(program: ProgramOp,
+               max_instances: int = MAX_TASK_INSTANCES) -> tuple[list[Race], list[Diagnostic]]:
+    """The races `find_hazards` reports, as records (and its warnings):
+    for passes that repair them (`nem-synthesize-deps`)."""
+    with _no_cyclic_gc():
+        finder = HazardFinder(program, max_instances)
+        finder.run()
+        return [Race(a, b, o) for a, b, o in finder.found.values()], finder.warnings
+
+
 def find_hazards(program: ProgramOp, max_instances: int = MAX_TASK_INSTANCES) -> list[Diagnostic]:
     """HAZ-01 / HAZ-03 (LOOP-06) diagnostics of a verified program."""
     with _no_cyclic_gc():
@@ -650,12 +675,47 @@ def live_token_peak(program: ProgramOp) -> tuple[int, Operation | None]:
         return _block_live(program.block, Evaluator())
 
 
-def _block_live(block: Block, ev: Evaluator) -> tuple[int, Operation | None]:
+@dataclass
+class BlockLiveness:
+    """Token liveness in one block (D-TOK-LIVE): the statements, the live
+    interval `[first, last]` (statement indices) of each task's token, and
+    what each loop statement adds (its body's peak times the iterations in
+    flight)."""
+
+    ops: list[Operation]
+    intervals: dict[TaskOp, tuple[int, int]]
+    nested: list[int]
+
+    def counts(self) -> list[int]:
+        """Live tokens at each statement (this block's and its loops')."""
+        n = len(self.ops)
+        delta = [0] * (n + 2)
+        for first, last in self.intervals.values():
+            delta[first] += 1
+            delta[last + 1] -= 1
+        out, live = [], 0
+        for k in range(n):
+            live += delta[k]
+            out.append(live + self.nested[k])
+        return out
+
+    def peak(self) -> tuple[int, Operation | None]:
+        best, where = 0, None
+        for k, c in enumerate(self.counts()):
+            if c > best:
+                best, where = c, self.ops[k]
+        return best, where
+
+
+def block_liveness(block: Block, ev: Evaluator | None = None) -> BlockLiveness:
+    """The liveness of `block`'s tokens (D-TOK-LIVE); loop bodies count
+    through their peak."""
+    ev = ev or Evaluator()
     ops = list(block.ops)
     idx = {op: k for k, op in enumerate(ops)}
     n = len(ops)
-    delta = [0] * (n + 2)
     nested = [0] * n
+    intervals: dict[TaskOp, tuple[int, int]] = {}
     for k, op in enumerate(ops):
         if isinstance(op, LoopOp):
             body, _ = _block_live(op.block, ev)
@@ -676,14 +736,12 @@ def _block_live(block: Block, ev: Evaluator) -> tuple[int, Operation | None]:
             uses = [u for u in uses if u is not None]
             if uses:
                 last = max(uses)
-        delta[k] += 1
-        delta[last + 1] -= 1
-    best, where, live = 0, None, 0
-    for k in range(n):
-        live += delta[k]
-        if live + nested[k] > best:
-            best, where = live + nested[k], ops[k]
-    return best, where
+        intervals[op] = (k, last)
+    return BlockLiveness(ops, intervals, nested)
+
+
+def _block_live(block: Block, ev: Evaluator) -> tuple[int, Operation | None]:
+    return block_liveness(block, ev).peak()
 
 
 def _ancestor_in(op: Operation, block: Block) -> Operation | None:

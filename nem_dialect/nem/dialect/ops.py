@@ -15,15 +15,18 @@ integer expressions referenced by `ArgRefAttr`s inside `attrs`.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import ClassVar
 
 from xdsl.dialects.builtin import (
     ArrayAttr,
+    DenseArrayBase,
     DictionaryAttr,
     IndexType,
     IntegerAttr,
     StringAttr,
     UnitAttr,
+    i32,
 )
 from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
 from xdsl.irdl import (
@@ -243,6 +246,18 @@ class TaskOp(NemOp):
 
     def dep_values(self) -> tuple[SSAValue, ...]:
         return tuple(self.deps)
+
+    def set_deps(self, deps: Sequence[SSAValue]) -> None:
+        """Replace the dependency tokens (the `deps` operand segment)."""
+        names = [name for name, _ in type(self).get_irdl_definition().operands]
+        seg = names.index("deps")
+        sizes = list(self.properties["operandSegmentSizes"].get_values())  # type: ignore[attr-defined]
+        start = sum(sizes[:seg])
+        operands = list(self.operands)
+        operands[start:start + sizes[seg]] = deps
+        sizes[seg] = len(deps)
+        self.operands = operands
+        self.properties["operandSegmentSizes"] = DenseArrayBase.from_list(i32, sizes)
 
     def operand_regions(self) -> tuple[tuple[SSAValue, str], ...]:
         """(region value, "read"|"write") for every region the task touches."""

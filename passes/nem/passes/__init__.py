@@ -1,13 +1,12 @@
 """NEM passes (installed as `nem.passes`)."""
 
-from nem.passes.convert_affine_to_nem import ConvertAffineToNemPass
-from nem.passes.convert_async_to_nem import ConvertAsyncToNemPass
-from nem.passes.lower_to_nem import LowerToNemPass
+from nem.passes.lowering.passes import ConvertAffineToNemPass, LowerToNemPass
+from nem.passes.synthesize_deps import SynthesizeDepsPass
 from nem.passes.verify import PASSES as _VERIFY_PASSES
 
 PASSES = dict(_VERIFY_PASSES)
-PASSES.update({p.name: p for p in (ConvertAffineToNemPass, ConvertAsyncToNemPass,
-                                   LowerToNemPass)})
+PASSES.update({p.name: p for p in (ConvertAffineToNemPass, LowerToNemPass,
+                                   SynthesizeDepsPass)})
 
 __all__ = ["PASSES"]
 

@@ -39,22 +39,25 @@ from nem.dialect.ops import BufferOp, ComputeOp, ProgramOp, TaskOp
 from nem.passes.pass_env import current, report
 
 
-def target_device(prog: ProgramOp, option: str | None = None) -> Device | None:
-    """The program's target: pass option, else `--device`, else its directive.
+def target_device(prog: ProgramOp, option: str | None = None,
+                  include_dirs: tuple[str, ...] = ()) -> Device | None:
+    """The program's target: pass option, else `--device`, else its directive;
+    its file searched in the pass's `include_dirs`, then the driver's `-I`.
     Memoized per pipeline run in the pass environment."""
     from nem.devices.device_lookup import find_device
     from nem.devices.program_device import program_device
 
     env = current()
-    key = ("device", id(prog), option, env.device)
+    dirs = tuple(dict.fromkeys((*include_dirs, *env.include_dirs)))
+    key = ("device", id(prog), option, env.device, dirs)
     if key in env.cache:
         return env.cache[key]
     loc = SourceLoc.of(prog)
     file = env.file or (loc.file if loc else "<stdin>")
     if option:
-        device = find_device(option, env.include_dirs, file)
+        device = find_device(option, dirs, file)
     else:
-        device = program_device(prog, file, env.include_dirs, env.device)
+        device = program_device(prog, file, dirs, env.device)
     env.cache[key] = device
     return device
 

@@ -230,7 +230,7 @@ def quote_memory_spaces(spec: str) -> str:
     the quoted form xDSL already accepts.  A bad value raises a
     `NemDiagnosticError` naming the pass, the option and the item, before
     any input is read."""
-    from nem.passes.convert_affine_to_nem import parse_spaces
+    from nem.passes.lowering.passes import parse_spaces
 
     def in_pass(m: re.Match) -> str:
         def quoted(o: re.Match) -> str:
@@ -253,6 +253,24 @@ def parse_pipeline(spec: str, callback=None) -> PassPipeline:
     `ValueError` (or xDSL's `ArgSpecParseError`) for an unknown pass or a
     bad option, `NemDiagnosticError` for a bad `memory-spaces` value."""
     return PassPipeline.parse_spec(available_passes(), normalize_pipeline(spec), callback)
+
+
+def with_include_dirs(pipeline: PassPipeline, include_dirs: Iterable[str]) -> PassPipeline:
+    """`pipeline` with the driver's `-I` directories added after the
+    `include-dirs` option of each pass that declares one, so that a pass
+    finds `device=NAME` where the driver does (DEV-20) through its own
+    options."""
+    dirs = tuple(include_dirs)
+    if not dirs:
+        return pipeline
+
+    def bound(p: ModulePass) -> ModulePass:
+        if not any(f.name == "include_dirs" for f in dataclasses.fields(p)):
+            return p
+        own = tuple(p.include_dirs)  # type: ignore[attr-defined]
+        return dataclasses.replace(p, include_dirs=tuple(dict.fromkeys((*own, *dirs))))  # type: ignore[type-var]
+
+    return PassPipeline(tuple(bound(p) for p in pipeline.passes), pipeline.callback)
 
 
 def apply_pipeline(pipeline: PassPipeline, ctx: Context, module: ModuleOp) -> None:
@@ -291,7 +309,7 @@ def run_pipeline(module: ModuleOp, pipeline: str | PassPipeline, *, file: str | 
         ctx = lowering_context()
     with pass_env(file, include_dirs, device) as env:
         try:
-            apply_pipeline(pipeline, ctx, module)
+            apply_pipeline(with_include_dirs(pipeline, include_dirs), ctx, module)
         except NemDiagnosticError as e:
             e.diagnostics[:0] = env.diagnostics  # the earlier passes' warnings, in order
             raise

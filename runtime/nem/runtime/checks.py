@@ -129,23 +129,23 @@ class RaceDetector:
         """Check and record `accesses` = [(level_id, lo, hi, write)] of `task`."""
         vc = task.vc
         tid = task.seq
+        get = vc.get
         for lvl, lo, hi, write in accesses:
             recs = self.shadow[lvl]
-            keep = []
-            changed = False
+            drop = None
             for r in recs:
                 if r.hi <= lo or r.lo >= hi or r.tid == tid:
-                    keep.append(r)
                     continue
-                ordered = vc.get(r.lane, 0) >= r.epoch
-                if not ordered and (write or r.write):
-                    self._report(r, task, write, lvl, max(lo, r.lo), min(hi, r.hi), ref_of)
-                # subsumption: a later ordered access covering the record replaces it
-                if ordered and r.lo >= lo and r.hi <= hi and (write or not r.write):
-                    changed = True
-                    continue
-                keep.append(r)
-            if changed:
+                if get(r.lane, 0) < r.epoch:  # not ordered before this task
+                    if write or r.write:
+                        self._report(r, task, write, lvl, max(lo, r.lo), min(hi, r.hi), ref_of)
+                elif r.lo >= lo and r.hi <= hi and (write or not r.write):
+                    # subsumption: a later ordered access covering the record replaces it
+                    if drop is None:
+                        drop = set()
+                    drop.add(id(r))
+            if drop is not None:
+                keep = [r for r in recs if id(r) not in drop]
                 self._n_records -= len(recs) - len(keep)
                 self.shadow[lvl] = keep
         for lvl, lo, hi, write in accesses:

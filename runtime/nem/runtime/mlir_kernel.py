@@ -1,6 +1,6 @@
 """Executing `compute ... op="mlir.kernel"` escape-hatch tasks (D-RT-MLIR-KERNEL).
 
-The lowering (`passes/nem/passes/raise_compute.py`, D-LOW-ESCAPE) turns a loop nest it
+The lowering (`passes/nem/passes/lowering/escape.py`, D-LOW-ESCAPE) turns a loop nest it
 cannot raise into a `compute` task whose `kernel` attribute is the generic
 MLIR text of `func.func @kernel(memref per operand (ins, then outs), index
 per index_args entry)`.  Running the body once on those arguments is the

@@ -1,8 +1,8 @@
 // !async.value<T> through lower-to-nem (D-LOW-ASYNC-VALUE).  A memref payload
 // is the view of the memref the execute yields: the await result and the body
 // argument bound to a value operand (`%va as %a2`) are that same NEM region,
-// and ordering goes through the execute's token (a value operand is a
-// dependency, awaiting a value waits on its execute).
+// and what the tokens ordered is data: nem-synthesize-deps orders each task
+// after the tasks it conflicts with (a value's consumer after its producer).
 // RUN: nem-opt %S/Inputs/async_value_pipeline.mlir -p 'lower-to-nem{device=npm_pro_x1}' -t nem 2>/dev/null | filecheck %s
 // RUN: nem-opt %S/Inputs/async_value_pipeline.mlir -p 'lower-to-nem{device=npm_pro_x1}' -t nem 2>/dev/null | nem-opt -f nem -p nem-verify -o /dev/null
 // CHECK: buffer X : DDR (size=16384, align=64)
@@ -14,9 +14,9 @@
 // CHECK-NEXT: [[B:dma[0-9]+]] = transfer.async(dst=region(b, 0, 16384) {{.*}} src=region(Y, 0, 16384) elem=f32, shape=[64, 64], layout=MN)
 // the body arguments %a2, %b2 are regions of a and b; the yielded subview is rows 64.. of o:
 // CHECK-NEXT: [[C:add[0-9]+]] = add.async in region(a, 0, 16384) {{.*}}, region(b, 0, 16384) {{.*}} out region(o, 16384, 16384) elem=f32, shape=[64, 64], layout=MN deps=[[[A]], [[B]]]
-// the await of %vs waits on the third execute; its result is the same region of o:
-// CHECK-NEXT: wait([[C]])
-// CHECK-NEXT: [[D:dma[0-9]+]] = transfer.async(dst=region(Z, 0, 16384) {{.*}} src=region(o, 16384, 16384) elem=f32, shape=[64, 64], layout=MN)
+// the await of %vs needs nothing: its result is the same region of o, which the
+// write-back reads after the add:
+// CHECK-NEXT: [[D:dma[0-9]+]] = transfer.async(dst=region(Z, 0, 16384) {{.*}} src=region(o, 16384, 16384) elem=f32, shape=[64, 64], layout=MN, deps=[[[C]]])
 // CHECK-NEXT: wait([[D]])
 // The async ops round-trip through nem-opt in upstream's custom syntax:
 // RUN: nem-opt %S/Inputs/async_value_pipeline.mlir | filecheck %s --check-prefix=RT

@@ -33,8 +33,7 @@ func.func @fma(%X: memref<128x64xf32>, %Z: memref<128x64xf32>, %W: memref<32x32x
 }
 // CHECK: loop t in [0..3]:
 // CHECK: [[T:dma[0-9]+]] = transfer.async(dst=region(x, 0, 8192) elem=f32, shape=[32, 64], layout=MN, src=region(X, t * 8192, 8192) elem=f32, shape=[2048], layout=C)
-// CHECK-NEXT: wait([[T]])
-// CHECK-NEXT: [[K:compute[0-9]+]] = compute.async in region(x, 0, 8192) elem=f32, shape=[32, 64], layout=MN out region(z, 0, 8192) elem=f32, shape=[32, 64], layout=MN op="mlir.kernel" kernel="\"func.func\"() <{{.*}}function_type = (memref<32x64xf32>, memref<32x64xf32>) -> ()
+// CHECK-NEXT: [[K:compute[0-9]+]] = compute.async in region(x, 0, 8192) elem=f32, shape=[32, 64], layout=MN out region(z, 0, 8192) elem=f32, shape=[32, 64], layout=MN deps=[[[T]]] op="mlir.kernel" kernel="\"func.func\"() <{{.*}}function_type = (memref<32x64xf32>, memref<32x64xf32>) -> ()
 // CHECK-SAME: \"arith.mulf\"
 // CHECK-NEXT: transfer.async(dst=region(Z, t * 8192, 8192) {{.*}} deps=[[[K]]])
 // CHECK: add.async in region(W, 0, 4096) elem=f32, shape=[32, 32], layout=MN, region(W, 0, 4096) elem=f32, shape=[32, 32], layout=MN out region(V, 0, 4096)

@@ -1,0 +1,393 @@
+"""Compute: raising loop nests and linalg ops to NEM opcodes (D-LOW-RAISE,
+D-LOW-ACCUM, D-LOW-TILES), else the escape hatch (`escape.py`).
+
+A raise plan (`nest_analysis`) is emitted into a `Staging` block first: the
+regions and candidate tasks are built, each candidate is checked against
+the target's type families, and the staging block is then committed to the
+NEM block, or dropped when some task has no legal variant (the computation
+falls back to one escape-hatch task).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
+
+from nem.dialect.attributes import RegionType
+from nem.dialect.builder import Loc, NemBuilder
+from nem.dialect.operand_binding import match_families
+from nem.dialect.ops import ComputeOp, TaskOp
+from nem.dialect.semantics import Evaluator
+from nem.passes.lowering.affine_algebra import Aff
+from nem.passes.lowering.context import LoweringContext
+from nem.passes.lowering.diagnostics import reject
+from nem.passes.lowering.emit import region
+from nem.passes.lowering.escape import emit_escape, linalg_operands, location_text
+from nem.passes.lowering.nest_analysis import (
+    Access,
+    CopyPlan,
+    EltOp,
+    EltwisePlan,
+    Load,
+    MatmulPlan,
+    NotRaisable,
+    Operand,
+    analyze,
+    generic_tree,
+    match_nest,
+)
+from nem.passes.lowering.views import View, buffer_bytes, row_major
+from xdsl.dialects import linalg
+from xdsl.dialects.builtin import MemRefType, StringAttr
+from xdsl.ir import Block, Operation, SSAValue
+from xdsl.rewriter import InsertPoint, Rewriter
+
+if TYPE_CHECKING:
+    from nem.passes.lowering.driver import BlockState, Lowerer
+    from xdsl.dialects import affine
+
+LINALG_ELTWISE = {"linalg.add": "add", "linalg.sub": "sub", "linalg.mul": "mul",
+                  "linalg.div": "div", "linalg.max": "max", "linalg.min": "min",
+                  "linalg.exp": "exp", "linalg.log": "log", "linalg.sqrt": "sqrt",
+                  "linalg.abs": "abs", "linalg.tanh": "tanh", "linalg.negf": "neg",
+                  "linalg.powf": "pow"}
+
+
+class Staging:
+    """Ops built for a plan before it is known to be legal."""
+
+    def __init__(self, loc: Loc) -> None:
+        self.block = Block()
+        self.builder = NemBuilder.at_end(self.block, loc)
+
+    def commit(self, st: BlockState) -> None:
+        """Move everything built here to the end of the NEM block."""
+        Rewriter.inline_block(self.block, InsertPoint.at_end(st.block))
+
+    def drop(self) -> None:
+        for o in reversed(list(self.block.ops)):
+            o.detach()
+            o.erase(safe_erase=False)
+
+
+def name_task(ctx: LoweringContext, token: SSAValue, kind: str) -> None:
+    """Name a committed task's token `KIND<n>`."""
+    task = token.owner
+    assert isinstance(task, TaskOp)
+    name = ctx.names.token(kind)
+    task.properties["token"] = StringAttr(name)
+    token.name_hint = name
+
+
+def region_shape(region: SSAValue) -> list[int]:
+    """The static shape of a typed region value."""
+    t = region.type
+    assert isinstance(t, RegionType) and t.shape_values is not None
+    return list(t.shape_values)
+
+
+def _task(token: SSAValue) -> ComputeOp:
+    op = token.owner
+    assert isinstance(op, ComputeOp)
+    return op
+
+
+def illegal(ctx: LoweringContext, token: SSAValue) -> str | None:
+    """None when the candidate task matches a variant of its opcode's type
+    families (the device's effective set with `device=`), else why not."""
+    op = token.owner
+    assert isinstance(op, ComputeOp)
+    ev = Evaluator()
+    key = (op.opcode, tuple(v.type for v in op.ins), tuple(v.type for v in op.outs),
+           tuple(sorted((k, str(a)) for k, a in op.attrs.data.items())),
+           tuple(ev.static(a) for a in op.args))
+    if key in ctx.legal_cache:
+        return ctx.legal_cache[key]
+    effective = None
+    if ctx.device is not None:
+        effective = ctx.device.effective_for_family(op.SPEC.families)
+    why = None
+    if not match_families(op, ctx.catalog, effective).ok:
+        where = f"device {ctx.options.device}" if ctx.device is not None else "the NEM baseline"
+        elems = "/".join(sorted({str(v.type.elem_name) for v in (*op.ins, *op.outs)}))
+        why = f"no {op.opcode} variant for {elems} on {where}"
+    ctx.legal_cache[key] = why
+    return why
+
+
+# ---------------------------------------------------------------------------
+# Regions and scratch buffers
+# ---------------------------------------------------------------------------
+
+
+def access_region(ctx: LoweringContext, b: NemBuilder, acc: Access, exts: dict[int, int],
+                  anchor: Operation, layout: str | None = None) -> tuple[SSAValue, View]:
+    """The region a nest access covers: the extents of its nest dimensions."""
+    vw = ctx.view(acc.memref, anchor)
+    start = vw.base
+    shape, strides = [], []
+    for (k, outer), s in zip(acc.index, vw.strides):
+        start = start + outer.scale(s)
+        if k is not None:
+            shape.append(exts[k])
+            strides.append(s)
+    return region(ctx, b, vw, start, shape, strides, anchor, layout), vw
+
+
+def full_region(ctx: LoweringContext, b: NemBuilder, mem: SSAValue, anchor: Operation,
+                layout: str | None = None) -> tuple[SSAValue, View]:
+    """The region of a whole memref view."""
+    vw = ctx.view(mem, anchor)
+    return region(ctx, b, vw, vw.base, vw.shape, vw.strides, anchor, layout), vw
+
+
+def scratch(ctx: LoweringContext, like: View, shape: list[int], anchor: Operation,
+            ident: int = 0) -> View:
+    """A hoisted scratch buffer for a partial result (D-LOW-ACCUM); `ident`
+    tells apart the temporaries one computation needs at the same time.  The
+    tasks of different `async.execute`s (and of the main stream) do not
+    share one: they may run concurrently (D-LOW-ASYNC)."""
+    slots = 2 if ctx.pipelined else 1
+    context = ctx.executes[-1] if ctx.executes else None
+    key = (like.level.data, tuple(shape), like.elem, slots,
+           ctx.pipelined[-1].key if slots == 2 else None, ident, context)
+    cached = ctx.scratch.get(key)
+    if cached is not None and ctx.is_declared(cached.buffer):
+        return cached
+    name = ctx.names.fresh(None, f"{like.level.kind}_{'tmp' if ident else 'acc'}")
+    buf = ctx.declare_buffer(name, like.level.data, buffer_bytes(shape, like.elem) * slots,
+                             anchor.location)
+    n = 1
+    for d in shape:
+        n *= d
+    base = Aff.atom(ctx.pipelined[-1]).mod(2).scale(n) if slots == 2 else Aff.c(0)
+    view = View(buf, like.level, like.elem, tuple(shape), row_major(shape), base, name)
+    ctx.scratch[key] = view
+    return view
+
+
+def drop_unused_scratch(ctx: LoweringContext) -> None:
+    """Forget the scratch buffers no region uses (made for a plan that fell
+    back), so the program declares only buffers it uses."""
+    for key, vw in list(ctx.scratch.items()):
+        op = vw.buffer.owner
+        if not vw.buffer.uses and ctx.is_declared(vw.buffer):
+            assert isinstance(op, Operation)
+            op.detach()
+            op.erase()
+            del ctx.scratch[key]
+
+
+# ---------------------------------------------------------------------------
+# Matmul, elementwise, copy
+# ---------------------------------------------------------------------------
+
+
+def emit_matmul(lw: Lowerer, stg: Staging, st: BlockState, anchor: Operation,
+                a: SSAValue, b: SSAValue, c: tuple[SSAValue, View], trans: tuple[bool, bool],
+                what: str) -> str | None:
+    """C += A x B.  One `matmul in A, B, C out C` when that variant is legal,
+    else `matmul in A, B out T` + `add in C, T out C` (D-LOW-ACCUM).  Returns
+    the reason when neither is legal (the caller falls back)."""
+    ctx = lw.ctx
+    bld = stg.builder
+    c_reg, cv = c
+    flags = {k: 1 for k, f in (("trans_a", trans[0]), ("trans_b", trans[1])) if f}
+    with bld.located(anchor.location):
+        fused = bld.compute("matmul", [a, b, c_reg], [c_reg], **flags)
+    if illegal(ctx, fused) is None:
+        stg.commit(st)
+        name_task(ctx, fused, "matmul")
+        ctx.summary.raised.append(f"{what} -> matmul (accumulating bias)")
+        return None
+    fused.owner.detach()
+    fused.owner.erase()
+    shape = region_shape(c_reg)
+    tv = scratch(ctx, cv, shape, anchor)
+    with bld.located(anchor.location):
+        t_reg = region(ctx, bld, tv, tv.base, shape, tv.strides, anchor, "MN")
+        mm = bld.compute("matmul", [a, b], [t_reg], **flags)
+        add = bld.compute("add", [c_reg, t_reg], [c_reg])
+    why = illegal(ctx, mm) or illegal(ctx, add)
+    if why is not None:
+        return why
+    stg.commit(st)
+    name_task(ctx, mm, "matmul")
+    name_task(ctx, add, "add")
+    ctx.summary.raised.append(f"{what} -> matmul + add (accumulation)")
+    return None
+
+
+def lower_nest(lw: Lowerer, top: affine.ForOp, st: BlockState) -> None:
+    """A loop nest: one raised task per op of its plan, else one escape-hatch task."""
+    ctx = lw.ctx
+    what = f"loop nest at {location_text(top)}"
+    try:
+        nest = analyze(top, ctx.env)
+        plan = match_nest(nest, ctx.env, lambda m, u: ctx.view(m, u).buffer)
+    except (NotRaisable, ValueError) as e:
+        return emit_escape(lw, top, st, str(e), what)
+    exts = nest.extents
+    stg = Staging(top.location)
+    b = stg.builder
+    if isinstance(plan, MatmulPlan):
+        with b.located(top.location):
+            a_reg, _ = access_region(ctx, b, plan.a.access, exts, top,
+                                     "KM" if plan.trans_a else "MK")
+            b_reg, _ = access_region(ctx, b, plan.b.access, exts, top,
+                                     "NK" if plan.trans_b else "KN")
+            c = access_region(ctx, b, plan.c, exts, top, "MN")
+        why = emit_matmul(lw, stg, st, top, a_reg, b_reg, c, (plan.trans_a, plan.trans_b), what)
+        if why is not None:
+            stg.drop()
+            emit_escape(lw, top, st, why, what)
+        return
+    if isinstance(plan, CopyPlan):
+        with b.located(top.location):
+            src, _ = access_region(ctx, b, plan.src.access, exts, top)
+            dst, _ = access_region(ctx, b, plan.dst, exts, top)
+            tok = b.transfer(dst, src)
+        stg.commit(st)
+        name_task(ctx, tok, "copy")
+        ctx.summary.raised.append(f"{what} -> transfer (copy)")
+        return
+    assert isinstance(plan, EltwisePlan)
+    with b.located(top.location):
+        out = access_region(ctx, b, plan.out, exts, top)
+    raise_eltwise(lw, stg, st, plan.root, out, top, what,
+                  lambda leaf: access_region(ctx, b, _load(leaf).access, exts, top))
+
+
+def _load(leaf: Load | Operand) -> Load:
+    assert isinstance(leaf, Load)
+    return leaf
+
+
+def raise_eltwise(lw: Lowerer, stg: Staging, st: BlockState, root: EltOp,
+                  out: tuple[SSAValue, View], anchor: Operation, what: str,
+                  leaf_region: Callable[[Load | Operand], tuple[SSAValue, View]]) -> None:
+    """One task per op of the elementwise tree `root` (D-LOW-RAISE) writing
+    `out`, when every op has a legal variant and all operands have one
+    shape; else the whole computation falls back to the escape hatch."""
+    ctx = lw.ctx
+    with stg.builder.located(anchor.location):
+        steps = _tree_steps(ctx, stg.builder, root, out, anchor, leaf_region)
+    shapes = {tuple(region_shape(r)) for _, tok in steps for r in _task(tok).ins}
+    out_shape = tuple(region_shape(out[0]))
+    why = ("operand shapes differ (broadcast)" if len(shapes | {out_shape}) > 1 else
+           next((w for w in (illegal(ctx, tok) for _, tok in steps) if w), None))
+    if why is not None:
+        stg.drop()
+        return emit_escape(lw, anchor, st, why, what)
+    stg.commit(st)
+    for opcode, tok in steps:
+        name_task(ctx, tok, opcode)
+    ctx.summary.raised.append(f"{what} -> {' + '.join(op for op, _ in steps)}")
+
+
+def _tree_steps(ctx: LoweringContext, b: NemBuilder, root: EltOp, out: tuple[SSAValue, View],
+                anchor: Operation, leaf_region: Callable[[Load | Operand],
+                                                         tuple[SSAValue, View]]
+                ) -> list[tuple[str, SSAValue]]:
+    """The candidate tasks of an elementwise tree, in evaluation order:
+    (opcode, token); the root writes `out`, every inner op a hoisted scratch
+    region of the same shape (D-LOW-ACCUM's scratch buffers, one per inner
+    op)."""
+    steps: list[tuple[str, SSAValue]] = []
+    shape = region_shape(out[0])
+
+    def emit(node: EltOp | Load | Operand,
+             target: tuple[SSAValue, View] | None) -> tuple[SSAValue, View]:
+        if not isinstance(node, EltOp):
+            return leaf_region(node)
+        ins = [emit(c, None) for c in node.operands]
+        if target is None:
+            sv = scratch(ctx, out[1], shape, anchor, ident=len(steps) + 1)
+            target = (region(ctx, b, sv, sv.base, shape, sv.strides, anchor), sv)
+        steps.append((node.opcode, b.compute(node.opcode, [r for r, _ in ins], [target[0]])))
+        return target
+
+    emit(root, out)
+    return steps
+
+
+# ---------------------------------------------------------------------------
+# linalg
+# ---------------------------------------------------------------------------
+
+
+def lower_linalg(lw: Lowerer, op: Operation, st: BlockState) -> None:
+    """`linalg.matmul`, `linalg.conv_2d_nhwc_hwcf`, named elementwise ops
+    and elementwise `linalg.generic` are raised; other linalg ops fall back."""
+    ctx = lw.ctx
+    what = f"{op.name} at {location_text(op)}"
+    ins, outs = linalg_operands(op)
+    if op.results:
+        raise reject(op, "linalg on tensors is not supported; bufferize first "
+                     "(one-shot-bufferize)")
+    for v in (*ins, *outs):
+        if not isinstance(v.type, MemRefType):
+            return emit_escape(lw, op, st, "scalar operands", what)
+    stg = Staging(op.location)
+    b = stg.builder
+    if op.name == "linalg.matmul":
+        with b.located(op.location):
+            a_reg, _ = full_region(ctx, b, ins[0], op, "MK")
+            b_reg, _ = full_region(ctx, b, ins[1], op, "KN")
+            c = full_region(ctx, b, outs[0], op, "MN")
+        why = emit_matmul(lw, stg, st, op, a_reg, b_reg, c, (False, False), what)
+        if why is not None:
+            stg.drop()
+            emit_escape(lw, op, st, why, what)
+        return
+    if op.name == "linalg.conv_2d_nhwc_hwcf":
+        return _lower_conv(lw, op, ins, outs, stg, st, what)
+    if op.name in LINALG_ELTWISE:
+        root = EltOp(LINALG_ELTWISE[op.name], tuple(Operand(v) for v in ins))
+    elif isinstance(op, linalg.GenericOp):
+        try:
+            root = generic_tree(op)
+        except NotRaisable as e:
+            return emit_escape(lw, op, st, str(e), what)
+    else:
+        return emit_escape(lw, op, st, "no NEM opcode for this linalg op", what)
+    with b.located(op.location):
+        out = full_region(ctx, b, outs[0], op)
+    raise_eltwise(lw, stg, st, root, out, op, what,
+                  lambda leaf: full_region(ctx, b, _operand(leaf).memref, op))
+
+
+def _operand(leaf: Load | Operand) -> Operand:
+    assert isinstance(leaf, Operand)
+    return leaf
+
+
+def _lower_conv(lw: Lowerer, op: Operation, ins: Sequence[SSAValue], outs: Sequence[SSAValue],
+                stg: Staging, st: BlockState, what: str) -> None:
+    """`conv2d in X, W out T` + `add in Y, T out Y` (D-LOW-ACCUM)."""
+    ctx = lw.ctx
+    b = stg.builder
+    attrs: dict[str, object] = {}
+    for key in ("strides", "dilations"):
+        a = op.attributes.get(key) or op.properties.get(key)
+        vals = list(a.get_values()) if a is not None and hasattr(a, "get_values") else [1, 1]
+        attrs[key] = [int(v) for v in vals]
+    attrs["pads"] = [0, 0, 0, 0]
+    with b.located(op.location):
+        x_reg, _ = full_region(ctx, b, ins[0], op, "NHWC")
+        w_reg, _ = full_region(ctx, b, ins[1], op, "HWIO")
+        y_reg, yv = full_region(ctx, b, outs[0], op, "NHWC")
+        shape = region_shape(y_reg)
+        tv = scratch(ctx, yv, shape, op)
+        t_reg = region(ctx, b, tv, tv.base, shape, tv.strides, op, "NHWC")
+        conv = b.compute("conv2d", [x_reg, w_reg], [t_reg], attrs=attrs)
+        add = b.compute("add", [y_reg, t_reg], [y_reg])
+    why = illegal(ctx, conv) or illegal(ctx, add)
+    if why is not None:
+        stg.drop()
+        return emit_escape(lw, op, st, why, what)
+    stg.commit(st)
+    name_task(ctx, conv, "conv2d")
+    name_task(ctx, add, "add")
+    ctx.summary.raised.append(f"{what} -> conv2d + add (accumulation)")
+

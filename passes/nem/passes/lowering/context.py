@@ -1,0 +1,217 @@
+"""The state of one lowering run, passed explicitly to every handler.
+
+`LoweringContext` holds what the conversion of one function learns and
+decides as it walks the ops: the NEM view of every memref value, the affine
+value of every index value, the names in use, the program-scope
+declarations (buffers are hoisted), the scopes of the partial-tile checks,
+the summary of what was raised, and the target device.  Nothing of it lives
+at module level, so two lowerings (threads, nested pipelines) never share
+state.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from nem.dialect.builder import Loc, NemBuilder
+from nem.passes.lowering.affine_algebra import Aff, Var, eval_map
+from nem.passes.lowering.diagnostics import reject
+from nem.passes.lowering.partial_tiles import PeelScope, RegionAccess
+from nem.passes.lowering.views import View
+from xdsl.dialects.builtin import IndexType, IntegerAttr, MemRefType
+from xdsl.ir import Block, BlockArgument, Operation, SSAValue
+
+if TYPE_CHECKING:
+    from nem.dialect.device_model import Device
+    from nem.dialect.families import Catalog
+    from xdsl.ir.affine import AffineMap
+
+NEM_KEYWORDS = frozenset({"in", "out", "loop", "endloop", "region", "const", "let", "buffer",
+                          "transfer", "store", "wait", "deps", "program", "device", "include",
+                          "mod", "elem", "shape", "layout", "strides", "quant", "size", "align"})
+"""Words the `.nem` grammar reserves: never used as generated names."""
+
+
+@dataclass(frozen=True)
+class Options:
+    """The options of `convert-affine-to-nem` (and `lower-to-nem`)."""
+
+    spaces: dict[int, str]
+    """Memref memory space -> NEM level (`memory-spaces`, D-LOW-OPT-SPACES)."""
+    device: str | None = None
+    entry: str | None = None
+    include_dirs: tuple[str, ...] = ()
+    remarks: bool = False
+    """Report the summary remark (what was raised, what fell back)."""
+
+
+@dataclass(frozen=True)
+class Fallback:
+    """A computation that runs as an escape-hatch task (D-LOW-ESCAPE)."""
+
+    op: Operation
+    what: str
+    """"WHAT at LINE:COL"."""
+    why: str
+
+
+@dataclass
+class Summary:
+    """What the remarks of `remarks=true` report (D-OPT-REMARKS)."""
+
+    raised: list[str] = field(default_factory=list)
+    """"WHAT at LINE:COL -> OPCODES" per raised op."""
+    fallback: list[Fallback] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+class Names:
+    """Names of buffers, loop variables and tokens: an MLIR name hint when
+    it is a free NEM identifier, else `DEFAULT<n>`."""
+
+    def __init__(self) -> None:
+        self.used: set[str] = set()
+        self._buffers = 0
+        self._tokens = 0
+
+    def fresh(self, hint: str | None, default: str) -> str:
+        base = hint if hint and hint.isidentifier() and hint not in NEM_KEYWORDS else None
+        if base is None:
+            while f"{default}{self._buffers}" in self.used:
+                self._buffers += 1
+            name = f"{default}{self._buffers}"
+            self._buffers += 1
+        else:
+            name, k = base, 1
+            while name in self.used:
+                name, k = f"{base}_v{k}", k + 1
+        self.used.add(name)
+        return name
+
+    def token(self, kind: str) -> str:
+        """`KIND<n>` (`dma1`, `add2`, ...), numbered across kinds."""
+        self._tokens += 1
+        while f"{kind}{self._tokens}" in self.used:
+            self._tokens += 1
+        name = f"{kind}{self._tokens}"
+        self.used.add(name)
+        return name
+
+
+class LoweringContext:
+    """Everything one `convert-affine-to-nem` run knows (see the module doc)."""
+
+    def __init__(self, options: Options, catalog: Catalog, device: Device | None) -> None:
+        self.options = options
+        self.catalog = catalog
+        self.device = device
+        self.names = Names()
+        self.summary = Summary()
+        self.views: dict[SSAValue, View] = {}
+        self.env: dict[SSAValue, Aff] = {}
+        """Affine value of each index value lowered so far."""
+        self.tag_memrefs: set[SSAValue] = set()
+        """`memref<..xi32>` allocations used only as DMA tags (no buffer)."""
+        self.decl_block = Block()
+        """Program-scope declarations (hoisted buffers), moved to the top at the end."""
+        self.decls = NemBuilder.at_end(self.decl_block)
+        self.scopes: list[PeelScope] = []
+        """Scopes of the partial-tile checks, outermost (the function) first."""
+        self.pipelined: list[Var] = []
+        """Variables of the re-rolled pipelined loops being lowered (D-LOW-PIPE)."""
+        self.executes: list[Operation] = []
+        """The `async.execute`s being lowered, innermost last."""
+        self.async_values: set[SSAValue] = set()
+        """Tokens, values and groups of async ops lowered so far."""
+        self.deferred_loads: dict[Operation, None] = {}
+        """Scalar loads that the kernels using their value perform (D-LOW-ESCAPE)."""
+        self.legal_cache: dict[tuple[object, ...], str | None] = {}
+        self.scratch: dict[tuple[object, ...], View] = {}
+        self._var_order = itertools.count()
+
+    # -- names and variables ------------------------------------------------------
+    def new_var(self, arg: BlockArgument | None, name: str, trip: int) -> Var:
+        """A NEM loop variable; variables made earlier print first."""
+        return Var(arg, name, trip, next(self._var_order))
+
+    # -- index values ---------------------------------------------------------------
+    def index(self, v: SSAValue, user: Operation) -> Aff:
+        """The affine value of index operand `v` of `user`."""
+        a = self.env.get(v)
+        if a is None:
+            if isinstance(v.type, IndexType):
+                raise reject(user, f"index operand {v.name_hint or ''} is not an affine "
+                             "function of loop indices and constants")
+            raise reject(user, "expected an index operand")
+        return a
+
+    def affine(self, op: Operation, m: AffineMap, operands: tuple[SSAValue, ...]) -> list[Aff]:
+        """The results of affine map `m` of `op` on its operands."""
+        vals = [self.index(v, op) for v in operands]
+        try:
+            return eval_map(m, vals)
+        except ValueError as e:
+            raise reject(op, f"non-affine index: {e}") from None
+
+    # -- memref views -----------------------------------------------------------------
+    def view(self, v: SSAValue, user: Operation) -> View:
+        """The NEM view of memref operand `v` of `user`."""
+        vw = self.views.get(v)
+        if vw is None:
+            if v in self.tag_memrefs:
+                raise reject(user, "a DMA tag memref is used as data")
+            raise reject(user, "memref operand does not come from a function argument, "
+                         "memref.alloc or memref.subview")
+        return vw
+
+    def level(self, op: Operation | None, t: MemRefType) -> str:
+        """The NEM level of a memref type's memory space (`memory-spaces`)."""
+        ms = t.memory_space
+        if isinstance(ms, IntegerAttr):
+            k = ms.value.data
+        elif ms is None or ms.name == "builtin.none" or type(ms).__name__ == "NoneAttr":
+            k = 0
+        else:
+            raise reject(op, f"memory space {ms} is not an integer",
+                         "use integer memory spaces and memory-spaces=0:DDR,1:L2,2:L1")
+        if k not in self.options.spaces:
+            raise reject(op, f"memory space {k} is not mapped to a NEM level",
+                         f"add {k}:LEVEL to the memory-spaces option")
+        return self.options.spaces[k]
+
+    # -- declarations -----------------------------------------------------------------
+    def declare_buffer(self, name: str, level: str, size: int, loc: Loc) -> SSAValue:
+        """A buffer at program scope (D-LOW-BUF)."""
+        return self.decls.buffer(name, level, size, align=64, loc=loc)
+
+    def is_declared(self, buffer: SSAValue) -> bool:
+        owner = buffer.owner
+        return isinstance(owner, Operation) and owner.parent_block() is self.decl_block
+
+    # -- partial-tile scopes ------------------------------------------------------------
+    @property
+    def scope(self) -> PeelScope:
+        """The innermost scope of the narrowing checks."""
+        return self.scopes[-1]
+
+    @property
+    def peeled(self) -> bool:
+        """Inside a peeled partial tile (the function scope aside)."""
+        return len(self.scopes) > 1
+
+    @contextmanager
+    def in_scope(self, scope: PeelScope) -> Iterator[PeelScope]:
+        self.scopes.append(scope)
+        try:
+            yield scope
+        finally:
+            self.scopes.pop()
+
+    def log_region(self, access: RegionAccess) -> None:
+        """Record a region for the exactness checks of every enclosing scope."""
+        for scope in self.scopes:
+            scope.log.append(access)

@@ -1,0 +1,247 @@
+"""The conversion driver of `convert-affine-to-nem`: one entry function ->
+one `nem.program`, op by op through a class-keyed handler table.
+
+    HANDLERS: dict[type[Operation], Handler]      # index_ops, memory_ops, loops, ...
+
+`Lowerer.lower_ops` looks each op's class up and calls its handler with the
+lowering context (`LoweringContext`, the state of the run) and the state of
+the NEM block being filled (`BlockState`: where to build, which DMA tags are
+pending, which loops of the block are software-pipelined).  Handlers build
+NEM IR with `nem.dialect.builder` at the block's insertion point; nested
+regions (loop bodies, `async.execute` bodies) are lowered by calling back
+`lower_ops`.  Tasks are emitted without dependencies and waits:
+`nem-synthesize-deps` adds them afterwards from the happens-before model.
+A new construct is one handler function and one table entry.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from nem.dialect.attributes import MemLevelAttr
+from nem.dialect.builder import NemBuilder
+from nem.dialect.diagnostics import Diagnostic, NemDiagnosticError, SourceLoc
+from nem.dialect.ops import ProgramOp
+from nem.frontends.upstream_dialects.affine_if import AffineIfOp
+from nem.passes import pass_env
+from nem.passes.lowering import async_ops, compute, index_ops, loops, memory_ops
+from nem.passes.lowering.affine_algebra import Aff
+from nem.passes.lowering.context import LoweringContext, Options
+from nem.passes.lowering.diagnostics import reject
+from nem.passes.lowering.dma_tags import TagTable
+from nem.passes.lowering.input_limits import check_value_ranges
+from nem.passes.lowering.partial_tiles import PeelScope, check_narrowed
+from nem.passes.lowering.pipelining import PipelinedLoop, detect_pipeline
+from nem.passes.lowering.views import View, buffer_bytes, check_elem, memref_strides
+from xdsl.dialects import affine, func, linalg, scf
+from xdsl.dialects.builtin import IndexType, MemRefType, ModuleOp
+from xdsl.ir import Block, BlockArgument, Operation
+from xdsl.rewriter import InsertPoint, Rewriter
+
+Handler = Callable[["Lowerer", Any, "BlockState"], None]
+"""`handler(lowerer, op, block_state)`: lowers one op of its class."""
+
+
+@dataclass
+class BlockState:
+    """The NEM block being filled from one MLIR block."""
+
+    builder: NemBuilder
+    """Builds at the end of the NEM block."""
+    tags: TagTable = field(default_factory=TagTable)
+    pipelines: dict[affine.ForOp, PipelinedLoop] = field(default_factory=dict)
+    """The software-pipelined loops among the block's ops (D-LOW-PIPE)."""
+    stage_env: Callable[[Operation], None] | None = None
+    """Sets the index environment of each op (a re-rolled pipelined loop's stages)."""
+
+    @property
+    def block(self) -> Block:
+        ip = self.builder.insertion_point
+        return ip.block
+
+
+def reject_control_flow(lw: Lowerer, op: Operation, st: BlockState) -> None:
+    raise reject(op, "control flow other than affine.for is not supported at task level",
+                 "keep conditionals inside a compute loop nest (its kernel runs them)")
+
+
+def _control_flow_ops() -> list[type[Operation]]:
+    from xdsl.dialects import cf
+
+    ops: list[type[Operation]] = [AffineIfOp, affine.ParallelOp]
+    ops += list(scf.Scf.operations) + list(cf.Cf.operations)
+    return ops
+
+
+HANDLERS: dict[type[Operation], Handler] = {
+    **index_ops.HANDLERS,
+    **memory_ops.HANDLERS,
+    **loops.HANDLERS,
+    **async_ops.HANDLERS,
+    **{cls: compute.lower_linalg for cls in linalg.Linalg.operations},
+    **{cls: reject_control_flow for cls in _control_flow_ops()},
+}
+"""The lowering of every op class the conversion takes."""
+
+
+class Lowerer:
+    """Converts the entry function of a module into a NEM program."""
+
+    def __init__(self, options: Options, handlers: dict[type[Operation], Handler] | None = None):
+        self.options = options
+        self.handlers = HANDLERS if handlers is None else handlers
+        self.ctx: LoweringContext
+
+    # -- blocks ---------------------------------------------------------------------
+    def lower_ops(self, ops: Sequence[Operation], st: BlockState) -> None:
+        """Lower `ops` (consecutive ops of one MLIR block, in order) into the
+        block of `st`, skipping the prologue and epilogue of pipelined loops."""
+        skip: set[Operation] = set()
+        for op in ops:
+            if isinstance(op, affine.ForOp):
+                pl = detect_pipeline(op)
+                if pl is not None:
+                    st.pipelines[op] = pl
+                    skip.update(pl.prologue)
+                    skip.update(pl.epilogue)
+        for op in ops:
+            if op in skip:
+                continue
+            if st.stage_env is not None:
+                st.stage_env(op)
+            handler = self.handlers.get(type(op))
+            if handler is None:
+                raise reject(op, "unsupported operation")
+            handler(self, op, st)
+
+    def lower_block(self, src: Block, builder: NemBuilder,
+                    stage_env: Callable[[Operation], None] | None = None) -> None:
+        """Lower the ops of MLIR block `src` at `builder`'s insertion point."""
+        self.lower_ops(list(src.ops), BlockState(builder, stage_env=stage_env))
+
+    # -- entry ------------------------------------------------------------------------
+    def run(self, module: ModuleOp) -> ProgramOp:
+        funcs = [op for op in module.ops if isinstance(op, func.FuncOp)]
+        fn = self._entry(module, funcs)
+        check_value_ranges(fn)
+        self.ctx = ctx = _context(self.options, fn)
+        body = Block()
+        opts = self.options
+        prog = ProgramOp(fn.sym_name.data, body, device_kind="name" if opts.device else None,
+                         device=opts.device,
+                         includes=(f"{opts.device}.nem",) if opts.device else ())
+        prog.location = fn.location
+        for i, arg in enumerate(fn.body.block.args):
+            if isinstance(arg.type, MemRefType):
+                self._arg_buffer(fn, arg, i)
+            elif isinstance(arg.type, IndexType):
+                raise reject(fn, f"index argument #{i} has no NEM equivalent (NEM programs "
+                             "have no parameters)", "make it a constant")
+            else:
+                raise reject(fn, f"argument #{i} of type {arg.type} is not a memref")
+        # the function as the scope of narrowings outside any peeled loop
+        # (a DMA row leaving its memref where upstream unrolled a loop)
+        root = PeelScope(fn, (fn,))
+        with ctx.in_scope(root):
+            self.lower_block(fn.body.block, NemBuilder.at_end(body, fn.location))
+            check_narrowed(root)
+        Rewriter.inline_block(ctx.decl_block, InsertPoint.at_start(body))
+        for f in funcs:
+            f.detach()
+            f.erase()
+        for op in list(module.ops):
+            if op.name == "memref.global":
+                raise reject(op, "memref.global has no NEM equivalent")
+        module.body.block.add_op(prog)
+        if opts.remarks:
+            pass_env.report(summary_remarks(ctx, fn))
+        return prog
+
+    def _entry(self, module: ModuleOp, funcs: list[func.FuncOp]) -> func.FuncOp:
+        if self.options.entry:
+            cands = [f for f in funcs if f.sym_name.data == self.options.entry]
+            if not cands:
+                raise reject(funcs[0] if funcs else module,
+                             f"no func.func @{self.options.entry} (option entry)")
+        else:
+            cands = [f for f in funcs if f.sym_visibility is None
+                     or f.sym_visibility.data == "public"]
+            if not cands:
+                raise reject(funcs[0] if funcs else module, "no public func.func to lower",
+                             "name one with entry=NAME")
+        fn = cands[0]
+        if not fn.body.blocks:
+            raise reject(fn, "the entry function is only a declaration")
+        if len(fn.body.blocks) > 1:
+            raise reject(fn, "the entry function has several blocks (unstructured control flow)")
+        return fn
+
+    def _arg_buffer(self, fn: func.FuncOp, arg: BlockArgument, i: int) -> None:
+        """A DDR buffer (the level of its memory space) named after the argument."""
+        ctx = self.ctx
+        t = arg.type
+        assert isinstance(t, MemRefType)
+        elem = t.element_type
+        check_elem(fn, elem)
+        strides, off = memref_strides(fn, t)
+        level = ctx.level(fn, t)
+        if level != "DDR":
+            ctx.summary.notes.append(f"argument {i} lives in {level}")
+        name = ctx.names.fresh(arg.name_hint, "arg")
+        if not arg.name_hint:
+            ctx.names.used.discard(name)
+            name = f"arg{i}" if f"arg{i}" not in ctx.names.used else name
+            ctx.names.used.add(name)
+        span = off + sum((d - 1) * s for d, s in zip(t.get_shape(), strides)) + 1
+        buf = ctx.declare_buffer(name, level, buffer_bytes((span,), elem), fn.location)
+        ctx.views[arg] = View(buf, MemLevelAttr(level), elem, tuple(t.get_shape()), strides,
+                              Aff.c(off), name)
+
+
+def _context(options: Options, fn: func.FuncOp) -> LoweringContext:
+    """The context of a run: the target's type families and token limit."""
+    from nem.dialect.verifier import baseline_catalog
+
+    catalog, device = baseline_catalog(), None
+    if options.device:
+        from nem.devices.device_lookup import find_device
+
+        try:
+            device = find_device(options.device, options.include_dirs, None)
+        except NemDiagnosticError as e:
+            for d in e.diagnostics:
+                d.loc = d.loc or SourceLoc.of(fn)
+            raise
+        catalog = device.catalog
+    return LoweringContext(options, catalog, device)
+
+
+def summary_remarks(ctx: LoweringContext, fn: func.FuncOp) -> list[Diagnostic]:
+    """What was raised and what fell back, then one remark per fallback at
+    its nest saying why it was not raised (D-OPT-REMARKS)."""
+    s = ctx.summary
+    parts = [f"lowered @{fn.sym_name.data} to NEM"]
+    counts: dict[str, list[str]] = {}
+    for r in s.raised:
+        where, _, what = r.rpartition(" -> ")
+        counts.setdefault(what, []).append(where)
+    raised = [f"{wheres[0]} -> {what}" if len(wheres) == 1 else
+              f"{len(wheres)} ops ({wheres[0]}, ...) -> {what}"
+              for what, wheres in counts.items()]
+    parts.append("raised: " + (", ".join(raised) if raised else "none"))
+    fallbacks = {f.what: f for f in s.fallback}  # a peeled loop lowers a nest twice
+    parts.append("fell back to compute: " + (", ".join(fallbacks) if fallbacks else "none"))
+    if s.notes:
+        parts.append("; ".join(dict.fromkeys(s.notes)))
+    return [Diagnostic("remark", "; ".join(parts), SourceLoc.of(fn))] + [
+        Diagnostic("remark", f"{f.what} not raised, runs as an escape-hatch task "
+                   f'(compute op="mlir.kernel"): {_one_line(f.why)}', SourceLoc.of(f.op))
+        for f in fallbacks.values()]
+
+
+def _one_line(text: str, limit: int = 240) -> str:
+    """`text` on one line, cut at `limit` characters."""
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[:limit - 3].rstrip() + "..."

@@ -1,0 +1,207 @@
+"""The escape hatch (D-LOW-ESCAPE): a loop nest or linalg op that is not
+raised becomes
+
+    t = compute.async in R_in0, ... out R_out0, ... op="mlir.kernel"
+          kernel="<generic MLIR text of func.func @kernel>" index_args=[e0, e1, ...]
+
+`kernel` is one line of generic MLIR holding `func.func @kernel(...)`; its
+arguments are, in order: one memref per task operand (ins, then outs) whose
+shape and element type are the region's (`memref<SHAPExELEM>`, identity
+layout: index the region's elements by their logical indices), then one
+`index` per entry of `index_args` (NEM integer expressions, evaluated per
+iteration: the outer loop indices and values the nest uses).  Memrefs that
+the nest both reads and writes are outs only, so outs are read-modify-write:
+the runtime passes their current contents.  Executing the body once on those
+arguments is the whole task: the runtime compiles it natively or interprets it
+with xDSL's interpreter, with one semantics (D-RT-MLIR-KERNEL, D-RT-MLIR-JIT;
+`runtime/nem/runtime/mlir_kernel.py`).
+"""
+
+from __future__ import annotations
+
+from io import StringIO
+from typing import TYPE_CHECKING
+
+from nem.passes.lowering.context import Fallback
+from nem.passes.lowering.diagnostics import reject
+from nem.passes.lowering.emit import expr
+from nem.passes.lowering.nest_analysis import NotRaisable, access, analyze
+from nem.passes.lowering.partial_tiles import RegionAccess
+from xdsl.dialects import affine, arith, func, memref
+from xdsl.dialects.builtin import FunctionType, IndexType, MemRefType
+from xdsl.ir import Attribute, Block, BlockArgument, Operation, Region, SSAValue
+from xdsl.printer import Printer
+
+if TYPE_CHECKING:
+    from nem.passes.lowering.affine_algebra import Aff
+    from nem.passes.lowering.context import LoweringContext
+    from nem.passes.lowering.driver import BlockState, Lowerer
+
+
+def location_text(op: Operation) -> str:
+    """`LINE:COL` of an op, as the remark names it."""
+    loc = op.location
+    line, col = getattr(loc, "line", None), getattr(loc, "column", None)
+    return f"{line.data}:{col.data}" if line is not None and col is not None else "?"
+
+
+def linalg_operands(op: Operation) -> tuple[list[SSAValue], list[SSAValue]]:
+    """(ins, outs) of a linalg op: the structured ops' `inputs`/`outputs`,
+    `linalg.reduce`/`linalg.broadcast`'s `input`/`init` (xDSL's names)."""
+    for i, o in (("inputs", "outputs"), ("input", "init")):
+        if hasattr(op, i) and hasattr(op, o):
+            ins, outs = getattr(op, i), getattr(op, o)
+            return ([ins] if isinstance(ins, SSAValue) else list(ins),
+                    [outs] if isinstance(outs, SSAValue) else list(outs))
+    return [], list(op.operands)
+
+
+def emit_escape(lw: Lowerer, top: Operation, st: BlockState, reason: str, what: str) -> None:
+    """One `compute op="mlir.kernel"` task running `top` (the contract above)."""
+    from nem.passes.lowering.compute import drop_unused_scratch, full_region, name_task
+
+    ctx = lw.ctx
+    drop_unused_scratch(ctx)
+    reads: dict[SSAValue, None] = {}
+    writes: dict[SSAValue, None] = {}
+    index_vals: dict[SSAValue, None] = {}
+    consts: dict[SSAValue, None] = {}
+    sunk = _sunk_loads(ctx, top)
+    inside = set(top.walk()) | set(sunk)
+    for o in [*sunk, *top.walk()]:
+        for i, v in enumerate(o.operands):
+            owner = v.owner
+            if isinstance(owner, Operation) and owner in inside:
+                continue
+            if isinstance(v, BlockArgument) and v.block.parent_op() in inside:
+                continue
+            if isinstance(v.type, MemRefType):
+                if isinstance(o, affine.StoreOp | memref.StoreOp):
+                    writes[v] = None
+                elif isinstance(o, affine.LoadOp | memref.LoadOp):
+                    reads[v] = None
+                elif o.name.startswith("linalg."):
+                    (reads if i < len(linalg_operands(o)[0]) else writes)[v] = None
+                else:
+                    reads[v] = None
+                    writes[v] = None
+            elif isinstance(owner, arith.ConstantOp):
+                consts[v] = None
+            elif isinstance(v.type, IndexType):
+                index_vals[v] = None
+            else:
+                raise reject(o, f"operand of type {v.type} defined outside the loop nest cannot "
+                             "be passed to a compute kernel")
+    ins_m = [m for m in reads if m not in writes]
+    outs_m = list(writes)
+    if not outs_m:
+        raise reject(top, "this loop nest writes no memref (nothing to lower)")
+    b = st.builder
+    with b.located(top.location):
+        in_regs = [full_region(ctx, b, m, top)[0] for m in ins_m]
+        out_regs = [full_region(ctx, b, m, top)[0] for m in outs_m]
+    if not in_regs:  # `compute in [] out ...` cannot be written: pass the first out as input
+        in_regs, ins_m = [out_regs[0]], [outs_m[0]]
+    if ctx.scopes and isinstance(top, affine.ForOp):
+        _log_accessed_boxes(ctx, top)
+    text = _kernel_text(ctx, top, ins_m, outs_m, list(index_vals), list(consts), sunk)
+    attrs: dict[str, object] = {"op": "mlir.kernel", "kernel": text}
+    if index_vals:
+        attrs["index_args"] = [expr(ctx.index(v, top), top) for v in index_vals]
+    with b.located(top.location):
+        tok = b.compute("compute", in_regs, out_regs, attrs=attrs)
+    name_task(ctx, tok, "compute")
+    ctx.summary.fallback.append(Fallback(top, what, reason))
+
+
+def _kernel_text(ctx: LoweringContext, top: Operation, ins_m: list[SSAValue],
+                 outs_m: list[SSAValue], index_vals: list[SSAValue], consts: list[SSAValue],
+                 sunk: list[Operation]) -> str:
+    """`func.func @kernel` running `top` on its operands, as one line of
+    generic MLIR."""
+    arg_types: list[Attribute] = [MemRefType(ctx.views[m].elem, ctx.views[m].shape)
+                                  for m in (*ins_m, *outs_m)]
+    arg_types += [IndexType()] * len(index_vals)
+    block = Block(arg_types=arg_types)
+    mapper: dict[SSAValue, SSAValue] = {}
+    for m, a in zip((*ins_m, *outs_m), block.args):
+        mapper.setdefault(m, a)
+    for v, a in zip(index_vals, block.args[len(ins_m) + len(outs_m):]):
+        mapper[v] = a
+    for c in consts:
+        owner = c.owner
+        assert isinstance(owner, Operation)
+        cl = owner.clone()
+        block.add_op(cl)
+        mapper[c] = cl.results[0]
+    for load in sunk:
+        block.add_op(load.clone(value_mapper=mapper))
+    block.add_op(top.clone(value_mapper=mapper))
+    block.add_op(func.ReturnOp())
+    kfn = func.FuncOp("kernel", FunctionType.from_lists(arg_types, []), Region(block))
+    buf = StringIO()
+    Printer(stream=buf, print_generic_format=True, print_debuginfo=False).print_op(kfn)
+    kfn.erase(safe_erase=False)
+    return " ".join(line.strip() for line in buf.getvalue().splitlines())
+
+
+def _log_accessed_boxes(ctx: LoweringContext, top: affine.ForOp) -> None:
+    """In a peeled partial tile (D-LOW-PEEL), log what an escape-hatch nest
+    really touches of each memref (the bounding box of its affine accesses,
+    when they all share one) instead of the whole buffer its region passes:
+    the narrowing checks are about the elements a task reads or writes."""
+    try:
+        nest = analyze(top, ctx.env)
+        boxes: dict[SSAValue, tuple[Aff, list[int]] | None] = {}
+        for o in top.walk():
+            if not isinstance(o, affine.LoadOp | affine.StoreOp | memref.LoadOp
+                              | memref.StoreOp):
+                continue
+            acc = access(nest, ctx.env, o)
+            vw = ctx.view(acc.memref, o)
+            start = vw.base
+            for (_, rest), s in zip(acc.index, vw.strides):
+                start = start + rest.scale(s)
+            box = (start, [nest.loops[k][1] if k is not None else 1 for k, _ in acc.index])
+            seen = boxes.setdefault(vw.buffer, box)
+            if seen is not None and (seen[1] != box[1] or not (seen[0] - box[0]).is_const()
+                                     or (seen[0] - box[0]).const != 0):
+                boxes[vw.buffer] = None  # several boxes: keep the whole region
+    except (NotRaisable, ValueError):
+        return
+    for scope in ctx.scopes:
+        for i, acc_r in enumerate(scope.log):
+            found = boxes.get(acc_r.view.buffer)
+            if acc_r.anchor is top and found is not None:
+                scope.log[i] = RegionAccess(acc_r.view, found[0], tuple(found[1]),
+                                            acc_r.view.strides, top)
+
+
+def _sunk_loads(ctx: LoweringContext, top: Operation) -> list[Operation]:
+    """The scalar loads outside `top` whose values it uses (e.g. a scale
+    factor read before the nest): the lowering deferred them (a scalar
+    access has no task of its own), and the kernel does them itself
+    (D-LOW-ESCAPE).  That reads the memref later than MLIR does, so nothing
+    between the load and `top` may touch the loaded buffer."""
+    inside = set(top.walk())
+    loads = {v.owner: None for o in inside for v in o.operands
+             if isinstance(v.owner, Operation) and v.owner in ctx.deferred_loads}
+    for load in loads:
+        assert isinstance(load, affine.LoadOp | memref.LoadOp)
+        buf = ctx.view(load.memref, load).buffer
+        block = load.parent_block()
+        anchor: Operation | None = top
+        while anchor is not None and anchor.parent_block() is not block:
+            anchor = anchor.parent_op()
+        if anchor is None or block is None:
+            raise reject(top, "this loop nest uses a value loaded in another block")
+        ops = list(block.ops)
+        for o in ops[ops.index(load) + 1:ops.index(anchor)]:
+            for x in o.walk():
+                if any(isinstance(v.type, MemRefType) and v in ctx.views
+                       and ctx.views[v].buffer is buf for v in x.operands):
+                    raise reject(top, f"this loop nest uses the value loaded at "
+                                 f"{location_text(load)}, and {x.name} at {location_text(x)} "
+                                 f"accesses {ctx.views[load.memref].name} in between",
+                                 "load the value inside the loop nest")
+    return [ld for ld in loads if isinstance(ld, Operation)]

@@ -1,0 +1,84 @@
+"""Handlers of index arithmetic: evaluated symbolically (D-LOW-AFFINE),
+never lowered to statements.  Each binds its result to an `Aff` in the
+context's index environment; NEM expressions are emitted only where a
+statement uses the value (`emit.expr`)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from nem.frontends.upstream_dialects.affine_max import AffineMaxOp
+from nem.passes.lowering.affine_algebra import Aff, pick_minmax
+from nem.passes.lowering.diagnostics import reject
+from nem.passes.lowering.partial_tiles import minmax_map
+from xdsl.dialects import affine, arith
+from xdsl.dialects.builtin import IndexType, IntegerAttr
+from xdsl.ir import Operation
+
+if TYPE_CHECKING:
+    from nem.passes.lowering.driver import BlockState, Handler, Lowerer
+
+
+def lower_constant(lw: Lowerer, op: arith.ConstantOp, st: BlockState) -> None:
+    """Index constants become affine constants; others (a float used by a
+    nest) are taken by the kernels that use them."""
+    if isinstance(op.result.type, IndexType):
+        value = op.value
+        assert isinstance(value, IntegerAttr)
+        lw.ctx.env[op.result] = Aff.c(value.value.data)
+
+
+def lower_index_binop(lw: Lowerer, op: Operation, st: BlockState) -> None:
+    """`arith` integer arithmetic on `index` values (affine or rejected)."""
+    if not isinstance(op.results[0].type, IndexType):
+        raise reject(op, "unsupported operation")
+    ctx = lw.ctx
+    a, b = (ctx.index(v, op) for v in op.operands)
+    if isinstance(op, arith.AddiOp):
+        r = a + b
+    elif isinstance(op, arith.SubiOp):
+        r = a - b
+    elif isinstance(op, arith.MuliOp):
+        if not (a.is_const() or b.is_const()):
+            raise reject(op, "product of two non-constant indices is not affine")
+        r = a.scale(b.const) if b.is_const() else b.scale(a.const)
+    else:
+        if not b.is_const() or b.const <= 0:
+            raise reject(op, "division by a non-constant or non-positive value")
+        if not isinstance(op, arith.FloorDivSIOp) and not a.nonneg():
+            raise reject(op, "signed division of a possibly negative index")
+        if isinstance(op, arith.RemSIOp | arith.RemUIOp):
+            r = a.mod(b.const)
+        elif isinstance(op, arith.CeilDivSIOp):
+            r = (a + Aff.c(b.const - 1)).floordiv(b.const)
+        else:
+            r = a.floordiv(b.const)
+    ctx.env[op.results[0]] = r
+
+
+def lower_apply(lw: Lowerer, op: affine.ApplyOp, st: BlockState) -> None:
+    lw.ctx.env[op.result] = lw.ctx.affine(op, op.map.data, tuple(op.mapOperands))[0]
+
+
+def lower_minmax(lw: Lowerer, op: Operation, st: BlockState) -> None:
+    """`affine.min`/`max`: the candidate that wins for every value of the
+    enclosing loop variables; a partial tile is peeled by the enclosing
+    loop's handler (D-LOW-PEEL) before this is reached."""
+    vals = lw.ctx.affine(op, minmax_map(op), tuple(op.operands))
+    r = pick_minmax(vals, op.name == "affine.min")
+    if r is None:
+        raise reject(op, "the operands of this affine.min/max differ across iterations "
+                     "(a partial tile); NEM shapes are static",
+                     "choose tile sizes that divide the iteration space")
+    lw.ctx.env[op.results[0]] = r
+
+
+HANDLERS: dict[type[Operation], Handler] = {
+    arith.ConstantOp: lower_constant,
+    **{cls: lower_index_binop for cls in (
+        arith.AddiOp, arith.SubiOp, arith.MuliOp, arith.DivSIOp, arith.RemSIOp,
+        arith.FloorDivSIOp, arith.DivUIOp, arith.RemUIOp, arith.CeilDivSIOp)},
+    affine.ApplyOp: lower_apply,
+    affine.MinOp: lower_minmax,
+    AffineMaxOp: lower_minmax,
+}

@@ -1,0 +1,236 @@
+"""Handlers of `affine.for`: NEM loops (D-LOW-LOOP), peeled partial tiles
+(D-LOW-PEEL), re-rolled software pipelines (D-LOW-PIPE), loop-carried
+tokens (D-LOW-ASYNC).  A loop that moves data, allocates or holds async
+work becomes a NEM loop; a loop over tiles of raisable point nests too
+(D-LOW-TILES); any other nest is one compute task (`compute.lower_nest`)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING
+
+from nem.dialect.builder import NemBuilder
+from nem.dialect.diagnostics import NemDiagnosticError, SourceLoc
+from nem.frontends.upstream_dialects import async_dialect as asy
+from nem.frontends.upstream_dialects.dma import (
+    AffineDmaStartOp,
+    AffineDmaWaitOp,
+    MemRefDmaStartOp,
+    MemRefDmaWaitOp,
+)
+from nem.frontends.upstream_dialects.memref_copy import COPY_OPS
+from nem.passes.lowering import compute
+from nem.passes.lowering.affine_algebra import Aff, Var, pick_minmax
+from nem.passes.lowering.diagnostics import reject
+from nem.passes.lowering.nest_analysis import is_tile_loop
+from nem.passes.lowering.partial_tiles import (
+    MINMAX_OPS,
+    PeelScope,
+    check_narrowed,
+    nonuniform_minmax,
+    partial_tile_op,
+)
+from nem.passes.lowering.pipelining import PipelinedLoop, epilogue_is_body
+from xdsl.dialects import affine, memref
+from xdsl.ir import BlockArgument, Operation
+
+if TYPE_CHECKING:
+    from nem.passes.lowering.driver import BlockState, Handler, Lowerer
+
+
+def lower_for(lw: Lowerer, op: affine.ForOp, st: BlockState) -> None:
+    pl = st.pipelines.get(op)
+    if pl is not None:
+        lower_pipelined(lw, pl, st)
+    elif is_structural(op) or is_tile_loop(lw.ctx, op):
+        lower_loop(lw, op, st)
+    else:
+        compute.lower_nest(lw, op, st)
+
+
+def is_structural(loop: affine.ForOp) -> bool:
+    """A loop that moves data or allocates becomes a NEM loop; a pure
+    load/compute/store nest becomes one compute task."""
+    for op in loop.walk():
+        if op is loop:
+            continue
+        if isinstance(op, AffineDmaStartOp | AffineDmaWaitOp | MemRefDmaStartOp
+                      | MemRefDmaWaitOp | memref.AllocOp | memref.AllocaOp | COPY_OPS
+                      | asy.ExecuteOp | asy.AwaitOp) or op.name.startswith("linalg."):
+            return True
+    return False
+
+
+def loop_bounds(lw: Lowerer, op: affine.ForOp) -> tuple[Aff, int, int]:
+    """(lower bound, step, trip count); a max/min bound is taken when one
+    candidate wins for every value of the enclosing loop variables (e.g.
+    in a peeled loop, D-LOW-PEEL)."""
+    ctx = lw.ctx
+    lb = pick_minmax(ctx.affine(op, op.lowerBoundMap.data, tuple(op.lowerBoundOperands)), False)
+    ub = pick_minmax(ctx.affine(op, op.upperBoundMap.data, tuple(op.upperBoundOperands)), True)
+    if lb is None or ub is None:
+        raise reject(op, "max/min loop bounds (partial tiles) are not supported: NEM loop "
+                     "trip counts are static", "choose tile sizes that divide the "
+                     "iteration space")
+    step = op.step.value.data
+    diff = ub - lb
+    if not diff.is_const():
+        raise reject(op, "the trip count of this loop depends on outer loops; NEM loops "
+                     "need it static")
+    return lb, step, max(0, -(-diff.const // step))
+
+
+@contextmanager
+def nem_loop(lw: Lowerer, op: affine.ForOp, trip: int, st: BlockState,
+             max_in_flight: int | None = None) -> Iterator[tuple[NemBuilder, Var]]:
+    """`loop v in [0..trip-1]` at the end of the block; yields a builder
+    for its body and its variable."""
+    ctx = lw.ctx
+    name = ctx.names.fresh(op.body.block.args[0].name_hint, "i")
+    with st.builder.loop(name, 0, trip - 1, max_in_flight=max_in_flight,
+                         loc=op.location) as iv:
+        arg = iv.value
+        assert isinstance(arg, BlockArgument)
+        yield NemBuilder.at_end(arg.block, op.location), ctx.new_var(arg, name, trip)
+
+
+def lower_loop(lw: Lowerer, op: affine.ForOp, st: BlockState) -> None:
+    ctx = lw.ctx
+    lb, step, trip = loop_bounds(lw, op)
+    carried_tokens(lw, op)
+    if trip == 0:
+        return
+    iv = op.body.block.args[0]
+    ub = pick_minmax(ctx.affine(op, op.upperBoundMap.data, tuple(op.upperBoundOperands)), True)
+    partial = partial_tile_op(op, lb, ub, step, trip, ctx.env)
+    if partial is None:
+        with nem_loop(lw, op, trip, st) as (body, var):
+            ctx.env[iv] = lb + Aff.atom(var).scale(step)
+            lw.lower_block(op.body.block, body)
+        return
+
+    # D-LOW-PEEL: a NEM loop over the full tiles, then the last (partial)
+    # iteration as straight-line tasks with its own static shapes
+    def full_tiles() -> None:
+        if trip > 1:
+            with nem_loop(lw, op, trip - 1, st) as (body, var):
+                ctx.env[iv] = lb + Aff.atom(var).scale(step)
+                lw.lower_block(op.body.block, body)
+
+    def last_tile() -> None:
+        ctx.env[iv] = lb + Aff.c((trip - 1) * step)
+        lw.lower_block(op.body.block, st.builder)
+
+    peeled(lw, op, partial, full_tiles, last_tile)
+
+
+def carried_tokens(lw: Lowerer, op: affine.ForOp) -> None:
+    """Loop-carried `!async.token`s (`iter_args`) stand for completed work:
+    what they order is data, which `nem-synthesize-deps` orders
+    (D-LOW-ASYNC); other loop-carried values are rejected in a loop that
+    moves data."""
+    ctx = lw.ctx
+    for init, arg, res in zip(op.inits, op.body.block.args[1:], op.results):
+        if not isinstance(arg.type, asy.TokenType):
+            raise reject(op, f"not supported: a loop-carried value of type {arg.type} in a "
+                         "loop that moves data (NEM loops carry no values)",
+                         "carry only !async.token, or keep the reduction inside a "
+                         "compute loop nest")
+        if init not in ctx.async_values:
+            raise reject(op, "the initial value of this loop-carried token does not come "
+                         "from a lowered async op")
+        ctx.async_values.update((arg, res))
+
+
+def peeled(lw: Lowerer, op: affine.ForOp, partial: Operation, full_tiles: Callable[[], None],
+           last_tile: Callable[[], None], owners: tuple[Operation, ...] = ()) -> None:
+    """Lower a loop with a partial last tile: `full_tiles()` emits the loop
+    over the others, `last_tile()` the peeled iteration, whose narrowed
+    DMAs are then checked (D-LOW-PEEL).  `owners`: the ops besides the
+    loop that belong to it (a pipelined loop's prologue and epilogue), so a
+    buffer used only by them is private to the loop.  A failure is
+    reported at the first min/max of the body, with the inner reason."""
+    try:
+        full_tiles()
+        with lw.ctx.in_scope(PeelScope(op, (op, *owners))) as scope:
+            last_tile()
+            check_narrowed(scope)
+    except NemDiagnosticError as e:
+        if any("peeling the last iteration" in d.message for d in e.diagnostics):
+            raise  # an inner peeled loop already explains it
+        why = "; ".join(d.message.removeprefix("cannot lower ") for d in e.diagnostics)
+        head = ("the operands of this affine.min/max differ across iterations (a partial "
+                "tile)" if partial.name in MINMAX_OPS else
+                "max/min loop bounds (partial tiles) are not supported"
+                if isinstance(partial, affine.ForOp) else
+                "the epilogue of a pipelined loop that differs from its body (its last "
+                "iteration) is lowered on its own")
+        raise reject(partial, f"{head}: peeling the last iteration of the loop at "
+                     f"{SourceLoc.of(op)} fails: {why}",
+                     "choose tile sizes that divide the iteration space") from None
+    lw.ctx.summary.notes.append(f"loop at {SourceLoc.of(op)}: partial last tile peeled")
+
+
+def lower_pipelined(lw: Lowerer, pl: PipelinedLoop, st: BlockState) -> None:
+    """One NEM loop over the original iterations under `@max_in_flight(2)`:
+    the DMA starts of iteration x, then the rest of x (D-LOW-PIPE).  Whether
+    two iterations may really overlap is the happens-before model's call:
+    `nem-synthesize-deps{narrow-windows=true}` narrows the window of a loop
+    whose iterations conflict."""
+    ctx = lw.ctx
+    op = pl.loop
+    lb, step, trip = loop_bounds(lw, op)
+    lb0 = lb - Aff.c(step)  # the original loop started one iteration earlier
+    trip0 = trip + 1
+    iv = op.body.block.args[0]
+    st0 = set(pl.stage0)
+
+    def at(x: Aff) -> Callable[[Operation], None]:
+        # stage 0 (DMA starts) runs for iteration x, the rest for x when iv = x + step
+        def stage_env(o: Operation) -> None:
+            ctx.env[iv] = x if o in st0 else x + Aff.c(step)
+        return stage_env
+
+    partial = nonuniform_minmax(op, lb0, step, trip0, ctx.env, st0)
+    last = lb0 + Aff.c((trip0 - 1) * step)
+    rest = [o for o in op.body.block.ops if o not in st0 and not isinstance(o, affine.YieldOp)]
+    as_body = epilogue_is_body(rest, pl.epilogue, iv, last + Aff.c(step), ctx.env)
+    if not as_body:
+        partial = partial or pl.epilogue[0]
+    n_loop = trip0 - 1 if partial is not None else trip0
+
+    def full_tiles() -> None:
+        if n_loop == 0:
+            return
+        with nem_loop(lw, op, n_loop, st, max_in_flight=2) as (body, var):
+            ctx.pipelined.append(var)
+            try:
+                lw.lower_block(op.body.block, body, at(lb0 + Aff.atom(var).scale(step)))
+            finally:
+                ctx.pipelined.pop()
+        ctx.summary.notes.append(f"pipelined loop at {SourceLoc.of(op)} -> ping-pong slots "
+                                 "under @max_in_flight(2)")
+
+    if partial is None:
+        full_tiles()
+        return
+
+    def last_tile() -> None:
+        if as_body:
+            lw.lower_block(op.body.block, st.builder, at(last))
+            return
+        # the last iteration's DMA starts from the body, then the epilogue
+        # itself (with the index arithmetic around it) for the rest
+        parent = op.parent_block()
+        assert parent is not None
+        ops = list(parent.ops)
+        tail = ops[ops.index(op) + 1:ops.index(pl.epilogue[-1]) + 1]
+        from nem.passes.lowering.driver import BlockState
+
+        lw.lower_ops([*pl.stage0, *tail], BlockState(st.builder, stage_env=at(last)))
+
+    peeled(lw, op, partial, full_tiles, last_tile, (*pl.prologue, *pl.epilogue))
+
+
+HANDLERS: dict[type[Operation], Handler] = {affine.ForOp: lower_for}

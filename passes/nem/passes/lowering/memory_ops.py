@@ -1,0 +1,292 @@
+"""Handlers of memref and data-movement ops: allocations and views
+(D-LOW-BUF), `memref.copy` and one-element copies (D-LOW-COPYNEST), DMA
+starts and waits (D-LOW-DMA).  Each task is emitted without dependencies:
+`nem-synthesize-deps` orders the conflicting ones afterwards."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, TypeAlias
+
+from nem.dialect.attributes import MemLevelAttr
+from nem.frontends.upstream_dialects import async_dialect as asy
+from nem.frontends.upstream_dialects.dma import (
+    AffineDmaStartOp,
+    AffineDmaWaitOp,
+    MemRefDmaStartOp,
+    MemRefDmaWaitOp,
+)
+from nem.frontends.upstream_dialects.memref_copy import MemRefCopyOp
+from nem.passes.lowering.affine_algebra import Aff
+from nem.passes.lowering.diagnostics import reject
+from nem.passes.lowering.dma_tags import TagSlot
+from nem.passes.lowering.emit import region
+from nem.passes.lowering.partial_tiles import DmaSide, plan_dma
+from nem.passes.lowering.views import (
+    View,
+    buffer_bytes,
+    check_bounds,
+    check_elem,
+    contiguous_box,
+    memory_space,
+    memref_strides,
+    subview_view,
+)
+from xdsl.dialects import affine, func, memref
+from xdsl.dialects.builtin import MemRefType
+from xdsl.ir import Block, Operation, SSAValue
+
+if TYPE_CHECKING:
+    from nem.passes.lowering.driver import BlockState, Handler, Lowerer
+
+DmaStart: TypeAlias = AffineDmaStartOp | MemRefDmaStartOp
+DmaWait: TypeAlias = AffineDmaWaitOp | MemRefDmaWaitOp
+
+
+# ---------------------------------------------------------------------------
+# Allocations and views
+# ---------------------------------------------------------------------------
+
+
+def lower_alloc(lw: Lowerer, op: memref.AllocOp | memref.AllocaOp, st: BlockState) -> None:
+    """A buffer at program scope (hoisted), with 2 slots `(v mod 2) * bytes`
+    inside a re-rolled pipelined loop; a `memref<..xi32>` used only as DMA
+    tags is no buffer (D-LOW-BUF)."""
+    ctx = lw.ctx
+    result = op.results[0]
+    t = result.type
+    assert isinstance(t, MemRefType)
+    if op.operands:
+        raise reject(op, f"dynamic shape {t} is not supported: NEM buffers have static sizes",
+                     "tile with static sizes")
+    if result in ctx.tag_memrefs:
+        return
+    seen = ctx.views.get(result)
+    if seen is not None and seen.base.is_const():
+        return  # lowered before: a peeled iteration reuses its loop's buffers (D-LOW-PEEL)
+    uses = [u.operation for u in result.uses]
+    if uses and all(_is_tag_use(u, result) or isinstance(u, memref.DeallocOp) for u in uses) \
+            and any(not isinstance(u, memref.DeallocOp) for u in uses):
+        ctx.tag_memrefs.add(result)
+        return
+    elem = t.element_type
+    check_elem(op, elem)
+    strides, off = memref_strides(op, t)
+    if off:
+        raise reject(op, "an allocation with a layout offset")
+    level = ctx.level(op, t)
+    nbytes = buffer_bytes(t.get_shape(), elem)
+    slots = 2 if ctx.pipelined else 1
+    name = ctx.names.fresh(result.name_hint, f"{level.split('[')[0]}_buf")
+    buf = ctx.declare_buffer(name, level, nbytes * slots, op.location)
+    base = Aff.c(0)
+    if slots == 2:
+        n_el = nbytes // View(buf, MemLevelAttr(level), elem, (), (), Aff.c(0), "").elem_bytes
+        base = Aff.atom(ctx.pipelined[-1]).mod(2).scale(n_el)
+        ctx.summary.notes.append(f"{name} hoisted out of a pipelined loop with 2 slots")
+    ctx.views[result] = View(buf, MemLevelAttr(level), elem, tuple(t.get_shape()), strides,
+                             base, name)
+
+
+def _is_tag_use(u: Operation, v: SSAValue) -> bool:
+    if isinstance(u, AffineDmaStartOp | MemRefDmaStartOp):
+        return u.tag == v and u.src != v and u.dst != v
+    return isinstance(u, AffineDmaWaitOp | MemRefDmaWaitOp)
+
+
+def lower_subview(lw: Lowerer, op: memref.SubviewOp, st: BlockState) -> None:
+    ctx = lw.ctx
+    src = ctx.view(op.source, op)
+    dynamic = list(op.offsets)
+    offsets = [ctx.index(dynamic.pop(0), op) if v == memref.DYNAMIC_INDEX else Aff.c(v)
+               for v in op.static_offsets.get_values()]
+    ctx.views[op.result] = subview_view(op, src, offsets)
+
+
+def lower_cast(lw: Lowerer, op: memref.CastOp, st: BlockState) -> None:
+    lw.ctx.views[op.results[0]] = lw.ctx.view(op.source, op)
+
+
+def ignore(lw: Lowerer, op: Operation, st: BlockState) -> None:
+    """Ops with nothing to lower (deallocation, terminators, alignment hints)."""
+
+
+# ---------------------------------------------------------------------------
+# Copies
+# ---------------------------------------------------------------------------
+
+
+def lower_copy(lw: Lowerer, op: memref.CopyOp | MemRefCopyOp, st: BlockState) -> None:
+    """`memref.copy` -> `transfer.sync` of the whole views."""
+    ctx = lw.ctx
+    sv, dv = ctx.view(op.source, op), ctx.view(op.destination, op)
+    if sv.elem != dv.elem or sv.shape != dv.shape:
+        raise reject(op, "memref.copy between different shapes or element types")
+    b = st.builder
+    with b.located(op.location):
+        src = region(ctx, b, sv, sv.base, sv.shape, sv.strides, op)
+        dst = region(ctx, b, dv, dv.base, dv.shape, dv.strides, op)
+        b.transfer(dst, src, sync=True, name=ctx.names.token("copy"))
+
+
+def lower_scalar_copy(lw: Lowerer, load: Operation, store: Operation, st: BlockState) -> None:
+    """`%v = load A[i]; store %v, B[j]` outside a loop nest (what
+    affine-data-copy-generate emits for a one-element copy): a transfer of
+    one element (D-LOW-COPYNEST)."""
+    ctx = lw.ctx
+    b = st.builder
+    regs = []
+    for acc in (load, store):
+        assert isinstance(acc, affine.LoadOp | affine.StoreOp | memref.LoadOp | memref.StoreOp)
+        vw = ctx.view(acc.memref, acc)
+        if isinstance(acc, affine.LoadOp | affine.StoreOp):
+            assert acc.map is not None
+            idx = ctx.affine(acc, acc.map.data, tuple(acc.indices))
+        else:
+            idx = [ctx.index(v, acc) for v in acc.indices]
+        start = vw.start(idx)
+        check_bounds(acc, vw, start, [1], [1])
+        with b.located(acc.location):
+            regs.append(region(ctx, b, vw, start, [1], [1], acc))
+    with b.located(store.location):
+        b.transfer(regs[1], regs[0], name=ctx.names.token("copy"))
+
+
+def lower_scalar_access(lw: Lowerer, op: Operation, st: BlockState) -> None:
+    """A scalar load/store outside a loop nest: a one-element copy, or a
+    load whose value only loop nests use (each kernel loads it,
+    D-LOW-ESCAPE); anything else has no NEM equivalent."""
+    is_load = isinstance(op, affine.LoadOp | memref.LoadOp)
+    if is_load:
+        load: Operation | Block = op
+    else:
+        assert isinstance(op, affine.StoreOp | memref.StoreOp)
+        load = op.value.owner
+    if isinstance(load, Operation) and copied_by(load) is not None:
+        if load is not op:  # the store of a one-element copy (D-LOW-COPYNEST)
+            lower_scalar_copy(lw, load, op, st)
+        return
+    if is_load and op.results[0].uses and all(
+            _in_loop_below(u.operation, op.parent_block()) for u in op.results[0].uses):
+        lw.ctx.deferred_loads[op] = None
+        return
+    raise reject(op, "a scalar access outside a loop nest has no NEM equivalent",
+                 "wrap it in a loop nest (it becomes a compute task)")
+
+
+def copied_by(load: Operation) -> Operation | None:
+    """The store that only copies what `load` read (its one use, in the
+    same block), else None."""
+    if not isinstance(load, affine.LoadOp | memref.LoadOp):
+        return None
+    uses = list(load.results[0].uses)
+    if len(uses) != 1:
+        return None
+    st = uses[0].operation
+    ok = (isinstance(st, affine.StoreOp | memref.StoreOp) and st.value is load.results[0]
+          and st.parent_block() is load.parent_block())
+    return st if ok else None
+
+
+def _in_loop_below(op: Operation | None, block: Block | None) -> bool:
+    """Whether `op` is inside an `affine.for` that is inside `block`."""
+    while op is not None and op.parent_block() is not block:
+        op = op.parent_op()
+        if isinstance(op, affine.ForOp):
+            return True
+    return False
+
+
+# ---------------------------------------------------------------------------
+# DMA (D-LOW-DMA)
+# ---------------------------------------------------------------------------
+
+
+def tag_slot(lw: Lowerer, op: DmaStart | DmaWait) -> TagSlot:
+    if isinstance(op, AffineDmaStartOp | AffineDmaWaitOp):
+        idx = lw.ctx.affine(op, op.tag_map.data, tuple(op.tag_operands))
+    else:
+        idx = [lw.ctx.index(v, op) for v in op.tag_indices]
+    return TagSlot(op.tag, tuple(idx))
+
+
+def lower_dma_start(lw: Lowerer, op: DmaStart, st: BlockState) -> None:
+    """`dma_start` -> `transfer.async` of typed regions (D-LOW-REGION),
+    clipped or narrowed for partial tiles (D-LOW-PEEL)."""
+    st.tags.start(op, tag_slot(lw, op))
+    src, dst = dma_regions(lw, op, st)
+    with st.builder.located(op.location):
+        st.builder.transfer(dst, src, name=lw.ctx.names.token("dma"))
+
+
+def lower_dma_wait(lw: Lowerer, op: DmaWait, st: BlockState) -> None:
+    """Checks the pairing; the ordering it stood for is synthesized."""
+    st.tags.wait(op, tag_slot(lw, op))
+
+
+def dma_regions(lw: Lowerer, op: DmaStart, st: BlockState) -> tuple[SSAValue, SSAValue]:
+    """(src region, dst region) of a DMA start."""
+    ctx = lw.ctx
+    if isinstance(op, AffineDmaStartOp):
+        sidx = ctx.affine(op, op.src_map.data, tuple(op.src_operands))
+        didx = ctx.affine(op, op.dst_map.data, tuple(op.dst_operands))
+    else:
+        sidx = [ctx.index(v, op) for v in op.src_indices]
+        didx = [ctx.index(v, op) for v in op.dst_indices]
+    sv, dv = ctx.view(op.src, op), ctx.view(op.dst, op)
+    if sv.elem != dv.elem:
+        raise reject(op, f"DMA from {sv.elem} to {dv.elem} would convert element types")
+    count = ctx.index(op.num_elements, op)
+    if not count.is_const():
+        raise reject(op, "the element count of a DMA must be a constant")
+    n = count.const
+    stride: tuple[int, int] | None = None
+    if op.stride_info is not None:
+        s, p = (ctx.index(v, op) for v in op.stride_info)
+        if not (s.is_const() and p.is_const()) or p.const <= 0 or n % p.const:
+            raise reject(op, "DMA stride and elements-per-stride must be constants dividing "
+                         "the element count")
+        stride = (s.const, p.const)
+    # the strided side is the one in memory space 0 (upstream's definition),
+    # else the source (D-LOW-DMA)
+    strided_is_src = memory_space(op.src) == 0 or memory_space(op.dst) != 0
+    sides = (DmaSide(sv, tuple(sidx)), DmaSide(dv, tuple(didx)))
+    plan = plan_dma(op, n, stride, strided_is_src, *sides, ctx.scope, ctx.peeled)
+    ctx.summary.notes.extend(plan.notes)
+    if plan.narrowed is not None:
+        ctx.scope.narrowed.append(plan.narrowed)
+    n, cols, stride = plan.n, plan.cols, plan.stride
+    regs = []
+    b = st.builder
+    for k, side in enumerate(sides):
+        start, vw = side.start, side.view
+        is_strided = stride is not None and (k == 0) == strided_is_src
+        if cols is not None:  # narrowed rows of a partial innermost tile (D-LOW-PEEL)
+            assert stride is not None
+            shape = [n // stride[1], cols]
+            strides = [stride[0], 1] if is_strided else [stride[1], 1]
+        elif is_strided and stride is not None and stride[0] != stride[1]:
+            shape, strides = [n // stride[1], stride[1]], [stride[0], 1]
+        else:
+            shape, strides = contiguous_box(vw, side.idx, n)
+        check_bounds(op, vw, start, shape, strides)
+        with b.located(op.location):
+            regs.append(region(ctx, b, vw, start, shape, strides, op))
+    return regs[0], regs[1]
+
+
+HANDLERS: dict[type[Operation], Handler] = {
+    memref.AllocOp: lower_alloc,
+    memref.AllocaOp: lower_alloc,
+    memref.SubviewOp: lower_subview,
+    memref.CastOp: lower_cast,
+    memref.CopyOp: lower_copy,
+    MemRefCopyOp: lower_copy,
+    AffineDmaStartOp: lower_dma_start,
+    MemRefDmaStartOp: lower_dma_start,
+    AffineDmaWaitOp: lower_dma_wait,
+    MemRefDmaWaitOp: lower_dma_wait,
+    **{cls: lower_scalar_access for cls in (affine.LoadOp, affine.StoreOp, memref.LoadOp,
+                                            memref.StoreOp)},
+    **{cls: ignore for cls in (memref.DeallocOp, memref.AssumeAlignmentOp, affine.YieldOp,
+                               func.ReturnOp, asy.YieldOp)},
+}

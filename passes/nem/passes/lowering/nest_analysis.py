@@ -1,0 +1,473 @@
+"""Loop nests and linalg bodies as NEM opcodes (D-LOW-RAISE): a pure analysis.
+
+`analyze` normalizes a perfect, rectangular, unit-step nest (`Nest`);
+`match_nest` recognizes what its one store computes and returns a typed
+plan: `MatmulPlan` (`C[i,j] += A[i,k] * B[k,j]` in any loop order),
+`CopyPlan` (a copy nest, D-LOW-COPYNEST) or `EltwisePlan` (a tree of
+elementwise ops over identically indexed loads, `max(x, 0)` as `relu`).
+`generic_tree` does the same for the body of an identity-map, all-parallel
+`linalg.generic`.  Anything else raises `NotRaisable` with the reason the
+remark reports; the caller then emits an escape-hatch task (D-LOW-ESCAPE).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from nem.dialect.semantics import postorder
+from nem.passes.lowering.affine_algebra import (
+    Aff,
+    Dim,
+    depends_on,
+    eval_map,
+    is_identity,
+    is_index_arith,
+    pick_minmax,
+    resolve_index,
+)
+from xdsl.dialects import affine, arith, linalg, memref
+from xdsl.dialects.builtin import FloatAttr, IntegerAttr
+from xdsl.ir import Attribute, Block, BlockArgument, Operation, SSAValue
+
+if TYPE_CHECKING:
+    from nem.passes.lowering.context import LoweringContext
+
+BINARY = {"arith.addf": "add", "arith.addi": "add", "arith.subf": "sub", "arith.subi": "sub",
+          "arith.mulf": "mul", "arith.muli": "mul", "arith.divf": "div", "arith.divsi": "div",
+          "arith.maximumf": "max", "arith.maxnumf": "max", "arith.maxsi": "max",
+          "arith.minimumf": "min", "arith.minnumf": "min", "arith.minsi": "min",
+          "math.powf": "pow"}
+"""MLIR binary op -> NEM opcode."""
+UNARY = {"arith.negf": "neg", "math.exp": "exp", "math.log": "log", "math.sqrt": "sqrt",
+         "math.absf": "abs", "math.absi": "abs", "math.tanh": "tanh"}
+MAX_OPS = ("arith.maximumf", "arith.maxsi", "arith.maxnumf")
+"""`max(x, 0)` of these is `relu`."""
+
+
+class NotRaisable(Exception):
+    """Why a nest or linalg op is not raised (reported by the remark)."""
+
+
+MAX_RAISED_OPS = 64
+"""Most operations one raised computation may expand to (each becomes a task)."""
+
+
+def check_raisable_size(root: SSAValue, within: Callable[[Operation], bool]) -> None:
+    """NotRaisable when the computation of `root` (its ops that satisfy
+    `within`, expanded as a tree, as raising does) has more than
+    MAX_RAISED_OPS operations.  Counted iteratively over the DAG with each
+    value once, so a 1500-op chain or a body whose values reuse each other
+    (`%x2 = arith.addf %x1, %x1`, 2^40 as a tree) falls back to a compute
+    task (D-LOW-ESCAPE) in linear time instead of recursing (issue 11);
+    the recursive tree walks below run only on what passed."""
+    def operands(v: SSAValue) -> list[SSAValue]:
+        owner = v.owner
+        return list(owner.operands) if isinstance(owner, Operation) and within(owner) else []
+
+    size: dict[SSAValue, int] = {}
+    for v in postorder(root, operands, size):
+        size[v] = min(1 + sum(size[o] for o in operands(v)), MAX_RAISED_OPS + 1)
+    if size[root] > MAX_RAISED_OPS:
+        raise NotRaisable(f"a computation of more than {MAX_RAISED_OPS} operations")
+
+
+# ---------------------------------------------------------------------------
+# Typed records
+# ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Access:
+    """A memref access in a nest: per index, the nest dimension it moves
+    with (or None) and the rest of its value."""
+
+    memref: SSAValue
+    index: tuple[tuple[int | None, Aff], ...]
+
+    @property
+    def dims(self) -> list[int]:
+        return [k for k, _ in self.index if k is not None]
+
+    def same(self, other: Access) -> bool:
+        return self.index == other.index
+
+
+@dataclass(frozen=True)
+class Load:
+    access: Access
+
+
+@dataclass(frozen=True)
+class Const:
+    value: Attribute
+
+    @property
+    def is_zero(self) -> bool:
+        v = self.value
+        return isinstance(v, FloatAttr | IntegerAttr) and v.value.data == 0
+
+
+@dataclass(frozen=True)
+class Apply:
+    """An MLIR arithmetic op over sub-trees."""
+
+    name: str
+    operands: tuple[Node, ...]
+
+
+Node = Load | Const | Apply
+"""The value a nest stores, as a tree down to its loads and constants."""
+
+
+@dataclass(frozen=True)
+class Operand:
+    """A whole linalg operand (a leaf of a linalg elementwise tree)."""
+
+    memref: SSAValue
+
+
+@dataclass(frozen=True)
+class EltOp:
+    """One NEM elementwise task: `opcode` over its operands' results."""
+
+    opcode: str
+    operands: tuple[EltNode, ...]
+
+    def leaves(self) -> list[Load | Operand]:
+        return [x for c in self.operands
+                for x in (c.leaves() if isinstance(c, EltOp) else [c])]
+
+
+EltNode = EltOp | Load | Operand
+
+
+@dataclass(frozen=True)
+class MatmulPlan:
+    a: Load
+    b: Load
+    c: Access
+    trans_a: bool
+    trans_b: bool
+
+
+@dataclass(frozen=True)
+class CopyPlan:
+    src: Load
+    dst: Access
+
+
+@dataclass(frozen=True)
+class EltwisePlan:
+    root: EltOp
+    out: Access
+
+
+Plan = MatmulPlan | CopyPlan | EltwisePlan
+
+
+@dataclass
+class Nest:
+    """A perfect nest: its loops (outermost first) with their extents, the
+    affine value of each loop variable (`lb + Dim(k)`) and the innermost body."""
+
+    loops: list[tuple[affine.ForOp, int]] = field(default_factory=list)
+    env: dict[SSAValue, Aff] = field(default_factory=dict)
+    body: list[Operation] = field(default_factory=list)
+
+    @property
+    def extents(self) -> dict[int, int]:
+        return {k: ext for k, (_, ext) in enumerate(self.loops)}
+
+
+# ---------------------------------------------------------------------------
+# Nests
+# ---------------------------------------------------------------------------
+
+
+def analyze(top: affine.ForOp, outer: Mapping[SSAValue, Aff]) -> Nest:
+    """The nest rooted at `top` (`outer`: index values of enclosing scopes)."""
+    nest = Nest()
+    op = top
+    while True:
+        lb = pick_minmax(eval_map(op.lowerBoundMap.data,
+                                  [_idx(nest, outer, v) for v in op.lowerBoundOperands]), False)
+        ub = pick_minmax(eval_map(op.upperBoundMap.data,
+                                  [_idx(nest, outer, v) for v in op.upperBoundOperands]), True)
+        if lb is None or ub is None:
+            raise NotRaisable("min/max loop bounds")
+        if lb.has_dims() or ub.has_dims():
+            raise NotRaisable("non-rectangular nest")
+        if op.step.value.data != 1:
+            raise NotRaisable("non-unit step")
+        ext = ub - lb
+        if not ext.is_const() or ext.const <= 0:
+            raise NotRaisable("non-constant trip count")
+        nest.env[op.body.block.args[0]] = lb + Aff.atom(Dim(len(nest.loops)))
+        nest.loops.append((op, ext.const))
+        inner = [o for o in op.body.block.ops if not isinstance(o, affine.YieldOp)]
+        nested = _only_loop(inner)
+        if nested is None:
+            nest.body = inner
+            return nest
+        op = nested
+
+
+def _only_loop(ops: list[Operation]) -> affine.ForOp | None:
+    """The loop of a loop body holding one loop and otherwise only index
+    values `_idx` evaluates (as `-affine-loop-normalize` leaves tile
+    offsets), else None: the nest is perfect up to index arithmetic."""
+    loops = [o for o in ops if isinstance(o, affine.ForOp)]
+    if len(loops) == 1 and all(o is loops[0] or is_index_arith(o) for o in ops):
+        return loops[0]
+    return None
+
+
+def _idx(nest: Nest, outer: Mapping[SSAValue, Aff], v: SSAValue) -> Aff:
+    r = resolve_index(v, nest.env, outer)
+    if r is None:
+        raise NotRaisable("an index that is not an affine function of the loop indices")
+    return r
+
+
+def access(nest: Nest, outer: Mapping[SSAValue, Aff], op: Operation) -> Access:
+    """The access of a load or store of the nest."""
+    assert isinstance(op, affine.LoadOp | affine.StoreOp | memref.LoadOp | memref.StoreOp)
+    if isinstance(op, affine.LoadOp | affine.StoreOp):
+        assert op.map is not None
+        idx = eval_map(op.map.data, [_idx(nest, outer, v) for v in op.indices])
+    else:
+        idx = [_idx(nest, outer, v) for v in op.indices]
+    out: list[tuple[int | None, Aff]] = []
+    for a in idx:
+        dims, rest = a.split_dims()
+        if rest.has_dims():
+            raise NotRaisable("a nest index inside mod/floordiv")
+        if len(dims) > 1 or (dims and dims[0][1] != 1):
+            raise NotRaisable("a strided or skewed access")
+        out.append((dims[0][0].k if dims else None, rest))
+    return Access(op.memref, tuple(out))
+
+
+def _tree(nest: Nest, outer: Mapping[SSAValue, Aff], v: SSAValue,
+          inside: set[Operation]) -> Node:
+    owner = v.owner
+    if not isinstance(owner, Operation) or owner not in inside:
+        if isinstance(owner, arith.ConstantOp):
+            return Const(owner.value)
+        raise NotRaisable("a value defined outside the nest")
+    if isinstance(owner, affine.LoadOp | memref.LoadOp):
+        return Load(access(nest, outer, owner))
+    if isinstance(owner, arith.ConstantOp):
+        return Const(owner.value)
+    if owner.name in BINARY or owner.name in UNARY:
+        n = 2 if owner.name in BINARY else 1
+        return Apply(owner.name, tuple(_tree(nest, outer, x, inside)
+                                       for x in owner.operands[:n]))
+    raise NotRaisable(f"'{owner.name}' in the nest body")
+
+
+def match_nest(nest: Nest, outer: Mapping[SSAValue, Aff],
+               buffer_of: Callable[[SSAValue, Operation], SSAValue]) -> Plan:
+    """The raise plan of a nest (`buffer_of(memref, user)`: the NEM buffer a
+    memref lives in)."""
+    inside = set(nest.loops[0][0].walk())
+    stores = [o for o in nest.body if isinstance(o, affine.StoreOp | memref.StoreOp)]
+    for o in nest.body:
+        if not (isinstance(o, affine.StoreOp | memref.StoreOp | affine.LoadOp | memref.LoadOp
+                           | arith.ConstantOp | affine.ApplyOp)
+                or o.name in BINARY or o.name in UNARY):
+            raise NotRaisable(f"'{o.name}' in the nest body")
+    if len(stores) != 1:
+        raise NotRaisable(f"{len(stores)} stores in the nest body")
+    st = stores[0]
+    out = access(nest, outer, st)
+    check_raisable_size(st.value, lambda op: op in inside)
+    tree = _tree(nest, outer, st.value, inside)
+    n = len(nest.loops)
+    sorder = out.dims
+    matmul = _match_matmul(tree, out, n)
+    if matmul is not None:
+        return matmul
+    if sorted(sorder) != list(range(n)):
+        raise NotRaisable("the store does not cover the iteration space once")
+    if isinstance(tree, Load):  # a copy nest, as generate-dma=false leaves it (D-LOW-COPYNEST)
+        if tree.access.dims != sorder:
+            raise NotRaisable("a copy that transposes or broadcasts")
+        if buffer_of(tree.access.memref, st) is buffer_of(out.memref, st):
+            raise NotRaisable("a copy within one buffer")
+        return CopyPlan(tree, out)
+    root = _eltwise(tree, sorder)
+    if not isinstance(root, EltOp):
+        raise NotRaisable("the body is not a tree of elementwise operations over loads")
+    return EltwisePlan(root, out)
+
+
+def _match_matmul(tree: Node, out: Access, n: int) -> MatmulPlan | None:
+    """`C[i,j] = C[i,j] + A[i,k] * B[k,j]` (any loop order, either operand
+    order; transposed operands set `trans_a`/`trans_b`)."""
+    sorder = out.dims
+    if not (n == 3 and len(sorder) == 2 and isinstance(tree, Apply)
+            and tree.name in ("arith.addf", "arith.addi")):
+        return None
+    mul = "arith.mulf" if tree.name == "arith.addf" else "arith.muli"
+    x, y = tree.operands
+    for acc_t, prod in ((x, y), (y, x)):
+        if not (isinstance(acc_t, Load) and acc_t.access.memref == out.memref
+                and acc_t.access.same(out) and isinstance(prod, Apply) and prod.name == mul):
+            continue
+        p, q = prod.operands
+        if not (isinstance(p, Load) and isinstance(q, Load)):
+            continue
+        ki, kj = sorder
+        kk = ({0, 1, 2} - {ki, kj}).pop()
+        for a, b in ((p, q), (q, p)):
+            ao, bo = a.access.dims, b.access.dims
+            if sorted(ao) == sorted([ki, kk]) and sorted(bo) == sorted([kk, kj]) \
+                    and len(ao) == 2 and len(bo) == 2:
+                return MatmulPlan(a, b, out, ao != [ki, kk], bo != [kk, kj])
+    return None
+
+
+def _eltwise(t: Node, sorder: list[int]) -> EltNode:
+    """The elementwise computation `t` as NEM ops down to its loads, which
+    must all be indexed like the store (no broadcast or transpose); `max(x,
+    0)` is `relu`.  Each op becomes one task (D-LOW-RAISE), so a fused body
+    (e.g. bias add + relu) is raised."""
+    if isinstance(t, Load):
+        if t.access.dims != sorder:
+            raise NotRaisable("operands are indexed in different orders (broadcast/transpose)")
+        return t
+    if isinstance(t, Apply):
+        if t.name in MAX_OPS:
+            x, z = t.operands
+            for keep, zero in ((x, z), (z, x)):
+                if isinstance(zero, Const) and zero.is_zero:
+                    return EltOp("relu", (_eltwise(keep, sorder),))
+        opcode = BINARY.get(t.name) or UNARY[t.name]
+        return EltOp(opcode, tuple(_eltwise(c, sorder) for c in t.operands))
+    raise NotRaisable("the body is not a tree of elementwise operations over loads")
+
+
+def generic_tree(op: linalg.GenericOp) -> EltOp:
+    """The elementwise tree of an identity-map, all-parallel
+    `linalg.generic` over memrefs: its leaves are its ins (or its out, read
+    before it is written)."""
+    maps = [m.data for m in op.indexing_maps.data]
+    if not all(is_identity(m) for m in maps) or any(
+            str(it.data).split(".")[-1].lower() != "parallel"
+            for it in op.iterator_types.data):
+        raise NotRaisable("not an identity-map, all-parallel linalg.generic")
+    block = op.regions[0].block
+    operands = [*op.inputs, *op.outputs]
+
+    def check(v: SSAValue) -> None:  # unsupported ops first, wherever they are
+        owner = v.owner
+        if isinstance(v, BlockArgument) and v.block is block or \
+                isinstance(owner, arith.ConstantOp):
+            return
+        assert isinstance(owner, Operation)
+        if owner.name not in BINARY and owner.name not in UNARY:
+            raise NotRaisable(f"'{owner.name}' in the linalg.generic body")
+        for x in owner.operands:
+            check(x)
+
+    def node(v: SSAValue) -> EltNode | Const:
+        if isinstance(v, BlockArgument) and v.block is block:
+            return Operand(operands[v.index])
+        owner = v.owner
+        assert isinstance(owner, Operation)
+        if isinstance(owner, arith.ConstantOp):
+            return Const(owner.value)
+        if owner.name in MAX_OPS:
+            for x, z in ((owner.operands[0], owner.operands[1]),
+                         (owner.operands[1], owner.operands[0])):
+                zero = node(z)
+                if isinstance(zero, Const) and zero.is_zero:
+                    return EltOp("relu", (_leaf(node(x)),))
+        n = 2 if owner.name in BINARY else 1
+        opcode = BINARY.get(owner.name) or UNARY[owner.name]
+        return EltOp(opcode, tuple(_leaf(node(o)) for o in owner.operands[:n]))
+
+    last = block.last_op
+    assert last is not None
+    check_raisable_size(last.operands[0], lambda o: o.parent_block() is block)
+    check(last.operands[0])
+    root = node(last.operands[0])
+    if not isinstance(root, EltOp):
+        raise NotRaisable("no NEM opcode for this linalg op")
+    return root
+
+
+def _leaf(n: EltNode | Const) -> EltNode:
+    if isinstance(n, Const):
+        raise NotRaisable("no NEM opcode for this linalg op")
+    return n
+
+
+# ---------------------------------------------------------------------------
+# Tile loops (D-LOW-TILES)
+# ---------------------------------------------------------------------------
+
+INDEX_OPS = ("affine.apply", "affine.min", "affine.max", "affine.yield", "arith.constant",
+             "arith.addi", "arith.subi", "arith.muli")
+
+
+def is_tile_loop(ctx: LoweringContext, loop: affine.ForOp) -> bool:
+    """A loop over tiles as `affine-loop-tile` leaves it (a body of index
+    arithmetic and loops) whose innermost nests are all point-loop nests
+    that `match_nest` may raise: a loop with a non-unit step, or a unit-step
+    one (after `-affine-loop-normalize`) whose body computes offsets or
+    inner loop bounds from its variable and that is not raisable as one nest.
+    It becomes a NEM loop, so each tile is one raised task (D-LOW-TILES); a
+    tile loop around anything else stays one escape-hatch task for the
+    whole nest."""
+    if loop.results or not _tiles_of_point_nests(loop.body.block):
+        return False
+    if loop.step.value.data != 1:
+        return True
+    iv = loop.body.block.args[0]
+    offsets = [v for o in loop.body.block.ops if o.name in INDEX_OPS for v in o.results]
+    offsets += [v for o in loop.body.walk() if isinstance(o, affine.ForOp) and o is not loop
+                for v in (*o.lowerBoundOperands, *o.upperBoundOperands)]
+    if not any(depends_on(v, iv, lambda op: op.name in INDEX_OPS) for v in offsets):
+        return False
+    try:
+        match_nest(analyze(loop, ctx.env), ctx.env, lambda m, u: ctx.view(m, u).buffer)
+    except (NotRaisable, ValueError):
+        return True
+    return False
+
+
+def _tiles_of_point_nests(block: Block) -> bool:
+    nests = 0
+    for o in block.ops:
+        if o.name in INDEX_OPS:
+            continue
+        if not isinstance(o, affine.ForOp):
+            return False
+        inner = o.body.block
+        if not (_tiles_of_point_nests(inner) if o.step.value.data != 1 else _point_nest(o)):
+            return False
+        nests += 1
+    return nests > 0
+
+
+def _point_nest(loop: affine.ForOp) -> bool:
+    """A unit-step chain of loops, perfect up to index arithmetic, around
+    one store of loads combined by raisable ops (the shape `match_nest`
+    accepts)."""
+    while True:
+        if loop.step.value.data != 1:
+            return False
+        body = [o for o in loop.body.block.ops if not isinstance(o, affine.YieldOp)]
+        nested = _only_loop(body)
+        if nested is not None:
+            loop = nested
+            continue
+        stores = [o for o in body if isinstance(o, affine.StoreOp | memref.StoreOp)]
+        return len(stores) == 1 and all(
+            isinstance(o, affine.StoreOp | memref.StoreOp | affine.LoadOp | memref.LoadOp
+                       | arith.ConstantOp | affine.ApplyOp) or o.name in BINARY
+            or o.name in UNARY for o in body)

@@ -1,0 +1,168 @@
+"""The lowering's passes: `convert-affine-to-nem` (the conversion) and
+`lower-to-nem` (the declared pipeline MLIR -> checked NEM).
+
+    lower-to-nem{device=D memory-spaces=M entry=F remarks=R}
+      = convert-affine-to-nem{memory-spaces=M device=D entry=F remarks=R}
+        nem-synthesize-deps{device=D narrow-windows=true remarks=R}
+        dead-code-elimination                      (xDSL's: index arithmetic left unused)
+        nem-check-lowered{device=D}                (static rules, and DEV-13 on D)
+
+The program gets `include "D.nem"` and `device D` so it prints as a
+self-contained `.nem` file.  `memory-spaces`: `0:DDR,1:L2,2:L1[0]` (levels
+DDR, L2, L1, L1[k]; default `0:DDR,1:L2,2:L1`); xDSL's pipeline lexer has no
+`:`, so `nem-opt` quotes the value before xDSL parses the pipeline
+(`nem.passes.driver.quote_memory_spaces`); with xDSL's own parser write it
+quoted, `memory-spaces="0:DDR,1:L2"`, or `0-DDR,1-L2` (D-LOW-OPT-SPACES).
+`include-dirs=D1,D2`: directories where `device=NAME`'s file is found
+first; `nem-opt -I DIR` (and `run_pipeline(include_dirs=...)`) adds its
+directories to this option of every pass that has one (DEV-20).
+`remarks=true`: a remark per function lists what was raised to NEM opcodes
+and what fell back to `compute op="mlir.kernel"` (D-OPT-REMARKS), and one
+per pipelined loop whose window had to shrink.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from nem.dialect.diagnostics import Diagnostic, NemDiagnosticError
+from nem.dialect.ops import ProgramOp
+from nem.dialect.verifier import verify_program
+from nem.passes import pass_env
+from nem.passes.lowering.context import Options
+from nem.passes.lowering.driver import Lowerer
+from nem.passes.synthesize_deps import SynthesizeDepsPass
+from xdsl.context import Context
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.passes import ModulePass, PassPipeline
+from xdsl.transforms.dead_code_elimination import DeadCodeElimination
+
+DEFAULT_SPACES = "0:DDR,1:L2,2:L1"
+
+
+def parse_spaces(text: str | tuple[str, ...]) -> dict[int, str]:
+    """The `memory-spaces` option: `SPACE:LEVEL` (or `SPACE-LEVEL`) items
+    separated by commas, e.g. `0:DDR,1:L2,2:L1[0]`; one string or xDSL's tuple
+    of items.  `nem-opt` accepts the `:` form unquoted in a pass's `{...}`
+    (it quotes the value before xDSL parses the pipeline, D-LOW-OPT-SPACES).  A bad
+    item (space not an integer, unknown level, space mapped twice) is a
+    one-line error naming the option and the item."""
+    if not isinstance(text, str):
+        text = ",".join(text)
+
+    def bad(why: str) -> NemDiagnosticError:
+        return NemDiagnosticError([Diagnostic("error", f"bad memory-spaces {why}")])
+
+    items = [p.strip() for p in text.split(",")]
+    if items == [""]:
+        raise bad("value: empty (write memory-spaces=0:DDR,1:L2,2:L1)")
+    out: dict[int, str] = {}
+    for item in items:
+        sep = ":" if ":" in item else "-"
+        k, found, lvl = (s.strip() for s in item.partition(sep))
+        if not found:
+            raise bad(f"item '{item}': expected SPACE:LEVEL, e.g. 1:L2")
+        if not (k.isascii() and k.isdigit()):
+            raise bad(f"item '{item}': memory space '{k}' is not a non-negative integer")
+        if lvl not in ("DDR", "L2", "L1") and not (
+                lvl.startswith("L1[") and lvl.endswith("]") and lvl[3:-1].isascii()
+                and lvl[3:-1].isdigit()):
+            raise bad(f"item '{item}': unknown level '{lvl}' (levels: DDR, L2, L1, L1[k])")
+        if int(k) in out:
+            raise bad(f"item '{item}': memory space {int(k)} is already mapped to "
+                      f"{out[int(k)]}")
+        out[int(k)] = lvl
+    return out
+
+
+@dataclass(frozen=True)
+class ConvertAffineToNemPass(ModulePass):
+    """Lower a func/affine/memref/linalg/async function (tiled, DMA or copy loops) to a NEM program.
+
+    Options:
+      memory-spaces: memref memory space to NEM level, e.g. 0:DDR,1:L2,2:L1[0]
+      device: target device (its type families guide raising)
+      entry: the func.func to lower (default: the first public one)
+      remarks: report what was raised to NEM opcodes and what fell back
+      include-dirs: directories where device=NAME's file is found first (nem-opt -I adds its own)
+    """
+
+    name = "convert-affine-to-nem"
+
+    memory_spaces: tuple[str, ...] = (DEFAULT_SPACES,)
+    device: str | None = None
+    entry: str | None = None
+    remarks: bool = False
+    include_dirs: tuple[str, ...] = ()
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        options = Options(parse_spaces(self.memory_spaces), self.device, self.entry,
+                          self.include_dirs, self.remarks)
+        Lowerer(options).run(op)
+
+
+@dataclass(frozen=True)
+class CheckLoweredPass(ModulePass):
+    """The device-independent static rules and, with `device`, the device
+    validity rule (DEV-13): a failure here is a lowering bug, and says so.
+
+    Options:
+      device: the target of the device validity rule
+      include-dirs: directories where device=NAME's file is found first (nem-opt -I adds its own)
+    """
+
+    name = "nem-check-lowered"
+
+    device: str | None = None
+    include_dirs: tuple[str, ...] = ()
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        diags: list[Diagnostic] = []
+        for prog in [p for p in op.walk() if isinstance(p, ProgramOp)]:
+            diags += verify_program(prog)
+            if self.device and not any(d.severity == "error" for d in diags):
+                from nem.devices.device_lookup import find_device
+                from nem.devices.program_device import check_device_validity
+
+                dev = find_device(self.device, self.include_dirs, None)
+                diags += check_device_validity(prog, dev)
+        errors = [d for d in diags if d.severity == "error"]
+        if errors:
+            for d in errors:
+                d.message = "lowered NEM program fails its checks: " + d.message
+            raise NemDiagnosticError(errors)
+        pass_env.report(diags)
+
+
+@dataclass(frozen=True)
+class LowerToNemPass(ModulePass):
+    """Lower MLIR (func/affine/memref/linalg/async) to a checked NEM program.
+
+    Options:
+      device: target device; the result is checked against it (DEV-13)
+      memory-spaces: memref memory space to NEM level, e.g. 0:DDR,1:L2,2:L1[0]
+      entry: the func.func to lower (default: the first public one)
+      remarks: report what was raised to NEM opcodes and what fell back
+      include-dirs: directories where device=NAME's file is found first (nem-opt -I adds its own)
+    """
+
+    name = "lower-to-nem"
+
+    device: str | None = None
+    memory_spaces: tuple[str, ...] = (DEFAULT_SPACES,)
+    entry: str | None = None
+    remarks: bool = False
+    include_dirs: tuple[str, ...] = ()
+
+    def pipeline(self) -> tuple[ModulePass, ...]:
+        """The passes `lower-to-nem` runs, in order."""
+        dirs = self.include_dirs
+        return (ConvertAffineToNemPass(self.memory_spaces, self.device, self.entry, self.remarks,
+                                       dirs),
+                SynthesizeDepsPass(device=self.device, narrow_windows=True,
+                                   remarks=self.remarks, include_dirs=dirs),
+                DeadCodeElimination(),
+                CheckLoweredPass(self.device, dirs))
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        PassPipeline(self.pipeline()).apply(ctx, op)

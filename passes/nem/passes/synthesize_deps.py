@@ -1,0 +1,392 @@
+"""`nem-synthesize-deps`: make a NEM program race-free and within its
+device's live-token limit by adding `deps` and `wait`s, on the one
+happens-before model (`nem.analysis.happens_before`, decisions D-HAZ-*,
+D-TOK-LIVE).  Usable on any NEM program; `lower-to-nem` runs it on what
+`convert-affine-to-nem` emits (tasks without any ordering, D-LOW-DEPS).
+
+1. Ordering.  The hazard analysis lists the conflicting accesses it does not
+   order (`find_races`: per buffer, each access against the last writer and
+   the readers since, so only the nearest conflicts).  Each is repaired
+   where the model allows: the later task gets the earlier task's token in
+   its `deps` (the earlier task is directly in the block holding the later
+   one or one of its enclosing loops); an access after a loop to a task
+   inside it is ordered by the loop body's closing wait (3.).  Deps implied
+   by other deps are left out.  Iterations of one loop cannot be ordered by
+   tokens (D-NAME-SCOPE): a conflict between iterations that
+   `@max_in_flight(N)` lets overlap is an error, or with
+   `narrow-windows=true` the window shrinks to the conflict's distance (a
+   remark says why).  The analysis runs again until it finds nothing.
+2. Nothing else is ordered: independent tasks stay concurrent.
+3. Leaks.  Tokens cannot leave their block, and a token nobody consumes is
+   a TASK-01 warning: every block (each loop body, the program) ends with
+   one `wait` on its tasks whose tokens nothing consumes (its sinks; the
+   rest are covered through their consumers).
+4. Live tokens (DEV-17).  With the device's `SEQ.max_active_tokens` (or
+   `max-tokens=N`), the liveness of `block_liveness` is walked statement by
+   statement; where it exceeds the limit, a `wait` before that statement
+   ends the oldest live tokens (first those only the closing wait held),
+   and their later uses become redundant and are removed.  A loop whose
+   in-flight iterations alone exceed the limit gets its body fitted to
+   `limit // iterations in flight`.
+
+Decision D-DEPS-SYNTH in docs/spec-decisions.md.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+
+from nem.analysis.happens_before import (
+    MAX_TASK_INSTANCES,
+    Race,
+    StaticTask,
+    Structure,
+    block_liveness,
+    find_races,
+    live_token_peak,
+    max_in_flight,
+)
+from nem.dialect.attributes import MaxInFlightAttr
+from nem.dialect.diagnostics import Diagnostic, NemDiagnosticError, SourceLoc
+from nem.dialect.ops import BufferOp, LoopOp, ProgramOp, RegionOp, TaskOp, WaitOp
+from nem.dialect.semantics import Evaluator, ExprError
+from nem.passes.pass_env import report
+from xdsl.context import Context
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.ir import Block, Operation, SSAValue
+from xdsl.passes import ModulePass
+from xdsl.rewriter import InsertPoint, Rewriter
+
+MAX_ROUNDS = 8
+"""Analysis rounds before giving up (one repairs all it finds; the next confirms)."""
+
+
+@dataclass
+class Synthesizer:
+    """Adds the deps and waits of one program (see the module doc)."""
+
+    program: ProgramOp
+    limit: int | None
+    narrow_windows: bool
+    max_instances: int = MAX_TASK_INSTANCES
+    remarks: list[Diagnostic] = field(default_factory=list)
+    closing: dict[Block, WaitOp] = field(default_factory=dict)
+    """The wait this pass put at the end of each block."""
+    added: dict[TaskOp, list[SSAValue]] = field(default_factory=dict)
+    """The deps this pass added, per task."""
+
+    def run(self) -> None:
+        self.order()
+        if self.limit is not None:
+            self.fit(self.program.block, self.limit)
+            peak, where = live_token_peak(self.program)
+            if peak > self.limit:  # pragma: no cover - fit() guarantees it
+                raise _error(f"internal: {peak} live tokens remain above the limit "
+                             f"{self.limit}", where or self.program)
+
+    # -- 1-3: ordering and leaks ----------------------------------------------------
+    def order(self) -> None:
+        races: list[Race] = []
+        pruned = False
+        for _ in range(MAX_ROUNDS):
+            self.close_blocks()
+            races, _warnings = find_races(self.program, self.max_instances)
+            if not races:
+                if pruned:
+                    return
+                pruned = True
+                self.prune()
+                continue
+            changed = [self.repair(r) for r in races]
+            self.reduce()
+            if not any(changed):
+                break
+        raise NemDiagnosticError([_cannot(r) for r in races])
+
+    def repair(self, race: Race) -> bool:
+        """Order one race; False when this pass cannot."""
+        a, b, order = race.earlier.inst.task, race.later.inst.task, race.order
+        if order.loop is not None:
+            return self.narrow(order.loop, order.distance or 1, race)
+        if order.after_loop is not None:
+            return False  # the closing wait of a's block covers it once a is a sink
+        token = a.op.results[0]
+        later = b.op
+        if token in later.deps:
+            return False
+        later.set_deps([*later.deps, token])
+        self.added.setdefault(later, []).append(token)
+        return True
+
+    def narrow(self, loop: LoopOp, distance: int, race: Race) -> bool:
+        n = max_in_flight(loop)
+        if not self.narrow_windows or distance >= n:
+            return False
+        decos = [d for d in loop.decorator_list() if d.DECO_NAME != "max_in_flight"]
+        if distance > 1:
+            decos.insert(0, MaxInFlightAttr(distance))
+        from xdsl.dialects.builtin import ArrayAttr
+
+        if decos:
+            loop.properties["decorators"] = ArrayAttr(tuple(decos))
+        else:
+            loop.properties.pop("decorators", None)
+        at_once = "one iteration" if distance == 1 else f"at most {distance} iterations"
+        self.remarks.append(Diagnostic(
+            "remark", f"loop '{loop.iv_name.data}' runs {at_once} at a time: "
+            f"{_window_reason(race, distance)}; it was @max_in_flight({n}), and tokens "
+            "cannot order iterations (D-NAME-SCOPE)", SourceLoc.of(loop)))
+        return True
+
+    def reduce(self) -> None:
+        """Drop the added deps that other deps of the same task imply."""
+        pos = {op: k for k, op in enumerate(self.program.walk())}
+        for task, mine in self.added.items():
+            deps = list(task.deps)
+            keep = [d for d in deps if d not in mine or not any(
+                e is not d and _reaches(e, d, pos) for e in deps)]
+            if len(keep) != len(deps):
+                task.set_deps(keep)
+                self.added[task] = [d for d in mine if d in keep]
+
+    def prune(self) -> None:
+        """Drop the added deps whose producer a barrier (a wait, a `.sync`
+        task) already covers before the consumer: a round repairs all races
+        it sees at once, so a dep added for one may be subsumed by the wait
+        that closes a loop body ordered by another."""
+        s = Structure(self.program)
+        for task, mine in self.added.items():
+            keep = list(task.deps)
+            for d in mine:
+                producer = s.producer(d)
+                if producer is not None and _covered_before(s, producer, task):
+                    keep.remove(d)
+            if len(keep) != len(task.deps):
+                task.set_deps(keep)
+                self.added[task] = [d for d in mine if d in keep]
+
+    def close_blocks(self) -> None:
+        """Each block ends with a wait on its sinks (tokens nothing consumes)."""
+        for block in _blocks(self.program):
+            old = self.closing.pop(block, None)
+            if old is not None:
+                old.detach()
+                old.erase()
+            sinks = [op.results[0] for op in block.ops
+                     if isinstance(op, TaskOp) and not op.is_sync and not op.results[0].uses]
+            if sinks:
+                wait = WaitOp(sinks, [])
+                last = block.last_op
+                wait.location = last.location if last is not None else self.program.location
+                block.add_op(wait)
+                self.closing[block] = wait
+
+    # -- 4: live tokens ---------------------------------------------------------------
+    def fit(self, block: Block, budget: int) -> None:
+        """Waits in `block` (and its loops) so that no statement has more
+        than `budget` live tokens."""
+        if budget < 1:
+            raise _error(f"SEQ.max_active_tokens = {self.limit} leaves no token for the "
+                         "iterations in flight of this loop", block.parent_op() or self.program,
+                         "lower @max_in_flight or target a device with more tokens")
+        lv = block_liveness(block)
+        ops, nested = lv.ops, list(lv.nested)
+        closing = self.closing.get(block)
+        end_k = ops.index(closing) if closing is not None else len(ops)
+        ends = {t: last for t, (_, last) in lv.intervals.items()}
+        starting: dict[int, list[TaskOp]] = {}
+        for t, (first, _) in lv.intervals.items():
+            starting.setdefault(first, []).append(t)
+        live: dict[TaskOp, None] = {}  # in issue order
+        waits: list[tuple[int, list[TaskOp]]] = []
+        ev = Evaluator()
+        for k, op in enumerate(ops):
+            for t in [t for t in live if ends[t] < k]:
+                del live[t]
+            live.update(dict.fromkeys(starting.get(k, ())))
+            count = len(live) + nested[k]
+            if count <= budget:
+                continue
+            # the oldest first, those only the closing wait holds before all
+            held = sorted((t for t in live if t is not op), key=lambda t: ends[t] != end_k)
+            sinks = sum(1 for t in held if ends[t] == end_k)
+            take = held[:max(min(count - budget, len(held)), sinks)]
+            if take:
+                waits.append((k, take))
+                for t in take:
+                    del live[t]
+            count -= len(take)
+            if count > budget and isinstance(op, LoopOp):
+                copies = _copies(op, ev)
+                self.fit(op.block, (budget - (count - nested[k])) // copies)
+                nested[k] = block_liveness(op.block).peak()[0] * copies
+        for k, tokens in reversed(waits):
+            self._wait_before(ops[k], [t.results[0] for t in tokens])
+
+    def _wait_before(self, op: Operation, tokens: list[SSAValue]) -> None:
+        """`wait(tokens)` before `op`; the later uses of what it covers (the
+        tokens and, transitively, their deps) are then redundant."""
+        block = op.parent_block()
+        assert block is not None
+        later = list(block.ops)
+        later = later[later.index(op):]
+        gone = _covered(tokens)
+        for stmt in later:
+            for inner in stmt.walk():
+                if isinstance(inner, TaskOp) and gone & set(inner.deps):
+                    inner.set_deps([d for d in inner.deps if d not in gone])
+                elif isinstance(inner, WaitOp) and gone & set(inner.tokens):
+                    keep = [t for t in inner.tokens if t not in gone]
+                    if keep:
+                        inner.operands = keep
+                    else:
+                        if self.closing.get(block) is inner:
+                            del self.closing[block]
+                        inner.detach()
+                        inner.erase()
+        wait = WaitOp(tokens, [])
+        wait.location = op.location
+        Rewriter.insert_op(wait, InsertPoint.before(op))
+
+
+def _covered(tokens: Iterable[SSAValue]) -> set[SSAValue]:
+    """`tokens` and every token they depend on, transitively: what a wait on
+    `tokens` completes (D-HAZ-WAIT)."""
+    out: set[SSAValue] = set()
+    stack = list(tokens)
+    while stack:
+        t = stack.pop()
+        if t in out:
+            continue
+        out.add(t)
+        owner = t.owner
+        if isinstance(owner, TaskOp):
+            stack.extend(owner.deps)
+    return out
+
+
+def _copies(loop: LoopOp, ev: Evaluator) -> int:
+    """Iterations of `loop` in flight at once (D-TOK-LIVE)."""
+    copies = max_in_flight(loop)
+    try:
+        lo, hi = ev.static(loop.lower), ev.static(loop.upper)
+    except ExprError:
+        lo = hi = None
+    if lo is not None and hi is not None:
+        copies = max(1, min(copies, hi - lo + 1))
+    return copies
+
+
+def _covered_before(s: Structure, producer: StaticTask, task: Operation) -> bool:
+    """Whether a barrier covering `producer` comes before `task` in some
+    block between `task` and `producer`'s block (as `ordered` finds it)."""
+    cur: Operation | None = task
+    while cur is not None:
+        block = cur.parent_block()
+        if block is None:
+            return False
+        cover = producer.cover.get(block)
+        if cover is not None and cover < s.index[cur]:
+            return True
+        if block is producer.block:
+            return False
+        cur = block.parent_op()
+    return False
+
+
+def _blocks(program: ProgramOp) -> Iterator[Block]:
+    yield program.block
+    for op in program.walk():
+        if isinstance(op, LoopOp):
+            yield op.block
+
+
+def _reaches(start: SSAValue, target: SSAValue, pos: dict[Operation, int]) -> bool:
+    """Whether the task of token `target` is among the tasks the task of
+    `start` depends on, transitively (deps point to earlier statements, so
+    the search stops before `target`'s position)."""
+    goal = target.owner
+    first = start.owner
+    if not isinstance(goal, TaskOp) or not isinstance(first, TaskOp):
+        return False
+    bound = pos.get(goal, 0)
+    stack, seen = [first], set()
+    while stack:
+        t = stack.pop()
+        if t is goal:
+            return True
+        for d in t.deps:
+            owner = d.owner
+            if isinstance(owner, TaskOp) and owner not in seen and pos.get(owner, -1) >= bound:
+                seen.add(owner)
+                stack.append(owner)
+    return False
+
+
+def _window_reason(race: Race, distance: int) -> str:
+    a, b = race.earlier, race.later
+    region = a.region.owner
+    assert isinstance(region, RegionOp) and isinstance(region.buffer.owner, BufferOp)
+    name = region.buffer.owner.buffer_name.data
+    if (a.lo, a.hi) == (b.lo, b.hi):
+        return f"{name} is written by every iteration (loop-carried)"
+    apart = "consecutive iterations" if distance == 1 else f"iterations {distance} apart"
+    return f"{name} is accessed at overlapping bytes by {apart} (HAZ-03)"
+
+
+def _cannot(race: Race) -> Diagnostic:
+    d = race.diagnostic()
+    d.message = f"nem-synthesize-deps cannot order this: {d.message}"
+    return d
+
+
+def _error(message: str, at: Operation, fix: str | None = None) -> NemDiagnosticError:
+    return NemDiagnosticError([Diagnostic("error", message, SourceLoc.of(at), "DEV-17", fix)])
+
+
+def synthesize(program: ProgramOp, limit: int | None, narrow_windows: bool = False,
+               max_instances: int = MAX_TASK_INSTANCES) -> list[Diagnostic]:
+    """Add the deps and waits of `program`; returns the remarks (narrowed windows)."""
+    s = Synthesizer(program, limit, narrow_windows, max_instances)
+    s.run()
+    return s.remarks
+
+
+def programs(module: ModuleOp) -> Iterable[ProgramOp]:
+    return [p for p in module.walk() if isinstance(p, ProgramOp)]
+
+
+@dataclass(frozen=True)
+class SynthesizeDepsPass(ModulePass):
+    """Add the deps and waits a program needs: race-free, no leaked token, within the live-token limit.
+
+    Options:
+      device: the target whose SEQ.max_active_tokens bounds live tokens (default: --device, else the program's directive)
+      max-tokens: the live-token limit (overrides the device's)
+      narrow-windows: shrink @max_in_flight where iterations conflict, instead of failing
+      remarks: report each narrowed window
+      include-dirs: directories where device=NAME's file is found first (nem-opt -I adds its own)
+    """
+
+    name = "nem-synthesize-deps"
+
+    device: str | None = None
+    max_tokens: int | None = None
+    narrow_windows: bool = False
+    remarks: bool = False
+    include_dirs: tuple[str, ...] = ()
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        from nem.passes.device import target_device
+
+        diags: list[Diagnostic] = []
+        for prog in programs(op):
+            limit = self.max_tokens
+            if limit is None:
+                device = target_device(prog, self.device, self.include_dirs)
+                limit = device.max_active_tokens if device is not None else None
+            found = synthesize(prog, limit, self.narrow_windows)
+            if self.remarks:
+                diags += found
+        report(diags)
