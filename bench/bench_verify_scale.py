@@ -22,12 +22,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "test" / "unit"))
 
+from semantics_programs import static_verdict
+from test_iteration_space import PointByPoint
+
 from nem.dialect.ops import ProgramOp
 from nem.dialect.verifier import ProgramVerifier
 from nem.frontends.nem_text.parser import parse_nem
 from nem.runtime import NemInterpreter
-from semantics_programs import static_verdict
-from test_iteration_space import PointByPoint
 
 
 def four_tasks(n: int) -> str:

@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
+
 from nem.dialect.diagnostics import NemDiagnosticError
 from nem.dialect.iteration_space import (
     Inexact,

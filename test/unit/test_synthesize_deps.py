@@ -22,6 +22,7 @@ from dataclasses import dataclass
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+
 from nem.analysis.happens_before import (
     check_tokens,
     find_hazards,

@@ -32,10 +32,11 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
+from xdsl.ir import BlockArgument, SSAValue
+
 from nem.dialect.limits import INT_MAX, INT_MIN
 from nem.dialect.ops import LoopOp
 from nem.dialect.semantics import _ARG, _BINOP, _CONST, _FORWARD, Evaluator, ExprError
-from xdsl.ir import BlockArgument, SSAValue
 
 MAX_POINTS = 1 << 22
 """Iteration points one check enumerates (vectorized) before it stops with a warning."""
