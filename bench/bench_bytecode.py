@@ -41,6 +41,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_roundtrip import generate
+
 from nem.dialect.ops import TaskOp
 from nem.dialect.verifier import verify_program
 from nem.frontends.bytecode.loader import check_consistency

@@ -20,6 +20,7 @@ import argparse
 import time
 
 import numpy as np
+
 from nem.compile import CompileError, compile_onnx
 from nem.compile.check import max_violation, onnxruntime_run
 from nem.frontends.onnx import samples

@@ -18,12 +18,13 @@ from __future__ import annotations
 import argparse
 import time
 
+from xdsl.transforms.dead_code_elimination import DeadCodeElimination
+
 from nem.frontends.upstream_dialects import lowering_context, parse_mlir
 from nem.passes.lowering.context import Options
 from nem.passes.lowering.driver import Lowerer
 from nem.passes.lowering.passes import DEFAULT_SPACES, CheckLoweredPass, parse_spaces
 from nem.passes.synthesize_deps import SynthesizeDepsPass
-from xdsl.transforms.dead_code_elimination import DeadCodeElimination
 
 
 def make_input(n_side: int, tile: int = 16) -> str:

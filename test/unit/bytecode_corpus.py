@@ -9,12 +9,13 @@ import sys
 from functools import cache
 from pathlib import Path
 
+from xdsl.printer import Printer
+
 from nem.cli.verify_diagnostics import split_chunks
 from nem.dialect.diagnostics import NemDiagnosticError
 from nem.dialect.verifier import verify_program
 from nem.frontends.nem_text.document import is_config_document
 from nem.frontends.nem_text.parser import parse_nem
-from xdsl.printer import Printer
 
 ROOT = Path(__file__).resolve().parents[2]
 

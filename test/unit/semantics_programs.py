@@ -136,11 +136,12 @@ def nested_loops(n: int) -> str:
 
 def static_verdict(src: str) -> list:
     """The errors of the `nem-verify` pipeline (as `nem-opt -p nem-verify`)."""
+    from xdsl.context import Context
+
     from nem.dialect.diagnostics import NemDiagnosticError
     from nem.frontends.nem_text.parser import parse_nem
     from nem.passes.pass_env import pass_env
     from nem.passes.pipeline import VerifyPipelinePass
-    from xdsl.context import Context
 
     module = parse_nem(src, "gen.nem")
     with pass_env(file="gen.nem") as env:

@@ -10,14 +10,15 @@ import io
 from pathlib import Path
 
 import pytest
+from xdsl.dialects import arith
+from xdsl.dialects.builtin import FileLineColLoc, f32
+from xdsl.printer import Printer
+
 from nem.dialect.attributes import PerTensorQuantAttr
 from nem.dialect.builder import BinExpr, Lit, NemBuilder, ProgramBuilder
 from nem.dialect.diagnostics import NemDiagnosticError, SourceLoc
 from nem.dialect.ops import LoopOp, ProgramOp, TransferOp
 from nem.frontends.nem_text import parse_nem, print_nem
-from xdsl.dialects import arith
-from xdsl.dialects.builtin import FileLineColLoc, f32
-from xdsl.printer import Printer
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -166,7 +167,8 @@ def test_verifier_diagnostics_point_at_the_building_line():
     """RULE: EXT-01"""
     b = ProgramBuilder()
     buf = b.buffer("B", "L1", 64)
-    b.region("R", buf, 0, 8, elem="f16", shape=[8], layout="C"); line = _line()
+    b.region("R", buf, 0, 8, elem="f16", shape=[8], layout="C")
+    line = _line() - 1
     with pytest.raises(NemDiagnosticError) as e:
         b.finish()
     d = e.value.diagnostics[0]

@@ -22,6 +22,7 @@ import time
 from pathlib import Path
 
 import pytest
+
 from nem.dialect.diagnostics import NemDiagnosticError
 from nem.frontends.bytecode import nem_bytecode_generated as fb
 from nem.frontends.bytecode.container import HEADER_SIZE, MAGIC, crc32, seal

@@ -12,6 +12,7 @@ from importlib import resources
 
 import pytest
 import yaml
+
 from nem.dialect import registry
 from nem.dialect.registry import RegistryError, opcodes, retired_codes
 

@@ -14,6 +14,8 @@ import numpy as np
 import pytest
 from bytecode_corpus import corpus, same_ir_text
 from hypothesis import HealthCheck, given, settings
+from test_roundtrip import Generated, programs
+
 from nem.dialect.diagnostics import NemDiagnosticError
 from nem.dialect.verifier import verify_program
 from nem.frontends.bytecode.loader import load_nemb
@@ -21,7 +23,6 @@ from nem.frontends.bytecode.writer import WriteOptions, write_nemb
 from nem.frontends.nem_text.parser import parse_nem
 from nem.frontends.nem_text.printer import print_nem
 from nem.runtime.api import NemInterpreter
-from test_roundtrip import Generated, programs
 
 CORPUS = corpus()
 

@@ -8,6 +8,7 @@ import importlib.util
 from pathlib import Path
 
 import pytest
+
 from nem.dialect.attributes import ELEM_BY_NAME
 from nem.dialect.decorators import DECORATORS
 from nem.frontends.bytecode import nem_bytecode_generated as fb

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+
 from nem.dialect.diagnostics import NemDiagnosticError
 from nem.frontends.bytecode.loader import load_nemb
 from nem.frontends.bytecode.writer import write_nemb

@@ -11,20 +11,19 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from nem_programs import program
 from xdsl.context import Context
 from xdsl.dialects import arith
-from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass, PassPipeline
 
 from nem.analysis.capacity import memory_maps
+from nem.analysis.happens_before import max_live_tokens
 from nem.devices.device_lookup import find_device
 from nem.dialect.builder import NemBuilder
 from nem.dialect.diagnostics import Diagnostic, NemDiagnosticError, SourceLoc
-from nem.dialect.semantics import SYMBOL_OF
 from nem.dialect.ops import ProgramOp, RegionOp
-from nem.analysis.happens_before import max_live_tokens
+from nem.dialect.semantics import SYMBOL_OF
 from nem.dialect.verifier import ProgramVerifier, verify_program
-from nem.frontends.nem_text.parser import parse_nem
 from nem.frontends.nem_text.printer import print_nem
 from nem.passes import PASSES
 from nem.passes.device import device_diagnostics, eligible_units
@@ -35,11 +34,6 @@ from nem.passes.pipeline import VerifyPipelinePass
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = sorted((ROOT / "examples").glob("*.nem"))
 sys.path.insert(0, str(ROOT / "bench"))
-
-
-def program(text: str, file: str = "t.nem") -> tuple[ModuleOp, ProgramOp]:
-    module = parse_nem(text, file)
-    return module, next(op for op in module.walk() if isinstance(op, ProgramOp))
 
 
 def region_ranges(prog: ProgramOp) -> list[list[tuple[int, int]]]:
@@ -237,3 +231,12 @@ def test_pipeline_without_device_remarks_and_continues():
         VerifyPipelinePass().apply(Context(), module)
     assert [(d.severity, d.rule) for d in env.diagnostics] == [("remark", "DEV-20")]
     assert env.diagnostics[0].loc == SourceLoc("t.nem", 1, 1)
+
+
+def test_pipeline_stage_not_registered_is_an_error(monkeypatch):
+    """A stage missing from the pass registry stops nem-verify with an error
+    naming it, instead of being skipped (issue 15)."""
+    monkeypatch.delitem(PASSES, "nem-check-tokens")
+    module, _ = program("buffer B : L1 (size=64)\n")
+    with pass_env(), pytest.raises(LookupError, match="stage 'nem-check-tokens' is not a registered"):
+        VerifyPipelinePass().apply(Context(), module)

@@ -11,14 +11,22 @@ from pathlib import Path
 
 import pytest
 
+from nem.devices.device_resolver import (
+    load_config_file,
+    resolve_device,
+    resolve_device_file,
+    scope_for_document,
+    shipped_devices_dir,
+)
 from nem.dialect.device_model import VariantRef
-from nem.devices.device_resolver import (load_config_file, resolve_device, resolve_device_file,
-                                         scope_for_document, shipped_devices_dir)
 from nem.dialect.diagnostics import NemDiagnosticError, SourceLoc
 from nem.dialect.families import Catalog, OperandInfo
 from nem.frontends.nem_text.config_parser import parse_config_document, parse_device_config
-from nem.frontends.nem_text.config_printer import (print_config_document, print_device,
-                                                   print_type_family)
+from nem.frontends.nem_text.config_printer import (
+    print_config_document,
+    print_device,
+    print_type_family,
+)
 from nem.frontends.nem_text.cursor import TokenCursor
 from nem.frontends.nem_text.lexer import tokenize
 

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
 from nem.analysis.happens_before import find_hazards, max_live_tokens
 from nem.dialect.builder import ProgramBuilder
 from nem.dialect.ops import ProgramOp

@@ -14,9 +14,9 @@ from xdsl.printer import Printer
 from nem.dialect.diagnostics import NemDiagnosticError
 from nem.dialect.ops import ComputeOp, LoopOp, ProgramOp, TransferOp
 from nem.dialect.verifier import verify_program
-from nem.frontends.upstream_dialects import lowering_context, parse_mlir
 from nem.frontends.nem_text.parser import parse_nem
 from nem.frontends.nem_text.printer import print_nem
+from nem.frontends.upstream_dialects import lowering_context, parse_mlir
 from nem.passes.lowering.affine_algebra import Aff, Var
 from nem.passes.lowering.context import Options
 from nem.passes.lowering.driver import Lowerer

@@ -52,11 +52,11 @@ import re
 import subprocess
 import sys
 
+import async_sources as src
 import numpy as np
 import pytest
-
-import async_sources as src
 from mlir_tools import SKIP_REASON, find_mlir_opt
+
 from nem.runtime import NemInterpreter
 
 MLIR_OPT = find_mlir_opt()

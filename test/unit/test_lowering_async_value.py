@@ -16,18 +16,19 @@ from io import StringIO
 
 import numpy as np
 import pytest
-from xdsl.dialects.builtin import MemRefType, f32 as F32
+from mlir_tools import find_mlir_opt
+from test_lowering_e2e import INPUTS, _tool, check_add, f32, lower, run_ok, start
+from xdsl.dialects.builtin import MemRefType
+from xdsl.dialects.builtin import f32 as F32
 from xdsl.printer import Printer
 
-from mlir_tools import find_mlir_opt
 from nem.dialect.diagnostics import NemDiagnosticError
 from nem.dialect.ops import TransferOp
-from nem.frontends.upstream_dialects import lowering_context, parse_mlir
-from nem.frontends.upstream_dialects import async_dialect as asy
 from nem.frontends.nem_text.printer import print_nem
+from nem.frontends.upstream_dialects import async_dialect as asy
+from nem.frontends.upstream_dialects import lowering_context, parse_mlir
 from nem.passes.lowering.passes import LowerToNemPass
 from nem.passes.pass_env import pass_env
-from test_lowering_e2e import INPUTS, _tool, check_add, f32, lower, run_ok, start
 
 FIXTURE = INPUTS / "async_value_pipeline.mlir"
 

@@ -6,11 +6,11 @@ from __future__ import annotations
 import subprocess
 
 import pytest
+from test_lowering_e2e import INPUTS, _tool
 
 from nem.dialect.diagnostics import NemDiagnosticError
-from nem.passes.lowering.passes import parse_spaces
 from nem.passes.driver import quote_memory_spaces
-from test_lowering_e2e import INPUTS, _tool
+from nem.passes.lowering.passes import parse_spaces
 
 
 @pytest.mark.parametrize("text", ["0:DDR,1:L1,2:L1[1]", "0-DDR,1-L1,2-L1[1]",

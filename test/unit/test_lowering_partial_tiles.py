@@ -15,11 +15,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import mlir_sources
 import numpy as np
 import pytest
-
-import mlir_sources
 from mlir_tools import SKIP_REASON, find_mlir_opt
+
 from nem.runtime import NemInterpreter
 
 INPUTS = Path(__file__).resolve().parents[1] / "lit/lowering/Inputs"

@@ -24,11 +24,11 @@ import random
 import subprocess
 import sys
 
+import mlir_sources as src
 import numpy as np
 import pytest
-
-import mlir_sources as src
 from mlir_tools import SKIP_REASON, find_mlir_opt
+
 from nem.runtime import NemInterpreter
 
 MLIR_OPT = find_mlir_opt()

@@ -14,6 +14,8 @@ from io import StringIO
 from pathlib import Path
 
 import pytest
+from mlir_tools import SKIP_REASON, find_mlir_opt  # noqa: E402
+from test_roundtrip import CTX, RandomSource, generate  # noqa: E402  (test/unit is on sys.path)
 from xdsl.dialects.builtin import DictionaryAttr, ModuleOp
 from xdsl.parser import Parser
 from xdsl.printer import Printer
@@ -21,10 +23,6 @@ from xdsl.printer import Printer
 from nem.dialect.ops import ComputeOp
 from nem.frontends.nem_text.parser import parse_nem
 from nem.frontends.nem_text.printer import print_nem
-
-from test_roundtrip import CTX, RandomSource, generate  # noqa: E402  (test/unit is on sys.path)
-
-from mlir_tools import SKIP_REASON, find_mlir_opt  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
 LIT_INPUT = REPO / "test" / "lit" / "interop" / "generic_mlir_roundtrip.nem"

@@ -303,6 +303,7 @@ def test_tile_sizes_fit_l1_with_double_buffering():
     the chosen tile's footprint plus its output scratch fits half of L1."""
     from mlir import ir
     from mlir.passmanager import PassManager
+
     from nem.compile import tiling
     from nem.devices.device_lookup import find_device
 

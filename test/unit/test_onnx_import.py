@@ -18,10 +18,11 @@ onnx = pytest.importorskip("onnx")
 pytest.importorskip("onnxruntime")
 pytest.importorskip("mlir.ir")
 
+from onnx import TensorProto, helper  # noqa: E402
+
 from nem.compile.check import max_violation, onnxruntime_run  # noqa: E402
 from nem.compile.reference import execute  # noqa: E402
 from nem.frontends.onnx import OnnxImportError, import_onnx, samples  # noqa: E402
-from onnx import TensorProto, helper  # noqa: E402
 
 
 def reference_outputs(model, inputs):

@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+
 from nem.dialect.diagnostics import NemDiagnosticError
 from nem.frontends.nem_text import parse_nem, print_nem
 from nem.passes.driver import (

@@ -35,9 +35,9 @@ from xdsl.printer import Printer
 
 from nem.dialect.attributes import BITWIDTH, fmt_num
 from nem.dialect.dialect import nem_context
+from nem.dialect.ops import ProgramOp
 from nem.dialect.registry import OpcodeSpec, opcodes
 from nem.dialect.verifier import verify_program
-from nem.dialect.ops import ProgramOp
 from nem.frontends.nem_text.parser import parse_nem
 from nem.frontends.nem_text.printer import print_nem
 

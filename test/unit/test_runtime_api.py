@@ -8,11 +8,10 @@ import json
 
 import numpy as np
 import pytest
+from runtime_programs import ELTWISE, pingpong
 
 from nem.dialect.diagnostics import NemDiagnosticError
 from nem.runtime import NemInterpreter
-
-from runtime_programs import ELTWISE, pingpong
 
 
 def test_run_eltwise_program_end_to_end():

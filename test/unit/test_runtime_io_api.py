@@ -7,9 +7,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from runtime_programs import ELTWISE
+
 from nem.runtime.api import NemInterpreter
 from nem.runtime.inspection import Task, Token
-from runtime_programs import ELTWISE
 
 TYPED = """\
 program typed:

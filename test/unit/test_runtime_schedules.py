@@ -8,11 +8,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from runtime_programs import ELTWISE, LOOP, pingpong
 
 from nem.runtime import NemInterpreter
 from nem.runtime.trace import to_chrome, to_csv
-
-from runtime_programs import ELTWISE, LOOP, pingpong
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -12,13 +12,14 @@ import time
 import tracemalloc
 
 import pytest
+from nem_programs import program
+from semantics_programs import nested_loops, static_verdict
+
 from nem.analysis.capacity import check_capacity, memory_maps
 from nem.devices.device_lookup import find_device
 from nem.dialect.diagnostics import NemDiagnosticError
 from nem.dialect.semantics import ELEM_TYPES, elem_of_xdsl, layout
 from nem.runtime import NemInterpreter
-from semantics_programs import nested_loops, static_verdict
-from test_device_passes import program
 
 
 def _verify(src: str) -> list:

@@ -6,7 +6,6 @@ import textwrap
 
 import pytest
 
-from nem.dialect.diagnostics import Diagnostic, SourceLoc
 from nem.cli.verify_diagnostics import (
     check,
     diagnostic_text,
@@ -15,6 +14,7 @@ from nem.cli.verify_diagnostics import (
     split_chunks,
     verify,
 )
+from nem.dialect.diagnostics import Diagnostic, SourceLoc
 
 F = "t.nem"
 

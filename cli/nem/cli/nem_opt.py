@@ -22,6 +22,15 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import IO
 
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.utils.exceptions import (
+    ArgSpecParseError,
+    DiagnosticException,
+    ParseError,
+    VerifyException,
+)
+from xdsl.xdsl_opt_main import xDSLOptMain
+
 from nem.cli import nemb_tool
 from nem.cli import verify_diagnostics as vd
 from nem.cli.common import is_stdio, output_file, version_text
@@ -31,7 +40,6 @@ from nem.dialect.diagnostics import (
     NemDiagnosticError,
     register_source,
 )
-from nem.dialect.dialect import NEM
 from nem.passes.driver import (
     PLUGIN_PASSES,
     PluginError,
@@ -45,14 +53,6 @@ from nem.passes.driver import (
     universes,
     with_include_dirs,
 )
-from xdsl.dialects.builtin import ModuleOp
-from xdsl.utils.exceptions import (
-    ArgSpecParseError,
-    DiagnosticException,
-    ParseError,
-    VerifyException,
-)
-from xdsl.xdsl_opt_main import xDSLOptMain
 
 
 class NemOptMain(xDSLOptMain):
@@ -67,10 +67,11 @@ class NemOptMain(xDSLOptMain):
         super().__init__(description=DESCRIPTION, args=args)
 
     def register_all_dialects(self) -> None:
+        # xDSL's dialects and NEM's (`nem`, `async`: the `nem` xdsl.universe
+        # entry point, frontends/nem/frontends/universe.py)
         for universe in universes().values():
             for name, factory in universe.all_dialects.items():
                 self.ctx.register_dialect(name, factory)
-        self.ctx.register_dialect("nem", lambda: NEM)
         # upstream MLIR ops xDSL lacks (async.*, affine/memref DMA): frontends/nem/frontends/upstream_dialects
         from nem.frontends.upstream_dialects import register_mlir_dialects
 

@@ -21,6 +21,7 @@ import argparse
 import sys
 import time
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -32,6 +33,10 @@ from nem.cli.inputs import (
     read_input,
     read_json,
 )
+
+if TYPE_CHECKING:  # rich is imported lazily: the bar only exists on a terminal
+    from rich.progress import Progress as RichProgress
+    from rich.progress import TaskID
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -99,9 +104,9 @@ class Progress:
         self.total = total
         self.t0 = time.perf_counter()
         self.enabled = enabled and sys.stderr.isatty()
-        self.bar = None
-        self.task = None
-        self.kernel_task = None
+        self.bar: RichProgress | None = None
+        self.task: TaskID | None = None
+        self.kernel_task: TaskID | None = None
 
     def _started(self) -> bool:
         """Whether the bar is showing (started on first use, when enabled)."""
@@ -204,10 +209,9 @@ def _load(args, interp):
     from nem.cli.common import is_stdio
 
     if is_stdio(args.program):
+        from nem.dialect.limits import MAX_SOURCE_BYTES
         from nem.frontends.bytecode.container import is_nemb
         from nem.frontends.nem_text.document import detect_format
-
-        from nem.dialect.limits import MAX_SOURCE_BYTES
 
         raw = sys.stdin.buffer.read(MAX_SOURCE_BYTES + 1)
         if len(raw) > MAX_SOURCE_BYTES:

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from nem.dialect.device_model import Device
 from nem.devices.device_resolver import load_config_file, resolve_device, shipped_devices_dir
+from nem.dialect.device_model import Device
 from nem.dialect.diagnostics import NemDiagnosticError, fail
 
 

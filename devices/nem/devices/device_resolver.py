@@ -19,8 +19,14 @@ import importlib.resources
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from nem.dialect.device_model import (DEVICE_UNITS, PER_ENGINE_UNITS, Device, DeviceDecl,
-                                      TypeFamily, VariantRef)
+from nem.dialect.device_model import (
+    DEVICE_UNITS,
+    PER_ENGINE_UNITS,
+    Device,
+    DeviceDecl,
+    TypeFamily,
+    VariantRef,
+)
 from nem.dialect.diagnostics import Diagnostic, NemDiagnosticError, SourceLoc, error, fail
 from nem.dialect.families import Catalog
 from nem.dialect.source_files import read_source

@@ -12,16 +12,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from nem.dialect.device_model import Device
 from nem.devices.device_resolver import (
     resolve_device,
     resolve_device_file,
     scope_for_document,
     shipped_devices_dir,
 )
+from nem.dialect.device_model import Device
 from nem.dialect.diagnostics import Diagnostic, NemDiagnosticError, SourceLoc, error, fail
-from nem.dialect.ops import ComputeOp, ProgramOp
 from nem.dialect.operand_binding import match_families
+from nem.dialect.ops import ComputeOp, ProgramOp
 
 
 def program_device(prog: ProgramOp, file: str, include_dirs=(),

@@ -111,6 +111,7 @@ def compile_mlir(source: str | Path, options: CompileOptions | None = None,
     `func_name` or the first public `func.func`; its argument names as
     written name the buffers, results become `result0`, `result1`, ..."""
     from mlir import ir
+
     from nem.compile.pipeline import Driver, mlir_arg_names
 
     opts = _options(options, kw)

@@ -19,14 +19,14 @@ from xdsl.context import Context
 
 def xdsl_context() -> Context:
     """The dialects `nem-opt` registers: xDSL's, NEM, and the upstream ops xDSL lacks."""
-    from nem.dialect.dialect import NEM
+    from xdsl.universe import Universe
+
     from nem.frontends.upstream_dialects import register_mlir_dialects
-    from xdsl.dialects import get_all_dialects
 
     ctx = Context(allow_unregistered=False)
-    for name, factory in get_all_dialects().items():
+    # xDSL's dialects and NEM's (the `nem` xdsl.universe entry point)
+    for name, factory in Universe.get_multiverse().all_dialects.items():
         ctx.register_dialect(name, factory)
-    ctx.register_dialect("nem", lambda: NEM)
     register_mlir_dialects(ctx)
     return ctx
 
@@ -34,13 +34,14 @@ def xdsl_context() -> Context:
 def lower_and_verify(text: str, func_name: str, arg_names: Sequence[str], device: str,
                      memory_spaces: str, file: str, options) -> tuple[str, list[str]]:
     """(the `.nem` program, the lowering's remarks); raises CompileError."""
+    from xdsl.dialects.func import FuncOp
+
     from nem.compile.pipeline import CompileError
     from nem.dialect.diagnostics import NemDiagnosticError
     from nem.frontends.nem_text.printer import print_nem
     from nem.frontends.upstream_dialects import parse_mlir
     from nem.passes.lowering.passes import LowerToNemPass
     from nem.passes.pass_env import pass_env
-    from xdsl.dialects.func import FuncOp
 
     ctx = xdsl_context()
     try:

@@ -24,6 +24,7 @@ from mlir import ir
 from mlir.execution_engine import ExecutionEngine
 from mlir.passmanager import PassManager
 from mlir.runtime import get_ranked_memref_descriptor
+
 from nem.compile.pipeline import BUFFERIZE
 
 TO_LLVM = ("convert-linalg-to-loops,lower-affine,convert-scf-to-cf,expand-strided-metadata,"

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from mlir import ir
 from mlir.dialects import func
 from mlir.passmanager import PassManager
+
 from nem.compile.pipeline import FAST_SPACE
 
 

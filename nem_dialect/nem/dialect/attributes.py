@@ -15,7 +15,6 @@ from collections.abc import Sequence
 from functools import cache
 from typing import ClassVar
 
-from nem.dialect.semantics import ELEM_BITS, ELEM_TYPES, elem_of_xdsl
 from xdsl.dialects.builtin import (
     ArrayAttr,
     DenseArrayBase,
@@ -31,6 +30,8 @@ from xdsl.ir import Attribute, Data, ParametrizedAttribute, TypeAttribute
 from xdsl.irdl import irdl_attr_definition
 from xdsl.parser import AttrParser
 from xdsl.printer import Printer
+
+from nem.dialect.semantics import ELEM_BITS, ELEM_TYPES, elem_of_xdsl
 
 # ---------------------------------------------------------------------------
 # Element types (SPEC §3; TYPE-01, TYPE-02)

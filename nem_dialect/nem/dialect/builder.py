@@ -58,34 +58,6 @@ from pathlib import Path
 from types import FrameType
 from typing import TypeAlias
 
-from nem.dialect.attributes import (
-    DYNAMIC,
-    ELEM_BY_NAME,
-    ArgRefAttr,
-    BufferType,
-    MaxInFlightAttr,
-    MemLevelAttr,
-    QuantAttr,
-    RegionType,
-    elem_name,
-    region_min_bytes,
-)
-from nem.dialect.decorators import DecoratorError, DecoratorSpec, make_decorator
-from nem.dialect.diagnostics import NemDiagnosticError, SourceLoc, fail
-from nem.dialect.semantics import BINOPS, Evaluator, apply_binop
-from nem.dialect.ops import (
-    COMPUTE_OPS,
-    BufferOp,
-    ConstOp,
-    LetOp,
-    LoopOp,
-    ProgramOp,
-    RegionOp,
-    StoreOp,
-    TransferOp,
-    WaitOp,
-)
-from nem.dialect.registry import lookup, opcodes
 from xdsl.builder import Builder
 from xdsl.dialects import arith
 from xdsl.dialects.builtin import (
@@ -100,6 +72,35 @@ from xdsl.dialects.builtin import (
 from xdsl.ir import Attribute, Block, Operation, SSAValue
 from xdsl.rewriter import InsertPoint
 from xdsl.utils.exceptions import VerifyException
+
+from nem.dialect.attributes import (
+    DYNAMIC,
+    ELEM_BY_NAME,
+    ArgRefAttr,
+    BufferType,
+    MaxInFlightAttr,
+    MemLevelAttr,
+    QuantAttr,
+    RegionType,
+    elem_name,
+    region_min_bytes,
+)
+from nem.dialect.decorators import DecoratorError, DecoratorSpec, make_decorator
+from nem.dialect.diagnostics import NemDiagnosticError, SourceLoc, fail
+from nem.dialect.ops import (
+    COMPUTE_OPS,
+    BufferOp,
+    ConstOp,
+    LetOp,
+    LoopOp,
+    ProgramOp,
+    RegionOp,
+    StoreOp,
+    TransferOp,
+    WaitOp,
+)
+from nem.dialect.registry import lookup, opcodes
+from nem.dialect.semantics import BINOPS, Evaluator, apply_binop
 
 __all__ = ["BinExpr", "Expr", "IntLike", "Lit", "NemBuilder", "ProgramBuilder", "Sym"]
 

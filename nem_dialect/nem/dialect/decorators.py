@@ -100,9 +100,5 @@ def make_decorator(spec: DecoratorSpec) -> DecoratorAttr:
     return info.attr(*args)
 
 
-def info_of(attr: DecoratorAttr) -> DecoratorInfo:
-    return DECORATORS[attr.DECO_NAME]
-
-
 def allowed_on(target: str) -> list[str]:
     return [d.usage for d in DECORATORS.values() if target in d.targets]

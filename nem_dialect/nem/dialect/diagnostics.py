@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from xdsl.dialects.builtin import FileLineColLoc, StringAttr, IntAttr
+from xdsl.dialects.builtin import FileLineColLoc, IntAttr, StringAttr
 from xdsl.ir import Attribute, Operation
 
 from nem.dialect.limits import MAX_SOURCE_BYTES
@@ -42,9 +42,6 @@ class SourceLoc:
         if isinstance(loc, FileLineColLoc):
             return SourceLoc(loc.filename.data, loc.line.data, loc.column.data)
         return None
-
-
-SEVERITIES = ("error", "warning", "remark", "note")
 
 
 @dataclass

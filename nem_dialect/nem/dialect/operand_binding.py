@@ -15,7 +15,7 @@ from nem.dialect.registry import OperandSpec
 def bind_operands(op: ComputeOp) -> list[tuple[OperandSpec, SSAValue]]:
     """(registry operand, value) pairs; a variadic operand takes the surplus."""
     spec = op.SPEC
-    out = []
+    out: list[tuple[OperandSpec, SSAValue]] = []
     for specs, values in ((spec.inputs, list(op.ins)), (spec.outputs, list(op.outs))):
         i = 0
         for s in specs:

@@ -61,10 +61,6 @@ class NemOp(IRDLOperation):
         decos = self.properties.get("decorators")
         return tuple(decos.data) if isinstance(decos, ArrayAttr) else ()
 
-    def user_name(self) -> str | None:
-        name = self.properties.get("name")
-        return name.data if isinstance(name, StringAttr) else None
-
 
 @irdl_op_definition
 class ProgramOp(NemOp):

@@ -127,10 +127,6 @@ def elem_of_xdsl(attr: Attribute) -> str | None:
     return _BY_XDSL.get(attr)
 
 
-def elem_bits(name: str) -> int:
-    return ELEM_TYPES[name].bits
-
-
 def elem_bytes(name: str, count: int) -> int:
     """Bytes that `count` packed elements occupy (TYPE-02: ceil for sub-byte types)."""
     return -(-count * ELEM_TYPES[name].bits // 8)

@@ -14,8 +14,8 @@ from xdsl.dialects.builtin import ArrayAttr
 from xdsl.ir import Attribute
 
 from nem.dialect.attributes import DYNAMIC, ArgRefAttr
-from nem.dialect.semantics import Evaluator
 from nem.dialect.ops import ComputeOp
+from nem.dialect.semantics import Evaluator
 
 Finding = tuple[str, str, str]
 

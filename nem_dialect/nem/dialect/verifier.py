@@ -13,9 +13,10 @@ parser resolves names but leaves these rules to this module.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from functools import cache
 
+import numpy as np
 from xdsl.dialects.builtin import ArrayAttr, FloatAttr, StringAttr
 from xdsl.ir import Attribute, Block, BlockArgument, Operation, SSAValue
 
@@ -34,7 +35,19 @@ from nem.dialect.attributes import (
 )
 from nem.dialect.decorators import DECORATORS, TARGET_WORDS, allowed_on
 from nem.dialect.diagnostics import Diagnostic, SourceLoc, error
-from nem.dialect.limits import MAX_EXPR_DEPTH, MAX_NESTING_DEPTH
+from nem.dialect.iteration_space import (
+    MAX_POINTS,
+    MAX_SCALAR_POINTS,
+    Form,
+    Inexact,
+    IterationSpace,
+    combine,
+    forms,
+    point,
+    vector_eval,
+    witness,
+)
+from nem.dialect.limits import INT_MAX, MAX_EXPR_DEPTH, MAX_NESTING_DEPTH
 from nem.dialect.semantics import (
     RESOURCE_UNITS,
     Evaluator,
@@ -60,8 +73,8 @@ from nem.dialect.operand_binding import bind_operands, match_families, value_lab
 from nem.dialect.registry import OpcodeSpec
 from nem.dialect.shape_rules import check_shapes
 
-MAX_ENUMERATED_ITERATIONS = 1 << 20
-"""Loop-dependent checks evaluate every iteration up to this many (D-VERIFY-ENUM)."""
+EnvCheck = Callable[[dict[SSAValue, int]], bool]
+"""A check at one iteration point: False when it reported an error."""
 
 
 @cache
@@ -213,11 +226,12 @@ class ProgramVerifier:
                          "use 1, 2, 4, ... 64, ...")
 
     def envs(self, loops: tuple[LoopOp, ...]) -> Iterator[dict[SSAValue, int]]:
-        """Every binding of the enclosing loop variables (inclusive bounds)."""
+        """Every binding of the enclosing loop variables (inclusive bounds), in
+        program order: the scalar enumeration, for what the vectorized one
+        cannot evaluate exactly in int64."""
         if not loops:
             yield {}
             return
-        count = 0
         for outer in self.envs(loops[:-1]):
             lo = self.ev.eval(loops[-1].lower, outer)
             hi = self.ev.eval(loops[-1].upper, outer)
@@ -225,12 +239,73 @@ class ProgramVerifier:
                 continue
             iv = loops[-1].block.args[0]
             for i in range(lo, hi + 1):
-                count += 1
-                if count > MAX_ENUMERATED_ITERATIONS:
-                    return
                 env = dict(outer)
                 env[iv] = i
                 yield env
+
+    def each_point(self, op: Operation, loops: tuple[LoopOp, ...], check: EnvCheck,
+                   suspects: Callable[[dict, int], np.ndarray | None], what: str,
+                   rule: str) -> None:
+        """Run `check` at every iteration point of `loops` where the vectorized
+        predicate `suspects(chunk, n)` may hold (None: at no point of the chunk),
+        in program order, until `check` reports an error (D-VERIFY-ENUM).
+        A chunk that int64 cannot evaluate exactly is checked point by point.
+        After MAX_POINTS points the check stops with a warning naming `what`
+        and the iterations examined (D-VERIFY-BUDGET)."""
+        if not loops:
+            check({})
+            return
+        done = scalar = 0
+        last: dict[SSAValue, int] = {}
+        try:
+            for chunk, n in IterationSpace(self.ev, loops).chunks():
+                if done >= MAX_POINTS or scalar >= MAX_SCALAR_POINTS:
+                    return self._unchecked(op, loops, what, rule, last, done)
+                m = min(n, MAX_POINTS - done)
+                try:
+                    flags = suspects(chunk, n)
+                    hits = () if flags is None else np.flatnonzero(flags[:m])
+                except Inexact:
+                    hits = range(m)
+                    scalar += m
+                for k in hits:
+                    if not check(point(chunk, k)):
+                        return None
+                done += m
+                last = point(chunk, m - 1)
+        except Inexact:  # loop bounds near the 64-bit limits: the exact scalar walk
+            for env in self.envs(loops):
+                if done >= MAX_SCALAR_POINTS:
+                    return self._unchecked(op, loops, what, rule, last, done)
+                if not check(env):
+                    return None
+                done += 1
+                last = env
+        return None
+
+    def _unchecked(self, op: Operation, loops: tuple[LoopOp, ...], what: str, rule: str,
+                   last: dict[SSAValue, int], done: int) -> None:
+        upto = ", ".join(f"{lp.iv_name.data}={last[lp.block.args[0]]}" for lp in loops
+                         if lp.block.args[0] in last)
+        self.diags.append(Diagnostic(
+            "warning", f"{what} checked for the first {done} iteration points only (up to "
+            f"{upto}): the expressions are not affine in the loop variables, their bounds "
+            f"do not prove the rule, and the loops have more than {MAX_POINTS} points",
+            SourceLoc.of(op), rule,
+            "the remaining iterations are checked when the program runs (decision "
+            "D-VERIFY-BUDGET); affine offsets and extents (a * i + b) are checked exactly"))
+
+    def box_forms(self, loops: tuple[LoopOp, ...],
+                  values: tuple[SSAValue, ...]) -> tuple[dict | None, list[Form | None]]:
+        """The box of constant loop bounds and each value's `Form` over it
+        (forms are empty when the bounds are not constant)."""
+        box = IterationSpace(self.ev, loops).box()
+        if box is None:
+            return None, []
+        try:
+            return box, forms(self.ev, values, box)
+        except ExprError:
+            return None, []
 
     def relevant_loops(self, loops: tuple[LoopOp, ...], values) -> tuple[LoopOp, ...]:
         """The enclosing loops whose iterations can change `values`: those
@@ -273,35 +348,95 @@ class ProgramVerifier:
         offset, extent, shape, strides = op.offset, op.extent, tuple(op.shape), tuple(op.strides)
         loops = self.relevant_loops(loops, (offset, extent, *shape, *strides))
         # with a static shape and strides the element check depends on the
-        # extent alone: decided once per distinct extent
+        # extent alone: decided once per distinct extent, and the smallest
+        # extent that passes bounds it over the whole iteration space
         try:
             fixed = all(self.ev.static(v) is not None for v in (*shape, *strides))
         except ExprError:
             fixed = False
+        least = (self._least_extent(rtype, shape, strides) if fixed else None) \
+            if rtype.typed else 0
         fits: dict[int, bool] = {}
-        for env in self.envs(loops):
+
+        def check(env: dict[SSAValue, int]) -> bool:
             try:
                 off, ext = self.ev.eval(offset, env), self.ev.eval(extent, env)
             except ExprError as e:
-                return self.err(op, "CONST-05", f"{e} in {label}", "change the divisor")
+                self.err(op, "CONST-05", f"{e} in {label}", "change the divisor")
+                return False
             if off is None or ext is None:
-                continue
+                return True
             if off < 0 or ext <= 0:
-                return self.err(op, "REG-01", f"{label} has offset {off} and extent {ext}"
-                                f"{_iteration_text(loops, env)}",
-                                "offsets are >= 0 and extents > 0 bytes")
+                self.err(op, "REG-01", f"{label} has offset {off} and extent {ext}"
+                         f"{_iteration_text(loops, env)}",
+                         "offsets are >= 0 and extents > 0 bytes")
+                return False
             if buf_size is not None and off + ext > buf_size:
-                return self.err(
-                    op, "REG-02", f"{label} covers bytes [{off}, {off + ext}) but buffer "
-                    f"'{buf_op.buffer_name.data}' has {buf_size} bytes"
-                    f"{_iteration_text(loops, env)}",
-                    "shrink the region or enlarge the buffer")
+                self.err(op, "REG-02", f"{label} covers bytes [{off}, {off + ext}) but buffer "
+                         f"'{buf_op.buffer_name.data}' has {buf_size} bytes"
+                         f"{_iteration_text(loops, env)}",
+                         "shrink the region or enlarge the buffer")
+                return False
             if not rtype.typed or (fixed and fits.get(ext)):
-                continue
-            ok = self._extent_fits(op, rtype, ext, env, label, loops, shape, strides)
-            if not ok:
-                return
+                return True
+            if not self._extent_fits(op, rtype, ext, env, label, loops, shape, strides):
+                return False
             fits[ext] = True
+            return True
+
+        if not loops:
+            check({})
+            return
+        box, found = self.box_forms(loops, (offset, extent))
+        if box is not None and found[0] is not None and found[1] is not None and \
+                self._region_proven(found[0], found[1], buf_size, least, box, check):
+            return
+
+        def suspects(chunk: dict, n: int) -> np.ndarray | None:
+            off = vector_eval(self.ev, offset, chunk, n)
+            ext = vector_eval(self.ev, extent, chunk, n)
+            if off is None or ext is None:
+                return None
+            bad = (off < 0) | (ext <= 0)
+            if buf_size is not None:
+                bad |= off > buf_size - np.maximum(ext, 0)
+            if rtype.typed:
+                bad |= ext < least if least is not None else True
+            return bad
+
+        self.each_point(op, loops, check, suspects, f"the bounds of {label}", "REG-02")
+
+    def _region_proven(self, f_off: Form, f_ext: Form, buf_size: int | None,
+                       least: int | None, box: dict, check: EnvCheck) -> bool:
+        """Decide REG-01/REG-02 (and the extent rules of a typed region with a
+        fixed shape, through the least extent they accept) from the value
+        intervals over the box of loop bounds: True when they prove every
+        iteration correct, or when the expressions are affine and the space too
+        large to enumerate, in which case the corner of the box that breaks a
+        rule is checked (and reported) exactly."""
+        if f_off.interval is None or f_ext.interval is None or not (f_off.fits and f_ext.fits):
+            return False
+        f_end = combine("+", f_off, f_ext, box)
+        (olo, _), (elo, _) = f_off.interval, f_ext.interval
+        end_hi = f_end.interval[1] if f_end.interval is not None else None
+        extent_ok = least is not None and elo >= least
+        if olo >= 0 and elo > 0 and (buf_size is None or (end_hi is not None and end_hi <= buf_size)) \
+                and extent_ok:
+            return True
+        n = 1
+        for lo, hi in box.values():
+            n *= hi - lo + 1
+        if n <= MAX_POINTS or f_off.affine is None or f_ext.affine is None or least is None:
+            return False
+        # affine over a huge box: the extremes are at corners (exact)
+        if olo < 0:
+            env = witness(f_off, box, minimize=True)
+        elif elo <= 0 or not extent_ok:
+            env = witness(f_ext, box, minimize=True)
+        else:
+            env = witness(f_end, box, minimize=False)
+        check(env)
+        return True
 
     def _buffer_holds_elements(self, op: RegionOp, rtype: RegionType, buf_size: int | None,
                                label: str) -> bool:
@@ -370,6 +505,18 @@ class ProgramVerifier:
                          f"give exactly {want} {key}")
                 return False
         return True
+
+    def _least_extent(self, rtype: RegionType, shape_values, stride_values) -> int:
+        """The smallest extent EXT-01/EXT-02 accept for a static shape and
+        strides (beyond INT_MAX when none does: negative strides)."""
+        shape = [self.ev.static(v) for v in shape_values]
+        strides = [self.ev.static(v) for v in stride_values]
+        if any(d is None for d in shape) or any(s is None for s in strides):
+            return 0
+        if strides and any(s < 0 for s in strides):
+            return INT_MAX + 1
+        need = region_min_bytes(rtype.elem_name, shape)
+        return max(need, region_min_bytes(rtype.elem_name, shape, strides)) if strides else need
 
     def _extent_fits(self, op: RegionOp, rtype: RegionType, ext: int, env, label: str,
                      loops: tuple[LoopOp, ...], shape_values, stride_values) -> bool:
@@ -458,24 +605,80 @@ class ProgramVerifier:
         loops = self.relevant_loops(loops, (d_extent, s_extent, d_offset, s_offset))
         same_buffer = isinstance(op, TransferOp) and d_op.buffer == s_op.buffer and \
             not any(dd.DECO_NAME == "memmove" for dd in op.decorator_list())
-        for env in self.envs(loops):
+        # TASK-07: the extent comparison is for untyped regions; typed ones
+        # compare element counts above (a strided source spans more bytes)
+        compare_extents = not (dst.typed and src.typed)
+        if not compare_extents and not same_buffer:
+            return None
+
+        def check(env: dict[SSAValue, int]) -> bool:
             d_ext, s_ext = self.ev.eval(d_extent, env), self.ev.eval(s_extent, env)
-            # TASK-07: the extent comparison is for untyped regions; typed ones
-            # compare element counts above (a strided source spans more bytes)
-            if d_ext is not None and s_ext is not None and d_ext < s_ext and \
-                    not (dst.typed and src.typed):
-                return self.err(op, "TASK-07", f"{kw} copies {s_ext} bytes into a {d_ext}-byte "
-                                f"region{_iteration_text(loops, env)}",
-                                "the destination extent must be at least the source extent")
+            if d_ext is not None and s_ext is not None and d_ext < s_ext and compare_extents:
+                self.err(op, "TASK-07", f"{kw} copies {s_ext} bytes into a {d_ext}-byte "
+                         f"region{_iteration_text(loops, env)}",
+                         "the destination extent must be at least the source extent")
+                return False
             if same_buffer:
                 d_off, s_off = self.ev.eval(d_offset, env), self.ev.eval(s_offset, env)
                 if None not in (d_off, s_off, d_ext, s_ext) and \
                         d_off < s_off + s_ext and s_off < d_off + d_ext:
-                    return self.err(op, "HAZ-02", "transfer source and destination overlap "
-                                    f"(bytes [{s_off}, {s_off + s_ext}) and [{d_off}, {d_off + d_ext}) "
-                                    f"of '{d_op.buffer.owner.buffer_name.data}')"
-                                    f"{_iteration_text(loops, env)}",
-                                    "add @memmove or use disjoint regions")
+                    self.err(op, "HAZ-02", "transfer source and destination overlap "
+                             f"(bytes [{s_off}, {s_off + s_ext}) and [{d_off}, {d_off + d_ext}) "
+                             f"of '{d_op.buffer.owner.buffer_name.data}')"
+                             f"{_iteration_text(loops, env)}",
+                             "add @memmove or use disjoint regions")
+                    return False
+            return True
+
+        if not loops:
+            check({})
+            return None
+        box, f = self.box_forms(loops, (d_extent, s_extent, d_offset, s_offset))
+        if box is not None and None not in f and self._move_proven(
+                f, box, compare_extents, same_buffer, check):
+            return None
+
+        def suspects(chunk: dict, n: int) -> np.ndarray | None:
+            d_ext, s_ext = vector_eval(self.ev, d_extent, chunk, n), vector_eval(self.ev, s_extent, chunk, n)
+            if d_ext is None or s_ext is None:
+                return None
+            bad = d_ext < s_ext if compare_extents else np.zeros(n, dtype=bool)
+            if same_buffer:
+                d_off, s_off = vector_eval(self.ev, d_offset, chunk, n), vector_eval(self.ev, s_offset, chunk, n)
+                if d_off is not None and s_off is not None:
+                    _small(d_off, s_off, d_ext, s_ext)
+                    bad |= (d_off < s_off + s_ext) & (s_off < d_off + d_ext)
+            return bad
+
+        self.each_point(op, loops, check, suspects, f"the extents and overlap of this {kw}",
+                        "HAZ-02" if same_buffer else "TASK-07")
+        return None
+
+    def _move_proven(self, f: list, box: dict, compare_extents: bool, same_buffer: bool,
+                     check: EnvCheck) -> bool:
+        """Decide TASK-07 and HAZ-02 from value intervals over the box of loop
+        bounds (see `_region_proven`): True when proven for every iteration, or
+        when an affine TASK-07 violation is reported at its corner of a box too
+        large to enumerate."""
+        d_ext, s_ext, d_off, s_off = f
+        if not all(x.fits for x in f):
+            return False
+        slack = combine("-", d_ext, s_ext, box)
+        extents_ok = not compare_extents or (slack.interval is not None and slack.interval[0] >= 0)
+        apart = True
+        if same_buffer:
+            gaps = (combine("-", combine("-", d_off, s_off, box), s_ext, box),
+                    combine("-", combine("-", s_off, d_off, box), d_ext, box))
+            apart = any(g.interval is not None and g.interval[0] >= 0 for g in gaps)
+        if extents_ok and apart:
+            return True
+        n = 1
+        for lo, hi in box.values():
+            n *= hi - lo + 1
+        if n > MAX_POINTS and not extents_ok and slack.affine is not None:
+            check(witness(slack, box, minimize=True))
+            return True
+        return False
 
     def _compute(self, op: ComputeOp) -> None:
         spec = op.SPEC
@@ -656,6 +859,13 @@ def _family_rule(opcode: str, nearest, differences: list[str]) -> str:
     if family == "eltwise" and opcode in _BINARY_ELTWISE:
         return "FAM-14"
     return _FAMILY_RULES.get(family, "FAM-01")
+
+
+def _small(*arrays: np.ndarray) -> None:
+    """Raise `Inexact` unless sums of these int64 values cannot overflow."""
+    for x in arrays:
+        if np.any(np.abs(x.astype(np.float64)) >= 1 << 61):
+            raise Inexact
 
 
 def _iteration_text(loops: tuple[LoopOp, ...], env: dict[SSAValue, int]) -> str:

@@ -61,8 +61,9 @@ class VerifyPipelinePass(ModulePass):
         collected: list[Diagnostic] = []
         for stage in STAGES:
             cls = PASSES.get(stage)
-            if cls is None:
-                continue
+            if cls is None:  # a stage is never skipped silently
+                raise LookupError(f"nem-verify: stage '{stage}' is not a registered pass "
+                                  f"(nem.passes.PASSES); the staged check cannot run")
             if stage == "nem-verify-device":
                 progs = [p for p in op.walk() if isinstance(p, ProgramOp)]
                 try:

@@ -1,8 +1,10 @@
 """`nem-verify-static`: the device-independent static rules as a pass.
 
 Thin wrapper so the checks of `nem.dialect.verifier` can be scheduled in a
-pipeline after any lowering (`nem-opt -p nem-verify-static`).  Warnings are
-collected on the driver's diagnostic sink; errors raise.
+pipeline after any lowering (`nem-opt -p nem-verify-static`).  Only errors
+stop it: they raise one `NemDiagnosticError` carrying every diagnostic of the
+run, warnings included.  A run without errors reports nothing, so its
+warnings are not shown by this pass.
 """
 
 from __future__ import annotations
@@ -32,4 +34,5 @@ class VerifyStaticPass(ModulePass):
 
 
 PASSES: dict[str, type[ModulePass]] = {VerifyStaticPass.name: VerifyStaticPass}
-"""Every NEM pass, by name; `nem-opt` registers these."""
+"""This module's pass, by name; `nem.passes.PASSES` collects every NEM pass
+(which `nem-opt` registers)."""

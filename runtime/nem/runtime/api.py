@@ -32,10 +32,10 @@ from nem.dialect.diagnostics import (
 )
 from nem.dialect.ops import ProgramOp
 from nem.runtime import tensor_io
-from nem.runtime.inspection import Task, Token, task_of, token_of, unknown_name
 from nem.runtime import trace as trace_mod
 from nem.runtime.checks import Deadlock, Race, Unconsumed
 from nem.runtime.engine import CompiledProgram, RunError, compile_program, default_kernels
+from nem.runtime.inspection import Task, Token, task_of, token_of, unknown_name
 from nem.runtime.memory import (
     DEFAULT_DDR_SIZE,
     DEFAULT_L1_SIZE,
@@ -252,7 +252,6 @@ class NemInterpreter:
         except RunError as e:
             raise NemDiagnosticError([_diag_from(e, file)]) from None
         self.program = Program(module, prog, file, device, memory, compiled, diags)
-        self._topology_cache = topo
         return self.program
 
     def _parse_mlir(self, text: str, file: str) -> ModuleOp:

@@ -104,15 +104,15 @@ class RaceDetector:
         """Assign a lane to a task whose known history is `vc_in`."""
         le = self.lane_epoch
         lane = -1
-        for l in hint_lanes:
-            if vc_in.get(l, 0) == le[l]:
-                lane = l
+        for hint in hint_lanes:
+            if vc_in.get(hint, 0) == le[hint]:
+                lane = hint
                 break
         if lane < 0:
             best = None
-            for l, e in vc_in.items():
-                if e == le[l] and (best is None or l < best):
-                    best = l
+            for cand, e in vc_in.items():
+                if e == le[cand] and (best is None or cand < best):
+                    best = cand
             if best is not None:
                 lane = best
         if lane < 0:
@@ -129,23 +129,23 @@ class RaceDetector:
         """Check and record `accesses` = [(level_id, lo, hi, write)] of `task`."""
         vc = task.vc
         tid = task.seq
+        get = vc.get
         for lvl, lo, hi, write in accesses:
             recs = self.shadow[lvl]
-            keep = []
-            changed = False
+            drop = None
             for r in recs:
                 if r.hi <= lo or r.lo >= hi or r.tid == tid:
-                    keep.append(r)
                     continue
-                ordered = vc.get(r.lane, 0) >= r.epoch
-                if not ordered and (write or r.write):
-                    self._report(r, task, write, lvl, max(lo, r.lo), min(hi, r.hi), ref_of)
-                # subsumption: a later ordered access covering the record replaces it
-                if ordered and r.lo >= lo and r.hi <= hi and (write or not r.write):
-                    changed = True
-                    continue
-                keep.append(r)
-            if changed:
+                if get(r.lane, 0) < r.epoch:  # not ordered before this task
+                    if write or r.write:
+                        self._report(r, task, write, lvl, max(lo, r.lo), min(hi, r.hi), ref_of)
+                elif r.lo >= lo and r.hi <= hi and (write or not r.write):
+                    # subsumption: a later ordered access covering the record replaces it
+                    if drop is None:
+                        drop = set()
+                    drop.add(id(r))
+            if drop is not None:
+                keep = [r for r in recs if id(r) not in drop]
                 self._n_records -= len(recs) - len(keep)
                 self.shadow[lvl] = keep
         for lvl, lo, hi, write in accesses:
@@ -163,7 +163,7 @@ class RaceDetector:
             lanes = set(live_vcs[0])
             for v in live_vcs[1:]:
                 lanes &= set(v)
-            low = {l: min(v[l] for v in live_vcs) for l in lanes}
+            low = {ln: min(v[ln] for v in live_vcs) for ln in lanes}
         else:
             low = None
         n = 0

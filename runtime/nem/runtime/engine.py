@@ -33,15 +33,6 @@ from nem.dialect.attributes import (
     num_value,
 )
 from nem.dialect.diagnostics import SourceLoc
-from nem.dialect.semantics import (
-    Evaluator,
-    ExprError,
-    NotAnExpression,
-    instance_index,
-    loop_copies,
-    max_in_flight,
-    static_windows,
-)
 from nem.dialect.ops import (
     BufferOp,
     ComputeOp,
@@ -51,7 +42,24 @@ from nem.dialect.ops import (
     TaskOp,
     WaitOp,
 )
-from nem.runtime.memory import BITS, DTYPES, BufferInfo, BufferSpec, Memory, MemoryError_, RegionInst
+from nem.dialect.semantics import (
+    Evaluator,
+    ExprError,
+    NotAnExpression,
+    instance_index,
+    loop_copies,
+    max_in_flight,
+    static_windows,
+)
+from nem.runtime.memory import (
+    BITS,
+    DTYPES,
+    BufferInfo,
+    BufferSpec,
+    Memory,
+    MemoryError_,
+    RegionInst,
+)
 
 # ---------------------------------------------------------------------------
 # Kernel interface (owned by runtime/nem/runtime/kernels.py; a compatible fallback until it exists)

@@ -279,7 +279,7 @@ def _orientations(n: int, pred: list[int], pairs: list[tuple[int, int]], limit: 
 
 
 def _topo(n: int, pred: list[int]) -> list[int]:
-    placed, out = 0, []
+    placed, out = 0, list[int]()
     while len(out) < n:
         for i in range(n):
             if not (placed >> i) & 1 and pred[i] & ~placed == 0:

@@ -25,10 +25,23 @@ from typing import Callable
 import numpy as np
 
 from nem.dialect.registry import OpcodeSpec, opcodes
-from nem.runtime.numerics import (FLOAT_TYPES, INT_TYPES, KernelError, NotSupported,
-                                  NumericError, div_rne_int, f64_to_float_exact, int_range,
-                                  is_float, is_int, saturate_float, saturate_int, to_float_out,
-                                  trunc_div_int, wrap_int)
+from nem.runtime.numerics import (
+    FLOAT_TYPES,
+    INT_TYPES,
+    KernelError,
+    NotSupported,
+    NumericError,
+    div_rne_int,
+    f64_to_float_exact,
+    int_range,
+    is_float,
+    is_int,
+    saturate_float,
+    saturate_int,
+    to_float_out,
+    trunc_div_int,
+    wrap_int,
+)
 from nem.runtime.quant import Quant, dequantize, expand, requantize, same
 
 __all__ = ["KERNELS", "Kernel", "KernelError", "NotSupported", "NumericError", "Quant", "Tensor"]
@@ -438,13 +451,15 @@ def _conv_kernel(op: str, nsp: int, depthwise: bool = False) -> Kernel:
                           "the input channels; groups must be 1 or C")
             groups = cin
             cout = cin * w_t.array.shape[-1]
-            to_grouped = lambda w: w.reshape(k_shape + (1, cout))   # channel c*mult + m
+            def to_grouped(w: np.ndarray) -> np.ndarray:
+                return w.reshape(k_shape + (1, cout))   # channel c*mult + m
         else:
             if groups < 1 or cin != w_t.array.shape[-2] * groups or w_t.array.shape[-1] % groups:
                 raise _ns(op, ins, outs, f"Cin={cin} must equal weight I x groups={groups} and "
                           "Cout must divide by groups")
             cout = w_t.array.shape[-1]
-            to_grouped = lambda w: w
+            def to_grouped(w: np.ndarray) -> np.ndarray:
+                return w
         pads, strides, dil, out_sp = _conv_spatial(op, ins, outs, x_t.array.shape, k_shape,
                                                    attrs, nsp)
         y_shape = (x_t.array.shape[0], *out_sp, cout)

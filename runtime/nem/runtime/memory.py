@@ -307,9 +307,6 @@ class RegionInst:
         """Byte offset inside its buffer."""
         return self.start - self.buffer.offset
 
-    def byte_range(self) -> tuple[int, int]:
-        return self.start, self.start + self.extent
-
     def elem_strides(self) -> tuple[int, ...]:
         if self.strides is not None:
             return self.strides

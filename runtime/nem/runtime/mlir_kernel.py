@@ -62,9 +62,9 @@ import ctypes
 import ctypes.util
 import operator
 import time
+from fractions import Fraction
 from functools import cache, lru_cache
 from itertools import product
-from fractions import Fraction
 from math import inf as math_inf
 from typing import Any
 
@@ -85,6 +85,9 @@ from xdsl.dialects.builtin import (
     MemRefType,
     StringAttr,
 )
+from xdsl.dialects.linalg.abstract_ops import LinalgStructuredOperation, PoolingOperation
+from xdsl.dialects.linalg.ops import BroadcastOp as LinalgBroadcastOp
+from xdsl.dialects.linalg.ops import ReduceOp as LinalgReduceOp
 from xdsl.interpreter import (
     Interpreter,
     InterpreterFunctions,
@@ -102,9 +105,6 @@ from xdsl.interpreters.math import MathFunctions
 from xdsl.interpreters.memref import MemRefFunctions
 from xdsl.interpreters.scf import ScfFunctions
 from xdsl.interpreters.shaped_array import ShapedArray
-from xdsl.dialects.linalg.abstract_ops import LinalgStructuredOperation, PoolingOperation
-from xdsl.dialects.linalg.ops import BroadcastOp as LinalgBroadcastOp
-from xdsl.dialects.linalg.ops import ReduceOp as LinalgReduceOp
 from xdsl.ir import Block, Operation
 from xdsl.ir.affine import AffineConstraintKind, AffineExpr, AffineMap
 from xdsl.parser import Parser

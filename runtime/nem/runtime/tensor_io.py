@@ -27,6 +27,7 @@ import re
 from dataclasses import dataclass
 
 import numpy as np
+
 from nem.runtime.memory import (
     BITS,
     DTYPES,

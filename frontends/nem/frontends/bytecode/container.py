@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 from flatbuffers import number_types as N
 from flatbuffers.table import Table
+
 from nem.frontends.bytecode import nem_bytecode_generated as fb
 
 MAGIC = b"NEMB"

@@ -12,6 +12,8 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
+from xdsl.utils.exceptions import VerifyException
+
 from nem.dialect.diagnostics import (
     Diagnostic,
     NemDiagnosticError,
@@ -21,7 +23,6 @@ from nem.dialect.diagnostics import (
 from nem.frontends.bytecode.container import BytecodeError
 from nem.frontends.bytecode.reader import LoadedBytecode, read_nemb
 from nem.frontends.bytecode.requirements import requirements_of, slots_of
-from xdsl.utils.exceptions import VerifyException
 
 
 @dataclass(frozen=True)

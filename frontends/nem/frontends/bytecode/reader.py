@@ -18,50 +18,6 @@ import time
 from dataclasses import dataclass, field
 
 import numpy as np
-from nem.dialect.limits import MAX_NESTING_DEPTH
-from nem.dialect.attributes import (
-    DYNAMIC,
-    ELEM_BY_NAME,
-    ArgRefAttr,
-    BufferType,
-    DecoratorAttr,
-    MemLevelAttr,
-    PerChannelQuantAttr,
-    PerGroupQuantAttr,
-    PerTensorQuantAttr,
-    RegionType,
-    TokenType,
-)
-from nem.dialect.decorators import DECORATORS
-from nem.dialect.semantics import BINOPS, UNIT_TYPES, ExprError, apply_binop
-from nem.dialect.ops import (
-    COMPUTE_OPS,
-    REGION_BINDINGS,
-    BufferOp,
-    ConstOp,
-    LetOp,
-    LoopOp,
-    ProgramOp,
-    RegionOp,
-    StoreOp,
-    TransferOp,
-    WaitOp,
-    _hint,
-)
-from nem.dialect.registry import opcode_by_code
-from nem.frontends.bytecode import nem_bytecode_generated as fb
-from nem.frontends.bytecode import sections as small_sections
-from nem.frontends.bytecode.container import (
-    HEADER_SIZE,
-    SECTION_NAMES,
-    BytecodeError,
-    Header,
-    decode_varints,
-    read_header,
-    sections,
-    unzigzag,
-)
-from nem.frontends.bytecode.requirements import Requirements, Slot
 from xdsl.dialects import arith
 from xdsl.dialects.builtin import (
     ArrayAttr,
@@ -79,6 +35,51 @@ from xdsl.dialects.builtin import (
     i64,
 )
 from xdsl.ir import Attribute, Block, Region
+
+from nem.dialect.attributes import (
+    DYNAMIC,
+    ELEM_BY_NAME,
+    ArgRefAttr,
+    BufferType,
+    DecoratorAttr,
+    MemLevelAttr,
+    PerChannelQuantAttr,
+    PerGroupQuantAttr,
+    PerTensorQuantAttr,
+    RegionType,
+    TokenType,
+)
+from nem.dialect.decorators import DECORATORS
+from nem.dialect.limits import MAX_NESTING_DEPTH
+from nem.dialect.ops import (
+    COMPUTE_OPS,
+    REGION_BINDINGS,
+    BufferOp,
+    ConstOp,
+    LetOp,
+    LoopOp,
+    ProgramOp,
+    RegionOp,
+    StoreOp,
+    TransferOp,
+    WaitOp,
+    _hint,
+)
+from nem.dialect.registry import opcode_by_code
+from nem.dialect.semantics import BINOPS, UNIT_TYPES, ExprError, apply_binop
+from nem.frontends.bytecode import nem_bytecode_generated as fb
+from nem.frontends.bytecode import sections as small_sections
+from nem.frontends.bytecode.container import (
+    HEADER_SIZE,
+    SECTION_NAMES,
+    BytecodeError,
+    Header,
+    decode_varints,
+    read_header,
+    sections,
+    unzigzag,
+)
+from nem.frontends.bytecode.requirements import Requirements, Slot
 
 IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 CONTROL = re.compile(r"[\x00-\x1f\x7f]")

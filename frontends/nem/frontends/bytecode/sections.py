@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import re
 
+from xdsl.dialects.builtin import ArrayAttr, StringAttr
+from xdsl.ir import Block, Region
+
 from nem.dialect.diagnostics import NemDiagnosticError
 from nem.dialect.ops import LoopOp, ProgramOp
 from nem.frontends.bytecode import nem_bytecode_generated as fb
 from nem.frontends.bytecode.container import BytecodeError, checked
 from nem.frontends.bytecode.requirements import READ, WRITE, Requirements, Slot
-from xdsl.dialects.builtin import ArrayAttr, StringAttr
-from xdsl.ir import Block, Region
 
 IDENT_RE = r"[A-Za-z_][A-Za-z0-9_]*\Z"
 DEVICE_KINDS = {fb.DeviceKind.None_: None, fb.DeviceKind.File: "file",

@@ -16,6 +16,20 @@ from dataclasses import dataclass, field
 from importlib import metadata
 
 import flatbuffers
+from xdsl.dialects import arith
+from xdsl.dialects.builtin import (
+    ArrayAttr,
+    DictionaryAttr,
+    FileLineColLoc,
+    FloatAttr,
+    IndexType,
+    IntegerAttr,
+    ModuleOp,
+    StringAttr,
+    i64,
+)
+from xdsl.ir import Attribute, Block, Operation, SSAValue
+
 from nem.dialect.attributes import (
     DYNAMIC,
     ArgRefAttr,
@@ -33,7 +47,6 @@ from nem.dialect.attributes import (
     SeqEngineAttr,
     elem_name,
 )
-from nem.dialect.semantics import SYMBOL_OF, Evaluator, ExprError
 from nem.dialect.ops import (
     REGION_BINDINGS,
     BufferOp,
@@ -47,6 +60,7 @@ from nem.dialect.ops import (
     TransferOp,
     WaitOp,
 )
+from nem.dialect.semantics import SYMBOL_OF, Evaluator, ExprError
 from nem.frontends.bytecode import nem_bytecode_generated as fb
 from nem.frontends.bytecode.container import (
     FORMAT_MAJOR,
@@ -61,19 +75,6 @@ from nem.frontends.bytecode.requirements import (
     requirements_of,
     slots_of,
 )
-from xdsl.dialects import arith
-from xdsl.dialects.builtin import (
-    ArrayAttr,
-    DictionaryAttr,
-    FileLineColLoc,
-    FloatAttr,
-    IndexType,
-    IntegerAttr,
-    ModuleOp,
-    StringAttr,
-    i64,
-)
-from xdsl.ir import Attribute, Block, Operation, SSAValue
 
 BINOP_INST = {"+": fb.Inst.Add, "-": fb.Inst.Sub, "*": fb.Inst.Mul, "/": fb.Inst.Div,
               "mod": fb.Inst.Mod}

@@ -26,11 +26,22 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from nem.dialect.device_model import (ABSENT, ANY_SUPPORTED, ELEM_TYPES, MAY, MUST, UNIT_TYPES,
-                                      DeviceDecl, Topology, TypeFamily, Variant, VariantRef)
+from nem.dialect.device_model import (
+    ABSENT,
+    ANY_SUPPORTED,
+    ELEM_TYPES,
+    MAY,
+    MUST,
+    UNIT_TYPES,
+    DeviceDecl,
+    Topology,
+    TypeFamily,
+    Variant,
+    VariantRef,
+)
 from nem.dialect.diagnostics import SourceLoc, fail, register_source
-from nem.dialect.semantics import ExprError, apply_binop
 from nem.dialect.limits import MAX_NESTING_DEPTH
+from nem.dialect.semantics import ExprError, apply_binop
 from nem.frontends.nem_text.cursor import TokenCursor, describe
 from nem.frontends.nem_text.lexer import EOF, FLOAT, ID, INT, STRING, Token, tokenize
 

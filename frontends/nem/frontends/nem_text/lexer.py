@@ -80,6 +80,7 @@ def tokenize(text: str, file: str) -> list[Token]:
             raise fail(f"unexpected character {ch!r}", SourceLoc(file, line, col), "GRAM-16",
                        "remove it; NEM expressions use only + - * / mod and parentheses")
         kind = m.lastgroup
+        assert kind is not None  # every alternative of _TOKEN_RE is a named group
         if kind == "nl":
             line += 1
             line_start = m.end()

@@ -53,17 +53,8 @@ from nem.dialect.attributes import (
     RegionType,
 )
 from nem.dialect.decorators import DECORATORS
-from nem.dialect.semantics import UNIT_TYPES
 from nem.dialect.diagnostics import NemDiagnosticError, SourceLoc, register_source
 from nem.dialect.limits import MAX_EXPR_DEPTH, MAX_EXPR_OPERATORS, MAX_NESTING_DEPTH
-from nem.dialect.semantics import (
-    BINOPS,
-    PRECEDENCE,
-    Evaluator,
-    ExprError,
-    apply_binop,
-    expression_depth,
-)
 from nem.dialect.ops import (
     COMPUTE_OPS,
     BufferOp,
@@ -76,12 +67,18 @@ from nem.dialect.ops import (
     TransferOp,
     WaitOp,
 )
+from nem.dialect.semantics import (
+    BINOPS,
+    PRECEDENCE,
+    UNIT_TYPES,
+    Evaluator,
+    ExprError,
+    apply_binop,
+    expression_depth,
+)
 from nem.frontends.nem_text import config_parser
 from nem.frontends.nem_text.cursor import TokenCursor, describe
 from nem.frontends.nem_text.lexer import CALL, FLOAT, ID, INT, PUNCT, STRING, Token, tokenize
-
-STATEMENT_KEYWORDS = frozenset({"const", "let", "buffer", "loop", "endloop", "wait", "include",
-                                "program", "device", "type_family"})
 
 
 @dataclass

@@ -59,9 +59,6 @@ def _trailing_counts(parser: Parser) -> list[SSAValue]:
 class _DmaBase(IRDLOperation):
     operands_ = var_operand_def()
 
-    def _memref_at(self, i: int) -> SSAValue:
-        return self.operands[i]
-
 
 @irdl_op_definition
 class AffineDmaStartOp(_DmaBase):

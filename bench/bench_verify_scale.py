@@ -1,0 +1,99 @@
+"""Loop-dependent checks at scale (issue 10 item 5, D-VERIFY-ENUM, D-VERIFY-BUDGET).
+
+    python bench/bench_verify_scale.py [--full]
+
+Prints, in CPU seconds of this process (the machine is shared):
+* the static checks (`verify_program`, the `nem-verify-static` stage) of a
+  10^6-iteration loop body of 4 tasks (target < 2 s), and of a
+  10^5-iteration one with the ratio to the point-by-point enumeration they
+  replaced (the same per-point checks, no interval proofs, no numpy);
+* `nem-run`'s cost per task on 100k single-transfer iterations, parse, load
+  and verification included (target <= 20 us per task), split into load
+  and run;
+* with `--full`, the whole `nem-verify` pipeline on the 10^6-iteration body,
+  whose hazard analysis (D-HAZ-WINDOW) enumerates 2^20 task instances.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "test" / "unit"))
+
+from semantics_programs import static_verdict
+from test_iteration_space import PointByPoint
+
+from nem.dialect.ops import ProgramOp
+from nem.dialect.verifier import ProgramVerifier
+from nem.frontends.nem_text.parser import parse_nem
+from nem.runtime import NemInterpreter
+
+
+def four_tasks(n: int) -> str:
+    """A double-buffered loop of `n` iterations: two loads into ping-pong L1
+    slots, two stores back (every offset depends on the loop variable)."""
+    return f"""program p:
+buffer A : L2 (size={16 * n})
+buffer B : L2 (size={16 * n})
+buffer L : L1[0] (size=256)
+loop i in [0..{n - 1}]:
+  a = transfer.async(dst=region(L, (i mod 2) * 64, 16), src=region(A, i * 16, 16))
+  b = transfer.async(dst=region(L, (i mod 2) * 64 + 16, 16), src=region(B, i * 16, 16))
+  c = transfer.sync(dst=region(A, i * 16, 16), src=region(L, (i mod 2) * 64 + 16, 16), deps=[a, b])
+  d = transfer.sync(dst=region(B, i * 16, 16), src=region(L, (i mod 2) * 64, 16), deps=[c])
+endloop
+"""
+
+
+def single_transfer(n: int) -> str:
+    return f"""program p:
+buffer A : L2 (size={8 * n})
+buffer B : L2 (size={8 * n})
+loop i in [0..{n - 1}]:
+  t = transfer.sync(dst=region(A, i * 8, 8), src=region(B, i * 8, 8))
+endloop
+"""
+
+
+def cpu(fn) -> tuple[float, object]:
+    t0 = time.process_time()
+    r = fn()
+    return time.process_time() - t0, r
+
+
+def verify_time(cls, src: str) -> float:
+    prog = next(o for o in parse_nem(src, "bench.nem").walk() if isinstance(o, ProgramOp))
+    dt, diags = cpu(lambda: cls(prog).run())
+    assert not [d for d in diags if d.severity == "error"], diags
+    return dt
+
+
+def main() -> None:
+    verify_time(ProgramVerifier, four_tasks(4))  # warm up: catalogs, imports
+    t6 = verify_time(ProgramVerifier, four_tasks(10**6))
+    print(f"static checks, 10^6 iterations x 4 tasks: {t6:.3f} s (target < 2 s)")
+    t5 = verify_time(ProgramVerifier, four_tasks(10**5))
+    o5 = verify_time(PointByPoint, four_tasks(10**5))
+    print(f"static checks, 10^5 iterations x 4 tasks: {t5:.3f} s; point by point {o5:.3f} s "
+          f"(ratio {o5 / max(t5, 1e-6):.0f}x)")
+
+    n = 100_000
+    src = single_transfer(n)
+    it = NemInterpreter(trace=False)  # as nem-run: races on, no trace
+    t_load, _ = cpu(lambda: it.load_string(src, "bench.nem"))
+    t_run, res = cpu(lambda: it.run())
+    assert res.tasks_run == n and not res.races
+    total = t_load + t_run
+    print(f"nem-run, {n} single-transfer iterations: load+verify {t_load:.3f} s, "
+          f"run {t_run:.3f} s, {total / n * 1e6:.1f} us per task (target <= 20 us)")
+
+    if "--full" in sys.argv:
+        t_full, errs = cpu(lambda: static_verdict(four_tasks(10**6)))
+        assert not errs, errs
+        print(f"nem-verify pipeline (hazards included), 10^6 iterations x 4 tasks: {t_full:.1f} s")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Static checks of the NEM toolchain, run by CI (.ci/run) before the tests:
+#
+#   ruff check .      style: pyflakes, syntax, import order ([tool.ruff] in pyproject.toml)
+#   mypy              types: basic on every nem.* package, strict on nem.dialect
+#                     and nem.frontends, minus the commented debt list ([tool.mypy])
+#   lint-imports      package boundaries ([tool.importlinter] contracts)
+#
+#   bash scripts/check.sh
+#
+# All three always run; the script exits non-zero if any reports an error, so
+# a new error fails CI.  MYPY_CACHE_DIR (default .mypy_cache) keeps mypy
+# incremental; CI points it into its temporary directory.
+set -uo pipefail
+
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+PYTHON="${PYTHON:-python}"
+status=0
+
+echo "== ruff check ."
+"$PYTHON" -m ruff check . || status=1
+
+echo "== mypy"
+"$PYTHON" -m mypy --cache-dir "${MYPY_CACHE_DIR:-.mypy_cache}" || status=1
+
+echo "== lint-imports"
+lint-imports --no-cache || status=1
+
+if [ "$status" -ne 0 ]; then
+    echo "static checks failed" >&2
+else
+    echo "static checks passed"
+fi
+exit "$status"

@@ -1,0 +1,65 @@
+"""Import path = file path (issue 15): static tools find `nem.*` modules where
+the code is, without the editable install's help."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import jedi
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+NAMESPACE_ROOTS = ["nem_dialect", "frontends", "passes", "runtime", "devices", "cli"]
+
+
+@pytest.mark.parametrize(
+    "source, name, expected",
+    [
+        ("from nem.dialect.ops import ProgramOp\n", "ProgramOp", "nem_dialect/nem/dialect/ops.py"),
+        ("from nem.frontends.nem_text import parse_nem\n", "parse_nem",
+         "frontends/nem/frontends/nem_text/parser.py"),
+        ("from nem.runtime.api import Session\n", "Session", "runtime/nem/runtime/api.py"),
+    ],
+)
+def test_go_to_definition_finds_the_file(source: str, name: str, expected: str) -> None:
+    """jedi, on the namespace roots only (no site-packages .pth), resolves the
+    import to the source file."""
+    project = jedi.Project(ROOT, added_sys_path=[str(ROOT / r) for r in NAMESPACE_ROOTS],
+                           smart_sys_path=False)
+    script = jedi.Script(source, path=ROOT / "probe.py", project=project)
+    col = source.index(name)
+    defs = script.goto(1, col, follow_imports=True)
+    assert defs, f"jedi found no definition of {name}"
+    assert {Path(d.module_path).relative_to(ROOT).as_posix() for d in defs} == {expected}
+
+
+def test_mypy_resolves_every_nem_import(tmp_path: Path) -> None:
+    """mypy, configured by pyproject.toml, finds every module a `nem.*` import
+    names (an import it cannot resolve is an `import-not-found` error)."""
+    modules = sorted(
+        ".".join(p.relative_to(ROOT / r).with_suffix("").parts).removesuffix(".__init__")
+        for r in NAMESPACE_ROOTS for p in (ROOT / r / "nem").rglob("*.py"))
+    probe = tmp_path / "probe_imports.py"
+    probe.write_text("".join(f"import {m}\n" for m in modules))
+    proc = subprocess.run(
+        [sys.executable, "-m", "mypy", "--cache-dir", str(tmp_path / "cache"),
+         "--follow-imports=silent", str(probe)],
+        cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert "import-not-found" not in proc.stdout, proc.stdout
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_nem_dialects_come_from_the_xdsl_universe_entry_point() -> None:
+    """Any xDSL tool finds the `nem` and `async` dialects through the public
+    `xdsl.universe` entry point (pyproject.toml), not through private Context
+    fields."""
+    from xdsl.universe import Universe
+
+    from nem.dialect.dialect import NEM
+    from nem.frontends.upstream_dialects.async_dialect import Async
+
+    dialects = Universe.get_multiverse().all_dialects
+    assert dialects["nem"]() is NEM
+    assert dialects["async"]() is Async
