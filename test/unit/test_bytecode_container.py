@@ -201,7 +201,10 @@ def fuzz(count: int, seed: int) -> dict[str, int]:
 def test_fuzz_fixed_seed():
     count = int(os.environ.get("NEM_FUZZ", "300"))
     stats = fuzz(count, seed=20261126)
-    assert stats["rejected"] > 0 and stats["loaded"] + stats["rejected"] == count
+    # both outcomes occur: mutants the loader rejects (each with one located
+    # line, checked in `fuzz`) and mutants that still decode to a valid program
+    # (which must print and re-parse to the same text)
+    assert stats["rejected"] > 0 and stats["loaded"] > 0, stats
     assert stats["slowest_ms"] < 10_000, stats
 
 
