@@ -145,17 +145,35 @@ def _range(e: ir.AffineExpr, ranges: Sequence[tuple[int, int]]) -> tuple[int, in
     raise ValueError(f"affine expression {e} has no interval")
 
 
+def value_range(v: ir.Value, ivs: dict[ir.Value, tuple[int, int]]) -> tuple[int, int]:
+    """Interval of an index value: an induction variable's from `ivs`, an
+    `affine.apply` of them through its map (what -convert-linalg-to-affine-loops
+    leaves for `oh + kh`), anything else (loop-invariant) 0."""
+    if v in ivs:
+        return ivs[v]
+    owner = _owner_op(v)
+    if owner is not None and owner.name == "affine.apply":
+        amap = ir.AffineMapAttr(owner.attributes["map"]).value
+        return _range(amap.results[0], [value_range(o, ivs) for o in owner.operands])
+    return 0, 0
+
+
+def access_box(acc: Access, ivs: dict[ir.Value, tuple[int, int]]) -> list[tuple[int, int]]:
+    """Per dimension of the memref, the interval of indices `acc` touches."""
+    ranges = [value_range(v, ivs) for v in acc.indices[:acc.map.n_dims]]
+    return [_range(e, ranges) for e in acc.map.results]
+
+
 def footprint(band: Band, sizes: Sequence[int]) -> tuple[int, int]:
     """(bytes of every memref box one tile of `sizes` touches, bytes of the
     boxes it writes)."""
-    ivs = {loop.regions[0].blocks[0].arguments[0]: s for loop, s in zip(band.loops, sizes)}
-    ivs.update(band.inner)
+    ivs = {loop.regions[0].blocks[0].arguments[0]: (0, s - 1)
+           for loop, s in zip(band.loops, sizes)}
+    ivs.update({v: (0, e - 1) for v, e in band.inner.items()})
     boxes: dict[ir.Value, list[int]] = {}
     written: set[ir.Value] = set()
     for acc in band.accesses:
-        n_dims = acc.map.n_dims
-        ranges = [(0, ivs[v] - 1) if v in ivs else (0, 0) for v in acc.indices[:n_dims]]
-        ext = [hi - lo + 1 for lo, hi in (_range(e, ranges) for e in acc.map.results)]
+        ext = [hi - lo + 1 for lo, hi in access_box(acc, ivs)]
         box = boxes.setdefault(acc.memref, [0] * len(ext))
         for i, x in enumerate(ext):
             box[i] = max(box[i], x)
@@ -285,19 +303,40 @@ def tile_module(module: ir.Module, entry: ir.Operation, device, options, engines
     tile sizes) per nest."""
     PassManager.parse("builtin.module(func.func(convert-linalg-to-affine-loops))").run(
         module.operation)
+    from nem.compile.engines import choose_split, preloaded_memrefs, split_nest
+
     budget = l1_budget(device, options.pipeline)
     plan = []
-    for index, root in enumerate(top_level_nests(entry)):
+    work: list[tuple[ir.Operation, Band, int]] = []
+    turn, ready = 0, 0
+    preloaded = preloaded_memrefs(entry)
+    for root in top_level_nests(entry):
         band = analyze_band(root)
         if band is None:
             continue
-        space = FAST_SPACE + index % engines      # engine k's L1 is space 2 + k
+        split, ready = choose_split(band, engines, preloaded, ready)
+        if split is None:
+            work.append((root, band, turn % engines))
+            turn += 1
+            continue
+        for k, part in enumerate(split_nest(root, band, split)):
+            part_band = analyze_band(part)
+            assert part_band is not None      # the same nest with other constant bounds
+            work.append((part, part_band, k))
+    for root, band, engine in work:
+        space = FAST_SPACE + engine      # engine k's L1 is space 2 + k
         sizes = band_sizes(band, options, budget)
         passes = []
+        if any(_const_bound(loop, "lowerBoundMap") for loop in band.loops):
+            # an engine's part of a split nest (nem.compile.engines): loops from 0,
+            # the offset folded into the indices
+            passes.append("affine-loop-normalize,canonicalize")
         if sizes != band.extents:
             passes.append("affine-loop-tile{tile-sizes=" + ",".join(map(str, sizes)) + "}")
         # copies at the depth where one tile fits: inside the tile loops
-        capacity_kib = max(-(-footprint(band, sizes)[0] // 1024), 1)
+        # (one KiB of slack: upstream's count of a footprint that fills its
+        # KiBs exactly can exceed ours, which would push the copies deeper)
+        capacity_kib = footprint(band, sizes)[0] // 1024 + 1
         passes.append(f"affine-data-copy-generate{{generate-dma fast-mem-space={space} "
                       f"fast-mem-capacity={capacity_kib}}}")
         if options.pipeline:

@@ -1,0 +1,186 @@
+"""Spreading one loop nest over several engines (D-COMPILE-ENGINES).
+
+A top-level affine nest is split into N parts along one loop of its band:
+part k runs the loop's iterations `[lo + k*c, min(lo + (k+1)*c, hi))` with
+`c = ceil(extent / N)`, as a clone of the whole nest with those constant
+bounds.  Each part is then tiled and staged on its own in engine k's L1
+(fast memory space 2 + k), so its tasks run on engine k (PLACE-01).  No
+ordering is written here: the lowering's `nem-synthesize-deps` orders exactly
+the accesses of different parts that conflict under the happens-before model
+(D-LOW-DEPS), so parts that touch disjoint bytes run at the same time.
+
+Which loop: the one whose parts cost least under a model of what the timed
+runtime charges (a transfer costs the byte span of its region, D-HAZ-ACCESS
+byte extents; compute is cheap next to it):
+
+* a part's time is the largest span one part reads plus what it writes;
+* when the written spans of neighbouring parts overlap (a reduction loop, or
+  a column split of a row-major output), the parts' read-modify-writes of
+  the output are ordered one after the other: N times the written span, read
+  and written.
+
+A loop is split only when that estimate beats the unsplit nest by
+`MIN_GAIN`; otherwise the nest stays whole, on the next engine round-robin.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from mlir import ir
+
+MIN_GAIN = 0.8
+"""Split only when the estimated time is below this fraction of the unsplit one."""
+
+
+@dataclass(frozen=True)
+class Split:
+    loop: int
+    """Depth in the band of the loop that is split."""
+    parts: int
+    chunk: int
+    estimate: int
+    unsplit: int
+
+
+def _strides(t: ir.MemRefType) -> tuple[list[int], int] | None:
+    """(element strides, offset) of a memref with a static layout (else None)."""
+    if not t.has_static_shape:
+        return None
+    strides, offset = t.get_strides_and_offset()
+    if any(t.is_dynamic_stride_or_offset(x) for x in [*strides, offset]):
+        return None
+    return list(strides), offset
+
+
+def _spans(band, ranges: dict[ir.Value, tuple[int, int]]
+           ) -> dict[ir.Value, tuple[int, int, bool, bool]] | None:
+    """Per memref: (first byte, last byte + 1, read, written) of the accesses
+    when each band/inner induction variable spans its interval in `ranges`."""
+    from nem.compile.tiling import access_box
+
+    boxes: dict[ir.Value, list[tuple[int, int]]] = {}
+    use: dict[ir.Value, tuple[bool, bool]] = {}
+    for acc in band.accesses:
+        box = access_box(acc, ranges)
+        old = boxes.get(acc.memref)
+        boxes[acc.memref] = box if old is None else [
+            (min(a[0], b[0]), max(a[1], b[1])) for a, b in zip(old, box)]
+        r, w = use.get(acc.memref, (False, False))
+        use[acc.memref] = (r or not acc.write, w or acc.write)
+    out = {}
+    for mem, box in boxes.items():
+        t = ir.MemRefType(mem.type)
+        layout = _strides(t)
+        if layout is None:
+            return None
+        strides, offset = layout
+        width = max(t.element_type.width // 8, 1)
+        first = (offset + sum(lo * s for (lo, _), s in zip(box, strides))) * width
+        last = (offset + sum(hi * s for (_, hi), s in zip(box, strides)) + 1) * width
+        out[mem] = (first, last, *use[mem])
+    return out
+
+
+def _finish(spans: dict[ir.Value, tuple[int, int, bool, bool]], preloaded: set[ir.Value],
+            ready: int, parts: int, overlap: bool) -> int:
+    """When a nest (or its parts, each with `spans`) is done, in bytes moved:
+    loads of `preloaded` buffers (nothing in the program writes them) start
+    at once, the others when the earlier nests are done (`ready`); parts
+    whose written spans overlap read-modify-write them one after the other."""
+    pre = [b - a for m, (a, b, r, _) in spans.items() if r and m in preloaded] or [0]
+    late = [b - a for m, (a, b, r, _) in spans.items() if r and m not in preloaded] or [0]
+    write = sum(b - a for a, b, _, w in spans.values() if w)
+    return max(max(pre), ready + max(late)) + (2 * parts * write if overlap else write)
+
+
+def choose_split(band, engines: int, preloaded: set[ir.Value], ready: int
+                 ) -> tuple[Split | None, int]:
+    """The band loop to split the nest along over `engines` parts (None: keep
+    it whole), and the estimated time the nest is done."""
+    ivs = [loop.regions[0].blocks[0].arguments[0] for loop in band.loops]
+    lows = [_lower(loop) for loop in band.loops]
+    full = {v: (lo, lo + e - 1) for v, lo, e in zip(ivs, lows, band.extents)}
+    full.update({v: (0, e - 1) for v, e in band.inner.items()})
+    whole = _spans(band, full)
+    if whole is None:
+        return None, ready
+    unsplit = _finish(whole, preloaded, ready, 1, False)
+    best: Split | None = None
+    for d, (iv, lo, ext) in enumerate(zip(ivs, lows, band.extents)):
+        if ext < 2 or engines < 2:
+            continue
+        parts = min(engines, ext)
+        chunk = -(-ext // parts)
+        parts = -(-ext // chunk)
+        first = _spans(band, {**full, iv: (lo, lo + chunk - 1)})
+        second = _spans(band, {**full, iv: (lo + chunk, min(lo + 2 * chunk, lo + ext) - 1)})
+        if first is None or second is None:
+            continue
+        overlap = any(w1 and (a1 < b2 and a2 < b1)
+                      for m, (a1, b1, _, w1) in first.items()
+                      for a2, b2, _, _ in [second[m]])
+        estimate = _finish(first, preloaded, ready, parts, overlap)
+        if estimate - ready < MIN_GAIN * (unsplit - ready) and \
+                (best is None or estimate < best.estimate):
+            best = Split(d, parts, chunk, estimate, unsplit)
+    return best, best.estimate if best else unsplit
+
+
+def preloaded_memrefs(fn: ir.Operation) -> set[ir.Value]:
+    """The arguments of `fn` that nothing in it writes (inputs and weights:
+    their loads may start at once).  A memref used by anything but
+    `affine.load` (a store, a DMA, a view, a call) counts as written."""
+    used: set[ir.Value] = set()
+
+    def visit(op: ir.Operation) -> ir.WalkResult:
+        if op.name != "affine.load":
+            used.update(v for v in op.operands if isinstance(v.type, ir.MemRefType))
+        return ir.WalkResult.ADVANCE
+
+    fn.walk(visit)
+    return {a for a in fn.regions[0].blocks[0].arguments if a not in used}
+
+
+def _lower(loop: ir.Operation) -> int:
+    from nem.compile.tiling import _const_bound
+
+    lo = _const_bound(loop, "lowerBoundMap")
+    assert lo is not None     # analyze_band only keeps constant bounds
+    return lo
+
+
+def _set_bounds(loop: ir.Operation, lo: int, hi: int) -> None:
+    for key, value in (("lowerBoundMap", lo), ("upperBoundMap", hi)):
+        amap = ir.AffineMap.get(0, 0, [ir.AffineConstantExpr.get(value)])
+        loop.attributes[key] = ir.AffineMapAttr.get(amap)
+
+
+def _loop_at(root: ir.Operation, depth: int) -> ir.Operation:
+    loop = root
+    for _ in range(depth):
+        loop = next(o.operation for o in loop.regions[0].blocks[0].operations
+                    if o.operation.name == "affine.for")
+    return loop
+
+
+def split_nest(root: ir.Operation, band, split: Split) -> list[ir.Operation]:
+    """The parts of `root` (in place: clones before it, `root` itself is the
+    last part), in order."""
+    lo = _lower(band.loops[split.loop])
+    hi = lo + band.extents[split.loop]
+    parts: list[ir.Operation] = []
+    for k in range(split.parts):
+        part = root if k == split.parts - 1 else root.clone(ir.InsertionPoint(root))
+        part = part.operation if isinstance(part, ir.OpView) else part
+        start = lo + k * split.chunk
+        _set_bounds(_loop_at(part, split.loop), start, min(start + split.chunk, hi))
+        parts.append(part)
+    return parts
+
+
+def describe(split: Split, extents: Sequence[int]) -> str:
+    return (f"loop {split.loop} of {list(extents)} split in {split.parts} parts of "
+            f"{split.chunk} (estimated {split.estimate} vs {split.unsplit} bytes on the "
+            "critical path)")
