@@ -29,6 +29,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from mlir import ir
+from mlir.dialects import affine, arith, memref
 
 MIN_GAIN = 0.8
 """Split only when the estimated time is below this fraction of the unsplit one."""
@@ -42,6 +43,11 @@ class Split:
     chunk: int
     estimate: int
     unsplit: int
+    partials: ir.Value | None = None
+    """For a sum over the split loop (`C += ...`): the memref C; parts 1..N-1
+    then accumulate into zeroed partial buffers of their own, added into C
+    by one elementwise nest after the parts, instead of read-modify-writing C
+    one after the other."""
 
 
 def _strides(t: ir.MemRefType) -> tuple[list[int], int] | None:
@@ -84,15 +90,37 @@ def _spans(band, ranges: dict[ir.Value, tuple[int, int]]
 
 
 def _finish(spans: dict[ir.Value, tuple[int, int, bool, bool]], preloaded: set[ir.Value],
-            ready: int, parts: int, overlap: bool) -> int:
+            ready: int, serial_writes: int) -> int:
     """When a nest (or its parts, each with `spans`) is done, in bytes moved:
     loads of `preloaded` buffers (nothing in the program writes them) start
-    at once, the others when the earlier nests are done (`ready`); parts
-    whose written spans overlap read-modify-write them one after the other."""
+    at once, the others when the earlier nests are done (`ready`); then
+    `serial_writes` times the written span one after the other."""
     pre = [b - a for m, (a, b, r, _) in spans.items() if r and m in preloaded] or [0]
     late = [b - a for m, (a, b, r, _) in spans.items() if r and m not in preloaded] or [0]
     write = sum(b - a for a, b, _, w in spans.values() if w)
-    return max(max(pre), ready + max(late)) + (2 * parts * write if overlap else write)
+    return max(max(pre), ready + max(late)) + serial_writes * write
+
+
+def _sum_target(band, ranges: dict[ir.Value, tuple[int, int]]) -> ir.Value | None:
+    """C when the nest's one store is `C[i] = C[i] + x` (float) with the same
+    indices as its one load of C, and a part (`ranges`) covers all of C."""
+    from nem.compile.tiling import _owner_op, access_box
+
+    writes = [a for a in band.accesses if a.write]
+    if len(writes) != 1:
+        return None
+    store = writes[0]
+    c = store.memref
+    loads = [a for a in band.accesses if not a.write and a.memref == c]
+    add = _owner_op(store.op.operands[0])
+    t = ir.MemRefType(c.type)
+    if len(loads) != 1 or add is None or add.name != "arith.addf" or \
+            loads[0].op.results[0] not in list(add.operands) or \
+            loads[0].map != store.map or list(loads[0].indices) != list(store.indices) or \
+            not t.has_static_shape or \
+            access_box(store, ranges) != [(0, n - 1) for n in t.shape]:
+        return None
+    return c
 
 
 def choose_split(band, engines: int, preloaded: set[ir.Value], ready: int
@@ -106,7 +134,7 @@ def choose_split(band, engines: int, preloaded: set[ir.Value], ready: int
     whole = _spans(band, full)
     if whole is None:
         return None, ready
-    unsplit = _finish(whole, preloaded, ready, 1, False)
+    unsplit = _finish(whole, preloaded, ready, 1)
     best: Split | None = None
     for d, (iv, lo, ext) in enumerate(zip(ivs, lows, band.extents)):
         if ext < 2 or engines < 2:
@@ -121,10 +149,14 @@ def choose_split(band, engines: int, preloaded: set[ir.Value], ready: int
         overlap = any(w1 and (a1 < b2 and a2 < b1)
                       for m, (a1, b1, _, w1) in first.items()
                       for a2, b2, _, _ in [second[m]])
-        estimate = _finish(first, preloaded, ready, parts, overlap)
+        target = _sum_target(band, {**full, iv: (lo, lo + chunk - 1)}) if overlap else None
+        # a part's own write, then (partials) the sum nest reading them all
+        # at once and writing C, or (overlap) each part's read-modify-write
+        serial = 3 if target is not None else 2 * parts if overlap else 1
+        estimate = _finish(first, preloaded, ready, serial)
         if estimate - ready < MIN_GAIN * (unsplit - ready) and \
                 (best is None or estimate < best.estimate):
-            best = Split(d, parts, chunk, estimate, unsplit)
+            best = Split(d, parts, chunk, estimate, unsplit, target)
     return best, best.estimate if best else unsplit
 
 
@@ -165,9 +197,11 @@ def _loop_at(root: ir.Operation, depth: int) -> ir.Operation:
     return loop
 
 
-def split_nest(root: ir.Operation, band, split: Split) -> list[ir.Operation]:
-    """The parts of `root` (in place: clones before it, `root` itself is the
-    last part), in order."""
+def split_nest(root: ir.Operation, band, split: Split) -> list[tuple[ir.Operation, int]]:
+    """The nests that replace `root`, in place, each with its engine: the
+    parts (clones before it, `root` itself is the last part), and with
+    `split.partials` the zero fills of the partial buffers before them and
+    the nest adding the partials into C after them (engine 0)."""
     lo = _lower(band.loops[split.loop])
     hi = lo + band.extents[split.loop]
     parts: list[ir.Operation] = []
@@ -177,7 +211,60 @@ def split_nest(root: ir.Operation, band, split: Split) -> list[ir.Operation]:
         start = lo + k * split.chunk
         _set_bounds(_loop_at(part, split.loop), start, min(start + split.chunk, hi))
         parts.append(part)
-    return parts
+    if split.partials is None:
+        return [(part, k) for k, part in enumerate(parts)]
+    return _privatize(parts, split.partials)
+
+
+def _nest(shape: Sequence[int], ip: ir.InsertionPoint, loc: ir.Location
+          ) -> tuple[ir.Operation, ir.InsertionPoint, list[ir.Value]]:
+    """An empty perfect `affine.for` nest over `shape`: (outermost loop,
+    insertion point in the innermost body, induction variables)."""
+    ivs: list[ir.Value] = []
+    outer = None
+    for n in shape:
+        loop = affine.AffineForOp(0, n, loc=loc, ip=ip)
+        with ir.InsertionPoint(loop.body):
+            affine.AffineYieldOp([], loc=loc)
+        ip = ir.InsertionPoint.at_block_begin(loop.body)
+        ivs.append(loop.induction_variable)
+        outer = outer or loop.operation
+    assert outer is not None
+    return outer, ip, ivs
+
+
+def _privatize(parts: list[ir.Operation], c: ir.Value) -> list[tuple[ir.Operation, int]]:
+    """Parts 1..N-1 of a sum into `c` accumulate into zeroed buffers of their
+    own; one nest after the parts adds them into `c`."""
+    from nem.compile.tiling import _replace_in
+
+    loc = parts[0].location
+    with loc:
+        t = ir.MemRefType(c.type)
+        plain = ir.MemRefType.get(t.shape, t.element_type)
+        ident = ir.AffineMap.get_identity(t.rank)
+        nests: list[tuple[ir.Operation, int]] = []
+        partials = []
+        for k, part in enumerate(parts[1:], 1):
+            buf = memref.AllocOp(plain, [], [], loc=loc, ip=ir.InsertionPoint(parts[0])).result
+            fill, ip, ivs = _nest(t.shape, ir.InsertionPoint(parts[0]), loc)
+            zero = arith.ConstantOp(t.element_type, 0.0, loc=loc, ip=ip).result
+            affine.AffineStoreOp(zero, buf, ivs, ident, loc=loc, ip=ip)
+            _replace_in(part, [(c, buf)])
+            partials.append(buf)
+            nests.append((fill, k))
+        nests += [(part, k) for k, part in enumerate(parts)]
+        after = parts[-1].block.operations
+        ops = [o.operation for o in after]
+        anchor = ops[ops.index(parts[-1]) + 1]
+        total, ip, ivs = _nest(t.shape, ir.InsertionPoint(anchor), loc)
+        acc = affine.AffineLoadOp(t.element_type, c, ivs, ident, loc=loc, ip=ip).result
+        for buf in partials:
+            x = affine.AffineLoadOp(t.element_type, buf, ivs, ident, loc=loc, ip=ip).result
+            acc = arith.AddFOp(acc, x, loc=loc, ip=ip).result
+        affine.AffineStoreOp(acc, c, ivs, ident, loc=loc, ip=ip)
+        nests.append((total, 0))
+    return nests
 
 
 def describe(split: Split, extents: Sequence[int]) -> str:

@@ -42,6 +42,7 @@ class Access:
     map: ir.AffineMap
     indices: tuple[ir.Value, ...]
     write: bool
+    op: ir.Operation
 
 
 @dataclass
@@ -110,7 +111,7 @@ def analyze_band(root: ir.Operation) -> Band | None:
             mem = op.operands[1 if write else 0]
             idx = tuple(op.operands[2 if write else 1:])
             accesses.append(Access(mem, ir.AffineMapAttr(op.attributes["map"]).value, idx,
-                                   write))
+                                   write, op))
         elif name in ("memref.load", "memref.store"):
             ok = False
             return ir.WalkResult.INTERRUPT
@@ -319,9 +320,9 @@ def tile_module(module: ir.Module, entry: ir.Operation, device, options, engines
             work.append((root, band, turn % engines))
             turn += 1
             continue
-        for k, part in enumerate(split_nest(root, band, split)):
+        for part, k in split_nest(root, band, split):
             part_band = analyze_band(part)
-            assert part_band is not None      # the same nest with other constant bounds
+            assert part_band is not None      # constant bounds, affine accesses
             work.append((part, part_band, k))
     for root, band, engine in work:
         space = FAST_SPACE + engine      # engine k's L1 is space 2 + k
