@@ -13,6 +13,7 @@ diagnostics, and the tiling model."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -327,3 +328,103 @@ def test_tile_sizes_fit_l1_with_double_buffering():
         # whole rows of A and C per tile: only the outer dimensions are split
         assert sizes[2] == 512
         assert tiling.footprint(mm, [1, 1, 1]) == (12, 4)
+
+
+def _affine_bands(text: str):
+    """(module, bands of the top-level nests) of linalg-on-tensors `text`
+    bufferized and converted to affine loops, as the `tile` stage sees them."""
+    from mlir import ir
+    from mlir.passmanager import PassManager
+
+    from nem.compile import tiling
+    from nem.compile.pipeline import BUFFERIZE
+
+    m = ir.Module.parse(text)
+    PassManager.parse(f"builtin.module({BUFFERIZE},"
+                      "func.func(convert-linalg-to-affine-loops))").run(m.operation)
+    fn = next(o.operation for o in m.body.operations)
+    return m, fn, [tiling.analyze_band(r) for r in tiling.top_level_nests(fn)]
+
+
+MLIR_CONV = """
+func.func @cv(%x: tensor<1x10x10x3xf32>, %w: tensor<3x3x3x8xf32>) -> tensor<1x8x8x8xf32> {
+  %z = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<1x8x8x8xf32>
+  %f = linalg.fill ins(%z : f32) outs(%e : tensor<1x8x8x8xf32>) -> tensor<1x8x8x8xf32>
+  %c = linalg.conv_2d_nhwc_hwcf ins(%x, %w : tensor<1x10x10x3xf32>, tensor<3x3x3x8xf32>)
+                                outs(%f : tensor<1x8x8x8xf32>) -> tensor<1x8x8x8xf32>
+  return %c : tensor<1x8x8x8xf32>
+}
+"""
+
+
+def test_footprint_sees_through_affine_apply():
+    """-convert-linalg-to-affine-loops indexes a convolution's input through
+    `affine.apply (oh + kh)`: the input box of one output row is kh rows
+    (3 x 10 x 3 elements), not one element."""
+    from mlir import ir
+
+    from nem.compile import tiling
+
+    with ir.Context(), ir.Location.unknown():
+        module, _, bands = _affine_bands(MLIR_CONV)
+        conv = bands[-1]
+        assert conv.extents == [1, 8, 8, 8, 3, 3, 3]
+        total, out = tiling.footprint(conv, [1, 1, 8, 8, 3, 3, 3])
+        assert out == 8 * 8 * 4
+        assert total == (3 * 10 * 3 + 3 * 3 * 3 * 8 + 8 * 8) * 4
+
+
+def test_engine_split_choice():
+    """D-COMPILE-ENGINES: a convolution splits along output rows (disjoint
+    output bytes, the halo read twice); a matmul whose weight dominates
+    splits along its reduction loop, with partial sums; one engine, no split."""
+    from mlir import ir
+
+    from nem.compile import engines
+
+    with ir.Context(), ir.Location.unknown():
+        module, fn, bands = _affine_bands(MLIR_CONV)
+        conv = bands[-1]
+        split, _ = engines.choose_split(conv, 4, engines.preloaded_memrefs(fn), 0)
+        assert (split.loop, split.parts, split.chunk, split.partials) == (1, 4, 2, None)
+        assert engines.choose_split(conv, 1, set(), 0)[0] is None
+        text = MLIR_MATMUL.replace("16x32", "4x256").replace("32x8", "256x8") \
+            .replace("16x8", "4x8")
+        module, fn, bands = _affine_bands(text)
+        mm = bands[-1]
+        split, _ = engines.choose_split(mm, 4, engines.preloaded_memrefs(fn), 0)
+        assert (split.loop, split.parts, split.chunk) == (2, 4, 64)
+        assert split.partials is not None
+        nests = engines.split_nest(mm.root, mm, split)
+        # 3 zero fills, 4 parts, the sum; every part but the first on its own partial
+        assert [k for _, k in nests] == [1, 2, 3, 0, 1, 2, 3, 0]
+        text = str(fn)
+        assert text.count("memref.alloc() : memref<4x8xf32>") == 3
+        assert re.search(r"affine.for %arg\d+ = 192 to 256", text)
+
+
+def test_nests_spread_over_engines_and_overlap(tmp_path):
+    """The default program puts one matmul's parts on all four engines of
+    npm_pro_x1 and takes fewer timed cycles than `--no-pipeline --engines 1`,
+    whose tasks all run on engine 0 (the figures: bench/bench_compile.py)."""
+    model = samples.mlp("f32")
+    inputs = samples.random_inputs(model, seed=0)
+    cycles = {}
+    for key, opts in (("spread", {}), ("serial", {"pipeline": False, "engines": 1})):
+        r = compile_onnx(model, device=DEVICE, **opts)
+        it = NemInterpreter(device=DEVICE)
+        it.load_string(r.nem, file="m.nem")
+        it.set_mode("timed")
+        for name, arr in r.interface.weights.items():
+            it.write_tensor(name, arr)
+        it.write_tensor("x", inputs["x"])
+        cycles[key] = it.run().cycle_count
+        matmul_l1 = {line.split(" out region(")[1].split(",")[0] for line in r.nem.splitlines()
+                     if ".async in" in line and "matmul" in line}
+        engines_used = {b for line in r.nem.splitlines() if line.startswith("buffer ")
+                        for b in ("L1[0]", "L1[1]", "L1[2]", "L1[3]")
+                        if b in line and line.split()[1] in matmul_l1}
+        assert engines_used == ({"L1[0]", "L1[1]", "L1[2]", "L1[3]"} if key == "spread"
+                                else {"L1[0]"})
+    assert cycles["spread"] < cycles["serial"]
