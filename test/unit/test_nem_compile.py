@@ -428,3 +428,47 @@ def test_nests_spread_over_engines_and_overlap(tmp_path):
         assert engines_used == ({"L1[0]", "L1[1]", "L1[2]", "L1[3]"} if key == "spread"
                                 else {"L1[0]"})
     assert cycles["spread"] < cycles["serial"]
+
+
+# --------------------------------------------------------------------------
+# the transform-dialect route
+
+
+@pytest.mark.parametrize("name,sizes", [("mlp", "3,48"), ("cnn", "1,4")])
+def test_transform_route_end_to_end(tmp_path, name, sizes):
+    """`--route transform`: tile_using_for with the given tiles, the
+    non-dividing ones peeled (4 = 3 + 1 rows, 128 = 2*48 + 32; the padded
+    18-row input in 4-row tiles), lowered, verified, run, and compared with
+    onnxruntime; the tiles are scf.for loops."""
+    model = samples.MODELS[name]("f32")
+    extra = ("--route", "transform", "--tile-sizes", sizes, "--save-temps")
+    end_to_end(model, tmp_path, extra=extra)
+    tiled = (tmp_path / "m.tile.mlir").read_text()
+    assert "scf.for" in tiled and "affine.dma_start" not in tiled
+
+
+def test_transform_recipe_in_docs():
+    """docs/compile.md shows the recipe the route builds for the MLP's first
+    matmul under `--tile-sizes 3,48`."""
+    from nem.compile.transform import script
+
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "compile.md").read_text()
+    recipe = re.search(r"```mlir\n(module attributes \{transform.*?)```", doc, re.S)
+    assert recipe is not None
+    assert recipe.group(1).strip() == script([(1, [4, 128, 64], [3, 48, 64], False)])
+
+
+def test_flop_share_counts_escaped_nests():
+    """nem.compile.flops: the MLP is all raised (two matmuls' and the
+    classifier's multiply-adds, bias adds, relus and the partial sums of the
+    engine split); on the affine route the CNN's convolutions are escape-hatch
+    nests, on the transform route they are raised (linalg.conv_2d_nhwc_hwcf)."""
+    mlp = compile_onnx(samples.mlp("f32"), device=DEVICE)
+    assert mlp.flops.escaped == 0 and mlp.flops.raised >= 2 * 4 * (64 * 128 + 128 * 64 + 64 * 10)
+    assert "by FLOPs: 100.0%" in mlp.remarks[-1]
+    cnn = compile_onnx(samples.cnn("f32"), device=DEVICE)
+    assert cnn.flops.share < 0.1
+    conv = 2 * 16 * 16 * 8 * 3 * 3 * 3          # the first convolution's multiply-adds
+    assert cnn.flops.escaped >= conv
+    cnn_t = compile_onnx(samples.cnn("f32"), device=DEVICE, route="transform")
+    assert cnn_t.flops.share > 0.9 and cnn_t.flops.raised >= conv

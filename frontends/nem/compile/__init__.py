@@ -101,7 +101,7 @@ def compile_onnx(model, options: CompileOptions | None = None,
     nem, remarks = driver.lower(tiled, im.func_name, iface.arg_names,
                                 _stem(file, stem) + ".tile.mlir")
     return CompileResult(nem, iface, im.func_name, driver.results, remarks,
-                         driver.memory_spaces())
+                         driver.memory_spaces(), driver.flops)
 
 
 def compile_mlir(source: str | Path, options: CompileOptions | None = None,
@@ -156,7 +156,8 @@ def compile_mlir(source: str | Path, options: CompileOptions | None = None,
         driver.upstream(module, name)
         tiled = driver.results[-1].text
     nem, remarks = driver.lower(tiled, name, iface.arg_names, _stem(file, stem) + ".tile.mlir")
-    return CompileResult(nem, iface, name, driver.results, remarks, driver.memory_spaces())
+    return CompileResult(nem, iface, name, driver.results, remarks, driver.memory_spaces(),
+                         driver.flops)
 
 
 def _port(t) -> tuple[tuple[int, ...], object]:

@@ -19,7 +19,12 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from typing import TYPE_CHECKING
+
 import numpy as np
+
+if TYPE_CHECKING:                 # nem.compile.flops needs the mlir extra
+    from nem.compile.flops import FlopShare
 
 BUFFERIZE = ("one-shot-bufferize{bufferize-function-boundaries "
              "function-boundary-type-conversion=identity-layout-map},"
@@ -100,6 +105,8 @@ class CompileResult:
     stages: list[StageResult]
     remarks: list[str]
     memory_spaces: str
+    flops: FlopShare | None = None
+    """FLOPs raised to NEM opcodes vs run by escape-hatch kernels (nem.compile.flops)."""
 
     def stage(self, name: str) -> StageResult:
         return next(s for s in self.stages if s.name == name)
@@ -139,15 +146,12 @@ class Driver:
         if options.route not in ROUTES:
             raise CompileError("tile", f"unknown route '{options.route}' "
                                f"(routes: {', '.join(ROUTES)})")
-        if options.route == "transform":
-            raise CompileError("tile", "not supported yet: --route transform (transform-"
-                               "dialect tiling, scf.for + memref.subview/view: the lowering "
-                               "does not take them, issue 12); use --route affine")
         engines = options.engines or self.device.topology.num_engines
         if not 1 <= engines <= self.device.topology.num_engines:
             raise CompileError("tile", f"--engines {engines}: {self.device.name} has "
                                f"{self.device.topology.num_engines} engine(s)")
         self.engines = engines
+        self.flops: FlopShare | None = None
 
     def timed(self, name: str, fn: Callable[[], str]) -> str:
         self.progress(name, None)
@@ -176,7 +180,12 @@ class Driver:
             from nem.compile import tiling
 
             entry = _entry(module, func_name)
-            tiling.tile_module(module, entry, self.device, self.options, self.engines)
+            if self.options.route == "transform":
+                from nem.compile import transform
+
+                transform.tile_module(module, entry, self.device, self.options)
+            else:
+                tiling.tile_module(module, entry, self.device, self.options, self.engines)
             return str(module)
 
         self.timed("bufferize", bufferize)
@@ -189,9 +198,13 @@ class Driver:
         remarks: list[str] = []
 
         def run() -> str:
+            from nem.compile.flops import flop_share
+
             nem, notes = lower_and_verify(mlir_text, func_name, arg_names, self.device.name,
                                           self.memory_spaces(), file, self.options)
             remarks.extend(notes)
+            self.flops = flop_share(mlir_text, notes)
+            remarks.append(f"{file}: remark: {self.flops.remark()}")
             return nem
         return self.timed("lower", run), remarks
 
