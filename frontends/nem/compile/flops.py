@@ -92,7 +92,9 @@ def _scf_trips(loop: ir.Operation) -> int:
     from nem.compile.tiling import _const_index
 
     lo, hi, step = (_const_index(v) for v in list(loop.operands)[:3])
-    return -(-(hi - lo) // step) if None not in (lo, hi, step) and step else 1
+    if lo is None or hi is None or not step:
+        return 1
+    return -(-(hi - lo) // step)
 
 
 def _is_float_op(op: ir.Operation) -> bool:

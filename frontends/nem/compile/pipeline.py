@@ -18,7 +18,6 @@ import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-
 from typing import TYPE_CHECKING
 
 import numpy as np
