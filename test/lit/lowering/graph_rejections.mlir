@@ -18,3 +18,28 @@ func.func @argmax_i64(%x: memref<4x8xf32>, %idx: memref<4xi64>) {
   // expected-error@-1 {{cannot lower 'func.func': element type i64 has no NEM equivalent (D-LOW-ELEM: NEM elements are at most 32 bits wide)}}
   return
 }
+
+// -----
+
+// D-LOW-VIEW: a memref.view offset must be a whole number of elements.
+func.func @view_misaligned(%y: memref<4xf32, 2>) {
+  %c2 = arith.constant 2 : index
+  %a = memref.alloc() : memref<64xi8, 2>
+  // expected-error@+1 {{cannot lower 'memref.view': not supported: memref.view at byte offset 2 that is not a multiple of the element size (4 bytes) (D-LOW-VIEW)}}
+  %v = memref.view %a[%c2][] : memref<64xi8, 2> to memref<4xf32, 2>
+  memref.copy %v, %y : memref<4xf32, 2> to memref<4xf32, 2>
+  return
+}
+
+// -----
+
+// D-LOW-VIEW: a dynamic subview size must be a constant where it is lowered.
+func.func @subview_dynamic(%x: memref<8x8xf32>, %y: memref<8x8xf32>) {
+  affine.for %i = 0 to 8 {
+    // expected-error@+1 {{cannot lower 'memref.subview': not supported: a memref.subview size (%i) that is not constant here (D-LOW-VIEW: NEM regions have static sizes)}}
+    %s = memref.subview %x[0, 0] [%i, 8] [1, 1] : memref<8x8xf32> to memref<?x8xf32, strided<[8, 1]>>
+    %t = memref.subview %y[0, 0] [%i, 8] [1, 1] : memref<8x8xf32> to memref<?x8xf32, strided<[8, 1]>>
+    memref.copy %s, %t : memref<?x8xf32, strided<[8, 1]>> to memref<?x8xf32, strided<[8, 1]>>
+  }
+  return
+}

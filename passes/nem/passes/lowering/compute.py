@@ -342,6 +342,15 @@ def lower_linalg(lw: Lowerer, op: Operation, st: BlockState) -> None:
         return
     if op.name == "linalg.conv_2d_nhwc_hwcf":
         return _lower_conv(lw, op, ins, outs, stg, st, what)
+    if op.name == "linalg.copy" and _same_box(ctx.view(ins[0], op), ctx.view(outs[0], op)):
+        with b.located(op.location):   # what transform.structured.promote copies (D-LOW-VIEW)
+            src, _ = full_region(ctx, b, ins[0], op)
+            dst, _ = full_region(ctx, b, outs[0], op)
+            tok = b.transfer(dst, src)
+        stg.commit(st)
+        name_task(ctx, tok, "copy")
+        ctx.summary.raised.append(f"{what} -> transfer (copy)")
+        return
     if op.name in LINALG_ELTWISE:
         root = EltOp(LINALG_ELTWISE[op.name], tuple(Operand(v) for v in ins))
     elif isinstance(op, linalg.GenericOp):
@@ -355,6 +364,11 @@ def lower_linalg(lw: Lowerer, op: Operation, st: BlockState) -> None:
         out = full_region(ctx, b, outs[0], op)
     raise_eltwise(lw, stg, st, root, out, op, what,
                   lambda leaf: full_region(ctx, b, _operand(leaf).memref, op))
+
+
+def _same_box(a: View, b: View) -> bool:
+    """Two views a transfer can copy between: same element type and shape."""
+    return a.elem == b.elem and a.shape == b.shape
 
 
 def _operand(leaf: Load | Operand) -> Operand:

@@ -33,6 +33,7 @@ from nem.passes.lowering import (
     loops,
     memory_ops,
     memref_globals,
+    memref_views,
     reshape,
     scf_loops,
 )
@@ -88,6 +89,7 @@ HANDLERS: dict[type[Operation], Handler] = {
     **index_ops.HANDLERS,
     **memory_ops.HANDLERS,
     **reshape.HANDLERS,
+    **memref_views.HANDLERS,
     **memref_globals.HANDLERS,
     **loops.HANDLERS,
     **async_ops.HANDLERS,

@@ -29,7 +29,6 @@ from nem.passes.lowering.views import (
     contiguous_box,
     memory_space,
     memref_strides,
-    subview_view,
 )
 from xdsl.dialects import affine, func, memref
 from xdsl.dialects.builtin import MemRefType
@@ -91,15 +90,6 @@ def _is_tag_use(u: Operation, v: SSAValue) -> bool:
     if isinstance(u, AffineDmaStartOp | MemRefDmaStartOp):
         return u.tag == v and u.src != v and u.dst != v
     return isinstance(u, AffineDmaWaitOp | MemRefDmaWaitOp)
-
-
-def lower_subview(lw: Lowerer, op: memref.SubviewOp, st: BlockState) -> None:
-    ctx = lw.ctx
-    src = ctx.view(op.source, op)
-    dynamic = list(op.offsets)
-    offsets = [ctx.index(dynamic.pop(0), op) if v == memref.DYNAMIC_INDEX else Aff.c(v)
-               for v in op.static_offsets.get_values()]
-    ctx.views[op.result] = subview_view(op, src, offsets)
 
 
 def lower_cast(lw: Lowerer, op: memref.CastOp, st: BlockState) -> None:
@@ -277,7 +267,6 @@ def dma_regions(lw: Lowerer, op: DmaStart, st: BlockState) -> tuple[SSAValue, SS
 HANDLERS: dict[type[Operation], Handler] = {
     memref.AllocOp: lower_alloc,
     memref.AllocaOp: lower_alloc,
-    memref.SubviewOp: lower_subview,
     memref.CastOp: lower_cast,
     memref.CopyOp: lower_copy,
     MemRefCopyOp: lower_copy,

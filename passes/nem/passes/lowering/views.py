@@ -123,18 +123,22 @@ def memory_space(v: SSAValue) -> int:
     return ms.value.data if isinstance(ms, IntegerAttr) else 0
 
 
-def subview_view(op: memref.SubviewOp, src: View, offsets: Sequence[Aff]) -> View:
-    """The view of `memref.subview` of `src` at evaluated `offsets` (static
-    sizes and strides; unit dimensions the result type drops are removed)."""
-    sizes, strs = op.static_sizes.get_values(), op.static_strides.get_values()
-    if list(op.sizes) or list(op.strides) or DYNAMIC_INDEX in sizes or DYNAMIC_INDEX in strs:
-        raise reject(op, "dynamic sizes or strides in memref.subview are not supported")
+def subview_view(op: memref.SubviewOp, src: View, offsets: Sequence[Aff],
+                 sizes: Sequence[int]) -> View:
+    """The view of `memref.subview` of `src` at evaluated `offsets` with
+    evaluated `sizes` (static strides; unit dimensions the result type
+    drops are removed; dynamic sizes: `memref_views.subview_sizes`)."""
+    strs = op.static_strides.get_values()
+    if list(op.strides) or DYNAMIC_INDEX in strs:
+        raise reject(op, "not supported: dynamic strides in memref.subview (D-LOW-VIEW)")
     base = src.base
     for o, s in zip(offsets, src.strides):
         base = base + o.scale(s)
     rt = op.result.type
     assert isinstance(rt, MemRefType)
-    kept_shape = rt.get_shape()
+    dyn = iter(sizes[k] for k, d in enumerate(op.static_sizes.get_values())
+               if d == DYNAMIC_INDEX)
+    kept_shape = [next(dyn) if d == DYNAMIC_INDEX else d for d in rt.get_shape()]
     full = [(sz, src.strides[k] * strs[k]) for k, sz in enumerate(sizes)]
     if len(kept_shape) != len(full):  # rank reduction: drop the unit dims the result removed
         kept, i = [], 0

@@ -1,0 +1,114 @@
+"""What `transform.structured.promote` and non-dividing tiles leave
+(D-LOW-VIEW): `memref.view` of a byte buffer and `memref.subview` with
+dynamic sizes.  Both are views of existing bytes (no task, no copy):
+
+    %alloc = memref.alloc() : memref<3072xi8, 2>
+    %v = memref.view %alloc[%c0][] : memref<3072xi8, 2> to memref<16x48xf32, 2>
+    -> View(buffer of %alloc, elem f32, shape (16, 48), strides (48, 1), base 0)
+
+    %0 = affine.min affine_map<(d0) -> (-d0 + 40, 32)>(%j)
+    %s = memref.subview %b[0, %j] [48, %0] [1, 1] : ... to memref<48x?xf32, ...>
+    -> the size is the value `%0` has where the subview is lowered: 32 in the
+       full tiles and 8 in the peeled last tile (D-LOW-PEEL), else rejected
+
+A `memref.view` needs a static result shape and a byte offset that is a
+whole number of result elements (symbolic offsets included: every term a
+multiple of the element size); a dynamic subview size must be a constant
+where the subview is lowered.  Everything else is a located
+`not supported` diagnostic naming the fix.  The analysis is `byte_view`
+and `subview_sizes`; the handlers only record views.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from nem.passes.lowering.affine_algebra import Aff
+from nem.passes.lowering.diagnostics import reject
+from nem.passes.lowering.views import View, check_elem, elem_size, row_major, subview_view
+from xdsl.dialects import memref
+from xdsl.dialects.builtin import DYNAMIC_INDEX, MemRefType
+from xdsl.ir import Operation
+
+if TYPE_CHECKING:
+    from nem.passes.lowering.context import LoweringContext
+    from nem.passes.lowering.driver import BlockState, Handler, Lowerer
+
+
+def byte_view(op: Operation, src: View, byte_offset: Aff, result: MemRefType) -> View:
+    """The view `memref.view` makes of `src` (a 1-D `i8` memref) at
+    `byte_offset` with `result`'s static shape, row-major."""
+    shape = result.get_shape()
+    if any(d == DYNAMIC_INDEX for d in shape):
+        raise reject(op, f"not supported: memref.view to the dynamic shape {result} "
+                     "(D-LOW-VIEW: NEM regions have static sizes)",
+                     "promote tiles of static size (pad the last tile or peel it)")
+    if len(src.shape) != 1 or src.elem_bytes != 1:
+        raise reject(op, "memref.view of a memref that is not 1-D with 1-byte elements")
+    check_elem(op, result.element_type)
+    eb = elem_size(result.element_type)
+    start = src.base + byte_offset
+    if start.const % eb or any(c % eb for _, c in start.terms.values()):
+        raise reject(op, f"not supported: memref.view at byte offset {start} that is not a "
+                     f"multiple of the element size ({eb} bytes) (D-LOW-VIEW)",
+                     "align the view's offset to its element type")
+    base = Aff.c(start.const // eb)
+    for atom, c in start.terms.values():
+        base = base + Aff.atom(atom).scale(c // eb)
+    strides = row_major(shape)
+    needed = (sum((d - 1) * s for d, s in zip(shape, strides)) + 1) * eb if shape else eb
+    hi = byte_offset.upper()
+    if hi is not None and hi + needed > src.shape[0]:
+        raise reject(op, f"memref.view of {needed} bytes at byte offset {byte_offset} runs past "
+                     f"the end of {src.name} ({src.shape[0]} bytes)")
+    return View(src.buffer, src.level, result.element_type, tuple(shape), strides, base,
+                src.name)
+
+
+def subview_sizes(ctx: LoweringContext, op: memref.SubviewOp) -> list[int]:
+    """The sizes of a subview, a dynamic one being the constant its operand
+    has here (e.g. an `affine.min` of a peeled last tile), else rejected."""
+    dynamic = list(op.sizes)
+    sizes: list[int] = []
+    for s in op.static_sizes.get_values():
+        if s != DYNAMIC_INDEX:
+            sizes.append(s)
+            continue
+        v = dynamic.pop(0)
+        a = ctx.index(v, op)
+        if not a.is_const():
+            raise reject(op, "not supported: a memref.subview size "
+                         f"({'%' + v.name_hint if v.name_hint else 'an operand'}) that is not constant here (D-LOW-VIEW: NEM regions have "
+                         "static sizes)", "peel the partial tile (transform.loop.peel, or an "
+                         "affine.min over a loop whose last tile the lowering peels) or choose "
+                         "tile sizes that divide the iteration space")
+        if a.const <= 0:
+            raise reject(op, f"memref.subview size {a.const} is not positive")
+        sizes.append(a.const)
+    return sizes
+
+
+def lower_subview(lw: Lowerer, op: memref.SubviewOp, st: BlockState) -> None:
+    ctx = lw.ctx
+    src = ctx.view(op.source, op)
+    dynamic = list(op.offsets)
+    offsets = [ctx.index(dynamic.pop(0), op) if v == DYNAMIC_INDEX else Aff.c(v)
+               for v in op.static_offsets.get_values()]
+    ctx.views[op.result] = subview_view(op, src, offsets, subview_sizes(ctx, op))
+
+
+def lower_view(lw: Lowerer, op: memref.ViewOp, st: BlockState) -> None:
+    ctx = lw.ctx
+    if list(op.sizes):
+        raise reject(op, "not supported: memref.view with dynamic sizes (D-LOW-VIEW: NEM "
+                     "regions have static sizes)", "promote tiles of static size")
+    rt = op.result.type
+    assert isinstance(rt, MemRefType)
+    ctx.views[op.result] = byte_view(op, ctx.view(op.source, op), ctx.index(op.byte_shift, op),
+                                     rt)
+
+
+HANDLERS: dict[type[Operation], Handler] = {
+    memref.SubviewOp: lower_subview,
+    memref.ViewOp: lower_view,
+}
