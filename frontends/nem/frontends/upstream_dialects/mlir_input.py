@@ -15,12 +15,14 @@ and `nem-run` for MLIR input.  Every failure is a `NemDiagnosticError` with a
      RecursionError);
    * outside strings and comments the text is ASCII, as MLIR's grammar is
      (xDSL reads `memref<٤x4xf32>`, an Arabic-Indic digit, as 4).
-2. xDSL's parser, with a location on every op (`LocatingParser`); its
+2. named linalg ops xDSL lacks are rewritten into `linalg.generic` by
+   upstream MLIR (`upstream_ops.generalize_upstream_ops`, D-LOW-UPSTREAM);
+3. xDSL's parser, with a location on every op (`LocatingParser`); its
    ParseError is reported at its span, and the other exceptions its
    attribute and type parsers raise on out-of-range values (an `f16`
    constant of 1e10, an integer too wide for its type, a semi-affine map)
    at the token being parsed.
-3. xDSL's verifier, reported at the first failing op (a module-level error
+4. xDSL's verifier, reported at the first failing op (a module-level error
    such as a redefined symbol at the op that causes it).
 """
 
@@ -90,9 +92,11 @@ def parse_mlir_checked(ctx: Context, text: str, file: str,
                        allow_implicit_module: bool = True) -> ModuleOp:
     """Parse and verify MLIR text; every failure is a located diagnostic."""
     from nem.frontends.upstream_dialects import LocatingParser, register_mlir_dialects
+    from nem.frontends.upstream_dialects.upstream_ops import generalize_upstream_ops
 
     check_mlir_text(text, file)
     register_mlir_dialects(ctx)
+    text = generalize_upstream_ops(ctx, text, file)
     parser = LocatingParser(ctx, text, file)
     try:
         module = parser.parse_module(allow_implicit_module)
