@@ -37,6 +37,7 @@ from nem.passes.lowering.nest_analysis import (
     match_nest,
 )
 from nem.passes.lowering.views import View, buffer_bytes, row_major
+from nem.passes.lowering.windows import WindowPlan, match_window_generic, match_window_nest
 from xdsl.dialects import linalg
 from xdsl.dialects.builtin import MemRefType, StringAttr
 from xdsl.ir import Block, Operation, SSAValue
@@ -224,9 +225,13 @@ def lower_nest(lw: Lowerer, top: affine.ForOp, st: BlockState) -> None:
     what = f"loop nest at {location_text(top)}"
     try:
         nest = analyze(top, ctx.env)
-        plan = match_nest(nest, ctx.env, lambda m, u: ctx.view(m, u).buffer)
     except (NotRaisable, ValueError) as e:
         return emit_escape(lw, top, st, str(e), what)
+    try:
+        plan = match_nest(nest, ctx.env, lambda m, u: ctx.view(m, u).buffer)
+    except (NotRaisable, ValueError) as e:
+        return _window_or_escape(lw, top, st, str(e), what,
+                                 lambda: match_window_nest(nest, ctx.env))
     exts = nest.extents
     stg = Staging(top.location)
     b = stg.builder
@@ -357,13 +362,33 @@ def lower_linalg(lw: Lowerer, op: Operation, st: BlockState) -> None:
         try:
             root = generic_tree(op)
         except NotRaisable as e:
-            return emit_escape(lw, op, st, str(e), what)
+            generic = op
+            return _window_or_escape(lw, op, st, str(e), what,
+                                     lambda: match_window_generic(generic))
     else:
         return emit_escape(lw, op, st, "no NEM opcode for this linalg op", what)
     with b.located(op.location):
         out = full_region(ctx, b, outs[0], op)
     raise_eltwise(lw, stg, st, root, out, op, what,
                   lambda leaf: full_region(ctx, b, _operand(leaf).memref, op))
+
+
+WINDOW_LIKE = ("a strided or skewed access", "not an identity-map, all-parallel linalg.generic")
+"""Why `match_nest` / `generic_tree` refuse what may be a convolution or pooling."""
+
+
+def _window_or_escape(lw: Lowerer, anchor: Operation, st: BlockState, why: str, what: str,
+                      match: Callable[[], WindowPlan]) -> None:
+    """A convolution or max pooling (D-LOW-WINDOW), else the escape hatch
+    with the reason: the window matcher's when the computation looked like
+    one (skewed accesses), else `why`."""
+    from nem.passes.lowering.raise_windows import emit_window
+
+    try:
+        plan = match()
+    except (NotRaisable, ValueError) as e:
+        return emit_escape(lw, anchor, st, str(e) if why in WINDOW_LIKE else why, what)
+    emit_window(lw, plan, anchor, st, what)
 
 
 def _same_box(a: View, b: View) -> bool:

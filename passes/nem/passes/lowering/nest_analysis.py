@@ -224,11 +224,15 @@ def _only_loop(ops: list[Operation]) -> affine.ForOp | None:
     return None
 
 
-def _idx(nest: Nest, outer: Mapping[SSAValue, Aff], v: SSAValue) -> Aff:
+def index_value(nest: Nest, outer: Mapping[SSAValue, Aff], v: SSAValue) -> Aff:
+    """The affine value of index `v` in the nest (NotRaisable if it has none)."""
     r = resolve_index(v, nest.env, outer)
     if r is None:
         raise NotRaisable("an index that is not an affine function of the loop indices")
     return r
+
+
+_idx = index_value
 
 
 def access(nest: Nest, outer: Mapping[SSAValue, Aff], op: Operation) -> Access:

@@ -1,0 +1,117 @@
+"""Emission of window plans (`windows.py`, D-LOW-WINDOW): `conv2d in X, W
+out T` + `add in Y, T out Y`, or `maxpool in X out T` + `max in Y, T out
+Y` (the output's prior contents are accumulated as D-LOW-ACCUM does for
+matmul), over regions whose logical axes (NHWC / HWIO) step along the
+memref dimensions that carry them: an NCHW input is an NHWC region with
+permuted strides, no transpose task."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from nem.passes.lowering.affine_algebra import Aff
+from nem.passes.lowering.compute import (
+    Staging,
+    drop_unused_scratch,
+    illegal,
+    name_task,
+    region_shape,
+    scratch,
+)
+from nem.passes.lowering.emit import region
+from nem.passes.lowering.escape import emit_escape
+from nem.passes.lowering.windows import Axis, WAccess, WindowPlan
+from xdsl.ir import Operation, SSAValue
+
+if TYPE_CHECKING:
+    from nem.passes.lowering.context import LoweringContext
+    from nem.passes.lowering.driver import BlockState, Lowerer
+    from nem.passes.lowering.views import View
+    from nem.dialect.builder import NemBuilder
+
+
+def window_region(ctx: LoweringContext, b: NemBuilder, acc: WAccess, axes: tuple[Axis, ...],
+                  anchor: Operation, layout: str) -> tuple[SSAValue, View]:
+    """The region of `acc` with the plan's logical axes."""
+    vw = ctx.view(acc.memref, anchor)
+    start = vw.base
+    for ix, s in zip(acc.index, vw.strides):
+        start = start + ix.rest.scale(s)
+    shape = [a.size for a in axes]
+    strides = [vw.strides[a.mdim] if a.mdim is not None else 1 for a in axes]
+    return region(ctx, b, vw, start, shape, strides, anchor, layout), vw
+
+
+def emit_window(lw: Lowerer, plan: WindowPlan, anchor: Operation, st: BlockState,
+                what: str) -> None:
+    """The plan's two tasks, or one escape-hatch task when either has no
+    legal variant on the target."""
+    ctx = lw.ctx
+    stg = Staging(anchor.location)
+    b = stg.builder
+    with b.located(anchor.location):
+        x_reg, _ = window_region(ctx, b, plan.x, plan.x_axes, anchor, "NHWC")
+        y_reg, yv = window_region(ctx, b, plan.y, plan.y_axes, anchor, "NHWC")
+        shape = region_shape(y_reg)
+        tv = scratch(ctx, yv, shape, anchor)
+        t_reg = region(ctx, b, tv, tv.base, shape, tv.strides, anchor, "NHWC")
+        if plan.kind == "conv2d":
+            assert plan.w is not None
+            w_reg, _ = window_region(ctx, b, plan.w, plan.w_axes, anchor, "HWIO")
+            attrs: dict[str, object] = {"strides": list(plan.strides),
+                                        "dilations": list(plan.dilations),
+                                        "pads": [0, 0, 0, 0]}
+            main = b.compute("conv2d", [x_reg, w_reg], [t_reg], attrs=attrs)
+            combine = b.compute("add", [y_reg, t_reg], [y_reg])
+        else:
+            main = b.compute("maxpool", [x_reg], [t_reg],
+                             attrs={"kernel_shape": list(plan.kernel),
+                                    "strides": list(plan.strides), "pads": [0, 0, 0, 0]})
+            combine = b.compute("max", [y_reg, t_reg], [y_reg])
+    why = illegal(ctx, main) or illegal(ctx, combine)
+    if why is not None and plan.kind == "maxpool":
+        stg.drop()
+        drop_unused_scratch(ctx)
+        return _max_over_offsets(lw, plan, anchor, st, what, why)
+    if why is not None:
+        stg.drop()
+        return emit_escape(lw, anchor, st, why, what)
+    stg.commit(st)
+    name_task(ctx, main, plan.kind)
+    name_task(ctx, combine, "add" if plan.kind == "conv2d" else "max")
+    ctx.summary.raised.append(
+        f"{what} -> {plan.kind} + {'add' if plan.kind == 'conv2d' else 'max'} (accumulation)")
+
+
+def _max_over_offsets(lw: Lowerer, plan: WindowPlan, anchor: Operation, st: BlockState,
+                      what: str, why_not_pool: str) -> None:
+    """Max pooling without a `maxpool` variant (f32 on the shipped
+    devices): one `max in Y, X(kh, kw) out Y` per window offset, `X(kh,
+    kw)` the input strided by the pooling strides from that offset (exact:
+    max is order-independent)."""
+    ctx = lw.ctx
+    stg = Staging(anchor.location)
+    b = stg.builder
+    vw = ctx.view(plan.x.memref, anchor)
+    base = vw.base
+    for ix, s in zip(plan.x.index, vw.strides):
+        base = base + ix.rest.scale(s)
+    xs = [vw.strides[a.mdim] if a.mdim is not None else 1 for a in plan.x_axes]
+    shape = [a.size for a in plan.y_axes]
+    strides = [xs[0], xs[1] * plan.strides[0], xs[2] * plan.strides[1], xs[3]]
+    toks = []
+    with b.located(anchor.location):
+        y_reg, _ = window_region(ctx, b, plan.y, plan.y_axes, anchor, "NHWC")
+        for i in range(plan.kernel[0]):
+            for j in range(plan.kernel[1]):
+                start = base + Aff.c(i * xs[1] + j * xs[2])
+                x_reg = region(ctx, b, vw, start, shape, strides, anchor, "NHWC")
+                toks.append(b.compute("max", [y_reg, x_reg], [y_reg]))
+    why = illegal(ctx, toks[0])
+    if why is not None:
+        stg.drop()
+        return emit_escape(lw, anchor, st, f"{why_not_pool}, and {why}", what)
+    stg.commit(st)
+    for t in toks:
+        name_task(ctx, t, "max")
+    ctx.summary.raised.append(f"{what} -> {len(toks)} max (max pooling over window offsets)")
