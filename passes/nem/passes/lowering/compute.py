@@ -30,6 +30,7 @@ from nem.passes.lowering.nest_analysis import (
     EltwisePlan,
     Load,
     MatmulPlan,
+    Nest,
     NotRaisable,
     Operand,
     analyze,
@@ -230,6 +231,8 @@ def lower_nest(lw: Lowerer, top: affine.ForOp, st: BlockState) -> None:
     try:
         plan = match_nest(nest, ctx.env, lambda m, u: ctx.view(m, u).buffer)
     except (NotRaisable, ValueError) as e:
+        if str(e) in COPY_LIKE:
+            return _broadcast_or_escape(lw, top, st, str(e), what, nest)
         return _window_or_escape(lw, top, st, str(e), what,
                                  lambda: match_window_nest(nest, ctx.env))
     exts = nest.extents
@@ -389,6 +392,24 @@ def _window_or_escape(lw: Lowerer, anchor: Operation, st: BlockState, why: str, 
     except (NotRaisable, ValueError) as e:
         return emit_escape(lw, anchor, st, str(e) if why in WINDOW_LIKE else why, what)
     emit_window(lw, plan, anchor, st, what)
+
+
+COPY_LIKE = ("a copy that transposes or broadcasts",
+             "the body is not a tree of elementwise operations over loads")
+"""Why `match_nest` refuses what may be a transposing or broadcasting copy."""
+
+
+def _broadcast_or_escape(lw: Lowerer, top: affine.ForOp, st: BlockState, why: str, what: str,
+                         nest: Nest) -> None:
+    """A transposing or broadcasting copy as transfers (D-LOW-BCAST), else
+    the escape hatch with the reason."""
+    from nem.passes.lowering.broadcasts import emit_broadcast, match_broadcast
+
+    try:
+        plan = match_broadcast(nest, lw.ctx.env, why)
+    except (NotRaisable, ValueError) as e:
+        return emit_escape(lw, top, st, str(e), what)
+    emit_broadcast(lw, plan, top, st, what)
 
 
 def _same_box(a: View, b: View) -> bool:

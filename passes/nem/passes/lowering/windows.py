@@ -114,11 +114,16 @@ def match_window(kind: str, ext: Mapping[int, int], x: WAccess, w: WAccess | Non
         if len(wdims) != sum(1 for ix in w.index if ix.terms) or any(
                 ix.terms and len(ix.terms) > 1 for ix in w.index):
             raise NotRaisable("the weights are not indexed by one loop per dimension")
-    xplain = {d for d, _ in x.plain().items()}
-    cin = [d for d in red if d in wdims and d in xplain]
+    xplain = x.plain()
+    # a reduction loop indexing one dimension of X and of W is the input
+    # channel, or a window loop over an input as tall as the window (one
+    # output row): either reading is exact; the innermost such X dimension
+    # is taken as the channel
+    contracted = sorted((xplain[d], d) for d in red if d in wdims and d in xplain)
+    cin = [contracted[-1][1]] if contracted else []
     cout = [d for d in out if d in wdims and d not in xplain]
-    if len(cin) > 1 or len(cout) > 1:
-        raise NotRaisable("more than one channel loop")
+    if len(cout) > 1:
+        raise NotRaisable("more than one output channel loop")
     wins = red - set(cin)
     spatial: list[_Spatial] = []
     through: list[tuple[int, int]] = []   # (x memref dim, out dim) passed through

@@ -1,0 +1,116 @@
+"""Copies that transpose or broadcast (D-LOW-BCAST): layout changes and bias
+broadcasts as transfers.
+
+A point nest `Y[i0, ..., in] = X[perm of a subset of i0..in]` (what
+`convert-linalg-to-affine-loops` makes of a transpose or of a bias
+`linalg.broadcast` / broadcasting `linalg.generic`) becomes:
+
+1. one `transfer` of X into the corner of Y where every broadcast index is
+   0, the source region's axes in Y's order (a transpose is only strides);
+2. per broadcast dimension of extent E, ceil(log2 E) transfers that double
+   the filled part of Y along it (`[0, m)` -> `[f, f + m)`, disjoint).
+
+Every element of Y ends as the value MLIR stores there (copies are exact),
+with O(log) tasks instead of a zero-stride region (BUF-02 rejects those).
+A constant fill (`Y[...] = cst`) is not raised: NEM has no fill opcode and
+`.nem` text no constant buffers, so its nest stays an escape-hatch task.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from nem.passes.lowering.affine_algebra import Aff
+from nem.passes.lowering.nest_analysis import Access, Nest, NotRaisable, access
+from xdsl.dialects import affine, arith, memref
+from xdsl.ir import Operation, SSAValue
+
+if TYPE_CHECKING:
+    from nem.passes.lowering.driver import BlockState, Lowerer
+
+CONST_FILL = ("a constant fill (NEM has no fill opcode and .nem text no constant buffers: "
+              "D-LOW-BCAST)")
+
+
+@dataclass(frozen=True)
+class BroadcastPlan:
+    src: Access
+    dst: Access
+    extents: dict[int, int]
+
+    @property
+    def broadcast_dims(self) -> list[int]:
+        """Store dims the load does not use, innermost store dimension first."""
+        used = set(self.src.dims)
+        return [k for k in reversed(self.dst.dims) if k not in used and self.extents[k] > 1]
+
+
+def match_broadcast(nest: Nest, outer: dict[SSAValue, Aff], why: str) -> BroadcastPlan:
+    """The plan of a transposing/broadcasting copy nest (`why`: match_nest's reason)."""
+    stores = [o for o in nest.body if isinstance(o, affine.StoreOp | memref.StoreOp)]
+    if len(stores) != 1:
+        raise NotRaisable(f"{len(stores)} stores in the nest body")
+    st = stores[0]
+    val = st.value.owner
+    if isinstance(val, arith.ConstantOp):
+        raise NotRaisable(CONST_FILL)
+    if isinstance(val, Operation) and any(isinstance(v.owner, arith.ConstantOp)
+                                          for v in val.operands):
+        raise NotRaisable(f"'{val.name}' with a constant operand (NEM elementwise opcodes "
+                          "take regions, no scalars)")
+    if not isinstance(val, affine.LoadOp | memref.LoadOp) or val not in nest.body:
+        raise NotRaisable(why)
+    dst, src = access(nest, outer, st), access(nest, outer, val)
+    n = len(nest.loops)
+    if sorted(dst.dims) != list(range(n)) or len(set(src.dims)) != len(src.dims) or \
+            not set(src.dims) <= set(dst.dims):
+        raise NotRaisable("a copy that transposes or broadcasts in a way transfers do not express")
+    if dst.memref == src.memref:
+        raise NotRaisable("a copy within one buffer")
+    return BroadcastPlan(src, dst, dict(nest.extents))
+
+
+def emit_broadcast(lw: Lowerer, plan: BroadcastPlan, anchor: Operation, st: BlockState,
+                   what: str) -> None:
+    from nem.passes.lowering.compute import Staging, name_task
+    from nem.passes.lowering.emit import region
+
+    ctx = lw.ctx
+    stg = Staging(anchor.location)
+    b = stg.builder
+    sv, dv = ctx.view(plan.src.memref, anchor), ctx.view(plan.dst.memref, anchor)
+    src_stride = {k: s for (k, _), s in zip(plan.src.index, sv.strides) if k is not None}
+    src_start, dst_start = sv.base, dv.base
+    for (_, rest), s in zip(plan.src.index, sv.strides):
+        src_start = src_start + rest.scale(s)
+    for (_, rest), s in zip(plan.dst.index, dv.strides):
+        dst_start = dst_start + rest.scale(s)
+    axes = [(k, s) for (k, _), s in zip(plan.dst.index, dv.strides) if k is not None]
+    used = set(plan.src.dims)
+    size = {k: (plan.extents[k] if k in used else 1) for k, _ in axes}
+    toks = []
+    with b.located(anchor.location):
+        seed_shape = [size[k] for k, _ in axes]
+        src = region(ctx, b, sv, src_start, seed_shape,
+                     [src_stride.get(k, 1) for k, _ in axes], anchor)
+        dst = region(ctx, b, dv, dst_start, seed_shape, [s for _, s in axes], anchor)
+        toks.append(b.transfer(dst, src))
+        for d in plan.broadcast_dims:
+            stride = dict(axes)[d]
+            total, filled = plan.extents[d], 1
+            while filled < total:
+                m = min(filled, total - filled)
+                shape = [m if k == d else size[k] for k, _ in axes]
+                strides = [s for _, s in axes]
+                frm = region(ctx, b, dv, dst_start, shape, strides, anchor)
+                to = region(ctx, b, dv, dst_start + Aff.c(filled * stride), shape, strides,
+                            anchor)
+                toks.append(b.transfer(to, frm))
+                filled += m
+            size[d] = total
+    stg.commit(st)
+    for t in toks:
+        name_task(ctx, t, "copy")
+    kind = "broadcast" if plan.broadcast_dims else "transpose"
+    ctx.summary.raised.append(f"{what} -> {len(toks)} transfer ({kind} copy)")
