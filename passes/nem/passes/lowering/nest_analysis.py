@@ -44,6 +44,29 @@ UNARY = {"arith.negf": "neg", "math.exp": "exp", "math.log": "log", "math.sqrt":
          "math.absf": "abs", "math.absi": "abs", "math.tanh": "tanh"}
 MAX_OPS = ("arith.maximumf", "arith.maxsi", "arith.maxnumf")
 """`max(x, 0)` of these is `relu`."""
+RELU_PREDICATES = (9, 10)
+"""`arith.cmpf` ugt / uge: `select(x > 0, x, 0)` with these is `relu` exactly
+(a NaN selects x, as relu propagates it); the ordered ogt / oge give 0 for a
+NaN and are not raised (D-LOW-RAISE)."""
+SELECT_OPS = ("arith.select", "arith.cmpf")
+
+
+def relu_select(op: Operation) -> SSAValue | None:
+    """`x` when `op` is `select(cmpf ugt|uge x, 0), x, 0)` (torch-mlir's relu)."""
+    if op.name != "arith.select":
+        return None
+    cond, x, z = op.operands
+    cmp = cond.owner
+    zero = z.owner
+    if not (isinstance(cmp, arith.CmpfOp) and isinstance(zero, arith.ConstantOp)
+            and Const(zero.value).is_zero):
+        return None
+    pred = cmp.predicate.value.data
+    a, b = cmp.operands
+    if pred in RELU_PREDICATES and a == x and (b == z or (
+            isinstance(b.owner, arith.ConstantOp) and Const(b.owner.value).is_zero)):
+        return x
+    return None
 
 
 class NotRaisable(Exception):
@@ -269,6 +292,9 @@ def _tree(nest: Nest, outer: Mapping[SSAValue, Aff], v: SSAValue,
         n = 2 if owner.name in BINARY else 1
         return Apply(owner.name, tuple(_tree(nest, outer, x, inside)
                                        for x in owner.operands[:n]))
+    x = relu_select(owner)
+    if x is not None:
+        return Apply("relu", (_tree(nest, outer, x, inside),))
     raise NotRaisable(f"'{owner.name}' in the nest body")
 
 
@@ -281,7 +307,7 @@ def match_nest(nest: Nest, outer: Mapping[SSAValue, Aff],
     for o in nest.body:
         if not (isinstance(o, affine.StoreOp | memref.StoreOp | affine.LoadOp | memref.LoadOp
                            | arith.ConstantOp | affine.ApplyOp)
-                or o.name in BINARY or o.name in UNARY):
+                or o.name in BINARY or o.name in UNARY or o.name in SELECT_OPS):
             raise NotRaisable(f"'{o.name}' in the nest body")
     if len(stores) != 1:
         raise NotRaisable(f"{len(stores)} stores in the nest body")
@@ -344,6 +370,8 @@ def _eltwise(t: Node, sorder: list[int]) -> EltNode:
             raise NotRaisable("operands are indexed in different orders (broadcast/transpose)")
         return t
     if isinstance(t, Apply):
+        if t.name == "relu":
+            return EltOp("relu", (_eltwise(t.operands[0], sorder),))
         if t.name in MAX_OPS:
             x, z = t.operands
             for keep, zero in ((x, z), (z, x)):
@@ -372,6 +400,9 @@ def generic_tree(op: linalg.GenericOp) -> EltOp:
                 isinstance(owner, arith.ConstantOp):
             return
         assert isinstance(owner, Operation)
+        x = relu_select(owner)
+        if x is not None:
+            return check(x)
         if owner.name not in BINARY and owner.name not in UNARY:
             raise NotRaisable(f"'{owner.name}' in the linalg.generic body")
         for x in owner.operands:
@@ -384,6 +415,9 @@ def generic_tree(op: linalg.GenericOp) -> EltOp:
         assert isinstance(owner, Operation)
         if isinstance(owner, arith.ConstantOp):
             return Const(owner.value)
+        x = relu_select(owner)
+        if x is not None:
+            return EltOp("relu", (_leaf(node(x)),))
         if owner.name in MAX_OPS:
             for x, z in ((owner.operands[0], owner.operands[1]),
                          (owner.operands[1], owner.operands[0])):
@@ -474,4 +508,4 @@ def _point_nest(loop: affine.ForOp) -> bool:
         return len(stores) == 1 and all(
             isinstance(o, affine.StoreOp | memref.StoreOp | affine.LoadOp | memref.LoadOp
                        | arith.ConstantOp | affine.ApplyOp) or o.name in BINARY
-            or o.name in UNARY for o in body)
+            or o.name in UNARY or o.name in SELECT_OPS for o in body)
