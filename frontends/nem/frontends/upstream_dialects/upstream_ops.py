@@ -74,8 +74,9 @@ def generalize_upstream_ops(ctx: Context, text: str, file: str) -> str:
             known[name] = at
     for name, at in unknown.items():
         if not name.startswith("linalg."):
-            raise fail(f"not supported: operation '{name}' (valid upstream MLIR maybe, but not "
-                       "one the lowering takes; D-LOW-UPSTREAM)", _location(text, file, at),
+            raise fail(f"not supported: operation '{name}': xDSL 0.74 does not define it and "
+                       "only linalg ops are rewritten upstream (D-LOW-UPSTREAM)",
+                       _location(text, file, at),
                        None, "lower it upstream first (mlir-opt) into func, memref, affine, scf, "
                        "arith, math or linalg ops")
     if not unknown and not known:

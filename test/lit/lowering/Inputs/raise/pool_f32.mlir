@@ -1,0 +1,8 @@
+// linalg.pooling_nhwc_max / _sum as a graph importer writes them (xDSL 0.74
+// does not define them; upstream MLIR generalizes them first, D-LOW-UPSTREAM).
+func.func @main(%x: memref<1x8x8x4xf32>, %y: memref<1x4x4x4xf32>) {
+  %k = memref.alloc() : memref<2x2xf32>
+  linalg.pooling_nhwc_max {dilations = dense<1> : vector<2xi64>, strides = dense<2> : vector<2xi64>}
+    ins(%x, %k : memref<1x8x8x4xf32>, memref<2x2xf32>) outs(%y : memref<1x4x4x4xf32>)
+  return
+}
