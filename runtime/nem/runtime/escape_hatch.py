@@ -39,10 +39,12 @@ NOTICE: Callable[[str], None] | None = None
 PROGRESS: Callable[[int, int, float], None] | None = None
 _NOTICED: set[str] = set()
 # "auto" interprets a kernel whose work is known statically while its total
-# interpreted work stays within this many scalar ops (about a second, a few
-# times what compiling it costs): small kernels run a few times never pay
-# for compilation; past it, the kernel is compiled
-COMPILE_AFTER = 50_000
+# interpreted work stays within this many scalar ops (about what compiling
+# it costs: 30-40 ms per kernel once MLIR is loaded, at ~16 us per
+# interpreted op; the rent-or-buy break-even): small kernels run a few times
+# never pay for compilation; past it, the kernel is compiled (50_000 made a
+# CNN's fills and pools run interpreted for 19 runs, bench_cnn_raised.py)
+COMPILE_AFTER = 2_000
 _INTERPRETED: dict[str, int] = {}     # kernel text -> scalar ops interpreted so far
 
 

@@ -39,4 +39,4 @@ func.func @fma(%X: memref<128x64xf32>, %Z: memref<128x64xf32>, %W: memref<32x32x
 // CHECK: add.async in region(W, 0, 4096) elem=f32, shape=[32, 32], layout=MN, region(W, 0, 4096) elem=f32, shape=[32, 32], layout=MN out region(V, 0, 4096)
 // CHECK: matmul.async in region(W, 0, 4096) elem=f32, shape=[32, 32], layout=MK, region(W, 0, 4096) elem=f32, shape=[32, 32], layout=KN out region(DDR_acc
 // REMARK: remark: lowered @fma to NEM; raised: linalg.add at {{.*}} -> add, linalg.matmul at {{.*}} -> matmul + add (accumulation); fell back to compute: loop nest at [[NEST:[0-9]+:[0-9]+]]{{$}}
-// REMARK: fallback_and_linalg.mlir:[[NEST]]: remark: loop nest at [[NEST]] not raised, runs as an escape-hatch task (compute op="mlir.kernel"): the body is not a tree of elementwise operations over loads{{$}}
+// REMARK: fallback_and_linalg.mlir:[[NEST]]: remark: loop nest at [[NEST]] not raised, runs as an escape-hatch task (compute op="mlir.kernel"): 'arith.addf' with a constant operand (NEM elementwise opcodes take regions, no scalars){{$}}
