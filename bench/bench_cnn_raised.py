@@ -24,6 +24,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import timeit
 from collections import Counter
 from pathlib import Path
 
@@ -92,12 +93,7 @@ def numpy_cnn(m: onnx.ModelProto, x: np.ndarray):
 
 
 def best(fn, repeat: int) -> float:
-    times = []
-    for _ in range(repeat):
-        t = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t)
-    return min(times)
+    return min(timeit.repeat(fn, number=1, repeat=repeat))
 
 
 def main(argv=None) -> int:

@@ -38,7 +38,12 @@ from nem.passes.lowering.nest_analysis import (
     match_nest,
 )
 from nem.passes.lowering.views import View, buffer_bytes, row_major
-from nem.passes.lowering.windows import WindowPlan, match_window_generic, match_window_nest
+from nem.passes.lowering.windows import (
+    NotWindow,
+    WindowPlan,
+    match_window_generic,
+    match_window_nest,
+)
 from xdsl.dialects import linalg
 from xdsl.dialects.builtin import MemRefType, StringAttr
 from xdsl.ir import Block, Operation, SSAValue
@@ -389,6 +394,8 @@ def _window_or_escape(lw: Lowerer, anchor: Operation, st: BlockState, why: str, 
 
     try:
         plan = match()
+    except NotWindow:
+        return emit_escape(lw, anchor, st, why, what)
     except (NotRaisable, ValueError) as e:
         return emit_escape(lw, anchor, st, str(e) if why in WINDOW_LIKE else why, what)
     emit_window(lw, plan, anchor, st, what)

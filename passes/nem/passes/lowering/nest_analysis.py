@@ -215,9 +215,9 @@ def analyze(top: affine.ForOp, outer: Mapping[SSAValue, Aff]) -> Nest:
     op = top
     while True:
         lb = pick_minmax(eval_map(op.lowerBoundMap.data,
-                                  [_idx(nest, outer, v) for v in op.lowerBoundOperands]), False)
+                                  [index_value(nest, outer, v) for v in op.lowerBoundOperands]), False)
         ub = pick_minmax(eval_map(op.upperBoundMap.data,
-                                  [_idx(nest, outer, v) for v in op.upperBoundOperands]), True)
+                                  [index_value(nest, outer, v) for v in op.upperBoundOperands]), True)
         if lb is None or ub is None:
             raise NotRaisable("min/max loop bounds")
         if lb.has_dims() or ub.has_dims():
@@ -255,17 +255,18 @@ def index_value(nest: Nest, outer: Mapping[SSAValue, Aff], v: SSAValue) -> Aff:
     return r
 
 
-_idx = index_value
+def access_indices(nest: Nest, outer: Mapping[SSAValue, Aff], op: Operation) -> list[Aff]:
+    """The affine values of the indices of a load or store of the nest."""
+    assert isinstance(op, affine.LoadOp | affine.StoreOp | memref.LoadOp | memref.StoreOp)
+    if isinstance(op, affine.LoadOp | affine.StoreOp):
+        assert op.map is not None
+        return eval_map(op.map.data, [index_value(nest, outer, v) for v in op.indices])
+    return [index_value(nest, outer, v) for v in op.indices]
 
 
 def access(nest: Nest, outer: Mapping[SSAValue, Aff], op: Operation) -> Access:
     """The access of a load or store of the nest."""
-    assert isinstance(op, affine.LoadOp | affine.StoreOp | memref.LoadOp | memref.StoreOp)
-    if isinstance(op, affine.LoadOp | affine.StoreOp):
-        assert op.map is not None
-        idx = eval_map(op.map.data, [_idx(nest, outer, v) for v in op.indices])
-    else:
-        idx = [_idx(nest, outer, v) for v in op.indices]
+    idx = access_indices(nest, outer, op)
     out: list[tuple[int | None, Aff]] = []
     for a in idx:
         dims, rest = a.split_dims()

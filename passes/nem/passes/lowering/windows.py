@@ -24,7 +24,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from nem.passes.lowering.affine_algebra import Aff, Dim, eval_map
-from nem.passes.lowering.nest_analysis import Nest, NotRaisable, index_value
+from nem.passes.lowering.nest_analysis import Nest, NotRaisable, access_indices
 from xdsl.dialects import affine, arith, linalg, memref
 from xdsl.dialects.builtin import AffineMapAttr, MemRefType
 from xdsl.ir import BlockArgument, Operation, SSAValue
@@ -32,6 +32,10 @@ from xdsl.ir import BlockArgument, Operation, SSAValue
 ADD_OPS = ("arith.addf", "arith.addi")
 MUL_OPS = ("arith.mulf", "arith.muli")
 MAX_OPS = ("arith.maximumf", "arith.maxnumf", "arith.maxsi")
+
+
+class NotWindow(NotRaisable):
+    """The body is not a window update at all (the caller keeps its own reason)."""
 
 
 @dataclass(frozen=True)
@@ -208,14 +212,14 @@ def classify(op_name: str, lhs: object, rhs: object, is_acc) -> tuple[str, list]
             return "maxpool", [val]
         if op_name in ADD_OPS:
             return "conv2d", [val]
-    raise NotRaisable("not an accumulation into the output")
+    raise NotWindow("not an accumulation into the output")
 
 
 def match_window_nest(nest: Nest, outer: Mapping[SSAValue, Aff]) -> WindowPlan:
     """A perfect nest whose one store is a window update."""
     stores = [o for o in nest.body if isinstance(o, affine.StoreOp | memref.StoreOp)]
     if len(stores) != 1:
-        raise NotRaisable(f"{len(stores)} stores in the nest body")
+        raise NotWindow(f"{len(stores)} stores in the nest body")
     st = stores[0]
     y = _nest_access(nest, outer, st)
 
@@ -227,7 +231,7 @@ def match_window_nest(nest: Nest, outer: Mapping[SSAValue, Aff]) -> WindowPlan:
 
     upd = st.value.owner
     if not isinstance(upd, Operation) or upd not in nest.body or len(upd.operands) != 2:
-        raise NotRaisable("the body is not a window update")
+        raise NotWindow("the body is not a window update")
     kind, (val,) = classify(upd.name, upd.operands[0], upd.operands[1],
                             lambda v: (a := load(v)) is not None and a == y)
     return _finish(kind, val, load, {k: e for k, e in nest.extents.items()}, y,
@@ -256,17 +260,12 @@ def _finish(kind: str, val: SSAValue, load, ext: dict[int, int], y: WAccess,
     if load(val) is not None:
         raise NotRaisable("a sum over a window (NEM's avgpool divides by the window size and "
                           "NEM has no sum pooling)")
-    raise NotRaisable("the body is not a window update")
+    raise NotWindow("the body is not a window update")
 
 
 def _nest_access(nest: Nest, outer: Mapping[SSAValue, Aff], op: Operation) -> WAccess:
     assert isinstance(op, affine.LoadOp | affine.StoreOp | memref.LoadOp | memref.StoreOp)
-    if isinstance(op, affine.LoadOp | affine.StoreOp):
-        assert op.map is not None
-        idx = eval_map(op.map.data, [index_value(nest, outer, v) for v in op.indices])
-    else:
-        idx = [index_value(nest, outer, v) for v in op.indices]
-    return access_of(op.memref, idx)
+    return access_of(op.memref, access_indices(nest, outer, op))
 
 
 def match_window_generic(op: linalg.GenericOp) -> WindowPlan:
@@ -304,7 +303,7 @@ def match_window_generic(op: linalg.GenericOp) -> WindowPlan:
 
     if not isinstance(upd, Operation) or upd.parent_block() is not block or \
             len(upd.operands) != 2:
-        raise NotRaisable("the body is not a window update")
+        raise NotWindow("the body is not a window update")
     kind, (val,) = classify(upd.name, upd.operands[0], upd.operands[1],
                             lambda v: arg(v) == len(operands) - 1)
     return _finish(kind, val, load, ext, y,
