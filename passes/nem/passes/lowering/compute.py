@@ -338,6 +338,10 @@ def lower_linalg(lw: Lowerer, op: Operation, st: BlockState) -> None:
     if op.results:
         raise reject(op, "linalg on tensors is not supported; bufferize first "
                      "(one-shot-bufferize)")
+    if op.name == "linalg.fill":
+        from nem.passes.lowering.broadcasts import CONST_FILL
+
+        return emit_escape(lw, op, st, CONST_FILL, what)
     for v in (*ins, *outs):
         if not isinstance(v.type, MemRefType):
             return emit_escape(lw, op, st, "scalar operands", what)

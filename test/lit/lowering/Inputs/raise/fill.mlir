@@ -1,0 +1,6 @@
+// linalg.fill: not raised (D-LOW-BCAST), with the reason in the remark.
+func.func @main(%y: memref<4xf32>) {
+  %c = arith.constant 1.0 : f32
+  linalg.fill ins(%c : f32) outs(%y : memref<4xf32>)
+  return
+}
