@@ -159,8 +159,11 @@ def match_window(kind: str, ext: Mapping[int, int], x: WAccess, w: WAccess | Non
     if len({s.win for s in spatial if s.win is not None}) != sum(
             1 for s in spatial if s.win is not None) or {s.win for s in spatial} - {None} != wins:
         raise NotRaisable("window loops that do not each index one input dimension")
-    used_out = {s.out for s in spatial} | {d for _, d in through} | set(cout)
-    if used_out - {None} != out:
+    uses = [s.out for s in spatial if s.out is not None] + [d for _, d in through] + cout
+    if len(uses) != len(set(uses)):
+        raise NotRaisable("an output loop indexing two input dimensions")
+    used_out = set(uses)
+    if used_out != out:
         raise NotRaisable("an output loop the input does not use (a broadcast)")
     spatial.sort(key=lambda s: s.xdim)
     while len(spatial) < 2:
