@@ -253,13 +253,15 @@ def _finish(kind: str, val: SSAValue, load, ext: dict[int, int], y: WAccess,
         a, b = load(prod.operands[0]), load(prod.operands[1])
         if a is None or b is None:
             raise NotRaisable("a product of something other than two loads")
-        why = "not a convolution"
+        reasons = []
         for x, w in ((a, b), (b, a)):
             try:
                 return match_window("conv2d", ext, x, w, y)
             except NotRaisable as e:
-                why = str(e)
-        raise NotRaisable(why)
+                reasons.append(str(e))
+        # the reason of the reading whose weights have the weights' shape
+        raise NotRaisable(next((r for r in reasons if not r.startswith("the weights")),
+                               reasons[0]))
     if load(val) is not None:
         raise NotRaisable("a sum over a window (NEM's avgpool divides by the window size and "
                           "NEM has no sum pooling)")
