@@ -266,6 +266,7 @@ def access_indices(nest: Nest, outer: Mapping[SSAValue, Aff], op: Operation) -> 
 
 def access(nest: Nest, outer: Mapping[SSAValue, Aff], op: Operation) -> Access:
     """The access of a load or store of the nest."""
+    assert isinstance(op, affine.LoadOp | affine.StoreOp | memref.LoadOp | memref.StoreOp)
     idx = access_indices(nest, outer, op)
     out: list[tuple[int | None, Aff]] = []
     for a in idx:
