@@ -20,7 +20,7 @@ NAMESPACE_ROOTS = ["nem_dialect", "frontends", "passes", "runtime", "devices", "
         ("from nem.dialect.ops import ProgramOp\n", "ProgramOp", "nem_dialect/nem/dialect/ops.py"),
         ("from nem.frontends.nem_text import parse_nem\n", "parse_nem",
          "frontends/nem/frontends/nem_text/parser.py"),
-        ("from nem.runtime.api import Session\n", "Session", "runtime/nem/runtime/api.py"),
+        ("from nem.runtime.session import Session\n", "Session", "runtime/nem/runtime/session.py"),
     ],
 )
 def test_go_to_definition_finds_the_file(source: str, name: str, expected: str) -> None:
