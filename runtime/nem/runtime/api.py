@@ -147,9 +147,9 @@ class NemInterpreter:
         except ParseError as e:
             from nem.frontends.upstream_dialects import parse_error_message
 
-            line, col, _ = e.span.get_line_col()
+            where = e.span.get_location()   # one-based
             raise NemDiagnosticError([Diagnostic("error", parse_error_message(e),
-                                                 SourceLoc(file, line + 1, col + 1))]) from None
+                                                 SourceLoc(file, where.line, where.col))]) from None
         except VerifyException as e:
             raise NemDiagnosticError([Diagnostic("error", str(e).splitlines()[0],
                                                  SourceLoc(file, 1, 1))]) from None

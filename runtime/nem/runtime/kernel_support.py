@@ -107,6 +107,7 @@ def requant_out(op, v: np.ndarray, out: Tensor) -> np.ndarray:
     """Real f64 values -> the output's stored integers (D-NUM-QELT)."""
     if np.isnan(v).any():
         raise NumericError(f"{op}: NaN result cannot be quantized to {out.elem}")
+    assert out.quant is not None, op  # callers requantize only quantized outputs
     return saturate_int(requantize(v, out.quant, out.array.shape, f"{op} output"), out.elem)
 
 
@@ -129,7 +130,7 @@ def numeric_kernel(op: str, ins: list[Tensor], out: Tensor, fop, iop, *, allowed
     if any(q is None for q in quants):
         raise unsupported(op, ins, outs, "either every integer operand carries a quant descriptor or "
                   "none does (D-NUM-QELT)")
-    real = [dequantize(t.array, t.quant, f"{op} input") for t in ins]
+    real = [dequantize(t.array, q, f"{op} input") for t, q in zip(ins, quants) if q is not None]
     with np.errstate(all="ignore"):
         v = fop(*real)
     return requant_out(op, v, out)

@@ -240,6 +240,7 @@ def _kernel_for(spec: OpcodeSpec) -> Kernel:
     if cat == "linear_algebra":
         return gemm_kernel(name)
     if cat == "convolution":
+        assert spec.spatial_rank is not None, name  # the registry gives every convolution one
         return conv_kernel(name, spec.spatial_rank, depthwise=name.startswith("depthwise"))
     if cat == "pooling":
         return pool_kernel(name)

@@ -69,7 +69,7 @@ from functools import lru_cache
 import ml_dtypes
 import numpy as np
 from xdsl.context import Context
-from xdsl.dialects import affine, arith, builtin, func, linalg, math, memref, scf
+from xdsl.dialects import affine, arith, builtin, func, linalg, math, scf
 from xdsl.dialects.builtin import (
     IndexType,
     IntegerAttr,
@@ -194,10 +194,9 @@ class KernelInterpreter(Interpreter):
 @lru_cache(maxsize=1)
 def _context() -> Context:
     ctx = Context(allow_unregistered=True)
-    for d in (builtin.Builtin, func.Func, arith.Arith, affine.Affine, memref.MemRef, math.Math,
-              scf.Scf, linalg.Linalg):
+    register_mlir_dialects(ctx)  # affine, memref with the upstream ops xDSL lacks (affine.max, ...)
+    for d in (builtin.Builtin, func.Func, arith.Arith, math.Math, scf.Scf, linalg.Linalg):
         ctx.load_dialect(d)
-    register_mlir_dialects(ctx)  # the upstream ops xDSL lacks (affine.max, ...)
     return ctx
 
 
@@ -238,9 +237,9 @@ class CompiledKernel:
         for ft in (ArithFunctions(), MemRefFunctions(), MathFunctions(), FuncFunctions(),
                    BuiltinFunctions(), ScfFunctions(), LinalgFunctions()):
             interp.register_implementations(ft)
-        for ft in (AffineKernelFunctions(), ScfKernelFunctions(), ScalarKernelFunctions(),
-                   LinalgKernelFunctions()):
-            interp.register_implementations(ft, override=True)
+        for kernel_ft in (AffineKernelFunctions(), ScfKernelFunctions(), ScalarKernelFunctions(),
+                          LinalgKernelFunctions()):
+            interp.register_implementations(kernel_ft, override=True)
         impls = interp._impls._impl_dict  # noqa: SLF001 - the table of implemented ops
         ops = list(self.fn.body.walk())
         for op in ops:
@@ -271,6 +270,7 @@ class CompiledKernel:
                                "index_args entry)")
         operands = (*ins, *outs)
         for k, (t, ty) in enumerate(zip(operands, types)):
+            assert isinstance(ty, MemRefType)  # checked above
             _check_type(t, ty, k)
         # operands over the same memory (e.g. `compute in Y out Y`) share one memref
         group = list(range(n_mem))

@@ -164,7 +164,9 @@ class ScfKernelFunctions(InterpreterFunctions):
         combines (accumulator, value), as the `scf.for` nest of
         `-convert-scf-to-cf` applies it."""
         n = len(op.lowerBound)
-        regions = op.body.block.last_op.reductions
+        last = op.body.block.last_op
+        assert isinstance(last, scf.ReduceOp)  # the op verified (`unsupported`)
+        regions = last.reductions
         return _parallel_loops(
             interpreter, op.body, args[:n], args[n:2 * n], args[2 * n:3 * n], args[3 * n:],
             lambda k, acc, v: interpreter.run_ssacfg_region(regions[k], (acc, v))[0])
@@ -248,7 +250,7 @@ for _op in linalg.Linalg.operations:
     if issubclass(_op, STRUCTURED):
         setattr(LinalgKernelFunctions, f"run_{_op.name.split('.')[1]}",
                 impl(_op)(_run_structured))
-LinalgKernelFunctions = register_impls(LinalgKernelFunctions)
+register_impls(LinalgKernelFunctions)  # the methods set above (in place)
 
 
 def first_line(e: Exception) -> str:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+from collections.abc import Callable
 from fractions import Fraction
 from functools import cache
 from math import inf as math_inf
@@ -65,7 +66,7 @@ def as_unsigned(v, w: int) -> int:
 
 # What MLIR leaves undefined or poison, as both backends report it (the
 # native one from its trap sites, `mlir_native_prep`): kind -> message.
-UNDEFINED = {
+UNDEFINED: dict[str, Callable[..., str]] = {
     "div0": lambda: "integer division by zero",
     "sdiv_overflow": lambda a, b, w: f"signed division overflow ({a} / {b} in i{w})",
     "shift": lambda b, w: f"shift by {b} of an i{w} value",
@@ -342,7 +343,7 @@ _add_impls(_INT_OPS, _int_op)
 _add_impls(_FLOAT_OPS, _float_op)
 _add_impls({arith.SIToFPOp: as_signed, arith.UIToFPOp: as_unsigned}, _int_to_float)
 _add_impls({arith.FPToSIOp: True, arith.FPToUIOp: False}, _float_to_int)
-ScalarKernelFunctions = register_impls(ScalarKernelFunctions)
+register_impls(ScalarKernelFunctions)  # the methods set above (in place)
 
 
 def _f32_odd(v: float):

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 from xdsl.dialects.builtin import ModuleOp
 
+from nem.dialect.device_model import Device
 from nem.dialect.diagnostics import Diagnostic, NemDiagnosticError
 from nem.dialect.ops import ProgramOp
 from nem.runtime import tensor_io
@@ -41,7 +42,7 @@ class Program:
     module: ModuleOp
     op: ProgramOp
     file: str
-    device: object
+    device: Device | None
     memory: Memory
     compiled: CompiledProgram
     diagnostics: list[Diagnostic] = field(default_factory=list)
@@ -218,7 +219,7 @@ class Session:
     def run_until(self, token: str) -> str:
         """Run until a task whose token is named `token` has completed; a name
         no task of the program gives its token is a ValueError (D-RT-NAMES)."""
-        names = [t.op.token_name() for t in self.program.compiled.tasks if t.op.token_name()]
+        names = [n for t in self.program.compiled.tasks if (n := t.op.token_name())]
         if token not in names:
             raise unknown_name("token", token, names)
         sched = self.sched

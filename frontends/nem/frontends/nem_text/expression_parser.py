@@ -11,9 +11,10 @@ as xDSL's `Parser` builds on its `AttrParser`/`BaseParser`.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import cast
 
 from xdsl.dialects import arith
 from xdsl.dialects.builtin import (
@@ -48,6 +49,9 @@ from nem.dialect.semantics import (
 )
 from nem.frontends.nem_text.cursor import TokenCursor, describe
 from nem.frontends.nem_text.lexer import FLOAT, ID, INT, PUNCT, STRING, Token, tokenize
+
+_BinOp = Callable[[SSAValue, SSAValue], Operation]
+"""An `arith` op class of `BINOPS`, as the parser calls it."""
 
 
 @dataclass
@@ -100,7 +104,7 @@ class ExpressionParser(TokenCursor):
         # literal value per block (visible in nested loop blocks), one
         # RegionType per distinct type, one location attribute per position.
         self._literals: list[dict[int, SSAValue]] = [{}]
-        self._region_types: dict[tuple, RegionType] = {}
+        self._region_types: dict[tuple[object, ...], RegionType] = {}
         self._file_attr = StringAttr(file)
         self._ints: dict[int, IntAttr] = {}
         # bounded work (D-LIMITS): nesting of parentheses/lists, loop depth,
@@ -133,7 +137,7 @@ class ExpressionParser(TokenCursor):
             return self.advance()
         return self._missing(lambda: super(ExpressionParser, self).expect_kind(kind, rule, what, fix))
 
-    def _missing(self, raise_error) -> Token:
+    def _missing(self, raise_error: Callable[[], Token]) -> Token:
         """Report a missing token where it is missing: when the token found
         instead starts a new line, the error goes just after the previous
         token, since the gap belongs to the statement on that line (`out`
@@ -164,6 +168,7 @@ class ExpressionParser(TokenCursor):
         if n.kind != "token":
             raise self.error(f"'{tok.text}' is a {n.kind}, not a token", "NAME-01",
                              "deps and wait take task tokens", tok)
+        assert n.value is not None  # tokens are declared with their value
         return n.value
 
 
@@ -245,19 +250,19 @@ class ExpressionParser(TokenCursor):
             if type_ in ("int", "int_list"):
                 raise self.error(f"'{key}' takes integers, not a FLOAT", "LEX-03",
                                  "write an integer expression", val.tok)
-            return FloatAttr(val.data, 64)
+            return FloatAttr(cast(float, val.data), 64)
         if val.kind == "int":
             if type_ == "float":
-                s = self.evaluator.static(val.data)
+                s = self.evaluator.static(cast(SSAValue, val.data))
                 if s is not None:
                     return FloatAttr(float(s), 64)
-            args.append(val.data)
+            args.append(cast(SSAValue, val.data))
             return ArgRefAttr(len(args) - 1)
         if val.kind == "string":
-            return StringAttr(val.data)
+            return StringAttr(cast(str, val.data))
         if val.kind == "list":
             elem_type = "int" if type_ == "int_list" else None
-            return ArrayAttr(tuple(self._value_attr(v, args, elem_type, key) for v in val.data))
+            return ArrayAttr(tuple(self._value_attr(v, args, elem_type, key) for v in cast(list[ParsedValue], val.data)))
         raise self.error("a region is not allowed as an attribute value", "GRAM-14",
                          "pass regions as operands after in/out", val.tok)
 
@@ -288,7 +293,7 @@ class ExpressionParser(TokenCursor):
                     raise self.error(f"{e} in a constant expression", e.rule,
                                      "change the divisor" if e.rule else
                                      "keep every value within the signed 64-bit range", t)
-            node = self._add(BINOPS[t.text](lhs, rhs), t)
+            node = self._add(cast(_BinOp, BINOPS[t.text])(lhs, rhs), t)
             if expression_depth(node, self._depths) > MAX_EXPR_DEPTH:  # type: ignore[operator]
                 raise self.error(f"integer expression more than {MAX_EXPR_DEPTH} operations "
                                  "deep, counting through const and let names (limit D-LIMITS)",
@@ -346,6 +351,7 @@ class ExpressionParser(TokenCursor):
                 raise self.error(f"'{t.text}' is a {n.kind}, not an integer value", "NAME-01",
                                  "expressions use integer literals, consts, lets and loop variables",
                                  t)
+            assert n.value is not None  # consts, lets and loop variables have one
             return n.value
         raise self.error(f"expected an expression, found {describe(t)}", "GRAM-16",
                          "an expression is INT, ID or ( expr ) combined with + - * / mod"
