@@ -87,7 +87,6 @@ OVER_800_LINES = {
     "nem_dialect/nem/dialect/verifier.py",           # being split (issue 15, verifier)
     "nem_dialect/nem/analysis/happens_before.py",    # being split (issue 15, analysis)
     "frontends/nem/frontends/bytecode/reader.py",    # being split (issue 15, bytecode)
-    "test/unit/test_mlir_kernel.py",
     "test/unit/async_sources.py",
 }
 
