@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import cast
+from typing import TypeVar, cast
 
 from xdsl.dialects import arith
 from xdsl.dialects.builtin import (
@@ -51,6 +51,7 @@ from nem.frontends.nem_text.cursor import TokenCursor, describe
 from nem.frontends.nem_text.lexer import FLOAT, ID, INT, PUNCT, STRING, Token, tokenize
 
 _BinOp = Callable[[SSAValue, SSAValue], Operation]
+_OpT = TypeVar("_OpT", bound=Operation)
 """An `arith` op class of `BINOPS`, as the parser calls it."""
 
 
@@ -436,7 +437,7 @@ class ExpressionParser(TokenCursor):
     # ------------------------------------------------------------------
     # Building
     # ------------------------------------------------------------------
-    def _add(self, op: Operation, tok: Token) -> Operation:
+    def _add(self, op: _OpT, tok: Token) -> _OpT:
         ints = self._ints
         line = ints.get(tok.line) or ints.setdefault(tok.line, IntAttr(tok.line))
         col = ints.get(tok.col) or ints.setdefault(tok.col, IntAttr(tok.col))

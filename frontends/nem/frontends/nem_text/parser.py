@@ -23,6 +23,7 @@ the same rules.
 from __future__ import annotations
 
 import gc
+from typing import cast
 
 from xdsl.dialects.builtin import IndexType, ModuleOp
 from xdsl.ir import Attribute, Block, SSAValue
@@ -192,7 +193,7 @@ class ProgramParser(ExpressionParser):
             return
         val = self._value()
         if val.kind == "int":
-            op = self._add(LetOp(name.text, ArgRefAttr(0), [val.data], True), kw)
+            op = self._add(LetOp(name.text, ArgRefAttr(0), [cast(SSAValue, val.data)], True), kw)
             expression_depth(op, self._depths)
             self._declare(name, "let", op.result)
             self._no_decorators_on_let(name)
@@ -335,7 +336,8 @@ class ProgramParser(ExpressionParser):
         extent = self._expr()
         self.expect(")", "GRAM-07", "to close region(...)",
                     "type attributes go after the closing parenthesis: region(b, off, ext) elem=...")
-        level = buf.value.type.level
+        assert buf.value is not None  # buffers are declared with their value
+        level = cast(BufferType, buf.value.type).level
         t = self.tok
         if t.kind == ID and t.text in ("shape", "layout", "strides", "quant") and \
                 self.peek().text == "=" and not t.nl_before:
@@ -414,19 +416,19 @@ class ProgramParser(ExpressionParser):
         kind = self.expect_id("GRAM-10", "per_tensor, per_channel or per_group")
         self.expect("(", "GRAM-10")
         if kind.text == "per_tensor":
-            scale = self._quant_field("scale", number=True)
+            scale = self._quant_number("scale")
             self.expect(",", "GRAM-10")
-            zp = self._quant_field("zero_point", number=True)
+            zp = self._quant_number("zero_point")
             self.expect(")", "GRAM-10")
             return PerTensorQuantAttr(scale, zp)
         if kind.text not in ("per_channel", "per_group"):
             raise self.error(f"unknown quantization form '{kind.text}'", "GRAM-10",
                              "use per_tensor(...), per_channel(...) or per_group(...)", kind)
-        axis = self._quant_field("axis", number=False)
+        axis = self._quant_int("axis")
         self.expect(",", "GRAM-10")
         group = None
         if kind.text == "per_group":
-            group = self._quant_field("group_size", number=False)
+            group = self._quant_int("group_size")
             self.expect(",", "GRAM-10")
         scales = self._quant_list("scales")
         self.expect(",", "GRAM-10")
@@ -436,11 +438,18 @@ class ProgramParser(ExpressionParser):
             return PerChannelQuantAttr(axis, scales, zps)
         return PerGroupQuantAttr(axis, group, scales, zps)
 
-    def _quant_field(self, key: str, number: bool) -> float | int:
+    def _quant_key(self, key: str) -> None:
         self.expect(key, "GRAM-10", "(quant keys come in a fixed order)")
         self.expect("=", "GRAM-10")
-        if not number:
-            return self.expect_int("GRAM-10", f"an integer literal for {key}")
+
+    def _quant_int(self, key: str) -> int:
+        """`key = INT` (an axis or a group size)."""
+        self._quant_key(key)
+        return self.expect_int("GRAM-10", f"an integer literal for {key}")
+
+    def _quant_number(self, key: str) -> float | int:
+        """`key = number` (a scale or a zero point, D-QUANT-VALUES)."""
+        self._quant_key(key)
         return self._number()
 
     def _quant_list(self, key: str) -> list[float | int]:
@@ -461,9 +470,9 @@ class ProgramParser(ExpressionParser):
         tok = self.tok
         v = self._value()
         if v.kind == "float":
-            return v.data
+            return cast(float, v.data)
         if v.kind == "int":
-            s = self.evaluator.static(v.data)
+            s = self.evaluator.static(cast(SSAValue, v.data))
             if s is not None:
                 return s
         raise self.error("expected a constant number", "GRAM-10",
@@ -483,6 +492,7 @@ class ProgramParser(ExpressionParser):
             if n.kind != "region":
                 raise self.error(f"'{name.text}' is a {n.kind}, not a region", "NAME-01",
                                  "task operands are regions: NAME = region(buf, off, ext) ...", name)
+            assert n.value is not None  # regions are declared with their value
             value = n.value
         decos = self._decorators()
         mine = [d for d in decos if "region" in DECORATORS[d.DECO_NAME].targets
@@ -533,10 +543,10 @@ class ProgramParser(ExpressionParser):
             self.expect(")", "GRAM-12", f"to close {call.text}(...)")
             decos = task_decos + self._decorators()
             cls = TransferOp if base == "transfer" else StoreOp
-            self._add(cls(dst, src, [self._token(d) for d in deps], sync, token_name, decos,
-                          role_decos), start)
+            op = self._add(cls(dst, src, [self._token(d) for d in deps], sync, token_name, decos,
+                               role_decos), start)
             if assign:
-                self._declare(assign, "token", self.block.last_op.results[0])
+                self._declare(assign, "token", op.results[0])
             return
         self._compute(call, base, sync, assign, start)
 
