@@ -104,6 +104,7 @@ def _weight_groups(op, ins, outs, w: Tensor, red_axis: int, out_axis: int,
 
     Returns (wc in the stored layout, [(slice along red_axis or None, scale)])."""
     q = w.quant
+    assert q is not None, op  # called for quantized weights only
     shape = w.array.shape
     sw, zw = expand(q, shape, f"{op} weight")
     wc = w.array.astype(np.int64) - zw
@@ -113,6 +114,7 @@ def _weight_groups(op, ins, outs, w: Tensor, red_axis: int, out_axis: int,
         return wc, [(None, to_out_vec(np.broadcast_to(sw, shape)))]
     if q.axis == red_axis:
         size = 1 if q.kind == "per_channel" else q.group_size
+        assert size is not None  # `expand` rejected a per_group quant without one
         scales = np.asarray(q.scales, dtype=np.float64)
         dim = shape[red_axis]
         return wc, [(slice(g * size, min((g + 1) * size, dim)), scales[g])
