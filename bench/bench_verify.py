@@ -32,8 +32,6 @@ import sys
 import time
 from pathlib import Path
 
-from xdsl.context import Context
-
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
@@ -43,7 +41,7 @@ from nem.dialect.diagnostics import NemDiagnosticError  # noqa: E402
 from nem.dialect.ops import TaskOp  # noqa: E402
 from nem.frontends.nem_text.parser import parse_nem  # noqa: E402
 from nem.passes import PASSES  # noqa: E402
-from nem.passes.pass_env import pass_env  # noqa: E402
+from nem.passes.pass_context import pass_context  # noqa: E402
 from nem.passes.pipeline import STAGES, VerifyPipelinePass  # noqa: E402
 
 DEVICE = "bench_big"
@@ -58,13 +56,13 @@ def timed(fn, *args):
 
 def run_pass(p, module) -> tuple[str, int]:
     """Apply pass `p`; returns (outcome, number of diagnostics)."""
-    with pass_env(None, [str(HERE)]) as env:
-        try:
-            p.apply(Context(), module)
-        except NemDiagnosticError as e:
-            errs = [d for d in e.diagnostics if d.severity == "error"]
-            return f"FAILED ({len(errs)} errors, first: {errs[0].headline()})", len(e.diagnostics)
-        return "ok", len(env.diagnostics)
+    ctx = pass_context(include_dirs=[str(HERE)])
+    try:
+        p.apply(ctx, module)
+    except NemDiagnosticError as e:
+        errs = [d for d in e.diagnostics if d.severity == "error"]
+        return f"FAILED ({len(errs)} errors, first: {errs[0].headline()})", len(e.diagnostics)
+    return "ok", len(ctx.diagnostics)
 
 
 def stage_pass(name: str):

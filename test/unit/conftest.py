@@ -1,6 +1,7 @@
 """Shared pytest configuration of test/unit.
 
-Helper modules of this folder (`nem_programs`, `mlir_tools`, `async_sources`,
+Helper modules of this folder (`nem_programs`, `program_generator`,
+`lowering_runs`, `mlir_tools`, `async_sources`,
 ...) are imported by name: pytest puts this folder on sys.path.  Test modules
 import helpers from those modules, never from other test modules.
 

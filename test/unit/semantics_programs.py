@@ -136,20 +136,18 @@ def nested_loops(n: int) -> str:
 
 def static_verdict(src: str) -> list:
     """The errors of the `nem-verify` pipeline (as `nem-opt -p nem-verify`)."""
-    from xdsl.context import Context
-
     from nem.dialect.diagnostics import NemDiagnosticError
     from nem.frontends.nem_text.parser import parse_nem
-    from nem.passes.pass_env import pass_env
+    from nem.passes.pass_context import pass_context
     from nem.passes.pipeline import VerifyPipelinePass
 
     module = parse_nem(src, "gen.nem")
-    with pass_env(file="gen.nem") as env:
-        try:
-            VerifyPipelinePass().apply(Context(), module)
-        except NemDiagnosticError as e:
-            return [d for d in (*env.diagnostics, *e.diagnostics) if d.severity == "error"]
-    return [d for d in env.diagnostics if d.severity == "error"]
+    ctx = pass_context(file="gen.nem")
+    try:
+        VerifyPipelinePass().apply(ctx, module)
+    except NemDiagnosticError as e:
+        return [d for d in (*ctx.diagnostics, *e.diagnostics) if d.severity == "error"]
+    return [d for d in ctx.diagnostics if d.severity == "error"]
 
 
 @dataclass

@@ -5,7 +5,7 @@ decoded bytecode is the canonical text of the source, the decoded IR is the
 same IR (generic MLIR with locations), writing it again gives the same bytes
 (determinism), and runs from `.nemb` and from `.nem` end with the same memory
 (or fail with the same diagnostics).  Random programs of the `.nem`
-round-trip generator (test_roundtrip.py) go through the same checks.
+round-trip generator (program_generator.py) go through the same checks.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 from bytecode_corpus import corpus, same_ir_text
 from hypothesis import HealthCheck, given, settings
-from test_roundtrip import Generated, programs
+from program_generator import Generated, programs
 
 from nem.dialect.diagnostics import NemDiagnosticError
 from nem.dialect.verifier import verify_program

@@ -12,7 +12,6 @@ from pathlib import Path
 
 import pytest
 from nem_programs import program
-from xdsl.context import Context
 from xdsl.dialects import arith
 from xdsl.passes import ModulePass, PassPipeline
 
@@ -28,7 +27,7 @@ from nem.frontends.nem_text.printer import print_nem
 from nem.passes import PASSES
 from nem.passes.device import device_diagnostics, eligible_units
 from nem.passes.fold import fold_program
-from nem.passes.pass_env import pass_env
+from nem.passes.pass_context import pass_context
 from nem.passes.pipeline import VerifyPipelinePass
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -218,19 +217,20 @@ def test_pipeline_runs_registered_stages_in_order(monkeypatch):
                         "R0 = region(B, 0, 8)\nR1 = region(B, 8, 8)\n"
                         "t = transfer.async(dst=R0, src=R1) @resource(DMA[3])\nwait(t)\n",
                         str(ROOT / "t.nem"))
-    with pass_env() as env, pytest.raises(NemDiagnosticError) as e:
-        VerifyPipelinePass().apply(Context(), module)
+    ctx = pass_context()
+    with pytest.raises(NemDiagnosticError) as e:
+        VerifyPipelinePass().apply(ctx, module)
     assert ran == ["nem-check-tokens"]  # stopped at the first failing stage
     assert [d.rule for d in e.value.diagnostics] == ["RES-04", "HAZ-01"]
-    assert env.diagnostics == []
+    assert ctx.diagnostics == []
 
 
 def test_pipeline_without_device_remarks_and_continues():
     module, _ = program("buffer B : L1 (size=64)\n")
-    with pass_env() as env:
-        VerifyPipelinePass().apply(Context(), module)
-    assert [(d.severity, d.rule) for d in env.diagnostics] == [("remark", "DEV-20")]
-    assert env.diagnostics[0].loc == SourceLoc("t.nem", 1, 1)
+    ctx = pass_context()
+    VerifyPipelinePass().apply(ctx, module)
+    assert [(d.severity, d.rule) for d in ctx.diagnostics] == [("remark", "DEV-20")]
+    assert ctx.diagnostics[0].loc == SourceLoc("t.nem", 1, 1)
 
 
 def test_pipeline_stage_not_registered_is_an_error(monkeypatch):
@@ -238,5 +238,5 @@ def test_pipeline_stage_not_registered_is_an_error(monkeypatch):
     naming it, instead of being skipped (issue 15)."""
     monkeypatch.delitem(PASSES, "nem-check-tokens")
     module, _ = program("buffer B : L1 (size=64)\n")
-    with pass_env(), pytest.raises(LookupError, match="stage 'nem-check-tokens' is not a registered"):
-        VerifyPipelinePass().apply(Context(), module)
+    with pytest.raises(LookupError, match="stage 'nem-check-tokens' is not a registered"):
+        VerifyPipelinePass().apply(pass_context(), module)

@@ -3,6 +3,7 @@ the code is, without the editable install's help."""
 
 from __future__ import annotations
 
+import ast
 import subprocess
 import sys
 from pathlib import Path
@@ -20,7 +21,7 @@ NAMESPACE_ROOTS = ["nem_dialect", "frontends", "passes", "runtime", "devices", "
         ("from nem.dialect.ops import ProgramOp\n", "ProgramOp", "nem_dialect/nem/dialect/ops.py"),
         ("from nem.frontends.nem_text import parse_nem\n", "parse_nem",
          "frontends/nem/frontends/nem_text/parser.py"),
-        ("from nem.runtime.api import Session\n", "Session", "runtime/nem/runtime/api.py"),
+        ("from nem.runtime.session import Session\n", "Session", "runtime/nem/runtime/session.py"),
     ],
 )
 def test_go_to_definition_finds_the_file(source: str, name: str, expected: str) -> None:
@@ -63,3 +64,43 @@ def test_nem_dialects_come_from_the_xdsl_universe_entry_point() -> None:
     dialects = Universe.get_multiverse().all_dialects
     assert dialects["nem"]() is NEM
     assert dialects["async"]() is Async
+
+
+def test_no_test_module_imports_another() -> None:
+    """Test modules share helpers through conftest.py and helper modules
+    (`nem_programs`, `program_generator`, `lowering_runs`, ...), never by
+    importing another `test_*` module: importing one runs its collection-time
+    code and makes its tests' helpers an API nobody reviews as one."""
+    offenders = []
+    for path in sorted((ROOT / "test" / "unit").rglob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+        for node in ast.walk(tree):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+                [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+            offenders += [f"{path.relative_to(ROOT)}:{node.lineno}: imports {n}"
+                          for n in names if n.split(".")[-1].startswith("test_")]
+    assert not offenders, "move the shared helpers into a helper module:\n" + "\n".join(offenders)
+
+
+# Source files still over the limit, each with who splits it; the list only shrinks.
+OVER_800_LINES = {
+    "nem_dialect/nem/dialect/verifier.py",           # being split (issue 15, verifier)
+    "nem_dialect/nem/analysis/happens_before.py",    # being split (issue 15, analysis)
+    "frontends/nem/frontends/bytecode/reader.py",    # being split (issue 15, bytecode)
+    "test/unit/async_sources.py",
+}
+
+
+def test_source_files_stay_under_800_lines() -> None:
+    """Modules are named for what they hold and stay under ~800 lines
+    (generated code excepted: `*_generated.py`)."""
+    long = []
+    for top in (*NAMESPACE_ROOTS, "test/unit", "scripts", "bench"):
+        for path in (ROOT / top).rglob("*.py"):
+            rel = path.relative_to(ROOT).as_posix()
+            if path.name.endswith("_generated.py") or rel in OVER_800_LINES:
+                continue
+            n = len(path.read_text(encoding="utf-8").splitlines())
+            if n > 800:
+                long.append(f"{rel}: {n} lines")
+    assert not long, "split these into modules named for what they hold:\n" + "\n".join(long)

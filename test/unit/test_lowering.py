@@ -21,18 +21,17 @@ from nem.passes.lowering.affine_algebra import Aff, Var
 from nem.passes.lowering.context import Options
 from nem.passes.lowering.driver import Lowerer
 from nem.passes.lowering.passes import LowerToNemPass, parse_spaces
-from nem.passes.pass_env import pass_env
+from nem.passes.pass_context import pass_context
 
 INPUTS = Path(__file__).resolve().parents[1] / "lit" / "lowering" / "Inputs"
 
 
 
 def lower(path: Path, device: str | None = "npm_pro_x1"):
-    c = lowering_context()
+    c = pass_context(lowering_context())
     m = parse_mlir(c, path.read_text(), str(path))
-    with pass_env() as env:
-        LowerToNemPass(device=device, remarks=True).apply(c, m)
-    return m, env.diagnostics
+    LowerToNemPass(device=device, remarks=True).apply(c, m)
+    return m, c.diagnostics
 
 
 def test_aff_mod_floordiv_simplify():

@@ -16,8 +16,8 @@ from io import StringIO
 
 import numpy as np
 import pytest
+from lowering_runs import INPUTS, check_add, f32, lower, run_ok, start, tool
 from mlir_tools import find_mlir_opt
-from test_lowering_e2e import INPUTS, _tool, check_add, f32, lower, run_ok, start
 from xdsl.dialects.builtin import MemRefType
 from xdsl.dialects.builtin import f32 as F32
 from xdsl.printer import Printer
@@ -28,7 +28,7 @@ from nem.frontends.nem_text.printer import print_nem
 from nem.frontends.upstream_dialects import async_dialect as asy
 from nem.frontends.upstream_dialects import lowering_context, parse_mlir
 from nem.passes.lowering.passes import LowerToNemPass
-from nem.passes.pass_env import pass_env
+from nem.passes.pass_context import pass_context
 
 FIXTURE = INPUTS / "async_value_pipeline.mlir"
 
@@ -37,8 +37,7 @@ FIXTURE = INPUTS / "async_value_pipeline.mlir"
 def lower_text(text: str, name: str = "v.mlir"):
     c = lowering_context()
     m = parse_mlir(c, text, name)
-    with pass_env():
-        LowerToNemPass(device="npm_pro_x1").apply(c, m)
+    LowerToNemPass(device="npm_pro_x1").apply(pass_context(c), m)
     return m
 
 
@@ -117,7 +116,7 @@ def test_await_result_type_is_verified():
 def test_upstream_accepts_what_nem_opt_prints(tmp_path):
     mlir_opt = find_mlir_opt()
     for args in ([], ["--print-op-generic"]):
-        r = subprocess.run([_tool("nem-opt"), str(INPUTS / "async_value_pipeline.mlir"), *args],
+        r = subprocess.run([tool("nem-opt"), str(INPUTS / "async_value_pipeline.mlir"), *args],
                            capture_output=True, text=True)
         assert r.returncode == 0, r.stderr
         if args:  # xDSL prints custom-form affine.load operands as symbols; not ours

@@ -6,7 +6,7 @@ from __future__ import annotations
 import subprocess
 
 import pytest
-from test_lowering_e2e import INPUTS, _tool
+from lowering_runs import INPUTS, tool
 
 from nem.dialect.diagnostics import NemDiagnosticError
 from nem.passes.driver import quote_memory_spaces
@@ -69,7 +69,7 @@ def test_quote_memory_spaces_names_the_pass():
     ("nosuch=1", "nem-opt: error: -p: bad pass pipeline: Provided arguments"),
 ])
 def test_cli_errors_are_one_line(opt, err):
-    r = subprocess.run([_tool("nem-opt"), str(INPUTS / "async_pipeline.mlir"),
+    r = subprocess.run([tool("nem-opt"), str(INPUTS / "async_pipeline.mlir"),
                         "-p", f"lower-to-nem{{{opt} device=npm_pro_x1}}", "-t", "nem"],
                        capture_output=True, text=True)
     assert r.returncode == 1 and r.stdout == ""
@@ -83,7 +83,7 @@ def test_cli_unquoted_spelling(tmp_path):
                 "device=npm_pro_x1 memory-spaces=0:DDR,1:L2,2:L2",
                 'device=npm_pro_x1 memory-spaces="0:DDR,1:L2,2:L2"',
                 "device=npm_pro_x1 memory-spaces=0-DDR,1-L2,2-L2"):
-        r = subprocess.run([_tool("nem-opt"), str(INPUTS / "async_pipeline.mlir"),
+        r = subprocess.run([tool("nem-opt"), str(INPUTS / "async_pipeline.mlir"),
                             "-p", f"lower-to-nem{{{opt}}}", "-t", "nem"],
                            capture_output=True, text=True)
         assert r.returncode == 0, r.stderr

@@ -14,12 +14,13 @@ from io import StringIO
 from pathlib import Path
 
 import pytest
-from mlir_tools import SKIP_REASON, find_mlir_opt  # noqa: E402
-from test_roundtrip import CTX, RandomSource, generate  # noqa: E402  (test/unit is on sys.path)
+from mlir_tools import SKIP_REASON, find_mlir_opt
+from program_generator import RandomSource, generate
 from xdsl.dialects.builtin import DictionaryAttr, ModuleOp
 from xdsl.parser import Parser
 from xdsl.printer import Printer
 
+from nem.dialect.dialect import nem_context
 from nem.dialect.ops import ComputeOp
 from nem.frontends.nem_text.parser import parse_nem
 from nem.frontends.nem_text.printer import print_nem
@@ -46,7 +47,7 @@ def upstream(text: str, *args: str) -> str:
 
 
 def read_back(text: str) -> ModuleOp:
-    module = Parser(CTX, text, "<upstream>").parse_module()
+    module = Parser(nem_context(), text, "<upstream>").parse_module()
     module.verify()
     return module
 

@@ -32,7 +32,7 @@ from xdsl.passes import ModulePass
 from xdsl.universe import Universe
 
 from nem.dialect.diagnostics import Diagnostic
-from nem.passes.pass_env import report
+from nem.passes.pass_context import report
 
 
 @dataclass(frozen=True)
@@ -42,7 +42,7 @@ class Hello(ModulePass):
     name = "ep-hello"
 
     def apply(self, ctx, op):
-        report([Diagnostic("remark", "hello from an entry point")])
+        report(ctx, [Diagnostic("remark", "hello from an entry point")])
 
 
 UNIVERSE = Universe(all_passes={"ep-hello": lambda: Hello})

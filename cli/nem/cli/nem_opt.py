@@ -67,15 +67,17 @@ class NemOptMain(xDSLOptMain):
         super().__init__(description=DESCRIPTION, args=args)
 
     def register_all_dialects(self) -> None:
+        # upstream MLIR ops xDSL lacks (async.*, affine/memref DMA): first, so
+        # that `affine`/`memref` are the extended ones (frontends/nem/frontends/upstream_dialects)
+        from nem.frontends.upstream_dialects import register_mlir_dialects
+
+        register_mlir_dialects(self.ctx)
         # xDSL's dialects and NEM's (`nem`, `async`: the `nem` xdsl.universe
         # entry point, frontends/nem/frontends/universe.py)
         for universe in universes().values():
             for name, factory in universe.all_dialects.items():
-                self.ctx.register_dialect(name, factory)
-        # upstream MLIR ops xDSL lacks (async.*, affine/memref DMA): frontends/nem/frontends/upstream_dialects
-        from nem.frontends.upstream_dialects import register_mlir_dialects
-
-        register_mlir_dialects(self.ctx)
+                if name not in self.ctx.registered_dialect_names:
+                    self.ctx.register_dialect(name, factory)
 
     def register_all_frontends(self) -> None:
         super().register_all_frontends()
@@ -227,14 +229,14 @@ class NemOptMain(xDSLOptMain):
                     diags += self._verify_device(module, file)
             if any(d.severity == "error" for d in diags):
                 return diags, None
-            from nem.passes.pass_env import pass_env
+            from nem.passes.pass_context import pass_context
 
-            with pass_env(file, self.args.include_dirs, self.args.device) as env:
-                try:
-                    apply_pipeline(with_include_dirs(self.pipeline, self.args.include_dirs),
-                                   self.ctx, module)
-                finally:
-                    diags += env.diagnostics
+            run_ctx = pass_context(self.ctx, file, self.args.include_dirs, self.args.device)
+            try:
+                apply_pipeline(with_include_dirs(self.pipeline, self.args.include_dirs),
+                               run_ctx, module)
+            finally:
+                diags += run_ctx.diagnostics
             return diags, self.output_resulting_program(module)
         except NemDiagnosticError as e:
             return diags + e.diagnostics, None

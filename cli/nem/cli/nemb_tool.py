@@ -127,13 +127,13 @@ def _check_and_run(main, module, file: str) -> list[Diagnostic]:
         diags += main._verify_device(module, file)
     if any(d.severity == "error" for d in diags):
         return diags
-    from nem.passes.pass_env import pass_env
+    from nem.passes.pass_context import pass_context
 
-    with pass_env(file, main.args.include_dirs, main.args.device) as env:
-        try:
-            main.pipeline.apply(main.ctx, module)
-        finally:
-            diags += env.diagnostics
+    run_ctx = pass_context(main.ctx, file, main.args.include_dirs, main.args.device)
+    try:
+        main.pipeline.apply(run_ctx, module)
+    finally:
+        diags += run_ctx.diagnostics
     return diags
 
 

@@ -24,10 +24,11 @@ def xdsl_context() -> Context:
     from nem.frontends.upstream_dialects import register_mlir_dialects
 
     ctx = Context(allow_unregistered=False)
+    register_mlir_dialects(ctx)  # first: affine/memref with the upstream ops
     # xDSL's dialects and NEM's (the `nem` xdsl.universe entry point)
     for name, factory in Universe.get_multiverse().all_dialects.items():
-        ctx.register_dialect(name, factory)
-    register_mlir_dialects(ctx)
+        if name not in ctx.registered_dialect_names:
+            ctx.register_dialect(name, factory)
     return ctx
 
 
@@ -41,7 +42,7 @@ def lower_and_verify(text: str, func_name: str, arg_names: Sequence[str], device
     from nem.frontends.nem_text.printer import print_nem
     from nem.frontends.upstream_dialects import parse_mlir
     from nem.passes.lowering.passes import LowerToNemPass
-    from nem.passes.pass_env import pass_env
+    from nem.passes.pass_context import pass_context
 
     ctx = xdsl_context()
     try:
@@ -57,15 +58,15 @@ def lower_and_verify(text: str, func_name: str, arg_names: Sequence[str], device
             for arg, name in zip(op.body.block.args, arg_names):
                 arg.name_hint = name
     remarks: list[str] = []
-    with pass_env(file, options.include_dirs, device) as env:
-        try:
-            # the summary remark is opt-in (D-OPT-REMARKS); nem-compile -v shows it
-            LowerToNemPass(device=device, memory_spaces=(memory_spaces,),
-                           entry=func_name, remarks=True,
-                           include_dirs=tuple(options.include_dirs)).apply(ctx, module)
-        except NemDiagnosticError as e:
-            raise CompileError("lower", "\n".join(d.render() for d in e.diagnostics)) from e
-        remarks += [d.render() for d in env.diagnostics]
+    run_ctx = pass_context(ctx, file, options.include_dirs, device)
+    try:
+        # the summary remark is opt-in (D-OPT-REMARKS); nem-compile -v shows it
+        LowerToNemPass(device=device, memory_spaces=(memory_spaces,),
+                       entry=func_name, remarks=True,
+                       include_dirs=tuple(options.include_dirs)).apply(run_ctx, module)
+    except NemDiagnosticError as e:
+        raise CompileError("lower", "\n".join(d.render() for d in e.diagnostics)) from e
+    remarks += [d.render() for d in run_ctx.diagnostics]
     nem = print_nem(module)
     if options.verify:
         verify_nem(nem, file.rsplit(".", 1)[0] + ".nem", device, options.include_dirs)
@@ -78,17 +79,16 @@ def verify_nem(nem: str, file: str, device: str, include_dirs: Sequence[str] = (
     from nem.dialect.diagnostics import NemDiagnosticError, register_source
     from nem.frontends.nem_text.parser import parse_nem
     from nem.passes import PASSES
-    from nem.passes.pass_env import pass_env
+    from nem.passes.pass_context import pass_context
 
     register_source(file, nem)
-    ctx = xdsl_context()
-    with pass_env(file, include_dirs, device) as env:
-        try:
-            module = parse_nem(nem, file)
-            PASSES["nem-verify"]().apply(ctx, module)
-        except NemDiagnosticError as e:
-            raise CompileError("lower", "nem-verify: " + "\n".join(
-                d.render() for d in e.diagnostics)) from e
-        if env.diagnostics:
-            raise CompileError("lower", "nem-verify reports warnings: " + "\n".join(
-                d.render() for d in env.diagnostics))
+    ctx = pass_context(xdsl_context(), file, include_dirs, device)
+    try:
+        module = parse_nem(nem, file)
+        PASSES["nem-verify"]().apply(ctx, module)
+    except NemDiagnosticError as e:
+        raise CompileError("lower", "nem-verify: " + "\n".join(
+            d.render() for d in e.diagnostics)) from e
+    if ctx.diagnostics:
+        raise CompileError("lower", "nem-verify reports warnings: " + "\n".join(
+            d.render() for d in ctx.diagnostics))

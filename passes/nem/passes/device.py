@@ -36,18 +36,19 @@ from nem.dialect.device_model import Device
 from nem.dialect.diagnostics import Diagnostic, SourceLoc, error
 from nem.dialect.semantics import RESOURCE_UNITS, Evaluator, bind_unit, eligible_units, task_kind
 from nem.dialect.ops import BufferOp, ComputeOp, ProgramOp, TaskOp
-from nem.passes.pass_env import current, report
+from nem.passes.pass_context import driver_options, report
 
 
-def target_device(prog: ProgramOp, option: str | None = None,
+def target_device(ctx: Context, prog: ProgramOp, option: str | None = None,
                   include_dirs: tuple[str, ...] = ()) -> Device | None:
-    """The program's target: pass option, else `--device`, else its directive;
-    its file searched in the pass's `include_dirs`, then the driver's `-I`.
-    Memoized per pipeline run in the pass environment."""
+    """The program's target: pass option, else the driver's `--device`, else
+    its directive; its file searched in the pass's `include_dirs`, then the
+    driver's `-I` (both from `ctx`, `nem.passes.pass_context`).  Memoized per
+    run in the driver's context."""
     from nem.devices.device_lookup import find_device
     from nem.devices.program_device import program_device
 
-    env = current()
+    env = driver_options(ctx)
     dirs = tuple(dict.fromkeys((*include_dirs, *env.include_dirs)))
     key = ("device", id(prog), option, env.device, dirs)
     if key in env.cache:
@@ -211,9 +212,9 @@ class VerifyDevicePass(ModulePass):
         for prog in op.walk():
             if not isinstance(prog, ProgramOp):
                 continue
-            device = target_device(prog, self.device)
+            device = target_device(ctx, prog, self.device)
             if device is None:
                 diags.append(no_device_remark(prog, "device checks"))
                 continue
             diags += device_diagnostics(prog, device, self.reject_future)
-        report(diags)
+        report(ctx, diags)

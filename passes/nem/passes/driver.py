@@ -33,7 +33,7 @@ from pathlib import Path
 
 from nem.dialect.diagnostics import Diagnostic, NemDiagnosticError
 from nem.passes import PASSES
-from nem.passes.pass_env import pass_env
+from nem.passes.pass_context import pass_context
 from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass, PassPipeline
@@ -307,13 +307,13 @@ def run_pipeline(module: ModuleOp, pipeline: str | PassPipeline, *, file: str | 
         from nem.frontends.upstream_dialects import lowering_context
 
         ctx = lowering_context()
-    with pass_env(file, include_dirs, device) as env:
-        try:
-            apply_pipeline(with_include_dirs(pipeline, include_dirs), ctx, module)
-        except NemDiagnosticError as e:
-            e.diagnostics[:0] = env.diagnostics  # the earlier passes' warnings, in order
-            raise
-        return list(env.diagnostics)
+    run_ctx = pass_context(ctx, file, include_dirs, device)
+    try:
+        apply_pipeline(with_include_dirs(pipeline, include_dirs), run_ctx, module)
+    except NemDiagnosticError as e:
+        e.diagnostics[:0] = run_ctx.diagnostics  # the earlier passes' warnings, in order
+        raise
+    return list(run_ctx.diagnostics)
 
 
 # ---------------------------------------------------------------------------

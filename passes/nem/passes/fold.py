@@ -27,7 +27,7 @@ from xdsl.passes import ModulePass
 from nem.dialect.diagnostics import Diagnostic, error
 from nem.dialect.semantics import SYMBOL_OF, Evaluator, ExprError, apply_binop
 from nem.dialect.ops import ConstOp, ProgramOp
-from nem.passes.pass_env import report
+from nem.passes.pass_context import report
 
 
 def _statement_of(op: Operation) -> Operation:
@@ -136,4 +136,4 @@ class FoldConstsPass(ModulePass):
         for prog in op.walk():
             if isinstance(prog, ProgramOp):
                 diags += fold_program(prog)
-        report(diags)
+        report(ctx, diags)

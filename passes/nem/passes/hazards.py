@@ -18,7 +18,7 @@ from xdsl.passes import ModulePass
 
 from nem.analysis.happens_before import MAX_TASK_INSTANCES, find_hazards
 from nem.dialect.ops import ProgramOp
-from nem.passes.pass_env import report
+from nem.passes.pass_context import report
 
 
 @dataclass(frozen=True)
@@ -40,4 +40,4 @@ class CheckHazardsPass(ModulePass):
                  for d in find_hazards(prog, self.max_instances)]
         diags.sort(key=lambda d: (d.severity != "warning",
                                   (d.loc.line, d.loc.col) if d.loc else (0, 0)))
-        report(diags)
+        report(ctx, diags)

@@ -22,9 +22,9 @@ from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
 
-from nem.dialect.diagnostics import Diagnostic, NemDiagnosticError
+from nem.dialect.diagnostics import NemDiagnosticError
 from nem.dialect.ops import ProgramOp
-from nem.passes.pass_env import current, report
+from nem.passes.pass_context import collecting, report
 
 STAGES = ("nem-verify-static", "nem-verify-device", "nem-check-placement",
           "nem-check-tokens", "nem-check-hazards")
@@ -55,10 +55,9 @@ class VerifyPipelinePass(ModulePass):
         from nem.passes import PASSES
         from nem.passes.device import no_device_remark, target_device
 
-        env = current()
+        stages = collecting(ctx)  # the stages' warnings and remarks, reported together
         options = {"device": self.device, "remarks": self.remarks,
                    "reject_future": self.reject_future}
-        collected: list[Diagnostic] = []
         for stage in STAGES:
             cls = PASSES.get(stage)
             if cls is None:  # a stage is never skipped silently
@@ -67,20 +66,15 @@ class VerifyPipelinePass(ModulePass):
             if stage == "nem-verify-device":
                 progs = [p for p in op.walk() if isinstance(p, ProgramOp)]
                 try:
-                    devices = [target_device(p, self.device) for p in progs]
+                    devices = [target_device(stages, p, self.device) for p in progs]
                 except NemDiagnosticError as e:  # a directive naming no device (DEV-20)
-                    raise NemDiagnosticError(collected + e.diagnostics) from None
+                    raise NemDiagnosticError(stages.diagnostics + e.diagnostics) from None
                 if all(d is None for d in devices):
-                    collected += [no_device_remark(p, "device stage (nem-verify-device)")
-                                  for p in progs]
+                    stages.diagnostics += [no_device_remark(p, "device stage (nem-verify-device)")
+                                           for p in progs]
                     continue
-            start = len(env.diagnostics)
             try:
-                _instantiate(cls, options).apply(ctx, op)
+                _instantiate(cls, options).apply(stages, op)
             except NemDiagnosticError as e:
-                collected += env.diagnostics[start:] + e.diagnostics
-                del env.diagnostics[start:]
-                raise NemDiagnosticError(collected) from None
-            collected += env.diagnostics[start:]
-            del env.diagnostics[start:]
-        report(collected)
+                raise NemDiagnosticError(stages.diagnostics + e.diagnostics) from None
+        report(ctx, stages.diagnostics)

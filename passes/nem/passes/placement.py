@@ -34,7 +34,7 @@ from nem.dialect.diagnostics import Diagnostic, SourceLoc, error
 from nem.dialect.operand_binding import value_label
 from nem.dialect.ops import LoopOp, ProgramOp, TaskOp
 from nem.passes.device import target_device
-from nem.passes.pass_env import report
+from nem.passes.pass_context import report
 
 
 def _engines(op: TaskOp, device: Device | None) -> dict[int, str]:
@@ -147,6 +147,6 @@ class CheckPlacementPass(ModulePass):
         diags: list[Diagnostic] = []
         for prog in op.walk():
             if isinstance(prog, ProgramOp):
-                diags += placement_diagnostics(prog, target_device(prog, self.device),
+                diags += placement_diagnostics(prog, target_device(ctx, prog, self.device),
                                                self.remarks)
-        report(diags)
+        report(ctx, diags)

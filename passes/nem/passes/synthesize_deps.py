@@ -51,7 +51,7 @@ from nem.dialect.attributes import MaxInFlightAttr
 from nem.dialect.diagnostics import Diagnostic, NemDiagnosticError, SourceLoc
 from nem.dialect.ops import BufferOp, LoopOp, ProgramOp, RegionOp, TaskOp, WaitOp
 from nem.dialect.semantics import Evaluator, ExprError
-from nem.passes.pass_env import report
+from nem.passes.pass_context import report
 from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Block, Operation, SSAValue
@@ -384,9 +384,9 @@ class SynthesizeDepsPass(ModulePass):
         for prog in programs(op):
             limit = self.max_tokens
             if limit is None:
-                device = target_device(prog, self.device, self.include_dirs)
+                device = target_device(ctx, prog, self.device, self.include_dirs)
                 limit = device.max_active_tokens if device is not None else None
             found = synthesize(prog, limit, self.narrow_windows)
             if self.remarks:
                 diags += found
-        report(diags)
+        report(ctx, diags)

@@ -20,7 +20,7 @@ from xdsl.passes import ModulePass
 
 from nem.analysis.happens_before import check_tokens
 from nem.dialect.ops import ProgramOp
-from nem.passes.pass_env import report
+from nem.passes.pass_context import report
 
 
 @dataclass(frozen=True)
@@ -30,4 +30,5 @@ class CheckTokensPass(ModulePass):
     name = "nem-check-tokens"
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        report([d for prog in op.walk() if isinstance(prog, ProgramOp) for d in check_tokens(prog)])
+        report(ctx, [d for prog in op.walk() if isinstance(prog, ProgramOp)
+                     for d in check_tokens(prog)])

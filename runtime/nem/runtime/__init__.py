@@ -1,10 +1,11 @@
 """The NEM reference runtime: interprets NEM IR directly (functional, random and
 timed schedules; race/deadlock detection; traces; Python API)."""
 
-from nem.runtime.api import NemInterpreter, Program, RunResult, Session, StepResult
+from nem.runtime.api import NemInterpreter
 from nem.runtime.checks import Deadlock, Race, Unconsumed
 from nem.runtime.memory import Memory, RegionInst
 from nem.runtime.scheduler import DeadlockError
+from nem.runtime.session import Program, RunResult, Session, StepResult
 
 __all__ = ["NemInterpreter", "Program", "RunResult", "Session", "StepResult", "Deadlock",
            "DeadlockError", "Race", "Unconsumed", "Memory", "RegionInst"]

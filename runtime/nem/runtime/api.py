@@ -12,13 +12,14 @@ architecture document, §3):
         s.run(); s.read_region("Y_pp_i"); s.step(); s.dump_trace()
 
 Errors a user can cause (parse, static rules, device, out-of-bounds, ...)
-raise `NemDiagnosticError` with file:line:col diagnostics.
+raise `NemDiagnosticError` with file:line:col diagnostics.  A session and the
+results it gives (`Session`, `Program`, `RunResult`, `StepResult`) are in
+`nem.runtime.session`.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -32,10 +33,7 @@ from nem.dialect.diagnostics import (
 )
 from nem.dialect.ops import ProgramOp
 from nem.runtime import tensor_io
-from nem.runtime import trace as trace_mod
-from nem.runtime.checks import Deadlock, Race, Unconsumed
-from nem.runtime.engine import CompiledProgram, RunError, compile_program, default_kernels
-from nem.runtime.inspection import Task, Token, task_of, token_of, unknown_name
+from nem.runtime.engine import RunError, compile_program
 from nem.runtime.memory import (
     DEFAULT_DDR_SIZE,
     DEFAULT_L1_SIZE,
@@ -43,87 +41,11 @@ from nem.runtime.memory import (
     DTYPES,
     Memory,
     MemoryError_,
-    RegionInst,
 )
-from nem.runtime.scheduler import DeadlockError, Scheduler
+from nem.runtime.session import Program, RunResult, Session, diag_from
 
 DEFAULT_TOPOLOGY = {"num_engines": 1, "per_engine": {"NMU": 1, "CSTL": 1, "DMA": 1, "VPU": 1},
                     "device_units": {"sDMA": 1}, "l2": DEFAULT_L2_SIZE, "l1": DEFAULT_L1_SIZE}
-
-
-def _diag_from(e: RunError, file: str) -> Diagnostic:
-    loc = e.loc
-    where = f" (iteration {e.where})" if e.where else ""
-    return Diagnostic("error", f"{e}{where}", loc, e.rule)
-
-
-@dataclass
-class Program:
-    """A loaded program: its NEM IR, target device, memory image and compiled form."""
-
-    module: ModuleOp
-    op: ProgramOp
-    file: str
-    device: object
-    memory: Memory
-    compiled: CompiledProgram
-    diagnostics: list[Diagnostic] = field(default_factory=list)
-
-    @property
-    def name(self) -> str:
-        return self.op.sym_name.data if self.op.sym_name is not None else Path(self.file).stem
-
-    def __repr__(self) -> str:
-        dev = self.device.name if self.device is not None else "device-agnostic"
-        return (f"<NEM program {self.name} ({self.file}) on {dev}: "
-                f"{len(self.memory.buffers)} buffers, {len(self.compiled.tasks)} task statements, "
-                f"{len(self.compiled.loops)} loops>")
-
-
-@dataclass
-class RunResult:
-    status: str                       # "completed" | "deadlock" | "error"
-    mode: str
-    schedule: str
-    tasks_run: int
-    counts: dict[str, int]
-    races: list[Race]
-    race_count: int
-    deadlock: Deadlock | None
-    unconsumed: list[Unconsumed]
-    cycle_count: int | None
-    unit_busy: dict[str, int]
-    max_active_iterations: dict[int, int]
-    error: Diagnostic | None = None
-
-    @property
-    def ok(self) -> bool:
-        return self.status == "completed" and not self.race_count
-
-    def utilization(self) -> dict[str, float]:
-        if not self.cycle_count:
-            return {}
-        return {u: b / self.cycle_count for u, b in self.unit_busy.items()}
-
-    def __repr__(self) -> str:
-        cyc = f", {self.cycle_count} cycles" if self.cycle_count is not None else ""
-        return (f"<RunResult {self.status}: {self.tasks_run} tasks{cyc}, "
-                f"{self.race_count} races, {'deadlock' if self.deadlock else 'no deadlock'}>")
-
-
-@dataclass
-class StepResult:
-    task_id: str
-    task_type: str
-    status: str
-    token: str | None
-    line: int
-    iteration: str
-    unit: str
-
-    def __repr__(self) -> str:
-        it = f" [{self.iteration}]" if self.iteration else ""
-        return f"<Step {self.task_id} {self.task_type} line {self.line}{it} on {self.unit}>"
 
 
 class NemInterpreter:
@@ -225,9 +147,9 @@ class NemInterpreter:
         except ParseError as e:
             from nem.frontends.upstream_dialects import parse_error_message
 
-            line, col, _ = e.span.get_line_col()
+            where = e.span.get_location()   # one-based
             raise NemDiagnosticError([Diagnostic("error", parse_error_message(e),
-                                                 SourceLoc(file, line + 1, col + 1))]) from None
+                                                 SourceLoc(file, where.line, where.col))]) from None
         except VerifyException as e:
             raise NemDiagnosticError([Diagnostic("error", str(e).splitlines()[0],
                                                  SourceLoc(file, 1, 1))]) from None
@@ -250,7 +172,7 @@ class NemInterpreter:
         try:
             compiled = compile_program(prog, memory, catalog, self._accum_resolver(catalog))
         except RunError as e:
-            raise NemDiagnosticError([_diag_from(e, file)]) from None
+            raise NemDiagnosticError([diag_from(e, file)]) from None
         self.program = Program(module, prog, file, device, memory, compiled, diags)
         return self.program
 
@@ -485,302 +407,6 @@ def random_bytes(rng, elem: str | None, size: int) -> np.ndarray:
         return out
     return rng.integers(0, 256, size, dtype=np.uint8)
 
-
-class Session:
-    """One execution of a program: step, breakpoints, inspection."""
-
-    def __init__(self, interp: NemInterpreter, program: Program, memory: Memory):
-        self.interp = interp
-        self.program = program
-        self.memory = memory
-        dev = program.device
-        topo = interp._topology(dev)
-        self.sched = Scheduler(
-            program.compiled, memory, topology=topo,
-            unit_chars=dev.unit_characteristics if dev is not None else {},
-            mode=interp.mode, policy=interp.policy, seed=interp.seed,
-            kernels=interp.kernels if interp.kernels is not None else default_kernels(),
-            races=interp.races, trace=interp.tracing, profile=interp.profile,
-            file=program.file)
-        self.breakpoints: list[dict] = []
-        self._skip_break = None
-        self.status = "ready"
-        self.error: Diagnostic | None = None
-
-    # context manager
-    def __enter__(self) -> Session:
-        return self
-
-    def __exit__(self, *exc) -> None:
-        return None
-
-    # -------------------------------------------------------------- breakpoints
-    def add_breakpoint(self, task: str | None = None, line: int | None = None,
-                       loop_iter: int | None = None) -> None:
-        """Break before a task whose token name is `task`, at source `line`, and/or in
-        loop iteration `loop_iter` (the innermost loop variable); all given must match.
-        A task name or line that no task statement of the program has is a ValueError
-        (decision D-RT-NAMES)."""
-        tasks = self.program.compiled.tasks
-        if task is not None and task not in {t.label for t in tasks}:
-            raise unknown_name("task", task, [t.label for t in tasks])
-        if line is not None and line not in {t.line for t in tasks}:
-            lines = ", ".join(str(n) for n in sorted({t.line for t in tasks}))
-            raise ValueError(f"no task statement at line {line} (task lines: {lines or 'none'})")
-        if task is None and line is None and loop_iter is None:
-            raise ValueError("a breakpoint needs task=, line= or loop_iter=")
-        self.breakpoints.append({"task": task, "line": line, "loop_iter": loop_iter})
-
-    def clear_breakpoints(self) -> None:
-        self.breakpoints.clear()
-
-    def _hits(self, t) -> bool:
-        for b in self.breakpoints:
-            if b["task"] is not None and t.tpl.label != b["task"]:
-                continue
-            if b["line"] is not None and t.tpl.line != b["line"]:
-                continue
-            if b["loop_iter"] is not None and (not t.frame.iv or t.frame.iv[-1] != b["loop_iter"]):
-                continue
-            return True
-        return False
-
-    # -------------------------------------------------------------- stepping
-    def _guard(self, fn):
-        try:
-            return fn()
-        except RunError as e:
-            self.status = "error"
-            self.error = _diag_from(e, self.program.file)
-            raise NemDiagnosticError([self.error]) from None
-        except DeadlockError:
-            self.status = "deadlock"
-            raise
-
-    def step(self, n: int = 1):
-        """Execute the next `n` tasks; returns a StepResult (n == 1) or a list."""
-        out = []
-        for _ in range(n):
-            t = self._guard(self.sched.step)
-            if t is None:
-                self.status = "completed"
-                break
-            self.status = "paused"
-            out.append(self._result(t))
-        return out[0] if n == 1 and out else (None if n == 1 else out)
-
-    def _result(self, t) -> StepResult:
-        return StepResult(t.tpl.label, f"{t.tpl.opcode}.{'sync' if t.tpl.sync else 'async'}",
-                          "completed", t.tpl.label if t.tpl.op.token_name() else None,
-                          t.tpl.line, t.iteration(), self.sched.unit_name(t.unit))
-
-    def run(self, progress=None) -> str:
-        """Run until a breakpoint or completion; returns the status."""
-        sched = self.sched
-
-        def go():
-            n = 0
-            while True:
-                t = sched.peek()
-                if t is None:
-                    self.status = "completed"
-                    return
-                if self.breakpoints and self._skip_break is not t and self._hits(t):
-                    self._skip_break = t
-                    self.status = "breakpoint"
-                    return
-                sched.step()
-                n += 1
-                if progress is not None and (n & 1023) == 0:
-                    progress(sched.steps)
-        self._guard(go)
-        return self.status
-
-    continue_ = run
-
-    def run_until(self, token: str) -> str:
-        """Run until a task whose token is named `token` has completed; a name
-        no task of the program gives its token is a ValueError (D-RT-NAMES)."""
-        names = [t.op.token_name() for t in self.program.compiled.tasks if t.op.token_name()]
-        if token not in names:
-            raise unknown_name("token", token, names)
-        sched = self.sched
-        before = sched.satisfied.get(token, 0)
-
-        def go():
-            while sched.satisfied.get(token, 0) == before:
-                if sched.step() is None:
-                    self.status = "completed"
-                    return
-            self.status = "paused"
-        self._guard(go)
-        return self.status
-
-    def step_iteration(self) -> str:
-        """Run until the innermost loop iteration of the next task has completed."""
-        t = self._guard(self.sched.peek)
-        if t is None:
-            return "completed"
-        frame = t.frame
-        def go():
-            while frame in self.sched.frames or frame.live:
-                if self.sched.step() is None:
-                    self.status = "completed"
-                    return
-            self.status = "paused"
-        self._guard(go)
-        return self.status
-
-    def run_to_end(self, progress=None) -> RunResult:
-        sched = self.sched
-        err = None
-        try:
-            self._guard(lambda: sched.run(progress=progress))
-            self.status = "completed" if sched.finished or not sched.live else self.status
-        except NemDiagnosticError as e:
-            err = e.diagnostics[0]
-        except DeadlockError:
-            pass
-        return self.result(err)
-
-    def result(self, error: Diagnostic | None = None) -> RunResult:
-        s = self.sched
-        status = "deadlock" if s.deadlock else ("error" if error or self.status == "error"
-                                               else self.status)
-        race = s.race
-        return RunResult(
-            status=status, mode=s.mode,
-            schedule=s.policy if not s.timed else "timed",
-            tasks_run=s.steps, counts=dict(s.counts),
-            races=list(race.races) if race else [], race_count=race.race_count if race else 0,
-            deadlock=s.deadlock, unconsumed=s.unconsumed() if status == "completed" else [],
-            cycle_count=s.total_cycles if s.timed else None,
-            unit_busy={s.unit_name(u): b for u, b in sorted(s.busy.items(),
-                                                             key=lambda x: (x[0][0], x[0][1], x[0][2]))},
-            max_active_iterations=dict(s.loop_max_active), error=error or self.error)
-
-    # -------------------------------------------------------------- inspection
-    def _region(self, name: str, **loop_vars) -> RegionInst:
-        sched = self.sched
-        # the newest instance bound in a live stream, else evaluate the declaration
-        for f in sorted(sched.frames, key=lambda f: -(f.index or 0)):
-            for v, x in f.env.items():
-                if isinstance(x, RegionInst) and x.name == name and not loop_vars:
-                    return x
-        for tpl in self.program.compiled.regions:
-            if tpl.name == name:
-                iv = tuple(loop_vars.get(n, 0) for n in self._loop_names(tpl))
-                try:
-                    return tpl.instantiate(self.memory, iv)
-                except RunError as e:
-                    raise NemDiagnosticError([_diag_from(e, self.program.file)]) from None
-        raise KeyError(f"no region named '{name}'")
-
-    def _loop_names(self, tpl) -> list[str]:
-        names = []
-        op = tpl.op.parent_op()
-        while op is not None and op.name == "nem.loop":
-            names.append(op.iv_name.data)
-            op = op.parent_op()
-        return list(reversed(names))
-
-    def region(self, name: str, **loop_vars) -> RegionInst:
-        return self._region(name, **loop_vars)
-
-    def read_region(self, name: str, **loop_vars) -> np.ndarray:
-        """A region's values as a typed array (a copy), e.g. read_region("Y_pp_i", i=1)."""
-        return np.array(self._region(name, **loop_vars).read(), copy=True)
-
-    def dump_region(self, name: str, **loop_vars) -> str:
-        r = self._region(name, **loop_vars)
-        head = " ".join(f"0x{b:02x}" for b in r.raw()[:32])
-        return (f"Region: {r.name}\n  Buffer: {r.buffer.name}, offset={r.offset}, "
-                f"extent={r.extent}\n  Type: {r.elem or 'untyped'}, shape={list(r.shape or [])}"
-                f"\n  Contents: [{head}{' ...' if r.extent > 32 else ''}]")
-
-    def read_buffer(self, name: str) -> np.ndarray:
-        return self.memory.buffer_bytes(name).copy()
-
-    def read_memory(self, level: str, offset: int = 0, size: int | None = None,
-                    engine: int | None = None) -> bytes:
-        if level == "L1" and engine is not None:
-            level = f"L1[{engine}]"
-        lv = self.memory.level(level)
-        size = lv.size - offset if size is None else size
-        try:
-            return lv.read(offset, size)
-        except MemoryError_ as e:
-            raise ValueError(f"{e} [{e.rule}]") from None
-
-    def write_tensor(self, buffer: str, tensor, offset: int = 0, raw: bool = False) -> None:
-        """As `NemInterpreter.write_tensor`, into this session's memory."""
-        tensor_io.write_tensor(self.memory, self.program.compiled, buffer, tensor, offset, raw)
-
-    def read_tensor(self, buffer: str, shape=None, dtype=None, offset: int = 0) -> np.ndarray:
-        """As `NemInterpreter.read_tensor`, from this session's memory."""
-        return tensor_io.read_tensor(self.memory, self.program.compiled, buffer, shape, dtype,
-                                     offset)
-
-    def get_tokens(self) -> dict[str, Token]:
-        """The tokens of the live instruction streams (the program body and the
-        active loop iterations), keyed `name` or `name[i=..]`."""
-        from nem.runtime.scheduler import Token as SchedToken
-
-        out = {}
-        for f in sorted(self.sched.frames, key=lambda f: (f.depth, f.index or 0)):
-            for x in f.env.values():
-                if isinstance(x, SchedToken) and x.task is not None:
-                    tok = token_of(x, f, self.sched)
-                    out[tok.key] = tok
-        return out
-
-    def get_ready_tasks(self) -> list[Task]:
-        """The task instances that may run now, in issue order."""
-        s = self.sched
-        s._pump()
-        tasks = [t for _, t in s.ready_heap] + list(s.ready_list)
-        if s._chosen is not None:
-            tasks.append(s._chosen)
-        return [task_of(t, s, "ready") for t in sorted(set(tasks), key=lambda t: t.seq)]
-
-    def get_pending_tasks(self) -> list[Task]:
-        """The issued task instances that wait for a dependency, in issue order."""
-        return [task_of(t, self.sched, "pending")
-                for t in sorted(self.sched.live.values(), key=lambda t: t.seq) if t.npending]
-
-    @property
-    def trace(self) -> list:
-        return self.sched.trace
-
-    def dump_buffers(self) -> str:
-        lines = [f"{'Buffer':<16}{'Level':<8}{'Offset':>10}{'Size':>10}{'Align':>7}  Status"]
-        for b in self.memory.all_buffers():
-            name = b.name if b.instances == 1 else f"{b.name}#{b.instance}"
-            lines.append(f"{name:<16}{b.level:<8}{hex(b.offset):>10}{b.size:>10}"
-                         f"{b.align:>7}  allocated")
-        return "\n".join(lines)
-
-    def dump_trace(self) -> str:
-        return trace_mod.to_table(self.sched.trace, self.sched.timed)
-
-    def export_trace(self, path: str) -> None:
-        trace_mod.export(self.sched.trace, path, self.program.name, self.sched.mode)
-
-    def __repr__(self) -> str:
-        s = self.sched
-        live_iters = sorted({t.iteration() for t in s.live.values() if t.iteration()})
-        nxt = ""
-        try:
-            if s._chosen is not None:
-                nxt = f", next {s._chosen!r}"
-        except Exception:  # pragma: no cover
-            pass
-        cyc = f", cycle {s.total_cycles}" if s.timed else ""
-        races = s.race.race_count if s.race else 0
-        return (f"<Session {self.program.name} [{self.status}] {s.mode}/{s.policy}: "
-                f"{s.steps} tasks run, {len(s.live)} in flight"
-                f"{' (' + '; '.join(live_iters[:4]) + ')' if live_iters else ''}"
-                f"{cyc}, {races} races{nxt}>")
 
 
 def profile_problem(profile: object) -> str | None:

@@ -22,7 +22,8 @@ import numpy as np
 from xdsl.dialects.builtin import StringAttr
 from xdsl.ir import Operation
 
-from nem.runtime.mlir_kernel import OPNAME, CompiledKernel, compiled
+from nem.runtime.mlir_kernel import CompiledKernel, compiled
+from nem.runtime.mlir_kernel_scalar import OPNAME
 from nem.runtime.numerics import KernelError, NotSupported
 
 # "auto": native when the native backend takes the kernel, else interpreted

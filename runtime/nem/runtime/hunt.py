@@ -121,7 +121,7 @@ class Outcome:
 
 
 def _session(policy: str, seed: int, choose=None, log: bool = False):
-    from nem.runtime.api import Session
+    from nem.runtime.session import Session
 
     interp, prog, initial = worker_state()
     saved = (interp.policy, interp.seed)

@@ -29,7 +29,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from nem.runtime import mlir_kernel as mk
+from nem.runtime.mlir_kernel_scalar import libm
 from nem.runtime.mlir_native_prep import LIBM_PREFIX, PAYLOAD, TRAP, JitUnsupported, prepare
 
 PIPELINE = ",".join([
@@ -82,7 +82,7 @@ class NativeKernel:
         self._engine.raw_register_runtime(TRAP, ctypes.cast(self._trap_cb, ctypes.c_void_p))
         for name in prepared.libm:
             self._engine.raw_register_runtime(
-                LIBM_PREFIX + name, ctypes.cast(mk.libm(name), ctypes.c_void_p))
+                LIBM_PREFIX + name, ctypes.cast(libm(name), ctypes.c_void_p))
         self._fn = _PACKED_FN(self._engine.raw_lookup("kernel"))
 
     def _on_trap(self, site: int, *payload: int) -> None:

@@ -10,7 +10,7 @@ computes, bit for bit, and stops where the interpreter stops:
   a non-positive `scf.for`/`scf.parallel` step) and accesses outside a
   memref are checked before the op: a failing check calls `nem_trap(site,
   payload...)` (the first call is recorded and reported with the
-  interpreter's message, `mlir_kernel.UNDEFINED`) and the op runs on safe
+  interpreter's message, `mlir_kernel_scalar.UNDEFINED`) and the op runs on safe
   operands instead (divisor 1, shift 0, no access), so native code never
   faults.  `remsi(MIN, -1)`, which the interpreter defines as 0 and x86
   faults on, runs as `remsi(MIN, 1)`.
@@ -22,7 +22,7 @@ computes, bit for bit, and stops where the interpreter stops:
   rounds to odd at f32 first, then to nearest-even, which is the one
   correct rounding (the interpreter's `_f32_odd`; LLVM would round twice or
   call a helper the process lacks); the transcendental math ops
-  (`mlir_kernel.LIBM_OPS`) call the C library's binary64 function through
+  (`mlir_kernel_scalar.LIBM_OPS`) call the C library's binary64 function through
   `nem_libm_<name>` symbols bound to the same functions the interpreter
   calls, and round once to the result type; `rsqrt` is `1 / sqrt` at f64.
 * `arith.maximumf`/`minimumf` become selects that order -0 < +0 (upstream's
@@ -76,7 +76,8 @@ from xdsl.ir.affine import AffineConstraintExpr, AffineExpr, AffineMap, AffineSe
 from xdsl.printer import Printer
 from xdsl.rewriter import InsertPoint, Rewriter
 
-from nem.runtime import mlir_kernel as mk
+from nem.runtime import mlir_kernel_loops as kl
+from nem.runtime import mlir_kernel_scalar as ks
 from nem.runtime.loop_sink import sink_parallel_loops
 from nem.runtime.numerics import NumericError
 
@@ -120,7 +121,7 @@ def _width(t: Attribute) -> int:
 
 def _reading(signed: bool):
     """How the interpreter reads an integer operand (signed or unsigned)."""
-    return mk._signed if signed else mk._unsigned
+    return ks.as_signed if signed else ks.as_unsigned
 
 
 def _f64_of(bits: int) -> float:
@@ -226,9 +227,9 @@ def _upstream_affine(fn: func.FuncOp) -> None:
         if isinstance(c, AffineSetAttr):
             op.properties["condition"] = AffineSetAttr(_dims_only_set(c.data))
         if isinstance(op, affine.ParallelOp):
-            kinds = mk._reduction_kinds(op)
+            kinds = kl.reduction_kinds(op)
             op.properties["reductions"] = ArrayAttr(
-                [IntegerAttr(mk._ATOMIC_RMW_KINDS.index(k), I64) for k in kinds])
+                [IntegerAttr(kl.ATOMIC_RMW_KINDS.index(k), I64) for k in kinds])
 
 
 def _signless_type(t: Attribute) -> Attribute:
@@ -334,14 +335,14 @@ class _Prep:
         w = _width(t)
         a, d = op.operands
         is0 = self._cmpi(b, d, self._c(b, 0, t), "eq")
-        self._trap_if(b, is0, lambda pl: mk.undefined_error(mk.UNDEFINED["div0"]()), [])
+        self._trap_if(b, is0, lambda pl: ks.undefined_error(ks.UNDEFINED["div0"]()), [])
         bad = is0
         if isinstance(op, (*_SIGNED_QUOTIENTS, arith.RemSIOp)):
             ovf = b.insert(arith.AndIOp(self._cmpi(b, a, self._c(b, -(1 << (w - 1)), t), "eq"),
                                         self._cmpi(b, d, self._c(b, -1, t), "eq"))).result
             if not isinstance(op, arith.RemSIOp):   # remsi(MIN, -1) is 0 (D-RT-MLIR-KERNEL-OPS)
-                self._trap_if(b, ovf, lambda pl: mk.undefined_error(
-                    mk.UNDEFINED["sdiv_overflow"](pl[0], pl[1], w)),
+                self._trap_if(b, ovf, lambda pl: ks.undefined_error(
+                    ks.UNDEFINED["sdiv_overflow"](pl[0], pl[1], w)),
                     [self._i64(b, a), self._i64(b, d)])
             bad = b.insert(arith.OrIOp(is0, ovf)).result
         op.operands = [a, self._sel(b, bad, self._c(b, 1, t), d)]
@@ -353,8 +354,8 @@ class _Prep:
         a, d = op.operands
         signed = isinstance(op, arith.ShRSIOp)
         bad = self._cmpi(b, d, self._c(b, w, t), "uge")
-        self._trap_if(b, bad, lambda pl: mk.undefined_error(
-            mk.UNDEFINED["shift"](_reading(signed)(pl[0], w), w)), [self._i64(b, d, signed)])
+        self._trap_if(b, bad, lambda pl: ks.undefined_error(
+            ks.UNDEFINED["shift"](_reading(signed)(pl[0], w), w)), [self._i64(b, d, signed)])
         op.operands = [a, self._sel(b, bad, self._c(b, 0, t), d)]
 
     def ipowi(self, op: math.IPowIOp) -> None:
@@ -363,7 +364,7 @@ class _Prep:
         a, d = op.operands
         bad = b.insert(arith.AndIOp(self._cmpi(b, a, self._c(b, 0, t), "eq"),
                                     self._cmpi(b, d, self._c(b, 0, t), "slt"))).result
-        self._trap_if(b, bad, lambda pl: mk.undefined_error(mk.UNDEFINED["ipowi0"]()), [])
+        self._trap_if(b, bad, lambda pl: ks.undefined_error(ks.UNDEFINED["ipowi0"]()), [])
         op.operands = [self._sel(b, bad, self._c(b, 1, t), a), d]
 
     def float_to_int(self, op: Operation) -> None:
@@ -380,8 +381,8 @@ class _Prep:
         bad = b.insert(arith.XOrIOp(ok, self._c(b, 1, I1))).result
         bits = b.insert(arith.BitcastOp(x64, I64)).result
         name = op.name
-        self._trap_if(b, bad, lambda pl: mk.undefined_error(
-            mk.UNDEFINED["fptoi"](name, _f64_of(pl[0]), w)), [bits])
+        self._trap_if(b, bad, lambda pl: ks.undefined_error(
+            ks.UNDEFINED["fptoi"](name, _f64_of(pl[0]), w)), [bits])
         op.operands = [self._sel(b, ok, x, self._c(b, 0.0, x.type))]
 
     def for_step(self, op: scf.ForOp) -> None:
@@ -391,7 +392,7 @@ class _Prep:
         b = Builder(InsertPoint.before(op))
         t = step.type
         bad = self._cmpi(b, step, self._c(b, 0, t), "sle")
-        self._trap_if(b, bad, lambda pl: mk.undefined_error(mk.UNDEFINED["for_step"](pl[0])),
+        self._trap_if(b, bad, lambda pl: ks.undefined_error(ks.UNDEFINED["for_step"](pl[0])),
                       [self._i64(b, step)])
         op.operands = [op.lb, self._sel(b, bad, op.lb, op.ub),
                        self._sel(b, bad, self._c(b, 1, t), step), *op.iter_args]
@@ -407,8 +408,8 @@ class _Prep:
             c = self._cmpi(b, s, self._c(b, 0, IDX), "sle")
             bad = c if bad is None else b.insert(arith.OrIOp(bad, c)).result
             low = s if low is None else b.insert(arith.MinSIOp(low, s)).result
-        self._trap_if(b, bad, lambda pl: mk.undefined_error(
-            mk.UNDEFINED["parallel_step"](pl[0])), [self._i64(b, low)])
+        self._trap_if(b, bad, lambda pl: ks.undefined_error(
+            ks.UNDEFINED["parallel_step"](pl[0])), [self._i64(b, low)])
         lbs = list(op.lowerBound)
         op.operands = [*lbs, *(self._sel(b, bad, lb, ub) for lb, ub in zip(lbs, op.upperBound)),
                        *(self._sel(b, bad, self._c(b, 1, IDX), s) for s in steps),
@@ -440,7 +441,7 @@ class _Prep:
                                       self._cmpi(b, i, self._c(b, d, IDX), "slt"))).result
             ok = c if ok is None else b.insert(arith.AndIOp(ok, c)).result
         n = len(idx)
-        call = self._trap_call(b, lambda pl: mk.outside_error(pl[:n], shape),
+        call = self._trap_call(b, lambda pl: ks.outside_error(pl[:n], shape),
                                [self._i64(b, i) for i in idx])
         if is_load:
             elem = mem.type.element_type
@@ -479,7 +480,7 @@ class _Prep:
             self._replace(op, b.insert(arith.TruncFOp(wide, t)).result)
 
     def libm_call(self, op: Operation) -> None:
-        name = mk.LIBM_OPS[type(op)]
+        name = ks.LIBM_OPS[type(op)]
         self._call_libm(op, name, list(op.operands))
 
     def fpowi(self, op: math.FPowIOp) -> None:
@@ -550,7 +551,7 @@ _REWRITES: list[tuple[tuple[type, ...], str]] = [
     ((scf.ParallelOp,), "parallel_steps"),
     ((affine.LoadOp, affine.StoreOp, memref.LoadOp, memref.StoreOp), "access"),
     ((arith.TruncFOp,), "truncf"), ((arith.ExtFOp,), "extf"),
-    ((arith.SIToFPOp, arith.UIToFPOp), "int_to_float"), (tuple(mk.LIBM_OPS), "libm_call"),
+    ((arith.SIToFPOp, arith.UIToFPOp), "int_to_float"), (tuple(ks.LIBM_OPS), "libm_call"),
     ((math.FPowIOp,), "fpowi"), ((math.RsqrtOp,), "rsqrt"),
     ((arith.MaximumfOp, arith.MinimumfOp), "minmax"), (_AT_F32, "at_f32"),
 ]
@@ -591,8 +592,8 @@ def _written(fn: func.FuncOp) -> list[SSAValue]:
     for op in fn.walk():
         if isinstance(op, affine.StoreOp | memref.StoreOp):
             out.append(op.memref)
-        elif isinstance(op, mk._STRUCTURED):
-            out.extend(mk._structured(op).outputs)
+        elif isinstance(op, kl.STRUCTURED):
+            out.extend(kl.as_structured(op).outputs)
     return out
 
 
@@ -624,7 +625,7 @@ def prepare(module: ModuleOp, groups, n_in: int) -> Prepared:
         prep.rewrite(op)
     _zero_allocs(fn)
     decls = [func.FuncOp.external(TRAP, [I64] * (1 + PAYLOAD), [])]
-    decls += [func.FuncOp.external(LIBM_PREFIX + n, [F64] * mk.LIBM_ARITY.get(n, 1), [F64])
+    decls += [func.FuncOp.external(LIBM_PREFIX + n, [F64] * ks.LIBM_ARITY.get(n, 1), [F64])
               for n in sorted(prep.libm)]
     module.body.block.add_ops(decls)
     buf = StringIO()

@@ -23,22 +23,10 @@ the same rules.
 from __future__ import annotations
 
 import gc
-from collections.abc import Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass
+from typing import cast
 
-from xdsl.dialects import arith
-from xdsl.dialects.builtin import (
-    ArrayAttr,
-    FileLineColLoc,
-    FloatAttr,
-    IndexType,
-    IntAttr,
-    IntegerAttr,
-    ModuleOp,
-    StringAttr,
-)
-from xdsl.ir import Attribute, Block, Operation, SSAValue
+from xdsl.dialects.builtin import IndexType, ModuleOp
+from xdsl.ir import Attribute, Block, SSAValue
 
 from nem.dialect.attributes import (
     DYNAMIC,
@@ -53,8 +41,8 @@ from nem.dialect.attributes import (
     RegionType,
 )
 from nem.dialect.decorators import DECORATORS
-from nem.dialect.diagnostics import NemDiagnosticError, SourceLoc, register_source
-from nem.dialect.limits import MAX_EXPR_DEPTH, MAX_EXPR_OPERATORS, MAX_NESTING_DEPTH
+from nem.dialect.diagnostics import NemDiagnosticError, SourceLoc
+from nem.dialect.limits import MAX_NESTING_DEPTH
 from nem.dialect.ops import (
     COMPUTE_OPS,
     BufferOp,
@@ -67,111 +55,21 @@ from nem.dialect.ops import (
     TransferOp,
     WaitOp,
 )
-from nem.dialect.semantics import (
-    BINOPS,
-    PRECEDENCE,
-    UNIT_TYPES,
-    Evaluator,
-    ExprError,
-    apply_binop,
-    expression_depth,
-)
+from nem.dialect.semantics import expression_depth
 from nem.frontends.nem_text import config_parser
-from nem.frontends.nem_text.cursor import TokenCursor, describe
-from nem.frontends.nem_text.lexer import CALL, FLOAT, ID, INT, PUNCT, STRING, Token, tokenize
+from nem.frontends.nem_text.cursor import describe
+from nem.frontends.nem_text.expression_parser import (
+    ExpressionParser,
+    ParsedValue,
+    Scope,
+    unquote,
+)
+from nem.frontends.nem_text.lexer import CALL, ID, PUNCT, STRING, Token
 
 
-@dataclass
-class _Name:
-    kind: str  # const | let | buffer | region | token | loopvar | value
-    value: SSAValue | None
-    loc: SourceLoc
+class ProgramParser(ExpressionParser):
+    """Statements and the document structure of a `.nem` program."""
 
-
-class _Scope:
-    def __init__(self, parent: _Scope | None, in_loop: bool):
-        self.names: dict[str, _Name] = {}
-        self.parent = parent
-        self.in_loop = in_loop
-
-    def lookup(self, name: str) -> _Name | None:
-        s: _Scope | None = self
-        while s is not None:
-            n = s.names.get(name)
-            if n is not None:
-                return n
-            s = s.parent
-        return None
-
-
-@dataclass
-class _Val:
-    """A parsed `value` before it is given its final form."""
-
-    kind: str  # int | float | string | list | region | id
-    data: object
-    tok: Token
-
-
-class ProgramParser(TokenCursor):
-    def __init__(self, text: str, file: str):
-        register_source(file, text)
-        super().__init__(tokenize(text, file), file)
-        self.block = Block()
-        self.scope = _Scope(None, in_loop=False)
-        self.evaluator = Evaluator()
-        # Caches that keep parsing linear and cheap: one `arith.constant` per
-        # literal value per block (visible in nested loop blocks), one
-        # RegionType per distinct type, one location attribute per position.
-        self._literals: list[dict[int, SSAValue]] = [{}]
-        self._region_types: dict[tuple, RegionType] = {}
-        self._file_attr = StringAttr(file)
-        self._ints: dict[int, IntAttr] = {}
-        # bounded work (D-LIMITS): nesting of parentheses/lists, loop depth,
-        # operators in the current top-level expression
-        self._nesting = 0
-        self._loop_depth = 0
-        self._operators = 0
-        self._depths: dict[SSAValue, int] = {}
-
-    @contextmanager
-    def _nested(self, tok: Token, what: str) -> Iterator[None]:
-        """One more level of parentheses or lists, at most MAX_NESTING_DEPTH."""
-        self._nesting += 1
-        if self._nesting > MAX_NESTING_DEPTH:
-            raise self.error(f"{what} nested more than {MAX_NESTING_DEPTH} deep (limit D-LIMITS)",
-                             None, "name the inner parts with const or let", tok)
-        try:
-            yield
-        finally:
-            self._nesting -= 1
-
-    def expect(self, text: str, rule: str, what: str | None = None,
-               fix: str | None = None) -> Token:
-        if self.at(text):
-            return self.advance()
-        return self._missing(lambda: super(ProgramParser, self).expect(text, rule, what, fix))
-
-    def expect_kind(self, kind: str, rule: str, what: str, fix: str | None = None) -> Token:
-        if self.tok.kind == kind:
-            return self.advance()
-        return self._missing(lambda: super(ProgramParser, self).expect_kind(kind, rule, what, fix))
-
-    def _missing(self, raise_error) -> Token:
-        """Report a missing token where it is missing: when the token found
-        instead starts a new line, the error goes just after the previous
-        token, since the gap belongs to the statement on that line (`out`
-        with no operand, a trailing `@`, ...), not to the next statement."""
-        try:
-            return raise_error()
-        except NemDiagnosticError as e:
-            if self.pos > 0 and self.tok.nl_before:
-                prev = self.tokens[self.pos - 1]
-                for d in e.diagnostics:
-                    d.loc = SourceLoc(self.file, prev.line, prev.col + len(prev.text))
-            raise
-
-    # ------------------------------------------------------------------
     # Document structure (GRAM-01, GRAM-02)
     # ------------------------------------------------------------------
     def parse_program(self) -> ProgramOp:
@@ -200,7 +98,7 @@ class ProgramParser(TokenCursor):
         nxt = self.peek()
         if nxt.kind == STRING:
             self.advance()
-            path = _unquote(self.advance().text)
+            path = unquote(self.advance().text)
             if not path:
                 raise self.error("the device directive names an empty path", "DEV-20",
                                  'name a device file, e.g. device "npm_lite.nem"', nxt)
@@ -295,7 +193,7 @@ class ProgramParser(TokenCursor):
             return
         val = self._value()
         if val.kind == "int":
-            op = self._add(LetOp(name.text, ArgRefAttr(0), [val.data], True), kw)
+            op = self._add(LetOp(name.text, ArgRefAttr(0), [cast(SSAValue, val.data)], True), kw)
             expression_depth(op, self._depths)
             self._declare(name, "let", op.result)
             self._no_decorators_on_let(name)
@@ -399,7 +297,7 @@ class ProgramParser(TokenCursor):
             raise self.error(f"loops nested more than {MAX_NESTING_DEPTH} deep (limit D-LIMITS)",
                              None, "flatten the loop nest", kw)
         outer_block, outer_scope = self.block, self.scope
-        self.block, self.scope = body, _Scope(outer_scope, in_loop=True)
+        self.block, self.scope = body, Scope(outer_scope, in_loop=True)
         self._literals.append({})
         self._declare(iv, "loopvar", body.args[0])
         while not self.at("endloop"):
@@ -438,7 +336,8 @@ class ProgramParser(TokenCursor):
         extent = self._expr()
         self.expect(")", "GRAM-07", "to close region(...)",
                     "type attributes go after the closing parenthesis: region(b, off, ext) elem=...")
-        level = buf.value.type.level
+        assert buf.value is not None  # buffers are declared with their value
+        level = cast(BufferType, buf.value.type).level
         t = self.tok
         if t.kind == ID and t.text in ("shape", "layout", "strides", "quant") and \
                 self.peek().text == "=" and not t.nl_before:
@@ -517,19 +416,19 @@ class ProgramParser(TokenCursor):
         kind = self.expect_id("GRAM-10", "per_tensor, per_channel or per_group")
         self.expect("(", "GRAM-10")
         if kind.text == "per_tensor":
-            scale = self._quant_field("scale", number=True)
+            scale = self._quant_number("scale")
             self.expect(",", "GRAM-10")
-            zp = self._quant_field("zero_point", number=True)
+            zp = self._quant_number("zero_point")
             self.expect(")", "GRAM-10")
             return PerTensorQuantAttr(scale, zp)
         if kind.text not in ("per_channel", "per_group"):
             raise self.error(f"unknown quantization form '{kind.text}'", "GRAM-10",
                              "use per_tensor(...), per_channel(...) or per_group(...)", kind)
-        axis = self._quant_field("axis", number=False)
+        axis = self._quant_int("axis")
         self.expect(",", "GRAM-10")
         group = None
         if kind.text == "per_group":
-            group = self._quant_field("group_size", number=False)
+            group = self._quant_int("group_size")
             self.expect(",", "GRAM-10")
         scales = self._quant_list("scales")
         self.expect(",", "GRAM-10")
@@ -539,11 +438,18 @@ class ProgramParser(TokenCursor):
             return PerChannelQuantAttr(axis, scales, zps)
         return PerGroupQuantAttr(axis, group, scales, zps)
 
-    def _quant_field(self, key: str, number: bool) -> float | int:
+    def _quant_key(self, key: str) -> None:
         self.expect(key, "GRAM-10", "(quant keys come in a fixed order)")
         self.expect("=", "GRAM-10")
-        if not number:
-            return self.expect_int("GRAM-10", f"an integer literal for {key}")
+
+    def _quant_int(self, key: str) -> int:
+        """`key = INT` (an axis or a group size)."""
+        self._quant_key(key)
+        return self.expect_int("GRAM-10", f"an integer literal for {key}")
+
+    def _quant_number(self, key: str) -> float | int:
+        """`key = number` (a scale or a zero point, D-QUANT-VALUES)."""
+        self._quant_key(key)
         return self._number()
 
     def _quant_list(self, key: str) -> list[float | int]:
@@ -564,9 +470,9 @@ class ProgramParser(TokenCursor):
         tok = self.tok
         v = self._value()
         if v.kind == "float":
-            return v.data
+            return cast(float, v.data)
         if v.kind == "int":
-            s = self.evaluator.static(v.data)
+            s = self.evaluator.static(cast(SSAValue, v.data))
             if s is not None:
                 return s
         raise self.error("expected a constant number", "GRAM-10",
@@ -586,6 +492,7 @@ class ProgramParser(TokenCursor):
             if n.kind != "region":
                 raise self.error(f"'{name.text}' is a {n.kind}, not a region", "NAME-01",
                                  "task operands are regions: NAME = region(buf, off, ext) ...", name)
+            assert n.value is not None  # regions are declared with their value
             value = n.value
         decos = self._decorators()
         mine = [d for d in decos if "region" in DECORATORS[d.DECO_NAME].targets
@@ -636,10 +543,10 @@ class ProgramParser(TokenCursor):
             self.expect(")", "GRAM-12", f"to close {call.text}(...)")
             decos = task_decos + self._decorators()
             cls = TransferOp if base == "transfer" else StoreOp
-            self._add(cls(dst, src, [self._token(d) for d in deps], sync, token_name, decos,
-                          role_decos), start)
+            op = self._add(cls(dst, src, [self._token(d) for d in deps], sync, token_name, decos,
+                               role_decos), start)
             if assign:
-                self._declare(assign, "token", self.block.last_op.results[0])
+                self._declare(assign, "token", op.results[0])
             return
         self._compute(call, base, sync, assign, start)
 
@@ -666,7 +573,7 @@ class ProgramParser(TokenCursor):
             outs.append(self._operand(role_decos, task_decos))
         deps: list[SSAValue] = []
         args: list[SSAValue] = []
-        given: dict[str, _Val] = {}
+        given: dict[str, ParsedValue] = {}
         spec = cls.SPEC
         while self.tok.kind == ID and self.peek().text == "=" and not self._starts_statement():
             key = self.advance()
@@ -685,7 +592,7 @@ class ProgramParser(TokenCursor):
                 # An element-typed attribute names a type even where a
                 # declared name has the same spelling (D-NAME-ELEM).
                 type_tok = self.advance()
-                given[key.text] = _Val("id", type_tok.text, type_tok)
+                given[key.text] = ParsedValue("id", type_tok.text, type_tok)
                 continue
             given[key.text] = self._value()
         attrs: dict[str, Attribute] = {}
@@ -704,31 +611,11 @@ class ProgramParser(TokenCursor):
         return nxt.kind == CALL or (nxt.text == "region" and self.peek(3).text == "(") or \
             (nxt.text == "wait" and self.peek(3).text == "(")
 
-    def _id_list(self, rule: str) -> list[Token]:
-        toks = [self.expect_id(rule, "a token name")]
-        while self.accept(","):
-            toks.append(self.expect_id(rule, "a token name"))
-        return toks
-
-    def _token(self, tok: Token) -> SSAValue:
-        n = self.scope.lookup(tok.text)
-        if n is None:
-            raise self.error(f"token '{tok.text}' is not produced by any earlier task", "TASK-03",
-                             f"assign a task's token with `{tok.text} = ...` before waiting on it",
-                             tok)
-        if n.kind != "token":
-            raise self.error(f"'{tok.text}' is a {n.kind}, not a token", "NAME-01",
-                             "deps and wait take task tokens", tok)
-        return n.value
-
-    # ------------------------------------------------------------------
-    # Values and attributes
-    # ------------------------------------------------------------------
-    def _value(self) -> _Val:
+    def _value(self) -> ParsedValue:
         t = self.tok
         if t.kind == STRING:
             self.advance()
-            return _Val("string", _unquote(t.text), t)
+            return ParsedValue("string", unquote(t.text), t)
         if t.text == "[" and t.kind != STRING:
             self.advance()
             items = []
@@ -738,309 +625,14 @@ class ProgramParser(TokenCursor):
                     while self.accept(","):
                         items.append(self._value())
             self.expect("]", "GRAM-16", "to close the list")
-            return _Val("list", items, t)
+            return ParsedValue("list", items, t)
         if t.text == "region" and self.peek().text == "(":
-            return _Val("region", self._region_expr(None, "inline", t), t)
+            return ParsedValue("region", self._region_expr(None, "inline", t), t)
         if t.kind == ID and self.scope.lookup(t.text) is None and \
                 self.peek().text not in ("+", "-", "*", "/", "mod"):
             self.advance()
-            return _Val("id", t.text, t)
+            return ParsedValue("id", t.text, t)
         return self._numeric_value()
-
-    def _numeric_value(self) -> _Val:
-        """An expr that may contain FLOATs: integer-only ones become SSA values;
-        ones with a FLOAT are folded now (FLOATs are literal data, LEX-03)."""
-        start = self.pos
-        t = self.tok
-        if self._expr_has_float():
-            self.pos = start
-            return _Val("float", float(self._float_expr()), t)
-        self.pos = start
-        return _Val("int", self._expr(), t)
-
-    def _expr_has_float(self) -> bool:
-        depth = 0
-        while True:
-            t = self.tok
-            if t.kind == FLOAT:
-                return True
-            if t.text == "(":
-                depth += 1
-            elif t.text == ")":
-                if depth == 0:
-                    return False
-                depth -= 1
-            elif not (t.kind in (INT, ID) or t.text in ("+", "-", "*", "/", "mod")):
-                return False
-            self.advance()
-
-    def _float_expr(self) -> float:
-        def primary() -> float:
-            t = self.advance()
-            if t.kind in (FLOAT, INT):
-                return float(t.text)
-            if t.text == "(":
-                with self._nested(t, "parentheses"):
-                    v = expr(0)
-                self.expect(")", "GRAM-16")
-                return v
-            raise self.error("only literals may be combined with a FLOAT", "LEX-03",
-                             "write the float value as a literal", t)
-
-        def expr(min_prec: int) -> float:
-            lhs = primary()
-            while self.tok.text in PRECEDENCE and self.tok.kind != STRING and \
-                    PRECEDENCE[self.tok.text] > min_prec:
-                op = self.advance().text
-                rhs = expr(PRECEDENCE[op])
-                if op in ("/", "mod") and rhs == 0:
-                    raise self.error("division by zero", "CONST-05")
-                lhs = {"+": lhs + rhs, "-": lhs - rhs, "*": lhs * rhs, "/": lhs / rhs,
-                       "mod": lhs % rhs if rhs else 0.0}[op]
-            return lhs
-
-        return expr(0)
-
-    def _value_attr(self, val: _Val, args: list[SSAValue], type_: str | None = None,
-                    key: str | None = None) -> Attribute:
-        """Give a parsed value its IR form; `type_` is the registry type."""
-        if type_ == "elem" and val.kind != "id":
-            # accum_type is the accumulation type of reducing ops (TYPE-06)
-            rule = "TYPE-06" if key == "accum_type" else "TASK-13"
-            raise self.error(f"'{key}' takes an element type", rule,
-                             "write e.g. accum_type=i32", val.tok)
-        if val.kind == "id":
-            if type_ == "elem" or (type_ is None and val.data in ELEM_BY_NAME):
-                if val.data not in ELEM_BY_NAME:
-                    raise self.error(f"unknown element type '{val.data}'", "TYPE-01",
-                                     "use one of " + ", ".join(ELEM_BY_NAME), val.tok)
-                return ELEM_BY_NAME[val.data]
-            raise self.error(f"'{val.data}' is not declared", "NAME-01",
-                             "attribute values are numbers, strings, lists, element types, or "
-                             "names of consts/lets/loop variables", val.tok)
-        if val.kind == "float":
-            if type_ in ("int", "int_list"):
-                raise self.error(f"'{key}' takes integers, not a FLOAT", "LEX-03",
-                                 "write an integer expression", val.tok)
-            return FloatAttr(val.data, 64)
-        if val.kind == "int":
-            if type_ == "float":
-                s = self.evaluator.static(val.data)
-                if s is not None:
-                    return FloatAttr(float(s), 64)
-            args.append(val.data)
-            return ArgRefAttr(len(args) - 1)
-        if val.kind == "string":
-            return StringAttr(val.data)
-        if val.kind == "list":
-            elem_type = "int" if type_ == "int_list" else None
-            return ArrayAttr(tuple(self._value_attr(v, args, elem_type, key) for v in val.data))
-        raise self.error("a region is not allowed as an attribute value", "GRAM-14",
-                         "pass regions as operands after in/out", val.tok)
-
-    # ------------------------------------------------------------------
-    # Integer expressions (GRAM-16)
-    # ------------------------------------------------------------------
-    def _expr(self, const_ctx: bool = False, min_prec: int = 0) -> SSAValue:
-        if min_prec == 0 and self._nesting == 0:
-            self._operators = 0  # a new top-level expression
-        lhs = self._primary(const_ctx)
-        while True:
-            t = self.tok
-            prec = PRECEDENCE.get(t.text) if t.kind != STRING else None
-            if prec is None or prec <= min_prec:
-                return lhs
-            self._operators += 1
-            if self._operators > MAX_EXPR_OPERATORS:
-                raise self.error(f"expression has more than {MAX_EXPR_OPERATORS} operators "
-                                 "(limit D-LIMITS)", None,
-                                 "split it with const or let names", t)
-            self.advance()
-            rhs = self._expr(const_ctx, prec)
-            a, b = self.evaluator.static(lhs), self.evaluator.static(rhs)
-            if a is not None and b is not None:
-                try:
-                    apply_binop(t.text, a, b)
-                except ExprError as e:
-                    raise self.error(f"{e} in a constant expression", e.rule,
-                                     "change the divisor" if e.rule else
-                                     "keep every value within the signed 64-bit range", t)
-            node = self._add(BINOPS[t.text](lhs, rhs), t)
-            if expression_depth(node, self._depths) > MAX_EXPR_DEPTH:  # type: ignore[operator]
-                raise self.error(f"integer expression more than {MAX_EXPR_DEPTH} operations "
-                                 "deep, counting through const and let names (limit D-LIMITS)",
-                                 None, "compute the value in fewer steps", t)
-            lhs = node.results[0]
-
-    def _static_expr(self) -> int | None:
-        """Parse an expression whose value is needed now (L1 index, decorator
-        arguments) without adding it to the IR: the expression is built in a
-        scratch block, evaluated, and dropped.  None if it is not constant."""
-        block, literals = self.block, self._literals
-        self.block, self._literals = Block(), [{}]
-        try:
-            value = self._expr()
-            return self.evaluator.static(value)
-        finally:
-            self.block, self._literals = block, literals
-
-    def _primary(self, const_ctx: bool) -> SSAValue:
-        t = self.tok
-        self._reject_malformed_number()
-        if t.kind == PUNCT and t.text == "-":
-            raise self.error("negative numbers cannot be written: NEM has no unary minus and "
-                             "INT literals are unsigned", "LEX-06", "write 0 - x", t)
-        if t.kind == INT:
-            self.advance()
-            return self._literal(int(t.text), t)
-        if t.kind == FLOAT:
-            where = "a const declaration" if const_ctx else "this position"
-            raise self.error(f"FLOAT literal {t.text} is not allowed in {where}", "LEX-03",
-                             "FLOATs are only allowed as compute attribute values; use an integer",
-                             t)
-        if t.text == "(" and t.kind != STRING:
-            self.advance()
-            with self._nested(t, "parentheses"):
-                v = self._expr(const_ctx)
-            self.expect(")", "GRAM-16", "to close the parenthesis")
-            return v
-        if t.kind == ID and self.peek().kind == PUNCT and self.peek().text == "(":
-            raise self.error(f"'{t.text}(' is a call, and expressions have no calls", "GRAM-16",
-                             "expressions combine INT, ID and (expr) with + - * / mod only", t)
-        if t.kind == ID:
-            self.advance()
-            n = self.scope.lookup(t.text)
-            if n is None:
-                rule = "CONST-04" if const_ctx else "NAME-01"
-                fix = ("declare the const on an earlier line" if const_ctx
-                       else "declare it first (const, let or loop variable)")
-                raise self.error(f"'{t.text}' is not declared", rule, fix, t)
-            if const_ctx and n.kind != "const":
-                raise self.error(f"a const expression may use only earlier consts, but '{t.text}' "
-                                 f"is a {n.kind}", "CONST-03",
-                                 "use literals and const names only", t)
-            if n.kind not in ("const", "let", "loopvar"):
-                raise self.error(f"'{t.text}' is a {n.kind}, not an integer value", "NAME-01",
-                                 "expressions use integer literals, consts, lets and loop variables",
-                                 t)
-            return n.value
-        raise self.error(f"expected an expression, found {describe(t)}", "GRAM-16",
-                         "an expression is INT, ID or ( expr ) combined with + - * / mod"
-                         " (no unary minus: write 0 - x)")
-
-    def _reject_malformed_number(self) -> None:
-        """LEX-02: `1.`, `.5` and `1e5` are not FLOAT literals.
-
-        The lexer splits them into INT/`.`/ID pieces; catching the adjacent
-        pieces here names the real problem instead of a later syntax error."""
-        t, nxt = self.tok, self.peek()
-        adjacent = nxt.line == t.line and nxt.col == t.col + len(t.text)
-        bad = None
-        if t.kind == PUNCT and t.text == "." and nxt.kind == INT and adjacent:
-            bad = f".{nxt.text}"
-        elif t.kind == INT and adjacent and nxt.kind == PUNCT and nxt.text == ".":
-            bad = f"{t.text}."
-        elif t.kind == INT and adjacent and nxt.kind == ID and \
-                nxt.text[0] in "eE" and nxt.text[1:].isdigit():
-            bad = t.text + nxt.text
-        if bad is not None:
-            raise self.error(f"'{bad}' is not a number: a FLOAT is digits '.' digits with an "
-                             "optional exponent (e.g. 1.0, 0.5, 1.0e5)", "LEX-02",
-                             "write digits on both sides of the '.'", t)
-
-    def _decorators(self) -> list[DecoratorAttr]:
-        decos = []
-        while self.at_punct("@"):
-            self.advance()
-            name = self.expect_id("GRAM-17", "a decorator name after '@'")
-            info = DECORATORS.get(name.text)
-            if info is None:
-                raise self.error(f"unknown decorator '@{name.text}'", "DECO-01",
-                                 "known decorators: " + ", ".join(d.usage for d in DECORATORS.values()),
-                                 name)
-            decos.append(self._decorator_args(name, info.args))
-        return decos
-
-    def _decorator_args(self, name: Token, kind: str) -> DecoratorAttr:
-        info = DECORATORS[name.text]
-        if kind == "none":
-            if self.at_punct("("):
-                raise self.error(f"@{name.text} takes no arguments", "DECO-03",
-                                 f"write {info.usage}")
-            return info.attr()
-        if not self.accept("("):
-            raise self.error(f"@{name.text} needs an argument", "DECO-03", f"write {info.usage}")
-        if kind == "unit":
-            unit = self.expect_id("GRAM-17", "an execution unit type")
-            if unit.text not in UNIT_TYPES:
-                raise self.error(f"unknown execution unit '{unit.text}'", "GRAM-17",
-                                 "units are " + ", ".join(UNIT_TYPES), unit)
-            self.expect("[", "RES-02", "after the unit type", "write @resource(UNIT[index])")
-            idx_tok = self.tok
-            index = self._static_expr()
-            self.expect("]", "RES-02")
-            self.expect(")", "DECO-03", f"to close @{name.text}(...)")
-            if index is None or index < 0:
-                raise self.error("the unit index must be a non-negative constant", "RES-02",
-                                 "write e.g. @resource(CSTL[0])", idx_tok)
-            return info.attr(unit.text, index)
-        tok = self.tok
-        if kind == "tag":
-            if tok.kind not in (ID, STRING):
-                raise self.error(f"@{name.text} takes a name or a string", "DECO-03",
-                                 f"write {info.usage}", tok)
-            self.advance()
-            self.expect(")", "DECO-03", f"(@{name.text} takes one argument)")
-            if tok.kind == STRING:
-                return info.attr(_unquote(tok.text), True)
-            return info.attr(tok.text, False)
-        if tok.kind == FLOAT:
-            raise self.error(f"@{name.text} takes an integer, not a FLOAT", "LEX-03",
-                             f"write {info.usage}", tok)
-        n = self._static_expr()
-        self.expect(")", "DECO-03", f"(@{name.text} takes one argument)")
-        if n is None:
-            raise self.error(f"@{name.text} needs a constant integer", "DECO-03",
-                             f"write {info.usage} with a literal or const", tok)
-        return info.attr(n)
-
-    # ------------------------------------------------------------------
-    # Building
-    # ------------------------------------------------------------------
-    def _add(self, op: Operation, tok: Token) -> Operation:
-        ints = self._ints
-        line = ints.get(tok.line) or ints.setdefault(tok.line, IntAttr(tok.line))
-        col = ints.get(tok.col) or ints.setdefault(tok.col, IntAttr(tok.col))
-        op.location = FileLineColLoc(self._file_attr, line, col)
-        self.block.add_op(op)
-        return op
-
-    def _literal(self, value: int, tok: Token) -> SSAValue:
-        for cache in reversed(self._literals):
-            hit = cache.get(value)
-            if hit is not None:
-                return hit
-        result = self._add(arith.ConstantOp(IntegerAttr(value, IndexType())), tok).results[0]
-        self._literals[-1][value] = result
-        return result
-
-    def _region_type(self, level: MemLevelAttr, elem: str, shape: list[int], layout: str | None,
-                     strides: list[int] | None, quant: Attribute | None) -> RegionType:
-        key = (level, elem, tuple(shape), layout, tuple(strides) if strides is not None else None,
-               quant)
-        rtype = self._region_types.get(key)
-        if rtype is None:
-            rtype = self._region_types[key] = RegionType(level, ELEM_BY_NAME[elem], shape, layout,
-                                                         strides, quant)
-        return rtype
-
-    def _declare(self, tok: Token, kind: str, value: SSAValue | None) -> None:
-        # Duplicates are reported by the verifier (NAME-02); the newest wins here.
-        self.scope.names[tok.text] = _Name(kind, value, self.loc(tok))
-
-
-def _unquote(text: str) -> str:
-    return text[1:-1].encode().decode("unicode_escape") if "\\" in text else text[1:-1]
 
 
 def parse_nem(text: str, file: str = "<stdin>") -> ModuleOp:

@@ -165,7 +165,8 @@ def reassociation(src: Sequence[int], dst: Sequence[int]) -> list[list[int]] | N
     groups: list[list[int]] = []
     i = 0
     for d in dst:
-        group, prod = [], 1
+        group: list[int] = []
+        prod = 1
         while i < len(src) and (not group or prod < d):
             prod *= src[i]
             group.append(i)

@@ -15,6 +15,8 @@
 from __future__ import annotations
 
 from bisect import bisect_right
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from xdsl.context import Context
 from xdsl.dialects.builtin import FileLineColLoc, IntAttr, ModuleOp, StringAttr, UnknownLoc
@@ -24,11 +26,15 @@ from xdsl.parser import Parser
 from nem.frontends.upstream_dialects.async_dialect import Async
 from nem.frontends.upstream_dialects.dma import AFFINE_EXTRA_OPS, MEMREF_EXTRA_OPS
 
-__all__ = ["Async", "register_mlir_dialects", "lowering_context", "parse_mlir",
+__all__ = ["Async", "mlir_dialect_factories", "register_mlir_dialects", "lowering_context", "parse_mlir",
            "LocatingParser", "parse_error_message"]
 
 
-def _extended(factory, extra):
+def _extended(factory: Callable[[], Dialect],
+              extra: Sequence[type[Operation]]) -> Callable[[], Dialect]:
+    """A factory of `factory()`'s dialect with the ops of `extra` added,
+    replacing its ops of the same names."""
+
     def make() -> Dialect:
         base = factory()
         names = {op.name for op in extra}
@@ -37,25 +43,39 @@ def _extended(factory, extra):
     return make
 
 
+def mlir_dialect_factories() -> dict[str, Callable[[], Dialect]]:
+    """`async`, and xDSL's `affine`/`memref` extended with the upstream ops
+    xDSL lacks or defines differently (`dma.AFFINE_EXTRA_OPS`,
+    `dma.MEMREF_EXTRA_OPS`), as `Context.register_dialect` takes them."""
+    from xdsl.dialects import affine, memref
+
+    return {"async": lambda: Async,
+            "affine": _extended(lambda: affine.Affine, AFFINE_EXTRA_OPS),
+            "memref": _extended(lambda: memref.MemRef, MEMREF_EXTRA_OPS)}
+
+
 def register_mlir_dialects(ctx: Context) -> None:
-    """Register `async` and extend `affine`/`memref` with the upstream DMA ops.
-    Idempotent.  Works whether or not `affine`/`memref` are already loaded."""
-    if getattr(ctx, "_nem_mlir_registered", False):
-        return
-    if "async" not in ctx.registered_dialect_names:
-        ctx.register_dialect("async", lambda: Async)
-    for name, extra in (("affine", AFFINE_EXTRA_OPS), ("memref", MEMREF_EXTRA_OPS)):
-        registered = ctx._registered_dialects  # noqa: SLF001 - no public replace API
-        if name in registered:
-            registered[name] = _extended(registered[name], extra)
-        else:
-            from xdsl.dialects import affine, memref
-            base = {"affine": affine.Affine, "memref": memref.MemRef}[name]
-            registered[name] = _extended(lambda base=base: base, extra)
-        if name in {d.name for d in ctx.loaded_dialects}:
-            for op in extra:
-                ctx._loaded_ops[op.name] = op  # noqa: SLF001
-    ctx._nem_mlir_registered = True  # type: ignore[attr-defined]
+    """Make `ctx` know `async` and the upstream `affine`/`memref` ops, through
+    xDSL's public registration API.  Idempotent.  Call it before registering
+    xDSL's own `affine`/`memref` (a driver registering every xDSL dialect
+    skips the names already registered): a context whose `affine` or
+    `memref` is xDSL's gets the ops xDSL lacks added, but an op xDSL defines
+    differently (`memref.dma_start`) cannot be replaced, and is an error."""
+    for name, factory in mlir_dialect_factories().items():
+        if name not in ctx.registered_dialect_names:
+            ctx.register_dialect(name, factory)
+    loaded = {d.name for d in ctx.loaded_dialects}
+    for name in ("affine", "memref"):
+        if name not in loaded:
+            ctx.load_registered_dialect(name)
+    known = {op.name: op for op in ctx.loaded_ops}
+    for op in (*AFFINE_EXTRA_OPS, *MEMREF_EXTRA_OPS):
+        if op.name not in known:
+            ctx.load_op(op)
+        elif known[op.name] is not op:
+            raise ValueError(f"register_mlir_dialects: the context already defines {op.name} "
+                             f"as {known[op.name].__module__}.{known[op.name].__name__}; call it "
+                             "before registering xDSL's affine/memref dialects")
 
 
 class LocatingParser(Parser):
@@ -63,7 +83,7 @@ class LocatingParser(Parser):
     first token of its statement (the result list, or the op name), as
     upstream MLIR does."""
 
-    def __init__(self, ctx: Context, text: str, file: str = "<unknown>", **kw):
+    def __init__(self, ctx: Context, text: str, file: str = "<unknown>", **kw: Any):
         super().__init__(ctx, text, file, **kw)
         self._file = StringAttr(file)
         self.op_starts: list[int] = []
@@ -86,6 +106,17 @@ class LocatingParser(Parser):
             op.location = FileLineColLoc(self._file, IntAttr(line), IntAttr(col))
         return op
 
+    def parse_module(self, allow_implicit_module: bool = True) -> ModuleOp:
+        """xDSL's `parse_module`; an implicit module gets the location of its
+        first op, or the input's first line when it is empty, so that an
+        error about the whole input still names the file."""
+        module = super().parse_module(allow_implicit_module)
+        if module.location is None or isinstance(module.location, UnknownLoc):
+            first = module.body.block.first_op
+            module.location = first.location if first is not None else \
+                FileLineColLoc(self._file, IntAttr(1), IntAttr(1))
+        return module
+
     def line_col(self, offset: int) -> tuple[int, int]:
         """One-based line and column of a character offset of the text."""
         line = bisect_right(self._line_starts, offset)
@@ -96,22 +127,22 @@ def lowering_context() -> Context:
     """A context that parses what the lowering takes and produces: NEM IR
     (builtin, arith, nem), func, memref, affine, linalg and the upstream ops
     xDSL lacks (`register_mlir_dialects`)."""
-    from xdsl.dialects import affine, func, linalg, memref
+    from xdsl.dialects import func, linalg
 
     from nem.dialect.dialect import nem_context
 
     ctx = nem_context()
-    for d in (func.Func, memref.MemRef, affine.Affine, linalg.Linalg):
+    register_mlir_dialects(ctx)  # affine, memref (with the upstream ops), async
+    for d in (func.Func, linalg.Linalg):
         ctx.load_dialect(d)
-    register_mlir_dialects(ctx)
     return ctx
 
 
 def parse_mlir(ctx: Context, text: str, file: str = "<unknown>",
                allow_implicit_module: bool = True) -> ModuleOp:
+    """Parse MLIR text with a location on every op (`LocatingParser`)."""
     register_mlir_dialects(ctx)
-    module = LocatingParser(ctx, text, file).parse_module(allow_implicit_module)
-    return module
+    return LocatingParser(ctx, text, file).parse_module(allow_implicit_module)
 
 
 def parse_error_message(e: Exception) -> str:

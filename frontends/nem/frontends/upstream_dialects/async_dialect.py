@@ -20,6 +20,7 @@ arguments matching the `!async.value` operands, yield matching results).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import cast
 
 from xdsl.dialects.builtin import IndexType
 from xdsl.ir import (
@@ -228,7 +229,7 @@ class ExecuteOp(IRDLOperation):
         last = block.last_op
         if not isinstance(last, YieldOp):
             raise VerifyException("async.execute body must end with async.yield")
-        if [o.type for o in last.operands] != [r.type.value_type for r in self.body_results]:
+        if [o.type for o in last.operands] != [cast(ValueType, r.type).value_type for r in self.body_results]:
             raise VerifyException("async.yield operand types do not match the async.execute results")
 
 

@@ -25,23 +25,25 @@ differs from upstream's only in the dim/symbol split.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import cast
 
 from xdsl.dialects.affine import _print_affine_map_of_ssa_ids
 from xdsl.dialects.builtin import AffineMapAttr, IndexType, MemRefType
 from xdsl.ir import SSAValue
+from xdsl.ir.affine import AffineMap
 from xdsl.irdl import IRDLOperation, attr_def, irdl_op_definition, var_operand_def
-from xdsl.parser import Parser
+from xdsl.parser import Parser, UnresolvedOperand
 from xdsl.printer import Printer
 from xdsl.utils.exceptions import VerifyException
 
 
-def _parse_access(parser: Parser):
+def _parse_access(parser: Parser) -> tuple[UnresolvedOperand, AffineMap, list[SSAValue]]:
     memref = parser.parse_unresolved_operand()
     amap, indices = parser.parse_affine_map_of_ssa_ids()
     return memref, amap, list(indices)
 
 
-def _parse_plain_access(parser: Parser):
+def _parse_plain_access(parser: Parser) -> tuple[UnresolvedOperand, list[SSAValue]]:
     memref = parser.parse_unresolved_operand()
     indices = parser.parse_comma_separated_list(parser.Delimiter.SQUARE,
                                                 lambda: parser.parse_operand(IndexType()))
@@ -50,7 +52,7 @@ def _parse_plain_access(parser: Parser):
 
 def _trailing_counts(parser: Parser) -> list[SSAValue]:
     """`, %n (, %stride, %per)?` before the `:`."""
-    vals = []
+    vals: list[SSAValue] = []
     while parser.parse_optional_punctuation(",") is not None:
         vals.append(parser.parse_operand(IndexType()))
     return vals
@@ -171,7 +173,7 @@ class AffineDmaStartOp(_DmaBase):
             if not isinstance(v.type, MemRefType):
                 raise VerifyException("affine.dma_start: src, dst and tag must be memrefs")
         for v, mp in ((self.src, self.src_map), (self.dst, self.dst_map), (self.tag, self.tag_map)):
-            if len(mp.data.results) != len(v.type.get_shape()):
+            if len(mp.data.results) != len(cast(MemRefType, v.type).get_shape()):
                 raise VerifyException("affine.dma_start: map result count must match memref rank")
 
 

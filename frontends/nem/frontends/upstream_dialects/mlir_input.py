@@ -148,7 +148,7 @@ def _check_ssa_scoping(module: ModuleOp, file: str) -> None:
             if b is None:
                 problem = "is defined in a region that does not enclose this use"
             elif isinstance(value, OpResult) and def_block is use_block and \
-                    not _graph_region(use_block):
+                    use_block is not None and not _graph_region(use_block):
                 pos = positions.get(use_block)
                 if pos is None:
                     pos = positions[use_block] = {o: k for k, o in enumerate(use_block.ops)}

@@ -10,18 +10,16 @@ from xdsl.ir import Operation
 def reject(op: Operation | None, reason: str, fix: str | None = None) -> NemDiagnosticError:
     """An error naming the op (its name and location) and the reason; an op
     without a location (an implicit module) is reported at the first op it
-    holds that has one, else at the input's first line."""
+    holds that has one (an implicit module is located at its first op, or
+    at the input's first line: `upstream_dialects.parse_mlir`)."""
     where = f"'{op.name}'" if op is not None else "input"
     return NemDiagnosticError([Diagnostic("error", f"cannot lower {where}: {reason}",
                                           _where(op), None, fix)])
 
 
 def _where(op: Operation | None) -> SourceLoc | None:
-    from nem.passes import pass_env
-
     for o in op.walk() if op is not None else ():
         loc = SourceLoc.of(o)
         if loc is not None:
             return loc
-    file = pass_env.current().file
-    return SourceLoc(file, 1, 1) if file else None
+    return None

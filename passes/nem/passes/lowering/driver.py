@@ -25,7 +25,6 @@ from nem.dialect.builder import NemBuilder
 from nem.dialect.diagnostics import Diagnostic, NemDiagnosticError, SourceLoc
 from nem.dialect.ops import ProgramOp
 from nem.frontends.upstream_dialects.affine_if import AffineIfOp
-from nem.passes import pass_env
 from nem.passes.lowering import (
     async_ops,
     compute,
@@ -107,6 +106,8 @@ class Lowerer:
         self.options = options
         self.handlers = HANDLERS if handlers is None else handlers
         self.ctx: LoweringContext
+        self.remarks: list[Diagnostic] = []
+        """The summary remarks of `run` (with `remarks`), for the pass to report."""
 
     # -- blocks ---------------------------------------------------------------------
     def lower_ops(self, ops: Sequence[Operation], st: BlockState) -> None:
@@ -169,7 +170,7 @@ class Lowerer:
         memref_globals.finish(ctx, module)
         module.body.block.add_op(prog)
         if opts.remarks:
-            pass_env.report(summary_remarks(ctx, fn))
+            self.remarks += summary_remarks(ctx, fn)
         return prog
 
     def _entry(self, module: ModuleOp, funcs: list[func.FuncOp]) -> func.FuncOp:

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from nem.dialect.diagnostics import Diagnostic, NemDiagnosticError
 from nem.dialect.ops import ProgramOp
 from nem.dialect.verifier import verify_program
-from nem.passes import pass_env
+from nem.passes.pass_context import report
 from nem.passes.lowering.context import Options
 from nem.passes.lowering.driver import Lowerer
 from nem.passes.synthesize_deps import SynthesizeDepsPass
@@ -100,7 +100,9 @@ class ConvertAffineToNemPass(ModulePass):
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         options = Options(parse_spaces(self.memory_spaces), self.device, self.entry,
                           self.include_dirs, self.remarks, self.weights)
-        Lowerer(options).run(op)
+        lowerer = Lowerer(options)
+        lowerer.run(op)
+        report(ctx, lowerer.remarks)
 
 
 @dataclass(frozen=True)
@@ -133,7 +135,7 @@ class CheckLoweredPass(ModulePass):
             for d in errors:
                 d.message = "lowered NEM program fails its checks: " + d.message
             raise NemDiagnosticError(errors)
-        pass_env.report(diags)
+        report(ctx, diags)
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ from xdsl.passes import ModulePass
 
 from nem.dialect.diagnostics import Diagnostic, SourceLoc
 from nem.dialect.ops import ProgramOp, TaskOp
-from nem.passes.pass_env import report
+from nem.passes.pass_context import report
 
 
 @dataclass(frozen=True)
@@ -28,8 +28,8 @@ class CountTasksPass(ModulePass):
             if isinstance(prog, ProgramOp):
                 tasks = [t for t in prog.walk() if isinstance(t, TaskOp)
                          and (self.opcode is None or t.name == f"nem.{self.opcode}")]
-                report([Diagnostic("remark", f"{len(tasks)} task statements",
-                                   SourceLoc.of(prog))])
+                report(ctx, [Diagnostic("remark", f"{len(tasks)} task statements",
+                                        SourceLoc.of(prog))])
 
 
 class NotAPass:

@@ -1,0 +1,98 @@
+"""The context a driver runs NEM passes with: where their warnings and remarks
+go, and the driver's options a pass may need.
+
+xDSL's `ModulePass.apply(ctx, module)` has a context but no channel for
+warnings and remarks.  MLIR keeps its diagnostic engine on the context; NEM
+does the same: a driver (`nem-opt`, `run_pipeline`, `nem-compile`, a test)
+runs passes with a `NemPassContext` -- an xDSL `Context` that also holds the
+diagnostics list, the input file, and `nem-opt -I` / `--device` -- built
+from its own context with `pass_context(ctx, ...)`.  A pass hands its
+diagnostics to `report(ctx, diags)`:
+
+* errors: a pass raises `NemDiagnosticError(all its diagnostics)` (errors,
+  warnings and remarks of that pass together, so the order is kept);
+* no error: `report` appends them to `ctx.diagnostics`, which the driver
+  prints (or checks with `--verify-diagnostics`).
+
+Run with a plain xDSL `Context` (a pass run by `xdsl-opt`), `report` prints
+to stderr and `driver_options(ctx)` is empty (no `-I`, no `--device`; the
+program's directive still names its device).  Nothing here is global: two
+pipelines run with two contexts do not see each other's diagnostics.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from xdsl.context import Context
+
+from nem.dialect.diagnostics import Diagnostic, NemDiagnosticError
+
+
+@dataclass
+class NemPassContext(Context):
+    """An xDSL context plus what a NEM driver tells its passes."""
+
+    file: str | None = None
+    """The input file (programs also carry it in their locations)."""
+    include_dirs: tuple[str, ...] = ()
+    """`nem-opt -I`: where `device=NAME` and include files are found."""
+    device: str | None = None
+    """`nem-opt --device NAME`: overrides the program's directive."""
+    diagnostics: list[Diagnostic] = field(default_factory=list)
+    """Warnings and remarks the passes reported, in order."""
+    cache: dict = field(default_factory=dict)
+    """Per-run memo (resolved devices, ...) shared by the passes of one run."""
+
+    def clone(self) -> NemPassContext:
+        """A copy of the dialect registry sharing the driver's options,
+        diagnostics list and cache (a pass that clones its context still
+        reports to its driver)."""
+        return NemPassContext(**_registry(Context.clone(self)), file=self.file,
+                              include_dirs=self.include_dirs, device=self.device,
+                              diagnostics=self.diagnostics, cache=self.cache)
+
+
+def pass_context(ctx: Context | None = None, file: str | None = None,
+                 include_dirs: Iterable[str] = (), device: str | None = None) -> NemPassContext:
+    """`ctx` (default: an empty context) as a `NemPassContext` for one run,
+    with the driver's input file, `-I` directories and `--device`."""
+    registry = _registry(ctx.clone() if ctx is not None else Context())
+    return NemPassContext(**registry, file=file, include_dirs=tuple(include_dirs), device=device)
+
+
+def _registry(ctx: Context) -> dict:
+    """The constructor arguments of a `Context` that are its registry (its
+    dataclass fields), taken from `ctx`."""
+    return {f.name: getattr(ctx, f.name) for f in dataclasses.fields(Context)}
+
+
+def collecting(ctx: Context) -> NemPassContext:
+    """`ctx` with an empty diagnostics list of its own (same registry, driver
+    options and cache): a pass running other passes (the staged
+    `nem-verify`) collects their diagnostics to report them together."""
+    if isinstance(ctx, NemPassContext):
+        return dataclasses.replace(ctx, diagnostics=[])
+    return pass_context(ctx)
+
+
+def driver_options(ctx: Context) -> NemPassContext:
+    """The driver's options of `ctx`: itself when a driver made it, else
+    none (a plain xDSL context)."""
+    return ctx if isinstance(ctx, NemPassContext) else NemPassContext()
+
+
+def report(ctx: Context, diags: Iterable[Diagnostic]) -> None:
+    """Deliver a pass's diagnostics: raise if any is an error, else record
+    them on the driver's context (print them without a driver)."""
+    diags = list(diags)
+    if any(d.severity == "error" for d in diags):
+        raise NemDiagnosticError(diags)
+    if isinstance(ctx, NemPassContext):
+        ctx.diagnostics.extend(diags)
+    else:
+        for d in diags:
+            print(d.render(), file=sys.stderr)

@@ -1,0 +1,136 @@
+"""What every reference kernel uses: the `Tensor` operands, the opcode
+families' element types (from the registry), and the checks and the
+float / integer / quantized dispatch shared by the kernel families
+(`kernels`, `kernels_linear`, `kernels_views`, `kernels_reduce`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+
+from nem.runtime.numerics import (
+    FLOAT_TYPES,
+    INT_TYPES,
+    NotSupported,
+    NumericError,
+    is_float,
+    saturate_int,
+    to_float_out,
+)
+from nem.runtime.quant import Quant, dequantize, requantize
+
+
+@dataclass(frozen=True)
+class Tensor:
+    """A kernel operand: the region's data in its logical shape, its spec
+    element name and its quant descriptor (None: not quantized)."""
+
+    array: np.ndarray
+    elem: str
+    quant: Quant | None = None
+
+
+Kernel = Callable[[list[Tensor], list[Tensor], dict[str, object]], list[np.ndarray]]
+
+
+def family_types(family: str) -> tuple[str, ...]:
+    """The element types a one-parameter type family admits, read from the
+    shipped catalog (devices/nem/devices/nem_baseline_1.0.nem)."""
+    from nem.dialect.verifier import baseline_catalog
+
+    (_, domain), = baseline_catalog().families[family].params
+    return tuple(domain)
+
+
+ELTWISE_T = family_types("eltwise")
+VIEW_T = family_types("view")
+REDUCE_T = family_types("reduce")
+POOL_T = family_types("pool")
+NORM_T = family_types("norm")
+SOFTMAX_T = family_types("softmax")
+ALL_T = INT_TYPES + FLOAT_TYPES
+F64_EXACT = float(2 ** 53)
+
+
+# --------------------------------------------------------------------------
+# helpers
+
+def signature(ins: list[Tensor], outs: list[Tensor]) -> str:
+    def one(t: Tensor) -> str:
+        q = f"[{t.quant.kind}]" if t.quant is not None else ""
+        return f"{t.elem}{q}{list(t.array.shape)}"
+    return f"in {', '.join(one(t) for t in ins) or '-'} -> out {', '.join(one(t) for t in outs) or '-'}"
+
+
+def unsupported(op: str, ins: list[Tensor], outs: list[Tensor], why: str) -> NotSupported:
+    return NotSupported(f"{op}: {why} ({signature(ins, outs)})")
+
+
+def same_types(op: str, ins: list[Tensor], outs: list[Tensor], allowed: tuple[str, ...]) -> str:
+    elems = {t.elem for t in (*ins, *outs)}
+    if len(elems) != 1:
+        raise unsupported(op, ins, outs, "operands must share one element type (no implicit casts, TYPE-03)")
+    (e,) = elems
+    if e not in allowed:
+        raise unsupported(op, ins, outs, f"element type {e} is outside the opcode's family "
+                  f"({', '.join(allowed)})")
+    return e
+
+
+def check_count(op, ins, outs, n_in: tuple[int, int], n_out: tuple[int, int] = (1, 1)) -> None:
+    if not (n_in[0] <= len(ins) <= n_in[1] and n_out[0] <= len(outs) <= n_out[1]):
+        raise unsupported(op, ins, outs, f"wrong operand count: {len(ins)} inputs, {len(outs)} outputs")
+
+
+def resolve_axis(op, ins, outs, axis, rank: int) -> int:
+    if axis is None or axis == "last":
+        return rank - 1
+    if isinstance(axis, str) or not -rank <= int(axis) < rank:
+        raise unsupported(op, ins, outs, f"axis {axis!r} out of range for rank {rank}")
+    return int(axis) % rank
+
+
+def check_shape(op, ins, outs, got: tuple[int, ...], out: Tensor) -> None:
+    if tuple(got) != tuple(out.array.shape):
+        raise unsupported(op, ins, outs, f"result shape {list(got)} differs from the output region's "
+                  f"shape {list(out.array.shape)}")
+
+
+def finish_int(v: np.ndarray, out: Tensor) -> np.ndarray:
+    return saturate_int(v, out.elem)
+
+
+def requant_out(op, v: np.ndarray, out: Tensor) -> np.ndarray:
+    """Real f64 values -> the output's stored integers (D-NUM-QELT)."""
+    if np.isnan(v).any():
+        raise NumericError(f"{op}: NaN result cannot be quantized to {out.elem}")
+    assert out.quant is not None, op  # callers requantize only quantized outputs
+    return saturate_int(requantize(v, out.quant, out.array.shape, f"{op} output"), out.elem)
+
+
+def numeric_kernel(op: str, ins: list[Tensor], out: Tensor, fop, iop, *, allowed=ELTWISE_T,
+             outs: list[Tensor] | None = None) -> np.ndarray:
+    """Shared float / raw-integer / quantized-integer dispatch (D-NUM-FLOAT, D-NUM-INT,
+    D-NUM-QELT).  fop works on f64 arrays, iop on int64 arrays (None: float-only op)."""
+    outs = outs or [out]
+    elem = same_types(op, ins, outs, allowed)
+    if is_float(elem):
+        with np.errstate(all="ignore"):
+            v = fop(*[t.array.astype(np.float64) for t in ins])
+        return to_float_out(v, out.elem)
+    quants = [t.quant for t in (*ins, *outs)]
+    if all(q is None for q in quants):
+        if iop is None:
+            raise unsupported(op, ins, outs, f"{op} is defined on float types and on quantized integers "
+                      "only; this integer operand carries no quant descriptor")
+        return finish_int(iop(*[t.array.astype(np.int64) for t in ins]), out)
+    if any(q is None for q in quants):
+        raise unsupported(op, ins, outs, "either every integer operand carries a quant descriptor or "
+                  "none does (D-NUM-QELT)")
+    real = [dequantize(t.array, q, f"{op} input") for t, q in zip(ins, quants) if q is not None]
+    with np.errstate(all="ignore"):
+        v = fop(*real)
+    return requant_out(op, v, out)
