@@ -24,14 +24,15 @@ iteration ordinals) costs O(loop depth).  Hazards are found with shadow
 memory (`_Shadow`): per buffer, a sorted map of byte segments to their last
 writer and readers since that write; every access is compared only with the
 accesses it overlaps, never with all earlier ones (D-HAZ-SCALE).  Loops are
-unrolled (each iteration's offsets evaluated) up to `MAX_TASK_INSTANCES`
-task instances; beyond that a loop is analyzed on its first iterations only
-and a warning says so (D-HAZ-WINDOW).
+unrolled (each iteration's offsets evaluated), except that a loop whose
+accesses are proven periodic is replayed only until its shadow state
+repeats, then moved to its last period (`steady_state`, D-HAZ-STEADY); up
+to `MAX_TASK_INSTANCES` task instances, beyond that a loop is analyzed on
+its first iterations only and a warning says so (D-HAZ-WINDOW).
 """
 
 from __future__ import annotations
 
-import bisect
 import gc
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -39,6 +40,8 @@ from dataclasses import dataclass, field
 
 from xdsl.ir import Block, BlockArgument, Operation, SSAValue
 
+from nem.analysis.shadow_memory import Access, Shadow
+from nem.analysis.steady_state import LoopRun, regular_body
 from nem.dialect.diagnostics import Diagnostic, SourceLoc
 from nem.dialect.semantics import (
     Evaluator,
@@ -304,56 +307,13 @@ def ordered(s: Structure, a: Instance, b: Instance) -> Order:
     return Order(False)
 
 
-# --------------------------------------------------------------------------
-# shadow memory
-# --------------------------------------------------------------------------
-
-@dataclass(eq=False)
-class Access:
-    inst: Instance
-    region: SSAValue
-    lo: int
-    hi: int
-    write: bool
-
-
-class _Shadow:
-    """Byte segments of one buffer: [starts[k], starts[k+1]) -> state[k].
-
-    A state is None (untouched) or (last writer | None, readers since)."""
-
-    def __init__(self) -> None:
-        self.starts: list[int] = [0]
-        self.state: list[tuple[Access | None, list[Access]] | None] = [None]
-
-    def _split(self, x: int) -> int:
-        k = bisect.bisect_right(self.starts, x) - 1
-        if self.starts[k] == x:
-            return k
-        st = self.state[k]
-        self.starts.insert(k + 1, x)
-        self.state.insert(k + 1, None if st is None else (st[0], list(st[1])))
-        return k + 1
-
-    def segments(self, lo: int, hi: int) -> tuple[int, int]:
-        a = self._split(lo)
-        b = self._split(hi)
-        return a, b
-
-    def write(self, acc: Access, lo: int, hi: int) -> None:
-        a, b = self.segments(lo, hi)
-        del self.starts[a + 1:b]
-        del self.state[a + 1:b]
-        self.state[a] = (acc, [])
-
-
 class HazardFinder:
     def __init__(self, program: ProgramOp, max_instances: int = MAX_TASK_INSTANCES):
         self.program = program
         self.s = Structure(program)
         self.ev = Evaluator()
         self.depth_of: dict[BlockArgument, int] = {}
-        self.shadows: dict[tuple[SSAValue, int], _Shadow] = {}
+        self.shadows: dict[tuple[SSAValue, int], Shadow] = {}
         self.found: dict[tuple, tuple[Access, Access, Order]] = {}
         self.warnings: list[Diagnostic] = []
         self.instances = 0
@@ -407,31 +367,86 @@ class HazardFinder:
             # other, as unordered with what precedes the loop as its first N and
             # with what follows it as its last N (so they are examined as the
             # whole loop, trip = N); buffer instances repeat with period <= N
-            trip = n_if
-            chosen: range = range(n_if)
-        else:
-            n = trip
-            if trip * body_tasks > self._budget_left:
-                n = min(trip, max(self._budget_left // body_tasks,
-                                  2 * n_if + MIN_WINDOW_ITERATIONS))
-                if n < trip:
-                    self._warn_window(loop, lo, hi, n)
-            chosen = range(n)
-        self._budget_left -= len(chosen) * body_tasks
-        for o in chosen:
+            self._budget_left -= n_if * body_tasks
+            self._iterations(loop, n_if, ords, trips + (n_if,), ivs, lo, hi)
+            return
+        n = trip
+        if trip * body_tasks > self._budget_left:
+            n = min(trip, max(self._budget_left // body_tasks, 2 * n_if + MIN_WINDOW_ITERATIONS))
+        run = self._steady_run(loop, ords, ivs, lo, trip)
+        if run is None:
+            if n < trip:
+                self.warnings.append(self._window_warning(loop, lo, hi, n))
+            self._budget_left -= n * body_tasks
+            self._iterations(loop, n, ords, trips + (trip,), ivs, lo, hi)
+            return
+        warn_at = len(self.warnings)
+        jumped, replayed = self._iterations(loop, n, ords, trips + (trip,), ivs, lo, hi, run)
+        self._budget_left -= replayed * body_tasks
+        if not jumped and n < trip:
+            self.warnings.insert(warn_at, self._window_warning(loop, lo, hi, n))
+
+    def _iterations(self, loop: LoopOp, count: int, ords, trips, ivs, lo: int, hi: int,
+                    run: LoopRun | None = None) -> tuple[bool, int]:
+        """Replay iterations 0..count-1 of `loop`.  With `run`, compare the
+        effective state every period from iteration N on; once it repeats,
+        jump to the loop's last period and replay to the loop's end
+        (D-HAZ-STEADY).  (jumped, iterations replayed)."""
+        trip = trips[-1]
+        o, end, snap, jumped, replayed = 0, count, None, False, 0
+        while o < end:
             if self.instances > 2 * self.max_instances:
                 if not self._stopped:
                     self._stopped = True
-                    self._warn_window(loop, lo, hi, o)
-                return
-            self._block(loop.block, ords + (o,), trips + (trip,), ivs + (lo + o,))
+                    self.warnings.append(self._window_warning(loop, lo, hi, o))
+                break
+            if run is not None and o >= run.n and (o - run.n) % run.reg.period == 0:
+                state = run.canonical_state(self.shadows, o, (o - run.n) // run.reg.period)
+                if state is not None and state == snap:
+                    period = run.reg.period
+                    # land before the last iteration: the entries dropped as
+                    # dead (iteration o' - N) must be complete at endloop too
+                    m = (trip - 1 - o) // period
+                    moved = run.shifted(self.shadows, o, m) if m else None
+                    run = None
+                    if moved is not None:
+                        self.shadows.update(moved)
+                        o, end, jumped = o + m * period, trip, True
+                        continue
+                snap = state
+                if state is None:
+                    run = None
+            self._block(loop.block, ords + (o,), trips, ivs + (lo + o,))
+            replayed += 1
+            o += 1
+        return jumped, replayed
 
-    def _warn_window(self, loop: LoopOp, lo: int, hi: int, n: int) -> None:
-        self.warnings.append(Diagnostic(
+    def _steady_run(self, loop: LoopOp, ords, ivs, lo: int, trip: int) -> LoopRun | None:
+        """The loop's steady-state description when its body (no nested loop)
+        is proven periodic and every enclosing loop is @max_in_flight(1)."""
+        chain = _enclosing_loops(loop)
+        if any(max_in_flight(lp) != 1 for lp in chain) or \
+                any(isinstance(op, LoopOp) for op in loop.block.ops):
+            return None
+        level = len(chain)
+        accesses, windows = [], set()
+        for op in loop.block.ops:
+            if isinstance(op, TaskOp):
+                for _, _, buffer, off, ext in self._operands(self.s.tasks[op]):
+                    accesses.append((buffer, off, ext))
+                    w = self._buffer_windows.get(buffer, ())
+                    if len(w) > level:
+                        windows.add(w[level])
+        env = {lp.block.args[0]: v for lp, v in zip(chain, ivs)}
+        reg = regular_body(self.ev, loop, accesses, env, lo, trip, sorted(windows))
+        return None if reg is None else LoopRun(loop, chain, ords, max_in_flight(loop), reg)
+
+    def _window_warning(self, loop: LoopOp, lo: int, hi: int, n: int) -> Diagnostic:
+        return Diagnostic(
             "warning", f"hazard analysis of loop '{loop.iv_name.data}' examined "
             f"iterations {lo}..{lo + n - 1} of {lo}..{hi} only (more than "
             f"{self.max_instances} task instances)", SourceLoc.of(loop), "HAZ-03",
-            "accesses of the remaining iterations are not checked (decision D-HAZ-WINDOW)"))
+            "accesses of the remaining iterations are not checked (decision D-HAZ-WINDOW)")
 
     def _is_invariant(self, loop: LoopOp) -> bool:
         """No access, nested loop bound or region of the body depends on the loop
@@ -483,7 +498,7 @@ class HazardFinder:
     def _access(self, acc: Access, buffer: tuple[SSAValue, int]) -> None:
         sh = self.shadows.get(buffer)
         if sh is None:
-            sh = self.shadows[buffer] = _Shadow()
+            sh = self.shadows[buffer] = Shadow()
         a, b = sh.segments(acc.lo, acc.hi)
         checked: set[int] = set()
         for k in range(a, b):
