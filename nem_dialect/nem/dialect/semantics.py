@@ -451,7 +451,8 @@ read (by the host, `--output`, the API) only then."""
 
 def max_in_flight(loop: LoopOp) -> int:
     """N of the loop's `@max_in_flight(N)`; 1 without it (LOOP-02).  An N < 1 is
-    a LOOP-03 error (`window_error`, reported by the static verifier); the
+    a LOOP-03 error (`window_error`, raised by the `nem.loop` op verifier and
+    reported, located, by the static verifier); the
     execution model never sees such a loop."""
     for d in loop.decorator_list():
         if d.DECO_NAME == "max_in_flight":
