@@ -29,7 +29,7 @@ from test_hazard_steady_state import Replay
 from test_hazard_steady_state import pipelined as four_tasks
 from test_iteration_space import PointByPoint
 
-from nem.analysis.happens_before import HazardFinder
+from nem.analysis.hazard_finder import HazardFinder
 from nem.dialect.ops import ProgramOp
 from nem.dialect.verifier import ProgramVerifier
 from nem.frontends.nem_text.parser import parse_nem

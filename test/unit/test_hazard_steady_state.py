@@ -11,7 +11,7 @@ import time
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from nem.analysis.happens_before import HazardFinder, find_hazards
+from nem.analysis.hazard_finder import HazardFinder, find_hazards
 from nem.dialect.ops import ProgramOp
 from nem.frontends.nem_text.parser import parse_nem
 

@@ -23,12 +23,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from nem.analysis.happens_before import (
-    check_tokens,
-    find_hazards,
-    find_races,
-    max_live_tokens,
-)
+from nem.analysis.hazard_finder import find_hazards, find_races
+from nem.analysis.token_liveness import check_tokens, max_live_tokens
 from nem.dialect.builder import Expr, ProgramBuilder, Sym
 from nem.dialect.ops import LoopOp, ProgramOp, TaskOp
 from nem.frontends.nem_text import print_nem

@@ -1,6 +1,6 @@
 """Skipping the steady state of a long loop in the hazard analysis (D-HAZ-STEADY).
 
-The hazard analysis (`happens_before.HazardFinder`) replays a program's task
+The hazard analysis (`hazard_finder.HazardFinder`) replays a program's task
 instances against shadow memory.  A loop of 10^6 iterations is 10^6 replays
 of its body, although after a few iterations nothing new can be learned:
 when every access of iteration `o + P` is the access of iteration `o`

@@ -37,16 +37,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
-from nem.analysis.happens_before import (
-    MAX_TASK_INSTANCES,
-    Race,
-    StaticTask,
-    Structure,
-    block_liveness,
-    find_races,
-    live_token_peak,
-    max_in_flight,
-)
+from nem.analysis.happens_before import StaticTask, Structure
+from nem.analysis.hazard_finder import MAX_TASK_INSTANCES, Race, find_races
+from nem.analysis.token_liveness import block_liveness, live_token_peak
+from nem.dialect.semantics import max_in_flight
 from nem.dialect.attributes import MaxInFlightAttr
 from nem.dialect.diagnostics import Diagnostic, NemDiagnosticError, SourceLoc
 from nem.dialect.ops import BufferOp, LoopOp, ProgramOp, RegionOp, TaskOp, WaitOp
