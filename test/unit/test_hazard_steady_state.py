@@ -153,10 +153,11 @@ def test_same_diagnostics_as_replaying_every_iteration(src):
 
 
 def test_the_generator_reaches_the_jump():
-    """The property above is about the jump: most generated programs take it."""
+    """The property above is about the jump: a good share of the generated
+    programs take it (20 of these 100, fixed examples)."""
     before = Counting.jumps
 
-    @settings(max_examples=60, deadline=None, database=None)
+    @settings(max_examples=100, deadline=None, database=None, derandomize=True)
     @given(programs())
     def run(src):
         _diags(Counting, src)

@@ -41,7 +41,7 @@ random programs):
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, replace
 from math import gcd
 from typing import TYPE_CHECKING
@@ -162,6 +162,15 @@ class LoopRun:
                 return None  # an earlier iteration of a @max_in_flight(1) loop
         return ("before", id(acc))
 
+    def _loop_shadows(self, shadows: Mapping[tuple[SSAValue, int], Shadow]
+                      ) -> Iterator[tuple[tuple[SSAValue, int], int, list]]:
+        """(key, shift per period, touched spans) of the shadows of the
+        buffers the loop accesses."""
+        for key, sh in shadows.items():
+            d = self.reg.shift.get(key[0])
+            if d is not None:
+                yield key, d, [(lo, hi, st) for lo, hi, st in sh.spans() if st is not None]
+
     def canonical_state(self, shadows: Mapping[tuple[SSAValue, int], Shadow], ord_: int,
                         periods: int) -> dict | None:
         """The effective shadow state of the loop's buffers at the start of
@@ -169,14 +178,10 @@ class LoopRun:
         None when a live entry from before the loop sits in a buffer whose
         accesses move (the jump would have to keep it in place)."""
         out: dict[tuple[SSAValue, int], list] = {}
-        for key, sh in shadows.items():
-            d = self.reg.shift.get(key[0])
-            if d is None:
-                continue
+        for key, d, touched in self._loop_shadows(shadows):
             s = d * periods
             spans: list = []
-            for lo, hi, st in sh.spans():
-                assert st is not None
+            for lo, hi, st in touched:
                 w = st[0] and self._entry(st[0], ord_, s)
                 rs = tuple(e for e in (self._entry(r, ord_, s) for r in st[1]) if e is not None)
                 if d and any(e[0] == "before" for e in ((w,) if w else ()) + rs):
@@ -210,14 +215,10 @@ class LoopRun:
             return replace(acc, inst=new, lo=acc.lo + d, hi=acc.hi + d)
 
         out: dict[tuple[SSAValue, int], Shadow] = {}
-        for key, sh in shadows.items():
-            b = self.reg.shift.get(key[0])
-            if b is None:
-                continue
+        for key, b, touched in self._loop_shadows(shadows):
             d = b * periods
             spans: list[tuple[int, int, SegmentState]] = []
-            for lo, hi, st in sh.spans():
-                assert st is not None
+            for lo, hi, st in touched:
                 w, rs = st
                 ew = w and self._entry(w, ord_, 0)
                 keep_rs = []
