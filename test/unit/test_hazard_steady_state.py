@@ -6,6 +6,7 @@ RULE: HAZ-01 HAZ-03 LOOP-06
 
 from __future__ import annotations
 
+import os
 import time
 
 from hypothesis import given, settings
@@ -146,9 +147,10 @@ def programs(draw) -> str:
     return "\n".join(lines) + "\n"
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=int(os.environ.get("NEM_STEADY", "400")), deadline=None)
 @given(programs())
 def test_same_diagnostics_as_replaying_every_iteration(src):
+    """NEM_STEADY=N runs N programs (long mode; 3000 gave no difference)."""
     assert _diags(Counting, src) == _diags(Replay, src), src
 
 
