@@ -34,7 +34,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from bench_roundtrip import generate  # noqa: E402
 
-from nem.analysis.happens_before import check_tokens, find_hazards, max_live_tokens  # noqa: E402
+from nem.analysis.hazard_finder import find_hazards  # noqa: E402
+from nem.analysis.token_liveness import check_tokens, max_live_tokens  # noqa: E402
 from nem.dialect.ops import ProgramOp  # noqa: E402
 from nem.frontends.nem_text.parser import parse_nem  # noqa: E402
 

@@ -16,7 +16,7 @@ from xdsl.dialects import arith
 from xdsl.passes import ModulePass, PassPipeline
 
 from nem.analysis.capacity import memory_maps
-from nem.analysis.happens_before import max_live_tokens
+from nem.analysis.token_liveness import max_live_tokens
 from nem.devices.device_lookup import find_device
 from nem.dialect.builder import NemBuilder
 from nem.dialect.diagnostics import Diagnostic, NemDiagnosticError, SourceLoc

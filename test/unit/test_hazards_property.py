@@ -16,7 +16,8 @@ from dataclasses import dataclass
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from nem.analysis.happens_before import find_hazards, max_live_tokens
+from nem.analysis.hazard_finder import find_hazards
+from nem.analysis.token_liveness import max_live_tokens
 from nem.dialect.builder import ProgramBuilder
 from nem.dialect.ops import ProgramOp
 from nem.frontends.nem_text import parse_nem, print_nem

@@ -209,9 +209,10 @@ def test_huge_loops_checked_without_enumeration(size, off, rule, where):
 
 
 def test_unprovable_huge_loop_warns_what_was_not_checked(monkeypatch):
-    from nem.dialect import verifier
+    from nem.dialect import point_checks, region_rules, task_rules
 
-    monkeypatch.setattr(verifier, "MAX_POINTS", 1 << 12)
+    for module in (point_checks, region_rules, task_rules):
+        monkeypatch.setattr(module, "MAX_POINTS", 1 << 12)
     src = BIG.format(size=64, hi=1 << 40, off="(i mod 7) * 9 - (i mod 7) * 8")
     diags = ProgramVerifier(_program(src)).run()
     assert [(d.severity, d.rule) for d in diags] == [("warning", "REG-02")]

@@ -19,16 +19,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from nem.analysis.happens_before import (
-    check_tokens,
-    find_hazards,
-    find_races,
-    max_live_tokens,
-)
+from nem.analysis.hazard_finder import find_hazards, find_races
+from nem.analysis.token_liveness import check_tokens, max_live_tokens
 from nem.dialect.builder import Expr, ProgramBuilder, Sym
 from nem.dialect.ops import LoopOp, ProgramOp, TaskOp
 from nem.frontends.nem_text import print_nem
@@ -140,10 +135,9 @@ def test_synthesized_programs_are_valid_minimal_and_race_free(items, limit):
     check_synthesized(items, limit)
 
 
-@pytest.mark.xfail(strict=True, reason="known defect: nem-synthesize-deps keeps a relu->load "
-                   "dependency that find_races no longer needs once the others are placed "
-                   "(not minimal; the program stays race-free)")
-def test_known_non_minimal_dependency():
+def test_dependency_unneeded_once_the_others_are_placed_is_dropped():
+    """A relu->load dep that the deps added later make unneeded (it was kept
+    before the minimization step of D-DEPS-SYNTH)."""
     items = [Loop(1, 1, (Task("load", ((0, 2),), 0), Loop(3, 1, (
         Task("store", ((0, 0),), 0), Task("store", ((0, 2),), 0),
         Task("relu", ((0, -2), (0, 1)), 0)))))]

@@ -48,6 +48,7 @@ from xdsl.utils.exceptions import VerifyException
 
 from nem.dialect.attributes import BufferType, DecoratorAttr, RegionType, TokenType
 from nem.dialect.registry import OpcodeSpec, opcodes
+from nem.dialect.semantics import window_error
 
 
 def _decos(decorators: list[DecoratorAttr] | tuple[DecoratorAttr, ...]) -> ArrayAttr | None:
@@ -230,6 +231,12 @@ class LoopOp(NemOp):
     def verify_(self) -> None:
         if len(self.block.args) != 1 or not isinstance(self.block.args[0].type, IndexType):
             raise VerifyException("a loop body has exactly one index argument, the loop variable")
+        # LOOP-03: the rule is `semantics.window_error`; the static verifier
+        # reports it again, located, for programs that xDSL does not verify
+        # (the `.nem` and bytecode front ends)
+        msg = window_error(self)
+        if msg is not None:
+            raise VerifyException(f"{msg} [LOOP-03]")
 
 
 class TaskOp(NemOp):

@@ -217,6 +217,7 @@ class Evaluator:
         self._tapes: dict[SSAValue, Tape] = {}
         self._compiled: dict[SSAValue, Compiled] = {}
         self._depth_of: Mapping[BlockArgument, int] | None = None
+        self._free: dict[SSAValue, frozenset[BlockArgument]] = {}
 
     def static(self, value: SSAValue) -> int | None:
         cached = self._static.get(value, _MISSING)
@@ -251,9 +252,12 @@ class Evaluator:
     def free_loop_args(self, value: SSAValue) -> frozenset[BlockArgument]:
         """The loop variables (block arguments) that `value` depends on (none
         when it is static)."""
-        if self.static(value) is not None:
-            return frozenset()
-        return frozenset(x for kind, x, _, _ in self.tape(value) if kind == _ARG)
+        hit = self._free.get(value)
+        if hit is None:
+            hit = frozenset() if self.static(value) is not None else \
+                frozenset(x for kind, x, _, _ in self.tape(value) if kind == _ARG)
+            self._free[value] = hit
+        return hit
 
     def tape(self, root: SSAValue) -> Tape:
         """The tape of `root`, built once."""
@@ -396,11 +400,17 @@ def _expr_operands(op: Operation) -> tuple[SSAValue, ...]:
     """The integer operands an expression node's value depends on: both
     operands of a binary op, the forwarded operand of `nem.const`/`nem.let`,
     none for a literal or anything else (whose value is unknown)."""
+    # `_operands` is the operand tuple `op.operands` wraps: this runs for every
+    # expression node of every static query, where the wrapper dominated
+    operands = op._operands  # noqa: SLF001 - hot path
     if type(op) in SYMBOL_OF:
-        return (op.operands[0], op.operands[1])
-    if len(op.operands) == 1 and len(op.results) == 1 and op.name in ("nem.const", "nem.let"):
-        return (op.operands[0],)
+        return operands[0], operands[1]
+    if len(operands) == 1 and op.name in _FORWARDING and len(op.results) == 1:
+        return (operands[0],)
     return ()
+
+
+_FORWARDING = frozenset({"nem.const", "nem.let"})
 
 
 # ---------------------------------------------------------------------------
@@ -441,7 +451,8 @@ read (by the host, `--output`, the API) only then."""
 
 def max_in_flight(loop: LoopOp) -> int:
     """N of the loop's `@max_in_flight(N)`; 1 without it (LOOP-02).  An N < 1 is
-    a LOOP-03 error (`window_error`, reported by the static verifier); the
+    a LOOP-03 error (`window_error`, raised by the `nem.loop` op verifier and
+    reported, located, by the static verifier); the
     execution model never sees such a loop."""
     for d in loop.decorator_list():
         if d.DECO_NAME == "max_in_flight":

@@ -151,7 +151,7 @@ def check_tokens(prog: ProgramOp, device: Device, ev: Evaluator) -> list[Diagnos
     limit = device.max_active_tokens
     if limit is None:
         return []
-    from nem.analysis.happens_before import live_token_peak
+    from nem.analysis.token_liveness import live_token_peak
 
     count, where = live_token_peak(prog)
     if count <= limit:

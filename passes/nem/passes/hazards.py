@@ -3,7 +3,7 @@
 HAZ-01 (overlapping accesses, one a write, not ordered by the token graph)
 and HAZ-03 / LOOP-06 (the same across iterations of a pipelined loop under
 `@max_in_flight(N)`), with the semantics of decisions D-HAZ-* in
-docs/spec-decisions.md; the analysis lives in `nem.analysis.happens_before`.
+docs/spec-decisions.md; the analysis lives in `nem.analysis.hazard_finder`.
 HAZ-02 (transfer self-overlap without `@memmove`) is checked by the static
 verifier.  All findings of a program are reported together.
 """
@@ -16,7 +16,7 @@ from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
 
-from nem.analysis.happens_before import MAX_TASK_INSTANCES, find_hazards
+from nem.analysis.hazard_finder import MAX_TASK_INSTANCES, find_hazards
 from nem.dialect.ops import ProgramOp
 from nem.passes.pass_context import report
 

@@ -37,20 +37,13 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
-from nem.analysis.happens_before import (
-    MAX_TASK_INSTANCES,
-    Race,
-    StaticTask,
-    Structure,
-    block_liveness,
-    find_races,
-    live_token_peak,
-    max_in_flight,
-)
+from nem.analysis.happens_before import StaticTask, Structure
+from nem.analysis.hazard_finder import MAX_TASK_INSTANCES, Race, find_races
+from nem.analysis.token_liveness import block_liveness, live_token_peak
 from nem.dialect.attributes import MaxInFlightAttr
 from nem.dialect.diagnostics import Diagnostic, NemDiagnosticError, SourceLoc
 from nem.dialect.ops import BufferOp, LoopOp, ProgramOp, RegionOp, TaskOp, WaitOp
-from nem.dialect.semantics import Evaluator, ExprError
+from nem.dialect.semantics import Evaluator, ExprError, max_in_flight
 from nem.passes.pass_context import report
 from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
@@ -60,6 +53,9 @@ from xdsl.rewriter import InsertPoint, Rewriter
 
 MAX_ROUNDS = 8
 """Analysis rounds before giving up (one repairs all it finds; the next confirms)."""
+MINIMIZE_BUDGET = 1 << 16
+"""Task instances the minimization may replay in all (added deps x instances):
+beyond it, it is skipped (D-DEPS-SYNTH)."""
 
 
 @dataclass
@@ -94,6 +90,7 @@ class Synthesizer:
             races, _warnings = find_races(self.program, self.max_instances)
             if not races:
                 if pruned:
+                    self.minimize()
                     return
                 pruned = True
                 self.prune()
@@ -165,6 +162,27 @@ class Synthesizer:
             if len(keep) != len(task.deps):
                 task.set_deps(keep)
                 self.added[task] = [d for d in mine if d in keep]
+
+    def minimize(self) -> None:
+        """Drop, one at a time, each added dep without which the analysis
+        still finds no race (latest added first).  Removing ordering only adds
+        races, so one pass leaves every remaining added dep needed; a dep
+        whose token then has no consumer is waited for by its block's closing
+        wait.  Skipped beyond MINIMIZE_BUDGET replayed instances (D-DEPS-SYNTH)."""
+        candidates = [(task, d) for task, mine in self.added.items() for d in mine]
+        instances = _instance_count(self.program)
+        if not candidates or instances is None or \
+                len(candidates) * instances > MINIMIZE_BUDGET:
+            return
+        for task, d in reversed(candidates):
+            deps = list(task.deps)
+            task.set_deps([x for x in deps if x is not d])
+            races, _ = find_races(self.program, self.max_instances)
+            if races:
+                task.set_deps(deps)
+                continue
+            self.added[task].remove(d)
+            self.close_blocks()
 
     def close_blocks(self) -> None:
         """Each block ends with a wait on its sinks (tokens nothing consumes)."""
@@ -248,6 +266,31 @@ class Synthesizer:
         wait = WaitOp(tokens, [])
         wait.location = op.location
         Rewriter.insert_op(wait, InsertPoint.before(op))
+
+
+def _instance_count(program: ProgramOp) -> int | None:
+    """Task instances of the program (tasks x trip counts of their loops);
+    None when a loop bound is not static."""
+    ev = Evaluator()
+    total = 0
+
+    def walk(block: Block, copies: int) -> bool:
+        nonlocal total
+        for op in block.ops:
+            if isinstance(op, TaskOp):
+                total += copies
+            elif isinstance(op, LoopOp):
+                try:
+                    lo, hi = ev.static(op.lower), ev.static(op.upper)
+                except ExprError:
+                    return False
+                if lo is None or hi is None:
+                    return False
+                if not walk(op.block, copies * max(0, hi - lo + 1)):
+                    return False
+        return True
+
+    return total if walk(program.block, 1) else None
 
 
 def _covered(tokens: Iterable[SSAValue]) -> set[SSAValue]:

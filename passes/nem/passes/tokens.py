@@ -7,7 +7,7 @@
   D-TOK-DEADLOCK) -- only hand-written IR can express this, the `.nem` parser
   rejects tokens used before they are produced (TASK-03);
 
-`max_live_tokens(program)` (DEV-17) lives in `nem.analysis.happens_before`.
+`max_live_tokens(program)` (DEV-17) lives in `nem.analysis.token_liveness`.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
 
-from nem.analysis.happens_before import check_tokens
+from nem.analysis.token_liveness import check_tokens
 from nem.dialect.ops import ProgramOp
 from nem.passes.pass_context import report
 

@@ -1,0 +1,171 @@
+"""The iteration-point machinery of the static verifier (D-VERIFY-ENUM,
+D-VERIFY-BUDGET): the base class of its rule groups, with the shared state
+(program, catalog, evaluator, diagnostics) and the tools that check a rule at
+every iteration point of the enclosing loops -- interval proofs over the loop
+box first (`box_forms`), then vectorized enumeration (`each_point`), and a
+warning for what neither covers (`_unchecked`)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+
+import numpy as np
+from xdsl.ir import Block, Operation, SSAValue
+
+from nem.dialect.diagnostics import Diagnostic, SourceLoc, error
+from nem.dialect.families import Catalog
+from nem.dialect.iteration_space import (
+    MAX_POINTS,
+    MAX_SCALAR_POINTS,
+    Form,
+    Inexact,
+    IterationSpace,
+    forms,
+    point,
+)
+from nem.dialect.ops import (
+    LoopOp,
+    ProgramOp,
+)
+from nem.dialect.semantics import (
+    Evaluator,
+    ExprError,
+)
+
+EnvCheck = Callable[[dict[SSAValue, int]], bool]
+"""A check at one iteration point: False when it reported an error."""
+
+
+class PointChecks:
+    """State and iteration-point tools shared by the verifier's rule groups."""
+
+    program: ProgramOp
+    catalog: Catalog
+    ev: Evaluator
+    diags: list[Diagnostic]
+    _loops_of: dict[Operation, tuple[LoopOp, ...]]
+
+    def err(self, op: Operation | SourceLoc | None, rule: str | None, message: str,
+            fix: str) -> None:
+        self.diags.append(error(message, op, rule, fix))
+
+    def walk(self) -> Iterator[tuple[Operation, tuple[LoopOp, ...]]]:
+        def rec(block: Block, loops: tuple[LoopOp, ...]):
+            for op in block.ops:
+                yield op, loops
+                if isinstance(op, LoopOp):
+                    yield from rec(op.block, loops + (op,))
+
+        yield from rec(self.program.block, ())
+
+    def envs(self, loops: tuple[LoopOp, ...]) -> Iterator[dict[SSAValue, int]]:
+        """Every binding of the enclosing loop variables (inclusive bounds), in
+        program order: the scalar enumeration, for what the vectorized one
+        cannot evaluate exactly in int64."""
+        if not loops:
+            yield {}
+            return
+        for outer in self.envs(loops[:-1]):
+            lo = self.ev.eval(loops[-1].lower, outer)
+            hi = self.ev.eval(loops[-1].upper, outer)
+            if lo is None or hi is None:
+                continue
+            iv = loops[-1].block.args[0]
+            for i in range(lo, hi + 1):
+                env = dict(outer)
+                env[iv] = i
+                yield env
+
+    def each_point(self, op: Operation, loops: tuple[LoopOp, ...], check: EnvCheck,
+                   suspects: Callable[[dict, int], np.ndarray | None], what: str,
+                   rule: str) -> None:
+        """Run `check` at every iteration point of `loops` where the vectorized
+        predicate `suspects(chunk, n)` may hold (None: at no point of the chunk),
+        in program order, until `check` reports an error (D-VERIFY-ENUM).
+        A chunk that int64 cannot evaluate exactly is checked point by point.
+        After MAX_POINTS points the check stops with a warning naming `what`
+        and the iterations examined (D-VERIFY-BUDGET)."""
+        if not loops:
+            check({})
+            return
+        done = scalar = 0
+        last: dict[SSAValue, int] = {}
+        try:
+            for chunk, n in IterationSpace(self.ev, loops).chunks():
+                if done >= MAX_POINTS or scalar >= MAX_SCALAR_POINTS:
+                    return self._unchecked(op, loops, what, rule, last, done)
+                m = min(n, MAX_POINTS - done)
+                try:
+                    flags = suspects(chunk, n)
+                    hits = () if flags is None else np.flatnonzero(flags[:m])
+                except Inexact:
+                    hits = range(m)
+                    scalar += m
+                for k in hits:
+                    if not check(point(chunk, k)):
+                        return None
+                done += m
+                last = point(chunk, m - 1)
+        except Inexact:  # loop bounds near the 64-bit limits: the exact scalar walk
+            for env in self.envs(loops):
+                if done >= MAX_SCALAR_POINTS:
+                    return self._unchecked(op, loops, what, rule, last, done)
+                if not check(env):
+                    return None
+                done += 1
+                last = env
+        return None
+
+    def _unchecked(self, op: Operation, loops: tuple[LoopOp, ...], what: str, rule: str,
+                   last: dict[SSAValue, int], done: int) -> None:
+        upto = ", ".join(f"{lp.iv_name.data}={last[lp.block.args[0]]}" for lp in loops
+                         if lp.block.args[0] in last)
+        self.diags.append(Diagnostic(
+            "warning", f"{what} checked for the first {done} iteration points only (up to "
+            f"{upto}): the expressions are not affine in the loop variables, their bounds "
+            f"do not prove the rule, and the loops have more than {MAX_POINTS} points",
+            SourceLoc.of(op), rule,
+            "the remaining iterations are checked when the program runs (decision "
+            "D-VERIFY-BUDGET); affine offsets and extents (a * i + b) are checked exactly"))
+
+    def box_forms(self, loops: tuple[LoopOp, ...],
+                  values: tuple[SSAValue, ...]) -> tuple[dict | None, list[Form | None]]:
+        """The box of constant loop bounds and each value's `Form` over it
+        (forms are empty when the bounds are not constant)."""
+        box = IterationSpace(self.ev, loops).box()
+        if box is None:
+            return None, []
+        try:
+            return box, forms(self.ev, values, box)
+        except ExprError:
+            return None, []
+
+    def relevant_loops(self, loops: tuple[LoopOp, ...], values) -> tuple[LoopOp, ...]:
+        """The enclosing loops whose iterations can change `values`: those
+        whose variable they use (directly or through the bounds of another
+        such loop), and every loop that may run zero times (whose body then
+        never runs).  Enumerating only these visits every distinct value, so
+        the cost does not grow with unrelated loops (a region over an inner
+        index of a 2^63-iteration loop)."""
+        try:
+            need: set = set().union(*(self.ev.free_loop_args(v) for v in values))
+        except ExprError:
+            return loops
+        keep = []
+        for lp in reversed(loops):
+            lo, hi = self.ev.static(lp.lower), self.ev.static(lp.upper)
+            if lp.block.args[0] in need or lo is None or hi is None or lo > hi:
+                keep.append(lp)
+                try:
+                    need |= self.ev.free_loop_args(lp.lower) | self.ev.free_loop_args(lp.upper)
+                except ExprError:
+                    return loops
+        return tuple(reversed(keep))
+
+
+def iteration_text(loops: tuple[LoopOp, ...], env: dict[SSAValue, int]) -> str:
+    if not loops:
+        return ""
+    parts = [f"{lp.iv_name.data}={env[lp.block.args[0]]}" for lp in loops
+             if lp.block.args[0] in env]
+    return f" (at iteration {', '.join(parts)})"

@@ -1,0 +1,269 @@
+"""Static rules of buffers and regions (BUF-*, REG-*, EXT-*, TYPE-*, QUANT-*):
+one rule group of `nem.dialect.verifier.ProgramVerifier`."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from xdsl.ir import Operation, SSAValue
+
+from nem.dialect.attributes import (
+    BITWIDTH,
+    DYNAMIC,
+    PerGroupQuantAttr,
+    PerTensorQuantAttr,
+    RegionType,
+    region_min_bytes,
+)
+from nem.dialect.iteration_space import (
+    MAX_POINTS,
+    Form,
+    combine,
+    vector_eval,
+    witness,
+)
+from nem.dialect.limits import INT_MAX
+from nem.dialect.ops import (
+    BufferOp,
+    LoopOp,
+    RegionOp,
+)
+from nem.dialect.point_checks import EnvCheck, PointChecks, iteration_text
+from nem.dialect.semantics import (
+    ExprError,
+)
+
+
+class RegionRules(PointChecks):
+    """Buffer and region declarations, at every iteration point they take."""
+
+    def _buffer(self, op: BufferOp) -> None:
+        name = op.buffer_name.data
+        try:
+            size = self.ev.static(op.size)
+        except ExprError as e:
+            return self.err(op, "CONST-05", f"{e} in the size of buffer '{name}'", "change the divisor")
+        if size is None:
+            self.err(op, "BUF-01", f"the size of buffer '{name}' depends on a loop variable",
+                     "buffer sizes are compile-time integers")
+        elif size <= 0:
+            self.err(op, "BUF-03", f"buffer '{name}' has size {size}", "give it a size > 0 bytes")
+        if op.align is not None:
+            a = op.align.value.data
+            if a <= 0 or a & (a - 1):
+                self.err(op, "BUF-04", f"align={a} of buffer '{name}' is not a power of two",
+                         "use 1, 2, 4, ... 64, ...")
+
+    def _region(self, op: RegionOp, loops: tuple[LoopOp, ...]) -> None:
+        rtype = op.result.type
+        assert isinstance(rtype, RegionType)
+        label = f"region '{op.region_name.data}'" if op.region_name else "inline region"
+        buf_op = op.buffer.owner
+        try:
+            buf_size = self.ev.static(buf_op.size)
+        except ExprError:
+            buf_size = None
+        if rtype.typed:
+            if not self._region_type(op, rtype, label):
+                return
+            if not self._buffer_holds_elements(op, rtype, buf_size, label):
+                return
+        # operands read once: each accessor of an op with operand segments
+        # decodes the segment sizes again
+        offset, extent, shape, strides = op.offset, op.extent, tuple(op.shape), tuple(op.strides)
+        loops = self.relevant_loops(loops, (offset, extent, *shape, *strides))
+        # with a static shape and strides the element check depends on the
+        # extent alone: decided once per distinct extent, and the smallest
+        # extent that passes bounds it over the whole iteration space
+        try:
+            fixed = all(self.ev.static(v) is not None for v in (*shape, *strides))
+        except ExprError:
+            fixed = False
+        least = (self._least_extent(rtype, shape, strides) if fixed else None) \
+            if rtype.typed else 0
+        fits: dict[int, bool] = {}
+
+        def check(env: dict[SSAValue, int]) -> bool:
+            try:
+                off, ext = self.ev.eval(offset, env), self.ev.eval(extent, env)
+            except ExprError as e:
+                self.err(op, "CONST-05", f"{e} in {label}", "change the divisor")
+                return False
+            if off is None or ext is None:
+                return True
+            if off < 0 or ext <= 0:
+                self.err(op, "REG-01", f"{label} has offset {off} and extent {ext}"
+                         f"{iteration_text(loops, env)}",
+                         "offsets are >= 0 and extents > 0 bytes")
+                return False
+            if buf_size is not None and off + ext > buf_size:
+                self.err(op, "REG-02", f"{label} covers bytes [{off}, {off + ext}) but buffer "
+                         f"'{buf_op.buffer_name.data}' has {buf_size} bytes"
+                         f"{iteration_text(loops, env)}",
+                         "shrink the region or enlarge the buffer")
+                return False
+            if not rtype.typed or (fixed and fits.get(ext)):
+                return True
+            if not self._extent_fits(op, rtype, ext, env, label, loops, shape, strides):
+                return False
+            fits[ext] = True
+            return True
+
+        if not loops:
+            check({})
+            return
+        box, found = self.box_forms(loops, (offset, extent))
+        if box is not None and found[0] is not None and found[1] is not None and \
+                self._region_proven(found[0], found[1], buf_size, least, box, check):
+            return
+
+        def suspects(chunk: dict, n: int) -> np.ndarray | None:
+            off = vector_eval(self.ev, offset, chunk, n)
+            ext = vector_eval(self.ev, extent, chunk, n)
+            if off is None or ext is None:
+                return None
+            bad = (off < 0) | (ext <= 0)
+            if buf_size is not None:
+                bad |= off > buf_size - np.maximum(ext, 0)
+            if rtype.typed:
+                bad |= ext < least if least is not None else True
+            return bad
+
+        self.each_point(op, loops, check, suspects, f"the bounds of {label}", "REG-02")
+
+    def _region_proven(self, f_off: Form, f_ext: Form, buf_size: int | None,
+                       least: int | None, box: dict, check: EnvCheck) -> bool:
+        """Decide REG-01/REG-02 (and the extent rules of a typed region with a
+        fixed shape, through the least extent they accept) from the value
+        intervals over the box of loop bounds: True when they prove every
+        iteration correct, or when the expressions are affine and the space too
+        large to enumerate, in which case the corner of the box that breaks a
+        rule is checked (and reported) exactly."""
+        if f_off.interval is None or f_ext.interval is None or not (f_off.fits and f_ext.fits):
+            return False
+        f_end = combine("+", f_off, f_ext, box)
+        (olo, _), (elo, _) = f_off.interval, f_ext.interval
+        end_hi = f_end.interval[1] if f_end.interval is not None else None
+        extent_ok = least is not None and elo >= least
+        if olo >= 0 and elo > 0 and (buf_size is None or (end_hi is not None and end_hi <= buf_size)) \
+                and extent_ok:
+            return True
+        n = 1
+        for lo, hi in box.values():
+            n *= hi - lo + 1
+        if n <= MAX_POINTS or f_off.affine is None or f_ext.affine is None or least is None:
+            return False
+        # affine over a huge box: the extremes are at corners (exact)
+        if olo < 0:
+            env = witness(f_off, box, minimize=True)
+        elif elo <= 0 or not extent_ok:
+            env = witness(f_ext, box, minimize=True)
+        else:
+            env = witness(f_end, box, minimize=False)
+        check(env)
+        return True
+
+    def _buffer_holds_elements(self, op: RegionOp, rtype: RegionType, buf_size: int | None,
+                               label: str) -> bool:
+        """BUF-02: a buffer must be large enough for the packed elements a typed
+        region puts in it.  Reported on its own (rather than as a REG-02 overrun)
+        because the fix is usually the buffer size, computed with the packed
+        sub-byte width (TYPE-02)."""
+        shape = rtype.shape_values or ()
+        if buf_size is None or not shape or DYNAMIC in shape:
+            return True
+        bw = BITWIDTH[rtype.elem_name]
+        need = math.ceil(math.prod(shape) * bw / 8)
+        if need <= buf_size:
+            return True
+        name = op.buffer.owner.buffer_name.data
+        self.err(op, "BUF-02", f"buffer '{name}' has {buf_size} bytes but {label} puts "
+                 f"{math.prod(shape)} {rtype.elem_name} elements in it, which need "
+                 f"ceil({math.prod(shape)} * {bw} / 8) = {need} bytes",
+                 f"give buffer '{name}' size >= {need}")
+        return False
+
+    def _region_type(self, op: RegionOp, rtype: RegionType, label: str) -> bool:
+        shape = rtype.shape_values or ()
+        for d in shape:
+            if d != DYNAMIC and d <= 0:
+                self.err(op, "REG-06", f"{label} has shape entry {d}", "shape entries are positive")
+                return False
+        layout = rtype.layout_name
+        if layout is not None and len(layout) != len(shape):
+            self.err(op, "REG-05", f"{label}: layout {layout} has rank {len(layout)} but the shape "
+                     f"has rank {len(shape)}",
+                     "a layout names one letter per dimension (decision D-LAYOUT)")
+            return False
+        strides = rtype.stride_values
+        if strides is not None and len(strides) != len(shape):
+            self.err(op, "REG-05", f"{label}: {len(strides)} strides for a rank-{len(shape)} shape",
+                     "give one stride per dimension")
+            return False
+        return self._quant(op, rtype, label)
+
+    def _quant(self, op: Operation, rtype: RegionType, label: str) -> bool:
+        q = rtype.quant_desc
+        if q is None or isinstance(q, PerTensorQuantAttr):
+            return True
+        shape = rtype.shape_values or ()
+        axis = q.axis.data
+        if not 0 <= axis < len(shape):
+            self.err(op, "QUANT-05", f"{label}: quant axis {axis} is not a dimension of a "
+                     f"rank-{len(shape)} region", f"use 0 <= axis < {len(shape)}")
+            return False
+        dim = shape[axis]
+        if dim == DYNAMIC:
+            return True
+        if isinstance(q, PerGroupQuantAttr):
+            g = q.group_size.data
+            if g <= 0:
+                self.err(op, "QUANT-04", f"{label}: group_size {g}", "group_size is a positive integer")
+                return False
+            want, rule, why = math.ceil(dim / g), "QUANT-03", f"ceil({dim} / {g})"
+        else:
+            want, rule, why = dim, "QUANT-02", f"shape[{axis}]"
+        for key in ("scales", "zero_points"):
+            have = len(getattr(q, key).data)
+            if have != want:
+                self.err(op, rule, f"{label}: {key} has {have} entries but needs {want} ({why})",
+                         f"give exactly {want} {key}")
+                return False
+        return True
+
+    def _least_extent(self, rtype: RegionType, shape_values, stride_values) -> int:
+        """The smallest extent EXT-01/EXT-02 accept for a static shape and
+        strides (beyond INT_MAX when none does: negative strides)."""
+        shape = [self.ev.static(v) for v in shape_values]
+        strides = [self.ev.static(v) for v in stride_values]
+        if any(d is None for d in shape) or any(s is None for s in strides):
+            return 0
+        if strides and any(s < 0 for s in strides):
+            return INT_MAX + 1
+        need = region_min_bytes(rtype.elem_name, shape)
+        return max(need, region_min_bytes(rtype.elem_name, shape, strides)) if strides else need
+
+    def _extent_fits(self, op: RegionOp, rtype: RegionType, ext: int, env, label: str,
+                     loops: tuple[LoopOp, ...], shape_values, stride_values) -> bool:
+        shape = [self.ev.eval(v, env) for v in shape_values]
+        if any(d is None for d in shape):
+            return True
+        need = region_min_bytes(rtype.elem_name, shape)
+        if ext < need:
+            self.err(op, "EXT-01", f"{label} has extent {ext} bytes but {rtype.elem_name} "
+                     f"shape {shape} needs {need}{iteration_text(loops, env)}",
+                     f"make the extent at least {need} bytes")
+            return False
+        if stride_values:
+            strides = [self.ev.eval(v, env) for v in stride_values]
+            if any(s is None for s in strides):
+                return True
+            last = sum((d - 1) * s for d, s in zip(shape, strides))
+            need = region_min_bytes(rtype.elem_name, shape, strides)
+            if any(s < 0 for s in strides) or need > ext:
+                self.err(op, "EXT-02", f"{label}: strides {strides} address element {last}, "
+                         f"beyond its {ext}-byte extent{iteration_text(loops, env)}",
+                         "fix the strides or enlarge the extent")
+                return False
+        return True

@@ -1,0 +1,306 @@
+"""Static rules of tasks: transfers and stores (overlap, extents, types),
+compute operands, attributes and type families (FAM-*), placement and access
+intent: one rule group of `nem.dialect.verifier.ProgramVerifier`."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from xdsl.dialects.builtin import ArrayAttr, FloatAttr, StringAttr
+from xdsl.ir import Attribute, SSAValue
+
+from nem.dialect.attributes import (
+    DYNAMIC,
+    ArgRefAttr,
+    SeqEngineAttr,
+    elem_name,
+)
+from nem.dialect.iteration_space import (
+    MAX_POINTS,
+    Inexact,
+    combine,
+    vector_eval,
+    witness,
+)
+from nem.dialect.operand_binding import bind_operands, match_families, value_label
+from nem.dialect.ops import (
+    ComputeOp,
+    RegionOp,
+    StoreOp,
+    TaskOp,
+    TransferOp,
+)
+from nem.dialect.point_checks import EnvCheck, PointChecks, iteration_text
+from nem.dialect.registry import OpcodeSpec
+from nem.dialect.shape_rules import check_shapes
+
+
+class TaskRules(PointChecks):
+    """Transfer, store and compute tasks."""
+
+    def _move(self, op: TransferOp | StoreOp, loops) -> None:
+        dst, src = op.dst.type, op.src.type
+        kw = "transfer" if isinstance(op, TransferOp) else "store"
+        if dst.typed and src.typed:
+            if dst.elem != src.elem:
+                # no implicit conversion anywhere (TYPE-03); TASK-07 is the
+                # transfer-specific restatement, TYPE-03 names the fix
+                return self.err(op, "TYPE-03", f"{kw} from {src.elem_name} to {dst.elem_name} "
+                                "would convert element types implicitly",
+                                "transfers do not convert; use an explicit cast task")
+            ds, ss = dst.shape_values, src.shape_values
+            if DYNAMIC not in ds + ss and math.prod(ds) != math.prod(ss):
+                return self.err(op, "TASK-07", f"{kw} moves {math.prod(ss)} elements into a "
+                                f"region of {math.prod(ds)}", "make the element counts equal")
+        d_op, s_op = op.dst.owner, op.src.owner
+        # operands read once: xDSL's operand accessors cost more than an evaluation
+        d_extent, s_extent, d_offset, s_offset = d_op.extent, s_op.extent, d_op.offset, s_op.offset
+        loops = self.relevant_loops(loops, (d_extent, s_extent, d_offset, s_offset))
+        same_buffer = isinstance(op, TransferOp) and d_op.buffer == s_op.buffer and \
+            not any(dd.DECO_NAME == "memmove" for dd in op.decorator_list())
+        # TASK-07: the extent comparison is for untyped regions; typed ones
+        # compare element counts above (a strided source spans more bytes)
+        compare_extents = not (dst.typed and src.typed)
+        if not compare_extents and not same_buffer:
+            return None
+
+        def check(env: dict[SSAValue, int]) -> bool:
+            d_ext, s_ext = self.ev.eval(d_extent, env), self.ev.eval(s_extent, env)
+            if d_ext is not None and s_ext is not None and d_ext < s_ext and compare_extents:
+                self.err(op, "TASK-07", f"{kw} copies {s_ext} bytes into a {d_ext}-byte "
+                         f"region{iteration_text(loops, env)}",
+                         "the destination extent must be at least the source extent")
+                return False
+            if same_buffer:
+                d_off, s_off = self.ev.eval(d_offset, env), self.ev.eval(s_offset, env)
+                if None not in (d_off, s_off, d_ext, s_ext) and \
+                        d_off < s_off + s_ext and s_off < d_off + d_ext:
+                    self.err(op, "HAZ-02", "transfer source and destination overlap "
+                             f"(bytes [{s_off}, {s_off + s_ext}) and [{d_off}, {d_off + d_ext}) "
+                             f"of '{d_op.buffer.owner.buffer_name.data}')"
+                             f"{iteration_text(loops, env)}",
+                             "add @memmove or use disjoint regions")
+                    return False
+            return True
+
+        if not loops:
+            check({})
+            return None
+        box, f = self.box_forms(loops, (d_extent, s_extent, d_offset, s_offset))
+        if box is not None and None not in f and self._move_proven(
+                f, box, compare_extents, same_buffer, check):
+            return None
+
+        def suspects(chunk: dict, n: int) -> np.ndarray | None:
+            d_ext, s_ext = vector_eval(self.ev, d_extent, chunk, n), vector_eval(self.ev, s_extent, chunk, n)
+            if d_ext is None or s_ext is None:
+                return None
+            bad = d_ext < s_ext if compare_extents else np.zeros(n, dtype=bool)
+            if same_buffer:
+                d_off, s_off = vector_eval(self.ev, d_offset, chunk, n), vector_eval(self.ev, s_offset, chunk, n)
+                if d_off is not None and s_off is not None:
+                    _small(d_off, s_off, d_ext, s_ext)
+                    bad |= (d_off < s_off + s_ext) & (s_off < d_off + d_ext)
+            return bad
+
+        self.each_point(op, loops, check, suspects, f"the extents and overlap of this {kw}",
+                        "HAZ-02" if same_buffer else "TASK-07")
+        return None
+
+    def _move_proven(self, f: list, box: dict, compare_extents: bool, same_buffer: bool,
+                     check: EnvCheck) -> bool:
+        """Decide TASK-07 and HAZ-02 from value intervals over the box of loop
+        bounds (see `_region_proven`): True when proven for every iteration, or
+        when an affine TASK-07 violation is reported at its corner of a box too
+        large to enumerate."""
+        d_ext, s_ext, d_off, s_off = f
+        if not all(x.fits for x in f):
+            return False
+        slack = combine("-", d_ext, s_ext, box)
+        extents_ok = not compare_extents or (slack.interval is not None and slack.interval[0] >= 0)
+        apart = True
+        if same_buffer:
+            gaps = (combine("-", combine("-", d_off, s_off, box), s_ext, box),
+                    combine("-", combine("-", s_off, d_off, box), d_ext, box))
+            apart = any(g.interval is not None and g.interval[0] >= 0 for g in gaps)
+        if extents_ok and apart:
+            return True
+        n = 1
+        for lo, hi in box.values():
+            n *= hi - lo + 1
+        if n > MAX_POINTS and not extents_ok and slack.affine is not None:
+            check(witness(slack, box, minimize=True))
+            return True
+        return False
+
+    def _compute(self, op: ComputeOp) -> None:
+        spec = op.SPEC
+        if not self._operand_counts(op, spec):
+            return
+        if not self._attributes(op, spec):
+            return
+        operands = bind_operands(op)
+        for (ospec, value) in operands:
+            rtype = value.type
+            if not rtype.typed:
+                return self.err(op, "REG-03", f"{spec.name} operand '{ospec.name}' "
+                                f"({value_label(value)}) has no elem/shape/layout",
+                                "compute operands need elem=, shape= and layout= or strides=")
+            if ospec.elem is not None and rtype.elem_name not in ospec.elem:
+                rule = "FAM-27" if spec.name in ("argmax", "argmin") else "FAM-01"
+                return self.err(op, rule, f"{spec.name} operand '{ospec.name}' has elem "
+                                f"{rtype.elem_name}", f"use one of {', '.join(ospec.elem)} "
+                                "(decision D-ARGMAX-INDEX)")
+        if spec.families:
+            self._families(op, spec)
+
+        for rule, message, fix in check_shapes(op, self.ev):
+            self.err(op, rule, message, fix)
+
+    def _operand_counts(self, op: ComputeOp, spec: OpcodeSpec) -> bool:
+        for side, values, specs in (("inputs", op.ins, spec.inputs), ("outputs", op.outs, spec.outputs)):
+            required = sum(1 for s in specs if s.required)
+            variadic = any(s.variadic for s in specs)
+            if len(values) < required or (not variadic and len(values) > len(specs)):
+                self.err(op, "TASK-12", f"{spec.name} takes {spec.signature()} but got "
+                         f"{len(values)} {side}", f"write {spec.name}.async {spec.signature()}")
+                return False
+        return True
+
+    def _attributes(self, op: ComputeOp, spec: OpcodeSpec) -> bool:
+        given = op.attrs.data
+        ok = True
+        for name, a in spec.attributes.items():
+            if a.required and name not in given:
+                self.err(op, "TASK-13", f"{spec.name} needs attribute '{name}'",
+                         f"add {name}=<{a.type}>")
+                ok = False
+        if not spec.open_attributes:
+            for name in given:
+                if name not in spec.attributes:
+                    known = ", ".join(spec.attributes) or "none"
+                    self.err(op, "TASK-13", f"{spec.name} has no attribute '{name}'",
+                             f"its attributes are: {known}")
+                    ok = False
+        for name, value in given.items():
+            a = spec.attributes.get(name)
+            if a is not None and not _attr_has_type(value, a.type):
+                self.err(op, "TASK-13", f"attribute '{name}' of {spec.name} must be {a.type}",
+                         f"write {name}=<{a.type}>")
+                ok = False
+        return ok
+
+    def _families(self, op: ComputeOp, spec: OpcodeSpec) -> bool:
+        result = match_families(op, self.catalog)
+        if result.ok:
+            return True
+        rule = _family_rule(spec.name, result.nearest, result.differences)
+        near = f"; nearest variant {result.nearest}: " + "; ".join(result.differences) \
+            if result.nearest else ""
+        self.err(op, rule, f"{spec.name} matches no type-family variant of "
+                 f"{', '.join(spec.families)}{near}",
+                 "change the operand types/quant/accum_type to match a variant, or insert a cast")
+        return False
+
+    def _placement(self, op: TaskOp) -> None:
+        engines = {}
+        for value, _ in op.operand_regions():
+            level = value.type.level
+            if level.kind == "L1" and level.engine is not None:
+                engines.setdefault(level.engine, value_label(value))
+        if len(engines) > 1:
+            (k, a), (j, b) = list(engines.items())[:2]
+            self.err(op, "PLACE-02", f"task references L1[{k}] ({a}) and L1[{j}] ({b})",
+                     "a task runs on one engine; move the data with a transfer first")
+            return
+        for d in op.decorator_list():
+            if isinstance(d, SeqEngineAttr) and engines and d.engine.data not in engines:
+                k = next(iter(engines))
+                self.err(op, "PLACE-04", f"@seq_engine({d.engine.data}) conflicts with the task's "
+                         f"L1[{k}] operand {engines[k]}",
+                         f"use @seq_engine({k}) or drop it (decision D-DECO-SEQ)")
+
+    def _access_intent(self, op: TaskOp) -> None:
+        """DECO-07: @readonly regions are not written, @writeonly ones not read;
+        the intent is the region's own decorators plus those written after
+        the operand (SPEC §7, §12 `operand ::= ID decos?`)."""
+        for i, (value, access) in enumerate(op.written_operands()):
+            decos = value.owner.decorator_list() if isinstance(value.owner, RegionOp) else ()
+            names = {d.DECO_NAME for d in (*decos, *op.operand_decos(i))}
+            if {"readonly", "writeonly"} <= names:
+                self.err(value.owner, "DECO-07", f"{value_label(value)} is both @readonly and "
+                         "@writeonly", "keep one")
+            elif access == "write" and "readonly" in names:
+                self.err(op, "DECO-07", f"task writes @readonly region {value_label(value)}",
+                         "drop @readonly or write another region")
+            elif access == "read" and "writeonly" in names:
+                self.err(op, "DECO-07", f"task reads @writeonly region {value_label(value)}",
+                         "drop @writeonly or read another region")
+
+
+def _attr_has_type(value: Attribute, type_: str) -> bool:
+    if type_ == "int":
+        return isinstance(value, ArgRefAttr)
+    if type_ == "int_list":
+        return isinstance(value, ArrayAttr) and all(isinstance(v, ArgRefAttr) for v in value.data)
+    if type_ == "float":
+        return isinstance(value, FloatAttr)
+    if type_ == "number":
+        return isinstance(value, FloatAttr | ArgRefAttr)
+    if type_ == "elem":
+        return elem_name(value) is not None
+    if type_ == "string":
+        return isinstance(value, StringAttr)
+    return False
+
+
+_FAMILY_RULES = {
+    "conv2d.float": "FAM-03", "conv2d.int8": "FAM-04", "conv2d.int4": "FAM-05",
+    "gemm.float": "FAM-06", "gemm.int8": "FAM-07", "gemm.int4": "FAM-08",
+    "eltwise": "FAM-13", "view": "FAM-15", "norm": "FAM-18", "softmax": "FAM-19",
+    "cast": "FAM-20", "quantize": "FAM-21", "dequantize": "FAM-22", "pool": "FAM-23",
+}
+"""The rule that defines each baseline family's typing (FAM-03..23)."""
+
+_BINARY_ELTWISE = frozenset({"add", "sub", "mul", "div", "min", "max", "pow"})
+_BIAS_BINDINGS = {"conv2d": "B", "gemm": "C"}
+
+
+def _family_rule(opcode: str, nearest, differences: list[str]) -> str:
+    """The most specific rule a family mismatch breaks, so the diagnostic
+    points the user at the family definition that explains it: accum (FAM-12),
+    quant (QUANT-07/08/09/10), bias presence (FAM-10) and type (FAM-11), then
+    the element types of the nearest family (FAM-03..23, FAM-14 for mixed
+    binary eltwise); FAM-01 when no family is near."""
+    text = " ".join(differences)
+    family = nearest.family if nearest is not None else ""
+    if "accum" in text:
+        return "FAM-12"
+    if "quant" in text:
+        if "must carry" not in text:
+            return "QUANT-09"
+        if family in ("quantize", "dequantize"):
+            return "QUANT-10"
+        if family.endswith(".int4") and ("'W'" in text or "'B'" in text) and \
+                not any("'X'" in d or "'A'" in d for d in differences if "must carry" in d):
+            return "QUANT-08"
+        return "QUANT-07"
+    bias = _BIAS_BINDINGS.get(family.split(".")[0])
+    if bias is not None and f"operand '{bias}'" in text:
+        if "missing" in text or "is given but" in text:
+            return "FAM-10"
+        if family.endswith((".int8", ".int4")) and "needs i32" in text:
+            return "FAM-11"
+    if "absent" in text or "must not be given" in text:
+        return "FAM-10"
+    if family == "eltwise" and opcode in _BINARY_ELTWISE:
+        return "FAM-14"
+    return _FAMILY_RULES.get(family, "FAM-01")
+
+
+def _small(*arrays: np.ndarray) -> None:
+    """Raise `Inexact` unless sums of these int64 values cannot overflow."""
+    for x in arrays:
+        if np.any(np.abs(x.astype(np.float64)) >= 1 << 61):
+            raise Inexact
