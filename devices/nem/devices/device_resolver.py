@@ -29,6 +29,7 @@ from nem.dialect.device_model import (
 )
 from nem.dialect.diagnostics import Diagnostic, NemDiagnosticError, SourceLoc, error, fail
 from nem.dialect.families import Catalog
+from nem.dialect.limits import MAX_DEVICE_COUNT
 from nem.dialect.source_files import read_source
 from nem.frontends.nem_text.config_parser import ConfigDocument, parse_config_document
 
@@ -276,6 +277,10 @@ def _check_topology(decl: DeviceDecl) -> None:
     if t.num_engines < 1:
         raise fail(f"num_engines is {t.num_engines}, must be at least 1", locs.get("num_engines"),
                    "DEV-04")
+    if t.num_engines > MAX_DEVICE_COUNT:
+        raise fail(f"num_engines is {t.num_engines}, more than the limit of {MAX_DEVICE_COUNT}",
+                   locs.get("num_engines"), "DEV-04",
+                   f"declare at most {MAX_DEVICE_COUNT} engines (decision D-LIMITS)")
     for block, units, right, other in (("device_units", t.device_units, DEVICE_UNITS, "per_engine"),
                                        ("per_engine", t.per_engine, PER_ENGINE_UNITS,
                                         "device_units")):
@@ -287,6 +292,10 @@ def _check_topology(decl: DeviceDecl) -> None:
             if block == "per_engine" and count < 1:
                 raise fail(f"per_engine {unit} = {count}, must be at least 1", where, "DEV-04",
                            "leave the unit out, or give it at least one instance")
+            if count > MAX_DEVICE_COUNT:
+                raise fail(f"{block} {unit} = {count}, more than the limit of {MAX_DEVICE_COUNT}",
+                           where, "DEV-04",
+                           f"declare at most {MAX_DEVICE_COUNT} instances (decision D-LIMITS)")
     for key, value in (("l2_size_bytes", t.l2_size_bytes), ("l1_size_bytes", t.l1_size_bytes)):
         if value <= 0:
             raise fail(f"{key} is {value}, must be greater than 0", locs.get(key), "DEV-06")

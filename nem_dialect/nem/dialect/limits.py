@@ -37,6 +37,12 @@ DEFAULT_MAX_TASKS = 10_000_000
 `--max-tasks N` raises it (about a minute of functional simulation per 10^6 tasks
 on one core)."""
 
+MAX_DEVICE_COUNT = 4096
+"""Most engines of a device, and most instances of one unit (per device or per
+engine): the runtime and the timing model keep state per engine and per unit
+instance, so a device file claiming 2^63 engines is rejected when it is
+resolved rather than exhausting memory when a program runs on it."""
+
 MAX_INPUT_FILE_BYTES = 2**32
 """Largest `nem-run --input` file read (the buffer it fills bounds it first)."""
 
@@ -46,5 +52,6 @@ def int_out_of_range(value: int) -> bool:
 
 
 __all__ = ["MAX_SOURCE_BYTES", "INT_MIN", "INT_MAX", "MAX_LITERAL_CHARS", "MAX_NESTING_DEPTH",
-           "MAX_EXPR_OPERATORS", "MAX_EXPR_DEPTH", "DEFAULT_MAX_TASKS", "MAX_INPUT_FILE_BYTES",
+           "MAX_EXPR_OPERATORS", "MAX_EXPR_DEPTH", "DEFAULT_MAX_TASKS", "MAX_DEVICE_COUNT",
+           "MAX_INPUT_FILE_BYTES",
            "int_out_of_range"]
