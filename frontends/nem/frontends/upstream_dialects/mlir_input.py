@@ -33,6 +33,7 @@ import re
 from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Block, BlockArgument, Operation, OpResult
+from xdsl.parser.core import ForwardDeclaredValue
 from xdsl.utils.exceptions import DiagnosticException, ParseError, VerifyException
 
 from nem.dialect.diagnostics import Diagnostic, NemDiagnosticError, SourceLoc, fail
@@ -138,6 +139,13 @@ def _check_ssa_scoping(module: ModuleOp, file: str) -> None:
     for op in module.walk():
         use_block = op.parent_block()
         for i, value in enumerate(op.operands):
+            if isinstance(value, ForwardDeclaredValue):
+                # a name bound only later, as a block argument of a region
+                # that does not enclose this use (xDSL leaves it unresolved)
+                name = f"%{value.name_hint}" if value.name_hint else f"operand #{i}"
+                raise fail(f"invalid MLIR: '{op.name}': {name} is used before its definition "
+                           "(it does not dominate its use)", location_in(op, file), None,
+                           "define the value before it is used, in the same function")
             def_block = value.block if isinstance(value, BlockArgument) else \
                 value.owner.parent_block()
             b = use_block

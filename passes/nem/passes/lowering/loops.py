@@ -74,6 +74,9 @@ def loop_bounds(lw: Lowerer, op: affine.ForOp) -> tuple[Aff, int, int]:
                      "trip counts are static", "choose tile sizes that divide the "
                      "iteration space")
     step = op.step.value.data
+    if step <= 0:
+        raise reject(op, f"the loop step is {step}; affine.for needs a positive step",
+                     "give the loop a step of at least 1")
     diff = ub - lb
     if not diff.is_const():
         raise reject(op, "the trip count of this loop depends on outer loops; NEM loops "
