@@ -11,6 +11,7 @@ as xDSL's `Parser` builds on its `AttrParser`/`BaseParser`.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -183,7 +184,13 @@ class ExpressionParser(TokenCursor):
         t = self.tok
         if self._expr_has_float():
             self.pos = start
-            return ParsedValue("float", float(self._float_expr()), t)
+            value = float(self._float_expr())
+            if not math.isfinite(value):
+                # a binary64 overflow (`1.0e400`, `1.0e300 * 1.0e300`): the
+                # value cannot be written back as a NEM literal (D-LIMITS)
+                raise self.error("the float value overflows a 64-bit float (magnitude above 1.8e308)",
+                                 "LEX-02", "write a value of magnitude below 1.8e308", t)
+            return ParsedValue("float", value, t)
         self.pos = start
         return ParsedValue("int", self._expr(), t)
 
