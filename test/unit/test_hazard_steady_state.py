@@ -12,6 +12,7 @@ import time
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from nem.analysis import steady_state
 from nem.analysis.hazard_finder import HazardFinder, find_hazards
 from nem.dialect.ops import ProgramOp
 from nem.frontends.nem_text.parser import parse_nem
@@ -69,7 +70,8 @@ def offsets(draw, var: str, outer: str | None, slope: int, k: int) -> str:
     (what the jump needs); sometimes anything else."""
     c = draw(st.sampled_from([0, 8, 16, 64]))
     base = f"{c} + {var} * {slope}" if slope >= 0 else f"{c + 400} - {var} * {-slope}"
-    kind = draw(st.sampled_from(["plain", "plain", "mod", "mod2", "div", "outer", "other"]))
+    kind = draw(st.sampled_from(["plain", "plain", "mod", "mod2", "div", "outer", "other",
+                                 "square", "signed", "divdiv"]))
     if kind == "plain":
         return base
     if kind == "mod":
@@ -80,6 +82,12 @@ def offsets(draw, var: str, outer: str | None, slope: int, k: int) -> str:
         return f"({var} / {k}) * {k * abs(slope)} + {c}"
     if kind == "outer":
         return f"{outer or 0} * 32 + {base}"
+    if kind == "square":  # periodic, not quasi-affine: only enumeration proves it
+        return f"(({var} * {var}) mod 2) * 16 + {base}"
+    if kind == "signed":  # truncated division across 0: not periodic
+        return f"(({var} - 20) / {k}) * 16 + {base} + 200"
+    if kind == "divdiv":  # period 4k: longer than the lcm of the divisors
+        return f"(({var} / 2) / {k}) * {2 * k * abs(slope)} + {c}"
     return f"{var} * {draw(st.sampled_from([0, 4, 8, 16]))} + {c}"
 
 
@@ -168,6 +176,78 @@ def test_the_generator_reaches_the_jump():
     assert Counting.jumps - before >= 12
 
 
+def test_symbolic_proof_alone_matches_the_replay(monkeypatch):
+    """With enumeration disabled (`MAX_REGULAR_TRIP = 0`) every jump rests on
+    the symbolic proof on the tapes: same diagnostics as the replay on 150
+    fixed random programs, and it proves enough of them to jump."""
+    monkeypatch.setattr(steady_state, "MAX_REGULAR_TRIP", 0)
+    before = Counting.jumps
+
+    @settings(max_examples=150, deadline=None, database=None, derandomize=True)
+    @given(programs())
+    def run(src):
+        assert _diags(Counting, src) == _diags(Replay, src), src
+
+    run()
+    assert Counting.jumps - before >= 15
+
+
+class _Probed(Exception):
+    pass
+
+
+def _regularity(src: str) -> tuple[int, list[int]] | None:
+    """(period, sorted shifts) of `regular_body` for the (only) loop of
+    `src`, as the finder asks for it (then stops: no replay)."""
+
+    class Probe(HazardFinder):
+        def _steady_run(self, *args):
+            run = super()._steady_run(*args)
+            raise _Probed(run and (run.reg.period, sorted(run.reg.shift.values())))
+
+    try:
+        Probe(_program(src)).run()
+    except _Probed as p:
+        return p.args[0]
+    raise AssertionError("the loop was not reached")
+
+
+def _loop(offset: str, extent: str = "16", n: int = 4294967296) -> str:
+    return f"""program p:
+buffer A : L2 (size=1099511627776)
+buffer L : L1 (size=1024)
+loop i in [0..{n - 1}] @max_in_flight(2):
+  t = transfer.async(dst=region(L, 0, 16), src=region(A, {offset}, {extent}))
+  wait(t)
+endloop
+"""
+
+
+def test_symbolic_periods_and_shifts():
+    """The period is raised until every division is exact (`(i / 2) / 3`:
+    6 = lcm(2, 3) is not enough, 12 is), and the shift per period is the
+    offset's slope times the period (buffer L does not move: shift 0)."""
+    assert _regularity(_loop("(i mod 4) * 16 + i * 64")) == (4, [0, 256])
+    assert _regularity(_loop("((i / 2) / 3) * 16")) == (6, [0, 16])
+    assert _regularity(_loop("((i / 2) / 2) * 16")) == (4, [0, 16])
+    assert _regularity(_loop("((3 * i + 1) mod 4) * 16")) == (4, [0, 0])
+    assert _regularity(_loop("i * 16", "8 + (i mod 2) * 8")) == (2, [0, 32])
+
+
+def test_symbolic_refusals():
+    """What the tapes cannot prove on a 2^32-iteration loop (too long to
+    enumerate) is not proven: a product of two loop-dependent factors,
+    truncated division of an offset crossing 0, an extent that grows, a
+    period beyond MAX_PERIOD, a value that may leave int64."""
+    assert _regularity(_loop("((i * i) mod 2) * 16")) is None
+    assert _regularity(_loop("((i - 5) / 2) * 16 + 64")) is None
+    assert _regularity(_loop("0", "(i mod 3) + i")) is None
+    assert _regularity(_loop("(i mod 8192) * 16")) is None
+    assert _regularity(_loop("i * 4294967296 * 4")) is None
+    # a short loop still gets enumeration for what is periodic but not quasi-affine
+    assert _regularity(_loop("((i * i) mod 2) * 16", n=100)) == (2, [0, 0])
+
+
 def test_pipelined_race_found_at_scale_with_the_replayed_witness():
     """A 5000-iteration loop racing across iterations: the same HAZ-03 (same
     iterations, bytes and fix) as the replay, from a few replayed iterations."""
@@ -185,3 +265,32 @@ def test_million_iterations_verified_whole_in_under_a_second():
     diags = find_hazards(prog)
     assert time.process_time() - t0 < 5  # generous: a shared CI machine
     assert diags == []
+
+
+def test_four_billion_iteration_pingpong_covered_whole():
+    """The fuzz campaign's "hang" (issue 10/11): a 2^32-iteration loop, far
+    beyond enumeration, is proven periodic on its tapes and analyzed to its
+    end: no D-HAZ-WINDOW warning, a handful of iterations replayed (the
+    replay used to stop at 2^20 instances after ~13 s with a warning)."""
+    src = """program safe_pingpong:
+const T = 4294967296
+const tile = 256
+buffer X_L2 : L2 (size=T * tile, align=64)
+buffer Y_L2 : L2 (size=T * tile, align=64)
+buffer X_L1 : L1 (size=2 * tile, align=64)
+loop i in [0..T-1] @max_in_flight(2):
+  tX = transfer.async(dst=region(X_L1, (i mod 2) * tile, tile), src=region(X_L2, i * tile, tile))
+  tS = store.async(dst=region(Y_L2, i * tile, tile), src=region(X_L1, (i mod 2) * tile, tile), deps=[tX])
+  wait(tS)
+endloop
+"""
+    replayed = []
+
+    class Tally(HazardFinder):
+        def _iterations(self, *args, **kw):
+            out = super()._iterations(*args, **kw)
+            replayed.append(out)
+            return out
+
+    assert _diags(Tally, src) == []
+    assert replayed == [(True, replayed[0][1])] and replayed[0][1] < 64, replayed

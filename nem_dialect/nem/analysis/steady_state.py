@@ -12,10 +12,20 @@ Why the jump is exact (the finder's diagnostics are word for word those of
 the full replay; `test/unit/test_hazard_steady_state.py` compares both on
 random programs):
 
-1. *Accesses are periodic* (`regular_body`): the offsets, extents and buffer
-   instances of every access of the body are evaluated for every iteration at
-   once (`iteration_space.vector_eval`, exact int64 or it refuses) and
-   compared with those `P` iterations later.
+1. *Accesses are periodic* (`regular_body`): the offsets and extents of
+   every access of the body, and the buffer instances (`P` a multiple of the
+   loop-body buffers' windows), repeat every `P` iterations, offsets shifted
+   by `D_b`.  Proven first on the expression tapes, for any trip count
+   (`symbolic_shifts`): quasi-affine expressions in the loop variable (`+`,
+   `-`, `*` by a loop-invariant, `/` and `mod` by a nonzero loop-invariant)
+   move by an amount per period computed node by node, every node's interval
+   over the loop's whole range (`iteration_space.combine`) lies in int64 so
+   the replay evaluates every iteration exactly, and `P` is raised until
+   every division is exact (`_tape_shift` states the induction).  What it
+   refuses (e.g. `(i * i) mod 2`) is, for loops of at most
+   `MAX_REGULAR_TRIP` iterations, evaluated for every iteration at once
+   (`iteration_space.vector_eval`, exact int64 or it refuses) and compared
+   with the values `P` iterations later.
 2. *Dead entries*: an access of iteration `j` is ordered before every access
    of iteration `>= j + N` (`window_orders`) and, for `j` below the last `N`,
    before everything after the loop (`complete_at_loop_end`); with every
@@ -53,12 +63,13 @@ from nem.analysis.shadow_memory import Access, SegmentState, Shadow
 
 if TYPE_CHECKING:
     from nem.analysis.happens_before import Instance
-from nem.dialect.iteration_space import Inexact, vector_eval
+from nem.dialect.iteration_space import Form, Inexact, combine, vector_eval
 from nem.dialect.ops import LoopOp
-from nem.dialect.semantics import _BINOP, _CONST, Evaluator, ExprError
+from nem.dialect.semantics import _ARG, _BINOP, _CONST, _FORWARD, Evaluator, ExprError, apply_binop
 
 MAX_REGULAR_TRIP = 1 << 23
-"""Longest loop whose accesses are evaluated at once to prove them periodic."""
+"""Longest loop whose accesses are evaluated at once to prove them periodic
+when the symbolic proof (`symbolic_shifts`) does not apply."""
 MAX_PERIOD = 1 << 12
 """Largest period of `mod`/`/` slots the steady state is looked for."""
 
@@ -90,6 +101,114 @@ def _divisors(ev: Evaluator, values: list[SSAValue]) -> int:
     return p
 
 
+class _Refused(Exception):
+    """The symbolic proof does not apply (not quasi-affine, not exact in int64)."""
+
+
+class _Raise(Exception):
+    """The period must be multiplied by `factor` for a divisibility to hold."""
+
+    def __init__(self, factor: int):
+        super().__init__(factor)
+        self.factor = factor
+
+
+def _tape_shift(ev: Evaluator, value: SSAValue, var: BlockArgument, env: Mapping[BlockArgument, int],
+                box: Mapping[BlockArgument, tuple[int, int]], period: int) -> int:
+    """The amount `value` moves when loop variable `var` advances by `period`
+    (every other variable fixed by `env`), for every `var` in `box[var]` such
+    that `var + period` is there too.  Walks the tape once, each node getting
+    its shift `k` and its `Form` over `box` (the interval of every value it
+    takes, `iteration_space.combine`).  Proven per node, by induction:
+    `k(var) = period`, `k(const or env variable) = 0`, `k(a +- b) = k(a) +- k(b)`,
+    `k(a * c) = k(a) * c` for a loop-invariant `c`; `a / c` and `a mod c` for a
+    loop-invariant `c != 0` need `k(a) = 0`, or `c | k(a)` and `a` of one sign
+    over the box (truncated division is floor division of `|a|` there), and
+    give `k(a) / c` and 0.  Every node's interval must lie in int64, so the
+    replay evaluates every iteration exactly, as the shifts say (D-INT-RANGE).
+    Raises `_Raise` when `c` does not divide `k(a)` (a longer period may),
+    `_Refused` for anything else."""
+    s = ev.static(value)
+    if s is not None:
+        return 0
+    shift: list[int] = []
+    inv: list[int | None] = []   # the node's value when it does not depend on `var`
+    form: list[Form] = []
+    for kind, x, y, z in ev.tape(value):
+        k, c = 0, None
+        if kind == _CONST:
+            c = x
+        elif kind == _ARG and x is var:
+            k = period
+        elif kind == _ARG and x in env:
+            c = env[x]
+        elif kind == _FORWARD:
+            k, c = shift[x], inv[x]
+        elif kind == _BINOP:
+            a, b = inv[y], inv[z]
+            if a is not None and b is not None:
+                try:
+                    c = apply_binop(x, a, b)
+                except ExprError:
+                    raise _Refused from None
+            elif x in ("+", "-"):
+                k = shift[y] + shift[z] if x == "+" else shift[y] - shift[z]
+            elif x == "*" and (a is not None or b is not None):
+                k = shift[y] * b if b is not None else shift[z] * a  # type: ignore[operator]
+            elif x in ("/", "mod") and b:
+                ka, (lo, hi) = shift[y], form[y].interval or (-1, 1)
+                if ka and lo < 0 < hi:
+                    raise _Refused
+                if ka % b:
+                    raise _Raise(abs(b) // gcd(ka, b))
+                k = ka // b if x == "/" else 0
+            else:
+                raise _Refused
+        else:
+            raise _Refused
+        if c is not None:
+            f = Form((c, c), (c, {}))
+        elif kind == _ARG:
+            f = Form(box[x], (0, {x: 1}))
+        elif kind == _FORWARD:
+            f = form[x]
+        else:
+            f = combine(x, form[y], form[z], box)
+        if not f.fits:
+            raise _Refused
+        shift.append(k)
+        inv.append(c)
+        form.append(f)
+    return shift[-1]
+
+
+def symbolic_shifts(ev: Evaluator, loop: LoopOp, accesses: list[tuple[SSAValue, SSAValue, SSAValue]],
+                    env: Mapping[BlockArgument, int], lo: int, trip: int,
+                    period: int) -> Regularity | None:
+    """`regular_body` without evaluating any iteration: the shortest multiple
+    of `period` (at most `MAX_PERIOD`) for which every extent's shift is 0 and
+    the offsets of each buffer share one shift, all proven on the expression
+    tapes (`_tape_shift`) over the loop's whole range, whatever its trip count."""
+    var = loop.block.args[0]
+    box = {x: (v, v) for x, v in env.items()}
+    box[var] = (lo, lo + trip - 1)
+    while period <= MAX_PERIOD:
+        shift: dict[SSAValue, int] = {}
+        try:
+            for buffer, off, ext in accesses:
+                d = _tape_shift(ev, off, var, env, box, period)
+                if _tape_shift(ev, ext, var, env, box, period) or \
+                        shift.setdefault(buffer, d) != d:
+                    return None
+        except _Raise as r:
+            period *= r.factor
+            continue
+        except (_Refused, ExprError):
+            return None
+        return Regularity(period, shift)
+    return None
+
+
 def regular_body(ev: Evaluator, loop: LoopOp, accesses: list[tuple[SSAValue, SSAValue, SSAValue]],
                  env: Mapping[BlockArgument, int], lo: int, trip: int,
                  windows: list[int]) -> Regularity | None:
@@ -98,17 +217,24 @@ def regular_body(ev: Evaluator, loop: LoopOp, accesses: list[tuple[SSAValue, SSA
     `period` iterations, the offsets shifted by one amount per buffer.
     `env` binds the enclosing loop variables, the loop runs `trip` iterations
     from `lo`, `windows` are the instance windows (at this loop) of the
-    loop-body buffers it uses.  None when not proven: an expression int64
-    cannot evaluate exactly, no period short enough, or shifts that differ
-    between accesses of one buffer."""
+    loop-body buffers it uses.  The symbolic proof (`symbolic_shifts`) comes
+    first, for any trip count; what it refuses (not quasi-affine in the loop
+    variable, e.g. `(i * i) mod 2`) is evaluated for every iteration at once
+    when the loop is at most `MAX_REGULAR_TRIP` long.  None when not proven:
+    an expression int64 cannot evaluate exactly, no period short enough, or
+    shifts that differ between accesses of one buffer."""
+    base = 1
+    for w in windows:
+        base = _lcm(base, w)
+    reg = symbolic_shifts(ev, loop, accesses, env, lo, trip, base)
+    if reg is not None and 2 * reg.period < trip:
+        return reg
     if trip > MAX_REGULAR_TRIP:
         return None
     try:
-        period = _divisors(ev, [v for _, off, ext in accesses for v in (off, ext)])
+        period = _lcm(base, _divisors(ev, [v for _, off, ext in accesses for v in (off, ext)]))
     except ExprError:
         return None
-    for w in windows:
-        period = _lcm(period, w)
     if period > MAX_PERIOD or 2 * period >= trip:
         return None
     full: dict[BlockArgument, object] = {x: np.int64(v) for x, v in env.items()}
