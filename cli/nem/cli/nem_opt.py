@@ -215,6 +215,7 @@ class NemOptMain(xDSLOptMain):
     def _process(self, text: str, file: str, ext: str) -> tuple[list[Diagnostic], str | None]:
         """Parse, verify, run the pipeline and print one chunk."""
         diags: list[Diagnostic] = []
+        module: ModuleOp | None = None
         try:
             if ext == "nem" and _is_config_document(text, file):
                 return diags, self._config_document(text, file, diags)
@@ -245,7 +246,13 @@ class NemOptMain(xDSLOptMain):
 
             return diags + [diagnostic_from_parse_error(e, file)], None
         except (VerifyException, DiagnosticException) as e:
-            return diags + [Diagnostic("error", str(e).splitlines()[0] if str(e) else type(e).__name__)], None
+            # an op verifier failing after a pass (e.g. LOOP-03 in `nem.loop`):
+            # located at the first op that does not verify
+            from nem.frontends.upstream_dialects.mlir_input import culprit, location_in
+
+            message = str(e).splitlines()[0] if str(e) else type(e).__name__
+            bad = culprit(module, message) if module is not None else None
+            return diags + [Diagnostic("error", message, location_in(bad, file))], None
 
     def _parse(self, text: str, file: str, ext: str) -> ModuleOp:
         if ext == "nem":

@@ -123,7 +123,7 @@ def verify_mlir(module: ModuleOp, file: str) -> None:
         module.verify()
     except XDSL_INPUT_ERRORS as e:
         first = _message(e)
-        bad = _culprit(module, first)
+        bad = culprit(module, first)
         name = f"'{bad.name}': " if bad is not None else ""
         raise NemDiagnosticError([Diagnostic(
             "error", f"invalid MLIR: {name}{first}", location_in(bad, file),
@@ -210,7 +210,7 @@ def _message(e: Exception) -> str:
 _REDEFINED = re.compile(r'Redefinition of symbol "(?P<name>[^"]*)"')
 
 
-def _culprit(module: ModuleOp, message: str) -> Operation | None:
+def culprit(module: ModuleOp, message: str) -> Operation | None:
     """The op a verifier error is about: the second definition of a redefined
     symbol, else the first op that fails its own verification."""
     m = _REDEFINED.search(message)
@@ -228,5 +228,5 @@ def _culprit(module: ModuleOp, message: str) -> Operation | None:
     return None
 
 
-__all__ = ["check_mlir_text", "parse_mlir_checked", "verify_mlir", "location_in",
+__all__ = ["check_mlir_text", "parse_mlir_checked", "verify_mlir", "location_in", "culprit",
            "diagnostic_from_parse_error", "XDSL_INPUT_ERRORS"]
