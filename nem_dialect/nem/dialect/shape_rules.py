@@ -142,8 +142,17 @@ def _pool(op: ComputeOp, ev: Evaluator) -> Iterator[Finding]:
         yield ("FAM-23", f"{op.opcode}: rank {len(x)} input with kernel_shape {ks}, pads {pads}, "
                f"strides {strides}", "NHWC regions with 2 spatial dims, 4 pads, 2 strides")
         return
-    out = [x[0]] + [(x[1 + i] + pads[i] + pads[nsp + i] - ks[i]) // strides[i] + 1
-                    for i in range(nsp)] + [x[-1]]
+    out = [x[0]]
+    for i in range(nsp):
+        span = x[1 + i] + pads[i] + pads[nsp + i] - ks[i]
+        if strides[i] <= 0 or ks[i] <= 0 or span < 0:
+            yield ("FAM-23", f"{op.opcode} window does not fit the input: kernel_shape {ks}, "
+                   f"pads {pads}, strides {strides} on input {list(x)}",
+                   "use positive kernel sizes and strides, and a kernel no larger than the "
+                   "padded input")
+            return
+        out.append(span // strides[i] + 1)
+    out.append(x[-1])
     if list(y) != out:
         yield ("FAM-23", f"{op.opcode} output shape is {list(y)} but the pooling attributes give "
                f"{out}", f"declare the output as shape={out}")
