@@ -22,26 +22,20 @@ An unknown op that is not linalg, or a linalg op without the `mlir` extra,
 is a located `not supported` diagnostic naming the op and the fix; never
 xDSL's "is not registered".
 
-Upstream MLIR answers some invalid input not with a diagnostic but by
-aborting the process (an `LLVM ERROR` for an unregistered op in a
-`linalg.map` body, an assertion on a 2^63 dilation: the fuzz campaign of
-2026-11-26).  So step 2 runs in a forked child process where `os.fork`
-exists (D-LOW-UPSTREAM): a child that dies is a located diagnostic carrying
-upstream's last message, and the tool goes on to exit 1.
+Step 2 runs in a forked child (`isolation.run_isolated`): upstream MLIR
+aborts the process on some invalid input, and that must be a located
+diagnostic, not a dead tool.
 """
 
 from __future__ import annotations
 
-import os
-import pickle
 import re
-import signal
-import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
 from xdsl.context import Context
 
 from nem.dialect.diagnostics import Diagnostic, NemDiagnosticError, SourceLoc, fail
+from nem.frontends.upstream_dialects.isolation import run_isolated
 
 GENERALIZED_KNOWN = frozenset({
     "linalg.conv_2d_nchw_fchw", "linalg.conv_2d_nhwc_fhwc", "linalg.pooling_nchw_max"})
@@ -105,8 +99,10 @@ def generalize_upstream_ops(ctx: Context, text: str, file: str) -> str:
                    "--linalg-generalize-named-ops first") from None
     names = sorted({*unknown, *known})
     first = min({**unknown, **known}.values())
-    out = _isolated(_generalize, text, file, names, where=_location(text, file, first),
-                    what=", ".join(names))
+    out = run_isolated(_generalize, text, file, names, where=_location(text, file, first),
+                       what=f"rewriting {', '.join(names)} into linalg.generic",
+                       fix="check the op's attributes and body against upstream MLIR "
+                       "(mlir-opt --linalg-generalize-named-ops shows the same failure)")
     out = out.replace('loc("-":', f'loc("{_escape(file)}":').replace(" loc(unknown)", "")
     return _restore_arg_names(text, out)
 
@@ -131,51 +127,6 @@ def _generalize(text: str, file: str, names: list[str]) -> str:
             raise NemDiagnosticError([_diagnostic(str(d.location), d.message, file)
                                       for d in e.error_diagnostics]) from None
         return str(module.operation.get_asm(enable_debug_info=True, use_local_scope=True))
-
-
-def _isolated(fn: Callable[..., str], *args: object, where: SourceLoc, what: str) -> str:
-    """`fn(*args)` in a forked child, so that an upstream abort ends the
-    child, not the tool.  The child's result or NemDiagnosticError comes
-    back pickled; its stderr (upstream's own message) is captured and, if
-    the child dies, becomes a diagnostic at `where`."""
-    if not hasattr(os, "fork"):
-        return fn(*args)
-    with tempfile.TemporaryFile() as err:
-        read_end, write_end = os.pipe()
-        pid = os.fork()
-        if pid == 0:    # the child: never returns
-            status = 0
-            try:
-                os.close(read_end)
-                os.dup2(err.fileno(), 2)
-                try:
-                    result: tuple[str, object] = ("ok", fn(*args))
-                except NemDiagnosticError as e:
-                    result = ("diagnostics", e.diagnostics)
-                with os.fdopen(write_end, "wb") as pipe:
-                    pickle.dump(result, pipe)
-            except BaseException:
-                status = 3
-            os._exit(status)
-        os.close(write_end)
-        with os.fdopen(read_end, "rb") as pipe:
-            data = pipe.read()
-        _, status = os.waitpid(pid, 0)
-        if os.waitstatus_to_exitcode(status) == 0 and data:
-            kind, value = pickle.loads(data)
-            if kind == "diagnostics":
-                raise NemDiagnosticError(value)
-            return str(value)
-        err.seek(0)
-        lines = [ln for ln in err.read().decode("utf-8", "replace").splitlines() if ln.strip()]
-    code = os.waitstatus_to_exitcode(status)
-    how = (f"aborted ({signal.Signals(-code).name})" if code < 0 and -code in
-           signal.valid_signals() else f"failed (exit status {code})")
-    said = f": {lines[-1][:300]}" if lines else ""
-    raise fail(f"not supported: upstream MLIR {how} while rewriting {what} into linalg.generic"
-               f"{said} (D-LOW-UPSTREAM)", where, None,
-               "check the op's attributes and body against upstream MLIR "
-               "(mlir-opt --linalg-generalize-named-ops shows the same failure)")
 
 
 def _script(names: list[str]) -> str:

@@ -1,0 +1,57 @@
+"""`run_isolated` (D-LOW-UPSTREAM): an upstream abort in the child is a
+located diagnostic; results, diagnostics and our own bugs come back as they
+would in-process."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from nem.dialect.diagnostics import Diagnostic, NemDiagnosticError, SourceLoc
+from nem.frontends.upstream_dialects.isolation import run_isolated
+
+WHERE = SourceLoc("in.mlir", 3, 5)
+pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+
+
+def _run(fn, *args):
+    return run_isolated(fn, *args, where=WHERE, what="testing", fix="do not abort")
+
+
+def _abort(message: str) -> str:
+    os.write(2, message.encode() + b"\n")  # as upstream's C++ writes it, on fd 2
+    os.abort()
+
+
+def _diagnose(message: str) -> str:
+    raise NemDiagnosticError([Diagnostic("error", message, WHERE)])
+
+
+def _bug() -> str:
+    return str(1 // 0)
+
+
+def test_result_comes_back():
+    assert _run(str.upper, "linalg") == "LINALG"
+
+
+def test_abort_is_a_located_diagnostic_with_upstreams_message():
+    with pytest.raises(NemDiagnosticError) as e:
+        _run(_abort, "LLVM ERROR: x created with unregistered dialect")
+    (d,) = e.value.diagnostics
+    assert (d.loc.line, d.loc.col) == (3, 5)
+    assert d.message.startswith("not supported: upstream MLIR aborted (SIGABRT) while testing: "
+                                "LLVM ERROR: x created with unregistered dialect")
+    assert d.fix == "do not abort"
+
+
+def test_diagnostics_pass_through():
+    with pytest.raises(NemDiagnosticError) as e:
+        _run(_diagnose, "invalid MLIR (upstream parser): expected ')'")
+    assert [d.message for d in e.value.diagnostics] == ["invalid MLIR (upstream parser): expected ')'"]
+
+
+def test_a_bug_of_ours_stays_a_bug():
+    with pytest.raises(RuntimeError, match="ZeroDivisionError"):
+        _run(_bug)
