@@ -186,7 +186,10 @@ class Scheduler:
         self.unit_free: dict = {}
         self.rr: dict = {}
         self.loop_max_active: dict = {}
-        self.place_cache: dict = {}
+        # placement depends on the template and the topology only: cached on the
+        # template under this key, so later runs of the program skip `bind_unit`
+        self.topo_key = (topology["num_engines"], tuple(sorted(topology["per_engine"].items())),
+                         tuple(sorted(topology["device_units"].items())))
         self.now = 0
         self.total_cycles = 0
         self.finished = False
@@ -451,8 +454,8 @@ class Scheduler:
                 break
         if engine is None and tpl.seq_engine is not None:
             engine = tpl.seq_engine
-        key = (tpl, engine)
-        hit = self.place_cache.get(key)
+        key = (self.topo_key, engine)
+        hit = tpl.place_cache.get(key)
         if hit is not None:
             return hit
         topo = self.topology
@@ -469,7 +472,7 @@ class Scheduler:
         if utype in DEVICE_UNITS:
             engine = -1
         res = (engine, utype, idx, count(utype))
-        self.place_cache[key] = res
+        tpl.place_cache[key] = res     # kept on the template: valid for every run
         return res
 
     def _candidates(self, t: TaskInst):
