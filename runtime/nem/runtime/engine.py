@@ -309,6 +309,7 @@ class CompiledProgram:
     tasks: list[TaskTpl] = field(default_factory=list)
     regions: list[RegionTpl] = field(default_factory=list)
     loops: list[LoopTpl] = field(default_factory=list)
+    replay: object = None         # nem.runtime.replay.Plan of the last recorded run
 
     def static_task_count(self) -> int | None:
         """Tasks the program will run when all loop bounds are static (progress bar)."""

@@ -233,6 +233,7 @@ class CompiledKernel:
             raise NotSupported(f"{OPNAME}: the kernel must hold exactly one func.func @kernel")
         self.fn = fns[0]
         self.arg_types = list(self.fn.function_type.inputs.data)
+        self._arg_sigs: dict[int, tuple] = {}     # argument -> _memref_sig (bind)
         interp = KernelInterpreter(module)
         for ft in (ArithFunctions(), MemRefFunctions(), MathFunctions(), FuncFunctions(),
                    BuiltinFunctions(), ScfFunctions(), LinalgFunctions()):
@@ -269,9 +270,13 @@ class CompiledKernel:
                                "index_args (contract: a memref per operand, then an index per "
                                "index_args entry)")
         operands = (*ins, *outs)
+        sigs = self._arg_sigs
         for k, (t, ty) in enumerate(zip(operands, types)):
             assert isinstance(ty, MemRefType)  # checked above
-            _check_type(t, ty, k)
+            sig = sigs.get(k)
+            if sig is None:
+                sig = sigs[k] = _memref_sig(ty)
+            _check_type(t, ty, sig, k)
         # operands over the same memory (e.g. `compute in Y out Y`) share one memref
         group = list(range(n_mem))
         for k in range(n_mem):
@@ -340,16 +345,21 @@ def _same_memory(a: np.ndarray, b: np.ndarray) -> bool:
             and a.dtype == b.dtype)
 
 
-def _check_type(t, ty: MemRefType, k: int) -> None:
-    shape = tuple(ty.get_shape())
+def _memref_sig(ty: MemRefType) -> tuple:
+    """(shape, element type text, integer width or None) of a memref argument:
+    computed once per kernel (printing an xDSL type is slow)."""
     el = ty.get_element_type()
-    want = _ELEM_MLIR.get(t.elem)
-    got = str(el)
-    if isinstance(el, IntegerType) and t.elem in ("u8", "u16", "u32"):
-        ok = el.width.data == int(t.elem[1:])   # signless iN memref over an unsigned region
+    return (tuple(ty.get_shape()), str(el),
+            el.width.data if isinstance(el, IntegerType) else None)
+
+
+def _check_type(t, ty: MemRefType, sig: tuple, k: int) -> None:
+    shape, got, width = sig
+    if width is not None and t.elem in ("u8", "u16", "u32"):
+        ok = width == int(t.elem[1:])   # signless iN memref over an unsigned region
     else:
-        ok = got == want
-    if not ok or shape != tuple(t.array.shape):
+        ok = got == _ELEM_MLIR.get(t.elem)
+    if not ok or shape != t.array.shape:
         raise NotSupported(f"{OPNAME}: argument {k} of @kernel is {ty} but the task's operand "
                            f"{k} is {t.elem}{list(t.array.shape)}")
 

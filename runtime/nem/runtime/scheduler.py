@@ -34,6 +34,7 @@ from collections import deque
 
 from nem.dialect.diagnostics import SourceLoc
 from nem.dialect.semantics import DEVICE_UNITS, LOOP_END, bind_unit, may_open
+from nem.runtime import replay
 from nem.runtime.checks import Deadlock, RaceDetector, TaskRef, Unconsumed, join
 from nem.runtime.engine import (
     COMPUTE,
@@ -203,6 +204,8 @@ class Scheduler:
         self._chosen = None
         self.choose = None   # explorer: picks the next task among the ready ones
         self.log: list | None = None   # explorer: (key, vc, lane, epoch, accesses) per task run
+        self.recording: replay.Plan | None = None   # D-RT-REPLAY: this run's effects
+        self.dry_steps = 0             # D-RT-REPLAY: steps whose effects are already in memory
 
     # ------------------------------------------------------------------ streams
     def _lookup(self, frame, ref):
@@ -598,10 +601,17 @@ class Scheduler:
             unit = t.unit = self._choose_unit(t)
         t.engine = unit[0]
         try:
-            if tpl.kind == COMPUTE:
-                execute_compute(tpl, regions, task_attrs(tpl, t.frame.iv), self.kernels)
+            if self.steps < self.dry_steps:
+                pass      # a failed replay's re-walk: this effect is in memory already
+            elif tpl.kind == COMPUTE:
+                attrs = task_attrs(tpl, t.frame.iv)
+                execute_compute(tpl, regions, attrs, self.kernels)
+                if self.recording is not None:
+                    self.recording.effects.append((tpl, regions, attrs))
             else:
                 execute_move(tpl, regions[1], regions[0])   # operand_regions: (src, dst)
+                if self.recording is not None:
+                    self.recording.effects.append((tpl, regions, None))
         except RunError as e:
             e.where = e.where or t.iteration()
             raise
@@ -683,6 +693,12 @@ class Scheduler:
             self._frame_done(f)
 
     def run(self, limit: int | None = None, progress=None) -> int:
+        if limit is None:    # a whole run: replay it when the plan allows (D-RT-REPLAY)
+            plan = replay.start(self)
+            if plan is not None:
+                done = replay.replay(self, plan, progress)
+                if done is not None:
+                    return done
         n = 0
         step = self.step
         while limit is None or n < limit:
@@ -691,6 +707,8 @@ class Scheduler:
             n += 1
             if progress is not None and (n & 1023) == 0:
                 progress(self.steps)
+        if self.recording is not None and self.finished:
+            replay.finish_recording(self)
         return n
 
     # ------------------------------------------------------------------ reports

@@ -1,0 +1,107 @@
+"""Replaying a functional run of an unchanged program (decision D-RT-REPLAY).
+
+In functional mode with the default `source` policy, everything the
+scheduler decides is a function of the program, the device topology and
+the run options, never of the data: loop bounds, region offsets, shapes and
+attributes are expressions of constants and loop variables (CONST-05), the
+policy picks the earliest issued ready task, placement is round-robin from
+a fresh counter, and race detection (D-RT-RACE) compares happens-before
+clocks and byte ranges, not values.  So a second run performs exactly the
+same sequence of data effects (task, region instances, attributes) and ends
+in the same scheduler state (counts, races, trace, unconsumed tokens).
+
+The first eligible run of a program on a memory records that sequence and
+its final state (`Plan`); later eligible runs on the same memory execute
+only the data effects (`execute_compute` / `execute_move`, the one home of
+execution semantics) and then take over the recorded final state.  When a
+data effect fails during a replay (a kernel's `NumericError`, say), the
+scheduler re-walks the first steps without their data effects (they are
+already in memory) and runs the failing step for real, so the error, its
+location and the partial state are those of a normal run.
+
+Not replayed (always scheduled): timed mode, the `random` policy, the
+explorer (`choose`), sessions that step or stop at breakpoints.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+
+from nem.runtime.engine import COMPUTE, execute_compute, execute_move
+
+# scheduler fields that make up the state at the end of a run; containers
+# are copied when a replay takes them over
+STATE = ("seq", "steps", "live", "frames", "runnable", "counts", "busy", "unit_free", "rr",
+         "loop_max_active", "now", "total_cycles", "finished", "deadlock", "satisfied",
+         "root", "race", "trace", "ready_heap", "ready_list")
+
+
+@dataclass
+class Plan:
+    """One recorded run: its data effects in order and its final state."""
+
+    memory: object
+    key: tuple
+    effects: list = field(default_factory=list)   # (task template, regions, attrs)
+    final: dict = field(default_factory=dict)
+    tokens: list = field(default_factory=list)    # (task template, produced, consumed)
+
+
+def key_of(s) -> tuple | None:
+    """What a plan depends on besides the program and its memory; None when
+    the run is not eligible."""
+    if s.timed or s.policy != "source" or s.choose is not None or s.log is not None \
+            or s.steps or s.seq:
+        return None
+    return (s.topo_key, s.race is not None, s.tracing)
+
+
+def start(s) -> Plan | None:
+    """The plan to replay for scheduler `s`, or None (then `s.recording` says
+    whether this run records one)."""
+    key = key_of(s)
+    s.recording = None
+    if key is None:
+        return None
+    plan = s.cp.replay
+    if plan is not None and plan.memory is s.memory and plan.key == key:
+        return plan
+    s.recording = Plan(s.memory, key)
+    return None
+
+
+def finish_recording(s) -> None:
+    """Keep the recorded plan of a run that completed."""
+    plan = s.recording
+    s.recording = None
+    if plan is None or not s.finished or s.live or s.deadlock is not None:
+        return
+    plan.final = {k: getattr(s, k) for k in STATE}
+    plan.tokens = [(t, t.produced, t.consumed) for t in s.cp.tasks]
+    s.cp.replay = plan
+
+
+def replay(s, plan: Plan, progress=None) -> int | None:
+    """Run `plan`'s data effects on `s`'s memory and take over its final
+    state; returns the number of tasks run, or None when an effect failed at
+    step i (then `s.dry_steps` = i and the caller runs normally)."""
+    kernels = s.kernels
+    n = 0
+    for tpl, regions, attrs in plan.effects:
+        try:
+            if tpl.kind == COMPUTE:
+                execute_compute(tpl, regions, attrs, kernels)
+            else:
+                execute_move(tpl, regions[1], regions[0])
+        except Exception:   # noqa: BLE001 - re-run below, where a normal run reports it
+            s.dry_steps = n
+            return None
+        n += 1
+        if progress is not None and (n & 1023) == 0:
+            progress(n)
+    for k, v in plan.final.items():
+        setattr(s, k, v.copy() if isinstance(v, (dict, list, set, deque)) else v)
+    for t, produced, consumed in plan.tokens:
+        t.produced, t.consumed = produced, consumed
+    return n
