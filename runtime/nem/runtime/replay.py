@@ -20,7 +20,8 @@ already in memory) and runs the failing step for real, so the error, its
 location and the partial state are those of a normal run.
 
 Not replayed (always scheduled): timed mode, the `random` policy, the
-explorer (`choose`), sessions that step or stop at breakpoints.
+explorer (`choose`), sessions that step or stop at breakpoints, and
+programs whose task count is not static or exceeds `MAX_EFFECTS`.
 """
 
 from __future__ import annotations
@@ -48,11 +49,20 @@ class Plan:
     tokens: list = field(default_factory=list)    # (task template, produced, consumed)
 
 
+# the largest run recorded, in task instances (about 3 MB): a plan holds every instance's
+# regions (a few hundred bytes each), so a long loop is scheduled each time
+# and memory stays independent of its trip count (D-RT-LOOP)
+MAX_EFFECTS = 10_000
+
+
 def key_of(s) -> tuple | None:
     """What a plan depends on besides the program and its memory; None when
     the run is not eligible."""
     if s.timed or s.policy != "source" or s.choose is not None or s.log is not None \
             or s.steps or s.seq:
+        return None
+    n = s.cp.static_task_count()
+    if n is None or n > MAX_EFFECTS:
         return None
     return (s.topo_key, s.race is not None, s.tracing)
 
