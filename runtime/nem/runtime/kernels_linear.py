@@ -263,8 +263,12 @@ def conv_kernel(op: str, nsp: int, depthwise: bool = False) -> Kernel:
         y_shape = (x_t.array.shape[0], *out_sp, cout)
         check_shape(op, ins, outs, y_shape, y)
         padw = [(0, 0)] + [(pads[i], pads[nsp + i]) for i in range(nsp)] + [(0, 0)]
+
+        def padded(a: np.ndarray) -> np.ndarray:
+            return np.pad(a, padw) if any(pads) else a
+
         if fam == "float":
-            xp = np.pad(x_t.array.astype(np.float64), padw)
+            xp = padded(x_t.array.astype(np.float64))
             w = to_grouped(w_t.array.astype(np.float64))
             acc = _conv_sum(xp, w, strides, dil, out_sp, groups, np.matmul)
             if len(ins) > 2:
@@ -272,7 +276,7 @@ def conv_kernel(op: str, nsp: int, depthwise: bool = False) -> Kernel:
             return [to_float_out(acc, y.elem)]
         _check_x_quant(op, ins, outs)
         _, zx = expand(x_t.quant, x_t.array.shape, f"{op} input")
-        xc = np.pad(x_t.array.astype(np.int64) - zx, padw)       # pads hold real zero
+        xc = padded(x_t.array.astype(np.int64) - zx)       # pads hold real zero
         if depthwise:
             # the weight's last two axes (C, multiplier) are both output-channel axes
             wq = w_t.quant

@@ -287,7 +287,7 @@ class RegionInst:
     """One evaluated region: level, absolute byte range, element type, geometry."""
 
     __slots__ = ("name", "level", "buffer", "start", "extent", "elem", "shape", "strides",
-                 "quant", "dense")
+                 "quant", "dense", "_view", "_view_of")
 
     def __init__(self, name, level, buffer, start, extent, elem=None, shape=None, strides=None,
                  quant=None, dense=True):
@@ -301,6 +301,8 @@ class RegionInst:
         self.strides = strides          # in elements; None = dense row-major
         self.quant = quant
         self.dense = dense
+        self._view: np.ndarray | None = None    # view() of the level bytes in `_view_of`
+        self._view_of: np.ndarray | None = None
 
     @property
     def offset(self) -> int:
@@ -338,14 +340,20 @@ class RegionInst:
         return self.level.data[self.start:self.start + self.extent]
 
     def view(self) -> np.ndarray:
-        """A writable typed view (not for i4; use read/write)."""
+        """A writable typed view (not for i4; use read/write); built once per
+        instance (a replayed run reads the same instances again, D-RT-REPLAY)."""
+        data = self.level.data
+        if self._view_of is data:
+            return self._view
         if self.elem is None:
-            return self.raw()
-        dt = DTYPES[self.elem]
-        shape = self.shape or (self.extent // dt.itemsize,)
-        strides = tuple(s * dt.itemsize for s in self.elem_strides()) if self.shape else None
-        return np.ndarray(shape, dtype=dt, buffer=self.level.data, offset=self.start,
-                          strides=strides)
+            v = data[self.start:self.start + self.extent]
+        else:
+            dt = DTYPES[self.elem]
+            shape = self.shape or (self.extent // dt.itemsize,)
+            strides = tuple(s * dt.itemsize for s in self.elem_strides()) if self.shape else None
+            v = np.ndarray(shape, dtype=dt, buffer=data, offset=self.start, strides=strides)
+        self._view, self._view_of = v, data
+        return v
 
     def _i4_index(self) -> np.ndarray:
         shape = self.shape or (self.extent * 2,)
