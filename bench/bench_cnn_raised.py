@@ -1,6 +1,6 @@
 """Raised tiled CNN benchmark (issue 12 "Numbers"; D-LOW-WINDOW, D-LOW-BCAST):
 
-  python bench/bench_cnn_raised.py [--device npm_pro_x1] [--hw 32] [--repeat 3] [--warmup 20]
+  python bench/bench_cnn_raised.py [--device npm_pro_x1] [--hw 32] [--repeat 3] [--warmup 30]
 
 A CNN of 11 conv/pool/gemm layers (6 conv-bn-relu, 3 max pools, 2 gemms;
 NCHW ONNX, 1 x 8 x HW x HW input) is compiled with `nem-compile` (the
@@ -107,7 +107,7 @@ def main(argv=None) -> int:
     p.add_argument("--device", default="npm_pro_x1")
     p.add_argument("--hw", type=int, default=32)
     p.add_argument("--repeat", type=int, default=3)
-    p.add_argument("--warmup", type=int, default=20)
+    p.add_argument("--warmup", type=int, default=30)
     args = p.parse_args(argv)
     m = model(args.hw)
     x = np.random.default_rng(0).uniform(-1, 1, (1, 8, args.hw, args.hw)).astype(np.float32)

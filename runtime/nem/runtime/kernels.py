@@ -111,8 +111,9 @@ def _eltwise(op: str, fop, iop, arity: int) -> Kernel:
 
     def kernel(ins, outs, attrs):
         check_count(op, ins, outs, (arity, arity))
+        shapes = [t.array.shape for t in ins]
         try:
-            shape = np.broadcast_shapes(*[t.array.shape for t in ins])
+            shape = shapes[0] if shapes.count(shapes[0]) == arity else np.broadcast_shapes(*shapes)
         except ValueError:
             raise unsupported(op, ins, outs, "operand shapes do not broadcast") from None
         check_shape(op, ins, outs, shape, outs[0])
