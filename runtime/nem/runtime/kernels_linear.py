@@ -202,6 +202,19 @@ def _windows(xp: np.ndarray, k_shape, strides, dil, out_sp):
         yield offs, xp[tuple(sl)]
 
 
+def _im2col(xp: np.ndarray, k_shape, strides, dil, out_sp) -> np.ndarray:
+    """[N, *out_sp, prod(K) * C]: each output position's window, kernel offset
+    major and channel minor (w's C order), from one strided view."""
+    nsp = len(out_sp)
+    span = tuple(dil[i] * (k_shape[i] - 1) + 1 for i in range(nsp))
+    v = np.lib.stride_tricks.sliding_window_view(xp, span, axis=tuple(range(1, 1 + nsp)))
+    v = v[(slice(None),)                                     # [N, *S', C, *span]
+          + tuple(slice(0, strides[i] * (out_sp[i] - 1) + 1, strides[i]) for i in range(nsp))
+          + (slice(None),) + tuple(slice(None, None, dil[i]) for i in range(nsp))]
+    v = v.transpose(0, *range(1, 1 + nsp), *range(2 + nsp, 2 + 2 * nsp), 1 + nsp)
+    return v.reshape(xp.shape[0], *out_sp, -1)
+
+
 def _conv_sum(xp, w, strides, dil, out_sp, groups, dot):
     """sum over kernel offsets of window @ w[offset] with channel groups; w is
     [*K, cin_g, Cout], xp is padded [N, *S, Cin]."""
@@ -213,9 +226,7 @@ def _conv_sum(xp, w, strides, dil, out_sp, groups, dot):
         # offset major as in w's C order) times w as one matrix: one BLAS call
         # instead of one per offset; the f64 sum's order is BLAS's either way
         # (D-NUM-LINEAR-FLOAT), integer sums are exact (D-NUM-LINEAR-INT)
-        cols = np.concatenate([win for _, win in _windows(xp, k_shape, strides, dil, out_sp)],
-                              axis=-1)
-        return dot(cols, w.reshape(-1, cout))
+        return dot(_im2col(xp, k_shape, strides, dil, out_sp), w.reshape(-1, cout))
     acc = None
     for offs, win in _windows(xp, k_shape, strides, dil, out_sp):
         wk = w[offs]
