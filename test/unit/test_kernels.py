@@ -398,6 +398,25 @@ def conv_ref(x, w, pads, strides, dil, groups, zx=0, zw=0):
     return y
 
 
+@pytest.mark.parametrize("elem", ["f32", "i8"])
+def test_conv_im2col_matches_the_definition(elem):
+    """D-NUM-LINEAR-FLOAT / D-NUM-LINEAR-INT: groups=1 convolution (one matrix
+    product over all kernel offsets) with pads, strides and dilations."""
+    rng = np.random.default_rng(5)
+    dt = np.float32 if elem == "f32" else np.int8
+    x = rng.integers(-9, 9, (2, 11, 13, 3)).astype(dt)
+    w = rng.integers(-9, 9, (3, 2, 3, 4)).astype(dt)
+    pads, strides, dil = [1, 2, 0, 1], [2, 1], [2, 3]
+    ref = conv_ref(x.astype(np.int64), w.astype(np.int64), pads, strides, dil, 1)
+    # integers: scale 1, zero point 0 (QUANT-07/08), so y = sat(acc)
+    q = None if elem == "f32" else pt(1.0, 0)
+    out = Tensor(np.zeros(ref.shape, dt), elem, q)
+    got = KERNELS["conv2d"]([Tensor(x, elem, q), Tensor(w, elem, q)], [out],
+                            {"pads": pads, "strides": strides, "dilations": dil})[0]
+    np.testing.assert_array_equal(got.astype(np.int64), np.clip(ref, -128, 127)
+                                  if elem == "i8" else ref)
+
+
 @pytest.mark.parametrize("elem", ["f16", "bf16", "f32"])
 def test_conv2d_float_pads_strides_dilations_groups_bias(elem):
     x = rand_float((2, 9, 8, 4), elem)

@@ -11,7 +11,6 @@ from nem.runtime import NemInterpreter
 from nem.runtime import scheduler as sched_mod
 from nem.runtime.kernel_support import Tensor, numeric_kernel
 from nem.runtime.kernels import _BINARY, _EXACT_IN_F32, _UNARY, KERNELS
-from nem.runtime.quant import Quant
 
 DIVS = """\
 program divs:
@@ -137,23 +136,3 @@ def test_f32_fast_path_is_bitwise_the_f64_formula(op):
     np.testing.assert_array_equal(np.isnan(got), nan)
     np.testing.assert_array_equal(got[~nan].view(np.uint32), want[~nan].view(np.uint32))
 
-
-@pytest.mark.parametrize("elem", ["f32", "i8"])
-def test_conv_im2col_matches_the_definition(elem):
-    """D-NUM-LINEAR-FLOAT / D-NUM-LINEAR-INT: groups=1 convolution (one matrix
-    product over all kernel offsets) with pads, strides and dilations."""
-    from test_kernels import conv_ref
-
-    rng = np.random.default_rng(5)
-    dt = np.float32 if elem == "f32" else np.int8
-    x = rng.integers(-9, 9, (2, 11, 13, 3)).astype(dt)
-    w = rng.integers(-9, 9, (3, 2, 3, 4)).astype(dt)
-    pads, strides, dil = [1, 2, 0, 1], [2, 1], [2, 3]
-    ref = conv_ref(x.astype(np.int64), w.astype(np.int64), pads, strides, dil, 1)
-    # integers: scale 1, zero point 0 (QUANT-07/08), so y = sat(acc)
-    q = None if elem == "f32" else Quant("per_tensor", np.array(1.0), np.array(0))
-    out = Tensor(np.zeros(ref.shape, dt), elem, q)
-    got = KERNELS["conv2d"]([Tensor(x, elem, q), Tensor(w, elem, q)], [out],
-                            {"pads": pads, "strides": strides, "dilations": dil})[0]
-    np.testing.assert_array_equal(got.astype(np.int64), np.clip(ref, -128, 127)
-                                  if elem == "i8" else ref)
