@@ -357,7 +357,8 @@ def _absent(attr: Attribute) -> bool:
     printed `none` (xDSL's NoneAttr also prints as `none` but parses back as
     NoneType, so it would not survive a generic-MLIR round trip); NoneAttr
     is still accepted for IR built by older code."""
-    return isinstance(attr, NoneType | NoneAttr)
+    t = type(attr)  # not isinstance: attributes are ABCs, and this runs per query
+    return t is NoneType or t is NoneAttr
 
 
 @irdl_attr_definition

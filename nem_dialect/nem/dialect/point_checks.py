@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 
 import numpy as np
-from xdsl.ir import Block, Operation, SSAValue
+from xdsl.ir import Operation, SSAValue
 
 from nem.dialect.diagnostics import Diagnostic, SourceLoc, error
 from nem.dialect.families import Catalog
@@ -49,14 +49,24 @@ class PointChecks:
             fix: str) -> None:
         self.diags.append(error(message, op, rule, fix))
 
-    def walk(self) -> Iterator[tuple[Operation, tuple[LoopOp, ...]]]:
-        def rec(block: Block, loops: tuple[LoopOp, ...]):
-            for op in block.ops:
-                yield op, loops
-                if isinstance(op, LoopOp):
-                    yield from rec(op.block, loops + (op,))
-
-        yield from rec(self.program.block, ())
+    def walk(self) -> list[tuple[Operation, tuple[LoopOp, ...]]]:
+        """Every op with its enclosing loops, in program order; built once
+        (each stage walks it again) and iteratively."""
+        walked = self.__dict__.get("_walked")
+        if walked is None:
+            walked = self.__dict__["_walked"] = []
+            stack: list[tuple[Operation | None, tuple[LoopOp, ...]]] = \
+                [(self.program.block.first_op, ())]
+            while stack:
+                op, loops = stack.pop()
+                while op is not None:
+                    walked.append((op, loops))
+                    if type(op) is LoopOp:  # not isinstance: ops are ABCs (slow checks)
+                        stack.append((op.next_op, loops))
+                        loops, op = loops + (op,), op.block.first_op
+                        continue
+                    op = op.next_op
+        return walked
 
     def envs(self, loops: tuple[LoopOp, ...]) -> Iterator[dict[SSAValue, int]]:
         """Every binding of the enclosing loop variables (inclusive bounds), in
@@ -147,6 +157,8 @@ class PointChecks:
         never runs).  Enumerating only these visits every distinct value, so
         the cost does not grow with unrelated loops (a region over an inner
         index of a 2^63-iteration loop)."""
+        if not loops:
+            return loops
         try:
             need: set = set().union(*(self.ev.free_loop_args(v) for v in values))
         except ExprError:

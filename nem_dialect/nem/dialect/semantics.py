@@ -225,7 +225,7 @@ class Evaluator:
             return cached  # type: ignore[return-value]
         memo = self._static
         for v in postorder(value, _value_operands, memo):
-            memo[v] = None if isinstance(v, BlockArgument) else \
+            memo[v] = None if type(v) is BlockArgument else \
                 _node_value(v.owner, [memo[o] for o in _expr_operands(v.owner)])
         return memo[value]
 
@@ -277,7 +277,7 @@ class Evaluator:
             s = self.static(v)
             if s is not None:
                 node: tuple = (_CONST, s, 0, 0)
-            elif isinstance(v, BlockArgument):
+            elif type(v) is BlockArgument:
                 node = (_ARG, v, 0, 0)
             else:
                 operands = _expr_operands(v.owner)
@@ -366,12 +366,14 @@ def postorder(root: T, children: Callable[[T], Iterable[T]], done: Container[T])
 
 
 def _value_operands(v: SSAValue) -> tuple[SSAValue, ...]:
-    return () if isinstance(v, BlockArgument) else _expr_operands(v.owner)
+    # `type(v) is`, not isinstance: xDSL's IR classes are ABCs, whose
+    # isinstance runs Python code, and BlockArgument has no subclasses
+    return () if type(v) is BlockArgument else _expr_operands(v.owner)
 
 
 def _node_value(op: Operation, args: list[int | None]) -> int | None:
     """The value of expression node `op` given its operands' values."""
-    if isinstance(op, arith.ConstantOp):
+    if type(op) is arith.ConstantOp:
         return op.value.value.data if isinstance(op.value, IntegerAttr) else None
     if len(args) == 2:
         a, b = args

@@ -111,27 +111,29 @@ class ProgramVerifier(RegionRules, TaskRules):
 
         def rec(block: Block, in_loop: bool) -> None:
             for op in block.ops:
-                if isinstance(op, ConstOp):
+                t = type(op)  # `type(op) is`: ops are ABCs, their isinstance is slow
+                if t is ConstOp:
                     if in_loop:
                         self.err(op, "CONST-06", f"const '{op.const_name.data}' is declared inside a loop",
                                  "move the const declaration before the loop")
                     self._check_const_expr(op)
                     declare(op.const_name.data, op, "const")
-                elif isinstance(op, LetOp | BufferOp):
+                elif t is LetOp or t is BufferOp:
                     name = op.properties["name"]
                     assert isinstance(name, StringAttr)
                     declare(name.data, op, "declaration")
-                elif isinstance(op, RegionOp) and op.region_name is not None:
+                elif t is RegionOp and op.region_name is not None:
                     declare(op.region_name.data, op, "region")
-                elif isinstance(op, TaskOp) and (token := op.token_name()) is not None:
+                elif _is_task(t) and (token := op.token_name()) is not None:
                     declare(token, op, "token")
-                elif isinstance(op, LoopOp):
+                elif t is LoopOp:
                     scopes.append({})
                     declare(op.iv_name.data, op, "loop variable")
                     rec(op.block, True)
                     scopes.pop()
-                for v in op.operands:
-                    self._check_defined(op, v)
+                block_of_op = op.parent_block()
+                for v in op._operands:  # noqa: SLF001 - the tuple `operands` wraps
+                    self._check_defined(op, v, block_of_op)
 
         rec(self.program.block, False)
 
@@ -146,11 +148,11 @@ class ProgramVerifier(RegionRules, TaskRules):
         except ExprError as e:
             self.err(op, "CONST-05", f"{e} in const '{op.const_name.data}'", "change the divisor")
 
-    def _check_defined(self, user: Operation, value: SSAValue) -> None:
+    def _check_defined(self, user: Operation, value: SSAValue, block: Block | None) -> None:
         """TASK-03 / NAME-01 for IR not built by the parser: every operand's
-        definition precedes its use in the same or an enclosing block."""
-        owner_block = value.block if isinstance(value, BlockArgument) else value.owner.parent_block()
-        block = user.parent_block()
+        definition precedes its use in the same or an enclosing block (`block`,
+        the user's)."""
+        owner_block = value.block if type(value) is BlockArgument else value.owner.parent_block()
         while block is not None and block is not owner_block:
             parent = block.parent_op()
             block = parent.parent_block() if parent is not None else None
@@ -164,11 +166,12 @@ class ProgramVerifier(RegionRules, TaskRules):
     def stage_objects(self) -> None:
         for op, loops in self.walk():
             self._loops_of[op] = loops
-            if isinstance(op, BufferOp):
+            t = type(op)
+            if t is BufferOp:
                 self._buffer(op)
-            elif isinstance(op, RegionOp):
+            elif t is RegionOp:
                 self._region(op, loops)
-            elif isinstance(op, LoopOp):
+            elif t is LoopOp:
                 self._loop(op)
             self._decorators(op)
 
@@ -188,7 +191,7 @@ class ProgramVerifier(RegionRules, TaskRules):
         decos = list(op.decorator_list()) if hasattr(op, "decorator_list") else []
         for d in decos:
             self._decorator(op, d, target)
-        if isinstance(op, TaskOp):
+        if _is_task(type(op)):
             for i in range(len(op.written_operands())):
                 for d in op.operand_decos(i):
                     self._decorator(op, d, "region")
@@ -207,11 +210,12 @@ class ProgramVerifier(RegionRules, TaskRules):
     # -- stage 3: tasks ----------------------------------------------------
     def stage_tasks(self) -> None:
         for op, loops in self.walk():
-            if isinstance(op, TransferOp | StoreOp):
+            t = type(op)
+            if t is TransferOp or t is StoreOp:
                 self._move(op, loops)
-            elif isinstance(op, ComputeOp):
+            elif _is_compute(t):
                 self._compute(op)
-            if isinstance(op, TaskOp):
+            if _is_task(t):
                 self._placement(op)
                 self._access_intent(op)
 
@@ -230,6 +234,24 @@ def _target_of(op: Operation) -> str | None:
 
 
 _TARGET_BY_TYPE: dict[type, str | None] = {}
+
+
+def _subclass_test(base: type):
+    """`issubclass(t, base)`, decided once per op class: the walks ask it of
+    every op, and isinstance on xDSL's (ABC) op classes runs Python code."""
+    known: dict[type, bool] = {}
+
+    def test(t: type) -> bool:
+        hit = known.get(t)
+        if hit is None:
+            hit = known[t] = issubclass(t, base)
+        return hit
+
+    return test
+
+
+_is_task = _subclass_test(TaskOp)
+_is_compute = _subclass_test(ComputeOp)
 
 
 def _non_const_leaf(value: SSAValue) -> str | None:
