@@ -42,7 +42,12 @@ from xdsl.irdl import (
     traits_def,
     var_operand_def,
 )
-from xdsl.irdl.operations import BaseAttrAccessor, VarIRConstruct
+from xdsl.irdl.operations import (
+    BaseAttrAccessor,
+    SingleAttrAccessor,
+    VariadicAttrAccessor,
+    VarIRConstruct,
+)
 from xdsl.traits import NoTerminator
 from xdsl.utils.exceptions import VerifyException
 
@@ -432,20 +437,30 @@ class _SegmentAccessor:
     access (the verifier and the passes read region and task operands
     millions of times on large programs)."""
 
-    __slots__ = ("acc",)
+    __slots__ = ("acc", "positions")
 
     def __init__(self, acc: BaseAttrAccessor):
         self.acc = acc
+        # where this operand sits for each segment array: an index (single
+        # operand) or a slice (variadic); other accessors take xDSL's path
+        self.positions: dict[bytes, int | slice] | None = \
+            {} if isinstance(acc, SingleAttrAccessor | VariadicAttrAccessor) else None
 
     def __get__(self, obj: Operation | None, objtype=None):
         if obj is None:
             return self
         acc = self.acc
-        attr = obj.properties[acc.option.attribute_name]
-        values = _SEGMENTS.get(attr.data.data)
-        if values is None:
-            values = _SEGMENTS[attr.data.data] = attr.get_values()
-        return acc.index(values, obj.operands)
+        key = obj.properties[acc.option.attribute_name].data.data
+        positions = self.positions
+        if positions is not None:
+            pos = positions.get(key)
+            if pos is None:
+                pos = positions[key] = acc.index(_segment_values(obj, acc), _POSITIONS)
+                if isinstance(pos, range):
+                    pos = positions[key] = slice(pos.start, pos.stop)
+            # the same value (or SSAValues slice) as indexing `obj.operands`
+            return obj._operands[pos]  # noqa: SLF001 - hot path
+        return acc.index(_segment_values(obj, acc), obj.operands)
 
     def __set__(self, instance, value) -> None:
         raise NotImplementedError("Cannot write to named operands")
@@ -453,6 +468,16 @@ class _SegmentAccessor:
 
 _SEGMENTS: dict[bytes, tuple[int, ...]] = {}
 """Segment sizes by the bytes of their i32 array: few distinct ones exist."""
+_POSITIONS = range(1 << 62)
+"""Indexed by an accessor, gives the operand position(s) it reads."""
+
+
+def _segment_values(obj: Operation, acc: BaseAttrAccessor) -> tuple[int, ...]:
+    attr = obj.properties[acc.option.attribute_name]
+    values = _SEGMENTS.get(attr.data.data)
+    if values is None:
+        values = _SEGMENTS[attr.data.data] = attr.get_values()
+    return values
 
 
 def _cache_segment_accessors(cls: type[IRDLOperation]) -> None:

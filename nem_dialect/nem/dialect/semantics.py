@@ -404,12 +404,16 @@ def _expr_operands(op: Operation) -> tuple[SSAValue, ...]:
     none for a literal or anything else (whose value is unknown)."""
     # `_operands` is the operand tuple `op.operands` wraps: this runs for every
     # expression node of every static query, where the wrapper dominated
+    # (and tuple's own indexing, not SSAValues' that type-checks the index)
     operands = op._operands  # noqa: SLF001 - hot path
     if type(op) in SYMBOL_OF:
-        return operands[0], operands[1]
+        return _item(operands, 0), _item(operands, 1)
     if len(operands) == 1 and op.name in _FORWARDING and len(op.results) == 1:
-        return (operands[0],)
+        return (_item(operands, 0),)
     return ()
+
+
+_item = tuple.__getitem__
 
 
 _FORWARDING = frozenset({"nem.const", "nem.let"})
