@@ -349,19 +349,24 @@ def postorder(root: T, children: Callable[[T], Iterable[T]], done: Container[T])
     `done`, each once, children before parents: the iterative walk behind
     every DAG computation on expressions (no recursion depth, no repeated
     subtrees)."""
+    # `done` does not change during the walk, so only the root and each
+    # child are tested against it; `placed` holds ids (the nodes are alive
+    # meanwhile): SSAValue's __hash__ is Python code, the walk's main cost
     order: list[T] = []
-    placed: set[T] = set()
+    if root in done:
+        return order
+    placed: set[int] = set()
     stack: list[tuple[T, bool]] = [(root, False)]
     while stack:
         v, expanded = stack.pop()
-        if v in done or v in placed:
+        if id(v) in placed:
             continue
         if expanded:
-            placed.add(v)
+            placed.add(id(v))
             order.append(v)
             continue
         stack.append((v, True))
-        stack.extend((c, False) for c in children(v) if c not in done and c not in placed)
+        stack.extend((c, False) for c in children(v) if id(c) not in placed and c not in done)
     return order
 
 

@@ -110,6 +110,24 @@ def _segments(sizes: tuple[int, ...]) -> DenseArrayBase:
     return seg
 
 
+def _file_line_col(file: StringAttr, line: IntAttr, col: IntAttr) -> FileLineColLoc:
+    """`FileLineColLoc(file, line, col)` without xDSL's parameter verification,
+    which only checks the parameter types given here by construction (a
+    StringAttr and two IntAttrs), and which cost most of the time spent on
+    debug locations (one per op)."""
+    loc = _NEW_LOC(FileLineColLoc)
+    _SET(loc, "filename", file)
+    _SET(loc, "line", line)
+    _SET(loc, "column", col)
+    return loc
+
+
+_NEW_LOC = FileLineColLoc.__new__
+_SET = object.__setattr__  # the frozen dataclass's fields, as ParametrizedAttribute.new sets them
+assert [f for f, _ in FileLineColLoc.get_irdl_definition().parameters] == \
+    ["filename", "line", "column"], "xDSL changed FileLineColLoc's parameters"
+
+
 LET_VALUE_KINDS = (ArgRefAttr, ArrayAttr, StringAttr, FloatAttr)
 TOKU = 4  # an unnamed token: it cannot be referenced (the text form names every referenced token)
 
@@ -143,7 +161,7 @@ class _BodyReader(TableReader):
                     raise BytecodeError(offs[i - 1], f"source location line {line} column {col}")
                 li = ints.get(line) or ints.setdefault(line, IntAttr(line))
                 ci = ints.get(col) or ints.setdefault(col, IntAttr(col))
-                locs.append(FileLineColLoc(files[f], li, ci))
+                locs.append(_file_line_col(files[f], li, ci))
         except IndexError:
             raise BytecodeError(base + stream.size, f"debug section has {len(locs)} locations, "
                                 f"the code {count}") from None
