@@ -142,7 +142,11 @@ class PointChecks:
                   values: tuple[SSAValue, ...]) -> tuple[dict | None, list[Form | None]]:
         """The box of constant loop bounds and each value's `Form` over it
         (forms are empty when the bounds are not constant)."""
-        box = IterationSpace(self.ev, loops).box()
+        boxes = self.__dict__.setdefault("_boxes", {})
+        key = tuple(map(id, loops))  # the loops are alive: ids are theirs
+        if key not in boxes:  # one box per loop nest, not per op in it (read-only)
+            boxes[key] = IterationSpace(self.ev, loops).box()
+        box = boxes[key]
         if box is None:
             return None, []
         try:
@@ -165,14 +169,30 @@ class PointChecks:
             return loops
         keep = []
         for lp in reversed(loops):
-            lo, hi = self.ev.static(lp.lower), self.ev.static(lp.upper)
-            if lp.block.args[0] in need or lo is None or hi is None or lo > hi:
+            arg, may_skip, bound_args = self._loop_facts(lp)
+            if arg in need or may_skip:
                 keep.append(lp)
-                try:
-                    need |= self.ev.free_loop_args(lp.lower) | self.ev.free_loop_args(lp.upper)
-                except ExprError:
+                if bound_args is None:
                     return loops
+                need |= bound_args
         return tuple(reversed(keep))
+
+    def _loop_facts(self, lp: LoopOp) -> tuple[SSAValue, bool, frozenset | None]:
+        """A loop's variable, whether it may run zero times (bounds not
+        constant, or lower > upper), and the loop variables its bounds use
+        (None when they raise ExprError): asked for every op in its body."""
+        facts = self.__dict__.setdefault("_loop_facts_of", {})
+        hit = facts.get(id(lp))
+        if hit is None:
+            lower, upper = lp.lower, lp.upper
+            lo, hi = self.ev.static(lower), self.ev.static(upper)
+            try:
+                bound_args = self.ev.free_loop_args(lower) | self.ev.free_loop_args(upper)
+            except ExprError:
+                bound_args = None
+            hit = facts[id(lp)] = (lp.block.args[0], lo is None or hi is None or lo > hi,
+                                   bound_args)
+        return hit
 
 
 def iteration_text(loops: tuple[LoopOp, ...], env: dict[SSAValue, int]) -> str:
