@@ -416,11 +416,25 @@ class RegionType(ParametrizedAttribute, TypeAttribute):
         return None if _absent(self.quant) else self.quant
 
 
-@cache
 def _dense_values(array: DenseArrayBase) -> tuple[int, ...]:
     """The values of an (immutable) dense array, decoded once: the verifier
-    reads region shapes for every task and every loop iteration."""
+    reads region shapes for every task and every loop iteration.  Found by
+    identity first (hashing a dense array hashes its bytes, in Python code),
+    then by value (equal arrays of other ops)."""
+    hit = _DENSE_BY_ID.get(id(array))
+    if hit is not None and hit[0] is array:
+        return hit[1]
+    values = _dense_by_value(array)
+    _DENSE_BY_ID[id(array)] = (array, values)  # the entry keeps the id's object alive
+    return values
+
+
+@cache
+def _dense_by_value(array: DenseArrayBase) -> tuple[int, ...]:
     return array.get_values()
+
+
+_DENSE_BY_ID: dict[int, tuple[DenseArrayBase, tuple[int, ...]]] = {}
 
 
 ATTRIBUTES = [

@@ -65,10 +65,16 @@ class RegionRules(PointChecks):
         except ExprError:
             buf_size = None
         if rtype.typed:
-            if not self._region_type(op, rtype, label):
-                return
-            if not self._buffer_holds_elements(op, rtype, buf_size, label):
-                return
+            # both checks depend on the type and the buffer size alone: a pass
+            # is remembered (by the type's identity, kept alive by the entry)
+            passed = self.__dict__.setdefault("_typed_passed", {})
+            key = (id(rtype), buf_size)
+            if key not in passed:
+                if not self._region_type(op, rtype, label):
+                    return
+                if not self._buffer_holds_elements(op, rtype, buf_size, label):
+                    return
+                passed[key] = rtype
         # operands read once: each accessor of an op with operand segments
         # decodes the segment sizes again
         offset, extent, shape, strides = op.offset, op.extent, tuple(op.shape), tuple(op.strides)
