@@ -13,11 +13,15 @@ from __future__ import annotations
 
 import gc
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import cache
+from typing import TypeVar
 
 import numpy as np
 from xdsl.dialects import arith
 from xdsl.dialects.builtin import (
+    UNKNOWN_LOC,
     ArrayAttr,
     DenseArrayBase,
     DictionaryAttr,
@@ -31,7 +35,8 @@ from xdsl.dialects.builtin import (
     UnitAttr,
     i32,
 )
-from xdsl.ir import Attribute, Block, Region
+from xdsl.ir import Attribute, Block, OpResult, Region, SSAValue, SSAValues, Use
+from xdsl.irdl import IRDLOperation, OptionalDef
 
 from nem.dialect.attributes import (
     DYNAMIC,
@@ -126,6 +131,51 @@ _NEW_LOC = FileLineColLoc.__new__
 _SET = object.__setattr__  # the frozen dataclass's fields, as ParametrizedAttribute.new sets them
 assert [f for f, _ in FileLineColLoc.get_irdl_definition().parameters] == \
     ["filename", "line", "column"], "xDSL changed FileLineColLoc's parameters"
+
+
+def _create(cls: type[_Op], operands: Sequence[SSAValue] = (), result_types: Sequence[Attribute] = (),
+            properties: dict[str, Attribute] | None = None, regions: Sequence[Region] = ()) -> _Op:
+    """`cls.create(...)` for the reader's ops, which have no attributes or
+    successors and take ownership of `properties`: the same object state as
+    xDSL's `Operation.__init__` (operand uses, results, the IRDL definition's
+    default properties and attributes) without its generic wrappers, which
+    cost most of the IR construction time."""
+    op = _NEW_OP(cls)
+    uses = tuple(Use(op, i) for i in range(len(operands)))
+    for value, use in zip(operands, uses):
+        value.add_use(use)
+    op._operands = SSAValues(operands)  # noqa: SLF001 - Operation.__init__'s fields
+    op._operand_uses = uses  # noqa: SLF001
+    op.results = SSAValues(OpResult(t, op, i) for i, t in enumerate(result_types))
+    props = {} if properties is None else properties
+    op.properties = props
+    op.attributes = {}
+    op.location = UNKNOWN_LOC
+    op._successors = ()  # noqa: SLF001
+    op._successor_uses = ()  # noqa: SLF001
+    op.regions = ()
+    for region in regions:
+        op.add_region(region)
+    prop_defaults, attr_defaults = _defaults(cls)
+    for name, default in prop_defaults:
+        if name not in props:
+            props[name] = default
+    for name, default in attr_defaults:
+        op.attributes[name] = default
+    return op
+
+
+@cache
+def _defaults(cls: type[IRDLOperation]) -> tuple[tuple[tuple[str, Attribute], ...], ...]:
+    """The default properties and attributes IRDLOperation.__post_init__ fills in."""
+    d = cls.get_irdl_definition()
+    return tuple(tuple((name, a.default_value) for name, a in defs.items()
+                       if not isinstance(a, OptionalDef) and a.default_value is not None)
+                 for defs in (d.properties, d.attributes))
+
+
+_NEW_OP = object.__new__
+_Op = TypeVar("_Op", bound=IRDLOperation)
 
 
 LET_VALUE_KINDS = (ArgRefAttr, ArrayAttr, StringAttr, FloatAttr)
@@ -256,7 +306,7 @@ class _BodyReader(TableReader):
             if v < 0:
                 raise BytecodeError(at, f"integer literal {v} is negative (NEM has no negative "
                                     "literals: write 0 - x) [LEX-06]")
-            op = arith.ConstantOp.create(properties={"value": self._int(v)},
+            op = _create(arith.ConstantOp, properties={"value": self._int(v)},
                                          result_types=[INDEX])
             self.push(op.results[0], IDX, v)
         elif code in INST_BINOP:
@@ -269,12 +319,12 @@ class _BodyReader(TableReader):
                     value = apply_binop(sym, sa, sb)
                 except ExprError as e:
                     raise BytecodeError(at, f"{e} in a constant expression [CONST-05]") from None
-            op = BINOPS[sym].create(operands=[self.stack[a], self.stack[b]], result_types=[INDEX])
+            op = _create(BINOPS[sym], operands=[self.stack[a], self.stack[b]], result_types=[INDEX])
             self.push(op.results[0], IDX, value)
         elif code == fb.Inst.Const:
             name = self.body_name(at, "const")
             k = self.ref(IDX, at, f"const {name}")
-            op = ConstOp.create(operands=[self.stack[k]], result_types=[INDEX],
+            op = _create(ConstOp, operands=[self.stack[k]], result_types=[INDEX],
                                 properties={"name": StringAttr(name)})
             op.results[0].name_hint = _hint(name)
             self.push(op.results[0], IDX, self.static[k])
@@ -293,7 +343,7 @@ class _BodyReader(TableReader):
             toks = self.refs(TOK, at, "wait")
             if not toks:
                 raise BytecodeError(at, "wait needs at least one token [GRAM-13]")
-            op = WaitOp.create(operands=[self.stack[k] for k in toks],
+            op = _create(WaitOp, operands=[self.stack[k] for k in toks],
                                properties={"decorators": decos} if decos else {})
         elif code == fb.Inst.Compute:
             op = self._compute(at)
@@ -339,7 +389,7 @@ class _BodyReader(TableReader):
         is_int = isinstance(value, ArgRefAttr)
         if has_result != int(is_int):
             raise BytecodeError(at, f"let {name}: an integer let has a result, any other none")
-        op = LetOp.create(operands=[self.stack[k] for k in args],
+        op = _create(LetOp, operands=[self.stack[k] for k in args],
                           result_types=[INDEX] if is_int else [],
                           properties={"name": StringAttr(name), "value": value})
         if is_int:
@@ -365,7 +415,7 @@ class _BodyReader(TableReader):
             props["align"] = IntegerAttr(align - 1, INDEX)
         if decos:
             props["decorators"] = decos
-        op = BufferOp.create(operands=[self.stack[k]], result_types=[btype], properties=props)
+        op = _create(BufferOp, operands=[self.stack[k]], result_types=[btype], properties=props)
         op.results[0].name_hint = _hint(name)
         self.push(op.results[0], BUF)
         self.buffers.append(op)
@@ -397,7 +447,7 @@ class _BodyReader(TableReader):
         if decos:
             props["decorators"] = decos
         props["operandSegmentSizes"] = _segments((1, 1, 1, len(shape), len(strides)))
-        op = RegionOp.create(operands=[buf, self.stack[off], self.stack[ext],
+        op = _create(RegionOp, operands=[buf, self.stack[off], self.stack[ext],
                                        *(self.stack[k] for k in shape),
                                        *(self.stack[k] for k in strides)],
                              result_types=[rtype], properties=props)
@@ -438,7 +488,7 @@ class _BodyReader(TableReader):
         props = {"iv_name": StringAttr(iv)}
         if decos:
             props["decorators"] = decos
-        op = LoopOp.create(operands=[self.stack[lo], self.stack[hi]], regions=[Region(body)],
+        op = _create(LoopOp, operands=[self.stack[lo], self.stack[hi]], regions=[Region(body)],
                            properties=props)
         body.args[0].name_hint = _hint(iv)
         return op
@@ -475,7 +525,7 @@ class _BodyReader(TableReader):
         if flags & 4:
             props["operand_decorators"] = self._operand_decos(at, 2, cls.name)
         props["operandSegmentSizes"] = _segments((1, 1, len(deps)))
-        op = cls.create(operands=[self.stack[dst], self.stack[src], *(self.stack[k] for k in deps)],
+        op = _create(cls, operands=[self.stack[dst], self.stack[src], *(self.stack[k] for k in deps)],
                         result_types=[TOKEN], properties=props)
         return self._finish_task(op, token)
 
@@ -513,7 +563,8 @@ class _BodyReader(TableReader):
         props["attrs"] = attrs
         props["operandSegmentSizes"] = _segments((len(ins), len(outs), len(deps), len(args)))
         st = self.stack
-        op = COMPUTE_OPS[spec.name].create(
+        op = _create(
+            COMPUTE_OPS[spec.name],
             operands=[*(st[k] for k in ins), *(st[k] for k in outs), *(st[k] for k in deps),
                       *(st[k] for k in args)], result_types=[TOKEN], properties=props)
         return self._finish_task(op, token)
