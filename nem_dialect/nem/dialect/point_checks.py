@@ -43,7 +43,6 @@ class PointChecks:
     catalog: Catalog
     ev: Evaluator
     diags: list[Diagnostic]
-    _loops_of: dict[Operation, tuple[LoopOp, ...]]
 
     def err(self, op: Operation | SourceLoc | None, rule: str | None, message: str,
             fix: str) -> None:

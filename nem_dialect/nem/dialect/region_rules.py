@@ -109,7 +109,9 @@ class RegionRules(PointChecks):
                          f"{iteration_text(loops, env)}",
                          "shrink the region or enlarge the buffer")
                 return False
-            if not rtype.typed or (fixed and fits.get(ext)):
+            # a static shape and strides: the least extent decides EXT-01/02
+            # (as `_region_proven` relies on), without evaluating them again
+            if not rtype.typed or (fixed and (fits.get(ext) or (least is not None and ext >= least))):
                 return True
             if not self._extent_fits(op, rtype, ext, env, label, loops, shape, strides):
                 return False

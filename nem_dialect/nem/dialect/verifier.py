@@ -67,7 +67,6 @@ class ProgramVerifier(RegionRules, TaskRules):
         self.catalog = catalog or baseline_catalog()
         self.ev = Evaluator()
         self.diags: list[Diagnostic] = []
-        self._loops_of: dict[Operation, tuple[LoopOp, ...]] = {}
 
     # -- driver ------------------------------------------------------------
     def run(self) -> list[Diagnostic]:
@@ -166,7 +165,6 @@ class ProgramVerifier(RegionRules, TaskRules):
     # -- stage 2: objects ------------------------------------------------------
     def stage_objects(self) -> None:
         for op, loops in self.walk():
-            self._loops_of[op] = loops
             t = type(op)
             if t is BufferOp:
                 self._buffer(op)
