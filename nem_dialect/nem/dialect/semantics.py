@@ -34,7 +34,7 @@ second copy of a fact in this file: remove the copy (docs/design.md,
 
 from __future__ import annotations
 
-from collections.abc import Callable, Container, Iterable, Mapping, Sequence
+from collections.abc import Callable, Container, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from typing import TYPE_CHECKING, TypeVar
@@ -213,21 +213,27 @@ class Evaluator:
     """
 
     def __init__(self) -> None:
-        self._static: dict[SSAValue, int | None] = {}
-        self._tapes: dict[SSAValue, Tape] = {}
+        # the per-value memos are keyed by id(value): SSAValue's __hash__ is
+        # Python code and dominated these queries; `_alive` keeps every value
+        # with a memo entry alive, so no id is reused while the memo holds it
+        self._static: dict[int, int | None] = {}
+        self._alive: list[SSAValue] = []
+        self._tapes: dict[int, Tape] = {}
         self._compiled: dict[SSAValue, Compiled] = {}
         self._depth_of: Mapping[BlockArgument, int] | None = None
-        self._free: dict[SSAValue, frozenset[BlockArgument]] = {}
+        self._free: dict[int, frozenset[BlockArgument]] = {}
 
     def static(self, value: SSAValue) -> int | None:
-        cached = self._static.get(value, _MISSING)
+        memo = self._static
+        cached = memo.get(id(value), _MISSING)
         if cached is not _MISSING:
             return cached  # type: ignore[return-value]
-        memo = self._static
-        for v in postorder(value, _value_operands, memo):
-            memo[v] = None if type(v) is BlockArgument else \
-                _node_value(v.owner, [memo[o] for o in _expr_operands(v.owner)])
-        return memo[value]
+        alive = self._alive
+        for v in postorder(value, _value_operands, memo, id):
+            alive.append(v)
+            memo[id(v)] = None if type(v) is BlockArgument else \
+                _node_value(v.owner, [memo[id(o)] for o in _expr_operands(v.owner)])
+        return memo[id(value)]
 
     def eval(self, value: SSAValue, env: Mapping[SSAValue, int]) -> int | None:
         s = self.static(value)
@@ -252,28 +258,29 @@ class Evaluator:
     def free_loop_args(self, value: SSAValue) -> frozenset[BlockArgument]:
         """The loop variables (block arguments) that `value` depends on (none
         when it is static)."""
-        hit = self._free.get(value)
+        hit = self._free.get(id(value))
         if hit is None:
             hit = frozenset() if self.static(value) is not None else \
                 frozenset(x for kind, x, _, _ in self.tape(value) if kind == _ARG)
-            self._free[value] = hit
+            self._free[id(value)] = hit  # `value` is alive: static() kept it
         return hit
 
     def tape(self, root: SSAValue) -> Tape:
         """The tape of `root`, built once."""
-        tape = self._tapes.get(root)
+        tape = self._tapes.get(id(root))
         if tape is None:
-            tape = self._tapes[root] = self._build_tape(root)
+            tape = self._build_tape(root)  # calls static(root), which keeps it alive
+            self._tapes[id(root)] = tape
         return tape
 
     def _build_tape(self, root: SSAValue) -> Tape:
-        index: dict[SSAValue, int] = {}
+        index: dict[int, int] = {}  # by id: the nodes are alive (reachable from root)
         tape: Tape = []
 
         def children(v: SSAValue) -> tuple[SSAValue, ...]:
             return () if self.static(v) is not None else _value_operands(v)
 
-        for v in postorder(root, children, index):
+        for v in postorder(root, children, index, id):
             s = self.static(v)
             if s is not None:
                 node: tuple = (_CONST, s, 0, 0)
@@ -282,13 +289,13 @@ class Evaluator:
             else:
                 operands = _expr_operands(v.owner)
                 if len(operands) == 2:
-                    node = (_BINOP, SYMBOL_OF[type(v.owner)], index[operands[0]],
-                            index[operands[1]])
+                    node = (_BINOP, SYMBOL_OF[type(v.owner)], index[id(operands[0])],
+                            index[id(operands[1])])
                 elif len(operands) == 1:
-                    node = (_FORWARD, index[operands[0]], 0, 0)
+                    node = (_FORWARD, index[id(operands[0])], 0, 0)
                 else:
                     node = (_UNKNOWN, v.owner.name, 0, 0)
-            index[v] = len(tape)
+            index[id(v)] = len(tape)
             tape.append(node)
         return tape
 
@@ -344,16 +351,19 @@ def run_compiled(fn: Compiled, iv: Sequence[int]) -> int:
 T = TypeVar("T")
 
 
-def postorder(root: T, children: Callable[[T], Iterable[T]], done: Container[T]) -> list[T]:
-    """The nodes reachable from `root` through `children` that are not in
-    `done`, each once, children before parents: the iterative walk behind
-    every DAG computation on expressions (no recursion depth, no repeated
-    subtrees)."""
+def postorder(root: T, children: Callable[[T], Iterable[T]], done: Container,
+              key: Callable[[T], Hashable] | None = None) -> list[T]:
+    """The nodes reachable from `root` through `children` whose `key` (the
+    node itself by default) is not in `done`, each once, children before
+    parents: the iterative walk behind every DAG computation on expressions
+    (no recursion depth, no repeated subtrees)."""
+    if key is None:
+        key = _itself
     # `done` does not change during the walk, so only the root and each
     # child are tested against it; `placed` holds ids (the nodes are alive
     # meanwhile): SSAValue's __hash__ is Python code, the walk's main cost
     order: list[T] = []
-    if root in done:
+    if key(root) in done:
         return order
     placed: set[int] = set()
     stack: list[tuple[T, bool]] = [(root, False)]
@@ -366,8 +376,12 @@ def postorder(root: T, children: Callable[[T], Iterable[T]], done: Container[T])
             order.append(v)
             continue
         stack.append((v, True))
-        stack.extend((c, False) for c in children(v) if id(c) not in placed and c not in done)
+        stack.extend((c, False) for c in children(v) if id(c) not in placed and key(c) not in done)
     return order
+
+
+def _itself(x: T) -> T:
+    return x
 
 
 def _value_operands(v: SSAValue) -> tuple[SSAValue, ...]:
