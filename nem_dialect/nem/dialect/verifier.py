@@ -13,7 +13,9 @@ parser resolves names but leaves these rules to this module.
 from __future__ import annotations
 
 import gc
+from collections.abc import Callable
 from functools import cache
+from typing import cast
 
 from xdsl.dialects.builtin import StringAttr
 from xdsl.ir import Block, BlockArgument, Operation, SSAValue
@@ -167,11 +169,11 @@ class ProgramVerifier(RegionRules, TaskRules):
         for op, loops in self.walk():
             t = type(op)
             if t is BufferOp:
-                self._buffer(op)
+                self._buffer(cast(BufferOp, op))
             elif t is RegionOp:
-                self._region(op, loops)
+                self._region(cast(RegionOp, op), loops)
             elif t is LoopOp:
-                self._loop(op)
+                self._loop(cast(LoopOp, op))
             self._decorators(op)
 
     def _loop(self, op: LoopOp) -> None:
@@ -191,8 +193,9 @@ class ProgramVerifier(RegionRules, TaskRules):
         for d in decos:
             self._decorator(op, d, target)
         if _is_task(type(op)):
-            for i in range(len(op.written_operands())):
-                for d in op.operand_decos(i):
+            task = cast(TaskOp, op)
+            for i in range(len(task.written_operands())):
+                for d in task.operand_decos(i):
                     self._decorator(op, d, "region")
 
     def _decorator(self, op: Operation, d: DecoratorAttr, target: str) -> None:
@@ -211,12 +214,12 @@ class ProgramVerifier(RegionRules, TaskRules):
         for op, loops in self.walk():
             t = type(op)
             if t is TransferOp or t is StoreOp:
-                self._move(op, loops)
+                self._move(cast(TransferOp | StoreOp, op), loops)
             elif _is_compute(t):
-                self._compute(op)
+                self._compute(cast(ComputeOp, op))
             if _is_task(t):
-                self._placement(op)
-                self._access_intent(op)
+                self._placement(cast(TaskOp, op))
+                self._access_intent(cast(TaskOp, op))
 
 
 _TARGETS = ((RegionOp, "region"), (BufferOp, "buffer"), (LoopOp, "loop"),
@@ -235,7 +238,7 @@ def _target_of(op: Operation) -> str | None:
 _TARGET_BY_TYPE: dict[type, str | None] = {}
 
 
-def _subclass_test(base: type):
+def _subclass_test(base: type) -> Callable[[type], bool]:
     """`issubclass(t, base)`, decided once per op class: the walks ask it of
     every op, and isinstance on xDSL's (ABC) op classes runs Python code."""
     known: dict[type, bool] = {}
