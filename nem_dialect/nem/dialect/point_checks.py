@@ -148,10 +148,23 @@ class PointChecks:
         box = boxes[key]
         if box is None:
             return None, []
-        try:
-            return box, forms(self.ev, values, box)
-        except ExprError:
-            return None, []
+        # a value's Form over one box is computed once: a region's offset and
+        # extent come back in every transfer and store that reads the region
+        # (Forms are frozen; `forms` asks the evaluator, which keeps `v` alive)
+        known = self.__dict__.setdefault("_forms", {})
+        out: list[Form | None] = []
+        for v in values:
+            fkey = (id(v), key)
+            if fkey in known:
+                out.append(known[fkey])
+                continue
+            try:
+                (f,) = forms(self.ev, (v,), box)
+            except ExprError:
+                return None, []
+            known[fkey] = f
+            out.append(f)
+        return box, out
 
     def relevant_loops(self, loops: tuple[LoopOp, ...], values) -> tuple[LoopOp, ...]:
         """The enclosing loops whose iterations can change `values`: those
