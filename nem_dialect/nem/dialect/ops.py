@@ -458,8 +458,11 @@ class _SegmentAccessor:
                 pos = positions[key] = acc.index(_segment_values(obj, acc), _POSITIONS)
                 if isinstance(pos, range):
                     pos = positions[key] = slice(pos.start, pos.stop)
-            # the same value (or SSAValues slice) as indexing `obj.operands`
-            return obj._operands[pos]  # noqa: SLF001 - hot path
+            # the same value (or SSAValues slice) as indexing `obj.operands`;
+            # an index goes straight to the tuple (SSAValues type-checks it)
+            if type(pos) is int:
+                return _tuple_item(obj._operands, pos)  # noqa: SLF001 - hot path
+            return obj._operands[pos]  # noqa: SLF001
         return acc.index(_segment_values(obj, acc), obj.operands)
 
     def __set__(self, instance, value) -> None:
@@ -468,6 +471,7 @@ class _SegmentAccessor:
 
 _SEGMENTS: dict[bytes, tuple[int, ...]] = {}
 """Segment sizes by the bytes of their i32 array: few distinct ones exist."""
+_tuple_item = tuple.__getitem__
 _POSITIONS = range(1 << 62)
 """Indexed by an accessor, gives the operand position(s) it reads."""
 
