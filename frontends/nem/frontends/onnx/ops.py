@@ -384,8 +384,13 @@ def matmul(imp: Importer, node: Node) -> None:
         nb = int(np.prod(batch))
         av = _broadcast_batch(av, ash, batch)
         bv = _broadcast_batch(bv, bsh, batch)
-        y = emit.value_of(linalg.batch_matmul(emit.reshape(av, [nb, m, k]), emit.reshape(bv, [nb, k, n]),
-                                outs=[emit.fill([nb, m, n], elem, 0.0)]))
+        if nb == 1:   # a batch of one is a 2-D matmul (the form the lowering raises)
+            y = _matmul2d(emit.reshape(av, [m, k]), emit.reshape(bv, [k, n]),
+                          emit.fill([m, n], elem, 0.0))
+        else:
+            y = emit.value_of(linalg.batch_matmul(
+                emit.reshape(av, [nb, m, k]), emit.reshape(bv, [nb, k, n]),
+                outs=[emit.fill([nb, m, n], elem, 0.0)]))
         out = [*batch, m, n]
     if len(a.shape) == 1:
         out.pop(-2)
