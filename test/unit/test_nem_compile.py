@@ -473,3 +473,19 @@ def test_flop_share_counts_escaped_nests():
     assert 0 < cnn.flops.escaped < conv
     cnn_t = compile_onnx(samples.cnn("f32"), device=DEVICE, route="transform")
     assert cnn_t.flops.share > 0.9 and cnn_t.flops.raised >= conv
+
+
+def test_matmul_of_a_transposed_view_reads_it_transposed(tmp_path):
+    """A @ Transpose(B) (attention's Q.K^T) imports as one contraction that
+    reads B [N, K] in place: the lowering raises it to NEM matmuls with
+    trans_b = 1 and no transpose copy is made (issue 16: one transposing
+    step less on the transformer's critical path); values match onnxruntime."""
+    g = samples.GraphBuilder("f32", seed=7)
+    kt = g.op("Transpose", ["k"], name="kt", perm=[0, 2, 1])
+    y = g.op("MatMul", ["q", kt], name="s")
+    model = g.model("qk", {"q": (1, 4, 6), "k": (1, 5, 6)}, {"y": y})
+    nem = end_to_end(model, tmp_path)
+    matmuls = [ln for ln in nem.splitlines() if "matmul.async" in ln]
+    assert matmuls and all("trans_b=1" in ln for ln in matmuls)
+    remarks = compile_onnx(model, device=DEVICE).remarks
+    assert "matmul" in remarks[0] and not any("transpose" in r for r in remarks)

@@ -199,10 +199,11 @@ class Driver:
         def run() -> str:
             from nem.compile.flops import flop_share
 
-            nem, notes = lower_and_verify(mlir_text, func_name, arg_names, self.device.name,
-                                          self.memory_spaces(), file, self.options)
+            nem, notes, escaped = lower_and_verify(
+                mlir_text, func_name, arg_names, self.device.name, self.memory_spaces(), file,
+                self.options)
             remarks.extend(notes)
-            self.flops = flop_share(mlir_text, notes)
+            self.flops = flop_share(mlir_text, escaped)
             remarks.append(f"{file}: remark: {self.flops.remark()}")
             return nem
         return self.timed("lower", run), remarks

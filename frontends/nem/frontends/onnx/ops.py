@@ -362,10 +362,36 @@ def _matmul2d(a: ir.Value, b: ir.Value, init: ir.Value) -> ir.Value:
     return emit.value_of(linalg.matmul(a, b, outs=[init]))
 
 
+def _matmul_nt(a: ir.Value, b_nk: ir.Value, init: ir.Value) -> ir.Value:
+    """`init + a @ b_nk^T` with `b_nk` [N, K] read in place (the lowering
+    raises it to a NEM matmul with trans_b = 1), no transpose materialized."""
+    d = [ir.AffineExpr.get_dim(i) for i in range(3)]
+    maps = [ir.AffineMap.get(3, 0, [d[0], d[2]]), ir.AffineMap.get(3, 0, [d[1], d[2]])]
+    return emit.generic(list(zip([a, b_nk], maps)), init, ir.AffineMap.get(3, 0, d[:2]),
+                        [emit.PARALLEL, emit.PARALLEL, emit.REDUCTION],
+                        lambda x, y, acc: arith.addf(acc, arith.mulf(x, y)), pass_output=True)
+
+
+def _transposed_view(b: TensorVal) -> bool:
+    """Whether `b` is a view (ONNX Transpose) of a tensor laid out [..., N, K]:
+    its last two logical dimensions swapped in its value, the others in place."""
+    r = b.rank
+    return r >= 2 and tuple(b.perm) == (*range(r - 2), r - 1, r - 2)
+
+
 def matmul(imp: Importer, node: Node) -> None:
     a, b = imp.tensor(node.input(0)), imp.tensor(node.input(1))
-    av, bv = imp.logical(a), imp.logical(b)
     ash, bsh = list(a.shape), list(b.shape)
+    if len(bsh) >= 2 and _transposed_view(b) and int(np.prod(bsh[:-2])) == 1 and (
+            len(bsh) == 2 or int(np.prod(ash[:-2])) == 1) and ash[-1] == bsh[-2]:
+        # A @ K^T (attention's scores): K read transposed by the matmul
+        rows, (k, n) = int(np.prod(ash[:-1])), bsh[-2:]
+        y = _matmul_nt(emit.reshape(imp.logical(a), [rows, k]), emit.reshape(b.value, [n, k]),
+                       emit.fill([rows, n], a.elem, 0.0))
+        batch = list(broadcast_shape(imp, [ash[:-2], bsh[:-2]]))
+        imp.define(node.outputs[0], emit.reshape(y, [*batch, ash[-2], n]))
+        return
+    av, bv = imp.logical(a), imp.logical(b)
     if len(ash) == 1:
         av, ash = emit.reshape(av, [1, ash[0]]), [1, ash[0]]
     if len(bsh) == 1:
@@ -650,23 +676,27 @@ def layernorm(imp: Importer, node: Node) -> None:
     acc_t = f32 if half else x.elem
     total = emit.reduce(x.value, phys, 0.0, arith.addf, elem=acc_t, prologue=up)
     kept = _keep(x, axes)
-    mean_v, _ = elementwise(imp, [TensorVal(total, kept, x.perm)],
-                            lambda s: arith.mulf(s, emit.fconst(s.type, 1.0 / count)))
-    mean = TensorVal(mean_v, kept, x.perm)
+    # the mean (sum / count) is computed where it is used, in the variance's
+    # and the output's bodies: no nest of its own between them (issue 16:
+    # one load-compute-store step less on the block's critical path)
+    sum_v = TensorVal(total, kept, x.perm)
+
+    def mean_of(s: ir.Value) -> ir.Value:
+        return arith.mulf(s, emit.fconst(s.type, 1.0 / count))
     # variance: sum over the axes of (x - mean)^2, mean broadcast along them
     rank = x.rank
     kept_phys = [kept[p] for p in x.perm]
     out_map = emit.broadcast_map(kept_phys, list(range(rank)), emit.shape_of(x.value))
     kinds = [emit.REDUCTION if d in phys else emit.PARALLEL for d in range(rank)]
 
-    def sq(v: ir.Value, m: ir.Value, acc: ir.Value) -> ir.Value:
-        d = arith.subf(up(v), m)
+    def sq(v: ir.Value, s: ir.Value, acc: ir.Value) -> ir.Value:
+        d = arith.subf(up(v), mean_of(s))
         return arith.addf(acc, arith.mulf(d, d))
-    var_sum = emit.generic([(x.value, emit.identity(rank)), (mean_v, out_map)],
+    var_sum = emit.generic([(x.value, emit.identity(rank)), (total, out_map)],
                            emit.fill(kept_phys, acc_t, 0.0), out_map, kinds, sq,
                            pass_output=True)
     var = TensorVal(var_sum, kept, x.perm)
-    ops: list[TensorVal | float] = [x, mean, var]
+    ops: list[TensorVal | float] = [x, sum_v, var]
     has_scale = bool(node.input(1))
     has_bias = bool(node.input(2))
     if has_scale:
@@ -674,10 +704,10 @@ def layernorm(imp: Importer, node: Node) -> None:
     if has_bias:
         ops.append(imp.tensor(node.input(2)))
 
-    def body(v: ir.Value, m: ir.Value, vs: ir.Value, *rest: ir.Value) -> ir.Value:
+    def body(v: ir.Value, s: ir.Value, vs: ir.Value, *rest: ir.Value) -> ir.Value:
         c = lambda t: emit.fconst(acc_t, t)   # noqa: E731
         inv = math.rsqrt(arith.addf(arith.mulf(vs, c(1.0 / count)), c(eps)))
-        r = arith.mulf(arith.subf(up(v), m), inv)
+        r = arith.mulf(arith.subf(up(v), mean_of(s)), inv)
         k = 0
         if has_scale:
             r = arith.mulf(r, up(rest[k]))
