@@ -110,3 +110,16 @@ def test_transformer_matmuls_raised():
     raised, escaped = flops.by_category["conv/matmul"]
     assert escaped == 0 and raised == 2 * 8 * 16 * (16 * 4 + 32 * 2 + 8 + 8)
     assert "reduction" in flops.by_category
+
+
+def test_routes_agree_on_categories():
+    """The CNN's FLOPs fall in the same categories with the same totals on
+    both routes (affine nests by their stores, linalg ops by name, iterators,
+    body and maps): conv/matmul, pool (its max and average pooling windows),
+    eltwise."""
+    model = samples.cnn("f32")
+    affine = compile_onnx(model, device=DEVICE).flops.by_category
+    transform = compile_onnx(model, device=DEVICE, route="transform").flops.by_category
+    assert set(affine) == set(transform) == {"conv/matmul", "pool", "eltwise"}
+    for name in ("conv/matmul", "pool"):
+        assert sum(affine[name]) == sum(transform[name]) > 0

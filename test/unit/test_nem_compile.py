@@ -434,17 +434,30 @@ def test_nests_spread_over_engines_and_overlap(tmp_path):
 # the transform-dialect route
 
 
-@pytest.mark.parametrize("name,sizes", [("mlp", "3,48"), ("cnn", "1,4")])
-def test_transform_route_end_to_end(tmp_path, name, sizes):
-    """`--route transform`: tile_using_for with the given tiles, the
-    non-dividing ones peeled (4 = 3 + 1 rows, 128 = 2*48 + 32; the padded
-    18-row input in 4-row tiles), lowered, verified, run, and compared with
-    onnxruntime; the tiles are scf.for loops."""
-    model = samples.MODELS[name]("f32")
-    extra = ("--route", "transform", "--tile-sizes", sizes, "--save-temps")
-    end_to_end(model, tmp_path, extra=extra)
+def compute_levels(nem: str) -> set[str]:
+    """The levels of the buffers the compute tasks of `nem` read and write."""
+    level = dict(re.findall(r"^buffer (\w+) : (\S+)", nem, re.M))
+    return {level[b] for line in nem.splitlines() if ".async in" in line
+            for b in re.findall(r"region\((\w+),", line)}
+
+
+@pytest.mark.parametrize("name,sizes,dtype", [
+    ("mlp", "3,48", "f32"), ("cnn", "1,4", "f32"), ("mlp", None, "f16"), ("cnn", None, "f16")])
+def test_transform_route_end_to_end(tmp_path, name, sizes, dtype):
+    """`--route transform`: tile_using_for with the given tiles (or the
+    L1-derived ones), the non-dividing ones peeled (4 = 3 + 1 rows, 128 =
+    2*48 + 32; the padded 18-row input in 4-row tiles), every tile's operands
+    staged in L1 by structured.promote (memref.view of an L1 allocation,
+    linalg.copy in and out, D-LOW-VIEW), lowered, verified clean, run, and
+    compared with onnxruntime; the tiles are scf.for loops and every compute
+    task reads and writes L1 only."""
+    model = samples.MODELS[name](dtype)
+    extra = ("--route", "transform", "--save-temps") + (("--tile-sizes", sizes) if sizes else ())
+    nem = end_to_end(model, tmp_path, extra=extra)
     tiled = (tmp_path / "m.tile.mlir").read_text()
-    assert "scf.for" in tiled and "affine.dma_start" not in tiled
+    assert "affine.dma_start" not in tiled and ("scf.for" in tiled or not sizes)
+    assert "memref.view" in tiled and "linalg.copy" in tiled
+    assert compute_levels(nem) == {"L1[0]"}
 
 
 def test_transform_recipe_in_docs():
@@ -455,7 +468,7 @@ def test_transform_recipe_in_docs():
     doc = (Path(__file__).resolve().parents[2] / "docs" / "compile.md").read_text()
     recipe = re.search(r"```mlir\n(module attributes \{transform.*?)```", doc, re.S)
     assert recipe is not None
-    assert recipe.group(1).strip() == script([(1, [4, 128, 64], [3, 48, 64], False)])
+    assert recipe.group(1).strip() == script([(1, [4, 128, 64], [3, 48, 64], False, 3)])
 
 
 def test_flop_share_counts_escaped_nests():

@@ -180,6 +180,35 @@ def _same_access(load: ir.Operation, store: ir.Operation) -> bool:
             and list(load.operands)[1:] == list(store.operands)[2:])
 
 
+def _generic_reduction_category(op: ir.Operation) -> str:
+    """A `linalg.generic` with a reduction iterator: conv/matmul when its body
+    multiplies two of its inputs, pool when an input's map slides a window
+    (adds two loop dimensions), else reduction."""
+    args = list(op.regions[0].blocks[0].arguments)
+    inputs = set(args[:len(args) - 1])
+    for o in op.regions[0].blocks[0].operations:
+        if o.operation.name == "arith.mulf" and all(
+                _through_casts(v) in inputs for v in o.operation.operands):
+            return "conv/matmul"
+    maps = [ir.AffineMapAttr(a).value for a in ir.ArrayAttr(op.attributes["indexing_maps"])]
+    for amap in maps[:-1]:
+        for r in amap.results:
+            if isinstance(r, ir.AffineAddExpr) and _dims(r.lhs) and _dims(r.rhs) and \
+                    _dims(r.lhs) != _dims(r.rhs):
+                return "pool"
+    return "reduction"
+
+
+def _through_casts(v: ir.Value) -> ir.Value:
+    """`v` before any float casts."""
+    while isinstance(v.owner, ir.Operation | ir.OpView):
+        op = v.owner.operation if isinstance(v.owner, ir.OpView) else v.owner
+        if op.name not in CASTS:
+            break
+        v = op.operands[0]
+    return v
+
+
 def _nest_category(root: ir.Operation) -> str:
     """The category of a compute nest or linalg op (module docstring)."""
     if root.name.startswith("linalg."):
@@ -189,7 +218,9 @@ def _nest_category(root: ir.Operation) -> str:
             return "pool"
         kinds = str(root.attributes["iterator_types"]) if "iterator_types" in \
             root.attributes else ""
-        return "reduction" if "reduction" in kinds else "eltwise"
+        if "reduction" not in kinds:
+            return "eltwise"
+        return _generic_reduction_category(root)
     stores: list[ir.Operation] = []
     inner: set[ir.Value] = set()
 
