@@ -502,3 +502,19 @@ def test_matmul_of_a_transposed_view_reads_it_transposed(tmp_path):
     assert matmuls and all("trans_b=1" in ln for ln in matmuls)
     remarks = compile_onnx(model, device=DEVICE).remarks
     assert "matmul" in remarks[0] and not any("transpose" in r for r in remarks)
+
+
+@pytest.mark.parametrize("scale", [0.25, -0.5])
+def test_softmax_of_a_scaled_input(tmp_path, scale):
+    """Softmax(Mul(x, c)): a positive scalar c is applied in the
+    exponential's body, exp(c (x - max x)), and the product's own nest is
+    gone; a negative c (max(c x) is not c max(x)) keeps the product.  Both
+    match onnxruntime."""
+    g = samples.GraphBuilder("f32", seed=8)
+    s = g.op("Mul", ["x", g.init("c", np.array(scale, np.float32))], name="scaled")
+    y = g.op("Softmax", [s], name="attn", axis=-1)
+    model = g.model("scaled_softmax", {"x": (1, 4, 8)}, {"y": y})
+    end_to_end(model, tmp_path)
+    remarks = compile_onnx(model, device=DEVICE).remarks
+    scalar_mul = any("'arith.mulf' with a constant operand" in r for r in remarks)
+    assert scalar_mul == (scale < 0)
