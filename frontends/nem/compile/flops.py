@@ -70,13 +70,18 @@ class FlopShare:
         return raised / total if total else 1.0
 
     def remark(self) -> str:
-        parts = [f"{name} {r / (r + e) * 100:.1f}% of {r + e}"
+        parts = [f"{name} {_percent(r / (r + e))} of {r + e}"
                  for name in CATEGORIES for r, e in [self.by_category.get(name, (0, 0))]
                  if r + e]
-        return (f"compute raised to NEM opcodes by FLOPs: {self.share * 100:.1f}% "
+        return (f"compute raised to NEM opcodes by FLOPs: {_percent(self.share)} "
                 f"({self.raised} raised, {self.escaped} in escape-hatch kernels); "
-                f"conv/matmul/pool/eltwise {self.category_share() * 100:.1f}%; by category: "
+                f"conv/matmul/pool/eltwise {_percent(self.category_share())}; by category: "
                 + ", ".join(parts))
+
+
+def _percent(share: float) -> str:
+    """`share` as a percentage to 0.1, never rounded up to 100.0% unless whole."""
+    return f"{min(share * 100, 99.9) if share < 1 else 100:.1f}%"
 
 
 def _trips(loop: ir.Operation) -> int:
