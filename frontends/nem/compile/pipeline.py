@@ -18,7 +18,7 @@ import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -113,7 +113,8 @@ class CompileResult:
     def save_weights(self, path: str) -> None:
         """The weights sidecar: one array per weight buffer, keyed by buffer
         name (`nem-run prog.nem --input FILE.npz`)."""
-        np.savez(path, **self.interface.weights)
+        arrays: dict[str, Any] = dict(self.interface.weights)   # names only, no flags
+        np.savez(path, **arrays)
 
 
 class CompileError(Exception):
