@@ -5,7 +5,8 @@
 * compile time per stage (import, bufferize, tile, lower incl. nem-verify);
 * NEM tasks run, and the share of compute raised to NEM opcodes: by FLOPs
   (`nem.compile.flops`, the `-v` remark: FLOPs in raised nests vs in
-  escape-hatch `mlir.kernel` nests) and by tasks run;
+  escape-hatch `mlir.kernel` nests, overall, over conv/matmul/pool/eltwise
+  (the issue's target) and per category, reductions apart) and by tasks run;
 * `nem-run` (functional) wall time vs onnxruntime on the same input, and the
   output's agreement (D-COMPILE-TOL);
 * timed-mode cycles of the default program (L1-derived tiles, pipelined,

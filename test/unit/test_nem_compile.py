@@ -434,17 +434,30 @@ def test_nests_spread_over_engines_and_overlap(tmp_path):
 # the transform-dialect route
 
 
-@pytest.mark.parametrize("name,sizes", [("mlp", "3,48"), ("cnn", "1,4")])
-def test_transform_route_end_to_end(tmp_path, name, sizes):
-    """`--route transform`: tile_using_for with the given tiles, the
-    non-dividing ones peeled (4 = 3 + 1 rows, 128 = 2*48 + 32; the padded
-    18-row input in 4-row tiles), lowered, verified, run, and compared with
-    onnxruntime; the tiles are scf.for loops."""
-    model = samples.MODELS[name]("f32")
-    extra = ("--route", "transform", "--tile-sizes", sizes, "--save-temps")
-    end_to_end(model, tmp_path, extra=extra)
+def compute_levels(nem: str) -> set[str]:
+    """The levels of the buffers the compute tasks of `nem` read and write."""
+    level = dict(re.findall(r"^buffer (\w+) : (\S+)", nem, re.M))
+    return {level[b] for line in nem.splitlines() if ".async in" in line
+            for b in re.findall(r"region\((\w+),", line)}
+
+
+@pytest.mark.parametrize("name,sizes,dtype", [
+    ("mlp", "3,48", "f32"), ("cnn", "1,4", "f32"), ("mlp", None, "f16"), ("cnn", None, "f16")])
+def test_transform_route_end_to_end(tmp_path, name, sizes, dtype):
+    """`--route transform`: tile_using_for with the given tiles (or the
+    L1-derived ones), the non-dividing ones peeled (4 = 3 + 1 rows, 128 =
+    2*48 + 32; the padded 18-row input in 4-row tiles), every tile's operands
+    staged in L1 by structured.promote (memref.view of an L1 allocation,
+    linalg.copy in and out, D-LOW-VIEW), lowered, verified clean, run, and
+    compared with onnxruntime; the tiles are scf.for loops and every compute
+    task reads and writes L1 only."""
+    model = samples.MODELS[name](dtype)
+    extra = ("--route", "transform", "--save-temps") + (("--tile-sizes", sizes) if sizes else ())
+    nem = end_to_end(model, tmp_path, extra=extra)
     tiled = (tmp_path / "m.tile.mlir").read_text()
-    assert "scf.for" in tiled and "affine.dma_start" not in tiled
+    assert "affine.dma_start" not in tiled and ("scf.for" in tiled or not sizes)
+    assert "memref.view" in tiled and "linalg.copy" in tiled
+    assert compute_levels(nem) == {"L1[0]"}
 
 
 def test_transform_recipe_in_docs():
@@ -455,7 +468,7 @@ def test_transform_recipe_in_docs():
     doc = (Path(__file__).resolve().parents[2] / "docs" / "compile.md").read_text()
     recipe = re.search(r"```mlir\n(module attributes \{transform.*?)```", doc, re.S)
     assert recipe is not None
-    assert recipe.group(1).strip() == script([(1, [4, 128, 64], [3, 48, 64], False)])
+    assert recipe.group(1).strip() == script([(1, [4, 128, 64], [3, 48, 64], False, 3)])
 
 
 def test_flop_share_counts_escaped_nests():
@@ -473,3 +486,35 @@ def test_flop_share_counts_escaped_nests():
     assert 0 < cnn.flops.escaped < conv
     cnn_t = compile_onnx(samples.cnn("f32"), device=DEVICE, route="transform")
     assert cnn_t.flops.share > 0.9 and cnn_t.flops.raised >= conv
+
+
+def test_matmul_of_a_transposed_view_reads_it_transposed(tmp_path):
+    """A @ Transpose(B) (attention's Q.K^T) imports as one contraction that
+    reads B [N, K] in place: the lowering raises it to NEM matmuls with
+    trans_b = 1 and no transpose copy is made (issue 16: one transposing
+    step less on the transformer's critical path); values match onnxruntime."""
+    g = samples.GraphBuilder("f32", seed=7)
+    kt = g.op("Transpose", ["k"], name="kt", perm=[0, 2, 1])
+    y = g.op("MatMul", ["q", kt], name="s")
+    model = g.model("qk", {"q": (1, 4, 6), "k": (1, 5, 6)}, {"y": y})
+    nem = end_to_end(model, tmp_path)
+    matmuls = [ln for ln in nem.splitlines() if "matmul.async" in ln]
+    assert matmuls and all("trans_b=1" in ln for ln in matmuls)
+    remarks = compile_onnx(model, device=DEVICE).remarks
+    assert "matmul" in remarks[0] and not any("transpose" in r for r in remarks)
+
+
+@pytest.mark.parametrize("scale", [0.25, -0.5])
+def test_softmax_of_a_scaled_input(tmp_path, scale):
+    """Softmax(Mul(x, c)): a positive scalar c is applied in the
+    exponential's body, exp(c (x - max x)), and the product's own nest is
+    gone; a negative c (max(c x) is not c max(x)) keeps the product.  Both
+    match onnxruntime."""
+    g = samples.GraphBuilder("f32", seed=8)
+    s = g.op("Mul", ["x", g.init("c", np.array(scale, np.float32))], name="scaled")
+    y = g.op("Softmax", [s], name="attn", axis=-1)
+    model = g.model("scaled_softmax", {"x": (1, 4, 8)}, {"y": y})
+    end_to_end(model, tmp_path)
+    remarks = compile_onnx(model, device=DEVICE).remarks
+    scalar_mul = any("'arith.mulf' with a constant operand" in r for r in remarks)
+    assert scalar_mul == (scale < 0)

@@ -13,6 +13,10 @@ MLIR Python bindings) and, for ONNX input, the `onnx` package.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import numpy as np
 
 from nem.compile.pipeline import (
     STAGE_NAMES,
@@ -160,7 +164,7 @@ def compile_mlir(source: str | Path, options: CompileOptions | None = None,
                          driver.flops)
 
 
-def _port(t) -> tuple[tuple[int, ...], object]:
+def _port(t) -> tuple[tuple[int, ...], np.dtype]:
     import numpy as np
     from mlir import ir
 

@@ -33,14 +33,19 @@ def xdsl_context() -> Context:
 
 
 def lower_and_verify(text: str, func_name: str, arg_names: Sequence[str], device: str,
-                     memory_spaces: str, file: str, options) -> tuple[str, list[str]]:
-    """(the `.nem` program, the lowering's remarks); raises CompileError."""
+                     memory_spaces: str, file: str, options
+                     ) -> tuple[str, list[str], set[tuple[int, int]]]:
+    """(the `.nem` program, the lowering's remarks, the (line, col) in `text`
+    of each nest the lowering did not raise); raises CompileError.  The
+    escaped nests are read from the lowering's `EscapeRemark`s by type and
+    location, not from their wording."""
     from xdsl.dialects.func import FuncOp
 
     from nem.compile.pipeline import CompileError
     from nem.dialect.diagnostics import NemDiagnosticError
     from nem.frontends.nem_text.printer import print_nem
     from nem.frontends.upstream_dialects import parse_mlir
+    from nem.passes.lowering.driver import EscapeRemark
     from nem.passes.lowering.passes import LowerToNemPass
     from nem.passes.pass_context import pass_context
 
@@ -67,10 +72,12 @@ def lower_and_verify(text: str, func_name: str, arg_names: Sequence[str], device
     except NemDiagnosticError as e:
         raise CompileError("lower", "\n".join(d.render() for d in e.diagnostics)) from e
     remarks += [d.render() for d in run_ctx.diagnostics]
+    escaped = {(d.loc.line, d.loc.col) for d in run_ctx.diagnostics
+               if isinstance(d, EscapeRemark) and d.loc is not None}
     nem = print_nem(module)
     if options.verify:
         verify_nem(nem, file.rsplit(".", 1)[0] + ".nem", device, options.include_dirs)
-    return nem, remarks
+    return nem, remarks, escaped
 
 
 def verify_nem(nem: str, file: str, device: str, include_dirs: Sequence[str] = ()) -> None:

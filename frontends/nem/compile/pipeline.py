@@ -18,7 +18,7 @@ import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -113,7 +113,8 @@ class CompileResult:
     def save_weights(self, path: str) -> None:
         """The weights sidecar: one array per weight buffer, keyed by buffer
         name (`nem-run prog.nem --input FILE.npz`)."""
-        np.savez(path, **self.interface.weights)
+        arrays: dict[str, Any] = dict(self.interface.weights)   # names only, no flags
+        np.savez(path, **arrays)
 
 
 class CompileError(Exception):
@@ -199,10 +200,11 @@ class Driver:
         def run() -> str:
             from nem.compile.flops import flop_share
 
-            nem, notes = lower_and_verify(mlir_text, func_name, arg_names, self.device.name,
-                                          self.memory_spaces(), file, self.options)
+            nem, notes, escaped = lower_and_verify(
+                mlir_text, func_name, arg_names, self.device.name, self.memory_spaces(), file,
+                self.options)
             remarks.extend(notes)
-            self.flops = flop_share(mlir_text, notes)
+            self.flops = flop_share(mlir_text, escaped)
             remarks.append(f"{file}: remark: {self.flops.remark()}")
             return nem
         return self.timed("lower", run), remarks

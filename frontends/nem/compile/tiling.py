@@ -252,7 +252,9 @@ def run_on_nest(root: ir.Operation, pipeline: str) -> None:
             ret = func.ReturnOp([])
         mapping = list(zip(external, entry.arguments))
         for c in constants:
-            clone = _owner_op(c).clone(ir.InsertionPoint(ret))
+            owner = _owner_op(c)
+            assert owner is not None, "a constant has a defining op"
+            clone = owner.clone(ir.InsertionPoint(ret))
             mapping.append((c, clone.results[0]))
         root.move_before(ret)
         _replace_in(root, mapping)

@@ -14,11 +14,15 @@ it, to the L1 budget; `--tile-sizes` overrides); a size equal to its loop's
 extent is 0 (not tiled).  The tiles are `scf.for` loops over static
 subviews, which the lowering takes (D-LOW-SCF), as it takes the linalg ops
 themselves; an op the lowering's parser lacks (`linalg.map`) is generalized
-to `linalg.generic` first.  Not staged in L1: the
-tiles compute on their DDR subviews (`structured.promote` would stage them
-through `memref.view`, not taken by the lowering yet), so this route has
-no L1 staging, no double buffering and no engine split; the affine route
-has them.
+to `linalg.generic` first.  Each tile's operands are staged in L1 by
+
+    %p = transform.structured.promote %t {operands_to_promote = [0, .., n-1], memory_space = 2}
+
+(an L1 allocation seen through `memref.view`, `linalg.copy` in and out:
+D-LOW-VIEW), before peeling, so both the full and the peeled tiles are
+staged; an op whose loops fit L1 whole is tiled as one tile to be staged
+too.  No double buffering and no engine split on this route (the affine
+route has them).
 """
 
 from __future__ import annotations
@@ -28,6 +32,10 @@ from mlir.dialects.transform import interpreter
 from mlir.passmanager import PassManager
 
 TAG = "nem_tile"
+NO_CAST_FOLD = ("linalg.transpose",)
+"""Named ops that keep the `memref.cast`s `structured.promote` puts on their
+operands (they do not fold them as `linalg.generic` does; xDSL does not
+parse `memref.cast`): generalized before tiling."""
 
 
 def _linalg_ops(fn: ir.Operation) -> list[ir.Operation]:
@@ -63,14 +71,22 @@ def _sizes(fn: ir.Operation, device, options) -> list[tuple[list[int], list[int]
     return out
 
 
-def script(plans: list[tuple[int, list[int], list[int], bool]]) -> str:
+def script(plans: list[tuple[int, list[int], list[int], bool, int]]) -> str:
     """The transform module tiling op `nem_tile = K` of each (K, extents,
-    sizes, generalize first)."""
+    sizes, generalize first, operands), then staging the tile's operands in
+    L1 (`structured.promote` into memory space FAST_SPACE), then peeling."""
+    from nem.compile.pipeline import FAST_SPACE
+
     lines = ["module attributes {transform.with_named_sequence} {",
              "  transform.named_sequence @__transform_main("
              "%root: !transform.any_op {transform.readonly}) {"]
-    for k, extents, sizes, generalize in plans:
+    for k, extents, sizes, generalize, operands in plans:
+        # a tile size equal to its loop's extent: not tiled, except that an
+        # op with no loop tiled gets one tile (its operands become subviews,
+        # which promote stages)
         tiled = [s if s < e else 0 for s, e in zip(sizes, extents)]
+        if not any(tiled):
+            tiled = list(extents)
         n = sum(1 for s in tiled if s)
         results = ", ".join(["!transform.any_op"] * (n + 1))
         match = f"%op{k}_m" if generalize else f"%op{k}"
@@ -82,7 +98,10 @@ def script(plans: list[tuple[int, list[int], list[int], bool]]) -> str:
                          ": (!transform.any_op) -> !transform.any_op")
         lines += [
             f"    %t{k}, %l{k}:{n} = transform.structured.tile_using_for %op{k} tile_sizes "
-            f"[{', '.join(map(str, tiled))}] : (!transform.any_op) -> ({results})"]
+            f"[{', '.join(map(str, tiled))}] : (!transform.any_op) -> ({results})",
+            f"    %p{k} = transform.structured.promote %t{k} {{operands_to_promote = "
+            f"[{', '.join(map(str, range(operands)))}], memory_space = {FAST_SPACE} : i64}} "
+            ": (!transform.any_op) -> !transform.any_op"]
         # peel innermost first: peeling a loop invalidates the handles nested in it
         loops = [(j, s, e) for j, (s, e) in enumerate((s, e) for s, e in zip(tiled, extents)
                                                      if s)]
@@ -106,13 +125,13 @@ def tile_module(module: ir.Module, entry: ir.Operation, device, options) -> str:
     plans = []
     for k, (op, plan) in enumerate(zip(_linalg_ops(entry), _sizes(entry, device, options))):
         # ops the lowering's parser lacks (linalg.map) become linalg.generic
-        generalize = ctx.get_optional_op(op.name) is None
-        if plan is None or plan[0] == plan[1]:
+        generalize = ctx.get_optional_op(op.name) is None or op.name in NO_CAST_FOLD
+        if plan is None:
             if generalize:
                 run_on_nest(op, "linalg-generalize-named-ops")
             continue
         op.attributes[TAG] = ir.IntegerAttr.get(ir.IntegerType.get_signless(64), k)
-        plans.append((k, *plan, generalize))
+        plans.append((k, *plan, generalize, len(op.operands)))
     text = script(plans)
     if plans:
         transform = ir.Module.parse(text, module.context)

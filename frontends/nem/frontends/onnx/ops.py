@@ -362,10 +362,36 @@ def _matmul2d(a: ir.Value, b: ir.Value, init: ir.Value) -> ir.Value:
     return emit.value_of(linalg.matmul(a, b, outs=[init]))
 
 
+def _matmul_nt(a: ir.Value, b_nk: ir.Value, init: ir.Value) -> ir.Value:
+    """`init + a @ b_nk^T` with `b_nk` [N, K] read in place (the lowering
+    raises it to a NEM matmul with trans_b = 1), no transpose materialized."""
+    d = [ir.AffineExpr.get_dim(i) for i in range(3)]
+    maps = [ir.AffineMap.get(3, 0, [d[0], d[2]]), ir.AffineMap.get(3, 0, [d[1], d[2]])]
+    return emit.generic(list(zip([a, b_nk], maps)), init, ir.AffineMap.get(3, 0, d[:2]),
+                        [emit.PARALLEL, emit.PARALLEL, emit.REDUCTION],
+                        lambda x, y, acc: arith.addf(acc, arith.mulf(x, y)), pass_output=True)
+
+
+def _transposed_view(b: TensorVal) -> bool:
+    """Whether `b` is a view (ONNX Transpose) of a tensor laid out [..., N, K]:
+    its last two logical dimensions swapped in its value, the others in place."""
+    r = b.rank
+    return r >= 2 and tuple(b.perm) == (*range(r - 2), r - 1, r - 2)
+
+
 def matmul(imp: Importer, node: Node) -> None:
     a, b = imp.tensor(node.input(0)), imp.tensor(node.input(1))
-    av, bv = imp.logical(a), imp.logical(b)
     ash, bsh = list(a.shape), list(b.shape)
+    if len(bsh) >= 2 and _transposed_view(b) and int(np.prod(bsh[:-2])) == 1 and (
+            len(bsh) == 2 or int(np.prod(ash[:-2])) == 1) and ash[-1] == bsh[-2]:
+        # A @ K^T (attention's scores): K read transposed by the matmul
+        rows, (k, n) = int(np.prod(ash[:-1])), bsh[-2:]
+        y = _matmul_nt(emit.reshape(imp.logical(a), [rows, k]), emit.reshape(b.value, [n, k]),
+                       emit.fill([rows, n], a.elem, 0.0))
+        batch = list(broadcast_shape(imp, [ash[:-2], bsh[:-2]]))
+        imp.define(node.outputs[0], emit.reshape(y, [*batch, ash[-2], n]))
+        return
+    av, bv = imp.logical(a), imp.logical(b)
     if len(ash) == 1:
         av, ash = emit.reshape(av, [1, ash[0]]), [1, ash[0]]
     if len(bsh) == 1:
@@ -384,8 +410,13 @@ def matmul(imp: Importer, node: Node) -> None:
         nb = int(np.prod(batch))
         av = _broadcast_batch(av, ash, batch)
         bv = _broadcast_batch(bv, bsh, batch)
-        y = emit.value_of(linalg.batch_matmul(emit.reshape(av, [nb, m, k]), emit.reshape(bv, [nb, k, n]),
-                                outs=[emit.fill([nb, m, n], elem, 0.0)]))
+        if nb == 1:   # a batch of one is a 2-D matmul (the form the lowering raises)
+            y = _matmul2d(emit.reshape(av, [m, k]), emit.reshape(bv, [k, n]),
+                          emit.fill([m, n], elem, 0.0))
+        else:
+            y = emit.value_of(linalg.batch_matmul(
+                emit.reshape(av, [nb, m, k]), emit.reshape(bv, [nb, k, n]),
+                outs=[emit.fill([nb, m, n], elem, 0.0)]))
         out = [*batch, m, n]
     if len(a.shape) == 1:
         out.pop(-2)
@@ -608,8 +639,30 @@ def _keep(x: TensorVal, axes: Sequence[int]) -> tuple[int, ...]:
     return tuple(1 if d in axes else s for d, s in enumerate(x.shape))
 
 
+def _scaled_input(imp: Importer, name: str) -> tuple[TensorVal, float] | None:
+    """(x, c) when tensor `name` is `Mul(x, c)` with `c` a positive scalar
+    constant, `x` of the product's shape, and one consumer (the softmax):
+    softmax(c x) = exp(c (x - max x)) / sum, so the scaling (attention's
+    1/sqrt(d)) runs in the exponential's body instead of in a nest of its own
+    (issue 16: one load-compute-store step less on the critical path; the
+    product's nest is then dead and erased)."""
+    made = [n for n in imp.graph.node if name in n.output]
+    uses = sum(list(n.input).count(name) for n in imp.graph.node)
+    if len(made) != 1 or made[0].op_type != "Mul" or uses != 1 or any(
+            o.name == name for o in imp.graph.output):
+        return None
+    for a, b in (tuple(made[0].input), tuple(reversed(made[0].input))):
+        c = imp.const(b)
+        if c is not None and c.size == 1 and float(c.reshape(())) > 0 and imp.const(a) is None:
+            x = imp.tensor(a)
+            if x.shape == imp.tensor(name).shape:
+                return x, float(c.reshape(()))
+    return None
+
+
 def softmax(imp: Importer, node: Node) -> None:
-    x = imp.tensor(node.input(0))
+    scaled = _scaled_input(imp, node.input(0))
+    x, scale = scaled if scaled is not None else (imp.tensor(node.input(0)), 1.0)
     default = -1 if imp.opset >= 13 else 1
     axis = int(node.attrs.get("axis", default)) % x.rank
     axes = [axis] if imp.opset >= 13 else list(range(axis, x.rank))
@@ -618,8 +671,10 @@ def softmax(imp: Importer, node: Node) -> None:
     wide_t = f32 if is_f16(x.value) else x.elem
     up = (lambda v: arith.extf(f32, v)) if is_f16(x.value) else (lambda v: v)
     mx = TensorVal(emit.reduce(x.value, phys, -np.inf, arith.maximumf), _keep(x, axes), x.perm)
-    ex, _ = elementwise(imp, [x, mx], lambda v, m: math.exp(arith.subf(up(v), up(m))),
-                        elem=wide_t)
+    def exp(v: ir.Value, m: ir.Value) -> ir.Value:
+        d = arith.subf(up(v), up(m))
+        return math.exp(d if scale == 1.0 else arith.mulf(d, emit.fconst(d.type, scale)))
+    ex, _ = elementwise(imp, [x, mx], exp, elem=wide_t)
     ext = TensorVal(ex, x.shape, x.perm)
     total = TensorVal(emit.reduce(ex, phys, 0.0, arith.addf), _keep(x, axes), x.perm)
 
@@ -628,6 +683,10 @@ def softmax(imp: Importer, node: Node) -> None:
         return arith.truncf(x.elem, r) if is_f16(x.value) else r
     y, perm = elementwise(imp, [ext, total], norm, elem=x.elem)
     imp.define(node.outputs[0], y, perm)
+    if scaled is not None:   # the product, now unused: bufferization would keep it
+        product = imp.tensor(node.input(0)).value.owner
+        if not any(True for _ in product.results[0].uses):
+            product.erase()
 
 
 def layernorm(imp: Importer, node: Node) -> None:
@@ -645,23 +704,27 @@ def layernorm(imp: Importer, node: Node) -> None:
     acc_t = f32 if half else x.elem
     total = emit.reduce(x.value, phys, 0.0, arith.addf, elem=acc_t, prologue=up)
     kept = _keep(x, axes)
-    mean_v, _ = elementwise(imp, [TensorVal(total, kept, x.perm)],
-                            lambda s: arith.mulf(s, emit.fconst(s.type, 1.0 / count)))
-    mean = TensorVal(mean_v, kept, x.perm)
+    # the mean (sum / count) is computed where it is used, in the variance's
+    # and the output's bodies: no nest of its own between them (issue 16:
+    # one load-compute-store step less on the block's critical path)
+    sum_v = TensorVal(total, kept, x.perm)
+
+    def mean_of(s: ir.Value) -> ir.Value:
+        return arith.mulf(s, emit.fconst(s.type, 1.0 / count))
     # variance: sum over the axes of (x - mean)^2, mean broadcast along them
     rank = x.rank
     kept_phys = [kept[p] for p in x.perm]
     out_map = emit.broadcast_map(kept_phys, list(range(rank)), emit.shape_of(x.value))
     kinds = [emit.REDUCTION if d in phys else emit.PARALLEL for d in range(rank)]
 
-    def sq(v: ir.Value, m: ir.Value, acc: ir.Value) -> ir.Value:
-        d = arith.subf(up(v), m)
+    def sq(v: ir.Value, s: ir.Value, acc: ir.Value) -> ir.Value:
+        d = arith.subf(up(v), mean_of(s))
         return arith.addf(acc, arith.mulf(d, d))
-    var_sum = emit.generic([(x.value, emit.identity(rank)), (mean_v, out_map)],
+    var_sum = emit.generic([(x.value, emit.identity(rank)), (total, out_map)],
                            emit.fill(kept_phys, acc_t, 0.0), out_map, kinds, sq,
                            pass_output=True)
     var = TensorVal(var_sum, kept, x.perm)
-    ops: list[TensorVal | float] = [x, mean, var]
+    ops: list[TensorVal | float] = [x, sum_v, var]
     has_scale = bool(node.input(1))
     has_bias = bool(node.input(2))
     if has_scale:
@@ -669,10 +732,10 @@ def layernorm(imp: Importer, node: Node) -> None:
     if has_bias:
         ops.append(imp.tensor(node.input(2)))
 
-    def body(v: ir.Value, m: ir.Value, vs: ir.Value, *rest: ir.Value) -> ir.Value:
+    def body(v: ir.Value, s: ir.Value, vs: ir.Value, *rest: ir.Value) -> ir.Value:
         c = lambda t: emit.fconst(acc_t, t)   # noqa: E731
         inv = math.rsqrt(arith.addf(arith.mulf(vs, c(1.0 / count)), c(eps)))
-        r = arith.mulf(arith.subf(up(v), m), inv)
+        r = arith.mulf(arith.subf(up(v), mean_of(s)), inv)
         k = 0
         if has_scale:
             r = arith.mulf(r, up(rest[k]))

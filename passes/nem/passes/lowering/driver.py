@@ -250,9 +250,17 @@ def summary_remarks(ctx: LoweringContext, fn: func.FuncOp) -> list[Diagnostic]:
     if s.notes:
         parts.append("; ".join(dict.fromkeys(s.notes)))
     return [Diagnostic("remark", "; ".join(parts), SourceLoc.of(fn))] + [
-        Diagnostic("remark", f"{f.what} not raised, runs as an escape-hatch task "
-                   f'(compute op="mlir.kernel"): {_one_line(f.why)}', SourceLoc.of(f.op))
+        EscapeRemark("remark", f"{f.what} not raised, runs as an escape-hatch task "
+                     f'(compute op="mlir.kernel"): {_one_line(f.why)}', SourceLoc.of(f.op))
         for f in fallbacks.values()]
+
+
+@dataclass
+class EscapeRemark(Diagnostic):
+    """The remark that a nest (or linalg op) was not raised and runs as an
+    escape-hatch task: its `loc` is the nest's.  Consumers that need the fact
+    (`nem.compile.flops` counts escaped FLOPs by it) select these by type and
+    read `loc`, never the message text, which may change."""
 
 
 def _one_line(text: str, limit: int = 240) -> str:

@@ -1,0 +1,125 @@
+"""nem.compile.flops: FLOPs raised vs escaped, by category (issue 16 items 3, 4).
+
+The escaped nests come from the lowering's `EscapeRemark`s by type and
+location, not from the remark's wording; the categories (conv/matmul, pool,
+eltwise, reduction) from the shape of each nest's stores.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+pytest.importorskip("onnx")
+pytest.importorskip("mlir.ir")
+
+from nem.compile import compile_onnx  # noqa: E402
+from nem.compile.flops import flop_share  # noqa: E402
+from nem.frontends.onnx import samples  # noqa: E402
+
+DEVICE = "npm_pro_x1"
+
+NESTS = """\
+func.func @f(%a: memref<4x8xf32>, %b: memref<8x4xf32>, %c: memref<4x4xf32>,
+             %x: memref<9x9xf32>, %p: memref<4x4xf32>, %r: memref<4xf32>, %e: memref<4x8xf32>) {
+  affine.for %i = 0 to 4 {
+    affine.for %j = 0 to 4 {
+      affine.for %k = 0 to 8 {
+        %0 = affine.load %a[%i, %k] : memref<4x8xf32>
+        %1 = affine.load %b[%k, %j] : memref<8x4xf32>
+        %2 = affine.load %c[%i, %j] : memref<4x4xf32>
+        %3 = arith.mulf %0, %1 : f32
+        %4 = arith.addf %2, %3 : f32
+        affine.store %4, %c[%i, %j] : memref<4x4xf32>
+      }
+    }
+  }
+  affine.for %i = 0 to 4 {
+    affine.for %j = 0 to 4 {
+      affine.for %k = 0 to 3 {
+        %0 = affine.load %x[%i * 2 + %k, %j * 2] : memref<9x9xf32>
+        %1 = affine.load %p[%i, %j] : memref<4x4xf32>
+        %2 = arith.maximumf %1, %0 : f32
+        affine.store %2, %p[%i, %j] : memref<4x4xf32>
+      }
+    }
+  }
+  affine.for %i = 0 to 4 {
+    affine.for %k = 0 to 8 {
+      %0 = affine.load %e[%i, %k] : memref<4x8xf32>
+      %1 = affine.load %r[%i] : memref<4xf32>
+      %2 = arith.addf %1, %0 : f32
+      affine.store %2, %r[%i] : memref<4xf32>
+    }
+  }
+  affine.for %i = 0 to 4 {
+    affine.for %k = 0 to 8 {
+      %0 = affine.load %e[%i, %k] : memref<4x8xf32>
+      %1 = math.exp %0 : f32
+      affine.store %1, %e[%i, %k] : memref<4x8xf32>
+    }
+  }
+  return
+}
+"""
+
+
+def _line_of(text: str, needle: str, nth: int = 0) -> tuple[int, int]:
+    lines = [i + 1 for i, ln in enumerate(text.splitlines()) if ln.startswith(needle)]
+    return lines[nth], len(needle) - len(needle.lstrip()) + 1
+
+
+def test_categories_and_escaped_locations():
+    """A matmul, a strided max pool, a row sum and an exp: each FLOP lands
+    in its nest's category, raised or escaped as the given locations say."""
+    reduction = _line_of(NESTS, "  affine.for %i = 0 to 4 {", 2)
+    share = flop_share(NESTS, {reduction})
+    assert share.by_category == {"conv/matmul": (4 * 4 * 8 * 2, 0), "pool": (4 * 4 * 3, 0),
+                                 "reduction": (0, 4 * 8), "eltwise": (4 * 8, 0)}
+    assert share.escaped == 32 and share.category_share() == 1.0
+    assert "reduction 0.0% of 32" in share.remark()
+    assert flop_share(NESTS, set()).escaped == 0
+
+
+def test_escaped_nests_do_not_depend_on_remark_wording(monkeypatch):
+    """Rewording every lowering remark leaves the CNN's counts unchanged:
+    the count reads the EscapeRemarks' type and location (issue 16 item 4)."""
+    from nem.passes.lowering import driver
+
+    model = samples.cnn("f32")
+    before = compile_onnx(model, device=DEVICE).flops
+    assert before.escaped > 0
+    orig = driver.summary_remarks
+
+    def reworded(ctx, fn):
+        out = orig(ctx, fn)
+        for d in out:
+            d.message = "reworded"
+        return out
+
+    monkeypatch.setattr(driver, "summary_remarks", reworded)
+    after = compile_onnx(model, device=DEVICE)
+    assert after.flops == before
+    assert not any("not raised" in r for r in after.remarks)
+
+
+def test_transformer_matmuls_raised():
+    """Every conv/matmul FLOP of the transformer block is raised, attention's
+    Q.K^T and P.V included (a MatMul with a batch of one imports as a 2-D
+    linalg.matmul); the softmax/layernorm reductions are reported apart."""
+    flops = compile_onnx(samples.transformer("f16"), device=DEVICE).flops
+    raised, escaped = flops.by_category["conv/matmul"]
+    assert escaped == 0 and raised == 2 * 8 * 16 * (16 * 4 + 32 * 2 + 8 + 8)
+    assert "reduction" in flops.by_category
+
+
+def test_routes_agree_on_categories():
+    """The CNN's FLOPs fall in the same categories with the same totals on
+    both routes (affine nests by their stores, linalg ops by name, iterators,
+    body and maps): conv/matmul, pool (its max and average pooling windows),
+    eltwise."""
+    model = samples.cnn("f32")
+    affine = compile_onnx(model, device=DEVICE).flops.by_category
+    transform = compile_onnx(model, device=DEVICE, route="transform").flops.by_category
+    assert set(affine) == set(transform) == {"conv/matmul", "pool", "eltwise"}
+    for name in ("conv/matmul", "pool"):
+        assert sum(affine[name]) == sum(transform[name]) > 0
