@@ -223,6 +223,33 @@ def test_cli_unsupported_op_is_located(tmp_path):
     assert "nem-compile: failed in stage 'import'" in r.stderr
 
 
+@pytest.mark.parametrize("body,upstream_says", [
+    # an op of an unregistered dialect in linalg.map's short form: LLVM ERROR
+    ("%e = tensor.empty() : tensor<4xf32>\n"
+     "  %y = linalg.map { f16df } ins(%x : tensor<4xf32>) outs(%e : tensor<4xf32>)\n",
+     "LLVM ERROR: .f16df created with unregistered dialect"),
+    # a 2^63 dilation: an assertion in upstream's op verifier
+    ("%k = tensor.empty() : tensor<2x2xf32>\n  %y = arith.negf %x : tensor<4xf32>\n"
+     "  %p = tensor.empty() : tensor<1x4x4x1xf32>\n  %o = tensor.empty() : tensor<1x2x2x1xf32>\n"
+     "  %q = linalg.pooling_nhwc_max {dilations = dense<9223372036854775807> : vector<2xi64>, "
+     "strides = dense<2> : vector<2xi64>} ins(%p, %k : tensor<1x4x4x1xf32>, tensor<2x2xf32>) "
+     "outs(%o : tensor<1x2x2x1xf32>) -> tensor<1x2x2x1xf32>\n",
+     "Assertion"),
+])
+def test_cli_upstream_abort_is_an_import_error(tmp_path, body, upstream_says):
+    """Upstream MLIR aborts on these (fuzz campaign 2026-11-26); nem-compile
+    parses in a forked child first (D-LOW-UPSTREAM) and reports it."""
+    path = tmp_path / "bad.mlir"
+    path.write_text("func.func @main(%x: tensor<4xf32>) -> tensor<4xf32> {\n  " + body +
+                    "  return %y : tensor<4xf32>\n}\n")
+    r = tool("nem-compile", str(path), ok=False)
+    assert r.returncode == 1, r.stderr
+    assert r.stderr.startswith(f"{path}:1:1: error: not supported: upstream MLIR aborted "
+                               "(SIGABRT) while parsing the module: "), r.stderr
+    assert upstream_says in r.stderr
+    assert "nem-compile: failed in stage 'import'" in r.stderr
+
+
 @pytest.mark.parametrize("args,message", [
     (["--tile-sizes", "0,4"], "--tile-sizes expects positive integers"),
     (["--engines", "9"], "--engines 9: npm_pro_x1 has 4 engine(s)"),

@@ -128,6 +128,7 @@ def compile_mlir(source: str | Path, options: CompileOptions | None = None,
             raise CompileError("import", f"{file}: error: {e.strerror}") from e
     else:
         file, text = "<mlir>", str(source)
+    _check_parse_isolated(text, file)
     driver = Driver(opts, progress)
     with ir.Context(), ir.Location.unknown():
         holder = {}
@@ -162,6 +163,33 @@ def compile_mlir(source: str | Path, options: CompileOptions | None = None,
     nem, remarks = driver.lower(tiled, name, iface.arg_names, _stem(file, stem) + ".tile.mlir")
     return CompileResult(nem, iface, name, driver.results, remarks, driver.memory_spaces(),
                          driver.flops)
+
+
+def _parse_and_verify(text: str) -> str:
+    from mlir import ir
+
+    with ir.Context():
+        try:
+            ir.Module.parse(text)
+        except ir.MLIRError:
+            pass    # reported by the parse in the parent, with its diagnostics
+    return ""
+
+
+def _check_parse_isolated(text: str, file: str) -> None:
+    """Upstream's parser aborts the process on some invalid input (an op of
+    an unregistered dialect in a `linalg.map` body: `LLVM ERROR`), so the
+    text is first parsed in a forked child (D-LOW-UPSTREAM); a child that
+    dies is an `import` error carrying upstream's message."""
+    from nem.dialect.diagnostics import NemDiagnosticError, SourceLoc
+    from nem.frontends.upstream_dialects.isolation import run_isolated
+
+    try:
+        run_isolated(_parse_and_verify, text, where=SourceLoc(file, 1, 1),
+                     what="parsing the module", fix="fix the MLIR (mlir-opt shows the same "
+                     "failure)")
+    except NemDiagnosticError as e:
+        raise CompileError("import", "\n".join(d.render() for d in e.diagnostics)) from None
 
 
 def _port(t) -> tuple[tuple[int, ...], np.dtype]:
