@@ -182,10 +182,14 @@ def epilogue_is_body(rest: Sequence[Operation], epi: Sequence[Operation], iv: SS
             grouped.update(va)
             xs = [resolve_index(v, env_a, outer) for v in va]
             ys = [resolve_index(v, env_b, outer) for v in vb]
-            if any(x is None for x in xs) or any(y is None for y in ys) or \
-                    eval_map(ma, [x for x in xs if x is not None]) != \
-                    eval_map(mb, [y for y in ys if y is not None]):
+            if any(x is None for x in xs) or any(y is None for y in ys):
                 return False
+            try:
+                if eval_map(ma, [x for x in xs if x is not None]) != \
+                        eval_map(mb, [y for y in ys if y is not None]):
+                    return False
+            except ValueError:  # not affine (e.g. floordiv by -4096): the body's
+                return False    # own lowering reports it at its op
         for x, y in zip(a.operands, b.operands):
             if x in grouped:
                 continue
