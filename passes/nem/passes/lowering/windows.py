@@ -282,7 +282,10 @@ def match_window_generic(op: linalg.GenericOp) -> WindowPlan:
         raise NotRaisable("not a window update with one output")
     ndims = maps[0].num_dims
     dims = [Aff.atom(Dim(k)) for k in range(ndims)]
-    accesses = [access_of(v, eval_map(m, dims)) for v, m in zip(operands, maps)]
+    try:
+        accesses = [access_of(v, eval_map(m, dims)) for v, m in zip(operands, maps)]
+    except ValueError as e:     # e.g. a floordiv by a negative constant
+        raise NotRaisable(f"an indexing map that is not affine: {e}") from None
     ext: dict[int, int] = {}
     for v, acc in zip(operands, accesses):
         t = v.type
