@@ -383,7 +383,7 @@ class WaitOp(NemOp):
     decorators = opt_prop_def(ArrayAttr)
     tokens = var_operand_def(TokenType)
 
-    def __init__(self, tokens: list[SSAValue], decorators: list[DecoratorAttr]):
+    def __init__(self, tokens: Sequence[SSAValue], decorators: list[DecoratorAttr]):
         super().__init__(operands=[tokens], properties={"decorators": _decos(decorators)})
 
     def verify_(self) -> None:
