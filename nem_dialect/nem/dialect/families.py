@@ -123,8 +123,9 @@ class Catalog:
         family_ids = tuple(family_ids)
         if allowed is not None and not isinstance(allowed, frozenset):
             allowed = frozenset(allowed)
-        signature: _Signature = tuple(sorted((k, tuple((o.elem, o.has_quant, o.is_input) for o in v))
-                                 for k, v in bindings.items() if v))
+        signature: _Signature = tuple(sorted(
+            (k, tuple((o.elem, o.has_quant, o.is_input) for o in v))
+            for k, v in bindings.items() if v))
         key = (family_ids, signature, accum, allowed)
         hit = self._memo.get(key)
         if hit is None:

@@ -532,5 +532,5 @@ for _cls in (RegionOp, TransferOp, StoreOp):
 for _compute_cls in COMPUTE_OPS.values():
     _cache_segment_accessors(_compute_cls)
 
-STATEMENT_OPS: list[type[IRDLOperation]] = [ProgramOp, ConstOp, LetOp, BufferOp, RegionOp, LoopOp, TransferOp, StoreOp,
-                 WaitOp]
+STATEMENT_OPS: list[type[IRDLOperation]] = [ProgramOp, ConstOp, LetOp, BufferOp, RegionOp, LoopOp,
+                                            TransferOp, StoreOp, WaitOp]
