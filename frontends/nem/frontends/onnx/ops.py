@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math as pymath
 from collections.abc import Callable, Sequence
+from functools import partial
 
 import numpy as np
 from mlir import ir
@@ -109,16 +110,12 @@ def _sigmoid(x: ir.Value) -> ir.Value:
 
 def _gelu(approximate: str) -> Callable[[ir.Value], ir.Value]:
     def erf_form(x: ir.Value) -> ir.Value:
-        def c(v: float) -> ir.Value:
-            return emit.fconst(x.type, v)
-
+        c = partial(emit.fconst, x.type)
         inner = math.erf(arith.mulf(x, c(1.0 / pymath.sqrt(2.0))))
         return arith.mulf(arith.mulf(c(0.5), x), arith.addf(c(1.0), inner))
 
     def tanh_form(x: ir.Value) -> ir.Value:
-        def c(v: float) -> ir.Value:
-            return emit.fconst(x.type, v)
-
+        c = partial(emit.fconst, x.type)
         cube = arith.mulf(arith.mulf(x, x), x)
         inner = arith.mulf(c(pymath.sqrt(2.0 / pymath.pi)),
                            arith.addf(x, arith.mulf(c(0.044715), cube)))
@@ -748,9 +745,7 @@ def layernorm(imp: Importer, node: Node) -> None:
         ops.append(imp.tensor(node.input(2)))
 
     def body(v: ir.Value, s: ir.Value, vs: ir.Value, *rest: ir.Value) -> ir.Value:
-        def c(t: float) -> ir.Value:
-            return emit.fconst(acc_t, t)
-
+        c = partial(emit.fconst, acc_t)
         inv = math.rsqrt(arith.addf(arith.mulf(vs, c(1.0 / count)), c(eps)))
         r = arith.mulf(arith.subf(up(v), mean_of(s)), inv)
         k = 0
