@@ -1,7 +1,8 @@
 """Shared pytest configuration of test/unit.
 
 Helper modules of this folder (`nem_programs`, `program_generator`,
-`lowering_runs`, `mlir_tools`, `async_sources`,
+`lowering_runs`, `mlir_tools`, `async_sources` and its `async_params`,
+`async_text`, `async_pipelines`,
 ...) are imported by name: pytest puts this folder on sys.path.  Test modules
 import helpers from those modules, never from other test modules.
 

@@ -55,6 +55,8 @@ import sys
 import async_sources as src
 import numpy as np
 import pytest
+from async_params import NP_TYPES, AsyncProgram, normalize
+from async_pipelines import inputs
 from mlir_tools import SKIP_REASON, find_mlir_opt
 
 from nem.runtime import NemInterpreter
@@ -70,7 +72,7 @@ DOCUMENTED_REJECTIONS: list[tuple[str, str]] = [
 ]
 
 
-def selected_programs() -> list[src.AsyncProgram]:
+def selected_programs() -> list[AsyncProgram]:
     """NEM_ASYNC_SWEEP=random:SEED:COUNT: random programs; else the fixed set."""
     mode = os.environ.get("NEM_ASYNC_SWEEP", "")
     if mode.startswith("random"):
@@ -98,11 +100,11 @@ def test_fixed_cases_run_what_they_say(name):
     """`normalize` would silently turn a fixed case into another program
     (e.g. awaiting every tile, which hides races between tiles): each entry
     must already be normalized."""
-    assert src.normalize(src.FIXED[name]) == src.FIXED[name]
+    assert normalize(src.FIXED[name]) == src.FIXED[name]
 
 
 @pytest.mark.parametrize("prog", PROGRAMS, ids=[p.name for p in PROGRAMS])
-def test_async_pipeline_matches_numpy(tmp_path, prog: src.AsyncProgram):
+def test_async_pipeline_matches_numpy(tmp_path, prog: AsyncProgram):
     source, out = tmp_path / "in.mlir", tmp_path / "out.nem"
     source.write_text(prog.text)
     where = f"\n--- program ({source}):\n{prog.text}"
@@ -120,7 +122,7 @@ def test_async_pipeline_matches_numpy(tmp_path, prog: src.AsyncProgram):
     errors = [line for line in v.stderr.splitlines() if "error:" in line]
     assert v.returncode == 0 and not errors, \
         f"nem-verify fails on the lowered program ({out}):\n" + "\n".join(errors[:10]) + where
-    args = src.inputs(prog, seed=1)
+    args = inputs(prog, seed=1)
     want = prog.reference(args)
     k = prog.args.index(prog.output)
     for schedule in ("source", "random"):
@@ -133,6 +135,6 @@ def test_async_pipeline_matches_numpy(tmp_path, prog: src.AsyncProgram):
         res = it.run()
         assert res.status == "completed" and res.race_count == 0, \
             f"{schedule} schedule: status {res.status}, {res.race_count} races: {res.error}{where}"
-        got = it.read_tensor(prog.output, prog.shapes[k], src.NP_TYPES[prog.t])
+        got = it.read_tensor(prog.output, prog.shapes[k], NP_TYPES[prog.t])
         assert np.array_equal(got, want), \
             f"{schedule} schedule: {np.sum(got != want)} elements differ{where}"

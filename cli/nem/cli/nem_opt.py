@@ -81,9 +81,9 @@ class NemOptMain(xDSLOptMain):
 
     def register_all_frontends(self) -> None:
         super().register_all_frontends()
-        # parsing is done chunk by chunk in run(); these entries make
-        # `-f nem` / `.nem` valid choices for the argument parser.
-        self.available_frontends["nem"] = lambda io: None  # type: ignore[assignment]
+        # run() parses chunk by chunk itself; this entry makes `-f nem` / `.nem`
+        # valid choices for the argument parser
+        self.available_frontends["nem"] = self._parse_nem_stream
 
     def register_all_passes(self) -> None:
         for name, factory in available_passes().items():
@@ -99,6 +99,10 @@ class NemOptMain(xDSLOptMain):
         # `-t` omitted: .nem in -> .nem out, MLIR in -> MLIR out (decision D-OPT-TARGET)
         self.available_targets["same-as-input"] = self._same_as_input
         nemb_tool.register(self)  # -t nemb, -f nemb (cli/nem/cli/nemb_tool.py)
+
+    def _parse_nem_stream(self, stream: IO[bytes]) -> ModuleOp:
+        """The `.nem` front end as xDSL's driver calls one (run() does not)."""
+        return self._parse(stream.read().decode(), self.args.input_file or "-", "nem")
 
     def _same_as_input(self, module: ModuleOp, out: IO[str]) -> None:
         from nem.frontends.nem_text.printer import print_nem

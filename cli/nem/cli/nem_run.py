@@ -108,32 +108,36 @@ class Progress:
         self.task: TaskID | None = None
         self.kernel_task: TaskID | None = None
 
-    def _started(self) -> bool:
-        """Whether the bar is showing (started on first use, when enabled)."""
+    def _started(self) -> RichProgress | None:
+        """The bar, started on first use when enabled; None while not showing."""
         if self.bar is None and self.enabled:
             try:
                 from rich.console import Console
                 from rich.progress import Progress as RichProgress
             except ImportError:  # rich is a dependency; a broken install just shows nothing
                 self.enabled = False
-                return False
+                return None
             self.bar = RichProgress(console=Console(stderr=True), transient=True)
             self.task = self.bar.add_task("tasks", total=self.total)
             self.bar.start()
-        return self.bar is not None
+        return self.bar
 
     def __call__(self, done: int) -> None:
-        if time.perf_counter() - self.t0 >= 1.0 and self._started():
-            self.bar.update(self.task, completed=done)
+        if time.perf_counter() - self.t0 < 1.0:
+            return
+        bar = self._started()
+        if bar is not None and self.task is not None:
+            bar.update(self.task, completed=done)
 
     def kernel(self, done: int, total: int, elapsed: float) -> None:
         """Progress inside one long interpreted escape-hatch task (D-RT-MLIR-JIT)."""
-        if not self._started():
+        bar = self._started()
+        if bar is None:
             return
         if self.kernel_task is None:
-            self.kernel_task = self.bar.add_task(
+            self.kernel_task = bar.add_task(
                 "interpreting a compute op=mlir.kernel task (scalar ops)", total=total or None)
-        self.bar.update(self.kernel_task, completed=done, total=total or None)
+        bar.update(self.kernel_task, completed=done, total=total or None)
 
     def close(self) -> None:
         if self.bar is not None:
@@ -272,7 +276,7 @@ def _write_outputs(interp, outputs: list[Output]) -> None:
 
 def run(argv=None) -> int:
     from nem.dialect.diagnostics import NemDiagnosticError
-    from nem.runtime.api import NemInterpreter
+    from nem.runtime.api import NemInterpreter, profile_problem
 
     args = _parser().parse_args(argv)
     outputs = [Output.parse(o) for o in args.output]
@@ -297,7 +301,10 @@ def run(argv=None) -> int:
         interp.set_mode(args.mode)
         interp.set_scheduling(args.schedule, args.seed)
         if args.profile:
-            interp.set_timing_profile(read_json(args.profile, "--profile"))
+            profile = read_json(args.profile, "--profile")
+            if not isinstance(profile, dict):  # (the one check's message)
+                raise ValueError(f"bad timing profile: {profile_problem(profile)}")
+            interp.set_timing_profile(profile)
         prog = _load(args, interp)
     except NemDiagnosticError as e:
         print_diagnostics("nem-run", e.diagnostics)

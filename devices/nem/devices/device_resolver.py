@@ -19,17 +19,11 @@ import importlib.resources
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from nem.dialect.device_model import (
-    DEVICE_UNITS,
-    PER_ENGINE_UNITS,
-    Device,
-    DeviceDecl,
-    TypeFamily,
-    VariantRef,
-)
+from nem.dialect.device_model import Device, DeviceDecl, Topology, TypeFamily, VariantRef
 from nem.dialect.diagnostics import Diagnostic, NemDiagnosticError, SourceLoc, error, fail
 from nem.dialect.families import Catalog
 from nem.dialect.limits import MAX_DEVICE_COUNT
+from nem.dialect.semantics import DEVICE_UNITS, PER_ENGINE_UNITS
 from nem.dialect.source_files import read_source
 from nem.frontends.nem_text.config_parser import ConfigDocument, parse_config_document
 
@@ -181,18 +175,18 @@ def _chain(scope: Scope, name: str, loc: SourceLoc | None) -> list[DeviceDecl]:
         raise fail(f"unknown device '{name}' (visible devices: {known})", loc, "DEV-20",
                    "include the file that defines it")
     chain = [scope.devices[name]]
-    while chain[-1].parent is not None:
+    while (parent_name := chain[-1].parent) is not None:
         child = chain[-1]
         names = [d.name for d in chain]
-        if child.parent in names:
-            cycle = " -> ".join(names[names.index(child.parent):] + [child.parent])
+        if parent_name in names:
+            cycle = " -> ".join(names[names.index(parent_name):] + [parent_name])
             raise fail(f"device {child.name} extends itself through {cycle}"
-                       if child.parent != child.name else f"device {child.name} extends itself",
+                       if parent_name != child.name else f"device {child.name} extends itself",
                        child.loc, "INH-08", "a device must extend a different, earlier device")
-        parent = scope.devices.get(child.parent)
+        parent = scope.devices.get(parent_name)
         if parent is None or not _defined_before(scope, parent, child):
             why = "is not defined" if parent is None else "is not defined before it"
-            raise fail(f"parent device '{child.parent}' of {child.name} {why}", child.loc,
+            raise fail(f"parent device '{parent_name}' of {child.name} {why}", child.loc,
                        "INH-08", "define the parent earlier in this file or include its file")
         chain.append(parent)
     return chain
@@ -213,13 +207,14 @@ def resolve_device(scope: Scope, name: str, loc: SourceLoc | None = None) -> Dev
     target = chain[0]
     catalog = scope.catalog
     warnings: list[Diagnostic] = []
-    topology = topo_decl = None
+    topology: Topology | None = None
+    topo_locs: dict[str, SourceLoc] = {}
     chars: dict[str, dict[str, int]] = {}
     mandatory: dict[VariantRef, None] = {}
     extended: dict[VariantRef, None] = {}
     for decl in reversed(chain):
         if decl.topology is not None:                       # INH-03: replace
-            topology, topo_decl = decl.topology, decl
+            topology, topo_locs = decl.topology, decl.locs
         for unit, keys in decl.unit_characteristics.items():  # INH-05: merge
             chars.setdefault(unit, {}).update(keys)
         for ref in decl.mandatory:                          # INH-06: union
@@ -246,7 +241,7 @@ def resolve_device(scope: Scope, name: str, loc: SourceLoc | None = None) -> Dev
                        "abstract", target.loc, "INH-04", "add a topology { ... } block")
         raise fail(f"device {name} has no topology", target.loc, "DEV-07",
                    "add a topology { ... } block")
-    _check_topology(topo_decl)
+    _check_topology(topology, topo_locs)
     missing = [r for r in catalog.must_refs() if r not in mandatory]
     if not mandatory:
         raise fail(f"device {name} has an empty opcode.mandatory", target.loc, "DEV-08",
@@ -271,9 +266,9 @@ def _check_ref(catalog: Catalog, ref: VariantRef) -> None:
                    "use a variant listed with MUST or MAY in the family's conformance block")
 
 
-def _check_topology(decl: DeviceDecl) -> None:
-    """DEV-04/05/06/09 on the topology the target actually uses."""
-    t, locs = decl.topology, decl.locs
+def _check_topology(t: Topology, locs: dict[str, SourceLoc]) -> None:
+    """DEV-04/05/06/09 on the topology the target actually uses (`locs`: where
+    the declaring device wrote its fields)."""
     if t.num_engines < 1:
         raise fail(f"num_engines is {t.num_engines}, must be at least 1", locs.get("num_engines"),
                    "DEV-04")

@@ -10,6 +10,7 @@ is device-agnostic and only the device-independent checks run.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 from nem.devices.device_resolver import (
@@ -18,13 +19,13 @@ from nem.devices.device_resolver import (
     scope_for_document,
     shipped_devices_dir,
 )
-from nem.dialect.device_model import Device
+from nem.dialect.device_model import Device, DeviceDecl, VariantRef
 from nem.dialect.diagnostics import Diagnostic, NemDiagnosticError, SourceLoc, error, fail
 from nem.dialect.operand_binding import match_families
 from nem.dialect.ops import ComputeOp, ProgramOp
 
 
-def program_device(prog: ProgramOp, file: str, include_dirs=(),
+def program_device(prog: ProgramOp, file: str, include_dirs: Sequence[str] = (),
                    override: str | None = None) -> Device | None:
     from nem.devices.device_lookup import find_device
     from nem.frontends.nem_text.config_parser import ConfigDocument
@@ -47,12 +48,13 @@ def program_device(prog: ProgramOp, file: str, include_dirs=(),
             raise
     if kind is None:
         return None
+    assert prog.device is not None  # ProgramOp.verify_: set with device_kind
     value = prog.device.data
     if kind == "file":
         base = Path(file).parent
-        for d in [base, *map(Path, include_dirs), shipped_devices_dir()]:
-            if (d / value).is_file():
-                return resolve_device_file(d / value, None, include_dirs, loc)
+        for folder in [base, *map(Path, include_dirs), shipped_devices_dir()]:
+            if (folder / value).is_file():
+                return resolve_device_file(folder / value, None, include_dirs, loc)
         raise fail(f"device file \"{value}\" not found next to the program, in -I "
                    "directories or among the shipped devices", loc, "DEV-20",
                    'name a .nem device file, e.g. device "npm_lite.nem"')
@@ -75,7 +77,7 @@ def program_device(prog: ProgramOp, file: str, include_dirs=(),
     return resolve_device(scope, decl.name, loc)
 
 
-def _inline_device(file: str, canonical: str, loc: SourceLoc | None):
+def _inline_device(file: str, canonical: str, loc: SourceLoc | None) -> DeviceDecl:
     """The inline `device NAME { ... }` of a program, with the locations of
     the program's text (issue 10: errors resolving it are reported on the
     device's own lines).  It is parsed again from the registered source at
@@ -161,7 +163,7 @@ def _relocated(d: Diagnostic, pseudo: str, loc: SourceLoc | None) -> Diagnostic:
     return d
 
 
-def _relocate_decl(decl, pseudo: str, loc: SourceLoc | None):
+def _relocate_decl(decl: DeviceDecl, pseudo: str, loc: SourceLoc | None) -> DeviceDecl:
     """`decl` (parsed from the canonical text under the name `pseudo`) with
     every location moved to the directive's `loc`."""
     from dataclasses import replace
@@ -169,8 +171,10 @@ def _relocate_decl(decl, pseudo: str, loc: SourceLoc | None):
     def at(x: SourceLoc | None) -> SourceLoc | None:
         return loc if x is None or x.file == pseudo else x
 
-    def refs(rs: tuple) -> tuple:
+    def refs(rs: tuple[VariantRef, ...]) -> tuple[VariantRef, ...]:
         return tuple(replace(r, loc=at(r.loc)) for r in rs)
 
-    return replace(decl, loc=at(decl.loc), locs={k: at(v) for k, v in decl.locs.items()},
+    # a field location that moves to an unknown `loc` is left out (`locs.get` is None)
+    locs = {k: moved for k, v in decl.locs.items() if (moved := at(v)) is not None}
+    return replace(decl, loc=at(decl.loc), locs=locs,
                    mandatory=refs(decl.mandatory), extended=refs(decl.extended))

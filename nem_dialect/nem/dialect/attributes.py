@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from functools import cache
-from typing import ClassVar
+from typing import ClassVar, Self
 
 from xdsl.dialects.builtin import (
     ArrayAttr,
@@ -21,6 +21,7 @@ from xdsl.dialects.builtin import (
     FloatAttr,
     IntAttr,
     IntegerAttr,
+    IntegerType,
     NoneAttr,
     NoneType,
     StringAttr,
@@ -30,6 +31,7 @@ from xdsl.ir import Attribute, Data, ParametrizedAttribute, TypeAttribute
 from xdsl.irdl import irdl_attr_definition
 from xdsl.parser import AttrParser
 from xdsl.printer import Printer
+from xdsl.utils.hints import isa
 
 from nem.dialect.semantics import ELEM_BITS, ELEM_TYPES, elem_of_xdsl
 
@@ -91,9 +93,13 @@ class MemLevelAttr(Data[str]):
             return None
         return int(self.data[self.data.index("[") + 1 : -1])
 
-    @staticmethod
-    def get(kind: str, engine: int | None = None) -> MemLevelAttr:
-        return MemLevelAttr(kind if engine is None else f"{kind}[{engine}]")
+    @classmethod
+    def get(cls, attr: str | Self, engine: int | None = None) -> Self:
+        """`Data.get`, plus the engine of `L1[k]`: `get("L1", 2)` is `L1[2]`."""
+        if engine is None:
+            return super().get(attr)
+        kind = attr if isinstance(attr, str) else attr.data
+        return cls(f"{kind}[{engine}]")
 
 
 # ---------------------------------------------------------------------------
@@ -401,26 +407,27 @@ class RegionType(ParametrizedAttribute, TypeAttribute):
 
     @property
     def shape_values(self) -> tuple[int, ...] | None:
-        return None if _absent(self.shape) else _dense_values(self.shape)
+        return _dense_values(self.shape)
 
     @property
     def stride_values(self) -> tuple[int, ...] | None:
-        return None if _absent(self.strides) else _dense_values(self.strides)
+        return _dense_values(self.strides)
 
     @property
     def layout_name(self) -> str | None:
-        return None if _absent(self.layout) else self.layout.data
+        return self.layout.data if isinstance(self.layout, StringAttr) else None
 
     @property
     def quant_desc(self) -> QuantAttr | None:
-        return None if _absent(self.quant) else self.quant
+        return self.quant if isinstance(self.quant, QuantAttr) else None
 
 
-def _dense_values(array: DenseArrayBase) -> tuple[int, ...]:
+def _dense_values(array: Attribute) -> tuple[int, ...] | None:
     """The values of an (immutable) dense array, decoded once: the verifier
     reads region shapes for every task and every loop iteration.  Found by
     identity first (hashing a dense array hashes its bytes, in Python code),
-    then by value (equal arrays of other ops)."""
+    then by value (equal arrays of other ops).  None for an absent shape or
+    strides parameter."""
     hit = _DENSE_BY_ID.get(id(array))
     if hit is not None and hit[0] is array:
         return hit[1]
@@ -430,14 +437,14 @@ def _dense_values(array: DenseArrayBase) -> tuple[int, ...]:
 
 
 @cache
-def _dense_by_value(array: DenseArrayBase) -> tuple[int, ...]:
-    return array.get_values()
+def _dense_by_value(array: Attribute) -> tuple[int, ...] | None:
+    return array.get_values() if isa(array, DenseArrayBase[IntegerType]) else None
 
 
-_DENSE_BY_ID: dict[int, tuple[DenseArrayBase, tuple[int, ...]]] = {}
+_DENSE_BY_ID: dict[int, tuple[Attribute, tuple[int, ...] | None]] = {}
 
 
-ATTRIBUTES = [
+ATTRIBUTES: list[type[Attribute]] = [
     MemLevelAttr, PerTensorQuantAttr, PerChannelQuantAttr, PerGroupQuantAttr,
     MaterializedAttr, DeterministicAttr, MemmoveAttr, ReadonlyAttr, WriteonlyAttr,
     MaxInFlightAttr, SeqEngineAttr, ResourceAttr, DebugAttr, ProfileAttr, ArgRefAttr,

@@ -78,6 +78,7 @@ from nem.dialect.attributes import (
     ELEM_BY_NAME,
     ArgRefAttr,
     BufferType,
+    DecoratorAttr,
     MaxInFlightAttr,
     MemLevelAttr,
     QuantAttr,
@@ -86,7 +87,7 @@ from nem.dialect.attributes import (
     region_min_bytes,
 )
 from nem.dialect.decorators import DecoratorError, DecoratorSpec, make_decorator
-from nem.dialect.diagnostics import NemDiagnosticError, SourceLoc, fail
+from nem.dialect.diagnostics import Diagnostic, NemDiagnosticError, SourceLoc, fail
 from nem.dialect.ops import (
     COMPUTE_OPS,
     BufferOp,
@@ -333,7 +334,9 @@ class NemBuilder:
             return value
         assert isinstance(e, BinExpr)
         lhs, rhs = self._emit(e.lhs, loc), self._emit(e.rhs, loc)
-        return self._insert(BINOPS[e.op](lhs, rhs), loc).results[0]
+        op_cls = BINOPS[e.op]
+        assert issubclass(op_cls, arith.SignlessIntegerBinaryOperation)  # arith.addi, ...
+        return self._insert(op_cls(lhs, rhs), loc).results[0]
 
     # -- declarations -------------------------------------------------------------
     def const(self, name: str, value: IntLike, *, loc: Loc = None) -> Sym:
@@ -342,7 +345,8 @@ class NemBuilder:
         op = ConstOp(name, self._emit(as_expr(value), at))
         return Sym(self._insert(op, at).results[0])
 
-    def let(self, name: str, value: IntLike | str | float | list, *, loc: Loc = None) -> Sym | None:
+    def let(self, name: str, value: IntLike | str | float | list[object], *, loc: Loc = None
+            ) -> Sym | None:
         """`let NAME = value`: an integer expression gives a symbol usable in
         later expressions; a string, float or list gives None (it can only be
         printed)."""
@@ -508,7 +512,7 @@ class NemBuilder:
         spec = lookup(opcode)
         assert spec is not None
         given = {**(attrs or {}), **attributes}
-        op_decos: list[list] = []
+        op_decos: list[list[DecoratorAttr]] = []
         ins_v: list[SSAValue] = []
         outs_v: list[SSAValue] = []
         for values, side in ((ins, ins_v), (outs, outs_v)):
@@ -565,7 +569,7 @@ class NemBuilder:
             return ArrayAttr(tuple(self._attr_value(v, inner, args, what, at) for v in value))
         raise bad("an int, Expr, float, str, element type or list")
 
-    def _decos(self, decorators: Sequence[DecoratorSpec], at: LocationAttr) -> list:
+    def _decos(self, decorators: Sequence[DecoratorSpec], at: LocationAttr) -> list[DecoratorAttr]:
         try:
             return [make_decorator(d) for d in decorators]
         except DecoratorError as e:
@@ -596,7 +600,7 @@ class ProgramBuilder(NemBuilder):
         self.module = ModuleOp([self.program])
         super().__init__(InsertPoint.at_end(body), loc)
         self.program.location = self._location()
-        self.warnings: list = []
+        self.warnings: list[Diagnostic] = []
 
     def finish(self, verify: bool = True) -> ModuleOp:
         """The module, checked with xDSL's verifier and every static rule of

@@ -8,6 +8,7 @@ applicability table (docs/conformance.md Gaps A); the choices are decision D-DEC
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from nem.dialect.attributes import (
@@ -55,7 +56,7 @@ TARGET_WORDS = {"region": "a region", "buffer": "a buffer", "loop": "a loop",
                 "compute": "a compute task", "wait": "a wait"}
 
 
-DecoratorSpec = DecoratorAttr | str | tuple
+DecoratorSpec = DecoratorAttr | str | tuple[object, ...]
 """A decorator as Python code writes it: an attribute (`MaxInFlightAttr(2)`),
 a name (`"readonly"`, `"@readonly"`) or a name with its arguments
 (`("max_in_flight", 2)`, `("resource", "CSTL", 0)`, `("debug", "tag")`)."""
@@ -85,18 +86,21 @@ def make_decorator(spec: DecoratorSpec) -> DecoratorAttr:
         raise DecoratorError(f"unknown decorator '@{name.removeprefix('@')}'; known: "
                              + ", ".join(d.usage for d in DECORATORS.values()), "DECO-01")
     want = {"none": 0, "int": 1, "tag": 1, "unit": 2}[info.args]
-    ok = len(args) == want and {
+    checks: dict[str, Callable[[], bool]] = {
         "none": lambda: True,
         "int": lambda: isinstance(args[0], int) and not isinstance(args[0], bool),
         "tag": lambda: isinstance(args[0], str),
         "unit": lambda: isinstance(args[0], str) and isinstance(args[1], int),
-    }[info.args]()
+    }
+    ok = len(args) == want and checks[info.args]()
     if not ok:
         python = {"none": f'"{name}"', "int": f'("{name}", 2)', "tag": f'("{name}", "tag")',
                   "unit": f'("{name}", "CSTL", 0)'}[info.args]
         raise DecoratorError(f"{info.usage} written as {spec!r}; write {python}", "DECO-03")
     if info.args == "tag":
-        return info.attr(args[0], not args[0].isidentifier())
+        tag = args[0]
+        assert isinstance(tag, str)  # checks["tag"]
+        return info.attr(tag, not tag.isidentifier())
     return info.attr(*args)
 
 

@@ -11,12 +11,13 @@ dataclass comparison.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING
 
 from nem.dialect.diagnostics import Diagnostic, SourceLoc, fail
-from nem.dialect.semantics import DEVICE_UNITS, ELEM_NAMES, PER_ENGINE_UNITS, UNIT_TYPES  # noqa: F401 - re-exported for the config parser
+from nem.dialect.semantics import ELEM_NAMES
 
 if TYPE_CHECKING:
     from nem.dialect.families import Catalog
@@ -28,7 +29,7 @@ ANY_SUPPORTED = "any_supported"
 MUST, MAY = "MUST", "MAY"
 
 
-def _loc_field():
+def _loc_field() -> SourceLoc | None:
     return field(default=None, compare=False, repr=False)
 
 
@@ -170,7 +171,7 @@ class Device:
     def effective(self) -> frozenset[VariantRef]:
         return frozenset(self.mandatory) | frozenset(self.extended)
 
-    def effective_for_family(self, family_ids) -> frozenset[VariantRef]:
+    def effective_for_family(self, family_ids: str | Iterable[str]) -> frozenset[VariantRef]:
         """effective[op] for an opcode governed by `family_ids` (a str or iterable)."""
         ids = {family_ids} if isinstance(family_ids, str) else set(family_ids)
         return frozenset(r for r in self.effective if r.family in ids)

@@ -30,7 +30,7 @@ class OperandInfo:
     """What the matcher needs to know about one operand of an opcode instance."""
 
     name: str
-    elem: str
+    elem: str | None                 # None: not an element type of the spec
     has_quant: bool
     is_input: bool
 
@@ -60,6 +60,14 @@ class _Candidate:
     bias: frozenset[str]             # bindings exempt from `quant = required`
 
 
+_Signature = tuple[tuple[str, tuple[tuple[str | None, bool, bool], ...]], ...]
+"""What `Catalog.match` depends on in its bindings: (name, (elem, has_quant,
+is_input) per operand) for every bound name, sorted."""
+
+_MatchHit = tuple[tuple["VariantRef", ...], tuple["VariantRef", ...], "_Candidate | None"]
+"""`Catalog._match`'s result: matched refs, unavailable refs, nearest candidate."""
+
+
 class Catalog:
     """All type families in scope, indexed for conformance queries and matching."""
 
@@ -69,7 +77,8 @@ class Catalog:
             fid: tuple(_expand(f)) for fid, f in self.families.items()}
         self._classes: dict[VariantRef, str] = {
             c.ref: c.cls for cands in self._candidates.values() for c in cands}
-        self._memo: dict[tuple, tuple] = {}
+        self._memo: dict[tuple[tuple[str, ...], _Signature, str | None,
+                               frozenset[VariantRef] | None], _MatchHit] = {}
 
     def all_variant_refs(self) -> tuple[VariantRef, ...]:
         return tuple(self._classes)
@@ -100,7 +109,7 @@ class Catalog:
 
     # -- matching -------------------------------------------------------------
     def match(self, family_ids: Iterable[str], bindings: dict[str, list[OperandInfo]],
-              accum: str | None, allowed: frozenset[VariantRef] | set | None = None
+              accum: str | None, allowed: frozenset[VariantRef] | set[VariantRef] | None = None
               ) -> MatchResult:
         """Match one opcode instance against the families governing its opcode.
 
@@ -114,8 +123,9 @@ class Catalog:
         family_ids = tuple(family_ids)
         if allowed is not None and not isinstance(allowed, frozenset):
             allowed = frozenset(allowed)
-        signature = tuple(sorted((k, tuple((o.elem, o.has_quant, o.is_input) for o in v))
-                                 for k, v in bindings.items() if v))
+        signature: _Signature = tuple(sorted(
+            (k, tuple((o.elem, o.has_quant, o.is_input) for o in v))
+            for k, v in bindings.items() if v))
         key = (family_ids, signature, accum, allowed)
         hit = self._memo.get(key)
         if hit is None:
@@ -123,7 +133,8 @@ class Catalog:
         matched, unavailable, nearest = hit
         if matched:
             return MatchResult(list(matched))
-        if unavailable and (nearest is None or nearest.ref not in allowed):
+        # (only a device's `allowed` set makes a candidate unavailable)
+        if unavailable and allowed is not None and (nearest is None or nearest.ref not in allowed):
             return MatchResult([], unavailable[0], [
                 f"{unavailable[0]} is not in the target device's effective set "
                 "(opcode.mandatory / opcode.extended)"], list(unavailable))
@@ -133,10 +144,12 @@ class Catalog:
         return MatchResult([], nearest.ref, _differences(nearest, bindings, accum),
                            list(unavailable))
 
-    def _match(self, family_ids, bindings, accum, allowed):
+    def _match(self, family_ids: tuple[str, ...], bindings: dict[str, list[OperandInfo]],
+               accum: str | None, allowed: frozenset[VariantRef] | None) -> _MatchHit:
         matched: list[VariantRef] = []
         unavailable: list[VariantRef] = []
-        best, best_score = None, None
+        best: _Candidate | None = None
+        best_score: tuple[bool, int, bool] | None = None
         for fid in family_ids:
             for cand in self._candidates.get(fid, ()):
                 n = len(_differences(cand, bindings, accum))

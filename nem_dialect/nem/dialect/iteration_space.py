@@ -32,6 +32,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
+import numpy.typing as npt
 from xdsl.ir import BlockArgument, SSAValue
 
 from nem.dialect.limits import INT_MAX, INT_MIN
@@ -170,7 +171,8 @@ def forms(ev: Evaluator, values: Sequence[SSAValue],
     return out
 
 
-def witness(form: Form, box: Mapping[BlockArgument, Interval], minimize: bool) -> dict:
+def witness(form: Form, box: Mapping[BlockArgument, Interval], minimize: bool
+            ) -> dict[BlockArgument, int]:
     """The corner of `box` where affine `form` takes its minimum (or maximum)."""
     assert form.affine is not None
     _, coeffs = form.affine
@@ -201,7 +203,7 @@ def vector_eval(ev: Evaluator, value: SSAValue, env: Mapping[BlockArgument, np.n
     regs: list[np.ndarray | None] = []
     for kind, x, y, z in ev.tape(value):
         if kind == _CONST:
-            regs.append(np.int64(x))
+            regs.append(np.array(x, dtype=np.int64))
         elif kind == _ARG:
             regs.append(env.get(x))
         elif kind == _FORWARD:
@@ -215,7 +217,8 @@ def vector_eval(ev: Evaluator, value: SSAValue, env: Mapping[BlockArgument, np.n
     return None if r is None else np.broadcast_to(r, (n,))
 
 
-def _vec_binop(op: str, a, b):
+def _vec_binop(op: str, a: npt.NDArray[np.int64], b: npt.NDArray[np.int64]
+               ) -> npt.NDArray[np.int64]:
     with np.errstate(over="ignore"):
         if op == "+":
             r = a + b
@@ -229,8 +232,8 @@ def _vec_binop(op: str, a, b):
         else:
             if np.any(b == 0) or np.any(a == INT_MIN):
                 raise Inexact
-            q = np.abs(a) // np.abs(b)
-            q = np.where((a >= 0) == (b >= 0), q, -q)
+            mag = np.abs(a) // np.abs(b)
+            q: npt.NDArray[np.int64] = np.where((a >= 0) == (b >= 0), mag, -mag)
             return q if op == "/" else a - q * b
     if np.any(bad):
         raise Inexact

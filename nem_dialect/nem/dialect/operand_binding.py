@@ -6,8 +6,9 @@ from __future__ import annotations
 
 from xdsl.ir import SSAValue
 
-from nem.dialect.attributes import elem_name
-from nem.dialect.families import MatchResult, OperandInfo
+from nem.dialect.attributes import RegionType, elem_name
+from nem.dialect.device_model import VariantRef
+from nem.dialect.families import Catalog, MatchResult, OperandInfo
 from nem.dialect.ops import ComputeOp, RegionOp
 from nem.dialect.registry import OperandSpec
 
@@ -35,7 +36,7 @@ def value_label(value: SSAValue) -> str:
     if isinstance(op, RegionOp):
         if op.region_name is not None:
             return op.region_name.data
-        return f"region({op.buffer.owner.buffer_name.data}, ...)"
+        return f"region({op.buffer_decl.buffer_name.data}, ...)"
     return "value"
 
 
@@ -43,6 +44,7 @@ def family_bindings(op: ComputeOp) -> dict[str, list[OperandInfo]]:
     bindings: dict[str, list[OperandInfo]] = {}
     for s, v in bind_operands(op):
         t = v.type
+        assert isinstance(t, RegionType)  # `ins` and `outs` are RegionType operands
         if s.binds is not None and t.typed:
             bindings.setdefault(s.binds, []).append(
                 OperandInfo(value_label(v), t.elem_name, t.quant_desc is not None, s.dir == "in"))
@@ -54,7 +56,9 @@ def accum_of(op: ComputeOp) -> str | None:
     return elem_name(accum) if accum is not None else None
 
 
-def match_families(op: ComputeOp, catalog, allowed=None) -> MatchResult:
+def match_families(op: ComputeOp, catalog: Catalog,
+                   allowed: frozenset[VariantRef] | set[VariantRef] | None = None
+                   ) -> MatchResult:
     """Match `op` against its opcode's families (restricted to `allowed`).
 
     An omitted `accum_type` whose registry default is `family_accum` takes

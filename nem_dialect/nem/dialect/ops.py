@@ -16,7 +16,7 @@ integer expressions referenced by `ArgRefAttr`s inside `attrs`.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar, cast
 
 from xdsl.dialects.builtin import (
     ArrayAttr,
@@ -24,6 +24,7 @@ from xdsl.dialects.builtin import (
     DictionaryAttr,
     IndexType,
     IntegerAttr,
+    IntegerType,
     StringAttr,
     UnitAttr,
     i32,
@@ -32,6 +33,7 @@ from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
 from xdsl.irdl import (
     AttrSizedOperandSegments,
     IRDLOperation,
+    VarOperand,
     irdl_op_definition,
     operand_def,
     opt_prop_def,
@@ -97,6 +99,11 @@ class ProgramOp(NemOp):
     @property
     def block(self) -> Block:
         return self.body.block
+
+    def verify_(self) -> None:
+        if (self.device_kind is None) != (self.device is None):
+            raise VerifyException("device_kind and device are set together: the device "
+                                  "directive's form and its path, name or inline text")
 
 
 @irdl_op_definition
@@ -191,6 +198,14 @@ class RegionOp(NemOp):
         if name:
             self.result.name_hint = _hint(name)
 
+    @property
+    def buffer_decl(self) -> BufferOp:
+        """The `buffer` statement this region views (a region's buffer operand
+        is a `nem.buffer` result: BufferType values have no other source)."""
+        owner = self.buffer.owner
+        assert isinstance(owner, BufferOp)
+        return owner
+
     def verify_(self) -> None:
         if self.binding.data not in REGION_BINDINGS:
             raise VerifyException(f"binding must be one of {REGION_BINDINGS}")
@@ -198,9 +213,11 @@ class RegionOp(NemOp):
             raise VerifyException("inline regions are unnamed; declared regions are named")
         rtype = self.result.type
         assert isinstance(rtype, RegionType)
-        if rtype.level != self.buffer.type.level:
+        btype = self.buffer.type
+        assert isinstance(btype, BufferType)
+        if rtype.level != btype.level:
             raise VerifyException(
-                f"region level {rtype.level.data} differs from its buffer's {self.buffer.type.level.data}")
+                f"region level {rtype.level.data} differs from its buffer's {btype.level.data}")
         shape = rtype.shape_values
         if len(self.shape) != (len(shape) if shape is not None else 0):
             raise VerifyException("shape operands do not match the region type's rank")
@@ -247,6 +264,11 @@ class LoopOp(NemOp):
 class TaskOp(NemOp):
     """A task: produces one completion token (TASK-01), optionally named by
     `NAME =`, with token dependencies and a `.sync` flag."""
+
+    if TYPE_CHECKING:
+        # every concrete task op defines it (`var_operand_def(TokenType)`); not
+        # declared here at run time, where IRDL would take it for a field
+        deps: VarOperand
 
     def token_name(self) -> str | None:
         t = self.properties.get("token")
@@ -361,7 +383,7 @@ class WaitOp(NemOp):
     decorators = opt_prop_def(ArrayAttr)
     tokens = var_operand_def(TokenType)
 
-    def __init__(self, tokens: list[SSAValue], decorators: list[DecoratorAttr]):
+    def __init__(self, tokens: Sequence[SSAValue], decorators: list[DecoratorAttr]):
         super().__init__(operands=[tokens], properties={"decorators": _decos(decorators)})
 
     def verify_(self) -> None:
@@ -446,11 +468,13 @@ class _SegmentAccessor:
         self.positions: dict[bytes, int | slice] | None = \
             {} if isinstance(acc, SingleAttrAccessor | VariadicAttrAccessor) else None
 
-    def __get__(self, obj: Operation | None, objtype=None):
+    def __get__(self, obj: Operation | None, objtype: type | None = None
+                ) -> SSAValue | Sequence[SSAValue] | None | _SegmentAccessor:
         if obj is None:
             return self
         acc = self.acc
-        key = obj.properties[acc.option.attribute_name].data.data
+        # an i32 array (checked by the op's IRDL verifier): no isinstance on this hot path
+        key = cast(DenseArrayBase[IntegerType], obj.properties[acc.option.attribute_name]).data.data
         positions = self.positions
         if positions is not None:
             pos = positions.get(key)
@@ -463,9 +487,11 @@ class _SegmentAccessor:
             if type(pos) is int:
                 return _tuple_item(obj._operands, pos)  # noqa: SLF001 - hot path
             return obj._operands[pos]  # noqa: SLF001
-        return acc.index(_segment_values(obj, acc), obj.operands)
+        operands: SSAValue | Sequence[SSAValue] | None = acc.index(_segment_values(obj, acc),
+                                                                    obj.operands)
+        return operands
 
-    def __set__(self, instance, value) -> None:
+    def __set__(self, instance: Operation, value: object) -> None:
         raise NotImplementedError("Cannot write to named operands")
 
 
@@ -477,7 +503,8 @@ _POSITIONS = range(1 << 62)
 
 
 def _segment_values(obj: Operation, acc: BaseAttrAccessor) -> tuple[int, ...]:
-    attr = obj.properties[acc.option.attribute_name]
+    # (an i32 array: checked by the op's IRDL verifier)
+    attr = cast(DenseArrayBase[IntegerType], obj.properties[acc.option.attribute_name])
     values = _SEGMENTS.get(attr.data.data)
     if values is None:
         values = _SEGMENTS[attr.data.data] = attr.get_values()
@@ -500,8 +527,10 @@ def _hint(name: str) -> str | None:
     return name + "_" if len(tail) == 2 and tail[1].isdigit() else name
 
 
-for _cls in (RegionOp, TransferOp, StoreOp, *COMPUTE_OPS.values()):
+for _cls in (RegionOp, TransferOp, StoreOp):
     _cache_segment_accessors(_cls)
+for _compute_cls in COMPUTE_OPS.values():
+    _cache_segment_accessors(_compute_cls)
 
-STATEMENT_OPS = [ProgramOp, ConstOp, LetOp, BufferOp, RegionOp, LoopOp, TransferOp, StoreOp,
-                 WaitOp]
+STATEMENT_OPS: list[type[IRDLOperation]] = [ProgramOp, ConstOp, LetOp, BufferOp, RegionOp, LoopOp,
+                                            TransferOp, StoreOp, WaitOp]

@@ -10,15 +10,21 @@ in the registry fails loudly at import time instead of producing odd ops.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
+from typing import Any, NoReturn
 
 import yaml
 
 from nem.dialect.semantics import ELEM_NAMES as ELEM_TYPES  # the one element-type table
 
 ATTR_TYPES = ("int", "int_list", "float", "number", "elem", "string")
+
+_Yaml = dict[str, Any]
+"""A mapping as `yaml.safe_load` returns it: its values are whatever the file
+holds until the loader has checked them."""
 
 
 @dataclass(frozen=True)
@@ -61,7 +67,9 @@ class OpcodeSpec:
         `strides` (D-NUM-CONV); None for other opcodes."""
         if self.category != "convolution":
             return None
-        return len(self.attributes["strides"].default)
+        strides = self.attributes["strides"].default
+        assert isinstance(strides, list), "opcodes.yaml: a convolution's default strides"
+        return len(strides)
 
     @property
     def inputs(self) -> tuple[OperandSpec, ...]:
@@ -71,15 +79,15 @@ class OpcodeSpec:
     def outputs(self) -> tuple[OperandSpec, ...]:
         return tuple(o for o in self.operands if o.dir == "out")
 
-    def canonical_attr_order(self, names) -> list[str]:
+    def canonical_attr_order(self, names: Iterable[str]) -> list[str]:
         """Attribute names in canonical order: the registry's order, then any
         other (open) attributes sorted by name.  The parser builds `attrs` in
         this order and the printer prints it, so the text and the IR do not
         depend on how the user ordered attributes -- nor on MLIR, which sorts
         attribute dictionaries."""
-        names = set(names)
-        return [k for k in self.attributes if k in names] + \
-            sorted(k for k in names if k not in self.attributes)
+        given = set(names)
+        return [k for k in self.attributes if k in given] + \
+            sorted(k for k in given if k not in self.attributes)
 
     def signature(self) -> str:
         """`in X, W[, B] out Y` style summary used in diagnostics and docs."""
@@ -99,17 +107,22 @@ class RegistryError(Exception):
     pass
 
 
-def _schema() -> dict:
+def _schema() -> _Yaml:
     text = resources.files("nem.dialect").joinpath("registry/schema.yaml").read_text()
-    return yaml.safe_load(text)
+    schema: _Yaml = yaml.safe_load(text)
+    return schema
 
 
 def _check(cond: bool, opcode: str, what: str) -> None:
     if not cond:
-        raise RegistryError(f"opcodes.yaml: opcode '{opcode}': {what}")
+        _fail(opcode, what)
 
 
-def _load_operand(opcode: str, raw: dict, schema: dict) -> OperandSpec:
+def _fail(opcode: str, what: str) -> NoReturn:
+    raise RegistryError(f"opcodes.yaml: opcode '{opcode}': {what}")
+
+
+def _load_operand(opcode: str, raw: _Yaml, schema: _Yaml) -> OperandSpec:
     _check(raw.get("dir") in schema["dir"], opcode, f"bad operand dir in {raw}")
     _check(raw.get("role") in schema["role"], opcode, f"bad operand role in {raw}")
     _check(isinstance(raw.get("required"), bool), opcode, f"operand needs required: in {raw}")
@@ -119,19 +132,19 @@ def _load_operand(opcode: str, raw: dict, schema: dict) -> OperandSpec:
                        bool(raw.get("variadic", False)), tuple(elem) if elem else None)
 
 
-def _load_opcode(name: str, raw: dict, schema: dict) -> OpcodeSpec:
+def _load_opcode(name: str, raw: _Yaml, schema: _Yaml) -> OpcodeSpec:
     s = schema["opcode"]
     for key in ("category", "unit", "hw_status", "stability"):
         _check(raw.get(key) in s[key], name, f"{key}={raw.get(key)!r} not in {s[key]}")
     operands = tuple(_load_operand(name, o, schema["operand"]) for o in raw["operands"])
-    attrs = {}
+    attrs: dict[str, AttributeSpec] = {}
     for aname, a in (raw.get("attributes") or {}).items():
         _check(a.get("type") in ATTR_TYPES, name, f"attribute {aname}: bad type {a.get('type')}")
         attrs[aname] = AttributeSpec(aname, a["type"], bool(a.get("required", False)),
                                      a.get("default"))
     code = raw.get("code")
-    _check(isinstance(code, int) and not isinstance(code, bool) and 0 < code < 1 << 16, name,
-           f"code={code!r}: every opcode needs a bytecode number in 1..65535")
+    if not (isinstance(code, int) and not isinstance(code, bool) and 0 < code < 1 << 16):
+        _fail(name, f"code={code!r}: every opcode needs a bytecode number in 1..65535")
     return OpcodeSpec(name, raw["category"], raw["unit"], raw["hw_status"], raw["stability"],
                       tuple(raw.get("families") or ()), operands, attrs,
                       bool(raw.get("open_attributes", False)), code)

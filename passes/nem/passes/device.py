@@ -55,6 +55,7 @@ def target_device(ctx: Context, prog: ProgramOp, option: str | None = None,
         return env.cache[key]
     loc = SourceLoc.of(prog)
     file = env.file or (loc.file if loc else "<stdin>")
+    device: Device | None
     if option:
         device = find_device(option, dirs, file)
     else:
@@ -93,7 +94,7 @@ def _resource(op: TaskOp, res: tuple[str, int] | None, device: Device) -> Diagno
     eligible = eligible_units(op)
     b = bind_unit(op, res, device.units)
     written = f"@resource({res[0]}[{res[1]}])" if res is not None else kind
-    if b.rule == "RES-07":
+    if b.rule == "RES-07" and res is not None:  # (only a written @resource gets RES-07)
         return error(
             f"{written}: {res[0]} cannot run {kind} (eligible: {', '.join(eligible)})", op,
             "RES-07", f"use @resource({eligible[0]}[0]) or drop @resource "

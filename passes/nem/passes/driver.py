@@ -265,10 +265,13 @@ def with_include_dirs(pipeline: PassPipeline, include_dirs: Iterable[str]) -> Pa
         return pipeline
 
     def bound(p: ModulePass) -> ModulePass:
-        if not any(f.name == "include_dirs" for f in dataclasses.fields(p)):
+        # the passes that declare the option have a `include_dirs` field, the
+        # others not: looked up by name, as the option is
+        own = getattr(p, "include_dirs", None)
+        if own is None or not any(f.name == "include_dirs" for f in dataclasses.fields(p)):
             return p
-        own = tuple(p.include_dirs)  # type: ignore[attr-defined]
-        return dataclasses.replace(p, include_dirs=tuple(dict.fromkeys((*own, *dirs))))  # type: ignore[type-var]
+        merged: tuple[str, ...] = tuple(dict.fromkeys((*own, *dirs)))
+        return dataclasses.replace(p, **{"include_dirs": merged})
 
     return PassPipeline(tuple(bound(p) for p in pipeline.passes), pipeline.callback)
 

@@ -114,10 +114,10 @@ def fold_program(prog: ProgramOp) -> list[Diagnostic]:
             for v in operands:
                 _erase_dead(v)
         elif isinstance(op, ConstOp) and not isinstance(op.value.owner, arith.ConstantOp):
-            v = ev.static(op.value)
-            if v is None:
+            value = ev.static(op.value)
+            if value is None:
                 continue  # CONST-03: reported by the verifier
-            c = _constant(v, op)
+            c = _constant(value, op)
             op.parent.insert_op_before(c, op)
             old = op.value
             op.operands = [c.result]

@@ -28,7 +28,7 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Block
 from xdsl.passes import ModulePass
 
-from nem.dialect.attributes import SeqEngineAttr
+from nem.dialect.attributes import RegionType, SeqEngineAttr
 from nem.dialect.device_model import Device
 from nem.dialect.diagnostics import Diagnostic, SourceLoc, error
 from nem.dialect.operand_binding import value_label
@@ -41,7 +41,9 @@ def _engines(op: TaskOp, device: Device | None) -> dict[int, str]:
     """Engine -> first operand label, over the task's L1 operands."""
     engines: dict[int, str] = {}
     for value, _ in op.operand_regions():
-        level = value.type.level
+        rtype = value.type
+        assert isinstance(rtype, RegionType)  # task operands are regions
+        level = rtype.level
         if level.kind != "L1":
             continue
         k = level.engine
@@ -81,7 +83,7 @@ def placement_diagnostics(prog: ProgramOp, device: Device | None, remarks: bool
                 continue
             bad_seq = False
             for k in seq:
-                if n_engines is not None and k >= n_engines:
+                if device is not None and n_engines is not None and k >= n_engines:
                     diags.append(error(
                         f"@seq_engine({k}) names engine {k} but device '{device.name}' has "
                         f"{n_engines} engine{'s' if n_engines != 1 else ''}", op,

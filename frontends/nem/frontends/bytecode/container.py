@@ -13,6 +13,7 @@ from __future__ import annotations
 import struct
 import zlib
 from dataclasses import dataclass
+from typing import Protocol, TypeVar
 
 import numpy as np
 from flatbuffers import number_types as N
@@ -50,7 +51,7 @@ def is_nemb(data: bytes) -> bool:
     return data[:4] == MAGIC
 
 
-def crc32(payload) -> int:
+def crc32(payload: bytes | memoryview) -> int:
     return zlib.crc32(payload) & 0xFFFFFFFF
 
 
@@ -97,7 +98,7 @@ def read_header(data: bytes, check_crc: bool = True) -> Header:
 # ---------------------------------------------------------------------------
 
 
-class CheckedTable(Table):
+class CheckedTable(Table):  # type: ignore[misc]  # flatbuffers ships no types: Table is Any
     """A `flatbuffers.table.Table` that never reads outside `[lo, hi)`.
 
     The vtable is checked when the table is made; every later read (fields,
@@ -107,11 +108,10 @@ class CheckedTable(Table):
 
     __slots__ = ("hi", "lo", "vt_size")
 
-    def __init__(self, buf, pos: int, lo: int, hi: int):
-        self.Bytes = buf
-        self.Pos = pos
+    def __init__(self, buf: bytes | bytearray, pos: int, lo: int, hi: int):
         self.lo, self.hi = lo, hi
         self._need(pos, 4, "table")
+        super().__init__(buf, pos)
         vt = pos - struct.unpack_from("<i", buf, pos)[0]
         self._need(vt, 4, f"vtable of the table at byte {pos}")
         vt_size, _ = struct.unpack_from("<HH", buf, vt)
@@ -129,15 +129,17 @@ class CheckedTable(Table):
         vt = self.Pos - struct.unpack_from("<i", self.Bytes, self.Pos)[0]
         if vtableOffset + 2 > self.vt_size:
             return 0
-        return struct.unpack_from("<H", self.Bytes, vt + vtableOffset)[0]
+        field_offset: int = struct.unpack_from("<H", self.Bytes, vt + vtableOffset)[0]
+        return field_offset
 
-    def Get(self, flags, off: int):
+    def Get(self, flags: N.NumberTypeFlags, off: int) -> bool | int | float:
         self._need(off, flags.bytewidth, "field")
-        return flags.py_type(flags.packer_type.unpack_from(self.Bytes, off)[0])
+        value: bool | int | float = flags.py_type(flags.packer_type.unpack_from(self.Bytes, off)[0])
+        return value
 
     def Indirect(self, off: int) -> int:
         self._need(off, 4, "offset")
-        target = off + struct.unpack_from("<I", self.Bytes, off)[0]
+        target: int = off + struct.unpack_from("<I", self.Bytes, off)[0]
         self._need(target, 4, f"object referenced from byte {off}")
         return target
 
@@ -165,22 +167,31 @@ class CheckedTable(Table):
         t2.Bytes = self.Bytes
         t2.Pos = self.Indirect(off + self.Pos)
 
-    def GetVectorAsNumpy(self, flags, off: int):
+    def GetVectorAsNumpy(self, flags: N.NumberTypeFlags, off: int) -> np.ndarray:
         start, length = self._vector_start(off)
         dtype = np.dtype(N.to_numpy_type(flags)).newbyteorder("<")
         self._need(start, length * dtype.itemsize, "vector")
         return np.frombuffer(self.Bytes, dtype, length, start)
 
 
-def checked(obj, lo: int, hi: int):
-    """`obj` (a generated table object, or a bare `Table` from a union) with a
-    `CheckedTable` in place of its table."""
-    tab = obj._tab if hasattr(obj, "_tab") else obj
-    safe = CheckedTable(tab.Bytes, tab.Pos, lo, hi)
-    if hasattr(obj, "_tab"):
-        obj._tab = safe
-        return obj
-    return safe
+class GeneratedTable(Protocol):
+    """What flatc generates for a table: an object reading through `_tab`."""
+
+    _tab: Table
+
+
+TableT = TypeVar("TableT", bound=GeneratedTable)
+
+
+def checked(obj: TableT, lo: int, hi: int) -> TableT:
+    """`obj` (a generated table object) with a `CheckedTable` in place of its table."""
+    obj._tab = checked_table(obj._tab, lo, hi)
+    return obj
+
+
+def checked_table(tab: Table, lo: int, hi: int) -> CheckedTable:
+    """A bare `Table` (a union's value) as a `CheckedTable`."""
+    return CheckedTable(tab.Bytes, tab.Pos, lo, hi)
 
 
 @dataclass
@@ -212,7 +223,7 @@ def sections(data: bytes) -> list[RawSection]:
         body_tab = sec.Body()
         if body_tab is None:
             raise BytecodeError(sec._tab.Pos, f"section {j} has no body")
-        tab = checked(body_tab, lo, hi)
+        tab = checked_table(body_tab, lo, hi)
         cls = SECTION_TYPES.get(kind)
         if cls is None:
             out.append(RawSection(kind, required, None, tab.Pos))

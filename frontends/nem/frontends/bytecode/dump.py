@@ -5,6 +5,7 @@ the device's memory when a device is given) and data segments."""
 
 from __future__ import annotations
 
+from nem.dialect.device_model import Device
 from nem.dialect.registry import opcode_by_code
 from nem.frontends.bytecode.reader import LoadedBytecode
 from nem.frontends.bytecode.requirements import (
@@ -15,7 +16,7 @@ from nem.frontends.bytecode.requirements import (
 )
 
 
-def dump(loaded: LoadedBytecode, file: str, device=None) -> str:
+def dump(loaded: LoadedBytecode, file: str, device: Device | None = None) -> str:
     h = loaded.header
     p = loaded.program
     lines = [(f"{file}: NEM bytecode {h.major}.{h.minor}, {h.payload_size + 16} bytes, "
@@ -26,10 +27,11 @@ def dump(loaded: LoadedBytecode, file: str, device=None) -> str:
                                                                         "producer_version"))
         lines.append(f"build: {b.get('producer', '?')} {b.get('producer_version', '?')}"
                      + (f" ({extra})" if extra else ""))
-    dev = f"device {p.device_kind.data} {p.device.data!r}" if p.device_kind is not None \
-        else "device-agnostic"
+    dev = "device-agnostic"
     if p.device_kind is not None and p.device_kind.data == "inline":
         dev = "inline device"
+    elif p.device_kind is not None and p.device is not None:  # (ProgramOp.verify_: both)
+        dev = f"device {p.device_kind.data} {p.device.data!r}"
     n_ops = sum(1 for _ in p.walk()) - 1
     name = p.sym_name.data if p.sym_name is not None else "(unnamed)"
     lines.append(f"program: {name}, {dev}, {n_ops} instructions, names "

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from xdsl.ir import Block
+
 from nem.analysis.capacity import level_key, loop_copies, memory_maps
 from nem.dialect.device_model import Device
 from nem.dialect.diagnostics import Diagnostic, SourceLoc
@@ -82,9 +84,9 @@ def slots_of(prog: ProgramOp) -> list[Slot]:
                 if isinstance(owner, RegionOp) and isinstance(owner.buffer.owner, BufferOp):
                     buf = owner.buffer.owner
                     access[buf] = access.get(buf, 0) | (READ if how == "read" else WRITE)
-    slots = []
+    slots: list[Slot] = []
 
-    def rec(block, loops) -> None:
+    def rec(block: Block, loops: tuple[LoopOp, ...]) -> None:
         for op in block.ops:
             if isinstance(op, BufferOp):
                 try:
@@ -111,7 +113,7 @@ def resolve_slots(slots: list[Slot]) -> list[tuple[str, list[int]]]:
         if s.size > 0:
             items.setdefault(_key(s.level), []).extend(
                 ((i, c), s.size, s.align) for c in range(s.copies))
-    offsets: dict[tuple[int, int], int] = {}
+    offsets: dict[object, int] = {}  # by `layout` key: (slot, copy)
     for lst in items.values():
         offsets.update((sl.key, sl.offset) for sl in layout(lst))
     return [(_key(s.level), [offsets[(i, c)] for c in range(s.copies)] if s.size > 0 else [])

@@ -7,20 +7,28 @@ from __future__ import annotations
 import re
 
 from xdsl.dialects.builtin import ArrayAttr, StringAttr
-from xdsl.ir import Block, Region
+from xdsl.ir import Attribute, Block, Region
 
 from nem.dialect.diagnostics import NemDiagnosticError
 from nem.dialect.ops import LoopOp, ProgramOp
 from nem.frontends.bytecode import nem_bytecode_generated as fb
-from nem.frontends.bytecode.container import BytecodeError, checked
+from nem.frontends.bytecode.container import (
+    BytecodeError,
+    CheckedTable,
+    GeneratedTable,
+    RawSection,
+    TableT,
+    checked,
+)
 from nem.frontends.bytecode.requirements import READ, WRITE, Requirements, Slot
+from nem.frontends.bytecode.tables import TableReader
 
 IDENT_RE = r"[A-Za-z_][A-Za-z0-9_]*\Z"
 DEVICE_KINDS = {fb.DeviceKind.None_: None, fb.DeviceKind.File: "file",
                 fb.DeviceKind.Name: "name", fb.DeviceKind.Inline: "inline"}
 
 
-def program_op(info, block: Block, r) -> ProgramOp:
+def program_op(info: fb.ProgramInfo, block: Block, r: TableReader) -> ProgramOp:
     kind = info.DeviceKind()
     if kind not in DEVICE_KINDS:
         raise BytecodeError(info._tab.Pos, f"unknown device kind {kind}")
@@ -38,15 +46,15 @@ def program_op(info, block: Block, r) -> ProgramOp:
         raise BytecodeError(info._tab.Pos, f"device name {device!r} is not an identifier")
     if dkind is not None and not device:
         raise BytecodeError(info._tab.Pos, "empty device directive")
-    if dkind == "inline":
+    if dkind == "inline" and device is not None:
         _check_inline_device(device, info._tab.Pos)
-    for text in (*includes, *([device] if dkind == "file" else [])):
+    for text in (*includes, *([device] if dkind == "file" and device is not None else [])):
         if '"' in text or "\n" in text or "\\" in text:
             raise BytecodeError(info._tab.Pos, f"path {text!r} cannot be written in .nem")
-    props = {}
+    props: dict[str, Attribute] = {}
     if name:
         props["sym_name"] = StringAttr(name)
-    if dkind:
+    if dkind and device:
         props["device_kind"] = StringAttr(dkind)
         props["device"] = StringAttr(device)
     if includes:
@@ -57,7 +65,7 @@ def program_op(info, block: Block, r) -> ProgramOp:
     return prog
 
 
-def _utf8(raw, at: int, what: str) -> str:
+def _utf8(raw: bytes | str, at: int, what: str) -> str:
     try:
         text = raw.decode("utf-8") if isinstance(raw, bytes) else str(raw)
     except UnicodeDecodeError:
@@ -67,7 +75,7 @@ def _utf8(raw, at: int, what: str) -> str:
     return text
 
 
-def section_size(s) -> int:
+def section_size(s: RawSection) -> int:
     """Bytes of a section's vectors and strings (its payload), 0 if unknown."""
     body = s.body
     if body is None:
@@ -83,19 +91,19 @@ def section_size(s) -> int:
     return total
 
 
-def _str(raw, at: int, what: str) -> str:
+def _str(raw: bytes | str | None, at: int, what: str) -> str:
     return _utf8(raw, at, what) if raw is not None else ""
 
 
-def requirements(sec) -> Requirements:
+def requirements(sec: fb.Requirements) -> Requirements:
     at = sec._tab.Pos
-    variants = []
+    variants: list[tuple[str, tuple[str, ...]]] = []
     for j in range(sec.VariantsLength()):
         v = checked_child(sec.Variants(j), sec)
         variants.append((_str(v.Opcode(), at, "opcode"),
                          tuple(_str(v.AnyOf(k), at, "variant") for k in range(v.AnyOfLength()))))
     units = tuple(_str(sec.Units(j), at, "unit") for j in range(sec.UnitsLength()))
-    memory = []
+    memory: list[tuple[str, int]] = []
     for j in range(sec.MemoryLength()):
         m = checked_child(sec.Memory(j), sec)
         memory.append((_str(m.Level(), at, "level"), m.Bytes()))
@@ -103,13 +111,15 @@ def requirements(sec) -> Requirements:
     return Requirements(tuple(variants), units, tuple(memory), sec.Engines(), opcodes)
 
 
-def checked_child(obj, parent):
+def checked_child(obj: TableT, parent: GeneratedTable) -> TableT:
+    """`obj`, read from `parent`, checked against the same payload bounds."""
     tab = parent._tab
+    assert isinstance(tab, CheckedTable)  # every section is read through `checked`
     return checked(obj, tab.lo, tab.hi)
 
 
-def slots(sec, r) -> list[Slot]:
-    out = []
+def slots(sec: fb.Relocations, r: TableReader) -> list[Slot]:
+    out: list[Slot] = []
     for j in range(sec.SlotsLength()):
         s = checked_child(sec.Slots(j), sec)
         at = s._tab.Pos
@@ -127,8 +137,8 @@ def slots(sec, r) -> list[Slot]:
     return out
 
 
-def data(sec, r) -> list[tuple[int, int, bytes]]:
-    out = []
+def data(sec: fb.Data, r: TableReader) -> list[tuple[int, int, bytes]]:
+    out: list[tuple[int, int, bytes]] = []
     for j in range(sec.SegmentsLength()):
         seg = checked_child(sec.Segments(j), sec)
         at = seg._tab.Pos
@@ -149,7 +159,7 @@ def data(sec, r) -> list[tuple[int, int, bytes]]:
     return out
 
 
-def build_info(sec) -> dict[str, str]:
+def build_info(sec: fb.BuildInfo) -> dict[str, str]:
     at = sec._tab.Pos
     out = {"producer": _str(sec.Producer(), at, "producer"),
            "producer_version": _str(sec.ProducerVersion(), at, "version")}

@@ -12,6 +12,7 @@ error; nothing is dropped silently.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from importlib import metadata
 
@@ -57,6 +58,7 @@ from nem.dialect.ops import (
     ProgramOp,
     RegionOp,
     StoreOp,
+    TaskOp,
     TransferOp,
     WaitOp,
 )
@@ -174,46 +176,66 @@ class _Writer:
     def _encode_attr(self, a: Attribute, out: VarintWriter) -> None:
         K = fb.AttrKind
         if isinstance(a, StringAttr):
-            out.u(K.String), out.u(self.string(a.data))
+            out.u(K.String)
+            out.u(self.string(a.data))
         elif isinstance(a, IntegerAttr) and a.type == i64:
-            out.u(K.Int), out.s(a.value.data)
+            out.u(K.Int)
+            out.s(a.value.data)
         elif isinstance(a, FloatAttr) and a.type.bitwidth == 64:
-            out.u(K.Float), out.u(len(self.floats))
+            out.u(K.Float)
+            out.u(len(self.floats))
             self.floats.append(float(a.value.data))
         elif isinstance(a, ArrayAttr):
             kids = [self.attr(x) for x in a.data]
-            out.u(K.Array), out.u(len(kids))
+            out.u(K.Array)
+            out.u(len(kids))
             for k in kids:
                 out.u(k)
         elif isinstance(a, DictionaryAttr):
             items = [(self.string(k), self.attr(v)) for k, v in a.data.items()]
-            out.u(K.Dict), out.u(len(items))
+            out.u(K.Dict)
+            out.u(len(items))
             for k, v in items:
-                out.u(k), out.u(v)
+                out.u(k)
+                out.u(v)
         elif isinstance(a, ArgRefAttr):
-            out.u(K.ArgRef), out.u(a.index.data)
+            out.u(K.ArgRef)
+            out.u(a.index.data)
         elif isinstance(a, MemLevelAttr):
             if a.kind not in LEVEL_KIND:
                 raise NotEncodable(f"not supported: memory level {a.data}")
-            out.u(K.Level), out.u(LEVEL_KIND[a.kind]), out.u(0 if a.engine is None else a.engine + 1)
+            out.u(K.Level)
+            out.u(LEVEL_KIND[a.kind])
+            out.u(0 if a.engine is None else a.engine + 1)
         elif isinstance(a, DecoratorAttr):
             self._decorator(a, out)
         elif isinstance(a, PerTensorQuantAttr):
             s, z = self.attr(a.scale), self.attr(a.zero_point)
-            out.u(K.PerTensor), out.u(s), out.u(z)
+            out.u(K.PerTensor)
+            out.u(s)
+            out.u(z)
         elif isinstance(a, PerChannelQuantAttr):
             s, z = self.attr(a.scales), self.attr(a.zero_points)
-            out.u(K.PerChannel), out.s(a.axis.data), out.u(s), out.u(z)
+            out.u(K.PerChannel)
+            out.s(a.axis.data)
+            out.u(s)
+            out.u(z)
         elif isinstance(a, PerGroupQuantAttr):
             s, z = self.attr(a.scales), self.attr(a.zero_points)
-            out.u(K.PerGroup), out.s(a.axis.data), out.s(a.group_size.data), out.u(s), out.u(z)
+            out.u(K.PerGroup)
+            out.s(a.axis.data)
+            out.s(a.group_size.data)
+            out.u(s)
+            out.u(z)
         elif isinstance(a, BufferType):
             lvl = self.attr(a.level)
-            out.u(K.BufferType), out.u(lvl)
+            out.u(K.BufferType)
+            out.u(lvl)
         elif isinstance(a, RegionType):
             self._region_type(a, out)
-        elif elem_name(a) is not None:
-            out.u(K.Elem), out.u(getattr(fb.ElemType, elem_name(a)))
+        elif (elem := elem_name(a)) is not None:
+            out.u(K.Elem)
+            out.u(getattr(fb.ElemType, elem))
         else:
             raise NotEncodable(f"not supported: attribute {a} in NEM bytecode")
 
@@ -221,34 +243,43 @@ class _Writer:
         kind = getattr(fb.DecoKind, d.DECO_NAME, None)
         if kind is None:
             raise NotEncodable(f"not supported: decorator @{d.DECO_NAME}")
-        out.u(fb.AttrKind.Decorator), out.u(kind)
+        out.u(fb.AttrKind.Decorator)
+        out.u(kind)
         if isinstance(d, MaxInFlightAttr):
             out.s(d.n.data)
         elif isinstance(d, SeqEngineAttr):
             out.s(d.engine.data)
         elif isinstance(d, ResourceAttr):
-            out.u(self.string(d.unit.data)), out.s(d.index.data)
+            out.u(self.string(d.unit.data))
+            out.s(d.index.data)
         elif isinstance(d, DebugAttr | ProfileAttr):
-            out.u(self.string(d.tag.data)), out.u(d.quoted.data)
+            out.u(self.string(d.tag.data))
+            out.u(d.quoted.data)
 
     def _region_type(self, t: RegionType, out: VarintWriter) -> None:
         """Level, elem, rank, layout or stride count, quant: the shape and
         stride values are recomputed from the region's operands on load."""
         lvl = self.attr(t.level)
         if not t.typed:
-            out.u(fb.AttrKind.RegionType), out.u(lvl), out.u(0)
+            out.u(fb.AttrKind.RegionType)
+            out.u(lvl)
+            out.u(0)
             return
         name = elem_name(t.elem)
         shape, strides, layout = t.shape_values, t.stride_values, t.layout_name
         if name is None or shape is None or (layout is None) == (strides is None):
             raise NotEncodable(f"not supported: region type {t}")
         quant = self.opt_attr(t.quant_desc)
-        out.u(fb.AttrKind.RegionType), out.u(lvl), out.u(getattr(fb.ElemType, name))
+        out.u(fb.AttrKind.RegionType)
+        out.u(lvl)
+        out.u(getattr(fb.ElemType, name))
         out.u(len(shape))
         if layout is not None:
             out.u(self.string(layout))
         else:
-            out.u(0), out.u(len(strides))
+            assert strides is not None  # exactly one of layout and strides (checked above)
+            out.u(0)
+            out.u(len(strides))
         out.u(quant)
 
     # -- values ------------------------------------------------------------------
@@ -295,11 +326,14 @@ class _Writer:
         if isinstance(op, arith.ConstantOp):
             if not isinstance(op.value, IntegerAttr) or not isinstance(op.result.type, IndexType):
                 raise NotEncodable(f"not supported: {op.name} of type {op.result.type}")
-            b.u(fb.Inst.Int), b.s(op.value.value.data)
-        elif type(op) in SYMBOL_OF:
+            b.u(fb.Inst.Int)
+            b.s(op.value.value.data)
+        elif isinstance(op, arith.SignlessIntegerBinaryOperation) and type(op) in SYMBOL_OF:
             if not isinstance(op.result.type, IndexType):
                 raise NotEncodable(f"not supported: {op.name} on {op.result.type}")
-            b.u(BINOP_INST[SYMBOL_OF[type(op)]]), b.u(self.ref(op.lhs)), b.u(self.ref(op.rhs))
+            b.u(BINOP_INST[SYMBOL_OF[type(op)]])
+            b.u(self.ref(op.lhs))
+            b.u(self.ref(op.rhs))
         elif isinstance(op, ComputeOp):
             self._props(op, _COMPUTE_PROPS)
             self.compute(op)
@@ -321,9 +355,13 @@ class _Writer:
     def statement(self, op: Operation) -> None:
         b = self.body
         if isinstance(op, ConstOp):
-            b.u(fb.Inst.Const), self.put_name(op.const_name.data), b.u(self.ref(op.value))
+            b.u(fb.Inst.Const)
+            self.put_name(op.const_name.data)
+            b.u(self.ref(op.value))
         elif isinstance(op, LetOp):
-            b.u(fb.Inst.Let), self.put_name(op.let_name.data), b.u(self.attr(op.value))
+            b.u(fb.Inst.Let)
+            self.put_name(op.let_name.data)
+            b.u(self.attr(op.value))
             b.u(len(op.args))
             for a in op.args:
                 b.u(self.ref(a))
@@ -332,14 +370,20 @@ class _Writer:
             align = op.align.value.data if op.align is not None else None
             if align is not None and align < 0:
                 raise NotEncodable(f"not supported: negative align {align}")
-            b.u(fb.Inst.Buffer), self.put_name(op.buffer_name.data), b.u(self.attr(op.result.type))
-            b.u(self.ref(op.size)), b.u(0 if align is None else align + 1)
+            b.u(fb.Inst.Buffer)
+            self.put_name(op.buffer_name.data)
+            b.u(self.attr(op.result.type))
+            b.u(self.ref(op.size))
+            b.u(0 if align is None else align + 1)
             b.u(self.opt_attr(op.decorators))
         elif isinstance(op, RegionOp):
             self.region(op)
         elif isinstance(op, LoopOp):
-            b.u(fb.Inst.Loop), self.put_name(op.iv_name.data), b.u(self.ref(op.lower))
-            b.u(self.ref(op.upper)), b.u(self.opt_attr(op.decorators))
+            b.u(fb.Inst.Loop)
+            self.put_name(op.iv_name.data)
+            b.u(self.ref(op.lower))
+            b.u(self.ref(op.upper))
+            b.u(self.opt_attr(op.decorators))
             mark = len(self.stack)
             self.define(op.block.args[0])
             self.loop_depth += 1
@@ -353,27 +397,29 @@ class _Writer:
         elif isinstance(op, TransferOp | StoreOp):
             b.u(fb.Inst.Transfer if isinstance(op, TransferOp) else fb.Inst.Store)
             self.task_head(op, 4 if op.operand_decorators is not None else 0)
-            b.u(self.ref(op.dst)), b.u(self.ref(op.src))
+            b.u(self.ref(op.dst))
+            b.u(self.ref(op.src))
             self.refs(op.deps)
             if op.operand_decorators is not None:  # D-DECO-BIND: [dst decos, src decos]
                 b.u(self.attr(op.operand_decorators))
                 self.minor = max(self.minor, 1)  # format 1.1
         elif isinstance(op, WaitOp):
-            b.u(fb.Inst.Wait), b.u(self.opt_attr(op.decorators))
+            b.u(fb.Inst.Wait)
+            b.u(self.opt_attr(op.decorators))
             self.refs(op.tokens)
 
-    def refs(self, values) -> None:
+    def refs(self, values: Sequence[SSAValue]) -> None:
         self.body.u(len(values))
         for v in values:
             self.body.u(self.ref(v))
 
-    def task_head(self, op, extra_flags: int = 0) -> None:
+    def task_head(self, op: TaskOp, extra_flags: int = 0) -> None:
         token = op.token_name()
         flags = (1 if op.is_sync else 0) | (2 if token is not None else 0) | extra_flags
         self.body.u(flags)
         if token is not None:
             self.put_name(token)
-        self.body.u(self.opt_attr(op.decorators))
+        self.body.u(self.opt_attr(op.properties.get("decorators")))
 
     def region(self, op: RegionOp) -> None:
         b = self.body
@@ -383,10 +429,13 @@ class _Writer:
         binding = op.binding.data
         if binding not in REGION_BINDINGS:
             raise NotEncodable(f"not supported: region binding {binding!r}")
-        b.u(fb.Inst.Region), b.u(REGION_BINDINGS.index(binding))
+        b.u(fb.Inst.Region)
+        b.u(REGION_BINDINGS.index(binding))
         if binding != "inline":
             self.put_name(op.region_name.data if op.region_name else None)
-        b.u(self.attr(rtype)), b.u(self.ref(op.buffer)), b.u(self.ref(op.offset))
+        b.u(self.attr(rtype))
+        b.u(self.ref(op.buffer))
+        b.u(self.ref(op.offset))
         b.u(self.ref(op.extent))
         for v in (*op.shape, *op.strides):
             b.u(self.ref(v))
@@ -396,7 +445,7 @@ class _Writer:
         """The loader recomputes shape and strides from the operands: refuse IR
         whose type says otherwise rather than change it on the way."""
 
-        def folded(vals) -> tuple[int, ...]:
+        def folded(vals: Sequence[SSAValue]) -> tuple[int, ...]:
             out = []
             for v in vals:
                 try:
@@ -414,7 +463,8 @@ class _Writer:
 
     def compute(self, op: ComputeOp) -> None:
         b = self.body
-        b.u(fb.Inst.Compute), b.u(op.SPEC.code)
+        b.u(fb.Inst.Compute)
+        b.u(op.SPEC.code)
         self.task_head(op, 4 if op.operand_decorators is not None else 0)
         self.refs(op.ins)
         self.refs(op.outs)
@@ -451,7 +501,8 @@ def _aligned_bytes(builder: flatbuffers.Builder, data: bytes, alignment: int) ->
     builder.StartVector(1, len(data), alignment)
     builder.head = builder.head - len(data)
     builder.Bytes[builder.head:builder.head + len(data)] = data
-    return builder.EndVector()
+    offset: int = builder.EndVector()
+    return offset
 
 
 def encode_program(prog: ProgramOp, options: WriteOptions | None = None) -> bytes:
@@ -490,7 +541,8 @@ def _segments(embed: list[Embedded], slots: list[Slot]) -> list[tuple[int, int, 
 
 
 def _flatbuffer(w: _Writer, prog: ProgramOp, prog_name: int, reqs: Requirements,
-                slots: list[Slot], segments, build: dict[str, str]) -> bytes:
+                slots: list[Slot], segments: list[tuple[int, int, bytes]], build: dict[str, str]
+                ) -> bytes:
     import numpy as np
 
     bld = flatbuffers.Builder(1024 + len(w.body.out) + len(w.attr_out.out))
@@ -501,13 +553,15 @@ def _flatbuffer(w: _Writer, prog: ProgramOp, prog_name: int, reqs: Requirements,
         bld.StartVector(4, len(offs), 4)
         for o in reversed(offs):
             bld.PrependUOffsetTRelative(o)
-        return bld.EndVector()
+        vector: int = bld.EndVector()
+        return vector
 
     def tables(offs: list[int]) -> int:
         bld.StartVector(4, len(offs), 4)
         for o in reversed(offs):
             bld.PrependUOffsetTRelative(o)
-        return bld.EndVector()
+        vector: int = bld.EndVector()
+        return vector
 
     # BuildInfo (optional)
     kv = []
@@ -566,16 +620,16 @@ def _flatbuffer(w: _Writer, prog: ProgramOp, prog_name: int, reqs: Requirements,
     # Requirements and Relocations (optional: derived from Code)
     sections.append((fb.SectionBody.Requirements, _requirements(bld, reqs, strs, tables), False))
     slot_offs = []
-    for i, s in enumerate(slots):
-        lvl = bld.CreateString(s.level)
+    for i, reloc in enumerate(slots):
+        lvl = bld.CreateString(reloc.level)
         fb.RelocSlotStart(bld)
         fb.RelocSlotAddValue(bld, i)
-        fb.RelocSlotAddName(bld, w.name(s.name))
+        fb.RelocSlotAddName(bld, w.name(reloc.name))
         fb.RelocSlotAddLevel(bld, lvl)
-        fb.RelocSlotAddSize(bld, s.size)
-        fb.RelocSlotAddAlign(bld, s.align)
-        fb.RelocSlotAddCopies(bld, s.copies)
-        fb.RelocSlotAddAccess(bld, s.access)
+        fb.RelocSlotAddSize(bld, reloc.size)
+        fb.RelocSlotAddAlign(bld, reloc.align)
+        fb.RelocSlotAddCopies(bld, reloc.copies)
+        fb.RelocSlotAddAccess(bld, reloc.access)
         slot_offs.append(fb.RelocSlotEnd(bld))
     so = tables(slot_offs)
     fb.RelocationsStart(bld)
@@ -624,7 +678,8 @@ def _flatbuffer(w: _Writer, prog: ProgramOp, prog_name: int, reqs: Requirements,
     return bytes(bld.Output())
 
 
-def _requirements(bld, reqs: Requirements, strs, tables) -> int:
+def _requirements(bld: flatbuffers.Builder, reqs: Requirements, strs: Callable[[list[str]], int],
+                  tables: Callable[[list[int]], int]) -> int:
     vr = []
     for opcode, any_of in reqs.variants:
         oo, ao = bld.CreateString(opcode), strs(list(any_of))
@@ -650,7 +705,8 @@ def _requirements(bld, reqs: Requirements, strs, tables) -> int:
     fb.RequirementsAddMemory(bld, mo)
     fb.RequirementsAddEngines(bld, reqs.engines)
     fb.RequirementsAddOpcodes(bld, co)
-    return fb.RequirementsEnd(bld)
+    end: int = fb.RequirementsEnd(bld)
+    return end
 
 
 def write_nemb(module: ModuleOp | ProgramOp, options: WriteOptions | None = None) -> bytes:

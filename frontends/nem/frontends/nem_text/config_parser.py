@@ -32,7 +32,6 @@ from nem.dialect.device_model import (
     ELEM_TYPES,
     MAY,
     MUST,
-    UNIT_TYPES,
     DeviceDecl,
     Topology,
     TypeFamily,
@@ -41,7 +40,7 @@ from nem.dialect.device_model import (
 )
 from nem.dialect.diagnostics import SourceLoc, fail, register_source
 from nem.dialect.limits import MAX_NESTING_DEPTH
-from nem.dialect.semantics import ExprError, apply_binop
+from nem.dialect.semantics import UNIT_TYPES, ExprError, apply_binop
 from nem.frontends.nem_text.cursor import TokenCursor, describe
 from nem.frontends.nem_text.lexer import EOF, FLOAT, ID, INT, STRING, Token, tokenize
 
@@ -57,7 +56,7 @@ class ConfigDocument:
     includes: tuple[str, ...] = ()
     families: tuple[TypeFamily, ...] = ()
     devices: tuple[DeviceDecl, ...] = ()
-    include_locs: tuple[SourceLoc, ...] = field(default=(), compare=False, repr=False)
+    include_locs: tuple[SourceLoc | None, ...] = field(default=(), compare=False, repr=False)
 
 
 def parse_config_document(text: str, file: str, *, included: bool = False) -> ConfigDocument:
@@ -166,8 +165,8 @@ def parse_type_family(cur: TokenCursor) -> TypeFamily:
     operands: list[tuple[str, str]] = []
     attributes: list[tuple[str, str]] = []
     quant_on: list[str] = []
-    binding_toks: list = []
-    attr_toks: list = []
+    binding_toks: list[Token] = []
+    attr_toks: list[tuple[str, Token]] = []
     while not (cur.at("variants", ID) and cur.peek().text == ":"):
         name = cur.expect_id("GRAM-22", "an operand binding, attribute binding or 'variants:'")
         if cur.at_punct(":"):
@@ -199,7 +198,7 @@ def parse_type_family(cur: TokenCursor) -> TypeFamily:
     return family
 
 
-def _parse_variant(cur: TokenCursor, binding_toks: list) -> Variant:
+def _parse_variant(cur: TokenCursor, binding_toks: list[Token]) -> Variant:
     loc = cur.loc()
     name = cur.expect_id("GRAM-22", "a variant name or '}'").text
     cur.expect(":", "GRAM-22", "after the variant name")
@@ -227,7 +226,8 @@ def _parse_variant(cur: TokenCursor, binding_toks: list) -> Variant:
                    tuple(loc for *_, loc in entries))
 
 
-def _check_family(cur: TokenCursor, fam: TypeFamily, binding_toks: list, attr_toks: list) -> None:
+def _check_family(cur: TokenCursor, fam: TypeFamily, binding_toks: list[Token],
+                  attr_toks: list[tuple[str, Token]]) -> None:
     """TFD-01..04: instantiations fit the parameters, one class each, valid bindings."""
     names = {p for p, _ in fam.params}
     allowed = set(ELEM_TYPES) | names | {ABSENT, ANY_SUPPORTED}
@@ -337,7 +337,8 @@ def parse_device_config(cur: TokenCursor) -> DeviceDecl:
     return DeviceDecl(name, parent, spec, topology, chars, mandatory, extended, loc, locs)
 
 
-def _unit_block(cur: TokenCursor, block: str, locs: dict, stop: str | None = None) -> dict:
+def _unit_block(cur: TokenCursor, block: str, locs: dict[str, SourceLoc], stop: str | None = None
+                ) -> dict[str, int]:
     units: dict[str, int] = {}
     while cur.tok.kind == ID and cur.tok.text != stop:
         tok = cur.advance()
@@ -353,7 +354,7 @@ def _unit_block(cur: TokenCursor, block: str, locs: dict, stop: str | None = Non
     return units
 
 
-def _parse_topology(cur: TokenCursor, locs: dict) -> Topology:
+def _parse_topology(cur: TokenCursor, locs: dict[str, SourceLoc]) -> Topology:
     cur.advance()
     cur.expect("{", "GRAM-19", "after 'topology'")
     locs["num_engines"] = cur.loc()
@@ -382,7 +383,7 @@ def _parse_topology(cur: TokenCursor, locs: dict) -> Topology:
     return Topology(engines, l2, device_units, per_engine, l1)
 
 
-def _parse_unit_chars(cur: TokenCursor, locs: dict) -> dict[str, dict[str, int]]:
+def _parse_unit_chars(cur: TokenCursor, locs: dict[str, SourceLoc]) -> dict[str, dict[str, int]]:
     cur.advance()
     cur.expect("{", "GRAM-20", "after 'unit_characteristics'")
     groups: dict[str, dict[str, int]] = {}

@@ -55,7 +55,8 @@ def _refs(block: str, refs: tuple[VariantRef, ...]) -> list[str]:
 
 
 def _device(name: str, parent: str | None, spec: str | None, topology: Topology | None,
-            chars: dict[str, dict[str, int]], mandatory, extended, show_empty_mandatory: bool
+            chars: dict[str, dict[str, int]], mandatory: tuple[VariantRef, ...],
+            extended: tuple[VariantRef, ...], show_empty_mandatory: bool
             ) -> str:
     blocks: list[list[str]] = []
     if spec is not None:

@@ -10,11 +10,12 @@ user mixed operators (`(i mod 2) * tile`).
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from io import StringIO
 
 from xdsl.dialects import arith
 from xdsl.dialects.builtin import ArrayAttr, FloatAttr, IntegerAttr, ModuleOp, StringAttr
-from xdsl.ir import Attribute, BlockArgument, Operation, SSAValue
+from xdsl.ir import Attribute, BlockArgument, Operation, OpResult, SSAValue
 
 from nem.dialect.attributes import (
     ArgRefAttr,
@@ -59,9 +60,12 @@ class NemPrinter:
             owner = value.block.parent_op()
             assert isinstance(owner, LoopOp)
             return owner.iv_name.data
-        op = value.owner
-        if isinstance(op, ConstOp | LetOp):
-            return op.properties["name"].data
+        assert isinstance(value, OpResult)
+        op = value.op
+        if isinstance(op, ConstOp):
+            return op.const_name.data
+        if isinstance(op, LetOp):
+            return op.let_name.data
         if isinstance(op, arith.ConstantOp):
             assert isinstance(op.value, IntegerAttr)
             return fmt_num(op.value.value.data)
@@ -70,8 +74,8 @@ class NemPrinter:
             raise fail(f"not supported: {op.name} in a NEM expression", op, None,
                        "lower the input first (-p lower-to-nem) or print MLIR (-t mlir)")
         prec = PRECEDENCE[sym]
-        lhs_op = op.operands[0].owner if not isinstance(op.operands[0], BlockArgument) else None
-        lhs_sym = SYMBOL_OF.get(type(lhs_op)) if lhs_op is not None else None
+        lhs_value = op.operands[0]
+        lhs_sym = SYMBOL_OF.get(type(lhs_value.op)) if isinstance(lhs_value, OpResult) else None
         # Left operand: parenthesize a lower-precedence binop, and a different
         # operator of equal precedence, which keeps `(i mod 2) * t` as written.
         lhs = self._expr(op.operands[0], prec, lhs_sym is not None and lhs_sym != sym)
@@ -99,7 +103,7 @@ class NemPrinter:
         raise ValueError(f"not supported: attribute value {attr} in .nem text")
 
     def region_text(self, op: RegionOp) -> str:
-        text = (f"region({op.buffer.owner.buffer_name.data}, {self.expr(op.offset)}, "
+        text = (f"region({op.buffer_decl.buffer_name.data}, {self.expr(op.offset)}, "
                 f"{self.expr(op.extent)})")
         rtype = op.result.type
         assert isinstance(rtype, RegionType)
@@ -117,7 +121,9 @@ class NemPrinter:
     def operand(self, value: SSAValue, decos: tuple[DecoratorAttr, ...] = ()) -> str:
         op = value.owner
         assert isinstance(op, RegionOp)
-        text = self.region_text(op) if op.binding.data == "inline" else op.region_name.data
+        # (RegionOp.verify_: a region is inline exactly when it is unnamed)
+        name = op.region_name
+        text = self.region_text(op) if op.binding.data == "inline" or name is None else name.data
         return text + _decos(decos)
 
     # -- statements ----------------------------------------------------------
@@ -128,6 +134,7 @@ class NemPrinter:
         for inc in prog.includes.data if prog.includes else ():
             self.line(0, f'include "{inc.data}"')
         if prog.device_kind is not None:
+            assert prog.device is not None  # ProgramOp.verify_: set with device_kind
             kind, dev = prog.device_kind.data, prog.device.data
             if kind == "file":
                 self.line(0, f'device "{dev}"')
@@ -143,7 +150,7 @@ class NemPrinter:
         self.block(prog.block.ops, 0)
         return self.out.getvalue()
 
-    def block(self, ops, depth: int) -> None:
+    def block(self, ops: Iterable[Operation], depth: int) -> None:
         for op in ops:
             self.statement(op, depth)
 
@@ -164,6 +171,7 @@ class NemPrinter:
             if b == "inline":
                 return
             prefix = "let " if b == "let" else ""
+            assert op.region_name is not None  # RegionOp.verify_: declared regions are named
             self.line(depth, f"{prefix}{op.region_name.data} = {self.region_text(op)}"
                       + _decos(op.decorator_list()))
         elif isinstance(op, LoopOp):
@@ -213,7 +221,7 @@ class NemPrinter:
 
 
 def _token_name(value: SSAValue) -> str:
-    name = value.owner.properties.get("token")
+    name = value.op.properties.get("token") if isinstance(value, OpResult) else None
     if not isinstance(name, StringAttr):
         raise ValueError("not supported: an unnamed token cannot be referenced in .nem text")
     return name.data

@@ -45,8 +45,9 @@ from onnx import helper, numpy_helper, shape_inference
 NHWC = (0, 2, 3, 1)
 """The physical order of an NCHW activation: N, H, W, C."""
 
-ELEM_TYPES = {t: (n, ELEM_DTYPES[n]) for t, n in ((onnx.TensorProto.FLOAT, "f32"),
-                                                   (onnx.TensorProto.FLOAT16, "f16"))}
+ELEM_TYPES: dict[int, tuple[str, np.dtype]] = {
+    t: (n, ELEM_DTYPES[n]) for t, n in ((onnx.TensorProto.FLOAT, "f32"),
+                                        (onnx.TensorProto.FLOAT16, "f16"))}
 """ONNX element types the importer takes: spec name and dtype (nem.dialect.semantics)."""
 
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math as pymath
 from collections.abc import Callable, Sequence
+from functools import partial
 
 import numpy as np
 from mlir import ir
@@ -109,12 +110,12 @@ def _sigmoid(x: ir.Value) -> ir.Value:
 
 def _gelu(approximate: str) -> Callable[[ir.Value], ir.Value]:
     def erf_form(x: ir.Value) -> ir.Value:
-        c = lambda v: emit.fconst(x.type, v)   # noqa: E731
+        c = partial(emit.fconst, x.type)
         inner = math.erf(arith.mulf(x, c(1.0 / pymath.sqrt(2.0))))
         return arith.mulf(arith.mulf(c(0.5), x), arith.addf(c(1.0), inner))
 
     def tanh_form(x: ir.Value) -> ir.Value:
-        c = lambda v: emit.fconst(x.type, v)   # noqa: E731
+        c = partial(emit.fconst, x.type)
         cube = arith.mulf(arith.mulf(x, x), x)
         inner = arith.mulf(c(pymath.sqrt(2.0 / pymath.pi)),
                            arith.addf(x, arith.mulf(c(0.044715), cube)))
@@ -146,7 +147,7 @@ def clip(imp: Importer, node: Node) -> None:
     if imp.opset < 11:
         lo, hi = node.attrs.get("min"), node.attrs.get("max")
     else:
-        bounds = []
+        bounds: list[float | None] = []
         for k in (1, 2):
             name = node.input(k)
             if not name:
@@ -227,8 +228,8 @@ def spatial_pads(imp: Importer, node: Node, in_hw: Sequence[int], kernel: Sequen
 def _batchnorm_consts(imp: Importer, node: Node) -> tuple[np.ndarray, np.ndarray] | None:
     """Per-channel (scale, shift) of an inference BatchNormalization whose
     parameters are constants, else None."""
-    params = [imp.const(node.input(k)) for k in range(1, 5)]
-    if any(p is None for p in params) or len(node.outputs) > 1 and any(node.outputs[1:]):
+    params = [p for k in range(1, 5) if (p := imp.const(node.input(k))) is not None]
+    if len(params) < 4 or len(node.outputs) > 1 and any(node.outputs[1:]):
         return None
     gamma, beta, mean, var = (p.astype(np.float64) for p in params)
     eps = float(node.attrs.get("epsilon", 1e-5))
@@ -283,7 +284,9 @@ def conv(imp: Importer, node: Node) -> None:
         bn = Node(bn_index, imp.graph.node[bn_index], {})
         from onnx import helper
         bn.attrs = {a.name: helper.get_attribute_value(a) for a in bn.proto.attribute}
-        scale, shift = _batchnorm_consts(imp, bn)
+        folded = _batchnorm_consts(imp, bn)
+        assert folded is not None  # plan_batchnorm_folds: constant parameters, one output
+        scale, shift = folded
         w = (w.astype(np.float64) * scale[:, None, None, None]).astype(w.dtype)
         b64 = bias.astype(np.float64) if bias is not None else 0.0
         bias = (b64 * scale + shift).astype(w.dtype)
@@ -538,7 +541,9 @@ def pool(kind: str) -> Callable[[Importer, Node], None]:
     return convert
 
 
-def _pool_counts(size, kernel, strides, pads, extra, outs, include_pad) -> np.ndarray:
+def _pool_counts(size: tuple[int, int], kernel: Sequence[int], strides: Sequence[int],
+                 pads: Sequence[int], extra: Sequence[int], outs: Sequence[int],
+                 include_pad: int) -> np.ndarray:
     """Elements each average-pooling window divides by: the window inside
     the input (plus the explicit pads with count_include_pad; the ceil_mode
     overhang never counts)."""
@@ -669,7 +674,11 @@ def softmax(imp: Importer, node: Node) -> None:
     phys = [x.perm.index(a) for a in axes]
     f32 = ir.F32Type.get()
     wide_t = f32 if is_f16(x.value) else x.elem
-    up = (lambda v: arith.extf(f32, v)) if is_f16(x.value) else (lambda v: v)
+    widen = is_f16(x.value)
+
+    def up(v: ir.Value) -> ir.Value:
+        return arith.extf(f32, v) if widen else v
+
     mx = TensorVal(emit.reduce(x.value, phys, -np.inf, arith.maximumf), _keep(x, axes), x.perm)
     def exp(v: ir.Value, m: ir.Value) -> ir.Value:
         d = arith.subf(up(v), up(m))
@@ -700,7 +709,10 @@ def layernorm(imp: Importer, node: Node) -> None:
     count = float(np.prod([x.shape[a] for a in axes]))
     f32 = ir.F32Type.get()
     half = is_f16(x.value)
-    up = (lambda v: arith.extf(f32, v)) if half else (lambda v: v)
+
+    def up(v: ir.Value) -> ir.Value:
+        return arith.extf(f32, v) if half else v
+
     acc_t = f32 if half else x.elem
     total = emit.reduce(x.value, phys, 0.0, arith.addf, elem=acc_t, prologue=up)
     kept = _keep(x, axes)
@@ -733,7 +745,7 @@ def layernorm(imp: Importer, node: Node) -> None:
         ops.append(imp.tensor(node.input(2)))
 
     def body(v: ir.Value, s: ir.Value, vs: ir.Value, *rest: ir.Value) -> ir.Value:
-        c = lambda t: emit.fconst(acc_t, t)   # noqa: E731
+        c = partial(emit.fconst, acc_t)
         inv = math.rsqrt(arith.addf(arith.mulf(vs, c(1.0 / count)), c(eps)))
         r = arith.mulf(arith.subf(up(v), mean_of(s)), inv)
         k = 0

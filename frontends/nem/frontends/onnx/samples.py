@@ -15,10 +15,15 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
+
+OnnxAttrValue = Any
+"""A node attribute's value as `onnx.helper.make_node` takes it (an int, float,
+string, tensor, graph or a list of them; onnx types it Any)."""
 
 OPSET = 20   # Gelu and LayerNormalization are default-domain ops from here on
 DTYPES = {"f32": (np.float32, TensorProto.FLOAT), "f16": (np.float16, TensorProto.FLOAT16)}
@@ -47,7 +52,7 @@ class GraphBuilder:
         return self.init(name, self.rng.uniform(-scale, scale, size=shape))
 
     def op(self, op_type: str, inputs: Sequence[str], n_out: int = 1, name: str | None = None,
-           **attrs) -> str:
+           **attrs: OnnxAttrValue) -> str:
         name = name or self.fresh(op_type.lower())
         outs = [f"{name}_out{k}" if k else f"{name}_out" for k in range(n_out)]
         self.nodes.append(helper.make_node(op_type, list(inputs), outs, name=name, **attrs))
@@ -168,7 +173,7 @@ def transformer(dtype: str = "f32", seq: int = 8, dim: int = 16, hidden: int = 3
 
 def single_op(op_type: str, inputs: dict[str, Sequence[int]], dtype: str = "f32",
               consts: dict[str, np.ndarray] | None = None, n_out: int = 1,
-              **attrs) -> onnx.ModelProto:
+              **attrs: OnnxAttrValue) -> onnx.ModelProto:
     """A one-node model: `inputs` are graph inputs, `consts` initializers
     (fed in order after the inputs; a name mapping to None is an absent
     optional input)."""

@@ -26,7 +26,7 @@ from xdsl.dialects.builtin import (
     TensorType,
     UnitAttr,
 )
-from xdsl.irdl import IRDLOperation, irdl_op_definition, opt_prop_def, prop_def
+from xdsl.irdl import IRDLOperation, base, irdl_op_definition, opt_prop_def, prop_def
 from xdsl.parser import Parser
 from xdsl.printer import Printer
 
@@ -38,7 +38,7 @@ class MemRefGlobalOp(IRDLOperation):
     sym_name = prop_def(SymbolNameConstraint())
     sym_visibility = prop_def(StringAttr)
     type = prop_def(MemRefType)
-    initial_value = prop_def(UnitAttr | DenseIntOrFPElementsAttr)
+    initial_value = prop_def(base(UnitAttr) | base(DenseIntOrFPElementsAttr))
     constant = opt_prop_def(UnitAttr)
     alignment = opt_prop_def(IntegerAttr[I64])
 
@@ -52,7 +52,7 @@ class MemRefGlobalOp(IRDLOperation):
         sym = parser.parse_symbol_name()
         parser.parse_punctuation(":")
         typ = parser.parse_type()
-        init = UnitAttr()
+        init: UnitAttr | DenseIntOrFPElementsAttr = UnitAttr()
         if parser.parse_optional_punctuation("=") and \
                 not parser.parse_optional_keyword("uninitialized"):
             # upstream elides the literal's type: the memref's, as a tensor
