@@ -133,6 +133,13 @@ def load_config_file(path: str | Path, include_dirs=()) -> Scope:
     return loader.scope
 
 
+def baseline_catalog() -> Catalog:
+    """The type families of the shipped `nem_baseline_1.0.nem`: the provider
+    behind the `nem.baseline_catalog` entry point that
+    `nem.dialect.verifier.baseline_catalog` loads (and caches)."""
+    return load_config_file(shipped_devices_dir() / "nem_baseline_1.0.nem").catalog
+
+
 def scope_for_document(doc: ConfigDocument, include_dirs=()) -> Scope:
     """The scope of an already-parsed document, e.g. a program's includes plus its
     inline device (`doc.file` must be the program's path, for relative includes)."""

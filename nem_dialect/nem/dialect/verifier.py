@@ -51,13 +51,29 @@ from nem.dialect.semantics import (
 )
 from nem.dialect.task_rules import TaskRules
 
+BASELINE_ENTRY_POINT = "nem.baseline_catalog"
+"""The entry-point group through which the device package provides the
+baseline type families (pyproject.toml): the IR verifies against them
+without importing `nem.devices` (docs/design.md "Layout and boundaries")."""
+
 
 @cache
 def baseline_catalog() -> Catalog:
-    """The type families of the shipped `nem_baseline_1.0.nem`."""
-    from nem.devices.device_resolver import load_config_file, shipped_devices_dir
+    """The type families of the shipped `nem_baseline_1.0.nem`, from the
+    provider installed under the `nem.baseline_catalog` entry point
+    (`nem.devices.device_resolver.baseline_catalog`)."""
+    from importlib.metadata import entry_points
 
-    return load_config_file(shipped_devices_dir() / "nem_baseline_1.0.nem").catalog
+    providers = list(entry_points(group=BASELINE_ENTRY_POINT))
+    if not providers:
+        raise RuntimeError(f"no '{BASELINE_ENTRY_POINT}' entry point is installed: the NEM "
+                           "toolchain's package metadata is missing or stale; reinstall it "
+                           "(pip install -e .)")
+    catalog = providers[0].load()()
+    if not isinstance(catalog, Catalog):
+        raise RuntimeError(f"the '{BASELINE_ENTRY_POINT}' entry point {providers[0].value} "
+                           f"returned {type(catalog).__name__}, not a Catalog")
+    return catalog
 
 
 class ProgramVerifier(RegionRules, TaskRules):
