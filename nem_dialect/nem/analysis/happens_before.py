@@ -111,6 +111,9 @@ class Structure:
         self.index: dict[Operation, int] = {}
         self._ev = Evaluator()
         self._completes: dict[LoopOp, bool] = {}
+        self.window: dict[int, int] = {}
+        """id(loop) -> its @max_in_flight N, read per pair of instances by `ordered`
+        (parsing the decorators there was a fifth of a large analysis)."""
         self._collect(program.block, ())
         self._covers()
         self._dep_memo: dict[tuple[StaticTask, StaticTask], bool] = {}
@@ -124,6 +127,7 @@ class Structure:
                 self.tasks[op] = StaticTask(op, block, k, self.pos[op], loops)
             elif isinstance(op, LoopOp):
                 self.parent_loop[op.block] = op
+                self.window[id(op)] = max_in_flight(op)
                 self._collect(op.block, loops + (op,))
         for op in block.ops:
             if isinstance(op, TaskOp):
@@ -265,13 +269,13 @@ def ordered(s: Structure, a: Instance, b: Instance) -> Order:
         k += 1
     if k < len(la) and k < len(lb) and la[k] is lb[k]:
         d = b.ords[k] - a.ords[k]
-        return Order(window_orders(d, max_in_flight(la[k])), la[k], d)
+        return Order(window_orders(d, s.window[id(la[k])]), la[k], d)
     if len(la) > k:
         # a is inside loop statement la[k] of the common block; b follows it
         if a.task.block in a.task.cover:
             return Order(True)
         for m in range(len(la) - 1, k - 1, -1):
-            if complete_at_loop_end(a.ords[m], a.trips[m], max_in_flight(la[m])):
+            if complete_at_loop_end(a.ords[m], a.trips[m], s.window[id(la[m])]):
                 return Order(True)
         return Order(False, after_loop=la[k])
     # a is directly in the common block
@@ -289,7 +293,7 @@ def ordered(s: Structure, a: Instance, b: Instance) -> Order:
         c = cover.get(body)
         if c is not None and c < idx:
             return Order(True)
-        if window_orders(b.ords[m], max_in_flight(lb[m])) and body in a.task.used_in:
+        if window_orders(b.ords[m], s.window[id(lb[m])]) and body in a.task.used_in:
             return Order(True)
     return Order(False)
 
