@@ -57,7 +57,7 @@ def selected_levels(option: str, program: ProgramOp) -> list[str]:
                if option == "DDR" else "levels: L1 (every L1[k]), L1[k], L2")
         raise NemDiagnosticError([Diagnostic(
             "error", f"nem-share-buffers: not supported: level={option} ({why})",
-            fix="write level=L1, level=L1[k] or level=L2")])
+            fix="write level=L1, level=\"L1[k]\" (quoted) or level=L2")])
     levels = {op.result.type.level.data for op in program.block.ops
               if isinstance(op, BufferOp)}
     if option == "L1":
@@ -125,7 +125,7 @@ class ShareBuffersPass(ModulePass):
     """Share storage between buffers of a level whose lifetimes do not overlap (D-LOW-SHARE).
 
     Options:
-      level: L1 (every L1 and L1[k]; the default), L1[k] or L2
+      level: L1 (every L1 and L1[k]; the default), "L1[k]" (quoted) or L2
       device: the target whose SEQ.max_active_tokens bounds live tokens (default: --device, else the program's directive)
       max-tokens: the live-token limit (overrides the device's)
       remarks: a remark per arena: the buffers packed and the bytes saved
