@@ -33,15 +33,15 @@ from dataclasses import dataclass
 from xdsl.context import Context
 from xdsl.dialects import arith
 from xdsl.dialects.builtin import IndexType, IntegerAttr, ModuleOp
-from xdsl.ir import SSAValue
+from xdsl.ir import Operation, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
 
 from nem.analysis.buffer_lifetimes import Packing, packings
 from nem.dialect.attributes import BufferType, MemLevelAttr
+from nem.dialect.device_model import Device
 from nem.dialect.diagnostics import Diagnostic, NemDiagnosticError, SourceLoc
 from nem.dialect.ops import BufferOp, ProgramOp, RegionOp
-from nem.dialect.semantics import Evaluator, ExprError
 from nem.passes.pass_context import report
 
 LEVELS = ("L1", "L2")
@@ -76,20 +76,19 @@ def arena_name(level: str, program: ProgramOp) -> str:
     return name
 
 
-def _index(value: int, before) -> arith.ConstantOp:
+def _index(value: int, before: Operation) -> arith.ConstantOp:
     c = arith.ConstantOp(IntegerAttr(value, IndexType()))
     Rewriter.insert_op(c, InsertPoint.before(before))
     return c
 
 
-def _plus(offset: SSAValue, base: int, before: RegionOp, ev: Evaluator) -> SSAValue:
-    """`offset + base` (a constant when `offset` is one), computed before `before`."""
-    try:
-        value = ev.static(offset)
-    except ExprError:
-        value = None
-    if value is not None:
-        return _index(value + base, before).result
+def _plus(offset: SSAValue, base: int, before: RegionOp) -> SSAValue:
+    """`offset + base`, computed before `before`: folded when `offset` is a
+    literal, else an addition (named constants and loop variables stay
+    readable: `i * 256 + 512`)."""
+    owner = offset.owner
+    if isinstance(owner, arith.ConstantOp) and isinstance(owner.value, IntegerAttr):
+        return _index(owner.value.value.data + base, before).result
     add = arith.AddiOp(offset, _index(base, before).result, IndexType())
     Rewriter.insert_op(add, InsertPoint.before(before))
     return add.result
@@ -97,7 +96,6 @@ def _plus(offset: SSAValue, base: int, before: RegionOp, ev: Evaluator) -> SSAVa
 
 def share(program: ProgramOp, packing: Packing) -> BufferOp:
     """Rewrite `program` so that `packing`'s buffers are regions of one arena."""
-    ev = Evaluator()
     members = sorted(packing.offsets, key=program.block.get_operation_index)
     first = members[0]
     size = _index(packing.size, first)
@@ -111,7 +109,7 @@ def share(program: ProgramOp, packing: Packing) -> BufferOp:
             region = use.operation
             assert isinstance(region, RegionOp)
             if base:
-                region.operands[1] = _plus(region.offset, base, region, ev)
+                region.operands[1] = _plus(region.offset, base, region)
             region.operands[0] = arena.result
         old_size = buf.size.owner
         Rewriter.erase_op(buf)
@@ -126,6 +124,7 @@ class ShareBuffersPass(ModulePass):
 
     Options:
       level: L1 (every L1 and L1[k]; the default), "L1[k]" (quoted) or L2
+      over-capacity-only: pack only the levels whose buffers do not fit the device (DEV-16)
       device: the target whose SEQ.max_active_tokens bounds live tokens (default: --device, else the program's directive)
       max-tokens: the live-token limit (overrides the device's)
       remarks: a remark per arena: the buffers packed and the bytes saved
@@ -135,6 +134,8 @@ class ShareBuffersPass(ModulePass):
     name = "nem-share-buffers"
 
     level: str = "L1"
+    over_capacity_only: bool = False
+    """Pack only the levels whose buffers exceed the device's capacity (DEV-16)."""
     device: str | None = None
     max_tokens: int | None = None
     remarks: bool = False
@@ -146,18 +147,34 @@ class ShareBuffersPass(ModulePass):
 
         diags: list[Diagnostic] = []
         for prog in programs(op):
-            found = packings(prog, selected_levels(self.level, prog))
+            device = target_device(ctx, prog, self.device, self.include_dirs)
+            levels = selected_levels(self.level, prog)
+            if self.over_capacity_only:
+                levels = [lv for lv in levels if _over_capacity(prog, device, lv)]
+            found = packings(prog, levels)
             for packing in found:
                 arena = share(prog, packing)
                 diags.append(_remark(packing, arena))
             if not found:
                 continue
             limit = self.max_tokens
-            if limit is None:
-                device = target_device(ctx, prog, self.device, self.include_dirs)
-                limit = device.max_active_tokens if device is not None else None
+            if limit is None and device is not None:
+                limit = device.max_active_tokens
             synthesize(prog, limit)
         report(ctx, diags if self.remarks else [])
+
+
+def _over_capacity(program: ProgramOp, device: Device | None, level: str) -> bool:
+    """Whether the buffers of `level` exceed its capacity on `device` (the
+    layout of D-DEV-CAP); without a device, nothing is known to overflow."""
+    from nem.analysis.capacity import capacity, level_key, memory_maps
+
+    if device is None:
+        return False
+    key = level_key(MemLevelAttr(level))
+    limit = capacity(device, key)
+    placed = memory_maps(program).get(key, [])
+    return limit is not None and max((p.end for p in placed), default=0) > limit
 
 
 def _remark(packing: Packing, arena: BufferOp) -> Diagnostic:
