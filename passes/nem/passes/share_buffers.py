@@ -23,7 +23,9 @@ Packing assumes the level holds scratch data: what a packed buffer holds
 before its first use or after its last (memory starts zeroed, D-RT-MEM;
 `nem-run --input`, `--embed`) is not preserved.  That is what the lowering's
 staging buffers are (`memref.alloc` contents are undefined, D-LOW-BUF);
-nem-compile runs the pass on L1 after `lower-to-nem`.
+nem-compile runs the pass on L1 after `lower-to-nem`, with
+`over-capacity-only=true`: reuse orders a later nest's loads after an
+earlier nest's reads, so it is only worth it where the buffers do not fit.
 """
 
 from __future__ import annotations
