@@ -29,8 +29,9 @@ from dataclasses import dataclass
 
 from xdsl.ir import Operation
 
+from nem.analysis.capacity import size_and_align
 from nem.dialect.ops import BufferOp, ProgramOp, RegionOp
-from nem.dialect.semantics import Evaluator, ExprError
+from nem.dialect.semantics import Evaluator, footprint, layout
 
 
 @dataclass(frozen=True)
@@ -93,11 +94,8 @@ def lifetimes(program: ProgramOp, levels: Iterable[str],
             continue
         if op.decorator_list():
             continue
-        try:
-            size = ev.static(op.size)
-        except ExprError:
-            size = None
-        if size is None or size <= 0:
+        placed = size_and_align(op, ev)
+        if placed is None:
             continue
         users = [u.operation for u in op.result.uses]
         if not users or not all(isinstance(u, RegionOp) and u.buffer is op.result
@@ -107,7 +105,7 @@ def lifetimes(program: ProgramOp, levels: Iterable[str],
         for region in users:
             points.append(top_level_index(region, program))
             points += [top_level_index(u.operation, program) for u in region.result.uses]
-        align = op.align.value.data if op.align is not None else 1
+        size, align = placed
         out.append(Lifetime(op, size, max(1, align), min(points), max(points)))
     return out
 
@@ -129,8 +127,6 @@ def _first_fit(items: list[Lifetime]) -> dict[BufferOp, int]:
 
 
 def _separate_footprint(items: list[Lifetime]) -> int:
-    from nem.dialect.semantics import footprint, layout
-
     return footprint(layout([(it.buffer, it.size, it.align) for it in items]))
 
 
