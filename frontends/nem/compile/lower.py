@@ -5,7 +5,9 @@ upstream ops it lacks (`nem.frontends.upstream_dialects`), the entry
 function's arguments get the interface's names (upstream prints `%argN`;
 the lowering names DDR buffers after the arguments, D-LOW-BUF), and
 `lower-to-nem` runs with the device and the memory-space map of the
-compile.  The printed `.nem` is then parsed back and checked with every
+compile, then `nem-share-buffers{level=L1 over-capacity-only=true}` lets the
+tiles of nests that run one after the other share an L1 that all of them
+would overflow (D-LOW-SHARE).  The printed `.nem` is then parsed back and checked with every
 stage of `nem-verify` on the target, exactly as `nem-opt prog.nem -p
 nem-verify` would: an error or a warning fails the compile.
 """
@@ -48,6 +50,7 @@ def lower_and_verify(text: str, func_name: str, arg_names: Sequence[str], device
     from nem.passes.lowering.driver import EscapeRemark
     from nem.passes.lowering.passes import LowerToNemPass
     from nem.passes.pass_context import pass_context
+    from nem.passes.share_buffers import ShareBuffersPass
 
     ctx = xdsl_context()
     try:
@@ -69,6 +72,10 @@ def lower_and_verify(text: str, func_name: str, arg_names: Sequence[str], device
         LowerToNemPass(device=device, memory_spaces=(memory_spaces,),
                        entry=func_name, remarks=True,
                        include_dirs=tuple(options.include_dirs)).apply(run_ctx, module)
+        # every nest's tiles fit L1 (D-COMPILE-TILES), all nests' together need not:
+        # then tiles of nests that run one after the other share L1 (D-LOW-SHARE)
+        ShareBuffersPass(level="L1", over_capacity_only=True, device=device, remarks=True,
+                         include_dirs=tuple(options.include_dirs)).apply(run_ctx, module)
     except NemDiagnosticError as e:
         raise CompileError("lower", "\n".join(d.render() for d in e.diagnostics)) from e
     remarks += [d.render() for d in run_ctx.diagnostics]

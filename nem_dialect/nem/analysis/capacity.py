@@ -87,6 +87,18 @@ def _buffers(block: Block) -> Iterator[BufferOp]:
             yield from _buffers(op.block)
 
 
+def size_and_align(op: BufferOp, ev: Evaluator) -> tuple[int, int] | None:
+    """A buffer's static size and its align (1 when absent); None when the
+    size is not a positive static integer (the static verifier reports it)."""
+    try:
+        size = ev.static(op.size)
+    except ExprError:
+        size = None
+    if size is None or size <= 0:
+        return None
+    return size, op.align.value.data if op.align is not None else 1
+
+
 def memory_maps(prog: ProgramOp, ev: Evaluator | None = None) -> dict[str, list[Placed]]:
     """Level key -> its buffer instances as `semantics.layout` places them
     (sorted by offset).  Buffers whose size is not a static integer are left
@@ -94,13 +106,10 @@ def memory_maps(prog: ProgramOp, ev: Evaluator | None = None) -> dict[str, list[
     ev = ev or Evaluator()
     items: dict[str, list[tuple[Placed, int, int]]] = {}
     for op in _buffers(prog.block):
-        try:
-            size = ev.static(op.size)
-        except ExprError:
-            size = None
-        if size is None or size <= 0:
+        placed = size_and_align(op, ev)
+        if placed is None:
             continue
-        align = op.align.value.data if op.align is not None else 1
+        size, align = placed
         copies = buffer_instances(op, ev)
         for c in range(copies):
             items.setdefault(level_key(op.result.type.level), []).append(

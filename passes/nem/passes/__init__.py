@@ -1,12 +1,13 @@
 """NEM passes (installed as `nem.passes`)."""
 
 from nem.passes.lowering.passes import ConvertAffineToNemPass, LowerToNemPass
+from nem.passes.share_buffers import ShareBuffersPass
 from nem.passes.synthesize_deps import SynthesizeDepsPass
 from nem.passes.verify import PASSES as _VERIFY_PASSES
 
 PASSES = dict(_VERIFY_PASSES)
 PASSES.update({p.name: p for p in (ConvertAffineToNemPass, LowerToNemPass,
-                                   SynthesizeDepsPass)})
+                                   SynthesizeDepsPass, ShareBuffersPass)})
 
 __all__ = ["PASSES"]
 

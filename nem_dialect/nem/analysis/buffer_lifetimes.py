@@ -1,0 +1,160 @@
+"""Buffer lifetimes in program order and the packing of buffers whose
+lifetimes do not overlap (decision D-LOW-SHARE; the rewrite is
+`nem-share-buffers`, passes/nem/passes/share_buffers.py).
+
+* The lifetime of a buffer is the interval of the program's top-level
+  statements that use it: a statement uses a buffer when it is, or holds
+  (a loop), a region op on the buffer or a task reading or writing such a
+  region.  A use inside a loop therefore makes the buffer live for the whole
+  loop, every iteration of it.
+* Only program-scope buffers with a static size whose every use is a region
+  op, and without decorators, are candidates: a buffer declared in a loop
+  body has one instance per iteration in flight (D-SEM-INSTANCES), and
+  anything else naming the buffer could not be moved to another one.
+* Packing is first-fit over the candidates of one level, largest first
+  (declaration order among equals): each goes at the lowest offset, a
+  multiple of its align, where it overlaps no placed buffer whose lifetime
+  overlaps its own.  Only buffers that then share bytes with another one
+  are packed (repacked on their own); the others stay as they are.
+
+Reuse is only sound when what orders the old contents' last access before
+the new contents' first one is in the program: the pass re-runs the
+ordering of `nem-synthesize-deps` after packing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from xdsl.ir import Operation
+
+from nem.analysis.capacity import size_and_align
+from nem.dialect.ops import BufferOp, ProgramOp, RegionOp
+from nem.dialect.semantics import Evaluator, footprint, layout
+
+
+@dataclass(frozen=True)
+class Lifetime:
+    """One candidate buffer: its level, static size and align, and the
+    interval [first, last] of the top-level statements that use it."""
+
+    buffer: BufferOp
+    size: int
+    align: int
+    first: int
+    last: int
+
+    @property
+    def level(self) -> str:
+        return self.buffer.result.type.level.data
+
+    def overlaps(self, other: Lifetime) -> bool:
+        return self.first <= other.last and other.first <= self.last
+
+
+@dataclass(frozen=True)
+class Packing:
+    """Buffers of one level sharing one arena: `offsets[buffer]` is where each
+    starts in it."""
+
+    level: str
+    offsets: dict[BufferOp, int]
+    size: int
+    align: int
+    separate: int
+    """Bytes the packed buffers take as separate buffers (sizes, plus the
+    padding `semantics.layout` would put between them)."""
+
+    @property
+    def saved(self) -> int:
+        return self.separate - self.size
+
+
+def top_level_index(op: Operation, program: ProgramOp) -> int:
+    """Position, in the program's block, of the statement holding `op`."""
+    cur = op
+    while cur.parent_op() is not program:
+        parent = cur.parent_op()
+        assert parent is not None, "op outside the program"
+        cur = parent
+    return program.block.get_operation_index(cur)
+
+
+def lifetimes(program: ProgramOp, levels: Iterable[str],
+              ev: Evaluator | None = None) -> list[Lifetime]:
+    """The candidate buffers at `levels` (level names as written: `L1[0]`,
+    `L1`, `L2`) with their lifetimes, in declaration order; unused buffers
+    are left out (nothing to share)."""
+    ev = ev or Evaluator()
+    wanted = set(levels)
+    out = []
+    for op in program.block.ops:
+        if not isinstance(op, BufferOp) or op.result.type.level.data not in wanted:
+            continue
+        if op.decorator_list():
+            continue
+        placed = size_and_align(op, ev)
+        if placed is None:
+            continue
+        users = [u.operation for u in op.result.uses]
+        if not users or not all(isinstance(u, RegionOp) and u.buffer is op.result
+                                for u in users):
+            continue
+        points = []
+        for region in users:
+            points.append(top_level_index(region, program))
+            points += [top_level_index(u.operation, program) for u in region.result.uses]
+        size, align = placed
+        out.append(Lifetime(op, size, max(1, align), min(points), max(points)))
+    return out
+
+
+def _first_fit(items: list[Lifetime]) -> dict[BufferOp, int]:
+    placed: list[tuple[Lifetime, int]] = []
+    order = sorted(range(len(items)), key=lambda k: (-items[k].size, k))
+    for k in order:
+        item = items[k]
+        busy = sorted((off, off + other.size) for other, off in placed if other.overlaps(item))
+        off = 0
+        for lo, hi in busy:
+            if off + item.size <= lo:
+                break
+            if hi > off:
+                off = -(-hi // item.align) * item.align
+        placed.append((item, off))
+    return {item.buffer: off for item, off in placed}
+
+
+def _separate_footprint(items: list[Lifetime]) -> int:
+    return footprint(layout([(it.buffer, it.size, it.align) for it in items]))
+
+
+def pack(items: list[Lifetime]) -> Packing | None:
+    """The packing of one level's candidates (module doc), or None when no
+    two of them can share bytes."""
+    if not items:
+        return None
+    level = items[0].level
+    assert all(it.level == level for it in items)
+    offsets = _first_fit(items)
+    sharing = [it for it in items if any(
+        other is not it and offsets[it.buffer] < offsets[other.buffer] + other.size
+        and offsets[other.buffer] < offsets[it.buffer] + it.size for other in items)]
+    if len(sharing) < 2:
+        return None
+    offsets = _first_fit(sharing)
+    size = max(offsets[it.buffer] + it.size for it in sharing)
+    separate = _separate_footprint(sharing)
+    if size >= separate:
+        return None
+    return Packing(level, offsets, size, max(it.align for it in sharing), separate)
+
+
+def packings(program: ProgramOp, levels: Iterable[str]) -> list[Packing]:
+    """One packing per level of `levels` where sharing saves bytes."""
+    by_level: dict[str, list[Lifetime]] = {}
+    for lt in lifetimes(program, levels):
+        by_level.setdefault(lt.level, []).append(lt)
+    found = (pack(items) for items in by_level.values())
+    return [p for p in found if p is not None]

@@ -1,0 +1,187 @@
+"""`nem-share-buffers{level=L1}`: buffers of one memory level whose
+lifetimes do not overlap share storage (decision D-LOW-SHARE).
+
+The analysis (`nem.analysis.buffer_lifetimes`) gives each program-scope
+buffer of the level its lifetime, the interval of top-level statements that
+use it, and packs those of one level (`L1[k]`, `L1`, `L2`) first-fit into
+one arena.  The rewrite here declares the arena where the first packed
+buffer was declared, named after the level (`L1_0_arena` for `L1[0]`), and
+makes every region of a packed buffer a region of the arena at the packed
+offset (the region's offset expression `+ base`); the packed buffers are
+removed.  With `remarks=true` a remark per arena says how many bytes were
+saved.
+
+Reuse creates conflicts the program did not have: the last accesses of the
+old contents against the first accesses of the new ones (write-after-read,
+write-after-write, and read-after-write for a read of not yet written
+bytes).  They are ordered by the machinery of `nem-synthesize-deps`
+(D-DEPS-SYNTH), run on the packed program: a dep from the earlier task or
+the closing wait of the loop that held it.  The two accesses are in
+different top-level statements, so no loop window has to shrink.
+
+Packing assumes the level holds scratch data: what a packed buffer holds
+before its first use or after its last (memory starts zeroed, D-RT-MEM;
+`nem-run --input`, `--embed`) is not preserved.  That is what the lowering's
+staging buffers are (`memref.alloc` contents are undefined, D-LOW-BUF);
+nem-compile runs the pass on L1 after `lower-to-nem`, with
+`over-capacity-only=true`: reuse orders a later nest's loads after an
+earlier nest's reads, so it is only worth it where the buffers do not fit.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from xdsl.context import Context
+from xdsl.dialects import arith
+from xdsl.dialects.builtin import IndexType, IntegerAttr, ModuleOp
+from xdsl.ir import Operation, SSAValue
+from xdsl.passes import ModulePass
+from xdsl.rewriter import InsertPoint, Rewriter
+
+from nem.analysis.buffer_lifetimes import Packing, packings
+from nem.dialect.attributes import BufferType, MemLevelAttr
+from nem.dialect.device_model import Device
+from nem.dialect.diagnostics import Diagnostic, NemDiagnosticError, SourceLoc
+from nem.dialect.ops import BufferOp, ProgramOp, RegionOp
+from nem.passes.pass_context import report
+
+LEVELS = ("L1", "L2")
+"""What `level=` takes besides `L1[k]`: `L1` is every `L1` and `L1[k]` level."""
+
+
+def selected_levels(option: str, program: ProgramOp) -> list[str]:
+    """The levels of `program`'s buffers that `level=option` selects."""
+    ok = option in LEVELS or (option.startswith("L1[") and option.endswith("]")
+                              and option[3:-1].isdigit())
+    if not ok:
+        why = ("DDR buffers hold the program's inputs and outputs, which are never shared"
+               if option == "DDR" else "levels: L1 (every L1[k]), L1[k], L2")
+        raise NemDiagnosticError([Diagnostic(
+            "error", f"nem-share-buffers: not supported: level={option} ({why})",
+            fix="write level=L1, level=\"L1[k]\" (quoted) or level=L2")])
+    levels = {op.result.type.level.data for op in program.block.ops
+              if isinstance(op, BufferOp)}
+    if option == "L1":
+        return sorted(lv for lv in levels if MemLevelAttr(lv).kind == "L1")
+    return [option] if option in levels else []
+
+
+def arena_name(level: str, program: ProgramOp) -> str:
+    """`L1[0]` -> `L1_0_arena` (`_2`, `_3`, ... if the program has that name)."""
+    base = level.replace("[", "_").replace("]", "") + "_arena"
+    taken = {op.buffer_name.data for op in program.block.ops if isinstance(op, BufferOp)}
+    name, k = base, 1
+    while name in taken:
+        k += 1
+        name = f"{base}_{k}"
+    return name
+
+
+def _index(value: int, before: Operation) -> arith.ConstantOp:
+    c = arith.ConstantOp(IntegerAttr(value, IndexType()))
+    Rewriter.insert_op(c, InsertPoint.before(before))
+    return c
+
+
+def _plus(offset: SSAValue, base: int, before: RegionOp) -> SSAValue:
+    """`offset + base`, computed before `before`: folded when `offset` is a
+    literal, else an addition (named constants and loop variables stay
+    readable: `i * 256 + 512`)."""
+    owner = offset.owner
+    if isinstance(owner, arith.ConstantOp) and isinstance(owner.value, IntegerAttr):
+        return _index(owner.value.value.data + base, before).result
+    add = arith.AddiOp(offset, _index(base, before).result, IndexType())
+    Rewriter.insert_op(add, InsertPoint.before(before))
+    return add.result
+
+
+def share(program: ProgramOp, packing: Packing) -> BufferOp:
+    """Rewrite `program` so that `packing`'s buffers are regions of one arena."""
+    members = sorted(packing.offsets, key=program.block.get_operation_index)
+    first = members[0]
+    size = _index(packing.size, first)
+    arena = BufferOp(arena_name(packing.level, program), BufferType(MemLevelAttr(packing.level)),
+                     size.result, packing.align, [])
+    arena.location = first.location
+    Rewriter.insert_op(arena, InsertPoint.before(first))
+    for buf in members:
+        base = packing.offsets[buf]
+        for use in list(buf.result.uses):
+            region = use.operation
+            assert isinstance(region, RegionOp)
+            if base:
+                region.operands[1] = _plus(region.offset, base, region)
+            region.operands[0] = arena.result
+        old_size = buf.size.owner
+        Rewriter.erase_op(buf)
+        if isinstance(old_size, arith.ConstantOp) and not old_size.result.uses:
+            Rewriter.erase_op(old_size)
+    return arena
+
+
+@dataclass(frozen=True)
+class ShareBuffersPass(ModulePass):
+    """Share storage between buffers of a level whose lifetimes do not overlap (D-LOW-SHARE).
+
+    Options:
+      level: L1 (every L1 and L1[k]; the default), "L1[k]" (quoted) or L2
+      over-capacity-only: pack only the levels whose buffers do not fit the device (DEV-16)
+      device: the target whose SEQ.max_active_tokens bounds live tokens (default: --device, else the program's directive)
+      max-tokens: the live-token limit (overrides the device's)
+      remarks: a remark per arena: the buffers packed and the bytes saved
+      include-dirs: directories where device=NAME's file is found first (nem-opt -I adds its own)
+    """
+
+    name = "nem-share-buffers"
+
+    level: str = "L1"
+    over_capacity_only: bool = False
+    """Pack only the levels whose buffers exceed the device's capacity (DEV-16)."""
+    device: str | None = None
+    max_tokens: int | None = None
+    remarks: bool = False
+    include_dirs: tuple[str, ...] = ()
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        from nem.passes.device import target_device
+        from nem.passes.synthesize_deps import programs, synthesize
+
+        diags: list[Diagnostic] = []
+        for prog in programs(op):
+            device = target_device(ctx, prog, self.device, self.include_dirs)
+            levels = selected_levels(self.level, prog)
+            if self.over_capacity_only:
+                levels = [lv for lv in levels if _over_capacity(prog, device, lv)]
+            found = packings(prog, levels)
+            for packing in found:
+                arena = share(prog, packing)
+                diags.append(_remark(packing, arena))
+            if not found:
+                continue
+            limit = self.max_tokens
+            if limit is None and device is not None:
+                limit = device.max_active_tokens
+            synthesize(prog, limit)
+        report(ctx, diags if self.remarks else [])
+
+
+def _over_capacity(program: ProgramOp, device: Device | None, level: str) -> bool:
+    """Whether the buffers of `level` exceed its capacity on `device` (the
+    layout of D-DEV-CAP); without a device, nothing is known to overflow."""
+    from nem.analysis.capacity import capacity, level_key, memory_maps
+
+    if device is None:
+        return False
+    key = level_key(MemLevelAttr(level))
+    limit = capacity(device, key)
+    placed = memory_maps(program).get(key, [])
+    return limit is not None and max((p.end for p in placed), default=0) > limit
+
+
+def _remark(packing: Packing, arena: BufferOp) -> Diagnostic:
+    n = len(packing.offsets)
+    return Diagnostic(
+        "remark", f"{n} buffers of {packing.level} share '{arena.buffer_name.data}' "
+        f"({packing.size} bytes instead of {packing.separate}): {packing.saved} bytes saved "
+        "(their lifetimes do not overlap, D-LOW-SHARE)", SourceLoc.of(arena))
