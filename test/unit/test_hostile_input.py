@@ -41,8 +41,11 @@ def _slow_program(tmp_path: Path) -> Path:
 
 @pytest.mark.parametrize("tool", ["nem-opt", "nem-run"])
 def test_ctrl_c_is_one_line_and_exit_130(tmp_path, tool):
+    # the child gets the default SIGINT disposition whatever ours is (a shell
+    # starts background jobs with SIGINT ignored, and Python keeps it ignored)
     proc = subprocess.Popen([str(BIN / tool), str(_slow_program(tmp_path))],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     time.sleep(4)
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=60)
