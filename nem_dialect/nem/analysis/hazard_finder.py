@@ -60,6 +60,9 @@ class HazardFinder:
         self.found: dict[tuple, tuple[Access, Access, Order]] = {}
         self.warnings: list[Diagnostic] = []
         self.instances = 0
+        self.work = 0
+        """Segments visited plus ordering queries made: the analysis's cost,
+        for callers that budget repeated scans."""
         self._budget_left = self.max_instances = max_instances
         self._ops_cache: dict[StaticTask, list[tuple]] = {}
         self._body_tasks: dict[LoopOp, int] = {}
@@ -243,7 +246,9 @@ class HazardFinder:
         if sh is None:
             sh = self.shadows[buffer] = Shadow()
         a, b = sh.segments(acc.lo, acc.hi)
+        self.work += b - a
         checked: set[int] = set()
+        superseded: dict[int, bool] = {}
         for k in range(a, b):
             st = sh.state[k]
             if st is None:
@@ -251,20 +256,45 @@ class HazardFinder:
                     sh.state[k] = (None, [acc])
                 continue
             writer, readers = st
-            if writer is not None:
-                self._check(writer, acc, checked)
             if acc.write:
+                if writer is not None:
+                    self._check(writer, acc, checked)
                 for r in readers:
                     self._check(r, acc, checked)
-            else:
-                readers.append(acc)
+                continue
+            kept = [r for r in readers if r.region is not acc.region
+                    or not self._superseded(r, acc, superseded)]
+            if writer is not None and len(kept) == len(readers):
+                # else a dropped reader was compared with this writer: ordered
+                # after it (so is acc) or a race with the same key was found
+                self._check(writer, acc, checked)
+            kept.append(acc)
+            readers[:] = kept
         if acc.write:
             sh.write(acc, acc.lo, acc.hi)
+
+    def _superseded(self, r: Access, acc: Access, memo: dict[int, bool]) -> bool:
+        """Reader `r` can be forgotten once the read `acc` of the same task
+        operand is ordered after it: a later write unordered with `r` is
+        unordered with `acc` too (ordering is transitive), and the race it
+        reports names the same tasks and operands; and `acc` need not be
+        compared with the segment's writer, which `r` was (D-HAZ-SCALE).
+        Without this, a buffer read whole by every iteration of a loop and
+        rewritten piecewise keeps one reader per iteration and costs a query
+        per writer (issue 11: a 3 KB input took 10 s)."""
+        if r.inst.task is not acc.inst.task:
+            return False
+        hit = memo.get(id(r))
+        if hit is None:
+            self.work += 1
+            hit = memo[id(r)] = r.inst is acc.inst or ordered(self.s, r.inst, acc.inst).ordered
+        return hit
 
     def _check(self, prev: Access, acc: Access, checked: set[int]) -> None:
         if prev.inst is acc.inst or id(prev) in checked:
             return
         checked.add(id(prev))
+        self.work += 1
         order = ordered(self.s, prev.inst, acc.inst)
         if order.ordered:
             return
@@ -378,14 +408,25 @@ class Race:
         return HazardFinder._diagnostic(self.earlier, self.later, self.order)
 
 
-def find_races(program: ProgramOp,
-               max_instances: int = MAX_TASK_INSTANCES) -> tuple[list[Race], list[Diagnostic]]:
+@dataclass(frozen=True)
+class RaceScan:
+    """What `find_races` found, and the work it took."""
+
+    races: list[Race]
+    warnings: list[Diagnostic]
+    work: int
+    """Segments visited plus ordering queries: what a caller repeating the
+    scan budgets."""
+
+
+def find_races(program: ProgramOp, max_instances: int = MAX_TASK_INSTANCES) -> RaceScan:
     """The races `find_hazards` reports, as records (and its warnings):
     for passes that repair them (`nem-synthesize-deps`)."""
     with no_cyclic_gc():
         finder = HazardFinder(program, max_instances)
         finder.run()
-        return [Race(a, b, o) for a, b, o in finder.found.values()], finder.warnings
+        return RaceScan([Race(a, b, o) for a, b, o in finder.found.values()],
+                        finder.warnings, finder.work)
 
 
 def find_hazards(program: ProgramOp, max_instances: int = MAX_TASK_INSTANCES) -> list[Diagnostic]:

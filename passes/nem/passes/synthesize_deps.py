@@ -53,9 +53,12 @@ from xdsl.rewriter import InsertPoint, Rewriter
 
 MAX_ROUNDS = 8
 """Analysis rounds before giving up (one repairs all it finds; the next confirms)."""
-MINIMIZE_BUDGET = 1 << 16
-"""Task instances the minimization may replay in all (added deps x instances):
-beyond it, it is skipped (D-DEPS-SYNTH)."""
+MINIMIZE_BUDGET = 1 << 18
+"""Work the minimization may do in all (added deps x the work of one scan of
+the program, `RaceScan.work`): beyond it, it is skipped (D-DEPS-SYNTH).
+Counted in shadow segments visited and ordering queries, not task instances:
+one instance reading a buffer that many earlier ones wrote piecewise visits
+a segment per writer."""
 
 
 @dataclass
@@ -87,10 +90,11 @@ class Synthesizer:
         pruned = False
         for _ in range(MAX_ROUNDS):
             self.close_blocks()
-            races, _warnings = find_races(self.program, self.max_instances)
+            scan = find_races(self.program, self.max_instances)
+            races = scan.races
             if not races:
                 if pruned:
-                    self.minimize()
+                    self.minimize(scan.work)
                     return
                 pruned = True
                 self.prune()
@@ -163,22 +167,20 @@ class Synthesizer:
                 task.set_deps(keep)
                 self.added[task] = [d for d in mine if d in keep]
 
-    def minimize(self) -> None:
+    def minimize(self, work: int) -> None:
         """Drop, one at a time, each added dep without which the analysis
         still finds no race (latest added first).  Removing ordering only adds
         races, so one pass leaves every remaining added dep needed; a dep
         whose token then has no consumer is waited for by its block's closing
-        wait.  Skipped beyond MINIMIZE_BUDGET replayed instances (D-DEPS-SYNTH)."""
+        wait.  Skipped when the scans would exceed MINIMIZE_BUDGET, `work`
+        being that of the last scan (D-DEPS-SYNTH)."""
         candidates = [(task, d) for task, mine in self.added.items() for d in mine]
-        instances = _instance_count(self.program)
-        if not candidates or instances is None or \
-                len(candidates) * instances > MINIMIZE_BUDGET:
+        if not candidates or len(candidates) * work > MINIMIZE_BUDGET:
             return
         for task, d in reversed(candidates):
             deps = list(task.deps)
             task.set_deps([x for x in deps if x is not d])
-            races, _ = find_races(self.program, self.max_instances)
-            if races:
+            if find_races(self.program, self.max_instances).races:
                 task.set_deps(deps)
                 continue
             self.added[task].remove(d)
@@ -266,31 +268,6 @@ class Synthesizer:
         wait = WaitOp(tokens, [])
         wait.location = op.location
         Rewriter.insert_op(wait, InsertPoint.before(op))
-
-
-def _instance_count(program: ProgramOp) -> int | None:
-    """Task instances of the program (tasks x trip counts of their loops);
-    None when a loop bound is not static."""
-    ev = Evaluator()
-    total = 0
-
-    def walk(block: Block, copies: int) -> bool:
-        nonlocal total
-        for op in block.ops:
-            if isinstance(op, TaskOp):
-                total += copies
-            elif isinstance(op, LoopOp):
-                try:
-                    lo, hi = ev.static(op.lower), ev.static(op.upper)
-                except ExprError:
-                    return False
-                if lo is None or hi is None:
-                    return False
-                if not walk(op.block, copies * max(0, hi - lo + 1)):
-                    return False
-        return True
-
-    return total if walk(program.block, 1) else None
 
 
 def _covered(tokens: Iterable[SSAValue]) -> set[SSAValue]:

@@ -1,0 +1,80 @@
+"""The hazard analysis's cost grows with the program, not with the product
+of readers and writers (D-HAZ-SCALE, issue 11).
+
+A buffer read whole by every iteration of a loop and rewritten piecewise
+used to keep one reader per iteration in each byte segment and to compare
+every read with the writer of every segment: quadratic ordering queries
+(a 3 KB fuzz input, test/fuzz/corpus/mlir/hang-4198139d7fe2.mlir, took
+10 s through `lower-to-nem`).  Counted in ordering queries, not timed.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from nem.analysis import hazard_finder
+from nem.analysis.hazard_finder import find_hazards, find_races
+from nem.dialect.ops import ProgramOp
+from nem.frontends.nem_text.parser import parse_nem
+
+
+def tiles(n: int, window: int = 1) -> str:
+    """Iteration i writes row i of `t`, then copies all of `t` out."""
+    size = 256 * n
+    deco = f" @max_in_flight({window})" if window > 1 else ""
+    return f"""program p:
+buffer src : DDR (size={size}, align=64)
+buffer t : DDR (size={size}, align=64)
+buffer out : DDR (size={size}, align=64)
+loop i in [0..{n - 1}]{deco}:
+  a = add.async in region(src, i * 256, 256) elem=f32, shape=[64], layout=C, region(src, i * 256, 256) elem=f32, shape=[64], layout=C out region(t, i * 256, 256) elem=f32, shape=[64], layout=C
+  d = transfer.async(dst=region(out, 0, {size}) elem=f32, shape=[{n}, 64], layout=MN, src=region(t, 0, {size}) elem=f32, shape=[{n}, 64], layout=MN, deps=[a])
+  wait(d)
+endloop
+"""
+
+
+def _program(src: str) -> ProgramOp:
+    return next(o for o in parse_nem(src, "t.nem").walk() if isinstance(o, ProgramOp))
+
+
+def _queries(monkeypatch, src: str) -> tuple[int, list[str]]:
+    calls = 0
+    real = hazard_finder.ordered
+
+    def counting(*args):
+        nonlocal calls
+        calls += 1
+        return real(*args)
+
+    monkeypatch.setattr(hazard_finder, "ordered", counting)
+    diags = [d.message for d in find_hazards(_program(src))]
+    return calls, diags
+
+
+@pytest.mark.parametrize("n", [64, 128])
+def test_queries_grow_linearly(monkeypatch, n):
+    # RULE: HAZ-01
+    calls, diags = _queries(monkeypatch, tiles(n))
+    assert diags == []
+    # two reads and a write of `a`, a read and a write of `d`, per iteration:
+    # a handful of queries each (it was about n*n/2 before the readers were pruned)
+    assert calls <= 6 * n, calls
+
+
+def test_a_race_is_still_found_after_pruning(monkeypatch):
+    # RULE: HAZ-01
+    # two iterations in flight: iteration i+1's add overwrites row i+1 of
+    # `t` while iteration i's transfer may still be reading it
+    # (and iteration i+1's transfer reads the row iteration i's add writes,
+    # and the two transfers write the same bytes of `out`)
+    calls, diags = _queries(monkeypatch, tiles(64, window=2))
+    kinds = sorted(d.split(" hazard")[0] for d in diags)
+    assert kinds == ["read-after-write", "write-after-read", "write-after-write"], diags
+    assert all("iterations at distance 1 < 2" in d for d in diags), diags
+    assert calls <= 8 * 64, calls
+
+
+def test_scan_reports_its_work():
+    scan = find_races(_program(tiles(64)))
+    assert scan.races == [] and scan.work > 0
