@@ -203,3 +203,34 @@ def test_decorators_do_not_change_results():
         it.run()
         outs.append(it.read_buffer("Y_L2"))
     assert np.array_equal(*outs)
+
+
+@pytest.mark.parametrize("elem", ["f32", "f16", "bf16", "i32", "u16", "i4", "i8", None])
+def test_random_fill_draws_in_chunks(monkeypatch, elem):
+    """`--random-inputs` fills a buffer chunk by chunk (a 1 GB buffer took
+    2 GB of float64 draws, issue 11) with the values of one whole draw, and
+    touches no byte outside the buffer."""
+    from nem.runtime import api
+
+    size = 40_003
+    whole = np.zeros(size + 2, np.uint8)
+    api.fill_random(np.random.default_rng(5), elem, whole[1:-1])
+    monkeypatch.setattr(api, "RANDOM_CHUNK", 1000)
+    chunked = np.full(size + 2, 7, np.uint8)
+    api.fill_random(np.random.default_rng(5), elem, chunked[1:-1])
+    assert np.array_equal(whole[1:-1], chunked[1:-1])
+    assert chunked[0] == 7 and chunked[-1] == 7
+    if elem in ("f32", "f16", "bf16"):
+        assert np.abs(chunked[1:-1][:size // 4 * 4].view(np.float32 if elem == "f32" else
+                      api.DTYPES[elem])).max() <= 1
+
+
+def test_random_fill_of_a_large_buffer_stays_small():
+    from nem.runtime import api
+
+    out = np.zeros(64 << 20, np.uint8)
+    tracemalloc.start()
+    api.fill_random(np.random.default_rng(0), "f32", out)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert peak < 16 << 20, peak  # a whole draw was 128 MB of float64

@@ -366,7 +366,7 @@ class NemInterpreter:
             if b.level.split("[")[0] not in levels:
                 continue
             data = mem.instance_bytes(b)
-            data[:] = random_bytes(rng, mem.buffers[b.name].elem_hint, b.size)
+            fill_random(rng, mem.buffers[b.name].elem_hint, data[:b.size])
             if b.instance == 0:
                 filled.append(b.name)
         return filled
@@ -385,28 +385,32 @@ class NemInterpreter:
         return f"<NemInterpreter device={dev} mode={self.mode} schedule={sched} program={prog}>"
 
 
-def random_bytes(rng, elem: str | None, size: int) -> np.ndarray:
-    if elem in ("f16", "bf16", "f32"):
-        dt = DTYPES[elem]
-        n = size // dt.itemsize
-        vals = rng.uniform(-1, 1, n).astype(dt)
-        out = np.zeros(size, np.uint8)
-        out[:n * dt.itemsize] = vals.view(np.uint8)
-        return out
-    if elem == "i4":
-        lo = rng.integers(0, 16, size, dtype=np.uint8)
-        hi = rng.integers(0, 16, size, dtype=np.uint8)
-        return (lo | (hi << 4)).astype(np.uint8)
-    if elem in ("i16", "i32", "u16", "u32"):
-        dt = DTYPES[elem]
-        n = size // dt.itemsize
-        low = 0 if elem.startswith("u") else -1000
-        vals = rng.integers(low, 1001, n).astype(dt)
-        out = np.zeros(size, np.uint8)
-        out[:n * dt.itemsize] = vals.view(np.uint8)
-        return out
-    return rng.integers(0, 256, size, dtype=np.uint8)
+RANDOM_CHUNK = 1 << 20
+"""Elements drawn per call when filling a buffer with random values: the
+draws are float64/int64, so drawing a 1 GB buffer at once took 2 GB more
+(issue 11)."""
 
+
+def fill_random(rng, elem: str | None, out: np.ndarray) -> None:
+    """Fill the bytes `out` with seeded random values of type `elem` (see
+    `randomize_inputs`), drawing RANDOM_CHUNK elements at a time (the same
+    values as one draw of the whole buffer)."""
+    if elem in ("f16", "bf16", "f32", "i16", "i32", "u16", "u32"):
+        dt = DTYPES[elem]
+        n = out.size // dt.itemsize
+        vals = out[:n * dt.itemsize].view(dt)
+        out[n * dt.itemsize:] = 0
+        low = 0 if elem.startswith("u") else -1000
+        for k in range(0, n, RANDOM_CHUNK):
+            m = min(RANDOM_CHUNK, n - k)
+            vals[k:k + m] = rng.uniform(-1, 1, m) if elem.startswith(("f", "b")) \
+                else rng.integers(low, 1001, m)
+        return
+    if elem == "i4":
+        lo = rng.integers(0, 16, out.size, dtype=np.uint8)
+        out[:] = lo | (rng.integers(0, 16, out.size, dtype=np.uint8) << 4)
+        return
+    out[:] = rng.integers(0, 256, out.size, dtype=np.uint8)
 
 
 def profile_problem(profile: object) -> str | None:

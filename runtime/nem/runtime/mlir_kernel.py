@@ -89,6 +89,7 @@ from xdsl.interpreters.memref import MemRefFunctions
 from xdsl.interpreters.scf import ScfFunctions
 from xdsl.interpreters.shaped_array import ShapedArray
 from xdsl.ir import Operation
+from xdsl.irdl import IRDLOperation, OptionalDef
 from xdsl.parser import Parser
 
 from nem.dialect.semantics import ELEM_TYPES
@@ -219,6 +220,24 @@ def _where(text: str, fn: Operation, op: Operation) -> str:
     return f"kernel:{line}:{pos - (text.rfind(chr(10), 0, pos) + 1) + 1}"
 
 
+def _check_required_fields(module: builtin.ModuleOp, text: str) -> None:
+    """Generic-form text parses without an op's required properties and
+    attributes (a `func.func` without `function_type`), which reading them
+    then raises on (issue 11).  The full verifier is not run: its messages
+    are less precise than the kernel checks' own (operand types, ops)."""
+    for op in module.walk():
+        if not isinstance(op, IRDLOperation):
+            continue
+        d = op.get_irdl_definition()
+        for kind, defs, present in (("property", d.properties, op.properties),
+                                    ("attribute", d.attributes, op.attributes)):
+            for name, fdef in defs.items():
+                if name not in present and not isinstance(fdef, OptionalDef) and \
+                        getattr(fdef, "default_value", None) is None:
+                    raise NotSupported(f"{OPNAME}: {op.name} at {_where(text, module, op)} lacks its "
+                                       f"required {kind} '{name}'")
+
+
 class CompiledKernel:
     """A parsed kernel with its interpreter; built once per kernel text."""
 
@@ -228,6 +247,7 @@ class CompiledKernel:
         except Exception as e:  # noqa: BLE001 - parse errors become NotSupported
             raise NotSupported(f"{OPNAME}: the kernel text does not parse: "
                                f"{first_line(e)}") from None
+        _check_required_fields(module, text)
         fns = [o for o in module.ops if isinstance(o, func.FuncOp)]
         if len(fns) != 1 or fns[0].sym_name.data != "kernel":
             raise NotSupported(f"{OPNAME}: the kernel must hold exactly one func.func @kernel")
