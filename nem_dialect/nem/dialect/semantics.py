@@ -37,7 +37,7 @@ from __future__ import annotations
 from collections.abc import Callable, Container, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 import ml_dtypes
 import numpy as np
@@ -571,11 +571,14 @@ def instance_index(ords: Sequence[int], windows: Sequence[int]) -> int:
 # ---------------------------------------------------------------------------
 
 
+K = TypeVar("K")
+
+
 @dataclass(frozen=True)
-class Slot:
+class Slot(Generic[K]):
     """One buffer instance placed in a level: `key` identifies it for the caller."""
 
-    key: object
+    key: K
     offset: int
     size: int
     align: int
@@ -585,14 +588,14 @@ class Slot:
         return self.offset + self.size
 
 
-def layout(items: Sequence[tuple[object, int, int]]) -> list[Slot]:
+def layout(items: Sequence[tuple[K, int, int]]) -> list[Slot[K]]:
     """Place `(key, size, align)` buffer instances of one level: by decreasing
     `align` (declaration order among equals), each at the next multiple of its
     align.  Buffers are opaque (BUF-07), so the order is free; decreasing
     alignment avoids most padding.  The capacity check (DEV-16) verifies this
     layout and the runtime allocates it, so the two agree byte for byte."""
     order = sorted(range(len(items)), key=lambda k: -max(1, items[k][2]))
-    out: list[Slot | None] = [None] * len(items)
+    out: list[Slot[K] | None] = [None] * len(items)
     top = 0
     for k in order:
         key, size, align = items[k]
@@ -603,7 +606,15 @@ def layout(items: Sequence[tuple[object, int, int]]) -> list[Slot]:
     return [s for s in out if s is not None]
 
 
-def footprint(slots: Iterable[Slot]) -> int:
+class Placement(Protocol):
+    """Anything placed in a level's memory (a `Slot`, a memory map's entry)."""
+
+    @property
+    def end(self) -> int: ...
+
+
+def footprint(slots: Iterable[Placement]) -> int:
+    """The bytes a level's placed buffers span: the end of the last one."""
     return max((s.end for s in slots), default=0)
 
 
