@@ -43,7 +43,7 @@ Chunk = dict[BlockArgument, np.ndarray]
 Box = dict[BlockArgument, Interval]
 """Each loop variable's inclusive bounds (`IterationSpace.box`)."""
 
-LoopFacts = tuple[SSAValue, bool, frozenset[BlockArgument] | None]
+LoopFacts = tuple[BlockArgument, bool, frozenset[BlockArgument] | None]
 """A loop's variable, whether it may run zero times, the loop variables of its bounds."""
 
 
@@ -208,7 +208,7 @@ class PointChecks:
         if not loops:
             return loops
         try:
-            need: set[SSAValue] = set().union(*(self.ev.free_loop_args(v) for v in values))
+            need: set[BlockArgument] = set().union(*(self.ev.free_loop_args(v) for v in values))
         except ExprError:
             return loops
         keep = []
