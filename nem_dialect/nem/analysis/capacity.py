@@ -114,7 +114,7 @@ def memory_maps(prog: ProgramOp, ev: Evaluator | None = None) -> dict[str, list[
         for c in range(copies):
             items.setdefault(level_key(op.result.type.level), []).append(
                 (Placed(op, op.buffer_name.data, 0, size, align, c, copies), size, align))
-    maps = {}
+    maps: dict[str, list[Placed]] = {}
     for key, lst in items.items():
         slots = layout(lst)
         maps[key] = sorted((Placed(s.key.op, s.key.name, s.offset, s.size, s.align, s.key.copy,
@@ -138,7 +138,7 @@ def check_capacity(prog: ProgramOp, device: Device, ev: Evaluator | None = None)
     diags = []
     for key, placed in memory_maps(prog, ev).items():
         cap = capacity(device, key)
-        total = footprint(placed)   # type: ignore[arg-type]
+        total = footprint(placed)
         if cap is None or not placed or total <= cap:
             continue
         sizes = sum(p.size for p in placed)

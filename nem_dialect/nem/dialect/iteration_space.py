@@ -172,11 +172,12 @@ def forms(ev: Evaluator, values: Sequence[SSAValue],
 
 
 def witness(form: Form, box: Mapping[BlockArgument, Interval], minimize: bool
-            ) -> dict[BlockArgument, int]:
-    """The corner of `box` where affine `form` takes its minimum (or maximum)."""
+            ) -> dict[SSAValue, int]:
+    """The corner of `box` where affine `form` takes its minimum (or maximum):
+    a binding of the loop variables, as `point` gives."""
     assert form.affine is not None
     _, coeffs = form.affine
-    env: dict[BlockArgument, int] = {x: lo for x, (lo, _) in box.items()}
+    env: dict[SSAValue, int] = {x: lo for x, (lo, _) in box.items()}
     for x, a in coeffs.items():
         lo, hi = box[x]
         env[x] = (lo if a > 0 else hi) if minimize else (hi if a > 0 else lo)

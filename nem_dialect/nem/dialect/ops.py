@@ -29,7 +29,7 @@ from xdsl.dialects.builtin import (
     UnitAttr,
     i32,
 )
-from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
+from xdsl.ir import Attribute, Block, Operation, OpResult, Region, SSAValue
 from xdsl.irdl import (
     AttrSizedOperandSegments,
     IRDLOperation,
@@ -266,9 +266,11 @@ class TaskOp(NemOp):
     `NAME =`, with token dependencies and a `.sync` flag."""
 
     if TYPE_CHECKING:
-        # every concrete task op defines it (`var_operand_def(TokenType)`); not
-        # declared here at run time, where IRDL would take it for a field
+        # every concrete task op defines them (`var_operand_def(TokenType)`,
+        # `result_def(TokenType)`); not declared here at run time, where IRDL
+        # would take them for fields
         deps: VarOperand
+        result: OpResult[TokenType]
 
     def token_name(self) -> str | None:
         t = self.properties.get("token")

@@ -7,10 +7,11 @@ warning for what neither covers (`_unchecked`)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from functools import cached_property
 
 import numpy as np
-from xdsl.ir import Operation, SSAValue
+from xdsl.ir import BlockArgument, Operation, SSAValue
 
 from nem.dialect.diagnostics import Diagnostic, SourceLoc, error
 from nem.dialect.families import Catalog
@@ -19,6 +20,7 @@ from nem.dialect.iteration_space import (
     MAX_SCALAR_POINTS,
     Form,
     Inexact,
+    Interval,
     IterationSpace,
     forms,
     point,
@@ -35,6 +37,15 @@ from nem.dialect.semantics import (
 EnvCheck = Callable[[dict[SSAValue, int]], bool]
 """A check at one iteration point: False when it reported an error."""
 
+Chunk = dict[BlockArgument, np.ndarray]
+"""A chunk of iteration points: each loop variable's values (`IterationSpace.chunks`)."""
+
+Box = dict[BlockArgument, Interval]
+"""Each loop variable's inclusive bounds (`IterationSpace.box`)."""
+
+LoopFacts = tuple[BlockArgument, bool, frozenset[BlockArgument] | None]
+"""A loop's variable, whether it may run zero times, the loop variables of its bounds."""
+
 
 class PointChecks:
     """State and iteration-point tools shared by the verifier's rule groups."""
@@ -48,23 +59,39 @@ class PointChecks:
             fix: str) -> None:
         self.diags.append(error(message, op, rule, fix))
 
+    # caches of the rule groups, filled on first use (the verifier runs once
+    # per program: nothing invalidates them)
+    @cached_property
+    def _boxes(self) -> dict[tuple[int, ...], Box | None]:
+        return {}
+
+    @cached_property
+    def _forms(self) -> dict[tuple[int, tuple[int, ...]], Form | None]:
+        return {}
+
+    @cached_property
+    def _loop_facts_of(self) -> dict[int, LoopFacts]:
+        return {}
+
     def walk(self) -> list[tuple[Operation, tuple[LoopOp, ...]]]:
         """Every op with its enclosing loops, in program order; built once
         (each stage walks it again) and iteratively."""
-        walked = self.__dict__.get("_walked")
-        if walked is None:
-            walked = self.__dict__["_walked"] = []
-            stack: list[tuple[Operation | None, tuple[LoopOp, ...]]] = \
-                [(self.program.block.first_op, ())]
-            while stack:
-                op, loops = stack.pop()
-                while op is not None:
-                    walked.append((op, loops))
-                    if type(op) is LoopOp:  # not isinstance: ops are ABCs (slow checks)
-                        stack.append((op.next_op, loops))
-                        loops, op = loops + (op,), op.block.first_op
-                        continue
-                    op = op.next_op
+        return self._walked
+
+    @cached_property
+    def _walked(self) -> list[tuple[Operation, tuple[LoopOp, ...]]]:
+        walked: list[tuple[Operation, tuple[LoopOp, ...]]] = []
+        stack: list[tuple[Operation | None, tuple[LoopOp, ...]]] = \
+            [(self.program.block.first_op, ())]
+        while stack:
+            op, loops = stack.pop()
+            while op is not None:
+                walked.append((op, loops))
+                if type(op) is LoopOp:  # not isinstance: ops are ABCs (slow checks)
+                    stack.append((op.next_op, loops))
+                    loops, op = loops + (op,), op.block.first_op
+                    continue
+                op = op.next_op
         return walked
 
     def envs(self, loops: tuple[LoopOp, ...]) -> Iterator[dict[SSAValue, int]]:
@@ -86,7 +113,7 @@ class PointChecks:
                 yield env
 
     def each_point(self, op: Operation, loops: tuple[LoopOp, ...], check: EnvCheck,
-                   suspects: Callable[[dict, int], np.ndarray | None], what: str,
+                   suspects: Callable[[Chunk, int], np.ndarray | None], what: str,
                    rule: str) -> None:
         """Run `check` at every iteration point of `loops` where the vectorized
         predicate `suspects(chunk, n)` may hold (None: at no point of the chunk),
@@ -106,7 +133,8 @@ class PointChecks:
                 m = min(n, MAX_POINTS - done)
                 try:
                     flags = suspects(chunk, n)
-                    hits = () if flags is None else np.flatnonzero(flags[:m])
+                    hits: Iterable[int] = () if flags is None else \
+                        np.flatnonzero(flags[:m]).tolist()
                 except Inexact:
                     hits = range(m)
                     scalar += m
@@ -138,35 +166,39 @@ class PointChecks:
             "D-VERIFY-BUDGET); affine offsets and extents (a * i + b) are checked exactly"))
 
     def box_forms(self, loops: tuple[LoopOp, ...],
-                  values: tuple[SSAValue, ...]) -> tuple[dict | None, list[Form | None]]:
-        """The box of constant loop bounds and each value's `Form` over it
-        (forms are empty when the bounds are not constant)."""
-        boxes = self.__dict__.setdefault("_boxes", {})
+                  values: tuple[SSAValue, ...]) -> tuple[Box, list[Form]] | None:
+        """The box of constant loop bounds and each value's `Form` over it;
+        None when the bounds are not constant or a value is not an integer
+        expression of the loop variables."""
+        boxes = self._boxes
         key = tuple(map(id, loops))  # the loops are alive: ids are theirs
         if key not in boxes:  # one box per loop nest, not per op in it (read-only)
             boxes[key] = IterationSpace(self.ev, loops).box()
         box = boxes[key]
         if box is None:
-            return None, []
+            return None
         # a value's Form over one box is computed once: a region's offset and
         # extent come back in every transfer and store that reads the region
         # (Forms are frozen; `forms` asks the evaluator, which keeps `v` alive)
-        known = self.__dict__.setdefault("_forms", {})
-        out: list[Form | None] = []
+        known = self._forms
+        out: list[Form] = []
         for v in values:
             fkey = (id(v), key)
             if fkey in known:
-                out.append(known[fkey])
-                continue
-            try:
-                (f,) = forms(self.ev, (v,), box)
-            except ExprError:
-                return None, []
-            known[fkey] = f
+                f = known[fkey]
+            else:
+                try:
+                    (f,) = forms(self.ev, (v,), box)
+                except ExprError:
+                    return None
+                known[fkey] = f
+            if f is None:
+                return None
             out.append(f)
         return box, out
 
-    def relevant_loops(self, loops: tuple[LoopOp, ...], values) -> tuple[LoopOp, ...]:
+    def relevant_loops(self, loops: tuple[LoopOp, ...],
+                       values: Sequence[SSAValue]) -> tuple[LoopOp, ...]:
         """The enclosing loops whose iterations can change `values`: those
         whose variable they use (directly or through the bounds of another
         such loop), and every loop that may run zero times (whose body then
@@ -176,7 +208,7 @@ class PointChecks:
         if not loops:
             return loops
         try:
-            need: set = set().union(*(self.ev.free_loop_args(v) for v in values))
+            need: set[BlockArgument] = set().union(*(self.ev.free_loop_args(v) for v in values))
         except ExprError:
             return loops
         keep = []
@@ -189,11 +221,11 @@ class PointChecks:
                 need |= bound_args
         return tuple(reversed(keep))
 
-    def _loop_facts(self, lp: LoopOp) -> tuple[SSAValue, bool, frozenset | None]:
+    def _loop_facts(self, lp: LoopOp) -> LoopFacts:
         """A loop's variable, whether it may run zero times (bounds not
         constant, or lower > upper), and the loop variables its bounds use
         (None when they raise ExprError): asked for every op in its body."""
-        facts = self.__dict__.setdefault("_loop_facts_of", {})
+        facts = self._loop_facts_of
         hit = facts.get(id(lp))
         if hit is None:
             lower, upper = lp.lower, lp.upper
@@ -207,7 +239,7 @@ class PointChecks:
         return hit
 
 
-def iteration_text(loops: tuple[LoopOp, ...], env: dict[SSAValue, int]) -> str:
+def iteration_text(loops: tuple[LoopOp, ...], env: Mapping[SSAValue, int]) -> str:
     if not loops:
         return ""
     parts = [f"{lp.iv_name.data}={env[lp.block.args[0]]}" for lp in loops

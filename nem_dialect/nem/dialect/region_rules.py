@@ -4,6 +4,8 @@ one rule group of `nem.dialect.verifier.ProgramVerifier`."""
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
+from functools import cached_property
 
 import numpy as np
 from xdsl.ir import Operation, SSAValue
@@ -11,6 +13,7 @@ from xdsl.ir import Operation, SSAValue
 from nem.dialect.attributes import (
     BITWIDTH,
     DYNAMIC,
+    ELEM_BY_NAME,
     PerGroupQuantAttr,
     PerTensorQuantAttr,
     RegionType,
@@ -29,7 +32,7 @@ from nem.dialect.ops import (
     LoopOp,
     RegionOp,
 )
-from nem.dialect.point_checks import EnvCheck, PointChecks, iteration_text
+from nem.dialect.point_checks import Box, Chunk, EnvCheck, PointChecks, iteration_text
 from nem.dialect.semantics import (
     ExprError,
 )
@@ -37,6 +40,12 @@ from nem.dialect.semantics import (
 
 class RegionRules(PointChecks):
     """Buffer and region declarations, at every iteration point they take."""
+
+    @cached_property
+    def _typed_passed(self) -> dict[tuple[int, int | None], RegionType]:
+        """(region type id, buffer size) pairs whose type checks passed; the
+        entry keeps the type, so its id stays its own."""
+        return {}
 
     def _buffer(self, op: BufferOp) -> None:
         name = op.buffer_name.data
@@ -59,20 +68,27 @@ class RegionRules(PointChecks):
         rtype = op.result.type
         assert isinstance(rtype, RegionType)
         label = f"region '{op.region_name.data}'" if op.region_name else "inline region"
-        buf_op = op.buffer.owner
+        buf_op = op.buffer_decl
         try:
             buf_size = self.ev.static(buf_op.size)
         except ExprError:
             buf_size = None
+        elem = rtype.elem_name  # None for an untyped region, once TYPE-01 holds
         if rtype.typed:
+            if elem is None:
+                # IR from MLIR can carry any builtin type; the front ends
+                # reject other element types when they build the IR
+                return self.err(op, "TYPE-01", f"{label} has element type {rtype.elem}, "
+                                "which is not a NEM element type",
+                                "use one of " + ", ".join(ELEM_BY_NAME))
             # both checks depend on the type and the buffer size alone: a pass
             # is remembered (by the type's identity, kept alive by the entry)
-            passed = self.__dict__.setdefault("_typed_passed", {})
+            passed = self._typed_passed
             key = (id(rtype), buf_size)
             if key not in passed:
                 if not self._region_type(op, rtype, label):
                     return
-                if not self._buffer_holds_elements(op, rtype, buf_size, label):
+                if not self._buffer_holds_elements(op, rtype, elem, buf_size, label):
                     return
                 passed[key] = rtype
         # operands read once: each accessor of an op with operand segments
@@ -86,8 +102,8 @@ class RegionRules(PointChecks):
             fixed = all(self.ev.static(v) is not None for v in (*shape, *strides))
         except ExprError:
             fixed = False
-        least = (self._least_extent(rtype, shape, strides) if fixed else None) \
-            if rtype.typed else 0
+        least = (self._least_extent(elem, shape, strides) if fixed else None) \
+            if elem is not None else 0
         fits: dict[int, bool] = {}
 
         def check(env: dict[SSAValue, int]) -> bool:
@@ -111,9 +127,9 @@ class RegionRules(PointChecks):
                 return False
             # a static shape and strides: the least extent decides EXT-01/02
             # (as `_region_proven` relies on), without evaluating them again
-            if not rtype.typed or (fixed and (fits.get(ext) or (least is not None and ext >= least))):
+            if elem is None or (fixed and (fits.get(ext) or (least is not None and ext >= least))):
                 return True
-            if not self._extent_fits(op, rtype, ext, env, label, loops, shape, strides):
+            if not self._extent_fits(op, elem, ext, env, label, loops, shape, strides):
                 return False
             fits[ext] = True
             return True
@@ -121,12 +137,13 @@ class RegionRules(PointChecks):
         if not loops:
             check({})
             return
-        box, found = self.box_forms(loops, (offset, extent))
-        if box is not None and found[0] is not None and found[1] is not None and \
-                self._region_proven(found[0], found[1], buf_size, least, box, check):
-            return
+        proof = self.box_forms(loops, (offset, extent))
+        if proof is not None:
+            box, (f_off, f_ext) = proof
+            if self._region_proven(f_off, f_ext, buf_size, least, box, check):
+                return
 
-        def suspects(chunk: dict, n: int) -> np.ndarray | None:
+        def suspects(chunk: Chunk, n: int) -> np.ndarray | None:
             off = vector_eval(self.ev, offset, chunk, n)
             ext = vector_eval(self.ev, extent, chunk, n)
             if off is None or ext is None:
@@ -134,14 +151,14 @@ class RegionRules(PointChecks):
             bad = (off < 0) | (ext <= 0)
             if buf_size is not None:
                 bad |= off > buf_size - np.maximum(ext, 0)
-            if rtype.typed:
+            if elem is not None:
                 bad |= ext < least if least is not None else True
             return bad
 
         self.each_point(op, loops, check, suspects, f"the bounds of {label}", "REG-02")
 
     def _region_proven(self, f_off: Form, f_ext: Form, buf_size: int | None,
-                       least: int | None, box: dict, check: EnvCheck) -> bool:
+                       least: int | None, box: Box, check: EnvCheck) -> bool:
         """Decide REG-01/REG-02 (and the extent rules of a typed region with a
         fixed shape, through the least extent they accept) from the value
         intervals over the box of loop bounds: True when they prove every
@@ -172,8 +189,8 @@ class RegionRules(PointChecks):
         check(env)
         return True
 
-    def _buffer_holds_elements(self, op: RegionOp, rtype: RegionType, buf_size: int | None,
-                               label: str) -> bool:
+    def _buffer_holds_elements(self, op: RegionOp, rtype: RegionType, elem: str,
+                               buf_size: int | None, label: str) -> bool:
         """BUF-02: a buffer must be large enough for the packed elements a typed
         region puts in it.  Reported on its own (rather than as a REG-02 overrun)
         because the fix is usually the buffer size, computed with the packed
@@ -181,19 +198,25 @@ class RegionRules(PointChecks):
         shape = rtype.shape_values or ()
         if buf_size is None or not shape or DYNAMIC in shape:
             return True
-        bw = BITWIDTH[rtype.elem_name]
+        bw = BITWIDTH[elem]
         need = math.ceil(math.prod(shape) * bw / 8)
         if need <= buf_size:
             return True
-        name = op.buffer.owner.buffer_name.data
+        name = op.buffer_decl.buffer_name.data
         self.err(op, "BUF-02", f"buffer '{name}' has {buf_size} bytes but {label} puts "
-                 f"{math.prod(shape)} {rtype.elem_name} elements in it, which need "
+                 f"{math.prod(shape)} {elem} elements in it, which need "
                  f"ceil({math.prod(shape)} * {bw} / 8) = {need} bytes",
                  f"give buffer '{name}' size >= {need}")
         return False
 
     def _region_type(self, op: RegionOp, rtype: RegionType, label: str) -> bool:
-        shape = rtype.shape_values or ()
+        if rtype.shape_values is None or (rtype.layout_name is None) == (rtype.stride_values is None):
+            # the front ends parse nothing else; IR from MLIR can hold any parameters
+            self.err(op, "GRAM-08", f"{label} has an element type but not a shape and exactly "
+                     "one of layout and strides", "a typed region carries elem, shape and "
+                     "layout or strides together")
+            return False
+        shape = rtype.shape_values
         for d in shape:
             if d != DYNAMIC and d <= 0:
                 self.err(op, "REG-06", f"{label} has shape entry {d}", "shape entries are positive")
@@ -240,38 +263,46 @@ class RegionRules(PointChecks):
                 return False
         return True
 
-    def _least_extent(self, rtype: RegionType, shape_values, stride_values) -> int:
+    def _least_extent(self, elem: str, shape_values: Sequence[SSAValue],
+                      stride_values: Sequence[SSAValue]) -> int:
         """The smallest extent EXT-01/EXT-02 accept for a static shape and
         strides (beyond INT_MAX when none does: negative strides)."""
-        shape = [self.ev.static(v) for v in shape_values]
-        strides = [self.ev.static(v) for v in stride_values]
-        if any(d is None for d in shape) or any(s is None for s in strides):
+        shape = _all_known([self.ev.static(v) for v in shape_values])
+        strides = _all_known([self.ev.static(v) for v in stride_values])
+        if shape is None or strides is None:
             return 0
         if strides and any(s < 0 for s in strides):
             return INT_MAX + 1
-        need = region_min_bytes(rtype.elem_name, shape)
-        return max(need, region_min_bytes(rtype.elem_name, shape, strides)) if strides else need
+        need = region_min_bytes(elem, shape)
+        return max(need, region_min_bytes(elem, shape, strides)) if strides else need
 
-    def _extent_fits(self, op: RegionOp, rtype: RegionType, ext: int, env, label: str,
-                     loops: tuple[LoopOp, ...], shape_values, stride_values) -> bool:
-        shape = [self.ev.eval(v, env) for v in shape_values]
-        if any(d is None for d in shape):
+    def _extent_fits(self, op: RegionOp, elem: str, ext: int, env: Mapping[SSAValue, int],
+                     label: str, loops: tuple[LoopOp, ...], shape_values: Sequence[SSAValue],
+                     stride_values: Sequence[SSAValue]) -> bool:
+        shape = _all_known([self.ev.eval(v, env) for v in shape_values])
+        if shape is None:
             return True
-        need = region_min_bytes(rtype.elem_name, shape)
+        need = region_min_bytes(elem, shape)
         if ext < need:
-            self.err(op, "EXT-01", f"{label} has extent {ext} bytes but {rtype.elem_name} "
+            self.err(op, "EXT-01", f"{label} has extent {ext} bytes but {elem} "
                      f"shape {shape} needs {need}{iteration_text(loops, env)}",
                      f"make the extent at least {need} bytes")
             return False
         if stride_values:
-            strides = [self.ev.eval(v, env) for v in stride_values]
-            if any(s is None for s in strides):
+            strides = _all_known([self.ev.eval(v, env) for v in stride_values])
+            if strides is None:
                 return True
             last = sum((d - 1) * s for d, s in zip(shape, strides))
-            need = region_min_bytes(rtype.elem_name, shape, strides)
+            need = region_min_bytes(elem, shape, strides)
             if any(s < 0 for s in strides) or need > ext:
                 self.err(op, "EXT-02", f"{label}: strides {strides} address element {last}, "
                          f"beyond its {ext}-byte extent{iteration_text(loops, env)}",
                          "fix the strides or enlarge the extent")
                 return False
         return True
+
+
+def _all_known(values: list[int | None]) -> list[int] | None:
+    """The values when every one is known (evaluated), else None."""
+    known = [v for v in values if v is not None]
+    return known if len(known) == len(values) else None

@@ -37,10 +37,11 @@ from __future__ import annotations
 from collections.abc import Callable, Container, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 import ml_dtypes
 import numpy as np
+import numpy.typing as npt
 from xdsl.dialects import arith
 from xdsl.dialects.builtin import (
     BFloat16Type,
@@ -50,7 +51,7 @@ from xdsl.dialects.builtin import (
     IntegerType,
     Signedness,
 )
-from xdsl.ir import Attribute, BlockArgument, Operation, SSAValue
+from xdsl.ir import Attribute, BlockArgument, Operation, OpResult, SSAValue
 
 from nem.dialect.limits import INT_MAX, INT_MIN
 
@@ -96,7 +97,8 @@ class ElemType:
         return 0, (1 << self.bits) - 1
 
 
-def _e(name: str, bits: int, is_float: bool, signed: bool, dtype, mlir: str | None = None) -> ElemType:
+def _e(name: str, bits: int, is_float: bool, signed: bool, dtype: npt.DTypeLike,
+       mlir: str | None = None) -> ElemType:
     return ElemType(name, bits, is_float, signed, np.dtype(dtype), mlir or name)
 
 
@@ -188,7 +190,12 @@ Compiled = int | Callable[[Sequence[int]], int]
 where `iv[k]` is the value of the loop variable at nesting depth k (0-based)."""
 
 _CONST, _ARG, _BINOP, _FORWARD, _UNKNOWN = range(5)
-Tape = list[tuple]
+TapeNode = tuple[int, Any, int, int]
+"""(kind, x, y, z); `x` by kind: the value (_CONST), the loop variable's
+BlockArgument (_ARG), the operator symbol (_BINOP), the index of the forwarded
+node (_FORWARD), the op name (_UNKNOWN).  Plain tuples, not a class: `eval`
+interprets tapes at every iteration point of the verifier's enumeration."""
+Tape = list[TapeNode]
 """An expression as (kind, x, y, z) nodes in dependency order, each node once,
 loop-invariant parts folded to constants; `y`/`z` index earlier nodes."""
 
@@ -231,8 +238,10 @@ class Evaluator:
         alive = self._alive
         for v in postorder(value, _value_operands, memo, id):
             alive.append(v)
-            memo[id(v)] = None if type(v) is BlockArgument else \
-                _node_value(v.owner, [memo[id(o)] for o in _expr_operands(v.owner)])
+            # `type(v) is`: xDSL's IR classes are ABCs (slow isinstance); a
+            # value is an op result or a block argument (no value)
+            memo[id(v)] = _node_value(v.op, [memo[id(o)] for o in _expr_operands(v.op)]) \
+                if type(v) is OpResult else None
         return memo[id(value)]
 
     def eval(self, value: SSAValue, env: Mapping[SSAValue, int]) -> int | None:
@@ -283,18 +292,18 @@ class Evaluator:
         for v in postorder(root, children, index, id):
             s = self.static(v)
             if s is not None:
-                node: tuple = (_CONST, s, 0, 0)
-            elif type(v) is BlockArgument:
-                node = (_ARG, v, 0, 0)
-            else:
-                operands = _expr_operands(v.owner)
+                node: TapeNode = (_CONST, s, 0, 0)
+            elif type(v) is OpResult:
+                operands = _expr_operands(v.op)
                 if len(operands) == 2:
-                    node = (_BINOP, SYMBOL_OF[type(v.owner)], index[id(operands[0])],
+                    node = (_BINOP, SYMBOL_OF[type(v.op)], index[id(operands[0])],
                             index[id(operands[1])])
                 elif len(operands) == 1:
                     node = (_FORWARD, index[id(operands[0])], 0, 0)
                 else:
-                    node = (_UNKNOWN, v.owner.name, 0, 0)
+                    node = (_UNKNOWN, v.op.name, 0, 0)
+            else:  # a block argument
+                node = (_ARG, v, 0, 0)
             index[id(v)] = len(tape)
             tape.append(node)
         return tape
@@ -318,7 +327,8 @@ class Evaluator:
         return fn
 
     @staticmethod
-    def _straight_line(tape: Tape, depth_of: Mapping[BlockArgument, int]) -> Callable:
+    def _straight_line(tape: Tape, depth_of: Mapping[BlockArgument, int]
+                       ) -> Callable[[Sequence[int]], int]:
         lines = []
         for k, (kind, x, y, z) in enumerate(tape):
             if kind == _CONST:
@@ -351,7 +361,7 @@ def run_compiled(fn: Compiled, iv: Sequence[int]) -> int:
 T = TypeVar("T")
 
 
-def postorder(root: T, children: Callable[[T], Iterable[T]], done: Container,
+def postorder(root: T, children: Callable[[T], Iterable[T]], done: Container[Hashable],
               key: Callable[[T], Hashable] | None = None) -> list[T]:
     """The nodes reachable from `root` through `children` whose `key` (the
     node itself by default) is not in `done`, each once, children before
@@ -386,8 +396,8 @@ def _itself(x: T) -> T:
 
 def _value_operands(v: SSAValue) -> tuple[SSAValue, ...]:
     # `type(v) is`, not isinstance: xDSL's IR classes are ABCs, whose
-    # isinstance runs Python code, and BlockArgument has no subclasses
-    return () if type(v) is BlockArgument else _expr_operands(v.owner)
+    # isinstance runs Python code, and OpResult has no subclasses
+    return _expr_operands(v.op) if type(v) is OpResult else ()
 
 
 def _node_value(op: Operation, args: list[int | None]) -> int | None:
@@ -479,8 +489,10 @@ def max_in_flight(loop: LoopOp) -> int:
     a LOOP-03 error (`window_error`, raised by the `nem.loop` op verifier and
     reported, located, by the static verifier); the
     execution model never sees such a loop."""
+    from nem.dialect.attributes import MaxInFlightAttr  # attributes imports this module
+
     for d in loop.decorator_list():
-        if d.DECO_NAME == "max_in_flight":
+        if isinstance(d, MaxInFlightAttr):
             return d.n.data
     return 1
 
@@ -559,11 +571,14 @@ def instance_index(ords: Sequence[int], windows: Sequence[int]) -> int:
 # ---------------------------------------------------------------------------
 
 
+K = TypeVar("K")
+
+
 @dataclass(frozen=True)
-class Slot:
+class Slot(Generic[K]):
     """One buffer instance placed in a level: `key` identifies it for the caller."""
 
-    key: object
+    key: K
     offset: int
     size: int
     align: int
@@ -573,14 +588,14 @@ class Slot:
         return self.offset + self.size
 
 
-def layout(items: Sequence[tuple[object, int, int]]) -> list[Slot]:
+def layout(items: Sequence[tuple[K, int, int]]) -> list[Slot[K]]:
     """Place `(key, size, align)` buffer instances of one level: by decreasing
     `align` (declaration order among equals), each at the next multiple of its
     align.  Buffers are opaque (BUF-07), so the order is free; decreasing
     alignment avoids most padding.  The capacity check (DEV-16) verifies this
     layout and the runtime allocates it, so the two agree byte for byte."""
     order = sorted(range(len(items)), key=lambda k: -max(1, items[k][2]))
-    out: list[Slot | None] = [None] * len(items)
+    out: list[Slot[K] | None] = [None] * len(items)
     top = 0
     for k in order:
         key, size, align = items[k]
@@ -591,7 +606,15 @@ def layout(items: Sequence[tuple[object, int, int]]) -> list[Slot]:
     return [s for s in out if s is not None]
 
 
-def footprint(slots: Iterable[Slot]) -> int:
+class Placement(Protocol):
+    """Anything placed in a level's memory (a `Slot`, a memory map's entry)."""
+
+    @property
+    def end(self) -> int: ...
+
+
+def footprint(slots: Iterable[Placement]) -> int:
+    """The bytes a level's placed buffers span: the end of the last one."""
     return max((s.end for s in slots), default=0)
 
 
@@ -609,18 +632,26 @@ RESOURCE_UNITS = ("NMU", "CSTL", "DMA", "VPU")
 
 
 def _levels(op: TaskOp) -> set[str]:
-    return {v.type.level.kind for v, _ in op.operand_regions()}
+    from nem.dialect.attributes import RegionType  # attributes imports this module
+
+    levels: set[str] = set()
+    for v, _ in op.operand_regions():
+        rtype = v.type
+        assert isinstance(rtype, RegionType)  # task operands are regions
+        levels.add(rtype.level.kind)
+    return levels
 
 
 def task_kind(op: TaskOp) -> str:
     """`transfer`, `store`, or the compute opcode (how diagnostics name a task's kind)."""
-    from nem.dialect.ops import StoreOp, TransferOp
+    from nem.dialect.ops import ComputeOp, StoreOp, TransferOp
 
     if isinstance(op, TransferOp):
         return "transfer"
     if isinstance(op, StoreOp):
         return "store"
-    return op.opcode  # type: ignore[attr-defined]
+    assert isinstance(op, ComputeOp)  # the third kind of task
+    return op.opcode
 
 
 def eligible_units(op: TaskOp) -> tuple[str, ...]:

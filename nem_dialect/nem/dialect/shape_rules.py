@@ -8,20 +8,38 @@ the comparison it takes part in.  Attribute defaults come from the registry.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 
 from xdsl.dialects.builtin import ArrayAttr
-from xdsl.ir import Attribute
+from xdsl.ir import Attribute, SSAValue
 
-from nem.dialect.attributes import DYNAMIC, ArgRefAttr
+from nem.dialect.attributes import DYNAMIC, ArgRefAttr, RegionType
 from nem.dialect.ops import ComputeOp
 from nem.dialect.semantics import Evaluator
 
 Finding = tuple[str, str, str]
 
 
-def attr_value(op: ComputeOp, name: str, ev: Evaluator):
-    """The integer (or list) value of attribute `name`, defaulted from the registry."""
+def attr_int(op: ComputeOp, name: str, ev: Evaluator) -> int | None:
+    """The value of `int` attribute `name`, defaulted from the registry; None
+    when it is not a compile-time integer."""
+    v = _attr_value(op, name, ev)
+    return v if isinstance(v, int) else None
+
+
+def attr_ints(op: ComputeOp, name: str, ev: Evaluator) -> list[int] | None:
+    """The value of `int_list` attribute `name`, defaulted from the registry;
+    None when it is absent or an entry is not a compile-time integer."""
+    v = _attr_value(op, name, ev)
+    if not isinstance(v, list):
+        return None
+    ints = [x for x in v if isinstance(x, int)]
+    return ints if len(ints) == len(v) else None
+
+
+def _attr_value(op: ComputeOp, name: str, ev: Evaluator) -> object:
+    """The value of attribute `name` (an int, a list, None where not static),
+    defaulted from the registry."""
     a = op.attrs.data.get(name)
     if a is None:
         spec = op.SPEC.attributes.get(name)
@@ -29,7 +47,7 @@ def attr_value(op: ComputeOp, name: str, ev: Evaluator):
     return _eval_attr(a, tuple(op.args), ev)
 
 
-def _eval_attr(a: Attribute, args, ev: Evaluator):
+def _eval_attr(a: Attribute, args: Sequence[SSAValue], ev: Evaluator) -> object:
     if isinstance(a, ArgRefAttr):
         return ev.static(args[a.index.data])
     if isinstance(a, ArrayAttr):
@@ -37,11 +55,13 @@ def _eval_attr(a: Attribute, args, ev: Evaluator):
     return None
 
 
-def _shape(value) -> tuple[int, ...]:
-    return value.type.shape_values or ()
+def _shape(value: SSAValue) -> tuple[int, ...]:
+    rtype = value.type
+    assert isinstance(rtype, RegionType)  # compute operands are regions
+    return rtype.shape_values or ()
 
 
-def _known(*shapes) -> bool:
+def _known(*shapes: tuple[int, ...]) -> bool:
     return all(DYNAMIC not in s for s in shapes)
 
 
@@ -74,7 +94,7 @@ def _linear(op: ComputeOp, ev: Evaluator) -> Iterator[Finding]:
         yield ("FAM-25", f"{op.opcode} needs operands of rank >= 2, got {list(a)} x {list(b)} -> "
                f"{list(y)}", "gemm is [M,K] x [K,N] -> [M,N]")
         return
-    ta, tb = attr_value(op, "trans_a", ev), attr_value(op, "trans_b", ev)
+    ta, tb = attr_int(op, "trans_a", ev), attr_int(op, "trans_b", ev)
     m, k = (a[-1], a[-2]) if ta else (a[-2], a[-1])
     k2, n = (b[-1], b[-2]) if tb else (b[-2], b[-1])
     if k != k2:
@@ -95,6 +115,7 @@ def _conv(op: ComputeOp, ev: Evaluator) -> Iterator[Finding]:
     for 2-D (begin values then end values, ONNX order, decision D-PADS)."""
     x, w, y = _shape(op.ins[0]), _shape(op.ins[1]), _shape(op.outs[0])
     nsp = op.SPEC.spatial_rank
+    assert nsp is not None  # `_CHECKS` calls this for convolutions only
     rank = nsp + 2
     if not _known(x, w, y):
         return
@@ -103,9 +124,9 @@ def _conv(op: ComputeOp, ev: Evaluator) -> Iterator[Finding]:
             yield ("FAM-24", f"{op.opcode} {label} has rank {len(s)}, needs {rank}",
                    f"use {rank}-D regions (N, spatial..., C) / (spatial..., Cin, Cout)")
             return
-    pads, strides, dil = (attr_value(op, k, ev) for k in ("pads", "strides", "dilations"))
-    groups = attr_value(op, "groups", ev)
-    if None in (groups,) or any(v is None or None in v for v in (pads, strides, dil)):
+    pads, strides, dil = (attr_ints(op, k, ev) for k in ("pads", "strides", "dilations"))
+    groups = attr_int(op, "groups", ev)
+    if groups is None or pads is None or strides is None or dil is None:
         return
     if len(pads) != 2 * nsp or len(strides) != nsp or len(dil) != nsp:
         yield ("FAM-24", f"{op.opcode} needs {2 * nsp} pads, {nsp} strides, {nsp} dilations",
@@ -134,8 +155,8 @@ def _conv(op: ComputeOp, ev: Evaluator) -> Iterator[Finding]:
 
 def _pool(op: ComputeOp, ev: Evaluator) -> Iterator[Finding]:
     x, y = _shape(op.ins[0]), _shape(op.outs[0])
-    ks, pads, strides = (attr_value(op, k, ev) for k in ("kernel_shape", "pads", "strides"))
-    if not _known(x, y) or any(v is None or None in v for v in (ks, pads, strides)):
+    ks, pads, strides = (attr_ints(op, k, ev) for k in ("kernel_shape", "pads", "strides"))
+    if not _known(x, y) or ks is None or pads is None or strides is None:
         return
     nsp = len(ks)
     if len(x) != nsp + 2 or len(y) != nsp + 2 or len(pads) != 2 * nsp or len(strides) != nsp:
@@ -165,8 +186,8 @@ def _view(op: ComputeOp, ev: Evaluator) -> Iterator[Finding]:
             yield ("FAM-16", f"reshape changes the element count: {list(x)} ({math.prod(x)}) -> "
                    f"{list(y)} ({math.prod(y)})", "keep the element count")
     elif op.opcode == "transpose":
-        x, y, perm = _shape(op.ins[0]), _shape(op.outs[0]), attr_value(op, "perm", ev)
-        if _known(x, y) and perm and None not in perm:
+        x, y, perm = _shape(op.ins[0]), _shape(op.outs[0]), attr_ints(op, "perm", ev)
+        if _known(x, y) and perm:
             if sorted(perm) != list(range(len(x))):
                 yield ("FAM-15", f"transpose perm {perm} is not a permutation of rank {len(x)}",
                        "list every axis once")
@@ -177,9 +198,13 @@ def _view(op: ComputeOp, ev: Evaluator) -> Iterator[Finding]:
 
 def _reduce(op: ComputeOp, ev: Evaluator) -> Iterator[Finding]:
     x, y = _shape(op.ins[0]), _shape(op.outs[0])
-    axes = attr_value(op, "axes", ev) if "axes" in op.SPEC.attributes else [attr_value(op, "axis", ev)]
-    keep = attr_value(op, "keepdims", ev)
-    if not _known(x, y) or axes is None or None in axes or keep is None:
+    if "axes" in op.SPEC.attributes:
+        axes = attr_ints(op, "axes", ev)
+    else:
+        axis = attr_int(op, "axis", ev)
+        axes = None if axis is None else [axis]
+    keep = attr_int(op, "keepdims", ev)
+    if not _known(x, y) or axes is None or keep is None:
         return
     if any(not 0 <= a < len(x) for a in axes):
         yield ("FAM-26", f"{op.opcode} axes {axes} out of range for rank {len(x)}", "fix axes")
@@ -191,7 +216,7 @@ def _reduce(op: ComputeOp, ev: Evaluator) -> Iterator[Finding]:
                f"give {want}", f"declare the output as shape={want or [1]}")
 
 
-_CHECKS = {
+_CHECKS: dict[str, Callable[[ComputeOp, Evaluator], Iterator[Finding]]] = {
     "elementwise": _same_shapes,
     "softmax": _same_shapes,
     "normalization": _same_shapes,

@@ -13,11 +13,14 @@ from xdsl.ir import Attribute, SSAValue
 from nem.dialect.attributes import (
     DYNAMIC,
     ArgRefAttr,
+    RegionType,
     SeqEngineAttr,
     elem_name,
 )
+from nem.dialect.device_model import VariantRef
 from nem.dialect.iteration_space import (
     MAX_POINTS,
+    Form,
     Inexact,
     combine,
     vector_eval,
@@ -26,12 +29,13 @@ from nem.dialect.iteration_space import (
 from nem.dialect.operand_binding import bind_operands, match_families, value_label
 from nem.dialect.ops import (
     ComputeOp,
+    LoopOp,
     RegionOp,
     StoreOp,
     TaskOp,
     TransferOp,
 )
-from nem.dialect.point_checks import EnvCheck, PointChecks, iteration_text
+from nem.dialect.point_checks import Box, Chunk, EnvCheck, PointChecks, iteration_text
 from nem.dialect.registry import OpcodeSpec
 from nem.dialect.shape_rules import check_shapes
 
@@ -39,8 +43,9 @@ from nem.dialect.shape_rules import check_shapes
 class TaskRules(PointChecks):
     """Transfer, store and compute tasks."""
 
-    def _move(self, op: TransferOp | StoreOp, loops) -> None:
+    def _move(self, op: TransferOp | StoreOp, loops: tuple[LoopOp, ...]) -> None:
         dst, src = op.dst.type, op.src.type
+        assert isinstance(dst, RegionType) and isinstance(src, RegionType)  # operand types
         kw = "transfer" if isinstance(op, TransferOp) else "store"
         if dst.typed and src.typed:
             if dst.elem != src.elem:
@@ -49,11 +54,14 @@ class TaskRules(PointChecks):
                 return self.err(op, "TYPE-03", f"{kw} from {src.elem_name} to {dst.elem_name} "
                                 "would convert element types implicitly",
                                 "transfers do not convert; use an explicit cast task")
-            ds, ss = dst.shape_values, src.shape_values
-            if DYNAMIC not in ds + ss and math.prod(ds) != math.prod(ss):
+            ds, ss = dst.shape_values, src.shape_values  # typed: shaped (GRAM-08)
+            if ds is not None and ss is not None and DYNAMIC not in ds + ss and \
+                    math.prod(ds) != math.prod(ss):
                 return self.err(op, "TASK-07", f"{kw} moves {math.prod(ss)} elements into a "
                                 f"region of {math.prod(ds)}", "make the element counts equal")
         d_op, s_op = op.dst.owner, op.src.owner
+        # region values have one source, the `nem.region` op
+        assert isinstance(d_op, RegionOp) and isinstance(s_op, RegionOp)
         # operands read once: xDSL's operand accessors cost more than an evaluation
         d_extent, s_extent, d_offset, s_offset = d_op.extent, s_op.extent, d_op.offset, s_op.offset
         loops = self.relevant_loops(loops, (d_extent, s_extent, d_offset, s_offset))
@@ -74,11 +82,11 @@ class TaskRules(PointChecks):
                 return False
             if same_buffer:
                 d_off, s_off = self.ev.eval(d_offset, env), self.ev.eval(s_offset, env)
-                if None not in (d_off, s_off, d_ext, s_ext) and \
-                        d_off < s_off + s_ext and s_off < d_off + d_ext:
+                if d_off is not None and s_off is not None and d_ext is not None and \
+                        s_ext is not None and d_off < s_off + s_ext and s_off < d_off + d_ext:
                     self.err(op, "HAZ-02", "transfer source and destination overlap "
                              f"(bytes [{s_off}, {s_off + s_ext}) and [{d_off}, {d_off + d_ext}) "
-                             f"of '{d_op.buffer.owner.buffer_name.data}')"
+                             f"of '{d_op.buffer_decl.buffer_name.data}')"
                              f"{iteration_text(loops, env)}",
                              "add @memmove or use disjoint regions")
                     return False
@@ -87,12 +95,12 @@ class TaskRules(PointChecks):
         if not loops:
             check({})
             return None
-        box, f = self.box_forms(loops, (d_extent, s_extent, d_offset, s_offset))
-        if box is not None and None not in f and self._move_proven(
-                f, box, compare_extents, same_buffer, check):
+        proof = self.box_forms(loops, (d_extent, s_extent, d_offset, s_offset))
+        if proof is not None and self._move_proven(
+                proof[1], proof[0], compare_extents, same_buffer, check):
             return None
 
-        def suspects(chunk: dict, n: int) -> np.ndarray | None:
+        def suspects(chunk: Chunk, n: int) -> np.ndarray | None:
             d_ext, s_ext = vector_eval(self.ev, d_extent, chunk, n), vector_eval(self.ev, s_extent, chunk, n)
             if d_ext is None or s_ext is None:
                 return None
@@ -108,7 +116,7 @@ class TaskRules(PointChecks):
                         "HAZ-02" if same_buffer else "TASK-07")
         return None
 
-    def _move_proven(self, f: list, box: dict, compare_extents: bool, same_buffer: bool,
+    def _move_proven(self, f: list[Form], box: Box, compare_extents: bool, same_buffer: bool,
                      check: EnvCheck) -> bool:
         """Decide TASK-07 and HAZ-02 from value intervals over the box of loop
         bounds (see `_region_proven`): True when proven for every iteration, or
@@ -143,6 +151,7 @@ class TaskRules(PointChecks):
         operands = bind_operands(op)
         for (ospec, value) in operands:
             rtype = value.type
+            assert isinstance(rtype, RegionType)  # `ins` and `outs` are RegionType operands
             if not rtype.typed:
                 return self.err(op, "REG-03", f"{spec.name} operand '{ospec.name}' "
                                 f"({value_label(value)}) has no elem/shape/layout",
@@ -184,10 +193,10 @@ class TaskRules(PointChecks):
                              f"its attributes are: {known}")
                     ok = False
         for name, value in given.items():
-            a = spec.attributes.get(name)
-            if a is not None and not _attr_has_type(value, a.type):
-                self.err(op, "TASK-13", f"attribute '{name}' of {spec.name} must be {a.type}",
-                         f"write {name}=<{a.type}>")
+            aspec = spec.attributes.get(name)
+            if aspec is not None and not _attr_has_type(value, aspec.type):
+                self.err(op, "TASK-13", f"attribute '{name}' of {spec.name} must be {aspec.type}",
+                         f"write {name}=<{aspec.type}>")
                 ok = False
         return ok
 
@@ -204,9 +213,11 @@ class TaskRules(PointChecks):
         return False
 
     def _placement(self, op: TaskOp) -> None:
-        engines = {}
+        engines: dict[int, str] = {}
         for value, _ in op.operand_regions():
-            level = value.type.level
+            rtype = value.type
+            assert isinstance(rtype, RegionType)  # task operands are regions
+            level = rtype.level
             if level.kind == "L1" and level.engine is not None:
                 engines.setdefault(level.engine, value_label(value))
         if len(engines) > 1:
@@ -226,10 +237,11 @@ class TaskRules(PointChecks):
         the intent is the region's own decorators plus those written after
         the operand (SPEC §7, §12 `operand ::= ID decos?`)."""
         for i, (value, access) in enumerate(op.written_operands()):
-            decos = value.owner.decorator_list() if isinstance(value.owner, RegionOp) else ()
+            region = value.owner if isinstance(value.owner, RegionOp) else None
+            decos = region.decorator_list() if region is not None else ()
             names = {d.DECO_NAME for d in (*decos, *op.operand_decos(i))}
             if {"readonly", "writeonly"} <= names:
-                self.err(value.owner, "DECO-07", f"{value_label(value)} is both @readonly and "
+                self.err(region or op, "DECO-07", f"{value_label(value)} is both @readonly and "
                          "@writeonly", "keep one")
             elif access == "write" and "readonly" in names:
                 self.err(op, "DECO-07", f"task writes @readonly region {value_label(value)}",
@@ -267,7 +279,7 @@ _BINARY_ELTWISE = frozenset({"add", "sub", "mul", "div", "min", "max", "pow"})
 _BIAS_BINDINGS = {"conv2d": "B", "gemm": "C"}
 
 
-def _family_rule(opcode: str, nearest, differences: list[str]) -> str:
+def _family_rule(opcode: str, nearest: VariantRef | None, differences: list[str]) -> str:
     """The most specific rule a family mismatch breaks, so the diagnostic
     points the user at the family definition that explains it: accum (FAM-12),
     quant (QUANT-07/08/09/10), bias presence (FAM-10) and type (FAM-11), then

@@ -185,7 +185,7 @@ class RegionTpl:
         self.strides = tuple(comp.compile(v) for v in op.strides) if op.strides else None
         self.quant = quant_of(t.quant_desc)
         self.static_inst: RegionInst | None = None
-        self.static_mem = None
+        self.static_mem: Memory | None = None
 
     def is_static(self) -> bool:
         parts = [self.offset, self.extent, *(self.shape or ()), *(self.strides or ())]
@@ -194,7 +194,7 @@ class RegionTpl:
     def instantiate(self, memory: Memory, iv, ords=()) -> RegionInst:
         """The region in the iteration with loop variables `iv` and ordinals
         `ords`: a loop-body buffer's instance is chosen by `ords` (D-SEM-INSTANCES)."""
-        if self.static_mem is memory:
+        if self.static_mem is memory and self.static_inst is not None:
             return self.static_inst
         try:
             off = ev(self.offset, iv)
@@ -245,8 +245,8 @@ class TaskTpl:
             self.unit_type = "CSTL" if self.kind == STORE else "DMA"
             self.n_in = 1
         name = op.token_name()
-        self.label = name or f"{self.opcode}@{SourceLoc.of(op).line if SourceLoc.of(op) else '?'}"
         loc = SourceLoc.of(op)
+        self.label = name or f"{self.opcode}@{loc.line if loc else '?'}"
         self.line = loc.line if loc else 0
         self.dep_refs: list = []
         self.region_refs: list = []   # (value, is_write)
@@ -369,10 +369,10 @@ def compile_program(prog, memory: Memory, catalog, accum_resolver) -> CompiledPr
                 cp.regions.append(t)
                 out.append(t)
             elif isinstance(op, TaskOp):
-                t = TaskTpl(op, depth, len(cp.tasks))
+                task = TaskTpl(op, depth, len(cp.tasks))
                 defs[op.result] = ValueRef(op.result, depth, len(out))
-                cp.tasks.append(t)
-                out.append(t)
+                cp.tasks.append(task)
+                out.append(task)
             elif isinstance(op, WaitOp):
                 out.append(WaitTpl(op))
             elif isinstance(op, LoopOp):
@@ -576,8 +576,10 @@ def task_cost(t: TaskTpl, regions: list[RegionInst], unit_type: str, unit_chars:
         y = regions[n_in]
         ny = math.prod(y.shape or (1,))
         a, w = regions[0], regions[1]
-        if t.op.SPEC.category == "convolution":
-            ws = w.shape or (1,)
+        op = t.op
+        assert isinstance(op, ComputeOp)  # an NMU task is a compute op
+        if op.SPEC.category == "convolution":
+            ws: tuple[int, ...] = w.shape or (1,)
             k = math.prod(ws[:-2]) * (1 if t.opcode == "depthwise_conv2d" else ws[-2])
         else:
             trans_a = t.attrs_static.get("trans_a", 0)

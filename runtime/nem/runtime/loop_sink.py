@@ -28,19 +28,29 @@ arguments are merged before this runs, `mlir_native_prep`) and so are
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from xdsl.dialects import affine, func, memref
 from xdsl.dialects.builtin import AffineMapAttr, IndexType
 from xdsl.ir import Block, BlockArgument, Operation, Region, SSAValue
-from xdsl.ir.affine import AffineBinaryOpExpr, AffineConstantExpr, AffineDimExpr, AffineSymExpr
+from xdsl.ir.affine import (
+    AffineBinaryOpExpr,
+    AffineConstantExpr,
+    AffineDimExpr,
+    AffineExpr,
+    AffineSymExpr,
+)
 from xdsl.ir.affine.affine_expr import AffineBinaryOpKind
 
 # a linear form: SSA value (or 1 for the constant term) -> coefficient
-Linear = dict
+Linear = dict[SSAValue | int, int]
+
+Access = affine.LoadOp | affine.StoreOp
 
 _PURE_DIALECTS = ("arith.", "math.")
 
 
-def _linear(expr, operands, num_dims: int) -> Linear | None:
+def _linear(expr: AffineExpr, operands: Sequence[SSAValue], num_dims: int) -> Linear | None:
     """`expr` over the map's operands as a linear form, or None (mod, div,
     a product of two non-constants)."""
     if isinstance(expr, AffineConstantExpr):
@@ -89,7 +99,7 @@ def _distinct_memory(v: SSAValue) -> bool:
     return isinstance(v.owner, memref.AllocOp)
 
 
-def _movable(band: list[affine.ForOp], p: int, accesses: dict) -> bool:
+def _movable(band: list[affine.ForOp], p: int, accesses: dict[SSAValue, list[Access]]) -> bool:
     """Whether band loop `p` may move innermost (module doc)."""
     ivs = [loop.body.block.args[0] for loop in band]
     for ops in accesses.values():
@@ -98,8 +108,8 @@ def _movable(band: list[affine.ForOp], p: int, accesses: dict) -> bool:
         forms = [_results(o) for o in ops]
         ok = False
         for r in range(len(forms[0])):
-            rs = [f[r] for f in forms]
-            if any(x is None for x in rs):
+            rs = [x for x in (f[r] for f in forms) if x is not None]
+            if len(rs) != len(forms):
                 continue
             a = rs[0].get(ivs[p], 0)
             if a == 0 or any(x.get(ivs[p], 0) != a for x in rs):
@@ -126,7 +136,7 @@ def _candidate(band: list[affine.ForOp]) -> int | None:
     for loop in band:
         if loop.results or any(v in inside for v in loop.operands):
             return None
-    accesses: dict[SSAValue, list] = {}
+    accesses: dict[SSAValue, list[Access]] = {}
     for o in body:
         if o.regions:
             return None
@@ -175,20 +185,25 @@ def _permute(band: list[affine.ForOp], order: list[int]) -> None:
             blocks[pos - 1].add_op(new_loop)
             blocks[pos - 1].add_op(affine.YieldOp.get())
     top = band[0]
-    assert new_loop is not None
-    top.parent_block().insert_op_before(new_loop, top)
+    parent = top.parent_block()
+    assert new_loop is not None and parent is not None  # a band is in a function body
+    parent.insert_op_before(new_loop, top)
     top.detach()
     top.erase(safe_erase=False)
+
+
+def _alone_in_loop(op: Operation) -> bool:
+    """Whether `op` is the one op (but the yield) of an affine.for body."""
+    block = op.parent_block()
+    return isinstance(op.parent_op(), affine.ForOp) and block is not None and \
+        len([x for x in block.ops if not isinstance(x, affine.YieldOp)]) == 1
 
 
 def sink_parallel_loops(fn: func.FuncOp) -> int:
     """Move, in every perfect affine band of `fn`, the loop its stores walk
     contiguously innermost where that is exact (module doc).  Returns how
     many bands were permuted."""
-    tops = [o for o in fn.walk() if isinstance(o, affine.ForOp)
-            and not (isinstance(o.parent_op(), affine.ForOp)
-                     and len([x for x in o.parent_block().ops
-                              if not isinstance(x, affine.YieldOp)]) == 1)]
+    tops = [o for o in fn.walk() if isinstance(o, affine.ForOp) and not _alone_in_loop(o)]
     moved = 0
     for top in tops:
         band = _band(top)

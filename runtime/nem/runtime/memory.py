@@ -343,8 +343,9 @@ class RegionInst:
         """A writable typed view (not for i4; use read/write); built once per
         instance (a replayed run reads the same instances again, D-RT-REPLAY)."""
         data = self.level.data
-        if self._view_of is data:
-            return self._view
+        view = self._view
+        if view is not None and self._view_of is data:
+            return view
         if self.elem is None:
             v = data[self.start:self.start + self.extent]
         else:

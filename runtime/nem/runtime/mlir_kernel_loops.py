@@ -14,7 +14,7 @@ from __future__ import annotations
 import operator
 from itertools import product
 from math import inf as math_inf
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from xdsl.dialects import affine, arith, linalg, scf
 from xdsl.dialects.builtin import (
@@ -23,6 +23,7 @@ from xdsl.dialects.builtin import (
     IntegerAttr,
     IntegerType,
     MemRefType,
+    ShapedType,
     StringAttr,
 )
 from xdsl.dialects.linalg.abstract_ops import LinalgStructuredOperation, PoolingOperation
@@ -44,6 +45,9 @@ from xdsl.ir.affine import AffineConstraintKind, AffineExpr, AffineMap
 from nem.frontends.upstream_dialects.affine_if import AffineIfOp
 from nem.frontends.upstream_dialects.affine_max import AffineMaxOp
 from nem.runtime.mlir_kernel_scalar import NP_FLOAT, UNDEFINED, raise_undefined
+
+if TYPE_CHECKING:
+    from nem.runtime.mlir_kernel import KernelInterpreter
 
 _CONSTRAINT = {AffineConstraintKind.ge: operator.ge, AffineConstraintKind.le: operator.le,
                AffineConstraintKind.eq: operator.eq}
@@ -133,7 +137,9 @@ class AffineKernelFunctions(InterpreterFunctions):
         n_lb = lb_map.num_dims + lb_map.num_symbols
         lbs = _grouped(max, _eval_map(lb_map, args[:n_lb]), op.lowerBoundsGroups)
         ubs = _grouped(min, _eval_map(ub_map, args[n_lb:]), op.upperBoundsGroups)
-        reductions = interpreter.reductions[op]
+        # these functions are registered on a KernelInterpreter only (mlir_kernel,
+        # which imports this module: no isinstance without an import cycle)
+        reductions = cast("KernelInterpreter", interpreter).reductions[op]
         return _parallel_loops(
             interpreter, op.body, lbs, ubs, [s.value.data for s in op.steps.data],
             [identity for _, identity in reductions],
@@ -177,11 +183,15 @@ class ScfKernelFunctions(InterpreterFunctions):
         positive one; xDSL's would iterate backwards or fail in `range`)."""
         if args[2] <= 0:
             raise_undefined(UNDEFINED["for_step"](args[2]))
-        return ScfFunctions.run_for(self, interpreter, op, args)
+        return _XDSL_SCF.run_for(interpreter, op, args)
 
     run_reduce = impl_terminator(scf.ReduceOp)(_return_operands)
     run_reduce_return = impl_terminator(scf.ReduceReturnOp)(_return_operands)
 
+
+
+_XDSL_SCF = ScfFunctions()
+"""xDSL's scf implementations, which `ScfKernelFunctions.run_for` defers to."""
 
 
 def _projection(rank: int, dropped) -> AffineMap:
@@ -210,10 +220,14 @@ class _AsGeneric:
         self.results, self.body = op.results, op.regions[0]
         dims = set(op.dimensions.get_values())
         if isinstance(op, LinalgReduceOp):
-            rank = len(op.input.type.get_shape())
+            t = op.input.type
+            assert isinstance(t, ShapedType)  # a memref or tensor operand
+            rank = len(t.get_shape())
             maps = (AffineMap.identity(rank), _projection(rank, dims))
         else:
-            rank = len(op.init.type.get_shape())
+            t = op.init.type
+            assert isinstance(t, ShapedType)
+            rank = len(t.get_shape())
             maps = (_projection(rank, dims), AffineMap.identity(rank))
         self._maps = ArrayAttr(AffineMapAttr(m) for m in maps)
 

@@ -92,7 +92,8 @@ class NativeKernel:
     def run(self, arrays: Sequence[np.ndarray], index_args: Sequence[int]) -> None:
         """Run the kernel once; a failed check raises the interpreter's
         NumericError (the outs then hold partial results)."""
-        vals = [ctypes.c_void_p(a.ctypes.data) for a in arrays]
+        vals: list[ctypes.c_void_p | ctypes.c_int64] = [
+            ctypes.c_void_p(a.ctypes.data) for a in arrays]
         vals += [ctypes.c_int64(int(v)) for v in index_args]
         packed = (ctypes.c_void_p * len(vals))(*[ctypes.addressof(v) for v in vals])
         self._trapped.clear()

@@ -262,10 +262,15 @@ class _Prep:
 
     # -- building blocks -----------------------------------------------------
     @staticmethod
-    def _c(b: Builder, value, t: Attribute) -> SSAValue:
+    def _const(value: float, t: Attribute) -> arith.ConstantOp:
         if isinstance(t, _FLOATS):
-            return b.insert(arith.ConstantOp(FloatAttr(float(value), t))).result
-        return b.insert(arith.ConstantOp.from_int_and_width(int(value), t)).result
+            return arith.ConstantOp(FloatAttr(float(value), t))
+        assert isinstance(t, IntegerType | IndexType)  # the kernels' other scalar types
+        return arith.ConstantOp.from_int_and_width(int(value), t)
+
+    @staticmethod
+    def _c(b: Builder, value: float, t: Attribute) -> SSAValue:
+        return b.insert(_Prep._const(value, t)).result
 
     @staticmethod
     def _cmpi(b: Builder, x, y, pred: str) -> SSAValue:
@@ -387,7 +392,7 @@ class _Prep:
 
     def for_step(self, op: scf.ForOp) -> None:
         step = op.step
-        if isinstance(step.owner, arith.ConstantOp) and step.owner.value.value.data > 0:
+        if _positive_constant(step):
             return
         b = Builder(InsertPoint.before(op))
         t = step.type
@@ -399,8 +404,7 @@ class _Prep:
 
     def parallel_steps(self, op: scf.ParallelOp) -> None:
         steps = list(op.step)
-        if all(isinstance(s.owner, arith.ConstantOp) and s.owner.value.value.data > 0
-               for s in steps):
+        if all(_positive_constant(s) for s in steps):
             return
         b = Builder(InsertPoint.before(op))
         bad, low = None, None
@@ -408,6 +412,7 @@ class _Prep:
             c = self._cmpi(b, s, self._c(b, 0, IDX), "sle")
             bad = c if bad is None else b.insert(arith.OrIOp(bad, c)).result
             low = s if low is None else b.insert(arith.MinSIOp(low, s)).result
+        assert bad is not None and low is not None  # a step per dimension, at least one
         self._trap_if(b, bad, lambda pl: ks.undefined_error(
             ks.UNDEFINED["parallel_step"](pl[0])), [self._i64(b, low)])
         lbs = list(op.lowerBound)
@@ -415,19 +420,26 @@ class _Prep:
                        *(self._sel(b, bad, self._c(b, 1, IDX), s) for s in steps),
                        *op.initVals]
 
-    def access(self, op: Operation) -> None:
+    def access(self, op: affine.LoadOp | affine.StoreOp | memref.LoadOp | memref.StoreOp
+               ) -> None:
         """A load or store, checked against the memref's shape."""
         b = Builder(InsertPoint.before(op))
         mem = op.memref
-        shape = mem.type.get_shape()
+        mtype = mem.type
+        assert isinstance(mtype, MemRefType)  # the operand's type (the ops verified)
+        shape = mtype.get_shape()
+        idx: list[SSAValue]
         if isinstance(op, affine.LoadOp | affine.StoreOp):
             m = op.map.data
             idx = [b.insert(affine.ApplyOp(list(op.indices), AffineMapAttr(
                 AffineMap(m.num_dims, m.num_symbols, (e,))))).result for e in m.results]
         else:
             idx = list(op.indices)
-        is_load = isinstance(op, affine.LoadOp | memref.LoadOp)
-        new = memref.LoadOp.get(mem, idx) if is_load else memref.StoreOp.get(op.value, mem, idx)
+        new: memref.LoadOp | memref.StoreOp
+        if isinstance(op, affine.LoadOp | memref.LoadOp):
+            is_load, new = True, memref.LoadOp.get(mem, idx)
+        else:
+            is_load, new = False, memref.StoreOp.get(op.value, mem, idx)
         if not shape:
             b.insert(new)
             if is_load:
@@ -440,13 +452,13 @@ class _Prep:
             c = b.insert(arith.AndIOp(self._cmpi(b, i, self._c(b, 0, IDX), "sge"),
                                       self._cmpi(b, i, self._c(b, d, IDX), "slt"))).result
             ok = c if ok is None else b.insert(arith.AndIOp(ok, c)).result
+        assert ok is not None  # one check per dimension, and `shape` is not empty
         n = len(idx)
         call = self._trap_call(b, lambda pl: ks.outside_error(pl[:n], shape),
                                [self._i64(b, i) for i in idx])
         if is_load:
-            elem = mem.type.element_type
-            zero = arith.ConstantOp(FloatAttr(0.0, elem)) if isinstance(elem, _FLOATS) else \
-                arith.ConstantOp.from_int_and_width(0, elem)
+            elem = mtype.element_type
+            zero = self._const(0, elem)
             if_op = b.insert(scf.IfOp(ok, [elem], [new, scf.YieldOp(new)],
                                       [call, zero, scf.YieldOp(zero)]))
             self._replace(op, if_op.results[0])
@@ -467,7 +479,7 @@ class _Prep:
             b = Builder(InsertPoint.before(op))
             self._replace(op, self._widen(b, x, F64))
 
-    def int_to_float(self, op: Operation) -> None:
+    def int_to_float(self, op: arith.SIToFPOp | arith.UIToFPOp) -> None:
         x, t = op.operands[0], op.results[0].type
         if not isinstance(t, _NARROW):
             return
@@ -555,6 +567,13 @@ _REWRITES: list[tuple[tuple[type, ...], str]] = [
     ((math.FPowIOp,), "fpowi"), ((math.RsqrtOp,), "rsqrt"),
     ((arith.MaximumfOp, arith.MinimumfOp), "minmax"), (_AT_F32, "at_f32"),
 ]
+
+
+def _positive_constant(v: SSAValue) -> bool:
+    """Whether `v` is an integer `arith.constant` > 0."""
+    op = v.owner
+    return isinstance(op, arith.ConstantOp) and isinstance(op.value, IntegerAttr) and \
+        op.value.value.data > 0
 
 
 def _zero_allocs(fn: func.FuncOp) -> None:

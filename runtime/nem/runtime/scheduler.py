@@ -50,6 +50,7 @@ from nem.runtime.engine import (
     task_attrs,
     task_cost,
 )
+from nem.runtime.memory import RegionInst
 
 EMPTY: dict = {}
 
@@ -73,9 +74,23 @@ class Token:
         self.consumed = False
 
 
+Unit = tuple[int, str, int]
+"""A unit instance: (engine, unit type, index)."""
+
+
 class TaskInst:
     __slots__ = ("tpl", "frame", "seq", "npending", "deps", "regions", "token", "kvc", "vc",
                  "lane", "epoch", "ready_time", "start", "end", "engine", "unit", "issue_time")
+    # set when the task is issued (`Scheduler._issue`); `deps` and `token`
+    # are cleared when it completes, `unit` and `engine` set when it is placed
+    issue_time: int
+    kvc: dict[int, int]
+    regions: list[RegionInst]
+    token: Token | None
+    deps: list[Token] | None
+    ready_time: int
+    engine: int | None
+    unit: Unit | None
 
     def __init__(self, tpl, frame, seq):
         self.tpl = tpl
@@ -436,7 +451,9 @@ class Scheduler:
 
     def _make_ready(self, t: TaskInst) -> None:
         rt = t.issue_time
-        for d in t.deps:
+        deps = t.deps
+        assert deps is not None  # cleared only when the task completes
+        for d in deps:
             if d.end > rt:
                 rt = d.end
         t.ready_time = rt
@@ -520,6 +537,7 @@ class Scheduler:
                 k = (s, t.seq)
                 if bk is None or k < bk:
                     best, bk, bu = t, k, u
+            assert best is not None and bk is not None  # `lst` is not empty
             lst.remove(best)
             best.unit = bu
             best.start = bk[0]
@@ -557,7 +575,7 @@ class Scheduler:
     def _witness(self) -> list[str]:
         out = []
         for t in sorted(self.live.values(), key=lambda t: t.seq):
-            waits = [self._tok_desc(d) for d in t.deps if not d.done]
+            waits = [self._tok_desc(d) for d in t.deps or () if not d.done]
             out.append(f"task {self.ref(t)} waits for " + ", ".join(waits))
         for f in sorted(self.frames, key=lambda f: (f.depth, f.index or 0)):
             if f.blocked:
@@ -599,6 +617,7 @@ class Scheduler:
             unit = t.unit
         else:
             unit = t.unit = self._choose_unit(t)
+        assert unit is not None  # placed when it became the next task (timed)
         t.engine = unit[0]
         try:
             if self.steps < self.dry_steps:
@@ -617,7 +636,7 @@ class Scheduler:
             raise
         if self.race is not None:
             vc_in = t.kvc
-            deps = t.deps
+            deps = t.deps or ()
             for d in deps:
                 vc_in = join(vc_in, d.vc)
             t.vc, t.lane, t.epoch = self.race.start(
@@ -664,6 +683,7 @@ class Scheduler:
 
     def _complete(self, t: TaskInst) -> None:
         tok = t.token
+        assert tok is not None  # cleared below: a task completes once
         tok.done = True
         tok.vc = t.vc
         tok.end = t.end

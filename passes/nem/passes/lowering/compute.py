@@ -116,7 +116,8 @@ def illegal(ctx: LoweringContext, token: SSAValue) -> str | None:
     why = None
     if not match_families(op, ctx.catalog, effective).ok:
         where = f"device {ctx.options.device}" if ctx.device is not None else "the NEM baseline"
-        elems = "/".join(sorted({str(v.type.elem_name) for v in (*op.ins, *op.outs)}))
+        types = [v.type for v in (*op.ins, *op.outs)]
+        elems = "/".join(sorted({str(t.elem_name) for t in types if isinstance(t, RegionType)}))
         why = f"no {op.opcode} variant for {elems} on {where}"
     ctx.legal_cache[key] = why
     return why
@@ -199,21 +200,24 @@ def emit_matmul(lw: Lowerer, stg: Staging, st: BlockState, anchor: Operation,
     ctx = lw.ctx
     bld = stg.builder
     c_reg, cv = c
-    flags = {k: 1 for k, f in (("trans_a", trans[0]), ("trans_b", trans[1])) if f}
+    flags: dict[str, object] = {k: 1 for k, f in (("trans_a", trans[0]), ("trans_b", trans[1]))
+                                if f}
     with bld.located(anchor.location):
-        fused = bld.compute("matmul", [a, b, c_reg], [c_reg], **flags)
+        fused = bld.compute("matmul", [a, b, c_reg], [c_reg], attrs=flags)
     if illegal(ctx, fused) is None:
         stg.commit(st)
         name_task(ctx, fused, "matmul")
         ctx.summary.raised.append(f"{what} -> matmul (accumulating bias)")
         return None
-    fused.owner.detach()
-    fused.owner.erase()
+    fused_op = fused.owner
+    assert isinstance(fused_op, Operation)  # a task's token is its op's result
+    fused_op.detach()
+    fused_op.erase()
     shape = region_shape(c_reg)
     tv = scratch(ctx, cv, shape, anchor)
     with bld.located(anchor.location):
         t_reg = region(ctx, bld, tv, tv.base, shape, tv.strides, anchor, "MN")
-        mm = bld.compute("matmul", [a, b], [t_reg], **flags)
+        mm = bld.compute("matmul", [a, b], [t_reg], attrs=flags)
         add = bld.compute("add", [c_reg, t_reg], [c_reg])
     why = illegal(ctx, mm) or illegal(ctx, add)
     if why is not None:

@@ -23,11 +23,13 @@ from nem.passes.lowering.diagnostics import reject
 from nem.passes.lowering.partial_tiles import PeelScope, RegionAccess
 from nem.passes.lowering.views import View
 from xdsl.dialects.builtin import IndexType, IntegerAttr, MemRefType
-from xdsl.ir import Attribute, Block, BlockArgument, Operation, SSAValue
+from xdsl.ir import Block, BlockArgument, Operation, SSAValue
 
 if TYPE_CHECKING:
     from nem.dialect.device_model import Device
     from nem.dialect.families import Catalog
+    from nem.passes.lowering.memref_globals import GlobalOp
+    from xdsl.dialects.builtin import DenseIntOrFPElementsAttr
     from xdsl.ir.affine import AffineMap
 
 NEM_KEYWORDS = frozenset({"in", "out", "loop", "endloop", "region", "const", "let", "buffer",
@@ -135,7 +137,7 @@ class LoweringContext:
         self.scratch: dict[tuple[object, ...], View] = {}
         self.globals: dict[str, View] = {}
         """The buffer of each `memref.global` used (D-LOW-GLOBAL)."""
-        self.initial: dict[str, tuple[Operation, Attribute]] = {}
+        self.initial: dict[str, tuple[GlobalOp, DenseIntOrFPElementsAttr]] = {}
         """Buffer name -> (global, initial contents) to write (D-LOW-GLOBAL)."""
         self._var_order = itertools.count()
 

@@ -171,7 +171,7 @@ def nonuniform_minmax(op: affine.ForOp, lb: Aff, step: int, trip: int,
     early = set(stage0) if stage0 is not None else None
     for top in op.body.block.ops:
         later = early is not None and top not in early
-        local = {iv: x + Aff.c(step) if later else x}
+        local: dict[SSAValue, Aff] = {iv: x + Aff.c(step) if later else x}
         for o in top.walk():
             if o.name in MINMAX_OPS:
                 bounds = [(minmax_map(o), tuple(o.operands), o.name == "affine.min")]
