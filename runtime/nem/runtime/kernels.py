@@ -26,6 +26,7 @@ from nem.dialect.registry import OpcodeSpec, opcodes
 from nem.runtime.kernel_support import (
     ALL_T,
     Kernel,
+    Preparable,
     Tensor,
     check_count,
     check_shape,
@@ -239,6 +240,13 @@ def _compute(ins, outs, attrs):
         raise NotSupported(f"compute op={name}: {e}") from None
 
 
+def _prepare_compute(ins, outs, attrs):
+    if attrs.get("op") == "mlir.kernel":
+        from nem.runtime.escape_hatch import prepare_mlir_kernel
+        return prepare_mlir_kernel(ins, outs, attrs)
+    return None
+
+
 # --------------------------------------------------------------------------
 
 def _kernel_for(spec: OpcodeSpec) -> Kernel:
@@ -270,7 +278,8 @@ _SPECIAL_ELTWISE: dict[str, Kernel] = {"leaky_relu": _leaky_relu, "clamp": _clam
 _BY_NAME: dict[str, Kernel] = {
     "transpose": transpose, "reshape": reshape, "slice": slice_, "concat": concat,
     "split": split, "pad": pad, "gather": gather,
-    "cast": _cast, "quantize": _quantize, "dequantize": _dequantize, "compute": _compute,
+    "cast": _cast, "quantize": _quantize, "dequantize": _dequantize,
+    "compute": Preparable(_compute, _prepare_compute),
 }
 
 KERNELS: dict[str, Kernel] = {name: _kernel_for(spec) for name, spec in opcodes().items()}

@@ -45,8 +45,8 @@ from nem.runtime.engine import (
     TaskTpl,
     WaitTpl,
     ev,
-    execute_compute,
-    execute_move,
+    prepare_compute,
+    prepare_move,
     task_attrs,
     task_cost,
 )
@@ -603,15 +603,13 @@ class Scheduler:
         try:
             if self.steps < self.dry_steps:
                 pass      # a failed replay's re-walk: this effect is in memory already
-            elif tpl.kind == COMPUTE:
-                attrs = task_attrs(tpl, t.frame.iv)
-                execute_compute(tpl, regions, attrs, self.kernels)
-                if self.recording is not None:
-                    self.recording.effects.append((tpl, regions, attrs))
             else:
-                execute_move(tpl, regions[1], regions[0])   # operand_regions: (src, dst)
+                effect = prepare_compute(tpl, regions, task_attrs(tpl, t.frame.iv),
+                                         self.kernels) if tpl.kind == COMPUTE else \
+                    prepare_move(tpl, regions[1], regions[0])   # operand_regions: (src, dst)
+                effect()
                 if self.recording is not None:
-                    self.recording.effects.append((tpl, regions, None))
+                    self.recording.effects.append(effect)
         except RunError as e:
             e.where = e.where or t.iteration()
             raise
