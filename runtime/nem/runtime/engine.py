@@ -168,7 +168,7 @@ def quant_of(q) -> Quant | None:
 class RegionTpl:
     __slots__ = ("op", "value", "name", "buffer", "offset", "extent", "shape", "strides",
                  "elem", "quant", "static_inst", "depth", "level_name", "static_mem",
-                 "instances", "windows")
+                 "instances", "windows", "static")
 
     def __init__(self, op: RegionOp, comp: ExprCompiler, buffers: dict, depth: int):
         self.op = op
@@ -188,6 +188,7 @@ class RegionTpl:
         self.quant = quant_of(t.quant_desc)
         self.static_inst: RegionInst | None = None
         self.static_mem = None
+        self.static = self.is_static()
 
     def is_static(self) -> bool:
         parts = [self.offset, self.extent, *(self.shape or ()), *(self.strides or ())]
@@ -198,13 +199,17 @@ class RegionTpl:
         `ords`: a loop-body buffer's instance is chosen by `ords` (D-SEM-INSTANCES)."""
         if self.static_mem is memory:
             return self.static_inst
-        try:
-            off = ev(self.offset, iv)
-            ext = ev(self.extent, iv)
-            shape = tuple(ev(s, iv) for s in self.shape) if self.shape is not None else None
-            strides = tuple(ev(s, iv) for s in self.strides) if self.strides is not None else None
-        except ExprError as e:
-            raise RunError(str(e), "CONST-05", self.op) from None
+        if self.static:
+            off, ext, shape, strides = self.offset, self.extent, self.shape, self.strides
+        else:
+            try:
+                off = ev(self.offset, iv)
+                ext = ev(self.extent, iv)
+                shape = tuple(ev(s, iv) for s in self.shape) if self.shape is not None else None
+                strides = tuple(ev(s, iv) for s in self.strides) \
+                    if self.strides is not None else None
+            except ExprError as e:
+                raise RunError(str(e), "CONST-05", self.op) from None
         b = self.instances[instance_index(ords[:len(self.windows)], self.windows)] \
             if self.windows and len(ords) >= len(self.windows) else self.buffer
         lv = memory.levels[b.level]
@@ -216,7 +221,7 @@ class RegionTpl:
             r.check()
         except MemoryError_ as e:
             raise RunError(str(e), e.rule, self.op) from None
-        if self.depth == 0 and self.is_static():
+        if self.depth == 0 and self.static:
             self.static_inst, self.static_mem = r, memory
         return r
 

@@ -267,9 +267,9 @@ class Scheduler:
             else:
                 frame.pc += 1
         frame.finished = True
-        frame.done_vc = join(frame.done_vc, frame.K)
         run = frame.looprun
-        if run is not None:
+        if run is not None:     # what a loop's next iterations learn (the root's is unused)
+            frame.done_vc = join(frame.done_vc, frame.K)
             self._stream_ended(run, frame)
         if frame.live == 0:
             self._frame_done(frame)
@@ -373,7 +373,8 @@ class Scheduler:
             run.window += 1
         if run.window > run.hi:      # every iteration completed: the loop is done
             parent = run.frame
-            parent.done_vc = join(parent.done_vc, run.prefix_vc)
+            if parent.looprun is not None:
+                parent.done_vc = join(parent.done_vc, run.prefix_vc)
             if run.prefix_time > parent.done_time:
                 parent.done_time = run.prefix_time
             if LOOP_END.drains:
@@ -669,7 +670,7 @@ class Scheduler:
         self.satisfied[name] = self.satisfied.get(name, 0) + 1
         del self.live[t.seq]
         f = t.frame
-        if self.race is not None:
+        if self.race is not None and f.looprun is not None:   # _frame_done reads it
             f.done_vc = join(f.done_vc, t.vc)
         if t.end > f.done_time:
             f.done_time = t.end
