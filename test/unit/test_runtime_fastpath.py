@@ -210,3 +210,30 @@ def test_f32_fast_path_is_bitwise_the_f64_formula(op):
     np.testing.assert_array_equal(np.isnan(got), nan)
     np.testing.assert_array_equal(got[~nan].view(np.uint32), want[~nan].view(np.uint32))
 
+
+
+@pytest.mark.parametrize("elem", ["f32", "f16"])
+@pytest.mark.parametrize("attrs", [{}, {"pads": [1, 1, 1, 1]},
+                                   {"pads": [0, 1, 2, 0], "strides": [2, 1], "dilations": [1, 2]}])
+def test_prepared_conv_is_bitwise_the_kernel(attrs, elem):
+    """D-NUM-LINEAR-FLOAT - a float convolution bound to its operands
+    (Preparable, D-RT-REPLAY) gives the kernel's bits, reading the operands'
+    current contents at each call."""
+    rng = np.random.default_rng(3)
+    dt = np.float32 if elem == "f32" else np.float16
+    x = rng.standard_normal((1, 9, 10, 5)).astype(dt)
+    w = rng.standard_normal((3, 3, 5, 4)).astype(dt)
+    b = rng.standard_normal(4).astype(dt)
+    p = attrs.get("pads", [0, 0, 0, 0])
+    s, d = attrs.get("strides", [1, 1]), attrs.get("dilations", [1, 1])
+    shape = (1, *((n + p[i] + p[2 + i] - (d[i] * 2 + 1)) // s[i] + 1 for i, n in enumerate((9, 10))),
+             4)
+    ins = [Tensor(x, elem), Tensor(w, elem), Tensor(b, elem)]
+    outs = [Tensor(np.zeros(shape, dt), elem)]
+    call = KERNELS["conv2d"].prepare(ins, outs, attrs)
+    for _ in range(2):
+        (got,), (want,) = call(), KERNELS["conv2d"](ins, outs, attrs)
+        assert got.dtype == want.dtype and got.shape == want.shape
+        np.testing.assert_array_equal(got.view(np.uint8), want.view(np.uint8))
+        x[...] = rng.standard_normal(x.shape)
+        w[...] = rng.standard_normal(w.shape)
