@@ -95,6 +95,80 @@ def test_failing_effect_during_replay_reports_as_a_normal_run():
     np.testing.assert_array_equal(it.read_tensor("Z")[:192], fresh.read_tensor("Z")[:192])
 
 
+NESTED = """\
+program nested:
+buffer A : L2 (size=256, align=64)
+buffer B : L1 (size=64, align=64)
+loop i in [0..3] @max_in_flight({N}):
+  loop j in [0..1] @max_in_flight(1):
+    t = transfer.async(dst=region(B, 0, 64), src=region(A, i * 64, 64))
+  endloop
+endloop
+"""
+
+
+@pytest.mark.parametrize("n,racy", [(1, False), (2, True)])
+def test_nested_window_races_in_the_first_run_and_the_replay(n, racy):
+    """RULE: LOOP-06 - every iteration writes B.  With @max_in_flight(1) an
+    outer iteration, its inner loop's tasks included, completes before the
+    next opens: no race (the iteration stream's completion clock must take in
+    the inner loop's, which the scheduler keeps for loop iterations only);
+    with 2 in flight the outer iterations race, found when the run is
+    scheduled and reported again when it is replayed (D-RT-REPLAY)."""
+    it = NemInterpreter()
+    it.load_string(NESTED.format(N=n), "n.nem")
+    first = it.run()
+    assert it.program.compiled.replay is not None
+    second = it.run()
+    assert (first.race_count > 0) == racy
+    assert _summary(it, second) == _summary(it, first)
+
+
+ESCAPE = """\
+program escape:
+buffer X : L1 (size=256, align=64)
+buffer Y : L1 (size=256, align=64)
+loop i in [0..1] @max_in_flight(1):
+  c = compute.sync in region(X, i * 128, 128) elem=f32, shape=[32], layout=C out region(Y, i * 128, 128) elem=f32, shape=[32], layout=C op="mlir.kernel" kernel="{K}"
+endloop
+"""
+SQUARE = " ".join("""func.func @kernel(%x: memref<32xf32>, %y: memref<32xf32>) {
+  affine.for %i = 0 to 32 {
+    %a = affine.load %x[%i] : memref<32xf32>
+    %b = affine.load %y[%i] : memref<32xf32>
+    %p = arith.mulf %a, %a : f32
+    %s = arith.addf %p, %b : f32
+    affine.store %s, %y[%i] : memref<32xf32>
+  }
+  func.return
+}""".split())
+
+
+@pytest.mark.parametrize("backend", ["native", "interpreter"])
+def test_replayed_escape_hatch_reads_and_writes_the_current_contents(backend):
+    """A replayed `mlir.kernel` task, bound to its operands once (packed
+    pointers, D-RT-MLIR-JIT), reads the inputs and the outputs' current
+    contents at each run (read-modify-write, D-RT-MLIR-KERNEL)."""
+    from nem.runtime import escape_hatch, mlir_native
+    if backend == "native" and mlir_native.unavailable() is not None:
+        pytest.skip(str(mlir_native.unavailable()))
+    escape_hatch.set_backend(backend)
+    try:
+        it = NemInterpreter()
+        it.load_string(ESCAPE.format(K=SQUARE), "e.nem")
+        x = np.arange(64, dtype=np.float32)
+        it.write_tensor("X", x)
+        assert it.run().status == "completed"
+        assert it.program.compiled.replay is not None
+        np.testing.assert_array_equal(it.read_tensor("Y").reshape(-1), x * x)
+        it.write_tensor("X", -2 * x)
+        it.write_tensor("Y", np.ones(64, np.float32))
+        assert it.run().status == "completed"       # replayed
+        np.testing.assert_array_equal(it.read_tensor("Y").reshape(-1), 4 * x * x + 1)
+    finally:
+        escape_hatch.set_backend("auto")
+
+
 @pytest.mark.parametrize("policy", ["random", "timed"])
 def test_random_and_timed_runs_are_not_replayed(monkeypatch, policy):
     it = NemInterpreter()
@@ -136,3 +210,30 @@ def test_f32_fast_path_is_bitwise_the_f64_formula(op):
     np.testing.assert_array_equal(np.isnan(got), nan)
     np.testing.assert_array_equal(got[~nan].view(np.uint32), want[~nan].view(np.uint32))
 
+
+
+@pytest.mark.parametrize("elem", ["f32", "f16"])
+@pytest.mark.parametrize("attrs", [{}, {"pads": [1, 1, 1, 1]},
+                                   {"pads": [0, 1, 2, 0], "strides": [2, 1], "dilations": [1, 2]}])
+def test_prepared_conv_is_bitwise_the_kernel(attrs, elem):
+    """D-NUM-LINEAR-FLOAT - a float convolution bound to its operands
+    (Preparable, D-RT-REPLAY) gives the kernel's bits, reading the operands'
+    current contents at each call."""
+    rng = np.random.default_rng(3)
+    dt = np.float32 if elem == "f32" else np.float16
+    x = rng.standard_normal((1, 9, 10, 5)).astype(dt)
+    w = rng.standard_normal((3, 3, 5, 4)).astype(dt)
+    b = rng.standard_normal(4).astype(dt)
+    p = attrs.get("pads", [0, 0, 0, 0])
+    s, d = attrs.get("strides", [1, 1]), attrs.get("dilations", [1, 1])
+    shape = (1, *((n + p[i] + p[2 + i] - (d[i] * 2 + 1)) // s[i] + 1 for i, n in enumerate((9, 10))),
+             4)
+    ins = [Tensor(x, elem), Tensor(w, elem), Tensor(b, elem)]
+    outs = [Tensor(np.zeros(shape, dt), elem)]
+    call = KERNELS["conv2d"].prepare(ins, outs, attrs)
+    for _ in range(2):
+        (got,), (want,) = call(), KERNELS["conv2d"](ins, outs, attrs)
+        assert got.dtype == want.dtype and got.shape == want.shape
+        np.testing.assert_array_equal(got.view(np.uint8), want.view(np.uint8))
+        x[...] = rng.standard_normal(x.shape)
+        w[...] = rng.standard_normal(w.shape)

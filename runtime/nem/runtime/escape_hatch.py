@@ -126,9 +126,9 @@ def load_notice(program: Operation) -> str | None:
             f"({why}){largest}")
 
 
-def run_mlir_kernel(ins: list, outs: list, attrs: dict) -> list[np.ndarray]:
-    """`KERNELS["compute"]` for op="mlir.kernel": ins/outs are `Tensor`s, attrs
-    hold `kernel` (text) and `index_args` (ints, evaluated by the engine)."""
+def _checked(ins: list, outs: list, attrs: dict) -> tuple[str, list[int]]:
+    """The kernel text and index arguments of a task, its attributes and
+    operands checked."""
     text = attrs.get("kernel")
     if not isinstance(text, str):
         raise NotSupported(f"{OPNAME}: missing string attribute 'kernel'")
@@ -141,43 +141,95 @@ def run_mlir_kernel(ins: list, outs: list, attrs: dict) -> list[np.ndarray]:
     if any(t.quant is not None for t in (*ins, *outs)):
         raise NotSupported(f"{OPNAME}: quantized operands are not supported (the kernel sees "
                            "raw element values)")
+    return text, idx
+
+
+def run_mlir_kernel(ins: list, outs: list, attrs: dict) -> list[np.ndarray]:
+    """`KERNELS["compute"]` for op="mlir.kernel": ins/outs are `Tensor`s, attrs
+    hold `kernel` (text) and `index_args` (ints, evaluated by the engine)."""
+    text, idx = _checked(ins, outs, attrs)
     return run(compiled(text), ins, outs, idx)
+
+
+def prepare_mlir_kernel(ins: list, outs: list, attrs: dict) -> Callable[[], list[np.ndarray]]:
+    """`run_mlir_kernel` bound to one task instance's operands (whose arrays
+    stay where they are; engine.prepare_compute): checked once, and once the
+    kernel runs natively, a call with its arguments packed (a kernel that
+    ran natively keeps doing so unless the backend becomes "interpreter";
+    the results are the same either way, D-RT-MLIR-JIT)."""
+    text, idx = _checked(ins, outs, attrs)
+    ck = compiled(text)
+    operands, group = ck.bind(ins, outs, idx)
+    fast: _NativeRun | None = None
+
+    def call() -> list[np.ndarray]:
+        nonlocal fast
+        if fast is not None and BACKEND != "interpreter":
+            return fast()
+        nk = _backend(ck, group, len(ins))
+        if nk is None:
+            return ck.run_interpreted(operands, group, len(ins), idx, PROGRESS)
+        fast = _NativeRun(nk, operands, group, len(ins), idx)
+        return fast()
+    return call
 
 
 def run(ck: CompiledKernel, ins: list, outs: list, index_args: list[int]) -> list[np.ndarray]:
     """Run `ck` once on the task's operands; returns the outs' new contents.
-    Natively when the native backend takes the kernel, else interpreted."""
+    Natively when the native backend takes its kernel, else interpreted."""
     operands, group = ck.bind(ins, outs, index_args)
+    nk = _backend(ck, group, len(ins))
+    if nk is None:
+        return ck.run_interpreted(operands, group, len(ins), index_args, PROGRESS)
+    return _NativeRun(nk, operands, group, len(ins), index_args)()
+
+
+def _backend(ck: CompiledKernel, group: list[int], n_in: int):
+    """The native kernel this run of `ck` uses, or None when it is interpreted
+    (then counted against `COMPILE_AFTER`, or noticed)."""
     if BACKEND == "auto" and ck.estimate_exact and \
             _INTERPRETED.get(ck.text, 0) + ck.estimate <= COMPILE_AFTER:
         _INTERPRETED[ck.text] = _INTERPRETED.get(ck.text, 0) + ck.estimate
-        return ck.run_interpreted(operands, group, len(ins), index_args, PROGRESS)
+        return None
     if BACKEND != "interpreter":
         from nem.runtime import mlir_native
 
-        nk = mlir_native.native(ck.text, ck.module, group, len(ins))
+        nk = mlir_native.native(ck.text, ck.module, group, n_in)
         if not isinstance(nk, str):
-            return _run_native(nk, operands, group, len(ins), index_args)
+            return nk
         if BACKEND == "native":
             raise NotSupported(f"{OPNAME}: the native backend does not take this kernel: {nk}")
         _notice_interpreted(ck, nk)
-    return ck.run_interpreted(operands, group, len(ins), index_args, PROGRESS)
+    return None
 
 
-def _run_native(nk, operands, group: list[int], n_in: int, index_args) -> list[np.ndarray]:
-    """Run a compiled kernel: inputs in place (the runtime's memory, when
-    C-contiguous and aligned), outputs on a read-modify-write copy as in
-    the interpreter (D-RT-MLIR-KERNEL)."""
-    n_mem = len(operands)
-    arrays: dict[int, np.ndarray] = {}
-    for g in sorted(set(group)):
-        a = operands[g].array
-        if any(group[k] == g for k in range(n_in, n_mem)):
-            arrays[g] = np.array(a, order="C", copy=True)
-        elif a.flags.c_contiguous and a.ctypes.data % a.dtype.itemsize == 0:
-            arrays[g] = a
-        else:
-            arrays[g] = np.ascontiguousarray(a)
-    with np.errstate(all="ignore"):
-        nk.run([arrays[group[k]] for k in range(n_mem)], index_args)
-    return [arrays[group[k]] for k in range(n_in, n_mem)]
+class _NativeRun:
+    """A compiled kernel on bound operands: inputs in place (the runtime's
+    memory, when C-contiguous and aligned), else copied before each call;
+    outputs on a read-modify-write copy as in the interpreter
+    (D-RT-MLIR-KERNEL), in buffers kept across calls (the engine copies the
+    results into the regions)."""
+
+    __slots__ = ("copies", "call", "outs")
+
+    def __init__(self, nk, operands, group: list[int], n_in: int, index_args) -> None:
+        n_mem = len(operands)
+        arrays: dict[int, np.ndarray] = {}
+        self.copies: list[tuple[np.ndarray, np.ndarray]] = []   # (buffer, operand array)
+        for g in sorted(set(group)):
+            a = operands[g].array
+            if any(group[k] == g for k in range(n_in, n_mem)) or \
+                    not (a.flags.c_contiguous and a.ctypes.data % a.dtype.itemsize == 0):
+                arrays[g] = np.empty(a.shape, a.dtype)
+                self.copies.append((arrays[g], a))
+            else:
+                arrays[g] = a
+        self.call = nk.bind([arrays[group[k]] for k in range(n_mem)], index_args)
+        self.outs = [arrays[group[k]] for k in range(n_in, n_mem)]
+
+    def __call__(self) -> list[np.ndarray]:
+        for buf, a in self.copies:
+            np.copyto(buf, a)
+        with np.errstate(all="ignore"):
+            self.call()
+        return self.outs

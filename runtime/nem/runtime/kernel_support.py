@@ -36,6 +36,27 @@ class Tensor:
 Kernel = Callable[[list[Tensor], list[Tensor], dict[str, object]], list[np.ndarray]]
 
 
+class Preparable:
+    """A kernel that can also be bound to one task instance's operands
+    (`engine.prepare_compute`, for a replayed run, D-RT-REPLAY):
+    `prepare(ins, outs, attrs)` checks what depends on the operands' shapes,
+    types and attributes once and returns a call without arguments that gives
+    what `kernel(ins, outs, attrs)` would, reading the operands' contents
+    when called."""
+
+    __slots__ = ("kernel", "prepare")
+
+    def __init__(self, kernel: Kernel,
+                 prepare: Callable[[list[Tensor], list[Tensor], dict[str, object]],
+                                   Callable[[], list[np.ndarray]] | None]) -> None:
+        self.kernel = kernel
+        self.prepare = prepare     # None from it: no binding, call the kernel
+
+    def __call__(self, ins: list[Tensor], outs: list[Tensor],
+                 attrs: dict[str, object]) -> list[np.ndarray]:
+        return self.kernel(ins, outs, attrs)
+
+
 def family_types(family: str) -> tuple[str, ...]:
     """The element types a one-parameter type family admits, read from the
     shipped catalog (devices/nem/devices/nem_baseline_1.0.nem)."""

@@ -26,6 +26,7 @@ from nem.dialect.registry import OpcodeSpec, opcodes
 from nem.runtime.kernel_support import (
     ALL_T,
     Kernel,
+    Preparable,
     Tensor,
     check_count,
     check_shape,
@@ -109,7 +110,8 @@ _EXACT_IN_F32 = frozenset({"add", "sub", "mul", "div", "sqrt", "min", "max", "re
 def _eltwise(op: str, fop, iop, arity: int) -> Kernel:
     f32_direct = op in _EXACT_IN_F32
 
-    def kernel(ins, outs, attrs):
+    def checked(ins, outs) -> bool:
+        """Check the operands; True when the f32 fast path applies."""
         check_count(op, ins, outs, (arity, arity))
         shapes = [t.array.shape for t in ins]
         try:
@@ -117,11 +119,23 @@ def _eltwise(op: str, fop, iop, arity: int) -> Kernel:
         except ValueError:
             raise unsupported(op, ins, outs, "operand shapes do not broadcast") from None
         check_shape(op, ins, outs, shape, outs[0])
-        if f32_direct and all(t.elem == "f32" and t.quant is None for t in (*ins, *outs)):
-            with np.errstate(all="ignore"):
-                return [np.asarray(fop(*[t.array for t in ins]), dtype=np.float32)]
+        return f32_direct and all(t.elem == "f32" and t.quant is None for t in (*ins, *outs))
+
+    def f32(arrays: list[np.ndarray]) -> list[np.ndarray]:
+        with np.errstate(all="ignore"):
+            return [np.asarray(fop(*arrays), dtype=np.float32)]
+
+    def kernel(ins, outs, attrs):
+        if checked(ins, outs):
+            return f32([t.array for t in ins])
         return [numeric_kernel(op, ins, outs[0], fop, iop)]
-    return kernel
+
+    def prepare(ins, outs, attrs):
+        if not checked(ins, outs):
+            return None
+        arrays = [t.array for t in ins]
+        return lambda: f32(arrays)
+    return Preparable(kernel, prepare)
 
 
 def _leaky_relu(ins, outs, attrs):
@@ -239,6 +253,13 @@ def _compute(ins, outs, attrs):
         raise NotSupported(f"compute op={name}: {e}") from None
 
 
+def _prepare_compute(ins, outs, attrs):
+    if attrs.get("op") == "mlir.kernel":
+        from nem.runtime.escape_hatch import prepare_mlir_kernel
+        return prepare_mlir_kernel(ins, outs, attrs)
+    return None
+
+
 # --------------------------------------------------------------------------
 
 def _kernel_for(spec: OpcodeSpec) -> Kernel:
@@ -270,7 +291,8 @@ _SPECIAL_ELTWISE: dict[str, Kernel] = {"leaky_relu": _leaky_relu, "clamp": _clam
 _BY_NAME: dict[str, Kernel] = {
     "transpose": transpose, "reshape": reshape, "slice": slice_, "concat": concat,
     "split": split, "pad": pad, "gather": gather,
-    "cast": _cast, "quantize": _quantize, "dequantize": _dequantize, "compute": _compute,
+    "cast": _cast, "quantize": _quantize, "dequantize": _dequantize,
+    "compute": Preparable(_compute, _prepare_compute),
 }
 
 KERNELS: dict[str, Kernel] = {name: _kernel_for(spec) for name, spec in opcodes().items()}

@@ -327,7 +327,7 @@ class RegionInst:
                 f"buffer {b.name} ({b.size} bytes)", "HAZ-04")
         if self.elem is None or not self.shape:
             return
-        if any(d <= 0 for d in self.shape):
+        if min(self.shape) <= 0:
             raise MemoryError_(f"region {self.name} has shape {list(self.shape)}", "REG-06")
         span = sum((d - 1) * s for d, s in zip(self.shape, self.elem_strides())) + 1
         need = math.ceil(span * BITS[self.elem] / 8)

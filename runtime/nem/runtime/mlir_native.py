@@ -92,15 +92,35 @@ class NativeKernel:
     def run(self, arrays: Sequence[np.ndarray], index_args: Sequence[int]) -> None:
         """Run the kernel once; a failed check raises the interpreter's
         NumericError (the outs then hold partial results)."""
-        vals: list[ctypes.c_void_p | ctypes.c_int64] = [
+        self.bind(arrays, index_args)()
+
+    def bind(self, arrays: Sequence[np.ndarray], index_args: Sequence[int]) -> BoundCall:
+        """`run` on these arrays (whose memory must stay where it is: the
+        pointers are packed once) as a call without arguments."""
+        return BoundCall(self, arrays, index_args)
+
+
+class BoundCall:
+    """A native kernel with its arguments packed: calling it runs the kernel."""
+
+    __slots__ = ("kernel", "arrays", "vals", "packed")
+
+    def __init__(self, kernel: NativeKernel, arrays: Sequence[np.ndarray],
+                 index_args: Sequence[int]):
+        self.kernel = kernel
+        self.arrays = list(arrays)      # the memory the packed pointers point to
+        self.vals: list[ctypes.c_void_p | ctypes.c_int64] = [
             ctypes.c_void_p(a.ctypes.data) for a in arrays]
-        vals += [ctypes.c_int64(int(v)) for v in index_args]
-        packed = (ctypes.c_void_p * len(vals))(*[ctypes.addressof(v) for v in vals])
-        self._trapped.clear()
-        self._fn(packed)
-        if self._trapped:
-            site, *payload = self._trapped[0]
-            raise self.sites[site - 1](payload)
+        self.vals += [ctypes.c_int64(int(v)) for v in index_args]
+        self.packed = (ctypes.c_void_p * len(self.vals))(*[ctypes.addressof(v) for v in self.vals])
+
+    def __call__(self) -> None:
+        k = self.kernel
+        k._trapped.clear()
+        k._fn(self.packed)
+        if k._trapped:
+            site, *payload = k._trapped[0]
+            raise k.sites[site - 1](payload)
 
 
 _CACHE: dict[tuple[str, tuple[int, ...], int], NativeKernel | str] = {}

@@ -12,12 +12,16 @@ in the same scheduler state (counts, races, trace, unconsumed tokens).
 
 The first eligible run of a program on a memory records that sequence and
 its final state (`Plan`); later eligible runs on the same memory execute
-only the data effects (`execute_compute` / `execute_move`, the one home of
-execution semantics) and then take over the recorded final state.  When a
-data effect fails during a replay (a kernel's `NumericError`, say), the
-scheduler re-walks the first steps without their data effects (they are
-already in memory) and runs the failing step for real, so the error, its
-location and the partial state are those of a normal run.
+only the data effects and then take over the recorded final state.  An
+effect is recorded as the call the scheduler made (`engine.prepare_compute`
+/ `prepare_move`, the one home of execution semantics): the kernel, its
+operand views and everything that depends on the region instances only are
+bound when the scheduler first runs the task, so a replay pays for the
+numerics alone.  When a data effect fails during a replay (a kernel's
+`NumericError`, say), the scheduler re-walks the first steps without their
+data effects (they are already in memory) and runs the failing step for
+real, so the error, its location and the partial state are those of a
+normal run.
 
 Not replayed (always scheduled): timed mode, the `random` policy, the
 explorer (`choose`), sessions that step or stop at breakpoints, and
@@ -28,8 +32,6 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass, field
-
-from nem.runtime.engine import COMPUTE, execute_compute, execute_move
 
 # scheduler fields that make up the state at the end of a run; containers
 # are copied when a replay takes them over
@@ -44,7 +46,7 @@ class Plan:
 
     memory: object
     key: tuple
-    effects: list = field(default_factory=list)   # (task template, regions, attrs)
+    effects: list = field(default_factory=list)   # engine.prepare_*: calls in run order
     final: dict = field(default_factory=dict)
     tokens: list = field(default_factory=list)    # (task template, produced, consumed)
 
@@ -96,14 +98,10 @@ def replay(s, plan: Plan, progress=None) -> int | None:
     """Run `plan`'s data effects on `s`'s memory and take over its final
     state; returns the number of tasks run, or None when an effect failed at
     step i (then `s.dry_steps` = i and the caller runs normally)."""
-    kernels = s.kernels
     n = 0
-    for tpl, regions, attrs in plan.effects:
+    for effect in plan.effects:
         try:
-            if tpl.kind == COMPUTE:
-                execute_compute(tpl, regions, attrs, kernels)
-            else:
-                execute_move(tpl, regions[1], regions[0])
+            effect()
         except Exception:   # noqa: BLE001 - re-run below, where a normal run reports it
             s.dry_steps = n
             return None

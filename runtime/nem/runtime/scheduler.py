@@ -45,8 +45,8 @@ from nem.runtime.engine import (
     TaskTpl,
     WaitTpl,
     ev,
-    execute_compute,
-    execute_move,
+    prepare_compute,
+    prepare_move,
     task_attrs,
     task_cost,
 )
@@ -282,9 +282,9 @@ class Scheduler:
             else:
                 frame.pc += 1
         frame.finished = True
-        frame.done_vc = join(frame.done_vc, frame.K)
         run = frame.looprun
-        if run is not None:
+        if run is not None:     # what a loop's next iterations learn (the root's is unused)
+            frame.done_vc = join(frame.done_vc, frame.K)
             self._stream_ended(run, frame)
         if frame.live == 0:
             self._frame_done(frame)
@@ -388,7 +388,8 @@ class Scheduler:
             run.window += 1
         if run.window > run.hi:      # every iteration completed: the loop is done
             parent = run.frame
-            parent.done_vc = join(parent.done_vc, run.prefix_vc)
+            if parent.looprun is not None:
+                parent.done_vc = join(parent.done_vc, run.prefix_vc)
             if run.prefix_time > parent.done_time:
                 parent.done_time = run.prefix_time
             if LOOP_END.drains:
@@ -622,15 +623,13 @@ class Scheduler:
         try:
             if self.steps < self.dry_steps:
                 pass      # a failed replay's re-walk: this effect is in memory already
-            elif tpl.kind == COMPUTE:
-                attrs = task_attrs(tpl, t.frame.iv)
-                execute_compute(tpl, regions, attrs, self.kernels)
-                if self.recording is not None:
-                    self.recording.effects.append((tpl, regions, attrs))
             else:
-                execute_move(tpl, regions[1], regions[0])   # operand_regions: (src, dst)
+                effect = prepare_compute(tpl, regions, task_attrs(tpl, t.frame.iv),
+                                         self.kernels) if tpl.kind == COMPUTE else \
+                    prepare_move(tpl, regions[1], regions[0])   # operand_regions: (src, dst)
+                effect()
                 if self.recording is not None:
-                    self.recording.effects.append((tpl, regions, None))
+                    self.recording.effects.append(effect)
         except RunError as e:
             e.where = e.where or t.iteration()
             raise
@@ -691,7 +690,7 @@ class Scheduler:
         self.satisfied[name] = self.satisfied.get(name, 0) + 1
         del self.live[t.seq]
         f = t.frame
-        if self.race is not None:
+        if self.race is not None and f.looprun is not None:   # _frame_done reads it
             f.done_vc = join(f.done_vc, t.vc)
         if t.end > f.done_time:
             f.done_time = t.end
