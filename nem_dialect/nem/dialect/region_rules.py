@@ -78,6 +78,14 @@ class RegionRules(PointChecks):
         # operands read once: each accessor of an op with operand segments
         # decodes the segment sizes again
         offset, extent, shape, strides = op.offset, op.extent, tuple(op.shape), tuple(op.strides)
+        # the regions of one loop body repeat their offset and extent
+        # expressions: a check that passed is not repeated (D-VERIFY-REPEAT;
+        # what follows reads of the type only its element type)
+        repeat = self.check_key(loops, (offset, extent, *shape, *strides), buf_size,
+                                rtype.elem_name if rtype.typed else None)
+        if self.passed_before(repeat):
+            return
+        diags_before = len(self.diags)
         loops = self.relevant_loops(loops, (offset, extent, *shape, *strides))
         # with a static shape and strides the element check depends on the
         # extent alone: decided once per distinct extent, and the smallest
@@ -124,7 +132,7 @@ class RegionRules(PointChecks):
         box, found = self.box_forms(loops, (offset, extent))
         if box is not None and found[0] is not None and found[1] is not None and \
                 self._region_proven(found[0], found[1], buf_size, least, box, check):
-            return
+            return self.record_pass(repeat, diags_before)
 
         def suspects(chunk: dict, n: int) -> np.ndarray | None:
             off = vector_eval(self.ev, offset, chunk, n)
@@ -139,6 +147,7 @@ class RegionRules(PointChecks):
             return bad
 
         self.each_point(op, loops, check, suspects, f"the bounds of {label}", "REG-02")
+        return self.record_pass(repeat, diags_before)
 
     def _region_proven(self, f_off: Form, f_ext: Form, buf_size: int | None,
                        least: int | None, box: dict, check: EnvCheck) -> bool:

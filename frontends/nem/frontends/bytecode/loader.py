@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from xdsl.utils.exceptions import VerifyException
 
+from nem.dialect.device_model import Device
 from nem.dialect.diagnostics import (
     Diagnostic,
     NemDiagnosticError,
@@ -87,7 +88,7 @@ def check_consistency(loaded: LoadedBytecode, file: str) -> None:
                 ByteLoc(file, 0, 0))])
 
 
-def check_target(loaded: LoadedBytecode, device, file: str) -> None:
+def check_target(loaded: LoadedBytecode, device: Device | None, file: str) -> None:
     """Late binding: the file's Requirements against the chosen device,
     before any IR-level device check (docs/bytecode.md, "Loading").  The
     errors name what the device lacks (a variant, a unit, an engine, memory)."""

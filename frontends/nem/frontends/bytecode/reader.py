@@ -15,7 +15,7 @@ import gc
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TypeVar
+from typing import TypeVar, cast
 
 import numpy as np
 from xdsl.dialects import arith
@@ -69,6 +69,7 @@ from nem.frontends.bytecode.container import (
     SECTION_NAMES,
     BytecodeError,
     Header,
+    RawSection,
     decode_varints,
     read_header,
     sections,
@@ -197,7 +198,7 @@ class _BodyReader(TableReader):
         self.handlers: dict[int, Callable[[int, int], Operation]] = {}
 
     # -- debug locations ----------------------------------------------------------
-    def read_locs(self, debug, count: int) -> None:
+    def read_locs(self, debug: fb.Debug, count: int) -> None:
         stream = debug.LocsAsNumpy() if debug.LocsLength() else np.zeros(0, np.uint8)
         base = self._vec_pos(debug, 4)
         vals, offs = decode_varints(stream, base)
@@ -233,7 +234,7 @@ class _BodyReader(TableReader):
         self.locs = locs
 
     # -- instructions ---------------------------------------------------------------
-    def decode_body(self, code) -> None:
+    def decode_body(self, code: fb.Code) -> None:
         """The body's varints, all at once."""
         stream = code.BodyAsNumpy() if code.BodyLength() else np.zeros(0, np.uint8)
         base = self._vec_pos(code, 12)
@@ -241,7 +242,7 @@ class _BodyReader(TableReader):
         self.end = base + stream.size
         self.body_base = base
 
-    def read_body(self, code) -> Block:
+    def read_body(self, code: fb.Code) -> Block:
         self.v, self.o = self.body
         base = self.body_base
         self.i = 0
@@ -379,7 +380,8 @@ class _BodyReader(TableReader):
                 value = apply_binop(sym, sa, sb)
             except ExprError as e:
                 raise BytecodeError(at, f"{e} in a constant expression [CONST-05]") from None
-        op = _create(BINOPS[sym], (self.stack[a], self.stack[b]), _INDEX_1, {})
+        op = _create(cast(type[IRDLOperation], BINOPS[sym]), (self.stack[a], self.stack[b]),
+                     _INDEX_1, {})
         self.push(op.results[0], IDX, value)
         return op
 
@@ -429,7 +431,7 @@ class _BodyReader(TableReader):
 
     def _let(self, at: int, code: int) -> Operation:
         name = self.body_name(at, "let")
-        value = self.aref(at, None, f"let {name}")
+        value = self.aref(at, Attribute, f"let {name}")
         args = self.refs(IDX, at, "let", name)
         has_result = self.u()
         self._let_value(value, at, name)
@@ -492,11 +494,12 @@ class _BodyReader(TableReader):
             raise BytecodeError(at, "an inline region takes no decorators")
         st = self.stack
         buf = st[b]
-        if buf.type.level != base.level:
+        level = cast(BufferType, buf.type).level  # a value of the buffer kind
+        if level != base.level:
             raise BytecodeError(at, f"{_describe(words[0], name)} is at {base.level.data} but its "
-                                f"buffer at {buf.type.level.data}")
+                                f"buffer at {level.data}")
         rtype = self._region_type(base, shape, strides)
-        props = {"name": _string_attr(name)} if name else {}
+        props: dict[str, Attribute] = {"name": _string_attr(name)} if name else {}
         props["binding"] = BINDING_ATTRS[binding]
         if decos:
             props["decorators"] = decos
@@ -512,8 +515,8 @@ class _BodyReader(TableReader):
     def _region_type(self, base: RegionTypeBase, shape: list[int], strides: list[int]
                      ) -> RegionType:
         st = self.static
-        sh = tuple(DYNAMIC if st[k] is None else st[k] for k in shape)
-        sd = tuple(DYNAMIC if st[k] is None else st[k] for k in strides) if base.elem else None
+        sh = tuple(DYNAMIC if (x := st[k]) is None else x for k in shape)
+        sd = tuple(DYNAMIC if (x := st[k]) is None else x for k in strides) if base.elem else None
         key = (base, sh, sd)
         t = self.region_types.get(key)
         if t is None:
@@ -656,6 +659,18 @@ REGION_WORDS = {inline: tuple(f"{w} {part}".strip() for part in
 (`_describe` puts the region's name after the first word)."""
 
 
+def _body(known: dict[int, RawSection], kind: int, cls: type[_T]) -> _T | None:
+    """The decoded body of a section kind, None when absent."""
+    s = known.get(kind)
+    if s is None:
+        return None
+    assert isinstance(s.body, cls), "container.sections decodes each kind as its table"
+    return s.body
+
+
+_T = TypeVar("_T")
+
+
 def _string_attr(text: str) -> StringAttr:
     """`StringAttr(text)` for a string the reader has checked (a name): xDSL's
     attribute verification only checks that `text` is a `str`."""
@@ -699,25 +714,30 @@ def _read(data: bytes, file: str, timings: dict[str, float]) -> LoadedBytecode:
         if kind not in known:
             raise BytecodeError(HEADER_SIZE, f"the {SECTION_NAMES[kind]} section is missing")
     r = _BodyReader(data, file)
-    r.read_strings(known[fb.SectionBody.Strings].body)
-    code = known[fb.SectionBody.Code].body
+    strings = _body(known, fb.SectionBody.Strings, fb.Strings)
+    code = _body(known, fb.SectionBody.Code, fb.Code)
+    info = _body(known, fb.SectionBody.ProgramInfo, fb.ProgramInfo)
+    assert strings is not None and code is not None and info is not None  # REQUIRED_KINDS
+    r.read_strings(strings)
     r.read_attributes(code)
     r.decode_body(code)
     t1 = time.perf_counter()
-    if fb.SectionBody.Debug in known:
-        r.read_locs(known[fb.SectionBody.Debug].body, code.OpCount() + 1)
+    debug = _body(known, fb.SectionBody.Debug, fb.Debug)
+    if debug is not None:
+        r.read_locs(debug, code.OpCount() + 1)
     block = r.read_body(code)
-    prog = small_sections.program_op(known[fb.SectionBody.ProgramInfo].body, block, r)
+    prog = small_sections.program_op(info, block, r)
     t2 = time.perf_counter()
     module = ModuleOp.create(regions=[Region(Block())])
     module.body.block.add_op(prog)
-    reqs = small_sections.requirements(known[fb.SectionBody.Requirements].body) \
-        if fb.SectionBody.Requirements in known else None
-    slots = small_sections.slots(known[fb.SectionBody.Relocations].body, r) \
-        if fb.SectionBody.Relocations in known else None
-    data_segs = small_sections.data(known[fb.SectionBody.Data].body, r) if fb.SectionBody.Data in known else []
-    build = small_sections.build_info(known[fb.SectionBody.BuildInfo].body) \
-        if fb.SectionBody.BuildInfo in known else {}
+    req_sec = _body(known, fb.SectionBody.Requirements, fb.Requirements)
+    reqs = small_sections.requirements(req_sec) if req_sec is not None else None
+    reloc_sec = _body(known, fb.SectionBody.Relocations, fb.Relocations)
+    slots = small_sections.slots(reloc_sec, r) if reloc_sec is not None else None
+    data_sec = _body(known, fb.SectionBody.Data, fb.Data)
+    data_segs = small_sections.data(data_sec, r) if data_sec is not None else []
+    build_sec = _body(known, fb.SectionBody.BuildInfo, fb.BuildInfo)
+    build = small_sections.build_info(build_sec) if build_sec is not None else {}
     sizes = [(SECTION_NAMES.get(s.kind, f"kind {s.kind}"), s.required, small_sections.section_size(s))
              for s in secs]
     t3 = time.perf_counter()
