@@ -17,7 +17,7 @@ from collections.abc import Callable
 from functools import cache
 from typing import cast
 
-from xdsl.dialects.builtin import StringAttr
+from xdsl.dialects.builtin import ArrayAttr, StringAttr
 from xdsl.ir import Block, BlockArgument, Operation, SSAValue
 
 from nem.dialect.attributes import (
@@ -208,7 +208,9 @@ class ProgramVerifier(RegionRules, TaskRules):
         decos = list(op.decorator_list()) if hasattr(op, "decorator_list") else []
         for d in decos:
             self._decorator(op, d, target)
-        if _is_task(type(op)):
+        # operand decorators only when the task has them (`operand_decos` is
+        # empty otherwise): reading every task's operands cost more than the rule
+        if _is_task(type(op)) and isinstance(op.properties.get("operand_decorators"), ArrayAttr):
             task = cast(TaskOp, op)
             for i in range(len(task.written_operands())):
                 for d in task.operand_decos(i):
