@@ -149,9 +149,11 @@ class ProgramVerifier(RegionRules, TaskRules):
                     declare(op.iv_name.data, op, "loop variable")
                     rec(op.block, True)
                     scopes.pop()
-                block_of_op = op.parent_block()
                 for v in op._operands:  # noqa: SLF001 - the tuple `operands` wraps
-                    self._check_defined(op, v, block_of_op)
+                    # defined in this very block (most operands): nothing to walk
+                    owner = v.block if type(v) is BlockArgument else v.owner.parent
+                    if owner is not block:
+                        self._check_defined(op, v, block)
 
         rec(self.program.block, False)
 

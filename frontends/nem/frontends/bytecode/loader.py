@@ -60,7 +60,9 @@ def load_nemb(data: bytes, file: str = "<nemb>", verify: bool = True,
     register_source(file, "")  # never quote a binary file as source text
     # the collector stays paused from decoding to the end of the rules, as
     # each pauses it: re-enabled in between, the first allocation of the
-    # verifier would collect the whole new IR (all in the young generation)
+    # verifier would collect the whole new IR (all in the young generation).
+    # That collection comes once the caller allocates again, as after
+    # `parse_nem`.
     enabled = gc.isenabled()
     gc.disable()
     try:
@@ -73,10 +75,11 @@ def load_nemb(data: bytes, file: str = "<nemb>", verify: bool = True,
         diags = verify_program(loaded.program)
         if timings is not None:
             timings["verify"] = timings.get("verify", 0.0) + time.perf_counter() - t0
+        failed = any(d.severity == "error" for d in diags)
     finally:
         if enabled:
             gc.enable()
-    if any(d.severity == "error" for d in diags):
+    if failed:
         raise NemDiagnosticError(diags)
     if check_sections:
         check_consistency(loaded, file)
