@@ -115,20 +115,13 @@ def _segments(sizes: tuple[int, ...]) -> DenseArrayBase:
     return seg
 
 
-def _file_line_col(file: StringAttr, line: IntAttr, col: IntAttr) -> FileLineColLoc:
-    """`FileLineColLoc(file, line, col)` without xDSL's parameter verification,
-    which only checks the parameter types given here by construction (a
-    StringAttr and two IntAttrs), and which cost most of the time spent on
-    debug locations (one per op)."""
-    loc = _NEW_LOC(FileLineColLoc)
-    _SET(loc, "filename", file)
-    _SET(loc, "line", line)
-    _SET(loc, "column", col)
-    return loc
-
-
+# Source locations (one per op) are made as `FileLineColLoc(file, line, col)`
+# without xDSL's parameter verification, which only checks the parameter
+# types given by construction (a StringAttr and two IntAttrs) and cost most
+# of the time spent on debug locations: the frozen dataclass's fields are
+# set as ParametrizedAttribute.new sets them.
 _NEW_LOC = FileLineColLoc.__new__
-_SET = object.__setattr__  # the frozen dataclass's fields, as ParametrizedAttribute.new sets them
+_SET = object.__setattr__
 assert [f for f, _ in FileLineColLoc.get_irdl_definition().parameters] == \
     ["filename", "line", "column"], "xDSL changed FileLineColLoc's parameters"
 
@@ -203,14 +196,16 @@ class _BodyReader(TableReader):
         base = self._vec_pos(debug, 4)
         vals, offs = decode_varints(stream, base)
         locs: list[FileLineColLoc | None] = []
+        append = locs.append
         ints: dict[int, IntAttr] = {}
         files: dict[int, StringAttr] = {}
         i, line, f = 0, 0, 0
         try:
-            while len(locs) < count:
+            for _ in range(count):
                 h = vals[i]
                 i += 1
-                line += unzigzag(h >> 1)
+                d = h >> 1
+                line += (d >> 1) if not d & 1 else -((d + 1) >> 1)  # unzigzag, inline
                 if h & 1:
                     f = vals[i]
                     i += 1
@@ -219,13 +214,21 @@ class _BodyReader(TableReader):
                 col = vals[i]
                 i += 1
                 if f == 0:
-                    locs.append(None)
+                    append(None)
                     continue
                 if line < 1 or col < 1:
                     raise BytecodeError(offs[i - 1], f"source location line {line} column {col}")
-                li = ints.get(line) or ints.setdefault(line, IntAttr(line))
-                ci = ints.get(col) or ints.setdefault(col, IntAttr(col))
-                locs.append(_file_line_col(files[f], li, ci))
+                li = ints.get(line)
+                if li is None:
+                    li = ints[line] = IntAttr(line)
+                ci = ints.get(col)
+                if ci is None:
+                    ci = ints[col] = IntAttr(col)
+                loc = _NEW_LOC(FileLineColLoc)
+                _SET(loc, "filename", files[f])
+                _SET(loc, "line", li)
+                _SET(loc, "column", ci)
+                append(loc)
         except IndexError:
             raise BytecodeError(base + stream.size, f"debug section has {len(locs)} locations, "
                                 f"the code {count}") from None
