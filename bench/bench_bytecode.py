@@ -14,7 +14,7 @@ one process, each phase after a gc.collect():
             also stripped variants).  Target: `.nemb` <= 35% of the text.
   parse     parse_nem(text) -> IR                 (the `.nem` front end)
   verify    verify_program(IR)                    (static rules)
-  load      bytes -> verified IR = decode + build + verify
+  load      bytes -> verified IR (`load_nemb`) = decode + build + verify
             decode: header, CRC-32, sections, varint streams, string and
                     attribute tables
             build:  instructions -> xDSL ops (and debug locations)
@@ -44,8 +44,8 @@ from bench_roundtrip import generate
 
 from nem.dialect.ops import TaskOp
 from nem.dialect.verifier import verify_program
-from nem.frontends.bytecode.loader import check_consistency
-from nem.frontends.bytecode.reader import read_nemb
+from nem.frontends.bytecode.loader import check_consistency, load_nemb
+from nem.frontends.bytecode.reader import LoadedBytecode
 from nem.frontends.bytecode.writer import WriteOptions, write_nemb
 from nem.frontends.nem_text.parser import parse_nem
 from nem.frontends.nem_text.printer import print_nem
@@ -58,14 +58,14 @@ def timed(fn, *args):
     return out, time.perf_counter() - t0
 
 
-def load(data: bytes) -> tuple[object, dict[str, float]]:
-    """bytes -> verified IR, with its breakdown."""
+def load(data: bytes) -> tuple[LoadedBytecode, dict[str, float]]:
+    """bytes -> verified IR (`load_nemb`), with its breakdown; "load" is the
+    whole call.  As for `parse` (`timed`), the young-generation collection
+    that follows once the collector is re-enabled comes after the clock."""
     t: dict[str, float] = {}
-    loaded = read_nemb(data, "bench.nemb", t)
     t0 = time.perf_counter()
-    diags = verify_program(loaded.program)
-    t["verify"] = time.perf_counter() - t0
-    assert not [d for d in diags if d.severity == "error"]
+    loaded = load_nemb(data, "bench.nemb", timings=t)
+    t["load"] = time.perf_counter() - t0
     return loaded, t
 
 
@@ -86,9 +86,8 @@ def main(argv: list[str] | None = None) -> int:
     bare = write_nemb(module, WriteOptions(strip_debug=True, strip_names=True))
     del module, prog, diags  # load with one IR in memory, as parse ran
     gc.collect()
-    t0 = time.perf_counter()
     loaded, parts = load(data)
-    t_load = time.perf_counter() - t0
+    t_load = parts["load"]
     t0 = time.perf_counter()
     check_consistency(loaded, "bench.nemb")
     parts["consistency"] = time.perf_counter() - t0

@@ -3,7 +3,7 @@
 #
 #   ruff check .      style: pyflakes, syntax, import order ([tool.ruff] in pyproject.toml)
 #   mypy              types: basic on every nem.* package, strict on nem.dialect
-#                     and nem.frontends, minus the commented debt list ([tool.mypy])
+#                     and nem.frontends; only flatc's generated module relaxed ([tool.mypy])
 #   lint-imports      package boundaries ([tool.importlinter] contracts)
 #
 #   bash scripts/check.sh

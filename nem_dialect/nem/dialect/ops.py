@@ -461,10 +461,11 @@ class _SegmentAccessor:
     access (the verifier and the passes read region and task operands
     millions of times on large programs)."""
 
-    __slots__ = ("acc", "positions")
+    __slots__ = ("acc", "positions", "prop")
 
     def __init__(self, acc: BaseAttrAccessor):
         self.acc = acc
+        self.prop = acc.option.attribute_name  # the segment-sizes property
         # where this operand sits for each segment array: an index (single
         # operand) or a slice (variadic); other accessors take xDSL's path
         self.positions: dict[bytes, int | slice] | None = \
@@ -475,8 +476,10 @@ class _SegmentAccessor:
         if obj is None:
             return self
         acc = self.acc
-        # an i32 array (checked by the op's IRDL verifier): no isinstance on this hot path
-        key = cast(DenseArrayBase[IntegerType], obj.properties[acc.option.attribute_name]).data.data
+        # an i32 array (checked by the op's IRDL verifier): no isinstance on
+        # this hot path (and the cast's type as a string: a subscripted
+        # generic is built on every evaluation)
+        key = cast("DenseArrayBase[IntegerType]", obj.properties[self.prop]).data.data
         positions = self.positions
         if positions is not None:
             pos = positions.get(key)

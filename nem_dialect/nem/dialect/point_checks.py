@@ -22,6 +22,7 @@ from nem.dialect.iteration_space import (
     Inexact,
     Interval,
     IterationSpace,
+    expression_key,
     forms,
     point,
 )
@@ -196,6 +197,29 @@ class PointChecks:
                 return None
             out.append(f)
         return box, out
+
+    def check_key(self, loops: tuple[LoopOp, ...], values: tuple[SSAValue, ...],
+                  *context: object) -> tuple[object, ...] | None:
+        """The key of a check over the iteration points of `loops` that reads
+        `values` (their `expression_key`s) and `context` (hashable facts it
+        also depends on): equal keys give the same outcome.  None outside
+        loops (nothing to gain) or when a value raises ExprError."""
+        if not loops:
+            return None
+        try:
+            return (id(loops), *context, *(expression_key(self.ev, v) for v in values))
+        except ExprError:
+            return None
+
+    def passed_before(self, key: tuple[object, ...] | None) -> bool:
+        """A check with this key already passed without any diagnostic."""
+        return key is not None and key in self.__dict__.get("_passed_checks", ())
+
+    def record_pass(self, key: tuple[object, ...] | None, diags_before: int) -> None:
+        """Remember a check that added no diagnostic since `diags_before`
+        (the loops the key names by identity are held alive by the walk)."""
+        if key is not None and len(self.diags) == diags_before:
+            self.__dict__.setdefault("_passed_checks", set()).add(key)
 
     def relevant_loops(self, loops: tuple[LoopOp, ...],
                        values: Sequence[SSAValue]) -> tuple[LoopOp, ...]:

@@ -94,6 +94,14 @@ class RegionRules(PointChecks):
         # operands read once: each accessor of an op with operand segments
         # decodes the segment sizes again
         offset, extent, shape, strides = op.offset, op.extent, tuple(op.shape), tuple(op.strides)
+        # the regions of one loop body repeat their offset and extent
+        # expressions: a check that passed is not repeated (D-VERIFY-REPEAT;
+        # what follows reads of the type only its element type)
+        repeat = self.check_key(loops, (offset, extent, *shape, *strides), buf_size,
+                                rtype.elem_name if rtype.typed else None)
+        if self.passed_before(repeat):
+            return
+        diags_before = len(self.diags)
         loops = self.relevant_loops(loops, (offset, extent, *shape, *strides))
         # with a static shape and strides the element check depends on the
         # extent alone: decided once per distinct extent, and the smallest
@@ -141,7 +149,7 @@ class RegionRules(PointChecks):
         if proof is not None:
             box, (f_off, f_ext) = proof
             if self._region_proven(f_off, f_ext, buf_size, least, box, check):
-                return
+                return self.record_pass(repeat, diags_before)
 
         def suspects(chunk: Chunk, n: int) -> np.ndarray | None:
             off = vector_eval(self.ev, offset, chunk, n)
@@ -156,6 +164,7 @@ class RegionRules(PointChecks):
             return bad
 
         self.each_point(op, loops, check, suspects, f"the bounds of {label}", "REG-02")
+        return self.record_pass(repeat, diags_before)
 
     def _region_proven(self, f_off: Form, f_ext: Form, buf_size: int | None,
                        least: int | None, box: Box, check: EnvCheck) -> bool:

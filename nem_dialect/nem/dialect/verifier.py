@@ -17,7 +17,7 @@ from collections.abc import Callable
 from functools import cache
 from typing import cast
 
-from xdsl.dialects.builtin import StringAttr
+from xdsl.dialects.builtin import ArrayAttr, StringAttr
 from xdsl.ir import Block, BlockArgument, Operation, SSAValue
 
 from nem.dialect.attributes import (
@@ -149,9 +149,11 @@ class ProgramVerifier(RegionRules, TaskRules):
                     declare(op.iv_name.data, op, "loop variable")
                     rec(op.block, True)
                     scopes.pop()
-                block_of_op = op.parent_block()
                 for v in op._operands:  # noqa: SLF001 - the tuple `operands` wraps
-                    self._check_defined(op, v, block_of_op)
+                    # defined in this very block (most operands): nothing to walk
+                    owner = v.block if type(v) is BlockArgument else v.owner.parent
+                    if owner is not block:
+                        self._check_defined(op, v, block)
 
         rec(self.program.block, False)
 
@@ -208,7 +210,9 @@ class ProgramVerifier(RegionRules, TaskRules):
         decos = list(op.decorator_list()) if hasattr(op, "decorator_list") else []
         for d in decos:
             self._decorator(op, d, target)
-        if _is_task(type(op)):
+        # operand decorators only when the task has them (`operand_decos` is
+        # empty otherwise): reading every task's operands cost more than the rule
+        if _is_task(type(op)) and isinstance(op.properties.get("operand_decorators"), ArrayAttr):
             task = cast(TaskOp, op)
             for i in range(len(task.written_operands())):
                 for d in task.operand_decos(i):

@@ -9,11 +9,14 @@ Requirements and Relocations sections must be what the code implies
 
 from __future__ import annotations
 
+import gc
 import struct
+import time
 from dataclasses import dataclass
 
 from xdsl.utils.exceptions import VerifyException
 
+from nem.dialect.device_model import Device
 from nem.dialect.diagnostics import (
     Diagnostic,
     NemDiagnosticError,
@@ -38,7 +41,8 @@ def bytecode_diagnostic(e: BytecodeError, file: str) -> Diagnostic:
 
 
 def load_nemb(data: bytes, file: str = "<nemb>", verify: bool = True,
-              check_sections: bool = False) -> LoadedBytecode:
+              check_sections: bool = False, timings: dict[str, float] | None = None
+              ) -> LoadedBytecode:
     """Decode and check; `NemDiagnosticError` for a malformed file (one
     diagnostic: the byte offset and what is wrong) or a program that breaks
     a static rule (the usual diagnostics, at the source locations of the
@@ -48,10 +52,44 @@ def load_nemb(data: bytes, file: str = "<nemb>", verify: bool = True,
     Relocations) match the code, as `nem-opt` does when it reads a file.  A
     loader that binds the program to a device does not need it for safety:
     the device rules run on the IR after the quick Requirements check
-    (D-BC-LOAD)."""
+    (D-BC-LOAD).
+
+    With `timings`, the seconds spent decoding, building IR and applying the
+    static rules are added to its "decode", "build" and "verify"
+    (bench/bench_bytecode.py)."""
     register_source(file, "")  # never quote a binary file as source text
+    # the collector stays paused from decoding to the end of the rules, as
+    # each pauses it: re-enabled in between, the first allocation of the
+    # verifier would collect the whole new IR (all in the young generation).
+    # That collection comes once the caller allocates again, as after
+    # `parse_nem`.
+    enabled = gc.isenabled()
+    gc.disable()
     try:
-        loaded = read_nemb(data, file)
+        loaded = _decode(data, file, timings)
+        if not verify:
+            return loaded
+        from nem.dialect.verifier import verify_program
+
+        t0 = time.perf_counter()
+        diags = verify_program(loaded.program)
+        if timings is not None:
+            timings["verify"] = timings.get("verify", 0.0) + time.perf_counter() - t0
+        failed = any(d.severity == "error" for d in diags)
+    finally:
+        if enabled:
+            gc.enable()
+    if failed:
+        raise NemDiagnosticError(diags)
+    if check_sections:
+        check_consistency(loaded, file)
+    return loaded
+
+
+def _decode(data: bytes, file: str, timings: dict[str, float] | None) -> LoadedBytecode:
+    """`read_nemb`, its errors as one diagnostic each."""
+    try:
+        return read_nemb(data, file, timings)
     except BytecodeError as e:
         raise NemDiagnosticError([bytecode_diagnostic(e, file)]) from None
     except (ArithmeticError, LookupError, TypeError, ValueError, struct.error,
@@ -59,16 +97,6 @@ def load_nemb(data: bytes, file: str = "<nemb>", verify: bool = True,
         # A check the reader lacks: still one line, never a traceback.
         raise NemDiagnosticError([bytecode_diagnostic(BytecodeError(
             0, f"malformed file (unchecked case: {type(e).__name__}: {e})"), file)]) from None
-    if not verify:
-        return loaded
-    from nem.dialect.verifier import verify_program
-
-    diags = verify_program(loaded.program)
-    if any(d.severity == "error" for d in diags):
-        raise NemDiagnosticError(diags)
-    if check_sections:
-        check_consistency(loaded, file)
-    return loaded
 
 
 def check_consistency(loaded: LoadedBytecode, file: str) -> None:
@@ -87,7 +115,7 @@ def check_consistency(loaded: LoadedBytecode, file: str) -> None:
                 ByteLoc(file, 0, 0))])
 
 
-def check_target(loaded: LoadedBytecode, device, file: str) -> None:
+def check_target(loaded: LoadedBytecode, device: Device | None, file: str) -> None:
     """Late binding: the file's Requirements against the chosen device,
     before any IR-level device check (docs/bytecode.md, "Loading").  The
     errors name what the device lacks (a variant, a unit, an engine, memory)."""

@@ -13,10 +13,9 @@ from __future__ import annotations
 
 import gc
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from functools import cache
-from typing import TypeVar
+from typing import TypeVar, cast
 
 import numpy as np
 from xdsl.dialects import arith
@@ -35,7 +34,7 @@ from xdsl.dialects.builtin import (
     UnitAttr,
     i32,
 )
-from xdsl.ir import Attribute, Block, OpResult, Region, SSAValue, SSAValues, Use
+from xdsl.ir import Attribute, Block, Operation, OpResult, Region, SSAValue, SSAValues, Use
 from xdsl.irdl import IRDLOperation, OptionalDef
 
 from nem.dialect.attributes import (
@@ -70,6 +69,7 @@ from nem.frontends.bytecode.container import (
     SECTION_NAMES,
     BytecodeError,
     Header,
+    RawSection,
     decode_varints,
     read_header,
     sections,
@@ -115,65 +115,61 @@ def _segments(sizes: tuple[int, ...]) -> DenseArrayBase:
     return seg
 
 
-def _file_line_col(file: StringAttr, line: IntAttr, col: IntAttr) -> FileLineColLoc:
-    """`FileLineColLoc(file, line, col)` without xDSL's parameter verification,
-    which only checks the parameter types given here by construction (a
-    StringAttr and two IntAttrs), and which cost most of the time spent on
-    debug locations (one per op)."""
-    loc = _NEW_LOC(FileLineColLoc)
-    _SET(loc, "filename", file)
-    _SET(loc, "line", line)
-    _SET(loc, "column", col)
-    return loc
-
-
+# Source locations (one per op) are made as `FileLineColLoc(file, line, col)`
+# without xDSL's parameter verification, which only checks the parameter
+# types given by construction (a StringAttr and two IntAttrs) and cost most
+# of the time spent on debug locations: the frozen dataclass's fields are
+# set as ParametrizedAttribute.new sets them.
 _NEW_LOC = FileLineColLoc.__new__
-_SET = object.__setattr__  # the frozen dataclass's fields, as ParametrizedAttribute.new sets them
+_SET = object.__setattr__
 assert [f for f, _ in FileLineColLoc.get_irdl_definition().parameters] == \
     ["filename", "line", "column"], "xDSL changed FileLineColLoc's parameters"
 
 
-def _create(cls: type[_Op], operands: Sequence[SSAValue] = (), result_types: Sequence[Attribute] = (),
-            properties: dict[str, Attribute] | None = None, regions: Sequence[Region] = ()) -> _Op:
-    """`cls.create(...)` for the reader's ops, which have no attributes or
-    successors and take ownership of `properties`: the same object state as
-    xDSL's `Operation.__init__` (operand uses, results, the IRDL definition's
-    default properties and attributes) without its generic wrappers, which
-    cost most of the IR construction time."""
+def _create(cls: type[_Op], operands: Sequence[SSAValue], result_types: Sequence[Attribute],
+            properties: dict[str, Attribute]) -> _Op:
+    """`cls.create(operands=..., result_types=..., properties=...)` for the
+    reader's ops (no attributes, successors or regions; `properties` is
+    taken over): the object state xDSL's `Operation.__init__` gives an op
+    (operand uses linked at the head of each value's use list, as
+    `add_use` links them; results; the IRDL definition's default properties
+    and attributes), set directly rather than through its generic wrappers,
+    which cost most of the IR construction time."""
     op = _NEW_OP(cls)
-    uses = tuple(Use(op, i) for i in range(len(operands)))
-    for value, use in zip(operands, uses):
-        value.add_use(use)
-    op._operands = SSAValues(operands)  # noqa: SLF001 - Operation.__init__'s fields
-    op._operand_uses = uses  # noqa: SLF001
-    op.results = SSAValues(OpResult(t, op, i) for i, t in enumerate(result_types))
-    props = {} if properties is None else properties
-    op.properties = props
-    op.attributes = {}
-    op.location = UNKNOWN_LOC
-    op._successors = ()  # noqa: SLF001
-    op._successor_uses = ()  # noqa: SLF001
-    op.regions = ()
-    for region in regions:
-        op.add_region(region)
-    prop_defaults, attr_defaults = _defaults(cls)
+    uses = []
+    for i, value in enumerate(operands):
+        first = value.first_use
+        use = Use(op, i, None, first)
+        if first is not None:
+            first._prev_use = use  # noqa: SLF001 - IRWithUses.add_use's link
+        value.first_use = use
+        uses.append(use)
+    prop_defaults, attributes = _DEFAULTS.get(cls) or _defaults(cls)
     for name, default in prop_defaults:
-        if name not in props:
-            props[name] = default
-    for name, default in attr_defaults:
-        op.attributes[name] = default
+        if name not in properties:
+            properties[name] = default
+    d = op.__dict__
+    d["_operands"] = SSAValues(operands)
+    d["_operand_uses"] = tuple(uses)
+    d["results"] = SSAValues([OpResult(t, op, i) for i, t in enumerate(result_types)])
+    d["properties"] = properties
+    d["attributes"] = dict(attributes)
+    d["location"] = UNKNOWN_LOC
+    d["_successors"] = d["_successor_uses"] = d["regions"] = ()
     return op
 
 
-@cache
-def _defaults(cls: type[IRDLOperation]) -> tuple[tuple[tuple[str, Attribute], ...], ...]:
+def _defaults(cls: type[IRDLOperation]) -> tuple[tuple[tuple[str, Attribute], ...], dict[str, Attribute]]:
     """The default properties and attributes IRDLOperation.__post_init__ fills in."""
     d = cls.get_irdl_definition()
-    return tuple(tuple((name, a.default_value) for name, a in defs.items()
-                       if not isinstance(a, OptionalDef) and a.default_value is not None)
-                 for defs in (d.properties, d.attributes))
+    props, attrs = (tuple((name, a.default_value) for name, a in defs.items()
+                          if not isinstance(a, OptionalDef) and a.default_value is not None)
+                    for defs in (d.properties, d.attributes))
+    hit = _DEFAULTS[cls] = (props, dict(attrs))
+    return hit
 
 
+_DEFAULTS: dict[type, tuple[tuple[tuple[str, Attribute], ...], dict[str, Attribute]]] = {}
 _NEW_OP = object.__new__
 _Op = TypeVar("_Op", bound=IRDLOperation)
 
@@ -183,20 +179,33 @@ TOKU = 4  # an unnamed token: it cannot be referenced (the text form names every
 
 
 class _BodyReader(TableReader):
+    """The instruction stream (docs/bytecode.md section 5) and the debug
+    locations, on top of the string and attribute tables."""
+
+    def __init__(self, data: bytes, file: str):
+        super().__init__(data, file)
+        self.ints: dict[int, IntegerAttr] = {}          # literal -> its IntegerAttr
+        self.deco_lists: dict[int, ArrayAttr] = {}      # entry -> checked decorator list
+        self.region_bases: dict[int, RegionTypeBase] = {}  # stream value -> checked entry
+        self.compute_attrs: dict[tuple[int, int], int] = {}  # (opcode, entry) -> its arg count
+        self.handlers: dict[int, Callable[[int, int], Operation]] = {}
+
     # -- debug locations ----------------------------------------------------------
-    def read_locs(self, debug, count: int) -> None:
+    def read_locs(self, debug: fb.Debug, count: int) -> None:
         stream = debug.LocsAsNumpy() if debug.LocsLength() else np.zeros(0, np.uint8)
         base = self._vec_pos(debug, 4)
         vals, offs = decode_varints(stream, base)
         locs: list[FileLineColLoc | None] = []
+        append = locs.append
         ints: dict[int, IntAttr] = {}
         files: dict[int, StringAttr] = {}
         i, line, f = 0, 0, 0
         try:
-            while len(locs) < count:
+            for _ in range(count):
                 h = vals[i]
                 i += 1
-                line += unzigzag(h >> 1)
+                d = h >> 1
+                line += (d >> 1) if not d & 1 else -((d + 1) >> 1)  # unzigzag, inline
                 if h & 1:
                     f = vals[i]
                     i += 1
@@ -205,13 +214,21 @@ class _BodyReader(TableReader):
                 col = vals[i]
                 i += 1
                 if f == 0:
-                    locs.append(None)
+                    append(None)
                     continue
                 if line < 1 or col < 1:
                     raise BytecodeError(offs[i - 1], f"source location line {line} column {col}")
-                li = ints.get(line) or ints.setdefault(line, IntAttr(line))
-                ci = ints.get(col) or ints.setdefault(col, IntAttr(col))
-                locs.append(_file_line_col(files[f], li, ci))
+                li = ints.get(line)
+                if li is None:
+                    li = ints[line] = IntAttr(line)
+                ci = ints.get(col)
+                if ci is None:
+                    ci = ints[col] = IntAttr(col)
+                loc = _NEW_LOC(FileLineColLoc)
+                _SET(loc, "filename", files[f])
+                _SET(loc, "line", li)
+                _SET(loc, "column", ci)
+                append(loc)
         except IndexError:
             raise BytecodeError(base + stream.size, f"debug section has {len(locs)} locations, "
                                 f"the code {count}") from None
@@ -220,7 +237,7 @@ class _BodyReader(TableReader):
         self.locs = locs
 
     # -- instructions ---------------------------------------------------------------
-    def decode_body(self, code) -> None:
+    def decode_body(self, code: fb.Code) -> None:
         """The body's varints, all at once."""
         stream = code.BodyAsNumpy() if code.BodyLength() else np.zeros(0, np.uint8)
         base = self._vec_pos(code, 12)
@@ -228,12 +245,18 @@ class _BodyReader(TableReader):
         self.end = base + stream.size
         self.body_base = base
 
-    def read_body(self, code) -> Block:
+    def read_body(self, code: fb.Code) -> Block:
         self.v, self.o = self.body
         base = self.body_base
         self.i = 0
         self.op_count = code.OpCount()
         self.loc_base = 1  # debug entry 0 is the program
+        self.handlers = {fb.Inst.Int: self._literal, fb.Inst.Const: self._const,
+                         fb.Inst.Let: self._let, fb.Inst.Buffer: self._buffer,
+                         fb.Inst.Region: self._region, fb.Inst.Loop: self._loop,
+                         fb.Inst.Transfer: self._transfer, fb.Inst.Store: self._store,
+                         fb.Inst.Wait: self._wait, fb.Inst.Compute: self._compute,
+                         **{code: self._binop for code in INST_BINOP}}
         block = Block()
         try:
             self.block_into(block)
@@ -247,22 +270,26 @@ class _BodyReader(TableReader):
                                 f"{self.n_ops}")
         return block
 
-    def ref(self, kind: int, at: int, what: str) -> int:
-        """A value reference: 2*d = d places back, 2*a+1 = a-th from the bottom."""
+    def ref(self, kind: int, at: int, what: str, name: str = "") -> int:
+        """A value reference: 2*d = d places back, 2*a+1 = a-th from the bottom.
+        (`what`, with `name` after its first word, says in an error what the
+        reference is for: composed only then, never on the success path.)"""
         r = self.v[self.i]
         self.i += 1
-        n = len(self.stack)
+        kinds = self.kinds
+        n = len(kinds)
         k = r >> 1 if r & 1 else n - 1 - (r >> 1)
+        if 0 <= k < n and kinds[k] == kind:
+            return k
+        what = _describe(what, name)
         if not 0 <= k < n:
             raise BytecodeError(at, f"{what}: value reference {r} is outside the {n} values "
                                 "in scope")
-        have = self.kinds[k]
-        if have != kind:
-            if have == TOKU and kind == TOK:
-                raise BytecodeError(at, f"{what}: refers to an unnamed token")
-            raise BytecodeError(at, f"{what}: expected {KIND_WORDS[kind]}, found "
-                                f"{KIND_WORDS.get(have, 'a token')}")
-        return k
+        have = kinds[k]
+        if have == TOKU and kind == TOK:
+            raise BytecodeError(at, f"{what}: refers to an unnamed token")
+        raise BytecodeError(at, f"{what}: expected {KIND_WORDS[kind]}, found "
+                            f"{KIND_WORDS.get(have, 'a token')}")
 
     def body_name(self, at: int, what: str) -> str:
         """A name in the body: 0, or 1 + zigzag(delta to the previous name's index)."""
@@ -272,99 +299,125 @@ class _BodyReader(TableReader):
         self.last_name += unzigzag(u - 1)
         return self.name(self.last_name, at, what)
 
-    def refs(self, kind: int, at: int, what: str) -> list[int]:
+    def refs(self, kind: int, at: int, what: str, name: str = "") -> list[int]:
         n = self.u()
-        return [self.ref(kind, at, what) for _ in range(min(n, len(self.v)))]
+        return [self.ref(kind, at, what, name) for _ in range(min(n, len(self.v)))]
 
-    def push(self, value, kind: int, static: int | None = None) -> None:
+    def values(self, kind: int, at: int, what: str, name: str = "") -> list[SSAValue]:
+        """`refs`, as the values they name."""
+        st = self.stack
+        return [st[k] for k in self.refs(kind, at, what, name)]
+
+    def push(self, value: SSAValue, kind: int, static: int | None = None) -> None:
         self.stack.append(value)
         self.kinds.append(kind)
         self.static.append(static)
 
-    def decos(self, at: int, what: str) -> ArrayAttr | None:
-        a = self.opt_aref(at, ArrayAttr, what)
-        if a is not None and (not a.data or not all(isinstance(d, DecoratorAttr) for d in a.data)):
-            raise BytecodeError(at, f"{what}: not a list of decorators")
+    def decos(self, at: int, what: str, name: str = "") -> ArrayAttr | None:
+        u = self.v[self.i]
+        known = self.deco_lists.get(u - 1) if u else None
+        if known is not None:  # an entry already checked to be a list of decorators
+            self.i += 1
+            return known
+        a = self.opt_aref(at, ArrayAttr, _describe(what, name))
+        if a is None:
+            return None
+        if not a.data or not all(isinstance(d, DecoratorAttr) for d in a.data):
+            raise BytecodeError(at, f"{_describe(what, name)}: not a list of decorators")
+        self.deco_lists[u - 1] = a
         return a
 
     def block_into(self, block: Block) -> None:
+        """A block's instructions, linked into `block` as `Block.add_op`
+        links them (the ops are new: no parent, no neighbours)."""
         n = self.u()
-        ops = []
+        prev = None
+        count = 0
+        inst = self.inst
         for _ in range(min(n, len(self.v))):
-            ops.append(self.inst())
-        if len(ops) != n:
+            op = inst()
+            d = op.__dict__
+            d["parent"] = block
+            if prev is None:
+                block._first_op = op  # noqa: SLF001 - Block.add_op's fields
+            else:
+                prev._next_op = op  # noqa: SLF001
+                d["_prev_op"] = prev
+            prev = op
+            count += 1
+        if count != n:
             raise BytecodeError(self.end, f"a block says {n} instructions, the stream holds fewer")
-        block.add_ops(ops)
+        block._last_op = prev  # noqa: SLF001
 
-    def inst(self):
+    def inst(self) -> Operation:
         at = self.o[self.i]
         code = self.u()
-        loc = self.locs[self.n_ops + self.loc_base] if self.locs is not None else None
-        self.n_ops += 1
-        if code == fb.Inst.Int:
-            v = self.s()
-            if v < 0:
-                raise BytecodeError(at, f"integer literal {v} is negative (NEM has no negative "
-                                    "literals: write 0 - x) [LEX-06]")
-            op = _create(arith.ConstantOp, properties={"value": self._int(v)},
-                                         result_types=[INDEX])
-            self.push(op.results[0], IDX, v)
-        elif code in INST_BINOP:
-            sym = INST_BINOP[code]
-            a, b = self.ref(IDX, at, sym), self.ref(IDX, at, sym)
-            sa, sb = self.static[a], self.static[b]
-            value = None
-            if sa is not None and sb is not None:
-                try:
-                    value = apply_binop(sym, sa, sb)
-                except ExprError as e:
-                    raise BytecodeError(at, f"{e} in a constant expression [CONST-05]") from None
-            op = _create(BINOPS[sym], operands=[self.stack[a], self.stack[b]], result_types=[INDEX])
-            self.push(op.results[0], IDX, value)
-        elif code == fb.Inst.Const:
-            name = self.body_name(at, "const")
-            k = self.ref(IDX, at, f"const {name}")
-            op = _create(ConstOp, operands=[self.stack[k]], result_types=[INDEX],
-                                properties={"name": StringAttr(name)})
-            op.results[0].name_hint = _hint(name)
-            self.push(op.results[0], IDX, self.static[k])
-        elif code == fb.Inst.Let:
-            op = self._let(at)
-        elif code == fb.Inst.Buffer:
-            op = self._buffer(at)
-        elif code == fb.Inst.Region:
-            op = self._region(at)
-        elif code == fb.Inst.Loop:
-            op = self._loop(at, loc)
-        elif code in (fb.Inst.Transfer, fb.Inst.Store):
-            op = self._move(at, TransferOp if code == fb.Inst.Transfer else StoreOp)
-        elif code == fb.Inst.Wait:
-            decos = self.decos(at, "wait decorators")
-            toks = self.refs(TOK, at, "wait")
-            if not toks:
-                raise BytecodeError(at, "wait needs at least one token [GRAM-13]")
-            op = _create(WaitOp, operands=[self.stack[k] for k in toks],
-                               properties={"decorators": decos} if decos else {})
-        elif code == fb.Inst.Compute:
-            op = self._compute(at)
-        else:
+        handler = self.handlers.get(code)
+        if handler is None:
             raise BytecodeError(at, f"unknown instruction code {code}")
+        locs = self.locs
+        loc = locs[self.n_ops + self.loc_base] if locs is not None else None
+        self.n_ops += 1
+        op = handler(at, code)
         if loc is not None:
-            op.location = loc
+            op.__dict__["location"] = loc
         return op
 
+    def _literal(self, at: int, code: int) -> Operation:
+        v = self.s()
+        if v < 0:
+            raise BytecodeError(at, f"integer literal {v} is negative (NEM has no negative "
+                                "literals: write 0 - x) [LEX-06]")
+        op = _create(arith.ConstantOp, (), _INDEX_1, {"value": self._int(v)})
+        self.push(op.results[0], IDX, v)
+        return op
+
+    def _binop(self, at: int, code: int) -> Operation:
+        sym = INST_BINOP[code]
+        a, b = self.ref(IDX, at, sym), self.ref(IDX, at, sym)
+        st = self.static
+        sa, sb = st[a], st[b]
+        value = None
+        if sa is not None and sb is not None:
+            try:
+                value = apply_binop(sym, sa, sb)
+            except ExprError as e:
+                raise BytecodeError(at, f"{e} in a constant expression [CONST-05]") from None
+        op = _create(cast(type[IRDLOperation], BINOPS[sym]), (self.stack[a], self.stack[b]),
+                     _INDEX_1, {})
+        self.push(op.results[0], IDX, value)
+        return op
+
+    def _const(self, at: int, code: int) -> Operation:
+        name = self.body_name(at, "const")
+        k = self.ref(IDX, at, "const", name)
+        op = _create(ConstOp, (self.stack[k],), _INDEX_1, {"name": _string_attr(name)})
+        self._named(op.results[0], name, IDX, self.static[k])
+        return op
+
+    def _named(self, value: SSAValue, name: str, kind: int, static: int | None = None) -> None:
+        """Push a named value, with the SSA name hint the parser gives it."""
+        value.name_hint = _hint(name)
+        self.push(value, kind, static)
+
+    def _wait(self, at: int, code: int) -> Operation:
+        decos = self.decos(at, "wait decorators")
+        toks = self.values(TOK, at, "wait")
+        if not toks:
+            raise BytecodeError(at, "wait needs at least one token [GRAM-13]")
+        return _create(WaitOp, toks, (), {"decorators": decos} if decos else {})
+
     def _int(self, v: int) -> IntegerAttr:
-        cache = self.__dict__.setdefault("_ints", {})
-        a = cache.get(v)
+        a = self.ints.get(v)
         if a is None:
-            a = cache[v] = IntegerAttr(v, INDEX)
+            a = self.ints[v] = IntegerAttr(v, INDEX)
         return a
 
     def _arg_order(self, value: Attribute, nargs: int, at: int, what: str) -> None:
         """ArgRefs must name args 0..n-1 once each, in order (as the parser makes them)."""
         seen: list[int] = []
 
-        def walk(a) -> None:
+        def walk(a: Attribute) -> None:
             if isinstance(a, ArgRefAttr):
                 seen.append(a.index.data)
             elif isinstance(a, ArrayAttr):
@@ -379,22 +432,20 @@ class _BodyReader(TableReader):
             raise BytecodeError(at, f"{what}: argument references {seen} do not name its "
                                 f"{nargs} integer arguments in order")
 
-    def _let(self, at: int) -> LetOp:
+    def _let(self, at: int, code: int) -> Operation:
         name = self.body_name(at, "let")
-        value = self.aref(at, None, f"let {name}")
-        args = self.refs(IDX, at, f"let {name}")
+        value = self.aref(at, Attribute, f"let {name}")
+        args = self.refs(IDX, at, "let", name)
         has_result = self.u()
         self._let_value(value, at, name)
         self._arg_order(value, len(args), at, f"let {name}")
         is_int = isinstance(value, ArgRefAttr)
         if has_result != int(is_int):
             raise BytecodeError(at, f"let {name}: an integer let has a result, any other none")
-        op = _create(LetOp, operands=[self.stack[k] for k in args],
-                          result_types=[INDEX] if is_int else [],
-                          properties={"name": StringAttr(name), "value": value})
+        op = _create(LetOp, [self.stack[k] for k in args], _INDEX_1 if is_int else (),
+                     {"name": _string_attr(name), "value": value})
         if is_int:
-            op.results[0].name_hint = _hint(name)
-            self.push(op.results[0], IDX, self.static[args[0]])
+            self._named(op.results[0], name, IDX, self.static[args[0]])
         return op
 
     def _let_value(self, a: Attribute, at: int, name: str) -> None:
@@ -404,63 +455,71 @@ class _BodyReader(TableReader):
         elif not isinstance(a, LET_VALUE_KINDS) and a not in ELEM_BY_CODE.values():
             raise BytecodeError(at, f"let {name}: {type(a).__name__} is not a let value")
 
-    def _buffer(self, at: int) -> BufferOp:
+    def _buffer(self, at: int, code: int) -> Operation:
         name = self.body_name(at, "buffer")
         btype = self.aref(at, BufferType, f"buffer {name}")
-        k = self.ref(IDX, at, f"buffer {name} size")
+        k = self.ref(IDX, at, "buffer size", name)
         align = self.u()
-        decos = self.decos(at, f"buffer {name} decorators")
-        props = {"name": StringAttr(name)}
+        decos = self.decos(at, "buffer decorators", name)
+        props: dict[str, Attribute] = {"name": _string_attr(name)}
         if align:
             props["align"] = IntegerAttr(align - 1, INDEX)
         if decos:
             props["decorators"] = decos
-        op = _create(BufferOp, operands=[self.stack[k]], result_types=[btype], properties=props)
-        op.results[0].name_hint = _hint(name)
-        self.push(op.results[0], BUF)
+        op = _create(BufferOp, (self.stack[k],), (btype,), props)
+        self._named(op.results[0], name, BUF)
         self.buffers.append(op)
         self.buffer_sizes.append(self.static[k])
         return op
 
-    def _region(self, at: int) -> RegionOp:
+    def _region(self, at: int, code: int) -> Operation:
         binding = self.u()
         if binding >= len(REGION_BINDINGS):
             raise BytecodeError(at, f"region binding {binding} is not one of 0..2")
-        bname = REGION_BINDINGS[binding]
-        name = None if bname == "inline" else self.body_name(at, "region")
-        what = f"region {name}" if name else "inline region"
-        base = self.aref(at, RegionTypeBase, what)
-        b = self.ref(BUF, at, f"{what} buffer")
-        off, ext = self.ref(IDX, at, f"{what} offset"), self.ref(IDX, at, f"{what} extent")
-        shape = [self.ref(IDX, at, f"{what} shape") for _ in range(base.rank)]
-        strides = [self.ref(IDX, at, f"{what} strides") for _ in range(base.nstrides or 0)]
-        decos = self.decos(at, f"{what} decorators")
-        if bname == "inline" and decos:
+        inline = binding == INLINE
+        name = "" if inline else self.body_name(at, "region")
+        words = REGION_WORDS[inline]
+        base = self.region_bases.get(self.v[self.i])
+        if base is None:  # the entry's kind is checked on its first use
+            base = self.aref(at, RegionTypeBase, _describe(words[0], name))
+            assert isinstance(base, RegionTypeBase)
+            self.region_bases[self.v[self.i - 1]] = base
+        else:
+            self.i += 1
+        ref = self.ref
+        b = ref(BUF, at, words[1], name)
+        off = ref(IDX, at, words[2], name)
+        ext = ref(IDX, at, words[3], name)
+        shape = [ref(IDX, at, words[4], name) for _ in range(base.rank)]
+        strides = [ref(IDX, at, words[5], name) for _ in range(base.nstrides or 0)]
+        decos = self.decos(at, words[6], name)
+        if inline and decos:
             raise BytecodeError(at, "an inline region takes no decorators")
-        buf = self.stack[b]
-        if buf.type.level != base.level:
-            raise BytecodeError(at, f"{what} is at {base.level.data} but its buffer at "
-                                f"{buf.type.level.data}")
+        st = self.stack
+        buf = st[b]
+        level = cast(BufferType, buf.type).level  # a value of the buffer kind
+        if level != base.level:
+            raise BytecodeError(at, f"{_describe(words[0], name)} is at {base.level.data} but its "
+                                f"buffer at {level.data}")
         rtype = self._region_type(base, shape, strides)
-        props = {"name": StringAttr(name)} if name else {}
-        props["binding"] = StringAttr(bname)
+        props: dict[str, Attribute] = {"name": _string_attr(name)} if name else {}
+        props["binding"] = BINDING_ATTRS[binding]
         if decos:
             props["decorators"] = decos
         props["operandSegmentSizes"] = _segments((1, 1, 1, len(shape), len(strides)))
-        op = _create(RegionOp, operands=[buf, self.stack[off], self.stack[ext],
-                                       *(self.stack[k] for k in shape),
-                                       *(self.stack[k] for k in strides)],
-                             result_types=[rtype], properties=props)
+        op = _create(RegionOp, [buf, st[off], st[ext], *[st[k] for k in shape],
+                                *[st[k] for k in strides]], (rtype,), props)
         if name:
-            op.results[0].name_hint = _hint(name)
-        self.push(op.results[0], REG)
+            self._named(op.results[0], name, REG)
+        else:
+            self.push(op.results[0], REG)
         return op
 
     def _region_type(self, base: RegionTypeBase, shape: list[int], strides: list[int]
                      ) -> RegionType:
         st = self.static
-        sh = tuple(DYNAMIC if st[k] is None else st[k] for k in shape)
-        sd = tuple(DYNAMIC if st[k] is None else st[k] for k in strides) if base.elem else None
+        sh = tuple(DYNAMIC if (x := st[k]) is None else x for k in shape)
+        sd = tuple(DYNAMIC if (x := st[k]) is None else x for k in strides) if base.elem else None
         key = (base, sh, sd)
         t = self.region_types.get(key)
         if t is None:
@@ -472,25 +531,24 @@ class _BodyReader(TableReader):
             self.region_types[key] = t
         return t
 
-    def _loop(self, at: int, loc) -> LoopOp:
+    def _loop(self, at: int, code: int) -> Operation:
         iv = self.body_name(at, "loop variable")
         lo, hi = self.ref(IDX, at, "loop lower bound"), self.ref(IDX, at, "loop upper bound")
         decos = self.decos(at, "loop decorators")
         body = Block(arg_types=[INDEX])
         mark = len(self.stack)
-        self.push(body.args[0], IDX)
+        self._named(body.args[0], iv, IDX)
         self.loop_depth += 1
         if self.loop_depth > MAX_LOOP_DEPTH:
             raise BytecodeError(at, f"loops nested deeper than {MAX_LOOP_DEPTH}")
         self.block_into(body)
         self.loop_depth -= 1
         del self.stack[mark:], self.kinds[mark:], self.static[mark:]
-        props = {"iv_name": StringAttr(iv)}
+        props: dict[str, Attribute] = {"iv_name": _string_attr(iv)}
         if decos:
             props["decorators"] = decos
-        op = _create(LoopOp, operands=[self.stack[lo], self.stack[hi]], regions=[Region(body)],
-                           properties=props)
-        body.args[0].name_hint = _hint(iv)
+        op = _create(LoopOp, (self.stack[lo], self.stack[hi]), (), props)
+        op.add_region(Region(body))
         return op
 
     def _task_head(self, at: int, max_flag: int) -> tuple[int, str | None, ArrayAttr | None]:
@@ -501,37 +559,45 @@ class _BodyReader(TableReader):
         decos = self.decos(at, "task decorators")
         return flags, token, decos
 
-    def _task_props(self, flags: int, token: str | None, decos) -> dict[str, Attribute]:
+    def _task_props(self, flags: int, token: str | None, decos: ArrayAttr | None
+                    ) -> dict[str, Attribute]:
         props: dict[str, Attribute] = {}
         if token:
-            props["token"] = StringAttr(token)
+            props["token"] = _string_attr(token)
         if flags & 1:
-            props["sync"] = UnitAttr()
+            props["sync"] = UNIT
         if decos:
             props["decorators"] = decos
         return props
 
-    def _finish_task(self, op, token: str | None):
+    def _finish_task(self, op: Operation, token: str | None) -> Operation:
         if token:
-            op.results[0].name_hint = _hint(token)
-        self.push(op.results[0], TOK if token else TOKU)
+            self._named(op.results[0], token, TOK)
+        else:
+            self.push(op.results[0], TOKU)
         return op
 
-    def _move(self, at: int, cls):
+    def _transfer(self, at: int, code: int) -> Operation:
+        return self._move(at, TransferOp)
+
+    def _store(self, at: int, code: int) -> Operation:
+        return self._move(at, StoreOp)
+
+    def _move(self, at: int, cls: type[TransferOp] | type[StoreOp]) -> Operation:
         flags, token, decos = self._task_head(at, 7)
         dst, src = self.ref(REG, at, "dst"), self.ref(REG, at, "src")
-        deps = self.refs(TOK, at, "deps")
+        deps = self.values(TOK, at, "deps")
         props = self._task_props(flags, token, decos)
         if flags & 4:
             props["operand_decorators"] = self._operand_decos(at, 2, cls.name)
         props["operandSegmentSizes"] = _segments((1, 1, len(deps)))
-        op = _create(cls, operands=[self.stack[dst], self.stack[src], *(self.stack[k] for k in deps)],
-                        result_types=[TOKEN], properties=props)
+        op = _create(cls, [self.stack[dst], self.stack[src], *deps], _TOKEN_1, props)
         return self._finish_task(op, token)
 
     def _operand_decos(self, at: int, count: int, what: str) -> ArrayAttr:
         """Operand decorators: one list per region operand, at least one decorator."""
         od = self.aref(at, ArrayAttr, f"{what} operand decorators")
+        assert isinstance(od, ArrayAttr)
         if len(od.data) != count or not all(
                 isinstance(x, ArrayAttr) and all(isinstance(d, DecoratorAttr) for d in x.data)
                 for x in od.data) or not any(x.data for x in od.data):
@@ -539,39 +605,84 @@ class _BodyReader(TableReader):
                                 "operand, and at least one decorator")
         return od
 
-    def _compute(self, at: int):
+    def _compute(self, at: int, code: int) -> Operation:
         number = self.u()
         spec = opcode_by_code().get(number)
         if spec is None:
             raise BytecodeError(at, f"unknown opcode number {number}: not in this reader's "
                                 "opcode registry (a newer producer?)")
         flags, token, decos = self._task_head(at, 7)
-        ins = self.refs(REG, at, f"{spec.name} inputs")
-        outs = self.refs(REG, at, f"{spec.name} outputs")
-        deps = self.refs(TOK, at, f"{spec.name} deps")
-        args = self.refs(IDX, at, f"{spec.name} arguments")
-        attrs = self.aref(at, DictionaryAttr, f"{spec.name} attributes")
+        name = spec.name
+        ins = self.values(REG, at, f"{name} inputs")
+        outs = self.values(REG, at, f"{name} outputs")
+        deps = self.values(TOK, at, f"{name} deps")
+        args = self.values(IDX, at, f"{name} arguments")
+        attrs = self.aref(at, DictionaryAttr, f"{name} attributes")
+        assert isinstance(attrs, DictionaryAttr)
         if not ins or not outs:
-            raise BytecodeError(at, f"{spec.name}: a compute task has inputs and outputs [GRAM-14]")
-        keys = list(attrs.data)
-        if keys != spec.canonical_attr_order(keys) or "deps" in attrs.data:
-            raise BytecodeError(at, f"{spec.name}: attributes {keys} are not in canonical order")
-        self._arg_order(attrs, len(args), at, spec.name)
+            raise BytecodeError(at, f"{name}: a compute task has inputs and outputs [GRAM-14]")
+        checked = self.compute_attrs.get((number, id(attrs)))
+        if checked is None:  # an attribute entry is checked once per opcode
+            keys = list(attrs.data)
+            if keys != spec.canonical_attr_order(keys) or "deps" in attrs.data:
+                raise BytecodeError(at, f"{name}: attributes {keys} are not in canonical order")
+            self._arg_order(attrs, len(args), at, name)
+            self.compute_attrs[(number, id(attrs))] = len(args)
+        elif checked != len(args):
+            self._arg_order(attrs, len(args), at, name)
         props = self._task_props(flags, token, decos)
         if flags & 4:
-            props["operand_decorators"] = self._operand_decos(at, len(ins) + len(outs), spec.name)
+            props["operand_decorators"] = self._operand_decos(at, len(ins) + len(outs), name)
         props["attrs"] = attrs
         props["operandSegmentSizes"] = _segments((len(ins), len(outs), len(deps), len(args)))
-        st = self.stack
-        op = _create(
-            COMPUTE_OPS[spec.name],
-            operands=[*(st[k] for k in ins), *(st[k] for k in outs), *(st[k] for k in deps),
-                      *(st[k] for k in args)], result_types=[TOKEN], properties=props)
+        op = _create(COMPUTE_OPS[name], [*ins, *outs, *deps, *args], _TOKEN_1, props)
         return self._finish_task(op, token)
+
+
+def _describe(what: str, name: str) -> str:
+    """`what` with `name` after its first word: ("region offset", "X") ->
+    "region X offset" (error messages only)."""
+    if not name:
+        return what
+    head, _, tail = what.partition(" ")
+    return f"{head} {name} {tail}".rstrip()
 
 
 INDEX = IndexType()
 TOKEN = TokenType()
+_INDEX_1 = (INDEX,)
+_TOKEN_1 = (TOKEN,)
+UNIT = UnitAttr()
+INLINE = REGION_BINDINGS.index("inline")
+BINDING_ATTRS = tuple(StringAttr(b) for b in REGION_BINDINGS)
+REGION_WORDS = {inline: tuple(f"{w} {part}".strip() for part in
+                              ("", "buffer", "offset", "extent", "shape", "strides", "decorators"))
+                for inline, w in ((False, "region"), (True, "inline region"))}
+"""What each reference of a Region instruction is, for its error messages
+(`_describe` puts the region's name after the first word)."""
+
+
+def _body(known: dict[int, RawSection], kind: int, cls: type[_T]) -> _T | None:
+    """The decoded body of a section kind, None when absent."""
+    s = known.get(kind)
+    if s is None:
+        return None
+    assert isinstance(s.body, cls), "container.sections decodes each kind as its table"
+    return s.body
+
+
+_T = TypeVar("_T")
+
+
+def _string_attr(text: str) -> StringAttr:
+    """`StringAttr(text)` for a string the reader has checked (a name): xDSL's
+    attribute verification only checks that `text` is a `str`."""
+    a = _NEW_ATTR(StringAttr)
+    _SET(a, "data", text)
+    return a
+
+
+_NEW_ATTR = StringAttr.__new__
 
 
 def read_nemb(data: bytes, file: str = "<nemb>", timings: dict[str, float] | None = None
@@ -606,25 +717,30 @@ def _read(data: bytes, file: str, timings: dict[str, float]) -> LoadedBytecode:
         if kind not in known:
             raise BytecodeError(HEADER_SIZE, f"the {SECTION_NAMES[kind]} section is missing")
     r = _BodyReader(data, file)
-    r.read_strings(known[fb.SectionBody.Strings].body)
-    code = known[fb.SectionBody.Code].body
+    strings = _body(known, fb.SectionBody.Strings, fb.Strings)
+    code = _body(known, fb.SectionBody.Code, fb.Code)
+    info = _body(known, fb.SectionBody.ProgramInfo, fb.ProgramInfo)
+    assert strings is not None and code is not None and info is not None  # REQUIRED_KINDS
+    r.read_strings(strings)
     r.read_attributes(code)
     r.decode_body(code)
     t1 = time.perf_counter()
-    if fb.SectionBody.Debug in known:
-        r.read_locs(known[fb.SectionBody.Debug].body, code.OpCount() + 1)
+    debug = _body(known, fb.SectionBody.Debug, fb.Debug)
+    if debug is not None:
+        r.read_locs(debug, code.OpCount() + 1)
     block = r.read_body(code)
-    prog = small_sections.program_op(known[fb.SectionBody.ProgramInfo].body, block, r)
+    prog = small_sections.program_op(info, block, r)
     t2 = time.perf_counter()
     module = ModuleOp.create(regions=[Region(Block())])
     module.body.block.add_op(prog)
-    reqs = small_sections.requirements(known[fb.SectionBody.Requirements].body) \
-        if fb.SectionBody.Requirements in known else None
-    slots = small_sections.slots(known[fb.SectionBody.Relocations].body, r) \
-        if fb.SectionBody.Relocations in known else None
-    data_segs = small_sections.data(known[fb.SectionBody.Data].body, r) if fb.SectionBody.Data in known else []
-    build = small_sections.build_info(known[fb.SectionBody.BuildInfo].body) \
-        if fb.SectionBody.BuildInfo in known else {}
+    req_sec = _body(known, fb.SectionBody.Requirements, fb.Requirements)
+    reqs = small_sections.requirements(req_sec) if req_sec is not None else None
+    reloc_sec = _body(known, fb.SectionBody.Relocations, fb.Relocations)
+    slots = small_sections.slots(reloc_sec, r) if reloc_sec is not None else None
+    data_sec = _body(known, fb.SectionBody.Data, fb.Data)
+    data_segs = small_sections.data(data_sec, r) if data_sec is not None else []
+    build_sec = _body(known, fb.SectionBody.BuildInfo, fb.BuildInfo)
+    build = small_sections.build_info(build_sec) if build_sec is not None else {}
     sizes = [(SECTION_NAMES.get(s.kind, f"kind {s.kind}"), s.required, small_sections.section_size(s))
              for s in secs]
     t3 = time.perf_counter()

@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass
+from typing import TypeVar, overload
 
 import numpy as np
 from xdsl.dialects.builtin import (
@@ -23,7 +24,7 @@ from xdsl.dialects.builtin import (
     StringAttr,
     i64,
 )
-from xdsl.ir import Attribute
+from xdsl.ir import Attribute, ParametrizedAttribute, SSAValue
 
 from nem.dialect.attributes import (
     ELEM_BY_NAME,
@@ -44,6 +45,7 @@ from nem.dialect.semantics import UNIT_TYPES
 from nem.frontends.bytecode import nem_bytecode_generated as fb
 from nem.frontends.bytecode.container import (
     BytecodeError,
+    GeneratedTable,
     decode_varints,
     unzigzag,
 )
@@ -65,25 +67,26 @@ class TableReader:
         self.file = file
         self.strings: list[str] = [""]
         self.stripped = False
-        self.attrs: list[Attribute] = []
+        self.attrs: list[Attribute | RegionTypeBase] = []
         self.depths: list[int] = []  # nesting depth of each attribute entry
         self.child_depth = 0
         self.loop_depth = 0
         self.attr_offs: list[int] = []
         self.floats: np.ndarray = np.zeros(0)
-        self.stack: list = []
+        self.stack: list[SSAValue] = []
         self.kinds: list[int] = []
         self.static: list[int | None] = []  # folded value of each index value (None: loop-dependent)
-        self.region_types: dict[tuple, RegionType] = {}
+        self.region_types: dict[tuple[RegionTypeBase, tuple[int, ...], tuple[int, ...] | None],
+                                RegionType] = {}
         self.buffers: list[BufferOp] = []
         self.buffer_sizes: list[int | None] = []
-        self.locs: list[FileLineColLoc] | None = None
+        self.locs: list[FileLineColLoc | None] | None = None  # per op: None = no location
         self.n_ops = 0
         self.invented = 0
         self.last_name = 0
 
     # -- strings ------------------------------------------------------------------
-    def read_strings(self, sec) -> None:
+    def read_strings(self, sec: fb.Strings) -> None:
         count = sec.Count()
         lengths_vec = sec.LengthsAsNumpy() if sec.LengthsLength() else np.zeros(0, np.uint8)
         blob = sec.BlobAsNumpy() if sec.BlobLength() else np.zeros(0, np.uint8)
@@ -107,10 +110,10 @@ class TableReader:
         self.stripped = sec.NamesStripped()
 
     @staticmethod
-    def _vec_pos(obj, slot: int) -> int:
+    def _vec_pos(obj: GeneratedTable, slot: int) -> int:
         """File offset of the vector in field `slot` (for diagnostics)."""
         o = obj._tab.Offset(slot)
-        return obj._tab.Vector(o) if o else obj._tab.Pos
+        return int(obj._tab.Vector(o)) if o else int(obj._tab.Pos)
 
     def string(self, idx: int, at: int, what: str) -> str:
         if not 0 < idx < len(self.strings):
@@ -134,7 +137,7 @@ class TableReader:
         return text
 
     # -- attributes -----------------------------------------------------------------
-    def read_attributes(self, code) -> None:
+    def read_attributes(self, code: fb.Code) -> None:
         count = code.AttributeCount()
         stream = code.AttributesAsNumpy() if code.AttributesLength() else np.zeros(0, np.uint8)
         base = self._vec_pos(code, 6)
@@ -168,7 +171,16 @@ class TableReader:
         self.i += 1
         return unzigzag(v)
 
-    def aref(self, at: int, kind: type | tuple | None = None, what: str = "attribute") -> Attribute:
+    @overload
+    def aref(self, at: int, kind: None = None, what: str = "attribute"
+             ) -> Attribute | RegionTypeBase: ...
+
+    @overload
+    def aref(self, at: int, kind: type[_A], what: str = "attribute") -> _A: ...
+
+    def aref(self, at: int, kind: type[_A] | None = None, what: str = "attribute"
+             ) -> Attribute | RegionTypeBase | _A:
+        """An attribute-table reference, of class `kind` when given."""
         idx = self.u()
         if idx >= len(self.attrs):
             raise BytecodeError(at, f"{what}: attribute index {idx} is not defined before this "
@@ -179,7 +191,8 @@ class TableReader:
         self.child_depth = max(self.child_depth, self.depths[idx])
         return a
 
-    def opt_aref(self, at: int, kind, what: str):
+    def opt_aref(self, at: int, kind: type[_A], what: str) -> _A | None:
+        """An optional attribute-table reference: 0 = none, else 1 + the entry."""
         idx = self.u()
         if idx == 0:
             return None
@@ -191,7 +204,7 @@ class TableReader:
             raise BytecodeError(at, f"{what}: attribute {idx - 1} is a {type(a).__name__}")
         return a
 
-    def _attr(self, at: int) -> Attribute:
+    def _attr(self, at: int) -> Attribute | RegionTypeBase:
         K = fb.AttrKind
         kind = self.u()
         if kind == K.String:
@@ -208,16 +221,17 @@ class TableReader:
             return FloatAttr(v, 64)
         if kind == K.Array:
             n = self.u()
-            return ArrayAttr(tuple(self.aref(at) for _ in range(min(n, len(self.v)))))
+            # (entries of a list or dictionary are attributes: not a region-type base)
+            return ArrayAttr(tuple(self.aref(at, Attribute) for _ in range(min(n, len(self.v)))))
         if kind == K.Dict:
             n = self.u()
-            items = {}
+            items: dict[str, Attribute] = {}
             for _ in range(min(n, len(self.v))):
                 key = self.string(self.u(), at, "attribute name")
                 if not IDENT.match(key) or key in items:
                     raise BytecodeError(at, f"dictionary key {key!r} is not an identifier or "
                                         "repeats")
-                items[key] = self.aref(at)
+                items[key] = self.aref(at, Attribute)
             return DictionaryAttr(items)
         if kind == K.ArgRef:
             return ArgRefAttr(self.u())
@@ -234,18 +248,16 @@ class TableReader:
         if kind == K.Decorator:
             return self._decorator(at)
         if kind == K.PerTensor:
-            num = (IntegerAttr, FloatAttr)
-            scale, zp = self.aref(at, num), self.aref(at, num)
+            scale, zp = self.aref(at), self.aref(at)
+            if not isinstance(scale, IntegerAttr | FloatAttr) or \
+                    not isinstance(zp, IntegerAttr | FloatAttr):
+                raise BytecodeError(at, "a quant scale and zero point are numbers")
             return PerTensorQuantAttr(scale.value.data, zp.value.data)
         if kind in (K.PerChannel, K.PerGroup):
             axis = self.s()
             group = self.s() if kind == K.PerGroup else None
             scales, zps = self.aref(at, ArrayAttr), self.aref(at, ArrayAttr)
-            for a in (*scales.data, *zps.data):
-                if not isinstance(a, IntegerAttr | FloatAttr):
-                    raise BytecodeError(at, "quant scales and zero points are numbers")
-            sv = [a.value.data for a in scales.data]
-            zv = [a.value.data for a in zps.data]
+            sv, zv = _numbers(scales, at), _numbers(zps, at)
             if group is None:
                 return PerChannelQuantAttr(axis, sv, zv)
             return PerGroupQuantAttr(axis, group, sv, zv)
@@ -301,9 +313,25 @@ class TableReader:
             nstrides = self.u()
             if nstrides == 0:
                 raise BytecodeError(at, "strides=[...] needs at least one entry")
-        quant = self.opt_aref(at, PerTensorQuantAttr | PerChannelQuantAttr | PerGroupQuantAttr,
-                              "quant")
+        quant = self.opt_aref(at, ParametrizedAttribute, "quant")
+        if quant is not None and not isinstance(quant, QUANT_KINDS):
+            raise BytecodeError(at, f"quant: attribute {self.v[self.i - 1] - 1} is a "
+                                f"{type(quant).__name__}")
         return RegionTypeBase(level, ELEM_BY_CODE[elem], rank, layout, nstrides, quant)
+
+
+def _numbers(a: ArrayAttr[Attribute], at: int) -> list[int | float]:
+    """Quant scales or zero points: numbers (all integers or not)."""
+    out: list[int | float] = []
+    for x in a.data:
+        if not isinstance(x, IntegerAttr | FloatAttr):
+            raise BytecodeError(at, "quant scales and zero points are numbers")
+        out.append(x.value.data)
+    return out
+
+
+QUANT_KINDS = (PerTensorQuantAttr, PerChannelQuantAttr, PerGroupQuantAttr)
+_A = TypeVar("_A")
 
 
 @dataclass(frozen=True)
