@@ -34,10 +34,11 @@ def _mlir_opt() -> str | None:
 
 
 def lower_and_run(mlir: Path, tmp: Path, inputs: dict[str, np.ndarray], outputs: list[str],
-                  remark: str) -> dict[str, np.ndarray]:
+                  remark: str, entry: str | None = None) -> dict[str, np.ndarray]:
     nem = tmp / "prog.nem"
+    opts = f"device={DEVICE} remarks=true" + (f" entry={entry}" if entry else "")
     r = subprocess.run([_tool("nem-opt"), str(mlir), "-p",
-                        f"lower-to-nem{{device={DEVICE} remarks=true}}", "-t", "nem", "-o",
+                        f"lower-to-nem{{{opts}}}", "-t", "nem", "-o",
                         str(nem)], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     assert remark in r.stderr, r.stderr
@@ -76,9 +77,26 @@ def test_pooling_nhwc_max(tmp_path, dtype):
     remark = "maxpool + max" if dtype == "f16" else "4 max (max pooling over window offsets)"
     out = lower_and_run(INPUTS / f"pool_{dtype}.mlir", tmp_path, ins, list(ins)[1:], remark)
     assert (out["y"] == _maxpool2(x)).all()
-    if dtype == "f16":   # the sum pooling is an escape-hatch kernel, still correct
-        ref = x.astype(np.float32).reshape(1, 4, 2, 4, 2, 4).sum(axis=(2, 4))
-        assert np.allclose(out["s"].astype(np.float32), ref, atol=1e-2)
+    if dtype == "f16":   # the sum pooling: one f16 add per offset, rounded as MLIR does
+        ref = np.zeros((1, 4, 4, 4), np.float16)
+        for kh in range(2):
+            for kw in range(2):
+                ref = ref + x[:, kh::2, kw::2, :]
+        assert (out["s"] == ref).all()
+
+
+def test_sumpool_nest(tmp_path):
+    """A window sum written as affine loops, kw the outer window loop: one
+    add per offset in that order, bit-identical to the nest (D-LOW-SUMPOOL)."""
+    rng = np.random.default_rng(5)
+    x, s = _rand(rng, (1, 6, 6, 4)), _rand(rng, (1, 2, 2, 4))
+    out = lower_and_run(INPUTS / "sumpool_nest.mlir", tmp_path, {"x": x, "s": s}, ["s"],
+                        "9 add (window sum over window offsets)", entry="kw_outer")
+    ref = s.copy()
+    for kw in range(3):
+        for kh in range(3):
+            ref = ref + x[:, kh::3, kw::3, :]
+    assert (out["s"] == ref).all()
 
 
 def test_conv_nchw_fchw(tmp_path):
