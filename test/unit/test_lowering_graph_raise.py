@@ -180,3 +180,26 @@ def test_without_mlir_extra(monkeypatch):
     d = e.value.diagnostics[0]
     assert d.loc is not None and (d.loc.line, d.loc.col) == (3, 3)
     assert "not supported: 'linalg.map' needs the mlir extra" in d.message
+
+
+@pytest.mark.parametrize("entry", ["bias_relu", "shift_exp"])
+def test_broadcast_operand(tmp_path, entry):
+    """Elementwise nests with a broadcast operand (D-LOW-BCAST-OPERAND):
+    transfers copy the operand to the output's shape, the ops run on it;
+    per-op rounding as the nest's, so the result is bit-identical."""
+    rng = np.random.default_rng(6)
+    x, y = _rand(rng, (4, 8)), np.zeros((4, 8), np.float32)
+    if entry == "bias_relu":
+        b = _rand(rng, (8,))
+        ins = {"x": x, "b": b, "y": y}
+        ref = np.maximum(x + b, np.float32(0))
+    else:
+        m = _rand(rng, (4, 1))
+        ins = {"x": x, "m": m, "y": y}
+        ref = np.exp(x - m)
+    out = lower_and_run(INPUTS / "bcast_operand.mlir", tmp_path, ins, ["y"],
+                        "transfer (broadcast operand)", entry=entry)
+    if entry == "bias_relu":
+        assert (out["y"] == ref).all()
+    else:   # exp: D-NUM-FLOAT (f64, rounded once) vs numpy's f32 exp
+        assert np.allclose(out["y"], ref, rtol=1e-6, atol=0)

@@ -267,8 +267,15 @@ def lower_nest(lw: Lowerer, top: affine.ForOp, st: BlockState) -> None:
     assert isinstance(plan, EltwisePlan)
     with b.located(top.location):
         out = access_region(ctx, b, plan.out, exts, top)
-    raise_eltwise(lw, stg, st, plan.root, out, top, what,
-                  lambda leaf: access_region(ctx, b, _load(leaf).access, exts, top))
+    copies: list[SSAValue] = []
+
+    def leaf_region(leaf: Load | Operand) -> tuple[SSAValue, View]:
+        acc = _load(leaf).access
+        if acc.dims == plan.out.dims:
+            return access_region(ctx, b, acc, exts, top)
+        return _broadcast_leaf(lw, b, acc, plan.out, out[1], exts, top, copies)
+
+    raise_eltwise(lw, stg, st, plan.root, out, top, what, leaf_region, copies)
 
 
 def _load(leaf: Load | Operand) -> Load:
@@ -276,12 +283,37 @@ def _load(leaf: Load | Operand) -> Load:
     return leaf
 
 
+def _broadcast_leaf(lw: Lowerer, b: NemBuilder, acc: Access, out: Access, like: View,
+                    exts: dict[int, int], anchor: Operation,
+                    copies: list[SSAValue]) -> tuple[SSAValue, View]:
+    """A broadcast operand of an elementwise nest, copied into a scratch
+    region of the output's shape by D-LOW-BCAST's transfers
+    (D-LOW-BCAST-OPERAND); the transfers join `copies`.  The scratch stores
+    the broadcast dimensions outermost, so that every doubling copies one
+    contiguous block to the next (an inner broadcast dimension stored in
+    place would give transfers whose byte extents overlap, HAZ-02); the
+    region reads it back in the output's order (strides)."""
+    from nem.passes.lowering.broadcasts import broadcast_into
+
+    ctx = lw.ctx
+    used = set(acc.dims)
+    order = [k for k in out.dims if k not in used] + [k for k in out.dims if k in used]
+    sv = scratch(ctx, like, [exts[k] for k in order], anchor, ident=-(len(copies) + 1))
+    stride = dict(zip(order, sv.strides))
+    axes = [(k, stride[k]) for k in out.dims]
+    copies += broadcast_into(lw, b, acc, sv, sv.base, axes, exts, anchor)
+    return region(ctx, b, sv, sv.base, [exts[k] for k in out.dims], [s for _, s in axes],
+                  anchor), sv
+
+
 def raise_eltwise(lw: Lowerer, stg: Staging, st: BlockState, root: EltOp,
                   out: tuple[SSAValue, View], anchor: Operation, what: str,
-                  leaf_region: Callable[[Load | Operand], tuple[SSAValue, View]]) -> None:
+                  leaf_region: Callable[[Load | Operand], tuple[SSAValue, View]],
+                  copies: Sequence[SSAValue] = ()) -> None:
     """One task per op of the elementwise tree `root` (D-LOW-RAISE) writing
     `out`, when every op has a legal variant and all operands have one
-    shape; else the whole computation falls back to the escape hatch."""
+    shape; else the whole computation falls back to the escape hatch.
+    `copies`: the transfers `leaf_region` stages for broadcast operands."""
     ctx = lw.ctx
     with stg.builder.located(anchor.location):
         steps = _tree_steps(ctx, stg.builder, root, out, anchor, leaf_region)
@@ -293,9 +325,12 @@ def raise_eltwise(lw: Lowerer, stg: Staging, st: BlockState, root: EltOp,
         stg.drop()
         return emit_escape(lw, anchor, st, why, what)
     stg.commit(st)
+    for tok in copies:
+        name_task(ctx, tok, "copy")
     for opcode, tok in steps:
         name_task(ctx, tok, opcode)
-    ctx.summary.raised.append(f"{what} -> {' + '.join(op for op, _ in steps)}")
+    moved = f"{len(copies)} transfer (broadcast operand) + " if copies else ""
+    ctx.summary.raised.append(f"{what} -> {moved}{' + '.join(op for op, _ in steps)}")
 
 
 def _tree_steps(ctx: LoweringContext, b: NemBuilder, root: EltOp, out: tuple[SSAValue, View],

@@ -363,13 +363,14 @@ def _match_matmul(tree: Node, out: Access, n: int) -> MatmulPlan | None:
 
 
 def _eltwise(t: Node, sorder: list[int]) -> EltNode:
-    """The elementwise computation `t` as NEM ops down to its loads, which
-    must all be indexed like the store (no broadcast or transpose); `max(x,
-    0)` is `relu`.  Each op becomes one task (D-LOW-RAISE), so a fused body
-    (e.g. bias add + relu) is raised."""
+    """The elementwise computation `t` as NEM ops down to its loads, each
+    indexed like the store or by a subsequence of its loops (a broadcast
+    operand, materialized by transfers: D-LOW-BCAST-OPERAND), never
+    transposed; `max(x, 0)` is `relu`.  Each op becomes one task
+    (D-LOW-RAISE), so a fused body (e.g. bias add + relu) is raised."""
     if isinstance(t, Load):
-        if t.access.dims != sorder:
-            raise NotRaisable("operands are indexed in different orders (broadcast/transpose)")
+        if not is_broadcast_of(t.access.dims, sorder):
+            raise NotRaisable("operands are indexed in different orders (transpose)")
         return t
     if isinstance(t, Apply):
         if t.name == "relu":
@@ -382,6 +383,13 @@ def _eltwise(t: Node, sorder: list[int]) -> EltNode:
         opcode = BINARY.get(t.name) or UNARY[t.name]
         return EltOp(opcode, tuple(_eltwise(c, sorder) for c in t.operands))
     raise NotRaisable("the body is not a tree of elementwise operations over loads")
+
+
+def is_broadcast_of(dims: list[int], sorder: list[int]) -> bool:
+    """Whether an operand indexed by loops `dims` is the store's (`sorder`)
+    or a broadcast of one: its loops a subsequence of the store's, in order."""
+    it = iter(sorder)
+    return all(d in it for d in dims)
 
 
 def generic_tree(op: linalg.GenericOp) -> EltOp:
