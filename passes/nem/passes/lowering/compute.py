@@ -26,6 +26,7 @@ from nem.passes.lowering.escape import emit_escape, linalg_operands, location_te
 from nem.passes.lowering.nest_analysis import (
     Access,
     CopyPlan,
+    EltNode,
     EltOp,
     EltwisePlan,
     Load,
@@ -33,6 +34,7 @@ from nem.passes.lowering.nest_analysis import (
     Nest,
     NotRaisable,
     Operand,
+    Splat,
     analyze,
     generic_tree,
     match_nest,
@@ -340,18 +342,30 @@ def _tree_steps(ctx: LoweringContext, b: NemBuilder, root: EltOp, out: tuple[SSA
     """The candidate tasks of an elementwise tree, in evaluation order:
     (opcode, token); the root writes `out`, every inner op a hoisted scratch
     region of the same shape (D-LOW-ACCUM's scratch buffers, one per inner
-    op)."""
+    op), every splat too: `clamp` of the op's other operand (D-LOW-SPLAT)."""
     steps: list[tuple[str, SSAValue]] = []
     shape = region_shape(out[0])
 
-    def emit(node: EltOp | Load | Operand,
-             target: tuple[SSAValue, View] | None) -> tuple[SSAValue, View]:
+    def temp() -> tuple[SSAValue, View]:
+        sv = scratch(ctx, out[1], shape, anchor, ident=len(steps) + 1)
+        return region(ctx, b, sv, sv.base, shape, sv.strides, anchor), sv
+
+    def emit(node: EltNode, target: tuple[SSAValue, View] | None) -> tuple[SSAValue, View]:
+        if isinstance(node, Splat):
+            raise AssertionError("a splat is made beside its sibling")
         if not isinstance(node, EltOp):
             return leaf_region(node)
-        ins = [emit(c, None) for c in node.operands]
+        made = {k: emit(c, None) for k, c in enumerate(node.operands)
+                if not isinstance(c, Splat)}
+        like = next(iter(made.values()))[0]
+        for k, c in enumerate(node.operands):
+            if isinstance(c, Splat):
+                made[k] = temp()
+                steps.append(("clamp", b.compute("clamp", [like], [made[k][0]],
+                                                 min=c.value, max=c.value)))
+        ins = [made[k] for k in range(len(node.operands))]
         if target is None:
-            sv = scratch(ctx, out[1], shape, anchor, ident=len(steps) + 1)
-            target = (region(ctx, b, sv, sv.base, shape, sv.strides, anchor), sv)
+            target = temp()
         steps.append((node.opcode, b.compute(node.opcode, [r for r, _ in ins], [target[0]])))
         return target
 
