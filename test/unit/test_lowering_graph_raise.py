@@ -203,3 +203,22 @@ def test_broadcast_operand(tmp_path, entry):
         assert (out["y"] == ref).all()
     else:   # exp: D-NUM-FLOAT (f64, rounded once) vs numpy's f32 exp
         assert np.allclose(out["y"], ref, rtol=1e-6, atol=0)
+
+
+@pytest.mark.parametrize("entry", ["scale", "normalize"])
+def test_splat(tmp_path, entry):
+    """Scalar constants as splats and rsqrt as div(1, sqrt) (D-LOW-SPLAT):
+    every op rounds to f32 as the nest does (sqrt and div correctly
+    rounded), so the result equals numpy's f32 evaluation."""
+    rng = np.random.default_rng(7)
+    x, y = _rand(rng, (4, 8)), np.zeros((4, 8), np.float32)
+    f = np.float32
+    if entry == "scale":
+        ins = {"x": x, "y": y}
+        ref = f(-1.5) - x * f(0.25)
+    else:
+        s, v = _rand(rng, (4, 1)), np.abs(_rand(rng, (4, 1)))
+        ins = {"x": x, "sum": s, "var": v, "y": y}
+        ref = (x - s * f(0.125)) * (f(1) / np.sqrt(v * f(0.125) + f(1e-5)))
+    out = lower_and_run(INPUTS / "splat.mlir", tmp_path, ins, ["y"], "clamp", entry=entry)
+    assert (out["y"] == ref).all()
