@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, cast
 
 from nem.dialect.semantics import postorder
 from nem.passes.lowering.affine_algebra import (
@@ -29,7 +29,7 @@ from nem.passes.lowering.affine_algebra import (
     resolve_index,
 )
 from xdsl.dialects import affine, arith, linalg, memref
-from xdsl.dialects.builtin import FloatAttr, IntegerAttr
+from xdsl.dialects.builtin import AnyFloat, FloatAttr, IntegerAttr
 from xdsl.ir import Attribute, Block, BlockArgument, Operation, SSAValue
 
 if TYPE_CHECKING:
@@ -161,7 +161,7 @@ class EltOp:
     opcode: str
     operands: tuple[EltNode, ...]
 
-    def leaves(self) -> list[Load | Operand]:
+    def leaves(self) -> list[Load | Operand | Splat]:
         return [x for c in self.operands
                 for x in (c.leaves() if isinstance(c, EltOp) else [c])]
 
@@ -184,7 +184,7 @@ does (pow(NaN, 0) = 1 and the `*num` max/min drop NaNs: not these)."""
 SPLAT_FLOATS = ("arith.addf", "arith.subf", "arith.mulf", "arith.divf")
 
 
-def splat_operands(name: str, operands: Sequence[object]) -> list[int]:
+def splat_operands(name: str, operands: Sequence[Any]) -> list[int]:
     """Positions of the constant operands of MLIR op `name` that are splats
     (D-LOW-SPLAT); raises when a constant operand cannot be one."""
     consts = [k for k, c in enumerate(operands) if isinstance(c, Const)]
@@ -329,7 +329,7 @@ def _tree(nest: Nest, outer: Mapping[SSAValue, Aff], v: SSAValue,
         return Apply(owner.name, tuple(_tree(nest, outer, x, inside)
                                        for x in owner.operands[:n]))
     if owner.name == RSQRT:
-        return Apply("arith.divf", (Const(FloatAttr(1.0, owner.operands[0].type)),
+        return Apply("arith.divf", (Const(FloatAttr(1.0, cast(AnyFloat, owner.operands[0].type))),
                                     Apply("math.sqrt", (_tree(nest, outer, owner.operands[0],
                                                               inside),))))
     x = relu_select(owner)
@@ -424,12 +424,16 @@ def _eltwise(t: Node, sorder: list[int]) -> EltNode:
     raise NotRaisable("the body is not a tree of elementwise operations over loads")
 
 
-def _with_splats(name: str, operands: Sequence[object],
-                 convert: Callable[[object], EltNode]) -> tuple[EltNode, ...]:
+def _with_splats(name: str, operands: Sequence[Any],
+                 convert: Callable[[Any], EltNode]) -> tuple[EltNode, ...]:
     """The operands of an elementwise op as EltNodes, its scalar constants as splats."""
     splats = splat_operands(name, operands)
-    return tuple(Splat(float(c.value.value.data)) if k in splats and isinstance(c, Const)
-                 else convert(c) for k, c in enumerate(operands))
+    return tuple(Splat(_float(c)) if k in splats else convert(c) for k, c in enumerate(operands))
+
+
+def _float(c: Const) -> float:
+    assert isinstance(c.value, FloatAttr)
+    return float(c.value.value.data)
 
 
 def is_broadcast_of(dims: list[int], sorder: list[int]) -> bool:
