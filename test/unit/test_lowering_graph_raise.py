@@ -205,7 +205,7 @@ def test_broadcast_operand(tmp_path, entry):
         assert np.allclose(out["y"], ref, rtol=1e-6, atol=0)
 
 
-@pytest.mark.parametrize("entry", ["scale", "normalize"])
+@pytest.mark.parametrize("entry", ["scale", "normalize", "clip"])
 def test_splat(tmp_path, entry):
     """Scalar constants as splats and rsqrt as div(1, sqrt) (D-LOW-SPLAT):
     every op rounds to f32 as the nest does (sqrt and div correctly
@@ -216,9 +216,13 @@ def test_splat(tmp_path, entry):
     if entry == "scale":
         ins = {"x": x, "y": y}
         ref = f(-1.5) - x * f(0.25)
+    elif entry == "clip":
+        x[0, :3] = [np.nan, np.inf, -np.inf]     # a NaN stays NaN, as the nest gives
+        ins = {"x": x, "y": y}
+        ref = np.minimum(np.maximum(x, f(-1)), f(6))
     else:
         s, v = _rand(rng, (4, 1)), np.abs(_rand(rng, (4, 1)))
         ins = {"x": x, "sum": s, "var": v, "y": y}
         ref = (x - s * f(0.125)) * (f(1) / np.sqrt(v * f(0.125) + f(1e-5)))
     out = lower_and_run(INPUTS / "splat.mlir", tmp_path, ins, ["y"], "clamp", entry=entry)
-    assert (out["y"] == ref).all()
+    assert np.array_equal(out["y"], ref, equal_nan=True)

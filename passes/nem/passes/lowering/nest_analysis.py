@@ -177,11 +177,11 @@ class Splat:
 
 EltNode = EltOp | Load | Operand | Splat
 
-SPLAT_OPS = ("add", "sub", "mul", "div")
+SPLAT_FLOATS = ("arith.addf", "arith.subf", "arith.mulf", "arith.divf", "arith.maximumf",
+                "arith.minimumf")
 """Ops whose scalar constant operand is a splat (D-LOW-SPLAT): they
 propagate a NaN of either operand, as the splat made from the other one
-does (pow(NaN, 0) = 1 and the `*num` max/min drop NaNs: not these)."""
-SPLAT_FLOATS = ("arith.addf", "arith.subf", "arith.mulf", "arith.divf")
+does (pow(NaN, 0) = 1 and maxnumf/minnumf drop NaNs: not these)."""
 
 
 def splat_operands(name: str, operands: Sequence[Any]) -> list[int]:
@@ -196,7 +196,7 @@ def splat_operands(name: str, operands: Sequence[Any]) -> list[int]:
     if name not in SPLAT_FLOATS or len(consts) == len(operands) or not (
             isinstance(v, FloatAttr) and math.isfinite(v.value.data)):
         raise NotRaisable(f"'{name}' with a constant operand (a splat is made for a finite "
-                          "float operand of add/sub/mul/div only: D-LOW-SPLAT)")
+                          "float operand of add/sub/mul/div/maximum/minimum only: D-LOW-SPLAT)")
     return consts
 
 

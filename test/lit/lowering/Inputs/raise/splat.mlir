@@ -61,3 +61,17 @@ func.func @pow_const(%x: memref<4x8xf32>, %y: memref<4x8xf32>) {
   }
   return
 }
+
+func.func @clip(%x: memref<4x8xf32>, %y: memref<4x8xf32>) {
+  %lo = arith.constant -1.0 : f32
+  %hi = arith.constant 6.0 : f32
+  affine.for %i = 0 to 4 {
+    affine.for %j = 0 to 8 {
+      %v = affine.load %x[%i, %j] : memref<4x8xf32>
+      %a = arith.maximumf %v, %lo : f32
+      %b = arith.minimumf %a, %hi : f32
+      affine.store %b, %y[%i, %j] : memref<4x8xf32>
+    }
+  }
+  return
+}
