@@ -201,6 +201,9 @@ def match_window(kind: str, ext: Mapping[int, int], x: WAccess, w: WAccess | Non
                   ax(wdims, cout[0] if cout else None))
         if {a.mdim for a in w_axes} - {None} != set(wdims.values()):
             raise NotRaisable("a weight dimension that is not a window or channel loop")
+    if kind == "sumpool" and not any(s.out is not None and s.win is not None for s in spatial):
+        raise NotRaisable("a sum over whole axes, not a sliding window (a reduction: one add "
+                          "per element along them is a serial chain of tasks; D-LOW-SUMPOOL)")
     if kind in POOLS and any(s.dilation != 1 for s in spatial):
         raise NotRaisable("a dilated pooling window (NEM pooling has no dilations)")
     h_win, w_win = spatial[0].win, spatial[1].win

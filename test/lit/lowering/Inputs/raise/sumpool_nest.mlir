@@ -57,3 +57,15 @@ func.func @three_windows(%x: memref<4x6x6xf32>, %s: memref<2x2x2xf32>) {
   }
   return
 }
+
+func.func @row_sum(%x: memref<4x8xf32>, %s: memref<4x1xf32>) {
+  affine.for %i = 0 to 4 {
+    affine.for %j = 0 to 8 {
+      %v = affine.load %x[%i, %j] : memref<4x8xf32>
+      %a = affine.load %s[%i, 0] : memref<4x1xf32>
+      %r = arith.addf %a, %v : f32
+      affine.store %r, %s[%i, 0] : memref<4x1xf32>
+    }
+  }
+  return
+}
