@@ -157,9 +157,9 @@ def test_fallback_and_linalg(tmp_path):
     it.write_tensor("W", w)
     res = run_ok(it)
     assert res.counts.get("compute") == 4
-    # the nest: z = x * x + 0.5 in f32, each op rounded (MLIR arith semantics)
+    # the nest: z = maxnum(x * x, 0.5) in f32, each op rounded (MLIR arith semantics)
     x64 = x.astype(np.float64)
-    z_want = f32(f32(x64 * x64).astype(np.float64) + 0.5)
+    z_want = np.maximum(f32(x64 * x64), np.float32(0.5))
     np.testing.assert_array_equal(it.read_tensor("Z", (128, 64), np.float32), z_want)
     # linalg.add V = W + W, then linalg.matmul V += W @ W (D-LOW-ACCUM)
     w64 = w.astype(np.float64)

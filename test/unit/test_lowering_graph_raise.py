@@ -34,10 +34,11 @@ def _mlir_opt() -> str | None:
 
 
 def lower_and_run(mlir: Path, tmp: Path, inputs: dict[str, np.ndarray], outputs: list[str],
-                  remark: str) -> dict[str, np.ndarray]:
+                  remark: str, entry: str | None = None) -> dict[str, np.ndarray]:
     nem = tmp / "prog.nem"
+    opts = f"device={DEVICE} remarks=true" + (f" entry={entry}" if entry else "")
     r = subprocess.run([_tool("nem-opt"), str(mlir), "-p",
-                        f"lower-to-nem{{device={DEVICE} remarks=true}}", "-t", "nem", "-o",
+                        f"lower-to-nem{{{opts}}}", "-t", "nem", "-o",
                         str(nem)], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     assert remark in r.stderr, r.stderr
@@ -76,9 +77,26 @@ def test_pooling_nhwc_max(tmp_path, dtype):
     remark = "maxpool + max" if dtype == "f16" else "4 max (max pooling over window offsets)"
     out = lower_and_run(INPUTS / f"pool_{dtype}.mlir", tmp_path, ins, list(ins)[1:], remark)
     assert (out["y"] == _maxpool2(x)).all()
-    if dtype == "f16":   # the sum pooling is an escape-hatch kernel, still correct
-        ref = x.astype(np.float32).reshape(1, 4, 2, 4, 2, 4).sum(axis=(2, 4))
-        assert np.allclose(out["s"].astype(np.float32), ref, atol=1e-2)
+    if dtype == "f16":   # the sum pooling: one f16 add per offset, rounded as MLIR does
+        ref = np.zeros((1, 4, 4, 4), np.float16)
+        for kh in range(2):
+            for kw in range(2):
+                ref = ref + x[:, kh::2, kw::2, :]
+        assert (out["s"] == ref).all()
+
+
+def test_sumpool_nest(tmp_path):
+    """A window sum written as affine loops, kw the outer window loop: one
+    add per offset in that order, bit-identical to the nest (D-LOW-SUMPOOL)."""
+    rng = np.random.default_rng(5)
+    x, s = _rand(rng, (1, 6, 6, 4)), _rand(rng, (1, 2, 2, 4))
+    out = lower_and_run(INPUTS / "sumpool_nest.mlir", tmp_path, {"x": x, "s": s}, ["s"],
+                        "9 add (window sum over window offsets)", entry="kw_outer")
+    ref = s.copy()
+    for kw in range(3):
+        for kh in range(3):
+            ref = ref + x[:, kh::3, kw::3, :]
+    assert (out["s"] == ref).all()
 
 
 def test_conv_nchw_fchw(tmp_path):
@@ -162,3 +180,49 @@ def test_without_mlir_extra(monkeypatch):
     d = e.value.diagnostics[0]
     assert d.loc is not None and (d.loc.line, d.loc.col) == (3, 3)
     assert "not supported: 'linalg.map' needs the mlir extra" in d.message
+
+
+@pytest.mark.parametrize("entry", ["bias_relu", "shift_exp"])
+def test_broadcast_operand(tmp_path, entry):
+    """Elementwise nests with a broadcast operand (D-LOW-BCAST-OPERAND):
+    transfers copy the operand to the output's shape, the ops run on it;
+    per-op rounding as the nest's, so the result is bit-identical."""
+    rng = np.random.default_rng(6)
+    x, y = _rand(rng, (4, 8)), np.zeros((4, 8), np.float32)
+    if entry == "bias_relu":
+        b = _rand(rng, (8,))
+        ins = {"x": x, "b": b, "y": y}
+        ref = np.maximum(x + b, np.float32(0))
+    else:
+        m = _rand(rng, (4, 1))
+        ins = {"x": x, "m": m, "y": y}
+        ref = np.exp(x - m)
+    out = lower_and_run(INPUTS / "bcast_operand.mlir", tmp_path, ins, ["y"],
+                        "transfer (broadcast operand)", entry=entry)
+    if entry == "bias_relu":
+        assert (out["y"] == ref).all()
+    else:   # exp: D-NUM-FLOAT (f64, rounded once) vs numpy's f32 exp
+        assert np.allclose(out["y"], ref, rtol=1e-6, atol=0)
+
+
+@pytest.mark.parametrize("entry", ["scale", "normalize", "clip"])
+def test_splat(tmp_path, entry):
+    """Scalar constants as splats and rsqrt as div(1, sqrt) (D-LOW-SPLAT):
+    every op rounds to f32 as the nest does (sqrt and div correctly
+    rounded), so the result equals numpy's f32 evaluation."""
+    rng = np.random.default_rng(7)
+    x, y = _rand(rng, (4, 8)), np.zeros((4, 8), np.float32)
+    f = np.float32
+    if entry == "scale":
+        ins = {"x": x, "y": y}
+        ref = f(-1.5) - x * f(0.25)
+    elif entry == "clip":
+        x[0, :3] = [np.nan, np.inf, -np.inf]     # a NaN stays NaN, as the nest gives
+        ins = {"x": x, "y": y}
+        ref = np.minimum(np.maximum(x, f(-1)), f(6))
+    else:
+        s, v = _rand(rng, (4, 1)), np.abs(_rand(rng, (4, 1)))
+        ins = {"x": x, "sum": s, "var": v, "y": y}
+        ref = (x - s * f(0.125)) * (f(1) / np.sqrt(v * f(0.125) + f(1e-5)))
+    out = lower_and_run(INPUTS / "splat.mlir", tmp_path, ins, ["y"], "clamp", entry=entry)
+    assert np.array_equal(out["y"], ref, equal_nan=True)

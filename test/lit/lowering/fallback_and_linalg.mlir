@@ -1,5 +1,5 @@
 // A nest that is neither a matmul nor a tree of elementwise ops over loads
-// (here: an operand is a constant) becomes a
+// (here: maxnumf with a constant operand, D-LOW-SPLAT) becomes a
 // `compute` escape-hatch task carrying its kernel (generic MLIR text), with
 // the outer index values as index_args; linalg named ops are raised.
 // RUN: nem-opt %s -p 'lower-to-nem{device=npm_pro_x1 remarks=true}' -t nem 2>%t.err | filecheck %s
@@ -20,7 +20,7 @@ func.func @fma(%X: memref<128x64xf32>, %Z: memref<128x64xf32>, %W: memref<32x32x
         %a = affine.load %x[%i, %j] : memref<32x64xf32, 2>
         %p = arith.mulf %a, %a : f32
         %h = arith.constant 0.5 : f32
-        %s = arith.addf %p, %h : f32
+        %s = arith.maxnumf %p, %h : f32
         affine.store %s, %z[%i, %j] : memref<32x64xf32, 2>
       }
     }
@@ -39,4 +39,4 @@ func.func @fma(%X: memref<128x64xf32>, %Z: memref<128x64xf32>, %W: memref<32x32x
 // CHECK: add.async in region(W, 0, 4096) elem=f32, shape=[32, 32], layout=MN, region(W, 0, 4096) elem=f32, shape=[32, 32], layout=MN out region(V, 0, 4096)
 // CHECK: matmul.async in region(W, 0, 4096) elem=f32, shape=[32, 32], layout=MK, region(W, 0, 4096) elem=f32, shape=[32, 32], layout=KN out region(DDR_acc
 // REMARK: remark: lowered @fma to NEM; raised: linalg.add at {{.*}} -> add, linalg.matmul at {{.*}} -> matmul + add (accumulation); fell back to compute: loop nest at [[NEST:[0-9]+:[0-9]+]]{{$}}
-// REMARK: fallback_and_linalg.mlir:[[NEST]]: remark: loop nest at [[NEST]] not raised, runs as an escape-hatch task (compute op="mlir.kernel"): 'arith.addf' with a constant operand (NEM elementwise opcodes take regions, no scalars){{$}}
+// REMARK: fallback_and_linalg.mlir:[[NEST]]: remark: loop nest at [[NEST]] not raised, runs as an escape-hatch task (compute op="mlir.kernel"): 'arith.maxnumf' with a constant operand (a splat is made for a finite float operand of add/sub/mul/div/maximum/minimum only: D-LOW-SPLAT){{$}}

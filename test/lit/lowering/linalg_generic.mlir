@@ -1,7 +1,8 @@
 // An identity-map, all-parallel linalg.generic whose body is a tree of
 // elementwise ops over its operands is raised, one task per op, inner results
-// in hoisted scratch buffers (D-LOW-RAISE); a body with a constant operand
-// falls back to the escape hatch; a memref with an explicit identity
+// in hoisted scratch buffers (D-LOW-RAISE); a scalar constant operand is a
+// splat (D-LOW-SPLAT), except for ops where it would change what a NaN
+// gives (escape hatch); a memref with an explicit identity
 // affine-map layout is a plain buffer.
 // RUN: nem-opt %s --split-input-file -p 'lower-to-nem{device=npm_pro_x1 remarks=true}' -t nem 2>%t.err | filecheck %s
 // RUN: filecheck %s --check-prefix=REMARK < %t.err
@@ -52,6 +53,23 @@ func.func @scale(%X: memref<64x32xf32>, %Z: memref<64x32xf32>) {
   }
   return
 }
-// REMARK: remark: lowered @scale to NEM; raised: none; fell back to compute: linalg.generic at [[G:[0-9]+]]:3{{$}}
-// REMARK: remark: linalg.generic at [[G]]:3 not raised, runs as an escape-hatch task (compute op="mlir.kernel"): no NEM opcode for this linalg op{{$}}
+// REMARK: remark: lowered @scale to NEM; raised: linalg.generic at {{[0-9]+}}:3 -> clamp + mul; fell back to compute: none{{$}}
+// CHECK: clamp1 = clamp.async in region(X, 0, 8192) elem=f32, shape=[64, 32], layout=MN out region(DDR_tmp0, 0, 8192) elem=f32, shape=[64, 32], layout=MN min=2.0 max=2.0
+// CHECK-NEXT: mul2 = mul.async in region(X, 0, 8192) elem=f32, shape=[64, 32], layout=MN, region(DDR_tmp0, 0, 8192) elem=f32, shape=[64, 32], layout=MN out region(Z, 0, 8192)
+
+// -----
+
+#id = affine_map<(d0, d1) -> (d0, d1)>
+func.func @maxnum(%X: memref<64x32xf32>, %Z: memref<64x32xf32>) {
+  linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%X : memref<64x32xf32>) outs(%Z : memref<64x32xf32>) {
+  ^bb0(%x: f32, %z: f32):
+    %two = arith.constant 2.0 : f32
+    %r = arith.maxnumf %x, %two : f32
+    linalg.yield %r : f32
+  }
+  return
+}
+// REMARK: remark: lowered @maxnum to NEM; raised: none; fell back to compute: linalg.generic at [[G:[0-9]+]]:3{{$}}
+// REMARK: remark: linalg.generic at [[G]]:3 not raised, runs as an escape-hatch task (compute op="mlir.kernel"): 'arith.maxnumf' with a constant operand (a splat is made for a finite float operand of add/sub/mul/div/maximum/minimum only: D-LOW-SPLAT){{$}}
 // CHECK: compute.async in region(X, 0, 8192) {{.*}} op="mlir.kernel"

@@ -27,7 +27,9 @@ from xdsl.dialects import affine, arith, memref
 from xdsl.ir import Operation, SSAValue
 
 if TYPE_CHECKING:
+    from nem.dialect.builder import NemBuilder
     from nem.passes.lowering.driver import BlockState, Lowerer
+    from nem.passes.lowering.views import View
 
 CONST_FILL = ("a constant fill (NEM has no fill opcode and .nem text no constant buffers: "
               "D-LOW-BCAST)")
@@ -74,43 +76,58 @@ def match_broadcast(nest: Nest, outer: dict[SSAValue, Aff], why: str) -> Broadca
 def emit_broadcast(lw: Lowerer, plan: BroadcastPlan, anchor: Operation, st: BlockState,
                    what: str) -> None:
     from nem.passes.lowering.compute import Staging, name_task
-    from nem.passes.lowering.emit import region
 
     ctx = lw.ctx
     stg = Staging(anchor.location)
-    b = stg.builder
-    sv, dv = ctx.view(plan.src.memref, anchor), ctx.view(plan.dst.memref, anchor)
-    src_stride = {k: s for (k, _), s in zip(plan.src.index, sv.strides) if k is not None}
-    src_start, dst_start = sv.base, dv.base
-    for (_, rest), s in zip(plan.src.index, sv.strides):
-        src_start = src_start + rest.scale(s)
+    dv = ctx.view(plan.dst.memref, anchor)
+    dst_start = dv.base
     for (_, rest), s in zip(plan.dst.index, dv.strides):
         dst_start = dst_start + rest.scale(s)
     axes = [(k, s) for (k, _), s in zip(plan.dst.index, dv.strides) if k is not None]
-    used = set(plan.src.dims)
-    size = {k: (plan.extents[k] if k in used else 1) for k, _ in axes}
-    toks = []
-    with b.located(anchor.location):
-        seed_shape = [size[k] for k, _ in axes]
-        src = region(ctx, b, sv, src_start, seed_shape,
-                     [src_stride.get(k, 1) for k, _ in axes], anchor)
-        dst = region(ctx, b, dv, dst_start, seed_shape, [s for _, s in axes], anchor)
-        toks.append(b.transfer(dst, src))
-        for d in plan.broadcast_dims:
-            stride = dict(axes)[d]
-            total, filled = plan.extents[d], 1
-            while filled < total:
-                m = min(filled, total - filled)
-                shape = [m if k == d else size[k] for k, _ in axes]
-                strides = [s for _, s in axes]
-                frm = region(ctx, b, dv, dst_start, shape, strides, anchor)
-                to = region(ctx, b, dv, dst_start + Aff.c(filled * stride), shape, strides,
-                            anchor)
-                toks.append(b.transfer(to, frm))
-                filled += m
-            size[d] = total
+    with stg.builder.located(anchor.location):
+        toks = broadcast_into(lw, stg.builder, plan.src, dv, dst_start, axes, plan.extents,
+                              anchor)
     stg.commit(st)
     for t in toks:
         name_task(ctx, t, "copy")
     kind = "broadcast" if plan.broadcast_dims else "transpose"
     ctx.summary.raised.append(f"{what} -> {len(toks)} transfer ({kind} copy)")
+
+
+def broadcast_into(lw: Lowerer, b: NemBuilder, src: Access, dv: View, dst_start: Aff,
+                   axes: list[tuple[int, int]], extents: dict[int, int],
+                   anchor: Operation) -> list[SSAValue]:
+    """The transfers (uncommitted, unnamed) that copy the nest access `src`
+    into the box of `dv` at `dst_start` whose axes are the nest dimensions
+    `axes` ((dim, element stride), in the box's order; `extents` their
+    sizes): the seed transfer, then the doublings along every dimension
+    `src` does not use (module docstring).  Also how an elementwise nest's
+    broadcast operand is materialized (D-LOW-BCAST-OPERAND)."""
+    from nem.passes.lowering.emit import region
+
+    ctx = lw.ctx
+    sv = ctx.view(src.memref, anchor)
+    src_stride = {k: s for (k, _), s in zip(src.index, sv.strides) if k is not None}
+    src_start = sv.base
+    for (_, rest), s in zip(src.index, sv.strides):
+        src_start = src_start + rest.scale(s)
+    used = set(src.dims)
+    size = {k: (extents[k] if k in used else 1) for k, _ in axes}
+    strides = [s for _, s in axes]
+    seed_shape = [size[k] for k, _ in axes]
+    frm = region(ctx, b, sv, src_start, seed_shape, [src_stride.get(k, 1) for k, _ in axes],
+                 anchor)
+    toks = [b.transfer(region(ctx, b, dv, dst_start, seed_shape, strides, anchor), frm)]
+    for d, stride in reversed(axes):          # innermost box dimension first
+        if d in used or extents[d] <= 1:
+            continue
+        total, filled = extents[d], 1
+        while filled < total:
+            m = min(filled, total - filled)
+            shape = [m if k == d else size[k] for k, _ in axes]
+            frm = region(ctx, b, dv, dst_start, shape, strides, anchor)
+            to = region(ctx, b, dv, dst_start + Aff.c(filled * stride), shape, strides, anchor)
+            toks.append(b.transfer(to, frm))
+            filled += m
+        size[d] = total
+    return toks

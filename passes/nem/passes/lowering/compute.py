@@ -26,6 +26,7 @@ from nem.passes.lowering.escape import emit_escape, linalg_operands, location_te
 from nem.passes.lowering.nest_analysis import (
     Access,
     CopyPlan,
+    EltNode,
     EltOp,
     EltwisePlan,
     Load,
@@ -33,6 +34,7 @@ from nem.passes.lowering.nest_analysis import (
     Nest,
     NotRaisable,
     Operand,
+    Splat,
     analyze,
     generic_tree,
     match_nest,
@@ -271,8 +273,15 @@ def lower_nest(lw: Lowerer, top: affine.ForOp, st: BlockState) -> None:
     assert isinstance(plan, EltwisePlan)
     with b.located(top.location):
         out = access_region(ctx, b, plan.out, exts, top)
-    raise_eltwise(lw, stg, st, plan.root, out, top, what,
-                  lambda leaf: access_region(ctx, b, _load(leaf).access, exts, top))
+    copies: list[SSAValue] = []
+
+    def leaf_region(leaf: Load | Operand) -> tuple[SSAValue, View]:
+        acc = _load(leaf).access
+        if acc.dims == plan.out.dims:
+            return access_region(ctx, b, acc, exts, top)
+        return _broadcast_leaf(lw, b, acc, plan.out, out[1], exts, top, copies)
+
+    raise_eltwise(lw, stg, st, plan.root, out, top, what, leaf_region, copies)
 
 
 def _load(leaf: Load | Operand) -> Load:
@@ -280,12 +289,37 @@ def _load(leaf: Load | Operand) -> Load:
     return leaf
 
 
+def _broadcast_leaf(lw: Lowerer, b: NemBuilder, acc: Access, out: Access, like: View,
+                    exts: dict[int, int], anchor: Operation,
+                    copies: list[SSAValue]) -> tuple[SSAValue, View]:
+    """A broadcast operand of an elementwise nest, copied into a scratch
+    region of the output's shape by D-LOW-BCAST's transfers
+    (D-LOW-BCAST-OPERAND); the transfers join `copies`.  The scratch stores
+    the broadcast dimensions outermost, so that every doubling copies one
+    contiguous block to the next (an inner broadcast dimension stored in
+    place would give transfers whose byte extents overlap, HAZ-02); the
+    region reads it back in the output's order (strides)."""
+    from nem.passes.lowering.broadcasts import broadcast_into
+
+    ctx = lw.ctx
+    used = set(acc.dims)
+    order = [k for k in out.dims if k not in used] + [k for k in out.dims if k in used]
+    sv = scratch(ctx, like, [exts[k] for k in order], anchor, ident=-(len(copies) + 1))
+    stride = dict(zip(order, sv.strides))
+    axes = [(k, stride[k]) for k in out.dims]
+    copies += broadcast_into(lw, b, acc, sv, sv.base, axes, exts, anchor)
+    return region(ctx, b, sv, sv.base, [exts[k] for k in out.dims], [s for _, s in axes],
+                  anchor), sv
+
+
 def raise_eltwise(lw: Lowerer, stg: Staging, st: BlockState, root: EltOp,
                   out: tuple[SSAValue, View], anchor: Operation, what: str,
-                  leaf_region: Callable[[Load | Operand], tuple[SSAValue, View]]) -> None:
+                  leaf_region: Callable[[Load | Operand], tuple[SSAValue, View]],
+                  copies: Sequence[SSAValue] = ()) -> None:
     """One task per op of the elementwise tree `root` (D-LOW-RAISE) writing
     `out`, when every op has a legal variant and all operands have one
-    shape; else the whole computation falls back to the escape hatch."""
+    shape; else the whole computation falls back to the escape hatch.
+    `copies`: the transfers `leaf_region` stages for broadcast operands."""
     ctx = lw.ctx
     with stg.builder.located(anchor.location):
         steps = _tree_steps(ctx, stg.builder, root, out, anchor, leaf_region)
@@ -297,9 +331,12 @@ def raise_eltwise(lw: Lowerer, stg: Staging, st: BlockState, root: EltOp,
         stg.drop()
         return emit_escape(lw, anchor, st, why, what)
     stg.commit(st)
+    for tok in copies:
+        name_task(ctx, tok, "copy")
     for opcode, tok in steps:
         name_task(ctx, tok, opcode)
-    ctx.summary.raised.append(f"{what} -> {' + '.join(op for op, _ in steps)}")
+    moved = f"{len(copies)} transfer (broadcast operand) + " if copies else ""
+    ctx.summary.raised.append(f"{what} -> {moved}{' + '.join(op for op, _ in steps)}")
 
 
 def _tree_steps(ctx: LoweringContext, b: NemBuilder, root: EltOp, out: tuple[SSAValue, View],
@@ -309,18 +346,30 @@ def _tree_steps(ctx: LoweringContext, b: NemBuilder, root: EltOp, out: tuple[SSA
     """The candidate tasks of an elementwise tree, in evaluation order:
     (opcode, token); the root writes `out`, every inner op a hoisted scratch
     region of the same shape (D-LOW-ACCUM's scratch buffers, one per inner
-    op)."""
+    op), every splat too: `clamp` of the op's other operand (D-LOW-SPLAT)."""
     steps: list[tuple[str, SSAValue]] = []
     shape = region_shape(out[0])
 
-    def emit(node: EltOp | Load | Operand,
-             target: tuple[SSAValue, View] | None) -> tuple[SSAValue, View]:
+    def temp() -> tuple[SSAValue, View]:
+        sv = scratch(ctx, out[1], shape, anchor, ident=len(steps) + 1)
+        return region(ctx, b, sv, sv.base, shape, sv.strides, anchor), sv
+
+    def emit(node: EltNode, target: tuple[SSAValue, View] | None) -> tuple[SSAValue, View]:
+        if isinstance(node, Splat):
+            raise AssertionError("a splat is made beside its sibling")
         if not isinstance(node, EltOp):
             return leaf_region(node)
-        ins = [emit(c, None) for c in node.operands]
+        made = {k: emit(c, None) for k, c in enumerate(node.operands)
+                if not isinstance(c, Splat)}
+        like = next(iter(made.values()))[0]
+        for k, c in enumerate(node.operands):
+            if isinstance(c, Splat):
+                made[k] = temp()
+                steps.append(("clamp", b.compute("clamp", [like], [made[k][0]],
+                                                 min=c.value, max=c.value)))
+        ins = [made[k] for k in range(len(node.operands))]
         if target is None:
-            sv = scratch(ctx, out[1], shape, anchor, ident=len(steps) + 1)
-            target = (region(ctx, b, sv, sv.base, shape, sv.strides, anchor), sv)
+            target = temp()
         steps.append((node.opcode, b.compute(node.opcode, [r for r, _ in ins], [target[0]])))
         return target
 

@@ -12,9 +12,10 @@ remark reports; the caller then emits an escape-hatch task (D-LOW-ESCAPE).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+import math
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, cast
 
 from nem.dialect.semantics import postorder
 from nem.passes.lowering.affine_algebra import (
@@ -28,7 +29,7 @@ from nem.passes.lowering.affine_algebra import (
     resolve_index,
 )
 from xdsl.dialects import affine, arith, linalg, memref
-from xdsl.dialects.builtin import FloatAttr, IntegerAttr
+from xdsl.dialects.builtin import AnyFloat, FloatAttr, IntegerAttr
 from xdsl.ir import Attribute, Block, BlockArgument, Operation, SSAValue
 
 if TYPE_CHECKING:
@@ -42,6 +43,8 @@ BINARY = {"arith.addf": "add", "arith.addi": "add", "arith.subf": "sub", "arith.
 """MLIR binary op -> NEM opcode."""
 UNARY = {"arith.negf": "neg", "math.exp": "exp", "math.log": "log", "math.sqrt": "sqrt",
          "math.absf": "abs", "math.absi": "abs", "math.tanh": "tanh"}
+RSQRT = "math.rsqrt"
+"""Raised as `div` of a splat 1 by `sqrt` (D-LOW-SPLAT): NEM has no rsqrt."""
 MAX_OPS = ("arith.maximumf", "arith.maxsi", "arith.maxnumf")
 """`max(x, 0)` of these is `relu`."""
 RELU_PREDICATES = (9, 10)
@@ -158,12 +161,43 @@ class EltOp:
     opcode: str
     operands: tuple[EltNode, ...]
 
-    def leaves(self) -> list[Load | Operand]:
+    def leaves(self) -> list[Load | Operand | Splat]:
         return [x for c in self.operands
                 for x in (c.leaves() if isinstance(c, EltOp) else [c])]
 
 
-EltNode = EltOp | Load | Operand
+@dataclass(frozen=True)
+class Splat:
+    """A scalar constant operand of an elementwise op: a region of the shape
+    of the op's other operand filled with `value`, made by `clamp` of that
+    operand with min = max = value (D-LOW-SPLAT)."""
+
+    value: float
+
+
+EltNode = EltOp | Load | Operand | Splat
+
+SPLAT_FLOATS = ("arith.addf", "arith.subf", "arith.mulf", "arith.divf", "arith.maximumf",
+                "arith.minimumf")
+"""Ops whose scalar constant operand is a splat (D-LOW-SPLAT): they
+propagate a NaN of either operand, as the splat made from the other one
+does (pow(NaN, 0) = 1 and maxnumf/minnumf drop NaNs: not these)."""
+
+
+def splat_operands(name: str, operands: Sequence[Any]) -> list[int]:
+    """Positions of the constant operands of MLIR op `name` that are splats
+    (D-LOW-SPLAT); raises when a constant operand cannot be one."""
+    consts = [k for k, c in enumerate(operands) if isinstance(c, Const)]
+    if not consts:
+        return []
+    c = operands[consts[0]]
+    assert isinstance(c, Const)
+    v = c.value
+    if name not in SPLAT_FLOATS or len(consts) == len(operands) or not (
+            isinstance(v, FloatAttr) and math.isfinite(v.value.data)):
+        raise NotRaisable(f"'{name}' with a constant operand (a splat is made for a finite "
+                          "float operand of add/sub/mul/div/maximum/minimum only: D-LOW-SPLAT)")
+    return consts
 
 
 @dataclass(frozen=True)
@@ -294,6 +328,10 @@ def _tree(nest: Nest, outer: Mapping[SSAValue, Aff], v: SSAValue,
         n = 2 if owner.name in BINARY else 1
         return Apply(owner.name, tuple(_tree(nest, outer, x, inside)
                                        for x in owner.operands[:n]))
+    if owner.name == RSQRT:
+        return Apply("arith.divf", (Const(FloatAttr(1.0, cast(AnyFloat, owner.operands[0].type))),
+                                    Apply("math.sqrt", (_tree(nest, outer, owner.operands[0],
+                                                              inside),))))
     x = relu_select(owner)
     if x is not None:
         return Apply("relu", (_tree(nest, outer, x, inside),))
@@ -309,7 +347,8 @@ def match_nest(nest: Nest, outer: Mapping[SSAValue, Aff],
     for o in nest.body:
         if not (isinstance(o, affine.StoreOp | memref.StoreOp | affine.LoadOp | memref.LoadOp
                            | arith.ConstantOp | affine.ApplyOp)
-                or o.name in BINARY or o.name in UNARY or o.name in SELECT_OPS):
+                or o.name in BINARY or o.name in UNARY or o.name in SELECT_OPS
+                or o.name == RSQRT):
             raise NotRaisable(f"'{o.name}' in the nest body")
     if len(stores) != 1:
         raise NotRaisable(f"{len(stores)} stores in the nest body")
@@ -363,13 +402,14 @@ def _match_matmul(tree: Node, out: Access, n: int) -> MatmulPlan | None:
 
 
 def _eltwise(t: Node, sorder: list[int]) -> EltNode:
-    """The elementwise computation `t` as NEM ops down to its loads, which
-    must all be indexed like the store (no broadcast or transpose); `max(x,
-    0)` is `relu`.  Each op becomes one task (D-LOW-RAISE), so a fused body
-    (e.g. bias add + relu) is raised."""
+    """The elementwise computation `t` as NEM ops down to its loads, each
+    indexed like the store or by a subsequence of its loops (a broadcast
+    operand, materialized by transfers: D-LOW-BCAST-OPERAND), never
+    transposed; `max(x, 0)` is `relu`.  Each op becomes one task
+    (D-LOW-RAISE), so a fused body (e.g. bias add + relu) is raised."""
     if isinstance(t, Load):
-        if t.access.dims != sorder:
-            raise NotRaisable("operands are indexed in different orders (broadcast/transpose)")
+        if not is_broadcast_of(t.access.dims, sorder):
+            raise NotRaisable("operands are indexed in different orders (transpose)")
         return t
     if isinstance(t, Apply):
         if t.name == "relu":
@@ -380,8 +420,27 @@ def _eltwise(t: Node, sorder: list[int]) -> EltNode:
                 if isinstance(zero, Const) and zero.is_zero:
                     return EltOp("relu", (_eltwise(keep, sorder),))
         opcode = BINARY.get(t.name) or UNARY[t.name]
-        return EltOp(opcode, tuple(_eltwise(c, sorder) for c in t.operands))
+        return EltOp(opcode, _with_splats(t.name, t.operands, lambda c: _eltwise(c, sorder)))
     raise NotRaisable("the body is not a tree of elementwise operations over loads")
+
+
+def _with_splats(name: str, operands: Sequence[Any],
+                 convert: Callable[[Any], EltNode]) -> tuple[EltNode, ...]:
+    """The operands of an elementwise op as EltNodes, its scalar constants as splats."""
+    splats = splat_operands(name, operands)
+    return tuple(Splat(_float(c)) if k in splats else convert(c) for k, c in enumerate(operands))
+
+
+def _float(c: Const) -> float:
+    assert isinstance(c.value, FloatAttr)
+    return float(c.value.value.data)
+
+
+def is_broadcast_of(dims: list[int], sorder: list[int]) -> bool:
+    """Whether an operand indexed by loops `dims` is the store's (`sorder`)
+    or a broadcast of one: its loops a subsequence of the store's, in order."""
+    it = iter(sorder)
+    return all(d in it for d in dims)
 
 
 def generic_tree(op: linalg.GenericOp) -> EltOp:
@@ -405,7 +464,7 @@ def generic_tree(op: linalg.GenericOp) -> EltOp:
         x = relu_select(owner)
         if x is not None:
             return check(x)
-        if owner.name not in BINARY and owner.name not in UNARY:
+        if owner.name not in BINARY and owner.name not in UNARY and owner.name != RSQRT:
             raise NotRaisable(f"'{owner.name}' in the linalg.generic body")
         for x in owner.operands:
             check(x)
@@ -426,9 +485,12 @@ def generic_tree(op: linalg.GenericOp) -> EltOp:
                 zero = node(z)
                 if isinstance(zero, Const) and zero.is_zero:
                     return EltOp("relu", (_leaf(node(x)),))
+        if owner.name == RSQRT:
+            return EltOp("div", (Splat(1.0), EltOp("sqrt", (_leaf(node(owner.operands[0])),))))
         n = 2 if owner.name in BINARY else 1
         opcode = BINARY.get(owner.name) or UNARY[owner.name]
-        return EltOp(opcode, tuple(_leaf(node(o)) for o in owner.operands[:n]))
+        kids = [node(o) for o in owner.operands[:n]]
+        return EltOp(opcode, _with_splats(owner.name, kids, _leaf))
 
     last = block.last_op
     assert last is not None

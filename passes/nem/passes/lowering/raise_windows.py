@@ -3,7 +3,9 @@ out T` + `add in Y, T out Y`, or `maxpool in X out T` + `max in Y, T out
 Y` (the output's prior contents are accumulated as D-LOW-ACCUM does for
 matmul), over regions whose logical axes (NHWC / HWIO) step along the
 memref dimensions that carry them: an NCHW input is an NHWC region with
-permuted strides, no transpose task."""
+permuted strides, no transpose task.  A window sum, and a max pooling
+without a legal `maxpool` variant, is one `add` / `max` per window offset
+(`_combine_over_offsets`, D-LOW-SUMPOOL)."""
 
 from __future__ import annotations
 
@@ -47,6 +49,8 @@ def emit_window(lw: Lowerer, plan: WindowPlan, anchor: Operation, st: BlockState
     """The plan's two tasks, or one escape-hatch task when either has no
     legal variant on the target."""
     ctx = lw.ctx
+    if plan.kind == "sumpool":   # no NEM opcode sums a window (D-LOW-SUMPOOL)
+        return _combine_over_offsets(lw, plan, anchor, st, what, "add", None)
     stg = Staging(anchor.location)
     b = stg.builder
     with b.located(anchor.location):
@@ -72,7 +76,7 @@ def emit_window(lw: Lowerer, plan: WindowPlan, anchor: Operation, st: BlockState
     if why is not None and plan.kind == "maxpool":
         stg.drop()
         drop_unused_scratch(ctx)
-        return _max_over_offsets(lw, plan, anchor, st, what, why)
+        return _combine_over_offsets(lw, plan, anchor, st, what, "max", why)
     if why is not None:
         stg.drop()
         return emit_escape(lw, anchor, st, why, what)
@@ -83,12 +87,14 @@ def emit_window(lw: Lowerer, plan: WindowPlan, anchor: Operation, st: BlockState
         f"{what} -> {plan.kind} + {'add' if plan.kind == 'conv2d' else 'max'} (accumulation)")
 
 
-def _max_over_offsets(lw: Lowerer, plan: WindowPlan, anchor: Operation, st: BlockState,
-                      what: str, why_not_pool: str) -> None:
-    """Max pooling without a `maxpool` variant (f32 on the shipped
-    devices): one `max in Y, X(kh, kw) out Y` per window offset, `X(kh,
-    kw)` the input strided by the pooling strides from that offset (exact:
-    max is order-independent)."""
+def _combine_over_offsets(lw: Lowerer, plan: WindowPlan, anchor: Operation, st: BlockState,
+                          what: str, opcode: str, why_not_pool: str | None) -> None:
+    """One `OPCODE in Y, X(kh, kw) out Y` per window offset, `X(kh, kw)`
+    the input strided by the pooling strides from that offset: max pooling
+    without a `maxpool` variant (f32 on the shipped devices; exact, max is
+    order-independent), or a window sum with `add` (D-LOW-SUMPOOL: the
+    offsets in the nest's window-loop order, so every element is rounded
+    as the nest rounds it)."""
     ctx = lw.ctx
     stg = Staging(anchor.location)
     b = stg.builder
@@ -99,19 +105,23 @@ def _max_over_offsets(lw: Lowerer, plan: WindowPlan, anchor: Operation, st: Bloc
     xs = [vw.strides[a.mdim] if a.mdim is not None else 1 for a in plan.x_axes]
     shape = [a.size for a in plan.y_axes]
     strides = [xs[0], xs[1] * plan.strides[0], xs[2] * plan.strides[1], xs[3]]
+    kh, kw = plan.kernel
+    offsets = [(i, j) for i in range(kh) for j in range(kw)] if plan.h_first else \
+        [(i, j) for j in range(kw) for i in range(kh)]
     toks = []
     with b.located(anchor.location):
         y_reg, _ = window_region(ctx, b, plan.y, plan.y_axes, anchor, "NHWC")
-        for i in range(plan.kernel[0]):
-            for j in range(plan.kernel[1]):
-                start = base + Aff.c(i * xs[1] + j * xs[2])
-                x_reg = region(ctx, b, vw, start, shape, strides, anchor, "NHWC")
-                toks.append(b.compute("max", [y_reg, x_reg], [y_reg]))
+        for i, j in offsets:
+            start = base + Aff.c(i * xs[1] + j * xs[2])
+            x_reg = region(ctx, b, vw, start, shape, strides, anchor, "NHWC")
+            toks.append(b.compute(opcode, [y_reg, x_reg], [y_reg]))
     why = illegal(ctx, toks[0])
     if why is not None:
         stg.drop()
-        return emit_escape(lw, anchor, st, f"{why_not_pool}, and {why}", what)
+        return emit_escape(lw, anchor, st, why if why_not_pool is None else
+                           f"{why_not_pool}, and {why}", what)
     stg.commit(st)
     for t in toks:
-        name_task(ctx, t, "max")
-    ctx.summary.raised.append(f"{what} -> {len(toks)} max (max pooling over window offsets)")
+        name_task(ctx, t, opcode)
+    kind = "max pooling" if opcode == "max" else "window sum"
+    ctx.summary.raised.append(f"{what} -> {len(toks)} {opcode} ({kind} over window offsets)")

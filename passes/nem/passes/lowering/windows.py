@@ -7,15 +7,18 @@ indexed by `stride * out + dilation * window`.  `match_window` recognizes
 
     Y[n, oh, ow, co] += X[n, s*oh + d*kh, s*ow + d*kw, ci] * W[kh, kw, ci, co]   -> conv2d
     Y[n, oh, ow, c]   = max(Y[n, oh, ow, c], X[n, s*oh + kh, s*ow + kw, c])       -> maxpool
+    Y[n, oh, ow, c]  += X[n, s*oh + kh, s*ow + kw, c]                            -> sumpool
 
 with the memref dimensions in any order (NCHW / FCHW included: each
 logical axis of the NEM region steps along the memref dimension that
 carries it, so a layout is only strides), any dimension absent when its
 extent is 1 (a tile of one output row has no `oh` loop), and at most two
 spatial axes.  The plan names, per logical axis of X / W / Y (NHWC, HWIO,
-NHWC: D-CONV-LAYOUT), the memref dimension and the size.  Anything else
-raises `NotRaisable` with the reason (a sum over a window: NEM's avgpool
-divides by the window size and NEM has no sum pooling).
+NHWC: D-CONV-LAYOUT), the memref dimension and the size.  A window sum
+(`sumpool`: the sum half of an average pooling, `pooling_nhwc_sum`) has no
+NEM opcode (`avgpool` divides by the window size); its plan is emitted as
+one `add` per window offset (D-LOW-SUMPOOL).  Anything else raises
+`NotRaisable` with the reason.
 """
 
 from __future__ import annotations
@@ -32,6 +35,8 @@ from xdsl.ir import BlockArgument, Operation, SSAValue
 ADD_OPS = ("arith.addf", "arith.addi")
 MUL_OPS = ("arith.mulf", "arith.muli")
 MAX_OPS = ("arith.maximumf", "arith.maxnumf", "arith.maxsi")
+POOLS = ("maxpool", "sumpool")
+"""Window plans without weights: a max or a sum of the window's elements."""
 
 
 class NotWindow(NotRaisable):
@@ -69,7 +74,7 @@ class Axis:
 @dataclass(frozen=True)
 class WindowPlan:
     kind: str
-    """`conv2d` or `maxpool`."""
+    """`conv2d`, `maxpool` or `sumpool`."""
     x: WAccess
     w: WAccess | None
     y: WAccess
@@ -82,6 +87,9 @@ class WindowPlan:
     kernel: tuple[int, int]
     strides: tuple[int, int]
     dilations: tuple[int, int]
+    h_first: bool = True
+    """Whether the window's H loop runs outside its W loop: the order in
+    which a sum over window offsets adds them (the nest's rounding)."""
 
 
 @dataclass(frozen=True)
@@ -145,7 +153,7 @@ def match_window(kind: str, ext: Mapping[int, int], x: WAccess, w: WAccess | Non
             through.append((k, o[0]))
         else:
             spatial.append(_Spatial(k, o[0], t[o[0]], None, 1))
-    if kind == "maxpool":
+    if kind in POOLS:
         if len(through) > 2:
             raise NotRaisable("more than two batch/channel dimensions around the window")
         n_dim, c_dim = (through[0] if len(through) == 2 else None), (through[-1] if through
@@ -179,7 +187,7 @@ def match_window(kind: str, ext: Mapping[int, int], x: WAccess, w: WAccess | Non
         return Axis(dims[d], e(d)) if d is not None else Axis(None, 1)
 
     xn = Axis(n_dim[0], e(n_dim[1])) if n_dim else Axis(None, 1)
-    if kind == "maxpool":
+    if kind in POOLS:
         xc = Axis(c_dim[0], e(c_dim[1])) if c_dim else Axis(None, 1)
         yc = ax(ydims, c_dim[1] if c_dim else None)
     else:
@@ -193,12 +201,17 @@ def match_window(kind: str, ext: Mapping[int, int], x: WAccess, w: WAccess | Non
                   ax(wdims, cout[0] if cout else None))
         if {a.mdim for a in w_axes} - {None} != set(wdims.values()):
             raise NotRaisable("a weight dimension that is not a window or channel loop")
-    if kind == "maxpool" and any(s.dilation != 1 for s in spatial):
+    if kind == "sumpool" and not any(s.out is not None and s.win is not None for s in spatial):
+        raise NotRaisable("a sum over whole axes, not a sliding window (a reduction: one add "
+                          "per element along them is a serial chain of tasks; D-LOW-SUMPOOL)")
+    if kind in POOLS and any(s.dilation != 1 for s in spatial):
         raise NotRaisable("a dilated pooling window (NEM pooling has no dilations)")
+    h_win, w_win = spatial[0].win, spatial[1].win
     return WindowPlan(kind, x, w, y, x_axes, w_axes, y_axes,
-                      (e(spatial[0].win), e(spatial[1].win)),
+                      (e(h_win), e(w_win)),
                       (spatial[0].stride, spatial[1].stride),
-                      (spatial[0].dilation, spatial[1].dilation))
+                      (spatial[0].dilation, spatial[1].dilation),
+                      h_win is None or w_win is None or h_win < w_win)
 
 
 # ---------------------------------------------------------------------------
@@ -262,9 +275,9 @@ def _finish(kind: str, val: SSAValue, load, ext: dict[int, int], y: WAccess,
         # the reason of the reading whose weights have the weights' shape
         raise NotRaisable(next((r for r in reasons if not r.startswith("the weights")),
                                reasons[0]))
-    if load(val) is not None:
-        raise NotRaisable("a sum over a window (NEM's avgpool divides by the window size and "
-                          "NEM has no sum pooling)")
+    x = load(val)
+    if x is not None:
+        return match_window("sumpool", ext, x, None, y)
     raise NotWindow("the body is not a window update")
 
 
