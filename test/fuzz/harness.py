@@ -135,6 +135,9 @@ _LOCATED = re.compile(r"^\S.*:\d+:\d+: (error|warning|remark|note): ")
 _FLAGGED = re.compile(r"^[\w.-]+: error: |(^|: )error: (unexpected error: )?-{1,2}[\w-]+")
 
 
+# a tool's internal-error report (`nem-opt: internal error: ...`) or an
+# uncaught Python traceback
+_INTERNAL = re.compile(r"^([\w.-]+: )?internal error|^Traceback \(most recent call last\)")
 _RUN_VERDICT = re.compile(r"^(races: [1-9]|  seed \d+: |deadlocks: 1|final memory: differs|"
                           r"status: (?!completed))", re.M)
 
@@ -143,14 +146,15 @@ def classify(code: int, err: str, out: str = "") -> str:
     """The outcome of one run from its exit status, stderr and stdout (a
     nem-run that reports a race or deadlock exits 1 with its verdict on
     stdout)."""
-    if "internal error" in err or "Traceback (most recent call last)" in err:
-        return "internal"
     lines = err.splitlines()
     # a located diagnostic's headline is followed by the quoted source line
-    # and a caret: that text is the user's, whatever it says
+    # and a caret: that text is the user's, whatever it says (a comment
+    # reading "internal error" is not one)
     errors, i = [], 0
     while i < len(lines):
         ln = lines[i]
+        if _INTERNAL.match(ln):
+            return "internal"
         if re.search(r"(^|: )error: ", ln):
             errors.append(ln)
         if _LOCATED.match(ln) and i + 2 < len(lines) and _CARET.match(lines[i + 2]):

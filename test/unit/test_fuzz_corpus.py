@@ -55,6 +55,10 @@ def test_fuzz_smoke(name: str):
     (0, "f.nem:1:1: error: bad\n", "exit"),
     (2, "nem-opt: internal error: ValueError: x\nThis is a bug\n", "internal"),
     (1, "Traceback (most recent call last):\n", "internal"),
+    (1, "x.mlir:5:41: error: cannot parse MLIR\n// not an internal error wh\n"
+        "                                        ^\n", "diagnostic"),
+    (1, "x.nem:2:1: error: bad [GRAM-03]\nbuf\n^\nnem-run: internal error: KeyError\n",
+     "internal"),
     (0, "f.nem:6:3: remark: r [DEV-20]\n# CHECK: x.nem:1:1: error: quoted\n  ^\n", "ok"),
     (1, "f.mlir:13:3: error: cannot parse\n  ^\n  ^\nfix: x\n", "diagnostic"),
 ])
