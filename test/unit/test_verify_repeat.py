@@ -5,6 +5,8 @@ breaks a rule gets its own diagnostic."""
 
 from __future__ import annotations
 
+import pytest
+
 from nem.dialect.verifier import verify_program
 from nem.frontends.nem_text.parser import parse_nem
 
@@ -24,28 +26,23 @@ def test_repeated_expressions_pass():
                    "endloop\n") == []
 
 
-def test_smaller_buffer_is_checked():
-    # RULE: REG-02
-    errs = _errors("loop i in [0..3]:\n"
-                   "  let X = region(A, (i mod 2) * 64, 64)\n"
-                   "  let Y = region(S, (i mod 2) * 64, 64)\n"
-                   "endloop\n")
-    assert [(r, line) for r, line, _ in errs] == [("REG-02", 7)], errs
+def _loop(x: str, y: str) -> str:
+    return f"loop i in [0..3]:\n  let X = {x}\n  let Y = {y}\nendloop\n"
 
 
-def test_other_element_type_is_checked():
-    # RULE: EXT-01
-    errs = _errors("loop i in [0..3]:\n"
-                   "  let X = region(A, (i mod 2) * 64, 64) elem=f16, shape=[32], layout=K\n"
-                   "  let Y = region(B, (i mod 2) * 64, 64) elem=f32, shape=[32], layout=K\n"
-                   "endloop\n")
-    assert [(r, line) for r, line, _ in errs] == [("EXT-01", 7)], errs
+F16 = "elem=f16, shape=[32], layout=K"
 
 
-def test_each_failing_region_reports():
-    # RULE: REG-02
-    errs = _errors("loop i in [0..3]:\n"
-                   "  let X = region(S, (i mod 2) * 64, 64)\n"
-                   "  let Y = region(S, (i mod 2) * 64, 64)\n"
-                   "endloop\n")
-    assert [(r, line) for r, line, _ in errs] == [("REG-02", 6), ("REG-02", 7)], errs
+@pytest.mark.parametrize("x, y, expected", [
+    # a smaller buffer than the region that passed (RULE: REG-02)
+    ("region(A, (i mod 2) * 64, 64)", "region(S, (i mod 2) * 64, 64)", [("REG-02", 7)]),
+    # another element type than the region that passed (RULE: EXT-01)
+    (f"region(A, (i mod 2) * 64, 64) {F16}",
+     "region(B, (i mod 2) * 64, 64) elem=f32, shape=[32], layout=K", [("EXT-01", 7)]),
+    # a check that failed is never taken as passed (RULE: REG-02)
+    ("region(S, (i mod 2) * 64, 64)", "region(S, (i mod 2) * 64, 64)",
+     [("REG-02", 6), ("REG-02", 7)]),
+], ids=["smaller-buffer", "other-element-type", "each-failure-reports"])
+def test_what_differs_is_checked(x, y, expected):
+    errs = _errors(_loop(x, y))
+    assert [(r, line) for r, line, _ in errs] == expected, errs
