@@ -484,3 +484,18 @@ def test_affine_if_with_dims_symbols_and_else():
     want = np.where((i >= 2) & (j <= 2), x, -x)
     want[0, 0] = 42.0
     np.testing.assert_array_equal(z, want)
+
+
+@pytest.mark.parametrize("drop, field", [
+    ("function_type = (memref<4xf32>) -> (), ", "func.func at kernel:1:2 lacks its required "
+                                               "property 'function_type'"),
+    ("value = 1.0 : f32", "arith.constant at kernel:1:"),
+])
+def test_generic_form_without_a_required_property_is_not_supported(drop, field):
+    """Generic-form kernel text parses without an op's required properties;
+    reading them raised KeyError (issue 11: fuzz finding)."""
+    text = ('"func.func"() <{function_type = (memref<4xf32>) -> (), sym_name = "kernel"}> ({'
+            ' ^bb0(%0: memref<4xf32>): %c = "arith.constant"() <{value = 1.0 : f32}> : () -> f32'
+            ' "func.return"() : () -> () }) : () -> ()').replace(drop, "")
+    with pytest.raises(NotSupported, match=field):
+        run(text, [], [Tensor(np.zeros(4, np.float32), "f32")])
