@@ -220,3 +220,30 @@ def test_not_an_onnx_file(tmp_path):
     with pytest.raises(OnnxImportError) as e:
         import_onnx(bad)
     assert "error: not an ONNX model" in e.value.render()
+
+
+LONG_ROW = {"x": (1, 1, 64, 64)}   # 4096 elements: an f16 running sum of ~1s stalls at 2048
+
+
+@pytest.mark.parametrize("op, ins, consts", [
+    ("GlobalAveragePool", LONG_ROW, {}),
+    ("Softmax", {"x": (1, 4096)}, {}),
+    ("LayerNormalization", {"x": (1, 4096)}, {"g": np.ones(4096, np.float16)}),
+])
+def test_f16_statistics_accumulate_in_f32(op, ins, consts):
+    """D-COMPILE-F16: f16 softmax sums, layer norm statistics and global
+    average pooling sums are computed in f32 and rounded once.  With 4096
+    values just below 1, an f16 accumulator stops growing at 2048 (1 is below half
+    its spacing there), so an f16 reduction gives a mean of about 0.5 and a
+    softmax twice too large; the f32 one matches onnxruntime."""
+    model = samples.single_op(op, ins, "f16", consts)
+    shape = next(iter(ins.values()))
+    rng = np.random.default_rng(0)
+    x = (1.0 - rng.uniform(0, 0.01, size=shape)).astype(np.float16)
+    if op == "LayerNormalization":   # a mean far from 0: f16 sums of x lose the variance
+        x = (x + np.linspace(-0.5, 0.5, x.size).reshape(shape)).astype(np.float16)
+    im, got = reference_outputs(model, {"x": x})
+    want = onnxruntime_run(model, {"x": x})
+    # relative: softmax's outputs (about 1/4096) are far below the f16 atol
+    np.testing.assert_allclose(got["out"].astype(np.float32), want["out"].astype(np.float32),
+                               rtol=1e-2, atol=1e-3 * float(np.abs(want["out"]).max()))
