@@ -92,9 +92,8 @@ def define_elementwise(imp: Importer, node: Node, operands: Sequence[TensorVal |
 def is_f16(x: ir.Value) -> bool:
     """Whether `x` (a scalar, or a tensor by its element type) is f16."""
     t = x.type
-    if isinstance(t, ir.ShapedType):
-        t = ir.ShapedType(t).element_type
-    return isinstance(t, ir.F16Type)
+    return isinstance(ir.ShapedType(t).element_type if isinstance(t, ir.ShapedType) else t,
+                      ir.F16Type)
 
 
 def wide(fn: Callable[[ir.Value], ir.Value]) -> Callable[[ir.Value], ir.Value]:
