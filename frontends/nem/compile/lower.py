@@ -69,9 +69,13 @@ def lower_and_verify(text: str, func_name: str, arg_names: Sequence[str], device
     run_ctx = pass_context(ctx, file, options.include_dirs, device)
     try:
         # the summary remark is opt-in (D-OPT-REMARKS); nem-compile -v shows it
+        # the transform route's tiles are staged in buffers allocated in the tile
+        # loops' bodies: double-buffered by the lowering (D-LOW-PIPE-BODY)
         LowerToNemPass(device=device, memory_spaces=(memory_spaces,),
                        entry=func_name, remarks=True,
-                       include_dirs=tuple(options.include_dirs)).apply(run_ctx, module)
+                       include_dirs=tuple(options.include_dirs),
+                       pipeline_tiles=options.pipeline and options.route == "transform"
+                       ).apply(run_ctx, module)
         # every nest's tiles fit L1 (D-COMPILE-TILES), all nests' together need not:
         # then tiles of nests that run one after the other share L1 (D-LOW-SHARE)
         ShareBuffersPass(level="L1", over_capacity_only=True, device=device, remarks=True,

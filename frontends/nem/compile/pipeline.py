@@ -183,7 +183,7 @@ class Driver:
             if self.options.route == "transform":
                 from nem.compile import transform
 
-                transform.tile_module(module, entry, self.device, self.options)
+                transform.tile_module(module, entry, self.device, self.options, self.engines)
             else:
                 tiling.tile_module(module, entry, self.device, self.options, self.engines)
             return str(module)

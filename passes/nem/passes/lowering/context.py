@@ -51,6 +51,9 @@ class Options:
     """Report the summary remark (what was raised, what fell back)."""
     weights: str | None = None
     """Where the initial contents of globals go (`weights=FILE.npz`, D-LOW-GLOBAL)."""
+    pipeline_tiles: bool = False
+    """Run two iterations of a tile loop that allocates its L1 buffers in its
+    body at once, the buffers in two slots (`pipeline-tiles`, D-LOW-PIPE-BODY)."""
 
 
 @dataclass(frozen=True)

@@ -33,6 +33,7 @@ from nem.passes.lowering.partial_tiles import (
 )
 from nem.passes.lowering.pipelining import PipelinedLoop, epilogue_is_body
 from xdsl.dialects import affine, memref
+from xdsl.dialects.builtin import MemRefType
 from xdsl.ir import BlockArgument, Operation
 
 if TYPE_CHECKING:
@@ -60,6 +61,23 @@ def is_structural(loop: affine.ForOp) -> bool:
                       | asy.ExecuteOp | asy.AwaitOp) or op.name.startswith("linalg."):
             return True
     return False
+
+
+def staged_tiles(lw: Lowerer, op: affine.ForOp) -> list[memref.AllocOp | memref.AllocaOp]:
+    """With `pipeline-tiles` (D-LOW-PIPE-BODY): the allocations of L1 buffers
+    directly in the body of `op` (a tile loop whose tiles are staged in
+    buffers of their own, as `transform.structured.promote` leaves them),
+    when nothing else in the body is a loop: then two iterations may run at
+    once, each in its own slot of the buffers.  Otherwise none."""
+    if not lw.ctx.options.pipeline_tiles or lw.ctx.pipelined:
+        return []
+    ops = list(op.body.block.ops)
+    if any(isinstance(o, affine.ForOp) and is_structural(o) for o in ops):
+        return []
+    allocs = [o for o in ops if isinstance(o, memref.AllocOp | memref.AllocaOp)]
+    fast = [a for a in allocs if isinstance(t := a.results[0].type, MemRefType)
+            and lw.ctx.level(a, t).startswith("L1")]
+    return allocs if fast else []
 
 
 def loop_bounds(lw: Lowerer, op: affine.ForOp) -> tuple[Aff, int, int]:
@@ -107,19 +125,31 @@ def lower_loop(lw: Lowerer, op: affine.ForOp, st: BlockState) -> None:
     iv = op.body.block.args[0]
     ub = pick_minmax(ctx.affine(op, op.upperBoundMap.data, tuple(op.upperBoundOperands)), True)
     partial = partial_tile_op(op, lb, ub, step, trip, ctx.env)
-    if partial is None:
-        with nem_loop(lw, op, trip, st) as (body, var):
+    staged = staged_tiles(lw, op)
+
+    def tiles(n: int) -> None:
+        with nem_loop(lw, op, n, st, max_in_flight=2 if staged else None) as (body, var):
             ctx.env[iv] = lb + Aff.atom(var).scale(step)
-            lw.lower_block(op.body.block, body)
+            if staged:      # D-LOW-PIPE-BODY: the body's buffers in two slots
+                ctx.pipelined.append(var)
+            try:
+                lw.lower_block(op.body.block, body)
+            finally:
+                if staged:
+                    ctx.pipelined.pop()
+        if staged:
+            ctx.summary.notes.append(f"tile loop at {SourceLoc.of(op)} -> its L1 buffers in "
+                                     "two slots under @max_in_flight(2)")
+
+    if partial is None:
+        tiles(trip)
         return
 
     # D-LOW-PEEL: a NEM loop over the full tiles, then the last (partial)
     # iteration as straight-line tasks with its own static shapes
     def full_tiles() -> None:
         if trip > 1:
-            with nem_loop(lw, op, trip - 1, st) as (body, var):
-                ctx.env[iv] = lb + Aff.atom(var).scale(step)
-                lw.lower_block(op.body.block, body)
+            tiles(trip - 1)
 
     def last_tile() -> None:
         ctx.env[iv] = lb + Aff.c((trip - 1) * step)

@@ -5,6 +5,7 @@ starts and waits (D-LOW-DMA).  Each task is emitted without dependencies:
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import TYPE_CHECKING, TypeAlias
 
 from nem.dialect.attributes import MemLevelAttr
@@ -74,6 +75,14 @@ def lower_alloc(lw: Lowerer, op: memref.AllocOp | memref.AllocaOp, st: BlockStat
         raise reject(op, "an allocation with a layout offset")
     level = ctx.level(op, t)
     nbytes = buffer_bytes(t.get_shape(), elem)
+    if seen is not None:
+        # a buffer in two slots (D-LOW-PIPE-BODY) lowered again, for a peeled
+        # iteration: in the slots of the loop lowering it now, else in slot 0
+        # (nem-synthesize-deps orders either after the earlier uses)
+        n_el = nbytes // View(seen.buffer, seen.level, elem, (), (), Aff.c(0), "").elem_bytes
+        base = Aff.atom(ctx.pipelined[-1]).mod(2).scale(n_el) if ctx.pipelined else Aff.c(0)
+        ctx.views[result] = replace(seen, base=base)
+        return
     slots = 2 if ctx.pipelined else 1
     name = ctx.names.fresh(result.name_hint, f"{level.split('[')[0]}_buf")
     buf = ctx.declare_buffer(name, level, nbytes * slots, op.location)

@@ -1,8 +1,9 @@
 """The lowering's passes: `convert-affine-to-nem` (the conversion) and
 `lower-to-nem` (the declared pipeline MLIR -> checked NEM).
 
-    lower-to-nem{device=D memory-spaces=M entry=F remarks=R weights=W}
-      = convert-affine-to-nem{memory-spaces=M device=D entry=F remarks=R weights=W}
+    lower-to-nem{device=D memory-spaces=M entry=F remarks=R weights=W pipeline-tiles=P}
+      = convert-affine-to-nem{memory-spaces=M device=D entry=F remarks=R weights=W
+                              pipeline-tiles=P}
         nem-synthesize-deps{device=D narrow-windows=true remarks=R}
         dead-code-elimination                      (xDSL's: index arithmetic left unused)
         nem-check-lowered{device=D}                (static rules, and DEV-13 on D)
@@ -19,6 +20,11 @@ directories to this option of every pass that has one (DEV-20).
 `remarks=true`: a remark per function lists what was raised to NEM opcodes
 and what fell back to `compute op="mlir.kernel"` (D-OPT-REMARKS), and one
 per pipelined loop whose window had to shrink.
+`pipeline-tiles=true`: a tile loop whose body allocates L1 buffers (what
+`transform.structured.promote` leaves in a `tile_using_for` loop) runs two
+iterations at once, `@max_in_flight(2)`, its buffers in two slots
+(D-LOW-PIPE-BODY; `nem-compile --route transform` sets it unless
+`--no-pipeline`).
 """
 
 from __future__ import annotations
@@ -86,6 +92,7 @@ class ConvertAffineToNemPass(ModulePass):
       remarks: report what was raised to NEM opcodes and what fell back
       include-dirs: directories where device=NAME's file is found first (nem-opt -I adds its own)
       weights: FILE.npz receiving the initial contents of memref.globals (nem-run --input FILE.npz)
+      pipeline-tiles: two iterations in flight for tile loops that allocate their L1 buffers
     """
 
     name = "convert-affine-to-nem"
@@ -96,10 +103,11 @@ class ConvertAffineToNemPass(ModulePass):
     remarks: bool = False
     include_dirs: tuple[str, ...] = ()
     weights: str | None = None
+    pipeline_tiles: bool = False
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         options = Options(parse_spaces(self.memory_spaces), self.device, self.entry,
-                          self.include_dirs, self.remarks, self.weights)
+                          self.include_dirs, self.remarks, self.weights, self.pipeline_tiles)
         lowerer = Lowerer(options)
         lowerer.run(op)
         report(ctx, lowerer.remarks)
@@ -149,6 +157,7 @@ class LowerToNemPass(ModulePass):
       remarks: report what was raised to NEM opcodes and what fell back
       include-dirs: directories where device=NAME's file is found first (nem-opt -I adds its own)
       weights: FILE.npz receiving the initial contents of memref.globals (nem-run --input FILE.npz)
+      pipeline-tiles: two iterations in flight for tile loops that allocate their L1 buffers
     """
 
     name = "lower-to-nem"
@@ -159,12 +168,13 @@ class LowerToNemPass(ModulePass):
     remarks: bool = False
     include_dirs: tuple[str, ...] = ()
     weights: str | None = None
+    pipeline_tiles: bool = False
 
     def pipeline(self) -> tuple[ModulePass, ...]:
         """The passes `lower-to-nem` runs, in order."""
         dirs = self.include_dirs
         return (ConvertAffineToNemPass(self.memory_spaces, self.device, self.entry, self.remarks,
-                                       dirs, self.weights),
+                                       dirs, self.weights, self.pipeline_tiles),
                 SynthesizeDepsPass(device=self.device, narrow_windows=True,
                                    remarks=self.remarks, include_dirs=dirs),
                 DeadCodeElimination(),
