@@ -131,3 +131,26 @@ def test_escape_hatch_kernel_parses_back():
     km = parse_mlir(lowering_context(), kernel, "kernel.mlir")
     fns = [o for o in km.walk() if isinstance(o, func.FuncOp)]
     assert fns and fns[0].sym_name.data == "kernel"
+
+
+def test_summary_remark_names_three_fallbacks_and_counts_the_rest(tmp_path):
+    """Issue 12: one readable line per nest.  The summary names the first
+    three escape-hatch fallbacks and counts the others; each fallback still
+    has its own remark at its nest."""
+    nests = "\n".join(f"""
+  linalg.generic {{indexing_maps = [#id, #id], iterator_types = ["parallel"]}}
+      ins(%x : memref<8xf32>) outs(%y{k} : memref<8xf32>) {{
+  ^bb0(%a: f32, %o: f32):
+    %h = arith.constant 0.5 : f32
+    %e = arith.maxnumf %a, %h : f32
+    linalg.yield %e : f32
+  }}""" for k in range(5))
+    args = ", ".join(f"%y{k}: memref<8xf32>" for k in range(5))
+    path = tmp_path / "erfs.mlir"
+    path.write_text(f"#id = affine_map<(d0) -> (d0)>\n"
+                    f"func.func @erfs(%x: memref<8xf32>, {args}) {{{nests}\n  return\n}}\n")
+    _, diags = lower(path)
+    summary = next(d.message for d in diags if d.message.startswith("lowered @erfs"))
+    assert summary.count("linalg.generic at ") == 3
+    assert "and 2 more (a remark each)" in summary
+    assert sum("not raised, runs as an escape-hatch task" in d.message for d in diags) == 5

@@ -74,6 +74,8 @@ class Summary:
     """"WHAT at LINE:COL -> OPCODES" per raised op."""
     fallback: list[Fallback] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    slotted: list[str] = field(default_factory=list)
+    """Buffers hoisted out of pipelined loops in two slots (D-LOW-PIPE, D-LOW-PIPE-BODY)."""
 
 
 class Names:

@@ -246,13 +246,26 @@ def summary_remarks(ctx: LoweringContext, fn: func.FuncOp) -> list[Diagnostic]:
               for what, wheres in counts.items()]
     parts.append("raised: " + (", ".join(raised) if raised else "none"))
     fallbacks = {f.what: f for f in s.fallback}  # a peeled loop lowers a nest twice
-    parts.append("fell back to compute: " + (", ".join(fallbacks) if fallbacks else "none"))
+    # the first few only: each fallback has its own remark below (issue 12: one
+    # readable line per nest, not one line listing them all)
+    shown = list(fallbacks)[:FALLBACKS_LISTED]
+    more = len(fallbacks) - len(shown)
+    parts.append("fell back to compute: " + (", ".join(shown) if shown else "none") + (
+        f" and {more} more (a remark each)" if more else ""))
+    if s.slotted:
+        parts.append(f"{len(s.slotted)} buffer(s) in 2 slots, hoisted out of pipelined "
+                     f"loops: {', '.join(s.slotted[:FALLBACKS_LISTED])}"
+                     + (", ..." if len(s.slotted) > FALLBACKS_LISTED else ""))
     if s.notes:
         parts.append("; ".join(dict.fromkeys(s.notes)))
     return [Diagnostic("remark", "; ".join(parts), SourceLoc.of(fn))] + [
         EscapeRemark("remark", f"{f.what} not raised, runs as an escape-hatch task "
                      f'(compute op="mlir.kernel"): {_one_line(f.why)}', SourceLoc.of(f.op))
         for f in fallbacks.values()]
+
+
+FALLBACKS_LISTED = 3
+"""Fallbacks the summary remark names; the rest are counted."""
 
 
 @dataclass

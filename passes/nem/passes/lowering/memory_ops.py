@@ -90,7 +90,7 @@ def lower_alloc(lw: Lowerer, op: memref.AllocOp | memref.AllocaOp, st: BlockStat
     if slots == 2:
         n_el = nbytes // View(buf, MemLevelAttr(level), elem, (), (), Aff.c(0), "").elem_bytes
         base = Aff.atom(ctx.pipelined[-1]).mod(2).scale(n_el)
-        ctx.summary.notes.append(f"{name} hoisted out of a pipelined loop with 2 slots")
+        ctx.summary.slotted.append(name)
     ctx.views[result] = View(buf, MemLevelAttr(level), elem, tuple(t.get_shape()), strides,
                              base, name)
 
