@@ -16,9 +16,12 @@ lane's tail, otherwise it opens a new lane.  Events of one lane are totally
 ordered, so `A happens-before B` iff `VC(B)[lane(A)] >= epoch(A)`; the
 number of lanes tracks the program's concurrency (about N x tasks per
 iteration), not its length.  Shadow memory keeps access records per memory
-level; records subsumed by a later access, or already known to every live
-instruction stream, are dropped, so memory stays proportional to the
-in-flight window.
+level, bucketed by the buffer instance the bytes belong to (D-RT-RACE-SHADOW:
+a region lies inside its buffer, HAZ-04, and buffers are placed disjointly,
+D-SEM-LAYOUT, so two accesses overlap only within one bucket and a check
+scans that buffer's records, not the level's); records subsumed by a later
+access, or already known to every live instruction stream, are dropped, so
+memory stays proportional to the in-flight window.
 """
 
 from __future__ import annotations
@@ -92,7 +95,8 @@ class RaceDetector:
     def __init__(self, memory):
         self.memory = memory
         self.lane_epoch: list[int] = []
-        self.shadow: list[list[_Rec]] = [[] for _ in memory.by_id]
+        # (level id, start of the buffer instance in the level) -> its records
+        self.shadow: dict[tuple[int, int], list[_Rec]] = {}
         self.races: list[Race] = []
         self.race_count = 0
         self._seen: set = set()
@@ -126,12 +130,18 @@ class RaceDetector:
 
     # -- accesses ------------------------------------------------------------
     def access(self, task, accesses, ref_of) -> None:
-        """Check and record `accesses` = [(level_id, lo, hi, write)] of `task`."""
+        """Check and record `accesses` = [(level_id, lo, hi, write, home)] of `task`;
+        `home` is the start of the accessed buffer instance in its level, which
+        holds [lo, hi) (the shadow bucket, D-RT-RACE-SHADOW)."""
         vc = task.vc
         tid = task.seq
         get = vc.get
-        for lvl, lo, hi, write in accesses:
-            recs = self.shadow[lvl]
+        shadow = self.shadow
+        for lvl, lo, hi, write, home in accesses:
+            key = (lvl, home)
+            recs = shadow.get(key)
+            if recs is None:
+                continue
             drop = None
             for r in recs:
                 if r.hi <= lo or r.lo >= hi or r.tid == tid:
@@ -147,9 +157,15 @@ class RaceDetector:
             if drop is not None:
                 keep = [r for r in recs if id(r) not in drop]
                 self._n_records -= len(recs) - len(keep)
-                self.shadow[lvl] = keep
-        for lvl, lo, hi, write in accesses:
-            self.shadow[lvl].append(_Rec(lo, hi, write, task.lane, task.epoch, task, tid))
+                shadow[key] = keep
+        lane, epoch = task.lane, task.epoch
+        for lvl, lo, hi, write, home in accesses:
+            rec = _Rec(lo, hi, write, lane, epoch, task, tid)
+            recs = shadow.get((lvl, home))
+            if recs is None:
+                shadow[(lvl, home)] = [rec]
+            else:
+                recs.append(rec)
             self._n_records += 1
 
     def needs_gc(self) -> bool:
@@ -158,7 +174,7 @@ class RaceDetector:
     def gc(self, live_vcs) -> None:
         """Drop records every live instruction stream already knows (happens-before all
         future accesses)."""
-        live_vcs = list(live_vcs)
+        live_vcs = list({id(v): v for v in live_vcs}.values())   # tasks share their stream's
         if live_vcs:
             lanes = set(live_vcs[0])
             for v in live_vcs[1:]:
@@ -167,12 +183,12 @@ class RaceDetector:
         else:
             low = None
         n = 0
-        for i, recs in enumerate(self.shadow):
-            if low is None:
-                keep = []
+        for key, recs in list(self.shadow.items()):
+            keep = [] if low is None else [r for r in recs if low.get(r.lane, 0) < r.epoch]
+            if keep:
+                self.shadow[key] = keep
             else:
-                keep = [r for r in recs if low.get(r.lane, 0) < r.epoch]
-            self.shadow[i] = keep
+                del self.shadow[key]
             n += len(keep)
         self._n_records = n
         self._gc_at = max(32, 2 * n)

@@ -234,7 +234,7 @@ class TaskTpl:
     __slots__ = ("op", "kind", "label", "opcode", "sync", "dep_refs", "region_refs",
                  "attrs_static", "attrs_dyn", "resource", "seq_engine", "line", "seq_id",
                  "produced", "consumed", "value", "depth", "unit_type", "memmove",
-                 "n_in", "place_cache")
+                 "n_in")
 
     def __init__(self, op: TaskOp, depth: int, seq_id: int):
         self.op = op
@@ -271,7 +271,6 @@ class TaskTpl:
                 self.memmove = True
         self.produced = 0
         self.consumed = 0
-        self.place_cache: dict = {}   # (topology key, engine) -> placement (scheduler)
 
 
 class WaitTpl:

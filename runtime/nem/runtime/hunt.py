@@ -366,8 +366,8 @@ def _more(n: int, pred: list[int], pairs: list[tuple[int, int]], limit: int) -> 
 
 def _conflict(xs: list, ys: list):
     """The first conflicting pair of accesses: (level, lo, hi, x writes, y writes)."""
-    for lx, ax, bx, wx in xs:
-        for ly, ay, by, wy in ys:
+    for lx, ax, bx, wx, _ in xs:
+        for ly, ay, by, wy, _ in ys:
             if lx == ly and ax < by and ay < bx and (wx or wy):
                 return lx, max(ax, ay), min(bx, by), wx, wy
     return None

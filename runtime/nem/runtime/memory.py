@@ -329,7 +329,8 @@ class RegionInst:
             return
         if min(self.shape) <= 0:
             raise MemoryError_(f"region {self.name} has shape {list(self.shape)}", "REG-06")
-        span = sum((d - 1) * s for d, s in zip(self.shape, self.elem_strides())) + 1
+        span = math.prod(self.shape) if self.strides is None else \
+            sum((d - 1) * s for d, s in zip(self.shape, self.strides)) + 1
         need = math.ceil(span * BITS[self.elem] / 8)
         if need > self.extent:
             raise MemoryError_(
@@ -351,7 +352,8 @@ class RegionInst:
         else:
             dt = DTYPES[self.elem]
             shape = self.shape or (self.extent // dt.itemsize,)
-            strides = tuple(s * dt.itemsize for s in self.elem_strides()) if self.shape else None
+            strides = tuple(s * dt.itemsize for s in self.strides) \
+                if self.shape and self.strides is not None else None   # None: row-major
             v = np.ndarray(shape, dtype=dt, buffer=data, offset=self.start, strides=strides)
         self._view, self._view_of = v, data
         return v

@@ -53,6 +53,9 @@ from nem.runtime.engine import (
 from nem.runtime.memory import RegionInst
 
 EMPTY: dict = {}
+_PLACEMENTS: dict[tuple, tuple] = {}
+"""`Scheduler._placement`'s results: (topology, kind, opcode, resource, seq_engine,
+level ids of the regions) -> (engine, unit type, index, candidate units)."""
 
 
 class DeadlockError(Exception):
@@ -121,7 +124,7 @@ def task_key(t: TaskInst) -> tuple:
 class Frame:
     __slots__ = ("body", "pc", "parent", "depth", "iv", "names", "env", "K", "time",
                  "blocked", "loop", "live", "finished", "looprun", "index", "done_vc",
-                 "done_time", "ords")
+                 "done_time", "ords", "label")
 
     def __init__(self, body, parent, iv, names, K, time, looprun=None, index=None, ords=()):
         self.body = body
@@ -142,9 +145,13 @@ class Frame:
         self.index = index
         self.done_vc = EMPTY
         self.done_time = time
+        self.label: str | None = None
 
     def iteration(self) -> str:
-        return ", ".join(f"{n}={v}" for n, v in zip(self.names, self.iv))
+        """`i=2, j=0` (built once: every task of the stream's trace entry names it)."""
+        if self.label is None:
+            self.label = ", ".join(f"{n}={v}" for n, v in zip(self.names, self.iv))
+        return self.label
 
 
 class LoopRun:
@@ -202,8 +209,8 @@ class Scheduler:
         self.unit_free: dict = {}
         self.rr: dict = {}
         self.loop_max_active: dict = {}
-        # placement depends on the template and the topology only: cached on the
-        # template under this key, so later runs of the program skip `bind_unit`
+        # placement depends on the topology and static facts of a task only
+        # (`_placement`): cached for the process under keys that start with this
         self.topo_key = (topology["num_engines"], tuple(sorted(topology["per_engine"].items())),
                          tuple(sorted(topology["device_units"].items())))
         self.now = 0
@@ -218,7 +225,7 @@ class Scheduler:
         self.runnable.append(self.root)
         self._chosen = None
         self.choose = None   # explorer: picks the next task among the ready ones
-        self.log: list | None = None   # explorer: (key, vc, lane, epoch, accesses) per task run
+        self.log: list | None = None   # explorer: (key, vc, lane, epoch, accesses, ref) per task
         self.recording: replay.Plan | None = None   # D-RT-REPLAY: this run's effects
         self.dry_steps = 0             # D-RT-REPLAY: steps whose effects are already in memory
 
@@ -465,20 +472,28 @@ class Scheduler:
 
     # ------------------------------------------------------------------ placement
     def _placement(self, t: TaskInst):
-        """(engine or None for any, unit type, fixed instance index or None)."""
+        """(engine or None for any, unit type, fixed instance index or None, count).
+
+        A function of the topology and of what `bind_unit` reads (the task's kind
+        and opcode, `@resource`, `@seq_engine` and its regions' levels), so it is
+        computed once per distinct combination for the process (`_PLACEMENTS`),
+        not once per template: a first run of a long unrolled program binds a
+        handful of combinations, not one per task."""
         tpl = t.tpl
+        regions = t.regions
+        key = (self.topo_key, tpl.kind, tpl.opcode, tpl.resource, tpl.seq_engine,
+               *[r.level.ident for r in regions])
+        hit = _PLACEMENTS.get(key)
+        if hit is not None:
+            return hit
         engine = None
-        for r in t.regions:
+        for r in regions:
             name = r.level.name
             if name.startswith("L1["):
                 engine = int(name[3:-1])
                 break
         if engine is None and tpl.seq_engine is not None:
             engine = tpl.seq_engine
-        key = (self.topo_key, engine)
-        hit = tpl.place_cache.get(key)
-        if hit is not None:
-            return hit
         topo = self.topology
         per, dev = topo["per_engine"], topo["device_units"]
 
@@ -492,15 +507,14 @@ class Scheduler:
         utype, idx = b.unit, b.index
         if utype in DEVICE_UNITS:
             engine = -1
-        res = (engine, utype, idx, count(utype))
-        tpl.place_cache[key] = res     # kept on the template: valid for every run
+        engines = (engine,) if engine is not None else tuple(range(topo["num_engines"]))
+        idxs = (idx,) if idx is not None else tuple(range(count(utype)))
+        res = (engine, utype, idx, [(e, utype, i) for e in engines for i in idxs])
+        _PLACEMENTS[key] = res
         return res
 
     def _candidates(self, t: TaskInst):
-        engine, utype, idx, c = self._placement(t)
-        engines = [engine] if engine is not None else range(self.topology["num_engines"])
-        idxs = [idx] if idx is not None else range(c)
-        return [(e, utype, i) for e in engines for i in idxs]
+        return self._placement(t)[3]
 
     def _choose_unit(self, t: TaskInst):
         cands = self._candidates(t)
@@ -640,7 +654,7 @@ class Scheduler:
                 vc_in = join(vc_in, d.vc)
             t.vc, t.lane, t.epoch = self.race.start(
                 vc_in, [d.task.lane for d in deps] if deps else ())
-            accesses = [(r.level.ident, r.start, r.start + r.extent, rw[1])
+            accesses = [(r.level.ident, r.start, r.start + r.extent, rw[1], r.buffer.offset)
                         for rw, r in zip(tpl.region_refs, regions)]
             self.race.access(t, accesses, self.ref)
             if self.log is not None:
