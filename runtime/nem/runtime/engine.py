@@ -168,7 +168,7 @@ def quant_of(q) -> Quant | None:
 class RegionTpl:
     __slots__ = ("op", "value", "name", "buffer", "offset", "extent", "shape", "strides",
                  "elem", "quant", "static_inst", "depth", "level_name", "static_mem",
-                 "instances", "windows", "static")
+                 "instances", "windows", "static", "slot")
 
     def __init__(self, op: RegionOp, comp: ExprCompiler, buffers: dict, depth: int):
         self.op = op
@@ -234,7 +234,7 @@ class TaskTpl:
     __slots__ = ("op", "kind", "label", "opcode", "sync", "dep_refs", "region_refs",
                  "attrs_static", "attrs_dyn", "resource", "seq_engine", "line", "seq_id",
                  "produced", "consumed", "value", "depth", "unit_type", "memmove",
-                 "n_in")
+                 "n_in", "slot")
 
     def __init__(self, op: TaskOp, depth: int, seq_id: int):
         self.op = op
@@ -305,6 +305,7 @@ class ValueRef:
     value: SSAValue
     depth: int      # depth of the defining block
     pos: int        # index of the defining instruction in its block (-1: unknown)
+    slot: int       # its key in a stream's environment (`CompiledProgram.values`)
 
 
 @dataclass
@@ -316,6 +317,9 @@ class CompiledProgram:
     regions: list[RegionTpl] = field(default_factory=list)
     loops: list[LoopTpl] = field(default_factory=list)
     replay: object = None         # nem.runtime.replay.Plan of the last recorded run
+    values: list[SSAValue] = field(default_factory=list)
+    """Region and task results by slot: streams' environments are keyed by slot
+    numbers (hashing an int is cheaper than an xDSL value's `__hash__`)."""
 
     def static_task_count(self) -> int | None:
         """Tasks the program will run when all loop bounds are static (progress bar)."""
@@ -364,6 +368,11 @@ def compile_program(prog, memory: Memory, catalog, accum_resolver) -> CompiledPr
     for op, insts, w in zip(ops, placed, windows):
         buffers[op] = (insts, w)
 
+    def define(v: SSAValue, depth: int, pos: int) -> int:
+        defs[v] = ValueRef(v, depth, pos, len(cp.values))
+        cp.values.append(v)
+        return len(cp.values) - 1
+
     def compile_block(block: Block, depth: int) -> list:
         out: list = []
         for op in block.ops:
@@ -371,12 +380,12 @@ def compile_program(prog, memory: Memory, catalog, accum_resolver) -> CompiledPr
                 t = RegionTpl(op, comp, buffers, depth)
                 if t.elem and t.buffer.elem_hint is None:
                     t.buffer.elem_hint = t.elem
-                defs[op.result] = ValueRef(op.result, depth, len(out))
+                t.slot = define(op.result, depth, len(out))
                 cp.regions.append(t)
                 out.append(t)
             elif isinstance(op, TaskOp):
                 task = TaskTpl(op, depth, len(cp.tasks))
-                defs[op.result] = ValueRef(op.result, depth, len(out))
+                task.slot = define(op.result, depth, len(out))
                 cp.tasks.append(task)
                 out.append(task)
             elif isinstance(op, WaitOp):

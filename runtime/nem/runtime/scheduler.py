@@ -238,9 +238,9 @@ class Scheduler:
 
     def _token(self, frame, ref) -> Token:
         f = self._lookup(frame, ref)
-        tok = f.env.get(ref.value)
+        tok = f.env.get(ref.slot)
         if tok is None:   # forward reference (MLIR input): a placeholder
-            tok = f.env[ref.value] = Token()
+            tok = f.env[ref.slot] = Token()
         return tok
 
     def _advance(self, frame: Frame) -> None:
@@ -252,7 +252,7 @@ class Scheduler:
             cls = ins.__class__
             if cls is RegionTpl:
                 try:
-                    frame.env[ins.value] = ins.instantiate(memory, frame.iv, frame.ords)
+                    frame.env[ins.slot] = ins.instantiate(memory, frame.iv, frame.ords)
                 except RunError as e:
                     e.where = e.where or frame.iteration()
                     raise
@@ -417,21 +417,21 @@ class Scheduler:
         regions = []
         for ref, _w in tpl.region_refs:
             f = env_up(frame, ref) if ref.depth != frame.depth else frame
-            r = f.env.get(ref.value)
+            r = f.env.get(ref.slot)
             if r is None:
                 raise RunError("region used before its declaration", None, tpl.op,
                                frame.iteration())
             regions.append(r)
         t.regions = regions
         # the token (a placeholder may exist from a forward reference)
-        tok = frame.env.get(tpl.value)
+        tok = frame.env.get(tpl.slot)
         if tok is None or tok.task is not None:
             tok = Token(t)
         else:
             tok.task, tok.tpl = t, tpl
             if tok.consumed:
                 tpl.consumed += 1
-        frame.env[tpl.value] = tok
+        frame.env[tpl.slot] = tok
         t.token = tok
         tpl.produced += 1
         deps = []
@@ -604,8 +604,9 @@ class Scheduler:
     def _tok_desc(self, tok: Token) -> str:
         if tok.task is None:
             for f in self.frames:
-                for v, x in f.env.items():
+                for slot, x in f.env.items():
                     if x is tok:
+                        v = self.cp.values[slot]
                         loc = SourceLoc.of(v.owner)
                         name = v.owner.token_name() if hasattr(v.owner, "token_name") else "?"
                         return (f"token {name} (never produced: its task at "
