@@ -22,6 +22,7 @@ import numpy as np
 from xdsl.dialects.builtin import StringAttr
 from xdsl.ir import Operation
 
+from nem.runtime.mlir_fill import fill_kernel
 from nem.runtime.mlir_kernel import CompiledKernel, compiled
 from nem.runtime.mlir_kernel_scalar import OPNAME
 from nem.runtime.numerics import KernelError, NotSupported
@@ -186,7 +187,12 @@ def run(ck: CompiledKernel, ins: list, outs: list, index_args: list[int]) -> lis
 
 def _backend(ck: CompiledKernel, group: list[int], n_in: int):
     """The native kernel this run of `ck` uses, or None when it is interpreted
-    (then counted against `COMPILE_AFTER`, or noticed)."""
+    (then counted against `COMPILE_AFTER`, or noticed).  A constant fill runs
+    as a numpy fill unless the backend is "interpreter" (D-RT-MLIR-FILL)."""
+    if BACKEND != "interpreter":
+        fill = fill_kernel(ck.text, ck.fn, group, n_in)
+        if fill is not None:
+            return fill
     if BACKEND == "auto" and ck.estimate_exact and \
             _INTERPRETED.get(ck.text, 0) + ck.estimate <= COMPILE_AFTER:
         _INTERPRETED[ck.text] = _INTERPRETED.get(ck.text, 0) + ck.estimate
