@@ -189,6 +189,7 @@ class RegionTpl:
         self.static_inst: RegionInst | None = None
         self.static_mem: Memory | None = None
         self.static = self.is_static()
+        self.slot = -1     # its key in streams' environments (compile_program)
 
     def is_static(self) -> bool:
         parts = [self.offset, self.extent, *(self.shape or ()), *(self.strides or ())]
@@ -271,6 +272,7 @@ class TaskTpl:
                 self.memmove = True
         self.produced = 0
         self.consumed = 0
+        self.slot = -1     # its token's key in streams' environments (compile_program)
 
 
 class WaitTpl:
