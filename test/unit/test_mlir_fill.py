@@ -106,41 +106,25 @@ def test_near_misses_are_not_fills(name, monkeypatch):
     assert not np.all(ref == 2.0)
 
 
+def _kernel(mt: str, body: str) -> str:
+    """A kernel over `in Y out Y` memrefs of type `mt` with `body` (%c: 1.0)."""
+    return (f"func.func @kernel(%a0: {mt}, %a1: {mt}) {{\n"
+            f"  %c = arith.constant 1.0 : f32\n{body}\n  func.return\n}}")
+
+
+LOOP = "  affine.for %i = 0 to 4 {{\n{}\n  }}"
 OTHER_MISSES = {
-    "a loaded value": """func.func @kernel(%a0: memref<4xf32>, %a1: memref<4xf32>) {
-  affine.for %i = 0 to 4 {
-    %v = affine.load %a0[%i] : memref<4xf32>
-    affine.store %v, %a1[%i] : memref<4xf32>
-  }
-  func.return
-}""",
-    "two stores": """func.func @kernel(%a0: memref<4xf32>, %a1: memref<4xf32>) {
-  %c = arith.constant 1.0 : f32
-  affine.for %i = 0 to 4 {
-    affine.store %c, %a0[%i] : memref<4xf32>
-    affine.store %c, %a1[%i] : memref<4xf32>
-  }
-  func.return
-}""",
-    "a repeated index": """func.func @kernel(%a0: memref<4x4xf32>, %a1: memref<4x4xf32>) {
-  %c = arith.constant 1.0 : f32
-  affine.for %i = 0 to 4 {
-    affine.for %j = 0 to 4 {
-      affine.store %c, %a1[%i, %i] : memref<4x4xf32>
-    }
-  }
-  func.return
-}""",
-    "a second nest": """func.func @kernel(%a0: memref<4xf32>, %a1: memref<4xf32>) {
-  %c = arith.constant 1.0 : f32
-  affine.for %i = 0 to 4 {
-    affine.store %c, %a1[%i] : memref<4xf32>
-  }
-  affine.for %i = 0 to 4 {
-    affine.store %c, %a1[%i] : memref<4xf32>
-  }
-  func.return
-}""",
+    "a loaded value": _kernel("memref<4xf32>", LOOP.format(
+        "    %v = affine.load %a0[%i] : memref<4xf32>\n"
+        "    affine.store %v, %a1[%i] : memref<4xf32>")),
+    "two stores": _kernel("memref<4xf32>", LOOP.format(
+        "    affine.store %c, %a0[%i] : memref<4xf32>\n"
+        "    affine.store %c, %a1[%i] : memref<4xf32>")),
+    "a repeated index": _kernel("memref<4x4xf32>", LOOP.format(
+        "    affine.for %j = 0 to 4 {\n"
+        "      affine.store %c, %a1[%i, %i] : memref<4x4xf32>\n    }")),
+    "a second nest": _kernel("memref<4xf32>", "\n".join(
+        [LOOP.format("    affine.store %c, %a1[%i] : memref<4xf32>")] * 2)),
     "f16 elements": fill_text((4,), "f16", "1.000000e-01"),
 }
 
