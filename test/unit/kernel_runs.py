@@ -4,7 +4,8 @@ op="mlir.kernel"` executor (test_mlir_kernel.py, test_mlir_kernel_ops.py):
 `backend` fixture (import it into the test module) runs each test once per
 backend (D-RT-MLIR-JIT): xDSL's interpreter and the native code compiled
 with upstream MLIR ("native" refuses rather than falls back, so a test that
-passes there ran natively)."""
+passes there ran natively, or, for a constant fill, as a numpy fill:
+D-RT-MLIR-FILL, test_mlir_fill.py)."""
 
 from __future__ import annotations
 

@@ -6,7 +6,8 @@ there); `mlir_native` compiles the same semantics to native code with
 upstream MLIR.  A task runs natively when the native backend takes its
 kernel (`BACKEND` "auto", the default, or "native"), else interpreted; in
 "auto" a small kernel is interpreted until its total work makes compiling
-it worthwhile (`COMPILE_AFTER`).  The
+it worthwhile (`COMPILE_AFTER`); a kernel that is exactly a constant fill
+runs as a numpy fill in both (`mlir_fill`, D-RT-MLIR-FILL).  The
 interpreter is slow (tens of microseconds per scalar operation), so the user
 is told once per kernel that falls back and why (`NOTICE`), `nem-run` warns
 before running when every kernel will be interpreted (`load_notice`, with
