@@ -12,8 +12,7 @@ A point nest `Y[i0, ..., in] = X[perm of a subset of i0..in]` (what
 
 Every element of Y ends as the value MLIR stores there (copies are exact),
 with O(log) tasks instead of a zero-stride region (BUF-02 rejects those).
-A constant fill (`Y[...] = cst`) is not raised: NEM has no fill opcode and
-`.nem` text no constant buffers, so its nest stays an escape-hatch task.
+A constant fill (`Y[...] = cst`) is `fills.py`'s (D-LOW-FILL).
 """
 
 from __future__ import annotations
@@ -30,10 +29,6 @@ if TYPE_CHECKING:
     from nem.dialect.builder import NemBuilder
     from nem.passes.lowering.driver import BlockState, Lowerer
     from nem.passes.lowering.views import View
-
-CONST_FILL = ("a constant fill (NEM has no fill opcode and .nem text no constant buffers: "
-              "D-LOW-BCAST)")
-
 
 @dataclass(frozen=True)
 class BroadcastPlan:
@@ -55,8 +50,6 @@ def match_broadcast(nest: Nest, outer: dict[SSAValue, Aff], why: str) -> Broadca
         raise NotRaisable(f"{len(stores)} stores in the nest body")
     st = stores[0]
     val = st.value.owner
-    if isinstance(val, arith.ConstantOp):
-        raise NotRaisable(CONST_FILL)
     if isinstance(val, Operation) and any(isinstance(v.owner, arith.ConstantOp)
                                           for v in val.operands):
         raise NotRaisable(f"'{val.name}' with a constant operand (NEM elementwise opcodes "

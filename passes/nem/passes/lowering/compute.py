@@ -23,6 +23,7 @@ from nem.passes.lowering.context import LoweringContext
 from nem.passes.lowering.diagnostics import reject
 from nem.passes.lowering.emit import region
 from nem.passes.lowering.escape import emit_escape, linalg_operands, location_text
+from nem.passes.lowering.fills import emit_fill, lower_linalg_fill, nest_fill
 from nem.passes.lowering.nest_analysis import (
     Access,
     CopyPlan,
@@ -392,9 +393,7 @@ def lower_linalg(lw: Lowerer, op: Operation, st: BlockState) -> None:
         raise reject(op, "linalg on tensors is not supported; bufferize first "
                      "(one-shot-bufferize)")
     if op.name == "linalg.fill":
-        from nem.passes.lowering.broadcasts import CONST_FILL
-
-        return emit_escape(lw, op, st, CONST_FILL, what)
+        return lower_linalg_fill(lw, op, st, what)
     for v in (*ins, *outs):
         if not isinstance(v.type, MemRefType):
             return emit_escape(lw, op, st, "scalar operands", what)
@@ -470,6 +469,9 @@ def _broadcast_or_escape(lw: Lowerer, top: affine.ForOp, st: BlockState, why: st
     from nem.passes.lowering.broadcasts import emit_broadcast, match_broadcast
 
     try:
+        fill = nest_fill(nest, lw.ctx.env, lw.ctx.view)   # D-LOW-FILL
+        if fill is not None:
+            return emit_fill(lw, *fill, top, st, what)
         plan = match_broadcast(nest, lw.ctx.env, why)
     except (NotRaisable, ValueError) as e:
         return emit_escape(lw, top, st, str(e), what)
