@@ -115,7 +115,7 @@ def test_conv_nchw_fchw(tmp_path):
 def test_conv_nest_bias_fill(tmp_path, tiles):
     """conv_nhwc.mlir through mlir-opt -convert-linalg-to-affine-loops (and
     -affine-loop-tile): the conv nest is conv2d, the bias broadcast
-    transfers, the fill an escape-hatch kernel."""
+    transfers, the fill a clamp (D-LOW-FILL)."""
     opt = _mlir_opt()
     if opt is None:
         pytest.skip("mlir-opt (the mlir extra) is not installed")

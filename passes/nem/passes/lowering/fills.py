@@ -78,9 +78,7 @@ def nest_fill(nest: Nest, outer: Mapping[SSAValue, Aff],
     if any(o is not st and not isinstance(o, arith.ConstantOp) and not is_index_arith(o)
            for o in nest.body):
         raise NotRaisable("a constant store beside other operations")
-    acc = access(nest, outer, st)
-    if len(set(acc.dims)) != len(acc.dims):
-        raise NotRaisable("a constant fill along a diagonal")
+    acc = access(nest, outer, st)   # match_nest saw each loop index it once
     vw = view_of(acc.memref, st)
     exts = nest.extents
     start = vw.base

@@ -1,4 +1,4 @@
-// linalg.fill: not raised (D-LOW-BCAST), with the reason in the remark.
+// linalg.fill: the i8 zeroing and the splat (D-LOW-FILL).
 func.func @main(%y: memref<4xf32>) {
   %c = arith.constant 1.0 : f32
   linalg.fill ins(%c : f32) outs(%y : memref<4xf32>)
