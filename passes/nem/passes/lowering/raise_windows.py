@@ -22,7 +22,8 @@ from nem.passes.lowering.compute import (
 )
 from nem.passes.lowering.emit import region
 from nem.passes.lowering.escape import emit_escape
-from nem.passes.lowering.windows import Axis, WAccess, WindowPlan
+from nem.passes.lowering.nest_analysis import NotRaisable
+from nem.passes.lowering.windows import Axis, Group, WAccess, WindowPlan
 from xdsl.ir import Operation, SSAValue
 
 if TYPE_CHECKING:
@@ -33,15 +34,34 @@ if TYPE_CHECKING:
 
 
 def window_region(ctx: LoweringContext, b: NemBuilder, acc: WAccess, axes: tuple[Axis, ...],
-                  anchor: Operation, layout: str) -> tuple[SSAValue, View]:
-    """The region of `acc` with the plan's logical axes."""
+                  anchor: Operation, layout: str,
+                  group: tuple[int, int, int] | None = None) -> tuple[SSAValue, View]:
+    """The region of `acc` with the plan's logical axes; `group` (the
+    position of the channel axis, the group loop's memref dimension and
+    extent) widens that axis to all groups (D-LOW-GROUPCONV)."""
     vw = ctx.view(acc.memref, anchor)
     start = vw.base
     for ix, s in zip(acc.index, vw.strides):
         start = start + ix.rest.scale(s)
     shape = [a.size for a in axes]
     strides = [vw.strides[a.mdim] if a.mdim is not None else 1 for a in axes]
+    if group is not None:
+        k, gdim, gsize = group
+        shape[k], strides[k] = _merged(shape[k], strides[k], gsize, vw.strides[gdim])
     return region(ctx, b, vw, start, shape, strides, anchor, layout), vw
+
+
+def _merged(size: int, stride: int, gsize: int, gstride: int) -> tuple[int, int]:
+    """The channel axis of all groups: channel `g * size + c` at element
+    `g * gstride + c * stride`, one axis when `gstride = size * stride`."""
+    if gsize == 1:
+        return size, stride
+    if size == 1:
+        return gsize, gstride
+    if gstride != size * stride:
+        raise NotRaisable("group and channel dimensions that are not one channel axis "
+                          "(a tile of part of a group's channels: D-LOW-GROUPCONV)")
+    return gsize * size, stride
 
 
 def emit_window(lw: Lowerer, plan: WindowPlan, anchor: Operation, st: BlockState,
@@ -52,19 +72,38 @@ def emit_window(lw: Lowerer, plan: WindowPlan, anchor: Operation, st: BlockState
     if plan.kind == "sumpool":   # no NEM opcode sums a window (D-LOW-SUMPOOL)
         return _combine_over_offsets(lw, plan, anchor, st, what, "add", None)
     stg = Staging(anchor.location)
+    g = plan.group
+    try:
+        return _emit_window(lw, plan, anchor, st, what, stg, g)
+    except NotRaisable as e:
+        stg.drop()
+        drop_unused_scratch(ctx)
+        return emit_escape(lw, anchor, st, str(e), what)
+
+
+def _emit_window(lw: Lowerer, plan: WindowPlan, anchor: Operation, st: BlockState, what: str,
+                 stg: Staging, g: Group | None) -> None:
+    """`emit_window` once its staging block exists (a grouped convolution
+    whose channel axes do not merge raises NotRaisable)."""
+    ctx = lw.ctx
     b = stg.builder
     with b.located(anchor.location):
-        x_reg, _ = window_region(ctx, b, plan.x, plan.x_axes, anchor, "NHWC")
-        y_reg, yv = window_region(ctx, b, plan.y, plan.y_axes, anchor, "NHWC")
+        x_reg, _ = window_region(ctx, b, plan.x, plan.x_axes, anchor, "NHWC",
+                                 g and (3, g.x, g.size))
+        y_reg, yv = window_region(ctx, b, plan.y, plan.y_axes, anchor, "NHWC",
+                                  g and (3, g.y, g.size))
         shape = region_shape(y_reg)
         tv = scratch(ctx, yv, shape, anchor)
         t_reg = region(ctx, b, tv, tv.base, shape, tv.strides, anchor, "NHWC")
         if plan.kind == "conv2d":
             assert plan.w is not None
-            w_reg, _ = window_region(ctx, b, plan.w, plan.w_axes, anchor, "HWIO")
+            w_reg, _ = window_region(ctx, b, plan.w, plan.w_axes, anchor, "HWIO",
+                                     g and (3, g.w, g.size))
             attrs: dict[str, object] = {"strides": list(plan.strides),
                                         "dilations": list(plan.dilations),
                                         "pads": [0, 0, 0, 0]}
+            if g is not None and g.size > 1:
+                attrs["groups"] = g.size
             main = b.compute("conv2d", [x_reg, w_reg], [t_reg], attrs=attrs)
             combine = b.compute("add", [y_reg, t_reg], [y_reg])
         else:
@@ -83,8 +122,9 @@ def emit_window(lw: Lowerer, plan: WindowPlan, anchor: Operation, st: BlockState
     stg.commit(st)
     name_task(ctx, main, plan.kind)
     name_task(ctx, combine, "add" if plan.kind == "conv2d" else "max")
-    ctx.summary.raised.append(
-        f"{what} -> {plan.kind} + {'add' if plan.kind == 'conv2d' else 'max'} (accumulation)")
+    grouped = f" (groups={g.size})" if g is not None and g.size > 1 else ""
+    ctx.summary.raised.append(f"{what} -> {plan.kind}{grouped} + "
+                              f"{'add' if plan.kind == 'conv2d' else 'max'} (accumulation)")
 
 
 def _combine_over_offsets(lw: Lowerer, plan: WindowPlan, anchor: Operation, st: BlockState,

@@ -90,6 +90,22 @@ class WindowPlan:
     h_first: bool = True
     """Whether the window's H loop runs outside its W loop: the order in
     which a sum over window offsets adds them (the nest's rounding)."""
+    group: Group | None = None
+    """A grouped convolution's group loop (D-LOW-GROUPCONV)."""
+
+
+@dataclass(frozen=True)
+class Group:
+    """The group loop of a grouped convolution (`conv_2d_nhwgc_gfhwc`,
+    depthwise when a group has one input channel): its extent and the
+    memref dimension it indexes in X, W and Y.  Each operand's channel
+    axis (X's C, W's O, Y's C) is the group dimension outside its own
+    channel dimension: channel `g * per_group + c` (D-NUM-CONV)."""
+
+    size: int
+    x: int
+    w: int
+    y: int
 
 
 @dataclass(frozen=True)
@@ -131,6 +147,11 @@ def match_window(kind: str, ext: Mapping[int, int], x: WAccess, w: WAccess | Non
     # channel, or a window loop over an input as tall as the window (one
     # output row): either reading is exact; the innermost such X dimension
     # is taken as the channel
+    groups = [d for d in out if d in wdims and d in xplain]   # D-LOW-GROUPCONV
+    if len(groups) > 1:
+        raise NotRaisable("more than one group loop")
+    group = Group(ext[groups[0]], xplain[groups[0]], wdims[groups[0]], ydims[groups[0]]) \
+        if groups else None
     contracted = sorted((xplain[d], d) for d in red if d in wdims and d in xplain)
     cin = [contracted[-1][1]] if contracted else []
     cout = [d for d in out if d in wdims and d not in xplain]
@@ -143,7 +164,8 @@ def match_window(kind: str, ext: Mapping[int, int], x: WAccess, w: WAccess | Non
         t = dict(ix.terms)
         o = [d for d in t if d in out]
         r = [d for d in t if d in wins]
-        if not t or (cin and list(t) == cin and t[cin[0]] == 1):
+        if not t or (cin and list(t) == cin and t[cin[0]] == 1) or \
+                (groups and list(t) == groups and t[groups[0]] == 1):
             continue
         if len(o) + len(r) != len(t) or len(o) > 1 or len(r) > 1:
             raise NotRaisable("an input index that is not stride * output + dilation * window")
@@ -167,7 +189,8 @@ def match_window(kind: str, ext: Mapping[int, int], x: WAccess, w: WAccess | Non
     if len({s.win for s in spatial if s.win is not None}) != sum(
             1 for s in spatial if s.win is not None) or {s.win for s in spatial} - {None} != wins:
         raise NotRaisable("window loops that do not each index one input dimension")
-    uses = [s.out for s in spatial if s.out is not None] + [d for _, d in through] + cout
+    uses = [s.out for s in spatial if s.out is not None] + [d for _, d in through] + cout \
+        + groups
     if len(uses) != len(set(uses)):
         raise NotRaisable("an output loop indexing two input dimensions")
     used_out = set(uses)
@@ -199,7 +222,8 @@ def match_window(kind: str, ext: Mapping[int, int], x: WAccess, w: WAccess | Non
     if w is not None:
         w_axes = (*(ax(wdims, s.win) for s in spatial), ax(wdims, cin[0] if cin else None),
                   ax(wdims, cout[0] if cout else None))
-        if {a.mdim for a in w_axes} - {None} != set(wdims.values()):
+        if ({a.mdim for a in w_axes} | ({group.w} if group else set())) - {None} \
+                != set(wdims.values()):
             raise NotRaisable("a weight dimension that is not a window or channel loop")
     if kind == "sumpool" and not any(s.out is not None and s.win is not None for s in spatial):
         raise NotRaisable("a sum over whole axes, not a sliding window (a reduction: one add "
@@ -211,7 +235,7 @@ def match_window(kind: str, ext: Mapping[int, int], x: WAccess, w: WAccess | Non
                       (e(h_win), e(w_win)),
                       (spatial[0].stride, spatial[1].stride),
                       (spatial[0].dilation, spatial[1].dilation),
-                      h_win is None or w_win is None or h_win < w_win)
+                      h_win is None or w_win is None or h_win < w_win, group)
 
 
 # ---------------------------------------------------------------------------
