@@ -38,7 +38,9 @@ from nem.dialect.diagnostics import Diagnostic, NemDiagnosticError, SourceLoc, f
 from nem.frontends.upstream_dialects.isolation import run_isolated
 
 GENERALIZED_KNOWN = frozenset({
-    "linalg.conv_2d_nchw_fchw", "linalg.conv_2d_nhwc_fhwc", "linalg.pooling_nchw_max"})
+    "linalg.conv_2d_nchw_fchw", "linalg.conv_2d_nhwc_fhwc", "linalg.pooling_nchw_max",
+    # grouped convolutions (D-LOW-GROUPCONV)
+    "linalg.conv_2d_nhwgc_gfhwc", "linalg.conv_2d_ngchw_gfchw", "linalg.conv_2d_ngchw_fgchw"})
 """Named ops xDSL defines that are raised from their generic form (the
 window matcher of `nem.passes.lowering.windows`): generalized when the
 bindings are there, else left as they are (escape-hatch tasks)."""

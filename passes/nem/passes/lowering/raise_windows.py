@@ -59,8 +59,9 @@ def _merged(size: int, stride: int, gsize: int, gstride: int) -> tuple[int, int]
     if size == 1:
         return gsize, gstride
     if gstride != size * stride:
-        raise NotRaisable("group and channel dimensions that are not one channel axis "
-                          "(a tile of part of a group's channels: D-LOW-GROUPCONV)")
+        raise NotRaisable("a grouped convolution whose group and channel dimensions are not "
+                          "one channel axis (group stride != channels x channel stride: "
+                          "D-LOW-GROUPCONV)")
     return gsize * size, stride
 
 

@@ -1,0 +1,77 @@
+"""Grouped and depthwise convolutions raised to one `conv2d groups=G`
+(D-LOW-GROUPCONV): the inputs of `conv_grouped.test` lowered and run under
+3 random schedules against numpy, and ONNX Conv with group = C (depthwise,
+with a channel multiplier) and 1 < group < C through nem-compile against
+onnxruntime (2 random schedules)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from test_lowering_graph_raise import INPUTS, _mlir_opt, _rand, lower_and_run
+
+GROUPED = INPUTS / "conv_grouped.mlir"
+
+
+def _grouped_ref(x, w, stride):
+    """Y[n, oh, ow, g, f] = sum X[n, s*oh + kh, s*ow + kw, g, c] * W[g, f, kh, kw, c]."""
+    _, kh, kw = w.shape[0], w.shape[2], w.shape[3]
+    oh = (x.shape[1] - kh) // stride + 1
+    ow = (x.shape[2] - kw) // stride + 1
+    y = np.zeros((x.shape[0], oh, ow, w.shape[0], w.shape[1]))
+    for i in range(kh):
+        for j in range(kw):
+            xs = x[:, i:i + stride * (oh - 1) + 1:stride, j:j + stride * (ow - 1) + 1:stride]
+            y += np.einsum("nhwgc,gfc->nhwgf", xs.astype(np.float64), w[:, :, i, j, :])
+    return y
+
+
+@pytest.mark.parametrize("entry, xs, ws, stride", [
+    ("grouped", (1, 6, 6, 2, 2), (2, 3, 3, 3, 2), 1),
+    ("depthwise", (1, 9, 9, 4, 1), (4, 2, 3, 3, 1), 2),
+])
+def test_nhwgc(tmp_path, entry, xs, ws, stride):
+    if _mlir_opt() is None:
+        pytest.skip("the named op is generalized by upstream MLIR (the mlir extra)")
+    rng = np.random.default_rng(5)
+    x, w = _rand(rng, xs), _rand(rng, ws)
+    ref = _grouped_ref(x, w, stride)
+    y0 = _rand(rng, ref.shape)
+    out = lower_and_run(GROUPED, tmp_path, {"x": x, "w": w, "y": y0}, ["y"],
+                        "conv2d (groups=", entry)
+    assert np.allclose(out["y"], y0 + ref, rtol=0, atol=1e-5)
+
+
+def test_depthwise_hwc(tmp_path):
+    if _mlir_opt() is None:
+        pytest.skip("the named op is generalized by upstream MLIR (the mlir extra)")
+    rng = np.random.default_rng(6)
+    x, w = _rand(rng, (1, 6, 6, 4)), _rand(rng, (3, 3, 4))
+    ref = sum(x[:, i:i + 4, j:j + 4, :].astype(np.float64) * w[i, j] for i in range(3)
+              for j in range(3))
+    out = lower_and_run(GROUPED, tmp_path, {"x": x, "w": w, "y": np.zeros((1, 4, 4, 4),
+                                                                            np.float32)},
+                        ["y"], "conv2d (groups=4)", "dw_hwc")
+    assert np.allclose(out["y"], ref, rtol=0, atol=1e-5)
+
+
+@pytest.mark.parametrize("cin, cout, group, attrs", [
+    (4, 8, 2, {"pads": [1, 1, 1, 1]}),                       # 1 < group < C
+    (4, 8, 4, {"strides": [2, 2]}),                          # depthwise, multiplier 2
+    (6, 6, 6, {"pads": [1, 0, 1, 2], "dilations": [1, 2]}),  # depthwise
+])
+def test_onnx_grouped_conv(cin, cout, group, attrs):
+    """ONNX Conv with groups through nem-compile (the affine route: tiled,
+    staged in L1): raised, no escape-hatch task, onnxruntime's result."""
+    from nem.frontends.onnx import samples
+    from test_nem_compile import run_api
+
+    rng = np.random.default_rng(group)
+    w = rng.uniform(-0.5, 0.5, (cout, cin // group, 3, 3)).astype(np.float32)
+    b = rng.uniform(-0.5, 0.5, cout).astype(np.float32)
+    model = samples.single_op("Conv", {"x": (1, cin, 9, 9)}, "f32", {"w": w, "b": b},
+                              group=group, **attrs)
+    result = run_api(model)
+    assert "mlir.kernel" not in result.nem
+    assert f"groups={group}" in result.nem and "depthwise_conv2d" not in result.nem
