@@ -17,8 +17,10 @@ spatial axes.  The plan names, per logical axis of X / W / Y (NHWC, HWIO,
 NHWC: D-CONV-LAYOUT), the memref dimension and the size.  A window sum
 (`sumpool`: the sum half of an average pooling, `pooling_nhwc_sum`) has no
 NEM opcode (`avgpool` divides by the window size); its plan is emitted as
-one `add` per window offset (D-LOW-SUMPOOL).  Anything else raises
-`NotRaisable` with the reason.
+one `add` per window offset (D-LOW-SUMPOOL).  A convolution may also have
+a group loop indexing X, W and Y (`conv_2d_nhwgc_gfhwc`, depthwise): the
+plan's `group`, one `conv2d groups=G` (D-LOW-GROUPCONV).  Anything else
+raises `NotRaisable` with the reason.
 """
 
 from __future__ import annotations
