@@ -22,6 +22,7 @@ from nem.passes.lowering.affine_algebra import Aff
 from nem.passes.lowering.context import LoweringContext
 from nem.passes.lowering.diagnostics import reject
 from nem.passes.lowering.emit import region
+from nem.passes.lowering.casts import emit_cast, match_cast_generic, match_cast_nest
 from nem.passes.lowering.escape import emit_escape, linalg_operands, location_text
 from nem.passes.lowering.fills import emit_fill, lower_linalg_fill, nest_fill
 from nem.passes.lowering.nest_analysis import (
@@ -241,6 +242,9 @@ def lower_nest(lw: Lowerer, top: affine.ForOp, st: BlockState) -> None:
     except (NotRaisable, ValueError) as e:
         return emit_escape(lw, top, st, str(e), what)
     try:
+        cast = match_cast_nest(nest, ctx.env)   # D-LOW-CAST
+        if cast is not None:
+            return emit_cast(lw, cast, top, st, what, nest.extents)
         plan = match_nest(nest, ctx.env, lambda m, u: ctx.view(m, u).buffer)
     except (NotRaisable, ValueError) as e:
         if str(e) in COPY_LIKE:
@@ -424,6 +428,9 @@ def lower_linalg(lw: Lowerer, op: Operation, st: BlockState) -> None:
         root = EltOp(LINALG_ELTWISE[op.name], tuple(Operand(v) for v in ins))
     elif isinstance(op, linalg.GenericOp):
         try:
+            cast = match_cast_generic(op)   # D-LOW-CAST
+            if cast is not None:
+                return emit_cast(lw, cast, op, st, what)
             root = generic_tree(op)
         except NotRaisable as e:
             generic = op
