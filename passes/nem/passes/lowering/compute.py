@@ -24,7 +24,7 @@ from nem.passes.lowering.diagnostics import reject
 from nem.passes.lowering.emit import region
 from nem.passes.lowering.casts import emit_cast, match_cast_generic, match_cast_nest
 from nem.passes.lowering.escape import emit_escape, linalg_operands, location_text
-from nem.passes.lowering.fills import emit_fill, lower_linalg_fill, nest_fill
+from nem.passes.lowering.fills import access_box, emit_fill, lower_linalg_fill, nest_fill
 from nem.passes.lowering.nest_analysis import (
     Access,
     CopyPlan,
@@ -136,14 +136,8 @@ def access_region(ctx: LoweringContext, b: NemBuilder, acc: Access, exts: dict[i
                   anchor: Operation, layout: str | None = None) -> tuple[SSAValue, View]:
     """The region a nest access covers: the extents of its nest dimensions."""
     vw = ctx.view(acc.memref, anchor)
-    start = vw.base
-    shape, strides = [], []
-    for (k, outer), s in zip(acc.index, vw.strides):
-        start = start + outer.scale(s)
-        if k is not None:
-            shape.append(exts[k])
-            strides.append(s)
-    return region(ctx, b, vw, start, shape, strides, anchor, layout), vw
+    box = access_box(vw, acc, exts)
+    return region(ctx, b, vw, box.start, box.shape, box.strides, anchor, layout), vw
 
 
 def full_region(ctx: LoweringContext, b: NemBuilder, mem: SSAValue, anchor: Operation,

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from nem.passes.lowering.affine_algebra import Aff, is_index_arith
-from nem.passes.lowering.nest_analysis import Nest, NotRaisable, access
+from nem.passes.lowering.nest_analysis import Access, Nest, NotRaisable, access
 from nem.passes.lowering.partial_tiles import RegionAccess
 from nem.passes.lowering.views import View
 from xdsl.dialects import affine, arith, memref
@@ -43,7 +43,8 @@ if TYPE_CHECKING:
     from nem.passes.lowering.context import LoweringContext
     from nem.passes.lowering.driver import BlockState, Lowerer
 
-FLOAT_DTYPES = {"f32": np.float32, "f16": np.float16}
+FLOAT_DTYPES: dict[str, type[np.float32] | type[np.float16]] = {"f32": np.float32,
+                                                              "f16": np.float16}
 """Float element types whose largest finite value numpy gives directly."""
 
 
@@ -79,8 +80,11 @@ def nest_fill(nest: Nest, outer: Mapping[SSAValue, Aff],
            for o in nest.body):
         raise NotRaisable("a constant store beside other operations")
     acc = access(nest, outer, st)   # match_nest saw each loop index it once
-    vw = view_of(acc.memref, st)
-    exts = nest.extents
+    return access_box(view_of(acc.memref, st), acc, nest.extents), value
+
+
+def access_box(vw: View, acc: Access, exts: Mapping[int, int]) -> Box:
+    """The box a nest access covers in `vw`: the extents of its nest dimensions."""
     start = vw.base
     shape, strides = [], []
     for (k, rest), s in zip(acc.index, vw.strides):
@@ -88,7 +92,7 @@ def nest_fill(nest: Nest, outer: Mapping[SSAValue, Aff],
         if k is not None:
             shape.append(exts[k])
             strides.append(s)
-    return Box(vw, start, tuple(shape), tuple(strides)), value
+    return Box(vw, start, tuple(shape), tuple(strides))
 
 
 def view_box(vw: View) -> Box:

@@ -90,16 +90,16 @@ def _emit_window(lw: Lowerer, plan: WindowPlan, anchor: Operation, st: BlockStat
     b = stg.builder
     with b.located(anchor.location):
         x_reg, _ = window_region(ctx, b, plan.x, plan.x_axes, anchor, "NHWC",
-                                 g and (3, g.x, g.size))
+                                 None if g is None else (3, g.x, g.size))
         y_reg, yv = window_region(ctx, b, plan.y, plan.y_axes, anchor, "NHWC",
-                                  g and (3, g.y, g.size))
+                                  None if g is None else (3, g.y, g.size))
         shape = region_shape(y_reg)
         tv = scratch(ctx, yv, shape, anchor)
         t_reg = region(ctx, b, tv, tv.base, shape, tv.strides, anchor, "NHWC")
         if plan.kind == "conv2d":
             assert plan.w is not None
             w_reg, _ = window_region(ctx, b, plan.w, plan.w_axes, anchor, "HWIO",
-                                     g and (3, g.w, g.size))
+                                     None if g is None else (3, g.w, g.size))
             attrs: dict[str, object] = {"strides": list(plan.strides),
                                         "dilations": list(plan.dilations),
                                         "pads": [0, 0, 0, 0]}
