@@ -10,7 +10,6 @@ import subprocess
 
 import numpy as np
 import pytest
-
 from test_lowering_graph_raise import INPUTS, _mlir_opt, lower_and_run
 
 FILLS = INPUTS / "fills.mlir"

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
 from test_lowering_graph_raise import INPUTS, _mlir_opt, _rand, lower_and_run
 
 GROUPED = INPUTS / "conv_grouped.mlir"
@@ -64,8 +63,9 @@ def test_depthwise_hwc(tmp_path):
 def test_onnx_grouped_conv(cin, cout, group, attrs):
     """ONNX Conv with groups through nem-compile (the affine route: tiled,
     staged in L1): raised, no escape-hatch task, onnxruntime's result."""
-    from nem.frontends.onnx import samples
     from test_nem_compile import run_api
+
+    from nem.frontends.onnx import samples
 
     rng = np.random.default_rng(group)
     w = rng.uniform(-0.5, 0.5, (cout, cin // group, 3, 3)).astype(np.float32)
