@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from test_lowering_graph_raise import INPUTS, lower_and_run
+from raise_runs import INPUTS, lower_and_run
 
 CASTS = INPUTS / "casts.mlir"
 

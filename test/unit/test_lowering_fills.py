@@ -10,7 +10,7 @@ import subprocess
 
 import numpy as np
 import pytest
-from test_lowering_graph_raise import INPUTS, _mlir_opt, lower_and_run
+from raise_runs import INPUTS, lower_and_run, mlir_opt
 
 FILLS = INPUTS / "fills.mlir"
 
@@ -68,7 +68,7 @@ def test_tiled_fill_over_nan(tmp_path):
     """linalg.fill through -convert-linalg-to-affine-loops and
     -affine-loop-tile (tile 3 over the 4 x 3 box: partial tiles): one
     zeroing clamp and one splat per tile."""
-    opt = _mlir_opt()
+    opt = mlir_opt()
     if opt is None:
         pytest.skip("mlir-opt (the mlir extra) is not installed")
     nest = tmp_path / "nest.mlir"

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from test_lowering_graph_raise import INPUTS, _mlir_opt, _rand, lower_and_run
+from raise_runs import INPUTS, lower_and_run, mlir_opt, rand
 
 GROUPED = INPUTS / "conv_grouped.mlir"
 
@@ -31,22 +31,22 @@ def _grouped_ref(x, w, stride):
     ("depthwise", (1, 9, 9, 4, 1), (4, 2, 3, 3, 1), 2),
 ])
 def test_nhwgc(tmp_path, entry, xs, ws, stride):
-    if _mlir_opt() is None:
+    if mlir_opt() is None:
         pytest.skip("the named op is generalized by upstream MLIR (the mlir extra)")
     rng = np.random.default_rng(5)
-    x, w = _rand(rng, xs), _rand(rng, ws)
+    x, w = rand(rng, xs), rand(rng, ws)
     ref = _grouped_ref(x, w, stride)
-    y0 = _rand(rng, ref.shape)
+    y0 = rand(rng, ref.shape)
     out = lower_and_run(GROUPED, tmp_path, {"x": x, "w": w, "y": y0}, ["y"],
                         "conv2d (groups=", entry)
     assert np.allclose(out["y"], y0 + ref, rtol=0, atol=1e-5)
 
 
 def test_depthwise_hwc(tmp_path):
-    if _mlir_opt() is None:
+    if mlir_opt() is None:
         pytest.skip("the named op is generalized by upstream MLIR (the mlir extra)")
     rng = np.random.default_rng(6)
-    x, w = _rand(rng, (1, 6, 6, 4)), _rand(rng, (3, 3, 4))
+    x, w = rand(rng, (1, 6, 6, 4)), rand(rng, (3, 3, 4))
     ref = sum(x[:, i:i + 4, j:j + 4, :].astype(np.float64) * w[i, j] for i in range(3)
               for j in range(3))
     out = lower_and_run(GROUPED, tmp_path, {"x": x, "w": w, "y": np.zeros((1, 4, 4, 4),
@@ -63,7 +63,9 @@ def test_depthwise_hwc(tmp_path):
 def test_onnx_grouped_conv(cin, cout, group, attrs):
     """ONNX Conv with groups through nem-compile (the affine route: tiled,
     staged in L1): raised, no escape-hatch task, onnxruntime's result."""
-    from test_nem_compile import run_api
+    pytest.importorskip("onnxruntime")
+    pytest.importorskip("mlir.ir")
+    from compile_runs import run_api
 
     from nem.frontends.onnx import samples
 

@@ -25,12 +25,13 @@ onnx = pytest.importorskip("onnx")
 pytest.importorskip("onnxruntime")
 pytest.importorskip("mlir.ir")
 
+from compile_runs import DEVICE, run_api  # noqa: E402
+
 from nem.compile import CompileError, CompileOptions, compile_mlir, compile_onnx  # noqa: E402
 from nem.compile.check import max_violation, onnxruntime_run  # noqa: E402
 from nem.frontends.onnx import samples  # noqa: E402
 from nem.runtime.api import NemInterpreter  # noqa: E402
 
-DEVICE = "npm_pro_x1"   # f32 and f16 eltwise/gemm/conv variants (npm_pro lacks f32 eltwise)
 BIN = Path(sys.executable).parent
 
 
@@ -151,33 +152,6 @@ def test_single_op_end_to_end(op, ins, consts, attrs):
     under 2 random schedules, compare with onnxruntime."""
     model = samples.single_op(op, ins, "f32", consts, **attrs)
     run_api(model)
-
-
-def run_api(model, device: str = DEVICE, **options):
-    result = compile_onnx(model, device=device, **options)
-    inputs = samples.random_inputs(model, seed=2)
-    iface = result.interface
-
-    def start():
-        it = NemInterpreter(device=device)
-        it.load_string(result.nem, file="m.nem")
-        for name, arr in iface.weights.items():
-            it.write_tensor(name, arr)
-        for name, _, _ in iface.inputs:
-            it.write_tensor(name, inputs[iface.onnx_names[name]])
-        return it
-
-    it = start()
-    res = it.run()
-    assert res.status == "completed" and res.race_count == 0, res.error
-    _, diff = start().run_schedules(2, seed=3)
-    assert diff is None
-    want = onnxruntime_run(model, inputs)
-    for name, shape, dtype in iface.outputs:
-        got = it.read_tensor(name, shape, dtype)
-        ref = want[iface.onnx_names[name]]
-        assert max_violation(got, ref) <= 1.0
-    return result
 
 
 @pytest.mark.parametrize("op", ["Softmax", "LayerNormalization", "Gelu"])

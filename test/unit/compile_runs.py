@@ -1,0 +1,39 @@
+"""Running what nem-compile makes of an ONNX model (shared by
+test_nem_compile.py and test_lowering_grouped_conv.py): compile (verified),
+run under random schedules, compare with onnxruntime."""
+
+from __future__ import annotations
+
+from nem.compile import compile_onnx
+from nem.compile.check import max_violation, onnxruntime_run
+from nem.frontends.onnx import samples
+from nem.runtime.api import NemInterpreter
+
+DEVICE = "npm_pro_x1"   # f32 and f16 eltwise/gemm/conv variants (npm_pro lacks f32 eltwise)
+
+
+def run_api(model, device: str = DEVICE, **options):
+    result = compile_onnx(model, device=device, **options)
+    inputs = samples.random_inputs(model, seed=2)
+    iface = result.interface
+
+    def start():
+        it = NemInterpreter(device=device)
+        it.load_string(result.nem, file="m.nem")
+        for name, arr in iface.weights.items():
+            it.write_tensor(name, arr)
+        for name, _, _ in iface.inputs:
+            it.write_tensor(name, inputs[iface.onnx_names[name]])
+        return it
+
+    it = start()
+    res = it.run()
+    assert res.status == "completed" and res.race_count == 0, res.error
+    _, diff = start().run_schedules(2, seed=3)
+    assert diff is None
+    want = onnxruntime_run(model, inputs)
+    for name, shape, dtype in iface.outputs:
+        got = it.read_tensor(name, shape, dtype)
+        ref = want[iface.onnx_names[name]]
+        assert max_violation(got, ref) <= 1.0
+    return result
