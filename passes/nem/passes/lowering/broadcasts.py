@@ -68,7 +68,7 @@ def match_broadcast(nest: Nest, outer: dict[SSAValue, Aff], why: str) -> Broadca
 
 def emit_broadcast(lw: Lowerer, plan: BroadcastPlan, anchor: Operation, st: BlockState,
                    what: str) -> None:
-    from nem.passes.lowering.compute import Staging, name_task
+    from nem.passes.lowering.compute import Staging, copy_kind, name_task
 
     ctx = lw.ctx
     stg = Staging(anchor.location)
@@ -82,9 +82,10 @@ def emit_broadcast(lw: Lowerer, plan: BroadcastPlan, anchor: Operation, st: Bloc
                               anchor)
     stg.commit(st)
     for t in toks:
-        name_task(ctx, t, "copy")
+        name_task(ctx, t, copy_kind(t))
     kind = "broadcast" if plan.broadcast_dims else "transpose"
-    ctx.summary.raised.append(f"{what} -> {len(toks)} transfer ({kind} copy)")
+    task = copy_kind(toks[0]).replace("copy", "transfer")
+    ctx.summary.raised.append(f"{what} -> {len(toks)} {task} ({kind} copy)")
 
 
 def broadcast_into(lw: Lowerer, b: NemBuilder, src: Access, dv: View, dst_start: Aff,
@@ -110,6 +111,11 @@ def broadcast_into(lw: Lowerer, b: NemBuilder, src: Access, dv: View, dst_start:
     seed_shape = [size[k] for k, _ in axes]
     frm = region(ctx, b, sv, src_start, seed_shape, [src_stride.get(k, 1) for k, _ in axes],
                  anchor)
+    bdims = [i for i, (k, _) in enumerate(axes) if k not in used and extents[k] > 1]
+    if len(bdims) == 1:
+        tok = _concat_broadcast(lw, b, frm, dv, dst_start, axes, extents, bdims[0], anchor)
+        if tok is not None:
+            return [tok]
     toks = [b.transfer(region(ctx, b, dv, dst_start, seed_shape, strides, anchor), frm)]
     for d, stride in reversed(axes):          # innermost box dimension first
         if d in used or extents[d] <= 1:
@@ -124,3 +130,26 @@ def broadcast_into(lw: Lowerer, b: NemBuilder, src: Access, dv: View, dst_start:
             filled += m
         size[d] = total
     return toks
+
+
+def _concat_broadcast(lw: Lowerer, b: NemBuilder, frm: SSAValue, dv: View, dst_start: Aff,
+                      axes: list[tuple[int, int]], extents: dict[int, int], axis: int,
+                      anchor: Operation) -> SSAValue | None:
+    """One `concat` of E copies of the seed region `frm` along the single
+    broadcast axis into the box (D-LOW-BCAST-CONCAT), when the target has a
+    legal variant; else None (the candidate is erased)."""
+    from nem.passes.lowering.compute import illegal
+    from nem.passes.lowering.emit import region
+
+    ctx = lw.ctx
+    shape = [extents[k] for k, _ in axes]
+    to = region(ctx, b, dv, dst_start, shape, [s for _, s in axes], anchor)
+    tok = b.compute("concat", [frm] * extents[axes[axis][0]], [to], axis=axis)
+    if illegal(ctx, tok) is None:
+        return tok
+    for v in (tok, to):
+        op = v.owner
+        assert isinstance(op, Operation)
+        op.detach()
+        op.erase()
+    return None

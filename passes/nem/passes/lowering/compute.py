@@ -280,7 +280,10 @@ def lower_nest(lw: Lowerer, top: affine.ForOp, st: BlockState) -> None:
             return access_region(ctx, b, acc, exts, top)
         return _broadcast_leaf(lw, b, acc, plan.out, out[1], exts, top, copies)
 
-    raise_eltwise(lw, stg, st, plan.root, out, top, what, leaf_region, copies)
+    direct = next((x for x in plan.root.leaves()
+                   if isinstance(x, Load) and x.access.dims == plan.out.dims), None)
+    raise_eltwise(lw, stg, st, plan.root, out, top, what, leaf_region, copies,
+                  None if direct is None else lambda: leaf_region(direct))
 
 
 def _load(leaf: Load | Operand) -> Load:
@@ -314,14 +317,19 @@ def _broadcast_leaf(lw: Lowerer, b: NemBuilder, acc: Access, out: Access, like: 
 def raise_eltwise(lw: Lowerer, stg: Staging, st: BlockState, root: EltOp,
                   out: tuple[SSAValue, View], anchor: Operation, what: str,
                   leaf_region: Callable[[Load | Operand], tuple[SSAValue, View]],
-                  copies: Sequence[SSAValue] = ()) -> None:
+                  copies: Sequence[SSAValue] = (),
+                  splat_src: Callable[[], tuple[SSAValue, View]] | None = None) -> None:
     """One task per op of the elementwise tree `root` (D-LOW-RAISE) writing
     `out`, when every op has a legal variant and all operands have one
     shape; else the whole computation falls back to the escape hatch.
-    `copies`: the transfers `leaf_region` stages for broadcast operands."""
+    `copies`: the tasks `leaf_region` stages for broadcast operands;
+    `splat_src`: a leaf's region of the output's shape that splats clamp
+    (D-LOW-SPLAT-SOURCE), else each splat clamps its sibling."""
     ctx = lw.ctx
+    if any(n.opcode == "pow" for n in _ops(root)):
+        splat_src = None
     with stg.builder.located(anchor.location):
-        steps = _tree_steps(ctx, stg.builder, root, out, anchor, leaf_region)
+        steps = _tree_steps(ctx, stg.builder, root, out, anchor, leaf_region, splat_src)
     shapes = {tuple(region_shape(r)) for _, tok in steps for r in _task(tok).ins}
     out_shape = tuple(region_shape(out[0]))
     why = ("operand shapes differ (broadcast)" if len(shapes | {out_shape}) > 1 else
@@ -331,23 +339,49 @@ def raise_eltwise(lw: Lowerer, stg: Staging, st: BlockState, root: EltOp,
         return emit_escape(lw, anchor, st, why, what)
     stg.commit(st)
     for tok in copies:
-        name_task(ctx, tok, "copy")
+        name_task(ctx, tok, copy_kind(tok))
     for opcode, tok in steps:
         name_task(ctx, tok, opcode)
-    moved = f"{len(copies)} transfer (broadcast operand) + " if copies else ""
+    kinds = sorted({copy_kind(t).replace("copy", "transfer") for t in copies})
+    moved = f"{len(copies)} {'/'.join(kinds)} (broadcast operand) + " if copies else ""
     ctx.summary.raised.append(f"{what} -> {moved}{' + '.join(op for op, _ in steps)}")
+
+
+def _ops(node: EltNode) -> list[EltOp]:
+    """The ops of an elementwise tree."""
+    if not isinstance(node, EltOp):
+        return []
+    return [node, *(o for c in node.operands for o in _ops(c))]
+
+
+def copy_kind(token: SSAValue) -> str:
+    """The name of a broadcast's task: `copy` for a transfer, else its opcode
+    (`concat`, D-LOW-BCAST-CONCAT)."""
+    op = token.owner
+    return op.opcode if isinstance(op, ComputeOp) else "copy"
 
 
 def _tree_steps(ctx: LoweringContext, b: NemBuilder, root: EltOp, out: tuple[SSAValue, View],
                 anchor: Operation, leaf_region: Callable[[Load | Operand],
-                                                         tuple[SSAValue, View]]
+                                                         tuple[SSAValue, View]],
+                splat_src: Callable[[], tuple[SSAValue, View]] | None = None
                 ) -> list[tuple[str, SSAValue]]:
     """The candidate tasks of an elementwise tree, in evaluation order:
     (opcode, token); the root writes `out`, every inner op a hoisted scratch
     region of the same shape (D-LOW-ACCUM's scratch buffers, one per inner
-    op), every splat too: `clamp` of the op's other operand (D-LOW-SPLAT)."""
+    op), every splat too: `clamp` of `splat_src` when given (a loaded leaf,
+    ready before the ops: D-LOW-SPLAT-SOURCE), else of the op's other
+    operand (D-LOW-SPLAT)."""
     steps: list[tuple[str, SSAValue]] = []
     shape = region_shape(out[0])
+    src: list[SSAValue] = []
+
+    def splat_like(sibling: SSAValue) -> SSAValue:
+        if splat_src is None:
+            return sibling
+        if not src:
+            src.append(splat_src()[0])
+        return src[0]
 
     def temp() -> tuple[SSAValue, View]:
         sv = scratch(ctx, out[1], shape, anchor, ident=len(steps) + 1)
@@ -364,7 +398,7 @@ def _tree_steps(ctx: LoweringContext, b: NemBuilder, root: EltOp, out: tuple[SSA
         for k, c in enumerate(node.operands):
             if isinstance(c, Splat):
                 made[k] = temp()
-                steps.append(("clamp", b.compute("clamp", [like], [made[k][0]],
+                steps.append(("clamp", b.compute("clamp", [splat_like(like)], [made[k][0]],
                                                  min=c.value, max=c.value)))
         ins = [made[k] for k in range(len(node.operands))]
         if target is None:
@@ -434,8 +468,10 @@ def lower_linalg(lw: Lowerer, op: Operation, st: BlockState) -> None:
         return emit_escape(lw, op, st, "no NEM opcode for this linalg op", what)
     with b.located(op.location):
         out = full_region(ctx, b, outs[0], op)
+    first = next((x for x in root.leaves() if isinstance(x, Operand)), None)
     raise_eltwise(lw, stg, st, root, out, op, what,
-                  lambda leaf: full_region(ctx, b, _operand(leaf).memref, op))
+                  lambda leaf: full_region(ctx, b, _operand(leaf).memref, op), (),
+                  None if first is None else lambda: full_region(ctx, b, first.memref, op))
 
 
 WINDOW_LIKE = ("a strided or skewed access", "not an identity-map, all-parallel linalg.generic")
