@@ -127,7 +127,9 @@ def _opcode_section(spec: OpcodeSpec) -> list[str]:
     if spec.attributes:
         lines += ["| attribute | type | required | default |", "| --- | --- | --- | --- |"]
         for a in spec.attributes.values():
-            lines.append(f"| `{a.name}` | {a.type} | {'yes' if a.required else 'no'} | "
+            type_ = a.type if a.values is None else \
+                f"{a.type}: " + " or ".join(f'`"{v}"`' for v in a.values)
+            lines.append(f"| `{a.name}` | {type_} | {'yes' if a.required else 'no'} | "
                          f"{_default(a)} |")
     else:
         lines.append("No attributes.")

@@ -44,6 +44,8 @@ class AttributeSpec:
     type: str
     required: bool
     default: object = None
+    values: tuple[str, ...] | None = None
+    """For a `string` attribute: the values it may take (None: any)."""
 
 
 @dataclass(frozen=True)
@@ -140,8 +142,15 @@ def _load_opcode(name: str, raw: _Yaml, schema: _Yaml) -> OpcodeSpec:
     attrs: dict[str, AttributeSpec] = {}
     for aname, a in (raw.get("attributes") or {}).items():
         _check(a.get("type") in ATTR_TYPES, name, f"attribute {aname}: bad type {a.get('type')}")
+        values = a.get("values")
+        if values is not None:
+            _check(a["type"] == "string" and isinstance(values, list) and bool(values)
+                   and all(isinstance(v, str) for v in values)
+                   and a.get("default", values[0]) in values, name,
+                   f"attribute {aname}: `values` is a non-empty list of strings of a string "
+                   "attribute, its default among them")
         attrs[aname] = AttributeSpec(aname, a["type"], bool(a.get("required", False)),
-                                     a.get("default"))
+                                     a.get("default"), None if values is None else tuple(values))
     code = raw.get("code")
     if not (isinstance(code, int) and not isinstance(code, bool) and 0 < code < 1 << 16):
         _fail(name, f"code={code!r}: every opcode needs a bytecode number in 1..65535")

@@ -198,6 +198,12 @@ class TaskRules(PointChecks):
                 self.err(op, "TASK-13", f"attribute '{name}' of {spec.name} must be {aspec.type}",
                          f"write {name}=<{aspec.type}>")
                 ok = False
+            elif aspec is not None and aspec.values is not None and \
+                    isinstance(value, StringAttr) and value.data not in aspec.values:
+                allowed = ", ".join(f'"{v}"' for v in aspec.values)
+                self.err(op, "TASK-13", f"attribute '{name}' of {spec.name} is \"{value.data}\", "
+                         f"not one of {allowed}", f"write {name}={allowed.split(', ')[0]}")
+                ok = False
         return ok
 
     def _families(self, op: ComputeOp, spec: OpcodeSpec) -> bool:

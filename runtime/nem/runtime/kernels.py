@@ -70,6 +70,14 @@ def _f_gelu(x):
     return 0.5 * x * (1.0 + np.tanh(_GELU_C * (x + 0.044715 * (x * x * x))))
 
 
+_ERF = np.vectorize(math.erf, otypes=[np.float64])   # numpy has no erf; libm's, per element
+
+
+def _f_gelu_erf(x):
+    """`gelu approximate="none"` (D-NUM-GELU-ERF): 0.5 x (1 + erf(x / sqrt 2))."""
+    return 0.5 * x * (1.0 + _ERF(x / math.sqrt(2.0)))
+
+
 def _i_div(x, y):
     if (y == 0).any():
         raise NumericError("div: integer division by zero")
@@ -287,7 +295,19 @@ def _kernel_for(spec: OpcodeSpec) -> Kernel:
     return _BY_NAME[name]    # view, conversion, generic: one function each
 
 
-_SPECIAL_ELTWISE: dict[str, Kernel] = {"leaky_relu": _leaky_relu, "clamp": _clamp}
+def _gelu_forms() -> Preparable:
+    """`gelu` by its `approximate` attribute (D-NUM-GELU, D-NUM-GELU-ERF)."""
+    forms = {"tanh": _eltwise("gelu", _f_gelu, None, 1),
+             "none": _eltwise("gelu", _f_gelu_erf, None, 1)}
+
+    def form(attrs: dict[str, object]) -> Preparable:
+        return forms[str(attrs.get("approximate", "tanh"))]
+    return Preparable(lambda ins, outs, attrs: form(attrs).kernel(ins, outs, attrs),
+                      lambda ins, outs, attrs: form(attrs).prepare(ins, outs, attrs))
+
+
+_SPECIAL_ELTWISE: dict[str, Kernel] = {"leaky_relu": _leaky_relu, "clamp": _clamp,
+                                       "gelu": _gelu_forms()}
 _BY_NAME: dict[str, Kernel] = {
     "transpose": transpose, "reshape": reshape, "slice": slice_, "concat": concat,
     "split": split, "pad": pad, "gather": gather,

@@ -403,7 +403,8 @@ def _tree_steps(ctx: LoweringContext, b: NemBuilder, root: EltOp, out: tuple[SSA
         ins = [made[k] for k in range(len(node.operands))]
         if target is None:
             target = temp()
-        steps.append((node.opcode, b.compute(node.opcode, [r for r, _ in ins], [target[0]])))
+        steps.append((node.opcode, b.compute(node.opcode, [r for r, _ in ins], [target[0]],
+                                             attrs=dict(node.attrs))))
         return target
 
     emit(root, out)

@@ -160,6 +160,8 @@ class EltOp:
 
     opcode: str
     operands: tuple[EltNode, ...]
+    attrs: tuple[tuple[str, str], ...] = ()
+    """The task's attributes (`gelu approximate="none"`, D-LOW-GELU-ERF)."""
 
     def leaves(self) -> list[Load | Operand | Splat]:
         return [x for c in self.operands
@@ -198,6 +200,70 @@ def splat_operands(name: str, operands: Sequence[Any]) -> list[int]:
         raise NotRaisable(f"'{name}' with a constant operand (a splat is made for a finite "
                           "float operand of add/sub/mul/div/maximum/minimum only: D-LOW-SPLAT)")
     return consts
+
+
+GELU_ERF = (("approximate", "none"),)
+"""The attributes of NEM's erf-form `gelu` (D-NUM-GELU-ERF)."""
+
+
+def _float_const(v: SSAValue) -> float | None:
+    owner = v.owner
+    if isinstance(owner, arith.ConstantOp) and isinstance(owner.value, FloatAttr):
+        return float(owner.value.value.data)
+    return None
+
+
+def _binary_with(op: Operation | None, name: str, want: float
+                 ) -> SSAValue | None:
+    """x when `op` is `name(x, c)` or `name(c, x)` with the constant c = want
+    (to 1e-6 relative: constants rounded to f32)."""
+    if not isinstance(op, Operation) or op.name != name or len(op.operands) != 2:
+        return None
+    for x, c in ((op.operands[0], op.operands[1]), (op.operands[1], op.operands[0])):
+        k = _float_const(c)
+        if k is not None and abs(k - want) <= 1e-6 * abs(want):
+            return x
+    return None
+
+
+def gelu_erf_input(op: Operation) -> SSAValue | None:
+    """x when `op` computes ONNX's exact GELU `0.5 x (1 + erf(x / sqrt 2))`
+    (`x * 0.5 * (1 + erf(x * (1 / sqrt 2)))` in any operand order, or with a
+    divide by sqrt 2), or, for f16, `truncf` of that over `extf x` (what the
+    importer writes under D-COMPILE-F16; NEM's f16 `gelu` also computes wide
+    and rounds once): NEM's `gelu approximate="none"` (D-LOW-GELU-ERF)."""
+    if op.name == "arith.truncf":
+        inner = op.operands[0].owner
+        x = gelu_erf_input(inner) if isinstance(inner, Operation) else None
+        ext = x.owner if x is not None else None
+        if isinstance(ext, Operation) and ext.name == "arith.extf" and \
+                ext.operands[0].type == op.results[0].type:
+            return ext.operands[0]
+        return None
+    if op.name != "arith.mulf":
+        return None
+    for half, rest in ((op.operands[0], op.operands[1]), (op.operands[1], op.operands[0])):
+        x = _binary_with(half.owner if isinstance(half.owner, Operation) else None,
+                         "arith.mulf", 0.5)
+        erf_v = _binary_with(rest.owner if isinstance(rest.owner, Operation) else None,
+                             "arith.addf", 1.0)
+        erf = erf_v.owner if erf_v is not None else None
+        if x is None or not isinstance(erf, Operation) or erf.name != "math.erf":
+            continue
+        arg = erf.operands[0].owner
+        arg_op = arg if isinstance(arg, Operation) else None
+        scaled = _binary_with(arg_op, "arith.mulf", 1.0 / math.sqrt(2.0))
+        if scaled is None and arg_op is not None and arg_op.name == "arith.divf" and \
+                _float_const(arg_op.operands[1]) is not None and \
+                abs(float(_float_const(arg_op.operands[1]) or 0) - math.sqrt(2.0)) <= 1e-6:
+            scaled = arg_op.operands[0]
+        if scaled is x:
+            return x
+    return None
+
+
+GELU_OPS = ("math.erf", "arith.extf", "arith.truncf")
+"""Ops a nest body may hold only inside an erf GELU (D-LOW-GELU-ERF)."""
 
 
 @dataclass(frozen=True)
@@ -324,6 +390,9 @@ def _tree(nest: Nest, outer: Mapping[SSAValue, Aff], v: SSAValue,
         return Load(access(nest, outer, owner))
     if isinstance(owner, arith.ConstantOp):
         return Const(owner.value)
+    gelu_x = gelu_erf_input(owner)
+    if gelu_x is not None:
+        return Apply("gelu_erf", (_tree(nest, outer, gelu_x, inside),))
     if owner.name in BINARY or owner.name in UNARY:
         n = 2 if owner.name in BINARY else 1
         return Apply(owner.name, tuple(_tree(nest, outer, x, inside)
@@ -348,7 +417,7 @@ def match_nest(nest: Nest, outer: Mapping[SSAValue, Aff],
         if not (isinstance(o, affine.StoreOp | memref.StoreOp | affine.LoadOp | memref.LoadOp
                            | arith.ConstantOp | affine.ApplyOp)
                 or o.name in BINARY or o.name in UNARY or o.name in SELECT_OPS
-                or o.name == RSQRT):
+                or o.name == RSQRT or o.name in GELU_OPS):
             raise NotRaisable(f"'{o.name}' in the nest body")
     if len(stores) != 1:
         raise NotRaisable(f"{len(stores)} stores in the nest body")
@@ -414,6 +483,8 @@ def _eltwise(t: Node, sorder: list[int]) -> EltNode:
     if isinstance(t, Apply):
         if t.name == "relu":
             return EltOp("relu", (_eltwise(t.operands[0], sorder),))
+        if t.name == "gelu_erf":
+            return EltOp("gelu", (_eltwise(t.operands[0], sorder),), GELU_ERF)
         if t.name in MAX_OPS:
             x, z = t.operands
             for keep, zero in ((x, z), (z, x)):
@@ -461,7 +532,7 @@ def generic_tree(op: linalg.GenericOp) -> EltOp:
                 isinstance(owner, arith.ConstantOp):
             return
         assert isinstance(owner, Operation)
-        x = relu_select(owner)
+        x = relu_select(owner) or gelu_erf_input(owner)
         if x is not None:
             return check(x)
         if owner.name not in BINARY and owner.name not in UNARY and owner.name != RSQRT:
@@ -479,6 +550,9 @@ def generic_tree(op: linalg.GenericOp) -> EltOp:
         x = relu_select(owner)
         if x is not None:
             return EltOp("relu", (_leaf(node(x)),))
+        x = gelu_erf_input(owner)
+        if x is not None:
+            return EltOp("gelu", (_leaf(node(x)),), GELU_ERF)
         if owner.name in MAX_OPS:
             for x, z in ((owner.operands[0], owner.operands[1]),
                          (owner.operands[1], owner.operands[0])):
