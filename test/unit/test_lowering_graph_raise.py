@@ -188,3 +188,28 @@ def test_splat(tmp_path, entry):
         ref = (x - s * f(0.125)) * (f(1) / np.sqrt(v * f(0.125) + f(1e-5)))
     out = lower_and_run(INPUTS / "splat.mlir", tmp_path, ins, ["y"], "clamp", entry=entry)
     assert np.array_equal(out["y"], ref, equal_nan=True)
+
+
+@pytest.mark.parametrize("entry", ["gelu_f32", "gelu_f16", "row_sub_f16"])
+def test_gelu_erf_and_concat(tmp_path, entry):
+    """ONNX's erf GELU raised to `gelu approximate="none"` (D-LOW-GELU-ERF):
+    NEM computes `0.5 x (1 + erf(x / sqrt 2))` wide and rounds once, so it
+    equals that formula in f64 rounded to the element type; a row statistic
+    broadcast by one `concat` (D-LOW-BCAST-CONCAT) is exact."""
+    import math
+
+    rng = np.random.default_rng(11)
+    dt = np.float16 if entry.endswith("f16") else np.float32
+    x, y = (rng.standard_normal((4, 8)) * 2).astype(dt), np.zeros((4, 8), dt)
+    if entry == "row_sub_f16":
+        m = _rand(rng, (4, 1), dt)
+        ins = {"x": x, "m": m, "y": y}
+        ref = x - m
+        remark = "concat"
+    else:
+        ins = {"x": x, "y": y}
+        x64 = x.astype(np.float64)
+        ref = (0.5 * x64 * (1 + np.vectorize(math.erf)(x64 / math.sqrt(2)))).astype(dt)
+        remark = "-> gelu"
+    out = lower_and_run(INPUTS / "gelu_concat.mlir", tmp_path, ins, ["y"], remark, entry=entry)
+    assert np.array_equal(out["y"], ref)
