@@ -301,7 +301,9 @@ def _gelu_forms() -> Preparable:
              "none": _eltwise("gelu", _f_gelu_erf, None, 1)}
 
     def form(attrs: dict[str, object]) -> Preparable:
-        return forms[str(attrs.get("approximate", "tanh"))]
+        k = forms[str(attrs.get("approximate", "tanh"))]
+        assert isinstance(k, Preparable)   # what _eltwise builds
+        return k
     return Preparable(lambda ins, outs, attrs: form(attrs).kernel(ins, outs, attrs),
                       lambda ins, outs, attrs: form(attrs).prepare(ins, outs, attrs))
 
