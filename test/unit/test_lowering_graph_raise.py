@@ -213,3 +213,20 @@ def test_gelu_erf_and_concat(tmp_path, entry):
         remark = "-> gelu"
     out = lower_and_run(INPUTS / "gelu_concat.mlir", tmp_path, ins, ["y"], remark, entry=entry)
     assert np.array_equal(out["y"], ref)
+
+
+@pytest.mark.parametrize("entry", ["nest", "generic"])
+def test_leaky_relu(tmp_path, entry):
+    """LeakyRelu by select raised to `leaky_relu alpha` (D-LOW-LEAKY): the
+    same bits as the select computes it in the element type, NaN, -0 and
+    infinities included."""
+    dt = np.float32 if entry == "nest" else np.float16
+    alpha = dt(0.125) if entry == "nest" else dt(0.2)
+    x = (np.random.default_rng(5).standard_normal((4, 8)) * 3).astype(dt)
+    x[0, :5] = [np.nan, -0.0, np.inf, -np.inf, dt(np.finfo(dt).min)]
+    out = lower_and_run(INPUTS / "leaky.mlir", tmp_path, {"x": x, "y": np.zeros((4, 8), dt)},
+                        ["y"], "-> leaky_relu", entry=entry)
+    ref = np.where(x < 0, x * alpha, x) if entry == "nest" else np.where(x > 0, x, alpha * x)
+    assert out["y"].dtype == dt
+    assert np.array_equal(out["y"].view(np.uint16 if dt == np.float16 else np.uint32),
+                          ref.astype(dt).view(np.uint16 if dt == np.float16 else np.uint32))

@@ -72,6 +72,37 @@ def relu_select(op: Operation) -> SSAValue | None:
     return None
 
 
+LEAKY_PREDICATES = {4: True, 11: True, 2: False, 9: False}
+"""`arith.cmpf` olt / ult (x < 0 selects the product) and ogt / ugt (x > 0
+selects x): with these `select` is `leaky_relu` exactly, a NaN giving NaN
+either way (the product of NaN, or x)."""
+
+
+def leaky_select(op: Operation) -> tuple[SSAValue, float] | None:
+    """(x, alpha) when `op` is `select(x < 0, x * alpha, x)` or `select(x > 0,
+    x, x * alpha)` (the importer's LeakyRelu, torch-mlir's), alpha a finite
+    float constant: NEM's `leaky_relu alpha` (D-LOW-LEAKY)."""
+    if op.name != "arith.select":
+        return None
+    cond, a, b = op.operands
+    cmp = cond.owner
+    if not isinstance(cmp, arith.CmpfOp) or cmp.predicate.value.data not in LEAKY_PREDICATES:
+        return None
+    x, zero = cmp.operands
+    z = _float_const(zero)
+    if z is None or z != 0.0:
+        return None
+    prod, kept = (a, b) if LEAKY_PREDICATES[cmp.predicate.value.data] else (b, a)
+    mul = prod.owner
+    if kept != x or not isinstance(mul, arith.MulfOp):
+        return None
+    for y, c in ((mul.operands[0], mul.operands[1]), (mul.operands[1], mul.operands[0])):
+        alpha = _float_const(c)
+        if y == x and alpha is not None and math.isfinite(alpha):
+            return x, alpha
+    return None
+
+
 class NotRaisable(Exception):
     """Why a nest or linalg op is not raised (reported by the remark)."""
 
@@ -141,6 +172,8 @@ class Apply:
 
     name: str
     operands: tuple[Node, ...]
+    attrs: tuple[tuple[str, str | float], ...] = ()
+    """NEM attributes of an op recognized as a whole (`leaky_relu alpha`)."""
 
 
 Node = Load | Const | Apply
@@ -160,8 +193,9 @@ class EltOp:
 
     opcode: str
     operands: tuple[EltNode, ...]
-    attrs: tuple[tuple[str, str], ...] = ()
-    """The task's attributes (`gelu approximate="none"`, D-LOW-GELU-ERF)."""
+    attrs: tuple[tuple[str, str | float], ...] = ()
+    """The task's attributes (`gelu approximate="none"`, D-LOW-GELU-ERF;
+    `leaky_relu alpha`, D-LOW-LEAKY)."""
 
     def leaves(self) -> list[Load | Operand | Splat]:
         return [x for c in self.operands
@@ -393,6 +427,10 @@ def _tree(nest: Nest, outer: Mapping[SSAValue, Aff], v: SSAValue,
     gelu_x = gelu_erf_input(owner)
     if gelu_x is not None:
         return Apply("gelu_erf", (_tree(nest, outer, gelu_x, inside),))
+    leaky = leaky_select(owner)
+    if leaky is not None:
+        return Apply("leaky_relu", (_tree(nest, outer, leaky[0], inside),),
+                     (("alpha", leaky[1]),))
     if owner.name in BINARY or owner.name in UNARY:
         n = 2 if owner.name in BINARY else 1
         return Apply(owner.name, tuple(_tree(nest, outer, x, inside)
@@ -485,6 +523,8 @@ def _eltwise(t: Node, sorder: list[int]) -> EltNode:
             return EltOp("relu", (_eltwise(t.operands[0], sorder),))
         if t.name == "gelu_erf":
             return EltOp("gelu", (_eltwise(t.operands[0], sorder),), GELU_ERF)
+        if t.name == "leaky_relu":
+            return EltOp("leaky_relu", (_eltwise(t.operands[0], sorder),), t.attrs)
         if t.name in MAX_OPS:
             x, z = t.operands
             for keep, zero in ((x, z), (z, x)):
@@ -532,7 +572,8 @@ def generic_tree(op: linalg.GenericOp) -> EltOp:
                 isinstance(owner, arith.ConstantOp):
             return
         assert isinstance(owner, Operation)
-        x = relu_select(owner) or gelu_erf_input(owner)
+        leaky = leaky_select(owner)
+        x = relu_select(owner) or gelu_erf_input(owner) or (leaky[0] if leaky else None)
         if x is not None:
             return check(x)
         if owner.name not in BINARY and owner.name not in UNARY and owner.name != RSQRT:
@@ -553,6 +594,9 @@ def generic_tree(op: linalg.GenericOp) -> EltOp:
         x = gelu_erf_input(owner)
         if x is not None:
             return EltOp("gelu", (_leaf(node(x)),), GELU_ERF)
+        leaky = leaky_select(owner)
+        if leaky is not None:
+            return EltOp("leaky_relu", (_leaf(node(leaky[0])),), (("alpha", leaky[1]),))
         if owner.name in MAX_OPS:
             for x, z in ((owner.operands[0], owner.operands[1]),
                          (owner.operands[1], owner.operands[0])):
