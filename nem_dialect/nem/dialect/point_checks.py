@@ -22,7 +22,6 @@ from nem.dialect.iteration_space import (
     Inexact,
     Interval,
     IterationSpace,
-    expression_key,
     forms,
     point,
 )
@@ -201,13 +200,15 @@ class PointChecks:
     def check_key(self, loops: tuple[LoopOp, ...], values: tuple[SSAValue, ...],
                   *context: object) -> tuple[object, ...] | None:
         """The key of a check over the iteration points of `loops` that reads
-        `values` (their `expression_key`s) and `context` (hashable facts it
-        also depends on): equal keys give the same outcome.  None outside
-        loops (nothing to gain) or when a value raises ExprError."""
+        `values` (their structural keys, `Evaluator.key`) and `context`
+        (hashable facts it also depends on): equal keys give the same
+        outcome.  None outside loops (nothing to gain) or when a value raises
+        ExprError."""
         if not loops:
             return None
+        key = self.ev.key
         try:
-            return (id(loops), *context, *(expression_key(self.ev, v) for v in values))
+            return (id(loops), *context, *map(key, values))
         except ExprError:
             return None
 

@@ -200,6 +200,49 @@ Tape = list[TapeNode]
 loop-invariant parts folded to constants; `y`/`z` index earlier nodes."""
 
 
+@dataclass(frozen=True)
+class ExpressionFacts:
+    """What a front end that builds integer expressions bottom-up knows of
+    them once it is done (the bytecode reader folds constants as it decodes):
+    each integer value's static value (None when it depends on a loop
+    variable, as `Evaluator.static` says), the deepest expression as
+    `expression_depth` counts it, and the deepest loop nest.  The verifier
+    takes them instead of walking the expressions again (D-BC-SEED); they
+    describe the IR as built and hold only until it is changed."""
+
+    values: list[SSAValue]
+    statics: list[int | None]
+    keys: list[object]  # each value's `Evaluator.key`, from `key_table`
+    key_table: ExprKeys
+    max_expr_depth: int
+    max_loop_depth: int
+
+
+class ExprKeys:
+    """Structural keys of integer expressions (`Evaluator.key`): a static
+    value is its own key (an int); a loop variable, or an operand that is not
+    an integer expression, a new object of its own; an operator applied to
+    two keys one interned object per (operator, key, key); `nem.const` and
+    `nem.let` forward their operand's key.  Equal keys mean the same
+    function of the loop variables, which the tapes `eval`, `vector_eval`
+    and `forms` interpret compute alike (D-VERIFY-REPEAT); every key object
+    hashes by identity, in C."""
+
+    def __init__(self) -> None:
+        self._interned: dict[tuple[str, object, object], object] = {}
+
+    def binop(self, sym: str, a: object, b: object) -> object:
+        k = (sym, a, b)
+        hit = self._interned.get(k)
+        if hit is None:
+            hit = self._interned[k] = object()
+        return hit
+
+    @staticmethod
+    def leaf() -> object:
+        return object()
+
+
 class Evaluator:
     """The one evaluator of index SSA values (arith ops, `nem.const`/`nem.let`
     results, loop variables).
@@ -229,6 +272,44 @@ class Evaluator:
         self._compiled: dict[SSAValue, Compiled] = {}
         self._depth_of: Mapping[BlockArgument, int] | None = None
         self._free: dict[int, frozenset[BlockArgument]] = {}
+        self._keys: dict[int, object] = {}
+        self._key_table = ExprKeys()
+
+    def seed(self, facts: ExpressionFacts) -> None:
+        """Take the static values a front end computed while building the
+        expressions (D-BC-SEED): `static` then finds them instead of walking
+        each expression again.  They must be the values `static` computes,
+        which `test_bytecode_seed.py` checks on every program it loads."""
+        self._static.update(zip(map(id, facts.values), facts.statics))
+        self._keys.update(zip(map(id, facts.values), facts.keys))
+        self._key_table = facts.key_table
+        self._alive.extend(facts.values)  # the memo's ids stay theirs
+
+    def key(self, value: SSAValue) -> object:
+        """`value`'s structural key (`ExprKeys`): equal keys take equal
+        values at every iteration point.  Raises ExprError as `static` does."""
+        keys = self._keys
+        hit = keys.get(id(value))
+        if hit is not None:
+            return hit
+        table = self._key_table
+        for v in postorder(value, _value_operands, keys, id):
+            s = self.static(v)  # keeps v alive
+            if s is not None:
+                k: object = s
+            elif type(v) is OpResult:
+                operands = _expr_operands(v.op)
+                if len(operands) == 2:
+                    k = table.binop(SYMBOL_OF[type(v.op)], keys[id(operands[0])],
+                                    keys[id(operands[1])])
+                elif len(operands) == 1:
+                    k = keys[id(operands[0])]
+                else:
+                    k = table.leaf()
+            else:
+                k = table.leaf()
+            keys[id(v)] = k
+        return keys[id(value)]
 
     def static(self, value: SSAValue) -> int | None:
         memo = self._static

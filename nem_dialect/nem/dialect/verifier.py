@@ -45,6 +45,7 @@ from nem.dialect.region_rules import RegionRules
 from nem.dialect.semantics import (
     RESOURCE_UNITS,
     Evaluator,
+    ExpressionFacts,
     ExprError,
     expression_depth,
     window_error,
@@ -80,15 +81,26 @@ class ProgramVerifier(RegionRules, TaskRules):
     """The static rules, staged: bounds, names, objects (`RegionRules`, loops,
     decorators), tasks (`TaskRules`)."""
 
-    def __init__(self, program: ProgramOp, catalog: Catalog | None = None):
+    def __init__(self, program: ProgramOp, catalog: Catalog | None = None,
+                 facts: ExpressionFacts | None = None):
         self.program = program
         self.catalog = catalog or baseline_catalog()
         self.ev = Evaluator()
         self.diags: list[Diagnostic] = []
+        self.facts = facts
+        if facts is not None:
+            self.ev.seed(facts)
 
     # -- driver ------------------------------------------------------------
     def run(self) -> list[Diagnostic]:
-        for stage in (self.stage_bounds, self.stage_names, self.stage_objects, self.stage_tasks):
+        facts = self.facts
+        # stage 0 reports exactly when a limit is exceeded: the builder's
+        # maxima say whether it can (D-BC-SEED)
+        within = facts is not None and facts.max_loop_depth <= MAX_NESTING_DEPTH and \
+            facts.max_expr_depth <= MAX_EXPR_DEPTH
+        stages = (self.stage_names, self.stage_objects, self.stage_tasks) if within else \
+            (self.stage_bounds, self.stage_names, self.stage_objects, self.stage_tasks)
+        for stage in stages:
             stage()
             if any(d.severity == "error" for d in self.diags):
                 break
@@ -293,8 +305,14 @@ def _non_const_leaf(value: SSAValue) -> str | None:
     return f"'{op.name}'"
 
 
-def verify_program(program: ProgramOp, catalog: Catalog | None = None) -> list[Diagnostic]:
+def verify_program(program: ProgramOp, catalog: Catalog | None = None,
+                   facts: ExpressionFacts | None = None) -> list[Diagnostic]:
     """All device-independent static diagnostics of `program`.
+
+    `facts` are what the front end that just built `program` computed of its
+    expressions (the bytecode reader's `LoadedBytecode.facts`): the rules
+    take them instead of walking the expressions again, with the same
+    diagnostics (D-BC-SEED).  Only for the IR exactly as that front end built it.
 
     The cyclic garbage collector is paused meanwhile, as in `parse_nem` and
     `read_nemb`: IR that was just built with it paused is all in the young
@@ -305,7 +323,7 @@ def verify_program(program: ProgramOp, catalog: Catalog | None = None) -> list[D
     enabled = gc.isenabled()
     gc.disable()
     try:
-        return ProgramVerifier(program, catalog).run()
+        return ProgramVerifier(program, catalog, facts).run()
     finally:
         if enabled:
             gc.enable()

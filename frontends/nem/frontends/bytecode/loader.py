@@ -72,7 +72,7 @@ def load_nemb(data: bytes, file: str = "<nemb>", verify: bool = True,
         from nem.dialect.verifier import verify_program
 
         t0 = time.perf_counter()
-        diags = verify_program(loaded.program)
+        diags = verify_program(loaded.program, facts=loaded.facts)
         if timings is not None:
             timings["verify"] = timings.get("verify", 0.0) + time.perf_counter() - t0
         failed = any(d.severity == "error" for d in diags)

@@ -61,7 +61,7 @@ from nem.dialect.ops import (
     _hint,
 )
 from nem.dialect.registry import opcode_by_code
-from nem.dialect.semantics import BINOPS, ExprError, apply_binop
+from nem.dialect.semantics import BINOPS, ExprError, ExpressionFacts, apply_binop
 from nem.frontends.bytecode import nem_bytecode_generated as fb
 from nem.frontends.bytecode import sections as small_sections
 from nem.frontends.bytecode.container import (
@@ -106,6 +106,7 @@ class LoadedBytecode:
     section_sizes: list[tuple[str, bool, int]]    # (name, required, bytes)
     unknown_sections: list[tuple[int, bool]] = field(default_factory=list)
     buffers: list[BufferOp] = field(default_factory=list)  # in body order (slot order)
+    facts: ExpressionFacts | None = None  # for the verifier of this IR as read (D-BC-SEED)
 
 
 def _segments(sizes: tuple[int, ...]) -> DenseArrayBase:
@@ -308,10 +309,34 @@ class _BodyReader(TableReader):
         st = self.stack
         return [st[k] for k in self.refs(kind, at, what, name)]
 
-    def push(self, value: SSAValue, kind: int, static: int | None = None) -> None:
+    def push(self, value: SSAValue, kind: int, static: int | None = None, depth: int = 0,
+             key: object = None) -> None:
+        """A value onto the stack; for an index value, its static value,
+        expression depth and structural key (`Evaluator.key`: the static
+        value itself when there is one)."""
         self.stack.append(value)
         self.kinds.append(kind)
         self.static.append(static)
+        self.depth.append(depth)
+        self.keys.append(static if static is not None else key)
+
+    def pop_to(self, mark: int) -> None:
+        """Drop the values above `mark` (a loop body's, at its end), keeping
+        the index values and their static values for the verifier."""
+        kinds, st, keys = self.kinds, self.static, self.keys
+        for k in range(mark, len(kinds)):
+            if kinds[k] == IDX:
+                self.int_values.append(self.stack[k])
+                self.int_statics.append(st[k])
+                self.int_keys.append(keys[k])
+        del self.stack[mark:], kinds[mark:], st[mark:], self.depth[mark:], keys[mark:]
+
+    def facts(self) -> ExpressionFacts:
+        """What the verifier may take instead of walking the expressions
+        again (D-BC-SEED), once the whole body is read."""
+        self.pop_to(0)
+        return ExpressionFacts(self.int_values, self.int_statics, self.int_keys, self.key_table,
+                               self.max_expr_depth, self.max_loop_depth)
 
     def decos(self, at: int, what: str, name: str = "") -> ArrayAttr | None:
         u = self.v[self.i]
@@ -385,20 +410,27 @@ class _BodyReader(TableReader):
                 raise BytecodeError(at, f"{e} in a constant expression [CONST-05]") from None
         op = _create(cast(type[IRDLOperation], BINOPS[sym]), (self.stack[a], self.stack[b]),
                      _INDEX_1, {})
-        self.push(op.results[0], IDX, value)
+        dp = self.depth
+        d = (dp[a] if dp[a] > dp[b] else dp[b]) + 1
+        if d > self.max_expr_depth:
+            self.max_expr_depth = d
+        key = None if value is not None else \
+            self.key_table.binop(sym, self.keys[a], self.keys[b])
+        self.push(op.results[0], IDX, value, d, key)
         return op
 
     def _const(self, at: int, code: int) -> Operation:
         name = self.body_name(at, "const")
         k = self.ref(IDX, at, "const", name)
         op = _create(ConstOp, (self.stack[k],), _INDEX_1, {"name": _string_attr(name)})
-        self._named(op.results[0], name, IDX, self.static[k])
+        self._named(op.results[0], name, IDX, self.static[k], self.depth[k], self.keys[k])
         return op
 
-    def _named(self, value: SSAValue, name: str, kind: int, static: int | None = None) -> None:
+    def _named(self, value: SSAValue, name: str, kind: int, static: int | None = None,
+               depth: int = 0, key: object = None) -> None:
         """Push a named value, with the SSA name hint the parser gives it."""
         value.name_hint = _hint(name)
-        self.push(value, kind, static)
+        self.push(value, kind, static, depth, key)
 
     def _wait(self, at: int, code: int) -> Operation:
         decos = self.decos(at, "wait decorators")
@@ -445,7 +477,8 @@ class _BodyReader(TableReader):
         op = _create(LetOp, [self.stack[k] for k in args], _INDEX_1 if is_int else (),
                      {"name": _string_attr(name), "value": value})
         if is_int:
-            self._named(op.results[0], name, IDX, self.static[args[0]])
+            k = args[0]
+            self._named(op.results[0], name, IDX, self.static[k], self.depth[k], self.keys[k])
         return op
 
     def _let_value(self, a: Attribute, at: int, name: str) -> None:
@@ -537,13 +570,14 @@ class _BodyReader(TableReader):
         decos = self.decos(at, "loop decorators")
         body = Block(arg_types=[INDEX])
         mark = len(self.stack)
-        self._named(body.args[0], iv, IDX)
+        self._named(body.args[0], iv, IDX, key=self.key_table.leaf())
         self.loop_depth += 1
         if self.loop_depth > MAX_LOOP_DEPTH:
             raise BytecodeError(at, f"loops nested deeper than {MAX_LOOP_DEPTH}")
+        self.max_loop_depth = max(self.max_loop_depth, self.loop_depth)
         self.block_into(body)
         self.loop_depth -= 1
-        del self.stack[mark:], self.kinds[mark:], self.static[mark:]
+        self.pop_to(mark)
         props: dict[str, Attribute] = {"iv_name": _string_attr(iv)}
         if decos:
             props["decorators"] = decos
@@ -730,6 +764,7 @@ def _read(data: bytes, file: str, timings: dict[str, float]) -> LoadedBytecode:
         r.read_locs(debug, code.OpCount() + 1)
     block = r.read_body(code)
     prog = small_sections.program_op(info, block, r)
+    facts = r.facts()
     t2 = time.perf_counter()
     module = ModuleOp.create(regions=[Region(Block())])
     module.body.block.add_op(prog)
@@ -747,6 +782,6 @@ def _read(data: bytes, file: str, timings: dict[str, float]) -> LoadedBytecode:
     timings["decode"] = timings.get("decode", 0.0) + (t1 - t0) + (t3 - t2)
     timings["build"] = timings.get("build", 0.0) + (t2 - t1)
     return LoadedBytecode(module, prog, header, build, reqs, slots, data_segs, r.stripped,
-                          sizes, unknown, r.buffers)
+                          sizes, unknown, r.buffers, facts)
 
 

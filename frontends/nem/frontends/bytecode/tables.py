@@ -41,7 +41,7 @@ from nem.dialect.decorators import DECORATORS
 from nem.dialect.ops import (
     BufferOp,
 )
-from nem.dialect.semantics import UNIT_TYPES
+from nem.dialect.semantics import UNIT_TYPES, ExprKeys
 from nem.frontends.bytecode import nem_bytecode_generated as fb
 from nem.frontends.bytecode.container import (
     BytecodeError,
@@ -76,6 +76,16 @@ class TableReader:
         self.stack: list[SSAValue] = []
         self.kinds: list[int] = []
         self.static: list[int | None] = []  # folded value of each index value (None: loop-dependent)
+        self.depth: list[int] = []  # expression depth of each value (`expression_depth`'s count)
+        self.keys: list[object] = []  # structural key of each index value (`Evaluator.key`)
+        self.key_table = ExprKeys()
+        self.int_keys: list[object] = []
+        self.max_expr_depth = 0
+        self.max_loop_depth = 0
+        # every index value and its static value, as values leave the stack
+        # (ExpressionFacts, D-BC-SEED)
+        self.int_values: list[SSAValue] = []
+        self.int_statics: list[int | None] = []
         self.region_types: dict[tuple[RegionTypeBase, tuple[int, ...], tuple[int, ...] | None],
                                 RegionType] = {}
         self.buffers: list[BufferOp] = []
