@@ -46,3 +46,101 @@ F16 = "elem=f16, shape=[32], layout=K"
 def test_what_differs_is_checked(x, y, expected):
     errs = _errors(_loop(x, y))
     assert [(r, line) for r, line, _ in errs] == expected, errs
+
+
+# -- the same on IR loaded from bytecode, where equal types and attribute
+# entries are shared objects and the reader seeds the keys (D-BC-SEED) --------
+
+def _both(text: str) -> list[tuple[str | None, int | None]]:
+    """The error (rule, line) pairs of `text` parsed and loaded from `.nemb`,
+    asserted equal."""
+    from nem.dialect.diagnostics import NemDiagnosticError
+    from nem.frontends.bytecode.loader import load_nemb
+    from nem.frontends.bytecode.writer import write_nemb
+
+    parsed = [(d.rule, d.loc.line if d.loc else None)
+              for d in verify_program(parse_nem(text, "t.nem").ops.first) if d.severity == "error"]
+    try:
+        load_nemb(write_nemb(parse_nem(text, "t.nem")), "t.nemb")
+        loaded: list[tuple[str | None, int | None]] = []
+    except NemDiagnosticError as e:
+        loaded = [(d.rule, d.loc.line if d.loc else None)
+                  for d in e.diagnostics if d.severity == "error"]
+    assert loaded == parsed
+    return parsed
+
+
+def test_repeated_moves_pass():
+    assert _both(HEAD + "loop i in [0..3]:\n"
+                 "  t1 = transfer.async(dst=region(A, (i mod 2) * 64, 64), src=region(B, 0, 64))\n"
+                 "  t2 = transfer.async(dst=region(A, (i mod 2) * 64, 64), src=region(B, 0, 64))\n"
+                 "endloop\n") == []
+
+
+MOVE = "t1 = transfer.async(dst=region(A, (i mod 2) * 64, 64), src=region(B, 0, 64))"
+
+
+@pytest.mark.parametrize("first, second, expected", [
+    # a smaller destination extent than the move that passed (RULE: TASK-07)
+    (MOVE, "t2 = transfer.async(dst=region(A, (i mod 2) * 64, 32), src=region(B, 0, 64))",
+     [("TASK-07", 7)]),
+    # a smaller source extent (RULE: TASK-07)
+    ("t1 = transfer.async(dst=region(A, (i mod 2) * 64, 32), src=region(B, 0, 16))",
+     "t2 = transfer.async(dst=region(A, (i mod 2) * 64, 32), src=region(B, 0, 64))",
+     [("TASK-07", 7)]),
+    # another destination offset in one buffer (RULE: HAZ-02)
+    ("t1 = transfer.async(dst=region(B, (i mod 2) * 64 + 64, 64), src=region(B, 0, 64))",
+     "t2 = transfer.async(dst=region(B, (i mod 2) * 64, 64), src=region(B, 0, 64))",
+     [("HAZ-02", 7)]),
+    # another source offset in one buffer (RULE: HAZ-02)
+    ("t1 = transfer.async(dst=region(B, 0, 64), src=region(B, (i mod 2) * 64 + 64, 64))",
+     "t2 = transfer.async(dst=region(B, 0, 64), src=region(B, (i mod 2) * 64, 64))",
+     [("HAZ-02", 7)]),
+    # the same expressions, but source and destination in one buffer (RULE: HAZ-02)
+    (MOVE, "t2 = transfer.async(dst=region(B, (i mod 2) * 64, 64), src=region(B, 0, 64))",
+     [("HAZ-02", 7)]),
+], ids=["dst-extent", "src-extent", "dst-offset", "src-offset", "same-buffer"])
+def test_what_differs_in_a_move_is_checked(first, second, expected):
+    """D-VERIFY-REPEAT for transfers and stores: each key component of the
+    move check (its four expressions, whether the buffers are one) is tested
+    by a second move that differs from a passing one in it alone and fails."""
+    text = HEAD + f"loop i in [0..3]:\n  {first}\n  {second}\nendloop\n"
+    assert _both(text) == expected
+
+
+CHEAD = """program p:
+buffer A : L1[0] (size=8192)
+let X = region(A, 0, 64) elem=f16, shape=[32], layout=K
+let Y = region(A, 64, 64) elem=f16, shape=[32], layout=K
+let Xi = region(A, 128, 32) elem=i8, shape=[32], layout=K
+let Yb = region(A, 192, 32) elem=f16, shape=[16], layout=K
+let P = region(A, 1024, 2048) elem=f16, shape=[32, 32], layout=MK
+let Q = region(A, 3072, 1024) elem=f16, shape=[32, 16], layout=KN
+let R = region(A, 4096, 1024) elem=f16, shape=[32, 16], layout=MN
+let S = region(A, 5120, 1024) elem=f16, shape=[32, 16], layout=MK
+let T = region(A, 6144, 512) elem=f16, shape=[16, 16], layout=MN
+"""
+
+
+@pytest.mark.parametrize("first, second, expected", [
+    # another opcode, the same (empty) attribute entry (RULE: QUANT-10)
+    ("relu.async in X out Y", "quantize.async in X out Y", [("QUANT-10", 13)]),
+    # another input type (RULE: FAM-13)
+    ("relu.async in X out Y", "relu.async in Xi out Y", [("FAM-13", 13)]),
+    # another output type (RULE: FAM-13)
+    ("relu.async in X out Y", "relu.async in X out Yb", [("FAM-13", 13)]),
+    # another attribute entry (RULE: FAM-12)
+    ("gemm.async in P, Q out R accum_type=f32", "gemm.async in P, Q out R accum_type=i32",
+     [("FAM-12", 13)]),
+    # the same attribute entry, another argument value (RULE: FAM-25)
+    ("gemm.async in S, Q out T trans_a=1", "gemm.async in S, Q out T trans_a=0",
+     [("FAM-25", 13)]),
+], ids=["opcode", "input-type", "output-type", "attributes", "argument"])
+def test_what_differs_in_a_compute_task_is_checked(first, second, expected):
+    """The compute rules run once per signature (D-VERIFY-REPEAT): each
+    component of the key is tested by a second task that differs from a
+    passing one in it alone and fails.  On loaded IR the two tasks share
+    their types and attribute entry, so a key without the component would
+    take the second task as passed."""
+    assert _both(CHEAD + f"t1 = {first}\nt2 = {second}\n") == expected
+    assert _both(CHEAD + f"t1 = {first}\nt2 = {first}\n") == []

@@ -5,6 +5,7 @@ intent: one rule group of `nem.dialect.verifier.ProgramVerifier`."""
 from __future__ import annotations
 
 import math
+from functools import cached_property
 
 import numpy as np
 from xdsl.dialects.builtin import ArrayAttr, FloatAttr, StringAttr
@@ -37,6 +38,7 @@ from nem.dialect.ops import (
 )
 from nem.dialect.point_checks import Box, Chunk, EnvCheck, PointChecks, iteration_text
 from nem.dialect.registry import OpcodeSpec
+from nem.dialect.semantics import ExprError
 from nem.dialect.shape_rules import check_shapes
 
 
@@ -64,7 +66,6 @@ class TaskRules(PointChecks):
         assert isinstance(d_op, RegionOp) and isinstance(s_op, RegionOp)
         # operands read once: xDSL's operand accessors cost more than an evaluation
         d_extent, s_extent, d_offset, s_offset = d_op.extent, s_op.extent, d_op.offset, s_op.offset
-        loops = self.relevant_loops(loops, (d_extent, s_extent, d_offset, s_offset))
         same_buffer = isinstance(op, TransferOp) and d_op.buffer == s_op.buffer and \
             not any(dd.DECO_NAME == "memmove" for dd in op.decorator_list())
         # TASK-07: the extent comparison is for untyped regions; typed ones
@@ -72,6 +73,15 @@ class TaskRules(PointChecks):
         compare_extents = not (dst.typed and src.typed)
         if not compare_extents and not same_buffer:
             return None
+        # what follows reads the four expressions and the two flags only: a
+        # pass is not repeated for another move of the loop body with equal
+        # ones (D-VERIFY-REPEAT)
+        repeat = self.check_key(loops, (d_extent, s_extent, d_offset, s_offset),
+                                compare_extents, same_buffer)
+        if self.passed_before(repeat):
+            return None
+        diags_before = len(self.diags)
+        loops = self.relevant_loops(loops, (d_extent, s_extent, d_offset, s_offset))
 
         def check(env: dict[SSAValue, int]) -> bool:
             d_ext, s_ext = self.ev.eval(d_extent, env), self.ev.eval(s_extent, env)
@@ -98,7 +108,7 @@ class TaskRules(PointChecks):
         proof = self.box_forms(loops, (d_extent, s_extent, d_offset, s_offset))
         if proof is not None and self._move_proven(
                 proof[1], proof[0], compare_extents, same_buffer, check):
-            return None
+            return self.record_pass(repeat, diags_before)
 
         def suspects(chunk: Chunk, n: int) -> np.ndarray | None:
             d_ext, s_ext = vector_eval(self.ev, d_extent, chunk, n), vector_eval(self.ev, s_extent, chunk, n)
@@ -114,7 +124,7 @@ class TaskRules(PointChecks):
 
         self.each_point(op, loops, check, suspects, f"the extents and overlap of this {kw}",
                         "HAZ-02" if same_buffer else "TASK-07")
-        return None
+        return self.record_pass(repeat, diags_before)
 
     def _move_proven(self, f: list[Form], box: Box, compare_extents: bool, same_buffer: bool,
                      check: EnvCheck) -> bool:
@@ -142,7 +152,40 @@ class TaskRules(PointChecks):
             return True
         return False
 
+    @cached_property
+    def _computes_passed(self) -> set[tuple[object, ...]]:
+        """Keys (`_compute_key`) of compute tasks whose rules all passed."""
+        return set()
+
     def _compute(self, op: ComputeOp) -> None:
+        """The compute rules, once per distinct signature: a task whose
+        opcode, operand types, attribute entry and argument values equal
+        those of a task that passed passes too (D-VERIFY-REPEAT)."""
+        key = self._compute_key(op)
+        passed = self._computes_passed
+        if key is not None and key in passed:
+            return
+        diags_before = len(self.diags)
+        self._compute_rules(op)
+        if key is not None and len(self.diags) == diags_before:
+            passed.add(key)
+
+    def _compute_key(self, op: ComputeOp) -> tuple[object, ...] | None:
+        """Everything `_compute_rules` reads of `op`: its class (the opcode),
+        the types of its inputs and of its outputs, its attributes and the
+        values of its integer arguments (structural keys: `shape_rules`
+        reads them through the evaluator).  Types and the attribute entry by
+        identity: the IR holds them alive while it is verified, and the
+        bytecode reader shares equal ones (an unshared equal one only misses
+        the cache).  None when an argument raises ExprError."""
+        try:
+            args = tuple(map(self.ev.key, op.args))
+        except ExprError:
+            return None
+        return (type(op), tuple(id(v.type) for v in op.ins), tuple(id(v.type) for v in op.outs),
+                id(op.attrs), args)
+
+    def _compute_rules(self, op: ComputeOp) -> None:
         spec = op.SPEC
         if not self._operand_counts(op, spec):
             return
@@ -219,23 +262,25 @@ class TaskRules(PointChecks):
         return False
 
     def _placement(self, op: TaskOp) -> None:
-        engines: dict[int, str] = {}
+        # each engine's first operand (labelled only for a diagnostic)
+        engines: dict[int, SSAValue] = {}
         for value, _ in op.operand_regions():
             rtype = value.type
             assert isinstance(rtype, RegionType)  # task operands are regions
             level = rtype.level
             if level.kind == "L1" and level.engine is not None:
-                engines.setdefault(level.engine, value_label(value))
+                engines.setdefault(level.engine, value)
         if len(engines) > 1:
             (k, a), (j, b) = list(engines.items())[:2]
-            self.err(op, "PLACE-02", f"task references L1[{k}] ({a}) and L1[{j}] ({b})",
+            self.err(op, "PLACE-02", f"task references L1[{k}] ({value_label(a)}) and L1[{j}] "
+                     f"({value_label(b)})",
                      "a task runs on one engine; move the data with a transfer first")
             return
         for d in op.decorator_list():
             if isinstance(d, SeqEngineAttr) and engines and d.engine.data not in engines:
                 k = next(iter(engines))
                 self.err(op, "PLACE-04", f"@seq_engine({d.engine.data}) conflicts with the task's "
-                         f"L1[{k}] operand {engines[k]}",
+                         f"L1[{k}] operand {value_label(engines[k])}",
                          f"use @seq_engine({k}) or drop it (decision D-DECO-SEQ)")
 
     def _access_intent(self, op: TaskOp) -> None:
