@@ -202,10 +202,9 @@ class PointChecks:
         """The key of a check over the iteration points of `loops` that reads
         `values` (their structural keys, `Evaluator.key`) and `context`
         (hashable facts it also depends on): equal keys give the same
-        outcome.  None outside loops (nothing to gain) or when a value raises
-        ExprError."""
-        if not loops:
-            return None
+        outcome.  Outside loops the keys are static values (the regions of
+        one tile share offset, extent and shape values).  None when a value
+        raises ExprError."""
         key = self.ev.key
         try:
             return (id(loops), *context, *map(key, values))

@@ -144,7 +144,7 @@ class RegionRules(PointChecks):
 
         if not loops:
             check({})
-            return
+            return self.record_pass(repeat, diags_before)
         proof = self.box_forms(loops, (offset, extent))
         if proof is not None:
             box, (f_off, f_ext) = proof

@@ -104,7 +104,7 @@ class TaskRules(PointChecks):
 
         if not loops:
             check({})
-            return None
+            return self.record_pass(repeat, diags_before)
         proof = self.box_forms(loops, (d_extent, s_extent, d_offset, s_offset))
         if proof is not None and self._move_proven(
                 proof[1], proof[0], compare_extents, same_buffer, check):

@@ -204,7 +204,10 @@ class ProgramVerifier(RegionRules, TaskRules):
                 self._region(cast(RegionOp, op), loops)
             elif t is LoopOp:
                 self._loop(cast(LoopOp, op))
-            self._decorators(op)
+            props = op.properties
+            # most ops have no decorators: nothing to read
+            if "decorators" in props or "operand_decorators" in props:
+                self._decorators(op)
 
     def _loop(self, op: LoopOp) -> None:
         lo, hi = self.ev.static(op.lower), self.ev.static(op.upper)
