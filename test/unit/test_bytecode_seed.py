@@ -57,6 +57,14 @@ def check_facts(loaded: LoadedBytecode) -> None:
         scratch = ev.key(v)
         assert seeded_to_scratch.setdefault(seeded, scratch) == scratch
         assert scratch_to_seeded.setdefault(scratch, seeded) == seeded
+    # every operand defined before its use in its block or an enclosing one
+    # (TASK-03/NAME-01, the check the seeded verifier skips)
+    assert facts.operands_in_scope
+    pv = ProgramVerifier(prog)
+    for op in prog.walk():
+        for v in op.operands:
+            pv._check_defined(op, v, op.parent_block())
+    assert pv.diags == []
     # the depth maxima of stage 0 (D-LIMITS)
     depths: dict = {}
     walk = ProgramVerifier(prog).walk()

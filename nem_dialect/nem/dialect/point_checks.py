@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from functools import cached_property
+from typing import TYPE_CHECKING, cast
 
 import numpy as np
 from xdsl.ir import BlockArgument, Operation, SSAValue
@@ -33,6 +34,9 @@ from nem.dialect.semantics import (
     Evaluator,
     ExprError,
 )
+
+if TYPE_CHECKING:
+    from xdsl.dialects.builtin import DenseArrayBase, IntegerType
 
 EnvCheck = Callable[[dict[SSAValue, int]], bool]
 """A check at one iteration point: False when it reported an error."""
@@ -261,6 +265,28 @@ class PointChecks:
             hit = facts[id(lp)] = (lp.block.args[0], lo is None or hi is None or lo > hi,
                                    bound_args)
         return hit
+
+
+def operand_groups(op: Operation) -> tuple[tuple[SSAValue, ...], ...]:
+    """The operands of an op with `operandSegmentSizes` (a region, a move, a
+    compute task), one tuple per operand definition, in one call: the rules
+    read several operands of each such op, and each named accessor decodes
+    the segment array again."""
+    sizes = cast("DenseArrayBase[IntegerType]", op.properties["operandSegmentSizes"]).data.data
+    bounds = _GROUP_BOUNDS.get(sizes)
+    if bounds is None:
+        values = cast("DenseArrayBase[IntegerType]",
+                      op.properties["operandSegmentSizes"]).get_values()
+        starts = [0]
+        for n in values:
+            starts.append(starts[-1] + n)
+        bounds = _GROUP_BOUNDS[sizes] = tuple(zip(starts, starts[1:]))
+    operands = op._operands  # noqa: SLF001 - the tuple `operands` wraps
+    return tuple(operands[a:b] for a, b in bounds)
+
+
+_GROUP_BOUNDS: dict[bytes, tuple[tuple[int, int], ...]] = {}
+"""(start, stop) of each operand group, by the bytes of the segment array."""
 
 
 def iteration_text(loops: tuple[LoopOp, ...], env: Mapping[SSAValue, int]) -> str:

@@ -32,7 +32,14 @@ from nem.dialect.ops import (
     LoopOp,
     RegionOp,
 )
-from nem.dialect.point_checks import Box, Chunk, EnvCheck, PointChecks, iteration_text
+from nem.dialect.point_checks import (
+    Box,
+    Chunk,
+    EnvCheck,
+    PointChecks,
+    iteration_text,
+    operand_groups,
+)
 from nem.dialect.semantics import (
     ExprError,
 )
@@ -68,7 +75,11 @@ class RegionRules(PointChecks):
         rtype = op.result.type
         assert isinstance(rtype, RegionType)
         label = f"region '{op.region_name.data}'" if op.region_name else "inline region"
-        buf_op = op.buffer_decl
+        # operands read once: each accessor of an op with operand segments
+        # decodes the segment sizes again
+        (buf,), (offset,), (extent,), shape, strides = operand_groups(op)
+        buf_op = buf.owner
+        assert isinstance(buf_op, BufferOp)  # BufferType values have no other source
         try:
             buf_size = self.ev.static(buf_op.size)
         except ExprError:
@@ -91,9 +102,6 @@ class RegionRules(PointChecks):
                 if not self._buffer_holds_elements(op, rtype, elem, buf_size, label):
                     return
                 passed[key] = rtype
-        # operands read once: each accessor of an op with operand segments
-        # decodes the segment sizes again
-        offset, extent, shape, strides = op.offset, op.extent, tuple(op.shape), tuple(op.strides)
         # the regions of one loop body repeat their offset and extent
         # expressions: a check that passed is not repeated (D-VERIFY-REPEAT;
         # what follows reads of the type only its element type)

@@ -201,14 +201,16 @@ loop-invariant parts folded to constants; `y`/`z` index earlier nodes."""
 
 
 @dataclass(frozen=True)
-class ExpressionFacts:
-    """What a front end that builds integer expressions bottom-up knows of
-    them once it is done (the bytecode reader folds constants as it decodes):
-    each integer value's static value (None when it depends on a loop
-    variable, as `Evaluator.static` says), the deepest expression as
-    `expression_depth` counts it, and the deepest loop nest.  The verifier
-    takes them instead of walking the expressions again (D-BC-SEED); they
-    describe the IR as built and hold only until it is changed."""
+class BuildFacts:
+    """What a front end that builds IR bottom-up knows of it once it is done
+    (the bytecode reader folds constants as it decodes): each integer
+    value's static value (None when it depends on a loop variable, as
+    `Evaluator.static` says) and structural key, the deepest expression as
+    `expression_depth` counts it, the deepest loop nest, and whether every
+    operand is by construction defined before its use in its user's block or
+    an enclosing one (TASK-03/NAME-01 cannot fail).  The verifier takes them
+    instead of walking the IR again (D-BC-SEED); they describe the IR as
+    built and hold only until it is changed."""
 
     values: list[SSAValue]
     statics: list[int | None]
@@ -216,6 +218,7 @@ class ExpressionFacts:
     key_table: ExprKeys
     max_expr_depth: int
     max_loop_depth: int
+    operands_in_scope: bool
 
 
 class ExprKeys:
@@ -275,7 +278,7 @@ class Evaluator:
         self._keys: dict[int, object] = {}
         self._key_table = ExprKeys()
 
-    def seed(self, facts: ExpressionFacts) -> None:
+    def seed(self, facts: BuildFacts) -> None:
         """Take the static values a front end computed while building the
         expressions (D-BC-SEED): `static` then finds them instead of walking
         each expression again.  They must be the values `static` computes,

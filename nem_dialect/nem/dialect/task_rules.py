@@ -36,7 +36,14 @@ from nem.dialect.ops import (
     TaskOp,
     TransferOp,
 )
-from nem.dialect.point_checks import Box, Chunk, EnvCheck, PointChecks, iteration_text
+from nem.dialect.point_checks import (
+    Box,
+    Chunk,
+    EnvCheck,
+    PointChecks,
+    iteration_text,
+    operand_groups,
+)
 from nem.dialect.registry import OpcodeSpec
 from nem.dialect.semantics import ExprError
 from nem.dialect.shape_rules import check_shapes
@@ -46,7 +53,8 @@ class TaskRules(PointChecks):
     """Transfer, store and compute tasks."""
 
     def _move(self, op: TransferOp | StoreOp, loops: tuple[LoopOp, ...]) -> None:
-        dst, src = op.dst.type, op.src.type
+        (d_value,), (s_value,), _ = operand_groups(op)
+        dst, src = d_value.type, s_value.type
         assert isinstance(dst, RegionType) and isinstance(src, RegionType)  # operand types
         kw = "transfer" if isinstance(op, TransferOp) else "store"
         if dst.typed and src.typed:
@@ -61,12 +69,13 @@ class TaskRules(PointChecks):
                     math.prod(ds) != math.prod(ss):
                 return self.err(op, "TASK-07", f"{kw} moves {math.prod(ss)} elements into a "
                                 f"region of {math.prod(ds)}", "make the element counts equal")
-        d_op, s_op = op.dst.owner, op.src.owner
+        d_op, s_op = d_value.owner, s_value.owner
         # region values have one source, the `nem.region` op
         assert isinstance(d_op, RegionOp) and isinstance(s_op, RegionOp)
         # operands read once: xDSL's operand accessors cost more than an evaluation
-        d_extent, s_extent, d_offset, s_offset = d_op.extent, s_op.extent, d_op.offset, s_op.offset
-        same_buffer = isinstance(op, TransferOp) and d_op.buffer == s_op.buffer and \
+        (d_buffer,), (d_offset,), (d_extent,), _, _ = operand_groups(d_op)
+        (s_buffer,), (s_offset,), (s_extent,), _, _ = operand_groups(s_op)
+        same_buffer = isinstance(op, TransferOp) and d_buffer == s_buffer and \
             not any(dd.DECO_NAME == "memmove" for dd in op.decorator_list())
         # TASK-07: the extent comparison is for untyped regions; typed ones
         # compare element counts above (a strided source spans more bytes)
@@ -178,12 +187,13 @@ class TaskRules(PointChecks):
         identity: the IR holds them alive while it is verified, and the
         bytecode reader shares equal ones (an unshared equal one only misses
         the cache).  None when an argument raises ExprError."""
+        ins, outs, _, args = operand_groups(op)
         try:
-            args = tuple(map(self.ev.key, op.args))
+            arg_keys = tuple(map(self.ev.key, args))
         except ExprError:
             return None
-        return (type(op), tuple(id(v.type) for v in op.ins), tuple(id(v.type) for v in op.outs),
-                id(op.attrs), args)
+        return (type(op), tuple(id(v.type) for v in ins), tuple(id(v.type) for v in outs),
+                id(op.attrs), arg_keys)
 
     def _compute_rules(self, op: ComputeOp) -> None:
         spec = op.SPEC

@@ -45,7 +45,7 @@ from nem.dialect.region_rules import RegionRules
 from nem.dialect.semantics import (
     RESOURCE_UNITS,
     Evaluator,
-    ExpressionFacts,
+    BuildFacts,
     ExprError,
     expression_depth,
     window_error,
@@ -82,7 +82,7 @@ class ProgramVerifier(RegionRules, TaskRules):
     decorators), tasks (`TaskRules`)."""
 
     def __init__(self, program: ProgramOp, catalog: Catalog | None = None,
-                 facts: ExpressionFacts | None = None):
+                 facts: BuildFacts | None = None):
         self.program = program
         self.catalog = catalog or baseline_catalog()
         self.ev = Evaluator()
@@ -126,6 +126,7 @@ class ProgramVerifier(RegionRules, TaskRules):
     def stage_names(self) -> None:
         """NAME-02, CONST-01/06/07, CONST-03/05 on every declaration."""
         scopes: list[dict[str, Operation]] = [{}]
+        in_scope = self.facts is not None and self.facts.operands_in_scope
 
         def declare(name: str, op: Operation, what: str) -> None:
             for scope in scopes:
@@ -161,6 +162,8 @@ class ProgramVerifier(RegionRules, TaskRules):
                     declare(op.iv_name.data, op, "loop variable")
                     rec(op.block, True)
                     scopes.pop()
+                if in_scope:  # by construction (D-BC-SEED)
+                    continue
                 for v in op._operands:  # noqa: SLF001 - the tuple `operands` wraps
                     # defined in this very block (most operands): nothing to walk
                     owner = v.block if type(v) is BlockArgument else v.owner.parent
@@ -309,7 +312,7 @@ def _non_const_leaf(value: SSAValue) -> str | None:
 
 
 def verify_program(program: ProgramOp, catalog: Catalog | None = None,
-                   facts: ExpressionFacts | None = None) -> list[Diagnostic]:
+                   facts: BuildFacts | None = None) -> list[Diagnostic]:
     """All device-independent static diagnostics of `program`.
 
     `facts` are what the front end that just built `program` computed of its

@@ -61,7 +61,7 @@ from nem.dialect.ops import (
     _hint,
 )
 from nem.dialect.registry import opcode_by_code
-from nem.dialect.semantics import BINOPS, ExprError, ExpressionFacts, apply_binop
+from nem.dialect.semantics import BINOPS, ExprError, BuildFacts, apply_binop
 from nem.frontends.bytecode import nem_bytecode_generated as fb
 from nem.frontends.bytecode import sections as small_sections
 from nem.frontends.bytecode.container import (
@@ -106,7 +106,7 @@ class LoadedBytecode:
     section_sizes: list[tuple[str, bool, int]]    # (name, required, bytes)
     unknown_sections: list[tuple[int, bool]] = field(default_factory=list)
     buffers: list[BufferOp] = field(default_factory=list)  # in body order (slot order)
-    facts: ExpressionFacts | None = None  # for the verifier of this IR as read (D-BC-SEED)
+    facts: BuildFacts | None = None  # for the verifier of this IR as read (D-BC-SEED)
 
 
 def _segments(sizes: tuple[int, ...]) -> DenseArrayBase:
@@ -331,12 +331,13 @@ class _BodyReader(TableReader):
                 self.int_keys.append(keys[k])
         del self.stack[mark:], kinds[mark:], st[mark:], self.depth[mark:], keys[mark:]
 
-    def facts(self) -> ExpressionFacts:
+    def facts(self) -> BuildFacts:
         """What the verifier may take instead of walking the expressions
         again (D-BC-SEED), once the whole body is read."""
         self.pop_to(0)
-        return ExpressionFacts(self.int_values, self.int_statics, self.int_keys, self.key_table,
-                               self.max_expr_depth, self.max_loop_depth)
+        return BuildFacts(self.int_values, self.int_statics, self.int_keys, self.key_table,
+                               self.max_expr_depth, self.max_loop_depth,
+                               operands_in_scope=True)  # `ref` reaches only the scope's values
 
     def decos(self, at: int, what: str, name: str = "") -> ArrayAttr | None:
         u = self.v[self.i]

@@ -83,7 +83,7 @@ class TableReader:
         self.max_expr_depth = 0
         self.max_loop_depth = 0
         # every index value and its static value, as values leave the stack
-        # (ExpressionFacts, D-BC-SEED)
+        # (BuildFacts, D-BC-SEED)
         self.int_values: list[SSAValue] = []
         self.int_statics: list[int | None] = []
         self.region_types: dict[tuple[RegionTypeBase, tuple[int, ...], tuple[int, ...] | None],
