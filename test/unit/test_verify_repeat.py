@@ -144,3 +144,41 @@ def test_what_differs_in_a_compute_task_is_checked(first, second, expected):
     take the second task as passed."""
     assert _both(CHEAD + f"t1 = {first}\nt2 = {second}\n") == expected
     assert _both(CHEAD + f"t1 = {first}\nt2 = {first}\n") == []
+
+
+THEAD = """program p:
+buffer A : L1[0] (size=4096)
+buffer C : L1[1] (size=4096)
+buffer B : L2 (size=4096)
+R = region(A, 0, 64)
+Rro = region(A, 0, 64) @readonly
+S = region(B, 0, 64)
+U = region(C, 0, 64)
+X = region(A, 64, 64) elem=f16, shape=[32], layout=K
+Y = region(A, 128, 64) elem=f16, shape=[32], layout=K
+Z = region(A, 192, 64) elem=f16, shape=[32], layout=K @readonly
+"""
+
+
+@pytest.mark.parametrize("first, second, expected", [
+    # another operand type: L1[1] beside L1[0] (RULE: PLACE-02)
+    ("transfer.async(dst=R, src=S)", "transfer.async(dst=R, src=U)", [("PLACE-02", 13)]),
+    # another region decorator list: the destination is @readonly (RULE: DECO-07)
+    ("transfer.async(dst=R, src=S)", "transfer.async(dst=Rro, src=S)", [("DECO-07", 13)]),
+    # the task's decorators (RULE: PLACE-04)
+    ("transfer.async(dst=R, src=S)", "transfer.async(dst=R, src=S) @seq_engine(1)",
+     [("PLACE-04", 13)]),
+    # operand decorators (RULE: DECO-07)
+    ("transfer.async(dst=R, src=S)", "transfer.async(dst=R @readonly, src=S)",
+     [("DECO-07", 13)]),
+    # the operand segments: Z read, then written (RULE: DECO-07)
+    ('compute.async in X, Z out Y op="k"', 'compute.async in X out Z, Y op="k"',
+     [("DECO-07", 13)]),
+], ids=["operand-type", "region-decorators", "task-decorators", "operand-decorators",
+        "segments"])
+def test_what_differs_in_a_task_signature_is_checked(first, second, expected):
+    """Placement and access intent run once per task signature
+    (D-VERIFY-REPEAT): each component is tested by a second task that
+    differs from a passing one in it alone and fails."""
+    assert _both(THEAD + f"t1 = {first}\nt2 = {second}\n") == expected
+    assert _both(THEAD + f"t1 = {first}\nt2 = {first}\n") == []

@@ -9,7 +9,7 @@ from functools import cached_property
 
 import numpy as np
 from xdsl.dialects.builtin import ArrayAttr, FloatAttr, StringAttr
-from xdsl.ir import Attribute, SSAValue
+from xdsl.ir import Attribute, OpResult, SSAValue
 
 from nem.dialect.attributes import (
     DYNAMIC,
@@ -271,6 +271,24 @@ class TaskRules(PointChecks):
                  "change the operand types/quant/accum_type to match a variant, or insert a cast")
         return False
 
+    @cached_property
+    def _task_signatures_passed(self) -> set[tuple[object, ...]]:
+        """Signatures (`_task_signature`) of tasks whose placement and
+        access-intent rules passed."""
+        return set()
+
+    def _task_operand_rules(self, op: TaskOp) -> None:
+        """PLACE-02/04 and DECO-07, once per distinct signature (D-VERIFY-REPEAT)."""
+        key = _task_signature(op)
+        passed = self._task_signatures_passed
+        if key in passed:
+            return
+        diags_before = len(self.diags)
+        self._placement(op)
+        self._access_intent(op)
+        if len(self.diags) == diags_before:
+            passed.add(key)
+
     def _placement(self, op: TaskOp) -> None:
         # each engine's first operand (labelled only for a diagnostic)
         engines: dict[int, SSAValue] = {}
@@ -310,6 +328,22 @@ class TaskRules(PointChecks):
             elif access == "read" and "writeonly" in names:
                 self.err(op, "DECO-07", f"task reads @writeonly region {value_label(value)}",
                          "drop @writeonly or read another region")
+
+
+def _task_signature(op: TaskOp) -> tuple[object, ...]:
+    """Everything the placement and access-intent rules read of a task: its
+    class and operand segments (which operand is read, which written), each
+    operand's type and its region's decorator list, the task's decorators and
+    operand decorators.  Attributes by identity (the IR holds them alive
+    while it is verified; the bytecode reader shares equal ones, and an
+    unshared equal one only misses the cache)."""
+    props = op.properties
+    seg = props.get("operandSegmentSizes")
+    operands = tuple((id(v.type), id(v.owner.properties.get("decorators"))
+                      if type(v) is OpResult and type(v.owner) is RegionOp else None)
+                     for v in op._operands)  # noqa: SLF001 - the tuple `operands` wraps
+    return (type(op), id(seg), operands, id(props.get("decorators")),
+            id(props.get("operand_decorators")))
 
 
 def _attr_has_type(value: Attribute, type_: str) -> bool:

@@ -256,8 +256,7 @@ class ProgramVerifier(RegionRules, TaskRules):
             elif _is_compute(t):
                 self._compute(cast(ComputeOp, op))
             if _is_task(t):
-                self._placement(cast(TaskOp, op))
-                self._access_intent(cast(TaskOp, op))
+                self._task_operand_rules(cast(TaskOp, op))
 
 
 _TARGETS = ((RegionOp, "region"), (BufferOp, "buffer"), (LoopOp, "loop"),
