@@ -71,25 +71,44 @@ class RegionRules(PointChecks):
                 self.err(op, "BUF-04", f"align={a} of buffer '{name}' is not a power of two",
                          "use 1, 2, 4, ... 64, ...")
 
+    @cached_property
+    def _buffer_sizes(self) -> dict[int, tuple[int | None, BufferOp]]:
+        """Each buffer's static size (None when not an integer), by the
+        buffer op's identity (the entry keeps the op)."""
+        return {}
+
+    @cached_property
+    def _type_facts(self) -> dict[int, tuple[bool, str | None, RegionType]]:
+        """Each region type's `typed` and `elem_name`, by its identity (the
+        entry keeps the type)."""
+        return {}
+
     def _region(self, op: RegionOp, loops: tuple[LoopOp, ...]) -> None:
         rtype = op.result.type
         assert isinstance(rtype, RegionType)
-        label = f"region '{op.region_name.data}'" if op.region_name else "inline region"
         # operands read once: each accessor of an op with operand segments
         # decodes the segment sizes again
         (buf,), (offset,), (extent,), shape, strides = operand_groups(op)
         buf_op = buf.owner
         assert isinstance(buf_op, BufferOp)  # BufferType values have no other source
-        try:
-            buf_size = self.ev.static(buf_op.size)
-        except ExprError:
-            buf_size = None
-        elem = rtype.elem_name  # None for an untyped region, once TYPE-01 holds
-        if rtype.typed:
+        sizes = self._buffer_sizes
+        hit = sizes.get(id(buf_op))
+        if hit is None:
+            try:
+                hit = sizes[id(buf_op)] = (self.ev.static(buf_op.size), buf_op)
+            except ExprError:
+                hit = sizes[id(buf_op)] = (None, buf_op)
+        buf_size = hit[0]
+        facts = self._type_facts
+        fact = facts.get(id(rtype))
+        if fact is None:
+            fact = facts[id(rtype)] = (rtype.typed, rtype.elem_name, rtype)
+        typed, elem = fact[0], fact[1]  # elem None for an untyped region, once TYPE-01 holds
+        if typed:
             if elem is None:
                 # IR from MLIR can carry any builtin type; the front ends
                 # reject other element types when they build the IR
-                return self.err(op, "TYPE-01", f"{label} has element type {rtype.elem}, "
+                return self.err(op, "TYPE-01", f"{_label(op)} has element type {rtype.elem}, "
                                 "which is not a NEM element type",
                                 "use one of " + ", ".join(ELEM_BY_NAME))
             # both checks depend on the type and the buffer size alone: a pass
@@ -97,18 +116,18 @@ class RegionRules(PointChecks):
             passed = self._typed_passed
             key = (id(rtype), buf_size)
             if key not in passed:
-                if not self._region_type(op, rtype, label):
+                if not self._region_type(op, rtype, _label(op)):
                     return
-                if not self._buffer_holds_elements(op, rtype, elem, buf_size, label):
+                if not self._buffer_holds_elements(op, rtype, elem, buf_size, _label(op)):
                     return
                 passed[key] = rtype
         # the regions of one loop body repeat their offset and extent
         # expressions: a check that passed is not repeated (D-VERIFY-REPEAT;
         # what follows reads of the type only its element type)
-        repeat = self.check_key(loops, (offset, extent, *shape, *strides), buf_size,
-                                rtype.elem_name if rtype.typed else None)
+        repeat = self.check_key(loops, (offset, extent, *shape, *strides), buf_size, elem)
         if self.passed_before(repeat):
             return
+        label = _label(op)
         diags_before = len(self.diags)
         loops = self.relevant_loops(loops, (offset, extent, *shape, *strides))
         # with a static shape and strides the element check depends on the
@@ -317,6 +336,11 @@ class RegionRules(PointChecks):
                          "fix the strides or enlarge the extent")
                 return False
         return True
+
+
+def _label(op: RegionOp) -> str:
+    """How the region rules' diagnostics name a region."""
+    return f"region '{op.region_name.data}'" if op.region_name else "inline region"
 
 
 def _all_known(values: list[int | None]) -> list[int] | None:
