@@ -44,8 +44,8 @@ from nem.dialect.ops import (
 from nem.dialect.region_rules import RegionRules
 from nem.dialect.semantics import (
     RESOURCE_UNITS,
-    Evaluator,
     BuildFacts,
+    Evaluator,
     ExprError,
     expression_depth,
     window_error,
