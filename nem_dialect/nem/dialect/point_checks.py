@@ -280,13 +280,15 @@ def operand_groups(op: Operation) -> tuple[tuple[SSAValue, ...], ...]:
         starts = [0]
         for n in values:
             starts.append(starts[-1] + n)
-        bounds = _GROUP_BOUNDS[sizes] = tuple(zip(starts, starts[1:]))
+        bounds = _GROUP_BOUNDS[sizes] = tuple(slice(a, b) for a, b in zip(starts, starts[1:]))
     operands = op._operands  # noqa: SLF001 - the tuple `operands` wraps
-    return tuple(operands[a:b] for a, b in bounds)
+    # plain tuples: SSAValues' own slicing is Python code that wraps each slice
+    return tuple([_slice(operands, s) for s in bounds])
 
 
-_GROUP_BOUNDS: dict[bytes, tuple[tuple[int, int], ...]] = {}
-"""(start, stop) of each operand group, by the bytes of the segment array."""
+_GROUP_BOUNDS: dict[bytes, tuple[slice, ...]] = {}
+"""The slice of each operand group, by the bytes of the segment array."""
+_slice = tuple.__getitem__
 
 
 def iteration_text(loops: tuple[LoopOp, ...], env: Mapping[SSAValue, int]) -> str:

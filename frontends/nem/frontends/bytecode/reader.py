@@ -171,6 +171,15 @@ def _defaults(cls: type[IRDLOperation]) -> tuple[tuple[tuple[str, Attribute], ..
 
 
 _DEFAULTS: dict[type, tuple[tuple[tuple[str, Attribute], ...], dict[str, Attribute]]] = {}
+
+
+def _result(op: Operation) -> SSAValue:
+    """`op.results[0]`, without SSAValues' indexing (Python code that
+    type-checks the index) on the path of every value the reader makes."""
+    return cast(SSAValue, _item(op.results, 0))
+
+
+_item = tuple.__getitem__
 _NEW_OP = object.__new__
 _Op = TypeVar("_Op", bound=IRDLOperation)
 
@@ -395,7 +404,7 @@ class _BodyReader(TableReader):
             raise BytecodeError(at, f"integer literal {v} is negative (NEM has no negative "
                                 "literals: write 0 - x) [LEX-06]")
         op = _create(arith.ConstantOp, (), _INDEX_1, {"value": self._int(v)})
-        self.push(op.results[0], IDX, v)
+        self.push(_result(op), IDX, v)
         return op
 
     def _binop(self, at: int, code: int) -> Operation:
@@ -417,14 +426,14 @@ class _BodyReader(TableReader):
             self.max_expr_depth = d
         key = None if value is not None else \
             self.key_table.binop(sym, self.keys[a], self.keys[b])
-        self.push(op.results[0], IDX, value, d, key)
+        self.push(_result(op), IDX, value, d, key)
         return op
 
     def _const(self, at: int, code: int) -> Operation:
         name = self.body_name(at, "const")
         k = self.ref(IDX, at, "const", name)
         op = _create(ConstOp, (self.stack[k],), _INDEX_1, {"name": _string_attr(name)})
-        self._named(op.results[0], name, IDX, self.static[k], self.depth[k], self.keys[k])
+        self._named(_result(op), name, IDX, self.static[k], self.depth[k], self.keys[k])
         return op
 
     def _named(self, value: SSAValue, name: str, kind: int, static: int | None = None,
@@ -479,7 +488,7 @@ class _BodyReader(TableReader):
                      {"name": _string_attr(name), "value": value})
         if is_int:
             k = args[0]
-            self._named(op.results[0], name, IDX, self.static[k], self.depth[k], self.keys[k])
+            self._named(_result(op), name, IDX, self.static[k], self.depth[k], self.keys[k])
         return op
 
     def _let_value(self, a: Attribute, at: int, name: str) -> None:
@@ -501,7 +510,7 @@ class _BodyReader(TableReader):
         if decos:
             props["decorators"] = decos
         op = _create(BufferOp, (self.stack[k],), (btype,), props)
-        self._named(op.results[0], name, BUF)
+        self._named(_result(op), name, BUF)
         self.buffers.append(op)
         self.buffer_sizes.append(self.static[k])
         return op
@@ -532,7 +541,7 @@ class _BodyReader(TableReader):
         st = self.stack
         buf = st[b]
         level = cast(BufferType, buf.type).level  # a value of the buffer kind
-        if level != base.level:
+        if level is not base.level and level != base.level:
             raise BytecodeError(at, f"{_describe(words[0], name)} is at {base.level.data} but its "
                                 f"buffer at {level.data}")
         rtype = self._region_type(base, shape, strides)
@@ -544,9 +553,9 @@ class _BodyReader(TableReader):
         op = _create(RegionOp, [buf, st[off], st[ext], *[st[k] for k in shape],
                                 *[st[k] for k in strides]], (rtype,), props)
         if name:
-            self._named(op.results[0], name, REG)
+            self._named(_result(op), name, REG)
         else:
-            self.push(op.results[0], REG)
+            self.push(_result(op), REG)
         return op
 
     def _region_type(self, base: RegionTypeBase, shape: list[int], strides: list[int]
@@ -607,9 +616,9 @@ class _BodyReader(TableReader):
 
     def _finish_task(self, op: Operation, token: str | None) -> Operation:
         if token:
-            self._named(op.results[0], token, TOK)
+            self._named(_result(op), token, TOK)
         else:
-            self.push(op.results[0], TOKU)
+            self.push(_result(op), TOKU)
         return op
 
     def _transfer(self, at: int, code: int) -> Operation:
