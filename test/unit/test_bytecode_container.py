@@ -22,10 +22,11 @@ import time
 from pathlib import Path
 
 import pytest
+from bytecode_corpus import mutate, reseal
 
 from nem.dialect.diagnostics import NemDiagnosticError
 from nem.frontends.bytecode import nem_bytecode_generated as fb
-from nem.frontends.bytecode.container import HEADER_SIZE, MAGIC, crc32, seal
+from nem.frontends.bytecode.container import HEADER_SIZE, MAGIC, crc32
 from nem.frontends.bytecode.loader import ByteLoc, load_nemb
 from nem.frontends.bytecode.reader import read_nemb
 from nem.frontends.bytecode.writer import Embedded, WriteOptions, write_nemb
@@ -37,12 +38,6 @@ GEMM = (Path(__file__).resolve().parents[2] / "examples/gemm_bias_relu.nem").rea
 
 def nemb(options: WriteOptions | None = None) -> bytes:
     return write_nemb(parse_nem(GEMM, "examples/gemm_bias_relu.nem"), options)
-
-
-def reseal(data: bytes, major: int | None = None, minor: int | None = None) -> bytes:
-    _, ma, mi, _, _ = struct.unpack_from("<4sHHII", data)
-    return seal(bytes(data[HEADER_SIZE:]), ma if major is None else major,
-                mi if minor is None else minor)
 
 
 def error_of(data: bytes) -> str:
@@ -136,25 +131,6 @@ def test_section_numbers_are_stable():
 # Fuzzing
 # ---------------------------------------------------------------------------
 
-def _mutate(rng: random.Random, data: bytes) -> bytes:
-    d = bytearray(data)
-    for _ in range(rng.choice((1, 1, 2, 4, 16))):
-        what = rng.random()
-        pos = rng.randrange(HEADER_SIZE, len(d)) if len(d) > HEADER_SIZE else 0
-        if what < 0.5:
-            d[pos] ^= 1 << rng.randrange(8)
-        elif what < 0.7:
-            d[pos] = rng.choice((0, 0xFF, 0x7F, 0x80, rng.randrange(256)))
-        elif what < 0.8:
-            struct.pack_into("<I", d, min(pos, len(d) - 4) & ~3,
-                             rng.choice((0, 1, 0xFFFFFFFF, 1 << 31, rng.randrange(1 << 32))))
-        elif what < 0.9:
-            del d[pos:pos + rng.randrange(1, 64)]
-        else:
-            d[pos:pos] = bytes(rng.randrange(256) for _ in range(rng.randrange(1, 32)))
-    return bytes(d)
-
-
 def fuzz(count: int, seed: int) -> dict[str, int]:
     """Mutate, load, classify; raise AssertionError on anything but a clean
     result.  Returns counts (loaded / rejected), the slowest load and the
@@ -165,7 +141,7 @@ def fuzz(count: int, seed: int) -> dict[str, int]:
     stats = {"loaded": 0, "rejected": 0, "slowest_ms": 0, "slowest_decode_ms": 0}
     for k in range(count):
         base = rng.choice(bases)
-        data = _mutate(rng, base)
+        data = mutate(rng, base)
         if rng.random() < 0.85 and len(data) >= HEADER_SIZE and data[:4] == MAGIC:
             data = reseal(data)  # get past the checksum: exercise the decoder
         t0 = time.perf_counter()

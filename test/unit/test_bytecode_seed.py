@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from bytecode_corpus import lit_chunks, mutate, reseal
 from xdsl.dialects.builtin import IndexType
 
 from nem.dialect.diagnostics import NemDiagnosticError
@@ -27,10 +28,7 @@ from nem.frontends.bytecode.writer import write_nemb
 from nem.frontends.nem_text.parser import parse_nem
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from test_bytecode_container import _mutate, reseal  # noqa: E402
-from test_bytecode_verify_parity import CHUNKS  # noqa: E402
+CHUNKS = lit_chunks()
 
 
 def _diags(prog: ProgramOp, loaded: LoadedBytecode | None = None) -> list[tuple]:
@@ -113,7 +111,7 @@ def test_fuzzed_files_that_decode():
     base = write_nemb(parse_nem(generate(40), "b.nem"))
     decoded = 0
     for _ in range(300):
-        data = _mutate(rng, base)
+        data = mutate(rng, base)
         if len(data) >= HEADER_SIZE and data[:4] == MAGIC:
             data = reseal(data)
         try:

@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from bytecode_corpus import lit_chunks
 
 from nem.dialect.diagnostics import NemDiagnosticError
 from nem.dialect.verifier import verify_program
@@ -21,15 +22,6 @@ from nem.frontends.bytecode.writer import write_nemb
 from nem.frontends.nem_text.parser import parse_nem
 
 ROOT = Path(__file__).resolve().parents[2]
-LIT = ROOT / "test" / "lit"
-
-
-def _chunks() -> list[tuple[str, str]]:
-    out = []
-    for path in sorted(LIT.rglob("*.nem")):
-        for k, text in enumerate(path.read_text().split("\n# -----\n")):
-            out.append((f"{path.relative_to(LIT)}#{k}", text))
-    return out
 
 
 def _diags(prog) -> list[tuple]:
@@ -51,7 +43,7 @@ def _parity(name: str, text: str) -> list[tuple] | None:
     return parsed
 
 
-CHUNKS = _chunks()
+CHUNKS = lit_chunks()
 
 
 def test_many_erroneous_programs_compared():
