@@ -171,17 +171,6 @@ def forms(ev: Evaluator, values: Sequence[SSAValue],
     return out
 
 
-def expression_key(ev: Evaluator, value: SSAValue) -> object:
-    """What the verifier's evaluations of `value` depend on: its static value,
-    or its tape (loop variables by identity), which `Evaluator.eval`,
-    `vector_eval` and `forms` interpret.  Values with equal keys take equal
-    values at every iteration point, so a check of them gives the same
-    result (a loop body repeats `(g + i mod 2) * tile` in each region of a
-    tile).  Raises ExprError as `Evaluator.static` does."""
-    s = ev.static(value)
-    return s if s is not None else tuple(ev.tape(value))
-
-
 def witness(form: Form, box: Mapping[BlockArgument, Interval], minimize: bool
             ) -> dict[SSAValue, int]:
     """The corner of `box` where affine `form` takes its minimum (or maximum):
