@@ -532,3 +532,26 @@ def test_nem_run_warns_once_when_kernels_are_interpreted(tmp_path):
     r = subprocess.run([sys.executable, "-m", "nem.cli.nem_run", str(prog), "--random-inputs",
                         "1"], capture_output=True, text=True)
     assert r.returncode == 0 and "warning" not in r.stderr
+
+
+def test_load_notice_does_not_count_fills(monkeypatch):
+    """Without the `mlir` extra, a constant-fill kernel runs as a numpy fill
+    (D-RT-MLIR-FILL), not in the interpreter: nem-run's notice counts the
+    other kernels only, and says nothing for a program of fills alone."""
+    monkeypatch.setattr(escape_hatch, "_NOTICED", set())
+    monkeypatch.setattr(mlir_native, "unavailable", lambda: "no module named 'mlir'")
+    fill = ("func.func @kernel(%a0: memref<16xf32>, %a1: memref<16xf32>) { "
+            "%c = arith.constant 1.000000e+00 : f32 affine.for %i = 0 to 16 { "
+            '"affine.store"(%c, %a0, %i) <{map = affine_map<()[s0] -> (s0)>}> '
+            ": (f32, memref<16xf32>, index) -> () } func.return }").replace('"', '\\"')
+    task = ("f = compute.async in region(Y, 0, 64) elem=f32, shape=[16], layout=C "
+            "out region(Y, 0, 64) elem=f32, shape=[16], layout=C "
+            f'op="mlir.kernel" kernel="{fill}"\nwait(f)\n')
+    it = NemInterpreter()
+    only_fill = it.load_string("program fills:\nbuffer Y : DDR (size=64, align=64)\n" + task)
+    assert escape_hatch.load_notice(only_fill.op) is None
+    both = NemInterpreter().load_string(
+        bench_mlir_kernel.program(16, 16, 16).replace("wait(c)\n", "wait(c)\n" + task)
+        .replace("buffer C :", "buffer Y : DDR (size=64, align=64)\nbuffer C :"))
+    notice = escape_hatch.load_notice(both.op)
+    assert notice is not None and notice.startswith("1 escape-hatch task(s)")

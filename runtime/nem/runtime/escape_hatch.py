@@ -23,7 +23,7 @@ import numpy as np
 from xdsl.dialects.builtin import StringAttr
 from xdsl.ir import Operation
 
-from nem.runtime.mlir_fill import fill_kernel
+from nem.runtime.mlir_fill import fill_kernel, fill_of
 from nem.runtime.mlir_kernel import CompiledKernel, compiled
 from nem.runtime.mlir_kernel_scalar import OPNAME
 from nem.runtime.numerics import KernelError, NotSupported
@@ -114,12 +114,19 @@ def load_notice(program: Operation) -> str | None:
     if not texts:
         return None
     sizes = []
+    fills: set[str] = set()
     for text in dict.fromkeys(texts):
         try:
             ck = compiled(text)
-            sizes.append((ck.estimate, ck.estimate_exact))
         except KernelError:     # reported when the task runs
             continue
+        if BACKEND != "interpreter" and fill_of(ck.fn, len(ck.fn.body.block.args)) is not None:
+            fills.add(text)     # a numpy fill, not interpreted (D-RT-MLIR-FILL)
+            continue
+        sizes.append((ck.estimate, ck.estimate_exact))
+    texts = [t for t in texts if t not in fills]
+    if not texts:
+        return None
     ops, exact = max(sizes) if sizes else (0, True)
     largest = f": the largest does {'' if exact else 'at least '}{describe_cost(ops)}" \
         if sizes else ""
