@@ -15,9 +15,11 @@ only the tasks' data effects run again).  Also printed: the first run of
 the program in a fresh interpreter (scheduled and race-checked; the kernels
 are compiled by then), and the first run in a new process, as `nem-run`
 runs it (the escape hatch imported, its kernels checked; constant fills run
-as numpy fills, D-RT-MLIR-FILL).  One run on a loaded 2-core machine: 3.8 ms
-replayed (1.79x numpy's 2.1 ms), 28 ms first run (13x), 366 ms first run in
-a new process (+ 512 ms load; ~1 s before D-RT-MLIR-FILL).  The peer is the same math in
+as numpy fills, D-RT-MLIR-FILL; since D-LOW-FILL the lowering raises the
+fills to `clamp` tasks, so this CNN has none).  One run: 3.9 ms replayed
+(2.01x numpy's 2.0 ms; 2.0x-2.4x across runs), 25.8 ms first run (13.2x),
+28 ms first run in a new process (+ 436 ms load; ~1 s before D-RT-MLIR-FILL
+when the fill kernels were compiled per process).  The peer is the same math in
 numpy in the same run (convolution as a sum over kernel offsets of
 `tensordot`s, the batch norm folded as nem-compile folds it, max pooling
 by reshape, gemm by `@`), best of --repeat.  Target: nem-run within 2x of
