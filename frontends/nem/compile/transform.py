@@ -31,9 +31,17 @@ on the same affine copy) is split into N ops along that loop first,
     %part0, %rest = transform.split_handle %s        (and again on %rest)
 
 and part k is tiled and promoted into memory space 2 + k (engine k's L1);
-an op left whole goes to the next engine round-robin.  A split the affine
-route would privatize (a sum over the split loop, `Split.partials`) is not
-made here: the op stays whole (D-COMPILE-TRANSFORM-ENGINES).  Double
+an op left whole goes to the next engine round-robin
+(D-COMPILE-TRANSFORM-ENGINES).  A split the affine route privatizes (a sum
+over the split loop, `Split.partials`: a matmul split along its reduction
+loop) is privatized here too (D-COMPILE-TRANSFORM-PARTIALS): the op is split
+by `transform.structured.split` first, then parts 1..N-1 get zeroed
+accumulators of their own (a `linalg.generic` storing 0 each) and one
+`linalg.generic` after the parts adds them into the output, as the affine
+route's `engines._privatize` does; each of these ops is pinned to its
+engine (`nem_engine`) and the function is planned again.  Upstream's
+`structured.split_reduction` and `tile_reduction_using_for/forall` take
+tensors only, and this route tiles the bufferized function.  Double
 buffering: promote allocates each tile's L1 buffers in the tile loop's body,
 so the lowering's `pipeline-tiles` option (D-LOW-PIPE-BODY) runs two
 iterations of such a loop at once, each with its own instance of the
@@ -45,12 +53,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from mlir import ir
+from mlir.dialects import arith, linalg, memref
 from mlir.dialects.transform import interpreter
 from mlir.passmanager import PassManager
 
 from nem.compile.pipeline import FAST_SPACE
 
 TAG = "nem_tile"
+PIN = "nem_engine"
+"""An op made by privatizing a reduction split: whole, on this engine."""
 NO_CAST_FOLD = ("linalg.transpose",)
 """Named ops that keep the `memref.cast`s `structured.promote` puts on their
 operands (they do not fold them as `linalg.generic` does; xDSL does not
@@ -73,6 +84,8 @@ class Plan:
     split_dim: int = 0
     chunk: int = 0
     """Parts 0..n-2 have `chunk` iterations of loop `split_dim`, the last the rest."""
+    partials: bool = False
+    """A sum over loop `split_dim`: privatized (`_privatize`) before tiling."""
 
     def part_extents(self, k: int) -> list[int]:
         if len(self.engines) == 1:
@@ -105,19 +118,22 @@ def _sizes(fn: ir.Operation, device, options, engines: int = 1) -> list[Plan | N
     preloaded = preloaded_memrefs(copy.body.operations[0].operation)
     out: list[Plan | None] = []
     turn, ready = 0, 0
-    for nest in nests:
+    for op, nest in zip(ops, nests):
         band = tiling.analyze_band(nest)
         if band is None or band.inner:
             out.append(None)
             continue
         sizes = tiling.band_sizes(band, options, budget)
-        split, ready = choose_split(band, engines, preloaded, ready)
-        if split is None or split.partials is not None:
+        pin = ir.IntegerAttr(op.attributes[PIN]).value if PIN in op.attributes else None
+        split, ready = choose_split(band, engines if pin is None else 1, preloaded, ready)
+        if pin is not None:
+            out.append(Plan(band.extents, sizes, [pin]))
+        elif split is None:
             out.append(Plan(band.extents, sizes, [turn % engines]))
             turn += 1
         else:
             out.append(Plan(band.extents, sizes, list(range(split.parts)), split.loop,
-                            split.chunk))
+                            split.chunk, split.partials is not None))
     return out
 
 
@@ -126,30 +142,55 @@ def script(plans: list[tuple[int, Plan, bool, int]]) -> str:
     generalize first, operands): split over the engines, then each part
     tiled, its tile's operands staged in its engine's L1 (`structured.promote`
     into memory space FAST_SPACE + engine), then peeled."""
-    lines = ["module attributes {transform.with_named_sequence} {",
-             "  transform.named_sequence @__transform_main("
-             "%root: !transform.any_op {transform.readonly}) {"]
+    lines = [*_HEADER]
     for k, plan, generalize, operands in plans:
         match = f"%op{k}_m" if generalize else f"%op{k}"
-        lines.append(
-            f"    {match} = transform.structured.match attributes{{{TAG} = {k} : i64}} in %root "
-            ": (!transform.any_op) -> !transform.any_op")
+        lines.append(_match(match, k))
         if generalize:
             lines.append(f"    %op{k} = transform.structured.generalize {match} "
                          ": (!transform.any_op) -> !transform.any_op")
-        parts = [f"%op{k}"]
-        for j in range(1, len(plan.engines)):   # split off part j-1, keep splitting the rest
-            lines += [
-                f"    %s{k}_{j} = transform.structured.split {parts[-1]} after {plan.chunk} "
-                f"{{dimension = {plan.split_dim}}} : !transform.any_op",
-                f"    %op{k}p{j - 1}, %op{k}r{j} = transform.split_handle %s{k}_{j} "
-                ": (!transform.any_op) -> (!transform.any_op, !transform.any_op)"]
-            parts[-1:] = [f"%op{k}p{j - 1}", f"%op{k}r{j}"]
+        split, parts = _split(k, plan)
+        lines += split
         for j, (handle, engine) in enumerate(zip(parts, plan.engines)):
             lines += _tile_part(f"{k}_{j}", handle, plan.part_extents(j), plan.sizes,
                                 operands, FAST_SPACE + engine)
     lines += ["    transform.yield", "  }", "}"]
     return "\n".join(lines)
+
+
+def split_script(plans: list[tuple[int, Plan]]) -> str:
+    """The transform module splitting op `nem_tile = K` of each (K, plan)
+    into its parts, and nothing else (the parts of a reduction split, to be
+    privatized before tiling)."""
+    lines = [*_HEADER]
+    for k, plan in plans:
+        lines += [_match(f"%op{k}", k), *_split(k, plan)[0]]
+    lines += ["    transform.yield", "  }", "}"]
+    return "\n".join(lines)
+
+
+_HEADER = ("module attributes {transform.with_named_sequence} {",
+           "  transform.named_sequence @__transform_main("
+           "%root: !transform.any_op {transform.readonly}) {")
+
+
+def _match(handle: str, k: int) -> str:
+    return (f"    {handle} = transform.structured.match attributes{{{TAG} = {k} : i64}} in %root "
+            ": (!transform.any_op) -> !transform.any_op")
+
+
+def _split(k: int, plan: Plan) -> tuple[list[str], list[str]]:
+    """The lines splitting `%opK` into the plan's parts, and the parts' handles."""
+    lines: list[str] = []
+    parts = [f"%op{k}"]
+    for j in range(1, len(plan.engines)):   # split off part j-1, keep splitting the rest
+        lines += [
+            f"    %s{k}_{j} = transform.structured.split {parts[-1]} after {plan.chunk} "
+            f"{{dimension = {plan.split_dim}}} : !transform.any_op",
+            f"    %op{k}p{j - 1}, %op{k}r{j} = transform.split_handle %s{k}_{j} "
+            ": (!transform.any_op) -> (!transform.any_op, !transform.any_op)"]
+        parts[-1:] = [f"%op{k}p{j - 1}", f"%op{k}r{j}"]
+    return lines, parts
 
 
 def _tile_part(tag: str, handle: str, extents: list[int], sizes: list[int], operands: int,
@@ -189,9 +230,17 @@ def tile_module(module: ir.Module, entry: ir.Operation, device, options, engines
     from nem.compile.tiling import run_on_nest
 
     ctx = xdsl_context()
+    texts = []
+    while True:     # each round replaces the ops it privatizes by pinned ones
+        ops = _linalg_ops(entry)
+        sized = _sizes(entry, device, options, engines)
+        todo = [(k, op, plan) for k, (op, plan) in enumerate(zip(ops, sized))
+                if plan is not None and plan.partials]
+        if not todo:
+            break
+        texts.append(_privatize(module, entry, todo))
     plans = []
-    for k, (op, plan) in enumerate(zip(_linalg_ops(entry),
-                                       _sizes(entry, device, options, engines))):
+    for k, (op, plan) in enumerate(zip(ops, sized)):
         # ops the lowering's parser lacks (linalg.map) become linalg.generic
         generalize = ctx.get_optional_op(op.name) is None or op.name in NO_CAST_FOLD
         if plan is None:
@@ -200,17 +249,82 @@ def tile_module(module: ir.Module, entry: ir.Operation, device, options, engines
             continue
         op.attributes[TAG] = ir.IntegerAttr.get(ir.IntegerType.get_signless(64), k)
         plans.append((k, plan, generalize, len(op.operands)))
-    text = script(plans)
     if plans:
-        transform = ir.Module.parse(text, module.context)
-        seq = next(o for o in transform.body.operations
-                   if o.operation.name == "transform.named_sequence")
-        interpreter.apply_named_sequence(module.operation, seq, transform)
-        for op in _linalg_ops_deep(entry):
-            if TAG in op.attributes:
-                del op.attributes[TAG]
+        texts.append(script(plans))
+        _apply(module, texts[-1])
+    for op in _linalg_ops_deep(entry):
+        for key in (TAG, PIN):
+            if key in op.attributes:
+                del op.attributes[key]
     PassManager.parse("builtin.module(canonicalize,cse)").run(module.operation)
+    return "\n".join(texts)
+
+
+def _apply(module: ir.Module, text: str) -> None:
+    """Run the transform module `text` on `module`, in place."""
+    transform = ir.Module.parse(text, module.context)
+    seq = next(o for o in transform.body.operations
+               if o.operation.name == "transform.named_sequence")
+    interpreter.apply_named_sequence(module.operation, seq, transform)
+
+
+def _privatize(module: ir.Module, fn: ir.Operation, todo: list[tuple[int, ir.Operation, Plan]]
+               ) -> str:
+    """Split each (K, op, plan) of `todo`, a sum into its output C over loop
+    `plan.split_dim` (`choose_split`'s `Split.partials`), into its parts, and
+    privatize them as the affine route does (`engines._privatize`,
+    D-COMPILE-TRANSFORM-PARTIALS): part j >= 1 accumulates into a buffer of
+    its own that a `linalg.generic` storing 0 fills first, and one
+    `linalg.generic` after the parts computes `C = ((C + P1) + P2) + ...`.
+    The fills and parts are pinned to the part's engine, the sum to engine
+    0.  Returns the split script run."""
+    outputs = {}
+    for k, op, _ in todo:
+        op.attributes[TAG] = ir.IntegerAttr.get(ir.IntegerType.get_signless(64), k)
+        outputs[k] = op.operands[len(op.operands) - 1]     # the one output (one store)
+    text = split_script([(k, plan) for k, _, plan in todo])
+    _apply(module, text)
+    i64 = ir.IntegerType.get_signless(64)
+    for k, _, plan in todo:
+        parts = [op for op in _linalg_ops(fn)
+                 if TAG in op.attributes and ir.IntegerAttr(op.attributes[TAG]).value == k]
+        assert len(parts) == len(plan.engines), (k, len(parts))
+        c = outputs[k]
+        with parts[0].location:
+            t = ir.MemRefType(c.type)
+            plain = ir.MemRefType.get(t.shape, t.element_type)
+            partials = []
+            for part, engine in zip(parts[1:], plan.engines[1:]):
+                buf = memref.AllocOp(plain, [], [], ip=ir.InsertionPoint(parts[0])).result
+                with ir.InsertionPoint(parts[0]):
+                    zero = arith.ConstantOp(t.element_type, 0.0).result
+                    fill = linalg.fill(zero, outs=[buf]).owner
+                fill.attributes[PIN] = ir.IntegerAttr.get(i64, engine)
+                part.operands[len(part.operands) - 1] = buf
+                partials.append(buf)
+            total = _sum(partials, c, ir.InsertionPoint.after(parts[-1]))
+            total.attributes[PIN] = ir.IntegerAttr.get(i64, plan.engines[0])
+        for part, engine in zip(parts, plan.engines):
+            del part.attributes[TAG]
+            part.attributes[PIN] = ir.IntegerAttr.get(i64, engine)
     return text
+
+
+def _sum(ins: list[ir.Value], out: ir.Value, ip: ir.InsertionPoint) -> ir.Operation:
+    """The elementwise `linalg.generic` computing `out = ((out + ins[0]) +
+    ins[1]) + ...` (the affine route's order of the partial sums)."""
+    t = ir.MemRefType(out.type)
+    ident = ir.AffineMapAttr.get(ir.AffineMap.get_identity(t.rank))
+    parallel = ir.Attribute.parse("#linalg.iterator_type<parallel>")
+    op = linalg.GenericOp([], ins, [out], ir.ArrayAttr.get([ident] * (len(ins) + 1)),
+                          ir.ArrayAttr.get([parallel] * t.rank), ip=ip)
+    block = op.regions[0].blocks.append(*([t.element_type] * (len(ins) + 1)))
+    with ir.InsertionPoint(block):
+        value = block.arguments[len(ins)]
+        for x in list(block.arguments)[:len(ins)]:
+            value = arith.AddFOp(value, x).result
+        linalg.YieldOp([value])
+    return op.operation
 
 
 def _linalg_ops_deep(fn: ir.Operation) -> list[ir.Operation]:
