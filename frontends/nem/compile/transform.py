@@ -36,7 +36,7 @@ an op left whole goes to the next engine round-robin
 over the split loop, `Split.partials`: a matmul split along its reduction
 loop) is privatized here too (D-COMPILE-TRANSFORM-PARTIALS): the op is split
 by `transform.structured.split` first, then parts 1..N-1 get zeroed
-accumulators of their own (a `linalg.generic` storing 0 each) and one
+accumulators of their own (a `linalg.fill` with 0 each) and one
 `linalg.generic` after the parts adds them into the output, as the affine
 route's `engines._privatize` does; each of these ops is pinned to its
 engine (`nem_engine`) and the function is planned again.  Upstream's
@@ -225,7 +225,8 @@ def _tile_part(tag: str, handle: str, extents: list[int], sizes: list[int], oper
 def tile_module(module: ir.Module, entry: ir.Operation, device, options, engines: int = 1
                 ) -> str:
     """Tile `entry`'s linalg ops in place, spread over `engines`; returns the
-    transform script run."""
+    transform scripts run (the split script of each round of
+    privatization, then the tiling one)."""
     from nem.compile.lower import xdsl_context
     from nem.compile.tiling import run_on_nest
 
@@ -274,7 +275,7 @@ def _privatize(module: ir.Module, fn: ir.Operation, todo: list[tuple[int, ir.Ope
     `plan.split_dim` (`choose_split`'s `Split.partials`), into its parts, and
     privatize them as the affine route does (`engines._privatize`,
     D-COMPILE-TRANSFORM-PARTIALS): part j >= 1 accumulates into a buffer of
-    its own that a `linalg.generic` storing 0 fills first, and one
+    its own that a `linalg.fill` zeroes first, and one
     `linalg.generic` after the parts computes `C = ((C + P1) + P2) + ...`.
     The fills and parts are pinned to the part's engine, the sum to engine
     0.  Returns the split script run."""
