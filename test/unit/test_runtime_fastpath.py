@@ -398,3 +398,34 @@ def test_replayed_small_kinds_are_bitwise_a_scheduled_run(monkeypatch):
     np.testing.assert_array_equal(it.read_tensor("Z", dtype=np.uint8),
                                   _bits(KERNELS["clamp"]([Tensor(x, "f32")], [Tensor(x, "f32")],
                                                          {"min": -0.5, "max": 0.5})[0]))
+
+
+def test_collector_is_paused_only_while_a_run_records_its_plan(monkeypatch):
+    """D-RT-GC - the cyclic collector is off while a run records its plan, back
+    on afterwards (also after a kernel error), untouched by other runs, and a
+    collector the process disabled stays disabled."""
+    import gc
+    seen: list = []
+    orig = sched_mod.Scheduler._run
+    monkeypatch.setattr(sched_mod.Scheduler, "_run",
+                        lambda self, t: seen.append(gc.isenabled()) or orig(self, t))
+    assert gc.isenabled()
+    it = NemInterpreter()
+    it.load_string(ELTWISE, "e.nem")
+    it.run()                                       # records
+    assert seen and not any(seen) and gc.isenabled()
+    seen.clear()
+    it.set_scheduling("random", seed=1)
+    it.run()                                       # not eligible: scheduled, collector on
+    assert seen and all(seen)
+    bad = NemInterpreter()
+    bad.load_string(DIVS, "d.nem")                 # Y = 0: the first division fails
+    assert bad.run().status == "error" and gc.isenabled()
+    gc.disable()
+    try:
+        fresh = NemInterpreter()
+        fresh.load_string(ELTWISE, "e.nem")
+        fresh.run()
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
