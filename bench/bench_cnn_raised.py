@@ -14,12 +14,14 @@ kernels (small ones are interpreted for their first COMPILE_AFTER scalar
 ops, D-RT-MLIR-JIT) and record the run that later runs replay (D-RT-REPLAY:
 only the tasks' data effects run again).  Also printed: the first run of
 the program in a fresh interpreter (scheduled and race-checked; the kernels
-are compiled by then), and the first run in a new process, as `nem-run`
+are compiled by then; best of --first-repeat interpreters), and the first run in a new process, as `nem-run`
 runs it (the escape hatch imported, its kernels checked; constant fills run
 as numpy fills, D-RT-MLIR-FILL; since D-LOW-FILL the lowering raises the
-fills to `clamp` tasks, so this CNN has none).  One run: 3.9 ms replayed
-(2.01x numpy's 2.0 ms; 2.0x-2.4x across runs), 25.8 ms first run (13.2x),
-28 ms first run in a new process (+ 436 ms load; ~1 s before D-RT-MLIR-FILL
+fills to `clamp` tasks, so this CNN has none).  Runs on a 2-core machine
+at load average 6.3-10, since the small tasks are bound as in-place numpy
+calls (D-RT-REPLAY): 2.5-4.1 ms replayed (0.96x-1.42x numpy's 2.0-3.9 ms;
+1.87x-2.52x before, back to back), 27-37 ms first run (about 15x), 34-58 ms
+first run in a new process (+ 0.5-0.8 s load; ~1 s before D-RT-MLIR-FILL
 when the fill kernels were compiled per process).  The peer is the same math in
 numpy in the same run (convolution as a sum over kernel offsets of
 `tensordot`s, the batch norm folded as nem-compile folds it, max pooling
