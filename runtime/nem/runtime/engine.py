@@ -323,8 +323,16 @@ class CompiledProgram:
     """Region and task results by slot: streams' environments are keyed by slot
     numbers (hashing an int is cheaper than an xDSL value's `__hash__`)."""
 
+    task_count: tuple = ()        # static_task_count's answer, once computed
+
     def static_task_count(self) -> int | None:
-        """Tasks the program will run when all loop bounds are static (progress bar)."""
+        """Tasks the program will run when all loop bounds are static (progress
+        bar, D-RT-REPLAY's eligibility); counted once (the body never changes)."""
+        if not self.task_count:
+            self.task_count = (self._count_tasks(),)
+        return self.task_count[0]
+
+    def _count_tasks(self) -> int | None:
         def count(body) -> int | None:
             n = 0
             for ins in body:
@@ -577,6 +585,8 @@ def prepare_compute(t: TaskTpl, regions: list[RegionInst], attrs: dict,
         try:
             if call is not None:
                 results = call()
+                if results is None:     # written into the output views (Preparable)
+                    return
             else:
                 tin, tout = bound if bound is not None else tensors()
                 results = fn(tin, tout, attrs)

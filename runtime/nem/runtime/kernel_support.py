@@ -42,7 +42,12 @@ class Preparable:
     `prepare(ins, outs, attrs)` checks what depends on the operands' shapes,
     types and attributes once and returns a call without arguments that gives
     what `kernel(ins, outs, attrs)` would, reading the operands' contents
-    when called."""
+    when called.  A call that returns None has written the results into the
+    output tensors' arrays itself (views of the output regions, so a replayed
+    small task costs one numpy call with `out=`); it reads every input before
+    a later step reads what an earlier one wrote, so inputs that overlap the
+    outputs give the kernel's results (numpy's ufuncs copy overlapping
+    operands)."""
 
     __slots__ = ("kernel", "prepare")
 

@@ -19,12 +19,14 @@ data-dependent failures raise `NumericError`; both are `KernelError`s.
 from __future__ import annotations
 
 import math
+from functools import partial
 
 import numpy as np
 
 from nem.dialect.registry import OpcodeSpec, opcodes
 from nem.runtime.kernel_support import (
     ALL_T,
+    ELTWISE_T,
     Kernel,
     Preparable,
     Tensor,
@@ -115,8 +117,26 @@ _BINARY: dict[str, tuple] = {
 _EXACT_IN_F32 = frozenset({"add", "sub", "mul", "div", "sqrt", "min", "max", "relu", "abs", "neg"})
 
 
+def _relu_f32_into(x: np.ndarray, out: np.ndarray) -> None:
+    """relu in f32 into `out`: max(x, 0), then + 0 turns a -0 into +0; a NaN
+    stays a NaN (quieted, as the f64 formula's round trip quiets it)."""
+    np.maximum(x, np.float32(0), out=out)
+    np.add(out, np.float32(0), out=out)
+
+
+# the f32 form of each op of _EXACT_IN_F32 that writes into `out=` (D-RT-REPLAY)
+_F32_INTO = {"relu": _relu_f32_into,
+             **{op: f for op, (f, _) in (*_UNARY.items(), *_BINARY.items())
+                if op in _EXACT_IN_F32 and isinstance(f, np.ufunc)}}
+
+
+def _f32_into(into, arrays: list[np.ndarray], out: np.ndarray) -> None:
+    with np.errstate(all="ignore"):
+        into(*arrays, out=out)
+
+
 def _eltwise(op: str, fop, iop, arity: int) -> Kernel:
-    f32_direct = op in _EXACT_IN_F32
+    into = _F32_INTO.get(op)
 
     def checked(ins, outs) -> bool:
         """Check the operands; True when the f32 fast path applies."""
@@ -127,22 +147,20 @@ def _eltwise(op: str, fop, iop, arity: int) -> Kernel:
         except ValueError:
             raise unsupported(op, ins, outs, "operand shapes do not broadcast") from None
         check_shape(op, ins, outs, shape, outs[0])
-        return f32_direct and all(t.elem == "f32" and t.quant is None for t in (*ins, *outs))
-
-    def f32(arrays: list[np.ndarray]) -> list[np.ndarray]:
-        with np.errstate(all="ignore"):
-            return [np.asarray(fop(*arrays), dtype=np.float32)]
+        return into is not None and all(t.elem == "f32" and t.quant is None
+                                        for t in (*ins, *outs))
 
     def kernel(ins, outs, attrs):
         if checked(ins, outs):
-            return f32([t.array for t in ins])
+            out = np.empty(outs[0].array.shape, np.float32)
+            _f32_into(into, [t.array for t in ins], out)
+            return [out]
         return [numeric_kernel(op, ins, outs[0], fop, iop)]
 
     def prepare(ins, outs, attrs):
         if not checked(ins, outs):
             return None
-        arrays = [t.array for t in ins]
-        return lambda: f32(arrays)
+        return partial(_f32_into, into, [t.array for t in ins], outs[0].array)
     return Preparable(kernel, prepare)
 
 
@@ -154,13 +172,56 @@ def _leaky_relu(ins, outs, attrs):
                      lambda x: np.where(x < 0, np.rint(x * alpha), x))]
 
 
-def _clamp(ins, outs, attrs):
+def _clamp_checked(ins, outs, attrs) -> tuple | None:
+    """Check a clamp's operands; its bounds as scalars of the operand's dtype
+    when it is an unquantized f32 or integer clamp that numpy evaluates in the
+    operand's own type with the formula's bits (max and min are exact in f32
+    and rounding the bounds to f32 first is innocuous, rounding being monotone,
+    D-NUM-FLOAT; integer bounds saturated to the type's range give the
+    saturated int64 result, D-NUM-INT), else None (the general path)."""
     op = "clamp"
     check_count(op, ins, outs, (1, 1))
     check_shape(op, ins, outs, ins[0].array.shape, outs[0])
     lo, hi = attrs.get("min"), attrs.get("max")
     if lo is None or hi is None:
         raise unsupported(op, ins, outs, "clamp needs min and max")
+    x, y = ins[0], outs[0]
+    if x.elem != y.elem or x.quant is not None or y.quant is not None:
+        return None
+    if x.elem == "f32":
+        with np.errstate(over="ignore"):
+            return np.float32(float(lo)), np.float32(float(hi))
+    if not is_int(x.elem) or x.elem not in ELTWISE_T or \
+            not (math.isfinite(float(lo)) and math.isfinite(float(hi))) or \
+            float(lo) != int(lo) or float(hi) != int(hi):
+        return None
+    t_lo, t_hi = int_range(x.elem)
+    sat = x.array.dtype.type
+    return sat(min(max(int(lo), t_lo), t_hi)), sat(min(max(int(hi), t_lo), t_hi))
+
+
+def _clamp_into(x: np.ndarray, lo, hi, out: np.ndarray) -> None:
+    """min(max(x, lo), hi) into `out`, in x's dtype (bounds from _clamp_checked);
+    on floats with errors ignored (IEEE results, D-NUM-FLOAT)."""
+    if out.dtype.kind == "f":
+        with np.errstate(all="ignore"):
+            np.maximum(x, lo, out=out)
+            np.minimum(out, hi, out=out)
+            np.multiply(out, out.dtype.type(1), out=out)    # quiets a NaN as f64 does; exact
+    elif lo >= hi:
+        np.copyto(out, hi)          # every element: max(x, lo) >= lo >= hi
+    else:
+        np.clip(x, lo, hi, out=out)
+
+
+def _clamp(ins, outs, attrs):
+    op = "clamp"
+    fast = _clamp_checked(ins, outs, attrs)
+    if fast is not None:
+        out = np.empty_like(outs[0].array)
+        _clamp_into(ins[0].array, *fast, out)
+        return [out]
+    lo, hi = attrs.get("min"), attrs.get("max")
 
     def iop(x):
         if float(lo) != int(lo) or float(hi) != int(hi):
@@ -170,6 +231,13 @@ def _clamp(ins, outs, attrs):
 
     return [numeric_kernel(op, ins, outs[0],
                      lambda x: np.minimum(np.maximum(x, float(lo)), float(hi)), iop)]
+
+
+def _prepare_clamp(ins, outs, attrs):
+    fast = _clamp_checked(ins, outs, attrs)
+    if fast is None:
+        return None
+    return partial(_clamp_into, ins[0].array, *fast, outs[0].array)
 
 
 # --------------------------------------------------------------------------
@@ -308,7 +376,8 @@ def _gelu_forms() -> Preparable:
                       lambda ins, outs, attrs: form(attrs).prepare(ins, outs, attrs))
 
 
-_SPECIAL_ELTWISE: dict[str, Kernel] = {"leaky_relu": _leaky_relu, "clamp": _clamp,
+_SPECIAL_ELTWISE: dict[str, Kernel] = {"leaky_relu": _leaky_relu,
+                                       "clamp": Preparable(_clamp, _prepare_clamp),
                                        "gelu": _gelu_forms()}
 _BY_NAME: dict[str, Kernel] = {
     "transpose": transpose, "reshape": reshape, "slice": slice_, "concat": concat,

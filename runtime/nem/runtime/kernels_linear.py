@@ -203,18 +203,22 @@ def _windows(xp: np.ndarray, k_shape, strides, dil, out_sp):
         yield offs, xp[tuple(sl)]
 
 
-def _im2col(xp: np.ndarray, k_shape, strides, dil, out_sp) -> np.ndarray:
-    """[N, *out_sp, prod(K) * C]: each output position's window, kernel offset
-    major and channel minor (w's C order), copied from one strided view
-    [N, *out_sp, *K, C] of `xp` (built directly: numpy's sliding_window_view
-    costs tens of microseconds per tile)."""
+def _windows_view(xp: np.ndarray, k_shape, strides, dil, out_sp) -> np.ndarray:
+    """One strided view [N, *out_sp, *K, C] of `xp`: each output position's
+    window (built directly: numpy's sliding_window_view costs tens of
+    microseconds per tile)."""
     nsp = len(out_sp)
     st = xp.strides
-    v = np.lib.stride_tricks.as_strided(
+    return np.lib.stride_tricks.as_strided(
         xp, (xp.shape[0], *out_sp, *k_shape, xp.shape[-1]),
         (st[0], *(st[1 + i] * strides[i] for i in range(nsp)),
          *(st[1 + i] * dil[i] for i in range(nsp)), st[-1]), writeable=False)
-    return v.reshape(xp.shape[0], *out_sp, -1)
+
+
+def _im2col(xp: np.ndarray, k_shape, strides, dil, out_sp) -> np.ndarray:
+    """[N, *out_sp, prod(K) * C]: each output position's window, kernel offset
+    major and channel minor (w's C order), copied from `_windows_view`."""
+    return _windows_view(xp, k_shape, strides, dil, out_sp).reshape(xp.shape[0], *out_sp, -1)
 
 
 def _padded_shape(shape, padw) -> list[int]:
@@ -336,28 +340,38 @@ def conv_kernel(op: str, nsp: int, depthwise: bool = False) -> Kernel:
         return _int_linear(op, ins, outs, xc, wc, wgroups, prod, y_shape)
     def prepare(ins, outs, attrs):
         """A float convolution without groups bound to its operands: the
-        padded f64 input (its zero border written once), its im2col view and
-        the f64 weights are buffers kept across calls; the same BLAS call on
-        the same values as `kernel`, without re-checking and re-allocating."""
+        padded f64 input (its zero border written once), its windows' view,
+        the im2col matrix, the f64 weights and the f64 result are buffers kept
+        across calls; the same BLAS call on the same values as `kernel`,
+        without re-checking and re-allocating.  An f32 result is rounded
+        straight into the output (one f64 -> f32 rounding, as `to_float_out`)."""
         fam, groups, _, strides, dil, out_sp, padw = setup(ins, outs, attrs)
         if fam != "float" or groups != 1 or depthwise:
             return None
         x, w = ins[0].array, ins[1].array
         bias = ins[2].array if len(ins) > 2 else None
-        elem = outs[0].elem
+        y = outs[0]
         xp = np.zeros(_padded_shape(x.shape, padw), np.float64)
         inner = xp[_interior(x.shape, padw)]
+        wins = _windows_view(xp, w.shape[:nsp], strides, dil, out_sp)
+        cols = np.empty(wins.shape, np.float64)
+        cols_m = cols.reshape(x.shape[0], *out_sp, -1)
         w64 = np.empty(w.shape, np.float64)
         wm = w64.reshape(-1, w.shape[-1])
-        k_shape = w.shape[:nsp]
+        acc = np.empty((x.shape[0], *out_sp, w.shape[-1]), np.float64)
 
-        def call() -> list[np.ndarray]:
+        def call() -> list[np.ndarray] | None:
             np.copyto(inner, x)
             np.copyto(w64, w)
-            acc = np.matmul(_im2col(xp, k_shape, strides, dil, out_sp), wm)
+            np.copyto(cols, wins)
+            np.matmul(cols_m, wm, out=acc)
             if bias is not None:
-                acc += bias
-            return [to_float_out(acc, elem)]
+                np.add(acc, bias, out=acc)
+            if y.elem == "f32":
+                with np.errstate(over="ignore", invalid="ignore"):
+                    np.copyto(y.array, acc, casting="same_kind")
+                return None
+            return [to_float_out(acc, y.elem)]
         return call
 
     return Preparable(kernel, prepare)

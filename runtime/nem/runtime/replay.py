@@ -30,7 +30,9 @@ programs whose task count is not static or exceeds `MAX_EFFECTS`.
 
 from __future__ import annotations
 
+import gc
 from collections import deque
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 # scheduler fields that make up the state at the end of a run; containers
@@ -83,6 +85,24 @@ def start(s) -> Plan | None:
     return None
 
 
+@contextmanager
+def collector_paused(recording: bool):
+    """Python's cyclic garbage collector paused while a run records its plan
+    (D-RT-GC): such a run allocates at most MAX_EFFECTS instances' worth of
+    objects (a few MB), and the collections it would trigger mostly rescan the
+    objects of the program just loaded (a quarter of a first run's time).
+    Its garbage is collected after the run; a collector the process had
+    disabled stays disabled."""
+    paused = recording and gc.isenabled()
+    if paused:
+        gc.disable()
+    try:
+        yield
+    finally:
+        if paused:
+            gc.enable()
+
+
 def finish_recording(s) -> None:
     """Keep the recorded plan of a run that completed."""
     plan = s.recording
@@ -98,15 +118,17 @@ def replay(s, plan: Plan, progress=None) -> int | None:
     """Run `plan`'s data effects on `s`'s memory and take over its final
     state; returns the number of tasks run, or None when an effect failed at
     step i (then `s.dry_steps` = i and the caller runs normally)."""
-    n = 0
-    for effect in plan.effects:
+    n = 0           # effects done
+    step = 1024 if progress is not None else len(plan.effects)   # effects between reports
+    while n < len(plan.effects):
         try:
-            effect()
+            for effect in plan.effects[n:n + step]:
+                effect()
+                n += 1
         except Exception:   # noqa: BLE001 - re-run below, where a normal run reports it
             s.dry_steps = n
             return None
-        n += 1
-        if progress is not None and (n & 1023) == 0:
+        if progress is not None:
             progress(n)
     for k, v in plan.final.items():
         setattr(s, k, v.copy() if isinstance(v, (dict, list, set, deque)) else v)

@@ -735,12 +735,13 @@ class Scheduler:
                     return done
         n = 0
         step = self.step
-        while limit is None or n < limit:
-            if step() is None:
-                break
-            n += 1
-            if progress is not None and (n & 1023) == 0:
-                progress(self.steps)
+        with replay.collector_paused(self.recording is not None):
+            while limit is None or n < limit:
+                if step() is None:
+                    break
+                n += 1
+                if progress is not None and (n & 1023) == 0:
+                    progress(self.steps)
         if self.recording is not None and self.finished:
             replay.finish_recording(self)
         return n
