@@ -55,6 +55,19 @@ def test_depthwise_hwc(tmp_path):
     assert np.allclose(out["y"], ref, rtol=0, atol=1e-5)
 
 
+
+def test_tile_of_size_one(tmp_path):
+    """A tiled depthwise nest whose tiles of size 1 leave unit-step loops of
+    one iteration around tile loops and among the point loops (D-LOW-TILES;
+    tile_size_one.test): raised to conv2d and exact.  Was one escape-hatch
+    kernel over the whole nest ("non-unit step")."""
+    rng = np.random.default_rng(7)
+    x, w = rand(rng, (1, 6, 6, 2, 1)), rand(rng, (2, 1, 3, 3, 1))
+    y0 = rand(rng, (1, 4, 4, 2, 1))
+    out = lower_and_run(INPUTS / "tile_size_one.mlir", tmp_path, {"x": x, "w": w, "y": y0},
+                        ["y"], "-> conv2d (groups=2)")
+    assert np.allclose(out["y"], y0 + _grouped_ref(x, w, 1), rtol=0, atol=1e-5)
+
 @pytest.mark.parametrize("cin, cout, group, attrs", [
     (4, 8, 2, {"pads": [1, 1, 1, 1]}),                       # 1 < group < C
     (4, 8, 4, {"strides": [2, 2]}),                          # depthwise, multiplier 2

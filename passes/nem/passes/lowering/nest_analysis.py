@@ -645,8 +645,8 @@ def is_tile_loop(ctx: LoweringContext, loop: affine.ForOp) -> bool:
     whole nest."""
     if loop.results or not _tiles_of_point_nests(loop.body.block):
         return False
-    if loop.step.value.data != 1:
-        return True
+    if loop.step.value.data != 1 or not _point_nest(loop):
+        return True   # a unit-step loop around tile loops (a tile of size 1 of one dimension)
     iv = loop.body.block.args[0]
     offsets = [v for o in loop.body.block.ops if o.name in INDEX_OPS for v in o.results]
     offsets += [v for o in loop.body.walk() if isinstance(o, affine.ForOp) and o is not loop
@@ -667,8 +667,10 @@ def _tiles_of_point_nests(block: Block) -> bool:
             continue
         if not isinstance(o, affine.ForOp):
             return False
-        inner = o.body.block
-        if not (_tiles_of_point_nests(inner) if o.step.value.data != 1 else _point_nest(o)):
+        # a unit-step loop is a point nest or, like `affine-loop-tile`'s loop of
+        # tile size 1 over a dimension, a loop around tile loops
+        if not ((o.step.value.data == 1 and _point_nest(o))
+                or _tiles_of_point_nests(o.body.block)):
             return False
         nests += 1
     return nests > 0

@@ -137,7 +137,10 @@ def match_window(kind: str, ext: Mapping[int, int], x: WAccess, w: WAccess | Non
             or len(ydims) != sum(1 for ix in y.index if ix.terms):
         raise NotRaisable("the output is not indexed by one loop per dimension")
     out = set(ydims)
-    red = set(ext) - out
+    # a loop of one iteration that indexes no operand (`affine-loop-tile`'s
+    # loop of tile size 1 left inside the point loops) changes nothing
+    used = {d for a in (x, w, y) if a is not None for ix in a.index for d, _ in ix.terms}
+    red = {d for d in set(ext) - out if d in used or ext[d] != 1}
     wdims: dict[int, int] = {}
     if w is not None:
         wdims = w.plain()
