@@ -137,7 +137,8 @@ def compile_mlir(source: str | Path, options: CompileOptions | None = None,
             try:
                 holder["m"] = ir.Module.parse(text)
             except ir.MLIRError as e:
-                raise CompileError("import", f"{file}: error: {e}") from e
+                raise _upstream_error("import", e, file, "fix the MLIR at this position") \
+                    from None
             return text
 
         driver.timed("import", parse)
@@ -158,11 +159,28 @@ def compile_mlir(source: str | Path, options: CompileOptions | None = None,
         names = mlir_arg_names(text, name) or [f"arg{i}" for i in range(len(ins))]
         iface = Interface([(n, s, d) for n, (s, d) in zip(names, ins)], {},
                           [(f"result{i}", s, d) for i, (s, d) in enumerate(outs)])
-        driver.upstream(module, name)
+        try:
+            driver.upstream(module, name)
+        except ir.MLIRError as e:   # valid MLIR upstream's passes refuse: "op was not bufferized"
+            raise _upstream_error(driver.stage, e, file, "rewrite the op into linalg on tensors "
+                                  "(linalg.generic, linalg named ops) that upstream bufferizes "
+                                  "and tiles") from None
         tiled = driver.results[-1].text
     nem, remarks = driver.lower(tiled, name, iface.arg_names, _stem(file, stem) + ".tile.mlir")
     return CompileResult(nem, iface, name, driver.results, remarks, driver.memory_spaces(),
                          driver.flops)
+
+
+def _upstream_error(stage: str, e, file: str, fix: str) -> CompileError:
+    """An upstream `MLIRError` on the user's `.mlir` text, located in that file
+    (upstream calls the parsed text "-"), with its notes."""
+    from nem.frontends.upstream_dialects.upstream_ops import upstream_diagnostic
+
+    lines = []
+    for d in e.error_diagnostics or []:
+        lines.append(upstream_diagnostic(str(d.location), d.message, file, fix).render())
+        lines += [f"note: {n.message}" for n in d.notes]
+    return CompileError(stage, "\n".join(lines) or f"{file}: error: {e}")
 
 
 def _parse_and_verify(text: str) -> str:

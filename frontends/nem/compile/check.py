@@ -71,15 +71,37 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--input", action="append", default=[], metavar="NAME=FILE.npy")
     p.add_argument("--output", action="append", default=[], metavar="NAME=FILE")
     args = p.parse_args(argv)
-    from nem.frontends.onnx.graph import nem_name
-
     pairs = [a.split("=", 1) for a in args.input + args.output]
     if any(len(x) != 2 for x in pairs):
         print("check: error: --input/--output expect NAME=FILE", file=sys.stderr)
         return 2
+    try:
+        return _compare(args)
+    except _CheckError as e:
+        print(f"check: error: {e}", file=sys.stderr)
+        return 2
+
+
+class _CheckError(Exception):
+    """A bad file or name on the command line: one line, exit status 2."""
+
+
+def _load(path: str, what: str, like: np.ndarray | None = None) -> np.ndarray:
+    try:
+        return np.load(path, allow_pickle=False) if like is None else _as_array(path, like)
+    except (OSError, ValueError) as e:   # missing, unreadable, not .npy, wrong size
+        raise _CheckError(f"{what}={path}: {e}") from None
+
+
+def _compare(args: argparse.Namespace) -> int:
     import onnx
 
-    model = onnx.load(args.model)
+    from nem.frontends.onnx.graph import nem_name
+
+    try:
+        model = onnx.load(args.model)
+    except Exception as e:   # onnx raises OSError, DecodeError, ...: any is a bad file
+        raise _CheckError(f"{args.model}: cannot read the model: {e}") from None
     inits = {i.name for i in model.graph.initializer}
     # buffer names are sanitized ONNX names (nem.frontends.onnx.graph.nem_name)
     taken: set[str] = set()
@@ -89,13 +111,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     inputs = {}
     for a in args.input:
         name, path = a.split("=", 1)
-        inputs[in_names.get(name, name)] = np.load(path, allow_pickle=False)
-    want = onnxruntime_run(model, inputs)
+        if in_names.get(name, name) not in in_names.values():
+            raise _CheckError(f"--input {name}: the model has no input '{name}' "
+                              f"(inputs: {', '.join(in_names) or 'none'})")
+        inputs[in_names.get(name, name)] = _load(path, f"--input {name}")
+    try:
+        want = onnxruntime_run(model, inputs)
+    except Exception as e:   # onnxruntime's Fail/InvalidArgument: missing or mis-shaped input
+        raise _CheckError(f"onnxruntime cannot run {args.model}: {e}") from None
     ok = True
     for a in args.output:
         name, path = a.split("=", 1)
+        if out_names.get(name, name) not in want:
+            raise _CheckError(f"--output {name}: the model has no output '{name}' "
+                              f"(outputs: {', '.join(out_names)})")
         ref = want[out_names.get(name, name)]
-        got = _as_array(path, ref)
+        got = _load(path, f"--output {name}", ref)
         v = max_violation(got, ref)
         atol, rtol = TOLERANCES[np.dtype(ref.dtype)]
         diff = float(np.max(np.abs(got.astype(np.float64) - ref)))

@@ -152,8 +152,10 @@ class Driver:
                                f"{self.device.topology.num_engines} engine(s)")
         self.engines = engines
         self.flops: FlopShare | None = None
+        self.stage = "import"
 
     def timed(self, name: str, fn: Callable[[], str]) -> str:
+        self.stage = name   # the stage a failure belongs to
         self.progress(name, None)
         t0 = time.perf_counter()
         text = fn()

@@ -148,11 +148,17 @@ def _escape(file: str) -> str:
 
 
 def _diagnostic(location: str, message: str, file: str) -> Diagnostic:
-    """An upstream diagnostic at `file:line:col` (upstream calls the text "-")."""
+    """An upstream parser diagnostic at `file:line:col`."""
+    return upstream_diagnostic(location, f"invalid MLIR (upstream parser): {message}", file,
+                               "fix the MLIR at this position")
+
+
+def upstream_diagnostic(location: str, message: str, file: str, fix: str) -> Diagnostic:
+    """An upstream diagnostic (`str(mlir.ir.Location)`, which calls a parsed
+    text "-") at `file:line:col` of the text it was parsed from."""
     m = _LOC.search(location)
     loc = SourceLoc(file, int(m["line"]), int(m["col"])) if m else SourceLoc(file, 1, 1)
-    return Diagnostic("error", f"invalid MLIR (upstream parser): {message}", loc,
-                      fix="fix the MLIR at this position")
+    return Diagnostic("error", message, loc, fix=fix)
 
 
 def _arg_names(text: str) -> dict[str, list[str]]:

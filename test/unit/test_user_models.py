@@ -1,0 +1,208 @@
+"""Outsider acceptance (issues 16 and 12: "models written by someone else will
+be compiled and run the same way"): the models of `user_models.py`, written
+from README.md and docs/compile.md alone, go through the documented chain
+
+    nem-compile model.onnx --device D -o m.nem        (+ m.weights.npz)
+    nem-opt m.nem -p nem-verify                        (no error, no warning)
+    nem-run m.nem --input m.weights.npz --input x=x.npy --output y=y.npy --schedules 2
+    python -m nem.compile.check model.onnx --input x=x.npy --output y=y.npy   (D-COMPILE-TOL)
+
+The tools run in-process through their `main` functions (the installed
+commands are those functions; one test runs the real commands), which keeps
+the default set fast enough for CI: every model in f32 and f16 on
+npm_pro_x1, and the transform route and `.nemb` output for two models.
+`NEM_USER_MODELS=full` adds every model on npm_lite, npm_mid and npm_pro
+(f16; f32 runs there as escape-hatch kernels) and the transform route and
+`.nemb` output for every model (several minutes).
+
+Also the regression tests of what an outsider hit: the diagnostics of
+`nem.compile.check` and of `nem-compile` on `.mlir` input upstream cannot
+bufferize or parse.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+onnx = pytest.importorskip("onnx")
+pytest.importorskip("onnxruntime")
+pytest.importorskip("mlir.ir")
+
+from user_models import MODELS, input_array  # noqa: E402
+
+from nem.cli import nem_compile, nem_opt, nem_run  # noqa: E402
+from nem.compile import check  # noqa: E402
+
+FULL = os.environ.get("NEM_USER_MODELS") == "full"
+BIN = Path(sys.executable).parent
+
+
+def run_main(main: Callable[..., object], *args: str) -> tuple[int, str, str]:
+    """A tool's `main(argv)` in-process: (exit status, stdout, stderr)."""
+    out, err = io.StringIO(), io.StringIO()
+    code: object = 0
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            code = main(list(args))
+        except SystemExit as e:
+            code = e.code
+    return int(code or 0), out.getvalue(), err.getvalue()
+
+
+def ok(main: Callable[..., object], *args: str) -> tuple[str, str]:
+    code, out, err = run_main(main, *args)
+    assert code == 0, f"{main.__module__} {' '.join(args)} -> {code}\n{out}\n{err}"
+    return out, err
+
+
+def chain(tmp_path: Path, name: str, dtype: str, device: str,
+          compile_args: tuple[str, ...] = (), suffix: str = ".nem") -> None:
+    """The documented chain on one model; fails on any error, warning, race,
+    schedule-dependent result or mismatch with onnxruntime."""
+    model = MODELS[name](dtype)
+    src, x = tmp_path / f"{name}.onnx", tmp_path / "x.npy"
+    onnx.save(model, src)
+    np.save(x, input_array(model)[1])
+    prog = tmp_path / f"m{suffix}"
+    ok(nem_compile.main, str(src), "--device", device, "-o", str(prog), "--no-progress",
+       *compile_args)
+    run = [str(prog), "--input", f"x={x}", "--output", f"y={tmp_path / 'y.npy'}",
+           "--schedules", "2", "-j", "1"]
+    if suffix == ".nem":
+        _, err = ok(nem_opt.main, str(prog), "-p", "nem-verify", "-o", os.devnull)
+        assert err == "", err                                  # no warning either
+        if (tmp_path / "m.weights.npz").exists():
+            run += ["--input", str(tmp_path / "m.weights.npz")]
+    else:
+        run += ["--device", device]
+    out, _ = ok(nem_run.main, *run)
+    assert "races: 0 distinct" in out and "identical across all schedules" in out, out
+    out, _ = ok(check.main, str(src), "--input", f"x={x}", "--output", f"y={tmp_path / 'y.npy'}")
+    assert out.rstrip().endswith(": OK"), out
+
+
+DEFAULT = [(n, d, "npm_pro_x1") for n in MODELS for d in ("f32", "f16")]
+LONG = [(n, d, dev) for n in MODELS for d in ("f32", "f16")
+        for dev in ("npm_lite", "npm_mid", "npm_pro")]
+
+
+@pytest.mark.parametrize("name,dtype,device", DEFAULT + (LONG if FULL else []))
+def test_user_model(tmp_path, name, dtype, device):
+    chain(tmp_path, name, dtype, device)
+
+
+ROUTES = [("mobilenet_block", "f16"), ("attention", "f32")]
+
+
+@pytest.mark.parametrize("name,dtype", [(n, d) for n in MODELS for d in ("f32", "f16")]
+                         if FULL else ROUTES)
+def test_user_model_transform_route(tmp_path, name, dtype):
+    chain(tmp_path, name, dtype, "npm_pro_x1", ("--route", "transform"))
+
+
+@pytest.mark.parametrize("name,dtype", [(n, d) for n in MODELS for d in ("f32", "f16")]
+                         if FULL else [("grouped_cnn", "f16"), ("gated_mlp", "f32")])
+def test_user_model_nemb(tmp_path, name, dtype):
+    chain(tmp_path, name, dtype, "npm_pro_x1", suffix=".nemb")
+
+
+def test_installed_commands(tmp_path):
+    """The same chain through the installed commands, as the docs write it."""
+    model = MODELS["unet_block"]("f16")
+    onnx.save(model, tmp_path / "u.onnx")
+    np.save(tmp_path / "x.npy", input_array(model)[1])
+
+    def tool(*args: str) -> subprocess.CompletedProcess:
+        r = subprocess.run(args, cwd=tmp_path, capture_output=True, text=True)
+        assert r.returncode == 0, f"{args}:\n{r.stdout}\n{r.stderr}"
+        return r
+
+    tool(str(BIN / "nem-compile"), "u.onnx", "--device", "npm_lite", "-o", "u.nem", "--no-progress")
+    assert tool(str(BIN / "nem-opt"), "u.nem", "-p", "nem-verify", "-o", os.devnull).stderr == ""
+    tool(str(BIN / "nem-run"), "u.nem", "--input", "u.weights.npz", "--input", "x=x.npy",
+         "--output", "y=y.npy", "--schedules", "2")
+    r = tool(sys.executable, "-m", "nem.compile.check", "u.onnx", "--input", "x=x.npy",
+             "--output", "y=y.npy")
+    assert r.stdout.rstrip().endswith(": OK"), r.stdout
+
+
+# ---------------------------------------------------------------------------
+# Regression tests: what the outsider hit.
+
+@pytest.fixture
+def mobilenet(tmp_path):
+    model = MODELS["mobilenet_block"]("f32")
+    onnx.save(model, tmp_path / "m.onnx")
+    np.save(tmp_path / "x.npy", input_array(model)[1])
+    np.save(tmp_path / "bad.npy", np.zeros(5, np.float32))
+    return tmp_path
+
+
+@pytest.mark.parametrize("args,message", [
+    # an output nem-run did not write (it failed): was a FileNotFoundError traceback
+    (["--input", "x=x.npy", "--output", "y=missing.npy"],
+     "check: error: --output y=missing.npy: [Errno 2] No such file or directory"),
+    (["--input", "x=x.npy", "--output", "y=bad.npy"],
+     "check: error: --output y=bad.npy: cannot reshape array of size 5 into shape (2,12,17,13)"),
+    (["--input", "x=x.npy", "--output", "z=bad.npy"],
+     "check: error: --output z: the model has no output 'z' (outputs: y)"),
+    (["--input", "q=x.npy"], "check: error: --input q: the model has no input 'q' (inputs: x)"),
+    (["--input", "x=bad.npy"], "check: error: onnxruntime cannot run m.onnx: "),
+])
+def test_check_bad_files_are_one_line_errors(mobilenet, monkeypatch, args, message):
+    monkeypatch.chdir(mobilenet)
+    code, out, err = run_main(check.main, "m.onnx", *args)
+    assert code == 2 and err.startswith(message) and "Traceback" not in err, err
+
+
+def test_check_missing_model(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    code, _, err = run_main(check.main, "nope.onnx")
+    assert code == 2 and err.startswith("check: error: nope.onnx: cannot read the model"), err
+
+
+SIN_ON_TENSORS = """\
+func.func @f(%x: tensor<4xf32>) -> tensor<4xf32> {
+  %y = math.sin %x : tensor<4xf32>
+  return %y : tensor<4xf32>
+}
+"""
+
+
+def test_mlir_input_upstream_cannot_bufferize(tmp_path):
+    """Valid MLIR that one-shot-bufferize refuses (math.sin on a tensor) was
+    "nem-compile: internal error: MLIRError ..." (exit 2); it is the user's
+    input, located in it, in stage 'bufferize'."""
+    (tmp_path / "sin.mlir").write_text(SIN_ON_TENSORS)
+    code, _, err = run_main(nem_compile.main, str(tmp_path / "sin.mlir"), "-o",
+                            str(tmp_path / "sin.nem"), "--no-progress")
+    assert code == 1, err
+    assert f"{tmp_path / 'sin.mlir'}:2:8: error: op was not bufferized" in err, err
+    assert "internal error" not in err and "failed in stage 'bufferize'" in err, err
+
+
+def test_mlir_parse_error_names_the_file(tmp_path):
+    """Upstream's parse error said `"-":2:8`; it names the input file."""
+    (tmp_path / "bad.mlir").write_text(SIN_ON_TENSORS.replace("math.sin", "foo.bar"))
+    code, _, err = run_main(nem_compile.main, str(tmp_path / "bad.mlir"), "-o",
+                            str(tmp_path / "bad.nem"), "--no-progress")
+    assert code == 1 and f"{tmp_path / 'bad.mlir'}:2:8: error: Dialect `foo' not found" in err, err
+    assert '"-"' not in err, err
+
+
+def test_compile_mlir_api_raises_compile_error():
+    """The Python API raised mlir's MLIRError (a traceback) on the same input."""
+    from nem.compile import CompileError, compile_mlir
+
+    with pytest.raises(CompileError) as e:
+        compile_mlir(SIN_ON_TENSORS)
+    assert e.value.stage == "bufferize" and "<mlir>:2:8: error: op was not bufferized" in str(e.value)
