@@ -206,3 +206,15 @@ def test_compile_mlir_api_raises_compile_error():
     with pytest.raises(CompileError) as e:
         compile_mlir(SIN_ON_TENSORS)
     assert e.value.stage == "bufferize" and "<mlir>:2:8: error: op was not bufferized" in str(e.value)
+
+
+def test_nem_run_unknown_input_name_is_not_quoted(tmp_path):
+    """`nem-run --input NAME=x.npy` with a name the program lacks printed the
+    KeyError's repr: `"no buffer or region named ..."` in quotes."""
+    prog = tmp_path / "p.nem"
+    prog.write_text("buffer X : L2 (size=16)\n")
+    np.save(tmp_path / "x.npy", np.zeros(4, np.float32))
+    code, _, err = run_main(nem_run.main, str(prog), "--input", f"q={tmp_path / 'x.npy'}")
+    assert code == 2, err
+    assert err.startswith(f"nem-run: error: --input q={tmp_path / 'x.npy'}: no buffer or region "
+                          "named 'q' (known: X)"), err

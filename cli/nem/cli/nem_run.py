@@ -247,7 +247,9 @@ def _write_inputs(interp, args) -> int | None:
                 interp.write_bytes(name, data)
         except InputError as e:
             return _usage(str(e))
-        except (OSError, ValueError, KeyError) as e:
+        except KeyError as e:   # an unknown name: str(KeyError) would quote the message
+            return _usage(f"{flag} {item}: {e.args[0]}")
+        except (OSError, ValueError) as e:
             return _usage(f"{flag} {item}: {e}")
     return None
 
