@@ -199,7 +199,33 @@ def run(argv: Sequence[str] | None = None) -> int:
         if weights:
             print(f"weights: {weights} ({len(result.interface.weights)} buffers; "
                   f"nem-run {out} --input {weights})", file=sys.stderr)
+        for line in _interface(result.interface, out, weights):
+            print(line, file=sys.stderr)
     return 0
+
+
+def _interface(iface, out: str, weights: str) -> list[str]:
+    """The buffers that hold the model's inputs and outputs, with their ONNX
+    names (sanitized names are not guessable: `input.1` is `input1`,
+    D-COMPILE-IFACE), and a `nem-run` command line that writes each output
+    with the model's shape (a buffer's `--output` is its flat elements)."""
+    names = {"float32": "f32", "float16": "f16", "int32": "i32", "int16": "i16", "int8": "i8"}
+
+    def typed(shape, dtype) -> str:
+        return f"{names.get(np.dtype(dtype).name, np.dtype(dtype).name)}" \
+               f"[{','.join(map(str, shape))}]"
+
+    lines, run = [], ["nem-run", out]
+    if weights:
+        run += ["--input", weights]
+    for kind, ports in (("input", iface.inputs), ("output", iface.outputs)):
+        for name, shape, dtype in ports:
+            onnx = iface.onnx_names.get(name)
+            lines.append(f"{kind}: {name} {typed(shape, dtype)}"
+                         + (f" (ONNX '{onnx}')" if onnx and onnx != name else ""))
+            run += ["--input", f"{name}={name}.npy"] if kind == "input" else \
+                ["--output", f"'{name}:{typed(shape, dtype)}={name}.npy'"]
+    return [*lines, "run: " + " ".join(run)]
 
 
 def _write_nemb(out: str, src: str, result) -> None:

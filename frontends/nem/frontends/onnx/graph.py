@@ -122,7 +122,7 @@ _KEYWORDS = {"const", "let", "buffer", "region", "loop", "endloop", "wait", "in"
 
 
 def nem_name(name: str, taken: set[str]) -> str:
-    """A NEM identifier for an ONNX name (`input.1` -> `input_1`), unique in
+    """A NEM identifier for an ONNX name (`input.1` -> `input1`), unique in
     `taken`.  A trailing `_<digits>` is avoided (xDSL reads it as a
     uniquing suffix of the name hint)."""
     base = re.sub(r"[^A-Za-z0-9_]", "_", name).strip("_") or "t"
