@@ -65,12 +65,12 @@ def ok(main: Callable[..., object], *args: str) -> tuple[str, str]:
     return out, err
 
 
-def chain(tmp_path: Path, name: str, dtype: str, device: str,
+def chain(tmp_path: Path, model: onnx.ModelProto, device: str,
           compile_args: tuple[str, ...] = (), suffix: str = ".nem") -> None:
-    """The documented chain on one model; fails on any error, warning, race,
-    schedule-dependent result or mismatch with onnxruntime."""
-    model = MODELS[name](dtype)
-    src, x = tmp_path / f"{name}.onnx", tmp_path / "x.npy"
+    """The documented chain on one model (one input `x`, one output `y`);
+    fails on any error, warning, race, schedule-dependent result or mismatch
+    with onnxruntime."""
+    src, x = tmp_path / "model.onnx", tmp_path / "x.npy"
     onnx.save(model, src)
     np.save(x, input_array(model)[1])
     prog = tmp_path / f"m{suffix}"
@@ -102,17 +102,17 @@ DEVICES = ("npm_pro_x1", "npm_lite", "npm_mid", "npm_pro")
 @pytest.mark.parametrize("name,dtype,device", [(n, d, dev) for n, d in BOTH for dev in DEVICES]
                          if FULL else [(n, d, "npm_pro_x1") for n, d in DEFAULT])
 def test_user_model(tmp_path, name, dtype, device):
-    chain(tmp_path, name, dtype, device)
+    chain(tmp_path, MODELS[name](dtype), device)
 
 
 @pytest.mark.parametrize("name,dtype", BOTH if FULL else [("mobilenet_block", "f32")])
 def test_user_model_transform_route(tmp_path, name, dtype):
-    chain(tmp_path, name, dtype, "npm_pro_x1", ("--route", "transform"))
+    chain(tmp_path, MODELS[name](dtype), "npm_pro_x1", ("--route", "transform"))
 
 
 @pytest.mark.parametrize("name,dtype", BOTH if FULL else [("gated_mlp", "f16")])
 def test_user_model_nemb(tmp_path, name, dtype):
-    chain(tmp_path, name, dtype, "npm_pro_x1", suffix=".nemb")
+    chain(tmp_path, MODELS[name](dtype), "npm_pro_x1", suffix=".nemb")
 
 
 def test_installed_commands(tmp_path):
@@ -246,3 +246,17 @@ def test_verbose_prints_the_interface_and_a_run_line(tmp_path, monkeypatch):
     args = [arg.strip("'") for arg in lines[-1].split()[2:]]   # after "run: nem-run"
     ok(nem_run.main, *args)
     np.testing.assert_array_equal(np.load("out_a.npy"), np.maximum(a + b, 0))
+
+
+@pytest.mark.parametrize("dtype", ["f32", "f16"])
+def test_matmul_of_two_vectors(tmp_path, dtype):
+    """MatMul of two 1-D operands (docs/compile.md: "1-D operands") gives a
+    scalar; the importer's reshape to rank 0 was an invalid
+    `tensor.expand_shape` ("internal error: MLIRError: Verification failed")."""
+    h, elem = onnx.helper, onnx.TensorProto.FLOAT if dtype == "f32" else onnx.TensorProto.FLOAT16
+    v = onnx.numpy_helper.from_array(np.linspace(-1, 1, 6).astype(
+        np.float32 if dtype == "f32" else np.float16), "v")
+    graph = h.make_graph([h.make_node("MatMul", ["x", "v"], ["y"])], "dot",
+                         [h.make_tensor_value_info("x", elem, [6])],
+                         [h.make_tensor_value_info("y", elem, [])], initializer=[v])
+    chain(tmp_path, h.make_model(graph, opset_imports=[h.make_opsetid("", 17)]), "npm_pro_x1")

@@ -193,6 +193,8 @@ def reshape(value: ir.Value, dst: Sequence[int]) -> ir.Value:
     if list(src) == dst:
         return value
     elem = elem_type(value)
+    if not dst:   # a scalar (MatMul of two vectors): collapse every size-1 dimension
+        return tensor.collapse_shape(tensor_type([], elem), value, [])
     if len(dst) < len(src) and (groups := reassociation(src, dst)) is not None:
         return tensor.collapse_shape(tensor_type(dst, elem), value, groups)
     if len(dst) > len(src) and (groups := reassociation(dst, src)) is not None:
