@@ -260,3 +260,23 @@ def test_matmul_of_two_vectors(tmp_path, dtype):
                          [h.make_tensor_value_info("x", elem, [6])],
                          [h.make_tensor_value_info("y", elem, [])], initializer=[v])
     chain(tmp_path, h.make_model(graph, opset_imports=[h.make_opsetid("", 17)]), "npm_pro_x1")
+
+
+@pytest.mark.xfail(strict=True, reason="not supported yet: a grouped convolution's partial last "
+                   "row tile (D-LOW-PEEL narrowing; see the report of user23)")
+def test_depthwise_conv_partial_row_tile(tmp_path):
+    """A depthwise Conv with pads whose row tiles do not divide the rows
+    (17 rows in tiles of 5; a plain Conv of the same shape compiles): the
+    lowering stops with "this strided DMA of a partial tile cannot be narrowed
+    to 1 rows of 480 of 840 elements: another access to ... may use the
+    elements left out".  The same happens with the L1-derived tiles of a
+    [1, 32, 113, 113] f16 depthwise Conv on npm_lite."""
+    h = onnx.helper
+    w = onnx.numpy_helper.from_array(
+        np.random.default_rng(0).standard_normal((8, 1, 3, 3)).astype(np.float32), "w")
+    graph = h.make_graph(
+        [h.make_node("Conv", ["x", "w"], ["y"], group=8, pads=[1, 1, 1, 1])], "dw",
+        [h.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [2, 8, 17, 13])],
+        [h.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [2, 8, 17, 13])], initializer=[w])
+    chain(tmp_path, h.make_model(graph, opset_imports=[h.make_opsetid("", 17)]), "npm_pro_x1",
+          ("--tile-sizes", "1,5"))
