@@ -280,3 +280,35 @@ def test_depthwise_conv_partial_row_tile(tmp_path):
         [h.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [2, 8, 17, 13])], initializer=[w])
     chain(tmp_path, h.make_model(graph, opset_imports=[h.make_opsetid("", 17)]), "npm_pro_x1",
           ("--tile-sizes", "1,5"))
+
+
+def test_mlir_dynamic_signature_is_located_in_the_input(tmp_path):
+    """A dynamic dimension in the entry's signature was reported at
+    `dyn.tile.mlir:2:3` (a file the user does not have) in stage 'lower'
+    with "fix: tile with static sizes"; it is an import error at the
+    function in the user's file."""
+    src = tmp_path / "dyn.mlir"
+    src.write_text("func.func @f(%x: tensor<?x4xf32>) -> tensor<?x4xf32> {\n"
+                   "  return %x : tensor<?x4xf32>\n}\n")
+    code, _, err = run_main(nem_compile.main, str(src), "-o", str(tmp_path / "dyn.nem"),
+                            "--no-progress")
+    assert code == 1 and err.startswith(
+        f"{src}:1:1: error: not supported: dynamic shape tensor<?x4xf32> in the signature of "
+        "@f: NEM buffers have static sizes"), err
+    assert "failed in stage 'import'" in err, err
+
+
+def test_lowering_error_says_where_its_file_is(tmp_path):
+    """The lowering's diagnostics name STEM.tile.mlir, written only with
+    --save-temps: a failed compile says so."""
+    src = tmp_path / "wide.mlir"
+    src.write_text("func.func @f(%x: tensor<4xi64>) -> tensor<4xi64> {\n"
+                   "  return %x : tensor<4xi64>\n}\n")
+    out = tmp_path / "wide.nem"
+    code, _, err = run_main(nem_compile.main, str(src), "-o", str(out), "--no-progress")
+    assert code == 1 and f"{tmp_path / 'wide.tile.mlir'}:" in err, err
+    assert err.rstrip().endswith(f"the lowering's locations are in {tmp_path / 'wide.tile.mlir'}, "
+                                 "the tiled program: rerun with --save-temps to write it"), err
+    code, _, err = run_main(nem_compile.main, str(src), "-o", str(out), "--no-progress",
+                            "--save-temps")
+    assert code == 1 and (tmp_path / "wide.tile.mlir").exists() and "rerun" not in err, err

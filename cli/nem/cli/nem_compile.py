@@ -174,6 +174,9 @@ def run(argv: Sequence[str] | None = None) -> int:
         _timings(args, done)
         print(str(e), file=sys.stderr)
         print(f"nem-compile: failed in stage '{e.stage}'", file=sys.stderr)
+        if e.stage == "lower" and not args.save_temps and out != "-":
+            print(f"nem-compile: the lowering's locations are in {stem}.tile.mlir, the tiled "
+                  "program: rerun with --save-temps to write it", file=sys.stderr)
         return 1
     display.close()
     if out.endswith(".nemb"):

@@ -154,6 +154,14 @@ def compile_mlir(source: str | Path, options: CompileOptions | None = None,
         fn = funcs[0]
         name = ir.StringAttr(fn.attributes["sym_name"]).value
         ftype = ir.FunctionType(ir.TypeAttr(fn.attributes["function_type"]).value)
+        for t in [*ftype.inputs, *ftype.results]:
+            if not ir.ShapedType(t).has_static_shape:   # was reported at STEM.tile.mlir
+                from nem.frontends.upstream_dialects.upstream_ops import upstream_diagnostic
+
+                raise CompileError("import", upstream_diagnostic(
+                    str(fn.location), f"not supported: dynamic shape {t} in the signature of "
+                    f"@{name}: NEM buffers have static sizes", file,
+                    "give every dimension of the arguments and results a size").render())
         ins = [_port(t) for t in ftype.inputs]
         outs = [_port(t) for t in ftype.results]
         names = mlir_arg_names(text, name) or [f"arg{i}" for i in range(len(ins))]
