@@ -312,3 +312,14 @@ def test_lowering_error_says_where_its_file_is(tmp_path):
     code, _, err = run_main(nem_compile.main, str(src), "-o", str(out), "--no-progress",
                             "--save-temps")
     assert code == 1 and (tmp_path / "wide.tile.mlir").exists() and "rerun" not in err, err
+
+
+def test_stdout_output_keeps_the_weights(tmp_path):
+    """`nem-compile model.onnx -o -` printed the program and dropped the
+    weights without a word: the program could not be run."""
+    onnx.save(MODELS["gated_mlp"]("f32"), tmp_path / "g.onnx")
+    out, err = ok(nem_compile.main, str(tmp_path / "g.onnx"), "-o", "-", "--no-progress")
+    assert out.startswith('include "npm_pro_x1.nem"'), out[:200]
+    weights = tmp_path / "g.weights.npz"
+    assert err == f"nem-compile: weights written to {weights}\n", err
+    assert set(np.load(weights).files) >= {"w1", "b1", "wu", "w2"}

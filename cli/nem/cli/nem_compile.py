@@ -192,9 +192,11 @@ def run(argv: Sequence[str] | None = None) -> int:
         with output_file(out) as f:
             f.write(result.nem)
         weights = ""
-        if result.interface.weights and out != "-":
+        if result.interface.weights:   # with -o -: beside the input (STEM is its name)
             weights = stem + ".weights.npz"
             result.save_weights(weights)
+            if out == "-":   # nothing on stdout but the program: say where they went
+                print(f"nem-compile: weights written to {weights}", file=sys.stderr)
     if args.verbose:
         for r in result.remarks:
             print(r, file=sys.stderr)
