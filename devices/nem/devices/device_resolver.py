@@ -246,6 +246,11 @@ def resolve_device(scope: Scope, name: str, loc: SourceLoc | None = None) -> Dev
         if target.parent is not None:
             raise fail(f"device {name} has no topology and its parent {target.parent} is "
                        "abstract", target.loc, "INH-04", "add a topology { ... } block")
+        if name == BASELINE_DEVICE:   # the shipped abstract base, named as a target
+            shipped = sorted(p.stem for p in shipped_devices_dir().glob("npm_*.nem"))
+            raise fail(f"device {name} has no topology: it is the abstract baseline the "
+                       "shipped devices extend (type families only), not a target",
+                       target.loc, "DEV-07", f"target a concrete device: {', '.join(shipped)}")
         raise fail(f"device {name} has no topology", target.loc, "DEV-07",
                    "add a topology { ... } block")
     _check_topology(topology, topo_locs)
