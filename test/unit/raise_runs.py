@@ -26,9 +26,10 @@ def mlir_opt() -> str | None:
 
 
 def lower_and_run(mlir: Path, tmp: Path, inputs: dict[str, np.ndarray], outputs: list[str],
-                  remark: str, entry: str | None = None) -> dict[str, np.ndarray]:
+                  remark: str, entry: str | None = None,
+                  device: str = DEVICE) -> dict[str, np.ndarray]:
     nem = tmp / "prog.nem"
-    opts = f"device={DEVICE} remarks=true" + (f" entry={entry}" if entry else "")
+    opts = f"device={device} remarks=true" + (f" entry={entry}" if entry else "")
     r = subprocess.run([tool("nem-opt"), str(mlir), "-p",
                         f"lower-to-nem{{{opts}}}", "-t", "nem", "-o",
                         str(nem)], capture_output=True, text=True)

@@ -22,7 +22,6 @@ from nem.passes.lowering.affine_algebra import Aff
 from nem.passes.lowering.context import LoweringContext
 from nem.passes.lowering.diagnostics import reject
 from nem.passes.lowering.emit import region
-from nem.passes.lowering.casts import emit_cast, match_cast_generic, match_cast_nest
 from nem.passes.lowering.escape import emit_escape, linalg_operands, location_text
 from nem.passes.lowering.fills import access_box, emit_fill, lower_linalg_fill, nest_fill
 from nem.passes.lowering.nest_analysis import (
@@ -50,7 +49,7 @@ from nem.passes.lowering.windows import (
 )
 from xdsl.dialects import linalg
 from xdsl.dialects.builtin import MemRefType, StringAttr
-from xdsl.ir import Block, Operation, SSAValue
+from xdsl.ir import Attribute, Block, Operation, SSAValue
 from xdsl.rewriter import InsertPoint, Rewriter
 
 if TYPE_CHECKING:
@@ -148,26 +147,28 @@ def full_region(ctx: LoweringContext, b: NemBuilder, mem: SSAValue, anchor: Oper
 
 
 def scratch(ctx: LoweringContext, like: View, shape: list[int], anchor: Operation,
-            ident: int = 0) -> View:
-    """A hoisted scratch buffer for a partial result (D-LOW-ACCUM); `ident`
-    tells apart the temporaries one computation needs at the same time.  The
-    tasks of different `async.execute`s (and of the main stream) do not
-    share one: they may run concurrently (D-LOW-ASYNC)."""
+            ident: int = 0, elem: Attribute | None = None) -> View:
+    """A hoisted scratch buffer for a partial result (D-LOW-ACCUM), in
+    `like`'s memory, of `like`'s element type or `elem` (D-LOW-CAST-TREE);
+    `ident` tells apart the temporaries one computation needs at the same
+    time.  The tasks of different `async.execute`s (and of the main stream)
+    do not share one: they may run concurrently (D-LOW-ASYNC)."""
     slots = 2 if ctx.pipelined else 1
     context = ctx.executes[-1] if ctx.executes else None
-    key = (like.level.data, tuple(shape), like.elem, slots,
+    elem = like.elem if elem is None else elem
+    key = (like.level.data, tuple(shape), elem, slots,
            ctx.pipelined[-1].key if slots == 2 else None, ident, context)
     cached = ctx.scratch.get(key)
     if cached is not None and ctx.is_declared(cached.buffer):
         return cached
     name = ctx.names.fresh(None, f"{like.level.kind}_{'tmp' if ident else 'acc'}")
-    buf = ctx.declare_buffer(name, like.level.data, buffer_bytes(shape, like.elem) * slots,
+    buf = ctx.declare_buffer(name, like.level.data, buffer_bytes(shape, elem) * slots,
                              anchor.location)
     n = 1
     for d in shape:
         n *= d
     base = Aff.atom(ctx.pipelined[-1]).mod(2).scale(n) if slots == 2 else Aff.c(0)
-    view = View(buf, like.level, like.elem, tuple(shape), row_major(shape), base, name)
+    view = View(buf, like.level, elem, tuple(shape), row_major(shape), base, name)
     ctx.scratch[key] = view
     return view
 
@@ -236,9 +237,6 @@ def lower_nest(lw: Lowerer, top: affine.ForOp, st: BlockState) -> None:
     except (NotRaisable, ValueError) as e:
         return emit_escape(lw, top, st, str(e), what)
     try:
-        cast = match_cast_nest(nest, ctx.env)   # D-LOW-CAST
-        if cast is not None:
-            return emit_cast(lw, cast, top, st, what, nest.extents)
         plan = match_nest(nest, ctx.env, lambda m, u: ctx.view(m, u).buffer)
     except (NotRaisable, ValueError) as e:
         if str(e) in COPY_LIKE:
@@ -280,10 +278,8 @@ def lower_nest(lw: Lowerer, top: affine.ForOp, st: BlockState) -> None:
             return access_region(ctx, b, acc, exts, top)
         return _broadcast_leaf(lw, b, acc, plan.out, out[1], exts, top, copies)
 
-    direct = next((x for x in plan.root.leaves()
-                   if isinstance(x, Load) and x.access.dims == plan.out.dims), None)
     raise_eltwise(lw, stg, st, plan.root, out, top, what, leaf_region, copies,
-                  None if direct is None else lambda: leaf_region(direct))
+                  lambda leaf: _load(leaf).access.dims == plan.out.dims)
 
 
 def _load(leaf: Load | Operand) -> Load:
@@ -306,7 +302,8 @@ def _broadcast_leaf(lw: Lowerer, b: NemBuilder, acc: Access, out: Access, like: 
     ctx = lw.ctx
     used = set(acc.dims)
     order = [k for k in out.dims if k not in used] + [k for k in out.dims if k in used]
-    sv = scratch(ctx, like, [exts[k] for k in order], anchor, ident=-(len(copies) + 1))
+    sv = scratch(ctx, like, [exts[k] for k in order], anchor, ident=-(len(copies) + 1),
+                 elem=ctx.view(acc.memref, anchor).elem)
     stride = dict(zip(order, sv.strides))
     axes = [(k, stride[k]) for k in out.dims]
     copies += broadcast_into(lw, b, acc, sv, sv.base, axes, exts, anchor)
@@ -318,18 +315,18 @@ def raise_eltwise(lw: Lowerer, stg: Staging, st: BlockState, root: EltOp,
                   out: tuple[SSAValue, View], anchor: Operation, what: str,
                   leaf_region: Callable[[Load | Operand], tuple[SSAValue, View]],
                   copies: Sequence[SSAValue] = (),
-                  splat_src: Callable[[], tuple[SSAValue, View]] | None = None) -> None:
+                  direct: Callable[[Load | Operand], bool] | None = None) -> None:
     """One task per op of the elementwise tree `root` (D-LOW-RAISE) writing
     `out`, when every op has a legal variant and all operands have one
     shape; else the whole computation falls back to the escape hatch.
     `copies`: the tasks `leaf_region` stages for broadcast operands;
-    `splat_src`: a leaf's region of the output's shape that splats clamp
-    (D-LOW-SPLAT-SOURCE), else each splat clamps its sibling."""
+    `direct(leaf)`: whether a leaf is indexed like the output, a splat
+    source (D-LOW-SPLAT-SOURCE); without one each splat clamps its sibling."""
     ctx = lw.ctx
     if any(n.opcode == "pow" for n in _ops(root)):
-        splat_src = None
+        direct = None
     with stg.builder.located(anchor.location):
-        steps = _tree_steps(ctx, stg.builder, root, out, anchor, leaf_region, splat_src)
+        steps = _tree_steps(ctx, stg.builder, root, out, anchor, leaf_region, direct)
     shapes = {tuple(region_shape(r)) for _, tok in steps for r in _task(tok).ins}
     out_shape = tuple(region_shape(out[0]))
     why = ("operand shapes differ (broadcast)" if len(shapes | {out_shape}) > 1 else
@@ -364,27 +361,32 @@ def copy_kind(token: SSAValue) -> str:
 def _tree_steps(ctx: LoweringContext, b: NemBuilder, root: EltOp, out: tuple[SSAValue, View],
                 anchor: Operation, leaf_region: Callable[[Load | Operand],
                                                          tuple[SSAValue, View]],
-                splat_src: Callable[[], tuple[SSAValue, View]] | None = None
+                direct: Callable[[Load | Operand], bool] | None = None
                 ) -> list[tuple[str, SSAValue]]:
     """The candidate tasks of an elementwise tree, in evaluation order:
     (opcode, token); the root writes `out`, every inner op a hoisted scratch
-    region of the same shape (D-LOW-ACCUM's scratch buffers, one per inner
-    op), every splat too: `clamp` of `splat_src` when given (a loaded leaf,
-    ready before the ops: D-LOW-SPLAT-SOURCE), else of the op's other
-    operand (D-LOW-SPLAT)."""
+    region of the same shape and of its result's element type (D-LOW-ACCUM's
+    scratch buffers, one per inner op; a `cast` converts, every other op
+    keeps its operands' type: D-LOW-CAST-TREE), every splat too: `clamp`
+    of a source of the splat's type that is ready before the ops, a leaf
+    `direct` accepts or a cast of one (D-LOW-SPLAT-SOURCE), else of the
+    op's other operand (D-LOW-SPLAT)."""
     steps: list[tuple[str, SSAValue]] = []
     shape = region_shape(out[0])
-    src: list[SSAValue] = []
+    leaves = [x for x in root.leaves() if not isinstance(x, Splat)
+              and direct is not None and direct(x)]
+    sources: dict[Attribute, SSAValue] = {}
 
-    def splat_like(sibling: SSAValue) -> SSAValue:
-        if splat_src is None:
-            return sibling
-        if not src:
-            src.append(splat_src()[0])
-        return src[0]
+    def splat_like(sibling: SSAValue, elem: Attribute) -> SSAValue:
+        if elem not in sources:
+            leaf = next((x for x in leaves if _leaf_elem(x) == elem), None)
+            if leaf is None:
+                return sibling
+            sources[elem] = leaf_region(leaf)[0]
+        return sources[elem]
 
-    def temp() -> tuple[SSAValue, View]:
-        sv = scratch(ctx, out[1], shape, anchor, ident=len(steps) + 1)
+    def temp(elem: Attribute) -> tuple[SSAValue, View]:
+        sv = scratch(ctx, out[1], shape, anchor, ident=len(steps) + 1, elem=elem)
         return region(ctx, b, sv, sv.base, shape, sv.strides, anchor), sv
 
     def emit(node: EltNode, target: tuple[SSAValue, View] | None) -> tuple[SSAValue, View]:
@@ -394,21 +396,31 @@ def _tree_steps(ctx: LoweringContext, b: NemBuilder, root: EltOp, out: tuple[SSA
             return leaf_region(node)
         made = {k: emit(c, None) for k, c in enumerate(node.operands)
                 if not isinstance(c, Splat)}
-        like = next(iter(made.values()))[0]
+        like, like_view = next(iter(made.values()))
         for k, c in enumerate(node.operands):
             if isinstance(c, Splat):
-                made[k] = temp()
-                steps.append(("clamp", b.compute("clamp", [splat_like(like)], [made[k][0]],
-                                                 min=c.value, max=c.value)))
+                made[k] = temp(like_view.elem)
+                steps.append(("clamp", b.compute("clamp", [splat_like(like, like_view.elem)],
+                                                 [made[k][0]], min=c.value, max=c.value)))
         ins = [made[k] for k in range(len(node.operands))]
         if target is None:
-            target = temp()
+            target = temp(like_view.elem if node.to is None else node.to)
         steps.append((node.opcode, b.compute(node.opcode, [r for r, _ in ins], [target[0]],
                                              attrs=dict(node.attrs))))
+        if node.to is not None and node.operands[0] in leaves:
+            sources.setdefault(node.to, target[0])   # a cast of a direct leaf
         return target
 
     emit(root, out)
     return steps
+
+
+def _leaf_elem(leaf: Load | Operand) -> Attribute:
+    """The element type of a leaf's memref."""
+    mem = leaf.access.memref if isinstance(leaf, Load) else leaf.memref
+    t = mem.type
+    assert isinstance(t, MemRefType)
+    return t.element_type
 
 
 # ---------------------------------------------------------------------------
@@ -457,9 +469,6 @@ def lower_linalg(lw: Lowerer, op: Operation, st: BlockState) -> None:
         root = EltOp(LINALG_ELTWISE[op.name], tuple(Operand(v) for v in ins))
     elif isinstance(op, linalg.GenericOp):
         try:
-            cast = match_cast_generic(op)   # D-LOW-CAST
-            if cast is not None:
-                return emit_cast(lw, cast, op, st, what)
             root = generic_tree(op)
         except NotRaisable as e:
             generic = op
@@ -469,10 +478,9 @@ def lower_linalg(lw: Lowerer, op: Operation, st: BlockState) -> None:
         return emit_escape(lw, op, st, "no NEM opcode for this linalg op", what)
     with b.located(op.location):
         out = full_region(ctx, b, outs[0], op)
-    first = next((x for x in root.leaves() if isinstance(x, Operand)), None)
     raise_eltwise(lw, stg, st, root, out, op, what,
                   lambda leaf: full_region(ctx, b, _operand(leaf).memref, op), (),
-                  None if first is None else lambda: full_region(ctx, b, first.memref, op))
+                  lambda leaf: True)
 
 
 WINDOW_LIKE = ("a strided or skewed access", "not an identity-map, all-parallel linalg.generic")

@@ -6,7 +6,8 @@ plan: `MatmulPlan` (`C[i,j] += A[i,k] * B[k,j]` in any loop order),
 `CopyPlan` (a copy nest, D-LOW-COPYNEST) or `EltwisePlan` (a tree of
 elementwise ops over identically indexed loads, `max(x, 0)` as `relu`).
 `generic_tree` does the same for the body of an identity-map, all-parallel
-`linalg.generic`.  Anything else raises `NotRaisable` with the reason the
+`linalg.generic`.  A cast is a node of the tree like any other op (D-LOW-CAST,
+D-LOW-CAST-TREE): the tree may mix element types.  Anything else raises `NotRaisable` with the reason the
 remark reports; the caller then emits an escape-hatch task (D-LOW-ESCAPE).
 """
 
@@ -18,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, cast
 
 from nem.dialect.semantics import postorder
+from nem.passes.lowering.casts import CAST_OPS, cast_attrs, cast_reason
 from nem.passes.lowering.affine_algebra import (
     Aff,
     Dim,
@@ -174,6 +176,8 @@ class Apply:
     operands: tuple[Node, ...]
     attrs: tuple[tuple[str, str | float], ...] = ()
     """NEM attributes of an op recognized as a whole (`leaky_relu alpha`)."""
+    to: Attribute | None = None
+    """The element type a cast converts to."""
 
 
 Node = Load | Const | Apply
@@ -195,7 +199,10 @@ class EltOp:
     operands: tuple[EltNode, ...]
     attrs: tuple[tuple[str, str | float], ...] = ()
     """The task's attributes (`gelu approximate="none"`, D-LOW-GELU-ERF;
-    `leaky_relu alpha`, D-LOW-LEAKY)."""
+    `leaky_relu alpha`, D-LOW-LEAKY; `cast saturate`, D-LOW-CAST)."""
+    to: Attribute | None = None
+    """The element type a `cast` converts to (D-LOW-CAST-TREE); every
+    other op's result has its operands' type."""
 
     def leaves(self) -> list[Load | Operand | Splat]:
         return [x for c in self.operands
@@ -296,8 +303,17 @@ def gelu_erf_input(op: Operation) -> SSAValue | None:
     return None
 
 
-GELU_OPS = ("math.erf", "arith.extf", "arith.truncf")
+GELU_OPS = ("math.erf",)
 """Ops a nest body may hold only inside an erf GELU (D-LOW-GELU-ERF)."""
+
+
+def cast_node(op: Operation) -> Attribute:
+    """The element type cast `op` converts to (NotRaisable for a cast that
+    is not raised, with the reason)."""
+    why = cast_reason(op)
+    if why is not None:
+        raise NotRaisable(why)
+    return op.results[0].type
 
 
 @dataclass(frozen=True)
@@ -431,6 +447,9 @@ def _tree(nest: Nest, outer: Mapping[SSAValue, Aff], v: SSAValue,
     if leaky is not None:
         return Apply("leaky_relu", (_tree(nest, outer, leaky[0], inside),),
                      (("alpha", leaky[1]),))
+    if owner.name in CAST_OPS:
+        return Apply(owner.name, (_tree(nest, outer, owner.operands[0], inside),),
+                     to=cast_node(owner))
     if owner.name in BINARY or owner.name in UNARY:
         n = 2 if owner.name in BINARY else 1
         return Apply(owner.name, tuple(_tree(nest, outer, x, inside)
@@ -455,7 +474,7 @@ def match_nest(nest: Nest, outer: Mapping[SSAValue, Aff],
         if not (isinstance(o, affine.StoreOp | memref.StoreOp | affine.LoadOp | memref.LoadOp
                            | arith.ConstantOp | affine.ApplyOp)
                 or o.name in BINARY or o.name in UNARY or o.name in SELECT_OPS
-                or o.name == RSQRT or o.name in GELU_OPS):
+                or o.name == RSQRT or o.name in GELU_OPS or o.name in CAST_OPS):
             raise NotRaisable(f"'{o.name}' in the nest body")
     if len(stores) != 1:
         raise NotRaisable(f"{len(stores)} stores in the nest body")
@@ -525,6 +544,8 @@ def _eltwise(t: Node, sorder: list[int]) -> EltNode:
             return EltOp("gelu", (_eltwise(t.operands[0], sorder),), GELU_ERF)
         if t.name == "leaky_relu":
             return EltOp("leaky_relu", (_eltwise(t.operands[0], sorder),), t.attrs)
+        if t.name in CAST_OPS:
+            return EltOp("cast", (_eltwise(t.operands[0], sorder),), cast_attrs(t.name), t.to)
         if t.name in MAX_OPS:
             x, z = t.operands
             for keep, zero in ((x, z), (z, x)):
@@ -576,7 +597,9 @@ def generic_tree(op: linalg.GenericOp) -> EltOp:
         x = relu_select(owner) or gelu_erf_input(owner) or (leaky[0] if leaky else None)
         if x is not None:
             return check(x)
-        if owner.name not in BINARY and owner.name not in UNARY and owner.name != RSQRT:
+        if owner.name in CAST_OPS:
+            cast_node(owner)
+        elif owner.name not in BINARY and owner.name not in UNARY and owner.name != RSQRT:
             raise NotRaisable(f"'{owner.name}' in the linalg.generic body")
         for x in owner.operands:
             check(x)
@@ -605,6 +628,9 @@ def generic_tree(op: linalg.GenericOp) -> EltOp:
                     return EltOp("relu", (_leaf(node(x)),))
         if owner.name == RSQRT:
             return EltOp("div", (Splat(1.0), EltOp("sqrt", (_leaf(node(owner.operands[0])),))))
+        if owner.name in CAST_OPS:
+            return EltOp("cast", (_leaf(node(owner.operands[0])),), cast_attrs(owner.name),
+                         cast_node(owner))
         n = 2 if owner.name in BINARY else 1
         opcode = BINARY.get(owner.name) or UNARY[owner.name]
         kids = [node(o) for o in owner.operands[:n]]
@@ -692,4 +718,4 @@ def _point_nest(loop: affine.ForOp) -> bool:
         return len(stores) == 1 and all(
             isinstance(o, affine.StoreOp | memref.StoreOp | affine.LoadOp | memref.LoadOp
                        | arith.ConstantOp | affine.ApplyOp) or o.name in BINARY
-            or o.name in UNARY or o.name in SELECT_OPS for o in body)
+            or o.name in UNARY or o.name in SELECT_OPS or o.name in CAST_OPS for o in body)
