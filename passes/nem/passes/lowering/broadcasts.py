@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from nem.passes.lowering.affine_algebra import Aff
+from nem.passes.lowering.fills import Box
 from nem.passes.lowering.nest_analysis import Access, Nest, NotRaisable, access
 from xdsl.dialects import affine, arith, memref
 from xdsl.ir import Operation, SSAValue
@@ -109,13 +110,13 @@ def broadcast_into(lw: Lowerer, b: NemBuilder, src: Access, dv: View, dst_start:
     size = {k: (extents[k] if k in used else 1) for k, _ in axes}
     strides = [s for _, s in axes]
     seed_shape = [size[k] for k, _ in axes]
-    frm = region(ctx, b, sv, src_start, seed_shape, [src_stride.get(k, 1) for k, _ in axes],
-                 anchor)
+    seed = Box(sv, src_start, tuple(seed_shape), tuple(src_stride.get(k, 1) for k, _ in axes))
     bdims = [i for i, (k, _) in enumerate(axes) if k not in used and extents[k] > 1]
     if len(bdims) == 1:
-        tok = _concat_broadcast(lw, b, frm, dv, dst_start, axes, extents, bdims[0], anchor)
+        tok = _concat_broadcast(lw, b, seed, dv, dst_start, axes, extents, bdims[0], anchor)
         if tok is not None:
             return [tok]
+    frm = region(ctx, b, sv, src_start, seed_shape, list(seed.strides), anchor)
     toks = [b.transfer(region(ctx, b, dv, dst_start, seed_shape, strides, anchor), frm)]
     for d, stride in reversed(axes):          # innermost box dimension first
         if d in used or extents[d] <= 1:
@@ -132,24 +133,41 @@ def broadcast_into(lw: Lowerer, b: NemBuilder, src: Access, dv: View, dst_start:
     return toks
 
 
-def _concat_broadcast(lw: Lowerer, b: NemBuilder, frm: SSAValue, dv: View, dst_start: Aff,
+def _concat_broadcast(lw: Lowerer, b: NemBuilder, seed: Box, dv: View, dst_start: Aff,
                       axes: list[tuple[int, int]], extents: dict[int, int], axis: int,
                       anchor: Operation) -> SSAValue | None:
-    """One `concat` of E copies of the seed region `frm` along the single
-    broadcast axis into the box (D-LOW-BCAST-CONCAT), when the target has a
-    legal variant; else None (the candidate is erased)."""
+    """One `concat` of E copies of the source box `seed` along the single
+    broadcast axis into the box (D-LOW-BCAST-CONCAT), when
+    the target has a legal variant for the element type, else for its bytes
+    (`i8`, every region one more innermost axis: f32 on npm_pro_x1); else
+    None (the candidates are erased)."""
     from nem.passes.lowering.compute import illegal
     from nem.passes.lowering.emit import region
+    from nem.passes.lowering.fills import byte_region
 
     ctx = lw.ctx
     shape = [extents[k] for k, _ in axes]
-    to = region(ctx, b, dv, dst_start, shape, [s for _, s in axes], anchor)
-    tok = b.compute("concat", [frm] * extents[axes[axis][0]], [to], axis=axis)
+    strides = [s for _, s in axes]
+    copies = extents[axes[axis][0]]
+    frm = region(ctx, b, seed.view, seed.start, seed.shape, seed.strides, anchor)
+    to = region(ctx, b, dv, dst_start, shape, strides, anchor)
+    tok = b.compute("concat", [frm] * copies, [to], axis=axis)
     if illegal(ctx, tok) is None:
         return tok
-    for v in (tok, to):
+    _erase(tok, to, frm)   # before the i8 regions: the buffer's first region keeps its type
+    src8 = byte_region(ctx, b, seed, anchor, keep_axes=True)
+    to8 = byte_region(ctx, b, Box(dv, dst_start, tuple(shape), tuple(strides)), anchor,
+                      keep_axes=True)
+    tok = b.compute("concat", [src8] * copies, [to8], axis=axis)
+    if illegal(ctx, tok) is None:
+        return tok
+    _erase(tok, to8, src8)
+    return None
+
+
+def _erase(*values: SSAValue) -> None:
+    for v in values:
         op = v.owner
         assert isinstance(op, Operation)
         op.detach()
         op.erase()
-    return None

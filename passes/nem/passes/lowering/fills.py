@@ -126,11 +126,14 @@ def fill_steps(value: Attribute, elem: str) -> list[tuple[str, float | int]]:
     return [("zero", 0), ("clamp", float(dtype(x)) if dtype is not None else x)]
 
 
-def _byte_shape(box: Box) -> tuple[list[int], list[int]]:
+def _byte_shape(box: Box, keep_axes: bool = False) -> tuple[list[int], list[int]]:
     """The box's bytes as an `i8` box: one more, innermost, axis of the
-    element's bytes; axes that step contiguously merged."""
+    element's bytes; axes that step contiguously merged (unless `keep_axes`)."""
     eb = box.view.elem_bytes
-    dims = [(d, s * eb) for d, s in zip(box.shape, box.strides) if d != 1] + [(eb, 1)]
+    dims = [(d, s * eb) for d, s in zip(box.shape, box.strides) if d != 1 or keep_axes]
+    dims.append((eb, 1))
+    if keep_axes:
+        return [d for d, _ in dims], [s for _, s in dims]
     merged = [dims[-1]]
     for d, s in reversed(dims[:-1]):
         inner_d, inner_s = merged[0]
@@ -141,15 +144,18 @@ def _byte_shape(box: Box) -> tuple[list[int], list[int]]:
     return [d for d, _ in merged], [s for _, s in merged]
 
 
-def byte_region(ctx: LoweringContext, b: NemBuilder, box: Box, anchor: Operation) -> SSAValue:
+def byte_region(ctx: LoweringContext, b: NemBuilder, box: Box, anchor: Operation,
+                keep_axes: bool = False) -> SSAValue:
     """The region of the box's bytes as `i8` (step 1), logged for the
-    partial-tile checks in the view's own elements."""
+    partial-tile checks in the view's own elements; `keep_axes`: the box's
+    axes kept as they are, the bytes one more innermost axis (a concat's
+    operands must keep their rank, D-LOW-BCAST-CONCAT)."""
     from nem.passes.lowering.emit import expr
 
     vw = box.view
     _keep_elem_type(ctx, vw)
     ctx.log_region(RegionAccess(vw, box.start, box.shape, box.strides, anchor))
-    shape, strides = _byte_shape(box)
+    shape, strides = _byte_shape(box, keep_axes)
     extent = sum((d - 1) * s for d, s in zip(shape, strides)) + 1
     offset = expr(box.start.scale(vw.elem_bytes), anchor)
     if strides[-1] == 1 and len(shape) == 1:
