@@ -367,15 +367,17 @@ def _tree_steps(ctx: LoweringContext, b: NemBuilder, root: EltOp, out: tuple[SSA
     (opcode, token); the root writes `out`, every inner op a hoisted scratch
     region of the same shape and of its result's element type (D-LOW-ACCUM's
     scratch buffers, one per inner op; a `cast` converts, every other op
-    keeps its operands' type: D-LOW-CAST-TREE), every splat too: `clamp`
-    of a source of the splat's type that is ready before the ops, a leaf
-    `direct` accepts or a cast of one (D-LOW-SPLAT-SOURCE), else of the
-    op's other operand (D-LOW-SPLAT)."""
+    keeps its operands' type: D-LOW-CAST-TREE), every distinct splat too:
+    `clamp` of a source of the splat's type that is ready before the ops, a
+    leaf `direct` accepts or a cast of one (D-LOW-SPLAT-SOURCE), else of
+    the op's other operand (D-LOW-SPLAT); a splat of the same value, type
+    and source is made once."""
     steps: list[tuple[str, SSAValue]] = []
     shape = region_shape(out[0])
     leaves = [x for x in root.leaves() if not isinstance(x, Splat)
               and direct is not None and direct(x)]
     sources: dict[Attribute, SSAValue] = {}
+    splats: dict[tuple[float, Attribute, SSAValue], tuple[SSAValue, View]] = {}
 
     def splat_like(sibling: SSAValue, elem: Attribute) -> SSAValue:
         if elem not in sources:
@@ -399,9 +401,13 @@ def _tree_steps(ctx: LoweringContext, b: NemBuilder, root: EltOp, out: tuple[SSA
         like, like_view = next(iter(made.values()))
         for k, c in enumerate(node.operands):
             if isinstance(c, Splat):
-                made[k] = temp(like_view.elem)
-                steps.append(("clamp", b.compute("clamp", [splat_like(like, like_view.elem)],
-                                                 [made[k][0]], min=c.value, max=c.value)))
+                src = splat_like(like, like_view.elem)
+                key = (c.value, like_view.elem, src)   # one clamp per distinct splat
+                if key not in splats:
+                    splats[key] = temp(like_view.elem)
+                    steps.append(("clamp", b.compute("clamp", [src], [splats[key][0]],
+                                                     min=c.value, max=c.value)))
+                made[k] = splats[key]
         ins = [made[k] for k in range(len(node.operands))]
         if target is None:
             target = temp(like_view.elem if node.to is None else node.to)
