@@ -44,3 +44,11 @@ func.func @transposed(%x: memref<4x8xf32>, %y: memref<8x4xf16>) {
   }
   return
 }
+func.func @toward_zero(%x: memref<16xf32>, %y: memref<16xf16>) {
+  affine.for %i = 0 to 16 {
+    %a = affine.load %x[%i] : memref<16xf32>
+    %b = arith.truncf %a {roundingmode = 3 : i32} : f32 to f16
+    affine.store %b, %y[%i] : memref<16xf16>
+  }
+  return
+}
