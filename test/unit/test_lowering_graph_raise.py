@@ -147,7 +147,8 @@ def test_without_mlir_extra(monkeypatch):
 @pytest.mark.parametrize("entry", ["bias_relu", "shift_exp"])
 def test_broadcast_operand(tmp_path, entry):
     """Elementwise nests with a broadcast operand (D-LOW-BCAST-OPERAND):
-    transfers copy the operand to the output's shape, the ops run on it;
+    one concat of its bytes (f32, D-LOW-BCAST-CONCAT) copies the operand to
+    the output's shape, the ops run on it;
     per-op rounding as the nest's, so the result is bit-identical."""
     rng = np.random.default_rng(6)
     x, y = _rand(rng, (4, 8)), np.zeros((4, 8), np.float32)
@@ -160,7 +161,7 @@ def test_broadcast_operand(tmp_path, entry):
         ins = {"x": x, "m": m, "y": y}
         ref = np.exp(x - m)
     out = lower_and_run(INPUTS / "bcast_operand.mlir", tmp_path, ins, ["y"],
-                        "transfer (broadcast operand)", entry=entry)
+                        "concat (broadcast operand)", entry=entry)
     if entry == "bias_relu":
         assert (out["y"] == ref).all()
     else:   # exp: D-NUM-FLOAT (f64, rounded once) vs numpy's f32 exp
