@@ -718,4 +718,5 @@ def _point_nest(loop: affine.ForOp) -> bool:
         return len(stores) == 1 and all(
             isinstance(o, affine.StoreOp | memref.StoreOp | affine.LoadOp | memref.LoadOp
                        | arith.ConstantOp | affine.ApplyOp) or o.name in BINARY
-            or o.name in UNARY or o.name in SELECT_OPS or o.name in CAST_OPS for o in body)
+            or o.name in UNARY or o.name in SELECT_OPS
+            or (o.name in CAST_OPS and cast_reason(o) is None) for o in body)
