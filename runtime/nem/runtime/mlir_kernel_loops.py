@@ -44,6 +44,7 @@ from xdsl.ir.affine import AffineConstraintKind, AffineExpr, AffineMap
 
 from nem.frontends.upstream_dialects.affine_if import AffineIfOp
 from nem.frontends.upstream_dialects.affine_max import AffineMaxOp
+from nem.frontends.upstream_dialects.arith_rounding import other_rounding
 from nem.runtime.mlir_kernel_scalar import NP_FLOAT, UNDEFINED, raise_undefined
 
 if TYPE_CHECKING:
@@ -397,6 +398,10 @@ def unsupported(op: Operation, impls) -> str | None:
     """Why `op` cannot run in the kernel interpreter, or None."""
     if type(op) not in impls:
         return "has no implementation in the kernel interpreter"
+    rounding = other_rounding(op)
+    if rounding is not None:
+        return (f"rounds {rounding}: the kernel interpreter and the native path round to "
+                "nearest even only (D-RT-MLIR-ROUNDING)")
     if isinstance(op, _AsGeneric.OPS) and len(op.operands) != 2:
         return (f"is supported only with one input and one init (it has {len(op.operands)} "
                 "operands; xDSL 0.74 defines no variadic form)")

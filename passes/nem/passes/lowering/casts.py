@@ -26,7 +26,7 @@ use them without an import cycle.
 
 from __future__ import annotations
 
-from xdsl.dialects.builtin import IntegerAttr
+from nem.frontends.upstream_dialects.arith_rounding import other_rounding
 from xdsl.ir import Operation
 
 SATURATE = {"arith.extf": None, "arith.extsi": None, "arith.truncf": 0, "arith.sitofp": 0,
@@ -43,21 +43,13 @@ NOT_RAISED = {
 CAST_OPS = (*SATURATE, *NOT_RAISED)
 """Every `arith` cast the analysis recognizes (raised or refused with a reason)."""
 
-ROUNDING_MODES = ("to_nearest_even", "downward", "upward", "toward_zero", "to_nearest_away")
-"""`arith::RoundingMode` by value (MLIR 22's `roundingmode` of `truncf`)."""
-
-
 def cast_reason(op: Operation) -> str | None:
     """Why cast `op` is not raised (None: it is one `cast` task)."""
     if op.name in NOT_RAISED:
         return f"'{op.name}' {NOT_RAISED[op.name]} (D-LOW-CAST)"
-    mode = op.properties.get("roundingmode") or op.attributes.get("roundingmode")
-    if mode is not None:
-        value = mode.value.data if isinstance(mode, IntegerAttr) else None
-        if value != 0:
-            name = ROUNDING_MODES[value] if value is not None and 0 <= value < 5 else str(mode)
-            return (f"'{op.name}' rounds {name}, NEM's cast rounds half to even "
-                    "(D-LOW-CAST)")
+    name = other_rounding(op)
+    if name is not None:
+        return f"'{op.name}' rounds {name}, NEM's cast rounds half to even (D-LOW-CAST)"
     return None
 
 
