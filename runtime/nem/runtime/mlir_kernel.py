@@ -245,8 +245,10 @@ class CompiledKernel:
         try:
             module = Parser(_context(), text, "kernel").parse_module()
         except Exception as e:  # noqa: BLE001 - parse errors become NotSupported
-            raise NotSupported(f"{OPNAME}: the kernel text does not parse: "
-                               f"{first_line(e)}") from None
+            # xDSL's ParseError: location, source line, caret, message
+            lines = str(e).strip().splitlines()
+            where = f"{lines[0]}: {lines[-1].strip()}" if len(lines) > 1 else first_line(e)
+            raise NotSupported(f"{OPNAME}: the kernel text does not parse: {where}") from None
         _check_required_fields(module, text)
         fns = [o for o in module.ops if isinstance(o, func.FuncOp)]
         if len(fns) != 1 or fns[0].sym_name.data != "kernel":

@@ -25,9 +25,12 @@ from xdsl.parser import Parser
 
 from nem.frontends.upstream_dialects.async_dialect import Async
 from nem.frontends.upstream_dialects.dma import AFFINE_EXTRA_OPS, MEMREF_EXTRA_OPS
+from nem.frontends.upstream_dialects.xdsl_lexer import use_linear_string_literals
 
 __all__ = ["Async", "mlir_dialect_factories", "register_mlir_dialects", "lowering_context", "parse_mlir",
            "LocatingParser", "parse_error_message"]
+
+use_linear_string_literals()   # before any parse: xDSL's string regex backtracks (D-XDSL-STRING-LEXER)
 
 
 def _extended(factory: Callable[[], Dialect],
