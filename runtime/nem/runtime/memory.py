@@ -194,7 +194,16 @@ class Memory:
             # DDR holds exactly the program's buffers; on-chip levels their capacity
             size = cap if cap is not None and lv != "DDR" else tops.get(lv, 0)
             prev = old.get(lv)
-            level = prev if prev is not None and prev.size == size else MemoryLevel(lv, size, i, capacity=cap)
+            try:
+                level = prev if prev is not None and prev.size == size else \
+                    MemoryLevel(lv, size, i, capacity=cap)
+            except (OverflowError, OSError, ValueError) as e:   # mmap refused the size
+                err = MemoryError_(f"not supported: {lv} needs {size} bytes for its buffers, more "
+                                   f"than this machine can map ({e}); the runtime holds each "
+                                   "memory level as one byte array", "EXEC-03")
+                err.buffer = max((sp for k, sp in enumerate(self._specs) if names[k] == lv),
+                                 key=lambda sp: sp.size).name
+                raise err from None
             level.top = tops.get(lv, 0)
             self.levels[lv] = level
         self.by_id = list(self.levels.values())
