@@ -21,10 +21,11 @@ has the table): conv/matmul/pool/eltwise FLOPs 100% raised on every model,
 f32 and f16 (transformer f16 was 94.4%, eltwise 43.8%, before its f16
 bodies' casts were raised, D-LOW-CAST-TREE); default vs serial cycles: mlp
 723/1538 (2.13x) and 395/775 (1.96x), cnn 1467/3899 (2.66x) and 830/2077
-(2.50x), resblock 1105/2161 (1.96x) and 721/1256 (1.74x), transformer
-443/835 (1.88x) and 356/553 (1.55x, was 316/520 = 1.65x: one task per op of
-its layer norms lengthens the critical path, docs/compile.md), mlp f16
-batch 32 10179/16568 (1.63x).
+(2.50x), resblock 1105/2161 (1.96x) and 653/1205 (1.85x), transformer
+432/826 (1.91x) and 305/493 (1.62x; 356/553 = 1.55x before its softmax was
+one NEM task per engine, D-COMPILE-SOFTMAX, and its accumulators were
+filled in place, D-LOW-FILL-FORWARD: docs/compile.md), mlp f16 batch 32
+10179/16568 (1.63x).
 """
 
 from __future__ import annotations

@@ -88,8 +88,10 @@ def compile_onnx(model, options: CompileOptions | None = None,
     holder = {}
 
     def do_import() -> str:
+        from nem.compile.softmax import softmax_types
+
         try:
-            holder["m"] = import_onnx(model)
+            holder["m"] = import_onnx(model, softmax_types=softmax_types(driver.device))
         except OnnxImportError as e:
             raise CompileError("import", e.render()) from e
         return str(holder["m"].module)

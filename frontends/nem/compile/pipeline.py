@@ -174,12 +174,15 @@ class Driver:
         from mlir.passmanager import PassManager
 
         def bufferize() -> str:
+            from nem.compile.softmax import decompose_unsupported
+
+            decompose_unsupported(module, self.device)   # on tensors (D-COMPILE-SOFTMAX)
             PassManager.parse(f"builtin.module({BUFFERIZE},canonicalize,cse)").run(
                 module.operation)
             return str(module)
 
         def tile() -> str:
-            from nem.compile import tiling
+            from nem.compile import softmax, tiling
 
             entry = _entry(module, func_name)
             if self.options.route == "transform":
@@ -188,6 +191,7 @@ class Driver:
                 transform.tile_module(module, entry, self.device, self.options, self.engines)
             else:
                 tiling.tile_module(module, entry, self.device, self.options, self.engines)
+            softmax.stage(entry, self.device, self.options, self.engines)
             return str(module)
 
         self.timed("bufferize", bufferize)

@@ -1,5 +1,6 @@
 """NEM passes (installed as `nem.passes`)."""
 
+from nem.passes.forward_fills import ForwardZeroFillsPass
 from nem.passes.lowering.passes import ConvertAffineToNemPass, LowerToNemPass
 from nem.passes.share_buffers import ShareBuffersPass
 from nem.passes.synthesize_deps import SynthesizeDepsPass
@@ -7,7 +8,7 @@ from nem.passes.verify import PASSES as _VERIFY_PASSES
 
 PASSES = dict(_VERIFY_PASSES)
 PASSES.update({p.name: p for p in (ConvertAffineToNemPass, LowerToNemPass,
-                                   SynthesizeDepsPass, ShareBuffersPass)})
+                                   ForwardZeroFillsPass, SynthesizeDepsPass, ShareBuffersPass)})
 
 __all__ = ["PASSES"]
 

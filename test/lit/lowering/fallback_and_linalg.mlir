@@ -1,5 +1,5 @@
 // A nest that is neither a matmul nor a tree of elementwise ops over loads
-// (here: maxnumf with a constant operand, D-LOW-SPLAT) becomes a
+// (here: maxnumf, which drops NaNs: D-LOW-MAXNUM) becomes a
 // `compute` escape-hatch task carrying its kernel (generic MLIR text), with
 // the outer index values as index_args; linalg named ops are raised.
 // RUN: nem-opt %s -p 'lower-to-nem{device=npm_pro_x1 remarks=true}' -t nem 2>%t.err | filecheck %s
@@ -39,4 +39,4 @@ func.func @fma(%X: memref<128x64xf32>, %Z: memref<128x64xf32>, %W: memref<32x32x
 // CHECK: add.async in region(W, 0, 4096) elem=f32, shape=[32, 32], layout=MN, region(W, 0, 4096) elem=f32, shape=[32, 32], layout=MN out region(V, 0, 4096)
 // CHECK: matmul.async in region(W, 0, 4096) elem=f32, shape=[32, 32], layout=MK, region(W, 0, 4096) elem=f32, shape=[32, 32], layout=KN out region(DDR_acc
 // REMARK: remark: lowered @fma to NEM; raised: linalg.add at {{.*}} -> add, linalg.matmul at {{.*}} -> matmul + add (accumulation); fell back to compute: loop nest at [[NEST:[0-9]+:[0-9]+]]{{$}}
-// REMARK: fallback_and_linalg.mlir:[[NEST]]: remark: loop nest at [[NEST]] not raised, runs as an escape-hatch task (compute op="mlir.kernel"): 'arith.maxnumf' with a constant operand (a splat is made for a finite float operand of add/sub/mul/div/maximum/minimum only: D-LOW-SPLAT){{$}}
+// REMARK: fallback_and_linalg.mlir:[[NEST]]: remark: loop nest at [[NEST]] not raised, runs as an escape-hatch task (compute op="mlir.kernel"): 'arith.maxnumf' in the nest body (it returns the non-NaN operand, NEM max/min propagate a NaN: D-LOW-MAXNUM){{$}}

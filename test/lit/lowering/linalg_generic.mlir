@@ -71,5 +71,5 @@ func.func @maxnum(%X: memref<64x32xf32>, %Z: memref<64x32xf32>) {
   return
 }
 // REMARK: remark: lowered @maxnum to NEM; raised: none; fell back to compute: linalg.generic at [[G:[0-9]+]]:3{{$}}
-// REMARK: remark: linalg.generic at [[G]]:3 not raised, runs as an escape-hatch task (compute op="mlir.kernel"): 'arith.maxnumf' with a constant operand (a splat is made for a finite float operand of add/sub/mul/div/maximum/minimum only: D-LOW-SPLAT){{$}}
+// REMARK: remark: linalg.generic at [[G]]:3 not raised, runs as an escape-hatch task (compute op="mlir.kernel"): 'arith.maxnumf' in the linalg.generic body (it returns the non-NaN operand, NEM max/min propagate a NaN: D-LOW-MAXNUM){{$}}
 // CHECK: compute.async in region(X, 0, 8192) {{.*}} op="mlir.kernel"

@@ -1,7 +1,7 @@
 """ONNX graph -> one `func.func` of linalg on tensors (upstream MLIR bindings).
 
 The `onnx` package reads the model and infers its shapes; each node is then
-converted in topological order by the converter `ops.CONVERTERS[op_type]`,
+converted in topological order by the converter `converters.CONVERTERS[op_type]`,
 which builds linalg-on-tensors IR with `emit.py`.
 
 Interface (docs/compile.md, D-COMPILE-IFACE): the function's arguments are
@@ -178,9 +178,13 @@ class Node:
 class Importer:
     """Converts one ONNX model; see the module docstring."""
 
-    def __init__(self, model: onnx.ModelProto, file: str, func_name: str = "main"):
+    def __init__(self, model: onnx.ModelProto, file: str, func_name: str = "main",
+                 softmax_types: frozenset[str] = frozenset()):
         self.file = file
         self.func_name = func_name
+        self.softmax_types = softmax_types
+        """Element types imported as `linalg.softmax` (the target runs NEM
+        `softmax` on them, D-COMPILE-SOFTMAX); others are decomposed here."""
         try:
             self.model = shape_inference.infer_shapes(model, strict_mode=True)
         except Exception as e:  # onnx raises several unrelated types
@@ -309,7 +313,7 @@ class Importer:
                     np.dtype(ELEM_TYPES[tt.elem_type][1]))
 
     def run(self) -> ImportedModel:
-        from nem.frontends.onnx.ops import CONVERTERS
+        from nem.frontends.onnx.converters import CONVERTERS
 
         for init in self.graph.initializer:
             self.consts[init.name] = numpy_helper.to_array(init)
@@ -367,10 +371,13 @@ ELEM_TYPE_NAMES = {np.dtype(np.float32): "f32", np.dtype(np.float16): "f16"}
 
 
 def import_onnx(model: str | Path | onnx.ModelProto, func_name: str = "main",
-                file: str | None = None) -> ImportedModel:
-    """Import an ONNX model (a path or a `ModelProto`) as linalg on tensors."""
+                file: str | None = None, softmax_types: frozenset[str] = frozenset()
+                ) -> ImportedModel:
+    """Import an ONNX model (a path or a `ModelProto`) as linalg on tensors;
+    a Softmax over one axis of an element type in `softmax_types` is one
+    `linalg.softmax` (D-COMPILE-SOFTMAX), else its decomposition."""
     if isinstance(model, onnx.ModelProto):
-        return Importer(model, file or "<model>", func_name).run()
+        return Importer(model, file or "<model>", func_name, softmax_types).run()
     path = str(model)
     try:
         proto = onnx.load(path)
@@ -379,4 +386,4 @@ def import_onnx(model: str | Path | onnx.ModelProto, func_name: str = "main",
     except Exception as e:  # protobuf decode errors have several types
         raise OnnxImportError(f"not an ONNX model: {str(e).strip() or type(e).__name__}",
                               path, fix="give a .onnx file written by onnx.save") from e
-    return Importer(proto, file or path, func_name).run()
+    return Importer(proto, file or path, func_name, softmax_types).run()

@@ -25,6 +25,7 @@ from xdsl.parser import Parser
 
 from nem.frontends.upstream_dialects.async_dialect import Async
 from nem.frontends.upstream_dialects.dma import AFFINE_EXTRA_OPS, MEMREF_EXTRA_OPS
+from nem.frontends.upstream_dialects.linalg_softmax import SoftmaxOp
 from nem.frontends.upstream_dialects.xdsl_lexer import use_linear_string_literals
 
 __all__ = ["Async", "mlir_dialect_factories", "register_mlir_dialects", "lowering_context", "parse_mlir",
@@ -47,14 +48,16 @@ def _extended(factory: Callable[[], Dialect],
 
 
 def mlir_dialect_factories() -> dict[str, Callable[[], Dialect]]:
-    """`async`, and xDSL's `affine`/`memref` extended with the upstream ops
-    xDSL lacks or defines differently (`dma.AFFINE_EXTRA_OPS`,
-    `dma.MEMREF_EXTRA_OPS`), as `Context.register_dialect` takes them."""
-    from xdsl.dialects import affine, memref
+    """`async`, and xDSL's `affine`/`memref`/`linalg` extended with the
+    upstream ops xDSL lacks or defines differently (`dma.AFFINE_EXTRA_OPS`,
+    `dma.MEMREF_EXTRA_OPS`, `linalg.softmax`), as `Context.register_dialect`
+    takes them."""
+    from xdsl.dialects import affine, linalg, memref
 
     return {"async": lambda: Async,
             "affine": _extended(lambda: affine.Affine, AFFINE_EXTRA_OPS),
-            "memref": _extended(lambda: memref.MemRef, MEMREF_EXTRA_OPS)}
+            "memref": _extended(lambda: memref.MemRef, MEMREF_EXTRA_OPS),
+            "linalg": _extended(lambda: linalg.Linalg, [SoftmaxOp])}
 
 
 def register_mlir_dialects(ctx: Context) -> None:
@@ -79,6 +82,8 @@ def register_mlir_dialects(ctx: Context) -> None:
             raise ValueError(f"register_mlir_dialects: the context already defines {op.name} "
                              f"as {known[op.name].__module__}.{known[op.name].__name__}; call it "
                              "before registering xDSL's affine/memref dialects")
+    if "linalg" in {d.name for d in ctx.loaded_dialects} and SoftmaxOp.name not in known:
+        ctx.load_op(SoftmaxOp)
 
 
 class LocatingParser(Parser):
@@ -130,14 +135,14 @@ def lowering_context() -> Context:
     """A context that parses what the lowering takes and produces: NEM IR
     (builtin, arith, nem), func, memref, affine, linalg and the upstream ops
     xDSL lacks (`register_mlir_dialects`)."""
-    from xdsl.dialects import func, linalg
+    from xdsl.dialects import func
 
     from nem.dialect.dialect import nem_context
 
     ctx = nem_context()
     register_mlir_dialects(ctx)  # affine, memref (with the upstream ops), async
-    for d in (func.Func, linalg.Linalg):
-        ctx.load_dialect(d)
+    ctx.load_dialect(func.Func)
+    ctx.load_registered_dialect("linalg")   # with linalg.softmax (D-LOW-SOFTMAX)
     return ctx
 
 

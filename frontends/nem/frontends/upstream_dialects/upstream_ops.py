@@ -128,6 +128,13 @@ def _generalize(text: str, file: str, names: list[str]) -> str:
         except ir.MLIRError as e:   # e.g. an op upstream cannot generalize
             raise NemDiagnosticError([_diagnostic(str(d.location), d.message, file)
                                       for d in e.error_diagnostics]) from None
+        except ValueError as e:     # the interpreter's failure: "... at loc(op)" last
+            where = list(_LOC.finditer(str(e)))
+            raise NemDiagnosticError([upstream_diagnostic(
+                where[-1].group(0) if where else "", f"not supported: {', '.join(names)}: "
+                "upstream cannot rewrite it into linalg.generic (not a structured op) "
+                "(D-LOW-UPSTREAM)", file,
+                "lower it upstream first into linalg.generic or loops")]) from None
         return str(module.operation.get_asm(enable_debug_info=True, use_local_scope=True))
 
 

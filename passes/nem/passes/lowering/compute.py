@@ -18,6 +18,7 @@ from nem.dialect.builder import Loc, NemBuilder
 from nem.dialect.operand_binding import match_families
 from nem.dialect.ops import ComputeOp, TaskOp
 from nem.dialect.semantics import Evaluator
+from nem.frontends.upstream_dialects.linalg_softmax import SoftmaxOp
 from nem.passes.lowering.affine_algebra import Aff
 from nem.passes.lowering.context import LoweringContext
 from nem.passes.lowering.diagnostics import reject
@@ -462,6 +463,8 @@ def lower_linalg(lw: Lowerer, op: Operation, st: BlockState) -> None:
         return
     if op.name == "linalg.conv_2d_nhwc_hwcf":
         return _lower_conv(lw, op, ins, outs, stg, st, what)
+    if op.name == "linalg.softmax":
+        return _lower_softmax(lw, op, stg, st, what)
     if op.name == "linalg.copy" and _same_box(ctx.view(ins[0], op), ctx.view(outs[0], op)):
         with b.located(op.location):   # what transform.structured.promote copies (D-LOW-VIEW)
             src, _ = full_region(ctx, b, ins[0], op)
@@ -538,6 +541,28 @@ def _same_box(a: View, b: View) -> bool:
 def _operand(leaf: Load | Operand) -> Operand:
     assert isinstance(leaf, Operand)
     return leaf
+
+
+def _lower_softmax(lw: Lowerer, op: Operation, stg: Staging, st: BlockState, what: str) -> None:
+    """`linalg.softmax dimension(d)` -> `softmax in X out Y axis=d`
+    (D-LOW-SOFTMAX); a located error where the device has no variant."""
+    ctx = lw.ctx
+    ins, outs = linalg_operands(op)
+    b = stg.builder
+    with b.located(op.location):
+        x, _ = full_region(ctx, b, ins[0], op)
+        y, _ = full_region(ctx, b, outs[0], op)
+        assert isinstance(op, SoftmaxOp)
+        tok = b.compute("softmax", [x], [y], axis=op.dimension.value.data)
+    why = illegal(ctx, tok)
+    if why is not None:   # the kernel interpreter has no linalg.softmax either
+        stg.drop()
+        raise reject(op, f"not supported: {why} (D-LOW-SOFTMAX)",
+                     "decompose it upstream first (transform.structured.decompose_interface, "
+                     "which nem-compile applies where the device has no softmax variant)")
+    stg.commit(st)
+    name_task(ctx, tok, "softmax")
+    ctx.summary.raised.append(f"{what} -> softmax")
 
 
 def _lower_conv(lw: Lowerer, op: Operation, ins: Sequence[SSAValue], outs: Sequence[SSAValue],

@@ -25,6 +25,7 @@ from nem.dialect.builder import NemBuilder
 from nem.dialect.diagnostics import Diagnostic, NemDiagnosticError, SourceLoc
 from nem.dialect.ops import ProgramOp
 from nem.frontends.upstream_dialects.affine_if import AffineIfOp
+from nem.frontends.upstream_dialects.linalg_softmax import SoftmaxOp
 from nem.passes.lowering import (
     async_ops,
     compute,
@@ -93,6 +94,7 @@ HANDLERS: dict[type[Operation], Handler] = {
     **loops.HANDLERS,
     **async_ops.HANDLERS,
     **{cls: compute.lower_linalg for cls in linalg.Linalg.operations},
+    SoftmaxOp: compute.lower_linalg,
     **{cls: reject_control_flow for cls in _control_flow_ops()},
     **scf_loops.HANDLERS,
 }

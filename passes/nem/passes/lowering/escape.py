@@ -47,8 +47,9 @@ def location_text(op: Operation) -> str:
 
 def linalg_operands(op: Operation) -> tuple[list[SSAValue], list[SSAValue]]:
     """(ins, outs) of a linalg op: the structured ops' `inputs`/`outputs`,
-    `linalg.reduce`/`linalg.broadcast`'s `input`/`init` (xDSL's names)."""
-    for i, o in (("inputs", "outputs"), ("input", "init")):
+    `linalg.reduce`/`linalg.broadcast`'s `input`/`init` (xDSL's names),
+    `linalg.softmax`'s `input`/`output`."""
+    for i, o in (("inputs", "outputs"), ("input", "init"), ("input", "output")):
         if hasattr(op, i) and hasattr(op, o):
             ins, outs = getattr(op, i), getattr(op, o)
             return ([ins] if isinstance(ins, SSAValue) else list(ins),

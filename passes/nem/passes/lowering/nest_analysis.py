@@ -39,15 +39,16 @@ if TYPE_CHECKING:
 
 BINARY = {"arith.addf": "add", "arith.addi": "add", "arith.subf": "sub", "arith.subi": "sub",
           "arith.mulf": "mul", "arith.muli": "mul", "arith.divf": "div", "arith.divsi": "div",
-          "arith.maximumf": "max", "arith.maxnumf": "max", "arith.maxsi": "max",
-          "arith.minimumf": "min", "arith.minnumf": "min", "arith.minsi": "min",
+          "arith.maximumf": "max", "arith.maxsi": "max",
+          "arith.minimumf": "min", "arith.minsi": "min",
           "math.powf": "pow"}
-"""MLIR binary op -> NEM opcode."""
+"""MLIR binary op -> NEM opcode.  Not `maxnumf`/`minnumf`: they return the
+non-NaN operand, NEM `max`/`min` propagate a NaN (D-LOW-MAXNUM)."""
 UNARY = {"arith.negf": "neg", "math.exp": "exp", "math.log": "log", "math.sqrt": "sqrt",
          "math.absf": "abs", "math.absi": "abs", "math.tanh": "tanh"}
 RSQRT = "math.rsqrt"
 """Raised as `div` of a splat 1 by `sqrt` (D-LOW-SPLAT): NEM has no rsqrt."""
-MAX_OPS = ("arith.maximumf", "arith.maxsi", "arith.maxnumf")
+MAX_OPS = ("arith.maximumf", "arith.maxsi")
 """`max(x, 0)` of these is `relu`."""
 RELU_PREDICATES = (9, 10)
 """`arith.cmpf` ugt / uge: `select(x > 0, x, 0)` with these is `relu` exactly
@@ -346,8 +347,13 @@ class Nest:
     affine value of each loop variable (`lb + Dim(k)`) and the innermost body."""
 
     loops: list[tuple[affine.ForOp, int]] = field(default_factory=list)
+    """The loops of the iteration space: a one-iteration loop whose
+    variable nothing uses is no dimension (it indexes nothing, D-LOW-TILES),
+    but the innermost loop stays when it would leave none."""
     env: dict[SSAValue, Aff] = field(default_factory=dict)
     body: list[Operation] = field(default_factory=list)
+    root: Operation | None = None
+    """The outermost loop, folded or not."""
 
     @property
     def extents(self) -> dict[int, int]:
@@ -361,7 +367,7 @@ class Nest:
 
 def analyze(top: affine.ForOp, outer: Mapping[SSAValue, Aff]) -> Nest:
     """The nest rooted at `top` (`outer`: index values of enclosing scopes)."""
-    nest = Nest()
+    nest = Nest(root=top)
     op = top
     while True:
         lb = pick_minmax(eval_map(op.lowerBoundMap.data,
@@ -377,11 +383,18 @@ def analyze(top: affine.ForOp, outer: Mapping[SSAValue, Aff]) -> Nest:
         ext = ub - lb
         if not ext.is_const() or ext.const <= 0:
             raise NotRaisable("non-constant trip count")
-        nest.env[op.body.block.args[0]] = lb + Aff.atom(Dim(len(nest.loops)))
-        nest.loops.append((op, ext.const))
         inner = [o for o in op.body.block.ops if not isinstance(o, affine.YieldOp)]
         nested = _only_loop(inner)
+        iv = op.body.block.args[0]
+        if ext.const == 1 and not iv.uses and (nested is not None or nest.loops):
+            nest.env[iv] = lb      # one iteration, its variable unused: no dimension
+        else:
+            nest.env[iv] = lb + Aff.atom(Dim(len(nest.loops)))
+            nest.loops.append((op, ext.const))
         if nested is None:
+            if not nest.loops:   # every loop had one iteration: keep the innermost
+                nest.env[iv] = lb + Aff.atom(Dim(0))
+                nest.loops.append((op, 1))
             nest.body = inner
             return nest
         op = nested
@@ -461,21 +474,33 @@ def _tree(nest: Nest, outer: Mapping[SSAValue, Aff], v: SSAValue,
     x = relu_select(owner)
     if x is not None:
         return Apply("relu", (_tree(nest, outer, x, inside),))
-    raise NotRaisable(f"'{owner.name}' in the nest body")
+    raise _unraisable(owner.name, "nest")
+
+
+NAN_DROPPING = ("arith.maxnumf", "arith.minnumf")
+
+
+def _unraisable(name: str, where: str) -> NotRaisable:
+    """Why an op keeps its nest (or `linalg.generic`) an escape-hatch task."""
+    if name in NAN_DROPPING:
+        return NotRaisable(f"'{name}' in the {where} body (it returns the non-NaN operand, "
+                           "NEM max/min propagate a NaN: D-LOW-MAXNUM)")
+    return NotRaisable(f"'{name}' in the {where} body")
 
 
 def match_nest(nest: Nest, outer: Mapping[SSAValue, Aff],
                buffer_of: Callable[[SSAValue, Operation], SSAValue]) -> Plan:
     """The raise plan of a nest (`buffer_of(memref, user)`: the NEM buffer a
     memref lives in)."""
-    inside = set(nest.loops[0][0].walk())
+    assert nest.root is not None
+    inside = set(nest.root.walk())
     stores = [o for o in nest.body if isinstance(o, affine.StoreOp | memref.StoreOp)]
     for o in nest.body:
         if not (isinstance(o, affine.StoreOp | memref.StoreOp | affine.LoadOp | memref.LoadOp
                            | arith.ConstantOp | affine.ApplyOp)
                 or o.name in BINARY or o.name in UNARY or o.name in SELECT_OPS
                 or o.name == RSQRT or o.name in GELU_OPS or o.name in CAST_OPS):
-            raise NotRaisable(f"'{o.name}' in the nest body")
+            raise _unraisable(o.name, "nest")
     if len(stores) != 1:
         raise NotRaisable(f"{len(stores)} stores in the nest body")
     st = stores[0]
@@ -600,7 +625,7 @@ def generic_tree(op: linalg.GenericOp) -> EltOp:
         if owner.name in CAST_OPS:
             cast_node(owner)
         elif owner.name not in BINARY and owner.name not in UNARY and owner.name != RSQRT:
-            raise NotRaisable(f"'{owner.name}' in the linalg.generic body")
+            raise _unraisable(owner.name, "linalg.generic")
         for x in owner.operands:
             check(x)
 

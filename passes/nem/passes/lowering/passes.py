@@ -4,6 +4,7 @@
     lower-to-nem{device=D memory-spaces=M entry=F remarks=R weights=W pipeline-tiles=P}
       = convert-affine-to-nem{memory-spaces=M device=D entry=F remarks=R weights=W
                               pipeline-tiles=P}
+        nem-forward-zero-fills                     (D-LOW-FILL-FORWARD)
         nem-synthesize-deps{device=D narrow-windows=true remarks=R}
         dead-code-elimination                      (xDSL's: index arithmetic left unused)
         nem-check-lowered{device=D}                (static rules, and DEV-13 on D)
@@ -37,6 +38,7 @@ from nem.dialect.verifier import verify_program
 from nem.passes.pass_context import report
 from nem.passes.lowering.context import Options
 from nem.passes.lowering.driver import Lowerer
+from nem.passes.forward_fills import ForwardZeroFillsPass
 from nem.passes.synthesize_deps import SynthesizeDepsPass
 from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
@@ -175,6 +177,7 @@ class LowerToNemPass(ModulePass):
         dirs = self.include_dirs
         return (ConvertAffineToNemPass(self.memory_spaces, self.device, self.entry, self.remarks,
                                        dirs, self.weights, self.pipeline_tiles),
+                ForwardZeroFillsPass(),
                 SynthesizeDepsPass(device=self.device, narrow_windows=True,
                                    remarks=self.remarks, include_dirs=dirs),
                 DeadCodeElimination(),

@@ -36,7 +36,7 @@ from xdsl.ir import BlockArgument, Operation, SSAValue
 
 ADD_OPS = ("arith.addf", "arith.addi")
 MUL_OPS = ("arith.mulf", "arith.muli")
-MAX_OPS = ("arith.maximumf", "arith.maxnumf", "arith.maxsi")
+MAX_OPS = ("arith.maximumf", "arith.maxsi")   # not maxnumf (D-LOW-MAXNUM)
 POOLS = ("maxpool", "sumpool")
 """Window plans without weights: a max or a sum of the window's elements."""
 

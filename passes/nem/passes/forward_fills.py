@@ -1,0 +1,200 @@
+"""`nem-forward-zero-fills`: a load of bytes known to be zero is a zero fill
+of its destination (D-LOW-FILL-FORWARD).
+
+A reduction's accumulator is zero-filled before the reduction reads it
+(`linalg.fill` + a reduction `linalg.generic`, what graph importers emit for
+a row sum).  Tiled, the fill is `clamp in T out T min=0 max=0` on an L1 tile
+(D-LOW-FILL step 1) stored to DDR, and the reduction's tile loads it back:
+two dependent transfers between the fill and the first use of the
+accumulator, on the critical path of every layer norm.  This pass walks the
+program's top-level statements in order, tracks the DDR/L2/L1 byte ranges
+that hold zeros (written by such a clamp, or copied from zeros), and
+replaces a transfer into a dense L1 region whose source bytes are all zero
+by the same zero clamp on the destination, which depends on nothing.
+
+The result is the same bytes in program order, so it runs before
+`nem-synthesize-deps` (D-LOW-DEPS), which orders the new task against the
+other accesses of its destination.  Only tasks without deps are replaced
+(what `convert-affine-to-nem` emits).  A loop statement forgets everything
+known; every other write forgets the bytes it may write (its region's byte
+span, D-HAZ-ACCESS).  The replacement is the clamp variant the program
+already uses (`clamp` on `i8`), so it is legal wherever the fill was.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from nem.analysis.happens_before import region_parts, task_operands
+from nem.dialect.attributes import ArgRefAttr, RegionType
+from nem.dialect.builder import NemBuilder
+from nem.dialect.ops import ComputeOp, LoopOp, ProgramOp, RegionOp, TaskOp, TransferOp
+from nem.dialect.semantics import Evaluator, elem_bytes
+from xdsl.context import Context
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.ir import Operation, SSAValue
+from xdsl.passes import ModulePass
+
+Span = tuple[int, int]
+
+
+class ZeroBytes:
+    """Byte ranges known to hold zeros, per buffer (sorted, disjoint)."""
+
+    def __init__(self) -> None:
+        self.spans: dict[SSAValue, list[Span]] = {}
+
+    def forget(self, buf: SSAValue, lo: int, hi: int) -> None:
+        kept: list[Span] = []
+        for a, b in self.spans.get(buf, []):
+            if b <= lo or a >= hi:
+                kept.append((a, b))
+                continue
+            if a < lo:
+                kept.append((a, lo))
+            if b > hi:
+                kept.append((hi, b))
+        self.spans[buf] = kept
+
+    def add(self, buf: SSAValue, lo: int, hi: int) -> None:
+        self.forget(buf, lo, hi)
+        spans = sorted([*self.spans[buf], (lo, hi)])
+        merged: list[Span] = []
+        for a, b in spans:
+            if merged and a <= merged[-1][1]:
+                merged[-1] = (merged[-1][0], max(b, merged[-1][1]))
+            else:
+                merged.append((a, b))
+        self.spans[buf] = merged
+
+    def covers(self, buf: SSAValue, lo: int, hi: int) -> bool:
+        return any(a <= lo and hi <= b for a, b in self.spans.get(buf, []))
+
+
+@dataclass(frozen=True)
+class Place:
+    """A region's buffer and static byte span, and whether its elements
+    fill that span exactly (dense)."""
+
+    buffer: SSAValue
+    lo: int
+    hi: int
+    dense: bool
+
+
+def _place(ev: Evaluator, region: SSAValue) -> Place | None:
+    rop = region.owner
+    if not isinstance(rop, RegionOp):
+        return None
+    buf, off, ext = region_parts(rop)
+    lo, n = ev.static(off), ev.static(ext)
+    if lo is None or n is None:
+        return None
+    t = region.type
+    dense = False
+    if isinstance(t, RegionType) and t.shape_values is not None and t.elem_name is not None:
+        count = 1
+        for d in t.shape_values:
+            count *= d
+        strides = t.stride_values
+        row_major = strides is None or _row_major(list(t.shape_values), list(strides))
+        dense = row_major and elem_bytes(t.elem_name, count) == n
+    return Place(buf, lo, lo + n, dense)
+
+
+def _row_major(shape: list[int], strides: list[int]) -> bool:
+    expect = 1
+    for d, s in zip(reversed(shape), reversed(strides)):
+        if d != 1 and s != expect:
+            return False
+        expect *= d
+    return True
+
+
+def _zero_clamp(op: Operation, ev: Evaluator) -> SSAValue | None:
+    """The region a `clamp in R out R min=0 max=0` on `i8` zeroes, else None
+    (its input may be another region op over the same bytes)."""
+    if not isinstance(op, ComputeOp) or op.opcode != "clamp" or op.deps:
+        return None
+    if len(op.ins) != 1 or len(op.outs) != 1:
+        return None
+    t = op.outs[0].type
+    if not isinstance(t, RegionType) or t.elem_name != "i8":
+        return None
+    for key in ("min", "max"):
+        a = op.attrs.data.get(key)   # an integer attribute refers to an index argument
+        if not isinstance(a, ArgRefAttr) or ev.static(op.args[a.index.data]) != 0:
+            return None
+    return op.outs[0]
+
+
+def forward_zero_fills(program: ProgramOp) -> int:
+    """Rewrite `program` in place (module docstring); returns how many
+    transfers became fills."""
+    ev = Evaluator()
+    zeros = ZeroBytes()
+    names = {name for op in program.walk()
+             if isinstance(op, TaskOp) and (name := op.token_name()) is not None}
+    count = 0
+    for op in list(program.block.ops):
+        if isinstance(op, LoopOp):
+            zeros = ZeroBytes()
+            continue
+        if not isinstance(op, TaskOp):
+            continue
+        zeroed = _zero_clamp(op, ev)
+        if zeroed is not None and isinstance(op, ComputeOp):
+            p = _place(ev, zeroed)
+            if p is not None and p.dense and _place(ev, op.ins[0]) == p:
+                zeros.add(p.buffer, p.lo, p.hi)
+                continue
+        copied: Place | None = None     # a dense destination the transfer fills with zeros
+        if isinstance(op, TransferOp):
+            src, dst = _place(ev, op.src), _place(ev, op.dst)
+            if src is not None and dst is not None and dst.dense and \
+                    zeros.covers(src.buffer, src.lo, src.hi):
+                copied = dst
+                level = op.dst.type.level.data if isinstance(op.dst.type, RegionType) else ""
+                if not op.deps and not op.is_sync and level.startswith("L1"):
+                    _replace(op, dst, names)
+                    zeros.add(dst.buffer, dst.lo, dst.hi)
+                    count += 1
+                    continue
+        _, writes, _ = task_operands(op)
+        for w in writes:
+            p = _place(ev, w)
+            if p is None:
+                owner = w.owner
+                if isinstance(owner, RegionOp):
+                    zeros.spans.pop(region_parts(owner)[0], None)
+                continue
+            zeros.forget(p.buffer, p.lo, p.hi)
+        if copied is not None:
+            zeros.add(copied.buffer, copied.lo, copied.hi)
+    return count
+
+
+def _replace(op: TransferOp, dst: Place, names: set[str]) -> None:
+    b = NemBuilder.before(op, op.location)
+    r = b.region(None, dst.buffer, dst.lo, dst.hi - dst.lo, elem="i8", shape=[dst.hi - dst.lo],
+                 layout="C")
+    k = 1
+    while f"zero{k}" in names:
+        k += 1
+    names.add(f"zero{k}")
+    tok = b.compute("clamp", [r], [r], name=f"zero{k}", min=0, max=0)
+    op.result.replace_all_uses_with(tok)
+    op.detach()
+    op.erase()
+
+
+@dataclass(frozen=True)
+class ForwardZeroFillsPass(ModulePass):
+    """A transfer into L1 of bytes known to be zero becomes a zero fill of
+    its destination (D-LOW-FILL-FORWARD); before deps are synthesized."""
+
+    name = "nem-forward-zero-fills"
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        for prog in [p for p in op.walk() if isinstance(p, ProgramOp)]:
+            forward_zero_fills(prog)
