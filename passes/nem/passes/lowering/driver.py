@@ -143,6 +143,7 @@ class Lowerer:
         funcs = [op for op in module.ops if isinstance(op, func.FuncOp)]
         fn = self._entry(module, funcs)
         scf_loops.raise_scf_for(module)  # D-LOW-SCF
+        drop_unused_arith(fn)
         check_value_ranges(fn)
         self.ctx = ctx = _context(self.options, fn)
         body = Block()
@@ -214,6 +215,18 @@ class Lowerer:
         buf = ctx.declare_buffer(name, level, buffer_bytes((span,), elem), fn.location)
         ctx.views[arg] = View(buf, MemLevelAttr(level), elem, tuple(t.get_shape()), strides,
                               Aff.c(off), name)
+
+
+def drop_unused_arith(fn: func.FuncOp) -> None:
+    """Erase `arith` ops and `affine.apply`s whose results nothing uses (they
+    have no effects; a chain of them goes in one reverse walk): left in a
+    point loop they hide a raisable nest, whose every point then becomes
+    tasks of its own (a fuzzed tiled matmul: a million task instances)."""
+    for op in reversed(list(fn.walk())):
+        if (op.dialect_name() == "arith" or isinstance(op, affine.ApplyOp)) and op.results \
+                and not any(r.uses for r in op.results):
+            op.detach()
+            op.erase()
 
 
 def _context(options: Options, fn: func.FuncOp) -> LoweringContext:

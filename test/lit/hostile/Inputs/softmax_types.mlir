@@ -1,0 +1,4 @@
+func.func @f(%x: memref<4x8xf16>, %y: memref<4x8xf32>) {
+  linalg.softmax dimension(1) ins(%x : memref<4x8xf16>) outs(%y : memref<4x8xf32>)
+  return
+}
