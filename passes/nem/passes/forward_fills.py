@@ -190,8 +190,9 @@ def _replace(op: TransferOp, dst: Place, names: set[str]) -> None:
 
 @dataclass(frozen=True)
 class ForwardZeroFillsPass(ModulePass):
-    """A transfer into L1 of bytes known to be zero becomes a zero fill of
-    its destination (D-LOW-FILL-FORWARD); before deps are synthesized."""
+    """Turn loads into L1 of bytes known to be zero into zero fills (D-LOW-FILL-FORWARD).
+
+    Runs before `nem-synthesize-deps` (the program's tasks have no deps yet)."""
 
     name = "nem-forward-zero-fills"
 
