@@ -39,8 +39,12 @@ stays one task on DDR."""
 
 
 def softmax_types(device) -> frozenset[str]:
-    """Element types (`f16`, ...) of the device's `softmax` variants."""
-    return frozenset(r.inst[0] for r in device.effective_for_family("softmax") if r.inst)
+    """Element types (`f16`, ...) of the device's variants of the type
+    families the registry gives `softmax`."""
+    from nem.dialect.ops import COMPUTE_OPS
+
+    families = COMPUTE_OPS["softmax"].SPEC.families
+    return frozenset(r.inst[0] for r in device.effective_for_family(families) if r.inst)
 
 
 def _elem(t: ir.Type) -> str:

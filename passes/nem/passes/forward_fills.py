@@ -30,6 +30,7 @@ from nem.dialect.attributes import ArgRefAttr, RegionType
 from nem.dialect.builder import NemBuilder
 from nem.dialect.ops import ComputeOp, LoopOp, ProgramOp, RegionOp, TaskOp, TransferOp
 from nem.dialect.semantics import Evaluator, elem_bytes
+from nem.passes.lowering.views import row_major
 from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Operation, SSAValue
@@ -103,12 +104,9 @@ def _place(ev: Evaluator, region: SSAValue) -> Place | None:
 
 
 def _row_major(shape: list[int], strides: list[int]) -> bool:
-    expect = 1
-    for d, s in zip(reversed(shape), reversed(strides)):
-        if d != 1 and s != expect:
-            return False
-        expect *= d
-    return True
+    """Element strides that are the dense row-major ones (any stride on a
+    dimension of extent 1)."""
+    return all(d == 1 or s == r for d, s, r in zip(shape, strides, row_major(shape)))
 
 
 def _zero_clamp(op: Operation, ev: Evaluator) -> SSAValue | None:

@@ -107,7 +107,7 @@ def wide(fn: Callable[[ir.Value], ir.Value]) -> Callable[[ir.Value], ir.Value]:
     return apply
 
 
-def _sigmoid(x: ir.Value) -> ir.Value:
+def sigmoid(x: ir.Value) -> ir.Value:
     one = emit.fconst(x.type, 1.0)
     return arith.divf(one, arith.addf(one, math.exp(arith.negf(x))))
 
@@ -128,7 +128,7 @@ def _gelu(approximate: str) -> Callable[[ir.Value], ir.Value]:
     return tanh_form if approximate == "tanh" else erf_form
 
 
-def _unary(fn: Callable[[ir.Value], ir.Value]) -> Callable[[Importer, Node], None]:
+def unary(fn: Callable[[ir.Value], ir.Value]) -> Callable[[Importer, Node], None]:
     def convert(imp: Importer, node: Node) -> None:
         define_elementwise(imp, node, [imp.tensor(node.input(0))], fn)
     return convert
@@ -181,7 +181,7 @@ def gelu(imp: Importer, node: Node) -> None:
     define_elementwise(imp, node, [imp.tensor(node.input(0))], wide(_gelu(approximate)))
 
 
-def _binary(fn: Callable[[ir.Value, ir.Value], ir.Value]) -> Callable[[Importer, Node], None]:
+def binary(fn: Callable[[ir.Value, ir.Value], ir.Value]) -> Callable[[Importer, Node], None]:
     def convert(imp: Importer, node: Node) -> None:
         define_elementwise(imp, node, [operand(imp, node.input(0)),
                                        operand(imp, node.input(1))], fn)
