@@ -168,6 +168,40 @@ def test_broadcast_operand(tmp_path, entry):
         assert np.allclose(out["y"], ref, rtol=1e-6, atol=0)
 
 
+@pytest.mark.parametrize("entry", ["bias_relu", "shift_exp", "unit_row", "two_outputs"])
+def test_broadcast_generic(tmp_path, entry):
+    """`linalg.generic` with a broadcast input map (a channel bias over
+    NCHW, a row statistic, a `(d0, d1) -> (0, d1)` operand) is raised as the
+    equivalent nest is (D-LOW-BCAST-OPERAND): the operand copied to the
+    output's shape, then one task per op, bit-identical to the body's f32
+    evaluation (exp: D-NUM-FLOAT); a generic with two outputs is one tree
+    per output (the second output was dropped before)."""
+    rng = np.random.default_rng(16)
+    if entry == "bias_relu":
+        x, b = _rand(rng, (1, 8, 4, 4)), _rand(rng, (8,))
+        ins, ref = {"x": x, "b": b}, np.maximum(x + b[None, :, None, None], np.float32(0))
+    elif entry == "shift_exp":
+        x, m = _rand(rng, (4, 8)), _rand(rng, (4,))
+        ins, ref = {"x": x, "m": m}, np.exp(x - m[:, None])
+    elif entry == "unit_row":
+        x, g = _rand(rng, (4, 8)), _rand(rng, (1, 8))
+        ins, ref = {"x": x, "g": g}, x * g
+    else:   # one tree per output (an output was dropped before)
+        x = _rand(rng, (4, 8))
+        ins, ref = {"x": x, "z": np.zeros_like(x)}, np.exp(x)
+    ins["y"] = np.zeros_like(x)
+    outputs = ["y", "z"] if entry == "two_outputs" else ["y"]
+    out = lower_and_run(INPUTS / "bcast_generic.mlir", tmp_path, ins, outputs,
+                        "(2 outputs)" if entry == "two_outputs" else "(broadcast operand)",
+                        entry=entry)
+    if entry in ("shift_exp", "two_outputs"):
+        assert np.allclose(out["y"], ref, rtol=1e-6, atol=0)
+    else:
+        assert (out["y"] == ref).all()
+    if entry == "two_outputs":
+        assert (out["z"] == -x).all()
+
+
 @pytest.mark.parametrize("entry", ["scale", "normalize", "clip"])
 def test_splat(tmp_path, entry):
     """Scalar constants as splats and rsqrt as div(1, sqrt) (D-LOW-SPLAT):

@@ -258,42 +258,7 @@ def tile_module(module: ir.Module, entry: ir.Operation, device, options, engines
             if key in op.attributes:
                 del op.attributes[key]
     PassManager.parse("builtin.module(canonicalize,cse)").run(module.operation)
-    broadcasting = [op for op in _linalg_ops_deep(entry) if _broadcasts(op)]
-    if broadcasting:    # on static shapes (after canonicalization)
-        for op in broadcasting:
-            op.attributes[LOOPS] = ir.UnitAttr.get()
-        texts.append(LOOPS_SCRIPT)
-        _apply(module, LOOPS_SCRIPT)
-        PassManager.parse("builtin.module(canonicalize,cse)").run(module.operation)
     return "\n".join(texts)
-
-
-LOOPS = "nem_loops"
-LOOPS_SCRIPT = f"""module attributes {{transform.with_named_sequence}} {{
-  transform.named_sequence @__transform_main(%root: !transform.any_op {{transform.readonly}}) {{
-    %m = transform.structured.match ops{{["linalg.generic"]}} attributes {{{LOOPS}}} in %root
-      : (!transform.any_op) -> !transform.any_op
-    %l = transform.structured.convert_to_loops %m : (!transform.any_op) -> !transform.any_op
-    transform.yield
-  }}
-}}"""
-"""Elementwise generics with a broadcast operand, as loops (D-COMPILE-TRANSFORM-BCAST)."""
-
-
-def _broadcasts(op: ir.Operation) -> bool:
-    """An all-parallel `linalg.generic` whose output map is the identity and
-    an input map is not: a bias add or a body reading a row statistic, which
-    the lowering raises as a loop nest (a broadcast operand is a copy to the
-    output's shape, D-LOW-BCAST-OPERAND) but not as a generic."""
-    if op.name != "linalg.generic" or "reduction" in str(op.attributes["iterator_types"]):
-        return False
-    maps = [ir.AffineMapAttr(a).value for a in ir.ArrayAttr(op.attributes["indexing_maps"])]
-    out = ir.ShapedType(op.operands[len(op.operands) - 1].type)
-    # a static shape with a loop left: canonicalization folds one-iteration
-    # loops, and scalar loads outside a nest do not lower
-    return maps[-1] == ir.AffineMap.get_identity(maps[-1].n_dims) and \
-        any(m != maps[-1] for m in maps[:-1]) and out.has_static_shape and \
-        any(d > 1 for d in out.shape)
 
 
 def _apply(module: ir.Module, text: str) -> None:

@@ -38,7 +38,9 @@ from nem.passes.lowering.nest_analysis import (
     Operand,
     Splat,
     analyze,
-    generic_tree,
+    NOT_ELTWISE_GENERIC,
+    generic_accesses,
+    generic_trees,
     match_nest,
 )
 from nem.passes.lowering.views import View, buffer_bytes, row_major
@@ -271,16 +273,28 @@ def lower_nest(lw: Lowerer, top: affine.ForOp, st: BlockState) -> None:
     assert isinstance(plan, EltwisePlan)
     with b.located(top.location):
         out = access_region(ctx, b, plan.out, exts, top)
+    _raise_over_accesses(lw, stg, st, [(plan.root, out)], plan.out, exts, top, what)
+
+
+def _raise_over_accesses(lw: Lowerer, stg: Staging, st: BlockState,
+                         trees: Sequence[tuple[EltOp, tuple[SSAValue, View]]], out_acc: Access,
+                         exts: dict[int, int], anchor: Operation, what: str) -> None:
+    """`raise_eltwise` for trees whose leaves are loads over the loops of
+    `out_acc` (a nest's, or a `linalg.generic`'s, D-LOW-RAISE): a leaf
+    indexed like the output is its region, a broadcast one is copied to the
+    output's shape first (D-LOW-BCAST-OPERAND)."""
+    ctx = lw.ctx
+    b = stg.builder
     copies: list[SSAValue] = []
 
     def leaf_region(leaf: Load | Operand) -> tuple[SSAValue, View]:
         acc = _load(leaf).access
-        if acc.dims == plan.out.dims:
-            return access_region(ctx, b, acc, exts, top)
-        return _broadcast_leaf(lw, b, acc, plan.out, out[1], exts, top, copies)
+        if acc.dims == out_acc.dims:
+            return access_region(ctx, b, acc, exts, anchor)
+        return _broadcast_leaf(lw, b, acc, out_acc, trees[0][1][1], exts, anchor, copies)
 
-    raise_eltwise(lw, stg, st, plan.root, out, top, what, leaf_region, copies,
-                  lambda leaf: _load(leaf).access.dims == plan.out.dims)
+    raise_eltwise(lw, stg, st, trees, anchor, what, leaf_region, copies,
+                  lambda leaf: _load(leaf).access.dims == out_acc.dims)
 
 
 def _load(leaf: Load | Operand) -> Load:
@@ -312,25 +326,29 @@ def _broadcast_leaf(lw: Lowerer, b: NemBuilder, acc: Access, out: Access, like: 
                   anchor), sv
 
 
-def raise_eltwise(lw: Lowerer, stg: Staging, st: BlockState, root: EltOp,
-                  out: tuple[SSAValue, View], anchor: Operation, what: str,
-                  leaf_region: Callable[[Load | Operand], tuple[SSAValue, View]],
+def raise_eltwise(lw: Lowerer, stg: Staging, st: BlockState,
+                  trees: Sequence[tuple[EltOp, tuple[SSAValue, View]]], anchor: Operation,
+                  what: str, leaf_region: Callable[[Load | Operand], tuple[SSAValue, View]],
                   copies: Sequence[SSAValue] = (),
                   direct: Callable[[Load | Operand], bool] | None = None) -> None:
-    """One task per op of the elementwise tree `root` (D-LOW-RAISE) writing
-    `out`, when every op has a legal variant and all operands have one
-    shape; else the whole computation falls back to the escape hatch.
-    `copies`: the tasks `leaf_region` stages for broadcast operands;
-    `direct(leaf)`: whether a leaf is indexed like the output, a splat
-    source (D-LOW-SPLAT-SOURCE); without one each splat clamps its sibling."""
+    """One task per op of each elementwise tree (D-LOW-RAISE), the tree
+    `root` of each (root, out) writing `out` (a `linalg.generic` has one
+    tree per output, in order), when every op has a legal variant and all
+    operands have one shape; else the whole computation falls back to the
+    escape hatch.  `copies`: the tasks `leaf_region` stages for broadcast
+    operands; `direct(leaf)`: whether a leaf is indexed like the output, a
+    splat source (D-LOW-SPLAT-SOURCE); without one each splat clamps its
+    sibling."""
     ctx = lw.ctx
-    if any(n.opcode == "pow" for n in _ops(root)):
+    if any(n.opcode == "pow" for root, _ in trees for n in _ops(root)):
         direct = None
     with stg.builder.located(anchor.location):
-        steps = _tree_steps(ctx, stg.builder, root, out, anchor, leaf_region, direct)
+        per_tree = [_tree_steps(ctx, stg.builder, root, out, anchor, leaf_region, direct)
+                    for root, out in trees]
+    steps = [step for tree in per_tree for step in tree]
     shapes = {tuple(region_shape(r)) for _, tok in steps for r in _task(tok).ins}
-    out_shape = tuple(region_shape(out[0]))
-    why = ("operand shapes differ (broadcast)" if len(shapes | {out_shape}) > 1 else
+    out_shapes = {tuple(region_shape(out[0])) for _, out in trees}
+    why = ("operand shapes differ (broadcast)" if len(shapes | out_shapes) > 1 else
            next((w for w in (illegal(ctx, tok) for _, tok in steps) if w), None))
     if why is not None:
         stg.drop()
@@ -342,7 +360,9 @@ def raise_eltwise(lw: Lowerer, stg: Staging, st: BlockState, root: EltOp,
         name_task(ctx, tok, opcode)
     kinds = sorted({copy_kind(t).replace("copy", "transfer") for t in copies})
     moved = f"{len(copies)} {'/'.join(kinds)} (broadcast operand) + " if copies else ""
-    ctx.summary.raised.append(f"{what} -> {moved}{' + '.join(op for op, _ in steps)}")
+    ops = ", ".join(" + ".join(op for op, _ in tree) for tree in per_tree) + \
+        (f" ({len(trees)} outputs)" if len(trees) > 1 else "")
+    ctx.summary.raised.append(f"{what} -> {moved}{ops}")
 
 
 def _ops(node: EltNode) -> list[EltOp]:
@@ -474,26 +494,31 @@ def lower_linalg(lw: Lowerer, op: Operation, st: BlockState) -> None:
         name_task(ctx, tok, "copy")
         ctx.summary.raised.append(f"{what} -> transfer (copy)")
         return
-    if op.name in LINALG_ELTWISE:
-        root = EltOp(LINALG_ELTWISE[op.name], tuple(Operand(v) for v in ins))
-    elif isinstance(op, linalg.GenericOp):
+    if isinstance(op, linalg.GenericOp):
         try:
-            root = generic_tree(op)
+            roots = generic_trees(op)
         except NotRaisable as e:
             generic = op
             return _window_or_escape(lw, op, st, str(e), what,
                                      lambda: match_window_generic(generic))
-    else:
+        accesses, exts = generic_accesses(op)
+        outs_acc = accesses[len(ins):]
+        with b.located(op.location):
+            trees = [(root, access_region(ctx, b, acc, exts, op))
+                     for root, acc in zip(roots, outs_acc)]
+        return _raise_over_accesses(lw, stg, st, trees, outs_acc[0], exts, op, what)
+    if op.name not in LINALG_ELTWISE:
         return emit_escape(lw, op, st, "no NEM opcode for this linalg op", what)
+    root = EltOp(LINALG_ELTWISE[op.name], tuple(Operand(v) for v in ins))
     with b.located(op.location):
         out = full_region(ctx, b, outs[0], op)
-    raise_eltwise(lw, stg, st, root, out, op, what,
+    raise_eltwise(lw, stg, st, [(root, out)], op, what,
                   lambda leaf: full_region(ctx, b, _operand(leaf).memref, op), (),
                   lambda leaf: True)
 
 
-WINDOW_LIKE = ("a strided or skewed access", "not an identity-map, all-parallel linalg.generic")
-"""Why `match_nest` / `generic_tree` refuse what may be a convolution or pooling."""
+WINDOW_LIKE = ("a strided or skewed access", NOT_ELTWISE_GENERIC)
+"""Why `match_nest` / `generic_trees` refuse what may be a convolution or pooling."""
 
 
 def _window_or_escape(lw: Lowerer, anchor: Operation, st: BlockState, why: str, what: str,

@@ -5,8 +5,8 @@
 plan: `MatmulPlan` (`C[i,j] += A[i,k] * B[k,j]` in any loop order),
 `CopyPlan` (a copy nest, D-LOW-COPYNEST) or `EltwisePlan` (a tree of
 elementwise ops over identically indexed loads, `max(x, 0)` as `relu`).
-`generic_tree` does the same for the body of an identity-map, all-parallel
-`linalg.generic`.  A cast is a node of the tree like any other op (D-LOW-CAST,
+`generic_trees` does the same for the body of an all-parallel `linalg.generic`
+with identity or broadcast maps.  A cast is a node of the tree like any other op (D-LOW-CAST,
 D-LOW-CAST-TREE): the tree may mix element types.  Anything else raises `NotRaisable` with the reason the
 remark reports; the caller then emits an escape-hatch task (D-LOW-ESCAPE).
 """
@@ -31,8 +31,9 @@ from nem.passes.lowering.affine_algebra import (
     resolve_index,
 )
 from xdsl.dialects import affine, arith, linalg, memref
-from xdsl.dialects.builtin import AnyFloat, FloatAttr, IntegerAttr
+from xdsl.dialects.builtin import AnyFloat, FloatAttr, IntegerAttr, MemRefType
 from xdsl.ir import Attribute, Block, BlockArgument, Operation, SSAValue
+from xdsl.ir.affine import AffineConstantExpr, AffineDimExpr
 
 if TYPE_CHECKING:
     from nem.passes.lowering.context import LoweringContext
@@ -600,22 +601,71 @@ def is_broadcast_of(dims: list[int], sorder: list[int]) -> bool:
     return all(d in it for d in dims)
 
 
-def generic_tree(op: linalg.GenericOp) -> EltOp:
-    """The elementwise tree of an identity-map, all-parallel
-    `linalg.generic` over memrefs: its leaves are its ins (or its out, read
-    before it is written)."""
+NOT_ELTWISE_GENERIC = "not an all-parallel linalg.generic with identity or broadcast maps"
+
+
+def generic_accesses(op: linalg.GenericOp) -> tuple[list[Access], dict[int, int]]:
+    """Each operand of an all-parallel `linalg.generic` (ins, then outs) as
+    a nest access over the generic's loops, and the loops' extents: an
+    output's map is the identity, an input's the identity or a broadcast
+    (D-LOW-BCAST-OPERAND): its results are loop dimensions in loop order,
+    or `0` on a dimension of size 1 (`(d0, d1) -> (d1)`, `(d0, d1) -> (0,
+    d1)`).  Loops of one iteration are no dimension, as in a nest
+    (D-LOW-TILES), but the innermost of a generic of one point."""
     maps = [m.data for m in op.indexing_maps.data]
-    if not all(is_identity(m) for m in maps) or any(
-            str(it.data).split(".")[-1].lower() != "parallel"
-            for it in op.iterator_types.data):
-        raise NotRaisable("not an identity-map, all-parallel linalg.generic")
-    block = op.regions[0].block
+    if any(str(it.data).split(".")[-1].lower() != "parallel" for it in op.iterator_types.data):
+        raise NotRaisable(NOT_ELTWISE_GENERIC)
     operands = [*op.inputs, *op.outputs]
+    if len(op.outputs) > 1 and len(set(operands)) < len(operands):
+        raise NotRaisable("a linalg.generic with several outputs and an operand passed twice")
+    n_in = len(op.inputs)
+    if not all(is_identity(m) for m in maps[n_in:]):
+        raise NotRaisable(NOT_ELTWISE_GENERIC)
+    loops = list(range(maps[-1].num_dims))
+    accesses = []
+    for k, (m, v) in enumerate(zip(maps, [*op.inputs, *op.outputs])):
+        shape = v.type.get_shape() if isinstance(v.type, MemRefType) else ()
+        if m.num_symbols or len(m.results) != len(shape):
+            raise NotRaisable(NOT_ELTWISE_GENERIC)
+        index: list[tuple[int | None, Aff]] = []
+        for e, size in zip(m.results, shape):
+            if isinstance(e, AffineDimExpr):
+                index.append((e.position, Aff.c(0)))
+            elif isinstance(e, AffineConstantExpr) and e.value == 0 and size == 1:
+                index.append((None, Aff.c(0)))
+            else:
+                raise NotRaisable(NOT_ELTWISE_GENERIC)
+        acc = Access(v, tuple(index))
+        if k < n_in and not is_broadcast_of(acc.dims, loops):
+            raise NotRaisable("operands are indexed in different orders (transpose)")
+        accesses.append(acc)
+    extents = dict(enumerate(accesses[-1].memref.type.get_shape()))   # type: ignore[attr-defined]
+    unit = {d for d, e in extents.items() if e == 1}
+    if len(unit) == len(extents):   # one point: keep a dimension for its region
+        unit.discard(len(extents) - 1)
+    accesses = [Access(a.memref, tuple((None if d in unit else d, rest) for d, rest in a.index))
+                for a in accesses]
+    return accesses, {d: e for d, e in extents.items() if d not in unit}
+
+
+def generic_trees(op: linalg.GenericOp) -> list[EltOp]:
+    """The elementwise trees of an all-parallel `linalg.generic` over
+    memrefs whose maps `generic_accesses` takes, one per output (what it
+    yields), computed in output order: a tree's leaves are loads of the ins
+    or of its own output (read before it is written); a tree reading another
+    output is not raised (that output's tasks may have written it)."""
+    accesses, _ = generic_accesses(op)
+    block = op.regions[0].block
+    n_in = len(op.inputs)
+    own = n_in
 
     def check(v: SSAValue) -> None:  # unsupported ops first, wherever they are
         owner = v.owner
-        if isinstance(v, BlockArgument) and v.block is block or \
-                isinstance(owner, arith.ConstantOp):
+        if isinstance(v, BlockArgument) and v.block is block:
+            if v.index >= n_in and v.index != own:
+                raise NotRaisable("an output computed from another output's value")
+            return
+        if isinstance(owner, arith.ConstantOp):
             return
         assert isinstance(owner, Operation)
         leaky = leaky_select(owner)
@@ -631,7 +681,7 @@ def generic_tree(op: linalg.GenericOp) -> EltOp:
 
     def node(v: SSAValue) -> EltNode | Const:
         if isinstance(v, BlockArgument) and v.block is block:
-            return Operand(operands[v.index])
+            return Load(accesses[v.index])
         owner = v.owner
         assert isinstance(owner, Operation)
         if isinstance(owner, arith.ConstantOp):
@@ -663,12 +713,15 @@ def generic_tree(op: linalg.GenericOp) -> EltOp:
 
     last = block.last_op
     assert last is not None
-    check_raisable_size(last.operands[0], lambda o: o.parent_block() is block)
-    check(last.operands[0])
-    root = node(last.operands[0])
-    if not isinstance(root, EltOp):
-        raise NotRaisable("no NEM opcode for this linalg op")
-    return root
+    roots = []
+    for own, v in enumerate(last.operands, start=n_in):
+        check_raisable_size(v, lambda o: o.parent_block() is block)
+        check(v)
+        root = node(v)
+        if not isinstance(root, EltOp):
+            raise NotRaisable("no NEM opcode for this linalg op")
+        roots.append(root)
+    return roots
 
 
 def _leaf(n: EltNode | Const) -> EltNode:
