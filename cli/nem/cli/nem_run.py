@@ -6,6 +6,7 @@
             [--input NAME=FILE]... [--input-raw NAME=FILE]...
             [--output NAME[:T[SHAPE]]=FILE]... [--random-inputs SEED]
             [--trace FILE.json|.csv] [--timeline FILE.png] [--profile FILE.json]
+            [--repeat N]
 
 Prints a summary (tasks run, per-unit busy time and utilization and total
 cycles in timed mode, races, deadlocks, unconsumed tokens).  Exit status: 0
@@ -84,7 +85,13 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--ddr-size", type=int, default=None, help="DDR bytes (default 256 MB)")
     p.add_argument("--max-tasks", type=int, default=None, metavar="N",
                    help="refuse a run whose estimated count of tasks and loop iterations "
-                   "(times --schedules) exceeds N (default 10000000)")
+                   "(times --schedules or --repeat) exceeds N (default 10000000)")
+    p.add_argument("--repeat", type=int, default=1, metavar="N",
+                   help="run the program N times on one memory, the inputs written again "
+                   "before each run, and print the wall time of the first run (scheduled, "
+                   "race-checked) and the best and median of the others (replayed when the "
+                   "schedule allows, D-RT-REPLAY); the summary, outputs and trace are the "
+                   "last run's")
     p.add_argument("--no-races", action="store_true", help="disable race detection")
     p.add_argument("--no-progress", action="store_true",
                    help="no progress bar (it is only ever shown on a terminal)")
@@ -254,6 +261,25 @@ def _write_inputs(interp, args) -> int | None:
     return None
 
 
+def _fresh_inputs(interp, args) -> int | None:
+    """--random-inputs, then --input / --input-raw: before the run, and
+    again before each --repeat run."""
+    if args.random_inputs is not None:
+        interp.randomize_inputs(args.random_inputs)
+    return _write_inputs(interp, args)
+
+
+def _timings(times: list[float], replayed: bool) -> None:
+    """--repeat: the first run's wall time, then the best and median of the others."""
+    rest = sorted(times[1:])
+    line = f"repeat: {len(times)} runs; first {times[0] * 1e3:.2f} ms (scheduled, race-checked)"
+    if rest:
+        how = "replayed, D-RT-REPLAY" if replayed else "scheduled"
+        line += (f", the other {len(rest)}: best {rest[0] * 1e3:.2f} ms, median "
+                 f"{rest[len(rest) // 2] * 1e3:.2f} ms ({how})")
+    print(line)
+
+
 def _check_outputs(interp, outputs: list[Output]) -> int | None:
     """Every --output names a buffer or region, and its T[SHAPE] fits."""
     for o in outputs:
@@ -290,6 +316,10 @@ def run(argv=None) -> int:
         return _usage("-j needs N >= 1")
     if args.explore and (args.schedules or args.mode == "timed"):
         return _usage("--explore runs functional schedules; it excludes --schedules and --mode timed")
+    if args.repeat < 1:
+        return _usage("--repeat needs N >= 1")
+    if args.repeat > 1 and (args.schedules or args.explore):
+        return _usage("--repeat times one schedule; it excludes --schedules and --explore")
     bad = _check_numbers(args)
     if bad:
         return _usage(bad)
@@ -321,9 +351,7 @@ def run(argv=None) -> int:
         print(f"nem-run: error: {over}", file=sys.stderr)
         return 1
 
-    if args.random_inputs is not None:
-        interp.randomize_inputs(args.random_inputs)
-    bad_io = _write_inputs(interp, args) or _check_outputs(interp, outputs)
+    bad_io = _fresh_inputs(interp, args) or _check_outputs(interp, outputs)
     if bad_io is not None:
         return bad_io
 
@@ -381,9 +409,17 @@ def run(argv=None) -> int:
 
         escape_hatch.PROGRESS = bar.kernel
     try:
+        t0 = time.perf_counter()
         result = s.run_to_end(progress=bar)
+        times = [time.perf_counter() - t0]
     finally:
         bar.close()
+    while len(times) < args.repeat and result.status == "completed" and result.error is None:
+        _fresh_inputs(interp, args)     # read and checked above: cannot fail now
+        s = interp.start()
+        t0 = time.perf_counter()
+        result = s.run_to_end()
+        times.append(time.perf_counter() - t0)
     # files first: a reader that stops early (`| head`) must not lose them
     written = []
     try:
@@ -400,6 +436,8 @@ def run(argv=None) -> int:
         print(f"nem-run: error: {e}", file=sys.stderr)
         return 1
     _summary(result, s)
+    if args.repeat > 1:
+        _timings(times, prog.compiled.replay is not None)
     for line in written:
         print(line)
     if result.error is not None:
@@ -474,11 +512,12 @@ def _over_budget(prog, args) -> str | None:
     from nem.runtime.budget import estimate_task_count
 
     limit = args.max_tasks or DEFAULT_MAX_TASKS
-    runs = max(1, args.schedules or 1)
+    runs = max(1, args.schedules or args.repeat)
     tasks = estimate_task_count(prog.op)
     if tasks * runs <= limit:
         return None
-    per = f" ({tasks} per schedule x {runs} schedules)" if runs > 1 else ""
+    what = "schedule" if args.schedules else "run"
+    per = f" ({tasks} per {what} x {runs} {what}s)" if runs > 1 else ""
     return (f"the program runs an estimated {tasks * runs} tasks and loop iterations{per}, "
             f"above the limit of {limit} (D-LIMITS); raise it with --max-tasks "
             f"{tasks * runs} if that is meant")
