@@ -202,6 +202,29 @@ def test_broadcast_generic(tmp_path, entry):
         assert (out["z"] == -x).all()
 
 
+@pytest.mark.parametrize("entry", ["transpose", "bias", "copy", "fill"])
+def test_generic_copies(tmp_path, entry):
+    """A `linalg.generic` that yields an input or a constant (the transform
+    route's layout changes, bias broadcasts and padding fills) is raised as
+    transfers or clamps (D-LOW-BCAST, D-LOW-COPYNEST, D-LOW-FILL): exact."""
+    rng = np.random.default_rng(17)
+    if entry == "transpose":
+        x = _rand(rng, (1, 3, 4, 4))
+        ins, ref = {"x": x, "y": np.zeros((1, 4, 4, 3), np.float32)}, x.transpose(0, 2, 3, 1)
+    elif entry == "bias":
+        b = _rand(rng, (8,))
+        ins, ref = {"b": b, "y": np.zeros((1, 2, 2, 8), np.float32)}, \
+            np.broadcast_to(b, (1, 2, 2, 8))
+    elif entry == "copy":
+        x = _rand(rng, (4, 8))
+        ins, ref = {"x": x, "y": np.zeros((4, 8), np.float32)}, x
+    else:
+        ins, ref = {"y": _rand(rng, (4, 8))}, np.full((4, 8), 1.5, np.float32)
+    out = lower_and_run(INPUTS / "generic_copies.mlir", tmp_path, ins, ["y"],
+                        "fell back to compute: none", entry=entry)
+    assert (out["y"] == ref).all()
+
+
 @pytest.mark.parametrize("entry", ["scale", "normalize", "clip"])
 def test_splat(tmp_path, entry):
     """Scalar constants as splats and rsqrt as div(1, sqrt) (D-LOW-SPLAT):

@@ -40,6 +40,7 @@ from nem.passes.lowering.nest_analysis import (
     analyze,
     NOT_ELTWISE_GENERIC,
     generic_accesses,
+    generic_copy,
     generic_trees,
     match_nest,
 )
@@ -262,14 +263,7 @@ def lower_nest(lw: Lowerer, top: affine.ForOp, st: BlockState) -> None:
             emit_escape(lw, top, st, why, what)
         return
     if isinstance(plan, CopyPlan):
-        with b.located(top.location):
-            src, _ = access_region(ctx, b, plan.src.access, exts, top)
-            dst, _ = access_region(ctx, b, plan.dst, exts, top)
-            tok = b.transfer(dst, src)
-        stg.commit(st)
-        name_task(ctx, tok, "copy")
-        ctx.summary.raised.append(f"{what} -> transfer (copy)")
-        return
+        return _emit_copy(lw, stg, st, plan.src.access, plan.dst, exts, top, what)
     assert isinstance(plan, EltwisePlan)
     with b.located(top.location):
         out = access_region(ctx, b, plan.out, exts, top)
@@ -295,6 +289,37 @@ def _raise_over_accesses(lw: Lowerer, stg: Staging, st: BlockState,
 
     raise_eltwise(lw, stg, st, trees, anchor, what, leaf_region, copies,
                   lambda leaf: _load(leaf).access.dims == out_acc.dims)
+
+
+def _emit_copy(lw: Lowerer, stg: Staging, st: BlockState, src: Access, dst: Access,
+               exts: dict[int, int], anchor: Operation, what: str) -> None:
+    """A copy nest or copying `linalg.generic` as one transfer (D-LOW-COPYNEST)."""
+    ctx = lw.ctx
+    b = stg.builder
+    with b.located(anchor.location):
+        s, _ = access_region(ctx, b, src, exts, anchor)
+        d, _ = access_region(ctx, b, dst, exts, anchor)
+        tok = b.transfer(d, s)
+    stg.commit(st)
+    name_task(ctx, tok, "copy")
+    ctx.summary.raised.append(f"{what} -> transfer (copy)")
+
+
+def _lower_generic_copy(lw: Lowerer, op: linalg.GenericOp, st: BlockState, what: str,
+                        src: Access | Attribute, dst: Access, exts: dict[int, int]) -> None:
+    """A `linalg.generic` that yields an input or a constant (`generic_copy`):
+    a fill (D-LOW-FILL), one transfer, or D-LOW-BCAST's transfers for a
+    transposing or broadcasting copy."""
+    from nem.passes.lowering.broadcasts import BroadcastPlan, emit_broadcast
+
+    ctx = lw.ctx
+    if not isinstance(src, Access):
+        return emit_fill(lw, access_box(ctx.view(dst.memref, op), dst, exts), src, op, st, what)
+    if ctx.view(src.memref, op).buffer is ctx.view(dst.memref, op).buffer:
+        return emit_escape(lw, op, st, "a copy within one buffer", what)
+    if src.dims == dst.dims:
+        return _emit_copy(lw, Staging(op.location), st, src, dst, exts, op, what)
+    emit_broadcast(lw, BroadcastPlan(src, dst, exts), op, st, what)
 
 
 def _load(leaf: Load | Operand) -> Load:
@@ -496,11 +521,14 @@ def lower_linalg(lw: Lowerer, op: Operation, st: BlockState) -> None:
         return
     if isinstance(op, linalg.GenericOp):
         try:
-            roots = generic_trees(op)
+            copy = generic_copy(op)
+            roots = generic_trees(op) if copy is None else []
         except NotRaisable as e:
             generic = op
             return _window_or_escape(lw, op, st, str(e), what,
                                      lambda: match_window_generic(generic))
+        if copy is not None:
+            return _lower_generic_copy(lw, op, st, what, *copy)
         accesses, exts = generic_accesses(op)
         outs_acc = accesses[len(ins):]
         with b.located(op.location):

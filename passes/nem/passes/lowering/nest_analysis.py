@@ -604,14 +604,16 @@ def is_broadcast_of(dims: list[int], sorder: list[int]) -> bool:
 NOT_ELTWISE_GENERIC = "not an all-parallel linalg.generic with identity or broadcast maps"
 
 
-def generic_accesses(op: linalg.GenericOp) -> tuple[list[Access], dict[int, int]]:
+def generic_accesses(op: linalg.GenericOp, transposes: bool = False
+                     ) -> tuple[list[Access], dict[int, int]]:
     """Each operand of an all-parallel `linalg.generic` (ins, then outs) as
     a nest access over the generic's loops, and the loops' extents: an
     output's map is the identity, an input's the identity or a broadcast
     (D-LOW-BCAST-OPERAND): its results are loop dimensions in loop order,
     or `0` on a dimension of size 1 (`(d0, d1) -> (d1)`, `(d0, d1) -> (0,
-    d1)`).  Loops of one iteration are no dimension, as in a nest
-    (D-LOW-TILES), but the innermost of a generic of one point."""
+    d1)`), or with `transposes` in any order (a copy, D-LOW-BCAST).  Loops
+    of one iteration are no dimension, as in a nest (D-LOW-TILES), but the
+    innermost of a generic of one point."""
     maps = [m.data for m in op.indexing_maps.data]
     if any(str(it.data).split(".")[-1].lower() != "parallel" for it in op.iterator_types.data):
         raise NotRaisable(NOT_ELTWISE_GENERIC)
@@ -636,7 +638,9 @@ def generic_accesses(op: linalg.GenericOp) -> tuple[list[Access], dict[int, int]
             else:
                 raise NotRaisable(NOT_ELTWISE_GENERIC)
         acc = Access(v, tuple(index))
-        if k < n_in and not is_broadcast_of(acc.dims, loops):
+        if len(set(acc.dims)) < len(acc.dims):
+            raise NotRaisable(NOT_ELTWISE_GENERIC)
+        if k < n_in and not transposes and not is_broadcast_of(acc.dims, loops):
             raise NotRaisable("operands are indexed in different orders (transpose)")
         accesses.append(acc)
     extents = dict(enumerate(accesses[-1].memref.type.get_shape()))   # type: ignore[attr-defined]
@@ -646,6 +650,30 @@ def generic_accesses(op: linalg.GenericOp) -> tuple[list[Access], dict[int, int]
     accesses = [Access(a.memref, tuple((None if d in unit else d, rest) for d, rest in a.index))
                 for a in accesses]
     return accesses, {d: e for d, e in extents.items() if d not in unit}
+
+
+def generic_copy(op: linalg.GenericOp
+                 ) -> tuple[Access | Attribute, Access, dict[int, int]] | None:
+    """A `linalg.generic` of one output whose body only yields an input (a
+    copy that may transpose or broadcast, D-LOW-BCAST: what transform
+    tiling leaves of a layout change or a bias broadcast) or a constant (a
+    fill, D-LOW-FILL) as (the input's access or the constant, the output's
+    access, the loops' extents); None for any other body."""
+    block = op.regions[0].block
+    last = block.last_op
+    if len(op.outputs) != 1 or last is None or len(last.operands) != 1 or \
+            any(o is not last and not isinstance(o, arith.ConstantOp) for o in block.ops):
+        return None
+    v = last.operands[0]
+    if isinstance(v, BlockArgument) and v.block is block:
+        if v.index >= len(op.inputs):
+            return None
+        accesses, exts = generic_accesses(op, transposes=True)
+        return accesses[v.index], accesses[-1], exts
+    if isinstance(v.owner, arith.ConstantOp):
+        accesses, exts = generic_accesses(op)
+        return v.owner.value, accesses[-1], exts
+    return None
 
 
 def generic_trees(op: linalg.GenericOp) -> list[EltOp]:

@@ -1,0 +1,55 @@
+// linalg.generic ops whose body only yields an input or a constant, as the
+// transform-dialect route leaves layout changes, bias broadcasts and padding
+// fills (D-LOW-BCAST, D-LOW-COPYNEST, D-LOW-FILL): transfers and clamps.
+// @in_place is a near miss (a copy within one buffer).
+#nchw = affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>
+#to_nhwc = affine_map<(d0, d1, d2, d3) -> (d0, d3, d1, d2)>
+#chan = affine_map<(d0, d1, d2, d3) -> (d3)>
+func.func @transpose(%x: memref<1x3x4x4xf32>, %y: memref<1x4x4x3xf32>) {
+  linalg.generic {indexing_maps = [#to_nhwc, #nchw],
+                  iterator_types = ["parallel", "parallel", "parallel", "parallel"]}
+      ins(%x : memref<1x3x4x4xf32>) outs(%y : memref<1x4x4x3xf32>) {
+  ^bb0(%in: f32, %out: f32):
+    linalg.yield %in : f32
+  }
+  return
+}
+
+func.func @bias(%b: memref<8xf32>, %y: memref<1x2x2x8xf32>) {
+  linalg.generic {indexing_maps = [#chan, #nchw],
+                  iterator_types = ["parallel", "parallel", "parallel", "parallel"]}
+      ins(%b : memref<8xf32>) outs(%y : memref<1x2x2x8xf32>) {
+  ^bb0(%in: f32, %out: f32):
+    linalg.yield %in : f32
+  }
+  return
+}
+
+#id = affine_map<(d0, d1) -> (d0, d1)>
+func.func @copy(%x: memref<4x8xf32>, %y: memref<4x8xf32>) {
+  linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%x : memref<4x8xf32>) outs(%y : memref<4x8xf32>) {
+  ^bb0(%in: f32, %out: f32):
+    linalg.yield %in : f32
+  }
+  return
+}
+
+func.func @fill(%y: memref<4x8xf32>) {
+  %c = arith.constant 1.5 : f32
+  linalg.generic {indexing_maps = [#id], iterator_types = ["parallel", "parallel"]}
+      outs(%y : memref<4x8xf32>) {
+  ^bb0(%out: f32):
+    linalg.yield %c : f32
+  }
+  return
+}
+
+func.func @in_place(%x: memref<4x8xf32>) {
+  linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%x : memref<4x8xf32>) outs(%x : memref<4x8xf32>) {
+  ^bb0(%in: f32, %out: f32):
+    linalg.yield %in : f32
+  }
+  return
+}
