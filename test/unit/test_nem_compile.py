@@ -130,6 +130,9 @@ OPS = [
     ("Concat", {"x": (2, 3, 4), "y": (2, 5, 4)}, {}, {"axis": 1}, None),
     ("Softmax", {"x": (2, 3, 5)}, {}, {"axis": 1}, None),
     ("LayerNormalization", {"x": (2, 3, 5)}, {"g": _w(5) + 1, "b": _w(5)}, {}, None),
+    ("ReduceMean", {"x": (2, 3, 5)}, {"a": np.array([-1], np.int64)}, {}, None),
+    ("ReduceMax", X4, {"a": np.array([1, 3], np.int64)}, {"keepdims": 0}, None),
+    ("Pow", {"x": (2, 3, 4)}, {"c": np.array(2.0, np.float32)}, {}, None),
     # reshape views (D-LOW-RESHAPE): expand_shape / collapse_shape
     ("Conv", X4, {"w": _w(8, 2, 3, 3)}, {"group": 2}, None),
     ("Flatten", {"x": (2, 3, 4, 5)}, {}, {"axis": 2}, None),

@@ -137,6 +137,14 @@ CASES = [
     ("LayerNormalization", {"x": (2, 3, 5)}, {"g": w(3, 5) + 1, "b": w(3, 5)},
      {"axis": 1, "epsilon": 1e-3}),
     ("LayerNormalization", {"x": (2, 3, 5)}, {"g": w(5) + 1}, {}),
+    # D-COMPILE-REDUCE (opset 20: the axes are an input)
+    ("ReduceMean", {"x": (2, 3, 5)}, {"a": np.array([-1], np.int64)}, {}),
+    ("ReduceSum", {"x": (2, 3, 5)}, {"a": np.array([0, 2], np.int64)}, {"keepdims": 0}),
+    ("ReduceMax", X4, {"a": np.array([1], np.int64)}, {}),
+    ("ReduceMin", {"x": (2, 3, 5)}, {}, {"keepdims": 0}),
+    ("ReduceSum", {"x": (2, 3, 5)}, {}, {"noop_with_empty_axes": 1}),
+    ("Pow", {"x": (2, 3, 4)}, {"c": np.array(2.0, np.float32)}, {}),
+    ("Pow", {"x": (2, 3, 4)}, {"c": np.array([1.0, 2.0, 3.0, 4.0], np.float32)}, {}),
 ]
 
 
@@ -153,6 +161,18 @@ def test_single_op(case, dtype):
     np_dtype = np.float16 if dtype == "f16" else np.float32
     consts = {k: (v.astype(np_dtype) if v.dtype.kind == "f" else v) for k, v in consts.items()}
     check_model(samples.single_op(op, ins, dtype, consts, **attrs))
+
+
+@pytest.mark.parametrize("keepdims", [1, 0])
+def test_reduction_of_a_channels_last_tensor(keepdims):
+    """D-COMPILE-REDUCE: a reduction over the channel axis of a convolution's
+    output, which the importer keeps in NHWC (physical) order: the logical
+    axis maps to its physical dimension, and keepdims=0 reshapes."""
+    g = samples.GraphBuilder("f32", seed=3)
+    y = g.op("Conv", ["x", g.init("w", w(6, 4, 3, 3))], name="conv", pads=[1, 1, 1, 1])
+    r = g.op("ReduceMean", [y, g.init("a", np.array([1], np.int64), exact_dtype=True)],
+             name="mean", keepdims=keepdims)
+    check_model(g.model("conv_mean", X4, {"out": r}))
 
 
 def test_layouts_compose_without_copies():

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from mlir.dialects import arith, math
 from nem.frontends.onnx.graph import Importer, Node
 from nem.frontends.onnx.norms import layernorm, softmax
+from nem.frontends.onnx.reductions import pow_, reduction
 from nem.frontends.onnx.ops import (
     binary,
     sigmoid,
@@ -56,6 +57,7 @@ CONVERTERS: dict[str, Callable[[Importer, Node], None]] = {
     "Mul": binary(arith.mulf),
     "Div": binary(arith.divf),
     "Max": binary(arith.maximumf),
+    "Pow": pow_,
     "Min": binary(arith.minimumf),
     "MatMul": matmul,
     "Gemm": gemm,
@@ -63,6 +65,10 @@ CONVERTERS: dict[str, Callable[[Importer, Node], None]] = {
     "AveragePool": pool("avg"),
     "GlobalAveragePool": global_pool("avg"),
     "GlobalMaxPool": global_pool("max"),
+    "ReduceSum": reduction("sum"),
+    "ReduceMean": reduction("mean"),
+    "ReduceMax": reduction("max"),
+    "ReduceMin": reduction("min"),
     "Flatten": flatten,
     "Reshape": reshape,
     "Transpose": transpose,

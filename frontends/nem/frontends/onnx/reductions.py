@@ -1,0 +1,93 @@
+"""ONNX reductions over chosen axes and `Pow` (D-COMPILE-REDUCE).
+
+`ReduceSum`, `ReduceMean`, `ReduceMax` and `ReduceMin` are one
+`linalg.generic` with reduction iterators (`emit.reduce`), the reduced
+dimensions kept with size 1 in the tensor's physical layout, then removed
+by a reshape when `keepdims=0`.  f16 sums and means accumulate in f32 and
+round once, as the global pools do (D-COMPILE-F16); a mean multiplies the
+sum by `1/n`.  `Pow` is an elementwise `math.powf` (f16 evaluated in f32),
+what exporters write for a layer norm's `(x - mean)^2` before opset 17.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+from mlir import ir
+from mlir.dialects import arith, math
+from nem.frontends.onnx import emit
+from nem.frontends.onnx.graph import Importer, Node, TensorVal
+from nem.frontends.onnx.ops import binary, elementwise, is_f16
+
+COMBINE = {"sum": (0.0, arith.addf), "mean": (0.0, arith.addf),
+           "max": (-np.inf, arith.maximumf), "min": (np.inf, arith.minimumf)}
+"""Reduction kind -> (initial value, combiner)."""
+
+
+def reduction(kind: str) -> Callable[[Importer, Node], None]:
+    """The converter of `Reduce<Kind>` (module docstring)."""
+    init, combine = COMBINE[kind]
+
+    def convert(imp: Importer, node: Node) -> None:
+        x = imp.tensor(node.input(0))
+        axes = _axes(imp, node, x.rank)
+        if not axes:    # noop_with_empty_axes=1 and no axes: the input unchanged
+            imp.vals[node.outputs[0]] = x
+            return
+        v = x.value
+        wide = kind in ("sum", "mean") and is_f16(v)
+        f32 = ir.F32Type.get()
+        s = emit.reduce(v, [x.perm.index(a) for a in axes], init, combine,
+                        elem=f32 if wide else None,
+                        prologue=(lambda e: arith.extf(f32, e)) if wide else None)
+        kept = tuple(1 if d in axes else n for d, n in enumerate(x.shape))
+        y = TensorVal(s, kept, x.perm)
+        if kind == "mean" or wide:
+            n = int(np.prod([x.shape[a] for a in axes]))
+
+            def finish(t: ir.Value) -> ir.Value:
+                if kind == "mean":
+                    t = arith.mulf(t, emit.fconst(t.type, 1.0 / n))
+                return arith.truncf(emit.elem_type(v), t) if wide else t
+            value, perm = elementwise(imp, [y], finish,
+                                      elem=emit.elem_type(v) if wide else None)
+            y = TensorVal(value, kept, perm)
+        if int(node.attrs.get("keepdims", 1)):
+            imp.define(node.outputs[0], y.value, y.perm)
+        else:
+            imp.define(node.outputs[0], emit.reshape(
+                imp.logical(y), [n for d, n in enumerate(x.shape) if d not in axes]))
+    return convert
+
+
+def _axes(imp: Importer, node: Node, rank: int) -> list[int]:
+    """The reduced axes, sorted: the `axes` attribute (before opset 18; 13
+    for ReduceSum) or the constant second input; none given means all axes,
+    or none with `noop_with_empty_axes=1`."""
+    given = node.attrs.get("axes")
+    if given is None and node.input(1):
+        c = imp.const(node.input(1))
+        if c is None:
+            raise imp.error(f"not supported: reduction axes '{node.input(1)}' computed at "
+                            "run time", fix="make the axes an initializer or Constant")
+        given = [int(a) for a in c.reshape(-1)]
+    if given is None or len(given) == 0:
+        return [] if int(node.attrs.get("noop_with_empty_axes", 0)) else list(range(rank))
+    axes = sorted({int(a) % rank for a in given})
+    if any(not -rank <= int(a) < rank for a in given):
+        raise imp.error(f"reduction axes {list(given)} out of range for rank {rank}")
+    return axes
+
+
+def _powf(a: ir.Value, b: ir.Value) -> ir.Value:
+    """`a ** b`, f16 evaluated in f32 and rounded once (D-COMPILE-F16)."""
+    if not is_f16(a):
+        return math.powf(a, b)
+    f32 = ir.F32Type.get()
+    return arith.truncf(a.type, math.powf(arith.extf(f32, a), arith.extf(f32, b)))
+
+
+pow_ = binary(_powf)
+"""`Pow`: the exponent a tensor of the base's type or a constant (inlined)."""
