@@ -75,10 +75,9 @@ def _axes(imp: Importer, node: Node, rank: int) -> list[int]:
         given = [int(a) for a in c.reshape(-1)]
     if given is None or len(given) == 0:
         return [] if int(node.attrs.get("noop_with_empty_axes", 0)) else list(range(rank))
-    axes = sorted({int(a) % rank for a in given})
     if any(not -rank <= int(a) < rank for a in given):
         raise imp.error(f"reduction axes {list(given)} out of range for rank {rank}")
-    return axes
+    return sorted({int(a) % rank for a in given})
 
 
 def _powf(a: ir.Value, b: ir.Value) -> ir.Value:
