@@ -25,6 +25,12 @@ from nem.passes.lowering.diagnostics import reject
 from nem.passes.lowering.emit import region
 from nem.passes.lowering.escape import emit_escape, linalg_operands, location_text
 from nem.passes.lowering.fills import access_box, emit_fill, lower_linalg_fill, nest_fill
+from nem.passes.lowering.generic_analysis import (
+    NOT_ELTWISE_GENERIC,
+    generic_accesses,
+    generic_copy,
+    generic_trees,
+)
 from nem.passes.lowering.nest_analysis import (
     Access,
     CopyPlan,
@@ -38,10 +44,6 @@ from nem.passes.lowering.nest_analysis import (
     Operand,
     Splat,
     analyze,
-    NOT_ELTWISE_GENERIC,
-    generic_accesses,
-    generic_copy,
-    generic_trees,
     match_nest,
 )
 from nem.passes.lowering.views import View, buffer_bytes, row_major
