@@ -497,6 +497,22 @@ def run_timed(result, inputs: dict[str, np.ndarray]) -> tuple[int, dict[str, np.
     return cycles, {iface.onnx_names[n]: it.read_tensor(n, s, d) for n, s, d in iface.outputs}
 
 
+@pytest.mark.parametrize("group", [2, 4])
+def test_transform_route_raises_grouped_convolutions(group):
+    """Grouped and depthwise ONNX Convs (`linalg.conv_2d_nhwgc_gfhwc`) are
+    generalized before transform tiling, as the lowering's parser does for
+    `.mlir` input (D-LOW-UPSTREAM's GENERALIZED_KNOWN), and raised as one
+    `conv2d groups=G` per tile (D-LOW-GROUPCONV); they were escape-hatch
+    tasks on this route ("no NEM opcode for this linalg op")."""
+    model = samples.single_op("Conv", {"x": (1, 4, 9, 9)}, "f32",
+                              {"w": _w(8, 4 // group, 3, 3), "b": _w(8)},
+                              group=group, pads=[1, 1, 1, 1])
+    result = run_api(model, route="transform")
+    assert result.flops is not None and result.flops.category_share() == 1.0, \
+        result.flops.remark()
+    assert f"groups={group}" in result.nem
+
+
 def test_transform_route_engines_and_pipelining_save_cycles():
     """The transform route's tile loops double-buffered take fewer timed
     cycles than `--no-pipeline` (`--tile-sizes 3,48`, one engine; measured

@@ -13,8 +13,10 @@ sizes the op's loop nest, as `-convert-linalg-to-affine-loops` would build
 it, to the L1 budget; `--tile-sizes` overrides); a size equal to its loop's
 extent is 0 (not tiled).  The tiles are `scf.for` loops over static
 subviews, which the lowering takes (D-LOW-SCF), as it takes the linalg ops
-themselves; an op the lowering's parser lacks (`linalg.map`) is generalized
-to `linalg.generic` first.  Each tile's operands are staged in L1 by
+themselves; an op the lowering's parser lacks (`linalg.map`), or one the
+lowering raises from its generic form (grouped convolutions:
+`GENERALIZED_KNOWN`, as the parser does for `.mlir` input, D-LOW-UPSTREAM),
+is generalized to `linalg.generic` first.  Each tile's operands are staged in L1 by
 
     %p = transform.structured.promote %t {operands_to_promote = [0, .., n-1], memory_space = 2}
 
@@ -58,6 +60,7 @@ from mlir.dialects.transform import interpreter
 from mlir.passmanager import PassManager
 
 from nem.compile.pipeline import FAST_SPACE
+from nem.frontends.upstream_dialects.upstream_ops import GENERALIZED_KNOWN
 
 TAG = "nem_tile"
 PIN = "nem_engine"
@@ -242,8 +245,10 @@ def tile_module(module: ir.Module, entry: ir.Operation, device, options, engines
         texts.append(_privatize(module, entry, todo))
     plans = []
     for k, (op, plan) in enumerate(zip(ops, sized)):
-        # ops the lowering's parser lacks (linalg.map) become linalg.generic
-        generalize = ctx.get_optional_op(op.name) is None or op.name in NO_CAST_FOLD
+        # ops the lowering's parser lacks (linalg.map) or raises from their
+        # generic form (grouped convolutions) become linalg.generic
+        generalize = ctx.get_optional_op(op.name) is None or op.name in NO_CAST_FOLD or \
+            op.name in GENERALIZED_KNOWN
         if plan is None:
             if generalize:
                 run_on_nest(op, "linalg-generalize-named-ops")
