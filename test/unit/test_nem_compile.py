@@ -291,6 +291,51 @@ def test_mlir_input(tmp_path):
                                rtol=1e-5, atol=1e-5)
 
 
+MLIR_NAMED = """
+func.func @main(%x: tensor<2x8x16xf32>, %w: tensor<2x16x4xf32>, %b: tensor<4xf32>) -> tensor<2x8xf32> {
+  %z = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<2x8x4xf32>
+  %f = linalg.fill ins(%z : f32) outs(%e : tensor<2x8x4xf32>) -> tensor<2x8x4xf32>
+  %m = linalg.batch_matmul ins(%x, %w : tensor<2x8x16xf32>, tensor<2x16x4xf32>)
+      outs(%f : tensor<2x8x4xf32>) -> tensor<2x8x4xf32>
+  %eb = tensor.empty() : tensor<2x8x4xf32>
+  %bb = linalg.broadcast ins(%b : tensor<4xf32>) outs(%eb : tensor<2x8x4xf32>) dimensions = [0, 1]
+  %e2 = tensor.empty() : tensor<2x8x4xf32>
+  %s = linalg.add ins(%m, %bb : tensor<2x8x4xf32>, tensor<2x8x4xf32>) outs(%e2 : tensor<2x8x4xf32>) -> tensor<2x8x4xf32>
+  %er = tensor.empty() : tensor<2x8xf32>
+  %fr = linalg.fill ins(%z : f32) outs(%er : tensor<2x8xf32>) -> tensor<2x8xf32>
+  %r = linalg.reduce ins(%s : tensor<2x8x4xf32>) outs(%fr : tensor<2x8xf32>) dimensions = [2]
+    (%in: f32, %acc: f32) {
+      %a = arith.addf %in, %acc : f32
+      linalg.yield %a : f32
+    }
+  return %r : tensor<2x8xf32>
+}
+"""
+
+
+@pytest.mark.parametrize("route", ["affine", "transform"])
+def test_named_linalg_ops_on_tensors(route):
+    """linalg on tensors with named ops a front end writes (batch_matmul,
+    broadcast, add, reduce) compiles on both routes; on the transform route
+    `linalg.broadcast` and `linalg.reduce` keep the `memref.cast`s promotion
+    puts on their operands, so they are generalized before tiling, as
+    `linalg.transpose` is (it was "not supported: the tiled program does not
+    parse in xDSL")."""
+    result = compile_mlir(MLIR_NAMED, CompileOptions(device=DEVICE, route=route))
+    rng = np.random.default_rng(4)
+    x, w = rng.uniform(-1, 1, (2, 8, 16)), rng.uniform(-1, 1, (2, 16, 4))
+    b = rng.uniform(-1, 1, 4)
+    it = NemInterpreter(device=DEVICE)
+    it.load_string(result.nem, file="m.nem")
+    for name, v in (("x", x), ("w", w), ("b", b)):
+        it.write_tensor(name, v.astype(np.float32))
+    assert it.run().status == "completed"
+    want = ((x.astype(np.float32) @ w.astype(np.float32)) + b.astype(np.float32)).sum(-1)
+    np.testing.assert_allclose(it.read_tensor("result0", (2, 8), np.float32), want,
+                               rtol=1e-5, atol=1e-5)
+
+
 def test_api_errors():
     with pytest.raises(CompileError) as e:
         compile_mlir("func.func @f(%x: tensor<4xf32>) -> tensor<4xf32> { return %y }")

@@ -65,7 +65,7 @@ from nem.frontends.upstream_dialects.upstream_ops import GENERALIZED_KNOWN
 TAG = "nem_tile"
 PIN = "nem_engine"
 """An op made by privatizing a reduction split: whole, on this engine."""
-NO_CAST_FOLD = ("linalg.transpose",)
+NO_CAST_FOLD = ("linalg.transpose", "linalg.broadcast", "linalg.reduce")
 """Named ops that keep the `memref.cast`s `structured.promote` puts on their
 operands (they do not fold them as `linalg.generic` does; xDSL does not
 parse `memref.cast`): generalized before tiling."""
