@@ -45,6 +45,7 @@ from nem.passes.lowering.input_limits import check_value_ranges
 from nem.passes.lowering.partial_tiles import PeelScope, check_narrowed
 from nem.passes.lowering.pipelining import PipelinedLoop, detect_pipeline
 from nem.passes.lowering.views import View, buffer_bytes, check_elem, memref_strides
+from xdsl.transforms.dead_code_elimination import is_trivially_dead
 from xdsl.dialects import affine, func, linalg, scf
 from xdsl.dialects.builtin import IndexType, MemRefType, ModuleOp
 from xdsl.ir import Block, BlockArgument, Operation
@@ -218,13 +219,15 @@ class Lowerer:
 
 
 def drop_unused_arith(fn: func.FuncOp) -> None:
-    """Erase `arith` ops and `affine.apply`s whose results nothing uses (they
-    have no effects; a chain of them goes in one reverse walk): left in a
-    point loop they hide a raisable nest, whose every point then becomes
-    tasks of its own (a fuzzed tiled matmul: a million task instances)."""
+    """Erase `arith` ops and `affine.apply`s that are trivially dead (xDSL's
+    `is_trivially_dead`: no uses, no effects; a chain of them goes in one
+    reverse walk): left in a point loop they hide a raisable nest, whose
+    every point then becomes tasks of its own (a fuzzed tiled matmul: a
+    million task instances).  Other unused ops (allocations, views) keep
+    what they declare, as the lowering always did (D-LOW-DEAD-ARITH)."""
     for op in reversed(list(fn.walk())):
         if (op.dialect_name() == "arith" or isinstance(op, affine.ApplyOp)) and op.results \
-                and not any(r.uses for r in op.results):
+                and is_trivially_dead(op):
             op.detach()
             op.erase()
 

@@ -125,9 +125,9 @@ def generic_trees(op: linalg.GenericOp) -> list[EltOp]:
     accesses, _ = generic_accesses(op)
     block = op.regions[0].block
     n_in = len(op.inputs)
-    own = n_in
 
-    def check(v: SSAValue) -> None:  # unsupported ops first, wherever they are
+    def check(v: SSAValue, own: int) -> None:  # unsupported ops first, wherever they are
+        """`v` of the tree of output operand `own`."""
         owner = v.owner
         if isinstance(v, BlockArgument) and v.block is block:
             if v.index >= n_in and v.index != own:
@@ -139,13 +139,13 @@ def generic_trees(op: linalg.GenericOp) -> list[EltOp]:
         leaky = leaky_select(owner)
         x = relu_select(owner) or gelu_erf_input(owner) or (leaky[0] if leaky else None)
         if x is not None:
-            return check(x)
+            return check(x, own)
         if owner.name in CAST_OPS:
             cast_node(owner)
         elif owner.name not in BINARY and owner.name not in UNARY and owner.name != RSQRT:
             raise unraisable(owner.name, "linalg.generic")
         for x in owner.operands:
-            check(x)
+            check(x, own)
 
     def node(v: SSAValue) -> EltNode | Const:
         if isinstance(v, BlockArgument) and v.block is block:
@@ -184,7 +184,7 @@ def generic_trees(op: linalg.GenericOp) -> list[EltOp]:
     roots = []
     for own, v in enumerate(last.operands, start=n_in):
         check_raisable_size(v, lambda o: o.parent_block() is block)
-        check(v)
+        check(v, own)
         root = node(v)
         if not isinstance(root, EltOp):
             raise NotRaisable("no NEM opcode for this linalg op")
