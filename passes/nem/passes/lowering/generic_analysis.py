@@ -12,28 +12,14 @@ Anything else raises `NotRaisable` with the reason the remark reports.
 from __future__ import annotations
 
 from nem.passes.lowering.affine_algebra import Aff, is_identity
-from nem.passes.lowering.casts import CAST_OPS, cast_attrs
 from nem.passes.lowering.nest_analysis import (
-    BINARY,
-    GELU_ERF,
-    MAX_OPS,
-    RSQRT,
-    UNARY,
     Access,
-    Const,
-    EltNode,
     EltOp,
     Load,
     NotRaisable,
-    Splat,
-    cast_node,
     check_raisable_size,
-    gelu_erf_input,
+    elt_tree,
     is_broadcast_of,
-    leaky_select,
-    relu_select,
-    unraisable,
-    with_splats,
 )
 from xdsl.dialects import arith, linalg
 from xdsl.dialects.builtin import MemRefType
@@ -119,80 +105,33 @@ def generic_copy(op: linalg.GenericOp
 def generic_trees(op: linalg.GenericOp) -> list[EltOp]:
     """The elementwise trees of an all-parallel `linalg.generic` over
     memrefs whose maps `generic_accesses` takes, one per output (what it
-    yields), computed in output order: a tree's leaves are loads of the ins
-    or of its own output (read before it is written); a tree reading another
-    output is not raised (that output's tasks may have written it)."""
+    yields), computed in output order (`nest_analysis.elt_tree`, the walk
+    loop-nest bodies use): a tree's leaves are loads of the ins or of its
+    own output (read before it is written); a tree reading another output
+    is not raised (that output's tasks may have written it)."""
     accesses, _ = generic_accesses(op)
     block = op.regions[0].block
     n_in = len(op.inputs)
-
-    def check(v: SSAValue, own: int) -> None:  # unsupported ops first, wherever they are
-        """`v` of the tree of output operand `own`."""
-        owner = v.owner
-        if isinstance(v, BlockArgument) and v.block is block:
-            if v.index >= n_in and v.index != own:
-                raise NotRaisable("an output computed from another output's value")
-            return
-        if isinstance(owner, arith.ConstantOp):
-            return
-        assert isinstance(owner, Operation)
-        leaky = leaky_select(owner)
-        x = relu_select(owner) or gelu_erf_input(owner) or (leaky[0] if leaky else None)
-        if x is not None:
-            return check(x, own)
-        if owner.name in CAST_OPS:
-            cast_node(owner)
-        elif owner.name not in BINARY and owner.name not in UNARY and owner.name != RSQRT:
-            raise unraisable(owner.name, "linalg.generic")
-        for x in owner.operands:
-            check(x, own)
-
-    def node(v: SSAValue) -> EltNode | Const:
-        if isinstance(v, BlockArgument) and v.block is block:
-            return Load(accesses[v.index])
-        owner = v.owner
-        assert isinstance(owner, Operation)
-        if isinstance(owner, arith.ConstantOp):
-            return Const(owner.value)
-        x = relu_select(owner)
-        if x is not None:
-            return EltOp("relu", (_leaf(node(x)),))
-        x = gelu_erf_input(owner)
-        if x is not None:
-            return EltOp("gelu", (_leaf(node(x)),), GELU_ERF)
-        leaky = leaky_select(owner)
-        if leaky is not None:
-            return EltOp("leaky_relu", (_leaf(node(leaky[0])),), (("alpha", leaky[1]),))
-        if owner.name in MAX_OPS:
-            for x, z in ((owner.operands[0], owner.operands[1]),
-                         (owner.operands[1], owner.operands[0])):
-                zero = node(z)
-                if isinstance(zero, Const) and zero.is_zero:
-                    return EltOp("relu", (_leaf(node(x)),))
-        if owner.name == RSQRT:
-            return EltOp("div", (Splat(1.0), EltOp("sqrt", (_leaf(node(owner.operands[0])),))))
-        if owner.name in CAST_OPS:
-            return EltOp("cast", (_leaf(node(owner.operands[0])),), cast_attrs(owner.name),
-                         cast_node(owner))
-        n = 2 if owner.name in BINARY else 1
-        opcode = BINARY.get(owner.name) or UNARY[owner.name]
-        kids = [node(o) for o in owner.operands[:n]]
-        return EltOp(opcode, with_splats(owner.name, kids, _leaf))
-
     last = block.last_op
     assert last is not None
     roots = []
     for own, v in enumerate(last.operands, start=n_in):
+        def leaf(x: SSAValue, own: int = own) -> Load | None:
+            if isinstance(x, BlockArgument) and x.block is block:
+                if x.index >= n_in and x.index != own:
+                    raise NotRaisable("an output computed from another output's value")
+                return Load(accesses[x.index])
+            if not (isinstance(x.owner, Operation) and x.owner.parent_block() is block) \
+                    and not isinstance(x.owner, arith.ConstantOp):
+                raise NotRaisable("a value defined outside the linalg.generic")
+            return None
+
         check_raisable_size(v, lambda o: o.parent_block() is block)
-        check(v, own)
-        root = node(v)
+        root = elt_tree(v, leaf, "linalg.generic", NO_OPCODE)
         if not isinstance(root, EltOp):
-            raise NotRaisable("no NEM opcode for this linalg op")
+            raise NotRaisable(NO_OPCODE)
         roots.append(root)
     return roots
 
 
-def _leaf(n: EltNode | Const) -> EltNode:
-    if isinstance(n, Const):
-        raise NotRaisable("no NEM opcode for this linalg op")
-    return n
+NO_OPCODE = "no NEM opcode for this linalg op"

@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 from nem.dialect.semantics import postorder
 from nem.passes.lowering.casts import CAST_OPS, cast_attrs, cast_reason
@@ -31,7 +31,7 @@ from nem.passes.lowering.affine_algebra import (
     resolve_index,
 )
 from xdsl.dialects import affine, arith, memref
-from xdsl.dialects.builtin import AnyFloat, FloatAttr, IntegerAttr
+from xdsl.dialects.builtin import FloatAttr, IntegerAttr
 from xdsl.ir import Attribute, Block, Operation, SSAValue
 
 if TYPE_CHECKING:
@@ -167,22 +167,6 @@ class Const:
     def is_zero(self) -> bool:
         v = self.value
         return isinstance(v, FloatAttr | IntegerAttr) and v.value.data == 0
-
-
-@dataclass(frozen=True)
-class Apply:
-    """An MLIR arithmetic op over sub-trees."""
-
-    name: str
-    operands: tuple[Node, ...]
-    attrs: tuple[tuple[str, str | float], ...] = ()
-    """NEM attributes of an op recognized as a whole (`leaky_relu alpha`)."""
-    to: Attribute | None = None
-    """The element type a cast converts to."""
-
-
-Node = Load | Const | Apply
-"""The value a nest stores, as a tree down to its loads and constants."""
 
 
 @dataclass(frozen=True)
@@ -442,39 +426,56 @@ def access(nest: Nest, outer: Mapping[SSAValue, Aff], op: Operation) -> Access:
     return Access(op.memref, tuple(out))
 
 
-def _tree(nest: Nest, outer: Mapping[SSAValue, Aff], v: SSAValue,
-          inside: set[Operation]) -> Node:
+def elt_tree(v: SSAValue, leaf: Callable[[SSAValue], EltNode | Const | None], where: str,
+             not_tree: str) -> EltNode | Const:
+    """The elementwise computation of `v` as NEM ops (D-LOW-RAISE), down to
+    the values `leaf` resolves (a load, a linalg block argument: an EltNode;
+    None for an op to walk into); constants are `Const`, splats where an op
+    takes them (D-LOW-SPLAT), else NotRaisable(`not_tree`).  The one walk
+    for loop-nest bodies and `linalg.generic` bodies: the whole-op
+    recognizers (relu by select or by `max(x, 0)`, erf GELU, leaky relu,
+    rsqrt, casts) live here only.  Operands are walked before their op is
+    checked, so an op that is not raised is reported before a constant
+    that cannot be a splat.  `where` names the body in the reasons."""
+    def convert(n: EltNode | Const) -> EltNode:
+        if isinstance(n, Const):
+            raise NotRaisable(not_tree)
+        return n
+
+    def operand(x: SSAValue) -> EltNode:
+        return convert(elt_tree(x, leaf, where, not_tree))
+
+    resolved = leaf(v)
+    if resolved is not None:
+        return resolved
     owner = v.owner
-    if not isinstance(owner, Operation) or owner not in inside:
-        if isinstance(owner, arith.ConstantOp):
-            return Const(owner.value)
-        raise NotRaisable("a value defined outside the nest")
-    if isinstance(owner, affine.LoadOp | memref.LoadOp):
-        return Load(access(nest, outer, owner))
     if isinstance(owner, arith.ConstantOp):
         return Const(owner.value)
-    gelu_x = gelu_erf_input(owner)
-    if gelu_x is not None:
-        return Apply("gelu_erf", (_tree(nest, outer, gelu_x, inside),))
-    leaky = leaky_select(owner)
-    if leaky is not None:
-        return Apply("leaky_relu", (_tree(nest, outer, leaky[0], inside),),
-                     (("alpha", leaky[1]),))
-    if owner.name in CAST_OPS:
-        return Apply(owner.name, (_tree(nest, outer, owner.operands[0], inside),),
-                     to=cast_node(owner))
-    if owner.name in BINARY or owner.name in UNARY:
-        n = 2 if owner.name in BINARY else 1
-        return Apply(owner.name, tuple(_tree(nest, outer, x, inside)
-                                       for x in owner.operands[:n]))
-    if owner.name == RSQRT:
-        return Apply("arith.divf", (Const(FloatAttr(1.0, cast(AnyFloat, owner.operands[0].type))),
-                                    Apply("math.sqrt", (_tree(nest, outer, owner.operands[0],
-                                                              inside),))))
+    assert isinstance(owner, Operation), "leaf() resolves block arguments"
     x = relu_select(owner)
     if x is not None:
-        return Apply("relu", (_tree(nest, outer, x, inside),))
-    raise unraisable(owner.name, "nest")
+        return EltOp("relu", (operand(x),))
+    x = gelu_erf_input(owner)
+    if x is not None:
+        return EltOp("gelu", (operand(x),), GELU_ERF)
+    leaky = leaky_select(owner)
+    if leaky is not None:
+        return EltOp("leaky_relu", (operand(leaky[0]),), (("alpha", leaky[1]),))
+    if owner.name == RSQRT:
+        return EltOp("div", (Splat(1.0), EltOp("sqrt", (operand(owner.operands[0]),))))
+    if owner.name in CAST_OPS:
+        to = cast_node(owner)
+        return EltOp("cast", (operand(owner.operands[0]),), cast_attrs(owner.name), to)
+    if owner.name not in BINARY and owner.name not in UNARY:
+        raise unraisable(owner.name, where)
+    n = 2 if owner.name in BINARY else 1
+    kids = [elt_tree(x, leaf, where, not_tree) for x in owner.operands[:n]]
+    if owner.name in MAX_OPS:
+        for keep, zero in ((kids[0], kids[1]), (kids[1], kids[0])):
+            if isinstance(zero, Const) and zero.is_zero and not isinstance(keep, Const):
+                return EltOp("relu", (keep,))
+    return EltOp(BINARY.get(owner.name) or UNARY[owner.name],
+                 with_splats(owner.name, kids, convert))
 
 
 NAN_DROPPING = ("arith.maxnumf", "arith.minnumf")
@@ -506,7 +507,18 @@ def match_nest(nest: Nest, outer: Mapping[SSAValue, Aff],
     st = stores[0]
     out = access(nest, outer, st)
     check_raisable_size(st.value, lambda op: op in inside)
-    tree = _tree(nest, outer, st.value, inside)
+
+    def leaf(v: SSAValue) -> Load | Const | None:
+        owner = v.owner
+        if not isinstance(owner, Operation) or owner not in inside:
+            if isinstance(owner, arith.ConstantOp):
+                return Const(owner.value)
+            raise NotRaisable("a value defined outside the nest")
+        if isinstance(owner, affine.LoadOp | memref.LoadOp):
+            return Load(access(nest, outer, owner))
+        return None
+
+    tree = elt_tree(st.value, leaf, "nest", NOT_ELT_TREE)
     n = len(nest.loops)
     sorder = out.dims
     matmul = _match_matmul(tree, out, n)
@@ -520,24 +532,30 @@ def match_nest(nest: Nest, outer: Mapping[SSAValue, Aff],
         if buffer_of(tree.access.memref, st) is buffer_of(out.memref, st):
             raise NotRaisable("a copy within one buffer")
         return CopyPlan(tree, out)
-    root = _eltwise(tree, sorder)
-    if not isinstance(root, EltOp):
-        raise NotRaisable("the body is not a tree of elementwise operations over loads")
-    return EltwisePlan(root, out)
+    if not isinstance(tree, EltOp):
+        raise NotRaisable(NOT_ELT_TREE)
+    # each load indexed like the store or by a subsequence of its loops (a
+    # broadcast operand, materialized by transfers: D-LOW-BCAST-OPERAND), never transposed
+    if any(isinstance(x, Load) and not is_broadcast_of(x.access.dims, sorder)
+           for x in tree.leaves()):
+        raise NotRaisable("operands are indexed in different orders (transpose)")
+    return EltwisePlan(tree, out)
 
 
-def _match_matmul(tree: Node, out: Access, n: int) -> MatmulPlan | None:
+NOT_ELT_TREE = "the body is not a tree of elementwise operations over loads"
+
+
+def _match_matmul(tree: EltNode | Const, out: Access, n: int) -> MatmulPlan | None:
     """`C[i,j] = C[i,j] + A[i,k] * B[k,j]` (any loop order, either operand
     order; transposed operands set `trans_a`/`trans_b`)."""
     sorder = out.dims
-    if not (n == 3 and len(sorder) == 2 and isinstance(tree, Apply)
-            and tree.name in ("arith.addf", "arith.addi")):
+    if not (n == 3 and len(sorder) == 2 and isinstance(tree, EltOp) and tree.opcode == "add"):
         return None
-    mul = "arith.mulf" if tree.name == "arith.addf" else "arith.muli"
     x, y = tree.operands
     for acc_t, prod in ((x, y), (y, x)):
         if not (isinstance(acc_t, Load) and acc_t.access.memref == out.memref
-                and acc_t.access.same(out) and isinstance(prod, Apply) and prod.name == mul):
+                and acc_t.access.same(out) and isinstance(prod, EltOp)
+                and prod.opcode == "mul"):
             continue
         p, q = prod.operands
         if not (isinstance(p, Load) and isinstance(q, Load)):
@@ -550,35 +568,6 @@ def _match_matmul(tree: Node, out: Access, n: int) -> MatmulPlan | None:
                     and len(ao) == 2 and len(bo) == 2:
                 return MatmulPlan(a, b, out, ao != [ki, kk], bo != [kk, kj])
     return None
-
-
-def _eltwise(t: Node, sorder: list[int]) -> EltNode:
-    """The elementwise computation `t` as NEM ops down to its loads, each
-    indexed like the store or by a subsequence of its loops (a broadcast
-    operand, materialized by transfers: D-LOW-BCAST-OPERAND), never
-    transposed; `max(x, 0)` is `relu`.  Each op becomes one task
-    (D-LOW-RAISE), so a fused body (e.g. bias add + relu) is raised."""
-    if isinstance(t, Load):
-        if not is_broadcast_of(t.access.dims, sorder):
-            raise NotRaisable("operands are indexed in different orders (transpose)")
-        return t
-    if isinstance(t, Apply):
-        if t.name == "relu":
-            return EltOp("relu", (_eltwise(t.operands[0], sorder),))
-        if t.name == "gelu_erf":
-            return EltOp("gelu", (_eltwise(t.operands[0], sorder),), GELU_ERF)
-        if t.name == "leaky_relu":
-            return EltOp("leaky_relu", (_eltwise(t.operands[0], sorder),), t.attrs)
-        if t.name in CAST_OPS:
-            return EltOp("cast", (_eltwise(t.operands[0], sorder),), cast_attrs(t.name), t.to)
-        if t.name in MAX_OPS:
-            x, z = t.operands
-            for keep, zero in ((x, z), (z, x)):
-                if isinstance(zero, Const) and zero.is_zero:
-                    return EltOp("relu", (_eltwise(keep, sorder),))
-        opcode = BINARY.get(t.name) or UNARY[t.name]
-        return EltOp(opcode, with_splats(t.name, t.operands, lambda c: _eltwise(c, sorder)))
-    raise NotRaisable("the body is not a tree of elementwise operations over loads")
 
 
 def with_splats(name: str, operands: Sequence[Any],
