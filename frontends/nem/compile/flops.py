@@ -74,13 +74,22 @@ class FlopShare:
         return raised / total if total else 1.0
 
     def remark(self) -> str:
+        if not self.raised + self.escaped:
+            return ("compute raised to NEM opcodes by FLOPs: n/a (no floating-point "
+                    "operations; integer operations are not counted)")
         parts = [f"{name} {_percent(r / (r + e))} of {r + e}"
                  for name in CATEGORIES for r, e in [self.by_category.get(name, (0, 0))]
                  if r + e]
         return (f"compute raised to NEM opcodes by FLOPs: {_percent(self.share)} "
                 f"({self.raised} raised, {self.escaped} in escape-hatch kernels); "
-                f"conv/matmul/pool/eltwise {_percent(self.category_share())}; by category: "
+                f"conv/matmul/pool/eltwise {self._target_percent()}; by category: "
                 + ", ".join(parts))
+
+
+    def _target_percent(self) -> str:
+        if not any(sum(self.by_category.get(n, (0, 0))) for n in TARGET):
+            return "n/a"
+        return _percent(self.category_share())
 
 
 def _percent(share: float) -> str:

@@ -8,7 +8,7 @@
 // RUN: nem-opt %s -p 'lower-to-nem{device=npm_pro_x1 memory-spaces="0:DDR,1:L1,2:L2"}' -t nem 2>/dev/null | filecheck %s
 // RUN: nem-opt %s -p 'lower-to-nem{device=npm_pro_x1 memory-spaces=0-DDR,1-L1,2-L2}' -t nem 2>/dev/null | filecheck %s
 // CHECK: buffer X : DDR (size=1024, align=64)
-// CHECK: buffer s1 : L1 (size=1024, align=64)
+// CHECK: buffer s1 : L1[0] (size=1024, align=64)
 // CHECK: buffer s2 : L2 (size=1024, align=64)
 // CHECK: transfer.async(dst=region(s1, 0, 1024) {{.*}} src=region(X, 0, 1024)
 // CHECK: transfer.async(dst=region(s2, 0, 1024) {{.*}} src=region(s1, 0, 1024)
@@ -18,10 +18,18 @@
 // ENGINE: buffer s1 : L1[0] (size=1024, align=64)
 // ENGINE: buffer s2 : L2 (size=1024, align=64)
 //
-// The default is 0:DDR,1:L2,2:L1:
+// The default is 0:DDR,1:L2,2:L1.  An `L1` without an engine index is
+// written `L1[0]` when the device has several engines (D-LOW-L1, D-DEV-L1),
+// so the lowered program verifies with no BUF-05 warning (NOWARN); on a
+// one-engine device, and with no device, it stays `L1`:
 // RUN: nem-opt %s -p 'lower-to-nem{device=npm_pro_x1}' -t nem 2>/dev/null | filecheck %s --check-prefix=DEFAULT
 // DEFAULT: buffer s1 : L2 (size=1024, align=64)
-// DEFAULT: buffer s2 : L1 (size=1024, align=64)
+// DEFAULT: buffer s2 : L1[0] (size=1024, align=64)
+// RUN: nem-opt %s -p 'lower-to-nem{device=npm_pro_x1},nem-verify{device=npm_pro_x1}' -o /dev/null 2>&1 | filecheck %s --allow-empty --check-prefix=NOWARN
+// NOWARN-NOT: {{.}}
+// RUN: nem-opt %s -p 'lower-to-nem{device=npm_lite}' -t nem 2>/dev/null | filecheck %s --check-prefix=ONE-ENGINE
+// RUN: nem-opt %s -p 'lower-to-nem' -t nem 2>/dev/null | filecheck %s --check-prefix=ONE-ENGINE
+// ONE-ENGINE: buffer s2 : L1 (size=1024, align=64)
 //
 // A bad value is one line naming the pass, the option and the item, never a
 // traceback, before any input is read (quoted or not); nothing

@@ -25,6 +25,7 @@ from xdsl.parser import Parser
 
 from nem.frontends.upstream_dialects.async_dialect import Async
 from nem.frontends.upstream_dialects.dma import AFFINE_EXTRA_OPS, MEMREF_EXTRA_OPS
+from nem.frontends.upstream_dialects.linalg_named import use_upstream_linalg_named
 from nem.frontends.upstream_dialects.linalg_softmax import SoftmaxOp
 from nem.frontends.upstream_dialects.xdsl_lexer import use_linear_string_literals
 
@@ -32,6 +33,7 @@ __all__ = ["Async", "mlir_dialect_factories", "register_mlir_dialects", "lowerin
            "LocatingParser", "parse_error_message"]
 
 use_linear_string_literals()   # before any parse: xDSL's string regex backtracks (D-XDSL-STRING-LEXER)
+use_upstream_linalg_named()    # mixed-type bodies, default conv attributes (D-LOW-LINALG-NAMED)
 
 
 def _extended(factory: Callable[[], Dialect],

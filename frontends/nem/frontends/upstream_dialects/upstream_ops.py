@@ -205,7 +205,8 @@ def _restore_arg_names(original: str, printed: str) -> str:
         body = printed[m.start():end]
         if wanted:
             mapping = {f"arg{k}": n for k, n in enumerate(wanted) if n != f"arg{k}"}
-            if mapping and not any(f"%{n}" in body for n in mapping.values()):
+            if mapping and not any(re.search(rf"%{re.escape(n)}(?![\w$.-])", body)
+                                   for n in mapping.values()):  # `%a` is not `%arg0`
                 body = re.sub(r"%(arg\d+)\b(?![\w$.-])",
                               lambda a: "%" + mapping.get(a[1], a[1]), body)
         pieces.append(body)

@@ -547,7 +547,10 @@ NOT_ELT_TREE = "the body is not a tree of elementwise operations over loads"
 
 def _match_matmul(tree: EltNode | Const, out: Access, n: int) -> MatmulPlan | None:
     """`C[i,j] = C[i,j] + A[i,k] * B[k,j]` (any loop order, either operand
-    order; transposed operands set `trans_a`/`trans_b`)."""
+    order; transposed operands set `trans_a`/`trans_b`; A and B may be
+    widened to C's type first, as linalg's mixed-type matmul is: the plan
+    then has their narrower types, which the device's matmul variants
+    accept or not, D-LOW-LINALG-NAMED)."""
     sorder = out.dims
     if not (n == 3 and len(sorder) == 2 and isinstance(tree, EltOp) and tree.opcode == "add"):
         return None
@@ -557,7 +560,7 @@ def _match_matmul(tree: EltNode | Const, out: Access, n: int) -> MatmulPlan | No
                 and acc_t.access.same(out) and isinstance(prod, EltOp)
                 and prod.opcode == "mul"):
             continue
-        p, q = prod.operands
+        p, q = (_widened(x) for x in prod.operands)
         if not (isinstance(p, Load) and isinstance(q, Load)):
             continue
         ki, kj = sorder
@@ -568,6 +571,15 @@ def _match_matmul(tree: EltNode | Const, out: Access, n: int) -> MatmulPlan | No
                     and len(ao) == 2 and len(bo) == 2:
                 return MatmulPlan(a, b, out, ao != [ki, kk], bo != [kk, kj])
     return None
+
+
+def _widened(x: EltNode | Const) -> EltNode | Const:
+    """The load under an exact widening cast (`extf`, `extsi`: no
+    attributes), else `x`."""
+    if isinstance(x, EltOp) and x.opcode == "cast" and not x.attrs and \
+            isinstance(x.operands[0], Load):
+        return x.operands[0]
+    return x
 
 
 def with_splats(name: str, operands: Sequence[Any],
