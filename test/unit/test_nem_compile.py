@@ -336,6 +336,53 @@ def test_named_linalg_ops_on_tensors(route):
                                rtol=1e-5, atol=1e-5)
 
 
+MLIR_CONST_WEIGHTS = """
+func.func @main(%x: tensor<8x16xf32>) -> tensor<8x4xf32> {
+  %w = arith.constant dense<[[1.0, -2.0, 0.5, 0.25], [3.0, 1.5, -1.0, 2.0], [0.5, 0.5, 0.5, 0.5],
+    [-1.0, 1.0, -1.0, 1.0], [2.0, 0.0, 1.0, -3.0], [1.0, 1.0, 1.0, 1.0], [0.0, 2.0, 0.0, 2.0],
+    [-0.5, 0.25, 1.0, 0.0], [1.0, -2.0, 0.5, 0.25], [3.0, 1.5, -1.0, 2.0], [0.5, 0.5, 0.5, 0.5],
+    [-1.0, 1.0, -1.0, 1.0], [2.0, 0.0, 1.0, -3.0], [1.0, 1.0, 1.0, 1.0], [0.0, 2.0, 0.0, 2.0],
+    [-0.5, 0.25, 1.0, 0.0]]> : tensor<16x4xf32>
+  %z = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<8x4xf32>
+  %f = linalg.fill ins(%z : f32) outs(%e : tensor<8x4xf32>) -> tensor<8x4xf32>
+  %m = linalg.matmul ins(%x, %w : tensor<8x16xf32>, tensor<16x4xf32>) outs(%f : tensor<8x4xf32>) -> tensor<8x4xf32>
+  return %m : tensor<8x4xf32>
+}
+"""
+
+
+@pytest.mark.parametrize("route", ["affine", "transform"])
+def test_mlir_constant_weights_go_to_the_sidecar(tmp_path, route):
+    """A constant tensor of the `.mlir` input (`arith.constant dense`, a
+    `memref.global` once bufferized) is a weight of the interface
+    (D-COMPILE-CONSTS): `nem-compile` writes it to STEM.weights.npz, embeds
+    it in a `.nemb`, and the run matches numpy (it was "pass weights=FILE.npz
+    to lower-to-nem", an option nem-compile has no way to pass; and the
+    transform route's tile planning copied the function without its globals:
+    "'memref.get_global' op ... does not reference a valid global memref")."""
+    src = tmp_path / "cw.mlir"
+    src.write_text(MLIR_CONST_WEIGHTS)
+    r = tool("nem-compile", str(src), "--route", route, "-o", str(tmp_path / "cw.nem"), "-v")
+    assert "weights:" in r.stderr and "cw.weights.npz" in r.stderr, r.stderr
+    with np.load(tmp_path / "cw.weights.npz") as npz:
+        (name,) = npz.files
+        w = npz[name]
+    assert w.shape == (16, 4) and w[1, 1] == 1.5
+    x = np.random.default_rng(5).uniform(-1, 1, (8, 16)).astype(np.float32)
+    for prog in ("nem", "nemb"):
+        if prog == "nemb":
+            tool("nem-compile", str(src), "--route", route, "-o", str(tmp_path / "cw.nemb"))
+        it = NemInterpreter(device=DEVICE)
+        it.load(tmp_path / f"cw.{prog}")
+        if prog == "nem":
+            it.write_tensor(name, w)
+        it.write_tensor("x", x)
+        assert it.run().status == "completed"
+        np.testing.assert_allclose(it.read_tensor("result0", (8, 4), np.float32), x @ w,
+                                   rtol=1e-5, atol=1e-5)
+
+
 def test_api_errors():
     with pytest.raises(CompileError) as e:
         compile_mlir("func.func @f(%x: tensor<4xf32>) -> tensor<4xf32> { return %y }")

@@ -106,6 +106,7 @@ def compile_onnx(model, options: CompileOptions | None = None,
         tiled = driver.results[-1].text
     nem, remarks = driver.lower(tiled, im.func_name, iface.arg_names,
                                 _stem(file, stem) + ".tile.mlir")
+    iface.weights.update(driver.constants)
     return CompileResult(nem, iface, im.func_name, driver.results, remarks,
                          driver.memory_spaces(), driver.flops)
 
@@ -177,6 +178,7 @@ def compile_mlir(source: str | Path, options: CompileOptions | None = None,
                                   "and tiles") from None
         tiled = driver.results[-1].text
     nem, remarks = driver.lower(tiled, name, iface.arg_names, _stem(file, stem) + ".tile.mlir")
+    iface.weights.update(driver.constants)   # constant tensors (D-COMPILE-CONSTS)
     return CompileResult(nem, iface, name, driver.results, remarks, driver.memory_spaces(),
                          driver.flops)
 

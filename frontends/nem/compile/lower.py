@@ -14,8 +14,11 @@ nem-verify` would: an error or a warning fails the compile.
 
 from __future__ import annotations
 
+import os
+import tempfile
 from collections.abc import Sequence
 
+import numpy as np
 from xdsl.context import Context
 
 
@@ -36,21 +39,20 @@ def xdsl_context() -> Context:
 
 def lower_and_verify(text: str, func_name: str, arg_names: Sequence[str], device: str,
                      memory_spaces: str, file: str, options
-                     ) -> tuple[str, list[str], set[tuple[int, int]]]:
+                     ) -> tuple[str, list[str], set[tuple[int, int]], dict[str, np.ndarray]]:
     """(the `.nem` program, the lowering's remarks, the (line, col) in `text`
-    of each nest the lowering did not raise); raises CompileError.  The
-    escaped nests are read from the lowering's `EscapeRemark`s by type and
-    location, not from their wording."""
+    of each nest the lowering did not raise, the initial contents of the
+    buffers made from `memref.global`s: constant tensors the program keeps,
+    D-COMPILE-CONSTS); raises CompileError.  The escaped nests are read from
+    the lowering's `EscapeRemark`s by type and location, not from their
+    wording."""
     from xdsl.dialects.func import FuncOp
 
     from nem.compile.pipeline import CompileError
-    from nem.dialect.diagnostics import NemDiagnosticError
     from nem.frontends.nem_text.printer import print_nem
     from nem.frontends.upstream_dialects import parse_mlir
     from nem.passes.lowering.driver import EscapeRemark
-    from nem.passes.lowering.passes import LowerToNemPass
     from nem.passes.pass_context import pass_context
-    from nem.passes.share_buffers import ShareBuffersPass
 
     ctx = xdsl_context()
     try:
@@ -67,13 +69,38 @@ def lower_and_verify(text: str, func_name: str, arg_names: Sequence[str], device
                 arg.name_hint = name
     remarks: list[str] = []
     run_ctx = pass_context(ctx, file, options.include_dirs, device)
+    with tempfile.TemporaryDirectory() as scratch:
+        consts = os.path.join(scratch, "constants.npz")
+        _lower(module, run_ctx, device, memory_spaces, func_name, options, consts)
+        constants: dict[str, np.ndarray] = {}
+        if os.path.exists(consts):
+            with np.load(consts) as npz:
+                constants = {k: npz[k] for k in npz.files}
+    remarks += [d.render().replace(consts, "the weights sidecar") for d in run_ctx.diagnostics]
+    escaped = {(d.loc.line, d.loc.col) for d in run_ctx.diagnostics
+               if isinstance(d, EscapeRemark) and d.loc is not None}
+    nem = print_nem(module)
+    if options.verify:
+        verify_nem(nem, file.rsplit(".", 1)[0] + ".nem", device, options.include_dirs)
+    return nem, remarks, escaped, constants
+
+
+def _lower(module, run_ctx, device: str, memory_spaces: str, func_name: str, options,
+           consts: str) -> None:
+    """`lower-to-nem` then `nem-share-buffers` on `module`; the initial
+    contents of its globals go to `consts` (an .npz)."""
+    from nem.compile.pipeline import CompileError
+    from nem.dialect.diagnostics import NemDiagnosticError
+    from nem.passes.lowering.passes import LowerToNemPass
+    from nem.passes.share_buffers import ShareBuffersPass
+
     try:
         # the summary remark is opt-in (D-OPT-REMARKS); nem-compile -v shows it
         # the transform route's tiles are staged in buffers allocated in the tile
         # loops' bodies: double-buffered by the lowering (D-LOW-PIPE-BODY)
         LowerToNemPass(device=device, memory_spaces=(memory_spaces,),
                        entry=func_name, remarks=True,
-                       include_dirs=tuple(options.include_dirs),
+                       include_dirs=tuple(options.include_dirs), weights=consts,
                        pipeline_tiles=options.pipeline and options.route == "transform"
                        ).apply(run_ctx, module)
         # every nest's tiles fit L1 (D-COMPILE-TILES), all nests' together need not:
@@ -82,13 +109,6 @@ def lower_and_verify(text: str, func_name: str, arg_names: Sequence[str], device
                          include_dirs=tuple(options.include_dirs)).apply(run_ctx, module)
     except NemDiagnosticError as e:
         raise CompileError("lower", "\n".join(d.render() for d in e.diagnostics)) from e
-    remarks += [d.render() for d in run_ctx.diagnostics]
-    escaped = {(d.loc.line, d.loc.col) for d in run_ctx.diagnostics
-               if isinstance(d, EscapeRemark) and d.loc is not None}
-    nem = print_nem(module)
-    if options.verify:
-        verify_nem(nem, file.rsplit(".", 1)[0] + ".nem", device, options.include_dirs)
-    return nem, remarks, escaped
 
 
 def verify_nem(nem: str, file: str, device: str, include_dirs: Sequence[str] = ()) -> None:

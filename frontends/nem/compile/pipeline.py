@@ -152,6 +152,8 @@ class Driver:
                                f"{self.device.topology.num_engines} engine(s)")
         self.engines = engines
         self.flops: FlopShare | None = None
+        self.constants: dict[str, np.ndarray] = {}
+        """The initial contents of the lowered `memref.global`s (D-COMPILE-CONSTS)."""
         self.stage = "import"
 
     def timed(self, name: str, fn: Callable[[], str]) -> str:
@@ -206,7 +208,7 @@ class Driver:
         def run() -> str:
             from nem.compile.flops import flop_share
 
-            nem, notes, escaped = lower_and_verify(
+            nem, notes, escaped, self.constants = lower_and_verify(
                 mlir_text, func_name, arg_names, self.device.name, self.memory_spaces(), file,
                 self.options)
             remarks.extend(notes)

@@ -106,10 +106,14 @@ def _sizes(fn: ir.Operation, device, options, engines: int = 1) -> list[Plan | N
     from nem.compile import tiling
     from nem.compile.engines import choose_split, preloaded_memrefs
 
-    copy = ir.Module.parse(str(fn), fn.context)
+    # the whole module: the function may read its globals (constant weights)
+    copy = ir.Module.parse(str(fn.parent), fn.context)
+    name = ir.StringAttr(fn.attributes["sym_name"]).value
+    cfn = next(o.operation for o in copy.body.operations if o.operation.name == "func.func"
+               and ir.StringAttr(o.operation.attributes["sym_name"]).value == name)
     PassManager.parse("builtin.module(func.func(convert-linalg-to-affine-loops))").run(
         copy.operation)
-    nests = tiling.top_level_nests(copy.body.operations[0].operation)
+    nests = tiling.top_level_nests(cfn)
     ops = _linalg_ops(fn)
     if len(nests) != len(ops):
         from nem.compile.pipeline import CompileError
@@ -118,7 +122,7 @@ def _sizes(fn: ir.Operation, device, options, engines: int = 1) -> list[Plan | N
                            f"linalg ops ({len(ops)}) do not each become one loop nest "
                            f"({len(nests)}); use --route affine")
     budget = tiling.l1_budget(device, options.pipeline)
-    preloaded = preloaded_memrefs(copy.body.operations[0].operation)
+    preloaded = preloaded_memrefs(cfn)
     out: list[Plan | None] = []
     turn, ready = 0, 0
     for op, nest in zip(ops, nests):
