@@ -6,9 +6,9 @@
 // RUN: nem-opt %S/Inputs/async_value_pipeline.mlir -p 'lower-to-nem{device=npm_pro_x1}' -t nem 2>/dev/null | filecheck %s
 // RUN: nem-opt %S/Inputs/async_value_pipeline.mlir -p 'lower-to-nem{device=npm_pro_x1}' -t nem 2>/dev/null | nem-opt -f nem -p nem-verify -o /dev/null
 // CHECK: buffer X : DDR (size=16384, align=64)
-// CHECK: buffer b : L1 (size=16384, align=64)
-// CHECK: buffer o : L1 (size=32768, align=64)
-// CHECK: buffer a : L1 (size=16384, align=64)
+// CHECK: buffer b : L1[0] (size=16384, align=64)
+// CHECK: buffer o : L1[0] (size=32768, align=64)
+// CHECK: buffer a : L1[0] (size=16384, align=64)
 // the alloc yielded by the first execute and the outer buffer yielded by the second:
 // CHECK: [[A:dma[0-9]+]] = transfer.async(dst=region(a, 0, 16384) {{.*}} src=region(X, 0, 16384) elem=f32, shape=[64, 64], layout=MN)
 // CHECK-NEXT: [[B:dma[0-9]+]] = transfer.async(dst=region(b, 0, 16384) {{.*}} src=region(Y, 0, 16384) elem=f32, shape=[64, 64], layout=MN)
