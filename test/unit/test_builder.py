@@ -243,3 +243,36 @@ def test_building_into_existing_ir_at_an_insertion_point_with_a_location():
     with NemBuilder.at_end(prog.block).loop("i", 0, 1) as i:
         pass
     assert isinstance(i.value.owner.parent_op(), LoopOp)
+
+
+def test_device_name_includes_the_shipped_file(tmp_path):
+    """D-BUILD-DEVICE: `device="npm_lite"` (docs/builder.md) prints a program
+    that resolves its device with no --device (DEV-20)."""
+    from nem.devices.program_device import program_device
+
+    b = ProgramBuilder("x", device="npm_lite")
+    b.buffer("B", "L2", size=64)
+    text = print_nem(b.finish())
+    assert text.startswith('include "npm_lite.nem"\ndevice npm_lite\n')
+    path = tmp_path / "x.nem"
+    path.write_text(text)
+    prog = next(op for op in parse_nem(text, str(path)).walk() if isinstance(op, ProgramOp))
+    device = program_device(prog, str(path))
+    assert device is not None and device.name == "npm_lite"
+
+
+@pytest.mark.parametrize("device, message, fix", [
+    ("npm_lite.nem", "is a file name, not a device name",
+     'device="npm_lite" for a shipped device, or device_file="npm_lite.nem"'),
+    ("npm_huge", "is not a shipped device (npm_lite, npm_mid, npm_pro, npm_pro_x1)",
+     'device_file="FILE.nem", or device="npm_huge", includes=["FILE.nem"]'),
+])
+def test_device_name_that_is_no_shipped_device(device, message, fix):
+    """D-BUILD-DEVICE: a file name or an unknown name given as device= is a
+    DEV-20 diagnostic at the caller's line naming the keyword to use."""
+    # RULE: DEV-20
+    with pytest.raises(NemDiagnosticError) as e:
+        ProgramBuilder("x", device=device)
+    d = e.value.diagnostics[0]
+    assert d.rule == "DEV-20" and message in d.message and fix in d.fix
+    assert d.loc is not None and d.loc.file == __file__

@@ -35,6 +35,13 @@ def shipped_devices_dir() -> Path:
     return Path(str(importlib.resources.files("nem.devices")))
 
 
+def shipped_device_names() -> tuple[str, ...]:
+    """The shipped target devices: each `npm_*.nem` file defines the device of
+    its name (the baseline file only the abstract base).  Also provided to the
+    IR's builder under the `nem.shipped_devices` entry point (pyproject.toml)."""
+    return tuple(sorted(p.stem for p in shipped_devices_dir().glob("npm_*.nem")))
+
+
 @dataclass
 class Scope:
     """Families and devices visible to a file, each keeping its defining `loc`.
@@ -247,10 +254,10 @@ def resolve_device(scope: Scope, name: str, loc: SourceLoc | None = None) -> Dev
             raise fail(f"device {name} has no topology and its parent {target.parent} is "
                        "abstract", target.loc, "INH-04", "add a topology { ... } block")
         if name == BASELINE_DEVICE:   # the shipped abstract base, named as a target
-            shipped = sorted(p.stem for p in shipped_devices_dir().glob("npm_*.nem"))
             raise fail(f"device {name} has no topology: it is the abstract baseline the "
                        "shipped devices extend (type families only), not a target",
-                       target.loc, "DEV-07", f"target a concrete device: {', '.join(shipped)}")
+                       target.loc, "DEV-07",
+                       f"target a concrete device: {', '.join(shipped_device_names())}")
         raise fail(f"device {name} has no topology", target.loc, "DEV-07",
                    "add a topology { ... } block")
     _check_topology(topology, topo_locs)

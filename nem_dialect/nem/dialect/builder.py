@@ -588,19 +588,46 @@ class ProgramBuilder(NemBuilder):
     """A new `nem.program` in a new module, built from its first statement on.
 
     `device` is a device name (`device npm_lite`), `device_file` a device file
-    (`device "npm_lite.nem"`); `includes` become `include "..."` lines."""
+    (`device "npm_lite.nem"`); `includes` become `include "..."` lines.  A
+    `device` name with no `includes` must be a shipped device, and the program
+    includes its file (`include "npm_lite.nem"`), as a hand-written program
+    must for `device NAME` to resolve (DEV-20): the printed program then
+    verifies on its own, with no `--device` (D-BUILD-DEVICE)."""
 
     def __init__(self, name: str | None = None, *, device: str | None = None,
                  device_file: str | None = None, includes: Sequence[str] = (), loc: Loc = None):
         if device is not None and device_file is not None:
             raise ValueError("give device= (a name) or device_file= (a path), not both")
         body = Block()
+        super().__init__(InsertPoint.at_end(body), loc)
+        at = self._location()
+        if device is not None and not includes:
+            includes = (self._shipped_device_file(device, at),)
         kind = "name" if device is not None else ("file" if device_file is not None else None)
         self.program = ProgramOp(name, body, kind, device or device_file, tuple(includes))
         self.module = ModuleOp([self.program])
-        super().__init__(InsertPoint.at_end(body), loc)
-        self.program.location = self._location()
+        self.program.location = at
         self.warnings: list[Diagnostic] = []
+
+    @staticmethod
+    def _shipped_device_file(device: str, at: LocationAttr) -> str:
+        """The file of shipped device `device`, which the program includes; a
+        file name or an unknown device is a DEV-20 diagnostic at the caller's
+        line (D-BUILD-DEVICE)."""
+        from nem.dialect.verifier import shipped_device_names
+
+        shipped = shipped_device_names()
+        if "." in device or "/" in device or "\\" in device:
+            stem = device.removesuffix(".nem")
+            name = f'device="{stem}"' if stem in shipped else f"device=NAME ({', '.join(shipped)})"
+            raise fail(f"device='{device}' is a file name, not a device name", _src(at), "DEV-20",
+                       f'{name} for a shipped device, or device_file="{device}" for a device file')
+        if device not in shipped:
+            raise fail(f"device '{device}' is not a shipped device ({', '.join(shipped)})",
+                       _src(at), "DEV-20",
+                       'give the file that defines it: device_file="FILE.nem", or '
+                       f'device="{device}", includes=["FILE.nem"]')
+        return f"{device}.nem"
 
     def finish(self, verify: bool = True) -> ModuleOp:
         """The module, checked with xDSL's verifier and every static rule of

@@ -58,23 +58,45 @@ baseline type families (pyproject.toml): the IR verifies against them
 without importing `nem.devices` (docs/design.md "Layout and boundaries")."""
 
 
+SHIPPED_DEVICES_ENTRY_POINT = "nem.shipped_devices"
+"""The entry-point group through which the device package names its shipped
+target devices (pyproject.toml), for `ProgramBuilder(device=NAME)`."""
+
+
+def _provided(group: str) -> tuple[str, object]:
+    """What the device package's provider under entry point `group` returns:
+    the IR reads device data this way, never by importing `nem.devices`."""
+    from importlib.metadata import entry_points
+
+    providers = list(entry_points(group=group))
+    if not providers:
+        raise RuntimeError(f"no '{group}' entry point is installed: the NEM "
+                           "toolchain's package metadata is missing or stale; reinstall it "
+                           "(pip install -e .)")
+    return providers[0].value, providers[0].load()()
+
+
 @cache
 def baseline_catalog() -> Catalog:
     """The type families of the shipped `nem_baseline_1.0.nem`, from the
     provider installed under the `nem.baseline_catalog` entry point
     (`nem.devices.device_resolver.baseline_catalog`)."""
-    from importlib.metadata import entry_points
-
-    providers = list(entry_points(group=BASELINE_ENTRY_POINT))
-    if not providers:
-        raise RuntimeError(f"no '{BASELINE_ENTRY_POINT}' entry point is installed: the NEM "
-                           "toolchain's package metadata is missing or stale; reinstall it "
-                           "(pip install -e .)")
-    catalog = providers[0].load()()
+    where, catalog = _provided(BASELINE_ENTRY_POINT)
     if not isinstance(catalog, Catalog):
-        raise RuntimeError(f"the '{BASELINE_ENTRY_POINT}' entry point {providers[0].value} "
+        raise RuntimeError(f"the '{BASELINE_ENTRY_POINT}' entry point {where} "
                            f"returned {type(catalog).__name__}, not a Catalog")
     return catalog
+
+
+@cache
+def shipped_device_names() -> tuple[str, ...]:
+    """The shipped target devices (`npm_lite`, ...), each defined by the
+    device file of its name, from the provider installed under the
+    `nem.shipped_devices` entry point
+    (`nem.devices.device_resolver.shipped_device_names`)."""
+    names = _provided(SHIPPED_DEVICES_ENTRY_POINT)[1]
+    assert isinstance(names, tuple)
+    return names
 
 
 class ProgramVerifier(RegionRules, TaskRules):
