@@ -119,7 +119,37 @@ def test_embedded_weights_are_the_initial_contents(tmp_path):
     text = tool("opt", str(out), "-t", "nem")
     assert b"1 embedded data segment(s) not written" in text.stderr
     bad = tool("opt", str(GEMM), "-t", "nemb", "--embed", f"nope={npy}", "-o", str(out))
-    assert bad.returncode == 1 and b"no buffer of that name" in bad.stderr
+    assert bad.returncode == 1 and b"no buffer or region named 'nope'" in bad.stderr
+
+
+def test_embedded_arrays_are_checked_as_run_inputs(tmp_path):
+    """D-RT-TENSOR-IO: `--embed BUF=FILE.npy` takes an array of the buffer's
+    element type, as `nem-run --input` does (a float64 array was stored as
+    raw bytes into an f16 buffer); a non-.npy file is the raw opt-in."""
+    ones = np.ones(64, dtype=np.float64)
+    npy, out = tmp_path / "ones64.npy", tmp_path / "g.nemb"
+    np.save(npy, ones)
+    r = tool("opt", str(GEMM), "-t", "nemb", "--embed", f"C_L2={npy}", "-o", str(out))
+    assert r.returncode == 1 and not out.exists()
+    assert (f"--embed C_L2={npy}: a float64 array does not match buffer C_L2 (f16[128]): "
+            "write an array of f16 (float16)").encode() in r.stderr
+    assert b"--embed C_L2=ones64.bin" in r.stderr
+    run = tool("run", str(GEMM), "--input", f"C_L2={npy}", "--no-progress")
+    assert run.returncode == 2 and b"a float64 array does not match buffer C_L2" in run.stderr
+    big = tmp_path / "big.npy"
+    np.save(big, np.zeros(129, dtype=np.float16))
+    r = tool("opt", str(GEMM), "-t", "nemb", "--embed", f"C_L2={big}", "-o", str(out))
+    assert r.returncode == 1 and b"258 bytes at offset 0 of buffer C_L2 (256 bytes)" in r.stderr
+    raw = tmp_path / "ones64.bin"
+    ones.tofile(raw)
+    assert tool("opt", str(GEMM), "-t", "nemb", "--embed", f"C_L2={raw}", "-o",
+                str(out)).returncode == 1   # 512 bytes: too big for C_L2 even raw
+    ones[:32].tofile(raw)
+    assert tool("opt", str(GEMM), "-t", "nemb", "--embed", f"C_L2={raw}", "-o",
+                str(out)).returncode == 0
+    interp = NemInterpreter()
+    interp.load(out)
+    assert interp.read_tensor("C_L2", (32,), np.float64).tolist() == [1.0] * 32
 
 
 def test_stripped_names_and_debug(tmp_path):

@@ -18,8 +18,9 @@ from nem.dialect.diagnostics import Diagnostic, NemDiagnosticError
 def add_arguments(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("NEM bytecode (.nemb)")
     g.add_argument("--embed", action="append", default=[], metavar="BUF=FILE",
-                   help="with -t nemb: store FILE (.npy: its array in C order; else raw bytes) as "
-                   "the initial contents of buffer BUF")
+                   help="with -t nemb: store FILE as the initial contents of buffer BUF (.npy: "
+                   "an array of BUF's element type, checked as nem-run --input; any other file: "
+                   "its raw bytes)")
     g.add_argument("--strip-names", action="store_true",
                    help="with -t nemb: drop user names (the loader invents _vN names)")
     g.add_argument("--strip-debug", action="store_true",
@@ -161,11 +162,13 @@ def _emit(main, module, data: list[tuple[str, int, bytes]], file: str, source: s
 
     try:
         embed = [Embedded(b, d, off) for b, off, d in data] + \
-            [Embedded(b, _embed_bytes(f)) for b, f in _pairs(a.embed)]
+            [Embedded(b, d) for b, d in _embed_bytes(main, module, file, _pairs(a.embed))]
         options = WriteOptions(a.strip_names, a.strip_debug, embed, {"source": source})
         out = write_nemb(module, options)
     except (NotEncodable, OSError, ValueError) as e:
         return _fail([Diagnostic("error", str(e))])
+    except NemDiagnosticError as e:   # the program does not load for --embed's check
+        return _fail(e.diagnostics)
     _write(a.output_file, out)
     return 0
 
@@ -180,12 +183,35 @@ def _pairs(items: list[str]) -> list[tuple[str, str]]:
     return out
 
 
-def _embed_bytes(path: str) -> bytes:
-    if path.endswith(".npy"):
-        import numpy as np
+def _embed_bytes(main, module, file: str, pairs: list[tuple[str, str]]
+                 ) -> list[tuple[str, bytes]]:
+    """Each `--embed BUF=FILE`'s bytes: a `.npy` array is checked as
+    `nem-run --input` checks it (its dtype must be the buffer's element type,
+    and it must fit: `nem.runtime.tensor_io`, D-RT-TENSOR-IO), any other file
+    is taken as raw bytes, the opt-in for bytes of another type."""
+    import numpy as np
 
-        return np.ascontiguousarray(np.load(path, allow_pickle=False)).tobytes()
-    return Path(path).read_bytes()
+    interp = None
+    out = []
+    for buf, path in pairs:
+        if not path.endswith(".npy"):
+            out.append((buf, Path(path).read_bytes()))
+            continue
+        array = np.load(path, allow_pickle=False)
+        if interp is None:
+            from nem.runtime.api import NemInterpreter
+
+            interp = NemInterpreter(main.args.device, include_dirs=main.args.include_dirs)
+            interp.load_module(module, file, check=False)
+        try:
+            out.append((buf, interp.encode_tensor(buf, array)))
+        except (KeyError, ValueError) as e:
+            msg = e.args[0] if isinstance(e, KeyError) else str(e)
+            raw = f"{Path(path).stem}.bin"
+            msg = msg.replace("(raw=True, nem-run --input-raw)", "(a file not ending in .npy "
+                              f"is taken raw: array.tofile('{raw}'); --embed {buf}={raw})")
+            raise ValueError(f"--embed {buf}={path}: {msg}") from None
+    return out
 
 
 def _write(path: str | None, data: bytes) -> None:

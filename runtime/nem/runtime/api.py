@@ -159,6 +159,13 @@ class NemInterpreter:
                                                  f"{len(progs)}", SourceLoc(file, 1, 1))])
         return self._load_module(module, progs[0], file, check)
 
+    def load_module(self, module: ModuleOp, file: str = "<module>", check: bool = True
+                    ) -> Program:
+        """Load NEM IR already parsed (one `nem.program` in `module`), as
+        `load_string` does after parsing."""
+        [prog] = [op for op in module.walk() if isinstance(op, ProgramOp)]
+        return self._load_module(module, prog, file, check)
+
     def _load_module(self, module: ModuleOp, prog: ProgramOp, file: str, check: bool) -> Program:
         """Check `prog` (static and device rules) and allocate its buffers."""
         diags = self._validate(prog, file) if check else []
@@ -292,6 +299,11 @@ class NemInterpreter:
             return
         p = self._prog(None)
         tensor_io.write_tensor(p.memory, p.compiled, buffer, tensor, offset, raw)
+
+    def encode_tensor(self, buffer: str, tensor) -> bytes:
+        """The bytes `write_tensor(buffer, tensor)` writes at the start of
+        buffer `buffer`, after the same checks (on this program's memory)."""
+        return tensor_io.encode_tensor(self._mem(), buffer, tensor)
 
     def write_bytes(self, buffer: str | None, data, offset: int = 0) -> None:
         """Write raw bytes at `offset` of a buffer or top-level region (of DDR

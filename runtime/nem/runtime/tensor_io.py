@@ -12,6 +12,8 @@ region's, or for a buffer every whole element it holds.
   target's element type, and for a region at offset 0 its shape the region's
   (strided and i4 regions are written element by element); `raw` writes the
   array's bytes in C order.
+* `encode_tensor(memory, name, array)`: the bytes a typed write puts in
+  buffer `name`, checked as a write is (`nem-opt --embed`).
 * `read_tensor(memory, program, name, shape=None, dtype=None, offset=0)`:
   the target's values typed by default (a region's shape, a buffer's
   elements), or `dtype`/`shape` read from the bytes at `offset`; bounds
@@ -133,6 +135,20 @@ def write_tensor(memory: Memory, program, name: str, array, offset: int = 0,
     data = np.ascontiguousarray(arr).view(np.uint8).reshape(-1)
     lo, hi = _span(t, offset, data.size, "writing")
     level.data[lo:hi] = data
+
+
+def encode_tensor(memory: Memory, name: str, array) -> bytes:
+    """The bytes a typed `write_tensor(name, array)` puts at the start of
+    buffer `name`, with its checks (element type, bounds): what
+    `nem-opt --embed BUF=FILE.npy` stores as initial contents, so the file is
+    held to the rules of `nem-run --input` (D-RT-TENSOR-IO).  Writes into
+    `memory`, which should be a scratch one."""
+    t = target(memory, None, name)
+    arr = np.asarray(array)
+    write_tensor(memory, None, name, arr)
+    n = math.ceil(arr.size * BITS[t.elem] / 8) if t.elem else arr.nbytes
+    lo, hi = _span(t, 0, n, "reading")
+    return bytes(memory.levels[t.buffer.level].data[lo:hi])
 
 
 def read_tensor(memory: Memory, program, name: str, shape=None, dtype=None,
