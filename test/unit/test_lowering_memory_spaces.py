@@ -9,7 +9,7 @@ import pytest
 from lowering_runs import INPUTS, tool
 
 from nem.dialect.diagnostics import NemDiagnosticError
-from nem.passes.driver import quote_memory_spaces
+from nem.passes.driver import quote_option_values
 from nem.passes.lowering.passes import parse_spaces
 
 
@@ -47,16 +47,20 @@ def test_bad_values(text, message):
      'convert-affine-to-nem{memory_spaces="0:DDR"},nem-verify'),
     ('lower-to-nem{entry="memory-spaces=x" memory-spaces=0:DDR}',
      'lower-to-nem{entry="memory-spaces=x" memory-spaces="0:DDR"}'),
+    ("lower-to-nem{device=x weights=p3.w.npz remarks=true}",
+     'lower-to-nem{device=x weights="p3.w.npz" remarks=true}'),
+    ('lower-to-nem{weights="out/w.npz"}', 'lower-to-nem{weights="out/w.npz"}'),
+    ("lower-to-nem{entry=weights}", "lower-to-nem{entry=weights}"),
     ("nem-verify", "nem-verify"),
     ("", ""),
 ])
-def test_quote_memory_spaces(spec, want):
-    assert quote_memory_spaces(spec) == want
+def test_quote_option_values(spec, want):
+    assert quote_option_values(spec) == want
 
 
-def test_quote_memory_spaces_names_the_pass():
+def test_quote_option_values_names_the_pass():
     with pytest.raises(NemDiagnosticError) as e:
-        quote_memory_spaces("nem-verify,convert-affine-to-nem{memory-spaces=0:HBM}")
+        quote_option_values("nem-verify,convert-affine-to-nem{memory-spaces=0:HBM}")
     assert e.value.diagnostics[0].message.startswith(
         "convert-affine-to-nem: bad memory-spaces item '0:HBM': unknown level 'HBM'")
 

@@ -199,14 +199,14 @@ def available_passes() -> dict[str, PassFactory]:
 
 
 _PASS_OPTIONS = re.compile(r'(?P<name>[\w.-]*)\{(?P<opts>(?:"[^"]*"|[^}"])*)\}')
-_SPACES_OPTION = re.compile(r'(?<!\S)(?P<key>memory[-_]spaces=)(?P<value>"[^"]*"|[^\s"]*)')
+_QUOTED_OPTION = re.compile(r'(?<!\S)(?P<key>(?:memory[-_]spaces|weights)=)(?P<value>"[^"]*"|[^\s"]*)')
 _ANCHOR = re.compile(r"^\s*(?:builtin\.)?module\s*\((?P<inner>.*)\)\s*$", re.DOTALL)
 
 
 def normalize_pipeline(spec: str) -> str:
     """A pipeline as xDSL's parser takes it: `builtin.module(a,b{x=1})`
     (mlir-opt's `--pass-pipeline`) becomes `a,b{x=1}` (D-OPT-PIPELINE), and
-    `memory-spaces` values are quoted (D-LOW-OPT-SPACES).  Nested anchors
+    `memory-spaces` and `weights` values are quoted (D-LOW-OPT-SPACES).  Nested anchors
     (`func.func(...)`) are not supported: NEM passes run on the module."""
     m = _ANCHOR.match(spec)
     if m:
@@ -216,34 +216,35 @@ def normalize_pipeline(spec: str) -> str:
         raise ValueError(f"not supported: nested pass pipeline '{nested.group(1)}(...)': "
                          "passes run on the whole module; write "
                          "'builtin.module(pass1,pass2{option=value})'")
-    return quote_memory_spaces(spec)
+    return quote_option_values(spec)
 
 
-def quote_memory_spaces(spec: str) -> str:
-    """Quote every `memory-spaces=VALUE` option inside a pass's `{...}` of
-    the pipeline `spec` and check every such value with `parse_spaces`
-    (D-LOW-OPT-SPACES).
+def quote_option_values(spec: str) -> str:
+    """Quote every `memory-spaces=VALUE` and `weights=FILE` option inside a
+    pass's `{...}` of the pipeline `spec`, and check every `memory-spaces`
+    value with `parse_spaces` (D-LOW-OPT-SPACES).
 
-    xDSL's pipeline lexer has no `:` (nor `[`), so MLIR's spelling
-    `lower-to-nem{memory-spaces=0:DDR,1:L2,2:L1[0] device=X}` would not parse;
-    the value (up to the next blank or `}`) becomes `"0:DDR,1:L2,2:L1[0]"`,
-    the quoted form xDSL already accepts.  A bad value raises a
-    `NemDiagnosticError` naming the pass, the option and the item, before
-    any input is read."""
+    xDSL's pipeline lexer has no `:` (nor `[`, `.`, `/`), so MLIR's spelling
+    `lower-to-nem{memory-spaces=0:DDR,1:L2,2:L1[0] weights=w.npz device=X}`
+    would not parse; each such value (up to the next blank or `}`) becomes
+    `"0:DDR,1:L2,2:L1[0]"`, `"w.npz"`, the quoted form xDSL already accepts.
+    A bad `memory-spaces` value raises a `NemDiagnosticError` naming the
+    pass, the option and the item, before any input is read."""
     from nem.passes.lowering.passes import parse_spaces
 
     def in_pass(m: re.Match) -> str:
         def quoted(o: re.Match) -> str:
             value = o["value"].strip('"')
-            try:
-                parse_spaces(value)
-            except NemDiagnosticError as e:
-                for d in e.diagnostics:
-                    d.message = f"{m['name'] or 'pass'}: {d.message}"
-                raise
+            if o["key"].startswith("memory"):
+                try:
+                    parse_spaces(value)
+                except NemDiagnosticError as e:
+                    for d in e.diagnostics:
+                        d.message = f"{m['name'] or 'pass'}: {d.message}"
+                    raise
             return f'{o["key"]}"{value}"'
 
-        return f"{m['name']}{{{_SPACES_OPTION.sub(quoted, m['opts'])}}}"
+        return f"{m['name']}{{{_QUOTED_OPTION.sub(quoted, m['opts'])}}}"
 
     return _PASS_OPTIONS.sub(in_pass, spec)
 
