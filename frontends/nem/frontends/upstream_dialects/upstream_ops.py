@@ -81,11 +81,17 @@ def generalize_upstream_ops(ctx: Context, text: str, file: str) -> str:
             known[name] = at
     for name, at in unknown.items():
         if not name.startswith("linalg."):
+            # a transform op: the script `mlir-opt --transform-interpreter` ran
+            # is still in the module (it keeps it); interpret it from its own file
+            fix = ("the transform script is still in the module: keep it in a file of its own "
+                   "and apply it with mlir-opt --transform-preload-library="
+                   "transform-library-paths=SCRIPT.mlir --transform-interpreter "
+                   "(docs/graph-lowering.md)") if name.startswith("transform.") else \
+                ("lower it upstream first (mlir-opt) into func, memref, affine, scf, "
+                 "arith, math or linalg ops")
             raise fail(f"not supported: operation '{name}': xDSL 0.74 does not define it and "
                        "only linalg ops are rewritten upstream (D-LOW-UPSTREAM)",
-                       _location(text, file, at),
-                       None, "lower it upstream first (mlir-opt) into func, memref, affine, scf, "
-                       "arith, math or linalg ops")
+                       _location(text, file, at), None, fix)
     if not unknown and not known:
         return text
     try:    # probe: are the bindings installed?  (used in the child, _generalize)
