@@ -108,6 +108,11 @@ def _lower(module, run_ctx, device: str, memory_spaces: str, func_name: str, opt
         ShareBuffersPass(level="L1", over_capacity_only=True, device=device, remarks=True,
                          include_dirs=tuple(options.include_dirs)).apply(run_ctx, module)
     except NemDiagnosticError as e:
+        if options.route == "affine":
+            for d in e.diagnostics:   # a partial tile the affine route cannot lower
+                if d.fix and d.fix.endswith("tile sizes that divide the iteration space"):
+                    d.fix += (" (--tile-sizes), or use --route transform, which peels "
+                              "partial tiles before staging them")
         raise CompileError("lower", "\n".join(d.render() for d in e.diagnostics)) from e
 
 
