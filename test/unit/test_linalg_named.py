@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
 from raise_runs import INPUTS, lower_and_run, rand
 
 MIXED = INPUTS / "mixed_types.mlir"

@@ -24,8 +24,9 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from xdsl.builder import Builder
-from xdsl.dialects import arith, linalg
+from xdsl.dialects import arith
 from xdsl.dialects.builtin import AnyFloat, DenseIntOrFPElementsAttr, IntegerType, TensorType, i64
+from xdsl.dialects.linalg import abstract_ops, ops
 from xdsl.ir import Attribute, BlockArgument, Operation, Region, SSAValue
 
 
@@ -63,15 +64,15 @@ def _contraction_body(arg_types: Sequence[Attribute], unsigned: bool = False) ->
     def body(args: tuple[BlockArgument, ...]) -> None:
         a, b = (convert(x, out, unsigned) for x in args[:2])
         prod = mul(a, b)
-        linalg.YieldOp(add(args[2], prod))
+        ops.YieldOp(add(args[2], prod))
 
     return body
 
 
-CONTRACTIONS: tuple[type[linalg.NamedOperation], ...] = (
-    linalg.MatmulOp, linalg.Conv2DNchwFchwOp, linalg.Conv2DNgchwFgchwOp,
-    linalg.Conv2DNgchwGfchwOp, linalg.Conv2DNhwc_FhwcOp, linalg.Conv2DNhwc_HwcfOp,
-    linalg.Conv2DNhwgcGfhwcOp)
+CONTRACTIONS: tuple[type[abstract_ops.NamedOperation], ...] = (
+    ops.MatmulOp, ops.Conv2DNchwFchwOp, ops.Conv2DNgchwFgchwOp,
+    ops.Conv2DNgchwGfchwOp, ops.Conv2DNhwc_FhwcOp, ops.Conv2DNhwc_HwcfOp,
+    ops.Conv2DNhwgcGfhwcOp)
 """The named multiply-accumulate ops xDSL 0.74 defines."""
 
 
@@ -82,7 +83,7 @@ def use_upstream_linalg_named() -> None:
             continue
         base: Callable[[Sequence[SSAValue], Sequence[SSAValue]], Region] = op.get_hidden_region
 
-        def hidden_region(cls: type[linalg.NamedOperation], inputs: Sequence[SSAValue],
+        def hidden_region(cls: type[abstract_ops.NamedOperation], inputs: Sequence[SSAValue],
                           outputs: Sequence[SSAValue], base: Callable[
                               [Sequence[SSAValue], Sequence[SSAValue]], Region] = base) -> Region:
             types = cls.body_arg_types((*inputs, *outputs))
@@ -92,7 +93,7 @@ def use_upstream_linalg_named() -> None:
 
         hidden_region._nem_casts = True  # type: ignore[attr-defined]
         op.get_hidden_region = classmethod(hidden_region)
-        if issubclass(op, linalg.ConvOperation):
+        if issubclass(op, abstract_ops.ConvOperation):
             op.build = classmethod(_with_unit_windows(op.build))
 
 
