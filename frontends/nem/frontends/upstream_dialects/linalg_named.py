@@ -92,9 +92,9 @@ def use_upstream_linalg_named() -> None:
             return _contraction_body(types)
 
         hidden_region._nem_casts = True  # type: ignore[attr-defined]
-        op.get_hidden_region = classmethod(hidden_region)
+        op.get_hidden_region = classmethod(hidden_region)  # type: ignore[method-assign, assignment]
         if issubclass(op, abstract_ops.ConvOperation):
-            op.build = classmethod(_with_unit_windows(op.build))
+            op.build = classmethod(_with_unit_windows(op.build))  # type: ignore[method-assign, assignment]
 
 
 def _with_unit_windows(build: Callable[..., Operation]) -> Callable[..., Operation]:
