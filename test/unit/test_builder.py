@@ -148,12 +148,14 @@ def test_compute_attributes_by_registry_type():
     (lambda b, r: b.compute("gemm", ins=[r], outs=[r], accum_type="f64"), "TYPE-01", "f64"),
     (lambda b, r: b.compute("conv2d", ins=[r], outs=[r], pads=[0.5]), "TASK-13", "integers"),
     (lambda b, r: b.region("Z", r, 0, 8), "NAME-01", "not a buffer"),
+    (lambda b, r: b.buffer("C", "L3", 64), "GRAM-05", "'L3' is not a memory level"),
+    (lambda b, r: b.buffer("C", "L2[1]", 64), "GRAM-05", "only L1 takes an engine index"),
     (lambda b, r: b.transfer(r, r, decorators=["fast"]), "DECO-01", "@fast"),
     (lambda b, r: b.transfer(r, r, decorators=[("resource", "DMA")]), "DECO-03",
      '("resource", "CSTL", 0)'),
 ])
 def test_build_errors_name_the_python_line_and_rule(call, rule, words):
-    """RULE: TASK-11 RULE: TASK-13 RULE: TYPE-01 RULE: DECO-01 RULE: DECO-03"""
+    """RULE: TASK-11 RULE: TASK-13 RULE: TYPE-01 RULE: DECO-01 RULE: DECO-03 RULE: GRAM-05"""
     b = ProgramBuilder()
     r = b.region("R", b.buffer("B", "L1", 64), 0, elem="f16", shape=[8], layout="C")
     with pytest.raises(NemDiagnosticError) as e:

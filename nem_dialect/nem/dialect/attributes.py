@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 from functools import cache
 from typing import ClassVar, Self
 
@@ -31,7 +32,9 @@ from xdsl.ir import Attribute, Data, ParametrizedAttribute, TypeAttribute
 from xdsl.irdl import irdl_attr_definition
 from xdsl.parser import AttrParser
 from xdsl.printer import Printer
+from xdsl.utils.exceptions import ParseError, VerifyException
 from xdsl.utils.hints import isa
+from xdsl.utils.lexer import Span
 
 from nem.dialect.semantics import ELEM_BITS, ELEM_TYPES, elem_of_xdsl
 
@@ -65,6 +68,36 @@ def elem_name(attr: Attribute) -> str | None:
 # ---------------------------------------------------------------------------
 
 
+@dataclass
+class RuleParseError(ParseError):
+    """An xDSL `ParseError` in a NEM attribute's MLIR syntax that breaks a
+    spec rule: the MLIR driver reports it with the rule and its fix, as the
+    `.nem` parser does, not as a generic syntax error."""
+
+    rule: str = ""
+    fix: str = ""
+
+
+MEM_LEVEL_KINDS = ("DDR", "L2", "L1")
+"""The memory levels of the spec (GRAM-05); only `L1` takes an engine index."""
+MEM_LEVEL_FIX = "use one of DDR, L2, L1, L1[k]"
+
+
+def mem_level_error(text: str) -> str | None:
+    """Why `text` is not a memory level (GRAM-05), or None if it is one.
+
+    The one check of a level's spelling: the `.nem` parser, the MLIR
+    attribute parser, the builder and the attribute's own verifier use it,
+    so IR built from Python or MLIR cannot carry a level the `.nem` text
+    could not (an `L3` buffer printed as invalid `.nem`)."""
+    kind, bracket, rest = text.partition("[")
+    if kind not in MEM_LEVEL_KINDS:
+        return f"'{text}' is not a memory level (DDR, L2, L1 or L1[k])"
+    if bracket and (kind != "L1" or not rest.endswith("]") or not rest[:-1].isdigit()):
+        return f"'{text}' is not a memory level: only L1 takes an engine index, L1[k] with k >= 0"
+    return None
+
+
 @irdl_attr_definition
 class MemLevelAttr(Data[str]):
     """`DDR`, `L2`, `L1` (engine unspecified) or `L1[k]`."""
@@ -74,11 +107,21 @@ class MemLevelAttr(Data[str]):
     @classmethod
     def parse_parameter(cls, parser: AttrParser) -> str:
         with parser.in_angle_brackets():
+            pos = parser.pos
             text = parser.parse_identifier()
             if parser.parse_optional_punctuation("["):
                 text += f"[{parser.parse_integer(allow_negative=False)}]"
                 parser.parse_punctuation("]")
+            error = mem_level_error(text)
+            if error is not None:
+                raise RuleParseError(Span(pos, parser.pos, parser.lexer.input), error,
+                                     "GRAM-05", MEM_LEVEL_FIX)
         return text
+
+    def verify(self) -> None:
+        error = mem_level_error(self.data)
+        if error is not None:
+            raise VerifyException(f"{error} [GRAM-05]")
 
     def print_parameter(self, printer: Printer) -> None:
         printer.print_string(f"<{self.data}>")

@@ -76,6 +76,7 @@ from xdsl.utils.exceptions import VerifyException
 from nem.dialect.attributes import (
     DYNAMIC,
     ELEM_BY_NAME,
+    MEM_LEVEL_FIX,
     ArgRefAttr,
     BufferType,
     DecoratorAttr,
@@ -84,6 +85,7 @@ from nem.dialect.attributes import (
     QuantAttr,
     RegionType,
     elem_name,
+    mem_level_error,
     region_min_bytes,
 )
 from nem.dialect.decorators import DecoratorError, DecoratorSpec, make_decorator
@@ -365,6 +367,10 @@ class NemBuilder:
         """`buffer NAME : LEVEL (size=..., align=...)`; `level` is `DDR`, `L2`,
         `L1` or `L1[k]`."""
         at = self._loc_attr(loc)
+        if not isinstance(level, MemLevelAttr):
+            error = mem_level_error(level)
+            if error is not None:
+                raise fail(f"buffer '{name}': {error}", _src(at), "GRAM-05", MEM_LEVEL_FIX)
         lvl = level if isinstance(level, MemLevelAttr) else MemLevelAttr(level)
         size_v = self._emit(as_expr(size), at)
         op = BufferOp(name, BufferType(lvl), size_v, align, self._decos(decorators, at))

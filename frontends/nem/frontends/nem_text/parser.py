@@ -31,6 +31,7 @@ from xdsl.ir import Attribute, Block, SSAValue
 from nem.dialect.attributes import (
     DYNAMIC,
     ELEM_BY_NAME,
+    MEM_LEVEL_FIX,
     ArgRefAttr,
     BufferType,
     DecoratorAttr,
@@ -272,7 +273,7 @@ class ProgramParser(ExpressionParser):
                 return MemLevelAttr.get("L1", k)
             return MemLevelAttr("L1")
         raise self.error(f"expected a memory level (DDR, L2, L1 or L1[k]), found {describe(t)}",
-                         "GRAM-05", "use one of DDR, L2, L1, L1[k]")
+                         "GRAM-05", MEM_LEVEL_FIX)
 
     def _loop(self) -> None:
         kw = self.advance()

@@ -36,6 +36,7 @@ from xdsl.ir import Block, BlockArgument, Operation, OpResult
 from xdsl.parser.core import ForwardDeclaredValue
 from xdsl.utils.exceptions import DiagnosticException, ParseError, VerifyException
 
+from nem.dialect.attributes import RuleParseError
 from nem.dialect.diagnostics import Diagnostic, NemDiagnosticError, SourceLoc, fail
 from nem.dialect.limits import MAX_NESTING_DEPTH
 
@@ -196,6 +197,9 @@ def diagnostic_from_parse_error(e: ParseError, file: str) -> Diagnostic:
     msg = msg.replace("{first_char}", repr(span.input.content[span.start:span.start + 1]))
     at_end = span.start >= len(span.input.content.rstrip())
     what = "unexpected end of input" + (f" ({msg})" if msg else "") if at_end else msg
+    if isinstance(e, RuleParseError):  # a NEM attribute breaking a spec rule
+        return Diagnostic("error", f"cannot parse MLIR: {what}", SourceLoc(file, loc.line, loc.col),
+                          e.rule, e.fix)
     return Diagnostic("error", f"cannot parse MLIR: {what or 'syntax error'}",
                       SourceLoc(file, loc.line, loc.col),
                       fix="check the MLIR syntax at this position")
