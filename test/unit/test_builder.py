@@ -17,7 +17,7 @@ from xdsl.printer import Printer
 from nem.dialect.attributes import PerTensorQuantAttr
 from nem.dialect.builder import BinExpr, Lit, NemBuilder, ProgramBuilder
 from nem.dialect.diagnostics import NemDiagnosticError, SourceLoc
-from nem.dialect.ops import LoopOp, ProgramOp, TransferOp
+from nem.dialect.ops import LoopOp, ProgramOp, TransferOp, WaitOp
 from nem.frontends.nem_text import parse_nem, print_nem
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -163,6 +163,44 @@ def test_build_errors_name_the_python_line_and_rule(call, rule, words):
     d = e.value.diagnostics[0]
     assert d.rule == rule and words in d.message + (d.fix or "")
     assert d.loc.file == __file__
+
+
+@pytest.mark.parametrize("call, words", [
+    (lambda b, r, t: b.wait(r), "wait takes tokens, got the region 'R'"),
+    (lambda b, r, t: b.transfer(r, r, deps=[r]), "transfer deps take tokens, got the region 'R'"),
+    (lambda b, r, t: b.store(t, r), "store dst= and src= take regions, got the token 't'"),
+    (lambda b, r, t: b.compute("relu", ins=[r], outs=[r], deps=["t"]),
+     "relu deps take tokens, got 't'"),
+    (lambda b, r, t: b.compute("relu", ins=[r.owner.operands[0]], outs=[r]),
+     "relu ins and outs take regions, got the buffer 'B'"),
+])
+def test_wrong_kind_of_operand_is_reported_at_the_call(call, words):
+    """A region given for a token (or the reverse) is the user's error at
+    their line, as the parser reports `wait(R)`, not a cut-off xDSL operand
+    error at finish().  RULE: NAME-01"""
+    b = ProgramBuilder()
+    r = b.region("R", b.buffer("B", "L1", 64), 0, elem="f16", shape=[8], layout="C")
+    t = b.transfer(r, r, name="t")
+    with pytest.raises(NemDiagnosticError) as e:
+        call(b, r, t)
+    d = e.value.diagnostics[0]
+    assert (d.rule, d.message, d.loc.file) == ("NAME-01", words, __file__)
+    assert "lambda b, r, t" in Path(__file__).read_text().splitlines()[d.loc.line - 1]
+    assert d.fix
+
+
+def test_invalid_ir_is_reported_at_the_failing_op_with_the_whole_reason():
+    """IR the builder's checks let through (an op inserted by hand) fails
+    xDSL's verifier at finish(): reported at that op's line with all of the
+    reason, not at the ProgramBuilder line with its first line only."""
+    b = ProgramBuilder()
+    r = b.region("R", b.buffer("B", "L1", 64), 0, elem="f16", shape=[8], layout="C")
+    b._insert(WaitOp([r], []), b._location())
+    line = _line() - 1
+    with pytest.raises(NemDiagnosticError) as e:
+        b.finish()
+    d = e.value.diagnostics[0]
+    assert d.loc.line == line and "should be of base attribute nem.token" in d.message
 
 
 def test_verifier_diagnostics_point_at_the_building_line():

@@ -56,7 +56,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
-from typing import TypeAlias
+from typing import TypeAlias, cast
 
 from xdsl.builder import Builder
 from xdsl.dialects import arith
@@ -84,6 +84,7 @@ from nem.dialect.attributes import (
     MemLevelAttr,
     QuantAttr,
     RegionType,
+    TokenType,
     elem_name,
     mem_level_error,
     region_min_bytes,
@@ -476,6 +477,8 @@ class NemBuilder:
                  decorators: Sequence[DecoratorSpec] = (), loc: Loc = None) -> SSAValue:
         """`NAME = transfer.async|sync(dst=..., src=..., deps=[...])`; returns the token."""
         at = self._loc_attr(loc)
+        dst, src = self._values([dst, src], RegionType, "transfer dst= and src=", at)
+        deps = self._values(deps, TokenType, "transfer deps", at)
         op = TransferOp(dst, src, list(deps), sync, name, self._decos(decorators, at))
         return self._insert(op, at).results[0]
 
@@ -484,6 +487,8 @@ class NemBuilder:
               decorators: Sequence[DecoratorSpec] = (), loc: Loc = None) -> SSAValue:
         """`NAME = store.async|sync(dst=..., src=..., deps=[...])`; returns the token."""
         at = self._loc_attr(loc)
+        dst, src = self._values([dst, src], RegionType, "store dst= and src=", at)
+        deps = self._values(deps, TokenType, "store deps", at)
         op = StoreOp(dst, src, list(deps), sync, name, self._decos(decorators, at))
         return self._insert(op, at).results[0]
 
@@ -491,7 +496,7 @@ class NemBuilder:
              loc: Loc = None) -> WaitOp:
         """`wait(t1, t2, ...)`."""
         at = self._loc_attr(loc)
-        op = WaitOp(list(tokens), self._decos(decorators, at))
+        op = WaitOp(self._values(tokens, TokenType, "wait", at), self._decos(decorators, at))
         self._insert(op, at)
         return op
 
@@ -524,7 +529,7 @@ class NemBuilder:
         for values, side in ((ins, ins_v), (outs, outs_v)):
             for x in values:
                 value, decos = x if isinstance(x, tuple) else (x, ())
-                side.append(value)
+                side.extend(self._values([value], RegionType, f"{opcode} ins and outs", at))
                 op_decos.append(self._decos(decos, at))
         args: list[SSAValue] = []
         converted: dict[str, Attribute] = {}
@@ -532,6 +537,7 @@ class NemBuilder:
             aspec = spec.attributes.get(key)
             converted[key] = self._attr_value(given[key], aspec.type if aspec else None, args,
                                               f"{opcode} attribute '{key}'", at)
+        deps = self._values(deps, TokenType, f"{opcode} deps", at)
         op = cls(ins_v, outs_v, list(deps), args, converted, sync, name,
                  self._decos(decorators, at), op_decos)
         return self._insert(op, at).results[0]
@@ -575,11 +581,53 @@ class NemBuilder:
             return ArrayAttr(tuple(self._attr_value(v, inner, args, what, at) for v in value))
         raise bad("an int, Expr, float, str, element type or list")
 
+    @staticmethod
+    def _values(values: Sequence[object], kind: type[TokenType | RegionType], what: str,
+                at: LocationAttr) -> list[SSAValue]:
+        """`values`, each an SSA value of type `kind`: a wrong one is reported
+        here, at the user's line, as the parser reports `wait(R)` (NAME-01),
+        not by xDSL's operand verifier when `finish()` runs."""
+        for v in values:
+            if not (isinstance(v, SSAValue) and isinstance(v.type, kind)):
+                token = kind is TokenType
+                raise fail(f"{what} take{'s' if what == 'wait' else ''} "
+                           f"{'tokens' if token else 'regions'}, got {_describe(v)}", _src(at),
+                           "NAME-01", "deps and wait take task tokens: the value b.transfer, "
+                           "b.store or b.compute returns" if token else
+                           "pass the value b.region(...) returns")
+        return cast(list[SSAValue], list(values))
+
     def _decos(self, decorators: Sequence[DecoratorSpec], at: LocationAttr) -> list[DecoratorAttr]:
         try:
             return [make_decorator(d) for d in decorators]
         except DecoratorError as e:
             raise fail(str(e), _src(at), e.rule, "see docs/spec-decisions.md D-DECO-1") from None
+
+
+def _describe(value: object) -> str:
+    """`value` as a user names it: `the region 'R'`, `the buffer 'B'`, ..."""
+    if not isinstance(value, SSAValue):
+        return repr(value)
+    kinds = {TokenType: "token", RegionType: "region", BufferType: "buffer", IndexType: "integer"}
+    kind = next((k for t, k in kinds.items() if isinstance(value.type, t)), str(value.type))
+    owner = value.owner
+    # the user's name: a declaration's `name`, a task's `token` property
+    name = owner.properties.get("name") or owner.properties.get("token") \
+        if isinstance(owner, Operation) else None
+    return f"the {kind} '{name.data}'" if isinstance(name, StringAttr) else f"an unnamed {kind}"
+
+
+def _failing_op(module: ModuleOp, e: VerifyException) -> tuple[Operation, str]:
+    """The first op that fails its own verification (its line is the user's
+    statement) and why, all of xDSL's message on one line: its first line
+    alone can be a cut-off header (`operand 'x' at position 0 does not
+    verify:`)."""
+    for op in module.walk():
+        try:
+            op.verify(verify_nested_ops=False)
+        except VerifyException as own:
+            return op, " ".join(str(own).split())
+    return module, " ".join(str(e).split())
 
 
 def _src(loc: LocationAttr) -> SourceLoc | None:
@@ -645,8 +693,9 @@ class ProgramBuilder(NemBuilder):
             try:
                 self.module.verify()
             except VerifyException as e:
-                raise fail(f"invalid NEM IR: {str(e).splitlines()[0]}", SourceLoc.of(self.program),
-                           None, "fix the statement built last") from None
+                bad, reason = _failing_op(self.module, e)
+                raise fail(f"invalid NEM IR: {reason}", SourceLoc.of(bad) or SourceLoc.of(
+                    self.program), None, "fix the statement built at this line") from None
             diags = verify_program(self.program)
             if any(d.severity == "error" for d in diags):
                 raise NemDiagnosticError(diags)
