@@ -81,6 +81,12 @@ def test_loading_for_a_device_lacking_a_variant_names_the_variant(tmp_path):
     assert bad.returncode == 1
     err = bad.stderr.decode()
     assert "gemm.float<f32>.no_bias" in err and "npm_lite" in err and "[DEV-13]" in err
+    # at the task's line, from the Debug section, as for the .nem text (was 1:1)
+    assert err.startswith(f"{src}:11:1: error: the program uses gemm as"), err
+    stripped = tmp_path / "stripped.nemb"
+    assert tool("opt", str(src), "-t", "nemb", "--strip-debug", "-o", str(stripped)).returncode == 0
+    no_debug = tool("run", str(stripped), "--device", "npm_lite", "--no-progress").stderr.decode()
+    assert no_debug.startswith("nem-run: error: the program uses gemm as"), no_debug
     assert "Traceback" not in err
     # the same through the API, and in the dump
     with pytest.raises(NemDiagnosticError, match=r"gemm.float<f32>.no_bias"):

@@ -125,6 +125,6 @@ def check_target(loaded: LoadedBytecode, device: Device | None, file: str) -> No
 
     reqs = loaded.requirements if loaded.requirements is not None else \
         requirements_of(loaded.program)
-    diags = check_requirements(reqs, device, SourceLoc.of(loaded.program))
+    diags = check_requirements(reqs, device, SourceLoc.of(loaded.program), loaded.program)
     if diags:
         raise NemDiagnosticError(diags)

@@ -11,9 +11,10 @@ units that can run a task and the buffer layout policy (`nem.dialect.semantics`)
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
-from xdsl.ir import Block
+from xdsl.ir import Block, Operation
 
 from nem.analysis.capacity import level_key, loop_copies, memory_maps
 from nem.dialect.device_model import Device
@@ -126,12 +127,17 @@ def _key(level: str) -> str:
     return level_key(MemLevelAttr(level))
 
 
-def check_requirements(reqs: Requirements, device: Device, where: SourceLoc | None = None
-                       ) -> list[Diagnostic]:
+def check_requirements(reqs: Requirements, device: Device, where: SourceLoc | None = None,
+                       program: ProgramOp | None = None) -> list[Diagnostic]:
     """Errors for what `device` lacks: a variant (DEV-13, naming it), every
     unit that could run some kind of task (RES-05), an engine (BUF-05),
     memory (DEV-16).  The full checks on the IR follow at load; these need
-    only the Requirements section."""
+    only the Requirements section.
+
+    With `program` (the decoded IR), a missing variant, unit or engine is
+    reported at the first statement that needs it when the file kept its
+    Debug section (docs/bytecode.md, section 9), as the same check on the
+    `.nem` text is; else, and for memory (a sum over buffers), at `where`."""
     diags = []
     effective = {str(r) for r in device.effective}
     for opcode, any_of in reqs.variants:
@@ -139,7 +145,8 @@ def check_requirements(reqs: Requirements, device: Device, where: SourceLoc | No
             names = " or ".join(any_of)
             diags.append(Diagnostic(
                 "error", f"the program uses {opcode} as {names}, which device '{device.name}' "
-                f"does not offer (not in its effective set)", where, "DEV-13",
+                f"does not offer (not in its effective set)",
+                _first(program, _uses_variant(opcode, any_of)) or where, "DEV-13",
                 f"target a device whose effective set lists {any_of[0]}, or recompile the "
                 "program for this device"))
     for group in reqs.units:
@@ -147,12 +154,16 @@ def check_requirements(reqs: Requirements, device: Device, where: SourceLoc | No
         if not any(device.units(u) > 0 for u in options):
             diags.append(Diagnostic(
                 "error", f"the program has tasks that run on {' or '.join(options)}, which "
-                f"device '{device.name}' lacks", where, "RES-05",
+                f"device '{device.name}' lacks",
+                _first(program, lambda op: isinstance(op, TaskOp) and
+                       "|".join(eligible_units(op)) == group) or where, "RES-05",
                 "target a device with those units"))
     if reqs.engines > device.topology.num_engines:
         diags.append(Diagnostic(
             "error", f"the program uses L1[{reqs.engines - 1}] but device '{device.name}' has "
-            f"{device.topology.num_engines} engine(s)", where, "BUF-05",
+            f"{device.topology.num_engines} engine(s)",
+            _first(program, lambda op: isinstance(op, BufferOp) and
+                   op.result.type.level.data == f"L1[{reqs.engines - 1}]") or where, "BUF-05",
             "target a device with more engines"))
     for level, nbytes in reqs.memory:
         cap = device.topology.l2_size_bytes if level == "L2" else \
@@ -163,3 +174,25 @@ def check_requirements(reqs: Requirements, device: Device, where: SourceLoc | No
                 f"'{device.name}' has {cap}", where, "DEV-16",
                 "target a device with more memory, or tile the program more finely"))
     return diags
+
+
+def _first(program: ProgramOp | None, pred: Callable[[Operation], bool]) -> SourceLoc | None:
+    """The location of the first op of `program` satisfying `pred` (None
+    without a program, without such an op, or when it has no location)."""
+    if program is None:
+        return None
+    return next((SourceLoc.of(op) for op in program.walk() if pred(op)), None)
+
+
+def _uses_variant(opcode: str, any_of: tuple[str, ...]) -> Callable[[Operation], bool]:
+    """Is an op a task of `opcode` that matches exactly the variants
+    `any_of`, as `requirements_of` recorded them."""
+    from nem.dialect.operand_binding import match_families
+    from nem.dialect.verifier import baseline_catalog
+
+    def pred(op: Operation) -> bool:
+        if not isinstance(op, ComputeOp) or op.opcode != opcode:
+            return False
+        refs = match_families(op, baseline_catalog()).matched
+        return tuple(sorted(str(r) for r in refs)) == any_of
+    return pred
