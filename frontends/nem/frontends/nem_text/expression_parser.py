@@ -72,6 +72,9 @@ class Scope:
         self.names: dict[str, Name] = {}
         self.parent = parent
         self.in_loop = in_loop
+        # names of the loop bodies that ended in this block: (loop variable,
+        # declaration), so a use after `endloop` can say why it fails
+        self.ended: dict[str, tuple[str, Name]] = {}
 
     def lookup(self, name: str) -> Name | None:
         s: Scope | None = self
@@ -79,6 +82,21 @@ class Scope:
             n = s.names.get(name)
             if n is not None:
                 return n
+            s = s.parent
+        return None
+
+    def end_loop(self, body: Scope, iv: str) -> None:
+        """Remember the names of `body`, a loop body of this block that ended."""
+        self.ended.update(body.ended)
+        self.ended.update((k, (iv, n)) for k, n in body.names.items() if n.kind != "loopvar")
+
+    def ended_lookup(self, name: str) -> tuple[str, Name] | None:
+        """Where `name` was declared if only in a loop body that has ended."""
+        s: Scope | None = self
+        while s is not None:
+            hit = s.ended.get(name)
+            if hit is not None:
+                return hit
             s = s.parent
         return None
 
@@ -164,9 +182,9 @@ class ExpressionParser(TokenCursor):
     def _token(self, tok: Token) -> SSAValue:
         n = self.scope.lookup(tok.text)
         if n is None:
-            raise self.error(f"token '{tok.text}' is not produced by any earlier task", "TASK-03",
-                             f"assign a task's token with `{tok.text} = ...` before waiting on it",
-                             tok)
+            raise self.undeclared(tok, f"token '{tok.text}' is not produced by any earlier task",
+                                  "TASK-03",
+                                  f"assign a task's token with `{tok.text} = ...` before waiting on it")
         if n.kind != "token":
             raise self.error(f"'{tok.text}' is a {n.kind}, not a token", "NAME-01",
                              "deps and wait take task tokens", tok)
@@ -350,7 +368,7 @@ class ExpressionParser(TokenCursor):
                 rule = "CONST-04" if const_ctx else "NAME-01"
                 fix = ("declare the const on an earlier line" if const_ctx
                        else "declare it first (const, let or loop variable)")
-                raise self.error(f"'{t.text}' is not declared", rule, fix, t)
+                raise self.undeclared(t, f"'{t.text}' is not declared", rule, fix)
             if const_ctx and n.kind != "const":
                 raise self.error(f"a const expression may use only earlier consts, but '{t.text}' "
                                  f"is a {n.kind}", "CONST-03",
@@ -470,6 +488,22 @@ class ExpressionParser(TokenCursor):
             rtype = self._region_types[key] = RegionType(level, ELEM_BY_NAME[elem], shape, layout,
                                                          strides, quant)
         return rtype
+
+    def undeclared(self, tok: Token, message: str, rule: str, fix: str) -> NemDiagnosticError:
+        """The error for a name not in scope: `message`, unless the name was
+        declared in a loop body that has ended, which is then what it says
+        (D-NAME-SCOPE), with how to use the name where it is visible."""
+        ended = self.scope.ended_lookup(tok.text)
+        if ended is None:
+            return self.error(message, rule, fix, tok)
+        iv, decl = ended
+        fix = (f"wait({tok.text}) inside loop {iv}, before endloop (each iteration waits for its "
+               "own task; endloop is not a barrier), or move the task out of the loop"
+               if decl.kind == "token" else
+               f"use it inside loop {iv}, or declare it before the loop")
+        return self.error(f"{decl.kind} '{tok.text}' is out of scope: it is declared in loop "
+                          f"{iv}'s body (line {decl.loc.line}) and not visible after endloop "
+                          "(D-NAME-SCOPE)", rule, fix, tok)
 
     def _declare(self, tok: Token, kind: str, value: SSAValue | None) -> None:
         # Duplicates are reported by the verifier (NAME-02); the newest wins here.

@@ -308,6 +308,7 @@ class ProgramParser(ExpressionParser):
             self._statement()
         self.advance()
         self._loop_depth -= 1
+        outer_scope.end_loop(self.scope, iv.text)
         self.block, self.scope = outer_block, outer_scope
         self._literals.pop()
         self._add(LoopOp(iv.text, lower, upper, body, decos), kw)
@@ -327,9 +328,11 @@ class ProgramParser(ExpressionParser):
         self.expect("(", "GRAM-07", "after 'region'")
         buf_tok = self.expect_id("GRAM-07", "a buffer name as the first region argument")
         buf = self.scope.lookup(buf_tok.text)
-        if buf is None or buf.kind != "buffer":
-            what = "is not declared" if buf is None else f"is a {buf.kind}, not a buffer"
-            raise self.error(f"'{buf_tok.text}' {what}", "NAME-01",
+        if buf is None:
+            raise self.undeclared(buf_tok, f"'{buf_tok.text}' is not declared", "NAME-01",
+                                  "the first argument of region(...) must name a declared buffer")
+        if buf.kind != "buffer":
+            raise self.error(f"'{buf_tok.text}' is a {buf.kind}, not a buffer", "NAME-01",
                              "the first argument of region(...) must name a declared buffer", buf_tok)
         self.expect(",", "GRAM-07", "after the buffer name")
         offset = self._expr()
@@ -488,8 +491,8 @@ class ProgramParser(ExpressionParser):
             name = self.expect_id("GRAM-15", "a region name or region(...)")
             n = self.scope.lookup(name.text)
             if n is None:
-                raise self.error(f"'{name.text}' is not declared", "NAME-01",
-                                 "declare the region before using it as an operand", name)
+                raise self.undeclared(name, f"'{name.text}' is not declared", "NAME-01",
+                                      "declare the region before using it as an operand")
             if n.kind != "region":
                 raise self.error(f"'{name.text}' is a {n.kind}, not a region", "NAME-01",
                                  "task operands are regions: NAME = region(buf, off, ext) ...", name)
