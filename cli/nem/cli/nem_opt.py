@@ -38,6 +38,7 @@ from nem.cli.inputs import print_diagnostics, read_program
 from nem.dialect.diagnostics import (
     Diagnostic,
     NemDiagnosticError,
+    RuleVerifyException,
     register_source,
 )
 from nem.passes.driver import (
@@ -256,6 +257,8 @@ class NemOptMain(xDSLOptMain):
 
             message = str(e).splitlines()[0] if str(e) else type(e).__name__
             bad = culprit(module, message) if module is not None else None
+            if isinstance(e, RuleVerifyException):
+                return diags + [e.diagnostic(location_in(bad, file))], None
             return diags + [Diagnostic("error", message, location_in(bad, file))], None
 
     def _parse(self, text: str, file: str, ext: str) -> ModuleOp:

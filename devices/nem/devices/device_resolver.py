@@ -290,7 +290,7 @@ def _check_topology(t: Topology, locs: dict[str, SourceLoc]) -> None:
     the declaring device wrote its fields)."""
     if t.num_engines < 1:
         raise fail(f"num_engines is {t.num_engines}, must be at least 1", locs.get("num_engines"),
-                   "DEV-04")
+                   "DEV-04", "declare num_engines = 1 or more")
     if t.num_engines > MAX_DEVICE_COUNT:
         raise fail(f"num_engines is {t.num_engines}, more than the limit of {MAX_DEVICE_COUNT}",
                    locs.get("num_engines"), "DEV-04",
@@ -312,4 +312,5 @@ def _check_topology(t: Topology, locs: dict[str, SourceLoc]) -> None:
                            f"declare at most {MAX_DEVICE_COUNT} instances (decision D-LIMITS)")
     for key, value in (("l2_size_bytes", t.l2_size_bytes), ("l1_size_bytes", t.l1_size_bytes)):
         if value <= 0:
-            raise fail(f"{key} is {value}, must be greater than 0", locs.get(key), "DEV-06")
+            raise fail(f"{key} is {value}, must be greater than 0", locs.get(key), "DEV-06",
+                       f"give {key} the level's size in bytes")

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
 from functools import cache
 from typing import ClassVar, Self
 
@@ -32,10 +31,10 @@ from xdsl.ir import Attribute, Data, ParametrizedAttribute, TypeAttribute
 from xdsl.irdl import irdl_attr_definition
 from xdsl.parser import AttrParser
 from xdsl.printer import Printer
-from xdsl.utils.exceptions import ParseError, VerifyException
 from xdsl.utils.hints import isa
 from xdsl.utils.lexer import Span
 
+from nem.dialect.diagnostics import RuleParseError, RuleVerifyException
 from nem.dialect.semantics import ELEM_BITS, ELEM_TYPES, elem_of_xdsl
 
 # ---------------------------------------------------------------------------
@@ -66,16 +65,6 @@ def elem_name(attr: Attribute) -> str | None:
 # ---------------------------------------------------------------------------
 # Memory levels (SPEC §1; GRAM-05)
 # ---------------------------------------------------------------------------
-
-
-@dataclass
-class RuleParseError(ParseError):
-    """An xDSL `ParseError` in a NEM attribute's MLIR syntax that breaks a
-    spec rule: the MLIR driver reports it with the rule and its fix, as the
-    `.nem` parser does, not as a generic syntax error."""
-
-    rule: str = ""
-    fix: str = ""
 
 
 MEM_LEVEL_KINDS = ("DDR", "L2", "L1")
@@ -121,7 +110,7 @@ class MemLevelAttr(Data[str]):
     def verify(self) -> None:
         error = mem_level_error(self.data)
         if error is not None:
-            raise VerifyException(f"{error} [GRAM-05]")
+            raise RuleVerifyException(error, "GRAM-05", MEM_LEVEL_FIX)
 
     def print_parameter(self, printer: Printer) -> None:
         printer.print_string(f"<{self.data}>")

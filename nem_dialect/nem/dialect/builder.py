@@ -90,7 +90,13 @@ from nem.dialect.attributes import (
     region_min_bytes,
 )
 from nem.dialect.decorators import DecoratorError, DecoratorSpec, make_decorator
-from nem.dialect.diagnostics import Diagnostic, NemDiagnosticError, SourceLoc, fail
+from nem.dialect.diagnostics import (
+    Diagnostic,
+    NemDiagnosticError,
+    RuleVerifyException,
+    SourceLoc,
+    fail,
+)
 from nem.dialect.ops import (
     COMPUTE_OPS,
     BufferOp,
@@ -692,6 +698,9 @@ class ProgramBuilder(NemBuilder):
 
             try:
                 self.module.verify()
+            except RuleVerifyException as e:
+                bad, _ = _failing_op(self.module, e)
+                raise NemDiagnosticError([e.diagnostic(SourceLoc.of(bad))]) from None
             except VerifyException as e:
                 bad, reason = _failing_op(self.module, e)
                 raise fail(f"invalid NEM IR: {reason}", SourceLoc.of(bad) or SourceLoc.of(

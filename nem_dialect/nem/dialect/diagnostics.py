@@ -15,6 +15,7 @@ from pathlib import Path
 
 from xdsl.dialects.builtin import FileLineColLoc, IntAttr, StringAttr
 from xdsl.ir import Attribute, Operation
+from xdsl.utils.exceptions import ParseError, VerifyException
 
 from nem.dialect.limits import MAX_SOURCE_BYTES
 
@@ -148,3 +149,28 @@ def fail(message: str, loc: SourceLoc | Operation | None = None, rule: str | Non
          fix: str | None = None) -> NemDiagnosticError:
     """An exception carrying one error diagnostic (raise the result)."""
     return NemDiagnosticError([error(message, loc, rule, fix)])
+
+
+class RuleVerifyException(VerifyException):
+    """A NEM op or attribute verifier's error that breaks a spec rule.
+
+    xDSL re-raises the verifier's own exception object, so the drivers
+    (`nem-opt`, the MLIR reader, the builder) report it with its rule and
+    fix, like the static verifier, instead of as bare xDSL text."""
+
+    def __init__(self, message: str, rule: str, fix: str):
+        super().__init__(f"{message} [{rule}]")
+        self.message, self.rule, self.fix = message, rule, fix
+
+    def diagnostic(self, loc: SourceLoc | None) -> Diagnostic:
+        return Diagnostic("error", self.message, loc, self.rule, self.fix)
+
+
+@dataclass
+class RuleParseError(ParseError):
+    """An xDSL `ParseError` in a NEM attribute's MLIR syntax that breaks a
+    spec rule: the MLIR driver reports it with the rule and its fix, as the
+    `.nem` parser does, not as a generic syntax error."""
+
+    rule: str = ""
+    fix: str = ""

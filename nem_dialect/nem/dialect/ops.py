@@ -54,8 +54,9 @@ from xdsl.traits import NoTerminator
 from xdsl.utils.exceptions import VerifyException
 
 from nem.dialect.attributes import BufferType, DecoratorAttr, RegionType, TokenType
+from nem.dialect.diagnostics import RuleVerifyException
 from nem.dialect.registry import OpcodeSpec, opcodes
-from nem.dialect.semantics import window_error
+from nem.dialect.semantics import WINDOW_FIX, window_error
 
 
 def _decos(decorators: list[DecoratorAttr] | tuple[DecoratorAttr, ...]) -> ArrayAttr | None:
@@ -258,7 +259,7 @@ class LoopOp(NemOp):
         # (the `.nem` and bytecode front ends)
         msg = window_error(self)
         if msg is not None:
-            raise VerifyException(f"{msg} [LOOP-03]")
+            raise RuleVerifyException(msg, "LOOP-03", WINDOW_FIX)
 
 
 class TaskOp(NemOp):

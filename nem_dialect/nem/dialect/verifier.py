@@ -44,6 +44,7 @@ from nem.dialect.ops import (
 from nem.dialect.region_rules import RegionRules
 from nem.dialect.semantics import (
     RESOURCE_UNITS,
+    WINDOW_FIX,
     BuildFacts,
     Evaluator,
     ExprError,
@@ -241,7 +242,7 @@ class ProgramVerifier(RegionRules, TaskRules):
                      "bounds are inclusive and need start <= end")
         msg = window_error(op)
         if msg is not None:
-            self.err(op, "LOOP-03", msg, "use @max_in_flight(1) for sequential iterations")
+            self.err(op, "LOOP-03", msg, WINDOW_FIX)
 
     def _decorators(self, op: Operation) -> None:
         target = _target_of(op)

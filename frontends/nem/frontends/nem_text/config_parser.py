@@ -272,7 +272,8 @@ def _check_inst(fam: TypeFamily, v: Variant, inst: tuple[str, ...], loc: SourceL
         want = (f"{len(fam.params)} element type(s) <{', '.join(p for p, _ in fam.params)}>"
                 if fam.params else "no instantiation (the family is not parameterized)")
         raise fail(f"conformance entry of {fam.id}.{v.name} gives {len(inst)} element "
-                   f"type(s), expected {want}", loc, "TFD-01")
+                   f"type(s), expected {want}", loc, "TFD-01",
+                   f"instantiate {fam.id} with one element type per parameter")
     for (pname, domain), elem in zip(fam.params, inst):
         if elem not in domain:
             raise fail(f"'{elem}' is outside the domain of {pname} "

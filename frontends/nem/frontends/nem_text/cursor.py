@@ -61,14 +61,14 @@ class TokenCursor:
             self.pos += 1
             return t
         raise self.error(f"expected '{text}'{' ' + what if what else ''}, found {describe(t)}",
-                         rule, fix)
+                         rule, fix or f"insert '{text}' here")
 
     def expect_kind(self, kind: str, rule: str, what: str, fix: str | None = None) -> Token:
         t = self.tokens[self.pos]
         if t.kind == kind:
             self.pos += 1
             return t
-        raise self.error(f"expected {what}, found {describe(t)}", rule, fix)
+        raise self.error(f"expected {what}, found {describe(t)}", rule, fix or f"write {what} here")
 
     def expect_id(self, rule: str, what: str = "an identifier", fix: str | None = None) -> Token:
         return self.expect_kind(ID, rule, what, fix)

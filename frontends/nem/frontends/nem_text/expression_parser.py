@@ -245,10 +245,12 @@ class ExpressionParser(TokenCursor):
             lhs = primary()
             while self.tok.text in PRECEDENCE and self.tok.kind != STRING and \
                     PRECEDENCE[self.tok.text] > min_prec:
-                op = self.advance().text
+                op_tok = self.advance()
+                op = op_tok.text
                 rhs = expr(PRECEDENCE[op])
                 if op in ("/", "mod") and rhs == 0:
-                    raise self.error("division by zero", "CONST-05")
+                    raise self.error("division by zero", "CONST-05",
+                                     f"give '{op}' a non-zero right operand", op_tok)
                 lhs = {"+": lhs + rhs, "-": lhs - rhs, "*": lhs * rhs, "/": lhs / rhs,
                        "mod": lhs % rhs if rhs else 0.0}[op]
             return lhs

@@ -36,8 +36,14 @@ from xdsl.ir import Block, BlockArgument, Operation, OpResult
 from xdsl.parser.core import ForwardDeclaredValue
 from xdsl.utils.exceptions import DiagnosticException, ParseError, VerifyException
 
-from nem.dialect.attributes import RuleParseError
-from nem.dialect.diagnostics import Diagnostic, NemDiagnosticError, SourceLoc, fail
+from nem.dialect.diagnostics import (
+    Diagnostic,
+    NemDiagnosticError,
+    RuleParseError,
+    RuleVerifyException,
+    SourceLoc,
+    fail,
+)
 from nem.dialect.limits import MAX_NESTING_DEPTH
 
 # Exceptions xDSL's parsers and verifiers raise on bad user input besides
@@ -126,6 +132,10 @@ def verify_mlir(module: ModuleOp, file: str) -> None:
         first = _message(e)
         bad = culprit(module, first)
         name = f"'{bad.name}': " if bad is not None else ""
+        if isinstance(e, RuleVerifyException):
+            d = e.diagnostic(location_in(bad, file))
+            d.message = f"invalid MLIR: {name}{d.message}"
+            raise NemDiagnosticError([d]) from None
         raise NemDiagnosticError([Diagnostic(
             "error", f"invalid MLIR: {name}{first}", location_in(bad, file),
             fix="fix the op so that it verifies")]) from None
