@@ -302,7 +302,7 @@ class TaskRules(PointChecks):
             (k, a), (j, b) = list(engines.items())[:2]
             self.err(op, "PLACE-02", f"task references L1[{k}] ({value_label(a)}) and L1[{j}] "
                      f"({value_label(b)})",
-                     "a task runs on one engine; move the data with a transfer first")
+                     cross_engine_fix(op))
             return
         for d in op.decorator_list():
             if isinstance(d, SeqEngineAttr) and engines and d.engine.data not in engines:
@@ -328,6 +328,20 @@ class TaskRules(PointChecks):
             elif access == "read" and "writeonly" in names:
                 self.err(op, "DECO-07", f"task reads @writeonly region {value_label(value)}",
                          "drop @writeonly or read another region")
+
+
+def cross_engine_fix(op: TaskOp, prefix: str = "a task runs on one engine") -> str:
+    """The fix of a task touching two engines' L1 (PLACE-02/05): a transfer or
+    store already moves data, and the L1 levels of two engines are joined
+    only through L2, so it becomes two; any other task needs its data moved
+    to one engine first."""
+    if isinstance(op, TransferOp | StoreOp):
+        src, dst = (next(v.type.level.data for v, how in op.operand_regions()  # type: ignore[attr-defined]
+                         if how == want) for want in ("read", "write"))
+        return (f"{prefix}; L1 levels of two engines are joined only through L2: transfer "
+                f"{src} -> L2, then L2 -> {dst} with deps on the first")
+    return (f"{prefix}: write the same L1[k] for all its L1 operands, or move the data "
+            "there with a transfer first")
 
 
 def _task_signature(op: TaskOp) -> tuple[object, ...]:

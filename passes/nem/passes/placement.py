@@ -33,6 +33,7 @@ from nem.dialect.device_model import Device
 from nem.dialect.diagnostics import Diagnostic, SourceLoc, error
 from nem.dialect.operand_binding import value_label
 from nem.dialect.ops import LoopOp, ProgramOp, TaskOp
+from nem.dialect.task_rules import cross_engine_fix
 from nem.passes.device import target_device
 from nem.passes.pass_context import report
 
@@ -78,8 +79,7 @@ def placement_diagnostics(prog: ProgramOp, device: Device | None, remarks: bool
                 note = "; an unindexed L1 is L1[0]" if device is not None else ""
                 diags.append(error(
                     f"task{in_loop} references L1[{k}] ({a}) and L1[{j}] ({b}){note}", op, rule2,
-                    "a task runs on one engine in every iteration: write the same L1[k] for all "
-                    "its L1 operands, or move the data with a transfer first"))
+                    cross_engine_fix(op, "a task runs on one engine in every iteration")))
                 continue
             bad_seq = False
             for k in seq:
