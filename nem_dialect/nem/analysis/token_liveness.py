@@ -39,6 +39,25 @@ def live_token_peak(program: ProgramOp) -> tuple[int, Operation | None]:
         return _block_live(program.block, Evaluator())
 
 
+def first_over(program: ProgramOp, limit: int) -> Operation | None:
+    """The first statement, in program order, at which more than `limit`
+    tokens are live (D-TOK-LIVE), inside a loop whose body alone exceeds it:
+    where a DEV-17 error points (the task whose token is one too many, not
+    the peak, which may be many tasks later)."""
+    ev = Evaluator()
+    block = program.block
+    with no_cyclic_gc():
+        while True:
+            live = block_liveness(block, ev)
+            over = next((k for k, c in enumerate(live.counts()) if c > limit), None)
+            if over is None:
+                return None
+            op = live.ops[over]
+            if not (isinstance(op, LoopOp) and _block_live(op.block, ev)[0] > limit):
+                return op
+            block = op.block
+
+
 @dataclass
 class BlockLiveness:
     """Token liveness in one block (D-TOK-LIVE): the statements, the live

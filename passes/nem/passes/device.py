@@ -152,12 +152,12 @@ def check_tokens(prog: ProgramOp, device: Device, ev: Evaluator) -> list[Diagnos
     limit = device.max_active_tokens
     if limit is None:
         return []
-    from nem.analysis.token_liveness import live_token_peak
+    from nem.analysis.token_liveness import first_over, live_token_peak
 
-    count, where = live_token_peak(prog)
+    count, _ = live_token_peak(prog)
     if count <= limit:
         return []
-    where = where if where is not None else prog
+    where = first_over(prog, limit) or prog
     return [error(
         f"up to {count} tokens can be live at once but device '{device.name}' allows "
         f"SEQ.max_active_tokens = {limit}", where, "DEV-17",
