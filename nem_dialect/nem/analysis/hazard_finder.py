@@ -331,8 +331,11 @@ class HazardFinder:
                    f"{what(a)} in iteration {iv}; @max_in_flight({n}) lets iterations at "
                    f"distance {order.distance} < {n} overlap and no token orders them")
             if (a.lo, a.hi) == (b.lo, b.hi):
-                fix = (f"the same bytes are reused every iteration: move the access out of the "
-                       f"loop (load once), or use @max_in_flight({order.distance})")
+                fix = (f"the same bytes are reused every iteration: give each of the {n} "
+                       f"in-flight iterations its own slot ({'double' if n == 2 else 'multiple'} "
+                       f"buffering: a buffer {n} times the size, the region at offset "
+                       f"({iv} mod {n}) * size), move the access out of the loop (load once), or "
+                       f"use @max_in_flight({order.distance})")
             else:
                 fix = (f"give each of the {n} in-flight iterations its own slot (offset "
                        f"({iv} mod K) * size with K >= {n}), or use @max_in_flight({order.distance})")
