@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Iterable
 
 from nem.dialect.device_model import ABSENT, ANY_SUPPORTED, ELEM_TYPES, MUST, TypeFamily, VariantRef
+from nem.dialect.semantics import ELEM_TYPES as ELEM_TABLE
 
 
 @dataclass(frozen=True)
@@ -116,8 +117,9 @@ class Catalog:
         `bindings` maps a family binding name to the operands bound there (a
         missing name means the operand is absent); `allowed`, when given,
         restricts matches to a device's effective set.  On failure `nearest`
-        is the allowed candidate with the fewest differences (ties: MUST
-        before MAY, then catalog order), and `unavailable` lists catalog
+        is the allowed candidate with the fewest differences (ties: the
+        closest element types, `_type_distance`, then MUST before MAY, then
+        catalog order), and `unavailable` lists catalog
         variants the instance does match but the device does not offer.
         """
         family_ids = tuple(family_ids)
@@ -149,7 +151,7 @@ class Catalog:
         matched: list[VariantRef] = []
         unavailable: list[VariantRef] = []
         best: _Candidate | None = None
-        best_score: tuple[bool, int, bool] | None = None
+        best_score: tuple[bool, int, int, bool] | None = None
         for fid in family_ids:
             for cand in self._candidates.get(fid, ()):
                 n = len(_differences(cand, bindings, accum))
@@ -157,7 +159,7 @@ class Catalog:
                 if n == 0:
                     (matched if offered else unavailable).append(cand.ref)
                     continue
-                score = (not offered, n, cand.cls != MUST)
+                score = (not offered, n, _type_distance(cand, bindings), cand.cls != MUST)
                 if best_score is None or score < best_score:
                     best, best_score = cand, score
         return tuple(matched), tuple(unavailable), (None if matched else best)
@@ -175,6 +177,22 @@ def _expand(fam: TypeFamily) -> Iterable[_Candidate]:
             types = {b: subst.get(t, t) for b, t in raw.items()}
             yield _Candidate(VariantRef(fam.id, inst, variant.name), cls, types, fam.accum,
                              fam.quant, frozenset(fam.quant_required_on), bias)
+
+
+def _type_distance(cand: _Candidate, bindings: dict[str, list[OperandInfo]]) -> int:
+    """How far the operands' element types are from the candidate's: per
+    operand, 0 for the same type, else 1 + 2 if the kind differs (float
+    against integer) + 1 if the width does.  An f32 add on a device with
+    f16 and i8 variants is nearest to f16, not to whichever comes first."""
+    total = 0
+    for name, want in cand.types.items():
+        w = ELEM_TABLE.get(want)
+        for op in bindings.get(name) or ():
+            have = ELEM_TABLE.get(op.elem) if op.elem is not None else None
+            if w is None or have is None or have is w:
+                continue
+            total += 1 + 2 * (have.is_float != w.is_float) + (have.bits != w.bits)
+    return total
 
 
 def _who(name: str, ops: list[OperandInfo]) -> str:

@@ -56,7 +56,7 @@ from xdsl.utils.exceptions import VerifyException
 from nem.dialect.attributes import BufferType, DecoratorAttr, RegionType, TokenType
 from nem.dialect.diagnostics import RuleVerifyException
 from nem.dialect.registry import OpcodeSpec, opcodes
-from nem.dialect.semantics import WINDOW_FIX, window_error
+from nem.dialect.semantics import window_error
 
 
 def _decos(decorators: list[DecoratorAttr] | tuple[DecoratorAttr, ...]) -> ArrayAttr | None:
@@ -225,6 +225,11 @@ class RegionOp(NemOp):
         strides = rtype.stride_values
         if len(self.strides) != (len(strides) if strides is not None else 0):
             raise VerifyException("stride operands do not match the region type's strides")
+
+
+WINDOW_FIX = "use @max_in_flight(1) for sequential iterations"
+"""The fix of a LOOP-03 error (`semantics.window_error`), which `LoopOp`'s
+verifier and the static verifier report."""
 
 
 @irdl_op_definition

@@ -581,10 +581,6 @@ def max_in_flight(loop: LoopOp) -> int:
     return 1
 
 
-WINDOW_FIX = "use @max_in_flight(1) for sequential iterations"
-"""The fix of a LOOP-03 error (`window_error`)."""
-
-
 def window_error(loop: LoopOp) -> str | None:
     """The LOOP-03 message when the loop's `@max_in_flight(N)` has N < 1."""
     n = max_in_flight(loop)

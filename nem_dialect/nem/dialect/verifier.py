@@ -29,6 +29,7 @@ from nem.dialect.diagnostics import Diagnostic, SourceLoc
 from nem.dialect.families import Catalog
 from nem.dialect.limits import MAX_EXPR_DEPTH, MAX_NESTING_DEPTH
 from nem.dialect.ops import (
+    WINDOW_FIX,
     BufferOp,
     ComputeOp,
     ConstOp,
@@ -44,7 +45,6 @@ from nem.dialect.ops import (
 from nem.dialect.region_rules import RegionRules
 from nem.dialect.semantics import (
     RESOURCE_UNITS,
-    WINDOW_FIX,
     BuildFacts,
     Evaluator,
     ExprError,
