@@ -203,6 +203,24 @@ def test_invalid_ir_is_reported_at_the_failing_op_with_the_whole_reason():
     assert d.loc.line == line and "should be of base attribute nem.token" in d.message
 
 
+def test_names_used_outside_their_loop_are_named():
+    """IR built outside the parser can use a loop body's value after the
+    loop; the verifier names it (D-NAME-SCOPE).  RULE: NAME-01 RULE: TASK-03"""
+    b = ProgramBuilder()
+    buf = b.buffer("B", "L1", 64)
+    with b.loop("i", 0, 3) as i:
+        r = b.region("R", buf, 0, 8, elem="f16", shape=[4], layout="C")
+        t = b.transfer(r, r, name="t")
+    b.region("S", buf, i * 2, 2)
+    b.wait(t)
+    with pytest.raises(NemDiagnosticError) as e:
+        b.finish()
+    messages = [(d.rule, d.message) for d in e.value.diagnostics]
+    assert ("NAME-01", "loop variable 'i' is used outside its loop (D-NAME-SCOPE)") in messages
+    assert ("TASK-03", "token 't' is defined in the body of loop 'i' and used outside it "
+            "(D-NAME-SCOPE)") in messages
+
+
 def test_verifier_diagnostics_point_at_the_building_line():
     """RULE: EXT-01"""
     b = ProgramBuilder()

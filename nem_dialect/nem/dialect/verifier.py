@@ -217,8 +217,17 @@ class ProgramVerifier(RegionRules, TaskRules):
         if block is None:
             rule = "TASK-03" if isinstance(value.type, type(None)) or user.name in (
                 "nem.wait",) or value.type.name == "nem.token" else "NAME-01"
-            self.err(user, rule, "an operand is defined in a scope that does not enclose its use",
-                     "tokens and names of a loop body are visible only inside that body")
+            loop = owner_block.parent_op() if owner_block is not None else None
+            if isinstance(value, BlockArgument) and isinstance(loop, LoopOp):
+                what = f"loop variable '{loop.iv_name.data}' is used outside its loop"
+            elif isinstance(loop, LoopOp):
+                what = (f"{_operand_name(value)} is defined in the body of loop "
+                        f"'{loop.iv_name.data}' and used outside it")
+            else:
+                what = f"{_operand_name(value)} is defined in a scope that does not enclose its use"
+            self.err(user, rule, f"{what} (D-NAME-SCOPE)",
+                     "tokens and names of a loop body are visible only inside that body: use "
+                     "them there, or define them before the loop")
 
     # -- stage 2: objects ------------------------------------------------------
     def stage_objects(self) -> None:
@@ -355,3 +364,19 @@ def verify_program(program: ProgramOp, catalog: Catalog | None = None,
     finally:
         if enabled:
             gc.enable()
+
+
+def _operand_name(value: SSAValue) -> str:
+    """An operand as the user named it: `loop variable 'i'`, `token 't'`,
+    `region 'R'`; else the op computing it."""
+    owner = value.owner
+    if not isinstance(owner, Operation):  # a block argument
+        loop = owner.parent_op()
+        return f"loop variable '{loop.iv_name.data}'" if isinstance(loop, LoopOp) else \
+            "a block argument"
+    name = owner.properties.get("name") or owner.properties.get("token")
+    if isinstance(name, StringAttr):
+        kind = owner.name.removeprefix("nem.")
+        return f"{'token' if kind not in ('buffer', 'region', 'const', 'let') else kind} " \
+            f"'{name.data}'"
+    return f"a value computed by {owner.name}"
