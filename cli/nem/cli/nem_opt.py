@@ -339,7 +339,7 @@ _HELP = {
                   "told apart from the text)",
     "frontend": "input format: nem or mlir (default: by extension, .nem or MLIR; "
                 "on standard input, from the text)",
-    "target": "output format: nem or mlir (default: the input's format)",
+    "target": "output format: nem, mlir or nemb (default: the input's format)",
     "output_file": "output file ('-': standard output, the default); written only when "
                    "nem-opt succeeds",
     "passes": "pass pipeline: 'pass1,pass2{option=value ...}' (passes listed below)",

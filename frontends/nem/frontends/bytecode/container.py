@@ -78,8 +78,8 @@ def read_header(data: bytes, check_crc: bool = True) -> Header:
     if magic != MAGIC:
         raise BytecodeError(0, f"bad magic {magic!r}: not a NEM bytecode file (expected {MAGIC!r})")
     if major != FORMAT_MAJOR:
-        newer = "newer" if major > FORMAT_MAJOR else "older"
-        raise BytecodeError(4, f"file format version {major}.{minor} has a {newer} major version "
+        newer = "a newer" if major > FORMAT_MAJOR else "an older"
+        raise BytecodeError(4, f"file format version {major}.{minor} has {newer} major version "
                             f"than this reader's {FORMAT_MAJOR}.{FORMAT_MINOR}; only major "
                             f"{FORMAT_MAJOR} can be read")
     if size != len(data) - HEADER_SIZE:
