@@ -357,7 +357,9 @@ def run(argv=None) -> int:
 
     name = prog.name
     dev = prog.device.name if prog.device is not None else "device-agnostic"
-    sched = "timed" if args.mode == "timed" else \
+    # --schedules N and --explore choose the schedules themselves (the next line says which)
+    sched = "timed" if args.mode == "timed" else "random" if args.schedules else \
+        "every interleaving" if args.explore else \
         (args.schedule + (f" (seed {args.seed})" if args.schedule == "random" else ""))
     print(f"nem-run: {name} on {dev}, mode {args.mode}, schedule {sched}")
     failed = False

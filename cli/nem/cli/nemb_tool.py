@@ -61,8 +61,11 @@ def handles(main) -> bool:
 
 
 def _fail(diags: list[Diagnostic]) -> int:
-    for d in diags:
-        print(d.render(), file=sys.stderr)
+    """Print `diags` as nem-opt does: one without a location (a flag's error,
+    e.g. `--embed`) gets the `nem-opt:` prefix."""
+    from nem.cli.inputs import print_diagnostics
+
+    print_diagnostics("nem-opt", diags)
     return 1
 
 
