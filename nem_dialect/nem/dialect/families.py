@@ -183,7 +183,8 @@ def _type_distance(cand: _Candidate, bindings: dict[str, list[OperandInfo]]) -> 
     """How far the operands' element types are from the candidate's: per
     operand, 0 for the same type, else 1 + 2 if the kind differs (float
     against integer) + 1 if the width does.  An f32 add on a device with
-    f16 and i8 variants is nearest to f16, not to whichever comes first."""
+    f16 and i8 variants is nearest to f16, not to whichever comes first
+    (D-FAM-NEAREST)."""
     total = 0
     for name, want in cand.types.items():
         w = ELEM_TABLE.get(want)
