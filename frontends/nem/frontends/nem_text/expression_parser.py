@@ -76,14 +76,15 @@ class Scope:
         # declaration), so a use after `endloop` can say why it fails
         self.ended: dict[str, tuple[str, Name]] = {}
 
-    def lookup(self, name: str) -> Name | None:
+    def chain(self) -> Iterator[Scope]:
+        """This scope, then the enclosing ones."""
         s: Scope | None = self
         while s is not None:
-            n = s.names.get(name)
-            if n is not None:
-                return n
+            yield s
             s = s.parent
-        return None
+
+    def lookup(self, name: str) -> Name | None:
+        return next((s.names[name] for s in self.chain() if name in s.names), None)
 
     def end_loop(self, body: Scope, iv: str) -> None:
         """Remember the names of `body`, a loop body of this block that ended."""
@@ -92,13 +93,7 @@ class Scope:
 
     def ended_lookup(self, name: str) -> tuple[str, Name] | None:
         """Where `name` was declared if only in a loop body that has ended."""
-        s: Scope | None = self
-        while s is not None:
-            hit = s.ended.get(name)
-            if hit is not None:
-                return hit
-            s = s.parent
-        return None
+        return next((s.ended[name] for s in self.chain() if name in s.ended), None)
 
 
 @dataclass
