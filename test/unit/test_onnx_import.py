@@ -18,30 +18,11 @@ onnx = pytest.importorskip("onnx")
 pytest.importorskip("onnxruntime")
 pytest.importorskip("mlir.ir")
 
+from import_runs import check_model, reference_outputs  # noqa: E402
 from onnx import TensorProto, helper  # noqa: E402
 
-from nem.compile.check import max_violation, onnxruntime_run  # noqa: E402
-from nem.compile.reference import execute  # noqa: E402
+from nem.compile.check import onnxruntime_run  # noqa: E402
 from nem.frontends.onnx import OnnxImportError, import_onnx, samples  # noqa: E402
-
-
-def reference_outputs(model, inputs):
-    im = import_onnx(model)
-    args = [inputs[p.onnx_name] for p in im.inputs] + list(im.weights.values())
-    got = execute(str(im.module), im.func_name, args, [(p.shape, p.dtype) for p in im.outputs])
-    return im, dict(zip([p.onnx_name for p in im.outputs], got))
-
-
-def check_model(model, seed=0):
-    inputs = samples.random_inputs(model, seed)
-    im, got = reference_outputs(model, inputs)
-    want = onnxruntime_run(model, inputs)
-    for name, ref in want.items():
-        assert got[name].shape == ref.shape
-        v = max_violation(got[name], ref)
-        assert v <= 1.0, f"{name}: {v:.2f}x the tolerance, max diff " \
-                         f"{np.abs(got[name].astype(np.float64) - ref).max():.3g}"
-    return im
 
 
 @pytest.mark.parametrize("dtype", ["f32", "f16"])

@@ -1,0 +1,32 @@
+"""The importer's reference path (shared by test_onnx_import.py and
+test_onnx_slice.py): import an ONNX model to linalg on tensors, lower it
+with upstream MLIR to LLVM and run it (`nem.compile.reference`), compare
+with onnxruntime on the same seeded inputs (D-COMPILE-TOL).  Nothing of
+the NEM lowering or runtime is involved."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from nem.compile.check import max_violation, onnxruntime_run
+from nem.compile.reference import execute
+from nem.frontends.onnx import import_onnx, samples
+
+
+def reference_outputs(model, inputs):
+    im = import_onnx(model)
+    args = [inputs[p.onnx_name] for p in im.inputs] + list(im.weights.values())
+    got = execute(str(im.module), im.func_name, args, [(p.shape, p.dtype) for p in im.outputs])
+    return im, dict(zip([p.onnx_name for p in im.outputs], got))
+
+
+def check_model(model, seed=0):
+    inputs = samples.random_inputs(model, seed)
+    im, got = reference_outputs(model, inputs)
+    want = onnxruntime_run(model, inputs)
+    for name, ref in want.items():
+        assert got[name].shape == ref.shape
+        v = max_violation(got[name], ref)
+        assert v <= 1.0, f"{name}: {v:.2f}x the tolerance, max diff " \
+                         f"{np.abs(got[name].astype(np.float64) - ref).max():.3g}"
+    return im
