@@ -23,7 +23,7 @@ def test_readme_examples_run(tmp_path):
 
 def test_supported_onnx_list_is_the_converter_table():
     """docs/compile.md "Supported ONNX" names exactly the op types of
-    `CONVERTERS` (a user read Slice into it; Split and Slice are not there)."""
+    `CONVERTERS` (a user once read Slice into it before it was supported)."""
     import re
 
     from nem.frontends.onnx.converters import CONVERTERS

@@ -3,8 +3,9 @@
 A converter reads its inputs from the importer (`imp.tensor`, `imp.const`),
 builds linalg on tensors with `emit`, and binds its outputs with
 `imp.define`.  Unsupported attribute values raise `imp.error(...)` (a
-located `OnnxImportError`).  The converters live in `ops` and `norms`;
-decisions: docs/compile.md and docs/spec-decisions.md (D-COMPILE-*).
+located `OnnxImportError`).  The converters live in `ops`, `norms`,
+`reductions` and `slices`; decisions: docs/compile.md and
+docs/spec-decisions.md (D-COMPILE-*).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from mlir.dialects import arith, math
 from nem.frontends.onnx.graph import Importer, Node
 from nem.frontends.onnx.norms import layernorm, softmax
 from nem.frontends.onnx.reductions import pow_, reduction
+from nem.frontends.onnx.slices import slice_, split
 from nem.frontends.onnx.ops import (
     binary,
     sigmoid,
@@ -73,6 +75,8 @@ CONVERTERS: dict[str, Callable[[Importer, Node], None]] = {
     "Reshape": reshape,
     "Transpose": transpose,
     "Concat": concat,
+    "Slice": slice_,
+    "Split": split,
     "Softmax": softmax,
     "LayerNormalization": layernorm,
     "Identity": identity,

@@ -296,13 +296,24 @@ class Importer:
     def _port(self, vi: onnx.ValueInfoProto, taken: set[str], what: str) -> Port:
         tt = vi.type.tensor_type
         if tt.elem_type not in ELEM_TYPES:
+            # located at the first node reading it: an integer input is most
+            # often an index operand (Slice starts, Reshape shape) fed at run time
+            user = next(((k, Node(k, n).name, n.op_type) for k, n in enumerate(self.graph.node)
+                         if what == "input" and vi.name in n.input), None)
             raise OnnxImportError(
-                f"{what} '{vi.name}' has element type "
+                f"not supported: {what} '{vi.name}' has element type "
                 f"{onnx.TensorProto.DataType.Name(tt.elem_type)}; only FLOAT and FLOAT16 are "
-                "supported", self.file, fix="convert the model to float32 or float16")
+                "supported", self.file, user,
+                fix="convert the model to float32 or float16; integer operands (Slice "
+                    "starts, Split sizes, Reshape shape, axes) must be initializers or "
+                    "Constant nodes")
         dims = []
         for d in tt.shape.dim:
-            if not d.HasField("dim_value") or d.dim_value <= 0:
+            if d.HasField("dim_value") and d.dim_value == 0:
+                raise OnnxImportError(f"not supported: {what} '{vi.name}' is empty (a dimension "
+                                      "of size 0)", self.file,
+                                      fix="remove the empty tensor and what computes it")
+            if not d.HasField("dim_value") or d.dim_value < 0:
                 raise OnnxImportError(
                     f"{what} '{vi.name}' has a dynamic dimension "
                     f"'{d.dim_param or '?'}'; only static shapes are supported", self.file,

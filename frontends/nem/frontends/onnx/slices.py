@@ -1,0 +1,136 @@
+"""ONNX `Slice` and `Split` (D-COMPILE-SLICE).
+
+Both are `tensor.extract_slice`s of the input in its physical layout (a
+logical axis maps to its physical dimension, so an NHWC-kept activation
+stays NHWC): static offsets, sizes and strides (a Slice's steps).
+Bufferization makes each a `memref.subview` of the producer's buffer, a
+strided view the lowering reads with DMAs (D-LOW-VIEW); no copy is emitted
+unless a consumer needs one.
+
+Slice's starts, ends, axes and steps are inputs from opset 10 on (before:
+attributes, no steps); Split's sizes are an input from opset 13 on (before:
+the `split` attribute), else an even split into the outputs (or
+`num_outputs`, opset 18: the last part smaller).  Index tensors computed at
+run time, negative steps and empty results are located `not supported`
+errors.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from mlir import ir
+from mlir.dialects import tensor
+from nem.frontends.onnx import emit
+from nem.frontends.onnx.graph import Importer, Node, TensorVal
+
+
+def _ints_input(imp: Importer, node: Node, k: int, what: str) -> list[int] | None:
+    """The constant int64 input `k` of `node` as a list, None when absent."""
+    name = node.input(k)
+    if not name:
+        return None
+    c = imp.const(name)
+    if c is None:
+        raise imp.error(f"not supported: {node.op_type} {what} '{name}' computed at run time",
+                        fix=f"make the {what} an initializer or Constant "
+                            "(e.g. fold the shape subgraph with onnx-simplifier)")
+    return [int(v) for v in c.reshape(-1)]
+
+
+def _define_slice(imp: Importer, name: str, src: str, offsets: Sequence[int],
+                  sizes: Sequence[int], steps: Sequence[int]) -> None:
+    """Bind `name` to `src[offsets : offsets + sizes * steps : steps]`
+    (logical dimensions): a constant when `src` is one (so a sliced weight
+    stays a compile-time weight, as a Conv needs), else one
+    `tensor.extract_slice` of its physical tensor, in its layout."""
+    c = imp.const(src)
+    if c is not None:
+        imp.consts[name] = c[tuple(slice(o, o + n * st, st)
+                                   for o, n, st in zip(offsets, sizes, steps))]
+        return
+    x = imp.tensor(src)
+    imp.define(name, _extract(x, offsets, sizes, steps), x.perm)
+
+
+def _extract(x: TensorVal, offsets: Sequence[int], sizes: Sequence[int],
+             steps: Sequence[int]) -> ir.Value:
+    if list(sizes) == list(x.shape):      # the whole tensor
+        return x.value
+    offs, szs, strs = ([v[a] for a in x.perm] for v in (offsets, sizes, steps))
+    return tensor.extract_slice(emit.tensor_type(szs, x.elem), x.value, [], [], [],
+                                offs, szs, strs)
+
+
+def _shape(imp: Importer, name: str) -> tuple[int, ...]:
+    c = imp.const(name)
+    return tuple(c.shape) if c is not None else imp.tensor(name).shape
+
+
+def _axis(imp: Importer, a: int, rank: int) -> int:
+    if not -rank <= a < rank:
+        raise imp.error(f"axis {a} out of range for rank {rank}")
+    return a % rank
+
+
+def slice_(imp: Importer, node: Node) -> None:
+    """`Slice` (module docstring): ONNX's clamping of starts and ends to
+    the dimension, negative indices counted from its end."""
+    shape = _shape(imp, node.input(0))
+    rank = len(shape)
+    if imp.opset < 10:
+        starts = [int(v) for v in node.attrs["starts"]]
+        ends = [int(v) for v in node.attrs["ends"]]
+        axes = [int(v) for v in node.attrs.get("axes", range(len(starts)))]
+        steps = [1] * len(starts)
+    else:
+        starts = _ints_input(imp, node, 1, "starts") or []
+        ends = _ints_input(imp, node, 2, "ends") or []
+        axes = _ints_input(imp, node, 3, "axes") or list(range(len(starts)))
+        steps = _ints_input(imp, node, 4, "steps") or [1] * len(starts)
+    if not len(starts) == len(ends) == len(axes) == len(steps):
+        raise imp.error(f"starts, ends, axes and steps have different lengths "
+                        f"({len(starts)}, {len(ends)}, {len(axes)}, {len(steps)})")
+    offsets, sizes, strides = [0] * rank, list(shape), [1] * rank
+    for s, e, a, st in zip(starts, ends, axes, steps):
+        a = _axis(imp, a, rank)
+        dim = shape[a]
+        if st == 0:
+            raise imp.error(f"Slice step 0 on axis {a}", fix="ONNX requires nonzero steps")
+        if st < 0:
+            raise imp.error(f"not supported: Slice with a negative step ({st} on axis {a})",
+                            fix="slice with a positive step: a reversed view has negative "
+                                "strides, which NEM regions do not take")
+        s = min(max(s + dim if s < 0 else s, 0), dim)
+        e = min(max(e + dim if e < 0 else e, 0), dim)
+        n = max(0, -(-(e - s) // st))
+        if n == 0:
+            raise imp.error(f"not supported: Slice with an empty result (axis {a}: "
+                            f"[{s}:{e}:{st}] of {dim})",
+                            fix="remove the node and its consumers")
+        offsets[a], sizes[a], strides[a] = s, n, st
+    _define_slice(imp, node.outputs[0], node.input(0), offsets, sizes, strides)
+
+
+def split(imp: Importer, node: Node) -> None:
+    """`Split` (module docstring): one slice per output."""
+    shape = _shape(imp, node.input(0))
+    axis = _axis(imp, int(node.attrs.get("axis", 0)), len(shape))
+    dim = shape[axis]
+    parts = _ints_input(imp, node, 1, "split") if imp.opset >= 13 else \
+        [int(v) for v in node.attrs.get("split", [])] or None
+    outs = node.outputs
+    if parts is None:
+        n = int(node.attrs.get("num_outputs", len(outs)))
+        chunk = -(-dim // n)
+        parts = [min(chunk, max(0, dim - k * chunk)) for k in range(n)]
+    if len(parts) != len(outs) or sum(parts) != dim or min(parts) <= 0:
+        raise imp.error(f"Split sizes {parts} do not cut axis {axis} ({dim}) into "
+                        f"{len(outs)} nonempty outputs",
+                        fix="give one positive size per output, summing to the dimension")
+    offset = 0
+    for name, n in zip(outs, parts):
+        offsets = [offset if d == axis else 0 for d in range(len(shape))]
+        sizes = [n if d == axis else s for d, s in enumerate(shape)]
+        _define_slice(imp, name, node.input(0), offsets, sizes, [1] * len(shape))
+        offset += n
