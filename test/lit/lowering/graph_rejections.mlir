@@ -43,3 +43,19 @@ func.func @subview_dynamic(%x: memref<8x8xf32>, %y: memref<8x8xf32>) {
   }
   return
 }
+
+// -----
+
+// D-LOW-VIEW: so must a dynamic memref.view size (a constant one is fine:
+// preload_script.test).
+func.func @view_dynamic(%x: memref<256xi8, 2>, %y: memref<256xi8, 2>) {
+  affine.for %i = 1 to 8 {
+    %c0 = arith.constant 0 : index
+    %c8 = arith.constant 8 : index
+    // expected-error@+1 {{cannot lower 'memref.view': not supported: a memref.view size (%i) that is not constant here (D-LOW-VIEW: NEM regions have static sizes)}}
+    %v = memref.view %x[%c0][%c8, %i] : memref<256xi8, 2> to memref<?x?xf32, 2>
+    %w = memref.view %y[%c0][%c8, %i] : memref<256xi8, 2> to memref<?x?xf32, 2>
+    memref.copy %v, %w : memref<?x?xf32, 2> to memref<?x?xf32, 2>
+  }
+  return
+}

@@ -16,11 +16,12 @@ whole number of result elements (symbolic offsets included: every term a
 multiple of the element size); a dynamic subview size must be a constant
 where the subview is lowered.  Everything else is a located
 `not supported` diagnostic naming the fix.  The analysis is `byte_view`
-and `subview_sizes`; the handlers only record views.
+and `const_sizes`; the handlers only record views.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from nem.passes.lowering.affine_algebra import Aff
@@ -28,25 +29,21 @@ from nem.passes.lowering.diagnostics import reject
 from nem.passes.lowering.views import View, check_elem, elem_size, row_major, subview_view
 from xdsl.dialects import memref
 from xdsl.dialects.builtin import DYNAMIC_INDEX, MemRefType
-from xdsl.ir import Operation
+from xdsl.ir import Attribute, Operation, SSAValue
 
 if TYPE_CHECKING:
     from nem.passes.lowering.context import LoweringContext
     from nem.passes.lowering.driver import BlockState, Handler, Lowerer
 
 
-def byte_view(op: Operation, src: View, byte_offset: Aff, result: MemRefType) -> View:
+def byte_view(op: Operation, src: View, byte_offset: Aff, elem: Attribute,
+              shape: list[int]) -> View:
     """The view `memref.view` makes of `src` (a 1-D `i8` memref) at
-    `byte_offset` with `result`'s static shape, row-major."""
-    shape = result.get_shape()
-    if any(d == DYNAMIC_INDEX for d in shape):
-        raise reject(op, f"not supported: memref.view to the dynamic shape {result} "
-                     "(D-LOW-VIEW: NEM regions have static sizes)",
-                     "promote tiles of static size (pad the last tile or peel it)")
+    `byte_offset` with element type `elem` and `shape`, row-major."""
     if len(src.shape) != 1 or src.elem_bytes != 1:
         raise reject(op, "memref.view of a memref that is not 1-D with 1-byte elements")
-    check_elem(op, result.element_type)
-    eb = elem_size(result.element_type)
+    check_elem(op, elem)
+    eb = elem_size(elem)
     start = src.base + byte_offset
     if start.const % eb or any(c % eb for _, c in start.terms.values()):
         raise reject(op, f"not supported: memref.view at byte offset {start} that is not a "
@@ -61,29 +58,30 @@ def byte_view(op: Operation, src: View, byte_offset: Aff, result: MemRefType) ->
     if hi is not None and hi + needed > src.shape[0]:
         raise reject(op, f"memref.view of {needed} bytes at byte offset {byte_offset} runs past "
                      f"the end of {src.name} ({src.shape[0]} bytes)")
-    return View(src.buffer, src.level, result.element_type, tuple(shape), strides, base,
-                src.name)
+    return View(src.buffer, src.level, elem, tuple(shape), strides, base, src.name)
 
 
-def subview_sizes(ctx: LoweringContext, op: memref.SubviewOp) -> list[int]:
-    """The sizes of a subview, a dynamic one being the constant its operand
-    has here (e.g. an `affine.min` of a peeled last tile), else rejected."""
-    dynamic = list(op.sizes)
+def const_sizes(ctx: LoweringContext, op: Operation, static: Sequence[int],
+                dynamic: Sequence[SSAValue]) -> list[int]:
+    """The sizes of a subview or view: `static`, a dynamic one being the
+    constant its operand of `dynamic` has here (an `arith.constant`, the
+    `affine.min` of a peeled last tile), else rejected."""
+    operands = list(dynamic)
     sizes: list[int] = []
-    for s in op.static_sizes.get_values():
+    for s in static:
         if s != DYNAMIC_INDEX:
             sizes.append(s)
             continue
-        v = dynamic.pop(0)
+        v = operands.pop(0)
         a = ctx.index(v, op)
         if not a.is_const():
-            raise reject(op, "not supported: a memref.subview size "
+            raise reject(op, f"not supported: a {op.name} size "
                          f"({'%' + v.name_hint if v.name_hint else 'an operand'}) that is not constant here (D-LOW-VIEW: NEM regions have "
                          "static sizes)", "peel the partial tile (transform.loop.peel, or an "
                          "affine.min over a loop whose last tile the lowering peels) or choose "
                          "tile sizes that divide the iteration space")
         if a.const <= 0:
-            raise reject(op, f"memref.subview size {a.const} is not positive")
+            raise reject(op, f"{op.name} size {a.const} is not positive")
         sizes.append(a.const)
     return sizes
 
@@ -94,18 +92,20 @@ def lower_subview(lw: Lowerer, op: memref.SubviewOp, st: BlockState) -> None:
     dynamic = list(op.offsets)
     offsets = [ctx.index(dynamic.pop(0), op) if v == DYNAMIC_INDEX else Aff.c(v)
                for v in op.static_offsets.get_values()]
-    ctx.views[op.result] = subview_view(op, src, offsets, subview_sizes(ctx, op))
+    ctx.views[op.result] = subview_view(op, src, offsets, const_sizes(
+        ctx, op, op.static_sizes.get_values(), op.sizes))
 
 
 def lower_view(lw: Lowerer, op: memref.ViewOp, st: BlockState) -> None:
+    """A view of a byte buffer; its dynamic sizes must be constants here
+    (`transform.structured.promote` passes `arith.constant`s until a
+    canonicalization folds them into the type)."""
     ctx = lw.ctx
-    if list(op.sizes):
-        raise reject(op, "not supported: memref.view with dynamic sizes (D-LOW-VIEW: NEM "
-                     "regions have static sizes)", "promote tiles of static size")
     rt = op.result.type
     assert isinstance(rt, MemRefType)
+    shape = const_sizes(ctx, op, rt.get_shape(), op.sizes)
     ctx.views[op.result] = byte_view(op, ctx.view(op.source, op), ctx.index(op.byte_shift, op),
-                                     rt)
+                                     rt.element_type, shape)
 
 
 HANDLERS: dict[type[Operation], Handler] = {

@@ -127,7 +127,7 @@ def subview_view(op: memref.SubviewOp, src: View, offsets: Sequence[Aff],
                  sizes: Sequence[int]) -> View:
     """The view of `memref.subview` of `src` at evaluated `offsets` with
     evaluated `sizes` (static strides; unit dimensions the result type
-    drops are removed; dynamic sizes: `memref_views.subview_sizes`)."""
+    drops are removed; dynamic sizes: `memref_views.const_sizes`)."""
     strs = op.static_strides.get_values()
     if list(op.strides) or DYNAMIC_INDEX in strs:
         raise reject(op, "not supported: dynamic strides in memref.subview (D-LOW-VIEW)")
