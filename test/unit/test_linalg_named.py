@@ -86,3 +86,30 @@ def test_i8_matmul_compiles_on_both_routes(tmp_path, route) -> None:
     assert r.returncode == 0, r.stdout + r.stderr
     c = np.load(tmp_path / "c.npy").reshape(16, 24)
     np.testing.assert_array_equal(c, a.astype(np.int32) @ b.astype(np.int32))
+
+
+@pytest.mark.parametrize("entry,reason", [("mm_i8", "no matmul variant for i32/i8"),
+                                          ("conv_f16_f32", "no conv2d variant for f16/f32")])
+def test_widened_nests_give_the_variant_reason(tmp_path, entry, reason) -> None:
+    """The same ops as loop nests (`-convert-linalg-to-affine-loops`): a
+    product of widened loads is matched as the matmul or convolution of the
+    narrow operands, so the remark gives the device's reason (it said 'the
+    store does not cover the iteration space once' / 'a product of something
+    other than two loads')."""
+    import subprocess
+
+    from raise_runs import mlir_opt, tool
+
+    opt = mlir_opt()
+    if opt is None:
+        pytest.skip("needs mlir-opt (the mlir extra)")
+    nest = tmp_path / "nest.mlir"
+    r = subprocess.run([opt, str(MIXED), "-convert-linalg-to-affine-loops", "-o", str(nest)],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    r = subprocess.run([tool("nem-opt"), str(nest), "-p",
+                        f"lower-to-nem{{device=npm_pro_x1 remarks=true entry={entry}}}", "-t",
+                        "nem", "-o", str(tmp_path / "n.nem")], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert f"runs as an escape-hatch task (compute op=\"mlir.kernel\"): {reason}" in r.stderr, \
+        r.stderr

@@ -522,16 +522,20 @@ def lower_linalg(lw: Lowerer, op: Operation, st: BlockState) -> None:
         ctx.summary.raised.append(f"{what} -> transfer (copy)")
         return
     if isinstance(op, linalg.GenericOp):
+        generic = op
+
+        def shape_of(v: SSAValue) -> tuple[int, ...]:
+            return ctx.view(v, generic).shape
+
         try:
-            copy = generic_copy(op)
-            roots = generic_trees(op) if copy is None else []
+            copy = generic_copy(op, shape_of)
+            roots = generic_trees(op, shape_of) if copy is None else []
         except NotRaisable as e:
-            generic = op
             return _window_or_escape(lw, op, st, str(e), what,
-                                     lambda: match_window_generic(generic))
+                                     lambda: match_window_generic(generic, shape_of))
         if copy is not None:
             return _lower_generic_copy(lw, op, st, what, *copy)
-        accesses, exts = generic_accesses(op)
+        accesses, exts = generic_accesses(op, shape_of)
         outs_acc = accesses[len(ins):]
         with b.located(op.location):
             trees = [(root, access_region(ctx, b, acc, exts, op))

@@ -11,6 +11,8 @@ Anything else raises `NotRaisable` with the reason the remark reports.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
+
 from nem.passes.lowering.affine_algebra import Aff, is_identity
 from nem.passes.lowering.nest_analysis import (
     Access,
@@ -30,7 +32,13 @@ from xdsl.ir.affine import AffineConstantExpr, AffineDimExpr
 NOT_ELTWISE_GENERIC = "not an all-parallel linalg.generic with identity or broadcast maps"
 
 
-def generic_accesses(op: linalg.GenericOp, transposes: bool = False
+ShapeOf = Callable[[SSAValue], Sequence[int]]
+"""The static shape of a memref operand where the op is lowered (the
+lowering's view of it: an operand typed `memref<?x?xf32>` by promote's
+unfolded `memref.view`s has constant sizes there, D-LOW-VIEW)."""
+
+
+def generic_accesses(op: linalg.GenericOp, shape_of: ShapeOf, transposes: bool = False
                      ) -> tuple[list[Access], dict[int, int]]:
     """Each operand of an all-parallel `linalg.generic` (ins, then outs) as
     a nest access over the generic's loops, and the loops' extents: an
@@ -52,7 +60,7 @@ def generic_accesses(op: linalg.GenericOp, transposes: bool = False
     loops = list(range(maps[-1].num_dims))
     accesses = []
     for k, (m, v) in enumerate(zip(maps, [*op.inputs, *op.outputs])):
-        shape = v.type.get_shape() if isinstance(v.type, MemRefType) else ()
+        shape = shape_of(v) if isinstance(v.type, MemRefType) else ()
         if m.num_symbols or len(m.results) != len(shape):
             raise NotRaisable(NOT_ELTWISE_GENERIC)
         index: list[tuple[int | None, Aff]] = []
@@ -69,7 +77,7 @@ def generic_accesses(op: linalg.GenericOp, transposes: bool = False
         if k < n_in and not transposes and not is_broadcast_of(acc.dims, loops):
             raise NotRaisable("operands are indexed in different orders (transpose)")
         accesses.append(acc)
-    extents = dict(enumerate(accesses[-1].memref.type.get_shape()))   # type: ignore[attr-defined]
+    extents = dict(enumerate(shape_of(accesses[-1].memref)))
     unit = {d for d, e in extents.items() if e == 1}
     if len(unit) == len(extents):   # one point: keep a dimension for its region
         unit.discard(len(extents) - 1)
@@ -78,7 +86,7 @@ def generic_accesses(op: linalg.GenericOp, transposes: bool = False
     return accesses, {d: e for d, e in extents.items() if d not in unit}
 
 
-def generic_copy(op: linalg.GenericOp
+def generic_copy(op: linalg.GenericOp, shape_of: ShapeOf
                  ) -> tuple[Access | Attribute, Access, dict[int, int]] | None:
     """A `linalg.generic` of one output whose body only yields an input (a
     copy that may transpose or broadcast, D-LOW-BCAST: what transform
@@ -94,22 +102,22 @@ def generic_copy(op: linalg.GenericOp
     if isinstance(v, BlockArgument) and v.block is block:
         if v.index >= len(op.inputs):
             return None
-        accesses, exts = generic_accesses(op, transposes=True)
+        accesses, exts = generic_accesses(op, shape_of, transposes=True)
         return accesses[v.index], accesses[-1], exts
     if isinstance(v.owner, arith.ConstantOp):
-        accesses, exts = generic_accesses(op)
+        accesses, exts = generic_accesses(op, shape_of)
         return v.owner.value, accesses[-1], exts
     return None
 
 
-def generic_trees(op: linalg.GenericOp) -> list[EltOp]:
+def generic_trees(op: linalg.GenericOp, shape_of: ShapeOf) -> list[EltOp]:
     """The elementwise trees of an all-parallel `linalg.generic` over
     memrefs whose maps `generic_accesses` takes, one per output (what it
     yields), computed in output order (`nest_analysis.elt_tree`, the walk
     loop-nest bodies use): a tree's leaves are loads of the ins or of its
     own output (read before it is written); a tree reading another output
     is not raised (that output's tasks may have written it)."""
-    accesses, _ = generic_accesses(op)
+    accesses, _ = generic_accesses(op, shape_of)
     block = op.regions[0].block
     n_in = len(op.inputs)
     last = block.last_op

@@ -25,7 +25,7 @@ raises `NotRaisable` with the reason.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from nem.passes.lowering.affine_algebra import Aff, Dim, eval_map
@@ -283,6 +283,15 @@ def match_window_nest(nest: Nest, outer: Mapping[SSAValue, Aff]) -> WindowPlan:
                    lambda v: v.owner in nest.body)
 
 
+def _unwidened(v: SSAValue, inside: Callable[[SSAValue], bool]) -> SSAValue:
+    """The operand of an exact widening cast (`extf`, `extsi`) computing
+    `v` in the body, else `v`."""
+    owner = v.owner
+    if isinstance(owner, arith.ExtFOp | arith.ExtSIOp) and inside(v):
+        return owner.operands[0]
+    return v
+
+
 def _finish(kind: str, val: SSAValue, load, ext: dict[int, int], y: WAccess,
             inside) -> WindowPlan:
     if kind == "maxpool":
@@ -292,7 +301,9 @@ def _finish(kind: str, val: SSAValue, load, ext: dict[int, int], y: WAccess,
         return match_window("maxpool", ext, x, None, y)
     prod = val.owner
     if isinstance(prod, Operation) and inside(val) and prod.name in MUL_OPS:
-        a, b = load(prod.operands[0]), load(prod.operands[1])
+        # loads widened to the output's type first (linalg's mixed-type
+        # convolution: the device's variants decide, D-LOW-LINALG-NAMED)
+        a, b = (load(_unwidened(x, inside)) for x in prod.operands)
         if a is None or b is None:
             raise NotRaisable("a product of something other than two loads")
         reasons = []
@@ -315,9 +326,11 @@ def _nest_access(nest: Nest, outer: Mapping[SSAValue, Aff], op: Operation) -> WA
     return access_of(op.memref, access_indices(nest, outer, op))
 
 
-def match_window_generic(op: linalg.GenericOp) -> WindowPlan:
+def match_window_generic(op: linalg.GenericOp,
+                         shape_of: Callable[[SSAValue], Sequence[int]]) -> WindowPlan:
     """A `linalg.generic` whose body is a window update (what
-    `linalg.conv_2d_nchw_fchw` or `linalg.pooling_nhwc_max` generalize to)."""
+    `linalg.conv_2d_nchw_fchw` or `linalg.pooling_nhwc_max` generalize to);
+    `shape_of`: an operand's static shape (`generic_analysis.ShapeOf`)."""
     maps = [m.data for m in op.indexing_maps.data if isinstance(m, AffineMapAttr)]
     operands = [*op.inputs, *op.outputs]
     if len(op.outputs) != 1 or len(maps) != len(operands):
@@ -333,7 +346,7 @@ def match_window_generic(op: linalg.GenericOp) -> WindowPlan:
         t = v.type
         if not isinstance(t, MemRefType):
             raise NotRaisable("scalar operands")
-        for ix, size in zip(acc.index, t.get_shape()):
+        for ix, size in zip(acc.index, shape_of(v)):
             if len(ix.terms) == 1 and ix.terms[0][1] == 1 and ix.rest.is_const():
                 ext.setdefault(ix.terms[0][0], size)
     if set(ext) != set(range(ndims)):
