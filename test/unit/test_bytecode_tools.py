@@ -124,6 +124,12 @@ def test_embedded_weights_are_the_initial_contents(tmp_path):
     assert again.read_bytes() == out.read_bytes()
     text = tool("opt", str(out), "-t", "nem")
     assert b"1 embedded data segment(s) not written" in text.stderr
+    # the dump's Data section holds the segment's 256 bytes (it said 4: its
+    # vector of one table, not what the table holds)
+    dump = tool("opt", str(out), "--dump-nemb").stdout.decode()
+    data = next(ln for ln in dump.splitlines() if ln.strip().startswith("Data "))
+    assert int(data.split()[-1]) >= 256, dump
+    assert "slot 4 (C_L2) +0: 256 bytes" in dump or "(C_L2) +0: 256 bytes" in dump, dump
     bad = tool("opt", str(GEMM), "-t", "nemb", "--embed", f"nope={npy}", "-o", str(out))
     assert bad.returncode == 1 and b"no buffer or region named 'nope'" in bad.stderr
 

@@ -58,13 +58,14 @@ def dump(loaded: LoadedBytecode, file: str, device: Device | None = None) -> str
     placed = resolve_slots(slots) if device is not None else None
     lines.append(f"relocations: {len(slots)} buffer slot(s)" +
                  (f", placed on device '{device.name}'" if device is not None else ""))
+    width = max([16] + [len(s.name) + 2 for s in slots])   # long names keep their column
     if slots:
-        lines.append(f"  {'#':>3} {'name':<16}{'level':<8}{'size':>10}{'align':>7}{'copies':>7}"
+        lines.append(f"  {'#':>3} {'name':<{width}}{'level':<8}{'size':>10}{'align':>7}{'copies':>7}"
                      f"  access" + ("  base offsets" if placed else ""))
     for i, s in enumerate(slots):
         access = ("r" if s.access & READ else "-") + ("w" if s.access & WRITE else "-")
         at = ("  " + ", ".join(f"{placed[i][0]}+{o}" for o in placed[i][1])) if placed else ""
-        lines.append(f"  {i:>3} {s.name:<16}{s.level:<8}{s.size:>10}{s.align:>7}{s.copies:>7}"
+        lines.append(f"  {i:>3} {s.name:<{width}}{s.level:<8}{s.size:>10}{s.align:>7}{s.copies:>7}"
                      f"  {access:<6}{at}")
     lines.append(f"data: {len(loaded.data)} segment(s)")
     for slot, offset, raw in loaded.data:

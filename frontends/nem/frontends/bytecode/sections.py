@@ -76,18 +76,28 @@ def _utf8(raw: bytes | str, at: int, what: str) -> str:
 
 
 def section_size(s: RawSection) -> int:
-    """Bytes of a section's vectors and strings (its payload), 0 if unknown."""
-    body = s.body
-    if body is None:
-        return 0
+    """Bytes of a section's vectors and strings (its payload), 0 if unknown:
+    scalar vectors by their element size, vectors of strings and tables
+    (the Data section's segments) by what they hold, recursively, plus an
+    offset each (`nem-opt --dump-nemb`)."""
+    return 0 if s.body is None else _vectors(s.body)
+
+
+def _vectors(obj: object) -> int:
     total = 0
-    for attr in dir(body):
-        if attr.endswith("Length") and callable(getattr(body, attr)):
-            base = attr[:-len("Length")]
-            n = getattr(body, attr)()
-            item = 8 if base == "Floats" else 2 if base == "Opcodes" else \
-                1 if hasattr(body, base + "AsNumpy") else 4
-            total += n * item
+    for attr in dir(obj):
+        if not attr.endswith("Length") or not callable(getattr(obj, attr)):
+            continue
+        base = attr[:-len("Length")]
+        as_numpy = getattr(obj, base + "AsNumpy", None)
+        if as_numpy is not None:     # flatc: 0 for an absent vector
+            arr = as_numpy()
+            total += int(getattr(arr, "nbytes", 0))
+            continue
+        get = getattr(obj, base)
+        for k in range(getattr(obj, attr)()):
+            item = get(k)
+            total += 4 + (len(item) if isinstance(item, bytes | str) else _vectors(item))
     return total
 
 
