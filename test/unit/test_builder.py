@@ -163,6 +163,9 @@ def test_build_errors_name_the_python_line_and_rule(call, rule, words):
     d = e.value.diagnostics[0]
     assert d.rule == rule and words in d.message + (d.fix or "")
     assert d.loc.file == __file__
+    # the column of the builder call on that line (CPython's positions), not 1
+    line = Path(__file__).read_text().splitlines()[d.loc.line - 1]
+    assert line[d.loc.col - 1:].startswith("b."), (d.loc, line)
 
 
 @pytest.mark.parametrize("call, words", [

@@ -313,7 +313,12 @@ class NemBuilder:
             frame = frame.f_back
         if frame is None:  # pragma: no cover - always called from outside
             return SourceLoc("<builder>", 1, 1)
-        return SourceLoc(frame.f_code.co_filename, frame.f_lineno, 1)
+        # the column of the call being made (CPython's instruction positions)
+        positions = list(frame.f_code.co_positions())
+        k = frame.f_lasti // 2
+        col = positions[k][2] if 0 <= k < len(positions) else None
+        return SourceLoc(frame.f_code.co_filename, frame.f_lineno,
+                         col + 1 if isinstance(col, int) else 1)
 
     def _insert(self, op: Operation, loc: LocationAttr) -> Operation:
         op.location = loc
