@@ -103,8 +103,11 @@ def test_input_files(tmp_path):
     with pytest.raises(InputError, match="a raw input fills the whole buffer"):
         read_input(str(tmp_path / "raw.bin"), "--input", 64)
     (tmp_path / "e.npy").write_bytes(b"")
-    with pytest.raises(InputError, match="not a readable .npy file"):
+    with pytest.raises(InputError, match=r"not a .npy file \(no NumPy header\)"):
         read_input(str(tmp_path / "e.npy"), "--input", 64)
+    (tmp_path / "t.npy").write_bytes(b"\x93NUMPY\x01")
+    with pytest.raises(InputError, match="not a readable .npy file"):   # a truncated header
+        read_input(str(tmp_path / "t.npy"), "--input", 64)
 
 
 @pytest.mark.parametrize("profile,problem", [

@@ -80,8 +80,24 @@ def read_input(path: str, flag: str, limit: int) -> np.ndarray:
     if size > cap + 65536:  # a .npy header is at most a few KB
         raise InputError(flag, f"'{path}' has {size} bytes, more than the {limit} bytes "
                          "of the buffer")
+    return load_npy(path, flag)
+
+
+NPY_MAGIC = b"\x93NUMPY"
+
+
+def load_npy(path: str, flag: str) -> np.ndarray:
+    """The array of a `.npy` file (a 0-d array as 1 element); an archive, a
+    file without NumPy's header (numpy's own message for one is about
+    pickles), pickled objects, empty or truncated files are InputErrors."""
+    _regular_file(path, flag)
     if zipfile.is_zipfile(path):
         raise InputError(flag, f"'{path}' is a .npz archive; save one array with numpy.save")
+    with open(path, "rb") as f:
+        if f.read(len(NPY_MAGIC)) != NPY_MAGIC:
+            raise InputError(flag, f"'{path}' is not a .npy file (no NumPy header): save the "
+                             "array with numpy.save, or give raw bytes in a file whose name "
+                             "does not end in .npy")
     try:
         arr = np.load(path, allow_pickle=False)
     except (ValueError, EOFError, OSError) as e:

@@ -316,6 +316,9 @@ def run(argv=None) -> int:
         return _usage("-j needs N >= 1")
     if args.explore and (args.schedules or args.mode == "timed"):
         return _usage("--explore runs functional schedules; it excludes --schedules and --mode timed")
+    if args.schedules and (args.mode == "timed" or args.trace or args.timeline):
+        return _usage("--schedules compares functional random schedules; it excludes --mode "
+                      "timed, --trace and --timeline (trace one of them: --schedule random --seed S)")
     if args.repeat < 1:
         return _usage("--repeat needs N >= 1")
     if args.repeat > 1 and (args.schedules or args.explore):
@@ -437,7 +440,7 @@ def run(argv=None) -> int:
     except RuntimeError as e:
         print(f"nem-run: error: {e}", file=sys.stderr)
         return 1
-    _summary(result, s)
+    _summary(result, not args.no_races)
     if args.repeat > 1:
         _timings(times, prog.compiled.replay is not None)
     for line in written:
@@ -525,7 +528,7 @@ def _over_budget(prog, args) -> str | None:
             f"{tasks * runs} if that is meant")
 
 
-def _summary(r, session) -> None:
+def _summary(r, races_checked: bool) -> None:
     counts = ", ".join(f"{k} {v}" for k, v in r.counts.items())
     print(f"status: {r.status}")
     print(f"tasks run: {r.tasks_run}" + (f" ({counts})" if counts else ""))
@@ -537,7 +540,7 @@ def _summary(r, session) -> None:
         for u, b in r.unit_busy.items():
             util = b / r.cycle_count if r.cycle_count else 0.0
             print(f"{u:<14}{b:>10}  {util * 100:5.1f}%")
-    print(f"races: {r.race_count}")
+    print(f"races: {r.race_count}" if races_checked else "races: not checked (--no-races)")
     for race in r.races:
         print(f"  {race}")
     if r.race_count > len(r.races):

@@ -192,7 +192,7 @@ def _embed_bytes(main, module, file: str, pairs: list[tuple[str, str]]
     `nem-run --input` checks it (its dtype must be the buffer's element type,
     and it must fit: `nem.runtime.tensor_io`, D-RT-TENSOR-IO), any other file
     is taken as raw bytes, the opt-in for bytes of another type."""
-    import numpy as np
+    from nem.cli.inputs import InputError, load_npy
 
     interp = None
     out = []
@@ -200,7 +200,10 @@ def _embed_bytes(main, module, file: str, pairs: list[tuple[str, str]]
         if not path.endswith(".npy"):
             out.append((buf, Path(path).read_bytes()))
             continue
-        array = np.load(path, allow_pickle=False)
+        try:
+            array = load_npy(path, f"--embed {buf}")
+        except InputError as e:
+            raise ValueError(str(e)) from None
         if interp is None:
             from nem.runtime.api import NemInterpreter
 
