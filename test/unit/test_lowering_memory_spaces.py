@@ -21,12 +21,15 @@ def test_forms(text):
 
 @pytest.mark.parametrize("text,message", [
     ("0:DDR,1:FOO",
-     "bad memory-spaces item '1:FOO': unknown level 'FOO' (levels: DDR, L2, L1, L1[k])"),
+     "bad memory-spaces item '1:FOO': 'FOO' is not a memory level (DDR, L2, L1 or L1[k])"),
     ("x:DDR", "bad memory-spaces item 'x:DDR': memory space 'x' is not a non-negative integer"),
     ("-1:DDR", "bad memory-spaces item '-1:DDR': memory space '-1' is not a non-negative integer"),
     ("0:DDR,0:L2", "bad memory-spaces item '0:L2': memory space 0 is already mapped to DDR"),
     ("0:DDR,,1:L2", "bad memory-spaces item '': expected SPACE:LEVEL, e.g. 1:L2"),
-    ("1:L1[x]", "bad memory-spaces item '1:L1[x]': unknown level 'L1[x]'"),
+    ("1:L1[x]", "bad memory-spaces item '1:L1[x]': 'L1[x]' is not a memory level"),
+    # the one spelling check of levels (attributes.mem_level_error), as the builder's
+    ("1:L2[1]", "bad memory-spaces item '1:L2[1]': 'L2[1]' is not a memory level: only L1 "
+     "takes an engine index"),
     ("", "bad memory-spaces value: empty"),
 ])
 def test_bad_values(text, message):
@@ -62,12 +65,12 @@ def test_quote_option_values_names_the_pass():
     with pytest.raises(NemDiagnosticError) as e:
         quote_option_values("nem-verify,convert-affine-to-nem{memory-spaces=0:HBM}")
     assert e.value.diagnostics[0].message.startswith(
-        "convert-affine-to-nem: bad memory-spaces item '0:HBM': unknown level 'HBM'")
+        "convert-affine-to-nem: bad memory-spaces item '0:HBM': 'HBM' is not a memory level")
 
 
 @pytest.mark.parametrize("opt,err", [
     ("memory-spaces=0:DDR,1:FOO", "nem-opt: error: lower-to-nem: bad memory-spaces item '1:FOO': "
-                                  "unknown level 'FOO' (levels: DDR, L2, L1, L1[k])\n"),
+                                  "'FOO' is not a memory level (DDR, L2, L1 or L1[k])\n"),
     ("memory-spaces=x:DDR", "nem-opt: error: lower-to-nem: bad memory-spaces item 'x:DDR': "
                             "memory space 'x' is not a non-negative integer\n"),
     ("nosuch=1", "nem-opt: error: -p: bad pass pipeline: Provided arguments"),

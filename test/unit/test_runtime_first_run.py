@@ -90,4 +90,5 @@ def test_memoized_placement_is_the_unmemoized_one(monkeypatch, device):
     by = dict(memo)
     assert by["a"][1] == "sDMA" and by["c"][1] == "sDMA"
     assert by["b"][:2] == (1, "DMA") and by["d"][:2] == (1, "DMA")
-    assert by["e"][1] == "VPU"
+    assert by["e"] == (1, "VPU", 0)              # @resource(VPU[0]) on engine 1 (L1[1])
+    assert by["f"][:2] == (1, "VPU")

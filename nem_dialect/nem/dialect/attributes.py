@@ -75,10 +75,12 @@ MEM_LEVEL_FIX = "use one of DDR, L2, L1, L1[k]"
 def mem_level_error(text: str) -> str | None:
     """Why `text` is not a memory level (GRAM-05), or None if it is one.
 
-    The one check of a level's spelling: the `.nem` parser, the MLIR
-    attribute parser, the builder and the attribute's own verifier use it,
-    so IR built from Python or MLIR cannot carry a level the `.nem` text
-    could not (an `L3` buffer printed as invalid `.nem`)."""
+    The one check of a level's spelling: the MLIR attribute parser, the
+    builder, the attribute's own verifier and the lowering's `memory-spaces`
+    option use it (the `.nem` parser reads MEM_LEVEL_KINDS token by token, an
+    engine index being a const expression there), so IR built from Python or
+    MLIR cannot carry a level the `.nem` text could not (an `L3` buffer
+    printed as invalid `.nem`)."""
     kind, bracket, rest = text.partition("[")
     if kind not in MEM_LEVEL_KINDS:
         return f"'{text}' is not a memory level (DDR, L2, L1 or L1[k])"

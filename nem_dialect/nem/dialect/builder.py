@@ -97,6 +97,7 @@ from nem.dialect.diagnostics import (
     SourceLoc,
     fail,
 )
+from nem.dialect.operand_binding import user_name
 from nem.dialect.ops import (
     COMPUTE_OPS,
     BufferOp,
@@ -619,13 +620,12 @@ def _describe(value: object) -> str:
     """`value` as a user names it: `the region 'R'`, `the buffer 'B'`, ..."""
     if not isinstance(value, SSAValue):
         return repr(value)
+    named = user_name(value)
+    if named is not None:
+        return f"the {named}"
     kinds = {TokenType: "token", RegionType: "region", BufferType: "buffer", IndexType: "integer"}
-    kind = next((k for t, k in kinds.items() if isinstance(value.type, t)), str(value.type))
-    owner = value.owner
-    # the user's name: a declaration's `name`, a task's `token` property
-    name = owner.properties.get("name") or owner.properties.get("token") \
-        if isinstance(owner, Operation) else None
-    return f"the {kind} '{name.data}'" if isinstance(name, StringAttr) else f"an unnamed {kind}"
+    return "an unnamed " + next((k for t, k in kinds.items() if isinstance(value.type, t)),
+                                str(value.type))
 
 
 def _failing_op(module: ModuleOp, e: VerifyException) -> tuple[Operation, str]:

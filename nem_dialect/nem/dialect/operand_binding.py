@@ -4,12 +4,13 @@ static family check and the device validity check)."""
 
 from __future__ import annotations
 
-from xdsl.ir import SSAValue
+from xdsl.dialects.builtin import StringAttr
+from xdsl.ir import Operation, SSAValue
 
 from nem.dialect.attributes import RegionType, elem_name
 from nem.dialect.device_model import VariantRef
 from nem.dialect.families import Catalog, MatchResult, OperandInfo
-from nem.dialect.ops import ComputeOp, RegionOp
+from nem.dialect.ops import ComputeOp, LoopOp, RegionOp
 from nem.dialect.registry import OperandSpec
 
 
@@ -38,6 +39,25 @@ def value_label(value: SSAValue) -> str:
             return op.region_name.data
         return f"region({op.buffer_decl.buffer_name.data}, ...)"
     return "value"
+
+
+DECLARED_KINDS = {"nem.buffer": "buffer", "nem.region": "region", "nem.const": "const",
+                  "nem.let": "let"}
+"""Ops that declare a named value, by op name; every other named op is a
+task, whose value is its token."""
+
+
+def user_name(value: SSAValue) -> str | None:
+    """A value as the user named it in diagnostics (`token 't'`, `region
+    'R'`, `buffer 'B'`, `loop variable 'i'`), None when it has no name."""
+    owner = value.owner
+    if not isinstance(owner, Operation):  # a block argument: a loop's variable
+        loop = owner.parent_op()
+        return f"loop variable '{loop.iv_name.data}'" if isinstance(loop, LoopOp) else None
+    name = owner.properties.get("name") or owner.properties.get("token")
+    if not isinstance(name, StringAttr):
+        return None
+    return f"{DECLARED_KINDS.get(owner.name, 'token')} '{name.data}'"
 
 
 def family_bindings(op: ComputeOp) -> dict[str, list[OperandInfo]]:

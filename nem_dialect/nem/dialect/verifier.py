@@ -28,6 +28,7 @@ from nem.dialect.decorators import DECORATORS, TARGET_WORDS, allowed_on
 from nem.dialect.diagnostics import Diagnostic, SourceLoc
 from nem.dialect.families import Catalog
 from nem.dialect.limits import MAX_EXPR_DEPTH, MAX_NESTING_DEPTH
+from nem.dialect.operand_binding import user_name
 from nem.dialect.ops import (
     WINDOW_FIX,
     BufferOp,
@@ -218,13 +219,14 @@ class ProgramVerifier(RegionRules, TaskRules):
             rule = "TASK-03" if isinstance(value.type, type(None)) or user.name in (
                 "nem.wait",) or value.type.name == "nem.token" else "NAME-01"
             loop = owner_block.parent_op() if owner_block is not None else None
+            named = user_name(value) or f"a value computed by {value.owner.name}"  # type: ignore[union-attr]
             if isinstance(value, BlockArgument) and isinstance(loop, LoopOp):
                 what = f"loop variable '{loop.iv_name.data}' is used outside its loop"
             elif isinstance(loop, LoopOp):
-                what = (f"{_operand_name(value)} is defined in the body of loop "
+                what = (f"{named} is defined in the body of loop "
                         f"'{loop.iv_name.data}' and used outside it")
             else:
-                what = f"{_operand_name(value)} is defined in a scope that does not enclose its use"
+                what = f"{named} is defined in a scope that does not enclose its use"
             self.err(user, rule, f"{what} (D-NAME-SCOPE)",
                      "tokens and names of a loop body are visible only inside that body: use "
                      "them there, or define them before the loop")
@@ -365,18 +367,3 @@ def verify_program(program: ProgramOp, catalog: Catalog | None = None,
         if enabled:
             gc.enable()
 
-
-def _operand_name(value: SSAValue) -> str:
-    """An operand as the user named it: `loop variable 'i'`, `token 't'`,
-    `region 'R'`; else the op computing it."""
-    owner = value.owner
-    if not isinstance(owner, Operation):  # a block argument
-        loop = owner.parent_op()
-        return f"loop variable '{loop.iv_name.data}'" if isinstance(loop, LoopOp) else \
-            "a block argument"
-    name = owner.properties.get("name") or owner.properties.get("token")
-    if isinstance(name, StringAttr):
-        kind = owner.name.removeprefix("nem.")
-        return f"{'token' if kind not in ('buffer', 'region', 'const', 'let') else kind} " \
-            f"'{name.data}'"
-    return f"a value computed by {owner.name}"

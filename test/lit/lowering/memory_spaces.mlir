@@ -36,7 +36,7 @@
 // follows it (ONE-NOT):
 // RUN: not nem-opt %s -p 'lower-to-nem{memory-spaces=0:DDR,1:FOO device=npm_pro_x1}' -t nem 2>&1 | filecheck %s --check-prefixes=ONE,LEVEL
 // RUN: not nem-opt %s -p 'lower-to-nem{memory-spaces="0:DDR,1:FOO"}' -t nem 2>&1 | filecheck %s --check-prefixes=ONE,LEVEL
-// LEVEL: {{^}}nem-opt: error: lower-to-nem: bad memory-spaces item '1:FOO': unknown level 'FOO' (levels: DDR, L2, L1, L1[k]){{$}}
+// LEVEL: {{^}}nem-opt: error: lower-to-nem: bad memory-spaces item '1:FOO': 'FOO' is not a memory level (DDR, L2, L1 or L1[k]){{$}}
 // RUN: not nem-opt %s -p 'lower-to-nem{memory-spaces=x:DDR}' -t nem 2>&1 | filecheck %s --check-prefixes=ONE,SPACE
 // SPACE: {{^}}nem-opt: error: lower-to-nem: bad memory-spaces item 'x:DDR': memory space 'x' is not a non-negative integer{{$}}
 // RUN: not nem-opt %s -p 'lower-to-nem{memory-spaces=0:DDR,1:L2,1:L1}' -t nem 2>&1 | filecheck %s --check-prefixes=ONE,DUP
@@ -44,7 +44,7 @@
 // DUP: {{^}}nem-opt: error: lower-to-nem: bad memory-spaces item '1:L1': memory space 1 is already mapped to L2{{$}}
 // DUP-DASH: {{^}}nem-opt: error: lower-to-nem: bad memory-spaces item '1-L1': memory space 1 is already mapped to L2{{$}}
 // RUN: not nem-opt %s -p 'lower-to-nem{memory-spaces=1:L1[x]}' -t nem 2>&1 | filecheck %s --check-prefixes=ONE,ENGINE-BAD
-// ENGINE-BAD: {{^}}nem-opt: error: lower-to-nem: bad memory-spaces item '1:L1[x]': unknown level 'L1[x]' (levels: DDR, L2, L1, L1[k]){{$}}
+// ENGINE-BAD: {{^}}nem-opt: error: lower-to-nem: bad memory-spaces item '1:L1[x]': 'L1[x]' is not a memory level: only L1 takes an engine index, L1[k] with k >= 0{{$}}
 // RUN: not nem-opt %s -p 'lower-to-nem{memory-spaces= device=npm_pro_x1}' -t nem 2>&1 | filecheck %s --check-prefixes=ONE,EMPTY
 // EMPTY: {{^}}nem-opt: error: lower-to-nem: bad memory-spaces value: empty (write memory-spaces=0:DDR,1:L2,2:L1){{$}}
 // ONE-NOT: {{.}}

@@ -47,29 +47,46 @@ class Slot:
     in_loop: bool = False
 
 
-def requirements_of(prog: ProgramOp) -> Requirements:
+def _variant_need(op: Operation) -> tuple[str, tuple[str, ...]] | None:
+    """(opcode, the baseline variants it matches) of a compute task governed
+    by type families: what the Requirements section records of it."""
     from nem.dialect.operand_binding import match_families
     from nem.dialect.verifier import baseline_catalog
 
-    catalog = baseline_catalog()
+    if not isinstance(op, ComputeOp) or not op.SPEC.families:
+        return None
+    refs = match_families(op, baseline_catalog()).matched
+    return op.opcode, tuple(sorted(str(r) for r in refs))
+
+
+def _unit_need(op: Operation) -> str | None:
+    """The units that can run a task, as the Requirements section joins them."""
+    return "|".join(eligible_units(op)) if isinstance(op, TaskOp) else None
+
+
+def _engines_need(op: Operation) -> int:
+    """The engines an L1[k] buffer needs (k + 1), else 0."""
+    if isinstance(op, BufferOp) and op.result.type.level.kind == "L1":
+        return (op.result.type.level.engine or 0) + 1
+    return 0
+
+
+def requirements_of(prog: ProgramOp) -> Requirements:
     variants: set[tuple[str, tuple[str, ...]]] = set()
     units: set[str] = set()
     opcodes: set[int] = set()
     for op in prog.walk():
         if not isinstance(op, TaskOp):
             continue
-        units.add("|".join(eligible_units(op)))
+        units.add(_unit_need(op) or "")
         if isinstance(op, ComputeOp):
             opcodes.add(op.SPEC.code)
-            if op.SPEC.families:
-                refs = match_families(op, catalog).matched
-                variants.add((op.opcode, tuple(sorted(str(r) for r in refs))))
+        need = _variant_need(op)
+        if need is not None:
+            variants.add(need)
     maps = memory_maps(prog)
     memory = tuple(sorted((k, placed[-1].end) for k, placed in maps.items() if placed))
-    engines = 0
-    for op in prog.walk():
-        if isinstance(op, BufferOp) and op.result.type.level.kind == "L1":
-            engines = max(engines, (op.result.type.level.engine or 0) + 1)
+    engines = max((_engines_need(op) for op in prog.walk()), default=0)
     return Requirements(tuple(sorted(variants)), tuple(sorted(units)), memory, engines,
                         tuple(sorted(opcodes)))
 
@@ -146,7 +163,8 @@ def check_requirements(reqs: Requirements, device: Device, where: SourceLoc | No
             diags.append(Diagnostic(
                 "error", f"the program uses {opcode} as {names}, which device '{device.name}' "
                 f"does not offer (not in its effective set)",
-                _first(program, _uses_variant(opcode, any_of)) or where, "DEV-13",
+                _first(program, lambda op: _variant_need(op) == (opcode, any_of)) or where,
+                "DEV-13",
                 f"target a device whose effective set lists {any_of[0]}, or recompile the "
                 "program for this device"))
     for group in reqs.units:
@@ -155,15 +173,13 @@ def check_requirements(reqs: Requirements, device: Device, where: SourceLoc | No
             diags.append(Diagnostic(
                 "error", f"the program has tasks that run on {' or '.join(options)}, which "
                 f"device '{device.name}' lacks",
-                _first(program, lambda op: isinstance(op, TaskOp) and
-                       "|".join(eligible_units(op)) == group) or where, "RES-05",
+                _first(program, lambda op: _unit_need(op) == group) or where, "RES-05",
                 "target a device with those units"))
     if reqs.engines > device.topology.num_engines:
         diags.append(Diagnostic(
             "error", f"the program uses L1[{reqs.engines - 1}] but device '{device.name}' has "
             f"{device.topology.num_engines} engine(s)",
-            _first(program, lambda op: isinstance(op, BufferOp) and
-                   op.result.type.level.data == f"L1[{reqs.engines - 1}]") or where, "BUF-05",
+            _first(program, lambda op: _engines_need(op) == reqs.engines) or where, "BUF-05",
             "target a device with more engines"))
     for level, nbytes in reqs.memory:
         cap = device.topology.l2_size_bytes if level == "L2" else \
@@ -183,16 +199,3 @@ def _first(program: ProgramOp | None, pred: Callable[[Operation], bool]) -> Sour
         return None
     return next((SourceLoc.of(op) for op in program.walk() if pred(op)), None)
 
-
-def _uses_variant(opcode: str, any_of: tuple[str, ...]) -> Callable[[Operation], bool]:
-    """Is an op a task of `opcode` that matches exactly the variants
-    `any_of`, as `requirements_of` recorded them."""
-    from nem.dialect.operand_binding import match_families
-    from nem.dialect.verifier import baseline_catalog
-
-    def pred(op: Operation) -> bool:
-        if not isinstance(op, ComputeOp) or op.opcode != opcode:
-            return False
-        refs = match_families(op, baseline_catalog()).matched
-        return tuple(sorted(str(r) for r in refs)) == any_of
-    return pred

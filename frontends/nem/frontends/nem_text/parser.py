@@ -32,6 +32,7 @@ from nem.dialect.attributes import (
     DYNAMIC,
     ELEM_BY_NAME,
     MEM_LEVEL_FIX,
+    MEM_LEVEL_KINDS,
     ArgRefAttr,
     BufferType,
     DecoratorAttr,
@@ -259,7 +260,7 @@ class ProgramParser(ExpressionParser):
 
     def _mem_level(self) -> MemLevelAttr:
         t = self.tok
-        if t.kind == ID and t.text in ("DDR", "L2"):
+        if t.kind == ID and t.text in MEM_LEVEL_KINDS and t.text != "L1":
             self.advance()
             return MemLevelAttr(t.text)
         if t.kind == ID and t.text == "L1":

@@ -210,6 +210,27 @@ class Importer:
             where = (self.node.index, self.node.name, self.node.op_type)
         return OnnxImportError(message, self.file, where, fix)
 
+    def axis(self, a: int, rank: int) -> int:
+        """ONNX axis `a` (negative: from the end) of a rank-`rank` tensor,
+        in 0..rank-1; out of range is an error at the node."""
+        if not -rank <= a < rank:
+            raise self.error(f"axis {a} out of range for rank {rank}")
+        return a % rank
+
+    def const_ints(self, node: Node, k: int, what: str) -> list[int] | None:
+        """Input `k` of `node` (index operands: Slice starts, Split sizes,
+        reduction axes) as a list of ints, None when absent; one computed at
+        run time is an error at the node."""
+        name = node.input(k)
+        if not name:
+            return None
+        c = self.const(name)
+        if c is None:
+            raise self.error(f"not supported: {node.op_type} {what} '{name}' computed at run "
+                             "time", fix=f"make the {what} an initializer or Constant "
+                             "(e.g. fold the shape subgraph with onnx-simplifier)")
+        return [int(v) for v in c.reshape(-1)]
+
     # ---------------------------------------------------------- values
     def has(self, name: str) -> bool:
         return bool(name) and (name in self.vals or name in self.consts)

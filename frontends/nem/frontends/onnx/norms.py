@@ -49,7 +49,7 @@ def _scaled_input(imp: Importer, name: str) -> tuple[TensorVal, float] | None:
 def softmax(imp: Importer, node: Node) -> None:
     default = -1 if imp.opset >= 13 else 1
     whole = imp.tensor(node.input(0))
-    axis = int(node.attrs.get("axis", default)) % whole.rank
+    axis = imp.axis(int(node.attrs.get("axis", default)), whole.rank)
     if (imp.opset >= 13 or axis == whole.rank - 1) and str(whole.elem) in imp.softmax_types:
         # one NEM softmax task per row chunk (D-COMPILE-SOFTMAX); a scaled
         # input keeps its Mul, as onnxruntime computes it
@@ -91,7 +91,7 @@ def softmax(imp: Importer, node: Node) -> None:
 
 def layernorm(imp: Importer, node: Node) -> None:
     x = imp.tensor(node.input(0))
-    axis = int(node.attrs.get("axis", -1)) % x.rank
+    axis = imp.axis(int(node.attrs.get("axis", -1)), x.rank)
     eps = float(node.attrs.get("epsilon", 1e-5))
     if len(node.outputs) > 1 and any(node.outputs[1:]):
         raise imp.error("not supported: LayerNormalization Mean/InvStdDev outputs")

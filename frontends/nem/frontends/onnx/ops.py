@@ -634,7 +634,7 @@ def transpose(imp: Importer, node: Node) -> None:
 
 def concat(imp: Importer, node: Node) -> None:
     xs = [imp.tensor(n) for n in node.inputs if n]
-    axis = int(node.attrs["axis"]) % xs[0].rank
+    axis = imp.axis(int(node.attrs["axis"]), xs[0].rank)
     perm = xs[0].perm
     vals = [imp.in_perm(x, perm) for x in xs]
     imp.define(node.outputs[0], emit.concat(vals, perm.index(axis)), perm)

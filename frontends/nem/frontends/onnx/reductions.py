@@ -67,17 +67,11 @@ def _axes(imp: Importer, node: Node, rank: int) -> list[int]:
     for ReduceSum) or the constant second input; none given means all axes,
     or none with `noop_with_empty_axes=1`."""
     given = node.attrs.get("axes")
-    if given is None and node.input(1):
-        c = imp.const(node.input(1))
-        if c is None:
-            raise imp.error(f"not supported: reduction axes '{node.input(1)}' computed at "
-                            "run time", fix="make the axes an initializer or Constant")
-        given = [int(a) for a in c.reshape(-1)]
+    if given is None:
+        given = imp.const_ints(node, 1, "axes")
     if given is None or len(given) == 0:
         return [] if int(node.attrs.get("noop_with_empty_axes", 0)) else list(range(rank))
-    if any(not -rank <= int(a) < rank for a in given):
-        raise imp.error(f"reduction axes {list(given)} out of range for rank {rank}")
-    return sorted({int(a) % rank for a in given})
+    return sorted({imp.axis(int(a), rank) for a in given})
 
 
 def _powf(a: ir.Value, b: ir.Value) -> ir.Value:

@@ -25,19 +25,6 @@ from nem.frontends.onnx import emit
 from nem.frontends.onnx.graph import Importer, Node, TensorVal
 
 
-def _ints_input(imp: Importer, node: Node, k: int, what: str) -> list[int] | None:
-    """The constant int64 input `k` of `node` as a list, None when absent."""
-    name = node.input(k)
-    if not name:
-        return None
-    c = imp.const(name)
-    if c is None:
-        raise imp.error(f"not supported: {node.op_type} {what} '{name}' computed at run time",
-                        fix=f"make the {what} an initializer or Constant "
-                            "(e.g. fold the shape subgraph with onnx-simplifier)")
-    return [int(v) for v in c.reshape(-1)]
-
-
 def _define_slice(imp: Importer, name: str, src: str, offsets: Sequence[int],
                   sizes: Sequence[int], steps: Sequence[int]) -> None:
     """Bind `name` to `src[offsets : offsets + sizes * steps : steps]`
@@ -67,12 +54,6 @@ def _shape(imp: Importer, name: str) -> tuple[int, ...]:
     return tuple(c.shape) if c is not None else imp.tensor(name).shape
 
 
-def _axis(imp: Importer, a: int, rank: int) -> int:
-    if not -rank <= a < rank:
-        raise imp.error(f"axis {a} out of range for rank {rank}")
-    return a % rank
-
-
 def slice_(imp: Importer, node: Node) -> None:
     """`Slice` (module docstring): ONNX's clamping of starts and ends to
     the dimension, negative indices counted from its end."""
@@ -84,16 +65,16 @@ def slice_(imp: Importer, node: Node) -> None:
         axes = [int(v) for v in node.attrs.get("axes", range(len(starts)))]
         steps = [1] * len(starts)
     else:
-        starts = _ints_input(imp, node, 1, "starts") or []
-        ends = _ints_input(imp, node, 2, "ends") or []
-        axes = _ints_input(imp, node, 3, "axes") or list(range(len(starts)))
-        steps = _ints_input(imp, node, 4, "steps") or [1] * len(starts)
+        starts = imp.const_ints(node, 1, "starts") or []
+        ends = imp.const_ints(node, 2, "ends") or []
+        axes = imp.const_ints(node, 3, "axes") or list(range(len(starts)))
+        steps = imp.const_ints(node, 4, "steps") or [1] * len(starts)
     if not len(starts) == len(ends) == len(axes) == len(steps):
         raise imp.error(f"starts, ends, axes and steps have different lengths "
                         f"({len(starts)}, {len(ends)}, {len(axes)}, {len(steps)})")
     offsets, sizes, strides = [0] * rank, list(shape), [1] * rank
     for s, e, a, st in zip(starts, ends, axes, steps):
-        a = _axis(imp, a, rank)
+        a = imp.axis(a, rank)
         dim = shape[a]
         if st == 0:
             raise imp.error(f"Slice step 0 on axis {a}", fix="ONNX requires nonzero steps")
@@ -115,9 +96,9 @@ def slice_(imp: Importer, node: Node) -> None:
 def split(imp: Importer, node: Node) -> None:
     """`Split` (module docstring): one slice per output."""
     shape = _shape(imp, node.input(0))
-    axis = _axis(imp, int(node.attrs.get("axis", 0)), len(shape))
+    axis = imp.axis(int(node.attrs.get("axis", 0)), len(shape))
     dim = shape[axis]
-    parts = _ints_input(imp, node, 1, "split") if imp.opset >= 13 else \
+    parts = imp.const_ints(node, 1, "split") if imp.opset >= 13 else \
         [int(v) for v in node.attrs.get("split", [])] or None
     outs = node.outputs
     if parts is None:

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from nem.dialect.attributes import mem_level_error
 from nem.dialect.diagnostics import Diagnostic, NemDiagnosticError
 from nem.dialect.ops import ProgramOp
 from nem.dialect.verifier import verify_program
@@ -72,10 +73,9 @@ def parse_spaces(text: str | tuple[str, ...]) -> dict[int, str]:
             raise bad(f"item '{item}': expected SPACE:LEVEL, e.g. 1:L2")
         if not (k.isascii() and k.isdigit()):
             raise bad(f"item '{item}': memory space '{k}' is not a non-negative integer")
-        if lvl not in ("DDR", "L2", "L1") and not (
-                lvl.startswith("L1[") and lvl.endswith("]") and lvl[3:-1].isascii()
-                and lvl[3:-1].isdigit()):
-            raise bad(f"item '{item}': unknown level '{lvl}' (levels: DDR, L2, L1, L1[k])")
+        why = mem_level_error(lvl)
+        if why is not None:
+            raise bad(f"item '{item}': {why}")
         if int(k) in out:
             raise bad(f"item '{item}': memory space {int(k)} is already mapped to "
                       f"{out[int(k)]}")
