@@ -235,6 +235,15 @@ def _load(args, interp):
     return interp.load(args.program)
 
 
+def _warn_partial(what: str, name: str, written: int, size: int) -> None:
+    """An array smaller than its buffer is allowed (it fills the start), but is
+    more often a mistake (a wrong shape saved) than an intent: say so."""
+    if written < size:
+        print(f"nem-run: warning: {what}: the array fills {written} of the {size} bytes of "
+              f"'{name}'; the other {size - written} keep their previous contents (zeros, "
+              "or the program's initial data)", file=sys.stderr)
+
+
 def _write_inputs(interp, args) -> int | None:
     """--input / --input-raw (and bare .npz archives) into memory, read capped
     by the size of their target (D-LIMITS); an error names the flag (exit 2)."""
@@ -244,12 +253,14 @@ def _write_inputs(interp, args) -> int | None:
         try:
             if "=" not in item and item.endswith(".npz"):
                 for name, array in read_archive(item, f"{flag} {item}", interp.tensor_size).items():
-                    interp.write_tensor(name, array, raw=raw)
+                    _warn_partial(f"{flag} {item}", name, interp.write_tensor(name, array, raw=raw),
+                                  interp.tensor_size(name))
                 continue
             [(name, f)] = _pairs([item], flag)
             data = read_input(f, f"{flag} {item}", interp.tensor_size(name))
             if f.endswith(".npy"):
-                interp.write_tensor(name, data, raw=raw)
+                _warn_partial(f"{flag} {item}", name, interp.write_tensor(name, data, raw=raw),
+                              interp.tensor_size(name))
             else:
                 interp.write_bytes(name, data)
         except InputError as e:

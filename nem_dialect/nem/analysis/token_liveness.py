@@ -194,10 +194,14 @@ def _check_tokens(program: ProgramOp) -> list[Diagnostic]:
 def _deadlock(s: Structure, op: Operation, t: StaticTask) -> Diagnostic:
     late = max((c for c in _closure(t)), key=lambda c: c.pos)
     what = "waits for" if isinstance(op, WaitOp) else "is .sync and needs"
+    # the awaited task itself may be the late one (a wait before its producer): say so
+    # rather than "t, which can only become ready after t"
+    why = ("a task issued after this statement" if late is t else
+           f"which can only become ready after {task_label(late.op)}, a task issued after "
+           "this statement")
     return Diagnostic(
         "error", f"deadlock: this {'wait' if isinstance(op, WaitOp) else 'task'} {what} "
-        f"{task_label(t.op)}, which can only become ready after {task_label(late.op)}, "
-        "a task issued after this statement", SourceLoc.of(op), "TASK-03",
+        f"{task_label(t.op)}, {why}", SourceLoc.of(op), "TASK-03",
         "a wait blocks the statements after it: produce every awaited token, and "
         "everything it depends on, before the wait (decision D-TOK-DEADLOCK)",
         [Diagnostic("note", f"{task_label(late.op)} is issued here", SourceLoc.of(late.op))])

@@ -763,12 +763,14 @@ class UnitBinding:
     """The unit type (and instance, when fixed) a task runs on, with how it was
     chosen: `rule` is None (usual unit), RES-03 (exact), RES-04 (same-type
     remap), RES-05 (cross-type translation, or `error` when impossible) or
-    RES-07 (`error`: a present unit that cannot run the task)."""
+    RES-07 (`error`: a present unit that cannot run the task); `fix` says how
+    to mend an `error` (the checker and the runtime print it)."""
 
     unit: str | None
     index: int | None
     rule: str | None
     error: str | None = None
+    fix: str | None = None
 
 
 def bind_unit(op: TaskOp, resource: tuple[str, int] | None,
@@ -784,16 +786,21 @@ def bind_unit(op: TaskOp, resource: tuple[str, int] | None,
         if c > 0:
             if unit not in eligible:
                 return UnitBinding(None, None, "RES-07",
-                                   f"{unit} cannot run this task (eligible: {', '.join(eligible)})")
+                                   f"{unit} cannot run this task (eligible: {', '.join(eligible)})",
+                                   f"use @resource({eligible[0]}[0]) or drop @resource "
+                                   "(decisions D-DEV-RES, D-SEM-UNITS)")
             return UnitBinding(unit, i if i < c else i % c, "RES-03" if i < c else "RES-04")
         alt = next((u for u in eligible if count(u) > 0), None)
         if alt is None:
             return UnitBinding(None, None, "RES-05",
                                f"the device has no {unit} and no other unit type that can run "
-                               f"this task (eligible: {', '.join(eligible)})")
+                               f"this task (eligible: {', '.join(eligible)})",
+                               f"target a device with one of {', '.join(eligible)}, or drop "
+                               "@resource and the task")
         return UnitBinding(alt, None, "RES-05")
     alt = next((u for u in eligible if count(u) > 0), None)
     if alt is None:
         return UnitBinding(None, None, "RES-05", "the device has no unit that can run this task "
-                           f"(eligible: {', '.join(eligible)})")
+                           f"(eligible: {', '.join(eligible)})",
+                           f"target a device with one of {', '.join(eligible)}")
     return UnitBinding(alt, None, None)

@@ -97,15 +97,12 @@ def _resource(op: TaskOp, res: tuple[str, int] | None, device: Device) -> Diagno
     if b.rule == "RES-07" and res is not None:  # (only a written @resource gets RES-07)
         return error(
             f"{written}: {res[0]} cannot run {kind} (eligible: {', '.join(eligible)})", op,
-            "RES-07", f"use @resource({eligible[0]}[0]) or drop @resource "
-            "(decisions D-DEV-RES, D-SEM-UNITS)")
+            "RES-07", b.fix)
     if b.error is not None:
         missing = f"no {res[0]} and no other" if res is not None else "no"
         return error(
             f"{written}: device '{device.name}' has {missing} unit type that can run {kind} "
-            f"(eligible: {', '.join(eligible)})", op, "RES-05",
-            f"target a device with one of {', '.join(eligible)}" +
-            (", or drop @resource and the task" if res is not None else ""))
+            f"(eligible: {', '.join(eligible)})", op, "RES-05", b.fix)
     if res is None or b.rule == "RES-03":
         return None
     unit, idx = res

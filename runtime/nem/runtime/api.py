@@ -289,16 +289,19 @@ class NemInterpreter:
         return self._prog(None).memory
 
     def write_tensor(self, buffer: str | None = None, tensor=None, offset: int = 0,
-                     raw: bool = False) -> None:
+                     raw: bool = False) -> int:
         """Write an array into buffer or top-level region `buffer` (at byte
         `offset`), or its bytes into DDR at `offset` when `buffer` is None.
         Unless `raw`, the array's dtype must be the target's element type
-        (and a region's shape); see `nem.runtime.tensor_io`."""
+        (and a region's shape); see `nem.runtime.tensor_io`.  Returns the
+        number of bytes written: an array smaller than its buffer fills its
+        start and leaves the rest as it was."""
         if buffer is None:
-            self.write_bytes(None, np.ascontiguousarray(tensor), offset)
-            return
+            data = np.ascontiguousarray(tensor)
+            self.write_bytes(None, data, offset)
+            return int(data.nbytes)
         p = self._prog(None)
-        tensor_io.write_tensor(p.memory, p.compiled, buffer, tensor, offset, raw)
+        return tensor_io.write_tensor(p.memory, p.compiled, buffer, tensor, offset, raw)
 
     def encode_tensor(self, buffer: str, tensor) -> bytes:
         """The bytes `write_tensor(buffer, tensor)` writes at the start of

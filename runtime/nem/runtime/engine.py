@@ -53,6 +53,8 @@ from nem.dialect.semantics import (
     max_in_flight,
     static_windows,
 )
+from nem.runtime.kernel_support import Tensor
+from nem.runtime.kernels import KERNELS
 from nem.runtime.memory import (
     BITS,
     DTYPES,
@@ -62,50 +64,26 @@ from nem.runtime.memory import (
     MemoryError_,
     RegionInst,
 )
+from nem.runtime.numerics import NotSupported, NumericError
+from nem.runtime.quant import Quant
 
-# ---------------------------------------------------------------------------
-# Kernel interface (owned by runtime/nem/runtime/kernels.py; a compatible fallback until it exists)
-# ---------------------------------------------------------------------------
 
-try:  # pragma: no cover - depends on the kernels engineer's progress
-    from nem.runtime import kernels as _kernels
-
-    Quant = _kernels.Quant
-    Tensor = _kernels.Tensor
-    NotSupported = getattr(_kernels, "KernelError", _kernels.NotSupported)
-
-    def default_kernels() -> dict:
-        return _kernels.KERNELS
-except ImportError:  # pragma: no cover
-    @dataclass(frozen=True)
-    class Quant:  # type: ignore[no-redef]
-        kind: str
-        scales: np.ndarray
-        zero_points: np.ndarray
-        axis: int | None = None
-        group_size: int | None = None
-
-    @dataclass(frozen=True)
-    class Tensor:  # type: ignore[no-redef]
-        array: np.ndarray
-        elem: str
-        quant: Quant | None = None
-
-    class NotSupported(Exception):  # type: ignore[no-redef]
-        pass
-
-    def default_kernels() -> dict:
-        return {}
+def default_kernels() -> dict:
+    """The reference kernels, one per opcode of the registry (`nem.runtime.kernels`)."""
+    return KERNELS
 
 
 class RunError(Exception):
-    """A runtime error at a task or statement: rule id, message, op, iteration."""
+    """A runtime error at a task or statement: rule id, message, op, iteration
+    and how to fix it (the `fix:` line of the diagnostic)."""
 
-    def __init__(self, message: str, rule: str | None, op=None, where: str = ""):
+    def __init__(self, message: str, rule: str | None, op=None, where: str = "",
+                 fix: str | None = None):
         super().__init__(message)
         self.rule = rule
         self.op = op
         self.where = where
+        self.fix = fix
 
     @property
     def loc(self) -> SourceLoc | None:
@@ -210,7 +188,9 @@ class RegionTpl:
                 strides = tuple(ev(s, iv) for s in self.strides) \
                     if self.strides is not None else None
             except ExprError as e:
-                raise RunError(str(e), "CONST-05", self.op) from None
+                raise RunError(str(e), "CONST-05", self.op,
+                               fix="make the expression defined for every iteration of its "
+                               "loops (check the loop bounds)") from None
         b = self.instances[instance_index(ords[:len(self.windows)], self.windows)] \
             if self.windows and len(ords) >= len(self.windows) else self.buffer
         lv = memory.levels[b.level]
@@ -221,7 +201,7 @@ class RegionTpl:
         try:
             r.check()
         except MemoryError_ as e:
-            raise RunError(str(e), e.rule, self.op) from None
+            raise RunError(str(e), e.rule, self.op, fix=e.fix) from None
         if self.depth == 0 and self.static:
             self.static_inst, self.static_mem = r, memory
         return r
@@ -363,7 +343,8 @@ def compile_program(prog, memory: Memory, catalog, accum_resolver) -> CompiledPr
             size = comp.static(op.size)
             if size is None:
                 raise RunError(f"the size of buffer '{op.buffer_name.data}' is not static",
-                               "BUF-01", op)
+                               "BUF-01", op, fix="give the buffer a size made of integers and "
+                               "consts")
             level = op.result.type.level.data
             align = op.align.value.data if op.align is not None else None
             w = static_windows(_loops_of(op), comp.ev)
@@ -374,7 +355,7 @@ def compile_program(prog, memory: Memory, catalog, accum_resolver) -> CompiledPr
         placed = memory.allocate_all(specs)
     except MemoryError_ as e:
         at = next((op for op in ops if op.buffer_name.data == getattr(e, "buffer", None)), None)
-        raise RunError(str(e), e.rule, at or (ops[-1] if ops else None)) from None
+        raise RunError(str(e), e.rule, at or (ops[-1] if ops else None), fix=e.fix) from None
     for op, insts, w in zip(ops, placed, windows):
         buffers[op] = (insts, w)
 
@@ -513,6 +494,10 @@ def execute_move(t: TaskTpl, dst: RegionInst, src: RegionInst) -> None:
     prepare_move(t, dst, src)()
 
 
+_SAME_DATA_FIX = ("a transfer copies elements as they are: give source and destination the same "
+                  "element type and element count (convert with a compute task)")
+
+
 def prepare_move(t: TaskTpl, dst: RegionInst, src: RegionInst) -> Callable[[], None]:
     """The data effect of a transfer/store as a call without arguments: what
     depends on the region instances only (element types, sizes, the byte
@@ -520,14 +505,15 @@ def prepare_move(t: TaskTpl, dst: RegionInst, src: RegionInst) -> Callable[[], N
     performs the same instance's effect again, pays only for the copy."""
     if src.elem is not None and dst.elem is not None and (src.elem != dst.elem):
         raise RunError(f"{t.opcode} from {src.elem} region {src.name} to {dst.elem} region "
-                       f"{dst.name}: element types differ", "TASK-07", t.op)
+                       f"{dst.name}: element types differ", "TASK-07", t.op,
+                       fix=_SAME_DATA_FIX)
     typed_copy = (src.elem is not None and dst.elem is not None and
                   not (src.dense and dst.dense))
     if typed_copy:
         s, d = src.read(), dst.read()
         if s.size != d.size:
             raise RunError(f"{t.opcode}: {src.name} has {s.size} elements, {dst.name} has "
-                           f"{d.size}", "TASK-07", t.op)
+                           f"{d.size}", "TASK-07", t.op, fix=_SAME_DATA_FIX)
         shape = d.shape
 
         def typed() -> None:
@@ -537,7 +523,7 @@ def prepare_move(t: TaskTpl, dst: RegionInst, src: RegionInst) -> Callable[[], N
     n = src.extent
     if dst.extent < n:
         raise RunError(f"{t.opcode}: source {src.name} has {n} bytes but destination "
-                       f"{dst.name} only {dst.extent}", "TASK-07", t.op)
+                       f"{dst.name} only {dst.extent}", "TASK-07", t.op, fix=_SAME_DATA_FIX)
     a, b = src.start, dst.start
     sv = src.level.data[a:a + n]
     dv = dst.level.data[b:b + n]
@@ -546,6 +532,15 @@ def prepare_move(t: TaskTpl, dst: RegionInst, src: RegionInst) -> Callable[[], N
             dv[...] = sv.copy()
         return overlapping
     return partial(np.copyto, dv, sv)
+
+
+_KERNEL_FIX = ("use an opcode and element types the runtime implements (docs/ops.md), or pass "
+               "your own kernel for the opcode: NemInterpreter(kernels={opcode: fn}) "
+               "(docs/python-api.md)")
+_NUMERIC_FIX = ("the input values have no defined result (decision D-NUM-UNSUPPORTED): check "
+                "the data this task reads, or the tasks that write it")
+_KERNEL_RESULT_FIX = ("a kernel returns one array per output operand, of that operand's element "
+                      "type (docs/python-api.md)")
 
 
 def execute_compute(t: TaskTpl, regions: list[RegionInst], attrs: dict, kernels: dict) -> None:
@@ -563,7 +558,8 @@ def prepare_compute(t: TaskTpl, regions: list[RegionInst], attrs: dict,
     outs = regions[n_in:]
     if fn is None:
         raise RunError(f"not supported: no kernel for opcode '{t.opcode}' "
-                       f"({', '.join(r.elem or 'untyped' for r in regions)})", "EXEC-03", t.op)
+                       f"({', '.join(r.elem or 'untyped' for r in regions)})", "EXEC-03", t.op,
+                       fix=_KERNEL_FIX)
     wants = [DTYPES[r.elem] if r.elem else np.dtype(np.uint8) for r in outs]
     views = [r.read() if r.elem != "i4" else None for r in regions]
     static = all(v is not None for v in views)
@@ -579,7 +575,7 @@ def prepare_compute(t: TaskTpl, regions: list[RegionInst], attrs: dict,
         try:
             call = prepare(*bound, attrs)
         except NotSupported as e:
-            raise RunError(f"not supported: {e}", "EXEC-03", t.op) from None
+            raise RunError(f"not supported: {e}", "EXEC-03", t.op, fix=_KERNEL_FIX) from None
 
     def compute() -> None:
         try:
@@ -591,15 +587,17 @@ def prepare_compute(t: TaskTpl, regions: list[RegionInst], attrs: dict,
                 tin, tout = bound if bound is not None else tensors()
                 results = fn(tin, tout, attrs)
         except NotSupported as e:
-            raise RunError(f"not supported: {e}", "EXEC-03", t.op) from None
+            raise RunError(f"not supported: {e}", "EXEC-03", t.op, fix=_KERNEL_FIX) from None
+        except NumericError as e:
+            raise RunError(f"no defined result: {e}", "EXEC-03", t.op, fix=_NUMERIC_FIX) from None
         if len(results) != len(outs):
             raise RunError(f"kernel '{t.opcode}' returned {len(results)} arrays for {len(outs)} "
-                           "outputs", None, t.op)
+                           "outputs", None, t.op, fix=_KERNEL_RESULT_FIX)
         for r, arr, want in zip(outs, results, wants):
             arr = np.asarray(arr)
             if arr.dtype != want:
                 raise RunError(f"kernel '{t.opcode}' returned {arr.dtype} for output {r.name} of "
-                               f"type {r.elem}", None, t.op)
+                               f"type {r.elem}", None, t.op, fix=_KERNEL_RESULT_FIX)
             r.write(arr)
     return compute
 

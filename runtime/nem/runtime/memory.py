@@ -42,9 +42,10 @@ _LAZY_BYTES = 1 << 24
 class MemoryError_(Exception):
     """An out-of-bounds or allocation failure; the engine attaches the location."""
 
-    def __init__(self, message: str, rule: str):
+    def __init__(self, message: str, rule: str, fix: str | None = None):
         super().__init__(message)
         self.rule = rule
+        self.fix = fix
         self.buffer: str | None = None
 
 
@@ -141,7 +142,8 @@ class Memory:
             name = "L1[0]"  # decision D-RT-L1
         if name not in self.capacities:
             raise MemoryError_(f"memory level {name} does not exist on this device "
-                               f"({self.num_engines} engine(s))", "BUF-05")
+                               f"({self.num_engines} engine(s))", "BUF-05",
+                               f"use one of {', '.join(self.capacities)}")
         return name
 
     def level(self, name: str) -> MemoryLevel:
@@ -178,7 +180,9 @@ class Memory:
                 why = "" if sizes > cap else f" (the sizes fit; {top - sizes} bytes of alignment padding do not)"
                 first = min((s for s in slots if s.end > cap), key=lambda s: s.offset)
                 err = MemoryError_(f"{lv} is full: its buffers need {top} bytes but it has {cap}{why}",
-                                   "DEV-16")
+                                   "DEV-16", "make the buffers of this level smaller (smaller "
+                                   "tiles), move some to another level, or target a device "
+                                   "with more memory")
                 err.buffer = self._specs[first.key[0]].name
                 raise err
             tops[lv] = top
@@ -333,18 +337,22 @@ class RegionInst:
         if self.offset < 0 or self.extent < 0 or self.offset + self.extent > b.size:
             raise MemoryError_(
                 f"region {self.name} [{self.offset}, {self.offset + self.extent}) is outside "
-                f"buffer {b.name} ({b.size} bytes)", "HAZ-04")
+                f"buffer {b.name} ({b.size} bytes)", "HAZ-04",
+                "keep the region inside its buffer for every loop iteration: shrink the region "
+                "or enlarge the buffer")
         if self.elem is None or not self.shape:
             return
         if min(self.shape) <= 0:
-            raise MemoryError_(f"region {self.name} has shape {list(self.shape)}", "REG-06")
+            raise MemoryError_(f"region {self.name} has shape {list(self.shape)}", "REG-06",
+                               "give every dimension a size of at least 1")
         span = math.prod(self.shape) if self.strides is None else \
             sum((d - 1) * s for d, s in zip(self.shape, self.strides)) + 1
         need = math.ceil(span * BITS[self.elem] / 8)
         if need > self.extent:
             raise MemoryError_(
                 f"region {self.name}: its elements span {need} bytes but its extent is "
-                f"{self.extent}", "EXT-02")
+                f"{self.extent}", "EXT-02", "enlarge the extent, or make the shape or strides "
+                "smaller")
 
     def raw(self) -> np.ndarray:
         return self.level.data[self.start:self.start + self.extent]

@@ -271,7 +271,8 @@ class Scheduler:
                         raise RunError(
                             f"wait on token {self._ref_name(r)} that can never be produced: its "
                             f"task (line {self._ref_line(r)}) comes after this wait in the same "
-                            "instruction stream", "TASK-05", ins.op, frame.iteration())
+                            "instruction stream", "TASK-05", ins.op, frame.iteration(),
+                            "issue the task before the wait (decision D-TOK-DEADLOCK)")
                     toks.append(tok)
                 frame.pc += 1
                 if not self._wait_on(frame, toks):
@@ -420,7 +421,7 @@ class Scheduler:
             r = f.env.get(ref.slot)
             if r is None:
                 raise RunError("region used before its declaration", None, tpl.op,
-                               frame.iteration())
+                               frame.iteration(), "declare the region before its first use")
             regions.append(r)
         t.regions = regions
         # the token (a placeholder may exist from a forward reference)
@@ -503,7 +504,7 @@ class Scheduler:
         # D-SEM-UNITS: RES-03 exact, RES-04 same-type remap, RES-05 cross-type, RES-07
         b = bind_unit(tpl.op, tpl.resource, count)
         if b.error is not None:
-            raise RunError(b.error, b.rule, tpl.op, t.iteration())
+            raise RunError(b.error, b.rule, tpl.op, t.iteration(), b.fix)
         utype, idx = b.unit, b.index
         if utype in DEVICE_UNITS:
             engine = -1

@@ -32,7 +32,7 @@ def diag_from(e: RunError, file: str) -> Diagnostic:
     """A run-time error as a diagnostic (iteration named when inside a loop)."""
     loc = e.loc
     where = f" (iteration {e.where})" if e.where else ""
-    return Diagnostic("error", f"{e}{where}", loc, e.rule)
+    return Diagnostic("error", f"{e}{where}", loc, e.rule, e.fix)
 
 
 @dataclass
@@ -117,7 +117,8 @@ class Session:
             program.compiled, memory, topology=topo,
             unit_chars=dev.unit_characteristics if dev is not None else {},
             mode=interp.mode, policy=interp.policy, seed=interp.seed,
-            kernels=interp.kernels if interp.kernels is not None else default_kernels(),
+            kernels={**default_kernels(), **interp.kernels} if interp.kernels else
+            default_kernels(),
             races=interp.races, trace=interp.tracing, profile=interp.profile,
             file=program.file)
         self.breakpoints: list[dict] = []
@@ -330,9 +331,9 @@ class Session:
         except MemoryError_ as e:
             raise ValueError(f"{e} [{e.rule}]") from None
 
-    def write_tensor(self, buffer: str, tensor, offset: int = 0, raw: bool = False) -> None:
+    def write_tensor(self, buffer: str, tensor, offset: int = 0, raw: bool = False) -> int:
         """As `NemInterpreter.write_tensor`, into this session's memory."""
-        tensor_io.write_tensor(self.memory, self.program.compiled, buffer, tensor, offset, raw)
+        return tensor_io.write_tensor(self.memory, self.program.compiled, buffer, tensor, offset, raw)
 
     def read_tensor(self, buffer: str, shape=None, dtype=None, offset: int = 0) -> np.ndarray:
         """As `NemInterpreter.read_tensor`, from this session's memory."""

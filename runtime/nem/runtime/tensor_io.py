@@ -104,7 +104,9 @@ def _span(t: Target, offset: int, nbytes: int, what: str) -> tuple[int, int]:
 
 
 def write_tensor(memory: Memory, program, name: str, array, offset: int = 0,
-                 raw: bool = False) -> None:
+                 raw: bool = False) -> int:
+    """Write `array` into buffer or region `name`; the number of bytes written
+    (so that a caller can tell a partial fill, which is allowed, from a full one)."""
     t = target(memory, program, name)
     arr = np.asarray(array)
     level = memory.levels[t.buffer.level]
@@ -112,7 +114,7 @@ def write_tensor(memory: Memory, program, name: str, array, offset: int = 0,
         data = np.ascontiguousarray(arr).view(np.uint8).reshape(-1)
         lo, hi = _span(t, offset, data.size, "writing")
         level.data[lo:hi] = data
-        return
+        return hi - lo
     if arr.dtype != t.dtype or (t.elem == "i4" and arr.size and
                                 (arr.min() < -8 or arr.max() > 7)):
         got = "int8 values outside [-8, 7]" if arr.dtype == t.dtype else f"a {arr.dtype} array"
@@ -125,16 +127,17 @@ def write_tensor(memory: Memory, program, name: str, array, offset: int = 0,
                                 "reshape the array, or write the bytes as they are "
                                 "(raw=True, nem-run --input-raw)")
         t.region.write(arr)
-        return
+        return t.region.extent
     if t.elem == "i4":
         first = offset * 2
         lo, hi = _span(t, offset, math.ceil(arr.size / 2), "writing")
         base = t.region.start if t.region is not None else t.buffer.offset
         pack_i4_into(level.data[base:hi], np.arange(first, first + arr.size), arr)
-        return
+        return hi - lo
     data = np.ascontiguousarray(arr).view(np.uint8).reshape(-1)
     lo, hi = _span(t, offset, data.size, "writing")
     level.data[lo:hi] = data
+    return hi - lo
 
 
 def encode_tensor(memory: Memory, name: str, array) -> bytes:
