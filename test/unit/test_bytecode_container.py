@@ -46,9 +46,9 @@ def error_of(data: bytes) -> str:
         load_nemb(data, "p.nemb")
     diags = info.value.diagnostics
     assert len(diags) == 1 and isinstance(diags[0].loc, ByteLoc), diags
-    line = diags[0].render()
-    assert "\n" not in line, line
-    return line
+    head, *rest = diags[0].render().split("\n")   # (a binary file is never quoted)
+    assert [r.split(": ", 1)[0] for r in rest] == ["fix"], rest
+    return head
 
 
 def test_newer_minor_with_an_unknown_optional_section_loads():
@@ -158,11 +158,13 @@ def fuzz(count: int, seed: int) -> dict[str, int]:
         try:
             loaded = load_nemb(data, "fuzz.nemb", check_sections=True)
         except NemDiagnosticError as e:
-            # a malformed file: one line naming the byte; a program that
-            # decodes but breaks a static rule: the verifier's diagnostics
+            # a malformed file: one line naming the byte, and its fix; a
+            # program that decodes but breaks a static rule: the verifier's
             assert e.diagnostics, k
             if isinstance(e.diagnostics[0].loc, ByteLoc):
-                assert len(e.diagnostics) == 1 and "\n" not in e.diagnostics[0].render(), k
+                rendered = e.diagnostics[0].render().split("\n")
+                assert len(e.diagnostics) == 1 and len(rendered) == 2, k
+                assert rendered[1].startswith("fix: "), (k, rendered)
                 assert "unchecked case" not in e.diagnostics[0].message, (k, e.diagnostics[0])
                 stats["byte_located"] += 1
             stats["rejected"] += 1

@@ -188,13 +188,14 @@ def test_diagnostics_of_a_loaded_program_point_at_the_source(tmp_path):
     assert r.returncode == 1 and b"[REG-02]" in r.stderr
 
 
-def test_garbage_is_one_line(tmp_path):
+def test_garbage_is_one_located_line_and_its_fix(tmp_path):
     f = tmp_path / "junk.nemb"
     f.write_bytes(b"NEMB" + bytes(range(40)))
     for r in (tool("opt", str(f)), tool("run", str(f))):
         assert r.returncode == 1
         lines = r.stderr.decode().strip().splitlines()
-        assert len(lines) == 1 and "junk.nemb: byte" in lines[0], lines
+        assert len(lines) == 2 and "junk.nemb: byte" in lines[0], lines
+        assert lines[1].startswith("fix: ") and "write the file again" in lines[1], lines
 
 
 def test_relocations_resolve_where_the_runtime_places_the_buffers():

@@ -38,12 +38,18 @@ SECTION_TYPES = {kind: getattr(fb, name) for kind, name in SECTION_NAMES.items()
 
 
 class BytecodeError(Exception):
-    """A malformed or unsupported `.nemb` file: what is wrong, and where."""
+    """A malformed or unsupported `.nemb` file: what is wrong, where, and how
+    to fix it (None: the file is damaged, `REWRITE_FIX`)."""
 
-    def __init__(self, offset: int, message: str):
+    def __init__(self, offset: int, message: str, fix: str | None = None):
         self.offset = offset
         self.message = message
+        self.fix = fix
         super().__init__(f"byte {offset}: {message}")
+
+
+REWRITE_FIX = ("the file is damaged or was not written by nem-opt: write it again from its "
+               "source (nem-opt PROGRAM.nem -t nemb -o FILE.nemb)")
 
 
 def is_nemb(data: bytes) -> bool:
@@ -76,12 +82,16 @@ def read_header(data: bytes, check_crc: bool = True) -> Header:
                             f"{HEADER_SIZE}-byte header")
     magic, major, minor, size, crc = HEADER.unpack_from(data)
     if magic != MAGIC:
-        raise BytecodeError(0, f"bad magic {magic!r}: not a NEM bytecode file (expected {MAGIC!r})")
+        raise BytecodeError(0, f"bad magic {magic!r}: not a NEM bytecode file (expected {MAGIC!r})",
+                            "give a .nemb written by nem-opt -t nemb, or a .nem / MLIR text file")
     if major != FORMAT_MAJOR:
         newer = "a newer" if major > FORMAT_MAJOR else "an older"
         raise BytecodeError(4, f"file format version {major}.{minor} has {newer} major version "
                             f"than this reader's {FORMAT_MAJOR}.{FORMAT_MINOR}; only major "
-                            f"{FORMAT_MAJOR} can be read")
+                            f"{FORMAT_MAJOR} can be read",
+                            "write the file again from its source with this toolchain, or read "
+                            "it with the toolchain version that wrote it (docs/bytecode.md, "
+                            "Compatibility)")
     if size != len(data) - HEADER_SIZE:
         raise BytecodeError(8, f"header says the payload is {size} bytes but the file holds "
                             f"{len(data) - HEADER_SIZE} (truncated or padded file)")

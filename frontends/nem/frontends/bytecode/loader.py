@@ -23,7 +23,7 @@ from nem.dialect.diagnostics import (
     SourceLoc,
     register_source,
 )
-from nem.frontends.bytecode.container import BytecodeError
+from nem.frontends.bytecode.container import REWRITE_FIX, BytecodeError
 from nem.frontends.bytecode.reader import LoadedBytecode, read_nemb
 from nem.frontends.bytecode.requirements import requirements_of, slots_of
 
@@ -37,7 +37,7 @@ class ByteLoc(SourceLoc):
 
 
 def bytecode_diagnostic(e: BytecodeError, file: str) -> Diagnostic:
-    return Diagnostic("error", e.message, ByteLoc(file, e.offset, 0))
+    return Diagnostic("error", e.message, ByteLoc(file, e.offset, 0), None, e.fix or REWRITE_FIX)
 
 
 def load_nemb(data: bytes, file: str = "<nemb>", verify: bool = True,
@@ -104,7 +104,7 @@ def check_consistency(loaded: LoadedBytecode, file: str) -> None:
     if loaded.requirements is not None and loaded.requirements != requirements_of(loaded.program):
         raise NemDiagnosticError([Diagnostic(
             "error", "the Requirements section does not match the program's code (the file "
-            "misstates what it needs of a device)", ByteLoc(file, 0, 0))])
+            "misstates what it needs of a device)", ByteLoc(file, 0, 0), None, REWRITE_FIX)])
     if loaded.slots is not None:
         mine = [(s.name, s.level, s.size, s.align, s.copies, s.access)
                 for s in slots_of(loaded.program)]
@@ -112,7 +112,7 @@ def check_consistency(loaded: LoadedBytecode, file: str) -> None:
         if mine != theirs:
             raise NemDiagnosticError([Diagnostic(
                 "error", "the Relocations section does not match the program's buffers",
-                ByteLoc(file, 0, 0))])
+                ByteLoc(file, 0, 0), None, REWRITE_FIX)])
 
 
 def check_target(loaded: LoadedBytecode, device: Device | None, file: str) -> None:

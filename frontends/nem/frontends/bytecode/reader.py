@@ -756,7 +756,9 @@ def _read(data: bytes, file: str, timings: dict[str, float]) -> LoadedBytecode:
     for s in secs:
         if s.body is None and s.required:
             raise BytecodeError(s.pos, f"section kind {s.kind} is required but unknown to this "
-                                f"reader (file format {header.major}.{header.minor})")
+                                f"reader (file format {header.major}.{header.minor})",
+                                "the file was written by a newer toolchain: read it with that "
+                                "version, or write it again from its source with this one")
     for kind in REQUIRED_KINDS:
         if kind not in known:
             raise BytecodeError(HEADER_SIZE, f"the {SECTION_NAMES[kind]} section is missing")
