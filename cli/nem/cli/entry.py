@@ -7,17 +7,71 @@ import sys
 from collections.abc import Callable, Sequence
 
 
+class _PipeTolerant:
+    """A text stream whose reader may go away (`nem-run p.nem | head -1`,
+    `nem-opt x.nem -p nem-verify 2>&1 | grep -q ...`): once a write or flush
+    meets a closed pipe, the stream's file descriptor is pointed at
+    /dev/null and the tool runs on, so that its exit status is still the
+    status of its work (errors found: 1), never a success it did not earn
+    (decision D-CLI-PIPE)."""
+
+    def __init__(self, stream):
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        try:
+            return self._stream.write(text)
+        except BrokenPipeError:
+            self._discard()
+            return len(text)
+
+    def flush(self) -> None:
+        try:
+            self._stream.flush()
+        except BrokenPipeError:
+            self._discard()
+
+    def _discard(self) -> None:
+        null = os.open(os.devnull, os.O_WRONLY)
+        try:
+            os.dup2(null, self._stream.fileno())
+        finally:
+            os.close(null)
+        try:
+            self._stream.flush()       # what was buffered goes to /dev/null now
+        except (BrokenPipeError, ValueError):
+            pass
+
+    def __getattr__(self, name: str):
+        return getattr(self._stream, name)
+
+
+def tolerate_closed_pipes() -> None:
+    """Wrap stdout and stderr in `_PipeTolerant` (once)."""
+    for name in ("stdout", "stderr"):
+        stream = getattr(sys, name)
+        if stream is not None and not isinstance(stream, _PipeTolerant):
+            try:
+                stream.fileno()
+            except (AttributeError, OSError, ValueError):
+                continue          # not a file (pytest's capture): nothing to protect
+            setattr(sys, name, _PipeTolerant(stream))
+
+
 def guarded_main(prog: str, run: Callable[[Sequence[str] | None], int],
                  argv: Sequence[str] | None = None) -> None:
-    """`sys.exit(run(argv))`, with usage errors 2, a closed pipe 0, Ctrl-C
-    130, and an unexpected exception reported as a bug in one line (exit 2;
-    the traceback with NEM_TRACEBACK=1), never a traceback by default."""
+    """`sys.exit(run(argv))`, with usage errors 2, Ctrl-C 130, and an
+    unexpected exception reported as a bug in one line (exit 2; the
+    traceback with NEM_TRACEBACK=1), never a traceback by default.  A closed
+    output pipe does not change the status (`tolerate_closed_pipes`); one met
+    by a binary write (`-t nemb -o -`) is exit 1: the output is incomplete."""
+    tolerate_closed_pipes()
     try:
         code = run(argv)
     except SystemExit as e:
         code = e.code if isinstance(e.code, int) else 2
     except BrokenPipeError:
-        code = 0
+        code = 1
     except KeyboardInterrupt:
         print(f"{prog}: interrupted", file=sys.stderr)
         code = 130

@@ -443,10 +443,13 @@ def _is_config_document(text: str, file: str) -> bool:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
+    from nem.cli.entry import tolerate_closed_pipes
+
+    tolerate_closed_pipes()
     try:
         NemOptMain(args=argv).run()
-    except BrokenPipeError:
-        pass
+    except BrokenPipeError:   # a binary output (-t nemb -o -) cut short: incomplete
+        sys.exit(1)
     except KeyboardInterrupt:
         print("nem-opt: interrupted", file=sys.stderr)
         sys.exit(130)
