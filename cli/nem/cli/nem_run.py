@@ -391,8 +391,9 @@ def run(argv=None) -> int:
         nraces = 0
         for j, r in enumerate(results):
             for race in r.races:
-                key = (race.first.label, race.first.line, race.second.label, race.second.line,
-                       race.buffer)
+                # the pair of statements in either order, and the buffer (README)
+                key = (frozenset({(race.first.label, race.first.line),
+                                  (race.second.label, race.second.line)}), race.buffer)
                 if key in seen:
                     continue
                 seen.add(key)
