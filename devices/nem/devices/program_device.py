@@ -147,7 +147,7 @@ def check_device_validity(prog: ProgramOp, device: Device) -> list[Diagnostic]:
         if result.ok:
             continue
         near = f"; nearest available variant {result.nearest}: " + "; ".join(result.differences) \
-            if result.nearest else ""
+            if result.nearest else "; it offers no variant of " + ", ".join(op.SPEC.families)
         what = f" ({result.unavailable[0]} is not in its effective set)" if result.unavailable else ""
         diags.append(error(
             f"{op.opcode} is not valid on device '{device.name}'{what}{near}", op, "DEV-13",

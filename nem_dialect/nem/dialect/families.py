@@ -135,9 +135,11 @@ class Catalog:
         matched, unavailable, nearest = hit
         if matched:
             return MatchResult(list(matched))
-        # (only a device's `allowed` set makes a candidate unavailable)
+        # (only a device's `allowed` set makes a candidate unavailable): the
+        # instance matches variants the device lacks, and no offered variant
+        # is near, so there is no nearest *available* variant to name
         if unavailable and allowed is not None and (nearest is None or nearest.ref not in allowed):
-            return MatchResult([], unavailable[0], [
+            return MatchResult([], None, [
                 f"{unavailable[0]} is not in the target device's effective set "
                 "(opcode.mandatory / opcode.extended)"], list(unavailable))
         if nearest is None:

@@ -169,8 +169,8 @@ def check_future_opcodes(prog: ProgramOp, device: Device, reject: bool) -> list[
         if isinstance(op, ComputeOp) and op.SPEC.hw_status == "future":
             diags.append(Diagnostic(
                 "error" if reject else "warning",
-                f"{op.opcode} has hardware status 'future': it is type-legal but current NPM "
-                f"silicon (device '{device.name}') does not implement it", SourceLoc.of(op),
+                f"{op.opcode} has hardware status 'future': current NPM silicon (device "
+                f"'{device.name}') does not implement it", SourceLoc.of(op),
                 "DEV-18", "use a supported opcode (e.g. conv2d, gemm) for current silicon "
                 "(decision D-DEV-FUTURE)"))
     return diags

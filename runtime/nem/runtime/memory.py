@@ -165,7 +165,11 @@ class Memory:
         per_level: dict[str, list[tuple[tuple[int, int], int, int]]] = {}
         names = {}
         for k, spec in enumerate(self._specs):
-            lv = self.level_name(spec.level)
+            try:
+                lv = self.level_name(spec.level)
+            except MemoryError_ as e:
+                e.buffer = spec.name       # located at this buffer, not the last one
+                raise
             names[k] = lv
             for c in range(spec.instances):
                 per_level.setdefault(lv, []).append(((k, c), spec.size, spec.align or 1))
