@@ -221,3 +221,34 @@ def test_relocations_resolve_where_the_runtime_places_the_buffers():
                 (name, slot)
             checked += 1
     assert checked > 50
+
+
+def test_embedded_regions_land_at_their_offsets(tmp_path):
+    """`--embed NAME=FILE.npy` takes a top-level region as `nem-run --input`
+    does (D-RT-TENSOR-IO: one implementation): its dtype and shape are
+    checked and its bytes land at the region's offset in its buffer; two
+    regions of one buffer are two segments."""
+    prog = tmp_path / "w.nem"
+    prog.write_text(
+        "program w:\n"
+        "buffer W : L2 (size=256, align=64)\n"
+        "buffer O : L2 (size=256, align=64)\n"
+        "w_lo = region(W, 0, 128) elem=f16, shape=[64], layout=N\n"
+        "w_hi = region(W, 128, 128) elem=f16, shape=[8, 8], layout=MN\n"
+        "t = transfer.sync(dst=region(O, 0, 256), src=region(W, 0, 256))\n")
+    hi, lo = np.arange(64, dtype=np.float16).reshape(8, 8), np.full(64, 2, np.float16)
+    np.save(tmp_path / "hi.npy", hi)
+    np.save(tmp_path / "lo.npy", lo)
+    out = tmp_path / "w.nemb"
+    r = tool("opt", str(prog), "-t", "nemb", "--embed", f"w_hi={tmp_path / 'hi.npy'}",
+             "--embed", f"w_lo={tmp_path / 'lo.npy'}", "-o", str(out))
+    assert r.returncode == 0, r.stderr
+    interp = NemInterpreter()
+    interp.load(out)
+    w = interp.read_tensor("W", (128,), np.float16)
+    assert w[:64].tolist() == lo.tolist() and w[64:].tolist() == hi.reshape(-1).tolist()
+    np.save(tmp_path / "flat.npy", hi.reshape(-1))
+    bad = tool("opt", str(prog), "-t", "nemb", "--embed", f"w_hi={tmp_path / 'flat.npy'}",
+               "-o", str(out))
+    assert bad.returncode == 1
+    assert b"shape [64] does not match region w_hi (f16[8, 8])" in bad.stderr, bad.stderr

@@ -17,10 +17,11 @@ from nem.dialect.diagnostics import Diagnostic, NemDiagnosticError
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("NEM bytecode (.nemb)")
-    g.add_argument("--embed", action="append", default=[], metavar="BUF=FILE",
-                   help="with -t nemb: store FILE as the initial contents of buffer BUF (.npy: "
-                   "an array of BUF's element type, checked as nem-run --input; any other file: "
-                   "its raw bytes)")
+    g.add_argument("--embed", action="append", default=[], metavar="NAME=FILE",
+                   help="with -t nemb: store FILE as initial contents of buffer or top-level "
+                   "region NAME (.npy: an array of NAME's element type, and a region's shape, "
+                   "checked as nem-run --input; any other file: its raw bytes at the start of "
+                   "buffer NAME)")
     g.add_argument("--strip-names", action="store_true",
                    help="with -t nemb: drop user names (the loader invents _vN names)")
     g.add_argument("--strip-debug", action="store_true",
@@ -165,7 +166,7 @@ def _emit(main, module, data: list[tuple[str, int, bytes]], file: str, source: s
 
     try:
         embed = [Embedded(b, d, off) for b, off, d in data] + \
-            [Embedded(b, d) for b, d in _embed_bytes(main, module, file, _pairs(a.embed))]
+            [Embedded(b, d, off) for b, off, d in _embed_bytes(main, module, file, _pairs(a.embed))]
         options = WriteOptions(a.strip_names, a.strip_debug, embed, {"source": source})
         out = write_nemb(module, options)
     except (NotEncodable, OSError, ValueError) as e:
@@ -187,18 +188,20 @@ def _pairs(items: list[str]) -> list[tuple[str, str]]:
 
 
 def _embed_bytes(main, module, file: str, pairs: list[tuple[str, str]]
-                 ) -> list[tuple[str, bytes]]:
-    """Each `--embed BUF=FILE`'s bytes: a `.npy` array is checked as
-    `nem-run --input` checks it (its dtype must be the buffer's element type,
-    and it must fit: `nem.runtime.tensor_io`, D-RT-TENSOR-IO), any other file
-    is taken as raw bytes, the opt-in for bytes of another type."""
+                 ) -> list[tuple[str, int, bytes]]:
+    """Each `--embed NAME=FILE`'s (buffer, offset, bytes): a `.npy` array is
+    checked as `nem-run --input` checks it (its dtype must be the element
+    type of buffer or top-level region NAME, a region's shape its shape, and
+    it must fit: `nem.runtime.tensor_io`, D-RT-TENSOR-IO), any other file is
+    taken as raw bytes at the start of buffer NAME, the opt-in for bytes of
+    another type."""
     from nem.cli.inputs import InputError, load_npy
 
     interp = None
     out = []
     for buf, path in pairs:
         if not path.endswith(".npy"):
-            out.append((buf, Path(path).read_bytes()))
+            out.append((buf, 0, Path(path).read_bytes()))
             continue
         try:
             array = load_npy(path, f"--embed {buf}")
@@ -210,7 +213,7 @@ def _embed_bytes(main, module, file: str, pairs: list[tuple[str, str]]
             interp = NemInterpreter(main.args.device, include_dirs=main.args.include_dirs)
             interp.load_module(module, file, check=False)
         try:
-            out.append((buf, interp.encode_tensor(buf, array)))
+            out.append(interp.encode_tensor(buf, array))
         except (KeyError, ValueError) as e:
             msg = e.args[0] if isinstance(e, KeyError) else str(e)
             raw = f"{Path(path).stem}.bin"

@@ -303,10 +303,12 @@ class NemInterpreter:
         p = self._prog(None)
         return tensor_io.write_tensor(p.memory, p.compiled, buffer, tensor, offset, raw)
 
-    def encode_tensor(self, buffer: str, tensor) -> bytes:
-        """The bytes `write_tensor(buffer, tensor)` writes at the start of
-        buffer `buffer`, after the same checks (on this program's memory)."""
-        return tensor_io.encode_tensor(self._mem(), buffer, tensor)
+    def encode_tensor(self, name: str, tensor) -> tuple[str, int, bytes]:
+        """(buffer, byte offset in it, bytes) that `write_tensor(name, tensor)`
+        writes into buffer or top-level region `name`, after the same checks
+        (on this program's memory)."""
+        p = self._prog(None)
+        return tensor_io.encode_tensor(p.memory, p.compiled, name, tensor)
 
     def write_bytes(self, buffer: str | None, data, offset: int = 0) -> None:
         """Write raw bytes at `offset` of a buffer or top-level region (of DDR

@@ -140,18 +140,17 @@ def write_tensor(memory: Memory, program, name: str, array, offset: int = 0,
     return hi - lo
 
 
-def encode_tensor(memory: Memory, name: str, array) -> bytes:
-    """The bytes a typed `write_tensor(name, array)` puts at the start of
-    buffer `name`, with its checks (element type, bounds): what
-    `nem-opt --embed BUF=FILE.npy` stores as initial contents, so the file is
-    held to the rules of `nem-run --input` (D-RT-TENSOR-IO).  Writes into
-    `memory`, which should be a scratch one."""
-    t = target(memory, None, name)
-    arr = np.asarray(array)
-    write_tensor(memory, None, name, arr)
-    n = math.ceil(arr.size * BITS[t.elem] / 8) if t.elem else arr.nbytes
-    lo, hi = _span(t, 0, n, "reading")
-    return bytes(memory.levels[t.buffer.level].data[lo:hi])
+def encode_tensor(memory: Memory, program, name: str, array) -> tuple[str, int, bytes]:
+    """(buffer, byte offset in it, bytes): what a typed `write_tensor(name,
+    array)` puts into buffer or top-level region `name`, with its checks
+    (element type, a region's shape, bounds).  `nem-opt --embed NAME=FILE.npy`
+    stores these as initial contents, so the file is held to the rules of
+    `nem-run --input` (D-RT-TENSOR-IO).  Writes into `memory`, which should
+    be a scratch one."""
+    t = target(memory, program, name)
+    n = write_tensor(memory, program, name, np.asarray(array))
+    lo = t.region.start if t.region is not None else t.buffer.offset
+    return t.buffer.name, lo - t.buffer.offset, bytes(memory.levels[t.buffer.level].data[lo:lo + n])
 
 
 def read_tensor(memory: Memory, program, name: str, shape=None, dtype=None,
