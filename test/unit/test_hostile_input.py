@@ -100,8 +100,11 @@ def test_input_files(tmp_path):
     np.save(tmp_path / "s.npy", np.float32(2.0))
     assert read_input(str(tmp_path / "s.npy"), "--input", 4).shape == (1,)
     (tmp_path / "raw.bin").write_bytes(b"abc")
-    with pytest.raises(InputError, match="a raw input fills the whole buffer"):
+    with pytest.raises(InputError, match="has 3 bytes but the buffer has 64: a raw input fills "
+                       "all of the buffer"):
         read_input(str(tmp_path / "raw.bin"), "--input", 64)
+    with pytest.raises(InputError, match="has 3 bytes but 'w' has 64: a raw input fills all of 'w'"):
+        read_input(str(tmp_path / "raw.bin"), "--input w=raw.bin", 64, "'w'")
     (tmp_path / "e.npy").write_bytes(b"")
     with pytest.raises(InputError, match=r"not a .npy file \(no NumPy header\)"):
         read_input(str(tmp_path / "e.npy"), "--input", 64)

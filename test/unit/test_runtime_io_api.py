@@ -48,7 +48,7 @@ def test_regions_and_buffers_are_typed_targets():
     it.write_tensor("q", q)
     assert np.array_equal(it.read_tensor("q"), q)
     assert it.read_tensor("Q", dtype=np.uint8)[0] == 0x78  # element 0 low nibble, 1 high
-    with pytest.raises(ValueError, match=r"int8 values outside \[-8, 7\]"):
+    with pytest.raises(ValueError, match=r"int8 values outside \[-8, 7\] do not fit region q \(i4\[16\]\)"):
         it.write_tensor("q", np.full(16, 9, np.int8))
     # an untyped buffer takes and gives bytes
     assert it.read_tensor("R").dtype == np.uint8 and it.read_tensor("R").shape == (64,)

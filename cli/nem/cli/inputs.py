@@ -62,9 +62,9 @@ def _regular_file(path: str, flag: str) -> int:
     return st.st_size
 
 
-def read_input(path: str, flag: str, limit: int) -> np.ndarray:
-    """The bytes (raw file) or array (`.npy`) of an input file for a buffer
-    of `limit` bytes.  A raw file must have exactly `limit` bytes; a `.npy`
+def read_input(path: str, flag: str, limit: int, name: str = "the buffer") -> np.ndarray:
+    """The bytes (raw file) or array (`.npy`) of an input file for buffer or
+    region `name` of `limit` bytes.  A raw file must have exactly `limit` bytes; a `.npy`
     holding a 0-d array gives a 1-element array; `.npz` archives, pickled
     objects and empty or truncated `.npy` files are refused."""
     size = _regular_file(path, flag)
@@ -74,12 +74,12 @@ def read_input(path: str, flag: str, limit: int) -> np.ndarray:
                          "(numpy.save) or the raw bytes")
     if not path.endswith(".npy"):
         if size != limit or size > cap:
-            raise InputError(flag, f"'{path}' has {size} bytes but the buffer has {limit}: "
-                             "a raw input fills the whole buffer")
+            raise InputError(flag, f"'{path}' has {size} bytes but {name} has {limit}: "
+                             f"a raw input fills all of {name}")
         return np.frombuffer(Path(path).read_bytes(), np.uint8)
     if size > cap + 65536:  # a .npy header is at most a few KB
         raise InputError(flag, f"'{path}' has {size} bytes, more than the {limit} bytes "
-                         "of the buffer")
+                         f"of {name}")
     return load_npy(path, flag)
 
 

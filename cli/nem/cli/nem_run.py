@@ -257,7 +257,7 @@ def _write_inputs(interp, args) -> int | None:
                                   interp.tensor_size(name))
                 continue
             [(name, f)] = _pairs([item], flag)
-            data = read_input(f, f"{flag} {item}", interp.tensor_size(name))
+            data = read_input(f, f"{flag} {item}", interp.tensor_size(name), f"'{name}'")
             if f.endswith(".npy"):
                 _warn_partial(f"{flag} {item}", name, interp.write_tensor(name, data, raw=raw),
                               interp.tensor_size(name))

@@ -117,8 +117,9 @@ def write_tensor(memory: Memory, program, name: str, array, offset: int = 0,
         return hi - lo
     if arr.dtype != t.dtype or (t.elem == "i4" and arr.size and
                                 (arr.min() < -8 or arr.max() > 7)):
-        got = "int8 values outside [-8, 7]" if arr.dtype == t.dtype else f"a {arr.dtype} array"
-        raise TensorIOError(f"{got} does not match {t.describe()}: write an array of "
+        got = "int8 values outside [-8, 7] do not fit" if arr.dtype == t.dtype else \
+            f"a {arr.dtype} array does not match"
+        raise TensorIOError(f"{got} {t.describe()}: write an array of "
                             f"{t.elem} ({t.dtype}), or write the bytes as they are "
                             "(raw=True, nem-run --input-raw)")
     if t.region is not None and offset == 0:

@@ -179,7 +179,8 @@ class ExpressionParser(TokenCursor):
         if n is None:
             raise self.undeclared(tok, f"token '{tok.text}' is not produced by any earlier task",
                                   "TASK-03",
-                                  f"assign a task's token with `{tok.text} = ...` before waiting on it")
+                                  f"put the task `{tok.text} = ...` before this statement: deps and wait "
+                                  "see only the tokens of earlier statements")
         if n.kind != "token":
             raise self.error(f"'{tok.text}' is a {n.kind}, not a token", "NAME-01",
                              "deps and wait take task tokens", tok)
