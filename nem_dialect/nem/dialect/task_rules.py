@@ -5,6 +5,7 @@ intent: one rule group of `nem.dialect.verifier.ProgramVerifier`."""
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from functools import cached_property
 
 import numpy as np
@@ -49,6 +50,29 @@ from nem.dialect.semantics import ExprError
 from nem.dialect.shape_rules import check_shapes
 
 
+IN_PLACE_CATEGORIES = frozenset({"elementwise", "conversion", "normalization", "softmax",
+                                 "generic"})
+"""Registry categories whose tasks may write an output over an input that is
+the very same region (D-HAZ-INPLACE): each output element is computed from
+input elements of the same index, or of the same row read whole first
+(normalization, softmax), or by an escape-hatch kernel whose MLIR text gives
+the aliasing its meaning (generic)."""
+
+
+def _elements(value: SSAValue) -> tuple[object, ...] | None:
+    """Which elements region `value` addresses, relative to its offset: its
+    element type, shape and strides (a layout id is dense row-major:
+    D-LAYOUT); None when a shape or stride is not static."""
+    rtype = value.type
+    assert isinstance(rtype, RegionType)
+    shape, strides = rtype.shape_values, rtype.stride_values
+    if shape is None or DYNAMIC in shape or (strides is not None and DYNAMIC in strides):
+        return None
+    if strides is None:
+        strides = tuple(math.prod(shape[k + 1:]) for k in range(len(shape)))
+    return rtype.elem_name, shape, strides
+
+
 class TaskRules(PointChecks):
     """Transfer, store and compute tasks."""
 
@@ -82,11 +106,32 @@ class TaskRules(PointChecks):
         compare_extents = not (dst.typed and src.typed)
         if not compare_extents and not same_buffer:
             return None
+        buffer = d_op.buffer_decl.buffer_name.data
+
+        def overlap(s_lo: int, s_hi: int, d_lo: int, d_hi: int) -> tuple[str, str]:
+            return (f"transfer source and destination overlap (bytes [{s_lo}, {s_hi}) and "
+                    f"[{d_lo}, {d_hi}) of '{buffer}')", "add @memmove or use disjoint regions")
+        self._extents_and_overlap(op, loops, kw, (d_extent, s_extent, d_offset, s_offset),
+                                  compare_extents, same_buffer, overlap)
+
+    def _extents_and_overlap(self, op: TaskOp, loops: tuple[LoopOp, ...], kw: str,
+                             exprs: tuple[SSAValue, SSAValue, SSAValue, SSAValue],
+                             compare_extents: bool, same_buffer: bool,
+                             overlap: Callable[[int, int, int, int], tuple[str, str]],
+                             same_ok: bool = False) -> None:
+        """For every iteration: the destination extent is at least the
+        source's (TASK-07, when `compare_extents`), and the two byte ranges
+        of one buffer are disjoint (HAZ-02 when `same_buffer`; `overlap`
+        gives the message and fix from the two ranges), or, when `same_ok`,
+        the same range (an in-place compute, D-HAZ-INPLACE).  `exprs`: the
+        destination's extent, the source's, the destination's offset, the
+        source's."""
+        d_extent, s_extent, d_offset, s_offset = exprs
         # what follows reads the four expressions and the two flags only: a
         # pass is not repeated for another move of the loop body with equal
         # ones (D-VERIFY-REPEAT)
         repeat = self.check_key(loops, (d_extent, s_extent, d_offset, s_offset),
-                                compare_extents, same_buffer)
+                                compare_extents, same_buffer, same_ok)
         if self.passed_before(repeat):
             return None
         diags_before = len(self.diags)
@@ -102,12 +147,10 @@ class TaskRules(PointChecks):
             if same_buffer:
                 d_off, s_off = self.ev.eval(d_offset, env), self.ev.eval(s_offset, env)
                 if d_off is not None and s_off is not None and d_ext is not None and \
-                        s_ext is not None and d_off < s_off + s_ext and s_off < d_off + d_ext:
-                    self.err(op, "HAZ-02", "transfer source and destination overlap "
-                             f"(bytes [{s_off}, {s_off + s_ext}) and [{d_off}, {d_off + d_ext}) "
-                             f"of '{d_op.buffer_decl.buffer_name.data}')"
-                             f"{iteration_text(loops, env)}",
-                             "add @memmove or use disjoint regions")
+                        s_ext is not None and d_off < s_off + s_ext and s_off < d_off + d_ext \
+                        and not (same_ok and d_off == s_off and d_ext == s_ext):
+                    message, fix = overlap(s_off, s_off + s_ext, d_off, d_off + d_ext)
+                    self.err(op, "HAZ-02", f"{message}{iteration_text(loops, env)}", fix)
                     return False
             return True
 
@@ -128,7 +171,10 @@ class TaskRules(PointChecks):
                 d_off, s_off = vector_eval(self.ev, d_offset, chunk, n), vector_eval(self.ev, s_offset, chunk, n)
                 if d_off is not None and s_off is not None:
                     _small(d_off, s_off, d_ext, s_ext)
-                    bad |= (d_off < s_off + s_ext) & (s_off < d_off + d_ext)
+                    over = (d_off < s_off + s_ext) & (s_off < d_off + d_ext)
+                    if same_ok:
+                        over &= (d_off != s_off) | (d_ext != s_ext)
+                    bad |= over
             return bad
 
         self.each_point(op, loops, check, suspects, f"the extents and overlap of this {kw}",
@@ -160,6 +206,72 @@ class TaskRules(PointChecks):
             check(witness(slack, box, minimize=True))
             return True
         return False
+
+    def _compute_aliasing(self, op: ComputeOp, loops: tuple[LoopOp, ...]) -> None:
+        """D-HAZ-INPLACE: an output may be one of the inputs (the same buffer,
+        offset, extent and region type: in place) only for an elementwise
+        opcode, where each output element depends on the input elements of
+        the same index; any other common byte of an input and an output of one
+        compute task is HAZ-02, as for a transfer, at every iteration.  An
+        output with a zero stride on a dimension of more than one element
+        writes several results to one element (TYPE-04's strides count
+        elements; which write wins is undefined): an error too."""
+        ins, outs, _, _ = operand_groups(op)
+        elementwise = op.SPEC.category in IN_PLACE_CATEGORIES
+        for out in outs:
+            self._zero_stride_output(op, out)
+            o_op = out.owner
+            assert isinstance(o_op, RegionOp)  # region values have one source
+            (o_buffer,), (o_offset,), (o_extent,), _, _ = operand_groups(o_op)
+            for inp in ins:
+                i_op = inp.owner
+                assert isinstance(i_op, RegionOp)
+                (i_buffer,), (i_offset,), (i_extent,), _, _ = operand_groups(i_op)
+                if i_buffer != o_buffer:
+                    continue
+                names = f"output {value_label(out)} and input {value_label(inp)}"
+                try:
+                    same = inp is out or (_elements(inp) == _elements(out) is not None and
+                                          self.ev.key(i_offset) == self.ev.key(o_offset) and
+                                          self.ev.key(i_extent) == self.ev.key(o_extent))
+                except ExprError:
+                    continue      # reported by the region rules (CONST-05)
+                if same:
+                    if not elementwise:
+                        self.err(op, "HAZ-02", f"{op.opcode} computes in place ({names} are "
+                                 f"the same region), which a {op.SPEC.category} opcode may not",
+                                 "write the output to a region of its own "
+                                 "(decision D-HAZ-INPLACE)")
+                    continue
+                buffer = o_op.buffer_decl.buffer_name.data
+
+                why = "without being the same region" if elementwise else \
+                    f"(a {op.SPEC.category} opcode may not write over its input)"
+
+                def overlap(s_lo: int, s_hi: int, d_lo: int, d_hi: int, names: str = names,
+                            buffer: str = buffer, why: str = why) -> tuple[str, str]:
+                    return (f"{op.opcode}'s {names} overlap (bytes [{d_lo}, {d_hi}) and "
+                            f"[{s_lo}, {s_hi}) of '{buffer}') {why}",
+                            "use disjoint regions, or the very same region for an elementwise "
+                            "opcode (decision D-HAZ-INPLACE)")
+                self._extents_and_overlap(op, loops, op.opcode,
+                                          (o_extent, i_extent, o_offset, i_offset),
+                                          False, True, overlap,
+                                          elementwise and _elements(inp) == _elements(out))
+
+    def _zero_stride_output(self, op: ComputeOp, out: SSAValue) -> None:
+        rtype = out.type
+        assert isinstance(rtype, RegionType)
+        strides, shape = rtype.stride_values, rtype.shape_values
+        if strides is None or shape is None:
+            return
+        for k, (st, n) in enumerate(zip(strides, shape)):
+            if st == 0 and n != 1:
+                self.err(op, "HAZ-02", f"{op.opcode}'s output {value_label(out)} has stride 0 "
+                         f"in dimension {k} (size {n}): its results would be written to one "
+                         "element", "give the output strides that address each element once "
+                         "(decision D-HAZ-INPLACE)")
+                return
 
     @cached_property
     def _computes_passed(self) -> set[tuple[object, ...]]:

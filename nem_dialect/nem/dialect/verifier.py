@@ -289,6 +289,7 @@ class ProgramVerifier(RegionRules, TaskRules):
                 self._move(cast(TransferOp | StoreOp, op), loops)
             elif _is_compute(t):
                 self._compute(cast(ComputeOp, op))
+                self._compute_aliasing(cast(ComputeOp, op), loops)
             if _is_task(t):
                 self._task_operand_rules(cast(TaskOp, op))
 
