@@ -49,7 +49,6 @@ from nem.dialect.registry import OpcodeSpec
 from nem.dialect.semantics import ExprError
 from nem.dialect.shape_rules import check_shapes
 
-
 IN_PLACE_CATEGORIES = frozenset({"elementwise", "conversion", "normalization", "softmax",
                                  "generic"})
 """Registry categories whose tasks may write an output over an input that is
