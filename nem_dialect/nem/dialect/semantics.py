@@ -762,9 +762,8 @@ def eligible_units(op: TaskOp) -> tuple[str, ...]:
 class UnitBinding:
     """The unit type (and instance, when fixed) a task runs on, with how it was
     chosen: `rule` is None (usual unit), RES-03 (exact), RES-04 (same-type
-    remap), RES-05 (cross-type translation, or `error` when impossible) or
-    RES-07 (`error`: a present unit that cannot run the task); `fix` says how
-    to mend an `error` (the checker and the runtime print it)."""
+    remap), RES-05 (cross-type translation, or `error` when impossible) or RES-07
+    (`error`: a present unit that cannot run the task), and the `fix` of an error."""
 
     unit: str | None
     index: int | None
@@ -777,30 +776,25 @@ def bind_unit(op: TaskOp, resource: tuple[str, int] | None,
               count: Callable[[str], int]) -> UnitBinding:
     """The Target Resource Validity Rule: the unit `op` runs on, given its
     `@resource(U[i])` (or None) and the device's instance count per unit type
-    (`count`, per engine or device-wide).  Shared by `nem-verify-device` and the
-    runtime's placement."""
+    (`count`, per engine or device-wide); `nem-verify-device`'s and the runtime's."""
     eligible = eligible_units(op)
+    names, target = ", ".join(eligible), f"target a device with one of {', '.join(eligible)}"
+    alt = next((u for u in eligible if count(u) > 0), None)
     if resource is not None:
         unit, i = resource
         c = count(unit)
+        if c > 0 and unit not in eligible:
+            return UnitBinding(None, None, "RES-07", f"{unit} cannot run this task (eligible: "
+                               f"{names})", f"use @resource({eligible[0]}[0]) or drop @resource "
+                               "(decisions D-DEV-RES, D-SEM-UNITS)")
         if c > 0:
-            if unit not in eligible:
-                return UnitBinding(None, None, "RES-07",
-                                   f"{unit} cannot run this task (eligible: {', '.join(eligible)})",
-                                   f"use @resource({eligible[0]}[0]) or drop @resource "
-                                   "(decisions D-DEV-RES, D-SEM-UNITS)")
             return UnitBinding(unit, i if i < c else i % c, "RES-03" if i < c else "RES-04")
-        alt = next((u for u in eligible if count(u) > 0), None)
         if alt is None:
-            return UnitBinding(None, None, "RES-05",
-                               f"the device has no {unit} and no other unit type that can run "
-                               f"this task (eligible: {', '.join(eligible)})",
-                               f"target a device with one of {', '.join(eligible)}, or drop "
-                               "@resource and the task")
+            return UnitBinding(None, None, "RES-05", f"the device has no {unit} and no other unit "
+                               f"type that can run this task (eligible: {names})",
+                               target + ", or drop @resource and the task")
         return UnitBinding(alt, None, "RES-05")
-    alt = next((u for u in eligible if count(u) > 0), None)
     if alt is None:
         return UnitBinding(None, None, "RES-05", "the device has no unit that can run this task "
-                           f"(eligible: {', '.join(eligible)})",
-                           f"target a device with one of {', '.join(eligible)}")
+                           f"(eligible: {names})", target)
     return UnitBinding(alt, None, None)

@@ -55,7 +55,9 @@ IN_PLACE_CATEGORIES = frozenset({"elementwise", "conversion", "normalization", "
 the very same region (D-HAZ-INPLACE): each output element is computed from
 input elements of the same index, or of the same row read whole first
 (normalization, softmax), or by an escape-hatch kernel whose MLIR text gives
-the aliasing its meaning (generic)."""
+the aliasing its meaning (generic).  Other opcodes may do so on an operand of
+role `bias` only (gemm's and matmul's C: `Y = A @ B + Y`, MLIR's
+accumulating matmul)."""
 
 
 def _elements(value: SSAValue) -> tuple[object, ...] | None:
@@ -215,14 +217,16 @@ class TaskRules(PointChecks):
         output with a zero stride on a dimension of more than one element
         writes several results to one element (TYPE-04's strides count
         elements; which write wins is undefined): an error too."""
-        ins, outs, _, _ = operand_groups(op)
-        elementwise = op.SPEC.category in IN_PLACE_CATEGORIES
+        _, outs, _, _ = operand_groups(op)
+        by_index = op.SPEC.category in IN_PLACE_CATEGORIES
+        # (whether each input is read at its output element's index)
+        ins = [(v, by_index or s.role == "bias") for s, v in bind_operands(op) if s.dir == "in"]
         for out in outs:
             self._zero_stride_output(op, out)
             o_op = out.owner
             assert isinstance(o_op, RegionOp)  # region values have one source
             (o_buffer,), (o_offset,), (o_extent,), _, _ = operand_groups(o_op)
-            for inp in ins:
+            for inp, elementwise in ins:
                 i_op = inp.owner
                 assert isinstance(i_op, RegionOp)
                 (i_buffer,), (i_offset,), (i_extent,), _, _ = operand_groups(i_op)
@@ -238,7 +242,8 @@ class TaskRules(PointChecks):
                 if same:
                     if not elementwise:
                         self.err(op, "HAZ-02", f"{op.opcode} computes in place ({names} are "
-                                 f"the same region), which a {op.SPEC.category} opcode may not",
+                                 f"the same region), which a {op.SPEC.category} opcode may do only "
+                                 "on its bias (accumulator) operand",
                                  "write the output to a region of its own "
                                  "(decision D-HAZ-INPLACE)")
                     continue
