@@ -242,6 +242,23 @@ def test_cli_bad_options(tmp_path, args, message):
     assert "Traceback" not in r.stderr and "internal error" not in r.stderr
 
 
+def test_cli_onnx_front_end_exit_statuses(tmp_path):
+    """Outside report, finding 1: an invalid model (Add of f32 and f16) is
+    a located diagnostic, exit 1, not an internal error (exit 2)."""
+    h = onnx.helper
+    g = h.make_graph([h.make_node("Add", ["a", "b"], ["y"], name="add")], "g",
+                     [h.make_tensor_value_info("a", onnx.TensorProto.FLOAT, [3]),
+                      h.make_tensor_value_info("b", onnx.TensorProto.FLOAT16, [3])],
+                     [h.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [3])])
+    path = tmp_path / "mixed.onnx"
+    onnx.save(h.make_model(g, opset_imports=[h.make_opsetid("", 17)]), path)
+    r = tool("nem-compile", str(path), "-o", str(tmp_path / "m.nem"), ok=False)
+    assert r.returncode == 1, r.stderr
+    assert r.stderr.startswith(f"{path}: node 0 'add' (Add): error: inputs have different "
+                               "element types: 'a' f32, 'b' f16"), r.stderr
+    assert "\nfix: " in r.stderr and "internal error" not in r.stderr
+
+
 def test_cli_missing_input_and_bad_suffix(tmp_path):
     r = tool("nem-compile", str(tmp_path / "none.onnx"), ok=False)
     assert r.returncode == 1 and "none.onnx: error: no such file" in r.stderr

@@ -210,6 +210,50 @@ class Importer:
             where = (self.node.index, self.node.name, self.node.op_type)
         return OnnxImportError(message, self.file, where, fix)
 
+    def check_operand_types(self, node: Node) -> None:
+        """The inputs that the op's ONNX schema (at the model's opset) binds
+        to one type variable have one element type: Add's A and B (T),
+        Concat's inputs, MatMul's, Gemm's and Conv's operands, Clip's bounds,
+        ... (Pow's exponent is T1: any).  Checked here, once for every
+        converter, because the converters combine operands assuming it: a
+        model that breaks it (invalid ONNX, which onnxruntime refuses and
+        strict shape inference lets through) otherwise reaches MLIR's
+        verifier (`arith.addf` of f32 and f16) as an internal error."""
+        try:
+            schema = onnx.defs.get_schema(node.op_type, self.opset, "")
+        except onnx.defs.SchemaError:
+            return   # no schema at this opset: the converter judges the node
+        params = {c.type_param_str for c in schema.type_constraints}
+        formals = list(schema.inputs)
+        groups: dict[str, list[tuple[str, str]]] = {}
+        for k, name in enumerate(node.inputs):
+            formal = formals[min(k, len(formals) - 1)] if formals else None
+            if not name or formal is None or formal.type_str not in params:
+                continue
+            elem = self.elem_name(name)
+            if elem is not None:
+                groups.setdefault(formal.type_str, []).append((name, elem))
+        for param, operands in groups.items():
+            if len({e for _, e in operands}) > 1:
+                listed = ", ".join(f"'{n}' {e}" for n, e in operands)
+                raise self.error(
+                    f"inputs have different element types: {listed} (the ONNX schema of "
+                    f"{node.op_type} gives them one type {param})",
+                    fix="make the model one element type throughout (float32 or float16); "
+                        "onnx.checker.check_model(model, full_check=True) reports such "
+                        "type errors")
+
+    def elem_name(self, name: str) -> str | None:
+        """The element type of ONNX value `name` as the importer holds it
+        (`f32`, `f16`, or a constant's numpy dtype: `int64`), None when no
+        earlier node produced it."""
+        if name in self.vals:
+            return str(self.vals[name].elem)
+        if name in self.consts:
+            dtype = self.consts[name].dtype
+            return ELEM_TYPE_NAMES.get(dtype, dtype.name)
+        return None
+
     def axis(self, a: int, rank: int) -> int:
         """ONNX axis `a` (negative: from the end) of a rank-`rank` tensor,
         in 0..rank-1; out of range is an error at the node."""
@@ -378,6 +422,7 @@ class Importer:
                         raise self.error(f"not supported: op type {proto.op_type}",
                                          fix="supported op types: " + ", ".join(sorted(
                                              CONVERTERS)))
+                    self.check_operand_types(node)
                     with ir.Location.name(node.name):
                         conv(self, node)
                 self.node = None

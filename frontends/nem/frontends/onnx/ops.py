@@ -192,12 +192,25 @@ def identity(imp: Importer, node: Node) -> None:
     imp.vals[node.outputs[0]] = imp.tensor(node.input(0))
 
 
+CONSTANT_FORMS = {"value": None, "value_float": np.float32, "value_floats": np.float32,
+                  "value_int": np.int64, "value_ints": np.int64}
+"""Constant's attributes the importer takes, with the dtype ONNX gives the
+scalar and list forms (FLOAT, INT64); `value` is a tensor of its own type."""
+
+
 def constant(imp: Importer, node: Node) -> None:
     from onnx import numpy_helper
 
-    if "value" not in node.attrs:
-        raise imp.error("not supported: Constant without a 'value' tensor attribute")
-    imp.consts[node.outputs[0]] = numpy_helper.to_array(node.attrs["value"])
+    form = next((a for a in CONSTANT_FORMS if a in node.attrs), None)
+    if form is None:
+        given = ", ".join(f"'{a}'" for a in node.attrs) or "none"
+        raise imp.error(f"not supported: Constant with attribute {given} (the importer "
+                        "takes " + ", ".join(f"'{a}'" for a in CONSTANT_FORMS) + ")",
+                        fix="give the constant as a float or integer tensor ('value') or an "
+                            "initializer (sparse and string constants have no NEM form)")
+    v = node.attrs[form]
+    imp.consts[node.outputs[0]] = numpy_helper.to_array(v) if form == "value" else \
+        np.array(v, dtype=CONSTANT_FORMS[form])
 
 
 # --------------------------------------------------------------------------

@@ -75,12 +75,15 @@ def _axes(imp: Importer, node: Node, rank: int) -> list[int]:
 
 
 def _powf(a: ir.Value, b: ir.Value) -> ir.Value:
-    """`a ** b`, f16 evaluated in f32 and rounded once (D-COMPILE-F16)."""
-    if not is_f16(a):
+    """`a ** b`, f16 evaluated in f32 and rounded once (D-COMPILE-F16).  The
+    exponent may have another float type than the base (ONNX types it T1,
+    not T): it is widened to f32 on its own."""
+    if not is_f16(a) and not is_f16(b):
         return math.powf(a, b)
     f32 = ir.F32Type.get()
-    return arith.truncf(a.type, math.powf(arith.extf(f32, a), arith.extf(f32, b)))
+    y = math.powf(*(arith.extf(f32, v) if is_f16(v) else v for v in (a, b)))
+    return arith.truncf(a.type, y) if is_f16(a) else y
 
 
 pow_ = binary(_powf)
-"""`Pow`: the exponent a tensor of the base's type or a constant (inlined)."""
+"""`Pow`: the exponent a float tensor (of any float type) or a constant (inlined)."""
