@@ -87,6 +87,33 @@ def test_bounds_are_checked_the_same_way_everywhere(where):
         io.write_tensor("a", np.zeros(65, np.float16), offset=2)
 
 
+@pytest.mark.parametrize("text, want", [
+    ("f16[64,32]", ("f16", (64, 32))), ("f32[]", ("f32", ())), ("f32[ ]", ("f32", ())),
+    ("i8", ("i8", None))])
+def test_output_spec(text, want):
+    """D-RT-TENSOR-IO: `T[]` is a 0-d array, the shape `nem-compile -v`
+    prints for a scalar output (its run line said `y:f32[]`, which this
+    rejected: outside report, finding 2)."""
+    from nem.runtime.tensor_io import parse_spec
+
+    assert parse_spec(text) == want
+
+
+@pytest.mark.parametrize("text", ["f16[0]", "f16[4,0]", "f16[,]", "f16[2,]"])
+def test_output_spec_shape_must_be_positive(text):
+    from nem.runtime.tensor_io import TensorIOError, parse_spec
+
+    with pytest.raises(TensorIOError, match=r"the shape must be positive integers.*f16\[\]"):
+        parse_spec(text)
+
+
+def test_zero_d_read_is_the_first_element():
+    it = _interp()
+    it.write_tensor("s", np.array([[1, 2, 3], [4, 5, 6]], np.float32))
+    got = it.read_tensor("A", (), np.float32, offset=128)
+    assert got.shape == () and got.dtype == np.float32 and float(got) == 1.0
+
+
 def test_session_io_uses_the_session_memory():
     it = _interp()
     s = it.start()

@@ -75,7 +75,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--output", action="append", default=[], metavar="NAME[:T[SHAPE]]=FILE",
                    help="write buffer or region NAME to FILE after the run (.npy: a typed "
                    "array, NAME's element type and shape, or T[SHAPE] such as "
-                   "Y:f16[64,32]; any other file: the array's bytes)")
+                   "Y:f16[64,32], T[] a 0-d array such as Y:f32[]; any other file: the "
+                   "array's bytes)")
     p.add_argument("--random-inputs", type=int, metavar="SEED",
                    help="fill DDR and L2 buffers with seeded random values before running")
     p.add_argument("--trace", metavar="FILE", help="trace as Chrome/Perfetto JSON or .csv")

@@ -19,7 +19,7 @@ region's, or for a buffer every whole element it holds.
   elements), or `dtype`/`shape` read from the bytes at `offset`; bounds
   checked the same way.
 * `parse_spec("f16[64,32]")` reads the `dtype[shape]` suffix of
-  `nem-run --output NAME:f16[64,32]=FILE`.
+  `nem-run --output NAME:f16[64,32]=FILE` (`f16[]`: a 0-d array).
 """
 
 from __future__ import annotations
@@ -189,14 +189,19 @@ _SPEC = re.compile(r"^(?P<elem>[a-z0-9]+)(?:\[(?P<shape>[0-9, ]*)\])?$")
 
 
 def parse_spec(text: str) -> tuple[str, tuple[int, ...] | None]:
-    """`f16[64,32]` -> ("f16", (64, 32)); `i8` -> ("i8", None)."""
+    """`f16[64,32]` -> ("f16", (64, 32)); `f32[]` -> ("f32", ()), a 0-d
+    array of one element (numpy's shape `()`, what `nem-compile -v` prints
+    for a scalar output; D-RT-TENSOR-IO); `i8` -> ("i8", None)."""
     m = _SPEC.match(text.strip())
     if m is None or m["elem"] not in DTYPES:
         raise TensorIOError(f"'{text}' is not ELEM or ELEM[d0,d1,...] with ELEM one of "
                             + ", ".join(DTYPES))
     if m["shape"] is None:
         return m["elem"], None
+    if not m["shape"].strip():
+        return m["elem"], ()
     dims = [d.strip() for d in m["shape"].split(",")]
-    if not all(d.isdigit() for d in dims):
-        raise TensorIOError(f"'{text}': the shape must be positive integers, e.g. f16[64,32]")
+    if not all(d.isdigit() and int(d) > 0 for d in dims):
+        raise TensorIOError(f"'{text}': the shape must be positive integers, e.g. f16[64,32] "
+                            "(or none, f16[], for a 0-d array)")
     return m["elem"], tuple(int(d) for d in dims)
