@@ -93,28 +93,71 @@ def _load(path: str, what: str, like: np.ndarray | None = None) -> np.ndarray:
         raise _CheckError(f"{what}={path}: {e}") from None
 
 
+def resolve_names(given: Sequence[str], ports: Sequence[tuple[str, str]], what: str
+                  ) -> dict[str, str]:
+    """Each NAME of `--input`/`--output` NAME=FILE -> the ONNX name of the
+    model input or output it denotes, `ports` being the (ONNX name, buffer
+    name) pairs of `interface_names` (D-COMPILE-CHECK-NAMES).  NAME may be
+    either spelling.  It can be both, for two tensors: ONNX `a.b` and `a_b`
+    are buffers `a_b` and `a_bv2`, so `a_b` is one tensor's ONNX name and
+    the other's buffer name.  Then a tensor that another NAME denotes
+    unambiguously is not a candidate (`a.b` with `a_b`, or `a_bv2` with
+    `a_b`, each settle it); two candidates left is an error naming both
+    spellings.  Two NAMEs of one input is an error too (which array?)."""
+    buffer_of, onnx_of = dict(ports), {b: o for o, b in ports}
+    listing = ", ".join(o + (f" (buffer {b})" if b != o else "") for o, b in ports)
+    cands: dict[str, set[str]] = {}
+    for name in given:
+        cands[name] = {name} & buffer_of.keys() | ({onnx_of[name]} if name in onnx_of else set())
+        if not cands[name]:
+            raise _CheckError(f"--{what} {name}: the model has no {what} '{name}' "
+                              f"({what}s: {listing or 'none'})")
+    changed = True
+    while changed:   # settle ambiguous names by the tensors the others denote
+        changed = False
+        for name, c in cands.items():
+            taken = {next(iter(d)) for n, d in cands.items() if n != name and len(d) == 1}
+            if len(c) > 1 and c - taken and c - taken != c:
+                cands[name], changed = c - taken, True
+    for name, c in cands.items():
+        if len(c) > 1:
+            other = onnx_of[name]
+            raise _CheckError(
+                f"--{what} {name} is ambiguous: ONNX {what} '{name}' is buffer "
+                f"'{buffer_of[name]}', and buffer '{name}' is ONNX {what} '{other}'\n"
+                f"fix: write '{buffer_of[name]}' or '{other}' for the one you mean, or name "
+                f"the other {what} too (by either spelling)")
+    chosen = {n: next(iter(c)) for n, c in cands.items()}
+    if what == "input":
+        by_tensor: dict[str, str] = {}
+        for name, o in chosen.items():
+            if o in by_tensor:
+                raise _CheckError(f"--input {by_tensor[o]} and --input {name} both name ONNX "
+                                  f"input '{o}' (buffer '{buffer_of[o]}'): give it once")
+            by_tensor[o] = name
+    return chosen
+
+
 def _compare(args: argparse.Namespace) -> int:
     import onnx
 
-    from nem.frontends.onnx.graph import nem_name
+    from nem.frontends.onnx.graph import interface_names
 
     try:
         model = onnx.load(args.model)
     except Exception as e:   # onnx raises OSError, DecodeError, ...: any is a bad file
         raise _CheckError(f"{args.model}: cannot read the model: {e}") from None
-    inits = {i.name for i in model.graph.initializer}
-    # buffer names are sanitized ONNX names (nem.frontends.onnx.graph.nem_name)
-    taken: set[str] = set()
-    in_names = {nem_name(v.name, taken): v.name for v in model.graph.input
-                if v.name not in inits}
-    out_names = {nem_name(v.name, taken): v.name for v in model.graph.output}
-    inputs = {}
-    for a in args.input:
-        name, path = a.split("=", 1)
-        if in_names.get(name, name) not in in_names.values():
-            raise _CheckError(f"--input {name}: the model has no input '{name}' "
-                              f"(inputs: {', '.join(in_names) or 'none'})")
-        inputs[in_names.get(name, name)] = _load(path, f"--input {name}")
+    table = interface_names(model.graph)   # the compiler's buffer names
+    given = [a.split("=", 1) for a in args.input]
+    in_names = resolve_names([n for n, _ in given], table.inputs, "input")
+    out_names = resolve_names([a.split("=", 1)[0] for a in args.output], table.outputs,
+                              "output")
+    inputs = {in_names[name]: _load(path, f"--input {name}") for name, path in given}
+    missing = [(o, b) for o, b in table.inputs if o not in inputs]
+    if missing:
+        raise _CheckError("no array for the model's input " + ", ".join(
+            f"'{o}'" + (f" (buffer '{b}')" if b != o else "") for o, b in missing)
+            + f"\nfix: give --input {missing[0][1]}=FILE.npy")
     try:
         want = onnxruntime_run(model, inputs)
     except Exception as e:   # onnxruntime's Fail/InvalidArgument: missing or mis-shaped input
@@ -122,10 +165,7 @@ def _compare(args: argparse.Namespace) -> int:
     ok = True
     for a in args.output:
         name, path = a.split("=", 1)
-        if out_names.get(name, name) not in want:
-            raise _CheckError(f"--output {name}: the model has no output '{name}' "
-                              f"(outputs: {', '.join(out_names)})")
-        ref = want[out_names.get(name, name)]
+        ref = want[out_names[name]]
         got = _load(path, f"--output {name}", ref)
         v = max_violation(got, ref)
         atol, rtol = TOLERANCES[np.dtype(ref.dtype)]

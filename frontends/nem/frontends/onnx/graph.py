@@ -139,6 +139,31 @@ def nem_name(name: str, taken: set[str]) -> str:
     return out
 
 
+@dataclass(frozen=True)
+class InterfaceNames:
+    """The buffer name of each model input and output, as (ONNX name, NEM
+    name) pairs in the model's order (D-COMPILE-IFACE), and every name
+    they take."""
+
+    inputs: tuple[tuple[str, str], ...]
+    outputs: tuple[tuple[str, str], ...]
+    taken: frozenset[str]
+
+
+def interface_names(graph: onnx.GraphProto) -> InterfaceNames:
+    """The one name table of a model's interface: the inputs that are not
+    initializers, then the outputs, each `nem_name`d in order, so a
+    collision suffixes the later one (`a.b`, `a_b` -> `a_b`, `a_bv2`).  The
+    importer names its arguments with it and `nem.compile.check` maps
+    command-line names through it."""
+    inits = {i.name for i in graph.initializer}
+    taken: set[str] = set()
+    inputs = tuple((v.name, nem_name(v.name, taken)) for v in graph.input
+                   if v.name not in inits)
+    outputs = tuple((v.name, nem_name(v.name, taken)) for v in graph.output)
+    return InterfaceNames(inputs, outputs, frozenset(taken))
+
+
 def _perm_inverse(perm: Sequence[int]) -> tuple[int, ...]:
     inv = [0] * len(perm)
     for i, p in enumerate(perm):
@@ -358,7 +383,7 @@ class Importer:
         return tv
 
     # ---------------------------------------------------------- driver
-    def _port(self, vi: onnx.ValueInfoProto, taken: set[str], what: str) -> Port:
+    def _port(self, vi: onnx.ValueInfoProto, name: str, what: str) -> Port:
         tt = vi.type.tensor_type
         if tt.elem_type not in ELEM_TYPES:
             # located at the first node reading it: an integer input is most
@@ -385,7 +410,7 @@ class Importer:
                     fix="fix the dimension, e.g. onnx.tools.update_model_dims."
                         "update_inputs_outputs_dims(model, {...}, {...})")
             dims.append(d.dim_value)
-        return Port(nem_name(vi.name, taken), vi.name, tuple(dims),
+        return Port(name, vi.name, tuple(dims),
                     np.dtype(ELEM_TYPES[tt.elem_type][1]))
 
     def run(self) -> ImportedModel:
@@ -396,9 +421,12 @@ class Importer:
         from nem.frontends.onnx.ops import plan_batchnorm_folds
 
         self.bn_folds = plan_batchnorm_folds(self)
-        inputs = [self._port(vi, self.names, "input") for vi in self.graph.input
-                  if vi.name not in self.consts]
-        outputs = [self._port(vi, self.names, "output") for vi in self.graph.output]
+        table = interface_names(self.graph)
+        self.names.update(table.taken)   # weights are named after these
+        ins = [vi for vi in self.graph.input if vi.name not in self.consts]
+        inputs = [self._port(vi, name, "input") for vi, (_, name) in zip(ins, table.inputs)]
+        outputs = [self._port(vi, name, "output")
+                   for vi, (_, name) in zip(self.graph.output, table.outputs)]
         self.context = ctx = ir.Context()
         with ctx, ir.Location.file(self.file, 0, 0):
             module = ir.Module.create()
