@@ -243,8 +243,10 @@ def test_cli_bad_options(tmp_path, args, message):
 
 
 def test_cli_onnx_front_end_exit_statuses(tmp_path):
-    """Outside report, finding 1: an invalid model (Add of f32 and f16) is
-    a located diagnostic, exit 1, not an internal error (exit 2)."""
+    """Outside report, findings 1 and 5: an invalid model (Add of f32 and
+    f16) is a located diagnostic, exit 1, not an internal error (exit 2);
+    `--tile-sizes -1,2` reaches the tool's check (exit 2), where argparse
+    said 'expected one argument'."""
     h = onnx.helper
     g = h.make_graph([h.make_node("Add", ["a", "b"], ["y"], name="add")], "g",
                      [h.make_tensor_value_info("a", onnx.TensorProto.FLOAT, [3]),
@@ -257,6 +259,12 @@ def test_cli_onnx_front_end_exit_statuses(tmp_path):
     assert r.stderr.startswith(f"{path}: node 0 'add' (Add): error: inputs have different "
                                "element types: 'a' f32, 'b' f16"), r.stderr
     assert "\nfix: " in r.stderr and "internal error" not in r.stderr
+    for sizes in (["--tile-sizes", "-1,2"], ["--tile-sizes=-1,2"], ["--tile-sizes", "-3"]):
+        r = tool("nem-compile", str(path), *sizes, ok=False)
+        assert r.returncode == 2, r.stderr
+        value = sizes[-1].removeprefix("--tile-sizes=")
+        assert r.stderr == f"nem-compile: error: --tile-sizes expects positive integers, " \
+                           f"got '{value}'\n"
 
 
 def test_cli_missing_input_and_bad_suffix(tmp_path):

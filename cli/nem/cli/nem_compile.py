@@ -13,6 +13,7 @@ lowering or verification failure, the `mlir` extra missing), 2 bad usage.
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -43,8 +44,8 @@ def _parser() -> argparse.ArgumentParser:
                    help="write every stage's text beside the output "
                         "(STEM.import.mlir, STEM.bufferize.mlir, STEM.tile.mlir)")
     p.add_argument("--tile-sizes", metavar="A,B,...",
-                   help="tile sizes for every loop band (outermost first) instead of the "
-                        "L1-derived ones")
+                   help="tile sizes, positive integers, for every loop band (outermost "
+                        "first) instead of the L1-derived ones")
     p.add_argument("--no-pipeline", action="store_true",
                    help="no double buffering (tiles loaded, computed and stored in turn)")
     p.add_argument("--engines", type=int, metavar="N",
@@ -58,6 +59,23 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--no-progress", action="store_true",
                    help="no progress display on a terminal")
     return p
+
+
+def _attach_tile_sizes(argv: Sequence[str]) -> list[str]:
+    """`--tile-sizes -1,2` as `--tile-sizes=-1,2`.  argparse takes a value
+    that starts with '-' for an option unless it is a single number, so a
+    size list with a negative first entry failed as 'expected one argument'
+    and never reached `_tile_sizes`, which says what is wrong with it."""
+    out, i = [], 0
+    while i < len(argv):
+        if argv[i] == "--tile-sizes" and i + 1 < len(argv) and \
+                re.fullmatch(r"-\d[\d,-]*", argv[i + 1]):
+            out.append(f"--tile-sizes={argv[i + 1]}")
+            i += 2
+        else:
+            out.append(argv[i])
+            i += 1
+    return out
 
 
 def _tile_sizes(text: str | None) -> tuple[int, ...] | None:
@@ -128,7 +146,7 @@ class _Display:
 def run(argv: Sequence[str] | None = None) -> int:
     from nem.compile import missing_extra
 
-    args = _parser().parse_args(argv)
+    args = _parser().parse_args(_attach_tile_sizes(sys.argv[1:] if argv is None else argv))
     why = missing_extra()
     if why:
         print(f"nem-compile: error: {why}", file=sys.stderr)
