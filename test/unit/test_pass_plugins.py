@@ -16,7 +16,6 @@ from nem.frontends.nem_text import parse_nem, print_nem
 from nem.passes.driver import (
     PluginError,
     load_pass_plugin,
-    normalize_pipeline,
     pass_options,
     pass_summary,
     run_pipeline,
@@ -110,16 +109,6 @@ def test_run_pipeline_errors_carry_earlier_warnings():
         run_pipeline(module, "nem-check-tokens,nem-verify-device{device=no_such_device}")
     assert [d.severity for d in e.value.diagnostics][:1] == ["warning"]
     assert any(d.severity == "error" for d in e.value.diagnostics)
-
-
-def test_normalize_pipeline():
-    assert normalize_pipeline("builtin.module(a,b{x=1})") == "a,b{x=1}"
-    assert normalize_pipeline("module(a)") == "a"
-    assert normalize_pipeline("lower-to-nem{memory-spaces=0:DDR,1:L2}") == \
-        'lower-to-nem{memory-spaces="0:DDR,1:L2"}'
-    assert normalize_pipeline('p{entry="f(x)"}') == 'p{entry="f(x)"}'
-    with pytest.raises(ValueError, match="nested pass pipeline 'func.func"):
-        normalize_pipeline("builtin.module(func.func(cse))")
 
 
 def test_plugin_errors(tmp_path):

@@ -47,13 +47,13 @@ from nem.passes.driver import (
     apply_pipeline,
     available_passes,
     load_pass_plugin,
-    normalize_pipeline,
     pass_options,
     pass_summary,
     universe_passes,
     universes,
     with_include_dirs,
 )
+from nem.passes.pipeline_spec import PipelineError, check_pipeline
 
 
 class NemOptMain(xDSLOptMain):
@@ -62,7 +62,8 @@ class NemOptMain(xDSLOptMain):
     def __init__(self, args: Sequence[str] | None = None):
         # Plugins are loaded before xDSL registers passes and builds the
         # argument parser, so their passes are in --help and in pipelines.
-        self._plugins = _plugin_files(sys.argv[1:] if args is None else args)
+        self._argv = list(sys.argv[1:] if args is None else args)
+        self._plugins = _plugin_files(self._argv)
         for f in self._plugins:
             load_pass_plugin(f)
         super().__init__(description=DESCRIPTION, args=args)
@@ -128,7 +129,7 @@ class NemOptMain(xDSLOptMain):
         nemb_tool.add_arguments(arg_parser)
         arg_parser.add_argument("--pass-pipeline", default=None, metavar="PIPELINE",
                                 help="the pipeline in mlir-opt's form, "
-                                "'builtin.module(pass1,pass2{option=value})' (or as for -p)")
+                                "'builtin.module(pass1,pass2{option=value})' (the anchor is required)")
         arg_parser.add_argument("--load-pass-plugin", action="append", default=[],
                                 metavar="FILE.py", help="load the passes a Python file defines "
                                 "(every xdsl.passes.ModulePass subclass, under its `name`)")
@@ -139,9 +140,11 @@ class NemOptMain(xDSLOptMain):
         return pass_listing(self._plugins)
 
     def setup_pipeline(self) -> None:
-        """xDSL's pipeline parser, after `normalize_pipeline` (`builtin.module(...)`
-        unwrapped, D-OPT-PIPELINE; `memory-spaces=0:DDR,1:L2` needs no quotes,
-        D-LOW-OPT-SPACES); a bad pipeline or option is a one-line error."""
+        """xDSL's pipeline parser, after `check_pipeline` (`builtin.module(...)`
+        unwrapped, D-OPT-PIPELINE, and required by --pass-pipeline,
+        D-OPT-PIPELINE-ANCHOR; `memory-spaces=0:DDR,1:L2` needs no quotes,
+        D-LOW-OPT-SPACES); a bad pipeline or option is an error located in
+        the string the user gave, labelled with its flag (D-OPT-PIPELINE-ERRORS)."""
         if self.args.shrink or self.args.parsing_diagnostics:
             flag = "--shrink" if self.args.shrink else "--parsing-diagnostics"
             print(f"nem-opt: error: not supported: {flag} (an xdsl-opt option)", file=sys.stderr)
@@ -150,16 +153,28 @@ class NemOptMain(xDSLOptMain):
             print("nem-opt: error: give the pipeline with -p or with --pass-pipeline, not both",
                   file=sys.stderr)
             sys.exit(1)
-        spec = self.args.pass_pipeline if self.args.pass_pipeline is not None else self.args.passes
+        anchored = self.args.pass_pipeline is not None
+        spec = self.args.pass_pipeline if anchored else self.args.passes
         try:
-            self.args.passes = normalize_pipeline(spec or "")
+            self.args.passes = check_pipeline(spec or "", self.available_passes,
+                                              anchored=anchored)
             super().setup_pipeline()
         except NemDiagnosticError as e:
             print_diagnostics("nem-opt", e.diagnostics)
             sys.exit(1)
-        except (ArgSpecParseError, ValueError) as e:
-            print(f"nem-opt: error: -p: bad pass pipeline: {str(e).strip()}", file=sys.stderr)
+        except PipelineError as e:
+            print(e.render("--pass-pipeline" if anchored else self._passes_flag()),
+                  file=sys.stderr)
             sys.exit(1)
+        except (ArgSpecParseError, ValueError) as e:  # xDSL's own check, after ours
+            flag = "--pass-pipeline" if anchored else self._passes_flag()
+            print(f"nem-opt: error: {flag}: bad pass pipeline: {str(e).strip()}",
+                  file=sys.stderr)
+            sys.exit(1)
+
+    def _passes_flag(self) -> str:
+        """`-p` or `--passes`, as the command line spells it."""
+        return "--passes" if any(a.startswith("--passe") for a in self._argv) else "-p"
 
     # ------------------------------------------------------------------
     def _read_input(self) -> tuple[str, str]:

@@ -34,6 +34,7 @@ from pathlib import Path
 from nem.dialect.diagnostics import Diagnostic, NemDiagnosticError
 from nem.passes import PASSES
 from nem.passes.pass_context import pass_context
+from nem.passes.pipeline_spec import check_pipeline
 from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass, PassPipeline
@@ -198,62 +199,12 @@ def available_passes() -> dict[str, PassFactory]:
     return out
 
 
-_PASS_OPTIONS = re.compile(r'(?P<name>[\w.-]*)\{(?P<opts>(?:"[^"]*"|[^}"])*)\}')
-_QUOTED_OPTION = re.compile(r'(?<!\S)(?P<key>(?:memory[-_]spaces|weights)=)(?P<value>"[^"]*"|[^\s"]*)')
-_ANCHOR = re.compile(r"^\s*(?:builtin\.)?module\s*\((?P<inner>.*)\)\s*$", re.DOTALL)
-
-
-def normalize_pipeline(spec: str) -> str:
-    """A pipeline as xDSL's parser takes it: `builtin.module(a,b{x=1})`
-    (mlir-opt's `--pass-pipeline`) becomes `a,b{x=1}` (D-OPT-PIPELINE), and
-    `memory-spaces` and `weights` values are quoted (D-LOW-OPT-SPACES).  Nested anchors
-    (`func.func(...)`) are not supported: NEM passes run on the module."""
-    m = _ANCHOR.match(spec)
-    if m:
-        spec = m["inner"]
-    nested = re.search(r"(?<![\w\"])([\w.]+)\(", re.sub(r'"[^"]*"', '""', spec))
-    if nested:
-        raise ValueError(f"not supported: nested pass pipeline '{nested.group(1)}(...)': "
-                         "passes run on the whole module; write "
-                         "'builtin.module(pass1,pass2{option=value})'")
-    return quote_option_values(spec)
-
-
-def quote_option_values(spec: str) -> str:
-    """Quote every `memory-spaces=VALUE` and `weights=FILE` option inside a
-    pass's `{...}` of the pipeline `spec`, and check every `memory-spaces`
-    value with `parse_spaces` (D-LOW-OPT-SPACES).
-
-    xDSL's pipeline lexer has no `:` (nor `[`, `.`, `/`), so MLIR's spelling
-    `lower-to-nem{memory-spaces=0:DDR,1:L2,2:L1[0] weights=w.npz device=X}`
-    would not parse; each such value (up to the next blank or `}`) becomes
-    `"0:DDR,1:L2,2:L1[0]"`, `"w.npz"`, the quoted form xDSL already accepts.
-    A bad `memory-spaces` value raises a `NemDiagnosticError` naming the
-    pass, the option and the item, before any input is read."""
-    from nem.passes.lowering.passes import parse_spaces
-
-    def in_pass(m: re.Match) -> str:
-        def quoted(o: re.Match) -> str:
-            value = o["value"].strip('"')
-            if o["key"].startswith("memory"):
-                try:
-                    parse_spaces(value)
-                except NemDiagnosticError as e:
-                    for d in e.diagnostics:
-                        d.message = f"{m['name'] or 'pass'}: {d.message}"
-                    raise
-            return f'{o["key"]}"{value}"'
-
-        return f"{m['name']}{{{_QUOTED_OPTION.sub(quoted, m['opts'])}}}"
-
-    return _PASS_OPTIONS.sub(in_pass, spec)
-
-
 def parse_pipeline(spec: str, callback=None) -> PassPipeline:
     """The `PassPipeline` of a spec (`-p` text or `builtin.module(...)`);
-    `ValueError` (or xDSL's `ArgSpecParseError`) for an unknown pass or a
-    bad option, `NemDiagnosticError` for a bad `memory-spaces` value."""
-    return PassPipeline.parse_spec(available_passes(), normalize_pipeline(spec), callback)
+    `PipelineError` (a `ValueError`) for a syntax error, an unknown pass or
+    a bad option, `NemDiagnosticError` for a bad `memory-spaces` value."""
+    available = available_passes()
+    return PassPipeline.parse_spec(available, check_pipeline(spec, available), callback)
 
 
 def with_include_dirs(pipeline: PassPipeline, include_dirs: Iterable[str]) -> PassPipeline:
