@@ -16,7 +16,7 @@ from nem.cli.verify_diagnostics import (
 )
 from nem.dialect.diagnostics import Diagnostic, SourceLoc
 
-F = "t.nem"
+F = "vd_unit.nem"  # registered by no other test: failures quote no source line
 
 
 def diag(severity: str, line: int | None, message: str, *, col: int = 1, file: str = F,
@@ -177,7 +177,7 @@ def test_substring_and_rule_id_match():
     assert run("x # expected-error {{npx' [NEM-DEV-001]}}\n", [d]) == []
     assert run("x # expected-error {{NEM-DEV-002}}\n", [d]) == [
         f"{F}:1:7: error: unexpected error: unknown device 'npx' [NEM-DEV-001]",
-        f"{F}:1: error: expected error \"NEM-DEV-002\" was not produced",
+        f"{F}:1:5: error: expected error \"NEM-DEV-002\" was not produced",
     ]
 
 
@@ -187,10 +187,12 @@ def test_unexpected_diagnostic():
     ]
 
 
-def test_missing_expectation():
+def test_missing_expectation_is_reported_at_its_comment():
+    # D-OPT-VERIFY-LOC: the comment's line and the column of `expected-`,
+    # not the line the expectation designates
     text = "x\n# expected-warning@-1 {{careful}}\n"
     failures = run(text, [])
-    assert failures == [f"{F}:1: error: expected warning \"careful\" was not produced"]
+    assert failures == [f"{F}:2:3: error: expected warning \"careful\" was not produced"]
     assert verify(text, F, "#", []) == 1
 
 
@@ -198,7 +200,7 @@ def test_wrong_line_is_both_unexpected_and_missing():
     failures = run("x # expected-error {{e}}\ny\n", [diag("error", 2, "e")])
     assert failures == [
         f"{F}:2:1: error: unexpected error: e",
-        f"{F}:1: error: expected error \"e\" was not produced",
+        f"{F}:1:5: error: expected error \"e\" was not produced",
     ]
 
 
@@ -206,14 +208,14 @@ def test_wrong_severity_is_a_near_miss():
     failures = run("x # expected-error {{e}}\n", [diag("warning", 1, "e")])
     assert len(failures) == 2
     assert failures[0].startswith(f"{F}:1:1: error: 'warning' diagnostic emitted when expecting a 'error'")
-    assert failures[1] == f"{F}:1: error: expected error \"e\" was not produced"
+    assert failures[1] == f"{F}:1:5: error: expected error \"e\" was not produced"
 
 
 def test_each_expectation_needs_its_own_diagnostic():
     text = "x # expected-error {{dup}}\n# expected-error@-1 {{dup}}\n"
     assert run(text, [diag("error", 1, "dup"), diag("error", 1, "dup")]) == []
     assert run(text, [diag("error", 1, "dup")]) == [
-        f"{F}:1: error: expected error \"dup\" was not produced"
+        f"{F}:2:3: error: expected error \"dup\" was not produced"
     ]
     # Like upstream, a repeated diagnostic may reuse a satisfied expectation.
     assert run("x # expected-error {{dup}}\n", [diag("error", 1, "dup")] * 2) == []
@@ -224,7 +226,7 @@ def test_diagnostic_from_other_file_is_unexpected():
     text = "x\n# expected-error@4 {{bad device field}}\ny\nz\n"
     assert run(text, [other]) == [
         "devices/npm.nem:4:9: error: unexpected error: bad device field",
-        f"{F}:4: error: expected error \"bad device field\" was not produced",
+        f"{F}:2:3: error: expected error \"bad device field\" was not produced",
     ]
 
 
@@ -240,7 +242,7 @@ def test_unknown_location():
     assert run("# expected-error@unknown {{lost}}\n", [diag("error", None, "lost")]) == []
     assert run("x\n", [diag("error", None, "lost")]) == [f"{F}: error: unexpected error: lost"]
     assert run("# expected-error@unknown {{lost}}\n", []) == [
-        f"{F}: error: expected error \"lost\" was not produced (at an unknown location)"
+        f"{F}:1:3: error: expected error \"lost\" was not produced"
     ]
 
 
@@ -272,7 +274,7 @@ def test_unexpected_note_when_notes_are_checked():
 def test_missing_expected_note():
     d = diag("error", 1, "e")
     text = "x # expected-error {{e}}\n# expected-note@-1 {{why}}\n"
-    assert run(text, [d]) == [f"{F}:1: error: expected note \"why\" was not produced"]
+    assert run(text, [d]) == [f"{F}:2:3: error: expected note \"why\" was not produced"]
 
 
 def test_nested_notes_and_top_level_notes():
@@ -342,3 +344,26 @@ def test_verify_prints_to_stderr(capsys):
     assert capsys.readouterr().err == ""
     assert verify("x\n", F, "#", [diag("remark", 1, "r")]) == 1
     assert capsys.readouterr().err == f"{F}:1:1: error: unexpected remark: r\n"
+
+
+def test_missing_expectation_quotes_the_comment(tmp_path):
+    """As mlir-opt: the source line of the comment and a caret under
+    `expected-` (the text is the registered or on-disk source)."""
+    path = tmp_path / "m.nem"
+    text = "x\n  # expected-error@-1 {{never}}\n"
+    path.write_text(text)
+    failures = check(parse_expectations(text, str(path), "#"), [], str(path))
+    assert failures == [f"{path}:2:5: error: expected error \"never\" was not produced\n"
+                        "  # expected-error@-1 {{never}}\n"
+                        "    ^"]
+
+
+def test_absolute_line_counts_in_its_chunk():
+    """D-OPT-VERIFY-LOC: with --split-input-file, `@N` is line N of the
+    chunk (each chunk is a separate input)."""
+    text = "a\n# -----\nb\nc\n# expected-error@2 {{in c}}\n"
+    (_, _), (second, offset) = split_chunks(text, "#")
+    exps = parse_expectations(second, F, "#", line_offset=offset)
+    assert [(e.line, e.comment_line) for e in exps] == [(4, 5)]
+    assert check(exps, [diag("error", 4, "in c")], F) == []
+    assert check(exps, [], F) == [f"{F}:5:3: error: expected error \"in c\" was not produced"]

@@ -14,7 +14,8 @@ for .nem)::
                                              not itself an expectation line
     MARK expected-error@below {{substring}}  the closest line below that is
                                              not itself an expectation line
-    MARK expected-error@12 {{substring}}     absolute line 12 (NEM extension)
+    MARK expected-error@12 {{substring}}     line 12 of the input (of its chunk
+                                             with --split-input-file; NEM extension)
     MARK expected-error@unknown {{substring}} a diagnostic without location
 
 Semantics follow upstream MLIR (``SourceMgrDiagnosticVerifierHandler``):
@@ -44,7 +45,10 @@ Semantics follow upstream MLIR (``SourceMgrDiagnosticVerifierHandler``):
   device file, ...) are always reported as unexpected, with their full
   location;
 * an ``expected-*`` comment that does not have the form above (e.g. missing
-  ``{{``/``}}``, unknown ``@`` designator, ``-re`` variant) is itself an error.
+  ``{{``/``}}``, unknown ``@`` designator, ``-re`` variant) is itself an error;
+* an expectation that no diagnostic meets is reported, as upstream, at the
+  ``expected-...`` text of its comment (``file:line:col``, the line, a
+  caret), not at the line it designates (D-OPT-VERIFY-LOC).
 
 Only the comment part of a line is looked at: an expectation is a comment
 (text after ``MARK``) that starts with ``expected-<severity>``, or with any
@@ -96,7 +100,16 @@ class Expectation:
     malformed: str | None = None
 
     def where(self) -> str:
-        return f"{self.file}:{self.comment_line}:{self.col}"
+        return str(self.comment())
+
+    def comment(self) -> SourceLoc:
+        """Where the comment's ``expected-...`` text starts."""
+        return SourceLoc(self.file, self.comment_line, self.col)
+
+    def failure(self, message: str) -> str:
+        """An error about this expectation, at its comment with the source
+        line and a caret, as upstream reports one (D-OPT-VERIFY-LOC)."""
+        return Diagnostic("error", message, self.comment()).render()
 
 
 # Text after "expected-<severity>": optional designator, then {{message}}.
@@ -127,7 +140,8 @@ def parse_expectations(text: str, file: str, comment_marker: str,
     """All ``expected-*`` comments of `text`, with the lines they refer to.
 
     `line_offset` is added to every line number (for a chunk of a larger
-    file that is passed without padding; see `split_chunks`).
+    file that is passed without padding; see `split_chunks`); `@N` names
+    line N of `text`, the chunk (D-OPT-VERIFY-LOC).
     """
     lines = text.split("\n")
     last_line = len(lines) + line_offset
@@ -197,7 +211,7 @@ def parse_expectations(text: str, file: str, comment_marker: str,
         elif at == "unknown":
             exp.line = None
         else:
-            exp.line = int(at)  # absolute line of the original file
+            exp.line = int(at) + line_offset  # line N of the chunk (D-OPT-VERIFY-LOC)
         if exp.line is not None and exp.line < 1:
             exp.malformed = f"designator '@{at}' refers to line {exp.line}, before the start of the file"
     return result
@@ -239,7 +253,7 @@ def check(expectations: list[Expectation], diagnostics: list[Diagnostic],
     valid: list[Expectation] = []
     for exp in expectations:
         if exp.malformed:
-            failures.append(f"{exp.where()}: error: {exp.malformed}")
+            failures.append(exp.failure(exp.malformed))
         else:
             valid.append(exp)
     matched = [False] * len(valid)
@@ -276,14 +290,9 @@ def check(expectations: list[Expectation], diagnostics: list[Diagnostic],
             failures.append(f"{where}: error: unexpected {severity}: {text}")
 
     for exp, ok in zip(valid, matched):
-        if ok:
-            continue
-        if exp.line is None:
-            failures.append(f"{exp.file}: error: expected {exp.severity} "
-                            f"\"{exp.substring}\" was not produced (at an unknown location)")
-        else:
-            failures.append(f"{exp.file}:{exp.line}: error: expected {exp.severity} "
-                            f"\"{exp.substring}\" was not produced")
+        if not ok:
+            failures.append(exp.failure(f"expected {exp.severity} \"{exp.substring}\" "
+                                        "was not produced"))
     return failures
 
 
