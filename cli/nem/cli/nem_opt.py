@@ -107,15 +107,13 @@ class NemOptMain(xDSLOptMain):
         return self._parse(stream.read().decode(), self.args.input_file or "-", "nem")
 
     def _same_as_input(self, module: ModuleOp, out: IO[str]) -> None:
-        from nem.frontends.nem_text.printer import print_nem
-
-        if self._input_ext == "nem":
-            out.write(print_nem(module))
-        else:
-            from xdsl.printer import Printer
-
-            Printer(stream=out, print_generic_format=self.args.print_op_generic).print_op(module)
-            out.write("\n")
+        """`-t` omitted: .nem in -> .nem out, MLIR in -> MLIR out, the very
+        bytes `-t nem` or `-t mlir` prints (D-OPT-TARGET)."""
+        self.args.target = "nem" if self._input_ext == "nem" else "mlir"
+        try:
+            out.write(self.output_resulting_program(module))
+        finally:
+            self.args.target = "same-as-input"
 
     def register_all_arguments(self, arg_parser: argparse.ArgumentParser) -> None:
         super().register_all_arguments(arg_parser)

@@ -35,6 +35,7 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Block, BlockArgument, Operation, OpResult
 from xdsl.parser.core import ForwardDeclaredValue
 from xdsl.utils.exceptions import DiagnosticException, ParseError, VerifyException
+from xdsl.utils.mlir_lexer import MLIRTokenKind
 
 from nem.dialect.diagnostics import (
     Diagnostic,
@@ -106,6 +107,14 @@ def parse_mlir_checked(ctx: Context, text: str, file: str,
     register_mlir_dialects(ctx)
     text = generalize_upstream_ops(ctx, text, file)
     parser = LocatingParser(ctx, text, file)
+    if parser._current_token.kind is MLIRTokenKind.EOF:
+        # no operation at all (an empty file, comments): an empty module, as
+        # mlir-opt prints `module {}`; mlir-opt's error without the implicit module
+        if not allow_implicit_module:
+            raise fail("source must contain a single top-level operation, found: 0",
+                       SourceLoc(file, 1, 1), None,
+                       "write a 'builtin.module { ... }', or drop --no-implicit-module")
+        return ModuleOp([])
     try:
         module = parser.parse_module(allow_implicit_module)
     except ParseError as e:
