@@ -74,6 +74,38 @@ def _elements(value: SSAValue) -> tuple[object, ...] | None:
     return rtype.elem_name, shape, strides
 
 
+MAX_ENUMERATED_ELEMENTS = 1 << 20
+"""Outputs with interleaved strides up to this many elements have their
+addresses enumerated (D-HAZ-INPLACE); larger ones must be nested."""
+
+
+def _two_indices_one_element(shape: tuple[int, ...], strides: tuple[int, ...]) -> str | None:
+    """Why a region of `shape` and `strides` (in elements) addresses one
+    element twice (two such indices), or None when every index has its own.
+    Nested strides (each larger than the span of the smaller ones) are
+    one-to-one; others are enumerated up to MAX_ENUMERATED_ELEMENTS, beyond
+    which they are reported as not shown one-to-one."""
+    dims = sorted((abs(st), n, k) for k, (st, n) in enumerate(zip(strides, shape)) if n > 1)
+    span = 0
+    for st, n, _ in dims:
+        if st <= span:
+            break
+        span += (n - 1) * st
+    else:
+        return None
+    if math.prod(shape) > MAX_ENUMERATED_ELEMENTS:
+        return (f"strides that are not nested, over more than {MAX_ENUMERATED_ELEMENTS} "
+                "elements, are not checked one-to-one")
+    grid = np.indices(shape).reshape(len(shape), -1)
+    addr = np.asarray(strides, dtype=np.int64) @ grid
+    order = np.argsort(addr, kind="stable")
+    same = np.nonzero(addr[order][1:] == addr[order][:-1])[0]
+    if same.size == 0:
+        return None
+    k = int(same[0])
+    return f"indices {grid[:, order[k]].tolist()} and {grid[:, order[k + 1]].tolist()} are one element"
+
+
 class TaskRules(PointChecks):
     """Transfer, store and compute tasks."""
 
@@ -222,7 +254,7 @@ class TaskRules(PointChecks):
         # (whether each input is read at its output element's index)
         ins = [(v, by_index or s.role == "bias") for s, v in bind_operands(op) if s.dir == "in"]
         for out in outs:
-            self._zero_stride_output(op, out)
+            self._self_overlapping_output(op, out)
             o_op = out.owner
             assert isinstance(o_op, RegionOp)  # region values have one source
             (o_buffer,), (o_offset,), (o_extent,), _, _ = operand_groups(o_op)
@@ -241,9 +273,10 @@ class TaskRules(PointChecks):
                     continue      # reported by the region rules (CONST-05)
                 if same:
                     if not elementwise:
+                        only = "may do only on its bias (accumulator) operand" if any(
+                            s.role == "bias" for s in op.SPEC.inputs) else "may not do"
                         self.err(op, "HAZ-02", f"{op.opcode} computes in place ({names} are "
-                                 f"the same region), which a {op.SPEC.category} opcode may do only "
-                                 "on its bias (accumulator) operand",
+                                 f"the same region), which a {op.SPEC.category} opcode {only}",
                                  "write the output to a region of its own "
                                  "(decision D-HAZ-INPLACE)")
                     continue
@@ -263,19 +296,18 @@ class TaskRules(PointChecks):
                                           False, True, overlap,
                                           elementwise and _elements(inp) == _elements(out))
 
-    def _zero_stride_output(self, op: ComputeOp, out: SSAValue) -> None:
+    def _self_overlapping_output(self, op: ComputeOp, out: SSAValue) -> None:
         rtype = out.type
         assert isinstance(rtype, RegionType)
         strides, shape = rtype.stride_values, rtype.shape_values
-        if strides is None or shape is None:
+        if strides is None or shape is None or DYNAMIC in strides or DYNAMIC in shape:
             return
-        for k, (st, n) in enumerate(zip(strides, shape)):
-            if st == 0 and n != 1:
-                self.err(op, "HAZ-02", f"{op.opcode}'s output {value_label(out)} has stride 0 "
-                         f"in dimension {k} (size {n}): its results would be written to one "
-                         "element", "give the output strides that address each element once "
-                         "(decision D-HAZ-INPLACE)")
-                return
+        why = _two_indices_one_element(shape, strides)
+        if why is not None:
+            self.err(op, "HAZ-02", f"{op.opcode}'s output {value_label(out)} (shape {list(shape)}, "
+                     f"strides {list(strides)}) would write results over each other: {why}",
+                     "give the output strides that address each element once, e.g. its layout "
+                     "(decision D-HAZ-INPLACE)")
 
     @cached_property
     def _computes_passed(self) -> set[tuple[object, ...]]:

@@ -68,7 +68,7 @@ def check_pipeline(spec: str, available: Mapping[str, PassFactory], *,
     option and value is known to be good; else `PipelineError`."""
     inner, start = _unwrap_anchor(spec, anchored)
     _check_nesting(spec, inner, start)
-    text, origin = _quote(inner, start)
+    text, origin = _blanks_between_passes_dropped(*_quote(inner, start))
 
     def col(i: int) -> int:  # a position of `text` as a column of `spec`
         return (origin[i] if i < len(origin) else start + len(inner)) + 1
@@ -216,6 +216,26 @@ def _check_braces(spec: str, text: str, col: Callable[[int], int]) -> None:
         raise PipelineError(f"missing '}}' closing the options of '{name[0] if name else ''}' "
                             f"(opened at column {col(opened)})", spec, col(len(text)),
                             "close the option list with '}'")
+
+
+def _blanks_between_passes_dropped(text: str, origin: list[int]) -> tuple[str, list[int]]:
+    """`text` without the blanks outside `{...}` and quotes, with `origin`
+    kept aligned: mlir-opt reads `builtin.module(p1, p2)`, xDSL's lexer
+    takes a blank outside options for the end of the pipeline.  Blanks
+    inside `{...}` separate options and stay."""
+    keep_text, keep_origin = [], []
+    depth, quoted = 0, False
+    for ch, at in zip(text, origin):
+        if ch == '"':
+            quoted = not quoted
+        elif not quoted:
+            depth += ch == "{"
+            depth -= ch == "}"
+            if depth == 0 and ch.isspace():
+                continue
+        keep_text.append(ch)
+        keep_origin.append(at)
+    return "".join(keep_text), keep_origin
 
 
 def _xdsl_syntax_error(text: str, spec: str) -> tuple[int, str]:

@@ -48,12 +48,36 @@ DEFAULT_TOPOLOGY = {"num_engines": 1, "per_engine": {"NMU": 1, "CSTL": 1, "DMA":
                     "device_units": {"sDMA": 1}, "l2": DEFAULT_L2_SIZE, "l1": DEFAULT_L1_SIZE}
 
 
+def _user_kernels(kernels: dict) -> dict:
+    """`kernels={opcode: fn}` checked when given (an unknown opcode would be
+    ignored silently, the reference kernel running instead) and wrapped as
+    `kernel_support.UserKernel`s."""
+    import difflib
+
+    from nem.dialect.registry import opcodes
+    from nem.runtime.kernel_support import UserKernel
+
+    known = opcodes()
+    out = {}
+    for name, fn in kernels.items():
+        if name not in known:
+            near = difflib.get_close_matches(str(name), list(known), n=1)
+            hint = f"; did you mean '{near[0]}'?" if near else \
+                " (escape-hatch kernels are the opcode 'compute')"
+            raise ValueError(f"kernels: '{name}' is not an opcode{hint}")
+        if not callable(fn):
+            raise TypeError(f"kernels: the kernel for '{name}' is not callable "
+                            f"({type(fn).__name__}): give a function fn(inputs, outputs, attrs)")
+        out[name] = UserKernel(fn, name)
+    return out
+
+
 class NemInterpreter:
     def __init__(self, device=None, ddr_size: int | None = DEFAULT_DDR_SIZE, include_dirs=(),
                  kernels: dict | None = None, races: bool = True, trace: bool = True):
         self.include_dirs = tuple(include_dirs)
         self.ddr_size = ddr_size
-        self.kernels = kernels
+        self.kernels = _user_kernels(kernels) if kernels else None
         self.races = races
         self.tracing = trace
         self.mode = "functional"

@@ -64,7 +64,7 @@ from nem.runtime.memory import (
     MemoryError_,
     RegionInst,
 )
-from nem.runtime.numerics import NotSupported, NumericError
+from nem.runtime.numerics import NotSupported, NumericError, UserKernelError
 from nem.runtime.quant import Quant
 
 
@@ -539,8 +539,9 @@ _KERNEL_FIX = ("use an opcode and element types the runtime implements (docs/ops
                "(docs/python-api.md)")
 _NUMERIC_FIX = ("the input values have no defined result (decision D-NUM-UNSUPPORTED): check "
                 "the data this task reads, or the tasks that write it")
-_KERNEL_RESULT_FIX = ("a kernel returns one array per output operand, of that operand's element "
-                      "type (docs/python-api.md)")
+_KERNEL_RESULT_FIX = ("a kernel takes (inputs, outputs, attrs) and returns a list of one array per "
+                      "output operand, of that operand's element type and size; it does not "
+                      "write its inputs (docs/python-api.md)")
 
 
 def execute_compute(t: TaskTpl, regions: list[RegionInst], attrs: dict, kernels: dict) -> None:
@@ -590,6 +591,8 @@ def prepare_compute(t: TaskTpl, regions: list[RegionInst], attrs: dict,
             raise RunError(f"not supported: {e}", "EXEC-03", t.op, fix=_KERNEL_FIX) from None
         except NumericError as e:
             raise RunError(f"no defined result: {e}", "EXEC-03", t.op, fix=_NUMERIC_FIX) from None
+        except UserKernelError as e:
+            raise RunError(str(e), "EXEC-03", t.op, fix=_KERNEL_RESULT_FIX) from None
         if len(results) != len(outs):
             raise RunError(f"kernel '{t.opcode}' returned {len(results)} arrays for {len(outs)} "
                            "outputs", None, t.op, fix=_KERNEL_RESULT_FIX)
@@ -598,6 +601,10 @@ def prepare_compute(t: TaskTpl, regions: list[RegionInst], attrs: dict,
             if arr.dtype != want:
                 raise RunError(f"kernel '{t.opcode}' returned {arr.dtype} for output {r.name} of "
                                f"type {r.elem}", None, t.op, fix=_KERNEL_RESULT_FIX)
+            if r.shape is not None and arr.size != math.prod(r.shape):
+                raise RunError(f"kernel '{t.opcode}' returned {arr.size} elements for output "
+                               f"{r.name} of shape {list(r.shape)}", None, t.op,
+                               fix=_KERNEL_RESULT_FIX)
             r.write(arr)
     return compute
 

@@ -16,6 +16,7 @@ from nem.runtime.numerics import (
     INT_TYPES,
     NotSupported,
     NumericError,
+    UserKernelError,
     is_float,
     saturate_int,
     to_float_out,
@@ -34,6 +35,36 @@ class Tensor:
 
 
 Kernel = Callable[[list[Tensor], list[Tensor], dict[str, object]], list[np.ndarray]]
+
+
+class UserKernel:
+    """A kernel of the user's (`NemInterpreter(kernels={opcode: fn})`): its
+    inputs are read-only views, so that it cannot change device memory behind
+    the race detector's back (a write raises, and names the kernel), and
+    whatever it raises is a `UserKernelError` naming it, which the engine
+    reports at the task."""
+
+    __slots__ = ("fn", "opcode")
+
+    def __init__(self, fn: Kernel, opcode: str) -> None:
+        self.fn, self.opcode = fn, opcode
+
+    def __call__(self, ins: list[Tensor], outs: list[Tensor],
+                 attrs: dict[str, object]) -> list[np.ndarray]:
+        frozen = []
+        for t in ins:
+            view = t.array.view()
+            view.flags.writeable = False
+            frozen.append(Tensor(view, t.elem, t.quant))
+        try:
+            results = self.fn(frozen, outs, attrs)
+        except Exception as e:  # the user's code: any exception is theirs to fix
+            raise UserKernelError(f"your kernel for '{self.opcode}' raised "
+                                  f"{type(e).__name__}: {e}") from e
+        if not isinstance(results, (list, tuple)):
+            raise UserKernelError(f"your kernel for '{self.opcode}' returned "
+                                  f"{type(results).__name__}, not a list of arrays")
+        return list(results)
 
 
 class Preparable:

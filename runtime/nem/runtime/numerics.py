@@ -27,6 +27,11 @@ class NotSupported(KernelError):
     define (D-NUM-UNSUPPORTED).  The message names the opcode and the types."""
 
 
+class UserKernelError(KernelError):
+    """A kernel of the user's (`NemInterpreter(kernels=...)`) failed: it raised,
+    or returned something other than a list of arrays.  The message names it."""
+
+
 class NumericError(KernelError):
     """A data-dependent failure: integer division by zero, i32 accumulator overflow,
     NaN quantized, gather index out of range (D-NUM-UNSUPPORTED)."""
