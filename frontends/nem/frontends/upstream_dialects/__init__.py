@@ -127,6 +127,14 @@ class LocatingParser(Parser):
                 FileLineColLoc(self._file, IntAttr(1), IntAttr(1))
         return module
 
+    def empty_module(self) -> ModuleOp:
+        """The module of an input without any operation (mlir-opt prints
+        `module {}`), located at the input's first line as `parse_module`
+        locates an empty implicit module."""
+        module = ModuleOp([])
+        module.location = FileLineColLoc(self._file, IntAttr(1), IntAttr(1))
+        return module
+
     def line_col(self, offset: int) -> tuple[int, int]:
         """One-based line and column of a character offset of the text."""
         line = bisect_right(self._line_starts, offset)

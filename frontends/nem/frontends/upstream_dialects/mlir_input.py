@@ -114,7 +114,7 @@ def parse_mlir_checked(ctx: Context, text: str, file: str,
             raise fail("source must contain a single top-level operation, found: 0",
                        SourceLoc(file, 1, 1), None,
                        "write a 'builtin.module { ... }', or drop --no-implicit-module")
-        return ModuleOp([])
+        return parser.empty_module()
     try:
         module = parser.parse_module(allow_implicit_module)
     except ParseError as e:
