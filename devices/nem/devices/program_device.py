@@ -149,10 +149,12 @@ def check_device_validity(prog: ProgramOp, device: Device) -> list[Diagnostic]:
         near = f"; nearest available variant {result.nearest}: " + "; ".join(result.differences) \
             if result.nearest else "; it offers no variant of " + ", ".join(op.SPEC.families)
         what = f" ({result.unavailable[0]} is not in its effective set)" if result.unavailable else ""
+        wanted = result.unavailable[0] if result.unavailable else "the variant"
+        fix = f"use a type combination of the device's effective set, or target a device " \
+            f"that lists {wanted}" if result.nearest else f"compute it with opcodes the device " \
+            f"offers, or target a device whose effective set lists {wanted}"
         diags.append(error(
-            f"{op.opcode} is not valid on device '{device.name}'{what}{near}", op, "DEV-13",
-            f"use a type combination of the device's effective set, or target a device that "
-            f"lists {result.unavailable[0] if result.unavailable else 'the variant'}"))
+            f"{op.opcode} is not valid on device '{device.name}'{what}{near}", op, "DEV-13", fix))
     return diags
 
 
