@@ -133,6 +133,12 @@ def broadcast_into(lw: Lowerer, b: NemBuilder, src: Access, dv: View, dst_start:
     return toks
 
 
+MAX_CONCAT_COPIES = 1024
+"""A broadcast of more copies than this is not one `concat` (D-LOW-BCAST-CONCAT):
+its operand list would grow with the extent (a fuzzed loop of 2^63 - 1
+iterations exhausted memory building it)."""
+
+
 def _concat_broadcast(lw: Lowerer, b: NemBuilder, seed: Box, dv: View, dst_start: Aff,
                       axes: list[tuple[int, int]], extents: dict[int, int], axis: int,
                       anchor: Operation) -> SSAValue | None:
@@ -149,6 +155,8 @@ def _concat_broadcast(lw: Lowerer, b: NemBuilder, seed: Box, dv: View, dst_start
     shape = [extents[k] for k, _ in axes]
     strides = [s for _, s in axes]
     copies = extents[axes[axis][0]]
+    if copies > MAX_CONCAT_COPIES:
+        return None        # the doubling transfers: log2(E) tasks, not E operands
     frm = region(ctx, b, seed.view, seed.start, seed.shape, seed.strides, anchor)
     to = region(ctx, b, dv, dst_start, shape, strides, anchor)
     tok = b.compute("concat", [frm] * copies, [to], axis=axis)
