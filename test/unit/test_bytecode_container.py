@@ -111,7 +111,8 @@ def test_embedded_data_roundtrips_and_is_checked():
 
 def test_data_sections_are_64_byte_aligned():
     data = nemb(WriteOptions(embed=[Embedded("C_L2", b"\x5a" * 256)]))
-    assert (data.find(b"\x5a" * 256) - HEADER_SIZE) % 64 == 0
+    at = data.find(b"\x5a" * 256)
+    assert at > HEADER_SIZE and (at - HEADER_SIZE) % 64 == 0, at
 
 
 def test_magic_and_crc():

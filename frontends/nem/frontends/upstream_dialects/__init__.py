@@ -123,17 +123,20 @@ class LocatingParser(Parser):
         module = super().parse_module(allow_implicit_module)
         if module.location is None or isinstance(module.location, UnknownLoc):
             first = module.body.block.first_op
-            module.location = first.location if first is not None else \
-                FileLineColLoc(self._file, IntAttr(1), IntAttr(1))
+            module.location = first.location if first is not None else self._first_line()
         return module
 
     def empty_module(self) -> ModuleOp:
         """The module of an input without any operation (mlir-opt prints
-        `module {}`), located at the input's first line as `parse_module`
-        locates an empty implicit module."""
+        `module {}`; xDSL's `parse_module` refuses an input at its end),
+        located at the input's first line as `parse_module` locates an
+        implicit module without operations (aliases only)."""
         module = ModuleOp([])
-        module.location = FileLineColLoc(self._file, IntAttr(1), IntAttr(1))
+        module.location = self._first_line()
         return module
+
+    def _first_line(self) -> FileLineColLoc:
+        return FileLineColLoc(self._file, IntAttr(1), IntAttr(1))
 
     def line_col(self, offset: int) -> tuple[int, int]:
         """One-based line and column of a character offset of the text."""
