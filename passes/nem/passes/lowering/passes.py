@@ -13,7 +13,8 @@ The program gets `include "D.nem"` and `device D` so it prints as a
 self-contained `.nem` file.  `memory-spaces`: `0:DDR,1:L2,2:L1[0]` (levels
 DDR, L2, L1, L1[k]; default `0:DDR,1:L2,2:L1`); xDSL's pipeline lexer has no
 `:`, so `nem-opt` quotes the value before xDSL parses the pipeline
-(`nem.passes.pipeline_spec.quote_option_values`, which quotes `weights=FILE` too); with xDSL's own parser write it
+(`nem.passes.pipeline_spec.check_pipeline`, through `quote_option_values`' rewrite, which
+quotes `weights=FILE` too); with xDSL's own parser write it
 quoted, `memory-spaces="0:DDR,1:L2"`, or `0-DDR,1-L2` (D-LOW-OPT-SPACES).
 `include-dirs=D1,D2`: directories where `device=NAME`'s file is found
 first; `nem-opt -I DIR` (and `run_pipeline(include_dirs=...)`) adds its
