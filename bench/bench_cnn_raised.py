@@ -17,12 +17,14 @@ the program in a fresh interpreter (scheduled and race-checked; the kernels
 are compiled by then; best of --first-repeat interpreters), and the first run in a new process, as `nem-run`
 runs it (the escape hatch imported, its kernels checked; constant fills run
 as numpy fills, D-RT-MLIR-FILL; since D-LOW-FILL the lowering raises the
-fills to `clamp` tasks, so this CNN has none).  Runs on a 2-core machine
-at load average 6.3-10, since the small tasks are bound as in-place numpy
-calls (D-RT-REPLAY): 2.5-4.1 ms replayed (0.96x-1.42x numpy's 2.0-3.9 ms;
-1.87x-2.52x before, back to back), 27-37 ms first run (about 15x), 34-58 ms
-first run in a new process (+ 0.5-0.8 s load; ~1 s before D-RT-MLIR-FILL
-when the fill kernels were compiled per process).  The peer is the same math in
+fills to `clamp` tasks, so this CNN has none).  Each first run is also timed
+after `NemInterpreter.prepare()` (D-RT-PREPARE: the run scheduled and
+race-checked ahead, without its data effects, as TFLite's `allocate_tensors`
+prepares before the first `invoke`), the preparation timed apart.  On a 2-core
+machine at load average 1.4 (stop 28): 1.7 ms replayed (0.81x numpy's
+2.0 ms), 25.5 ms first run (12.5x), 2.6 ms first run after a 23.9 ms
+`prepare()` (1.28x); in a new process 33.7 ms first run (+ 0.54 s load),
+3.8 ms after a 30 ms `prepare()` (1.88x).  The peer is the same math in
 numpy in the same run (convolution as a sum over kernel offsets of
 `tensordot`s, the batch norm folded as nem-compile folds it, max pooling
 by reshape, gemm by `@`), best of --repeat.  Target: nem-run within 2x of
@@ -71,20 +73,25 @@ import numpy as np
 from nem.runtime import NemInterpreter
 nem, npz, device, hw = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
 x = np.random.default_rng(0).uniform(-1, 1, (1, 8, hw, hw)).astype(np.float32)
+prepare = sys.argv[5] == "prepare"
 t = time.process_time()
 it = NemInterpreter(device=device)
 it.load_string(open(nem).read(), nem)
 t_load = time.process_time() - t
+t = time.process_time()
+assert not prepare or it.prepare()
+t_prep = time.process_time() - t
 it.write_tensor("x", x)
 with np.load(npz) as w:
     for k in w.files:
         it.write_tensor(k, w[k])
 t = time.process_time()
 assert it.run().ok
-print(t_load, time.process_time() - t)
+print(t_load, t_prep, time.process_time() - t)
 """
-"""What `nem-run` does on the program in a new process: load it, write the
-inputs, run it once (CPU seconds of the load and of the run)."""
+"""What `nem-run` does on the program in a new process: load it, prepare it
+(`nem-run --repeat`) or not, write the inputs, run it once (CPU seconds of
+the load, the preparation and the run)."""
 
 
 def numpy_cnn(m: onnx.ModelProto, x: np.ndarray):
@@ -176,19 +183,28 @@ def main(argv=None) -> int:
             run()
         t_nem = best(run, args.repeat)
         y = it.read_tensor("logits").reshape(1, 10)
-        t_first = float("inf")
+        t_first = t_prep = t_first_prep = float("inf")
         for _ in range(max(1, args.first_repeat)):
             fresh = NemInterpreter(device=args.device)
             fresh.load_string(text, str(nem_path))
             t_first = min(t_first, best(lambda: run(fresh), 1))   # scheduled: nothing recorded
             if fresh.program.compiled.replay is None:
                 raise SystemExit("the first run recorded no plan: later runs would not replay")
-        cold = subprocess.run([sys.executable, "-c", FRESH_PROCESS, str(nem_path),
-                               str(Path(tmp) / "cnn11.weights.npz"), args.device, str(args.hw)],
-                              capture_output=True, text=True)
-        if cold.returncode:
-            raise SystemExit(cold.stderr)
-        t_load_cold, t_first_cold = (float(v) for v in cold.stdout.split())
+            prepared = NemInterpreter(device=args.device)
+            prepared.load_string(text, str(nem_path))
+            t = time.process_time()
+            if not prepared.prepare():
+                raise SystemExit("prepare() planned nothing")
+            t_prep = min(t_prep, time.process_time() - t)
+            t_first_prep = min(t_first_prep, best(lambda: run(prepared), 1))
+        cold = {}
+        for how in ("plain", "prepare"):
+            r_cold = subprocess.run([sys.executable, "-c", FRESH_PROCESS, str(nem_path),
+                                     str(Path(tmp) / "cnn11.weights.npz"), args.device,
+                                     str(args.hw), how], capture_output=True, text=True)
+            if r_cold.returncode:
+                raise SystemExit(r_cold.stderr)
+            cold[how] = [float(v) for v in r_cold.stdout.split()]
     ref = numpy_cnn(m, x)
     t_np = best(lambda: numpy_cnn(m, x), args.repeat)
     err = float(np.abs(y - ref).max())
@@ -207,12 +223,19 @@ def main(argv=None) -> int:
     print(f"  nem-run functional (NemInterpreter.run): {t_nem * 1e3:8.1f} ms (replayed)")
     print(f"  first run in a fresh interpreter:        {t_first * 1e3:8.1f} ms "
           "(scheduled, race-checked; kernels compiled)")
-    print(f"  first run in a fresh process (as nem-run):{t_first_cold * 1e3:7.1f} ms "
-          f"(+ load {t_load_cold * 1e3:.0f} ms; imports the escape hatch, checks the kernels)")
+    print(f"  the same after prepare():                {t_first_prep * 1e3:8.1f} ms "
+          f"(replayed; prepare() took {t_prep * 1e3:.1f} ms: scheduled, race-checked, "
+          "D-RT-PREPARE)")
+    (load_p, _, first_p), (load_q, prep_q, first_q) = cold["plain"], cold["prepare"]
+    print(f"  first run in a fresh process (as nem-run):{first_p * 1e3:7.1f} ms "
+          f"(+ load {load_p * 1e3:.0f} ms; imports the escape hatch, checks the kernels)")
+    print(f"  the same after prepare():                {first_q * 1e3:8.1f} ms "
+          f"(+ load {load_q * 1e3:.0f} ms, prepare {prep_q * 1e3:.1f} ms)")
     print(f"  numpy, same math:                        {t_np * 1e3:8.1f} ms")
     print(f"  ratio nem-run / numpy: {t_nem / t_np:.2f}x replayed (target <= 2x), "
-          f"{t_first / t_np:.1f}x first run, {t_first_cold / t_np:.0f}x first run in a fresh "
-          f"process; max |diff| {err:.2e}")
+          f"{t_first_prep / t_np:.2f}x first run after prepare(), {t_first / t_np:.1f}x first "
+          f"run unprepared, {first_q / t_np:.2f}x / {first_p / t_np:.0f}x in a fresh process "
+          f"(prepared / not); max |diff| {err:.2e}")
     return 0
 
 

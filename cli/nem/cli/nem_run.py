@@ -89,10 +89,10 @@ def _parser() -> argparse.ArgumentParser:
                    "(times --schedules or --repeat) exceeds N (default 10000000)")
     p.add_argument("--repeat", type=int, default=1, metavar="N",
                    help="run the program N times on one memory, the inputs written again "
-                   "before each run, and print the wall time of the first run (scheduled, "
-                   "race-checked) and the best and median of the others (replayed when the "
-                   "schedule allows, D-RT-REPLAY); the summary, outputs and trace are the "
-                   "last run's")
+                   "before each run, and print the time taken to prepare the runs (schedule "
+                   "and race-check them once, D-RT-PREPARE), the wall time of the first run "
+                   "and the best and median of the others (replayed when the schedule "
+                   "allows, D-RT-REPLAY); the summary, outputs and trace are the last run's")
     p.add_argument("--no-races", action="store_true", help="disable race detection")
     p.add_argument("--no-progress", action="store_true",
                    help="no progress bar (it is only ever shown on a terminal)")
@@ -281,10 +281,15 @@ def _fresh_inputs(interp, args) -> int | None:
     return _write_inputs(interp, args)
 
 
-def _timings(times: list[float], replayed: bool) -> None:
-    """--repeat: the first run's wall time, then the best and median of the others."""
+def _timings(times: list[float], replayed: bool, prepared: float | None) -> None:
+    """--repeat: the time `prepare` took when it planned the runs, the first
+    run's wall time, then the best and median of the others."""
     rest = sorted(times[1:])
-    line = f"repeat: {len(times)} runs; first {times[0] * 1e3:.2f} ms (scheduled, race-checked)"
+    if prepared is not None:
+        line = (f"repeat: {len(times)} runs; prepared in {prepared * 1e3:.2f} ms (scheduled, "
+                f"race-checked, D-RT-PREPARE); first {times[0] * 1e3:.2f} ms (replayed)")
+    else:
+        line = f"repeat: {len(times)} runs; first {times[0] * 1e3:.2f} ms (scheduled, race-checked)"
     if rest:
         how = "replayed, D-RT-REPLAY" if replayed else "scheduled"
         line += (f", the other {len(rest)}: best {rest[0] * 1e3:.2f} ms, median "
@@ -419,6 +424,11 @@ def run(argv=None) -> int:
         _write_outputs(interp, outputs)
         return 1 if failed else 0
 
+    prepared = None     # --repeat: the runs are planned first, as benchmark_model's "Init"
+    if args.repeat > 1:
+        t0 = time.perf_counter()
+        if interp.prepare():
+            prepared = time.perf_counter() - t0
     s = interp.start()
     total = prog.compiled.static_task_count()
     bar = Progress(total, not args.no_progress and sys.stderr.isatty())
@@ -455,7 +465,7 @@ def run(argv=None) -> int:
         return 1
     _summary(result, not args.no_races)
     if args.repeat > 1:
-        _timings(times, prog.compiled.replay is not None)
+        _timings(times, prog.compiled.replay is not None, prepared)
     for line in written:
         print(line)
     if result.error is not None:

@@ -279,6 +279,21 @@ class NemInterpreter:
         p = self._prog(program)
         return Session(self, p, memory or p.memory)
 
+    def prepare(self, program: Program | None = None) -> bool:
+        """Plan the next functional run ahead, as TFLite's `allocate_tensors`
+        prepares its operators before the first `invoke` (decision
+        D-RT-PREPARE): schedule every task, check races and bind each task to
+        its operands without reading or writing memory, so that the first
+        `run()` with the same options only computes.  True when the plan is
+        ready; False when runs with the current options are always scheduled
+        (timed mode, random schedules, a task count that is not static or
+        above 10,000) or when the walk stopped at a run-time error or a
+        deadlock, which `run()` then reports.  Write inputs before or after:
+        the plan does not depend on the data."""
+        from nem.runtime import replay
+
+        return replay.prepare(self.start(program).sched)
+
     def run(self, program: Program | None = None, progress=None) -> RunResult:
         """Run to completion on the program's memory (results stay readable)."""
         s = self.start(program)

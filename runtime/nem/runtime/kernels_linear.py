@@ -342,7 +342,8 @@ def conv_kernel(op: str, nsp: int, depthwise: bool = False) -> Kernel:
         """A float convolution without groups bound to its operands: the
         padded f64 input (its zero border written once), its windows' view,
         the im2col matrix, the f64 weights and the f64 result are buffers kept
-        across calls; the same BLAS call on the same values as `kernel`,
+        across calls, written here so that their pages are committed before
+        the first call (D-RT-PREPARE); the same BLAS call on the same values as `kernel`,
         without re-checking and re-allocating.  An f32 result is rounded
         straight into the output (one f64 -> f32 rounding, as `to_float_out`)."""
         fam, groups, _, strides, dil, out_sp, padw = setup(ins, outs, attrs)
@@ -359,6 +360,8 @@ def conv_kernel(op: str, nsp: int, depthwise: bool = False) -> Kernel:
         w64 = np.empty(w.shape, np.float64)
         wm = w64.reshape(-1, w.shape[-1])
         acc = np.empty((x.shape[0], *out_sp, w.shape[-1]), np.float64)
+        for scratch in (xp, cols, w64, acc):
+            scratch.fill(0)
 
         def call() -> list[np.ndarray] | None:
             np.copyto(inner, x)

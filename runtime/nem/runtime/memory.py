@@ -19,6 +19,8 @@ bounds-checked against its buffer (HAZ-04) and its region extent (EXT-02).
 
 from __future__ import annotations
 
+import ctypes
+import functools
 import hashlib
 import math
 import mmap
@@ -75,6 +77,41 @@ def _zeros(size: int) -> np.ndarray:
     noreserve = getattr(mmap, "MAP_NORESERVE", 0x4000 if sys.platform.startswith("linux") else 0)
     flags = mmap.MAP_PRIVATE | getattr(mmap, "MAP_ANONYMOUS", 0x20) | noreserve
     return np.frombuffer(mmap.mmap(-1, size, flags=flags), dtype=np.uint8)
+
+
+_MADV_POPULATE_WRITE = 23   # Linux 5.14 and later
+COMMIT_LIMIT = 256 << 20
+"""The most bytes `Memory.commit` commits ahead of a run (D-RT-PREPARE)."""
+
+
+@functools.cache
+def _madvise():
+    """libc's madvise, or None off Linux or where it cannot be loaded."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        fn = ctypes.CDLL(None, use_errno=True).madvise
+    except (OSError, AttributeError):
+        return None
+    fn.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int)
+    fn.restype = ctypes.c_int
+    return fn
+
+
+def _commit(data: np.ndarray, nbytes: int) -> None:
+    """Commit the whole pages of data[:nbytes] without changing a byte
+    (MADV_POPULATE_WRITE), so that the page faults of their first touches are
+    paid here, by `NemInterpreter.prepare`, not by the first run
+    (D-RT-PREPARE).  Where the call is missing or fails (an older kernel), the
+    pages are committed on first touch, as without it."""
+    fn = _madvise()
+    if fn is None or nbytes <= 0:
+        return
+    addr = data.ctypes.data
+    start = -(-addr // mmap.PAGESIZE) * mmap.PAGESIZE
+    end = (addr + nbytes) // mmap.PAGESIZE * mmap.PAGESIZE
+    if end > start:
+        fn(start, end - start, _MADV_POPULATE_WRITE)
 
 
 class MemoryLevel:
@@ -255,6 +292,15 @@ class Memory:
         new._specs = list(self._specs)
         new.num_engines = self.num_engines
         return new
+
+    def commit(self, limit: int = COMMIT_LIMIT) -> None:
+        """Commit the pages of the levels' allocated parts (`_commit`), in level
+        order, up to `limit` bytes in all: a program that declares more still
+        costs only the pages its runs touch."""
+        for lv in self.by_id:
+            n = min(lv.top, limit)
+            _commit(lv.data, n)
+            limit -= n
 
     def digests(self) -> list[bytes]:
         """A digest of every buffer instance's bytes (declaration order): what a

@@ -35,6 +35,8 @@ from collections import deque
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
+from nem.runtime.engine import RunError
+
 # scheduler fields that make up the state at the end of a run; containers
 # are copied when a replay takes them over
 STATE = ("seq", "steps", "live", "frames", "runnable", "counts", "busy", "unit_free", "rr",
@@ -112,6 +114,37 @@ def finish_recording(s) -> None:
     plan.final = {k: getattr(s, k) for k in STATE}
     plan.tokens = [(t, t.produced, t.consumed) for t in s.cp.tasks]
     s.cp.replay = plan
+
+
+def prepare(s) -> bool:
+    """Record the plan of scheduler `s`'s run without running its data effects
+    (decision D-RT-PREPARE): every task is scheduled, race-checked and bound
+    to its operands as in a run, and nothing is read or written.  True when a
+    plan for `s`'s memory and options is ready (recorded now or before); False
+    when the run is not eligible or its walk stopped (a run-time error or a
+    deadlock, which the run itself then reports, since neither depends on the
+    data)."""
+    from nem.runtime.scheduler import DeadlockError  # the scheduler imports this module
+
+    if start(s) is not None:
+        return True
+    plan = s.recording
+    if plan is None:
+        return False
+    s.planning = True
+    try:
+        with collector_paused(True):
+            while s.step() is not None:
+                pass
+    except (RunError, DeadlockError):
+        return False
+    finally:
+        s.planning = False
+    finish_recording(s)
+    if s.cp.replay is not plan:
+        return False
+    s.memory.commit()
+    return True
 
 
 def replay(s, plan: Plan, progress=None) -> int | None:

@@ -228,6 +228,7 @@ class Scheduler:
         self.log: list | None = None   # explorer: (key, vc, lane, epoch, accesses, ref) per task
         self.recording: replay.Plan | None = None   # D-RT-REPLAY: this run's effects
         self.dry_steps = 0             # D-RT-REPLAY: steps whose effects are already in memory
+        self.planning = False          # D-RT-PREPARE: effects are bound and recorded, not run
 
     # ------------------------------------------------------------------ streams
     def _lookup(self, frame, ref):
@@ -643,7 +644,8 @@ class Scheduler:
                 effect = prepare_compute(tpl, regions, task_attrs(tpl, t.frame.iv),
                                          self.kernels) if tpl.kind == COMPUTE else \
                     prepare_move(tpl, regions[1], regions[0])   # operand_regions: (src, dst)
-                effect()
+                if not self.planning:
+                    effect()
                 if self.recording is not None:
                     self.recording.effects.append(effect)
         except RunError as e:
