@@ -116,15 +116,17 @@ class ProgramVerifier(RegionRules, TaskRules):
             self.ev.seed(facts)
 
     # -- driver ------------------------------------------------------------
-    def run(self) -> list[Diagnostic]:
+    def run(self, tasks: bool = True) -> list[Diagnostic]:
+        """The stages in order, up to the first with an error; without
+        `tasks`, the declarations' stages only."""
         facts = self.facts
         # stage 0 reports exactly when a limit is exceeded: the builder's
         # maxima say whether it can (D-BC-SEED)
         within = facts is not None and facts.max_loop_depth <= MAX_NESTING_DEPTH and \
             facts.max_expr_depth <= MAX_EXPR_DEPTH
-        stages = (self.stage_names, self.stage_objects, self.stage_tasks) if within else \
-            (self.stage_bounds, self.stage_names, self.stage_objects, self.stage_tasks)
-        for stage in stages:
+        stages = (self.stage_names, self.stage_objects) if within else \
+            (self.stage_bounds, self.stage_names, self.stage_objects)
+        for stage in (*stages, self.stage_tasks) if tasks else stages:
             stage()
             if any(d.severity == "error" for d in self.diags):
                 break
@@ -343,6 +345,13 @@ def _non_const_leaf(value: SSAValue) -> str | None:
     if isinstance(op, LetOp):
         return f"let '{op.let_name.data}'"
     return f"'{op.name}'"
+
+
+def verify_declarations(program: ProgramOp) -> list[Diagnostic]:
+    """The static rules on `program`'s declarations (limits, names, buffers,
+    regions, loops, decorators), not on its tasks: what holds before a pass
+    orders the tasks (`nem-check-lowered{declarations-only=true}`)."""
+    return ProgramVerifier(program).run(tasks=False)
 
 
 def verify_program(program: ProgramOp, catalog: Catalog | None = None,

@@ -4,6 +4,7 @@
     lower-to-nem{device=D memory-spaces=M entry=F remarks=R weights=W pipeline-tiles=P}
       = convert-affine-to-nem{memory-spaces=M device=D entry=F remarks=R weights=W
                               pipeline-tiles=P}
+        nem-check-lowered{declarations-only=true}  (regions within buffers, before ordering)
         nem-forward-zero-fills                     (D-LOW-FILL-FORWARD)
         nem-synthesize-deps{device=D narrow-windows=true remarks=R}
         dead-code-elimination                      (xDSL's: index arithmetic left unused)
@@ -36,7 +37,7 @@ from dataclasses import dataclass
 from nem.dialect.attributes import mem_level_error
 from nem.dialect.diagnostics import Diagnostic, NemDiagnosticError
 from nem.dialect.ops import ProgramOp
-from nem.dialect.verifier import verify_program
+from nem.dialect.verifier import verify_declarations, verify_program
 from nem.passes.pass_context import report
 from nem.passes.lowering.context import Options
 from nem.passes.lowering.driver import Lowerer
@@ -119,21 +120,29 @@ class ConvertAffineToNemPass(ModulePass):
 @dataclass(frozen=True)
 class CheckLoweredPass(ModulePass):
     """The device-independent static rules and, with `device`, the device
-    validity rule (DEV-13): a failure here is a lowering bug, and says so.
+    validity rule (DEV-13).  With `declarations-only`, the rules on buffers,
+    regions and loops only, before `nem-synthesize-deps` orders the tasks:
+    a region outside its buffer (an out-of-bounds access in the input) is
+    reported there, not after ordering every instance of its tasks.
 
     Options:
       device: the target of the device validity rule
+      declarations-only: check buffers, regions and loops, not tasks
       include-dirs: directories where device=NAME's file is found first (nem-opt -I adds its own)
     """
 
     name = "nem-check-lowered"
 
     device: str | None = None
+    declarations_only: bool = False
     include_dirs: tuple[str, ...] = ()
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         diags: list[Diagnostic] = []
         for prog in [p for p in op.walk() if isinstance(p, ProgramOp)]:
+            if self.declarations_only:
+                diags += verify_declarations(prog)
+                continue
             diags += verify_program(prog)
             if self.device and not any(d.severity == "error" for d in diags):
                 from nem.devices.device_lookup import find_device
@@ -143,10 +152,20 @@ class CheckLoweredPass(ModulePass):
                 diags += check_device_validity(prog, dev)
         errors = [d for d in diags if d.severity == "error"]
         if errors:
+            unique: dict[tuple[str, str], Diagnostic] = {}
             for d in errors:
                 d.message = "lowered NEM program fails its checks: " + d.message
-            raise NemDiagnosticError(errors)
+                if d.rule in _OUT_OF_BOUNDS:
+                    d.fix = f"{_OUT_OF_BOUNDS_FIX}; in NEM terms: {d.fix}"
+                unique.setdefault((d.message, str(d.loc)), d)
+            raise NemDiagnosticError(list(unique.values()))
         report(ctx, diags)
+
+
+_OUT_OF_BOUNDS = {"REG-02", "BUF-02"}
+"""A region past the end of its buffer: the memref of an access out of bounds."""
+_OUT_OF_BOUNDS_FIX = ("an access in this loop nest of the input reaches past the end of its "
+                      "memref: check the loop bounds and the access indices")
 
 
 @dataclass(frozen=True)
@@ -178,11 +197,12 @@ class LowerToNemPass(ModulePass):
         dirs = self.include_dirs
         return (ConvertAffineToNemPass(self.memory_spaces, self.device, self.entry, self.remarks,
                                        dirs, self.weights, self.pipeline_tiles),
+                CheckLoweredPass(declarations_only=True),
                 ForwardZeroFillsPass(),
                 SynthesizeDepsPass(device=self.device, narrow_windows=True,
                                    remarks=self.remarks, include_dirs=dirs),
                 DeadCodeElimination(),
-                CheckLoweredPass(self.device, dirs))
+                CheckLoweredPass(self.device, include_dirs=dirs))
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         PassPipeline(self.pipeline()).apply(ctx, op)
