@@ -99,6 +99,8 @@ class LocatingParser(Parser):
         self.op_starts: list[int] = []
         """Offsets of the ops being parsed, innermost last (where an error
         raised while building an op is reported)."""
+        self.top_level: list[Operation] = []
+        """The operations parsed at the top of the input, in order."""
         self._line_starts = [0]
         find = text.find
         p = find("\n")
@@ -108,9 +110,12 @@ class LocatingParser(Parser):
 
     def parse_operation(self) -> Operation:
         start = self._current_token.span.start
+        top = not self.op_starts
         self.op_starts.append(start)
         op = super().parse_operation()
         self.op_starts.pop()
+        if top:
+            self.top_level.append(op)
         if op.location is None or isinstance(op.location, UnknownLoc):
             line, col = self.line_col(start)
             op.location = FileLineColLoc(self._file, IntAttr(line), IntAttr(col))

@@ -107,17 +107,32 @@ def parse_mlir_checked(ctx: Context, text: str, file: str,
     register_mlir_dialects(ctx)
     text = generalize_upstream_ops(ctx, text, file)
     parser = LocatingParser(ctx, text, file)
-    if parser._current_token.kind is MLIRTokenKind.EOF:
+
+    def count_error(n: int) -> NemDiagnosticError:
+        """mlir-opt's error without the implicit module."""
+        return fail(f"source must contain a single top-level operation, found: {n}",
+                    SourceLoc(file, 1, 1), None,
+                    "write one 'builtin.module { ... }', or drop --no-implicit-module")
+    def at_end() -> bool:
+        return parser._current_token.kind is MLIRTokenKind.EOF
+    if at_end():
         # no operation at all (an empty file, comments): an empty module, as
-        # mlir-opt prints `module {}`; mlir-opt's error without the implicit module
+        # mlir-opt prints `module {}`
         if not allow_implicit_module:
-            raise fail("source must contain a single top-level operation, found: 0",
-                       SourceLoc(file, 1, 1), None,
-                       "write a 'builtin.module { ... }', or drop --no-implicit-module")
+            raise count_error(0)
         return parser.empty_module()
     try:
-        module = parser.parse_module(allow_implicit_module)
+        # the implicit module's parse in both cases: attribute and type aliases
+        # may stand anywhere at the top, as in mlir-opt; the operations are
+        # counted below
+        module = parser.parse_module()
     except ParseError as e:
+        # xDSL refuses aliases followed by the end of the input
+        if at_end() and not parser.top_level and \
+                "Could not parse entire input" in str(e):
+            if not allow_implicit_module:
+                raise count_error(0) from None
+            return parser.empty_module()
         raise NemDiagnosticError([diagnostic_from_parse_error(e, file)]) from None
     except XDSL_INPUT_ERRORS as e:
         # the op being built when the error was raised, else where the parser stopped
@@ -127,6 +142,14 @@ def parse_mlir_checked(ctx: Context, text: str, file: str,
         what = f"'{op['name']}': " if op else ""
         raise fail(f"cannot parse MLIR: {what}{_message(e)}", SourceLoc(file, line, col), None,
                    "check the value and its type at this position") from None
+    if not allow_implicit_module:
+        if len(parser.top_level) != 1:
+            raise count_error(len(parser.top_level))
+        if not isinstance(parser.top_level[0], ModuleOp):
+            raise fail("the top-level operation must be a builtin.module: nem-opt runs its passes "
+                       "on a module (mlir-opt would anchor them on this operation)",
+                       SourceLoc.of(parser.top_level[0]) or SourceLoc(file, 1, 1), None,
+                       "wrap it in 'module { ... }', or drop --no-implicit-module")
     verify_mlir(module, file)
     return module
 
