@@ -1,4 +1,6 @@
-"""Small NEM programs shared by the runtime tests."""
+"""Small NEM programs shared by the runtime tests, and what they compare."""
+
+from nem.runtime import scheduler as sched_mod
 
 PINGPONG = """\
 program pingpong:
@@ -54,3 +56,36 @@ loop i in [0..3] @max_in_flight(2):
   tS = store.sync(dst=zs, src=z, deps=[tR])
 endloop
 """
+
+
+DIVS = """\
+program divs:
+buffer X : L1 (size=1024, align=64)
+buffer Y : L1 (size=1024, align=64)
+buffer Z : L1 (size=1024, align=64)
+loop i in [0..3] @max_in_flight(1):
+  let x = region(X, i * 256, 256) elem=i32, shape=[64], layout=C
+  let y = region(Y, i * 256, 256) elem=i32, shape=[64], layout=C
+  let z = region(Z, i * 256, 256) elem=i32, shape=[64], layout=C
+  tD = div.sync in x, y out z
+endloop
+"""
+
+
+def run_summary(it, r) -> tuple:
+    """What a run reports, comparable across runs (D-RT-REPLAY, D-RT-PREPARE)."""
+    return (r.status, r.tasks_run, r.counts, r.race_count, [str(x) for x in r.races],
+            [str(u) for u in r.unconsumed], r.max_active_iterations,
+            r.error.message if r.error else None, r.error.loc if r.error else None)
+
+
+def issued_tasks(monkeypatch) -> list:
+    """The task templates the scheduler issues from now on (none when a run is replayed)."""
+    calls: list = []
+    orig = sched_mod.Scheduler._issue
+
+    def counting(self, frame, tpl):
+        calls.append(tpl)
+        return orig(self, frame, tpl)
+    monkeypatch.setattr(sched_mod.Scheduler, "_issue", counting)
+    return calls

@@ -5,42 +5,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from runtime_programs import ELTWISE, pingpong
+from runtime_programs import DIVS, ELTWISE, issued_tasks, pingpong, run_summary
 
 from nem.runtime import NemInterpreter
 from nem.runtime import scheduler as sched_mod
 from nem.runtime.kernel_support import Tensor, numeric_kernel
 from nem.runtime.kernels import _BINARY, _EXACT_IN_F32, _UNARY, KERNELS
-
-DIVS = """\
-program divs:
-buffer X : L1 (size=1024, align=64)
-buffer Y : L1 (size=1024, align=64)
-buffer Z : L1 (size=1024, align=64)
-loop i in [0..3] @max_in_flight(1):
-  let x = region(X, i * 256, 256) elem=i32, shape=[64], layout=C
-  let y = region(Y, i * 256, 256) elem=i32, shape=[64], layout=C
-  let z = region(Z, i * 256, 256) elem=i32, shape=[64], layout=C
-  tD = div.sync in x, y out z
-endloop
-"""
-
-
-def _summary(it: NemInterpreter, r) -> tuple:
-    return (r.status, r.tasks_run, r.counts, r.race_count, [str(x) for x in r.races],
-            [str(u) for u in r.unconsumed], r.max_active_iterations,
-            r.error.message if r.error else None, r.error.loc if r.error else None)
-
-
-def _issues(monkeypatch) -> list:
-    calls: list = []
-    orig = sched_mod.Scheduler._issue
-
-    def counting(self, frame, tpl):
-        calls.append(tpl)
-        return orig(self, frame, tpl)
-    monkeypatch.setattr(sched_mod.Scheduler, "_issue", counting)
-    return calls
 
 
 def test_second_run_is_replayed_with_the_same_result(monkeypatch):
@@ -48,7 +18,7 @@ def test_second_run_is_replayed_with_the_same_result(monkeypatch):
     y = np.random.default_rng(1).uniform(-2, 2, 1024).astype(np.float32)
     it = NemInterpreter()
     it.load_string(ELTWISE, "e.nem")
-    issued = _issues(monkeypatch)
+    issued = issued_tasks(monkeypatch)
     it.write_tensor("X_L2", x)
     it.write_tensor("Y_L2", y)
     first = it.run()
@@ -57,7 +27,7 @@ def test_second_run_is_replayed_with_the_same_result(monkeypatch):
     it.write_tensor("X_L2", -x)        # new data: the effects run, the schedule is reused
     second = it.run()
     assert issued == []                # no task was scheduled: the plan was replayed
-    assert _summary(it, second) == _summary(it, first)
+    assert run_summary(it, second) == run_summary(it, first)
     np.testing.assert_array_equal(it.read_tensor("Z_L2").reshape(-1),
                                   np.maximum(-x + y, 0).astype(np.float32))
 
@@ -70,7 +40,7 @@ def test_replay_reports_the_same_races_and_trace():
     b = it.start()
     rb = b.run_to_end()
     assert ra.race_count > 0
-    assert _summary(it, rb) == _summary(it, ra)
+    assert run_summary(it, rb) == run_summary(it, ra)
     assert b.dump_trace() == a.dump_trace()
 
 
@@ -90,7 +60,7 @@ def test_failing_effect_during_replay_reports_as_a_normal_run():
     fresh.write_tensor("Y", y)
     normal = fresh.run()
     assert replayed.status == "error" and "iteration i=3" in replayed.error.message
-    assert _summary(it, replayed) == _summary(fresh, normal)
+    assert run_summary(it, replayed) == run_summary(fresh, normal)
     # iterations 0-2 ran in both (iteration 3's slot still holds the first run's values)
     np.testing.assert_array_equal(it.read_tensor("Z")[:192], fresh.read_tensor("Z")[:192])
 
@@ -121,7 +91,7 @@ def test_nested_window_races_in_the_first_run_and_the_replay(n, racy):
     assert it.program.compiled.replay is not None
     second = it.run()
     assert (first.race_count > 0) == racy
-    assert _summary(it, second) == _summary(it, first)
+    assert run_summary(it, second) == run_summary(it, first)
 
 
 ESCAPE = """\
@@ -179,7 +149,7 @@ def test_random_and_timed_runs_are_not_replayed(monkeypatch, policy):
         it.set_scheduling("random", seed=3)
     it.run()
     assert it.program.compiled.replay is None
-    issued = _issues(monkeypatch)
+    issued = issued_tasks(monkeypatch)
     it.run()
     assert issued
 
@@ -380,7 +350,7 @@ def test_replayed_small_kinds_are_bitwise_a_scheduled_run(monkeypatch):
     orig = kernels_mod.numeric_kernel
     monkeypatch.setattr(kernels_mod, "numeric_kernel",
                         lambda *a, **k: general.append(a[0]) or orig(*a, **k))
-    issued = _issues(monkeypatch)
+    issued = issued_tasks(monkeypatch)
     load(it, 1)
     assert it.run().status == "completed"
     assert issued == [] and general == []          # replayed, by the bound calls only

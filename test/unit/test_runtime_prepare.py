@@ -10,9 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, seed, settings
-from runtime_programs import ELTWISE, pingpong
+from runtime_programs import DIVS, ELTWISE, issued_tasks, pingpong, run_summary
 from semantics_programs import programs
-from test_runtime_fastpath import DIVS, _issues, _summary
 
 from nem.runtime import NemInterpreter
 from nem.runtime.memory import COMMIT_LIMIT, Memory
@@ -59,7 +58,7 @@ def test_prepared_first_run_only_computes(monkeypatch):
         it.write_tensor("Y_L2", y)
     it = NemInterpreter()
     it.load_string(ELTWISE, "e.nem")
-    issued = _issues(monkeypatch)
+    issued = issued_tasks(monkeypatch)
     assert it.prepare() is True
     assert issued and it.program.compiled.replay is not None
     issued.clear()
@@ -75,7 +74,7 @@ def test_prepared_first_run_only_computes(monkeypatch):
 def test_prepared_run_reports_the_same_races_and_trace():
     plain, ra, prepared, rb = _both(pingpong(N=3), lambda it: None, "pp.nem")
     assert ra.race_count > 0
-    assert _summary(prepared, rb) == _summary(plain, ra)
+    assert run_summary(prepared, rb) == run_summary(plain, ra)
 
 
 def test_data_dependent_error_in_a_prepared_run_is_reported_as_in_a_normal_run():
@@ -87,7 +86,7 @@ def test_data_dependent_error_in_a_prepared_run_is_reported_as_in_a_normal_run()
         it.write_tensor("Y", y)
     plain, ra, prepared, rb = _both(DIVS, inputs, "d.nem")
     assert rb.status == "error" and "iteration i=3" in rb.error.message
-    assert _summary(prepared, rb) == _summary(plain, ra)
+    assert run_summary(prepared, rb) == run_summary(plain, ra)
     assert _image(prepared) == _image(plain)
 
 
@@ -104,7 +103,7 @@ def test_a_walk_that_stops_plans_nothing_and_the_run_reports_it(src, file, statu
     plain.load_string(src, file, check=False)
     r, r_plain = it.run(), plain.run()
     assert r.status == status
-    assert _summary(it, r) == _summary(plain, r_plain)
+    assert run_summary(it, r) == run_summary(plain, r_plain)
 
 
 @pytest.mark.parametrize("setup", ["timed", "random", "trace"])
@@ -122,7 +121,7 @@ def test_runs_with_other_options_are_scheduled(monkeypatch, setup):
     else:
         assert it.prepare() is True
         it.tracing = not it.tracing
-    issued = _issues(monkeypatch)
+    issued = issued_tasks(monkeypatch)
     assert it.run().status == "completed"
     assert issued
 
@@ -152,5 +151,5 @@ def test_prepared_runs_equal_unprepared_runs_on_generated_programs(src):
     def inputs(it):
         it.randomize_inputs(5)
     plain, ra, prepared, rb = _both(src, inputs, "g.nem")
-    assert _summary(prepared, rb) == _summary(plain, ra)
+    assert run_summary(prepared, rb) == run_summary(plain, ra)
     assert _image(prepared) == _image(plain)

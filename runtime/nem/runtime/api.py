@@ -198,7 +198,8 @@ class NemInterpreter:
             raise NemDiagnosticError(diags)
         device = self._device_for(prog, file)
         topo = self._topology(device)
-        memory = Memory(topo["num_engines"], topo["l2"], topo["l1"], self.ddr_size)
+        memory = Memory(topo["num_engines"], topo["l2"], topo["l1"], self.ddr_size,
+                        device.name if device is not None else None)
         catalog = device.catalog if device is not None else None
         try:
             compiled = compile_program(prog, memory, catalog, self._accum_resolver(catalog))

@@ -163,8 +163,10 @@ class Memory:
     """All memory levels of a run: DDR, L2, L1[0..E-1]."""
 
     def __init__(self, num_engines: int = 1, l2_size: int = DEFAULT_L2_SIZE,
-                 l1_size: int = DEFAULT_L1_SIZE, ddr_size: int | None = DEFAULT_DDR_SIZE):
+                 l1_size: int = DEFAULT_L1_SIZE, ddr_size: int | None = DEFAULT_DDR_SIZE,
+                 device: str | None = None):
         self.num_engines = num_engines
+        self.device = device    # named in errors; None: the default topology
         self.capacities: dict[str, int | None] = {"DDR": ddr_size, "L2": l2_size}
         self.capacities.update({f"L1[{k}]": l1_size for k in range(num_engines)})
         self.levels: dict[str, MemoryLevel] = {}
@@ -178,7 +180,8 @@ class Memory:
         if name == "L1":
             name = "L1[0]"  # decision D-RT-L1
         if name not in self.capacities:
-            raise MemoryError_(f"memory level {name} does not exist on this device "
+            where = f"device {self.device}" if self.device else "the default topology"
+            raise MemoryError_(f"memory level {name} does not exist on {where} "
                                f"({self.num_engines} engine(s))", "BUF-05",
                                f"use one of {', '.join(self.capacities)}")
         return name
@@ -291,6 +294,7 @@ class Memory:
         new.capacities = dict(self.capacities)
         new._specs = list(self._specs)
         new.num_engines = self.num_engines
+        new.device = self.device
         return new
 
     def commit(self, limit: int = COMMIT_LIMIT) -> None:
