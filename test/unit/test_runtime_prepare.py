@@ -90,8 +90,20 @@ def test_data_dependent_error_in_a_prepared_run_is_reported_as_in_a_normal_run()
     assert _image(prepared) == _image(plain)
 
 
+# a `compute` of a name the registry does not have: found when the task is bound
+UNKNOWN_OP = """\
+program p:
+buffer X : L2 (size=64)
+buffer Y : L2 (size=64)
+x = region(X, 0, 64) elem=f32, shape=[16], layout=N
+y = region(Y, 0, 64) elem=f32, shape=[16], layout=N
+t = compute.sync in x out y op="whatever"
+"""
+
+
 @pytest.mark.parametrize("src,file,status", [(DEADLOCK, "s.mlir", "deadlock"),
-                                             (OUT_OF_BOUNDS, "s.nem", "error")])
+                                             (OUT_OF_BOUNDS, "s.nem", "error"),
+                                             (UNKNOWN_OP, "u.nem", "error")])
 def test_a_walk_that_stops_plans_nothing_and_the_run_reports_it(src, file, status):
     """RULE: HAZ-04 - a deadlock or a run-time error does not depend on the
     data: `prepare` returns False and the run reports it as without it."""

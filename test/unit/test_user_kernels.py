@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from nem.runtime import NemInterpreter
+from nem.runtime.numerics import NotSupported, NumericError
 
 RELU = """device "npm_pro_x1.nem"
 program relu1:
@@ -55,7 +56,40 @@ def test_what_a_kernel_gets_wrong_is_a_located_error(kernel, message):
     assert res.status == "error" and res.error is not None
     assert message in res.error.message, res.error.render()
     assert res.error.loc is not None and res.error.loc.line == 7 and res.error.fix
+    assert res.error.rule == "EXEC-03"
     assert (it.read_tensor("x") != 7).all()          # the input was not changed
+
+
+def refusing(ins, outs, attrs):
+    raise NotSupported("only positive inputs")
+
+
+def undefined(ins, outs, attrs):
+    raise NumericError("no relu of a negative zero")
+
+
+@pytest.mark.parametrize("kernel, message, fix", [
+    (refusing, "not supported: only positive inputs", "your kernel for this opcode refused"),
+    (undefined, "no defined result: no relu of a negative zero", "the input values have no "
+     "defined result"),
+])
+def test_a_kernel_refusing_its_operands_reads_as_the_reference_kernels(kernel, message, fix):
+    """docs/python-api.md: a kernel raises NotSupported for inputs it does not
+    handle (NumericError for values without a defined result) and the run
+    stops as a reference kernel's would, not as a broken kernel."""
+    _, res = run_with(kernel)
+    assert res.error.message == message and res.error.rule == "EXEC-03"
+    assert res.error.fix.startswith(fix), res.error.fix
+
+
+def test_kernels_are_fixed_when_the_interpreter_is_made():
+    """A run after prepare() binds the kernels; a later change would apply to
+    unprepared runs only (D-RT-PREPARE): the mapping is read-only."""
+    it = NemInterpreter(kernels={"relu": lambda ins, outs, attrs: [ins[0].array]})
+    with pytest.raises(TypeError):
+        it.kernels["relu"] = lambda ins, outs, attrs: [-ins[0].array]   # type: ignore[index]
+    with pytest.raises(TypeError, match="kernels must be a dict {opcode: fn}, not list"):
+        NemInterpreter(kernels=[("relu", abs)])
 
 
 def test_unknown_opcodes_and_values_that_are_not_functions_are_refused():

@@ -245,23 +245,26 @@ def _warn_partial(what: str, name: str, written: int, size: int) -> None:
               "or the program's initial data)", file=sys.stderr)
 
 
-def _write_inputs(interp, args) -> int | None:
+def _write_inputs(interp, args, warn: bool = True) -> int | None:
     """--input / --input-raw (and bare .npz archives) into memory, read capped
-    by the size of their target (D-LIMITS); an error names the flag (exit 2)."""
+    by the size of their target (D-LIMITS); an error names the flag (exit 2).
+    `warn`: say when an array fills only part of its buffer (once, not at
+    each --repeat run)."""
+    def partial(what: str, name: str, written: int) -> None:
+        if warn:
+            _warn_partial(what, name, written, interp.tensor_size(name))
     items = [(i, False) for i in args.input] + [(i, True) for i in args.input_raw]
     for item, raw in items:
         flag = "--input-raw" if raw else "--input"
         try:
             if "=" not in item and item.endswith(".npz"):
                 for name, array in read_archive(item, f"{flag} {item}", interp.tensor_size).items():
-                    _warn_partial(f"{flag} {item}", name, interp.write_tensor(name, array, raw=raw),
-                                  interp.tensor_size(name))
+                    partial(f"{flag} {item}", name, interp.write_tensor(name, array, raw=raw))
                 continue
             [(name, f)] = _pairs([item], flag)
             data = read_input(f, f"{flag} {item}", interp.tensor_size(name), f"'{name}'")
             if f.endswith(".npy"):
-                _warn_partial(f"{flag} {item}", name, interp.write_tensor(name, data, raw=raw),
-                              interp.tensor_size(name))
+                partial(f"{flag} {item}", name, interp.write_tensor(name, data, raw=raw))
             else:
                 interp.write_bytes(name, data)
         except InputError as e:
@@ -273,27 +276,35 @@ def _write_inputs(interp, args) -> int | None:
     return None
 
 
-def _fresh_inputs(interp, args) -> int | None:
+def _fresh_inputs(interp, args, warn: bool = True) -> int | None:
     """--random-inputs, then --input / --input-raw: before the run, and
     again before each --repeat run."""
     if args.random_inputs is not None:
         interp.randomize_inputs(args.random_inputs)
-    return _write_inputs(interp, args)
+    return _write_inputs(interp, args, warn)
 
 
-def _timings(times: list[float], replayed: bool, prepared: float | None) -> None:
+def _timings(times: list[float], asked: int, result, how: dict) -> None:
     """--repeat: the time `prepare` took when it planned the runs, the first
-    run's wall time, then the best and median of the others."""
-    rest = sorted(times[1:])
-    if prepared is not None:
-        line = (f"repeat: {len(times)} runs; prepared in {prepared * 1e3:.2f} ms (scheduled, "
-                f"race-checked, D-RT-PREPARE); first {times[0] * 1e3:.2f} ms (replayed)")
+    run's wall time, then the best and median of the others; where the runs
+    stopped early, and why nothing was prepared."""
+    n = len(times)
+    head = f"repeat: {n} run{'s' if n > 1 else ''}"
+    if n < asked:
+        head = f"repeat: stopped after run {n} of {asked} ({result.status})"
+    checked = ", race-checked" if how["races"] else ""
+    if how["prepared"] is not None:
+        line = (f"{head}; prepared in {how['prepared'] * 1e3:.2f} ms (scheduled{checked}, "
+                f"D-RT-PREPARE); first {times[0] * 1e3:.2f} ms "
+                f"({'replayed' if n > 1 or n == asked else result.status})")
     else:
-        line = f"repeat: {len(times)} runs; first {times[0] * 1e3:.2f} ms (scheduled, race-checked)"
+        why = f"; not prepared: {how['why']}" if how["why"] else ""
+        line = f"{head}; first {times[0] * 1e3:.2f} ms (scheduled{checked}{why})"
+    rest = sorted(times[1:])
     if rest:
-        how = "replayed, D-RT-REPLAY" if replayed else "scheduled"
+        kind = "replayed, D-RT-REPLAY" if how["replayed"] else "scheduled"
         line += (f", the other {len(rest)}: best {rest[0] * 1e3:.2f} ms, median "
-                 f"{rest[len(rest) // 2] * 1e3:.2f} ms ({how})")
+                 f"{rest[len(rest) // 2] * 1e3:.2f} ms ({kind})")
     print(line)
 
 
@@ -424,11 +435,17 @@ def run(argv=None) -> int:
         _write_outputs(interp, outputs)
         return 1 if failed else 0
 
-    prepared = None     # --repeat: the runs are planned first, as benchmark_model's "Init"
+    # --repeat: the runs are planned first, as benchmark_model's "Init" (D-RT-PREPARE)
+    how: dict = {"prepared": None, "why": None, "races": not args.no_races}
     if args.repeat > 1:
         t0 = time.perf_counter()
         if interp.prepare():
-            prepared = time.perf_counter() - t0
+            how["prepared"] = time.perf_counter() - t0
+        else:
+            from nem.runtime import replay
+
+            how["why"] = replay.not_eligible(interp.start().sched) or \
+                "planning stopped at a run-time error or a deadlock"
     s = interp.start()
     total = prog.compiled.static_task_count()
     bar = Progress(total, not args.no_progress and sys.stderr.isatty())
@@ -443,7 +460,7 @@ def run(argv=None) -> int:
     finally:
         bar.close()
     while len(times) < args.repeat and result.status == "completed" and result.error is None:
-        _fresh_inputs(interp, args)     # read and checked above: cannot fail now
+        _fresh_inputs(interp, args, warn=False)     # read and checked above: cannot fail now
         s = interp.start()
         t0 = time.perf_counter()
         result = s.run_to_end()
@@ -465,7 +482,8 @@ def run(argv=None) -> int:
         return 1
     _summary(result, not args.no_races)
     if args.repeat > 1:
-        _timings(times, prog.compiled.replay is not None, prepared)
+        how["replayed"] = prog.compiled.replay is not None
+        _timings(times, args.repeat, result, how)
     for line in written:
         print(line)
     if result.error is not None:

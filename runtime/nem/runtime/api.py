@@ -20,7 +20,9 @@ results it gives (`Session`, `Program`, `RunResult`, `StepResult`) are in
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from pathlib import Path
+from types import MappingProxyType
 
 import numpy as np
 from xdsl.dialects.builtin import ModuleOp
@@ -48,15 +50,21 @@ DEFAULT_TOPOLOGY = {"num_engines": 1, "per_engine": {"NMU": 1, "CSTL": 1, "DMA":
                     "device_units": {"sDMA": 1}, "l2": DEFAULT_L2_SIZE, "l1": DEFAULT_L1_SIZE}
 
 
-def _user_kernels(kernels: dict) -> dict:
+def _user_kernels(kernels) -> MappingProxyType:
     """`kernels={opcode: fn}` checked when given (an unknown opcode would be
     ignored silently, the reference kernel running instead) and wrapped as
-    `kernel_support.UserKernel`s."""
+    `kernel_support.UserKernel`s, in a read-only mapping: the kernels are
+    fixed when the interpreter is made, so a run after `prepare()` (which
+    binds them) and a run without it compute the same (D-RT-PREPARE)."""
     import difflib
 
     from nem.dialect.registry import opcodes
     from nem.runtime.kernel_support import UserKernel
 
+    if kernels is None:
+        return MappingProxyType({})
+    if not isinstance(kernels, Mapping):
+        raise TypeError(f"kernels must be a dict {{opcode: fn}}, not {type(kernels).__name__}")
     known = opcodes()
     out = {}
     for name, fn in kernels.items():
@@ -69,7 +77,7 @@ def _user_kernels(kernels: dict) -> dict:
             raise TypeError(f"kernels: the kernel for '{name}' is not callable "
                             f"({type(fn).__name__}): give a function fn(inputs, outputs, attrs)")
         out[name] = UserKernel(fn, name)
-    return out
+    return MappingProxyType(out)
 
 
 class NemInterpreter:
@@ -77,7 +85,7 @@ class NemInterpreter:
                  kernels: dict | None = None, races: bool = True, trace: bool = True):
         self.include_dirs = tuple(include_dirs)
         self.ddr_size = ddr_size
-        self.kernels = _user_kernels(kernels) if kernels else None
+        self.kernels = _user_kernels(kernels)
         self.races = races
         self.tracing = trace
         self.mode = "functional"

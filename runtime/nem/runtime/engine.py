@@ -53,7 +53,7 @@ from nem.dialect.semantics import (
     max_in_flight,
     static_windows,
 )
-from nem.runtime.kernel_support import Tensor
+from nem.runtime.kernel_support import Tensor, UserKernel
 from nem.runtime.kernels import KERNELS
 from nem.runtime.memory import (
     BITS,
@@ -537,6 +537,8 @@ def prepare_move(t: TaskTpl, dst: RegionInst, src: RegionInst) -> Callable[[], N
 _KERNEL_FIX = ("use an opcode and element types the runtime implements (docs/ops.md), or pass "
                "your own kernel for the opcode: NemInterpreter(kernels={opcode: fn}) "
                "(docs/python-api.md)")
+_USER_KERNEL_FIX = ("your kernel for this opcode refused these operands (it raised NotSupported): "
+                    "extend it, or leave the opcode to the reference kernel")
 _NUMERIC_FIX = ("the input values have no defined result (decision D-NUM-UNSUPPORTED): check "
                 "the data this task reads, or the tasks that write it")
 _KERNEL_RESULT_FIX = ("a kernel takes (inputs, outputs, attrs) and returns a list of one array per "
@@ -561,6 +563,7 @@ def prepare_compute(t: TaskTpl, regions: list[RegionInst], attrs: dict,
         raise RunError(f"not supported: no kernel for opcode '{t.opcode}' "
                        f"({', '.join(r.elem or 'untyped' for r in regions)})", "EXEC-03", t.op,
                        fix=_KERNEL_FIX)
+    refused = _USER_KERNEL_FIX if isinstance(fn, UserKernel) else _KERNEL_FIX
     wants = [DTYPES[r.elem] if r.elem else np.dtype(np.uint8) for r in outs]
     views = [r.read() if r.elem != "i4" else None for r in regions]
     static = all(v is not None for v in views)
@@ -576,7 +579,7 @@ def prepare_compute(t: TaskTpl, regions: list[RegionInst], attrs: dict,
         try:
             call = prepare(*bound, attrs)
         except NotSupported as e:
-            raise RunError(f"not supported: {e}", "EXEC-03", t.op, fix=_KERNEL_FIX) from None
+            raise RunError(f"not supported: {e}", "EXEC-03", t.op, fix=refused) from None
 
     def compute() -> None:
         try:
@@ -588,22 +591,22 @@ def prepare_compute(t: TaskTpl, regions: list[RegionInst], attrs: dict,
                 tin, tout = bound if bound is not None else tensors()
                 results = fn(tin, tout, attrs)
         except NotSupported as e:
-            raise RunError(f"not supported: {e}", "EXEC-03", t.op, fix=_KERNEL_FIX) from None
+            raise RunError(f"not supported: {e}", "EXEC-03", t.op, fix=refused) from None
         except NumericError as e:
             raise RunError(f"no defined result: {e}", "EXEC-03", t.op, fix=_NUMERIC_FIX) from None
         except UserKernelError as e:
             raise RunError(str(e), "EXEC-03", t.op, fix=_KERNEL_RESULT_FIX) from None
         if len(results) != len(outs):
             raise RunError(f"kernel '{t.opcode}' returned {len(results)} arrays for {len(outs)} "
-                           "outputs", None, t.op, fix=_KERNEL_RESULT_FIX)
+                           "outputs", "EXEC-03", t.op, fix=_KERNEL_RESULT_FIX)
         for r, arr, want in zip(outs, results, wants):
             arr = np.asarray(arr)
             if arr.dtype != want:
                 raise RunError(f"kernel '{t.opcode}' returned {arr.dtype} for output {r.name} of "
-                               f"type {r.elem}", None, t.op, fix=_KERNEL_RESULT_FIX)
+                               f"type {r.elem}", "EXEC-03", t.op, fix=_KERNEL_RESULT_FIX)
             if r.shape is not None and arr.size != math.prod(r.shape):
                 raise RunError(f"kernel '{t.opcode}' returned {arr.size} elements for output "
-                               f"{r.name} of shape {list(r.shape)}", None, t.op,
+                               f"{r.name} of shape {list(r.shape)}", "EXEC-03", t.op,
                                fix=_KERNEL_RESULT_FIX)
             r.write(arr)
     return compute

@@ -41,8 +41,8 @@ class UserKernel:
     """A kernel of the user's (`NemInterpreter(kernels={opcode: fn})`): its
     inputs are read-only views, so that it cannot change device memory behind
     the race detector's back (a write raises, and names the kernel), and
-    whatever it raises is a `UserKernelError` naming it, which the engine
-    reports at the task."""
+    whatever else than `NotSupported` or `NumericError` it raises is a
+    `UserKernelError` naming it, which the engine reports at the task."""
 
     __slots__ = ("fn", "opcode")
 
@@ -58,7 +58,9 @@ class UserKernel:
             frozen.append(Tensor(view, t.elem, t.quant))
         try:
             results = self.fn(frozen, outs, attrs)
-        except Exception as e:  # the user's code: any exception is theirs to fix
+        except (NotSupported, NumericError):
+            raise       # the kernel's documented refusals, reported as the reference kernels'
+        except Exception as e:  # the user's code: any other exception is theirs to fix
             raise UserKernelError(f"your kernel for '{self.opcode}' raised "
                                   f"{type(e).__name__}: {e}") from e
         if not isinstance(results, (list, tuple)):

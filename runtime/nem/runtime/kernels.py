@@ -304,10 +304,21 @@ def _dequantize(ins, outs, attrs):
 # escape hatch (D-NUM-COMPUTE)
 
 def _compute(ins, outs, attrs):
-    name = attrs.get("op")
-    if name == "mlir.kernel":   # the lowering's escape hatch (D-LOW-ESCAPE, D-RT-MLIR-KERNEL)
+    if attrs.get("op") == "mlir.kernel":   # the lowering's escape hatch (D-LOW-ESCAPE, D-RT-MLIR-KERNEL)
         from nem.runtime.escape_hatch import run_mlir_kernel
         return run_mlir_kernel(ins, outs, attrs)
+    name, args = _compute_op(ins, outs, attrs)
+    try:
+        return KERNELS[name](ins, outs, args)
+    except NotSupported as e:
+        raise NotSupported(f"compute op={name}: {e}") from None
+
+
+def _compute_op(ins, outs, attrs) -> tuple[str, dict]:
+    """The registry opcode a `compute op=NAME` task runs and its attributes
+    (defaults filled in); NotSupported for a name or attribute the registry
+    does not have."""
+    name = attrs.get("op")
     spec = opcodes().get(name) if isinstance(name, str) else None
     if spec is None or name == "compute":
         raise NotSupported(f"compute op={name}: not a registry opcode; the reference runtime "
@@ -323,16 +334,14 @@ def _compute(ins, outs, attrs):
     extra = sorted(set(attrs) - set(spec.attributes) - {"op"})
     if extra:
         raise NotSupported(f"compute op={name}: unknown attribute(s) {', '.join(extra)}")
-    try:
-        return KERNELS[name](ins, outs, args)
-    except NotSupported as e:
-        raise NotSupported(f"compute op={name}: {e}") from None
+    return name, args
 
 
 def _prepare_compute(ins, outs, attrs):
     if attrs.get("op") == "mlir.kernel":
         from nem.runtime.escape_hatch import prepare_mlir_kernel
         return prepare_mlir_kernel(ins, outs, attrs)
+    _compute_op(ins, outs, attrs)   # a wrong name is found when the task is bound (D-RT-PREPARE)
     return None
 
 

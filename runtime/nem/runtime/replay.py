@@ -61,14 +61,27 @@ class Plan:
 MAX_EFFECTS = 10_000
 
 
+def not_eligible(s) -> str | None:
+    """Why scheduler `s`'s run is always scheduled, never recorded or
+    replayed; None when it is eligible."""
+    if s.timed:
+        return "timed mode"
+    if s.policy != "source":
+        return "random schedules"
+    if s.choose is not None or s.log is not None or s.steps or s.seq:
+        return "an explored or stepped run"
+    n = s.cp.static_task_count()
+    if n is None:
+        return "a loop whose bounds are not constants (no static task count)"
+    if n > MAX_EFFECTS:
+        return f"{n} task instances, above {MAX_EFFECTS:,}"
+    return None
+
+
 def key_of(s) -> tuple | None:
     """What a plan depends on besides the program and its memory; None when
     the run is not eligible."""
-    if s.timed or s.policy != "source" or s.choose is not None or s.log is not None \
-            or s.steps or s.seq:
-        return None
-    n = s.cp.static_task_count()
-    if n is None or n > MAX_EFFECTS:
+    if not_eligible(s) is not None:
         return None
     return (s.topo_key, s.race is not None, s.tracing)
 
