@@ -87,6 +87,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--max-tasks", type=int, default=None, metavar="N",
                    help="refuse a run whose estimated count of tasks and loop iterations "
                    "(times --schedules or --repeat) exceeds N (default 10000000)")
+    p.add_argument("--max-kernel-ops", type=int, default=None, metavar="N",
+                   help="refuse an escape-hatch task (compute op=\"mlir.kernel\") whose kernel "
+                   "does more than N scalar operations (default 10000000000)")
     p.add_argument("--repeat", type=int, default=1, metavar="N",
                    help="run the program N times on one memory, the inputs written again "
                    "before each run, and print the time taken to prepare the runs (schedule "
@@ -309,12 +312,29 @@ def _timings(times: list[float], asked: int, result, how: dict) -> None:
 
 
 def _check_outputs(interp, outputs: list[Output]) -> int | None:
-    """Every --output names a buffer or region, and its T[SHAPE] fits."""
+    """Every --output names a buffer or region, and its T[SHAPE] fits; a T
+    other than the target's element type, or a SHAPE that covers only part of
+    it, is allowed (to read bytes as another type, or a prefix) but more often
+    a typo: say so, as a partial --input is."""
+    from nem.runtime.tensor_io import target
+
     for o in outputs:
         try:
-            interp.read_tensor(o.name, o.shape, o.elem)
+            data = interp.read_tensor(o.name, o.shape, o.elem)
         except (ValueError, KeyError) as e:
             return _usage(f"--output {o.name}: {e}")
+        if o.elem is None:
+            continue
+        t = target(interp.program.memory, interp.program.compiled, o.name)
+        if t.elem is not None and t.elem != o.elem:
+            print(f"nem-run: warning: --output {o.name}: {t.kind} '{o.name}' holds {t.elem} "
+                  f"values; they are written as {o.elem} (their bytes reinterpreted)",
+                  file=sys.stderr)
+        size = interp.tensor_size(o.name)
+        if data.nbytes < size:
+            print(f"nem-run: warning: --output {o.name}: {o.elem}{list(data.shape)} covers "
+                  f"{data.nbytes} of the {size} bytes of '{o.name}'; the rest is not written",
+                  file=sys.stderr)
     return None
 
 
@@ -376,7 +396,7 @@ def run(argv=None) -> int:
         return _usage(str(e))
     for d in prog.diagnostics:  # warnings
         print(d.render(), file=sys.stderr)
-    _kernel_notices(prog)
+    _kernel_notices(prog, args.max_kernel_ops)
     over = _over_budget(prog, args)
     if over is not None:
         print(f"nem-run: error: {over}", file=sys.stderr)
@@ -493,11 +513,14 @@ def run(argv=None) -> int:
     return 1 if failed else 0
 
 
-def _kernel_notices(prog) -> None:
-    """Escape-hatch kernels (D-RT-MLIR-JIT): say once when they will be
-    interpreted and how slow that is; print the runtime's notices."""
+def _kernel_notices(prog, max_ops: int | None) -> None:
+    """Escape-hatch kernels (D-RT-MLIR-JIT): their work limit (D-LIMITS,
+    --max-kernel-ops); say once when they will be interpreted and how slow
+    that is; print the runtime's notices."""
     from nem.runtime import escape_hatch
 
+    if max_ops is not None:
+        escape_hatch.MAX_KERNEL_OPS = max_ops
     msg = escape_hatch.load_notice(prog.op)
     if msg:
         print(f"nem-run: warning: {msg}", file=sys.stderr)
@@ -545,6 +568,8 @@ def _check_numbers(args) -> str | None:
         return "--random-inputs needs a SEED >= 0"
     if args.max_tasks is not None and args.max_tasks < 1:
         return "--max-tasks needs N >= 1"
+    if args.max_kernel_ops is not None and args.max_kernel_ops < 1:
+        return "--max-kernel-ops needs N >= 1"
     if args.ddr_size is not None and args.ddr_size < 1:
         return "--ddr-size needs a positive number of bytes"
     return None

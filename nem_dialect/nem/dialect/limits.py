@@ -37,6 +37,12 @@ DEFAULT_MAX_TASKS = 10_000_000
 `--max-tasks N` raises it (about a minute of functional simulation per 10^6 tasks
 on one core)."""
 
+DEFAULT_MAX_KERNEL_OPS = 10_000_000_000
+"""An escape-hatch task (`compute op="mlir.kernel"`) whose kernel does more
+scalar operations than this (its static estimate) is refused when bound,
+unless `nem-run --max-kernel-ops N` raises it: 10 to 30 s compiled natively,
+about 55 hours in xDSL's interpreter (which warns with its own estimate)."""
+
 MAX_DEVICE_COUNT = 4096
 """Most engines of a device, and most instances of one unit (per device or per
 engine): the runtime and the timing model keep state per engine and per unit
@@ -52,6 +58,7 @@ def int_out_of_range(value: int) -> bool:
 
 
 __all__ = ["MAX_SOURCE_BYTES", "INT_MIN", "INT_MAX", "MAX_LITERAL_CHARS", "MAX_NESTING_DEPTH",
-           "MAX_EXPR_OPERATORS", "MAX_EXPR_DEPTH", "DEFAULT_MAX_TASKS", "MAX_DEVICE_COUNT",
+           "MAX_EXPR_OPERATORS", "MAX_EXPR_DEPTH", "DEFAULT_MAX_TASKS", "DEFAULT_MAX_KERNEL_OPS",
+           "MAX_DEVICE_COUNT",
            "MAX_INPUT_FILE_BYTES",
            "int_out_of_range"]

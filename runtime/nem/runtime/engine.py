@@ -579,7 +579,7 @@ def prepare_compute(t: TaskTpl, regions: list[RegionInst], attrs: dict,
         try:
             call = prepare(*bound, attrs)
         except NotSupported as e:
-            raise RunError(f"not supported: {e}", "EXEC-03", t.op, fix=refused) from None
+            raise RunError(f"not supported: {e}", "EXEC-03", t.op, fix=e.fix or refused) from None
 
     def compute() -> None:
         try:
@@ -591,7 +591,7 @@ def prepare_compute(t: TaskTpl, regions: list[RegionInst], attrs: dict,
                 tin, tout = bound if bound is not None else tensors()
                 results = fn(tin, tout, attrs)
         except NotSupported as e:
-            raise RunError(f"not supported: {e}", "EXEC-03", t.op, fix=refused) from None
+            raise RunError(f"not supported: {e}", "EXEC-03", t.op, fix=e.fix or refused) from None
         except NumericError as e:
             raise RunError(f"no defined result: {e}", "EXEC-03", t.op, fix=_NUMERIC_FIX) from None
         except UserKernelError as e:

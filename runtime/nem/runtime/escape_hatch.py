@@ -23,6 +23,7 @@ import numpy as np
 from xdsl.dialects.builtin import StringAttr
 from xdsl.ir import Operation
 
+from nem.dialect.limits import DEFAULT_MAX_KERNEL_OPS
 from nem.runtime.mlir_fill import fill_kernel, fill_of
 from nem.runtime.mlir_kernel import CompiledKernel, compiled
 from nem.runtime.mlir_kernel_scalar import OPNAME
@@ -49,6 +50,9 @@ _NOTICED: set[str] = set()
 # CNN's fills and pools run interpreted for 19 runs, bench_cnn_raised.py)
 COMPILE_AFTER = 2_000
 _INTERPRETED: dict[str, int] = {}     # kernel text -> scalar ops interpreted so far
+# the most scalar operations one task's kernel may do (D-LIMITS: work is
+# bounded for any input); `nem-run --max-kernel-ops N` sets it
+MAX_KERNEL_OPS = DEFAULT_MAX_KERNEL_OPS
 
 
 def set_backend(name: str) -> None:
@@ -153,11 +157,26 @@ def _checked(ins: list, outs: list, attrs: dict) -> tuple[str, list[int]]:
     return text, idx
 
 
+def _bounded(text: str) -> CompiledKernel:
+    """The compiled kernel of `text`, refused when its estimated work is
+    above `MAX_KERNEL_OPS` (a lower bound where a trip count depends on an
+    index argument): a native kernel cannot be stopped once called."""
+    ck = compiled(text)
+    if ck.estimate > MAX_KERNEL_OPS:
+        raise NotSupported(f"{OPNAME}: the kernel does {'' if ck.estimate_exact else 'at least '}"
+                           f"{ck.estimate:,} scalar operations, above the limit of "
+                           f"{MAX_KERNEL_OPS:,} (D-LIMITS)",
+                           fix=f"raise the limit if that is meant (nem-run --max-kernel-ops "
+                           f"{ck.estimate}; from Python, nem.runtime.escape_hatch.MAX_KERNEL_OPS), "
+                           "or tile the loop nest before lowering so that NEM tasks do the work")
+    return ck
+
+
 def run_mlir_kernel(ins: list, outs: list, attrs: dict) -> list[np.ndarray]:
     """`KERNELS["compute"]` for op="mlir.kernel": ins/outs are `Tensor`s, attrs
     hold `kernel` (text) and `index_args` (ints, evaluated by the engine)."""
     text, idx = _checked(ins, outs, attrs)
-    return run(compiled(text), ins, outs, idx)
+    return run(_bounded(text), ins, outs, idx)
 
 
 def prepare_mlir_kernel(ins: list, outs: list, attrs: dict) -> Callable[[], list[np.ndarray]]:
@@ -167,7 +186,7 @@ def prepare_mlir_kernel(ins: list, outs: list, attrs: dict) -> Callable[[], list
     ran natively keeps doing so unless the backend becomes "interpreter";
     the results are the same either way, D-RT-MLIR-JIT)."""
     text, idx = _checked(ins, outs, attrs)
-    ck = compiled(text)
+    ck = _bounded(text)
     operands, group = ck.bind(ins, outs, idx)
     fast: _NativeRun | None = None
 

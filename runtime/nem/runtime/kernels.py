@@ -311,7 +311,7 @@ def _compute(ins, outs, attrs):
     try:
         return KERNELS[name](ins, outs, args)
     except NotSupported as e:
-        raise NotSupported(f"compute op={name}: {e}") from None
+        raise NotSupported(f"compute op={name}: {e}", e.fix) from None
 
 
 def _compute_op(ins, outs, attrs) -> tuple[str, dict]:

@@ -24,7 +24,12 @@ class KernelError(Exception):
 
 class NotSupported(KernelError):
     """An opcode / element-type / quant combination the reference runtime does not
-    define (D-NUM-UNSUPPORTED).  The message names the opcode and the types."""
+    define (D-NUM-UNSUPPORTED).  The message names the opcode and the types;
+    `fix`, when given, replaces the engine's generic advice."""
+
+    def __init__(self, message: str, fix: str | None = None) -> None:
+        super().__init__(message)
+        self.fix = fix
 
 
 class UserKernelError(KernelError):
