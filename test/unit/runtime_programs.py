@@ -72,6 +72,41 @@ endloop
 """
 
 
+PIPE = """\
+program pipe:
+buffer X_L2 : L2 (size=1024)
+buffer Y_L2 : L2 (size=1024)
+buffer S : L1 (size=512)
+loop i in [0..3] @max_in_flight(2):
+  let x = region(X_L2, i * 256, 256) elem=f32, shape=[64], layout=C
+  let y = region(Y_L2, i * 256, 256) elem=f32, shape=[64], layout=C
+  let s = region(S, (i mod 2) * 256, 256) elem=f32, shape=[64], layout=C
+  tin = transfer.async(dst=s, src=x)
+  tr = relu.async in s out s deps=[tin]
+  tout = store.async(dst=y, src=s, deps=[tr])
+  wait(tout)
+endloop
+"""
+"""The program of docs/python-api.md, "Stepping through a session"."""
+
+NEST = """\
+program nest:
+buffer X : L2 (size=256)
+loop i in [0..3] @max_in_flight(2):
+  buffer T : L1 (size=64)
+  let t = region(T, 0, 16) elem=f32, shape=[4], layout=C
+  loop j in [0..i]:
+    let r = region(X, (i * 4 + j) * 16, 16) elem=f32, shape=[4], layout=C
+    c = transfer.sync(dst=t, src=r)
+  endloop
+endloop
+"""
+"""Nested loops, the inner bound depending on the outer variable, and a
+loop-body buffer with one instance per in-flight iteration (D-SEM-INSTANCES):
+after a run, instance 0 of T holds X[40:44] (i=2, j=2), instance 1 X[60:64]
+(i=3, j=3)."""
+
+
 def run_summary(it, r) -> tuple:
     """What a run reports, comparable across runs (D-RT-REPLAY, D-RT-PREPARE)."""
     return (r.status, r.tasks_run, r.counts, r.race_count, [str(x) for x in r.races],

@@ -8,7 +8,7 @@ import json
 
 import numpy as np
 import pytest
-from runtime_programs import ELTWISE, pingpong
+from runtime_programs import ELTWISE, PIPE, pingpong
 
 from nem.dialect.diagnostics import NemDiagnosticError
 from nem.runtime import NemInterpreter
@@ -158,6 +158,56 @@ def test_repr_and_device_info():
     it.load_string(pingpong(2), "p.nem")
     s = it.start()
     s.step()
-    r = s.region("slot")
+    r = s.region("slot", i=0)   # a loop-body region names its iteration
     assert "X_L1" in repr(r) and "L1[0]" in repr(r)
     assert it.ddr_info()["size"] == 0   # DDR holds exactly the program's DDR buffers (none), D-SEM-DDR
+
+
+def _pipe() -> NemInterpreter:
+    it = NemInterpreter()
+    it.load_string(PIPE, "pipe.nem")
+    return it
+
+
+@pytest.mark.parametrize("call, exc, message", [
+    (lambda it: it.prepare("pipe.nem"), TypeError,
+     r"program must be a Program \(what load\(\) returns\), not 'pipe\.nem' \(str\): load the "
+     r"file first, e\.g\. it\.load\('pipe\.nem'\)"),
+    (lambda it: it.run("pipe.nem"), TypeError, r"program must be a Program .*not 'pipe\.nem'"),
+    (lambda it: it.start(3), TypeError, r"program must be a Program .*not 3 \(int\)"),
+    (lambda it: it.run_schedules(-1), ValueError, r"k must be >= 1, not -1"),
+    (lambda it: it.run_schedules(0), ValueError, r"k must be >= 1, not 0"),
+    (lambda it: it.run_schedules("2"), TypeError, r"k must be an int, not '2' \(str\)"),
+    (lambda it: it.run_schedules(2, seed=-1), ValueError,
+     r"seed must be >= 0, not -1 \(Python's random takes -S as S\)"),
+    (lambda it: it.explore(0), ValueError, r"max_schedules must be >= 1, not 0"),
+    (lambda it: it.set_scheduling("random", "x"), TypeError, r"seed must be an int, not 'x' \(str\)"),
+    (lambda it: it.set_scheduling("random", 1.5), TypeError, r"seed must be an int, not 1\.5"),
+    (lambda it: it.set_scheduling("random", -1), ValueError, r"seed must be >= 0, not -1"),
+    (lambda it: it.load_string(PIPE, "f.nem", syntax="cobol"), ValueError,
+     r"syntax must be 'nem' or 'mlir' \(or None: by the file's extension\), not 'cobol'"),
+], ids=["prepare-str", "run-str", "start-int", "k-negative", "k-zero", "k-str", "seed-negative",
+        "explore-zero", "seed-str", "seed-float", "scheduling-seed-negative", "syntax"])
+def test_bad_arguments_are_one_line_errors(call, exc, message):
+    """outsider28_rt finding 10: `prepare("pipe.nem")` raised AttributeError
+    from inside, `run_schedules(-1)` returned ([], None) (and `run_schedules(0)`
+    left the memory of a schedule with seed -1), a str seed and an unknown
+    syntax were accepted without a word."""
+    it = _pipe()
+    with pytest.raises(exc, match="^" + message):
+        call(it)
+    assert it.policy == "source" and it.seed == 0       # nothing changed
+
+
+def test_good_arguments_still_work():
+    it = _pipe()
+    prog = it.program
+    assert it.prepare(prog) and it.run(prog).ok
+    it.set_scheduling("random", np.int64(3))
+    assert it.seed == 3 and it.run().ok
+    results, diff = it.run_schedules(2, seed=np.int64(0))
+    assert len(results) == 2 and diff is None
+    assert it.explore(1).schedules == 1
+    again = NemInterpreter()
+    again.load_string(PIPE, "pipe.txt", syntax="nem")
+    assert again.run().ok

@@ -566,6 +566,8 @@ def _check_numbers(args) -> str | None:
     """Flag values that make no sense, before any work (usage errors)."""
     if args.random_inputs is not None and args.random_inputs < 0:
         return "--random-inputs needs a SEED >= 0"
+    if args.seed < 0:   # Python's random takes -S as S (api.check_seed)
+        return "--seed needs a SEED >= 0"
     if args.max_tasks is not None and args.max_tasks < 1:
         return "--max-tasks needs N >= 1"
     if args.max_kernel_ops is not None and args.max_kernel_ops < 1:

@@ -9,7 +9,7 @@ architecture document, §3):
 
     with interp.start() as s:                    # step-by-step
         s.add_breakpoint(task="tG", loop_iter=2)
-        s.run(); s.read_region("Y_pp_i"); s.step(); s.dump_trace()
+        s.run(); s.read_region("Y_pp_i", i=2); s.step(); s.dump_trace()
 
 Errors a user can cause (parse, static rules, device, out-of-bounds, ...)
 raise `NemDiagnosticError` with file:line:col diagnostics.  A session and the
@@ -19,7 +19,6 @@ results it gives (`Session`, `Program`, `RunResult`, `StepResult`) are in
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from pathlib import Path
 from types import MappingProxyType
@@ -112,6 +111,8 @@ class NemInterpreter:
         self.mode = mode
 
     def set_scheduling(self, policy: str, seed: int | None = None) -> None:
+        if seed is not None:
+            seed = check_seed(seed)
         if policy in ("deterministic", "source"):
             self.policy = "source"
         elif policy == "random":
@@ -168,6 +169,9 @@ class NemInterpreter:
         extension of `file` (.mlir, else .nem)."""
         from xdsl.utils.exceptions import ParseError, VerifyException
 
+        if syntax not in (None, "nem", "mlir"):
+            raise ValueError("syntax must be 'nem' or 'mlir' (or None: by the file's "
+                             f"extension), not {syntax!r}")
         register_source(file, text)
         try:
             if (syntax or ("mlir" if file.endswith(".mlir") else "nem")) == "mlir":
@@ -273,6 +277,14 @@ class NemInterpreter:
         return resolve
 
     def _prog(self, program: Program | None) -> Program:
+        """The program a call is about: `program`, else the last one loaded.
+        The one check of every method's `program=` (a file name there failed
+        deep inside with an AttributeError)."""
+        if program is not None and not isinstance(program, Program):
+            hint = f": load the file first, e.g. it.load({program!r})" \
+                if isinstance(program, str | Path) else ""
+            raise TypeError("program must be a Program (what load() returns), not "
+                            f"{program!r} ({type(program).__name__}){hint}")
         p = program or self.program
         if p is None:
             raise RuntimeError("no program loaded: call load() or load_string() first")
@@ -319,6 +331,7 @@ class NemInterpreter:
         memory is the last schedule's final memory."""
         from nem.runtime.hunt import random_schedules
 
+        k, seed = check_count("k", k), check_seed(seed)
         p = self._prog(program)
         results, diff, last = random_schedules(self, p, k, seed, jobs)
         p.memory = last
@@ -330,6 +343,7 @@ class NemInterpreter:
         decision D-SEM-EXPLORE), at most `max_schedules`; returns an `Exploration`."""
         from nem.runtime.hunt import explore
 
+        max_schedules = check_count("max_schedules", max_schedules)
         return explore(self, self._prog(program), max_schedules, jobs)
 
     # -------------------------------------------------------------- memory I/O
@@ -344,10 +358,6 @@ class NemInterpreter:
         (and a region's shape); see `nem.runtime.tensor_io`.  Returns the
         number of bytes written: an array smaller than its buffer fills its
         start and leaves the rest as it was."""
-        if buffer is None:
-            data = np.ascontiguousarray(tensor)
-            self.write_bytes(None, data, offset)
-            return int(data.nbytes)
         p = self._prog(None)
         return tensor_io.write_tensor(p.memory, p.compiled, buffer, tensor, offset, raw)
 
@@ -361,28 +371,17 @@ class NemInterpreter:
     def write_bytes(self, buffer: str | None, data, offset: int = 0) -> None:
         """Write raw bytes at `offset` of a buffer or top-level region (of DDR
         when `buffer` is None); bounds checked (HAZ-04)."""
-        mem = self._mem()
         raw = np.frombuffer(bytes(data), np.uint8) if not isinstance(data, np.ndarray) else \
             np.ascontiguousarray(data).view(np.uint8).reshape(-1)
-        if buffer is None:
-            try:
-                mem.levels["DDR"].write(offset, raw)
-            except MemoryError_ as e:
-                raise tensor_io.TensorIOError(f"{e} [{e.rule}]") from None
-            return
-        tensor_io.write_tensor(mem, self._prog(None).compiled, buffer, raw, offset, raw=True)
+        p = self._prog(None)
+        tensor_io.write_tensor(p.memory, p.compiled, buffer, raw, offset, raw=True)
 
     def read_tensor(self, buffer: str | None = None, shape=None, dtype=None,
                     offset: int = 0) -> np.ndarray:
         """A copy of buffer or top-level region `buffer`'s values: its element
-        type and shape by default, else `dtype`/`shape` from byte `offset`;
-        DDR from `offset` when `buffer` is None (bytes unless `dtype`)."""
-        if buffer is None:
-            dt = np.dtype(DTYPES.get(dtype, dtype)) if isinstance(dtype, str) else \
-                np.dtype(dtype if dtype is not None else np.uint8)
-            n = math.prod(shape) * dt.itemsize
-            out = np.frombuffer(self.ddr_read(offset, n), np.uint8).copy().view(dt)
-            return out.reshape(shape)
+        type and shape by default, else `dtype` (an element type or its numpy
+        dtype) and `shape` (positive ints) from byte `offset`; DDR from
+        `offset` when `buffer` is None (bytes unless `dtype`)."""
         p = self._prog(None)
         return tensor_io.read_tensor(p.memory, p.compiled, buffer, shape, dtype, offset)
 
@@ -476,6 +475,27 @@ def fill_random(rng, elem: str | None, out: np.ndarray) -> None:
         out[:] = lo | (rng.integers(0, 16, out.size, dtype=np.uint8) << 4)
         return
     out[:] = rng.integers(0, 256, out.size, dtype=np.uint8)
+
+
+def check_count(name: str, n) -> int:
+    """`n` as an int >= 1 (`run_schedules(k)`, `explore(max_schedules)`:
+    `run_schedules(-1)` returned ([], None) and ran nothing)."""
+    if not tensor_io.int_like(n):
+        raise TypeError(f"{name} must be an int, not {n!r} ({type(n).__name__})")
+    if n < 1:
+        raise ValueError(f"{name} must be >= 1, not {n}")
+    return int(n)
+
+
+def check_seed(seed) -> int:
+    """`seed` as an int >= 0: Python's `random.Random(-s)` is `Random(s)`,
+    so a negative seed would silently repeat a positive one (and `nem-run
+    --seed` refuses them as `--random-inputs` does)."""
+    if not tensor_io.int_like(seed):
+        raise TypeError(f"seed must be an int, not {seed!r} ({type(seed).__name__})")
+    if seed < 0:
+        raise ValueError(f"seed must be >= 0, not {seed} (Python's random takes -S as S)")
+    return int(seed)
 
 
 def profile_problem(profile: object) -> str | None:

@@ -14,6 +14,8 @@ from __future__ import annotations
 import difflib
 from dataclasses import dataclass, field
 
+from nem.runtime.tensor_io import int_like
+
 
 @dataclass(frozen=True)
 class Task:
@@ -120,3 +122,100 @@ def unknown_name(kind: str, name: str, known: list[str]) -> ValueError:
     hint = f"; did you mean {', '.join(near)}?" if near else \
         f"; the program's {kind}s: {', '.join(sorted(set(known))) or 'none'}"
     return ValueError(f"no {kind} named '{name}' in the program{hint}")
+
+
+# ---------------------------------------------------------------------------
+# Iterations a session is asked about (D-RT-NAMES)
+# ---------------------------------------------------------------------------
+
+
+def loops_of(compiled, op) -> list:
+    """The compiled loops (`engine.LoopTpl`) around `op`, outermost first."""
+    by_op = {lt.op: lt for lt in compiled.loops}
+    out = []
+    p = op.parent_op()
+    while p is not None:
+        if p in by_op:
+            out.append(by_op[p])
+        p = p.parent_op()
+    return out[::-1]
+
+
+def _bounds(loop, outer: tuple[int, ...] | None = None) -> tuple[int, int] | None:
+    """[lo, hi] of `loop`: static, or evaluated with the outer loops' values
+    `outer`; None when it depends on outer values not given."""
+    lo, hi = loop.lower, loop.upper
+    if isinstance(lo, int) and isinstance(hi, int):
+        return lo, hi
+    if outer is None:
+        return None
+    return (lo if isinstance(lo, int) else lo(outer)), (hi if isinstance(hi, int) else hi(outer))
+
+
+def _loop_text(loop, outer: tuple[int, ...] | None = None) -> str:
+    b = _bounds(loop, outer)
+    return f"{loop.var}{f' in [{b[0]}..{b[1]}]' if b else ''} (line {loop.line})"
+
+
+def _loops_text(loops: list) -> str:
+    return ("loop " if len(loops) == 1 else "loops ") + ", ".join(_loop_text(lt) for lt in loops)
+
+
+def iteration_of(name: str, loops: list, loop_vars: dict) -> tuple[tuple, tuple]:
+    """(loop values, ordinals) of region `name`, declared inside `loops`
+    (outermost first), in the iteration `loop_vars` names.  Every variable of
+    its loops and no other must be given, each inside its loop's range: a
+    read without them took i=0, an unknown one was ignored, and one outside
+    the range read data of no iteration (or blamed the program with HAZ-04)."""
+    names = [lt.var for lt in loops]
+    example = f"read_region({name!r}{''.join(f', {n}=0' for n in names)})"
+    extra = [v for v in loop_vars if v not in names]
+    if extra and not loops:
+        raise ValueError(f"region {name} has no loop variable {extra[0]}: it is declared outside "
+                         f"any loop; {example}")
+    if extra:
+        raise ValueError(f"region {name} has no loop variable {extra[0]}: it is declared inside "
+                         f"{_loops_text(loops)}; name its iteration, e.g. {example}")
+    if len(loop_vars) < len(names):
+        raise ValueError(f"region {name} is declared inside {_loops_text(loops)}: name its "
+                         f"iteration, e.g. {example}")
+    iv: list[int] = []
+    ords: list[int] = []
+    for lt in loops:
+        v = loop_vars[lt.var]
+        if not int_like(v):
+            raise TypeError(f"region {name}: {lt.var} must be an int, not {v!r} "
+                            f"({type(v).__name__})")
+        b = _bounds(lt, tuple(iv))
+        assert b is not None
+        if not b[0] <= v <= b[1]:
+            when = f" when {_iteration_text(dict(zip(names, iv)))}" \
+                if _bounds(lt) is None else ""
+            raise ValueError(f"region {name}: {lt.var}={v} is outside loop "
+                             f"{_loop_text(lt, tuple(iv))}{when}")
+        iv.append(int(v))
+        ords.append(int(v) - b[0])
+    return tuple(iv), tuple(ords)
+
+
+def check_loop_iter(loop_iter, innermost: list, whom: str) -> None:
+    """A breakpoint's `loop_iter` (an iteration of the innermost loop of the
+    tasks it may stop, `innermost`: one loop or None per task) that no such
+    loop has is a ValueError, as a misspelt task name is (D-RT-NAMES): the
+    program ran to its end.  A range that depends on outer loop variables is
+    not checked."""
+    if not int_like(loop_iter):
+        raise TypeError(f"loop_iter must be an int, not {loop_iter!r} "
+                        f"({type(loop_iter).__name__})")
+    loops = list(dict.fromkeys(lt for lt in innermost if lt is not None))
+    if not loops:
+        who = "no task of the program is" if whom == "the program's tasks" else f"{whom} is not"
+        raise ValueError(f"loop_iter={loop_iter} never matches: {who} inside a loop")
+    for lt in loops:
+        b = _bounds(lt)
+        if b is None or b[0] <= loop_iter <= b[1]:
+            return
+    many = len(loops) > 1
+    raise ValueError(f"loop_iter={loop_iter} matches no iteration: the innermost loop"
+                     f"{'s' if many else ''} of {whom} {'are' if many else 'is'} "
+                     + ", ".join("loop " + _loop_text(lt) for lt in loops))

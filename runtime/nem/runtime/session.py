@@ -20,7 +20,16 @@ from nem.runtime import tensor_io
 from nem.runtime import trace as trace_mod
 from nem.runtime.checks import Deadlock, Race, Unconsumed
 from nem.runtime.engine import CompiledProgram, RunError, default_kernels
-from nem.runtime.inspection import Task, Token, task_of, token_of, unknown_name
+from nem.runtime.inspection import (
+    Task,
+    Token,
+    check_loop_iter,
+    iteration_of,
+    loops_of,
+    task_of,
+    token_of,
+    unknown_name,
+)
 from nem.runtime.memory import Memory, MemoryError_, RegionInst
 from nem.runtime.scheduler import DeadlockError, Scheduler
 
@@ -138,9 +147,11 @@ class Session:
                        loop_iter: int | None = None) -> None:
         """Break before a task whose token name is `task`, at source `line`, and/or in
         loop iteration `loop_iter` (the innermost loop variable); all given must match.
-        A task name or line that no task statement of the program has is a ValueError
-        (decision D-RT-NAMES)."""
-        tasks = self.program.compiled.tasks
+        A breakpoint that can never fire is a ValueError (decision D-RT-NAMES): a task
+        name or line that no task statement of the program has, a task not at that
+        line, or a `loop_iter` outside the innermost loop of every task it may stop."""
+        cp = self.program.compiled
+        tasks = cp.tasks
         if task is not None and task not in {t.label for t in tasks}:
             raise unknown_name("task", task, [t.label for t in tasks])
         if line is not None and line not in {t.line for t in tasks}:
@@ -148,6 +159,16 @@ class Session:
             raise ValueError(f"no task statement at line {line} (task lines: {lines or 'none'})")
         if task is None and line is None and loop_iter is None:
             raise ValueError("a breakpoint needs task=, line= or loop_iter=")
+        matching = [t for t in tasks if (task is None or t.label == task) and
+                    (line is None or t.line == line)]
+        if not matching:
+            at = ", ".join(str(n) for n in sorted({t.line for t in tasks if t.label == task}))
+            raise ValueError(f"no task {task} at line {line} (task {task} is at line {at})")
+        if loop_iter is not None:
+            whom = f"task {task}" if task is not None else \
+                (f"the task at line {line}" if line is not None else "the program's tasks")
+            check_loop_iter(loop_iter, [(loops_of(cp, t.op) or [None])[-1] for t in matching],
+                            whom)
         self.breakpoints.append({"task": task, "line": line, "loop_iter": loop_iter})
 
     def clear_breakpoints(self) -> None:
@@ -280,34 +301,29 @@ class Session:
 
     # -------------------------------------------------------------- inspection
     def _region(self, name: str, **loop_vars) -> RegionInst:
-        sched = self.sched
-        # the newest instance bound in a live stream, else evaluate the declaration
-        for f in sorted(sched.frames, key=lambda f: -(f.index or 0)):
-            for v, x in f.env.items():
-                if isinstance(x, RegionInst) and x.name == name and not loop_vars:
-                    return x
-        for tpl in self.program.compiled.regions:
-            if tpl.name == name:
-                iv = tuple(loop_vars.get(n, 0) for n in self._loop_names(tpl))
-                try:
-                    return tpl.instantiate(self.memory, iv)
-                except RunError as e:
-                    raise NemDiagnosticError([diag_from(e, self.program.file)]) from None
-        raise KeyError(f"no region named '{name}'")
-
-    def _loop_names(self, tpl) -> list[str]:
-        names = []
-        op = tpl.op.parent_op()
-        while op is not None and op.name == "nem.loop":
-            names.append(op.iv_name.data)
-            op = op.parent_op()
-        return list(reversed(names))
+        """Region `name` in the iteration `loop_vars` names: every variable of
+        its loops, each in its loop's range (`inspection.iteration_of`); over a
+        loop-body buffer, that iteration's instance (D-SEM-INSTANCES).  An
+        unknown name is a ValueError, as in breakpoints (D-RT-NAMES)."""
+        cp = self.program.compiled
+        named = [t for t in cp.regions if not t.name.startswith("region(")]
+        tpl = next((t for t in named if t.name == name), None)
+        if tpl is None:
+            if not isinstance(name, str):
+                raise TypeError(f"name must be a region's name (a str), not {name!r}")
+            raise unknown_name("region", name, [t.name for t in named])
+        iv, ords = iteration_of(name, loops_of(cp, tpl.op), loop_vars)
+        try:
+            return tpl.instantiate(self.memory, iv, ords)
+        except RunError as e:
+            raise NemDiagnosticError([diag_from(e, self.program.file)]) from None
 
     def region(self, name: str, **loop_vars) -> RegionInst:
         return self._region(name, **loop_vars)
 
     def read_region(self, name: str, **loop_vars) -> np.ndarray:
-        """A region's values as a typed array (a copy), e.g. read_region("Y_pp_i", i=1)."""
+        """A region's values as a typed array (a copy), e.g. read_region("Y_pp_i", i=1):
+        a region declared in loops names its iteration, every loop variable."""
         return np.array(self._region(name, **loop_vars).read(), copy=True)
 
     def dump_region(self, name: str, **loop_vars) -> str:
@@ -331,11 +347,12 @@ class Session:
         except MemoryError_ as e:
             raise ValueError(f"{e} [{e.rule}]") from None
 
-    def write_tensor(self, buffer: str, tensor, offset: int = 0, raw: bool = False) -> int:
+    def write_tensor(self, buffer: str | None, tensor, offset: int = 0, raw: bool = False) -> int:
         """As `NemInterpreter.write_tensor`, into this session's memory."""
         return tensor_io.write_tensor(self.memory, self.program.compiled, buffer, tensor, offset, raw)
 
-    def read_tensor(self, buffer: str, shape=None, dtype=None, offset: int = 0) -> np.ndarray:
+    def read_tensor(self, buffer: str | None, shape=None, dtype=None, offset: int = 0
+                    ) -> np.ndarray:
         """As `NemInterpreter.read_tensor`, from this session's memory."""
         return tensor_io.read_tensor(self.memory, self.program.compiled, buffer, shape, dtype,
                                      offset)

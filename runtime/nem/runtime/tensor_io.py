@@ -17,7 +17,15 @@ region's, or for a buffer every whole element it holds.
 * `read_tensor(memory, program, name, shape=None, dtype=None, offset=0)`:
   the target's values typed by default (a region's shape, a buffer's
   elements), or `dtype`/`shape` read from the bytes at `offset`; bounds
-  checked the same way.
+  checked the same way, and a read of the rest of the target from an offset
+  at or past its end is an overrun (not an empty array).
+* Arguments are checked here, once for every caller (outsider28_rt): `name`
+  a str, or None for DDR by byte offset; `offset` an int; `shape` positive
+  ints (`check_shape`, nem-run's rule for `--output X:T[SHAPE]`: a negative
+  dimension made a negative byte count that passed the bounds check and read
+  other buffers); `dtype` an element type or a numeric numpy dtype
+  (`read_type`).  A wrong type is a TypeError, a wrong value a
+  TensorIOError, each one line naming the parameter.
 * `parse_spec("f16[64,32]")` reads the `dtype[shape]` suffix of
   `nem-run --output NAME:f16[64,32]=FILE` (`f16[]`: a 0-d array).
 """
@@ -47,23 +55,36 @@ class TensorIOError(ValueError):
 
 @dataclass(frozen=True)
 class Target:
-    """Where an array goes: a buffer, or a region instance inside one."""
+    """Where an array goes: a buffer, or a region instance inside one (or, for
+    name None, the whole DDR level as one untyped buffer)."""
 
     name: str
     buffer: BufferInfo
     region: RegionInst | None
     elem: str | None
+    ddr: bool = False
 
     @property
     def kind(self) -> str:
         return "region" if self.region is not None else "buffer"
 
     @property
+    def size(self) -> int:
+        """Its size in bytes."""
+        return self.region.extent if self.region is not None else self.buffer.size
+
+    @property
+    def where(self) -> str:
+        """`buffer X (1024 bytes)`, as errors name it."""
+        if self.ddr:
+            return f"DDR ({self.size} bytes; buffer=None reads and writes DDR by byte offset)"
+        return f"{self.kind} {self.name} ({self.size} bytes)"
+
+    @property
     def shape(self) -> tuple[int, ...]:
         if self.region is not None and self.region.shape is not None:
             return tuple(self.region.shape)
-        size = self.region.extent if self.region is not None else self.buffer.size
-        return (size * 8 // BITS[self.elem],) if self.elem else (size,)
+        return (self.size * 8 // BITS[self.elem],) if self.elem else (self.size,)
 
     @property
     def dtype(self) -> np.dtype:
@@ -74,9 +95,15 @@ class Target:
         return f"{self.kind} {self.name} ({what})"
 
 
-def target(memory: Memory, program, name: str) -> Target:
+def target(memory: Memory, program, name: str | None) -> Target:
     """The buffer or top-level region `name` (`program`: the compiled
-    program, for regions; None: buffers only)."""
+    program, for regions; None: buffers only); name None: DDR by byte offset."""
+    if name is None:
+        ddr = memory.levels["DDR"]
+        return Target("DDR", BufferInfo("DDR", "DDR", 0, ddr.size, 1, -1), None, None, True)
+    if not isinstance(name, str):
+        raise TypeError("buffer must be the name of a buffer or region (a str) or None (DDR by "
+                        f"byte offset), not {name!r} ({type(name).__name__})")
     if name in memory.buffers:
         b = memory.buffers[name]
         return Target(name, b, None, b.elem_hint)
@@ -96,19 +123,95 @@ def target(memory: Memory, program, name: str) -> Target:
 def _span(t: Target, offset: int, nbytes: int, what: str) -> tuple[int, int]:
     """Absolute [start, end) of `nbytes` at `offset` of the target, checked."""
     base = t.region.start if t.region is not None else t.buffer.offset
-    size = t.region.extent if t.region is not None else t.buffer.size
-    if offset < 0 or offset + nbytes > size:
-        raise TensorIOError(f"{what} {nbytes} bytes at offset {offset} of {t.kind} {t.name} "
-                            f"({size} bytes): out of bounds [HAZ-04]")
+    if offset < 0 or offset + nbytes > t.size:
+        raise TensorIOError(f"{what} {nbytes} bytes at offset {offset} of {t.where}: "
+                            "out of bounds [HAZ-04]")
     return base + offset, base + offset + nbytes
 
 
-def write_tensor(memory: Memory, program, name: str, array, offset: int = 0,
+def int_like(x) -> bool:
+    """An int or a numpy integer, not a bool: what offsets, dimensions,
+    seeds and counts of the runtime API take."""
+    return isinstance(x, int | np.integer) and not isinstance(x, bool)
+
+
+def check_offset(offset) -> int:
+    """`offset` as an int (a float or a str failed deep inside numpy's
+    slicing); its bounds are `_span`'s."""
+    if not int_like(offset):
+        raise TypeError("offset must be an int (bytes from the start of the buffer or region), "
+                        f"not {offset!r} ({type(offset).__name__})")
+    return int(offset)
+
+
+def _not_positive(what: str, example: str, zero_d: str) -> TensorIOError:
+    """The one wording of the shape rule, for the API and nem-run --output."""
+    return TensorIOError(f"{what}: the shape must be positive integers, e.g. {example} "
+                         f"(or {zero_d}, for a 0-d array)")
+
+
+def check_shape(shape) -> tuple[int, ...] | None:
+    """`shape` as a tuple of positive ints (None: the target's own).  A
+    negative dimension made a negative byte count that passed the bounds
+    check and read the rest of the memory level; a zero one reads nothing."""
+    if shape is None:
+        return None
+    try:
+        given = None if isinstance(shape, str | bytes) else tuple(shape)
+    except TypeError:       # not iterable (an int, a 0-d array)
+        given = None
+    if given is None or not all(int_like(d) for d in given):
+        raise TypeError("shape must be a sequence of ints such as (64, 32) or (16,), not "
+                        f"{shape!r} ({type(shape).__name__})")
+    dims = tuple(int(d) for d in given)
+    if any(d <= 0 for d in dims):
+        raise _not_positive(f"shape={dims}", "(64, 32)", "()")
+    return dims
+
+
+def read_type(dtype, default: str | None) -> tuple[str | None, np.dtype]:
+    """(element type or None, numpy dtype) that `dtype` reads: an element-type
+    name (`f16`, `i4`), or a numpy dtype, as an object (`np.float16`,
+    `np.dtype(...)`) or by numpy's name (`'float16'`); one of an element type
+    reads as that type, another numeric one (float64, int64) reinterprets the
+    bytes; None: `default`, else bytes.  numpy's short codes are not taken,
+    since NEM's names differ (`'i8'` is NEM's 8-bit integer, numpy's 64-bit
+    one), nor dtypes of no numbers (object: numpy failed deep inside)."""
+    if dtype is None:
+        return default, DTYPES[default] if default else np.dtype(np.uint8)
+    dt: np.dtype | None = None
+    if isinstance(dtype, str):
+        if dtype in DTYPES:
+            return dtype, DTYPES[dtype]
+        try:
+            dt = np.dtype(dtype)
+        except (TypeError, ValueError):
+            pass
+        if dt is not None and dt.name != dtype:      # a short code, 'f8', '<f4'
+            dt = None
+    else:
+        try:
+            dt = np.dtype(dtype)
+        except (TypeError, ValueError):
+            pass
+    if dt is None or dt.kind not in "biufc" and dt.name != "bfloat16":
+        raise TensorIOError(f"dtype must be an element type ({', '.join(DTYPES)}) or a numeric "
+                            "numpy dtype, as an object or by numpy's name (np.float16 or "
+                            f"'float16' for f16), not {dtype!r}")
+    elem = next((k for k, v in DTYPES.items() if k != "i4" and v == dt), None)
+    return elem, dt
+
+
+def write_tensor(memory: Memory, program, name: str | None, array, offset: int = 0,
                  raw: bool = False) -> int:
     """Write `array` into buffer or region `name`; the number of bytes written
     (so that a caller can tell a partial fill, which is allowed, from a full one)."""
     t = target(memory, program, name)
+    offset = check_offset(offset)
     arr = np.asarray(array)
+    if arr.dtype.hasobject:
+        got = "None" if array is None else f"a {type(array).__name__} of Python objects"
+        raise TypeError(f"tensor must be an array of numbers, not {got}")
     level = memory.levels[t.buffer.level]
     if raw or t.elem is None:
         data = np.ascontiguousarray(arr).view(np.uint8).reshape(-1)
@@ -154,32 +257,28 @@ def encode_tensor(memory: Memory, program, name: str, array) -> tuple[str, int, 
     return t.buffer.name, lo - t.buffer.offset, bytes(memory.levels[t.buffer.level].data[lo:lo + n])
 
 
-def read_tensor(memory: Memory, program, name: str, shape=None, dtype=None,
+def read_tensor(memory: Memory, program, name: str | None, shape=None, dtype=None,
                 offset: int = 0) -> np.ndarray:
     """A copy of the target's values (see the module docstring)."""
     t = target(memory, program, name)
+    shape, offset = check_shape(shape), check_offset(offset)
+    elem, dt = read_type(dtype, t.elem)
     level = memory.levels[t.buffer.level]
-    elem: str | None
-    if isinstance(dtype, str):
-        if dtype not in DTYPES:
-            raise TensorIOError(f"unknown element type '{dtype}' (one of {', '.join(DTYPES)})")
-        elem = dtype
-    elif dtype is None:
-        elem = t.elem
-    else:
-        elem = next((k for k, v in DTYPES.items() if v == np.dtype(dtype) and k != "i4"), None)
-    dt = DTYPES[elem] if elem else np.dtype(dtype if dtype is not None else np.uint8)
     if t.region is not None and offset == 0 and elem == t.elem and \
-            (shape is None or tuple(shape) == t.shape):
+            (shape is None or shape == t.shape):
         return np.array(t.region.read(), copy=True)
+    if shape is None:   # the rest of the target: at least one element, or an overrun
+        count = (t.size - offset) * 2 if elem == "i4" else (t.size - offset) // dt.itemsize
+        if count < 1 and offset >= 0:
+            unit = f"{elem or dt} element" if elem or dtype is not None else "byte"
+            raise TensorIOError(f"reading from offset {offset} of {t.where}: out of bounds, "
+                                f"not one whole {unit} left [HAZ-04]")
+    else:
+        count = math.prod(shape)
     if elem == "i4":
-        count = math.prod(shape) if shape is not None else \
-            (t.region.extent if t.region is not None else t.buffer.size) * 2 - offset * 2
         lo, hi = _span(t, offset, math.ceil(count / 2), "reading")
         out = unpack_i4(level.data[lo:hi], np.arange(count))
         return out.reshape(shape) if shape is not None else out
-    size = t.region.extent if t.region is not None else t.buffer.size
-    count = math.prod(shape) if shape is not None else (size - offset) // dt.itemsize
     lo, hi = _span(t, offset, count * dt.itemsize, "reading")
     out = level.data[lo:hi].copy().view(dt)
     return out.reshape(shape) if shape is not None else out
@@ -202,6 +301,5 @@ def parse_spec(text: str) -> tuple[str, tuple[int, ...] | None]:
         return m["elem"], ()
     dims = [d.strip() for d in m["shape"].split(",")]
     if not all(d.isdigit() and int(d) > 0 for d in dims):
-        raise TensorIOError(f"'{text}': the shape must be positive integers, e.g. f16[64,32] "
-                            "(or none, f16[], for a 0-d array)")
+        raise _not_positive(f"'{text}'", "f16[64,32]", "none, f16[]")
     return m["elem"], tuple(int(d) for d in dims)
