@@ -347,31 +347,7 @@ def tile_module(module: ir.Module, entry: ir.Operation, device, options, engines
         run_on_nest(root, ",".join(passes))
         plan.append((band.extents, sizes))
     PassManager.parse("builtin.module(canonicalize,cse)").run(module.operation)
-    fold_dma_constants(entry)
     return plan
-
-
-# --------------------------------------------------------------------------
-# DMA index maps without constant symbol operands
-
-
-def _substitute(e: ir.AffineExpr, dims: Sequence[ir.AffineExpr],
-                syms: Sequence[ir.AffineExpr]) -> ir.AffineExpr:
-    if isinstance(e, ir.AffineDimExpr):
-        return dims[e.position]
-    if isinstance(e, ir.AffineSymbolExpr):
-        return syms[e.position]
-    if isinstance(e, ir.AffineConstantExpr):
-        return e
-    a, b = _substitute(e.lhs, dims, syms), _substitute(e.rhs, dims, syms)
-    for kind, build in ((ir.AffineAddExpr, ir.AffineExpr.get_add),
-                        (ir.AffineMulExpr, ir.AffineExpr.get_mul),
-                        (ir.AffineModExpr, ir.AffineExpr.get_mod),
-                        (ir.AffineFloorDivExpr, ir.AffineExpr.get_floor_div),
-                        (ir.AffineCeilDivExpr, ir.AffineExpr.get_ceil_div)):
-        if isinstance(e, kind):
-            return build(a, b)
-    raise ValueError(f"affine expression {e}")
 
 
 def _owner_op(v: ir.Value) -> ir.Operation | None:
@@ -388,61 +364,3 @@ def _const_index(v: ir.Value) -> int | None:
             isinstance(v.type, ir.IndexType):
         return ir.IntegerAttr(owner.attributes["value"]).value
     return None
-
-
-def fold_dma_constants(fn: ir.Operation) -> int:
-    """Fold constant index operands into the maps of `affine.dma_start` /
-    `affine.dma_wait` (upstream's copy generation and canonicalization leave
-    some as map symbols, printed `symbol(%c0)`, which xDSL's affine parser
-    does not take: issue 12).  The maps stay equal as functions of the
-    operands.  Returns the number of ops rewritten."""
-    targets = []
-
-    def visit(op: ir.Operation) -> ir.WalkResult:
-        if op.name in ("affine.dma_start", "affine.dma_wait"):
-            targets.append(op)
-        return ir.WalkResult.ADVANCE
-
-    fn.walk(visit)
-    count = 0
-    for op in targets:
-        keys = ["src_map", "dst_map", "tag_map"] if op.name == "affine.dma_start" \
-            else ["tag_map"]
-        operands = list(op.operands)
-        new_operands: list[ir.Value] = []
-        attrs = {name: op.attributes[name] for name in op.attributes}
-        pos, changed = 0, False
-        for key in keys:
-            amap = ir.AffineMapAttr(op.attributes[key]).value
-            new_operands.append(operands[pos])           # the memref
-            ins = operands[pos + 1:pos + 1 + amap.n_inputs]
-            pos += 1 + amap.n_inputs
-            consts = [_const_index(v) for v in ins]
-            if not any(c is not None for c in consts[amap.n_dims:]):
-                new_operands += ins
-                continue
-            changed = True
-            kept_dims = [v for v, c in zip(ins[:amap.n_dims], consts[:amap.n_dims])]
-            kept_syms = [v for v, c in zip(ins[amap.n_dims:], consts[amap.n_dims:])
-                         if c is None]
-            dims = [ir.AffineDimExpr.get(i) for i in range(amap.n_dims)]
-            syms, k = [], 0
-            for c in consts[amap.n_dims:]:
-                if c is None:
-                    syms.append(ir.AffineSymbolExpr.get(k))
-                    k += 1
-                else:
-                    syms.append(ir.AffineConstantExpr.get(c))
-            exprs = [_substitute(e, dims, syms) for e in amap.results]
-            attrs[key] = ir.AffineMapAttr.get(ir.AffineMap.get(amap.n_dims, k, exprs))
-            new_operands += kept_dims + kept_syms
-        if not changed:
-            continue
-        new_operands += operands[pos:]
-        new = ir.Operation.create(op.name, results=[], operands=new_operands,
-                                  attributes=attrs, loc=op.location,
-                                  ip=ir.InsertionPoint(op))
-        assert new is not None
-        op.erase()
-        count += 1
-    return count

@@ -23,6 +23,7 @@ from xdsl.dialects.builtin import FileLineColLoc, IntAttr, ModuleOp, StringAttr,
 from xdsl.ir import Dialect, Operation
 from xdsl.parser import Parser
 
+from nem.frontends.upstream_dialects.affine_ssa_maps import use_upstream_affine_ssa_maps
 from nem.frontends.upstream_dialects.async_dialect import Async
 from nem.frontends.upstream_dialects.dma import AFFINE_EXTRA_OPS, MEMREF_EXTRA_OPS
 from nem.frontends.upstream_dialects.linalg_named import use_upstream_linalg_named
@@ -34,6 +35,7 @@ __all__ = ["Async", "mlir_dialect_factories", "register_mlir_dialects", "lowerin
 
 use_linear_string_literals()   # before any parse: xDSL's string regex backtracks (D-XDSL-STRING-LEXER)
 use_upstream_linalg_named()    # mixed-type bodies, default conv attributes (D-LOW-LINALG-NAMED)
+use_upstream_affine_ssa_maps()  # `%i` a dim, `symbol(%n)` a symbol (D-XDSL-AFFINE-SSA)
 
 
 def _extended(factory: Callable[[], Dialect],

@@ -14,12 +14,8 @@ Upstream stores every operand in one list; the affine ops also carry
 `src_map`/`dst_map`/`tag_map` attributes whose input counts split that list.
 The accessors below (`src`, `src_operands`, ...) decode it.
 
-Note: the custom form's `[...]` affine accesses are parsed with xDSL's
-`parse_affine_map_of_ssa_ids`, which makes every SSA id a *symbol* of the
-map (upstream makes loop indices dims).  The maps are equal as functions of
-their operands, which is all the NEM lowering uses (it evaluates a map on its
-operand list, dims then symbols); `--print-op-generic` output of such an op
-differs from upstream's only in the dim/symbol split.
+The custom form's `[...]` affine accesses are read and printed as upstream
+does (`%i` a dim, `symbol(%n)` a symbol: `affine_ssa_maps`, D-XDSL-AFFINE-SSA).
 """
 
 from __future__ import annotations
@@ -27,7 +23,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import cast
 
-from xdsl.dialects.affine import _print_affine_map_of_ssa_ids
 from xdsl.dialects.builtin import AffineMapAttr, IndexType, MemRefType
 from xdsl.ir import SSAValue
 from xdsl.ir.affine import AffineMap
@@ -35,6 +30,8 @@ from xdsl.irdl import IRDLOperation, attr_def, irdl_op_definition, var_operand_d
 from xdsl.parser import Parser, UnresolvedOperand
 from xdsl.printer import Printer
 from xdsl.utils.exceptions import VerifyException
+
+from nem.frontends.upstream_dialects.affine_ssa_maps import print_affine_map_of_ssa_ids
 
 
 def _parse_access(parser: Parser) -> tuple[UnresolvedOperand, AffineMap, list[SSAValue]]:
@@ -152,7 +149,7 @@ class AffineDmaStartOp(_DmaBase):
             if i:
                 printer.print_string(", ")
             printer.print_ssa_value(m)
-            _print_affine_map_of_ssa_ids(printer, mp.data, ops)
+            print_affine_map_of_ssa_ids(printer, mp.data, ops)
         for v in self.operands[self._count_pos:]:
             printer.print_string(", ")
             printer.print_ssa_value(v)
@@ -209,7 +206,7 @@ class AffineDmaWaitOp(_DmaBase):
     def print(self, printer: Printer) -> None:
         printer.print_string(" ")
         printer.print_ssa_value(self.tag)
-        _print_affine_map_of_ssa_ids(printer, self.tag_map.data, self.tag_operands)
+        print_affine_map_of_ssa_ids(printer, self.tag_map.data, self.tag_operands)
         printer.print_string(", ")
         printer.print_ssa_value(self.num_elements)
         printer.print_op_attributes({k: v for k, v in self.attributes.items() if k != "tag_map"})

@@ -1,10 +1,9 @@
 // issue 12 reproducer (nem-compile, any broadcast operand such as a [C, 1, 1]
 // bias or a reduction's kept size-1 dimension): -affine-data-copy-generate
 // and -canonicalize leave a constant index as a map symbol, printed
-// `symbol(%c0)`, which xDSL's affine parser rejects ("Expected primary
-// expression").  nem-compile folds such constants into the maps before the
-// lowering (nem.compile.tiling.fold_dma_constants); the parser should take
-// the form.
+// `symbol(%c0)`, which xDSL 0.74's affine parser rejected ("Expected
+// primary expression"); nem's parser takes it as upstream does
+// (D-XDSL-AFFINE-SSA).
 func.func @main(%y: memref<3x1xf32>, %z: memref<3x1xf32>) {
   %c0 = arith.constant 0 : index
   %c3 = arith.constant 3 : index
