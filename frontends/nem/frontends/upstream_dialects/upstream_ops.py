@@ -1,26 +1,32 @@
-"""Valid upstream MLIR with ops xDSL 0.74 lacks (D-LOW-UPSTREAM).
+"""Valid upstream MLIR with ops xDSL 0.74 lacks or reads only in generic
+form (D-LOW-UPSTREAM).
 
 xDSL 0.74 defines only some of linalg's named ops: `linalg.pooling_nhwc_max`
 / `_sum`, `linalg.map`, `linalg.div`, `linalg.batch_matmul` and others
-are "not registered" there.  Upstream MLIR has every one of them and can
-rewrite each into the `linalg.generic` it stands for.  So before xDSL
-parses the text, `generalize_upstream_ops`:
+are "not registered" there.  Other ops it defines without their custom
+syntax (`memref.cast`, `affine.parallel`, `scf.parallel`, ...: "does not
+have a custom format").  Upstream MLIR has every one of them, can rewrite
+each linalg op into the `linalg.generic` it stands for, and prints any op
+in the generic form xDSL reads.  So before xDSL parses the text,
+`generalize_upstream_ops`:
 
 1. scans the statements for op names the xDSL context does not know (and
    the named linalg ops that the lowering raises from their generic form:
-   NCHW convolutions and pooling, `GENERALIZED_KNOWN`);
-2. if there are linalg ones, parses the text with the upstream MLIR 22
-   bindings (`mlir.ir`; their diagnostics are passed on at the file's
-   line:col), applies `transform.structured.generalize` to exactly those
-   ops (the transform interpreter), and prints the module back with its
-   locations (`loc("FILE":line:col)`), so diagnostics and NEM ops still
-   point at the user's source line;
+   NCHW convolutions and pooling, `GENERALIZED_KNOWN`), and for ops it
+   knows written in a custom form it does not have (`generic_only`);
+2. if there are linalg ones or custom-form ones, parses the text with the
+   upstream MLIR 22 bindings (`mlir.ir`; their diagnostics are passed on at
+   the file's line:col), applies `transform.structured.generalize` to
+   exactly the linalg ones (the transform interpreter), and prints the
+   module back with its locations (`loc("FILE":line:col)`), so diagnostics
+   and NEM ops still point at the user's source line; in generic form when
+   an op needs it;
 3. restores the function arguments' names (upstream prints `%arg0`; the
    lowering names DDR buffers after the arguments, D-LOW-BUF).
 
-An unknown op that is not linalg, or a linalg op without the `mlir` extra,
-is a located `not supported` diagnostic naming the op and the fix; never
-xDSL's "is not registered".
+An unknown op that is not linalg, or one of these ops without the `mlir`
+extra, is a located `not supported` diagnostic naming the op and the fix;
+never xDSL's "is not registered" or "does not have a custom format".
 
 Step 2 runs in a forked child (`isolation.run_isolated`): upstream MLIR
 aborts the process on some invalid input, and that must be a located
@@ -33,6 +39,7 @@ import re
 from collections.abc import Iterator
 
 from xdsl.context import Context
+from xdsl.ir import Operation
 
 from nem.dialect.diagnostics import Diagnostic, NemDiagnosticError, SourceLoc, fail
 from nem.frontends.upstream_dialects.isolation import run_isolated
@@ -48,17 +55,26 @@ bindings are there, else left as they are (escape-hatch tasks)."""
 KEPT = frozenset({"linalg.yield", "linalg.index", "linalg.generic"})
 
 _STATEMENT = re.compile(
-    r'^[ \t]*(?:%[\w$.#:-]+(?:[ \t]*,[ \t]*%[\w$.#:-]+)*[ \t]*=[ \t]*)?"?'
+    r'^[ \t]*(?:%[\w$.#:-]+(?:[ \t]*,[ \t]*%[\w$.#:-]+)*[ \t]*=[ \t]*)?(?P<quote>"?)'
     r'(?P<name>[A-Za-z_][\w$]*\.[\w$.]+)', re.M)
 _FUNC = re.compile(r'func\.func\s+(?:(?:private|public|nested)\s+)?@(?P<name>[\w$.-]+)\s*\(')
+_PRINTED_FUNC = re.compile(r'^[ \t]*(?:func\.func\s+(?:(?:private|public|nested)\s+)?@(?P<name>'
+                           r'[\w$.-]+)\s*\(|"func\.func"\(\)[^\n]*?\bsym_name = "(?P<generic>[^"]*)")',
+                           re.M)
 _ARG = re.compile(r'%(?P<name>[\w$.-]+)\s*:')
 _LOC = re.compile(r'loc\("(?P<file>[^"]*)":(?P<line>\d+):(?P<col>\d+)\)')
 
 
-def _statements(text: str) -> Iterator[tuple[str, int]]:
-    """(op name, offset) of every statement that starts a line."""
+def _statements(text: str) -> Iterator[tuple[str, int, bool]]:
+    """(op name, offset, in generic form) of every statement that starts a line."""
     for m in _STATEMENT.finditer(text):
-        yield m["name"], m.start("name")
+        yield m["name"], m.start("name"), bool(m["quote"])
+
+
+def generic_only(op: type[Operation]) -> bool:
+    """Whether xDSL reads `op` only in its generic form (it has no custom
+    syntax: `Operation.parse`'s "does not have a custom format")."""
+    return op.parse.__func__ is Operation.parse.__func__  # type: ignore[attr-defined]
 
 
 def _location(text: str, file: str, offset: int) -> SourceLoc:
@@ -72,13 +88,17 @@ def generalize_upstream_ops(ctx: Context, text: str, file: str) -> str:
     none.  Raises a located NemDiagnosticError (see the module docstring)."""
     unknown: dict[str, int] = {}
     known: dict[str, int] = {}
-    for name, at in _statements(text):
-        if name in KEPT or name in unknown or name in known:
+    custom: dict[str, int] = {}     # generic_only ops written in custom form
+    for name, at, generic in _statements(text):
+        if name in KEPT or name in unknown or name in known or name in custom:
             continue
-        if ctx.get_optional_op(name) is None:
+        op = ctx.get_optional_op(name)
+        if op is None:
             unknown[name] = at
         elif name in GENERALIZED_KNOWN:
             known[name] = at
+        elif not generic and generic_only(op):
+            custom[name] = at
     for name, at in unknown.items():
         if not name.startswith("linalg."):
             # a transform op: the script `mlir-opt --transform-interpreter` ran
@@ -92,33 +112,42 @@ def generalize_upstream_ops(ctx: Context, text: str, file: str) -> str:
             raise fail(f"not supported: operation '{name}': xDSL 0.74 does not define it and "
                        "only linalg ops are rewritten upstream (D-LOW-UPSTREAM)",
                        _location(text, file, at), None, fix)
-    if not unknown and not known:
+    if not unknown and not known and not custom:
         return text
     try:    # probe: are the bindings installed?  (used in the child, _generalize)
         import mlir.dialects.transform.interpreter  # noqa: F401
     except ImportError:
-        if not unknown:
-            return text
-        name, at = next(iter(unknown.items()))
-        raise fail(f"not supported: '{name}' needs the mlir extra: xDSL 0.74 does not define "
-                   "it and the upstream MLIR bindings that rewrite it into linalg.generic are not "
-                   "installed (D-LOW-UPSTREAM)", _location(text, file, at), None,
-                   "pip install 'nem-toolchain[mlir]', or run mlir-opt "
-                   "--linalg-generalize-named-ops first") from None
+        if unknown:
+            name, at = next(iter(unknown.items()))
+            raise fail(f"not supported: '{name}' needs the mlir extra: xDSL 0.74 does not define "
+                       "it and the upstream MLIR bindings that rewrite it into linalg.generic are "
+                       "not installed (D-LOW-UPSTREAM)", _location(text, file, at), None,
+                       "pip install 'nem-toolchain[mlir]', or run mlir-opt "
+                       "--linalg-generalize-named-ops first") from None
+        if custom:
+            name, at = next(iter(custom.items()))
+            raise fail(f"not supported: '{name}' in its custom form needs the mlir extra: xDSL "
+                       "0.74 reads it only in generic form and the upstream MLIR bindings that "
+                       "convert it are not installed (D-LOW-UPSTREAM)", _location(text, file, at),
+                       None, "pip install 'nem-toolchain[mlir]', or write the op in generic "
+                       "form (mlir-opt --mlir-print-op-generic prints it)") from None
+        return text
     names = sorted({*unknown, *known})
-    first = min({**unknown, **known}.values())
-    out = run_isolated(_generalize, text, file, names, where=_location(text, file, first),
-                       what=f"rewriting {', '.join(names)} into linalg.generic",
-                       fix="check the op's attributes and body against upstream MLIR "
-                       "(mlir-opt --linalg-generalize-named-ops shows the same failure)")
+    first = min({**unknown, **known, **custom}.values())
+    what = [f"rewriting {', '.join(names)} into linalg.generic"] if names else []
+    what += [f"printing {', '.join(sorted(custom))} in generic form"] if custom else []
+    out = run_isolated(_generalize, text, file, names, bool(custom),
+                       where=_location(text, file, first), what=" and ".join(what),
+                       fix="check the op against upstream MLIR (mlir-opt shows the same failure)")
     out = out.replace('loc("-":', f'loc("{_escape(file)}":').replace(" loc(unknown)", "")
     return _restore_arg_names(text, out)
 
 
-def _generalize(text: str, file: str, names: list[str]) -> str:
-    """Step 2 of the module docstring, with the upstream bindings."""
+def _generalize(text: str, file: str, names: list[str], generic: bool) -> str:
+    """Step 2 of the module docstring, with the upstream bindings: the
+    `names` ops generalized, the module printed (in generic form if
+    `generic`)."""
     from mlir import ir
-    from mlir.dialects.transform import interpreter
 
     with ir.Context():
         try:
@@ -128,20 +157,31 @@ def _generalize(text: str, file: str, names: list[str]) -> str:
                                       for d in e.error_diagnostics] or [Diagnostic(
                                           "error", f"invalid MLIR: {e}", SourceLoc(file, 1, 1))]
                                      ) from None
-        script = ir.Module.parse(_script(names))
-        try:
-            interpreter.apply_named_sequence(module.operation, script.body.operations[0], script)
-        except ir.MLIRError as e:   # e.g. an op upstream cannot generalize
-            raise NemDiagnosticError([_diagnostic(str(d.location), d.message, file)
-                                      for d in e.error_diagnostics]) from None
-        except ValueError as e:     # the interpreter's failure: "... at loc(op)" last
-            where = list(_LOC.finditer(str(e)))
-            raise NemDiagnosticError([upstream_diagnostic(
-                where[-1].group(0) if where else "", f"not supported: {', '.join(names)}: "
-                "upstream cannot rewrite it into linalg.generic (not a structured op) "
-                "(D-LOW-UPSTREAM)", file,
-                "lower it upstream first into linalg.generic or loops")]) from None
-        return str(module.operation.get_asm(enable_debug_info=True, use_local_scope=True))
+        if names:
+            _apply_generalize(module, names, file)
+        return str(module.operation.get_asm(enable_debug_info=True, use_local_scope=True,
+                                            print_generic_op_form=generic))
+
+
+def _apply_generalize(module: object, names: list[str], file: str) -> None:
+    """`transform.structured.generalize` on the `names` ops of `module`."""
+    from mlir import ir
+    from mlir.dialects.transform import interpreter
+
+    script = ir.Module.parse(_script(names))
+    try:
+        interpreter.apply_named_sequence(module.operation,  # type: ignore[attr-defined]
+                                         script.body.operations[0], script)
+    except ir.MLIRError as e:   # e.g. an op upstream cannot generalize
+        raise NemDiagnosticError([_diagnostic(str(d.location), d.message, file)
+                                  for d in e.error_diagnostics]) from None
+    except ValueError as e:     # the interpreter's failure: "... at loc(op)" last
+        where = list(_LOC.finditer(str(e)))
+        raise NemDiagnosticError([upstream_diagnostic(
+            where[-1].group(0) if where else "", f"not supported: {', '.join(names)}: "
+            "upstream cannot rewrite it into linalg.generic (not a structured op) "
+            "(D-LOW-UPSTREAM)", file,
+            "lower it upstream first into linalg.generic or loops")]) from None
 
 
 def _script(names: list[str]) -> str:
@@ -174,47 +214,52 @@ def upstream_diagnostic(location: str, message: str, file: str, fix: str) -> Dia
     return Diagnostic("error", message, loc, fix=fix)
 
 
+def _param_names(text: str, start: int) -> list[str]:
+    """The `%name`s of the parameter list `(%a: T, %b: U ...)` whose `(`
+    ends at `start`."""
+    depth, i = 1, start
+    while i < len(text) and depth:
+        depth += {"(": 1, ")": -1}.get(text[i], 0)
+        i += 1
+    args, level, begin = [], 0, start
+    for k in range(start, i - 1):
+        c = text[k]
+        if c in "(<[{":
+            level += 1
+        elif c in ")>]}":
+            level -= 1
+        elif c == "," and level == 0:
+            args.append(text[begin:k])
+            begin = k + 1
+    args.append(text[begin:i - 1])
+    return [a.group("name") for a in (_ARG.match(x.strip()) for x in args) if a]
+
+
 def _arg_names(text: str) -> dict[str, list[str]]:
     """Function name -> its argument names, as written."""
-    out: dict[str, list[str]] = {}
-    for m in _FUNC.finditer(text):
-        depth, i = 1, m.end()
-        while i < len(text) and depth:
-            depth += {"(": 1, ")": -1}.get(text[i], 0)
-            i += 1
-        args, level, start = [], 0, m.end()
-        for k in range(m.end(), i - 1):
-            c = text[k]
-            if c in "(<[{":
-                level += 1
-            elif c in ")>]}":
-                level -= 1
-            elif c == "," and level == 0:
-                args.append(text[start:k])
-                start = k + 1
-        args.append(text[start:i - 1])
-        names = [a.group("name") for a in (_ARG.match(x.strip()) for x in args) if a]
-        out[m["name"]] = names
-    return out
+    return {m["name"]: _param_names(text, m.end()) for m in _FUNC.finditer(text)}
 
 
 def _restore_arg_names(original: str, printed: str) -> str:
-    """Rename upstream's `%argN` of each function back to the names written."""
+    """Rename upstream's names of each function's arguments (`%arg0`, ...:
+    the header's in custom form, the entry block's `^bb0(...)` in generic
+    form) back to the names written; a function runs to the next."""
     names = _arg_names(original)
     pieces: list[str] = []
     pos = 0
-    for m in _FUNC.finditer(printed):
-        wanted = names.get(m["name"])
-        end = printed.find("\n  }", m.end())
-        end = len(printed) if end < 0 else end
+    funcs = list(_PRINTED_FUNC.finditer(printed))
+    for i, m in enumerate(funcs):
+        wanted = names.get(m["name"] or m["generic"])
+        end = funcs[i + 1].start() if i + 1 < len(funcs) else len(printed)
         pieces.append(printed[pos:m.start()])
         body = printed[m.start():end]
-        if wanted:
-            mapping = {f"arg{k}": n for k, n in enumerate(wanted) if n != f"arg{k}"}
-            if mapping and not any(re.search(rf"%{re.escape(n)}(?![\w$.-])", body)
-                                   for n in mapping.values()):  # `%a` is not `%arg0`
-                body = re.sub(r"%(arg\d+)\b(?![\w$.-])",
-                              lambda a: "%" + mapping.get(a[1], a[1]), body)
+        entry = body.find("^bb0(") if m["generic"] else -1
+        given = _param_names(body, m.end() - m.start()) if m["name"] else \
+            _param_names(body, entry + len("^bb0(")) if entry >= 0 else []
+        mapping = {g: n for g, n in zip(given, wanted or []) if n != g}
+        if mapping and not any(re.search(rf"%{re.escape(n)}(?![\w$.-])", body)
+                               for n in mapping.values()):  # `%a` is not `%arg0`
+            body = re.sub(r"%([\w$.-]+)", lambda a: "%" + mapping.get(a[1], a[1]), body)
         pieces.append(body)
         pos = end
     pieces.append(printed[pos:])
