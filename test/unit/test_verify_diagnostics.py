@@ -123,7 +123,8 @@ def test_only_comments_starting_with_expected_count():
     ("# expected-error {{unterminated", "'}}'"),
     ("# expected-error@sideways {{x}}", "unknown designator '@sideways'"),
     ("# expected-eror {{x}}", "unknown expectation kind 'expected-eror'"),
-    ("# expected-error-re {{a.*b}}", "not supported"),
+    ("# expected-error-re {{a{{b}}", "found start of regex with no end '}}'"),
+    ("# expected-error-re {{a{{(b}}}}", "invalid regex: missing ), unterminated subpattern"),
     ("# expected-error@-5 {{x}}", "before the start of the file"),
     ("# expected-error@above {{x}}", "no line above"),
 ])
@@ -179,6 +180,22 @@ def test_substring_and_rule_id_match():
         f"{F}:1:7: error: unexpected error: unknown device 'npx' [NEM-DEV-001]",
         f"{F}:1:5: error: expected error \"NEM-DEV-002\" was not produced",
     ]
+
+
+def test_regex_expectations():
+    """`expected-*-re`: literal text with `{{regex}}` parts (upstream's
+    ExpectedDiag::computeRegex), searched for in the diagnostic's text."""
+    d = diag("error", 1, "need ceil(8 * 16 / 8) = 16 bytes", rule="BUF-02", col=7)
+    for message in ("{{.*}}BUF-{{[0-9]+}}{{.*}}", "ceil(8 * 16 / 8) = {{1[[:digit:]]}} bytes [BUF-02]",
+                    "{{[a-z]+}} ceil", "= {{16|32}}"):
+        assert run(f"x # expected-error-re {{{{{message}}}}}\n", [d]) == [], message
+    # the literal parts are not regex: `.` and `*` match only themselves
+    assert run("x # expected-error-re {{ceil(8 . 16{{.*}}}}\n", [d]) == [
+        f"{F}:1:7: error: unexpected error: need ceil(8 * 16 / 8) = 16 bytes [BUF-02]",
+        f"{F}:1:5: error: expected error \"ceil(8 . 16{{{{.*}}}}\" was not produced",
+    ]
+    # every severity, every designator
+    assert run("# expected-warning-re@+1 {{w{{[0-9]}}}}\nx\n", [diag("warning", 2, "w7")]) == []
 
 
 def test_unexpected_diagnostic():

@@ -357,8 +357,9 @@ _HELP = {
                    "nem-opt succeeds",
     "passes": "pass pipeline: 'pass1,pass2{option=value ...}' (passes listed below)",
     "verify_diagnostics": "check the diagnostics against the input's expected-error, "
-                          "-warning, -remark and -note comments ('# expected-error@+1 "
-                          "{{...}}' in .nem, '// ...' in MLIR) instead of printing them; "
+                          "-warning, -remark and -note comments and their -re forms "
+                          "('# expected-error@+1 {{...}}' in .nem, '// ...' in MLIR) "
+                          "instead of printing them; "
                           "the output is printed as usual; exit 1 on any mismatch",
     "split_input_file": "split the input at '# -----' lines (.nem) or '// -----' lines "
                         "(MLIR) and process each chunk separately; the outputs are "

@@ -25,6 +25,11 @@ Semantics follow upstream MLIR (``SourceMgrDiagnosticVerifierHandler``):
   is the diagnostic's message followed by `` [RULE-ID]`` when it has a rule
   (i.e. `Diagnostic.headline()` without its location prefix), so tests can
   match rule ids;
+* ``expected-<severity>-re`` (``MARK expected-error-re@+1 {{{{.*}}BUF-{{[0-9]+}}}}``):
+  the message is literal text with ``{{regex}}`` parts, searched for in the
+  diagnostic's text, as upstream's ``ExpectedDiag::computeRegex`` builds it
+  (POSIX classes such as ``[[:digit:]]`` are understood); a ``{{`` without
+  its ``}}`` or a regex that does not compile is a malformed expectation;
 * ``@above``/``@below`` skip over other expectation lines, so several
   expectations can be stacked above or below the line they refer to (for a
   lone expectation this is just the line directly above/below); a dangling
@@ -45,7 +50,7 @@ Semantics follow upstream MLIR (``SourceMgrDiagnosticVerifierHandler``):
   device file, ...) are always reported as unexpected, with their full
   location;
 * an ``expected-*`` comment that does not have the form above (e.g. missing
-  ``{{``/``}}``, unknown ``@`` designator, ``-re`` variant) is itself an error;
+  ``{{``/``}}``, unknown ``@`` designator) is itself an error;
 * an expectation that no diagnostic meets is reported, as upstream, at the
   ``expected-...`` text of its comment (``file:line:col``, the line, a
   caret), not at the line it designates (D-OPT-VERIFY-LOC).
@@ -98,6 +103,15 @@ class Expectation:
     comment_line: int
     col: int
     malformed: str | None = None
+    regex: re.Pattern[str] | None = None
+    """``expected-*-re``: the substring's literal text and ``{{regex}}`` parts."""
+
+    def matches(self, text: str) -> bool:
+        """Whether a diagnostic's text meets this expectation."""
+        if self.regex is not None:
+            return self.regex.search(text) is not None
+        return self.substring in text
+
 
     def where(self) -> str:
         return str(self.comment())
@@ -186,10 +200,13 @@ def parse_expectations(text: str, file: str, comment_marker: str,
                 exp.malformed = ("malformed expectation: expected "
                                  f"'expected-{severity}[@designator] {{{{message}}}}'")
             continue
-        if body_match.group("re"):
-            exp.malformed = f"'expected-{severity}-re' is not supported"
-            continue
         exp.substring = body_match.group("msg")
+        if body_match.group("re"):
+            try:
+                exp.regex = expected_regex(exp.substring)
+            except ValueError as e:
+                exp.malformed = str(e)
+                continue
         at = body_match.group("at")
         if at is None:
             continue
@@ -215,6 +232,38 @@ def parse_expectations(text: str, file: str, comment_marker: str,
         if exp.line is not None and exp.line < 1:
             exp.malformed = f"designator '@{at}' refers to line {exp.line}, before the start of the file"
     return result
+
+
+_POSIX_CLASSES = {"alpha": "a-zA-Z", "digit": "0-9", "alnum": "a-zA-Z0-9", "upper": "A-Z",
+                  "lower": "a-z", "space": r"\s", "blank": r" \t", "xdigit": "0-9A-Fa-f",
+                  "punct": r"!-/:-@\[-`{-~", "word": r"\w"}
+
+
+def expected_regex(message: str) -> re.Pattern[str]:
+    """The pattern of an ``expected-*-re`` message: its text outside
+    ``{{...}}`` literally, each ``{{regex}}`` as a group, as upstream's
+    ``ExpectedDiag::computeRegex``; ValueError with upstream's wording when
+    a ``{{`` has no ``}}`` or a regex does not compile."""
+    parts: list[str] = []
+    rest = message
+    while rest:
+        start = rest.find("{{")
+        if start < 0:
+            parts.append(re.escape(rest))
+            break
+        parts.append(re.escape(rest[:start]))
+        rest = rest[start + 2:]
+        end = rest.find("}}")
+        if end < 0:
+            raise ValueError("found start of regex with no end '}}'")
+        regex = re.sub(r"\[:(\w+):\]", lambda m: _POSIX_CLASSES.get(m[1], m[0]), rest[:end])
+        try:
+            re.compile(regex)
+        except re.error as e:
+            raise ValueError(f"invalid regex: {e}") from None
+        parts.append(f"({regex})")
+        rest = rest[end + 2:]
+    return re.compile("".join(parts))
 
 
 def diagnostic_text(diag: Diagnostic) -> str:
@@ -270,7 +319,7 @@ def check(expectations: list[Expectation], diagnostics: list[Diagnostic],
             continue
         line = loc.line if loc is not None else None
         candidates = [i for i, e in enumerate(valid)
-                      if e.line == line and e.substring in text]
+                      if e.line == line and e.matches(text)]
         same_kind = [i for i in candidates if valid[i].severity == severity]
         if same_kind:
             # Prefer an expectation not yet satisfied, so that N expectations
