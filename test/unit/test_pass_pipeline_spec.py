@@ -5,6 +5,8 @@ name the pass and option as spelt and count columns in the typed string
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from nem.passes.driver import available_passes, parse_pipeline
@@ -42,6 +44,12 @@ def error(spec: str, anchored: bool = False) -> PipelineError:
     ("builtin.module(nem-verify) x", 28, "unexpected text after the ')'"),
     ("builtin.module(func.func(cse))", 16, "nested pass pipeline 'func.func(...)'"),
     ("builtin.module(nem-verify,,cse)", 27, "expected pass name here"),
+    # an empty item anywhere, as mlir-opt refuses it (outside report 28)
+    ("builtin.module(nem-verify,)", 27, "expected pass name here"),
+    ("builtin.module(,)", 16, "expected pass name here"),
+    ("nem-verify , ", 13, "expected pass name here"),
+    ("lower-to-nem{memory-spaces=0:DDR,1:L2},", 40, "expected pass name here"),
+    ("any(cse)", 1, "not supported: pipeline anchor 'any(...)'"),
     # columns count in the typed text, also after a quoted memory-spaces value
     ("lower-to-nem{memory-spaces=0:DDR,1:L2 tile=3}", 39, "pass 'lower-to-nem' has no option 'tile'"),
     ("nem-verfy", 1, "unknown pass 'nem-verfy'; did you mean 'nem-verify'?"),
@@ -89,3 +97,28 @@ def test_python_api_raises_the_same_error():
     with pytest.raises(PipelineError, match="did you mean 'nem-fold-consts'"):
         parse_pipeline("nem-fold-const")
     assert [p.name for p in parse_pipeline("builtin.module(nem-verify)").passes] == ["nem-verify"]
+
+
+@pytest.mark.parametrize("spec, fix", [
+    ("any(cse)", "--pass-pipeline='builtin.module(cse)', or -p 'cse'"),
+    (" func.func( cse ) ", "--pass-pipeline='builtin.module(cse)', or -p 'cse'"),
+    ("builtin.module(any(cse))", "list the passes without the nested anchor: 'builtin.module(cse)'"),
+    ("builtin.module(func.func(any(cse)),canonicalize)",
+     "list the passes without the nested anchor: 'builtin.module(cse,canonicalize)'"),
+    ("cse,func.func(canonicalize)",
+     "list the passes without the nested anchor: 'builtin.module(cse,canonicalize)'"),
+    ("nem-verify,", "drop the extra ','"),
+])
+def test_fixes_are_pipelines_that_work(spec, fix):
+    """Outside report 28: the fix of an anchor or nesting error was itself an
+    error; each pipeline a fix suggests is accepted."""
+    assert error(spec).fix == fix
+    for suggested in re.findall(r"'([^']*)'", fix):
+        if suggested != ",":
+            check(suggested, anchored=suggested.startswith("builtin.module("))
+
+
+def test_unanchored_fix_drops_nested_anchors():
+    assert error("any(cse),canonicalize", anchored=True).fix == (
+        "--pass-pipeline='builtin.module(cse,canonicalize)', or -p 'cse,canonicalize' "
+        "for a bare list of passes")

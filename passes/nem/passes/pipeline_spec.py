@@ -74,6 +74,7 @@ def check_pipeline(spec: str, available: Mapping[str, PassFactory], *,
         return (origin[i] if i < len(origin) else start + len(inner)) + 1
 
     _check_braces(spec, text, col)
+    _check_empty_items(spec, text, col)
     try:
         specs = list(parse_pipeline(text))
     except ArgSpecParseError as e:
@@ -108,6 +109,7 @@ def quote_option_values(spec: str) -> str:
 _PASS_OPTIONS = re.compile(r'(?P<name>[\w.-]*)\{(?P<opts>(?:"[^"]*"|[^}"])*)\}')
 _QUOTED_OPTION = re.compile(r'(?<!\S)(?P<key>(?:memory[-_]spaces|weights)=)(?P<value>"[^"]*"|[^\s"]*)')
 _ANCHOR = re.compile(r"\s*(?P<name>(?:builtin\.)?module)\s*\(")
+_OTHER_ANCHOR = re.compile(r"\s*(?P<name>[\w.]+)\s*\(")
 _STRINGS = re.compile(r'"[^"]*"')
 
 
@@ -151,12 +153,21 @@ def _unwrap_anchor(spec: str, anchored: bool) -> tuple[str, int]:
     """The pipeline inside `builtin.module(...)` and where it starts in
     `spec` (D-OPT-PIPELINE-ANCHOR); blanks around it are dropped."""
     m = _ANCHOR.match(spec)
+    other = _OTHER_ANCHOR.match(spec)
+    if m is None and other is not None and \
+            _matching_paren(spec, other.end()) == len(spec.rstrip()) - 1:
+        body = spec[other.end():len(spec.rstrip()) - 1].strip()
+        raise PipelineError(
+            f"not supported: pipeline anchor '{other['name']}(...)': nem-opt runs its passes "
+            "on the module, anchored on 'builtin.module(...)'", spec, other.start("name") + 1,
+            f"--pass-pipeline='builtin.module({body})', or -p '{body}'")
     if m is None:
         if anchored and spec.strip():
+            bare = _without_nested(spec.strip())
             raise PipelineError(
                 "expected pass pipeline to be wrapped with the anchor operation type, "
                 "e.g. 'builtin.module(...)' (as mlir-opt)", spec, None,
-                f"--pass-pipeline='builtin.module({spec.strip()})', or -p '{spec.strip()}' "
+                f"--pass-pipeline='builtin.module({bare})', or -p '{bare}' "
                 "for a bare list of passes")
         inner, start = spec, 0
     else:
@@ -193,13 +204,49 @@ def _matching_paren(spec: str, pos: int) -> int | None:
     return None
 
 
+_NESTED = re.compile(r"(?<![\w\"])([\w.]+)\s*\(")
+
+
 def _check_nesting(spec: str, inner: str, start: int) -> None:
-    nested = re.search(r"(?<![\w\"])([\w.]+)\(", _STRINGS.sub(lambda m: '"' * len(m[0]), inner))
+    """A nested pipeline `NAME(...)` is refused; the fix is the pipeline
+    with every nested anchor dropped (its passes kept)."""
+    nested = _NESTED.search(_STRINGS.sub(lambda m: '"' * len(m[0]), inner))
     if nested:
+        flat = _without_nested(inner)
+        wrapped = spec[:start] + flat + spec[start + len(inner):] if start else \
+            f"builtin.module({flat})"
         raise PipelineError(
             f"not supported: nested pass pipeline '{nested.group(1)}(...)': NEM passes "
             "run on the whole module", spec, start + nested.start() + 1,
-            f"list the passes without the nested anchor: '{ANCHOR_EXAMPLE}'")
+            f"list the passes without the nested anchor: '{wrapped.strip()}'")
+
+
+def _without_nested(inner: str) -> str:
+    """`inner` with each `NAME(` and its `)` removed (outside quotes)."""
+    while (m := _NESTED.search(_STRINGS.sub(lambda s: '"' * len(s[0]), inner))) is not None:
+        close = _matching_paren(inner, m.end())
+        close = len(inner) if close is None else close
+        inner = inner[:m.start()] + inner[m.end():close] + inner[close + 1:]
+    return inner
+
+
+def _check_empty_items(spec: str, text: str, col: Callable[[int], int]) -> None:
+    """An empty item of the pass list (`a,,b`, `,a`, `a,`) is an error at
+    the place of the missing name (mlir-opt: "'' does not refer to a
+    registered pass"); xDSL took a trailing comma."""
+    if not text:
+        return
+    depth, quoted, item = 0, False, 0
+    for i, c in enumerate(text + ","):
+        if c == '"':
+            quoted = not quoted
+        elif not quoted and c in "{}":
+            depth += 1 if c == "{" else -1
+        elif not quoted and depth == 0 and c == ",":
+            if i == item:
+                raise PipelineError("expected pass name here", spec, col(i),
+                                    "drop the extra ','")
+            item = i + 1
 
 
 def _check_braces(spec: str, text: str, col: Callable[[int], int]) -> None:
