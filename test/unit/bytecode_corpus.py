@@ -14,7 +14,7 @@ from pathlib import Path
 
 from xdsl.printer import Printer
 
-from nem.cli.verify_diagnostics import split_chunks
+from nem.cli.split_input import split_input
 from nem.dialect.diagnostics import NemDiagnosticError
 from nem.dialect.verifier import verify_program
 from nem.frontends.bytecode.container import HEADER_SIZE, seal
@@ -43,7 +43,7 @@ def corpus() -> list[tuple[str, str]]:
             text = f.read_text(encoding="utf-8")
         except UnicodeDecodeError:  # a hostile-input test (not UTF-8 on purpose)
             continue
-        for k, (chunk, _) in enumerate(split_chunks(text, "#")):
+        for k, chunk in enumerate(c.text for c in split_input(text, rel, "# -----")[0]):
             name = rel if k == 0 else f"{rel}#{k}"
             if is_config_document(chunk, rel):
                 continue

@@ -6,12 +6,11 @@ import textwrap
 
 import pytest
 
+from nem.cli.split_input import Chunk, split_input
 from nem.cli.verify_diagnostics import (
     check,
     diagnostic_text,
-    padded_chunk,
     parse_expectations,
-    split_chunks,
     verify,
 )
 from nem.dialect.diagnostics import Diagnostic, SourceLoc
@@ -319,41 +318,74 @@ SPLIT = textwrap.dedent("""\
     """)
 
 
-def test_split_chunks_offsets():
-    chunks = split_chunks(SPLIT, "#")
-    assert [offset for _, offset in chunks] == [0, 4, 6]
-    assert chunks[0][0] == "a\n# expected-error@+1 {{first}}\nb\n"
-    assert chunks[1][0] == "c  # expected-error {{second}}\n"
-    assert chunks[2][0].endswith("d\n")
-    original = SPLIT.splitlines()
-    for chunk, offset in chunks:
-        for i, line in enumerate(chunk.splitlines()):
-            assert original[offset + i] == line
-        padded = padded_chunk(chunk, offset)
-        assert padded.splitlines()[offset:] == chunk.splitlines()
+def chunks_of(text: str, marker: str = "# -----") -> list[Chunk]:
+    chunks, near = split_input(text, F, marker)
+    assert near == []
+    return chunks
 
 
-def test_split_chunks_mlir_marker_and_no_marker():
-    text = "x\n// -----\ny\n// ------ not a separator\n# -----\n"
-    assert split_chunks(text, "//") == [("x\n", 0), ("y\n// ------ not a separator\n# -----\n", 2)]
-    assert split_chunks("only\n", "#") == [("only\n", 0)]
-    assert split_chunks("a\n# -----  \r\nb", "#") == [("a\n", 0), ("b", 2)]
+def test_split_input_places():
+    """A chunk starts right after the marker (mlir-opt's rule), and keeps
+    its line and column in the file."""
+    chunks = chunks_of(SPLIT)
+    assert [(c.line, c.col) for c in chunks] == [(0, 0), (3, 7), (5, 7)]
+    assert chunks[0].text == "a\n# expected-error@+1 {{first}}\nb\n"
+    assert chunks[1].text == "\nc  # expected-error {{second}}\n"
+    assert chunks[2].text.endswith("d\n")
+    for c in chunks:
+        assert c.padded() == "\n" * c.line + " " * c.col + c.text
+        assert SPLIT.split("\n")[c.line][c.col:] == c.text.split("\n")[0]
+
+
+@pytest.mark.parametrize("text, chunks", [
+    # anywhere on a line: indented, after code, before text (which starts the next chunk)
+    ("x\n  // -----\ny\n", ["x\n  ", "\ny\n"]),
+    ("x // -----\ny", ["x ", "\ny"]),
+    ("x\n// ----- y\n", ["x\n", " y\n"]),
+    ("x\n// ------\n", ["x\n", "-\n"]),
+    # the other syntax's marker is text; a marker at the end: an empty chunk
+    ("x\n# -----\n", ["x\n# -----\n"]),
+    ("x\n// -----\n// -----\n", ["x\n", "\n", "\n"]),
+    # an empty input has no chunk (mlir-opt prints nothing); a leading marker
+    # starts an empty first chunk
+    ("", []),
+    ("// -----\nx", ["", "\nx"]),
+])
+def test_split_input_where_mlir_opt_splits(text, chunks):
+    assert [c.text for c in chunks_of(text, "// -----")] == chunks
+
+
+def test_near_misses_are_warnings_at_the_piece():
+    chunks, near = split_input("a\n// ----\nb // -----0\nc\n// -----", F, "// -----")
+    assert [c.text for c in chunks] == ["a\n// ----\nb // -----0\nc\n// -----"]
+    assert [(d.severity, d.loc.line, d.loc.col) for d in near] == [
+        ("warning", 2, 7), ("warning", 3, 9), ("warning", 5, 7)]
+    assert near[0].message == "near miss with file split marker '// -----'"
+    assert near[0].fix is not None and "'// ---'" in near[0].fix
+
+
+def test_custom_and_empty_marker():
+    assert [c.text for c in chunks_of("a\nXYZ\nb", "XYZ")] == ["a\n", "\nb"]
+    assert [c.text for c in chunks_of("a\n// -----\nb", "")] == ["a\n// -----\nb"]
 
 
 def test_chunks_keep_original_line_numbers():
     expected = {0: [("error", 3, "first")], 1: [("error", 5, "second")], 2: [("warning", 9, "third")]}
-    for n, (chunk, offset) in enumerate(split_chunks(SPLIT, "#")):
+    for n, c in enumerate(chunks_of(SPLIT)):
         padded = [(e.severity, e.line, e.substring)
-                  for e in parse_expectations(padded_chunk(chunk, offset), F, "#")]
+                  for e in parse_expectations(c.padded(), F, "#")]
         unpadded = [(e.severity, e.line, e.substring)
-                    for e in parse_expectations(chunk, F, "#", line_offset=offset)]
+                    for e in parse_expectations(c.text, F, "#", c.line, c.col)]
         assert padded == unpadded == expected[n]
     # Verify each chunk against diagnostics carrying original line numbers.
-    (c0, o0), (c1, o1), (c2, o2) = split_chunks(SPLIT, "#")
-    assert verify(padded_chunk(c0, o0), F, "#", [diag("error", 3, "first!")]) == 0
-    assert verify(padded_chunk(c1, o1), F, "#", [diag("error", 5, "second")]) == 0
-    assert verify(padded_chunk(c2, o2), F, "#", [diag("warning", 9, "third")]) == 0
-    assert verify(padded_chunk(c2, o2), F, "#", [diag("warning", 8, "third")]) == 1
+    c0, c1, c2 = chunks_of(SPLIT)
+    assert verify(c0.padded(), F, "#", [diag("error", 3, "first!")]) == 0
+    assert verify(c1.padded(), F, "#", [diag("error", 5, "second")]) == 0
+    assert verify(c2.padded(), F, "#", [diag("warning", 9, "third")]) == 0
+    assert verify(c2.padded(), F, "#", [diag("warning", 8, "third")]) == 1
+    # the comment's column counts in the file, on a chunk's first line too
+    _, c = chunks_of("a # -----  # expected-error {{e}}\n")
+    assert [e.col for e in parse_expectations(c.text, F, "#", c.line, c.col)] == [14]
 
 
 def test_verify_prints_to_stderr(capsys):
@@ -377,10 +409,11 @@ def test_missing_expectation_quotes_the_comment(tmp_path):
 
 def test_absolute_line_counts_in_its_chunk():
     """D-OPT-VERIFY-LOC: with --split-input-file, `@N` is line N of the
-    chunk (each chunk is a separate input)."""
+    chunk (each chunk is a separate input), counted from the line after
+    the marker."""
     text = "a\n# -----\nb\nc\n# expected-error@2 {{in c}}\n"
-    (_, _), (second, offset) = split_chunks(text, "#")
-    exps = parse_expectations(second, F, "#", line_offset=offset)
+    _, second = chunks_of(text)
+    exps = parse_expectations(second.text, F, "#", second.line, second.col)
     assert [(e.line, e.comment_line) for e in exps] == [(4, 5)]
     assert check(exps, [diag("error", 4, "in c")], F) == []
     assert check(exps, [], F) == [f"{F}:5:3: error: expected error \"in c\" was not produced"]

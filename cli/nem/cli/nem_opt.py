@@ -35,6 +35,8 @@ from nem.cli import nemb_tool
 from nem.cli import verify_diagnostics as vd
 from nem.cli.common import is_stdio, output_file, version_text
 from nem.cli.inputs import print_diagnostics, read_program
+from nem.cli.opt_flags import accept_mlir_opt_spellings, check_split_marker, take_split_marker
+from nem.cli.split_input import Chunk, split_input
 from nem.dialect.diagnostics import (
     Diagnostic,
     NemDiagnosticError,
@@ -60,13 +62,15 @@ class NemOptMain(xDSLOptMain):
     version_format = version_text("nem-opt").replace("{", "{{").replace("}", "}}")
 
     def __init__(self, args: Sequence[str] | None = None):
+        # mlir-opt's --split-input-file=MARKER (D-OPT-SPLIT, cli/nem/cli/opt_flags.py)
+        self._argv, self._split_marker = take_split_marker(
+            sys.argv[1:] if args is None else args)
         # Plugins are loaded before xDSL registers passes and builds the
         # argument parser, so their passes are in --help and in pipelines.
-        self._argv = list(sys.argv[1:] if args is None else args)
         self._plugins = _plugin_files(self._argv)
         for f in self._plugins:
             load_pass_plugin(f)
-        super().__init__(description=DESCRIPTION, args=args)
+        super().__init__(description=DESCRIPTION, args=self._argv)
 
     def register_all_dialects(self) -> None:
         # upstream MLIR ops xDSL lacks (async.*, affine/memref DMA): first, so
@@ -133,6 +137,7 @@ class NemOptMain(xDSLOptMain):
                                 "(every xdsl.passes.ModulePass subclass, under its `name`)")
         arg_parser.set_defaults(target="same-as-input")
         _nem_help(arg_parser, self._pass_listing())
+        accept_mlir_opt_spellings(arg_parser)  # -split-input-file, ... (D-OPT-FLAGS)
 
     def _pass_listing(self) -> str:
         return pass_listing(self._plugins)
@@ -172,7 +177,8 @@ class NemOptMain(xDSLOptMain):
 
     def _passes_flag(self) -> str:
         """`-p` or `--passes`, as the command line spells it."""
-        return "--passes" if any(a.startswith("--passe") for a in self._argv) else "-p"
+        return "--passes" if any(a.startswith("--passe") or a.split("=")[0] == "-passes"
+                                 for a in self._argv) else "-p"
 
     # ------------------------------------------------------------------
     def _read_input(self) -> tuple[str, str]:
@@ -201,7 +207,17 @@ class NemOptMain(xDSLOptMain):
         ext = self._input_format(file, raw)
         self._input_ext = ext
         marker = "#" if ext == "nem" else "//"
-        chunks = vd.split_chunks(raw, marker) if self.args.split_input_file else [(raw, 0)]
+        chunks = [Chunk(raw)]
+        if self.args.split_input_file:
+            split = self._split_marker
+            if split is not None and (why := check_split_marker(split)):
+                print(f"nem-opt: error: {why}\nfix: give a marker of 3 characters or more, or "
+                      "--split-input-file alone for the default", file=sys.stderr)
+                sys.exit(1)
+            chunks, near_misses = split_input(raw, file, f"{marker} -----" if split is None
+                                              else split)
+            for d in near_misses:  # as mlir-opt: printed, never checked
+                print(d.render(), file=sys.stderr)
         # the separator between output chunks is written in the output's
         # comment syntax, so that .nem output splits again
         nem_out = self.args.target == "nem" or (self.args.target == "same-as-input"
@@ -210,12 +226,13 @@ class NemOptMain(xDSLOptMain):
         failures: list[str] = []
         failed = False
         with output_file(self.args.output_file) as out:
-            for i, (chunk, offset) in enumerate(chunks):
+            for i, chunk in enumerate(chunks):
                 if i > 0:
                     out.write(f"{out_marker} -----\n")
-                diags, text = self._process(vd.padded_chunk(chunk, offset), file, ext)
+                diags, text = self._process(chunk.padded(), file, ext)
                 if self.args.verify_diagnostics:
-                    exps = vd.parse_expectations(chunk, file, marker, line_offset=offset)
+                    exps = vd.parse_expectations(chunk.text, file, marker, line_offset=chunk.line,
+                                                 col_offset=chunk.col)
                     failures += vd.check(exps, diags, file)
                 else:
                     for d in diags:
@@ -339,7 +356,8 @@ class NemOptMain(xDSLOptMain):
 DESCRIPTION = """\
 NEM modular optimizer driver: parse .nem or MLIR, verify it, run a pass
 pipeline and print .nem or MLIR (mlir-opt's conventions: '-' is stdin or
-stdout, --pass-pipeline, --load-pass-plugin, --verify-diagnostics).
+stdout, --pass-pipeline, --load-pass-plugin, --verify-diagnostics; long
+options take one dash too, -split-input-file).
 
 examples:
   nem-opt prog.nem -p nem-verify                   every check, staged
@@ -361,10 +379,11 @@ _HELP = {
                           "('# expected-error@+1 {{...}}' in .nem, '// ...' in MLIR) "
                           "instead of printing them; "
                           "the output is printed as usual; exit 1 on any mismatch",
-    "split_input_file": "split the input at '# -----' lines (.nem) or '// -----' lines "
-                        "(MLIR) and process each chunk separately; the outputs are "
-                        "separated by the same line in the output's syntax",
-    "print_op_generic": "print MLIR output in the generic op form",
+    "split_input_file": "split the input at '# -----' (.nem) or '// -----' (MLIR), "
+                        "wherever it occurs, as mlir-opt does (--split-input-file=MARKER: "
+                        "at MARKER), and process each chunk separately; the outputs are "
+                        "separated by '# -----' or '// -----' in the output's syntax",
+    "print_op_generic": "print MLIR output in generic form (--mlir-print-op-generic too)",
     "version": "print the version of nem-opt and of what it runs on, and exit",
     "disable_verify": "skip xDSL's IR verifier (the NEM rules are still checked)",
     "allow_unregistered_dialect": "allow ops of unregistered dialects in MLIR input",
@@ -436,14 +455,14 @@ def pass_listing(plugins: Sequence[str] = ()) -> str:
 
 def _plugin_files(argv: Sequence[str]) -> list[str]:
     """The `--load-pass-plugin FILE` / `--load-pass-plugin=FILE` values of
-    the command line (read before the argument parser exists)."""
+    the command line, one dash or two (read before the argument parser
+    exists)."""
     files = []
     it = iter(argv)
     for a in it:
-        if a == "--load-pass-plugin":
-            files.append(next(it, ""))
-        elif a.startswith("--load-pass-plugin="):
-            files.append(a.split("=", 1)[1])
+        flag, eq, value = a.partition("=")
+        if flag in ("--load-pass-plugin", "-load-pass-plugin"):
+            files.append(value if eq else next(it, ""))
     return [f for f in files if f]
 
 

@@ -59,10 +59,8 @@ Only the comment part of a line is looked at: an expectation is a comment
 (text after ``MARK``) that starts with ``expected-<severity>``, or with any
 ``expected-<word>`` followed by ``{{`` (reported as an unknown kind).
 
-``--split-input-file`` support: `split_chunks` cuts a text on lines that are
-exactly ``MARK -----`` and returns each chunk with its line offset;
-`padded_chunk` prepends that many newlines so diagnostics produced by parsing
-the padded chunk carry the original file's line numbers.
+With ``--split-input-file`` each chunk (`nem.cli.split_input`) is checked on
+its own: `parse_expectations` takes where the chunk starts in the file.
 """
 
 from __future__ import annotations
@@ -80,8 +78,6 @@ __all__ = [
     "parse_expectations",
     "check",
     "verify",
-    "split_chunks",
-    "padded_chunk",
     "diagnostic_text",
 ]
 
@@ -111,7 +107,6 @@ class Expectation:
         if self.regex is not None:
             return self.regex.search(text) is not None
         return self.substring in text
-
 
     def where(self) -> str:
         return str(self.comment())
@@ -150,12 +145,15 @@ def _comment_expectation(line: str, marker: str) -> int | None:
 
 
 def parse_expectations(text: str, file: str, comment_marker: str,
-                       line_offset: int = 0) -> list[Expectation]:
+                       line_offset: int = 0, col_offset: int = 0) -> list[Expectation]:
     """All ``expected-*`` comments of `text`, with the lines they refer to.
 
-    `line_offset` is added to every line number (for a chunk of a larger
-    file that is passed without padding; see `split_chunks`); `@N` names
-    line N of `text`, the chunk (D-OPT-VERIFY-LOC).
+    `line_offset` is added to every line number, `col_offset` to the
+    columns of the first line (for a chunk of a larger file that is passed
+    without padding: `nem.cli.split_input.Chunk`); `@N` names line N of
+    `text`, the chunk, counted from its first whole line: a chunk that
+    starts within a line (after a split marker) starts at the next
+    (D-OPT-VERIFY-LOC).
     """
     lines = text.split("\n")
     last_line = len(lines) + line_offset
@@ -178,7 +176,7 @@ def parse_expectations(text: str, file: str, comment_marker: str,
 
         comment = raw[col0:]
         sev_match = _SEVERITY_RE.match(comment)
-        col = col0 + 1
+        col = col0 + 1 + (col_offset if index == 0 else 0)
         if sev_match is None:
             word = comment.split()[0] if comment.split() else comment
             result.append(Expectation("error", lineno, "", file, lineno, col,
@@ -228,7 +226,8 @@ def parse_expectations(text: str, file: str, comment_marker: str,
         elif at == "unknown":
             exp.line = None
         else:
-            exp.line = int(at) + line_offset  # line N of the chunk (D-OPT-VERIFY-LOC)
+            # line N of the chunk (D-OPT-VERIFY-LOC)
+            exp.line = int(at) + line_offset + (1 if col_offset else 0)
         if exp.line is not None and exp.line < 1:
             exp.malformed = f"designator '@{at}' refers to line {exp.line}, before the start of the file"
     return result
@@ -353,31 +352,3 @@ def verify(text: str, file: str, comment_marker: str,
     for message in failures:
         print(message, file=sys.stderr)
     return 1 if failures else 0
-
-
-def split_chunks(text: str, marker: str) -> list[tuple[str, int]]:
-    """Cut `text` on lines that are exactly ``<marker> -----``.
-
-    Returns ``(chunk_text, line_offset)`` pairs: line 1 of a chunk is line
-    ``line_offset + 1`` of `text`.  The separator lines belong to no chunk.
-    """
-    separator = f"{marker} -----"
-    chunks: list[tuple[str, int]] = []
-    current: list[str] = []
-    offset = 0
-    for index, line in enumerate(text.splitlines(keepends=True)):
-        if line.rstrip("\r\n").rstrip(" \t") == separator:
-            chunks.append(("".join(current), offset))
-            current = []
-            offset = index + 1
-        else:
-            current.append(line)
-    chunks.append(("".join(current), offset))
-    return chunks
-
-
-def padded_chunk(text: str, offset: int) -> str:
-    """`text` preceded by `offset` empty lines, so positions in it are those
-    of the original file."""
-    return "\n" * offset + text
-

@@ -1,0 +1,3 @@
+func.func @a() { return }
+XYZ
+func.func @g() { return }
