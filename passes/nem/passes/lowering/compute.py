@@ -45,6 +45,8 @@ from nem.passes.lowering.nest_analysis import (
     Splat,
     analyze,
     match_nest,
+    saturating_add,
+    wrapping_in,
 )
 from nem.passes.lowering.views import View, buffer_bytes, row_major
 from nem.passes.lowering.windows import (
@@ -54,7 +56,7 @@ from nem.passes.lowering.windows import (
     match_window_nest,
 )
 from xdsl.dialects import linalg
-from xdsl.dialects.builtin import MemRefType, StringAttr
+from xdsl.dialects.builtin import IntegerType, MemRefType, StringAttr
 from xdsl.ir import Attribute, Block, Operation, SSAValue
 from xdsl.rewriter import InsertPoint, Rewriter
 
@@ -67,6 +69,11 @@ LINALG_ELTWISE = {"linalg.add": "add", "linalg.sub": "sub", "linalg.mul": "mul",
                   "linalg.exp": "exp", "linalg.log": "log", "linalg.sqrt": "sqrt",
                   "linalg.abs": "abs", "linalg.tanh": "tanh", "linalg.negf": "neg",
                   "linalg.powf": "pow"}
+LINALG_WRAPPING = {"linalg.add": "arith.addi", "linalg.sub": "arith.subi",
+                   "linalg.mul": "arith.muli", "linalg.abs": "math.absi"}
+"""The op upstream computes a named elementwise op with on integers: these
+wrap where NEM's opcode saturates (D-LOW-INT-WRAP); `linalg.div` is `divsi`,
+`linalg.max`/`min` are `maxsi`/`minsi`, which agree with NEM's."""
 
 
 class Staging:
@@ -224,7 +231,7 @@ def emit_matmul(lw: Lowerer, stg: Staging, st: BlockState, anchor: Operation,
         t_reg = region(ctx, bld, tv, tv.base, shape, tv.strides, anchor, "MN")
         mm = bld.compute("matmul", [a, b], [t_reg], attrs=flags)
         add = bld.compute("add", [c_reg, t_reg], [c_reg])
-    why = illegal(ctx, mm) or illegal(ctx, add)
+    why = illegal(ctx, mm) or saturating_add(cv.elem) or illegal(ctx, add)
     if why is not None:
         return why
     stg.commit(st)
@@ -367,6 +374,10 @@ def raise_eltwise(lw: Lowerer, stg: Staging, st: BlockState,
     splat source (D-LOW-SPLAT-SOURCE); without one each splat clamps its
     sibling."""
     ctx = lw.ctx
+    wraps = next((w for w in (wrapping_in(root) for root, _ in trees) if w), None)
+    if wraps is not None:     # D-LOW-INT-WRAP
+        stg.drop()
+        return emit_escape(lw, anchor, st, wraps, what)
     if any(n.opcode == "pow" for root, _ in trees for n in _ops(root)):
         direct = None
     with stg.builder.located(anchor.location):
@@ -543,9 +554,10 @@ def lower_linalg(lw: Lowerer, op: Operation, st: BlockState) -> None:
         return _raise_over_accesses(lw, stg, st, trees, outs_acc[0], exts, op, what)
     if op.name not in LINALG_ELTWISE:
         return emit_escape(lw, op, st, "no NEM opcode for this linalg op", what)
-    root = EltOp(LINALG_ELTWISE[op.name], tuple(Operand(v) for v in ins))
     with b.located(op.location):
         out = full_region(ctx, b, outs[0], op)
+    wraps = LINALG_WRAPPING.get(op.name) if isinstance(out[1].elem, IntegerType) else None
+    root = EltOp(LINALG_ELTWISE[op.name], tuple(Operand(v) for v in ins), wraps=wraps)
     raise_eltwise(lw, stg, st, [(root, out)], op, what,
                   lambda leaf: full_region(ctx, b, _operand(leaf).memref, op), (),
                   lambda leaf: True)
@@ -644,7 +656,7 @@ def _lower_conv(lw: Lowerer, op: Operation, ins: Sequence[SSAValue], outs: Seque
         t_reg = region(ctx, b, tv, tv.base, shape, tv.strides, op, "NHWC")
         conv = b.compute("conv2d", [x_reg, w_reg], [t_reg], attrs=attrs)
         add = b.compute("add", [y_reg, t_reg], [y_reg])
-    why = illegal(ctx, conv) or illegal(ctx, add)
+    why = illegal(ctx, conv) or saturating_add(yv.elem) or illegal(ctx, add)
     if why is not None:
         stg.drop()
         return emit_escape(lw, op, st, why, what)

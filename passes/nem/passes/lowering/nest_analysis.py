@@ -31,7 +31,7 @@ from nem.passes.lowering.affine_algebra import (
     resolve_index,
 )
 from xdsl.dialects import affine, arith, memref
-from xdsl.dialects.builtin import FloatAttr, IntegerAttr
+from xdsl.dialects.builtin import FloatAttr, IntegerAttr, IntegerType
 from xdsl.ir import Attribute, Block, Operation, SSAValue
 
 if TYPE_CHECKING:
@@ -46,6 +46,15 @@ BINARY = {"arith.addf": "add", "arith.addi": "add", "arith.subf": "sub", "arith.
 non-NaN operand, NEM `max`/`min` propagate a NaN (D-LOW-MAXNUM)."""
 UNARY = {"arith.negf": "neg", "math.exp": "exp", "math.log": "log", "math.sqrt": "sqrt",
          "math.absf": "abs", "math.absi": "abs", "math.tanh": "tanh"}
+WRAPPING = {"arith.addi": "add", "arith.subi": "sub", "arith.muli": "mul", "math.absi": "abs"}
+"""The integer ops of BINARY / UNARY whose result wraps (two's complement)
+where the NEM opcode saturates (D-NUM-INT): `100 + 100` is -56 in i8 and
+127 in NEM.  They are matched (a tree holding them may be an integer
+matmul's or convolution's accumulation, whose NEM result is MLIR's or an
+error: D-NUM-LINEAR-INT) but never raised to elementwise tasks
+(D-LOW-INT-WRAP).  `divsi`, `maxsi`, `minsi` and relu as `maxsi(x, 0)`
+give MLIR's value on every input MLIR defines (a divide by zero or
+`INT_MIN / -1` is undefined there)."""
 RSQRT = "math.rsqrt"
 """Raised as `div` of a splat 1 by `sqrt` (D-LOW-SPLAT): NEM has no rsqrt."""
 MAX_OPS = ("arith.maximumf", "arith.maxsi")
@@ -55,6 +64,18 @@ RELU_PREDICATES = (9, 10)
 (a NaN selects x, as relu propagates it); the ordered ogt / oge give 0 for a
 NaN and are not raised (D-LOW-RAISE)."""
 SELECT_OPS = ("arith.select", "arith.cmpf")
+
+
+def wrapping_reason(name: str) -> str:
+    """Why a computation using wrapping integer op `name` (WRAPPING) is not raised."""
+    return (f"wrapping integer {name}: NEM's {WRAPPING[name]} saturates "
+            "(D-NUM-INT, D-LOW-INT-WRAP)")
+
+
+def saturating_add(elem: Attribute) -> str | None:
+    """Why an `add` accumulating `elem` elements (D-LOW-ACCUM, D-LOW-SUMPOOL)
+    is not raised: an integer sum wraps in MLIR (`arith.addi`)."""
+    return wrapping_reason("arith.addi") if isinstance(elem, IntegerType) else None
 
 
 def relu_select(op: Operation) -> SSAValue | None:
@@ -188,6 +209,9 @@ class EltOp:
     to: Attribute | None = None
     """The element type a `cast` converts to (D-LOW-CAST-TREE); every
     other op's result has its operands' type."""
+    wraps: str | None = None
+    """The wrapping integer op (WRAPPING) this node stands for: raised only
+    as a matmul's accumulation, never as an elementwise task."""
 
     def leaves(self) -> list[Load | Operand | Splat]:
         return [x for c in self.operands
@@ -475,10 +499,24 @@ def elt_tree(v: SSAValue, leaf: Callable[[SSAValue], EltNode | Const | None], wh
             if isinstance(zero, Const) and zero.is_zero and not isinstance(keep, Const):
                 return EltOp("relu", (keep,))
     return EltOp(BINARY.get(owner.name) or UNARY[owner.name],
-                 with_splats(owner.name, kids, convert))
+                 with_splats(owner.name, kids, convert),
+                 wraps=owner.name if owner.name in WRAPPING else None)
 
 
 NAN_DROPPING = ("arith.maxnumf", "arith.minnumf")
+
+
+def wrapping_in(root: EltNode) -> str | None:
+    """Why an elementwise tree is not raised when it holds a wrapping
+    integer op (D-LOW-INT-WRAP), else None."""
+    todo = [root]
+    while todo:
+        node = todo.pop()
+        if isinstance(node, EltOp):
+            if node.wraps is not None:
+                return wrapping_reason(node.wraps)
+            todo += node.operands
+    return None
 
 
 def unraisable(name: str, where: str) -> NotRaisable:

@@ -22,7 +22,7 @@ from nem.passes.lowering.compute import (
 )
 from nem.passes.lowering.emit import region
 from nem.passes.lowering.escape import emit_escape
-from nem.passes.lowering.nest_analysis import NotRaisable
+from nem.passes.lowering.nest_analysis import NotRaisable, saturating_add
 from nem.passes.lowering.windows import Axis, Group, WAccess, WindowPlan
 from xdsl.ir import Operation, SSAValue
 
@@ -71,6 +71,9 @@ def emit_window(lw: Lowerer, plan: WindowPlan, anchor: Operation, st: BlockState
     legal variant on the target."""
     ctx = lw.ctx
     if plan.kind == "sumpool":   # no NEM opcode sums a window (D-LOW-SUMPOOL)
+        wraps = saturating_add(ctx.view(plan.y.memref, anchor).elem)   # D-LOW-INT-WRAP
+        if wraps is not None:
+            return emit_escape(lw, anchor, st, wraps, what)
         return _combine_over_offsets(lw, plan, anchor, st, what, "add", None)
     stg = Staging(anchor.location)
     g = plan.group
@@ -112,7 +115,8 @@ def _emit_window(lw: Lowerer, plan: WindowPlan, anchor: Operation, st: BlockStat
                              attrs={"kernel_shape": list(plan.kernel),
                                     "strides": list(plan.strides), "pads": [0, 0, 0, 0]})
             combine = b.compute("max", [y_reg, t_reg], [y_reg])
-    why = illegal(ctx, main) or illegal(ctx, combine)
+    why = illegal(ctx, main) or (saturating_add(yv.elem) if plan.kind == "conv2d" else None) \
+        or illegal(ctx, combine)
     if why is not None and plan.kind == "maxpool":
         stg.drop()
         drop_unused_scratch(ctx)
