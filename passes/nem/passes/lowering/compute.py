@@ -20,6 +20,7 @@ from nem.dialect.ops import ComputeOp, TaskOp
 from nem.dialect.semantics import Evaluator
 from nem.frontends.upstream_dialects.linalg_softmax import SoftmaxOp
 from nem.passes.lowering.affine_algebra import Aff
+from nem.passes.lowering.aliasing import alias_reason, linalg_touches, nest_touches
 from nem.passes.lowering.context import LoweringContext
 from nem.passes.lowering.diagnostics import reject
 from nem.passes.lowering.emit import region
@@ -249,13 +250,19 @@ def lower_nest(lw: Lowerer, top: affine.ForOp, st: BlockState) -> None:
         nest = analyze(top, ctx.env)
     except (NotRaisable, ValueError) as e:
         return emit_escape(lw, top, st, str(e), what)
+    def aliased() -> str | None:    # checked once a plan matched (D-LOW-ALIAS)
+        return alias_reason(nest_touches(nest, ctx.env, ctx.view))
+
     try:
         plan = match_nest(nest, ctx.env, lambda m, u: ctx.view(m, u).buffer)
     except (NotRaisable, ValueError) as e:
         if str(e) in COPY_LIKE:
-            return _broadcast_or_escape(lw, top, st, str(e), what, nest)
+            return _broadcast_or_escape(lw, top, st, str(e), what, nest, aliased)
         return _window_or_escape(lw, top, st, str(e), what,
-                                 lambda: match_window_nest(nest, ctx.env))
+                                 lambda: match_window_nest(nest, ctx.env), aliased)
+    why = aliased()
+    if why is not None:
+        return emit_escape(lw, top, st, why, what)
     exts = nest.extents
     stg = Staging(top.location)
     b = stg.builder
@@ -507,6 +514,10 @@ def lower_linalg(lw: Lowerer, op: Operation, st: BlockState) -> None:
     for v in (*ins, *outs):
         if not isinstance(v.type, MemRefType):
             return emit_escape(lw, op, st, "scalar operands", what)
+    if not isinstance(op, SoftmaxOp):     # NEM's softmax reads a row before it writes it
+        why = alias_reason(linalg_touches(op, ctx.view))     # D-LOW-ALIAS
+        if why is not None:
+            return emit_escape(lw, op, st, why, what)
     stg = Staging(op.location)
     b = stg.builder
     if op.name == "linalg.matmul":
@@ -568,10 +579,12 @@ WINDOW_LIKE = ("a strided or skewed access", NOT_ELTWISE_GENERIC)
 
 
 def _window_or_escape(lw: Lowerer, anchor: Operation, st: BlockState, why: str, what: str,
-                      match: Callable[[], WindowPlan]) -> None:
+                      match: Callable[[], WindowPlan],
+                      aliased: Callable[[], str | None] = lambda: None) -> None:
     """A convolution or max pooling (D-LOW-WINDOW), else the escape hatch
     with the reason: the window matcher's when the computation looked like
-    one (skewed accesses), else `why`."""
+    one (skewed accesses), else `why`; `aliased()`: why a matched plan may
+    not be raised (D-LOW-ALIAS)."""
     from nem.passes.lowering.raise_windows import emit_window
 
     try:
@@ -580,6 +593,9 @@ def _window_or_escape(lw: Lowerer, anchor: Operation, st: BlockState, why: str, 
         return emit_escape(lw, anchor, st, why, what)
     except (NotRaisable, ValueError) as e:
         return emit_escape(lw, anchor, st, str(e) if why in WINDOW_LIKE else why, what)
+    overlap = aliased()
+    if overlap is not None:
+        return emit_escape(lw, anchor, st, overlap, what)
     emit_window(lw, plan, anchor, st, what)
 
 
@@ -589,9 +605,10 @@ COPY_LIKE = ("a copy that transposes or broadcasts",
 
 
 def _broadcast_or_escape(lw: Lowerer, top: affine.ForOp, st: BlockState, why: str, what: str,
-                         nest: Nest) -> None:
+                         nest: Nest, aliased: Callable[[], str | None]) -> None:
     """A transposing or broadcasting copy as transfers (D-LOW-BCAST), else
-    the escape hatch with the reason."""
+    the escape hatch with the reason (`aliased()`: D-LOW-ALIAS's, once a
+    copy matched)."""
     from nem.passes.lowering.broadcasts import emit_broadcast, match_broadcast
 
     try:
@@ -601,6 +618,9 @@ def _broadcast_or_escape(lw: Lowerer, top: affine.ForOp, st: BlockState, why: st
         plan = match_broadcast(nest, lw.ctx.env, why)
     except (NotRaisable, ValueError) as e:
         return emit_escape(lw, top, st, str(e), what)
+    overlap = aliased()
+    if overlap is not None:
+        return emit_escape(lw, top, st, overlap, what)
     emit_broadcast(lw, plan, top, st, what)
 
 
