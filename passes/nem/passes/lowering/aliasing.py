@@ -24,7 +24,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from nem.passes.lowering.affine_algebra import Aff, Dim, eval_map
-from nem.passes.lowering.escape import linalg_operands, location_text
+from nem.passes.lowering.escape import linalg_operands, location_text, memref_label
 from nem.passes.lowering.nest_analysis import Nest, NotRaisable, access_indices
 from nem.passes.lowering.views import View, last_offset
 from xdsl.dialects import affine, linalg, memref
@@ -99,10 +99,6 @@ def _touch(view: View, point: Aff | None, extents: Mapping[int, int] | None, wri
     return Touch(view, point, view.base, last_offset(view.shape, view.strides), write, label)
 
 
-def _name(v: SSAValue, view: View) -> str:
-    return f"%{v.name_hint}" if v.name_hint else view.name
-
-
 def nest_touches(nest: Nest, outer: Mapping[SSAValue, Aff], view_of: ViewOf) -> list[Touch]:
     """The loads and stores of a perfect nest's body (`nest_analysis.analyze`)."""
     out = []
@@ -117,7 +113,7 @@ def nest_touches(nest: Nest, outer: Mapping[SSAValue, Aff], view_of: ViewOf) -> 
         write = isinstance(op, affine.StoreOp | memref.StoreOp)
         what = "the store to" if write else "the load of"
         out.append(_touch(view, point, nest.extents, write,
-                          f"{what} {_name(op.memref, view)} at {location_text(op)}"))
+                          f"{what} {memref_label(op.memref)} at {location_text(op)}"))
     return out
 
 
@@ -150,5 +146,5 @@ def linalg_touches(op: Operation, view_of: ViewOf) -> list[Touch]:
             point = view.start([Aff.atom(Dim(d)) for d in range(len(view.shape))])
         write = k >= len(ins)
         role = f"output #{k - len(ins)}" if write else f"input #{k}"
-        out.append(_touch(view, point, None, write, f"{role} {_name(v, view)}"))
+        out.append(_touch(view, point, None, write, f"{role} {memref_label(v)}"))
     return out

@@ -19,6 +19,7 @@ from nem.dialect.operand_binding import match_families
 from nem.dialect.ops import ComputeOp, TaskOp
 from nem.dialect.semantics import Evaluator
 from nem.frontends.upstream_dialects.linalg_softmax import SoftmaxOp
+from nem.passes.lowering.access_bounds import check_access_bounds
 from nem.passes.lowering.affine_algebra import Aff
 from nem.passes.lowering.aliasing import alias_reason, linalg_touches, nest_touches
 from nem.passes.lowering.context import LoweringContext
@@ -246,6 +247,7 @@ def lower_nest(lw: Lowerer, top: affine.ForOp, st: BlockState) -> None:
     """A loop nest: one raised task per op of its plan, else one escape-hatch task."""
     ctx = lw.ctx
     what = f"loop nest at {location_text(top)}"
+    check_access_bounds(top, ctx.env)    # D-LOW-BOUNDS, raised or not
     try:
         nest = analyze(top, ctx.env)
     except (NotRaisable, ValueError) as e:

@@ -45,6 +45,19 @@ def location_text(op: Operation) -> str:
     return f"{line.data}:{col.data}" if line is not None and col is not None else "?"
 
 
+def memref_label(v: SSAValue) -> str:
+    """A memref as a message names it: `%A` for a function argument, `%alloc
+    (memref.alloc at 20:5)` for an op's result (xDSL keeps `%alloc_8`'s
+    name as `alloc`, so the op's position tells such names apart)."""
+    owner = v.owner
+    hint = f"%{v.name_hint}" if v.name_hint else None
+    if isinstance(owner, Operation):
+        where = f"{owner.name} at {location_text(owner)}"
+        return f"{hint} ({where})" if hint else f"the result of {where}"
+    assert isinstance(v, BlockArgument)
+    return hint or f"argument #{v.index}"
+
+
 def linalg_operands(op: Operation) -> tuple[list[SSAValue], list[SSAValue]]:
     """(ins, outs) of a linalg op: the structured ops' `inputs`/`outputs`,
     `linalg.reduce`/`linalg.broadcast`'s `input`/`init` (xDSL's names),

@@ -17,6 +17,7 @@ from nem.frontends.upstream_dialects.dma import (
     MemRefDmaWaitOp,
 )
 from nem.frontends.upstream_dialects.memref_copy import MemRefCopyOp
+from nem.passes.lowering.access_bounds import check_access_bounds
 from nem.passes.lowering.affine_algebra import Aff
 from nem.passes.lowering.diagnostics import reject
 from nem.passes.lowering.dma_tags import TagSlot
@@ -142,8 +143,7 @@ def lower_scalar_copy(lw: Lowerer, load: Operation, store: Operation, st: BlockS
             idx = ctx.affine(acc, acc.map.data, tuple(acc.indices))
         else:
             idx = [ctx.index(v, acc) for v in acc.indices]
-        start = vw.start(idx)
-        check_bounds(acc, vw, start, [1], [1])
+        start = vw.start(idx)    # within its memref: checked per dimension (D-LOW-BOUNDS)
         with b.located(acc.location):
             regs.append(region(ctx, b, vw, start, [1], [1], acc))
     with b.located(store.location):
@@ -154,6 +154,7 @@ def lower_scalar_access(lw: Lowerer, op: Operation, st: BlockState) -> None:
     """A scalar load/store outside a loop nest: a one-element copy, or a
     load whose value only loop nests use (each kernel loads it,
     D-LOW-ESCAPE); anything else has no NEM equivalent."""
+    check_access_bounds(op, lw.ctx.env)
     is_load = isinstance(op, affine.LoadOp | memref.LoadOp)
     if is_load:
         load: Operation | Block = op

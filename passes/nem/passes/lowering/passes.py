@@ -122,8 +122,12 @@ class CheckLoweredPass(ModulePass):
     """The device-independent static rules and, with `device`, the device
     validity rule (DEV-13).  With `declarations-only`, the rules on buffers,
     regions and loops only, before `nem-synthesize-deps` orders the tasks:
-    a region outside its buffer (an out-of-bounds access in the input) is
-    reported there, not after ordering every instance of its tasks.
+    a region outside its buffer is reported there, not after ordering every
+    instance of its tasks.  An access whose index leaves its memref is the
+    conversion's error, at the access (D-LOW-BOUNDS); what reaches this
+    check is what no index shows: a subview or a DMA past the end of its
+    memref, an index with a `mod`, a loop bound the conversion does not
+    resolve.
 
     Options:
       device: the target of the device validity rule
@@ -163,9 +167,11 @@ class CheckLoweredPass(ModulePass):
 
 
 _OUT_OF_BOUNDS = {"REG-02", "BUF-02"}
-"""A region past the end of its buffer: the memref of an access out of bounds."""
-_OUT_OF_BOUNDS_FIX = ("an access in this loop nest of the input reaches past the end of its "
-                      "memref: check the loop bounds and the access indices")
+"""A region past the end of its buffer: a subview, DMA or access of the input
+past the end of its memref (the accesses the conversion cannot judge)."""
+_OUT_OF_BOUNDS_FIX = ("a subview, DMA or access in this loop nest of the input reaches past "
+                      "the end of its memref: check the subview's offsets and sizes, the loop "
+                      "bounds and the access indices")
 
 
 @dataclass(frozen=True)

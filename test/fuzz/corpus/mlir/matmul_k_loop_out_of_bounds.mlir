@@ -1,8 +1,10 @@
 // Fuzz case (mlir target, stop 27): the upstream tiled matmul fixture with
 // its k loop mutated to run 65536 over 256-wide memrefs, out of bounds.
 // lower-to-nem spent 69 s in nem-synthesize-deps before the final check
-// rejected it; nem-check-lowered{declarations-only=true} now rejects it
-// before the tasks are ordered (BUF-02/REG-02, under a second).
+// rejected it; nem-check-lowered{declarations-only=true} then rejected it
+// before the tasks were ordered (BUF-02/REG-02, under a second), and the
+// conversion now rejects it at the first access past its memref
+// (D-LOW-BOUNDS).
 #map = affine_map<(d0) -> (d0)>
 #map1 = affine_map<(d0) -> (d0 + 32)>
 module {
