@@ -25,7 +25,13 @@ from nem.passes.lowering.aliasing import alias_reason, linalg_touches, nest_touc
 from nem.passes.lowering.context import LoweringContext
 from nem.passes.lowering.diagnostics import reject
 from nem.passes.lowering.emit import region
-from nem.passes.lowering.escape import emit_escape, linalg_operands, location_text
+from nem.passes.lowering.escape import (
+    CARRIED,
+    carried_out,
+    emit_escape,
+    linalg_operands,
+    location_text,
+)
 from nem.passes.lowering.fills import access_box, emit_fill, lower_linalg_fill, nest_fill
 from nem.passes.lowering.generic_analysis import (
     NOT_ELTWISE_GENERIC,
@@ -248,6 +254,11 @@ def lower_nest(lw: Lowerer, top: affine.ForOp, st: BlockState) -> None:
     ctx = lw.ctx
     what = f"loop nest at {location_text(top)}"
     check_access_bounds(top, ctx.env)    # D-LOW-BOUNDS, raised or not
+    if top.results:     # values carried out of the loop (D-LOW-CARRIED)
+        after = carried_out(top)
+        for op in after:
+            check_access_bounds(op, ctx.env)
+        return emit_escape(lw, top, st, CARRIED, what, after)
     try:
         nest = analyze(top, ctx.env)
     except (NotRaisable, ValueError) as e:

@@ -66,6 +66,9 @@ class BlockState:
     """The software-pipelined loops among the block's ops (D-LOW-PIPE)."""
     stage_env: Callable[[Operation], None] | None = None
     """Sets the index environment of each op (a re-rolled pipelined loop's stages)."""
+    skip: set[Operation] = field(default_factory=set)
+    """Ops of the block lowered with another one: a pipelined loop's prologue
+    and epilogue, the stores a kernel runs after its loop (D-LOW-CARRIED)."""
 
     @property
     def block(self) -> Block:
@@ -116,16 +119,15 @@ class Lowerer:
     def lower_ops(self, ops: Sequence[Operation], st: BlockState) -> None:
         """Lower `ops` (consecutive ops of one MLIR block, in order) into the
         block of `st`, skipping the prologue and epilogue of pipelined loops."""
-        skip: set[Operation] = set()
         for op in ops:
             if isinstance(op, affine.ForOp):
                 pl = detect_pipeline(op)
                 if pl is not None:
                     st.pipelines[op] = pl
-                    skip.update(pl.prologue)
-                    skip.update(pl.epilogue)
+                    st.skip.update(pl.prologue)
+                    st.skip.update(pl.epilogue)
         for op in ops:
-            if op in skip:
+            if op in st.skip:
                 continue
             if st.stage_env is not None:
                 st.stage_env(op)

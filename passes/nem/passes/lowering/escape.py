@@ -19,9 +19,11 @@ with xDSL's interpreter, with one semantics (D-RT-MLIR-KERNEL, D-RT-MLIR-JIT;
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from io import StringIO
 from typing import TYPE_CHECKING
 
+from nem.dialect.diagnostics import NemDiagnosticError
 from nem.passes.lowering.context import Fallback
 from nem.passes.lowering.diagnostics import reject
 from nem.passes.lowering.emit import expr
@@ -70,8 +72,11 @@ def linalg_operands(op: Operation) -> tuple[list[SSAValue], list[SSAValue]]:
     return [], list(op.operands)
 
 
-def emit_escape(lw: Lowerer, top: Operation, st: BlockState, reason: str, what: str) -> None:
-    """One `compute op="mlir.kernel"` task running `top` (the contract above)."""
+def emit_escape(lw: Lowerer, top: Operation, st: BlockState, reason: str, what: str,
+                after: Sequence[Operation] = ()) -> None:
+    """One `compute op="mlir.kernel"` task running `top` (the contract above),
+    then the ops `after` it that use its results (`carried_out`), which the
+    block then skips."""
     from nem.passes.lowering.compute import drop_unused_scratch, full_region, name_task
 
     ctx = lw.ctx
@@ -80,9 +85,10 @@ def emit_escape(lw: Lowerer, top: Operation, st: BlockState, reason: str, what: 
     writes: dict[SSAValue, None] = {}
     index_vals: dict[SSAValue, None] = {}
     consts: dict[SSAValue, None] = {}
-    sunk = _sunk_loads(ctx, top)
-    inside = set(top.walk()) | set(sunk)
-    for o in [*sunk, *top.walk()]:
+    body = [*top.walk(), *(x for a in after for x in a.walk())]
+    sunk = _sunk_loads(ctx, top, body)
+    inside = set(body) | set(sunk)
+    for o in [*sunk, *body]:
         for i, v in enumerate(o.operands):
             owner = v.owner
             if isinstance(owner, Operation) and owner in inside:
@@ -116,22 +122,87 @@ def emit_escape(lw: Lowerer, top: Operation, st: BlockState, reason: str, what: 
         out_regs = [full_region(ctx, b, m, top)[0] for m in outs_m]
     if not in_regs:  # `compute in [] out ...` cannot be written: pass the first out as input
         in_regs, ins_m = [out_regs[0]], [outs_m[0]]
-    if ctx.scopes and isinstance(top, affine.ForOp):
+    if ctx.scopes and isinstance(top, affine.ForOp) and not after:
         _log_accessed_boxes(ctx, top)
-    text = _kernel_text(ctx, top, ins_m, outs_m, list(index_vals), list(consts), sunk)
+    text = _kernel_text(ctx, [top, *after], ins_m, outs_m, list(index_vals), list(consts),
+                        sunk)
     attrs: dict[str, object] = {"op": "mlir.kernel", "kernel": text}
     if index_vals:
         attrs["index_args"] = [expr(ctx.index(v, top), top) for v in index_vals]
     with b.located(top.location):
         tok = b.compute("compute", in_regs, out_regs, attrs=attrs)
     name_task(ctx, tok, "compute")
+    st.skip.update(after)
     ctx.summary.fallback.append(Fallback(top, what, reason))
 
 
-def _kernel_text(ctx: LoweringContext, top: Operation, ins_m: list[SSAValue],
+CARRIED = ("a value carried out of the loop (iter_args) is stored after it: the task runs "
+           "the loop and the ops storing its result (D-LOW-CARRIED)")
+"""Why a loop with results is not raised (the remark)."""
+
+
+def carried_out(top: affine.ForOp) -> list[Operation]:
+    """The ops after loop `top` in its block that its results (values
+    carried out of it by `iter_args`) flow into: `arith`/`math` ops on them
+    and the stores of the outcome, which its kernel runs after the loop
+    (D-LOW-CARRIED); a located error when a result has any other use (a
+    loop nest, an op in another block: NEM tasks pass values only through
+    memory) or when an op between the loop and the last of them may access
+    memory (running the stores before it could change what it sees)."""
+    block = top.parent_block()
+    assert block is not None
+    ops = list(block.ops)
+    later = ops[ops.index(top) + 1:]
+    flowing: set[SSAValue] = set(top.results)
+    taken: list[Operation] = []
+    for o in later:
+        if not any(v in flowing for v in o.operands):
+            continue
+        stored = isinstance(o, affine.StoreOp | memref.StoreOp) and \
+            not any(v in flowing for v in o.operands[1:])
+        if not (stored or _pure(o)):
+            raise _carried_use(top, o)
+        taken.append(o)
+        flowing.update(o.results)
+    for v in flowing:
+        for use in v.uses:
+            if use.operation not in taken:
+                raise _carried_use(top, use.operation)
+    span = later[:later.index(taken[-1])] if taken else []
+    for o in span:
+        if o not in taken and not _pure(o):
+            raise reject(top, f"not supported: {o.name} at {location_text(o)} runs between "
+                         "this loop and the store of the value it carries out (iter_args) at "
+                         f"{location_text(taken[-1])}; the loop and the store are one task "
+                         "(D-LOW-CARRIED)", f"move the {o.name} before the loop, or store the "
+                         "loop's result right after it")
+    return taken
+
+
+def _pure(op: Operation) -> bool:
+    """Arithmetic without memory effects (`arith`, `math`, `affine.apply`)."""
+    return not op.regions and (op.dialect_name() in ("arith", "math")
+                               or isinstance(op, affine.ApplyOp))
+
+
+def _carried_use(top: Operation, user: Operation) -> NemDiagnosticError:
+    """The error for a use of a carried-out value that the kernel cannot take."""
+    where, parent = user, user.parent_op()
+    while where.parent_block() is not top.parent_block() and parent is not None:
+        where, parent = parent, parent.parent_op()
+    what = ("which is neither arith/math arithmetic nor a store" if where is user else
+            f"inside the {where.name} at {location_text(where)}")
+    return reject(top, f"not supported: the value this loop carries out (iter_args) is used by "
+                  f"{user.name} at {location_text(user)}, {what}: NEM tasks pass values only "
+                  "through memory (D-LOW-CARRIED)",
+                  "store the loop's result to a memref right after the loop, and load it "
+                  "where it is used")
+
+
+def _kernel_text(ctx: LoweringContext, ops: list[Operation], ins_m: list[SSAValue],
                  outs_m: list[SSAValue], index_vals: list[SSAValue], consts: list[SSAValue],
                  sunk: list[Operation]) -> str:
-    """`func.func @kernel` running `top` on its operands, as one line of
+    """`func.func @kernel` running `ops` on its operands, as one line of
     generic MLIR."""
     arg_types: list[Attribute] = [MemRefType(ctx.views[m].elem, ctx.views[m].shape)
                                   for m in (*ins_m, *outs_m)]
@@ -150,7 +221,8 @@ def _kernel_text(ctx: LoweringContext, top: Operation, ins_m: list[SSAValue],
         mapper[c] = cl.results[0]
     for load in sunk:
         block.add_op(load.clone(value_mapper=mapper))
-    block.add_op(top.clone(value_mapper=mapper))
+    for op in ops:
+        block.add_op(op.clone(value_mapper=mapper))
     block.add_op(func.ReturnOp())
     kfn = func.FuncOp("kernel", FunctionType.from_lists(arg_types, []), Region(block))
     buf = StringIO()
@@ -191,13 +263,15 @@ def _log_accessed_boxes(ctx: LoweringContext, top: affine.ForOp) -> None:
                                             acc_r.view.strides, top)
 
 
-def _sunk_loads(ctx: LoweringContext, top: Operation) -> list[Operation]:
-    """The scalar loads outside `top` whose values it uses (e.g. a scale
-    factor read before the nest): the lowering deferred them (a scalar
-    access has no task of its own), and the kernel does them itself
-    (D-LOW-ESCAPE).  That reads the memref later than MLIR does, so nothing
-    between the load and `top` may touch the loaded buffer."""
-    inside = set(top.walk())
+def _sunk_loads(ctx: LoweringContext, top: Operation, body: list[Operation]
+                ) -> list[Operation]:
+    """The scalar loads outside the kernel's ops `body` (`top` and what runs
+    after it) whose values they use (e.g. a scale factor read before the
+    nest): the lowering deferred them (a scalar access has no task of its
+    own), and the kernel does them itself (D-LOW-ESCAPE).  That reads the
+    memref later than MLIR does, so nothing between the load and `top` may
+    touch the loaded buffer."""
+    inside = set(body)
     loads = {v.owner: None for o in inside for v in o.operands
              if isinstance(v.owner, Operation) and v.owner in ctx.deferred_loads}
     for load in loads:
