@@ -19,6 +19,10 @@ from raise_runs import INPUTS, lower_and_run
 from raise_runs import mlir_opt as _mlir_opt
 from raise_runs import rand as _rand
 
+from nem.dialect.diagnostics import NemDiagnosticError
+from nem.frontends.upstream_dialects import lowering_context
+from nem.frontends.upstream_dialects.mlir_input import parse_mlir_checked
+
 
 def _maxpool2(x: np.ndarray) -> np.ndarray:
     n, h, w, c = x.shape
@@ -120,13 +124,10 @@ def test_linalg_map(tmp_path):
     np.testing.assert_array_equal(out["y"], x + z)
 
 
-def test_without_mlir_extra(monkeypatch):
-    """Without the bindings an op xDSL lacks is a located `not supported`."""
+@pytest.fixture
+def without_mlir(monkeypatch):
+    """The upstream MLIR bindings made unimportable, as without the mlir extra."""
     import builtins
-
-    from nem.dialect.diagnostics import NemDiagnosticError
-    from nem.frontends.upstream_dialects import lowering_context
-    from nem.frontends.upstream_dialects.mlir_input import parse_mlir_checked
 
     real = builtins.__import__
 
@@ -136,6 +137,10 @@ def test_without_mlir_extra(monkeypatch):
         return real(name, *a, **k)
 
     monkeypatch.setattr(builtins, "__import__", no_mlir)
+
+
+def test_without_mlir_extra(without_mlir):
+    """Without the bindings an op xDSL lacks is a located `not supported`."""
     text = (INPUTS / "map.mlir").read_text()
     with pytest.raises(NemDiagnosticError) as e:
         parse_mlir_checked(lowering_context(), text, "map.mlir")
@@ -144,24 +149,10 @@ def test_without_mlir_extra(monkeypatch):
     assert "not supported: 'linalg.map' needs the mlir extra" in d.message
 
 
-def test_generic_only_op_without_mlir_extra(monkeypatch):
+def test_generic_only_op_without_mlir_extra(without_mlir):
     """Without the bindings an op xDSL reads only in generic form, written in
     its custom form, is a located `not supported` naming the way around it
     (D-LOW-UPSTREAM); in generic form it parses."""
-    import builtins
-
-    from nem.dialect.diagnostics import NemDiagnosticError
-    from nem.frontends.upstream_dialects import lowering_context
-    from nem.frontends.upstream_dialects.mlir_input import parse_mlir_checked
-
-    real = builtins.__import__
-
-    def no_mlir(name, *a, **k):
-        if name == "mlir" or name.startswith("mlir."):
-            raise ImportError(name)
-        return real(name, *a, **k)
-
-    monkeypatch.setattr(builtins, "__import__", no_mlir)
     text = ("func.func @f(%C: memref<16xf32>) {\n"
             "  %c = memref.cast %C : memref<16xf32> to memref<?xf32>\n  return\n}\n")
     with pytest.raises(NemDiagnosticError) as e:
