@@ -101,6 +101,7 @@ def test_python_api_raises_the_same_error():
 
 @pytest.mark.parametrize("spec, fix", [
     ("any(cse)", "--pass-pipeline='builtin.module(cse)', or -p 'cse'"),
+    ("any(func.func(cse))", "--pass-pipeline='builtin.module(cse)', or -p 'cse'"),
     (" func.func( cse ) ", "--pass-pipeline='builtin.module(cse)', or -p 'cse'"),
     ("builtin.module(any(cse))", "list the passes without the nested anchor: 'builtin.module(cse)'"),
     ("builtin.module(func.func(any(cse)),canonicalize)",
@@ -120,5 +121,9 @@ def test_fixes_are_pipelines_that_work(spec, fix):
 
 def test_unanchored_fix_drops_nested_anchors():
     assert error("any(cse),canonicalize", anchored=True).fix == (
+        "--pass-pipeline='builtin.module(cse,canonicalize)', or -p 'cse,canonicalize' "
+        "for a bare list of passes")
+    # text right after a nested anchor's `)` stays a pass of its own
+    assert error("any(cse)canonicalize", anchored=True).fix == (
         "--pass-pipeline='builtin.module(cse,canonicalize)', or -p 'cse,canonicalize' "
         "for a bare list of passes")

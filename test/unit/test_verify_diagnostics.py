@@ -10,6 +10,7 @@ from nem.cli.split_input import Chunk, split_input
 from nem.cli.verify_diagnostics import (
     check,
     diagnostic_text,
+    expected_regex,
     parse_expectations,
     verify,
 )
@@ -195,6 +196,23 @@ def test_regex_expectations():
     ]
     # every severity, every designator
     assert run("# expected-warning-re@+1 {{w{{[0-9]}}}}\nx\n", [diag("warning", 2, "w7")]) == []
+    # a user's own group keeps its number: \1 refers to it, not to a wrapper
+    assert run("x # expected-error-re {{= {{(1)6}} bytes}}\n", [d]) == []
+    assert expected_regex("{{(a)\\1}}").fullmatch("aa")
+
+
+@pytest.mark.parametrize("message, why", [
+    ("{{a}}{{(?i)b}}", "global flags"),                 # each part compiles alone
+    ("{{(?P<x>a)}}{{(?P<x>a)}}", "redefinition of group name"),
+    ("{{(a)\\1}}{{(b}}", "missing )"),
+    ("{{[[:bogus:]]}}", "unknown character class '[:bogus:]'"),
+])
+def test_regex_expectations_that_do_not_compile_are_malformed(message, why):
+    """Parts that compile alone but not together, and unknown POSIX classes,
+    are malformed expectations reported at their comment, not an internal error."""
+    with pytest.raises(ValueError, match="invalid regex") as e:
+        expected_regex(message)
+    assert why in str(e.value)
 
 
 def test_unexpected_diagnostic():

@@ -34,6 +34,7 @@ from nem.cli.inputs import (
     read_input,
     read_json,
 )
+from nem.dialect.limits import DEFAULT_MAX_KERNEL_OPS, DEFAULT_MAX_TASKS
 
 if TYPE_CHECKING:  # rich is imported lazily: the bar only exists on a terminal
     from rich.progress import Progress as RichProgress
@@ -86,10 +87,10 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--ddr-size", type=int, default=None, help="DDR bytes (default 256 MB)")
     p.add_argument("--max-tasks", type=int, default=None, metavar="N",
                    help="refuse a run whose estimated count of tasks and loop iterations "
-                   "(times --schedules or --repeat) exceeds N (default 10000000)")
+                   f"(times --schedules or --repeat) exceeds N (default {DEFAULT_MAX_TASKS})")
     p.add_argument("--max-kernel-ops", type=int, default=None, metavar="N",
                    help="refuse an escape-hatch task (compute op=\"mlir.kernel\") whose kernel "
-                   "does more than N scalar operations (default 10000000000)")
+                   f"does more than N scalar operations (default {DEFAULT_MAX_KERNEL_OPS})")
     p.add_argument("--repeat", type=int, default=1, metavar="N",
                    help="run the program N times on one memory, the inputs written again "
                    "before each run, and print the time taken to prepare the runs (schedule "
@@ -287,7 +288,17 @@ def _fresh_inputs(interp, args, warn: bool = True) -> int | None:
     return _write_inputs(interp, args, warn)
 
 
-def _timings(times: list[float], asked: int, result, how: dict) -> None:
+@dataclass
+class Preparation:
+    """--repeat's planning (D-RT-PREPARE): how long `prepare()` took, or why
+    nothing was prepared."""
+
+    seconds: float | None = None
+    why_not: str | None = None
+
+
+def _timings(times: list[float], asked: int, result, prep: Preparation, races: bool,
+             replayed: bool) -> None:
     """--repeat: the time `prepare` took when it planned the runs, the first
     run's wall time, then the best and median of the others; where the runs
     stopped early, and why nothing was prepared."""
@@ -295,17 +306,18 @@ def _timings(times: list[float], asked: int, result, how: dict) -> None:
     head = f"repeat: {n} run{'s' if n > 1 else ''}"
     if n < asked:
         head = f"repeat: stopped after run {n} of {asked} ({result.status})"
-    checked = ", race-checked" if how["races"] else ""
-    if how["prepared"] is not None:
-        line = (f"{head}; prepared in {how['prepared'] * 1e3:.2f} ms (scheduled{checked}, "
+    checked = ", race-checked" if races else ""
+    if prep.seconds is not None:
+        # a first run that stopped is labelled with its status (it was re-run, D-RT-REPLAY)
+        line = (f"{head}; prepared in {prep.seconds * 1e3:.2f} ms (scheduled{checked}, "
                 f"D-RT-PREPARE); first {times[0] * 1e3:.2f} ms "
-                f"({'replayed' if n > 1 or n == asked else result.status})")
+                f"({'replayed' if n > 1 else result.status})")
     else:
-        why = f"; not prepared: {how['why']}" if how["why"] else ""
+        why = f"; not prepared: {prep.why_not}" if prep.why_not else ""
         line = f"{head}; first {times[0] * 1e3:.2f} ms (scheduled{checked}{why})"
     rest = sorted(times[1:])
     if rest:
-        kind = "replayed, D-RT-REPLAY" if how["replayed"] else "scheduled"
+        kind = "replayed, D-RT-REPLAY" if replayed else "scheduled"
         line += (f", the other {len(rest)}: best {rest[0] * 1e3:.2f} ms, median "
                  f"{rest[len(rest) // 2] * 1e3:.2f} ms ({kind})")
     print(line)
@@ -456,15 +468,15 @@ def run(argv=None) -> int:
         return 1 if failed else 0
 
     # --repeat: the runs are planned first, as benchmark_model's "Init" (D-RT-PREPARE)
-    how: dict = {"prepared": None, "why": None, "races": not args.no_races}
+    prep = Preparation()
     if args.repeat > 1:
         t0 = time.perf_counter()
         if interp.prepare():
-            how["prepared"] = time.perf_counter() - t0
+            prep.seconds = time.perf_counter() - t0
         else:
             from nem.runtime import replay
 
-            how["why"] = replay.not_eligible(interp.start().sched) or \
+            prep.why_not = replay.not_eligible(interp.start().sched) or \
                 "planning stopped at a run-time error or a deadlock"
     s = interp.start()
     total = prog.compiled.static_task_count()
@@ -502,8 +514,8 @@ def run(argv=None) -> int:
         return 1
     _summary(result, not args.no_races)
     if args.repeat > 1:
-        how["replayed"] = prog.compiled.replay is not None
-        _timings(times, args.repeat, result, how)
+        _timings(times, args.repeat, result, prep, not args.no_races,
+                 prog.compiled.replay is not None)
     for line in written:
         print(line)
     if result.error is not None:
@@ -581,7 +593,6 @@ def _over_budget(prog, args) -> str | None:
     """The task budget (D-LIMITS): a run whose estimated count of task
     instances and loop iterations exceeds --max-tasks is refused before it
     starts, naming the estimate and the flag."""
-    from nem.dialect.limits import DEFAULT_MAX_TASKS
     from nem.runtime.budget import estimate_task_count
 
     limit = args.max_tasks or DEFAULT_MAX_TASKS

@@ -240,7 +240,7 @@ _POSIX_CLASSES = {"alpha": "a-zA-Z", "digit": "0-9", "alnum": "a-zA-Z0-9", "uppe
 
 def expected_regex(message: str) -> re.Pattern[str]:
     """The pattern of an ``expected-*-re`` message: its text outside
-    ``{{...}}`` literally, each ``{{regex}}`` as a group, as upstream's
+    ``{{...}}`` literally, each ``{{regex}}`` in its place, as upstream's
     ``ExpectedDiag::computeRegex``; ValueError with upstream's wording when
     a ``{{`` has no ``}}`` or a regex does not compile."""
     parts: list[str] = []
@@ -255,14 +255,21 @@ def expected_regex(message: str) -> re.Pattern[str]:
         end = rest.find("}}")
         if end < 0:
             raise ValueError("found start of regex with no end '}}'")
-        regex = re.sub(r"\[:(\w+):\]", lambda m: _POSIX_CLASSES.get(m[1], m[0]), rest[:end])
+        unknown = [c for c in re.findall(r"\[:(\w+):\]", rest[:end]) if c not in _POSIX_CLASSES]
+        if unknown:
+            raise ValueError(f"invalid regex: unknown character class '[:{unknown[0]}:]' (known: "
+                             f"{', '.join(_POSIX_CLASSES)})")
+        regex = re.sub(r"\[:(\w+):\]", lambda m: _POSIX_CLASSES[m[1]], rest[:end])
         try:
             re.compile(regex)
         except re.error as e:
             raise ValueError(f"invalid regex: {e}") from None
-        parts.append(f"({regex})")
+        parts.append(f"(?:{regex})")    # not a group: the user's group numbers stay theirs
         rest = rest[end + 2:]
-    return re.compile("".join(parts))
+    try:        # parts that compile alone may not together (flags, a group name twice)
+        return re.compile("".join(parts))
+    except re.error as e:
+        raise ValueError(f"invalid regex: {e}") from None
 
 
 def diagnostic_text(diag: Diagnostic) -> str:

@@ -104,7 +104,7 @@ def _finish(spans: dict[ir.Value, tuple[int, int, bool, bool]], preloaded: set[i
 def _sum_target(band, ranges: dict[ir.Value, tuple[int, int]]) -> ir.Value | None:
     """C when the nest's one store is `C[i] = C[i] + x` (float) with the same
     indices as its one load of C, and a part (`ranges`) covers all of C."""
-    from nem.compile.tiling import _owner_op, access_box
+    from nem.compile.tiling import access_box, owner_op
 
     writes = [a for a in band.accesses if a.write]
     if len(writes) != 1:
@@ -112,7 +112,7 @@ def _sum_target(band, ranges: dict[ir.Value, tuple[int, int]]) -> ir.Value | Non
     store = writes[0]
     c = store.memref
     loads = [a for a in band.accesses if not a.write and a.memref == c]
-    add = _owner_op(store.op.operands[0])
+    add = owner_op(store.op.operands[0])
     t = ir.MemRefType(c.type)
     if len(loads) != 1 or add is None or add.name != "arith.addf" or \
             loads[0].op.results[0] not in list(add.operands) or \

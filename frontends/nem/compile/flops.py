@@ -141,9 +141,9 @@ def _domain(op: ir.Operation) -> int:
 
 
 def _scf_trips(loop: ir.Operation) -> int:
-    from nem.compile.tiling import _const_index
+    from nem.compile.tiling import const_index
 
-    lo, hi, step = (_const_index(v) for v in list(loop.operands)[:3])
+    lo, hi, step = (const_index(v) for v in list(loop.operands)[:3])
     if lo is None or hi is None or not step:
         return 1
     return -(-(hi - lo) // step)

@@ -60,9 +60,9 @@ def lower_and_verify(text: str, func_name: str, arg_names: Sequence[str], device
     except Exception as e:   # xDSL ParseError and friends: the op xDSL cannot take
         lines = str(e).strip().splitlines()
         raise CompileError("lower", f"{lines[0]}: error: not supported: the tiled program does "
-                           "not parse in xDSL (issue 12): " + " ".join(
-                               ln.strip() for ln in lines[-1:]) + "\n" + "\n".join(
-                               lines[1:-1])) from e
+                           "not parse in xDSL 0.74 (docs/compile.md lists the known cases): "
+                           + " ".join(ln.strip() for ln in lines[-1:]) + "\n"
+                           + "\n".join(lines[1:-1])) from e
     for op in module.walk():
         if isinstance(op, FuncOp) and op.sym_name.data == func_name:
             for arg, name in zip(op.body.block.args, arg_names):

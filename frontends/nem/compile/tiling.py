@@ -152,7 +152,7 @@ def value_range(v: ir.Value, ivs: dict[ir.Value, tuple[int, int]]) -> tuple[int,
     leaves for `oh + kh`), anything else (loop-invariant) 0."""
     if v in ivs:
         return ivs[v]
-    owner = _owner_op(v)
+    owner = owner_op(v)
     if owner is not None and owner.name == "affine.apply":
         amap = ir.AffineMapAttr(owner.attributes["map"]).value
         return _range(amap.results[0], [value_range(o, ivs) for o in owner.operands])
@@ -232,7 +232,7 @@ def run_on_nest(root: ir.Operation, pipeline: str) -> None:
     def collect(op: ir.Operation) -> ir.WalkResult:
         for v in op.operands:
             if not _defined_inside(v, root) and v not in external and v not in constants:
-                owner = _owner_op(v)
+                owner = owner_op(v)
                 if owner is not None and owner.name == "arith.constant":
                     constants.append(v)
                 else:
@@ -252,7 +252,7 @@ def run_on_nest(root: ir.Operation, pipeline: str) -> None:
             ret = func.ReturnOp([])
         mapping = list(zip(external, entry.arguments))
         for c in constants:
-            owner = _owner_op(c)
+            owner = owner_op(c)
             assert owner is not None, "a constant has a defining op"
             clone = owner.clone(ir.InsertionPoint(ret))
             mapping.append((c, clone.results[0]))
@@ -350,7 +350,7 @@ def tile_module(module: ir.Module, entry: ir.Operation, device, options, engines
     return plan
 
 
-def _owner_op(v: ir.Value) -> ir.Operation | None:
+def owner_op(v: ir.Value) -> ir.Operation | None:
     """The op defining `v` (None for a block argument)."""
     owner = v.owner
     if isinstance(owner, ir.OpView):
@@ -358,8 +358,10 @@ def _owner_op(v: ir.Value) -> ir.Operation | None:
     return owner if isinstance(owner, ir.Operation) else None
 
 
-def _const_index(v: ir.Value) -> int | None:
-    owner = _owner_op(v)
+def const_index(v: ir.Value) -> int | None:
+    """The value of an `index` constant, else None (loop bounds and steps,
+    `flops.py`)."""
+    owner = owner_op(v)
     if owner is not None and owner.name == "arith.constant" and \
             isinstance(v.type, ir.IndexType):
         return ir.IntegerAttr(owner.attributes["value"]).value

@@ -156,7 +156,7 @@ def _unwrap_anchor(spec: str, anchored: bool) -> tuple[str, int]:
     other = _OTHER_ANCHOR.match(spec)
     if m is None and other is not None and \
             _matching_paren(spec, other.end()) == len(spec.rstrip()) - 1:
-        body = spec[other.end():len(spec.rstrip()) - 1].strip()
+        body = _without_nested(spec[other.end():len(spec.rstrip()) - 1].strip())
         raise PipelineError(
             f"not supported: pipeline anchor '{other['name']}(...)': nem-opt runs its passes "
             "on the module, anchored on 'builtin.module(...)'", spec, other.start("name") + 1,
@@ -226,7 +226,9 @@ def _without_nested(inner: str) -> str:
     while (m := _NESTED.search(_STRINGS.sub(lambda s: '"' * len(s[0]), inner))) is not None:
         close = _matching_paren(inner, m.end())
         close = len(inner) if close is None else close
-        inner = inner[:m.start()] + inner[m.end():close] + inner[close + 1:]
+        after = inner[close + 1:]
+        sep = "," if after[:1].isalnum() else ""   # `a(b)c` is `b,c`, not `bc`
+        inner = inner[:m.start()] + inner[m.end():close] + sep + after
     return inner
 
 

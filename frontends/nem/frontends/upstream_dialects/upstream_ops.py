@@ -82,13 +82,20 @@ def _location(text: str, file: str, offset: int) -> SourceLoc:
     return SourceLoc(file, line, offset - (text.rfind("\n", 0, offset) + 1) + 1)
 
 
-def generalize_upstream_ops(ctx: Context, text: str, file: str) -> str:
+def generalize_upstream_ops(ctx: Context, text: str, file: str,
+                            custom_found: str | None = None) -> str:
     """`text`, with the linalg ops xDSL lacks (and GENERALIZED_KNOWN ones)
     rewritten into `linalg.generic` by upstream MLIR; unchanged when it has
-    none.  Raises a located NemDiagnosticError (see the module docstring)."""
+    none.  `custom_found`: an op xDSL reads only in generic form that xDSL's
+    parser met in custom form where the statement scan does not look (not at
+    the start of a line).  Raises a located NemDiagnosticError (see the
+    module docstring)."""
     unknown: dict[str, int] = {}
     known: dict[str, int] = {}
     custom: dict[str, int] = {}     # generic_only ops written in custom form
+    if custom_found is not None:
+        m = re.search(rf'(?<!")\b{re.escape(custom_found)}\b', text)
+        custom[custom_found] = m.start() if m else 0
     for name, at, generic in _statements(text):
         if name in KEPT or name in unknown or name in known or name in custom:
             continue
@@ -257,7 +264,10 @@ def _restore_arg_names(original: str, printed: str) -> str:
         given = _param_names(body, m.end() - m.start()) if m["name"] else \
             _param_names(body, entry + len("^bb0(")) if entry >= 0 else []
         mapping = {g: n for g, n in zip(given, wanted or []) if n != g}
-        if mapping and not any(re.search(rf"%{re.escape(n)}(?![\w$.-])", body)
+        # the renaming is simultaneous, so a wanted name that upstream gave
+        # another argument (`%arg0` written second) is renamed away too; only a
+        # wanted name used by something else (an inner value) would clash
+        if mapping and not any(n not in mapping and re.search(rf"%{re.escape(n)}(?![\w$.-])", body)
                                for n in mapping.values()):  # `%a` is not `%arg0`
             body = re.sub(r"%([\w$.-]+)", lambda a: "%" + mapping.get(a[1], a[1]), body)
         pieces.append(body)

@@ -132,8 +132,9 @@ def _indices(op: AccessOp, env: IndexEnv, outer: IndexEnv) -> list[Aff | None]:
 
 def _message(op: AccessOp, k: int, r: tuple[int, int], size: int, t: MemRefType) -> str:
     name = memref_label(op.memref)
-    values = f"the value {r[0]}" if r[0] == r[1] else f"the values {r[0]} to {r[1]}"
-    return (f"out-of-bounds access: index {k} of {name} : {t} takes {values}, outside "
+    # the interval's ends are taken; with a step or a coefficient above 1, not all between
+    values = f"is {r[0]}" if r[0] == r[1] else f"ranges from {r[0]} to {r[1]}"
+    return (f"out-of-bounds access: index {k} of {name} : {t} {values}, outside "
             f"dimension {k} of size {size} (D-LOW-BOUNDS)")
 
 

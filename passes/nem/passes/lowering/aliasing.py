@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 from nem.passes.lowering.affine_algebra import Aff, Dim, eval_map
 from nem.passes.lowering.escape import linalg_operands, location_text, memref_label
-from nem.passes.lowering.nest_analysis import Nest, NotRaisable, access_indices
+from nem.passes.lowering.nest_analysis import LINALG_ELTWISE, Nest, NotRaisable, access_indices
 from nem.passes.lowering.views import View, last_offset
 from xdsl.dialects import affine, linalg, memref
 from xdsl.dialects.builtin import AffineMapAttr, MemRefType
@@ -117,9 +117,7 @@ def nest_touches(nest: Nest, outer: Mapping[SSAValue, Aff], view_of: ViewOf) -> 
     return out
 
 
-ELEMENTWISE_NAMED = ("linalg.add", "linalg.sub", "linalg.mul", "linalg.div", "linalg.max",
-                     "linalg.min", "linalg.exp", "linalg.log", "linalg.sqrt", "linalg.abs",
-                     "linalg.tanh", "linalg.negf", "linalg.powf", "linalg.copy")
+ELEMENTWISE_NAMED = (*LINALG_ELTWISE, "linalg.copy")
 """Named linalg ops whose operands all use the identity map."""
 
 

@@ -40,6 +40,8 @@ from nem.passes.lowering.generic_analysis import (
     generic_trees,
 )
 from nem.passes.lowering.nest_analysis import (
+    LINALG_ELTWISE,
+    LINALG_WRAPPING,
     Access,
     CopyPlan,
     EltNode,
@@ -72,16 +74,6 @@ if TYPE_CHECKING:
     from nem.passes.lowering.driver import BlockState, Lowerer
     from xdsl.dialects import affine
 
-LINALG_ELTWISE = {"linalg.add": "add", "linalg.sub": "sub", "linalg.mul": "mul",
-                  "linalg.div": "div", "linalg.max": "max", "linalg.min": "min",
-                  "linalg.exp": "exp", "linalg.log": "log", "linalg.sqrt": "sqrt",
-                  "linalg.abs": "abs", "linalg.tanh": "tanh", "linalg.negf": "neg",
-                  "linalg.powf": "pow"}
-LINALG_WRAPPING = {"linalg.add": "arith.addi", "linalg.sub": "arith.subi",
-                   "linalg.mul": "arith.muli", "linalg.abs": "math.absi"}
-"""The op upstream computes a named elementwise op with on integers: these
-wrap where NEM's opcode saturates (D-LOW-INT-WRAP); `linalg.div` is `divsi`,
-`linalg.max`/`min` are `maxsi`/`minsi`, which agree with NEM's."""
 
 
 class Staging:
@@ -527,7 +519,9 @@ def lower_linalg(lw: Lowerer, op: Operation, st: BlockState) -> None:
     for v in (*ins, *outs):
         if not isinstance(v.type, MemRefType):
             return emit_escape(lw, op, st, "scalar operands", what)
-    if not isinstance(op, SoftmaxOp):     # NEM's softmax reads a row before it writes it
+    # NEM's softmax reads a row before it writes it: in place on the very
+    # same memref is what it computes; any other overlap is checked
+    if not (isinstance(op, SoftmaxOp) and ins[0] is outs[0]):
         why = alias_reason(linalg_touches(op, ctx.view))     # D-LOW-ALIAS
         if why is not None:
             return emit_escape(lw, op, st, why, what)

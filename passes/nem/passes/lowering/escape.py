@@ -153,7 +153,8 @@ def carried_out(top: affine.ForOp) -> list[Operation]:
     assert block is not None
     ops = list(block.ops)
     later = ops[ops.index(top) + 1:]
-    flowing: set[SSAValue] = set(top.results)
+    # in program order, so that the use reported first is the same every run
+    flowing: dict[SSAValue, None] = dict.fromkeys(top.results)
     taken: list[Operation] = []
     for o in later:
         if not any(v in flowing for v in o.operands):
@@ -163,7 +164,7 @@ def carried_out(top: affine.ForOp) -> list[Operation]:
         if not (stored or _pure(o)):
             raise _carried_use(top, o)
         taken.append(o)
-        flowing.update(o.results)
+        flowing.update(dict.fromkeys(o.results))
     for v in flowing:
         for use in v.uses:
             if use.operation not in taken:

@@ -55,6 +55,18 @@ error: D-NUM-LINEAR-INT) but never raised to elementwise tasks
 (D-LOW-INT-WRAP).  `divsi`, `maxsi`, `minsi` and relu as `maxsi(x, 0)`
 give MLIR's value on every input MLIR defines (a divide by zero or
 `INT_MIN / -1` is undefined there)."""
+LINALG_ELTWISE = {"linalg.add": "add", "linalg.sub": "sub", "linalg.mul": "mul",
+                  "linalg.div": "div", "linalg.max": "max", "linalg.min": "min",
+                  "linalg.exp": "exp", "linalg.log": "log", "linalg.sqrt": "sqrt",
+                  "linalg.abs": "abs", "linalg.tanh": "tanh", "linalg.negf": "neg",
+                  "linalg.powf": "pow"}
+"""The named elementwise linalg ops and their NEM opcodes (every operand
+through the identity map)."""
+LINALG_WRAPPING = {name: mlir for name, nem in LINALG_ELTWISE.items()
+                   for mlir, wrapped in WRAPPING.items() if wrapped == nem}
+"""The op upstream computes a named elementwise op with on integers, where it
+is one of WRAPPING (D-LOW-INT-WRAP); `linalg.div` is `divsi`,
+`linalg.max`/`min` are `maxsi`/`minsi`, which agree with NEM's."""
 RSQRT = "math.rsqrt"
 """Raised as `div` of a splat 1 by `sqrt` (D-LOW-SPLAT): NEM has no rsqrt."""
 MAX_OPS = ("arith.maximumf", "arith.maxsi")

@@ -127,7 +127,8 @@ class CheckLoweredPass(ModulePass):
     conversion's error, at the access (D-LOW-BOUNDS); what reaches this
     check is what no index shows: a subview or a DMA past the end of its
     memref, an index with a `mod`, a loop bound the conversion does not
-    resolve.
+    resolve.  In `lower-to-nem`, which runs the declarations' check first,
+    a failure of the final check is a lowering bug, and says so.
 
     Options:
       device: the target of the device validity rule
@@ -156,10 +157,12 @@ class CheckLoweredPass(ModulePass):
                 diags += check_device_validity(prog, dev)
         errors = [d for d in diags if d.severity == "error"]
         if errors:
+            # several inline regions of one loop nest share its location:
+            # the same error once
             unique: dict[tuple[str, str], Diagnostic] = {}
             for d in errors:
                 d.message = "lowered NEM program fails its checks: " + d.message
-                if d.rule in _OUT_OF_BOUNDS:
+                if self.declarations_only and d.rule in _OUT_OF_BOUNDS:
                     d.fix = f"{_OUT_OF_BOUNDS_FIX}; in NEM terms: {d.fix}"
                 unique.setdefault((d.message, str(d.loc)), d)
             raise NemDiagnosticError(list(unique.values()))
@@ -169,9 +172,9 @@ class CheckLoweredPass(ModulePass):
 _OUT_OF_BOUNDS = {"REG-02", "BUF-02"}
 """A region past the end of its buffer: a subview, DMA or access of the input
 past the end of its memref (the accesses the conversion cannot judge)."""
-_OUT_OF_BOUNDS_FIX = ("a subview, DMA or access in this loop nest of the input reaches past "
-                      "the end of its memref: check the subview's offsets and sizes, the loop "
-                      "bounds and the access indices")
+_OUT_OF_BOUNDS_FIX = ("a subview, DMA or access of the input here reaches past the end of its "
+                      "memref: check the subview's offsets and sizes, the loop bounds and the "
+                      "access indices")
 
 
 @dataclass(frozen=True)
