@@ -121,10 +121,7 @@ def _domain(op: ir.Operation) -> int:
 
     clone = op.clone(ir.InsertionPoint(op))
     clone = clone.operation if isinstance(clone, ir.OpView) else clone
-    block = op.block
-    before = {o.operation for o in block.operations}
-    run_on_nest(clone, "convert-linalg-to-affine-loops")
-    made = [o.operation for o in block.operations if o.operation not in before]
+    made = run_on_nest(clone, "convert-linalg-to-affine-loops")
     n = 1
 
     def visit(o: ir.Operation) -> ir.WalkResult:

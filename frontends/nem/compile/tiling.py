@@ -30,7 +30,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from mlir import ir
-from mlir.dialects import func
+from mlir.dialects import arith, func
 from mlir.passmanager import PassManager
 
 from nem.compile.pipeline import FAST_SPACE
@@ -221,11 +221,11 @@ def _defined_inside(value: ir.Value, root: ir.Operation) -> bool:
     return False
 
 
-def run_on_nest(root: ir.Operation, pipeline: str) -> None:
+def run_on_nest(root: ir.Operation, pipeline: str) -> list[ir.Operation]:
     """Run the func-level upstream `pipeline` on the nest `root` alone: the
     nest moves into a temporary function (external values become arguments,
     constants are cloned), the passes run, and everything the function then
-    holds moves back in place of the nest."""
+    holds moves back in place of the nest; returns those ops, in order."""
     external: list[ir.Value] = []
     constants: list[ir.Value] = []
 
@@ -240,10 +240,12 @@ def run_on_nest(root: ir.Operation, pipeline: str) -> None:
         return ir.WalkResult.ADVANCE
 
     root.walk(collect)
-    block = root.block
-    ops = [o.operation for o in block.operations]
-    anchor = ops[ops.index(root) + 1]
     with ir.Location.unknown(root.context):
+        # where the results go back: a marker after the nest (finding the
+        # nest's successor by listing the block made each call linear in the
+        # block, the tile stage quadratic in the number of nests)
+        with ir.InsertionPoint.after(root):
+            anchor = arith.ConstantOp(ir.IndexType.get(), 0).operation
         tmp = ir.Module.create()
         with ir.InsertionPoint(tmp.body):
             fn = func.FuncOp("nem_tile_nest", ([v.type for v in external], []))
@@ -264,7 +266,9 @@ def run_on_nest(root: ir.Operation, pipeline: str) -> None:
         for op in moved:
             op.move_before(anchor)
             _replace_in(op, back)
+        anchor.erase()
         del tmp          # the Module object owns (and frees) the temporary function
+    return moved
 
 
 def _replace_in(root: ir.Operation, mapping: Sequence[tuple[ir.Value, ir.Value]]) -> None:
