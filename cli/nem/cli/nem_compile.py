@@ -17,6 +17,7 @@ import re
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -50,8 +51,8 @@ def _parser() -> argparse.ArgumentParser:
                    help="no double buffering (tiles loaded, computed and stored in turn)")
     p.add_argument("--engines", type=int, metavar="N",
                    help="engines to spread tiles over (default: all of the device's)")
-    p.add_argument("--route", choices=ROUTES, default="affine",
-                   help="tiling route (default affine; transform: see docs/compile.md)")
+    p.add_argument("--route", choices=ROUTES, default="transform",
+                   help="tiling route (default transform; affine: see docs/compile.md)")
     p.add_argument("--no-verify", action="store_true",
                    help="skip nem-verify on the result (not recommended)")
     p.add_argument("-v", "--verbose", action="store_true",
@@ -97,28 +98,45 @@ def _usage(msg: str) -> int:
 
 
 class _Display:
-    """Stage progress on a terminal (rich), dumps and temps as stages finish."""
+    """What the compile shows as it goes: on a terminal a progress bar per
+    stage (rich; nodes imported, ops tiled, top-level ops lowered); with -v
+    each stage's time, and each pass of the lowering, as it ends; dumps
+    and temps as stages finish."""
 
     def __init__(self, args: argparse.Namespace, stem: str):
         self.args, self.stem = args, stem
-        self.status = None
+        self.bar: Any = None
+        self.task: Any = None
         if not args.no_progress and sys.stderr.isatty():
             try:
                 from rich.console import Console
+                from rich.progress import (
+                    BarColumn,
+                    MofNCompleteColumn,
+                    Progress,
+                    SpinnerColumn,
+                    TextColumn,
+                    TimeElapsedColumn,
+                )
 
-                self.status = Console(stderr=True).status("nem-compile")
-                self.status.start()
+                self.bar = Progress(SpinnerColumn(), TextColumn("{task.description}"),
+                                    BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                                    console=Console(stderr=True), transient=True)
+                self.bar.start()
             except ImportError:
-                self.status = None
+                self.bar = None
 
     def __call__(self, stage: str, result) -> None:
         from nem.compile.pipeline import STAGES
 
         if result is None:
-            if self.status is not None:
+            if self.bar is not None:
                 desc = next(s.description for s in STAGES if s.name == stage)
-                self.status.update(f"nem-compile: {stage} ({desc})")
+                if self.task is not None:
+                    self.bar.remove_task(self.task)
+                self.task = self.bar.add_task(f"nem-compile: {stage} ({desc})", total=None)
             return
+        self.say(f"nem-compile: {result.name:<10} {result.seconds * 1000:9.1f} ms")
         if stage in self.args.dump_after:
             self.pause()
             sys.stdout.write(f"// ----- nem-compile: after {stage}\n" if stage != "lower"
@@ -130,17 +148,34 @@ class _Display:
             suffix = next(s.suffix for s in STAGES if s.name == stage)
             Path(self.stem + suffix).write_text(result.text, encoding="utf-8")
 
+    def step(self, stage: str, what: str, done: int, total: int) -> None:
+        if self.bar is not None and self.task is not None:
+            self.bar.update(self.task, description=f"nem-compile: {stage}: {what}",
+                            completed=done, total=total)
+
+    def substage(self, stage: str, name: str, seconds: float) -> None:
+        self.say(f"nem-compile:   {stage}/{name:<22} {seconds * 1000:9.1f} ms")
+
+    def say(self, line: str) -> None:
+        """A -v line, printed now (above the progress bar on a terminal)."""
+        if not self.args.verbose:
+            return
+        if self.bar is not None:
+            self.bar.console.print(line, markup=False, highlight=False)
+        else:
+            print(line, file=sys.stderr, flush=True)
+
     def pause(self) -> None:
-        if self.status is not None:
-            self.status.stop()
+        if self.bar is not None:
+            self.bar.stop()
 
     def resume(self) -> None:
-        if self.status is not None:
-            self.status.start()
+        if self.bar is not None:
+            self.bar.start()
 
     def close(self) -> None:
         self.pause()
-        self.status = None
+        self.bar = None
 
 
 def run(argv: Sequence[str] | None = None) -> int:
@@ -177,19 +212,11 @@ def run(argv: Sequence[str] | None = None) -> int:
                              route=args.route, verify=not args.no_verify,
                              include_dirs=tuple(args.include_dirs))
     display = _Display(args, stem)
-    done: list = []
-
-    def progress(stage, result):
-        if result is not None:
-            done.append(result)
-        display(stage, result)
-
     try:
         compile_fn = compile_onnx if ext == ".onnx" else compile_mlir
-        result = compile_fn(src, options, progress=progress, stem=stem)
+        result = compile_fn(src, options, progress=display, stem=stem)
     except CompileError as e:
         display.close()
-        _timings(args, done)
         print(str(e), file=sys.stderr)
         print(f"nem-compile: failed in stage '{e.stage}'", file=sys.stderr)
         if e.stage == "lower" and not args.save_temps and out != "-":
@@ -218,7 +245,8 @@ def run(argv: Sequence[str] | None = None) -> int:
     if args.verbose:
         for r in result.remarks:
             print(r, file=sys.stderr)
-        _timings(args, done)
+        total = sum(r.seconds for r in result.stages)
+        print(f"nem-compile: {'total':<10} {total * 1000:9.1f} ms", file=sys.stderr)
         if weights:
             print(f"weights: {weights} ({len(result.interface.weights)} buffers; "
                   f"nem-run {out} --input {weights})", file=sys.stderr)
@@ -269,15 +297,6 @@ def _write_nemb(out: str, src: str, result) -> None:
         raise ValueError(str(e)) from None
     with output_file(out, "wb") as f:
         f.write(data)
-
-
-def _timings(args: argparse.Namespace, done) -> None:
-    if not args.verbose or not done:
-        return
-    total = sum(r.seconds for r in done)
-    for r in done:
-        print(f"nem-compile: {r.name:<10} {r.seconds * 1000:9.1f} ms", file=sys.stderr)
-    print(f"nem-compile: {'total':<10} {total * 1000:9.1f} ms", file=sys.stderr)
 
 
 def main(argv: Sequence[str] | None = None) -> None:

@@ -103,9 +103,8 @@ def compile_onnx(model, options: CompileOptions | None = None,
                       {p.name: p.onnx_name for p in [*im.inputs, *im.outputs]})
     with im.context:
         driver.upstream(im.module, im.func_name)
-        tiled = driver.results[-1].text
-    nem, remarks = driver.lower(tiled, im.func_name, iface.arg_names,
-                                _stem(file, stem) + ".tile.mlir")
+        nem, remarks = driver.lower(im.func_name, iface.arg_names,
+                                    _stem(file, stem) + ".tile.mlir")
     iface.weights.update(driver.constants)
     return CompileResult(nem, iface, im.func_name, driver.results, remarks,
                          driver.memory_spaces(), driver.flops)
@@ -176,8 +175,7 @@ def compile_mlir(source: str | Path, options: CompileOptions | None = None,
             raise _upstream_error(driver.stage, e, file, "rewrite the op into linalg on tensors "
                                   "(linalg.generic, linalg named ops) that upstream bufferizes "
                                   "and tiles") from None
-        tiled = driver.results[-1].text
-    nem, remarks = driver.lower(tiled, name, iface.arg_names, _stem(file, stem) + ".tile.mlir")
+        nem, remarks = driver.lower(name, iface.arg_names, _stem(file, stem) + ".tile.mlir")
     iface.weights.update(driver.constants)   # constant tensors (D-COMPILE-CONSTS)
     return CompileResult(nem, iface, name, driver.results, remarks, driver.memory_spaces(),
                          driver.flops)

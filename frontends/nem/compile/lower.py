@@ -16,10 +16,14 @@ from __future__ import annotations
 
 import os
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from functools import partial
+from typing import TypeVar
 
 import numpy as np
 from xdsl.context import Context
+
+T = TypeVar("T")
 
 
 def xdsl_context() -> Context:
@@ -37,15 +41,26 @@ def xdsl_context() -> Context:
     return ctx
 
 
+Steps = Callable[[str, Callable[[], T]], T]
+"""Runs one step of the stage (its name, the work) and returns its result:
+the driver times it and reports it as it ends (`nem-compile -v`)."""
+
+
+def _untimed(name: str, work: Callable[[], T]) -> T:
+    return work()
+
+
 def lower_and_verify(text: str, func_name: str, arg_names: Sequence[str], device: str,
-                     memory_spaces: str, file: str, options
+                     memory_spaces: str, file: str, options, step: Steps = _untimed,
+                     progress: Callable[[str, int, int], None] | None = None
                      ) -> tuple[str, list[str], set[tuple[int, int]], dict[str, np.ndarray]]:
     """(the `.nem` program, the lowering's remarks, the (line, col) in `text`
     of each nest the lowering did not raise, the initial contents of the
     buffers made from `memref.global`s: constant tensors the program keeps,
     D-COMPILE-CONSTS); raises CompileError.  The escaped nests are read from
     the lowering's `EscapeRemark`s by type and location, not from their
-    wording."""
+    wording.  Each pass runs through `step`; long ones tell `progress` how
+    far they are."""
     from xdsl.dialects.func import FuncOp
 
     from nem.compile.pipeline import CompileError
@@ -56,7 +71,7 @@ def lower_and_verify(text: str, func_name: str, arg_names: Sequence[str], device
 
     ctx = xdsl_context()
     try:
-        module = parse_mlir(ctx, text, file)
+        module = step("parse", lambda: parse_mlir(ctx, text, file))
     except Exception as e:   # xDSL ParseError and friends: the op xDSL cannot take
         lines = str(e).strip().splitlines()
         raise CompileError("lower", f"{lines[0]}: error: not supported: the tiled program does "
@@ -69,9 +84,10 @@ def lower_and_verify(text: str, func_name: str, arg_names: Sequence[str], device
                 arg.name_hint = name
     remarks: list[str] = []
     run_ctx = pass_context(ctx, file, options.include_dirs, device)
+    run_ctx.progress = progress
     with tempfile.TemporaryDirectory() as scratch:
         consts = os.path.join(scratch, "constants.npz")
-        _lower(module, run_ctx, device, memory_spaces, func_name, options, consts)
+        _lower(module, run_ctx, device, memory_spaces, func_name, options, consts, step)
         constants: dict[str, np.ndarray] = {}
         if os.path.exists(consts):
             with np.load(consts) as npz:
@@ -79,16 +95,17 @@ def lower_and_verify(text: str, func_name: str, arg_names: Sequence[str], device
     remarks += [d.render().replace(consts, "the weights sidecar") for d in run_ctx.diagnostics]
     escaped = {(d.loc.line, d.loc.col) for d in run_ctx.diagnostics
                if isinstance(d, EscapeRemark) and d.loc is not None}
-    nem = print_nem(module)
+    nem = step("print", lambda: print_nem(module))
     if options.verify:
-        verify_nem(nem, file.rsplit(".", 1)[0] + ".nem", device, options.include_dirs)
+        step("nem-verify", lambda: verify_nem(nem, file.rsplit(".", 1)[0] + ".nem", device,
+                                               options.include_dirs))
     return nem, remarks, escaped, constants
 
 
 def _lower(module, run_ctx, device: str, memory_spaces: str, func_name: str, options,
-           consts: str) -> None:
-    """`lower-to-nem` then `nem-share-buffers` on `module`; the initial
-    contents of its globals go to `consts` (an .npz)."""
+           consts: str, step: Steps) -> None:
+    """`lower-to-nem` (pass by pass) then `nem-share-buffers` on `module`;
+    the initial contents of its globals go to `consts` (an .npz)."""
     from nem.compile.pipeline import CompileError
     from nem.dialect.diagnostics import NemDiagnosticError
     from nem.passes.lowering.passes import LowerToNemPass
@@ -98,15 +115,18 @@ def _lower(module, run_ctx, device: str, memory_spaces: str, func_name: str, opt
         # the summary remark is opt-in (D-OPT-REMARKS); nem-compile -v shows it
         # the transform route's tiles are staged in buffers allocated in the tile
         # loops' bodies: double-buffered by the lowering (D-LOW-PIPE-BODY)
-        LowerToNemPass(device=device, memory_spaces=(memory_spaces,),
-                       entry=func_name, remarks=True,
-                       include_dirs=tuple(options.include_dirs), weights=consts,
-                       pipeline_tiles=options.pipeline and options.route == "transform"
-                       ).apply(run_ctx, module)
+        lower = LowerToNemPass(device=device, memory_spaces=(memory_spaces,),
+                               entry=func_name, remarks=True,
+                               include_dirs=tuple(options.include_dirs), weights=consts,
+                               pipeline_tiles=options.pipeline and options.route == "transform")
+        for p in lower.pipeline():
+            step(p.name, partial(p.apply, run_ctx, module))
         # every nest's tiles fit L1 (D-COMPILE-TILES), all nests' together need not:
         # then tiles of nests that run one after the other share L1 (D-LOW-SHARE)
-        ShareBuffersPass(level="L1", over_capacity_only=True, device=device, remarks=True,
-                         include_dirs=tuple(options.include_dirs)).apply(run_ctx, module)
+        share = ShareBuffersPass(level="L1", over_capacity_only=True, device=device,
+                                 remarks=True, include_dirs=tuple(options.include_dirs))
+        step(share.name, lambda: share.apply(run_ctx, module))
+        _check_l1(module, device, options.include_dirs)
     except NemDiagnosticError as e:
         if options.route == "affine":
             for d in e.diagnostics:   # a partial tile the affine route cannot lower
@@ -114,6 +134,34 @@ def _lower(module, run_ctx, device: str, memory_spaces: str, func_name: str, opt
                     d.fix += (" (--tile-sizes), or use --route transform, which peels "
                               "partial tiles before staging them")
         raise CompileError("lower", "\n".join(d.render() for d in e.diagnostics)) from e
+
+
+class OverCapacity(Exception):
+    """The lowered program's L1 buffers do not fit (DEV-16) although each
+    op's tiles were sized to fit (D-COMPILE-L1): the driver tiles again with
+    smaller budgets.  `ratio` is the worst footprint over capacity."""
+
+    def __init__(self, ratio: float, message: str):
+        super().__init__(message)
+        self.ratio = ratio
+
+
+def _check_l1(module, device: str, include_dirs: Sequence[str]) -> None:
+    """DEV-16 on the lowered program's L1 levels, the checker's own rule
+    (`nem.analysis.capacity`), before the program is printed and verified."""
+    from nem.analysis.capacity import capacity, check_capacity, memory_maps
+    from nem.devices.device_lookup import find_device
+    from nem.dialect.ops import ProgramOp
+    from nem.dialect.semantics import footprint
+
+    dev = find_device(device, tuple(include_dirs))
+    for prog in (op for op in module.walk() if isinstance(op, ProgramOp)):
+        errors = [d for d in check_capacity(prog, dev) if "L1" in d.message]
+        if not errors:
+            continue
+        ratio = max(footprint(placed) / (capacity(dev, key) or 1)
+                    for key, placed in memory_maps(prog).items() if key.startswith("L1"))
+        raise OverCapacity(ratio, "\n".join(d.render() for d in errors))
 
 
 def verify_nem(nem: str, file: str, device: str, include_dirs: Sequence[str] = ()) -> None:

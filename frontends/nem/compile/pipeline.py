@@ -18,12 +18,14 @@ import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 
 if TYPE_CHECKING:                 # nem.compile.flops needs the mlir extra
     from nem.compile.flops import FlopShare
+
+T = TypeVar("T")
 
 BUFFERIZE = ("one-shot-bufferize{bufferize-function-boundaries "
              "function-boundary-type-conversion=identity-layout-map},"
@@ -52,6 +54,8 @@ STAGES = (
     Stage("lower", "lower-to-nem and nem-verify", ".nem"),
 )
 STAGE_NAMES = tuple(s.name for s in STAGES)
+MAX_RETILES = 3
+"""Tile stages run again for a smaller L1 when the lowered program overflows one."""
 
 
 @dataclass(frozen=True)
@@ -66,7 +70,7 @@ class CompileOptions:
     """Double-buffer the tile loops (load of tile i+1 during compute on tile i)."""
     engines: int | None = None
     """Engines to spread tiles over (default: the device's `num_engines`)."""
-    route: str = "affine"
+    route: str = "transform"
     verify: bool = True
     include_dirs: tuple[str, ...] = ()
 
@@ -108,7 +112,9 @@ class CompileResult:
     """FLOPs raised to NEM opcodes vs run by escape-hatch kernels (nem.compile.flops)."""
 
     def stage(self, name: str) -> StageResult:
-        return next(s for s in self.stages if s.name == name)
+        """The stage's last run (the tile and lower stages run again when the
+        lowered program overflowed L1, D-COMPILE-L1)."""
+        return next(s for s in reversed(self.stages) if s.name == name)
 
     def save_weights(self, path: str) -> None:
         """The weights sidecar: one array per weight buffer, keyed by buffer
@@ -127,7 +133,11 @@ class CompileError(Exception):
 
 Progress = Callable[[str, "StageResult | None"], None]
 """Called with (stage name, None) when a stage starts and (stage name, its
-result) when it is done (the CLI's progress display, --dump-after, --save-temps)."""
+result) when it is done (the CLI's progress display, --dump-after, --save-temps).
+The object may also have `step(stage, what, done, total)`, told how far a
+stage is (ONNX nodes imported, ops tiled, top-level ops lowered), and
+`substage(stage, name, seconds)`, told of each part of a stage as it ends
+(the lowering's passes, the verification)."""
 
 
 class Driver:
@@ -154,7 +164,25 @@ class Driver:
         self.flops: FlopShare | None = None
         self.constants: dict[str, np.ndarray] = {}
         """The initial contents of the lowered `memref.global`s (D-COMPILE-CONSTS)."""
+        self.l1_scale = 1.0
+        """The share of each L1 the tile stage plans for (D-COMPILE-L1)."""
         self.stage = "import"
+
+    def advance(self, what: str, done: int, total: int) -> None:
+        """Tell the progress display how far the current stage is."""
+        tell = getattr(self.progress, "step", None)
+        if tell is not None:
+            tell(self.stage, what, done, total)
+
+    def substep(self, name: str, work: Callable[[], T]) -> T:
+        """Run one part of the current stage, timed, told to the progress
+        display when it ends (`nem-compile -v` prints it then)."""
+        t0 = time.perf_counter()
+        out = work()
+        tell = getattr(self.progress, "substage", None)
+        if tell is not None:
+            tell(self.stage, name, time.perf_counter() - t0)
+        return out
 
     def timed(self, name: str, fn: Callable[[], str]) -> str:
         self.stage = name   # the stage a failure belongs to
@@ -183,6 +211,18 @@ class Driver:
                 module.operation)
             return str(module)
 
+        self.timed("bufferize", bufferize)
+        self.tile(module, func_name)
+
+    def tile(self, module, func_name: str) -> None:
+        """The tile stage on the bufferized `module`, in place, for an L1 of
+        `l1_scale` times the device's (D-COMPILE-L1)."""
+        from dataclasses import replace
+
+        topo = self.device.topology
+        device = replace(self.device, topology=replace(
+            topo, l1_size_bytes=int(topo.l1_size_bytes * self.l1_scale)))
+
         def tile() -> str:
             from nem.compile import softmax, tiling
 
@@ -190,32 +230,60 @@ class Driver:
             if self.options.route == "transform":
                 from nem.compile import transform
 
-                transform.tile_module(module, entry, self.device, self.options, self.engines)
+                transform.tile_module(module, entry, device, self.options, self.engines,
+                                      self.advance)
             else:
-                tiling.tile_module(module, entry, self.device, self.options, self.engines)
-            softmax.stage(entry, self.device, self.options, self.engines)
+                tiling.tile_module(module, entry, device, self.options, self.engines,
+                                   self.advance)
+            softmax.stage(entry, device, self.options, self.engines)
             return str(module)
 
-        self.timed("bufferize", bufferize)
         self.timed("tile", tile)
 
-    def lower(self, mlir_text: str, func_name: str, arg_names: list[str], file: str
-              ) -> tuple[str, list[str]]:
-        from nem.compile.lower import lower_and_verify
+    def lower(self, func_name: str, arg_names: list[str], file: str) -> tuple[str, list[str]]:
+        """The lower stage on the tile stage's text.  Each op's tiles fit L1
+        as measured (D-COMPILE-L1); should the lowered program still exceed
+        an L1 (DEV-16), the bufferized program is tiled again for a smaller
+        L1, up to `MAX_RETILES` times: the compiler does not emit a program
+        its own checks reject."""
+        from mlir import ir
+
+        from nem.compile.lower import OverCapacity, lower_and_verify
 
         remarks: list[str] = []
+        bufferized = self.stage_text("bufferize")
 
         def run() -> str:
             from nem.compile.flops import flop_share
 
+            tiled = self.stage_text("tile")
+            assert tiled is not None
             nem, notes, escaped, self.constants = lower_and_verify(
-                mlir_text, func_name, arg_names, self.device.name, self.memory_spaces(), file,
-                self.options)
+                tiled, func_name, arg_names, self.device.name, self.memory_spaces(), file,
+                self.options, self.substep, self.advance)
             remarks.extend(notes)
-            self.flops = flop_share(mlir_text, escaped)
+            self.flops = self.substep("FLOP count", lambda: flop_share(tiled, escaped))
             remarks.append(f"{file}: remark: {self.flops.remark()}")
             return nem
-        return self.timed("lower", run), remarks
+
+        for attempt in range(MAX_RETILES + 1):
+            try:
+                return self.timed("lower", run), remarks
+            except OverCapacity as e:
+                if attempt == MAX_RETILES or bufferized is None:
+                    raise CompileError("lower", f"internal: the tiles do not fit L1 after "
+                                       f"{attempt} re-tilings (D-COMPILE-L1):\n{e}") from None
+                self.l1_scale *= min(0.9 / e.ratio, 0.9)
+                remarks.append(f"{file}: remark: the lowered program exceeded L1 "
+                               f"({e.ratio:.2f}x); tiled again for {self.l1_scale:.0%} of it "
+                               "(D-COMPILE-L1)")
+                module = ir.Module.parse(bufferized)
+                self.tile(module, func_name)
+        raise AssertionError("unreachable")
+
+    def stage_text(self, name: str) -> str | None:
+        """The text the last run of stage `name` left (None: it did not run)."""
+        return next((r.text for r in reversed(self.results) if r.name == name), None)
 
 
 def _entry(module, func_name: str):

@@ -26,7 +26,7 @@ to every band of a function, hence the isolation.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from mlir import ir
@@ -221,54 +221,100 @@ def _defined_inside(value: ir.Value, root: ir.Operation) -> bool:
     return False
 
 
-def run_on_nest(root: ir.Operation, pipeline: str) -> list[ir.Operation]:
-    """Run the func-level upstream `pipeline` on the nest `root` alone: the
-    nest moves into a temporary function (external values become arguments,
-    constants are cloned), the passes run, and everything the function then
-    holds moves back in place of the nest; returns those ops, in order."""
-    external: list[ir.Value] = []
-    constants: list[ir.Value] = []
+class Isolated:
+    """A nest moved into a temporary function of its own, for upstream passes
+    and transform scripts that work on a function or a whole payload:
+    external values become the function's arguments, constants are cloned
+    (`entry`: the function's block, `ret`: its return).  On leaving the
+    `with` block, everything the function then holds moves back where the
+    nest was (`moved`: those ops, in order)."""
 
-    def collect(op: ir.Operation) -> ir.WalkResult:
-        for v in op.operands:
-            if not _defined_inside(v, root) and v not in external and v not in constants:
-                owner = owner_op(v)
-                if owner is not None and owner.name == "arith.constant":
-                    constants.append(v)
-                else:
-                    external.append(v)
-        return ir.WalkResult.ADVANCE
+    def __init__(self, root: ir.Operation):
+        self.root = root
+        self.moved: list[ir.Operation] = []
 
-    root.walk(collect)
-    with ir.Location.unknown(root.context):
-        # where the results go back: a marker after the nest (finding the
-        # nest's successor by listing the block made each call linear in the
-        # block, the tile stage quadratic in the number of nests)
-        with ir.InsertionPoint.after(root):
-            anchor = arith.ConstantOp(ir.IndexType.get(), 0).operation
-        tmp = ir.Module.create()
-        with ir.InsertionPoint(tmp.body):
-            fn = func.FuncOp("nem_tile_nest", ([v.type for v in external], []))
-            entry = fn.add_entry_block()
-        with ir.InsertionPoint(entry):
-            ret = func.ReturnOp([])
-        mapping = list(zip(external, entry.arguments))
-        for c in constants:
-            owner = owner_op(c)
-            assert owner is not None, "a constant has a defining op"
-            clone = owner.clone(ir.InsertionPoint(ret))
-            mapping.append((c, clone.results[0]))
-        root.move_before(ret)
+    def __enter__(self) -> Isolated:
+        root = self.root
+        external: list[ir.Value] = []
+        constants: list[ir.Value] = []
+
+        def collect(op: ir.Operation) -> ir.WalkResult:
+            for v in op.operands:
+                if not _defined_inside(v, root) and v not in external and v not in constants:
+                    owner = owner_op(v)
+                    if owner is not None and owner.name == "arith.constant":
+                        constants.append(v)
+                    else:
+                        external.append(v)
+            return ir.WalkResult.ADVANCE
+
+        root.walk(collect)
+        with ir.Location.unknown(root.context):
+            # where the results go back: a marker after the nest (finding the
+            # nest's successor by listing the block made each call linear in the
+            # block, the tile stage quadratic in the number of nests)
+            with ir.InsertionPoint.after(root):
+                self.anchor = arith.ConstantOp(ir.IndexType.get(), 0).operation
+            self.module = ir.Module.create()
+            with ir.InsertionPoint(self.module.body):
+                fn = func.FuncOp("nem_tile_nest", ([v.type for v in external], []))
+                self.entry = fn.add_entry_block()
+            with ir.InsertionPoint(self.entry):
+                self.ret = func.ReturnOp([]).operation
+            self.fn = fn.operation
+            self.spare: ir.Operation | None = None
+            mapping = list(zip(external, self.entry.arguments))
+            for c in constants:
+                owner = owner_op(c)
+                assert owner is not None, "a constant has a defining op"
+                clone = owner.clone(ir.InsertionPoint(self.ret))
+                mapping.append((c, clone.results[0]))
+        root.move_before(self.ret)
         _replace_in(root, mapping)
-        PassManager.parse(f"builtin.module(func.func({pipeline}))").run(tmp.operation)
-        moved = [o.operation for o in entry.operations if o.operation.name != "func.return"]
-        back = [(new, old) for old, new in mapping[:len(external)]]
-        for op in moved:
-            op.move_before(anchor)
-            _replace_in(op, back)
-        anchor.erase()
-        del tmp          # the Module object owns (and frees) the temporary function
-    return moved
+        self.external = external
+        return self
+
+    def ops(self) -> list[ir.Operation]:
+        """The ops the temporary function holds now (but its return)."""
+        return [o.operation for o in self.entry.operations if o.operation.name != "func.return"]
+
+    def run(self, pipeline: str) -> None:
+        """Run the func-level upstream `pipeline` on the temporary function."""
+        PassManager.parse(f"func.func({pipeline})").run(self.fn)
+
+    def snapshot(self) -> None:
+        """Keep a copy of the function as it is now, for `restore`."""
+        if self.spare is not None:
+            self.spare.erase()
+        self.spare = self.fn.clone(ir.InsertionPoint(self.module.body))
+
+    def restore(self) -> None:
+        """Make the function what it was at the last `snapshot` again."""
+        assert self.spare is not None, "restore without snapshot"
+        fresh = self.spare.clone(ir.InsertionPoint(self.module.body))
+        self.fn.erase()
+        self.fn = fresh
+        self.entry = fresh.regions[0].blocks[0]
+        self.ret = next(o.operation for o in self.entry.operations
+                        if o.operation.name == "func.return")
+
+    def __exit__(self, *exc: object) -> None:
+        self.moved = self.ops()
+        for op in self.moved:
+            op.move_before(self.anchor)
+        for arg, value in zip(self.entry.arguments, self.external):
+            arg.replace_all_uses_with(value)
+        self.anchor.erase()
+        del self.module  # the Module object owns (and frees) the temporary function
+
+
+def run_on_nest(root: ir.Operation, pipeline: str) -> list[ir.Operation]:
+    """Run the func-level upstream `pipeline` on the nest `root` alone (in a
+    temporary function, `Isolated`); returns the ops that replace the nest,
+    in order."""
+    with Isolated(root) as iso:
+        iso.run(pipeline)
+    return iso.moved
 
 
 def _replace_in(root: ir.Operation, mapping: Sequence[tuple[ir.Value, ir.Value]]) -> None:
@@ -300,7 +346,8 @@ def l1_budget(device, pipeline: bool) -> int:
     return l1 // 2 if pipeline else l1
 
 
-def tile_module(module: ir.Module, entry: ir.Operation, device, options, engines: int
+def tile_module(module: ir.Module, entry: ir.Operation, device, options, engines: int,
+                progress: Callable[[str, int, int], None] | None = None
                 ) -> list[tuple[list[int], list[int]]]:
     """The affine route on the bufferized `module` (in place): each linalg
     op becomes an affine nest (`-convert-linalg-to-affine-loops`), and each
@@ -312,7 +359,6 @@ def tile_module(module: ir.Module, entry: ir.Operation, device, options, engines
         module.operation)
     from nem.compile.engines import choose_split, preloaded_memrefs, split_nest
 
-    budget = l1_budget(device, options.pipeline)
     plan = []
     work: list[tuple[ir.Operation, Band, int]] = []
     turn, ready = 0, 0
@@ -330,28 +376,61 @@ def tile_module(module: ir.Module, entry: ir.Operation, device, options, engines
             part_band = analyze_band(part)
             assert part_band is not None      # constant bounds, affine accesses
             work.append((part, part_band, k))
-    for root, band, engine in work:
-        space = FAST_SPACE + engine      # engine k's L1 is space 2 + k
-        sizes = band_sizes(band, options, budget)
-        passes = []
-        if any(_const_bound(loop, "lowerBoundMap") for loop in band.loops):
-            # an engine's part of a split nest (nem.compile.engines): loops from 0,
-            # the offset folded into the indices
-            passes.append("affine-loop-normalize,canonicalize")
-        if sizes != band.extents:
-            passes.append("affine-loop-tile{tile-sizes=" + ",".join(map(str, sizes)) + "}")
-        # copies at the depth where one tile fits: inside the tile loops
-        # (one KiB of slack: upstream's count of a footprint that fills its
-        # KiBs exactly can exceed ours, which would push the copies deeper)
-        capacity_kib = footprint(band, sizes)[0] // 1024 + 1
-        passes.append(f"affine-data-copy-generate{{generate-dma fast-mem-space={space} "
-                      f"fast-mem-capacity={capacity_kib}}}")
-        if options.pipeline:
-            passes.append("affine-pipeline-data-transfer")
-        run_on_nest(root, ",".join(passes))
-        plan.append((band.extents, sizes))
+    for done, (root, band, engine) in enumerate(work):
+        if progress is not None:
+            progress("nests tiled", done, len(work))
+        plan.append((band.extents, _tile_nest(root, FAST_SPACE + engine, device, options)))
     PassManager.parse("builtin.module(canonicalize,cse)").run(module.operation)
     return plan
+
+
+def _tile_nest(root: ir.Operation, space: int, device, options) -> list[int]:
+    """Tile the nest `root`, stage its tiles in fast memory space `space`
+    and pipeline them, with tile sizes whose measured L1 need fits the
+    device (D-COMPILE-L1: tiled again from a copy with a smaller budget
+    while it does not); returns the sizes."""
+    from nem.compile import l1_plan
+
+    with Isolated(root) as iso:
+        iso.snapshot()
+        assert iso.spare is not None
+        spare = next(o.operation for o in iso.spare.regions[0].blocks[0].operations
+                     if o.operation.name == "affine.for")
+        band = analyze_band(spare)   # of the copy, which the passes never touch
+        assert band is not None, "a nest analyze_band took"
+
+        def tile(sizes: list[int]) -> l1_plan.Need:
+            iso.restore()
+            iso.run(_nest_passes(band, sizes, space, options))
+            return l1_plan.measure(iso.ops(), options.pipeline)
+
+        try:
+            return l1_plan.fit(l1_budget(device, options.pipeline),
+                               device.topology.l1_size_bytes,
+                               lambda b: band_sizes(band, options, b), tile)
+        except l1_plan.DoesNotFit as e:
+            raise l1_plan.too_big(spare, e, device) from None
+
+
+def _nest_passes(band: Band, sizes: list[int], space: int, options) -> str:
+    """The upstream passes tiling one nest by `sizes` and staging its tiles
+    in memory space `space` (pipelined unless --no-pipeline)."""
+    passes = []
+    if any(_const_bound(loop, "lowerBoundMap") for loop in band.loops):
+        # an engine's part of a split nest (nem.compile.engines): loops from 0,
+        # the offset folded into the indices
+        passes.append("affine-loop-normalize,canonicalize")
+    if sizes != band.extents:
+        passes.append("affine-loop-tile{tile-sizes=" + ",".join(map(str, sizes)) + "}")
+    # copies at the depth where one tile fits: inside the tile loops
+    # (one KiB of slack: upstream's count of a footprint that fills its
+    # KiBs exactly can exceed ours, which would push the copies deeper)
+    capacity_kib = footprint(band, sizes)[0] // 1024 + 1
+    passes.append(f"affine-data-copy-generate{{generate-dma fast-mem-space={space} "
+                  f"fast-mem-capacity={capacity_kib}}}")
+    if options.pipeline:
+        passes.append("affine-pipeline-data-transfer")
+    return ",".join(passes)
 
 
 def owner_op(v: ir.Value) -> ir.Operation | None:

@@ -52,7 +52,8 @@ buffers; `nem-compile --no-pipeline` leaves it off.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
 
 from mlir import ir
 from mlir.dialects import arith, linalg, memref
@@ -89,6 +90,8 @@ class Plan:
     """Parts 0..n-2 have `chunk` iterations of loop `split_dim`, the last the rest."""
     partials: bool = False
     """A sum over loop `split_dim`: privatized (`_privatize`) before tiling."""
+    resize: Callable[[int], list[int]] | None = field(default=None, compare=False)
+    """Tile sizes for another L1 budget (D-COMPILE-L1)."""
 
     def part_extents(self, k: int) -> list[int]:
         if len(self.engines) == 1:
@@ -133,14 +136,18 @@ def _sizes(fn: ir.Operation, device, options, engines: int = 1) -> list[Plan | N
         sizes = tiling.band_sizes(band, options, budget)
         pin = ir.IntegerAttr(op.attributes[PIN]).value if PIN in op.attributes else None
         split, ready = choose_split(band, engines if pin is None else 1, preloaded, ready)
+
+        def resize(b: int, band=band, keep=copy) -> list[int]:   # keeps the copy alive
+            return tiling.band_sizes(band, options, b)
+
         if pin is not None:
-            out.append(Plan(band.extents, sizes, [pin]))
+            out.append(Plan(band.extents, sizes, [pin], resize=resize))
         elif split is None:
-            out.append(Plan(band.extents, sizes, [turn % engines]))
+            out.append(Plan(band.extents, sizes, [turn % engines], resize=resize))
             turn += 1
         else:
             out.append(Plan(band.extents, sizes, list(range(split.parts)), split.loop,
-                            split.chunk, split.partials is not None))
+                            split.chunk, split.partials is not None, resize))
     return out
 
 
@@ -229,8 +236,8 @@ def _tile_part(tag: str, handle: str, extents: list[int], sizes: list[int], oper
     return lines
 
 
-def tile_module(module: ir.Module, entry: ir.Operation, device, options, engines: int = 1
-                ) -> str:
+def tile_module(module: ir.Module, entry: ir.Operation, device, options, engines: int = 1,
+                progress: Callable[[str, int, int], None] | None = None) -> str:
     """Tile `entry`'s linalg ops in place, spread over `engines`; returns the
     transform scripts run (the split script of each round of
     privatization, then the tiling one)."""
@@ -248,6 +255,8 @@ def tile_module(module: ir.Module, entry: ir.Operation, device, options, engines
             break
         texts.append(_privatize(module, entry, todo))
     for k, (op, plan) in enumerate(zip(ops, sized)):
+        if progress is not None:
+            progress("ops tiled", k, len(ops))
         # ops the lowering's parser lacks (linalg.map) or raises from their
         # generic form (grouped convolutions) become linalg.generic
         generalize = ctx.get_optional_op(op.name) is None or op.name in NO_CAST_FOLD or \
@@ -257,18 +266,52 @@ def tile_module(module: ir.Module, entry: ir.Operation, device, options, engines
                 run_on_nest(op, "linalg-generalize-named-ops")
             continue
         op.attributes[TAG] = ir.IntegerAttr.get(ir.IntegerType.get_signless(64), k)
-        # one script per op, applied to that op alone (D-COMPILE-TRANSFORM-SCALE):
-        # its `structured.match` walks the op, not the whole function, and the
-        # interpreter tracks only this op's handles, so tiling is linear in the
-        # number of ops (one script for all of them was quadratic: 1000 ops, 18 s)
-        texts.append(script([(k, plan, generalize, len(op.operands))]))
-        _apply(op, texts[-1])
+        texts.append(_tile_op(op, k, plan, generalize, device, options))
     for op in _linalg_ops_deep(entry):
         for key in (TAG, PIN):
             if key in op.attributes:
                 del op.attributes[key]
     PassManager.parse("builtin.module(canonicalize,cse)").run(module.operation)
     return "\n".join(texts)
+
+
+def _tile_op(op: ir.Operation, k: int, plan: Plan, generalize: bool, device, options) -> str:
+    """Tile op `nem_tile = k` by its plan, in a temporary function of its own
+    (`tiling.Isolated`), with sizes whose L1 need fits the device
+    (D-COMPILE-L1: tiled again with a smaller budget while it does not);
+    returns the script applied.  One script per op, applied to that op alone
+    (D-COMPILE-TRANSFORM-SCALE): its `structured.match` walks the op, not the
+    whole function, and the interpreter tracks this op's handles only, so
+    the stage is linear in the number of ops (one script for all of them
+    was quadratic: 1000 ops, 18 s)."""
+    from nem.compile import l1_plan, tiling
+
+    applied: list[str] = []
+    operands = len(op.operands)
+    with tiling.Isolated(op) as iso:
+        pristine = op.clone(ir.InsertionPoint(op))   # tiled again from this copy
+        op.erase()
+        base = iso.ops()                             # the copy and the cloned constants
+
+        def tile(sizes: list[int]) -> l1_plan.Need:
+            for old in reversed(iso.ops()):   # the last attempt; users before what they use
+                if old not in base:
+                    old.erase()
+            target = pristine.clone(ir.InsertionPoint(iso.ret))
+            text = script([(k, replace(plan, sizes=sizes), generalize, operands)])
+            _apply(target, text)
+            applied[:] = [text]
+            return l1_plan.measure([o for o in iso.ops() if o not in base], options.pipeline)
+
+        budget = tiling.l1_budget(device, options.pipeline)
+        assert plan.resize is not None
+        try:
+            l1_plan.fit(budget, device.topology.l1_size_bytes, plan.resize, tile)
+        except l1_plan.DoesNotFit as e:
+            raise l1_plan.too_big(pristine, e, device) from None
+        finally:
+            pristine.erase()
+    return applied[0]
 
 
 def _apply(payload: ir.Module | ir.Operation, text: str) -> None:

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import dataclasses
 import sys
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from xdsl.context import Context
@@ -46,6 +46,9 @@ class NemPassContext(Context):
     """Warnings and remarks the passes reported, in order."""
     cache: dict = field(default_factory=dict)
     """Per-run memo (resolved devices, ...) shared by the passes of one run."""
+    progress: Callable[[str, int, int], None] | None = None
+    """How far a long pass is, for the driver's progress display: called with
+    (what is counted, done, total), e.g. ("nests lowered", 12, 80)."""
 
     def clone(self) -> NemPassContext:
         """A copy of the dialect registry sharing the driver's options,
@@ -53,7 +56,8 @@ class NemPassContext(Context):
         reports to its driver)."""
         return NemPassContext(**_registry(Context.clone(self)), file=self.file,
                               include_dirs=self.include_dirs, device=self.device,
-                              diagnostics=self.diagnostics, cache=self.cache)
+                              diagnostics=self.diagnostics, cache=self.cache,
+                              progress=self.progress)
 
 
 def pass_context(ctx: Context | None = None, file: str | None = None,

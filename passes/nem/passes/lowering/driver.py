@@ -69,6 +69,9 @@ class BlockState:
     skip: set[Operation] = field(default_factory=set)
     """Ops of the block lowered with another one: a pipelined loop's prologue
     and epilogue, the stores a kernel runs after its loop (D-LOW-CARRIED)."""
+    top: bool = False
+    """The entry function's block: each of its ops (a loop nest) gets scratch
+    buffers of its own (D-LOW-SHARE)."""
 
     @property
     def block(self) -> Block:
@@ -108,9 +111,12 @@ HANDLERS: dict[type[Operation], Handler] = {
 class Lowerer:
     """Converts the entry function of a module into a NEM program."""
 
-    def __init__(self, options: Options, handlers: dict[type[Operation], Handler] | None = None):
+    def __init__(self, options: Options, handlers: dict[type[Operation], Handler] | None = None,
+                 progress: Callable[[str, int, int], None] | None = None):
         self.options = options
         self.handlers = HANDLERS if handlers is None else handlers
+        self.progress = progress
+        """Told of each top-level op lowered (the driver's progress display)."""
         self.ctx: LoweringContext
         self.remarks: list[Diagnostic] = []
         """The summary remarks of `run` (with `remarks`), for the pass to report."""
@@ -126,11 +132,19 @@ class Lowerer:
                     st.pipelines[op] = pl
                     st.skip.update(pl.prologue)
                     st.skip.update(pl.epilogue)
-        for op in ops:
+        for done, op in enumerate(ops):
+            if st.top and self.progress is not None:
+                self.progress("top-level ops lowered", done, len(ops))
             if op in st.skip:
                 continue
             if st.stage_env is not None:
                 st.stage_env(op)
+            if st.top:
+                # a scratch buffer reused by the next nest would be live across
+                # both, and across every nest between its users: then no
+                # packing can fit L1 (nem-share-buffers packs buffers by the
+                # top-level statements that use them, D-LOW-SHARE)
+                self.ctx.scratch.clear()
             handler = self.handlers.get(type(op))
             if handler is None:
                 raise reject(op, "unsupported operation")
@@ -167,7 +181,8 @@ class Lowerer:
         # (a DMA row leaving its memref where upstream unrolled a loop)
         root = PeelScope(fn, (fn,))
         with ctx.in_scope(root):
-            self.lower_block(fn.body.block, NemBuilder.at_end(body, fn.location))
+            self.lower_ops(list(fn.body.block.ops),
+                           BlockState(NemBuilder.at_end(body, fn.location), top=True))
             check_narrowed(root)
         Rewriter.inline_block(ctx.decl_block, InsertPoint.at_start(body))
         for f in funcs:

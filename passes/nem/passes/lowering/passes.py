@@ -38,7 +38,7 @@ from nem.dialect.attributes import mem_level_error
 from nem.dialect.diagnostics import Diagnostic, NemDiagnosticError
 from nem.dialect.ops import ProgramOp
 from nem.dialect.verifier import verify_declarations, verify_program
-from nem.passes.pass_context import report
+from nem.passes.pass_context import driver_options, report
 from nem.passes.lowering.context import Options
 from nem.passes.lowering.driver import Lowerer
 from nem.passes.forward_fills import ForwardZeroFillsPass
@@ -112,7 +112,7 @@ class ConvertAffineToNemPass(ModulePass):
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         options = Options(parse_spaces(self.memory_spaces), self.device, self.entry,
                           self.include_dirs, self.remarks, self.weights, self.pipeline_tiles)
-        lowerer = Lowerer(options)
+        lowerer = Lowerer(options, progress=driver_options(ctx).progress)
         lowerer.run(op)
         report(ctx, lowerer.remarks)
 

@@ -1,0 +1,267 @@
+"""What one tiled op keeps in each engine's L1, and tile sizes that fit it
+(decision D-COMPILE-L1).
+
+The tile sizes of D-COMPILE-TILES come from a model of the tile's footprint
+(the boxes its affine accesses cover, doubled when pipelined).  What the
+lowering then declares can be more: the peeled copies of a tile that does
+not divide its loop (`transform.loop.peel` clones the promoted tile with its
+own L1 buffers, all of them in the same top-level statement), buffers in
+the bodies of nested pipelined loops (two slots each, D-LOW-PIPE-BODY,
+D-LOW-PIPE), and the lowering's scratch tiles (accumulators, intermediate
+results: D-LOW-ACCUM, D-LOW-CAST-TREE, D-LOW-BCAST-OPERAND).
+
+So each op is measured once tiled, on the IR itself: per fast memory space
+(engine k's L1 is space 2 + k), the bytes of every L1 allocation the tiled
+op holds, each rounded up to the 64-byte alignment the lowering gives it,
+times its slots, plus the scratch the lowering may add for each compute op
+writing there.  When that exceeds `l1_size_bytes`, the op is tiled again
+with its budget scaled down, until it fits or its tiles are single points
+(`fit`).  Buffers of different ops are never live at the same time once
+`nem-share-buffers` packs them (each op's buffers are used by its own
+top-level statements only: D-LOW-SHARE), so an op that fits alone fits.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+
+from mlir import ir
+
+from nem.compile.pipeline import FAST_SPACE
+
+ALIGN = 64
+"""The alignment of the L1 buffers the lowering declares (D-LOW-BUF)."""
+MAX_ROUNDS = 12
+"""Re-tilings of one op before giving up (each at least halves its budget)."""
+LOOPS = ("scf.for", "affine.for")
+
+
+@dataclass(frozen=True)
+class Need:
+    """Bytes a tiled op needs in each fast memory space."""
+
+    by_space: dict[int, int]
+
+    def over(self, capacity: int) -> int | None:
+        """The largest need above `capacity`, or None when every space fits."""
+        worst = max(self.by_space.values(), default=0)
+        return worst if worst > capacity else None
+
+
+def _bytes(t: ir.MemRefType) -> int:
+    """The bytes of a statically shaped memref, rounded up to ALIGN (0 for a
+    dynamic shape: only the static allocations it views hold bytes)."""
+    if not t.has_static_shape:
+        return 0
+    n = math.prod(t.shape)
+    elem = t.element_type
+    width = elem.width if hasattr(elem, "width") else 64   # index: 64 bits
+    return -(-(n * max(width // 8, 1)) // ALIGN) * ALIGN
+
+
+def _space(t: ir.Type) -> int | None:
+    """The integer memory space of a memref type, or None (DDR: no space)."""
+    if not isinstance(t, ir.MemRefType) or t.memory_space is None:
+        return None
+    return ir.IntegerAttr(t.memory_space).value
+
+
+def _in_loop(op: ir.Operation) -> bool:
+    parent = op.parent
+    while parent is not None:
+        if parent.name in LOOPS:
+            return True
+        parent = parent.parent
+    return False
+
+
+REDUCING = ("conv", "matmul", "pooling", "reduce", "softmax")
+"""Named linalg ops (by a part of their name) that accumulate into their output."""
+COPIES = ("linalg.copy", "linalg.fill", "linalg.transpose", "linalg.broadcast", "linalg.yield")
+"""Linalg ops the lowering turns into transfers and fills, with no scratch."""
+
+
+def _temporaries(op: ir.Operation) -> int:
+    """How many output-sized scratch tiles the lowering may declare for the
+    compute op `op` (a linalg op, or an innermost affine loop writing L1):
+    one accumulator for a reduction (D-LOW-ACCUM: the product or window op
+    into a temporary, then an add into the output); for an elementwise
+    body, one per intermediate result and per operand it broadcasts or
+    splats (D-LOW-RAISE, D-LOW-CAST-TREE, D-LOW-BCAST-OPERAND, D-LOW-SPLAT)."""
+    name = op.name
+    if any(part in name for part in REDUCING):
+        return 1
+    if "iterator_types" in op.attributes and "reduction" in str(op.attributes["iterator_types"]):
+        return 1
+    count = 0
+
+    def visit(inner: ir.Operation) -> ir.WalkResult:
+        nonlocal count
+        if inner.name.split(".")[0] in ("arith", "math"):
+            count += 1
+        return ir.WalkResult.ADVANCE
+
+    for region in op.regions:
+        for block in region.blocks:
+            for inner in block.operations:
+                inner.operation.walk(visit)
+    return max(1, count)
+
+
+VIEWS = ("memref.view", "memref.subview", "memref.cast", "memref.collapse_shape",
+         "memref.expand_shape", "memref.reinterpret_cast")
+"""Ops that view their source memref's bytes (their uses are the source's uses)."""
+
+
+def _top(op: ir.Operation, index: dict[ir.Operation, int]) -> int:
+    """The position in `index` of the top-level op holding `op`."""
+    cur = op
+    while cur not in index:
+        cur = cur.parent.operation
+    return index[cur]
+
+
+def _alloc_of(v: ir.Value) -> ir.Operation | None:
+    """The allocation whose bytes the memref `v` views (None: not an allocation)."""
+    from nem.compile.tiling import owner_op
+
+    op = owner_op(v)
+    while op is not None and op.name in VIEWS:
+        op = owner_op(op.operands[0])
+    return op if op is not None and op.name in ("memref.alloc", "memref.alloca") else None
+
+
+def measure(roots: Iterable[ir.Operation], pipeline: bool) -> Need:
+    """The L1 bytes per fast memory space of the ops `roots` (one tiled op
+    and everything its tiling made, in order), as the module doc counts them:
+    each allocation is live over the top-level ops that use it (through its
+    views), as `nem-share-buffers` sees its buffer (D-LOW-SHARE); each
+    compute op adds its scratch at its top-level op; the need is the peak
+    over the top-level ops."""
+    roots = [r.operation if isinstance(r, ir.OpView) else r for r in roots]
+    index = {op: k for k, op in enumerate(roots)}
+    live: dict[int, list[int]] = {}
+
+    def add(space: int | None, n: int, first: int, last: int) -> None:
+        if space is not None and space >= FAST_SPACE and n:
+            row = live.setdefault(space, [0] * (len(roots) + 1))
+            row[first] += n
+            row[last + 1] -= n
+
+    def slots(op: ir.Operation) -> int:
+        return 2 if pipeline and _in_loop(op) else 1
+
+    def span(v: ir.Value, at: int) -> tuple[int, int]:
+        first = last = at
+        stack = [v]
+        while stack:
+            for use in stack.pop().uses:
+                user = use.owner
+                user = user.operation if isinstance(user, ir.OpView) else user
+                k = _top(user, index)
+                first, last = min(first, k), max(last, k)
+                if user.name in VIEWS:
+                    stack.extend(user.results)
+        return first, last
+
+    def scratch_bytes(v: ir.Value) -> int:
+        t = ir.MemRefType(v.type)
+        if t.has_static_shape:
+            return _bytes(t)
+        alloc = _alloc_of(v)      # a peeled tile's dynamic view: its buffer's bytes
+        return _bytes(ir.MemRefType(alloc.results[0].type)) if alloc is not None else 0
+
+    def visit(op: ir.Operation) -> ir.WalkResult:
+        name = op.name
+        if name in ("memref.alloc", "memref.alloca"):
+            v = op.results[0]
+            at = _top(op, index)
+            add(_space(v.type), _bytes(ir.MemRefType(v.type)) * slots(op), *span(v, at))
+        elif name.startswith("linalg.") and name not in COPIES:
+            outs = [v for v in op.operands if _space(v.type) is not None][-1:]
+            at = _top(op, index)
+            for v in outs:
+                add(_space(v.type), scratch_bytes(v) * slots(op) * _temporaries(op), at, at)
+        elif name == "affine.for" and not _has_loop(op):
+            at = _top(op, index)
+            for v in {s.operands[1] for s in _ops_named(op, "affine.store")}:
+                add(_space(v.type), scratch_bytes(v) * slots(op) * _temporaries(op), at, at)
+        return ir.WalkResult.ADVANCE
+
+    for root in roots:
+        root.walk(visit)
+    peaks = {}
+    for space, row in live.items():
+        total, peak = 0, 0
+        for delta in row:
+            total += delta
+            peak = max(peak, total)
+        peaks[space] = peak
+    return Need(peaks)
+
+
+def _ops_named(root: ir.Operation, name: str) -> list[ir.Operation]:
+    found: list[ir.Operation] = []
+
+    def visit(op: ir.Operation) -> ir.WalkResult:
+        if op.name == name:
+            found.append(op)
+        return ir.WalkResult.ADVANCE
+
+    root.walk(visit)
+    return found
+
+
+def _has_loop(loop: ir.Operation) -> bool:
+    return any(o.operation.name in LOOPS for o in loop.regions[0].blocks[0].operations)
+
+
+class DoesNotFit(Exception):
+    """No tile sizes of an op fit L1 (raised by `fit` with the sizes tried last;
+    `too_big` makes it the compile's error)."""
+
+    def __init__(self, need: int, capacity: int, sizes: Sequence[int]):
+        super().__init__(f"needs {need} bytes of L1 with tiles of {list(sizes)}, "
+                         f"{capacity} available")
+        self.need, self.capacity, self.sizes = need, capacity, list(sizes)
+
+
+def fit(budget: int, capacity: int, sizes_for: Callable[[int], list[int]],
+        tile: Callable[[list[int]], Need]) -> list[int]:
+    """Tile sizes whose measured need fits `capacity`: `tile(sizes)` tiles the
+    op (undoing the previous attempt) and measures it; the budget that
+    `sizes_for` turns into sizes starts at `budget` and is scaled by the
+    overshoot (at least halved) until the op fits.  Raises DoesNotFit when
+    the sizes stop shrinking."""
+    sizes = sizes_for(budget)
+    for _ in range(MAX_ROUNDS):
+        need = tile(sizes).over(capacity)
+        if need is None:
+            return sizes
+        budget = min(budget // 2, int(budget * capacity / need * 0.9))
+        smaller = sizes_for(max(budget, 1))
+        if smaller == sizes:
+            raise DoesNotFit(need, capacity, sizes)
+        sizes = smaller
+    need = tile(sizes).over(capacity)
+    if need is None:
+        return sizes
+    raise DoesNotFit(need, capacity, sizes)
+
+
+def too_big(op: ir.Operation, e: DoesNotFit, device) -> Exception:
+    """The compile error of an op whose smallest tiles do not fit L1, naming
+    the ONNX node it came from (the importer's `NameLoc`) or its location."""
+    from nem.compile.pipeline import CompileError
+
+    loc = str(op.location)
+    m = re.match(r'loc\("([^"]*)"', loc)
+    where = f"node '{m.group(1)}'" if m else loc
+    return CompileError("tile", (
+        f"{where} ({op.name}): error: not supported: its tiles need {e.need} bytes of L1 even "
+        f"with tile sizes {e.sizes}, and device '{device.name}' has l1_size_bytes = "
+        f"{e.capacity} [DEV-16]\nfix: target a device with a larger L1, or split the node "
+        "into smaller ones (decision D-COMPILE-L1)"))
