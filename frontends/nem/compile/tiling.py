@@ -306,7 +306,10 @@ def tile_module(module: ir.Module, entry: ir.Operation, device, options, engines
     tile sizes) per nest."""
     PassManager.parse("builtin.module(func.func(convert-linalg-to-affine-loops))").run(
         module.operation)
+    from nem.compile.checkpoints import checkpoint
     from nem.compile.engines import choose_split, preloaded_memrefs, split_nest
+
+    checkpoint("affine loops", module)   # the stage bisector's steps (nem.compile.bisect)
 
     budget = l1_budget(device, options.pipeline)
     plan = []
@@ -326,7 +329,9 @@ def tile_module(module: ir.Module, entry: ir.Operation, device, options, engines
             part_band = analyze_band(part)
             assert part_band is not None      # constant bounds, affine accesses
             work.append((part, part_band, k))
-    for root, band, engine in work:
+    checkpoint("engine split", module)
+    for i, (root, band, engine) in enumerate(work):
+        where = f"{root.location}, engine {engine}"
         space = FAST_SPACE + engine      # engine k's L1 is space 2 + k
         sizes = band_sizes(band, options, budget)
         passes = []
@@ -346,6 +351,7 @@ def tile_module(module: ir.Module, entry: ir.Operation, device, options, engines
             passes.append("affine-pipeline-data-transfer")
         run_on_nest(root, ",".join(passes))
         plan.append((band.extents, sizes))
+        checkpoint(f"nest {i + 1}/{len(work)}", module, f"{where}, tiles {sizes}: {passes}")
     PassManager.parse("builtin.module(canonicalize,cse)").run(module.operation)
     return plan
 

@@ -234,6 +234,7 @@ def tile_module(module: ir.Module, entry: ir.Operation, device, options, engines
     """Tile `entry`'s linalg ops in place, spread over `engines`; returns the
     transform scripts run (the split script of each round of
     privatization, then the tiling one)."""
+    from nem.compile.checkpoints import checkpoint
     from nem.compile.lower import xdsl_context
     from nem.compile.tiling import run_on_nest
 
@@ -247,6 +248,7 @@ def tile_module(module: ir.Module, entry: ir.Operation, device, options, engines
         if not todo:
             break
         texts.append(_privatize(module, entry, todo))
+        checkpoint("partial sums", module)   # the stage bisector's steps (nem.compile.bisect)
     plans = []
     for k, (op, plan) in enumerate(zip(ops, sized)):
         # ops the lowering's parser lacks (linalg.map) or raises from their
