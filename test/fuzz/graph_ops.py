@@ -25,7 +25,8 @@ from graph_gen import Builder, Skip, Val
 OPS: dict[str, Callable[[Builder], None]] = {}
 WEIGHTS: dict[str, float] = {
     "Identity": 0.3, "Dropout": 0.3, "Neg": 0.5, "Erf": 0.5, "GlobalMaxPool": 0.6,
-    "GlobalAveragePool": 0.6, "Conv": 2.0, "MatMul": 1.5, "Add": 1.5, "Mul": 1.5,
+    "GlobalAveragePool": 0.6, "Conv": 3.0, "MaxPool": 1.5, "AveragePool": 1.5,
+    "MatMul": 1.5, "Add": 1.5, "Mul": 1.5,
     "Transpose": 1.5, "Slice": 1.5, "Concat": 1.5, "Reshape": 1.2,
 }
 RARE = 0.04
@@ -446,11 +447,10 @@ def slice_(b: Builder) -> None:
     x = b.pick_or_new(lambda v: v.rank >= 1 and max(v.shape) > 1, b.shape)
     axes = b.rng.sample(range(x.rank), b.rng.randint(1, x.rank))
     starts, ends, steps = [], [], []
+    reverse = b.rng.choice(axes) if b.rng.random() < RARE else None
     for a in axes:
         d = x.shape[a]
-        step = b.rng.choice((1, 1, 1, 2, 3))
-        if b.rng.random() < RARE:
-            step = -1                                   # reversed: not supported
+        step = -1 if a == reverse else b.rng.choice((1, 1, 1, 2, 3))   # -1: not supported
         lo = b.rng.randint(0, d - 1)
         hi = b.rng.randint(lo + 1, d)
         if step < 0:

@@ -188,7 +188,8 @@ def run(argv: Sequence[str] | None = None) -> int:
             return _usage("--bisect compares with onnxruntime: it takes a .onnx model")
         from nem.compile.bisect import run_bisect
 
-        return run_bisect(src, options, args.bisect_inputs, args.seed)
+        return run_bisect(src, options, args.bisect_inputs, args.seed,
+                          stem if args.save_temps else None)
     if args.bisect_inputs:
         return _usage("--input is an option of --bisect")
     display = _Display(args, stem)

@@ -35,6 +35,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -64,6 +65,12 @@ class Bisection:
     node: str | None = None
     """The first ONNX node whose value differs (import/bufferize)."""
     notes: list[str] = field(default_factory=list)
+
+    def last_match(self) -> Step | None:
+        """The last step run before the culprit that matched onnxruntime."""
+        assert self.culprit is not None
+        at = self.steps.index(self.culprit)
+        return next((s for s in reversed(self.steps[:at]) if s.status == "ok"), None)
 
     def render(self) -> str:
         lines = [self.label, f"  {'step':<28} {'max |error|':>12} {'error/tol':>11}  result"]
@@ -331,8 +338,11 @@ def read_inputs(model, given: Sequence[str]) -> dict[str, np.ndarray] | None:
     return {names[n]: np.load(path, allow_pickle=False) for n, path in pairs}
 
 
-def run_bisect(src: str, options: CompileOptions, given: Sequence[str], seed: int) -> int:
-    """`nem-compile SRC --bisect`: print the bisection; exit status."""
+def run_bisect(src: str, options: CompileOptions, given: Sequence[str], seed: int,
+               save_stem: str | None = None) -> int:
+    """`nem-compile SRC --bisect`: print the bisection; exit status.  With
+    `save_stem`, the programs of the last step that matches and of the first
+    that differs go to STEM.before.mlir and STEM.after.mlir (`diff` them)."""
     import onnx
 
     try:
@@ -343,6 +353,13 @@ def run_bisect(src: str, options: CompileOptions, given: Sequence[str], seed: in
         return 2
     b = bisect(model, options, inputs, seed)
     print(f"{src}: {b.render()}")
+    if save_stem and b.culprit is not None:
+        before = b.last_match()
+        for suffix, step in ((".before", before), (".after", b.culprit)):
+            if step is not None:
+                path = f"{save_stem}{suffix}{'.nem' if step.stage == 'lower' else '.mlir'}"
+                Path(path).write_text(step.text, encoding="utf-8")
+                print(f"wrote {path} ({step.name})")
     return 0 if b.culprit is None and b.compile_error is None else 1
 
 
@@ -359,10 +376,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--no-pipeline", action="store_true")
     p.add_argument("--input", action="append", default=[], metavar="NAME=FILE.npy")
     p.add_argument("--seed", type=int, default=0, help="seed of the random inputs")
+    p.add_argument("--save-temps", action="store_true",
+                   help="write the programs of the last matching step and of the first that "
+                        "differs: MODEL.before.mlir, MODEL.after.mlir")
     args = p.parse_args(argv)
     options = CompileOptions(device=args.device, route=args.route, engines=args.engines,
                              pipeline=not args.no_pipeline)
-    return run_bisect(args.model, options, args.input, args.seed)
+    stem = str(Path(args.model).with_suffix("")) if args.save_temps else None
+    return run_bisect(args.model, options, args.input, args.seed, stem)
 
 
 if __name__ == "__main__":

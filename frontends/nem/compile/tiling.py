@@ -351,7 +351,8 @@ def tile_module(module: ir.Module, entry: ir.Operation, device, options, engines
             passes.append("affine-pipeline-data-transfer")
         run_on_nest(root, ",".join(passes))
         plan.append((band.extents, sizes))
-        checkpoint(f"nest {i + 1}/{len(work)}", module, f"{where}, tiles {sizes}: {passes}")
+        checkpoint(f"nest {i + 1}/{len(work)}", module,
+                   f"{where}, tile sizes {sizes}, passes {', '.join(passes)}")
     PassManager.parse("builtin.module(canonicalize,cse)").run(module.operation)
     return plan
 
