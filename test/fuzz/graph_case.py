@@ -31,6 +31,7 @@ allocation or a hang is an outcome, not the end of a campaign.
 
 from __future__ import annotations
 
+import faulthandler
 import json
 import os
 import re
@@ -283,10 +284,12 @@ def fork_case(fn: Callable[[], CaseResult], out: Path, wall: float,
     out.unlink(missing_ok=True)
     step = out.with_suffix(".step")
     step.unlink(missing_ok=True)
+    trace = out.with_suffix(".trace")
     pid = os.fork()
     if pid == 0:   # the child: never returns
         global STEP_FILE
         STEP_FILE = step
+        faulthandler.enable(file=open(trace, "w"))   # where a signal stops it  # noqa: SIM115
         code = 0
         try:
             limit = int(mem_gb * 2**30)
@@ -314,14 +317,19 @@ def poll(child: Child) -> CaseResult | None:
         step = child.out.with_suffix(".step")
         where = step.read_text() if step.exists() else ""
         step.unlink(missing_ok=True)
+        child.out.with_suffix(".trace").unlink(missing_ok=True)
         return CaseResult("TIMEOUT", where, f"{where}: over the case's wall-clock limit "
                           "(killed)")
-    step = child.out.with_suffix(".step")
+    step, trace = child.out.with_suffix(".step"), child.out.with_suffix(".trace")
     where = step.read_text() if step.exists() else ""
+    frames = re.findall(r'File "([^"]+)", line (\d+) in (\S+)',
+                        trace.read_text() if trace.exists() else "")
     step.unlink(missing_ok=True)
+    trace.unlink(missing_ok=True)
     if os.WIFSIGNALED(status):
         sig = signal.Signals(os.WTERMSIG(status)).name
-        return CaseResult("CRASH", where, f"{where or 'child'}: killed by {sig}")
+        at = f" in {Path(frames[0][0]).name}:{frames[0][1]} {frames[0][2]}" if frames else ""
+        return CaseResult("CRASH", where, f"{where or 'child'}: killed by {sig}{at}")
     try:
         return CaseResult.parse(json.loads(child.out.read_text()))
     except (OSError, ValueError):

@@ -212,14 +212,15 @@ def candidates(model: onnx.ModelProto) -> Iterator[Callable[[], onnx.ModelProto 
 # the search
 
 
-def test_fn(model: onnx.ModelProto, config: Config, timeout: float):
+def test_fn(model: onnx.ModelProto, config: Config, timeout: float,
+            kernels: dict | None = None):
     """The case a candidate runs in its child: SKIP when onnxruntime's
-    outputs are not finite or leave the safe range."""
+    outputs are not finite or leave the safe range (`kernels`: as run_case's)."""
     def fn() -> CaseResult:
         if not numerics_ok(model):
             return CaseResult("SKIP")
         inputs = input_arrays(model)
-        return run_case(model, config, inputs, reference(model, inputs), timeout)
+        return run_case(model, config, inputs, reference(model, inputs), timeout, kernels)
     return fn
 
 
@@ -233,9 +234,10 @@ def keeps(target: CaseResult, r: CaseResult) -> bool:
 
 def minimize(model: onnx.ModelProto, config: Config, target: CaseResult, scratch: Path,
              jobs: int = 2, timeout: float = 120.0, mem_gb: float = MEM_GB,
-             max_tests: int = 400, max_minutes: float = 20.0, log=print
-             ) -> tuple[onnx.ModelProto, CaseResult, int]:
-    """(the smallest model found, its result, the number of tests run)."""
+             max_tests: int = 400, max_minutes: float = 20.0, log=print,
+             kernels: dict | None = None) -> tuple[onnx.ModelProto, CaseResult, int]:
+    """(the smallest model found, its result, the number of tests run);
+    `kernels` replaces runtime kernels (the tests plant a bug with it)."""
     from graph_fuzz import wall_limit
 
     scratch.mkdir(parents=True, exist_ok=True)
@@ -255,7 +257,8 @@ def minimize(model: onnx.ModelProto, config: Config, target: CaseResult, scratch
                     break
             if not batch:
                 break
-            children = [fork_case(test_fn(c, config, timeout), scratch / f"t{tests}-{i}.json",
+            children = [fork_case(test_fn(c, config, timeout, kernels),
+                                  scratch / f"t{tests}-{i}.json",
                                   wall_limit(timeout), mem_gb, tag=c)
                         for i, c in enumerate(batch)]
             results = []

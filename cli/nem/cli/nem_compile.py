@@ -186,7 +186,7 @@ def run(argv: Sequence[str] | None = None) -> int:
     if args.bisect:
         if ext != ".onnx":
             return _usage("--bisect compares with onnxruntime: it takes a .onnx model")
-        from nem.compile.bisect import run_bisect
+        from nem.cli.bisect import run_bisect
 
         return run_bisect(src, options, args.bisect_inputs, args.seed,
                           stem if args.save_temps else None)

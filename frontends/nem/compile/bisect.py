@@ -2,8 +2,7 @@
 other than onnxruntime (issue 31).
 
     nem-compile model.onnx --bisect [--device D --route R --engines N --no-pipeline]
-                [--input NAME=FILE.npy ...] [--seed S]
-    python -m nem.compile.bisect model.onnx ...        (the same)
+                [--input NAME=FILE.npy ...] [--seed S] [--save-temps]
 
 The model is compiled as `nem-compile` compiles it, keeping the program each
 step leaves: the import (linalg on tensors), bufferization, and in the tile
@@ -13,9 +12,10 @@ pipelined; on the transform route the partial-sum split), the tiled
 program, and the NEM program.  Each MLIR program runs on the reference path
 (`nem.compile.reference.execute`: upstream lowers it to LLVM and runs it;
 DMAs, memory spaces and memref softmaxes made runnable by
-`nem.compile.runnable`), the NEM program in `nem-run`'s interpreter, all on
-the same inputs, and the outputs are compared with onnxruntime at
-D-COMPILE-TOL.  The stages are run first; inside the first stage that
+`nem.compile.runnable`), the NEM program in `nem-run`'s interpreter (given
+as `run_nem` by the caller, `nem.cli.bisect`: the compiler does not import
+the runtime, docs/design.md), all on the same inputs, and the outputs are
+compared with onnxruntime at D-COMPILE-TOL.  The stages are run first; inside the first stage that
 differs, the steps are run in order up to the first that differs.  Then it
 says where:
 
@@ -24,18 +24,12 @@ says where:
 * the import or bufferization: the first ONNX node whose value differs
   (the model cut after each node in turn, run to that stage);
 * the NEM program (every MLIR step right): the lowering or the runtime.
-
-Exit status: 0 every step matches onnxruntime, 1 a step differs or the
-compile fails (the steps before the failure are still run), 2 bad usage.
 """
 
 from __future__ import annotations
 
-import argparse
-import sys
-from collections.abc import Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -129,10 +123,16 @@ def capture(model, options: CompileOptions, until: str | None = None
     return steps, result, None
 
 
+RunNem = Callable[[Any, dict[str, np.ndarray], CompileOptions], dict[str, np.ndarray]]
+"""(CompileResult, inputs by ONNX name, options) -> outputs by ONNX name:
+the NEM program run (`nem.cli.bisect.run_nem`)."""
+
+
 class _Run:
     """Inputs, weights and onnxruntime's outputs of one model."""
 
-    def __init__(self, model, options: CompileOptions, inputs: dict[str, np.ndarray]):
+    def __init__(self, model, options: CompileOptions, inputs: dict[str, np.ndarray],
+                 run_nem: RunNem | None = None):
         from nem.compile.check import onnxruntime_run
         from nem.compile.softmax import softmax_types
         from nem.devices.device_lookup import find_device
@@ -143,6 +143,7 @@ class _Run:
         self.inputs = inputs
         self.want = onnxruntime_run(model, inputs)
         self.options = options
+        self.run_nem = run_nem
 
     def args(self) -> list[np.ndarray]:
         return [self.inputs[p.onnx_name] for p in self.im.inputs] + \
@@ -170,8 +171,15 @@ class _Run:
 
     def run(self, step: Step, result=None) -> None:
         """Run the step's program and judge its outputs (sets step.status)."""
+        if step.stage == "lower" and self.run_nem is None:
+            step.status = "not run: no runtime given (run_nem)"
+            return
         try:
-            got = self._nem(result) if step.stage == "lower" else self._mlir(step.text)
+            if step.stage == "lower":
+                assert self.run_nem is not None
+                got = self.run_nem(result, self.inputs, self.options)
+            else:
+                got = self._mlir(step.text)
         except Exception as e:   # the reference path cannot run this program: say why
             step.status = "not run: " + (str(e).strip().splitlines() or [type(e).__name__])[0]
             return
@@ -184,23 +192,6 @@ class _Run:
         outs = execute(runnable(text), self.im.func_name, self.args(),
                        [(p.shape, p.dtype) for p in self.im.outputs])
         return {p.onnx_name: o for p, o in zip(self.im.outputs, outs)}
-
-    def _nem(self, result) -> dict[str, np.ndarray]:
-        from nem.runtime.api import NemInterpreter
-
-        interp = NemInterpreter(device=self.options.device,
-                                include_dirs=self.options.include_dirs)
-        interp.load_string(result.nem, "model.nem", check=False)
-        iface = result.interface
-        for name, _, _ in iface.inputs:
-            interp.write_tensor(name, self.inputs[iface.onnx_names[name]].reshape(-1))
-        for name, array in iface.weights.items():
-            interp.write_tensor(name, np.ascontiguousarray(array).reshape(-1))
-        r = interp.run()
-        if not r.ok:
-            raise RuntimeError(r.error.render() if r.error else f"run: {r.status}")
-        return {iface.onnx_names[n]: interp.read_tensor(n, shape) for n, shape, _ in
-                iface.outputs}
 
 
 def _onnx_node(where: str) -> str:
@@ -236,9 +227,10 @@ def random_inputs(model, seed: int = 0) -> dict[str, np.ndarray]:
 
 
 def bisect(model, options: CompileOptions, inputs: dict[str, np.ndarray] | None = None,
-           seed: int = 0, localize: bool = True) -> Bisection:
+           seed: int = 0, run_nem: RunNem | None = None, localize: bool = True) -> Bisection:
     """Compile `model` (a path or `onnx.ModelProto`) with `options`, run its
-    steps and find the first that differs from onnxruntime."""
+    steps and find the first that differs from onnxruntime; without
+    `run_nem`, the NEM program is not run."""
     import onnx
 
     proto = model if isinstance(model, onnx.ModelProto) else onnx.load(str(model))
@@ -250,7 +242,7 @@ def bisect(model, options: CompileOptions, inputs: dict[str, np.ndarray] | None 
     from nem.frontends.onnx import OnnxImportError
 
     try:
-        runner = _Run(proto, options, inputs)
+        runner = _Run(proto, options, inputs, run_nem)
     except OnnxImportError as e:   # nothing to run: the import fails
         return Bisection(label, [], e.render())
     steps, result, error = capture(proto, options)
@@ -317,74 +309,3 @@ def first_wrong_node(model, options: CompileOptions, inputs: dict[str, np.ndarra
         if step.status == "DIFFERS":
             return f"node {k} '{node.name}' ({node.op_type}): {step.detail}"
     return None
-
-
-# ---------------------------------------------------------------------------
-# command line
-
-
-def read_inputs(model, given: Sequence[str]) -> dict[str, np.ndarray] | None:
-    """`--input NAME=FILE.npy` (an ONNX or a buffer name, as
-    `python -m nem.compile.check` takes them); None when none is given."""
-    if not given:
-        return None
-    from nem.compile.check import resolve_names
-    from nem.frontends.onnx.graph import interface_names
-
-    pairs = [g.split("=", 1) for g in given]
-    if any(len(p) != 2 for p in pairs):
-        raise ValueError("--input expects NAME=FILE.npy")
-    names = resolve_names([n for n, _ in pairs], interface_names(model.graph).inputs, "input")
-    return {names[n]: np.load(path, allow_pickle=False) for n, path in pairs}
-
-
-def run_bisect(src: str, options: CompileOptions, given: Sequence[str], seed: int,
-               save_stem: str | None = None) -> int:
-    """`nem-compile SRC --bisect`: print the bisection; exit status.  With
-    `save_stem`, the programs of the last step that matches and of the first
-    that differs go to STEM.before.mlir and STEM.after.mlir (`diff` them)."""
-    import onnx
-
-    try:
-        model = onnx.load(src)
-        inputs = read_inputs(model, given)
-    except Exception as e:   # a bad model or input file: one line
-        print(f"nem-compile: error: --bisect: {e}", file=sys.stderr)
-        return 2
-    b = bisect(model, options, inputs, seed)
-    print(f"{src}: {b.render()}")
-    if save_stem and b.culprit is not None:
-        before = b.last_match()
-        for suffix, step in ((".before", before), (".after", b.culprit)):
-            if step is not None:
-                path = f"{save_stem}{suffix}{'.nem' if step.stage == 'lower' else '.mlir'}"
-                Path(path).write_text(step.text, encoding="utf-8")
-                print(f"wrote {path} ({step.name})")
-    return 0 if b.culprit is None and b.compile_error is None else 1
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    from nem.compile.pipeline import ROUTES
-
-    p = argparse.ArgumentParser(prog="python -m nem.compile.bisect",
-                                description="the first compile step that differs from "
-                                            "onnxruntime (same as nem-compile --bisect)")
-    p.add_argument("model")
-    p.add_argument("--device", default="npm_pro_x1")
-    p.add_argument("--route", choices=ROUTES, default="affine")
-    p.add_argument("--engines", type=int)
-    p.add_argument("--no-pipeline", action="store_true")
-    p.add_argument("--input", action="append", default=[], metavar="NAME=FILE.npy")
-    p.add_argument("--seed", type=int, default=0, help="seed of the random inputs")
-    p.add_argument("--save-temps", action="store_true",
-                   help="write the programs of the last matching step and of the first that "
-                        "differs: MODEL.before.mlir, MODEL.after.mlir")
-    args = p.parse_args(argv)
-    options = CompileOptions(device=args.device, route=args.route, engines=args.engines,
-                             pipeline=not args.no_pipeline)
-    stem = str(Path(args.model).with_suffix("")) if args.save_temps else None
-    return run_bisect(args.model, options, args.input, args.seed, stem)
-
-
-if __name__ == "__main__":
-    sys.exit(main())
