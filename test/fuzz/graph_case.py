@@ -66,6 +66,9 @@ class Config:
     engines: int | None = None
     """None: the device's engines (nem-compile's default); 1: `--engines 1`."""
     pipeline: bool = True
+    tile_sizes: tuple[int, ...] | None = None
+    """None: the L1-derived tiles; else `--tile-sizes` (forces tiling of the
+    small tensors the generator makes)."""
 
     def flags(self) -> list[str]:
         """nem-compile's options for this configuration."""
@@ -76,6 +79,8 @@ class Config:
             out += ["--engines", str(self.engines)]
         if not self.pipeline:
             out.append("--no-pipeline")
+        if self.tile_sizes:
+            out += ["--tile-sizes", ",".join(map(str, self.tile_sizes))]
         return out
 
     @property
@@ -84,20 +89,23 @@ class Config:
 
     @classmethod
     def parse(cls, d: dict) -> Config:
-        return cls(d["device"], d["route"], d["engines"], d["pipeline"])
+        sizes = d.get("tile_sizes")
+        return cls(d["device"], d["route"], d["engines"], d["pipeline"],
+                   tuple(sizes) if sizes else None)
 
 
 def matrix(devices=DEVICES, routes=ROUTES, engines=("default", "1"),
-           pipelines=(True, False)) -> list[Config]:
+           pipelines=(True, False), tiles=(None,)) -> list[Config]:
     """The distinct configurations (`--engines 1` is the default on a
-    one-engine device, and is not repeated)."""
+    one-engine device, and is not repeated); `tiles`: tile-size settings
+    (None: the L1-derived ones)."""
     out = []
     for dev in devices:
         for route in routes:
             for e in dict.fromkeys(None if x == "default" or ENGINES[dev] == 1 else 1
                                    for x in engines):
                 for p in pipelines:
-                    out.append(Config(dev, route, e, p))
+                    out += [Config(dev, route, e, p, t) for t in tiles]
     return out
 
 
@@ -186,7 +194,7 @@ def run_case(model: onnx.ModelProto, config: Config, inputs: dict[str, np.ndarra
         try:
             result = compile_onnx(model, device=config.device, route=config.route,
                                   engines=config.engines, pipeline=config.pipeline,
-                                  verify=False, stem="model")
+                                  tile_sizes=config.tile_sizes, verify=False, stem="model")
         except CompileError as e:
             r = classify_compile_error(e.stage, str(e))
             r.times = times
@@ -233,9 +241,9 @@ def run_case(model: onnx.ModelProto, config: Config, inputs: dict[str, np.ndarra
                           times=times)
     except Exception as e:   # any other exception of the tools is a bug: CRASH
         tb = traceback.extract_tb(e.__traceback__)[-1]
-        return CaseResult("CRASH", step, f"{step}: {type(e).__name__}: {e} "
-                          f"[{Path(tb.filename).name}:{tb.lineno}]".splitlines()[0],
-                          times=times)
+        first = (str(e).strip().splitlines() or [""])[0]
+        return CaseResult("CRASH", step, f"{step}: {type(e).__name__}: {first} "
+                          f"[{Path(tb.filename).name}:{tb.lineno} {tb.name}]", times=times)
     finally:
         signal.setitimer(signal.ITIMER_PROF, 0)
         signal.signal(signal.SIGPROF, old)

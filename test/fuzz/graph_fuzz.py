@@ -191,7 +191,9 @@ def run_cases(cases: list[tuple[int, Config]], out: Path, jobs: int, timeout: fl
 def campaign(args: argparse.Namespace) -> int:
     out = Path(args.out or f"graph_fuzz_{args.seed}")
     out.mkdir(parents=True, exist_ok=True)
-    configs = matrix(args.devices.split(","), args.routes.split(","))
+    tiles = [None if t == "auto" else tuple(int(x) for x in t.split(":"))
+             for t in args.tiles.split(",")]
+    configs = matrix(args.devices.split(","), args.routes.split(","), tiles=tiles)
     ops = args.ops.split(",") if args.ops else None
     t0 = time.monotonic()
     table = prepare_models(args.seed, args.models, out, ops, args.start)
@@ -289,13 +291,15 @@ def config_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--route", default="affine", choices=ROUTES)
     p.add_argument("--engines", type=int, default=None)
     p.add_argument("--no-pipeline", action="store_true")
+    p.add_argument("--tile-sizes", help="A,B,...: nem-compile's --tile-sizes")
     p.add_argument("--timeout", type=float, default=STEP_TIMEOUT,
                    help="CPU seconds per step (compile, verify, run)")
     p.add_argument("--mem-gb", type=float, default=MEM_GB)
 
 
 def config_of(args: argparse.Namespace) -> Config:
-    return Config(args.device, args.route, args.engines, not args.no_pipeline)
+    sizes = tuple(int(x) for x in args.tile_sizes.split(",")) if args.tile_sizes else None
+    return Config(args.device, args.route, args.engines, not args.no_pipeline, sizes)
 
 
 def replay_command(path: Path | str, config: Config) -> str:
@@ -330,6 +334,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     c.add_argument("--devices", default=",".join(DEVICES))
     c.add_argument("--routes", default=",".join(ROUTES))
     c.add_argument("--ops", help="draw only these op types (comma-separated)")
+    c.add_argument("--tiles", default="auto", metavar="T,..",
+                   help="tile-size settings of the matrix: 'auto' (L1-derived) or sizes "
+                        "joined by ':' (e.g. auto,1:2,2:3:4); default auto")
     c.add_argument("--timeout", type=float, default=STEP_TIMEOUT)
     c.add_argument("--mem-gb", type=float, default=MEM_GB)
     c.add_argument("--minimize", type=int, default=0, metavar="M",

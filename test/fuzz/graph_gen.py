@@ -359,6 +359,7 @@ def reference(model: onnx.ModelProto, inputs: dict[str, np.ndarray]
     """onnxruntime's outputs (CPU, one thread), by ONNX name."""
     import onnxruntime as ort
 
+    ort.set_default_logger_severity(3)   # a model it refuses is reported by the exception
     so = ort.SessionOptions()
     so.intra_op_num_threads = so.inter_op_num_threads = 1
     so.log_severity_level = 3

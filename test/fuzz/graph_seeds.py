@@ -90,6 +90,41 @@ def output_twice() -> onnx.ModelProto:
                   {"x": [2, 3]}, {"d": [2, 3], "e": [2, 3]})
 
 
+def scalar_input() -> onnx.ModelProto:
+    """Div(x f32[2,3], s f32[]) on npm_lite: the divide is an escape-hatch
+    kernel whose argument for the 0-d input is `memref<f32>` while the task's
+    operand is `f32[1]`; nem-run refuses the verified program ("not
+    supported: compute op=mlir.kernel: argument 1 of @kernel is memref<f32>
+    but the task's operand 1 is f32[1] [EXEC-03]")."""
+    return _model([helper.make_node("Div", ["x", "s"], ["y"])],
+                  {"x": [2, 3], "s": []}, {"y": [2, 3]})
+
+
+def maxpool_kernel_over_input() -> onnx.ModelProto:
+    """MaxPool(kernel [2,2], strides [3,3]) of f32[1,1,1,1]: the kernel is
+    larger than the input; ONNX (and onnxruntime) give [1,1,1,1] (C integer
+    division truncates (1 - 2) / 3 to 0), the importer floors it to 0
+    ('internal: output ... has shape [1, 1, 0, 0] but ONNX infers [1, 1, 1, 1]')."""
+    return _model([helper.make_node("MaxPool", ["x"], ["y"], kernel_shape=[2, 2],
+                                    strides=[3, 3])],
+                  {"x": [1, 1, 1, 1]}, {"y": [1, 1, 1, 1]})
+
+
+def flatten_axis_rank() -> onnx.ModelProto:
+    """Flatten(axis=4) of f32[1,1,1,2] (axis = rank: [2, 1]): an upstream
+    MLIRError 'Verification failed' escapes the importer (a traceback)."""
+    return _model([helper.make_node("Flatten", ["x"], ["y"], axis=4)],
+                  {"x": [1, 1, 1, 2]}, {"y": [2, 1]})
+
+
+def avgpool_f16_column() -> onnx.ModelProto:
+    """AveragePool(kernel [3,1]) of f16[1,2,3,1] on npm_pro_x1 (found by the
+    campaign of seed 2026, minimized): the same contiguous DMA of a
+    [1,3,1,1] box of [1,3,1,2] (upstream copy generation)."""
+    return _model([helper.make_node("AveragePool", ["x"], ["y"], kernel_shape=[3, 1])],
+                  {"x": [1, 2, 3, 1]}, {"y": [1, 2, 1, 1]}, elem=TensorProto.FLOAT16)
+
+
 @dataclass(frozen=True)
 class Seed:
     name: str
@@ -107,6 +142,10 @@ SEEDS = [
     Seed("maxpool_strided", maxpool_strided, Config("npm_lite"), "MISCOMPILE"),
     Seed("flatten_negative_axis", flatten_negative_axis, Config("npm_pro_x1"), "CRASH"),
     Seed("output_twice", output_twice, Config("npm_pro_x1"), "CRASH"),
+    Seed("scalar_input", scalar_input, Config("npm_lite"), "CRASH"),
+    Seed("maxpool_kernel_over_input", maxpool_kernel_over_input, Config("npm_lite"), "CRASH"),
+    Seed("flatten_axis_rank", flatten_axis_rank, Config("npm_pro"), "CRASH"),
+    Seed("avgpool_f16_column", avgpool_f16_column, Config("npm_pro_x1"), "MISCOMPILE"),
 ]
 
 
