@@ -166,12 +166,13 @@ def classify_compile_error(stage: str, message: str) -> CaseResult:
 def run_case(model: onnx.ModelProto, config: Config, inputs: dict[str, np.ndarray],
              want: dict[str, np.ndarray], timeout: float = STEP_TIMEOUT,
              kernels: dict | None = None, schedules: int = 2) -> CaseResult:
-    """The chain on one case, in this process (`isolated` forks around it).
+    """The chain on one case, in this process (`isolated` forks around it);
+    the program is loaded as `nem-compile --bisect` loads it (nem.cli.bisect).
     `kernels` replaces reference kernels of the runtime (the tests inject a
     wrong one to check the classification)."""
+    from nem.cli.bisect import load_program, read_outputs
     from nem.compile import CompileError, compile_onnx
     from nem.compile.lower import verify_nem
-    from nem.runtime.api import NemInterpreter
 
     times: dict[str, float] = {}
     step = "compile"
@@ -211,16 +212,9 @@ def run_case(model: onnx.ModelProto, config: Config, inputs: dict[str, np.ndarra
             stop("verify", t0)
         t0 = start("run")
         try:
-            interp = NemInterpreter(device=config.device, kernels=kernels)
-            interp.load_string(result.nem, "model.nem", check=False)
-            iface = result.interface
-            for name, _, _ in iface.inputs:
-                interp.write_tensor(name, inputs[iface.onnx_names[name]].reshape(-1))
-            for name, array in iface.weights.items():
-                interp.write_tensor(name, np.ascontiguousarray(array).reshape(-1))
+            interp = load_program(result, inputs, config.device, kernels=kernels)
             runs, diff = interp.run_schedules(schedules, 0, jobs=1)
-            got = {iface.onnx_names[n]: interp.read_tensor(n, shape)
-                   for n, shape, _ in iface.outputs}
+            got = read_outputs(interp, result)
         finally:
             stop("run", t0)
         for r in runs:
@@ -251,19 +245,16 @@ def run_case(model: onnx.ModelProto, config: Config, inputs: dict[str, np.ndarra
 
 def compare(got: dict[str, np.ndarray], want: dict[str, np.ndarray],
             times: dict[str, float]) -> CaseResult:
-    from nem.compile.check import TOLERANCES, max_violation
+    from nem.compile.bisect import count_wrong
+    from nem.compile.check import max_violation
 
     worst = (0.0, "")
     for name, ref in want.items():
         g = got[name].reshape(ref.shape)
         v = max_violation(g, ref)
         if v > worst[0] or not worst[1]:
-            atol, rtol = TOLERANCES[np.dtype(ref.dtype)]
-            g64, r64 = g.astype(np.float64), ref.astype(np.float64)
-            bad = ~(np.abs(g64 - r64) <= atol + rtol * np.abs(r64))
-            bad &= ~(np.isnan(g64) & np.isnan(r64))
-            err = float(np.nanmax(np.abs(g64 - r64), initial=0.0))
-            worst = (v, f"{name}: {int(bad.sum())} of {ref.size} elements wrong, "
+            err = float(np.nanmax(np.abs(g.astype(np.float64) - ref), initial=0.0))
+            worst = (v, f"{name}: {count_wrong(g, ref)} of {ref.size} elements wrong, "
                         f"max error {err:.3g}")
     if worst[0] > 1.0:
         return CaseResult("MISCOMPILE", "compare", worst[1], times=times,

@@ -298,10 +298,12 @@ def write_finding(model: onnx.ModelProto, config: Config, result: CaseResult,
     (d / "info.json").write_text(json.dumps(info, indent=1))
     shapes = ", ".join(f"{vi.name}{[x.dim_value for x in vi.type.tensor_type.shape.dim]}"
                        for vi in model.graph.input)
+    bisect = f"nem-compile {d / 'model.onnx'} {config.label} --bisect --input " \
+             f"{d / 'model.inputs.npz'}"
     (d / "README.txt").write_text(
         f"{result.outcome} ({result.step}): {result.detail}\n"
         f"config: {config.label}\nnodes: {', '.join(ops)}\ninputs: {shapes}\n"
-        + (f"{note}\n" if note else "") + f"{command}\n")
+        + (f"{note}\n" if note else "") + f"where (a miscompile): {bisect}\n{command}\n")
     return info
 
 

@@ -164,5 +164,9 @@ def test_nem_compile_bisect_usage(tmp_path, capsys):
                             "--device", "npm_lite"]) == 0
     out = capsys.readouterr().out
     assert re.search(r"inputs: x\[2, 3\]\n", out) and "no step differs" in out, out
+    np.savez(tmp_path / "in.npz", x=np.ones((2, 3), np.float32))   # a finding's inputs
+    assert nem_compile.run([str(model), "--bisect", "--input", str(tmp_path / "in.npz")]) == 0
+    assert nem_compile.run([str(model), "--bisect", "--input", "x.npy"]) == 2
+    assert "expected NAME=FILE.npy or FILE.npz" in capsys.readouterr().err
     assert not (tmp_path / "m.nem").exists()              # --bisect writes no program
     assert Path(tmp_path / "m.onnx").exists()

@@ -20,39 +20,61 @@ import numpy as np
 from nem.compile.pipeline import CompileOptions
 
 
-def run_nem(result, inputs: dict[str, np.ndarray], options: CompileOptions
-            ) -> dict[str, np.ndarray]:
-    """The compiled program on `inputs` (ONNX names) in the reference runtime,
-    as `nem-run --input STEM.weights.npz --input x=x.npy` runs it (one run,
-    source schedule); its outputs by ONNX name."""
+def load_program(result, inputs: dict[str, np.ndarray], device: str,
+                 include_dirs: Sequence[str] = (), kernels: dict | None = None):
+    """A `NemInterpreter` holding the compiled program with `inputs` (by ONNX
+    name) and the weights written, as `nem-run --input STEM.weights.npz
+    --input x=x.npy` starts (`kernels`: NemInterpreter's)."""
     from nem.runtime.api import NemInterpreter
 
-    interp = NemInterpreter(device=options.device, include_dirs=options.include_dirs)
+    interp = NemInterpreter(device=device, include_dirs=include_dirs, kernels=kernels)
     interp.load_string(result.nem, "model.nem", check=False)
     iface = result.interface
     for name, _, _ in iface.inputs:
         interp.write_tensor(name, inputs[iface.onnx_names[name]].reshape(-1))
     for name, array in iface.weights.items():
         interp.write_tensor(name, np.ascontiguousarray(array).reshape(-1))
-    r = interp.run()
-    if not r.ok:
-        raise RuntimeError(r.error.render() if r.error else f"the run ends in {r.status}")
+    return interp
+
+
+def read_outputs(interp, result) -> dict[str, np.ndarray]:
+    """The program's outputs by ONNX name, in the model's shapes."""
+    iface = result.interface
     return {iface.onnx_names[n]: interp.read_tensor(n, shape) for n, shape, _ in iface.outputs}
 
 
+def run_nem(result, inputs: dict[str, np.ndarray], options: CompileOptions
+            ) -> dict[str, np.ndarray]:
+    """The compiled program on `inputs` in the reference runtime (one run,
+    source schedule); its outputs by ONNX name."""
+    interp = load_program(result, inputs, options.device, options.include_dirs)
+    r = interp.run()
+    if not r.ok:
+        raise RuntimeError(r.error.render() if r.error else f"the run ends in {r.status}")
+    return read_outputs(interp, result)
+
+
 def read_inputs(model, given: Sequence[str]) -> dict[str, np.ndarray] | None:
-    """`--input NAME=FILE.npy` (an ONNX or a buffer name, as
-    `python -m nem.compile.check` takes them); None when none is given."""
+    """`--input NAME=FILE.npy` (an ONNX or a buffer name, as `python -m
+    nem.compile.check` takes them) or `--input FILE.npz` (every array of it,
+    by name: a fuzzer finding's `model.inputs.npz`); None when none is given."""
     if not given:
         return None
     from nem.compile.check import resolve_names
     from nem.frontends.onnx.graph import interface_names
 
-    pairs = [g.split("=", 1) for g in given]
-    if any(len(p) != 2 for p in pairs):
-        raise ValueError("--input expects NAME=FILE.npy")
+    pairs: list[tuple[str, np.ndarray]] = []
+    for g in given:
+        if "=" not in g and g.endswith(".npz"):
+            with np.load(g, allow_pickle=False) as npz:
+                pairs += [(k, npz[k]) for k in npz.files]
+        elif "=" in g:
+            name, path = g.split("=", 1)
+            pairs.append((name, np.load(path, allow_pickle=False)))
+        else:
+            raise ValueError(f"--input {g}: expected NAME=FILE.npy or FILE.npz")
     names = resolve_names([n for n, _ in pairs], interface_names(model.graph).inputs, "input")
-    return {names[n]: np.load(path, allow_pickle=False) for n, path in pairs}
+    return {names[n]: a for n, a in pairs}
 
 
 def run_bisect(src: str, options: CompileOptions, given: Sequence[str], seed: int,

@@ -63,7 +63,8 @@ def _parser() -> argparse.ArgumentParser:
                         "that differs from onnxruntime (nem.compile.bisect); writes nothing")
     p.add_argument("--input", dest="bisect_inputs", action="append", default=[],
                    metavar="NAME=FILE.npy",
-                   help="with --bisect: an input array (default: random, --seed)")
+                   help="with --bisect: an input array, or FILE.npz: every array of it "
+                        "(default: random, --seed)")
     p.add_argument("--seed", type=int, default=0, help="with --bisect: seed of random inputs")
     return p
 

@@ -89,6 +89,15 @@ class Bisection:
         return "\n".join(lines)
 
 
+def count_wrong(got: np.ndarray, want: np.ndarray) -> int:
+    """Elements out of D-COMPILE-TOL (NaN where the other is not: wrong)."""
+    from nem.compile.check import TOLERANCES
+
+    atol, rtol = TOLERANCES[np.dtype(want.dtype)]
+    g, w = got.astype(np.float64), want.astype(np.float64)
+    return int(np.sum((np.abs(g - w) > atol + rtol * np.abs(w)) | (np.isnan(g) != np.isnan(w))))
+
+
 class _Stop(Exception):
     """Stops a compile after the stage a sub-model is run to."""
 
@@ -150,7 +159,7 @@ class _Run:
             [np.ascontiguousarray(w) for w in self.im.weights.values()]
 
     def judge(self, step: Step, got: dict[str, np.ndarray]) -> None:
-        from nem.compile.check import TOLERANCES, max_violation
+        from nem.compile.check import max_violation
 
         step.status, step.ratio, step.error = "ok", 0.0, 0.0
         for port in self.im.outputs:
@@ -159,15 +168,11 @@ class _Run:
             v = max_violation(g, ref)
             err = float(np.nanmax(np.abs(g.astype(np.float64) - ref), initial=0.0))
             step.error = max(step.error, err)
-            if v > step.ratio:
-                step.ratio = v
+            step.ratio = max(step.ratio, v)
             if v > 1.0:
-                atol, rtol = TOLERANCES[np.dtype(ref.dtype)]
-                g64, r64 = g.astype(np.float64), ref.astype(np.float64)
-                bad = int(np.sum((np.abs(g64 - r64) > atol + rtol * np.abs(r64)) |
-                                 (np.isnan(g64) != np.isnan(r64))))
                 step.status = "DIFFERS"
-                step.detail = f"{port.onnx_name}: {bad} of {ref.size} elements differ"
+                step.detail = f"{port.onnx_name}: {count_wrong(g, ref)} of {ref.size} " \
+                              "elements differ"
 
     def run(self, step: Step, result=None) -> None:
         """Run the step's program and judge its outputs (sets step.status)."""
@@ -210,28 +215,15 @@ def _onnx_node(where: str) -> str:
     return where
 
 
-def random_inputs(model, seed: int = 0) -> dict[str, np.ndarray]:
-    """Standard normal inputs of the model's shapes and element types."""
-    import onnx
-
-    rng = np.random.default_rng(seed)
-    inits = {i.name for i in model.graph.initializer}
-    out = {}
-    for vi in model.graph.input:
-        if vi.name in inits:
-            continue
-        tt = vi.type.tensor_type
-        dtype = np.float16 if tt.elem_type == onnx.TensorProto.FLOAT16 else np.float32
-        out[vi.name] = rng.standard_normal([d.dim_value for d in tt.shape.dim]).astype(dtype)
-    return out
-
-
 def bisect(model, options: CompileOptions, inputs: dict[str, np.ndarray] | None = None,
            seed: int = 0, run_nem: RunNem | None = None, localize: bool = True) -> Bisection:
     """Compile `model` (a path or `onnx.ModelProto`) with `options`, run its
-    steps and find the first that differs from onnxruntime; without
-    `run_nem`, the NEM program is not run."""
+    steps on `inputs` (by ONNX name; default: uniform in [-1, 1), `seed`) and
+    find the first that differs from onnxruntime; without `run_nem`, the NEM
+    program is not run."""
     import onnx
+
+    from nem.frontends.onnx.samples import random_inputs
 
     proto = model if isinstance(model, onnx.ModelProto) else onnx.load(str(model))
     inputs = inputs if inputs is not None else random_inputs(proto, seed)
