@@ -13,7 +13,8 @@ Usage (from the repository root; docs/testing.md "Differential graph fuzzing"):
 
   python test/fuzz/graph_fuzz.py campaign --seed S --models N -j 2 \\
          [--per-model K | --all-configs] [--devices D,..] [--routes R,..] \\
-         [--ops Op,..] [--timeout 120] [--mem-gb 4] [--minimize M] [--out DIR]
+         [--ops Op,..] [--tiles auto,1:2:3] [--timeout 120] [--mem-gb 4] [--minimize 10] \\
+         [--out DIR]
   python test/fuzz/graph_fuzz.py replay MODEL.onnx [--device D --route R
          --engines 1 --no-pipeline]          # one case, its outcome (exit 1 unless PASS)
   python test/fuzz/graph_fuzz.py minimize MODEL.onnx [config flags] -o DIR
@@ -339,8 +340,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                         "joined by ':' (e.g. auto,1:2,2:3:4); default auto")
     c.add_argument("--timeout", type=float, default=STEP_TIMEOUT)
     c.add_argument("--mem-gb", type=float, default=MEM_GB)
-    c.add_argument("--minimize", type=int, default=0, metavar="M",
-                   help="minimize up to M findings, one per distinct signature")
+    c.add_argument("--minimize", type=int, default=10, metavar="M",
+                   help="minimize up to M findings, one per distinct signature (default "
+                        "10; 0: none), each for at most 400 tests or 10 minutes")
     c.add_argument("--out", help="output directory (default graph_fuzz_SEED)")
     r = sub.add_parser("replay", help="run one model on one configuration")
     r.add_argument("model")

@@ -234,7 +234,7 @@ def keeps(target: CaseResult, r: CaseResult) -> bool:
 
 def minimize(model: onnx.ModelProto, config: Config, target: CaseResult, scratch: Path,
              jobs: int = 2, timeout: float = 120.0, mem_gb: float = MEM_GB,
-             max_tests: int = 400, max_minutes: float = 20.0, log=print,
+             max_tests: int = 400, max_minutes: float = 10.0, log=print,
              kernels: dict | None = None) -> tuple[onnx.ModelProto, CaseResult, int]:
     """(the smallest model found, its result, the number of tests run);
     `kernels` replaces runtime kernels (the tests plant a bug with it)."""
