@@ -370,11 +370,16 @@ def reference(model: onnx.ModelProto, inputs: dict[str, np.ndarray]
 
 
 def numerics_ok(model: onnx.ModelProto) -> bool:
-    """onnxruntime runs the model, and its outputs are finite and in range."""
+    """onnxruntime runs the model, and its outputs have the declared shapes,
+    are finite and in range."""
     try:
         outs = reference(model, input_arrays(model))
     except Exception:   # a model onnxruntime refuses is not a test of nem-compile
         return False
     limit = SAFE_RANGE["f16" if elem_dtype(model) == np.float16 else "f32"]
-    return all(np.all(np.isfinite(o)) and float(np.max(np.abs(o), initial=0.0)) <= limit
-               for o in outs.values())
+    declared = {o.name: tuple(d.dim_value for d in o.type.tensor_type.shape.dim)
+                for o in model.graph.output}
+    # onnxruntime and ONNX's shape inference disagree on a few corners (a
+    # ceil_mode window starting past the input): such a model is not a test
+    return all(o.shape == declared[k] and np.all(np.isfinite(o)) and
+               float(np.max(np.abs(o), initial=0.0)) <= limit for k, o in outs.items())

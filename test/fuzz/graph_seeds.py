@@ -2,7 +2,8 @@
 their smallest (issue 31 and the campaigns of docs/testing.md).
 
 Each seed is a model builder, the configuration it fails on and the outcome
-it has today (`today`) against the one it must have (`PASS`).
+it has today (`today`) against the one it must have (`want`, PASS but for a
+model onnxruntime does not run as declared).
 `test/unit/test_graph_fuzz.py` replays every seed; a seed whose bug is not
 fixed yet is an expected failure there (strict: when the fix lands the test
 says so, and the marker goes with the fix).  `graph_fuzz.py seeds -o DIR`
@@ -125,6 +126,27 @@ def avgpool_f16_column() -> onnx.ModelProto:
                   {"x": [1, 2, 3, 1]}, {"y": [1, 2, 1, 1]}, elem=TensorProto.FLOAT16)
 
 
+def matmul_4d_by_vector() -> onnx.ModelProto:
+    """MatMul(x f32[1,1,2,3], w f32[3]) -> [1,1,2] (a 1-D second operand
+    after a 4-D first): upstream asserts ('!exprs.empty()' in
+    getSymbolLessAffineMaps: a reshape with an empty reassociation group)
+    while the importer verifies its module; the process dies of SIGABRT."""
+    return _model([helper.make_node("MatMul", ["x", "w"], ["y"])],
+                  {"x": [1, 1, 2, 3], "w": [3]}, {"y": [1, 1, 2]})
+
+
+def pool_ceil_mode() -> onnx.ModelProto:
+    """MaxPool(kernel [1,1], strides [1,2], ceil_mode=1) of f32[1,1,1,6]:
+    ONNX's shape inference says W = ceil((6 - 1) / 2) + 1 = 4, but the spec
+    drops a window that starts past the input, and onnxruntime returns 3
+    values, as the importer computes; the importer calls the disagreement
+    'internal' (a crash) where it should say what it is (a located
+    diagnostic: REJECTED).  AveragePool the same."""
+    return _model([helper.make_node("MaxPool", ["x"], ["y"], kernel_shape=[1, 1],
+                                    strides=[1, 2], ceil_mode=1)],
+                  {"x": [1, 1, 1, 6]}, {"y": [1, 1, 1, 4]})
+
+
 @dataclass(frozen=True)
 class Seed:
     name: str
@@ -132,6 +154,9 @@ class Seed:
     config: Config
     today: str
     """The outcome on the tree the seed was written on (main 28188ef)."""
+    want: str = "PASS"
+    """The outcome once fixed (REJECTED: a model onnxruntime itself does not
+    run as declared, which a clean diagnostic must refuse)."""
 
 
 SEEDS = [
@@ -146,6 +171,8 @@ SEEDS = [
     Seed("maxpool_kernel_over_input", maxpool_kernel_over_input, Config("npm_lite"), "CRASH"),
     Seed("flatten_axis_rank", flatten_axis_rank, Config("npm_pro"), "CRASH"),
     Seed("avgpool_f16_column", avgpool_f16_column, Config("npm_pro_x1"), "MISCOMPILE"),
+    Seed("matmul_4d_by_vector", matmul_4d_by_vector, Config("npm_pro"), "CRASH"),
+    Seed("pool_ceil_mode", pool_ceil_mode, Config("npm_pro"), "CRASH", "REJECTED"),
 ]
 
 
