@@ -26,9 +26,9 @@ from nem.compile.runnable import runnable, strip_memory_spaces  # noqa: E402
 
 def test_compile_md_worked_example(tmp_path, monkeypatch):
     """docs/compile.md "Bisecting a wrong result", run as written.  It shows
-    an open finding (issue 31, /work/notes/fuzz-findings.md F2): when the fix
-    lands this test fails, and the example moves to another open finding or
-    shows the fixed model's clean bisection."""
+    an open finding (issue 31; graph_seeds.py's avgpool_strided): when the
+    fix lands this test fails, and the example moves to another open finding
+    or shows the fixed model's clean bisection."""
     text = (ROOT / "docs/compile.md").read_text()
     section = text.split("## Bisecting a wrong result", 1)[1].split("\n## ", 1)[0]
     monkeypatch.chdir(tmp_path)

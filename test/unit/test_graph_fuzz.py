@@ -161,7 +161,7 @@ def test_minimizer_reduces_a_planted_bug(tmp_path):
 
 @pytest.mark.parametrize("seed", [
     pytest.param(s, id=s.name, marks=[] if s.today == s.want else pytest.mark.xfail(
-        strict=True, reason=f"open finding ({s.today}, /work/notes/fuzz-findings.md): the "
+        strict=True, reason=f"open finding ({s.today}; test/fuzz/graph_seeds.py): the "
                             "fix sets the seed's `today` to its `want`")) for s in SEEDS])
 def test_seed(seed, tmp_path):
     """Each known finding, replayed on its configuration, has the outcome it
