@@ -170,3 +170,16 @@ def test_nem_compile_bisect_usage(tmp_path, capsys):
     assert "expected NAME=FILE.npy or FILE.npz" in capsys.readouterr().err
     assert not (tmp_path / "m.nem").exists()              # --bisect writes no program
     assert Path(tmp_path / "m.onnx").exists()
+
+
+def test_f16_softmax_runs_at_every_stage():
+    """An f16 Softmax stays `linalg.softmax` for the NEM opcode: decomposed by
+    upstream on tensors (import), a loop nest on memrefs (bufferize, tile)."""
+    g = helper.make_graph([helper.make_node("Softmax", ["x"], ["y"])], "g",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT16, [3, 7])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT16, [3, 7])])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 20)])
+    m.ir_version = 10
+    b = bisect(m, CompileOptions(device="npm_pro_x1"), run_nem=run_nem)
+    assert [(s.name, s.status) for s in b.steps if s.status] == [
+        ("import", "ok"), ("bufferize", "ok"), ("tile", "ok"), ("nem-run", "ok")], b.render()
