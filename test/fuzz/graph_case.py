@@ -145,7 +145,13 @@ class StepTimeout(BaseException):
     `except Exception` handlers must not swallow it)."""
 
 
+_EXPIRED = [False]
+"""Set by the alarm: an exception it raised inside a C++ callback (an MLIR
+walk, a pass) may reach `run_case` wrapped in another type."""
+
+
 def _on_alarm(signum, frame):   # noqa: ARG001
+    _EXPIRED[0] = True
     raise StepTimeout
 
 
@@ -183,6 +189,7 @@ def run_case(model: onnx.ModelProto, config: Config, inputs: dict[str, np.ndarra
         step = name
         if STEP_FILE is not None:   # where a child that dies was
             STEP_FILE.write_text(name)
+        _EXPIRED[0] = False
         signal.setitimer(signal.ITIMER_PROF, timeout)
         return time.perf_counter()
 
@@ -197,6 +204,8 @@ def run_case(model: onnx.ModelProto, config: Config, inputs: dict[str, np.ndarra
                                   engines=config.engines, pipeline=config.pipeline,
                                   tile_sizes=config.tile_sizes, verify=False, stem="model")
         except CompileError as e:
+            if _EXPIRED[0]:
+                raise StepTimeout from e
             r = classify_compile_error(e.stage, str(e))
             r.times = times
             return r
@@ -234,6 +243,9 @@ def run_case(model: onnx.ModelProto, config: Config, inputs: dict[str, np.ndarra
         return CaseResult("CRASH", step, f"{step}: MemoryError (address-space limit)",
                           times=times)
     except Exception as e:   # any other exception of the tools is a bug: CRASH
+        if _EXPIRED[0]:
+            return CaseResult("TIMEOUT", step, f"{step} over {timeout:g} CPU seconds",
+                              times=times)
         tb = traceback.extract_tb(e.__traceback__)[-1]
         first = (str(e).strip().splitlines() or [""])[0]
         return CaseResult("CRASH", step, f"{step}: {type(e).__name__}: {first} "

@@ -143,7 +143,7 @@ def test_a_wrong_tile_step_names_its_nest(monkeypatch):
 
     monkeypatch.setattr(checkpoints, "checkpoint", planted)
     b = bisect(_model([helper.make_node("Relu", ["x"], ["y"], name="relu")], [3, 7], [3, 7]),
-               CompileOptions(device="npm_pro_x1", engines=1))
+               CompileOptions(device="npm_pro_x1", engines=1, route="affine"))
     assert b.culprit is not None and b.culprit.name.startswith("tile: nest 1/"), b.render()
     assert b.culprit.where.startswith("ONNX node 'relu', engine 0, tile sizes"), b.render()
     assert [s.name for s in b.steps if s.status][:4] == [
@@ -181,5 +181,7 @@ def test_f16_softmax_runs_at_every_stage():
     m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 20)])
     m.ir_version = 10
     b = bisect(m, CompileOptions(device="npm_pro_x1"), run_nem=run_nem)
-    assert [(s.name, s.status) for s in b.steps if s.status] == [
-        ("import", "ok"), ("bufferize", "ok"), ("tile", "ok"), ("nem-run", "ok")], b.render()
+    assert [(s.name, s.status) for s in b.steps if s.status and not s.name.startswith(
+        "tile: op ")] == [("import", "ok"), ("bufferize", "ok"), ("tile", "ok"),
+                          ("nem-run", "ok")], b.render()
+    assert all(s.status == "ok" for s in b.steps if s.status), b.render()
