@@ -27,9 +27,10 @@ iteration ordinals) costs O(loop depth).
 from __future__ import annotations
 
 import gc
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from xdsl.dialects.builtin import DenseArrayBase
 from xdsl.ir import Block, Operation, SSAValue
@@ -39,9 +40,16 @@ from nem.dialect.semantics import (
     Evaluator,
     ExprError,
     complete_at_loop_end,
+    complete_at_loop_end_set,
     max_in_flight,
     window_orders,
+    window_orders_set,
 )
+
+if TYPE_CHECKING:
+    import islpy as isl
+
+    from nem.analysis.presburger import InstanceSpace
 
 # --------------------------------------------------------------------------
 # static structure
@@ -296,6 +304,112 @@ def ordered(s: Structure, a: Instance, b: Instance) -> Order:
         if window_orders(b.ords[m], s.window[id(lb[m])]) and body in a.task.used_in:
             return Order(True)
     return Order(False)
+
+
+def issue_key(s: Structure, inst: Instance) -> tuple[int, ...]:
+    """Where `inst` is issued in the program's sequential order: per enclosing
+    loop, the loop statement's index in its block then the iteration ordinal,
+    then the task's index; tuples compare in issue order."""
+    key: list[int] = []
+    for lp, o in zip(inst.task.loops, inst.ords):
+        key += (s.index[lp], o)
+    key.append(inst.task.index)
+    return tuple(key)
+
+
+def issued_before(s: Structure, a: Instance, b: Instance) -> bool:
+    """Is instance `a` issued before instance `b`?"""
+    return issue_key(s, a) < issue_key(s, b)
+
+
+# --------------------------------------------------------------------------
+# the same facts over sets of instances (D-HAZ-SYMBOLIC)
+# --------------------------------------------------------------------------
+
+def _common(a: StaticTask, b: StaticTask) -> int:
+    """Number of loops enclosing both tasks."""
+    c = 0
+    while c < len(a.loops) and c < len(b.loops) and a.loops[c] is b.loops[c]:
+        c += 1
+    return c
+
+
+def _same_iteration_facts(s: Structure, a: StaticTask, b: StaticTask
+                          ) -> bool | list[tuple[str, int]]:
+    """What `ordered` decides for instances of `a` and `b` in the same
+    iteration of every common loop, `a` issued first: True (always ordered)
+    or the conditions of which any one orders them: ("end", m) when a's
+    iteration of its loop m is complete at endloop, ("window", m) when b's
+    ordinal in its loop m is >= N (an iteration of that body, which is ordered
+    after `a`, completed)."""
+    c = _common(a, b)
+    la, lb = a.loops, b.loops
+    if len(la) > c:
+        if a.block in a.cover:
+            return True
+        return [("end", m) for m in range(c, len(la))]
+    if s.dep_reaches(a, b):
+        return True
+    cover = a.cover
+    idx = s.index[lb[c]] if len(lb) > c else b.index
+    hit = cover.get(a.block)
+    if hit is not None and hit < idx:
+        return True
+    out = []
+    for m in range(c, len(lb)):
+        body = lb[m].block
+        idx = s.index[lb[m + 1]] if m + 1 < len(lb) else b.index
+        hit = cover.get(body)
+        if hit is not None and hit < idx:
+            return True
+        if body in a.used_in:
+            out.append(("window", m))
+    return out
+
+
+def ordered_always(s: Structure, a: StaticTask, b: StaticTask) -> bool:
+    """Does `ordered` hold for every pair of instances of `a` and `b`, `a`'s
+    issued first?  (No loop window lets two iterations overlap, and the
+    same-iteration case is ordered by the structure alone.)"""
+    c = _common(a, b)
+    if not all(window_orders(1, s.window[id(lp)]) for lp in a.loops[:c]):
+        return False
+    return a.pos >= b.pos or _same_iteration_facts(s, a, b) is True
+
+
+def issued_before_set(s: Structure, a: StaticTask, oa: Sequence[isl.PwAff],
+                      b: StaticTask, ob: Sequence[isl.PwAff], sp: InstanceSpace) -> isl.Set:
+    """Symbolic twin of `issued_before`: the ordinal vectors (`oa` of `a`,
+    `ob` of `b`) where a's instance is issued first."""
+    c = _common(a, b)
+    out = sp.equal(oa, ob, c) if a.pos < b.pos else sp.empty
+    for k in range(c):
+        out = out | (sp.equal(oa, ob, k) & (ob[k] - oa[k]).pos_set())
+    return out
+
+
+def ordered_set(s: Structure, a: StaticTask, oa: Sequence[isl.PwAff], ta: Sequence[isl.PwAff],
+                b: StaticTask, ob: Sequence[isl.PwAff], sp: InstanceSpace) -> isl.Set:
+    """Symbolic twin of `ordered`: where it says a's instance (ordinals `oa`,
+    trip counts `ta` of its loops) is complete before b's (`ob`) starts,
+    among the pairs issued a first."""
+    c = _common(a, b)
+    out = sp.empty
+    for k in range(c):
+        d = ob[k] - oa[k]
+        out = out | (sp.equal(oa, ob, k) & window_orders_set(d, s.window[id(a.loops[k])]))
+    if a.pos >= b.pos:
+        return out
+    same = sp.equal(oa, ob, c)
+    facts = _same_iteration_facts(s, a, b)
+    if facts is True:
+        return out | same
+    for kind, m in facts:
+        if kind == "end":
+            out = out | (same & complete_at_loop_end_set(oa[m], ta[m], s.window[id(a.loops[m])]))
+        else:
+            out = out | (same & window_orders_set(ob[m], s.window[id(b.loops[m])]))
+    return out
 
 
 @contextmanager
