@@ -382,10 +382,15 @@ def issued_before_set(s: Structure, a: StaticTask, oa: Sequence[isl.PwAff],
     """Symbolic twin of `issued_before`: the ordinal vectors (`oa` of `a`,
     `ob` of `b`) where a's instance is issued first."""
     c = _common(a, b)
-    out = sp.equal(oa, ob, c) if a.pos < b.pos else sp.empty
-    for k in range(c):
-        out = out | (sp.equal(oa, ob, k) & (ob[k] - oa[k]).pos_set())
-    return out
+
+    def build() -> isl.Set:
+        out = sp.equal(oa, ob, c) if a.pos < b.pos else sp.empty
+        for k in range(c):
+            out = out | (sp.equal(oa, ob, k) & (ob[k] - oa[k]).pos_set())
+        return out
+
+    # it depends on the loops' nesting only: one set per shape of a space
+    return sp.memo(("issued", tuple(map(id, oa)), tuple(map(id, ob)), c, a.pos < b.pos), build)
 
 
 def ordered_set(s: Structure, a: StaticTask, oa: Sequence[isl.PwAff], ta: Sequence[isl.PwAff],
@@ -394,22 +399,33 @@ def ordered_set(s: Structure, a: StaticTask, oa: Sequence[isl.PwAff], ta: Sequen
     trip counts `ta` of its loops) is complete before b's (`ob`) starts,
     among the pairs issued a first."""
     c = _common(a, b)
-    out = sp.empty
-    for k in range(c):
-        d = ob[k] - oa[k]
-        out = out | (sp.equal(oa, ob, k) & window_orders_set(d, s.window[id(a.loops[k])]))
-    if a.pos >= b.pos:
+    wins = tuple(s.window[id(lp)] for lp in a.loops[:c])
+    facts = _same_iteration_facts(s, a, b) if a.pos < b.pos else False
+
+    def build() -> isl.Set:
+        out = sp.empty
+        for k in range(c):
+            d = ob[k] - oa[k]
+            out = out | (sp.equal(oa, ob, k) & window_orders_set(d, wins[k]))
+        if facts is False:
+            return out
+        same = sp.equal(oa, ob, c)
+        if facts is True:
+            return out | same
+        for kind, m in facts:
+            if kind == "end":
+                out = out | (same & complete_at_loop_end_set(oa[m], ta[m], s.window[id(a.loops[m])]))
+            else:
+                out = out | (same & window_orders_set(ob[m], s.window[id(b.loops[m])]))
         return out
-    same = sp.equal(oa, ob, c)
-    facts = _same_iteration_facts(s, a, b)
-    if facts is True:
-        return out | same
-    for kind, m in facts:
-        if kind == "end":
-            out = out | (same & complete_at_loop_end_set(oa[m], ta[m], s.window[id(a.loops[m])]))
-        else:
-            out = out | (same & window_orders_set(ob[m], s.window[id(b.loops[m])]))
-    return out
+
+    if not isinstance(facts, bool) and any(kind == "end" for kind, _ in facts):
+        return build()  # a's trip counts: a's own
+    # else what it depends on: the loops' nesting and windows, the structure's facts
+    key = ("ordered", tuple(map(id, oa)), tuple(map(id, ob)), wins,
+           facts if isinstance(facts, bool) else
+           tuple((m, s.window[id(b.loops[m])]) for _, m in facts))
+    return sp.memo(key, build)
 
 
 @contextmanager

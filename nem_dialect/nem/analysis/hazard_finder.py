@@ -35,7 +35,9 @@ Accesses whose expressions are not quasi-affine are enumerated
 
 from __future__ import annotations
 
+import bisect
 import heapq
+from collections.abc import Collection
 from dataclasses import dataclass, field
 
 import islpy as isl
@@ -109,15 +111,17 @@ class RaceCache:
     by_buffer: dict[SSAValue, list[StaticAccess]] | None = None
     pairs: list[PairKey] = field(default_factory=list)
     replayed: list[list[StaticAccess]] = field(default_factory=list)
+    writers: dict[SSAValue, tuple[list[int], list[StaticAccess]]] = field(default_factory=dict)
+    touches: dict[tuple, isl.Set] = field(default_factory=dict)
     """The accesses of each buffer that has one isl cannot represent."""
     conflicts: dict[PairKey, tuple[InstanceSpace, isl.Set] | None] = field(default_factory=dict)
     verdicts: dict[PairKey, tuple[object, Witness | None]] = field(default_factory=dict)
-    nests: dict[tuple[Operation, tuple[int, ...], int], Nest] = field(default_factory=dict)
+    nests: dict[tuple[Operation, tuple[int, ...], int, int], Nest] = field(default_factory=dict)
 
 
 class HazardFinder:
     def __init__(self, program: ProgramOp, max_instances: int = MAX_TASK_INSTANCES,
-                 cache: RaceCache | None = None):
+                 cache: RaceCache | None = None, buffers: Collection[SSAValue] | None = None):
         self.program = program
         self.s = Structure(program)
         self.ev = Evaluator()
@@ -128,6 +132,8 @@ class HazardFinder:
         self.work = 0
         """Pairs of static accesses examined plus isl queries made."""
         self.max_instances = max_instances
+        self.buffers = buffers
+        """Only the accesses of these buffers (None: all)."""
         self._enum = None
         windows: dict[SSAValue, tuple[int, ...]] = {}
         for op in program.walk():
@@ -200,7 +206,9 @@ class HazardFinder:
         cache = self.cache
         if cache.by_buffer is None:
             cache.by_buffer = self._collect()
-            for accs in cache.by_buffer.values():
+            for buf, accs in cache.by_buffer.items():
+                if self.buffers is not None and buf not in self.buffers:
+                    continue
                 if all(self._quasi_affine(a) for a in accs):
                     cache.pairs += self._sweep(accs)
                 else:
@@ -273,15 +281,23 @@ class HazardFinder:
         return wins, same if same is True or same is None else tuple(same)
 
     def _nest(self, acc: StaticAccess, sp: InstanceSpace, g: int) -> Nest:
-        k = (acc.op, sp.sizes, g)
+        k = (acc.op, sp.sizes, len(sp.extra), g)
         hit = self.cache.nests.get(k)
         if hit is None:
             hit = self.cache.nests[k] = Nest(self.ev, self.boxes, self.s.tasks[acc.op].loops, sp, g)
         return hit
 
-    def _touches(self, n: Nest, acc: StaticAccess, byte: isl.PwAff) -> isl.Set:
-        off = n.expr(acc.offset)
-        return (byte - off).nonneg_set() & (off + n.expr(acc.extent) - byte).pos_set()
+    def _touches(self, acc: StaticAccess, sp: InstanceSpace, g: int) -> isl.Set:
+        """The instances (group `g` of `sp`) of `acc` that run and touch the
+        byte (the space's first free variable)."""
+        k = (acc, sp.sizes, len(sp.extra), g)
+        hit = self.cache.touches.get(k)
+        if hit is None:
+            n = self._nest(acc, sp, g)
+            off, byte = n.expr(acc.offset), sp.extra[0]
+            hit = self.cache.touches[k] = n.domain & (byte - off).nonneg_set() & \
+                (off + n.expr(acc.extent) - byte).pos_set()
+        return hit
 
     def _conflict(self, x: StaticAccess, y: StaticAccess) -> tuple[InstanceSpace, isl.Set] | None:
         """Pairs of instances (and a byte) where `x` and `y` touch the same byte
@@ -292,8 +308,7 @@ class HazardFinder:
         tx, ty = self.s.tasks[x.op], self.s.tasks[y.op]
         sp = instance_space((len(tx.loops), len(ty.loops)), 1)
         nx, ny = self._nest(x, sp, 0), self._nest(y, sp, 1)
-        byte = sp.extra[0]
-        c = nx.domain & ny.domain & self._touches(nx, x, byte) & self._touches(ny, y, byte)
+        c = self._touches(x, sp, 0) & self._touches(y, sp, 1)
         if x.windows:
             c = c & same_instance_set(nx.ords, ny.ords, x.windows, sp.universe)
         self.work += 1
@@ -314,39 +329,156 @@ class HazardFinder:
         self.work += 1
         if races.is_empty():
             return None
-        nearest = self._nearest(x, y, sp, races)
-        return None if nearest.is_empty() else _witness(sp, nearest, x.write)
+        # the witness (`_witness`) is at the first instance of y and byte the
+        # pair races at: when the instance of x picked there is nearest, that
+        # is all (cheap: every variable fixed); else at that instance of y and
+        # byte, else anywhere
+        na, nb = sp.sizes[0], sp.sizes[1]
+        later = sp_point(races.project_out(isl.dim_type.set, 0, na).lexmin())
+        at = races
+        for k, v in enumerate(later):
+            at = at.fix_val(isl.dim_type.set, na + k, v)
+        first = self._pick(x, tx, sp, at)
+        w = self._intervened(x, y, sp, list(first) + later)
+        if w is None:
+            return first, tuple(later[:nb]), later[nb]
+        nearest = self._nearest(x, y, sp, races, w)
+        return None if nearest.is_empty() else self._witness(x, tx, sp, nearest)
 
-    def _nearest(self, x: StaticAccess, y: StaticAccess, sp: InstanceSpace,
-                 races: isl.Set) -> isl.Set:
-        """The points of `races` with no write of their byte (same buffer
-        instance) issued between the two accesses."""
+    def _intervened(self, x: StaticAccess, y: StaticAccess, sp: InstanceSpace,
+                    point: list[int]) -> StaticAccess | None:
+        """A write of the byte issued between the two instances of `point`
+        (x's ordinals, y's, the byte), if there is one: per candidate write,
+        its instances touching the byte whose issue key lies between the two
+        (constant) keys."""
         lo, hi = max(x.lo, y.lo), min(x.hi, y.hi)
         first, last = min(x.top, y.top), max(x.top, y.top)
         tx, ty = self.s.tasks[x.op], self.s.tasks[y.op]
-        by_buffer = self.cache.by_buffer
-        assert by_buffer is not None
-        for w in by_buffer[x.buffer]:
-            if not w.write or w.lo >= hi or lo >= w.hi or not first <= w.top <= last:
+        na, nb = sp.sizes[0], sp.sizes[1]
+        after = issue_key(self.s, Instance(tx, tuple(point[:na]), (), ())) + (x.rank,)
+        before = issue_key(self.s, Instance(ty, tuple(point[na:na + nb]), (), ())) + (y.rank,)
+        tops, writers = self._writers(x.buffer)
+        for w in writers[bisect.bisect_left(tops, first):bisect.bisect_right(tops, last)]:
+            if w.lo >= hi or lo >= w.hi:
                 continue
             tw = self.s.tasks[w.op]
-            sp3 = instance_space((len(tx.loops), len(ty.loops), len(tw.loops)), 1)
+            sp1 = instance_space((len(tw.loops),), 1)
             try:
-                nx, ny, nw = self._nest(x, sp3, 0), self._nest(y, sp3, 1), self._nest(w, sp3, 2)
-                between = (nw.domain & self._touches(nw, w, sp3.extra[0])
-                           & self._after(tx, x, nx, tw, w, nw, sp3)
-                           & self._after(tw, w, nw, ty, y, ny, sp3))
-                if x.windows:
-                    between = between & same_instance_set(nx.ords, nw.ords, x.windows,
-                                                           sp3.universe)
+                mine = self._touches(w, sp1, 0).fix_val(isl.dim_type.set, len(tw.loops), point[-1])
+            except (NotQuasiAffine, NotAnExpression, ExprError):
+                continue
+            if x.windows:
+                mine = mine & same_instance_set(sp1.groups[0], [sp1.const(o) for o in point],
+                                                x.windows, sp1.universe)
+            mine = mine & _key_compare(self.s, tw, w.rank, sp1, after, 1)
+            if not mine.is_empty() and not (mine & _key_compare(self.s, tw, w.rank, sp1, before,
+                                                                 -1)).is_empty():
+                return w
+        return None
+
+    def _nearest(self, x: StaticAccess, y: StaticAccess, sp: InstanceSpace,
+                 races: isl.Set, likely: StaticAccess) -> isl.Set:
+        """The points of `races` with no write of their byte (same buffer
+        instance) issued between the two accesses (`likely` the write tried
+        first: it intervenes at one point)."""
+        lo, hi = max(x.lo, y.lo), min(x.hi, y.hi)
+        first, last = min(x.top, y.top), max(x.top, y.top)
+        tx, ty = self.s.tasks[x.op], self.s.tasks[y.op]
+        tops, writers = self._writers(x.buffer)
+        span = writers[bisect.bisect_left(tops, first):bisect.bisect_right(tops, last)]
+        for w in [likely] + [w for w in span if w is not likely]:
+            if w.lo >= hi or lo >= w.hi:
+                continue
+            tw = self.s.tasks[w.op]
+            try:
+                if x.top < w.top < y.top:  # every instance of w is issued between
+                    races = races.subtract(self._bytes(w, sp))
+                else:
+                    races = races.subtract(self._between(x, tx, w, tw, y, ty))
             except (NotQuasiAffine, NotAnExpression, ExprError):
                 continue  # not known to intervene: keep the points
             self.work += 1
-            start = sp3.starts[2]
-            races = races.subtract(between.project_out(isl.dim_type.set, start, len(tw.loops)))
             if races.is_empty():
                 return races
         return races
+
+    def _bytes(self, w: StaticAccess, sp: InstanceSpace) -> isl.Set:
+        """The bytes some instance of `w` touches, as a set of `sp` (its byte variable)."""
+        k = (w, sp.sizes, len(sp.extra), -1)
+        hit = self.cache.touches.get(k)
+        if hit is None:
+            n = len(self.s.tasks[w.op].loops)
+            mine = self._touches(w, instance_space((n,), 1), 0).project_out(isl.dim_type.set, 0, n)
+            hit = self.cache.touches[k] = mine.insert_dims(isl.dim_type.set, 0, sum(sp.sizes))
+        return hit
+
+    def _between(self, x: StaticAccess, tx: StaticTask, w: StaticAccess, tw: StaticTask,
+                 y: StaticAccess, ty: StaticTask, at: list[int] | None = None) -> isl.Set:
+        """The points (x's instance, y's, the byte) with an instance of `w`
+        touching the byte issued between the two (same buffer instance);
+        `at` fixes y's ordinals and the byte."""
+        sp3 = instance_space((len(tx.loops), len(ty.loops), len(tw.loops)), 1)
+        nx, ny, nw = self._nest(x, sp3, 0), self._nest(y, sp3, 1), self._nest(w, sp3, 2)
+
+        # fixed variables: y's and the byte, and x's too when `at` has them
+        start = sp3.starts[1] if at is None or len(at) == sp3.sizes[1] + 1 else 0
+        dims = list(range(start, sp3.starts[2])) + [sum(sp3.sizes)]
+
+        def fixed(t: isl.Set) -> isl.Set:
+            for d, v in zip(dims, at or ()):
+                t = t.fix_val(isl.dim_type.set, d, v)
+            return t
+
+        between = fixed(self._touches(w, sp3, 2))
+        if w.top == y.top:
+            between = between & fixed(self._after(tw, w, nw, ty, y, ny, sp3))
+        if x.top == w.top:
+            between = between & fixed(self._after(tx, x, nx, tw, w, nw, sp3))
+        if x.windows:
+            between = between & same_instance_set(nx.ords, nw.ords, x.windows, sp3.universe)
+        return between.project_out(isl.dim_type.set, sp3.starts[2], len(tw.loops))
+
+    def _witness(self, x: StaticAccess, tx: StaticTask, sp: InstanceSpace, races: isl.Set
+                 ) -> Witness:
+        """The instances the diagnostic names, as the per-byte replay met them
+        first: the first instance of the later access in issue order
+        (lexicographic ordinals) and its lowest conflicting byte; there, the
+        earlier access's instance `_pick` says."""
+        na, nb = sp.sizes[0], sp.sizes[1]
+        later = sp_point(races.project_out(isl.dim_type.set, 0, na).lexmin())
+        fixed = races
+        for k, v in enumerate(later):
+            fixed = fixed.fix_val(isl.dim_type.set, na + k, v)
+        return self._pick(x, tx, sp, fixed), tuple(later[:nb]), later[nb]
+
+    def _pick(self, x: StaticAccess, tx: StaticTask, sp: InstanceSpace, at: isl.Set
+              ) -> tuple[int, ...]:
+        """The instance of `x` the replay met first among the points of `at`
+        (a set with y's instance and the byte fixed): the last one for a
+        write (the byte's last writer); for a read, the first of those it
+        still held as readers (those ordered before another one are dropped,
+        `ShadowReplay`)."""
+        na, nb = sp.sizes[0], sp.sizes[1]
+        earlier = at.project_out(isl.dim_type.set, na, nb + 1)
+        if x.write:
+            return tuple(sp_point(earlier.lexmax()))
+        sp2 = instance_space((na, na))
+        n0, n1 = self._nest(x, sp2, 0), self._nest(x, sp2, 1)
+        pairs = (earlier.insert_dims(isl.dim_type.set, na, na)
+                 & earlier.insert_dims(isl.dim_type.set, 0, na)
+                 & issued_before_set(self.s, tx, n0.ords, tx, n1.ords, sp2)
+                 & ordered_set(self.s, tx, n0.ords, n0.trips, tx, n1.ords, sp2))
+        held = earlier.subtract(pairs.project_out(isl.dim_type.set, na, na))
+        return tuple(sp_point(held.lexmin()))
+
+    def _writers(self, buffer: SSAValue) -> tuple[list[int], list[StaticAccess]]:
+        """The writes of `buffer` by top-level statement (and their statements)."""
+        hit = self.cache.writers.get(buffer)
+        if hit is None:
+            assert self.cache.by_buffer is not None
+            ws = sorted((a for a in self.cache.by_buffer[buffer] if a.write), key=lambda a: a.top)
+            hit = self.cache.writers[buffer] = ([a.top for a in ws], ws)
+        return hit
 
     def _after(self, ta: StaticTask, a: StaticAccess, na: Nest, tb: StaticTask, b: StaticAccess,
                nb: Nest, sp: InstanceSpace) -> isl.Set:
@@ -387,20 +519,28 @@ class HazardFinder:
         return Access(inst, acc.region, lo, lo + ext, acc.write)
 
 
-def _witness(sp: InstanceSpace, races: isl.Set, earlier_writes: bool) -> Witness:
-    """The instances the diagnostic names, as the per-byte replay met them
-    first: the first instance of the later access in issue order (lexicographic
-    ordinals) and its lowest conflicting byte; there, the earlier access's
-    last instance (the byte's last writer) or, for a read, its first (the
-    oldest reader since that write)."""
-    na, nb = sp.sizes[0], sp.sizes[1]
-    later = sp_point(races.project_out(isl.dim_type.set, 0, na).lexmin())
-    fixed = races
-    for k, v in enumerate(later):
-        fixed = fixed.fix_val(isl.dim_type.set, na + k, v)
-    fixed = fixed.project_out(isl.dim_type.set, na, nb + 1)
-    i = sp_point(fixed.lexmax() if earlier_writes else fixed.lexmin())
-    return tuple(i), tuple(later[:nb]), later[nb]
+def _key_compare(s: Structure, t: StaticTask, rank: int, sp: InstanceSpace,
+                 key: tuple[int, ...], sign: int) -> isl.Set:
+    """The instances (group 0 of `sp`) of task `t` whose issue key, with the
+    access's `rank`, is after (`sign` 1) or before (-1) the constant `key`:
+    `issue_key` compared lexicographically, a loop ordinal at a time."""
+    mine: list[int | None] = []
+    for lp in t.loops:
+        mine += (s.index[lp], None)
+    mine += (t.index, rank)
+    out, cur = sp.empty, sp.universe
+    for p, c in enumerate(mine):
+        if p == len(key):
+            return out | cur if sign > 0 else out   # key is a prefix of ours: ours is after
+        if c is None:
+            m = p // 2
+            o = sp.groups[0][m]
+            out = out | (cur & (o.gt_set(sp.const(key[p])) if sign > 0
+                                else o.lt_set(sp.const(key[p]))))
+            cur = cur.fix_val(isl.dim_type.set, m, key[p])
+        elif c != key[p]:
+            return out | cur if (c > key[p]) == (sign > 0) else out
+    return out if len(key) == len(mine) else (out if sign > 0 else out | cur)
 
 
 def sp_point(s: isl.Set) -> list[int]:
@@ -445,12 +585,15 @@ class RaceScan:
 
 
 def find_races(program: ProgramOp, max_instances: int = MAX_TASK_INSTANCES,
-               cache: RaceCache | None = None) -> RaceScan:
+               cache: RaceCache | None = None,
+               buffers: Collection[SSAValue] | None = None) -> RaceScan:
     """The races `find_hazards` reports, as records (and its warnings): for
     passes that repair them (`nem-synthesize-deps`, which passes one `cache`
-    to every scan of a program whose accesses it does not change)."""
+    to every scan of a program whose accesses it does not change).  With
+    `buffers`, only the races on those buffers (`nem-share-buffers`: the
+    arenas, all that packing changed)."""
     with no_cyclic_gc():
-        finder = HazardFinder(program, max_instances, cache)
+        finder = HazardFinder(program, max_instances, cache, buffers)
         finder.run()
         return RaceScan([Race(a, b, o) for _, a, b, o in finder.races()],
                         finder.warnings, finder.work)

@@ -21,7 +21,7 @@ floor division, which isl handles without a case split.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import islpy as isl
 from xdsl.ir import BlockArgument, SSAValue
@@ -57,6 +57,8 @@ class InstanceSpace:
         self.space = isl.Space.create_from_names(CTX, set=names)
         self.universe = isl.Set.universe(self.space)
         self.empty = isl.Set.empty(self.space)
+        self._equal: dict[tuple, isl.Set] = {}
+        self._memo: dict[tuple, isl.Set] = {}
         ls = isl.LocalSpace.from_space(self.space)
         var = [isl.PwAff.var_on_domain(ls, isl.dim_type.set, d) for d in range(len(names))]
         self.starts: list[int] = []
@@ -72,11 +74,23 @@ class InstanceSpace:
         return isl.PwAff.val_on_domain(self.universe, value)
 
     def equal(self, a: Sequence[isl.PwAff], b: Sequence[isl.PwAff], n: int) -> isl.Set:
-        """Where the first `n` entries of `a` and `b` are equal."""
-        out = self.universe
-        for k in range(n):
-            out = out & a[k].eq_set(b[k])
-        return out
+        """Where the first `n` entries of `a` and `b` are equal (memoized: the
+        entries are the space's own variables, which live as long as it)."""
+        key = (tuple(map(id, a[:n])), tuple(map(id, b[:n])))
+        hit = self._equal.get(key)
+        if hit is None:
+            hit = self.universe
+            for k in range(n):
+                hit = hit & a[k].eq_set(b[k])
+            self._equal[key] = hit
+        return hit
+
+    def memo(self, key: tuple, build: Callable[[], isl.Set]) -> isl.Set:
+        """A set of this space built once per `key` (what it depends on)."""
+        hit = self._memo.get(key)
+        if hit is None:
+            hit = self._memo[key] = build()
+        return hit
 
     def point(self, s: isl.Set) -> list[list[int]]:
         """A point of non-empty `s`, as one list of ordinals per group (then the extras)."""
