@@ -412,6 +412,7 @@ def ordered_set(s: Structure, a: StaticTask, oa: Sequence[isl.PwAff], ta: Sequen
         same = sp.equal(oa, ob, c)
         if facts is True:
             return out | same
+        assert facts is not False
         for kind, m in facts:
             if kind == "end":
                 out = out | (same & complete_at_loop_end_set(oa[m], ta[m], s.window[id(a.loops[m])]))
@@ -426,6 +427,37 @@ def ordered_set(s: Structure, a: StaticTask, oa: Sequence[isl.PwAff], ta: Sequen
            facts if isinstance(facts, bool) else
            tuple((m, s.window[id(b.loops[m])]) for _, m in facts))
     return sp.memo(key, build)
+
+
+def unordered_pieces(s: Structure, a: StaticTask, oa: Sequence[isl.PwAff],
+                     ta: Sequence[isl.PwAff], b: StaticTask, ob: Sequence[isl.PwAff],
+                     sp: InstanceSpace) -> list[isl.Set]:
+    """`issued_before_set` minus `ordered_set`, as conjunctions (one per loop
+    where two iterations can overlap, one for the same iteration of every
+    common loop): what the hazard analysis intersects with a conflict, each
+    piece a cheap query (a union with a difference is not)."""
+    c = _common(a, b)
+    out = []
+    for k in range(c):
+        n = s.window[id(a.loops[k])]
+        if window_orders(1, n):
+            continue  # a window of 1: every later iteration is ordered
+        d = ob[k] - oa[k]
+        out.append(sp.memo(("overlap", tuple(map(id, oa)), tuple(map(id, ob)), k, n),
+                           lambda: sp.equal(oa, ob, k) & d.pos_set()
+                           & sp.universe.subtract(window_orders_set(d, n))))
+    facts = _same_iteration_facts(s, a, b) if a.pos < b.pos else True
+    if isinstance(facts, bool):
+        return out
+    piece = sp.equal(oa, ob, c)
+    for kind, m in facts:
+        if kind == "end":
+            done = complete_at_loop_end_set(oa[m], ta[m], s.window[id(a.loops[m])])
+        else:
+            done = window_orders_set(ob[m], s.window[id(b.loops[m])])
+        piece = piece & sp.universe.subtract(done)
+    out.append(piece)
+    return out
 
 
 @contextmanager

@@ -56,7 +56,9 @@ from nem.analysis.happens_before import (
     ordered_set,
     region_parts,
     task_operands,
+    unordered_pieces,
 )
+from nem.analysis.hazard_enum import Enumeration
 from nem.analysis.hazard_report import Access, race_diagnostic
 from nem.analysis.presburger import Boxes, InstanceSpace, Nest, NotQuasiAffine, instance_space
 from nem.dialect.diagnostics import Diagnostic
@@ -134,7 +136,7 @@ class HazardFinder:
         self.max_instances = max_instances
         self.buffers = buffers
         """Only the accesses of these buffers (None: all)."""
-        self._enum = None
+        self._enum: Enumeration | None = None
         windows: dict[SSAValue, tuple[int, ...]] = {}
         for op in program.walk():
             if isinstance(op, LoopOp):
@@ -228,9 +230,9 @@ class HazardFinder:
     def _direction(self, x: StaticAccess, y: StaticAccess) -> None:
         """Instances of `x` issued before instances of `y`."""
         tx, ty = self.s.tasks[x.op], self.s.tasks[y.op]
+        self.work += 1
         if ordered_always(self.s, tx, ty):
             return
-        self.work += 1
         key = (x, y)
         facts = self._facts(tx, ty)
         hit = self.cache.verdicts.get(key)
@@ -259,8 +261,6 @@ class HazardFinder:
         return True
 
     def _replay(self, accs: list[StaticAccess]) -> None:
-        from nem.analysis.hazard_enum import Enumeration
-
         if self._enum is None:
             self._enum = Enumeration(self.s, self.ev, self.max_instances, self.warnings)
         rep = self._enum.replay(accs)
@@ -278,13 +278,20 @@ class HazardFinder:
         c = _common(tx, ty)
         wins = tuple(self.s.window[id(lp)] for lp in tx.loops[:c])
         same = _same_iteration_facts(self.s, tx, ty) if tx.pos < ty.pos else None
-        return wins, same if same is True or same is None else tuple(same)
+        return wins, same if same is None or isinstance(same, bool) else tuple(same)
 
     def _nest(self, acc: StaticAccess, sp: InstanceSpace, g: int) -> Nest:
         k = (acc.op, sp.sizes, len(sp.extra), g)
         hit = self.cache.nests.get(k)
         if hit is None:
-            hit = self.cache.nests[k] = Nest(self.ev, self.boxes, self.s.tasks[acc.op].loops, sp, g)
+            loops = self.s.tasks[acc.op].loops
+            own = (acc.op, (len(loops),), 0, 0)
+            base = self.cache.nests.get(own)
+            if base is None:
+                base = self.cache.nests[own] = Nest(self.ev, self.boxes, loops,
+                                                    instance_space((len(loops),)), 0)
+            hit = base if k == own else Nest(self.ev, self.boxes, loops, sp, g, base)
+            self.cache.nests[k] = hit
         return hit
 
     def _touches(self, acc: StaticAccess, sp: InstanceSpace, g: int) -> isl.Set:
@@ -323,12 +330,17 @@ class HazardFinder:
             return None
         sp, conflict = hit
         nx, ny = self._nest(x, sp, 0), self._nest(y, sp, 1)
-        issued = issued_before_set(self.s, tx, nx.ords, ty, ny.ords, sp)
-        races = (conflict & issued).subtract(
-            ordered_set(self.s, tx, nx.ords, nx.trips, ty, ny.ords, sp))
-        self.work += 1
-        if races.is_empty():
+        pieces = []
+        for piece in unordered_pieces(self.s, tx, nx.ords, nx.trips, ty, ny.ords, sp):
+            self.work += 1
+            piece = conflict & piece
+            if not piece.is_empty():
+                pieces.append(piece)
+        if not pieces:
             return None
+        races = pieces[0]
+        for piece in pieces[1:]:
+            races = races | piece
         # the witness (`_witness`) is at the first instance of y and byte the
         # pair races at: when the instance of x picked there is nearest, that
         # is all (cheap: every variable fixed); else at that instance of y and
@@ -394,7 +406,7 @@ class HazardFinder:
                 if x.top < w.top < y.top:  # every instance of w is issued between
                     races = races.subtract(self._bytes(w, sp))
                 else:
-                    races = races.subtract(self._between(x, tx, w, tw, y, ty))
+                    races = races.subtract(self._between(x, tx, w, tw, y, ty, races=races))
             except (NotQuasiAffine, NotAnExpression, ExprError):
                 continue  # not known to intervene: keep the points
             self.work += 1
@@ -413,10 +425,12 @@ class HazardFinder:
         return hit
 
     def _between(self, x: StaticAccess, tx: StaticTask, w: StaticAccess, tw: StaticTask,
-                 y: StaticAccess, ty: StaticTask, at: list[int] | None = None) -> isl.Set:
+                 y: StaticAccess, ty: StaticTask, at: list[int] | None = None,
+                 races: isl.Set | None = None) -> isl.Set:
         """The points (x's instance, y's, the byte) with an instance of `w`
         touching the byte issued between the two (same buffer instance);
-        `at` fixes y's ordinals and the byte."""
+        `at` fixes y's ordinals and the byte, `races` the points that matter
+        (the sets stay small before w's instance is projected out)."""
         sp3 = instance_space((len(tx.loops), len(ty.loops), len(tw.loops)), 1)
         nx, ny, nw = self._nest(x, sp3, 0), self._nest(y, sp3, 1), self._nest(w, sp3, 2)
 
@@ -430,6 +444,8 @@ class HazardFinder:
             return t
 
         between = fixed(self._touches(w, sp3, 2))
+        if races is not None:
+            between = between & races.insert_dims(isl.dim_type.set, sp3.starts[2], len(tw.loops))
         if w.top == y.top:
             between = between & fixed(self._after(tw, w, nw, ty, y, ny, sp3))
         if x.top == w.top:
@@ -513,7 +529,7 @@ class HazardFinder:
         return Instance(t, tuple(ords), tuple(trips), tuple(ivs))
 
     def access(self, acc: StaticAccess, inst: Instance) -> Access:
-        env = {lp.block.args[0]: v for lp, v in zip(inst.task.loops, inst.ivs)}
+        env: dict[SSAValue, int] = {lp.block.args[0]: v for lp, v in zip(inst.task.loops, inst.ivs)}
         lo, ext = self.ev.eval(acc.offset, env), self.ev.eval(acc.extent, env)
         assert lo is not None and ext is not None
         return Access(inst, acc.region, lo, lo + ext, acc.write)
@@ -534,9 +550,8 @@ def _key_compare(s: Structure, t: StaticTask, rank: int, sp: InstanceSpace,
             return out | cur if sign > 0 else out   # key is a prefix of ours: ours is after
         if c is None:
             m = p // 2
-            o = sp.groups[0][m]
-            out = out | (cur & (o.gt_set(sp.const(key[p])) if sign > 0
-                                else o.lt_set(sp.const(key[p]))))
+            out = out | (cur.lower_bound_val(isl.dim_type.set, m, key[p] + 1) if sign > 0
+                         else cur.upper_bound_val(isl.dim_type.set, m, key[p] - 1))
             cur = cur.fix_val(isl.dim_type.set, m, key[p])
         elif c != key[p]:
             return out | cur if (c > key[p]) == (sign > 0) else out

@@ -59,6 +59,7 @@ class InstanceSpace:
         self.empty = isl.Set.empty(self.space)
         self._equal: dict[tuple, isl.Set] = {}
         self._memo: dict[tuple, isl.Set] = {}
+        self._consts: dict[int, isl.PwAff] = {}
         ls = isl.LocalSpace.from_space(self.space)
         var = [isl.PwAff.var_on_domain(ls, isl.dim_type.set, d) for d in range(len(names))]
         self.starts: list[int] = []
@@ -71,7 +72,10 @@ class InstanceSpace:
         self.extra = var[at:]
 
     def const(self, value: int) -> isl.PwAff:
-        return isl.PwAff.val_on_domain(self.universe, value)
+        hit = self._consts.get(value)
+        if hit is None:
+            hit = self._consts[value] = isl.PwAff.val_on_domain(self.universe, value)
+        return hit
 
     def equal(self, a: Sequence[isl.PwAff], b: Sequence[isl.PwAff], n: int) -> isl.Set:
         """Where the first `n` entries of `a` and `b` are equal (memoized: the
@@ -89,7 +93,7 @@ class InstanceSpace:
         """A set of this space built once per `key` (what it depends on)."""
         hit = self._memo.get(key)
         if hit is None:
-            hit = self._memo[key] = build()
+            hit = self._memo[key] = build().coalesce()
         return hit
 
     def point(self, s: isl.Set) -> list[list[int]]:
@@ -152,15 +156,22 @@ class Nest:
     """The loops of one task on group `g` of `sp`: `env` maps each loop
     variable to `ordinal + lower bound`, `trips` the trip counts, `domain`
     the iterations that run.  Raises NotAnExpression / ExprError (a loop the
-    program never runs: the caller drops the task) or NotQuasiAffine."""
+    program never runs: the caller drops the task) or NotQuasiAffine.  The
+    functions are built once per task, on a space of its own, and moved to
+    the group of each space a question needs (`embed`)."""
 
     def __init__(self, ev: Evaluator, boxes: Boxes, loops: Sequence[LoopOp],
-                 sp: InstanceSpace, g: int):
-        self.ev, self.boxes, self.sp = ev, boxes, sp
-        self.env: dict[BlockArgument, isl.PwAff] = {}
-        self.trips: list[isl.PwAff] = []
-        self.lowers: list[isl.PwAff] = []
+                 sp: InstanceSpace, g: int, base: Nest | None = None):
+        self.ev, self.boxes, self.sp, self.g, self.base = ev, boxes, sp, g, base
+        self.ords = sp.groups[g][:len(loops)]
         self._memo: dict[int, isl.PwAff] = {}
+        self.trips: list[isl.PwAff] = []
+        self.domain: isl.Set = sp.universe
+        self.env: dict[BlockArgument, isl.PwAff] = {}
+        if base is not None:
+            self.trips = [self.embed(t) for t in base.trips]
+            self.domain = self.embed_set(base.domain)
+            return
         dom = sp.universe
         for k, lp in enumerate(loops):
             o = sp.groups[g][k]
@@ -169,15 +180,33 @@ class Nest:
             dom = dom & o.nonneg_set() & (trip - 1 - o).nonneg_set()
             self.env[lp.block.args[0]] = o + lo
             self.trips.append(trip)
-            self.lowers.append(lo)
-        self.ords = sp.groups[g][:len(loops)]
         self.domain = dom
+
+    def _shape(self) -> tuple[int, int]:
+        """Dimensions before and after this nest's group in its space."""
+        n = len(self.ords)
+        before = self.sp.starts[self.g]
+        return before, sum(self.sp.sizes) + len(self.sp.extra) - before - n
+
+    def embed(self, f: isl.PwAff) -> isl.PwAff:
+        """A function of the base nest's space, on this nest's group."""
+        before, after = self._shape()
+        n = len(self.ords)
+        return f.insert_dims(isl.dim_type.in_, n, after).insert_dims(isl.dim_type.in_, 0, before)
+
+    def embed_set(self, t: isl.Set) -> isl.Set:
+        before, after = self._shape()
+        n = len(self.ords)
+        return t.insert_dims(isl.dim_type.set, n, after).insert_dims(isl.dim_type.set, 0, before)
 
     def expr(self, value: SSAValue) -> isl.PwAff:
         hit = self._memo.get(id(value))
         if hit is None:
-            hit = self._memo[id(value)] = quasi_affine(self.ev, value, self.env, self.sp,
-                                                       self.boxes.box)
+            if self.base is not None:
+                hit = self.embed(self.base.expr(value))
+            else:
+                hit = quasi_affine(self.ev, value, self.env, self.sp, self.boxes.box)
+            self._memo[id(value)] = hit
         return hit
 
 
