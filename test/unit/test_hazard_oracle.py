@@ -25,6 +25,7 @@ from nem.analysis.happens_before import (
     issued_before_set,
     ordered,
     ordered_set,
+    unordered_pieces,
 )
 from nem.analysis.hazard_finder import HazardFinder, find_hazards, find_races
 from nem.analysis.presburger import Boxes, Nest, instance_space
@@ -192,7 +193,7 @@ def test_same_verdicts_and_races_on_nested_pipelined_programs(src):
 def test_ordering_sets_are_the_twins_of_ordered(src, rnd: random.Random):
     """`issued_before_set` / `ordered_set` contain exactly the instance pairs
     where `issued_before` / `ordered` hold (random instance pairs of random
-    task pairs of each program)."""
+    task pairs of each program), and `unordered_pieces` is their difference."""
     prog = _program(src)
     s = Structure(prog)
     ev = Evaluator()
@@ -207,7 +208,12 @@ def test_ordering_sets_are_the_twins_of_ordered(src, rnd: random.Random):
         na, nb = Nest(ev, boxes, a.loops, sp, 0), Nest(ev, boxes, b.loops, sp, 1)
         before = issued_before_set(s, a, na.ords, b, nb.ords, sp)
         ords = ordered_set(s, a, na.ords, na.trips, b, nb.ords, sp)
+        pieces = unordered_pieces(s, a, na.ords, na.trips, b, nb.ords, sp)
+        union = sp.empty
+        for piece in pieces:
+            union = union | piece
         points = (na.domain & nb.domain)
+        assert (union & points).is_equal(before.subtract(ords) & points), src
         if points.is_empty():
             continue
         finder = HazardFinder(prog)
