@@ -34,6 +34,9 @@ Decision D-DEPS-SYNTH in docs/spec-decisions.md.
 
 from __future__ import annotations
 
+import heapq
+import itertools
+
 from collections.abc import Collection, Iterable, Iterator
 from dataclasses import dataclass, field
 
@@ -227,12 +230,16 @@ class Synthesizer:
         for t, (first, _) in lv.intervals.items():
             starting.setdefault(first, []).append(t)
         live: dict[TaskOp, None] = {}  # in issue order
+        expiry: list[tuple[int, int, TaskOp]] = []  # (last use, issue, token): a heap
+        order = itertools.count()
         waits: list[tuple[int, list[TaskOp]]] = []
         ev = Evaluator()
         for k, op in enumerate(ops):
-            for t in [t for t in live if ends[t] < k]:
-                del live[t]
-            live.update(dict.fromkeys(starting.get(k, ())))
+            while expiry and expiry[0][0] < k:
+                live.pop(heapq.heappop(expiry)[2], None)
+            for t in starting.get(k, ()):
+                live[t] = None
+                heapq.heappush(expiry, (ends[t], next(order), t))
             count = len(live) + nested[k]
             if count <= budget:
                 continue
