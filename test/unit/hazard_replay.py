@@ -12,7 +12,7 @@ it with `nem.analysis.hazard_finder` on generated programs.
 
 from __future__ import annotations
 
-from xdsl.ir import Block, BlockArgument, Operation, SSAValue
+from xdsl.ir import Block, BlockArgument, SSAValue
 
 from nem.analysis.happens_before import (
     Instance,
@@ -23,6 +23,7 @@ from nem.analysis.happens_before import (
     task_operands,
 )
 from nem.analysis.hazard_enum import Shadow, ShadowReplay, window_warning
+from nem.analysis.hazard_finder import enclosing_loops
 from nem.analysis.hazard_report import Access, race_diagnostic
 from nem.dialect.diagnostics import Diagnostic
 from nem.dialect.ops import BufferOp, LoopOp, ProgramOp, RegionOp, TaskOp
@@ -63,7 +64,7 @@ class HazardFinder:
             if isinstance(op, LoopOp):
                 self.depth_of[op.block.args[0]] = _loop_depth(op)
             elif isinstance(op, BufferOp):
-                self._buffer_windows[op.result] = static_windows(_enclosing_loops(op), self.ev)
+                self._buffer_windows[op.result] = static_windows(enclosing_loops(op), self.ev)
 
     # -- enumeration -----------------------------------------------------
     def run(self) -> list[Diagnostic]:
@@ -180,17 +181,7 @@ class HazardFinder:
 
 def _loop_depth(loop: LoopOp) -> int:
     """0-based nesting depth of a loop (its variable's index in `ivs`)."""
-    return len(_enclosing_loops(loop))
-
-
-def _enclosing_loops(op: Operation) -> tuple[LoopOp, ...]:
-    out = []
-    p = op.parent_op()
-    while p is not None and not isinstance(p, ProgramOp):
-        if isinstance(p, LoopOp):
-            out.append(p)
-        p = p.parent_op()
-    return tuple(reversed(out))
+    return len(enclosing_loops(loop))
 
 
 def find_races(program: ProgramOp, max_instances: int = MAX_TASK_INSTANCES) -> list[tuple]:

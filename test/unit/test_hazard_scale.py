@@ -13,10 +13,8 @@ loop costs the same for any trip count: counted in the analysis's work
 
 from __future__ import annotations
 
-import pytest
-
 from nem.analysis import hazard_finder
-from nem.analysis.hazard_finder import find_hazards, find_races
+from nem.analysis.hazard_finder import find_races
 from nem.dialect.ops import ProgramOp
 from nem.frontends.nem_text.parser import parse_nem
 

@@ -60,7 +60,14 @@ from nem.analysis.happens_before import (
 )
 from nem.analysis.hazard_enum import Enumeration
 from nem.analysis.hazard_report import Access, race_diagnostic
-from nem.analysis.presburger import Boxes, InstanceSpace, Nest, NotQuasiAffine, instance_space
+from nem.analysis.presburger import (
+    Boxes,
+    InstanceSpace,
+    Nest,
+    NotQuasiAffine,
+    instance_space,
+    point,
+)
 from nem.dialect.diagnostics import Diagnostic
 from nem.dialect.ops import BufferOp, LoopOp, ProgramOp, RegionOp, TaskOp
 from nem.dialect.semantics import (
@@ -145,7 +152,7 @@ class HazardFinder:
             if isinstance(op, LoopOp):
                 self.boxes.add(op)
             elif isinstance(op, BufferOp):
-                windows[op.result] = static_windows(_enclosing_loops(op), self.ev)
+                windows[op.result] = static_windows(enclosing_loops(op), self.ev)
         self._windows = windows
 
     # -- static accesses and candidate pairs -----------------------------------
@@ -393,7 +400,7 @@ class HazardFinder:
         # is all (cheap: every variable fixed); else at that instance of y and
         # byte, else anywhere
         na, nb = sp.sizes[0], sp.sizes[1]
-        later = sp_point(races.project_out(isl.dim_type.set, 0, na).lexmin())
+        later = point(races.project_out(isl.dim_type.set, 0, na).lexmin())
         at = races
         for k, v in enumerate(later):
             at = at.fix_val(isl.dim_type.set, na + k, v)
@@ -508,7 +515,7 @@ class HazardFinder:
         (lexicographic ordinals) and its lowest conflicting byte; there, the
         earlier access's instance `_pick` says."""
         na, nb = sp.sizes[0], sp.sizes[1]
-        later = sp_point(races.project_out(isl.dim_type.set, 0, na).lexmin())
+        later = point(races.project_out(isl.dim_type.set, 0, na).lexmin())
         fixed = races
         for k, v in enumerate(later):
             fixed = fixed.fix_val(isl.dim_type.set, na + k, v)
@@ -524,7 +531,7 @@ class HazardFinder:
         na, nb = sp.sizes[0], sp.sizes[1]
         earlier = at.project_out(isl.dim_type.set, na, nb + 1)
         if x.write:
-            return tuple(sp_point(earlier.lexmax()))
+            return tuple(point(earlier.lexmax()))
         sp2 = instance_space((na, na))
         n0, n1 = self._nest(x, sp2, 0), self._nest(x, sp2, 1)
         pairs = (earlier.insert_dims(isl.dim_type.set, na, na)
@@ -532,7 +539,7 @@ class HazardFinder:
                  & issued_before_set(self.s, tx, n0.ords, tx, n1.ords, sp2)
                  & ordered_set(self.s, tx, n0.ords, n0.trips, tx, n1.ords, sp2))
         held = earlier.subtract(pairs.project_out(isl.dim_type.set, na, na))
-        return tuple(sp_point(held.lexmin()))
+        return tuple(point(held.lexmin()))
 
     def _writers(self, buffer: SSAValue) -> tuple[list[int], list[StaticAccess]]:
         """The writes of `buffer` by top-level statement (and their statements)."""
@@ -605,13 +612,8 @@ def _key_compare(s: Structure, t: StaticTask, rank: int, sp: InstanceSpace,
     return out if len(key) == len(mine) else (out if sign > 0 else out | cur)
 
 
-def sp_point(s: isl.Set) -> list[int]:
-    p = s.sample_point()
-    return [p.get_coordinate_val(isl.dim_type.set, d).to_python()
-            for d in range(s.dim(isl.dim_type.set))]
-
-
-def _enclosing_loops(op: Operation) -> tuple[LoopOp, ...]:
+def enclosing_loops(op: Operation) -> tuple[LoopOp, ...]:
+    """The loops holding `op`, outermost first."""
     out = []
     p = op.parent_op()
     while p is not None and not isinstance(p, ProgramOp):

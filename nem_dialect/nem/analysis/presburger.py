@@ -96,16 +96,15 @@ class InstanceSpace:
             hit = self._memo[key] = build().coalesce()
         return hit
 
-    def point(self, s: isl.Set) -> list[list[int]]:
-        """A point of non-empty `s`, as one list of ordinals per group (then the extras)."""
-        p = s.sample_point()
-        vals = [p.get_coordinate_val(isl.dim_type.set, d).to_python()
-                for d in range(s.dim(isl.dim_type.set))]
-        out = [vals[st:st + n] for st, n in zip(self.starts, self.sizes)]
-        return out + [vals[sum(self.sizes):]]
-
 
 _SPACES: dict[tuple[tuple[int, ...], int], InstanceSpace] = {}
+
+
+def point(s: isl.Set) -> list[int]:
+    """The coordinates of a point of non-empty `s` (of `lexmin`/`lexmax`: the extreme one)."""
+    p = s.sample_point()
+    return [p.get_coordinate_val(isl.dim_type.set, d).to_python()
+            for d in range(s.dim(isl.dim_type.set))]
 
 
 def instance_space(sizes: Sequence[int], extra: int = 0) -> InstanceSpace:
