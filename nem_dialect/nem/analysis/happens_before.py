@@ -124,7 +124,8 @@ class Structure:
         (parsing the decorators there was a fifth of a large analysis)."""
         self._collect(program.block, ())
         self._covers()
-        self._dep_memo: dict[tuple[StaticTask, StaticTask], bool] = {}
+        self._reach: dict[StaticTask, int] | None = None
+        """Per task, the positions of the tasks its token transitively depends on (a bit set)."""
 
     def _collect(self, block: Block, loops: tuple[LoopOp, ...]) -> None:
         for k, op in enumerate(block.ops):
@@ -224,24 +225,21 @@ class Structure:
         return hit
 
     def dep_reaches(self, a: StaticTask, b: StaticTask) -> bool:
-        """A's token reaches B through deps (transitively)."""
-        key = (a, b)
-        hit = self._dep_memo.get(key)
-        if hit is None:
-            seen: set[int] = set()
-            stack = list(b.deps)
-            hit = False
-            while stack:
-                c = stack.pop()
-                if c is a:
-                    hit = True
-                    break
-                if c.pos < a.pos or id(c) in seen:
+        """A's token reaches B through deps (transitively): one bit test in
+        B's set of transitive producers (`_reach`, built once per program in
+        program order: a task's deps are issued before it)."""
+        if self._reach is None:
+            self._reach = {}
+            for op in self.order:
+                t = self.tasks.get(op)
+                if t is None:
                     continue
-                seen.add(id(c))
-                stack.extend(c.deps)
-            self._dep_memo[key] = hit
-        return hit
+                r = 0
+                for d in t.deps:
+                    if d.pos < t.pos:  # a forward (invalid) dep orders nothing here
+                        r |= self._reach.get(d, 0) | (1 << d.pos)
+                self._reach[t] = r
+        return bool(self._reach[b] >> a.pos & 1)
 
 
 # --------------------------------------------------------------------------
@@ -348,12 +346,10 @@ def _same_iteration_facts(s: Structure, a: StaticTask, b: StaticTask
         if a.block in a.cover:
             return True
         return [("end", m) for m in range(c, len(la))]
-    if s.dep_reaches(a, b):
-        return True
     cover = a.cover
     idx = s.index[lb[c]] if len(lb) > c else b.index
     hit = cover.get(a.block)
-    if hit is not None and hit < idx:
+    if (hit is not None and hit < idx) or s.dep_reaches(a, b):
         return True
     out = []
     for m in range(c, len(lb)):
@@ -367,14 +363,28 @@ def _same_iteration_facts(s: Structure, a: StaticTask, b: StaticTask
     return out
 
 
-def ordered_always(s: Structure, a: StaticTask, b: StaticTask) -> bool:
+PairFacts = tuple[tuple[int, ...], "bool | tuple[tuple[str, int], ...] | None"]
+"""(windows of the common loops, `_same_iteration_facts` or None when `a` is
+not issued before `b` within an iteration): all the structure says of a
+pair of tasks, what the ordering sets are built from."""
+
+
+def pair_facts(s: Structure, a: StaticTask, b: StaticTask) -> PairFacts:
+    c = _common(a, b)
+    wins = tuple(s.window[id(lp)] for lp in a.loops[:c])
+    if a.pos >= b.pos:
+        return wins, None
+    same = _same_iteration_facts(s, a, b)
+    return wins, same if isinstance(same, bool) else tuple(same)
+
+
+def ordered_always(s: Structure, a: StaticTask, b: StaticTask,
+                   facts: PairFacts | None = None) -> bool:
     """Does `ordered` hold for every pair of instances of `a` and `b`, `a`'s
     issued first?  (No loop window lets two iterations overlap, and the
     same-iteration case is ordered by the structure alone.)"""
-    c = _common(a, b)
-    if not all(window_orders(1, s.window[id(lp)]) for lp in a.loops[:c]):
-        return False
-    return a.pos >= b.pos or _same_iteration_facts(s, a, b) is True
+    wins, same = facts or pair_facts(s, a, b)
+    return all(window_orders(1, n) for n in wins) and (same is None or same is True)
 
 
 def issued_before_set(s: Structure, a: StaticTask, oa: Sequence[isl.PwAff],

@@ -54,6 +54,7 @@ from nem.analysis.happens_before import (
     ordered,
     ordered_always,
     ordered_set,
+    pair_facts,
     region_parts,
     task_operands,
     unordered_pieces,
@@ -241,10 +242,10 @@ class HazardFinder:
         """Instances of `x` issued before instances of `y`."""
         tx, ty = self.s.tasks[x.op], self.s.tasks[y.op]
         self.work += 1
-        if ordered_always(self.s, tx, ty):
+        facts = pair_facts(self.s, tx, ty)
+        if ordered_always(self.s, tx, ty, facts):
             return
         key = (x, y)
-        facts = self._facts(tx, ty)
         hit = self.cache.verdicts.get(key)
         if hit is not None and hit[0] == facts:
             witness = hit[1]
@@ -324,15 +325,6 @@ class HazardFinder:
                 str(n.domain), str(n.expr(acc.offset)), str(n.expr(acc.extent)), acc.windows,
                 acc.rank, acc.write, tuple(self.s.window[id(lp)] for lp in t.loops))
         return hit
-
-    def _facts(self, tx: StaticTask, ty: StaticTask) -> object:
-        """What the ordering sets of the pair depend on (`ordered_set`)."""
-        from nem.analysis.happens_before import _common, _same_iteration_facts
-
-        c = _common(tx, ty)
-        wins = tuple(self.s.window[id(lp)] for lp in tx.loops[:c])
-        same = _same_iteration_facts(self.s, tx, ty) if tx.pos < ty.pos else None
-        return wins, same if same is None or isinstance(same, bool) else tuple(same)
 
     def _nest(self, acc: StaticAccess, sp: InstanceSpace, g: int) -> Nest:
         k = (acc.op, sp.sizes, len(sp.extra), g)
