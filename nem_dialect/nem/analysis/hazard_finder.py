@@ -46,6 +46,7 @@ from xdsl.ir import Operation, SSAValue
 from nem.analysis.happens_before import (
     Instance,
     Order,
+    PairFacts,
     StaticTask,
     Structure,
     issue_key,
@@ -123,8 +124,10 @@ class RaceCache:
     replayed: list[list[StaticAccess]] = field(default_factory=list)
     writers: dict[SSAValue, tuple[list[int], list[StaticAccess]]] = field(default_factory=dict)
     touches: dict[tuple, isl.Set] = field(default_factory=dict)
+    races: dict[tuple, tuple[InstanceSpace, isl.Set] | None] = field(default_factory=dict)
+    """Race sets by the shape of the pair (`_symbolic`)."""
     shapes: dict[tuple, Witness | None] = field(default_factory=dict)
-    """`_symbolic`'s answers by `_shape`."""
+    """Witnesses by the shape of the pair and the writes in between."""
     forms: dict[StaticAccess, tuple] = field(default_factory=dict)
     """The accesses of each buffer that has one isl cannot represent."""
     conflicts: dict[PairKey, tuple[InstanceSpace, isl.Set] | None] = field(default_factory=dict)
@@ -251,11 +254,7 @@ class HazardFinder:
             witness = hit[1]
         else:
             try:
-                shape = self._shape(x, y, tx, ty, facts)
-                if shape in self.cache.shapes:
-                    witness = self.cache.shapes[shape]
-                else:
-                    witness = self.cache.shapes[shape] = self._symbolic(x, y, tx, ty)
+                witness = self._symbolic(x, y, tx, ty, facts)
             except (NotAnExpression, ExprError):
                 witness = None  # a loop the program never runs or an access it skips
             self.cache.verdicts[key] = (facts, witness)
@@ -286,15 +285,14 @@ class HazardFinder:
                     rep.byte[key], not a.write, issue_key(self.s, a.inst))
             self.found[key] = (sort, a, b, order)
 
-    def _shape(self, x: StaticAccess, y: StaticAccess, tx: StaticTask, ty: StaticTask,
-               facts: object) -> tuple:
-        """Everything `_symbolic`'s answer depends on, up to the identity of the
-        tasks and buffers: the two accesses' nests and expressions as isl
-        prints them on spaces of their own, buffer instances, windows, the
-        ordering facts, and the same of each write that could come between
-        them and how it is placed relative to them.  Lowered CNNs repeat
-        nests (per engine, per identical layer): pairs of equal shape are
-        decided once (measured on SqueezeNet: 15547 pairs, 2021 shapes)."""
+    def _between_shape(self, x: StaticAccess, y: StaticAccess, tx: StaticTask,
+                       ty: StaticTask) -> tuple:
+        """What the witness of a racing pair depends on beyond the pair: each
+        write that could come between (as `_form` prints it) and how it is
+        placed relative to the two.  With `_form`, equal shapes give equal
+        answers up to the identity of the tasks and buffers; lowered CNNs
+        repeat nests (per engine, per identical layer), so pairs of equal
+        shape are decided once (SqueezeNet: 15547 pairs, 2021 shapes)."""
         lo, hi = max(x.lo, y.lo), min(x.hi, y.hi)
         first, last = min(x.top, y.top), max(x.top, y.top)
         tops, writers = self._writers(x.buffer)
@@ -305,9 +303,8 @@ class HazardFinder:
             tw = self.s.tasks[w.op]
             between.append((self._form(w), (w.top > x.top) - (w.top < x.top),
                             (y.top > w.top) - (y.top < w.top), self._relation(tx, tw),
-                            self._relation(tw, ty), tx is tw, tw is ty, w.lo >= lo, w.hi <= hi))
-        return (self._form(x), self._form(y), facts, tx is ty, (x.lo, x.hi) == (y.lo, y.hi),
-                tuple(between))
+                            self._relation(tw, ty), tx is tw, tw is ty))
+        return tuple(between)
 
     def _relation(self, a: StaticTask, b: StaticTask) -> tuple:
         from nem.analysis.happens_before import _common
@@ -369,8 +366,26 @@ class HazardFinder:
         self.cache.conflicts[key] = out
         return out
 
-    def _symbolic(self, x: StaticAccess, y: StaticAccess, tx: StaticTask, ty: StaticTask
-                  ) -> Witness | None:
+    def _symbolic(self, x: StaticAccess, y: StaticAccess, tx: StaticTask, ty: StaticTask,
+                  facts: PairFacts) -> Witness | None:
+        """The witness of the pair's race, if it is nearest somewhere.  Pairs
+        of equal shape are decided once (`_shape`): first whether they race,
+        then, for those that do, where (the writes in between included)."""
+        shape = (self._form(x), self._form(y), facts, tx is ty)
+        if shape in self.cache.races:
+            hit = self.cache.races[shape]
+        else:
+            hit = self.cache.races[shape] = self._races(x, y, tx, ty)
+        if hit is None:
+            return None
+        full = shape + self._between_shape(x, y, tx, ty)
+        if full not in self.cache.shapes:
+            self.cache.shapes[full] = self._located(x, y, tx, hit[0], hit[1])
+        return self.cache.shapes[full]
+
+    def _races(self, x: StaticAccess, y: StaticAccess, tx: StaticTask, ty: StaticTask
+               ) -> tuple[InstanceSpace, isl.Set] | None:
+        """The pair's race set (its space, the set), None when empty."""
         hit = self._conflict(x, y)
         if hit is None:
             return None
@@ -387,6 +402,11 @@ class HazardFinder:
         races = pieces[0]
         for piece in pieces[1:]:
             races = races | piece
+        return sp, races
+
+    def _located(self, x: StaticAccess, y: StaticAccess, tx: StaticTask, sp: InstanceSpace,
+                 races: isl.Set) -> Witness | None:
+        """The witness of a racing pair, None when it is nowhere nearest."""
         # the witness (`_witness`) is at the first instance of y and byte the
         # pair races at: when the instance of x picked there is nearest, that
         # is all (cheap: every variable fixed); else at that instance of y and
