@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import bisect
 import heapq
+import itertools
 from collections.abc import Collection
 from dataclasses import dataclass, field
 
@@ -194,6 +195,46 @@ class HazardFinder:
             return -INF, INF
         return o[0], o[1] + e[1]
 
+    def _pairs(self, accs: list[StaticAccess]) -> list[PairKey]:
+        """The candidate pairs of one buffer's accesses (in program order):
+        within a top-level statement, those whose byte bounds overlap
+        (`_sweep`); across statements, an access against the earlier ones
+        still *live*: an access is dead once a later statement holds a write
+        whose instances write every byte the access can touch (`_cover`):
+        that write comes between it and every access after, so the pair is
+        nowhere nearest.  Without it a program whose nests write whole
+        buffers one after the other pairs every access with every earlier
+        one (synthesize-deps starts from no ordering at all)."""
+        out: list[PairKey] = []
+        live: list[StaticAccess] = []
+        for top, grouped in itertools.groupby(accs, key=lambda a: a.top):
+            group = list(grouped)
+            out += self._sweep(group)
+            for y in group:
+                out += [(x, y) for x in live
+                        if (x.write or y.write) and x.lo < y.hi and y.lo < x.hi]
+            live += group
+            for w in group:
+                cover = self._cover(w) if w.write else None
+                if cover is not None:
+                    live = [x for x in live if x.top == top
+                            or not (cover[0] <= x.lo and x.hi <= cover[1])]
+        return out
+
+    def _cover(self, w: StaticAccess) -> tuple[int, int] | None:
+        """[lo, hi) when the instances of write `w` write exactly every byte
+        of its bounds (a program-scope buffer: one instance)."""
+        if w.windows or w.lo == -INF or w.hi == INF:
+            return None
+        n = len(self.s.tasks[w.op].loops)
+        try:
+            touched = self._touches(w, instance_space((n,), 1), 0)
+        except (NotQuasiAffine, NotAnExpression, ExprError):
+            return None
+        lo, hi = int(w.lo), int(w.hi)
+        whole = isl.Set(f"{{ [x] : {lo} <= x < {hi} }}")
+        return (lo, hi) if touched.project_out(isl.dim_type.set, 0, n).is_equal(whole) else None
+
     @staticmethod
     def _sweep(accs: list[StaticAccess]) -> list[PairKey]:
         """Pairs of accesses whose byte bounds overlap, at least one a write:
@@ -226,7 +267,7 @@ class HazardFinder:
                 if self.buffers is not None and buf not in self.buffers:
                     continue
                 if all(self._quasi_affine(a) for a in accs):
-                    cache.pairs += self._sweep(accs)
+                    cache.pairs += self._pairs(accs)
                 else:
                     cache.replayed.append(accs)
         for x, y in cache.pairs:
