@@ -109,14 +109,20 @@ class Synthesizer:
                 pruned = True
                 self.prune()
                 continue
-            changed = [self.repair(r) for r in races]
+            pending: dict[TaskOp, dict[SSAValue, None]] = {}
+            changed = [self.repair(r, pending) for r in races]
+            for later, tokens in pending.items():   # one rewrite of each task's operands
+                later.set_deps([*later.deps, *tokens])
+                self.added.setdefault(later, []).extend(tokens)
             self.reduce()
             if not any(changed):
                 break
         raise NemDiagnosticError([_cannot(r) for r in races])
 
-    def repair(self, race: Race) -> bool:
-        """Order one race; False when this pass cannot."""
+    def repair(self, race: Race, pending: dict[TaskOp, dict[SSAValue, None]]) -> bool:
+        """Order one race, the dep it needs added to `pending` (later task ->
+        its new deps, set once the round's races are all repaired); False
+        when this pass cannot."""
         a, b, order = race.earlier.inst.task, race.later.inst.task, race.order
         if order.loop is not None:
             return self.narrow(order.loop, order.distance or 1, race)
@@ -124,10 +130,10 @@ class Synthesizer:
             return False  # the closing wait of a's block covers it once a is a sink
         token = a.op.results[0]
         later = b.op
-        if token in later.deps:
+        new = pending.setdefault(later, {})
+        if token in new or token in later.deps:
             return False
-        later.set_deps([*later.deps, token])
-        self.added.setdefault(later, []).append(token)
+        new[token] = None
         return True
 
     def narrow(self, loop: LoopOp, distance: int, race: Race) -> bool:
