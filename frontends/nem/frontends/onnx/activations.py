@@ -30,7 +30,7 @@ from mlir import ir
 from mlir.dialects import arith, math
 from nem.frontends.onnx import emit
 from nem.frontends.onnx.graph import Importer, Node
-from nem.frontends.onnx.ops import define_elementwise, operand, wide
+from nem.frontends.onnx.ops import by_type, define_elementwise, operand, wide
 
 
 def _c(x: ir.Value, v: float) -> ir.Value:
@@ -150,7 +150,7 @@ def variadic(combine: Callable[[ir.Value, ir.Value], ir.Value], mean: bool = Fal
         def body(*xs: ir.Value) -> ir.Value:
             acc = xs[0]
             for v in xs[1:]:
-                acc = combine(acc, v)
+                acc = by_type(combine)(acc, v)
             return arith.mulf(acc, _c(acc, 1.0 / len(xs))) if mean else acc
         define_elementwise(imp, node, ops, body)
     return convert

@@ -42,6 +42,16 @@ INDEX_OPERANDS = {"shape", "axes", "starts", "ends", "steps", "split", "pads", "
 are constants (`ConstantOfShape`'s `input` is its shape)."""
 
 
+INTEGER_DATA_OPS = frozenset({
+    "Add", "Sub", "Mul", "Div", "Max", "Min", "Sum", "Cast", "Gather", "Reshape", "Flatten",
+    "Squeeze", "Unsqueeze", "Transpose", "Concat", "Slice", "Split", "Identity", "Expand",
+    "Tile", "Shape", "Size", "SequenceConstruct", "SequenceInsert", "SequenceAt",
+    "SequenceErase", "SequenceLength", "ConcatFromSequence", "SplitToSequence"})
+"""Op types that take integer tensors computed at run time (i32, int64
+demoted: D-COMPILE-I64): integer arithmetic, casts, gathers and moves of
+data.  Any other op reading one is a located `not supported`."""
+
+
 def _users(graph: onnx.GraphProto, name: str) -> list[tuple[int, onnx.NodeProto, int]]:
     return [(pos, n, k) for pos, n in enumerate(graph.node)
             for k, i in enumerate(n.input) if i == name]
@@ -52,8 +62,10 @@ def unread_inputs(imp: Importer) -> set[str]:
     nodes whose output shapes ONNX knows: the program does not read them
     (D-COMPILE-IFACE)."""
     out = set()
+    floats = (onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16, onnx.TensorProto.DOUBLE,
+              onnx.TensorProto.BFLOAT16)
     for vi in imp.graph.input:
-        if vi.name in imp.consts or vi.type.tensor_type.elem_type in imp.elem_types:
+        if vi.name in imp.consts or vi.type.tensor_type.elem_type in floats:
             continue
         users = _users(imp.graph, vi.name)
         if users and all((n.op_type, k) in SHAPE_OPERANDS and
@@ -81,6 +93,8 @@ def _integer_input_error(imp: Importer, vi: onnx.ValueInfoProto, elem: str) -> O
     why = ("NEM has no 64-bit integer type (device integers are at most 32 bits)"
            if elem in ("INT64", "UINT64") else
            f"NEM buffers hold numbers of at most 32 bits, not {elem}")
+    if elem == "INT64" and fix is None:
+        fix = "import with int64 demoted to int32 (the default, D-COMPILE-I64)"
     return OnnxImportError(f"not supported: input '{vi.name}'{role} has element type {elem}: "
                            f"{why}", imp.file, ref, fix)
 
@@ -105,10 +119,12 @@ def _port(imp: Importer, vi: onnx.ValueInfoProto, name: str, what: str) -> Port:
         elem = onnx.TensorProto.DataType.Name(tt.elem_type)
         if what == "input":
             raise _integer_input_error(imp, vi, elem)
-        fix = "compute the output in float32 (or float16)" if elem != "DOUBLE" else \
-            "import with f64 demoted to f32 (the default, D-COMPILE-F64)"
+        fix = {"DOUBLE": "import with f64 demoted to f32 (the default, D-COMPILE-F64)",
+               "INT64": "import with int64 demoted to int32 (the default, D-COMPILE-I64)"
+               }.get(elem)
         raise OnnxImportError(f"not supported: output '{vi.name}' has element type {elem}; "
-                              "program outputs are FLOAT or FLOAT16", imp.file, fix=fix)
+                              "program outputs are FLOAT, FLOAT16 or INT32", imp.file,
+                              fix=fix)
     dims = []
     for d in tt.shape.dim:
         if d.HasField("dim_value") and d.dim_value == 0:
@@ -173,6 +189,13 @@ def _convert_node(imp: Importer, node: Node, poisoned: set[str]) -> OnnxImportEr
     if any(i in poisoned for i in node.inputs):
         poisoned.update(o for o in node.outputs if o)
         return None   # its inputs come from a node already reported
+    ints = [i for i in node.inputs if i in imp.vals and
+            isinstance(imp.vals[i].elem, ir.IntegerType)]
+    if ints and proto.op_type not in INTEGER_DATA_OPS:
+        return imp.error(f"not supported: {proto.op_type} of integer data ('{ints[0]}', "
+                         f"{imp.vals[ints[0]].elem}): integer tensors computed at run time "
+                         "take arithmetic (Add, Sub, Mul, Div, Max, Min, Sum), Cast, Gather "
+                         "and data movement only")
     try:
         imp.check_operand_types(node)
         with node.location(imp.file):
@@ -262,11 +285,13 @@ def _results(imp: Importer, outputs: list[Port]) -> list[ir.Value]:
 
 def import_onnx(model: str | Path | onnx.ModelProto, func_name: str = "main",
                 file: str | None = None, softmax_types: frozenset[str] = frozenset(),
-                simplify: bool = True, demote_f64: bool = True) -> ImportedModel:
+                simplify: bool = True, demote_f64: bool = True, demote_i64: bool = True
+                ) -> ImportedModel:
     """Import an ONNX model (a path or a `ModelProto`, which is not modified)
     as linalg on tensors: prepared (D-COMPILE-SIMPLIFY; `simplify=False`
     skips the graph simplifier), f64 computed in f32 unless `demote_f64` is
-    False (D-COMPILE-F64); a Softmax over one axis of an element type in
+    False (D-COMPILE-F64), int64 data in i32 unless `demote_i64` is False
+    (D-COMPILE-I64); a Softmax over one axis of an element type in
     `softmax_types` is one `linalg.softmax` (D-COMPILE-SOFTMAX), else its
     decomposition."""
     if isinstance(model, onnx.ModelProto):
@@ -288,7 +313,7 @@ def import_onnx(model: str | Path | onnx.ModelProto, func_name: str = "main",
                               fix="check the model with onnx.checker.check_model(model, "
                                   "full_check=True)") from e
     imp = Importer(prepared.model, where, func_name, softmax_types, prepared.node_index,
-                   demote_f64)
+                   demote_f64, demote_i64)
     try:
         im = convert(imp)
     except OnnxImportError as e:

@@ -46,8 +46,10 @@ NHWC = (0, 2, 3, 1)
 
 ELEM_TYPES: dict[int, tuple[str, np.dtype]] = {
     t: (n, ELEM_DTYPES[n]) for t, n in ((onnx.TensorProto.FLOAT, "f32"),
-                                        (onnx.TensorProto.FLOAT16, "f16"))}
-"""ONNX element types the importer takes: spec name and dtype (nem.dialect.semantics)."""
+                                        (onnx.TensorProto.FLOAT16, "f16"),
+                                        (onnx.TensorProto.INT32, "i32"))}
+"""ONNX element types the importer takes: spec name and dtype (nem.dialect.semantics);
+DOUBLE and INT64 are demoted to f32 and i32 by default (D-COMPILE-F64, D-COMPILE-I64)."""
 
 
 @dataclass(frozen=True)
@@ -202,7 +204,8 @@ class Importer:
 
     def __init__(self, model: onnx.ModelProto, file: str, func_name: str = "main",
                  softmax_types: frozenset[str] = frozenset(),
-                 node_index: dict[str, int] | None = None, demote_f64: bool = False):
+                 node_index: dict[str, int] | None = None, demote_f64: bool = False,
+                 demote_i64: bool = False):
         self.file = file
         self.func_name = func_name
         self.softmax_types = softmax_types
@@ -214,6 +217,8 @@ class Importer:
         self.elem_types = dict(ELEM_TYPES)
         if demote_f64:   # D-COMPILE-F64
             self.elem_types[onnx.TensorProto.DOUBLE] = ELEM_TYPES[onnx.TensorProto.FLOAT]
+        if demote_i64:   # D-COMPILE-I64
+            self.elem_types[onnx.TensorProto.INT64] = ELEM_TYPES[onnx.TensorProto.INT32]
         try:
             self.model = shape_inference.infer_shapes(model, strict_mode=True)
         except Exception as e:  # onnx raises several unrelated types
@@ -288,9 +293,16 @@ class Importer:
         if name in self.vals:
             return str(self.vals[name].elem)
         if name in self.consts:
-            dtype = self.consts[name].dtype
+            dtype = self.data_dtype(self.consts[name].dtype)
             return ELEM_TYPE_NAMES.get(dtype, dtype.name)
         return None
+
+    def data_dtype(self, dtype: np.dtype) -> np.dtype:
+        """The dtype a constant of `dtype` has as program data (a weight):
+        int64 is int32 when the model's int64 is demoted (D-COMPILE-I64)."""
+        if dtype == np.int64 and onnx.TensorProto.INT64 in self.elem_types:
+            return np.dtype(np.int32)
+        return np.dtype(dtype)
 
     def axis(self, a: int, rank: int) -> int:
         """ONNX axis `a` (negative: from the end) of a rank-`rank` tensor,
@@ -337,7 +349,7 @@ class Importer:
         cached = self.weight_names.get(repr(key))
         if cached is not None and cached in self.vals:
             return self.vals[cached]
-        array = self.check_float(np.ascontiguousarray(array), name)
+        array = self.check_data(np.ascontiguousarray(array), name)
         arg_name = nem_name(name, self.names)
         elem = ir.Type.parse(ELEM_TYPE_NAMES[array.dtype])
         arg = self.block.add_argument(emit.tensor_type(array.shape, elem),
@@ -352,11 +364,19 @@ class Importer:
         self.vals[arg_name] = tv
         return tv
 
-    def check_float(self, array: np.ndarray, name: str) -> np.ndarray:
+    def check_data(self, array: np.ndarray, name: str) -> np.ndarray:
+        """`array` as a weight's contents: f32, f16 or i32 (int64 demoted,
+        its values checked to fit, D-COMPILE-I64)."""
+        dtype = self.data_dtype(array.dtype)
+        if dtype != array.dtype and dtype == np.int32:
+            info = np.iinfo(np.int32)
+            if array.size and (array.min() < info.min or array.max() > info.max):
+                raise self.error(f"constant '{name}' has int64 values outside int32's range: "
+                                 "NEM has no 64-bit integers (D-COMPILE-I64)")
+            array = array.astype(np.int32)
         if array.dtype not in ELEM_TYPE_NAMES:
             raise self.error(f"not supported: constant '{name}' of element type {array.dtype} "
-                             "used as data: NEM computes with float32 and float16 tensors here "
-                             "(integers only as compile-time shapes and indices)")
+                             "used as data: NEM computes with f32, f16 and i32 tensors")
         return array
 
     def in_perm(self, tv: TensorVal, perm: Sequence[int]) -> ir.Value:
@@ -414,4 +434,5 @@ class Importer:
         return tuple(d.dim_value for d in dims)
 
 
-ELEM_TYPE_NAMES = {np.dtype(np.float32): "f32", np.dtype(np.float16): "f16"}
+ELEM_TYPE_NAMES = {np.dtype(np.float32): "f32", np.dtype(np.float16): "f16",
+                   np.dtype(np.int32): "i32"}

@@ -64,7 +64,7 @@ def elementwise(imp: Importer, operands: Sequence[TensorVal | float], body: Scal
 
     def scalar_body(*xs: ir.Value) -> ir.Value:
         it = iter(xs)
-        args = [next(it) if isinstance(o, TensorVal) else emit.fconst(tensors[0].elem, o)
+        args = [next(it) if isinstance(o, TensorVal) else emit.scalar(tensors[0].elem, o)
                 for o in operands]
         return body(*args)
 
@@ -181,10 +181,25 @@ def gelu(imp: Importer, node: Node) -> None:
     define_elementwise(imp, node, [imp.tensor(node.input(0))], wide(_gelu(approximate)))
 
 
+INTEGER_OPS: dict[Callable[..., ir.Value], Callable[..., ir.Value]] = {
+    arith.addf: arith.addi, arith.subf: arith.subi, arith.mulf: arith.muli,
+    arith.divf: arith.divsi, arith.maximumf: arith.maxsi, arith.minimumf: arith.minsi}
+"""The integer op of each float op an integer tensor may take (D-COMPILE-I64):
+ONNX's integer Div truncates, as `divsi` does."""
+
+
+def by_type(fn: Callable[..., ir.Value]) -> Callable[..., ir.Value]:
+    """`fn`, applied as its integer counterpart (INTEGER_OPS) to integers."""
+    def apply(a: ir.Value, *rest: ir.Value) -> ir.Value:
+        return INTEGER_OPS[fn](a, *rest) if isinstance(a.type, ir.IntegerType) else \
+            fn(a, *rest)
+    return apply
+
+
 def binary(fn: Callable[[ir.Value, ir.Value], ir.Value]) -> Callable[[Importer, Node], None]:
     def convert(imp: Importer, node: Node) -> None:
         define_elementwise(imp, node, [operand(imp, node.input(0)),
-                                       operand(imp, node.input(1))], fn)
+                                       operand(imp, node.input(1))], by_type(fn))
     return convert
 
 

@@ -171,8 +171,8 @@ def gather(imp: Importer, node: Node) -> None:
     axis = imp.axis(int(node.attrs.get("axis", 0)), len(shape))
     idx = imp.const(node.input(1))
     if idx is None:
-        raise imp.error(f"not supported: Gather indices '{node.input(1)}' computed at run "
-                        "time (data-dependent addressing has no NEM form)")
+        _gather_at_run_time(imp, node, axis)
+        return
     dim = shape[axis]
     flat = [int(i) + dim if int(i) < 0 else int(i) for i in idx.reshape(-1)]
     if any(not 0 <= i < dim for i in flat):
@@ -194,6 +194,45 @@ def gather(imp: Importer, node: Node) -> None:
         imp.vals[node.outputs[0]] = picked
     else:
         imp.define(node.outputs[0], emit.reshape(imp.logical(picked), out))
+
+
+def _gather_at_run_time(imp: Importer, node: Node, axis: int) -> None:
+    """Gather with indices computed at run time (an embedding's token ids):
+    one `linalg.generic` over the output whose body reads the index, counts
+    a negative one from the end and extracts that element of the data
+    (`tensor.extract`: a data-dependent load, an escape-hatch kernel).  The
+    other coordinates come from constant iota inputs rather than
+    `linalg.index`, which the runtime's kernel interpreter lacks."""
+    data = imp.tensor(node.input(0))
+    idx = imp.tensor(node.input(1))
+    if not isinstance(idx.elem, ir.IntegerType):
+        raise imp.error(f"Gather indices '{node.input(1)}' are not integers")
+    dims = data.shape
+    out = [*dims[:axis], *idx.shape, *dims[axis + 1:]]
+    rank = len(out)
+    ir_idx = list(range(axis, axis + idx.rank))
+    operands = [(imp.logical(idx), ir.AffineMap.get(rank, 0, [ir.AffineDimExpr.get(d)
+                                                               for d in ir_idx]))]
+    for d in range(len(dims)):
+        if d == axis:
+            continue
+        o = d if d < axis else d - 1 + idx.rank
+        iota = imp.weight(np.arange(dims[d], dtype=np.int32), f"{node.name}_iota{d}")
+        operands.append((iota.value, ir.AffineMap.get(rank, 0, [ir.AffineDimExpr.get(o)])))
+    table = imp.logical(data)
+    index = ir.IndexType.get()
+
+    def body(k: ir.Value, *others: ir.Value) -> ir.Value:
+        i = arith.index_cast(index, k)
+        n = arith.constant(index, dims[axis])
+        i = arith.select(arith.cmpi(arith.CmpIPredicate.slt, i, arith.constant(index, 0)),
+                         arith.addi(i, n), i)
+        coords = [arith.index_cast(index, v) for v in others]
+        coords.insert(axis, i)
+        return tensor.extract(table, coords)
+    value = emit.generic(operands, emit.empty(out, data.elem), emit.identity(rank),
+                         [emit.PARALLEL] * rank, body)
+    imp.define(node.outputs[0], value)
 
 
 def slice_of(x: TensorVal, axis: int, start: int, size: int, step: int) -> TensorVal:
@@ -335,14 +374,19 @@ def cast(imp: Importer, node: Node) -> None:
     if to not in imp.elem_types:
         raise imp.error(f"not supported: Cast of a tensor computed at run time to "
                         f"{onnx.TensorProto.DataType.Name(to)} (the program computes with "
-                        "float32 and float16)")
+                        "f32, f16 and i32)")
     target = ir.Type.parse(imp.elem_types[to][0])
     if target == x.elem:
         imp.vals[node.outputs[0]] = x
         return
-    wider = isinstance(target, ir.F32Type)
+    src_int, dst_int = (isinstance(t, ir.IntegerType) for t in (x.elem, target))
 
     def body(v: ir.Value) -> ir.Value:
+        if src_int:
+            return arith.sitofp(target, v)
+        if dst_int:
+            return arith.fptosi(target, v)    # ONNX truncates toward zero, as fptosi does
+        wider = isinstance(target, ir.F32Type)
         return arith.extf(target, v) if wider else arith.truncf(target, v)
     from nem.frontends.onnx.ops import elementwise
 
