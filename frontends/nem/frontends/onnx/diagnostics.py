@@ -22,6 +22,13 @@ NodeRef = tuple[int | None, str, str]
 """(index in the user's model or None, node name, op type)."""
 
 
+def node_text(file: str, node: NodeRef) -> str:
+    """`m.onnx: node 3 'lrn1' (LRN)` (no index for a node the simplifier made)."""
+    index, name, op_type = node
+    at = f"node {index} " if index is not None else "node "
+    return f"{file}: {at}'{name}' ({op_type})"
+
+
 class OnnxImportError(Exception):
     """A model the importer cannot convert: where (file, node), what, and
     how to fix it (None: no fix would help)."""
@@ -35,11 +42,7 @@ class OnnxImportError(Exception):
         super().__init__(message)
 
     def where(self) -> str:
-        if self.node is None:
-            return self.file
-        index, name, op_type = self.node
-        at = f"node {index} " if index is not None else "node "
-        return f"{self.file}: {at}'{name}' ({op_type})"
+        return self.file if self.node is None else node_text(self.file, self.node)
 
     def render(self) -> str:
         text = f"{self.where()}: error: {self.message}"

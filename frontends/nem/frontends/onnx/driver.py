@@ -84,7 +84,8 @@ def _integer_input_error(imp: Importer, vi: onnx.ValueInfoProto, elem: str) -> O
     fix = None
     if users:
         pos, n, k = users[0]
-        ref = (imp.source_index(n, pos), n.name or f"{n.op_type}_{pos}", n.op_type)
+        index, op_type = imp.source(n, pos)
+        ref = (index, n.name or f"{n.op_type}_{pos}", op_type or n.op_type)
         formal = _formal(imp, n, k)
         role = f" ({n.op_type}'s {formal})" if formal else ""
         if formal in INDEX_OPERANDS:
@@ -242,8 +243,7 @@ def convert(imp: Importer) -> ImportedModel:
         with ir.InsertionPoint(imp.block):
             for pos, proto in enumerate(imp.graph.node):
                 node = Node(pos, proto, {a.name: helper.get_attribute_value(a)
-                                         for a in proto.attribute},
-                            imp.source_index(proto, pos))
+                                         for a in proto.attribute}, *imp.source(proto, pos))
                 imp.node = node
                 error = _convert_node(imp, node, poisoned)
                 if error is not None:

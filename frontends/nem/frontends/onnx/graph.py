@@ -167,6 +167,9 @@ class Node:
     proto: onnx.NodeProto
     attrs: dict[str, Any] = field(default_factory=dict)
     source_index: int | None = None
+    source_op_type: str | None = None
+    """The op type of the user's node (a Conv the simplifier rebuilt, or a
+    Flatten it made a Reshape, is named as the user wrote it)."""
 
     @property
     def op_type(self) -> str:
@@ -188,15 +191,17 @@ class Node:
         return self.proto.input[k] if k < len(self.proto.input) else ""
 
     def ref(self) -> NodeRef:
-        return (self.source_index, self.name, self.op_type)
+        return (self.source_index, self.name, self.source_op_type or self.op_type)
 
     def location(self, file: str) -> ir.Location:
         """Where the ops built for this node are (D-COMPILE-LOC):
-        `loc("<name>"("<op type>"("<file>":<line>:1)))`, line the node's
-        1-based position in the user's model, 0 for a node the simplifier made."""
-        line = self.source_index + 1 if self.source_index is not None else 0
-        return ir.Location.name(self.name, childLoc=ir.Location.name(
-            self.op_type, childLoc=ir.Location.file(file, line, 1)))
+        `loc("<name>"("<op type>"("<file>":<line>:1)))`, the user's node
+        (name, op type, line = its 1-based position in the model), line 0
+        for a node the simplifier made without a user's node to name."""
+        index, name, op_type = self.ref()
+        line = index + 1 if index is not None else 0
+        return ir.Location.name(name, childLoc=ir.Location.name(
+            op_type, childLoc=ir.Location.file(file, line, 1)))
 
 
 class Importer:
@@ -204,7 +209,8 @@ class Importer:
 
     def __init__(self, model: onnx.ModelProto, file: str, func_name: str = "main",
                  softmax_types: frozenset[str] = frozenset(),
-                 node_index: dict[str, int] | None = None, demote_f64: bool = False,
+                 node_index: dict[str, tuple[int, str]] | None = None,
+                 demote_f64: bool = False,
                  demote_i64: bool = False):
         self.file = file
         self.func_name = func_name
@@ -242,10 +248,11 @@ class Importer:
         """Integer inputs whose values only fix shapes the model declares
         (`shape_only_inputs`): not program buffers (D-COMPILE-IFACE)."""
 
-    def source_index(self, proto: onnx.NodeProto, pos: int) -> int | None:
+    def source(self, proto: onnx.NodeProto, pos: int) -> tuple[int | None, str | None]:
+        """(index, op type) of the user's node `proto` stands for."""
         if self.node_index is None:
-            return pos
-        return self.node_index.get(proto.name)
+            return pos, proto.op_type
+        return self.node_index.get(proto.name, (None, None))
 
     # ---------------------------------------------------------- diagnostics
     def error(self, message: str, fix: str | None = None) -> OnnxImportError:

@@ -62,9 +62,10 @@ class Prepared:
     """The model the importer converts, and what `prepare` did to it."""
 
     model: onnx.ModelProto
-    node_index: dict[str, int]
-    """Node name -> its index in the user's model (every node has a name
-    after `prepare`); nodes the simplifier made are not in it."""
+    node_index: dict[str, tuple[int, str]]
+    """Node name -> (its index, its op type) in the user's model.  Every
+    node has a name after `prepare`; one the simplifier made carries the
+    name of the user's node it replaces (`restore_names`)."""
     notes: list[str] = field(default_factory=list)
     """One line per step that changed something or could not run."""
     checker: str | None = None
@@ -75,9 +76,9 @@ def default_opset(model: onnx.ModelProto) -> int:
     return next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 1)
 
 
-def name_nodes(graph: onnx.GraphProto) -> dict[str, int]:
+def name_nodes(graph: onnx.GraphProto) -> dict[str, tuple[int, str]]:
     """Give every unnamed node of `graph` the name `<OpType>_<index>` (made
-    unique) and return name -> index."""
+    unique) and return name -> (index, op type)."""
     taken = {n.name for n in graph.node if n.name}
     index = {}
     for k, n in enumerate(graph.node):
@@ -89,8 +90,34 @@ def name_nodes(graph: onnx.GraphProto) -> dict[str, int]:
                 name = f"{base}_{j}"
             n.name = name
             taken.add(name)
-        index.setdefault(n.name, k)
+        index.setdefault(n.name, (k, n.op_type))
     return index
+
+
+def restore_names(graph: onnx.GraphProto, user: onnx.GraphProto,
+                  known: dict[str, tuple[int, str]]) -> None:
+    """Name each node of `graph` (the simplified model) that is not one of
+    the user's after the user's node it replaces: the node computing the
+    same output value, or the nearest node of the same op type before it
+    along first inputs (a Conv with a BatchNormalization or a Pad folded in
+    is the user's Conv).  Names are labels only: diagnostics and locations
+    then name the user's node (D-COMPILE-LOC)."""
+    producer = {o: n for n in user.node for o in n.output}
+    taken = {n.name for n in graph.node}
+    for n in graph.node:
+        if n.name in known:
+            continue
+        first = next((producer[o] for o in n.output if o in producer), None)
+        chosen, q = first, first
+        for _ in range(4):
+            if q is None or q.op_type == n.op_type:
+                chosen = q or first
+                break
+            q = producer.get(q.input[0]) if q.input else None
+        if chosen is not None and chosen.name not in taken:
+            taken.discard(n.name)
+            n.name = chosen.name
+            taken.add(chosen.name)
 
 
 def constant_inputs_removed(model: onnx.ModelProto) -> int:
@@ -144,6 +171,7 @@ def prepare(model: onnx.ModelProto, simplify_graph: bool = True) -> Prepared:
     `onnx.shape_inference.InferenceError` when strict shape inference
     fails; the importer locates it."""
     m = onnx.shape_inference.infer_shapes(model, strict_mode=True)   # a new model
+    user = m.graph
     checker = None
     try:
         onnx.checker.check_model(m)
@@ -173,6 +201,7 @@ def prepare(model: onnx.ModelProto, simplify_graph: bool = True) -> Prepared:
         else:
             if _interface(simplified) == interface:
                 m = simplified
+                restore_names(m.graph, user, node_index)
                 notes.append(f"{before} nodes simplified to {len(m.graph.node)} "
                              "(onnxscript optimizer)")
             else:
