@@ -15,13 +15,14 @@ from nem.frontends.onnx import import_onnx, samples
 
 def reference_outputs(model, inputs):
     im = import_onnx(model)
-    args = [inputs[p.onnx_name] for p in im.inputs] + list(im.weights.values())
+    # an f64 or int64 input is f32 or i32 in the program (D-COMPILE-F64, D-COMPILE-I64)
+    args = [inputs[p.onnx_name].astype(p.dtype) for p in im.inputs] + list(im.weights.values())
     got = execute(str(im.module), im.func_name, args, [(p.shape, p.dtype) for p in im.outputs])
     return im, dict(zip([p.onnx_name for p in im.outputs], got))
 
 
-def check_model(model, seed=0):
-    inputs = samples.random_inputs(model, seed)
+def check_model(model, seed=0, inputs=None):
+    inputs = inputs if inputs is not None else samples.random_inputs(model, seed)
     im, got = reference_outputs(model, inputs)
     want = onnxruntime_run(model, inputs)
     for name, ref in want.items():

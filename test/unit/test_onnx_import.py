@@ -212,10 +212,13 @@ def test_integer_input():
     y = helper.make_tensor_value_info("y", TensorProto.INT64, [4])
     g = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "int", [x], [y])
     m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 20)])
-    text = _error(m)
+    text = _error(m)   # int64 is i32 in the program (D-COMPILE-I64): no Relu of it
+    assert "node 0 'Relu_0' (Relu): error: not supported: Relu of integer data ('x', i32)" in text
+    assert "fix:" not in text   # integer data: no fix would help
+    text = _error(m, demote_i64=False)
     assert "node 0 'Relu_0' (Relu): error: not supported: input 'x' (Relu's X) has element " \
            "type INT64: NEM has no 64-bit integer type" in text
-    assert "fix:" not in text   # integer data: no fix would help
+    assert "\nfix: import with int64 demoted to int32 (the default, D-COMPILE-I64)" in text
 
 
 def test_not_an_onnx_file(tmp_path):
@@ -352,3 +355,47 @@ def test_constant_forms_without_a_nem_form_are_located_errors(attr, value):
                            f"with attribute '{attr}' (the importer takes 'value', "
                            "'value_float', 'value_floats', 'value_int', 'value_ints')")
     assert "\nfix: " in text
+
+
+# --------------------------------------------------------------------------
+# every unsupported node in one run (D-COMPILE-DIAG)
+
+
+def test_every_unsupported_node_is_listed_once():
+    """Three unsupported nodes along one chain, like a linker's undefined
+    symbols: each with its index, name, op type and why; the nodes between
+    and after them are still converted (placeholders of the inferred
+    shapes), and a node that only reads a failed node's output adds no
+    error of its own."""
+    g = samples.GraphBuilder("f32")
+    a = g.op("Hardmax", ["x"], name="hm")                    # node 0: no converter
+    b = g.op("Relu", [a], name="ok1")
+    c = g.op("MaxPool", [b], name="pool", kernel_shape=[2], storage_order=1)   # attribute
+    d = g.op("Relu", [c], name="ok2")
+    e = g.op("Celu", [d], name="celu")                       # node 4: no converter
+    text = _error(g.model("many", {"x": (1, 2, 6)}, {"y": e}))
+    lines = text.splitlines()
+    assert lines[0] == "m.onnx: node 0 'hm' (Hardmax): error: not supported: op type Hardmax"
+    assert "m.onnx: node 2 'pool' (MaxPool): error: not supported: storage_order=1" in lines
+    assert "m.onnx: node 4 'celu' (Celu): error: not supported: op type Celu" in lines
+    assert lines[-1] == "m.onnx: error: 3 nodes cannot be imported, 3 errors above"
+    assert text.count("error:") == 4
+
+
+def test_a_failed_node_without_inferred_shape_skips_its_users():
+    """A node whose output ONNX cannot shape has no placeholder: the nodes
+    reading it are skipped (their problems may only be the first one's)."""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
+    nodes = [helper.make_node("Custom", ["x"], ["t"], name="c", domain="my.ops"),
+             helper.make_node("Relu", ["t"], ["r"], name="relu"),
+             helper.make_node("Hardmax", ["r"], ["y"], name="hm")]
+    m = helper.make_model(helper.make_graph(nodes, "g", [x], [y]),
+                          opset_imports=[helper.make_opsetid("", 17),
+                                         helper.make_opsetid("my.ops", 1)])
+    text = _error(m, simplify=False)
+    assert "node 0 'c' (Custom): error: not supported: operator domain 'my.ops'" in text
+    assert "'relu'" not in text   # skipped
+    # an unknown op type is reported even after a failed input: no converter needed
+    assert "node 2 'hm' (Hardmax): error: not supported: op type Hardmax" in text
+    assert text.endswith("error: 2 nodes cannot be imported, 2 errors above")

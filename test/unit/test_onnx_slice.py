@@ -198,6 +198,11 @@ def test_indices_from_a_graph_input(op):
     graph = helper.make_graph([node], "dyn", [x, i], [y], [numpy_helper.from_array(i64(3), "e")])
     text = _error(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 20)]))
     formal = "starts" if op == "Slice" else "split"
+    assert f"m.onnx: node 0 'cut' ({op}): error: not supported: {op} {formal} 'i' computed " \
+           "at run time" in text
+    assert f"\nfix: make the {formal} an initializer or Constant" in text
+    text = _error(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 20)]),
+                  demote_i64=False)
     assert f"m.onnx: node 0 'cut' ({op}): error: not supported: input 'i' ({op}'s {formal}) " \
            "has element type INT64" in text
     assert "\nfix: make 'i' an initializer or Constant: the importer computes shapes and " \

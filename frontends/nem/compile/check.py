@@ -12,6 +12,8 @@ Tolerances per element type (D-COMPILE-TOL), elementwise
   convolutions in f16 (every partial sum rounded to 11 bits), onnxruntime
   accumulates in f32: the difference grows with the reduction length (about
   sqrt(K) half-ulps), 1e-2 covers K up to a few hundred at O(1) values.
+* f64: f32's, as the program computes an f64 model in f32 (D-COMPILE-F64).
+* int32, int64: exact (int64 is computed in i32, D-COMPILE-I64).
 
     python -m nem.compile.check model.onnx --input x=x.npy --output y=y.npy
 
@@ -28,7 +30,9 @@ from collections.abc import Sequence
 
 import numpy as np
 
-TOLERANCES = {np.dtype(np.float32): (1e-5, 1e-4), np.dtype(np.float16): (1e-2, 1e-2)}
+TOLERANCES = {np.dtype(np.float32): (1e-5, 1e-4), np.dtype(np.float16): (1e-2, 1e-2),
+              np.dtype(np.float64): (1e-5, 1e-4), np.dtype(np.int32): (0.0, 0.0),
+              np.dtype(np.int64): (0.0, 0.0)}
 
 
 def max_violation(got: np.ndarray, want: np.ndarray) -> float:
@@ -40,6 +44,8 @@ def max_violation(got: np.ndarray, want: np.ndarray) -> float:
     if not np.all(np.isfinite(g) == np.isfinite(w)):
         return float("inf")
     fin = np.isfinite(w)
+    if atol == rtol == 0.0:   # integers: exact
+        return 0.0 if np.array_equal(g[fin], w[fin]) else float("inf")
     return float(np.max(np.abs(g - w)[fin] / (atol + rtol * np.abs(w[fin])), initial=0.0))
 
 

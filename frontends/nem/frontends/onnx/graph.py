@@ -39,7 +39,6 @@ from mlir import ir
 from nem.dialect.semantics import ELEM_DTYPES
 from nem.frontends.onnx import emit
 from nem.frontends.onnx.diagnostics import NodeRef, OnnxImportError
-from onnx import shape_inference
 
 NHWC = (0, 2, 3, 1)
 """The physical order of an NCHW activation: N, H, W, C."""
@@ -225,11 +224,15 @@ class Importer:
             self.elem_types[onnx.TensorProto.DOUBLE] = ELEM_TYPES[onnx.TensorProto.FLOAT]
         if demote_i64:   # D-COMPILE-I64
             self.elem_types[onnx.TensorProto.INT64] = ELEM_TYPES[onnx.TensorProto.INT32]
+        from nem.frontends.onnx.prepare import infer_shapes_strict, with_shapes
+
         try:
-            self.model = shape_inference.infer_shapes(model, strict_mode=True)
+            inferred = infer_shapes_strict(model)
         except Exception as e:  # onnx raises several unrelated types
             raise OnnxImportError(f"ONNX shape inference failed: {str(e).strip()}", file,
                                   fix="check the model with onnx.checker.check_model") from e
+        with_shapes(model, inferred)   # the prepared model: the importer's own copy
+        self.model = model
         self.graph = self.model.graph
         self.opset = next((o.version for o in self.model.opset_import
                            if o.domain in ("", "ai.onnx")), 1)
@@ -328,8 +331,9 @@ class Importer:
         c = self.const(name)
         if c is None:
             raise self.error(f"not supported: {node.op_type} {what} '{name}' computed at run "
-                             "time", fix=f"make the {what} an initializer or Constant "
-                             "(e.g. fold the shape subgraph with onnx-simplifier)")
+                             "time", fix=f"make the {what} an initializer or Constant, or "
+                             "compute it from static shapes only (the importer folds those, "
+                             "D-COMPILE-SIMPLIFY)")
         return [int(v) for v in c.reshape(-1)]
 
     # ---------------------------------------------------------- values
