@@ -19,7 +19,9 @@ Tolerances per element type (D-COMPILE-TOL), elementwise
 
 compares `y.npy` (a typed array, or the 1-D uint8 bytes `nem-run --output`
 writes) with onnxruntime's output `y` on the same input; exit status 1 when
-an output is out of tolerance.
+an output is out of tolerance.  The arrays are those of the program's
+buffers: an f64 (int64) input or output of the model is f32 (int32) there
+(D-COMPILE-F64, D-COMPILE-I64) and is widened for onnxruntime.
 """
 
 from __future__ import annotations
@@ -60,14 +62,34 @@ def onnxruntime_run(model, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarra
     return dict(zip(names, sess.run(None, inputs)))
 
 
+PROGRAM_DTYPES = {np.dtype(np.float64): np.dtype(np.float32),
+                  np.dtype(np.int64): np.dtype(np.int32)}
+"""The element type a program holds an ONNX type in (D-COMPILE-F64, D-COMPILE-I64)."""
+
+
 def _as_array(path: str, like: np.ndarray) -> np.ndarray:
     from pathlib import Path
 
     arr = np.load(path, allow_pickle=False) if path.endswith(".npy") else \
         np.frombuffer(Path(path).read_bytes(), np.uint8)
     if arr.dtype == np.uint8 and like.dtype != np.uint8:   # nem-run --output bytes
-        arr = arr[:like.nbytes].view(like.dtype)
+        dtype = PROGRAM_DTYPES.get(like.dtype, like.dtype)   # the buffer's elements
+        arr = arr[:like.size * dtype.itemsize].view(dtype)
     return arr.reshape(like.shape)
+
+
+def model_dtypes(inputs: dict[str, np.ndarray], model) -> dict[str, np.ndarray]:
+    """The arrays nem-run took (f32 for an f64 input, int32 for an int64
+    one) in the element types the model declares, for onnxruntime."""
+    from onnx import helper
+
+    declared = {vi.name: vi.type.tensor_type.elem_type for vi in model.graph.input}
+    out = {}
+    for name, arr in inputs.items():
+        elem = declared.get(name, 0)
+        want = helper.tensor_dtype_to_np_dtype(elem) if elem else arr.dtype
+        out[name] = arr.astype(want) if PROGRAM_DTYPES.get(want) == arr.dtype else arr
+    return out
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -165,7 +187,7 @@ def _compare(args: argparse.Namespace) -> int:
             f"'{o}'" + (f" (buffer '{b}')" if b != o else "") for o, b in missing)
             + f"\nfix: give --input {missing[0][1]}=FILE.npy")
     try:
-        want = onnxruntime_run(model, inputs)
+        want = onnxruntime_run(model, model_dtypes(inputs, model))
     except Exception as e:   # onnxruntime's Fail/InvalidArgument: missing or mis-shaped input
         raise _CheckError(f"onnxruntime cannot run {args.model}: {e}") from None
     ok = True

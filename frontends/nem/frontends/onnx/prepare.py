@@ -247,8 +247,9 @@ def prepare(model: onnx.ModelProto, simplify_graph: bool = True) -> Prepared:
             if _interface(simplified) == interface:
                 m = simplified
                 restore_names(m.graph, user, node_index)
-                notes.append(f"{before} nodes simplified to {len(m.graph.node)} "
-                             "(onnxscript optimizer)")
+                if len(m.graph.node) != before:
+                    notes.append(f"graph simplified from {before} to {len(m.graph.node)} "
+                                 "nodes (onnxscript optimizer)")
             else:
                 notes.append("graph not simplified: onnxscript's optimizer renamed the "
                              "model's inputs or outputs")
