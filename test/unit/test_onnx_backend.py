@@ -23,20 +23,17 @@ importer converts, about 20 s on 2 cores); `NEM_ONNX_BACKEND=full` runs all
 
 from __future__ import annotations
 
-import glob
 import os
 
-import numpy as np
 import pytest
 
 onnx = pytest.importorskip("onnx")
 pytest.importorskip("mlir.ir")
 
-from onnx import numpy_helper  # noqa: E402
 from onnx.backend.test.loader import load_model_tests  # noqa: E402
 from onnx.backend.test.runner import Runner  # noqa: E402
 
-from nem.cli.onnx_backend import InputRangeError, NemBackend  # noqa: E402
+from nem.cli.onnx_backend import InputRangeError, NemBackend, load_case  # noqa: E402
 from nem.compile import CompileError  # noqa: E402
 
 KINDS = ("pytorch-converted", "pytorch-operator", "simple")
@@ -90,18 +87,6 @@ SHORT = {
 FULL = os.environ.get("NEM_ONNX_BACKEND") == "full"
 
 
-def _load(case) -> tuple[onnx.ModelProto, list[np.ndarray], list[np.ndarray]]:
-    """The model and test_data_set_0, read as onnx's runner reads them."""
-    model = onnx.load(os.path.join(case.model_dir, "model.onnx"))
-    data = os.path.join(case.model_dir, "test_data_set_0")
-
-    def arrays(prefix: str) -> list[np.ndarray]:
-        files = sorted(glob.glob(os.path.join(data, f"{prefix}_*.pb")),
-                       key=lambda f: int(f.rsplit("_", 1)[1].split(".")[0]))
-        return [numpy_helper.to_array(onnx.load_tensor(f)) for f in files]
-    return model, arrays("input"), arrays("output")
-
-
 def _param(name: str):
     marks = []
     if name in LOWERING:
@@ -122,7 +107,7 @@ def test_every_case_has_an_expected_outcome():
 @pytest.mark.parametrize("name", [_param(n) for n in sorted(set(CASES) - set(UNSUPPORTED))])
 def test_case_matches(name):
     case = CASES[name]
-    model, inputs, expected = _load(case)
+    model, inputs, expected = load_case(case.model_dir)
     outputs = NemBackend.prepare(model).run(inputs)
     Runner.assert_similar_outputs(expected, list(outputs), rtol=case.rtol, atol=case.atol,
                                   model_dir=case.model_dir)
@@ -133,7 +118,7 @@ def test_case_is_refused_with_a_reason(name):
     """A clean diagnostic: the importer's `CompileError` (stage import) or
     the backend's refusal of an input it cannot represent; never a
     traceback or a wrong number."""
-    model, inputs, _ = _load(CASES[name])
+    model, inputs, _ = load_case(CASES[name].model_dir)
     with pytest.raises((CompileError, InputRangeError)) as e:
         NemBackend.prepare(model).run(inputs)
     if isinstance(e.value, CompileError):

@@ -35,6 +35,24 @@ from onnx.backend.base import Backend, BackendRep
 DEFAULT_DEVICE = "npm_pro_x1"
 
 
+def load_case(case_dir: str) -> tuple[onnx.ModelProto, list[np.ndarray], list[np.ndarray]]:
+    """The model of an onnx backend test case and its `test_data_set_0`
+    (inputs, expected outputs), read as onnx's runner reads them."""
+    import glob
+    import os
+
+    from onnx import numpy_helper
+
+    model = onnx.load(os.path.join(case_dir, "model.onnx"))
+    data = os.path.join(case_dir, "test_data_set_0")
+
+    def arrays(prefix: str) -> list[np.ndarray]:
+        files = sorted(glob.glob(os.path.join(data, f"{prefix}_*.pb")),
+                       key=lambda f: int(f.rsplit("_", 1)[1].split(".")[0]))
+        return [numpy_helper.to_array(onnx.load_tensor(f)) for f in files]
+    return model, arrays("input"), arrays("output")
+
+
 class NemRunError(RuntimeError):
     """The compiled program did not complete (deadlock, runtime error, race)."""
 

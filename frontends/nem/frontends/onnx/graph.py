@@ -247,6 +247,11 @@ class Importer:
         self.weight_names: dict[str, str] = {}
         self.inferred: dict[str, onnx.ValueInfoProto] = {
             v.name: v for v in [*self.graph.value_info, *self.graph.output]}
+        self.bn_folds: dict[int, int] = {}
+        """Conv node position -> the BatchNormalization folded into it."""
+        self.context: ir.Context
+        self.block: ir.Block
+        """The entry function's block (set by `driver.convert`)."""
         self.unread_inputs: list[str] = []
         """Integer inputs whose values only fix shapes the model declares
         (`shape_only_inputs`): not program buffers (D-COMPILE-IFACE)."""

@@ -43,10 +43,13 @@ def node_of(location: str) -> tuple[str, NodeRef] | None:
     m = NODE_LOC.search(location)
     if m is None:
         return None
-    name, op_type, file, line = (m.group(k) for k in range(1, 5))
-    unescape = lambda s: s.replace('\\"', '"').replace("\\\\", "\\")  # noqa: E731
+    name, op_type, file, line = (_unescape(m.group(k)) for k in range(1, 5))
     index = int(line) - 1 if int(line) > 0 else None
-    return unescape(file), (index, unescape(name), unescape(op_type))
+    return file, (index, name, op_type)
+
+
+def _unescape(text: str) -> str:
+    return text.replace('\\"', '"').replace("\\\\", "\\")
 
 
 def describe(location: str) -> str | None:

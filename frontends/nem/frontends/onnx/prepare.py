@@ -122,7 +122,7 @@ def name_nodes(graph: onnx.GraphProto) -> dict[str, tuple[int, str]]:
     """Give every unnamed node of `graph` the name `<OpType>_<index>` (made
     unique) and return name -> (index, op type)."""
     taken = {n.name for n in graph.node if n.name}
-    index = {}
+    index: dict[str, tuple[int, str]] = {}
     for k, n in enumerate(graph.node):
         if not n.name:
             base = name = f"{n.op_type}_{k}"
