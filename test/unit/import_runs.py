@@ -31,3 +31,20 @@ def check_model(model, seed=0, inputs=None):
         assert v <= 1.0, f"{name}: {v:.2f}x the tolerance, max diff " \
                          f"{np.abs(got[name].astype(np.float64) - ref).max():.3g}"
     return im
+
+
+def case_id(case) -> str:
+    """A readable pytest id of a one-op case (op, input shapes, attributes, constants)."""
+    op, ins, consts, attrs = case
+    shapes = "-".join("x".join(map(str, s)) for s in ins.values())
+    return "-".join([op, shapes, *(f"{k}={v}" for k, v in attrs.items()), *consts])
+
+
+def check_single_op(case, dtype: str):
+    """`check_model` of the one-node model of `case` (op, graph input shapes,
+    constants fed after them, attributes), its float constants in `dtype`."""
+    op, ins, consts, attrs = case
+    np_dtype = np.float16 if dtype == "f16" else np.float32
+    consts = {k: (v.astype(np_dtype) if v is not None and v.dtype.kind == "f" else v)
+              for k, v in consts.items()}
+    return check_model(samples.single_op(op, ins, dtype, consts, **attrs))

@@ -18,7 +18,7 @@ onnx = pytest.importorskip("onnx")
 pytest.importorskip("onnxruntime")
 pytest.importorskip("mlir.ir")
 
-from import_runs import check_model, reference_outputs  # noqa: E402
+from import_runs import case_id, check_model, check_single_op, reference_outputs  # noqa: E402
 from onnx import TensorProto, helper  # noqa: E402
 
 from nem.compile.check import onnxruntime_run  # noqa: E402
@@ -129,19 +129,10 @@ CASES = [
 ]
 
 
-def _case_id(case):
-    op, ins, consts, attrs = case
-    shapes = "-".join("x".join(map(str, s)) for s in ins.values())
-    return "-".join([op, shapes, *(f"{k}={v}" for k, v in attrs.items()), *consts])
-
-
 @pytest.mark.parametrize("dtype", ["f32", "f16"])
-@pytest.mark.parametrize("case", CASES, ids=[_case_id(c) for c in CASES])
+@pytest.mark.parametrize("case", CASES, ids=[case_id(c) for c in CASES])
 def test_single_op(case, dtype):
-    op, ins, consts, attrs = case
-    np_dtype = np.float16 if dtype == "f16" else np.float32
-    consts = {k: (v.astype(np_dtype) if v.dtype.kind == "f" else v) for k, v in consts.items()}
-    check_model(samples.single_op(op, ins, dtype, consts, **attrs))
+    check_single_op(case, dtype)
 
 
 @pytest.mark.parametrize("keepdims", [1, 0])
