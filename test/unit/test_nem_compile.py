@@ -195,7 +195,7 @@ def test_cli_unsupported_op_is_located(tmp_path):
     r = tool("nem-compile", str(path), ok=False)
     assert r.returncode == 1
     assert r.stderr.startswith(f"{path}: node 0 'hm' (Hardmax): error: not supported: op "
-                               "type Hardmax\nfix: supported op types: ")
+                               "type Hardmax\nfix: express it with the supported op types ")
     assert "Traceback" not in r.stderr
     assert "nem-compile: failed in stage 'import'" in r.stderr
 

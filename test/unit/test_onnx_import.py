@@ -391,3 +391,34 @@ def test_a_failed_node_without_inferred_shape_skips_its_users():
     assert "node 2 'hm' (Hardmax): error: not supported: op type Hardmax" in text
     assert "m.onnx: error: 2 nodes cannot be imported, 2 errors above\nnote: " \
            "onnx.checker.check_model rejects the model: Field 'shape'" in text
+
+
+# --------------------------------------------------------------------------
+# the nine CNNs shipped with onnx import as shipped (issue 30, D-COMPILE-SIMPLIFY)
+
+LIGHT = ["light_squeezenet", "light_shufflenet", "light_inception_v1", "light_resnet50",
+         "light_densenet121"]
+"""The smaller five by default (a few seconds); all nine with NEM_ONNX_BACKEND=full
+(VGG-19's 575 MB of weights take 5 s and 3 GB)."""
+if __import__("os").environ.get("NEM_ONNX_BACKEND") == "full":
+    LIGHT += ["light_bvlc_alexnet", "light_inception_v2", "light_vgg19", "light_zfnet512"]
+
+
+@pytest.mark.parametrize("name", LIGHT)
+def test_light_models_import_as_shipped(name):
+    """Opset 9, weights built by ConstantOfShape, initializers listed as
+    inputs, LRN, n-ary Sum: imported without any manual step; the input and
+    output keep their names."""
+    import os
+
+    path = os.path.join(os.path.dirname(onnx.__file__), "backend", "test", "data", "light",
+                        f"{name}.onnx")
+    model = onnx.load(path)
+    im = import_onnx(path)
+    inits = {i.name for i in model.graph.initializer}
+    assert [p.onnx_name for p in im.inputs] == [i.name for i in model.graph.input
+                                                 if i.name not in inits]
+    assert [p.onnx_name for p in im.outputs] == [o.name for o in model.graph.output]
+    assert "opset 9 upgraded to 17 (onnx version converter)" in im.notes
+    text = str(im.module)
+    assert "linalg.conv_2d_nhwc_hwcf" in text and len(im.weights) > 20
