@@ -45,10 +45,6 @@ LOWERING = {
     "test_MaxPool2d_stride_padding_dilation":
         "lowering: 'this strided DMA of a partial tile cannot be narrowed' (affine route; "
         "--route transform compiles it)",
-    "test_operator_maxpool":
-        "WRONG on the affine route: upstream affine-data-copy-generate drops a DMA's "
-        "stride across a unit dimension (fuzz finding F2); minimal: MaxPool x[3,1,1,6] "
-        "kernel [1,3] strides [1,2] --engines 1; --route transform is right",
     "test_expand_shape_model4": _BCAST,
     "test_operator_repeat": _BCAST,
 }
@@ -72,7 +68,7 @@ SHORT = {
     "test_AvgPool1d", "test_AvgPool3d_stride", "test_BatchNorm2d_eval", "test_Conv1d_pad1",
     "test_Conv2d_depthwise_strided", "test_Conv3d_stride", "test_ConvTranspose2d", "test_ELU",
     "test_Embedding", "test_GLU", "test_Linear", "test_LogSoftmax", "test_MaxPool1d_stride",
-    "test_MaxPool3d", "test_PReLU_2d_multiparam", "test_PixelShuffle",
+    "test_MaxPool3d", "test_PReLU_2d_multiparam", "test_PixelShuffle", "test_operator_maxpool",
     "test_ReflectionPad2d", "test_ReplicationPad2d", "test_SELU", "test_Softplus",
     "test_ZeroPad2d", "test_operator_add_size1_broadcast", "test_operator_index",
     "test_operator_non_float_params", "test_operator_repeat_dim_overflow",

@@ -174,3 +174,15 @@ def test_sequences_resolved_at_compile_time():
                      {"c": (TensorProto.FLOAT, [2, 3, 1, 4]),
                       "last": (TensorProto.FLOAT, [2, 1, 4])}, [pos], opset=18)
     check_model(m)
+
+
+@pytest.mark.parametrize("engines", [None, 1])
+def test_1d_pooling_end_to_end(engines):
+    """Regression (the onnx backend's test_operator_maxpool, minimized): a
+    1-D MaxPool viewed as [N, 1, W, C] made upstream's copy generation stage
+    a [3, 1, 5, 1] box of [3, 1, 6, 1] as 15 contiguous elements (a wrong
+    result on the affine route); viewed as [1, N, W, C] it is right."""
+    from compile_runs import run_api
+
+    m = samples.single_op("MaxPool", {"x": (3, 1, 6)}, "f32", kernel_shape=[3], strides=[2])
+    run_api(m, engines=engines, route="affine")

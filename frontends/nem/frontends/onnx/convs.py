@@ -7,8 +7,8 @@ groups) on a channels-last activation padded by a `tensor.pad`:
 
 * 2-D: one such op, HWCF weights, the bias (and a following
   BatchNormalization, folded in f64) in its accumulator;
-* 1-D: the same with a unit height ([N, W, C] viewed as [N, 1, W, C],
-  kernel [1, k]);
+* 1-D: the same on [N, W, C] viewed as [1, N, W, C] (the batch as a
+  height the kernel [1, k] does not slide over);
 * 3-D: one 2-D convolution per kernel depth kd, each reading the padded
   input's depth slices `kd * dilation + od * stride` (a strided
   `tensor.extract_slice`, od batched into N) and accumulating into the
@@ -195,9 +195,9 @@ def conv_nd(imp: Importer, node: Node, xp: ir.Value, w: np.ndarray, bias: np.nda
     shape = emit.shape_of(xp)
     n, c, f = shape[0], shape[-1], w.shape[0]
     elem = emit.elem_type(xp)
-    if len(outs) == 1:
-        x2 = emit.reshape(xp, [n, 1, shape[1], c])
-        init = _bias_init(imp, bias, node, [n, 1, outs[0], f], elem)
+    if len(outs) == 1:   # [N, W, C] as [1, N, W, C] (pools.pool_nd says why)
+        x2 = emit.reshape(xp, [1, n, shape[1], c])
+        init = _bias_init(imp, bias, node, [1, n, outs[0], f], elem)
         y = conv2d(imp, x2, w[:, :, None, :], init, group, [1, strides[0]], [1, dil[0]],
                    wname)
         return emit.reshape(y, [n, outs[0], f])

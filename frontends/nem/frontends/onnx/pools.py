@@ -7,7 +7,11 @@ or one `add` per window offset, D-LOW-WINDOW, D-LOW-SUMPOOL):
 `tensor.pad` (-inf for max, 0 for average; the `ceil_mode` overhang is
 padding no window counts).
 
-* 1-D: the same with a unit height (kernel [1, k]);
+* 1-D: [N, W, C] viewed as the 2-D [1, N, W, C], kernel [1, k] (the batch
+  as the height: a unit dimension between the batch and the window would
+  meet upstream `affine-data-copy-generate`'s contiguous DMA of a box that
+  is not contiguous (the stride across a unit dimension dropped: fuzz
+  finding F2, issue 31), a wrong result on the affine route);
 * 3-D: max and sum are separable, so a 3-D window is a 2-D pooling over
   (H, W) of every depth row ([N, D, H, W, C] viewed as [N D, H, W, C]),
   then a pooling of kernel [kd, 1] along D of the result viewed as
@@ -50,9 +54,9 @@ def pool_nd(xp: ir.Value, kernel: Sequence[int], strides: Sequence[int],
     dimensions (module docstring)."""
     shape = emit.shape_of(xp)
     n, c = shape[0], shape[-1]
-    if len(outs) == 1:
-        y = pool2d(emit.reshape(xp, [n, 1, shape[1], c]), [1, kernel[0]], [1, strides[0]],
-                   [1, dil[0]], [1, outs[0]], kind)
+    if len(outs) == 1:   # [N, W, C] as [1, N, W, C]: N is the unit-kernel height
+        y = pool2d(emit.reshape(xp, [1, n, shape[1], c]), [1, kernel[0]], [1, strides[0]],
+                   [1, dil[0]], [n, outs[0]], kind)
         return emit.reshape(y, [n, outs[0], c])
     if len(outs) == 2:
         return pool2d(xp, kernel, strides, dil, outs, kind)
