@@ -1,8 +1,11 @@
-"""ONNX graph -> one `func.func` of linalg on tensors (upstream MLIR bindings).
+"""ONNX graph -> one `func.func` of linalg on tensors (upstream MLIR bindings):
+the importer's state (`Importer`: values, constants, weights, layouts) and
+the program's interface.
 
-The `onnx` package reads the model and infers its shapes; each node is then
-converted in topological order by the converter `converters.CONVERTERS[op_type]`,
-which builds linalg-on-tensors IR with `emit.py`.
+The model is prepared first (`prepare.py`, D-COMPILE-SIMPLIFY); `driver.py`
+then converts each node in topological order with the converter
+`converters.CONVERTERS[op_type]`, which builds linalg-on-tensors IR with
+`emit.py`, collecting every error (D-COMPILE-DIAG).
 
 Interface (docs/compile.md, D-COMPILE-IFACE): the function's arguments are
 the model's inputs (graph inputs that are not initializers) in the model's
@@ -22,8 +25,9 @@ only size-1 dimensions move) where an op needs the logical order: model
 outputs, `Reshape`, `Flatten`, `MatMul`.
 
 Errors: an unsupported op type or attribute value, a dynamic shape or an
-element type other than f32/f16 is an `OnnxImportError` naming the model
-file, the node's index and name and its op type.
+element type the program cannot hold is an `OnnxImportError` naming the
+model file, the node's index in the user's model, its name and op type
+(`diagnostics.py`).
 """
 
 from __future__ import annotations
