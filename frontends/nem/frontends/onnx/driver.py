@@ -29,7 +29,7 @@ from nem.frontends.onnx.graph import (
     TensorVal,
     interface_names,
 )
-from nem.frontends.onnx.prepare import prepare
+from nem.frontends.onnx.prepare import ShapeInferenceError, prepare
 from onnx import helper, numpy_helper
 
 SHAPE_OPERANDS = {("Expand", 1), ("Reshape", 1), ("Tile", 1)}
@@ -308,8 +308,8 @@ def import_onnx(model: str | Path | onnx.ModelProto, func_name: str = "main",
                                   path, fix="give a .onnx file written by onnx.save") from e
     try:
         prepared = prepare(proto, simplify)
-    except onnx.shape_inference.InferenceError as e:
-        raise OnnxImportError(f"ONNX shape inference failed: {str(e).strip()}", where,
+    except ShapeInferenceError as e:
+        raise OnnxImportError(f"ONNX shape inference failed: {e}", where,
                               fix="check the model with onnx.checker.check_model(model, "
                                   "full_check=True)") from e
     imp = Importer(prepared.model, where, func_name, softmax_types, prepared.node_index,
@@ -320,7 +320,13 @@ def import_onnx(model: str | Path | onnx.ModelProto, func_name: str = "main",
         if prepared.checker is not None:
             e.notes.append(f"onnx.checker.check_model rejects the model: {prepared.checker}")
         raise
+    ports = {v.type.tensor_type.elem_type for v in [*imp.graph.input, *imp.graph.output]
+             if v.name not in imp.consts and v.name not in imp.unread_inputs}
     im.notes = prepared.notes + [
+        f"{what} computed in {narrow} ({rule})" for elem, what, narrow, rule, on in (
+            (onnx.TensorProto.DOUBLE, "f64", "f32", "D-COMPILE-F64", demote_f64),
+            (onnx.TensorProto.INT64, "int64 data", "i32", "D-COMPILE-I64", demote_i64))
+        if on and elem in ports] + [
         f"input '{n}' is not a program buffer: its values only fix shapes the model declares"
         for n in imp.unread_inputs]
     return im

@@ -228,12 +228,12 @@ class Importer:
             self.elem_types[onnx.TensorProto.DOUBLE] = ELEM_TYPES[onnx.TensorProto.FLOAT]
         if demote_i64:   # D-COMPILE-I64
             self.elem_types[onnx.TensorProto.INT64] = ELEM_TYPES[onnx.TensorProto.INT32]
-        from nem.frontends.onnx.prepare import infer_shapes_strict, with_shapes
+        from nem.frontends.onnx.prepare import ShapeInferenceError, infer_shapes_strict, with_shapes
 
         try:
             inferred = infer_shapes_strict(model)
-        except Exception as e:  # onnx raises several unrelated types
-            raise OnnxImportError(f"ONNX shape inference failed: {str(e).strip()}", file,
+        except ShapeInferenceError as e:
+            raise OnnxImportError(f"ONNX shape inference failed: {e}", file,
                                   fix="check the model with onnx.checker.check_model") from e
         with_shapes(model, inferred)   # the prepared model: the importer's own copy
         self.model = model

@@ -79,7 +79,7 @@ LARGE = 4096
 
 def infer_shapes_strict(model: onnx.ModelProto) -> onnx.ModelProto:
     """ONNX's strict shape inference of `model` (a new model holding the
-    inferred value_info and outputs; raises `InferenceError`), run without
+    inferred value_info and outputs; raises `ShapeInferenceError`), run without
     the large initializers: inference serializes the model it is given, and
     a copy of VGG-19's 575 MB of weights took it 5 s.  They are given to it
     as typed graph inputs instead; small ones (shapes, axes) keep their
@@ -103,7 +103,14 @@ def infer_shapes_strict(model: onnx.ModelProto) -> onnx.ModelProto:
     probe = onnx.helper.make_model(light, opset_imports=model.opset_import,
                                    ir_version=max(model.ir_version, 4))
     probe.functions.extend(model.functions)
-    return onnx.shape_inference.infer_shapes(probe, strict_mode=True)
+    try:
+        return onnx.shape_inference.infer_shapes(probe, strict_mode=True)
+    except Exception as e:  # InferenceError, and onnx's checker and schema errors alike
+        raise ShapeInferenceError(str(e).strip() or type(e).__name__) from e
+
+
+class ShapeInferenceError(Exception):
+    """ONNX's strict shape inference rejects the model (its message)."""
 
 
 def with_shapes(model: onnx.ModelProto, inferred: onnx.ModelProto) -> None:
@@ -210,8 +217,8 @@ def _interface(model: onnx.ModelProto) -> tuple[list[str], list[str]]:
 
 def prepare(model: onnx.ModelProto, simplify_graph: bool = True) -> Prepared:
     """The model the importer converts (module docstring).  Raises
-    `onnx.shape_inference.InferenceError` when strict shape inference
-    fails; the importer locates it."""
+    `ShapeInferenceError` when strict shape inference fails; the importer
+    locates it."""
     inferred = infer_shapes_strict(model)
     m = onnx.ModelProto()
     m.CopyFrom(model)
@@ -236,7 +243,8 @@ def prepare(model: onnx.ModelProto, simplify_graph: bool = True) -> Prepared:
     m.ir_version = max(m.ir_version, 4)
     dropped = constant_inputs_removed(m)
     if dropped:
-        notes.append(f"{dropped} initializers listed as graph inputs read as constants")
+        notes.append(f"{dropped} initializer{'s' if dropped > 1 else ''} listed as graph "
+                     "inputs read as constants")
     if simplify_graph:
         before = len(m.graph.node)
         try:
