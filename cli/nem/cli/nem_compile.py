@@ -55,6 +55,13 @@ def _parser() -> argparse.ArgumentParser:
                    help="tiling route (default transform; affine: see docs/compile.md)")
     p.add_argument("--no-verify", action="store_true",
                    help="skip nem-verify on the result (not recommended)")
+    p.add_argument("--no-simplify", action="store_true",
+                   help="ONNX: import the graph as it is, without onnxscript's simplifier "
+                   "(constant folding, shape subgraphs, no-op removal)")
+    p.add_argument("--no-demote-f64", action="store_true",
+                   help="ONNX: refuse f64 tensors instead of computing them in f32")
+    p.add_argument("--no-demote-i64", action="store_true",
+                   help="ONNX: refuse int64 data instead of computing it in i32")
     p.add_argument("-v", "--verbose", action="store_true",
                    help="per-stage timings and the lowering's remarks on stderr")
     p.add_argument("--no-progress", action="store_true",
@@ -218,7 +225,9 @@ def run(argv: Sequence[str] | None = None) -> int:
     options = CompileOptions(device=args.device, tile_sizes=_tile_sizes(args.tile_sizes),
                              pipeline=not args.no_pipeline, engines=args.engines,
                              route=args.route, verify=not args.no_verify,
-                             include_dirs=tuple(args.include_dirs))
+                             include_dirs=tuple(args.include_dirs),
+                             simplify=not args.no_simplify, demote_f64=not args.no_demote_f64,
+                             demote_i64=not args.no_demote_i64)
     if args.bisect:
         if ext != ".onnx":
             return _usage("--bisect compares with onnxruntime: it takes a .onnx model")

@@ -91,7 +91,9 @@ def compile_onnx(model, options: CompileOptions | None = None,
         from nem.compile.softmax import softmax_types
 
         try:
-            holder["m"] = import_onnx(model, softmax_types=softmax_types(driver.device))
+            holder["m"] = import_onnx(model, softmax_types=softmax_types(driver.device),
+                                      simplify=opts.simplify, demote_f64=opts.demote_f64,
+                                      demote_i64=opts.demote_i64)
         except OnnxImportError as e:
             raise CompileError("import", e.render()) from e
         return str(holder["m"].module)
@@ -106,7 +108,8 @@ def compile_onnx(model, options: CompileOptions | None = None,
         nem, remarks = driver.lower(im.func_name, iface.arg_names,
                                     _stem(file, stem) + ".tile.mlir")
     iface.weights.update(driver.constants)
-    return CompileResult(nem, iface, im.func_name, driver.results, remarks,
+    notes = [f"{file}: remark: {n}" for n in im.notes]   # what preparing the model did
+    return CompileResult(nem, iface, im.func_name, driver.results, notes + remarks,
                          driver.memory_spaces(), driver.flops)
 
 

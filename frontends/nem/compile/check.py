@@ -12,12 +12,16 @@ Tolerances per element type (D-COMPILE-TOL), elementwise
   convolutions in f16 (every partial sum rounded to 11 bits), onnxruntime
   accumulates in f32: the difference grows with the reduction length (about
   sqrt(K) half-ulps), 1e-2 covers K up to a few hundred at O(1) values.
+* f64: f32's, as the program computes an f64 model in f32 (D-COMPILE-F64).
+* int32, int64: exact (int64 is computed in i32, D-COMPILE-I64).
 
     python -m nem.compile.check model.onnx --input x=x.npy --output y=y.npy
 
 compares `y.npy` (a typed array, or the 1-D uint8 bytes `nem-run --output`
 writes) with onnxruntime's output `y` on the same input; exit status 1 when
-an output is out of tolerance.
+an output is out of tolerance.  The arrays are those of the program's
+buffers: an f64 (int64) input or output of the model is f32 (int32) there
+(D-COMPILE-F64, D-COMPILE-I64) and is widened for onnxruntime.
 """
 
 from __future__ import annotations
@@ -28,7 +32,9 @@ from collections.abc import Sequence
 
 import numpy as np
 
-TOLERANCES = {np.dtype(np.float32): (1e-5, 1e-4), np.dtype(np.float16): (1e-2, 1e-2)}
+TOLERANCES = {np.dtype(np.float32): (1e-5, 1e-4), np.dtype(np.float16): (1e-2, 1e-2),
+              np.dtype(np.float64): (1e-5, 1e-4), np.dtype(np.int32): (0.0, 0.0),
+              np.dtype(np.int64): (0.0, 0.0)}
 
 
 def max_violation(got: np.ndarray, want: np.ndarray) -> float:
@@ -40,6 +46,8 @@ def max_violation(got: np.ndarray, want: np.ndarray) -> float:
     if not np.all(np.isfinite(g) == np.isfinite(w)):
         return float("inf")
     fin = np.isfinite(w)
+    if atol == rtol == 0.0:   # integers: exact
+        return 0.0 if np.array_equal(g[fin], w[fin]) else float("inf")
     return float(np.max(np.abs(g - w)[fin] / (atol + rtol * np.abs(w[fin])), initial=0.0))
 
 
@@ -54,14 +62,34 @@ def onnxruntime_run(model, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarra
     return dict(zip(names, sess.run(None, inputs)))
 
 
+PROGRAM_DTYPES = {np.dtype(np.float64): np.dtype(np.float32),
+                  np.dtype(np.int64): np.dtype(np.int32)}
+"""The element type a program holds an ONNX type in (D-COMPILE-F64, D-COMPILE-I64)."""
+
+
 def _as_array(path: str, like: np.ndarray) -> np.ndarray:
     from pathlib import Path
 
     arr = np.load(path, allow_pickle=False) if path.endswith(".npy") else \
         np.frombuffer(Path(path).read_bytes(), np.uint8)
     if arr.dtype == np.uint8 and like.dtype != np.uint8:   # nem-run --output bytes
-        arr = arr[:like.nbytes].view(like.dtype)
+        dtype = PROGRAM_DTYPES.get(like.dtype, like.dtype)   # the buffer's elements
+        arr = arr[:like.size * dtype.itemsize].view(dtype)
     return arr.reshape(like.shape)
+
+
+def model_dtypes(inputs: dict[str, np.ndarray], model) -> dict[str, np.ndarray]:
+    """The arrays nem-run took (f32 for an f64 input, int32 for an int64
+    one) in the element types the model declares, for onnxruntime."""
+    from onnx import helper
+
+    declared = {vi.name: vi.type.tensor_type.elem_type for vi in model.graph.input}
+    out = {}
+    for name, arr in inputs.items():
+        elem = declared.get(name, 0)
+        want = helper.tensor_dtype_to_np_dtype(elem) if elem else arr.dtype
+        out[name] = arr.astype(want) if PROGRAM_DTYPES.get(want) == arr.dtype else arr
+    return out
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -159,7 +187,7 @@ def _compare(args: argparse.Namespace) -> int:
             f"'{o}'" + (f" (buffer '{b}')" if b != o else "") for o, b in missing)
             + f"\nfix: give --input {missing[0][1]}=FILE.npy")
     try:
-        want = onnxruntime_run(model, inputs)
+        want = onnxruntime_run(model, model_dtypes(inputs, model))
     except Exception as e:   # onnxruntime's Fail/InvalidArgument: missing or mis-shaped input
         raise _CheckError(f"onnxruntime cannot run {args.model}: {e}") from None
     ok = True

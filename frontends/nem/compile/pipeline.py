@@ -73,6 +73,12 @@ class CompileOptions:
     route: str = "transform"
     verify: bool = True
     include_dirs: tuple[str, ...] = ()
+    simplify: bool = True
+    """ONNX input: run the graph simplifier before importing (D-COMPILE-SIMPLIFY)."""
+    demote_f64: bool = True
+    """ONNX input: compute f64 in f32 (D-COMPILE-F64); else f64 is an error."""
+    demote_i64: bool = True
+    """ONNX input: compute int64 in i32 (D-COMPILE-I64); else int64 data is an error."""
 
 
 @dataclass

@@ -3,8 +3,10 @@
 A converter reads its inputs from the importer (`imp.tensor`, `imp.const`),
 builds linalg on tensors with `emit`, and binds its outputs with
 `imp.define`.  Unsupported attribute values raise `imp.error(...)` (a
-located `OnnxImportError`).  The converters live in `ops`, `norms`,
-`reductions` and `slices`; decisions: docs/compile.md and
+located `OnnxImportError`).  The converters live in `ops` (elementwise,
+matrix products, layouts), `convs`, `pools`, `norms`, `reductions`,
+`slices`, `shapes`, `activations` and `sequences`; decisions:
+docs/compile.md (its coverage table lists every op type here) and
 docs/spec-decisions.md (D-COMPILE-*).
 """
 
@@ -13,53 +15,70 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from mlir.dialects import arith, math
+from nem.frontends.onnx import activations as act
+from nem.frontends.onnx import sequences as seq
+from nem.frontends.onnx import shapes
+from nem.frontends.onnx.convs import batchnorm, conv, conv_transpose
 from nem.frontends.onnx.graph import Importer, Node
-from nem.frontends.onnx.norms import layernorm, softmax
-from nem.frontends.onnx.reductions import pow_, reduction
-from nem.frontends.onnx.slices import slice_, split
+from nem.frontends.onnx.norms import instance_norm, layernorm, log_softmax, lrn, softmax
 from nem.frontends.onnx.ops import (
     binary,
-    sigmoid,
-    unary,
-    batchnorm,
     clip,
     concat,
     constant,
-    conv,
     flatten,
     gelu,
     gemm,
-    global_pool,
     identity,
     leaky_relu,
     matmul,
-    pool,
     relu,
     reshape,
+    sigmoid,
     transpose,
+    unary,
     wide,
 )
+from nem.frontends.onnx.pools import global_pool, pool
+from nem.frontends.onnx.reductions import pow_, reduction
+from nem.frontends.onnx.slices import slice_, split
 
 CONVERTERS: dict[str, Callable[[Importer, Node], None]] = {
     "Conv": conv,
+    "ConvTranspose": conv_transpose,
     "BatchNormalization": batchnorm,
+    "InstanceNormalization": instance_norm,
+    "LRN": lrn,
     "Relu": unary(relu),
     "LeakyRelu": leaky_relu,
+    "PRelu": act.prelu,
+    "Elu": act.elu,
+    "Selu": act.selu,
+    "Softplus": act.softplus,
+    "Softsign": act.softsign,
+    "HardSigmoid": act.hard_sigmoid,
+    "HardSwish": act.hard_swish,
+    "Sign": act.sign,
+    "Shrink": act.shrink,
     "Clip": clip,
     "Sigmoid": unary(wide(sigmoid)),
     "Tanh": unary(wide(math.tanh)),
     "Gelu": gelu,
     "Erf": unary(wide(math.erf)),
     "Exp": unary(wide(math.exp)),
+    "Log": unary(wide(math.log)),
     "Sqrt": unary(wide(math.sqrt)),
+    "Reciprocal": act.reciprocal,
     "Neg": unary(arith.negf),
     "Abs": unary(math.absf),
     "Add": binary(arith.addf),
     "Sub": binary(arith.subf),
     "Mul": binary(arith.mulf),
     "Div": binary(arith.divf),
-    "Max": binary(arith.maximumf),
-    "Min": binary(arith.minimumf),
+    "Max": act.variadic(arith.maximumf),
+    "Min": act.variadic(arith.minimumf),
+    "Sum": act.variadic(arith.addf),
+    "Mean": act.variadic(arith.addf, mean=True),
     "Pow": pow_,
     "MatMul": matmul,
     "Gemm": gemm,
@@ -77,9 +96,28 @@ CONVERTERS: dict[str, Callable[[Importer, Node], None]] = {
     "Concat": concat,
     "Slice": slice_,
     "Split": split,
+    "Squeeze": shapes.squeeze,
+    "Unsqueeze": shapes.unsqueeze,
+    "Expand": shapes.expand,
+    "Tile": shapes.tile,
+    "Gather": shapes.gather,
+    "Pad": shapes.pad,
+    "Cast": shapes.cast,
+    "Shape": shapes.shape,
+    "Size": shapes.size,
+    "ConstantOfShape": shapes.constant_of_shape,
     "Softmax": softmax,
+    "LogSoftmax": log_softmax,
     "LayerNormalization": layernorm,
     "Identity": identity,
     "Dropout": identity,
     "Constant": constant,
+    "SequenceEmpty": seq.sequence_empty,
+    "SequenceConstruct": seq.sequence_construct,
+    "SequenceInsert": seq.sequence_insert,
+    "SequenceErase": seq.sequence_erase,
+    "SequenceAt": seq.sequence_at,
+    "SequenceLength": seq.sequence_length,
+    "ConcatFromSequence": seq.concat_from_sequence,
+    "SplitToSequence": seq.split_to_sequence,
 }

@@ -52,6 +52,13 @@ def fconst(elem: ir.Type, x: float) -> ir.Value:
     return arith.constant(elem, float(x))
 
 
+def scalar(elem: ir.Type, x: float) -> ir.Value:
+    """A scalar constant of `elem`, float or integer."""
+    if isinstance(elem, ir.IntegerType):
+        return arith.constant(elem, int(x))
+    return fconst(elem, x)
+
+
 def empty(shape: Sequence[int], elem: ir.Type) -> ir.Value:
     return tensor.empty(list(shape), elem)
 

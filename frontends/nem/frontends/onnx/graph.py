@@ -1,8 +1,11 @@
-"""ONNX graph -> one `func.func` of linalg on tensors (upstream MLIR bindings).
+"""ONNX graph -> one `func.func` of linalg on tensors (upstream MLIR bindings):
+the importer's state (`Importer`: values, constants, weights, layouts) and
+the program's interface.
 
-The `onnx` package reads the model and infers its shapes; each node is then
-converted in topological order by the converter `converters.CONVERTERS[op_type]`,
-which builds linalg-on-tensors IR with `emit.py`.
+The model is prepared first (`prepare.py`, D-COMPILE-SIMPLIFY); `driver.py`
+then converts each node in topological order with the converter
+`converters.CONVERTERS[op_type]`, which builds linalg-on-tensors IR with
+`emit.py`, collecting every error (D-COMPILE-DIAG).
 
 Interface (docs/compile.md, D-COMPILE-IFACE): the function's arguments are
 the model's inputs (graph inputs that are not initializers) in the model's
@@ -22,8 +25,9 @@ only size-1 dimensions move) where an op needs the logical order: model
 outputs, `Reshape`, `Flatten`, `MatMul`.
 
 Errors: an unsupported op type or attribute value, a dynamic shape or an
-element type other than f32/f16 is an `OnnxImportError` naming the model
-file, the node's index and name and its op type.
+element type the program cannot hold is an `OnnxImportError` naming the
+model file, the node's index in the user's model, its name and op type
+(`diagnostics.py`).
 """
 
 from __future__ import annotations
@@ -31,42 +35,24 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import onnx
 from mlir import ir
-from mlir.dialects import func
 from nem.dialect.semantics import ELEM_DTYPES
 from nem.frontends.onnx import emit
-from onnx import helper, numpy_helper, shape_inference
+from nem.frontends.onnx.diagnostics import NodeRef, OnnxImportError
 
 NHWC = (0, 2, 3, 1)
 """The physical order of an NCHW activation: N, H, W, C."""
 
 ELEM_TYPES: dict[int, tuple[str, np.dtype]] = {
     t: (n, ELEM_DTYPES[n]) for t, n in ((onnx.TensorProto.FLOAT, "f32"),
-                                        (onnx.TensorProto.FLOAT16, "f16"))}
-"""ONNX element types the importer takes: spec name and dtype (nem.dialect.semantics)."""
-
-
-class OnnxImportError(Exception):
-    """A model the importer cannot convert: where (file, node index, name,
-    op type), what, and how to fix it."""
-
-    def __init__(self, message: str, file: str, node: tuple[int, str, str] | None = None,
-                 fix: str | None = None):
-        self.message, self.file, self.node, self.fix = message, file, node, fix
-        super().__init__(self.render())
-
-    def render(self) -> str:
-        where = self.file
-        if self.node is not None:
-            index, name, op_type = self.node
-            where += f": node {index} '{name}' ({op_type})"
-        text = f"{where}: error: {self.message}"
-        return text + (f"\nfix: {self.fix}" if self.fix else "")
+                                        (onnx.TensorProto.FLOAT16, "f16"),
+                                        (onnx.TensorProto.INT32, "i32"))}
+"""ONNX element types the importer takes: spec name and dtype (nem.dialect.semantics);
+DOUBLE and INT64 are demoted to f32 and i32 by default (D-COMPILE-F64, D-COMPILE-I64)."""
 
 
 @dataclass(frozen=True)
@@ -91,6 +77,8 @@ class ImportedModel:
     inputs: list[Port]
     weights: dict[str, np.ndarray]
     outputs: list[Port]
+    notes: list[str] = field(default_factory=list)
+    """What preparing the model did (D-COMPILE-SIMPLIFY), one line each."""
 
     @property
     def arg_names(self) -> list[str]:
@@ -173,12 +161,18 @@ def _perm_inverse(perm: Sequence[int]) -> tuple[int, ...]:
 
 @dataclass
 class Node:
-    """A node being converted: its inputs ('' for an absent optional one),
-    outputs and attributes (Python values)."""
+    """A node being converted: its position `index` in the graph the
+    importer converts, its index in the user's model (`source_index`, None
+    for a node the simplifier made: D-COMPILE-SIMPLIFY), its inputs ('' for
+    an absent optional one), outputs and attributes (Python values)."""
 
     index: int
     proto: onnx.NodeProto
     attrs: dict[str, Any] = field(default_factory=dict)
+    source_index: int | None = None
+    source_op_type: str | None = None
+    """The op type of the user's node (a Conv the simplifier rebuilt, or a
+    Flatten it made a Reshape, is named as the user wrote it)."""
 
     @property
     def op_type(self) -> str:
@@ -199,40 +193,83 @@ class Node:
     def input(self, k: int) -> str:
         return self.proto.input[k] if k < len(self.proto.input) else ""
 
+    def ref(self) -> NodeRef:
+        return (self.source_index, self.name, self.source_op_type or self.op_type)
+
+    def location(self, file: str) -> ir.Location:
+        """Where the ops built for this node are (D-COMPILE-LOC):
+        `loc("<name>"("<op type>"("<file>":<line>:1)))`, the user's node
+        (name, op type, line = its 1-based position in the model), line 0
+        for a node the simplifier made without a user's node to name."""
+        index, name, op_type = self.ref()
+        line = index + 1 if index is not None else 0
+        return ir.Location.name(name, childLoc=ir.Location.name(
+            op_type, childLoc=ir.Location.file(file, line, 1)))
+
 
 class Importer:
     """Converts one ONNX model; see the module docstring."""
 
     def __init__(self, model: onnx.ModelProto, file: str, func_name: str = "main",
-                 softmax_types: frozenset[str] = frozenset()):
+                 softmax_types: frozenset[str] = frozenset(),
+                 node_index: dict[str, tuple[int, str]] | None = None,
+                 demote_f64: bool = False,
+                 demote_i64: bool = False):
         self.file = file
         self.func_name = func_name
         self.softmax_types = softmax_types
         """Element types imported as `linalg.softmax` (the target runs NEM
         `softmax` on them, D-COMPILE-SOFTMAX); others are decomposed here."""
+        self.node_index = node_index
+        """Node name -> index in the user's model (`prepare.Prepared`); None:
+        the graph converted is the user's, positions are indices."""
+        self.elem_types = dict(ELEM_TYPES)
+        if demote_f64:   # D-COMPILE-F64
+            self.elem_types[onnx.TensorProto.DOUBLE] = ELEM_TYPES[onnx.TensorProto.FLOAT]
+        if demote_i64:   # D-COMPILE-I64
+            self.elem_types[onnx.TensorProto.INT64] = ELEM_TYPES[onnx.TensorProto.INT32]
+        from nem.frontends.onnx.prepare import ShapeInferenceError, infer_shapes_strict, with_shapes
+
         try:
-            self.model = shape_inference.infer_shapes(model, strict_mode=True)
-        except Exception as e:  # onnx raises several unrelated types
-            raise OnnxImportError(f"ONNX shape inference failed: {str(e).strip()}", file,
+            inferred = infer_shapes_strict(model)
+        except ShapeInferenceError as e:
+            raise OnnxImportError(f"ONNX shape inference failed: {e}", file,
                                   fix="check the model with onnx.checker.check_model") from e
+        with_shapes(model, inferred)   # the prepared model: the importer's own copy
+        self.model = model
         self.graph = self.model.graph
         self.opset = next((o.version for o in self.model.opset_import
                            if o.domain in ("", "ai.onnx")), 1)
         self.consts: dict[str, np.ndarray] = {}
         self.vals: dict[str, TensorVal] = {}
+        self.seqs: dict[str, list[str]] = {}
+        """Sequences of known length: value name -> the names of its tensors
+        (`sequences.py`, D-COMPILE-SEQ)."""
         self.node: Node | None = None
         self.names: set[str] = set()
         self.weights: dict[str, np.ndarray] = {}
         self.weight_names: dict[str, str] = {}
         self.inferred: dict[str, onnx.ValueInfoProto] = {
             v.name: v for v in [*self.graph.value_info, *self.graph.output]}
+        self.bn_folds: dict[int, int] = {}
+        """Conv node position -> the BatchNormalization folded into it."""
+        self.context: ir.Context
+        self.block: ir.Block
+        """The entry function's block (set by `driver.convert`)."""
+        self.unread_inputs: list[str] = []
+        """Integer inputs whose values only fix shapes the model declares
+        (`shape_only_inputs`): not program buffers (D-COMPILE-IFACE)."""
+
+    def source(self, proto: onnx.NodeProto, pos: int) -> tuple[int | None, str | None]:
+        """(index, op type) of the user's node `proto` stands for."""
+        if self.node_index is None:
+            return pos, proto.op_type
+        return self.node_index.get(proto.name, (None, None))
 
     # ---------------------------------------------------------- diagnostics
     def error(self, message: str, fix: str | None = None) -> OnnxImportError:
         """An error at the node being converted (raise the result)."""
-        where = None
-        if self.node is not None:
-            where = (self.node.index, self.node.name, self.node.op_type)
+        where = self.node.ref() if self.node is not None else None
         return OnnxImportError(message, self.file, where, fix)
 
     def check_operand_types(self, node: Node) -> None:
@@ -275,9 +312,16 @@ class Importer:
         if name in self.vals:
             return str(self.vals[name].elem)
         if name in self.consts:
-            dtype = self.consts[name].dtype
+            dtype = self.data_dtype(self.consts[name].dtype)
             return ELEM_TYPE_NAMES.get(dtype, dtype.name)
         return None
+
+    def data_dtype(self, dtype: np.dtype) -> np.dtype:
+        """The dtype a constant of `dtype` has as program data (a weight):
+        int64 is int32 when the model's int64 is demoted (D-COMPILE-I64)."""
+        if dtype == np.int64 and onnx.TensorProto.INT64 in self.elem_types:
+            return np.dtype(np.int32)
+        return np.dtype(dtype)
 
     def axis(self, a: int, rank: int) -> int:
         """ONNX axis `a` (negative: from the end) of a rank-`rank` tensor,
@@ -296,8 +340,9 @@ class Importer:
         c = self.const(name)
         if c is None:
             raise self.error(f"not supported: {node.op_type} {what} '{name}' computed at run "
-                             "time", fix=f"make the {what} an initializer or Constant "
-                             "(e.g. fold the shape subgraph with onnx-simplifier)")
+                             "time", fix=f"make the {what} an initializer or Constant, or "
+                             "compute it from static shapes only (the importer folds those, "
+                             "D-COMPILE-SIMPLIFY)")
         return [int(v) for v in c.reshape(-1)]
 
     # ---------------------------------------------------------- values
@@ -324,7 +369,7 @@ class Importer:
         cached = self.weight_names.get(repr(key))
         if cached is not None and cached in self.vals:
             return self.vals[cached]
-        array = self.check_float(np.ascontiguousarray(array), name)
+        array = self.check_data(np.ascontiguousarray(array), name)
         arg_name = nem_name(name, self.names)
         elem = ir.Type.parse(ELEM_TYPE_NAMES[array.dtype])
         arg = self.block.add_argument(emit.tensor_type(array.shape, elem),
@@ -339,11 +384,19 @@ class Importer:
         self.vals[arg_name] = tv
         return tv
 
-    def check_float(self, array: np.ndarray, name: str) -> np.ndarray:
+    def check_data(self, array: np.ndarray, name: str) -> np.ndarray:
+        """`array` as a weight's contents: f32, f16 or i32 (int64 demoted,
+        its values checked to fit, D-COMPILE-I64)."""
+        dtype = self.data_dtype(array.dtype)
+        if dtype != array.dtype and dtype == np.int32:
+            info = np.iinfo(np.int32)
+            if array.size and (array.min() < info.min or array.max() > info.max):
+                raise self.error(f"constant '{name}' has int64 values outside int32's range: "
+                                 "NEM has no 64-bit integers (D-COMPILE-I64)")
+            array = array.astype(np.int32)
         if array.dtype not in ELEM_TYPE_NAMES:
-            raise self.error(f"tensor '{name}' has element type {array.dtype}; only float32 "
-                             "and float16 tensors are supported",
-                             fix="convert the model to float32 or float16")
+            raise self.error(f"not supported: constant '{name}' of element type {array.dtype} "
+                             "used as data: NEM computes with f32, f16 and i32 tensors")
         return array
 
     def in_perm(self, tv: TensorVal, perm: Sequence[int]) -> ir.Value:
@@ -382,113 +435,24 @@ class Importer:
         self.vals[name] = tv
         return tv
 
-    # ---------------------------------------------------------- driver
-    def _port(self, vi: onnx.ValueInfoProto, name: str, what: str) -> Port:
-        tt = vi.type.tensor_type
-        if tt.elem_type not in ELEM_TYPES:
-            # located at the first node reading it: an integer input is most
-            # often an index operand (Slice starts, Reshape shape) fed at run time
-            user = next(((k, Node(k, n).name, n.op_type) for k, n in enumerate(self.graph.node)
-                         if what == "input" and vi.name in n.input), None)
-            raise OnnxImportError(
-                f"not supported: {what} '{vi.name}' has element type "
-                f"{onnx.TensorProto.DataType.Name(tt.elem_type)}; only FLOAT and FLOAT16 are "
-                "supported", self.file, user,
-                fix="convert the model to float32 or float16; integer operands (Slice "
-                    "starts, Split sizes, Reshape shape, axes) must be initializers or "
-                    "Constant nodes")
-        dims = []
-        for d in tt.shape.dim:
-            if d.HasField("dim_value") and d.dim_value == 0:
-                raise OnnxImportError(f"not supported: {what} '{vi.name}' is empty (a dimension "
-                                      "of size 0)", self.file,
-                                      fix="remove the empty tensor and what computes it")
-            if not d.HasField("dim_value") or d.dim_value < 0:
-                raise OnnxImportError(
-                    f"{what} '{vi.name}' has a dynamic dimension "
-                    f"'{d.dim_param or '?'}'; only static shapes are supported", self.file,
-                    fix="fix the dimension, e.g. onnx.tools.update_model_dims."
-                        "update_inputs_outputs_dims(model, {...}, {...})")
-            dims.append(d.dim_value)
-        return Port(name, vi.name, tuple(dims),
-                    np.dtype(ELEM_TYPES[tt.elem_type][1]))
+    def set_const(self, name: str, array: np.ndarray) -> None:
+        """Bind ONNX value `name` to a compile-time constant (f64 demoted to
+        f32 when the model's f64 is, D-COMPILE-F64)."""
+        if array.dtype == np.float64 and onnx.TensorProto.DOUBLE in self.elem_types:
+            array = array.astype(np.float32)
+        self.consts[name] = array
 
-    def run(self) -> ImportedModel:
-        from nem.frontends.onnx.converters import CONVERTERS
-
-        for init in self.graph.initializer:
-            self.consts[init.name] = numpy_helper.to_array(init)
-        from nem.frontends.onnx.ops import plan_batchnorm_folds
-
-        self.bn_folds = plan_batchnorm_folds(self)
-        table = interface_names(self.graph)
-        self.names.update(table.taken)   # weights are named after these
-        ins = [vi for vi in self.graph.input if vi.name not in self.consts]
-        inputs = [self._port(vi, name, "input") for vi, (_, name) in zip(ins, table.inputs)]
-        outputs = [self._port(vi, name, "output")
-                   for vi, (_, name) in zip(self.graph.output, table.outputs)]
-        self.context = ctx = ir.Context()
-        with ctx, ir.Location.file(self.file, 0, 0):
-            module = ir.Module.create()
-            with ir.InsertionPoint(module.body):
-                in_types = [emit.tensor_type(p.shape, ir.Type.parse(ELEM_TYPE_NAMES[p.dtype]))
-                            for p in inputs]
-                fn = func.FuncOp(self.func_name, (in_types, []))
-                self.block = fn.add_entry_block()
-            for p, arg in zip(inputs, self.block.arguments):
-                arg.set_location(ir.Location.name(p.name))
-                self.vals[p.onnx_name] = TensorVal(arg, p.shape, tuple(range(len(p.shape))))
-            with ir.InsertionPoint(self.block):
-                for index, proto in enumerate(self.graph.node):
-                    node = Node(index, proto, {a.name: helper.get_attribute_value(a)
-                                               for a in proto.attribute})
-                    self.node = node
-                    if proto.domain not in ("", "ai.onnx"):
-                        raise self.error(f"not supported: operator domain '{proto.domain}'")
-                    conv = CONVERTERS.get(proto.op_type)
-                    if conv is None:
-                        raise self.error(f"not supported: op type {proto.op_type}",
-                                         fix="supported op types: " + ", ".join(sorted(
-                                             CONVERTERS)))
-                    self.check_operand_types(node)
-                    with ir.Location.name(node.name):
-                        conv(self, node)
-                self.node = None
-                results = []
-                for p in outputs:
-                    if p.onnx_name in self.consts and p.onnx_name not in self.vals:
-                        self.tensor(p.onnx_name)
-                    results.append(self.logical(self.tensor(p.onnx_name)))
-                    if emit.elem_type(results[-1]) != ir.Type.parse(ELEM_TYPE_NAMES[p.dtype]):
-                        raise OnnxImportError(f"output '{p.onnx_name}' element type mismatch",
-                                              self.file)
-                func.ReturnOp(results)
-            arg_types = [a.type for a in self.block.arguments]
-            fn.attributes["function_type"] = ir.TypeAttr.get(
-                ir.FunctionType.get(arg_types, [r.type for r in results]))
-            if not module.operation.verify():
-                raise OnnxImportError("internal: the imported module does not verify",
-                                      self.file)
-        return ImportedModel(ctx, module, self.func_name, inputs, self.weights, outputs)
+    def static_shape(self, name: str) -> tuple[int, ...] | None:
+        """The shape ONNX's inference (or the model's declaration) gives
+        value `name`, when every dimension is known."""
+        info = self.inferred.get(name)
+        if info is None or not info.type.tensor_type.HasField("shape"):
+            return None
+        dims = info.type.tensor_type.shape.dim
+        if not all(d.HasField("dim_value") for d in dims):
+            return None
+        return tuple(d.dim_value for d in dims)
 
 
-ELEM_TYPE_NAMES = {np.dtype(np.float32): "f32", np.dtype(np.float16): "f16"}
-
-
-def import_onnx(model: str | Path | onnx.ModelProto, func_name: str = "main",
-                file: str | None = None, softmax_types: frozenset[str] = frozenset()
-                ) -> ImportedModel:
-    """Import an ONNX model (a path or a `ModelProto`) as linalg on tensors;
-    a Softmax over one axis of an element type in `softmax_types` is one
-    `linalg.softmax` (D-COMPILE-SOFTMAX), else its decomposition."""
-    if isinstance(model, onnx.ModelProto):
-        return Importer(model, file or "<model>", func_name, softmax_types).run()
-    path = str(model)
-    try:
-        proto = onnx.load(path)
-    except FileNotFoundError as e:
-        raise OnnxImportError("no such file", path) from e
-    except Exception as e:  # protobuf decode errors have several types
-        raise OnnxImportError(f"not an ONNX model: {str(e).strip() or type(e).__name__}",
-                              path, fix="give a .onnx file written by onnx.save") from e
-    return Importer(proto, file or path, func_name, softmax_types).run()
+ELEM_TYPE_NAMES = {np.dtype(np.float32): "f32", np.dtype(np.float16): "f16",
+                   np.dtype(np.int32): "i32"}

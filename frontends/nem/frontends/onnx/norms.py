@@ -1,4 +1,5 @@
-"""The ONNX converters of Softmax and LayerNormalization.
+"""The ONNX converters of Softmax, LogSoftmax, LayerNormalization,
+InstanceNormalization and LRN.
 
 Softmax is one `linalg.softmax` where the target runs NEM `softmax` on its
 element type (D-COMPILE-SOFTMAX), else a decomposition (row max, exp, row
@@ -18,7 +19,10 @@ from mlir import ir
 from mlir.dialects import arith, linalg, math
 from nem.frontends.onnx import emit
 from nem.frontends.onnx.graph import Importer, Node, TensorVal
-from nem.frontends.onnx.ops import elementwise, is_f16
+from nem.frontends.onnx.ops import elementwise, is_f16, x_dtype
+from nem.frontends.onnx.pools import pool2d
+from nem.frontends.onnx.convs import channels_last
+from nem.frontends.onnx.shapes import add_unit_dims
 
 
 def _keep(x: TensorVal, axes: Sequence[int]) -> tuple[int, ...]:
@@ -62,21 +66,7 @@ def softmax(imp: Importer, node: Node) -> None:
     scaled = _scaled_input(imp, node.input(0))
     x, scale = scaled if scaled is not None else (whole, 1.0)
     axes = [axis] if imp.opset >= 13 else list(range(axis, x.rank))
-    phys = [x.perm.index(a) for a in axes]
-    f32 = ir.F32Type.get()
-    wide_t = f32 if is_f16(x.value) else x.elem
-    widen = is_f16(x.value)
-
-    def up(v: ir.Value) -> ir.Value:
-        return arith.extf(f32, v) if widen else v
-
-    mx = TensorVal(emit.reduce(x.value, phys, -np.inf, arith.maximumf), _keep(x, axes), x.perm)
-    def exp(v: ir.Value, m: ir.Value) -> ir.Value:
-        d = arith.subf(up(v), up(m))
-        return math.exp(d if scale == 1.0 else arith.mulf(d, emit.fconst(d.type, scale)))
-    ex, _ = elementwise(imp, [x, mx], exp, elem=wide_t)
-    ext = TensorVal(ex, x.shape, x.perm)
-    total = TensorVal(emit.reduce(ex, phys, 0.0, arith.addf), _keep(x, axes), x.perm)
+    _, ext, total = _exp_sums(imp, x, axes, scale)
 
     def norm(e: ir.Value, s: ir.Value) -> ir.Value:
         r = arith.divf(e, s)
@@ -89,13 +79,110 @@ def softmax(imp: Importer, node: Node) -> None:
             product.erase()
 
 
+def _up(x: ir.Value) -> ir.Value:
+    """An f16 scalar widened to f32 (D-COMPILE-F16), else itself."""
+    return arith.extf(ir.F32Type.get(), x) if is_f16(x) else x
+
+
+def _exp_sums(imp: Importer, x: TensorVal, axes: Sequence[int], scale: float
+              ) -> tuple[TensorVal, TensorVal, TensorVal]:
+    """(row max, exp(scale (x - max)), row sum of those) over `axes`, the
+    exponentials and sums of f16 in f32 (D-COMPILE-F16)."""
+    phys = [x.perm.index(a) for a in axes]
+    wide_t = ir.F32Type.get() if is_f16(x.value) else x.elem
+    mx = TensorVal(emit.reduce(x.value, phys, -np.inf, arith.maximumf), _keep(x, axes), x.perm)
+
+    def exp(v: ir.Value, m: ir.Value) -> ir.Value:
+        d = arith.subf(_up(v), _up(m))
+        return math.exp(d if scale == 1.0 else arith.mulf(d, emit.fconst(d.type, scale)))
+    ex, _ = elementwise(imp, [x, mx], exp, elem=wide_t)
+    ext = TensorVal(ex, x.shape, x.perm)
+    total = TensorVal(emit.reduce(ex, phys, 0.0, arith.addf), _keep(x, axes), x.perm)
+    return mx, ext, total
+
+
+def log_softmax(imp: Importer, node: Node) -> None:
+    """LogSoftmax: (x - max) - log(sum exp(x - max)), over one axis (opset
+    13) or the coerced 2-D rows of older opsets."""
+    x = imp.tensor(node.input(0))
+    axis = imp.axis(int(node.attrs.get("axis", -1 if imp.opset >= 13 else 1)), x.rank)
+    axes = [axis] if imp.opset >= 13 else list(range(axis, x.rank))
+    mx, _, total = _exp_sums(imp, x, axes, 1.0)
+
+    def body(v: ir.Value, m: ir.Value, t: ir.Value) -> ir.Value:
+        r = arith.subf(arith.subf(_up(v), _up(m)), math.log(t))
+        return arith.truncf(x.elem, r) if is_f16(x.value) else r
+    y, perm = elementwise(imp, [x, mx, total], body, elem=x.elem)
+    imp.define(node.outputs[0], y, perm)
+
+
+def lrn(imp: Importer, node: Node) -> None:
+    """LRN: x (bias + alpha / size * sum of squares over a channel window)^-beta,
+    the window sum a sum pooling along the channel axis of the squares
+    viewed as [1, N H W, C, 1] (zero-padded), the power exp(-beta log(.))."""
+    x = imp.tensor(node.input(0))
+    if x.rank < 3:
+        raise imp.error(f"LRN needs rank >= 3, got {x.rank}")
+    size = int(node.attrs["size"])
+    alpha = float(node.attrs.get("alpha", 1e-4))
+    beta = float(node.attrs.get("beta", 0.75))
+    bias = float(node.attrs.get("bias", 1.0))
+    cl = channels_last(x.rank)
+    v = imp.in_perm(x, cl)
+    phys = emit.shape_of(v)
+    rows, c = int(np.prod(phys[:-1])), phys[-1]
+    sq, _ = elementwise(imp, [TensorVal(v, x.shape, cl)], lambda e: arith.mulf(e, e))
+    lo, hi = (size - 1) // 2, size - 1 - (size - 1) // 2
+    padded = emit.pad(emit.reshape(sq, [1, rows, c, 1]), [0, 0, lo, 0], [0, 0, hi, 0], 0.0)
+    sums = emit.reshape(pool2d(padded, [1, size], [1, 1], [1, 1], [rows, c], "sum"), phys)
+
+    def body(e: ir.Value, s: ir.Value) -> ir.Value:
+        def f(e: ir.Value, s: ir.Value) -> ir.Value:
+            t = arith.addf(emit.fconst(s.type, bias), arith.mulf(s, emit.fconst(s.type,
+                                                                             alpha / size)))
+            return arith.mulf(e, math.exp(arith.mulf(math.log(t), emit.fconst(s.type, -beta))))
+        if not is_f16(e):
+            return f(e, s)
+        return arith.truncf(e.type, f(_up(e), _up(s)))
+    y, perm = elementwise(imp, [TensorVal(v, x.shape, cl), TensorVal(sums, x.shape, cl)], body)
+    imp.define(node.outputs[0], y, perm)
+
+
 def layernorm(imp: Importer, node: Node) -> None:
     x = imp.tensor(node.input(0))
     axis = imp.axis(int(node.attrs.get("axis", -1)), x.rank)
-    eps = float(node.attrs.get("epsilon", 1e-5))
     if len(node.outputs) > 1 and any(node.outputs[1:]):
         raise imp.error("not supported: LayerNormalization Mean/InvStdDev outputs")
-    axes = list(range(axis, x.rank))
+    extras = [imp.tensor(node.input(k)) if node.input(k) else None for k in (1, 2)]
+    y, perm = normalize(imp, x, list(range(axis, x.rank)),
+                        float(node.attrs.get("epsilon", 1e-5)), *extras)
+    imp.define(node.outputs[0], y, perm)
+
+
+def instance_norm(imp: Importer, node: Node) -> None:
+    """InstanceNormalization: per (n, c), over the spatial axes, the
+    per-channel scale and bias broadcast along them."""
+    x = imp.tensor(node.input(0))
+    if x.rank < 3:
+        raise imp.error(f"InstanceNormalization needs rank >= 3, got {x.rank}")
+    extras = []
+    for k in (1, 2):
+        c = imp.const(node.input(k))
+        if c is not None:
+            extras.append(imp.weight(c.astype(x_dtype(imp, x)).reshape(-1, *[1] * (x.rank - 2)),
+                                     node.input(k)))
+        else:
+            extras.append(add_unit_dims(imp.tensor(node.input(k)), list(range(1, x.rank - 1))))
+    y, perm = normalize(imp, x, list(range(2, x.rank)), float(node.attrs.get("epsilon", 1e-5)),
+                        *extras)
+    imp.define(node.outputs[0], y, perm)
+
+
+def normalize(imp: Importer, x: TensorVal, axes: list[int], eps: float,
+              scale: TensorVal | None, bias: TensorVal | None) -> tuple[ir.Value, tuple[int, ...]]:
+    """`(x - mean) / sqrt(var + eps) * scale + bias` with mean and variance
+    over `axes` (f16 statistics in f32, D-COMPILE-F16): a row sum, a
+    variance sum and one normalizing body (module docstring)."""
     phys = [x.perm.index(a) for a in axes]
     count = float(np.prod([x.shape[a] for a in axes]))
     f32 = ir.F32Type.get()
@@ -127,13 +214,7 @@ def layernorm(imp: Importer, node: Node) -> None:
                            emit.fill(kept_phys, acc_t, 0.0), out_map, kinds, sq,
                            pass_output=True)
     var = TensorVal(var_sum, kept, x.perm)
-    ops: list[TensorVal | float] = [x, sum_v, var]
-    has_scale = bool(node.input(1))
-    has_bias = bool(node.input(2))
-    if has_scale:
-        ops.append(imp.tensor(node.input(1)))
-    if has_bias:
-        ops.append(imp.tensor(node.input(2)))
+    ops: list[TensorVal | float] = [x, sum_v, var, *(e for e in (scale, bias) if e is not None)]
 
     def body(v: ir.Value, s: ir.Value, vs: ir.Value, *rest: ir.Value) -> ir.Value:
         c = partial(emit.fconst, acc_t)
@@ -142,11 +223,10 @@ def layernorm(imp: Importer, node: Node) -> None:
         std = math.sqrt(arith.addf(arith.mulf(vs, c(1.0 / count)), c(eps)))
         r = arith.divf(arith.subf(up(v), mean_of(s)), std)
         k = 0
-        if has_scale:
+        if scale is not None:
             r = arith.mulf(r, up(rest[k]))
             k += 1
-        if has_bias:
+        if bias is not None:
             r = arith.addf(r, up(rest[k]))
         return arith.truncf(x.elem, r) if half else r
-    y, perm = elementwise(imp, ops, body, elem=x.elem)
-    imp.define(node.outputs[0], y, perm)
+    return elementwise(imp, ops, body, elem=x.elem)

@@ -23,7 +23,7 @@ import numpy as np
 from mlir import ir
 from mlir.dialects import arith, linalg, math
 from nem.frontends.onnx import emit
-from nem.frontends.onnx.graph import NHWC, Importer, Node, TensorVal
+from nem.frontends.onnx.graph import Importer, Node, TensorVal
 
 Scalar = Callable[..., ir.Value]
 
@@ -64,7 +64,7 @@ def elementwise(imp: Importer, operands: Sequence[TensorVal | float], body: Scal
 
     def scalar_body(*xs: ir.Value) -> ir.Value:
         it = iter(xs)
-        args = [next(it) if isinstance(o, TensorVal) else emit.fconst(tensors[0].elem, o)
+        args = [next(it) if isinstance(o, TensorVal) else emit.scalar(tensors[0].elem, o)
                 for o in operands]
         return body(*args)
 
@@ -181,10 +181,25 @@ def gelu(imp: Importer, node: Node) -> None:
     define_elementwise(imp, node, [imp.tensor(node.input(0))], wide(_gelu(approximate)))
 
 
+INTEGER_OPS: dict[Callable[..., ir.Value], Callable[..., ir.Value]] = {
+    arith.addf: arith.addi, arith.subf: arith.subi, arith.mulf: arith.muli,
+    arith.divf: arith.divsi, arith.maximumf: arith.maxsi, arith.minimumf: arith.minsi}
+"""The integer op of each float op an integer tensor may take (D-COMPILE-I64):
+ONNX's integer Div truncates, as `divsi` does."""
+
+
+def by_type(fn: Callable[..., ir.Value]) -> Callable[..., ir.Value]:
+    """`fn`, applied as its integer counterpart (INTEGER_OPS) to integers."""
+    def apply(a: ir.Value, *rest: ir.Value) -> ir.Value:
+        return INTEGER_OPS[fn](a, *rest) if isinstance(a.type, ir.IntegerType) else \
+            fn(a, *rest)
+    return apply
+
+
 def binary(fn: Callable[[ir.Value, ir.Value], ir.Value]) -> Callable[[Importer, Node], None]:
     def convert(imp: Importer, node: Node) -> None:
         define_elementwise(imp, node, [operand(imp, node.input(0)),
-                                       operand(imp, node.input(1))], fn)
+                                       operand(imp, node.input(1))], by_type(fn))
     return convert
 
 
@@ -209,169 +224,17 @@ def constant(imp: Importer, node: Node) -> None:
                         fix="give the constant as a float or integer tensor ('value') or an "
                             "initializer (sparse and string constants have no NEM form)")
     v = node.attrs[form]
-    imp.consts[node.outputs[0]] = numpy_helper.to_array(v) if form == "value" else \
-        np.array(v, dtype=CONSTANT_FORMS[form])
+    imp.set_const(node.outputs[0], numpy_helper.to_array(v) if form == "value" else
+                  np.array(v, dtype=CONSTANT_FORMS[form]))
 
 
-# --------------------------------------------------------------------------
-# convolution and batch normalization
-
-
-def _ints(node: Node, key: str, default: Sequence[int]) -> list[int]:
+def ints(node: Node, key: str, default: Sequence[int]) -> list[int]:
     return [int(v) for v in node.attrs.get(key, default)]
 
 
-def spatial_pads(imp: Importer, node: Node, in_hw: Sequence[int], kernel: Sequence[int],
-                 strides: Sequence[int], dilations: Sequence[int]) -> list[int]:
-    """ONNX `pads` ([top, left, bottom, right]) after `auto_pad`."""
-    auto = node.attrs.get("auto_pad", b"NOTSET")
-    auto = auto.decode() if isinstance(auto, bytes) else auto
-    if auto in ("NOTSET", ""):
-        return _ints(node, "pads", [0, 0, 0, 0])
-    if auto == "VALID":
-        return [0, 0, 0, 0]
-    if auto not in ("SAME_UPPER", "SAME_LOWER"):
-        raise imp.error(f"not supported: auto_pad='{auto}'")
-    begins, ends = [], []
-    for n, k, s, d in zip(in_hw, kernel, strides, dilations):
-        out = -(-n // s)
-        total = max((out - 1) * s + (k - 1) * d + 1 - n, 0)
-        small = total // 2
-        begins.append(small if auto == "SAME_UPPER" else total - small)
-        ends.append(total - begins[-1])
-    return begins + ends
-
-
-def _batchnorm_consts(imp: Importer, node: Node) -> tuple[np.ndarray, np.ndarray] | None:
-    """Per-channel (scale, shift) of an inference BatchNormalization whose
-    parameters are constants, else None."""
-    params = [p for k in range(1, 5) if (p := imp.const(node.input(k))) is not None]
-    if len(params) < 4 or len(node.outputs) > 1 and any(node.outputs[1:]):
-        return None
-    gamma, beta, mean, var = (p.astype(np.float64) for p in params)
-    eps = float(node.attrs.get("epsilon", 1e-5))
-    scale = gamma / np.sqrt(var + eps)
-    return scale, beta - mean * scale
-
-
-def plan_batchnorm_folds(imp: Importer) -> dict[int, int]:
-    """Conv node index -> BatchNormalization node index for each BN whose
-    input is a Conv output used by that BN only, with constant weights and
-    BN parameters: the BN is folded into the conv's weights and bias."""
-    users: dict[str, list[int]] = {}
-    for i, n in enumerate(imp.graph.node):
-        for name in n.input:
-            users.setdefault(name, []).append(i)
-    producer = {o: i for i, n in enumerate(imp.graph.node) for o in n.output}
-    outputs = {o.name for o in imp.graph.output}
-    folds = {}
-    for i, n in enumerate(imp.graph.node):
-        if n.op_type != "BatchNormalization":
-            continue
-        src = n.input[0]
-        j = producer.get(src)
-        if j is None or imp.graph.node[j].op_type != "Conv" or users.get(src) != [i] \
-                or src in outputs:
-            continue
-        conv = imp.graph.node[j]
-        if conv.input[1] not in imp.consts or \
-                (len(conv.input) > 2 and conv.input[2] and conv.input[2] not in imp.consts):
-            continue
-        if all(k < len(n.input) and n.input[k] in imp.consts for k in range(1, 5)) \
-                and not any(n.output[1:]):
-            folds[j] = i
-    return folds
-
-
-def conv(imp: Importer, node: Node) -> None:
-    x = imp.tensor(node.input(0))
-    w = imp.const(node.input(1))
-    if x.rank != 4:
-        raise imp.error(f"not supported: {x.rank - 2}-D convolution (only 2-D, NCHW inputs)")
-    if w is None:
-        raise imp.error(f"not supported: Conv weights '{node.input(1)}' computed at run time",
-                        fix="make the weights an initializer")
-    w = w.astype(x_dtype(imp, x))
-    bias = imp.const(node.input(2)) if node.input(2) else None
-    if node.input(2) and bias is None:
-        raise imp.error(f"not supported: Conv bias '{node.input(2)}' computed at run time")
-    out_name = node.outputs[0]
-    bn_index = imp.bn_folds.get(node.index)
-    if bn_index is not None:
-        bn = Node(bn_index, imp.graph.node[bn_index], {})
-        from onnx import helper
-        bn.attrs = {a.name: helper.get_attribute_value(a) for a in bn.proto.attribute}
-        folded = _batchnorm_consts(imp, bn)
-        assert folded is not None  # plan_batchnorm_folds: constant parameters, one output
-        scale, shift = folded
-        w = (w.astype(np.float64) * scale[:, None, None, None]).astype(w.dtype)
-        b64 = bias.astype(np.float64) if bias is not None else 0.0
-        bias = (b64 * scale + shift).astype(w.dtype)
-        out_name = bn.outputs[0]
-    group = int(node.attrs.get("group", 1))
-    n, c, h, wd = x.shape
-    f, cg, kh, kw = w.shape
-    kernel = _ints(node, "kernel_shape", [kh, kw])
-    if kernel != [kh, kw]:
-        raise imp.error(f"kernel_shape {kernel} does not match the weights {list(w.shape)}")
-    strides = _ints(node, "strides", [1, 1])
-    dil = _ints(node, "dilations", [1, 1])
-    if c != cg * group or f % group:
-        raise imp.error(f"weights {list(w.shape)} do not fit {c} input channels in "
-                        f"{group} groups")
-    pads = spatial_pads(imp, node, (h, wd), kernel, strides, dil)
-    xp = emit.pad(imp.in_perm(x, NHWC), [0, pads[0], pads[1], 0], [0, pads[2], pads[3], 0],
-                  0.0)
-    oh = (h + pads[0] + pads[2] - dil[0] * (kh - 1) - 1) // strides[0] + 1
-    ow = (wd + pads[1] + pads[3] - dil[1] * (kw - 1) - 1) // strides[1] + 1
-    wname = node.input(1)
-    if group == 1:
-        out_shape = [n, oh, ow, f]
-        wt = imp.weight(w.transpose(2, 3, 1, 0), wname, perm=(2, 3, 1, 0))   # HWCF
-        init = _bias_init(imp, bias, node, out_shape, [3], x.elem)
-        y = emit.value_of(linalg.conv_2d_nhwc_hwcf(xp, wt.value, outs=[init], strides=strides,
-                                     dilations=dil))
-    else:
-        out_shape = [n, oh, ow, group, f // group]
-        xg = emit.reshape(xp, [*emit.shape_of(xp)[:3], group, c // group])
-        wg = w.reshape(group, f // group, cg, kh, kw).transpose(0, 1, 3, 4, 2)   # GFHWC
-        wt = imp.weight(wg, wname, perm=None)
-        init = _bias_init(imp, None if bias is None else bias.reshape(group, f // group),
-                          node, out_shape, [3, 4], x.elem)
-        y = emit.value_of(linalg.conv_2d_nhwgc_gfhwc(xg, wt.value, outs=[init], strides=strides,
-                                       dilations=dil))
-        y = emit.reshape(y, [n, oh, ow, f])
-    imp.define(out_name, y, NHWC)
-
-
 def x_dtype(imp: Importer, x: TensorVal) -> np.dtype:
+    """The numpy dtype of `x`'s elements (f16 or f32)."""
     return np.dtype(np.float16) if isinstance(x.elem, ir.F16Type) else np.dtype(np.float32)
-
-
-def _bias_init(imp: Importer, bias: np.ndarray | None, node: Node, shape: Sequence[int],
-               dims: Sequence[int], elem: ir.Type) -> ir.Value:
-    """The accumulator a convolution adds into: zeros, or the bias broadcast
-    along output dimensions `dims`."""
-    if bias is None:
-        return emit.fill(shape, elem, 0.0)
-    b = imp.weight(bias, node.input(2) or f"{node.name}_bias")
-    return emit.broadcast(b.value, dims, shape)
-
-
-def batchnorm(imp: Importer, node: Node) -> None:
-    if node.index in imp.bn_folds.values():
-        return   # folded into the producing Conv
-    x = imp.tensor(node.input(0))
-    sc = _batchnorm_consts(imp, node)
-    if sc is None:
-        raise imp.error("not supported: BatchNormalization with parameters computed at run "
-                        "time or training outputs", fix="export the model in inference mode")
-    dtype = x_dtype(imp, x)
-    extra = [1] * (x.rank - 2)
-    scale = imp.weight(sc[0].astype(dtype).reshape(-1, *extra), f"{node.name}_scale")
-    shift = imp.weight(sc[1].astype(dtype).reshape(-1, *extra), f"{node.name}_shift")
-    define_elementwise(imp, node, [x, scale, shift],
-                       lambda v, s, t: arith.addf(arith.mulf(v, s), t))
 
 
 # --------------------------------------------------------------------------
@@ -502,109 +365,6 @@ def gemm(imp: Importer, node: Node) -> None:
 
 
 # --------------------------------------------------------------------------
-# pooling
-
-
-def pool(kind: str) -> Callable[[Importer, Node], None]:
-    def convert(imp: Importer, node: Node) -> None:
-        x = imp.tensor(node.input(0))
-        if x.rank != 4:
-            raise imp.error(f"not supported: {x.rank - 2}-D pooling (only 2-D, NCHW inputs)")
-        if len(node.outputs) > 1 and node.outputs[1]:
-            raise imp.error("not supported: MaxPool indices output")
-        if int(node.attrs.get("storage_order", 0)):
-            raise imp.error("not supported: storage_order=1")
-        kernel = _ints(node, "kernel_shape", [])
-        if len(kernel) != 2:
-            raise imp.error("kernel_shape must have 2 entries")
-        strides = _ints(node, "strides", [1, 1])
-        dil = _ints(node, "dilations", [1, 1])
-        if kind == "avg" and dil != [1, 1]:
-            raise imp.error(f"not supported: AveragePool dilations={dil}")
-        n, c, h, w = x.shape
-        pads = spatial_pads(imp, node, (h, w), kernel, strides, dil)
-        ceil_mode = int(node.attrs.get("ceil_mode", 0))
-        outs, extra = [], []
-        for size, k, s, d, lo, hi in zip((h, w), kernel, strides, dil, pads[:2], pads[2:]):
-            span = size + lo + hi - d * (k - 1) - 1
-            o = (-(-span // s) if ceil_mode else span // s) + 1
-            if ceil_mode and (o - 1) * s >= size + lo:
-                o -= 1           # the last window must start inside the input or left pad
-            outs.append(o)
-            extra.append(max((o - 1) * s + d * (k - 1) + 1 - (size + lo + hi), 0))
-        pad_value = -np.inf if kind == "max" else 0.0
-        hi_pads = [pads[2] + extra[0], pads[3] + extra[1]]
-        xp = emit.pad(imp.in_perm(x, NHWC), [0, pads[0], pads[1], 0],
-                      [0, hi_pads[0], hi_pads[1], 0], pad_value)
-        elem = x.elem
-        out_shape = [n, outs[0], outs[1], c]
-        window = emit.empty(kernel, elem)
-        if kind == "max":
-            y = emit.value_of(linalg.pooling_nhwc_max(xp, window, outs=[emit.fill(out_shape, elem, -np.inf)],
-                                        strides=strides, dilations=dil))
-            imp.define(node.outputs[0], y, NHWC)
-            return
-        y = emit.value_of(linalg.pooling_nhwc_sum(xp, window, outs=[emit.fill(out_shape, elem, 0.0)],
-                                    strides=strides, dilations=dil))
-        include_pad = int(node.attrs.get("count_include_pad", 0))
-        counts = _pool_counts((h, w), kernel, strides, pads, extra, outs, include_pad)
-        sum_tv = TensorVal(y, (n, c, outs[0], outs[1]), NHWC)
-        if np.all(counts == counts.flat[0]):
-            inv: TensorVal | float = 1.0 / float(counts.flat[0])
-        else:
-            inv = imp.weight((1.0 / counts).astype(x_dtype(imp, x)).reshape(1, *outs),
-                             f"{node.name}_inv_count")
-        define_elementwise(imp, node, [sum_tv, inv], arith.mulf)
-    return convert
-
-
-def _pool_counts(size: tuple[int, int], kernel: Sequence[int], strides: Sequence[int],
-                 pads: Sequence[int], extra: Sequence[int], outs: Sequence[int],
-                 include_pad: int) -> np.ndarray:
-    """Elements each average-pooling window divides by: the window inside
-    the input (plus the explicit pads with count_include_pad; the ceil_mode
-    overhang never counts)."""
-    counts = np.ones(outs, dtype=np.float64)
-    for axis in range(2):
-        lo = 0 if include_pad else pads[axis]
-        hi = size[axis] + (pads[axis] + pads[axis + 2] if include_pad else pads[axis])
-        starts = np.arange(outs[axis]) * strides[axis]
-        n = np.clip(np.minimum(starts + kernel[axis], hi) - np.maximum(starts, lo), 0, None)
-        counts *= n.reshape([-1, 1] if axis == 0 else [1, -1])
-    return counts
-
-
-def global_pool(kind: str) -> Callable[[Importer, Node], None]:
-    def convert(imp: Importer, node: Node) -> None:
-        x = imp.tensor(node.input(0))
-        if x.rank < 3:
-            raise imp.error(f"Global pooling needs rank >= 3, got {x.rank}")
-        axes = [x.perm.index(d) for d in range(2, x.rank)]
-        v = x.value
-        if kind == "max":
-            y = emit.reduce(v, axes, -np.inf, arith.maximumf)
-        else:
-            n = int(np.prod(x.shape[2:]))
-            if is_f16(v):
-                f32 = ir.F32Type.get()
-                s = emit.reduce(v, axes, 0.0, arith.addf, elem=f32,
-                                prologue=lambda e: arith.extf(f32, e))
-                y, _ = elementwise(imp, [TensorVal(s, _kept(x), x.perm)],
-                                   lambda t: arith.truncf(x.elem, arith.mulf(
-                                       t, emit.fconst(t.type, 1.0 / n))), elem=x.elem)
-            else:
-                s = emit.reduce(v, axes, 0.0, arith.addf)
-                y, _ = elementwise(imp, [TensorVal(s, _kept(x), x.perm)],
-                                   lambda t: arith.mulf(t, emit.fconst(t.type, 1.0 / n)))
-        imp.define(node.outputs[0], y, x.perm)
-    return convert
-
-
-def _kept(x: TensorVal) -> tuple[int, ...]:
-    return tuple(s if d < 2 else 1 for d, s in enumerate(x.shape))
-
-
-# --------------------------------------------------------------------------
 # shapes
 
 
@@ -617,26 +377,33 @@ def flatten(imp: Importer, node: Node) -> None:
 
 
 def reshape(imp: Importer, node: Node) -> None:
-    x = imp.tensor(node.input(0))
+    c = imp.const(node.input(0))
+    src = c.shape if c is not None else imp.tensor(node.input(0)).shape
     target = imp.const(node.input(1))
+    declared = imp.static_shape(node.outputs[0])
+    if target is None and node.input(1) in imp.unread_inputs and declared is not None:
+        target = np.array(declared)   # the shape the model declares (D-COMPILE-IFACE)
     if target is None:
         raise imp.error(f"not supported: Reshape to a shape '{node.input(1)}' computed at "
                         "run time", fix="make the shape an initializer or Constant")
     allowzero = int(node.attrs.get("allowzero", 0))
     dims = [int(d) for d in target.reshape(-1)]
-    dims = [x.shape[i] if d == 0 and not allowzero else d for i, d in enumerate(dims)]
-    total = int(np.prod(x.shape))
+    dims = [src[i] if d == 0 and not allowzero else d for i, d in enumerate(dims)]
+    total = int(np.prod(src))
     if -1 in dims:
         known = int(np.prod([d for d in dims if d != -1]))
         dims[dims.index(-1)] = total // known if known else 0
     if int(np.prod(dims)) != total:
-        raise imp.error(f"cannot reshape {list(x.shape)} to {dims}")
-    imp.define(node.outputs[0], emit.reshape(imp.logical(x), dims))
+        raise imp.error(f"cannot reshape {list(src)} to {dims}")
+    if c is not None:
+        imp.set_const(node.outputs[0], c.reshape(dims))
+        return
+    imp.define(node.outputs[0], emit.reshape(imp.logical(imp.tensor(node.input(0))), dims))
 
 
 def transpose(imp: Importer, node: Node) -> None:
     x = imp.tensor(node.input(0))
-    perm = _ints(node, "perm", list(reversed(range(x.rank))))
+    perm = ints(node, "perm", list(reversed(range(x.rank))))
     inv = [0] * len(perm)
     for i, p in enumerate(perm):
         inv[p] = i
@@ -651,7 +418,3 @@ def concat(imp: Importer, node: Node) -> None:
     perm = xs[0].perm
     vals = [imp.in_perm(x, perm) for x in xs]
     imp.define(node.outputs[0], emit.concat(vals, perm.index(axis)), perm)
-
-
-# --------------------------------------------------------------------------
-# softmax and layer normalization

@@ -1,0 +1,71 @@
+"""The ONNX importer's diagnostics (D-COMPILE-DIAG).
+
+An error names the model file and, when it belongs to a node, the node as
+the user's file has it: its index in the model's node list, its name and
+its op type; then what is wrong and, when one can help, a fix line:
+
+    m.onnx: node 3 'lrn1' (LRN): error: not supported: op type LRN
+    fix: ...
+
+The importer converts every node it can and collects the errors of the
+others (`OnnxImportErrors`), like a linker listing every undefined
+symbol: one run lists every node the model needs changed, then a summary
+line.  A node the graph simplifier made (D-COMPILE-SIMPLIFY) has no index
+in the user's file and is named without one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+NodeRef = tuple[int | None, str, str]
+"""(index in the user's model or None, node name, op type)."""
+
+
+def node_text(file: str, node: NodeRef) -> str:
+    """`m.onnx: node 3 'lrn1' (LRN)` (no index for a node the simplifier made)."""
+    index, name, op_type = node
+    at = f"node {index} " if index is not None else "node "
+    return f"{file}: {at}'{name}' ({op_type})"
+
+
+class OnnxImportError(Exception):
+    """A model the importer cannot convert: where (file, node), what, and
+    how to fix it (None: no fix would help)."""
+
+    def __init__(self, message: str, file: str, node: NodeRef | None = None,
+                 fix: str | None = None):
+        self.message, self.file, self.node, self.fix = message, file, node, fix
+        self.notes: list[str] = []
+        """Lines rendered after the errors as `note: ...` (what else is known
+        about the model)."""
+        super().__init__(message)
+
+    def where(self) -> str:
+        return self.file if self.node is None else node_text(self.file, self.node)
+
+    def render(self) -> str:
+        text = f"{self.where()}: error: {self.message}"
+        text += f"\nfix: {self.fix}" if self.fix else ""
+        return "\n".join([text, *(f"note: {n}" for n in self.notes)])
+
+    def __str__(self) -> str:
+        return self.render()
+
+
+class OnnxImportErrors(OnnxImportError):
+    """Every error of one import, in node order, and a summary line."""
+
+    def __init__(self, errors: Sequence[OnnxImportError], file: str):
+        self.errors = list(errors)
+        count = len({e.node for e in self.errors if e.node is not None})
+        summary = f"{count} node{'s' if count != 1 else ''} cannot be imported, " \
+            f"{len(self.errors)} error{'s' if len(self.errors) != 1 else ''} above"
+        super().__init__(summary, file)
+
+    def render(self) -> str:
+        if len(self.errors) == 1:
+            lines = [self.errors[0].render()]
+        else:
+            lines = [*(e.render() for e in self.errors), f"{self.file}: error: {self.message}"]
+        return "\n".join([*lines, *(f"note: {n}" for n in self.notes)])

@@ -1,0 +1,266 @@
+"""Preparing an ONNX model for the importer (D-COMPILE-SIMPLIFY).
+
+Models as people ship them are not in the form a converter per op wants:
+exporters of opsets 6-9 write attributes that later opsets made inputs,
+and weights, shapes and whole subgraphs are often computed by nodes
+(`ConstantOfShape` building the weights of the nine CNNs in
+`onnx/backend/test/data/light`, `Shape` -> `Gather` -> `Unsqueeze` ->
+`Concat` -> `Reshape` chains of PyTorch exports).  Before the importer
+sees a model, `prepare` runs, on a copy (the user's model is never
+modified):
+
+1. ONNX's strict shape inference (which also fills the types of outputs
+   the model leaves open: a failure is one located error), then
+   `onnx.checker.check_model`, whose verdict is a note: the checker
+   rejects models onnxruntime runs (an output whose shape depends on an
+   operand computed at run time has no shape to declare), and the
+   importer's own diagnostics say more precisely what it cannot convert;
+2. every unnamed node gets the name the importer's diagnostics gave it,
+   `<OpType>_<index>`, and the original index of every node is kept, so
+   that an error names the node as the user's file has it;
+3. opsets older than `TARGET_OPSET` are upgraded with onnx's version
+   converter (what IREE's importer does), so converters read one form of
+   each op (a model it cannot convert stays as it is: the converters still
+   read the older attribute forms they know);
+4. initializers are constants: those the model also lists as graph inputs
+   (IR version 3 required it) are dropped from the inputs, as
+   D-COMPILE-IFACE always read them;
+5. onnxscript's optimizer (`onnxscript.optimizer.optimize_ir`): constant
+   folding of everything computable at compile time, `ConstantOfShape`
+   included (onnxscript keeps it by default to keep files small; here its
+   values become weights anyway), shape subgraphs of static shapes,
+   sequences of known length, no-op removal (Identity, Dropout in
+   inference) and its standard rewrites (Pad into Conv, BatchNormalization
+   into Conv, ...).  The model's input and output names are kept.
+
+The choice of onnxscript over onnx-simplifier and onnxoptimizer, with the
+measured figures, is D-COMPILE-SIMPLIFY in docs/spec-decisions.md.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+import onnx
+from onnx import version_converter
+
+TARGET_OPSET = 17
+"""Default-domain opset older models are upgraded to (IREE's choice); newer
+models keep theirs."""
+
+FOLD_LIMIT = 1 << 62
+"""Tensor size limit of constant folding: none.  A constant the program
+needs is a weight whatever its size; one left unfolded would be a node the
+importer cannot run at compile time."""
+
+
+@dataclass
+class Prepared:
+    """The model the importer converts, and what `prepare` did to it."""
+
+    model: onnx.ModelProto
+    node_index: dict[str, tuple[int, str]]
+    """Node name -> (its index, its op type) in the user's model.  Every
+    node has a name after `prepare`; one the simplifier made carries the
+    name of the user's node it replaces (`restore_names`)."""
+    notes: list[str] = field(default_factory=list)
+    """One line per step that changed something or could not run."""
+    checker: str | None = None
+    """Why `onnx.checker.check_model` rejects the model, or None."""
+
+
+LARGE = 4096
+"""Elements above which an initializer is left out of shape inference
+(`infer_shapes_strict`): its type is all inference needs."""
+
+
+def infer_shapes_strict(model: onnx.ModelProto) -> onnx.ModelProto:
+    """ONNX's strict shape inference of `model` (a new model holding the
+    inferred value_info and outputs; raises `ShapeInferenceError`), run without
+    the large initializers: inference serializes the model it is given, and
+    a copy of VGG-19's 575 MB of weights took it 5 s.  They are given to it
+    as typed graph inputs instead; small ones (shapes, axes) keep their
+    values for data propagation."""
+    g = model.graph
+    light = onnx.GraphProto(name=g.name)
+    light.node.extend(g.node)
+    light.input.extend(g.input)
+    listed = {i.name for i in g.input}
+    for init in g.initializer:
+        n = 1
+        for d in init.dims:
+            n *= d
+        if n <= LARGE:
+            light.initializer.append(init)
+        elif init.name not in listed:
+            light.input.append(onnx.helper.make_tensor_value_info(init.name, init.data_type,
+                                                                  list(init.dims)))
+    light.output.extend(g.output)
+    light.value_info.extend(g.value_info)
+    probe = onnx.helper.make_model(light, opset_imports=model.opset_import,
+                                   ir_version=max(model.ir_version, 4))
+    probe.functions.extend(model.functions)
+    try:
+        return onnx.shape_inference.infer_shapes(probe, strict_mode=True)
+    except Exception as e:  # InferenceError, and onnx's checker and schema errors alike
+        raise ShapeInferenceError(str(e).strip() or type(e).__name__) from e
+
+
+class ShapeInferenceError(Exception):
+    """ONNX's strict shape inference rejects the model (its message)."""
+
+
+def with_shapes(model: onnx.ModelProto, inferred: onnx.ModelProto) -> None:
+    """Put the value_info and output types of `inferred` into `model` (in place)."""
+    del model.graph.value_info[:]
+    model.graph.value_info.extend(inferred.graph.value_info)
+    del model.graph.output[:]
+    model.graph.output.extend(inferred.graph.output)
+
+
+def default_opset(model: onnx.ModelProto) -> int:
+    return next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 1)
+
+
+def name_nodes(graph: onnx.GraphProto) -> dict[str, tuple[int, str]]:
+    """Give every unnamed node of `graph` the name `<OpType>_<index>` (made
+    unique) and return name -> (index, op type)."""
+    taken = {n.name for n in graph.node if n.name}
+    index: dict[str, tuple[int, str]] = {}
+    for k, n in enumerate(graph.node):
+        if not n.name:
+            base = name = f"{n.op_type}_{k}"
+            j = 1
+            while name in taken:
+                j += 1
+                name = f"{base}_{j}"
+            n.name = name
+            taken.add(name)
+        index.setdefault(n.name, (k, n.op_type))
+    return index
+
+
+def restore_names(graph: onnx.GraphProto, user: onnx.GraphProto,
+                  known: dict[str, tuple[int, str]]) -> None:
+    """Name each node of `graph` (the simplified model) that is not one of
+    the user's after the user's node it replaces: the node computing the
+    same output value, or the nearest node of the same op type before it
+    along first inputs (a Conv with a BatchNormalization or a Pad folded in
+    is the user's Conv).  Names are labels only: diagnostics and locations
+    then name the user's node (D-COMPILE-LOC)."""
+    producer = {o: n for n in user.node for o in n.output}
+    taken = {n.name for n in graph.node}
+    for n in graph.node:
+        if n.name in known:
+            continue
+        first = next((producer[o] for o in n.output if o in producer), None)
+        chosen, q = first, first
+        for _ in range(4):
+            if q is None or q.op_type == n.op_type:
+                chosen = q or first
+                break
+            q = producer.get(q.input[0]) if q.input else None
+        if chosen is not None and chosen.name not in taken:
+            taken.discard(n.name)
+            n.name = chosen.name
+            taken.add(chosen.name)
+
+
+def constant_inputs_removed(model: onnx.ModelProto) -> int:
+    """Drop the graph inputs that are initializers (constants, D-COMPILE-IFACE);
+    the IR version is raised to 4 where IR 3 required them.  Returns how many."""
+    inits = {i.name for i in model.graph.initializer}
+    keep = [i for i in model.graph.input if i.name not in inits]
+    dropped = len(model.graph.input) - len(keep)
+    if dropped:
+        del model.graph.input[:]
+        model.graph.input.extend(keep)
+    return dropped
+
+
+@contextmanager
+def _quiet(names: tuple[str, ...]) -> Iterator[None]:
+    """Silence the libraries' loggers (their warnings are not the user's business;
+    what matters is reported in `Prepared.notes`)."""
+    loggers = [logging.getLogger(n) for n in names]
+    levels = [lg.level for lg in loggers]
+    for lg in loggers:
+        lg.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        for lg, level in zip(loggers, levels):
+            lg.setLevel(level)
+
+
+def simplify(model: onnx.ModelProto) -> onnx.ModelProto:
+    """onnxscript's optimizer with every constant folded (module docstring, step 5)."""
+    import onnx_ir as ir
+    from onnxscript.optimizer import optimize_ir
+
+    with _quiet(("onnxscript", "onnx_ir")):
+        mir = ir.serde.deserialize_model(model)
+        optimize_ir(mir, input_size_limit=FOLD_LIMIT, output_size_limit=FOLD_LIMIT,
+                    should_fold=lambda node: True if node.op_type == "ConstantOfShape"
+                    else None)
+        return ir.serde.serialize_model(mir)
+
+
+def _interface(model: onnx.ModelProto) -> tuple[list[str], list[str]]:
+    inits = {i.name for i in model.graph.initializer}
+    return ([i.name for i in model.graph.input if i.name not in inits],
+            [o.name for o in model.graph.output])
+
+
+def prepare(model: onnx.ModelProto, simplify_graph: bool = True) -> Prepared:
+    """The model the importer converts (module docstring).  Raises
+    `ShapeInferenceError` when strict shape inference fails; the importer
+    locates it."""
+    inferred = infer_shapes_strict(model)
+    m = onnx.ModelProto()
+    m.CopyFrom(model)
+    with_shapes(m, inferred)
+    user = m.graph
+    checker = None
+    try:
+        onnx.checker.check_model(m)
+    except onnx.checker.ValidationError as e:
+        checker = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+    node_index = name_nodes(m.graph)
+    notes: list[str] = []
+    interface = _interface(m)
+    opset = default_opset(m)
+    if opset < TARGET_OPSET:
+        try:
+            m = version_converter.convert_version(m, TARGET_OPSET)
+            notes.append(f"opset {opset} upgraded to {TARGET_OPSET} (onnx version converter)")
+        except Exception as e:  # the converter raises RuntimeError and ValueError alike
+            notes.append(f"opset {opset} kept: the onnx version converter failed "
+                         f"({str(e).strip().splitlines()[0] if str(e).strip() else e})")
+    m.ir_version = max(m.ir_version, 4)
+    dropped = constant_inputs_removed(m)
+    if dropped:
+        notes.append(f"{dropped} initializer{'s' if dropped > 1 else ''} listed as graph "
+                     "inputs read as constants")
+    if simplify_graph:
+        before = len(m.graph.node)
+        try:
+            simplified = simplify(m)
+        except Exception as e:  # a library failure must not stop the compile
+            notes.append(f"graph not simplified: onnxscript's optimizer failed ({e})")
+        else:
+            if _interface(simplified) == interface:
+                m = simplified
+                restore_names(m.graph, user, node_index)
+                if len(m.graph.node) != before:
+                    notes.append(f"graph simplified from {before} to {len(m.graph.node)} "
+                                 "nodes (onnxscript optimizer)")
+            else:
+                notes.append("graph not simplified: onnxscript's optimizer renamed the "
+                             "model's inputs or outputs")
+    if checker is not None:
+        notes.insert(0, f"onnx.checker.check_model rejects the model: {checker}")
+    return Prepared(m, node_index, notes, checker)
