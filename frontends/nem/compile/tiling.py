@@ -389,7 +389,7 @@ def _tile_nest(root: ir.Operation, space: int, device, options) -> list[int]:
     and pipeline them, with tile sizes whose measured L1 need fits the
     device (D-COMPILE-L1: tiled again from a copy with a smaller budget
     while it does not); returns the sizes."""
-    from nem.compile import l1_plan
+    from nem.compile import dma_strides, l1_plan
 
     with Isolated(root) as iso:
         iso.snapshot()
@@ -401,7 +401,11 @@ def _tile_nest(root: ir.Operation, space: int, device, options) -> list[int]:
 
         def tile(sizes: list[int]) -> l1_plan.Need:
             iso.restore()
-            iso.run(_nest_passes(band, sizes, space, options))
+            iso.run(_nest_passes(band, sizes, space))
+            # upstream's copy DMAs miss strides across unit dimensions
+            dma_strides.repair(iso.fn)          # (D-COMPILE-DMA-STRIDES)
+            if options.pipeline:
+                iso.run("affine-pipeline-data-transfer")
             return l1_plan.measure(iso.ops(), options.pipeline)
 
         try:
@@ -412,9 +416,9 @@ def _tile_nest(root: ir.Operation, space: int, device, options) -> list[int]:
             raise l1_plan.too_big(spare, e, device) from None
 
 
-def _nest_passes(band: Band, sizes: list[int], space: int, options) -> str:
+def _nest_passes(band: Band, sizes: list[int], space: int) -> str:
     """The upstream passes tiling one nest by `sizes` and staging its tiles
-    in memory space `space` (pipelined unless --no-pipeline)."""
+    in memory space `space`."""
     passes = []
     if any(_const_bound(loop, "lowerBoundMap") for loop in band.loops):
         # an engine's part of a split nest (nem.compile.engines): loops from 0,
@@ -428,8 +432,6 @@ def _nest_passes(band: Band, sizes: list[int], space: int, options) -> str:
     capacity_kib = footprint(band, sizes)[0] // 1024 + 1
     passes.append(f"affine-data-copy-generate{{generate-dma fast-mem-space={space} "
                   f"fast-mem-capacity={capacity_kib}}}")
-    if options.pipeline:
-        passes.append("affine-pipeline-data-transfer")
     return ",".join(passes)
 
 

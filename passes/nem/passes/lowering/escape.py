@@ -27,7 +27,7 @@ from nem.dialect.diagnostics import NemDiagnosticError
 from nem.passes.lowering.context import Fallback
 from nem.passes.lowering.diagnostics import reject
 from nem.passes.lowering.emit import expr
-from nem.passes.lowering.nest_analysis import NotRaisable, access, analyze
+from nem.passes.lowering.loop_ranges import accessed_boxes
 from nem.passes.lowering.partial_tiles import RegionAccess
 from xdsl.dialects import affine, arith, func, memref
 from xdsl.dialects.builtin import FunctionType, IndexType, MemRefType
@@ -233,29 +233,22 @@ def _kernel_text(ctx: LoweringContext, ops: list[Operation], ins_m: list[SSAValu
 
 
 def _log_accessed_boxes(ctx: LoweringContext, top: affine.ForOp) -> None:
-    """In a peeled partial tile (D-LOW-PEEL), log what an escape-hatch nest
-    really touches of each memref (the bounding box of its affine accesses,
-    when they all share one) instead of the whole buffer its region passes:
-    the narrowing checks are about the elements a task reads or writes."""
-    try:
-        nest = analyze(top, ctx.env)
-        boxes: dict[SSAValue, tuple[Aff, list[int]] | None] = {}
-        for o in top.walk():
-            if not isinstance(o, affine.LoadOp | affine.StoreOp | memref.LoadOp
-                              | memref.StoreOp):
-                continue
-            acc = access(nest, ctx.env, o)
-            vw = ctx.view(acc.memref, o)
-            start = vw.base
-            for (_, rest), s in zip(acc.index, vw.strides):
-                start = start + rest.scale(s)
-            box = (start, [nest.loops[k][1] if k is not None else 1 for k, _ in acc.index])
-            seen = boxes.setdefault(vw.buffer, box)
-            if seen is not None and (seen[1] != box[1] or not (seen[0] - box[0]).is_const()
-                                     or (seen[0] - box[0]).const != 0):
-                boxes[vw.buffer] = None  # several boxes: keep the whole region
-    except (NotRaisable, ValueError):
-        return
+    """In a scope of D-LOW-PEEL's narrowing checks, log what an escape-hatch
+    nest really touches of each memref (the bounding box of its accesses
+    over its loops' ranges, `loop_ranges.accessed_boxes`) instead of the
+    whole buffer its region passes: the checks are about the elements a
+    task reads or writes, and the kernel runs the nest's accesses as
+    written."""
+    boxes: dict[SSAValue, tuple[Aff, list[int]] | None] = {}
+    for mem, (firsts, extents) in accessed_boxes(top, ctx.env).items():
+        vw = ctx.view(mem, top)
+        start = vw.base
+        for a, s in zip(firsts, vw.strides):
+            start = start + a.scale(s)
+        box = (start, extents)
+        seen = boxes.setdefault(vw.buffer, box)
+        if seen is not None and (seen[1] != extents or seen[0] != start):
+            boxes[vw.buffer] = None  # several views or boxes: keep the whole region
     for scope in ctx.scopes:
         for i, acc_r in enumerate(scope.log):
             found = boxes.get(acc_r.view.buffer)
