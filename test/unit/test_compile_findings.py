@@ -1,7 +1,8 @@
-"""Silent wrong results of `nem-compile` found by differential testing
+"""What differential testing of `nem-compile` against onnxruntime found
 (issue 31), each with its minimized model: compiled (verified), run under
-random schedules, compared with onnxruntime (`compile_runs.run_api`); and
-models the affine route rejected while the transform route compiled them.
+random schedules, compared with onnxruntime (`compile_runs.run_api`).
+Silent wrong results; models the affine route rejected while the transform
+route compiled them; internal errors of the importer.
 
 Every miscompile was race-free and verified clean, and wrong.  Their cause:
 upstream's `affine-data-copy-generate` emits a contiguous DMA (or a stride
@@ -9,7 +10,7 @@ at the wrong level) for a region that is not contiguous when a unit
 dimension of the memref lies between a partial dimension and a longer one
 (D-COMPILE-DMA-STRIDES, `nem.compile.dma_strides`; docs/upstream-reports.md).
 
-`NEM_MISCOMPILES=full` also runs each model on every shipped device, on both
+`NEM_FINDINGS=full` also runs each model on every shipped device, on both
 routes, and ONNX's `test_MaxPool2d_stride_padding_dilation` (about 30 s).
 """
 
@@ -83,7 +84,7 @@ CASES = [
 ]
 
 
-FULL = os.environ.get("NEM_MISCOMPILES") == "full"
+FULL = os.environ.get("NEM_FINDINGS") == "full"
 DEVICES = ("npm_lite", "npm_mid", "npm_pro", "npm_pro_x1")
 
 
@@ -92,7 +93,7 @@ def test_affine_route_stages_strided_regions_exactly(make, device):
     run_api(make(), device=device, route="affine")
 
 
-@pytest.mark.skipif(not FULL, reason="NEM_MISCOMPILES=full")
+@pytest.mark.skipif(not FULL, reason="NEM_FINDINGS=full")
 @pytest.mark.parametrize("make", [c.values[0] for c in CASES], ids=[c.id for c in CASES])
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("route", ["affine", "transform"])
@@ -137,7 +138,7 @@ def test_dilated_maxpool_partial_kernel_tile_on_the_affine_route():
     run_api(dilated_maxpool(), device="npm_lite", route="affine", tile_sizes=[1, 1, 1, 1, 3])
 
 
-@pytest.mark.skipif(not FULL, reason="NEM_MISCOMPILES=full")
+@pytest.mark.skipif(not FULL, reason="NEM_FINDINGS=full")
 def test_onnx_backend_maxpool_stride_padding_dilation():
     data = Path(onnx.__file__).parent / "backend/test/data/pytorch-converted"
     model = onnx.load(str(data / "test_MaxPool2d_stride_padding_dilation/model.onnx"))
@@ -277,3 +278,19 @@ def test_region_needing_two_stride_levels_is_copied_whole(pipeline):
     assert run.status == "completed" and run.race_count == 0, run.error
     got = it.read_tensor(result.interface.outputs[0][0], (3, 8, 96), np.float32)
     np.testing.assert_array_equal(got, -x[:, 0])
+
+
+# --------------------------------------------------------------------------
+# internal errors of the importer
+
+
+@pytest.mark.parametrize("shape,axis,dtype", [
+    ((3, 5), -1, "f32"),         # was: 'output has shape [15, 1] but ONNX infers [3, 5]'
+    ((2, 1, 1, 1), -4, "f16"),   # was: [2, 1] where ONNX infers [1, 2]
+    ((1, 1, 1, 2), 4, "f32"),    # axis = rank: 'reassociation indices must not be empty'
+    ((2, 3, 4), 0, "f32"),
+])
+def test_flatten_axis_at_the_ends_of_its_range(shape, axis, dtype):
+    """Flatten's axis lies in [-r, r] (not [-r, r) as other ops'): -1 is
+    r - 1, and r flattens everything into rows of one."""
+    run_api(samples.single_op("Flatten", {"x": shape}, dtype, axis=axis))
