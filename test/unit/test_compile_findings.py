@@ -294,3 +294,20 @@ def test_flatten_axis_at_the_ends_of_its_range(shape, axis, dtype):
     """Flatten's axis lies in [-r, r] (not [-r, r) as other ops'): -1 is
     r - 1, and r flattens everything into rows of one."""
     run_api(samples.single_op("Flatten", {"x": shape}, dtype, axis=axis))
+
+
+# --------------------------------------------------------------------------
+# programs the runtime refused
+
+
+@pytest.mark.parametrize("backend", ["interpreter", "native"])
+def test_scalar_input_read_by_an_escape_hatch_kernel(backend, monkeypatch):
+    """A 0-d model input (`Div(x f32[2,3], s f32[])`) on npm_lite, where the
+    division is an escape-hatch kernel: its `memref<f32>` argument is bound
+    to the one-element region the lowering gives the 0-d buffer (was
+    'argument 1 of @kernel is memref<f32> but the task's operand 1 is
+    f32[1]', then a 0-d view made 1-d by the interpreter's copy)."""
+    from nem.runtime import escape_hatch
+
+    monkeypatch.setattr(escape_hatch, "BACKEND", backend)
+    run_api(samples.single_op("Div", {"x": (2, 3), "s": ()}, "f32"), device="npm_lite")
