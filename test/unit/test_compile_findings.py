@@ -296,6 +296,28 @@ def test_flatten_axis_at_the_ends_of_its_range(shape, axis, dtype):
     run_api(samples.single_op("Flatten", {"x": shape}, dtype, axis=axis))
 
 
+def test_one_value_as_two_outputs(tmp_path):
+    """`r = Relu(x)` is an output and so is `y = Identity(r)`: the function
+    returned one tensor twice and upstream's bufferization crashed (SIGSEGV,
+    finding F4); each output gets its own buffer now.  The compile runs in a
+    subprocess first, so that a crash fails this test, not the session."""
+    import subprocess
+    import sys
+
+    x = oh.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])
+    outs = [oh.make_tensor_value_info(n, TensorProto.FLOAT, [2, 3]) for n in ("y", "r")]
+    nodes = [oh.make_node("Relu", ["x"], ["r"]), oh.make_node("Identity", ["r"], ["y"])]
+    model = oh.make_model(oh.make_graph(nodes, "twice", [x], outs),
+                          opset_imports=[oh.make_opsetid("", 18)])
+    onnx.save(model, tmp_path / "m.onnx")
+    r = subprocess.run([sys.executable, "-m", "nem.cli.nem_compile", str(tmp_path / "m.onnx"),
+                        "--device", "npm_lite", "-o", str(tmp_path / "m.nem"), "--no-progress"],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    for route in ("transform", "affine"):
+        run_api(model, device="npm_lite", route=route)
+
+
 # --------------------------------------------------------------------------
 # programs the runtime refused
 

@@ -458,7 +458,11 @@ class Importer:
                 for p in outputs:
                     if p.onnx_name in self.consts and p.onnx_name not in self.vals:
                         self.tensor(p.onnx_name)
-                    results.append(self.logical(self.tensor(p.onnx_name)))
+                    value = self.logical(self.tensor(p.onnx_name))
+                    if value in results:     # one value, two outputs: each its own buffer
+                        shape = emit.shape_of(value)   # (returned twice, bufferization crashes)
+                        value = emit.broadcast(value, range(len(shape)), shape)
+                    results.append(value)
                     if emit.elem_type(results[-1]) != ir.Type.parse(ELEM_TYPE_NAMES[p.dtype]):
                         raise OnnxImportError(f"output '{p.onnx_name}' element type mismatch",
                                               self.file)
