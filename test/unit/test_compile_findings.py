@@ -296,6 +296,21 @@ def test_flatten_axis_at_the_ends_of_its_range(shape, axis, dtype):
     run_api(samples.single_op("Flatten", {"x": shape}, dtype, axis=axis))
 
 
+@pytest.mark.parametrize("kind,size,kernel,stride,pad", [
+    ("MaxPool", 1, 2, 3, 0),         # was: 'output has shape [1, 1, 0, 0] but ONNX infers [1, 1, 1, 1]'
+    ("AveragePool", 1, 2, 3, 0),
+    ("MaxPool", 2, 4, 3, 0),
+    ("AveragePool", 1, 4, 3, 1),
+])
+def test_pooling_window_longer_than_the_padded_input(kind, size, kernel, stride, pad):
+    """ONNX sizes a pooling output with C's division: a window longer than
+    the padded input (a negative span) still gives one output, over what it
+    covers (finding F6); the importer floored the span's quotient."""
+    run_api(samples.single_op(kind, {"x": (1, 2, size, size)}, "f32",
+                              kernel_shape=[kernel, kernel], strides=[stride, stride],
+                              pads=[pad] * 4), device="npm_lite")
+
+
 def test_one_value_as_two_outputs(tmp_path):
     """`r = Relu(x)` is an output and so is `y = Identity(r)`: the function
     returned one tensor twice and upstream's bufferization crashed (SIGSEGV,

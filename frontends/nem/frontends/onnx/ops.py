@@ -527,7 +527,12 @@ def pool(kind: str) -> Callable[[Importer, Node], None]:
         outs, extra = [], []
         for size, k, s, d, lo, hi in zip((h, w), kernel, strides, dil, pads[:2], pads[2:]):
             span = size + lo + hi - d * (k - 1) - 1
-            o = (-(-span // s) if ceil_mode else span // s) + 1
+            # ONNX (and onnxruntime) divide as C does: a window longer than the
+            # padded input (span < 0) still makes one output, over what it covers
+            o = (-(-span // s) if ceil_mode or span < 0 else span // s) + 1
+            if o < 1:
+                raise imp.error(f"not supported: a {k}-element window (dilation {d}) over "
+                                f"{size + lo + hi} padded elements makes no output")
             if ceil_mode and (o - 1) * s >= size + lo:
                 o -= 1           # the last window must start inside the input or left pad
             outs.append(o)
