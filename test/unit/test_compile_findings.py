@@ -296,6 +296,43 @@ def test_flatten_axis_at_the_ends_of_its_range(shape, axis, dtype):
     run_api(samples.single_op("Flatten", {"x": shape}, dtype, axis=axis))
 
 
+def _compiles_in_a_subprocess(model: onnx.ModelProto, tmp_path: Path) -> None:
+    """`nem-compile` on `model` in a child process: an upstream assertion or
+    a segfault fails the test, not the session."""
+    import subprocess
+    import sys
+
+    onnx.save(model, tmp_path / "m.onnx")
+    r = subprocess.run([sys.executable, "-m", "nem.cli.nem_compile", str(tmp_path / "m.onnx"),
+                        "--device", "npm_lite", "-o", str(tmp_path / "m.nem"), "--no-progress"],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+
+
+def test_matmul_of_a_4d_activation_by_a_vector(tmp_path):
+    """[1,1,2,3] @ [3]: the importer's reshape had an empty reassociation group
+    (as Flatten axis = rank) and upstream aborted the process (SIGABRT,
+    finding F9)."""
+    model = samples.single_op("MatMul", {"x": (1, 1, 2, 3)}, "f32",
+                              {"w": np.linspace(-1, 1, 3, dtype=np.float32)})
+    _compiles_in_a_subprocess(model, tmp_path)
+    run_api(model, device="npm_lite")
+
+
+def test_pooling_ceil_mode_disagreement_is_a_located_rejection():
+    """MaxPool kernel [1,1] strides [1,2] ceil_mode=1 of [1,1,1,6]: ONNX's
+    shape inference declares 4 outputs, the operator and onnxruntime give 3
+    (the last window starts past the input): not a program to compile, and
+    not an internal error either (finding F10)."""
+    from nem.compile import CompileError, compile_onnx
+
+    model = samples.single_op("MaxPool", {"x": (1, 1, 1, 6)}, "f32", kernel_shape=[1, 1],
+                              strides=[1, 2], ceil_mode=1)
+    with pytest.raises(CompileError, match=r"node 0 .*not supported: with ceil_mode=1 ONNX's "
+                       r"shape inference gives dimension 3 of '\w+' 4 outputs.*drops: 3"):
+        compile_onnx(model, device="npm_lite")
+
+
 @pytest.mark.parametrize("kind,size,kernel,stride,pad", [
     ("MaxPool", 1, 2, 3, 0),         # was: 'output has shape [1, 1, 0, 0] but ONNX infers [1, 1, 1, 1]'
     ("AveragePool", 1, 2, 3, 0),
@@ -314,21 +351,13 @@ def test_pooling_window_longer_than_the_padded_input(kind, size, kernel, stride,
 def test_one_value_as_two_outputs(tmp_path):
     """`r = Relu(x)` is an output and so is `y = Identity(r)`: the function
     returned one tensor twice and upstream's bufferization crashed (SIGSEGV,
-    finding F4); each output gets its own buffer now.  The compile runs in a
-    subprocess first, so that a crash fails this test, not the session."""
-    import subprocess
-    import sys
-
+    finding F4); each output gets its own buffer now."""
     x = oh.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])
     outs = [oh.make_tensor_value_info(n, TensorProto.FLOAT, [2, 3]) for n in ("y", "r")]
     nodes = [oh.make_node("Relu", ["x"], ["r"]), oh.make_node("Identity", ["r"], ["y"])]
     model = oh.make_model(oh.make_graph(nodes, "twice", [x], outs),
                           opset_imports=[oh.make_opsetid("", 18)])
-    onnx.save(model, tmp_path / "m.onnx")
-    r = subprocess.run([sys.executable, "-m", "nem.cli.nem_compile", str(tmp_path / "m.onnx"),
-                        "--device", "npm_lite", "-o", str(tmp_path / "m.nem"), "--no-progress"],
-                       capture_output=True, text=True)
-    assert r.returncode == 0, r.stderr
+    _compiles_in_a_subprocess(model, tmp_path)
     for route in ("transform", "affine"):
         run_api(model, device="npm_lite", route=route)
 

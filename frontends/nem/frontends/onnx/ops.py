@@ -524,7 +524,8 @@ def pool(kind: str) -> Callable[[Importer, Node], None]:
         n, c, h, w = x.shape
         pads = spatial_pads(imp, node, (h, w), kernel, strides, dil)
         ceil_mode = int(node.attrs.get("ceil_mode", 0))
-        outs, extra = [], []
+        outs: list[int] = []
+        extra: list[int] = []
         for size, k, s, d, lo, hi in zip((h, w), kernel, strides, dil, pads[:2], pads[2:]):
             span = size + lo + hi - d * (k - 1) - 1
             # ONNX (and onnxruntime) divide as C does: a window longer than the
@@ -535,6 +536,7 @@ def pool(kind: str) -> Callable[[Importer, Node], None]:
                                 f"{size + lo + hi} padded elements makes no output")
             if ceil_mode and (o - 1) * s >= size + lo:
                 o -= 1           # the last window must start inside the input or left pad
+                _ceil_mode_disagreement(imp, node, len(outs), o)
             outs.append(o)
             extra.append(max((o - 1) * s + d * (k - 1) + 1 - (size + lo + hi), 0))
         pad_value = -np.inf if kind == "max" else 0.0
@@ -561,6 +563,24 @@ def pool(kind: str) -> Callable[[Importer, Node], None]:
                              f"{node.name}_inv_count")
         define_elementwise(imp, node, [sum_tv, inv], arith.mulf)
     return convert
+
+
+def _ceil_mode_disagreement(imp: Importer, node: Node, axis: int, size: int) -> None:
+    """Stop where ONNX's shape inference sizes spatial `axis` (0: H, 1: W)
+    of a ceil_mode pooling with the window that starts past the input, which
+    the operator's definition and onnxruntime drop (`size` outputs): the
+    model's declared shape and its values cannot both be met."""
+    info = imp.inferred.get(node.outputs[0])
+    if info is None or not info.type.tensor_type.HasField("shape"):
+        return
+    dim = info.type.tensor_type.shape.dim[2 + axis]
+    if dim.HasField("dim_value") and dim.dim_value != size:
+        raise imp.error(f"not supported: with ceil_mode=1 ONNX's shape inference gives "
+                        f"dimension {2 + axis} of '{node.outputs[0]}' {dim.dim_value} outputs, "
+                        f"counting a last window that starts past the input, which the "
+                        f"operator (and onnxruntime) drops: {size} outputs",
+                        fix="pad the input explicitly (pads) and use ceil_mode=0, or change "
+                        "the strides so that every window starts inside the input")
 
 
 def _pool_counts(size: tuple[int, int], kernel: Sequence[int], strides: Sequence[int],
