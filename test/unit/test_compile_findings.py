@@ -348,6 +348,25 @@ def test_pooling_window_longer_than_the_padded_input(kind, size, kernel, stride,
                               pads=[pad] * 4), device="npm_lite")
 
 
+@pytest.mark.parametrize("route", ["affine", "transform"])
+def test_arithmetic_on_scalars(route):
+    """sqrt(max(x) - min(x)) over all axes: the reductions end in 0-d
+    tensors, and the arithmetic on them has no loops: the affine route
+    rejected its scalar loads, the transform route its loop-less ops (a
+    campaign finding on both routes, D-LOW-SCALAR)."""
+    axes = oh.make_tensor("axes", TensorProto.INT64, [2], [0, 1])
+    nodes = [oh.make_node("ReduceMax", ["x", "axes"], ["a"], keepdims=0),
+             oh.make_node("ReduceMin", ["x", "axes"], ["b"], keepdims=0),
+             oh.make_node("Sub", ["a", "b"], ["d"]), oh.make_node("Sqrt", ["d"], ["y"])]
+    graph = oh.make_graph(nodes, "scalars", [oh.make_tensor_value_info(
+        "x", TensorProto.FLOAT, [2, 3])], [oh.make_tensor_value_info(
+            n, TensorProto.FLOAT, []) for n in ("y", "d")], [axes])
+    model = oh.make_model(graph, opset_imports=[oh.make_opsetid("", 18)])
+    onnx.checker.check_model(model, full_check=True)
+    for device in ("npm_pro_x1", "npm_lite"):
+        run_api(model, device=device, route=route)
+
+
 def test_one_value_as_two_outputs(tmp_path):
     """`r = Relu(x)` is an output and so is `y = Identity(r)`: the function
     returned one tensor twice and upstream's bufferization crashed (SIGSEGV,

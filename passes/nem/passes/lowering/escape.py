@@ -180,6 +180,55 @@ def carried_out(top: affine.ForOp) -> list[Operation]:
     return taken
 
 
+SCALAR = ("arithmetic on scalars outside a loop nest (a 0-d tensor): the task runs the "
+          "loads, the arithmetic and the stores (D-LOW-SCALAR)")
+"""Why a scalar statement is one escape-hatch task (the remark)."""
+
+
+def scalar_statement(load: Operation) -> list[Operation] | None:
+    """The ops of `load`'s block, in order, that compute and store scalar
+    values from it outside any loop nest (D-LOW-SCALAR): the scalars it
+    meets through their uses and operands (`arith`/`math` ops, other scalar
+    loads of the block, stores of an outcome; constants, indices and
+    memrefs are operands); None when one of those values has another user
+    (e.g. a loop nest, whose kernel loads it itself) or when an op that may
+    access memory runs among them (running the group at once could change
+    what it reads or what that op sees)."""
+    block = load.parent_block()
+    assert block is not None
+    group: dict[Operation, None] = {}
+    todo = [load]
+    while todo:
+        o = todo.pop()
+        if o in group:
+            continue
+        if o.parent_block() is not block or not _scalar_member(o):
+            return None
+        group[o] = None
+        todo += [use.operation for r in o.results for use in r.uses]
+        todo += [v.owner for v in o.operands if isinstance(v.owner, Operation)
+                 and not isinstance(v.owner, arith.ConstantOp)
+                 and not isinstance(v.type, IndexType | MemRefType)]
+    ops = list(block.ops)
+    members = sorted(group, key=ops.index)
+    if not any(isinstance(o, affine.StoreOp | memref.StoreOp) for o in members):
+        return None
+    span = ops[ops.index(members[0]):ops.index(members[-1]) + 1]
+    if any(o not in group and (o.regions or any(isinstance(v.type, MemRefType)
+                                                 for v in o.operands)) for o in span):
+        return None
+    return members
+
+
+def _scalar_member(o: Operation) -> bool:
+    """A load, an `arith`/`math` op on scalars (not index arithmetic) or a
+    store of a scalar: what a scalar statement may hold."""
+    if isinstance(o, affine.LoadOp | memref.LoadOp | affine.StoreOp | memref.StoreOp):
+        return True
+    return _pure(o) and not isinstance(o, affine.ApplyOp) and \
+        not any(isinstance(r.type, IndexType) for r in o.results)
+
+
 def _pure(op: Operation) -> bool:
     """Arithmetic without memory effects (`arith`, `math`, `affine.apply`)."""
     return not op.regions and (op.dialect_name() in ("arith", "math")
