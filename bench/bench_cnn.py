@@ -113,7 +113,7 @@ def nem_one(name: str, device: str, timed: bool) -> dict:
         return row
     row.update(compile_s=cpu() - t0, stages=stages)
     if result.flops is not None:
-        row["raised"] = result.flops.share()
+        row["raised"] = result.flops.share
     t1 = cpu()
     it = NemInterpreter(device=device)
     it.load_string(result.nem, file=f"{name}.nem")

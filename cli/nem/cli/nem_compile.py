@@ -59,6 +59,14 @@ def _parser() -> argparse.ArgumentParser:
                    help="per-stage timings and the lowering's remarks on stderr")
     p.add_argument("--no-progress", action="store_true",
                    help="no progress display on a terminal")
+    p.add_argument("--bisect", action="store_true",
+                   help="run every step's program on the same inputs and print the first "
+                        "that differs from onnxruntime (nem.compile.bisect); writes nothing")
+    p.add_argument("--input", dest="bisect_inputs", action="append", default=[],
+                   metavar="NAME=FILE.npy",
+                   help="with --bisect: an input array, or FILE.npz: every array of it "
+                        "(default: random, --seed)")
+    p.add_argument("--seed", type=int, default=0, help="with --bisect: seed of random inputs")
     return p
 
 
@@ -211,6 +219,15 @@ def run(argv: Sequence[str] | None = None) -> int:
                              pipeline=not args.no_pipeline, engines=args.engines,
                              route=args.route, verify=not args.no_verify,
                              include_dirs=tuple(args.include_dirs))
+    if args.bisect:
+        if ext != ".onnx":
+            return _usage("--bisect compares with onnxruntime: it takes a .onnx model")
+        from nem.cli.bisect import run_bisect
+
+        return run_bisect(src, options, args.bisect_inputs, args.seed,
+                          stem if args.save_temps else None)
+    if args.bisect_inputs:
+        return _usage("--input is an option of --bisect")
     display = _Display(args, stem)
     try:
         compile_fn = compile_onnx if ext == ".onnx" else compile_mlir

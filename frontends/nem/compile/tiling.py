@@ -357,7 +357,10 @@ def tile_module(module: ir.Module, entry: ir.Operation, device, options, engines
     tile sizes) per nest."""
     PassManager.parse("builtin.module(func.func(convert-linalg-to-affine-loops))").run(
         module.operation)
+    from nem.compile.checkpoints import checkpoint
     from nem.compile.engines import choose_split, preloaded_memrefs, split_nest
+
+    checkpoint("affine loops", module)   # the stage bisector's steps (nem.compile.bisect)
 
     plan = []
     work: list[tuple[ir.Operation, Band, int]] = []
@@ -376,19 +379,24 @@ def tile_module(module: ir.Module, entry: ir.Operation, device, options, engines
             part_band = analyze_band(part)
             assert part_band is not None      # constant bounds, affine accesses
             work.append((part, part_band, k))
+    checkpoint("engine split", module)
     for done, (root, band, engine) in enumerate(work):
         if progress is not None:
             progress("nests tiled", done, len(work))
-        plan.append((band.extents, _tile_nest(root, FAST_SPACE + engine, device, options)))
+        where = f"{root.location}, engine {engine}"
+        sizes, passes = _tile_nest(root, FAST_SPACE + engine, device, options)
+        plan.append((band.extents, sizes))
+        checkpoint(f"nest {done + 1}/{len(work)}", module,
+                   f"{where}, tile sizes {sizes}, passes {passes.replace(',', ', ')}")
     PassManager.parse("builtin.module(canonicalize,cse)").run(module.operation)
     return plan
 
 
-def _tile_nest(root: ir.Operation, space: int, device, options) -> list[int]:
+def _tile_nest(root: ir.Operation, space: int, device, options) -> tuple[list[int], str]:
     """Tile the nest `root`, stage its tiles in fast memory space `space`
     and pipeline them, with tile sizes whose measured L1 need fits the
     device (D-COMPILE-L1: tiled again from a copy with a smaller budget
-    while it does not); returns the sizes."""
+    while it does not); returns the sizes and the passes run."""
     from nem.compile import dma_strides, l1_plan
 
     with Isolated(root) as iso:
@@ -405,15 +413,20 @@ def _tile_nest(root: ir.Operation, space: int, device, options) -> list[int]:
             # upstream's copy DMAs miss strides across unit dimensions
             dma_strides.repair(iso.fn)          # (D-COMPILE-DMA-STRIDES)
             if options.pipeline:
-                iso.run("affine-pipeline-data-transfer")
+                iso.run(PIPELINE)
             return l1_plan.measure(iso.ops(), options.pipeline)
 
         try:
-            return l1_plan.fit(l1_budget(device, options.pipeline),
-                               device.topology.l1_size_bytes,
-                               lambda b: band_sizes(band, options, b), tile)
+            sizes = l1_plan.fit(l1_budget(device, options.pipeline),
+                                device.topology.l1_size_bytes,
+                                lambda b: band_sizes(band, options, b), tile)
         except l1_plan.DoesNotFit as e:
             raise l1_plan.too_big(spare, e, device) from None
+        run = [_nest_passes(band, sizes, space), "(dma_strides.repair)"]
+        return sizes, ",".join(run + [PIPELINE] * options.pipeline)
+
+
+PIPELINE = "affine-pipeline-data-transfer"
 
 
 def _nest_passes(band: Band, sizes: list[int], space: int) -> str:

@@ -254,6 +254,7 @@ def tile_module(module: ir.Module, entry: ir.Operation, device, options, engines
     """Tile `entry`'s linalg ops in place, spread over `engines`; returns the
     transform scripts run (the split script of each round of
     privatization, then the tiling one)."""
+    from nem.compile.checkpoints import checkpoint
     from nem.compile.lower import xdsl_context
     from nem.compile.tiling import run_on_nest
 
@@ -267,6 +268,7 @@ def tile_module(module: ir.Module, entry: ir.Operation, device, options, engines
         if not todo:
             break
         texts.append(_privatize(module, entry, todo))
+        checkpoint("partial sums", module)   # the stage bisector's steps (nem.compile.bisect)
     for k, (op, plan) in enumerate(zip(ops, sized)):
         if progress is not None:
             progress("ops tiled", k, len(ops))
@@ -279,7 +281,9 @@ def tile_module(module: ir.Module, entry: ir.Operation, device, options, engines
                 run_on_nest(op, "linalg-generalize-named-ops")
             continue
         op.attributes[TAG] = ir.IntegerAttr.get(ir.IntegerType.get_signless(64), k)
+        where = str(op.location)
         texts.append(_tile_op(op, k, plan, generalize, device, options))
+        checkpoint(f"op {k + 1}/{len(ops)}", module, f"{where}, tiled by\n{texts[-1]}")
     for op in _linalg_ops_deep(entry):
         for key in (TAG, PIN):
             if key in op.attributes:

@@ -71,23 +71,31 @@ class Packing:
         return self.separate - self.size
 
 
-def top_level_index(op: Operation, program: ProgramOp) -> int:
-    """Position, in the program's block, of the statement holding `op`."""
+def top_level_index(op: Operation, program: ProgramOp, index: dict[Operation, int]) -> int:
+    """Position, in the program's block, of the statement holding `op`
+    (`index`: the statements numbered once, `statement_index`)."""
     cur = op
     while cur.parent_op() is not program:
         parent = cur.parent_op()
         assert parent is not None, "op outside the program"
         cur = parent
-    return program.block.get_operation_index(cur)
+    return index[cur]
+
+
+def statement_index(program: ProgramOp) -> dict[Operation, int]:
+    """Each top-level statement's position in the program's block."""
+    return {op: k for k, op in enumerate(program.block.ops)}
 
 
 def lifetimes(program: ProgramOp, levels: Iterable[str],
               ev: Evaluator | None = None) -> list[Lifetime]:
     """The candidate buffers at `levels` (level names as written: `L1[0]`,
     `L1`, `L2`) with their lifetimes, in declaration order; unused buffers
-    are left out (nothing to share)."""
+    are left out (nothing to share).  Linear in the program: the statements
+    are numbered once."""
     ev = ev or Evaluator()
     wanted = set(levels)
+    index = statement_index(program)
     out = []
     for op in program.block.ops:
         if not isinstance(op, BufferOp) or op.result.type.level.data not in wanted:
@@ -103,8 +111,8 @@ def lifetimes(program: ProgramOp, levels: Iterable[str],
             continue
         points = []
         for region in users:
-            points.append(top_level_index(region, program))
-            points += [top_level_index(u.operation, program) for u in region.result.uses]
+            points.append(top_level_index(region, program, index))
+            points += [top_level_index(u.operation, program, index) for u in region.result.uses]
         size, align = placed
         out.append(Lifetime(op, size, max(1, align), min(points), max(points)))
     return out

@@ -27,9 +27,10 @@ iteration ordinals) costs O(loop depth).
 from __future__ import annotations
 
 import gc
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from xdsl.dialects.builtin import DenseArrayBase
 from xdsl.ir import Block, Operation, SSAValue
@@ -39,9 +40,16 @@ from nem.dialect.semantics import (
     Evaluator,
     ExprError,
     complete_at_loop_end,
+    complete_at_loop_end_set,
     max_in_flight,
     window_orders,
+    window_orders_set,
 )
+
+if TYPE_CHECKING:
+    import islpy as isl
+
+    from nem.analysis.presburger import InstanceSpace
 
 # --------------------------------------------------------------------------
 # static structure
@@ -116,7 +124,8 @@ class Structure:
         (parsing the decorators there was a fifth of a large analysis)."""
         self._collect(program.block, ())
         self._covers()
-        self._dep_memo: dict[tuple[StaticTask, StaticTask], bool] = {}
+        self._reach: dict[StaticTask, int] | None = None
+        """Per task, the positions of the tasks its token transitively depends on (a bit set)."""
 
     def _collect(self, block: Block, loops: tuple[LoopOp, ...]) -> None:
         for k, op in enumerate(block.ops):
@@ -216,24 +225,21 @@ class Structure:
         return hit
 
     def dep_reaches(self, a: StaticTask, b: StaticTask) -> bool:
-        """A's token reaches B through deps (transitively)."""
-        key = (a, b)
-        hit = self._dep_memo.get(key)
-        if hit is None:
-            seen: set[int] = set()
-            stack = list(b.deps)
-            hit = False
-            while stack:
-                c = stack.pop()
-                if c is a:
-                    hit = True
-                    break
-                if c.pos < a.pos or id(c) in seen:
+        """A's token reaches B through deps (transitively): one bit test in
+        B's set of transitive producers (`_reach`, built once per program in
+        program order: a task's deps are issued before it)."""
+        if self._reach is None:
+            self._reach = {}
+            for op in self.order:
+                t = self.tasks.get(op)
+                if t is None:
                     continue
-                seen.add(id(c))
-                stack.extend(c.deps)
-            self._dep_memo[key] = hit
-        return hit
+                r = 0
+                for d in t.deps:
+                    if d.pos < t.pos:  # a forward (invalid) dep orders nothing here
+                        r |= self._reach.get(d, 0) | (1 << d.pos)
+                self._reach[t] = r
+        return bool(self._reach[b] >> a.pos & 1)
 
 
 # --------------------------------------------------------------------------
@@ -296,6 +302,172 @@ def ordered(s: Structure, a: Instance, b: Instance) -> Order:
         if window_orders(b.ords[m], s.window[id(lb[m])]) and body in a.task.used_in:
             return Order(True)
     return Order(False)
+
+
+def issue_key(s: Structure, inst: Instance) -> tuple[int, ...]:
+    """Where `inst` is issued in the program's sequential order: per enclosing
+    loop, the loop statement's index in its block then the iteration ordinal,
+    then the task's index; tuples compare in issue order."""
+    key: list[int] = []
+    for lp, o in zip(inst.task.loops, inst.ords):
+        key += (s.index[lp], o)
+    key.append(inst.task.index)
+    return tuple(key)
+
+
+def issued_before(s: Structure, a: Instance, b: Instance) -> bool:
+    """Is instance `a` issued before instance `b`?"""
+    return issue_key(s, a) < issue_key(s, b)
+
+
+# --------------------------------------------------------------------------
+# the same facts over sets of instances (D-HAZ-SYMBOLIC)
+# --------------------------------------------------------------------------
+
+def _common(a: StaticTask, b: StaticTask) -> int:
+    """Number of loops enclosing both tasks."""
+    c = 0
+    while c < len(a.loops) and c < len(b.loops) and a.loops[c] is b.loops[c]:
+        c += 1
+    return c
+
+
+def _same_iteration_facts(s: Structure, a: StaticTask, b: StaticTask
+                          ) -> bool | list[tuple[str, int]]:
+    """What `ordered` decides for instances of `a` and `b` in the same
+    iteration of every common loop, `a` issued first: True (always ordered)
+    or the conditions of which any one orders them: ("end", m) when a's
+    iteration of its loop m is complete at endloop, ("window", m) when b's
+    ordinal in its loop m is >= N (an iteration of that body, which is ordered
+    after `a`, completed)."""
+    c = _common(a, b)
+    la, lb = a.loops, b.loops
+    if len(la) > c:
+        if a.block in a.cover:
+            return True
+        return [("end", m) for m in range(c, len(la))]
+    cover = a.cover
+    idx = s.index[lb[c]] if len(lb) > c else b.index
+    hit = cover.get(a.block)
+    if (hit is not None and hit < idx) or s.dep_reaches(a, b):
+        return True
+    out = []
+    for m in range(c, len(lb)):
+        body = lb[m].block
+        idx = s.index[lb[m + 1]] if m + 1 < len(lb) else b.index
+        hit = cover.get(body)
+        if hit is not None and hit < idx:
+            return True
+        if body in a.used_in:
+            out.append(("window", m))
+    return out
+
+
+PairFacts = tuple[tuple[int, ...], "bool | tuple[tuple[str, int], ...] | None"]
+"""(windows of the common loops, `_same_iteration_facts` or None when `a` is
+not issued before `b` within an iteration): all the structure says of a
+pair of tasks, what the ordering sets are built from."""
+
+
+def pair_facts(s: Structure, a: StaticTask, b: StaticTask) -> PairFacts:
+    c = _common(a, b)
+    wins = tuple(s.window[id(lp)] for lp in a.loops[:c])
+    if a.pos >= b.pos:
+        return wins, None
+    same = _same_iteration_facts(s, a, b)
+    return wins, same if isinstance(same, bool) else tuple(same)
+
+
+def ordered_always(s: Structure, a: StaticTask, b: StaticTask,
+                   facts: PairFacts | None = None) -> bool:
+    """Does `ordered` hold for every pair of instances of `a` and `b`, `a`'s
+    issued first?  (No loop window lets two iterations overlap, and the
+    same-iteration case is ordered by the structure alone.)"""
+    wins, same = facts or pair_facts(s, a, b)
+    return all(window_orders(1, n) for n in wins) and (same is None or same is True)
+
+
+def issued_before_set(s: Structure, a: StaticTask, oa: Sequence[isl.PwAff],
+                      b: StaticTask, ob: Sequence[isl.PwAff], sp: InstanceSpace) -> isl.Set:
+    """Symbolic twin of `issued_before`: the ordinal vectors (`oa` of `a`,
+    `ob` of `b`) where a's instance is issued first."""
+    c = _common(a, b)
+
+    def build() -> isl.Set:
+        out = sp.equal(oa, ob, c) if a.pos < b.pos else sp.empty
+        for k in range(c):
+            out = out | (sp.equal(oa, ob, k) & (ob[k] - oa[k]).pos_set())
+        return out
+
+    # it depends on the loops' nesting only: one set per shape of a space
+    return sp.memo(("issued", tuple(map(id, oa)), tuple(map(id, ob)), c, a.pos < b.pos), build)
+
+
+def ordered_set(s: Structure, a: StaticTask, oa: Sequence[isl.PwAff], ta: Sequence[isl.PwAff],
+                b: StaticTask, ob: Sequence[isl.PwAff], sp: InstanceSpace) -> isl.Set:
+    """Symbolic twin of `ordered`: where it says a's instance (ordinals `oa`,
+    trip counts `ta` of its loops) is complete before b's (`ob`) starts,
+    among the pairs issued a first."""
+    c = _common(a, b)
+    wins = tuple(s.window[id(lp)] for lp in a.loops[:c])
+    facts = _same_iteration_facts(s, a, b) if a.pos < b.pos else False
+
+    def build() -> isl.Set:
+        out = sp.empty
+        for k in range(c):
+            d = ob[k] - oa[k]
+            out = out | (sp.equal(oa, ob, k) & window_orders_set(d, wins[k]))
+        if facts is False:
+            return out
+        same = sp.equal(oa, ob, c)
+        if facts is True:
+            return out | same
+        assert facts is not False
+        for kind, m in facts:
+            if kind == "end":
+                out = out | (same & complete_at_loop_end_set(oa[m], ta[m], s.window[id(a.loops[m])]))
+            else:
+                out = out | (same & window_orders_set(ob[m], s.window[id(b.loops[m])]))
+        return out
+
+    if not isinstance(facts, bool) and any(kind == "end" for kind, _ in facts):
+        return build()  # a's trip counts: a's own
+    # else what it depends on: the loops' nesting and windows, the structure's facts
+    key = ("ordered", tuple(map(id, oa)), tuple(map(id, ob)), wins,
+           facts if isinstance(facts, bool) else
+           tuple((m, s.window[id(b.loops[m])]) for _, m in facts))
+    return sp.memo(key, build)
+
+
+def unordered_pieces(s: Structure, a: StaticTask, oa: Sequence[isl.PwAff],
+                     ta: Sequence[isl.PwAff], b: StaticTask, ob: Sequence[isl.PwAff],
+                     sp: InstanceSpace) -> list[isl.Set]:
+    """`issued_before_set` minus `ordered_set`, as conjunctions (one per loop
+    where two iterations can overlap, one for the same iteration of every
+    common loop): what the hazard analysis intersects with a conflict, each
+    piece a cheap query (a union with a difference is not)."""
+    c = _common(a, b)
+    out = []
+    for k in range(c):
+        n = s.window[id(a.loops[k])]
+        if window_orders(1, n):
+            continue  # a window of 1: every later iteration is ordered
+        d = ob[k] - oa[k]
+        out.append(sp.memo(("overlap", tuple(map(id, oa)), tuple(map(id, ob)), k, n),
+                           lambda: sp.equal(oa, ob, k) & d.pos_set()
+                           & sp.universe.subtract(window_orders_set(d, n))))
+    facts = _same_iteration_facts(s, a, b) if a.pos < b.pos else True
+    if isinstance(facts, bool):
+        return out
+    piece = sp.equal(oa, ob, c)
+    for kind, m in facts:
+        if kind == "end":
+            done = complete_at_loop_end_set(oa[m], ta[m], s.window[id(a.loops[m])])
+        else:
+            done = window_orders_set(ob[m], s.window[id(b.loops[m])])
+        piece = piece & sp.universe.subtract(done)
+    out.append(piece)
+    return out
 
 
 @contextmanager

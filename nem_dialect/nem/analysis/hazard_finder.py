@@ -1,374 +1,690 @@
-"""The hazard analysis: HAZ-01 / HAZ-03 (LOOP-06) races of a program.
+"""The hazard analysis: HAZ-01 / HAZ-03 (LOOP-06) races of a program, decided
+over sets of task instances, never by replaying loops (D-HAZ-SYMBOLIC).
 
-The program is replayed task instance by task instance (loops unrolled,
-each iteration's offsets evaluated) against shadow memory
-(`shadow_memory.Shadow`: per buffer, a sorted map of byte segments to their
-last writer and readers since that write); every access is compared only
-with the accesses it overlaps, never with all earlier ones (D-HAZ-SCALE),
-and whether two instances are ordered is the happens-before model's
-`ordered` (`nem.analysis.happens_before`, decisions D-HAZ-*).  A loop whose
-accesses are proven periodic is replayed only until its shadow state
-repeats, then moved to its last period (`steady_state`, D-HAZ-STEADY); up
-to `MAX_TASK_INSTANCES` task instances, beyond that a loop is analyzed on
-its first iterations only and a warning says so (D-HAZ-WINDOW).
+A *static access* is one region operand of one task (`StaticAccess`).  Two
+static accesses of a buffer, one of them a write, race when some instance of
+the first is issued before some instance of the second, the two touch a
+common byte of the same buffer instance, and the happens-before model does
+not order them.  With quasi-affine offsets, extents and loop bounds that set
+of instance pairs is a Presburger set over the two tasks' iteration
+ordinals (plus the byte), built from the model's symbolic twins
+(`happens_before.issued_before_set` / `ordered_set`, `semantics.*_set`)
+and the accesses' expressions (`presburger`); isl decides its emptiness and
+gives the witness the diagnostic names.  Cost grows with the pairs of
+static accesses that can overlap, not with iterations:
+
+* per buffer, a sweep over the accesses' byte bounds over the loop box
+  finds the pairs that can overlap (never all pairs of a big buffer; two
+  reads are no pair);
+* a pair the structure orders for all instances (`ordered_always`) costs no
+  isl query; the conflict part of a set (domains, buffer instance, bytes)
+  does not depend on the ordering and is computed once per pair
+  (`RaceCache`, which `nem-synthesize-deps` keeps across its rounds, with
+  each pair's result keyed by the ordering facts it was derived from).
+
+Reported, as the enumerating analysis before it did (its per-byte shadow
+memory kept the last writer and the readers since), is each pair that is
+*nearest* somewhere: a point of the race set with no write of the same
+byte of the same buffer instance issued between the two accesses (one more
+set difference, only on racing pairs).  The witness is the first instance
+of the later access in issue order and the last of the earlier one.
+Accesses whose expressions are not quasi-affine are enumerated
+(`hazard_enum`), within `MAX_TASK_INSTANCES` and with a warning beyond it
+(D-HAZ-WINDOW).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import bisect
+import heapq
+import itertools
+from collections.abc import Collection
+from dataclasses import dataclass, field
 
-from xdsl.ir import Block, BlockArgument, Operation, SSAValue
+import islpy as isl
+from xdsl.ir import Operation, SSAValue
 
 from nem.analysis.happens_before import (
     Instance,
     Order,
+    PairFacts,
     StaticTask,
     Structure,
+    issue_key,
+    issued_before_set,
     no_cyclic_gc,
     ordered,
+    ordered_always,
+    ordered_set,
+    pair_facts,
     region_parts,
-    task_label,
     task_operands,
+    unordered_pieces,
 )
-from nem.analysis.shadow_memory import Access, Shadow
-from nem.analysis.steady_state import LoopRun, regular_body
-from nem.dialect.diagnostics import Diagnostic, SourceLoc
+from nem.analysis.hazard_enum import Enumeration
+from nem.analysis.hazard_report import Access, race_diagnostic
+from nem.analysis.presburger import (
+    Boxes,
+    InstanceSpace,
+    Nest,
+    NotQuasiAffine,
+    instance_space,
+    point,
+)
+from nem.dialect.diagnostics import Diagnostic
 from nem.dialect.ops import BufferOp, LoopOp, ProgramOp, RegionOp, TaskOp
 from nem.dialect.semantics import (
     Evaluator,
     ExprError,
     NotAnExpression,
-    instance_index,
-    max_in_flight,
-    run_compiled,
+    same_instance_set,
     static_windows,
 )
 
 MAX_TASK_INSTANCES = 1 << 20
-"""Task instances (tasks x iterations) the hazard check enumerates (D-HAZ-WINDOW)."""
-MIN_WINDOW_ITERATIONS = 16
-"""A loop truncated by the budget still gets 2N + this many iterations."""
+"""Task instances the enumeration of accesses that are not quasi-affine may
+take in all (D-HAZ-WINDOW)."""
+INF = float("inf")
+
+
+@dataclass(eq=False)
+class StaticAccess:
+    """One region operand of one task, with bounds [lo, hi) of the bytes it
+    can touch over its loops' box (infinite when unknown)."""
+
+    op: TaskOp
+    region: SSAValue
+    write: bool
+    rank: int
+    """Position among the task's accesses (reads first, as a task does them)."""
+    buffer: SSAValue
+    offset: SSAValue
+    extent: SSAValue
+    lo: float
+    hi: float
+    top: int
+    """Index of the top-level statement holding the task."""
+    windows: tuple[int, ...]
+    """`static_windows` of the buffer's enclosing loops (D-SEM-INSTANCES)."""
+
+
+PairKey = tuple[StaticAccess, StaticAccess]
+Witness = tuple[tuple[int, ...], tuple[int, ...], int]
+"""Ordinals of the earlier and the later instance, and a byte both touch."""
+
+
+@dataclass
+class RaceCache:
+    """What stays true while only deps and waits change (the rounds of
+    `nem-synthesize-deps`): the static accesses and their candidate pairs,
+    the conflict set of each pair, and each pair's verdict under the
+    ordering facts it was computed with."""
+
+    by_buffer: dict[SSAValue, list[StaticAccess]] | None = None
+    pairs: list[PairKey] = field(default_factory=list)
+    replayed: list[list[StaticAccess]] = field(default_factory=list)
+    writers: dict[SSAValue, tuple[list[int], list[StaticAccess]]] = field(default_factory=dict)
+    touches: dict[tuple, isl.Set] = field(default_factory=dict)
+    races: dict[tuple, tuple[InstanceSpace, isl.Set] | None] = field(default_factory=dict)
+    """Race sets by the shape of the pair (`_symbolic`)."""
+    shapes: dict[tuple, Witness | None] = field(default_factory=dict)
+    """Witnesses by the shape of the pair and the writes in between."""
+    forms: dict[StaticAccess, tuple] = field(default_factory=dict)
+    """The accesses of each buffer that has one isl cannot represent."""
+    conflicts: dict[PairKey, tuple[InstanceSpace, isl.Set] | None] = field(default_factory=dict)
+    verdicts: dict[PairKey, tuple[object, Witness | None]] = field(default_factory=dict)
+    nests: dict[tuple[Operation, tuple[int, ...], int, int], Nest] = field(default_factory=dict)
 
 
 class HazardFinder:
-    def __init__(self, program: ProgramOp, max_instances: int = MAX_TASK_INSTANCES):
+    def __init__(self, program: ProgramOp, max_instances: int = MAX_TASK_INSTANCES,
+                 cache: RaceCache | None = None, buffers: Collection[SSAValue] | None = None):
         self.program = program
         self.s = Structure(program)
         self.ev = Evaluator()
-        self.depth_of: dict[BlockArgument, int] = {}
-        self.shadows: dict[tuple[SSAValue, int], Shadow] = {}
-        self.found: dict[tuple, tuple[Access, Access, Order]] = {}
+        self.boxes = Boxes(self.ev)
+        self.cache = cache or RaceCache()
+        self.found: dict[tuple, tuple[tuple, Access, Access, Order]] = {}
         self.warnings: list[Diagnostic] = []
-        self.instances = 0
         self.work = 0
-        """Segments visited plus ordering queries made: the analysis's cost,
-        for callers that budget repeated scans."""
-        self._budget_left = self.max_instances = max_instances
-        self._ops_cache: dict[StaticTask, list[tuple]] = {}
-        self._body_tasks: dict[LoopOp, int] = {}
-        self._invariant: dict[LoopOp, bool] = {}
-        self._buffer_windows: dict[SSAValue, tuple[int, ...]] = {}
-        self._stopped = False
+        """Pairs of static accesses examined plus isl queries made."""
+        self.max_instances = max_instances
+        self.buffers = buffers
+        """Only the accesses of these buffers (None: all)."""
+        self._enum: Enumeration | None = None
+        windows: dict[SSAValue, tuple[int, ...]] = {}
         for op in program.walk():
             if isinstance(op, LoopOp):
-                self.depth_of[op.block.args[0]] = _loop_depth(op)
+                self.boxes.add(op)
             elif isinstance(op, BufferOp):
-                self._buffer_windows[op.result] = static_windows(_enclosing_loops(op), self.ev)
+                windows[op.result] = static_windows(enclosing_loops(op), self.ev)
+        self._windows = windows
 
-    # -- enumeration -----------------------------------------------------
-    def run(self) -> list[Diagnostic]:
-        self._block(self.program.block, (), (), ())
-        return self.warnings + [self._diagnostic(*v) for v in self.found.values()]
-
-    def _block(self, block: Block, ords, trips, ivs) -> None:
-        for op in block.ops:
-            if isinstance(op, TaskOp):
-                self._task(Instance(self.s.tasks[op], ords, trips, ivs))
-            elif isinstance(op, LoopOp):
-                self._loop(op, ords, trips, ivs)
-
-    def _value(self, value: SSAValue, ivs) -> int | None:
-        """`value` at loop-variable vector `ivs` (None: not an integer expression)."""
-        try:
-            return run_compiled(self.ev.compile(value, self.depth_of), ivs)
-        except NotAnExpression:
-            return None
-
-    def _loop(self, loop: LoopOp, ords, trips, ivs) -> None:
-        try:
-            lo, hi = self._value(loop.lower, ivs), self._value(loop.upper, ivs)
-        except ExprError:
-            return
-        if lo is None or hi is None or hi < lo:
-            return
-        trip = hi - lo + 1
-        n_if = max_in_flight(loop)
-        body_tasks = self._body_tasks.get(loop)
-        if body_tasks is None:
-            body_tasks = self._body_tasks[loop] = \
-                sum(1 for o in loop.walk() if isinstance(o, TaskOp)) or 1
-        if self._is_invariant(loop) and trip > n_if:
-            # D-HAZ-WINDOW: every iteration touches the same bytes, so N
-            # iterations stand for all: they are at every distance < N from each
-            # other, as unordered with what precedes the loop as its first N and
-            # with what follows it as its last N (so they are examined as the
-            # whole loop, trip = N); buffer instances repeat with period <= N
-            self._budget_left -= n_if * body_tasks
-            self._iterations(loop, n_if, ords, trips + (n_if,), ivs, lo, hi)
-            return
-        n = trip
-        if trip * body_tasks > self._budget_left:
-            n = min(trip, max(self._budget_left // body_tasks, 2 * n_if + MIN_WINDOW_ITERATIONS))
-        run = self._steady_run(loop, ords, ivs, lo, trip)
-        if run is None:
-            if n < trip:
-                self.warnings.append(self._window_warning(loop, lo, hi, n))
-            self._budget_left -= n * body_tasks
-            self._iterations(loop, n, ords, trips + (trip,), ivs, lo, hi)
-            return
-        warn_at = len(self.warnings)
-        jumped, replayed = self._iterations(loop, n, ords, trips + (trip,), ivs, lo, hi, run)
-        self._budget_left -= replayed * body_tasks
-        if not jumped and n < trip:
-            self.warnings.insert(warn_at, self._window_warning(loop, lo, hi, n))
-
-    def _iterations(self, loop: LoopOp, count: int, ords, trips, ivs, lo: int, hi: int,
-                    run: LoopRun | None = None) -> tuple[bool, int]:
-        """Replay iterations 0..count-1 of `loop`.  With `run`, compare the
-        effective state every period from iteration N on; once it repeats,
-        jump to the loop's last period and replay to the loop's end
-        (D-HAZ-STEADY).  (jumped, iterations replayed)."""
-        trip = trips[-1]
-        o, end, snap, jumped, replayed = 0, count, None, False, 0
-        while o < end:
-            if self.instances > 2 * self.max_instances:
-                if not self._stopped:
-                    self._stopped = True
-                    self.warnings.append(self._window_warning(loop, lo, hi, o))
-                break
-            if run is not None and o >= run.n and (o - run.n) % run.reg.period == 0:
-                state = run.canonical_state(self.shadows, o, (o - run.n) // run.reg.period)
-                if state is not None and state == snap:
-                    period = run.reg.period
-                    # land before the last iteration: the entries dropped as
-                    # dead (iteration o' - N) must be complete at endloop too
-                    m = (trip - 1 - o) // period
-                    moved = run.shifted(self.shadows, o, m) if m else None
-                    run = None
-                    if moved is not None:
-                        self.shadows.update(moved)
-                        o, end, jumped = o + m * period, trip, True
-                        continue
-                snap = state
-                if state is None:
-                    run = None
-            self._block(loop.block, ords + (o,), trips, ivs + (lo + o,))
-            replayed += 1
-            o += 1
-        return jumped, replayed
-
-    def _steady_run(self, loop: LoopOp, ords, ivs, lo: int, trip: int) -> LoopRun | None:
-        """The loop's steady-state description when its body (no nested loop)
-        is proven periodic and every enclosing loop is @max_in_flight(1)."""
-        chain = _enclosing_loops(loop)
-        if any(max_in_flight(lp) != 1 for lp in chain) or \
-                any(isinstance(op, LoopOp) for op in loop.block.ops):
-            return None
-        level = len(chain)
-        accesses, windows = [], set()
-        for op in loop.block.ops:
-            if isinstance(op, TaskOp):
-                for _, _, buffer, off, ext in self._operands(self.s.tasks[op]):
-                    accesses.append((buffer, off, ext))
-                    w = self._buffer_windows.get(buffer, ())
-                    if len(w) > level:
-                        windows.add(w[level])
-        env = {lp.block.args[0]: v for lp, v in zip(chain, ivs)}
-        reg = regular_body(self.ev, loop, accesses, env, lo, trip, sorted(windows))
-        return None if reg is None else LoopRun(loop, chain, ords, max_in_flight(loop), reg)
-
-    def _window_warning(self, loop: LoopOp, lo: int, hi: int, n: int) -> Diagnostic:
-        return Diagnostic(
-            "warning", f"hazard analysis of loop '{loop.iv_name.data}' examined "
-            f"iterations {lo}..{lo + n - 1} of {lo}..{hi} only (more than "
-            f"{self.max_instances} task instances)", SourceLoc.of(loop), "HAZ-03",
-            "accesses of the remaining iterations are not checked (decision D-HAZ-WINDOW)")
-
-    def _is_invariant(self, loop: LoopOp) -> bool:
-        """No access, nested loop bound or region of the body depends on the loop
-        variable: every iteration repeats the same accesses."""
-        hit = self._invariant.get(loop)
-        if hit is None:
-            iv = loop.block.args[0]
-            hit = True
-            for op in loop.walk():
-                vals: tuple[SSAValue, ...] = ()
-                if isinstance(op, RegionOp):
-                    vals = region_parts(op)[1:]
-                elif isinstance(op, LoopOp) and op is not loop:
-                    vals = (op.lower, op.upper)
-                if any(iv in self.ev.free_loop_args(v) for v in vals):
-                    hit = False
-                    break
-            self._invariant[loop] = hit
-        return hit
-
-    def _operands(self, task: StaticTask) -> list[tuple]:
-        """(region, is_write, buffer, offset, extent) of a task, reads first."""
-        ops = self._ops_cache.get(task)
-        if ops is None:
-            ops = []
-            reads, writes, _ = task_operands(task.op)
+    # -- static accesses and candidate pairs -----------------------------------
+    def _collect(self) -> dict[SSAValue, list[StaticAccess]]:
+        """The static accesses of each buffer, in program order."""
+        by_buffer: dict[SSAValue, list[StaticAccess]] = {}
+        block = self.program.block
+        top = 0
+        for op in self.s.order:
+            if op.parent_block() is block:
+                top = self.s.index[op]
+            if not isinstance(op, TaskOp):
+                continue
+            reads, writes, _ = task_operands(op)
+            rank = 0
             for value, write in [(v, False) for v in reads] + [(v, True) for v in writes]:
                 rop = value.owner
-                if isinstance(rop, RegionOp):
-                    buf, off, ext = region_parts(rop)
-                    ops.append((value, write, buf, off, ext))
-            ops.sort(key=lambda x: x[1])
-            self._ops_cache[task] = ops
-        return ops
+                if not isinstance(rop, RegionOp):
+                    continue
+                buf, off, ext = region_parts(rop)
+                lo, hi = self._bounds(off, ext)
+                if lo >= hi:
+                    rank += 1
+                    continue
+                by_buffer.setdefault(buf, []).append(StaticAccess(
+                    op, value, write, rank, buf, off, ext, lo, hi, top, self._windows.get(buf, ())))
+                rank += 1
+        return by_buffer
 
-    def _task(self, inst: Instance) -> None:
-        self.instances += 1
-        for value, write, buffer, off, ext in self._operands(inst.task):
-            try:
-                o, e = self._value(off, inst.ivs), self._value(ext, inst.ivs)
-            except ExprError:
-                continue
-            if o is None or e is None or e <= 0:
-                continue
-            windows = self._buffer_windows.get(buffer, ())
-            slot = instance_index(inst.ords[:len(windows)], windows) if windows else 0
-            self._access(Access(inst, value, o, o + e, write), (buffer, slot))
+    def _bounds(self, off: SSAValue, ext: SSAValue) -> tuple[float, float]:
+        o, e = self.boxes.interval(off), self.boxes.interval(ext)
+        if e is not None and e[1] <= 0:
+            return 0, 0  # never touches a byte
+        if o is None or e is None:
+            return -INF, INF
+        return o[0], o[1] + e[1]
 
-    def _access(self, acc: Access, buffer: tuple[SSAValue, int]) -> None:
-        sh = self.shadows.get(buffer)
-        if sh is None:
-            sh = self.shadows[buffer] = Shadow()
-        a, b = sh.segments(acc.lo, acc.hi)
-        self.work += b - a
-        checked: set[int] = set()
-        superseded: dict[int, bool] = {}
-        for k in range(a, b):
-            st = sh.state[k]
-            if st is None:
-                if not acc.write:
-                    sh.state[k] = (None, [acc])
-                continue
-            writer, readers = st
+    def _pairs(self, accs: list[StaticAccess]) -> list[PairKey]:
+        """The candidate pairs of one buffer's accesses (in program order):
+        within a top-level statement, those whose byte bounds overlap
+        (`_sweep`); across statements, an access against the earlier ones
+        still *live*: an access is dead once a later statement holds a write
+        whose instances write every byte the access can touch (`_cover`):
+        that write comes between it and every access after, so the pair is
+        nowhere nearest.  Without it a program whose nests write whole
+        buffers one after the other pairs every access with every earlier
+        one (synthesize-deps starts from no ordering at all)."""
+        out: list[PairKey] = []
+        live: list[StaticAccess] = []
+        for top, grouped in itertools.groupby(accs, key=lambda a: a.top):
+            group = list(grouped)
+            live = [x for x in live if self._complete_from(x) > top]
+            out += self._sweep(group)
+            for y in group:
+                out += [(x, y) for x in live
+                        if (x.write or y.write) and x.lo < y.hi and y.lo < x.hi]
+            live += group
+            for w in group:
+                cover = self._cover(w) if w.write else None
+                if cover is not None:
+                    live = [x for x in live if x.top == top
+                            or not (cover[0] <= x.lo and x.hi <= cover[1])]
+        return out
+
+    def _complete_from(self, x: StaticAccess) -> float:
+        """The first top-level statement before which every instance of `x`'s
+        task has completed (the rules of `ordered` for an instance followed
+        by a later top-level statement: a barrier covering it in the program's
+        block, or, in a loop, one in its own block, which every iteration
+        passes before the loop ends: D-HAZ-ORDER, D-HAZ-ENDLOOP); INF when
+        none does.  Accesses of later statements are ordered after all of
+        its instances, so such a pair is never a candidate: lowered programs,
+        whose loop bodies end with a wait on their tasks, then pair no access
+        across top-level statements (ResNet-50: 840k pairs a scan)."""
+        st = self.s.tasks[x.op]
+        c = st.cover.get(self.program.block)
+        done = c + 1 if c is not None else INF
+        if st.loops and st.block in st.cover:
+            done = min(done, x.top + 1)
+        return done
+
+    def _cover(self, w: StaticAccess) -> tuple[int, int] | None:
+        """[lo, hi) when the instances of write `w` write exactly every byte
+        of its bounds (a program-scope buffer: one instance)."""
+        if w.windows or w.lo == -INF or w.hi == INF:
+            return None
+        n = len(self.s.tasks[w.op].loops)
+        try:
+            touched = self._touches(w, instance_space((n,), 1), 0)
+        except (NotQuasiAffine, NotAnExpression, ExprError):
+            return None
+        lo, hi = int(w.lo), int(w.hi)
+        whole = isl.Set(f"{{ [x] : {lo} <= x < {hi} }}")
+        return (lo, hi) if touched.project_out(isl.dim_type.set, 0, n).is_equal(whole) else None
+
+    @staticmethod
+    def _sweep(accs: list[StaticAccess]) -> list[PairKey]:
+        """Pairs of accesses whose byte bounds overlap, at least one a write:
+        a sweep by lower bound with the active accesses expiring by upper
+        bound (a read meets only the active writes)."""
+        out: list[PairKey] = []
+        active: dict[int, StaticAccess] = {}
+        writers: dict[int, StaticAccess] = {}
+        expiry: list[tuple[float, int]] = []
+        for k, acc in sorted(enumerate(accs), key=lambda p: (p[1].lo, p[0])):
+            while expiry and expiry[0][0] <= acc.lo:
+                _, gone = heapq.heappop(expiry)
+                active.pop(gone, None)
+                writers.pop(gone, None)
+            for other in (active if acc.write else writers).values():
+                out.append((other, acc))
+            out.append((acc, acc))  # its own other instances
+            active[k] = acc
             if acc.write:
-                if writer is not None:
-                    self._check(writer, acc, checked)
-                for r in readers:
-                    self._check(r, acc, checked)
-                continue
-            kept = [r for r in readers if r.region is not acc.region
-                    or not self._superseded(r, acc, superseded)]
-            if writer is not None and len(kept) == len(readers):
-                # else a dropped reader was compared with this writer: ordered
-                # after it (so is acc) or a race with the same key was found
-                self._check(writer, acc, checked)
-            kept.append(acc)
-            readers[:] = kept
-        if acc.write:
-            sh.write(acc, acc.lo, acc.hi)
+                writers[k] = acc
+            heapq.heappush(expiry, (acc.hi, k))
+        return [p for p in out if p[0].write or p[1].write]
 
-    def _superseded(self, r: Access, acc: Access, memo: dict[int, bool]) -> bool:
-        """Reader `r` can be forgotten once the read `acc` of the same task
-        operand is ordered after it: a later write unordered with `r` is
-        unordered with `acc` too (ordering is transitive), and the race it
-        reports names the same tasks and operands; and `acc` need not be
-        compared with the segment's writer, which `r` was (D-HAZ-SCALE).
-        Without this, a buffer read whole by every iteration of a loop and
-        rewritten piecewise keeps one reader per iteration and costs a query
-        per writer (issue 11: a 3 KB input took 10 s)."""
-        if r.inst.task is not acc.inst.task:
+    # -- the analysis ------------------------------------------------------------
+    def run(self) -> list[Diagnostic]:
+        cache = self.cache
+        if cache.by_buffer is None:
+            cache.by_buffer = self._collect()
+            for buf, accs in cache.by_buffer.items():
+                if self.buffers is not None and buf not in self.buffers:
+                    continue
+                if all(self._quasi_affine(a) for a in accs):
+                    cache.pairs += self._pairs(accs)
+                else:
+                    cache.replayed.append(accs)
+        for x, y in cache.pairs:
+            self._direction(x, y)
+            if y is not x:
+                self._direction(y, x)
+        for accs in cache.replayed:
+            self._replay(accs)
+        return self.warnings + [race_diagnostic(a, b, o) for _, a, b, o in self.races()]
+
+    def races(self) -> list[tuple[tuple, Access, Access, Order]]:
+        """The races found, in the order the program issues them."""
+        return sorted(self.found.values(), key=lambda r: r[0])
+
+    def _direction(self, x: StaticAccess, y: StaticAccess) -> None:
+        """Instances of `x` issued before instances of `y`."""
+        tx, ty = self.s.tasks[x.op], self.s.tasks[y.op]
+        self.work += 1
+        facts = pair_facts(self.s, tx, ty)
+        if ordered_always(self.s, tx, ty, facts):
+            return
+        key = (x, y)
+        hit = self.cache.verdicts.get(key)
+        if hit is not None and hit[0] == facts:
+            witness = hit[1]
+        else:
+            try:
+                witness = self._symbolic(x, y, tx, ty, facts)
+            except (NotAnExpression, ExprError):
+                witness = None  # a loop the program never runs or an access it skips
+            self.cache.verdicts[key] = (facts, witness)
+        if witness is not None:
+            self._record(x, y, tx, ty, witness)
+
+    def _quasi_affine(self, acc: StaticAccess) -> bool:
+        """Whether isl can take `acc` (else its buffer is replayed)."""
+        sp = instance_space((len(self.s.tasks[acc.op].loops),), 1)
+        try:
+            n = self._nest(acc, sp, 0)
+            n.expr(acc.offset)
+            n.expr(acc.extent)
+        except NotQuasiAffine:
             return False
-        hit = memo.get(id(r))
+        except (NotAnExpression, ExprError):
+            pass  # never runs, or an access the replay skips too: no pair
+        return True
+
+    def _replay(self, accs: list[StaticAccess]) -> None:
+        if self._enum is None:
+            self._enum = Enumeration(self.s, self.ev, self.max_instances, self.warnings)
+        rep = self._enum.replay(accs)
+        self.work += rep.work
+        rank = {(a.op, a.region, a.write): a.rank for a in accs}
+        for key, (a, b, order) in rep.found.items():
+            sort = (issue_key(self.s, b.inst), rank[b.inst.task.op, b.region, b.write],
+                    rep.byte[key], not a.write, issue_key(self.s, a.inst))
+            self.found[key] = (sort, a, b, order)
+
+    def _between_shape(self, x: StaticAccess, y: StaticAccess, tx: StaticTask,
+                       ty: StaticTask) -> tuple:
+        """What the witness of a racing pair depends on beyond the pair: each
+        write that could come between (as `_form` prints it) and how it is
+        placed relative to the two.  With `_form`, equal shapes give equal
+        answers up to the identity of the tasks and buffers; lowered CNNs
+        repeat nests (per engine, per identical layer), so pairs of equal
+        shape are decided once (SqueezeNet: 15547 pairs, 2021 shapes)."""
+        lo, hi = max(x.lo, y.lo), min(x.hi, y.hi)
+        first, last = min(x.top, y.top), max(x.top, y.top)
+        tops, writers = self._writers(x.buffer)
+        between = []
+        for w in writers[bisect.bisect_left(tops, first):bisect.bisect_right(tops, last)]:
+            if w.lo >= hi or lo >= w.hi:
+                continue
+            tw = self.s.tasks[w.op]
+            between.append((self._form(w), (w.top > x.top) - (w.top < x.top),
+                            (y.top > w.top) - (y.top < w.top), self._relation(tx, tw),
+                            self._relation(tw, ty), tx is tw, tw is ty))
+        return tuple(between)
+
+    def _relation(self, a: StaticTask, b: StaticTask) -> tuple:
+        from nem.analysis.happens_before import _common
+
+        return _common(a, b), a.pos < b.pos
+
+    def _form(self, acc: StaticAccess) -> tuple:
+        """An access as isl prints it on its task's own space (and what else
+        its sets depend on): equal forms give equal sets on every space."""
+        hit = self.cache.forms.get(acc)
         if hit is None:
-            self.work += 1
-            hit = memo[id(r)] = r.inst is acc.inst or ordered(self.s, r.inst, acc.inst).ordered
+            t = self.s.tasks[acc.op]
+            n = self._nest(acc, instance_space((len(t.loops),)), 0)
+            hit = self.cache.forms[acc] = (
+                str(n.domain), str(n.expr(acc.offset)), str(n.expr(acc.extent)), acc.windows,
+                acc.rank, acc.write, tuple(self.s.window[id(lp)] for lp in t.loops))
         return hit
 
-    def _check(self, prev: Access, acc: Access, checked: set[int]) -> None:
-        if prev.inst is acc.inst or id(prev) in checked:
-            return
-        checked.add(id(prev))
+    def _nest(self, acc: StaticAccess, sp: InstanceSpace, g: int) -> Nest:
+        k = (acc.op, sp.sizes, len(sp.extra), g)
+        hit = self.cache.nests.get(k)
+        if hit is None:
+            loops = self.s.tasks[acc.op].loops
+            own = (acc.op, (len(loops),), 0, 0)
+            base = self.cache.nests.get(own)
+            if base is None:
+                base = self.cache.nests[own] = Nest(self.ev, self.boxes, loops,
+                                                    instance_space((len(loops),)), 0)
+            hit = base if k == own else Nest(self.ev, self.boxes, loops, sp, g, base)
+            self.cache.nests[k] = hit
+        return hit
+
+    def _touches(self, acc: StaticAccess, sp: InstanceSpace, g: int) -> isl.Set:
+        """The instances (group `g` of `sp`) of `acc` that run and touch the
+        byte (the space's first free variable)."""
+        k = (acc, sp.sizes, len(sp.extra), g)
+        hit = self.cache.touches.get(k)
+        if hit is None:
+            n = self._nest(acc, sp, g)
+            off, byte = n.expr(acc.offset), sp.extra[0]
+            hit = self.cache.touches[k] = n.domain & (byte - off).nonneg_set() & \
+                (off + n.expr(acc.extent) - byte).pos_set()
+        return hit
+
+    def _conflict(self, x: StaticAccess, y: StaticAccess) -> tuple[InstanceSpace, isl.Set] | None:
+        """Pairs of instances (and a byte) where `x` and `y` touch the same byte
+        of the same buffer instance: independent of the ordering, cached."""
+        key = (x, y)
+        if key in self.cache.conflicts:
+            return self.cache.conflicts[key]
+        tx, ty = self.s.tasks[x.op], self.s.tasks[y.op]
+        sp = instance_space((len(tx.loops), len(ty.loops)), 1)
+        nx, ny = self._nest(x, sp, 0), self._nest(y, sp, 1)
+        c = self._touches(x, sp, 0) & self._touches(y, sp, 1)
+        if x.windows:
+            c = c & same_instance_set(nx.ords, ny.ords, x.windows, sp.universe)
         self.work += 1
-        order = ordered(self.s, prev.inst, acc.inst)
-        if order.ordered:
-            return
-        key = (prev.inst.task, acc.inst.task, prev.region, acc.region, prev.write, acc.write)
-        self.found.setdefault(key, (prev, acc, order))
+        out = None if c.is_empty() else (sp, c)
+        self.cache.conflicts[key] = out
+        return out
 
-    # -- reporting ---------------------------------------------------------
-    @staticmethod
-    def _diagnostic(a: Access, b: Access, order: Order) -> Diagnostic:
-        from nem.dialect.operand_binding import value_label
-
-        kind = "write-after-write" if a.write and b.write else \
-            ("read-after-write" if a.write else "write-after-read")
-        owner = rop_buffer(b.region).owner
-        assert isinstance(owner, BufferOp)
-        buf = owner.buffer_name.data
-        ta, tb = a.inst.task.op, b.inst.task.op
-        la, lb = SourceLoc.of(ta), SourceLoc.of(tb)
-        lo, hi = max(a.lo, b.lo), min(a.hi, b.hi)
-
-        def what(acc: Access) -> str:
-            verb = "writes" if acc.write else "reads"
-            return f"{verb} {value_label(acc.region)} bytes [{acc.lo}, {acc.hi}) of '{buf}'"
-
-        name_a = task_label(ta)
-        line_a = f" (line {la.line})" if la else ""
-        a_tok = ta.token_name()
-        if order.loop is not None:
-            iv = order.loop.iv_name.data
-            n = max_in_flight(order.loop)
-            rule = "HAZ-03"
-            msg = (f"{kind} hazard across iterations of loop '{iv}': {task_label(tb)} "
-                   f"{what(b)} in iteration {iv}+{order.distance} while {name_a}{line_a} "
-                   f"{what(a)} in iteration {iv}; @max_in_flight({n}) lets iterations at "
-                   f"distance {order.distance} < {n} overlap and no token orders them")
-            if (a.lo, a.hi) == (b.lo, b.hi):
-                fix = (f"the same bytes are reused every iteration: give each of the {n} "
-                       f"in-flight iterations its own slot ({'double' if n == 2 else 'multiple'} "
-                       f"buffering: a buffer {n} times the size, the region at offset "
-                       f"({iv} mod {n}) * size), move the access out of the loop (load once), or "
-                       f"use @max_in_flight({order.distance})")
-            else:
-                fix = (f"give each of the {n} in-flight iterations its own slot (offset "
-                       f"({iv} mod K) * size with K >= {n}), or use @max_in_flight({order.distance})")
-            note = f"iterations {_ivs(order.loop, a)} and {_ivs(order.loop, b)} (distance " \
-                   f"{order.distance}) touch bytes [{lo}, {hi}) of '{buf}'"
-        elif order.after_loop is not None:
-            iv = order.after_loop.iv_name.data
-            rule = "HAZ-01"
-            msg = (f"{kind} hazard: {task_label(tb)} {what(b)} after loop '{iv}', but "
-                   f"{name_a}{line_a} {what(a)} in one of the loop's last "
-                   f"{max_in_flight(order.after_loop)} iteration(s) and nothing waits for it")
-            fix = f"wait({a_tok}) inside the loop" if a_tok else "name the task's token and wait for it inside the loop"
-            fix += " (tasks of the last @max_in_flight iterations are not complete at endloop)"
-            note = f"bytes [{lo}, {hi}) of '{buf}' overlap"
+    def _symbolic(self, x: StaticAccess, y: StaticAccess, tx: StaticTask, ty: StaticTask,
+                  facts: PairFacts) -> Witness | None:
+        """The witness of the pair's race, if it is nearest somewhere.  Pairs
+        of equal shape are decided once (`_shape`): first whether they race,
+        then, for those that do, where (the writes in between included)."""
+        shape = (self._form(x), self._form(y), facts, tx is ty)
+        if shape in self.cache.races:
+            hit = self.cache.races[shape]
         else:
-            rule = "HAZ-01"
-            where = _where(a.inst)
-            msg = (f"{kind} hazard: {task_label(tb)} {what(b)}{_where(b.inst)} but is not "
-                   f"ordered after {name_a}{line_a}, which {what(a)}{where}")
-            fix = (f"add {a_tok} to the deps of {tb.token_name() or 'the task'} "
-                   f"(deps=[..., {a_tok}]) or wait({a_tok}) before it") if a_tok else \
-                "name the earlier task's token and add it to this task's deps"
-            note = f"bytes [{lo}, {hi}) of '{buf}' overlap; no deps, wait or .sync orders the two tasks"
-        notes = [Diagnostic("note", f"conflicting access by {name_a}: {note}", la)]
-        return Diagnostic("error", msg, lb, rule, fix, notes)
+            hit = self.cache.races[shape] = self._races(x, y, tx, ty)
+        if hit is None:
+            return None
+        full = shape + self._between_shape(x, y, tx, ty)
+        if full not in self.cache.shapes:
+            self.cache.shapes[full] = self._located(x, y, tx, hit[0], hit[1])
+        return self.cache.shapes[full]
+
+    def _races(self, x: StaticAccess, y: StaticAccess, tx: StaticTask, ty: StaticTask
+               ) -> tuple[InstanceSpace, isl.Set] | None:
+        """The pair's race set (its space, the set), None when empty."""
+        hit = self._conflict(x, y)
+        if hit is None:
+            return None
+        sp, conflict = hit
+        nx, ny = self._nest(x, sp, 0), self._nest(y, sp, 1)
+        pieces = []
+        for piece in unordered_pieces(self.s, tx, nx.ords, nx.trips, ty, ny.ords, sp):
+            self.work += 1
+            piece = conflict & piece
+            if not piece.is_empty():
+                pieces.append(piece)
+        if not pieces:
+            return None
+        races = pieces[0]
+        for piece in pieces[1:]:
+            races = races | piece
+        return sp, races
+
+    def _located(self, x: StaticAccess, y: StaticAccess, tx: StaticTask, sp: InstanceSpace,
+                 races: isl.Set) -> Witness | None:
+        """The witness of a racing pair, None when it is nowhere nearest."""
+        # the witness (`_witness`) is at the first instance of y and byte the
+        # pair races at: when the instance of x picked there is nearest, that
+        # is all (cheap: every variable fixed); else at that instance of y and
+        # byte, else anywhere
+        na, nb = sp.sizes[0], sp.sizes[1]
+        later = point(races.project_out(isl.dim_type.set, 0, na).lexmin())
+        at = races
+        for k, v in enumerate(later):
+            at = at.fix_val(isl.dim_type.set, na + k, v)
+        first = self._pick(x, tx, sp, at)
+        w = self._intervened(x, y, sp, list(first) + later)
+        if w is None:
+            return first, tuple(later[:nb]), later[nb]
+        nearest = self._nearest(x, y, sp, races, w)
+        return None if nearest.is_empty() else self._witness(x, tx, sp, nearest)
+
+    def _intervened(self, x: StaticAccess, y: StaticAccess, sp: InstanceSpace,
+                    point: list[int]) -> StaticAccess | None:
+        """A write of the byte issued between the two instances of `point`
+        (x's ordinals, y's, the byte), if there is one: per candidate write,
+        its instances touching the byte whose issue key lies between the two
+        (constant) keys."""
+        lo, hi = max(x.lo, y.lo), min(x.hi, y.hi)
+        first, last = min(x.top, y.top), max(x.top, y.top)
+        tx, ty = self.s.tasks[x.op], self.s.tasks[y.op]
+        na, nb = sp.sizes[0], sp.sizes[1]
+        after = issue_key(self.s, Instance(tx, tuple(point[:na]), (), ())) + (x.rank,)
+        before = issue_key(self.s, Instance(ty, tuple(point[na:na + nb]), (), ())) + (y.rank,)
+        tops, writers = self._writers(x.buffer)
+        for w in writers[bisect.bisect_left(tops, first):bisect.bisect_right(tops, last)]:
+            if w.lo >= hi or lo >= w.hi:
+                continue
+            tw = self.s.tasks[w.op]
+            sp1 = instance_space((len(tw.loops),), 1)
+            try:
+                mine = self._touches(w, sp1, 0).fix_val(isl.dim_type.set, len(tw.loops), point[-1])
+            except (NotQuasiAffine, NotAnExpression, ExprError):
+                continue
+            if x.windows:
+                mine = mine & same_instance_set(sp1.groups[0], [sp1.const(o) for o in point],
+                                                x.windows, sp1.universe)
+            mine = mine & _key_compare(self.s, tw, w.rank, sp1, after, 1)
+            if not mine.is_empty() and not (mine & _key_compare(self.s, tw, w.rank, sp1, before,
+                                                                 -1)).is_empty():
+                return w
+        return None
+
+    def _nearest(self, x: StaticAccess, y: StaticAccess, sp: InstanceSpace,
+                 races: isl.Set, likely: StaticAccess) -> isl.Set:
+        """The points of `races` with no write of their byte (same buffer
+        instance) issued between the two accesses (`likely` the write tried
+        first: it intervenes at one point)."""
+        lo, hi = max(x.lo, y.lo), min(x.hi, y.hi)
+        first, last = min(x.top, y.top), max(x.top, y.top)
+        tx, ty = self.s.tasks[x.op], self.s.tasks[y.op]
+        tops, writers = self._writers(x.buffer)
+        span = writers[bisect.bisect_left(tops, first):bisect.bisect_right(tops, last)]
+        for w in [likely] + [w for w in span if w is not likely]:
+            if w.lo >= hi or lo >= w.hi:
+                continue
+            tw = self.s.tasks[w.op]
+            try:
+                if x.top < w.top < y.top:  # every instance of w is issued between
+                    races = races.subtract(self._bytes(w, sp))
+                else:
+                    races = races.subtract(self._between(x, tx, w, tw, y, ty, races=races))
+            except (NotQuasiAffine, NotAnExpression, ExprError):
+                continue  # not known to intervene: keep the points
+            self.work += 1
+            if races.is_empty():
+                return races
+        return races
+
+    def _bytes(self, w: StaticAccess, sp: InstanceSpace) -> isl.Set:
+        """The bytes some instance of `w` touches, as a set of `sp` (its byte variable)."""
+        k = (w, sp.sizes, len(sp.extra), -1)
+        hit = self.cache.touches.get(k)
+        if hit is None:
+            n = len(self.s.tasks[w.op].loops)
+            mine = self._touches(w, instance_space((n,), 1), 0).project_out(isl.dim_type.set, 0, n)
+            hit = self.cache.touches[k] = mine.insert_dims(isl.dim_type.set, 0, sum(sp.sizes))
+        return hit
+
+    def _between(self, x: StaticAccess, tx: StaticTask, w: StaticAccess, tw: StaticTask,
+                 y: StaticAccess, ty: StaticTask, at: list[int] | None = None,
+                 races: isl.Set | None = None) -> isl.Set:
+        """The points (x's instance, y's, the byte) with an instance of `w`
+        touching the byte issued between the two (same buffer instance);
+        `at` fixes y's ordinals and the byte, `races` the points that matter
+        (the sets stay small before w's instance is projected out)."""
+        sp3 = instance_space((len(tx.loops), len(ty.loops), len(tw.loops)), 1)
+        nx, ny, nw = self._nest(x, sp3, 0), self._nest(y, sp3, 1), self._nest(w, sp3, 2)
+
+        # fixed variables: y's and the byte, and x's too when `at` has them
+        start = sp3.starts[1] if at is None or len(at) == sp3.sizes[1] + 1 else 0
+        dims = list(range(start, sp3.starts[2])) + [sum(sp3.sizes)]
+
+        def fixed(t: isl.Set) -> isl.Set:
+            for d, v in zip(dims, at or ()):
+                t = t.fix_val(isl.dim_type.set, d, v)
+            return t
+
+        between = fixed(self._touches(w, sp3, 2))
+        if races is not None:
+            between = between & races.insert_dims(isl.dim_type.set, sp3.starts[2], len(tw.loops))
+        if w.top == y.top:
+            between = between & fixed(self._after(tw, w, nw, ty, y, ny, sp3))
+        if x.top == w.top:
+            between = between & fixed(self._after(tx, x, nx, tw, w, nw, sp3))
+        if x.windows:
+            between = between & same_instance_set(nx.ords, nw.ords, x.windows, sp3.universe)
+        return between.project_out(isl.dim_type.set, sp3.starts[2], len(tw.loops))
+
+    def _witness(self, x: StaticAccess, tx: StaticTask, sp: InstanceSpace, races: isl.Set
+                 ) -> Witness:
+        """The instances the diagnostic names, as the per-byte replay met them
+        first: the first instance of the later access in issue order
+        (lexicographic ordinals) and its lowest conflicting byte; there, the
+        earlier access's instance `_pick` says."""
+        na, nb = sp.sizes[0], sp.sizes[1]
+        later = point(races.project_out(isl.dim_type.set, 0, na).lexmin())
+        fixed = races
+        for k, v in enumerate(later):
+            fixed = fixed.fix_val(isl.dim_type.set, na + k, v)
+        return self._pick(x, tx, sp, fixed), tuple(later[:nb]), later[nb]
+
+    def _pick(self, x: StaticAccess, tx: StaticTask, sp: InstanceSpace, at: isl.Set
+              ) -> tuple[int, ...]:
+        """The instance of `x` the replay met first among the points of `at`
+        (a set with y's instance and the byte fixed): the last one for a
+        write (the byte's last writer); for a read, the first of those it
+        still held as readers (those ordered before another one are dropped,
+        `ShadowReplay`)."""
+        na, nb = sp.sizes[0], sp.sizes[1]
+        earlier = at.project_out(isl.dim_type.set, na, nb + 1)
+        if x.write:
+            return tuple(point(earlier.lexmax()))
+        sp2 = instance_space((na, na))
+        n0, n1 = self._nest(x, sp2, 0), self._nest(x, sp2, 1)
+        pairs = (earlier.insert_dims(isl.dim_type.set, na, na)
+                 & earlier.insert_dims(isl.dim_type.set, 0, na)
+                 & issued_before_set(self.s, tx, n0.ords, tx, n1.ords, sp2)
+                 & ordered_set(self.s, tx, n0.ords, n0.trips, tx, n1.ords, sp2))
+        held = earlier.subtract(pairs.project_out(isl.dim_type.set, na, na))
+        return tuple(point(held.lexmin()))
+
+    def _writers(self, buffer: SSAValue) -> tuple[list[int], list[StaticAccess]]:
+        """The writes of `buffer` by top-level statement (and their statements)."""
+        hit = self.cache.writers.get(buffer)
+        if hit is None:
+            assert self.cache.by_buffer is not None
+            ws = sorted((a for a in self.cache.by_buffer[buffer] if a.write), key=lambda a: a.top)
+            hit = self.cache.writers[buffer] = ([a.top for a in ws], ws)
+        return hit
+
+    def _after(self, ta: StaticTask, a: StaticAccess, na: Nest, tb: StaticTask, b: StaticAccess,
+               nb: Nest, sp: InstanceSpace) -> isl.Set:
+        """Where `b`'s instance is issued after `a`'s (an access of the same
+        instance after it: a later operand of the task)."""
+        out = issued_before_set(self.s, ta, na.ords, tb, nb.ords, sp)
+        if ta is tb and a.rank < b.rank:
+            out = out | sp.equal(na.ords, nb.ords, len(ta.loops))
+        return out
+
+    # -- reporting -----------------------------------------------------------------
+    def _record(self, x: StaticAccess, y: StaticAccess, tx: StaticTask, ty: StaticTask,
+                witness: Witness) -> None:
+        ia, ib = self.instance(tx, witness[0]), self.instance(ty, witness[1])
+        a, b = self.access(x, ia), self.access(y, ib)
+        order = ordered(self.s, ia, ib)
+        assert not order.ordered, "internal: the symbolic ordering disagrees with `ordered`"
+        sort = (issue_key(self.s, ib), y.rank, witness[2], not x.write, issue_key(self.s, ia))
+        key = (tx, ty, x.region, y.region, x.write, y.write)
+        self.found[key] = (sort, a, b, order)
+
+    def instance(self, t: StaticTask, ords: tuple[int, ...]) -> Instance:
+        """The instance of `t` at `ords`, with its loop variables and trip counts."""
+        env: dict[SSAValue, int] = {}
+        ivs, trips = [], []
+        for lp, o in zip(t.loops, ords):
+            lo, hi = self.ev.eval(lp.lower, env), self.ev.eval(lp.upper, env)
+            assert lo is not None and hi is not None
+            ivs.append(lo + o)
+            trips.append(hi - lo + 1)
+            env[lp.block.args[0]] = lo + o
+        return Instance(t, tuple(ords), tuple(trips), tuple(ivs))
+
+    def access(self, acc: StaticAccess, inst: Instance) -> Access:
+        env: dict[SSAValue, int] = {lp.block.args[0]: v for lp, v in zip(inst.task.loops, inst.ivs)}
+        lo, ext = self.ev.eval(acc.offset, env), self.ev.eval(acc.extent, env)
+        assert lo is not None and ext is not None
+        return Access(inst, acc.region, lo, lo + ext, acc.write)
 
 
-def _loop_depth(loop: LoopOp) -> int:
-    """0-based nesting depth of a loop (its variable's index in `ivs`)."""
-    return len(_enclosing_loops(loop))
+def _key_compare(s: Structure, t: StaticTask, rank: int, sp: InstanceSpace,
+                 key: tuple[int, ...], sign: int) -> isl.Set:
+    """The instances (group 0 of `sp`) of task `t` whose issue key, with the
+    access's `rank`, is after (`sign` 1) or before (-1) the constant `key`:
+    `issue_key` compared lexicographically, a loop ordinal at a time."""
+    mine: list[int | None] = []
+    for lp in t.loops:
+        mine += (s.index[lp], None)
+    mine += (t.index, rank)
+    out, cur = sp.empty, sp.universe
+    for p, c in enumerate(mine):
+        if p == len(key):
+            return out | cur if sign > 0 else out   # key is a prefix of ours: ours is after
+        if c is None:
+            m = p // 2
+            out = out | (cur.lower_bound_val(isl.dim_type.set, m, key[p] + 1) if sign > 0
+                         else cur.upper_bound_val(isl.dim_type.set, m, key[p] - 1))
+            cur = cur.fix_val(isl.dim_type.set, m, key[p])
+        elif c != key[p]:
+            return out | cur if (c > key[p]) == (sign > 0) else out
+    return out if len(key) == len(mine) else (out if sign > 0 else out | cur)
 
 
-def _enclosing_loops(op: Operation) -> tuple[LoopOp, ...]:
+def enclosing_loops(op: Operation) -> tuple[LoopOp, ...]:
+    """The loops holding `op`, outermost first."""
     out = []
     p = op.parent_op()
     while p is not None and not isinstance(p, ProgramOp):
@@ -378,37 +694,18 @@ def _enclosing_loops(op: Operation) -> tuple[LoopOp, ...]:
     return tuple(reversed(out))
 
 
-def _ivs(loop: LoopOp, acc_or_inst) -> str:
-    inst = acc_or_inst.inst if isinstance(acc_or_inst, Access) else acc_or_inst
-    k = inst.task.loops.index(loop)
-    return f"{loop.iv_name.data}={inst.ivs[k]}"
-
-
-def _where(inst: Instance) -> str:
-    if not inst.task.loops:
-        return ""
-    return " (at " + ", ".join(f"{lp.iv_name.data}={v}" for lp, v in
-                               zip(inst.task.loops, inst.ivs)) + ")"
-
-
-def rop_buffer(region: SSAValue) -> SSAValue:
-    rop = region.owner
-    assert isinstance(rop, RegionOp)
-    return region_parts(rop)[0]
-
-
 @dataclass(frozen=True)
 class Race:
-    """Two conflicting accesses (`earlier` first in program order) that the
-    model does not order, and why (`order`: a loop window, an access after
-    a loop, or neither)."""
+    """Two conflicting accesses (`earlier` issued first) that the model does
+    not order, and why (`order`: a loop window, an access after a loop, or
+    neither)."""
 
     earlier: Access
     later: Access
     order: Order
 
     def diagnostic(self) -> Diagnostic:
-        return HazardFinder._diagnostic(self.earlier, self.later, self.order)
+        return race_diagnostic(self.earlier, self.later, self.order)
 
 
 @dataclass(frozen=True)
@@ -418,17 +715,22 @@ class RaceScan:
     races: list[Race]
     warnings: list[Diagnostic]
     work: int
-    """Segments visited plus ordering queries: what a caller repeating the
-    scan budgets."""
+    """Pairs of static accesses examined plus isl queries: what a caller
+    repeating the scan budgets."""
 
 
-def find_races(program: ProgramOp, max_instances: int = MAX_TASK_INSTANCES) -> RaceScan:
-    """The races `find_hazards` reports, as records (and its warnings):
-    for passes that repair them (`nem-synthesize-deps`)."""
+def find_races(program: ProgramOp, max_instances: int = MAX_TASK_INSTANCES,
+               cache: RaceCache | None = None,
+               buffers: Collection[SSAValue] | None = None) -> RaceScan:
+    """The races `find_hazards` reports, as records (and its warnings): for
+    passes that repair them (`nem-synthesize-deps`, which passes one `cache`
+    to every scan of a program whose accesses it does not change).  With
+    `buffers`, only the races on those buffers (`nem-share-buffers`: the
+    arenas, all that packing changed)."""
     with no_cyclic_gc():
-        finder = HazardFinder(program, max_instances)
+        finder = HazardFinder(program, max_instances, cache, buffers)
         finder.run()
-        return RaceScan([Race(a, b, o) for a, b, o in finder.found.values()],
+        return RaceScan([Race(a, b, o) for _, a, b, o in finder.races()],
                         finder.warnings, finder.work)
 
 

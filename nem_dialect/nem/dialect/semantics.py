@@ -59,6 +59,8 @@ from xdsl.ir import Attribute, BlockArgument, Operation, OpResult, SSAValue
 from nem.dialect.limits import INT_MAX, INT_MIN
 
 if TYPE_CHECKING:
+    import islpy as isl
+
     from nem.dialect.ops import LoopOp, TaskOp
 
 # ---------------------------------------------------------------------------
@@ -660,6 +662,20 @@ def complete_at_loop_end(ord_: int, trip: int, n: int) -> bool:
     return LOOP_END.drains or window_orders(trip - 1 - ord_, n)
 
 
+def window_orders_set(distance: isl.PwAff, n: int) -> isl.Set:
+    """Symbolic twin of `window_orders` (D-HAZ-SYMBOLIC): where `distance`
+    (a quasi-affine function of iteration ordinals) is >= N."""
+    return (distance - n).nonneg_set()
+
+
+def complete_at_loop_end_set(ord_: isl.PwAff, trip: isl.PwAff, n: int) -> isl.Set:
+    """Symbolic twin of `complete_at_loop_end`: where iteration `ord_` of a loop
+    of `trip` iterations is complete after `endloop`."""
+    if LOOP_END.drains:  # pragma: no cover - endloop is not a barrier
+        return ord_.domain()
+    return window_orders_set(trip - 1 - ord_, n)
+
+
 def loop_window(n: int, trip: int | None) -> int:
     """Iterations of one loop instance that can be active at once: min(N, trip)."""
     return max(1, n if trip is None else min(n, trip))
@@ -702,6 +718,18 @@ def instance_index(ords: Sequence[int], windows: Sequence[int]) -> int:
     for o, w in zip(ords, windows):
         k = k * w + o % w
     return k
+
+
+def same_instance_set(ords_a: Sequence[isl.PwAff], ords_b: Sequence[isl.PwAff],
+                      windows: Sequence[int], universe: isl.Set) -> isl.Set:
+    """Symbolic twin of `instance_index`: where iterations `ords_a` and
+    `ords_b` (ordinals, never negative) use the same instance.  The index is
+    mixed radix with digits `ord mod window`, so equal iff every digit is."""
+    out = universe
+    for a, b, w in zip(ords_a, ords_b, windows):
+        if w > 1:
+            out = out & a.mod_val(w).eq_set(b.mod_val(w))
+    return out
 
 
 # ---------------------------------------------------------------------------

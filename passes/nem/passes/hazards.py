@@ -3,7 +3,8 @@
 HAZ-01 (overlapping accesses, one a write, not ordered by the token graph)
 and HAZ-03 / LOOP-06 (the same across iterations of a pipelined loop under
 `@max_in_flight(N)`), with the semantics of decisions D-HAZ-* in
-docs/spec-decisions.md; the analysis lives in `nem.analysis.hazard_finder`.
+docs/spec-decisions.md; the analysis lives in `nem.analysis.hazard_finder`
+(over sets of task instances, D-HAZ-SYMBOLIC).
 HAZ-02 (transfer self-overlap without `@memmove`) is checked by the static
 verifier.  All findings of a program are reported together.
 """
@@ -26,14 +27,15 @@ class CheckHazardsPass(ModulePass):
     """Check races between tasks and across pipelined loop iterations (HAZ-01, HAZ-03, LOOP-06).
 
     Options:
-      max-instances: task instances (tasks x iterations) to enumerate before windowing (D-HAZ-WINDOW)
+      max-instances: task instances to enumerate, for accesses isl cannot represent, before windowing (D-HAZ-WINDOW)
     """
 
     name = "nem-check-hazards"
 
     max_instances: int = MAX_TASK_INSTANCES
-    """Task instances (tasks x loop iterations) to enumerate (D-HAZ-WINDOW);
-    `-p 'nem-check-hazards{max_instances=1000}'`."""
+    """Task instances to enumerate where an access is not quasi-affine (the
+    rest is decided over sets of instances, D-HAZ-SYMBOLIC), before
+    windowing (D-HAZ-WINDOW); `-p 'nem-check-hazards{max_instances=1000}'`."""
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         diags = [d for prog in op.walk() if isinstance(prog, ProgramOp)

@@ -15,8 +15,9 @@ Reuse creates conflicts the program did not have: the last accesses of the
 old contents against the first accesses of the new ones (write-after-read,
 write-after-write, and read-after-write for a read of not yet written
 bytes).  They are ordered by the machinery of `nem-synthesize-deps`
-(D-DEPS-SYNTH), run on the packed program: a dep from the earlier task or
-the closing wait of the loop that held it.  The two accesses are in
+(D-DEPS-SYNTH), run on the packed program for the arenas' accesses only
+(the other buffers were race-free, and added ordering keeps them so): a
+dep from the earlier task or the closing wait of the loop that held it.  The two accesses are in
 different top-level statements, so no loop window has to shrink.
 
 Packing assumes the level holds scratch data: what a packed buffer holds
@@ -39,7 +40,7 @@ from xdsl.ir import Operation, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
 
-from nem.analysis.buffer_lifetimes import Packing, packings
+from nem.analysis.buffer_lifetimes import Packing, packings, statement_index
 from nem.dialect.attributes import BufferType, MemLevelAttr
 from nem.dialect.device_model import Device
 from nem.dialect.diagnostics import Diagnostic, NemDiagnosticError, SourceLoc
@@ -98,7 +99,8 @@ def _plus(offset: SSAValue, base: int, before: RegionOp) -> SSAValue:
 
 def share(program: ProgramOp, packing: Packing) -> BufferOp:
     """Rewrite `program` so that `packing`'s buffers are regions of one arena."""
-    members = sorted(packing.offsets, key=program.block.get_operation_index)
+    index = statement_index(program)
+    members = sorted(packing.offsets, key=index.__getitem__)
     first = members[0]
     size = _index(packing.size, first)
     arena = BufferOp(arena_name(packing.level, program), BufferType(MemLevelAttr(packing.level)),
@@ -154,15 +156,19 @@ class ShareBuffersPass(ModulePass):
             if self.over_capacity_only:
                 levels = [lv for lv in levels if _over_capacity(prog, device, lv)]
             found = packings(prog, levels)
+            arenas = []
             for packing in found:
                 arena = share(prog, packing)
+                arenas.append(arena.result)
                 diags.append(_remark(packing, arena))
             if not found:
                 continue
             limit = self.max_tokens
             if limit is None and device is not None:
                 limit = device.max_active_tokens
-            synthesize(prog, limit)
+            # only the arenas' accesses are new conflicts (the rest was race-free
+            # and ordering added for the arenas keeps it so)
+            synthesize(prog, limit, buffers=arenas)
         report(ctx, diags if self.remarks else [])
 
 

@@ -34,11 +34,14 @@ Decision D-DEPS-SYNTH in docs/spec-decisions.md.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+import heapq
+import itertools
+
+from collections.abc import Collection, Iterable, Iterator
 from dataclasses import dataclass, field
 
 from nem.analysis.happens_before import StaticTask, Structure
-from nem.analysis.hazard_finder import MAX_TASK_INSTANCES, Race, find_races
+from nem.analysis.hazard_finder import MAX_TASK_INSTANCES, Race, RaceCache, find_races
 from nem.analysis.token_liveness import block_liveness, live_token_peak
 from nem.dialect.attributes import MaxInFlightAttr
 from nem.dialect.diagnostics import Diagnostic, NemDiagnosticError, SourceLoc
@@ -69,11 +72,18 @@ class Synthesizer:
     limit: int | None
     narrow_windows: bool
     max_instances: int = MAX_TASK_INSTANCES
+    buffers: Collection[SSAValue] | None = None
+    """Order only the accesses of these buffers (None: all)."""
     remarks: list[Diagnostic] = field(default_factory=list)
     closing: dict[Block, WaitOp] = field(default_factory=dict)
     """The wait this pass put at the end of each block."""
     added: dict[TaskOp, list[SSAValue]] = field(default_factory=dict)
     """The deps this pass added, per task."""
+    cache: RaceCache = field(default_factory=RaceCache)
+    """What the scans share while only deps and waits change (the accesses,
+    their candidate pairs and conflict sets, each pair's verdict under the
+    ordering facts it was decided with): a round re-decides only the pairs
+    whose facts changed (D-DEPS-SYNTH)."""
 
     def run(self) -> None:
         self.order()
@@ -90,7 +100,7 @@ class Synthesizer:
         pruned = False
         for _ in range(MAX_ROUNDS):
             self.close_blocks()
-            scan = find_races(self.program, self.max_instances)
+            scan = find_races(self.program, self.max_instances, self.cache, self.buffers)
             races = scan.races
             if not races:
                 if pruned:
@@ -99,14 +109,20 @@ class Synthesizer:
                 pruned = True
                 self.prune()
                 continue
-            changed = [self.repair(r) for r in races]
+            pending: dict[TaskOp, dict[SSAValue, None]] = {}
+            changed = [self.repair(r, pending) for r in races]
+            for later, tokens in pending.items():   # one rewrite of each task's operands
+                later.set_deps([*later.deps, *tokens])
+                self.added.setdefault(later, []).extend(tokens)
             self.reduce()
             if not any(changed):
                 break
         raise NemDiagnosticError([_cannot(r) for r in races])
 
-    def repair(self, race: Race) -> bool:
-        """Order one race; False when this pass cannot."""
+    def repair(self, race: Race, pending: dict[TaskOp, dict[SSAValue, None]]) -> bool:
+        """Order one race, the dep it needs added to `pending` (later task ->
+        its new deps, set once the round's races are all repaired); False
+        when this pass cannot."""
         a, b, order = race.earlier.inst.task, race.later.inst.task, race.order
         if order.loop is not None:
             return self.narrow(order.loop, order.distance or 1, race)
@@ -114,10 +130,10 @@ class Synthesizer:
             return False  # the closing wait of a's block covers it once a is a sink
         token = a.op.results[0]
         later = b.op
-        if token in later.deps:
+        new = pending.setdefault(later, {})
+        if token in new or token in later.deps:
             return False
-        later.set_deps([*later.deps, token])
-        self.added.setdefault(later, []).append(token)
+        new[token] = None
         return True
 
     def narrow(self, loop: LoopOp, distance: int, race: Race) -> bool:
@@ -133,6 +149,7 @@ class Synthesizer:
             loop.properties["decorators"] = ArrayAttr(tuple(decos))
         else:
             loop.properties.pop("decorators", None)
+        self.cache = RaceCache()  # buffer instances follow the window (D-SEM-INSTANCES)
         at_once = "one iteration" if distance == 1 else f"at most {distance} iterations"
         self.remarks.append(Diagnostic(
             "remark", f"loop '{loop.iv_name.data}' runs {at_once} at a time: "
@@ -180,7 +197,7 @@ class Synthesizer:
         for task, d in reversed(candidates):
             deps = list(task.deps)
             task.set_deps([x for x in deps if x is not d])
-            if find_races(self.program, self.max_instances).races:
+            if find_races(self.program, self.max_instances, self.cache, self.buffers).races:
                 task.set_deps(deps)
                 continue
             self.added[task].remove(d)
@@ -219,12 +236,16 @@ class Synthesizer:
         for t, (first, _) in lv.intervals.items():
             starting.setdefault(first, []).append(t)
         live: dict[TaskOp, None] = {}  # in issue order
+        expiry: list[tuple[int, int, TaskOp]] = []  # (last use, issue, token): a heap
+        order = itertools.count()
         waits: list[tuple[int, list[TaskOp]]] = []
         ev = Evaluator()
         for k, op in enumerate(ops):
-            for t in [t for t in live if ends[t] < k]:
-                del live[t]
-            live.update(dict.fromkeys(starting.get(k, ())))
+            while expiry and expiry[0][0] < k:
+                live.pop(heapq.heappop(expiry)[2], None)
+            for t in starting.get(k, ()):
+                live[t] = None
+                heapq.heappush(expiry, (ends[t], next(order), t))
             count = len(live) + nested[k]
             if count <= budget:
                 continue
@@ -366,9 +387,13 @@ def _error(message: str, at: Operation, fix: str | None = None) -> NemDiagnostic
 
 
 def synthesize(program: ProgramOp, limit: int | None, narrow_windows: bool = False,
-               max_instances: int = MAX_TASK_INSTANCES) -> list[Diagnostic]:
-    """Add the deps and waits of `program`; returns the remarks (narrowed windows)."""
-    s = Synthesizer(program, limit, narrow_windows, max_instances)
+               max_instances: int = MAX_TASK_INSTANCES,
+               buffers: Collection[SSAValue] | None = None) -> list[Diagnostic]:
+    """Add the deps and waits of `program`; returns the remarks (narrowed
+    windows).  With `buffers`, only the races on those buffers are ordered
+    (the rest of the program is known race-free: ordering added for them
+    leaves it so)."""
+    s = Synthesizer(program, limit, narrow_windows, max_instances, buffers)
     s.run()
     return s.remarks
 

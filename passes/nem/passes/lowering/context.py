@@ -86,6 +86,9 @@ class Names:
         self.used: set[str] = set()
         self._buffers = 0
         self._tokens = 0
+        self._suffix: dict[str, int] = {}
+        """Per hint, the next `_v<k>` to try (a hint used N times would
+        otherwise probe N names: quadratic in a large program)."""
 
     def fresh(self, hint: str | None, default: str) -> str:
         base = hint if hint and hint.isidentifier() and hint not in NEM_KEYWORDS else None
@@ -95,9 +98,10 @@ class Names:
             name = f"{default}{self._buffers}"
             self._buffers += 1
         else:
-            name, k = base, 1
+            name, k = base, self._suffix.get(base, 1)
             while name in self.used:
                 name, k = f"{base}_v{k}", k + 1
+            self._suffix[base] = k
         self.used.add(name)
         return name
 

@@ -1,20 +1,40 @@
-"""The hazard analysis jumps over the steady state of long loops
-(D-HAZ-STEADY, issue 10 item 5): its diagnostics must be word for word those
-of replaying every iteration (the oracle, `Replay`, kept for this test only).
+"""The hazard analysis over sets of instances (D-HAZ-SYMBOLIC) against the
+enumerating replay it replaced (`hazard_replay.py`, kept as the oracle):
+word for word the same diagnostics on generated programs with long loops,
+and the same verdicts and races (by static task pair) on the differential
+test's programs (nested, pipelined loops, mod slots, loop-body buffers);
+its ordering sets against the `ordered` predicate they are the twin of.
+`NEM_ORACLE=N` runs N programs per property (long mode; the short mode is
+fixed-seed).
 RULE: HAZ-01 HAZ-03 LOOP-06
 """
 
 from __future__ import annotations
 
 import os
+import random
 
-from hypothesis import given, settings
+import hazard_replay
+from hypothesis import HealthCheck, given, seed, settings
 from hypothesis import strategies as st
+from semantics_programs import programs as diff_programs
 
-from nem.analysis import steady_state
-from nem.analysis.hazard_finder import HazardFinder, find_hazards
+from nem.analysis.happens_before import (
+    Structure,
+    issued_before,
+    issued_before_set,
+    ordered,
+    ordered_set,
+    unordered_pieces,
+)
+from nem.analysis.hazard_finder import HazardFinder, find_hazards, find_races
+from nem.analysis.presburger import Boxes, Nest, instance_space
 from nem.dialect.ops import ProgramOp
+from nem.dialect.semantics import Evaluator
 from nem.frontends.nem_text.parser import parse_nem
+
+N = int(os.environ.get("NEM_ORACLE", "0"))
+"""Programs per property in long mode (0: the short fixed-seed defaults)."""
 
 
 def pipelined(n: int, slot: int = 16, window: int = 1) -> str:
@@ -33,31 +53,13 @@ endloop
 """
 
 
-class Replay(HazardFinder):
-    """The enumerating analysis: every iteration replayed, no steady state."""
-
-    def _steady_run(self, *args):
-        return None
-
-
-class Counting(HazardFinder):
-    """Counts the jumps over a steady state."""
-
-    jumps = 0
-
-    def _iterations(self, *args, **kw):
-        jumped, replayed = super()._iterations(*args, **kw)
-        Counting.jumps += jumped
-        return jumped, replayed
-
-
 def _program(src: str) -> ProgramOp:
     return next(o for o in parse_nem(src, "gen.nem").walk() if isinstance(o, ProgramOp))
 
 
-def _diags(cls, src: str) -> list[tuple]:
+def _diags(run, src: str) -> list[tuple]:
     out = []
-    for d in cls(_program(src)).run():
+    for d in run(_program(src)):
         notes = tuple((n.message, str(n.loc)) for n in d.notes or ())
         out.append((d.severity, d.rule, d.message, str(d.loc), d.fix, notes))
     return out
@@ -154,153 +156,135 @@ def programs(draw) -> str:
     return "\n".join(lines) + "\n"
 
 
-@settings(max_examples=int(os.environ.get("NEM_STEADY", "400")), deadline=None)
+@seed(20261128)
+@settings(max_examples=N or 150, deadline=None, database=None,
+          suppress_health_check=[HealthCheck.too_slow])
 @given(programs())
-def test_same_diagnostics_as_replaying_every_iteration(src):
-    """NEM_STEADY=N runs N programs (long mode; 3000 gave no difference)."""
-    assert _diags(Counting, src) == _diags(Replay, src), src
+def test_same_diagnostics_as_the_replay(src):
+    """Long loops (up to 60 iterations, in a short outer loop), offsets with
+    mod, /, products of loop variables (enumerated), loop-body buffers."""
+    assert _diags(find_hazards, src) == _diags(hazard_replay.find_hazards, src), src
 
 
-def test_the_generator_reaches_the_jump():
-    """The property above is about the jump: a good share of the generated
-    programs take it (20 of these 100, fixed examples)."""
-    before = Counting.jumps
-
-    @settings(max_examples=100, deadline=None, database=None, derandomize=True)
-    @given(programs())
-    def run(src):
-        _diags(Counting, src)
-
-    run()
-    assert Counting.jumps - before >= 12
+def _race_pairs(races) -> set[tuple]:
+    return {(a.inst.task.op.token_name() or a.inst.task.pos,
+             b.inst.task.op.token_name() or b.inst.task.pos, a.write, b.write)
+            for a, b, _ in races}
 
 
-def test_symbolic_proof_alone_matches_the_replay(monkeypatch):
-    """With enumeration disabled (`MAX_REGULAR_TRIP = 0`) every jump rests on
-    the symbolic proof on the tapes: same diagnostics as the replay on 150
-    fixed random programs, and it proves enough of them to jump."""
-    monkeypatch.setattr(steady_state, "MAX_REGULAR_TRIP", 0)
-    before = Counting.jumps
-    with_hazards = [0]
-
-    @settings(max_examples=150, deadline=None, database=None, derandomize=True)
-    @given(programs())
-    def run(src):
-        jumps = Counting.jumps
-        got = _diags(Counting, src)
-        assert got == _diags(Replay, src), src
-        with_hazards[0] += bool(got) and Counting.jumps > jumps
-
-    run()
-    assert Counting.jumps - before >= 15
-    # the comparison is not only of empty lists: programs that jump also race
-    assert with_hazards[0] >= 5, with_hazards
+@seed(20261129)
+@settings(max_examples=N or 120, deadline=None, database=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(diff_programs())
+def test_same_verdicts_and_races_on_nested_pipelined_programs(src):
+    """The differential test's generator: nested and pipelined loops, mod
+    slots, loop-body buffers, deps and waits omitted at random."""
+    new = find_races(_program(src))
+    old = hazard_replay.find_races(_program(src))
+    assert bool(new.races) == bool(old), src
+    assert _race_pairs([(r.earlier, r.later, r.order) for r in new.races]) == \
+        _race_pairs(old), src
 
 
-class _Probed(Exception):
-    pass
+@seed(20261130)
+@settings(max_examples=N or 60, deadline=None, database=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(diff_programs(), st.randoms(use_true_random=False))
+def test_ordering_sets_are_the_twins_of_ordered(src, rnd: random.Random):
+    """`issued_before_set` / `ordered_set` contain exactly the instance pairs
+    where `issued_before` / `ordered` hold (random instance pairs of random
+    task pairs of each program), and `unordered_pieces` is their difference."""
+    prog = _program(src)
+    s = Structure(prog)
+    ev = Evaluator()
+    boxes = Boxes(ev)
+    for op in prog.walk():
+        if hasattr(op, "iv_name"):
+            boxes.add(op)
+    tasks = list(s.tasks.values())
+    for _ in range(20):
+        a, b = rnd.choice(tasks), rnd.choice(tasks)
+        sp = instance_space((len(a.loops), len(b.loops)))
+        na, nb = Nest(ev, boxes, a.loops, sp, 0), Nest(ev, boxes, b.loops, sp, 1)
+        before = issued_before_set(s, a, na.ords, b, nb.ords, sp)
+        ords = ordered_set(s, a, na.ords, na.trips, b, nb.ords, sp)
+        pieces = unordered_pieces(s, a, na.ords, na.trips, b, nb.ords, sp)
+        union = sp.empty
+        for piece in pieces:
+            union = union | piece
+        points = (na.domain & nb.domain)
+        assert (union & points).is_equal(before.subtract(ords) & points), src
+        if points.is_empty():
+            continue
+        finder = HazardFinder(prog)
+        for _ in range(5):
+            p = _random_point(points, rnd)
+            ia, ib = finder.instance(a, tuple(p[:len(a.loops)])), \
+                finder.instance(b, tuple(p[len(a.loops):]))
+            inside = _contains(before, p)
+            assert inside == issued_before(s, ia, ib), (src, p)
+            if inside:
+                assert _contains(ords, p) == ordered(s, ia, ib).ordered, (src, p)
 
 
-def _regularity(src: str) -> tuple[int, list[int]] | None:
-    """(period, sorted shifts) of `regular_body` for the (only) loop of
-    `src`, as the finder asks for it (then stops: no replay)."""
+def _random_point(points, rnd: random.Random) -> list[int]:
+    import islpy as isl
 
-    class Probe(HazardFinder):
-        def _steady_run(self, *args):
-            run = super()._steady_run(*args)
-            raise _Probed(run and (run.reg.period, sorted(run.reg.shift.values())))
-
-    try:
-        Probe(_program(src)).run()
-    except _Probed as p:
-        return p.args[0]
-    raise AssertionError("the loop was not reached")
-
-
-def _loop(offset: str, extent: str = "16", n: int = 4294967296) -> str:
-    return f"""program p:
-buffer A : L2 (size=1099511627776)
-buffer L : L1 (size=1024)
-loop i in [0..{n - 1}] @max_in_flight(2):
-  t = transfer.async(dst=region(L, 0, 16), src=region(A, {offset}, {extent}))
-  wait(t)
-endloop
-"""
+    s = points
+    out = []
+    for d in range(s.dim(isl.dim_type.set)):
+        lo = s.dim_min_val(d).to_python() if d == d else 0
+        hi = s.dim_max_val(d).to_python()
+        v = rnd.randint(lo, hi)
+        fixed = s.fix_val(isl.dim_type.set, d, v)
+        if fixed.is_empty():
+            v = s.dim_min_val(d).to_python()
+            fixed = s.fix_val(isl.dim_type.set, d, v)
+        s = fixed
+        out.append(v)
+    return out
 
 
-def test_symbolic_periods_and_shifts():
-    """The period is raised until every division is exact (`(i / 2) / 2`:
-    lcm 2 leaves `i / 2` moving by 1, not a multiple of 2, so 4; `(i / 2) / 3`
-    needs 6), and the shift per period is the
-    offset's slope times the period (buffer L does not move: shift 0)."""
-    assert _regularity(_loop("(i mod 4) * 16 + i * 64")) == (4, [0, 256])
-    assert _regularity(_loop("((i / 2) / 3) * 16")) == (6, [0, 16])
-    assert _regularity(_loop("((i / 2) / 2) * 16")) == (4, [0, 16])
-    assert _regularity(_loop("((3 * i + 1) mod 4) * 16")) == (4, [0, 0])
-    assert _regularity(_loop("i * 16", "8 + (i mod 2) * 8")) == (2, [0, 32])
+def _contains(s, p: list[int]) -> bool:
+    import islpy as isl
 
-
-def test_symbolic_refusals():
-    """What the tapes cannot prove on a 2^32-iteration loop (too long to
-    enumerate) is not proven: a product of two loop-dependent factors,
-    truncated division of an offset crossing 0, an extent that grows, a
-    period beyond MAX_PERIOD, a value that may leave int64."""
-    assert _regularity(_loop("((i * i) mod 2) * 16")) is None
-    assert _regularity(_loop("((i - 5) / 2) * 16 + 64")) is None
-    assert _regularity(_loop("0", "(i mod 3) + i")) is None
-    assert _regularity(_loop("(i mod 8192) * 16")) is None
-    assert _regularity(_loop("i * 4294967296 * 4")) is None
-    # a short loop still gets enumeration for what is periodic but not quasi-affine
-    assert _regularity(_loop("((i * i) mod 2) * 16", n=100)) == (2, [0, 0])
+    for d, v in enumerate(p):
+        s = s.fix_val(isl.dim_type.set, d, v)
+    return not s.is_empty()
 
 
 def test_pipelined_race_found_at_scale_with_the_replayed_witness():
     """A 5000-iteration loop racing across iterations: the same HAZ-03 (same
-    iterations, bytes and fix) as the replay, from a few replayed iterations."""
+    iterations, bytes and fix) as the replay."""
     src = pipelined(5000, slot=8, window=3)
-    before = Counting.jumps
-    got = _diags(Counting, src)
-    assert Counting.jumps - before == 1   # the steady state was jumped, not replayed whole
-    assert got == _diags(Replay, src)
+    got = _diags(find_hazards, src)
+    assert got == _diags(hazard_replay.find_hazards, src)
     assert any(d[1] == "HAZ-03" for d in got), got
 
 
-def test_million_iterations_analyzed_whole_by_jumping():
+def test_million_iterations_analyzed_whole():
     """Issue 10 item 5: the 10^6 x 4-task loop is analyzed to its end (no
-    D-HAZ-WINDOW warning) -- the replay stops at 2^20 instances with one --
-    by one jump over its steady state (the time is bench_verify_scale's)."""
-    before = Counting.jumps
+    D-HAZ-WINDOW warning; the replay stops at 2^20 instances with one)."""
     assert find_hazards(_program(pipelined(10**6))) == []
-    assert _diags(Counting, pipelined(10**6)) == []
-    assert Counting.jumps - before == 1
 
 
 def test_four_billion_iteration_pingpong_covered_whole():
     """The fuzz campaign's "hang" (issue 10/11): a 2^32-iteration loop, far
-    beyond enumeration, is proven periodic on its tapes and analyzed to its
-    end: no D-HAZ-WINDOW warning, a handful of iterations replayed (the
-    replay used to stop at 2^20 instances after ~13 s with a warning)."""
+    beyond enumeration, safe, and its racy variant (three iterations in
+    flight for two slots) rejected for the iterations the replay names."""
     src = """program safe_pingpong:
 const T = 4294967296
 const tile = 256
 buffer X_L2 : L2 (size=T * tile, align=64)
 buffer Y_L2 : L2 (size=T * tile, align=64)
 buffer X_L1 : L1 (size=2 * tile, align=64)
-loop i in [0..T-1] @max_in_flight(2):
+loop i in [0..T-1] @max_in_flight(N):
   tX = transfer.async(dst=region(X_L1, (i mod 2) * tile, tile), src=region(X_L2, i * tile, tile))
   tS = store.async(dst=region(Y_L2, i * tile, tile), src=region(X_L1, (i mod 2) * tile, tile), deps=[tX])
   wait(tS)
 endloop
 """
-    replayed = []
-
-    class Tally(HazardFinder):
-        def _iterations(self, *args, **kw):
-            out = super()._iterations(*args, **kw)
-            replayed.append(out)
-            return out
-
-    assert _diags(Tally, src) == []
-    assert len(replayed) == 1, replayed            # one loop, analyzed once
-    jumped, iterations = replayed[0]
-    assert jumped and iterations < 64, replayed     # by a jump, after a few iterations
+    assert find_hazards(_program(src.replace("(N)", "(2)"))) == []
+    racy = find_hazards(_program(src.replace("(N)", "(3)")))
+    assert [d.rule for d in racy] and all(d.rule == "HAZ-03" for d in racy), racy
+    assert "iterations i=0 and i=2 (distance 2)" in racy[0].notes[0].message

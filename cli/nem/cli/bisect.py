@@ -1,0 +1,107 @@
+"""`nem-compile MODEL.onnx --bisect`: the stage bisector's command line
+(nem.compile.bisect; docs/compile.md "Bisecting a wrong result").
+
+The bisector itself lives with the compiler; the NEM program's run
+(`run_nem`, the reference runtime) and the files are here, in the CLI layer,
+which may import both (docs/design.md "Layout and boundaries").  Exit
+status: 0 every step matches onnxruntime, 1 a step differs or the compile
+fails, 2 bad usage (an unreadable model or input file).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from nem.compile.pipeline import CompileOptions
+
+
+def load_program(result, inputs: dict[str, np.ndarray], device: str,
+                 include_dirs: Sequence[str] = (), kernels: dict | None = None):
+    """A `NemInterpreter` holding the compiled program with `inputs` (by ONNX
+    name) and the weights written, as `nem-run --input STEM.weights.npz
+    --input x=x.npy` starts (`kernels`: NemInterpreter's)."""
+    from nem.runtime.api import NemInterpreter
+
+    interp = NemInterpreter(device=device, include_dirs=include_dirs, kernels=kernels)
+    interp.load_string(result.nem, "model.nem", check=False)
+    iface = result.interface
+    for name, _, _ in iface.inputs:
+        interp.write_tensor(name, inputs[iface.onnx_names[name]].reshape(-1))
+    for name, array in iface.weights.items():
+        interp.write_tensor(name, np.ascontiguousarray(array).reshape(-1))
+    return interp
+
+
+def read_outputs(interp, result) -> dict[str, np.ndarray]:
+    """The program's outputs by ONNX name, in the model's shapes."""
+    iface = result.interface
+    return {iface.onnx_names[n]: interp.read_tensor(n, shape) for n, shape, _ in iface.outputs}
+
+
+def run_nem(result, inputs: dict[str, np.ndarray], options: CompileOptions
+            ) -> dict[str, np.ndarray]:
+    """The compiled program on `inputs` in the reference runtime (one run,
+    source schedule); its outputs by ONNX name."""
+    interp = load_program(result, inputs, options.device, options.include_dirs)
+    r = interp.run()
+    if not r.ok:
+        raise RuntimeError(r.error.render() if r.error else f"the run ends in {r.status}")
+    return read_outputs(interp, result)
+
+
+def read_inputs(model, given: Sequence[str]) -> dict[str, np.ndarray] | None:
+    """`--input NAME=FILE.npy` (an ONNX or a buffer name, as `python -m
+    nem.compile.check` takes them) or `--input FILE.npz` (every array of it,
+    by name: a fuzzer finding's `model.inputs.npz`); None when none is given."""
+    if not given:
+        return None
+    from nem.compile.check import resolve_names
+    from nem.frontends.onnx.graph import interface_names
+
+    pairs: list[tuple[str, np.ndarray]] = []
+    for g in given:
+        if "=" not in g and g.endswith(".npz"):
+            with np.load(g, allow_pickle=False) as npz:
+                pairs += [(k, npz[k]) for k in npz.files]
+        elif "=" in g:
+            name, path = g.split("=", 1)
+            pairs.append((name, np.load(path, allow_pickle=False)))
+        else:
+            raise ValueError(f"--input {g}: expected NAME=FILE.npy or FILE.npz")
+    names = resolve_names([n for n, _ in pairs], interface_names(model.graph).inputs, "input")
+    return {names[n]: a for n, a in pairs}
+
+
+def run_bisect(src: str, options: CompileOptions, given: Sequence[str], seed: int,
+               save_stem: str | None = None) -> int:
+    """Print the bisection of `src`; with `save_stem`, the programs of the
+    last step that matches and of the first that differs go to
+    STEM.before.mlir and STEM.after.mlir (or `.nem`), to `diff`."""
+    import onnx
+
+    from nem.compile.bisect import bisect
+
+    if importlib.util.find_spec("onnxruntime") is None:
+        print("nem-compile: error: --bisect compares with onnxruntime: pip install onnxruntime "
+              "(the 'test' extra)", file=sys.stderr)
+        return 1
+    try:
+        model = onnx.load(src)
+        inputs = read_inputs(model, given)
+    except Exception as e:   # a bad model or input file (onnx, numpy, names): one line
+        print(f"nem-compile: error: --bisect: {e}", file=sys.stderr)
+        return 2
+    b = bisect(model, options, inputs, seed, run_nem=run_nem)
+    print(f"{src}: {b.render()}")
+    if save_stem and b.culprit is not None:
+        for suffix, step in ((".before", b.last_match()), (".after", b.culprit)):
+            if step is not None:
+                path = f"{save_stem}{suffix}{'.nem' if step.stage == 'lower' else '.mlir'}"
+                Path(path).write_text(step.text, encoding="utf-8")
+                print(f"wrote {path} ({step.name})")
+    return 0 if b.culprit is None and b.compile_error is None else 1

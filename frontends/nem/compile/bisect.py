@@ -1,0 +1,303 @@
+"""The stage bisector: which step of nem-compile first computes something
+other than onnxruntime (issue 31).
+
+    nem-compile model.onnx --bisect [--device D --route R --engines N --no-pipeline]
+                [--input NAME=FILE.npy ...] [--seed S] [--save-temps]
+
+The model is compiled as `nem-compile` compiles it, keeping the program each
+step leaves: the import (linalg on tensors), bufferization, and in the tile
+stage every step that reports a checkpoint (`nem.compile.checkpoints`: the
+affine loops, the engine split, each nest once tiled, staged in L1 and
+pipelined; on the transform route the partial-sum split), the tiled
+program, and the NEM program.  Each MLIR program runs on the reference path
+(`nem.compile.reference.execute`: upstream lowers it to LLVM and runs it;
+DMAs, memory spaces and memref softmaxes made runnable by
+`nem.compile.runnable`), the NEM program in `nem-run`'s interpreter (given
+as `run_nem` by the caller, `nem.cli.bisect`: the compiler does not import
+the runtime, docs/design.md), all on the same inputs, and the outputs are
+compared with onnxruntime at D-COMPILE-TOL.  The stages are run first; inside the first stage that
+differs, the steps are run in order up to the first that differs.  Then it
+says where:
+
+* a tile step: the loop nest (its location: the ONNX node it comes from),
+  its engine, tile sizes and passes;
+* the import or bufferization: the first ONNX node whose value differs
+  (the model cut after each node in turn, run to that stage);
+* the NEM program (every MLIR step right): the lowering or the runtime.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from nem.compile.pipeline import CompileOptions
+
+
+@dataclass
+class Step:
+    name: str
+    stage: str
+    text: str
+    where: str = ""
+    status: str = ""
+    """'' (not run), 'ok', 'DIFFERS' or 'not run: why'."""
+    error: float = 0.0
+    ratio: float = 0.0
+    detail: str = ""
+
+
+@dataclass
+class Bisection:
+    label: str
+    steps: list[Step]
+    compile_error: str | None = None
+    culprit: Step | None = None
+    node: str | None = None
+    """The first ONNX node whose value differs (import/bufferize)."""
+    notes: list[str] = field(default_factory=list)
+
+    def last_match(self) -> Step | None:
+        """The last step run before the culprit that matched onnxruntime."""
+        assert self.culprit is not None
+        at = self.steps.index(self.culprit)
+        return next((s for s in reversed(self.steps[:at]) if s.status == "ok"), None)
+
+    def render(self) -> str:
+        lines = [self.label, f"  {'step':<28} {'max |error|':>12} {'error/tol':>11}  result"]
+        for s in self.steps:
+            if not s.status:
+                continue
+            nums = f"{s.error:>12.3g} {s.ratio:>11.3g}" if s.status in ("ok", "DIFFERS") \
+                else f"{'':>12} {'':>11}"
+            lines.append(f"  {s.name:<28} {nums}  {s.status}"
+                         + (f"  {s.detail}" if s.detail else ""))
+        if self.compile_error:
+            lines.append("the compile fails: " + self.compile_error.splitlines()[0])
+        if self.culprit is None:
+            lines.append("no step differs from onnxruntime" if not self.compile_error else
+                         "no step before the failure differs from onnxruntime")
+        else:
+            s = self.culprit
+            lines.append(f"first difference: {s.name}" + (f" ({s.where})" if s.where else ""))
+            if self.node:
+                lines.append(f"first ONNX node whose value differs: {self.node}")
+        lines += self.notes
+        return "\n".join(lines)
+
+
+def count_wrong(got: np.ndarray, want: np.ndarray) -> int:
+    """Elements out of D-COMPILE-TOL (NaN where the other is not: wrong)."""
+    from nem.compile.check import TOLERANCES
+
+    atol, rtol = TOLERANCES[np.dtype(want.dtype)]
+    g, w = got.astype(np.float64), want.astype(np.float64)
+    return int(np.sum((np.abs(g - w) > atol + rtol * np.abs(w)) | (np.isnan(g) != np.isnan(w))))
+
+
+class _Stop(Exception):
+    """Stops a compile after the stage a sub-model is run to."""
+
+
+def capture(model, options: CompileOptions, until: str | None = None
+            ) -> tuple[list[Step], Any, str | None]:
+    """Compile `model`, keeping every step's program: (steps in order, the
+    CompileResult or None, the compile's error or None).  With `until`, stop
+    after that stage."""
+    from nem.compile import CompileError, compile_onnx
+    from nem.compile.checkpoints import observing
+
+    steps: list[Step] = []
+
+    def progress(stage: str, result) -> None:
+        if result is None:
+            return
+        steps.append(Step("nem-run" if stage == "lower" else stage, stage, result.text))
+        if stage == until:
+            raise _Stop
+
+    def hook(name: str, module, where: str) -> None:
+        steps.append(Step(f"tile: {name}", "tile-step", str(module), _onnx_node(where)))
+
+    try:
+        with observing(hook):
+            result = compile_onnx(model, options, progress=progress, stem="model")
+    except _Stop:
+        return steps, None, None
+    except CompileError as e:
+        return steps, None, str(e)
+    return steps, result, None
+
+
+RunNem = Callable[[Any, dict[str, np.ndarray], CompileOptions], dict[str, np.ndarray]]
+"""(CompileResult, inputs by ONNX name, options) -> outputs by ONNX name:
+the NEM program run (`nem.cli.bisect.run_nem`)."""
+
+
+class _Run:
+    """Inputs, weights and onnxruntime's outputs of one model."""
+
+    def __init__(self, model, options: CompileOptions, inputs: dict[str, np.ndarray],
+                 run_nem: RunNem | None = None):
+        from nem.compile.check import onnxruntime_run
+        from nem.compile.softmax import softmax_types
+        from nem.devices.device_lookup import find_device
+        from nem.frontends.onnx import import_onnx
+
+        device = find_device(options.device, options.include_dirs)
+        self.im = import_onnx(model, softmax_types=softmax_types(device))
+        self.inputs = inputs
+        self.want = onnxruntime_run(model, inputs)
+        self.options = options
+        self.run_nem = run_nem
+
+    def args(self) -> list[np.ndarray]:
+        return [self.inputs[p.onnx_name] for p in self.im.inputs] + \
+            [np.ascontiguousarray(w) for w in self.im.weights.values()]
+
+    def judge(self, step: Step, got: dict[str, np.ndarray]) -> None:
+        from nem.compile.check import max_violation
+
+        step.status, step.ratio, step.error = "ok", 0.0, 0.0
+        for port in self.im.outputs:
+            ref = self.want[port.onnx_name]
+            g = got[port.onnx_name].reshape(ref.shape)
+            v = max_violation(g, ref)
+            err = float(np.nanmax(np.abs(g.astype(np.float64) - ref), initial=0.0))
+            step.error = max(step.error, err)
+            step.ratio = max(step.ratio, v)
+            if v > 1.0:
+                step.status = "DIFFERS"
+                step.detail = f"{port.onnx_name}: {count_wrong(g, ref)} of {ref.size} " \
+                              "elements differ"
+
+    def run(self, step: Step, result=None) -> None:
+        """Run the step's program and judge its outputs (sets step.status)."""
+        if step.stage == "lower" and self.run_nem is None:
+            step.status = "not run: no runtime given (run_nem)"
+            return
+        try:
+            if step.stage == "lower":
+                assert self.run_nem is not None
+                got = self.run_nem(result, self.inputs, self.options)
+            else:
+                got = self._mlir(step.text)
+        except Exception as e:   # the reference path cannot run this program: say why
+            step.status = "not run: " + (str(e).strip().splitlines() or [type(e).__name__])[0]
+            return
+        self.judge(step, got)
+
+    def _mlir(self, text: str) -> dict[str, np.ndarray]:
+        from nem.compile.reference import execute
+        from nem.compile.runnable import runnable
+
+        outs = execute(runnable(text), self.im.func_name, self.args(),
+                       [(p.shape, p.dtype) for p in self.im.outputs])
+        return {p.onnx_name: o for p, o in zip(self.im.outputs, outs)}
+
+
+def _onnx_node(where: str) -> str:
+    """A nest's MLIR location as the ONNX node it comes from: the importer
+    names each node's ops after the node (`loc("Conv_3")`); the copies it
+    adds itself (model outputs in logical order, layout changes) carry the
+    model file's location."""
+    import re
+
+    m = re.match(r'loc\("([^"]*)"\)(.*)', where)
+    if m:
+        return f"ONNX node '{m.group(1)}'{m.group(2)}"
+    m = re.match(r'loc\("[^"]*":\d+:\d+\)(.*)', where)
+    if m:
+        return f"a copy the importer adds (a model output's or a layout's){m.group(1)}"
+    return where
+
+
+def bisect(model, options: CompileOptions, inputs: dict[str, np.ndarray] | None = None,
+           seed: int = 0, run_nem: RunNem | None = None, localize: bool = True) -> Bisection:
+    """Compile `model` (a path or `onnx.ModelProto`) with `options`, run its
+    steps on `inputs` (by ONNX name; default: uniform in [-1, 1), `seed`) and
+    find the first that differs from onnxruntime; without `run_nem`, the NEM
+    program is not run."""
+    import onnx
+
+    from nem.frontends.onnx.samples import random_inputs
+
+    proto = model if isinstance(model, onnx.ModelProto) else onnx.load(str(model))
+    inputs = inputs if inputs is not None else random_inputs(proto, seed)
+    engines = f"{options.engines} engine(s)" if options.engines else "all engines"
+    label = (f"bisect: {options.device}, route {options.route}, {engines}, "
+             f"{'pipelined' if options.pipeline else 'not pipelined'}; inputs: "
+             + ", ".join(f"{k}{list(v.shape)}" for k, v in inputs.items()))
+    from nem.frontends.onnx import OnnxImportError
+
+    try:
+        runner = _Run(proto, options, inputs, run_nem)
+    except OnnxImportError as e:   # nothing to run: the import fails
+        return Bisection(label, [], e.render())
+    steps, result, error = capture(proto, options)
+    b = Bisection(label, steps, error)
+    stages = [s for s in steps if s.stage != "tile-step"]
+    for s in stages:
+        runner.run(s, result)
+        if s.status == "DIFFERS":
+            break
+    bad = next((s for s in stages if s.status == "DIFFERS"), None)
+    if bad is None:
+        return b
+    b.culprit = bad
+    if bad.stage == "tile":
+        for s in [s for s in steps if s.stage == "tile-step"]:
+            runner.run(s)
+            if s.status == "DIFFERS":
+                b.culprit = s
+                break
+        if b.culprit is bad:
+            b.notes.append("every checkpoint of the tile stage matches: the difference "
+                           "comes from its last steps (canonicalize, cse, softmax staging)")
+    elif bad.stage == "lower":
+        b.notes.append("every MLIR step matches onnxruntime: the difference comes from "
+                       "lower-to-nem (or nem-run); compare the tile stage's program "
+                       "(--save-temps: STEM.tile.mlir) with the .nem")
+    elif localize:
+        b.node = first_wrong_node(proto, options, inputs, bad.stage)
+    return b
+
+
+def first_wrong_node(model, options: CompileOptions, inputs: dict[str, np.ndarray],
+                     stage: str) -> str | None:
+    """The first node whose outputs, made the model's outputs, differ from
+    onnxruntime's at `stage` ('import' or 'bufferize')."""
+    import copy
+
+    import onnx
+
+    inferred = onnx.shape_inference.infer_shapes(model)
+    types = {vi.name: vi for vi in [*inferred.graph.value_info, *inferred.graph.output]}
+    for k, node in enumerate(model.graph.node):
+        if node.op_type == "Constant" or not all(o in types for o in node.output if o):
+            continue
+        sub = copy.deepcopy(model)
+        del sub.graph.node[k + 1:]
+        del sub.graph.output[:]
+        sub.graph.output.extend(types[o] for o in node.output if o)
+        used = {i for n in sub.graph.node for i in n.input}
+        ins = {n: a for n, a in inputs.items() if n in used}
+        kept = [vi for vi in sub.graph.input if vi.name in used or vi.name in
+                {i.name for i in sub.graph.initializer}]
+        del sub.graph.input[:]
+        sub.graph.input.extend(kept)
+        try:
+            runner = _Run(sub, options, ins)
+            steps, _, _ = capture(sub, options, until=stage)
+        except Exception:   # a cut the importer or onnxruntime refuses: try the next node
+            continue
+        step = next((s for s in steps if s.stage == stage), None)
+        if step is None:
+            continue
+        runner.run(step)
+        if step.status == "DIFFERS":
+            return f"node {k} '{node.name}' ({node.op_type}): {step.detail}"
+    return None

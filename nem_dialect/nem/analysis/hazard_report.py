@@ -1,0 +1,108 @@
+"""How a race is reported: the HAZ-01 / HAZ-03 diagnostic of two conflicting
+task instances the happens-before model does not order (`nem-check-hazards`,
+`nem-synthesize-deps` when it cannot repair one).  Separate from the
+analysis (`hazard_finder`), which finds the instances."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from xdsl.ir import SSAValue
+
+from nem.analysis.happens_before import Instance, Order, region_parts, task_label
+from nem.dialect.diagnostics import Diagnostic, SourceLoc
+from nem.dialect.ops import BufferOp, LoopOp, RegionOp
+from nem.dialect.semantics import max_in_flight
+
+
+@dataclass(eq=False)
+class Access:
+    """Bytes [lo, hi) of a region operand of one task instance."""
+
+    inst: Instance
+    region: SSAValue
+    lo: int
+    hi: int
+    write: bool
+
+
+def race_diagnostic(a: Access, b: Access, order: Order) -> Diagnostic:
+    """The HAZ-01 / HAZ-03 error of conflicting accesses `a` (issued first) and
+    `b` that `order` (the model's verdict on the two instances) leaves unordered."""
+    from nem.dialect.operand_binding import value_label
+
+    kind = "write-after-write" if a.write and b.write else \
+        ("read-after-write" if a.write else "write-after-read")
+    owner = rop_buffer(b.region).owner
+    assert isinstance(owner, BufferOp)
+    buf = owner.buffer_name.data
+    ta, tb = a.inst.task.op, b.inst.task.op
+    la, lb = SourceLoc.of(ta), SourceLoc.of(tb)
+    lo, hi = max(a.lo, b.lo), min(a.hi, b.hi)
+
+    def what(acc: Access) -> str:
+        verb = "writes" if acc.write else "reads"
+        return f"{verb} {value_label(acc.region)} bytes [{acc.lo}, {acc.hi}) of '{buf}'"
+
+    name_a = task_label(ta)
+    line_a = f" (line {la.line})" if la else ""
+    a_tok = ta.token_name()
+    if order.loop is not None:
+        iv = order.loop.iv_name.data
+        n = max_in_flight(order.loop)
+        rule = "HAZ-03"
+        msg = (f"{kind} hazard across iterations of loop '{iv}': {task_label(tb)} "
+               f"{what(b)} in iteration {iv}+{order.distance} while {name_a}{line_a} "
+               f"{what(a)} in iteration {iv}; @max_in_flight({n}) lets iterations at "
+               f"distance {order.distance} < {n} overlap and no token orders them")
+        if (a.lo, a.hi) == (b.lo, b.hi):
+            fix = (f"the same bytes are reused every iteration: give each of the {n} "
+                   f"in-flight iterations its own slot ({'double' if n == 2 else 'multiple'} "
+                   f"buffering: a buffer {n} times the size, the region at offset "
+                   f"({iv} mod {n}) * size), move the access out of the loop (load once), or "
+                   f"use @max_in_flight({order.distance})")
+        else:
+            fix = (f"give each of the {n} in-flight iterations its own slot (offset "
+                   f"({iv} mod K) * size with K >= {n}), or use @max_in_flight({order.distance})")
+        note = f"iterations {_ivs(order.loop, a)} and {_ivs(order.loop, b)} (distance " \
+               f"{order.distance}) touch bytes [{lo}, {hi}) of '{buf}'"
+    elif order.after_loop is not None:
+        iv = order.after_loop.iv_name.data
+        rule = "HAZ-01"
+        msg = (f"{kind} hazard: {task_label(tb)} {what(b)} after loop '{iv}', but "
+               f"{name_a}{line_a} {what(a)} in one of the loop's last "
+               f"{max_in_flight(order.after_loop)} iteration(s) and nothing waits for it")
+        fix = f"wait({a_tok}) inside the loop" if a_tok else "name the task's token and wait for it inside the loop"
+        fix += " (tasks of the last @max_in_flight iterations are not complete at endloop)"
+        note = f"bytes [{lo}, {hi}) of '{buf}' overlap"
+    else:
+        rule = "HAZ-01"
+        where = _where(a.inst)
+        msg = (f"{kind} hazard: {task_label(tb)} {what(b)}{_where(b.inst)} but is not "
+               f"ordered after {name_a}{line_a}, which {what(a)}{where}")
+        fix = (f"add {a_tok} to the deps of {tb.token_name() or 'the task'} "
+               f"(deps=[..., {a_tok}]) or wait({a_tok}) before it") if a_tok else \
+            "name the earlier task's token and add it to this task's deps"
+        note = f"bytes [{lo}, {hi}) of '{buf}' overlap; no deps, wait or .sync orders the two tasks"
+    notes = [Diagnostic("note", f"conflicting access by {name_a}: {note}", la)]
+    return Diagnostic("error", msg, lb, rule, fix, notes)
+
+
+
+def _ivs(loop: LoopOp, acc_or_inst) -> str:
+    inst = acc_or_inst.inst if isinstance(acc_or_inst, Access) else acc_or_inst
+    k = inst.task.loops.index(loop)
+    return f"{loop.iv_name.data}={inst.ivs[k]}"
+
+
+def _where(inst: Instance) -> str:
+    if not inst.task.loops:
+        return ""
+    return " (at " + ", ".join(f"{lp.iv_name.data}={v}" for lp, v in
+                               zip(inst.task.loops, inst.ivs)) + ")"
+
+
+def rop_buffer(region: SSAValue) -> SSAValue:
+    rop = region.owner
+    assert isinstance(rop, RegionOp)
+    return region_parts(rop)[0]

@@ -1,0 +1,190 @@
+"""The graph fuzzer's regression seeds: the known findings, built by hand at
+their smallest (issue 31 and the campaigns of docs/testing.md).
+
+Each seed is a model builder, the configuration it fails on and the outcome
+it has today (`today`) against the one it must have (`want`, PASS but for a
+model onnxruntime does not run as declared).
+`test/unit/test_graph_fuzz.py` replays every seed; a seed whose bug is not
+fixed yet is an expected failure there (strict: when the fix lands the test
+says so, and the marker goes with the fix).  `graph_fuzz.py seeds -o DIR`
+writes them as `.onnx` files with their inputs and reproduction commands.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import onnx
+from graph_case import Config
+from graph_gen import OPSET, validate
+from onnx import TensorProto, helper, numpy_helper
+
+
+def _model(nodes: list[onnx.NodeProto], inputs: dict[str, list[int]],
+           outputs: dict[str, list[int]], inits: dict[str, list[int]] | None = None,
+           elem: int = TensorProto.FLOAT) -> onnx.ModelProto:
+    graph = helper.make_graph(
+        nodes, "seed",
+        [helper.make_tensor_value_info(n, elem, s) for n, s in inputs.items()],
+        [helper.make_tensor_value_info(n, elem, s) for n, s in outputs.items()],
+        [numpy_helper.from_array(np.asarray(v, np.int64), n) for n, v in (inits or {}).items()])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)],
+                              producer_name="nem-graph-fuzz")
+    model.ir_version = 10
+    validate(model)
+    return model
+
+
+def transpose_slice_concat_mean() -> onnx.ModelProto:
+    """Transpose -> Slice -> Concat -> ReduceMean (issue 31's first
+    miscompile, found again by the fuzzer as [1,4,10,12] -> [1,6,8] and
+    minimized): 18 of 24 elements wrong on npm_pro_x1 and npm_mid, right
+    with --engines 1, --route transform and on npm_lite."""
+    return _model([helper.make_node("Transpose", ["x"], ["t"], perm=[0, 3, 1, 2]),
+                   helper.make_node("Slice", ["t", "s1", "e1", "a1"], ["p1"]),
+                   helper.make_node("Concat", ["p1", "p2"], ["c"], axis=2),
+                   helper.make_node("ReduceMean", ["c", "r"], ["y"])],
+                  {"x": [1, 1, 8, 7], "p2": [1, 6, 3, 4]}, {"y": [1, 6, 4, 1]},
+                  {"a1": [1, 3], "s1": [1, 4], "e1": [7, 8], "r": [3]})
+
+
+def transpose_4d() -> onnx.ModelProto:
+    """Transpose(perm=[1,3,2,0]) of f32[5,1,1,3]: the 4-way split of the
+    transposing copy reads each part's 5 elements as one contiguous DMA
+    (the copy generation drops the stride 3): 12 of 15 elements wrong."""
+    return _model([helper.make_node("Transpose", ["x"], ["y"], perm=[1, 3, 2, 0])],
+                  {"x": [5, 1, 1, 3]}, {"y": [1, 3, 1, 5]})
+
+
+def avgpool_strided() -> onnx.ModelProto:
+    """AveragePool(kernel [1,3], strides [2,2]) of f32[3,12,1,12] on npm_lite:
+    batches 1 and 2 wrong (120 of 180 elements)."""
+    return _model([helper.make_node("AveragePool", ["x"], ["y"], kernel_shape=[1, 3],
+                                    strides=[2, 2])],
+                  {"x": [3, 12, 1, 12]}, {"y": [3, 12, 1, 5]})
+
+
+def maxpool_strided() -> onnx.ModelProto:
+    """MaxPool(kernel [1,3], strides [1,2]) of f32[2,12,1,12] on npm_lite."""
+    return _model([helper.make_node("MaxPool", ["x"], ["y"], kernel_shape=[1, 3],
+                                    strides=[1, 2])],
+                  {"x": [2, 12, 1, 12]}, {"y": [2, 12, 1, 5]})
+
+
+def flatten_negative_axis() -> onnx.ModelProto:
+    """Flatten(axis=-1) of f32[3,5]: the importer takes axis a as r+1+a and
+    stops at its own shape check ('internal: output ... [15, 1] but ONNX
+    infers [3, 5]')."""
+    return _model([helper.make_node("Flatten", ["x"], ["y"], axis=-1)],
+                  {"x": [3, 5]}, {"y": [3, 5]})
+
+
+def output_twice() -> onnx.ModelProto:
+    """An output that is another output passed through Identity (or Dropout):
+    the function returns one tensor twice, and upstream bufferization
+    (one-shot-bufferize + buffer-results-to-out-params) dies of SIGSEGV."""
+    return _model([helper.make_node("Exp", ["x"], ["e"]),
+                   helper.make_node("Identity", ["e"], ["d"])],
+                  {"x": [2, 3]}, {"d": [2, 3], "e": [2, 3]})
+
+
+def scalar_input() -> onnx.ModelProto:
+    """Div(x f32[2,3], s f32[]) on npm_lite: the divide is an escape-hatch
+    kernel whose argument for the 0-d input is `memref<f32>` while the task's
+    operand is `f32[1]`; nem-run refuses the verified program ("not
+    supported: compute op=mlir.kernel: argument 1 of @kernel is memref<f32>
+    but the task's operand 1 is f32[1] [EXEC-03]")."""
+    return _model([helper.make_node("Div", ["x", "s"], ["y"])],
+                  {"x": [2, 3], "s": []}, {"y": [2, 3]})
+
+
+def maxpool_kernel_over_input() -> onnx.ModelProto:
+    """MaxPool(kernel [2,2], strides [3,3]) of f32[1,1,1,1]: the kernel is
+    larger than the input; ONNX (and onnxruntime) give [1,1,1,1] (C integer
+    division truncates (1 - 2) / 3 to 0), the importer floors it to 0
+    ('internal: output ... has shape [1, 1, 0, 0] but ONNX infers [1, 1, 1, 1]')."""
+    return _model([helper.make_node("MaxPool", ["x"], ["y"], kernel_shape=[2, 2],
+                                    strides=[3, 3])],
+                  {"x": [1, 1, 1, 1]}, {"y": [1, 1, 1, 1]})
+
+
+def flatten_axis_rank() -> onnx.ModelProto:
+    """Flatten(axis=4) of f32[1,1,1,2] (axis = rank: [2, 1]): an upstream
+    MLIRError 'Verification failed' escapes the importer (a traceback)."""
+    return _model([helper.make_node("Flatten", ["x"], ["y"], axis=4)],
+                  {"x": [1, 1, 1, 2]}, {"y": [2, 1]})
+
+
+def avgpool_f16_column() -> onnx.ModelProto:
+    """AveragePool(kernel [3,1]) of f16[1,2,3,1] on npm_pro_x1 (found by the
+    campaign of seed 2026, minimized): the same contiguous DMA of a
+    [1,3,1,1] box of [1,3,1,2] (upstream copy generation)."""
+    return _model([helper.make_node("AveragePool", ["x"], ["y"], kernel_shape=[3, 1])],
+                  {"x": [1, 2, 3, 1]}, {"y": [1, 2, 1, 1]}, elem=TensorProto.FLOAT16)
+
+
+def matmul_4d_by_vector() -> onnx.ModelProto:
+    """MatMul(x f32[1,1,2,3], w f32[3]) -> [1,1,2] (a 1-D second operand
+    after a 4-D first): upstream asserts ('!exprs.empty()' in
+    getSymbolLessAffineMaps: a reshape with an empty reassociation group)
+    while the importer verifies its module; the process dies of SIGABRT."""
+    return _model([helper.make_node("MatMul", ["x", "w"], ["y"])],
+                  {"x": [1, 1, 2, 3], "w": [3]}, {"y": [1, 1, 2]})
+
+
+def pool_ceil_mode() -> onnx.ModelProto:
+    """MaxPool(kernel [1,1], strides [1,2], ceil_mode=1) of f32[1,1,1,6]:
+    ONNX's shape inference says W = ceil((6 - 1) / 2) + 1 = 4, but the spec
+    drops a window that starts past the input, and onnxruntime returns 3
+    values, as the importer computes; the importer calls the disagreement
+    'internal' (a crash) where it should say what it is (a located
+    diagnostic: REJECTED).  AveragePool the same."""
+    return _model([helper.make_node("MaxPool", ["x"], ["y"], kernel_shape=[1, 1],
+                                    strides=[1, 2], ceil_mode=1)],
+                  {"x": [1, 1, 1, 6]}, {"y": [1, 1, 1, 4]})
+
+
+@dataclass(frozen=True)
+class Seed:
+    name: str
+    build: Callable[[], onnx.ModelProto]
+    config: Config
+    today: str
+    """The outcome on the tree the seed was written on (main 28188ef)."""
+    want: str = "PASS"
+    """The outcome once fixed (REJECTED: a model onnxruntime itself does not
+    run as declared, which a clean diagnostic must refuse)."""
+
+
+SEEDS = [
+    Seed("transpose_slice_concat_mean", transpose_slice_concat_mean, Config("npm_pro_x1"),
+         "MISCOMPILE"),
+    Seed("transpose_4d", transpose_4d, Config("npm_pro_x1"), "MISCOMPILE"),
+    Seed("avgpool_strided", avgpool_strided, Config("npm_lite"), "MISCOMPILE"),
+    Seed("maxpool_strided", maxpool_strided, Config("npm_lite"), "MISCOMPILE"),
+    Seed("flatten_negative_axis", flatten_negative_axis, Config("npm_pro_x1"), "CRASH"),
+    Seed("output_twice", output_twice, Config("npm_pro_x1"), "CRASH"),
+    Seed("scalar_input", scalar_input, Config("npm_lite"), "CRASH"),
+    Seed("maxpool_kernel_over_input", maxpool_kernel_over_input, Config("npm_lite"), "CRASH"),
+    Seed("flatten_axis_rank", flatten_axis_rank, Config("npm_pro"), "CRASH"),
+    Seed("avgpool_f16_column", avgpool_f16_column, Config("npm_pro_x1"), "MISCOMPILE"),
+    Seed("matmul_4d_by_vector", matmul_4d_by_vector, Config("npm_pro"), "CRASH"),
+    Seed("pool_ceil_mode", pool_ceil_mode, Config("npm_pro"), "CRASH", "REJECTED"),
+]
+
+
+def write_seeds(root: Path) -> list[Path]:
+    """Each seed as ROOT/NAME/model.onnx with inputs, info.json, README.txt."""
+    from graph_case import CaseResult
+    from graph_minimize import write_finding
+
+    paths = []
+    for seed in SEEDS:
+        doc = " ".join((seed.build.__doc__ or "").split())
+        info = write_finding(seed.build(), seed.config, CaseResult(seed.today), root,
+                             f"seed {seed.name}: {doc}", name=seed.name)
+        paths.append(Path(info["path"]))
+    return paths
