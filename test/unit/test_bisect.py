@@ -25,10 +25,10 @@ from nem.compile.runnable import runnable, strip_memory_spaces  # noqa: E402
 
 
 def test_compile_md_worked_example(tmp_path, monkeypatch):
-    """docs/compile.md "Bisecting a wrong result", run as written.  It shows
-    an open finding (issue 31; graph_seeds.py's avgpool_strided): when the
-    fix lands this test fails, and the example moves to another open finding
-    or shows the fixed model's clean bisection."""
+    """docs/compile.md "Bisecting a wrong result", run as written: issue 31's
+    strided AveragePool (graph_seeds.py's avgpool_strided), fixed
+    (D-COMPILE-DMA-STRIDES): its clean bisection and the DMA with the stride
+    upstream dropped.  When a finding is open again, the example may show it."""
     text = (ROOT / "docs/compile.md").read_text()
     section = text.split("## Bisecting a wrong result", 1)[1].split("\n## ", 1)[0]
     monkeypatch.chdir(tmp_path)

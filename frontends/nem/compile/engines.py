@@ -216,8 +216,8 @@ def split_nest(root: ir.Operation, band, split: Split) -> list[tuple[ir.Operatio
     return _privatize(parts, split.partials)
 
 
-def _nest(shape: Sequence[int], ip: ir.InsertionPoint, loc: ir.Location
-          ) -> tuple[ir.Operation, ir.InsertionPoint, list[ir.Value]]:
+def perfect_nest(shape: Sequence[int], ip: ir.InsertionPoint, loc: ir.Location
+                 ) -> tuple[ir.Operation, ir.InsertionPoint, list[ir.Value]]:
     """An empty perfect `affine.for` nest over `shape`: (outermost loop,
     insertion point in the innermost body, induction variables)."""
     ivs: list[ir.Value] = []
@@ -247,7 +247,7 @@ def _privatize(parts: list[ir.Operation], c: ir.Value) -> list[tuple[ir.Operatio
         partials = []
         for k, part in enumerate(parts[1:], 1):
             buf = memref.AllocOp(plain, [], [], loc=loc, ip=ir.InsertionPoint(parts[0])).result
-            fill, ip, ivs = _nest(t.shape, ir.InsertionPoint(parts[0]), loc)
+            fill, ip, ivs = perfect_nest(t.shape, ir.InsertionPoint(parts[0]), loc)
             zero = arith.ConstantOp(t.element_type, 0.0, loc=loc, ip=ip).result
             affine.AffineStoreOp(zero, buf, ivs, ident, loc=loc, ip=ip)
             _replace_in(part, [(c, buf)])
@@ -257,7 +257,7 @@ def _privatize(parts: list[ir.Operation], c: ir.Value) -> list[tuple[ir.Operatio
         after = parts[-1].block.operations
         ops = [o.operation for o in after]
         anchor = ops[ops.index(parts[-1]) + 1]
-        total, ip, ivs = _nest(t.shape, ir.InsertionPoint(anchor), loc)
+        total, ip, ivs = perfect_nest(t.shape, ir.InsertionPoint(anchor), loc)
         acc = affine.AffineLoadOp(t.element_type, c, ivs, ident, loc=loc, ip=ip).result
         for buf in partials:
             x = affine.AffineLoadOp(t.element_type, buf, ivs, ident, loc=loc, ip=ip).result

@@ -397,7 +397,7 @@ def _tile_nest(root: ir.Operation, space: int, device, options) -> tuple[list[in
     and pipeline them, with tile sizes whose measured L1 need fits the
     device (D-COMPILE-L1: tiled again from a copy with a smaller budget
     while it does not); returns the sizes and the passes run."""
-    from nem.compile import l1_plan
+    from nem.compile import dma_strides, l1_plan
 
     with Isolated(root) as iso:
         iso.snapshot()
@@ -409,7 +409,11 @@ def _tile_nest(root: ir.Operation, space: int, device, options) -> tuple[list[in
 
         def tile(sizes: list[int]) -> l1_plan.Need:
             iso.restore()
-            iso.run(_nest_passes(band, sizes, space, options))
+            iso.run(_nest_passes(band, sizes, space))
+            # upstream's copy DMAs miss strides across unit dimensions
+            dma_strides.repair(iso.fn)          # (D-COMPILE-DMA-STRIDES)
+            if options.pipeline:
+                iso.run(PIPELINE)
             return l1_plan.measure(iso.ops(), options.pipeline)
 
         try:
@@ -418,12 +422,16 @@ def _tile_nest(root: ir.Operation, space: int, device, options) -> tuple[list[in
                                 lambda b: band_sizes(band, options, b), tile)
         except l1_plan.DoesNotFit as e:
             raise l1_plan.too_big(spare, e, device) from None
-        return sizes, _nest_passes(band, sizes, space, options)
+        run = [_nest_passes(band, sizes, space), "(dma_strides.repair)"]
+        return sizes, ",".join(run + [PIPELINE] * options.pipeline)
 
 
-def _nest_passes(band: Band, sizes: list[int], space: int, options) -> str:
+PIPELINE = "affine-pipeline-data-transfer"
+
+
+def _nest_passes(band: Band, sizes: list[int], space: int) -> str:
     """The upstream passes tiling one nest by `sizes` and staging its tiles
-    in memory space `space` (pipelined unless --no-pipeline)."""
+    in memory space `space`."""
     passes = []
     if any(_const_bound(loop, "lowerBoundMap") for loop in band.loops):
         # an engine's part of a split nest (nem.compile.engines): loops from 0,
@@ -437,8 +445,6 @@ def _nest_passes(band: Band, sizes: list[int], space: int, options) -> str:
     capacity_kib = footprint(band, sizes)[0] // 1024 + 1
     passes.append(f"affine-data-copy-generate{{generate-dma fast-mem-space={space} "
                   f"fast-mem-capacity={capacity_kib}}}")
-    if options.pipeline:
-        passes.append("affine-pipeline-data-transfer")
     return ",".join(passes)
 
 

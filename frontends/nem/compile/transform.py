@@ -101,6 +101,14 @@ class Plan:
         return ext
 
 
+def _has_loops(op: ir.Operation) -> bool:
+    """Whether a linalg op iterates: one of its operands has a dimension
+    (an op on 0-d operands only, e.g. arithmetic on a reduction to a scalar,
+    becomes no loop nest)."""
+    return any(isinstance(v.type, ir.ShapedType) and ir.ShapedType(v.type).rank > 0
+               for v in op.operands)
+
+
 def _sizes(fn: ir.Operation, device, options, engines: int = 1) -> list[Plan | None]:
     """The plan of each linalg op of `fn`, in order: a copy of the function
     converted to affine loops, one nest per op, sized as the affine route
@@ -116,20 +124,25 @@ def _sizes(fn: ir.Operation, device, options, engines: int = 1) -> list[Plan | N
                and ir.StringAttr(o.operation.attributes["sym_name"]).value == name)
     PassManager.parse("builtin.module(func.func(convert-linalg-to-affine-loops))").run(
         copy.operation)
-    nests = tiling.top_level_nests(cfn)
+    all_nests = tiling.top_level_nests(cfn)
+    nests = iter(all_nests)
     ops = _linalg_ops(fn)
-    if len(nests) != len(ops):
+    looped = [op for op in ops if _has_loops(op)]
+    if len(all_nests) != len(looped):
         from nem.compile.pipeline import CompileError
 
         raise CompileError("tile", "not supported: --route transform on a function whose "
-                           f"linalg ops ({len(ops)}) do not each become one loop nest "
-                           f"({len(nests)}); use --route affine")
+                           f"linalg ops with loops ({len(looped)}) do not each become one "
+                           f"loop nest ({len(all_nests)}); use --route affine")
     budget = tiling.l1_budget(device, options.pipeline)
     preloaded = preloaded_memrefs(cfn)
     out: list[Plan | None] = []
     turn, ready = 0, 0
-    for op, nest in zip(ops, nests):
-        band = tiling.analyze_band(nest)
+    for op in ops:
+        if not _has_loops(op):      # on 0-d operands only: nothing to tile, lowered as is
+            out.append(None)
+            continue
+        band = tiling.analyze_band(next(nests))
         if band is None or band.inner:
             out.append(None)
             continue

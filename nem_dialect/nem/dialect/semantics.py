@@ -10,6 +10,8 @@ second copy of a fact in this file: remove the copy (docs/design.md,
 
 * **Element types** (`ELEM_TYPES`): spec name, bit width, float/signed, the
   xDSL type, the MLIR spelling and the numpy / ml_dtypes dtype.
+* **What a transfer moves** (`moved_bytes`, `fills_range`): a typed region
+  its elements, an untyped one its byte range (D-SEM-TRANSFER).
 * **Integer expressions** (`apply_binop`, `Evaluator`): `/` truncates toward
   zero, `mod` is the truncated remainder (D-EXPR-MOD); one evaluator for
   static values, values under loop bindings, and compiled closures over the
@@ -34,6 +36,7 @@ second copy of a fact in this file: remove the copy (docs/design.md,
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Container, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
@@ -134,6 +137,57 @@ def elem_of_xdsl(attr: Attribute) -> str | None:
 def elem_bytes(name: str, count: int) -> int:
     """Bytes that `count` packed elements occupy (TYPE-02: ceil for sub-byte types)."""
     return -(-count * ELEM_TYPES[name].bits // 8)
+
+
+# ---------------------------------------------------------------------------
+# What a transfer moves (SPEC §3 Region Type Syntax, §5 transfer.async; D-SEM-TRANSFER)
+# ---------------------------------------------------------------------------
+
+
+def fills_range(elem: str, shape: Sequence[int], strides: Sequence[int] | None,
+                extent: int) -> bool:
+    """Whether a typed region's elements are exactly its byte range
+    `[offset, offset + extent)`: row-major over its shape (no strides, or
+    strides that step as row-major ones do; a dimension of size 1 steps
+    nothing) and no byte of the extent left over (for i4: whole bytes).
+    Such a region moves the same bytes typed or not; only such a typed
+    region may face an untyped one in a transfer (TASK-07)."""
+    if strides is not None:
+        step = 1
+        for d in reversed(range(len(shape))):
+            if shape[d] != 1 and strides[d] != step:
+                return False
+            step *= shape[d]
+    count = math.prod(shape)
+    return count * ELEM_TYPES[elem].bits == 8 * extent
+
+
+def moved_bytes(elem: str | None, shape: Sequence[int] | None,
+                strides: Sequence[int] | None, extent: int) -> npt.NDArray[np.int64]:
+    """The bytes of a region a transfer reads (source) or writes
+    (destination), as offsets from the region's offset, in the order they
+    are moved: an untyped region (or a typed one without a shape) its whole
+    range; a typed region its elements in row-major order of its shape
+    (addressed by its strides, else row-major), each element's bytes in
+    address order (i4: the bytes holding its elements' nibbles).  The
+    gaps between strided elements and any extent past the last element are
+    not moved.  The runtime copies these (`nem.runtime.engine.prepare_move`);
+    the checker's access range `[offset, offset + extent)` holds them
+    (D-HAZ-ACCESS)."""
+    if elem is None or not shape:
+        return np.arange(extent, dtype=np.int64)
+    if strides is None:
+        strides = [math.prod(shape[d + 1:]) for d in range(len(shape))]
+    grid = np.indices(shape).reshape(len(shape), -1)
+    index = np.asarray(strides, dtype=np.int64) @ grid        # element index, row-major order
+    bits = ELEM_TYPES[elem].bits
+    if bits < 8:     # each byte holding an element's nibble, once, in element order
+        byte = index * bits // 8
+        _, first = np.unique(byte, return_index=True)
+        out: npt.NDArray[np.int64] = byte[np.sort(first)]
+        return out
+    size = bits // 8
+    return (index[:, None] * size + np.arange(size, dtype=np.int64)).reshape(-1)
 
 
 # ---------------------------------------------------------------------------

@@ -46,7 +46,7 @@ from nem.dialect.point_checks import (
     operand_groups,
 )
 from nem.dialect.registry import OpcodeSpec
-from nem.dialect.semantics import ExprError
+from nem.dialect.semantics import ExprError, fills_range
 from nem.dialect.shape_rules import check_shapes
 
 IN_PLACE_CATEGORIES = frozenset({"elementwise", "conversion", "normalization", "softmax",
@@ -129,6 +129,10 @@ class TaskRules(PointChecks):
         d_op, s_op = d_value.owner, s_value.owner
         # region values have one source, the `nem.region` op
         assert isinstance(d_op, RegionOp) and isinstance(s_op, RegionOp)
+        if dst.typed != src.typed:
+            typed_op, typed = (d_op, dst) if dst.typed else (s_op, src)
+            if not self._fills(op, loops, kw, typed_op, typed):
+                return None
         # operands read once: xDSL's operand accessors cost more than an evaluation
         (d_buffer,), (d_offset,), (d_extent,), _, _ = operand_groups(d_op)
         (s_buffer,), (s_offset,), (s_extent,), _, _ = operand_groups(s_op)
@@ -146,6 +150,38 @@ class TaskRules(PointChecks):
                     f"[{d_lo}, {d_hi}) of '{buffer}')", "add @memmove or use disjoint regions")
         self._extents_and_overlap(op, loops, kw, (d_extent, s_extent, d_offset, s_offset),
                                   compare_extents, same_buffer, overlap)
+
+    def _fills(self, op: TaskOp, loops: tuple[LoopOp, ...], kw: str, rop: RegionOp,
+               rtype: RegionType) -> bool:
+        """TASK-07 for a typed region facing an untyped one: its elements are
+        its whole byte range in every iteration (`semantics.fills_range`,
+        D-SEM-TRANSFER), so both sides are byte ranges."""
+        elem = rtype.elem_name
+        assert elem is not None
+        _, _, (extent,), shape, strides = operand_groups(rop)
+        values = (extent, *shape, *strides)
+        loops = self.relevant_loops(loops, values)
+        diags_before = len(self.diags)
+
+        def check(env: dict[SSAValue, int]) -> bool:
+            vals = [x for x in (self.ev.eval(v, env) for v in values) if x is not None]
+            if len(vals) < len(values):
+                return True      # what cannot be evaluated is another rule's (CONST-05)
+            ext, dims = vals[0], vals[1:1 + len(shape)]
+            steps = vals[1 + len(shape):] or None
+            if fills_range(elem, dims, steps, ext):
+                return True
+            self.err(op, "TASK-07", f"{kw} between a typed and an untyped region: the typed "
+                     f"one ({elem}, shape {dims}{f', strides {steps}' if steps else ''}, "
+                     f"{ext} bytes) is not dense, so which of its bytes move is "
+                     f"ambiguous{iteration_text(loops, env)}",
+                     "type both regions (elements move), or make the typed one dense "
+                     "(row-major, extent exactly its elements' bytes) (D-SEM-TRANSFER)")
+            return False
+
+        self.each_point(op, loops, check, lambda chunk, n: np.ones(n, dtype=bool),
+                        f"the typed side of this {kw}", "TASK-07")
+        return len(self.diags) == diags_before
 
     def _extents_and_overlap(self, op: TaskOp, loops: tuple[LoopOp, ...], kw: str,
                              exprs: tuple[SSAValue, SSAValue, SSAValue, SSAValue],

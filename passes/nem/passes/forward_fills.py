@@ -29,8 +29,7 @@ from nem.analysis.happens_before import region_parts, task_operands
 from nem.dialect.attributes import ArgRefAttr, RegionType
 from nem.dialect.builder import NemBuilder
 from nem.dialect.ops import ComputeOp, LoopOp, ProgramOp, RegionOp, TaskOp, TransferOp
-from nem.dialect.semantics import Evaluator, elem_bytes
-from nem.passes.lowering.views import row_major
+from nem.dialect.semantics import Evaluator, fills_range
 from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Operation, SSAValue
@@ -92,21 +91,9 @@ def _place(ev: Evaluator, region: SSAValue) -> Place | None:
     if lo is None or n is None:
         return None
     t = region.type
-    dense = False
-    if isinstance(t, RegionType) and t.shape_values is not None and t.elem_name is not None:
-        count = 1
-        for d in t.shape_values:
-            count *= d
-        strides = t.stride_values
-        row_major = strides is None or _row_major(list(t.shape_values), list(strides))
-        dense = row_major and elem_bytes(t.elem_name, count) == n
+    dense = isinstance(t, RegionType) and t.shape_values is not None and \
+        t.elem_name is not None and fills_range(t.elem_name, t.shape_values, t.stride_values, n)
     return Place(buf, lo, lo + n, dense)
-
-
-def _row_major(shape: list[int], strides: list[int]) -> bool:
-    """Element strides that are the dense row-major ones (any stride on a
-    dimension of extent 1)."""
-    return all(d == 1 or s == r for d, s, r in zip(shape, strides, row_major(shape)))
 
 
 def _zero_clamp(op: Operation, ev: Evaluator) -> SSAValue | None:

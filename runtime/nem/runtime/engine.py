@@ -48,6 +48,7 @@ from nem.dialect.semantics import (
     Evaluator,
     ExprError,
     NotAnExpression,
+    fills_range,
     instance_index,
     loop_copies,
     max_in_flight,
@@ -490,36 +491,58 @@ def task_attrs(t: TaskTpl, iv) -> dict:
 
 
 def execute_move(t: TaskTpl, dst: RegionInst, src: RegionInst) -> None:
-    """transfer/store: copy the whole source extent (TASK-06, TASK-10)."""
+    """transfer/store: copy the source's bytes onto the destination's (TASK-06, TASK-10,
+    D-SEM-TRANSFER)."""
     prepare_move(t, dst, src)()
 
 
 _SAME_DATA_FIX = ("a transfer copies elements as they are: give source and destination the same "
                   "element type and element count (convert with a compute task)")
+_FILLS_FIX = ("a typed region facing an untyped one must be dense (row-major, its extent exactly "
+              "its elements' bytes): type both regions, or make the typed one dense")
+
+
+def _fills(r: RegionInst) -> bool:
+    """A typed region whose elements are its whole byte range (D-SEM-TRANSFER)."""
+    assert r.elem is not None
+    return fills_range(r.elem, r.shape or (), r.strides, r.extent)
 
 
 def prepare_move(t: TaskTpl, dst: RegionInst, src: RegionInst) -> Callable[[], None]:
     """The data effect of a transfer/store as a call without arguments: what
     depends on the region instances only (element types, sizes, the byte
     views) is checked and bound once, so a replayed run (D-RT-REPLAY), which
-    performs the same instance's effect again, pays only for the copy."""
-    if src.elem is not None and dst.elem is not None and (src.elem != dst.elem):
-        raise RunError(f"{t.opcode} from {src.elem} region {src.name} to {dst.elem} region "
-                       f"{dst.name}: element types differ", "TASK-07", t.op,
-                       fix=_SAME_DATA_FIX)
-    typed_copy = (src.elem is not None and dst.elem is not None and
-                  not (src.dense and dst.dense))
-    if typed_copy:
+    performs the same instance's effect again, pays only for the copy.
+
+    What moves (D-SEM-TRANSFER, `nem.dialect.semantics.moved_bytes`): a
+    typed region's elements (row-major over its shape, gaps between strided
+    elements and extent past the last one untouched), an untyped region's
+    whole byte range.  Two typed regions: same element type and count,
+    element i to element i; a typed region facing an untyped one must fill
+    its range, and then both are byte ranges."""
+    if src.elem is not None and dst.elem is not None:
+        if src.elem != dst.elem:
+            raise RunError(f"{t.opcode} from {src.elem} region {src.name} to {dst.elem} region "
+                           f"{dst.name}: element types differ", "TASK-07", t.op,
+                           fix=_SAME_DATA_FIX)
         s, d = src.read(), dst.read()
         if s.size != d.size:
             raise RunError(f"{t.opcode}: {src.name} has {s.size} elements, {dst.name} has "
                            f"{d.size}", "TASK-07", t.op, fix=_SAME_DATA_FIX)
-        shape = d.shape
+        if not (_fills(src) and _fills(dst)):
+            shape = d.shape
 
-        def typed() -> None:
-            v = src.read()          # i4: unpacked now, not when prepared
-            dst.write(v.reshape(shape) if v.shape != shape else v)
-        return typed
+            def typed() -> None:
+                v = src.read()          # i4: unpacked now, not when prepared
+                dst.write(v.reshape(shape) if v.shape != shape else v)
+            return typed
+    else:
+        for side in (src, dst):
+            if side.elem is not None and not _fills(side):
+                raise RunError(f"{t.opcode} between a typed and an untyped region: the typed "
+                               f"{side.name} ({side.elem}{list(side.shape or ())}, "
+                               f"{side.extent} bytes) is not dense", "TASK-07", t.op,
+                               fix=_FILLS_FIX)
     n = src.extent
     if dst.extent < n:
         raise RunError(f"{t.opcode}: source {src.name} has {n} bytes but destination "

@@ -64,6 +64,7 @@ after every op, the parsed-kernel cache and the work estimates.
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from functools import lru_cache
 
 import ml_dtypes
@@ -294,13 +295,17 @@ class CompiledKernel:
                                f"{len(ins)} ins, {len(outs)} outs and {len(index_args)} "
                                "index_args (contract: a memref per operand, then an index per "
                                "index_args entry)")
-        operands = (*ins, *outs)
+        operands = [*ins, *outs]
         sigs = self._arg_sigs
         for k, (t, ty) in enumerate(zip(operands, types)):
             assert isinstance(ty, MemRefType)  # checked above
             sig = sigs.get(k)
             if sig is None:
                 sig = sigs[k] = _memref_sig(ty)
+            if sig[0] == () and t.array.shape == (1,):
+                # a 0-d memref over a one-element region: NEM regions have a
+                # rank, the lowering gives a 0-d memref `shape=[1]` (D-LOW-REGION)
+                t = operands[k] = replace(t, array=t.array.reshape(()))
             _check_type(t, ty, sig, k)
         # operands over the same memory (e.g. `compute in Y out Y`) share one memref
         group = list(range(n_mem))
@@ -309,7 +314,7 @@ class CompiledKernel:
                 if _same_memory(operands[j].array, operands[k].array):
                     group[k] = group[j]
                     break
-        return operands, group
+        return tuple(operands), group
 
     def run_interpreted(self, operands, group: list[int], n_in: int,
                          index_args: list[int], progress=None) -> list[np.ndarray]:
@@ -323,7 +328,7 @@ class CompiledKernel:
             if any(group[k] == g for k in range(n_in, n_mem)):
                 data = np.array(a, order="C", copy=True)   # out: read-modify-write copy
             else:
-                data = np.ascontiguousarray(a).view()      # in: read-only view
+                data = np.asarray(a, order="C").view()     # in: read-only view (0-d kept)
                 data.flags.writeable = False
             wrapped[g] = NumpyShapedArray(data, 4 if operands[g].elem == "i4" else None)
         args: list = [wrapped[group[k]] for k in range(n_mem)]

@@ -276,7 +276,11 @@ def _results(imp: Importer, outputs: list[Port]) -> list[ir.Value]:
         if p.onnx_name in imp.seqs:
             raise OnnxImportError(f"not supported: output '{p.onnx_name}' is a sequence",
                                   imp.file)
-        results.append(imp.logical(imp.tensor(p.onnx_name)))
+        value = imp.logical(imp.tensor(p.onnx_name))
+        if value in results:     # one value, two outputs: each its own buffer
+            shape = emit.shape_of(value)   # (returned twice, bufferization crashes)
+            value = emit.broadcast(value, range(len(shape)), shape)
+        results.append(value)
         if emit.elem_type(results[-1]) != ir.Type.parse(ELEM_TYPE_NAMES[p.dtype]):
             raise OnnxImportError(f"internal: output '{p.onnx_name}' element type mismatch",
                                   imp.file)

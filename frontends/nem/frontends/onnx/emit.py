@@ -178,7 +178,7 @@ def reassociation(src: Sequence[int], dst: Sequence[int]) -> list[list[int]] | N
             prod *= src[i]
             group.append(i)
             i += 1
-        if prod != d:
+        if prod != d or not group:     # (a trailing 1 of dst after src ran out)
             return None
         groups.append(group)
     if not groups:

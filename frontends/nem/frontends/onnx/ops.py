@@ -370,7 +370,10 @@ def gemm(imp: Importer, node: Node) -> None:
 
 def flatten(imp: Importer, node: Node) -> None:
     x = imp.tensor(node.input(0))
-    axis = int(node.attrs.get("axis", 1)) % (x.rank + 1) if x.rank else 0
+    axis = int(node.attrs.get("axis", 1))      # in [-r, r] (r: rows of one), -1 is r - 1
+    if not -x.rank <= axis <= x.rank:
+        raise imp.error(f"axis {axis} out of range for Flatten of a rank-{x.rank} tensor")
+    axis = axis + x.rank if axis < 0 else axis
     rows = int(np.prod(x.shape[:axis]))
     imp.define(node.outputs[0], emit.reshape(imp.logical(x), [rows, int(np.prod(
         x.shape[axis:]))]))

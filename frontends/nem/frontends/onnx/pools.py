@@ -89,13 +89,20 @@ def pool(kind: str) -> Callable[[Importer, Node], None]:
         sizes = x.shape[2:]
         pads = spatial_pads(imp, node, sizes, kernel, strides, dil)
         ceil_mode = int(node.attrs.get("ceil_mode", 0))
-        outs, extra = [], []
+        outs: list[int] = []
+        extra: list[int] = []
         for size, k, s, d, lo, hi in zip(sizes, kernel, strides, dil, pads[:spatial],
                                          pads[spatial:]):
             span = size + lo + hi - d * (k - 1) - 1
-            o = (-(-span // s) if ceil_mode else span // s) + 1
+            # ONNX (and onnxruntime) divide as C does: a window longer than the
+            # padded input (span < 0) still makes one output, over what it covers
+            o = (-(-span // s) if ceil_mode or span < 0 else span // s) + 1
+            if o < 1:
+                raise imp.error(f"not supported: a {k}-element window (dilation {d}) over "
+                                f"{size + lo + hi} padded elements makes no output")
             if ceil_mode and (o - 1) * s >= size + lo:
                 o -= 1           # the last window must start inside the input or left pad
+                _ceil_mode_disagreement(imp, node, len(outs), o)
             outs.append(o)
             extra.append(max((o - 1) * s + d * (k - 1) + 1 - (size + lo + hi), 0))
         cl = channels_last(x.rank)
@@ -116,6 +123,25 @@ def pool(kind: str) -> Callable[[Importer, Node], None]:
                              f"{node.name}_inv_count")
         define_elementwise(imp, node, [sum_tv, inv], arith.mulf)
     return convert
+
+
+def _ceil_mode_disagreement(imp: Importer, node: Node, axis: int, size: int) -> None:
+    """Stop where ONNX's shape inference sizes spatial `axis` (0: the
+    first spatial axis) of a ceil_mode pooling with the window that starts
+    past the input, which the operator's definition and onnxruntime drop
+    (`size` outputs): the model's declared shape and its values cannot both
+    be met."""
+    info = imp.inferred.get(node.outputs[0])
+    if info is None or not info.type.tensor_type.HasField("shape"):
+        return
+    dim = info.type.tensor_type.shape.dim[2 + axis]
+    if dim.HasField("dim_value") and dim.dim_value != size:
+        raise imp.error(f"not supported: with ceil_mode=1 ONNX's shape inference gives "
+                        f"dimension {2 + axis} of '{node.outputs[0]}' {dim.dim_value} outputs, "
+                        f"counting a last window that starts past the input, which the "
+                        f"operator (and onnxruntime) drops: {size} outputs",
+                        fix="pad the input explicitly (pads) and use ceil_mode=0, or change "
+                        "the strides so that every window starts inside the input")
 
 
 def _pool_counts(sizes: Sequence[int], kernel: Sequence[int], strides: Sequence[int],

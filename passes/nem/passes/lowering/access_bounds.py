@@ -24,25 +24,15 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from nem.dialect.diagnostics import Diagnostic, NemDiagnosticError
-from nem.passes.lowering.affine_algebra import (
-    Aff,
-    IndexEnv,
-    Var,
-    depends_on,
-    eval_map,
-    pick_minmax,
-    resolve_index,
-)
+from nem.passes.lowering.affine_algebra import IndexEnv, Var, depends_on
 from nem.passes.lowering.diagnostics import reject
 from nem.passes.lowering.escape import location_text, memref_label
+from nem.passes.lowering.loop_ranges import AccessOp, accesses
 from nem.passes.lowering.nest_analysis import INDEX_OPS
 from xdsl.dialects import affine, memref
 from xdsl.dialects.builtin import MemRefType
 from xdsl.ir import Operation, SSAValue
 from xdsl.ir.affine import AffineBinaryOpExpr, AffineDimExpr, AffineExpr, AffineSymExpr
-
-ACCESSES = (affine.LoadOp, affine.StoreOp, memref.LoadOp, memref.StoreOp)
-AccessOp = affine.LoadOp | affine.StoreOp | memref.LoadOp | memref.StoreOp
 
 
 def check_access_bounds(top: Operation, outer: IndexEnv) -> None:
@@ -50,7 +40,7 @@ def check_access_bounds(top: Operation, outer: IndexEnv) -> None:
     that certainly leaves a dimension of its memref; `outer`: the index
     values of the enclosing scopes (the lowering's environment)."""
     errors: list[Diagnostic] = []
-    for op, idx in _accesses(top, outer):
+    for op, idx in accesses(top, outer):
         t = op.memref.type
         assert isinstance(t, MemRefType)
         for k, (a, size) in enumerate(zip(idx, t.get_shape())):
@@ -62,72 +52,6 @@ def check_access_bounds(top: Operation, outer: IndexEnv) -> None:
             errors += reject(op, _message(op, k, r, size, t), _fix(op, k, size)).diagnostics
     if errors:
         raise NemDiagnosticError(errors)
-
-
-def _accesses(top: Operation, outer: IndexEnv
-              ) -> Iterator[tuple[AccessOp, list[Aff | None]]]:
-    """Each access under `top` that runs whenever `top` does (no conditional,
-    every loop around it with a constant positive trip count), in program
-    order, with its indices (None: not evaluated)."""
-    env: dict[SSAValue, Aff] = {}
-    todo = [top]
-    while todo:
-        op = todo.pop()
-        if isinstance(op, affine.ForOp):
-            if _bind(op, env, outer):
-                todo += reversed(list(op.body.block.ops))
-        elif isinstance(op, ACCESSES):
-            yield op, _indices(op, env, outer)
-
-
-def _value(v: SSAValue, env: IndexEnv, outer: IndexEnv) -> Aff | None:
-    """The affine value of index `v`, None when it has none (or is not
-    affine: an `affine.apply` of a `mod 0`, which its lowering reports)."""
-    try:
-        return resolve_index(v, env, outer)
-    except ValueError:
-        return None
-
-
-def _bind(loop: affine.ForOp, env: dict[SSAValue, Aff], outer: IndexEnv) -> bool:
-    """Bind the loop's variable to `lb + step * v`, `v` a new variable over
-    its trip count; False when the trip count is not a positive constant
-    (the body may not run: nothing in it is judged)."""
-    bounds = []
-    for m, operands, is_min in ((loop.lowerBoundMap.data, loop.lowerBoundOperands, False),
-                                (loop.upperBoundMap.data, loop.upperBoundOperands, True)):
-        vals = [_value(v, env, outer) for v in operands]
-        if any(x is None for x in vals):
-            return False
-        try:
-            bounds.append(pick_minmax(eval_map(m, [x for x in vals if x is not None]), is_min))
-        except ValueError:
-            return False
-    lb, ub = bounds
-    step = loop.step.value.data
-    if lb is None or ub is None or step <= 0 or not (ub - lb).is_const():
-        return False
-    trip = -(-(ub - lb).const // step)
-    if trip <= 0:
-        return False
-    iv = loop.body.block.args[0]
-    env[iv] = lb + Aff.atom(Var(None, iv.name_hint or "i", trip)).scale(step)
-    return True
-
-
-def _indices(op: AccessOp, env: IndexEnv, outer: IndexEnv) -> list[Aff | None]:
-    t = op.memref.type
-    assert isinstance(t, MemRefType)
-    vals = [_value(v, env, outer) for v in op.indices]
-    if isinstance(op, memref.LoadOp | memref.StoreOp):
-        return vals
-    assert op.map is not None
-    if any(x is None for x in vals):
-        return [None] * len(t.get_shape())
-    try:
-        return list(eval_map(op.map.data, [x for x in vals if x is not None]))
-    except ValueError:
-        return [None] * len(t.get_shape())
 
 
 def _message(op: AccessOp, k: int, r: tuple[int, int], size: int, t: MemRefType) -> str:

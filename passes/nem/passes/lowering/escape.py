@@ -27,7 +27,7 @@ from nem.dialect.diagnostics import NemDiagnosticError
 from nem.passes.lowering.context import Fallback
 from nem.passes.lowering.diagnostics import reject
 from nem.passes.lowering.emit import expr
-from nem.passes.lowering.nest_analysis import NotRaisable, access, analyze
+from nem.passes.lowering.loop_ranges import accessed_boxes
 from nem.passes.lowering.partial_tiles import RegionAccess
 from xdsl.dialects import affine, arith, func, memref
 from xdsl.dialects.builtin import FunctionType, IndexType, MemRefType
@@ -180,6 +180,55 @@ def carried_out(top: affine.ForOp) -> list[Operation]:
     return taken
 
 
+SCALAR = ("arithmetic on scalars outside a loop nest (a 0-d tensor): the task runs the "
+          "loads, the arithmetic and the stores (D-LOW-SCALAR)")
+"""Why a scalar statement is one escape-hatch task (the remark)."""
+
+
+def scalar_statement(load: Operation) -> list[Operation] | None:
+    """The ops of `load`'s block, in order, that compute and store scalar
+    values from it outside any loop nest (D-LOW-SCALAR): the scalars it
+    meets through their uses and operands (`arith`/`math` ops, other scalar
+    loads of the block, stores of an outcome; constants, indices and
+    memrefs are operands); None when one of those values has another user
+    (e.g. a loop nest, whose kernel loads it itself) or when an op that may
+    access memory runs among them (running the group at once could change
+    what it reads or what that op sees)."""
+    block = load.parent_block()
+    assert block is not None
+    group: dict[Operation, None] = {}
+    todo = [load]
+    while todo:
+        o = todo.pop()
+        if o in group:
+            continue
+        if o.parent_block() is not block or not _scalar_member(o):
+            return None
+        group[o] = None
+        todo += [use.operation for r in o.results for use in r.uses]
+        todo += [v.owner for v in o.operands if isinstance(v.owner, Operation)
+                 and not isinstance(v.owner, arith.ConstantOp)
+                 and not isinstance(v.type, IndexType | MemRefType)]
+    ops = list(block.ops)
+    members = sorted(group, key=ops.index)
+    if not any(isinstance(o, affine.StoreOp | memref.StoreOp) for o in members):
+        return None
+    span = ops[ops.index(members[0]):ops.index(members[-1]) + 1]
+    if any(o not in group and (o.regions or any(isinstance(v.type, MemRefType)
+                                                 for v in o.operands)) for o in span):
+        return None
+    return members
+
+
+def _scalar_member(o: Operation) -> bool:
+    """A load, an `arith`/`math` op on scalars (not index arithmetic) or a
+    store of a scalar: what a scalar statement may hold."""
+    if isinstance(o, affine.LoadOp | memref.LoadOp | affine.StoreOp | memref.StoreOp):
+        return True
+    return _pure(o) and not isinstance(o, affine.ApplyOp) and \
+        not any(isinstance(r.type, IndexType) for r in o.results)
+
+
 def _pure(op: Operation) -> bool:
     """Arithmetic without memory effects (`arith`, `math`, `affine.apply`)."""
     return not op.regions and (op.dialect_name() in ("arith", "math")
@@ -233,29 +282,22 @@ def _kernel_text(ctx: LoweringContext, ops: list[Operation], ins_m: list[SSAValu
 
 
 def _log_accessed_boxes(ctx: LoweringContext, top: affine.ForOp) -> None:
-    """In a peeled partial tile (D-LOW-PEEL), log what an escape-hatch nest
-    really touches of each memref (the bounding box of its affine accesses,
-    when they all share one) instead of the whole buffer its region passes:
-    the narrowing checks are about the elements a task reads or writes."""
-    try:
-        nest = analyze(top, ctx.env)
-        boxes: dict[SSAValue, tuple[Aff, list[int]] | None] = {}
-        for o in top.walk():
-            if not isinstance(o, affine.LoadOp | affine.StoreOp | memref.LoadOp
-                              | memref.StoreOp):
-                continue
-            acc = access(nest, ctx.env, o)
-            vw = ctx.view(acc.memref, o)
-            start = vw.base
-            for (_, rest), s in zip(acc.index, vw.strides):
-                start = start + rest.scale(s)
-            box = (start, [nest.loops[k][1] if k is not None else 1 for k, _ in acc.index])
-            seen = boxes.setdefault(vw.buffer, box)
-            if seen is not None and (seen[1] != box[1] or not (seen[0] - box[0]).is_const()
-                                     or (seen[0] - box[0]).const != 0):
-                boxes[vw.buffer] = None  # several boxes: keep the whole region
-    except (NotRaisable, ValueError):
-        return
+    """In a scope of D-LOW-PEEL's narrowing checks, log what an escape-hatch
+    nest really touches of each memref (the bounding box of its accesses
+    over its loops' ranges, `loop_ranges.accessed_boxes`) instead of the
+    whole buffer its region passes: the checks are about the elements a
+    task reads or writes, and the kernel runs the nest's accesses as
+    written."""
+    boxes: dict[SSAValue, tuple[Aff, list[int]] | None] = {}
+    for mem, (firsts, extents) in accessed_boxes(top, ctx.env).items():
+        vw = ctx.view(mem, top)
+        start = vw.base
+        for a, s in zip(firsts, vw.strides):
+            start = start + a.scale(s)
+        box = (start, extents)
+        seen = boxes.setdefault(vw.buffer, box)
+        if seen is not None and (seen[1] != extents or seen[0] != start):
+            boxes[vw.buffer] = None  # several views or boxes: keep the whole region
     for scope in ctx.scopes:
         for i, acc_r in enumerate(scope.log):
             found = boxes.get(acc_r.view.buffer)

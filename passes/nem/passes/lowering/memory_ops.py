@@ -20,6 +20,7 @@ from nem.frontends.upstream_dialects.memref_copy import MemRefCopyOp
 from nem.passes.lowering.access_bounds import check_access_bounds
 from nem.passes.lowering.affine_algebra import Aff
 from nem.passes.lowering.diagnostics import reject
+from nem.passes.lowering.escape import SCALAR, emit_escape, location_text, scalar_statement
 from nem.passes.lowering.dma_tags import TagSlot
 from nem.passes.lowering.emit import region
 from nem.passes.lowering.partial_tiles import DmaSide, plan_dma
@@ -168,6 +169,12 @@ def lower_scalar_access(lw: Lowerer, op: Operation, st: BlockState) -> None:
     if is_load and op.results[0].uses and all(
             _in_loop_below(u.operation, op.parent_block()) for u in op.results[0].uses):
         lw.ctx.deferred_loads[op] = None
+        return
+    group = scalar_statement(op) if is_load else None
+    if group is not None:     # loads, arithmetic and stores of scalars (D-LOW-SCALAR)
+        for o in group[1:]:
+            check_access_bounds(o, lw.ctx.env)
+        emit_escape(lw, op, st, SCALAR, f"scalar statement at {location_text(op)}", group[1:])
         return
     raise reject(op, "a scalar access outside a loop nest has no NEM equivalent",
                  "wrap it in a loop nest (it becomes a compute task)")

@@ -325,12 +325,15 @@ def _spilled_rows(op: Operation, n: int, side: DmaSide, stride: tuple[int, int],
                 and vw.strides[k - 1] == vw.shape[k] * vw.strides[k]:
             unit *= vw.shape[k]  # whole slices of k: rows go on along k - 1
             continue
-        if b[0] != b[1]:
+        # from a start that depends on the loop variables: the rows inside at
+        # the last start, inside at every start (NEM shapes are static)
+        rows = (vw.shape[k] - b[1]) * unit
+        if rows <= 0:
             raise reject(op, f"the rows of this strided DMA run past the end of dimension "
                          f"{k} of {vw.name} from a start that depends on the loop "
-                         "variables; NEM shapes are static",
+                         f"variables, all of them at its last start ({b[1]}); NEM shapes "
+                         "are static",
                          "choose tile sizes that divide the iteration space")
-        rows = (vw.shape[k] - b[0]) * unit
         notes.append(f"DMA at {SourceLoc.of(op)} of the partial tile clipped to {rows} "
                      f"of {count} rows (a partial tile along dimension {k} of {vw.name})")
         return rows
