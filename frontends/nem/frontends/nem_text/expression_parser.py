@@ -32,6 +32,7 @@ from xdsl.ir import Attribute, Block, Operation, SSAValue
 from nem.dialect.attributes import (
     ELEM_BY_NAME,
     ArgRefAttr,
+    BufferType,
     DecoratorAttr,
     MemLevelAttr,
     RegionType,
@@ -120,6 +121,7 @@ class ExpressionParser(TokenCursor):
         # RegionType per distinct type, one location attribute per position.
         self._literals: list[dict[int, SSAValue]] = [{}]
         self._region_types: dict[tuple[object, ...], RegionType] = {}
+        self._buffer_types: dict[MemLevelAttr, BufferType] = {}
         self._file_attr = StringAttr(file)
         self._ints: dict[int, IntAttr] = {}
         # bounded work (D-LIMITS): nesting of parentheses/lists, loop depth,
@@ -143,13 +145,19 @@ class ExpressionParser(TokenCursor):
 
     def expect(self, text: str, rule: str, what: str | None = None,
                fix: str | None = None) -> Token:
-        if self.at(text):
-            return self.advance()
+        t = self.tok
+        if t.text == text:
+            self.pos += 1
+            self.tok = self.tokens[self.pos]
+            return t
         return self._missing(lambda: super(ExpressionParser, self).expect(text, rule, what, fix))
 
     def expect_kind(self, kind: str, rule: str, what: str, fix: str | None = None) -> Token:
-        if self.tok.kind == kind:
-            return self.advance()
+        t = self.tok
+        if t.kind == kind:
+            self.pos += 1
+            self.tok = self.tokens[self.pos]
+            return t
         return self._missing(lambda: super(ExpressionParser, self).expect_kind(kind, rule, what, fix))
 
     def _missing(self, raise_error: Callable[[], Token]) -> Token:
@@ -197,7 +205,7 @@ class ExpressionParser(TokenCursor):
         start = self.pos
         t = self.tok
         if self._expr_has_float():
-            self.pos = start
+            self.seek(start)
             value = float(self._float_expr())
             if not math.isfinite(value):
                 # a binary64 overflow (`1.0e400`, `1.0e300 * 1.0e300`): the
@@ -205,7 +213,7 @@ class ExpressionParser(TokenCursor):
                 raise self.error("the float value overflows a 64-bit float (magnitude above 1.8e308)",
                                  "LEX-02", "write a value of magnitude below 1.8e308", t)
             return ParsedValue("float", value, t)
-        self.pos = start
+        self.seek(start)
         return ParsedValue("int", self._expr(), t)
 
     def _expr_has_float(self) -> bool:
@@ -476,6 +484,12 @@ class ExpressionParser(TokenCursor):
         result = self._add(arith.ConstantOp(IntegerAttr(value, IndexType())), tok).results[0]
         self._literals[-1][value] = result
         return result
+
+    def _untyped_region_type(self, level: MemLevelAttr) -> RegionType:
+        rtype = self._region_types.get((level,))
+        if rtype is None:
+            rtype = self._region_types[(level,)] = RegionType(level)
+        return rtype
 
     def _region_type(self, level: MemLevelAttr, elem: str, shape: list[int], layout: str | None,
                      strides: list[int] | None, quant: Attribute | None) -> RegionType:

@@ -255,7 +255,10 @@ class ProgramParser(ExpressionParser):
             raise self.error(f"buffer '{name.text}' has no size", "BUF-06",
                              "add size=<bytes> to the buffer properties", name)
         decos = self._decorators()
-        op = self._add(BufferOp(name.text, BufferType(level), size, align, decos), kw)
+        btype = self._buffer_types.get(level)
+        if btype is None:
+            btype = self._buffer_types[level] = BufferType(level)
+        op = self._add(BufferOp(name.text, btype, size, align, decos), kw)
         self._declare(name, "buffer", op.result)
 
     def _mem_level(self) -> MemLevelAttr:
@@ -351,7 +354,7 @@ class ProgramParser(ExpressionParser):
                              "[, quant=...] in that order", t)
         shape_vals: list[SSAValue] = []
         stride_vals: list[SSAValue] = []
-        rtype = RegionType(level)
+        rtype = self._untyped_region_type(level)
         if self.at("elem") and self.peek().text == "=":
             rtype, shape_vals, stride_vals = self._type_attrs(level, in_operand_list)
         decos = [] if binding == "inline" else self._decorators()
