@@ -41,7 +41,14 @@ def main(argv: Sequence[str] | None = None) -> None:
     except KeyboardInterrupt:
         print("nem-opt: interrupted", file=sys.stderr)
         sys.exit(130)
-    run(argv)
+    owns_process = argv is None  # run as a program, not called from Python
+    try:
+        run(argv, owns_process)
+    finally:
+        if owns_process:  # the process ends here
+            from nem.cli.entry import keep_until_exit
+
+            keep_until_exit()
 
 
 if __name__ == "__main__":

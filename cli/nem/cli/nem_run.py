@@ -24,6 +24,7 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from nem.cli.entry import keep_until_exit
 from nem.cli.inputs import (
     InputError,
     check_output_path,
@@ -401,6 +402,8 @@ def run(argv=None) -> int:
                 raise ValueError(f"bad timing profile: {profile_problem(profile)}")
             interp.set_timing_profile(profile)
         prog = _load(args, interp)
+        if argv is None:  # run as a program: the IR lives until the process ends
+            keep_until_exit()
     except NemDiagnosticError as e:
         print_diagnostics("nem-run", e.diagnostics)
         return 1

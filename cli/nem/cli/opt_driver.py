@@ -35,6 +35,7 @@ from xdsl.xdsl_opt_main import xDSLOptMain
 from nem.cli import nemb_tool
 from nem.cli import verify_diagnostics as vd
 from nem.cli.common import is_stdio, output_file, version_text
+from nem.cli.entry import keep_until_exit
 from nem.cli.inputs import print_diagnostics, read_program
 from nem.cli.opt_flags import accept_mlir_opt_spellings, check_split_marker, take_split_marker
 from nem.cli.split_input import Chunk, split_input
@@ -62,8 +63,9 @@ from nem.passes.pipeline_spec import PipelineError, check_pipeline
 class NemOptMain(xDSLOptMain):
     version_format = version_text("nem-opt").replace("{", "{{").replace("}", "}}")
 
-    def __init__(self, args: Sequence[str] | None = None):
+    def __init__(self, args: Sequence[str] | None = None, owns_process: bool = False):
         self._parsed_nem = False  # the input at hand was built by the .nem parser
+        self._owns_process = owns_process  # run as a program (`keep_until_exit`)
         # mlir-opt's --split-input-file=MARKER (D-OPT-SPLIT, cli/nem/cli/opt_flags.py)
         self._argv, self._split_marker = take_split_marker(
             sys.argv[1:] if args is None else args)
@@ -282,6 +284,8 @@ class NemOptMain(xDSLOptMain):
             if ext == "nem" and _is_config_document(text, file):
                 return diags, self._config_document(text, file, diags)
             module = self._parse(text, file, ext)
+            if self._owns_process:
+                keep_until_exit()  # the IR lives until the process ends
             names = [p.name for p in self.pipeline.passes]
             # `-p nem-verify` runs the default checks itself (its first stage);
             # a device pass in the pipeline replaces the default device check.
@@ -330,22 +334,21 @@ class NemOptMain(xDSLOptMain):
         return parse_mlir_checked(self.ctx, text, file, not self.args.no_implicit_module)
 
     def _verify(self, module: ModuleOp, file: str) -> list[Diagnostic]:
-        from nem.dialect.ops import ProgramOp
+        from nem.dialect.ops import programs
         from nem.dialect.verifier import verify_program
 
-        return [d for p in module.walk() if isinstance(p, ProgramOp) for d in verify_program(p)]
+        return [d for p in programs(module) for d in verify_program(p)]
 
     def _verify_device(self, module: ModuleOp, file: str) -> list[Diagnostic]:
         """Device legality against the program's target (directive or --device)."""
         from nem.devices.program_device import check_device_validity, program_device
-        from nem.dialect.ops import ProgramOp
+        from nem.dialect.ops import programs
 
         diags: list[Diagnostic] = []
-        for prog in module.walk():
-            if isinstance(prog, ProgramOp):
-                device = program_device(prog, file, self.args.include_dirs, self.args.device)
-                if device is not None:
-                    diags += [*device.warnings, *check_device_validity(prog, device)]
+        for prog in programs(module):
+            device = program_device(prog, file, self.args.include_dirs, self.args.device)
+            if device is not None:
+                diags += [*device.warnings, *check_device_validity(prog, device)]
         return diags
 
     def _config_document(self, text: str, file: str, diags: list[Diagnostic]) -> str:
@@ -503,13 +506,14 @@ def _is_config_document(text: str, file: str) -> bool:
     return is_config_document(text, file)
 
 
-def run(argv: Sequence[str] | None = None) -> None:
-    """nem-opt on `argv` (the command line when None); exits with its status."""
+def run(argv: Sequence[str] | None = None, owns_process: bool = False) -> None:
+    """nem-opt on `argv` (the command line when None); exits with its
+    status.  `owns_process`: run as a program, whose process ends next."""
     from nem.cli.entry import tolerate_closed_pipes
 
     tolerate_closed_pipes()
     try:
-        NemOptMain(args=argv).run()
+        NemOptMain(args=argv, owns_process=owns_process).run()
     except BrokenPipeError:   # a binary output (-t nemb -o -) cut short: incomplete
         sys.exit(1)
     except KeyboardInterrupt:

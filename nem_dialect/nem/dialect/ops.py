@@ -15,7 +15,7 @@ integer expressions referenced by `ArgRefAttr`s inside `attrs`.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from functools import lru_cache
 from typing import TYPE_CHECKING, ClassVar, TypeAlias, TypeVar, cast
 
@@ -30,7 +30,7 @@ from xdsl.dialects.builtin import (
     UnitAttr,
     i32,
 )
-from xdsl.ir import Attribute, Block, Operation, OpResult, Region, SSAValue
+from xdsl.ir import Attribute, Block, BlockArgument, Operation, OpResult, Region, SSAValue
 from xdsl.irdl import (
     AttrSizedOperandSegments,
     IRDLOperation,
@@ -61,6 +61,9 @@ from nem.dialect.semantics import window_error
 
 INDEX = IndexType()
 TOKEN = TokenType()
+_VALUE_TYPES = (OpResult, BlockArgument)
+"""The concrete SSA value classes (an operand of another type is converted
+by `SSAValue.get`: an operation stands for its single result)."""
 """The result types of integer-valued ops and of tasks: attributes are
 immutable values, made once rather than per op."""
 
@@ -114,23 +117,28 @@ class NemOp(IRDLOperation):
         flat: list[SSAValue] = []
         sizes: list[int] = []
         for group in operands:
-            if isinstance(group, SSAValue):
-                flat.append(group)
+            kind = type(group)  # (not isinstance: on xDSL's ABCs it runs Python code)
+            if kind in _VALUE_TYPES:
+                flat.append(cast(SSAValue, group))
                 sizes.append(1)
+            elif kind is list or kind is tuple:
+                flat.extend(v if type(v) in _VALUE_TYPES else SSAValue.get(v)
+                            for v in cast(Sequence[SSAValue | Operation], group))
+                sizes.append(len(cast(Sequence[SSAValue], group)))
             elif group is None:
                 sizes.append(0)
-            elif isinstance(group, Operation):
-                flat.append(SSAValue.get(group))
-                sizes.append(1)
-            else:
-                flat.extend(SSAValue.get(v) if isinstance(v, Operation) else v for v in group)
+            elif isinstance(group, Sequence):
+                flat.extend(SSAValue.get(v) for v in group)
                 sizes.append(len(group))
+            else:  # an operation stands for its single result
+                flat.append(SSAValue.get(cast(SSAValue | Operation, group)))
+                sizes.append(1)
         types: list[Attribute] = []
         for t in result_types:
-            if isinstance(t, Attribute):
-                types.append(t)
+            if type(t) is list or type(t) is tuple:
+                types.extend(cast(Sequence[Attribute], t))
             elif t is not None:
-                types.extend(t)
+                types.append(cast(Attribute, t))
         props = {k: v for k, v in properties.items() if v is not None} if properties else {}
         if _segmented(type(self)):
             props["operandSegmentSizes"] = _segment_sizes(tuple(sizes))
@@ -176,6 +184,19 @@ class ProgramOp(NemOp):
         if (self.device_kind is None) != (self.device is None):
             raise VerifyException("device_kind and device are set together: the device "
                                   "directive's form and its path, name or inline text")
+
+
+def programs(root: Operation) -> Iterator[ProgramOp]:
+    """The `nem.program` ops in `root` (a module), in order, found without
+    walking their bodies, which hold no program (a full walk visited every
+    op of a large program to find the one it holds)."""
+    if type(root) is ProgramOp:
+        yield root
+        return
+    for region in root.regions:
+        for block in region.blocks:
+            for op in block.ops:
+                yield from programs(op)
 
 
 @irdl_op_definition

@@ -15,14 +15,13 @@ import math
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import TypeVar, cast
+from typing import NamedTuple, TypeVar, cast
 
 from xdsl.dialects import arith
 from xdsl.dialects.builtin import (
     ArrayAttr,
     FileLineColLoc,
     FloatAttr,
-    IndexType,
     IntAttr,
     IntegerAttr,
     StringAttr,
@@ -40,6 +39,7 @@ from nem.dialect.attributes import (
 from nem.dialect.decorators import DECORATORS
 from nem.dialect.diagnostics import NemDiagnosticError, SourceLoc, register_source
 from nem.dialect.limits import MAX_EXPR_DEPTH, MAX_EXPR_OPERATORS, MAX_NESTING_DEPTH
+from nem.dialect.ops import INDEX
 from nem.dialect.semantics import (
     BINOPS,
     PRECEDENCE,
@@ -52,18 +52,19 @@ from nem.dialect.semantics import (
 from nem.frontends.nem_text.cursor import TokenCursor, describe
 from nem.frontends.nem_text.lexer import FLOAT, ID, INT, PUNCT, STRING, Token, tokenize
 
-_BinOp = Callable[[SSAValue, SSAValue], Operation]
 _OpT = TypeVar("_OpT", bound=Operation)
-"""An `arith` op class of `BINOPS`, as the parser calls it."""
 
 
-@dataclass
-class Name:
-    """What a name in scope denotes."""
+class Name(NamedTuple):
+    """What a name in scope denotes (a tuple: one is made per declaration)."""
 
     kind: str  # const | let | buffer | region | token | loopvar | value
     value: SSAValue | None
-    loc: SourceLoc
+    line: int  # where it is declared
+
+
+_AFTER_OPERAND = frozenset((",", ")", "]"))
+"""Punctuation that ends an expression that is a single operand."""
 
 
 class Scope:
@@ -85,7 +86,13 @@ class Scope:
             s = s.parent
 
     def lookup(self, name: str) -> Name | None:
-        return next((s.names[name] for s in self.chain() if name in s.names), None)
+        scope: Scope | None = self
+        while scope is not None:
+            found = scope.names.get(name)
+            if found is not None:
+                return found
+            scope = scope.parent
+        return None
 
     def end_loop(self, body: Scope, iv: str) -> None:
         """Remember the names of `body`, a loop body of this block that ended."""
@@ -302,12 +309,21 @@ class ExpressionParser(TokenCursor):
     # Integer expressions (GRAM-16)
     # ------------------------------------------------------------------
     def _expr(self, const_ctx: bool = False, min_prec: int = 0) -> SSAValue:
+        t = self.tok
+        if t.kind == INT:
+            nxt = self.tokens[self.pos + 1]
+            if nxt.text in _AFTER_OPERAND and nxt.kind == PUNCT:
+                # a lone literal before `,` `)` `]`, the commonest expression:
+                # nothing else to check (LEX-02's malformed numbers end in `.`/ID)
+                self.pos += 1
+                self.tok = nxt
+                return self._literal(int(t.text), t)
         if min_prec == 0 and self._nesting == 0:
             self._operators = 0  # a new top-level expression
         lhs = self._primary(const_ctx)
         while True:
             t = self.tok
-            prec = PRECEDENCE.get(t.text) if t.kind != STRING else None
+            prec = PRECEDENCE.get(t.text)  # (a STRING's text has its quotes)
             if prec is None or prec <= min_prec:
                 return lhs
             self._operators += 1
@@ -325,7 +341,8 @@ class ExpressionParser(TokenCursor):
                     raise self.error(f"{e} in a constant expression", e.rule,
                                      "change the divisor" if e.rule else
                                      "keep every value within the signed 64-bit range", t)
-            node = self._add(cast(_BinOp, BINOPS[t.text])(lhs, rhs), t)
+            # built with `create` as the other ops (D-IR-BUILD): index operands, an index result
+            node = self._add(BINOPS[t.text].create(operands=(lhs, rhs), result_types=(INDEX,)), t)
             if expression_depth(node, self._depths) > MAX_EXPR_DEPTH:  # type: ignore[operator]
                 raise self.error(f"integer expression more than {MAX_EXPR_DEPTH} operations "
                                  "deep, counting through const and let names (limit D-LIMITS)",
@@ -477,11 +494,16 @@ class ExpressionParser(TokenCursor):
         return op
 
     def _literal(self, value: int, tok: Token) -> SSAValue:
+        hit = self._literals[-1].get(value)  # (the current block's first: most hits)
+        if hit is not None:
+            return hit
         for cache in reversed(self._literals):
             hit = cache.get(value)
             if hit is not None:
                 return hit
-        result = self._add(arith.ConstantOp(IntegerAttr(value, IndexType())), tok).results[0]
+        const = arith.ConstantOp.create(result_types=(INDEX,),
+                                        properties={"value": IntegerAttr(value, INDEX)})
+        result = self._add(const, tok).results[0]
         self._literals[-1][value] = result
         return result
 
@@ -514,12 +536,12 @@ class ExpressionParser(TokenCursor):
                if decl.kind == "token" else
                f"use it inside loop {iv}, or declare it before the loop")
         return self.error(f"{decl.kind} '{tok.text}' is out of scope: it is declared in loop "
-                          f"{iv}'s body (line {decl.loc.line}) and not visible after endloop "
+                          f"{iv}'s body (line {decl.line}) and not visible after endloop "
                           "(D-NAME-SCOPE)", rule, fix, tok)
 
     def _declare(self, tok: Token, kind: str, value: SSAValue | None) -> None:
         # Duplicates are reported by the verifier (NAME-02); the newest wins here.
-        self.scope.names[tok.text] = Name(kind, value, self.loc(tok))
+        self.scope.names[tok.text] = Name(kind, value, tok.line)
 
 
 

@@ -41,7 +41,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from itertools import accumulate, chain, repeat
-from operator import itemgetter
+from operator import sub
 from typing import NamedTuple
 
 from nem.dialect.diagnostics import NemDiagnosticError, SourceLoc, fail
@@ -92,9 +92,9 @@ _TOKEN_RE = re.compile(
 """The reference lexer's expression: one alternative per token kind."""
 
 _LINE_RE = re.compile(
-    rf"({_SPACE}*)(\#.*|{_CALL}|{_FLOAT}|{_INT}|{_ID}|{_STRING}|{_PUNCT})")
+    rf"{_SPACE}*(?:\#.*|{_CALL}|{_FLOAT}|{_INT}|{_ID}|{_STRING}|{_PUNCT})")
 """The same tokens on one line, each with the blanks before it: `findall`
-gives (blanks, token) pairs, from which columns are sums of lengths."""
+gives the pieces of the line, from which columns are sums of lengths."""
 
 
 def iter_tokens(text: str, file: str) -> Iterator[Token]:
@@ -137,18 +137,17 @@ def tokenize(text: str, file: str) -> list[Token]:
     kinds: dict[str, str] = {}  # kind of each distinct token text
     findall = _LINE_RE.findall
     new_token = tuple.__new__
-    second = itemgetter(1)
     lines = text.split("\n")
     for number, line in enumerate(lines, 1):
-        pairs = findall(line)
-        if not pairs:
+        pieces = findall(line)  # each: blanks, then a token
+        if not pieces:
             if line.strip(" \t\r\f"):
                 return list(iter_tokens(text, file))
             continue
-        texts = list(map(second, pairs))
-        ends = list(accumulate(map(len, chain.from_iterable(pairs)), initial=1))
+        texts = list(map(str.lstrip, pieces))
+        ends = list(accumulate(map(len, pieces), initial=1))  # 1 + where each piece ends
         comment = texts[-1][0] == "#"  # a comment runs to the end of the line
-        # findall skips what matches nothing: the matches cover the line
+        # findall skips what matches nothing: the pieces cover the line
         # (up to its trailing blanks) only if their lengths add up to it
         if ends[-1] - 1 != (len(line) if comment else len(line.rstrip(" \t\r\f"))):
             return list(iter_tokens(text, file))
@@ -164,9 +163,9 @@ def tokenize(text: str, file: str) -> list[Token]:
                     if kind == INT and not _int_in_range(t):
                         return list(iter_tokens(text, file))
             found = list(map(kinds.__getitem__, texts))
+        cols = map(sub, ends[1:], map(len, texts))
         tokens += map(new_token, repeat(Token), zip(
-            found, texts, repeat(number), ends[1::2],
-            chain((True,), repeat(False, len(texts) - 1))))
+            found, texts, repeat(number), cols, chain((True,), repeat(False))))
     tokens.append(Token(EOF, "<end of file>", len(lines), len(lines[-1]) + 1, True))
     return tokens
 
