@@ -18,7 +18,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import IO
 
@@ -96,8 +96,14 @@ class NemOptMain(xDSLOptMain):
         self.available_frontends["nem"] = self._parse_nem_stream
 
     def register_all_passes(self) -> None:
-        for name, factory in available_passes().items():
-            self.register_pass(name, factory)
+        """Nothing yet: the passes are registered when a pipeline or --help
+        needs them (`_register_passes`), so that a run with no pass does
+        not import them all."""
+
+    def _register_passes(self) -> None:
+        if not self.available_passes:
+            for name, factory in available_passes().items():
+                self.register_pass(name, factory)
 
     def register_all_targets(self) -> None:
         for universe in universes().values():
@@ -140,10 +146,11 @@ class NemOptMain(xDSLOptMain):
                                 metavar="FILE.py", help="load the passes a Python file defines "
                                 "(every xdsl.passes.ModulePass subclass, under its `name`)")
         arg_parser.set_defaults(target="same-as-input")
-        _nem_help(arg_parser, self._pass_listing())
+        _nem_help(arg_parser, self._pass_listing)
         accept_mlir_opt_spellings(arg_parser)  # -split-input-file, ... (D-OPT-FLAGS)
 
     def _pass_listing(self) -> str:
+        self._register_passes()
         return pass_listing(self._plugins)
 
     def setup_pipeline(self) -> None:
@@ -163,6 +170,8 @@ class NemOptMain(xDSLOptMain):
         anchored = self.args.pass_pipeline is not None
         spec = self.args.pass_pipeline if anchored else self.args.passes
         try:
+            if spec or anchored:
+                self._register_passes()
             self.args.passes = check_pipeline(spec or "", self.available_passes,
                                               anchored=anchored)
             super().setup_pipeline()
@@ -421,15 +430,23 @@ _HELP = {
 }
 
 
-def _nem_help(parser: argparse.ArgumentParser, listing: str) -> None:
+def _nem_help(parser: argparse.ArgumentParser, listing: Callable[[], str]) -> None:
     """nem-opt's own --help: its description, correct texts for the options
-    it inherits from xdsl-opt, and the passes by origin (NEM's first)."""
+    it inherits from xdsl-opt, and the passes by origin (NEM's first),
+    listed when the help is printed (`listing` imports every pass)."""
     parser.prog = "nem-opt"
     # a fixed width, so that the help reads the same in a terminal, a pipe and a test
     parser.formatter_class = lambda prog: argparse.RawDescriptionHelpFormatter(
         prog, max_help_position=30, width=100)
     parser.description = DESCRIPTION
-    parser.epilog = listing
+    format_help = parser.format_help
+
+    def help_with_passes() -> str:
+        parser.epilog = listing()
+        return format_help()
+
+    # xDSL makes the parser: its help is completed on this instance
+    parser.format_help = help_with_passes  # type: ignore[method-assign]
     for action in parser._actions:
         if action.dest in _HELP:
             action.help = _HELP[action.dest].replace("%", "%%")

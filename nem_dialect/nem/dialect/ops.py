@@ -20,6 +20,7 @@ from functools import lru_cache
 from typing import TYPE_CHECKING, ClassVar, TypeAlias, TypeVar, cast
 
 from xdsl.dialects.builtin import (
+    UNKNOWN_LOC,
     ArrayAttr,
     DenseArrayBase,
     DictionaryAttr,
@@ -61,11 +62,12 @@ from nem.dialect.semantics import window_error
 
 INDEX = IndexType()
 TOKEN = TokenType()
+SYNC = UnitAttr()
 _VALUE_TYPES = (OpResult, BlockArgument)
 """The concrete SSA value classes (an operand of another type is converted
 by `SSAValue.get`: an operation stands for its single result)."""
-"""The result types of integer-valued ops and of tasks: attributes are
-immutable values, made once rather than per op."""
+"""The result types of integer-valued ops and of tasks, a task's `.sync`
+flag: attributes are immutable values, made once rather than per op."""
 
 _Item = TypeVar("_Item")
 _Group: TypeAlias = "_Item | Sequence[_Item] | None"
@@ -143,7 +145,7 @@ class NemOp(IRDLOperation):
         if _segmented(type(self)):
             props["operandSegmentSizes"] = _segment_sizes(tuple(sizes))
         Operation.__init__(self, operands=flat, result_types=types, properties=props,
-                           regions=regions)
+                           regions=regions, location=UNKNOWN_LOC)
 
     def decorator_list(self) -> tuple[DecoratorAttr, ...]:
         decos = self.properties.get("decorators")
@@ -257,6 +259,7 @@ class BufferOp(NemOp):
 
 
 REGION_BINDINGS = ("decl", "let", "inline")
+_BINDINGS = {b: StringAttr(b) for b in REGION_BINDINGS}
 
 
 @irdl_op_definition
@@ -285,7 +288,7 @@ class RegionOp(NemOp):
                  binding: str, decorators: list[DecoratorAttr]):
         super().__init__(operands=[buffer, offset, extent, shape, strides], result_types=[type],
                          properties={"name": StringAttr(name) if name else None,
-                                     "binding": StringAttr(binding),
+                                     "binding": _BINDINGS.get(binding) or StringAttr(binding),
                                      "decorators": _decos(decorators)})
         if name:
             self.result.name_hint = _hint(name)
@@ -440,7 +443,7 @@ class _MoveOp(TaskOp):
                  operand_decorators: list[list[DecoratorAttr]] | None = None):
         super().__init__(operands=[dst, src, deps], result_types=[TOKEN],
                          properties={"token": StringAttr(token) if token else None,
-                                     "sync": UnitAttr() if sync else None,
+                                     "sync": SYNC if sync else None,
                                      "decorators": _decos(decorators),
                                      "operand_decorators": _operand_decos(
                                          operand_decorators or [])})
@@ -514,7 +517,7 @@ class ComputeOp(TaskOp):
         op_decos = _operand_decos(operand_decorators)
         super().__init__(operands=[ins, outs, deps, args], result_types=[TOKEN],
                          properties={"token": StringAttr(token) if token else None,
-                                     "sync": UnitAttr() if sync else None,
+                                     "sync": SYNC if sync else None,
                                      "decorators": _decos(decorators),
                                      "operand_decorators": op_decos,
                                      "attrs": DictionaryAttr(attrs)})

@@ -125,10 +125,11 @@ class ExpressionParser(TokenCursor):
         self.evaluator = Evaluator()
         # Caches that keep parsing linear and cheap: one `arith.constant` per
         # literal value per block (visible in nested loop blocks), one
-        # RegionType per distinct type, one location attribute per position.
+        # attribute per distinct region type, buffer type, memory level.
         self._literals: list[dict[int, SSAValue]] = [{}]
         self._region_types: dict[tuple[object, ...], RegionType] = {}
         self._buffer_types: dict[MemLevelAttr, BufferType] = {}
+        self._levels: dict[str, MemLevelAttr] = {}
         self._file_attr = StringAttr(file)
         self._ints: dict[int, IntAttr] = {}
         # bounded work (D-LIMITS): nesting of parentheses/lists, loop depth,
@@ -353,6 +354,13 @@ class ExpressionParser(TokenCursor):
         """Parse an expression whose value is needed now (L1 index, decorator
         arguments) without adding it to the IR: the expression is built in a
         scratch block, evaluated, and dropped.  None if it is not constant."""
+        t = self.tok
+        if t.kind == INT:
+            nxt = self.tokens[self.pos + 1]
+            if nxt.text in _AFTER_OPERAND and nxt.kind == PUNCT:  # a lone literal: its value
+                self.pos += 1
+                self.tok = nxt
+                return int(t.text)
         block, literals = self.block, self._literals
         self.block, self._literals = Block(), [{}]
         try:

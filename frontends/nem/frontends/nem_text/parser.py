@@ -265,7 +265,7 @@ class ProgramParser(ExpressionParser):
         t = self.tok
         if t.kind == ID and t.text in MEM_LEVEL_KINDS and t.text != "L1":
             self.advance()
-            return MemLevelAttr(t.text)
+            return self._level(t.text)
         if t.kind == ID and t.text == "L1":
             self.advance()
             if self.accept("["):
@@ -274,10 +274,17 @@ class ProgramParser(ExpressionParser):
                 if k is None or k < 0:
                     raise self.error("the L1 engine index must be a non-negative constant expression",
                                      "GRAM-05", "write L1[k] with k a literal or const", t)
-                return MemLevelAttr.get("L1", k)
-            return MemLevelAttr("L1")
+                return self._level(f"L1[{k}]")
+            return self._level("L1")
         raise self.error(f"expected a memory level (DDR, L2, L1 or L1[k]), found {describe(t)}",
                          "GRAM-05", MEM_LEVEL_FIX)
+
+    def _level(self, text: str) -> MemLevelAttr:
+        """The level attribute spelled `text` (`DDR`, `L1[2]`), made once."""
+        level = self._levels.get(text)
+        if level is None:
+            level = self._levels[text] = MemLevelAttr(text)
+        return level
 
     def _loop(self) -> None:
         kw = self.advance()
