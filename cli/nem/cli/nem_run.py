@@ -24,8 +24,7 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-import numpy as np
-
+from nem.cli.entry import keep_until_exit
 from nem.cli.inputs import (
     InputError,
     check_output_path,
@@ -351,6 +350,8 @@ def _check_outputs(interp, outputs: list[Output]) -> int | None:
 
 
 def _write_outputs(interp, outputs: list[Output]) -> None:
+    import numpy as np
+
     from nem.cli.common import output_file
 
     for o in outputs:
@@ -363,10 +364,10 @@ def _write_outputs(interp, outputs: list[Output]) -> None:
 
 
 def run(argv=None) -> int:
+    args = _parser().parse_args(argv)  # first: --help and --version need nothing else
     from nem.dialect.diagnostics import NemDiagnosticError
     from nem.runtime.api import NemInterpreter, profile_problem
 
-    args = _parser().parse_args(argv)
     outputs = [Output.parse(o) for o in args.output]
     if args.schedules is not None and args.schedules < 1:
         return _usage("--schedules needs K >= 1")
@@ -401,6 +402,8 @@ def run(argv=None) -> int:
                 raise ValueError(f"bad timing profile: {profile_problem(profile)}")
             interp.set_timing_profile(profile)
         prog = _load(args, interp)
+        if argv is None:  # run as a program: the IR lives until the process ends
+            keep_until_exit()
     except NemDiagnosticError as e:
         print_diagnostics("nem-run", e.diagnostics)
         return 1

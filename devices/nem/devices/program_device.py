@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from nem.devices.device_resolver import (
     resolve_device,
@@ -23,6 +24,9 @@ from nem.dialect.device_model import Device, DeviceDecl, VariantRef
 from nem.dialect.diagnostics import Diagnostic, NemDiagnosticError, SourceLoc, error, fail
 from nem.dialect.operand_binding import match_families
 from nem.dialect.ops import ComputeOp, ProgramOp
+
+if TYPE_CHECKING:
+    from nem.frontends.nem_text.lexer import TokenStream
 
 
 def program_device(prog: ProgramOp, file: str, include_dirs: Sequence[str] = (),
@@ -87,20 +91,18 @@ def _inline_device(file: str, canonical: str, loc: SourceLoc | None) -> DeviceDe
     from nem.dialect.diagnostics import source_text
     from nem.frontends.nem_text.config_parser import parse_config_document, parse_device_config
     from nem.frontends.nem_text.cursor import TokenCursor
-    from nem.frontends.nem_text.lexer import tokenize
+    from nem.frontends.nem_text.lexer import TokenStream
 
     text = source_text(file)
     if text is not None and loc is not None:
+        # the directive is in the file's head: lexed up to the end of the block only
+        tokens = TokenStream(text, file)
         try:
-            tokens = tokenize(text, file)
+            start = _token_at(tokens, loc)
         except NemDiagnosticError:  # not .nem text (a program read from MLIR)
-            tokens = []
-        start = next((i for i, t in enumerate(tokens)
-                      if (t.line, t.col) == (loc.line, loc.col) and t.text == "device"), None)
+            start = None
         if start is not None:
-            cur = TokenCursor(tokens, file)
-            cur.pos = start
-            return parse_device_config(cur)
+            return parse_device_config(TokenCursor(tokens, file, start))
     pseudo = f"{file} (inline device)"
     try:
         decl = parse_config_document(canonical, pseudo).devices[-1]
@@ -116,23 +118,34 @@ def _include_locs(file: str, count: int, fallback: SourceLoc | None
     paths).  `fallback` (the program's location) when the text is not known,
     e.g. for a program read from MLIR."""
     from nem.dialect.diagnostics import source_text
-    from nem.frontends.nem_text.lexer import STRING, tokenize
+    from nem.frontends.nem_text.lexer import STRING, TokenStream
 
     if count == 0:
         return ()
     text = source_text(file)
     locs: list[SourceLoc] = []
     if text is not None:
-        try:
-            tokens = tokenize(text, file)
-        except NemDiagnosticError:
-            tokens = []
+        tokens = TokenStream(text, file)  # the head only: includes come first
         i = 0
-        while len(locs) < count and i + 1 < len(tokens) and tokens[i].text == "include" \
-                and tokens[i + 1].kind == STRING:
-            locs.append(SourceLoc(file, tokens[i].line, tokens[i].col))
-            i += 2
+        try:
+            while len(locs) < count and tokens[i].text == "include" \
+                    and tokens[i + 1].kind == STRING:
+                locs.append(SourceLoc(file, tokens[i].line, tokens[i].col))
+                i += 2
+        except NemDiagnosticError:  # not .nem text (a program read from MLIR)
+            locs = []
     return tuple(locs) if len(locs) == count else (fallback,) * count
+
+
+def _token_at(tokens: TokenStream, loc: SourceLoc) -> int | None:
+    """The index of the `device` keyword at `loc` (None if there is none):
+    tokens are lexed up to it only."""
+    i = 0
+    while True:
+        t = tokens[i]
+        if (t.line, t.col) >= (loc.line, loc.col) or t.kind == "EOF":
+            return i if (t.line, t.col) == (loc.line, loc.col) and t.text == "device" else None
+        i += 1
 
 
 def check_device_validity(prog: ProgramOp, device: Device) -> list[Diagnostic]:

@@ -15,10 +15,12 @@ integer expressions referenced by `ArgRefAttr`s inside `attrs`.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, ClassVar, cast
+from collections.abc import Iterator, Mapping, Sequence
+from functools import lru_cache
+from typing import TYPE_CHECKING, ClassVar, TypeAlias, TypeVar, cast
 
 from xdsl.dialects.builtin import (
+    UNKNOWN_LOC,
     ArrayAttr,
     DenseArrayBase,
     DictionaryAttr,
@@ -29,7 +31,7 @@ from xdsl.dialects.builtin import (
     UnitAttr,
     i32,
 )
-from xdsl.ir import Attribute, Block, Operation, OpResult, Region, SSAValue
+from xdsl.ir import Attribute, Block, BlockArgument, Operation, OpResult, Region, SSAValue
 from xdsl.irdl import (
     AttrSizedOperandSegments,
     IRDLOperation,
@@ -58,13 +60,92 @@ from nem.dialect.diagnostics import RuleVerifyException
 from nem.dialect.registry import OpcodeSpec, opcodes
 from nem.dialect.semantics import window_error
 
+INDEX = IndexType()
+TOKEN = TokenType()
+SYNC = UnitAttr()
+_VALUE_TYPES = (OpResult, BlockArgument)
+"""The concrete SSA value classes (an operand of another type is converted
+by `SSAValue.get`: an operation stands for its single result)."""
+"""The result types of integer-valued ops and of tasks, a task's `.sync`
+flag: attributes are immutable values, made once rather than per op."""
+
+_Item = TypeVar("_Item")
+_Group: TypeAlias = "_Item | Sequence[_Item] | None"
+"""One operand or result group of an op's keyword constructor."""
+
+
+@lru_cache(maxsize=256)
+def _segment_sizes(sizes: tuple[int, ...]) -> DenseArrayBase:
+    """The `operandSegmentSizes` property for `sizes`: an immutable value,
+    made once (few distinct ones exist; IRDL makes one per op)."""
+    return DenseArrayBase.from_list(i32, sizes)
+
+
+@lru_cache(maxsize=256)
+def _index_attr(value: int) -> IntegerAttr:
+    """`value : index` (an alignment): few distinct ones exist."""
+    return IntegerAttr.from_index_int_value(value)
+
+
+@lru_cache(maxsize=None)  # one entry per op class
+def _segmented(cls: type[IRDLOperation]) -> bool:
+    """Whether `cls`'s operand groups are sized by `operandSegmentSizes`."""
+    return any(isinstance(o, AttrSizedOperandSegments) for o in cls.get_irdl_definition().options)
+
 
 def _decos(decorators: list[DecoratorAttr] | tuple[DecoratorAttr, ...]) -> ArrayAttr | None:
     return ArrayAttr(tuple(decorators)) if decorators else None
 
 
 class NemOp(IRDLOperation):
-    """Common helpers: decorators and the optional user-visible name."""
+    """Common helpers: decorators and the optional user-visible name, and
+    the construction every NEM op's `__init__` goes through.
+
+    That construction takes IRDLOperation's keyword arguments (operand and
+    result groups, properties with `None` for absent ones, regions) and
+    builds the op as `Operation.create` does, on xDSL's public
+    `Operation.__init__` (decision D-IR-BUILD): the variadic groups are
+    flattened and `operandSegmentSizes` set here, without IRDL's generic
+    per-argument checks, which cost three quarters of the time to build a
+    large program.  What those checks would catch -- an operand of the
+    wrong type, a missing property -- is an error of the code building the
+    op, and xDSL's verifier (`op.verify()`) still finds it: every front end
+    and pass test verifies the IR it builds."""
+
+    def __init__(self, *, operands: Sequence[_Group[SSAValue | Operation]] = (),
+                 result_types: Sequence[_Group[Attribute]] = (),
+                 properties: Mapping[str, Attribute | None] | None = None,
+                 regions: Sequence[Region] = ()):
+        flat: list[SSAValue] = []
+        sizes: list[int] = []
+        for group in operands:
+            kind = type(group)  # (not isinstance: on xDSL's ABCs it runs Python code)
+            if kind in _VALUE_TYPES:
+                flat.append(cast(SSAValue, group))
+                sizes.append(1)
+            elif kind is list or kind is tuple:
+                flat.extend(v if type(v) in _VALUE_TYPES else SSAValue.get(v)
+                            for v in cast(Sequence[SSAValue | Operation], group))
+                sizes.append(len(cast(Sequence[SSAValue], group)))
+            elif group is None:
+                sizes.append(0)
+            elif isinstance(group, Sequence):
+                flat.extend(SSAValue.get(v) for v in group)
+                sizes.append(len(group))
+            else:  # an operation stands for its single result
+                flat.append(SSAValue.get(cast(SSAValue | Operation, group)))
+                sizes.append(1)
+        types: list[Attribute] = []
+        for t in result_types:
+            if type(t) is list or type(t) is tuple:
+                types.extend(cast(Sequence[Attribute], t))
+            elif t is not None:
+                types.append(cast(Attribute, t))
+        props = {k: v for k, v in properties.items() if v is not None} if properties else {}
+        if _segmented(type(self)):
+            props["operandSegmentSizes"] = _segment_sizes(tuple(sizes))
+        Operation.__init__(self, operands=flat, result_types=types, properties=props,
+                           regions=regions, location=UNKNOWN_LOC)
 
     def decorator_list(self) -> tuple[DecoratorAttr, ...]:
         decos = self.properties.get("decorators")
@@ -107,6 +188,19 @@ class ProgramOp(NemOp):
                                   "directive's form and its path, name or inline text")
 
 
+def programs(root: Operation) -> Iterator[ProgramOp]:
+    """The `nem.program` ops in `root` (a module), in order, found without
+    walking their bodies, which hold no program (a full walk visited every
+    op of a large program to find the one it holds)."""
+    if type(root) is ProgramOp:
+        yield root
+        return
+    for region in root.regions:
+        for block in region.blocks:
+            for op in block.ops:
+                yield from programs(op)
+
+
 @irdl_op_definition
 class ConstOp(NemOp):
     """`const NAME = expr`: a program-scoped integer constant (SPEC §11)."""
@@ -118,7 +212,7 @@ class ConstOp(NemOp):
     result = result_def(IndexType)
 
     def __init__(self, name: str, value: SSAValue):
-        super().__init__(operands=[value], result_types=[IndexType()],
+        super().__init__(operands=[value], result_types=[INDEX],
                          properties={"name": StringAttr(name)})
         self.result.name_hint = _hint(name)
 
@@ -137,7 +231,7 @@ class LetOp(NemOp):
     result = opt_result_def(IndexType)
 
     def __init__(self, name: str, value: Attribute, args: list[SSAValue], is_scalar_int: bool):
-        super().__init__(operands=[args], result_types=[[IndexType()] if is_scalar_int else []],
+        super().__init__(operands=[args], result_types=[[INDEX] if is_scalar_int else []],
                          properties={"name": StringAttr(name), "value": value})
         if self.result is not None:
             self.result.name_hint = _hint(name)
@@ -159,13 +253,13 @@ class BufferOp(NemOp):
                  decorators: list[DecoratorAttr]):
         super().__init__(operands=[size], result_types=[type],
                          properties={"name": StringAttr(name),
-                                     "align": IntegerAttr.from_index_int_value(align)
-                                     if align is not None else None,
+                                     "align": _index_attr(align) if align is not None else None,
                                      "decorators": _decos(decorators)})
         self.result.name_hint = _hint(name)
 
 
 REGION_BINDINGS = ("decl", "let", "inline")
+_BINDINGS = {b: StringAttr(b) for b in REGION_BINDINGS}
 
 
 @irdl_op_definition
@@ -194,7 +288,7 @@ class RegionOp(NemOp):
                  binding: str, decorators: list[DecoratorAttr]):
         super().__init__(operands=[buffer, offset, extent, shape, strides], result_types=[type],
                          properties={"name": StringAttr(name) if name else None,
-                                     "binding": StringAttr(binding),
+                                     "binding": _BINDINGS.get(binding) or StringAttr(binding),
                                      "decorators": _decos(decorators)})
         if name:
             self.result.name_hint = _hint(name)
@@ -347,9 +441,9 @@ class _MoveOp(TaskOp):
     def __init__(self, dst: SSAValue, src: SSAValue, deps: list[SSAValue], sync: bool,
                  token: str | None, decorators: list[DecoratorAttr],
                  operand_decorators: list[list[DecoratorAttr]] | None = None):
-        super().__init__(operands=[dst, src, deps], result_types=[TokenType()],
+        super().__init__(operands=[dst, src, deps], result_types=[TOKEN],
                          properties={"token": StringAttr(token) if token else None,
-                                     "sync": UnitAttr() if sync else None,
+                                     "sync": SYNC if sync else None,
                                      "decorators": _decos(decorators),
                                      "operand_decorators": _operand_decos(
                                          operand_decorators or [])})
@@ -421,9 +515,9 @@ class ComputeOp(TaskOp):
                  token: str | None, decorators: list[DecoratorAttr],
                  operand_decorators: list[list[DecoratorAttr]]):
         op_decos = _operand_decos(operand_decorators)
-        super().__init__(operands=[ins, outs, deps, args], result_types=[TokenType()],
+        super().__init__(operands=[ins, outs, deps, args], result_types=[TOKEN],
                          properties={"token": StringAttr(token) if token else None,
-                                     "sync": UnitAttr() if sync else None,
+                                     "sync": SYNC if sync else None,
                                      "decorators": _decos(decorators),
                                      "operand_decorators": op_decos,
                                      "attrs": DictionaryAttr(attrs)})

@@ -1,25 +1,48 @@
-"""NEM passes (installed as `nem.passes`)."""
+"""NEM passes (installed as `nem.passes`).
 
-from nem.passes.forward_fills import ForwardZeroFillsPass
-from nem.passes.lowering.passes import ConvertAffineToNemPass, LowerToNemPass
-from nem.passes.share_buffers import ShareBuffersPass
-from nem.passes.synthesize_deps import SynthesizeDepsPass
-from nem.passes.verify import PASSES as _VERIFY_PASSES
+`PASSES` (name -> pass class) is built on first use (PEP 562): importing one
+pass module, or the pass driver, does not load every pass (the lowering and
+the analyses are a tenth of a second of `nem-opt`'s start-up, for runs that
+apply no pass).
+"""
 
-PASSES = dict(_VERIFY_PASSES)
-PASSES.update({p.name: p for p in (ConvertAffineToNemPass, LowerToNemPass,
-                                   ForwardZeroFillsPass, SynthesizeDepsPass, ShareBuffersPass)})
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from xdsl.passes import ModulePass
 
 __all__ = ["PASSES"]
 
-# Checking passes and the `nem-verify` pipeline (passes/nem/passes/device.py, placement.py,
-# fold.py, pipeline.py; tokens.py and hazards.py by the token/hazard checks).
-from nem.passes.device import VerifyDevicePass  # noqa: E402
-from nem.passes.fold import FoldConstsPass  # noqa: E402
-from nem.passes.hazards import CheckHazardsPass  # noqa: E402
-from nem.passes.pipeline import VerifyPipelinePass  # noqa: E402
-from nem.passes.placement import CheckPlacementPass  # noqa: E402
-from nem.passes.tokens import CheckTokensPass  # noqa: E402
 
-PASSES.update({p.name: p for p in (VerifyDevicePass, CheckPlacementPass, FoldConstsPass,
-                                   CheckTokensPass, CheckHazardsPass, VerifyPipelinePass)})
+def _passes() -> dict[str, type[ModulePass]]:
+    from nem.passes.forward_fills import ForwardZeroFillsPass
+    from nem.passes.lowering.passes import ConvertAffineToNemPass, LowerToNemPass
+    from nem.passes.share_buffers import ShareBuffersPass
+    from nem.passes.synthesize_deps import SynthesizeDepsPass
+    from nem.passes.verify import PASSES as _VERIFY_PASSES
+
+    passes: dict[str, type[ModulePass]] = dict(_VERIFY_PASSES)
+    passes.update({p.name: p for p in (ConvertAffineToNemPass, LowerToNemPass,
+                                       ForwardZeroFillsPass, SynthesizeDepsPass,
+                                       ShareBuffersPass)})
+    # Checking passes and the `nem-verify` pipeline (passes/nem/passes/device.py,
+    # placement.py, fold.py, pipeline.py; tokens.py and hazards.py by the token/hazard checks).
+    from nem.passes.device import VerifyDevicePass
+    from nem.passes.fold import FoldConstsPass
+    from nem.passes.hazards import CheckHazardsPass
+    from nem.passes.pipeline import VerifyPipelinePass
+    from nem.passes.placement import CheckPlacementPass
+    from nem.passes.tokens import CheckTokensPass
+
+    passes.update({p.name: p for p in (VerifyDevicePass, CheckPlacementPass, FoldConstsPass,
+                                       CheckTokensPass, CheckHazardsPass, VerifyPipelinePass)})
+    return passes
+
+
+def __getattr__(name: str) -> object:
+    if name == "PASSES":
+        passes = globals()["PASSES"] = _passes()  # made once, then a plain attribute
+        return passes
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

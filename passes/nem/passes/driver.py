@@ -32,7 +32,6 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from nem.dialect.diagnostics import Diagnostic, NemDiagnosticError
-from nem.passes import PASSES
 from nem.passes.pass_context import pass_context
 from nem.passes.pipeline_spec import check_pipeline
 from xdsl.context import Context
@@ -102,6 +101,8 @@ def load_pass_plugin(path: str | Path) -> list[type[ModulePass]]:
 
 
 def _owner(name: str) -> str | None:
+    from nem.passes import PASSES
+
     if name in PASSES:
         return "NEM"
     if name in PLUGIN_PASSES:
@@ -194,6 +195,8 @@ def available_passes() -> dict[str, PassFactory]:
     out: dict[str, PassFactory] = {}
     for passes in universe_passes().values():
         out.update(passes)
+    from nem.passes import PASSES
+
     out.update({name: _factory(cls) for name, cls in PASSES.items()})
     out.update({name: _factory(cls) for name, (cls, _) in PLUGIN_PASSES.items()})
     return out

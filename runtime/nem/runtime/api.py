@@ -32,7 +32,7 @@ from nem.dialect.diagnostics import (
     SourceLoc,
     register_source,
 )
-from nem.dialect.ops import ProgramOp
+from nem.dialect.ops import ProgramOp, programs
 from nem.runtime import tensor_io
 from nem.runtime.engine import RunError, compile_program
 from nem.runtime.memory import (
@@ -189,7 +189,7 @@ class NemInterpreter:
         except VerifyException as e:
             raise NemDiagnosticError([Diagnostic("error", str(e).splitlines()[0],
                                                  SourceLoc(file, 1, 1))]) from None
-        progs = [op for op in module.walk() if isinstance(op, ProgramOp)]
+        progs = list(programs(module))
         if len(progs) != 1:
             raise NemDiagnosticError([Diagnostic("error", f"expected one nem.program, found "
                                                  f"{len(progs)}", SourceLoc(file, 1, 1))])
@@ -199,7 +199,7 @@ class NemInterpreter:
                     ) -> Program:
         """Load NEM IR already parsed (one `nem.program` in `module`), as
         `load_string` does after parsing."""
-        [prog] = [op for op in module.walk() if isinstance(op, ProgramOp)]
+        [prog] = programs(module)
         return self._load_module(module, prog, file, check)
 
     def _load_module(self, module: ModuleOp, prog: ProgramOp, file: str, check: bool) -> Program:

@@ -13,17 +13,34 @@ tells the two kinds apart and `detect_format` tells `.nem` from MLIR text
 with an xDSL parser over `nem.dialect.dialect.nem_context()`.
 """
 
-from nem.frontends.nem_text.config_parser import parse_config_document
-from nem.frontends.nem_text.config_printer import print_config_document
-from nem.frontends.nem_text.document import detect_format, is_config_document
-from nem.frontends.nem_text.parser import parse_nem
-from nem.frontends.nem_text.printer import print_nem
+import importlib
+from typing import TYPE_CHECKING
 
-__all__ = [
-           "detect_format",
-           "is_config_document",
-           "parse_config_document",
-           "parse_nem",
-           "print_config_document",
-           "print_nem",
-]
+if TYPE_CHECKING:
+    from nem.frontends.nem_text.config_parser import parse_config_document
+    from nem.frontends.nem_text.config_printer import print_config_document
+    from nem.frontends.nem_text.document import detect_format, is_config_document
+    from nem.frontends.nem_text.parser import parse_nem
+    from nem.frontends.nem_text.printer import print_nem
+
+_HOMES = {
+    "detect_format": "document",
+    "is_config_document": "document",
+    "parse_config_document": "config_parser",
+    "parse_nem": "parser",
+    "print_config_document": "config_printer",
+    "print_nem": "printer",
+}
+"""Where each name lives: the modules are imported on first use (PEP 562),
+so that importing one of them (the config parser, by the device loader)
+does not load the program parser, the printer and the NEM ops."""
+
+__all__ = ["detect_format", "is_config_document", "parse_config_document", "parse_nem",
+           "print_config_document", "print_nem"]
+
+
+def __getattr__(name: str) -> object:
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f"{__name__}.{home}"), name)

@@ -5,22 +5,25 @@ only includes, `type_family` and `device NAME [extends P] { ... }` blocks is a
 config document; anything else (statements, a `program` header, `device
 "file"` / `device ID` directives) makes it a program.  An empty file is an
 empty program.
+
+The test lexes only as far as it reads (`TokenStream`): a program is told
+by its first statement, whatever its length.
 """
 
 from __future__ import annotations
 
 import re
 
-from nem.frontends.nem_text.lexer import EOF, ID, STRING, Token, tokenize
+from nem.frontends.nem_text.lexer import EOF, ID, STRING, TokenStream
 
 
-def _skip_braces(tokens: list[Token], i: int) -> int | None:
+def _skip_braces(tokens: TokenStream, i: int) -> int | None:
     """Index after the `{...}` block starting at or after `i` (None if unbalanced).
 
     A type family's parameter list `<T: {f16, bf16}>` comes before its body
     and holds braces of its own, so it is skipped first."""
     angle = 0
-    while i < len(tokens) and (tokens[i].text != "{" or angle):
+    while tokens[i].text != "{" or angle:
         if tokens[i].kind == EOF:
             return None
         if tokens[i].text == "<" and tokens[i].kind != STRING:
@@ -29,8 +32,9 @@ def _skip_braces(tokens: list[Token], i: int) -> int | None:
             angle = max(0, angle - 1)
         i += 1
     depth = 0
-    for j in range(i, len(tokens)):
-        t = tokens[j]
+    while tokens[i].kind != EOF:
+        t = tokens[i]
+        i += 1
         if t.kind == STRING:
             continue
         if t.text == "{":
@@ -38,12 +42,14 @@ def _skip_braces(tokens: list[Token], i: int) -> int | None:
         elif t.text == "}":
             depth -= 1
             if depth == 0:
-                return j + 1
+                return i
     return None
 
 
 def is_config_document(text: str, file: str) -> bool:
-    tokens = tokenize(text, file)
+    """Whether `text` is a config document (else a program); a lexical error
+    in the part read is raised as the parsers would."""
+    tokens = TokenStream(text, file)
     i = 0
     while tokens[i].text == "include" and tokens[i + 1].kind == STRING:
         i += 2

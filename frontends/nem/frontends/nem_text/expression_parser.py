@@ -15,14 +15,13 @@ import math
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import TypeVar, cast
+from typing import NamedTuple, TypeVar, cast
 
 from xdsl.dialects import arith
 from xdsl.dialects.builtin import (
     ArrayAttr,
     FileLineColLoc,
     FloatAttr,
-    IndexType,
     IntAttr,
     IntegerAttr,
     StringAttr,
@@ -32,6 +31,7 @@ from xdsl.ir import Attribute, Block, Operation, SSAValue
 from nem.dialect.attributes import (
     ELEM_BY_NAME,
     ArgRefAttr,
+    BufferType,
     DecoratorAttr,
     MemLevelAttr,
     RegionType,
@@ -39,6 +39,7 @@ from nem.dialect.attributes import (
 from nem.dialect.decorators import DECORATORS
 from nem.dialect.diagnostics import NemDiagnosticError, SourceLoc, register_source
 from nem.dialect.limits import MAX_EXPR_DEPTH, MAX_EXPR_OPERATORS, MAX_NESTING_DEPTH
+from nem.dialect.ops import INDEX
 from nem.dialect.semantics import (
     BINOPS,
     PRECEDENCE,
@@ -51,18 +52,19 @@ from nem.dialect.semantics import (
 from nem.frontends.nem_text.cursor import TokenCursor, describe
 from nem.frontends.nem_text.lexer import FLOAT, ID, INT, PUNCT, STRING, Token, tokenize
 
-_BinOp = Callable[[SSAValue, SSAValue], Operation]
 _OpT = TypeVar("_OpT", bound=Operation)
-"""An `arith` op class of `BINOPS`, as the parser calls it."""
 
 
-@dataclass
-class Name:
-    """What a name in scope denotes."""
+class Name(NamedTuple):
+    """What a name in scope denotes (a tuple: one is made per declaration)."""
 
     kind: str  # const | let | buffer | region | token | loopvar | value
     value: SSAValue | None
-    loc: SourceLoc
+    line: int  # where it is declared
+
+
+_AFTER_OPERAND = frozenset((",", ")", "]"))
+"""Punctuation that ends an expression that is a single operand."""
 
 
 class Scope:
@@ -84,7 +86,13 @@ class Scope:
             s = s.parent
 
     def lookup(self, name: str) -> Name | None:
-        return next((s.names[name] for s in self.chain() if name in s.names), None)
+        scope: Scope | None = self
+        while scope is not None:
+            found = scope.names.get(name)
+            if found is not None:
+                return found
+            scope = scope.parent
+        return None
 
     def end_loop(self, body: Scope, iv: str) -> None:
         """Remember the names of `body`, a loop body of this block that ended."""
@@ -117,9 +125,11 @@ class ExpressionParser(TokenCursor):
         self.evaluator = Evaluator()
         # Caches that keep parsing linear and cheap: one `arith.constant` per
         # literal value per block (visible in nested loop blocks), one
-        # RegionType per distinct type, one location attribute per position.
+        # attribute per distinct region type, buffer type, memory level.
         self._literals: list[dict[int, SSAValue]] = [{}]
         self._region_types: dict[tuple[object, ...], RegionType] = {}
+        self._buffer_types: dict[MemLevelAttr, BufferType] = {}
+        self._levels: dict[str, MemLevelAttr] = {}
         self._file_attr = StringAttr(file)
         self._ints: dict[int, IntAttr] = {}
         # bounded work (D-LIMITS): nesting of parentheses/lists, loop depth,
@@ -143,13 +153,19 @@ class ExpressionParser(TokenCursor):
 
     def expect(self, text: str, rule: str, what: str | None = None,
                fix: str | None = None) -> Token:
-        if self.at(text):
-            return self.advance()
+        t = self.tok
+        if t.text == text:
+            self.pos += 1
+            self.tok = self.tokens[self.pos]
+            return t
         return self._missing(lambda: super(ExpressionParser, self).expect(text, rule, what, fix))
 
     def expect_kind(self, kind: str, rule: str, what: str, fix: str | None = None) -> Token:
-        if self.tok.kind == kind:
-            return self.advance()
+        t = self.tok
+        if t.kind == kind:
+            self.pos += 1
+            self.tok = self.tokens[self.pos]
+            return t
         return self._missing(lambda: super(ExpressionParser, self).expect_kind(kind, rule, what, fix))
 
     def _missing(self, raise_error: Callable[[], Token]) -> Token:
@@ -197,7 +213,7 @@ class ExpressionParser(TokenCursor):
         start = self.pos
         t = self.tok
         if self._expr_has_float():
-            self.pos = start
+            self.seek(start)
             value = float(self._float_expr())
             if not math.isfinite(value):
                 # a binary64 overflow (`1.0e400`, `1.0e300 * 1.0e300`): the
@@ -205,7 +221,7 @@ class ExpressionParser(TokenCursor):
                 raise self.error("the float value overflows a 64-bit float (magnitude above 1.8e308)",
                                  "LEX-02", "write a value of magnitude below 1.8e308", t)
             return ParsedValue("float", value, t)
-        self.pos = start
+        self.seek(start)
         return ParsedValue("int", self._expr(), t)
 
     def _expr_has_float(self) -> bool:
@@ -294,12 +310,21 @@ class ExpressionParser(TokenCursor):
     # Integer expressions (GRAM-16)
     # ------------------------------------------------------------------
     def _expr(self, const_ctx: bool = False, min_prec: int = 0) -> SSAValue:
+        t = self.tok
+        if t.kind == INT:
+            nxt = self.tokens[self.pos + 1]
+            if nxt.text in _AFTER_OPERAND and nxt.kind == PUNCT:
+                # a lone literal before `,` `)` `]`, the commonest expression:
+                # nothing else to check (LEX-02's malformed numbers end in `.`/ID)
+                self.pos += 1
+                self.tok = nxt
+                return self._literal(int(t.text), t)
         if min_prec == 0 and self._nesting == 0:
             self._operators = 0  # a new top-level expression
         lhs = self._primary(const_ctx)
         while True:
             t = self.tok
-            prec = PRECEDENCE.get(t.text) if t.kind != STRING else None
+            prec = PRECEDENCE.get(t.text)  # (a STRING's text has its quotes)
             if prec is None or prec <= min_prec:
                 return lhs
             self._operators += 1
@@ -317,7 +342,8 @@ class ExpressionParser(TokenCursor):
                     raise self.error(f"{e} in a constant expression", e.rule,
                                      "change the divisor" if e.rule else
                                      "keep every value within the signed 64-bit range", t)
-            node = self._add(cast(_BinOp, BINOPS[t.text])(lhs, rhs), t)
+            # built with `create` as the other ops (D-IR-BUILD): index operands, an index result
+            node = self._add(BINOPS[t.text].create(operands=(lhs, rhs), result_types=(INDEX,)), t)
             if expression_depth(node, self._depths) > MAX_EXPR_DEPTH:  # type: ignore[operator]
                 raise self.error(f"integer expression more than {MAX_EXPR_DEPTH} operations "
                                  "deep, counting through const and let names (limit D-LIMITS)",
@@ -328,6 +354,13 @@ class ExpressionParser(TokenCursor):
         """Parse an expression whose value is needed now (L1 index, decorator
         arguments) without adding it to the IR: the expression is built in a
         scratch block, evaluated, and dropped.  None if it is not constant."""
+        t = self.tok
+        if t.kind == INT:
+            nxt = self.tokens[self.pos + 1]
+            if nxt.text in _AFTER_OPERAND and nxt.kind == PUNCT:  # a lone literal: its value
+                self.pos += 1
+                self.tok = nxt
+                return int(t.text)
         block, literals = self.block, self._literals
         self.block, self._literals = Block(), [{}]
         try:
@@ -469,13 +502,24 @@ class ExpressionParser(TokenCursor):
         return op
 
     def _literal(self, value: int, tok: Token) -> SSAValue:
+        hit = self._literals[-1].get(value)  # (the current block's first: most hits)
+        if hit is not None:
+            return hit
         for cache in reversed(self._literals):
             hit = cache.get(value)
             if hit is not None:
                 return hit
-        result = self._add(arith.ConstantOp(IntegerAttr(value, IndexType())), tok).results[0]
+        const = arith.ConstantOp.create(result_types=(INDEX,),
+                                        properties={"value": IntegerAttr(value, INDEX)})
+        result = self._add(const, tok).results[0]
         self._literals[-1][value] = result
         return result
+
+    def _untyped_region_type(self, level: MemLevelAttr) -> RegionType:
+        rtype = self._region_types.get((level,))
+        if rtype is None:
+            rtype = self._region_types[(level,)] = RegionType(level)
+        return rtype
 
     def _region_type(self, level: MemLevelAttr, elem: str, shape: list[int], layout: str | None,
                      strides: list[int] | None, quant: Attribute | None) -> RegionType:
@@ -500,12 +544,12 @@ class ExpressionParser(TokenCursor):
                if decl.kind == "token" else
                f"use it inside loop {iv}, or declare it before the loop")
         return self.error(f"{decl.kind} '{tok.text}' is out of scope: it is declared in loop "
-                          f"{iv}'s body (line {decl.loc.line}) and not visible after endloop "
+                          f"{iv}'s body (line {decl.line}) and not visible after endloop "
                           "(D-NAME-SCOPE)", rule, fix, tok)
 
     def _declare(self, tok: Token, kind: str, value: SSAValue | None) -> None:
         # Duplicates are reported by the verifier (NAME-02); the newest wins here.
-        self.scope.names[tok.text] = Name(kind, value, self.loc(tok))
+        self.scope.names[tok.text] = Name(kind, value, tok.line)
 
 
 

@@ -1,6 +1,20 @@
 """Lexer for `.nem` text (programs, device configs, type-family catalogs).
 
-One compiled regular expression turns the whole input into a list of tokens.
+Two entry points over one token grammar:
+
+* `tokenize` lexes a whole file for the parsers.  It runs the token
+  regular expression line by line with `findall` and builds the tokens with
+  `map` -- no Python code per token, only per line and per distinct token
+  text -- because a compiled CNN is 10,000 lines and 800,000 tokens, and a
+  per-token loop cost as much as the rest of the parse.  Any line it cannot
+  take whole (a stray character, an unterminated string, an out-of-range
+  INT) sends the file to `iter_tokens`, which reports the first problem
+  exactly where it is.
+* `iter_tokens` yields tokens one at a time with their positions: the
+  reference lexer, and what readers of a file's head use (`TokenStream`:
+  document detection, include locations), so that they never lex the whole
+  file.  Both produce the same tokens (test/unit/test_lexer.py).
+
 Choices the spec leaves open (docs/conformance.md Gaps E) and how they are made here:
 
 * `ID` is `[A-Za-z_][A-Za-z0-9_]*`; keywords are *contextual*: element-type
@@ -25,7 +39,10 @@ Choices the spec leaves open (docs/conformance.md Gaps E) and how they are made 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from collections.abc import Iterator
+from itertools import accumulate, chain, repeat
+from operator import sub
+from typing import NamedTuple
 
 from nem.dialect.diagnostics import NemDiagnosticError, SourceLoc, fail
 from nem.dialect.limits import INT_MAX, MAX_LITERAL_CHARS
@@ -33,8 +50,10 @@ from nem.dialect.limits import INT_MAX, MAX_LITERAL_CHARS
 ID, INT, FLOAT, STRING, PUNCT, CALL, EOF = "ID", "INT", "FLOAT", "STRING", "PUNCT", "CALL", "EOF"
 
 
-@dataclass(slots=True)
-class Token:
+class Token(NamedTuple):
+    """One token: a tuple, so that the fast lexer builds it without running
+    Python code and the parser reads its fields at C speed."""
+
     kind: str
     text: str
     line: int
@@ -45,27 +64,42 @@ class Token:
         return f"{self.kind}({self.text!r}@{self.line}:{self.col})"
 
 
+# The token alternatives, in the order the lexer tries them (the first that
+# matches wins, whatever its length).
+_CALL = (r"(?:transfer|store)\.(?:async|sync)\b|opcode\.(?:mandatory|extended)\b"
+         r"|[A-Za-z_][A-Za-z0-9_]*\.(?:async|sync)\b")
+_FLOAT = r"[0-9]+\.[0-9]+(?:[eE][+-]?[0-9]+)?"
+_INT = r"[0-9]+"
+_ID = r"[A-Za-z_][A-Za-z0-9_]*"
+_STRING = r'"(?:[^"\\\n]|\\.)*"'
+_PUNCT = r"\.\.|[()\[\]{},=:;@+\-*/<>.]"
+_SPACE = r"[ \t\r\f]"
+
 _TOKEN_RE = re.compile(
-    r"""
-    (?P<ws>[ \t\r\f]+)
+    rf"""
+    (?P<ws>{_SPACE}+)
   | (?P<nl>\n)
   | (?P<comment>\#[^\n]*)
-  | (?P<CALL>(?:transfer|store)\.(?:async|sync)\b|opcode\.(?:mandatory|extended)\b
-             |[A-Za-z_][A-Za-z0-9_]*\.(?:async|sync)\b)
-  | (?P<FLOAT>[0-9]+\.[0-9]+(?:[eE][+-]?[0-9]+)?)
-  | (?P<INT>[0-9]+)
-  | (?P<ID>[A-Za-z_][A-Za-z0-9_]*)
-  | (?P<STRING>"(?:[^"\\\n]|\\.)*")
-  | (?P<PUNCT>\.\.|[()\[\]{},=:;@+\-*/<>.])
+  | (?P<CALL>{_CALL})
+  | (?P<FLOAT>{_FLOAT})
+  | (?P<INT>{_INT})
+  | (?P<ID>{_ID})
+  | (?P<STRING>{_STRING})
+  | (?P<PUNCT>{_PUNCT})
     """,
     re.VERBOSE,
 )
+"""The reference lexer's expression: one alternative per token kind."""
+
+_LINE_RE = re.compile(
+    rf"{_SPACE}*(?:\#.*|{_CALL}|{_FLOAT}|{_INT}|{_ID}|{_STRING}|{_PUNCT})")
+"""The same tokens on one line, each with the blanks before it: `findall`
+gives the pieces of the line, from which columns are sums of lengths."""
 
 
-def tokenize(text: str, file: str) -> list[Token]:
-    """Split `text` into tokens; raise a located diagnostic on a stray character."""
-    tokens: list[Token] = []
-    append = tokens.append
+def iter_tokens(text: str, file: str) -> Iterator[Token]:
+    """The tokens of `text` one at a time, ending with EOF; a located
+    diagnostic at the first character that starts no token."""
     line, line_start, nl = 1, 0, True
     pos, end = 0, len(text)
     match = _TOKEN_RE.match
@@ -87,13 +121,84 @@ def tokenize(text: str, file: str) -> list[Token]:
             nl = True
         elif kind != "ws" and kind != "comment":
             text_ = m.group()
-            if kind == "INT" and (len(text_) > MAX_LITERAL_CHARS or int(text_) > INT_MAX):
+            if kind == "INT" and not _int_in_range(text_):
                 raise _int_out_of_range(text_, SourceLoc(file, line, pos - line_start + 1))
-            append(Token(kind, text_, line, pos - line_start + 1, nl))
+            yield Token(kind, text_, line, pos - line_start + 1, nl)
             nl = False
         pos = m.end()
-    append(Token(EOF, "<end of file>", line, pos - line_start + 1, True))
+    yield Token(EOF, "<end of file>", line, pos - line_start + 1, True)
+
+
+def tokenize(text: str, file: str) -> list[Token]:
+    """All the tokens of `text`, ending with EOF; a located diagnostic at the
+    first character that starts no token (the same tokens and diagnostics
+    as `iter_tokens`, faster)."""
+    tokens: list[Token] = []
+    kinds: dict[str, str] = {}  # kind of each distinct token text
+    findall = _LINE_RE.findall
+    new_token = tuple.__new__
+    lines = text.split("\n")
+    for number, line in enumerate(lines, 1):
+        pieces = findall(line)  # each: blanks, then a token
+        if not pieces:
+            if line.strip(" \t\r\f"):
+                return list(iter_tokens(text, file))
+            continue
+        texts = list(map(str.lstrip, pieces))
+        ends = list(accumulate(map(len, pieces), initial=1))  # 1 + where each piece ends
+        comment = texts[-1][0] == "#"  # a comment runs to the end of the line
+        # findall skips what matches nothing: the pieces cover the line
+        # (up to its trailing blanks) only if their lengths add up to it
+        if ends[-1] - 1 != (len(line) if comment else len(line.rstrip(" \t\r\f"))):
+            return list(iter_tokens(text, file))
+        if comment:
+            del texts[-1]
+            if not texts:
+                continue
+        found = list(map(kinds.get, texts))
+        if None in found:
+            for t in texts:
+                if t not in kinds:
+                    kind = kinds[t] = _kind(t)
+                    if kind == INT and not _int_in_range(t):
+                        return list(iter_tokens(text, file))
+            found = list(map(kinds.__getitem__, texts))
+        cols = map(sub, ends[1:], map(len, texts))
+        tokens += map(new_token, repeat(Token), zip(
+            found, texts, repeat(number), cols, chain((True,), repeat(False))))
+    tokens.append(Token(EOF, "<end of file>", len(lines), len(lines[-1]) + 1, True))
     return tokens
+
+
+def _kind(text: str) -> str:
+    """The kind of a token text `_LINE_RE` found: its first character and a
+    `.` tell the alternative that matched."""
+    first = text[0]
+    if first.isdigit():
+        return FLOAT if "." in text else INT
+    if first.isalpha() or first == "_":
+        return CALL if "." in text else ID
+    return STRING if first == '"' else PUNCT
+
+
+def _int_in_range(text: str) -> bool:
+    return len(text) <= MAX_LITERAL_CHARS and int(text) <= INT_MAX
+
+
+class TokenStream:
+    """The tokens of a text, lexed only as far as they are read: a reader of
+    a file's head (its includes, its first declaration) pays for the head
+    only.  Indexing past the end gives the EOF token."""
+
+    def __init__(self, text: str, file: str):
+        self._iter = iter_tokens(text, file)
+        self._tokens: list[Token] = []
+
+    def __getitem__(self, index: int) -> Token:
+        tokens = self._tokens
+        while index >= len(tokens) and (not tokens or tokens[-1].kind != EOF):
+            tokens.append(next(self._iter))
+        return tokens[index] if index < len(tokens) else tokens[-1]
 
 
 def _int_out_of_range(text: str, loc: SourceLoc) -> NemDiagnosticError:

@@ -255,14 +255,17 @@ class ProgramParser(ExpressionParser):
             raise self.error(f"buffer '{name.text}' has no size", "BUF-06",
                              "add size=<bytes> to the buffer properties", name)
         decos = self._decorators()
-        op = self._add(BufferOp(name.text, BufferType(level), size, align, decos), kw)
+        btype = self._buffer_types.get(level)
+        if btype is None:
+            btype = self._buffer_types[level] = BufferType(level)
+        op = self._add(BufferOp(name.text, btype, size, align, decos), kw)
         self._declare(name, "buffer", op.result)
 
     def _mem_level(self) -> MemLevelAttr:
         t = self.tok
         if t.kind == ID and t.text in MEM_LEVEL_KINDS and t.text != "L1":
             self.advance()
-            return MemLevelAttr(t.text)
+            return self._level(t.text)
         if t.kind == ID and t.text == "L1":
             self.advance()
             if self.accept("["):
@@ -271,10 +274,17 @@ class ProgramParser(ExpressionParser):
                 if k is None or k < 0:
                     raise self.error("the L1 engine index must be a non-negative constant expression",
                                      "GRAM-05", "write L1[k] with k a literal or const", t)
-                return MemLevelAttr.get("L1", k)
-            return MemLevelAttr("L1")
+                return self._level(f"L1[{k}]")
+            return self._level("L1")
         raise self.error(f"expected a memory level (DDR, L2, L1 or L1[k]), found {describe(t)}",
                          "GRAM-05", MEM_LEVEL_FIX)
+
+    def _level(self, text: str) -> MemLevelAttr:
+        """The level attribute spelled `text` (`DDR`, `L1[2]`), made once."""
+        level = self._levels.get(text)
+        if level is None:
+            level = self._levels[text] = MemLevelAttr(text)
+        return level
 
     def _loop(self) -> None:
         kw = self.advance()
@@ -351,7 +361,7 @@ class ProgramParser(ExpressionParser):
                              "[, quant=...] in that order", t)
         shape_vals: list[SSAValue] = []
         stride_vals: list[SSAValue] = []
-        rtype = RegionType(level)
+        rtype = self._untyped_region_type(level)
         if self.at("elem") and self.peek().text == "=":
             rtype, shape_vals, stride_vals = self._type_attrs(level, in_operand_list)
         decos = [] if binding == "inline" else self._decorators()

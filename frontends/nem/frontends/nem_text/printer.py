@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from io import StringIO
+from typing import cast
 
 from xdsl.dialects import arith
 from xdsl.dialects.builtin import ArrayAttr, FloatAttr, IntegerAttr, ModuleOp, StringAttr
@@ -48,40 +49,63 @@ def _decos(decos: tuple[DecoratorAttr, ...] | list[DecoratorAttr]) -> str:
 
 
 class NemPrinter:
+    """One program's text.  Ops are told apart by their exact class (a table
+    filled per class), not by `isinstance`, which on xDSL's ABC op classes
+    runs Python code for every statement and every expression leaf; a
+    leaf's text (literal, const, let, loop variable) is made once per SSA
+    value."""
+
     def __init__(self) -> None:
         self.out = StringIO()
+        self._leaves: dict[SSAValue, str] = {}
 
     # -- expressions -------------------------------------------------------
     def expr(self, value: SSAValue) -> str:
         return self._expr(value, 0, False)
 
-    def _expr(self, value: SSAValue, parent_prec: int, needs_parens_if_binop: bool) -> str:
-        if isinstance(value, BlockArgument):
+    def _leaf(self, value: SSAValue) -> str | None:
+        """The text of a value that is not an operator (None for one that is)."""
+        text = self._leaves.get(value)
+        if text is not None:
+            return text
+        if type(value) is BlockArgument:
             owner = value.block.parent_op()
             assert isinstance(owner, LoopOp)
-            return owner.iv_name.data
-        assert isinstance(value, OpResult)
-        op = value.op
-        if isinstance(op, ConstOp):
-            return op.const_name.data
-        if isinstance(op, LetOp):
-            return op.let_name.data
-        if isinstance(op, arith.ConstantOp):
-            assert isinstance(op.value, IntegerAttr)
-            return fmt_num(op.value.value.data)
-        sym = SYMBOL_OF.get(type(op))
-        if sym is None:
-            raise fail(f"not supported: {op.name} in a NEM expression", op, None,
-                       "lower the input first (-p lower-to-nem) or print MLIR (-t mlir)")
+            text = owner.iv_name.data
+        else:
+            op = cast(OpResult, value).op
+            t = type(op)
+            if t is arith.ConstantOp:
+                attr = cast(arith.ConstantOp, op).value
+                assert isinstance(attr, IntegerAttr)
+                text = fmt_num(attr.value.data)
+            elif t is ConstOp:
+                text = cast(ConstOp, op).const_name.data
+            elif t is LetOp:
+                text = cast(LetOp, op).let_name.data
+            elif t in SYMBOL_OF:
+                return None
+            else:
+                raise fail(f"not supported: {op.name} in a NEM expression", op, None,
+                           "lower the input first (-p lower-to-nem) or print MLIR (-t mlir)")
+        self._leaves[value] = text
+        return text
+
+    def _expr(self, value: SSAValue, parent_prec: int, needs_parens_if_binop: bool) -> str:
+        leaf = self._leaf(value)
+        if leaf is not None:
+            return leaf
+        op = cast(OpResult, value).op
+        sym = SYMBOL_OF[type(op)]
         prec = PRECEDENCE[sym]
-        lhs_value = op.operands[0]
-        lhs_sym = SYMBOL_OF.get(type(lhs_value.op)) if isinstance(lhs_value, OpResult) else None
+        lhs_value, rhs_value = op.operands
+        lhs_sym = SYMBOL_OF.get(type(lhs_value.owner)) if type(lhs_value) is OpResult else None
         # Left operand: parenthesize a lower-precedence binop, and a different
         # operator of equal precedence, which keeps `(i mod 2) * t` as written.
-        lhs = self._expr(op.operands[0], prec, lhs_sym is not None and lhs_sym != sym)
+        lhs = self._expr(lhs_value, prec, lhs_sym is not None and lhs_sym != sym)
         # Right operand: parenthesize a binop of equal or lower precedence
         # (`a - (b - c)`), never a tighter one (`a - 10 / 3`).
-        rhs = self._expr(op.operands[1], prec, True)
+        rhs = self._expr(rhs_value, prec, True)
         text = f"{lhs} {sym} {rhs}"
         if prec < parent_prec or (needs_parens_if_binop and prec <= parent_prec):
             return f"({text})"
@@ -103,16 +127,17 @@ class NemPrinter:
         raise ValueError(f"not supported: attribute value {attr} in .nem text")
 
     def region_text(self, op: RegionOp) -> str:
-        text = (f"region({op.buffer_decl.buffer_name.data}, {self.expr(op.offset)}, "
-                f"{self.expr(op.extent)})")
+        buf, offset, extent = op.buffer, op.offset, op.extent
+        text = f"region({_buffer_name(buf)}, {self.expr(offset)}, {self.expr(extent)})"
         rtype = op.result.type
         assert isinstance(rtype, RegionType)
         if rtype.typed:
-            text += f" elem={rtype.elem_name}, shape=[{', '.join(self.expr(v) for v in op.shape)}]"
-            if rtype.layout_name is not None:
-                text += f", layout={rtype.layout_name}"
+            text += f" elem={rtype.elem_name}, shape=[{', '.join(map(self.expr, op.shape))}]"
+            layout = rtype.layout_name
+            if layout is not None:
+                text += f", layout={layout}"
             else:
-                text += f", strides=[{', '.join(self.expr(v) for v in op.strides)}]"
+                text += f", strides=[{', '.join(map(self.expr, op.strides))}]"
             q = rtype.quant_desc
             if q is not None:
                 text += f", quant={q.render()}"
@@ -120,11 +145,11 @@ class NemPrinter:
 
     def operand(self, value: SSAValue, decos: tuple[DecoratorAttr, ...] = ()) -> str:
         op = value.owner
-        assert isinstance(op, RegionOp)
+        assert type(op) is RegionOp
         # (RegionOp.verify_: a region is inline exactly when it is unnamed)
         name = op.region_name
-        text = self.region_text(op) if op.binding.data == "inline" or name is None else name.data
-        return text + _decos(decos)
+        text = self.region_text(op) if name is None or op.binding.data == "inline" else name.data
+        return text + _decos(decos) if decos else text
 
     # -- statements ----------------------------------------------------------
     def line(self, depth: int, text: str) -> None:
@@ -151,22 +176,32 @@ class NemPrinter:
         return self.out.getvalue()
 
     def block(self, ops: Iterable[Operation], depth: int) -> None:
+        kinds = _STATEMENT_KINDS
         for op in ops:
-            self.statement(op, depth)
+            kind = kinds.get(type(op))
+            if kind is None:
+                kind = kinds[type(op)] = _statement_kind(op)
+            if kind != "value":  # arith ops and inline regions print where they are used
+                self.statement(op, depth, kind)
 
-    def statement(self, op: Operation, depth: int) -> None:
-        if isinstance(op, ConstOp):
+    def statement(self, op: Operation, depth: int, kind: str | None = None) -> None:
+        kind = kind or _statement_kind(op)
+        if kind == "const":
+            op = cast(ConstOp, op)
             self.line(depth, f"const {op.const_name.data} = {self.expr(op.value)}")
-        elif isinstance(op, LetOp):
+        elif kind == "let":
+            op = cast(LetOp, op)
             self.line(depth, f"let {op.let_name.data} = {self.value(op.value, tuple(op.args))}")
-        elif isinstance(op, BufferOp):
+        elif kind == "buffer":
+            op = cast(BufferOp, op)
             props = f"size={self.expr(op.size)}"
             if op.align is not None:
                 props += f", align={op.align.value.data}"
             level = op.result.type.level.data
             self.line(depth, f"buffer {op.buffer_name.data} : {level} ({props})"
                       + _decos(op.decorator_list()))
-        elif isinstance(op, RegionOp):
+        elif kind == "region":
+            op = cast(RegionOp, op)
             b = op.binding.data
             if b == "inline":
                 return
@@ -174,23 +209,23 @@ class NemPrinter:
             assert op.region_name is not None  # RegionOp.verify_: declared regions are named
             self.line(depth, f"{prefix}{op.region_name.data} = {self.region_text(op)}"
                       + _decos(op.decorator_list()))
-        elif isinstance(op, LoopOp):
+        elif kind == "loop":
+            op = cast(LoopOp, op)
             self.out.write("\n")
             self.line(depth, f"loop {op.iv_name.data} in [{self.expr(op.lower)}.."
                       f"{self.expr(op.upper)}]{_decos(op.decorator_list())}:")
             self.block(op.block.ops, depth + 1)
             self.line(depth, "endloop")
             self.out.write("\n")
-        elif isinstance(op, _MoveOp):
-            self.line(depth, self.move(op))
-        elif isinstance(op, WaitOp):
+        elif kind == "move":
+            self.line(depth, self.move(cast(_MoveOp, op)))
+        elif kind == "wait":
+            op = cast(WaitOp, op)
             names = ", ".join(_token_name(t) for t in op.tokens)
             self.line(depth, f"wait({names}){_decos(op.decorator_list())}")
-        elif isinstance(op, ComputeOp):
-            self.line(depth, self.compute(op))
-        elif isinstance(op, arith.ConstantOp) or type(op) in SYMBOL_OF:
-            return
-        else:
+        elif kind == "compute":
+            self.line(depth, self.compute(cast(ComputeOp, op)))
+        elif kind != "value":
             raise fail(f"not supported: cannot print {op.name} as .nem", op, None,
                        "lower the input first (-p lower-to-nem) or print MLIR (-t mlir)")
 
@@ -230,6 +265,30 @@ def _token_name(value: SSAValue) -> str:
 def _assign(op: Operation) -> str:
     name = op.properties.get("token")
     return f"{name.data} = " if isinstance(name, StringAttr) else ""
+
+
+def _buffer_name(buf: SSAValue) -> str:
+    """The name of the buffer a region views (a region's buffer operand is a
+    `nem.buffer` result: BufferType values have no other source)."""
+    return cast(BufferOp, buf.owner).buffer_name.data
+
+
+_STATEMENTS = ((ConstOp, "const"), (LetOp, "let"), (BufferOp, "buffer"), (RegionOp, "region"),
+               (LoopOp, "loop"), (_MoveOp, "move"), (WaitOp, "wait"), (ComputeOp, "compute"),
+               (arith.ConstantOp, "value"))
+
+
+def _statement_kind(op: Operation) -> str:
+    """How an op prints: a statement kind, "value" (an expression op, printed
+    where it is used), or "unknown" (not printable as .nem)."""
+    if type(op) in SYMBOL_OF:
+        return "value"
+    return next((kind for cls, kind in _STATEMENTS if isinstance(op, cls)), "unknown")
+
+
+_STATEMENT_KINDS: dict[type[Operation], str] = {}
+"""`_statement_kind` by op class, decided once per class (bounded by the
+number of op classes)."""
 
 
 def print_nem(module: ModuleOp | ProgramOp) -> str:
