@@ -26,16 +26,9 @@ from nem.analysis.hazard_enum import Shadow, ShadowReplay, window_warning
 from nem.analysis.hazard_finder import enclosing_loops
 from nem.analysis.hazard_report import Access, race_diagnostic
 from nem.dialect.diagnostics import Diagnostic
+from nem.dialect.expressions import Evaluator, ExprError, NotAnExpression, run_compiled
 from nem.dialect.ops import BufferOp, LoopOp, ProgramOp, RegionOp, TaskOp
-from nem.dialect.semantics import (
-    Evaluator,
-    ExprError,
-    NotAnExpression,
-    instance_index,
-    max_in_flight,
-    run_compiled,
-    static_windows,
-)
+from nem.dialect.semantics import instance_index, max_in_flight, static_windows
 
 MAX_TASK_INSTANCES = 1 << 20
 """Task instances (tasks x iterations) the hazard check enumerates (D-HAZ-WINDOW)."""

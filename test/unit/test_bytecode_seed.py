@@ -17,9 +17,9 @@ from bytecode_corpus import lit_chunks, mutate, reseal
 from xdsl.dialects.builtin import IndexType
 
 from nem.dialect.diagnostics import NemDiagnosticError
+from nem.dialect.expressions import Evaluator, expression_depth
 from nem.dialect.limits import MAX_EXPR_DEPTH
 from nem.dialect.ops import LoopOp, ProgramOp
-from nem.dialect.semantics import Evaluator, expression_depth
 from nem.dialect.verifier import ProgramVerifier, verify_program
 from nem.frontends.bytecode.container import HEADER_SIZE, MAGIC, BytecodeError
 from nem.frontends.bytecode.loader import load_nemb

@@ -20,8 +20,8 @@ from nem.analysis.token_liveness import max_live_tokens
 from nem.devices.device_lookup import find_device
 from nem.dialect.builder import NemBuilder
 from nem.dialect.diagnostics import Diagnostic, NemDiagnosticError, SourceLoc
+from nem.dialect.expressions import SYMBOL_OF
 from nem.dialect.ops import ProgramOp, RegionOp
-from nem.dialect.semantics import SYMBOL_OF
 from nem.dialect.verifier import ProgramVerifier, verify_program
 from nem.frontends.nem_text.printer import print_nem
 from nem.passes import PASSES
@@ -93,7 +93,7 @@ def test_fold_keeps_meaning(source):
     # loop variable (re-parsing writes negative literals back as `0 - x`)
     for op in prog.walk():
         if type(op) in SYMBOL_OF:
-            from nem.dialect.semantics import Evaluator
+            from nem.dialect.expressions import Evaluator
             assert Evaluator().static(op.results[0]) is None, print_nem(module)
 
 

@@ -29,8 +29,8 @@ from nem.analysis.happens_before import (
 )
 from nem.analysis.hazard_finder import HazardFinder, find_hazards, find_races
 from nem.analysis.presburger import Boxes, Nest, instance_space
+from nem.dialect.expressions import Evaluator
 from nem.dialect.ops import ProgramOp
-from nem.dialect.semantics import Evaluator
 from nem.frontends.nem_text.parser import parse_nem
 
 N = int(os.environ.get("NEM_ORACLE", "0"))

@@ -18,9 +18,9 @@ import pytest
 
 from nem.cli.inputs import InputError, check_output_path, read_input
 from nem.dialect.diagnostics import NemDiagnosticError
+from nem.dialect.expressions import BINOPS, Evaluator, ExprError, apply_binop
 from nem.dialect.limits import INT_MAX, MAX_SOURCE_BYTES
 from nem.dialect.ops import LoopOp, ProgramOp, RegionOp
-from nem.dialect.semantics import BINOPS, Evaluator, ExprError, apply_binop
 from nem.dialect.source_files import decode_source, read_source
 from nem.frontends.nem_text.parser import parse_nem
 from nem.runtime.api import profile_problem
@@ -150,7 +150,7 @@ def _reference(value, env):
     from xdsl.dialects import arith
     from xdsl.ir import BlockArgument
 
-    from nem.dialect.semantics import SYMBOL_OF
+    from nem.dialect.expressions import SYMBOL_OF
 
     if isinstance(value, BlockArgument):
         return env[value]

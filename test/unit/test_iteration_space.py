@@ -17,6 +17,7 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from nem.dialect.diagnostics import NemDiagnosticError
+from nem.dialect.expressions import ExprError
 from nem.dialect.iteration_space import (
     Inexact,
     IterationSpace,
@@ -25,7 +26,6 @@ from nem.dialect.iteration_space import (
     witness,
 )
 from nem.dialect.ops import LoopOp, ProgramOp, RegionOp
-from nem.dialect.semantics import ExprError
 from nem.dialect.verifier import ProgramVerifier
 from nem.frontends.nem_text.parser import parse_nem
 

@@ -23,8 +23,9 @@ from hypothesis import strategies as st
 
 from nem.analysis.happens_before import region_parts
 from nem.dialect.diagnostics import NemDiagnosticError
+from nem.dialect.expressions import Evaluator
 from nem.dialect.ops import RegionOp, TransferOp
-from nem.dialect.semantics import ELEM_TYPES, Evaluator, fills_range, moved_bytes
+from nem.dialect.semantics import ELEM_TYPES, fills_range, moved_bytes
 from nem.runtime.api import NemInterpreter
 
 SIZE = 2048

@@ -28,7 +28,8 @@ from nem.dialect.attributes import MemLevelAttr
 from nem.dialect.device_model import Device
 from nem.dialect.diagnostics import Diagnostic, SourceLoc, error
 from nem.dialect.ops import BufferOp, LoopOp, ProgramOp
-from nem.dialect.semantics import Evaluator, ExprError, footprint, layout, static_windows
+from nem.dialect.semantics import footprint, layout, static_windows
+from nem.dialect.expressions import Evaluator, ExprError
 from nem.dialect.semantics import loop_copies as copies_of_windows
 
 

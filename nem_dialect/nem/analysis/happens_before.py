@@ -35,10 +35,9 @@ from typing import TYPE_CHECKING
 from xdsl.dialects.builtin import DenseArrayBase
 from xdsl.ir import Block, Operation, SSAValue
 
+from nem.dialect.expressions import Evaluator, ExprError
 from nem.dialect.ops import ComputeOp, LoopOp, ProgramOp, RegionOp, TaskOp, WaitOp
 from nem.dialect.semantics import (
-    Evaluator,
-    ExprError,
     complete_at_loop_end,
     complete_at_loop_end_set,
     max_in_flight,

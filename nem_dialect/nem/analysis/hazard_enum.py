@@ -21,8 +21,9 @@ from xdsl.ir import SSAValue
 from nem.analysis.happens_before import Instance, Order, StaticTask, Structure, issue_key, ordered
 from nem.analysis.hazard_report import Access
 from nem.dialect.diagnostics import Diagnostic, SourceLoc
+from nem.dialect.expressions import Evaluator, ExprError
 from nem.dialect.ops import LoopOp
-from nem.dialect.semantics import Evaluator, ExprError, instance_index
+from nem.dialect.semantics import instance_index
 
 if TYPE_CHECKING:
     from nem.analysis.hazard_finder import StaticAccess

@@ -26,9 +26,7 @@ from collections.abc import Callable, Mapping, Sequence
 import islpy as isl
 from xdsl.ir import BlockArgument, SSAValue
 
-from nem.dialect.iteration_space import Form, Interval, combine
-from nem.dialect.ops import LoopOp
-from nem.dialect.semantics import (
+from nem.dialect.expressions import (
     _ARG,
     _BINOP,
     _CONST,
@@ -37,6 +35,8 @@ from nem.dialect.semantics import (
     ExprError,
     NotAnExpression,
 )
+from nem.dialect.iteration_space import Form, Interval, combine
+from nem.dialect.ops import LoopOp
 
 CTX = isl.DEFAULT_CONTEXT
 

@@ -11,8 +11,9 @@ from xdsl.ir import Block, Operation
 
 from nem.analysis.happens_before import StaticTask, Structure, no_cyclic_gc, task_label
 from nem.dialect.diagnostics import Diagnostic, SourceLoc
+from nem.dialect.expressions import Evaluator, ExprError
 from nem.dialect.ops import LoopOp, ProgramOp, TaskOp, WaitOp
-from nem.dialect.semantics import Evaluator, ExprError, loop_window, max_in_flight
+from nem.dialect.semantics import loop_window, max_in_flight
 
 
 def max_live_tokens(program: ProgramOp) -> int:

@@ -97,6 +97,7 @@ from nem.dialect.diagnostics import (
     SourceLoc,
     fail,
 )
+from nem.dialect.expressions import BINOPS, Evaluator, apply_binop
 from nem.dialect.operand_binding import user_name
 from nem.dialect.ops import (
     COMPUTE_OPS,
@@ -111,7 +112,6 @@ from nem.dialect.ops import (
     WaitOp,
 )
 from nem.dialect.registry import lookup, opcodes
-from nem.dialect.semantics import BINOPS, Evaluator, apply_binop
 
 __all__ = ["BinExpr", "Expr", "IntLike", "Lit", "NemBuilder", "ProgramBuilder", "Sym"]
 

@@ -3,7 +3,7 @@
 A region's offset or a transfer's extents may depend on the variables of the
 enclosing loops; the verifier must check them at every iteration, and a
 loop may run 10^9 times.  This module gives the verifier two tools, both
-built on the integer-expression tapes of `nem.dialect.semantics.Evaluator`
+built on the integer-expression tapes of `nem.dialect.expressions.Evaluator`
 (so the arithmetic is the one of the execution model, D-INT-RANGE):
 
 * `Form` (`forms`): per expression, an exact affine form `c + sum(a_k * x_k)`
@@ -35,9 +35,9 @@ import numpy as np
 import numpy.typing as npt
 from xdsl.ir import BlockArgument, SSAValue
 
+from nem.dialect.expressions import _ARG, _BINOP, _CONST, _FORWARD, Evaluator, ExprError
 from nem.dialect.limits import INT_MAX, INT_MIN
 from nem.dialect.ops import LoopOp
-from nem.dialect.semantics import _ARG, _BINOP, _CONST, _FORWARD, Evaluator, ExprError
 
 MAX_POINTS = 1 << 22
 """Iteration points one check enumerates (vectorized) before it stops with a warning."""

@@ -15,6 +15,7 @@ import numpy as np
 from xdsl.ir import BlockArgument, Operation, SSAValue
 
 from nem.dialect.diagnostics import Diagnostic, SourceLoc, error
+from nem.dialect.expressions import Evaluator, ExprError
 from nem.dialect.families import Catalog
 from nem.dialect.iteration_space import (
     MAX_POINTS,
@@ -29,10 +30,6 @@ from nem.dialect.iteration_space import (
 from nem.dialect.ops import (
     LoopOp,
     ProgramOp,
-)
-from nem.dialect.semantics import (
-    Evaluator,
-    ExprError,
 )
 
 if TYPE_CHECKING:

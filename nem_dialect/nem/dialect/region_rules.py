@@ -19,6 +19,7 @@ from nem.dialect.attributes import (
     RegionType,
     region_min_bytes,
 )
+from nem.dialect.expressions import ExprError
 from nem.dialect.iteration_space import (
     MAX_POINTS,
     Form,
@@ -39,9 +40,6 @@ from nem.dialect.point_checks import (
     PointChecks,
     iteration_text,
     operand_groups,
-)
-from nem.dialect.semantics import (
-    ExprError,
 )
 
 

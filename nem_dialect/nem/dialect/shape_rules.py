@@ -14,8 +14,8 @@ from xdsl.dialects.builtin import ArrayAttr
 from xdsl.ir import Attribute, SSAValue
 
 from nem.dialect.attributes import DYNAMIC, ArgRefAttr, RegionType
+from nem.dialect.expressions import Evaluator
 from nem.dialect.ops import ComputeOp
-from nem.dialect.semantics import Evaluator
 
 Finding = tuple[str, str, str]
 

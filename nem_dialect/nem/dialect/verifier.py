@@ -26,6 +26,7 @@ from nem.dialect.attributes import (
 )
 from nem.dialect.decorators import DECORATORS, TARGET_WORDS, allowed_on
 from nem.dialect.diagnostics import Diagnostic, SourceLoc
+from nem.dialect.expressions import BuildFacts, Evaluator, ExprError, expression_depth
 from nem.dialect.families import Catalog
 from nem.dialect.limits import MAX_EXPR_DEPTH, MAX_NESTING_DEPTH
 from nem.dialect.operand_binding import user_name
@@ -44,14 +45,7 @@ from nem.dialect.ops import (
     WaitOp,
 )
 from nem.dialect.region_rules import RegionRules
-from nem.dialect.semantics import (
-    RESOURCE_UNITS,
-    BuildFacts,
-    Evaluator,
-    ExprError,
-    expression_depth,
-    window_error,
-)
+from nem.dialect.semantics import RESOURCE_UNITS, window_error
 from nem.dialect.task_rules import TaskRules
 
 BASELINE_ENTRY_POINT = "nem.baseline_catalog"

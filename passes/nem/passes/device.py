@@ -34,7 +34,8 @@ from nem.dialect.attributes import ResourceAttr
 from nem.analysis.capacity import check_capacity
 from nem.dialect.device_model import Device
 from nem.dialect.diagnostics import Diagnostic, SourceLoc, error
-from nem.dialect.semantics import RESOURCE_UNITS, Evaluator, bind_unit, eligible_units, task_kind
+from nem.dialect.semantics import RESOURCE_UNITS, bind_unit, eligible_units, task_kind
+from nem.dialect.expressions import Evaluator
 from nem.dialect.ops import BufferOp, ComputeOp, ProgramOp, TaskOp
 from nem.passes.pass_context import driver_options, report
 

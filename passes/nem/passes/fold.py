@@ -8,7 +8,7 @@ survive: a const's operand becomes the literal (`const tile = 2048`) and
 uses of the const keep naming it.  Loop-dependent expressions keep their
 shape with their constant subtrees folded (`(i mod 2) * 2048`).
 
-Semantics are `nem.dialect.semantics.apply_binop`'s: `/` truncates toward zero,
+Semantics are `nem.dialect.expressions.apply_binop`'s: `/` truncates toward zero,
 `mod` is the truncated remainder (D-EXPR-MOD), arbitrary precision.  A
 division or `mod` by a constant zero is CONST-05 at the expression's
 location; the pass then changes nothing.
@@ -25,7 +25,7 @@ from xdsl.ir import Operation, SSAValue
 from xdsl.passes import ModulePass
 
 from nem.dialect.diagnostics import Diagnostic, error
-from nem.dialect.semantics import SYMBOL_OF, Evaluator, ExprError, apply_binop
+from nem.dialect.expressions import SYMBOL_OF, Evaluator, ExprError, apply_binop
 from nem.dialect.ops import ConstOp, ProgramOp
 from nem.passes.pass_context import report
 

@@ -46,7 +46,8 @@ from nem.analysis.token_liveness import block_liveness, live_token_peak
 from nem.dialect.attributes import MaxInFlightAttr
 from nem.dialect.diagnostics import Diagnostic, NemDiagnosticError, SourceLoc
 from nem.dialect.ops import BufferOp, LoopOp, ProgramOp, RegionOp, TaskOp, WaitOp
-from nem.dialect.semantics import Evaluator, ExprError, max_in_flight
+from nem.dialect.semantics import max_in_flight
+from nem.dialect.expressions import Evaluator, ExprError
 from nem.passes.pass_context import report
 from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp

@@ -15,8 +15,8 @@ from __future__ import annotations
 
 from xdsl.ir import Block, SSAValue
 
+from nem.dialect.expressions import Evaluator, ExprError
 from nem.dialect.ops import LoopOp, ProgramOp, TaskOp
-from nem.dialect.semantics import Evaluator, ExprError
 
 
 def estimate_task_count(prog: ProgramOp) -> int:

@@ -6,7 +6,7 @@ region declarations, tasks, waits and loops; `arith`/`nem.const`/`nem.let`
 ops are pure and are folded into the compiled integer expressions that use
 them.  An expression becomes a Python closure over the loop-variable vector
 `iv` (`iv[d]` = value of the loop variable at nesting depth d+1), with `/`
-and `mod` going through `semantics.apply_binop` (D-EXPR-MOD).
+and `mod` going through `expressions.apply_binop` (D-EXPR-MOD).
 
 Task execution: transfers and stores copy the whole source extent into the
 destination (TASK-06, TASK-10); compute tasks call the kernel table
@@ -35,6 +35,7 @@ from nem.dialect.attributes import (
     num_value,
 )
 from nem.dialect.diagnostics import SourceLoc
+from nem.dialect.expressions import Evaluator, ExprError, NotAnExpression
 from nem.dialect.ops import (
     BufferOp,
     ComputeOp,
@@ -45,9 +46,6 @@ from nem.dialect.ops import (
     WaitOp,
 )
 from nem.dialect.semantics import (
-    Evaluator,
-    ExprError,
-    NotAnExpression,
     fills_range,
     instance_index,
     loop_copies,
@@ -98,7 +96,7 @@ class RunError(Exception):
 
 class ExprCompiler:
     """Compiles the program's integer expressions with the one evaluator
-    (`semantics.Evaluator.compile`); `iv[d]` is the loop variable at depth d+1."""
+    (`expressions.Evaluator.compile`); `iv[d]` is the loop variable at depth d+1."""
 
     def __init__(self, depth_of: dict[BlockArgument, int]):
         self.ev = Evaluator()

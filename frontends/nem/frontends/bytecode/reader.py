@@ -45,6 +45,7 @@ from nem.dialect.attributes import (
     RegionType,
     TokenType,
 )
+from nem.dialect.expressions import BINOPS, BuildFacts, ExprError, apply_binop
 from nem.dialect.limits import MAX_NESTING_DEPTH
 from nem.dialect.ops import (
     COMPUTE_OPS,
@@ -61,7 +62,6 @@ from nem.dialect.ops import (
     _hint,
 )
 from nem.dialect.registry import opcode_by_code
-from nem.dialect.semantics import BINOPS, BuildFacts, ExprError, apply_binop
 from nem.frontends.bytecode import nem_bytecode_generated as fb
 from nem.frontends.bytecode import sections as small_sections
 from nem.frontends.bytecode.container import (

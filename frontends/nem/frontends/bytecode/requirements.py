@@ -19,8 +19,9 @@ from xdsl.ir import Block, Operation
 from nem.analysis.capacity import level_key, loop_copies, memory_maps
 from nem.dialect.device_model import Device
 from nem.dialect.diagnostics import Diagnostic, SourceLoc
+from nem.dialect.expressions import Evaluator, ExprError
 from nem.dialect.ops import BufferOp, ComputeOp, LoopOp, ProgramOp, RegionOp, TaskOp
-from nem.dialect.semantics import Evaluator, ExprError, eligible_units, layout
+from nem.dialect.semantics import eligible_units, layout
 
 READ, WRITE = 1, 2  # Access bits (schema enum Access)
 

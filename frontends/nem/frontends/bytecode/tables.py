@@ -38,10 +38,11 @@ from nem.dialect.attributes import (
     RegionType,
 )
 from nem.dialect.decorators import DECORATORS
+from nem.dialect.expressions import ExprKeys
 from nem.dialect.ops import (
     BufferOp,
 )
-from nem.dialect.semantics import UNIT_TYPES, ExprKeys
+from nem.dialect.semantics import UNIT_TYPES
 from nem.frontends.bytecode import nem_bytecode_generated as fb
 from nem.frontends.bytecode.container import (
     BytecodeError,

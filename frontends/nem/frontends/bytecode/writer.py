@@ -48,6 +48,7 @@ from nem.dialect.attributes import (
     SeqEngineAttr,
     elem_name,
 )
+from nem.dialect.expressions import SYMBOL_OF, Evaluator, ExprError
 from nem.dialect.ops import (
     REGION_BINDINGS,
     BufferOp,
@@ -62,7 +63,6 @@ from nem.dialect.ops import (
     TransferOp,
     WaitOp,
 )
-from nem.dialect.semantics import SYMBOL_OF, Evaluator, ExprError
 from nem.frontends.bytecode import nem_bytecode_generated as fb
 from nem.frontends.bytecode.container import (
     FORMAT_MAJOR,

@@ -39,8 +39,9 @@ from nem.dialect.device_model import (
     VariantRef,
 )
 from nem.dialect.diagnostics import SourceLoc, fail, register_source
+from nem.dialect.expressions import ExprError, apply_binop
 from nem.dialect.limits import MAX_NESTING_DEPTH
-from nem.dialect.semantics import UNIT_TYPES, ExprError, apply_binop
+from nem.dialect.semantics import UNIT_TYPES
 from nem.frontends.nem_text.cursor import TokenCursor, describe
 from nem.frontends.nem_text.lexer import EOF, FLOAT, ID, INT, STRING, Token, tokenize
 
@@ -435,7 +436,7 @@ def parse_variant_ref(cur: TokenCursor) -> VariantRef:
 
 def parse_int_expr(cur: TokenCursor, depth: int = 0) -> int:
     """Integer-literal arithmetic with conventional precedence (docs/conformance.md
-    Gaps C/E), with the semantics of `nem.dialect.semantics.apply_binop` (64-bit
+    Gaps C/E), with the semantics of `nem.dialect.expressions.apply_binop` (64-bit
     values, D-INT-RANGE) and at most MAX_NESTING_DEPTH nested parentheses (D-LIMITS)."""
     value = _term(cur, depth)
     while cur.at_punct("+") or cur.at_punct("-"):

@@ -38,17 +38,17 @@ from nem.dialect.attributes import (
 )
 from nem.dialect.decorators import DECORATORS
 from nem.dialect.diagnostics import NemDiagnosticError, SourceLoc, register_source
-from nem.dialect.limits import MAX_EXPR_DEPTH, MAX_EXPR_OPERATORS, MAX_NESTING_DEPTH
-from nem.dialect.ops import INDEX
-from nem.dialect.semantics import (
+from nem.dialect.expressions import (
     BINOPS,
     PRECEDENCE,
-    UNIT_TYPES,
     Evaluator,
     ExprError,
     apply_binop,
     expression_depth,
 )
+from nem.dialect.limits import MAX_EXPR_DEPTH, MAX_EXPR_OPERATORS, MAX_NESTING_DEPTH
+from nem.dialect.ops import INDEX
+from nem.dialect.semantics import UNIT_TYPES
 from nem.frontends.nem_text.cursor import TokenCursor, describe
 from nem.frontends.nem_text.lexer import FLOAT, ID, INT, PUNCT, STRING, Token, tokenize
 

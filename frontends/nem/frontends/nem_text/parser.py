@@ -44,6 +44,7 @@ from nem.dialect.attributes import (
 )
 from nem.dialect.decorators import DECORATORS
 from nem.dialect.diagnostics import NemDiagnosticError, SourceLoc
+from nem.dialect.expressions import expression_depth
 from nem.dialect.limits import MAX_NESTING_DEPTH
 from nem.dialect.ops import (
     COMPUTE_OPS,
@@ -57,7 +58,6 @@ from nem.dialect.ops import (
     TransferOp,
     WaitOp,
 )
-from nem.dialect.semantics import expression_depth
 from nem.frontends.nem_text import config_parser
 from nem.frontends.nem_text.cursor import describe
 from nem.frontends.nem_text.expression_parser import (

@@ -26,6 +26,7 @@ from nem.dialect.attributes import (
     fmt_num,
 )
 from nem.dialect.diagnostics import fail
+from nem.dialect.expressions import PRECEDENCE, SYMBOL_OF
 from nem.dialect.ops import (
     BufferOp,
     ComputeOp,
@@ -39,7 +40,6 @@ from nem.dialect.ops import (
     WaitOp,
     _MoveOp,
 )
-from nem.dialect.semantics import PRECEDENCE, SYMBOL_OF
 
 INDENT = "  "
 

@@ -17,7 +17,7 @@ from nem.dialect.attributes import RegionType
 from nem.dialect.builder import Loc, NemBuilder
 from nem.dialect.operand_binding import match_families
 from nem.dialect.ops import ComputeOp, TaskOp
-from nem.dialect.semantics import Evaluator
+from nem.dialect.expressions import Evaluator
 from nem.frontends.upstream_dialects.linalg_softmax import SoftmaxOp
 from nem.passes.lowering.access_bounds import check_access_bounds
 from nem.passes.lowering.affine_algebra import Aff

@@ -173,7 +173,7 @@ def _keep_elem_type(ctx: LoweringContext, vw: View) -> None:
     user I/O) get none, so buffer sharing still sees their lifetimes."""
     from nem.dialect.attributes import elem_name
     from nem.dialect.ops import BufferOp
-    from nem.dialect.semantics import Evaluator
+    from nem.dialect.expressions import Evaluator
 
     buf = vw.buffer
     if buf.uses or vw.level.data not in ("DDR", "L2") or not ctx.is_declared(buf):

@@ -19,7 +19,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from nem.dialect.semantics import postorder
+from nem.dialect.expressions import postorder
 from nem.passes.lowering.casts import CAST_OPS, cast_attrs, cast_reason
 from nem.passes.lowering.affine_algebra import (
     Aff,
