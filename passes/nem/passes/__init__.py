@@ -13,6 +13,8 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from xdsl.passes import ModulePass
 
+    PASSES: dict[str, type[ModulePass]]
+
 __all__ = ["PASSES"]
 
 
