@@ -84,31 +84,74 @@ COPIES = ("linalg.copy", "linalg.fill", "linalg.transpose", "linalg.broadcast", 
 """Linalg ops the lowering turns into transfers and fills, with no scratch."""
 
 
-def _temporaries(op: ir.Operation) -> int:
-    """How many output-sized scratch tiles the lowering may declare for the
-    compute op `op` (a linalg op, or an innermost affine loop writing L1):
-    one accumulator for a reduction (D-LOW-ACCUM: the product or window op
-    into a temporary, then an add into the output); for an elementwise
-    body, one per intermediate result and per operand it broadcasts or
-    splats (D-LOW-RAISE, D-LOW-CAST-TREE, D-LOW-BCAST-OPERAND, D-LOW-SPLAT)."""
+def _temporaries(op: ir.Operation) -> float:
+    """How many output-sized scratch tiles the lowering declares for the
+    compute op `op` (a linalg op, or an innermost affine loop writing L1),
+    in units of the output's element size: one accumulator for a reduction
+    (D-LOW-ACCUM: the product or window op into a temporary, then an add
+    into the output); for an elementwise body, as `_tree_steps` makes them
+    (passes/nem/passes/lowering/compute.py): one per op but the root, which
+    writes the output, one per distinct splat operand (its `clamp`,
+    D-LOW-SPLAT), each of its op's result type (D-LOW-CAST-TREE), and one per
+    broadcast input (D-LOW-BCAST-OPERAND)."""
     name = op.name
     if any(part in name for part in REDUCING):
         return 1
     if "iterator_types" in op.attributes and "reduction" in str(op.attributes["iterator_types"]):
         return 1
-    count = 0
+    body: list[ir.Operation] = []
+    inside: set[ir.Value] = set()
 
     def visit(inner: ir.Operation) -> ir.WalkResult:
-        nonlocal count
-        if inner.name.split(".")[0] in ("arith", "math"):
-            count += 1
+        for block_region in inner.regions:
+            for block in block_region.blocks:
+                inside.update(block.arguments)
+        if inner.name != "arith.constant":
+            inside.update(inner.results)
+        if inner.name.split(".")[0] in ("arith", "math") and inner.name != "arith.constant" \
+                and len(inner.results) == 1 and not isinstance(inner.results[0].type,
+                                                               ir.IndexType):
+            body.append(inner)
         return ir.WalkResult.ADVANCE
 
-    for region in op.regions:
-        for block in region.blocks:
-            for inner in block.operations:
-                inner.operation.walk(visit)
-    return max(1, count)
+    op.walk(visit)
+    if not body:
+        return 1
+    out_bytes = _elem_bytes(body[-1].results[0].type)
+    temps = sum(_elem_bytes(inner.results[0].type) for inner in body[:-1])
+    splats: set[tuple[ir.Value, int]] = set()
+    for inner in body:
+        width = _elem_bytes(inner.results[0].type)
+        splats.update((v, width) for v in inner.operands if v not in inside)
+    temps += sum(width for _, width in splats)
+    temps += out_bytes * _broadcast_inputs(op)
+    return max(1.0, temps / out_bytes)
+
+
+def _scratch(tile_bytes: int, temporaries: float) -> int:
+    """Bytes of `temporaries` output-sized scratch tiles (`tile_bytes`, a
+    multiple of ALIGN); tiles of other element sizes are each rounded up to
+    ALIGN, as the lowering declares them."""
+    if float(temporaries).is_integer():
+        return tile_bytes * int(temporaries)
+    return math.ceil(tile_bytes * temporaries) + ALIGN * math.ceil(temporaries)
+
+
+def _elem_bytes(t: ir.Type) -> int:
+    """Bytes of a scalar type (i1 and narrower integers as one byte)."""
+    width = t.width if isinstance(t, (ir.IntegerType, ir.F16Type, ir.F32Type, ir.F64Type,
+                                      ir.BF16Type)) else 32
+    return max(1, width // 8)
+
+
+def _broadcast_inputs(op: ir.Operation) -> int:
+    """The operands of a linalg op that it broadcasts: their indexing map
+    has fewer results than the loops (each copied into an output-sized
+    scratch tile, D-LOW-BCAST-OPERAND; outputs index every loop)."""
+    if "indexing_maps" not in op.attributes:
+        return 0
+    maps = [ir.AffineMapAttr(m).value for m in ir.ArrayAttr(op.attributes["indexing_maps"])]
+    return sum(1 for m in maps if len(m.results) < m.n_dims)
 
 
 VIEWS = ("memref.view", "memref.subview", "memref.cast", "memref.collapse_shape",
@@ -184,11 +227,13 @@ def measure(roots: Iterable[ir.Operation], pipeline: bool) -> Need:
             outs = [v for v in op.operands if _space(v.type) is not None][-1:]
             at = _top(op, index)
             for v in outs:
-                add(_space(v.type), scratch_bytes(v) * slots(op) * _temporaries(op), at, at)
+                add(_space(v.type), _scratch(scratch_bytes(v), _temporaries(op)) * slots(op),
+                    at, at)
         elif name == "affine.for" and not _has_loop(op):
             at = _top(op, index)
             for v in {s.operands[1] for s in _ops_named(op, "affine.store")}:
-                add(_space(v.type), scratch_bytes(v) * slots(op) * _temporaries(op), at, at)
+                add(_space(v.type), _scratch(scratch_bytes(v), _temporaries(op)) * slots(op),
+                    at, at)
         return ir.WalkResult.ADVANCE
 
     for root in roots:
