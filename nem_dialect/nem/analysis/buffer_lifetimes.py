@@ -50,9 +50,6 @@ class Lifetime:
     def level(self) -> str:
         return self.buffer.result.type.level.data
 
-    def overlaps(self, other: Lifetime) -> bool:
-        return self.first <= other.last and other.first <= self.last
-
 
 @dataclass(frozen=True)
 class Packing:
@@ -120,19 +117,42 @@ def lifetimes(program: ProgramOp, levels: Iterable[str],
 
 
 def _first_fit(items: list[Lifetime]) -> dict[BufferOp, int]:
-    placed: list[tuple[Lifetime, int]] = []
-    order = sorted(range(len(items)), key=lambda k: (-items[k].size, k))
-    for k in order:
+    """First-fit offsets, largest first.  The placed buffers are kept per
+    statement they are live at, so each item meets only those whose
+    lifetimes overlap its own (not every placed one: linear in the program
+    when lifetimes are short, as the lowering's staging buffers are)."""
+    by_statement: dict[int, list[tuple[int, int]]] = {}
+    offsets: dict[BufferOp, int] = {}
+    for k in sorted(range(len(items)), key=lambda k: (-items[k].size, k)):
         item = items[k]
-        busy = sorted((off, off + other.size) for other, off in placed if other.overlaps(item))
+        busy = sorted({iv for s in range(item.first, item.last + 1)
+                       for iv in by_statement.get(s, ())})
         off = 0
         for lo, hi in busy:
             if off + item.size <= lo:
                 break
             if hi > off:
                 off = -(-hi // item.align) * item.align
-        placed.append((item, off))
-    return {item.buffer: off for item, off in placed}
+        offsets[item.buffer] = off
+        for s in range(item.first, item.last + 1):
+            by_statement.setdefault(s, []).append((off, off + item.size))
+    return offsets
+
+
+def _sharing(items: list[Lifetime], offsets: dict[BufferOp, int]) -> list[Lifetime]:
+    """The items whose bytes at `offsets` overlap another item's, in their
+    order: sorted by start, an item overlaps an earlier one when the
+    earlier ones' furthest end is past its start, a later one when the next
+    one starts before its end."""
+    spans = sorted((offsets[it.buffer], offsets[it.buffer] + it.size, k)
+                   for k, it in enumerate(items))
+    shared: set[int] = set()
+    furthest = -1
+    for n, (start, end, k) in enumerate(spans):
+        if furthest > start or (n + 1 < len(spans) and spans[n + 1][0] < end):
+            shared.add(k)
+        furthest = max(furthest, end)
+    return [it for k, it in enumerate(items) if k in shared]
 
 
 def _separate_footprint(items: list[Lifetime]) -> int:
@@ -146,10 +166,7 @@ def pack(items: list[Lifetime]) -> Packing | None:
         return None
     level = items[0].level
     assert all(it.level == level for it in items)
-    offsets = _first_fit(items)
-    sharing = [it for it in items if any(
-        other is not it and offsets[it.buffer] < offsets[other.buffer] + other.size
-        and offsets[other.buffer] < offsets[it.buffer] + it.size for other in items)]
+    sharing = _sharing(items, _first_fit(items))
     if len(sharing) < 2:
         return None
     offsets = _first_fit(sharing)

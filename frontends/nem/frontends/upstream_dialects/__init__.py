@@ -14,14 +14,16 @@
 
 from __future__ import annotations
 
+import re
 from bisect import bisect_right
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from xdsl.context import Context
 from xdsl.dialects.builtin import FileLineColLoc, IntAttr, ModuleOp, StringAttr, UnknownLoc
-from xdsl.ir import Dialect, Operation
+from xdsl.ir import Attribute, Dialect, Operation
 from xdsl.parser import Parser
+from xdsl.utils.mlir_lexer import MLIRTokenKind
 
 from nem.frontends.upstream_dialects.affine_ssa_maps import use_upstream_affine_ssa_maps
 from nem.frontends.upstream_dialects.async_dialect import Async
@@ -103,6 +105,8 @@ class LocatingParser(Parser):
         raised while building an op is reported)."""
         self.top_level: list[Operation] = []
         """The operations parsed at the top of the input, in order."""
+        self._memref_types: dict[str, Attribute] = {}
+        """Each memref type's text, parsed once (`parse_optional_type`)."""
         self._line_starts = [0]
         find = text.find
         p = find("\n")
@@ -122,6 +126,30 @@ class LocatingParser(Parser):
             line, col = self.line_col(start)
             op.location = FileLineColLoc(self._file, IntAttr(line), IntAttr(col))
         return op
+
+    def parse_optional_type(self) -> Any:
+        """xDSL's, but a memref type whose text was parsed before is not
+        parsed again: a tiled program spells the same few dozen memref types
+        thousands of times, and xDSL takes about a millisecond for each
+        (shape, layout, memory space); types are immutable, so one object
+        serves every occurrence."""
+        tok = self._current_token
+        if tok.kind != MLIRTokenKind.BARE_IDENT or tok.text != "memref":
+            return super().parse_optional_type()
+        text = self.lexer.input.content
+        end = _angle_end(text, tok.span.end)
+        if end is None:
+            return super().parse_optional_type()
+        key = text[tok.span.start:end]
+        cached = self._memref_types.get(key)
+        if cached is not None:
+            self.lexer.pos = end
+            self._parser_state.current_token = self.lexer.lex()
+            return cached
+        parsed = super().parse_optional_type()
+        if parsed is not None and not text[end:self._current_token.span.start].strip():
+            self._memref_types[key] = parsed
+        return parsed
 
     def parse_module(self, allow_implicit_module: bool = True) -> ModuleOp:
         """xDSL's `parse_module`; an implicit module gets the location of its
@@ -149,6 +177,29 @@ class LocatingParser(Parser):
         """One-based line and column of a character offset of the text."""
         line = bisect_right(self._line_starts, offset)
         return line, offset - self._line_starts[line - 1] + 1
+
+
+_ANGLES = re.compile(r"->|[<>\n]")
+
+
+def _angle_end(text: str, at: int) -> int | None:
+    """The offset after the `>` closing the `<` at `text[at]` (`->` of an
+    affine map inside is no closer), or None when `text[at]` is not `<` or
+    the type does not end on its line."""
+    if text[at:at + 1] != "<":
+        return None
+    depth = 0
+    for m in _ANGLES.finditer(text, at):
+        c = m.group()
+        if c == "<":
+            depth += 1
+        elif c == ">":
+            depth -= 1
+            if depth == 0:
+                return m.end()
+        elif c == "\n":
+            return None
+    return None
 
 
 def lowering_context() -> Context:
