@@ -124,3 +124,32 @@ def test_routes_agree_on_categories():
     assert set(affine) == set(transform) == {"conv/matmul", "pool", "eltwise"}
     for name in ("conv/matmul", "pool"):
         assert sum(affine[name]) == sum(transform[name]) > 0
+
+
+@pytest.mark.parametrize("name", ["mlp", "cnn", "transformer"])
+def test_domains_from_indexing_maps_agree_with_the_loops(name):
+    """A linalg op's iterations are read from its indexing maps and operand
+    shapes (no pass per op: DenseNet-121's FLOP count ran a pass manager for
+    each of its thousands of copies); on every op of a tiled sample that has
+    maps they equal the trip counts of its loops once converted."""
+    from mlir import ir
+
+    from nem.compile import flops
+
+    model = getattr(samples, name)("f32")
+    text = compile_onnx(model, device=DEVICE).stage("tile").text
+    with ir.Context() as ctx:
+        ctx.allow_unregistered_dialects = True
+        module = ir.Module.parse(text)
+        ops: list = []
+
+        def collect(op):
+            if op.name.startswith("linalg.") and "indexing_maps" in op.attributes:
+                ops.append(op)
+            return ir.WalkResult.ADVANCE
+
+        module.operation.walk(collect)
+        checked = [op for op in ops if flops._map_ranges(op) is not None]
+        assert len(checked) >= 3
+        for op in checked:
+            assert flops._domain(op) == flops._converted_domain(op), op.name

@@ -114,9 +114,37 @@ def _trips(loop: ir.Operation) -> int:
 
 
 def _domain(op: ir.Operation) -> int:
-    """Iterations of a linalg op: a clone of it converted to affine loops
-    (-convert-linalg-to-affine-loops), its loops' trip counts (the clone is
-    then erased)."""
+    """Iterations of a linalg op: the product of its loops' ranges, each
+    read from an operand dimension that an indexing map sends it to as a
+    plain dimension (as MLIR's `getStaticLoopRanges`); when some loop has
+    none such (or a shape is dynamic), a clone of the op converted to affine
+    loops (-convert-linalg-to-affine-loops) and its loops' trip counts."""
+    ranges = _map_ranges(op)
+    return math.prod(ranges) if ranges is not None else _converted_domain(op)
+
+
+def _map_ranges(op: ir.Operation) -> list[int] | None:
+    if "indexing_maps" not in op.attributes:
+        return None
+    maps = [ir.AffineMapAttr(m).value for m in ir.ArrayAttr(op.attributes["indexing_maps"])]
+    if not maps or len(maps) != len(op.operands):
+        return None
+    ranges: list[int | None] = [None] * maps[0].n_dims
+    for m, v in zip(maps, op.operands):
+        if not isinstance(v.type, ir.ShapedType):
+            continue
+        t = ir.ShapedType(v.type)
+        if not t.has_static_shape:
+            return None
+        for size, expr in zip(t.shape, m.results):
+            if isinstance(expr, ir.AffineDimExpr) and ranges[expr.position] is None:
+                ranges[expr.position] = size
+    if any(r is None for r in ranges):
+        return None
+    return [r for r in ranges if r is not None]
+
+
+def _converted_domain(op: ir.Operation) -> int:
     from nem.compile.tiling import run_on_nest
 
     clone = op.clone(ir.InsertionPoint(op))
@@ -135,6 +163,14 @@ def _domain(op: ir.Operation) -> int:
     for o in reversed(made):
         o.erase()
     return n
+
+
+class _Domains(dict):
+    """`_domain` of each linalg op holding a float op, made when asked."""
+
+    def __missing__(self, op: ir.Operation) -> int:
+        n = self[op] = _domain(op)
+        return n
 
 
 def _scf_trips(loop: ir.Operation) -> int:
@@ -332,7 +368,7 @@ def flop_share(tiled: str, escaped_at: set[tuple[int, int]]) -> FlopShare:
 
         module.operation.walk(collect)
         softmaxes = [op for op in linalg if op.name == "linalg.softmax"]
-        domains = {op: _domain(op) for op in linalg if op.name != "linalg.softmax"}
+        domains = _Domains()
         module.operation.walk(visit)
         for op in softmaxes:   # no body: upstream's decomposition, 5 FLOPs an element
             n = SOFTMAX_FLOPS * math.prod(ir.ShapedType(op.operands[0].type).shape)
