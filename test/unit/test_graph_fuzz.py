@@ -42,10 +42,14 @@ SMOKE_SEED = int(os.environ.get("NEM_GRAPH_FUZZ_SEED", "32"))
 
 def test_op_table_has_every_supported_op():
     """One entry per op type the importer converts (Constant nodes are made
-    by the entries as operands): a new converter needs a fuzzer entry."""
+    by the entries as operands), except those listed as not fuzzed yet: a
+    new converter needs a fuzzer entry or a place in that list."""
+    from graph_ops import UNFUZZED
+
     from nem.frontends.onnx.converters import CONVERTERS
 
-    assert set(OPS) == set(CONVERTERS) - {"Constant"}
+    assert set(OPS) | UNFUZZED == set(CONVERTERS) - {"Constant"}
+    assert not set(OPS) & UNFUZZED
 
 
 def test_generated_models_are_valid_and_varied():

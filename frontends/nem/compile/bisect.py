@@ -200,19 +200,48 @@ class _Run:
 
 
 def _onnx_node(where: str) -> str:
-    """A nest's MLIR location as the ONNX node it comes from: the importer
-    names each node's ops after the node (`loc("Conv_3")`); the copies it
-    adds itself (model outputs in logical order, layout changes) carry the
-    model file's location."""
+    """A nest's description with its leading MLIR location as the ONNX node
+    it comes from (D-COMPILE-LOC: the importer locates each node's ops at
+    the node, `nem.frontends.onnx.locations`); the copies the importer adds
+    itself (model outputs in logical order, layout changes) carry the model
+    file's location."""
     import re
 
-    m = re.match(r'loc\("([^"]*)"\)(.*)', where)
-    if m:
-        return f"ONNX node '{m.group(1)}'{m.group(2)}"
-    m = re.match(r'loc\("[^"]*":\d+:\d+\)(.*)', where)
-    if m:
-        return f"a copy the importer adds (a model output's or a layout's){m.group(1)}"
+    from nem.frontends.onnx.locations import node_of
+
+    end = _location_end(where)
+    loc, rest = where[:end], where[end:]
+    found = node_of(loc)
+    if found is not None:
+        return f"ONNX node '{found[1][1]}'{rest}"
+    if re.fullmatch(r'loc\("[^"]*":\d+:\d+\)', loc):
+        return f"a copy the importer adds (a model output's or a layout's){rest}"
     return where
+
+
+def _location_end(text: str) -> int:
+    """The end of a leading `loc(...)` in `text` (0 when there is none):
+    its closing parenthesis, quoted strings skipped."""
+    if not text.startswith("loc("):
+        return 0
+    depth, quoted, k = 0, False, 0
+    while k < len(text):
+        c = text[k]
+        if quoted:
+            if c == "\\":
+                k += 1
+            elif c == '"':
+                quoted = False
+        elif c == '"':
+            quoted = True
+        elif c == "(":
+            depth += 1
+        elif c == ")":
+            depth -= 1
+            if depth == 0:
+                return k + 1
+        k += 1
+    return 0
 
 
 def bisect(model, options: CompileOptions, inputs: dict[str, np.ndarray] | None = None,
