@@ -297,12 +297,76 @@ def _make_files(work: Path) -> dict[str, str]:
     np.savez(work / "arch.npz", a=np.zeros(3))
     (work / "arch2.npy").write_bytes((work / "arch.npz").read_bytes())
     (work / "sub").mkdir(exist_ok=True)
+    out.update(_hostile_arrays(work))
     out.update({"@NPY0D": str(work / "scalar.npy"), "@NPY": str(work / "arr.npy"),
                 "@NPZ": str(work / "arch.npz"), "@NPZ_AS_NPY": str(work / "arch2.npy"),
                 "@DIR": str(work / "sub"), "@OUT": str(work / "out.bin"),
                 "@OUTNPY": str(work / "out.npy"), "@MISSING": str(work / "no/such/dir/x"),
                 "@DEVNULL": "/dev/null", "@DEVFULL": "/dev/full", "@DEVZERO": "/dev/zero",
                 "@TRACE": str(work / "t.json")})
+    return out
+
+
+def npy_bytes(header: str, data: bytes = b"", version: int = 1,
+              header_len: int | None = None) -> bytes:
+    """A `.npy` file with `header` as its header dict, as written (the
+    declared shape need not match `data`); `header_len` overrides the
+    header's declared length."""
+    import struct
+
+    body = header.encode("latin1")
+    body += b" " * (-(len(body) + 11) % 64 - (version > 1) * 2) + b"\n"
+    n = len(body) if header_len is None else header_len
+    size = struct.pack("<H", n) if version == 1 else struct.pack("<I", n)
+    return b"\x93NUMPY" + bytes([version, 0]) + size + body + data
+
+
+def _patched_zip(member: str, data: bytes, declared: int) -> bytes:
+    """A one-member zip (stored) whose local and central headers declare
+    `declared` uncompressed bytes: what a decompression bomb declares."""
+    import io
+    import struct
+    import zipfile
+
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_STORED) as z:
+        z.writestr(member, data)
+    raw = bytearray(buf.getvalue())
+    raw[22:26] = struct.pack("<I", declared)          # local header
+    central = raw.rindex(b"PK\x01\x02")
+    raw[central + 24:central + 28] = struct.pack("<I", declared)
+    return bytes(raw)
+
+
+def _hostile_arrays(work: Path) -> dict[str, str]:
+    """Array files whose headers lie (issue 33): shapes far past any
+    buffer, an absurd header length, archive members declaring gigabytes;
+    and a FIFO, which no tool may open."""
+    import io
+    import zipfile
+
+    huge = npy_bytes("{'descr': '<f2', 'fortran_order': False, 'shape': (1099511627776,), }")
+    files = {
+        "@NPY_HUGE": ("huge.npy", huge),
+        "@NPY_HDRLEN": ("hdrlen.npy", npy_bytes("{'descr': '<f2', 'fortran_order': False, "
+                                                "'shape': (4,), }", version=2,
+                                                header_len=0xFFFFFFFF)),
+        "@NPY_OBJECT": ("obj.npy", npy_bytes("{'descr': '|O', 'fortran_order': False, "
+                                             "'shape': (2,), }", b"\x80\x04N.")),
+        "@NPZ_BOMB": ("bomb.npz", _patched_zip("A_L2.npy", huge, 2**30)),
+    }
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as z:
+        z.writestr("A_L2.npy", huge)
+    files["@NPZ_HUGE"] = ("hugehdr.npz", buf.getvalue())
+    out = {}
+    for key, (name, data) in files.items():
+        (work / name).write_bytes(data)
+        out[key] = str(work / name)
+    fifo = work / "fifo"
+    if not fifo.exists():
+        os.mkfifo(fifo)
+    out["@FIFO"] = str(fifo)
     return out
 
 
@@ -323,7 +387,11 @@ _RUN_ARGS = [["--mode", "timed"], ["--mode", "functional"], ["--schedule", "rand
              ["--trace", "@DIR"], ["--timeline", "@MISSING"], ["--profile", "@PROFILE_LIST"],
              ["--profile", "@PROFILE_ZERO"], ["--profile", "@PROFILE_NEG"],
              ["--profile", "@PROFILE_TYPE"], ["--profile", "@PROFILE_BAD"],
-             ["--profile", "@PROFILE_OK"], ["--profile", "@MISSING"], ["--bogus"]]
+             ["--profile", "@PROFILE_OK"], ["--profile", "@MISSING"], ["--bogus"],
+             ["--input", "A_L2=@NPY_HUGE"], ["--input", "A_L2=@NPY_HDRLEN"],
+             ["--input", "A_L2=@NPY_OBJECT"], ["--input", "@NPZ_BOMB"], ["--input", "@NPZ_HUGE"],
+             ["--input", "A_L2=@FIFO"], ["--input-raw", "A_L2=@DEVZERO"],
+             ["--output", "Y_L2=@PROG"], ["--trace", "@PROG"], ["--profile", "@FIFO"]]
 _OPT_ARGS = [["-p", "nem-verify"], ["-p", "nem-fold-consts"], ["-p", "lower-to-nem"],
              ["-p", "lower-to-nem{device=npm_pro_x1}"], ["-p", "convert-affine-to-nem"],
              ["-p", "lower-to-nem{memory-spaces=0:DDR,9:L7}"], ["-p", "nem-verify{"],
@@ -331,9 +399,11 @@ _OPT_ARGS = [["-p", "nem-verify"], ["-p", "nem-fold-consts"], ["-p", "lower-to-n
              ["-f", "nem"], ["--print-op-generic"], ["--split-input-file"],
              ["--verify-diagnostics"], ["--device", "npm_lite"], ["--device", "nope"],
              ["--print-device", "npm_pro_x1"], ["--print-device", "nope"], ["-I", "@DIR"],
-             ["-o", "@OUT"], ["-o", "@MISSING"], ["-o", "@DIR"], ["--bogus"]]
+             ["-o", "@OUT"], ["-o", "@MISSING"], ["-o", "@DIR"], ["--bogus"], ["-o", "@PROG"],
+             ["-t", "nemb", "--embed", "A_L2=@DEVZERO"], ["-t", "nemb", "--embed", "A_L2=@FIFO"],
+             ["-t", "nemb", "--embed", "A_L2=@NPY_HUGE"], ["-t", "nemb", "--embed", "A_L2=@NPY"]]
 _PROGRAMS = ["@PROG", "@MLIR", "@ASYNC", "@EMPTY", "@BADUTF8", "@DIR", "@DEVZERO", "@MISSING",
-             "@DEVNULL"]
+             "@DEVNULL", "@FIFO"]
 
 
 def _gen_cli(rng: random.Random) -> bytes:

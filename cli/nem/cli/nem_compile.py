@@ -107,6 +107,30 @@ def _tile_sizes(text: str | None) -> tuple[int, ...] | None:
     return sizes
 
 
+def _check_outputs(args: argparse.Namespace, src: str, out: str, stem: str,
+                   ext: str) -> str | None:
+    """Why a file the compile would write cannot be written (D-FILE-PATHS),
+    checked before any work: a typo must not cost a compile, and no output
+    (the program, the weights beside it, --save-temps' stages) may be the
+    model or an input array the command reads."""
+    if args.bisect:
+        return None
+    from nem.cli.inputs import InputError, check_output_path
+    from nem.compile.pipeline import STAGES
+
+    paths = [] if out == "-" else [(out, "-o")]
+    if not out.endswith(".nemb") and ext == ".onnx":
+        paths.append((stem + ".weights.npz", "-o (the weights beside it)"))
+    if args.save_temps:
+        paths += [(stem + s.suffix, "--save-temps") for s in STAGES if s.name != "lower"]
+    try:
+        for path, flag in paths:
+            check_output_path(path, flag, [src])
+    except InputError as e:
+        return str(e)
+    return None
+
+
 def _usage(msg: str) -> int:
     print(f"nem-compile: error: {msg}", file=sys.stderr)
     return 2
@@ -207,21 +231,20 @@ def run(argv: Sequence[str] | None = None) -> int:
     ext = Path(src).suffix.lower()
     if ext not in (".onnx", ".mlir"):
         return _usage(f"{src}: expected a .onnx model or .mlir (linalg on tensors) input")
-    if not Path(src).is_file():
-        print(f"{src}: error: no such file", file=sys.stderr)
+    from nem.dialect.source_files import FileRefused, regular_file
+
+    try:
+        regular_file(src, "input")
+    except FileRefused as e:
+        print(f"nem-compile: error: {e}", file=sys.stderr)
         return 1
     out = args.output or str(Path(src).with_suffix(".nem"))
-    if out != "-":
-        from nem.cli.inputs import InputError, check_output_path
-
-        try:  # before any work: a typo must not cost a compile
-            check_output_path(out, "-o")
-        except InputError as e:
-            return _usage(str(e))
     if args.engines is not None and args.engines < 1:
         return _usage("--engines needs N >= 1")
     stem = (out.removesuffix(".nemb").removesuffix(".nem")) if out != "-" else \
         str(Path(src).with_suffix(""))
+    if why := _check_outputs(args, src, out, stem, ext):
+        return _usage(why)
     options = CompileOptions(device=args.device, tile_sizes=_tile_sizes(args.tile_sizes),
                              pipeline=not args.no_pipeline, engines=args.engines,
                              route=args.route, verify=not args.no_verify,

@@ -210,9 +210,11 @@ def _check_paths(args, outputs: list[Output]) -> int | None:
         if importlib.util.find_spec("matplotlib") is None:
             return _usage("not supported: --timeline needs matplotlib; install it with "
                           "pip install 'nem-toolchain[viz]'")
+    inputs = [args.program, args.profile or "",
+              *(item.split("=", 1)[-1] for item in [*args.input, *args.input_raw])]
     try:
         for path, what in paths:
-            check_output_path(path, what)
+            check_output_path(path, what, inputs)
     except InputError as e:
         return _usage(str(e))
     return None
@@ -224,17 +226,20 @@ def _load(args, interp):
     from nem.cli.common import is_stdio
 
     if is_stdio(args.program):
-        from nem.dialect.limits import MAX_SOURCE_BYTES
+        from nem.dialect.limits import max_source_bytes
         from nem.frontends.bytecode.container import is_nemb
         from nem.frontends.nem_text.document import detect_format
 
-        raw = sys.stdin.buffer.read(MAX_SOURCE_BYTES + 1)
-        if len(raw) > MAX_SOURCE_BYTES:
-            raise InputError("-", f"standard input has more than {MAX_SOURCE_BYTES} bytes "
-                             "(D-LIMITS)")
+        limit = max_source_bytes()
+        raw = sys.stdin.buffer.read(limit + 1)
+        if len(raw) > limit:
+            raise InputError("-", f"standard input has more than {limit} bytes "
+                             "(D-LIMITS; --max-source-bytes N raises the limit)")
         if is_nemb(raw):
             return interp.load_bytecode(raw, "<stdin>")
-        text = raw.decode("utf-8")
+        from nem.dialect.source_files import decode_source
+
+        text = decode_source(raw, "<stdin>")
         return interp.load_string(text, "<stdin>", syntax=detect_format(text))
     return interp.load(args.program)
 
@@ -261,11 +266,14 @@ def _write_inputs(interp, args, warn: bool = True) -> int | None:
         flag = "--input-raw" if raw else "--input"
         try:
             if "=" not in item and item.endswith(".npz"):
-                for name, array in read_archive(item, f"{flag} {item}", interp.tensor_size).items():
+                arrays = read_archive(item, f"{flag} {item}", interp.tensor_size,
+                                      lambda n, shape, dt: interp.check_tensor(n, shape, dt, raw))
+                for name, array in arrays.items():
                     partial(f"{flag} {item}", name, interp.write_tensor(name, array, raw=raw))
                 continue
             [(name, f)] = _pairs([item], flag)
-            data = read_input(f, f"{flag} {item}", interp.tensor_size(name), f"'{name}'")
+            data = read_input(f, f"{flag} {item}", interp.tensor_size(name), f"'{name}'",
+                              lambda shape, dt: interp.check_tensor(name, shape, dt, raw))
             if f.endswith(".npy"):
                 partial(f"{flag} {item}", name, interp.write_tensor(name, data, raw=raw))
             else:

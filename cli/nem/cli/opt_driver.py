@@ -235,9 +235,34 @@ class NemOptMain(xDSLOptMain):
             return detect_format(raw)
         return Path(file).suffix.lstrip(".") or "mlir"
 
+    def _check_paths(self) -> None:
+        """Before any work: the input is a file nem-opt may read (a FIFO
+        or a device is refused, never opened), and `-o` is not a file the
+        command reads, the input or an `--embed` array (D-FILE-PATHS)."""
+        from nem.cli.inputs import InputError, check_output_path
+
+        if not is_stdio(self.args.input_file):
+            from nem.dialect.source_files import FileRefused, regular_file
+
+            try:
+                regular_file(self.args.input_file, "input")
+            except FileRefused as e:
+                print(f"nem-opt: error: {e}", file=sys.stderr)
+                sys.exit(1)
+        if is_stdio(self.args.output_file):
+            return
+        inputs = [self.args.input_file or "-",
+                  *(e.split("=", 1)[-1] for e in getattr(self.args, "embed", []))]
+        try:
+            check_output_path(self.args.output_file, "-o", inputs)
+        except InputError as e:
+            print(f"nem-opt: error: {e}", file=sys.stderr)
+            sys.exit(1)
+
     def run(self) -> None:
         if self.args.print_device:
             sys.exit(self._print_device(self.args.print_device))
+        self._check_paths()
         if nemb_tool.handles(self):  # bytecode in or out: cli/nem/cli/nemb_tool.py
             sys.exit(nemb_tool.run_opt(self))
         file, raw = self._read_input()
@@ -536,6 +561,11 @@ def run(argv: Sequence[str] | None = None, owns_process: bool = False) -> None:
     except KeyboardInterrupt:
         print("nem-opt: interrupted", file=sys.stderr)
         sys.exit(130)
+    except MemoryError:
+        from nem.cli.entry import out_of_memory
+
+        print(out_of_memory("nem-opt"), file=sys.stderr)
+        sys.exit(1)
     except ArgSpecParseError as e:  # xDSL 0.74: a BaseException (docs/upstream-reports.md)
         detail = " ".join(line.strip() for line in str(e).strip().splitlines()[-3:])
         print(f"nem-opt: error: -t/-p: bad target or pass specification: {detail}",

@@ -361,6 +361,15 @@ class NemInterpreter:
         p = self._prog(None)
         return tensor_io.write_tensor(p.memory, p.compiled, buffer, tensor, offset, raw)
 
+    def check_tensor(self, buffer: str, shape: tuple[int, ...], dtype, raw: bool = False
+                     ) -> None:
+        """Raise what `write_tensor(buffer, array, raw=raw)` would raise
+        for an array of `shape` and `dtype`, without one (a file's header is
+        checked before its data is read)."""
+        p = self._prog(None)
+        tensor_io.check_write(p.memory, p.compiled, buffer, tuple(shape), np.dtype(dtype),
+                              0, raw)
+
     def encode_tensor(self, name: str, tensor) -> tuple[str, int, bytes]:
         """(buffer, byte offset in it, bytes) that `write_tensor(name, tensor)`
         writes into buffer or top-level region `name`, after the same checks
