@@ -17,7 +17,10 @@ Targets (`TARGETS`, add one with `register`): `nem-opt`, `nem-verify`
 (mutated `.nem` seeds from examples/ and test/lit), `nem-grammar`
 (grammar-generated programs through `-p nem-verify`), `nem-run` (mutated and
 generated programs), `mlir` (mutated MLIR through `lower-to-nem`), `cli`
-(random command lines of both tools over hostile files).  A target is a
+(random command lines of both tools over hostile files), `onnx` (ONNX
+models with mutated protobuf fields through `nem-compile`), `arrays`
+(`.npy`/`.npz` files with mutated headers through `nem-run --input`;
+`file_gen.py`).  A target is a
 name, a generator `rng -> bytes` and a runner `(bytes, workdir) -> Result`;
 the bytecode loader adds itself the same way.
 
@@ -61,6 +64,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 sys.path.insert(0, str(HERE))
 
+from file_gen import gen_array, gen_onnx, npy_bytes  # noqa: E402
 from gen_nem import gen_program  # noqa: E402
 from mutate import COMMON_TOKENS, MLIR_TOKENS, NEM_TOKENS, mutate  # noqa: E402
 
@@ -88,6 +92,8 @@ class Result:
 def _run_main(tool: str, argv: list[str], stdin: bytes = b"") -> tuple[int, str, str]:
     if tool == "nem-opt":
         from nem.cli.nem_opt import main
+    elif tool == "nem-compile":
+        from nem.cli.nem_compile import main
     else:
         from nem.cli.nem_run import main
     out, err = io.StringIO(), io.StringIO()
@@ -130,7 +136,10 @@ def run_with_timeout(fn: Callable[[], tuple[int, str, str]], seconds: float) -> 
 
 
 _CARET = re.compile(r"^ *\^$")
-_LOCATED = re.compile(r"^\S.*:\d+:\d+: (error|warning|remark|note): ")
+_LOCATED = re.compile(r"^\S.*:\d+:\d+: (error|warning|remark|note): "
+                      # an ONNX model's diagnostics name the node, or the
+                      # initializer or value in their message (D-COMPILE-DIAG)
+                      r"|^\S+\.onnx: (node \d* ?'.*' \(\w+\): )?(error|warning|remark): ")
 # a tool's command-line error (`nem-run: error: ...`) or one naming its flag
 _FLAGGED = re.compile(r"^[\w.-]+: error: |(^|: )error: (unexpected error: )?-{1,2}[\w-]+")
 
@@ -307,20 +316,6 @@ def _make_files(work: Path) -> dict[str, str]:
     return out
 
 
-def npy_bytes(header: str, data: bytes = b"", version: int = 1,
-              header_len: int | None = None) -> bytes:
-    """A `.npy` file with `header` as its header dict, as written (the
-    declared shape need not match `data`); `header_len` overrides the
-    header's declared length."""
-    import struct
-
-    body = header.encode("latin1")
-    body += b" " * (-(len(body) + 11) % 64 - (version > 1) * 2) + b"\n"
-    n = len(body) if header_len is None else header_len
-    size = struct.pack("<H", n) if version == 1 else struct.pack("<I", n)
-    return b"\x93NUMPY" + bytes([version, 0]) + size + body + data
-
-
 def _patched_zip(member: str, data: bytes, declared: int) -> bytes:
     """A one-member zip (stored) whose local and central headers declare
     `declared` uncompressed bytes: what a decompression bomb declares."""
@@ -434,6 +429,37 @@ def _run_cli(data: bytes, work: Path) -> tuple[int, str, str]:
 register(Target("cli", ".json", _gen_cli, _run_cli))
 
 
+# -- ONNX models and array files (issue 33) -----------------------------------
+
+def _run_onnx(data: bytes, work: Path) -> tuple[int, str, str]:
+    """nem-compile on a mutated model, beside the files its external data
+    may name: w.bin (32 bytes) and a FIFO."""
+    (work / "w.bin").write_bytes(bytes(range(32)))
+    _hostile_arrays(work)   # makes work/fifo
+    model = work / "input.onnx"
+    model.write_bytes(data)
+    return _run_main("nem-compile", [str(model), "-o", str(work / "out.nem"), "--no-progress"])
+
+
+def _run_array(data: bytes, work: Path) -> tuple[int, str, str]:
+    """nem-run of the fuzz program with the file as `--input A_L2=` (a
+    `.npy`) or as a bare `--input` archive (a `.npz`)."""
+    prog = _make_files(work)["@PROG"]
+    if data[:2] == b"PK":
+        path = work / "input.npz"
+        path.write_bytes(data)
+        args = ["--input", str(path)]
+    else:
+        path = work / "input.npy"
+        path.write_bytes(data)
+        args = ["--input", f"A_L2={path}"]
+    return _run_main("nem-run", [prog, *args, "--max-tasks", "20000", "--no-progress"])
+
+
+register(Target("onnx", ".onnx", gen_onnx, _run_onnx))
+register(Target("arrays", ".npy", gen_array, _run_array))
+
+
 # ---------------------------------------------------------------------------
 # Driving
 
@@ -488,6 +514,7 @@ def save_finding(findings: Path, target: Target, outcome: str, data: bytes, err:
 def campaign(name: str, seconds: float, seed: int, timeout: float, mem_gb: float,
              findings: Path) -> dict:
     t = TARGETS[name]
+    import nem.cli.nem_compile  # noqa: F401
     import nem.cli.nem_opt  # noqa: F401 - imported once, before the workers fork
     import nem.cli.nem_run  # noqa: F401
 

@@ -26,7 +26,8 @@ from nem.dialect.source_files import FileRefused, FileTooLarge, read_file_bytes,
 FUZZ = Path(__file__).resolve().parents[1] / "fuzz"
 sys.path.insert(0, str(FUZZ))
 
-from harness import _patched_zip, npy_bytes  # noqa: E402
+from file_gen import npy_bytes  # noqa: E402
+from harness import _patched_zip  # noqa: E402
 
 BIN = Path(sys.executable).parent
 ROOT = Path(__file__).resolve().parents[2]

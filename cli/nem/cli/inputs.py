@@ -167,7 +167,8 @@ def npy_header(f, where: str, flag: str) -> tuple[tuple[int, ...], np.dtype]:
         read = npy_format.read_array_header_1_0 if width == 2 else \
             npy_format.read_array_header_2_0
         shape, fortran, dtype = read(copy, max_header_size=NPY_MAX_HEADER)
-    except (ValueError, EOFError, OSError, SyntaxError, TypeError) as e:
+    except Exception as e:  # noqa: BLE001 - numpy's parser of untrusted text (ast,
+        # tokenize, dtype construction) raises ValueError, SyntaxError, TokenError, ...
         raise InputError(flag, f"{where} is not a readable .npy file: "
                          f"{str(e).splitlines()[0] if str(e) else type(e).__name__}") from None
     if dtype.hasobject:

@@ -24,6 +24,7 @@ import numpy as np
 
 def _parser() -> argparse.ArgumentParser:
     from nem.compile.pipeline import ROUTES, STAGE_NAMES
+    from nem.dialect.limits import DEFAULT_MAX_NODES, MAX_MODEL_BYTES, MAX_SOURCE_BYTES
 
     p = argparse.ArgumentParser(
         prog="nem-compile",
@@ -62,6 +63,15 @@ def _parser() -> argparse.ArgumentParser:
                    help="ONNX: refuse f64 tensors instead of computing them in f32")
     p.add_argument("--no-demote-i64", action="store_true",
                    help="ONNX: refuse int64 data instead of computing it in i32")
+    p.add_argument("--max-nodes", type=int, default=DEFAULT_MAX_NODES, metavar="N",
+                   help="ONNX: the compile budget, refuse a model of more than N nodes "
+                   f"(default {DEFAULT_MAX_NODES}, D-LIMITS)")
+    p.add_argument("--max-model-bytes", type=int, default=MAX_MODEL_BYTES, metavar="N",
+                   help="ONNX: refuse a model file larger than N bytes with its external "
+                   f"data (default {MAX_MODEL_BYTES}, D-LIMITS)")
+    p.add_argument("--max-source-bytes", type=int, default=MAX_SOURCE_BYTES, metavar="N",
+                   help=f"MLIR: refuse a source larger than N bytes (default {MAX_SOURCE_BYTES}, "
+                   "D-LIMITS)")
     p.add_argument("-v", "--verbose", action="store_true",
                    help="per-stage timings and the lowering's remarks on stderr")
     p.add_argument("--no-progress", action="store_true",
@@ -218,9 +228,18 @@ class _Display:
 
 
 def run(argv: Sequence[str] | None = None) -> int:
-    from nem.compile import missing_extra
+    from nem.dialect.limits import source_limit
 
     args = _parser().parse_args(_attach_tile_sizes(sys.argv[1:] if argv is None else argv))
+    if args.max_source_bytes < 1:
+        return _usage("--max-source-bytes needs N >= 1")
+    with source_limit(args.max_source_bytes):
+        return _run(args)
+
+
+def _run(args: argparse.Namespace) -> int:
+    from nem.compile import missing_extra
+
     why = missing_extra()
     if why:
         print(f"nem-compile: error: {why}", file=sys.stderr)
@@ -241,6 +260,9 @@ def run(argv: Sequence[str] | None = None) -> int:
     out = args.output or str(Path(src).with_suffix(".nem"))
     if args.engines is not None and args.engines < 1:
         return _usage("--engines needs N >= 1")
+    for flag in ("max_nodes", "max_model_bytes", "max_source_bytes"):
+        if getattr(args, flag) < 1:
+            return _usage(f"--{flag.replace('_', '-')} needs N >= 1")
     stem = (out.removesuffix(".nemb").removesuffix(".nem")) if out != "-" else \
         str(Path(src).with_suffix(""))
     if why := _check_outputs(args, src, out, stem, ext):
@@ -250,7 +272,8 @@ def run(argv: Sequence[str] | None = None) -> int:
                              route=args.route, verify=not args.no_verify,
                              include_dirs=tuple(args.include_dirs),
                              simplify=not args.no_simplify, demote_f64=not args.no_demote_f64,
-                             demote_i64=not args.no_demote_i64)
+                             demote_i64=not args.no_demote_i64, max_nodes=args.max_nodes,
+                             max_model_bytes=args.max_model_bytes)
     if args.bisect:
         if ext != ".onnx":
             return _usage("--bisect compares with onnxruntime: it takes a .onnx model")

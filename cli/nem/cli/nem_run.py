@@ -33,7 +33,7 @@ from nem.cli.inputs import (
     read_input,
     read_json,
 )
-from nem.dialect.limits import DEFAULT_MAX_KERNEL_OPS, DEFAULT_MAX_TASKS
+from nem.dialect.limits import DEFAULT_MAX_KERNEL_OPS, DEFAULT_MAX_TASKS, MAX_SOURCE_BYTES
 
 if TYPE_CHECKING:  # rich is imported lazily: the bar only exists on a terminal
     from rich.progress import Progress as RichProgress
@@ -90,6 +90,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--max-kernel-ops", type=int, default=None, metavar="N",
                    help="refuse an escape-hatch task (compute op=\"mlir.kernel\") whose kernel "
                    f"does more than N scalar operations (default {DEFAULT_MAX_KERNEL_OPS})")
+    p.add_argument("--max-source-bytes", type=int, default=MAX_SOURCE_BYTES, metavar="N",
+                   help="read a program or include of up to N bytes (default "
+                   f"{MAX_SOURCE_BYTES}, D-LIMITS)")
     p.add_argument("--repeat", type=int, default=1, metavar="N",
                    help="run the program N times on one memory, the inputs written again "
                    "before each run, and print the time taken to prepare the runs (schedule "
@@ -373,6 +376,15 @@ def _write_outputs(interp, outputs: list[Output]) -> None:
 
 def run(argv=None) -> int:
     args = _parser().parse_args(argv)  # first: --help and --version need nothing else
+    from nem.dialect.limits import source_limit
+
+    if args.max_source_bytes < 1:
+        return _usage("--max-source-bytes needs N >= 1")
+    with source_limit(args.max_source_bytes):
+        return _run(args, argv is None)
+
+
+def _run(args, owns_process: bool) -> int:
     from nem.dialect.diagnostics import NemDiagnosticError
     from nem.runtime.api import NemInterpreter, profile_problem
 
@@ -410,7 +422,7 @@ def run(argv=None) -> int:
                 raise ValueError(f"bad timing profile: {profile_problem(profile)}")
             interp.set_timing_profile(profile)
         prog = _load(args, interp)
-        if argv is None:  # run as a program: the IR lives until the process ends
+        if owns_process:  # run as a program: the IR lives until the process ends
             keep_until_exit()
     except NemDiagnosticError as e:
         print_diagnostics("nem-run", e.diagnostics)

@@ -45,6 +45,7 @@ from nem.dialect.diagnostics import (
     RuleVerifyException,
     register_source,
 )
+from nem.dialect.limits import MAX_SOURCE_BYTES
 from nem.passes.driver import (
     PLUGIN_PASSES,
     PluginError,
@@ -138,6 +139,9 @@ class NemOptMain(xDSLOptMain):
                                 help="target device name (a shipped device or one found via -I)")
         arg_parser.add_argument("--print-device", default=None, metavar="NAME",
                                 help="print the resolved device NAME and exit")
+        arg_parser.add_argument("--max-source-bytes", type=int, default=MAX_SOURCE_BYTES,
+                                metavar="N", help="read an input or include of up to N bytes "
+                                f"(default {MAX_SOURCE_BYTES}, D-LIMITS)")
         nemb_tool.add_arguments(arg_parser)
         arg_parser.add_argument("--pass-pipeline", default=None, metavar="PIPELINE",
                                 help="the pipeline in mlir-opt's form, "
@@ -260,6 +264,15 @@ class NemOptMain(xDSLOptMain):
             sys.exit(1)
 
     def run(self) -> None:
+        from nem.dialect.limits import source_limit
+
+        if self.args.max_source_bytes < 1:
+            print("nem-opt: error: --max-source-bytes needs N >= 1", file=sys.stderr)
+            sys.exit(1)
+        with source_limit(self.args.max_source_bytes):
+            self._run()
+
+    def _run(self) -> None:
         if self.args.print_device:
             sys.exit(self._print_device(self.args.print_device))
         self._check_paths()

@@ -93,7 +93,8 @@ def compile_onnx(model, options: CompileOptions | None = None,
         try:
             holder["m"] = import_onnx(model, softmax_types=softmax_types(driver.device),
                                       simplify=opts.simplify, demote_f64=opts.demote_f64,
-                                      demote_i64=opts.demote_i64)
+                                      demote_i64=opts.demote_i64, max_nodes=opts.max_nodes,
+                                      max_model_bytes=opts.max_model_bytes)
         except OnnxImportError as e:
             raise CompileError("import", e.render()) from e
         return str(holder["m"].module)
@@ -127,10 +128,13 @@ def compile_mlir(source: str | Path, options: CompileOptions | None = None,
     if isinstance(source, Path) or (isinstance(source, str) and "\n" not in source
                                     and source.endswith(".mlir")):
         file = str(source)
-        try:
-            text = Path(source).read_text(encoding="utf-8")
-        except OSError as e:
-            raise CompileError("import", f"{file}: error: {e.strerror}") from e
+        from nem.dialect.diagnostics import NemDiagnosticError
+        from nem.dialect.source_files import read_source
+
+        try:   # a regular file, at most max_source_bytes(), UTF-8 (D-FILE-PATHS)
+            text = read_source(source, "input")
+        except NemDiagnosticError as e:
+            raise CompileError("import", "\n".join(d.render() for d in e.diagnostics)) from e
     else:
         file, text = "<mlir>", str(source)
     _check_parse_isolated(text, file)

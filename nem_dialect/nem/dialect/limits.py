@@ -81,6 +81,28 @@ file's bytes and the buffer's are both in memory, so a 2 GiB input could not
 be read under a 3 GiB address-space limit."""
 
 
+MAX_MODEL_BYTES = 2**30
+"""Largest ONNX model read by `nem-compile` (the file and its external data
+together; `--max-model-bytes N` raises it): the weights are held several
+times while a model compiles (the protobuf, numpy arrays, the sidecar), and
+a 2 GiB model crashed protobuf under a 3 GiB address-space limit."""
+
+MAX_TENSOR_BYTES = 2**40
+"""Largest tensor of an ONNX model (an initializer, a declared or inferred
+value: 1 TiB), checked before numpy or MLIR sees its shape: a shape whose
+byte size overflows 64 bits aborted MLIR (D-COMPILE-VALIDATE)."""
+
+DEFAULT_MAX_NODES = 4096
+"""The compile budget: `nem-compile` refuses a model of more nodes than
+this unless `--max-nodes N` raises it (densenet121, the largest model of
+onnx's backend data, has 1746; each node costs the lowering tens of
+milliseconds or more)."""
+
+MAX_NODE_PORTS = 1024
+"""Most inputs or outputs of one ONNX node, and of the graph (a Concat of
+10,000 inputs)."""
+
+
 def int_out_of_range(value: int) -> bool:
     return value < INT_MIN or value > INT_MAX
 
@@ -88,5 +110,6 @@ def int_out_of_range(value: int) -> bool:
 __all__ = ["MAX_SOURCE_BYTES", "INT_MIN", "INT_MAX", "MAX_LITERAL_CHARS", "MAX_NESTING_DEPTH",
            "MAX_EXPR_OPERATORS", "MAX_EXPR_DEPTH", "DEFAULT_MAX_TASKS", "DEFAULT_MAX_KERNEL_OPS",
            "MAX_DEVICE_COUNT",
-           "MAX_INPUT_FILE_BYTES",
+           "MAX_INPUT_FILE_BYTES", "MAX_MODEL_BYTES", "MAX_TENSOR_BYTES", "DEFAULT_MAX_NODES",
+           "MAX_NODE_PORTS", "max_source_bytes", "source_limit",
            "int_out_of_range"]

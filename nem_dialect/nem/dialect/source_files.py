@@ -37,7 +37,7 @@ def read_source_bytes(path: str | Path, what: str = "input", loc: SourceLoc | No
     try:
         return read_file_bytes(path, limit, what)
     except FileTooLarge as e:
-        raise too_large(str(path), what, e.size, loc, rule) from None
+        raise too_large(str(path), what, e.size, loc, rule, e.exact) from None
     except FileRefused as e:
         raise fail(str(e), loc, rule, e.fix) from None
 
@@ -54,9 +54,12 @@ class FileRefused(Exception):
 
 
 class FileTooLarge(FileRefused):
-    def __init__(self, message: str, size: int, limit: int):
+    """`size`: the file's size (`exact`), or what was read before the limit
+    stopped the read."""
+
+    def __init__(self, message: str, size: int, limit: int, exact: bool = True):
         super().__init__(message, "give a smaller file, or raise the limit (D-LIMITS)")
-        self.size, self.limit = size, limit
+        self.size, self.limit, self.exact = size, limit, exact
 
 
 def _kind(mode: int) -> str:
@@ -105,7 +108,7 @@ def read_file_bytes(path: str | Path, limit: int, what: str = "input") -> bytes:
         raise FileRefused(f"cannot read {what} '{name}': {e.strerror}") from None
     if len(data) > limit:
         raise FileTooLarge(f"{what} '{name}' has more than {limit} bytes, above the limit",
-                           len(data), limit)
+                           len(data), limit, exact=False)
     return data
 
 
@@ -114,14 +117,16 @@ def read_source_stream(stream: BinaryIO, name: str = "<stdin>", what: str = "inp
     limit = max_source_bytes()
     data = stream.read(limit + 1)
     if len(data) > limit:
-        raise too_large(name, what, len(data), None, None)
+        raise too_large(name, what, len(data), None, None, False)
     return decode_source(data, name)
 
 
 def too_large(name: str, what: str, size: int, loc: SourceLoc | None,
-              rule: str | None) -> NemDiagnosticError:
+              rule: str | None, exact: bool) -> NemDiagnosticError:
+    """`exact`: `size` is the file's size, else the bytes read before the
+    limit stopped the read (the input has at least that many)."""
     limit = max_source_bytes()
-    more = "more than " if size > limit else ""
+    more = "" if exact else "more than "
     return fail(f"{what} '{name}' has {more}{size} bytes, above the limit of "
                 f"{limit} (D-LIMITS)", loc, rule,
                 "split the input, or raise the limit: --max-source-bytes N "
