@@ -151,3 +151,33 @@ def test_nem_compile_never_writes_its_model(tmp_path):
                            capture_output=True, text=True, timeout=120)
         assert r.returncode == 2 and "is an input of this command" in r.stderr, r.stderr
     assert model.read_text() == text
+
+
+def test_python_api_arguments_name_the_parameter():
+    """Issue 33: AttributeErrors deep inside, silent successes, an empty
+    ValueError; each is now one line naming the function and parameter."""
+    from nem.compile import compile_onnx
+    from nem.dialect.verifier import verify_program
+    from nem.frontends.nem_text.document import detect_format
+    from nem.frontends.nem_text.parser import parse_nem
+    from nem.frontends.nem_text.printer import print_nem
+    from nem.passes.driver import run_pipeline
+    from nem.runtime.api import NemInterpreter
+
+    for call, message in (
+            (lambda: parse_nem(None), "parse_nem: text must be a str, not NoneType"),
+            (lambda: print_nem(None), "print_nem: module must be a ModuleOp"),
+            (lambda: detect_format(3), "detect_format: text must be a str, not int"),
+            (lambda: verify_program(None), "verify_program: program must be a nem ProgramOp"),
+            (lambda: run_pipeline(None, "dce"), "run_pipeline: module must be a ModuleOp"),
+            (lambda: NemInterpreter(device=123), "NemInterpreter: device must be a device name"),
+            (lambda: compile_onnx(None), "compile_onnx: model must be a path"),
+            (lambda: compile_onnx("m.onnx", tile_sizes=(-1,)),
+             r"compile: tile_sizes must be positive ints, not \(-1,\)")):
+        with pytest.raises((TypeError, ValueError), match=message):
+            call()
+    from nem.dialect.limits import source_limit
+
+    with source_limit(64), pytest.raises(ValueError, match="parse_nem: text has more than 64 "
+                                         "bytes, above the source limit"):
+        parse_nem("#" * 100)

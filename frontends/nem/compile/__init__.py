@@ -57,9 +57,29 @@ def missing_extra() -> str | None:
 
 
 def _options(options: CompileOptions | None, kw: dict) -> CompileOptions:
+    """`options` with `kw` applied, each value checked (a TypeError or
+    ValueError naming the option, docs/python-api.md)."""
     from dataclasses import replace
 
-    return replace(options or CompileOptions(), **kw)
+    from nem.dialect.arguments import check_type
+
+    if options is not None:
+        check_type("compile", "options", options, CompileOptions, "a CompileOptions or None")
+    opts = replace(options or CompileOptions(), **kw)
+    if opts.tile_sizes is not None:
+        check_type("compile", "tile_sizes", opts.tile_sizes, (tuple, list),
+                   "a tuple of positive ints or None")
+        if not opts.tile_sizes or any(isinstance(t, bool) or not isinstance(t, int) or t < 1
+                                      for t in opts.tile_sizes):
+            raise ValueError(f"compile: tile_sizes must be positive ints, not "
+                             f"{tuple(opts.tile_sizes)!r}")
+    for name in ("engines", "max_nodes", "max_model_bytes"):
+        value = getattr(opts, name)
+        if value is not None:
+            check_type("compile", name, value, int, "a positive int")
+            if value < 1:
+                raise ValueError(f"compile: {name} must be a positive int, not {value}")
+    return opts
 
 
 def _stem(path: str, stem: str | None) -> str:
@@ -81,6 +101,12 @@ def compile_onnx(model, options: CompileOptions | None = None,
     opts = _options(options, kw)
     if importlib.util.find_spec("onnx") is None:
         raise CompileError("import", "ONNX input needs the 'onnx' package: pip install onnx")
+    import onnx
+
+    from nem.dialect.arguments import check_type
+
+    check_type("compile_onnx", "model", model, (str, Path, onnx.ModelProto),
+               "a path (str or Path) or an onnx.ModelProto")
     from nem.frontends.onnx import OnnxImportError, import_onnx
 
     file = str(model) if isinstance(model, (str, Path)) else "<model>"

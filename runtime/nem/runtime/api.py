@@ -82,6 +82,18 @@ def _user_kernels(kernels) -> MappingProxyType:
 class NemInterpreter:
     def __init__(self, device=None, ddr_size: int | None = DEFAULT_DDR_SIZE, include_dirs=(),
                  kernels: dict | None = None, races: bool = True, trace: bool = True):
+        from nem.dialect.arguments import check_type
+        from nem.dialect.device_model import Device
+
+        if device is not None:
+            check_type("NemInterpreter", "device", device, (str, Device),
+                       "a device name or .nem path (str), a resolved Device, or None")
+        if ddr_size is not None:
+            check_type("NemInterpreter", "ddr_size", ddr_size, int, "an int or None")
+            if ddr_size < 1:
+                raise ValueError(f"NemInterpreter: ddr_size must be positive, not {ddr_size}")
+        check_type("NemInterpreter", "include_dirs", include_dirs, (list, tuple),
+                   "a list or tuple of directories")
         self.include_dirs = tuple(include_dirs)
         self.ddr_size = ddr_size
         self.kernels = _user_kernels(kernels)
