@@ -17,7 +17,10 @@ Targets (`TARGETS`, add one with `register`): `nem-opt`, `nem-verify`
 (mutated `.nem` seeds from examples/ and test/lit), `nem-grammar`
 (grammar-generated programs through `-p nem-verify`), `nem-run` (mutated and
 generated programs), `mlir` (mutated MLIR through `lower-to-nem`), `cli`
-(random command lines of both tools over hostile files).  A target is a
+(random command lines of both tools over hostile files), `onnx` (ONNX
+models with mutated protobuf fields through `nem-compile`), `arrays`
+(`.npy`/`.npz` files with mutated headers through `nem-run --input`;
+`file_gen.py`).  A target is a
 name, a generator `rng -> bytes` and a runner `(bytes, workdir) -> Result`;
 the bytecode loader adds itself the same way.
 
@@ -61,6 +64,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 sys.path.insert(0, str(HERE))
 
+from file_gen import gen_array, gen_onnx, npy_bytes  # noqa: E402
 from gen_nem import gen_program  # noqa: E402
 from mutate import COMMON_TOKENS, MLIR_TOKENS, NEM_TOKENS, mutate  # noqa: E402
 
@@ -88,6 +92,8 @@ class Result:
 def _run_main(tool: str, argv: list[str], stdin: bytes = b"") -> tuple[int, str, str]:
     if tool == "nem-opt":
         from nem.cli.nem_opt import main
+    elif tool == "nem-compile":
+        from nem.cli.nem_compile import main
     else:
         from nem.cli.nem_run import main
     out, err = io.StringIO(), io.StringIO()
@@ -130,7 +136,10 @@ def run_with_timeout(fn: Callable[[], tuple[int, str, str]], seconds: float) -> 
 
 
 _CARET = re.compile(r"^ *\^$")
-_LOCATED = re.compile(r"^\S.*:\d+:\d+: (error|warning|remark|note): ")
+_LOCATED = re.compile(r"^\S.*:\d+:\d+: (error|warning|remark|note): "
+                      # an ONNX model's diagnostics name the node, or the
+                      # initializer or value in their message (D-COMPILE-DIAG)
+                      r"|^\S+\.onnx: (node \d* ?'.*' \(\w+\): )?(error|warning|remark): ")
 # a tool's command-line error (`nem-run: error: ...`) or one naming its flag
 _FLAGGED = re.compile(r"^[\w.-]+: error: |(^|: )error: (unexpected error: )?-{1,2}[\w-]+")
 
@@ -297,12 +306,62 @@ def _make_files(work: Path) -> dict[str, str]:
     np.savez(work / "arch.npz", a=np.zeros(3))
     (work / "arch2.npy").write_bytes((work / "arch.npz").read_bytes())
     (work / "sub").mkdir(exist_ok=True)
+    out.update(_hostile_arrays(work))
     out.update({"@NPY0D": str(work / "scalar.npy"), "@NPY": str(work / "arr.npy"),
                 "@NPZ": str(work / "arch.npz"), "@NPZ_AS_NPY": str(work / "arch2.npy"),
                 "@DIR": str(work / "sub"), "@OUT": str(work / "out.bin"),
                 "@OUTNPY": str(work / "out.npy"), "@MISSING": str(work / "no/such/dir/x"),
                 "@DEVNULL": "/dev/null", "@DEVFULL": "/dev/full", "@DEVZERO": "/dev/zero",
                 "@TRACE": str(work / "t.json")})
+    return out
+
+
+def _patched_zip(member: str, data: bytes, declared: int) -> bytes:
+    """A one-member zip (stored) whose local and central headers declare
+    `declared` uncompressed bytes: what a decompression bomb declares."""
+    import io
+    import struct
+    import zipfile
+
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_STORED) as z:
+        z.writestr(member, data)
+    raw = bytearray(buf.getvalue())
+    raw[22:26] = struct.pack("<I", declared)          # local header
+    central = raw.rindex(b"PK\x01\x02")
+    raw[central + 24:central + 28] = struct.pack("<I", declared)
+    return bytes(raw)
+
+
+def _hostile_arrays(work: Path) -> dict[str, str]:
+    """Array files whose headers lie (issue 33): shapes far past any
+    buffer, an absurd header length, archive members declaring gigabytes;
+    and a FIFO, which no tool may open."""
+    import io
+    import zipfile
+
+    huge = npy_bytes("{'descr': '<f2', 'fortran_order': False, 'shape': (1099511627776,), }")
+    files = {
+        "@NPY_HUGE": ("huge.npy", huge),
+        "@NPY_HDRLEN": ("hdrlen.npy", npy_bytes("{'descr': '<f2', 'fortran_order': False, "
+                                                "'shape': (4,), }", version=2,
+                                                header_len=0xFFFFFFFF)),
+        "@NPY_OBJECT": ("obj.npy", npy_bytes("{'descr': '|O', 'fortran_order': False, "
+                                             "'shape': (2,), }", b"\x80\x04N.")),
+        "@NPZ_BOMB": ("bomb.npz", _patched_zip("A_L2.npy", huge, 2**30)),
+    }
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as z:
+        z.writestr("A_L2.npy", huge)
+    files["@NPZ_HUGE"] = ("hugehdr.npz", buf.getvalue())
+    out = {}
+    for key, (name, data) in files.items():
+        (work / name).write_bytes(data)
+        out[key] = str(work / name)
+    fifo = work / "fifo"
+    if not fifo.exists():
+        os.mkfifo(fifo)
+    out["@FIFO"] = str(fifo)
     return out
 
 
@@ -323,7 +382,11 @@ _RUN_ARGS = [["--mode", "timed"], ["--mode", "functional"], ["--schedule", "rand
              ["--trace", "@DIR"], ["--timeline", "@MISSING"], ["--profile", "@PROFILE_LIST"],
              ["--profile", "@PROFILE_ZERO"], ["--profile", "@PROFILE_NEG"],
              ["--profile", "@PROFILE_TYPE"], ["--profile", "@PROFILE_BAD"],
-             ["--profile", "@PROFILE_OK"], ["--profile", "@MISSING"], ["--bogus"]]
+             ["--profile", "@PROFILE_OK"], ["--profile", "@MISSING"], ["--bogus"],
+             ["--input", "A_L2=@NPY_HUGE"], ["--input", "A_L2=@NPY_HDRLEN"],
+             ["--input", "A_L2=@NPY_OBJECT"], ["--input", "@NPZ_BOMB"], ["--input", "@NPZ_HUGE"],
+             ["--input", "A_L2=@FIFO"], ["--input-raw", "A_L2=@DEVZERO"],
+             ["--output", "Y_L2=@PROG"], ["--trace", "@PROG"], ["--profile", "@FIFO"]]
 _OPT_ARGS = [["-p", "nem-verify"], ["-p", "nem-fold-consts"], ["-p", "lower-to-nem"],
              ["-p", "lower-to-nem{device=npm_pro_x1}"], ["-p", "convert-affine-to-nem"],
              ["-p", "lower-to-nem{memory-spaces=0:DDR,9:L7}"], ["-p", "nem-verify{"],
@@ -331,9 +394,11 @@ _OPT_ARGS = [["-p", "nem-verify"], ["-p", "nem-fold-consts"], ["-p", "lower-to-n
              ["-f", "nem"], ["--print-op-generic"], ["--split-input-file"],
              ["--verify-diagnostics"], ["--device", "npm_lite"], ["--device", "nope"],
              ["--print-device", "npm_pro_x1"], ["--print-device", "nope"], ["-I", "@DIR"],
-             ["-o", "@OUT"], ["-o", "@MISSING"], ["-o", "@DIR"], ["--bogus"]]
+             ["-o", "@OUT"], ["-o", "@MISSING"], ["-o", "@DIR"], ["--bogus"], ["-o", "@PROG"],
+             ["-t", "nemb", "--embed", "A_L2=@DEVZERO"], ["-t", "nemb", "--embed", "A_L2=@FIFO"],
+             ["-t", "nemb", "--embed", "A_L2=@NPY_HUGE"], ["-t", "nemb", "--embed", "A_L2=@NPY"]]
 _PROGRAMS = ["@PROG", "@MLIR", "@ASYNC", "@EMPTY", "@BADUTF8", "@DIR", "@DEVZERO", "@MISSING",
-             "@DEVNULL"]
+             "@DEVNULL", "@FIFO"]
 
 
 def _gen_cli(rng: random.Random) -> bytes:
@@ -362,6 +427,37 @@ def _run_cli(data: bytes, work: Path) -> tuple[int, str, str]:
 
 
 register(Target("cli", ".json", _gen_cli, _run_cli))
+
+
+# -- ONNX models and array files (issue 33) -----------------------------------
+
+def _run_onnx(data: bytes, work: Path) -> tuple[int, str, str]:
+    """nem-compile on a mutated model, beside the files its external data
+    may name: w.bin (32 bytes) and a FIFO."""
+    (work / "w.bin").write_bytes(bytes(range(32)))
+    _hostile_arrays(work)   # makes work/fifo
+    model = work / "input.onnx"
+    model.write_bytes(data)
+    return _run_main("nem-compile", [str(model), "-o", str(work / "out.nem"), "--no-progress"])
+
+
+def _run_array(data: bytes, work: Path) -> tuple[int, str, str]:
+    """nem-run of the fuzz program with the file as `--input A_L2=` (a
+    `.npy`) or as a bare `--input` archive (a `.npz`)."""
+    prog = _make_files(work)["@PROG"]
+    if data[:2] == b"PK":
+        path = work / "input.npz"
+        path.write_bytes(data)
+        args = ["--input", str(path)]
+    else:
+        path = work / "input.npy"
+        path.write_bytes(data)
+        args = ["--input", f"A_L2={path}"]
+    return _run_main("nem-run", [prog, *args, "--max-tasks", "20000", "--no-progress"])
+
+
+register(Target("onnx", ".onnx", gen_onnx, _run_onnx))
+register(Target("arrays", ".npy", gen_array, _run_array))
 
 
 # ---------------------------------------------------------------------------
@@ -418,6 +514,7 @@ def save_finding(findings: Path, target: Target, outcome: str, data: bytes, err:
 def campaign(name: str, seconds: float, seed: int, timeout: float, mem_gb: float,
              findings: Path) -> dict:
     t = TARGETS[name]
+    import nem.cli.nem_compile  # noqa: F401
     import nem.cli.nem_opt  # noqa: F401 - imported once, before the workers fork
     import nem.cli.nem_run  # noqa: F401
 

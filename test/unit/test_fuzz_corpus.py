@@ -60,6 +60,10 @@ def test_fuzz_smoke(name: str):
     (1, "x.nem:2:1: error: bad [GRAM-03]\nbuf\n^\nnem-run: internal error: KeyError\n",
      "internal"),
     (0, "f.nem:6:3: remark: r [DEV-20]\n# CHECK: x.nem:1:1: error: quoted\n  ^\n", "ok"),
+    (1, "/t/m.onnx: error: initializer 'w': raw_data has 10 bytes\n", "diagnostic"),
+    (1, "m.onnx: node 3 'r' (Relu): error: bad\nm.onnx: error: 1 node cannot be imported\n",
+     "diagnostic"),
+    (0, "m.onnx: error: initializer 'w': raw_data has 10 bytes\n", "exit"),
     (1, "f.mlir:13:3: error: cannot parse\n  ^\n  ^\nfix: x\n", "diagnostic"),
 ])
 def test_classification(code, err, outcome):

@@ -54,7 +54,11 @@ def test_ctrl_c_is_one_line_and_exit_130(tmp_path, tool):
 
 
 def test_source_reader_refuses_devices_and_directories(tmp_path):
-    for path, what in (("/dev/zero", "not a regular file"), (str(tmp_path), "a directory")):
+    import os
+
+    os.mkfifo(tmp_path / "fifo")
+    for path, what in (("/dev/zero", "it is a character device"), (str(tmp_path), "a directory"),
+                       (str(tmp_path / "fifo"), "it is a FIFO (named pipe)")):
         with pytest.raises(NemDiagnosticError) as e:
             read_source(path)
         assert what in e.value.diagnostics[0].message

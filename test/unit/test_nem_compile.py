@@ -274,7 +274,7 @@ def test_cli_onnx_front_end_exit_statuses(tmp_path):
 
 def test_cli_missing_input_and_bad_suffix(tmp_path):
     r = tool("nem-compile", str(tmp_path / "none.onnx"), ok=False)
-    assert r.returncode == 1 and "none.onnx: error: no such file" in r.stderr
+    assert r.returncode == 1 and "none.onnx': No such file or directory" in r.stderr
     (tmp_path / "m.txt").write_text("x")
     r = tool("nem-compile", str(tmp_path / "m.txt"), ok=False)
     assert r.returncode == 2 and "expected a .onnx model or .mlir" in r.stderr

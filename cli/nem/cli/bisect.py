@@ -82,16 +82,22 @@ def run_bisect(src: str, options: CompileOptions, given: Sequence[str], seed: in
     """Print the bisection of `src`; with `save_stem`, the programs of the
     last step that matches and of the first that differs go to
     STEM.before.mlir and STEM.after.mlir (or `.nem`), to `diff`."""
-    import onnx
-
     from nem.compile.bisect import bisect
 
     if importlib.util.find_spec("onnxruntime") is None:
         print("nem-compile: error: --bisect compares with onnxruntime: pip install onnxruntime "
               "(the 'test' extra)", file=sys.stderr)
         return 1
+    from nem.frontends.onnx import OnnxImportError
+    from nem.frontends.onnx.validate import load_model, validate
+
+    try:   # read and validated as compile_onnx reads it (D-COMPILE-VALIDATE)
+        model = load_model(src, src, options.max_model_bytes)
+        validate(model, src, options.max_nodes)
+    except OnnxImportError as e:
+        print(e.render(), file=sys.stderr)
+        return 1
     try:
-        model = onnx.load(src)
         inputs = read_inputs(model, given)
     except Exception as e:   # a bad model or input file (onnx, numpy, names): one line
         print(f"nem-compile: error: --bisect: {e}", file=sys.stderr)

@@ -76,6 +76,9 @@ def guarded_main(prog: str, run: Callable[[Sequence[str] | None], int],
     except KeyboardInterrupt:
         print(f"{prog}: interrupted", file=sys.stderr)
         code = 130
+    except MemoryError:
+        print(out_of_memory(prog), file=sys.stderr)
+        code = 1
     except Exception as e:  # a bug, never a user error: no traceback unless asked
         print(f"{prog}: internal error: {type(e).__name__}: {e}\n"
               f"This is a bug in {prog}; rerun with NEM_TRACEBACK=1 for the traceback.",
@@ -86,6 +89,15 @@ def guarded_main(prog: str, run: Callable[[Sequence[str] | None], int],
     if argv is None:  # the tool owns the process, which ends here
         keep_until_exit()
     sys.exit(code)
+
+
+def out_of_memory(prog: str) -> str:
+    """The error of a run that exhausted the memory the process may use: the
+    limits (D-LIMITS) bound what an input may ask for before it is read;
+    this is the last line of defence, one line, never a traceback."""
+    return (f"{prog}: error: out of memory: the input needs more memory than this process "
+            "may use (its address-space limit or the machine's)\nfix: give a smaller input, "
+            "or run with more memory")
 
 
 def keep_until_exit() -> None:

@@ -24,6 +24,7 @@ import numpy as np
 
 def _parser() -> argparse.ArgumentParser:
     from nem.compile.pipeline import ROUTES, STAGE_NAMES
+    from nem.dialect.limits import DEFAULT_MAX_NODES, MAX_MODEL_BYTES, MAX_SOURCE_BYTES
 
     p = argparse.ArgumentParser(
         prog="nem-compile",
@@ -62,6 +63,15 @@ def _parser() -> argparse.ArgumentParser:
                    help="ONNX: refuse f64 tensors instead of computing them in f32")
     p.add_argument("--no-demote-i64", action="store_true",
                    help="ONNX: refuse int64 data instead of computing it in i32")
+    p.add_argument("--max-nodes", type=int, default=DEFAULT_MAX_NODES, metavar="N",
+                   help="ONNX: the compile budget, refuse a model of more than N nodes "
+                   f"(default {DEFAULT_MAX_NODES}, D-LIMITS)")
+    p.add_argument("--max-model-bytes", type=int, default=MAX_MODEL_BYTES, metavar="N",
+                   help="ONNX: refuse a model file larger than N bytes with its external "
+                   f"data (default {MAX_MODEL_BYTES}, D-LIMITS)")
+    p.add_argument("--max-source-bytes", type=int, default=MAX_SOURCE_BYTES, metavar="N",
+                   help=f"MLIR: refuse a source larger than N bytes (default {MAX_SOURCE_BYTES}, "
+                   "D-LIMITS)")
     p.add_argument("-v", "--verbose", action="store_true",
                    help="per-stage timings and the lowering's remarks on stderr")
     p.add_argument("--no-progress", action="store_true",
@@ -105,6 +115,30 @@ def _tile_sizes(text: str | None) -> tuple[int, ...] | None:
     if not sizes or min(sizes) < 1:
         raise SystemExit(_usage(f"--tile-sizes expects positive integers, got {text!r}"))
     return sizes
+
+
+def _check_outputs(args: argparse.Namespace, src: str, out: str, stem: str,
+                   ext: str) -> str | None:
+    """Why a file the compile would write cannot be written (D-FILE-PATHS),
+    checked before any work: a typo must not cost a compile, and no output
+    (the program, the weights beside it, --save-temps' stages) may be the
+    model or an input array the command reads."""
+    if args.bisect:
+        return None
+    from nem.cli.inputs import InputError, check_output_path
+    from nem.compile.pipeline import STAGES
+
+    paths = [] if out == "-" else [(out, "-o")]
+    if not out.endswith(".nemb") and ext == ".onnx":
+        paths.append((stem + ".weights.npz", "-o (the weights beside it)"))
+    if args.save_temps:
+        paths += [(stem + s.suffix, "--save-temps") for s in STAGES if s.name != "lower"]
+    try:
+        for path, flag in paths:
+            check_output_path(path, flag, [src])
+    except InputError as e:
+        return str(e)
+    return None
 
 
 def _usage(msg: str) -> int:
@@ -194,9 +228,18 @@ class _Display:
 
 
 def run(argv: Sequence[str] | None = None) -> int:
-    from nem.compile import missing_extra
+    from nem.dialect.limits import source_limit
 
     args = _parser().parse_args(_attach_tile_sizes(sys.argv[1:] if argv is None else argv))
+    if args.max_source_bytes < 1:
+        return _usage("--max-source-bytes needs N >= 1")
+    with source_limit(args.max_source_bytes):
+        return _run(args)
+
+
+def _run(args: argparse.Namespace) -> int:
+    from nem.compile import missing_extra
+
     why = missing_extra()
     if why:
         print(f"nem-compile: error: {why}", file=sys.stderr)
@@ -207,27 +250,30 @@ def run(argv: Sequence[str] | None = None) -> int:
     ext = Path(src).suffix.lower()
     if ext not in (".onnx", ".mlir"):
         return _usage(f"{src}: expected a .onnx model or .mlir (linalg on tensors) input")
-    if not Path(src).is_file():
-        print(f"{src}: error: no such file", file=sys.stderr)
+    from nem.dialect.source_files import FileRefused, regular_file
+
+    try:
+        regular_file(src, "input")
+    except FileRefused as e:
+        print(f"nem-compile: error: {e}", file=sys.stderr)
         return 1
     out = args.output or str(Path(src).with_suffix(".nem"))
-    if out != "-":
-        from nem.cli.inputs import InputError, check_output_path
-
-        try:  # before any work: a typo must not cost a compile
-            check_output_path(out, "-o")
-        except InputError as e:
-            return _usage(str(e))
     if args.engines is not None and args.engines < 1:
         return _usage("--engines needs N >= 1")
+    for flag in ("max_nodes", "max_model_bytes", "max_source_bytes"):
+        if getattr(args, flag) < 1:
+            return _usage(f"--{flag.replace('_', '-')} needs N >= 1")
     stem = (out.removesuffix(".nemb").removesuffix(".nem")) if out != "-" else \
         str(Path(src).with_suffix(""))
+    if why := _check_outputs(args, src, out, stem, ext):
+        return _usage(why)
     options = CompileOptions(device=args.device, tile_sizes=_tile_sizes(args.tile_sizes),
                              pipeline=not args.no_pipeline, engines=args.engines,
                              route=args.route, verify=not args.no_verify,
                              include_dirs=tuple(args.include_dirs),
                              simplify=not args.no_simplify, demote_f64=not args.no_demote_f64,
-                             demote_i64=not args.no_demote_i64)
+                             demote_i64=not args.no_demote_i64, max_nodes=args.max_nodes,
+                             max_model_bytes=args.max_model_bytes)
     if args.bisect:
         if ext != ".onnx":
             return _usage("--bisect compares with onnxruntime: it takes a .onnx model")

@@ -33,7 +33,7 @@ from nem.cli.inputs import (
     read_input,
     read_json,
 )
-from nem.dialect.limits import DEFAULT_MAX_KERNEL_OPS, DEFAULT_MAX_TASKS
+from nem.dialect.limits import DEFAULT_MAX_KERNEL_OPS, DEFAULT_MAX_TASKS, MAX_SOURCE_BYTES
 
 if TYPE_CHECKING:  # rich is imported lazily: the bar only exists on a terminal
     from rich.progress import Progress as RichProgress
@@ -90,6 +90,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--max-kernel-ops", type=int, default=None, metavar="N",
                    help="refuse an escape-hatch task (compute op=\"mlir.kernel\") whose kernel "
                    f"does more than N scalar operations (default {DEFAULT_MAX_KERNEL_OPS})")
+    p.add_argument("--max-source-bytes", type=int, default=MAX_SOURCE_BYTES, metavar="N",
+                   help="read a program or include of up to N bytes (default "
+                   f"{MAX_SOURCE_BYTES}, D-LIMITS)")
     p.add_argument("--repeat", type=int, default=1, metavar="N",
                    help="run the program N times on one memory, the inputs written again "
                    "before each run, and print the time taken to prepare the runs (schedule "
@@ -210,9 +213,11 @@ def _check_paths(args, outputs: list[Output]) -> int | None:
         if importlib.util.find_spec("matplotlib") is None:
             return _usage("not supported: --timeline needs matplotlib; install it with "
                           "pip install 'nem-toolchain[viz]'")
+    inputs = [args.program, args.profile or "",
+              *(item.split("=", 1)[-1] for item in [*args.input, *args.input_raw])]
     try:
         for path, what in paths:
-            check_output_path(path, what)
+            check_output_path(path, what, inputs)
     except InputError as e:
         return _usage(str(e))
     return None
@@ -224,17 +229,20 @@ def _load(args, interp):
     from nem.cli.common import is_stdio
 
     if is_stdio(args.program):
-        from nem.dialect.limits import MAX_SOURCE_BYTES
+        from nem.dialect.limits import max_source_bytes
         from nem.frontends.bytecode.container import is_nemb
         from nem.frontends.nem_text.document import detect_format
 
-        raw = sys.stdin.buffer.read(MAX_SOURCE_BYTES + 1)
-        if len(raw) > MAX_SOURCE_BYTES:
-            raise InputError("-", f"standard input has more than {MAX_SOURCE_BYTES} bytes "
-                             "(D-LIMITS)")
+        limit = max_source_bytes()
+        raw = sys.stdin.buffer.read(limit + 1)
+        if len(raw) > limit:
+            raise InputError("-", f"standard input has more than {limit} bytes "
+                             "(D-LIMITS; --max-source-bytes N raises the limit)")
         if is_nemb(raw):
             return interp.load_bytecode(raw, "<stdin>")
-        text = raw.decode("utf-8")
+        from nem.dialect.source_files import decode_source
+
+        text = decode_source(raw, "<stdin>")
         return interp.load_string(text, "<stdin>", syntax=detect_format(text))
     return interp.load(args.program)
 
@@ -261,11 +269,14 @@ def _write_inputs(interp, args, warn: bool = True) -> int | None:
         flag = "--input-raw" if raw else "--input"
         try:
             if "=" not in item and item.endswith(".npz"):
-                for name, array in read_archive(item, f"{flag} {item}", interp.tensor_size).items():
+                arrays = read_archive(item, f"{flag} {item}", interp.tensor_size,
+                                      lambda n, shape, dt: interp.check_tensor(n, shape, dt, raw))
+                for name, array in arrays.items():
                     partial(f"{flag} {item}", name, interp.write_tensor(name, array, raw=raw))
                 continue
             [(name, f)] = _pairs([item], flag)
-            data = read_input(f, f"{flag} {item}", interp.tensor_size(name), f"'{name}'")
+            data = read_input(f, f"{flag} {item}", interp.tensor_size(name), f"'{name}'",
+                              lambda shape, dt: interp.check_tensor(name, shape, dt, raw))
             if f.endswith(".npy"):
                 partial(f"{flag} {item}", name, interp.write_tensor(name, data, raw=raw))
             else:
@@ -365,6 +376,15 @@ def _write_outputs(interp, outputs: list[Output]) -> None:
 
 def run(argv=None) -> int:
     args = _parser().parse_args(argv)  # first: --help and --version need nothing else
+    from nem.dialect.limits import source_limit
+
+    if args.max_source_bytes < 1:
+        return _usage("--max-source-bytes needs N >= 1")
+    with source_limit(args.max_source_bytes):
+        return _run(args, argv is None)
+
+
+def _run(args, owns_process: bool) -> int:
     from nem.dialect.diagnostics import NemDiagnosticError
     from nem.runtime.api import NemInterpreter, profile_problem
 
@@ -402,7 +422,7 @@ def run(argv=None) -> int:
                 raise ValueError(f"bad timing profile: {profile_problem(profile)}")
             interp.set_timing_profile(profile)
         prog = _load(args, interp)
-        if argv is None:  # run as a program: the IR lives until the process ends
+        if owns_process:  # run as a program: the IR lives until the process ends
             keep_until_exit()
     except NemDiagnosticError as e:
         print_diagnostics("nem-run", e.diagnostics)

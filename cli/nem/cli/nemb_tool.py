@@ -9,6 +9,7 @@ Kept apart from `nem_opt.py`: `NemOptMain` calls `add_arguments`,
 from __future__ import annotations
 
 import argparse
+import functools
 import sys
 from pathlib import Path
 
@@ -80,7 +81,21 @@ def run_opt(main) -> int:
                                  "--verify-diagnostics with NEM bytecode")])
     stdin = a.input_file in (None, "-")
     file = "<stdin>" if stdin else a.input_file
-    raw = sys.stdin.buffer.read() if stdin else Path(a.input_file).read_bytes()
+    if stdin:
+        from nem.dialect.limits import max_source_bytes
+
+        raw = sys.stdin.buffer.read(max_source_bytes() + 1)
+        if len(raw) > max_source_bytes():
+            return _fail([Diagnostic("error", f"standard input has more than "
+                                     f"{max_source_bytes()} bytes (D-LIMITS; "
+                                     "--max-source-bytes N raises the limit)")])
+    else:
+        from nem.dialect.source_files import read_source_bytes
+
+        try:
+            raw = read_source_bytes(a.input_file, "input")
+        except NemDiagnosticError as e:
+            return _fail(e.diagnostics)
     data: list[tuple[str, int, bytes]] = []
     source = Path(file).name  # BuildInfo "source": the text the program came from
     from nem.frontends.bytecode.container import is_nemb
@@ -103,7 +118,9 @@ def run_opt(main) -> int:
                                      "(no 'NEMB' magic number)")])
         else:
             ext = a.frontend or Path(file).suffix.lstrip(".") or "mlir"
-            module = main._parse(raw.decode("utf-8"), file, ext)
+            from nem.dialect.source_files import decode_source
+
+            module = main._parse(decode_source(raw, file), file, ext)
         diags = _check_and_run(main, module, file)
     except NemDiagnosticError as e:
         return _fail(e.diagnostics)
@@ -189,37 +206,39 @@ def _pairs(items: list[str]) -> list[tuple[str, str]]:
 
 def _embed_bytes(main, module, file: str, pairs: list[tuple[str, str]]
                  ) -> list[tuple[str, int, bytes]]:
-    """Each `--embed NAME=FILE`'s (buffer, offset, bytes): a `.npy` array is
-    checked as `nem-run --input` checks it (its dtype must be the element
-    type of buffer or top-level region NAME, a region's shape its shape, and
-    it must fit: `nem.runtime.tensor_io`, D-RT-TENSOR-IO), any other file is
-    taken as raw bytes at the start of buffer NAME, the opt-in for bytes of
-    another type."""
-    from nem.cli.inputs import InputError, load_npy
+    """Each `--embed NAME=FILE`'s (buffer, offset, bytes), read as `nem-run
+    --input` reads its files (`nem.cli.inputs.read_input`, D-FILE-PATHS): a
+    `.npy` array must have the element type of buffer or top-level region
+    NAME (a region's shape its shape) and fit, its header checked before its
+    data is read (`nem.runtime.tensor_io`, D-RT-TENSOR-IO); any other file is
+    raw bytes filling buffer NAME exactly, the opt-in for bytes of another
+    type.  A FIFO or a device is refused before it is opened."""
+    from nem.cli.inputs import InputError, read_input
 
-    interp = None
+    if not pairs:
+        return []
+    from nem.runtime.api import NemInterpreter
+
+    interp = NemInterpreter(main.args.device, include_dirs=main.args.include_dirs)
+    interp.load_module(module, file, check=False)
     out = []
     for buf, path in pairs:
-        if not path.endswith(".npy"):
-            out.append((buf, 0, Path(path).read_bytes()))
-            continue
         try:
-            array = load_npy(path, f"--embed {buf}")
-        except InputError as e:
-            raise ValueError(str(e)) from None
-        if interp is None:
-            from nem.runtime.api import NemInterpreter
-
-            interp = NemInterpreter(main.args.device, include_dirs=main.args.include_dirs)
-            interp.load_module(module, file, check=False)
-        try:
-            out.append(interp.encode_tensor(buf, array))
-        except (KeyError, ValueError) as e:
+            size = interp.tensor_size(buf)
+            data = read_input(path, f"--embed {buf}={path}", size, f"'{buf}'",
+                              functools.partial(interp.check_tensor, buf))
+            if not path.endswith(".npy"):
+                out.append((buf, 0, data.tobytes()))
+                continue
+            out.append(interp.encode_tensor(buf, data))
+        except (InputError, KeyError, ValueError) as e:
             msg = e.args[0] if isinstance(e, KeyError) else str(e)
+            if not isinstance(e, InputError):
+                msg = f"--embed {buf}={path}: {msg}"
             raw = f"{Path(path).stem}.bin"
-            msg = msg.replace("(raw=True, nem-run --input-raw)", "(a file not ending in .npy "
-                              f"is taken raw: array.tofile('{raw}'); --embed {buf}={raw})")
-            raise ValueError(f"--embed {buf}={path}: {msg}") from None
+            raise ValueError(msg.replace(
+                "(raw=True, nem-run --input-raw)", "(a file not ending in .npy is taken raw: "
+                f"array.tofile('{raw}'); --embed {buf}={raw})")) from None
     return out
 
 

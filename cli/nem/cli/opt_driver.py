@@ -45,6 +45,7 @@ from nem.dialect.diagnostics import (
     RuleVerifyException,
     register_source,
 )
+from nem.dialect.limits import MAX_SOURCE_BYTES
 from nem.passes.driver import (
     PLUGIN_PASSES,
     PluginError,
@@ -138,6 +139,9 @@ class NemOptMain(xDSLOptMain):
                                 help="target device name (a shipped device or one found via -I)")
         arg_parser.add_argument("--print-device", default=None, metavar="NAME",
                                 help="print the resolved device NAME and exit")
+        arg_parser.add_argument("--max-source-bytes", type=int, default=MAX_SOURCE_BYTES,
+                                metavar="N", help="read an input or include of up to N bytes "
+                                f"(default {MAX_SOURCE_BYTES}, D-LIMITS)")
         nemb_tool.add_arguments(arg_parser)
         arg_parser.add_argument("--pass-pipeline", default=None, metavar="PIPELINE",
                                 help="the pipeline in mlir-opt's form, "
@@ -235,9 +239,43 @@ class NemOptMain(xDSLOptMain):
             return detect_format(raw)
         return Path(file).suffix.lstrip(".") or "mlir"
 
+    def _check_paths(self) -> None:
+        """Before any work: the input is a file nem-opt may read (a FIFO
+        or a device is refused, never opened), and `-o` is not a file the
+        command reads, the input or an `--embed` array (D-FILE-PATHS)."""
+        from nem.cli.inputs import InputError, check_output_path
+
+        if not is_stdio(self.args.input_file):
+            from nem.dialect.source_files import FileRefused, regular_file
+
+            try:
+                regular_file(self.args.input_file, "input")
+            except FileRefused as e:
+                print(f"nem-opt: error: {e}", file=sys.stderr)
+                sys.exit(1)
+        if is_stdio(self.args.output_file):
+            return
+        inputs = [self.args.input_file or "-",
+                  *(e.split("=", 1)[-1] for e in getattr(self.args, "embed", []))]
+        try:
+            check_output_path(self.args.output_file, "-o", inputs)
+        except InputError as e:
+            print(f"nem-opt: error: {e}", file=sys.stderr)
+            sys.exit(1)
+
     def run(self) -> None:
+        from nem.dialect.limits import source_limit
+
+        if self.args.max_source_bytes < 1:
+            print("nem-opt: error: --max-source-bytes needs N >= 1", file=sys.stderr)
+            sys.exit(1)
+        with source_limit(self.args.max_source_bytes):
+            self._run()
+
+    def _run(self) -> None:
         if self.args.print_device:
             sys.exit(self._print_device(self.args.print_device))
+        self._check_paths()
         if nemb_tool.handles(self):  # bytecode in or out: cli/nem/cli/nemb_tool.py
             sys.exit(nemb_tool.run_opt(self))
         file, raw = self._read_input()
@@ -536,6 +574,11 @@ def run(argv: Sequence[str] | None = None, owns_process: bool = False) -> None:
     except KeyboardInterrupt:
         print("nem-opt: interrupted", file=sys.stderr)
         sys.exit(130)
+    except MemoryError:
+        from nem.cli.entry import out_of_memory
+
+        print(out_of_memory("nem-opt"), file=sys.stderr)
+        sys.exit(1)
     except ArgSpecParseError as e:  # xDSL 0.74: a BaseException (docs/upstream-reports.md)
         detail = " ".join(line.strip() for line in str(e).strip().splitlines()[-3:])
         print(f"nem-opt: error: -t/-p: bad target or pass specification: {detail}",

@@ -57,9 +57,29 @@ def missing_extra() -> str | None:
 
 
 def _options(options: CompileOptions | None, kw: dict) -> CompileOptions:
+    """`options` with `kw` applied, each value checked (a TypeError or
+    ValueError naming the option, docs/python-api.md)."""
     from dataclasses import replace
 
-    return replace(options or CompileOptions(), **kw)
+    from nem.dialect.arguments import check_type
+
+    if options is not None:
+        check_type("compile", "options", options, CompileOptions, "a CompileOptions or None")
+    opts = replace(options or CompileOptions(), **kw)
+    if opts.tile_sizes is not None:
+        check_type("compile", "tile_sizes", opts.tile_sizes, (tuple, list),
+                   "a tuple of positive ints or None")
+        if not opts.tile_sizes or any(isinstance(t, bool) or not isinstance(t, int) or t < 1
+                                      for t in opts.tile_sizes):
+            raise ValueError(f"compile: tile_sizes must be positive ints, not "
+                             f"{tuple(opts.tile_sizes)!r}")
+    for name in ("engines", "max_nodes", "max_model_bytes"):
+        value = getattr(opts, name)
+        if value is not None:
+            check_type("compile", name, value, int, "a positive int")
+            if value < 1:
+                raise ValueError(f"compile: {name} must be a positive int, not {value}")
+    return opts
 
 
 def _stem(path: str, stem: str | None) -> str:
@@ -81,6 +101,12 @@ def compile_onnx(model, options: CompileOptions | None = None,
     opts = _options(options, kw)
     if importlib.util.find_spec("onnx") is None:
         raise CompileError("import", "ONNX input needs the 'onnx' package: pip install onnx")
+    import onnx
+
+    from nem.dialect.arguments import check_type
+
+    check_type("compile_onnx", "model", model, (str, Path, onnx.ModelProto),
+               "a path (str or Path) or an onnx.ModelProto")
     from nem.frontends.onnx import OnnxImportError, import_onnx
 
     file = str(model) if isinstance(model, (str, Path)) else "<model>"
@@ -93,7 +119,8 @@ def compile_onnx(model, options: CompileOptions | None = None,
         try:
             holder["m"] = import_onnx(model, softmax_types=softmax_types(driver.device),
                                       simplify=opts.simplify, demote_f64=opts.demote_f64,
-                                      demote_i64=opts.demote_i64)
+                                      demote_i64=opts.demote_i64, max_nodes=opts.max_nodes,
+                                      max_model_bytes=opts.max_model_bytes)
         except OnnxImportError as e:
             raise CompileError("import", e.render()) from e
         return str(holder["m"].module)
@@ -127,10 +154,13 @@ def compile_mlir(source: str | Path, options: CompileOptions | None = None,
     if isinstance(source, Path) or (isinstance(source, str) and "\n" not in source
                                     and source.endswith(".mlir")):
         file = str(source)
-        try:
-            text = Path(source).read_text(encoding="utf-8")
-        except OSError as e:
-            raise CompileError("import", f"{file}: error: {e.strerror}") from e
+        from nem.dialect.diagnostics import NemDiagnosticError
+        from nem.dialect.source_files import read_source
+
+        try:   # a regular file, at most max_source_bytes(), UTF-8 (D-FILE-PATHS)
+            text = read_source(source, "input")
+        except NemDiagnosticError as e:
+            raise CompileError("import", "\n".join(d.render() for d in e.diagnostics)) from e
     else:
         file, text = "<mlir>", str(source)
     _check_parse_isolated(text, file)

@@ -253,8 +253,9 @@ def bisect(model, options: CompileOptions, inputs: dict[str, np.ndarray] | None 
     import onnx
 
     from nem.frontends.onnx.samples import random_inputs
+    from nem.frontends.onnx.validate import load_model
 
-    proto = model if isinstance(model, onnx.ModelProto) else onnx.load(str(model))
+    proto = model if isinstance(model, onnx.ModelProto) else load_model(str(model))
     inputs = inputs if inputs is not None else random_inputs(proto, seed)
     engines = f"{options.engines} engine(s)" if options.engines else "all engines"
     label = (f"bisect: {options.device}, route {options.route}, {engines}, "

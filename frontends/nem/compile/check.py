@@ -56,7 +56,9 @@ def onnxruntime_run(model, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarra
     import onnx
     import onnxruntime as ort
 
-    proto = model if isinstance(model, onnx.ModelProto) else onnx.load(str(model))
+    from nem.frontends.onnx.validate import load_model
+
+    proto = model if isinstance(model, onnx.ModelProto) else load_model(str(model))
     sess = ort.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"])
     names = [o.name for o in sess.get_outputs()]
     return dict(zip(names, sess.run(None, inputs)))

@@ -22,6 +22,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 
+from nem.dialect.limits import DEFAULT_MAX_NODES, MAX_MODEL_BYTES
+
 if TYPE_CHECKING:                 # nem.compile.flops needs the mlir extra
     from nem.compile.flops import FlopShare
 
@@ -79,6 +81,10 @@ class CompileOptions:
     """ONNX input: compute f64 in f32 (D-COMPILE-F64); else f64 is an error."""
     demote_i64: bool = True
     """ONNX input: compute int64 in i32 (D-COMPILE-I64); else int64 data is an error."""
+    max_nodes: int = DEFAULT_MAX_NODES
+    """ONNX input: the compile budget, most nodes of the model (D-LIMITS)."""
+    max_model_bytes: int = MAX_MODEL_BYTES
+    """ONNX input: largest model file with its external data (D-LIMITS)."""
 
 
 @dataclass

@@ -17,7 +17,7 @@ from xdsl.dialects.builtin import FileLineColLoc, IntAttr, StringAttr
 from xdsl.ir import Attribute, Operation
 from xdsl.utils.exceptions import ParseError, VerifyException
 
-from nem.dialect.limits import MAX_SOURCE_BYTES
+from nem.dialect.limits import max_source_bytes
 
 
 @dataclass(frozen=True)
@@ -110,7 +110,7 @@ class SourceCache:
         if file not in self._texts:
             try:
                 path = Path(file)
-                if not path.is_file() or path.stat().st_size > MAX_SOURCE_BYTES:
+                if not path.is_file() or path.stat().st_size > max_source_bytes():
                     return None
                 self._texts[file] = path.read_text(encoding="utf-8").splitlines()
             except (OSError, UnicodeDecodeError):

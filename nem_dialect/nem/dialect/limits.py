@@ -9,8 +9,33 @@ real program, device file or lowered MLIR module needs.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 MAX_SOURCE_BYTES = 8 * 2**20
-"""Largest program, config document, included file or MLIR input read (bytes)."""
+"""Default largest program, config document, included file or MLIR input
+read (bytes); `--max-source-bytes N` of the tools (`source_limit` from
+Python) raises it for one command: an MLIR file with inline weights is
+larger, and the other limits still bound the work it causes."""
+
+_source_limit = [MAX_SOURCE_BYTES]
+
+
+def max_source_bytes() -> int:
+    """The largest source read now (MAX_SOURCE_BYTES unless `source_limit` raised it)."""
+    return _source_limit[-1]
+
+
+@contextmanager
+def source_limit(limit: int) -> Iterator[None]:
+    """Sources of up to `limit` bytes are read inside the `with` block."""
+    if not isinstance(limit, int) or isinstance(limit, bool) or limit < 1:
+        raise ValueError(f"source_limit: limit must be a positive int, got {limit!r}")
+    _source_limit.append(limit)
+    try:
+        yield
+    finally:
+        _source_limit.pop()
 
 INT_MIN, INT_MAX = -(2**63), 2**63 - 1
 """Every integer a NEM expression denotes or evaluates to, intermediate results
@@ -49,8 +74,33 @@ engine): the runtime and the timing model keep state per engine and per unit
 instance, so a device file claiming 2^63 engines is rejected when it is
 resolved rather than exhausting memory when a program runs on it."""
 
-MAX_INPUT_FILE_BYTES = 2**32
-"""Largest `nem-run --input` file read (the buffer it fills bounds it first)."""
+MAX_INPUT_FILE_BYTES = 2**30
+"""Largest array or raw file read into a buffer (`nem-run --input`,
+`--input-raw`, `nem-opt --embed`; the buffer it fills bounds it first): the
+file's bytes and the buffer's are both in memory, so a 2 GiB input could not
+be read under a 3 GiB address-space limit."""
+
+
+MAX_MODEL_BYTES = 2**30
+"""Largest ONNX model read by `nem-compile` (the file and its external data
+together; `--max-model-bytes N` raises it): the weights are held several
+times while a model compiles (the protobuf, numpy arrays, the sidecar), and
+a 2 GiB model crashed protobuf under a 3 GiB address-space limit."""
+
+MAX_TENSOR_BYTES = 2**40
+"""Largest tensor of an ONNX model (an initializer, a declared or inferred
+value: 1 TiB), checked before numpy or MLIR sees its shape: a shape whose
+byte size overflows 64 bits aborted MLIR (D-COMPILE-VALIDATE)."""
+
+DEFAULT_MAX_NODES = 4096
+"""The compile budget: `nem-compile` refuses a model of more nodes than
+this unless `--max-nodes N` raises it (densenet121, the largest model of
+onnx's backend data, has 1746; each node costs the lowering tens of
+milliseconds or more)."""
+
+MAX_NODE_PORTS = 1024
+"""Most inputs or outputs of one ONNX node, and of the graph (a Concat of
+10,000 inputs)."""
 
 
 def int_out_of_range(value: int) -> bool:
@@ -60,5 +110,6 @@ def int_out_of_range(value: int) -> bool:
 __all__ = ["MAX_SOURCE_BYTES", "INT_MIN", "INT_MAX", "MAX_LITERAL_CHARS", "MAX_NESTING_DEPTH",
            "MAX_EXPR_OPERATORS", "MAX_EXPR_DEPTH", "DEFAULT_MAX_TASKS", "DEFAULT_MAX_KERNEL_OPS",
            "MAX_DEVICE_COUNT",
-           "MAX_INPUT_FILE_BYTES",
+           "MAX_INPUT_FILE_BYTES", "MAX_MODEL_BYTES", "MAX_TENSOR_BYTES", "DEFAULT_MAX_NODES",
+           "MAX_NODE_PORTS", "max_source_bytes", "source_limit",
            "int_out_of_range"]

@@ -1,10 +1,14 @@
-"""Reading source text (programs, config documents, includes, MLIR) safely.
+"""Reading files safely: source text (programs, config documents,
+includes, MLIR) and every other file a tool reads whole.
 
-One reader for every tool and loader (D-LIMITS): only regular files (or
-standard input, read by the CLIs through `read_source_stream`), at most
-`MAX_SOURCE_BYTES`, and UTF-8 only; a file that is not valid UTF-8 is an
-error located at the first bad byte (`file:line:col`, with its byte offset).
-`/dev/zero`, a FIFO or a directory is refused before anything is read.
+`regular_file` and `read_file_bytes` are the one test and the one reader
+of every path a tool or loader reads whole (D-FILE-PATHS): only regular
+files, refused with what they are (a directory, a FIFO, a device) before
+they are opened, and at most the limit of what they are.  Sources
+(D-LIMITS) are at most `max_source_bytes()` (8 MiB unless raised, from
+standard input too, `read_source_stream`) and UTF-8 only; a file that is
+not valid UTF-8 is an error located at the first bad byte (`file:line:col`,
+with its byte offset).
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from nem.dialect.diagnostics import NemDiagnosticError, SourceLoc, fail
-from nem.dialect.limits import MAX_SOURCE_BYTES
+from nem.dialect.limits import max_source_bytes
 
 
 def read_source(path: str | Path, what: str = "input", loc: SourceLoc | None = None,
@@ -27,43 +31,106 @@ def read_source(path: str | Path, what: str = "input", loc: SourceLoc | None = N
 
 def read_source_bytes(path: str | Path, what: str = "input", loc: SourceLoc | None = None,
                       rule: str | None = None) -> bytes:
-    """The bytes of the regular file `path`, at most MAX_SOURCE_BYTES (text or
-    NEM bytecode)."""
+    """The bytes of the regular file `path`, at most `max_source_bytes()`
+    (text or NEM bytecode)."""
+    limit = max_source_bytes()
+    try:
+        return read_file_bytes(path, limit, what)
+    except FileTooLarge as e:
+        raise too_large(str(path), what, e.size, loc, rule, e.exact) from None
+    except FileRefused as e:
+        raise fail(str(e), loc, rule, e.fix) from None
+
+
+class FileRefused(Exception):
+    """A path a tool will not read: missing, unreadable, or not a regular
+    file (a directory, a FIFO, a device, a socket), or larger than the limit
+    of what it is (`FileTooLarge`).  The message names the path and says why;
+    `fix` says what to give instead."""
+
+    def __init__(self, message: str, fix: str | None = None):
+        super().__init__(message)
+        self.fix = fix
+
+
+class FileTooLarge(FileRefused):
+    """`size`: the file's size (`exact`), or what was read before the limit
+    stopped the read."""
+
+    def __init__(self, message: str, size: int, limit: int, exact: bool = True):
+        super().__init__(message, "give a smaller file, or raise the limit (D-LIMITS)")
+        self.size, self.limit, self.exact = size, limit, exact
+
+
+def _kind(mode: int) -> str:
+    for test, kind in ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO (named pipe)"),
+                       (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+                       (stat.S_ISSOCK, "a socket")):
+        if test(mode):
+            return kind
+    return "not a regular file"
+
+
+def regular_file(path: str | Path, what: str = "input") -> os.stat_result:
+    """The status of `path` if it is a regular file (after symbolic links),
+    else `FileRefused` naming what it is: the one test every tool makes
+    before it reads a file whole (D-FILE-PATHS).  A FIFO or a device is
+    refused before it is opened (opening a FIFO waits for a writer,
+    `/dev/zero` never ends)."""
     name = str(path)
+    it = f"{what} '{name}'" if what else f"'{name}'"
     try:
         st = os.stat(name)
     except OSError as e:
-        raise fail(f"cannot read {what} '{name}': {e.strerror}", loc, rule) from None
+        raise FileRefused(f"cannot read {it}: {e.strerror}") from None
+    except ValueError as e:   # an embedded NUL byte
+        raise FileRefused(f"cannot read {what} {name!r}: {e}".replace("  ", " ")) from None
     if not stat.S_ISREG(st.st_mode):
-        kind = "a directory" if stat.S_ISDIR(st.st_mode) else "not a regular file"
-        raise fail(f"cannot read {what} '{name}': it is {kind}", loc, rule,
-                   "give a regular file (or '-' for standard input)")
-    if st.st_size > MAX_SOURCE_BYTES:
-        raise too_large(name, what, st.st_size, loc, rule)
+        raise FileRefused(f"cannot read {it}: it is {_kind(st.st_mode)}",
+                          "give a regular file (or '-' for standard input where the tool "
+                          "reads one)")
+    return st
+
+
+def read_file_bytes(path: str | Path, limit: int, what: str = "input") -> bytes:
+    """The bytes of the regular file `path`, refused (`FileTooLarge`) when
+    it has more than `limit` bytes: checked on its size before it is read,
+    and again on what is read (a file that grows meanwhile)."""
+    name = str(path)
+    st = regular_file(name, what)
+    if st.st_size > limit:
+        raise FileTooLarge(f"{what} '{name}' has {st.st_size} bytes, above the limit of "
+                           f"{limit}", st.st_size, limit)
     try:
         with open(name, "rb") as f:
-            data = f.read(MAX_SOURCE_BYTES + 1)
+            data = f.read(limit + 1)
     except OSError as e:
-        raise fail(f"cannot read {what} '{name}': {e.strerror}", loc, rule) from None
-    if len(data) > MAX_SOURCE_BYTES:
-        raise too_large(name, what, len(data), loc, rule)
+        raise FileRefused(f"cannot read {what} '{name}': {e.strerror}") from None
+    if len(data) > limit:
+        raise FileTooLarge(f"{what} '{name}' has more than {limit} bytes, above the limit",
+                           len(data), limit, exact=False)
     return data
 
 
 def read_source_stream(stream: BinaryIO, name: str = "<stdin>", what: str = "input") -> str:
     """The text of a byte stream (standard input), with the same cap."""
-    data = stream.read(MAX_SOURCE_BYTES + 1)
-    if len(data) > MAX_SOURCE_BYTES:
-        raise too_large(name, what, len(data), None, None)
+    limit = max_source_bytes()
+    data = stream.read(limit + 1)
+    if len(data) > limit:
+        raise too_large(name, what, len(data), None, None, False)
     return decode_source(data, name)
 
 
 def too_large(name: str, what: str, size: int, loc: SourceLoc | None,
-              rule: str | None) -> NemDiagnosticError:
-    more = "more than " if size > MAX_SOURCE_BYTES else ""
+              rule: str | None, exact: bool) -> NemDiagnosticError:
+    """`exact`: `size` is the file's size, else the bytes read before the
+    limit stopped the read (the input has at least that many)."""
+    limit = max_source_bytes()
+    more = "" if exact else "more than "
     return fail(f"{what} '{name}' has {more}{size} bytes, above the limit of "
-                f"{MAX_SOURCE_BYTES} (D-LIMITS)", loc, rule,
-                "split the input; sources are read whole")
+                f"{limit} (D-LIMITS)", loc, rule,
+                "split the input, or raise the limit: --max-source-bytes N "
+                "(nem.dialect.limits.source_limit from Python)")
 
 
 def decode_source(data: bytes, name: str) -> str:
@@ -79,4 +146,5 @@ def decode_source(data: bytes, name: str) -> str:
                    "save the file as UTF-8") from None
 
 
-__all__ = ["read_source", "read_source_bytes", "read_source_stream", "decode_source"]
+__all__ = ["read_source", "read_source_bytes", "read_source_stream", "decode_source",
+           "FileRefused", "FileTooLarge", "regular_file", "read_file_bytes"]

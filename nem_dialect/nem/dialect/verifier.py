@@ -363,6 +363,10 @@ def verify_program(program: ProgramOp, catalog: Catalog | None = None,
     trigger traverse all of it (the verifier itself makes no garbage
     cycles worth collecting early); this made verifying freshly loaded IR
     take ~1.7x as long."""
+    from nem.dialect.arguments import check_type
+
+    check_type("verify_program", "program", program, ProgramOp,
+               "a nem ProgramOp (parse_nem(text).ops.first)")
     enabled = gc.isenabled()
     gc.disable()
     try:

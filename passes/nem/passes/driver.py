@@ -259,6 +259,14 @@ def run_pipeline(module: ModuleOp, pipeline: str | PassPipeline, *, file: str | 
     verification) and return the passes' warnings and remarks.  Errors raise
     `NemDiagnosticError`; a failing plugin pass raises `PluginError`.
     `device` and `include_dirs` are `nem-opt --device` and `-I`."""
+    from nem.dialect.arguments import check_type
+
+    check_type("run_pipeline", "module", module, ModuleOp, "a ModuleOp")
+    check_type("run_pipeline", "pipeline", pipeline, (str, PassPipeline),
+               "a pipeline string or a PassPipeline")
+    for name, value in (("file", file), ("device", device)):
+        if value is not None:
+            check_type("run_pipeline", name, value, str, "a str or None")
     if isinstance(pipeline, str):
         pipeline = parse_pipeline(pipeline)
     if ctx is None:

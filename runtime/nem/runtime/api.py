@@ -82,6 +82,18 @@ def _user_kernels(kernels) -> MappingProxyType:
 class NemInterpreter:
     def __init__(self, device=None, ddr_size: int | None = DEFAULT_DDR_SIZE, include_dirs=(),
                  kernels: dict | None = None, races: bool = True, trace: bool = True):
+        from nem.dialect.arguments import check_type
+        from nem.dialect.device_model import Device
+
+        if device is not None:
+            check_type("NemInterpreter", "device", device, (str, Device),
+                       "a device name or .nem path (str), a resolved Device, or None")
+        if ddr_size is not None:
+            check_type("NemInterpreter", "ddr_size", ddr_size, int, "an int or None")
+            if ddr_size < 1:
+                raise ValueError(f"NemInterpreter: ddr_size must be positive, not {ddr_size}")
+        check_type("NemInterpreter", "include_dirs", include_dirs, (list, tuple),
+                   "a list or tuple of directories")
         self.include_dirs = tuple(include_dirs)
         self.ddr_size = ddr_size
         self.kernels = _user_kernels(kernels)
@@ -360,6 +372,15 @@ class NemInterpreter:
         start and leaves the rest as it was."""
         p = self._prog(None)
         return tensor_io.write_tensor(p.memory, p.compiled, buffer, tensor, offset, raw)
+
+    def check_tensor(self, buffer: str, shape: tuple[int, ...], dtype, raw: bool = False
+                     ) -> None:
+        """Raise what `write_tensor(buffer, array, raw=raw)` would raise
+        for an array of `shape` and `dtype`, without one (a file's header is
+        checked before its data is read)."""
+        p = self._prog(None)
+        tensor_io.check_write(p.memory, p.compiled, buffer, tuple(shape), np.dtype(dtype),
+                              0, raw)
 
     def encode_tensor(self, name: str, tensor) -> tuple[str, int, bytes]:
         """(buffer, byte offset in it, bytes) that `write_tensor(name, tensor)`

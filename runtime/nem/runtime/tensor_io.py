@@ -12,6 +12,8 @@ region's, or for a buffer every whole element it holds.
   target's element type, and for a region at offset 0 its shape the region's
   (strided and i4 regions are written element by element); `raw` writes the
   array's bytes in C order.
+* `check_write(memory, program, name, shape, dtype, ...)`: those checks
+  on a shape and dtype alone, before any array is read (a `.npy` header).
 * `encode_tensor(memory, name, array)`: the bytes a typed write puts in
   buffer `name`, checked as a write is (`nem-opt --embed`).
 * `read_tensor(memory, program, name, shape=None, dtype=None, offset=0)`:
@@ -202,34 +204,53 @@ def read_type(dtype, default: str | None) -> tuple[str | None, np.dtype]:
     return elem, dt
 
 
+def check_write(memory: Memory, program, name: str | None, shape: tuple[int, ...],
+                dtype: np.dtype, offset: int = 0, raw: bool = False) -> Target:
+    """The target of a write of an array of `shape` and `dtype`, checked as
+    `write_tensor` checks it (element type, a region's shape, bounds) before
+    any array exists: `nem-run --input` and `nem-opt --embed` check a `.npy`
+    header with it before the data is read (D-LIMITS)."""
+    t = target(memory, program, name)
+    offset = check_offset(offset)
+    count = math.prod(shape)
+    if raw or t.elem is None:
+        _span(t, offset, count * dtype.itemsize, "writing")
+        return t
+    if dtype != t.dtype:
+        raise TensorIOError(f"a {dtype} array does not match {t.describe()}: write an array "
+                            f"of {t.elem} ({t.dtype}), or write the bytes as they are "
+                            "(raw=True, nem-run --input-raw)")
+    if t.region is not None and offset == 0:
+        if tuple(shape) != t.shape:
+            raise TensorIOError(f"shape {list(shape)} does not match {t.describe()}: "
+                                "reshape the array, or write the bytes as they are "
+                                "(raw=True, nem-run --input-raw)")
+        return t
+    _span(t, offset, math.ceil(count / 2) if t.elem == "i4" else count * dtype.itemsize,
+          "writing")
+    return t
+
+
 def write_tensor(memory: Memory, program, name: str | None, array, offset: int = 0,
                  raw: bool = False) -> int:
     """Write `array` into buffer or region `name`; the number of bytes written
     (so that a caller can tell a partial fill, which is allowed, from a full one)."""
-    t = target(memory, program, name)
-    offset = check_offset(offset)
     arr = np.asarray(array)
     if arr.dtype.hasobject:
         got = "None" if array is None else f"a {type(array).__name__} of Python objects"
         raise TypeError(f"tensor must be an array of numbers, not {got}")
+    t = check_write(memory, program, name, arr.shape, arr.dtype, offset, raw)
     level = memory.levels[t.buffer.level]
     if raw or t.elem is None:
         data = np.ascontiguousarray(arr).view(np.uint8).reshape(-1)
         lo, hi = _span(t, offset, data.size, "writing")
         level.data[lo:hi] = data
         return hi - lo
-    if arr.dtype != t.dtype or (t.elem == "i4" and arr.size and
-                                (arr.min() < -8 or arr.max() > 7)):
-        got = "int8 values outside [-8, 7] do not fit" if arr.dtype == t.dtype else \
-            f"a {arr.dtype} array does not match"
-        raise TensorIOError(f"{got} {t.describe()}: write an array of "
-                            f"{t.elem} ({t.dtype}), or write the bytes as they are "
+    if t.elem == "i4" and arr.size and (arr.min() < -8 or arr.max() > 7):
+        raise TensorIOError(f"int8 values outside [-8, 7] do not fit {t.describe()}: write an "
+                            f"array of {t.elem} ({t.dtype}), or write the bytes as they are "
                             "(raw=True, nem-run --input-raw)")
     if t.region is not None and offset == 0:
-        if arr.shape != t.shape:
-            raise TensorIOError(f"shape {list(arr.shape)} does not match {t.describe()}: "
-                                "reshape the array, or write the bytes as they are "
-                                "(raw=True, nem-run --input-raw)")
         t.region.write(arr)
         return t.region.extent
     if t.elem == "i4":

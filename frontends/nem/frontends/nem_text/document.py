@@ -88,6 +88,9 @@ def detect_format(text: str) -> str:
     when it starts a `.nem` statement (a keyword such as `const`, `buffer`,
     `device`, `NAME = region(`, a task `NAME = op.async`), else MLIR.  A text
     of comments only takes the syntax of its comments."""
+    from nem.dialect.arguments import check_type
+
+    check_type("detect_format", "text", text, str, "a str")
     hash_comments = slash_comments = False
     for raw in text.splitlines():
         line = raw.strip()

@@ -654,7 +654,13 @@ def parse_nem(text: str, file: str = "<stdin>") -> ModuleOp:
     """Parse a `.nem` program into a module holding one `nem.program`.
 
     The cyclic garbage collector is paused meanwhile: the parser allocates
-    only long-lived IR, and rescanning it costs about a third of the time."""
+    only long-lived IR, and rescanning it costs about a third of the time.
+    `text` is at most `max_source_bytes()` (D-LIMITS, as the tools)."""
+    from nem.dialect.arguments import check_text, check_type
+    from nem.dialect.limits import max_source_bytes
+
+    check_text("parse_nem", "text", text, max_source_bytes())
+    check_type("parse_nem", "file", file, str, "a str (the name diagnostics give the text)")
     enabled = gc.isenabled()
     gc.disable()
     try:

@@ -293,6 +293,10 @@ number of op classes)."""
 
 def print_nem(module: ModuleOp | ProgramOp) -> str:
     """Canonical `.nem` text of the program(s) in `module`."""
+    from nem.dialect.arguments import check_type
+
+    check_type("print_nem", "module", module, (ModuleOp, ProgramOp),
+               "a ModuleOp or a nem ProgramOp")
     progs = [module] if isinstance(module, ProgramOp) else \
         [op for op in module.ops if isinstance(op, ProgramOp)]
     return "".join(NemPrinter().program(p) for p in progs)

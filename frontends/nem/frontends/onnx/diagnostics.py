@@ -59,8 +59,9 @@ class OnnxImportErrors(OnnxImportError):
     def __init__(self, errors: Sequence[OnnxImportError], file: str):
         self.errors = list(errors)
         count = len({e.node for e in self.errors if e.node is not None})
-        summary = f"{count} node{'s' if count != 1 else ''} cannot be imported, " \
-            f"{len(self.errors)} error{'s' if len(self.errors) != 1 else ''} above"
+        tail = f"{len(self.errors)} error{'s' if len(self.errors) != 1 else ''} above"
+        summary = f"{count} node{'s' if count != 1 else ''} cannot be imported, {tail}" \
+            if count else f"the model cannot be imported, {tail}"
         super().__init__(summary, file)
 
     def render(self) -> str:

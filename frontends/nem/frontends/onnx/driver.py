@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 import onnx
 from mlir import ir
+from nem.dialect.limits import DEFAULT_MAX_NODES, MAX_MODEL_BYTES
 from mlir.dialects import func
 from nem.frontends.onnx import emit
 from nem.frontends.onnx.diagnostics import NodeRef, OnnxImportError, OnnxImportErrors
@@ -30,6 +31,7 @@ from nem.frontends.onnx.graph import (
     interface_names,
 )
 from nem.frontends.onnx.prepare import ShapeInferenceError, prepare
+from nem.frontends.onnx.validate import check_inferred, load_model, tensors, validate
 from onnx import helper, numpy_helper
 
 SHAPE_OPERANDS = {("Expand", 1), ("Reshape", 1), ("Tile", 1)}
@@ -211,7 +213,12 @@ def convert(imp: Importer) -> ImportedModel:
     from nem.frontends.onnx.convs import plan_batchnorm_folds
 
     for init in imp.graph.initializer:
-        imp.set_const(init.name, numpy_helper.to_array(init))
+        try:
+            array = numpy_helper.to_array(init)
+        except Exception as e:  # onnx's decoders raise ValueError, TypeError, KeyError
+            raise OnnxImportError(f"initializer '{init.name}': cannot read its data: "
+                                  f"{str(e).strip() or type(e).__name__}", imp.file) from e
+        imp.set_const(init.name, array)
     imp.bn_folds = plan_batchnorm_folds(imp)
     table = interface_names(imp.graph)
     imp.names.update(table.taken)   # weights are named after these
@@ -289,7 +296,8 @@ def _results(imp: Importer, outputs: list[Port]) -> list[ir.Value]:
 
 def import_onnx(model: str | Path | onnx.ModelProto, func_name: str = "main",
                 file: str | None = None, softmax_types: frozenset[str] = frozenset(),
-                simplify: bool = True, demote_f64: bool = True, demote_i64: bool = True
+                simplify: bool = True, demote_f64: bool = True, demote_i64: bool = True,
+                max_nodes: int = DEFAULT_MAX_NODES, max_model_bytes: int = MAX_MODEL_BYTES
                 ) -> ImportedModel:
     """Import an ONNX model (a path or a `ModelProto`, which is not modified)
     as linalg on tensors: prepared (D-COMPILE-SIMPLIFY; `simplify=False`
@@ -297,25 +305,30 @@ def import_onnx(model: str | Path | onnx.ModelProto, func_name: str = "main",
     False (D-COMPILE-F64), int64 data in i32 unless `demote_i64` is False
     (D-COMPILE-I64); a Softmax over one axis of an element type in
     `softmax_types` is one `linalg.softmax` (D-COMPILE-SOFTMAX), else its
-    decomposition."""
+    decomposition.  The model is validated first (D-COMPILE-VALIDATE): at
+    most `max_nodes` nodes, a file of at most `max_model_bytes` with its
+    external data."""
     if isinstance(model, onnx.ModelProto):
         proto, where = model, file or "<model>"
+        unloaded = [what for what, t in tensors(proto)
+                    if t.data_location == onnx.TensorProto.EXTERNAL]
+        if unloaded:
+            raise OnnxImportError(f"{unloaded[0]} has its data in an external file that is "
+                                  "not loaded", where,
+                                  fix="pass the model's path, or load it with onnx.load(path) "
+                                      "first")
     else:
         path = str(model)
         where = file or path
-        try:
-            proto = onnx.load(path)
-        except FileNotFoundError as e:
-            raise OnnxImportError("no such file", path) from e
-        except Exception as e:  # protobuf decode errors have several types
-            raise OnnxImportError(f"not an ONNX model: {str(e).strip() or type(e).__name__}",
-                                  path, fix="give a .onnx file written by onnx.save") from e
+        proto = load_model(path, where, max_model_bytes)
+    validate(proto, where, max_nodes)
     try:
         prepared = prepare(proto, simplify)
     except ShapeInferenceError as e:
         raise OnnxImportError(f"ONNX shape inference failed: {e}", where,
                               fix="check the model with onnx.checker.check_model(model, "
                                   "full_check=True)") from e
+    check_inferred(prepared.model, where, prepared.node_index)
     imp = Importer(prepared.model, where, func_name, softmax_types, prepared.node_index,
                    demote_f64, demote_i64)
     try:

@@ -1,0 +1,183 @@
+"""Hostile files (issue 33): the one reader and the one output rule of every
+tool (D-FILE-PATHS), and array files whose headers lie (D-LIMITS).
+
+Each case is also a corpus entry (test/fuzz/corpus/cli/*.json) run through
+the tools; here the pieces are tested directly, and the memory-hungry
+cases once under a 3 GiB address-space limit, as the issue's campaign ran
+them.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import resource
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from nem.cli.inputs import InputError, check_output_path, load_npy, read_archive, read_input
+from nem.dialect.source_files import FileRefused, FileTooLarge, read_file_bytes, regular_file
+
+FUZZ = Path(__file__).resolve().parents[1] / "fuzz"
+sys.path.insert(0, str(FUZZ))
+
+from file_gen import npy_bytes  # noqa: E402
+from harness import _patched_zip  # noqa: E402
+
+BIN = Path(sys.executable).parent
+ROOT = Path(__file__).resolve().parents[2]
+HUGE = "{'descr': '<f2', 'fortran_order': False, 'shape': (1099511627776,), }"
+
+
+def test_regular_file_names_what_a_path_is(tmp_path):
+    os.mkfifo(tmp_path / "fifo")
+    for path, kind in ((tmp_path / "fifo", "a FIFO (named pipe)"), ("/dev/zero",
+                       "a character device"), (tmp_path, "a directory")):
+        with pytest.raises(FileRefused, match=re.escape(f"cannot read input '{path}': it is {kind}")):
+            regular_file(path, "input")
+    with pytest.raises(FileRefused, match="No such file or directory"):
+        regular_file(tmp_path / "none")
+    (tmp_path / "f").write_bytes(b"abcd")
+    assert read_file_bytes(tmp_path / "f", 4) == b"abcd"
+    with pytest.raises(FileTooLarge, match="has 4 bytes, above the limit of 3"):
+        read_file_bytes(tmp_path / "f", 3)
+
+
+def test_outputs_are_never_inputs(tmp_path):
+    given = tmp_path / "m.onnx"
+    given.write_bytes(b"model")
+    (tmp_path / "soft.onnx").symlink_to(given)
+    os.link(given, tmp_path / "hard.onnx")
+    for out in (given, tmp_path / "soft.onnx", tmp_path / "hard.onnx"):
+        with pytest.raises(InputError, match="is an input of this command"):
+            check_output_path(str(out), "-o", [str(given)])
+    check_output_path(str(tmp_path / "m.nem"), "-o", [str(given)])
+    check_output_path("/dev/null", "-o", ["/dev/null"])   # the null device reads nothing back
+    assert given.read_bytes() == b"model"
+
+
+def test_npy_headers_are_checked_before_the_data(tmp_path):
+    f = tmp_path / "huge.npy"
+    f.write_bytes(npy_bytes(HUGE))
+    with pytest.raises(InputError, match=r"declares a float16 array of shape \[1099511627776\] "
+                       r"\(2199023255552 bytes\), more than the 64 bytes of 'A'"):
+        read_input(str(f), "--input A=huge.npy", 64, "'A'")
+    f.write_bytes(npy_bytes("{'descr': '<f2', 'fortran_order': False, 'shape': (4,), }",
+                            version=2, header_len=0xFFFFFFFF))
+    with pytest.raises(InputError, match="declares a header of 4294967295 bytes at byte "
+                       "offset 8"):
+        load_npy(str(f), "--input", 64)
+    f.write_bytes(npy_bytes("{'descr': '<f2', 'fortran_order': False, 'shape': (8,), }",
+                            b"\0" * 6))
+    with pytest.raises(InputError, match="is truncated: its header declares 16 bytes of data, "
+                       "the file has 6"):
+        load_npy(str(f), "--input", 64)
+    f.write_bytes(npy_bytes("{'descr': '|O', 'fortran_order': False, 'shape': (2,), }"))
+    with pytest.raises(InputError, match="holds Python objects"):
+        load_npy(str(f), "--input", 64)
+
+
+def test_header_is_checked_against_the_target(tmp_path):
+    f = tmp_path / "a.npy"
+    np.save(f, np.zeros(4, np.float64))
+
+    def check(shape, dtype):
+        raise ValueError(f"a {dtype} array does not match buffer A (f16[4])")
+    with pytest.raises(InputError, match=r"float64 array does not match buffer A \(f16\[4\]\) "
+                       r"\(the file's header declares float64, shape \[4\]\)"):
+        read_input(str(f), "--input A=a.npy", 1 << 20, "'A'", check)
+
+
+def test_npz_members_are_checked_before_they_are_decompressed(tmp_path):
+    bomb = tmp_path / "bomb.npz"
+    bomb.write_bytes(_patched_zip("A.npy", npy_bytes(HUGE), 2**30))
+    with pytest.raises(InputError, match="member 'A.npy' has 1073741824 bytes, more than the "
+                       "64 bytes of buffer 'A'"):
+        read_archive(str(bomb), "--input", lambda name: 64)
+    small = tmp_path / "small.npz"
+    with zipfile.ZipFile(small, "w", zipfile.ZIP_DEFLATED) as z:
+        z.writestr("A.npy", npy_bytes(HUGE))
+    with pytest.raises(InputError, match=r"member 'A.npy' declares a float16 array of shape "
+                       r"\[1099511627776\]"):
+        read_archive(str(small), "--input", lambda name: 64)
+
+
+def _limited(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
+    def limit() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (3 * 2**30, 3 * 2**30))
+    return subprocess.run(args, cwd=cwd, capture_output=True, text=True, timeout=120,
+                          preexec_fn=limit)
+
+
+def test_array_files_under_a_3_gib_limit(tmp_path):
+    """A header length of 4 GiB made numpy allocate it (MemoryError under the
+    limit); a raw file of 2 GiB was read whole; /dev/zero was read until the
+    limit."""
+    prog = tmp_path / "p.nem"
+    prog.write_text("buffer A : DDR (size=2147483648)\nR = region(A, 0, 64)\n")
+    (tmp_path / "h.npy").write_bytes(npy_bytes("{'descr': '<f2', 'fortran_order': False, "
+                                               "'shape': (4,), }", version=2,
+                                               header_len=0xFFFFFFFF))
+    with open(tmp_path / "big.bin", "wb") as f:
+        f.truncate(2**31)
+    for flag, given, problem in (("--input", "A=h.npy", "declares a header of 4294967295"),
+                                 ("--input-raw", "A=big.bin", "above the limit of"),
+                                 ("--input-raw", "A=/dev/zero", "a character device")):
+        r = _limited([str(BIN / "nem-run"), str(prog), flag, given, "--no-progress"], tmp_path)
+        assert r.returncode == 2 and problem in r.stderr, r.stderr
+        assert "internal error" not in r.stderr and "Traceback" not in r.stderr
+
+
+def test_nem_compile_never_writes_its_model(tmp_path):
+    model = tmp_path / "m.mlir"
+    text = (ROOT / "test/lit/lowering/Inputs/eltwise_tiled.mlir").read_text()
+    model.write_text(text)
+    (tmp_path / "link.mlir").symlink_to(model)
+    for args in (["-o", str(tmp_path / "link.mlir")], ["-o", str(tmp_path / "m.nem"),
+                                                       "--save-temps"]):
+        if "--save-temps" in args:   # the import stage's temp would be m.import.mlir
+            os.replace(model, tmp_path / "m.import.mlir")
+            model = tmp_path / "m.import.mlir"
+            (tmp_path / "m.mlir").symlink_to(model)
+            args = [str(tmp_path / "m.mlir"), *args]
+        else:
+            args = [str(model), *args]
+        r = subprocess.run([str(BIN / "nem-compile"), *args, "--no-progress"],
+                           capture_output=True, text=True, timeout=120)
+        assert r.returncode == 2 and "is an input of this command" in r.stderr, r.stderr
+    assert model.read_text() == text
+
+
+def test_python_api_arguments_name_the_parameter():
+    """Issue 33: AttributeErrors deep inside, silent successes, an empty
+    ValueError; each is now one line naming the function and parameter."""
+    from nem.compile import compile_onnx
+    from nem.dialect.verifier import verify_program
+    from nem.frontends.nem_text.document import detect_format
+    from nem.frontends.nem_text.parser import parse_nem
+    from nem.frontends.nem_text.printer import print_nem
+    from nem.passes.driver import run_pipeline
+    from nem.runtime.api import NemInterpreter
+
+    for call, message in (
+            (lambda: parse_nem(None), "parse_nem: text must be a str, not NoneType"),
+            (lambda: print_nem(None), "print_nem: module must be a ModuleOp"),
+            (lambda: detect_format(3), "detect_format: text must be a str, not int"),
+            (lambda: verify_program(None), "verify_program: program must be a nem ProgramOp"),
+            (lambda: run_pipeline(None, "dce"), "run_pipeline: module must be a ModuleOp"),
+            (lambda: NemInterpreter(device=123), "NemInterpreter: device must be a device name"),
+            (lambda: compile_onnx(None), "compile_onnx: model must be a path"),
+            (lambda: compile_onnx("m.onnx", tile_sizes=(-1,)),
+             r"compile: tile_sizes must be positive ints, not \(-1,\)")):
+        with pytest.raises((TypeError, ValueError), match=message):
+            call()
+    from nem.dialect.limits import source_limit
+
+    with source_limit(64), pytest.raises(ValueError, match="parse_nem: text has more than 64 "
+                                         "bytes, above the source limit"):
+        parse_nem("#" * 100)
