@@ -89,6 +89,19 @@ def test_fit_shrinks_until_it_fits_and_says_when_it_cannot():
     assert (e.value.need, e.value.capacity, e.value.sizes) == (100, 50, [1])
 
 
+def test_fit_goes_on_while_the_sizes_step_coarsely():
+    """A footprint model that keeps the whole op for every budget above a
+    threshold (the plan's temporaries are not in it): halving once did not
+    move the sizes, and the op was refused (InstanceNormalization of
+    onnx's test_operator_symbolic_override); the budget is halved until they
+    move."""
+    def sizes_for(budget):
+        return [64] if budget >= 1_000 else [8]
+
+    assert l1_plan.fit(100_000, 5_000, sizes_for,
+                       lambda sizes: l1_plan.Need({2: 100 * sizes[0]})) == [8]
+
+
 def _conv(c: int, f: int, hw: int) -> onnx.ModelProto:
     w = numpy_helper.from_array(
         np.random.default_rng(0).uniform(-0.1, 0.1, (f, c, 1, 1)).astype(np.float32), "w")

@@ -42,9 +42,6 @@ CASES = {c.name: c for kind in KINDS for c in load_model_tests(kind=kind)}
 _BCAST = ("lowering: the broadcast copy's doubling transfers overlap (HAZ-02, "
           "D-LOW-BCAST); minimal: Expand [3,1] -> [2,3,2] with --engines 1")
 LOWERING = {
-    "test_MaxPool2d_stride_padding_dilation":
-        "lowering: 'this strided DMA of a partial tile cannot be narrowed' (affine route; "
-        "--route transform compiles it)",
     "test_expand_shape_model4": _BCAST,
     "test_operator_repeat": _BCAST,
 }

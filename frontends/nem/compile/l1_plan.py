@@ -119,10 +119,10 @@ def _temporaries(op: ir.Operation) -> float:
         return 1
     out_bytes = _elem_bytes(body[-1].results[0].type)
     temps = sum(_elem_bytes(inner.results[0].type) for inner in body[:-1])
-    splats: set[tuple[ir.Value, int]] = set()
+    splats: set[tuple[object, int]] = set()   # one per value and type (`_tree_steps`)
     for inner in body:
         width = _elem_bytes(inner.results[0].type)
-        splats.update((v, width) for v in inner.operands if v not in inside)
+        splats.update((_splat_key(v), width) for v in inner.operands if v not in inside)
     temps += sum(width for _, width in splats)
     temps += out_bytes * _broadcast_inputs(op)
     return max(1.0, temps / out_bytes)
@@ -135,6 +135,17 @@ def _scratch(tile_bytes: int, temporaries: float) -> int:
     if float(temporaries).is_integer():
         return tile_bytes * int(temporaries)
     return math.ceil(tile_bytes * temporaries) + ALIGN * math.ceil(temporaries)
+
+
+def _splat_key(v: ir.Value) -> object:
+    """A splat operand's identity as the lowering dedups them: a constant's
+    value, any other value itself."""
+    owner = v.owner
+    if isinstance(owner, ir.Operation) or isinstance(owner, ir.OpView):
+        op = owner.operation if isinstance(owner, ir.OpView) else owner
+        if op.name == "arith.constant":
+            return str(op.attributes["value"])
+    return v
 
 
 def _elem_bytes(t: ir.Type) -> int:
@@ -279,15 +290,19 @@ def fit(budget: int, capacity: int, sizes_for: Callable[[int], list[int]],
     """Tile sizes whose measured need fits `capacity`: `tile(sizes)` tiles the
     op (undoing the previous attempt) and measures it; the budget that
     `sizes_for` turns into sizes starts at `budget` and is scaled by the
-    overshoot (at least halved) until the op fits.  Raises DoesNotFit when
-    the sizes stop shrinking."""
+    overshoot (at least halved, and halved again while the sizes do not
+    change) until the op fits.  Raises DoesNotFit when no budget gives
+    smaller sizes."""
     sizes = sizes_for(budget)
     for _ in range(MAX_ROUNDS):
         need = tile(sizes).over(capacity)
         if need is None:
             return sizes
-        budget = min(budget // 2, int(budget * capacity / need * 0.9))
-        smaller = sizes_for(max(budget, 1))
+        budget = max(min(budget // 2, int(budget * capacity / need * 0.9)), 1)
+        smaller = sizes_for(budget)
+        while smaller == sizes and budget > 1:   # the footprint model's sizes step
+            budget //= 2                         # coarsely: shrink until they move
+            smaller = sizes_for(budget)
         if smaller == sizes:
             raise DoesNotFit(need, capacity, sizes)
         sizes = smaller
