@@ -70,6 +70,7 @@ def match_broadcast(nest: Nest, outer: dict[SSAValue, Aff], why: str) -> Broadca
 def emit_broadcast(lw: Lowerer, plan: BroadcastPlan, anchor: Operation, st: BlockState,
                    what: str) -> None:
     from nem.passes.lowering.compute import Staging, copy_kind, name_task
+    from nem.passes.lowering.escape import emit_escape
 
     ctx = lw.ctx
     stg = Staging(anchor.location)
@@ -78,15 +79,20 @@ def emit_broadcast(lw: Lowerer, plan: BroadcastPlan, anchor: Operation, st: Bloc
     for (_, rest), s in zip(plan.dst.index, dv.strides):
         dst_start = dst_start + rest.scale(s)
     axes = [(k, s) for (k, _), s in zip(plan.dst.index, dv.strides) if k is not None]
-    with stg.builder.located(anchor.location):
-        toks = broadcast_into(lw, stg.builder, plan.src, dv, dst_start, axes, plan.extents,
-                              anchor)
+    try:
+        with stg.builder.located(anchor.location):
+            toks = broadcast_into(lw, stg.builder, plan.src, dv, dst_start, axes, plan.extents,
+                                  anchor)
+    except NotRaisable as e:
+        stg.drop()
+        return emit_escape(lw, anchor, st, str(e), what)
     stg.commit(st)
     for t in toks:
         name_task(ctx, t, copy_kind(t))
     kind = "broadcast" if plan.broadcast_dims else "transpose"
-    task = copy_kind(toks[0]).replace("copy", "transfer")
-    ctx.summary.raised.append(f"{what} -> {len(toks)} {task} ({kind} copy)")
+    tasks = [copy_kind(t).replace("copy", "transfer") for t in toks]
+    counts = " + ".join(f"{tasks.count(t)} {t}" for t in dict.fromkeys(tasks))
+    ctx.summary.raised.append(f"{what} -> {counts} ({kind} copy)")
 
 
 def broadcast_into(lw: Lowerer, b: NemBuilder, src: Access, dv: View, dst_start: Aff,
@@ -112,16 +118,26 @@ def broadcast_into(lw: Lowerer, b: NemBuilder, src: Access, dv: View, dst_start:
     seed_shape = [size[k] for k, _ in axes]
     seed = Box(sv, src_start, tuple(seed_shape), tuple(src_stride.get(k, 1) for k, _ in axes))
     bdims = [i for i, (k, _) in enumerate(axes) if k not in used and extents[k] > 1]
-    if len(bdims) == 1:
-        tok = _concat_broadcast(lw, b, seed, dv, dst_start, axes, extents, bdims[0], anchor)
+    inner = _overlapping(axes, size, extents, bdims)
+    if inner and inner != bdims[-1:]:
+        raise NotRaisable(_OVERLAP.format(n=f"{len(inner)} dimensions"))
+    toks: list[SSAValue] = []
+    if len(bdims) == 1 or inner:      # the innermost broadcast dimension as one concat
+        k = axes[bdims[-1]][0]
+        tok = _concat_broadcast(lw, b, seed, dv, dst_start, axes,
+                                [extents[k] if kk == k else size[kk] for kk, _ in axes],
+                                bdims[-1], anchor)
+        if tok is None and inner:
+            raise NotRaisable(_OVERLAP.format(n="a dimension") + ", and it is not one concat of "
+                              f"at most {MAX_CONCAT_COPIES} copies")
         if tok is not None:
-            return [tok]
-    frm = region(ctx, b, sv, src_start, seed_shape, list(seed.strides), anchor)
-    toks = [b.transfer(region(ctx, b, dv, dst_start, seed_shape, strides, anchor), frm)]
+            toks.append(tok)
+            size[k] = extents[k]
+    if not toks:
+        frm = region(ctx, b, sv, src_start, seed_shape, list(seed.strides), anchor)
+        toks.append(b.transfer(region(ctx, b, dv, dst_start, seed_shape, strides, anchor), frm))
     for d, stride in reversed(axes):          # innermost box dimension first
-        if d in used or extents[d] <= 1:
-            continue
-        total, filled = extents[d], 1
+        total, filled = extents[d], size[d]
         while filled < total:
             m = min(filled, total - filled)
             shape = [m if k == d else size[k] for k, _ in axes]
@@ -133,6 +149,28 @@ def broadcast_into(lw: Lowerer, b: NemBuilder, src: Access, dv: View, dst_start:
     return toks
 
 
+_OVERLAP = ("a broadcast along {n} stored inside a copied dimension: doubling transfers "
+            "in place would overlap their sources' byte extents (HAZ-02)")
+
+
+def _overlapping(axes: list[tuple[int, int]], size: dict[int, int], extents: dict[int, int],
+                 bdims: list[int]) -> list[int]:
+    """The box positions of the broadcast dimensions `bdims` whose doublings,
+    done innermost first from the seed of sizes `size`, would copy between
+    overlapping byte extents (HAZ-02): a dimension of stride s is doubled
+    disjointly iff the filled box without it spans at most s elements (every
+    later doubling then starts at least s past its source's end)."""
+    cur = dict(size)
+    out = []
+    for i in reversed(bdims):
+        k, s = axes[i]
+        span = 1 + sum((cur[kk] - 1) * abs(ss) for kk, ss in axes if kk != k)
+        if s < span:
+            out.append(i)
+        cur[k] = extents[k]
+    return out
+
+
 MAX_CONCAT_COPIES = 1024
 """A broadcast of more copies than this is not one `concat` (D-LOW-BCAST-CONCAT):
 its operand list would grow with the extent (a fuzzed loop of 2^63 - 1
@@ -140,10 +178,10 @@ iterations exhausted memory building it)."""
 
 
 def _concat_broadcast(lw: Lowerer, b: NemBuilder, seed: Box, dv: View, dst_start: Aff,
-                      axes: list[tuple[int, int]], extents: dict[int, int], axis: int,
+                      axes: list[tuple[int, int]], shape: list[int], axis: int,
                       anchor: Operation) -> SSAValue | None:
-    """One `concat` of E copies of the source box `seed` along the single
-    broadcast axis into the box (D-LOW-BCAST-CONCAT), when
+    """One `concat` of E copies of the source box `seed` along the broadcast
+    box position `axis` into the box of `shape` (D-LOW-BCAST-CONCAT), when
     the target has a legal variant for the element type, else for its bytes
     (`i8`, every region one more innermost axis: f32 on npm_pro_x1); else
     None (the candidates are erased)."""
@@ -152,9 +190,8 @@ def _concat_broadcast(lw: Lowerer, b: NemBuilder, seed: Box, dv: View, dst_start
     from nem.passes.lowering.fills import byte_region
 
     ctx = lw.ctx
-    shape = [extents[k] for k, _ in axes]
     strides = [s for _, s in axes]
-    copies = extents[axes[axis][0]]
+    copies = shape[axis]
     if copies > MAX_CONCAT_COPIES:
         return None        # the doubling transfers: log2(E) tasks, not E operands
     frm = region(ctx, b, seed.view, seed.start, seed.shape, seed.strides, anchor)
