@@ -201,14 +201,18 @@ class _Run:
 
 def _onnx_node(where: str) -> str:
     """A nest's MLIR location as the ONNX node it comes from: the importer
-    names each node's ops after the node (`loc("Conv_3")`); the copies it
-    adds itself (model outputs in logical order, layout changes) carry the
-    model file's location."""
+    locates each node's ops at the node (D-COMPILE-LOC:
+    `loc("conv"("Conv"("m.onnx":1:1)))`); the copies it adds itself (model
+    outputs in logical order, layout changes) carry the model file's
+    location."""
     import re
 
-    m = re.match(r'loc\("([^"]*)"\)(.*)', where)
-    if m:
-        return f"ONNX node '{m.group(1)}'{m.group(2)}"
+    from nem.frontends.onnx.locations import NODE_LOC, node_of
+
+    m = re.match(r"loc\((" + NODE_LOC.pattern + r")\)(.*)", where)
+    found = node_of(m.group(1)) if m else None
+    if m and found is not None:
+        return f"ONNX node '{found[1][1]}'{m.group(m.lastindex or 0)}"
     m = re.match(r'loc\("[^"]*":\d+:\d+\)(.*)', where)
     if m:
         return f"a copy the importer adds (a model output's or a layout's){m.group(1)}"
