@@ -198,9 +198,9 @@ def test_inner_broadcast_end_to_end(make, engines, route):
     test_operator_repeat, minimized): a broadcast dimension stored inside a
     copied one ([3,1] -> [2,3,2]: y[i,j,k] = x[j,0]) was doubled by transfers
     whose byte extents interleave, and nem-compile's own verify rejected the
-    program (HAZ-02).  Now one concat and a doubling (Expand) or an
-    escape-hatch task (Tile's two such dimensions), D-LOW-BCAST: verified,
-    race-free, equal to onnxruntime."""
+    program (HAZ-02).  Now one concat and a doubling (Expand), or doublings
+    in a scratch storing the broadcast dimensions outermost (Tile's two such
+    dimensions), D-LOW-BCAST: verified, race-free, equal to onnxruntime."""
     from compile_runs import run_api
 
     run_api(make(), engines=engines, route=route)

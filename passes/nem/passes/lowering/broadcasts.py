@@ -7,8 +7,17 @@ A point nest `Y[i0, ..., in] = X[perm of a subset of i0..in]` (what
 
 1. one `transfer` of X into the corner of Y where every broadcast index is
    0, the source region's axes in Y's order (a transpose is only strides);
-2. per broadcast dimension of extent E, ceil(log2 E) transfers that double
-   the filled part of Y along it (`[0, m)` -> `[f, f + m)`, disjoint).
+2. per broadcast dimension of extent E, innermost first, ceil(log2 E)
+   transfers that double the filled part of Y along it (`[0, m)` ->
+   `[f, f + m)`, disjoint).
+
+A broadcast dimension stored inside a copied one (`Y[i, j, k] = X[j]`: k
+inside j) cannot be doubled in place: source and destination interleave, so
+their byte extents overlap (HAZ-02).  The innermost such dimension is one
+`concat` of E copies of X instead (D-LOW-BCAST-CONCAT); with two of them,
+or more copies than a concat takes, X is broadcast into a scratch that
+stores the broadcast dimensions outermost, then moved into Y by one
+transfer.
 
 Every element of Y ends as the value MLIR stores there (copies are exact),
 with O(log) tasks instead of a zero-stride region (BUF-02 rejects those).
@@ -70,7 +79,6 @@ def match_broadcast(nest: Nest, outer: dict[SSAValue, Aff], why: str) -> Broadca
 def emit_broadcast(lw: Lowerer, plan: BroadcastPlan, anchor: Operation, st: BlockState,
                    what: str) -> None:
     from nem.passes.lowering.compute import Staging, copy_kind, name_task
-    from nem.passes.lowering.escape import emit_escape
 
     ctx = lw.ctx
     stg = Staging(anchor.location)
@@ -79,13 +87,12 @@ def emit_broadcast(lw: Lowerer, plan: BroadcastPlan, anchor: Operation, st: Bloc
     for (_, rest), s in zip(plan.dst.index, dv.strides):
         dst_start = dst_start + rest.scale(s)
     axes = [(k, s) for (k, _), s in zip(plan.dst.index, dv.strides) if k is not None]
-    try:
-        with stg.builder.located(anchor.location):
+    with stg.builder.located(anchor.location):
+        try:
             toks = broadcast_into(lw, stg.builder, plan.src, dv, dst_start, axes, plan.extents,
                                   anchor)
-    except NotRaisable as e:
-        stg.drop()
-        return emit_escape(lw, anchor, st, str(e), what)
+        except Overlap:   # doublings in place would overlap: through a scratch
+            toks = _through_scratch(lw, stg.builder, plan, dv, dst_start, axes, anchor)
     stg.commit(st)
     for t in toks:
         name_task(ctx, t, copy_kind(t))
@@ -95,6 +102,25 @@ def emit_broadcast(lw: Lowerer, plan: BroadcastPlan, anchor: Operation, st: Bloc
     ctx.summary.raised.append(f"{what} -> {counts} ({kind} copy)")
 
 
+def _through_scratch(lw: Lowerer, b: NemBuilder, plan: BroadcastPlan, dv: View,
+                     dst_start: Aff, axes: list[tuple[int, int]],
+                     anchor: Operation) -> list[SSAValue]:
+    """The transfers of a broadcast whose doublings in Y would overlap
+    (`_overlapping`): X broadcast into a scratch of Y's shape in Y's memory
+    that stores the broadcast dimensions outermost, as a broadcast operand
+    is (D-LOW-BCAST-OPERAND: every doubling copies one contiguous block to
+    the next), then one transfer of it, read in Y's order, into Y."""
+    from nem.passes.lowering.compute import broadcast_leaf
+    from nem.passes.lowering.emit import region
+
+    toks: list[SSAValue] = []
+    frm, _ = broadcast_leaf(lw, b, plan.src, plan.dst, dv, plan.extents, anchor, toks)
+    to = region(lw.ctx, b, dv, dst_start, [plan.extents[k] for k, _ in axes],
+                [s for _, s in axes], anchor)
+    toks.append(b.transfer(to, frm))
+    return toks
+
+
 def broadcast_into(lw: Lowerer, b: NemBuilder, src: Access, dv: View, dst_start: Aff,
                    axes: list[tuple[int, int]], extents: dict[int, int],
                    anchor: Operation) -> list[SSAValue]:
@@ -102,8 +128,11 @@ def broadcast_into(lw: Lowerer, b: NemBuilder, src: Access, dv: View, dst_start:
     into the box of `dv` at `dst_start` whose axes are the nest dimensions
     `axes` ((dim, element stride), in the box's order; `extents` their
     sizes): the seed transfer, then the doublings along every dimension
-    `src` does not use (module docstring).  Also how an elementwise nest's
-    broadcast operand is materialized (D-LOW-BCAST-OPERAND)."""
+    `src` does not use (module docstring); raises `Overlap` (before
+    building anything) where doublings in place would overlap.  Also how an
+    elementwise nest's broadcast operand is materialized into a scratch that
+    stores the broadcast dimensions outermost (D-LOW-BCAST-OPERAND), where
+    they never do."""
     from nem.passes.lowering.emit import region
 
     ctx = lw.ctx
@@ -120,7 +149,7 @@ def broadcast_into(lw: Lowerer, b: NemBuilder, src: Access, dv: View, dst_start:
     bdims = [i for i, (k, _) in enumerate(axes) if k not in used and extents[k] > 1]
     inner = _overlapping(axes, size, extents, bdims)
     if inner and inner != bdims[-1:]:
-        raise NotRaisable(_OVERLAP.format(n=f"{len(inner)} dimensions"))
+        raise Overlap()
     toks: list[SSAValue] = []
     if len(bdims) == 1 or inner:      # the innermost broadcast dimension as one concat
         k = axes[bdims[-1]][0]
@@ -128,8 +157,7 @@ def broadcast_into(lw: Lowerer, b: NemBuilder, src: Access, dv: View, dst_start:
                                 [extents[k] if kk == k else size[kk] for kk, _ in axes],
                                 bdims[-1], anchor)
         if tok is None and inner:
-            raise NotRaisable(_OVERLAP.format(n="a dimension") + ", and it is not one concat of "
-                              f"at most {MAX_CONCAT_COPIES} copies")
+            raise Overlap()
         if tok is not None:
             toks.append(tok)
             size[k] = extents[k]
@@ -149,8 +177,9 @@ def broadcast_into(lw: Lowerer, b: NemBuilder, src: Access, dv: View, dst_start:
     return toks
 
 
-_OVERLAP = ("a broadcast along {n} stored inside a copied dimension: doubling transfers "
-            "in place would overlap their sources' byte extents (HAZ-02)")
+class Overlap(Exception):
+    """`broadcast_into`: a doubling in place would copy between overlapping
+    byte extents (HAZ-02) and no concat replaces it; nothing was built."""
 
 
 def _overlapping(axes: list[tuple[int, int]], size: dict[int, int], extents: dict[int, int],

@@ -57,8 +57,8 @@ func.func @in_place(%x: memref<4x8xf32>) {
 // Broadcasts along a dimension stored inside a copied one (ONNX Expand
 // [3,1] -> [2,3,2]): doubling in place would copy between interleaved byte
 // extents (HAZ-02), so the innermost one is one concat; @two_inner (two such
-// dimensions) and @long_inner (more copies than one concat takes) are escape-
-// hatch tasks.
+// dimensions) and @long_inner (more copies than one concat takes) broadcast
+// into a scratch first.
 #inner_src = affine_map<(d0, d1, d2) -> (d1, 0)>
 #id3 = affine_map<(d0, d1, d2) -> (d0, d1, d2)>
 func.func @inner(%x: memref<3x1xf32>, %y: memref<2x3x2xf32>) {
