@@ -247,6 +247,35 @@ def test_generic_copies(tmp_path, entry):
     assert (out["y"] == ref).all()
 
 
+@pytest.mark.parametrize("entry,remark", [
+    ("inner", "1 concat + 1 transfer (broadcast copy)"),
+    ("two_inner", "-> 5 transfer (broadcast copy); fell back to compute: none"),
+    ("long_inner", "-> 13 transfer (broadcast copy); fell back to compute: none")])
+def test_broadcast_inside_a_copied_dimension(tmp_path, entry, remark):
+    """Regression (ONNX Expand [3,1] -> [2,3,2], the onnx backend's
+    test_expand_shape_model4 and test_operator_repeat): a broadcast dimension
+    stored inside a copied one was doubled in place by transfers whose byte
+    extents interleave, a program nem-verify rejected (HAZ-02).  The
+    innermost such dimension is one concat (D-LOW-BCAST); with two of them,
+    or more copies than a concat takes, the doublings happen in a scratch
+    that stores the broadcast dimensions outermost.  Each program verifies
+    and is exact."""
+    from raise_runs import tool
+
+    rng = np.random.default_rng(5)
+    # (x's shape, x as broadcast to y, y's shape)
+    xs, view, ys = {"inner": ((3, 1), (1, 3, 1), (2, 3, 2)),
+                    "two_inner": ((3, 4), (1, 3, 1, 4, 1), (2, 3, 2, 4, 2)),
+                    "long_inner": ((3,), (3, 1), (3, 1100))}[entry]
+    x = _rand(rng, xs)
+    out = lower_and_run(INPUTS / "generic_copies.mlir", tmp_path, {"x": x, "y": np.zeros(ys,
+                        np.float32)}, ["y"], remark, entry=entry)
+    assert (out["y"] == np.broadcast_to(x.reshape(view), ys)).all()
+    r = subprocess.run([tool("nem-opt"), str(tmp_path / "prog.nem"), "-p", "nem-verify",
+                        "-o", "/dev/null"], capture_output=True, text=True)
+    assert r.returncode == 0 and not r.stderr, r.stderr
+
+
 @pytest.mark.parametrize("entry", ["scale", "normalize", "clip"])
 def test_splat(tmp_path, entry):
     """Scalar constants as splats and rsqrt as div(1, sqrt) (D-LOW-SPLAT):

@@ -82,3 +82,104 @@ def test_locations_survive_bufferize_and_tile(route):
     assert re.search(r'loc\("conv"\("Conv"\("m.onnx":1:1\)\)\)', text)
     lower_and_verify(without_induction_locs(text), im.func_name, im.arg_names, "npm_pro_x1",
                      driver.memory_spaces(), "m.tile.mlir", driver.options)
+
+
+def _relu_expand_relu():
+    """Relu -> Expand [3,1] -> [2,3,2] -> Relu: node 1 is the broadcast."""
+    g = samples.GraphBuilder("f32", seed=4)
+    y = g.op("Relu", ["x"], name="first")
+    y = g.op("Expand", [y, g.init("shape", np.array([2, 3, 2]), exact_dtype=True)],
+             name="widen")
+    y = g.op("Relu", [y], name="last")
+    return g.model("bcast", {"x": (3, 1)}, {"out": y})
+
+
+@pytest.mark.parametrize("route", ["affine", "transform"])
+def test_lowering_errors_name_the_onnx_node(monkeypatch, tmp_path, route):
+    """A lowered program that fails its own checks (here HAZ-02: the
+    in-place doubling D-LOW-BCAST avoids, put back) is reported at the ONNX
+    node its op came from, then at the tiled program's op as a note
+    (issue 32: not only a file that --save-temps alone writes); the quoted
+    line is the text that was lowered, not a stale file of that name."""
+    from nem.compile import CompileError, compile_onnx
+    from nem.passes.lowering import broadcasts
+
+    monkeypatch.setattr(broadcasts, "_overlapping", lambda *a: [])
+    stale = tmp_path / "m.tile.mlir"
+    stale.write_text("stale line\n" * 50)
+    with pytest.raises(CompileError) as e:
+        compile_onnx(_relu_expand_relu(), stem=str(tmp_path / "m"), route=route, engines=1)
+    lines = str(e.value).splitlines()
+    assert e.value.stage == "lower"
+    assert lines[0].startswith("<model>: node 1 'widen' (Expand): error: lowered NEM program "
+                               "fails its checks: transfer source and destination overlap")
+    assert lines[0].endswith("[HAZ-02]")
+    assert re.fullmatch(re.escape(str(stale)) + r":\d+:5: note: in the tiled program "
+                        r"\(nem-compile --save-temps writes it\)", lines[1])
+    assert lines[2].strip().startswith("affine.for" if route == "affine" else "linalg.generic")
+
+
+def test_name_nodes_reads_the_ops_own_locations():
+    """The op's own locations (its trailing one, after its region; a fused
+    one names each node), not those of the ops in its region; a string
+    holding braces does not end the op; a position without a node, or in
+    another file, is left as it was."""
+    from nem.frontends.onnx.locations import name_nodes
+
+    plain = '\n'.join([
+        '#map = affine_map<(d0) -> (d0)>',
+        'module {',
+        '  func.func @main(%a: memref<4xf32>) {',
+        '    affine.for %i = 0 to 4 {',
+        '      %v = affine.load %a[%i] : memref<4xf32>',
+        '    } {note = "}{"}',
+        '    return',
+        '  }',
+        '}'])
+    at = '("m.onnx":{0}:1)))'
+    debug = '\n'.join([
+        'module {',
+        '  func.func @main(%a: memref<4xf32> loc("x")) {',
+        '    affine.for %i loc("p"("MaxPool"' + at.format(2) + ') = 0 to 4 {',
+        '      %v = affine.load %a[%i] : memref<4xf32> loc("r"("Relu"' + at.format(1) + ')',
+        '    } {note = "}{"} loc(fused["c"("Conv"' + at.format(3) + ', "p"("MaxPool"'
+        + at.format(2) + '])',
+        '    return loc(unknown)',
+        '  } loc(unknown)',
+        '} loc(unknown)'])
+    msg = "\n".join(["t.mlir:4:5: error: cannot lower 'affine.for': why [R-1]", "quoted",
+                     "t.mlir:7:5: error: at the return", "other.mlir:4:5: error: elsewhere"])
+    out = name_nodes(msg, "t.mlir", plain, debug).splitlines()
+    assert out[0] == ("m.onnx: node 1 'p' (MaxPool) and m.onnx: node 2 'c' (Conv): error: "
+                      "cannot lower 'affine.for': why [R-1]")
+    assert out[1] == "t.mlir:4:5: note: in the tiled program (nem-compile --save-temps writes it)"
+    assert out[2:] == msg.splitlines()[1:]
+
+
+def test_retiling_keeps_the_locations(monkeypatch):
+    """A lowered program over L1 is tiled again from the bufferized module
+    (D-COMPILE-L1): from a copy that keeps its locations, so the errors of
+    the second lowering can still name the nodes."""
+    from nem.compile import compile_onnx, lower
+    from nem.compile.pipeline import Driver as RealDriver
+
+    calls = []
+
+    def over_once(module, device, include_dirs):
+        calls.append(device)
+        if len(calls) == 1:
+            raise lower.OverCapacity(1.25, "planted")
+
+    drivers = []
+
+    class Keep(RealDriver):
+        def __init__(self, *a, **kw):
+            super().__init__(*a, **kw)
+            drivers.append(self)
+
+    monkeypatch.setattr(lower, "_check_l1", over_once)
+    monkeypatch.setattr("nem.compile.pipeline.Driver", Keep)
+    result = compile_onnx(_model(), route="transform")
+    assert len(calls) == 2 and any("tiled again" in r for r in result.remarks)
+    ops = [node_of(str(o.location)) for o in _ops(drivers[0].tiled.operation)]
+    assert {found[1][1] for found in ops if found} == set(NODES)

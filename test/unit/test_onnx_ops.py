@@ -186,3 +186,21 @@ def test_1d_pooling_end_to_end(engines):
 
     m = samples.single_op("MaxPool", {"x": (3, 1, 6)}, "f32", kernel_shape=[3], strides=[2])
     run_api(m, engines=engines, route="affine")
+
+
+@pytest.mark.parametrize("engines,route", [(1, "transform"), (None, "affine")])
+@pytest.mark.parametrize("make", [
+    lambda: samples.single_op("Expand", {"x": (3, 1)}, "f32", {"shape": i64(2, 3, 2)}),
+    lambda: samples.single_op("Tile", {"x": (1, 2, 3, 4)}, "f32", {"r": i64(1, 2, 3, 4)}),
+], ids=["expand", "tile"])
+def test_inner_broadcast_end_to_end(make, engines, route):
+    """Regression (the onnx backend's test_expand_shape_model4 and
+    test_operator_repeat, minimized): a broadcast dimension stored inside a
+    copied one ([3,1] -> [2,3,2]: y[i,j,k] = x[j,0]) was doubled by transfers
+    whose byte extents interleave, and nem-compile's own verify rejected the
+    program (HAZ-02).  Now one concat and a doubling (Expand), or doublings
+    in a scratch storing the broadcast dimensions outermost (Tile's two such
+    dimensions), D-LOW-BCAST: verified, race-free, equal to onnxruntime."""
+    from compile_runs import run_api
+
+    run_api(make(), engines=engines, route=route)

@@ -130,14 +130,30 @@ def compile_onnx(model, options: CompileOptions | None = None,
     iface = Interface([(p.name, p.shape, p.dtype) for p in im.inputs], im.weights,
                       [(p.name, p.shape, p.dtype) for p in im.outputs],
                       {p.name: p.onnx_name for p in [*im.inputs, *im.outputs]})
+    tile_file = _stem(file, stem) + ".tile.mlir"
     with im.context:
         driver.upstream(im.module, im.func_name)
-        nem, remarks = driver.lower(im.func_name, iface.arg_names,
-                                    _stem(file, stem) + ".tile.mlir")
+        try:
+            nem, remarks = driver.lower(im.func_name, iface.arg_names, tile_file)
+        except CompileError as e:
+            raise _at_nodes(e, tile_file, driver) from e
     iface.weights.update(driver.constants)
     notes = [f"{file}: remark: {n}" for n in im.notes]   # what preparing the model did
     return CompileResult(nem, iface, im.func_name, driver.results, notes + remarks,
                          driver.memory_spaces(), driver.flops)
+
+
+def _at_nodes(e: CompileError, tile_file: str, driver) -> CompileError:
+    """A lower-stage error led by the ONNX node(s) of the tiled ops it is
+    located at (D-COMPILE-LOC): the tiled program is written only with
+    --save-temps, the model is what its author has."""
+    from nem.frontends.onnx.locations import name_nodes
+
+    plain = driver.stage_text("tile")
+    if e.stage != "lower" or plain is None or driver.tiled is None:
+        return e
+    debug = driver.tiled.operation.get_asm(enable_debug_info=True, use_local_scope=True)
+    return CompileError("lower", name_nodes(str(e), tile_file, plain, debug))
 
 
 def compile_mlir(source: str | Path, options: CompileOptions | None = None,

@@ -200,48 +200,23 @@ class _Run:
 
 
 def _onnx_node(where: str) -> str:
-    """A nest's description with its leading MLIR location as the ONNX node
-    it comes from (D-COMPILE-LOC: the importer locates each node's ops at
-    the node, `nem.frontends.onnx.locations`); the copies the importer adds
-    itself (model outputs in logical order, layout changes) carry the model
-    file's location."""
+    """A nest's MLIR location as the ONNX node it comes from: the importer
+    locates each node's ops at the node (D-COMPILE-LOC:
+    `loc("conv"("Conv"("m.onnx":1:1)))`); the copies it adds itself (model
+    outputs in logical order, layout changes) carry the model file's
+    location."""
     import re
 
-    from nem.frontends.onnx.locations import node_of
+    from nem.frontends.onnx.locations import NODE_LOC, node_of
 
-    end = _location_end(where)
-    loc, rest = where[:end], where[end:]
-    found = node_of(loc)
-    if found is not None:
-        return f"ONNX node '{found[1][1]}'{rest}"
-    if re.fullmatch(r'loc\("[^"]*":\d+:\d+\)', loc):
-        return f"a copy the importer adds (a model output's or a layout's){rest}"
+    m = re.match(r"loc\((" + NODE_LOC.pattern + r")\)(.*)", where)
+    found = node_of(m.group(1)) if m else None
+    if m and found is not None:
+        return f"ONNX node '{found[1][1]}'{m.group(m.lastindex or 0)}"
+    m = re.match(r'loc\("[^"]*":\d+:\d+\)(.*)', where)
+    if m:
+        return f"a copy the importer adds (a model output's or a layout's){m.group(1)}"
     return where
-
-
-def _location_end(text: str) -> int:
-    """The end of a leading `loc(...)` in `text` (0 when there is none):
-    its closing parenthesis, quoted strings skipped."""
-    if not text.startswith("loc("):
-        return 0
-    depth, quoted, k = 0, False, 0
-    while k < len(text):
-        c = text[k]
-        if quoted:
-            if c == "\\":
-                k += 1
-            elif c == '"':
-                quoted = False
-        elif c == '"':
-            quoted = True
-        elif c == "(":
-            depth += 1
-        elif c == ")":
-            depth -= 1
-            if depth == 0:
-                return k + 1
-        k += 1
-    return 0
 
 
 def bisect(model, options: CompileOptions, inputs: dict[str, np.ndarray] | None = None,
@@ -253,9 +228,8 @@ def bisect(model, options: CompileOptions, inputs: dict[str, np.ndarray] | None 
     import onnx
 
     from nem.frontends.onnx.samples import random_inputs
-    from nem.frontends.onnx.validate import load_model
 
-    proto = model if isinstance(model, onnx.ModelProto) else load_model(str(model))
+    proto = model if isinstance(model, onnx.ModelProto) else onnx.load(str(model))
     inputs = inputs if inputs is not None else random_inputs(proto, seed)
     engines = f"{options.engines} engine(s)" if options.engines else "all engines"
     label = (f"bisect: {options.device}, route {options.route}, {engines}, "

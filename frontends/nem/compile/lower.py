@@ -64,12 +64,16 @@ def lower_and_verify(text: str, func_name: str, arg_names: Sequence[str], device
     from xdsl.dialects.func import FuncOp
 
     from nem.compile.pipeline import CompileError
+    from nem.dialect.diagnostics import register_source
     from nem.frontends.nem_text.printer import print_nem
     from nem.frontends.upstream_dialects import parse_mlir
     from nem.passes.lowering.driver import EscapeRemark
     from nem.passes.pass_context import pass_context
 
     ctx = xdsl_context()
+    # diagnostics quote the text lowered, not a file of that name on disk
+    # (written by an earlier --save-temps run, or none)
+    register_source(file, text)
     try:
         module = step("parse", lambda: parse_mlir(ctx, text, file))
     except Exception as e:   # xDSL ParseError and friends: the op xDSL cannot take

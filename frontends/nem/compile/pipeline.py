@@ -178,6 +178,11 @@ class Driver:
         """The initial contents of the lowered `memref.global`s (D-COMPILE-CONSTS)."""
         self.l1_scale = 1.0
         """The share of each L1 the tile stage plans for (D-COMPILE-L1)."""
+        self.tiled: Any = None
+        """The module the tile stage left (`ir.Module`), with its locations."""
+        self._bufferized: Any = None
+        """A copy of the bufferized module, tiled again on a re-tiling with
+        its locations (the stage text has none)."""
         self.stage = "import"
 
     def advance(self, what: str, done: int, total: int) -> None:
@@ -224,6 +229,7 @@ class Driver:
             return str(module)
 
         self.timed("bufferize", bufferize)
+        self._bufferized = module.operation.clone()
         self.tile(module, func_name)
 
     def tile(self, module, func_name: str) -> None:
@@ -251,6 +257,7 @@ class Driver:
             return str(module)
 
         self.timed("tile", tile)
+        self.tiled = module
 
     def lower(self, func_name: str, arg_names: list[str], file: str) -> tuple[str, list[str]]:
         """The lower stage on the tile stage's text.  Each op's tiles fit L1
@@ -263,7 +270,6 @@ class Driver:
         from nem.compile.lower import OverCapacity, lower_and_verify
 
         remarks: list[str] = []
-        bufferized = self.stage_text("bufferize")
 
         def run() -> str:
             from nem.compile.flops import flop_share
@@ -282,14 +288,14 @@ class Driver:
             try:
                 return self.timed("lower", run), remarks
             except OverCapacity as e:
-                if attempt == MAX_RETILES or bufferized is None:
+                if attempt == MAX_RETILES or self._bufferized is None:
                     raise CompileError("lower", f"internal: the tiles do not fit L1 after "
                                        f"{attempt} re-tilings (D-COMPILE-L1):\n{e}") from None
                 self.l1_scale *= min(0.9 / e.ratio, 0.9)
                 remarks.append(f"{file}: remark: the lowered program exceeded L1 "
                                f"({e.ratio:.2f}x); tiled again for {self.l1_scale:.0%} of it "
                                "(D-COMPILE-L1)")
-                module = ir.Module.parse(bufferized)
+                module = ir.Module.parse(self._bufferized.get_asm(enable_debug_info=True))
                 self.tile(module, func_name)
         raise AssertionError("unreachable")
 

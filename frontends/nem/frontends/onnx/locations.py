@@ -63,3 +63,116 @@ def without_induction_locs(text: str) -> str:
     """`text` (printed with debug info) without the locations of affine.for
     induction variables, which xDSL 0.74 does not parse."""
     return _INDUCTION_LOC.sub(r"\1 =", text)
+
+
+_HEADLINE = re.compile(r"^(?P<file>.+?):(?P<line>\d+):(?P<col>\d+): (?P<sev>error|warning): ",
+                       re.MULTILINE)
+
+
+def name_nodes(message: str, tile_file: str, plain: str, debug: str) -> str:
+    """`message` (rendered diagnostics of the lower stage, located in
+    `tile_file`, the tile stage's text `plain`, which is written only with
+    --save-temps) with each diagnostic led by the ONNX node(s) of the op it
+    is located at, and its tiled-program position kept as a note:
+
+        m.onnx: node 0 'e' (Expand): error: lowered NEM program fails ...
+        m.tile.mlir:11:5: note: in the tiled program (nem-compile --save-temps writes it)
+
+    `debug` is the same module printed with its locations
+    (`get_asm(enable_debug_info=True, use_local_scope=True)`): the op's own
+    locations are read there (D-COMPILE-LOC).  A diagnostic whose op has
+    no node location is left as it is."""
+    finder = _OpLocations(plain, debug)
+    out = []
+    for line in message.split("\n"):
+        m = _HEADLINE.match(line)
+        nodes = finder.nodes(int(m["line"]), int(m["col"])) \
+            if m is not None and m["file"] == tile_file else []
+        if m is None or not nodes:
+            out.append(line)
+            continue
+        out.append(f"{' and '.join(nodes)}: {m['sev']}: {line[m.end():]}")
+        out.append(f"{m['file']}:{m['line']}:{m['col']}: note: in the tiled program "
+                   "(nem-compile --save-temps writes it)")
+    return "\n".join(out)
+
+
+class _OpLocations:
+    """The ONNX nodes of the op that starts at a line and column of the
+    plain text, read from the text printed with locations: both print the
+    same ops on the same lines, after the attribute aliases (`#map = ...`)
+    that only the plain text has."""
+
+    def __init__(self, plain: str, debug: str):
+        self.debug = debug.split("\n")
+        self.shift = _first_op_line(self.debug) - _first_op_line(plain.split("\n"))
+
+    def nodes(self, line: int, col: int) -> list[str]:
+        """`describe` of each node in the op's own locations (not its
+        regions'), in order, without repeats."""
+        start = line - 1 + self.shift
+        if not 0 <= start < len(self.debug):
+            return []
+        found: list[str] = []
+        for loc in _own_locations(self.debug, start, col - 1):
+            for m in NODE_LOC.finditer(loc):
+                text = describe(m[0])
+                if text is not None and text not in found:
+                    found.append(text)
+        return found
+
+
+def _first_op_line(lines: list[str]) -> int:
+    return next((i for i, ln in enumerate(lines) if ln and not ln.startswith("#")), 0)
+
+
+def _own_locations(lines: list[str], line: int, col: int) -> list[str]:
+    """The texts of the `loc(...)`s of the op that starts at (line, col)
+    outside its regions (its trailing location, an affine.for induction
+    variable's), scanning to the end of its last line."""
+    locs: list[str] = []
+    depth = 0
+    for k in range(line, len(lines)):
+        text = lines[k]
+        i = col if k == line else 0
+        while i < len(text):
+            c = text[i]
+            if c == '"':
+                i = _string_end(text, i)
+                continue
+            if c == "{":
+                depth += 1
+            elif c == "}":
+                depth -= 1
+            elif depth == 0 and text.startswith("loc(", i):
+                end = _paren_end(text, i + 3)
+                locs.append(text[i:end])
+                i = end
+                continue
+            i += 1
+        if depth <= 0:
+            return locs
+    return locs
+
+
+def _string_end(text: str, i: int) -> int:
+    """The offset after the string literal starting at `text[i]` ('"')."""
+    i += 1
+    while i < len(text) and text[i] != '"':
+        i += 2 if text[i] == "\\" else 1
+    return i + 1
+
+
+def _paren_end(text: str, i: int) -> int:
+    """The offset after the parenthesis group starting at `text[i]` ('(')."""
+    depth = 0
+    while i < len(text):
+        c = text[i]
+        if c == '"':
+            i = _string_end(text, i)
+            continue
+        depth += (c == "(") - (c == ")")
+        i += 1
+        if depth == 0:
+            break
+    return i

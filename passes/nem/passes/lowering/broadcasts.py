@@ -7,8 +7,17 @@ A point nest `Y[i0, ..., in] = X[perm of a subset of i0..in]` (what
 
 1. one `transfer` of X into the corner of Y where every broadcast index is
    0, the source region's axes in Y's order (a transpose is only strides);
-2. per broadcast dimension of extent E, ceil(log2 E) transfers that double
-   the filled part of Y along it (`[0, m)` -> `[f, f + m)`, disjoint).
+2. per broadcast dimension of extent E, innermost first, ceil(log2 E)
+   transfers that double the filled part of Y along it (`[0, m)` ->
+   `[f, f + m)`, disjoint).
+
+A broadcast dimension stored inside a copied one (`Y[i, j, k] = X[j]`: k
+inside j) cannot be doubled in place: source and destination interleave, so
+their byte extents overlap (HAZ-02).  The innermost such dimension is one
+`concat` of E copies of X instead (D-LOW-BCAST-CONCAT); with two of them,
+or more copies than a concat takes, X is broadcast into a scratch that
+stores the broadcast dimensions outermost, then moved into Y by one
+transfer.
 
 Every element of Y ends as the value MLIR stores there (copies are exact),
 with O(log) tasks instead of a zero-stride region (BUF-02 rejects those).
@@ -79,14 +88,37 @@ def emit_broadcast(lw: Lowerer, plan: BroadcastPlan, anchor: Operation, st: Bloc
         dst_start = dst_start + rest.scale(s)
     axes = [(k, s) for (k, _), s in zip(plan.dst.index, dv.strides) if k is not None]
     with stg.builder.located(anchor.location):
-        toks = broadcast_into(lw, stg.builder, plan.src, dv, dst_start, axes, plan.extents,
-                              anchor)
+        try:
+            toks = broadcast_into(lw, stg.builder, plan.src, dv, dst_start, axes, plan.extents,
+                                  anchor)
+        except Overlap:   # doublings in place would overlap: through a scratch
+            toks = _through_scratch(lw, stg.builder, plan, dv, dst_start, axes, anchor)
     stg.commit(st)
     for t in toks:
         name_task(ctx, t, copy_kind(t))
     kind = "broadcast" if plan.broadcast_dims else "transpose"
-    task = copy_kind(toks[0]).replace("copy", "transfer")
-    ctx.summary.raised.append(f"{what} -> {len(toks)} {task} ({kind} copy)")
+    tasks = [copy_kind(t).replace("copy", "transfer") for t in toks]
+    counts = " + ".join(f"{tasks.count(t)} {t}" for t in dict.fromkeys(tasks))
+    ctx.summary.raised.append(f"{what} -> {counts} ({kind} copy)")
+
+
+def _through_scratch(lw: Lowerer, b: NemBuilder, plan: BroadcastPlan, dv: View,
+                     dst_start: Aff, axes: list[tuple[int, int]],
+                     anchor: Operation) -> list[SSAValue]:
+    """The transfers of a broadcast whose doublings in Y would overlap
+    (`_overlapping`): X broadcast into a scratch of Y's shape in Y's memory
+    that stores the broadcast dimensions outermost, as a broadcast operand
+    is (D-LOW-BCAST-OPERAND: every doubling copies one contiguous block to
+    the next), then one transfer of it, read in Y's order, into Y."""
+    from nem.passes.lowering.compute import broadcast_leaf
+    from nem.passes.lowering.emit import region
+
+    toks: list[SSAValue] = []
+    frm, _ = broadcast_leaf(lw, b, plan.src, plan.dst, dv, plan.extents, anchor, toks)
+    to = region(lw.ctx, b, dv, dst_start, [plan.extents[k] for k, _ in axes],
+                [s for _, s in axes], anchor)
+    toks.append(b.transfer(to, frm))
+    return toks
 
 
 def broadcast_into(lw: Lowerer, b: NemBuilder, src: Access, dv: View, dst_start: Aff,
@@ -96,8 +128,11 @@ def broadcast_into(lw: Lowerer, b: NemBuilder, src: Access, dv: View, dst_start:
     into the box of `dv` at `dst_start` whose axes are the nest dimensions
     `axes` ((dim, element stride), in the box's order; `extents` their
     sizes): the seed transfer, then the doublings along every dimension
-    `src` does not use (module docstring).  Also how an elementwise nest's
-    broadcast operand is materialized (D-LOW-BCAST-OPERAND)."""
+    `src` does not use (module docstring); raises `Overlap` (before
+    building anything) where doublings in place would overlap.  Also how an
+    elementwise nest's broadcast operand is materialized into a scratch that
+    stores the broadcast dimensions outermost (D-LOW-BCAST-OPERAND), where
+    they never do."""
     from nem.passes.lowering.emit import region
 
     ctx = lw.ctx
@@ -112,16 +147,25 @@ def broadcast_into(lw: Lowerer, b: NemBuilder, src: Access, dv: View, dst_start:
     seed_shape = [size[k] for k, _ in axes]
     seed = Box(sv, src_start, tuple(seed_shape), tuple(src_stride.get(k, 1) for k, _ in axes))
     bdims = [i for i, (k, _) in enumerate(axes) if k not in used and extents[k] > 1]
-    if len(bdims) == 1:
-        tok = _concat_broadcast(lw, b, seed, dv, dst_start, axes, extents, bdims[0], anchor)
+    inner = _overlapping(axes, size, extents, bdims)
+    if inner and inner != bdims[-1:]:
+        raise Overlap()
+    toks: list[SSAValue] = []
+    if len(bdims) == 1 or inner:      # the innermost broadcast dimension as one concat
+        k = axes[bdims[-1]][0]
+        tok = _concat_broadcast(lw, b, seed, dv, dst_start, axes,
+                                [extents[k] if kk == k else size[kk] for kk, _ in axes],
+                                bdims[-1], anchor)
+        if tok is None and inner:
+            raise Overlap()
         if tok is not None:
-            return [tok]
-    frm = region(ctx, b, sv, src_start, seed_shape, list(seed.strides), anchor)
-    toks = [b.transfer(region(ctx, b, dv, dst_start, seed_shape, strides, anchor), frm)]
+            toks.append(tok)
+            size[k] = extents[k]
+    if not toks:
+        frm = region(ctx, b, sv, src_start, seed_shape, list(seed.strides), anchor)
+        toks.append(b.transfer(region(ctx, b, dv, dst_start, seed_shape, strides, anchor), frm))
     for d, stride in reversed(axes):          # innermost box dimension first
-        if d in used or extents[d] <= 1:
-            continue
-        total, filled = extents[d], 1
+        total, filled = extents[d], size[d]
         while filled < total:
             m = min(filled, total - filled)
             shape = [m if k == d else size[k] for k, _ in axes]
@@ -133,6 +177,29 @@ def broadcast_into(lw: Lowerer, b: NemBuilder, src: Access, dv: View, dst_start:
     return toks
 
 
+class Overlap(Exception):
+    """`broadcast_into`: a doubling in place would copy between overlapping
+    byte extents (HAZ-02) and no concat replaces it; nothing was built."""
+
+
+def _overlapping(axes: list[tuple[int, int]], size: dict[int, int], extents: dict[int, int],
+                 bdims: list[int]) -> list[int]:
+    """The box positions of the broadcast dimensions `bdims` whose doublings,
+    done innermost first from the seed of sizes `size`, would copy between
+    overlapping byte extents (HAZ-02): a dimension of stride s is doubled
+    disjointly iff the filled box without it spans at most s elements (every
+    later doubling then starts at least s past its source's end)."""
+    cur = dict(size)
+    out = []
+    for i in reversed(bdims):
+        k, s = axes[i]
+        span = 1 + sum((cur[kk] - 1) * abs(ss) for kk, ss in axes if kk != k)
+        if s < span:
+            out.append(i)
+        cur[k] = extents[k]
+    return out
+
+
 MAX_CONCAT_COPIES = 1024
 """A broadcast of more copies than this is not one `concat` (D-LOW-BCAST-CONCAT):
 its operand list would grow with the extent (a fuzzed loop of 2^63 - 1
@@ -140,10 +207,10 @@ iterations exhausted memory building it)."""
 
 
 def _concat_broadcast(lw: Lowerer, b: NemBuilder, seed: Box, dv: View, dst_start: Aff,
-                      axes: list[tuple[int, int]], extents: dict[int, int], axis: int,
+                      axes: list[tuple[int, int]], shape: list[int], axis: int,
                       anchor: Operation) -> SSAValue | None:
-    """One `concat` of E copies of the source box `seed` along the single
-    broadcast axis into the box (D-LOW-BCAST-CONCAT), when
+    """One `concat` of E copies of the source box `seed` along the broadcast
+    box position `axis` into the box of `shape` (D-LOW-BCAST-CONCAT), when
     the target has a legal variant for the element type, else for its bytes
     (`i8`, every region one more innermost axis: f32 on npm_pro_x1); else
     None (the candidates are erased)."""
@@ -152,9 +219,8 @@ def _concat_broadcast(lw: Lowerer, b: NemBuilder, seed: Box, dv: View, dst_start
     from nem.passes.lowering.fills import byte_region
 
     ctx = lw.ctx
-    shape = [extents[k] for k, _ in axes]
     strides = [s for _, s in axes]
-    copies = extents[axes[axis][0]]
+    copies = shape[axis]
     if copies > MAX_CONCAT_COPIES:
         return None        # the doubling transfers: log2(E) tasks, not E operands
     frm = region(ctx, b, seed.view, seed.start, seed.shape, seed.strides, anchor)

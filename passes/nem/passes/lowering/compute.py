@@ -306,7 +306,7 @@ def _raise_over_accesses(lw: Lowerer, stg: Staging, st: BlockState,
         acc = _load(leaf).access
         if acc.dims == out_acc.dims:
             return access_region(ctx, b, acc, exts, anchor)
-        return _broadcast_leaf(lw, b, acc, out_acc, trees[0][1][1], exts, anchor, copies)
+        return broadcast_leaf(lw, b, acc, out_acc, trees[0][1][1], exts, anchor, copies)
 
     raise_eltwise(lw, stg, st, trees, anchor, what, leaf_region, copies,
                   lambda leaf: _load(leaf).access.dims == out_acc.dims)
@@ -348,7 +348,7 @@ def _load(leaf: Load | Operand) -> Load:
     return leaf
 
 
-def _broadcast_leaf(lw: Lowerer, b: NemBuilder, acc: Access, out: Access, like: View,
+def broadcast_leaf(lw: Lowerer, b: NemBuilder, acc: Access, out: Access, like: View,
                     exts: dict[int, int], anchor: Operation,
                     copies: list[SSAValue]) -> tuple[SSAValue, View]:
     """A broadcast operand of an elementwise nest, copied into a scratch

@@ -53,3 +53,43 @@ func.func @in_place(%x: memref<4x8xf32>) {
   }
   return
 }
+
+// Broadcasts along a dimension stored inside a copied one (ONNX Expand
+// [3,1] -> [2,3,2]): doubling in place would copy between interleaved byte
+// extents (HAZ-02), so the innermost one is one concat; @two_inner (two such
+// dimensions) and @long_inner (more copies than one concat takes) broadcast
+// into a scratch first.
+#inner_src = affine_map<(d0, d1, d2) -> (d1, 0)>
+#id3 = affine_map<(d0, d1, d2) -> (d0, d1, d2)>
+func.func @inner(%x: memref<3x1xf32>, %y: memref<2x3x2xf32>) {
+  linalg.generic {indexing_maps = [#inner_src, #id3],
+                  iterator_types = ["parallel", "parallel", "parallel"]}
+      ins(%x : memref<3x1xf32>) outs(%y : memref<2x3x2xf32>) {
+  ^bb0(%in: f32, %out: f32):
+    linalg.yield %in : f32
+  }
+  return
+}
+
+#two_src = affine_map<(d0, d1, d2, d3, d4) -> (d1, d3)>
+#id5 = affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d2, d3, d4)>
+func.func @two_inner(%x: memref<3x4xf32>, %y: memref<2x3x2x4x2xf32>) {
+  linalg.generic {indexing_maps = [#two_src, #id5],
+                  iterator_types = ["parallel", "parallel", "parallel", "parallel", "parallel"]}
+      ins(%x : memref<3x4xf32>) outs(%y : memref<2x3x2x4x2xf32>) {
+  ^bb0(%in: f32, %out: f32):
+    linalg.yield %in : f32
+  }
+  return
+}
+
+#long_src = affine_map<(d0, d1) -> (d0)>
+func.func @long_inner(%x: memref<3xf32>, %y: memref<3x1100xf32>) {
+  linalg.generic {indexing_maps = [#long_src, #id],
+                  iterator_types = ["parallel", "parallel"]}
+      ins(%x : memref<3xf32>) outs(%y : memref<3x1100xf32>) {
+  ^bb0(%in: f32, %out: f32):
+    linalg.yield %in : f32
+  }
+  return
+}
