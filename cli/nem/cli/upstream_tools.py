@@ -104,13 +104,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         for name, path in _listing():
             print(f"{name:28} {path}")
         return 0
-    path = package_tool(args.tool)
-    if path is None:
+    found = package_tool(args.tool)
+    if found is None:
         print(f"nem-tools: error: no upstream tool '{args.tool}' in "
               f"{' or '.join(folders)}; `nem-tools --list` lists them", file=sys.stderr)
         return 1
     sys.stdout.flush()
-    os.execv(path, [path, *tool_args])
+    os.execv(found, [found, *tool_args])
     return 0  # not reached: execv replaces the process
 
 

@@ -124,7 +124,7 @@ class NemOp(IRDLOperation):
                 flat.append(cast(SSAValue, group))
                 sizes.append(1)
             elif kind is list or kind is tuple:
-                flat.extend(v if type(v) in _VALUE_TYPES else SSAValue.get(v)
+                flat.extend(cast(SSAValue, v) if type(v) in _VALUE_TYPES else SSAValue.get(v)
                             for v in cast(Sequence[SSAValue | Operation], group))
                 sizes.append(len(cast(Sequence[SSAValue], group)))
             elif group is None:
@@ -133,7 +133,7 @@ class NemOp(IRDLOperation):
                 flat.extend(SSAValue.get(v) for v in group)
                 sizes.append(len(group))
             else:  # an operation stands for its single result
-                flat.append(SSAValue.get(cast(SSAValue | Operation, group)))
+                flat.append(SSAValue.get(group))
                 sizes.append(1)
         types: list[Attribute] = []
         for t in result_types:
