@@ -98,6 +98,7 @@ def test_a_low_share_warns_with_the_first_reasons():
     assert "no matmul variant for f32; a pool reason; 1 more reason(s)" in warning
 
 
+@pytest.mark.slow  # 9 s
 def test_escaped_nests_do_not_depend_on_remark_wording(monkeypatch):
     """Rewording every lowering remark leaves the transformer's counts
     unchanged (its erf GELU and layer norms' variances escape): the count
@@ -123,6 +124,7 @@ def test_escaped_nests_do_not_depend_on_remark_wording(monkeypatch):
     assert not any("not raised" in r for r in after.remarks)
 
 
+@pytest.mark.slow  # 8 s
 def test_transformer_matmuls_raised():
     """Every conv/matmul FLOP of the transformer block is raised, attention's
     Q.K^T and P.V included (a MatMul with a batch of one imports as a 2-D
@@ -133,6 +135,7 @@ def test_transformer_matmuls_raised():
     assert "reduction" in flops.by_category
 
 
+@pytest.mark.slow  # 8 s
 def test_routes_agree_on_categories():
     """The CNN's FLOPs fall in the same categories with the same totals on
     both routes (affine nests by their stores, linalg ops by name, iterators,

@@ -31,6 +31,7 @@ def mlp(tmp_path_factory) -> Path:
     return path
 
 
+@pytest.mark.slow  # a compile and a run: 4-7 s
 def test_a_low_share_is_one_warning_line_without_v(mlp):
     r = _run("nem-compile", str(mlp), "--device", "npm_lite", "-o", str(mlp.with_suffix(".nem")))
     assert r.returncode == 0 and r.stdout == ""
@@ -42,6 +43,7 @@ def test_a_low_share_is_one_warning_line_without_v(mlp):
     assert r.returncode == 0 and r.stderr == ""     # all raised: nothing to say
 
 
+@pytest.mark.slow  # a compile and a run: 4-7 s
 def test_nemb_diagnostics_name_the_nemb_at_its_text_lines(mlp):
     nemb = mlp.with_suffix(".nemb")
     assert _run("nem-compile", str(mlp), "--device", "npm_pro_x1", "-o", str(nemb)).returncode == 0

@@ -12,10 +12,12 @@ DOCS = ["docs/builder.md", "docs/writing-passes.md", "docs/testing.md", "docs/py
 
 
 @pytest.mark.parametrize("doc", DOCS)
+@pytest.mark.slow  # 71 s (6 cases)
 def test_document_blocks_run(doc, tmp_path):
     assert run_document(ROOT / doc, tmp_path) > 0
 
 
+@pytest.mark.slow  # 6 s
 def test_readme_examples_run(tmp_path):
     """The README's `console` examples, from the repository root."""
     assert run_document(ROOT / "README.md", tmp_path, cwd=ROOT) > 0
@@ -36,6 +38,7 @@ def test_supported_onnx_list_is_the_converter_table():
     assert named == set(CONVERTERS)
     assert all(re.fullmatch(r"[A-Z][A-Za-z]+", t) for t in named)
 
+@pytest.mark.slow  # a compile and a run: 4-7 s
 def test_readme_quick_start_runs(tmp_path):
     """The README's quick start, line by line (but the install), in an empty
     folder; its output is an array `np.load` reads (it was raw bytes, y.bin)."""

@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 LIT_CFG = "from nem.cli.lit_config import configure\nconfigure(config)\n"
 
 TEST = """\
@@ -39,6 +41,7 @@ def _lit() -> str:
     return str(found) if found.exists() else (shutil.which("lit") or "lit")
 
 
+@pytest.mark.slow  # 7 s
 def test_out_of_tree_suite(tmp_path):
     suite = tmp_path / "my_tests"
     (suite / "Inputs").mkdir(parents=True)
