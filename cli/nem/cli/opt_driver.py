@@ -60,7 +60,6 @@ from nem.passes.driver import (
 )
 from nem.passes.pipeline_spec import PipelineError, check_pipeline
 
-
 UPSTREAM_DIALECTS = ("async", "affine", "memref", "linalg")
 """The dialects `nem.frontends.upstream_dialects.mlir_dialect_factories` extends."""
 
