@@ -29,6 +29,7 @@ from nem.frontends.onnx.graph import (
     TensorVal,
     interface_names,
 )
+from nem.frontends.onnx.fusions import fuse_erf_gelu
 from nem.frontends.onnx.prepare import ShapeInferenceError, prepare
 from onnx import helper, numpy_helper
 
@@ -316,6 +317,7 @@ def import_onnx(model: str | Path | onnx.ModelProto, func_name: str = "main",
         raise OnnxImportError(f"ONNX shape inference failed: {e}", where,
                               fix="check the model with onnx.checker.check_model(model, "
                                   "full_check=True)") from e
+    fuse_erf_gelu(prepared.model.graph)   # one Gelu, raised as NEM gelu (D-COMPILE-GELU-ERF)
     imp = Importer(prepared.model, where, func_name, softmax_types, prepared.node_index,
                    demote_f64, demote_i64)
     try:
