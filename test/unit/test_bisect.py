@@ -24,6 +24,7 @@ from nem.compile.reference import execute  # noqa: E402
 from nem.compile.runnable import runnable, strip_memory_spaces  # noqa: E402
 
 
+@pytest.mark.slow  # 5 s
 def test_compile_md_worked_example(tmp_path, monkeypatch):
     """docs/compile.md "Bisecting a wrong result", run as written: issue 31's
     strided AveragePool (graph_seeds.py's avgpool_strided), fixed

@@ -338,3 +338,26 @@ def test_device_name_that_is_no_shipped_device(device, message, fix):
     d = e.value.diagnostics[0]
     assert d.rule == "DEV-20" and message in d.message and fix in d.fix
     assert d.loc is not None and d.loc.file == __file__
+
+
+def test_default_extent_is_written_with_the_shapes_names():
+    """A dense region whose shape names consts gets its extent written with
+    them (`TM * TK * 2`), as the issue-34 user expected, not folded to 4096;
+    a literal shape, a strided region and a sub-byte element stay numbers."""
+    from nem.frontends.nem_text import print_nem
+
+    b = ProgramBuilder("g", device="npm_lite")
+    TM, TK = b.const("TM", 32), b.const("TK", 64)
+    A = b.buffer("A_L1", "L1", size=2 * TM * TK * 2)
+    with b.loop("i", 0, 3) as i:
+        a = b.region("a", A, (i % 2) * (TM * TK * 2), elem="f16", shape=[TM, TK], layout="MK",
+                     let=True)
+        b.region("c", A, 0, elem="i8", shape=[TM], layout="C", let=True)
+        b.region("d", A, 0, elem="f16", shape=[4, 8], layout="MK", let=True)
+        b.region("s", A, 0, elem="f16", shape=[TM, 2], strides=[2, 1], let=True)
+        b.wait(b.compute("relu", ins=[a], outs=[a], name="t"))
+    text = print_nem(b.finish())
+    assert "let a = region(A_L1, (i mod 2) * (TM * TK * 2), TM * TK * 2) elem=f16" in text
+    assert "let c = region(A_L1, 0, TM) elem=i8" in text
+    assert "let d = region(A_L1, 0, 64) elem=f16" in text
+    assert "let s = region(A_L1, 0, 128) elem=f16" in text

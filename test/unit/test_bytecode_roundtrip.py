@@ -103,6 +103,7 @@ RUNNABLE = [(n, t) for n, t in CORPUS if "bench_roundtrip" not in n and _small(t
 
 
 @pytest.mark.parametrize("name,text", RUNNABLE, ids=[n for n, _ in RUNNABLE])
+@pytest.mark.slow  # 34 s (128 cases)
 def test_runs_the_same_from_nemb(name, text, tmp_path):
     src = tmp_path / "prog.nem"
     src.write_text(text)

@@ -43,6 +43,7 @@ def tool(*args: str, cwd: Path | None = None, input: bytes = b""):
                           capture_output=True, input=input, check=False)
 
 
+@pytest.mark.slow  # 7 s
 def test_nem_to_nemb_to_nem_gives_the_canonical_text(tmp_path):
     out = tmp_path / "g.nemb"
     assert tool("opt", str(GEMM), "-t", "nemb", "-o", str(out)).returncode == 0
@@ -59,6 +60,7 @@ def test_nem_to_nemb_to_nem_gives_the_canonical_text(tmp_path):
     assert b'"nem.program"' in tool("opt", str(out), "-t", "mlir", "--print-op-generic").stdout
 
 
+@pytest.mark.slow  # 3 s
 def test_writes_are_deterministic(tmp_path):
     a, b = tmp_path / "a.nemb", tmp_path / "b.nemb"
     tool("opt", str(GEMM), "-t", "nemb", "-o", str(a))
@@ -70,6 +72,7 @@ def test_writes_are_deterministic(tmp_path):
 
 
 # RULE: DEV-13
+@pytest.mark.slow  # 9 s
 def test_loading_for_a_device_lacking_a_variant_names_the_variant(tmp_path):
     src = tmp_path / "f32_gemm.nem"
     src.write_text(F32_GEMM)
@@ -96,6 +99,7 @@ def test_loading_for_a_device_lacking_a_variant_names_the_variant(tmp_path):
     assert "on device 'npm_lite': 1 problem(s)" in dump
 
 
+@pytest.mark.slow  # 7 s
 def test_dump_lists_sections_capabilities_and_relocations(tmp_path):
     out = tmp_path / "g.nemb"
     tool("opt", str(GEMM), "-t", "nemb", "-o", str(out))
@@ -108,6 +112,7 @@ def test_dump_lists_sections_capabilities_and_relocations(tmp_path):
         assert needle in dump, (needle, dump)
 
 
+@pytest.mark.slow  # 7 s
 def test_embedded_weights_are_the_initial_contents(tmp_path):
     bias = np.arange(128, dtype=np.float16)
     npy = tmp_path / "bias.npy"
@@ -134,6 +139,7 @@ def test_embedded_weights_are_the_initial_contents(tmp_path):
     assert bad.returncode == 1 and b"no buffer or region named 'nope'" in bad.stderr
 
 
+@pytest.mark.slow  # 5 s
 def test_embedded_arrays_are_checked_as_run_inputs(tmp_path):
     """D-RT-TENSOR-IO: `--embed BUF=FILE.npy` takes an array of the buffer's
     element type, as `nem-run --input` does (a float64 array was stored as
@@ -164,6 +170,7 @@ def test_embedded_arrays_are_checked_as_run_inputs(tmp_path):
     assert interp.read_tensor("C_L2", (32,), np.float64).tolist() == [1.0] * 32
 
 
+@pytest.mark.slow  # 3 s
 def test_stripped_names_and_debug(tmp_path):
     full, bare = tmp_path / "full.nemb", tmp_path / "bare.nemb"
     tool("opt", str(GEMM), "-t", "nemb", "-o", str(full))
@@ -198,6 +205,7 @@ def test_garbage_is_one_located_line_and_its_fix(tmp_path):
         assert lines[1].startswith("fix: ") and "write the file again" in lines[1], lines
 
 
+@pytest.mark.slow  # 3 s
 def test_relocations_resolve_where_the_runtime_places_the_buffers():
     """The loader's relocation of buffer slots and the runtime's allocation
     (D-RT-MEM) must agree: the same layout policy (capacity.place)."""
@@ -223,6 +231,7 @@ def test_relocations_resolve_where_the_runtime_places_the_buffers():
     assert checked > 50
 
 
+@pytest.mark.slow  # 4 s
 def test_embedded_regions_land_at_their_offsets(tmp_path):
     """`--embed NAME=FILE.npy` takes a top-level region as `nem-run --input`
     does (D-RT-TENSOR-IO: one implementation): its dtype and shape are

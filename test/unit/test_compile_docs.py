@@ -35,12 +35,14 @@ def run_shell(block: str, cwd: Path) -> None:
         assert r.returncode == 0, f"{cmd}\n{r.stdout}\n{r.stderr}"
 
 
+@pytest.mark.slow  # 16 s
 def test_readme_quick_start(tmp_path):
     (quick,) = [b for b in blocks(ROOT / "README.md", "sh") if "nem-compile mlp.onnx" in b]
     run_shell(quick, tmp_path)
     assert (tmp_path / "mlp.weights.npz").is_file()
 
 
+@pytest.mark.slow  # 8 s
 def test_compile_md_commands_and_api(tmp_path):
     doc = ROOT / "docs" / "compile.md"
     run_shell(blocks(doc, "sh")[0], tmp_path)

@@ -69,6 +69,7 @@ def test_importer_emits_softmax_only_for_types_the_target_runs():
                                                    softmax_types=frozenset({"f16"})).module)
 
 
+@pytest.mark.slow  # 6 s
 def test_transformer_f16_softmax_tasks_match_onnxruntime():
     result = run_api(samples.transformer("f16"), device="npm_pro_x1")
     assert result.nem.count("softmax.async") == 4

@@ -45,6 +45,7 @@ def compiles_valid(model, device: str, name: str) -> None:
 
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("name,dtype", SAMPLES)
+@pytest.mark.slow  # 53 s (16 cases)
 def test_sample_compiles_valid(name, dtype, device):
     compiles_valid(samples.MODELS[name](dtype), device, f"{name}_{dtype}")
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 from collections import Counter
 
+import pytest
 from hypothesis import HealthCheck, given, seed, settings
 from semantics_programs import dynamic_verdict, programs, static_class, static_verdict
 
@@ -50,6 +51,7 @@ def check_one(src: str) -> None:
 @settings(max_examples=N, deadline=None, database=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(programs())
+@pytest.mark.slow  # 9 s
 def test_checker_agrees_with_the_runtime(src):
     check_one(src)
 

@@ -12,10 +12,12 @@ DOCS = ["docs/builder.md", "docs/writing-passes.md", "docs/testing.md", "docs/py
 
 
 @pytest.mark.parametrize("doc", DOCS)
+@pytest.mark.slow  # 71 s (6 cases)
 def test_document_blocks_run(doc, tmp_path):
     assert run_document(ROOT / doc, tmp_path) > 0
 
 
+@pytest.mark.slow  # 6 s
 def test_readme_examples_run(tmp_path):
     """The README's `console` examples, from the repository root."""
     assert run_document(ROOT / "README.md", tmp_path, cwd=ROOT) > 0
@@ -35,3 +37,26 @@ def test_supported_onnx_list_is_the_converter_table():
     named = {t.strip() for row in rows for t in row.split("|")[1].split(",")}
     assert named == set(CONVERTERS)
     assert all(re.fullmatch(r"[A-Z][A-Za-z]+", t) for t in named)
+
+@pytest.mark.slow  # a compile and a run: 4-7 s
+def test_readme_quick_start_runs(tmp_path):
+    """The README's quick start, line by line (but the install), in an empty
+    folder; its output is an array `np.load` reads (it was raw bytes, y.bin)."""
+    import subprocess
+
+    import numpy as np
+    from doc_blocks import blocks, tool_env
+
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    quick = readme.split("## Quick start\n", 1)[1]
+    block = next(b for b in blocks(quick) if b.lang == "sh")
+    for line in block.text.splitlines():
+        command = line.split("  #", 1)[0].strip()
+        if command.startswith("python3 -m venv"):
+            continue
+        command = command.replace("examples/", f"{ROOT}/examples/")
+        r = subprocess.run(["bash", "-c", command], cwd=tmp_path, env=tool_env(tmp_path),
+                           capture_output=True, text=True, timeout=600, check=False)
+        assert r.returncode == 0, f"{command}\n{r.stdout}{r.stderr}"
+    y = np.load(tmp_path / "y.npy")
+    assert y.dtype == np.float32 and y.size == 40

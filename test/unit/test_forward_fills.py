@@ -45,6 +45,7 @@ def _lower(tiled: str, spaces: str, arg_names: list[str], forward: bool) -> str:
 
 
 @pytest.mark.parametrize("name,dtype", [("transformer", "f16"), ("resblock", "f32")])
+@pytest.mark.slow  # 20 s (2 cases)
 def test_forwarding_keeps_results_bit_for_bit(name, dtype):
     model = getattr(samples, name)(dtype)
     result = compile_onnx(model, device=DEVICE)

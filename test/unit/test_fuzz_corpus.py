@@ -30,6 +30,7 @@ def test_corpus_is_not_empty():
 
 
 @pytest.mark.parametrize("case", CASES, ids=[f"{p.parent.name}/{p.name}" for p in CASES])
+@pytest.mark.slow  # 4 s (122 cases)
 def test_corpus_case(case: Path):
     target = harness.TARGETS[case.parent.name]
     res = harness.run_input(target, case.read_bytes(), timeout=60)

@@ -145,6 +145,7 @@ def test_outcomes_of_the_chain(tmp_path):
         r.detail.startswith("run: killed by SIGSEGV in test_graph_fuzz.py:"), r
 
 
+@pytest.mark.slow  # 4 s
 def test_minimizer_reduces_a_planted_bug(tmp_path):
     m = _relu_exp()
     target = graph_case.isolated(graph_minimize.test_fn(m, Config(), 60, {"relu": _wrong_relu}),
@@ -167,6 +168,7 @@ def test_minimizer_reduces_a_planted_bug(tmp_path):
     pytest.param(s, id=s.name, marks=[] if s.today == s.want else pytest.mark.xfail(
         strict=True, reason=f"open finding ({s.today}; test/fuzz/graph_seeds.py): the "
                             "fix sets the seed's `today` to its `want`")) for s in SEEDS])
+@pytest.mark.slow  # 4 s (12 cases)
 def test_seed(seed, tmp_path):
     """Each known finding, replayed on its configuration, has the outcome it
     must have (PASS, or a clean rejection)."""
@@ -176,6 +178,7 @@ def test_seed(seed, tmp_path):
     assert r.outcome == seed.want, f"{seed.name} {seed.config.label}: {r.outcome} {r.detail}"
 
 
+@pytest.mark.slow  # 3 s
 def test_smoke_campaign(tmp_path):
     """A fixed-seed campaign: models generated, one configuration each, no
     bug (every case PASS or a clean rejection), and a report."""

@@ -40,6 +40,7 @@ def _slow_program(tmp_path: Path) -> Path:
 
 
 @pytest.mark.parametrize("tool", ["nem-opt", "nem-run"])
+@pytest.mark.slow  # 8 s (2 cases)
 def test_ctrl_c_is_one_line_and_exit_130(tmp_path, tool):
     # the child gets the default SIGINT disposition whatever ours is (a shell
     # starts background jobs with SIGINT ignored, and Python keeps it ignored)

@@ -113,6 +113,7 @@ def programs(draw) -> str:
 
 @settings(max_examples=300, deadline=None)
 @given(programs())
+@pytest.mark.slow  # 10 s
 def test_same_diagnostics_as_point_by_point(src):
     assert _diags(ProgramVerifier, src) == _diags(PointByPoint, src), src
 

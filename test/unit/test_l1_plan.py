@@ -114,6 +114,7 @@ def _conv(c: int, f: int, hw: int) -> onnx.ModelProto:
 
 
 @pytest.mark.parametrize("route", ["affine", "transform"])
+@pytest.mark.slow  # 8 s (2 cases)
 def test_a_layer_the_footprint_model_undercounts_compiles_valid(route):
     """SqueezeNet's conv10 (1x1, 512 -> 1000 channels, 13x13): on the affine
     route its weight tiles sat in a pipelined loop nested in another, four

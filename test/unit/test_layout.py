@@ -24,6 +24,7 @@ NAMESPACE_ROOTS = ["nem_dialect", "frontends", "passes", "runtime", "devices", "
         ("from nem.runtime.session import Session\n", "Session", "runtime/nem/runtime/session.py"),
     ],
 )
+@pytest.mark.slow  # 5 s (3 cases)
 def test_go_to_definition_finds_the_file(source: str, name: str, expected: str) -> None:
     """jedi, on the namespace roots only (no site-packages .pth), resolves the
     import to the source file."""
@@ -36,6 +37,7 @@ def test_go_to_definition_finds_the_file(source: str, name: str, expected: str) 
     assert {Path(d.module_path).relative_to(ROOT).as_posix() for d in defs} == {expected}
 
 
+@pytest.mark.slow  # 12 s
 def test_mypy_resolves_every_nem_import(tmp_path: Path) -> None:
     """mypy, configured by pyproject.toml, finds every module a `nem.*` import
     names (an import it cannot resolve is an `import-not-found` error)."""

@@ -27,6 +27,7 @@ def _conv_nhwc(x: np.ndarray, w: np.ndarray) -> np.ndarray:
     return y
 
 
+@pytest.mark.slow  # 5 s
 def test_i8_matmul_into_i32(tmp_path) -> None:
     rng = np.random.default_rng(0)
     a = rng.integers(-128, 128, (16, 32)).astype(np.int8)
@@ -37,6 +38,7 @@ def test_i8_matmul_into_i32(tmp_path) -> None:
     np.testing.assert_array_equal(out["c"], a.astype(np.int32) @ b.astype(np.int32))
 
 
+@pytest.mark.slow  # 6 s
 def test_f16_conv_into_f32(tmp_path) -> None:
     rng = np.random.default_rng(1)
     x, w = rand(rng, (1, 6, 6, 4), np.float16), rand(rng, (3, 3, 4, 8), np.float16)
@@ -47,6 +49,7 @@ def test_f16_conv_into_f32(tmp_path) -> None:
     np.testing.assert_allclose(out["y"], _conv_nhwc(x, w), rtol=0, atol=1e-5)
 
 
+@pytest.mark.slow  # 4 s
 def test_conv_without_strides_is_raised(tmp_path) -> None:
     rng = np.random.default_rng(2)
     x, w = rand(rng, (1, 4, 6, 6)), rand(rng, (8, 4, 3, 3))
@@ -58,6 +61,7 @@ def test_conv_without_strides_is_raised(tmp_path) -> None:
 
 
 @pytest.mark.parametrize("route", ["affine", "transform"])
+@pytest.mark.slow  # 5 s (2 cases)
 def test_i8_matmul_compiles_on_both_routes(tmp_path, route) -> None:
     """`nem-compile` on the i8 matmul: the transform route kept
     `linalg.matmul`, whose kernel xDSL printed with an ill-typed body, and
@@ -90,6 +94,7 @@ def test_i8_matmul_compiles_on_both_routes(tmp_path, route) -> None:
 
 @pytest.mark.parametrize("entry,reason", [("mm_i8", "no matmul variant for i32/i8"),
                                           ("conv_f16_f32", "no conv2d variant for f16/f32")])
+@pytest.mark.slow  # 3 s (2 cases)
 def test_widened_nests_give_the_variant_reason(tmp_path, entry, reason) -> None:
     """The same ops as loop nests (`-convert-linalg-to-affine-loops`): a
     product of widened loads is matched as the matmul or convolution of the

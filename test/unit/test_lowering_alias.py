@@ -21,6 +21,7 @@ def _small_ints(rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
 
 
 @pytest.mark.parametrize("entry", ["matmul_into_operand", "linalg_matmul_into_operand"])
+@pytest.mark.slow  # 6 s (2 cases)
 def test_matmul_into_its_operand(tmp_path, entry) -> None:
     rng = np.random.default_rng(3)
     a, b = _small_ints(rng, (4, 4)), _small_ints(rng, (4, 4))
@@ -34,6 +35,7 @@ def test_matmul_into_its_operand(tmp_path, entry) -> None:
     assert not np.array_equal(ref, b + a @ b)     # what the raised tasks computed
 
 
+@pytest.mark.slow  # 5 s
 def test_carried_elementwise(tmp_path) -> None:
     a = _small_ints(np.random.default_rng(4), (16,))
     ref = a.copy()
@@ -43,6 +45,7 @@ def test_carried_elementwise(tmp_path) -> None:
     np.testing.assert_array_equal(out["A"], ref)
 
 
+@pytest.mark.slow  # 4 s
 def test_broadcast_from_the_output(tmp_path) -> None:
     a = _small_ints(np.random.default_rng(5), (4, 8))
     ref = a.copy()
@@ -53,6 +56,7 @@ def test_broadcast_from_the_output(tmp_path) -> None:
     np.testing.assert_array_equal(out["A"], ref)
 
 
+@pytest.mark.slow  # 4 s
 def test_disjoint_parts_of_one_buffer_are_raised(tmp_path) -> None:
     a = _small_ints(np.random.default_rng(6), (16,))
     out = lower_and_run(ALIAS, tmp_path, {"A": a}, ["A"], "-> add", entry="disjoint_halves")

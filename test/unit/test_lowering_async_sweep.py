@@ -104,6 +104,7 @@ def test_fixed_cases_run_what_they_say(name):
 
 
 @pytest.mark.parametrize("prog", PROGRAMS, ids=[p.name for p in PROGRAMS])
+@pytest.mark.slow  # 72 s (18 cases)
 def test_async_pipeline_matches_numpy(tmp_path, prog: AsyncProgram):
     source, out = tmp_path / "in.mlir", tmp_path / "out.nem"
     source.write_text(prog.text)

@@ -113,6 +113,7 @@ def test_await_result_type_is_verified():
 
 
 @pytest.mark.skipif(find_mlir_opt() is None, reason="upstream mlir-opt not installed")
+@pytest.mark.slow  # 6 s
 def test_upstream_accepts_what_nem_opt_prints(tmp_path):
     mlir_opt = find_mlir_opt()
     for args in ([], ["--print-op-generic"]):
@@ -254,6 +255,7 @@ def test_unused_scalar_value_is_ignored():
 # end to end: CLI lowering, reference runtime, numpy
 
 
+@pytest.mark.slow  # 3 s
 def test_async_value_pipeline_e2e(tmp_path):
     nem = lower(FIXTURE, tmp_path / "out.nem")
     want = check_add(nem, (64, 64), seed=13)
@@ -263,6 +265,7 @@ def test_async_value_pipeline_e2e(tmp_path):
     np.testing.assert_array_equal(it.read_tensor("o", (128, 64), np.float32)[64:], want)
 
 
+@pytest.mark.slow  # 3 s
 def test_async_value_pipeline_e2e_random_inputs(tmp_path):
     nem = lower(FIXTURE, tmp_path / "out.nem")
     rng = np.random.default_rng(21)

@@ -100,6 +100,7 @@ CASES = [("softmax_exp", "e", _softmax_exp, "cast + cast + sub + clamp + mul + e
 
 
 @pytest.mark.parametrize("entry, out, ref, remark", CASES, ids=[c[0] for c in CASES])
+@pytest.mark.slow  # 48 s (5 cases)
 def test_cast_tree_bit_exact(tmp_path, entry, out, ref, remark):
     ins = _inputs(entry)
     raised = lower_and_run(TREES, tmp_path, ins, [out], remark, entry)[out]

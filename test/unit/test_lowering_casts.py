@@ -31,6 +31,7 @@ def _edge_f16(shape) -> np.ndarray:
     ("extf", _edge_f16((4, 8)), np.float32),
     ("sitofp", np.arange(-128, 128, 16, dtype=np.int8), np.float16),
 ])
+@pytest.mark.slow  # 10 s (3 cases)
 def test_cast(tmp_path, entry, x, out_dtype):
     y0 = np.zeros(x.shape, out_dtype)
     with np.errstate(over="ignore", invalid="ignore"):
@@ -40,6 +41,7 @@ def test_cast(tmp_path, entry, x, out_dtype):
     assert out.dtype == out_dtype and out.tobytes() == ref.tobytes()
 
 
+@pytest.mark.slow  # 5 s
 def test_fptosi_escape_still_truncates(tmp_path):
     x = np.array([2.5, -2.5, 3.7, -3.7] * 4, np.float32)
     out = lower_and_run(CASTS, tmp_path, {"x": x, "y": np.zeros(16, np.int8)}, ["y"],

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from nem.runtime import NemInterpreter
 
@@ -19,6 +20,7 @@ def _round(a64):
     return a64.astype(np.float32).astype(np.float16)
 
 
+@pytest.mark.slow  # 3 s
 def test_linalg_conv_lowers_and_matches_numpy(tmp_path):
     out = tmp_path / "conv.nem"
     subprocess.run([sys.executable, "-m", "nem.cli.nem_opt", str(FIXTURE), "-p",

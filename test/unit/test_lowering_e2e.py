@@ -56,6 +56,7 @@ ELTWISE = [("eltwise_add.mlir", ("X", "Y", "Z")),
 
 
 @pytest.mark.parametrize("fixture,names", ELTWISE, ids=[f for f, _ in ELTWISE])
+@pytest.mark.slow  # 10 s (3 cases)
 def test_eltwise_add_bit_exact(tmp_path, fixture, names):
     """Z = X + Y in f32: correctly rounded, bit-exact."""
     # RULE: HAZ-03
@@ -71,6 +72,7 @@ def test_eltwise_add_bit_exact(tmp_path, fixture, names):
     np.testing.assert_array_equal(it.read_tensor(x_name, (1024, 512), np.float32), x)
 
 
+@pytest.mark.slow  # 4 s
 def test_eltwise_1d_pipelined_overlaps_iterations(tmp_path):
     # RULE: HAZ-03
     # contiguous tiles: ping-pong slots under @max_in_flight(2), race-free
@@ -116,6 +118,7 @@ MATMUL = [("matmul.mlir", ("A", "B", "C"), None),
 
 
 @pytest.mark.parametrize("fixture,names,tile", MATMUL, ids=[f for f, _, _ in MATMUL])
+@pytest.mark.slow  # 9 s (4 cases)
 def test_matmul_f32(tmp_path, fixture, names, tile):
     nem = lower(INPUTS / fixture, tmp_path / "out.nem")
     it = start(nem, seed=3)
@@ -131,6 +134,7 @@ def test_matmul_f32(tmp_path, fixture, names, tile):
     assert np.all(err <= bound)
 
 
+@pytest.mark.slow  # 5 s
 def test_tiled_matmul_schedules(tmp_path):
     # RULE: HAZ-03
     nem = lower(INPUTS / "matmul_tiled_pipelined.mlir", tmp_path / "out.nem")
@@ -187,6 +191,7 @@ def test_fallback_index_args_int_wraps(tmp_path):
     np.testing.assert_array_equal(it.read_tensor("Z", (128, 64), np.int32), want)
 
 
+@pytest.mark.slow  # 6 s
 def test_nem_run_cli_npy_roundtrip(tmp_path):
     """`nem-run OUT.nem --input arg0=a.npy --output argN=FILE.npy` on a lowered fixture."""
     nem = lower(INPUTS / "fallback_index.mlir", tmp_path / "out.nem")

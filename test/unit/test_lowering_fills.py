@@ -32,6 +32,7 @@ def _poisoned(shape, dtype) -> np.ndarray:
     ("finite", (8, 8), np.float32, 1.5, np.s_[0:4, 2:5]),
     ("neg_inf", (2, 4), np.float16, -np.inf, np.s_[:, :]),
 ])
+@pytest.mark.slow  # 8 s (3 cases)
 def test_float_fill(tmp_path, entry, shape, dtype, value, box):
     """D-LOW-FILL: the box holds exactly the
     constant (+0.0 with its sign bit clear), the rest of the buffer is
@@ -51,6 +52,7 @@ def test_int8_fill(tmp_path):
 
 
 @pytest.mark.parametrize("entry", ["int32", "nan", "neg_zero"])
+@pytest.mark.slow  # 7 s (3 cases)
 def test_near_misses_still_run(tmp_path, entry):
     """What stays an escape-hatch task still fills correctly."""
     dtype = np.int32 if entry == "int32" else np.float32
@@ -64,6 +66,7 @@ def test_near_misses_still_run(tmp_path, entry):
         assert (out == 0).all() and np.signbit(out).all()
 
 
+@pytest.mark.slow  # 5 s
 def test_tiled_fill_over_nan(tmp_path):
     """linalg.fill through -convert-linalg-to-affine-loops and
     -affine-loop-tile (tile 3 over the 4 x 3 box: partial tiles): one

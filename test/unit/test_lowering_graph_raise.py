@@ -30,6 +30,7 @@ def _maxpool2(x: np.ndarray) -> np.ndarray:
 
 
 @pytest.mark.parametrize("dtype", ["f16", "f32"])
+@pytest.mark.slow  # 6 s (2 cases)
 def test_pooling_nhwc_max(tmp_path, dtype):
     """linalg.pooling_nhwc_max (not defined in xDSL): maxpool (f16) or one
     max per window offset (f32: no pool<f32> variant on the device)."""
@@ -78,6 +79,7 @@ def test_conv_nchw_fchw(tmp_path):
 
 
 @pytest.mark.parametrize("tiles", [None, 2])
+@pytest.mark.slow  # 7 s (2 cases)
 def test_conv_nest_bias_fill(tmp_path, tiles):
     """conv_nhwc.mlir through mlir-opt -convert-linalg-to-affine-loops (and
     -affine-loop-tile): the conv nest is conv2d, the bias broadcast
@@ -167,6 +169,7 @@ def test_generic_only_op_without_mlir_extra(without_mlir):
 
 
 @pytest.mark.parametrize("entry", ["bias_relu", "shift_exp"])
+@pytest.mark.slow  # 7 s (2 cases)
 def test_broadcast_operand(tmp_path, entry):
     """Elementwise nests with a broadcast operand (D-LOW-BCAST-OPERAND):
     one concat of its bytes (f32, D-LOW-BCAST-CONCAT) copies the operand to
@@ -191,6 +194,7 @@ def test_broadcast_operand(tmp_path, entry):
 
 
 @pytest.mark.parametrize("entry", ["bias_relu", "shift_exp", "unit_row", "two_outputs"])
+@pytest.mark.slow  # 26 s (4 cases)
 def test_broadcast_generic(tmp_path, entry):
     """`linalg.generic` with a broadcast input map (a channel bias over
     NCHW, a row statistic, a `(d0, d1) -> (0, d1)` operand) is raised as the
@@ -225,6 +229,7 @@ def test_broadcast_generic(tmp_path, entry):
 
 
 @pytest.mark.parametrize("entry", ["transpose", "bias", "copy", "fill"])
+@pytest.mark.slow  # 12 s (4 cases)
 def test_generic_copies(tmp_path, entry):
     """A `linalg.generic` that yields an input or a constant (the transform
     route's layout changes, bias broadcasts and padding fills) is raised as
@@ -277,6 +282,7 @@ def test_broadcast_inside_a_copied_dimension(tmp_path, entry, remark):
 
 
 @pytest.mark.parametrize("entry", ["scale", "normalize", "clip"])
+@pytest.mark.slow  # 10 s (3 cases)
 def test_splat(tmp_path, entry):
     """Scalar constants as splats and rsqrt as div(1, sqrt) (D-LOW-SPLAT):
     every op rounds to f32 as the nest does (sqrt and div correctly
@@ -300,6 +306,7 @@ def test_splat(tmp_path, entry):
 
 
 @pytest.mark.parametrize("entry", ["gelu_f32", "gelu_f16", "row_sub_f16"])
+@pytest.mark.slow  # 10 s (3 cases)
 def test_gelu_erf_and_concat(tmp_path, entry):
     """ONNX's erf GELU raised to `gelu approximate="none"` (D-LOW-GELU-ERF):
     NEM computes `0.5 x (1 + erf(x / sqrt 2))` wide and rounds once, so it
@@ -325,6 +332,7 @@ def test_gelu_erf_and_concat(tmp_path, entry):
 
 
 @pytest.mark.parametrize("entry", ["nest", "generic"])
+@pytest.mark.slow  # 7 s (2 cases)
 def test_leaky_relu(tmp_path, entry):
     """LeakyRelu by select raised to `leaky_relu alpha` (D-LOW-LEAKY): the
     same bits as the select computes it in the element type, NaN, -0 and

@@ -30,6 +30,7 @@ def _grouped_ref(x, w, stride):
     ("grouped", (1, 6, 6, 2, 2), (2, 3, 3, 3, 2), 1),
     ("depthwise", (1, 9, 9, 4, 1), (4, 2, 3, 3, 1), 2),
 ])
+@pytest.mark.slow  # 7 s (2 cases)
 def test_nhwgc(tmp_path, entry, xs, ws, stride):
     if mlir_opt() is None:
         pytest.skip("the named op is generalized by upstream MLIR (the mlir extra)")
@@ -42,6 +43,7 @@ def test_nhwgc(tmp_path, entry, xs, ws, stride):
     assert np.allclose(out["y"], y0 + ref, rtol=0, atol=1e-5)
 
 
+@pytest.mark.slow  # 4 s
 def test_depthwise_hwc(tmp_path):
     if mlir_opt() is None:
         pytest.skip("the named op is generalized by upstream MLIR (the mlir extra)")
@@ -56,6 +58,7 @@ def test_depthwise_hwc(tmp_path):
 
 
 
+@pytest.mark.slow  # 4 s
 def test_tile_of_size_one(tmp_path):
     """A tiled depthwise nest whose tiles of size 1 leave unit-step loops of
     one iteration around tile loops and among the point loops (D-LOW-TILES;
@@ -73,6 +76,7 @@ def test_tile_of_size_one(tmp_path):
     (4, 8, 4, {"strides": [2, 2]}),                          # depthwise, multiplier 2
     (6, 6, 6, {"pads": [1, 0, 1, 2], "dilations": [1, 2]}),  # depthwise
 ])
+@pytest.mark.slow  # 4 s (3 cases)
 def test_onnx_grouped_conv(cin, cout, group, attrs):
     """ONNX Conv with groups through nem-compile (the affine route: tiled,
     staged in L1): raised, no escape-hatch task, onnxruntime's result."""

@@ -74,6 +74,7 @@ def test_quote_option_values_names_the_pass():
     ("memory-spaces=x:DDR", "nem-opt: error: lower-to-nem: bad memory-spaces item 'x:DDR': "
                             "memory space 'x' is not a non-negative integer\n"),
 ])
+@pytest.mark.slow  # 3 s (2 cases)
 def test_cli_errors_are_one_line(opt, err):
     r = subprocess.run([tool("nem-opt"), str(INPUTS / "async_pipeline.mlir"),
                         "-p", f"lower-to-nem{{{opt} device=npm_pro_x1}}", "-t", "nem"],
@@ -83,6 +84,7 @@ def test_cli_errors_are_one_line(opt, err):
     assert r.stderr.count("\n") == 1
 
 
+@pytest.mark.slow  # 8 s
 def test_cli_unquoted_spelling(tmp_path):
     outs = []
     for opt in ("memory-spaces=0:DDR,1:L2,2:L2 device=npm_pro_x1",

@@ -50,6 +50,7 @@ def _check_add(program: Path, shape: tuple[int, int], seed: int) -> None:
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
+@pytest.mark.slow  # 10 s (3 cases)
 def test_partial_tile_eltwise_matches_numpy(tmp_path, seed):
     out = tmp_path / "partial.nem"
     r = _lower(FIXTURE, out)
@@ -65,6 +66,7 @@ COLS_FIXTURE = INPUTS / "eltwise_partial_cols_tiled.mlir"
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
+@pytest.mark.slow  # 8 s (3 cases)
 def test_partial_innermost_tile_eltwise_matches_numpy(tmp_path, seed):
     """Inputs/eltwise_partial_cols_tiled.mlir: 100x100 tiled by 32 along both
     dimensions.  On the last column tile upstream's strided DMA rows copy 32
@@ -105,6 +107,7 @@ func.func @f(%A: memref<64x100xf32>, %B: memref<64x100xf32>) {
 """
 
 
+@pytest.mark.slow  # 3 s
 def test_partial_tile_along_strided_rows_of_a_loop_private_buffer(tmp_path):
     """A partial tile along the innermost dimension whose fast buffer is
     allocated outside the peeled loop but used only by it: narrowing the
@@ -134,6 +137,7 @@ def _run_copy(program, shape) -> tuple[np.ndarray, np.ndarray]:
     return a, it.read_tensor("B", shape, np.float32)
 
 
+@pytest.mark.slow  # 3 s
 def test_partial_tile_along_strided_rows_is_rejected(tmp_path):
     """The same with the fast buffer read again after the loop: the columns
     a narrowed DMA leaves out would be visible there, so it is rejected with
@@ -150,6 +154,7 @@ def test_partial_tile_along_strided_rows_is_rejected(tmp_path):
 
 
 @pytest.mark.parametrize("seed", [0, 1])
+@pytest.mark.slow  # 8 s (2 cases)
 def test_partial_middle_tile_of_a_3d_tile_matches_numpy(tmp_path, seed):
     """Inputs/eltwise_partial_3d_tiled.mlir: 20x36x18 tiled by 16 with a
     4 KiB fast memory, so each strided DMA copies 16 rows of one slice.  On
@@ -192,6 +197,7 @@ func.func @f(%A: memref<4x20x24xf32>, %B: memref<4x20x24xf32>) {
 """
 
 
+@pytest.mark.slow  # 3 s
 def test_rows_spilling_into_the_next_slice_are_clipped(tmp_path):
     """A hand-written strided DMA of 16 rows of 16 from A[i, j, 0] (rows 24
     apart): on the last j tile (rows 16..19 of 20) rows 4..15 run into slice
@@ -218,6 +224,7 @@ def test_rows_spilling_into_the_next_slice_are_clipped(tmp_path):
     ("", """%w = affine.load %a[15, 0] : memref<16x16xf32, 2>
   affine.store %w, %B[0, 0, 20] : memref<4x20x24xf32>""", "a is used outside the peeled loop"),
 ])
+@pytest.mark.slow  # 6 s (2 cases)
 def test_rows_spilling_into_the_next_slice_rejected_when_used(tmp_path, inside, after, why):
     """The same DMA when the rows it would leave out are used: rejected with
     the partial-tile diagnostic and the reason, never clipped."""
@@ -253,6 +260,7 @@ def _upstream_matmul(tmp_path, m: int, n: int, k: int, passes: list[str]):
 
 
 @pytest.mark.skipif(find_mlir_opt() is None, reason=SKIP_REASON)
+@pytest.mark.slow  # 5 s
 def test_non_dividing_matmul_from_upstream_matches_numpy(tmp_path):
     """A 100x100x100 matmul tiled by 32 with real upstream mlir-opt (partial
     tiles in every dimension, K included) lowers and runs exactly."""
@@ -263,6 +271,7 @@ def test_non_dividing_matmul_from_upstream_matches_numpy(tmp_path):
 
 @pytest.mark.parametrize("fixture", ["eltwise_tiled_nodma.mlir", "eltwise_partial_pipelined.mlir"])
 @pytest.mark.parametrize("seed", [0, 1])
+@pytest.mark.slow  # 14 s (4 cases)
 def test_partial_tiles_of_copy_nests_and_pipelined_loops(tmp_path, fixture, seed):
     """100x60 f32 add tiled by 32 (partial last row and column tiles) by
     upstream mlir-opt: with generate-dma=false (copy nests -> transfers,
@@ -277,6 +286,7 @@ def test_partial_tiles_of_copy_nests_and_pipelined_loops(tmp_path, fixture, seed
 
 
 @pytest.mark.skipif(find_mlir_opt() is None, reason=SKIP_REASON)
+@pytest.mark.slow  # 4 s
 def test_strided_row_past_the_memref_end_outside_a_peeled_tile(tmp_path):
     """A 31x45x56 matmul tiled by 24 and double-buffered with a 16 KiB fast
     memory: upstream unrolls the two-iteration N loop, and the second N tile's

@@ -216,6 +216,7 @@ CASES = selected_cases()
 
 
 @pytest.mark.parametrize("text,passes,kind,shapes,t,spaces", CASES)
+@pytest.mark.slow  # 200 s (34 cases)
 def test_lowered_program_matches_numpy(tmp_path, text, passes, kind, shapes, t, spaces):
     source, tiled, out = tmp_path / "in.mlir", tmp_path / "tiled.mlir", tmp_path / "out.nem"
     source.write_text(text)

@@ -556,6 +556,7 @@ def lower_and_load(tmp_path, mlir: str, fallback: str) -> NemInterpreter:
 
 
 @pytest.mark.parametrize("init", [None, 0.5])
+@pytest.mark.slow  # 17 s (4 cases)
 def test_lowered_linalg_reduce_rowsum(tmp_path, init):
     """Y = rowsum(X): the kernel reduces into the L1 buffer `b`, whose
     contents are the init (zero as the runtime allocates it, or whatever was
@@ -575,6 +576,7 @@ def test_lowered_linalg_reduce_rowsum(tmp_path, init):
     assert_bits(it.read_tensor("Y", (16,), np.float32), want)
 
 
+@pytest.mark.slow  # 10 s (2 cases)
 def test_lowered_linalg_broadcast_bias_add(tmp_path):
     """Y = X + B[None, :]: the broadcast runs as an mlir.kernel task, the add
     as the NEM add (f32 add correctly rounded: bit-exact)."""

@@ -53,6 +53,7 @@ def _f32_inputs(seed=11):
     ("ceil", np.ceil), ("trunc", np.trunc), ("roundeven", np.rint),
 ])
 @pytest.mark.parametrize("elem,dt", [("f32", np.float32), ("f16", np.float16)])
+@pytest.mark.slow  # 4 s (56 cases)
 def test_float_math_ops(name, ref, elem, dt):
     """Each math op is libm's binary64 value rounded once to the result type;
     IEEE special cases (log(0) = -inf, sqrt(-1) = NaN, exp overflow = inf)

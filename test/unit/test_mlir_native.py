@@ -260,6 +260,7 @@ def stencil_kernel(rng):
 KINDS = (eltwise_kernel, eltwise_kernel, matmul_kernel, rowsum_kernel, stencil_kernel)
 
 
+@pytest.mark.slow  # 8 s
 def test_differential_native_vs_interpreter():
     """Random kernels: the native backend gives the interpreter's outputs bit
     for bit, or the same NumericError (D-RT-MLIR-JIT)."""
@@ -335,6 +336,7 @@ def _all_ops_kernel(t: str, n: int) -> tuple[str, list[str]]:
 
 
 @pytest.mark.parametrize("t", [*FLOATS, *INTS])
+@pytest.mark.slow  # 13 s (5 cases)
 def test_every_op_on_edge_values(t):
     """Every arith/math op of a type on all pairs of edge values (and random
     ones): native and interpreter agree bit for bit."""
@@ -428,6 +430,7 @@ def test_compiled_once_per_kernel_and_aliasing():
     assert mlir_native.native(FMA, ck.module, [0, 0], 1) is not nk
 
 
+@pytest.mark.slow  # 4 s
 def test_a_failed_check_leaves_memory_alone():
     """An undefined result raises the interpreter's error; the outputs the
     runtime passed are not modified (the kernel wrote a copy)."""
@@ -515,6 +518,7 @@ def test_scalar_op_estimate():
     assert 4096 * 6 < ck.estimate < 4096 * 8 and ck.estimate_exact
 
 
+@pytest.mark.slow  # 12 s
 def test_nem_run_warns_once_when_kernels_are_interpreted(tmp_path):
     """nem-run says before running that the program's escape-hatch tasks will
     be interpreted, with the cost of the largest."""

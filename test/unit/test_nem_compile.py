@@ -82,10 +82,12 @@ MODELS = [pytest.param(name, dtype, id=f"{name}-{dtype}")
 
 
 @pytest.mark.parametrize("name,dtype", MODELS)
+@pytest.mark.slow  # 278 s (8 cases)
 def test_model_end_to_end(tmp_path, name, dtype):
     end_to_end(samples.MODELS[name](dtype), tmp_path)
 
 
+@pytest.mark.slow  # 73 s
 def test_mlp_tiled_pipelined_on_every_device(tmp_path):
     """Forced small tiles (partial last tiles, double buffering) on a
     4-engine device, a 1-engine device and npm_pro_x1: still exact."""
@@ -150,6 +152,7 @@ def _op_param(case):
 
 
 @pytest.mark.parametrize("op,ins,consts,attrs", [_op_param(c) for c in OPS])
+@pytest.mark.slow  # 39 s (25 cases)
 def test_single_op_end_to_end(op, ins, consts, attrs):
     """The Python API's chain for one op (f32): compile (verified), run
     under 2 random schedules, compare with onnxruntime."""
@@ -167,6 +170,7 @@ def test_f16_ops_end_to_end(op):
 # the CLI
 
 
+@pytest.mark.slow  # 6 s
 def test_cli_dump_after_save_temps_and_timings(tmp_path):
     path = tmp_path / "mlp.onnx"
     onnx.save(samples.mlp(), path)
@@ -192,6 +196,7 @@ def test_cli_dump_after_save_temps_and_timings(tmp_path):
                                             "fc3_b"])
 
 
+@pytest.mark.slow  # 5 s
 def test_cli_unsupported_op_is_located(tmp_path):
     g = samples.GraphBuilder("f32")
     y = g.op("Hardmax", ["x"], name="hm")
@@ -218,6 +223,7 @@ def test_cli_unsupported_op_is_located(tmp_path):
      "outs(%o : tensor<1x2x2x1xf32>) -> tensor<1x2x2x1xf32>\n",
      "Assertion"),
 ])
+@pytest.mark.slow  # 4 s (2 cases)
 def test_cli_upstream_abort_is_an_import_error(tmp_path, body, upstream_says):
     """Upstream MLIR aborts on these (fuzz campaign 2026-11-26); nem-compile
     parses in a forked child first (D-LOW-UPSTREAM) and reports it."""
@@ -238,6 +244,7 @@ def test_cli_upstream_abort_is_an_import_error(tmp_path, body, upstream_says):
     (["--device", "npm_nope"], "device 'npm_nope' not found"),
     (["-o", "no/such/dir/x.nemb"], "-o: cannot write 'no/such/dir/x.nemb': directory"),
 ])
+@pytest.mark.slow  # 6 s (4 cases)
 def test_cli_bad_options(tmp_path, args, message):
     path = tmp_path / "mlp.onnx"
     onnx.save(samples.mlp(), path)
@@ -247,6 +254,7 @@ def test_cli_bad_options(tmp_path, args, message):
     assert "Traceback" not in r.stderr and "internal error" not in r.stderr
 
 
+@pytest.mark.slow  # 7 s
 def test_cli_onnx_front_end_exit_statuses(tmp_path):
     """Outside report, findings 1 and 5: an invalid model (Add of f32 and
     f16) is a located diagnostic, exit 1, not an internal error (exit 2);
@@ -303,6 +311,7 @@ func.func @mm(%a: tensor<16x32xf32>, %b: tensor<32x8xf32>) -> tensor<16x8xf32> {
 """
 
 
+@pytest.mark.slow  # 5 s
 def test_mlir_input(tmp_path):
     src = tmp_path / "mm.mlir"
     src.write_text(MLIR_MATMUL)
@@ -345,6 +354,7 @@ func.func @main(%x: tensor<2x8x16xf32>, %w: tensor<2x16x4xf32>, %b: tensor<4xf32
 
 
 @pytest.mark.parametrize("route", ["affine", "transform"])
+@pytest.mark.slow  # 4 s (2 cases)
 def test_named_linalg_ops_on_tensors(route):
     """linalg on tensors with named ops a front end writes (batch_matmul,
     broadcast, add, reduce) compiles on both routes; on the transform route
@@ -383,6 +393,7 @@ func.func @main(%x: tensor<8x16xf32>) -> tensor<8x4xf32> {
 
 
 @pytest.mark.parametrize("route", ["affine", "transform"])
+@pytest.mark.slow  # 15 s (2 cases)
 def test_mlir_constant_weights_go_to_the_sidecar(tmp_path, route):
     """A constant tensor of the `.mlir` input (`arith.constant dense`, a
     `memref.global` once bufferized) is a weight of the interface
@@ -530,6 +541,7 @@ def test_engine_split_choice():
         assert re.search(r"affine.for %arg\d+ = 192 to 256", text)
 
 
+@pytest.mark.slow  # 6 s
 def test_nests_spread_over_engines_and_overlap(tmp_path):
     """The default program puts one matmul's parts on all four engines of
     npm_pro_x1 and takes fewer timed cycles than `--no-pipeline --engines 1`,
@@ -570,6 +582,7 @@ def compute_levels(nem: str) -> set[str]:
 @pytest.mark.parametrize("name,sizes,dtype", [
     ("mlp", "3,48", "f32"), ("cnn", "1,4", "f32"), ("mlp", None, "f16"), ("cnn", None, "f16"),
     ("transformer", None, "f32")])
+@pytest.mark.slow  # 80 s (5 cases)
 def test_transform_route_end_to_end(tmp_path, name, sizes, dtype):
     """`--route transform`: tile_using_for with the given tiles (or the
     L1-derived ones), the non-dividing ones peeled (4 = 3 + 1 rows, 128 =
@@ -592,6 +605,7 @@ def test_transform_route_end_to_end(tmp_path, name, sizes, dtype):
         assert re.search(r"^loop \w+ in \[0\.\.\d+\] @max_in_flight\(2\):", nem, re.M)
 
 
+@pytest.mark.slow  # 7 s
 def test_transform_route_raises_broadcasting_bodies():
     """On the transform route the elementwise generics with a broadcast
     operand (bias adds, layer norm's and softmax's bodies reading row
@@ -620,6 +634,7 @@ def run_timed(result, inputs: dict[str, np.ndarray]) -> tuple[int, dict[str, np.
 
 
 @pytest.mark.parametrize("group", [2, 4])
+@pytest.mark.slow  # 4 s (2 cases)
 def test_transform_route_raises_grouped_convolutions(group):
     """Grouped and depthwise ONNX Convs (`linalg.conv_2d_nhwgc_gfhwc`) are
     generalized before transform tiling, as the lowering's parser does for
@@ -635,6 +650,7 @@ def test_transform_route_raises_grouped_convolutions(group):
     assert f"groups={group}" in result.nem
 
 
+@pytest.mark.slow  # 13 s
 def test_transform_route_engines_and_pipelining_save_cycles():
     """The transform route's tile loops double-buffered take fewer timed
     cycles than `--no-pipeline` (`--tile-sizes 3,48`, one engine; measured
@@ -655,6 +671,7 @@ def test_transform_route_engines_and_pipelining_save_cycles():
     assert cycles[0] < cycles[1] and spread < cycles[2], (cycles, spread)
 
 
+@pytest.mark.slow  # 42 s
 def test_transform_route_privatizes_reduction_splits(tmp_path):
     """D-COMPILE-TRANSFORM-PARTIALS: the MLP's matmuls, which the cost model
     splits along their reduction loop (the weight dominates), are split so
@@ -708,6 +725,7 @@ def test_transform_recipe_in_docs():
     assert "tile_using_for" not in only and "promote" not in only
 
 
+@pytest.mark.slow  # 44 s
 def test_flop_share_counts_escaped_nests():
     """nem.compile.flops: the MLP is all raised (two matmuls' and the
     classifier's multiply-adds, bias adds, relus and the partial sums of the
@@ -730,6 +748,7 @@ def test_flop_share_counts_escaped_nests():
     assert cnn_t.flops.share > 0.9 and cnn_t.flops.raised >= conv
 
 
+@pytest.mark.slow  # 18 s
 def test_matmul_of_a_transposed_view_reads_it_transposed(tmp_path):
     """A @ Transpose(B) (attention's Q.K^T) imports as one contraction that
     reads B [N, K] in place: the lowering raises it to NEM matmuls with
@@ -754,6 +773,7 @@ def test_matmul_of_a_transposed_view_reads_it_transposed(tmp_path):
 
 
 @pytest.mark.parametrize("scale", [0.25, -0.5])
+@pytest.mark.slow  # 61 s (2 cases)
 def test_softmax_of_a_scaled_input(tmp_path, scale):
     """Softmax(Mul(x, c)): a positive scalar c is applied in the
     exponential's body, exp(c (x - max x)), and the product's own nest is

@@ -93,6 +93,7 @@ def test_every_case_has_an_expected_outcome():
 
 
 @pytest.mark.parametrize("name", [_param(n) for n in sorted(set(CASES) - set(UNSUPPORTED))])
+@pytest.mark.slow  # 72 s (127 cases)
 def test_case_matches(name):
     case = CASES[name]
     model, inputs, expected = load_case(case.model_dir)

@@ -27,6 +27,7 @@ from nem.frontends.onnx import OnnxImportError, import_onnx, samples  # noqa: E4
 
 @pytest.mark.parametrize("dtype", ["f32", "f16"])
 @pytest.mark.parametrize("name", sorted(samples.MODELS))
+@pytest.mark.slow  # 4 s (8 cases)
 def test_sample_models_match_onnxruntime(name, dtype):
     im = check_model(samples.MODELS[name](dtype))
     text = str(im.module)
@@ -131,6 +132,7 @@ CASES = [
 
 @pytest.mark.parametrize("dtype", ["f32", "f16"])
 @pytest.mark.parametrize("case", CASES, ids=[case_id(c) for c in CASES])
+@pytest.mark.slow  # 17 s (100 cases)
 def test_single_op(case, dtype):
     check_single_op(case, dtype)
 
@@ -405,6 +407,7 @@ if __import__("os").environ.get("NEM_ONNX_BACKEND") == "full":
 
 
 @pytest.mark.parametrize("name", LIGHT)
+@pytest.mark.slow  # 18 s (5 cases)
 def test_light_models_import_as_shipped(name):
     """Opset 9, weights built by ConstantOfShape, initializers listed as
     inputs, LRN, n-ary Sum: imported without any manual step; the input and

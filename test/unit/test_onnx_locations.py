@@ -60,6 +60,7 @@ def test_imported_ops_carry_their_node():
 
 
 @pytest.mark.parametrize("route", ["affine", "transform"])
+@pytest.mark.slow  # 5 s (2 cases)
 def test_locations_survive_bufferize_and_tile(route):
     """After the tile stage every loop, load, store, DMA and allocation is
     located at its node (only canonicalize's hoisted constants and the

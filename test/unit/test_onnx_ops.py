@@ -104,6 +104,7 @@ CASES = [
 
 @pytest.mark.parametrize("dtype", ["f32", "f16"])
 @pytest.mark.parametrize("case", CASES, ids=[case_id(c) for c in CASES])
+@pytest.mark.slow  # 32 s (110 cases)
 def test_single_op(case, dtype):
     check_single_op(case, dtype)
 

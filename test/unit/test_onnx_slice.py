@@ -127,6 +127,7 @@ def qkv_attention(seq: int = 8, dim: int = 16) -> onnx.ModelProto:
 
 @pytest.mark.parametrize("route", ["affine", "transform"])
 @pytest.mark.parametrize("build", [slice_conv_add, split_concat, qkv_attention])
+@pytest.mark.slow  # 24 s (6 cases)
 def test_end_to_end(build, route):
     run_api(build(), route=route)
 

@@ -105,6 +105,7 @@ def check_roundtrip(g: Generated) -> None:
 @settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.too_slow,
                                                                   HealthCheck.data_too_large])
 @given(programs())
+@pytest.mark.slow  # 19 s
 def test_random_programs_roundtrip(g: Generated):
     check_roundtrip(g)
 
@@ -210,6 +211,7 @@ def test_fixed_examples_roundtrip(text):
     check_roundtrip(Generated(text, names, decos, quants))
 
 
+@pytest.mark.slow  # 14 s
 def test_generated_text_covers_the_grammar():
     """A check of the generator itself: over 300 seeded programs it produces
     every statement kind, decorator kind, quant form and every opcode, and

@@ -156,6 +156,7 @@ def test_commit_keeps_every_byte_and_stops_at_its_limit():
 @settings(max_examples=40, deadline=None, database=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(programs())
+@pytest.mark.slow  # 3 s
 def test_prepared_runs_equal_unprepared_runs_on_generated_programs(src):
     """The differential programs (races, pipelined and nested loops, local
     buffers): a prepared run and an unprepared one agree on the result, the

@@ -57,6 +57,7 @@ def test_random_schedules_expose_the_racy_program():
 
 @pytest.mark.parametrize("name", ["pingpong", "eltwise", "gemm_bias_relu", "conv2d_relu",
                                   "conv2d_maxpool"])
+@pytest.mark.slow  # 66 s (5 cases)
 def test_source_equals_random_over_50_seeds(name):
     it = NemInterpreter()
     if name == "pingpong":
@@ -142,6 +143,7 @@ def _peak(n: int) -> int:
     return peak
 
 
+@pytest.mark.slow  # 18 s
 def test_lazy_loop_memory_is_independent_of_trip_count():
     small, big = _peak(1000), _peak(20000)   # both past the warm-up of the shadow memory
     assert big <= 1.1 * small, (small, big)

@@ -208,6 +208,7 @@ def test_layout_places_by_decreasing_alignment():
     assert [(s.key, s.offset) for s in slots] == [("a", 968), ("b", 0), ("c", 960)]
 
 
+@pytest.mark.slow  # 4 s
 def test_nem_run_shows_the_race_on_the_command_line():
     import tempfile
     with tempfile.NamedTemporaryFile("w", suffix=".nem", delete=False) as f:

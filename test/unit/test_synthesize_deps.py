@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -131,6 +132,7 @@ def _name_tasks(prog: ProgramOp) -> None:
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow],
           derandomize=True)  # the same 60 programs on every run (a known case below)
 @given(programs(), st.integers(2, 8))
+@pytest.mark.slow  # 6 s
 def test_synthesized_programs_are_valid_minimal_and_race_free(items, limit):
     check_synthesized(items, limit)
 

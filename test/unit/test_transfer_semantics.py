@@ -119,6 +119,7 @@ def _runtime(text: str, fill: np.ndarray) -> np.ndarray | None:
 
 @settings(max_examples=150, deadline=None)
 @given(transfers(), st.randoms(use_true_random=False))
+@pytest.mark.slow  # 4 s
 def test_checker_runtime_and_rule_agree(xfer, rnd):
     src, dst = xfer
     text = (f"buffer S : L2 (size = {SIZE})\nbuffer D : L2 (size = {SIZE})\n"

@@ -101,20 +101,24 @@ DEVICES = ("npm_pro_x1", "npm_lite", "npm_mid", "npm_pro")
 
 @pytest.mark.parametrize("name,dtype,device", [(n, d, dev) for n, d in BOTH for dev in DEVICES]
                          if FULL else [(n, d, "npm_pro_x1") for n, d in DEFAULT])
+@pytest.mark.slow  # 24 s (6 cases)
 def test_user_model(tmp_path, name, dtype, device):
     chain(tmp_path, MODELS[name](dtype), device)
 
 
 @pytest.mark.parametrize("name,dtype", BOTH if FULL else [("mobilenet_block", "f32")])
+@pytest.mark.slow  # 8 s
 def test_user_model_transform_route(tmp_path, name, dtype):
     chain(tmp_path, MODELS[name](dtype), "npm_pro_x1", ("--route", "transform"))
 
 
 @pytest.mark.parametrize("name,dtype", BOTH if FULL else [("gated_mlp", "f16")])
+@pytest.mark.slow  # 9 s
 def test_user_model_nemb(tmp_path, name, dtype):
     chain(tmp_path, MODELS[name](dtype), "npm_pro_x1", suffix=".nemb")
 
 
+@pytest.mark.slow  # 10 s
 def test_installed_commands(tmp_path):
     """The same chain through the installed commands, as the docs write it."""
     model = MODELS["unet_block"]("f16")

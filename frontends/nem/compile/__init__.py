@@ -140,7 +140,7 @@ def compile_onnx(model, options: CompileOptions | None = None,
     iface.weights.update(driver.constants)
     notes = [f"{file}: remark: {n}" for n in im.notes]   # what preparing the model did
     return CompileResult(nem, iface, im.func_name, driver.results, notes + remarks,
-                         driver.memory_spaces(), driver.flops)
+                         driver.memory_spaces(), driver.flops, _warnings(file, driver))
 
 
 def _at_nodes(e: CompileError, tile_file: str, driver) -> CompileError:
@@ -227,7 +227,14 @@ def compile_mlir(source: str | Path, options: CompileOptions | None = None,
         nem, remarks = driver.lower(name, iface.arg_names, _stem(file, stem) + ".tile.mlir")
     iface.weights.update(driver.constants)   # constant tensors (D-COMPILE-CONSTS)
     return CompileResult(nem, iface, name, driver.results, remarks, driver.memory_spaces(),
-                         driver.flops)
+                         driver.flops, _warnings(file, driver))
+
+
+def _warnings(file: str, driver) -> list[str]:
+    """What a compile says without -v: less than half of the FLOPs raised to
+    NEM opcodes (D-COMPILE-LOW-SHARE), located at the model's file."""
+    low = driver.flops.warning() if driver.flops is not None else None
+    return [f"{file}: warning: {low}"] if low else []
 
 
 def _upstream_error(stage: str, e, file: str, fix: str) -> CompileError:

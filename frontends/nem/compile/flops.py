@@ -36,7 +36,7 @@ difference of its results, i.e. a partial last tile as a whole one.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from mlir import ir
@@ -55,17 +55,44 @@ ACCUMULATE = ("arith.addf", "arith.maximumf", "arith.maxnumf", "arith.minimumf",
               "arith.minnumf")
 
 
+LOW_SHARE = 0.5
+"""Below this raised share of the FLOPs a compile warns without -v (D-COMPILE-LOW-SHARE)."""
+REASONS_SHOWN = 2
+"""The reasons the low-share warning quotes (the escaped FLOPs' largest)."""
+
+
 @dataclass(frozen=True)
 class FlopShare:
     raised: int
+    """FLOPs in nests raised to NEM opcodes."""
     escaped: int
+    """FLOPs in nests that run as escape-hatch kernels."""
     by_category: dict[str, tuple[int, int]] = field(default_factory=dict)
     """Category -> (raised, escaped) FLOPs."""
+    reasons: tuple[tuple[str, int], ...] = ()
+    """(why a nest was not raised, its escaped FLOPs), the most FLOPs first:
+    the lowering's reason for each escaped nest, summed over the nests that
+    share it."""
 
     @property
     def share(self) -> float:
+        """The raised share of the FLOPs, 0..1 (1 when there are none)."""
         total = self.raised + self.escaped
         return self.raised / total if total else 1.0
+
+    def warning(self) -> str | None:
+        """One line when less than `LOW_SHARE` of the FLOPs were raised (the
+        rest runs as escape-hatch kernels, far slower on the device): the
+        share and the first reasons; None otherwise (D-COMPILE-LOW-SHARE)."""
+        if self.share >= LOW_SHARE:
+            return None
+        shown = "; ".join(why for why, _ in self.reasons[:REASONS_SHOWN])
+        more = len(self.reasons) - REASONS_SHOWN
+        return (f"only {_percent(self.share)} of the model's FLOPs run as NEM opcodes "
+                f"({self.escaped} of {self.raised + self.escaped} in escape-hatch kernels)"
+                + (f": {shown}" if shown else "")
+                + (f"; {more} more reason(s)" if more > 0 else "")
+                + " (-v: a remark per op)")
 
     def category_share(self, names: Iterable[str] = TARGET) -> float:
         """The raised share of the FLOPs in categories `names`."""
@@ -305,11 +332,12 @@ def _nest_category(root: ir.Operation) -> str:
     return category
 
 
-def flop_share(tiled: str, escaped_at: set[tuple[int, int]]) -> FlopShare:
+def flop_share(tiled: str, escaped_at: Mapping[tuple[int, int], str]) -> FlopShare:
     """Raised and escaped FLOPs of the tiled program `tiled`, by category,
-    given the (line, col) of each nest the lowering did not raise (its
-    `EscapeRemark`s, `nem.compile.lower.lower_and_verify`)."""
+    given the (line, col) of each nest the lowering did not raise and why
+    (its `EscapeRemark`s, `nem.compile.lower.lower_and_verify`)."""
     counts = {"raised": 0, "escaped": 0}
+    reasons: dict[str, int] = {}
     by_category: dict[str, list[int]] = {}
     categories: dict[ir.Operation, str] = {}
     with ir.Context() as ctx:
@@ -348,8 +376,7 @@ def flop_share(tiled: str, escaped_at: set[tuple[int, int]]) -> FlopShare:
                     root = parent.operation
                 parent = parent.parent
             loc = root.location if root is not None else op.location
-            key = "escaped" if (loc.start_line, loc.start_col) in escaped_at else "raised"
-            counts[key] += n
+            key = _count(counts, reasons, escaped_at, loc, n)
             if root is None:
                 category = "eltwise"
             elif root in categories:
@@ -372,9 +399,21 @@ def flop_share(tiled: str, escaped_at: set[tuple[int, int]]) -> FlopShare:
         module.operation.walk(visit)
         for op in softmaxes:   # no body: upstream's decomposition, 5 FLOPs an element
             n = SOFTMAX_FLOPS * math.prod(ir.ShapedType(op.operands[0].type).shape)
-            loc = op.location
-            key = "escaped" if (loc.start_line, loc.start_col) in escaped_at else "raised"
-            counts[key] += n
+            key = _count(counts, reasons, escaped_at, op.location, n)
             by_category.setdefault("reduction", [0, 0])[key == "escaped"] += n
     return FlopShare(counts["raised"], counts["escaped"],
-                     {k: (v[0], v[1]) for k, v in by_category.items()})
+                     {k: (v[0], v[1]) for k, v in by_category.items()},
+                     tuple(sorted(reasons.items(), key=lambda r: -r[1])))
+
+
+def _count(counts: dict[str, int], reasons: dict[str, int],
+           escaped_at: Mapping[tuple[int, int], str], loc, n: int) -> str:
+    """Count `n` FLOPs of the nest at `loc` as raised or escaped (and under
+    its reason); returns which."""
+    why = escaped_at.get((loc.start_line, loc.start_col))
+    if why is None:
+        counts["raised"] += n
+        return "raised"
+    counts["escaped"] += n
+    reasons[why] = reasons.get(why, 0) + n
+    return "escaped"

@@ -53,9 +53,9 @@ def _untimed(name: str, work: Callable[[], T]) -> T:
 def lower_and_verify(text: str, func_name: str, arg_names: Sequence[str], device: str,
                      memory_spaces: str, file: str, options, step: Steps = _untimed,
                      progress: Callable[[str, int, int], None] | None = None
-                     ) -> tuple[str, list[str], set[tuple[int, int]], dict[str, np.ndarray]]:
+                     ) -> tuple[str, list[str], dict[tuple[int, int], str], dict[str, np.ndarray]]:
     """(the `.nem` program, the lowering's remarks, the (line, col) in `text`
-    of each nest the lowering did not raise, the initial contents of the
+    of each nest the lowering did not raise with why, the initial contents of the
     buffers made from `memref.global`s: constant tensors the program keeps,
     D-COMPILE-CONSTS); raises CompileError.  The escaped nests are read from
     the lowering's `EscapeRemark`s by type and location, not from their
@@ -97,7 +97,7 @@ def lower_and_verify(text: str, func_name: str, arg_names: Sequence[str], device
             with np.load(consts) as npz:
                 constants = {k: npz[k] for k in npz.files}
     remarks += [d.render().replace(consts, "the weights sidecar") for d in run_ctx.diagnostics]
-    escaped = {(d.loc.line, d.loc.col) for d in run_ctx.diagnostics
+    escaped = {(d.loc.line, d.loc.col): escape_reason(d.message) for d in run_ctx.diagnostics
                if isinstance(d, EscapeRemark) and d.loc is not None}
     nem = step("print", lambda: print_nem(module))
     if options.verify:
@@ -166,6 +166,14 @@ def _check_l1(module, device: str, include_dirs: Sequence[str]) -> None:
         ratio = max(footprint(placed) / (capacity(dev, key) or 1)
                     for key, placed in memory_maps(prog).items() if key.startswith("L1"))
         raise OverCapacity(ratio, "\n".join(d.render() for d in errors))
+
+
+def escape_reason(message: str) -> str:
+    """Why a nest was not raised, from its `EscapeRemark`'s message: the text
+    after `...escape-hatch task (compute op="mlir.kernel"): `, else the whole
+    message (a warning quotes it; the FLOP count reads only the location)."""
+    head, sep, why = message.partition('"mlir.kernel"): ')
+    return why if sep else message
 
 
 def verify_nem(nem: str, file: str, device: str, include_dirs: Sequence[str] = ()) -> None:

@@ -122,6 +122,10 @@ class CompileResult:
     memory_spaces: str
     flops: FlopShare | None = None
     """FLOPs raised to NEM opcodes vs run by escape-hatch kernels (nem.compile.flops)."""
+    warnings: list[str] = field(default_factory=list)
+    """What `nem-compile` prints without -v (`remarks` are -v's): one line
+    when less than half of the FLOPs were raised to NEM opcodes
+    (D-COMPILE-LOW-SHARE)."""
 
     def stage(self, name: str) -> StageResult:
         """The stage's last run (the tile and lower stages run again when the

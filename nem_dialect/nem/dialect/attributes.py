@@ -119,10 +119,12 @@ class MemLevelAttr(Data[str]):
 
     @property
     def kind(self) -> str:
+        """`DDR`, `L2` or `L1` (the level without its engine)."""
         return self.data.split("[", 1)[0]
 
     @property
     def engine(self) -> int | None:
+        """The engine k of `L1[k]`; None for `L1` (engine unspecified), `L2` and `DDR`."""
         if "[" not in self.data:
             return None
         return int(self.data[self.data.index("[") + 1 : -1])
@@ -160,7 +162,9 @@ class PerTensorQuantAttr(ParametrizedAttribute):
 
     name = "nem.per_tensor"
     scale: Attribute
+    """The scale (an integer or float attribute; `num_value` reads it)."""
     zero_point: Attribute
+    """The zero point (an integer or float attribute)."""
 
     def __init__(self, scale: float | int, zero_point: float | int):
         super().__init__(_num(scale), _num(zero_point))
@@ -175,8 +179,11 @@ class PerChannelQuantAttr(ParametrizedAttribute):
 
     name = "nem.per_channel"
     axis: IntAttr
+    """The channel axis."""
     scales: ArrayAttr
+    """One scale per channel."""
     zero_points: ArrayAttr
+    """One zero point per channel."""
 
     def __init__(self, axis: int, scales: Sequence[float | int], zero_points: Sequence[float | int]):
         super().__init__(IntAttr(axis), _num_array(scales), _num_array(zero_points))
@@ -192,9 +199,13 @@ class PerGroupQuantAttr(ParametrizedAttribute):
 
     name = "nem.per_group"
     axis: IntAttr
+    """The grouped axis."""
     group_size: IntAttr
+    """Elements per group along `axis`."""
     scales: ArrayAttr
+    """One scale per group."""
     zero_points: ArrayAttr
+    """One zero point per group."""
 
     def __init__(self, axis: int, group_size: int, scales: Sequence[float | int],
                  zero_points: Sequence[float | int]):
@@ -270,6 +281,7 @@ class MaxInFlightAttr(DecoratorAttr):
     name = "nem.max_in_flight"
     DECO_NAME = "max_in_flight"
     n: IntAttr
+    """N: how many iterations may be active at once."""
 
     def __init__(self, n: int):
         super().__init__(IntAttr(n))
@@ -285,6 +297,7 @@ class SeqEngineAttr(DecoratorAttr):
     name = "nem.seq_engine"
     DECO_NAME = "seq_engine"
     engine: IntAttr
+    """The engine k that dispatches the task."""
 
     def __init__(self, engine: int):
         super().__init__(IntAttr(engine))
@@ -300,7 +313,9 @@ class ResourceAttr(DecoratorAttr):
     name = "nem.resource"
     DECO_NAME = "resource"
     unit: StringAttr
+    """The execution unit's name (`UNIT`)."""
     index: IntAttr
+    """The unit's instance i."""
 
     def __init__(self, unit: str, index: int):
         super().__init__(StringAttr(unit), IntAttr(index))
@@ -309,38 +324,46 @@ class ResourceAttr(DecoratorAttr):
         return f"{self.unit.data}[{self.index.data}]"
 
 
-class _TagDecorator(DecoratorAttr):
+class TagDecorator(DecoratorAttr):
+    """Base of the `@debug(tag)` and `@profile(tag)` decorators."""
+
     # Each subclass declares `tag: StringAttr` and `quoted: IntAttr` itself:
     # parameters annotated only on this base would be left out of the
     # generated __eq__/__hash__ (all @debug tags would compare equal).
     tag: StringAttr
+    """The tag's text."""
     quoted: IntAttr
+    """1 when the tag was written as a string, else 0."""
 
     def args_text(self) -> str:
         return f'"{self.tag.data}"' if self.quoted.data else self.tag.data
 
 
 @irdl_attr_definition
-class DebugAttr(_TagDecorator):
+class DebugAttr(TagDecorator):
     """`@debug(name)`: informational, never changes execution (DECO-08)."""
 
     name = "nem.debug"
     DECO_NAME = "debug"
     tag: StringAttr
+    """The tag's text."""
     quoted: IntAttr
+    """1 when the tag was written as a string, else 0."""
 
     def __init__(self, tag: str, quoted: bool):
         super().__init__(StringAttr(tag), IntAttr(int(quoted)))
 
 
 @irdl_attr_definition
-class ProfileAttr(_TagDecorator):
+class ProfileAttr(TagDecorator):
     """`@profile(tag)`: informational, never changes execution (DECO-08)."""
 
     name = "nem.profile"
     DECO_NAME = "profile"
     tag: StringAttr
+    """The tag's text."""
     quoted: IntAttr
+    """1 when the tag was written as a string, else 0."""
 
     def __init__(self, tag: str, quoted: bool):
         super().__init__(StringAttr(tag), IntAttr(int(quoted)))
@@ -359,6 +382,7 @@ class ArgRefAttr(ParametrizedAttribute):
 
     name = "nem.arg"
     index: IntAttr
+    """The position in the op's `args` operands."""
 
     def __init__(self, index: int):
         super().__init__(IntAttr(index))
@@ -382,6 +406,7 @@ class BufferType(ParametrizedAttribute, TypeAttribute):
 
     name = "nem.buffer"
     level: MemLevelAttr
+    """The buffer's memory level (`MemLevelAttr`: `.kind`, `.engine`)."""
 
     def __init__(self, level: MemLevelAttr):
         super().__init__(level)
@@ -413,11 +438,19 @@ class RegionType(ParametrizedAttribute, TypeAttribute):
 
     name = "nem.region"
     level: MemLevelAttr
+    """The memory level (`MemLevelAttr`: `.kind` is `DDR`, `L2` or `L1`; `.engine` the k of
+    `L1[k]`)."""
     elem: Attribute
+    """The element type (`elem_name`: `f16`, `i8`, ...); the builtin `none` when untyped."""
     shape: Attribute
+    """The shape as a dense array (`shape_values`: a tuple, `DYNAMIC` where it depends on a
+    loop variable)."""
     layout: Attribute
+    """The layout name (`layout_name`: `C`, `HWC`, ...), or `none`."""
     strides: Attribute
+    """Explicit strides as a dense array (`stride_values`), or `none`."""
     quant: Attribute
+    """The quantization descriptor (`quant_desc`), or `none`."""
 
     def __init__(self, level: MemLevelAttr, elem: Attribute | None = None,
                  shape: Sequence[int] | None = None, layout: str | None = None,
@@ -433,26 +466,32 @@ class RegionType(ParametrizedAttribute, TypeAttribute):
 
     @property
     def typed(self) -> bool:
+        """True when the region has an element type (`elem` is not `none`)."""
         return not _absent(self.elem)
 
     @property
     def elem_name(self) -> str | None:
+        """The element type's name (`f16`, `i8`, ...), None when untyped."""
         return elem_name(self.elem)
 
     @property
     def shape_values(self) -> tuple[int, ...] | None:
+        """The shape as a tuple (`DYNAMIC` entries depend on a loop variable); None when untyped."""
         return _dense_values(self.shape)
 
     @property
     def stride_values(self) -> tuple[int, ...] | None:
+        """The explicit strides as a tuple; None when the region has a layout instead."""
         return _dense_values(self.strides)
 
     @property
     def layout_name(self) -> str | None:
+        """The layout's name (`C`, `HWC`, ...); None with explicit strides or untyped."""
         return self.layout.data if isinstance(self.layout, StringAttr) else None
 
     @property
     def quant_desc(self) -> QuantAttr | None:
+        """The quantization descriptor (`PerTensorQuantAttr`, ...), or None."""
         return self.quant if isinstance(self.quant, QuantAttr) else None
 
 

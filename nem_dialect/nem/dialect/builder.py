@@ -74,6 +74,7 @@ from xdsl.rewriter import InsertPoint
 from xdsl.utils.exceptions import VerifyException
 
 from nem.dialect.attributes import (
+    BITWIDTH,
     DYNAMIC,
     ELEM_BY_NAME,
     MEM_LEVEL_FIX,
@@ -438,14 +439,25 @@ class NemBuilder:
         return self._insert(op, at).results[0]
 
     def _default_extent(self, name: str | None, elem: Attribute | None, shape: list[Expr] | None,
-                        strides: list[Expr] | None, at: LocationAttr) -> int:
+                        strides: list[Expr] | None, at: LocationAttr) -> IntLike:
         dims = [d.static() for d in shape or ()]
         steps = [s.static() for s in strides] if strides is not None else None
         if elem is None or None in dims or (steps is not None and None in steps):
             raise fail(f"region '{name or 'inline'}': give extent= (it defaults to the bytes of a "
                        "typed region whose shape and strides are loop-invariant)", _src(at),
                        "GRAM-07", "pass the extent in bytes as the fourth argument")
-        return region_min_bytes(elem_name(elem), dims, steps)  # type: ignore[arg-type]
+        name_of_elem = elem_name(elem)
+        assert name_of_elem is not None
+        bits = BITWIDTH[name_of_elem]
+        if steps is None and bits % 8 == 0 and shape and \
+                any(not isinstance(d, Lit) for d in shape):
+            # a dense shape given with named sizes: the extent is written with
+            # them (`TM * TK * 2`), as a hand-written program would, not folded
+            extent: Expr = shape[0]
+            for d in shape[1:]:
+                extent = extent * d
+            return extent * (bits // 8) if bits != 8 else extent
+        return region_min_bytes(name_of_elem, dims, steps)  # type: ignore[arg-type]
 
     def _elem(self, elem: str | Attribute, at: LocationAttr) -> Attribute:
         if isinstance(elem, str):

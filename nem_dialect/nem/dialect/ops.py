@@ -160,10 +160,16 @@ class ProgramOp(NemOp):
     name = "nem.program"
 
     sym_name = opt_prop_def(StringAttr)
+    """The program's header name (`program NAME`), or None."""
     device_kind = opt_prop_def(StringAttr)  # "file" | "name" | "inline"
+    """How the device directive names the target: `"file"` (`device "x.nem"`), `"name"`
+    (`device NAME`) or `"inline"`; None without a directive."""
     device = opt_prop_def(StringAttr)  # path, device name, or inline config text
+    """The directive's path, device name or inline config text (set with `device_kind`)."""
     includes = opt_prop_def(ArrayAttr[StringAttr])
+    """The `include` paths, in order, or None."""
     body = region_def("single_block")
+    """The statements (one block, no terminator); `block` is that block."""
     traits = traits_def(NoTerminator())
 
     def __init__(self, name: str | None, body: Block, device_kind: str | None = None,
@@ -208,8 +214,11 @@ class ConstOp(NemOp):
     name = "nem.const"
 
     const_name = prop_def(StringAttr, prop_name="name")
+    """The constant's name (`NAME` of `const NAME = expr`; property `name`)."""
     value = operand_def(IndexType)
+    """Its value: an index SSA value (an `arith` expression over constants and earlier names)."""
     result = result_def(IndexType)
+    """The constant as an index value for later expressions."""
 
     def __init__(self, name: str, value: SSAValue):
         super().__init__(operands=[value], result_types=[INDEX],
@@ -226,9 +235,13 @@ class LetOp(NemOp):
     name = "nem.let"
 
     let_name = prop_def(StringAttr, prop_name="name")
+    """The name (`NAME` of `let NAME = value`; property `name`)."""
     value = prop_def(Attribute)
+    """The value as an attribute (an integer expression's folded form, a string, or a list)."""
     args = var_operand_def(IndexType)
+    """The index values the value's `ArgRefAttr`s point at."""
     result = opt_result_def(IndexType)
+    """The index result of an integer `let`; None otherwise."""
 
     def __init__(self, name: str, value: Attribute, args: list[SSAValue], is_scalar_int: bool):
         super().__init__(operands=[args], result_types=[[INDEX] if is_scalar_int else []],
@@ -244,10 +257,15 @@ class BufferOp(NemOp):
     name = "nem.buffer"
 
     buffer_name = prop_def(StringAttr, prop_name="name")
+    """The buffer's name (property `name`)."""
     align = opt_prop_def(IntegerAttr)
+    """The `align=INT` attribute, or None."""
     decorators = opt_prop_def(ArrayAttr)
+    """The buffer's decorators (`DecoratorAttr`s), or None."""
     size = operand_def(IndexType)
+    """The byte size: an index SSA value."""
     result = result_def(BufferType)
+    """The buffer value; its type `BufferType` holds the memory level (`result.type.level`)."""
 
     def __init__(self, name: str, type: BufferType, size: SSAValue, align: int | None,
                  decorators: list[DecoratorAttr]):
@@ -273,14 +291,24 @@ class RegionOp(NemOp):
     name = "nem.region"
 
     region_name = opt_prop_def(StringAttr, prop_name="name")
+    """The region's name (property `name`); None for an inline region."""
     binding = prop_def(StringAttr)
+    """How it was written: `"decl"` (`NAME = region(...)`), `"let"` or `"inline"`."""
     decorators = opt_prop_def(ArrayAttr)
+    """The region's decorators (`@readonly`, ...), or None."""
     buffer = operand_def(BufferType)
+    """The viewed buffer (a `nem.buffer` result; `buffer_decl` is that op)."""
     offset = operand_def(IndexType)
+    """The byte offset into the buffer: an index SSA value."""
     extent = operand_def(IndexType)
+    """The byte extent: an index SSA value."""
     shape = var_operand_def(IndexType)
+    """One index value per dimension of a typed region (empty when untyped);
+    `result.type.shape_values` holds their folded values."""
     strides = var_operand_def(IndexType)
+    """The explicit strides, when the region has `strides=[...]` instead of a layout."""
     result = result_def(RegionType)
+    """The region value; its type is a `RegionType` (level, elem, shape, layout, strides, quant)."""
     irdl_options = (AttrSizedOperandSegments(as_property=True),)
 
     def __init__(self, type: RegionType, buffer: SSAValue, offset: SSAValue, extent: SSAValue,
@@ -333,10 +361,15 @@ class LoopOp(NemOp):
     name = "nem.loop"
 
     iv_name = prop_def(StringAttr)
+    """The loop variable's name as written (`i`); `block.args[0]` is its value."""
     decorators = opt_prop_def(ArrayAttr)
+    """The loop's decorators (`@max_in_flight(k)`, ...): `DecoratorAttr`s, or None."""
     lower = operand_def(IndexType)
+    """The first value of the loop variable (an index SSA value: a constant or an expression)."""
     upper = operand_def(IndexType)
+    """The last value of the loop variable, inclusive (D-LOOP-1)."""
     body = region_def("single_block")
+    """The loop body (one block, no terminator); `block` is that block."""
     traits = traits_def(NoTerminator())
 
     def __init__(self, iv_name: str, lower: SSAValue, upper: SSAValue, body: Block,
@@ -425,17 +458,25 @@ def _operand_decos(per_operand: list[list[DecoratorAttr]]) -> ArrayAttr | None:
     return ArrayAttr(tuple(ArrayAttr(tuple(d)) for d in per_operand))
 
 
-class _MoveOp(TaskOp):
+class MoveOp(TaskOp):
     """Shared shape of `transfer` and `store`: dst, src, deps."""
 
     token = opt_prop_def(StringAttr)
+    """The task's token name (`NAME = transfer...`), or None; `token_name()` reads it."""
     sync = opt_prop_def(UnitAttr)
+    """Present for `.sync` (`is_sync`), absent for `.async`."""
     decorators = opt_prop_def(ArrayAttr)
+    """The task's decorators (`@seq_engine(k)`, ...), or None."""
     operand_decorators = opt_prop_def(ArrayAttr)
+    """Per operand, in written order (`dst`, `src`), the decorators written after it."""
     dst = operand_def(RegionType)
+    """The destination region."""
     src = operand_def(RegionType)
+    """The source region."""
     deps = var_operand_def(TokenType)
+    """The tokens this task waits for (`deps=[...]`); `set_deps` replaces them."""
     result = result_def(TokenType)
+    """The task's completion token."""
     irdl_options = (AttrSizedOperandSegments(as_property=True),)
 
     def __init__(self, dst: SSAValue, src: SSAValue, deps: list[SSAValue], sync: bool,
@@ -461,7 +502,7 @@ class _MoveOp(TaskOp):
 
 
 @irdl_op_definition
-class TransferOp(_MoveOp):
+class TransferOp(MoveOp):
     """`transfer.async|sync(dst=..., src=..., deps=[...])` (SPEC §5)."""
 
     name = "nem.transfer"
@@ -469,7 +510,7 @@ class TransferOp(_MoveOp):
 
 
 @irdl_op_definition
-class StoreOp(_MoveOp):
+class StoreOp(MoveOp):
     """`store.async|sync(dst=..., src=..., deps=[...])` (SPEC §5)."""
 
     name = "nem.store"
@@ -483,7 +524,9 @@ class WaitOp(NemOp):
     name = "nem.wait"
 
     decorators = opt_prop_def(ArrayAttr)
+    """The decorators of the wait, or None."""
     tokens = var_operand_def(TokenType)
+    """The tokens it waits for (at least one)."""
 
     def __init__(self, tokens: Sequence[SSAValue], decorators: list[DecoratorAttr]):
         super().__init__(operands=[tokens], properties={"decorators": _decos(decorators)})
@@ -499,15 +542,25 @@ class ComputeOp(TaskOp):
     SPEC: ClassVar[OpcodeSpec]
 
     token = opt_prop_def(StringAttr)
+    """The task's token name, or None; `token_name()` reads it."""
     sync = opt_prop_def(UnitAttr)
+    """Present for `.sync` (`is_sync`), absent for `.async`."""
     decorators = opt_prop_def(ArrayAttr)
+    """The task's decorators (`@seq_engine(k)`, ...), or None."""
     operand_decorators = opt_prop_def(ArrayAttr)
+    """Per operand, in written order (ins, then outs), the decorators written after it."""
     attrs = prop_def(DictionaryAttr)
+    """The opcode's attributes (`axis=1`, ...) by name."""
     ins = var_operand_def(RegionType)
+    """The input regions."""
     outs = var_operand_def(RegionType)
+    """The output regions."""
     deps = var_operand_def(TokenType)
+    """The tokens this task waits for (`deps=[...]`); `set_deps` replaces them."""
     args = var_operand_def(IndexType)
+    """Index operands of attributes written as expressions."""
     result = result_def(TokenType)
+    """The task's completion token."""
     irdl_options = (AttrSizedOperandSegments(as_property=True),)
 
     def __init__(self, ins: list[SSAValue], outs: list[SSAValue], deps: list[SSAValue],

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from xdsl.passes import ModulePass
 
-    PASSES: dict[str, type[ModulePass]]
+    PASSES: dict[str, type[ModulePass]]  # what __getattr__ makes, for the type checker
 
 __all__ = ["PASSES"]
 

@@ -66,6 +66,8 @@ def check_pipeline(spec: str, available: Mapping[str, PassFactory], *,
     `builtin.module(...)` anchor removed (required when `anchored`: mlir-opt's
     `--pass-pipeline`) and option values quoted, once every pass name,
     option and value is known to be good; else `PipelineError`."""
+    if not anchored and not spec.strip():
+        return ""   # no pass: nothing to check (and no pass module to import)
     inner, start = _unwrap_anchor(spec, anchored)
     _check_nesting(spec, inner, start)
     text, origin = _blanks_between_passes_dropped(*_quote(inner, start))

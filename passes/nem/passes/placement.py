@@ -13,10 +13,11 @@ D-DEV-PLACE):
   index), so a task's engine cannot change between iterations: the rule
   holds exactly when PLACE-02/04 hold for the task, and the pass reports a
   violation inside a loop body as PLACE-05 (naming the loop);
-* `remarks=true`: one remark per engine-agnostic task (only L2/DDR
-  operands, PLACE-03) giving the engine it is assigned to: its
-  `@seq_engine(k)`, else the engine of its first dependency that has one,
-  else round-robin over the device's engines in program order (IA §4.4).
+* `remarks=true`: one remark per task giving its engine: the engine of its
+  L1 operands (PLACE-02), or for an engine-agnostic task (only L2/DDR
+  operands, PLACE-03) the engine it is assigned to: its `@seq_engine(k)`,
+  else the engine of its first dependency that has one, else round-robin
+  over the device's engines in program order (IA §4.4).
 """
 
 from __future__ import annotations
@@ -54,6 +55,15 @@ def _engines(op: TaskOp, device: Device | None) -> dict[int, str]:
             k = 0
         engines.setdefault(k, value_label(value))
     return engines
+
+
+def _task_name(op: TaskOp) -> str:
+    return f"task '{op.token_name()}'" if op.token_name() else "task"
+
+
+def _unindexed_l1(op: TaskOp) -> bool:
+    return any(isinstance(v.type, RegionType) and v.type.level.data == "L1"
+               for v, _ in op.operand_regions())
 
 
 def placement_diagnostics(prog: ProgramOp, device: Device | None, remarks: bool
@@ -100,7 +110,14 @@ def placement_diagnostics(prog: ProgramOp, device: Device | None, remarks: bool
             if bad_seq:
                 continue
             if engines:
-                assigned[op.results[0]] = next(iter(engines))
+                k, operand = next(iter(engines.items()))
+                assigned[op.results[0]] = k
+                if remarks:
+                    unindexed = " (an unindexed L1 is L1[0])" if device is not None and \
+                        _unindexed_l1(op) else ""
+                    diags.append(Diagnostic(
+                        "remark", f"{_task_name(op)} runs on engine {k}: its L1 operand "
+                        f"{operand}{unindexed}", SourceLoc.of(op), "PLACE-02"))
                 continue
             # engine-agnostic (PLACE-03)
             if seq:
@@ -117,7 +134,7 @@ def placement_diagnostics(prog: ProgramOp, device: Device | None, remarks: bool
             if engine is not None:
                 assigned[op.results[0]] = engine
             if remarks:
-                name = f"task '{op.token_name()}'" if op.token_name() else "task"
+                name = _task_name(op)
                 if engine is None:
                     msg = f"{name} is engine-agnostic (only L2/DDR operands); no target device, " \
                           "so its engine is chosen at lowering"
@@ -137,7 +154,7 @@ class CheckPlacementPass(ModulePass):
 
     Options:
       device: the target (default: nem-opt --device, else the program's directive)
-      remarks: report the engine each engine-agnostic task is assigned to (PLACE-03)
+      remarks: report the engine of each task (of its L1 operands; for an engine-agnostic task, the one assigned, PLACE-03)
     """
 
     name = "nem-check-placement"

@@ -116,6 +116,32 @@ def export(trace, path: str, program: str = "nem", mode: str = "functional") -> 
         f.write(text)
 
 
+def lane_key(unit: tuple[int, str, int]) -> tuple[int, str, int]:
+    """A Gantt row's place: engine by engine (E0's units, then E1's, ...,
+    device-wide units last), each engine's units by name and index."""
+    engine, name, index = unit
+    return (engine if engine >= 0 else 1 << 30, name, index)
+
+
+def lane_label(unit: tuple[int, str, int]) -> str:
+    eng, uname = _unit_parts(unit)
+    return f"{'dev' if eng == 'device' else 'E' + eng}.{uname}"
+
+
+def opcode_colors(opcodes: list[str]) -> dict[str, tuple[float, ...]]:
+    """A distinct colour per opcode of a chart: matplotlib's qualitative
+    tab10 or tab20 up to 20 opcodes, else evenly spaced hues of `turbo`
+    (tab10 alone made `transfer` and `clamp` share one with 12 opcodes)."""
+    import matplotlib
+
+    n = len(opcodes)
+    if n <= 20:
+        cmap = matplotlib.colormaps["tab10" if n <= 10 else "tab20"]
+        return {op: tuple(cmap(k)) for k, op in enumerate(opcodes)}
+    cmap = matplotlib.colormaps["turbo"]
+    return {op: tuple(cmap(k / (n - 1))) for k, op in enumerate(opcodes)}
+
+
 def timeline_png(trace, path: str, title: str = "", mode: str = "timed") -> None:
     """A Gantt chart (one row per engine/unit); needs matplotlib."""
     try:
@@ -125,21 +151,19 @@ def timeline_png(trace, path: str, title: str = "", mode: str = "timed") -> None
     except ImportError as e:
         raise RuntimeError("not supported: --timeline needs matplotlib; install it with "
                            "pip install 'nem-toolchain[viz]'") from e
-    lanes: dict[str, int] = {}
+    units = sorted({unit for _step, _tpl, _it, unit, _s, _e, _n in trace}, key=lane_key)
+    lanes = {unit: row for row, unit in enumerate(units)}
     bars: dict[str, list] = {}
     for _step, tpl, _it, unit, start, end, _n in trace:
-        eng, uname = _unit_parts(unit)
-        name = f"{'dev' if eng == 'device' else 'E' + eng}.{uname}"
-        lanes.setdefault(name, len(lanes))
-        bars.setdefault(tpl.opcode, []).append((lanes[name], start, max(end - start, 1)))
+        bars.setdefault(tpl.opcode, []).append((lanes[unit], start, max(end - start, 1)))
     fig, ax = plt.subplots(figsize=(12, 1 + 0.5 * max(len(lanes), 1)))
-    colors = plt.get_cmap("tab10")
-    for k, (opcode, items) in enumerate(sorted(bars.items())):
+    colors = opcode_colors(sorted(bars))
+    for opcode, items in sorted(bars.items()):
         for j, (row, start, dur) in enumerate(items):
-            ax.broken_barh([(start, dur)], (row - 0.4, 0.8), facecolors=colors(k % 10),
+            ax.broken_barh([(start, dur)], (row - 0.4, 0.8), facecolors=colors[opcode],
                            label=opcode if j == 0 else None)
     ax.set_yticks(range(len(lanes)))
-    ax.set_yticklabels(list(lanes))
+    ax.set_yticklabels([lane_label(u) for u in units])
     ax.invert_yaxis()
     ax.set_xlabel(f"{time_unit(mode)}s")
     ax.set_title(title)

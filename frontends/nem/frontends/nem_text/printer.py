@@ -33,12 +33,12 @@ from nem.dialect.ops import (
     ConstOp,
     LetOp,
     LoopOp,
+    MoveOp,
     ProgramOp,
     RegionOp,
     StoreOp,
     TransferOp,
     WaitOp,
-    _MoveOp,
 )
 
 INDENT = "  "
@@ -218,7 +218,7 @@ class NemPrinter:
             self.line(depth, "endloop")
             self.out.write("\n")
         elif kind == "move":
-            self.line(depth, self.move(cast(_MoveOp, op)))
+            self.line(depth, self.move(cast(MoveOp, op)))
         elif kind == "wait":
             op = cast(WaitOp, op)
             names = ", ".join(_token_name(t) for t in op.tokens)
@@ -229,7 +229,7 @@ class NemPrinter:
             raise fail(f"not supported: cannot print {op.name} as .nem", op, None,
                        "lower the input first (-p lower-to-nem) or print MLIR (-t mlir)")
 
-    def move(self, op: _MoveOp) -> str:
+    def move(self, op: MoveOp) -> str:
         kw = "transfer" if isinstance(op, TransferOp) else "store"
         assert isinstance(op, TransferOp | StoreOp)
         mode = "sync" if op.is_sync else "async"
@@ -274,7 +274,7 @@ def _buffer_name(buf: SSAValue) -> str:
 
 
 _STATEMENTS = ((ConstOp, "const"), (LetOp, "let"), (BufferOp, "buffer"), (RegionOp, "region"),
-               (LoopOp, "loop"), (_MoveOp, "move"), (WaitOp, "wait"), (ComputeOp, "compute"),
+               (LoopOp, "loop"), (MoveOp, "move"), (WaitOp, "wait"), (ComputeOp, "compute"),
                (arith.ConstantOp, "value"))
 
 

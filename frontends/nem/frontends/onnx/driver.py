@@ -30,6 +30,7 @@ from nem.frontends.onnx.graph import (
     TensorVal,
     interface_names,
 )
+from nem.frontends.onnx.fusions import fuse_erf_gelu
 from nem.frontends.onnx.prepare import ShapeInferenceError, prepare
 from nem.frontends.onnx.validate import check_inferred, load_model, tensors, validate
 from onnx import helper, numpy_helper
@@ -329,6 +330,7 @@ def import_onnx(model: str | Path | onnx.ModelProto, func_name: str = "main",
                               fix="check the model with onnx.checker.check_model(model, "
                                   "full_check=True)") from e
     check_inferred(prepared.model, where, prepared.node_index)
+    fuse_erf_gelu(prepared.model.graph)   # one Gelu, raised as NEM gelu (D-COMPILE-GELU-ERF)
     imp = Importer(prepared.model, where, func_name, softmax_types, prepared.node_index,
                    demote_f64, demote_i64)
     try:
