@@ -313,6 +313,7 @@ def replay(args: argparse.Namespace) -> int:
     path = Path(args.model)
     model, inputs = load_case(path)
     config = config_of(args)
+    Path(args.work).mkdir(parents=True, exist_ok=True)
     r = isolated(case_fn(model, inputs, config, args.timeout), Path(args.work),
                  wall_limit(args.timeout), args.mem_gb)
     print(f"{path} {config.label}: {r.outcome}" + (f": {r.detail}" if r.detail else ""))

@@ -147,14 +147,34 @@ def pool_ceil_mode() -> onnx.ModelProto:
                   {"x": [1, 1, 1, 6]}, {"y": [1, 1, 1, 4]})
 
 
+def unsqueeze_scalar() -> onnx.ModelProto:
+    """Unsqueeze(axes [0]) of f16[] (campaign seed 3131, m163, minimized):
+    the importer collapsed the 0-d value to 1-D with an empty reassociation
+    group, an MLIRError traceback ('reassociation indices must not be
+    empty'); fixed in the importer (emit.reshape)."""
+    return _model([helper.make_node("Unsqueeze", ["x", "axes"], ["y"])],
+                  {"x": []}, {"y": [1]}, {"axes": [0]}, elem=TensorProto.FLOAT16)
+
+
+def tile_column() -> onnx.ModelProto:
+    """Tile(repeats [3, 3]) of f16[2,1] on npm_lite --no-pipeline (campaign
+    seed 3131, m111, minimized; Tile and Expand in 5 of its 200 cases, both
+    routes, npm_lite and npm_pro_x1): the lowered broadcast copy reads and
+    writes one buffer at overlapping bytes ('transfer source and destination
+    overlap (bytes [0, 8) and [2, 10) of alloc_v2) [HAZ-02]': VERIFY-FAIL)."""
+    return _model([helper.make_node("Tile", ["x", "r"], ["y"])],
+                  {"x": [2, 1]}, {"y": [6, 3]}, {"r": [3, 3]}, elem=TensorProto.FLOAT16)
+
+
 @dataclass(frozen=True)
 class Seed:
     name: str
     build: Callable[[], onnx.ModelProto]
     config: Config
     today: str
-    """The outcome today: its `want` once fixed (each was found on main
-    28188ef; all fixed on branch miscompile)."""
+    """The outcome today: its `want` once fixed (the first twelve were found
+    on main 28188ef and fixed on branch miscompile; an open one is a strict
+    xfail in test_graph_fuzz.py until its fix sets `today`)."""
     want: str = "PASS"
     """The outcome once fixed (REJECTED: a model onnxruntime itself does not
     run as declared, which a clean diagnostic must refuse)."""
@@ -174,6 +194,9 @@ SEEDS = [
     Seed("avgpool_f16_column", avgpool_f16_column, Config("npm_pro_x1"), "PASS"),
     Seed("matmul_4d_by_vector", matmul_4d_by_vector, Config("npm_pro"), "PASS"),
     Seed("pool_ceil_mode", pool_ceil_mode, Config("npm_pro"), "REJECTED", "REJECTED"),
+    # the new front end's op types (branch fuzz2, campaign seed 3131)
+    Seed("unsqueeze_scalar", unsqueeze_scalar, Config("npm_pro_x1"), "PASS"),
+    Seed("tile_column", tile_column, Config("npm_lite", pipeline=False), "VERIFY-FAIL"),
 ]
 
 
