@@ -158,7 +158,8 @@ class Builder:
         name = tensor.name
         if as_node:
             form = self.rng.random()
-            if tensor.data_type == TensorProto.INT64 and len(tensor.dims) == 1 and form < 0.5:
+            if tensor.data_type == TensorProto.INT64 and len(tensor.dims) == 1 and \
+                    tensor.dims[0] and form < 0.5:       # (value_ints=[] has no type)
                 ints = [int(x) for x in numpy_helper.to_array(tensor)]
                 self.nodes.append(helper.make_node("Constant", [], [name], value_ints=ints))
             else:

@@ -166,6 +166,15 @@ def tile_column() -> onnx.ModelProto:
                   {"x": [2, 1]}, {"y": [6, 3]}, {"r": [3, 3]}, elem=TensorProto.FLOAT16)
 
 
+def expand_broadcast() -> onnx.ModelProto:
+    """Expand of f32[3,1,1] to [2,3,5,13] with --route transform --engines 1
+    --no-pipeline on npm_pro_x1 (campaign seed 3131, m165, minimized): the
+    broadcast copy overlaps itself as in `tile_column` ('bytes [0, 524) and
+    [4, 528) of alloc_v1 [HAZ-02]')."""
+    return _model([helper.make_node("Expand", ["x", "s"], ["y"])],
+                  {"x": [3, 1, 1]}, {"y": [2, 3, 5, 13]}, {"s": [2, 3, 5, 13]})
+
+
 @dataclass(frozen=True)
 class Seed:
     name: str
@@ -197,6 +206,8 @@ SEEDS = [
     # the new front end's op types (branch fuzz2, campaign seed 3131)
     Seed("unsqueeze_scalar", unsqueeze_scalar, Config("npm_pro_x1"), "PASS"),
     Seed("tile_column", tile_column, Config("npm_lite", pipeline=False), "VERIFY-FAIL"),
+    Seed("expand_broadcast", expand_broadcast,
+         Config("npm_pro_x1", "transform", 1, pipeline=False), "VERIFY-FAIL"),
 ]
 
 
