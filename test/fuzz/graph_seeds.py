@@ -175,6 +175,22 @@ def expand_broadcast() -> onnx.ModelProto:
                   {"x": [3, 1, 1]}, {"y": [2, 3, 5, 13]}, {"s": [2, 3, 5, 13]})
 
 
+def conv_transpose_same_stride() -> onnx.ModelProto:
+    """ConvTranspose(kernel [1,4], strides [3,3], auto_pad SAME_LOWER) of
+    f32[1,7,9,5] (campaign seed 3232, m17): on H, in * stride (27) is more
+    than the convolution gives (25); ONNX and onnxruntime take the negative
+    padding as 0, the importer refused the model ('output_shape [27, 15] is
+    larger than the convolution gives'); fixed in the importer."""
+    w = numpy_helper.from_array(
+        np.random.default_rng(0).standard_normal((7, 3, 1, 4)).astype(np.float32) / 5, "w")
+    model = _model([helper.make_node("ConvTranspose", ["x", "w"], ["y"], kernel_shape=[1, 4],
+                                     strides=[3, 3], auto_pad="SAME_LOWER")],
+                   {"x": [1, 7, 9, 5], "w": [7, 3, 1, 4]}, {"y": [1, 3, 25, 15]})
+    model.graph.initializer.append(w)
+    del model.graph.input[1]
+    return validate(model) and model
+
+
 @dataclass(frozen=True)
 class Seed:
     name: str
@@ -205,6 +221,7 @@ SEEDS = [
     Seed("pool_ceil_mode", pool_ceil_mode, Config("npm_pro"), "REJECTED", "REJECTED"),
     # the new front end's op types (branch fuzz2, campaign seed 3131)
     Seed("unsqueeze_scalar", unsqueeze_scalar, Config("npm_pro_x1"), "PASS"),
+    Seed("conv_transpose_same_stride", conv_transpose_same_stride, Config("npm_pro_x1"), "PASS"),
     Seed("tile_column", tile_column, Config("npm_lite", pipeline=False), "VERIFY-FAIL"),
     Seed("expand_broadcast", expand_broadcast,
          Config("npm_pro_x1", "transform", 1, pipeline=False), "VERIFY-FAIL"),
