@@ -295,13 +295,19 @@ def conv(b: Builder) -> None:
     if groups > 1:
         attrs["group"] = groups
     fan_in = c // groups * math.prod(kernel)
-    wshape = (f, c // groups, *kernel)
+    b.add("Conv", kernel_operands(b, x, (f, c // groups, *kernel), fan_in, f), **attrs)
+
+
+def kernel_operands(b: Builder, x: Val, wshape: tuple[int, ...], fan_in: int,
+                    channels: int) -> list[str]:
+    """A convolution's operands: x, the weights (scaled by 1/sqrt(fan-in);
+    rarely a graph input: not supported) and, often, a bias."""
     w = b.new_input(wshape) if b.rng.random() < RARE else \
         b.weight(wshape, scale=1 / math.sqrt(fan_in))
     ins = [x.name, w.name]
     if b.rng.random() < 0.6:
-        ins.append(b.weight((f,), scale=0.5).name)
-    b.add("Conv", ins, **attrs)
+        ins.append(b.weight((channels,), scale=0.5).name)
+    return ins
 
 
 @op("BatchNormalization")
@@ -365,13 +371,8 @@ def conv_transpose(b: Builder) -> None:
                                        for s, d in zip(strides, dil)]
     if groups > 1:
         attrs["group"] = groups
-    wshape = (c, m // groups, *kernel)
-    w = b.new_input(wshape) if b.rng.random() < RARE else \
-        b.weight(wshape, scale=1 / math.sqrt(c // groups * math.prod(kernel)))
-    ins = [x.name, w.name]
-    if b.rng.random() < 0.6:
-        ins.append(b.weight((m,), scale=0.5).name)
-    b.add("ConvTranspose", ins, **attrs)
+    b.add("ConvTranspose", kernel_operands(b, x, (c, m // groups, *kernel),
+                                           c // groups * math.prod(kernel), m), **attrs)
 
 
 @op("InstanceNormalization")
