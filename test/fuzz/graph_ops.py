@@ -377,7 +377,15 @@ def conv_transpose(b: Builder) -> None:
 
 @op("InstanceNormalization")
 def instancenorm(b: Builder) -> None:
-    x = b.pick_or_new(lambda v: 3 <= v.rank <= 4, lambda: nchw(b)[:b.rng.choice((3, 4))])
+    """Over at least 4 spatial elements: over one (a constant row), exact
+    arithmetic gives the bias, which the program computes, while
+    onnxruntime's result is 9.7e-5 off it (f32, scale 1.5: a rounding of
+    x - mean times 1/sqrt(eps); campaign seed 3333, m9): the reference, not
+    the program, would be wrong."""
+    x = b.pick_or_new(lambda v: 3 <= v.rank <= 4 and math.prod(v.shape[2:]) >= 4,
+                      lambda: nchw(b)[:b.rng.choice((3, 4))])
+    if math.prod(x.shape[2:]) < 4:
+        raise Skip
     c = x.shape[1]
     eps = b.rng.choice((None, 1e-5, 1e-3))
     b.add("InstanceNormalization",
