@@ -237,15 +237,19 @@ def report(rows: list[dict], table: dict[int, list[str]], configs: Sequence[Conf
             by_op[o][r["outcome"]] += 1
     rejected = Counter(r["op"] for r in rows if r["outcome"] == "REJECTED")
     lines += ["", "## Per op type", "",
-              "Nodes generated; cases of models holding the op, and how many of them were "
-              "REJECTED with a diagnostic naming this op (the share is of those cases).", "",
-              "| op | nodes | cases | rejected naming it | share |", "|---|---|---|---|---|"]
+              "Nodes generated; cases of models holding the op, their outcomes, and how "
+              "many were REJECTED with a diagnostic naming this op (the share is of the "
+              "op's cases).", "",
+              "| op | nodes | cases | " + " | ".join(OUTCOMES) + " | rejected naming it | share |",
+              "|---" * (len(OUTCOMES) + 5) + "|"]
     for o in sorted(generated):
         n = sum(by_op[o].values())
-        lines.append(f"| {o} | {generated[o]} | {n} | {rejected.get(o, 0)} | "
-                     f"{100 * rejected.get(o, 0) / max(n, 1):.0f}% |")
+        lines.append(f"| {o} | {generated[o]} | {n} | "
+                     + " | ".join(str(by_op[o].get(k, 0)) for k in OUTCOMES)
+                     + f" | {rejected.get(o, 0)} | {100 * rejected.get(o, 0) / max(n, 1):.0f}% |")
     for o in sorted(set(rejected) - set(generated)):
-        lines.append(f"| {o} | - | - | {rejected[o]} | - |")
+        lines.append(f"| {o} | - | - | " + " | ".join("-" for _ in OUTCOMES)
+                     + f" | {rejected[o]} | - |")
     reasons = Counter(CaseResult.parse(_fields(r)).signature() for r in rows
                       if r["outcome"] == "REJECTED")
     lines += ["", "## REJECTED by reason", "", "| cases | reason |", "|---|---|"]
@@ -313,6 +317,7 @@ def replay(args: argparse.Namespace) -> int:
     path = Path(args.model)
     model, inputs = load_case(path)
     config = config_of(args)
+    Path(args.work).mkdir(parents=True, exist_ok=True)
     r = isolated(case_fn(model, inputs, config, args.timeout), Path(args.work),
                  wall_limit(args.timeout), args.mem_gb)
     print(f"{path} {config.label}: {r.outcome}" + (f": {r.detail}" if r.detail else ""))

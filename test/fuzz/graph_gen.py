@@ -1,8 +1,9 @@
 """Seeded generation of random valid ONNX graphs (issue 31, NNSmith-style).
 
 `generate(seed, index)` builds model `index` of campaign `seed`: graph inputs
-of odd, prime and power-of-two sizes (batch > 1 often), 2-12 nodes drawn
-from the op table (`graph_ops.OPS`, one entry per op type nem-compile
+of odd, prime and power-of-two sizes (batch > 1 often), 2-12 nodes (the
+last entry may add up to 6 more: a Shape and its reader, a sequence's ops)
+drawn from the op table (`graph_ops.OPS`, one entry per op type nem-compile
 supports, each choosing its operands, attributes across their legal ranges
 and constant index operands), values shared by several nodes, and every
 value no node reads as a graph output (plus, sometimes, an intermediate
@@ -88,6 +89,10 @@ class Builder:
     consts: dict[str, onnx.TensorProto] = field(default_factory=dict)
     """Integer and float constants by name (initializers and Constant outputs),
     for shape inference of index operands."""
+    other: dict[str, onnx.TypeProto] = field(default_factory=dict)
+    """Values not of the model's float type (int64 shapes and indices, float
+    tensors of the other precision, sequences) by name: an entry makes and
+    consumes them (they are never graph outputs nor picked as operands)."""
     uses: dict[str, int] = field(default_factory=dict)
     count: int = 0
 
@@ -153,7 +158,8 @@ class Builder:
         name = tensor.name
         if as_node:
             form = self.rng.random()
-            if tensor.data_type == TensorProto.INT64 and len(tensor.dims) == 1 and form < 0.5:
+            if tensor.data_type == TensorProto.INT64 and len(tensor.dims) == 1 and \
+                    tensor.dims[0] and form < 0.5:       # (value_ints=[] has no type)
                 ints = [int(x) for x in numpy_helper.to_array(tensor)]
                 self.nodes.append(helper.make_node("Constant", [], [name], value_ints=ints))
             else:
@@ -165,6 +171,11 @@ class Builder:
         if tensor.data_type != TensorProto.INT64:
             self.vals.append(v)
         return v
+
+    def known(self, name: str, values: Sequence[int]) -> None:
+        """Tell shape inference the int64 value `name` has (a Shape or Size
+        output), as onnx's data propagation does for the whole model."""
+        self.consts[name] = numpy_helper.from_array(np.asarray(values, dtype=np.int64), name)
 
     def scalar(self, value: float, as_node: bool | None = None) -> Val:
         """A float scalar constant (Clip bounds, a Pow exponent, a splat operand)."""
@@ -186,6 +197,15 @@ class Builder:
         pool = leaves if leaves and self.rng.random() < leaf_bias else cands
         return self.rng.choice(pool)
 
+    def pick_input(self, shape: Callable[[], Sequence[int]], pos: bool = False) -> Val:
+        """A graph input (read by both sides bit for bit: the operand of a
+        discontinuous op, Sign, Shrink, a cast to an integer), existing or new."""
+        names = {vi.name for vi in self.inputs}
+        try:
+            return self.pick(lambda v: v.name in names and (v.pos or not pos))
+        except Skip:
+            return self.new_input(shape(), pos)
+
     def pick_or_new(self, ok: Callable[[Val], bool], shape: Callable[[], Sequence[int]],
                     pos: bool = False, p_new: float = 0.05) -> Val:
         """An existing value with `ok`; a new graph input of `shape()` with
@@ -201,14 +221,18 @@ class Builder:
 
     # ------------------------------------------------------------- nodes
     def add(self, op: str, inputs: Sequence[str], n_out: int = 1, pos: bool = False,
-            **attrs: object) -> list[Val]:
+            shapes: Sequence[Sequence[int]] | None = None, **attrs: object) -> list[Val]:
         """Append node `op` on `inputs`; its output shapes from ONNX's shape
-        inference (a node it rejects is a Skip, and nothing is added)."""
+        inference (a node it rejects is a Skip, and nothing is added), or
+        `shapes` where inference leaves a dimension unknown (an element of a
+        sequence of unequal tensors).  An output that is not a tensor of the
+        model's float type goes to `other`, not to the values."""
         outs = [self.fresh(op[:3].lower()) for _ in range(n_out)]
         node = helper.make_node(op, list(inputs), outs, name=f"{op}_{len(self.nodes)}",
                                 **attrs)
         types = {v.name: helper.make_tensor_type_proto(self.elem, list(v.shape))
                  for v in self.vals if v.name in inputs}
+        types.update({n: self.other[n] for n in inputs if n in self.other})
         for name in inputs:
             if name in self.consts and name not in types:
                 t = self.consts[name]
@@ -220,19 +244,35 @@ class Builder:
                 opset_imports=[helper.make_opsetid("", OPSET)])
         except Exception as e:   # onnx's InferenceError and friends: invalid operands
             raise Skip from e
-        result = []
-        for name in outs:
-            tt = inferred[name].tensor_type
+        result, others = [], {}
+        for k, name in enumerate(outs):
+            tp = inferred[name]
+            if not tp.HasField("tensor_type"):
+                others[name] = tp                   # a sequence
+                result.append(Val(name, (), const=True))
+                continue
+            tt = tp.tensor_type
             dims = [d.dim_value if d.HasField("dim_value") else -1 for d in tt.shape.dim]
+            if shapes is not None and (not tt.HasField("shape") or (
+                    len(dims) == len(shapes[k]) and
+                    all(d in (-1, s) for d, s in zip(dims, shapes[k])))):
+                dims = list(shapes[k])
+                tp = helper.make_tensor_type_proto(tt.elem_type, dims)
+                tt = tp.tensor_type
             if any(d <= 0 for d in dims) or not tt.HasField("shape") or \
                     int(np.prod(dims, dtype=np.int64)) > MAX_ELEMS:
                 raise Skip
-            result.append(Val(name, tuple(dims), pos=pos))
+            if tt.elem_type != self.elem:
+                others[name] = tp
+                result.append(Val(name, tuple(dims), const=True))
+            else:
+                result.append(Val(name, tuple(dims), pos=pos))
         for name in inputs:
             if name:
                 self.uses[name] = self.uses.get(name, 0) + 1
         self.nodes.append(node)
-        self.vals.extend(result)
+        self.other.update(others)
+        self.vals.extend(v for v in result if v.name not in others)
         return result
 
 
@@ -244,7 +284,8 @@ class Builder:
 class Generated:
     model: onnx.ModelProto
     ops: list[str]
-    """Op types of the nodes, in order (Constant nodes excluded)."""
+    """Op types of the nodes, in order (Constant nodes excluded): an entry
+    may add several (Shape and the Reshape reading it, a sequence's ops)."""
 
 
 def build_model(b: Builder, outputs: Sequence[Val], name: str) -> onnx.ModelProto:
@@ -277,16 +318,16 @@ def _attempt(rng: random.Random, ops: Sequence[str] | None, nodes: int | None,
     table = [op for op in (ops or OPS) if op in OPS]
     weights = [WEIGHTS.get(op, 1.0) for op in table]
     b.new_input(b.shape())
-    done: list[str] = []
+    done = 0
     tries = 0
-    while len(done) < target and tries < 40 * target:
+    while done < target and tries < 40 * target:   # nodes (an entry may add several)
         tries += 1
         op = rng.choices(table, weights)[0]
         mark = (len(b.nodes), len(b.inputs), len(b.inits), len(b.vals), dict(b.uses),
                 len(b.positive))
         try:
             OPS[op](b)
-            done.append(op)
+            done = sum(1 for n in b.nodes if n.op_type != "Constant")
         except Skip:   # undo what the entry added before it gave up
             b.nodes[mark[0]:], b.inputs[mark[1]:], b.inits[mark[2]:] = [], [], []
             b.vals[mark[3]:], b.uses, b.positive[mark[5]:] = [], mark[4], []
@@ -302,7 +343,8 @@ def _attempt(rng: random.Random, ops: Sequence[str] | None, nodes: int | None,
         outs.append(rng.choice(extra))     # an intermediate value as an output too
     if not outs:
         raise Skip
-    return Generated(build_model(b, outs, name), done)
+    return Generated(build_model(b, outs, name),
+                     [n.op_type for n in b.nodes if n.op_type != "Constant"])
 
 
 def generate(seed: int, index: int, ops: Sequence[str] | None = None,

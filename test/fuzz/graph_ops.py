@@ -13,6 +13,12 @@ axes, clamped slice bounds, ...).  A few legal forms the importer does not
 take are generated on purpose, rarely (`RARE`), so that REJECTED counts per
 op say what is missing.  To add an op: write its entry, give it a weight in
 `WEIGHTS` if it should be drawn more or less often than 1.
+
+This module holds the compute entries (elementwise, linear, normalizations,
+windows, reductions) and the data movement of the first front end;
+`graph_ops_data` the shape, index, cast and sequence ops, whose entries
+also make and consume values of other types (int64 shapes, sequences).
+`OPS` (from `graph_operands`) is the whole table once this is imported.
 """
 
 from __future__ import annotations
@@ -20,98 +26,36 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 
+import graph_ops_data  # registers the shape, index, cast and sequence entries
 from graph_gen import Builder, Skip, Val
+from graph_operands import (
+    OPS,
+    RARE,
+    axis,
+    broadcasts,
+    factorize,
+    nchw,
+    op,
+    operand_like,
+    partner_shape,
+    window,
+)
 
-OPS: dict[str, Callable[[Builder], None]] = {}
+__all__ = ["OPS", "UNFUZZED", "WEIGHTS"]
+
 WEIGHTS: dict[str, float] = {
     "Identity": 0.3, "Dropout": 0.3, "Neg": 0.5, "Erf": 0.5, "GlobalMaxPool": 0.6,
     "GlobalAveragePool": 0.6, "Conv": 3.0, "MaxPool": 1.5, "AveragePool": 1.5,
     "MatMul": 1.5, "Add": 1.5, "Mul": 1.5,
     "Transpose": 1.5, "Slice": 1.5, "Concat": 1.5, "Reshape": 1.2,
+    "ConvTranspose": 1.5, "Gather": 1.2, "Pad": 1.2,
+    # a sequence entry adds three or four sequence ops (the others at random)
+    **{name: 0.3 for name in graph_ops_data.SEQUENCE_OPS},
 }
-RARE = 0.04
-"""Probability of a legal form the importer is known not to take."""
-UNFUZZED = frozenset({
-    "Cast", "ConcatFromSequence", "ConstantOfShape", "ConvTranspose", "Elu", "Expand", "Gather",
-    "HardSigmoid", "HardSwish", "InstanceNormalization", "LRN", "Log", "LogSoftmax", "Mean",
-    "PRelu", "Pad", "Reciprocal", "Selu", "SequenceAt", "SequenceConstruct", "SequenceEmpty",
-    "SequenceErase", "SequenceInsert", "SequenceLength", "Shape", "Shrink", "Sign", "Size",
-    "Softplus", "Softsign", "SplitToSequence", "Squeeze", "Sum", "Tile", "Unsqueeze"})
-"""Op types the importer converts (issue 32's front end) that have no entry
-yet: the campaign does not draw them (their op tests compare each with
-onnxruntime, test_onnx_ops.py); an entry moves its op out of this set."""
-
-
-def op(name: str) -> Callable[[Callable[[Builder], None]], Callable[[Builder], None]]:
-    def register(fn: Callable[[Builder], None]) -> Callable[[Builder], None]:
-        OPS[name] = fn
-        return fn
-    return register
-
-
-# ---------------------------------------------------------------------------
-# helpers
-
-
-def nchw(b: Builder) -> tuple[int, ...]:
-    """A new NCHW activation shape: small channels, odd spatial sizes."""
-    return (b.rng.choice((1, 2, 3)), b.size(1, 8), b.size(1, 13), b.size(1, 13))
-
-
-def partner_shape(b: Builder, shape: tuple[int, ...]) -> tuple[int, ...]:
-    """A shape that broadcasts with `shape` (ONNX multidirectional rules)."""
-    r = b.rng.random()
-    if r < 0.3 or not shape:
-        return shape
-    if r < 0.45:
-        return ()
-    if r < 0.65:                                   # drop leading dimensions
-        return shape[b.rng.randint(1, len(shape)):]
-    dims = list(shape)
-    for k in range(len(dims)):                     # some dimensions 1
-        if b.rng.random() < 0.5:
-            dims[k] = 1
-    if r > 0.9:                                    # the other way: a 1 grows
-        dims = [b.size(2, 5) if s == 1 and b.rng.random() < 0.5 else d
-                for s, d in zip(shape, dims)]
-    return tuple(dims)
-
-
-def broadcasts(a: tuple[int, ...], c: tuple[int, ...]) -> bool:
-    for x, y in zip(reversed(a), reversed(c)):
-        if x != y and 1 not in (x, y):
-            return False
-    return True
-
-
-def operand_like(b: Builder, shape: tuple[int, ...], pos: bool = False) -> Val:
-    """A second operand of `shape`: an existing value, a new input, an
-    initializer or a Constant node."""
-    r = b.rng.random()
-    if r < 0.4:
-        try:
-            return b.pick(lambda v: v.shape == shape and (v.pos or not pos))
-        except Skip:
-            pass
-    if r < 0.55:
-        return b.new_input(shape, pos)
-    if not shape and r < 0.75:
-        return b.scalar(b.rng.uniform(0.5, 2.0) if pos else b.rng.choice((-1.5, 0.25, 3.0)))
-    return b.weight(shape, pos=pos, as_node=r > 0.9)
-
-
-def axis(b: Builder, rank: int, inclusive: bool = False) -> int:
-    """An axis in [-rank, rank) (or [-rank, rank] with `inclusive`), spelled
-    negative half of the time."""
-    a = b.rng.randrange(rank + (1 if inclusive else 0))
-    return a - rank if b.rng.random() < 0.4 and a < rank else a
-
-
-def window(b: Builder, size: int, kmax: int) -> tuple[int, int, int, int]:
-    """(kernel, stride, dilation, pad_begin, ...) for one spatial axis: a
-    kernel that fits the padded input."""
-    k = b.rng.randint(1, max(1, min(kmax, size + 2)))
-    return k, b.rng.choice((1, 1, 2, 3)), b.rng.choice((1, 1, 1, 2)), b.rng.randint(0, k - 1)
+UNFUZZED: frozenset[str] = frozenset()
+"""Op types the importer converts that have no entry yet (the campaign does
+not draw them; a new converter goes here until its entry is written, and
+the entry moves its op out of this set)."""
 
 
 # ---------------------------------------------------------------------------
@@ -140,6 +84,32 @@ _unary("Identity", lambda x: x.pos)
 _unary("LeakyRelu", lambda x: x.pos,
        alpha=lambda b: b.rng.choice((None, 0.01, 0.1, 0.3, 1.5)))
 _unary("Gelu", lambda x: False, approximate=lambda b: b.rng.choice((None, "none", "tanh")))
+_unary("Log", lambda x: False, need_pos=True)
+_unary("Reciprocal", lambda x: True, need_pos=True)
+_unary("Softplus", lambda x: x.pos)   # of a positive x, >= log 2: relative accuracy kept
+_unary("Softsign", lambda x: x.pos)
+_unary("HardSwish", lambda x: False)
+_unary("HardSigmoid", lambda x: False, alpha=lambda b: b.rng.choice((None, 0.2, 0.5, 1.0)),
+       beta=lambda b: b.rng.choice((None, 0.5, 0.25, -0.5)))
+_unary("Elu", lambda x: x.pos, alpha=lambda b: b.rng.choice((None, 0.5, 1.0, 2.0)))
+_unary("Selu", lambda x: x.pos, alpha=lambda b: b.rng.choice((None, 1.0, 1.5)),
+       gamma=lambda b: b.rng.choice((None, 1.0, 2.0)))
+
+
+def _exact_unary(name: str, **attrs: Callable[[Builder], object]) -> None:
+    """A unary op that is discontinuous (a jump at 0 or at +-lambd): its
+    operand is a graph input, which both sides read bit for bit, so that a
+    rounding difference upstream cannot flip a comparison."""
+    @op(name)
+    def entry(b: Builder) -> None:
+        x = b.pick_input(b.shape)
+        given = {k: f(b) for k, f in attrs.items()}
+        b.add(name, [x.name], **{k: v for k, v in given.items() if v is not None})
+
+
+_exact_unary("Sign")
+_exact_unary("Shrink", bias=lambda b: b.rng.choice((None, 0.0, 0.5, -1.0)),
+             lambd=lambda b: b.rng.choice((None, 0.25, 0.5, 1.0, 1.5)))
 
 
 @op("Dropout")
@@ -181,6 +151,52 @@ def _binary(name: str) -> None:
 
 for _name in ("Add", "Sub", "Mul", "Max", "Min"):
     _binary(_name)
+
+
+def _variadic(name: str) -> None:
+    """Sum, Mean: one to four operands broadcasting together."""
+    @op(name)
+    def entry(b: Builder) -> None:
+        x = b.pick_or_new(lambda v: True, b.shape)
+        parts = [x]
+        for _ in range(b.rng.choice((0, 1, 1, 2, 3))):
+            r = b.rng.random()
+            if r < 0.1:
+                parts.append(x)
+                continue
+            if r < 0.4:
+                try:
+                    parts.append(b.pick(lambda v: broadcasts(v.shape, x.shape) and
+                                        v.name != x.name))
+                    continue
+                except Skip:
+                    pass
+            parts.append(operand_like(b, partner_shape(b, x.shape)))
+        b.rng.shuffle(parts)
+        if all(p.const for p in parts):
+            raise Skip
+        b.add(name, [p.name for p in parts], pos=all(p.pos for p in parts))
+
+
+_variadic("Sum")
+_variadic("Mean")
+
+
+@op("PRelu")
+def prelu(b: Builder) -> None:
+    """The slope broadcasts to x one way: per channel [C,1,..], a scalar, or
+    a suffix of x's shape with some dimensions 1."""
+    x = b.pick_or_new(lambda v: v.rank >= 1, b.shape)
+    r = b.rng.random()
+    if r < 0.35 and x.rank >= 2:
+        shape = (x.shape[1],) + (1,) * (x.rank - 2)
+    elif r < 0.5:
+        shape = b.rng.choice(((), (1,)))
+    else:
+        shape = tuple(d if b.rng.random() < 0.6 else 1
+                      for d in x.shape[b.rng.randint(0, x.rank - 1):])
+    slope = b.weight(shape, scale=0.5) if b.rng.random() < 0.75 else operand_like(b, shape)
+    b.add("PRelu", [x.name, slope.name], pos=x.pos)
 
 
 @op("Div")
@@ -279,13 +295,19 @@ def conv(b: Builder) -> None:
     if groups > 1:
         attrs["group"] = groups
     fan_in = c // groups * math.prod(kernel)
-    wshape = (f, c // groups, *kernel)
+    b.add("Conv", kernel_operands(b, x, (f, c // groups, *kernel), fan_in, f), **attrs)
+
+
+def kernel_operands(b: Builder, x: Val, wshape: tuple[int, ...], fan_in: int,
+                    channels: int) -> list[str]:
+    """A convolution's operands: x, the weights (scaled by 1/sqrt(fan-in);
+    rarely a graph input: not supported) and, often, a bias."""
     w = b.new_input(wshape) if b.rng.random() < RARE else \
         b.weight(wshape, scale=1 / math.sqrt(fan_in))
     ins = [x.name, w.name]
     if b.rng.random() < 0.6:
-        ins.append(b.weight((f,), scale=0.5).name)
-    b.add("Conv", ins, **attrs)
+        ins.append(b.weight((channels,), scale=0.5).name)
+    return ins
 
 
 @op("BatchNormalization")
@@ -311,6 +333,74 @@ def layernorm(b: Builder) -> None:
     if b.rng.random() < 0.3:
         attrs["epsilon"] = 1e-3
     b.add("LayerNormalization", ins, **attrs)
+
+
+@op("ConvTranspose")
+def conv_transpose(b: Builder) -> None:
+    """1-D and 2-D (3-D rarely: not supported): groups, strides, dilations,
+    pads, output_padding, output_shape or auto_pad, bias."""
+    r = b.rng.random()
+    rank = 5 if r < RARE else 3 if r < 0.25 else 4
+    x = b.pick_or_new(lambda v: v.rank == rank and v.shape[1] <= 16 and v.size <= 1024,
+                      lambda: (nchw(b) + (b.size(1, 3),))[:rank])
+    c, spatial = x.shape[1], x.shape[2:]
+    groups = b.rng.choice([g for g in range(1, c + 1) if c % g == 0]) \
+        if b.rng.random() < 0.3 else 1
+    m = groups * b.rng.randint(1, max(1, 6 // groups))
+    kernel = [b.rng.randint(1, 4) for _ in spatial]
+    strides = [b.rng.choice((1, 1, 2, 3)) for _ in spatial]
+    dil = [b.rng.choice((1, 1, 1, 2)) for _ in spatial]
+    attrs: dict[str, object] = {"kernel_shape": kernel}
+    if any(s > 1 for s in strides) or b.rng.random() < 0.3:
+        attrs["strides"] = strides
+    if any(d > 1 for d in dil):
+        attrs["dilations"] = dil
+    q = b.rng.random()
+    if q < 0.1:
+        attrs["auto_pad"] = b.rng.choice(("SAME_UPPER", "SAME_LOWER", "VALID"))
+    elif q < 0.2:          # output_shape: the pads follow (as SAME_UPPER places them)
+        full = [s * (n - 1) + (k - 1) * d + 1 for s, n, k, d in zip(strides, spatial, kernel, dil)]
+        attrs["output_shape"] = [max(1, f - b.rng.randint(0, (k - 1) * d))
+                                 for f, k, d in zip(full, kernel, dil)]
+    else:
+        if b.rng.random() < 0.6:
+            attrs["pads"] = [b.rng.randint(0, (k - 1) * d) for k, d in zip(kernel, dil)] + \
+                [b.rng.randint(0, (k - 1) * d) for k, d in zip(kernel, dil)]
+        if b.rng.random() < 0.3:
+            attrs["output_padding"] = [b.rng.randint(0, max(s, d) - 1)
+                                       for s, d in zip(strides, dil)]
+    if groups > 1:
+        attrs["group"] = groups
+    b.add("ConvTranspose", kernel_operands(b, x, (c, m // groups, *kernel),
+                                           c // groups * math.prod(kernel), m), **attrs)
+
+
+@op("InstanceNormalization")
+def instancenorm(b: Builder) -> None:
+    """Over at least 4 spatial elements: over one (a constant row), exact
+    arithmetic gives the bias, which the program computes, while
+    onnxruntime's result is 9.7e-5 off it (f32, scale 1.5: a rounding of
+    x - mean times 1/sqrt(eps); campaign seed 3333, m9): the reference, not
+    the program, would be wrong."""
+    x = b.pick_or_new(lambda v: 3 <= v.rank <= 4 and math.prod(v.shape[2:]) >= 4,
+                      lambda: nchw(b)[:b.rng.choice((3, 4))])
+    if math.prod(x.shape[2:]) < 4:
+        raise Skip
+    c = x.shape[1]
+    eps = b.rng.choice((None, 1e-5, 1e-3))
+    b.add("InstanceNormalization",
+          [x.name, b.weight((c,), scale=1.0).name, b.weight((c,), scale=0.5).name],
+          **({"epsilon": eps} if eps else {}))
+
+
+@op("LRN")
+def lrn(b: Builder) -> None:
+    x = b.pick_or_new(lambda v: v.rank == 4, lambda: nchw(b))
+    attrs = {k: v for k, v in (("alpha", b.rng.choice((None, 1e-3, 0.1, 1.0))),
+                               ("beta", b.rng.choice((None, 0.5, 1.0))),
+                               ("bias", b.rng.choice((None, 2.0, 0.5))))
+             if v is not None}
+    b.add("LRN", [x.name], pos=x.pos, size=b.rng.choice((1, 3, 5)), **attrs)
 
 
 # ---------------------------------------------------------------------------
@@ -376,11 +466,16 @@ for _name in ("ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin"):
     _reduce(_name)
 
 
-@op("Softmax")
-def softmax(b: Builder) -> None:
-    x = b.pick_or_new(lambda v: v.rank >= 1, b.shape)
-    attrs = {"axis": axis(b, x.rank)} if b.rng.random() < 0.7 else {}
-    b.add("Softmax", [x.name], pos=True, **attrs)
+def _softmax(name: str, pos: bool) -> None:
+    @op(name)
+    def entry(b: Builder) -> None:
+        x = b.pick_or_new(lambda v: v.rank >= 1, b.shape)
+        attrs = {"axis": axis(b, x.rank)} if b.rng.random() < 0.7 else {}
+        b.add(name, [x.name], pos=pos, **attrs)
+
+
+_softmax("Softmax", True)
+_softmax("LogSoftmax", False)
 
 
 # ---------------------------------------------------------------------------
@@ -401,19 +496,6 @@ def flatten(b: Builder) -> None:
     x = b.pick_or_new(lambda v: v.rank >= 1, b.shape)
     attrs = {"axis": axis(b, x.rank, inclusive=True)} if b.rng.random() < 0.8 else {}
     b.add("Flatten", [x.name], pos=x.pos, **attrs)
-
-
-def factorize(b: Builder, n: int, parts: int) -> list[int]:
-    """`n` as a product of `parts` factors in random order."""
-    dims = [1] * parts
-    m = n
-    p = 2
-    while m > 1:
-        while m % p:
-            p += 1
-        dims[b.rng.randrange(parts)] *= p
-        m //= p
-    return dims
 
 
 @op("Reshape")

@@ -296,6 +296,32 @@ def test_flatten_axis_at_the_ends_of_its_range(shape, axis, dtype):
     run_api(samples.single_op("Flatten", {"x": shape}, dtype, axis=axis))
 
 
+@pytest.mark.parametrize("shape,axes,dtype", [
+    ((), [0], "f16"),            # was: 'tensor.collapse_shape' ... reassociation must not be empty
+    ((), [-1, 0], "f32"),
+    ((1,), [0], "f32"),
+])
+@pytest.mark.parametrize("route", ["affine", "transform"])
+def test_unsqueeze_of_a_scalar(shape, axes, dtype, route):
+    """Unsqueeze of a 0-d value gives size-1 dimensions: an expand with no
+    reassociation groups (the importer collapsed the scalar to 1-D with an
+    empty group, an MLIRError traceback; graph fuzz campaign seed 3131)."""
+    run_api(samples.single_op("Unsqueeze", {"x": shape}, dtype,
+                              {"axes": np.asarray(axes, np.int64)}), route=route)
+
+
+@pytest.mark.parametrize("auto_pad", ["SAME_UPPER", "SAME_LOWER"])
+def test_conv_transpose_same_with_a_stride_over_the_kernel(auto_pad):
+    """ConvTranspose(kernel [1,4], strides [3,3], auto_pad SAME) of [1,2,4,3]:
+    on H, in * stride (12) is more than the convolution gives (10), and ONNX
+    and onnxruntime take the negative padding as 0 (H = 10); the importer
+    refused it ('output_shape ... is larger than the convolution gives';
+    graph fuzz campaign seed 3232)."""
+    w = np.random.default_rng(0).standard_normal((2, 3, 1, 4)).astype(np.float32)
+    run_api(samples.single_op("ConvTranspose", {"x": (1, 2, 4, 3)}, "f32", {"w": w},
+                              kernel_shape=[1, 4], strides=[3, 3], auto_pad=auto_pad))
+
+
 def _compiles_in_a_subprocess(model: onnx.ModelProto, tmp_path: Path) -> None:
     """`nem-compile` on `model` in a child process: an upstream assertion or
     a segfault fails the test, not the session."""

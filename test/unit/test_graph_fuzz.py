@@ -53,14 +53,14 @@ def test_op_table_has_every_supported_op():
 
 
 def test_generated_models_are_valid_and_varied():
-    models = [generate(7, i) for i in range(60)]
+    models = [generate(7, i) for i in range(150)]
     ops = Counter(op for g in models for op in g.ops)
     assert set(ops) == set(OPS), f"never drawn: {set(OPS) - set(ops)}"
     kinds = Counter()
     for g in models:
         validate(g.model)                                   # checker + strict inference
         graph = g.model.graph
-        assert 1 <= len(g.ops) <= 12
+        assert 1 <= len(g.ops) <= 12 + 6       # the last entry may add up to 7 nodes
         reads = Counter(i for n in graph.node for i in n.input if i)
         kinds["f16"] += graph.input[0].type.tensor_type.elem_type == onnx.TensorProto.FLOAT16
         kinds["several outputs"] += len(graph.output) > 1

@@ -278,7 +278,10 @@ def _transpose_pads(imp: Importer, node: Node, sizes: Sequence[int], kernel: Seq
                     ) -> list[int]:
     """ConvTranspose's pads (begins, ends): given, or from `output_shape` /
     `auto_pad` by ONNX's formula (total = stride (in - 1) + output_padding +
-    (k - 1) d + 1 - out; SAME_UPPER puts the larger half at the end)."""
+    (k - 1) d + 1 - out; SAME_UPPER puts the larger half at the end).  Under
+    auto_pad SAME a negative total (a stride above the kernel's extent: in *
+    stride is more than the convolution gives) is 0, as ONNX's shape
+    inference and onnxruntime take it: the output is the whole convolution."""
     auto = node.attrs.get("auto_pad", b"NOTSET")
     auto = auto.decode() if isinstance(auto, bytes) else auto
     shape = node.attrs.get("output_shape")
@@ -292,6 +295,8 @@ def _transpose_pads(imp: Importer, node: Node, sizes: Sequence[int], kernel: Seq
     begins, ends = [], []
     for s, k, st, d, op, o in zip(sizes, kernel, strides, dil, out_pad, target):
         total = st * (s - 1) + op + (k - 1) * d + 1 - o
+        if total < 0 and shape is None:
+            total = 0
         if total < 0:
             raise imp.error(f"ConvTranspose output_shape {target} is larger than the "
                             "convolution gives")

@@ -202,6 +202,8 @@ def reshape(value: ir.Value, dst: Sequence[int]) -> ir.Value:
     elem = elem_type(value)
     if not dst:   # a scalar (MatMul of two vectors): collapse every size-1 dimension
         return tensor.collapse_shape(tensor_type([], elem), value, [])
+    if not src:   # a scalar to size-1 dimensions (Unsqueeze of a 0-d value): no groups
+        return tensor.expand_shape(tensor_type(dst, elem), value, [], [], dst)
     if len(dst) < len(src) and (groups := reassociation(src, dst)) is not None:
         return tensor.collapse_shape(tensor_type(dst, elem), value, groups)
     if len(dst) > len(src) and (groups := reassociation(dst, src)) is not None:
