@@ -35,9 +35,6 @@ LATENCY = "latency"
 BUSY_ENOUGH = 0.5
 """A unit kind binds a group when its utilization is at least this (D-RT-ROOFLINE)."""
 
-WORK_UNIT = {"DMA": "bytes", "sDMA": "bytes", "NMU": "MACs"}
-"""What a unit kind's work counts (elements otherwise: CSTL, VPU)."""
-
 
 @dataclass
 class Group:
@@ -143,7 +140,7 @@ class UnitUse:
     """One unit kind in one group."""
 
     units: int
-    amount: int
+    amount: int          # bytes (transfers, stores), MACs (NMU) or elements (D-RT-COST)
     work: float          # cycles of one unit at full throughput
     busy: int            # cycles of its tasks, latencies included
     bound: float         # work / units
@@ -174,7 +171,6 @@ class Row:
                 "ratio": None if self.ratio is None else round(self.ratio, 4),
                 "roof": self.roof, "binds": self.binds,
                 "units": {u: {"units": x.units, "amount": x.amount,
-                              "amount_unit": WORK_UNIT.get(u, "elements"),
                               "work_cycles": round(x.work, 3), "busy": x.busy,
                               "bound": round(x.bound, 3),
                               "utilization": round(x.utilization, 4)}
