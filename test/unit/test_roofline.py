@@ -104,16 +104,20 @@ t2 = transfer.sync(dst=region(B, 512, 512), src=region(A, 512, 512), deps=[t1])
 t3 = transfer.async(dst=region(A, 1024, 512), src=region(B, 0, 512))
 wait(t3)
 t4 = transfer.async(dst=region(A, 1536, 512), src=region(B, 512, 512))
-wait(t4)
+loop i in [0..1]:
+  t5 = transfer.sync(dst=region(B, 1024 + i * 256, 256), src=region(A, i * 256, 256))
+endloop
+t6 = transfer.sync(dst=region(B, 1536, 512), src=region(A, 1024, 512), deps=[t4])
 """
 
 
-def test_a_flat_program_splits_at_sync_tasks_and_waits(tmp_path):
+def test_top_level_segments_end_at_sync_tasks_waits_and_loops(tmp_path):
     p = tmp_path / "flat.nem"
     p.write_text(FLAT)
     rep, _ = _timed(p)
     assert [(g.name, g.tasks) for g in rep.groups] == [
-        ("segment at line 5", 2), ("segment at line 7", 1), ("segment at line 9", 1)]
+        ("segment at line 5", 2), ("segment at line 7", 1), ("segment at line 9", 1),
+        ("loop at line 10", 2), ("segment at line 13", 1)]
 
 
 def _group(**busy_and_work) -> Group:
@@ -183,3 +187,13 @@ def test_a_functional_session_has_no_roofline():
     s.run_to_end()
     with pytest.raises(ValueError, match="not supported: a roofline needs a timed run"):
         s.roofline()
+
+
+def test_the_worked_example_of_docs_compile_md(tmp_path):
+    """docs/compile.md's roofline example prints what it shows."""
+    from doc_blocks import ROOT, blocks, run_console
+
+    doc = ROOT / "docs" / "compile.md"
+    [block] = [b for b in blocks(doc.read_text()) if b.lang == "console"
+               and "--roofline" in b.text]
+    run_console(block, tmp_path, str(doc), ROOT)

@@ -14,8 +14,9 @@ the bound: they are what a better schedule hides.
 Groups (`task_groups`, numbered once per program): a task whose op is
 located at an ONNX node (D-COMPILE-LOC, NEM IR printed with its locations)
 belongs to that node; else to the outermost loop it is in; else to the run
-of top-level statements up to the next `.sync` task or `wait` (a program's
-synchronisation points, the "top-level op" boundaries of a flat program).
+of top-level statements up to the next `.sync` task, `wait` or loop (a
+program's synchronisation points, the "top-level op" boundaries of a flat
+program).
 
 The tally (`Tally`) is fed one task at a time by the scheduler in timed
 mode: cost per task O(1), nothing enumerated afterwards but the groups.
@@ -104,8 +105,9 @@ def task_groups(cp: CompiledProgram) -> tuple[list[Group], dict[int, int]]:
         return segment[0]
 
     for ins in cp.body:
-        if isinstance(ins, LoopTpl):
+        if isinstance(ins, LoopTpl):   # its statements issue after every iteration's end
             nest(ins.body, ins)
+            segment.clear()
         elif isinstance(ins, TaskTpl):
             place(ins, lambda t=ins: in_segment(t))
             if ins.sync:
