@@ -16,7 +16,14 @@ CNNs named by `--cnns` (`onnx/backend/test/data/light/light_<name>.onnx`;
 none by default: ResNet-50 takes minutes of CPU).  Cycles depend on the
 program only, not on the inputs: the buffers keep their zeros.
 
-Baseline (2026-11-28, npm_pro_x1; /work/notes/roofline.md has the table).
+Baseline (one run, 2026-11-28, npm_pro_x1; docs/compile.md has the table):
+cycles / bound = ratio, the bound made by the DMA work on every model: mlp
+723/284 = 2.55x (f16 395/142 = 2.79x), cnn 1467/319 = 4.60x (f16 830/160 =
+5.20x), resblock 1105/178 = 6.22x (f16 653/89 = 7.32x), transformer 428/136
+= 3.15x (f16 313/68 = 4.63x), SqueezeNet 10,247,749/1,247,819 = 8.21x,
+ResNet-50 185,646,389/23,514,562 = 7.89x (its farthest groups: loop nests of
+2,088,196 cycles against 266,336).  `binds` is `latency` everywhere but the
+f32 transformer block (DMA).
 """
 
 from __future__ import annotations
