@@ -156,6 +156,7 @@ def test_cli_json_is_the_whole_standard_output(capsys):
     assert doc["status"] == "completed" and doc["device"] == "npm_lite"
     assert doc["total"]["bound"] == 14112 and doc["total"]["roof"] == "NMU"
     assert doc["units"]["NMU"] == 1
+    assert doc["unit_utilization"]["E0.NMU[0]"] == round(14120 / doc["total"]["cycles"], 4)
     assert [g["kind"] for g in doc["groups"]] == ["segment", "loop"]
     assert doc["groups"][1]["units"]["NMU"]["amount"] == 4 * 14 * 14 * 128 * 3 * 3 * 64
 

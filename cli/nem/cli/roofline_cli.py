@@ -51,13 +51,16 @@ def write_plot(session, args) -> list[str]:
 
 def print_report(session, result, args) -> None:
     """The report: text, or with --json the JSON document (with the run's
-    status, race count and deadlock witness, so a tool needs nothing else
+    status, race count, deadlock witness and each unit instance's
+    utilization (the summary's table), so a tool needs nothing else
     from standard output; diagnostics stay on standard error)."""
     rep = session.roofline()
     if args.json:
         doc = {"status": result.status, "tasks_run": result.tasks_run,
                "races": result.race_count,
-               "deadlock": str(result.deadlock) if result.deadlock else None, **rep.to_json()}
+               "deadlock": str(result.deadlock) if result.deadlock else None,
+               "unit_utilization": {u: round(x, 4) for u, x in result.utilization().items()},
+               **rep.to_json()}
         print(json.dumps(doc, indent=1, sort_keys=True))
     else:
         print(rep.to_text())
