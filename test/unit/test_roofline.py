@@ -198,3 +198,19 @@ def test_the_worked_example_of_docs_compile_md(tmp_path):
     [block] = [b for b in blocks(doc.read_text()) if b.lang == "console"
                and "--roofline" in b.text]
     run_console(block, tmp_path, str(doc), ROOT)
+
+
+def test_the_plot_shows_the_longest_groups_of_a_large_program(tmp_path, monkeypatch):
+    pytest.importorskip("matplotlib")
+    import matplotlib.axes
+
+    from nem.runtime import roofline
+
+    rep, _ = _timed(CONV)
+    rep.groups = [roofline.Row(f"g{k}", "loop", k, 1, k, 1.0, "DMA", "DMA", {})
+                  for k in range(roofline.PLOT_GROUPS + 5)]
+    drawn: list[str] = []
+    monkeypatch.setattr(matplotlib.axes.Axes, "set_yticklabels",
+                        lambda self, labels, **kw: drawn.extend(labels))
+    roofline.bar_chart_png(rep, str(tmp_path / "r.png"))
+    assert drawn == [f"g{k}" for k in range(5, roofline.PLOT_GROUPS + 5)]

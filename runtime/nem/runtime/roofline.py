@@ -33,6 +33,10 @@ from nem.runtime.engine import CompiledProgram, LoopTpl, TaskTpl, WaitTpl, Work
 LATENCY = "latency"
 """The binding kind when no unit kind is busy half a group's cycles."""
 
+PLOT_GROUPS = 40
+"""The bar chart shows at most this many groups (the longest): a picture of
+ResNet-50's 534 would be 19,000 pixels tall."""
+
 BUSY_ENOUGH = 0.5
 """A unit kind binds a group when its utilization is at least this (D-RT-ROOFLINE)."""
 
@@ -241,7 +245,8 @@ def report(tally: Tally, total_cycles: int, program: str, device: str) -> Report
 
 def bar_chart_png(rep: Report, path: str) -> None:
     """Per group: the cycles taken beside the bound (one pair of horizontal
-    bars per group, coloured by the binding kind), in the Gantt chart's style
+    bars per group, coloured by the binding kind; the `PLOT_GROUPS` longest
+    groups of a larger program), in the Gantt chart's style
     (`trace.timeline_png`); needs matplotlib."""
     try:
         import matplotlib
@@ -253,6 +258,9 @@ def bar_chart_png(rep: Report, path: str) -> None:
     from nem.runtime.trace import opcode_colors
 
     rows = rep.groups
+    if len(rows) > PLOT_GROUPS:   # the longest, in program order
+        keep = set(map(id, sorted(rows, key=lambda r: -r.cycles)[:PLOT_GROUPS]))
+        rows = [r for r in rows if id(r) in keep]
     colors = opcode_colors(sorted({r.binds for r in rows} | set(rep.kinds()) | {LATENCY}))
     fig, ax = plt.subplots(figsize=(12, 1.5 + 0.35 * max(len(rows), 1)))
     seen: set[str] = set()
@@ -264,10 +272,12 @@ def bar_chart_png(rep: Report, path: str) -> None:
                 label="bound (D-RT-COST)" if y == 0 else None)
     ax.set_yticks(range(len(rows)))
     ax.set_yticklabels([r.name for r in rows], fontsize="small")
-    ax.invert_yaxis()
+    ax.set_ylim(len(rows) - 0.5, -0.5)     # program order, top down
     ax.set_xlabel("cycles")
+    shown = f" ({len(rows)} of {len(rep.groups)} groups, the longest)" \
+        if len(rows) < len(rep.groups) else ""
     ax.set_title(f"{rep.program} on {rep.device}: {rep.total.cycles} cycles, bound "
-                 f"{math.ceil(rep.total.bound)}")
+                 f"{math.ceil(rep.total.bound)}{shown}")
     ax.legend(loc="lower right", fontsize="small")
     fig.tight_layout()
     fig.savefig(path, dpi=100)
