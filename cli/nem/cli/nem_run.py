@@ -6,7 +6,7 @@
             [--input NAME=FILE]... [--input-raw NAME=FILE]...
             [--output NAME[:T[SHAPE]]=FILE]... [--random-inputs SEED]
             [--trace FILE.json|.csv] [--timeline FILE.png] [--profile FILE.json]
-            [--repeat N]
+            [--repeat N] [--roofline [--json] [--roofline-plot FILE.png]]
 
 Prints a summary (tasks run, per-unit busy time and utilization and total
 cycles in timed mode, races, deadlocks, unconsumed tokens).  Exit status: 0
@@ -24,6 +24,7 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from nem.cli import roofline_cli
 from nem.cli.entry import keep_until_exit
 from nem.cli.inputs import (
     InputError,
@@ -99,6 +100,7 @@ def _parser() -> argparse.ArgumentParser:
                    "and race-check them once, D-RT-PREPARE), the wall time of the first run "
                    "and the best and median of the others (replayed when the schedule "
                    "allows, D-RT-REPLAY); the summary, outputs and trace are the last run's")
+    roofline_cli.add_arguments(p)
     p.add_argument("--no-races", action="store_true", help="disable race detection")
     p.add_argument("--no-progress", action="store_true",
                    help="no progress bar (it is only ever shown on a terminal)")
@@ -203,15 +205,17 @@ class Output:
 def _check_paths(args, outputs: list[Output]) -> int | None:
     """Every file the run will write, checked before it starts (a usage
     error, exit 2): --output files, --trace, --timeline (and matplotlib)."""
-    paths = [(o.file, f"--output {o.name}") for o in outputs]
+    paths = [(o.file, f"--output {o.name}") for o in outputs] + roofline_cli.paths(args)
     if args.trace:
         paths.append((args.trace, "--trace"))
     if args.timeline:
         paths.append((args.timeline, "--timeline"))
+    chart = "--timeline" if args.timeline else "--roofline-plot" if args.roofline_plot else None
+    if chart:
         import importlib.util
 
         if importlib.util.find_spec("matplotlib") is None:
-            return _usage("not supported: --timeline needs matplotlib; install it with "
+            return _usage(f"not supported: {chart} needs matplotlib; install it with "
                           "pip install 'nem-toolchain[viz]'")
     inputs = [args.program, args.profile or "",
               *(item.split("=", 1)[-1] for item in [*args.input, *args.input_raw])]
@@ -404,7 +408,7 @@ def _run(args, owns_process: bool) -> int:
         return _usage("--repeat needs N >= 1")
     if args.repeat > 1 and (args.schedules or args.explore):
         return _usage("--repeat times one schedule; it excludes --schedules and --explore")
-    bad = _check_numbers(args)
+    bad = _check_numbers(args) or roofline_cli.usage_problem(args)
     if bad:
         return _usage(bad)
     bad_path = _check_paths(args, outputs)
@@ -447,7 +451,8 @@ def _run(args, owns_process: bool) -> int:
     sched = "timed" if args.mode == "timed" else "random" if args.schedules else \
         "every interleaving" if args.explore else \
         (args.schedule + (f" (seed {args.seed})" if args.schedule == "random" else ""))
-    print(f"nem-run: {name} on {dev}, mode {args.mode}, schedule {sched}")
+    if not args.json:   # --json: standard output is the one JSON document
+        print(f"nem-run: {name} on {dev}, mode {args.mode}, schedule {sched}")
     failed = False
 
     if args.explore:
@@ -532,15 +537,19 @@ def _run(args, owns_process: bool) -> int:
 
             timeline_png(s.trace, args.timeline, f"{name} ({args.mode})", args.mode)
             written.append(f"timeline: {args.timeline}")
+        written += roofline_cli.write_plot(s, args)
     except RuntimeError as e:
         print(f"nem-run: error: {e}", file=sys.stderr)
         return 1
-    _summary(result, not args.no_races)
-    if args.repeat > 1:
-        _timings(times, args.repeat, result, prep, not args.no_races,
-                 prog.compiled.replay is not None)
-    for line in written:
-        print(line)
+    if not args.json:
+        _summary(result, not args.no_races)
+        if args.repeat > 1:
+            _timings(times, args.repeat, result, prep, not args.no_races,
+                     prog.compiled.replay is not None)
+        for line in written:
+            print(line)
+    if args.roofline:
+        roofline_cli.print_report(s, result, args)
     if result.error is not None:
         print(result.error.render(), file=sys.stderr)
         failed = True

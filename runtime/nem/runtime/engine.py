@@ -19,6 +19,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
+from typing import NamedTuple
 
 import numpy as np
 from xdsl.dialects.builtin import ArrayAttr, FloatAttr, IntegerAttr, StringAttr
@@ -660,13 +661,30 @@ def macs_per_cycle(elem: str | None, unit_chars: dict, profile: dict) -> int:
     return int(profile["NMU"]["macs"])
 
 
-def task_cost(t: TaskTpl, regions: list[RegionInst], unit_type: str, unit_chars: dict,
-              profile: dict) -> int:
+class Work(NamedTuple):
+    """What a task asks of its unit under D-RT-COST: `amount` units of work
+    (bytes for a transfer, MACs for an NMU task, elements for CSTL and VPU),
+    `rate` of them per cycle, plus a fixed `latency`.  The timed mode's cost
+    (`task_cost`) and the roofline's bound (`nem.runtime.roofline`,
+    D-RT-ROOFLINE) are both computed from it: one home for the throughputs."""
+
+    amount: int
+    rate: int
+    latency: int
+
+    @property
+    def cycles(self) -> int:
+        """The task's duration in timed mode."""
+        return math.ceil(self.amount / self.rate) + self.latency
+
+
+def task_work(t: TaskTpl, regions: list[RegionInst], unit_type: str, unit_chars: dict,
+              profile: dict) -> Work:
     if t.kind != COMPUTE:
         p = profile.get(unit_type, profile["DMA"])
         if "bandwidth" not in p:
             p = profile["DMA"]
-        return math.ceil(regions[1].extent / p["bandwidth"]) + p["latency"]
+        return Work(regions[1].extent, p["bandwidth"], p["latency"])
     n_in = t.n_in
     if unit_type == "NMU":
         y = regions[n_in]
@@ -680,11 +698,16 @@ def task_cost(t: TaskTpl, regions: list[RegionInst], unit_type: str, unit_chars:
         else:
             trans_a = t.attrs_static.get("trans_a", 0)
             k = (a.shape or (1,))[-2 if trans_a else -1]
-        macs = ny * k
-        return math.ceil(macs / macs_per_cycle(a.elem, unit_chars, profile)) + \
-            profile["NMU"]["latency"]
+        return Work(ny * k, macs_per_cycle(a.elem, unit_chars, profile),
+                    profile["NMU"]["latency"])
     p = profile.get(unit_type) or profile["CSTL"]
     if "throughput" not in p:
         p = profile["CSTL"]
     n = max(math.prod(r.shape) if r.shape else r.extent for r in regions)
-    return math.ceil(n / p["throughput"]) + p["latency"]
+    return Work(n, p["throughput"], p["latency"])
+
+
+def task_cost(t: TaskTpl, regions: list[RegionInst], unit_type: str, unit_chars: dict,
+              profile: dict) -> int:
+    """A task's cycles in timed mode (D-RT-COST)."""
+    return task_work(t, regions, unit_type, unit_chars, profile).cycles

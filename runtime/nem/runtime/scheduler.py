@@ -48,7 +48,7 @@ from nem.runtime.engine import (
     prepare_compute,
     prepare_move,
     task_attrs,
-    task_cost,
+    task_work,
 )
 from nem.runtime.memory import RegionInst
 
@@ -229,6 +229,7 @@ class Scheduler:
         self.recording: replay.Plan | None = None   # D-RT-REPLAY: this run's effects
         self.dry_steps = 0             # D-RT-REPLAY: steps whose effects are already in memory
         self.planning = False          # D-RT-PREPARE: effects are bound and recorded, not run
+        self.roofline = None           # timed mode: a roofline.Tally (D-RT-ROOFLINE)
 
     # ------------------------------------------------------------------ streams
     def _lookup(self, frame, ref):
@@ -666,12 +667,15 @@ class Scheduler:
             if self.race.needs_gc():
                 self.race.gc(self._live_vcs())
         if self.timed:
-            cost = task_cost(tpl, regions, unit[1], self.unit_chars, self.profile)
+            work = task_work(tpl, regions, unit[1], self.unit_chars, self.profile)
+            cost = work.cycles
             t.end = t.start + cost
             self.unit_free[unit] = t.end
             self.busy[unit] = self.busy.get(unit, 0) + cost
             if t.end > self.total_cycles:
                 self.total_cycles = t.end
+            if self.roofline is not None:
+                self.roofline.add(tpl, unit[1], work, t.start, t.end)
         else:
             t.start = self.steps
             t.end = self.steps

@@ -16,7 +16,7 @@ from xdsl.dialects.builtin import ModuleOp
 from nem.dialect.device_model import Device
 from nem.dialect.diagnostics import Diagnostic, NemDiagnosticError
 from nem.dialect.ops import ProgramOp
-from nem.runtime import tensor_io
+from nem.runtime import roofline, tensor_io
 from nem.runtime import trace as trace_mod
 from nem.runtime.checks import Deadlock, Race, Unconsumed
 from nem.runtime.engine import CompiledProgram, RunError, default_kernels
@@ -130,6 +130,8 @@ class Session:
             default_kernels(),
             races=interp.races, trace=interp.tracing, profile=interp.profile,
             file=program.file)
+        if self.sched.timed:
+            self.sched.roofline = roofline.Tally(program.compiled, topo)
         self.breakpoints: list[dict] = []
         self._skip_break = None
         self.status = "ready"
@@ -398,6 +400,17 @@ class Session:
 
     def dump_trace(self) -> str:
         return trace_mod.to_table(self.sched.trace, self.sched.timed)
+
+    def roofline(self) -> roofline.Report:
+        """The roofline report of what has run so far (timed mode, D-RT-ROOFLINE)."""
+        tally = self.sched.roofline
+        if tally is None:
+            raise ValueError("not supported: a roofline needs a timed run (the bound and the "
+                             "cycles come from the timed cost model, D-RT-COST); "
+                             "set_mode('timed') before start()")
+        dev = self.program.device
+        return roofline.report(tally, self.sched.total_cycles, self.program.name,
+                               dev.name if dev is not None else "device-agnostic")
 
     def export_trace(self, path: str) -> None:
         trace_mod.export(self.sched.trace, path, self.program.name, self.sched.mode)

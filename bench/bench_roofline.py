@@ -1,0 +1,115 @@
+"""How far compiled programs are from the device's limit (issue 35, the
+baseline of its "Numbers"):
+
+  python bench/bench_roofline.py [--device npm_pro_x1] [--models mlp,cnn,...]
+                                 [--dtypes f32,f16] [--cnns squeezenet,resnet50]
+                                 [--groups 3] [--json FILE]
+
+Per model, compiled by `nem-compile`'s defaults for the device (L1-derived
+tiles, pipelined, every engine) and run once in timed mode: the cycles, the
+bound of the timed cost model (D-RT-COST: the largest over unit kinds of
+work / (units x throughput), D-RT-ROOFLINE), their ratio, the unit kind of
+the bound and the one that binds the run, and the `--groups` groups of
+tasks with the most cycles above their own bound.  Models: the project's
+samples (`nem.frontends.onnx.samples`) in each `--dtypes`, then the light
+CNNs named by `--cnns` (`onnx/backend/test/data/light/light_<name>.onnx`;
+none by default: ResNet-50 takes minutes of CPU).  Cycles depend on the
+program only, not on the inputs: the buffers keep their zeros.
+
+Baseline (one run, 2026-11-28, npm_pro_x1; docs/compile.md has the table):
+cycles / bound = ratio, the bound made by the DMA work on every model: mlp
+723/284 = 2.55x (f16 395/142 = 2.79x), cnn 1467/319 = 4.60x (f16 830/160 =
+5.20x), resblock 1105/178 = 6.22x (f16 653/89 = 7.32x), transformer 428/136
+= 3.15x (f16 313/68 = 4.63x), SqueezeNet 10,247,749/1,247,819 = 8.21x,
+ResNet-50 185,646,389/23,514,562 = 7.89x (its farthest groups: loop nests of
+2,088,196 cycles against 266,336).  `binds` is `latency` everywhere but the
+f32 transformer block (DMA).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import sys
+
+from nem.compile import CompileError, compile_onnx
+from nem.frontends.onnx import samples
+from nem.runtime.api import NemInterpreter
+
+
+def cpu() -> float:
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+
+
+def measure(label: str, model, device: str, groups: int) -> dict:
+    """Compile `model` (an onnx.ModelProto or a path), run it timed, return its row."""
+    t0 = cpu()
+    try:
+        result = compile_onnx(model, device=device)
+    except CompileError as e:
+        return {"model": label, "status": f"compile failed in {e.stage}: "
+                f"{str(e).splitlines()[0][:120]}"}
+    t1 = cpu()
+    it = NemInterpreter(device=device, trace=False)
+    it.set_mode("timed")
+    it.load_string(result.nem, file=f"{label}.nem")
+    s = it.start()
+    res = s.run_to_end()
+    rep = s.roofline()
+    worst = sorted(rep.groups, key=lambda g: g.bound - g.cycles)[:groups]
+    return {"model": label, "status": res.status, "compile_s": round(t1 - t0, 1),
+            "run_s": round(cpu() - t1, 1), "tasks": res.tasks_run, "cycles": rep.total.cycles,
+            "bound": round(rep.total.bound, 1), "ratio": rep.total.ratio,
+            "roof": rep.total.roof, "binds": rep.total.binds, "groups": len(rep.groups),
+            "farthest": [{"group": g.name, "cycles": g.cycles, "bound": round(g.bound, 1),
+                          "binds": g.binds} for g in worst]}
+
+
+def show(row: dict) -> None:
+    if "cycles" not in row:
+        print(f"{row['model']:<22}{row['status']}")
+        return
+    ratio = f"{row['ratio']:.2f}" if row["ratio"] is not None else "-"
+    print(f"{row['model']:<22}{row['tasks']:>8}{row['cycles']:>12}{row['bound']:>12.0f}"
+          f"{ratio:>8}  {row['roof'] or '-':<6}{row['binds']:<9}{row['compile_s']:>7}"
+          f"{row['run_s']:>7}")
+    for g in row["farthest"]:
+        print(f"{'':<4}{g['group']:<40}{g['cycles']:>10} cycles, bound {g['bound']:.0f}, "
+              f"binds {g['binds']}")
+    sys.stdout.flush()
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--device", default="npm_pro_x1")
+    p.add_argument("--models", default="mlp,cnn,resblock,transformer")
+    p.add_argument("--dtypes", default="f32,f16")
+    p.add_argument("--cnns", default="", help="light CNNs, e.g. squeezenet,resnet50")
+    p.add_argument("--groups", type=int, default=3, metavar="N",
+                   help="print the N groups farthest above their bound")
+    p.add_argument("--json", metavar="FILE", help="also write the rows as JSON")
+    args = p.parse_args()
+    print(f"device {args.device}; cycles and bound per D-RT-COST / D-RT-ROOFLINE")
+    print(f"{'model':<22}{'tasks':>8}{'cycles':>12}{'bound':>12}{'ratio':>8}  "
+          f"{'roof':<6}{'binds':<9}{'comp s':>7}{'run s':>7}")
+    rows = []
+    todo = [(f"{name} {dtype}", samples.MODELS[name](dtype))
+            for name in filter(None, args.models.split(","))
+            for dtype in args.dtypes.split(",")]
+    if args.cnns:
+        from bench_cnn import light_dir
+
+        todo += [(name, str(light_dir() / f"light_{name}.onnx"))
+                 for name in args.cnns.split(",")]
+    for label, model in todo:
+        rows.append(measure(label, model, args.device, args.groups))
+        show(rows[-1])
+    if args.json:
+        with open(args.json, "w", encoding="utf-8") as f:
+            json.dump(rows, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,66 @@
+"""`nem-run --mode timed --roofline [--json] [--roofline-plot FILE.png]`:
+the roofline report of a timed run (D-RT-ROOFLINE, D-CLI-ROOFLINE), as text
+after the run's summary, as one JSON document on standard output (`--json`,
+for tools: nothing else is printed there), and as a per-group bar chart
+beside the Gantt chart of `--timeline`."""
+
+from __future__ import annotations
+
+import json
+
+
+def add_arguments(p) -> None:
+    p.add_argument("--roofline", action="store_true",
+                   help="with --mode timed: print, for the program and each group of tasks "
+                   "(ONNX node, loop nest, top-level segment), the cycles taken, the bound "
+                   "of the timed cost model, their ratio, the unit kind that binds and "
+                   "each unit kind's utilization (D-RT-ROOFLINE)")
+    p.add_argument("--json", action="store_true",
+                   help="with --roofline: print the report as one JSON document on standard "
+                   "output instead of the text summary")
+    p.add_argument("--roofline-plot", metavar="FILE.png",
+                   help="with --roofline: a bar chart of each group's cycles beside its bound")
+
+
+def usage_problem(args) -> str | None:
+    """Flags that do not go together (a usage error, before any work)."""
+    if args.json and not args.roofline:
+        return "--json prints the roofline report: it needs --roofline"
+    if args.roofline_plot and not args.roofline:
+        return "--roofline-plot draws the roofline report: it needs --roofline"
+    if args.roofline and args.mode != "timed":
+        return ("--roofline needs --mode timed: the cycles and the bound come from the timed "
+                "cost model (D-RT-COST); a functional run counts scheduler steps, not cycles")
+    return None
+
+
+def paths(args) -> list[tuple[str, str]]:
+    """The files the report writes, for nem-run's checks before the run."""
+    return [(args.roofline_plot, "--roofline-plot")] if args.roofline_plot else []
+
+
+def write_plot(session, args) -> list[str]:
+    """The bar chart (before the text, as nem-run writes every file first)."""
+    if not args.roofline_plot:
+        return []
+    from nem.runtime.roofline import bar_chart_png
+
+    bar_chart_png(session.roofline(), args.roofline_plot)
+    return [f"roofline plot: {args.roofline_plot}"]
+
+
+def print_report(session, result, args) -> None:
+    """The report: text, or with --json the JSON document (with the run's
+    status, race count, deadlock witness and each unit instance's
+    utilization (the summary's table), so a tool needs nothing else
+    from standard output; diagnostics stay on standard error)."""
+    rep = session.roofline()
+    if args.json:
+        doc = {"status": result.status, "tasks_run": result.tasks_run,
+               "races": result.race_count,
+               "deadlock": str(result.deadlock) if result.deadlock else None,
+               "unit_utilization": {u: round(x, 4) for u, x in result.utilization().items()},
+               **rep.to_json()}
+        print(json.dumps(doc, indent=1, sort_keys=True))
+    else:
+        print(rep.to_text())

@@ -1,0 +1,284 @@
+"""The roofline report of a timed run (decision D-RT-ROOFLINE): per program
+and per group of tasks, the cycles the run took, the lower bound the timed
+cost model (D-RT-COST) puts on them, their ratio, the unit kind that binds
+and each unit kind's utilization.
+
+The bound of a set of tasks is the largest, over unit kinds, of the work of
+that kind divided by what the device's units of that kind do per cycle:
+`sum(amount / rate) / units`, amounts and rates taken from
+`engine.task_work`, the function the timed mode takes its durations from
+(one home for the throughputs: DMA bytes/cycle, NMU MACs/cycle by input
+type, CSTL and VPU elements/cycle).  Fixed per-task latencies are not in
+the bound: they are what a better schedule hides.
+
+Groups (`task_groups`, numbered once per program): a task whose op is
+located at an ONNX node (D-COMPILE-LOC, NEM IR printed with its locations)
+belongs to that node; else to the outermost loop it is in; else to the run
+of top-level statements up to the next `.sync` task, `wait` or loop (a
+program's synchronisation points, the "top-level op" boundaries of a flat
+program).
+
+The tally (`Tally`) is fed one task at a time by the scheduler in timed
+mode: cost per task O(1), nothing enumerated afterwards but the groups.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from nem.dialect.semantics import DEVICE_UNITS
+from nem.runtime.engine import CompiledProgram, LoopTpl, TaskTpl, WaitTpl, Work
+
+LATENCY = "latency"
+"""The binding kind when no unit kind is busy half a group's cycles."""
+
+PLOT_GROUPS = 40
+"""The bar chart shows at most this many groups (the longest): a picture of
+ResNet-50's 534 would be 19,000 pixels tall."""
+
+BUSY_ENOUGH = 0.5
+"""A unit kind binds a group when its utilization is at least this (D-RT-ROOFLINE)."""
+
+
+@dataclass
+class Group:
+    """Tasks reported together: an ONNX node, a loop nest or a top-level segment."""
+
+    name: str
+    kind: str            # "node", "loop", "segment" or "program"
+    line: int            # the program line of its first statement
+    tasks: int = 0
+    first: int | None = None
+    last: int = 0
+    amount: dict[str, int] = field(default_factory=dict)     # by unit kind
+    work: dict[str, float] = field(default_factory=dict)     # amount / rate, cycles
+    busy: dict[str, int] = field(default_factory=dict)       # task durations, cycles
+
+    def add(self, utype: str, w: Work, start: int, end: int) -> None:
+        self.tasks += 1
+        if self.first is None or start < self.first:
+            self.first = start
+        if end > self.last:
+            self.last = end
+        self.amount[utype] = self.amount.get(utype, 0) + w.amount
+        self.work[utype] = self.work.get(utype, 0.0) + w.amount / w.rate
+        self.busy[utype] = self.busy.get(utype, 0) + (end - start)
+
+
+def _node_name(tpl: TaskTpl) -> str | None:
+    """`node 'conv1' (Conv)` for a task located at an ONNX node, else None."""
+    from nem.frontends.onnx.locations import node_of
+
+    found = node_of(str(tpl.op.location))
+    if found is None:
+        return None
+    _file, (_index, name, op_type) = found
+    return f"node '{name}' ({op_type})"
+
+
+def task_groups(cp: CompiledProgram) -> tuple[list[Group], dict[int, int]]:
+    """The program's groups in program order, and each task's group (by
+    `TaskTpl.seq_id`); one walk over the statements."""
+    groups: list[Group] = []
+    index: dict[str, int] = {}
+    of: dict[int, int] = {}
+
+    def group(name: str, kind: str, line: int) -> int:
+        if name not in index:
+            index[name] = len(groups)
+            groups.append(Group(name, kind, line))
+        return index[name]
+
+    def place(tpl: TaskTpl, fallback) -> None:
+        node = _node_name(tpl)
+        of[tpl.seq_id] = group(node, "node", tpl.line) if node else fallback()
+
+    def nest(body, loop: LoopTpl) -> None:
+        for ins in body:
+            if isinstance(ins, TaskTpl):
+                place(ins, lambda: group(f"loop at line {loop.line}", "loop", loop.line))
+            elif isinstance(ins, LoopTpl):
+                nest(ins.body, loop)
+
+    segment: list[int] = []      # the open segment's group, created at its first task
+
+    def in_segment(tpl: TaskTpl) -> int:
+        if not segment:
+            segment.append(group(f"segment at line {tpl.line}", "segment", tpl.line))
+        return segment[0]
+
+    for ins in cp.body:
+        if isinstance(ins, LoopTpl):   # its statements issue after every iteration's end
+            nest(ins.body, ins)
+            segment.clear()
+        elif isinstance(ins, TaskTpl):
+            place(ins, lambda t=ins: in_segment(t))
+            if ins.sync:
+                segment.clear()
+        elif isinstance(ins, WaitTpl):
+            segment.clear()
+    return groups, of
+
+
+def unit_counts(topology: dict) -> dict[str, int]:
+    """Units of each kind on the device (per-engine kinds times the engines)."""
+    counts = {u: n * topology["num_engines"] for u, n in topology["per_engine"].items()}
+    counts.update({u: n for u, n in topology["device_units"].items() if u in DEVICE_UNITS})
+    return {u: n for u, n in counts.items() if n > 0}
+
+
+class Tally:
+    """What a timed run did, by group; fed by `Scheduler._run`."""
+
+    def __init__(self, cp: CompiledProgram, topology: dict):
+        self.groups, self.group_of = task_groups(cp)
+        self.total = Group("program", "program", 0)
+        self.units = unit_counts(topology)
+
+    def add(self, tpl: TaskTpl, utype: str, w: Work, start: int, end: int) -> None:
+        self.groups[self.group_of[tpl.seq_id]].add(utype, w, start, end)
+        self.total.add(utype, w, start, end)
+
+
+@dataclass
+class UnitUse:
+    """One unit kind in one group."""
+
+    units: int
+    amount: int          # bytes (transfers, stores), MACs (NMU) or elements (D-RT-COST)
+    work: float          # cycles of one unit at full throughput
+    busy: int            # cycles of its tasks, latencies included
+    bound: float         # work / units
+    utilization: float   # busy / (units x the group's cycles)
+
+
+@dataclass
+class Row:
+    """A line of the report."""
+
+    name: str
+    kind: str
+    line: int
+    tasks: int
+    cycles: int
+    bound: float
+    roof: str | None     # the unit kind whose work makes the bound
+    binds: str           # the busiest unit kind when busy enough, else "latency"
+    units: dict[str, UnitUse]
+
+    @property
+    def ratio(self) -> float | None:
+        return self.cycles / self.bound if self.bound > 0 else None
+
+    def to_json(self) -> dict:
+        return {"name": self.name, "kind": self.kind, "line": self.line, "tasks": self.tasks,
+                "cycles": self.cycles, "bound": round(self.bound, 3),
+                "ratio": None if self.ratio is None else round(self.ratio, 4),
+                "roof": self.roof, "binds": self.binds,
+                "units": {u: {"units": x.units, "amount": x.amount,
+                              "work_cycles": round(x.work, 3), "busy": x.busy,
+                              "bound": round(x.bound, 3),
+                              "utilization": round(x.utilization, 4)}
+                          for u, x in self.units.items()}}
+
+
+def row(g: Group, units: dict[str, int], cycles: int | None = None) -> Row:
+    """A group's line: `cycles` defaults to its span (first start to last end)."""
+    span = cycles if cycles is not None else g.last - (g.first or 0)
+    uses = {}
+    for u in sorted(g.work):
+        n = units.get(u, 1)
+        uses[u] = UnitUse(n, g.amount[u], g.work[u], g.busy[u], g.work[u] / n,
+                          g.busy[u] / (n * span) if span else 0.0)
+    roof = max(uses, key=lambda u: uses[u].bound) if uses else None
+    bound = uses[roof].bound if roof is not None else 0.0
+    busiest = max(uses, key=lambda u: uses[u].utilization) if uses else None
+    binds = busiest if busiest is not None and \
+        uses[busiest].utilization >= BUSY_ENOUGH else LATENCY
+    return Row(g.name, g.kind, g.line, g.tasks, span, bound, roof, binds, uses)
+
+
+@dataclass
+class Report:
+    """The roofline report of one timed run."""
+
+    program: str
+    device: str
+    units: dict[str, int]
+    total: Row
+    groups: list[Row]
+
+    def to_json(self) -> dict:
+        return {"program": self.program, "device": self.device, "decision": "D-RT-ROOFLINE",
+                "units": self.units, "total": self.total.to_json(),
+                "groups": [g.to_json() for g in self.groups]}
+
+    def kinds(self) -> list[str]:
+        return list(self.total.units)
+
+    def to_text(self) -> str:
+        kinds = self.kinds()
+        units = ", ".join(f"{u} x{n}" for u, n in self.units.items())
+        out = [f"roofline (D-RT-ROOFLINE; throughputs D-RT-COST): {self.program} on "
+               f"{self.device}, units {units}",
+               f"{'group':<34}{'tasks':>7}{'cycles':>10}{'bound':>10}{'ratio':>8}  "
+               f"{'binds':<9}" + "".join(f"{u:>7}" for u in kinds)]
+        for r in [self.total, *self.groups]:
+            ratio = f"{r.ratio:.2f}" if r.ratio is not None else "-"
+            util = "".join(f"{r.units[u].utilization * 100:6.0f}%" if u in r.units
+                           else f"{'-':>7}" for u in kinds)
+            name = r.name if len(r.name) <= 33 else r.name[:30] + "..."
+            out.append(f"{name:<34}{r.tasks:>7}{r.cycles:>10}{math.ceil(r.bound):>10}"
+                       f"{ratio:>8}  {r.binds:<9}{util}")
+        out.append("cycles: the program's total (its critical path), a group's from its "
+                   "first start to its last end; bound: max over unit kinds of work / "
+                   "(units x throughput); columns: each unit kind's utilization")
+        return "\n".join(out)
+
+
+def report(tally: Tally, total_cycles: int, program: str, device: str) -> Report:
+    units = tally.units
+    return Report(program, device, units, row(tally.total, units, total_cycles),
+                  [row(g, units) for g in tally.groups if g.tasks])
+
+
+def bar_chart_png(rep: Report, path: str) -> None:
+    """Per group: the cycles taken beside the bound (one pair of horizontal
+    bars per group, coloured by the binding kind; the `PLOT_GROUPS` longest
+    groups of a larger program), in the Gantt chart's style
+    (`trace.timeline_png`); needs matplotlib."""
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError as e:
+        raise RuntimeError("not supported: --roofline-plot needs matplotlib; install it with "
+                           "pip install 'nem-toolchain[viz]'") from e
+    from nem.runtime.trace import opcode_colors
+
+    rows = rep.groups
+    if len(rows) > PLOT_GROUPS:   # the longest, in program order
+        keep = set(map(id, sorted(rows, key=lambda r: -r.cycles)[:PLOT_GROUPS]))
+        rows = [r for r in rows if id(r) in keep]
+    colors = opcode_colors(sorted({r.binds for r in rows} | set(rep.kinds()) | {LATENCY}))
+    fig, ax = plt.subplots(figsize=(12, 1.5 + 0.35 * max(len(rows), 1)))
+    seen: set[str] = set()
+    for y, r in enumerate(rows):
+        ax.barh(y - 0.2, r.cycles, height=0.4, color=colors[r.binds],
+                label=f"cycles, binds {r.binds}" if r.binds not in seen else None)
+        seen.add(r.binds)
+        ax.barh(y + 0.2, r.bound, height=0.4, color="lightgray",
+                label="bound (D-RT-COST)" if y == 0 else None)
+    ax.set_yticks(range(len(rows)))
+    ax.set_yticklabels([r.name for r in rows], fontsize="small")
+    ax.set_ylim(len(rows) - 0.5, -0.5)     # program order, top down
+    ax.set_xlabel("cycles")
+    shown = f" ({len(rows)} of {len(rep.groups)} groups, the longest)" \
+        if len(rows) < len(rep.groups) else ""
+    ax.set_title(f"{rep.program} on {rep.device}: {rep.total.cycles} cycles, bound "
+                 f"{math.ceil(rep.total.bound)}{shown}")
+    ax.legend(loc="lower right", fontsize="small")
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)

@@ -1,0 +1,216 @@
+"""The roofline report of a timed run (issue 35 item 1, D-RT-ROOFLINE): the
+bound recomputed by hand from D-RT-COST, task grouping (ONNX node, loop
+nest, top-level segment), the binding kind, and `nem-run --roofline`'s text,
+JSON, plot and usage errors."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from nem.cli.nem_run import run
+from nem.runtime import NemInterpreter
+from nem.runtime.engine import Work
+from nem.runtime.roofline import LATENCY, Group, row
+
+REPO = Path(__file__).resolve().parents[2]
+CONV = REPO / "examples" / "conv2d_relu.nem"
+
+
+def _timed(path, profile=None):
+    it = NemInterpreter(trace=False)
+    it.set_mode("timed")
+    if profile:
+        it.set_timing_profile(profile)
+    it.load(path)
+    s = it.start()
+    result = s.run_to_end()
+    assert result.status == "completed", result.error
+    return s.roofline(), result
+
+
+def test_conv_layer_bound_recomputed_by_hand():
+    """examples/conv2d_relu.nem on npm_lite (1 engine: 1 NMU, 2 CSTL, 2 DMA):
+    4 tiles of a 3x3 conv, 64 -> 128 channels, 14x14 outputs, i8.  By hand
+    from D-RT-COST: NMU MACs = |Y| x Kh x Kw x Cin at npm_lite's int8_macs
+    (4096/cycle); transfers at 32 B/cycle; relu at 256 elements/cycle on CSTL,
+    the store (a CSTL task) at the DMA's 32 B/cycle."""
+    rep, result = _timed(CONV)
+    [loop] = [g for g in rep.groups if g.kind == "loop"]
+    y, k = 14 * 14 * 128, 3 * 3 * 64
+    nmu = 4 * y * k / 4096 / 1                       # 14112.0
+    dma = 4 * (16 * 16 * 64) / 32 / 2                # the 4 input tiles: 1024.0
+    cstl = (4 * y / 256 + 4 * y / 32) / 2            # relu + store: 1764.0
+    assert loop.units["NMU"].bound == nmu == 14112
+    assert loop.units["DMA"].bound == dma
+    assert loop.units["CSTL"].bound == cstl
+    assert loop.bound == max(nmu, dma, cstl) and loop.roof == "NMU"
+    # the program adds the weights' transfer (73728 bytes) before the loop
+    assert rep.total.units["DMA"].bound == dma + 73728 / 32 / 2
+    assert rep.total.bound == nmu
+    assert rep.total.cycles == result.cycle_count
+    assert rep.total.ratio == pytest.approx(result.cycle_count / nmu)
+    # the conv tiles run back to back on the one NMU: each ceil(MACs/4096) + 2 cycles
+    assert loop.units["NMU"].busy == 4 * (y * k // 4096 + 2)
+
+
+def test_bound_follows_the_timed_models_profile():
+    """One home for the throughputs: a --profile override moves the bound."""
+    base, _ = _timed(CONV)
+    fast, _ = _timed(CONV, {"DMA": {"bandwidth": 64, "latency": 4}})
+    assert fast.total.units["DMA"].bound == base.total.units["DMA"].bound / 2
+
+
+def _with_node_locations(tmp_path) -> Path:
+    """The example as NEM IR whose conv and relu are located at ONNX nodes
+    (D-COMPILE-LOC's form, as a lowering of a located module gives them)."""
+    from nem.cli.nem_opt import main as nem_opt
+
+    plain = tmp_path / "conv.mlir"
+    nem_opt([str(CONV), "-t", "mlir", "--print-debuginfo", "-o", str(plain)])
+    text = plain.read_text()
+    for op, loc in (('"nem.conv2d"', '"conv1"("Conv"("m.onnx":1:1))'),
+                    ('"nem.relu"', '"act"("Relu"("m.onnx":2:1))')):
+        text, n = re.subn(r'(%s.*) loc\("[^"]*":\d+:\d+\)$' % re.escape(op),
+                          r"\1 loc(%s)" % loc, text, count=1, flags=re.M)
+        assert n == 1
+    out = tmp_path / "conv_loc.mlir"
+    out.write_text(text)
+    return out
+
+
+def test_tasks_group_by_onnx_node_then_loop_then_segment(tmp_path):
+    rep, _ = _timed(_with_node_locations(tmp_path))
+    groups = {g.name: g for g in rep.groups}
+    assert list(groups) == ["segment at line 43", "loop at line 49", "node 'conv1' (Conv)",
+                            "node 'act' (Relu)"]
+    assert [g.kind for g in groups.values()] == ["segment", "loop", "node", "node"]
+    assert groups["node 'conv1' (Conv)"].tasks == 4
+    assert list(groups["node 'conv1' (Conv)"].units) == ["NMU"]
+    assert groups["loop at line 49"].tasks == 8           # tX and tS of 4 iterations
+    assert sum(g.tasks for g in rep.groups) == rep.total.tasks == 17
+    assert groups["node 'conv1' (Conv)"].binds == "NMU"
+
+
+FLAT = """device "npm_lite.nem"
+program flat:
+buffer A : L2 (size=2048, align=64)
+buffer B : L1 (size=2048, align=64)
+t1 = transfer.async(dst=region(B, 0, 512), src=region(A, 0, 512))
+t2 = transfer.sync(dst=region(B, 512, 512), src=region(A, 512, 512), deps=[t1])
+t3 = transfer.async(dst=region(A, 1024, 512), src=region(B, 0, 512))
+wait(t3)
+t4 = transfer.async(dst=region(A, 1536, 512), src=region(B, 512, 512))
+loop i in [0..1]:
+  t5 = transfer.sync(dst=region(B, 1024 + i * 256, 256), src=region(A, i * 256, 256))
+endloop
+t6 = transfer.sync(dst=region(B, 1536, 512), src=region(A, 1024, 512), deps=[t4])
+"""
+
+
+def test_top_level_segments_end_at_sync_tasks_waits_and_loops(tmp_path):
+    p = tmp_path / "flat.nem"
+    p.write_text(FLAT)
+    rep, _ = _timed(p)
+    assert [(g.name, g.tasks) for g in rep.groups] == [
+        ("segment at line 5", 2), ("segment at line 7", 1), ("segment at line 9", 1),
+        ("loop at line 10", 2), ("segment at line 13", 1)]
+
+
+def _group(**busy_and_work) -> Group:
+    g = Group("g", "segment", 1)
+    for utype, (amount, rate, start, end) in busy_and_work.items():
+        g.add(utype, Work(amount, rate, 0), start, end)
+    return g
+
+
+def test_binding_kind_is_the_busiest_unless_all_idle_half_the_time():
+    units = {"DMA": 2, "NMU": 1}
+    busy = row(_group(DMA=(640, 32, 0, 20), NMU=(4096, 1024, 0, 90)), units, 100)
+    # the DMA's work makes the bound (640 B / 32 / 2 units); the NMU is the busy one
+    assert (busy.binds, busy.roof, busy.bound) == ("NMU", "DMA", 10.0)
+    assert busy.units["NMU"].utilization == 0.9
+    idle = row(_group(DMA=(640, 32, 0, 20), NMU=(4096, 1024, 0, 40)), units, 100)
+    assert idle.binds == LATENCY and idle.ratio == 10.0
+    empty = row(Group("e", "segment", 1), units, 0)
+    assert empty.ratio is None and empty.binds == LATENCY
+
+
+def test_cli_text_report(capsys):
+    assert run([str(CONV), "--mode", "timed", "--roofline"]) == 0
+    out = capsys.readouterr().out
+    assert "total cycles:" in out                       # the summary is still there
+    table = out[out.index("roofline (D-RT-ROOFLINE"):].splitlines()
+    assert table[1].split()[:6] == ["group", "tasks", "cycles", "bound", "ratio", "binds"]
+    program = table[2].split()
+    assert program[:5] == ["program", "17", program[2], "14112", program[4]]
+    assert float(program[4]) == pytest.approx(int(program[2]) / 14112, abs=0.005)
+
+
+def test_cli_json_is_the_whole_standard_output(capsys):
+    assert run([str(CONV), "--mode", "timed", "--roofline", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["status"] == "completed" and doc["device"] == "npm_lite"
+    assert doc["total"]["bound"] == 14112 and doc["total"]["roof"] == "NMU"
+    assert doc["units"]["NMU"] == 1
+    assert doc["unit_utilization"]["E0.NMU[0]"] == round(14120 / doc["total"]["cycles"], 4)
+    assert [g["kind"] for g in doc["groups"]] == ["segment", "loop"]
+    assert doc["groups"][1]["units"]["NMU"]["amount"] == 4 * 14 * 14 * 128 * 3 * 3 * 64
+
+
+def test_cli_plot(tmp_path, capsys):
+    pytest.importorskip("matplotlib")
+    png = tmp_path / "roof.png"
+    assert run([str(CONV), "--mode", "timed", "--roofline", "--roofline-plot", str(png)]) == 0
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert f"roofline plot: {png}" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("flags, message", [
+    (["--roofline"], "--roofline needs --mode timed"),
+    (["--json"], "--json prints the roofline report: it needs --roofline"),
+    (["--roofline-plot", "x.png"], "--roofline-plot draws the roofline report"),
+    (["--mode", "timed", "--roofline", "--schedules", "2"], "it excludes --mode timed"),
+])
+def test_cli_usage_errors(flags, message, capsys):
+    assert run([str(CONV), *flags]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("nem-run: error: ") and message in err
+
+
+def test_a_functional_session_has_no_roofline():
+    it = NemInterpreter(trace=False)
+    it.load(CONV)
+    s = it.start()
+    s.run_to_end()
+    with pytest.raises(ValueError, match="not supported: a roofline needs a timed run"):
+        s.roofline()
+
+
+def test_the_worked_example_of_docs_compile_md(tmp_path):
+    """docs/compile.md's roofline example prints what it shows."""
+    from doc_blocks import ROOT, blocks, run_console
+
+    doc = ROOT / "docs" / "compile.md"
+    [block] = [b for b in blocks(doc.read_text()) if b.lang == "console"
+               and "--roofline" in b.text]
+    run_console(block, tmp_path, str(doc), ROOT)
+
+
+def test_the_plot_shows_the_longest_groups_of_a_large_program(tmp_path, monkeypatch):
+    pytest.importorskip("matplotlib")
+    import matplotlib.axes
+
+    from nem.runtime import roofline
+
+    rep, _ = _timed(CONV)
+    rep.groups = [roofline.Row(f"g{k}", "loop", k, 1, k, 1.0, "DMA", "DMA", {})
+                  for k in range(roofline.PLOT_GROUPS + 5)]
+    drawn: list[str] = []
+    monkeypatch.setattr(matplotlib.axes.Axes, "set_yticklabels",
+                        lambda self, labels, **kw: drawn.extend(labels))
+    roofline.bar_chart_png(rep, str(tmp_path / "r.png"))
+    assert drawn == [f"g{k}" for k in range(5, roofline.PLOT_GROUPS + 5)]
