@@ -1,7 +1,8 @@
-"""How a race is reported: the HAZ-01 / HAZ-03 diagnostic of two conflicting
-task instances the happens-before model does not order (`nem-check-hazards`,
+"""The accesses the hazard analysis compares, and how a race is reported: the
+HAZ-01 / HAZ-03 diagnostic of two conflicting task instances the
+happens-before model does not order (`nem-check-hazards`,
 `nem-synthesize-deps` when it cannot repair one).  Separate from the
-analysis (`hazard_finder`), which finds the instances."""
+analysis (`hazard_finder`, `hazard_enum`), which finds the instances."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from xdsl.ir import SSAValue
 
 from nem.analysis.happens_before import Instance, Order, region_parts, task_label
 from nem.dialect.diagnostics import Diagnostic, SourceLoc
-from nem.dialect.ops import BufferOp, LoopOp, RegionOp
+from nem.dialect.ops import BufferOp, LoopOp, RegionOp, TaskOp
 from nem.dialect.semantics import max_in_flight
 
 
@@ -24,6 +25,27 @@ class Access:
     lo: int
     hi: int
     write: bool
+
+
+@dataclass(eq=False)
+class StaticAccess:
+    """One region operand of one task, with bounds [lo, hi) of the bytes it
+    can touch over its loops' box (infinite when unknown)."""
+
+    op: TaskOp
+    region: SSAValue
+    write: bool
+    rank: int
+    """Position among the task's accesses (reads first, as a task does them)."""
+    buffer: SSAValue
+    offset: SSAValue
+    extent: SSAValue
+    lo: float
+    hi: float
+    top: int
+    """Index of the top-level statement holding the task."""
+    windows: tuple[int, ...]
+    """`static_windows` of the buffer's enclosing loops (D-SEM-INSTANCES)."""
 
 
 def race_diagnostic(a: Access, b: Access, order: Order) -> Diagnostic:

@@ -19,8 +19,8 @@ from nem.dialect.attributes import (
     SeqEngineAttr,
     elem_name,
 )
-from nem.dialect.device_model import VariantRef
 from nem.dialect.expressions import ExprError
+from nem.dialect.family_model import VariantRef
 from nem.dialect.iteration_space import (
     MAX_POINTS,
     Form,
