@@ -22,7 +22,7 @@ from nem.analysis.hazard_report import Access, StaticAccess
 from nem.dialect.diagnostics import Diagnostic, SourceLoc
 from nem.dialect.expressions import Evaluator, ExprError
 from nem.dialect.ops import LoopOp
-from nem.dialect.semantics import instance_index
+from nem.dialect.semantics.instances import instance_index
 
 RaceKey = tuple
 """(earlier task, later task, earlier region, later region, earlier writes, later writes)."""

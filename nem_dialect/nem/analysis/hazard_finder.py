@@ -74,7 +74,7 @@ from nem.analysis.presburger import (
 from nem.dialect.diagnostics import Diagnostic
 from nem.dialect.expressions import Evaluator, ExprError, NotAnExpression
 from nem.dialect.ops import BufferOp, LoopOp, ProgramOp, RegionOp, TaskOp
-from nem.dialect.semantics import same_instance_set, static_windows
+from nem.dialect.semantics.instances import same_instance_set, static_windows
 
 MAX_TASK_INSTANCES = 1 << 20
 """Task instances the enumeration of accesses that are not quasi-affine may

@@ -13,7 +13,6 @@ from xdsl.ir import SSAValue
 from nem.analysis.happens_before import Instance, Order, region_parts, task_label
 from nem.dialect.diagnostics import Diagnostic, SourceLoc
 from nem.dialect.ops import BufferOp, LoopOp, RegionOp, TaskOp
-from nem.dialect.semantics import max_in_flight
 
 
 @dataclass(eq=False)
@@ -71,7 +70,7 @@ def race_diagnostic(a: Access, b: Access, order: Order) -> Diagnostic:
     a_tok = ta.token_name()
     if order.loop is not None:
         iv = order.loop.iv_name.data
-        n = max_in_flight(order.loop)
+        n = order.loop.max_in_flight()
         rule = "HAZ-03"
         msg = (f"{kind} hazard across iterations of loop '{iv}': {task_label(tb)} "
                f"{what(b)} in iteration {iv}+{order.distance} while {name_a}{line_a} "
@@ -93,7 +92,7 @@ def race_diagnostic(a: Access, b: Access, order: Order) -> Diagnostic:
         rule = "HAZ-01"
         msg = (f"{kind} hazard: {task_label(tb)} {what(b)} after loop '{iv}', but "
                f"{name_a}{line_a} {what(a)} in one of the loop's last "
-               f"{max_in_flight(order.after_loop)} iteration(s) and nothing waits for it")
+               f"{order.after_loop.max_in_flight()} iteration(s) and nothing waits for it")
         fix = f"wait({a_tok}) inside the loop" if a_tok else "name the task's token and wait for it inside the loop"
         fix += " (tasks of the last @max_in_flight iterations are not complete at endloop)"
         note = f"bytes [{lo}, {hi}) of '{buf}' overlap"

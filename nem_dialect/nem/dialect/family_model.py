@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass, field
 
 from nem.dialect.diagnostics import SourceLoc, fail
-from nem.dialect.semantics import ELEM_NAMES
+from nem.dialect.elements import ELEM_NAMES
 
 
 def loc_field() -> SourceLoc | None:
@@ -22,7 +22,7 @@ def loc_field() -> SourceLoc | None:
     return field(default=None, compare=False, repr=False)
 
 
-ELEM_TYPES = ELEM_NAMES  # the element-type table is nem.dialect.semantics.ELEM_TYPES
+ELEM_TYPES = ELEM_NAMES  # the element-type table is nem.dialect.elements.ELEM_TYPES
 ABSENT = "absent"
 # `src: any_supported` in the appendix's cast family: any of ELEM_TYPES (docs/conformance.md Gaps E).
 ANY_SUPPORTED = "any_supported"

@@ -47,7 +47,7 @@ from nem.dialect.point_checks import (
     operand_groups,
 )
 from nem.dialect.registry import OpcodeSpec
-from nem.dialect.semantics import fills_range
+from nem.dialect.semantics.transfers import fills_range
 from nem.dialect.shape_rules import check_shapes
 
 IN_PLACE_CATEGORIES = frozenset({"elementwise", "conversion", "normalization", "softmax",

@@ -33,7 +33,8 @@ import random
 from collections import deque
 
 from nem.dialect.diagnostics import SourceLoc
-from nem.dialect.semantics import DEVICE_UNITS, LOOP_END, bind_unit, may_open
+from nem.dialect.semantics.streams import LOOP_END, may_open
+from nem.dialect.semantics.units import DEVICE_UNITS, bind_unit
 from nem.runtime import replay
 from nem.runtime.checks import Deadlock, DeadlockError, RaceDetector, TaskRef, Unconsumed, join
 from nem.runtime.engine import (

@@ -40,7 +40,7 @@ from nem.dialect.family_model import (
     VariantRef,
 )
 from nem.dialect.limits import MAX_NESTING_DEPTH
-from nem.dialect.semantics import UNIT_TYPES
+from nem.dialect.semantics.units import UNIT_TYPES
 from nem.frontends.nem_text.cursor import TokenCursor, describe
 from nem.frontends.nem_text.lexer import EOF, FLOAT, ID, INT, STRING, Token, tokenize
 
