@@ -28,7 +28,7 @@ from nem.analysis.hazard_report import Access, race_diagnostic
 from nem.dialect.diagnostics import Diagnostic
 from nem.dialect.expressions import Evaluator, ExprError, NotAnExpression, run_compiled
 from nem.dialect.ops import BufferOp, LoopOp, ProgramOp, RegionOp, TaskOp
-from nem.dialect.semantics import instance_index, max_in_flight, static_windows
+from nem.dialect.semantics.instances import instance_index, static_windows
 
 MAX_TASK_INSTANCES = 1 << 20
 """Task instances (tasks x iterations) the hazard check enumerates (D-HAZ-WINDOW)."""
@@ -86,7 +86,7 @@ class HazardFinder:
         if lo is None or hi is None or hi < lo:
             return
         trip = hi - lo + 1
-        n_if = max_in_flight(loop)
+        n_if = loop.max_in_flight()
         body_tasks = self._body_tasks.get(loop)
         if body_tasks is None:
             body_tasks = self._body_tasks[loop] = \

@@ -18,9 +18,9 @@ from nem.devices.device_resolver import (
     scope_for_document,
     shipped_devices_dir,
 )
-from nem.dialect.device_model import VariantRef
 from nem.dialect.diagnostics import NemDiagnosticError, SourceLoc
 from nem.dialect.families import Catalog, OperandInfo
+from nem.dialect.family_model import VariantRef
 from nem.frontends.nem_text.config_parser import parse_config_document, parse_device_config
 from nem.frontends.nem_text.config_printer import (
     print_config_document,

@@ -18,7 +18,8 @@ from semantics_programs import nested_loops, static_verdict
 from nem.analysis.capacity import check_capacity, memory_maps
 from nem.devices.device_lookup import find_device
 from nem.dialect.diagnostics import NemDiagnosticError
-from nem.dialect.semantics import ELEM_TYPES, elem_of_xdsl, layout
+from nem.dialect.elements import ELEM_TYPES, elem_of_xdsl
+from nem.dialect.semantics.layout import layout
 from nem.runtime import NemInterpreter
 
 

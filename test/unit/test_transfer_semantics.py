@@ -1,5 +1,5 @@
 """What a transfer moves (D-SEM-TRANSFER), differentially: the checker, the
-runtime and the rule (`nem.dialect.semantics.moved_bytes`) on random
+runtime and the rule (`nem.dialect.semantics.transfers.moved_bytes`) on random
 transfers between typed (dense, strided, with extent to spare; i4 to f32)
 and untyped regions.
 
@@ -23,9 +23,10 @@ from hypothesis import strategies as st
 
 from nem.analysis.happens_before import region_parts
 from nem.dialect.diagnostics import NemDiagnosticError
+from nem.dialect.elements import ELEM_TYPES
 from nem.dialect.expressions import Evaluator
 from nem.dialect.ops import RegionOp, TransferOp
-from nem.dialect.semantics import ELEM_TYPES, fills_range, moved_bytes
+from nem.dialect.semantics.transfers import fills_range, moved_bytes
 from nem.runtime.api import NemInterpreter
 
 SIZE = 2048

@@ -19,11 +19,12 @@ import importlib.resources
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from nem.dialect.device_model import Device, DeviceDecl, Topology, TypeFamily, VariantRef
+from nem.dialect.device_model import Device, DeviceDecl, Topology
 from nem.dialect.diagnostics import Diagnostic, NemDiagnosticError, SourceLoc, error, fail
 from nem.dialect.families import Catalog
+from nem.dialect.family_model import TypeFamily, VariantRef
 from nem.dialect.limits import MAX_DEVICE_COUNT
-from nem.dialect.semantics import DEVICE_UNITS, PER_ENGINE_UNITS
+from nem.dialect.semantics.units import DEVICE_UNITS, PER_ENGINE_UNITS
 from nem.dialect.source_files import read_source
 from nem.frontends.nem_text.config_parser import ConfigDocument, parse_config_document
 

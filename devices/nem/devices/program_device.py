@@ -20,8 +20,9 @@ from nem.devices.device_resolver import (
     scope_for_document,
     shipped_devices_dir,
 )
-from nem.dialect.device_model import Device, DeviceDecl, VariantRef
+from nem.dialect.device_model import Device, DeviceDecl
 from nem.dialect.diagnostics import Diagnostic, NemDiagnosticError, SourceLoc, error, fail
+from nem.dialect.family_model import VariantRef
 from nem.dialect.operand_binding import match_families
 from nem.dialect.ops import ComputeOp, ProgramOp
 

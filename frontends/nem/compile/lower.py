@@ -156,7 +156,7 @@ def _check_l1(module, device: str, include_dirs: Sequence[str]) -> None:
     from nem.analysis.capacity import capacity, check_capacity, memory_maps
     from nem.devices.device_lookup import find_device
     from nem.dialect.ops import ProgramOp
-    from nem.dialect.semantics import footprint
+    from nem.dialect.semantics.layout import footprint
 
     dev = find_device(device, tuple(include_dirs))
     for prog in (op for op in module.walk() if isinstance(op, ProgramOp)):

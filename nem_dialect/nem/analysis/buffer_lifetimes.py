@@ -32,7 +32,7 @@ from xdsl.ir import Operation
 from nem.analysis.capacity import size_and_align
 from nem.dialect.expressions import Evaluator
 from nem.dialect.ops import BufferOp, ProgramOp, RegionOp
-from nem.dialect.semantics import footprint, layout
+from nem.dialect.semantics.layout import footprint, layout
 
 
 @dataclass(frozen=True)

@@ -37,10 +37,9 @@ from xdsl.ir import Block, Operation, SSAValue
 
 from nem.dialect.expressions import Evaluator, ExprError
 from nem.dialect.ops import ComputeOp, LoopOp, ProgramOp, RegionOp, TaskOp, WaitOp
-from nem.dialect.semantics import (
+from nem.dialect.semantics.streams import (
     complete_at_loop_end,
     complete_at_loop_end_set,
-    max_in_flight,
     window_orders,
     window_orders_set,
 )
@@ -135,7 +134,7 @@ class Structure:
                 self.tasks[op] = StaticTask(op, block, k, self.pos[op], loops)
             elif isinstance(op, LoopOp):
                 self.parent_loop[op.block] = op
-                self.window[id(op)] = max_in_flight(op)
+                self.window[id(op)] = op.max_in_flight()
                 self._collect(op.block, loops + (op,))
         for op in block.ops:
             if isinstance(op, TaskOp):
@@ -219,7 +218,7 @@ class Structure:
             except ExprError:
                 lo = hi = None
             hit = lo is not None and hi is not None and \
-                complete_at_loop_end(0, hi - lo + 1, max_in_flight(loop))
+                complete_at_loop_end(0, hi - lo + 1, loop.max_in_flight())
             self._completes[loop] = hit
         return hit
 

@@ -14,19 +14,15 @@ also the core of the enumerating oracle of the tests (test/unit/hazard_replay.py
 from __future__ import annotations
 
 import bisect
-from typing import TYPE_CHECKING
 
 from xdsl.ir import SSAValue
 
 from nem.analysis.happens_before import Instance, Order, StaticTask, Structure, issue_key, ordered
-from nem.analysis.hazard_report import Access
+from nem.analysis.hazard_report import Access, StaticAccess
 from nem.dialect.diagnostics import Diagnostic, SourceLoc
 from nem.dialect.expressions import Evaluator, ExprError
 from nem.dialect.ops import LoopOp
-from nem.dialect.semantics import instance_index
-
-if TYPE_CHECKING:
-    from nem.analysis.hazard_finder import StaticAccess
+from nem.dialect.semantics.instances import instance_index
 
 RaceKey = tuple
 """(earlier task, later task, earlier region, later region, earlier writes, later writes)."""

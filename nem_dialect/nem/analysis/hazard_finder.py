@@ -62,7 +62,7 @@ from nem.analysis.happens_before import (
     unordered_pieces,
 )
 from nem.analysis.hazard_enum import Enumeration
-from nem.analysis.hazard_report import Access, race_diagnostic
+from nem.analysis.hazard_report import Access, StaticAccess, race_diagnostic
 from nem.analysis.presburger import (
     Boxes,
     InstanceSpace,
@@ -74,33 +74,12 @@ from nem.analysis.presburger import (
 from nem.dialect.diagnostics import Diagnostic
 from nem.dialect.expressions import Evaluator, ExprError, NotAnExpression
 from nem.dialect.ops import BufferOp, LoopOp, ProgramOp, RegionOp, TaskOp
-from nem.dialect.semantics import same_instance_set, static_windows
+from nem.dialect.semantics.instances import same_instance_set, static_windows
 
 MAX_TASK_INSTANCES = 1 << 20
 """Task instances the enumeration of accesses that are not quasi-affine may
 take in all (D-HAZ-WINDOW)."""
 INF = float("inf")
-
-
-@dataclass(eq=False)
-class StaticAccess:
-    """One region operand of one task, with bounds [lo, hi) of the bytes it
-    can touch over its loops' box (infinite when unknown)."""
-
-    op: TaskOp
-    region: SSAValue
-    write: bool
-    rank: int
-    """Position among the task's accesses (reads first, as a task does them)."""
-    buffer: SSAValue
-    offset: SSAValue
-    extent: SSAValue
-    lo: float
-    hi: float
-    top: int
-    """Index of the top-level statement holding the task."""
-    windows: tuple[int, ...]
-    """`static_windows` of the buffer's enclosing loops (D-SEM-INSTANCES)."""
 
 
 PairKey = tuple[StaticAccess, StaticAccess]

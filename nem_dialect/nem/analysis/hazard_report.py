@@ -1,7 +1,8 @@
-"""How a race is reported: the HAZ-01 / HAZ-03 diagnostic of two conflicting
-task instances the happens-before model does not order (`nem-check-hazards`,
+"""The accesses the hazard analysis compares, and how a race is reported: the
+HAZ-01 / HAZ-03 diagnostic of two conflicting task instances the
+happens-before model does not order (`nem-check-hazards`,
 `nem-synthesize-deps` when it cannot repair one).  Separate from the
-analysis (`hazard_finder`), which finds the instances."""
+analysis (`hazard_finder`, `hazard_enum`), which finds the instances."""
 
 from __future__ import annotations
 
@@ -11,8 +12,7 @@ from xdsl.ir import SSAValue
 
 from nem.analysis.happens_before import Instance, Order, region_parts, task_label
 from nem.dialect.diagnostics import Diagnostic, SourceLoc
-from nem.dialect.ops import BufferOp, LoopOp, RegionOp
-from nem.dialect.semantics import max_in_flight
+from nem.dialect.ops import BufferOp, LoopOp, RegionOp, TaskOp
 
 
 @dataclass(eq=False)
@@ -24,6 +24,27 @@ class Access:
     lo: int
     hi: int
     write: bool
+
+
+@dataclass(eq=False)
+class StaticAccess:
+    """One region operand of one task, with bounds [lo, hi) of the bytes it
+    can touch over its loops' box (infinite when unknown)."""
+
+    op: TaskOp
+    region: SSAValue
+    write: bool
+    rank: int
+    """Position among the task's accesses (reads first, as a task does them)."""
+    buffer: SSAValue
+    offset: SSAValue
+    extent: SSAValue
+    lo: float
+    hi: float
+    top: int
+    """Index of the top-level statement holding the task."""
+    windows: tuple[int, ...]
+    """`static_windows` of the buffer's enclosing loops (D-SEM-INSTANCES)."""
 
 
 def race_diagnostic(a: Access, b: Access, order: Order) -> Diagnostic:
@@ -49,7 +70,7 @@ def race_diagnostic(a: Access, b: Access, order: Order) -> Diagnostic:
     a_tok = ta.token_name()
     if order.loop is not None:
         iv = order.loop.iv_name.data
-        n = max_in_flight(order.loop)
+        n = order.loop.max_in_flight()
         rule = "HAZ-03"
         msg = (f"{kind} hazard across iterations of loop '{iv}': {task_label(tb)} "
                f"{what(b)} in iteration {iv}+{order.distance} while {name_a}{line_a} "
@@ -71,7 +92,7 @@ def race_diagnostic(a: Access, b: Access, order: Order) -> Diagnostic:
         rule = "HAZ-01"
         msg = (f"{kind} hazard: {task_label(tb)} {what(b)} after loop '{iv}', but "
                f"{name_a}{line_a} {what(a)} in one of the loop's last "
-               f"{max_in_flight(order.after_loop)} iteration(s) and nothing waits for it")
+               f"{order.after_loop.max_in_flight()} iteration(s) and nothing waits for it")
         fix = f"wait({a_tok}) inside the loop" if a_tok else "name the task's token and wait for it inside the loop"
         fix += " (tasks of the last @max_in_flight iterations are not complete at endloop)"
         note = f"bytes [{lo}, {hi}) of '{buf}' overlap"

@@ -13,7 +13,7 @@ from nem.analysis.happens_before import StaticTask, Structure, no_cyclic_gc, tas
 from nem.dialect.diagnostics import Diagnostic, SourceLoc
 from nem.dialect.expressions import Evaluator, ExprError
 from nem.dialect.ops import LoopOp, ProgramOp, TaskOp, WaitOp
-from nem.dialect.semantics import loop_window, max_in_flight
+from nem.dialect.semantics.streams import loop_window
 
 
 def max_live_tokens(program: ProgramOp) -> int:
@@ -108,7 +108,7 @@ def block_liveness(block: Block, ev: Evaluator | None = None) -> BlockLiveness:
             except ExprError:
                 lo = hi = None
             trip = hi - lo + 1 if lo is not None and hi is not None else None
-            copies = 0 if trip is not None and trip <= 0 else loop_window(max_in_flight(op), trip)
+            copies = 0 if trip is not None and trip <= 0 else loop_window(op.max_in_flight(), trip)
             nested[k] = body * copies
         if not isinstance(op, TaskOp):
             continue
@@ -139,7 +139,7 @@ def _ancestor_in(op: Operation, block: Block) -> Operation | None:
 def check_tokens(program: ProgramOp) -> list[Diagnostic]:
     """Token diagnostics: unconsumed tokens (warning, D-TOK-UNUSED), waits that
     can never complete (error, D-TOK-DEADLOCK).  `@max_in_flight(N < 1)` is the
-    static verifier's LOOP-03 (`semantics.window_error`)."""
+    static verifier's LOOP-03 (`LoopOp.window_error`)."""
     with no_cyclic_gc():
         return _check_tokens(program)
 

@@ -35,13 +35,13 @@ from xdsl.utils.hints import isa
 from xdsl.utils.lexer import Span
 
 from nem.dialect.diagnostics import RuleParseError, RuleVerifyException
-from nem.dialect.semantics import ELEM_BITS, ELEM_TYPES, elem_of_xdsl
+from nem.dialect.elements import ELEM_BITS, ELEM_TYPES, elem_of_xdsl
 
 # ---------------------------------------------------------------------------
 # Element types (SPEC §3; TYPE-01, TYPE-02)
 # ---------------------------------------------------------------------------
 
-# The table is `nem.dialect.semantics.ELEM_TYPES`; these are its views in the
+# The table is `nem.dialect.elements.ELEM_TYPES`; these are its views in the
 # IR's terms (spec name <-> xDSL builtin type).
 ELEM_BY_NAME: dict[str, Attribute] = {n: e.xdsl for n, e in ELEM_TYPES.items()}
 BITWIDTH = ELEM_BITS

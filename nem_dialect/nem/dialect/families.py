@@ -22,8 +22,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Iterable
 
-from nem.dialect.device_model import ABSENT, ANY_SUPPORTED, ELEM_TYPES, MUST, TypeFamily, VariantRef
-from nem.dialect.semantics import ELEM_TYPES as ELEM_TABLE
+from nem.dialect.elements import ELEM_TYPES as ELEM_TABLE
+from nem.dialect.family_model import ABSENT, ANY_SUPPORTED, ELEM_TYPES, MUST, TypeFamily, VariantRef
 
 
 @dataclass(frozen=True)

@@ -8,8 +8,8 @@ from xdsl.dialects.builtin import StringAttr
 from xdsl.ir import Operation, SSAValue
 
 from nem.dialect.attributes import RegionType, elem_name
-from nem.dialect.device_model import VariantRef
 from nem.dialect.families import Catalog, MatchResult, OperandInfo
+from nem.dialect.family_model import VariantRef
 from nem.dialect.ops import ComputeOp, LoopOp, RegionOp
 from nem.dialect.registry import OperandSpec
 

@@ -55,10 +55,15 @@ from xdsl.irdl.operations import (
 from xdsl.traits import NoTerminator
 from xdsl.utils.exceptions import VerifyException
 
-from nem.dialect.attributes import BufferType, DecoratorAttr, RegionType, TokenType
+from nem.dialect.attributes import (
+    BufferType,
+    DecoratorAttr,
+    MaxInFlightAttr,
+    RegionType,
+    TokenType,
+)
 from nem.dialect.diagnostics import RuleVerifyException
 from nem.dialect.registry import OpcodeSpec, opcodes
-from nem.dialect.semantics import window_error
 
 INDEX = IndexType()
 TOKEN = TokenType()
@@ -350,7 +355,7 @@ class RegionOp(NemOp):
 
 
 WINDOW_FIX = "use @max_in_flight(1) for sequential iterations"
-"""The fix of a LOOP-03 error (`semantics.window_error`), which `LoopOp`'s
+"""The fix of a LOOP-03 error (`LoopOp.window_error`), which `LoopOp`'s
 verifier and the static verifier report."""
 
 
@@ -383,13 +388,27 @@ class LoopOp(NemOp):
     def block(self) -> Block:
         return self.body.block
 
+    def max_in_flight(self) -> int:
+        """N of the loop's `@max_in_flight(N)`; 1 without it (LOOP-02).  An N < 1
+        is a LOOP-03 error (`window_error`, raised by this op's verifier and
+        reported, located, by the static verifier); the execution model
+        (`nem.dialect.semantics.streams`) never sees such a loop."""
+        for d in self.decorator_list():
+            if isinstance(d, MaxInFlightAttr):
+                return d.n.data
+        return 1
+
+    def window_error(self) -> str | None:
+        """The LOOP-03 message when the loop's `@max_in_flight(N)` has N < 1."""
+        n = self.max_in_flight()
+        return f"@max_in_flight({n}) must be at least 1" if n < 1 else None
+
     def verify_(self) -> None:
         if len(self.block.args) != 1 or not isinstance(self.block.args[0].type, IndexType):
             raise VerifyException("a loop body has exactly one index argument, the loop variable")
-        # LOOP-03: the rule is `semantics.window_error`; the static verifier
-        # reports it again, located, for programs that xDSL does not verify
-        # (the `.nem` and bytecode front ends)
-        msg = window_error(self)
+        # LOOP-03: the static verifier reports it again, located, for programs
+        # that xDSL does not verify (the `.nem` and bytecode front ends)
+        msg = self.window_error()
         if msg is not None:
             raise RuleVerifyException(msg, "LOOP-03", WINDOW_FIX)
 

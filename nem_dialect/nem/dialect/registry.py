@@ -18,7 +18,7 @@ from typing import Any, NoReturn
 
 import yaml
 
-from nem.dialect.semantics import ELEM_NAMES as ELEM_TYPES  # the one element-type table
+from nem.dialect.elements import ELEM_NAMES as ELEM_TYPES  # the one element-type table
 
 ATTR_TYPES = ("int", "int_list", "float", "number", "elem", "string")
 

@@ -19,8 +19,8 @@ from nem.dialect.attributes import (
     SeqEngineAttr,
     elem_name,
 )
-from nem.dialect.device_model import VariantRef
 from nem.dialect.expressions import ExprError
+from nem.dialect.family_model import VariantRef
 from nem.dialect.iteration_space import (
     MAX_POINTS,
     Form,
@@ -47,7 +47,7 @@ from nem.dialect.point_checks import (
     operand_groups,
 )
 from nem.dialect.registry import OpcodeSpec
-from nem.dialect.semantics import fills_range
+from nem.dialect.semantics.transfers import fills_range
 from nem.dialect.shape_rules import check_shapes
 
 IN_PLACE_CATEGORIES = frozenset({"elementwise", "conversion", "normalization", "softmax",

@@ -45,7 +45,7 @@ from nem.dialect.ops import (
     WaitOp,
 )
 from nem.dialect.region_rules import RegionRules
-from nem.dialect.semantics import RESOURCE_UNITS, window_error
+from nem.dialect.semantics.units import RESOURCE_UNITS
 from nem.dialect.task_rules import TaskRules
 
 BASELINE_ENTRY_POINT = "nem.baseline_catalog"
@@ -247,7 +247,7 @@ class ProgramVerifier(RegionRules, TaskRules):
         if lo is not None and hi is not None and lo > hi:
             self.err(op, "LOOP-04", f"loop '{op.iv_name.data}' runs from {lo} to {hi}",
                      "bounds are inclusive and need start <= end")
-        msg = window_error(op)
+        msg = op.window_error()
         if msg is not None:
             self.err(op, "LOOP-03", msg, WINDOW_FIX)
 

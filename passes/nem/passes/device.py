@@ -34,7 +34,7 @@ from nem.dialect.attributes import ResourceAttr
 from nem.analysis.capacity import check_capacity
 from nem.dialect.device_model import Device
 from nem.dialect.diagnostics import Diagnostic, SourceLoc, error
-from nem.dialect.semantics import RESOURCE_UNITS, bind_unit, eligible_units, task_kind
+from nem.dialect.semantics.units import RESOURCE_UNITS, bind_unit, eligible_units, task_kind
 from nem.dialect.expressions import Evaluator
 from nem.dialect.ops import BufferOp, ComputeOp, ProgramOp, TaskOp
 from nem.passes.pass_context import driver_options, report
@@ -71,7 +71,7 @@ def no_device_remark(prog: ProgramOp, what: str) -> Diagnostic:
                       "nem-verify-device{device=NAME}")
 
 
-# -- units (which unit types can run a task: nem.dialect.semantics) ---------------
+# -- units (which unit types can run a task: nem.dialect.semantics.units) ---------
 
 
 def check_resources(prog: ProgramOp, device: Device) -> list[Diagnostic]:

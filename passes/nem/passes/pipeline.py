@@ -6,8 +6,8 @@ Runs, in order, and stops after the first stage that reports an error:
 2. `nem-verify-device`   the target's rules; skipped with a remark (DEV-20)
                          when no device is known
 3. `nem-check-placement`
-4. `nem-check-tokens`    }  looked up in `PASSES` when the pipeline runs, so
-5. `nem-check-hazards`   }  they join as soon as they are registered
+4. `nem-check-tokens`
+5. `nem-check-hazards`
 
 Each stage's warnings and remarks are kept; the first failing stage's
 diagnostics end the run.  `nem-opt x.nem -p nem-verify` skips the driver's
@@ -24,10 +24,15 @@ from xdsl.passes import ModulePass
 
 from nem.dialect.diagnostics import NemDiagnosticError
 from nem.dialect.ops import ProgramOp
+from nem.passes.device import VerifyDevicePass, no_device_remark, target_device
+from nem.passes.hazards import CheckHazardsPass
 from nem.passes.pass_context import collecting, report
+from nem.passes.placement import CheckPlacementPass
+from nem.passes.tokens import CheckTokensPass
+from nem.passes.verify import VerifyStaticPass
 
-STAGES = ("nem-verify-static", "nem-verify-device", "nem-check-placement",
-          "nem-check-tokens", "nem-check-hazards")
+STAGES: tuple[type[ModulePass], ...] = (
+    VerifyStaticPass, VerifyDevicePass, CheckPlacementPass, CheckTokensPass, CheckHazardsPass)
 
 
 def _instantiate(cls: type[ModulePass], options: dict) -> ModulePass:
@@ -52,18 +57,11 @@ class VerifyPipelinePass(ModulePass):
     reject_future: bool = False
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        from nem.passes import PASSES
-        from nem.passes.device import no_device_remark, target_device
-
         stages = collecting(ctx)  # the stages' warnings and remarks, reported together
         options = {"device": self.device, "remarks": self.remarks,
                    "reject_future": self.reject_future}
-        for stage in STAGES:
-            cls = PASSES.get(stage)
-            if cls is None:  # a stage is never skipped silently
-                raise LookupError(f"nem-verify: stage '{stage}' is not a registered pass "
-                                  f"(nem.passes.PASSES); the staged check cannot run")
-            if stage == "nem-verify-device":
+        for cls in STAGES:
+            if cls is VerifyDevicePass:
                 progs = [p for p in op.walk() if isinstance(p, ProgramOp)]
                 try:
                     devices = [target_device(stages, p, self.device) for p in progs]

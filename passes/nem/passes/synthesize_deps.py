@@ -46,7 +46,7 @@ from nem.analysis.token_liveness import block_liveness, live_token_peak
 from nem.dialect.attributes import MaxInFlightAttr
 from nem.dialect.diagnostics import Diagnostic, NemDiagnosticError, SourceLoc
 from nem.dialect.ops import BufferOp, LoopOp, ProgramOp, RegionOp, TaskOp, WaitOp
-from nem.dialect.semantics import max_in_flight
+
 from nem.dialect.expressions import Evaluator, ExprError
 from nem.passes.pass_context import report
 from xdsl.context import Context
@@ -138,7 +138,7 @@ class Synthesizer:
         return True
 
     def narrow(self, loop: LoopOp, distance: int, race: Race) -> bool:
-        n = max_in_flight(loop)
+        n = loop.max_in_flight()
         if not self.narrow_windows or distance >= n:
             return False
         decos = [d for d in loop.decorator_list() if d.DECO_NAME != "max_in_flight"]
@@ -310,7 +310,7 @@ def _covered(tokens: Iterable[SSAValue]) -> set[SSAValue]:
 
 def _copies(loop: LoopOp, ev: Evaluator) -> int:
     """Iterations of `loop` in flight at once (D-TOK-LIVE)."""
-    copies = max_in_flight(loop)
+    copies = loop.max_in_flight()
     try:
         lo, hi = ev.static(loop.lower), ev.static(loop.upper)
     except ExprError:

@@ -2,9 +2,8 @@
 timed schedules; race/deadlock detection; traces; Python API)."""
 
 from nem.runtime.api import NemInterpreter
-from nem.runtime.checks import Deadlock, Race, Unconsumed
+from nem.runtime.checks import Deadlock, DeadlockError, Race, Unconsumed
 from nem.runtime.memory import Memory, RegionInst
-from nem.runtime.scheduler import DeadlockError
 from nem.runtime.session import Program, RunResult, Session, StepResult
 
 __all__ = ["NemInterpreter", "Program", "RunResult", "Session", "StepResult", "Deadlock",

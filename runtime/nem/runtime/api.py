@@ -37,16 +37,11 @@ from nem.runtime import tensor_io
 from nem.runtime.engine import RunError, compile_program
 from nem.runtime.memory import (
     DEFAULT_DDR_SIZE,
-    DEFAULT_L1_SIZE,
-    DEFAULT_L2_SIZE,
     DTYPES,
     Memory,
     MemoryError_,
 )
-from nem.runtime.session import Program, RunResult, Session, diag_from
-
-DEFAULT_TOPOLOGY = {"num_engines": 1, "per_engine": {"NMU": 1, "CSTL": 1, "DMA": 1, "VPU": 1},
-                    "device_units": {"sDMA": 1}, "l2": DEFAULT_L2_SIZE, "l1": DEFAULT_L1_SIZE}
+from nem.runtime.session import Program, RunResult, Session, diag_from, topology_of
 
 
 def _user_kernels(kernels) -> MappingProxyType:
@@ -221,7 +216,7 @@ class NemInterpreter:
         if errors:
             raise NemDiagnosticError(diags)
         device = self._device_for(prog, file)
-        topo = self._topology(device)
+        topo = topology_of(device)
         memory = Memory(topo["num_engines"], topo["l2"], topo["l1"], self.ddr_size,
                         device.name if device is not None else None)
         catalog = device.catalog if device is not None else None
@@ -263,15 +258,6 @@ class NemInterpreter:
         from nem.devices.program_device import program_device
 
         return program_device(prog, file, self.include_dirs, None)
-
-    @staticmethod
-    def _topology(device) -> dict:
-        if device is None:
-            return DEFAULT_TOPOLOGY
-        t = device.topology
-        return {"num_engines": t.num_engines, "per_engine": dict(t.per_engine),
-                "device_units": dict(t.device_units), "l2": t.l2_size_bytes,
-                "l1": t.l1_size_bytes}
 
     @staticmethod
     def _accum_resolver(catalog):
@@ -458,7 +444,7 @@ class NemInterpreter:
 
     def get_device_info(self) -> dict:
         dev = self.device or (self.program.device if self.program else None)
-        topo = self._topology(dev)
+        topo = topology_of(dev)
         return {"name": dev.name if dev else None, "num_engines": topo["num_engines"],
                 "per_engine": topo["per_engine"], "device_units": topo["device_units"],
                 "l2_size": topo["l2"], "l1_size": topo["l1"], "ddr_size": self.ddr_size}

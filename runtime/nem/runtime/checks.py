@@ -220,6 +220,15 @@ class Deadlock:
             "\n".join("  " + w for w in self.witness)
 
 
+class DeadlockError(Exception):
+    """A run stopped at a deadlock (the scheduler raises it, the replay of a
+    recorded plan and the session catch it)."""
+
+    def __init__(self, deadlock: Deadlock):
+        super().__init__(str(deadlock))
+        self.deadlock = deadlock
+
+
 @dataclass
 class Unconsumed:
     label: str

@@ -46,13 +46,8 @@ from nem.dialect.ops import (
     TaskOp,
     WaitOp,
 )
-from nem.dialect.semantics import (
-    fills_range,
-    instance_index,
-    loop_copies,
-    max_in_flight,
-    static_windows,
-)
+from nem.dialect.semantics.instances import instance_index, loop_copies, static_windows
+from nem.dialect.semantics.transfers import fills_range
 from nem.runtime.kernel_support import Tensor, UserKernel
 from nem.runtime.kernels import KERNELS
 from nem.runtime.memory import (
@@ -272,7 +267,7 @@ class LoopTpl:
         self.op = op
         self.lower = comp.compile(op.lower)
         self.upper = comp.compile(op.upper)
-        self.n = max_in_flight(op)
+        self.n = op.max_in_flight()
         self.var = op.iv_name.data
         self.depth = depth   # depth of the loop's body
         self.body: list = []
@@ -513,7 +508,7 @@ def prepare_move(t: TaskTpl, dst: RegionInst, src: RegionInst) -> Callable[[], N
     views) is checked and bound once, so a replayed run (D-RT-REPLAY), which
     performs the same instance's effect again, pays only for the copy.
 
-    What moves (D-SEM-TRANSFER, `nem.dialect.semantics.moved_bytes`): a
+    What moves (D-SEM-TRANSFER, `nem.dialect.semantics.transfers.moved_bytes`): a
     typed region's elements (row-major over its shape, gaps between strided
     elements and extent past the last one untouched), an untyped region's
     whole byte range.  Two typed regions: same element type and count,

@@ -1,6 +1,6 @@
 """The runtime memory model: DDR, L2 and one L1[k] per engine as byte arrays.
 
-Buffers are placed by `nem.dialect.semantics.layout` (decreasing align,
+Buffers are placed by `nem.dialect.semantics.layout.layout` (decreasing align,
 declaration order among equals; BUF-07: results must not depend on
 placement), the layout the capacity check (DEV-16) verifies, so the checker
 and the runtime agree on what fits (D-SEM-LAYOUT).  A buffer declared in a
@@ -29,9 +29,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from nem.dialect.semantics import ELEM_BITS as BITS
-from nem.dialect.semantics import ELEM_DTYPES as DTYPES
-from nem.dialect.semantics import footprint, layout
+from nem.dialect.elements import ELEM_BITS as BITS
+from nem.dialect.elements import ELEM_DTYPES as DTYPES
+from nem.dialect.semantics.layout import footprint, layout
 
 DEFAULT_DDR_SIZE: int | None = None
 """No DDR capacity unless one is imposed: DDR holds what the program declares (D-SEM-DDR)."""

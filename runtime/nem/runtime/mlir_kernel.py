@@ -93,7 +93,7 @@ from xdsl.ir import Operation
 from xdsl.irdl import IRDLOperation, OptionalDef
 from xdsl.parser import Parser
 
-from nem.dialect.semantics import ELEM_TYPES
+from nem.dialect.elements import ELEM_TYPES
 from nem.frontends.upstream_dialects import register_mlir_dialects
 from nem.runtime.mlir_kernel_loops import (
     STRUCTURED,

@@ -14,7 +14,7 @@ from __future__ import annotations
 import operator
 from itertools import product
 from math import inf as math_inf
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any, Protocol, cast
 
 from xdsl.dialects import affine, arith, linalg, scf
 from xdsl.dialects.builtin import (
@@ -47,8 +47,14 @@ from nem.frontends.upstream_dialects.affine_max import AffineMaxOp
 from nem.frontends.upstream_dialects.arith_rounding import other_rounding
 from nem.runtime.mlir_kernel_scalar import NP_FLOAT, UNDEFINED, raise_undefined
 
-if TYPE_CHECKING:
-    from nem.runtime.mlir_kernel import KernelInterpreter
+
+class ReducingInterpreter(Protocol):
+    """What the affine.parallel implementation needs of its interpreter
+    (`mlir_kernel.KernelInterpreter`): each op's (combiner, identity) pairs,
+    as `affine_reductions` makes them."""
+
+    reductions: dict[Operation, list[tuple[Operation, Any]]]
+
 
 _CONSTRAINT = {AffineConstraintKind.ge: operator.ge, AffineConstraintKind.le: operator.le,
                AffineConstraintKind.eq: operator.eq}
@@ -138,9 +144,8 @@ class AffineKernelFunctions(InterpreterFunctions):
         n_lb = lb_map.num_dims + lb_map.num_symbols
         lbs = _grouped(max, _eval_map(lb_map, args[:n_lb]), op.lowerBoundsGroups)
         ubs = _grouped(min, _eval_map(ub_map, args[n_lb:]), op.upperBoundsGroups)
-        # these functions are registered on a KernelInterpreter only (mlir_kernel,
-        # which imports this module: no isinstance without an import cycle)
-        reductions = cast("KernelInterpreter", interpreter).reductions[op]
+        # these functions are registered on a KernelInterpreter only
+        reductions = cast(ReducingInterpreter, interpreter).reductions[op]
         return _parallel_loops(
             interpreter, op.body, lbs, ubs, [s.value.data for s in op.steps.data],
             [identity for _, identity in reductions],

@@ -9,9 +9,9 @@ from __future__ import annotations
 import ml_dtypes
 import numpy as np
 
-from nem.dialect.semantics import ELEM_BITS, ELEM_DTYPES, FLOAT_ELEMS, INT_ELEMS
+from nem.dialect.elements import ELEM_BITS, ELEM_DTYPES, FLOAT_ELEMS, INT_ELEMS
 
-# the element-type table is nem.dialect.semantics.ELEM_TYPES
+# the element-type table is nem.dialect.elements.ELEM_TYPES
 DTYPES = ELEM_DTYPES
 INT_TYPES = INT_ELEMS
 FLOAT_TYPES = FLOAT_ELEMS

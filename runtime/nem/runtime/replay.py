@@ -35,6 +35,7 @@ from collections import deque
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
+from nem.runtime.checks import DeadlockError
 from nem.runtime.engine import RunError
 
 # scheduler fields that make up the state at the end of a run; containers
@@ -137,8 +138,6 @@ def prepare(s) -> bool:
     when the run is not eligible or its walk stopped (a run-time error or a
     deadlock, which the run itself then reports, since neither depends on the
     data)."""
-    from nem.runtime.scheduler import DeadlockError  # the scheduler imports this module
-
     if start(s) is not None:
         return True
     plan = s.recording

@@ -33,9 +33,10 @@ import random
 from collections import deque
 
 from nem.dialect.diagnostics import SourceLoc
-from nem.dialect.semantics import DEVICE_UNITS, LOOP_END, bind_unit, may_open
+from nem.dialect.semantics.streams import LOOP_END, may_open
+from nem.dialect.semantics.units import DEVICE_UNITS, bind_unit
 from nem.runtime import replay
-from nem.runtime.checks import Deadlock, RaceDetector, TaskRef, Unconsumed, join
+from nem.runtime.checks import Deadlock, DeadlockError, RaceDetector, TaskRef, Unconsumed, join
 from nem.runtime.engine import (
     COMPUTE,
     DEFAULT_PROFILE,
@@ -56,12 +57,6 @@ EMPTY: dict = {}
 _PLACEMENTS: dict[tuple, tuple] = {}
 """`Scheduler._placement`'s results: (topology, kind, opcode, resource, seq_engine,
 level ids of the regions) -> (engine, unit type, index, candidate units)."""
-
-
-class DeadlockError(Exception):
-    def __init__(self, deadlock: Deadlock):
-        super().__init__(str(deadlock))
-        self.deadlock = deadlock
 
 
 class Token:

@@ -6,9 +6,10 @@ sessions; its `run` is a session run to the end.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import numpy as np
 from xdsl.dialects.builtin import ModuleOp
@@ -18,7 +19,7 @@ from nem.dialect.diagnostics import Diagnostic, NemDiagnosticError
 from nem.dialect.ops import ProgramOp
 from nem.runtime import roofline, tensor_io
 from nem.runtime import trace as trace_mod
-from nem.runtime.checks import Deadlock, Race, Unconsumed
+from nem.runtime.checks import Deadlock, DeadlockError, Race, Unconsumed
 from nem.runtime.engine import CompiledProgram, RunError, default_kernels
 from nem.runtime.inspection import (
     Task,
@@ -30,11 +31,50 @@ from nem.runtime.inspection import (
     token_of,
     unknown_name,
 )
-from nem.runtime.memory import Memory, MemoryError_, RegionInst
-from nem.runtime.scheduler import DeadlockError, Scheduler
+from nem.runtime.memory import DEFAULT_L1_SIZE, DEFAULT_L2_SIZE, Memory, MemoryError_, RegionInst
+from nem.runtime.scheduler import Scheduler
 
-if TYPE_CHECKING:
-    from nem.runtime.api import NemInterpreter
+
+class RunSettings(Protocol):
+    """What a session takes from the interpreter that starts it
+    (`nem.runtime.api.NemInterpreter`): the run's mode, schedule and checks,
+    read once when the session starts."""
+
+    @property
+    def kernels(self) -> Mapping: ...
+
+    @property
+    def mode(self) -> str: ...
+
+    @property
+    def policy(self) -> str: ...
+
+    @property
+    def seed(self) -> int: ...
+
+    @property
+    def races(self) -> bool: ...
+
+    @property
+    def tracing(self) -> bool: ...
+
+    @property
+    def profile(self) -> dict: ...
+
+
+DEFAULT_TOPOLOGY = {"num_engines": 1, "per_engine": {"NMU": 1, "CSTL": 1, "DMA": 1, "VPU": 1},
+                    "device_units": {"sDMA": 1}, "l2": DEFAULT_L2_SIZE, "l1": DEFAULT_L1_SIZE}
+
+
+def topology_of(device: Device | None) -> dict:
+    """The scheduler's view of a device's topology (`DEFAULT_TOPOLOGY`: one
+    unit of each kind, for a program with no device)."""
+    if device is None:
+        return DEFAULT_TOPOLOGY
+    t = device.topology
+    return {"num_engines": t.num_engines, "per_engine": dict(t.per_engine),
+            "device_units": dict(t.device_units), "l2": t.l2_size_bytes,
+            "l1": t.l1_size_bytes}
 
 
 def diag_from(e: RunError, file: str) -> Diagnostic:
@@ -116,12 +156,12 @@ class StepResult:
 class Session:
     """One execution of a program: step, breakpoints, inspection."""
 
-    def __init__(self, interp: NemInterpreter, program: Program, memory: Memory):
+    def __init__(self, interp: RunSettings, program: Program, memory: Memory):
         self.interp = interp
         self.program = program
         self.memory = memory
         dev = program.device
-        topo = interp._topology(dev)
+        topo = topology_of(dev)
         self.sched = Scheduler(
             program.compiled, memory, topology=topo,
             unit_chars=dev.unit_characteristics if dev is not None else {},

@@ -6,7 +6,8 @@ that a loader (or `nem-opt --dump-nemb`) can check any target without the
 program's source or device file, and recomputed on load to check that the
 file does not lie.  The facts come from their one home: type-family
 matching (`operand_binding.match_families` over the baseline catalog), the
-units that can run a task and the buffer layout policy (`nem.dialect.semantics`).
+units that can run a task and the buffer layout policy (`nem.dialect.semantics.units`,
+`nem.dialect.semantics.layout`).
 """
 
 from __future__ import annotations
@@ -21,7 +22,8 @@ from nem.dialect.device_model import Device
 from nem.dialect.diagnostics import Diagnostic, SourceLoc
 from nem.dialect.expressions import Evaluator, ExprError
 from nem.dialect.ops import BufferOp, ComputeOp, LoopOp, ProgramOp, RegionOp, TaskOp
-from nem.dialect.semantics import eligible_units, layout
+from nem.dialect.semantics.layout import layout
+from nem.dialect.semantics.units import eligible_units
 
 READ, WRITE = 1, 2  # Access bits (schema enum Access)
 

@@ -42,7 +42,7 @@ from nem.dialect.expressions import ExprKeys
 from nem.dialect.ops import (
     BufferOp,
 )
-from nem.dialect.semantics import UNIT_TYPES
+from nem.dialect.semantics.units import UNIT_TYPES
 from nem.frontends.bytecode import nem_bytecode_generated as fb
 from nem.frontends.bytecode.container import (
     BytecodeError,

@@ -26,22 +26,21 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from nem.dialect.device_model import (
+from nem.dialect.device_model import DeviceDecl, Topology
+from nem.dialect.diagnostics import SourceLoc, fail, register_source
+from nem.dialect.expressions import ExprError, apply_binop
+from nem.dialect.family_model import (
     ABSENT,
     ANY_SUPPORTED,
     ELEM_TYPES,
     MAY,
     MUST,
-    DeviceDecl,
-    Topology,
     TypeFamily,
     Variant,
     VariantRef,
 )
-from nem.dialect.diagnostics import SourceLoc, fail, register_source
-from nem.dialect.expressions import ExprError, apply_binop
 from nem.dialect.limits import MAX_NESTING_DEPTH
-from nem.dialect.semantics import UNIT_TYPES
+from nem.dialect.semantics.units import UNIT_TYPES
 from nem.frontends.nem_text.cursor import TokenCursor, describe
 from nem.frontends.nem_text.lexer import EOF, FLOAT, ID, INT, STRING, Token, tokenize
 

@@ -10,7 +10,8 @@ stand-alone base device (`nem-opt --print-device NAME`).
 
 from __future__ import annotations
 
-from nem.dialect.device_model import Device, DeviceDecl, Topology, TypeFamily, VariantRef
+from nem.dialect.device_model import Device, DeviceDecl, Topology
+from nem.dialect.family_model import TypeFamily, VariantRef
 from nem.frontends.nem_text.config_parser import ConfigDocument
 
 _IND = "    "

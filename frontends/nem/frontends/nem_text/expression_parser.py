@@ -48,7 +48,7 @@ from nem.dialect.expressions import (
 )
 from nem.dialect.limits import MAX_EXPR_DEPTH, MAX_EXPR_OPERATORS, MAX_NESTING_DEPTH
 from nem.dialect.ops import INDEX
-from nem.dialect.semantics import UNIT_TYPES
+from nem.dialect.semantics.units import UNIT_TYPES
 from nem.frontends.nem_text.cursor import TokenCursor, describe
 from nem.frontends.nem_text.lexer import FLOAT, ID, INT, PUNCT, STRING, Token, tokenize
 

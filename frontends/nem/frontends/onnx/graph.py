@@ -40,7 +40,7 @@ from typing import Any
 import numpy as np
 import onnx
 from mlir import ir
-from nem.dialect.semantics import ELEM_DTYPES
+from nem.dialect.elements import ELEM_DTYPES
 from nem.frontends.onnx import emit
 from nem.frontends.onnx.diagnostics import NodeRef, OnnxImportError
 
@@ -51,7 +51,7 @@ ELEM_TYPES: dict[int, tuple[str, np.dtype]] = {
     t: (n, ELEM_DTYPES[n]) for t, n in ((onnx.TensorProto.FLOAT, "f32"),
                                         (onnx.TensorProto.FLOAT16, "f16"),
                                         (onnx.TensorProto.INT32, "i32"))}
-"""ONNX element types the importer takes: spec name and dtype (nem.dialect.semantics);
+"""ONNX element types the importer takes: spec name and dtype (nem.dialect.elements);
 DOUBLE and INT64 are demoted to f32 and i32 by default (D-COMPILE-F64, D-COMPILE-I64)."""
 
 

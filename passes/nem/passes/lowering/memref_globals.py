@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 from nem.dialect.attributes import MemLevelAttr
 from nem.dialect.diagnostics import Diagnostic, NemDiagnosticError, SourceLoc
-from nem.dialect.semantics import ELEM_DTYPES
+from nem.dialect.elements import ELEM_DTYPES
 from nem.frontends.upstream_dialects.memref_global import MemRefGlobalOp
 from nem.passes.lowering.affine_algebra import Aff
 from nem.passes.lowering.diagnostics import reject

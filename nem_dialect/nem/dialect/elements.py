@@ -1,0 +1,93 @@
+"""The element types of NEM (SPEC §3; TYPE-01, TYPE-02, TYPE-05; D-RT-I4): spec
+name, bit width, float/signed, the xDSL type, the MLIR spelling and the numpy
+/ ml_dtypes dtype, in one table that the attributes, the opcode registry, the
+checker, the runtime and the front ends read (below the IR's attributes, so
+that they can)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+
+import ml_dtypes
+import numpy as np
+import numpy.typing as npt
+from xdsl.dialects.builtin import (
+    BFloat16Type,
+    Float16Type,
+    Float32Type,
+    IntegerType,
+    Signedness,
+)
+from xdsl.ir import Attribute
+
+
+@dataclass(frozen=True)
+class ElemType:
+    """One element type of the spec.  `dtype` is the numpy dtype values have
+    in kernels and typed views (`i4` is unpacked to int8 values in [-8, 7];
+    in memory it is packed two per byte, D-RT-I4)."""
+
+    name: str
+    bits: int
+    is_float: bool
+    signed: bool
+    dtype: np.dtype
+    mlir: str
+
+    @cached_property
+    def xdsl(self) -> Attribute:
+        if self.name == "f16":
+            return Float16Type()
+        if self.name == "bf16":
+            return BFloat16Type()
+        if self.name == "f32":
+            return Float32Type()
+        return IntegerType(self.bits, Signedness.SIGNLESS if self.signed else Signedness.UNSIGNED)
+
+    @property
+    def is_int(self) -> bool:
+        return not self.is_float
+
+    def int_range(self) -> tuple[int, int]:
+        """The integer range of an integer type."""
+        if self.signed:
+            return -(1 << (self.bits - 1)), (1 << (self.bits - 1)) - 1
+        return 0, (1 << self.bits) - 1
+
+
+def _e(name: str, bits: int, is_float: bool, signed: bool, dtype: npt.DTypeLike,
+       mlir: str | None = None) -> ElemType:
+    return ElemType(name, bits, is_float, signed, np.dtype(dtype), mlir or name)
+
+
+ELEM_TYPES: dict[str, ElemType] = {e.name: e for e in (
+    _e("i4", 4, False, True, np.int8),
+    _e("i8", 8, False, True, np.int8),
+    _e("i16", 16, False, True, "<i2"),
+    _e("i32", 32, False, True, "<i4"),
+    _e("u8", 8, False, False, np.uint8, "ui8"),
+    _e("u16", 16, False, False, "<u2", "ui16"),
+    _e("u32", 32, False, False, "<u4", "ui32"),
+    _e("f16", 16, True, True, "<f2"),
+    _e("bf16", 16, True, True, ml_dtypes.bfloat16),
+    _e("f32", 32, True, True, "<f4"),
+)}
+"""The spec's element types in its order of listing (TYPE-01)."""
+
+ELEM_NAMES: tuple[str, ...] = tuple(ELEM_TYPES)
+INT_ELEMS: tuple[str, ...] = tuple(n for n, e in ELEM_TYPES.items() if e.is_int)
+FLOAT_ELEMS: tuple[str, ...] = tuple(n for n, e in ELEM_TYPES.items() if e.is_float)
+ELEM_BITS: dict[str, int] = {n: e.bits for n, e in ELEM_TYPES.items()}
+ELEM_DTYPES: dict[str, np.dtype] = {n: e.dtype for n, e in ELEM_TYPES.items()}
+_BY_XDSL: dict[Attribute, str] = {e.xdsl: n for n, e in ELEM_TYPES.items()}
+
+
+def elem_of_xdsl(attr: Attribute) -> str | None:
+    """The spec's name of an xDSL builtin element type, or None."""
+    return _BY_XDSL.get(attr)
+
+
+def elem_bytes(name: str, count: int) -> int:
+    """Bytes that `count` packed elements occupy (TYPE-02: ceil for sub-byte types)."""
+    return -(-count * ELEM_TYPES[name].bits // 8)
