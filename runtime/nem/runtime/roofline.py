@@ -27,7 +27,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from nem.dialect.semantics import DEVICE_UNITS
+from nem.dialect.semantics.units import DEVICE_UNITS
 from nem.runtime.engine import CompiledProgram, LoopTpl, TaskTpl, WaitTpl, Work
 
 LATENCY = "latency"
