@@ -114,7 +114,7 @@ def compile_onnx(model, options: CompileOptions | None = None,
     holder = {}
 
     def do_import() -> str:
-        from nem.compile.softmax import softmax_types
+        from nem.compile.pipeline import softmax_types
 
         try:
             holder["m"] = import_onnx(model, softmax_types=softmax_types(driver.device),
