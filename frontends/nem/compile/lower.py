@@ -219,7 +219,7 @@ def _statement_origins(parsed, lowered, file: str) -> dict[int, SourceLoc]:
     read, printed = list(printed_statements(parsed)), list(printed_statements(lowered))
     if [o.name for o in read] != [o.name for o in printed]:
         return {}
-    at = {}
+    at: dict[int, SourceLoc] = {}
     for back, op in zip(read, printed):
         line, origin = SourceLoc.of(back), SourceLoc.of(op)
         if line is not None and line.file == file and origin is not None:
