@@ -371,7 +371,10 @@ def test_every_unsupported_node_is_listed_once():
     assert lines[0] == "m.onnx: node 0 'hm' (Hardmax): error: not supported: op type Hardmax"
     assert "m.onnx: node 2 'pool' (MaxPool): error: not supported: storage_order=1" in lines
     assert "m.onnx: node 4 'celu' (Celu): error: not supported: op type Celu" in lines
-    assert lines[-1] == "m.onnx: error: 3 nodes cannot be imported, 3 errors above"
+    assert lines[-2] == "m.onnx: error: 3 nodes cannot be imported, 3 errors above"
+    # op types first: the Relus (which a rewrite could fuse) are not checked
+    # in this run (D-COMPILE-EARLY-UNSUPPORTED)
+    assert lines[-1].startswith("note: the graph was not simplified")
     assert text.count("error:") == 4
 
 

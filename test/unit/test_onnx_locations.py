@@ -120,6 +120,33 @@ def test_lowering_errors_name_the_onnx_node(monkeypatch, tmp_path, route):
     assert lines[2].strip().startswith("affine.for" if route == "affine" else "linalg.generic")
 
 
+def test_final_verify_errors_name_the_onnx_node(monkeypatch):
+    """A defect only the compile's final nem-verify catches (HAZ-02 put
+    back, the lowering's own final check skipped) is reported at the ONNX
+    node, then the tiled op, then the printed `.nem` line as notes
+    (D-COMPILE-VERIFY-LOC): not at a `.nem` file that a failed compile does
+    not write."""
+    from nem.compile import CompileError, compile_onnx
+    from nem.passes.lowering import broadcasts
+    from nem.passes.lowering.passes import CheckLoweredPass
+
+    check = CheckLoweredPass.apply
+    monkeypatch.setattr(broadcasts, "_overlapping", lambda *a: [])
+    monkeypatch.setattr(CheckLoweredPass, "apply", lambda self, ctx, op:
+                        check(self, ctx, op) if self.declarations_only else None)
+    with pytest.raises(CompileError) as e:
+        compile_onnx(_relu_expand_relu(), stem="m", engines=1)
+    lines = str(e.value).splitlines()
+    assert lines[0].startswith("<model>: node 1 'widen' (Expand): error: lowered NEM program "
+                               "fails nem-verify: transfer source and destination overlap")
+    assert lines[0].endswith("[HAZ-02]")
+    assert re.fullmatch(r"m\.tile\.mlir:\d+:5: note: in the tiled program .*", lines[1])
+    note = next(i for i, ln in enumerate(lines) if ln.startswith("m.nem:"))
+    assert re.fullmatch(r"m\.nem:\d+:1: note: in the lowered NEM program \(written only when "
+                        r"the compile succeeds\)", lines[note])
+    assert lines[note + 1].startswith("copy") and "transfer.async" in lines[note + 1]
+
+
 def test_name_nodes_reads_the_ops_own_locations():
     """The op's own locations (its trailing one, after its region; a fused
     one names each node), not those of the ops in its region; a string

@@ -114,7 +114,7 @@ def compile_onnx(model, options: CompileOptions | None = None,
     holder = {}
 
     def do_import() -> str:
-        from nem.compile.softmax import softmax_types
+        from nem.compile.pipeline import softmax_types
 
         try:
             holder["m"] = import_onnx(model, softmax_types=softmax_types(driver.device),
@@ -136,24 +136,26 @@ def compile_onnx(model, options: CompileOptions | None = None,
         try:
             nem, remarks = driver.lower(im.func_name, iface.arg_names, tile_file)
         except CompileError as e:
-            raise _at_nodes(e, tile_file, driver) from e
+            raise _at_origin(e, tile_file, driver) from e
     iface.weights.update(driver.constants)
     notes = [f"{file}: remark: {n}" for n in im.notes]   # what preparing the model did
     return CompileResult(nem, iface, im.func_name, driver.results, notes + remarks,
                          driver.memory_spaces(), driver.flops, _warnings(file, driver))
 
 
-def _at_nodes(e: CompileError, tile_file: str, driver) -> CompileError:
+def _at_origin(e: CompileError, tile_file: str, driver, source: str | None = None
+               ) -> CompileError:
     """A lower-stage error led by the ONNX node(s) of the tiled ops it is
-    located at (D-COMPILE-LOC): the tiled program is written only with
-    --save-temps, the model is what its author has."""
+    located at (D-COMPILE-LOC), or, for `.mlir` input, by their position in
+    `source`, the user's file (D-COMPILE-MLIR-LOC): the tiled program is
+    written only with --save-temps, the model is what its author has."""
     from nem.frontends.onnx.locations import name_nodes
 
     plain = driver.stage_text("tile")
     if e.stage != "lower" or plain is None or driver.tiled is None:
         return e
     debug = driver.tiled.operation.get_asm(enable_debug_info=True, use_local_scope=True)
-    return CompileError("lower", name_nodes(str(e), tile_file, plain, debug))
+    return CompileError("lower", name_nodes(str(e), tile_file, plain, debug, source))
 
 
 def compile_mlir(source: str | Path, options: CompileOptions | None = None,
@@ -180,6 +182,9 @@ def compile_mlir(source: str | Path, options: CompileOptions | None = None,
     else:
         file, text = "<mlir>", str(source)
     _check_parse_isolated(text, file)
+    from nem.dialect.diagnostics import register_source
+
+    register_source(file, text)   # diagnostics of later stages quote it (D-COMPILE-MLIR-LOC)
     driver = Driver(opts, progress)
     with ir.Context(), ir.Location.unknown():
         holder = {}
@@ -224,7 +229,11 @@ def compile_mlir(source: str | Path, options: CompileOptions | None = None,
             raise _upstream_error(driver.stage, e, file, "rewrite the op into linalg on tensors "
                                   "(linalg.generic, linalg named ops) that upstream bufferizes "
                                   "and tiles") from None
-        nem, remarks = driver.lower(name, iface.arg_names, _stem(file, stem) + ".tile.mlir")
+        tile_file = _stem(file, stem) + ".tile.mlir"
+        try:
+            nem, remarks = driver.lower(name, iface.arg_names, tile_file)
+        except CompileError as e:
+            raise _at_origin(e, tile_file, driver, file) from e
     iface.weights.update(driver.constants)   # constant tensors (D-COMPILE-CONSTS)
     return CompileResult(nem, iface, name, driver.results, remarks, driver.memory_spaces(),
                          driver.flops, _warnings(file, driver))

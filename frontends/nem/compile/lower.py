@@ -18,10 +18,13 @@ import os
 import tempfile
 from collections.abc import Callable, Sequence
 from functools import partial
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 import numpy as np
 from xdsl.context import Context
+
+if TYPE_CHECKING:
+    from nem.dialect.diagnostics import Diagnostic, SourceLoc
 
 T = TypeVar("T")
 
@@ -101,8 +104,8 @@ def lower_and_verify(text: str, func_name: str, arg_names: Sequence[str], device
                if isinstance(d, EscapeRemark) and d.loc is not None}
     nem = step("print", lambda: print_nem(module))
     if options.verify:
-        step("nem-verify", lambda: verify_nem(nem, file.rsplit(".", 1)[0] + ".nem", device,
-                                               options.include_dirs))
+        step("nem-verify", lambda: verify_nem(nem, file.removesuffix(".tile.mlir") + ".nem",
+                                               device, options.include_dirs, module))
     return nem, remarks, escaped, constants
 
 
@@ -176,8 +179,13 @@ def escape_reason(message: str) -> str:
     return why if sep else message
 
 
-def verify_nem(nem: str, file: str, device: str, include_dirs: Sequence[str] = ()) -> None:
-    """`nem-opt FILE -p nem-verify` on the text: any error or warning raises."""
+def verify_nem(nem: str, file: str, device: str, include_dirs: Sequence[str] = (),
+               lowered=None) -> None:
+    """`nem-opt FILE -p nem-verify` on the text: any error or warning raises.
+    `lowered`: the module `nem` was printed from; each diagnostic is then
+    located where its statement's op was lowered from (D-COMPILE-VERIFY-LOC),
+    its `.nem` line kept as a note: FILE is written only when the compile
+    succeeds."""
     from nem.compile.pipeline import CompileError
     from nem.dialect.diagnostics import NemDiagnosticError, register_source
     from nem.frontends.nem_text.parser import parse_nem
@@ -186,12 +194,49 @@ def verify_nem(nem: str, file: str, device: str, include_dirs: Sequence[str] = (
 
     register_source(file, nem)
     ctx = pass_context(xdsl_context(), file, include_dirs, device)
+    module = None
     try:
         module = parse_nem(nem, file)
         PASSES["nem-verify"]().apply(ctx, module)
+        diags, what = ctx.diagnostics, "fails nem-verify (a warning fails the compile)"
     except NemDiagnosticError as e:
-        raise CompileError("lower", "nem-verify: " + "\n".join(
-            d.render() for d in e.diagnostics)) from e
-    if ctx.diagnostics:
-        raise CompileError("lower", "nem-verify reports warnings: " + "\n".join(
-            d.render() for d in ctx.diagnostics))
+        diags, what = e.diagnostics, "fails nem-verify"
+    if not diags:
+        return
+    at = _statement_origins(module, lowered, file) if module is not None and lowered else {}
+    raise CompileError("lower", "\n".join(
+        _relocated(d, f"lowered NEM program {what}", at).render() for d in diags))
+
+
+def _statement_origins(parsed, lowered, file: str) -> dict[int, SourceLoc]:
+    """Line of the printed `.nem` -> the location of the lowered op printed
+    there (the tiled program's op it was lowered from), matching the
+    statements of the text read back with those of `lowered` one by one
+    (`printed_statements`); {} should they differ (not a round trip)."""
+    from nem.dialect.diagnostics import SourceLoc
+    from nem.frontends.nem_text.printer import printed_statements
+
+    read, printed = list(printed_statements(parsed)), list(printed_statements(lowered))
+    if [o.name for o in read] != [o.name for o in printed]:
+        return {}
+    at: dict[int, SourceLoc] = {}
+    for back, op in zip(read, printed):
+        line, origin = SourceLoc.of(back), SourceLoc.of(op)
+        if line is not None and line.file == file and origin is not None:
+            at.setdefault(line.line, origin)
+    return at
+
+
+def _relocated(d: Diagnostic, what: str, at: dict[int, SourceLoc]) -> Diagnostic:
+    """`d` (about the printed `.nem`) at the origin of its statement, the
+    `.nem` position a note; as it was, said of the lowered program, when
+    its line has no origin."""
+    from nem.dialect.diagnostics import Diagnostic
+
+    origin = at.get(d.loc.line) if d.loc is not None else None
+    if origin is None:
+        return Diagnostic(d.severity, f"{what}: {d.message}", d.loc, d.rule, d.fix, d.notes)
+    note = Diagnostic("note", "in the lowered NEM program (written only when the compile "
+                      "succeeds)", d.loc)
+    return Diagnostic(d.severity, f"{what}: {d.message}", origin, d.rule, d.fix,
+                      [*d.notes, note])

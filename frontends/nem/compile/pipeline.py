@@ -308,6 +308,17 @@ class Driver:
         return next((r.text for r in reversed(self.results) if r.name == name), None)
 
 
+def softmax_types(device) -> frozenset[str]:
+    """Element types (`f16`, ...) of the device's variants of the type
+    families the registry gives `softmax` (D-COMPILE-SOFTMAX; here, not in
+    `nem.compile.softmax`, so that the import needs no MLIR bindings before
+    conversion, D-COMPILE-EARLY-UNSUPPORTED)."""
+    from nem.dialect.ops import COMPUTE_OPS
+
+    families = COMPUTE_OPS["softmax"].SPEC.families
+    return frozenset(r.inst[0] for r in device.effective_for_family(families) if r.inst)
+
+
 def _entry(module, func_name: str):
     from mlir import ir
 

@@ -31,20 +31,11 @@ import math
 from mlir import ir
 from mlir.dialects import linalg, memref
 
-from nem.compile.pipeline import FAST_SPACE
+from nem.compile.pipeline import FAST_SPACE, softmax_types
 
 MAX_CHUNKS = 64
 """Chunks are unrolled straight-line tasks: beyond this many, the softmax
 stays one task on DDR."""
-
-
-def softmax_types(device) -> frozenset[str]:
-    """Element types (`f16`, ...) of the device's variants of the type
-    families the registry gives `softmax`."""
-    from nem.dialect.ops import COMPUTE_OPS
-
-    families = COMPUTE_OPS["softmax"].SPEC.families
-    return frozenset(r.inst[0] for r in device.effective_for_family(families) if r.inst)
 
 
 def _elem(t: ir.Type) -> str:

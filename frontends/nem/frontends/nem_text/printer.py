@@ -300,3 +300,17 @@ def print_nem(module: ModuleOp | ProgramOp) -> str:
     progs = [module] if isinstance(module, ProgramOp) else \
         [op for op in module.ops if isinstance(op, ProgramOp)]
     return "".join(NemPrinter().program(p) for p in progs)
+
+
+def printed_statements(module: ModuleOp | ProgramOp) -> Iterable[Operation]:
+    """The ops `print_nem` prints as a statement line of their own, in the
+    order it prints them (parsing the text back gives the same sequence):
+    a `.nem` line read back is matched to the op it was printed from
+    (nem-compile's final nem-verify, D-COMPILE-VERIFY-LOC)."""
+    for op in module.walk():
+        kind = _statement_kind(op)
+        if kind in ("value", "unknown") or isinstance(op, ProgramOp):
+            continue
+        if kind == "region" and cast(RegionOp, op).binding.data == "inline":
+            continue
+        yield op

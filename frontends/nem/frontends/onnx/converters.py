@@ -20,6 +20,7 @@ from nem.frontends.onnx import sequences as seq
 from nem.frontends.onnx import shapes
 from nem.frontends.onnx.convs import batchnorm, conv, conv_transpose
 from nem.frontends.onnx.graph import Importer, Node
+from nem.frontends.onnx.op_types import SUPPORTED
 from nem.frontends.onnx.norms import instance_norm, layernorm, log_softmax, lrn, softmax
 from nem.frontends.onnx.ops import (
     binary,
@@ -121,3 +122,5 @@ CONVERTERS: dict[str, Callable[[Importer, Node], None]] = {
     "ConcatFromSequence": seq.concat_from_sequence,
     "SplitToSequence": seq.split_to_sequence,
 }
+
+assert frozenset(CONVERTERS) == SUPPORTED, "op_types.SUPPORTED lists CONVERTERS' keys"

@@ -1,5 +1,6 @@
-"""`import_onnx`: load, prepare (D-COMPILE-SIMPLIFY) and convert a model
-node by node, collecting every error (D-COMPILE-DIAG).
+"""Convert a prepared model node by node, collecting every error
+(D-COMPILE-DIAG); `nem.frontends.onnx.entry.import_onnx` loads and
+prepares it first.
 
 Each node is converted by `converters.CONVERTERS[op_type]` under its own
 location (D-COMPILE-LOC).  A node that cannot be converted is recorded and
@@ -12,12 +13,9 @@ raised at once (`OnnxImportErrors`).
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import onnx
 from mlir import ir
-from nem.dialect.limits import DEFAULT_MAX_NODES, MAX_MODEL_BYTES
 from mlir.dialects import func
 from nem.frontends.onnx import emit
 from nem.frontends.onnx.diagnostics import NodeRef, OnnxImportError, OnnxImportErrors
@@ -30,9 +28,7 @@ from nem.frontends.onnx.graph import (
     TensorVal,
     interface_names,
 )
-from nem.frontends.onnx.fusions import fuse_erf_gelu
-from nem.frontends.onnx.prepare import ShapeInferenceError, prepare
-from nem.frontends.onnx.validate import check_inferred, load_model, tensors, validate
+from nem.frontends.onnx.op_types import unsupported_op_type
 from onnx import helper, numpy_helper
 
 SHAPE_OPERANDS = {("Expand", 1), ("Reshape", 1), ("Tile", 1)}
@@ -182,14 +178,10 @@ def _convert_node(imp: Importer, node: Node, poisoned: set[str]) -> OnnxImportEr
     from nem.frontends.onnx.converters import CONVERTERS
 
     proto = node.proto
-    if proto.domain not in ("", "ai.onnx"):
-        return imp.error(f"not supported: operator domain '{proto.domain}' (op "
-                         f"{proto.op_type})")
-    conv = CONVERTERS.get(proto.op_type)
-    if conv is None:
-        return imp.error(f"not supported: op type {proto.op_type}",
-                         fix="express it with the supported op types (docs/compile.md, "
-                             "'Supported ONNX')")
+    unsupported = unsupported_op_type(proto, imp.file, node.ref())
+    if unsupported is not None:
+        return unsupported
+    conv = CONVERTERS[proto.op_type]
     if any(i in poisoned for i in node.inputs):
         poisoned.update(o for o in node.outputs if o)
         return None   # its inputs come from a node already reported
@@ -293,59 +285,3 @@ def _results(imp: Importer, outputs: list[Port]) -> list[ir.Value]:
             raise OnnxImportError(f"internal: output '{p.onnx_name}' element type mismatch",
                                   imp.file)
     return results
-
-
-def import_onnx(model: str | Path | onnx.ModelProto, func_name: str = "main",
-                file: str | None = None, softmax_types: frozenset[str] = frozenset(),
-                simplify: bool = True, demote_f64: bool = True, demote_i64: bool = True,
-                max_nodes: int = DEFAULT_MAX_NODES, max_model_bytes: int = MAX_MODEL_BYTES
-                ) -> ImportedModel:
-    """Import an ONNX model (a path or a `ModelProto`, which is not modified)
-    as linalg on tensors: prepared (D-COMPILE-SIMPLIFY; `simplify=False`
-    skips the graph simplifier), f64 computed in f32 unless `demote_f64` is
-    False (D-COMPILE-F64), int64 data in i32 unless `demote_i64` is False
-    (D-COMPILE-I64); a Softmax over one axis of an element type in
-    `softmax_types` is one `linalg.softmax` (D-COMPILE-SOFTMAX), else its
-    decomposition.  The model is validated first (D-COMPILE-VALIDATE): at
-    most `max_nodes` nodes, a file of at most `max_model_bytes` with its
-    external data."""
-    if isinstance(model, onnx.ModelProto):
-        proto, where = model, file or "<model>"
-        unloaded = [what for what, t in tensors(proto)
-                    if t.data_location == onnx.TensorProto.EXTERNAL]
-        if unloaded:
-            raise OnnxImportError(f"{unloaded[0]} has its data in an external file that is "
-                                  "not loaded", where,
-                                  fix="pass the model's path, or load it with onnx.load(path) "
-                                      "first")
-    else:
-        path = str(model)
-        where = file or path
-        proto = load_model(path, where, max_model_bytes)
-    validate(proto, where, max_nodes)
-    try:
-        prepared = prepare(proto, simplify)
-    except ShapeInferenceError as e:
-        raise OnnxImportError(f"ONNX shape inference failed: {e}", where,
-                              fix="check the model with onnx.checker.check_model(model, "
-                                  "full_check=True)") from e
-    check_inferred(prepared.model, where, prepared.node_index)
-    fuse_erf_gelu(prepared.model.graph)   # one Gelu, raised as NEM gelu (D-COMPILE-GELU-ERF)
-    imp = Importer(prepared.model, where, func_name, softmax_types, prepared.node_index,
-                   demote_f64, demote_i64)
-    try:
-        im = convert(imp)
-    except OnnxImportError as e:
-        if prepared.checker is not None:
-            e.notes.append(f"onnx.checker.check_model rejects the model: {prepared.checker}")
-        raise
-    ports = {v.type.tensor_type.elem_type for v in [*imp.graph.input, *imp.graph.output]
-             if v.name not in imp.consts and v.name not in imp.unread_inputs}
-    im.notes = prepared.notes + [
-        f"{what} computed in {narrow} ({rule})" for elem, what, narrow, rule, on in (
-            (onnx.TensorProto.DOUBLE, "f64", "f32", "D-COMPILE-F64", demote_f64),
-            (onnx.TensorProto.INT64, "int64 data", "i32", "D-COMPILE-I64", demote_i64))
-        if on and elem in ports] + [
-        f"input '{n}' is not a program buffer: its values only fix shapes the model declares"
-        for n in imp.unread_inputs]
-    return im

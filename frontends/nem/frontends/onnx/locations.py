@@ -69,7 +69,8 @@ _HEADLINE = re.compile(r"^(?P<file>.+?):(?P<line>\d+):(?P<col>\d+): (?P<sev>erro
                        re.MULTILINE)
 
 
-def name_nodes(message: str, tile_file: str, plain: str, debug: str) -> str:
+def name_nodes(message: str, tile_file: str, plain: str, debug: str,
+               source: str | None = None) -> str:
     """`message` (rendered diagnostics of the lower stage, located in
     `tile_file`, the tile stage's text `plain`, which is written only with
     --save-temps) with each diagnostic led by the ONNX node(s) of the op it
@@ -80,21 +81,34 @@ def name_nodes(message: str, tile_file: str, plain: str, debug: str) -> str:
 
     `debug` is the same module printed with its locations
     (`get_asm(enable_debug_info=True, use_local_scope=True)`): the op's own
-    locations are read there (D-COMPILE-LOC).  A diagnostic whose op has
-    no node location is left as it is."""
+    locations are read there (D-COMPILE-LOC).  `source`: the user's `.mlir`
+    file, which upstream's parse of its text names "-": an op located there
+    leads the diagnostic at that line and column, the line quoted
+    (D-COMPILE-MLIR-LOC).  A diagnostic whose op has neither is left as it is."""
+    from nem.dialect.diagnostics import Diagnostic, SourceLoc
+
     finder = _OpLocations(plain, debug)
     out = []
     for line in message.split("\n"):
         m = _HEADLINE.match(line)
-        nodes = finder.nodes(int(m["line"]), int(m["col"])) \
-            if m is not None and m["file"] == tile_file else []
-        if m is None or not nodes:
+        nodes, places = finder.origins(int(m["line"]), int(m["col"])) \
+            if m is not None and m["file"] == tile_file else ([], [])
+        if m is None or not (nodes or (places and source)):
             out.append(line)
             continue
-        out.append(f"{' and '.join(nodes)}: {m['sev']}: {line[m.end():]}")
+        if nodes:
+            out.append(f"{' and '.join(nodes)}: {m['sev']}: {line[m.end():]}")
+        else:
+            assert source is not None
+            at = SourceLoc(source, *places[0])
+            out.append(Diagnostic(m["sev"], line[m.end():], at).render())
         out.append(f"{m['file']}:{m['line']}:{m['col']}: note: in the tiled program "
                    "(nem-compile --save-temps writes it)")
     return "\n".join(out)
+
+
+_PARSED_LOC = re.compile(r'"-":(\d+):(\d+)')
+"""A position in text upstream parsed (`ir.Module.parse` names it "-")."""
 
 
 class _OpLocations:
@@ -107,19 +121,22 @@ class _OpLocations:
         self.debug = debug.split("\n")
         self.shift = _first_op_line(self.debug) - _first_op_line(plain.split("\n"))
 
-    def nodes(self, line: int, col: int) -> list[str]:
+    def origins(self, line: int, col: int) -> tuple[list[str], list[tuple[int, int]]]:
         """`describe` of each node in the op's own locations (not its
-        regions'), in order, without repeats."""
+        regions'), in order, without repeats; and the (line, col) of each
+        position in parsed text there."""
         start = line - 1 + self.shift
         if not 0 <= start < len(self.debug):
-            return []
+            return [], []
         found: list[str] = []
+        places: list[tuple[int, int]] = []
         for loc in _own_locations(self.debug, start, col - 1):
             for m in NODE_LOC.finditer(loc):
                 text = describe(m[0])
                 if text is not None and text not in found:
                     found.append(text)
-        return found
+            places += [(int(p[1]), int(p[2])) for p in _PARSED_LOC.finditer(loc)]
+        return found, places
 
 
 def _first_op_line(lines: list[str]) -> int:

@@ -40,7 +40,7 @@ measured figures, is D-COMPILE-SIMPLIFY in docs/spec-decisions.md.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
@@ -215,10 +215,14 @@ def _interface(model: onnx.ModelProto) -> tuple[list[str], list[str]]:
             [o.name for o in model.graph.output])
 
 
-def prepare(model: onnx.ModelProto, simplify_graph: bool = True) -> Prepared:
+def prepare(model: onnx.ModelProto, simplify_graph: bool = True,
+            early: Callable[[onnx.ModelProto, dict[str, tuple[int, str]]], bool] | None = None
+            ) -> Prepared:
     """The model the importer converts (module docstring).  Raises
     `ShapeInferenceError` when strict shape inference fails; the importer
-    locates it."""
+    locates it.  `early(model, node_index)` sees the model after step 4,
+    before the simplifier is loaded; True: the model fails whatever the
+    simplifier does, which is then skipped (D-COMPILE-EARLY-UNSUPPORTED)."""
     inferred = infer_shapes_strict(model)
     m = onnx.ModelProto()
     m.CopyFrom(model)
@@ -245,6 +249,8 @@ def prepare(model: onnx.ModelProto, simplify_graph: bool = True) -> Prepared:
     if dropped:
         notes.append(f"{dropped} initializer{'s' if dropped > 1 else ''} listed as graph "
                      "inputs read as constants")
+    if simplify_graph and early is not None and early(m, node_index):
+        simplify_graph = False
     if simplify_graph:
         before = len(m.graph.node)
         try:
