@@ -23,6 +23,7 @@ from xdsl.transforms.dead_code_elimination import DeadCodeElimination
 from nem.frontends.upstream_dialects import lowering_context, parse_mlir
 from nem.passes.lowering.context import Options
 from nem.passes.lowering.driver import Lowerer
+from nem.passes.lowering.handlers import HANDLERS
 from nem.passes.lowering.passes import DEFAULT_SPACES, CheckLoweredPass, parse_spaces
 from nem.passes.synthesize_deps import SynthesizeDepsPass
 
@@ -81,7 +82,7 @@ def run(n_side: int, repeat: int) -> tuple[int, int, float, float, float]:
         t0 = time.perf_counter()
         module = parse_mlir(c, text, "bench.mlir")
         t1 = time.perf_counter()
-        Lowerer(Options(parse_spaces(DEFAULT_SPACES), "npm_pro_x1")).run(module)
+        Lowerer(Options(parse_spaces(DEFAULT_SPACES), "npm_pro_x1"), HANDLERS).run(module)
         SynthesizeDepsPass(device="npm_pro_x1", narrow_windows=True).apply(c, module)
         DeadCodeElimination().apply(c, module)
         t2 = time.perf_counter()

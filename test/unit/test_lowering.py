@@ -20,6 +20,7 @@ from nem.frontends.upstream_dialects import lowering_context, parse_mlir
 from nem.passes.lowering.affine_algebra import Aff, Var
 from nem.passes.lowering.context import Options
 from nem.passes.lowering.driver import Lowerer
+from nem.passes.lowering.handlers import HANDLERS
 from nem.passes.lowering.passes import LowerToNemPass, parse_spaces
 from nem.passes.pass_context import pass_context
 
@@ -108,7 +109,7 @@ def test_rejection_is_a_diagnostic_not_a_traceback():
     text = "func.func @f(%a: memref<?xf32>) {\n  return\n}\n"
     m = parse_mlir(lowering_context(), text, "d.mlir")
     with pytest.raises(NemDiagnosticError) as e:
-        Lowerer(Options(parse_spaces("0:DDR,1:L2,2:L1"))).run(m)
+        Lowerer(Options(parse_spaces("0:DDR,1:L2,2:L1")), HANDLERS).run(m)
     d = e.value.diagnostics[0]
     assert "dynamic shape" in d.message and d.loc.line == 1
 

@@ -88,3 +88,8 @@ class MemRefGlobalOp(IRDLOperation):
             printer.print_attribute(self.alignment)
             printer.print_string("}")
         printer.print_op_attributes(self.attributes)
+
+
+GlobalOp = MemRefGlobalOp | memref.GlobalOp
+"""A `memref.global` in either form: upstream's printed form (this module's
+op) or xDSL's own."""

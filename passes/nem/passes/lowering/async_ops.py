@@ -19,10 +19,10 @@ from xdsl.dialects.builtin import IndexType, MemRefType
 from xdsl.ir import Operation, SSAValue
 
 if TYPE_CHECKING:
-    from nem.passes.lowering.driver import BlockState, Handler, Lowerer
+    from nem.passes.lowering.state import BlockState, Handler, Lowering
 
 
-def lower_execute(lw: Lowerer, op: asy.ExecuteOp, st: BlockState) -> None:
+def lower_execute(lw: Lowering, op: asy.ExecuteOp, st: BlockState) -> None:
     """The body's tasks at the execute's place; its scratch buffers are its
     own (`compute.scratch`), since MLIR may run it concurrently with others."""
     ctx = lw.ctx
@@ -56,7 +56,7 @@ def lower_execute(lw: Lowerer, op: asy.ExecuteOp, st: BlockState) -> None:
             ctx.env[r] = ctx.index(v, yielded)
 
 
-def lower_await(lw: Lowerer, op: asy.AwaitOp | asy.AddToGroupOp, st: BlockState) -> None:
+def lower_await(lw: Lowering, op: asy.AwaitOp | asy.AddToGroupOp, st: BlockState) -> None:
     """Awaiting (or grouping) a value makes its result the payload's alias."""
     async_operand(lw, op, op.operand,
                   payload_to=op.result if isinstance(op, asy.AwaitOp) else None)
@@ -65,16 +65,16 @@ def lower_await(lw: Lowerer, op: asy.AwaitOp | asy.AddToGroupOp, st: BlockState)
     lw.ctx.async_values.update(op.results)
 
 
-def lower_create_group(lw: Lowerer, op: asy.CreateGroupOp, st: BlockState) -> None:
+def lower_create_group(lw: Lowering, op: asy.CreateGroupOp, st: BlockState) -> None:
     lw.ctx.index(op.size, op)
     lw.ctx.async_values.add(op.result)
 
 
-def lower_await_all(lw: Lowerer, op: asy.AwaitAllOp, st: BlockState) -> None:
+def lower_await_all(lw: Lowering, op: asy.AwaitAllOp, st: BlockState) -> None:
     async_operand(lw, op, op.operand)
 
 
-def async_operand(lw: Lowerer, op: Operation, v: SSAValue,
+def async_operand(lw: Lowering, op: Operation, v: SSAValue,
                   payload_to: SSAValue | None = None) -> None:
     """Check that `v` comes from a lowered async op; an `!async.value`
     payload flows to `payload_to` (an await result or an execute body

@@ -29,6 +29,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from nem.passes.lowering.emit import region
+from nem.passes.lowering.fills import byte_region
+from nem.passes.lowering.staging import Staging, copy_kind, illegal, name_task, scratch
+from nem.passes.lowering.state import BlockState, Lowering
+from nem.passes.lowering.views import View
 from nem.passes.lowering.affine_algebra import Aff
 from nem.passes.lowering.fills import Box
 from nem.passes.lowering.nest_analysis import Access, Nest, NotRaisable, access
@@ -37,8 +42,6 @@ from xdsl.ir import Operation, SSAValue
 
 if TYPE_CHECKING:
     from nem.dialect.builder import NemBuilder
-    from nem.passes.lowering.driver import BlockState, Lowerer
-    from nem.passes.lowering.views import View
 
 @dataclass(frozen=True)
 class BroadcastPlan:
@@ -76,10 +79,8 @@ def match_broadcast(nest: Nest, outer: dict[SSAValue, Aff], why: str) -> Broadca
     return BroadcastPlan(src, dst, dict(nest.extents))
 
 
-def emit_broadcast(lw: Lowerer, plan: BroadcastPlan, anchor: Operation, st: BlockState,
+def emit_broadcast(lw: Lowering, plan: BroadcastPlan, anchor: Operation, st: BlockState,
                    what: str) -> None:
-    from nem.passes.lowering.compute import Staging, copy_kind, name_task
-
     ctx = lw.ctx
     stg = Staging(anchor.location)
     dv = ctx.view(plan.dst.memref, anchor)
@@ -102,7 +103,7 @@ def emit_broadcast(lw: Lowerer, plan: BroadcastPlan, anchor: Operation, st: Bloc
     ctx.summary.raised.append(f"{what} -> {counts} ({kind} copy)")
 
 
-def _through_scratch(lw: Lowerer, b: NemBuilder, plan: BroadcastPlan, dv: View,
+def _through_scratch(lw: Lowering, b: NemBuilder, plan: BroadcastPlan, dv: View,
                      dst_start: Aff, axes: list[tuple[int, int]],
                      anchor: Operation) -> list[SSAValue]:
     """The transfers of a broadcast whose doublings in Y would overlap
@@ -110,9 +111,6 @@ def _through_scratch(lw: Lowerer, b: NemBuilder, plan: BroadcastPlan, dv: View,
     that stores the broadcast dimensions outermost, as a broadcast operand
     is (D-LOW-BCAST-OPERAND: every doubling copies one contiguous block to
     the next), then one transfer of it, read in Y's order, into Y."""
-    from nem.passes.lowering.compute import broadcast_leaf
-    from nem.passes.lowering.emit import region
-
     toks: list[SSAValue] = []
     frm, _ = broadcast_leaf(lw, b, plan.src, plan.dst, dv, plan.extents, anchor, toks)
     to = region(lw.ctx, b, dv, dst_start, [plan.extents[k] for k, _ in axes],
@@ -121,7 +119,7 @@ def _through_scratch(lw: Lowerer, b: NemBuilder, plan: BroadcastPlan, dv: View,
     return toks
 
 
-def broadcast_into(lw: Lowerer, b: NemBuilder, src: Access, dv: View, dst_start: Aff,
+def broadcast_into(lw: Lowering, b: NemBuilder, src: Access, dv: View, dst_start: Aff,
                    axes: list[tuple[int, int]], extents: dict[int, int],
                    anchor: Operation) -> list[SSAValue]:
     """The transfers (uncommitted, unnamed) that copy the nest access `src`
@@ -133,8 +131,6 @@ def broadcast_into(lw: Lowerer, b: NemBuilder, src: Access, dv: View, dst_start:
     elementwise nest's broadcast operand is materialized into a scratch that
     stores the broadcast dimensions outermost (D-LOW-BCAST-OPERAND), where
     they never do."""
-    from nem.passes.lowering.emit import region
-
     ctx = lw.ctx
     sv = ctx.view(src.memref, anchor)
     src_stride = {k: s for (k, _), s in zip(src.index, sv.strides) if k is not None}
@@ -206,7 +202,7 @@ its operand list would grow with the extent (a fuzzed loop of 2^63 - 1
 iterations exhausted memory building it)."""
 
 
-def _concat_broadcast(lw: Lowerer, b: NemBuilder, seed: Box, dv: View, dst_start: Aff,
+def _concat_broadcast(lw: Lowering, b: NemBuilder, seed: Box, dv: View, dst_start: Aff,
                       axes: list[tuple[int, int]], shape: list[int], axis: int,
                       anchor: Operation) -> SSAValue | None:
     """One `concat` of E copies of the source box `seed` along the broadcast
@@ -214,10 +210,6 @@ def _concat_broadcast(lw: Lowerer, b: NemBuilder, seed: Box, dv: View, dst_start
     the target has a legal variant for the element type, else for its bytes
     (`i8`, every region one more innermost axis: f32 on npm_pro_x1); else
     None (the candidates are erased)."""
-    from nem.passes.lowering.compute import illegal
-    from nem.passes.lowering.emit import region
-    from nem.passes.lowering.fills import byte_region
-
     ctx = lw.ctx
     strides = [s for _, s in axes]
     copies = shape[axis]
@@ -245,3 +237,25 @@ def _erase(*values: SSAValue) -> None:
         assert isinstance(op, Operation)
         op.detach()
         op.erase()
+
+
+def broadcast_leaf(lw: Lowering, b: NemBuilder, acc: Access, out: Access, like: View,
+                    exts: dict[int, int], anchor: Operation,
+                    copies: list[SSAValue]) -> tuple[SSAValue, View]:
+    """A broadcast operand of an elementwise nest, copied into a scratch
+    region of the output's shape by D-LOW-BCAST's transfers
+    (D-LOW-BCAST-OPERAND); the transfers join `copies`.  The scratch stores
+    the broadcast dimensions outermost, so that every doubling copies one
+    contiguous block to the next (an inner broadcast dimension stored in
+    place would give transfers whose byte extents overlap, HAZ-02); the
+    region reads it back in the output's order (strides)."""
+    ctx = lw.ctx
+    used = set(acc.dims)
+    order = [k for k in out.dims if k not in used] + [k for k in out.dims if k in used]
+    sv = scratch(ctx, like, [exts[k] for k in order], anchor, ident=-(len(copies) + 1),
+                 elem=ctx.view(acc.memref, anchor).elem)
+    stride = dict(zip(order, sv.strides))
+    axes = [(k, stride[k]) for k in out.dims]
+    copies += broadcast_into(lw, b, acc, sv, sv.base, axes, exts, anchor)
+    return region(ctx, b, sv, sv.base, [exts[k] for k in out.dims], [s for _, s in axes],
+                  anchor), sv

@@ -13,14 +13,27 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
-from nem.dialect.attributes import RegionType
-from nem.dialect.builder import Loc, NemBuilder
-from nem.dialect.operand_binding import match_families
-from nem.dialect.ops import ComputeOp, TaskOp
-from nem.dialect.expressions import Evaluator
+from nem.passes.lowering.broadcasts import (
+    BroadcastPlan,
+    broadcast_leaf,
+    emit_broadcast,
+    match_broadcast,
+)
+from nem.passes.lowering.raise_windows import emit_window
+from nem.passes.lowering.staging import (
+    Staging,
+    copy_kind,
+    full_region,
+    illegal,
+    name_task,
+    region_shape,
+    scratch,
+)
+from nem.passes.lowering.state import BlockState, Lowering
+from nem.dialect.builder import NemBuilder
+from nem.dialect.ops import ComputeOp
 from nem.frontends.upstream_dialects.linalg_softmax import SoftmaxOp
 from nem.passes.lowering.access_bounds import check_access_bounds
-from nem.passes.lowering.affine_algebra import Aff
 from nem.passes.lowering.aliasing import alias_reason, linalg_touches, nest_touches
 from nem.passes.lowering.context import LoweringContext
 from nem.passes.lowering.diagnostics import reject
@@ -58,7 +71,7 @@ from nem.passes.lowering.nest_analysis import (
     saturating_add,
     wrapping_in,
 )
-from nem.passes.lowering.views import View, buffer_bytes, row_major
+from nem.passes.lowering.views import View
 from nem.passes.lowering.windows import (
     NotWindow,
     WindowPlan,
@@ -66,77 +79,18 @@ from nem.passes.lowering.windows import (
     match_window_nest,
 )
 from xdsl.dialects import linalg
-from xdsl.dialects.builtin import IntegerType, MemRefType, StringAttr
-from xdsl.ir import Attribute, Block, Operation, SSAValue
-from xdsl.rewriter import InsertPoint, Rewriter
+from xdsl.dialects.builtin import IntegerType, MemRefType
+from xdsl.ir import Attribute, Operation, SSAValue
 
 if TYPE_CHECKING:
-    from nem.passes.lowering.driver import BlockState, Lowerer
     from xdsl.dialects import affine
 
-
-
-class Staging:
-    """Ops built for a plan before it is known to be legal."""
-
-    def __init__(self, loc: Loc) -> None:
-        self.block = Block()
-        self.builder = NemBuilder.at_end(self.block, loc)
-
-    def commit(self, st: BlockState) -> None:
-        """Move everything built here to the end of the NEM block."""
-        Rewriter.inline_block(self.block, InsertPoint.at_end(st.block))
-
-    def drop(self) -> None:
-        for o in reversed(list(self.block.ops)):
-            o.detach()
-            o.erase(safe_erase=False)
-
-
-def name_task(ctx: LoweringContext, token: SSAValue, kind: str) -> None:
-    """Name a committed task's token `KIND<n>`."""
-    task = token.owner
-    assert isinstance(task, TaskOp)
-    name = ctx.names.token(kind)
-    task.properties["token"] = StringAttr(name)
-    token.name_hint = name
-
-
-def region_shape(region: SSAValue) -> list[int]:
-    """The static shape of a typed region value."""
-    t = region.type
-    assert isinstance(t, RegionType) and t.shape_values is not None
-    return list(t.shape_values)
 
 
 def _task(token: SSAValue) -> ComputeOp:
     op = token.owner
     assert isinstance(op, ComputeOp)
     return op
-
-
-def illegal(ctx: LoweringContext, token: SSAValue) -> str | None:
-    """None when the candidate task matches a variant of its opcode's type
-    families (the device's effective set with `device=`), else why not."""
-    op = token.owner
-    assert isinstance(op, ComputeOp)
-    ev = Evaluator()
-    key = (op.opcode, tuple(v.type for v in op.ins), tuple(v.type for v in op.outs),
-           tuple(sorted((k, str(a)) for k, a in op.attrs.data.items())),
-           tuple(ev.static(a) for a in op.args))
-    if key in ctx.legal_cache:
-        return ctx.legal_cache[key]
-    effective = None
-    if ctx.device is not None:
-        effective = ctx.device.effective_for_family(op.SPEC.families)
-    why = None
-    if not match_families(op, ctx.catalog, effective).ok:
-        where = f"device {ctx.options.device}" if ctx.device is not None else "the NEM baseline"
-        types = [v.type for v in (*op.ins, *op.outs)]
-        elems = "/".join(sorted({str(t.elem_name) for t in types if isinstance(t, RegionType)}))
-        why = f"no {op.opcode} variant for {elems} on {where}"
-    ctx.legal_cache[key] = why
-    return why
 
 
 # ---------------------------------------------------------------------------
@@ -152,58 +106,12 @@ def access_region(ctx: LoweringContext, b: NemBuilder, acc: Access, exts: dict[i
     return region(ctx, b, vw, box.start, box.shape, box.strides, anchor, layout), vw
 
 
-def full_region(ctx: LoweringContext, b: NemBuilder, mem: SSAValue, anchor: Operation,
-                layout: str | None = None) -> tuple[SSAValue, View]:
-    """The region of a whole memref view."""
-    vw = ctx.view(mem, anchor)
-    return region(ctx, b, vw, vw.base, vw.shape, vw.strides, anchor, layout), vw
-
-
-def scratch(ctx: LoweringContext, like: View, shape: list[int], anchor: Operation,
-            ident: int = 0, elem: Attribute | None = None) -> View:
-    """A hoisted scratch buffer for a partial result (D-LOW-ACCUM), in
-    `like`'s memory, of `like`'s element type or `elem` (D-LOW-CAST-TREE);
-    `ident` tells apart the temporaries one computation needs at the same
-    time.  The tasks of different `async.execute`s (and of the main stream)
-    do not share one: they may run concurrently (D-LOW-ASYNC)."""
-    slots = 2 if ctx.pipelined else 1
-    context = ctx.executes[-1] if ctx.executes else None
-    elem = like.elem if elem is None else elem
-    key = (like.level.data, tuple(shape), elem, slots,
-           ctx.pipelined[-1].key if slots == 2 else None, ident, context)
-    cached = ctx.scratch.get(key)
-    if cached is not None and ctx.is_declared(cached.buffer):
-        return cached
-    name = ctx.names.fresh(None, f"{like.level.kind}_{'tmp' if ident else 'acc'}")
-    buf = ctx.declare_buffer(name, like.level.data, buffer_bytes(shape, elem) * slots,
-                             anchor.location)
-    n = 1
-    for d in shape:
-        n *= d
-    base = Aff.atom(ctx.pipelined[-1]).mod(2).scale(n) if slots == 2 else Aff.c(0)
-    view = View(buf, like.level, elem, tuple(shape), row_major(shape), base, name)
-    ctx.scratch[key] = view
-    return view
-
-
-def drop_unused_scratch(ctx: LoweringContext) -> None:
-    """Forget the scratch buffers no region uses (made for a plan that fell
-    back), so the program declares only buffers it uses."""
-    for key, vw in list(ctx.scratch.items()):
-        op = vw.buffer.owner
-        if not vw.buffer.uses and ctx.is_declared(vw.buffer):
-            assert isinstance(op, Operation)
-            op.detach()
-            op.erase()
-            del ctx.scratch[key]
-
-
 # ---------------------------------------------------------------------------
 # Matmul, elementwise, copy
 # ---------------------------------------------------------------------------
 
 
-def emit_matmul(lw: Lowerer, stg: Staging, st: BlockState, anchor: Operation,
+def emit_matmul(lw: Lowering, stg: Staging, st: BlockState, anchor: Operation,
                 a: SSAValue, b: SSAValue, c: tuple[SSAValue, View], trans: tuple[bool, bool],
                 what: str) -> str | None:
     """C += A x B.  One `matmul in A, B, C out C` when that variant is legal,
@@ -241,7 +149,7 @@ def emit_matmul(lw: Lowerer, stg: Staging, st: BlockState, anchor: Operation,
     return None
 
 
-def lower_nest(lw: Lowerer, top: affine.ForOp, st: BlockState) -> None:
+def lower_nest(lw: Lowering, top: affine.ForOp, st: BlockState) -> None:
     """A loop nest: one raised task per op of its plan, else one escape-hatch task."""
     ctx = lw.ctx
     what = f"loop nest at {location_text(top)}"
@@ -291,7 +199,7 @@ def lower_nest(lw: Lowerer, top: affine.ForOp, st: BlockState) -> None:
     _raise_over_accesses(lw, stg, st, [(plan.root, out)], plan.out, exts, top, what)
 
 
-def _raise_over_accesses(lw: Lowerer, stg: Staging, st: BlockState,
+def _raise_over_accesses(lw: Lowering, stg: Staging, st: BlockState,
                          trees: Sequence[tuple[EltOp, tuple[SSAValue, View]]], out_acc: Access,
                          exts: dict[int, int], anchor: Operation, what: str) -> None:
     """`raise_eltwise` for trees whose leaves are loads over the loops of
@@ -312,7 +220,7 @@ def _raise_over_accesses(lw: Lowerer, stg: Staging, st: BlockState,
                   lambda leaf: _load(leaf).access.dims == out_acc.dims)
 
 
-def _emit_copy(lw: Lowerer, stg: Staging, st: BlockState, src: Access, dst: Access,
+def _emit_copy(lw: Lowering, stg: Staging, st: BlockState, src: Access, dst: Access,
                exts: dict[int, int], anchor: Operation, what: str) -> None:
     """A copy nest or copying `linalg.generic` as one transfer (D-LOW-COPYNEST)."""
     ctx = lw.ctx
@@ -326,13 +234,11 @@ def _emit_copy(lw: Lowerer, stg: Staging, st: BlockState, src: Access, dst: Acce
     ctx.summary.raised.append(f"{what} -> transfer (copy)")
 
 
-def _lower_generic_copy(lw: Lowerer, op: linalg.GenericOp, st: BlockState, what: str,
+def _lower_generic_copy(lw: Lowering, op: linalg.GenericOp, st: BlockState, what: str,
                         src: Access | Attribute, dst: Access, exts: dict[int, int]) -> None:
     """A `linalg.generic` that yields an input or a constant (`generic_copy`):
     a fill (D-LOW-FILL), one transfer, or D-LOW-BCAST's transfers for a
     transposing or broadcasting copy."""
-    from nem.passes.lowering.broadcasts import BroadcastPlan, emit_broadcast
-
     ctx = lw.ctx
     if not isinstance(src, Access):
         return emit_fill(lw, access_box(ctx.view(dst.memref, op), dst, exts), src, op, st, what)
@@ -348,31 +254,7 @@ def _load(leaf: Load | Operand) -> Load:
     return leaf
 
 
-def broadcast_leaf(lw: Lowerer, b: NemBuilder, acc: Access, out: Access, like: View,
-                    exts: dict[int, int], anchor: Operation,
-                    copies: list[SSAValue]) -> tuple[SSAValue, View]:
-    """A broadcast operand of an elementwise nest, copied into a scratch
-    region of the output's shape by D-LOW-BCAST's transfers
-    (D-LOW-BCAST-OPERAND); the transfers join `copies`.  The scratch stores
-    the broadcast dimensions outermost, so that every doubling copies one
-    contiguous block to the next (an inner broadcast dimension stored in
-    place would give transfers whose byte extents overlap, HAZ-02); the
-    region reads it back in the output's order (strides)."""
-    from nem.passes.lowering.broadcasts import broadcast_into
-
-    ctx = lw.ctx
-    used = set(acc.dims)
-    order = [k for k in out.dims if k not in used] + [k for k in out.dims if k in used]
-    sv = scratch(ctx, like, [exts[k] for k in order], anchor, ident=-(len(copies) + 1),
-                 elem=ctx.view(acc.memref, anchor).elem)
-    stride = dict(zip(order, sv.strides))
-    axes = [(k, stride[k]) for k in out.dims]
-    copies += broadcast_into(lw, b, acc, sv, sv.base, axes, exts, anchor)
-    return region(ctx, b, sv, sv.base, [exts[k] for k in out.dims], [s for _, s in axes],
-                  anchor), sv
-
-
-def raise_eltwise(lw: Lowerer, stg: Staging, st: BlockState,
+def raise_eltwise(lw: Lowering, stg: Staging, st: BlockState,
                   trees: Sequence[tuple[EltOp, tuple[SSAValue, View]]], anchor: Operation,
                   what: str, leaf_region: Callable[[Load | Operand], tuple[SSAValue, View]],
                   copies: Sequence[SSAValue] = (),
@@ -420,13 +302,6 @@ def _ops(node: EltNode) -> list[EltOp]:
     if not isinstance(node, EltOp):
         return []
     return [node, *(o for c in node.operands for o in _ops(c))]
-
-
-def copy_kind(token: SSAValue) -> str:
-    """The name of a broadcast's task: `copy` for a transfer, else its opcode
-    (`concat`, D-LOW-BCAST-CONCAT)."""
-    op = token.owner
-    return op.opcode if isinstance(op, ComputeOp) else "copy"
 
 
 def _tree_steps(ctx: LoweringContext, b: NemBuilder, root: EltOp, out: tuple[SSAValue, View],
@@ -505,7 +380,7 @@ def _leaf_elem(leaf: Load | Operand) -> Attribute:
 # ---------------------------------------------------------------------------
 
 
-def lower_linalg(lw: Lowerer, op: Operation, st: BlockState) -> None:
+def lower_linalg(lw: Lowering, op: Operation, st: BlockState) -> None:
     """`linalg.matmul`, `linalg.conv_2d_nhwc_hwcf`, named elementwise ops
     and elementwise `linalg.generic` are raised; other linalg ops fall back."""
     ctx = lw.ctx
@@ -585,15 +460,13 @@ WINDOW_LIKE = ("a strided or skewed access", NOT_ELTWISE_GENERIC)
 """Why `match_nest` / `generic_trees` refuse what may be a convolution or pooling."""
 
 
-def _window_or_escape(lw: Lowerer, anchor: Operation, st: BlockState, why: str, what: str,
+def _window_or_escape(lw: Lowering, anchor: Operation, st: BlockState, why: str, what: str,
                       match: Callable[[], WindowPlan],
                       aliased: Callable[[], str | None] = lambda: None) -> None:
     """A convolution or max pooling (D-LOW-WINDOW), else the escape hatch
     with the reason: the window matcher's when the computation looked like
     one (skewed accesses), else `why`; `aliased()`: why a matched plan may
     not be raised (D-LOW-ALIAS)."""
-    from nem.passes.lowering.raise_windows import emit_window
-
     try:
         plan = match()
     except NotWindow:
@@ -611,13 +484,11 @@ COPY_LIKE = ("a copy that transposes or broadcasts",
 """Why `match_nest` refuses what may be a transposing or broadcasting copy."""
 
 
-def _broadcast_or_escape(lw: Lowerer, top: affine.ForOp, st: BlockState, why: str, what: str,
+def _broadcast_or_escape(lw: Lowering, top: affine.ForOp, st: BlockState, why: str, what: str,
                          nest: Nest, aliased: Callable[[], str | None]) -> None:
     """A transposing or broadcasting copy as transfers (D-LOW-BCAST), else
     the escape hatch with the reason (`aliased()`: D-LOW-ALIAS's, once a
     copy matched)."""
-    from nem.passes.lowering.broadcasts import emit_broadcast, match_broadcast
-
     try:
         fill = nest_fill(nest, lw.ctx.env, lw.ctx.view)   # D-LOW-FILL
         if fill is not None:
@@ -641,7 +512,7 @@ def _operand(leaf: Load | Operand) -> Operand:
     return leaf
 
 
-def _lower_softmax(lw: Lowerer, op: Operation, stg: Staging, st: BlockState, what: str) -> None:
+def _lower_softmax(lw: Lowering, op: Operation, stg: Staging, st: BlockState, what: str) -> None:
     """`linalg.softmax dimension(d)` -> `softmax in X out Y axis=d`
     (D-LOW-SOFTMAX); a located error where the device has no variant."""
     ctx = lw.ctx
@@ -663,7 +534,7 @@ def _lower_softmax(lw: Lowerer, op: Operation, stg: Staging, st: BlockState, wha
     ctx.summary.raised.append(f"{what} -> softmax")
 
 
-def _lower_conv(lw: Lowerer, op: Operation, ins: Sequence[SSAValue], outs: Sequence[SSAValue],
+def _lower_conv(lw: Lowering, op: Operation, ins: Sequence[SSAValue], outs: Sequence[SSAValue],
                 stg: Staging, st: BlockState, what: str) -> None:
     """`conv2d in X, W out T` + `add in Y, T out Y` (D-LOW-ACCUM)."""
     ctx = lw.ctx

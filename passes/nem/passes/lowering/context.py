@@ -28,7 +28,7 @@ from xdsl.ir import Block, BlockArgument, Operation, SSAValue
 if TYPE_CHECKING:
     from nem.dialect.device_model import Device
     from nem.dialect.families import Catalog
-    from nem.passes.lowering.memref_globals import GlobalOp
+    from nem.frontends.upstream_dialects.memref_global import GlobalOp
     from xdsl.dialects.builtin import DenseIntOrFPElementsAttr
     from xdsl.ir.affine import AffineMap
 

@@ -1,7 +1,6 @@
 """The conversion driver of `convert-affine-to-nem`: one entry function ->
-one `nem.program`, op by op through a class-keyed handler table.
-
-    HANDLERS: dict[type[Operation], Handler]      # index_ops, memory_ops, loops, ...
+one `nem.program`, op by op through a class-keyed handler table
+(`nem.passes.lowering.handlers.HANDLERS`: index_ops, memory_ops, loops, ...).
 
 `Lowerer.lower_ops` looks each op's class up and calls its handler with the
 lowering context (`LoweringContext`, the state of the run) and the state of
@@ -17,104 +16,35 @@ A new construct is one handler function and one table entry.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
 
 from nem.dialect.attributes import MemLevelAttr
 from nem.dialect.builder import NemBuilder
 from nem.dialect.diagnostics import Diagnostic, NemDiagnosticError, SourceLoc
 from nem.dialect.ops import ProgramOp
-from nem.frontends.upstream_dialects.affine_if import AffineIfOp
-from nem.frontends.upstream_dialects.linalg_softmax import SoftmaxOp
-from nem.passes.lowering import (
-    async_ops,
-    compute,
-    index_ops,
-    loops,
-    memory_ops,
-    memref_globals,
-    memref_views,
-    reshape,
-    scf_loops,
-)
+from nem.passes.lowering import memref_globals, scf_loops
 from nem.passes.lowering.affine_algebra import Aff
 from nem.passes.lowering.context import LoweringContext, Options
 from nem.passes.lowering.diagnostics import reject
-from nem.passes.lowering.dma_tags import TagTable
 from nem.passes.lowering.input_limits import check_value_ranges
 from nem.passes.lowering.partial_tiles import PeelScope, check_narrowed
-from nem.passes.lowering.pipelining import PipelinedLoop, detect_pipeline
+from nem.passes.lowering.pipelining import detect_pipeline
+from nem.passes.lowering.state import BlockState, Handler, Lowering
 from nem.passes.lowering.views import View, buffer_bytes, check_elem, memref_strides
 from xdsl.transforms.dead_code_elimination import is_trivially_dead
-from xdsl.dialects import affine, func, linalg, scf
+from xdsl.dialects import affine, func
 from xdsl.dialects.builtin import IndexType, MemRefType, ModuleOp
 from xdsl.ir import Block, BlockArgument, Operation
 from xdsl.rewriter import InsertPoint, Rewriter
 
-Handler = Callable[["Lowerer", Any, "BlockState"], None]
-"""`handler(lowerer, op, block_state)`: lowers one op of its class."""
-
-
-@dataclass
-class BlockState:
-    """The NEM block being filled from one MLIR block."""
-
-    builder: NemBuilder
-    """Builds at the end of the NEM block."""
-    tags: TagTable = field(default_factory=TagTable)
-    pipelines: dict[affine.ForOp, PipelinedLoop] = field(default_factory=dict)
-    """The software-pipelined loops among the block's ops (D-LOW-PIPE)."""
-    stage_env: Callable[[Operation], None] | None = None
-    """Sets the index environment of each op (a re-rolled pipelined loop's stages)."""
-    skip: set[Operation] = field(default_factory=set)
-    """Ops of the block lowered with another one: a pipelined loop's prologue
-    and epilogue, the stores a kernel runs after its loop (D-LOW-CARRIED)."""
-    top: bool = False
-    """The entry function's block: each of its ops (a loop nest) gets scratch
-    buffers of its own (D-LOW-SHARE)."""
-
-    @property
-    def block(self) -> Block:
-        ip = self.builder.insertion_point
-        return ip.block
-
-
-def reject_control_flow(lw: Lowerer, op: Operation, st: BlockState) -> None:
-    raise reject(op, "control flow other than affine.for is not supported at task level",
-                 "keep conditionals inside a compute loop nest (its kernel runs them)")
-
-
-def _control_flow_ops() -> list[type[Operation]]:
-    from xdsl.dialects import cf
-
-    ops: list[type[Operation]] = [AffineIfOp, affine.ParallelOp]
-    ops += list(scf.Scf.operations) + list(cf.Cf.operations)
-    return ops
-
-
-HANDLERS: dict[type[Operation], Handler] = {
-    **index_ops.HANDLERS,
-    **memory_ops.HANDLERS,
-    **reshape.HANDLERS,
-    **memref_views.HANDLERS,
-    **memref_globals.HANDLERS,
-    **loops.HANDLERS,
-    **async_ops.HANDLERS,
-    **{cls: compute.lower_linalg for cls in linalg.Linalg.operations},
-    SoftmaxOp: compute.lower_linalg,
-    **{cls: reject_control_flow for cls in _control_flow_ops()},
-    **scf_loops.HANDLERS,
-}
-"""The lowering of every op class the conversion takes."""
-
-
-class Lowerer:
+class Lowerer(Lowering):
     """Converts the entry function of a module into a NEM program."""
 
-    def __init__(self, options: Options, handlers: dict[type[Operation], Handler] | None = None,
+    def __init__(self, options: Options, handlers: dict[type[Operation], Handler],
                  progress: Callable[[str, int, int], None] | None = None):
         self.options = options
-        self.handlers = HANDLERS if handlers is None else handlers
+        self.handlers = handlers
+        """The lowering of each op class (`nem.passes.lowering.handlers.HANDLERS`)."""
         self.progress = progress
         """Told of each top-level op lowered (the driver's progress display)."""
         self.ctx: LoweringContext

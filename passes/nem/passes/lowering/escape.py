@@ -21,8 +21,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from io import StringIO
-from typing import TYPE_CHECKING
 
+from nem.passes.lowering.affine_algebra import Aff
+from nem.passes.lowering.context import LoweringContext
+from nem.passes.lowering.staging import drop_unused_scratch, full_region, name_task
+from nem.passes.lowering.state import BlockState, Lowering
 from nem.dialect.diagnostics import NemDiagnosticError
 from nem.passes.lowering.context import Fallback
 from nem.passes.lowering.diagnostics import reject
@@ -33,12 +36,6 @@ from xdsl.dialects import affine, arith, func, memref
 from xdsl.dialects.builtin import FunctionType, IndexType, MemRefType
 from xdsl.ir import Attribute, Block, BlockArgument, Operation, Region, SSAValue
 from xdsl.printer import Printer
-
-if TYPE_CHECKING:
-    from nem.passes.lowering.affine_algebra import Aff
-    from nem.passes.lowering.context import LoweringContext
-    from nem.passes.lowering.driver import BlockState, Lowerer
-
 
 def location_text(op: Operation) -> str:
     """`LINE:COL` of an op, as the remark names it."""
@@ -72,13 +69,11 @@ def linalg_operands(op: Operation) -> tuple[list[SSAValue], list[SSAValue]]:
     return [], list(op.operands)
 
 
-def emit_escape(lw: Lowerer, top: Operation, st: BlockState, reason: str, what: str,
+def emit_escape(lw: Lowering, top: Operation, st: BlockState, reason: str, what: str,
                 after: Sequence[Operation] = ()) -> None:
     """One `compute op="mlir.kernel"` task running `top` (the contract above),
     then the ops `after` it that use its results (`carried_out`), which the
     block then skips."""
-    from nem.passes.lowering.compute import drop_unused_scratch, full_region, name_task
-
     ctx = lw.ctx
     drop_unused_scratch(ctx)
     reads: dict[SSAValue, None] = {}

@@ -30,6 +30,11 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from nem.passes.lowering.context import LoweringContext
+from nem.passes.lowering.emit import expr, region
+from nem.passes.lowering.escape import emit_escape, linalg_operands
+from nem.passes.lowering.staging import Staging, illegal, name_task
+from nem.passes.lowering.state import BlockState, Lowering
 from nem.passes.lowering.affine_algebra import Aff, is_index_arith
 from nem.passes.lowering.nest_analysis import Access, Nest, NotRaisable, access
 from nem.passes.lowering.partial_tiles import RegionAccess
@@ -40,8 +45,6 @@ from xdsl.ir import Attribute, Operation, SSAValue
 
 if TYPE_CHECKING:
     from nem.dialect.builder import NemBuilder
-    from nem.passes.lowering.context import LoweringContext
-    from nem.passes.lowering.driver import BlockState, Lowerer
 
 FLOAT_DTYPES: dict[str, type[np.float32] | type[np.float16]] = {"f32": np.float32,
                                                               "f16": np.float16}
@@ -150,8 +153,6 @@ def byte_region(ctx: LoweringContext, b: NemBuilder, box: Box, anchor: Operation
     partial-tile checks in the view's own elements; `keep_axes`: the box's
     axes kept as they are, the bytes one more innermost axis (a concat's
     operands must keep their rank, D-LOW-BCAST-CONCAT)."""
-    from nem.passes.lowering.emit import expr
-
     vw = box.view
     _keep_elem_type(ctx, vw)
     ctx.log_region(RegionAccess(vw, box.start, box.shape, box.strides, anchor))
@@ -187,15 +188,11 @@ def _keep_elem_type(ctx: LoweringContext, vw: View) -> None:
     ctx.decls.region(name, buf, 0, size, elem=elem, shape=[size // vw.elem_bytes], layout="C")
 
 
-def emit_fill(lw: Lowerer, box: Box, value: Attribute, anchor: Operation, st: BlockState,
+def emit_fill(lw: Lowering, box: Box, value: Attribute, anchor: Operation, st: BlockState,
               what: str) -> None:
     """The fill's tasks (module docstring), else one escape-hatch task with
     the reason (a step without a legal variant on the target)."""
     from nem.dialect.attributes import elem_name
-    from nem.passes.lowering.compute import Staging, illegal, name_task
-    from nem.passes.lowering.emit import region
-    from nem.passes.lowering.escape import emit_escape
-
     ctx = lw.ctx
     elem = elem_name(box.view.elem) or str(box.view.elem)
     try:
@@ -226,10 +223,8 @@ def emit_fill(lw: Lowerer, box: Box, value: Attribute, anchor: Operation, st: Bl
     ctx.summary.raised.append(f"{what} -> {' + '.join(op for op, _ in toks)} (constant fill)")
 
 
-def lower_linalg_fill(lw: Lowerer, op: Operation, st: BlockState, what: str) -> None:
+def lower_linalg_fill(lw: Lowering, op: Operation, st: BlockState, what: str) -> None:
     """`linalg.fill ins(%c) outs(%m)`: the fill of the whole of `%m`."""
-    from nem.passes.lowering.escape import emit_escape, linalg_operands
-
     ins, outs = linalg_operands(op)
     value = constant_of(ins[0]) if ins else None
     if value is None or not outs:

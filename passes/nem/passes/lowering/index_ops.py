@@ -16,10 +16,10 @@ from xdsl.dialects.builtin import IndexType, IntegerAttr
 from xdsl.ir import Operation
 
 if TYPE_CHECKING:
-    from nem.passes.lowering.driver import BlockState, Handler, Lowerer
+    from nem.passes.lowering.state import BlockState, Handler, Lowering
 
 
-def lower_constant(lw: Lowerer, op: arith.ConstantOp, st: BlockState) -> None:
+def lower_constant(lw: Lowering, op: arith.ConstantOp, st: BlockState) -> None:
     """Index constants become affine constants; others (a float used by a
     nest) are taken by the kernels that use them."""
     if isinstance(op.result.type, IndexType):
@@ -28,7 +28,7 @@ def lower_constant(lw: Lowerer, op: arith.ConstantOp, st: BlockState) -> None:
         lw.ctx.env[op.result] = Aff.c(value.value.data)
 
 
-def lower_index_binop(lw: Lowerer, op: Operation, st: BlockState) -> None:
+def lower_index_binop(lw: Lowering, op: Operation, st: BlockState) -> None:
     """`arith` integer arithmetic on `index` values (affine or rejected)."""
     if not isinstance(op.results[0].type, IndexType):
         raise reject(op, "unsupported operation")
@@ -56,11 +56,11 @@ def lower_index_binop(lw: Lowerer, op: Operation, st: BlockState) -> None:
     ctx.env[op.results[0]] = r
 
 
-def lower_apply(lw: Lowerer, op: affine.ApplyOp, st: BlockState) -> None:
+def lower_apply(lw: Lowering, op: affine.ApplyOp, st: BlockState) -> None:
     lw.ctx.env[op.result] = lw.ctx.affine(op, op.map.data, tuple(op.mapOperands))[0]
 
 
-def lower_minmax(lw: Lowerer, op: Operation, st: BlockState) -> None:
+def lower_minmax(lw: Lowering, op: Operation, st: BlockState) -> None:
     """`affine.min`/`max`: the candidate that wins for every value of the
     enclosing loop variables; a partial tile is peeled by the enclosing
     loop's handler (D-LOW-PEEL) before this is reached."""

@@ -37,10 +37,10 @@ from xdsl.dialects.builtin import MemRefType
 from xdsl.ir import BlockArgument, Operation
 
 if TYPE_CHECKING:
-    from nem.passes.lowering.driver import BlockState, Handler, Lowerer
+    from nem.passes.lowering.state import BlockState, Handler, Lowering
 
 
-def lower_for(lw: Lowerer, op: affine.ForOp, st: BlockState) -> None:
+def lower_for(lw: Lowering, op: affine.ForOp, st: BlockState) -> None:
     pl = st.pipelines.get(op)
     if pl is not None:
         lower_pipelined(lw, pl, st)
@@ -63,7 +63,7 @@ def is_structural(loop: affine.ForOp) -> bool:
     return False
 
 
-def staged_tiles(lw: Lowerer, op: affine.ForOp) -> list[memref.AllocOp | memref.AllocaOp]:
+def staged_tiles(lw: Lowering, op: affine.ForOp) -> list[memref.AllocOp | memref.AllocaOp]:
     """With `pipeline-tiles` (D-LOW-PIPE-BODY): the allocations of L1 buffers
     directly in the body of `op` (a tile loop whose tiles are staged in
     buffers of their own, as `transform.structured.promote` leaves them),
@@ -80,7 +80,7 @@ def staged_tiles(lw: Lowerer, op: affine.ForOp) -> list[memref.AllocOp | memref.
     return allocs if fast else []
 
 
-def loop_bounds(lw: Lowerer, op: affine.ForOp) -> tuple[Aff, int, int]:
+def loop_bounds(lw: Lowering, op: affine.ForOp) -> tuple[Aff, int, int]:
     """(lower bound, step, trip count); a max/min bound is taken when one
     candidate wins for every value of the enclosing loop variables (e.g.
     in a peeled loop, D-LOW-PEEL)."""
@@ -103,7 +103,7 @@ def loop_bounds(lw: Lowerer, op: affine.ForOp) -> tuple[Aff, int, int]:
 
 
 @contextmanager
-def nem_loop(lw: Lowerer, op: affine.ForOp, trip: int, st: BlockState,
+def nem_loop(lw: Lowering, op: affine.ForOp, trip: int, st: BlockState,
              max_in_flight: int | None = None) -> Iterator[tuple[NemBuilder, Var]]:
     """`loop v in [0..trip-1]` at the end of the block; yields a builder
     for its body and its variable."""
@@ -116,7 +116,7 @@ def nem_loop(lw: Lowerer, op: affine.ForOp, trip: int, st: BlockState,
         yield NemBuilder.at_end(arg.block, op.location), ctx.new_var(arg, name, trip)
 
 
-def lower_loop(lw: Lowerer, op: affine.ForOp, st: BlockState) -> None:
+def lower_loop(lw: Lowering, op: affine.ForOp, st: BlockState) -> None:
     ctx = lw.ctx
     lb, step, trip = loop_bounds(lw, op)
     carried_tokens(lw, op)
@@ -158,7 +158,7 @@ def lower_loop(lw: Lowerer, op: affine.ForOp, st: BlockState) -> None:
     peeled(lw, op, partial, full_tiles, last_tile)
 
 
-def carried_tokens(lw: Lowerer, op: affine.ForOp) -> None:
+def carried_tokens(lw: Lowering, op: affine.ForOp) -> None:
     """Loop-carried `!async.token`s (`iter_args`) stand for completed work:
     what they order is data, which `nem-synthesize-deps` orders
     (D-LOW-ASYNC); other loop-carried values are rejected in a loop that
@@ -176,7 +176,7 @@ def carried_tokens(lw: Lowerer, op: affine.ForOp) -> None:
         ctx.async_values.update((arg, res))
 
 
-def peeled(lw: Lowerer, op: affine.ForOp, partial: Operation, full_tiles: Callable[[], None],
+def peeled(lw: Lowering, op: affine.ForOp, partial: Operation, full_tiles: Callable[[], None],
            last_tile: Callable[[], None], owners: tuple[Operation, ...] = ()) -> None:
     """Lower a loop with a partial last tile: `full_tiles()` emits the loop
     over the others, `last_tile()` the peeled iteration, whose narrowed
@@ -205,7 +205,7 @@ def peeled(lw: Lowerer, op: affine.ForOp, partial: Operation, full_tiles: Callab
     lw.ctx.summary.notes.append(f"loop at {SourceLoc.of(op)}: partial last tile peeled")
 
 
-def lower_pipelined(lw: Lowerer, pl: PipelinedLoop, st: BlockState) -> None:
+def lower_pipelined(lw: Lowering, pl: PipelinedLoop, st: BlockState) -> None:
     """One NEM loop over the original iterations under `@max_in_flight(2)`:
     the DMA starts of iteration x, then the rest of x (D-LOW-PIPE).  Whether
     two iterations may really overlap is the happens-before model's call:
@@ -259,7 +259,7 @@ def lower_pipelined(lw: Lowerer, pl: PipelinedLoop, st: BlockState) -> None:
         assert parent is not None
         ops = list(parent.ops)
         tail = ops[ops.index(op) + 1:ops.index(pl.epilogue[-1]) + 1]
-        from nem.passes.lowering.driver import BlockState
+        from nem.passes.lowering.state import BlockState
 
         lw.lower_ops([*pl.stage0, *tail], BlockState(st.builder, stage_env=at(last)))
 

@@ -38,7 +38,7 @@ from xdsl.dialects.builtin import MemRefType
 from xdsl.ir import Block, Operation, SSAValue
 
 if TYPE_CHECKING:
-    from nem.passes.lowering.driver import BlockState, Handler, Lowerer
+    from nem.passes.lowering.state import BlockState, Handler, Lowering
 
 DmaStart: TypeAlias = AffineDmaStartOp | MemRefDmaStartOp
 DmaWait: TypeAlias = AffineDmaWaitOp | MemRefDmaWaitOp
@@ -49,7 +49,7 @@ DmaWait: TypeAlias = AffineDmaWaitOp | MemRefDmaWaitOp
 # ---------------------------------------------------------------------------
 
 
-def lower_alloc(lw: Lowerer, op: memref.AllocOp | memref.AllocaOp, st: BlockState) -> None:
+def lower_alloc(lw: Lowering, op: memref.AllocOp | memref.AllocaOp, st: BlockState) -> None:
     """A buffer at program scope (hoisted), with 2 slots `(v mod 2) * bytes`
     inside a re-rolled pipelined loop; a `memref<..xi32>` used only as DMA
     tags is no buffer (D-LOW-BUF)."""
@@ -103,11 +103,11 @@ def _is_tag_use(u: Operation, v: SSAValue) -> bool:
     return isinstance(u, AffineDmaWaitOp | MemRefDmaWaitOp)
 
 
-def lower_cast(lw: Lowerer, op: memref.CastOp, st: BlockState) -> None:
+def lower_cast(lw: Lowering, op: memref.CastOp, st: BlockState) -> None:
     lw.ctx.views[op.results[0]] = lw.ctx.view(op.source, op)
 
 
-def ignore(lw: Lowerer, op: Operation, st: BlockState) -> None:
+def ignore(lw: Lowering, op: Operation, st: BlockState) -> None:
     """Ops with nothing to lower (deallocation, terminators, alignment hints)."""
 
 
@@ -116,7 +116,7 @@ def ignore(lw: Lowerer, op: Operation, st: BlockState) -> None:
 # ---------------------------------------------------------------------------
 
 
-def lower_copy(lw: Lowerer, op: memref.CopyOp | MemRefCopyOp, st: BlockState) -> None:
+def lower_copy(lw: Lowering, op: memref.CopyOp | MemRefCopyOp, st: BlockState) -> None:
     """`memref.copy` -> `transfer.sync` of the whole views."""
     ctx = lw.ctx
     sv, dv = ctx.view(op.source, op), ctx.view(op.destination, op)
@@ -129,7 +129,7 @@ def lower_copy(lw: Lowerer, op: memref.CopyOp | MemRefCopyOp, st: BlockState) ->
         b.transfer(dst, src, sync=True, name=ctx.names.token("copy"))
 
 
-def lower_scalar_copy(lw: Lowerer, load: Operation, store: Operation, st: BlockState) -> None:
+def lower_scalar_copy(lw: Lowering, load: Operation, store: Operation, st: BlockState) -> None:
     """`%v = load A[i]; store %v, B[j]` outside a loop nest (what
     affine-data-copy-generate emits for a one-element copy): a transfer of
     one element (D-LOW-COPYNEST)."""
@@ -151,7 +151,7 @@ def lower_scalar_copy(lw: Lowerer, load: Operation, store: Operation, st: BlockS
         b.transfer(regs[1], regs[0], name=ctx.names.token("copy"))
 
 
-def lower_scalar_access(lw: Lowerer, op: Operation, st: BlockState) -> None:
+def lower_scalar_access(lw: Lowering, op: Operation, st: BlockState) -> None:
     """A scalar load/store outside a loop nest: a one-element copy, or a
     load whose value only loop nests use (each kernel loads it,
     D-LOW-ESCAPE); anything else has no NEM equivalent."""
@@ -208,7 +208,7 @@ def _in_loop_below(op: Operation | None, block: Block | None) -> bool:
 # ---------------------------------------------------------------------------
 
 
-def tag_slot(lw: Lowerer, op: DmaStart | DmaWait) -> TagSlot:
+def tag_slot(lw: Lowering, op: DmaStart | DmaWait) -> TagSlot:
     if isinstance(op, AffineDmaStartOp | AffineDmaWaitOp):
         idx = lw.ctx.affine(op, op.tag_map.data, tuple(op.tag_operands))
     else:
@@ -216,7 +216,7 @@ def tag_slot(lw: Lowerer, op: DmaStart | DmaWait) -> TagSlot:
     return TagSlot(op.tag, tuple(idx))
 
 
-def lower_dma_start(lw: Lowerer, op: DmaStart, st: BlockState) -> None:
+def lower_dma_start(lw: Lowering, op: DmaStart, st: BlockState) -> None:
     """`dma_start` -> `transfer.async` of typed regions (D-LOW-REGION),
     clipped or narrowed for partial tiles (D-LOW-PEEL)."""
     st.tags.start(op, tag_slot(lw, op))
@@ -225,12 +225,12 @@ def lower_dma_start(lw: Lowerer, op: DmaStart, st: BlockState) -> None:
         st.builder.transfer(dst, src, name=lw.ctx.names.token("dma"))
 
 
-def lower_dma_wait(lw: Lowerer, op: DmaWait, st: BlockState) -> None:
+def lower_dma_wait(lw: Lowering, op: DmaWait, st: BlockState) -> None:
     """Checks the pairing; the ordering it stood for is synthesized."""
     st.tags.wait(op, tag_slot(lw, op))
 
 
-def dma_regions(lw: Lowerer, op: DmaStart, st: BlockState) -> tuple[SSAValue, SSAValue]:
+def dma_regions(lw: Lowering, op: DmaStart, st: BlockState) -> tuple[SSAValue, SSAValue]:
     """(src region, dst region) of a DMA start."""
     ctx = lw.ctx
     if isinstance(op, AffineDmaStartOp):

@@ -24,7 +24,7 @@ import numpy as np
 from nem.dialect.attributes import MemLevelAttr
 from nem.dialect.diagnostics import Diagnostic, NemDiagnosticError, SourceLoc
 from nem.dialect.elements import ELEM_DTYPES
-from nem.frontends.upstream_dialects.memref_global import MemRefGlobalOp
+from nem.frontends.upstream_dialects.memref_global import GlobalOp
 from nem.passes.lowering.affine_algebra import Aff
 from nem.passes.lowering.diagnostics import reject
 from nem.passes.lowering.views import View, buffer_bytes, check_elem, memref_strides
@@ -35,12 +35,11 @@ from xdsl.traits import SymbolTable
 
 if TYPE_CHECKING:
     from nem.passes.lowering.context import LoweringContext
-    from nem.passes.lowering.driver import BlockState, Handler, Lowerer
-
-GlobalOp = MemRefGlobalOp | memref.GlobalOp
+    from nem.passes.lowering.state import BlockState, Handler, Lowering
 
 
-def lower_get_global(lw: Lowerer, op: memref.GetGlobalOp, st: BlockState) -> None:
+
+def lower_get_global(lw: Lowering, op: memref.GetGlobalOp, st: BlockState) -> None:
     """The view of the global's buffer (declared on its first use)."""
     ctx = lw.ctx
     sym = op.name_.root_reference.data

@@ -33,7 +33,7 @@ from xdsl.ir import Attribute, Operation, SSAValue
 
 if TYPE_CHECKING:
     from nem.passes.lowering.context import LoweringContext
-    from nem.passes.lowering.driver import BlockState, Handler, Lowerer
+    from nem.passes.lowering.state import BlockState, Handler, Lowering
 
 
 def byte_view(op: Operation, src: View, byte_offset: Aff, elem: Attribute,
@@ -86,7 +86,7 @@ def const_sizes(ctx: LoweringContext, op: Operation, static: Sequence[int],
     return sizes
 
 
-def lower_subview(lw: Lowerer, op: memref.SubviewOp, st: BlockState) -> None:
+def lower_subview(lw: Lowering, op: memref.SubviewOp, st: BlockState) -> None:
     ctx = lw.ctx
     src = ctx.view(op.source, op)
     dynamic = list(op.offsets)
@@ -96,7 +96,7 @@ def lower_subview(lw: Lowerer, op: memref.SubviewOp, st: BlockState) -> None:
         ctx, op, op.static_sizes.get_values(), op.sizes))
 
 
-def lower_view(lw: Lowerer, op: memref.ViewOp, st: BlockState) -> None:
+def lower_view(lw: Lowering, op: memref.ViewOp, st: BlockState) -> None:
     """A view of a byte buffer; its dynamic sizes must be constants here
     (`transform.structured.promote` passes `arith.constant`s until a
     canonicalization folds them into the type)."""

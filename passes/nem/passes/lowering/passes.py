@@ -41,6 +41,7 @@ from nem.dialect.verifier import verify_declarations, verify_program
 from nem.passes.pass_context import driver_options, report
 from nem.passes.lowering.context import Options
 from nem.passes.lowering.driver import Lowerer
+from nem.passes.lowering.handlers import HANDLERS
 from nem.passes.forward_fills import ForwardZeroFillsPass
 from nem.passes.synthesize_deps import SynthesizeDepsPass
 from xdsl.context import Context
@@ -112,7 +113,7 @@ class ConvertAffineToNemPass(ModulePass):
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         options = Options(parse_spaces(self.memory_spaces), self.device, self.entry,
                           self.include_dirs, self.remarks, self.weights, self.pipeline_tiles)
-        lowerer = Lowerer(options, progress=driver_options(ctx).progress)
+        lowerer = Lowerer(options, HANDLERS, progress=driver_options(ctx).progress)
         lowerer.run(op)
         report(ctx, lowerer.remarks)
 

@@ -11,8 +11,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from nem.passes.lowering.context import LoweringContext
+from nem.passes.lowering.state import BlockState, Lowering
+from nem.passes.lowering.views import View
 from nem.passes.lowering.affine_algebra import Aff
-from nem.passes.lowering.compute import (
+from nem.passes.lowering.staging import (
     Staging,
     drop_unused_scratch,
     illegal,
@@ -27,9 +30,6 @@ from nem.passes.lowering.windows import Axis, Group, WAccess, WindowPlan
 from xdsl.ir import Operation, SSAValue
 
 if TYPE_CHECKING:
-    from nem.passes.lowering.context import LoweringContext
-    from nem.passes.lowering.driver import BlockState, Lowerer
-    from nem.passes.lowering.views import View
     from nem.dialect.builder import NemBuilder
 
 
@@ -65,7 +65,7 @@ def _merged(size: int, stride: int, gsize: int, gstride: int) -> tuple[int, int]
     return gsize * size, stride
 
 
-def emit_window(lw: Lowerer, plan: WindowPlan, anchor: Operation, st: BlockState,
+def emit_window(lw: Lowering, plan: WindowPlan, anchor: Operation, st: BlockState,
                 what: str) -> None:
     """The plan's two tasks, or one escape-hatch task when either has no
     legal variant on the target."""
@@ -85,7 +85,7 @@ def emit_window(lw: Lowerer, plan: WindowPlan, anchor: Operation, st: BlockState
         return emit_escape(lw, anchor, st, str(e), what)
 
 
-def _emit_window(lw: Lowerer, plan: WindowPlan, anchor: Operation, st: BlockState, what: str,
+def _emit_window(lw: Lowering, plan: WindowPlan, anchor: Operation, st: BlockState, what: str,
                  stg: Staging, g: Group | None) -> None:
     """`emit_window` once its staging block exists (a grouped convolution
     whose channel axes do not merge raises NotRaisable)."""
@@ -132,7 +132,7 @@ def _emit_window(lw: Lowerer, plan: WindowPlan, anchor: Operation, st: BlockStat
                               f"{'add' if plan.kind == 'conv2d' else 'max'} (accumulation)")
 
 
-def _combine_over_offsets(lw: Lowerer, plan: WindowPlan, anchor: Operation, st: BlockState,
+def _combine_over_offsets(lw: Lowering, plan: WindowPlan, anchor: Operation, st: BlockState,
                           what: str, opcode: str, why_not_pool: str | None) -> None:
     """One `OPCODE in Y, X(kh, kw) out Y` per window offset, `X(kh, kw)`
     the input strided by the pooling strides from that offset: max pooling

@@ -28,7 +28,7 @@ from xdsl.dialects.builtin import DYNAMIC_INDEX, MemRefType
 from xdsl.ir import Operation
 
 if TYPE_CHECKING:
-    from nem.passes.lowering.driver import BlockState, Handler, Lowerer
+    from nem.passes.lowering.state import BlockState, Handler, Lowering
 
 
 def _groups(op: memref.CollapseShapeOp | memref.ExpandShapeOp) -> list[list[int]]:
@@ -63,12 +63,12 @@ def expanded(src: View, groups: Sequence[Sequence[int]], out_shape: Sequence[int
                 src.name)
 
 
-def lower_collapse_shape(lw: Lowerer, op: memref.CollapseShapeOp, st: BlockState) -> None:
+def lower_collapse_shape(lw: Lowering, op: memref.CollapseShapeOp, st: BlockState) -> None:
     src = lw.ctx.view(op.src, op)
     lw.ctx.views[op.result] = collapsed(op, src, _groups(op))
 
 
-def lower_expand_shape(lw: Lowerer, op: memref.ExpandShapeOp, st: BlockState) -> None:
+def lower_expand_shape(lw: Lowering, op: memref.ExpandShapeOp, st: BlockState) -> None:
     rt = op.result.type
     assert isinstance(rt, MemRefType)
     shape = rt.get_shape()

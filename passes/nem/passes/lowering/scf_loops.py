@@ -27,7 +27,7 @@ from xdsl.pattern_rewriter import (
 )
 
 if TYPE_CHECKING:
-    from nem.passes.lowering.driver import BlockState, Handler, Lowerer
+    from nem.passes.lowering.state import BlockState, Handler, Lowering
 
 
 def _constant(v: SSAValue) -> int | None:
@@ -70,7 +70,7 @@ def raise_scf_for(module: ModuleOp) -> None:
     PatternRewriteWalker(ScfForToAffine(), apply_recursively=False).rewrite_module(module)
 
 
-def reject_scf_for(lw: Lowerer, op: scf.ForOp, st: BlockState) -> None:
+def reject_scf_for(lw: Lowering, op: scf.ForOp, st: BlockState) -> None:
     """The `scf.for`s left at task level: not over `index`, or no constant
     positive step."""
     why = (f"its induction variable is {op.lb.type}, not index"

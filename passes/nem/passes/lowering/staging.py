@@ -1,0 +1,130 @@
+"""Building a task before it is known to be legal (`Staging`), naming the
+tasks that are kept, and the scratch buffers and regions the raised tasks
+use: what every raising (compute, broadcasts, fills, windows, the escape
+hatch) shares, below all of them."""
+
+from __future__ import annotations
+
+from nem.dialect.attributes import RegionType
+from nem.dialect.builder import Loc, NemBuilder
+from nem.dialect.expressions import Evaluator
+from nem.dialect.operand_binding import match_families
+from nem.dialect.ops import ComputeOp, TaskOp
+from nem.passes.lowering.affine_algebra import Aff
+from nem.passes.lowering.context import LoweringContext
+from nem.passes.lowering.emit import region
+from nem.passes.lowering.state import BlockState
+from nem.passes.lowering.views import View, buffer_bytes, row_major
+from xdsl.dialects.builtin import StringAttr
+from xdsl.ir import Attribute, Block, Operation, SSAValue
+from xdsl.rewriter import InsertPoint, Rewriter
+
+
+class Staging:
+    """Ops built for a plan before it is known to be legal."""
+
+    def __init__(self, loc: Loc) -> None:
+        self.block = Block()
+        self.builder = NemBuilder.at_end(self.block, loc)
+
+    def commit(self, st: BlockState) -> None:
+        """Move everything built here to the end of the NEM block."""
+        Rewriter.inline_block(self.block, InsertPoint.at_end(st.block))
+
+    def drop(self) -> None:
+        for o in reversed(list(self.block.ops)):
+            o.detach()
+            o.erase(safe_erase=False)
+
+
+def name_task(ctx: LoweringContext, token: SSAValue, kind: str) -> None:
+    """Name a committed task's token `KIND<n>`."""
+    task = token.owner
+    assert isinstance(task, TaskOp)
+    name = ctx.names.token(kind)
+    task.properties["token"] = StringAttr(name)
+    token.name_hint = name
+
+
+def region_shape(region: SSAValue) -> list[int]:
+    """The static shape of a typed region value."""
+    t = region.type
+    assert isinstance(t, RegionType) and t.shape_values is not None
+    return list(t.shape_values)
+
+
+def illegal(ctx: LoweringContext, token: SSAValue) -> str | None:
+    """None when the candidate task matches a variant of its opcode's type
+    families (the device's effective set with `device=`), else why not."""
+    op = token.owner
+    assert isinstance(op, ComputeOp)
+    ev = Evaluator()
+    key = (op.opcode, tuple(v.type for v in op.ins), tuple(v.type for v in op.outs),
+           tuple(sorted((k, str(a)) for k, a in op.attrs.data.items())),
+           tuple(ev.static(a) for a in op.args))
+    if key in ctx.legal_cache:
+        return ctx.legal_cache[key]
+    effective = None
+    if ctx.device is not None:
+        effective = ctx.device.effective_for_family(op.SPEC.families)
+    why = None
+    if not match_families(op, ctx.catalog, effective).ok:
+        where = f"device {ctx.options.device}" if ctx.device is not None else "the NEM baseline"
+        types = [v.type for v in (*op.ins, *op.outs)]
+        elems = "/".join(sorted({str(t.elem_name) for t in types if isinstance(t, RegionType)}))
+        why = f"no {op.opcode} variant for {elems} on {where}"
+    ctx.legal_cache[key] = why
+    return why
+
+
+def full_region(ctx: LoweringContext, b: NemBuilder, mem: SSAValue, anchor: Operation,
+                layout: str | None = None) -> tuple[SSAValue, View]:
+    """The region of a whole memref view."""
+    vw = ctx.view(mem, anchor)
+    return region(ctx, b, vw, vw.base, vw.shape, vw.strides, anchor, layout), vw
+
+
+def scratch(ctx: LoweringContext, like: View, shape: list[int], anchor: Operation,
+            ident: int = 0, elem: Attribute | None = None) -> View:
+    """A hoisted scratch buffer for a partial result (D-LOW-ACCUM), in
+    `like`'s memory, of `like`'s element type or `elem` (D-LOW-CAST-TREE);
+    `ident` tells apart the temporaries one computation needs at the same
+    time.  The tasks of different `async.execute`s (and of the main stream)
+    do not share one: they may run concurrently (D-LOW-ASYNC)."""
+    slots = 2 if ctx.pipelined else 1
+    context = ctx.executes[-1] if ctx.executes else None
+    elem = like.elem if elem is None else elem
+    key = (like.level.data, tuple(shape), elem, slots,
+           ctx.pipelined[-1].key if slots == 2 else None, ident, context)
+    cached = ctx.scratch.get(key)
+    if cached is not None and ctx.is_declared(cached.buffer):
+        return cached
+    name = ctx.names.fresh(None, f"{like.level.kind}_{'tmp' if ident else 'acc'}")
+    buf = ctx.declare_buffer(name, like.level.data, buffer_bytes(shape, elem) * slots,
+                             anchor.location)
+    n = 1
+    for d in shape:
+        n *= d
+    base = Aff.atom(ctx.pipelined[-1]).mod(2).scale(n) if slots == 2 else Aff.c(0)
+    view = View(buf, like.level, elem, tuple(shape), row_major(shape), base, name)
+    ctx.scratch[key] = view
+    return view
+
+
+def drop_unused_scratch(ctx: LoweringContext) -> None:
+    """Forget the scratch buffers no region uses (made for a plan that fell
+    back), so the program declares only buffers it uses."""
+    for key, vw in list(ctx.scratch.items()):
+        op = vw.buffer.owner
+        if not vw.buffer.uses and ctx.is_declared(vw.buffer):
+            assert isinstance(op, Operation)
+            op.detach()
+            op.erase()
+            del ctx.scratch[key]
+
+
+def copy_kind(token: SSAValue) -> str:
+    """The name of a broadcast's task: `copy` for a transfer, else its opcode
+    (`concat`, D-LOW-BCAST-CONCAT)."""
+    op = token.owner
+    return op.opcode if isinstance(op, ComputeOp) else "copy"

@@ -1,0 +1,58 @@
+"""What a handler of the conversion is given: the NEM block being filled
+(`BlockState`) and the conversion itself (`Lowering`, which
+`nem.passes.lowering.driver.Lowerer` implements), so that handlers depend on
+this module, not on the driver that calls them (the table of handlers is
+`nem.passes.lowering.handlers`)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from nem.dialect.builder import NemBuilder
+from nem.passes.lowering.context import LoweringContext
+from nem.passes.lowering.dma_tags import TagTable
+from nem.passes.lowering.pipelining import PipelinedLoop
+from xdsl.dialects import affine
+from xdsl.ir import Block, Operation
+
+
+class Lowering(Protocol):
+    """The conversion run, as its handlers see it: the run's state and the
+    lowering of nested blocks (loop and `async.execute` bodies)."""
+
+    ctx: LoweringContext
+
+    def lower_ops(self, ops: Sequence[Operation], st: BlockState) -> None: ...
+
+    def lower_block(self, src: Block, builder: NemBuilder,
+                    stage_env: Callable[[Operation], None] | None = None) -> None: ...
+
+
+Handler = Callable[[Lowering, Any, "BlockState"], None]
+"""`handler(lowerer, op, block_state)`: lowers one op of its class."""
+
+
+@dataclass
+class BlockState:
+    """The NEM block being filled from one MLIR block."""
+
+    builder: NemBuilder
+    """Builds at the end of the NEM block."""
+    tags: TagTable = field(default_factory=TagTable)
+    pipelines: dict[affine.ForOp, PipelinedLoop] = field(default_factory=dict)
+    """The software-pipelined loops among the block's ops (D-LOW-PIPE)."""
+    stage_env: Callable[[Operation], None] | None = None
+    """Sets the index environment of each op (a re-rolled pipelined loop's stages)."""
+    skip: set[Operation] = field(default_factory=set)
+    """Ops of the block lowered with another one: a pipelined loop's prologue
+    and epilogue, the stores a kernel runs after its loop (D-LOW-CARRIED)."""
+    top: bool = False
+    """The entry function's block: each of its ops (a loop nest) gets scratch
+    buffers of its own (D-LOW-SHARE)."""
+
+    @property
+    def block(self) -> Block:
+        ip = self.builder.insertion_point
+        return ip.block
