@@ -215,7 +215,7 @@ def test_upstream_copy_generation_drops_the_stride_and_repair_adds_it():
     from mlir import ir
     from mlir.passmanager import PassManager
 
-    from nem.compile.tiling import const_index
+    from nem.compile.nest_ir import const_index
 
     with ir.Context():
         module = ir.Module.parse(UPSTREAM)

@@ -442,7 +442,7 @@ def test_tile_sizes_fit_l1_with_double_buffering():
     from mlir import ir
     from mlir.passmanager import PassManager
 
-    from nem.compile import tiling
+    from nem.compile import nest_ir, tiling
     from nem.devices.device_lookup import find_device
 
     text = MLIR_MATMUL.replace("16x32", "256x512").replace("32x8", "512x512") \
@@ -453,7 +453,7 @@ def test_tile_sizes_fit_l1_with_double_buffering():
         PassManager.parse("builtin.module(one-shot-bufferize{bufferize-function-boundaries},"
                           "func.func(convert-linalg-to-affine-loops))").run(m.operation)
         fn = next(o.operation for o in m.body.operations)
-        bands = [tiling.analyze_band(r) for r in tiling.top_level_nests(fn)]
+        bands = [nest_ir.analyze_band(r) for r in nest_ir.top_level_nests(fn)]
         mm = bands[-1]
         assert mm.extents == [256, 512, 512]
         budget = tiling.l1_budget(device, pipeline=True)
@@ -473,14 +473,14 @@ def _affine_bands(text: str):
     from mlir import ir
     from mlir.passmanager import PassManager
 
-    from nem.compile import tiling
+    from nem.compile import nest_ir
     from nem.compile.pipeline import BUFFERIZE
 
     m = ir.Module.parse(text)
     PassManager.parse(f"builtin.module({BUFFERIZE},"
                       "func.func(convert-linalg-to-affine-loops))").run(m.operation)
     fn = next(o.operation for o in m.body.operations)
-    return m, fn, [tiling.analyze_band(r) for r in tiling.top_level_nests(fn)]
+    return m, fn, [nest_ir.analyze_band(r) for r in nest_ir.top_level_nests(fn)]
 
 
 MLIR_CONV = """

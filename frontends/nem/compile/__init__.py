@@ -18,10 +18,10 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     import numpy as np
 
+from nem.compile.errors import CompileError
 from nem.compile.pipeline import (
     STAGE_NAMES,
     STAGES,
-    CompileError,
     CompileOptions,
     CompileResult,
     Interface,
@@ -114,7 +114,7 @@ def compile_onnx(model, options: CompileOptions | None = None,
     holder = {}
 
     def do_import() -> str:
-        from nem.compile.pipeline import softmax_types
+        from nem.compile.target import softmax_types
 
         try:
             holder["m"] = import_onnx(model, softmax_types=softmax_types(driver.device),

@@ -143,7 +143,7 @@ class _Run:
     def __init__(self, model, options: CompileOptions, inputs: dict[str, np.ndarray],
                  run_nem: RunNem | None = None):
         from nem.compile.check import onnxruntime_run
-        from nem.compile.pipeline import softmax_types
+        from nem.compile.target import softmax_types
         from nem.devices.device_lookup import find_device
         from nem.frontends.onnx import import_onnx
 

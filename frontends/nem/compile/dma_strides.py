@@ -44,7 +44,7 @@ from mlir import ir
 from mlir.dialects import affine, arith
 
 from nem.compile.engines import perfect_nest
-from nem.compile.l1_plan import _ops_named
+from nem.compile.nest_ir import ops_named
 
 
 def stride_levels(shape: Sequence[int], box: Sequence[int]) -> list[tuple[int, int]]:
@@ -114,7 +114,7 @@ def _map(op: ir.Operation, key: str) -> ir.AffineMap:
 
 
 def _const(v: ir.Value) -> int | None:
-    from nem.compile.tiling import const_index
+    from nem.compile.nest_ir import const_index
 
     return const_index(v)
 
@@ -138,7 +138,7 @@ def repair(fn: ir.Operation) -> int:
     stride operands added or corrected, or a copy nest where one stride
     level is not enough.  Returns the number of DMAs changed."""
     changed = 0
-    for op in _ops_named(fn, "affine.dma_start"):
+    for op in ops_named(fn, "affine.dma_start"):
         dma = _Dma.of(op)
         read = _space(dma.src) == 0 and _space(dma.dst) != 0
         write = _space(dma.dst) == 0 and _space(dma.src) != 0

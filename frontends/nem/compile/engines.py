@@ -64,7 +64,7 @@ def _spans(band, ranges: dict[ir.Value, tuple[int, int]]
            ) -> dict[ir.Value, tuple[int, int, bool, bool]] | None:
     """Per memref: (first byte, last byte + 1, read, written) of the accesses
     when each band/inner induction variable spans its interval in `ranges`."""
-    from nem.compile.tiling import access_box
+    from nem.compile.nest_ir import access_box
 
     boxes: dict[ir.Value, list[tuple[int, int]]] = {}
     use: dict[ir.Value, tuple[bool, bool]] = {}
@@ -104,7 +104,7 @@ def _finish(spans: dict[ir.Value, tuple[int, int, bool, bool]], preloaded: set[i
 def _sum_target(band, ranges: dict[ir.Value, tuple[int, int]]) -> ir.Value | None:
     """C when the nest's one store is `C[i] = C[i] + x` (float) with the same
     indices as its one load of C, and a part (`ranges`) covers all of C."""
-    from nem.compile.tiling import access_box, owner_op
+    from nem.compile.nest_ir import access_box, owner_op
 
     writes = [a for a in band.accesses if a.write]
     if len(writes) != 1:
@@ -176,9 +176,9 @@ def preloaded_memrefs(fn: ir.Operation) -> set[ir.Value]:
 
 
 def _lower(loop: ir.Operation) -> int:
-    from nem.compile.tiling import _const_bound
+    from nem.compile.nest_ir import const_bound
 
-    lo = _const_bound(loop, "lowerBoundMap")
+    lo = const_bound(loop, "lowerBoundMap")
     assert lo is not None     # analyze_band only keeps constant bounds
     return lo
 
@@ -236,7 +236,7 @@ def perfect_nest(shape: Sequence[int], ip: ir.InsertionPoint, loc: ir.Location
 def _privatize(parts: list[ir.Operation], c: ir.Value) -> list[tuple[ir.Operation, int]]:
     """Parts 1..N-1 of a sum into `c` accumulate into zeroed buffers of their
     own; one nest after the parts adds them into `c`."""
-    from nem.compile.tiling import _replace_in
+    from nem.compile.nest_ir import replace_in
 
     loc = parts[0].location
     with loc:
@@ -250,7 +250,7 @@ def _privatize(parts: list[ir.Operation], c: ir.Value) -> list[tuple[ir.Operatio
             fill, ip, ivs = perfect_nest(t.shape, ir.InsertionPoint(parts[0]), loc)
             zero = arith.ConstantOp(t.element_type, 0.0, loc=loc, ip=ip).result
             affine.AffineStoreOp(zero, buf, ivs, ident, loc=loc, ip=ip)
-            _replace_in(part, [(c, buf)])
+            replace_in(part, [(c, buf)])
             partials.append(buf)
             nests.append((fill, k))
         nests += [(part, k) for k, part in enumerate(parts)]

@@ -172,7 +172,7 @@ def _map_ranges(op: ir.Operation) -> list[int] | None:
 
 
 def _converted_domain(op: ir.Operation) -> int:
-    from nem.compile.tiling import run_on_nest
+    from nem.compile.nest_ir import run_on_nest
 
     clone = op.clone(ir.InsertionPoint(op))
     clone = clone.operation if isinstance(clone, ir.OpView) else clone
@@ -201,7 +201,7 @@ class _Domains(dict):
 
 
 def _scf_trips(loop: ir.Operation) -> int:
-    from nem.compile.tiling import const_index
+    from nem.compile.nest_ir import const_index
 
     lo, hi, step = (const_index(v) for v in list(loop.operands)[:3])
     if lo is None or hi is None or not step:

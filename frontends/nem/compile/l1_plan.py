@@ -30,7 +30,8 @@ from dataclasses import dataclass
 
 from mlir import ir
 
-from nem.compile.pipeline import FAST_SPACE
+from nem.compile.nest_ir import ops_named
+from nem.compile.target import FAST_SPACE
 
 ALIGN = 64
 """The alignment of the L1 buffers the lowering declares (D-LOW-BUF)."""
@@ -180,7 +181,7 @@ def _top(op: ir.Operation, index: dict[ir.Operation, int]) -> int:
 
 def _alloc_of(v: ir.Value) -> ir.Operation | None:
     """The allocation whose bytes the memref `v` views (None: not an allocation)."""
-    from nem.compile.tiling import owner_op
+    from nem.compile.nest_ir import owner_op
 
     op = owner_op(v)
     while op is not None and op.name in VIEWS:
@@ -242,7 +243,7 @@ def measure(roots: Iterable[ir.Operation], pipeline: bool) -> Need:
                     at, at)
         elif name == "affine.for" and not _has_loop(op):
             at = _top(op, index)
-            for v in {s.operands[1] for s in _ops_named(op, "affine.store")}:
+            for v in {s.operands[1] for s in ops_named(op, "affine.store")}:
                 add(_space(v.type), _scratch(scratch_bytes(v), _temporaries(op)) * slots(op),
                     at, at)
         return ir.WalkResult.ADVANCE
@@ -257,18 +258,6 @@ def measure(roots: Iterable[ir.Operation], pipeline: bool) -> Need:
             peak = max(peak, total)
         peaks[space] = peak
     return Need(peaks)
-
-
-def _ops_named(root: ir.Operation, name: str) -> list[ir.Operation]:
-    found: list[ir.Operation] = []
-
-    def visit(op: ir.Operation) -> ir.WalkResult:
-        if op.name == name:
-            found.append(op)
-        return ir.WalkResult.ADVANCE
-
-    root.walk(visit)
-    return found
 
 
 def _has_loop(loop: ir.Operation) -> bool:
@@ -315,7 +304,7 @@ def fit(budget: int, capacity: int, sizes_for: Callable[[int], list[int]],
 def too_big(op: ir.Operation, e: DoesNotFit, device) -> Exception:
     """The compile error of an op whose smallest tiles do not fit L1, naming
     the ONNX node it came from (the importer's `NameLoc`) or its location."""
-    from nem.compile.pipeline import CompileError
+    from nem.compile.errors import CompileError
 
     loc = str(op.location)
     m = re.match(r'loc\("([^"]*)"', loc)

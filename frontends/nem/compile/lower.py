@@ -66,7 +66,7 @@ def lower_and_verify(text: str, func_name: str, arg_names: Sequence[str], device
     far they are."""
     from xdsl.dialects.func import FuncOp
 
-    from nem.compile.pipeline import CompileError
+    from nem.compile.errors import CompileError
     from nem.dialect.diagnostics import register_source
     from nem.frontends.nem_text.printer import print_nem
     from nem.frontends.upstream_dialects import parse_mlir
@@ -113,7 +113,7 @@ def _lower(module, run_ctx, device: str, memory_spaces: str, func_name: str, opt
            consts: str, step: Steps) -> None:
     """`lower-to-nem` (pass by pass) then `nem-share-buffers` on `module`;
     the initial contents of its globals go to `consts` (an .npz)."""
-    from nem.compile.pipeline import CompileError
+    from nem.compile.errors import CompileError
     from nem.dialect.diagnostics import NemDiagnosticError
     from nem.passes.lowering.passes import LowerToNemPass
     from nem.passes.share_buffers import ShareBuffersPass
@@ -186,7 +186,7 @@ def verify_nem(nem: str, file: str, device: str, include_dirs: Sequence[str] = (
     located where its statement's op was lowered from (D-COMPILE-VERIFY-LOC),
     its `.nem` line kept as a note: FILE is written only when the compile
     succeeds."""
-    from nem.compile.pipeline import CompileError
+    from nem.compile.errors import CompileError
     from nem.dialect.diagnostics import NemDiagnosticError, register_source
     from nem.frontends.nem_text.parser import parse_nem
     from nem.passes import PASSES

@@ -22,6 +22,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 
+from nem.compile.errors import CompileError
+from nem.compile.target import FAST_SPACE
 from nem.dialect.limits import DEFAULT_MAX_NODES, MAX_MODEL_BYTES
 
 if TYPE_CHECKING:                 # nem.compile.flops needs the mlir extra
@@ -34,9 +36,7 @@ BUFFERIZE = ("one-shot-bufferize{bufferize-function-boundaries "
              "buffer-results-to-out-params{modify-public-functions hoist-static-allocs}")
 """The bufferization of the `bufferize` stage (and of the reference path)."""
 
-FAST_SPACE = 2
-"""The memref memory space of tiles staged in L1 (`2:L1[0]` in the lowering's map;
-engine k's L1 is space 2 + k)."""
+
 
 ROUTES = ("affine", "transform")
 
@@ -137,14 +137,6 @@ class CompileResult:
         name (`nem-run prog.nem --input FILE.npz`)."""
         arrays: dict[str, Any] = dict(self.interface.weights)   # names only, no flags
         np.savez(path, **arrays)
-
-
-class CompileError(Exception):
-    """A compile failure with its rendered diagnostics (stage-prefixed)."""
-
-    def __init__(self, stage: str, message: str):
-        self.stage = stage
-        super().__init__(message)
 
 
 Progress = Callable[[str, "StageResult | None"], None]
@@ -306,17 +298,6 @@ class Driver:
     def stage_text(self, name: str) -> str | None:
         """The text the last run of stage `name` left (None: it did not run)."""
         return next((r.text for r in reversed(self.results) if r.name == name), None)
-
-
-def softmax_types(device) -> frozenset[str]:
-    """Element types (`f16`, ...) of the device's variants of the type
-    families the registry gives `softmax` (D-COMPILE-SOFTMAX; here, not in
-    `nem.compile.softmax`, so that the import needs no MLIR bindings before
-    conversion, D-COMPILE-EARLY-UNSUPPORTED)."""
-    from nem.dialect.ops import COMPUTE_OPS
-
-    families = COMPUTE_OPS["softmax"].SPEC.families
-    return frozenset(r.inst[0] for r in device.effective_for_family(families) if r.inst)
 
 
 def _entry(module, func_name: str):

@@ -31,7 +31,7 @@ import math
 from mlir import ir
 from mlir.dialects import linalg, memref
 
-from nem.compile.pipeline import FAST_SPACE, softmax_types
+from nem.compile.target import FAST_SPACE, softmax_types
 
 MAX_CHUNKS = 64
 """Chunks are unrolled straight-line tasks: beyond this many, the softmax
@@ -60,14 +60,14 @@ DECOMPOSE = "nem_decompose"
 def decompose_unsupported(module: ir.Module, device) -> int:
     """Decompose (on tensors) each `linalg.softmax` whose element type has no
     softmax variant on `device`; returns how many."""
-    from nem.compile.transform import _apply
+    from nem.compile.transform import apply_transform
 
     ok = softmax_types(device)
     todo = [op for op in _softmaxes(module.operation) if _elem(op.operands[0].type) not in ok]
     for op in todo:
         op.attributes[DECOMPOSE] = ir.UnitAttr.get()
     if todo:
-        _apply(module, f"""module attributes {{transform.with_named_sequence}} {{
+        apply_transform(module, f"""module attributes {{transform.with_named_sequence}} {{
   transform.named_sequence @__transform_main(%root: !transform.any_op {{transform.readonly}}) {{
     %m = transform.structured.match ops{{["linalg.softmax"]}} attributes {{{DECOMPOSE}}} in %root
       : (!transform.any_op) -> !transform.any_op

@@ -27,142 +27,19 @@ to every band of a function, hence the isolation.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 
 from mlir import ir
-from mlir.dialects import arith, func
 from mlir.passmanager import PassManager
 
-from nem.compile.pipeline import FAST_SPACE
-
-
-@dataclass(frozen=True)
-class Access:
-    memref: ir.Value
-    map: ir.AffineMap
-    indices: tuple[ir.Value, ...]
-    write: bool
-    op: ir.Operation
-
-
-@dataclass
-class Band:
-    """A top-level affine loop nest: its perfectly nested loops (outermost
-    first) with their constant trip extents, and every access below them."""
-
-    root: ir.Operation
-    loops: list[ir.Operation]
-    extents: list[int]
-    inner: dict[ir.Value, int]
-    """Induction variables of loops below the band -> their extents."""
-    accesses: list[Access]
-
-
-def _const_bound(op: ir.Operation, key: str) -> int | None:
-    amap = ir.AffineMapAttr(op.attributes[key]).value
-    if len(amap.results) != 1 or not isinstance(amap.results[0], ir.AffineConstantExpr):
-        return None
-    return amap.results[0].value
-
-
-def _extent(op: ir.Operation) -> int | None:
-    lo, hi = _const_bound(op, "lowerBoundMap"), _const_bound(op, "upperBoundMap")
-    step = ir.IntegerAttr(op.attributes["step"]).value
-    if lo is None or hi is None or step != 1 or len(op.operands):
-        return None
-    return hi - lo
-
-
-def _body_ops(loop: ir.Operation) -> list[ir.Operation]:
-    return [o.operation for o in loop.regions[0].blocks[0].operations
-            if o.operation.name != "affine.yield"]
-
-
-def analyze_band(root: ir.Operation) -> Band | None:
-    """The band of `root` (an `affine.for`), or None when a bound is not constant."""
-    loops = [root]
-    while True:
-        body = _body_ops(loops[-1])
-        if len(body) == 1 and body[0].name == "affine.for":
-            loops.append(body[0])
-        else:
-            break
-    extents = []
-    for loop in loops:
-        e = _extent(loop)
-        if e is None:
-            return None
-        extents.append(e)
-    inner: dict[ir.Value, int] = {}
-    accesses: list[Access] = []
-    ok = True
-
-    def visit(op: ir.Operation) -> ir.WalkResult:
-        nonlocal ok
-        name = op.name
-        if name == "affine.for" and op not in loops:
-            e = _extent(op)
-            if e is None:
-                ok = False
-                return ir.WalkResult.INTERRUPT
-            inner[op.regions[0].blocks[0].arguments[0]] = e
-        elif name in ("affine.load", "affine.store"):
-            write = name == "affine.store"
-            mem = op.operands[1 if write else 0]
-            idx = tuple(op.operands[2 if write else 1:])
-            accesses.append(Access(mem, ir.AffineMapAttr(op.attributes["map"]).value, idx,
-                                   write, op))
-        elif name in ("memref.load", "memref.store"):
-            ok = False
-            return ir.WalkResult.INTERRUPT
-        return ir.WalkResult.ADVANCE
-
-    root.walk(visit)
-    if not ok:
-        return None
-    return Band(root, loops, extents, inner, accesses)
-
-
-def _range(e: ir.AffineExpr, ranges: Sequence[tuple[int, int]]) -> tuple[int, int]:
-    """Interval of an affine expression given the intervals of its inputs."""
-    if isinstance(e, ir.AffineConstantExpr):
-        return e.value, e.value
-    if isinstance(e, ir.AffineDimExpr):
-        return ranges[e.position]
-    if isinstance(e, ir.AffineSymbolExpr):
-        return 0, 0          # loop-invariant: moves the box, not its extent
-    a, b = _range(e.lhs, ranges), _range(e.rhs, ranges)
-    if isinstance(e, ir.AffineAddExpr):
-        return a[0] + b[0], a[1] + b[1]
-    if isinstance(e, ir.AffineMulExpr):
-        prods = [x * y for x in a for y in b]
-        return min(prods), max(prods)
-    if isinstance(e, ir.AffineModExpr):
-        return 0, max(b[1] - 1, 0)
-    if isinstance(e, ir.AffineFloorDivExpr) and b[0] > 0:
-        return a[0] // b[0], a[1] // b[0]
-    if isinstance(e, ir.AffineCeilDivExpr) and b[0] > 0:
-        return -(-a[0] // b[0]), -(-a[1] // b[0])
-    raise ValueError(f"affine expression {e} has no interval")
-
-
-def value_range(v: ir.Value, ivs: dict[ir.Value, tuple[int, int]]) -> tuple[int, int]:
-    """Interval of an index value: an induction variable's from `ivs`, an
-    `affine.apply` of them through its map (what -convert-linalg-to-affine-loops
-    leaves for `oh + kh`), anything else (loop-invariant) 0."""
-    if v in ivs:
-        return ivs[v]
-    owner = owner_op(v)
-    if owner is not None and owner.name == "affine.apply":
-        amap = ir.AffineMapAttr(owner.attributes["map"]).value
-        return _range(amap.results[0], [value_range(o, ivs) for o in owner.operands])
-    return 0, 0
-
-
-def access_box(acc: Access, ivs: dict[ir.Value, tuple[int, int]]) -> list[tuple[int, int]]:
-    """Per dimension of the memref, the interval of indices `acc` touches."""
-    ranges = [value_range(v, ivs) for v in acc.indices[:acc.map.n_dims]]
-    return [_range(e, ranges) for e in acc.map.results]
+from nem.compile.nest_ir import (
+    Band,
+    Isolated,
+    access_box,
+    analyze_band,
+    const_bound,
+    top_level_nests,
+)
+from nem.compile.target import FAST_SPACE
 
 
 def footprint(band: Band, sizes: Sequence[int]) -> tuple[int, int]:
@@ -208,127 +85,6 @@ def choose_tile_sizes(band: Band, budget: int) -> list[int]:
 
 # --------------------------------------------------------------------------
 # per-nest upstream passes
-
-
-def _defined_inside(value: ir.Value, root: ir.Operation) -> bool:
-    owner = value.owner
-    op = owner.owner if isinstance(owner, ir.Block) else owner
-    while op is not None:
-        op = op.operation if isinstance(op, ir.OpView) else op
-        if op == root:
-            return True
-        op = op.parent
-    return False
-
-
-class Isolated:
-    """A nest moved into a temporary function of its own, for upstream passes
-    and transform scripts that work on a function or a whole payload:
-    external values become the function's arguments, constants are cloned
-    (`entry`: the function's block, `ret`: its return).  On leaving the
-    `with` block, everything the function then holds moves back where the
-    nest was (`moved`: those ops, in order)."""
-
-    def __init__(self, root: ir.Operation):
-        self.root = root
-        self.moved: list[ir.Operation] = []
-
-    def __enter__(self) -> Isolated:
-        root = self.root
-        external: list[ir.Value] = []
-        constants: list[ir.Value] = []
-
-        def collect(op: ir.Operation) -> ir.WalkResult:
-            for v in op.operands:
-                if not _defined_inside(v, root) and v not in external and v not in constants:
-                    owner = owner_op(v)
-                    if owner is not None and owner.name == "arith.constant":
-                        constants.append(v)
-                    else:
-                        external.append(v)
-            return ir.WalkResult.ADVANCE
-
-        root.walk(collect)
-        with ir.Location.unknown(root.context):
-            # where the results go back: a marker after the nest (finding the
-            # nest's successor by listing the block made each call linear in the
-            # block, the tile stage quadratic in the number of nests)
-            with ir.InsertionPoint.after(root):
-                self.anchor = arith.ConstantOp(ir.IndexType.get(), 0).operation
-            self.module = ir.Module.create()
-            with ir.InsertionPoint(self.module.body):
-                fn = func.FuncOp("nem_tile_nest", ([v.type for v in external], []))
-                self.entry = fn.add_entry_block()
-            with ir.InsertionPoint(self.entry):
-                self.ret = func.ReturnOp([]).operation
-            self.fn = fn.operation
-            self.spare: ir.Operation | None = None
-            mapping = list(zip(external, self.entry.arguments))
-            for c in constants:
-                owner = owner_op(c)
-                assert owner is not None, "a constant has a defining op"
-                clone = owner.clone(ir.InsertionPoint(self.ret))
-                mapping.append((c, clone.results[0]))
-        root.move_before(self.ret)
-        _replace_in(root, mapping)
-        self.external = external
-        return self
-
-    def ops(self) -> list[ir.Operation]:
-        """The ops the temporary function holds now (but its return)."""
-        return [o.operation for o in self.entry.operations if o.operation.name != "func.return"]
-
-    def run(self, pipeline: str) -> None:
-        """Run the func-level upstream `pipeline` on the temporary function."""
-        PassManager.parse(f"func.func({pipeline})").run(self.fn)
-
-    def snapshot(self) -> None:
-        """Keep a copy of the function as it is now, for `restore`."""
-        if self.spare is not None:
-            self.spare.erase()
-        self.spare = self.fn.clone(ir.InsertionPoint(self.module.body))
-
-    def restore(self) -> None:
-        """Make the function what it was at the last `snapshot` again."""
-        assert self.spare is not None, "restore without snapshot"
-        fresh = self.spare.clone(ir.InsertionPoint(self.module.body))
-        self.fn.erase()
-        self.fn = fresh
-        self.entry = fresh.regions[0].blocks[0]
-        self.ret = next(o.operation for o in self.entry.operations
-                        if o.operation.name == "func.return")
-
-    def __exit__(self, *exc: object) -> None:
-        self.moved = self.ops()
-        for op in self.moved:
-            op.move_before(self.anchor)
-        for arg, value in zip(self.entry.arguments, self.external):
-            arg.replace_all_uses_with(value)
-        self.anchor.erase()
-        del self.module  # the Module object owns (and frees) the temporary function
-
-
-def run_on_nest(root: ir.Operation, pipeline: str) -> list[ir.Operation]:
-    """Run the func-level upstream `pipeline` on the nest `root` alone (in a
-    temporary function, `Isolated`); returns the ops that replace the nest,
-    in order."""
-    with Isolated(root) as iso:
-        iso.run(pipeline)
-    return iso.moved
-
-
-def _replace_in(root: ir.Operation, mapping: Sequence[tuple[ir.Value, ir.Value]]) -> None:
-    def visit(op: ir.Operation) -> ir.WalkResult:
-        for old, new in mapping:
-            op.replace_uses_of_with(old, new)
-        return ir.WalkResult.ADVANCE
-
-    root.walk(visit)
-
-
-def top_level_nests(fn: ir.Operation) -> list[ir.Operation]:
-    return [o.operation for o in fn.regions[0].blocks[0].operations
-            if o.operation.name == "affine.for"]
 
 
 def band_sizes(band: Band, options, budget: int) -> list[int]:
@@ -433,7 +189,7 @@ def _nest_passes(band: Band, sizes: list[int], space: int) -> str:
     """The upstream passes tiling one nest by `sizes` and staging its tiles
     in memory space `space`."""
     passes = []
-    if any(_const_bound(loop, "lowerBoundMap") for loop in band.loops):
+    if any(const_bound(loop, "lowerBoundMap") for loop in band.loops):
         # an engine's part of a split nest (nem.compile.engines): loops from 0,
         # the offset folded into the indices
         passes.append("affine-loop-normalize,canonicalize")
@@ -446,21 +202,3 @@ def _nest_passes(band: Band, sizes: list[int], space: int) -> str:
     passes.append(f"affine-data-copy-generate{{generate-dma fast-mem-space={space} "
                   f"fast-mem-capacity={capacity_kib}}}")
     return ",".join(passes)
-
-
-def owner_op(v: ir.Value) -> ir.Operation | None:
-    """The op defining `v` (None for a block argument)."""
-    owner = v.owner
-    if isinstance(owner, ir.OpView):
-        return owner.operation
-    return owner if isinstance(owner, ir.Operation) else None
-
-
-def const_index(v: ir.Value) -> int | None:
-    """The value of an `index` constant, else None (loop bounds and steps,
-    `flops.py`)."""
-    owner = owner_op(v)
-    if owner is not None and owner.name == "arith.constant" and \
-            isinstance(v.type, ir.IndexType):
-        return ir.IntegerAttr(owner.attributes["value"]).value
-    return None

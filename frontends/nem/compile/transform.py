@@ -60,7 +60,7 @@ from mlir.dialects import arith, linalg, memref
 from mlir.dialects.transform import interpreter
 from mlir.passmanager import PassManager
 
-from nem.compile.pipeline import FAST_SPACE
+from nem.compile.target import FAST_SPACE
 from nem.frontends.upstream_dialects.upstream_ops import GENERALIZED_KNOWN
 
 TAG = "nem_tile"
@@ -114,7 +114,7 @@ def _sizes(fn: ir.Operation, device, options, engines: int = 1) -> list[Plan | N
     converted to affine loops, one nest per op, sized as the affine route
     sizes it and split over the engines as it splits it (None: an op
     without loops)."""
-    from nem.compile import tiling
+    from nem.compile import nest_ir, tiling
     from nem.compile.engines import choose_split, preloaded_memrefs
 
     # the whole module: the function may read its globals (constant weights)
@@ -124,12 +124,12 @@ def _sizes(fn: ir.Operation, device, options, engines: int = 1) -> list[Plan | N
                and ir.StringAttr(o.operation.attributes["sym_name"]).value == name)
     PassManager.parse("builtin.module(func.func(convert-linalg-to-affine-loops))").run(
         copy.operation)
-    all_nests = tiling.top_level_nests(cfn)
+    all_nests = nest_ir.top_level_nests(cfn)
     nests = iter(all_nests)
     ops = _linalg_ops(fn)
     looped = [op for op in ops if _has_loops(op)]
     if len(all_nests) != len(looped):
-        from nem.compile.pipeline import CompileError
+        from nem.compile.errors import CompileError
 
         raise CompileError("tile", "not supported: --route transform on a function whose "
                            f"linalg ops with loops ({len(looped)}) do not each become one "
@@ -142,7 +142,7 @@ def _sizes(fn: ir.Operation, device, options, engines: int = 1) -> list[Plan | N
         if not _has_loops(op):      # on 0-d operands only: nothing to tile, lowered as is
             out.append(None)
             continue
-        band = tiling.analyze_band(next(nests))
+        band = nest_ir.analyze_band(next(nests))
         if band is None or band.inner:
             out.append(None)
             continue
@@ -256,7 +256,7 @@ def tile_module(module: ir.Module, entry: ir.Operation, device, options, engines
     privatization, then the tiling one)."""
     from nem.compile.checkpoints import checkpoint
     from nem.compile.lower import xdsl_context
-    from nem.compile.tiling import run_on_nest
+    from nem.compile.nest_ir import run_on_nest
 
     ctx = xdsl_context()
     texts = []
@@ -294,18 +294,18 @@ def tile_module(module: ir.Module, entry: ir.Operation, device, options, engines
 
 def _tile_op(op: ir.Operation, k: int, plan: Plan, generalize: bool, device, options) -> str:
     """Tile op `nem_tile = k` by its plan, in a temporary function of its own
-    (`tiling.Isolated`), with sizes whose L1 need fits the device
+    (`nest_ir.Isolated`), with sizes whose L1 need fits the device
     (D-COMPILE-L1: tiled again with a smaller budget while it does not);
     returns the script applied.  One script per op, applied to that op alone
     (D-COMPILE-TRANSFORM-SCALE): its `structured.match` walks the op, not the
     whole function, and the interpreter tracks this op's handles only, so
     the stage is linear in the number of ops (one script for all of them
     was quadratic: 1000 ops, 18 s)."""
-    from nem.compile import l1_plan, tiling
+    from nem.compile import l1_plan, nest_ir, tiling
 
     applied: list[str] = []
     operands = len(op.operands)
-    with tiling.Isolated(op) as iso:
+    with nest_ir.Isolated(op) as iso:
         pristine = op.clone(ir.InsertionPoint(op))   # tiled again from this copy
         op.erase()
         base = iso.ops()                             # the copy and the cloned constants
@@ -316,7 +316,7 @@ def _tile_op(op: ir.Operation, k: int, plan: Plan, generalize: bool, device, opt
                     old.erase()
             target = pristine.clone(ir.InsertionPoint(iso.ret))
             text = script([(k, replace(plan, sizes=sizes), generalize, operands)])
-            _apply(target, text)
+            apply_transform(target, text)
             applied[:] = [text]
             return l1_plan.measure([o for o in iso.ops() if o not in base], options.pipeline)
 
@@ -331,7 +331,7 @@ def _tile_op(op: ir.Operation, k: int, plan: Plan, generalize: bool, device, opt
     return applied[0]
 
 
-def _apply(payload: ir.Module | ir.Operation, text: str) -> None:
+def apply_transform(payload: ir.Module | ir.Operation, text: str) -> None:
     """Run the transform module `text` on `payload` (a module, or one op that
     its script matches and transforms), in place."""
     transform = ir.Module.parse(text, payload.context)
@@ -356,7 +356,7 @@ def _privatize(module: ir.Module, fn: ir.Operation, todo: list[tuple[int, ir.Ope
         op.attributes[TAG] = ir.IntegerAttr.get(ir.IntegerType.get_signless(64), k)
         outputs[k] = op.operands[len(op.operands) - 1]     # the one output (one store)
     text = split_script([(k, plan) for k, _, plan in todo])
-    _apply(module, text)
+    apply_transform(module, text)
     i64 = ir.IntegerType.get_signless(64)
     for k, _, plan in todo:
         parts = [op for op in _linalg_ops(fn)
