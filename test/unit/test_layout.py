@@ -12,7 +12,7 @@ import jedi
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-NAMESPACE_ROOTS = ["nem_dialect", "frontends", "passes", "runtime", "devices", "cli"]
+NAMESPACE_ROOTS = ["nem_dialect", "frontends", "compile", "passes", "runtime", "devices", "cli"]
 
 
 @pytest.mark.parametrize(
