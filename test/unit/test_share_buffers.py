@@ -134,3 +134,18 @@ def test_packing_matches_first_fit_against_every_buffer():
             o is not it and offsets[it.buffer] < offsets[o.buffer] + o.size
             and offsets[o.buffer] < offsets[it.buffer] + it.size for o in items)]
         assert bl._sharing(items, offsets) == want
+
+
+def test_ordering_the_reuse_pairs_only_accesses_of_different_packed_buffers():
+    """Each packed buffer was race-free before packing: the ordering's scan
+    decides only pairs across them (fewer pairs, the same races)."""
+    from nem.analysis.hazard_finder import find_races
+
+    module, _ = _program(PROGRAM)
+    (packed,) = ShareBuffersPass().pack(pass_context(file="p.nem"), module)
+    assert set(packed.members.values()) == {"a", "b", "c"}
+    all_pairs = find_races(packed.program, buffers=packed.arenas)
+    across = find_races(packed.program, buffers=packed.arenas, members=packed.members)
+    assert across.work < all_pairs.work
+    assert [(r.earlier.inst.task.op, r.later.inst.task.op) for r in across.races] == \
+        [(r.earlier.inst.task.op, r.later.inst.task.op) for r in all_pairs.races] != []

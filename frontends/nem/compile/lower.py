@@ -129,8 +129,11 @@ def _lower(module, run_ctx, device: str, memory_spaces: str, func_name: str, opt
         # then tiles of nests that run one after the other share L1 (D-LOW-SHARE)
         share = ShareBuffersPass(level="L1", over_capacity_only=True, device=device,
                                  remarks=True, include_dirs=tuple(options.include_dirs))
-        step(share.name, lambda: share.apply(run_ctx, module))
+        packed = step(share.name, lambda: share.pack(run_ctx, module))
+        # a program that still overflows L1 is tiled again: checked before ordering
         _check_l1(module, device, options.include_dirs)
+        for p in packed:
+            step(f"{share.name} (ordering)", p.order)
     except NemDiagnosticError as e:
         if options.route == "affine":
             for d in e.diagnostics:   # a partial tile the affine route cannot lower

@@ -97,8 +97,11 @@ def _plus(offset: SSAValue, base: int, before: RegionOp) -> SSAValue:
     return add.result
 
 
-def share(program: ProgramOp, packing: Packing) -> BufferOp:
-    """Rewrite `program` so that `packing`'s buffers are regions of one arena."""
+def share(program: ProgramOp, packing: Packing) -> tuple[BufferOp, dict[Operation, str]]:
+    """Rewrite `program` so that `packing`'s buffers are regions of one
+    arena; returns it with the packed buffer (its name) each of its regions
+    was a region of."""
+    origin: dict[Operation, str] = {}
     index = statement_index(program)
     members = sorted(packing.offsets, key=index.__getitem__)
     first = members[0]
@@ -115,11 +118,33 @@ def share(program: ProgramOp, packing: Packing) -> BufferOp:
             if base:
                 region.operands[1] = _plus(region.offset, base, region)
             region.operands[0] = arena.result
+            origin[region] = buf.buffer_name.data
         old_size = buf.size.owner
         Rewriter.erase_op(buf)
         if isinstance(old_size, arith.ConstantOp) and not old_size.result.uses:
             Rewriter.erase_op(old_size)
-    return arena
+    return arena, origin
+
+
+@dataclass
+class Packed:
+    """A program whose arenas `nem-share-buffers` declared, not yet ordered."""
+
+    program: ProgramOp
+    limit: int | None
+    """The live-token limit the ordering keeps to."""
+    arenas: list[SSAValue]
+    members: dict[Operation, str]
+    """Each region of an arena -> the packed buffer it was a region of."""
+
+    def order(self) -> None:
+        """Order the reuse (D-LOW-SHARE): only accesses of the arenas, and
+        only pairs of different packed buffers, are new conflicts (each
+        buffer was race-free, the rest of the program too, and ordering
+        added for them keeps it so)."""
+        from nem.passes.synthesize_deps import synthesize
+
+        synthesize(self.program, self.limit, buffers=self.arenas, members=self.members)
 
 
 @dataclass(frozen=True)
@@ -146,30 +171,39 @@ class ShareBuffersPass(ModulePass):
     include_dirs: tuple[str, ...] = ()
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
+        for packed in self.pack(ctx, op):
+            packed.order()
+
+    def pack(self, ctx: Context, op: ModuleOp) -> list[Packed]:
+        """Declare the arenas (and report the remarks); the programs then
+        need `Packed.order` to be race-free (`nem-compile` checks L1 in
+        between: a program that still overflows is tiled again, and its
+        ordering would be wasted)."""
         from nem.passes.device import target_device
-        from nem.passes.synthesize_deps import programs, synthesize
+        from nem.passes.synthesize_deps import programs
 
         diags: list[Diagnostic] = []
+        out = []
         for prog in programs(op):
             device = target_device(ctx, prog, self.device, self.include_dirs)
             levels = selected_levels(self.level, prog)
             if self.over_capacity_only:
                 levels = [lv for lv in levels if _over_capacity(prog, device, lv)]
-            found = packings(prog, levels)
-            arenas = []
-            for packing in found:
-                arena = share(prog, packing)
+            arenas: list[SSAValue] = []
+            members: dict[Operation, str] = {}
+            for packing in packings(prog, levels):
+                arena, regions = share(prog, packing)
                 arenas.append(arena.result)
+                members.update(regions)
                 diags.append(_remark(packing, arena))
-            if not found:
+            if not arenas:
                 continue
             limit = self.max_tokens
             if limit is None and device is not None:
                 limit = device.max_active_tokens
-            # only the arenas' accesses are new conflicts (the rest was race-free
-            # and ordering added for the arenas keeps it so)
-            synthesize(prog, limit, buffers=arenas)
+            out.append(Packed(prog, limit, arenas, members))
         report(ctx, diags if self.remarks else [])
+        return out
 
 
 def _over_capacity(program: ProgramOp, device: Device | None, level: str) -> bool:

@@ -37,7 +37,7 @@ from __future__ import annotations
 import heapq
 import itertools
 
-from collections.abc import Collection, Iterable, Iterator
+from collections.abc import Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 
 from nem.analysis.happens_before import StaticTask, Structure
@@ -75,6 +75,10 @@ class Synthesizer:
     max_instances: int = MAX_TASK_INSTANCES
     buffers: Collection[SSAValue] | None = None
     """Order only the accesses of these buffers (None: all)."""
+    members: Mapping[Operation, object] | None = None
+    """Region op -> the buffer it was a region of: pairs of accesses of one
+    member are known race-free (`find_races`: an arena's packed buffers,
+    D-LOW-SHARE)."""
     remarks: list[Diagnostic] = field(default_factory=list)
     closing: dict[Block, WaitOp] = field(default_factory=dict)
     """The wait this pass put at the end of each block."""
@@ -101,7 +105,8 @@ class Synthesizer:
         pruned = False
         for _ in range(MAX_ROUNDS):
             self.close_blocks()
-            scan = find_races(self.program, self.max_instances, self.cache, self.buffers)
+            scan = find_races(self.program, self.max_instances, self.cache, self.buffers,
+                              self.members)
             races = scan.races
             if not races:
                 if pruned:
@@ -198,7 +203,8 @@ class Synthesizer:
         for task, d in reversed(candidates):
             deps = list(task.deps)
             task.set_deps([x for x in deps if x is not d])
-            if find_races(self.program, self.max_instances, self.cache, self.buffers).races:
+            if find_races(self.program, self.max_instances, self.cache, self.buffers,
+                              self.members).races:
                 task.set_deps(deps)
                 continue
             self.added[task].remove(d)
@@ -389,12 +395,14 @@ def _error(message: str, at: Operation, fix: str | None = None) -> NemDiagnostic
 
 def synthesize(program: ProgramOp, limit: int | None, narrow_windows: bool = False,
                max_instances: int = MAX_TASK_INSTANCES,
-               buffers: Collection[SSAValue] | None = None) -> list[Diagnostic]:
+               buffers: Collection[SSAValue] | None = None,
+               members: Mapping[Operation, object] | None = None) -> list[Diagnostic]:
     """Add the deps and waits of `program`; returns the remarks (narrowed
     windows).  With `buffers`, only the races on those buffers are ordered
     (the rest of the program is known race-free: ordering added for them
-    leaves it so)."""
-    s = Synthesizer(program, limit, narrow_windows, max_instances, buffers)
+    leaves it so); with `members`, only those between different members
+    (`find_races`)."""
+    s = Synthesizer(program, limit, narrow_windows, max_instances, buffers, members)
     s.run()
     return s.remarks
 
