@@ -44,6 +44,8 @@ from nem.analysis.buffer_lifetimes import Packing, packings, statement_index
 from nem.dialect.attributes import BufferType, MemLevelAttr
 from nem.dialect.device_model import Device
 from nem.dialect.diagnostics import Diagnostic, NemDiagnosticError, SourceLoc
+from nem.dialect.expressions import Evaluator
+from nem.dialect.semantics import footprint, layout
 from nem.dialect.ops import BufferOp, ProgramOp, RegionOp
 from nem.passes.pass_context import report
 
@@ -204,6 +206,42 @@ class ShareBuffersPass(ModulePass):
             out.append(Packed(prog, limit, arenas, members))
         report(ctx, diags if self.remarks else [])
         return out
+
+
+def packed_footprints(program: ProgramOp, device: Device | None, option: str = "L1",
+                      over_capacity_only: bool = True) -> dict[str, int]:
+    """The bytes each level key of `program` would span once `pack` (with
+    these options) packed it, as `capacity.memory_maps` lays the arenas and
+    the other buffers out, computed without rewriting: `nem-compile` asks
+    before ordering the program whether its L1 will fit (D-COMPILE-L1).
+    Equal to the packed program's when the statements using buffers do not
+    change in between (the ordering adds deps and waits only)."""
+    from nem.analysis.capacity import all_buffers, buffer_instances, level_key, size_and_align
+
+    levels = selected_levels(option, program)
+    if over_capacity_only:
+        levels = [lv for lv in levels if _over_capacity(program, device, lv)]
+    found = packings(program, levels)
+    arena_at = {}   # the first packed buffer in statement order -> its packing
+    packed: set[BufferOp] = set()
+    index = statement_index(program)
+    for packing in found:
+        arena_at[min(packing.offsets, key=index.__getitem__)] = packing
+        packed.update(packing.offsets)
+    ev = Evaluator()
+    items: dict[str, list[tuple[object, int, int]]] = {}
+    for op in all_buffers(program.block):
+        if op in arena_at:
+            p = arena_at[op]
+            items.setdefault(level_key(MemLevelAttr(p.level)), []).append((p, p.size, p.align))
+        if op in packed:
+            continue
+        placed = size_and_align(op, ev)
+        if placed is None:
+            continue
+        for c in range(buffer_instances(op, ev)):
+            items.setdefault(level_key(op.result.type.level), []).append(((op, c), *placed))
+    return {key: footprint(layout(lst)) for key, lst in items.items()}
 
 
 def _over_capacity(program: ProgramOp, device: Device | None, level: str) -> bool:
