@@ -115,20 +115,23 @@ class Synthesizer:
                 pruned = True
                 self.prune()
                 continue
-            pending: dict[TaskOp, dict[SSAValue, None]] = {}
+            pending: dict[TaskOp, dict[SSAValue, bool]] = {}
             changed = [self.repair(r, pending) for r in races]
             for later, tokens in pending.items():   # one rewrite of each task's operands
-                later.set_deps([*later.deps, *tokens])
-                self.added.setdefault(later, []).extend(tokens)
+                new = [t for t, added in tokens.items() if added]
+                if new:
+                    later.set_deps([*later.deps, *new])
+                    self.added.setdefault(later, []).extend(new)
             self.reduce()
             if not any(changed):
                 break
         raise NemDiagnosticError([_cannot(r) for r in races])
 
-    def repair(self, race: Race, pending: dict[TaskOp, dict[SSAValue, None]]) -> bool:
+    def repair(self, race: Race, pending: dict[TaskOp, dict[SSAValue, bool]]) -> bool:
         """Order one race, the dep it needs added to `pending` (later task ->
-        its new deps, set once the round's races are all repaired); False
-        when this pass cannot."""
+        its deps, each True when added, set once the round's races are all
+        repaired: the task's deps are read once, not per race); False when
+        this pass cannot."""
         a, b, order = race.earlier.inst.task, race.later.inst.task, race.order
         if order.loop is not None:
             return self.narrow(order.loop, order.distance or 1, race)
@@ -136,10 +139,12 @@ class Synthesizer:
             return False  # the closing wait of a's block covers it once a is a sink
         token = a.op.results[0]
         later = b.op
-        new = pending.setdefault(later, {})
-        if token in new or token in later.deps:
+        deps = pending.get(later)
+        if deps is None:
+            deps = pending[later] = dict.fromkeys(later.deps, False)
+        if token in deps:
             return False
-        new[token] = None
+        deps[token] = True
         return True
 
     def narrow(self, loop: LoopOp, distance: int, race: Race) -> bool:
