@@ -323,8 +323,9 @@ class HazardFinder:
             self._record(x, y, tx, ty, witness)
 
     def _same_member(self, pair: PairKey) -> bool:
-        m = self.members.get(pair[0].region.owner)
-        return m is not None and m == self.members.get(pair[1].region.owner)
+        a, b = (acc.region.owner for acc in pair)
+        m = self.members.get(a) if isinstance(a, Operation) else None
+        return m is not None and isinstance(b, Operation) and m == self.members.get(b)
 
     def _quasi_affine(self, acc: StaticAccess) -> bool:
         """Whether isl can take `acc` (else its buffer is replayed)."""
