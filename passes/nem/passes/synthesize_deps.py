@@ -109,7 +109,8 @@ class Synthesizer:
                               self.members)
             races = scan.races
             if not races:
-                if pruned:
+                if pruned or not any(self.added.values()):
+                    # nothing added: pruning and a confirming scan would change nothing
                     self.minimize(scan.work)
                     return
                 pruned = True
