@@ -15,8 +15,9 @@ Reuse creates conflicts the program did not have: the last accesses of the
 old contents against the first accesses of the new ones (write-after-read,
 write-after-write, and read-after-write for a read of not yet written
 bytes).  They are ordered by the machinery of `nem-synthesize-deps`
-(D-DEPS-SYNTH), run on the packed program for the arenas' accesses only
-(the other buffers were race-free, and added ordering keeps them so): a
+(D-DEPS-SYNTH), run on the packed program for the arenas' accesses only,
+and only for pairs of accesses of different packed buffers (each buffer
+and the other buffers were race-free, and added ordering keeps them so): a
 dep from the earlier task or the closing wait of the loop that held it.  The two accesses are in
 different top-level statements, so no loop window has to shrink.
 
