@@ -86,13 +86,15 @@ def test_locations_survive_bufferize_and_tile(route):
 
 
 def _relu_expand_relu():
-    """Relu -> Expand [3,1] -> [2,3,2] -> Relu: node 1 is the broadcast."""
+    """Relu -> Expand [3,1] -> [2,3,2] -> Relu: node 1 is the broadcast (each
+    result an output too: with one user each, the three would be fused into
+    one body, D-COMPILE-FUSE)."""
     g = samples.GraphBuilder("f32", seed=4)
-    y = g.op("Relu", ["x"], name="first")
-    y = g.op("Expand", [y, g.init("shape", np.array([2, 3, 2]), exact_dtype=True)],
-             name="widen")
-    y = g.op("Relu", [y], name="last")
-    return g.model("bcast", {"x": (3, 1)}, {"out": y})
+    first = g.op("Relu", ["x"], name="first")
+    wide = g.op("Expand", [first, g.init("shape", np.array([2, 3, 2]), exact_dtype=True)],
+                name="widen")
+    y = g.op("Relu", [wide], name="last")
+    return g.model("bcast", {"x": (3, 1)}, {"out": y, "first": first, "wide": wide})
 
 
 @pytest.mark.parametrize("route", ["affine", "transform"])

@@ -134,3 +134,32 @@ def test_packing_matches_first_fit_against_every_buffer():
             o is not it and offsets[it.buffer] < offsets[o.buffer] + o.size
             and offsets[o.buffer] < offsets[it.buffer] + it.size for o in items)]
         assert bl._sharing(items, offsets) == want
+
+
+def test_ordering_the_reuse_pairs_only_accesses_of_different_packed_buffers():
+    """Each packed buffer was race-free before packing: the ordering's scan
+    decides only pairs across them (fewer pairs, the same races)."""
+    from nem.analysis.hazard_finder import find_races
+
+    module, _ = _program(PROGRAM)
+    (packed,) = ShareBuffersPass().pack(pass_context(file="p.nem"), module)
+    assert set(packed.members.values()) == {"a", "b", "c"}
+    all_pairs = find_races(packed.program, buffers=packed.arenas)
+    across = find_races(packed.program, buffers=packed.arenas, members=packed.members)
+    assert across.work < all_pairs.work
+    assert [(r.earlier.inst.task.op, r.later.inst.task.op) for r in across.races] == \
+        [(r.earlier.inst.task.op, r.later.inst.task.op) for r in all_pairs.races] != []
+
+
+def test_packed_footprints_are_those_of_the_packed_program():
+    """What nem-compile asks before ordering (D-COMPILE-L1) is what the
+    capacity check measures once the buffers are packed."""
+    from nem.analysis.capacity import memory_maps
+    from nem.dialect.semantics.layout import footprint
+    from nem.passes.share_buffers import packed_footprints
+
+    module, prog = _program(PROGRAM)
+    before = packed_footprints(prog, None, "L1", over_capacity_only=False)
+    ShareBuffersPass().pack(pass_context(file="p.nem"), module)
+    after = {key: footprint(placed) for key, placed in memory_maps(prog).items()}
+    assert before == after and before["L1[0]"] == 512

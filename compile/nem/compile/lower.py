@@ -113,8 +113,11 @@ def _lower(module, run_ctx, device: str, memory_spaces: str, func_name: str, opt
            consts: str, step: Steps) -> None:
     """`lower-to-nem` (pass by pass) then `nem-share-buffers` on `module`;
     the initial contents of its globals go to `consts` (an .npz)."""
+    from xdsl.transforms.dead_code_elimination import DeadCodeElimination
+
     from nem.compile.errors import CompileError
     from nem.dialect.diagnostics import NemDiagnosticError
+    from nem.passes.forward_fills import ForwardZeroFillsPass
     from nem.passes.lowering.passes import LowerToNemPass
     from nem.passes.share_buffers import ShareBuffersPass
 
@@ -126,14 +129,24 @@ def _lower(module, run_ctx, device: str, memory_spaces: str, func_name: str, opt
                                entry=func_name, remarks=True,
                                include_dirs=tuple(options.include_dirs), weights=consts,
                                pipeline_tiles=options.pipeline and options.route == "transform")
-        for p in lower.pipeline():
-            step(p.name, partial(p.apply, run_ctx, module))
         # every nest's tiles fit L1 (D-COMPILE-TILES), all nests' together need not:
         # then tiles of nests that run one after the other share L1 (D-LOW-SHARE)
         share = ShareBuffersPass(level="L1", over_capacity_only=True, device=device,
                                  remarks=True, include_dirs=tuple(options.include_dirs))
-        step(share.name, lambda: share.apply(run_ctx, module))
+        for p in lower.pipeline():
+            step(p.name, partial(p.apply, run_ctx, module))
+            if isinstance(p, ForwardZeroFillsPass):
+                # the ordering adds deps and waits, never a use of a buffer: whether
+                # L1 fits once packed is known now, and a program that will not fit
+                # is tiled again without being ordered first (D-COMPILE-L1)
+                step("dce", partial(DeadCodeElimination().apply, run_ctx, module))
+                step("L1 estimate", lambda: _check_packed_l1(module, share, device,
+                                                              options.include_dirs))
+        packed = step(share.name, lambda: share.pack(run_ctx, module))
+        # a program that still overflows L1 is tiled again: checked before ordering
         _check_l1(module, device, options.include_dirs)
+        for p in packed:
+            step(f"{share.name} (ordering)", p.order)
     except NemDiagnosticError as e:
         if options.route == "affine":
             for d in e.diagnostics:   # a partial tile the affine route cannot lower
@@ -169,6 +182,27 @@ def _check_l1(module, device: str, include_dirs: Sequence[str]) -> None:
         ratio = max(footprint(placed) / (capacity(dev, key) or 1)
                     for key, placed in memory_maps(prog).items() if key.startswith("L1"))
         raise OverCapacity(ratio, "\n".join(d.render() for d in errors))
+
+
+def _check_packed_l1(module, share, device: str, include_dirs: Sequence[str]) -> None:
+    """DEV-16 on the L1 levels as `share` will pack them (D-LOW-SHARE), asked
+    of the unordered program (`share_buffers.packed_footprints`)."""
+    from nem.analysis.capacity import capacity
+    from nem.devices.device_lookup import find_device
+    from nem.dialect.ops import ProgramOp
+    from nem.passes.share_buffers import packed_footprints
+
+    dev = find_device(device, tuple(include_dirs))
+    for prog in (op for op in module.walk() if isinstance(op, ProgramOp)):
+        over = [(need / cap, key, need, cap) for key, need in packed_footprints(
+            prog, dev, share.level, share.over_capacity_only).items()
+            if key.startswith("L1") and (cap := capacity(dev, key)) and need > cap]
+        if over:
+            ratio = max(o[0] for o in over)
+            raise OverCapacity(ratio, "\n".join(
+                f"error: buffers at {key} span {need} bytes once packed (D-LOW-SHARE) but "
+                f"device '{dev.name}' has l1_size_bytes = {cap} [DEV-16]"
+                for _, key, need, cap in over))
 
 
 def escape_reason(message: str) -> str:

@@ -81,12 +81,13 @@ def buffer_instances(op: BufferOp, ev: Evaluator) -> int:
     return loop_copies(tuple(reversed(loops)), ev)
 
 
-def _buffers(block: Block) -> Iterator[BufferOp]:
+def all_buffers(block: Block) -> Iterator[BufferOp]:
+    """The buffers declared in `block` and its loops, in program order."""
     for op in block.ops:
         if isinstance(op, BufferOp):
             yield op
         elif isinstance(op, LoopOp):
-            yield from _buffers(op.block)
+            yield from all_buffers(op.block)
 
 
 def size_and_align(op: BufferOp, ev: Evaluator) -> tuple[int, int] | None:
@@ -107,7 +108,7 @@ def memory_maps(prog: ProgramOp, ev: Evaluator | None = None) -> dict[str, list[
     out (the static verifier reports them)."""
     ev = ev or Evaluator()
     items: dict[str, list[tuple[Placed, int, int]]] = {}
-    for op in _buffers(prog.block):
+    for op in all_buffers(prog.block):
         placed = size_and_align(op, ev)
         if placed is None:
             continue

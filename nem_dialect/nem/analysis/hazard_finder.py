@@ -38,7 +38,7 @@ from __future__ import annotations
 import bisect
 import heapq
 import itertools
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 
 import islpy as isl
@@ -112,7 +112,8 @@ class RaceCache:
 
 class HazardFinder:
     def __init__(self, program: ProgramOp, max_instances: int = MAX_TASK_INSTANCES,
-                 cache: RaceCache | None = None, buffers: Collection[SSAValue] | None = None):
+                 cache: RaceCache | None = None, buffers: Collection[SSAValue] | None = None,
+                 members: Mapping[Operation, object] | None = None):
         self.program = program
         self.s = Structure(program)
         self.ev = Evaluator()
@@ -125,6 +126,10 @@ class HazardFinder:
         self.max_instances = max_instances
         self.buffers = buffers
         """Only the accesses of these buffers (None: all)."""
+        self.members = members or {}
+        """Region ops -> what they were a region of: two accesses through
+        regions of one such member are known race-free (the buffers an arena
+        of `nem-share-buffers` packs, each race-free before, D-LOW-SHARE)."""
         self._enum: Enumeration | None = None
         windows: dict[SSAValue, tuple[int, ...]] = {}
         for op in program.walk():
@@ -259,7 +264,9 @@ class HazardFinder:
                 if self.buffers is not None and buf not in self.buffers:
                     continue
                 if all(self._quasi_affine(a) for a in accs):
-                    cache.pairs += self._pairs(accs)
+                    pairs = self._pairs(accs)
+                    cache.pairs += [p for p in pairs if not self._same_member(p)] \
+                        if self.members else pairs
                 else:
                     cache.replayed.append(accs)
         for x, y in cache.pairs:
@@ -293,6 +300,11 @@ class HazardFinder:
             self.cache.verdicts[key] = (facts, witness)
         if witness is not None:
             self._record(x, y, tx, ty, witness)
+
+    def _same_member(self, pair: PairKey) -> bool:
+        a, b = (acc.region.owner for acc in pair)
+        m = self.members.get(a) if isinstance(a, Operation) else None
+        return m is not None and isinstance(b, Operation) and m == self.members.get(b)
 
     def _quasi_affine(self, acc: StaticAccess) -> bool:
         """Whether isl can take `acc` (else its buffer is replayed)."""
@@ -695,14 +707,18 @@ class RaceScan:
 
 def find_races(program: ProgramOp, max_instances: int = MAX_TASK_INSTANCES,
                cache: RaceCache | None = None,
-               buffers: Collection[SSAValue] | None = None) -> RaceScan:
+               buffers: Collection[SSAValue] | None = None,
+               members: Mapping[Operation, object] | None = None) -> RaceScan:
     """The races `find_hazards` reports, as records (and its warnings): for
     passes that repair them (`nem-synthesize-deps`, which passes one `cache`
     to every scan of a program whose accesses it does not change).  With
     `buffers`, only the races on those buffers (`nem-share-buffers`: the
-    arenas, all that packing changed)."""
+    arenas, all that packing changed); with `members` (region op -> the
+    buffer it was a region of), not the pairs of accesses of one member
+    (an arena's packed buffers, each race-free before packing: only pairs
+    across members are new)."""
     with no_cyclic_gc():
-        finder = HazardFinder(program, max_instances, cache, buffers)
+        finder = HazardFinder(program, max_instances, cache, buffers, members)
         finder.run()
         return RaceScan([Race(a, b, o) for _, a, b, o in finder.races()],
                         finder.warnings, finder.work)

@@ -15,8 +15,9 @@ Reuse creates conflicts the program did not have: the last accesses of the
 old contents against the first accesses of the new ones (write-after-read,
 write-after-write, and read-after-write for a read of not yet written
 bytes).  They are ordered by the machinery of `nem-synthesize-deps`
-(D-DEPS-SYNTH), run on the packed program for the arenas' accesses only
-(the other buffers were race-free, and added ordering keeps them so): a
+(D-DEPS-SYNTH), run on the packed program for the arenas' accesses only,
+and only for pairs of accesses of different packed buffers (each buffer
+and the other buffers were race-free, and added ordering keeps them so): a
 dep from the earlier task or the closing wait of the loop that held it.  The two accesses are in
 different top-level statements, so no loop window has to shrink.
 
@@ -44,6 +45,8 @@ from nem.analysis.buffer_lifetimes import Packing, packings, statement_index
 from nem.dialect.attributes import BufferType, MemLevelAttr
 from nem.dialect.device_model import Device
 from nem.dialect.diagnostics import Diagnostic, NemDiagnosticError, SourceLoc
+from nem.dialect.expressions import Evaluator
+from nem.dialect.semantics.layout import footprint, layout
 from nem.dialect.ops import BufferOp, ProgramOp, RegionOp
 from nem.passes.pass_context import report
 
@@ -97,8 +100,11 @@ def _plus(offset: SSAValue, base: int, before: RegionOp) -> SSAValue:
     return add.result
 
 
-def share(program: ProgramOp, packing: Packing) -> BufferOp:
-    """Rewrite `program` so that `packing`'s buffers are regions of one arena."""
+def share(program: ProgramOp, packing: Packing) -> tuple[BufferOp, dict[Operation, str]]:
+    """Rewrite `program` so that `packing`'s buffers are regions of one
+    arena; returns it with the packed buffer (its name) each of its regions
+    was a region of."""
+    origin: dict[Operation, str] = {}
     index = statement_index(program)
     members = sorted(packing.offsets, key=index.__getitem__)
     first = members[0]
@@ -115,11 +121,33 @@ def share(program: ProgramOp, packing: Packing) -> BufferOp:
             if base:
                 region.operands[1] = _plus(region.offset, base, region)
             region.operands[0] = arena.result
+            origin[region] = buf.buffer_name.data
         old_size = buf.size.owner
         Rewriter.erase_op(buf)
         if isinstance(old_size, arith.ConstantOp) and not old_size.result.uses:
             Rewriter.erase_op(old_size)
-    return arena
+    return arena, origin
+
+
+@dataclass
+class Packed:
+    """A program whose arenas `nem-share-buffers` declared, not yet ordered."""
+
+    program: ProgramOp
+    limit: int | None
+    """The live-token limit the ordering keeps to."""
+    arenas: list[SSAValue]
+    members: dict[Operation, str]
+    """Each region of an arena -> the packed buffer it was a region of."""
+
+    def order(self) -> None:
+        """Order the reuse (D-LOW-SHARE): only accesses of the arenas, and
+        only pairs of different packed buffers, are new conflicts (each
+        buffer was race-free, the rest of the program too, and ordering
+        added for them keeps it so)."""
+        from nem.passes.synthesize_deps import synthesize
+
+        synthesize(self.program, self.limit, buffers=self.arenas, members=self.members)
 
 
 @dataclass(frozen=True)
@@ -146,30 +174,75 @@ class ShareBuffersPass(ModulePass):
     include_dirs: tuple[str, ...] = ()
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
+        for packed in self.pack(ctx, op):
+            packed.order()
+
+    def pack(self, ctx: Context, op: ModuleOp) -> list[Packed]:
+        """Declare the arenas (and report the remarks); the programs then
+        need `Packed.order` to be race-free (`nem-compile` checks L1 in
+        between: a program that still overflows is tiled again, and its
+        ordering would be wasted)."""
         from nem.passes.device import target_device
-        from nem.passes.synthesize_deps import programs, synthesize
+        from nem.passes.synthesize_deps import programs
 
         diags: list[Diagnostic] = []
+        out = []
         for prog in programs(op):
             device = target_device(ctx, prog, self.device, self.include_dirs)
             levels = selected_levels(self.level, prog)
             if self.over_capacity_only:
                 levels = [lv for lv in levels if _over_capacity(prog, device, lv)]
-            found = packings(prog, levels)
-            arenas = []
-            for packing in found:
-                arena = share(prog, packing)
+            arenas: list[SSAValue] = []
+            members: dict[Operation, str] = {}
+            for packing in packings(prog, levels):
+                arena, regions = share(prog, packing)
                 arenas.append(arena.result)
+                members.update(regions)
                 diags.append(_remark(packing, arena))
-            if not found:
+            if not arenas:
                 continue
             limit = self.max_tokens
             if limit is None and device is not None:
                 limit = device.max_active_tokens
-            # only the arenas' accesses are new conflicts (the rest was race-free
-            # and ordering added for the arenas keeps it so)
-            synthesize(prog, limit, buffers=arenas)
+            out.append(Packed(prog, limit, arenas, members))
         report(ctx, diags if self.remarks else [])
+        return out
+
+
+def packed_footprints(program: ProgramOp, device: Device | None, option: str = "L1",
+                      over_capacity_only: bool = True) -> dict[str, int]:
+    """The bytes each level key of `program` would span once `pack` (with
+    these options) packed it, as `capacity.memory_maps` lays the arenas and
+    the other buffers out, computed without rewriting: `nem-compile` asks
+    before ordering the program whether its L1 will fit (D-COMPILE-L1).
+    Equal to the packed program's when the statements using buffers do not
+    change in between (the ordering adds deps and waits only)."""
+    from nem.analysis.capacity import all_buffers, buffer_instances, level_key, size_and_align
+
+    levels = selected_levels(option, program)
+    if over_capacity_only:
+        levels = [lv for lv in levels if _over_capacity(program, device, lv)]
+    found = packings(program, levels)
+    arena_at = {}   # the first packed buffer in statement order -> its packing
+    packed: set[BufferOp] = set()
+    index = statement_index(program)
+    for packing in found:
+        arena_at[min(packing.offsets, key=index.__getitem__)] = packing
+        packed.update(packing.offsets)
+    ev = Evaluator()
+    items: dict[str, list[tuple[object, int, int]]] = {}
+    for op in all_buffers(program.block):
+        if op in arena_at:
+            p = arena_at[op]
+            items.setdefault(level_key(MemLevelAttr(p.level)), []).append((p, p.size, p.align))
+        if op in packed:
+            continue
+        placed = size_and_align(op, ev)
+        if placed is None:
+            continue
+        for c in range(buffer_instances(op, ev)):
+            items.setdefault(level_key(op.result.type.level), []).append(((op, c), *placed))
+    return {key: footprint(layout(lst)) for key, lst in items.items()}
 
 
 def _over_capacity(program: ProgramOp, device: Device | None, level: str) -> bool:

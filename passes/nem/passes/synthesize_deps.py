@@ -37,7 +37,7 @@ from __future__ import annotations
 import heapq
 import itertools
 
-from collections.abc import Collection, Iterable, Iterator
+from collections.abc import Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 
 from nem.analysis.happens_before import StaticTask, Structure
@@ -75,6 +75,10 @@ class Synthesizer:
     max_instances: int = MAX_TASK_INSTANCES
     buffers: Collection[SSAValue] | None = None
     """Order only the accesses of these buffers (None: all)."""
+    members: Mapping[Operation, object] | None = None
+    """Region op -> the buffer it was a region of: pairs of accesses of one
+    member are known race-free (`find_races`: an arena's packed buffers,
+    D-LOW-SHARE)."""
     remarks: list[Diagnostic] = field(default_factory=list)
     closing: dict[Block, WaitOp] = field(default_factory=dict)
     """The wait this pass put at the end of each block."""
@@ -101,29 +105,34 @@ class Synthesizer:
         pruned = False
         for _ in range(MAX_ROUNDS):
             self.close_blocks()
-            scan = find_races(self.program, self.max_instances, self.cache, self.buffers)
+            scan = find_races(self.program, self.max_instances, self.cache, self.buffers,
+                              self.members)
             races = scan.races
             if not races:
-                if pruned:
+                if pruned or not any(self.added.values()):
+                    # nothing added: pruning and a confirming scan would change nothing
                     self.minimize(scan.work)
                     return
                 pruned = True
                 self.prune()
                 continue
-            pending: dict[TaskOp, dict[SSAValue, None]] = {}
+            pending: dict[TaskOp, dict[SSAValue, bool]] = {}
             changed = [self.repair(r, pending) for r in races]
             for later, tokens in pending.items():   # one rewrite of each task's operands
-                later.set_deps([*later.deps, *tokens])
-                self.added.setdefault(later, []).extend(tokens)
+                new = [t for t, added in tokens.items() if added]
+                if new:
+                    later.set_deps([*later.deps, *new])
+                    self.added.setdefault(later, []).extend(new)
             self.reduce()
             if not any(changed):
                 break
         raise NemDiagnosticError([_cannot(r) for r in races])
 
-    def repair(self, race: Race, pending: dict[TaskOp, dict[SSAValue, None]]) -> bool:
+    def repair(self, race: Race, pending: dict[TaskOp, dict[SSAValue, bool]]) -> bool:
         """Order one race, the dep it needs added to `pending` (later task ->
-        its new deps, set once the round's races are all repaired); False
-        when this pass cannot."""
+        its deps, each True when added, set once the round's races are all
+        repaired: the task's deps are read once, not per race); False when
+        this pass cannot."""
         a, b, order = race.earlier.inst.task, race.later.inst.task, race.order
         if order.loop is not None:
             return self.narrow(order.loop, order.distance or 1, race)
@@ -131,10 +140,12 @@ class Synthesizer:
             return False  # the closing wait of a's block covers it once a is a sink
         token = a.op.results[0]
         later = b.op
-        new = pending.setdefault(later, {})
-        if token in new or token in later.deps:
+        deps = pending.get(later)
+        if deps is None:
+            deps = pending[later] = dict.fromkeys(later.deps, False)
+        if token in deps:
             return False
-        new[token] = None
+        deps[token] = True
         return True
 
     def narrow(self, loop: LoopOp, distance: int, race: Race) -> bool:
@@ -198,7 +209,8 @@ class Synthesizer:
         for task, d in reversed(candidates):
             deps = list(task.deps)
             task.set_deps([x for x in deps if x is not d])
-            if find_races(self.program, self.max_instances, self.cache, self.buffers).races:
+            if find_races(self.program, self.max_instances, self.cache, self.buffers,
+                              self.members).races:
                 task.set_deps(deps)
                 continue
             self.added[task].remove(d)
@@ -389,12 +401,14 @@ def _error(message: str, at: Operation, fix: str | None = None) -> NemDiagnostic
 
 def synthesize(program: ProgramOp, limit: int | None, narrow_windows: bool = False,
                max_instances: int = MAX_TASK_INSTANCES,
-               buffers: Collection[SSAValue] | None = None) -> list[Diagnostic]:
+               buffers: Collection[SSAValue] | None = None,
+               members: Mapping[Operation, object] | None = None) -> list[Diagnostic]:
     """Add the deps and waits of `program`; returns the remarks (narrowed
     windows).  With `buffers`, only the races on those buffers are ordered
     (the rest of the program is known race-free: ordering added for them
-    leaves it so)."""
-    s = Synthesizer(program, limit, narrow_windows, max_instances, buffers)
+    leaves it so); with `members`, only those between different members
+    (`find_races`)."""
+    s = Synthesizer(program, limit, narrow_windows, max_instances, buffers, members)
     s.run()
     return s.remarks
 
