@@ -62,17 +62,18 @@ class ConfigDocument:
     stopped_at: SourceLoc | None = field(default=None, compare=False, repr=False)
 
 
-def parse_config_document(text: str, file: str, *, included: bool = False) -> ConfigDocument:
+def parse_config_document(text: str, file: str, *, included: bool = False,
+                          at: tuple[int, int] = (0, 0)) -> ConfigDocument:
     """Parse a whole config document (GRAM-01).
 
     With `included=True` the file is being imported through `include`: parsing
     stops silently at the first token that cannot start a config declaration,
     because a program in an included file is ignored (INC-05).  The devices of
     an inline `device X { ... }` directive at the head of such a program are
-    still imported (decision D-INC-PROGRAM).
+    still imported (decision D-INC-PROGRAM).  `at` as `parse_nem`'s.
     """
-    register_source(file, text)
-    cur = TokenCursor(tokenize(text, file), file)
+    register_source(file, text, at)
+    cur = TokenCursor(tokenize(text, file, at), file)
     includes = []
     while cur.at("include", ID):
         includes.append(parse_include(cur))
