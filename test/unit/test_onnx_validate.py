@@ -59,6 +59,8 @@ EXPECTED = {
                               "raw_data",
     "float8_raw_data_long": "attribute 'value': raw_data has 32 bytes, its FLOAT8E4M3FN dims "
                             "[2, 4] need 8",
+    "op_type_control_char": "m.onnx: node 2 'c' (Const\\x0cnt): error: output 'c' is already "
+                            "written by node 0 'c'",
     "node_name_line_break": "m.onnx: node 2 '\\x1dm' (MatMul): error: output 't' is already "
                             "written by node 0 'mm'",
 }
