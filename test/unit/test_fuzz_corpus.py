@@ -64,6 +64,7 @@ def test_fuzz_smoke(name: str):
     (1, "/t/m.onnx: error: initializer 'w': raw_data has 10 bytes\n", "diagnostic"),
     (1, "m.onnx: node 3 'r' (Relu): error: bad\nm.onnx: error: 1 node cannot be imported\n",
      "diagnostic"),
+    (1, "m.onnx: node 2 'c' (Const\\x0cnt): error: bad\n", "diagnostic"),  # an escaped op type
     (0, "m.onnx: error: initializer 'w': raw_data has 10 bytes\n", "exit"),
     (1, "f.mlir:13:3: error: cannot parse\n  ^\n  ^\nfix: x\n", "diagnostic"),
 ])

@@ -133,6 +133,38 @@ def test_array_files_under_a_3_gib_limit(tmp_path):
         assert "internal error" not in r.stderr and "Traceback" not in r.stderr
 
 
+def test_a_broadcast_view_is_checked_on_its_size_and_never_made_contiguous():
+    """D-RT-WRITE-VIEW: a 4 TiB stride-0 view was made contiguous before the
+    bounds check (MemoryError); one that fits is written with no copy."""
+    import tracemalloc
+
+    from nem.runtime import NemInterpreter
+    from nem.runtime.tensor_io import TensorIOError
+
+    it = NemInterpreter()
+    it.load_string("buffer X : L2 (size=128)\nbuffer D : DDR (size=33554432)\n"
+                   "d = region(D, 0, 33554432) elem=f16, shape=[16777216], layout=C\n")
+    huge = np.broadcast_to(np.float16(1), (2**20, 2**21))            # 4 TiB, 2 bytes held
+    for write in (lambda: it.write_tensor("X", huge), lambda: it.write_bytes("X", huge),
+                  lambda: it.write_tensor("X", huge, raw=True), lambda: it.ddr_write(0, huge),
+                  lambda: it.encode_tensor("X", huge)):
+        with pytest.raises(TensorIOError, match=r"writing 4398046511104 bytes at offset 0 "
+                                                r"of (buffer X \(128 bytes\)|DDR)"):
+            write()
+    with pytest.raises(TypeError, match="not int"):
+        it.write_bytes("X", 2**42)
+    fits = np.broadcast_to(np.float16(2), (2**24,))                    # 32 MiB, fits D
+    tracemalloc.start()
+    try:
+        assert it.write_tensor("D", fits) == it.write_tensor("d", fits) == 2**25
+        assert it.write_bytes("D", fits) is None
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 2**20, peak                                          # no 32 MiB copy
+    assert (it.read_tensor("d") == 2).all()
+
+
 def test_nem_compile_never_writes_its_model(tmp_path):
     model = tmp_path / "m.mlir"
     text = (ROOT / "test/lit/lowering/Inputs/eltwise_tiled.mlir").read_text()

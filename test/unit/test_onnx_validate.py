@@ -53,6 +53,16 @@ EXPECTED = {
                           "limit of 1024 per node (D-LIMITS)",
     "nodes_5001": "error: the model has 5001 nodes, above the compile budget of 4096 (D-LIMITS)",
     "outputs_2000": "error: the graph has 2000 outputs, above the limit of 1024 (D-LIMITS)",
+    # campaign findings (issue 33, round 4): were internal errors, or a headline cut in two
+    "op_type_not_utf8": "error: node 1: op_type is not valid UTF-8: b'Resha\\xbce'",
+    "string_tensor_raw_data": "node 0 'c' (Constant): attribute 'value' is a STRING tensor with "
+                              "raw_data",
+    "float8_raw_data_long": "attribute 'value': raw_data has 32 bytes, its FLOAT8E4M3FN dims "
+                            "[2, 4] need 8",
+    "op_type_control_char": "m.onnx: node 2 'c' (Const\\x0cnt): error: output 'c' is already "
+                            "written by node 0 'c'",
+    "node_name_line_break": "m.onnx: node 2 '\\x1dm' (MatMul): error: output 't' is already "
+                            "written by node 0 'mm'",
 }
 
 

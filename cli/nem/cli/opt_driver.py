@@ -318,7 +318,10 @@ class NemOptMain(xDSLOptMain):
             for i, chunk in enumerate(chunks):
                 if i > 0:
                     out.write(f"{out_marker} -----\n")
-                diags, text = self._process(chunk.padded(), file, ext)
+                # .nem chunks are parsed where they are (linear work, D-OPT-SPLIT);
+                # MLIR chunks are padded to their place for the MLIR parsers
+                diags, text = (self._process(chunk.text, file, ext, (chunk.line, chunk.col))
+                               if ext == "nem" else self._process(chunk.padded(), file, ext))
                 if self.args.verify_diagnostics:
                     exps = vd.parse_expectations(chunk.text, file, marker, line_offset=chunk.line,
                                                  col_offset=chunk.col)
@@ -336,14 +339,16 @@ class NemOptMain(xDSLOptMain):
             if failures or failed:
                 sys.exit(1)  # inside the `with`: no output file is left behind
 
-    def _process(self, text: str, file: str, ext: str) -> tuple[list[Diagnostic], str | None]:
-        """Parse, verify, run the pipeline and print one chunk."""
+    def _process(self, text: str, file: str, ext: str, at: tuple[int, int] = (0, 0)
+                 ) -> tuple[list[Diagnostic], str | None]:
+        """Parse, verify, run the pipeline and print one chunk (`at`: where
+        a `.nem` chunk starts in the file, see `parse_nem`)."""
         diags: list[Diagnostic] = []
         module: ModuleOp | None = None
         try:
-            if ext == "nem" and _is_config_document(text, file):
-                return diags, self._config_document(text, file, diags)
-            module = self._parse(text, file, ext)
+            if ext == "nem" and _is_config_document(text, file, at):
+                return diags, self._config_document(text, file, diags, at)
+            module = self._parse(text, file, ext, at)
             if self._owns_process:
                 keep_until_exit()  # the IR lives until the process ends
             names = [p.name for p in self.pipeline.passes]
@@ -383,11 +388,11 @@ class NemOptMain(xDSLOptMain):
                 return diags + [e.diagnostic(location_in(bad, file))], None
             return diags + [Diagnostic("error", message, location_in(bad, file))], None
 
-    def _parse(self, text: str, file: str, ext: str) -> ModuleOp:
+    def _parse(self, text: str, file: str, ext: str, at: tuple[int, int] = (0, 0)) -> ModuleOp:
         if ext == "nem":
             from nem.frontends.nem_text.parser import parse_nem
 
-            return parse_nem(text, file)
+            return parse_nem(text, file, at=at)
         # located diagnostics for every failure, bounded work (D-LIMITS)
         from nem.frontends.upstream_dialects.mlir_input import parse_mlir_checked
 
@@ -411,12 +416,13 @@ class NemOptMain(xDSLOptMain):
                 diags += [*device.warnings, *check_device_validity(prog, device)]
         return diags
 
-    def _config_document(self, text: str, file: str, diags: list[Diagnostic]) -> str:
+    def _config_document(self, text: str, file: str, diags: list[Diagnostic],
+                         at: tuple[int, int] = (0, 0)) -> str:
         from nem.devices.device_resolver import resolve_device, scope_for_document
         from nem.frontends.nem_text.config_parser import parse_config_document
         from nem.frontends.nem_text.config_printer import print_config_document
 
-        doc = parse_config_document(text, file)
+        doc = parse_config_document(text, file, at=at)
         scope = scope_for_document(doc, self.args.include_dirs)
         for dev in doc.devices:
             if dev.topology is not None or dev.parent is not None:
@@ -565,13 +571,13 @@ def _plugin_files(argv: Sequence[str]) -> list[str]:
     return [f for f in files if f]
 
 
-def _is_config_document(text: str, file: str) -> bool:
+def _is_config_document(text: str, file: str, at: tuple[int, int] = (0, 0)) -> bool:
     """A file is a config document when, after its includes, it holds only
     `type_family` / `device NAME [extends P] {...}` declarations and no program
     statement or header (docs/conformance.md Gaps E, decision D-DOC-KIND)."""
     from nem.frontends.nem_text.document import is_config_document
 
-    return is_config_document(text, file)
+    return is_config_document(text, file, at)
 
 
 def run(argv: Sequence[str] | None = None, owns_process: bool = False) -> None:

@@ -59,24 +59,42 @@ def split_input(text: str, file: str, marker: str) -> tuple[list[Chunk], list[Di
     chunks: list[Chunk] = []
     near: list[Diagnostic] = []
     start, end = 0, len(pieces[0])   # the chunk being built: text[start:end]
+    lines = _LineCounter(text)
+    place = (0, 0)                   # where the chunk being built starts
     for piece in pieces[1:]:
         at = end + len(head)         # where `piece` starts in `text`
         if piece.startswith(tail) and len(piece) > CHECKED and piece[CHECKED] != "0":
-            chunks.append(_chunk(text, start, end))
+            chunks.append(Chunk(text[start:end], *place))
             start = at + CHECKED
+            place = lines.at(start)
         else:
-            line = text.count("\n", 0, at) + 1
+            line, col = lines.at(at)
             near.append(Diagnostic(
                 "warning", f"near miss with file split marker '{marker}'",
-                SourceLoc(file, line, at - text.rfind("\n", 0, at)),
+                SourceLoc(file, line + 1, col + 1),
                 fix=f"write the marker '{marker}' (followed by anything but '0') to split "
                     f"here, or change the text so that it does not hold '{head}'"))
         end = at + len(piece)
     if end > start:
-        chunks.append(_chunk(text, start, end))
+        chunks.append(Chunk(text[start:end], *place))
     return chunks, near
 
 
-def _chunk(text: str, start: int, end: int) -> Chunk:
-    line_start = text.rfind("\n", 0, start) + 1
-    return Chunk(text[start:end], text.count("\n", 0, start), start - line_start)
+class _LineCounter:
+    """Lines and columns of increasing offsets of a text (chunk starts and
+    near misses, in order), each counted from the previous one: splitting
+    the text is linear, whatever its chunks."""
+
+    def __init__(self, text: str):
+        self.text, self.pos, self.line, self.line_start = text, 0, 0, 0
+
+    def at(self, offset: int) -> tuple[int, int]:
+        """(newlines before `offset`, characters between the last one and it)."""
+        text = self.text
+        self.line += text.count("\n", self.pos, offset)
+        nl = text.rfind("\n", self.pos, offset)
+        if nl >= 0:
+            self.line_start = nl + 1
+        self.pos = offset
+        return self.line, offset - self.line_start
+

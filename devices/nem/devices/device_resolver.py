@@ -16,6 +16,7 @@ duplicates, DEV-21 no baseline) are returned on `Device.warnings`.
 from __future__ import annotations
 
 import importlib.resources
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -109,9 +110,18 @@ class _Loader:
                        "remove one include of the cycle")
         if key in self.names:
             return self.names[key]
-        text = read_source(path, "included file" if included else "device file", loc,
-                           "INC-02" if included else "DEV-20")
-        self.load_document(parse_config_document(text, str(path), included=included), key)
+        if not included:
+            text = read_source(path, "device file", loc, "DEV-20")
+            self.load_document(parse_config_document(text, str(path)), key)
+            return str(path)
+        try:
+            text = read_source(path, "included file", loc, "INC-02")
+            doc = parse_config_document(text, str(path), included=True)
+            if doc.stopped_at is not None:
+                check_program_grammar(text, str(path))
+            self.load_document(doc, key)
+        except NemDiagnosticError as e:
+            raise included_from(e, str(path), loc) from None
         return str(path)
 
     def load_document(self, doc: ConfigDocument, key: str) -> None:
@@ -125,13 +135,41 @@ class _Loader:
         self.scope.add_document(doc)
 
     def find(self, inc: str, base: Path, loc: SourceLoc | None) -> Path:
-        for d in [base, *self.search]:
-            candidate = d / inc
+        """The first regular file of the search path; else the first path that
+        exists (a directory, a FIFO: `read_source` refuses it with what it is)."""
+        candidates = [d / inc for d in [base, *self.search]]
+        for candidate in candidates:
             if candidate.is_file():
+                return candidate
+        for candidate in candidates:
+            if os.path.lexists(candidate):
                 return candidate
         where = ", ".join(str(d) for d in [base, *self.search])
         raise fail(f"included file '{inc}' not found (searched {where})", loc, "INC-02",
                    "fix the path (relative to the including file) or pass -I <dir>")
+
+
+def check_program_grammar(text: str, file: str) -> None:
+    """An included file that is not a config document must be a program
+    (INC-05: an included file MUST be a valid document; its program is then
+    ignored, D-INC-PROGRAM): parsed for its errors only, so `/etc/passwd` or
+    a file of junk is refused at its first bad token (D-INC-VALID)."""
+    from nem.frontends.nem_text.parser import ProgramParser
+
+    ProgramParser(text, file).parse_program()
+
+
+def included_from(e: NemDiagnosticError, file: str, loc: SourceLoc | None) -> NemDiagnosticError:
+    """`e` (an error in, or reading, the included `file`) with a note at the
+    include that reached it; nested includes add one note per level."""
+    for d in e.diagnostics:
+        if d.rule is None:          # the file is not UTF-8 (decode_source)
+            d.rule = "INC-05"
+        if loc is not None and d.loc != loc:
+            why = ("; an included file must be a valid NEM document (INC-05)"
+                   if d.loc is not None and d.loc.file == file else "")
+            d.notes.append(Diagnostic("note", f"'{file}' is included from here{why}", loc))
+    return NemDiagnosticError(e.diagnostics)
 
 
 def load_config_file(path: str | Path, include_dirs=()) -> Scope:

@@ -89,7 +89,7 @@ def _inline_device(file: str, canonical: str, loc: SourceLoc | None) -> DeviceDe
     the directive's location; when that text is not known (a program read
     from MLIR), from the canonical text kept in the IR, every location then
     being the directive's."""
-    from nem.dialect.diagnostics import source_text
+    from nem.dialect.diagnostics import source_start, source_text
     from nem.frontends.nem_text.config_parser import parse_config_document, parse_device_config
     from nem.frontends.nem_text.cursor import TokenCursor
     from nem.frontends.nem_text.lexer import TokenStream
@@ -97,7 +97,7 @@ def _inline_device(file: str, canonical: str, loc: SourceLoc | None) -> DeviceDe
     text = source_text(file)
     if text is not None and loc is not None:
         # the directive is in the file's head: lexed up to the end of the block only
-        tokens = TokenStream(text, file)
+        tokens = TokenStream(text, file, source_start(file))
         try:
             start = _token_at(tokens, loc)
         except NemDiagnosticError:  # not .nem text (a program read from MLIR)
@@ -118,7 +118,7 @@ def _include_locs(file: str, count: int, fallback: SourceLoc | None
     keywords at the top of its registered source text (the IR keeps only the
     paths).  `fallback` (the program's location) when the text is not known,
     e.g. for a program read from MLIR."""
-    from nem.dialect.diagnostics import source_text
+    from nem.dialect.diagnostics import source_start, source_text
     from nem.frontends.nem_text.lexer import STRING, TokenStream
 
     if count == 0:
@@ -126,7 +126,7 @@ def _include_locs(file: str, count: int, fallback: SourceLoc | None
     text = source_text(file)
     locs: list[SourceLoc] = []
     if text is not None:
-        tokens = TokenStream(text, file)  # the head only: includes come first
+        tokens = TokenStream(text, file, source_start(file))  # the head only: includes first
         i = 0
         try:
             while len(locs) < count and tokens[i].text == "include" \

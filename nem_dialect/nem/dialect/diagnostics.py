@@ -97,14 +97,29 @@ class SourceCache:
 
     def __init__(self) -> None:
         self._texts: dict[str, list[str]] = {}
+        self._at: dict[str, tuple[int, int]] = {}
 
-    def add(self, file: str, text: str) -> None:
-        self._texts[file] = text.splitlines()
+    def add(self, file: str, text: str, at: tuple[int, int] = (0, 0)) -> None:
+        """`at`: the lines, and the characters on its first line, before
+        `text` in `file` (a chunk of `--split-input-file`), so that the
+        file's line numbers find their text without padding it."""
+        lines = text.splitlines()
+        if lines and at[1]:
+            lines[0] = " " * at[1] + lines[0]
+        self._texts[file], self._at[file] = lines, at
 
     def text(self, file: str) -> str | None:
-        """The registered text of `file` (None when it was never registered)."""
+        """The registered text of `file` (None when it was never registered),
+        which starts at `start(file)`."""
         lines = self._texts.get(file)
-        return None if lines is None else "\n".join(lines)
+        if lines is None:
+            return None
+        at = self.start(file)
+        return "\n".join(lines)[at[1]:]
+
+    def start(self, file: str) -> tuple[int, int]:
+        """Where the registered text of `file` starts (`at` of `add`)."""
+        return self._at.get(file, (0, 0))
 
     def line(self, file: str, line: int) -> str | None:
         if file not in self._texts:
@@ -116,20 +131,28 @@ class SourceCache:
             except (OSError, UnicodeDecodeError):
                 return None
         lines = self._texts[file]
+        line -= self._at.get(file, (0, 0))[0]
         return lines[line - 1] if 0 < line <= len(lines) else None
 
 
 _DEFAULT_SOURCES = SourceCache()
 
 
-def register_source(file: str, text: str) -> None:
-    """Remember the text of an input that may not exist on disk (stdin, chunks)."""
-    _DEFAULT_SOURCES.add(file, text)
+def register_source(file: str, text: str, at: tuple[int, int] = (0, 0)) -> None:
+    """Remember the text of an input that may not exist on disk (stdin,
+    chunks; `at` as `SourceCache.add`)."""
+    _DEFAULT_SOURCES.add(file, text, at)
 
 
 def source_text(file: str) -> str | None:
-    """The text registered for `file` by `register_source` (a parsed input)."""
+    """The text registered for `file` by `register_source` (a parsed input),
+    which starts at `source_start(file)` in the file."""
     return _DEFAULT_SOURCES.text(file)
+
+
+def source_start(file: str) -> tuple[int, int]:
+    """Where the text registered for `file` starts (lines, columns before it)."""
+    return _DEFAULT_SOURCES.start(file)
 
 
 class NemDiagnosticError(Exception):

@@ -377,9 +377,16 @@ class NemInterpreter:
 
     def write_bytes(self, buffer: str | None, data, offset: int = 0) -> None:
         """Write raw bytes at `offset` of a buffer or top-level region (of DDR
-        when `buffer` is None); bounds checked (HAZ-04)."""
-        raw = np.frombuffer(bytes(data), np.uint8) if not isinstance(data, np.ndarray) else \
-            np.ascontiguousarray(data).view(np.uint8).reshape(-1)
+        when `buffer` is None); bounds checked (HAZ-04) before anything is
+        copied: `data` is bytes-like or an array (its bytes in C order; a
+        broadcast view is never materialized, D-RT-TENSOR-IO)."""
+        if isinstance(data, np.ndarray):
+            raw = data
+        elif data is None or isinstance(data, int | str):  # bytes(2**42): 4 TiB of zeros
+            raise TypeError("data must be bytes, a sequence of byte values or a numpy "
+                            f"array, not {type(data).__name__}")
+        else:
+            raw = np.frombuffer(bytes(data), np.uint8)
         p = self._prog(None)
         tensor_io.write_tensor(p.memory, p.compiled, buffer, raw, offset, raw=True)
 

@@ -242,10 +242,7 @@ def write_tensor(memory: Memory, program, name: str | None, array, offset: int =
     t = check_write(memory, program, name, arr.shape, arr.dtype, offset, raw)
     level = memory.levels[t.buffer.level]
     if raw or t.elem is None:
-        data = np.ascontiguousarray(arr).view(np.uint8).reshape(-1)
-        lo, hi = _span(t, offset, data.size, "writing")
-        level.data[lo:hi] = data
-        return hi - lo
+        return _store(level.data, *_span(t, offset, arr.nbytes, "writing"), arr)
     if t.elem == "i4" and arr.size and (arr.min() < -8 or arr.max() > 7):
         raise TensorIOError(f"int8 values outside [-8, 7] do not fit {t.describe()}: write an "
                             f"array of {t.elem} ({t.dtype}), or write the bytes as they are "
@@ -259,9 +256,16 @@ def write_tensor(memory: Memory, program, name: str | None, array, offset: int =
         base = t.region.start if t.region is not None else t.buffer.offset
         pack_i4_into(level.data[base:hi], np.arange(first, first + arr.size), arr)
         return hi - lo
-    data = np.ascontiguousarray(arr).view(np.uint8).reshape(-1)
-    lo, hi = _span(t, offset, data.size, "writing")
-    level.data[lo:hi] = data
+    return _store(level.data, *_span(t, offset, arr.nbytes, "writing"), arr)
+
+
+def _store(data: np.ndarray, lo: int, hi: int, arr: np.ndarray) -> int:
+    """Put `arr`'s elements in C order into bytes [lo, hi) of `data` (the
+    bounds are checked): numpy copies straight into memory, so a broadcast
+    view (stride 0, e.g. 4 TiB of one value) is never made contiguous first
+    (D-RT-TENSOR-IO); its size was checked against the target before."""
+    if arr.size:
+        np.copyto(data[lo:hi].view(arr.dtype).reshape(arr.shape), arr, casting="no")
     return hi - lo
 
 

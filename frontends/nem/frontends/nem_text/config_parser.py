@@ -57,30 +57,35 @@ class ConfigDocument:
     families: tuple[TypeFamily, ...] = ()
     devices: tuple[DeviceDecl, ...] = ()
     include_locs: tuple[SourceLoc | None, ...] = field(default=(), compare=False, repr=False)
+    # Included files only: where the config part ended at a program statement.
+    stopped_at: SourceLoc | None = field(default=None, compare=False, repr=False)
 
 
-def parse_config_document(text: str, file: str, *, included: bool = False) -> ConfigDocument:
+def parse_config_document(text: str, file: str, *, included: bool = False,
+                          at: tuple[int, int] = (0, 0)) -> ConfigDocument:
     """Parse a whole config document (GRAM-01).
 
     With `included=True` the file is being imported through `include`: parsing
     stops silently at the first token that cannot start a config declaration,
     because a program in an included file is ignored (INC-05).  The devices of
     an inline `device X { ... }` directive at the head of such a program are
-    still imported (decision D-INC-PROGRAM).
+    still imported (decision D-INC-PROGRAM).  `at` as `parse_nem`'s.
     """
-    register_source(file, text)
-    cur = TokenCursor(tokenize(text, file), file)
+    register_source(file, text, at)
+    cur = TokenCursor(tokenize(text, file, at), file)
     includes = []
     while cur.at("include", ID):
         includes.append(parse_include(cur))
     families: list[TypeFamily] = []
     devices: list[DeviceDecl] = []
+    stopped_at = None
     while not cur.at_eof():
         if cur.at("type_family", ID):
             families.append(parse_type_family(cur))
         elif at_device_config(cur):
             devices.append(parse_device_config(cur))
         elif included:
+            stopped_at = cur.loc()
             break
         elif cur.at("include", ID):
             raise cur.error("'include' must come before every declaration", "GRAM-01",
@@ -90,7 +95,7 @@ def parse_config_document(text: str, file: str, *, included: bool = False) -> Co
                             "GRAM-01", "a config document holds only type_family and device "
                             "declarations; program statements belong in a program file")
     return ConfigDocument(file, tuple(p for p, _ in includes), tuple(families), tuple(devices),
-                          tuple(loc for _, loc in includes))
+                          tuple(loc for _, loc in includes), stopped_at)
 
 
 def at_device_config(cur: TokenCursor) -> bool:

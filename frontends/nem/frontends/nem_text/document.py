@@ -46,10 +46,10 @@ def _skip_braces(tokens: TokenStream, i: int) -> int | None:
     return None
 
 
-def is_config_document(text: str, file: str) -> bool:
+def is_config_document(text: str, file: str, at: tuple[int, int] = (0, 0)) -> bool:
     """Whether `text` is a config document (else a program); a lexical error
-    in the part read is raised as the parsers would."""
-    tokens = TokenStream(text, file)
+    in the part read is raised as the parsers would (`at` as `parse_nem`'s)."""
+    tokens = TokenStream(text, file, at)
     i = 0
     while tokens[i].text == "include" and tokens[i + 1].kind == STRING:
         i += 2

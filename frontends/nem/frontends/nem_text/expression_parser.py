@@ -117,9 +117,9 @@ class ParsedValue:
 class ExpressionParser(TokenCursor):
     """Names, values, expressions and decorators of a `.nem` program."""
 
-    def __init__(self, text: str, file: str):
-        register_source(file, text)
-        super().__init__(tokenize(text, file), file)
+    def __init__(self, text: str, file: str, at: tuple[int, int] = (0, 0)):
+        register_source(file, text, at)
+        super().__init__(tokenize(text, file, at), file)
         self.block = Block()
         self.scope = Scope(None, in_loop=False)
         self.evaluator = Evaluator()

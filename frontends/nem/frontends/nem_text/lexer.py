@@ -97,10 +97,12 @@ _LINE_RE = re.compile(
 gives the pieces of the line, from which columns are sums of lengths."""
 
 
-def iter_tokens(text: str, file: str) -> Iterator[Token]:
+def iter_tokens(text: str, file: str, at: tuple[int, int] = (0, 0)) -> Iterator[Token]:
     """The tokens of `text` one at a time, ending with EOF; a located
-    diagnostic at the first character that starts no token."""
-    line, line_start, nl = 1, 0, True
+    diagnostic at the first character that starts no token.  `at`: the
+    lines, and the characters on its first line, before `text` in `file` (a
+    chunk of `--split-input-file`): positions are the file's."""
+    line, line_start, nl = 1 + at[0], -at[1], True
     pos, end = 0, len(text)
     match = _TOKEN_RE.match
     while pos < end:
@@ -129,28 +131,29 @@ def iter_tokens(text: str, file: str) -> Iterator[Token]:
     yield Token(EOF, "<end of file>", line, pos - line_start + 1, True)
 
 
-def tokenize(text: str, file: str) -> list[Token]:
+def tokenize(text: str, file: str, at: tuple[int, int] = (0, 0)) -> list[Token]:
     """All the tokens of `text`, ending with EOF; a located diagnostic at the
     first character that starts no token (the same tokens and diagnostics
-    as `iter_tokens`, faster)."""
+    as `iter_tokens`, faster; `at` as there)."""
     tokens: list[Token] = []
     kinds: dict[str, str] = {}  # kind of each distinct token text
     findall = _LINE_RE.findall
     new_token = tuple.__new__
     lines = text.split("\n")
-    for number, line in enumerate(lines, 1):
+    for number, line in enumerate(lines, 1 + at[0]):
+        first = 1 + at[1] if number == 1 + at[0] else 1  # the column of the line's start
         pieces = findall(line)  # each: blanks, then a token
         if not pieces:
             if line.strip(" \t\r\f"):
-                return list(iter_tokens(text, file))
+                return list(iter_tokens(text, file, at))
             continue
         texts = list(map(str.lstrip, pieces))
-        ends = list(accumulate(map(len, pieces), initial=1))  # 1 + where each piece ends
+        ends = list(accumulate(map(len, pieces), initial=first))  # 1 + where each piece ends
         comment = texts[-1][0] == "#"  # a comment runs to the end of the line
         # findall skips what matches nothing: the pieces cover the line
         # (up to its trailing blanks) only if their lengths add up to it
-        if ends[-1] - 1 != (len(line) if comment else len(line.rstrip(" \t\r\f"))):
-            return list(iter_tokens(text, file))
+        if ends[-1] - first != (len(line) if comment else len(line.rstrip(" \t\r\f"))):
+            return list(iter_tokens(text, file, at))
         if comment:
             del texts[-1]
             if not texts:
@@ -161,12 +164,13 @@ def tokenize(text: str, file: str) -> list[Token]:
                 if t not in kinds:
                     kind = kinds[t] = _kind(t)
                     if kind == INT and not _int_in_range(t):
-                        return list(iter_tokens(text, file))
+                        return list(iter_tokens(text, file, at))
             found = list(map(kinds.__getitem__, texts))
         cols = map(sub, ends[1:], map(len, texts))
         tokens += map(new_token, repeat(Token), zip(
             found, texts, repeat(number), cols, chain((True,), repeat(False))))
-    tokens.append(Token(EOF, "<end of file>", len(lines), len(lines[-1]) + 1, True))
+    tokens.append(Token(EOF, "<end of file>", len(lines) + at[0],
+                        len(lines[-1]) + 1 + (at[1] if len(lines) == 1 else 0), True))
     return tokens
 
 
@@ -190,8 +194,8 @@ class TokenStream:
     a file's head (its includes, its first declaration) pays for the head
     only.  Indexing past the end gives the EOF token."""
 
-    def __init__(self, text: str, file: str):
-        self._iter = iter_tokens(text, file)
+    def __init__(self, text: str, file: str, at: tuple[int, int] = (0, 0)):
+        self._iter = iter_tokens(text, file, at)
         self._tokens: list[Token] = []
 
     def __getitem__(self, index: int) -> Token:

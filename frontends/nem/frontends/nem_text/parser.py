@@ -650,12 +650,15 @@ class ProgramParser(ExpressionParser):
         return self._numeric_value()
 
 
-def parse_nem(text: str, file: str = "<stdin>") -> ModuleOp:
+def parse_nem(text: str, file: str = "<stdin>", *, at: tuple[int, int] = (0, 0)) -> ModuleOp:
     """Parse a `.nem` program into a module holding one `nem.program`.
 
     The cyclic garbage collector is paused meanwhile: the parser allocates
     only long-lived IR, and rescanning it costs about a third of the time.
-    `text` is at most `max_source_bytes()` (D-LIMITS, as the tools)."""
+    `text` is at most `max_source_bytes()` (D-LIMITS, as the tools).  `at`:
+    the lines, and the characters on its first line, before `text` in
+    `file` (a chunk of `--split-input-file`, D-OPT-SPLIT): locations are the
+    file's, and the work is the chunk's only."""
     from nem.dialect.arguments import check_text, check_type
     from nem.dialect.limits import max_source_bytes
 
@@ -664,7 +667,7 @@ def parse_nem(text: str, file: str = "<stdin>") -> ModuleOp:
     enabled = gc.isenabled()
     gc.disable()
     try:
-        return ModuleOp([ProgramParser(text, file).parse_program()])
+        return ModuleOp([ProgramParser(text, file, at).parse_program()])
     finally:
         if enabled:
             gc.enable()

@@ -26,7 +26,17 @@ def node_text(file: str, node: NodeRef) -> str:
     """`m.onnx: node 3 'lrn1' (LRN)` (no index for a node the simplifier made)."""
     index, name, op_type = node
     at = f"node {index} " if index is not None else "node "
-    return f"{file}: {at}'{name}' ({op_type})"
+    return f"{file}: {at}'{shown(name)}' ({shown(op_type)})"
+
+
+def shown(name: str | bytes) -> str:
+    """A name of the model as a diagnostic shows it: a line break or another
+    unprintable character escaped (`'a\\nb'`), so that one diagnostic stays
+    one headline; one that is not UTF-8 (protobuf gives it as bytes) as
+    Python writes bytes."""
+    if isinstance(name, bytes):
+        return repr(name)
+    return name if name.isprintable() else name.encode("unicode_escape").decode("ascii")
 
 
 class OnnxImportError(Exception):

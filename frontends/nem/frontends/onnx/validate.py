@@ -45,16 +45,20 @@ from nem.dialect.limits import (
     MAX_TENSOR_BYTES,
 )
 from nem.dialect.source_files import FileRefused, regular_file
-from nem.frontends.onnx.diagnostics import OnnxImportError, OnnxImportErrors
+from nem.frontends.onnx.diagnostics import OnnxImportError, OnnxImportErrors, shown
 from onnx import TensorProto
 
 _T = TensorProto
 _NAMES: dict[int, str] = {int(v): k for k, v in TensorProto.DataType.items()}
 _BITS: dict[int, int] = {_T.FLOAT: 32, _T.UINT8: 8, _T.INT8: 8, _T.UINT16: 16, _T.INT16: 16, _T.INT32: 32,
          _T.INT64: 64, _T.BOOL: 8, _T.FLOAT16: 16, _T.DOUBLE: 64, _T.UINT32: 32,
-         _T.UINT64: 64, _T.COMPLEX64: 64, _T.COMPLEX128: 128, _T.BFLOAT16: 16}
-"""Bits per element of the types whose data the checks below measure; the
-others (8-bit and 4-bit floats, strings) are checked for their dims only."""
+         _T.UINT64: 64, _T.COMPLEX64: 64, _T.COMPLEX128: 128, _T.BFLOAT16: 16,
+         **{getattr(_T, n): 8 for n in ("FLOAT8E4M3FN", "FLOAT8E4M3FNUZ", "FLOAT8E5M2",
+                                        "FLOAT8E5M2FNUZ", "FLOAT8E8M0") if hasattr(_T, n)},
+         **{getattr(_T, n): 4 for n in ("UINT4", "INT4", "FLOAT4E2M1") if hasattr(_T, n)},
+         **{getattr(_T, n): 2 for n in ("UINT2", "INT2") if hasattr(_T, n)}}
+"""Bits per element of the types whose raw data the checks below measure
+(sub-byte types packed, the last byte padded); strings have no raw form."""
 
 _FIELD: dict[int, tuple[str, int]] = {_T.FLOAT: ("float_data", 1), _T.COMPLEX64: ("float_data", 2),
           _T.DOUBLE: ("double_data", 1), _T.COMPLEX128: ("double_data", 2),
@@ -119,7 +123,8 @@ def tensors(model: onnx.ModelProto) -> Iterator[tuple[str, TensorProto]]:
     for k, n in enumerate(model.graph.node):
         for a in n.attribute:
             if a.type == onnx.AttributeProto.TENSOR:
-                yield f"node {k} '{n.name}' ({n.op_type}): attribute '{a.name}'", a.t
+                yield (f"node {k} '{shown(n.name)}' ({shown(n.op_type)}): attribute "
+                       f"'{shown(a.name)}'", a.t)
 
 
 def check_external_data(model: onnx.ModelProto, where: str, base: str, budget: int) -> int:
@@ -168,7 +173,7 @@ def check_external_data(model: onnx.ModelProto, where: str, base: str, budget: i
 def _data_bytes(t: TensorProto) -> int | None:
     """Bytes of `t`'s values by its dims and type (None: not measured here)."""
     bits = _BITS.get(t.data_type)
-    return None if bits is None else math.prod(t.dims) * bits // 8
+    return None if bits is None else (math.prod(t.dims) * bits + 7) // 8
 
 
 class _Errors:
@@ -180,13 +185,17 @@ class _Errors:
             fix: str | None = None) -> None:
         ref = None if node is None else (node[0], node[1].name or
                                          f"{node[1].op_type}_{node[0]}", node[1].op_type)
-        self.errors.append(OnnxImportError(message, self.where, ref, fix))
+        # names are the model's: one with a line break must not break the headline
+        self.errors.append(OnnxImportError(shown(message), self.where, ref, fix))
 
 
 def validate(model: onnx.ModelProto, where: str, max_nodes: int = DEFAULT_MAX_NODES) -> None:
     """Raise every structural problem of `model` (module docstring) as one
     `OnnxImportErrors`; nothing for a valid model."""
     errs = _Errors(where)
+    _text_fields(model, errs)
+    if errs.errors:   # every check below formats these names
+        raise OnnxImportErrors(errs.errors, where)
     _versions(model, errs)
     if errs.errors:   # schema lookups below need sane opsets
         raise OnnxImportErrors(errs.errors, where)
@@ -209,6 +218,26 @@ def validate(model: onnx.ModelProto, where: str, max_nodes: int = DEFAULT_MAX_NO
     _graph(model, errs)
     if errs.errors:
         raise OnnxImportErrors(errs.errors, where)
+
+
+def _text_fields(model: onnx.ModelProto, errs: _Errors) -> None:
+    """Names and op types that are not valid UTF-8: protobuf gives such a
+    string field of ONNX (proto2) as bytes, which every lookup then trips on."""
+    g = model.graph
+    named = [(f"graph {kind} {i}", v.name) for kind, vs in (("input", g.input),
+             ("output", g.output), ("value_info", g.value_info)) for i, v in enumerate(vs)]
+    named += [(f"initializer {i}", t.name) for i, t in enumerate(g.initializer)]
+    for k, n in enumerate(g.node):
+        named += [(f"node {k}: {field}", value) for field in ("name", "op_type", "domain")
+                  for value in (getattr(n, field),)]
+        named += [(f"node {k}: {port} {j}", v) for port, vs in (("input", n.input),
+                  ("output", n.output)) for j, v in enumerate(vs)]
+        named += [(f"node {k}: attribute {j}", a.name) for j, a in enumerate(n.attribute)]
+    named += [(f"opset_import {i}: domain", o.domain) for i, o in enumerate(model.opset_import)]
+    for what, value in named:
+        if isinstance(value, bytes):
+            errs.add(f"{what} is not valid UTF-8: {value!r}",
+                     fix="write names, op types and domains as UTF-8 text")
 
 
 def _versions(model: onnx.ModelProto, errs: _Errors) -> None:
@@ -241,7 +270,10 @@ def _tensor(what: str, t: TensorProto, errs: _Errors) -> None:
         return
     count = math.prod(t.dims)
     if t.HasField("raw_data"):
-        if need is not None and len(t.raw_data) != need:
+        if t.data_type == TensorProto.STRING:
+            errs.add(f"{what} is a STRING tensor with raw_data: ONNX strings are held in "
+                     "string_data only", fix="store the strings in string_data")
+        elif need is not None and len(t.raw_data) != need:
             errs.add(f"{what}: raw_data has {len(t.raw_data)} bytes, its "
                      f"{type_name(t.data_type)} dims {list(t.dims)} need {need}")
         return
@@ -297,7 +329,7 @@ def _graph(model: onnx.ModelProto, errs: _Errors) -> None:
                          "one writer (ONNX graphs are in SSA form)", (k, n),
                          fix="rename one of the values")
             else:
-                writer[o] = f"node {k} '{n.name or n.op_type}'"
+                writer[o] = f"node {k} '{shown(n.name or n.op_type)}'"
         _attributes(k, n, opset, errs)
 
 
