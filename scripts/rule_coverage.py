@@ -171,7 +171,7 @@ def check(rules: dict[str, Rule], decisions_md: Path = DECISIONS) -> list[str]:
     """Problems of the table: a rule that does not say where it is enforced,
     a module named in "Enforced in" that does not exist or does not mention
     the rule id, a decision that `spec-decisions.md` does not define."""
-    defined = set(re.findall(r"^\| (D-[A-Z0-9-]+) \|", decisions_md.read_text(encoding="utf-8"),
+    defined = set(re.findall(r"^### (D-[A-Z0-9-]+)$", decisions_md.read_text(encoding="utf-8"),
                              re.M))
     problems = []
     for r in rules.values():

@@ -115,7 +115,19 @@ def test_every_decision_the_gaps_name_exists():
     text = RULES.read_text(encoding="utf-8")
     gaps = text[text.index("## Gaps"):]
     named = set(re.findall(r"D-[A-Z0-9-]*[A-Z0-9]", gaps))
-    defined = set(re.findall(r"^\| (D-[A-Z0-9-]+) \|",
+    defined = set(re.findall(r"^### (D-[A-Z0-9-]+)$",
                              (REPO / "docs" / "spec-decisions.md").read_text(encoding="utf-8"),
                              re.M))
     assert named and named <= defined, sorted(named - defined)
+
+
+def test_decision_log_has_an_index_of_every_decision():
+    """docs/spec-decisions.md (issue 36): every decision has a section of its
+    own (`### D-...`), named once, and the index links each one exactly once,
+    in the same order."""
+    text = (REPO / "docs" / "spec-decisions.md").read_text(encoding="utf-8")
+    sections = re.findall(r"^### (D-[A-Z0-9-]+)$", text, re.M)
+    linked = re.findall(r"^\| \[(D-[A-Z0-9-]+)\]\(#([a-z0-9-]+)\) \|", text, re.M)
+    assert len(sections) > 200 and len(set(sections)) == len(sections)
+    assert [i for i, _ in linked] == sections
+    assert all(anchor == i.lower() for i, anchor in linked)
