@@ -87,8 +87,7 @@ def test_locations_survive_bufferize_and_tile(route):
 
 def _relu_expand_relu():
     """Relu -> Expand [3,1] -> [2,3,2] -> Relu: node 1 is the broadcast (each
-    result an output too: with one user each, the three would be fused into
-    one body, D-COMPILE-FUSE)."""
+    result an output too, so that no rewrite merges the three)."""
     g = samples.GraphBuilder("f32", seed=4)
     first = g.op("Relu", ["x"], name="first")
     wide = g.op("Expand", [first, g.init("shape", np.array([2, 3, 2]), exact_dtype=True)],

@@ -36,12 +36,6 @@ BUFFERIZE = ("one-shot-bufferize{bufferize-function-boundaries "
              "buffer-results-to-out-params{modify-public-functions hoist-static-allocs}")
 """The bufferization of the `bufferize` stage (and of the reference path)."""
 
-FUSE = "func.func(linalg-fuse-elementwise-ops)"
-"""Elementwise producers fused into their only consumer, on tensors, before
-the `bufferize` stage bufferizes (D-COMPILE-FUSE): a BatchNormalization's
-scale-and-shift and the Relu after it are one `linalg.generic`, one nest to
-tile, stage and lower, whose body the lowering raises op by op."""
-
 ROUTES = ("affine", "transform")
 
 
@@ -231,7 +225,7 @@ class Driver:
             from nem.compile.softmax import decompose_unsupported
 
             decompose_unsupported(module, self.device)   # on tensors (D-COMPILE-SOFTMAX)
-            PassManager.parse(f"builtin.module({FUSE},{BUFFERIZE},canonicalize,cse)").run(
+            PassManager.parse(f"builtin.module({BUFFERIZE},canonicalize,cse)").run(
                 module.operation)
             return str(module)
 

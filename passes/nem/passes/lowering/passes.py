@@ -32,7 +32,8 @@ iterations at once, `@max_in_flight(2)`, its buffers in two slots
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from abc import ABC
+from dataclasses import dataclass, fields
 
 from nem.dialect.attributes import mem_level_error
 from nem.dialect.diagnostics import Diagnostic, NemDiagnosticError
@@ -87,12 +88,33 @@ def parse_spaces(text: str | tuple[str, ...]) -> dict[int, str]:
 
 
 @dataclass(frozen=True)
-class ConvertAffineToNemPass(ModulePass):
+class LoweringOptions(ModulePass, ABC):
+    """The options of `convert-affine-to-nem` and `lower-to-nem`, declared
+    once: both passes are these fields (xDSL reads a pass's options from its
+    dataclass fields), and the conversion reads them as `Options`."""
+
+    device: str | None = None
+    memory_spaces: tuple[str, ...] = (DEFAULT_SPACES,)
+    entry: str | None = None
+    remarks: bool = False
+    include_dirs: tuple[str, ...] = ()
+    weights: str | None = None
+    pipeline_tiles: bool = False
+
+    def options(self) -> Options:
+        """The conversion's options, `memory-spaces` parsed."""
+        return Options(parse_spaces(self.memory_spaces), device=self.device, entry=self.entry,
+                       include_dirs=self.include_dirs, remarks=self.remarks,
+                       weights=self.weights, pipeline_tiles=self.pipeline_tiles)
+
+
+@dataclass(frozen=True)
+class ConvertAffineToNemPass(LoweringOptions):
     """Lower a func/affine/memref/linalg/async function (tiled, DMA or copy loops) to a NEM program.
 
     Options:
-      memory-spaces: memref memory space to NEM level, e.g. 0:DDR,1:L2,2:L1[0]
       device: target device (its type families guide raising)
+      memory-spaces: memref memory space to NEM level, e.g. 0:DDR,1:L2,2:L1[0]
       entry: the func.func to lower (default: the first public one)
       remarks: report what was raised to NEM opcodes and what fell back
       include-dirs: directories where device=NAME's file is found first (nem-opt -I adds its own)
@@ -102,18 +124,8 @@ class ConvertAffineToNemPass(ModulePass):
 
     name = "convert-affine-to-nem"
 
-    memory_spaces: tuple[str, ...] = (DEFAULT_SPACES,)
-    device: str | None = None
-    entry: str | None = None
-    remarks: bool = False
-    include_dirs: tuple[str, ...] = ()
-    weights: str | None = None
-    pipeline_tiles: bool = False
-
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        options = Options(parse_spaces(self.memory_spaces), self.device, self.entry,
-                          self.include_dirs, self.remarks, self.weights, self.pipeline_tiles)
-        lowerer = Lowerer(options, HANDLERS, progress=driver_options(ctx).progress)
+        lowerer = Lowerer(self.options(), HANDLERS, progress=driver_options(ctx).progress)
         lowerer.run(op)
         report(ctx, lowerer.remarks)
 
@@ -179,7 +191,7 @@ _OUT_OF_BOUNDS_FIX = ("a subview, DMA or access of the input here reaches past t
 
 
 @dataclass(frozen=True)
-class LowerToNemPass(ModulePass):
+class LowerToNemPass(LoweringOptions):
     """Lower MLIR (func/affine/memref/linalg/async) to a checked NEM program.
 
     Options:
@@ -194,19 +206,11 @@ class LowerToNemPass(ModulePass):
 
     name = "lower-to-nem"
 
-    device: str | None = None
-    memory_spaces: tuple[str, ...] = (DEFAULT_SPACES,)
-    entry: str | None = None
-    remarks: bool = False
-    include_dirs: tuple[str, ...] = ()
-    weights: str | None = None
-    pipeline_tiles: bool = False
-
     def pipeline(self) -> tuple[ModulePass, ...]:
         """The passes `lower-to-nem` runs, in order."""
         dirs = self.include_dirs
-        return (ConvertAffineToNemPass(self.memory_spaces, self.device, self.entry, self.remarks,
-                                       dirs, self.weights, self.pipeline_tiles),
+        options = {f.name: getattr(self, f.name) for f in fields(LoweringOptions)}
+        return (ConvertAffineToNemPass(**options),
                 CheckLoweredPass(declarations_only=True),
                 ForwardZeroFillsPass(),
                 SynthesizeDepsPass(device=self.device, narrow_windows=True,
