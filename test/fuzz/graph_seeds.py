@@ -194,6 +194,22 @@ def conv_transpose_same_stride() -> onnx.ModelProto:
     return validate(model) and model
 
 
+def clip_chain_crossed() -> onnx.ModelProto:
+    """Clip(max=-0.586) then Clip(min=-0.0116) of f32[2,3] (final-tree
+    campaign seed 5151, m382, minimized): onnxscript's optimizer merged the
+    two into one Clip(min=-0.0116, max=-0.586), whose bounds cross, so every
+    element was -0.586 where the chain gives -0.0116 (MISCOMPILE, 0.574 off
+    on all 120 elements); the simplification is now refused
+    (prepare.crossed_clips, D-COMPILE-SIMPLIFY)."""
+    lo = helper.make_node("Constant", [], ["lo"], value=numpy_helper.from_array(
+        np.array(-0.0116, np.float32), "lo"))
+    hi = helper.make_node("Constant", [], ["hi"], value=numpy_helper.from_array(
+        np.array(-0.586, np.float32), "hi"))
+    return _model([lo, hi, helper.make_node("Clip", ["x", "", "hi"], ["c"]),
+                   helper.make_node("Clip", ["c", "lo"], ["y"])],
+                  {"x": [2, 3]}, {"y": [2, 3]})
+
+
 @dataclass(frozen=True)
 class Seed:
     name: str
@@ -225,6 +241,8 @@ SEEDS = [
     # the new front end's op types (branch fuzz2, campaign seed 3131)
     Seed("unsqueeze_scalar", unsqueeze_scalar, Config("npm_pro_x1"), "PASS"),
     Seed("conv_transpose_same_stride", conv_transpose_same_stride, Config("npm_pro_x1"), "PASS"),
+    # the final tree's campaign (seed 5151)
+    Seed("clip_chain_crossed", clip_chain_crossed, Config("npm_pro_x1"), "PASS"),
     Seed("tile_column", tile_column, Config("npm_lite", pipeline=False), "PASS"),
     Seed("expand_broadcast", expand_broadcast,
          Config("npm_pro_x1", "transform", 1, pipeline=False), "PASS"),

@@ -209,6 +209,28 @@ def simplify(model: onnx.ModelProto) -> onnx.ModelProto:
         return ir.serde.serialize_model(mir)
 
 
+def crossed_clips(model: onnx.ModelProto) -> int:
+    """Clip nodes whose constant bounds cross (min above max).  onnxscript's
+    optimizer (0.7) merges `Clip(Clip(x, max=a), min=b)` into `Clip(x, b, a)`,
+    which is another function when b > a (ONNX's Clip then gives `a`
+    everywhere, the chain `b`): a simplification that adds one is refused
+    (D-COMPILE-SIMPLIFY)."""
+    from onnx import numpy_helper
+
+    consts = {i.name: numpy_helper.to_array(i) for i in model.graph.initializer}
+    for n in model.graph.node:
+        if n.op_type == "Constant" and n.attribute and n.attribute[0].name == "value":
+            consts[n.output[0]] = numpy_helper.to_array(n.attribute[0].t)
+    crossed = 0
+    for n in model.graph.node:
+        if n.op_type == "Clip" and len(n.input) == 3:
+            lo, hi = consts.get(n.input[1]), consts.get(n.input[2])
+            if lo is not None and hi is not None and lo.size == 1 and hi.size == 1 \
+                    and float(lo.reshape(())) > float(hi.reshape(())):
+                crossed += 1
+    return crossed
+
+
 def _interface(model: onnx.ModelProto) -> tuple[list[str], list[str]]:
     inits = {i.name for i in model.graph.initializer}
     return ([i.name for i in model.graph.input if i.name not in inits],
@@ -258,7 +280,10 @@ def prepare(model: onnx.ModelProto, simplify_graph: bool = True,
         except Exception as e:  # a library failure must not stop the compile
             notes.append(f"graph not simplified: onnxscript's optimizer failed ({e})")
         else:
-            if _interface(simplified) == interface:
+            if crossed_clips(simplified) > crossed_clips(m):
+                notes.append("graph not simplified: onnxscript's optimizer merged Clips whose "
+                             "bounds cross (min above max), which changes the result")
+            elif _interface(simplified) == interface:
                 m = simplified
                 restore_names(m.graph, user, node_index)
                 if len(m.graph.node) != before:
