@@ -210,6 +210,18 @@ def clip_chain_crossed() -> onnx.ModelProto:
                   {"x": [2, 3]}, {"y": [2, 3]})
 
 
+def avgpool_same_negative() -> onnx.ModelProto:
+    """AveragePool(kernel [3,1], strides [1,3], auto_pad SAME_UPPER) of
+    f32[1,1,1,3] (final-tree campaign seed 6161, m57, minimized): on W the
+    total padding is (1 - 1) 3 + 1 - 3 = -2, which the pooling's definition
+    and onnxruntime split as -1 / -1 (the window reads element 1); the
+    importer took it as 0 and read element 0, on every device and route
+    (D-COMPILE-SAME-NEG)."""
+    return _model([helper.make_node("AveragePool", ["x"], ["y"], kernel_shape=[3, 1],
+                                    strides=[1, 3], auto_pad="SAME_UPPER")],
+                  {"x": [1, 1, 1, 3]}, {"y": [1, 1, 1, 1]})
+
+
 @dataclass(frozen=True)
 class Seed:
     name: str
@@ -246,6 +258,8 @@ SEEDS = [
     Seed("tile_column", tile_column, Config("npm_lite", pipeline=False), "PASS"),
     Seed("expand_broadcast", expand_broadcast,
          Config("npm_pro_x1", "transform", 1, pipeline=False), "PASS"),
+    # the final tree's campaign (seed 6161)
+    Seed("avgpool_same_negative", avgpool_same_negative, Config("npm_pro_x1", engines=1), "PASS"),
 ]
 
 

@@ -34,6 +34,7 @@ from onnx import TensorProto  # noqa: E402
 from onnx import helper as oh  # noqa: E402
 
 from nem.compile import compile_mlir, dma_strides  # noqa: E402
+from nem.compile.check import onnxruntime_run  # noqa: E402
 from nem.frontends.onnx import samples  # noqa: E402
 from nem.runtime.api import NemInterpreter  # noqa: E402
 
@@ -372,6 +373,29 @@ def test_pooling_window_longer_than_the_padded_input(kind, size, kernel, stride,
     run_api(samples.single_op(kind, {"x": (1, 2, size, size)}, "f32",
                               kernel_shape=[kernel, kernel], strides=[stride, stride],
                               pads=[pad] * 4), device="npm_lite")
+
+
+@pytest.mark.parametrize("auto_pad", ["SAME_UPPER", "SAME_LOWER"])
+@pytest.mark.parametrize("size,kernel,stride", [(3, 1, 3), (4, 1, 4), (9, 2, 5), (13, 2, 7)])
+def test_average_pool_same_with_a_negative_padding(auto_pad, size, kernel, stride):
+    """A stride above the window under auto_pad SAME makes the total padding
+    negative (-2, -3, -2, -4 here): the pooling's definition and onnxruntime
+    crop the input, split with C's division (D-COMPILE-SAME-NEG); the
+    importer took it as 0, every output read from the wrong place (graph
+    fuzz campaign seed 6161, m57)."""
+    run_api(samples.single_op("AveragePool", {"x": (1, 2, 3, size)}, "f32",
+                              kernel_shape=[1, kernel], strides=[1, stride], auto_pad=auto_pad))
+
+
+@pytest.mark.parametrize("auto_pad", ["SAME_UPPER", "SAME_LOWER"])
+def test_max_pool_same_with_a_negative_padding(auto_pad):
+    """MaxPool shares AveragePool's padding formula (onnxruntime refuses a
+    negative one): a one-element window picks the element AveragePool's
+    averages over, onnxruntime's AveragePool of the same model."""
+    attrs = {"kernel_shape": [1, 1], "strides": [1, 5], "auto_pad": auto_pad}   # total -3
+    avg = samples.single_op("AveragePool", {"x": (1, 2, 3, 9)}, "f32", **attrs)
+    run_api(samples.single_op("MaxPool", {"x": (1, 2, 3, 9)}, "f32", **attrs),
+            reference=lambda ins: onnxruntime_run(avg, ins))
 
 
 @pytest.mark.parametrize("route", ["affine", "transform"])

@@ -39,9 +39,14 @@ def channels_last(rank: int) -> tuple[int, ...]:
 
 
 def spatial_pads(imp: Importer, node: Node, sizes: Sequence[int], kernel: Sequence[int],
-                 strides: Sequence[int], dilations: Sequence[int]) -> list[int]:
+                 strides: Sequence[int], dilations: Sequence[int],
+                 crop: bool = False) -> list[int]:
     """ONNX `pads` (begins, then ends) after `auto_pad`, for any number of
-    spatial dimensions."""
+    spatial dimensions.  Under SAME a stride above the window's extent can
+    make the total padding negative (D-COMPILE-SAME-NEG): a convolution
+    takes it as 0; with `crop` (the pooling operators, whose definition
+    gives `pad_shape` by a formula) it stays negative and is split as
+    onnxruntime splits it (C division by 2: a negative pad crops)."""
     auto = node.attrs.get("auto_pad", b"NOTSET")
     auto = auto.decode() if isinstance(auto, bytes) else auto
     if auto in ("NOTSET", ""):
@@ -53,9 +58,10 @@ def spatial_pads(imp: Importer, node: Node, sizes: Sequence[int], kernel: Sequen
     begins, ends = [], []
     for n, k, s, d in zip(sizes, kernel, strides, dilations):
         out = -(-n // s)
-        total = max((out - 1) * s + (k - 1) * d + 1 - n, 0)
-        small = total // 2
-        begins.append(small if auto == "SAME_UPPER" else total - small)
+        total = (out - 1) * s + (k - 1) * d + 1 - n
+        total = total if crop else max(total, 0)
+        half = total if auto == "SAME_UPPER" else total + 1
+        begins.append(half // 2 if half >= 0 else -(-half // 2))   # C division by 2
         ends.append(total - begins[-1])
     return begins + ends
 
