@@ -398,6 +398,26 @@ def test_max_pool_same_with_a_negative_padding(auto_pad):
             reference=lambda ins: onnxruntime_run(avg, ins))
 
 
+def test_upstream_clip_merge_crosses_bounds():
+    """onnxscript's optimizer turns Relu(Clip(x, max=-1)) into Clip(x, 0, -1),
+    -1 everywhere where the chain gives 0 (docs/upstream-reports.md, 9: this
+    assertion fails once upstream is fixed); the importer keeps the
+    unsimplified graph (prepare.crossed_clips) and the program gives 0."""
+    import onnx_ir as ir
+    from onnxscript.optimizer import optimize
+
+    from nem.frontends.onnx.prepare import crossed_clips
+
+    model = samples.single_op("Relu", {"x": (2, 3)}, "f32")
+    clip = oh.make_node("Clip", ["x", "", "a"], ["c"])
+    model.graph.node[0].input[0] = "c"
+    model.graph.node.insert(0, clip)
+    model.graph.initializer.append(onnx.numpy_helper.from_array(np.array(-1.0, np.float32), "a"))
+    merged = ir.serde.serialize_model(optimize(ir.serde.deserialize_model(model)))
+    assert crossed_clips(merged) == 1 and crossed_clips(model) == 0
+    run_api(model)
+
+
 @pytest.mark.parametrize("route", ["affine", "transform"])
 def test_arithmetic_on_scalars(route):
     """sqrt(max(x) - min(x)) over all axes: the reductions end in 0-d
