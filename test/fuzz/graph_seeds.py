@@ -222,6 +222,28 @@ def avgpool_same_negative() -> onnx.ModelProto:
                   {"x": [1, 1, 1, 3]}, {"y": [1, 1, 1, 1]})
 
 
+def layernorm_f16_after_erf() -> onnx.ModelProto:
+    """Add(x, [0, .002, .004, .006]) -> Tanh -> Erf -> LayerNormalization
+    (epsilon 1e-5) of f16[8,1] (the form of campaign seed 4141's m46, made
+    stronger): each row normalizes four nearly equal values, so one ulp of
+    Tanh's result moves the output by tenths.  onnxruntime computes Tanh
+    and Erf in f32 without rounding between them and is 15 tolerances off
+    the exact evaluation, within its rounding allowance; the program rounds
+    each op's result as the model's types say and matches the exact
+    evaluation (REFERENCE-INEXACT, graph_exact)."""
+    w = numpy_helper.from_array(np.array([[0, 0.002, 0.004, 0.006]], np.float16), "w")
+    scale = numpy_helper.from_array(np.ones(4, np.float16), "s")
+    model = _model([helper.make_node("Add", ["x", "w"], ["a"]),
+                    helper.make_node("Tanh", ["a"], ["t"]),
+                    helper.make_node("Erf", ["t"], ["e"]),
+                    helper.make_node("LayerNormalization", ["e", "s"], ["y"], epsilon=1e-5)],
+                   {"x": [8, 1], "w": [1, 4], "s": [4]}, {"y": [8, 4]},
+                   elem=TensorProto.FLOAT16)
+    model.graph.initializer.extend([w, scale])
+    del model.graph.input[1:]
+    return validate(model) and model
+
+
 @dataclass(frozen=True)
 class Seed:
     name: str
@@ -233,7 +255,8 @@ class Seed:
     xfail in test_graph_fuzz.py until its fix sets `today`)."""
     want: str = "PASS"
     """The outcome once fixed (REJECTED: a model onnxruntime itself does not
-    run as declared, which a clean diagnostic must refuse)."""
+    run as declared, which a clean diagnostic must refuse; REFERENCE-INEXACT:
+    a model onnxruntime computes less exactly than the program)."""
 
 
 SEEDS = [
@@ -258,6 +281,9 @@ SEEDS = [
     Seed("tile_column", tile_column, Config("npm_lite", pipeline=False), "PASS"),
     Seed("expand_broadcast", expand_broadcast,
          Config("npm_pro_x1", "transform", 1, pipeline=False), "PASS"),
+    # onnxruntime inexact on f16 (campaign seed 4141, m46)
+    Seed("layernorm_f16_after_erf", layernorm_f16_after_erf, Config("npm_pro_x1"),
+         "REFERENCE-INEXACT", "REFERENCE-INEXACT"),
     # the final tree's campaign (seed 6161)
     Seed("avgpool_same_negative", avgpool_same_negative, Config("npm_pro_x1", engines=1), "PASS"),
 ]
