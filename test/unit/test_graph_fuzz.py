@@ -154,7 +154,7 @@ def test_reference_inexact_is_not_a_miscompile(tmp_path):
     not a MISCOMPILE (docs/testing.md).  The same outputs with one element
     moved by 3 tolerances, in the ill-conditioned output or in a
     well-conditioned one, are a MISCOMPILE."""
-    model, inputs = graph_fuzz.load_case(FUZZ / "findings" / "m46.onnx")
+    model, inputs = graph_fuzz.load_case(FUZZ / "graph_findings" / "m46.onnx")
     r = graph_case.isolated(graph_fuzz.case_fn(model, inputs, Config(), 120), tmp_path,
                             wall=600)
     assert r.outcome == "REFERENCE-INEXACT", r
