@@ -275,6 +275,12 @@ def report(rows: list[dict], table: dict[int, list[str]], configs: Sequence[Conf
         first = rs[0]
         lines.append(f"- {len(rs)} x {first['outcome']} ({first['step']}): {first['detail']}"
                      f" -- e.g. m{first['model']} `{Config.parse(first['config']).label}`")
+    inexact = [r for r in rows if r["outcome"] == "REFERENCE-INEXACT"]
+    if inexact:
+        lines += ["", "## REFERENCE-INEXACT (onnxruntime less exact than the program; "
+                  "not bugs)", ""]
+        lines += [f"- m{r['model']} `{Config.parse(r['config']).label}`: {r['detail']}"
+                  for r in inexact]
     if findings:
         lines += ["", "## Minimized findings", ""]
         for f in findings:
