@@ -244,7 +244,11 @@ def run_case(model: onnx.ModelProto, config: Config, inputs: dict[str, np.ndarra
         if diff is not None:
             return CaseResult("RACE", "run", f"final memory differs between schedules: "
                               f"buffer {diff[2]} byte {diff[3]}", times=times)
-        return compare(got, want, times, lambda: exact_reference(model, inputs))
+        t0 = start("compare")   # the exact evaluation of a disagreement is timed too
+        try:
+            return compare(got, want, times, lambda: exact_reference(model, inputs))
+        finally:
+            stop("compare", t0)
     except StepTimeout:
         return CaseResult("TIMEOUT", step, f"{step} over {timeout:g} CPU seconds", times=times)
     except MemoryError:
