@@ -13,17 +13,15 @@ from __future__ import annotations
 import struct
 import zlib
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol, TypeVar
+from typing import Protocol, TypeVar
 
+import numpy as np
 from flatbuffers import number_types as N
 from flatbuffers.table import Table
 
+from nem.frontends.bytecode import MAGIC
 from nem.frontends.bytecode import nem_bytecode_generated as fb
 
-if TYPE_CHECKING:  # numpy loads on the first vector read: `nem-opt` sniffs MAGIC at start-up
-    import numpy as np
-
-MAGIC = b"NEMB"
 FORMAT_MAJOR = 1
 FORMAT_MINOR = 1
 """The newest minor version this reader knows and writers may write (1.1: operand
@@ -180,8 +178,6 @@ class CheckedTable(Table):  # type: ignore[misc]  # flatbuffers ships no types: 
         t2.Pos = self.Indirect(off + self.Pos)
 
     def GetVectorAsNumpy(self, flags: N.NumberTypeFlags, off: int) -> np.ndarray:
-        import numpy as np
-
         start, length = self._vector_start(off)
         dtype = np.dtype(N.to_numpy_type(flags)).newbyteorder("<")
         self._need(start, length * dtype.itemsize, "vector")
@@ -290,8 +286,6 @@ class VarintWriter:
 def decode_varints(stream: np.ndarray, base: int) -> tuple[list[int], list[int]]:
     """All varints of a byte stream at once (numpy), with each one's file
     offset (`base` = offset of the stream's first byte) for diagnostics."""
-    import numpy as np
-
     b = np.asarray(stream, dtype=np.uint8)
     if b.size == 0:
         return [], []
