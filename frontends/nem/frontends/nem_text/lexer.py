@@ -142,6 +142,7 @@ def tokenize(text: str, file: str, at: tuple[int, int] = (0, 0)) -> list[Token]:
     as `iter_tokens`, faster; `at` as there)."""
     tokens: list[Token] = []
     kinds: dict[str, str] = {}  # kind of each distinct token text
+    canon: dict[str, str] = {}  # one string object per distinct token text
     findall = _LINE_RE.findall
     new_token = tuple.__new__
     lines = text.split("\n")
@@ -163,6 +164,7 @@ def tokenize(text: str, file: str, at: tuple[int, int] = (0, 0)) -> list[Token]:
             del texts[-1]
             if not texts:
                 continue
+        texts = list(map(canon.setdefault, texts, texts))
         found = list(map(kinds.get, texts))
         if None in found:
             for t in texts:
