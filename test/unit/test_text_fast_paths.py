@@ -1,4 +1,6 @@
-"""The lexer's two paths give the same tokens and the same diagnostics.
+"""The `.nem` front end's fast paths agree with the reference ones.
+
+The lexer's two paths give the same tokens and the same diagnostics.
 
 `tokenize` (a line regex with merged alternatives, `findall` per line) is
 what the parsers use; `iter_tokens` (one alternative per kind, one match per
@@ -7,6 +9,9 @@ from how its head is read and would move diagnostics: this checks every
 `.nem` file of the repository and random lines over an alphabet chosen to
 hit the prefix cases (`x.async` vs `x.asyncx`, `1.5e3` vs `1..3` vs `1.e`,
 `opcode.mandatory` vs `foo.mandatory`, strings, comments, stray characters).
+
+The parser's locations (built without the attribute verifier) equal, and hash
+as, `FileLineColLoc`'s verified constructor's.
 """
 
 from __future__ import annotations
@@ -18,8 +23,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from xdsl.dialects.builtin import FileLineColLoc
+
 from nem.dialect.diagnostics import NemDiagnosticError
 from nem.frontends.nem_text.lexer import iter_tokens, tokenize
+from nem.frontends.nem_text.parser import parse_nem
 
 ROOT = Path(__file__).resolve().parents[2]
 PIECES = ["relu", "x", "_a1", "opcode", "transfer", "store", "foo", ".", "..", "async", "sync",
@@ -57,3 +65,15 @@ def test_random_lines_lex_alike() -> None:
 @given(st.lists(st.sampled_from(PIECES), min_size=1, max_size=16))
 def test_property_lines_lex_alike(pieces: list[str]) -> None:
     _same("".join(pieces))
+
+
+def test_parser_locations_equal_verified_ones() -> None:
+    text = "buffer B : L2 (size=64)\nR = region(B, 0, 16)\nt = transfer.async(dst=R, src=R)\n"
+    module = parse_nem(text, "p.nem")
+    locs = [op.location for op in module.walk() if isinstance(op.location, FileLineColLoc)]
+    assert len(locs) >= 4
+    for loc in locs:
+        made = FileLineColLoc(loc.filename, loc.line, loc.column)
+        assert loc == made and hash(loc) == hash(made) and loc.parameters == made.parameters
+        assert str(loc) == str(made)
+    assert [(loc.line.data, loc.column.data) for loc in locs][-2:] == [(2, 1), (3, 1)]
