@@ -22,7 +22,6 @@ from pathlib import Path
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-
 from xdsl.dialects.builtin import FileLineColLoc
 
 from nem.dialect.diagnostics import NemDiagnosticError

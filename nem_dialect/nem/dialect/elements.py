@@ -48,7 +48,8 @@ class ElemType:
         if self.dtype_name == "bfloat16":
             import ml_dtypes
 
-            return np.dtype(ml_dtypes.bfloat16)
+            bf16: np.dtype = np.dtype(ml_dtypes.bfloat16)
+            return bf16
         return np.dtype(self.dtype_name)
 
     @cached_property
