@@ -13,7 +13,7 @@ Two entry points over one token grammar:
 * `iter_tokens` yields tokens one at a time with their positions: the
   reference lexer, and what readers of a file's head use (`TokenStream`:
   document detection, include locations), so that they never lex the whole
-  file.  Both produce the same tokens (test/unit/test_lexer.py).
+  file.  Both produce the same tokens (test/unit/test_text_fast_paths.py).
 
 Choices the spec leaves open (docs/conformance.md Gaps E) and how they are made here:
 
