@@ -39,7 +39,7 @@ def register(main) -> None:
 
 
 def _input_is_nemb(args) -> bool:
-    from nem.frontends.bytecode.container import MAGIC
+    from nem.frontends.bytecode import MAGIC
 
     if args.frontend == "nemb":
         return True

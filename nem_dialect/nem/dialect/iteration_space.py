@@ -24,20 +24,26 @@ built on the integer-expression tapes of `nem.dialect.expressions.Evaluator`
 What is neither proven by intervals nor enumerated within `MAX_POINTS` is
 reported by the verifier as a warning that names the check and the
 iterations examined (D-VERIFY-BUDGET); no check stops silently.
+
+numpy loads on the first enumeration, not with this module: a program whose
+checks the intervals prove (most) is verified without it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-import numpy as np
-import numpy.typing as npt
 from xdsl.ir import BlockArgument, SSAValue
 
 from nem.dialect.expressions import _ARG, _BINOP, _CONST, _FORWARD, Evaluator, ExprError
 from nem.dialect.limits import INT_MAX, INT_MIN
 from nem.dialect.ops import LoopOp
+
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
 
 MAX_POINTS = 1 << 22
 """Iteration points one check enumerates (vectorized) before it stops with a warning."""
@@ -198,6 +204,8 @@ def vector_eval(ev: Evaluator, value: SSAValue, env: Mapping[BlockArgument, np.n
     None when it is not an integer expression.  Raises `Inexact` when a value
     may leave the 64-bit range or a divisor is 0 (then the scalar evaluator
     decides, with its exact errors)."""
+    import numpy as np
+
     s = ev.static(value)
     if s is not None:
         return np.full(n, s, dtype=np.int64)
@@ -220,6 +228,8 @@ def vector_eval(ev: Evaluator, value: SSAValue, env: Mapping[BlockArgument, np.n
 
 def _vec_binop(op: str, a: npt.NDArray[np.int64], b: npt.NDArray[np.int64]
                ) -> npt.NDArray[np.int64]:
+    import numpy as np
+
     with np.errstate(over="ignore"):
         if op == "+":
             r = a + b
@@ -280,6 +290,8 @@ class IterationSpace:
 
     def _expand(self, level: int, prefix: dict[BlockArgument, np.ndarray],
                 n: int) -> Iterator[tuple[dict[BlockArgument, np.ndarray], int]]:
+        import numpy as np
+
         if level == len(self.loops):
             yield prefix, n
             return

@@ -11,7 +11,6 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from functools import cached_property
 from typing import TYPE_CHECKING, cast
 
-import numpy as np
 from xdsl.ir import BlockArgument, Operation, SSAValue
 
 from nem.dialect.diagnostics import Diagnostic, SourceLoc, error
@@ -33,12 +32,13 @@ from nem.dialect.ops import (
 )
 
 if TYPE_CHECKING:
+    import numpy as np
     from xdsl.dialects.builtin import DenseArrayBase, IntegerType
 
 EnvCheck = Callable[[dict[SSAValue, int]], bool]
 """A check at one iteration point: False when it reported an error."""
 
-Chunk = dict[BlockArgument, np.ndarray]
+Chunk = dict[BlockArgument, "np.ndarray"]
 """A chunk of iteration points: each loop variable's values (`IterationSpace.chunks`)."""
 
 Box = dict[BlockArgument, Interval]
@@ -125,6 +125,8 @@ class PointChecks:
         if not loops:
             check({})
             return
+        import numpy as np  # (not at start-up: most programs need no enumeration)
+
         done = scalar = 0
         last: dict[SSAValue, int] = {}
         try:

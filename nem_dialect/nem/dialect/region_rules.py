@@ -6,8 +6,8 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from functools import cached_property
+from typing import TYPE_CHECKING
 
-import numpy as np
 from xdsl.ir import Operation, SSAValue
 
 from nem.dialect.attributes import (
@@ -41,6 +41,9 @@ from nem.dialect.point_checks import (
     iteration_text,
     operand_groups,
 )
+
+if TYPE_CHECKING:
+    import numpy as np
 
 
 class RegionRules(PointChecks):
@@ -177,6 +180,8 @@ class RegionRules(PointChecks):
                 return self.record_pass(repeat, diags_before)
 
         def suspects(chunk: Chunk, n: int) -> np.ndarray | None:
+            import numpy as np  # (on the first enumeration, not at start-up)
+
             off = vector_eval(self.ev, offset, chunk, n)
             ext = vector_eval(self.ev, extent, chunk, n)
             if off is None or ext is None:

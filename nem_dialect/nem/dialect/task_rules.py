@@ -7,8 +7,8 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from functools import cached_property
+from typing import TYPE_CHECKING
 
-import numpy as np
 from xdsl.dialects.builtin import ArrayAttr, FloatAttr, StringAttr
 from xdsl.ir import Attribute, OpResult, SSAValue
 
@@ -49,6 +49,9 @@ from nem.dialect.point_checks import (
 from nem.dialect.registry import OpcodeSpec
 from nem.dialect.semantics.transfers import fills_range
 from nem.dialect.shape_rules import check_shapes
+
+if TYPE_CHECKING:
+    import numpy as np
 
 IN_PLACE_CATEGORIES = frozenset({"elementwise", "conversion", "normalization", "softmax",
                                  "generic"})
@@ -97,6 +100,8 @@ def _two_indices_one_element(shape: tuple[int, ...], strides: tuple[int, ...]) -
     if math.prod(shape) > MAX_ENUMERATED_ELEMENTS:
         return (f"strides that are not nested, over more than {MAX_ENUMERATED_ELEMENTS} "
                 "elements, are not checked one-to-one")
+    import numpy as np  # (not at start-up: most strides are nested)
+
     grid = np.indices(shape).reshape(len(shape), -1)
     addr = np.asarray(strides, dtype=np.int64) @ grid
     order = np.argsort(addr, kind="stable")
@@ -180,7 +185,7 @@ class TaskRules(PointChecks):
                      "(row-major, extent exactly its elements' bytes) (D-SEM-TRANSFER)")
             return False
 
-        self.each_point(op, loops, check, lambda chunk, n: np.ones(n, dtype=bool),
+        self.each_point(op, loops, check, lambda chunk, n: _ones(n),
                         f"the typed side of this {kw}", "TASK-07")
         return len(self.diags) == diags_before
 
@@ -233,6 +238,8 @@ class TaskRules(PointChecks):
             return self.record_pass(repeat, diags_before)
 
         def suspects(chunk: Chunk, n: int) -> np.ndarray | None:
+            import numpy as np
+
             d_ext, s_ext = vector_eval(self.ev, d_extent, chunk, n), vector_eval(self.ev, s_extent, chunk, n)
             if d_ext is None or s_ext is None:
                 return None
@@ -605,8 +612,17 @@ def _family_rule(opcode: str, nearest: VariantRef | None, differences: list[str]
     return _FAMILY_RULES.get(family, "FAM-01")
 
 
+def _ones(n: int) -> np.ndarray:
+    """`n` True flags: every point is a suspect."""
+    import numpy as np
+
+    return np.ones(n, dtype=bool)
+
+
 def _small(*arrays: np.ndarray) -> None:
     """Raise `Inexact` unless sums of these int64 values cannot overflow."""
+    import numpy as np
+
     for x in arrays:
         if np.any(np.abs(x.astype(np.float64)) >= 1 << 61):
             raise Inexact

@@ -19,9 +19,9 @@ import numpy as np
 from flatbuffers import number_types as N
 from flatbuffers.table import Table
 
+from nem.frontends.bytecode import MAGIC
 from nem.frontends.bytecode import nem_bytecode_generated as fb
 
-MAGIC = b"NEMB"
 FORMAT_MAJOR = 1
 FORMAT_MINOR = 1
 """The newest minor version this reader knows and writers may write (1.1: operand

@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-
-import numpy as np
-import numpy.typing as npt
+from typing import TYPE_CHECKING
 
 from nem.dialect.elements import ELEM_TYPES
+
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
 
 
 def fills_range(elem: str, shape: Sequence[int], strides: Sequence[int] | None,
@@ -42,6 +44,8 @@ def moved_bytes(elem: str | None, shape: Sequence[int] | None,
     not moved.  The runtime copies these (`nem.runtime.engine.prepare_move`);
     the checker's access range `[offset, offset + extent)` holds them
     (D-HAZ-ACCESS)."""
+    import numpy as np  # (only the runtime and the hazard checker move bytes)
+
     if elem is None or not shape:
         return np.arange(extent, dtype=np.int64)
     if strides is None:
