@@ -143,7 +143,7 @@ class RaceDetector:
             if recs is None:
                 continue
             keep = None     # the records left, made at the first one dropped
-            for i, r in enumerate(recs):
+            for r in recs:
                 if r.hi <= lo or r.lo >= hi or r.tid == tid:
                     pass
                 elif get(r.lane, 0) < r.epoch:  # not ordered before this task
@@ -152,7 +152,7 @@ class RaceDetector:
                 elif r.lo >= lo and r.hi <= hi and (write or not r.write):
                     # subsumption: a later ordered access covering the record replaces it
                     if keep is None:
-                        keep = recs[:i]
+                        keep = recs[:recs.index(r)]     # records compare by identity
                     continue
                 if keep is not None:
                     keep.append(r)

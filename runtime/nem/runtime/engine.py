@@ -143,7 +143,8 @@ SEEN_REGIONS = 64
 """Region instances a `RegionTpl` keeps, by geometry, for the iterations that
 meet the same one again (a ping-pong slot `(i mod 2) * 64`, an L1 tile reused
 by every iteration): the instance, its bounds check and its typed view are
-made once, and the scheduler finds the effects bound to it (`Scheduler._effect`)."""
+made once, and the scheduler finds the effects bound to it (`Scheduler._effect`,
+D-RT-SHARE)."""
 
 
 class RegionTpl:

@@ -705,7 +705,7 @@ class Scheduler:
         per distinct combination rather than once per iteration (the region
         instances are the template's own, `RegionTpl.instantiate`).  The key
         holds the instances themselves, compared by identity; at most
-        `EFFECTS` are kept."""
+        `EFFECTS` are kept (D-RT-SHARE)."""
         tpl = t.tpl
         if tpl.kind == COMPUTE:
             attrs = task_attrs(tpl, t.frame.iv)
