@@ -142,20 +142,21 @@ class RaceDetector:
             recs = shadow.get(key)
             if recs is None:
                 continue
-            drop = None
+            keep = None     # the records left, made at the first one dropped
             for r in recs:
                 if r.hi <= lo or r.lo >= hi or r.tid == tid:
-                    continue
-                if get(r.lane, 0) < r.epoch:  # not ordered before this task
+                    pass
+                elif get(r.lane, 0) < r.epoch:  # not ordered before this task
                     if write or r.write:
                         self._report(r, task, write, lvl, max(lo, r.lo), min(hi, r.hi), ref_of)
                 elif r.lo >= lo and r.hi <= hi and (write or not r.write):
                     # subsumption: a later ordered access covering the record replaces it
-                    if drop is None:
-                        drop = set()
-                    drop.add(id(r))
-            if drop is not None:
-                keep = [r for r in recs if id(r) not in drop]
+                    if keep is None:
+                        keep = recs[:recs.index(r)]     # records compare by identity
+                    continue
+                if keep is not None:
+                    keep.append(r)
+            if keep is not None:
                 self._n_records -= len(recs) - len(keep)
                 shadow[key] = keep
         lane, epoch = task.lane, task.epoch

@@ -94,18 +94,19 @@ class ExprCompiler:
     """Compiles the program's integer expressions with the one evaluator
     (`expressions.Evaluator.compile`); `iv[d]` is the loop variable at depth d+1."""
 
-    def __init__(self, depth_of: dict[BlockArgument, int]):
+    def __init__(self):
         self.ev = Evaluator()
         self.index_of: dict[BlockArgument, int] = {}
-        self.depth_of = depth_of
+
+    def enter_loop(self, var: BlockArgument, depth: int) -> None:
+        """Loop variable `var` of a loop whose body is at `depth` is `iv[depth - 1]`."""
+        self.index_of[var] = depth - 1
 
     def static(self, value: SSAValue) -> int | None:
         return self.ev.static(value)
 
     def compile(self, value: SSAValue):
         """An int (static) or a closure `f(iv) -> int`."""
-        for arg, d in self.depth_of.items():
-            self.index_of.setdefault(arg, d - 1)
         try:
             return self.ev.compile(value, self.index_of)
         except NotAnExpression as e:
@@ -138,10 +139,18 @@ def quant_of(q) -> Quant | None:
     return None
 
 
+SEEN_REGIONS = 64
+"""Region instances a `RegionTpl` keeps, by geometry, for the iterations that
+meet the same one again (a ping-pong slot `(i mod 2) * 64`, an L1 tile reused
+by every iteration): the instance, its bounds check and its typed view are
+made once, and the scheduler finds the effects bound to it (`Scheduler._effect`,
+D-RT-SHARE)."""
+
+
 class RegionTpl:
     __slots__ = ("op", "value", "name", "buffer", "offset", "extent", "shape", "strides",
                  "elem", "quant", "static_inst", "depth", "level_name", "static_mem",
-                 "instances", "windows", "static", "slot")
+                 "instances", "windows", "static", "slot", "_seen", "_seen_mem", "fixed_shape")
 
     def __init__(self, op: RegionOp, comp: ExprCompiler, buffers: dict, depth: int):
         self.op = op
@@ -162,7 +171,11 @@ class RegionTpl:
         self.static_inst: RegionInst | None = None
         self.static_mem: Memory | None = None
         self.static = self.is_static()
+        self.fixed_shape = all(isinstance(p, int) for p in (*(self.shape or ()),
+                                                            *(self.strides or ())))
         self.slot = -1     # its key in streams' environments (compile_program)
+        self._seen: dict = {}            # geometry -> RegionInst (`instantiate`)
+        self._seen_mem: Memory | None = None
 
     def is_static(self) -> bool:
         parts = [self.offset, self.extent, *(self.shape or ()), *(self.strides or ())]
@@ -179,15 +192,26 @@ class RegionTpl:
             try:
                 off = ev(self.offset, iv)
                 ext = ev(self.extent, iv)
-                shape = tuple(ev(s, iv) for s in self.shape) if self.shape is not None else None
-                strides = tuple(ev(s, iv) for s in self.strides) \
-                    if self.strides is not None else None
+                if self.fixed_shape:
+                    shape, strides = self.shape, self.strides
+                else:
+                    shape = tuple(ev(s, iv) for s in self.shape) \
+                        if self.shape is not None else None
+                    strides = tuple(ev(s, iv) for s in self.strides) \
+                        if self.strides is not None else None
             except ExprError as e:
                 raise RunError(str(e), "CONST-05", self.op,
                                fix="make the expression defined for every iteration of its "
                                "loops (check the loop bounds)") from None
         b = self.instances[instance_index(ords[:len(self.windows)], self.windows)] \
             if self.windows and len(ords) >= len(self.windows) else self.buffer
+        key = (b.instance, off, ext, shape, strides)
+        if self._seen_mem is memory:
+            r = self._seen.get(key)
+            if r is not None:
+                return r
+        else:
+            self._seen, self._seen_mem = {}, memory
         lv = memory.levels[b.level]
         if shape is None and self.elem is not None:
             shape = (ext * 8 // BITS[self.elem],)
@@ -199,6 +223,10 @@ class RegionTpl:
             raise RunError(str(e), e.rule, self.op, fix=e.fix) from None
         if self.depth == 0 and self.static:
             self.static_inst, self.static_mem = r, memory
+        if len(self._seen) < SEEN_REGIONS:
+            self._seen[key] = r
+        else:
+            self._seen.clear()
         return r
 
 
@@ -326,9 +354,8 @@ class CompiledProgram:
 
 def compile_program(prog, memory: Memory, catalog, accum_resolver) -> CompiledProgram:
     """Allocate buffers (declaration order) and compile every block."""
-    depth_of: dict[BlockArgument, int] = {}
     buffers: dict = {}
-    comp = ExprCompiler(depth_of)
+    comp = ExprCompiler()
     cp = CompiledProgram(prog, [], buffers)
     defs: dict[SSAValue, ValueRef] = {}
 
@@ -378,7 +405,7 @@ def compile_program(prog, memory: Memory, catalog, accum_resolver) -> CompiledPr
                 out.append(WaitTpl(op))
             elif isinstance(op, LoopOp):
                 lt = LoopTpl(op, comp, depth + 1)
-                depth_of[op.block.args[0]] = depth + 1
+                comp.enter_loop(op.block.args[0], depth + 1)
                 cp.loops.append(lt)
                 out.append(lt)
                 lt.body = compile_block(op.block, depth + 1)

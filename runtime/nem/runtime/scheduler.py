@@ -59,6 +59,15 @@ _PLACEMENTS: dict[tuple, tuple] = {}
 level ids of the regions) -> (engine, unit type, index, candidate units)."""
 
 
+EFFECTS = 1024
+"""Bound data effects a scheduler keeps for reuse (`Scheduler._effect`)."""
+
+
+def _frozen(v):
+    """A resolved attribute value as a dictionary key (lists become tuples)."""
+    return tuple(_frozen(x) for x in v) if isinstance(v, list) else v
+
+
 class Token:
     __slots__ = ("task", "done", "vc", "end", "waiters", "consumed", "tpl")
 
@@ -204,6 +213,8 @@ class Scheduler:
         self.unit_free: dict = {}
         self.rr: dict = {}
         self.loop_max_active: dict = {}
+        self.effects: dict = {}        # `_effect`: bound data effects by task and regions
+        self.placed: dict = {}         # `_placement` by template
         # placement depends on the topology and static facts of a task only
         # (`_placement`): cached for the process under keys that start with this
         self.topo_key = (topology["num_engines"], tuple(sorted(topology["per_engine"].items())),
@@ -478,11 +489,15 @@ class Scheduler:
         not once per template: a first run of a long unrolled program binds a
         handful of combinations, not one per task."""
         tpl = t.tpl
+        hit = self.placed.get(tpl)     # a template's regions keep their levels
+        if hit is not None:
+            return hit
         regions = t.regions
         key = (self.topo_key, tpl.kind, tpl.opcode, tpl.resource, tpl.seq_engine,
                *[r.level.ident for r in regions])
         hit = _PLACEMENTS.get(key)
         if hit is not None:
+            self.placed[tpl] = hit
             return hit
         engine = None
         for r in regions:
@@ -509,6 +524,7 @@ class Scheduler:
         idxs = (idx,) if idx is not None else tuple(range(count(utype)))
         res = (engine, utype, idx, [(e, utype, i) for e in engines for i in idxs])
         _PLACEMENTS[key] = res
+        self.placed[tpl] = res
         return res
 
     def _candidates(self, t: TaskInst):
@@ -637,9 +653,7 @@ class Scheduler:
             if self.steps < self.dry_steps:
                 pass      # a failed replay's re-walk: this effect is in memory already
             else:
-                effect = prepare_compute(tpl, regions, task_attrs(tpl, t.frame.iv),
-                                         self.kernels) if tpl.kind == COMPUTE else \
-                    prepare_move(tpl, regions[1], regions[0])   # operand_regions: (src, dst)
+                effect = self._effect(t)
                 if not self.planning:
                     effect()
                 if self.recording is not None:
@@ -682,6 +696,34 @@ class Scheduler:
             self.trace.append((self.steps, tpl, t.frame.iteration(), unit, t.start,
                                t.end if self.timed else t.start + 1, nbytes))
         self._complete(t)
+
+    def _effect(self, t: TaskInst):
+        """The task's data effect bound to its region instances
+        (`prepare_compute`/`prepare_move`), shared by the instances of its
+        statement that meet the same region instances and attributes: an
+        effect reads its regions when called (D-RT-REPLAY), so it is bound once
+        per distinct combination rather than once per iteration (the region
+        instances are the template's own, `RegionTpl.instantiate`).  The key
+        holds the instances themselves, compared by identity; at most
+        `EFFECTS` are kept (D-RT-SHARE)."""
+        tpl = t.tpl
+        if tpl.kind == COMPUTE:
+            attrs = task_attrs(tpl, t.frame.iv)
+            key = (tpl, *t.regions, *map(_frozen, (attrs[k] for k in tpl.attrs_dyn))) \
+                if tpl.attrs_dyn else (tpl, *t.regions)
+        else:
+            key = (tpl, *t.regions)
+        cache = self.effects
+        effect = cache.get(key)
+        if effect is None:
+            effect = prepare_compute(tpl, t.regions, attrs, self.kernels) \
+                if tpl.kind == COMPUTE else \
+                prepare_move(tpl, t.regions[1], t.regions[0])   # operand_regions: (src, dst)
+            if len(cache) < EFFECTS:
+                cache[key] = effect
+            else:
+                cache.clear()
+        return effect
 
     def _live_vcs(self):
         for f in self.frames:
