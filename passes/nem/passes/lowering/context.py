@@ -129,6 +129,8 @@ class LoweringContext:
         """Affine value of each index value lowered so far."""
         self.tag_memrefs: set[SSAValue] = set()
         """`memref<..xi32>` allocations used only as DMA tags (no buffer)."""
+        self.allocated: list[SSAValue] = []
+        """The buffers declared for `memref.alloc`s (D-LOW-BUF)."""
         self.decl_block = Block()
         """Program-scope declarations (hoisted buffers), moved to the top at the end."""
         self.decls = NemBuilder.at_end(self.decl_block)

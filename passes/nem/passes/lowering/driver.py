@@ -27,6 +27,7 @@ from nem.passes.lowering.affine_algebra import Aff
 from nem.passes.lowering.context import LoweringContext, Options
 from nem.passes.lowering.diagnostics import reject
 from nem.passes.lowering.input_limits import check_value_ranges
+from nem.passes.lowering.memory_ops import drop_unused_allocations
 from nem.passes.lowering.partial_tiles import PeelScope, check_narrowed
 from nem.passes.lowering.pipelining import detect_pipeline
 from nem.passes.lowering.state import BlockState, Handler, Lowering
@@ -114,6 +115,7 @@ class Lowerer(Lowering):
             self.lower_ops(list(fn.body.block.ops),
                            BlockState(NemBuilder.at_end(body, fn.location), top=True))
             check_narrowed(root)
+        drop_unused_allocations(ctx)
         Rewriter.inline_block(ctx.decl_block, InsertPoint.at_start(body))
         for f in funcs:
             f.detach()
