@@ -318,10 +318,8 @@ class NemOptMain(xDSLOptMain):
             for i, chunk in enumerate(chunks):
                 if i > 0:
                     out.write(f"{out_marker} -----\n")
-                # .nem chunks are parsed where they are (linear work, D-OPT-SPLIT);
-                # MLIR chunks are padded to their place for the MLIR parsers
-                diags, text = (self._process(chunk.text, file, ext, (chunk.line, chunk.col))
-                               if ext == "nem" else self._process(chunk.padded(), file, ext))
+                # chunks are parsed where they are, not padded (linear work, D-OPT-SPLIT)
+                diags, text = self._process(chunk.text, file, ext, (chunk.line, chunk.col))
                 if self.args.verify_diagnostics:
                     exps = vd.parse_expectations(chunk.text, file, marker, line_offset=chunk.line,
                                                  col_offset=chunk.col)
@@ -342,7 +340,7 @@ class NemOptMain(xDSLOptMain):
     def _process(self, text: str, file: str, ext: str, at: tuple[int, int] = (0, 0)
                  ) -> tuple[list[Diagnostic], str | None]:
         """Parse, verify, run the pipeline and print one chunk (`at`: where
-        a `.nem` chunk starts in the file, see `parse_nem`)."""
+        the chunk starts in the file, see `parse_nem`, `parse_mlir_checked`)."""
         diags: list[Diagnostic] = []
         module: ModuleOp | None = None
         try:
@@ -376,7 +374,7 @@ class NemOptMain(xDSLOptMain):
         except ParseError as e:
             from nem.frontends.upstream_dialects.mlir_input import diagnostic_from_parse_error
 
-            return diags + [diagnostic_from_parse_error(e, file)], None
+            return diags + [diagnostic_from_parse_error(e, file, at)], None
         except (VerifyException, DiagnosticException) as e:
             # an op verifier failing after a pass (e.g. LOOP-03 in `nem.loop`):
             # located at the first op that does not verify
@@ -396,7 +394,7 @@ class NemOptMain(xDSLOptMain):
         # located diagnostics for every failure, bounded work (D-LIMITS)
         from nem.frontends.upstream_dialects.mlir_input import parse_mlir_checked
 
-        return parse_mlir_checked(self.ctx, text, file, not self.args.no_implicit_module)
+        return parse_mlir_checked(self.ctx, text, file, not self.args.no_implicit_module, at=at)
 
     def _verify(self, module: ModuleOp, file: str) -> list[Diagnostic]:
         from nem.dialect.ops import programs
