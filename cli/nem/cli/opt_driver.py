@@ -37,7 +37,8 @@ from nem.cli import nemb_tool
 from nem.cli import verify_diagnostics as vd
 from nem.cli.common import is_stdio, output_file, version_text
 from nem.cli.entry import keep_until_exit
-from nem.cli.inputs import print_diagnostics, read_program
+from nem.cli.error_limit import add_error_limit_argument, error_limit, print_diagnostics
+from nem.cli.inputs import read_program
 from nem.cli.opt_flags import accept_mlir_opt_spellings, check_split_marker, take_split_marker
 from nem.cli.split_input import Chunk, split_input
 from nem.dialect.diagnostics import (
@@ -155,6 +156,7 @@ class NemOptMain(xDSLOptMain):
         arg_parser.add_argument("--max-source-bytes", type=int, default=MAX_SOURCE_BYTES,
                                 metavar="N", help="read an input or include of up to N bytes "
                                 f"(default {MAX_SOURCE_BYTES}, D-LIMITS)")
+        add_error_limit_argument(arg_parser)
         nemb_tool.add_arguments(arg_parser)
         arg_parser.add_argument("--pass-pipeline", default=None, metavar="PIPELINE",
                                 help="the pipeline in mlir-opt's form, "
@@ -282,7 +284,8 @@ class NemOptMain(xDSLOptMain):
         if self.args.max_source_bytes < 1:
             print("nem-opt: error: --max-source-bytes needs N >= 1", file=sys.stderr)
             sys.exit(1)
-        with source_limit(self.args.max_source_bytes):
+        with source_limit(self.args.max_source_bytes), \
+                error_limit("nem-opt", self.args.error_limit):   # D-CLI-ERROR-LIMIT
             self._run()
 
     def _run(self) -> None:
@@ -305,8 +308,7 @@ class NemOptMain(xDSLOptMain):
                 sys.exit(1)
             chunks, near_misses = split_input(raw, file, f"{marker} -----" if split is None
                                               else split)
-            for d in near_misses:  # as mlir-opt: printed, never checked
-                print(d.render(), file=sys.stderr)
+            print_diagnostics("nem-opt", near_misses)  # as mlir-opt: printed, never checked
         # the separator between output chunks is written in the output's
         # comment syntax, so that .nem output splits again
         nem_out = self.args.target == "nem" or (self.args.target == "same-as-input"
@@ -325,8 +327,7 @@ class NemOptMain(xDSLOptMain):
                                                  col_offset=chunk.col)
                     failures += vd.check(exps, diags, file)
                 else:
-                    for d in diags:
-                        print(d.render(), file=sys.stderr)
+                    print_diagnostics("nem-opt", diags)
                     failed |= any(d.severity == "error" for d in diags)
                 # as mlir-opt: the output is printed with --verify-diagnostics too
                 # (D-OPT-VERIFY-OUTPUT); a chunk that failed has none
