@@ -1,4 +1,4 @@
-"""`.nem` sources at scale (issue 33): CPU seconds against size, 1x and 10x.
+"""`.nem` and MLIR sources at scale (issue 33): CPU seconds against size, 1x and 10x.
 
     python bench/bench_source_scale.py [--scale 1]
 
@@ -8,6 +8,8 @@ system, from `getrusage`, since the machine is shared) on:
   each): the chunks are parsed where they are (D-OPT-SPLIT); before, each
   was padded to its place, and 10,000 one-const chunks took 42 s against
   1.1 s for 1,000 (this machine, 2026-11-28; now 4.0 s);
+* `--split-input-file` over 300 and 3,000 MLIR chunks (a function each),
+  also parsed where they are: padded, they took 0.8 and 7.2 s;
 * one program of 2,000 and 20,000 `relu` tasks with their regions (0.3 MB,
   3.3 MB) parsed, verified and printed.
 A ratio near 10 for 10x the input is linear work; the process's start-up
@@ -27,6 +29,10 @@ from pathlib import Path
 
 def split_chunks(n: int) -> str:
     return "\n# -----\n".join(f"const C{i} = {i}\nbuffer B{i} : L2 (size=64)" for i in range(n))
+
+
+def mlir_chunks(n: int) -> str:
+    return "\n// -----\n".join(f"func.func @f{i}() {{\n  return\n}}" for i in range(n))
 
 
 def relu_program(n: int) -> str:
@@ -51,19 +57,21 @@ def main() -> None:
     ap.add_argument("--scale", type=float, default=1.0, help="multiply the sizes")
     args = ap.parse_args()
     nem_opt = str(Path(sys.executable).with_name("nem-opt"))
-    cases = [("--split-input-file chunks", split_chunks, 1000, ["--split-input-file"]),
-             ("program relu tasks", relu_program, 2000, [])]
+    cases = [("--split-input-file chunks", split_chunks, 1000, "nem", ["--split-input-file"]),
+             ("--split-input-file MLIR chunks", mlir_chunks, 300, "mlir",
+              ["--split-input-file"]),
+             ("program relu tasks", relu_program, 2000, "nem", [])]
     with tempfile.TemporaryDirectory() as tmp:
-        for title, make, base, flags in cases:
+        for title, make, base, ext, flags in cases:
             n = max(1, int(base * args.scale))
             times = []
             for size in (n, 10 * n):
-                src = Path(tmp) / f"in_{size}.nem"
+                src = Path(tmp) / f"in_{size}.{ext}"
                 src.write_text(make(size))
                 times.append(cpu_seconds([nem_opt, str(src), "-o", "-", *flags]))
-                print(f"{title:28} {size:>7}: {times[-1]:6.2f} s CPU "
+                print(f"{title:30} {size:>7}: {times[-1]:6.2f} s CPU "
                       f"({src.stat().st_size / 1e6:.2f} MB)")
-            print(f"{title:28} 10x/1x: {times[1] / times[0]:.1f}")
+            print(f"{title:30} 10x/1x: {times[1] / times[0]:.1f}")
 
 
 if __name__ == "__main__":

@@ -47,15 +47,6 @@ class InputError(Exception):
         self.flag = flag
 
 
-def print_diagnostics(tool: str, diagnostics) -> None:
-    """Print diagnostics to stderr; one without a source location is about the
-    command line (a file it names, a --device), so it is prefixed with the
-    tool's name like the tool's other command-line errors."""
-    for d in diagnostics:
-        text = d.render()
-        print(text if d.loc is not None else f"{tool}: {text}", file=sys.stderr)
-
-
 def read_program(path: str | None, what: str = "program") -> tuple[str, str]:
     """(display name, text) of the program `path` (`-` or None: standard input)."""
     if path is None or path == "-":
@@ -317,5 +308,5 @@ def check_output_path(path: str, flag: str, inputs: Sequence[str] = ()) -> None:
         raise InputError(flag, f"cannot write '{path}': directory '{parent}' is not writable")
 
 
-__all__ = ["InputError", "print_diagnostics", "read_program", "read_input", "read_archive",
+__all__ = ["InputError", "read_program", "read_input", "read_archive",
            "read_json", "check_output_path", "same_file", "load_npy", "npy_header"]

@@ -21,6 +21,8 @@ from typing import Any
 
 import numpy as np
 
+from nem.cli.error_limit import add_error_limit_argument, error_limit, print_diagnostics
+
 
 def _parser() -> argparse.ArgumentParser:
     from nem.compile.pipeline import ROUTES, STAGE_NAMES
@@ -69,6 +71,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--max-model-bytes", type=int, default=MAX_MODEL_BYTES, metavar="N",
                    help="ONNX: refuse a model file larger than N bytes with its external "
                    f"data (default {MAX_MODEL_BYTES}, D-LIMITS)")
+    add_error_limit_argument(p)
     p.add_argument("--max-source-bytes", type=int, default=MAX_SOURCE_BYTES, metavar="N",
                    help=f"MLIR: refuse a source larger than N bytes (default {MAX_SOURCE_BYTES}, "
                    "D-LIMITS)")
@@ -289,7 +292,11 @@ def _run(args: argparse.Namespace) -> int:
         result = compile_fn(src, options, progress=display, stem=stem)
     except CompileError as e:
         display.close()
-        print(str(e), file=sys.stderr)
+        if e.diagnostics is not None:
+            with error_limit("nem-compile", args.error_limit):   # D-CLI-ERROR-LIMIT
+                print_diagnostics("nem-compile", e.diagnostics)
+        else:
+            print(str(e), file=sys.stderr)
         print(f"nem-compile: failed in stage '{e.stage}'", file=sys.stderr)
         if e.stage == "lower" and not args.save_temps and out != "-":
             print(f"nem-compile: the lowering's locations are in {stem}.tile.mlir, the tiled "

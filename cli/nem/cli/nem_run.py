@@ -26,10 +26,10 @@ from typing import TYPE_CHECKING
 
 from nem.cli import roofline_cli
 from nem.cli.entry import keep_until_exit
+from nem.cli.error_limit import add_error_limit_argument, error_limit, print_diagnostics
 from nem.cli.inputs import (
     InputError,
     check_output_path,
-    print_diagnostics,
     read_archive,
     read_input,
     read_json,
@@ -94,6 +94,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--max-source-bytes", type=int, default=MAX_SOURCE_BYTES, metavar="N",
                    help="read a program or include of up to N bytes (default "
                    f"{MAX_SOURCE_BYTES}, D-LIMITS)")
+    add_error_limit_argument(p)
     p.add_argument("--repeat", type=int, default=1, metavar="N",
                    help="run the program N times on one memory, the inputs written again "
                    "before each run, and print the time taken to prepare the runs (schedule "
@@ -384,7 +385,7 @@ def run(argv=None) -> int:
 
     if args.max_source_bytes < 1:
         return _usage("--max-source-bytes needs N >= 1")
-    with source_limit(args.max_source_bytes):
+    with source_limit(args.max_source_bytes), error_limit("nem-run", args.error_limit):
         return _run(args, argv is None)
 
 
@@ -433,8 +434,7 @@ def _run(args, owns_process: bool) -> int:
         return 1
     except (InputError, OSError, ValueError) as e:
         return _usage(str(e))
-    for d in prog.diagnostics:  # warnings
-        print(d.render(), file=sys.stderr)
+    print_diagnostics("nem-run", prog.diagnostics)  # warnings
     _kernel_notices(prog, args.max_kernel_ops)
     over = _over_budget(prog, args)
     if over is not None:

@@ -65,7 +65,7 @@ def handles(main) -> bool:
 def _fail(diags: list[Diagnostic]) -> int:
     """Print `diags` as nem-opt does: one without a location (a flag's error,
     e.g. `--embed`) gets the `nem-opt:` prefix."""
-    from nem.cli.inputs import print_diagnostics
+    from nem.cli.error_limit import print_diagnostics
 
     print_diagnostics("nem-opt", diags)
     return 1
@@ -124,10 +124,10 @@ def run_opt(main) -> int:
         diags = _check_and_run(main, module, file)
     except NemDiagnosticError as e:
         return _fail(e.diagnostics)
-    errors = [d for d in diags if d.severity == "error"]
-    for d in diags:
-        print(d.render(), file=sys.stderr)
-    if errors:
+    from nem.cli.error_limit import print_diagnostics
+
+    print_diagnostics("nem-opt", diags)
+    if any(d.severity == "error" for d in diags):
         return 1
     return _emit(main, module, data, file, source)
 

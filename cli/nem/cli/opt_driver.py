@@ -37,7 +37,8 @@ from nem.cli import nemb_tool
 from nem.cli import verify_diagnostics as vd
 from nem.cli.common import is_stdio, output_file, version_text
 from nem.cli.entry import keep_until_exit
-from nem.cli.inputs import print_diagnostics, read_program
+from nem.cli.error_limit import add_error_limit_argument, error_limit, print_diagnostics
+from nem.cli.inputs import read_program
 from nem.cli.opt_flags import accept_mlir_opt_spellings, check_split_marker, take_split_marker
 from nem.cli.split_input import Chunk, split_input
 from nem.dialect.diagnostics import (
@@ -155,6 +156,7 @@ class NemOptMain(xDSLOptMain):
         arg_parser.add_argument("--max-source-bytes", type=int, default=MAX_SOURCE_BYTES,
                                 metavar="N", help="read an input or include of up to N bytes "
                                 f"(default {MAX_SOURCE_BYTES}, D-LIMITS)")
+        add_error_limit_argument(arg_parser)
         nemb_tool.add_arguments(arg_parser)
         arg_parser.add_argument("--pass-pipeline", default=None, metavar="PIPELINE",
                                 help="the pipeline in mlir-opt's form, "
@@ -282,7 +284,8 @@ class NemOptMain(xDSLOptMain):
         if self.args.max_source_bytes < 1:
             print("nem-opt: error: --max-source-bytes needs N >= 1", file=sys.stderr)
             sys.exit(1)
-        with source_limit(self.args.max_source_bytes):
+        with source_limit(self.args.max_source_bytes), \
+                error_limit("nem-opt", self.args.error_limit):   # D-CLI-ERROR-LIMIT
             self._run()
 
     def _run(self) -> None:
@@ -305,8 +308,7 @@ class NemOptMain(xDSLOptMain):
                 sys.exit(1)
             chunks, near_misses = split_input(raw, file, f"{marker} -----" if split is None
                                               else split)
-            for d in near_misses:  # as mlir-opt: printed, never checked
-                print(d.render(), file=sys.stderr)
+            print_diagnostics("nem-opt", near_misses)  # as mlir-opt: printed, never checked
         # the separator between output chunks is written in the output's
         # comment syntax, so that .nem output splits again
         nem_out = self.args.target == "nem" or (self.args.target == "same-as-input"
@@ -318,17 +320,14 @@ class NemOptMain(xDSLOptMain):
             for i, chunk in enumerate(chunks):
                 if i > 0:
                     out.write(f"{out_marker} -----\n")
-                # .nem chunks are parsed where they are (linear work, D-OPT-SPLIT);
-                # MLIR chunks are padded to their place for the MLIR parsers
-                diags, text = (self._process(chunk.text, file, ext, (chunk.line, chunk.col))
-                               if ext == "nem" else self._process(chunk.padded(), file, ext))
+                # chunks are parsed where they are, not padded (linear work, D-OPT-SPLIT)
+                diags, text = self._process(chunk.text, file, ext, (chunk.line, chunk.col))
                 if self.args.verify_diagnostics:
                     exps = vd.parse_expectations(chunk.text, file, marker, line_offset=chunk.line,
                                                  col_offset=chunk.col)
                     failures += vd.check(exps, diags, file)
                 else:
-                    for d in diags:
-                        print(d.render(), file=sys.stderr)
+                    print_diagnostics("nem-opt", diags)
                     failed |= any(d.severity == "error" for d in diags)
                 # as mlir-opt: the output is printed with --verify-diagnostics too
                 # (D-OPT-VERIFY-OUTPUT); a chunk that failed has none
@@ -342,7 +341,7 @@ class NemOptMain(xDSLOptMain):
     def _process(self, text: str, file: str, ext: str, at: tuple[int, int] = (0, 0)
                  ) -> tuple[list[Diagnostic], str | None]:
         """Parse, verify, run the pipeline and print one chunk (`at`: where
-        a `.nem` chunk starts in the file, see `parse_nem`)."""
+        the chunk starts in the file, see `parse_nem`, `parse_mlir_checked`)."""
         diags: list[Diagnostic] = []
         module: ModuleOp | None = None
         try:
@@ -376,7 +375,7 @@ class NemOptMain(xDSLOptMain):
         except ParseError as e:
             from nem.frontends.upstream_dialects.mlir_input import diagnostic_from_parse_error
 
-            return diags + [diagnostic_from_parse_error(e, file)], None
+            return diags + [diagnostic_from_parse_error(e, file, at)], None
         except (VerifyException, DiagnosticException) as e:
             # an op verifier failing after a pass (e.g. LOOP-03 in `nem.loop`):
             # located at the first op that does not verify
@@ -396,7 +395,7 @@ class NemOptMain(xDSLOptMain):
         # located diagnostics for every failure, bounded work (D-LIMITS)
         from nem.frontends.upstream_dialects.mlir_input import parse_mlir_checked
 
-        return parse_mlir_checked(self.ctx, text, file, not self.args.no_implicit_module)
+        return parse_mlir_checked(self.ctx, text, file, not self.args.no_implicit_module, at=at)
 
     def _verify(self, module: ModuleOp, file: str) -> list[Diagnostic]:
         from nem.dialect.ops import programs

@@ -13,8 +13,9 @@ check upstream makes), it is a "near miss": a warning, and no split.
     ([('a\\n  ', 0, 0), ('\\nb\\n// ----\\n', 1, 10)], ['x.mlir:4:7'])
 
 Each chunk keeps its place in the file (`line`, `col` of its first
-character), and `padded` puts it there, so that diagnostics about a chunk
-carry the file's own line and column.  Two differences from mlir-opt: a
+character); the readers take it as an offset (`at=` of `parse_nem` and
+`parse_mlir_checked`), so that diagnostics about a chunk carry the file's
+own line and column and the work stays linear in the file.  Two differences from mlir-opt: a
 marker at the very start of the input starts an empty first chunk (mlir-opt
 takes the marker's last two characters as the chunk's first text, a parse
 error), and a marker of one or two characters is refused by the driver
@@ -42,10 +43,6 @@ class Chunk:
     text: str
     line: int = 0
     col: int = 0
-
-    def padded(self) -> str:
-        """The text at its place: preceded by as many newlines and blanks."""
-        return "\n" * self.line + " " * self.col + self.text
 
 
 def split_input(text: str, file: str, marker: str) -> tuple[list[Chunk], list[Diagnostic]]:

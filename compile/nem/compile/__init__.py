@@ -178,7 +178,7 @@ def compile_mlir(source: str | Path, options: CompileOptions | None = None,
         try:   # a regular file, at most max_source_bytes(), UTF-8 (D-FILE-PATHS)
             text = read_source(source, "input")
         except NemDiagnosticError as e:
-            raise CompileError("import", "\n".join(d.render() for d in e.diagnostics)) from e
+            raise CompileError.of("import", e.diagnostics) from e
     else:
         file, text = "<mlir>", str(source)
     _check_parse_isolated(text, file)
@@ -282,7 +282,7 @@ def _check_parse_isolated(text: str, file: str) -> None:
                      what="parsing the module", fix="fix the MLIR (mlir-opt shows the same "
                      "failure)")
     except NemDiagnosticError as e:
-        raise CompileError("import", "\n".join(d.render() for d in e.diagnostics)) from None
+        raise CompileError.of("import", e.diagnostics) from None
 
 
 def _port(t) -> tuple[tuple[int, ...], np.dtype]:

@@ -3,10 +3,24 @@ and the stage they come from."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from nem.dialect.diagnostics import Diagnostic
+
 
 class CompileError(Exception):
-    """A compile failure with its rendered diagnostics (stage-prefixed)."""
+    """A compile failure with its rendered diagnostics (stage-prefixed);
+    `diagnostics`: the diagnostics themselves where the stage has a list
+    (a tool prints them up to its error limit, D-CLI-ERROR-LIMIT)."""
 
-    def __init__(self, stage: str, message: str):
+    def __init__(self, stage: str, message: str,
+                 diagnostics: list[Diagnostic] | None = None):
         self.stage = stage
+        self.diagnostics = diagnostics
         super().__init__(message)
+
+    @staticmethod
+    def of(stage: str, diagnostics: list[Diagnostic]) -> CompileError:
+        """The error of a list of diagnostics, rendered one after the other."""
+        return CompileError(stage, "\n".join(d.render() for d in diagnostics), diagnostics)

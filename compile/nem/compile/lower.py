@@ -153,7 +153,7 @@ def _lower(module, run_ctx, device: str, memory_spaces: str, func_name: str, opt
                 if d.fix and d.fix.endswith("tile sizes that divide the iteration space"):
                     d.fix += (" (--tile-sizes), or use --route transform, which peels "
                               "partial tiles before staging them")
-        raise CompileError("lower", "\n".join(d.render() for d in e.diagnostics)) from e
+        raise CompileError.of("lower", e.diagnostics) from e
 
 
 class OverCapacity(Exception):
@@ -238,8 +238,8 @@ def verify_nem(nem: str, file: str, device: str, include_dirs: Sequence[str] = (
     if not diags:
         return
     at = _statement_origins(module, lowered, file) if module is not None and lowered else {}
-    raise CompileError("lower", "\n".join(
-        _relocated(d, f"lowered NEM program {what}", at).render() for d in diags))
+    raise CompileError.of("lower", [_relocated(d, f"lowered NEM program {what}", at)
+                                    for d in diags])
 
 
 def _statement_origins(parsed, lowered, file: str) -> dict[int, SourceLoc]:

@@ -31,6 +31,14 @@ class SourceLoc:
     def __str__(self) -> str:
         return f"{self.file}:{self.line}:{self.col}"
 
+    @staticmethod
+    def in_chunk(file: str, line: int, col: int, at: tuple[int, int]) -> SourceLoc:
+        """The place in `file` of one-based `line`:`col` of a chunk of it
+        that starts after `at` = (lines, characters on its first line): a
+        `--split-input-file` chunk is parsed where it is, not padded to its
+        place (D-OPT-SPLIT)."""
+        return SourceLoc(file, line + at[0], col + at[1] if line == 1 else col)
+
     def to_attr(self) -> FileLineColLoc:
         return FileLineColLoc(StringAttr(self.file), IntAttr(self.line), IntAttr(self.col))
 

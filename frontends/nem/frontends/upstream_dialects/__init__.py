@@ -25,6 +25,7 @@ from xdsl.ir import Attribute, Dialect, Operation
 from xdsl.parser import Parser
 from xdsl.utils.mlir_lexer import MLIRTokenKind
 
+from nem.dialect.diagnostics import SourceLoc
 from nem.frontends.upstream_dialects.affine_ssa_maps import use_upstream_affine_ssa_maps
 from nem.frontends.upstream_dialects.async_dialect import Async
 from nem.frontends.upstream_dialects.dma import AFFINE_EXTRA_OPS, MEMREF_EXTRA_OPS
@@ -95,11 +96,14 @@ def register_mlir_dialects(ctx: Context) -> None:
 class LocatingParser(Parser):
     """Gives every parsed op without a location a `FileLineColLoc` of the
     first token of its statement (the result list, or the op name), as
-    upstream MLIR does."""
+    upstream MLIR does.  `at`: the lines, and the characters on its first
+    line, before `text` in `file` (a `--split-input-file` chunk), so that
+    locations are the file's."""
 
-    def __init__(self, ctx: Context, text: str, file: str = "<unknown>", **kw: Any):
+    def __init__(self, ctx: Context, text: str, file: str = "<unknown>",
+                 at: tuple[int, int] = (0, 0), **kw: Any):
         super().__init__(ctx, text, file, **kw)
-        self._file = StringAttr(file)
+        self._file, self._at = StringAttr(file), at
         self.op_starts: list[int] = []
         """Offsets of the ops being parsed, innermost last (where an error
         raised while building an op is reported)."""
@@ -171,12 +175,14 @@ class LocatingParser(Parser):
         return module
 
     def _first_line(self) -> FileLineColLoc:
-        return FileLineColLoc(self._file, IntAttr(1), IntAttr(1))
+        line, col = self.line_col(0)
+        return FileLineColLoc(self._file, IntAttr(line), IntAttr(col))
 
     def line_col(self, offset: int) -> tuple[int, int]:
-        """One-based line and column of a character offset of the text."""
+        """One-based line and column in the file of a character offset of the text."""
         line = bisect_right(self._line_starts, offset)
-        return line, offset - self._line_starts[line - 1] + 1
+        loc = SourceLoc.in_chunk("", line, offset - self._line_starts[line - 1] + 1, self._at)
+        return loc.line, loc.col
 
 
 _ANGLES = re.compile(r"->|[<>\n]")

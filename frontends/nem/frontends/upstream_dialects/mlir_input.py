@@ -61,9 +61,10 @@ _BAD_ESCAPE = re.compile(r'\\(?!["nt\\]|[0-9A-Fa-f]{2})')
 _OPEN, _CLOSE = "({[<", ")}]>"
 
 
-def check_mlir_text(text: str, file: str) -> None:
-    """The linear pre-scan (1. above); raises a located diagnostic."""
-    line, line_start = 1, 0
+def check_mlir_text(text: str, file: str, at: tuple[int, int] = (0, 0)) -> None:
+    """The linear pre-scan (1. above); raises a located diagnostic (`at`:
+    where `text` starts in `file`, see `parse_mlir_checked`)."""
+    line, line_start = 1 + at[0], -at[1]
     depth = 0
     for m in _SCAN.finditer(text):
         tok = m.group()
@@ -102,22 +103,26 @@ _NO_CUSTOM_FORMAT = re.compile(r"Operation (?P<name>[\w$.]+) does not have a cus
 
 def parse_mlir_checked(ctx: Context, text: str, file: str,
                        allow_implicit_module: bool = True,
-                       custom_found: str | None = None) -> ModuleOp:
+                       custom_found: str | None = None, at: tuple[int, int] = (0, 0)
+                       ) -> ModuleOp:
     """Parse and verify MLIR text; every failure is a located diagnostic.
-    `custom_found`: see `generalize_upstream_ops` (set by the retry below)."""
+    `custom_found`: see `generalize_upstream_ops` (set by the retry below).
+    `at`: the lines, and the characters on its first line, before `text` in
+    `file` (a `--split-input-file` chunk, parsed where it is: linear work,
+    D-OPT-SPLIT); locations and diagnostics are the file's."""
     from nem.frontends.upstream_dialects import LocatingParser, register_mlir_dialects
     from nem.frontends.upstream_dialects.upstream_ops import generalize_upstream_ops
 
-    check_mlir_text(text, file)
+    check_mlir_text(text, file, at)
     register_mlir_dialects(ctx)
     original = text
-    text = generalize_upstream_ops(ctx, text, file, custom_found)
-    parser = LocatingParser(ctx, text, file)
+    text = generalize_upstream_ops(ctx, text, file, custom_found, at)
+    parser = LocatingParser(ctx, text, file, at=at)
 
     def count_error(n: int) -> NemDiagnosticError:
         """mlir-opt's error without the implicit module."""
         return fail(f"source must contain a single top-level operation, found: {n}",
-                    SourceLoc(file, 1, 1), None,
+                    SourceLoc.in_chunk(file, 1, 1, at), None,
                     "write one 'builtin.module { ... }', or drop --no-implicit-module")
     def at_end() -> bool:
         return parser._current_token.kind is MLIRTokenKind.EOF
@@ -144,8 +149,8 @@ def parse_mlir_checked(ctx: Context, text: str, file: str,
         # same conversion, once (D-LOW-UPSTREAM)
         m = _NO_CUSTOM_FORMAT.search(str(e))
         if m and custom_found is None:
-            return parse_mlir_checked(ctx, original, file, allow_implicit_module, m["name"])
-        raise NemDiagnosticError([diagnostic_from_parse_error(e, file)]) from None
+            return parse_mlir_checked(ctx, original, file, allow_implicit_module, m["name"], at)
+        raise NemDiagnosticError([diagnostic_from_parse_error(e, file, at)]) from None
     except XDSL_INPUT_ERRORS as e:
         # the op being built when the error was raised, else where the parser stopped
         pos = parser.op_starts[-1] if parser.op_starts else parser._current_token.span.start
@@ -160,7 +165,8 @@ def parse_mlir_checked(ctx: Context, text: str, file: str,
         if not isinstance(parser.top_level[0], ModuleOp):
             raise fail("the top-level operation must be a builtin.module: nem-opt runs its passes "
                        "on a module (mlir-opt would anchor them on this operation)",
-                       SourceLoc.of(parser.top_level[0]) or SourceLoc(file, 1, 1), None,
+                       SourceLoc.of(parser.top_level[0]) or SourceLoc.in_chunk(file, 1, 1, at),
+                       None,
                        "wrap it in 'module { ... }', or drop --no-implicit-module")
     verify_mlir(module, file)
     return module
@@ -273,19 +279,20 @@ def location_in(op: Operation | None, file: str) -> SourceLoc:
     return SourceLoc(file, 1, 1)
 
 
-def diagnostic_from_parse_error(e: ParseError, file: str) -> Diagnostic:
+def diagnostic_from_parse_error(e: ParseError, file: str, at: tuple[int, int] = (0, 0)
+                                ) -> Diagnostic:
+    """`e` at its place in `file` (`at`: where the parsed text starts in it)."""
     span = e.span
     loc = span.get_location()  # xDSL 0.74: one-based line and column
+    where = SourceLoc.in_chunk(file, loc.line, loc.col, at)
     msg = (str(e.msg) if hasattr(e, "msg") else str(e).splitlines()[-1]).strip()
     # xDSL 0.74's lexer forgets an f-string prefix (docs/upstream-reports.md)
     msg = msg.replace("{first_char}", repr(span.input.content[span.start:span.start + 1]))
     at_end = span.start >= len(span.input.content.rstrip())
     what = "unexpected end of input" + (f" ({msg})" if msg else "") if at_end else msg
     if isinstance(e, RuleParseError):  # a NEM attribute breaking a spec rule
-        return Diagnostic("error", f"cannot parse MLIR: {what}", SourceLoc(file, loc.line, loc.col),
-                          e.rule, e.fix)
-    return Diagnostic("error", f"cannot parse MLIR: {what or 'syntax error'}",
-                      SourceLoc(file, loc.line, loc.col),
+        return Diagnostic("error", f"cannot parse MLIR: {what}", where, e.rule, e.fix)
+    return Diagnostic("error", f"cannot parse MLIR: {what or 'syntax error'}", where,
                       fix="check the MLIR syntax at this position")
 
 

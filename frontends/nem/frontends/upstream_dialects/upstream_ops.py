@@ -77,36 +77,38 @@ def generic_only(op: type[Operation]) -> bool:
     return op.parse.__func__ is Operation.parse.__func__  # type: ignore[attr-defined]
 
 
-def _location(text: str, file: str, offset: int) -> SourceLoc:
+def _location(text: str, file: str, offset: int, at: tuple[int, int]) -> SourceLoc:
     line = text.count("\n", 0, offset) + 1
-    return SourceLoc(file, line, offset - (text.rfind("\n", 0, offset) + 1) + 1)
+    return SourceLoc.in_chunk(file, line, offset - (text.rfind("\n", 0, offset) + 1) + 1, at)
 
 
 def generalize_upstream_ops(ctx: Context, text: str, file: str,
-                            custom_found: str | None = None) -> str:
+                            custom_found: str | None = None, at: tuple[int, int] = (0, 0)
+                            ) -> str:
     """`text`, with the linalg ops xDSL lacks (and GENERALIZED_KNOWN ones)
     rewritten into `linalg.generic` by upstream MLIR; unchanged when it has
     none.  `custom_found`: an op xDSL reads only in generic form that xDSL's
     parser met in custom form where the statement scan does not look (not at
     the start of a line).  Raises a located NemDiagnosticError (see the
-    module docstring)."""
+    module docstring).  `at`: where `text` starts in `file`, as in
+    `parse_mlir_checked`; the locations printed back are the file's."""
     unknown: dict[str, int] = {}
     known: dict[str, int] = {}
     custom: dict[str, int] = {}     # generic_only ops written in custom form
     if custom_found is not None:
         m = re.search(rf'(?<!")\b{re.escape(custom_found)}\b', text)
         custom[custom_found] = m.start() if m else 0
-    for name, at, generic in _statements(text):
+    for name, where, generic in _statements(text):
         if name in KEPT or name in unknown or name in known or name in custom:
             continue
         op = ctx.get_optional_op(name)
         if op is None:
-            unknown[name] = at
+            unknown[name] = where
         elif name in GENERALIZED_KNOWN:
-            known[name] = at
+            known[name] = where
         elif not generic and generic_only(op):
-            custom[name] = at
-    for name, at in unknown.items():
+            custom[name] = where
+    for name, where in unknown.items():
         if not name.startswith("linalg."):
             # a transform op: the script `mlir-opt --transform-interpreter` ran
             # is still in the module (it keeps it); interpret it from its own file
@@ -118,24 +120,24 @@ def generalize_upstream_ops(ctx: Context, text: str, file: str,
                  "arith, math or linalg ops")
             raise fail(f"not supported: operation '{name}': xDSL 0.74 does not define it and "
                        "only linalg ops are rewritten upstream (D-LOW-UPSTREAM)",
-                       _location(text, file, at), None, fix)
+                       _location(text, file, where, at), None, fix)
     if not unknown and not known and not custom:
         return text
     try:    # probe: are the bindings installed?  (used in the child, _generalize)
         import mlir.dialects.transform.interpreter  # noqa: F401
     except ImportError:
         if unknown:
-            name, at = next(iter(unknown.items()))
+            name, where = next(iter(unknown.items()))
             raise fail(f"not supported: '{name}' needs the mlir extra: xDSL 0.74 does not define "
                        "it and the upstream MLIR bindings that rewrite it into linalg.generic are "
-                       "not installed (D-LOW-UPSTREAM)", _location(text, file, at), None,
+                       "not installed (D-LOW-UPSTREAM)", _location(text, file, where, at), None,
                        "pip install 'nem-toolchain[mlir]', or run mlir-opt "
                        "--linalg-generalize-named-ops first") from None
         if custom:
-            name, at = next(iter(custom.items()))
+            name, where = next(iter(custom.items()))
             raise fail(f"not supported: '{name}' in its custom form needs the mlir extra: xDSL "
                        "0.74 reads it only in generic form and the upstream MLIR bindings that "
-                       "convert it are not installed (D-LOW-UPSTREAM)", _location(text, file, at),
+                       "convert it are not installed (D-LOW-UPSTREAM)", _location(text, file, where, at),
                        None, "pip install 'nem-toolchain[mlir]', or write the op in generic "
                        "form (mlir-opt --mlir-print-op-generic prints it)") from None
         return text
@@ -143,34 +145,49 @@ def generalize_upstream_ops(ctx: Context, text: str, file: str,
     first = min({**unknown, **known, **custom}.values())
     what = [f"rewriting {', '.join(names)} into linalg.generic"] if names else []
     what += [f"printing {', '.join(sorted(custom))} in generic form"] if custom else []
-    out = run_isolated(_generalize, text, file, names, bool(custom),
-                       where=_location(text, file, first), what=" and ".join(what),
+    out = run_isolated(_generalize, text, file, names, bool(custom), at,
+                       where=_location(text, file, first, at), what=" and ".join(what),
                        fix="check the op against upstream MLIR (mlir-opt shows the same failure)")
-    out = out.replace('loc("-":', f'loc("{_escape(file)}":').replace(" loc(unknown)", "")
+    escaped = _escape(file)
+    out = _PARSED_LOC.sub(lambda m: _loc_in_file(m, escaped, at), out).replace(" loc(unknown)", "")
     return _restore_arg_names(text, out)
 
 
-def _generalize(text: str, file: str, names: list[str], generic: bool) -> str:
+_PARSED_LOC = re.compile(r'loc\("-":(?P<line>\d+):(?P<col>\d+)\)')
+"""A location upstream gives an op of the text it parsed (named "-")."""
+
+
+def _loc_in_file(m: re.Match[str], escaped_file: str, at: tuple[int, int]) -> str:
+    """The location in the file (line 0: upstream's "no line", kept)."""
+    line, col = int(m["line"]), int(m["col"])
+    loc = SourceLoc.in_chunk(escaped_file, line, col, at) if line else \
+        SourceLoc(escaped_file, line, col)
+    return f'loc("{loc.file}":{loc.line}:{loc.col})'
+
+
+def _generalize(text: str, file: str, names: list[str], generic: bool, at: tuple[int, int]
+                ) -> str:
     """Step 2 of the module docstring, with the upstream bindings: the
     `names` ops generalized, the module printed (in generic form if
-    `generic`)."""
+    `generic`; `at` places the parser's diagnostics in the file)."""
     from mlir import ir
 
     with ir.Context():
         try:
             module = ir.Module.parse(text)
         except ir.MLIRError as e:
-            raise NemDiagnosticError([_diagnostic(str(d.location), d.message, file)
+            raise NemDiagnosticError([_diagnostic(str(d.location), d.message, file, at)
                                       for d in e.error_diagnostics] or [Diagnostic(
-                                          "error", f"invalid MLIR: {e}", SourceLoc(file, 1, 1))]
-                                     ) from None
+                                          "error", f"invalid MLIR: {e}",
+                                          SourceLoc.in_chunk(file, 1, 1, at))]) from None
         if names:
-            _apply_generalize(module, names, file)
+            _apply_generalize(module, names, file, at)
         return str(module.operation.get_asm(enable_debug_info=True, use_local_scope=True,
                                             print_generic_op_form=generic))
 
 
-def _apply_generalize(module: object, names: list[str], file: str) -> None:
+def _apply_generalize(module: object, names: list[str], file: str, at: tuple[int, int]
+                      ) -> None:
     """`transform.structured.generalize` on the `names` ops of `module`."""
     from mlir import ir
     from mlir.dialects.transform import interpreter
@@ -180,7 +197,7 @@ def _apply_generalize(module: object, names: list[str], file: str) -> None:
         interpreter.apply_named_sequence(module.operation,  # type: ignore[attr-defined]
                                          script.body.operations[0], script)
     except ir.MLIRError as e:   # e.g. an op upstream cannot generalize
-        raise NemDiagnosticError([_diagnostic(str(d.location), d.message, file)
+        raise NemDiagnosticError([_diagnostic(str(d.location), d.message, file, at)
                                   for d in e.error_diagnostics]) from None
     except ValueError as e:     # the interpreter's failure: "... at loc(op)" last
         where = list(_LOC.finditer(str(e)))
@@ -188,7 +205,7 @@ def _apply_generalize(module: object, names: list[str], file: str) -> None:
             where[-1].group(0) if where else "", f"not supported: {', '.join(names)}: "
             "upstream cannot rewrite it into linalg.generic (not a structured op) "
             "(D-LOW-UPSTREAM)", file,
-            "lower it upstream first into linalg.generic or loops")]) from None
+            "lower it upstream first into linalg.generic or loops", at)]) from None
 
 
 def _script(names: list[str]) -> str:
@@ -207,17 +224,20 @@ def _escape(file: str) -> str:
     return file.replace("\\", "\\\\").replace('"', '\\"')
 
 
-def _diagnostic(location: str, message: str, file: str) -> Diagnostic:
+def _diagnostic(location: str, message: str, file: str, at: tuple[int, int]) -> Diagnostic:
     """An upstream parser diagnostic at `file:line:col`."""
     return upstream_diagnostic(location, f"invalid MLIR (upstream parser): {message}", file,
-                               "fix the MLIR at this position")
+                               "fix the MLIR at this position", at)
 
 
-def upstream_diagnostic(location: str, message: str, file: str, fix: str) -> Diagnostic:
+def upstream_diagnostic(location: str, message: str, file: str, fix: str,
+                        at: tuple[int, int] = (0, 0)) -> Diagnostic:
     """An upstream diagnostic (`str(mlir.ir.Location)`, which calls a parsed
-    text "-") at `file:line:col` of the text it was parsed from."""
+    text "-") at `file:line:col` of the text it was parsed from (which
+    starts at `at` in `file`)."""
     m = _LOC.search(location)
-    loc = SourceLoc(file, int(m["line"]), int(m["col"])) if m else SourceLoc(file, 1, 1)
+    loc = SourceLoc.in_chunk(file, int(m["line"]), int(m["col"]), at) if m else \
+        SourceLoc.in_chunk(file, 1, 1, at)
     return Diagnostic("error", message, loc, fix=fix)
 
 
