@@ -365,6 +365,7 @@ def _write_nemb(out: str, src: str, result) -> None:
     # no .nem file is written: the locations name the .nemb itself, at the
     # lines of its text form, `nem-opt FILE.nemb -t nem` (D-COMPILE-NEMB-LOC)
     module = parse_nem(result.nem, out)
+    _with_nodes(module, result.origins)
     embed = [Embedded(name, np.ascontiguousarray(array).tobytes())
              for name, array in result.interface.weights.items()]
     options = WriteOptions(embed=embed, build={"source": src, "producer-tool": "nem-compile"})
@@ -374,6 +375,24 @@ def _write_nemb(out: str, src: str, result) -> None:
         raise ValueError(str(e)) from None
     with output_file(out, "wb") as f:
         f.write(data)
+
+
+def _with_nodes(module, origins: list[str | None]) -> None:
+    """Each statement lowered from an ONNX node located `fused[FILE.nemb:LINE:COL,
+    NODE]`, which the writer keeps in the Debug section and `nem-run --roofline`
+    groups by (D-BC-NODES).  `origins` is in `printed_statements` order, the
+    order `module`, the printed text read back, gives them."""
+    from xdsl.dialects.builtin import FusedLoc, NoneAttr
+
+    from nem.frontends.bytecode.reader import parse_location
+    from nem.frontends.nem_text.printer import printed_statements
+
+    parsed: dict[str, object] = {}
+    for op, origin in zip(printed_statements(module), origins):
+        if origin is not None:
+            node = parsed.get(origin) or parsed.setdefault(origin, parse_location(origin))
+            if node is not None:
+                op.location = FusedLoc([op.location, node], NoneAttr())
 
 
 def main(argv: Sequence[str] | None = None) -> None:

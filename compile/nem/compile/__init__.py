@@ -140,7 +140,8 @@ def compile_onnx(model, options: CompileOptions | None = None,
     iface.weights.update(driver.constants)
     notes = [f"{file}: remark: {n}" for n in im.notes]   # what preparing the model did
     return CompileResult(nem, iface, im.func_name, driver.results, notes + remarks,
-                         driver.memory_spaces(), driver.flops, _warnings(file, driver))
+                         driver.memory_spaces(), driver.flops, driver.origins,
+                         _warnings(file, driver))
 
 
 def _at_origin(e: CompileError, tile_file: str, driver, source: str | None = None
@@ -236,7 +237,7 @@ def compile_mlir(source: str | Path, options: CompileOptions | None = None,
             raise _at_origin(e, tile_file, driver, file) from e
     iface.weights.update(driver.constants)   # constant tensors (D-COMPILE-CONSTS)
     return CompileResult(nem, iface, name, driver.results, remarks, driver.memory_spaces(),
-                         driver.flops, _warnings(file, driver))
+                         driver.flops, driver.origins, _warnings(file, driver))
 
 
 def _warnings(file: str, driver) -> list[str]:
