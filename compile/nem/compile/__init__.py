@@ -107,22 +107,12 @@ def compile_onnx(model, options: CompileOptions | None = None,
 
     check_type("compile_onnx", "model", model, (str, Path, onnx.ModelProto),
                "a path (str or Path) or an onnx.ModelProto")
-    from nem.frontends.onnx import OnnxImportError, import_onnx
-
     file = str(model) if isinstance(model, (str, Path)) else "<model>"
     driver = Driver(opts, progress)
     holder = {}
 
     def do_import() -> str:
-        from nem.compile.target import softmax_types
-
-        try:
-            holder["m"] = import_onnx(model, softmax_types=softmax_types(driver.device),
-                                      simplify=opts.simplify, demote_f64=opts.demote_f64,
-                                      demote_i64=opts.demote_i64, max_nodes=opts.max_nodes,
-                                      max_model_bytes=opts.max_model_bytes)
-        except OnnxImportError as e:
-            raise CompileError("import", e.render()) from e
+        holder["m"] = import_model(model, opts, driver.device)
         return str(holder["m"].module)
 
     driver.timed("import", do_import)
@@ -142,6 +132,19 @@ def compile_onnx(model, options: CompileOptions | None = None,
     return CompileResult(nem, iface, im.func_name, driver.results, notes + remarks,
                          driver.memory_spaces(), driver.flops, driver.origins,
                          _warnings(file, driver))
+
+
+def import_model(model, opts: CompileOptions, device):
+    """The `import` stage on an ONNX model for `device` (an `ImportedModel`)."""
+    from nem.compile.target import softmax_types
+    from nem.frontends.onnx import OnnxImportError, import_onnx
+
+    try:
+        return import_onnx(model, softmax_types=softmax_types(device), simplify=opts.simplify,
+                           demote_f64=opts.demote_f64, demote_i64=opts.demote_i64,
+                           max_nodes=opts.max_nodes, max_model_bytes=opts.max_model_bytes)
+    except OnnxImportError as e:
+        raise CompileError("import", e.render()) from e
 
 
 def _at_origin(e: CompileError, tile_file: str, driver, source: str | None = None

@@ -83,6 +83,12 @@ class CompileOptions:
     """ONNX input: the compile budget, most nodes of the model (D-LIMITS)."""
     max_model_bytes: int = MAX_MODEL_BYTES
     """ONNX input: largest model file with its external data (D-LIMITS)."""
+    origins: bool = False
+    """Record the ONNX node of each statement (`CompileResult.origins`, about 2%
+    of the compile): `nem-compile -o FILE.nemb` does (D-BC-NODES)."""
+    op_tile_sizes: tuple[tuple[str, tuple[int, ...]], ...] = ()
+    """Tile sizes of single ops, by `tune.op_key` (what `--tune` found);
+    other ops are sized as usual (D-COMPILE-TUNE)."""
 
 
 @dataclass
@@ -290,9 +296,10 @@ class Driver:
             nem, notes, escaped, self.constants = lower_and_verify(
                 tiled, func_name, arg_names, self.device.name, self.memory_spaces(), file,
                 self.options, self.substep, self.advance, at)
-            self.origins = self.substep("ONNX nodes", lambda: statement_nodes(
-                tiled, self.tiled.operation.get_asm(enable_debug_info=True,
-                                                    use_local_scope=True), at))
+            if self.options.origins:
+                self.origins = self.substep("ONNX nodes", lambda: statement_nodes(
+                    tiled, self.tiled.operation.get_asm(enable_debug_info=True,
+                                                        use_local_scope=True), at))
             remarks.extend(notes)
             self.flops = self.substep("FLOP count", lambda: flop_share(tiled, escaped))
             remarks.append(f"{file}: remark: {self.flops.remark()}")
