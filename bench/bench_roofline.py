@@ -72,11 +72,13 @@ def measure(label: str, model, device: str, groups: int, tune: float | None = No
            "farthest": [{"group": g.name, "cycles": g.cycles, "bound": round(g.bound, 1),
                          "binds": g.binds} for g in worst]}
     if tune is not None:
+        from nem.cli.roofline_cli import timed_cycles
         from nem.compile import CompileOptions
         from nem.compile.tune import compile_tuned
 
         t2 = cpu()
-        tuned, report = compile_tuned(model, CompileOptions(device=device), budget=tune)
+        tuned, report = compile_tuned(model, CompileOptions(device=device), timed_cycles,
+                                       budget=tune)
         t3 = cpu()
         _, trep = timed_run(tuned.nem, label, device)
         row["tune"] = {"cycles": trep.total.cycles, "bound": round(trep.total.bound, 1),

@@ -13,8 +13,7 @@ import pytest
 from xdsl.dialects.builtin import FileLineColLoc, FusedLoc, NoneAttr
 
 from nem.dialect.diagnostics import SourceLoc
-from nem.frontends.bytecode.container import read_header
-from nem.frontends.bytecode.container import BytecodeError
+from nem.frontends.bytecode.container import BytecodeError, read_header
 from nem.frontends.bytecode.reader import parse_location, read_nemb
 from nem.frontends.bytecode.writer import write_nemb
 from nem.frontends.nem_text.parser import parse_nem

@@ -301,9 +301,10 @@ def _run(args: argparse.Namespace) -> int:
     display = _Display(args, stem)
     try:
         if args.tune:
+            from nem.cli.roofline_cli import timed_cycles
             from nem.compile.tune import compile_tuned
 
-            result, _ = compile_tuned(src, options, args.tune_budget, args.seed,
+            result, _ = compile_tuned(src, options, timed_cycles, args.tune_budget, args.seed,
                                       args.tune_trials, progress=display, stem=stem)
         else:
             compile_fn = compile_onnx if ext == ".onnx" else compile_mlir
@@ -403,17 +404,18 @@ def _with_nodes(module, origins: list[str | None]) -> None:
     NODE]`, which the writer keeps in the Debug section and `nem-run --roofline`
     groups by (D-BC-NODES).  `origins` is in `printed_statements` order, the
     order `module`, the printed text read back, gives them."""
-    from xdsl.dialects.builtin import FusedLoc, NoneAttr
+    from xdsl.dialects.builtin import ArrayAttr, FusedLoc, NoneAttr
+    from xdsl.ir import Attribute
 
     from nem.frontends.bytecode.reader import parse_location
     from nem.frontends.nem_text.printer import printed_statements
 
-    parsed: dict[str, object] = {}
+    parsed: dict[str, Attribute | None] = {}
     for op, origin in zip(printed_statements(module), origins):
         if origin is not None:
             node = parsed.get(origin) or parsed.setdefault(origin, parse_location(origin))
             if node is not None:
-                op.location = FusedLoc([op.location, node], NoneAttr())
+                op.location = FusedLoc(ArrayAttr([op.location, node]), NoneAttr())
 
 
 def main(argv: Sequence[str] | None = None) -> None:

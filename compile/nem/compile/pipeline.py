@@ -287,7 +287,6 @@ class Driver:
 
         def run() -> str:
             from nem.compile.flops import flop_share
-
             from nem.frontends.onnx.locations import statement_nodes
 
             tiled = self.stage_text("tile")

@@ -7,17 +7,18 @@ asks the timed cost model (D-RT-COST) instead, op by op:
 
 1. the model is imported as `nem-compile` imports it; each linalg op with
    loops becomes a program of its own (`extract`: the op, its operands as
-   arguments, its constants cloned), largest iteration space first;
+   arguments, its constants cloned), searched largest iteration space first;
 2. for that program, candidate tile sizes (`candidates`): each parallel loop
    takes its extent, the default size or the extent halved again and again;
    a reduction loop keeps the default size, so every output element sums
    its terms in the same order as untuned (the tuned program's outputs are
    bit-identical to the untuned one's);
-3. each candidate is compiled with `--tile-sizes` (`compile_mlir`, verified)
-   and run once in timed mode: its score is the cycles; a candidate that does
-   not compile scores nothing;  all of a small space is tried (at most
-   `trials`), else optuna's TPE sampler, seeded, picks `trials` of it, the
-   default first;
+3. each candidate is compiled with `--tile-sizes` (`compile_mlir`, without
+   nem-verify) and run once in timed mode: its score is the cycles; a
+   candidate that does not compile scores nothing; all of a small space is
+   tried (at most `trials`), else optuna's TPE sampler, seeded, picks `trials`
+   of it, the default first; the best is compiled again with nem-verify and
+   dropped for the default if that fails;
 4. the whole model is compiled with the sizes that beat the default
    (`CompileOptions.op_tile_sizes`, keyed by `transform.op_keys`); should
    that compile fail, the untuned one is the result.
@@ -162,25 +163,23 @@ def space_of(text: str, device, options: CompileOptions) -> Space | None:
         return candidates(plan.extents, plan.sizes, ["parallel" in k for k in kinds])
 
 
-def cycles_of(text: str, sizes: list[int], options: CompileOptions) -> int | None:
+Timer = Callable[[str, str], "int | None"]
+"""(a `.nem` program, the device) -> its timed cycles, None if it does not
+run to its end: the runtime's, given by the caller (`nem.cli.roofline_cli.
+timed_cycles`; the compiler imports no runtime)."""
+
+
+def cycles_of(text: str, sizes: list[int], options: CompileOptions, timer: Timer) -> int | None:
     """Timed cycles of the one-op program `text` tiled by `sizes`, None if it
     does not compile (or does not run to its end)."""
     from nem.compile import CompileError, compile_mlir
-    from nem.runtime.api import NemInterpreter
 
     try:
         result = compile_mlir(text, replace(options, tile_sizes=tuple(sizes), origins=False,
                                             op_tile_sizes=()))
     except CompileError:
         return None
-    it = NemInterpreter(device=options.device, trace=False)
-    it.set_mode("timed")
-    it.load_string(result.nem, file="nest.nem")
-    session = it.start()
-    res = session.run_to_end()
-    if res.status != "completed":
-        return None
-    return session.roofline().total.cycles
+    return timer(result.nem, options.device)
 
 
 def search(space: Space, score: Callable[[list[int]], int | None], trials: int, seed: int,
@@ -228,7 +227,7 @@ def search(space: Space, score: Callable[[list[int]], int | None], trials: int, 
     return best, best_score, tried
 
 
-def tune(model, options: CompileOptions, budget: float = 60.0, seed: int = 0,
+def tune(model, options: CompileOptions, timer: Timer, budget: float = 60.0, seed: int = 0,
          trials: int = 12, progress: Callable[[str], None] | None = None
          ) -> tuple[CompileOptions, TuneReport]:
     """`options` with the tile sizes the search found for the ONNX `model`
@@ -247,29 +246,34 @@ def tune(model, options: CompileOptions, budget: float = 60.0, seed: int = 0,
                   if o.operation.name == "func.func"
                   and ir.StringAttr(o.operation.attributes["sym_name"]).value == im.func_name)
         ops = linalg_ops(fn)
-        todo = []
-        for op, key in zip(ops, op_keys(ops)):
-            if has_loops(op) and op.results:
-                work = max(math.prod(ir.ShapedType(v.type).shape) for v in op.operands
-                           if isinstance(v.type, ir.ShapedType))
-                todo.append((work, key, extract(op)))
-    todo.sort(key=lambda t: -t[0])   # the largest first (stable: program order otherwise)
+        texts = [(key, extract(op)) for op, key in zip(ops, op_keys(ops))
+                 if has_loops(op) and op.results]
+    todo: list[tuple[int, int, str, str, Space]] = []
+    for key, text in texts:     # the spaces first: the largest iteration spaces go first
+        space = space_of(text, device, options)
+        if space is not None and space.size > 1:
+            todo.append((-math.prod(space.extents), len(todo), key, text, space))
+    todo.sort()
     found: list[tuple[str, tuple[int, ...]]] = []
-    for _work, key, text in todo:
+    for *_, key, text, space in todo:
         if time.monotonic() >= deadline:
             report.budget_reached = True
             break
-        space = space_of(text, device, options)
-        if space is None:
-            continue
         if progress is not None:
             progress(f"--tune: {key}: {space.size} candidates")
-        best, best_cycles, tried = search(
-            space, lambda s, t=text: cycles_of(t, s, options), trials, seed, deadline)
-        default_cycles = cycles_of(text, space.default, options) if best != space.default \
-            else best_cycles
-        report.nests.append(NestResult(key, space.extents, space.default, default_cycles,
-                                       best, best_cycles, tried))
+        scores: dict[tuple[int, ...], int | None] = {}
+
+        def score(sizes: list[int], text: str = text,
+                  scores: dict[tuple[int, ...], int | None] = scores) -> int | None:
+            # candidates are compiled unverified; the one kept is verified below
+            scores[tuple(sizes)] = cycles_of(text, sizes, replace(options, verify=False), timer)
+            return scores[tuple(sizes)]
+
+        best, best_cycles, tried = search(space, score, trials, seed, deadline)
+        if best != space.default and cycles_of(text, best, options, timer) is None:
+            best, best_cycles = space.default, scores[tuple(space.default)]   # fails nem-verify
+        report.nests.append(NestResult(key, space.extents, space.default,
+                                       scores[tuple(space.default)], best, best_cycles, tried))
         if best != space.default:
             found.append((key, tuple(best)))
     report.budget_reached = report.budget_reached or time.monotonic() >= deadline
@@ -277,14 +281,14 @@ def tune(model, options: CompileOptions, budget: float = 60.0, seed: int = 0,
     return replace(options, op_tile_sizes=tuple(found)), report
 
 
-def compile_tuned(model, options: CompileOptions, budget: float = 60.0, seed: int = 0,
-                  trials: int = 12, progress=None, stem: str | None = None
+def compile_tuned(model, options: CompileOptions, timer: Timer, budget: float = 60.0,
+                  seed: int = 0, trials: int = 12, progress=None, stem: str | None = None
                   ) -> tuple[CompileResult, TuneReport]:
     """`compile_onnx(model)` with tuned tile sizes (falling back to the
     untuned compile should the tuned one fail), and the tuner's report."""
     from nem.compile import CompileError, compile_onnx
 
-    tuned, report = tune(model, options, budget, seed, trials)
+    tuned, report = tune(model, options, timer, budget, seed, trials)
     file = str(model) if isinstance(model, str) else "<model>"
     if tuned.op_tile_sizes:
         try:

@@ -30,6 +30,7 @@ from xdsl.dialects.builtin import (
     IndexType,
     IntAttr,
     IntegerAttr,
+    LocationAttr,
     ModuleOp,
     NoneAttr,
     StringAttr,
@@ -118,7 +119,7 @@ def _segments(sizes: tuple[int, ...]) -> DenseArrayBase:
     return seg
 
 
-def parse_location(text: str) -> Attribute | None:
+def parse_location(text: str) -> LocationAttr | None:
     """The MLIR location written as `text` (`loc(...)`), None if it is not one."""
     from xdsl.context import Context
     from xdsl.parser import Parser
@@ -131,7 +132,7 @@ def parse_location(text: str) -> Attribute | None:
         return None
 
 
-def _location(text: str, at: int) -> Attribute:
+def _location(text: str, at: int) -> LocationAttr:
     loc = parse_location(text)
     if loc is None:
         raise BytecodeError(at, f"origin {text!r} is not an MLIR location")
@@ -227,7 +228,7 @@ class _BodyReader(TableReader):
         stream = debug.LocsAsNumpy() if debug.LocsLength() else np.zeros(0, np.uint8)
         base = self._vec_pos(debug, 4)
         vals, offs = decode_varints(stream, base)
-        locs: list[FileLineColLoc | None] = []
+        locs: list[LocationAttr | None] = []
         append = locs.append
         ints: dict[int, IntAttr] = {}
         files: dict[int, StringAttr] = {}
@@ -270,7 +271,7 @@ class _BodyReader(TableReader):
             self._with_origins(debug, locs)
         self.locs = locs
 
-    def _with_origins(self, debug: fb.Debug, locs: list) -> None:
+    def _with_origins(self, debug: fb.Debug, locs: list[LocationAttr | None]) -> None:
         """Each location of `locs` with an origin in `Debug.nodes` (format
         1.2, D-BC-NODES) becomes `fused[FILE:LINE:COL, ORIGIN]`, ORIGIN parsed
         once per distinct string."""
@@ -279,7 +280,7 @@ class _BodyReader(TableReader):
         if len(vals) != len(locs):
             raise BytecodeError(base, f"debug section has {len(vals)} origins for "
                                 f"{len(locs)} locations")
-        parsed: dict[int, Attribute] = {}
+        parsed: dict[int, LocationAttr] = {}
         for k, idx in enumerate(vals):
             if not idx:
                 continue
@@ -287,7 +288,7 @@ class _BodyReader(TableReader):
             if origin is None:
                 origin = parsed[idx] = _location(self.string(idx, offs[k], "origin"), offs[k])
             at = locs[k]
-            locs[k] = FusedLoc([at, origin], NoneAttr()) if at is not None else origin
+            locs[k] = FusedLoc(ArrayAttr([at, origin]), NoneAttr()) if at is not None else origin
 
     # -- instructions ---------------------------------------------------------------
     def decode_body(self, code: fb.Code) -> None:

@@ -488,7 +488,7 @@ class _Writer:
             return
         loc = op.location
         origin = 0
-        if isinstance(loc, FusedLoc):
+        if isinstance(loc, FusedLoc) and isinstance(loc.locations, ArrayAttr):
             parts = loc.locations.data
             if len(parts) == 2 and isinstance(parts[0], FileLineColLoc):
                 origin = self.string(str(parts[1]))
