@@ -114,3 +114,27 @@ def test_compile_tuned_reports_each_op_and_never_loses_cycles():
     a, _ = _run(compile_onnx(model, device=DEVICE), inputs)
     b, _ = _run(result, inputs)
     assert all(x.tobytes() == y.tobytes() for x, y in zip(a, b))
+
+
+@pytest.mark.parametrize("value, error", [
+    ("x", TypeError), ((("k", (0, 2)),), ValueError), ((("k", ()),), ValueError),
+    (((1, (2,)),), ValueError)])
+def test_op_tile_sizes_are_checked(value, error):
+    with pytest.raises(error, match="op_tile_sizes"):
+        compile_onnx(samples.mlp("f32"), device=DEVICE, op_tile_sizes=value)
+
+
+@pytest.mark.parametrize("flags, message", [
+    (["--tune-budget", "5"], "options of --tune"),
+    (["--tune", "--tune-trials", "0"], "--tune-trials N >= 1"),
+    (["--tune", "--bisect"], "--tune takes a .onnx model"),
+])
+def test_tune_usage_errors(flags, message, tmp_path, capsys):
+    import onnx
+
+    from nem.cli.nem_compile import run
+
+    model = tmp_path / "m.onnx"
+    onnx.save(samples.mlp("f32"), str(model))
+    assert run([str(model), *flags]) == 2
+    assert message in capsys.readouterr().err

@@ -73,6 +73,15 @@ def _options(options: CompileOptions | None, kw: dict) -> CompileOptions:
                                       for t in opts.tile_sizes):
             raise ValueError(f"compile: tile_sizes must be positive ints, not "
                              f"{tuple(opts.tile_sizes)!r}")
+    check_type("compile", "origins", opts.origins, bool, "a bool")
+    check_type("compile", "op_tile_sizes", opts.op_tile_sizes, tuple,
+               "a tuple of (op key, tile sizes) pairs")
+    for entry in opts.op_tile_sizes:
+        if not (isinstance(entry, tuple) and len(entry) == 2 and isinstance(entry[0], str)
+                and isinstance(entry[1], tuple) and entry[1]
+                and all(type(t) is int and t >= 1 for t in entry[1])):
+            raise ValueError(f"compile: op_tile_sizes entries must be (op key, positive ints), "
+                             f"not {entry!r}")
     for name in ("engines", "max_nodes", "max_model_bytes"):
         value = getattr(opts, name)
         if value is not None:
