@@ -3,14 +3,16 @@ baseline of its "Numbers"):
 
   python bench/bench_roofline.py [--device npm_pro_x1] [--models mlp,cnn,...]
                                  [--dtypes f32,f16] [--cnns squeezenet,resnet50]
-                                 [--groups 3] [--json FILE]
+                                 [--groups 3] [--json FILE] [--tune SECONDS]
 
 Per model, compiled by `nem-compile`'s defaults for the device (L1-derived
 tiles, pipelined, every engine) and run once in timed mode: the cycles, the
 bound of the timed cost model (D-RT-COST: the largest over unit kinds of
 work / (units x throughput), D-RT-ROOFLINE), their ratio, the unit kind of
 the bound and the one that binds the run, and the `--groups` groups of
-tasks with the most cycles above their own bound.  Models: the project's
+tasks with the most cycles above their own bound; with `--tune`, the model
+compiled again with `nem-compile --tune` (that budget, D-COMPILE-TUNE): its
+cycles, ratio, compile CPU time and ops retiled of ops searched.  Models: the project's
 samples (`nem.frontends.onnx.samples`) in each `--dtypes`, then the light
 CNNs named by `--cnns` (`onnx/backend/test/data/light/light_<name>.onnx`;
 none by default: ResNet-50 takes minutes of CPU).  Cycles depend on the

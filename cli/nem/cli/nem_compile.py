@@ -410,8 +410,11 @@ def _with_nodes(module, origins: list[str | None]) -> None:
     from nem.frontends.bytecode.reader import parse_location
     from nem.frontends.nem_text.printer import printed_statements
 
+    statements = list(printed_statements(module))
+    if len(statements) != len(origins):   # not the lowered program's statements: no nodes
+        return
     parsed: dict[str, Attribute | None] = {}
-    for op, origin in zip(printed_statements(module), origins):
+    for op, origin in zip(statements, origins):
         if origin is not None:
             node = parsed.get(origin) or parsed.setdefault(origin, parse_location(origin))
             if node is not None:
