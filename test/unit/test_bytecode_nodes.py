@@ -62,7 +62,7 @@ def test_a_damaged_origin_is_a_located_error():
         read_nemb(reseal(bad), "p.nemb")
 
 
-@pytest.mark.slow  # ~10 s
+@pytest.mark.slow  # ~8 s alone (one compile of the cnn sample, one timed run)
 def test_a_compiled_nemb_reports_by_onnx_node(tmp_path, capsys):
     pytest.importorskip("mlir.ir")
     onnx = pytest.importorskip("onnx")

@@ -79,6 +79,7 @@ def _run(result, inputs):
     return [it.read_tensor(n, s, d) for n, s, d in result.interface.outputs], run.tasks_run
 
 
+@pytest.mark.slow  # ~15 s alone (two compiles of the cnn sample, two runs)
 def test_tuned_sizes_retile_their_op_and_keep_the_outputs_bit_identical():
     """conv2 of the cnn sample is tiled whole by default; given halved
     parallel tiles (what --tune keeps when they score better), the program
@@ -95,7 +96,7 @@ def test_tuned_sizes_retile_their_op_and_keep_the_outputs_bit_identical():
         assert x.tobytes() == y.tobytes()
 
 
-@pytest.mark.slow  # ~60 s
+@pytest.mark.slow  # ~30 s alone (each op of the mlp compiled 2-3 times)
 def test_compile_tuned_reports_each_op_and_never_loses_cycles():
     from nem.cli.roofline_cli import timed_cycles
     from nem.compile import CompileOptions
