@@ -3,14 +3,16 @@ baseline of its "Numbers"):
 
   python bench/bench_roofline.py [--device npm_pro_x1] [--models mlp,cnn,...]
                                  [--dtypes f32,f16] [--cnns squeezenet,resnet50]
-                                 [--groups 3] [--json FILE]
+                                 [--groups 3] [--json FILE] [--tune SECONDS]
 
 Per model, compiled by `nem-compile`'s defaults for the device (L1-derived
 tiles, pipelined, every engine) and run once in timed mode: the cycles, the
 bound of the timed cost model (D-RT-COST: the largest over unit kinds of
 work / (units x throughput), D-RT-ROOFLINE), their ratio, the unit kind of
 the bound and the one that binds the run, and the `--groups` groups of
-tasks with the most cycles above their own bound.  Models: the project's
+tasks with the most cycles above their own bound; with `--tune`, the model
+compiled again with `nem-compile --tune` (that budget, D-COMPILE-TUNE): its
+cycles, ratio, compile CPU time and ops retiled of ops searched.  Models: the project's
 samples (`nem.frontends.onnx.samples`) in each `--dtypes`, then the light
 CNNs named by `--cnns` (`onnx/backend/test/data/light/light_<name>.onnx`;
 none by default: ResNet-50 takes minutes of CPU).  Cycles depend on the
@@ -43,8 +45,19 @@ def cpu() -> float:
     return r.ru_utime + r.ru_stime
 
 
-def measure(label: str, model, device: str, groups: int) -> dict:
-    """Compile `model` (an onnx.ModelProto or a path), run it timed, return its row."""
+def timed_run(nem: str, label: str, device: str):
+    """One timed run of the program text: (its RunResult, its roofline Report)."""
+    it = NemInterpreter(device=device, trace=False)
+    it.set_mode("timed")
+    it.load_string(nem, file=f"{label}.nem")
+    s = it.start()
+    res = s.run_to_end()
+    return res, s.roofline()
+
+
+def measure(label: str, model, device: str, groups: int, tune: float | None = None) -> dict:
+    """Compile `model` (an onnx.ModelProto or a path), run it timed, return its
+    row; with `tune` (a budget in seconds), compiled again with `--tune` too."""
     t0 = cpu()
     try:
         result = compile_onnx(model, device=device)
@@ -52,19 +65,29 @@ def measure(label: str, model, device: str, groups: int) -> dict:
         return {"model": label, "status": f"compile failed in {e.stage}: "
                 f"{str(e).splitlines()[0][:120]}"}
     t1 = cpu()
-    it = NemInterpreter(device=device, trace=False)
-    it.set_mode("timed")
-    it.load_string(result.nem, file=f"{label}.nem")
-    s = it.start()
-    res = s.run_to_end()
-    rep = s.roofline()
+    res, rep = timed_run(result.nem, label, device)
     worst = sorted(rep.groups, key=lambda g: g.bound - g.cycles)[:groups]
-    return {"model": label, "status": res.status, "compile_s": round(t1 - t0, 1),
-            "run_s": round(cpu() - t1, 1), "tasks": res.tasks_run, "cycles": rep.total.cycles,
-            "bound": round(rep.total.bound, 1), "ratio": rep.total.ratio,
-            "roof": rep.total.roof, "binds": rep.total.binds, "groups": len(rep.groups),
-            "farthest": [{"group": g.name, "cycles": g.cycles, "bound": round(g.bound, 1),
-                          "binds": g.binds} for g in worst]}
+    row = {"model": label, "status": res.status, "compile_s": round(t1 - t0, 1),
+           "run_s": round(cpu() - t1, 1), "tasks": res.tasks_run, "cycles": rep.total.cycles,
+           "bound": round(rep.total.bound, 1), "ratio": rep.total.ratio,
+           "roof": rep.total.roof, "binds": rep.total.binds, "groups": len(rep.groups),
+           "farthest": [{"group": g.name, "cycles": g.cycles, "bound": round(g.bound, 1),
+                         "binds": g.binds} for g in worst]}
+    if tune is not None:
+        from nem.cli.roofline_cli import timed_cycles
+        from nem.compile import CompileOptions
+        from nem.compile.tune import compile_tuned
+
+        t2 = cpu()
+        tuned, report = compile_tuned(model, CompileOptions(device=device), timed_cycles,
+                                       budget=tune)
+        t3 = cpu()
+        _, trep = timed_run(tuned.nem, label, device)
+        row["tune"] = {"cycles": trep.total.cycles, "bound": round(trep.total.bound, 1),
+                       "ratio": trep.total.ratio, "compile_s": round(t3 - t2, 1),
+                       "ops_searched": len(report.nests),
+                       "retiled": sum(n.best != n.default for n in report.nests)}
+    return row
 
 
 def show(row: dict) -> None:
@@ -74,7 +97,12 @@ def show(row: dict) -> None:
     ratio = f"{row['ratio']:.2f}" if row["ratio"] is not None else "-"
     print(f"{row['model']:<22}{row['tasks']:>8}{row['cycles']:>12}{row['bound']:>12.0f}"
           f"{ratio:>8}  {row['roof'] or '-':<6}{row['binds']:<9}{row['compile_s']:>7}"
-          f"{row['run_s']:>7}")
+          f"{row['run_s']:>7}", end="")
+    if "tune" in row:
+        t = row["tune"]
+        print(f"{t['cycles']:>12}{t['ratio']:>8.2f}{t['compile_s']:>8}  "
+              f"{t['retiled']}/{t['ops_searched']}", end="")
+    print()
     for g in row["farthest"]:
         print(f"{'':<4}{g['group']:<40}{g['cycles']:>10} cycles, bound {g['bound']:.0f}, "
               f"binds {g['binds']}")
@@ -90,10 +118,14 @@ def main() -> None:
     p.add_argument("--groups", type=int, default=3, metavar="N",
                    help="print the N groups farthest above their bound")
     p.add_argument("--json", metavar="FILE", help="also write the rows as JSON")
+    p.add_argument("--tune", type=float, metavar="SECONDS",
+                   help="also compile with --tune (this budget per model): tuned cycles, "
+                   "ratio, compile CPU s, ops retiled/searched (D-COMPILE-TUNE)")
     args = p.parse_args()
     print(f"device {args.device}; cycles and bound per D-RT-COST / D-RT-ROOFLINE")
     print(f"{'model':<22}{'tasks':>8}{'cycles':>12}{'bound':>12}{'ratio':>8}  "
-          f"{'roof':<6}{'binds':<9}{'comp s':>7}{'run s':>7}")
+          f"{'roof':<6}{'binds':<9}{'comp s':>7}{'run s':>7}"
+          + (f"{'tuned':>12}{'ratio':>8}{'comp s':>8}  retiled" if args.tune else ""))
     rows = []
     todo = [(f"{name} {dtype}", samples.MODELS[name](dtype))
             for name in filter(None, args.models.split(","))
@@ -104,7 +136,7 @@ def main() -> None:
         todo += [(name, str(light_dir() / f"light_{name}.onnx"))
                  for name in args.cnns.split(",")]
     for label, model in todo:
-        rows.append(measure(label, model, args.device, args.groups))
+        rows.append(measure(label, model, args.device, args.groups, args.tune))
         show(rows[-1])
     if args.json:
         with open(args.json, "w", encoding="utf-8") as f:

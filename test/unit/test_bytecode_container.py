@@ -68,7 +68,7 @@ def test_unknown_required_section_is_rejected():
 def test_newer_major_is_rejected_naming_both_versions():
     line = error_of(reseal(nemb(), major=2, minor=3))
     assert "p.nemb: byte 4: error: file format version 2.3 has a newer major version than " \
-        "this reader's 1.1" in line
+        "this reader's 1.2" in line
 
 
 def test_older_major_is_rejected():

@@ -86,7 +86,15 @@ def _parser() -> argparse.ArgumentParser:
                    metavar="NAME=FILE.npy",
                    help="with --bisect: an input array, or FILE.npz: every array of it "
                         "(default: random, --seed)")
-    p.add_argument("--seed", type=int, default=0, help="with --bisect: seed of random inputs")
+    p.add_argument("--seed", type=int, default=0,
+                   help="with --bisect: seed of random inputs; with --tune: of the search")
+    p.add_argument("--tune", action="store_true",
+                   help="ONNX: choose each op's tile sizes by the timed cost model, op by op "
+                        "(D-COMPILE-TUNE; costs compile time, bounded by --tune-budget)")
+    p.add_argument("--tune-budget", type=float, default=60.0, metavar="SECONDS",
+                   help="with --tune: stop searching after this many seconds (default 60)")
+    p.add_argument("--tune-trials", type=int, default=12, metavar="N",
+                   help="with --tune: candidates per op at most (default 12)")
     return p
 
 
@@ -276,7 +284,14 @@ def _run(args: argparse.Namespace) -> int:
                              include_dirs=tuple(args.include_dirs),
                              simplify=not args.no_simplify, demote_f64=not args.no_demote_f64,
                              demote_i64=not args.no_demote_i64, max_nodes=args.max_nodes,
-                             max_model_bytes=args.max_model_bytes)
+                             max_model_bytes=args.max_model_bytes,
+                             origins=out.endswith(".nemb"))
+    if args.tune and (ext != ".onnx" or args.bisect):
+        return _usage("--tune takes a .onnx model (and no --bisect)")
+    if not args.tune and (args.tune_budget != 60.0 or args.tune_trials != 12):
+        return _usage("--tune-budget and --tune-trials are options of --tune")
+    if args.tune_budget <= 0 or args.tune_trials < 1:
+        return _usage("--tune-budget needs SECONDS > 0 and --tune-trials N >= 1")
     if args.bisect:
         if ext != ".onnx":
             return _usage("--bisect compares with onnxruntime: it takes a .onnx model")
@@ -288,8 +303,15 @@ def _run(args: argparse.Namespace) -> int:
         return _usage("--input is an option of --bisect")
     display = _Display(args, stem)
     try:
-        compile_fn = compile_onnx if ext == ".onnx" else compile_mlir
-        result = compile_fn(src, options, progress=display, stem=stem)
+        if args.tune:
+            from nem.cli.roofline_cli import timed_cycles
+            from nem.compile.tune import compile_tuned
+
+            result, _ = compile_tuned(src, options, timed_cycles, args.tune_budget, args.seed,
+                                      args.tune_trials, progress=display, stem=stem)
+        else:
+            compile_fn = compile_onnx if ext == ".onnx" else compile_mlir
+            result = compile_fn(src, options, progress=display, stem=stem)
     except CompileError as e:
         display.close()
         if e.diagnostics is not None:
@@ -372,6 +394,7 @@ def _write_nemb(out: str, src: str, result) -> None:
     # no .nem file is written: the locations name the .nemb itself, at the
     # lines of its text form, `nem-opt FILE.nemb -t nem` (D-COMPILE-NEMB-LOC)
     module = parse_nem(result.nem, out)
+    _with_nodes(module, result.origins)
     embed = [Embedded(name, np.ascontiguousarray(array).tobytes())
              for name, array in result.interface.weights.items()]
     options = WriteOptions(embed=embed, build={"source": src, "producer-tool": "nem-compile"})
@@ -381,6 +404,28 @@ def _write_nemb(out: str, src: str, result) -> None:
         raise ValueError(str(e)) from None
     with output_file(out, "wb") as f:
         f.write(data)
+
+
+def _with_nodes(module, origins: list[str | None]) -> None:
+    """Each statement lowered from an ONNX node located `fused[FILE.nemb:LINE:COL,
+    NODE]`, which the writer keeps in the Debug section and `nem-run --roofline`
+    groups by (D-BC-NODES).  `origins` is in `printed_statements` order, the
+    order `module`, the printed text read back, gives them."""
+    from xdsl.dialects.builtin import ArrayAttr, FusedLoc, NoneAttr
+    from xdsl.ir import Attribute
+
+    from nem.frontends.bytecode.reader import parse_location
+    from nem.frontends.nem_text.printer import printed_statements
+
+    statements = list(printed_statements(module))
+    if len(statements) != len(origins):   # not the lowered program's statements: no nodes
+        return
+    parsed: dict[str, Attribute | None] = {}
+    for op, origin in zip(statements, origins):
+        if origin is not None:
+            node = parsed.get(origin) or parsed.setdefault(origin, parse_location(origin))
+            if node is not None:
+                op.location = FusedLoc(ArrayAttr([op.location, node]), NoneAttr())
 
 
 def main(argv: Sequence[str] | None = None) -> None:

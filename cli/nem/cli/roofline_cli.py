@@ -64,3 +64,18 @@ def print_report(session, result, args) -> None:
         print(json.dumps(doc, indent=1, sort_keys=True))
     else:
         print(rep.to_text())
+
+
+def timed_cycles(nem: str, device: str) -> int | None:
+    """The timed cycles of the `.nem` program `nem` on `device` (one run,
+    buffers zero), None if it does not run to its end: `--tune`'s score
+    (D-COMPILE-TUNE)."""
+    from nem.runtime.api import NemInterpreter
+
+    it = NemInterpreter(device=device, trace=False)
+    it.set_mode("timed")
+    it.load_string(nem, file="nest.nem")
+    session = it.start()
+    if session.run_to_end().status != "completed":
+        return None
+    return session.roofline().total.cycles

@@ -73,6 +73,15 @@ def _options(options: CompileOptions | None, kw: dict) -> CompileOptions:
                                       for t in opts.tile_sizes):
             raise ValueError(f"compile: tile_sizes must be positive ints, not "
                              f"{tuple(opts.tile_sizes)!r}")
+    check_type("compile", "origins", opts.origins, bool, "a bool")
+    check_type("compile", "op_tile_sizes", opts.op_tile_sizes, tuple,
+               "a tuple of (op key, tile sizes) pairs")
+    for entry in opts.op_tile_sizes:
+        if not (isinstance(entry, tuple) and len(entry) == 2 and isinstance(entry[0], str)
+                and isinstance(entry[1], tuple) and entry[1]
+                and all(type(t) is int and t >= 1 for t in entry[1])):
+            raise ValueError(f"compile: op_tile_sizes entries must be (op key, positive ints), "
+                             f"not {entry!r}")
     for name in ("engines", "max_nodes", "max_model_bytes"):
         value = getattr(opts, name)
         if value is not None:
@@ -107,22 +116,12 @@ def compile_onnx(model, options: CompileOptions | None = None,
 
     check_type("compile_onnx", "model", model, (str, Path, onnx.ModelProto),
                "a path (str or Path) or an onnx.ModelProto")
-    from nem.frontends.onnx import OnnxImportError, import_onnx
-
     file = str(model) if isinstance(model, (str, Path)) else "<model>"
     driver = Driver(opts, progress)
     holder = {}
 
     def do_import() -> str:
-        from nem.compile.target import softmax_types
-
-        try:
-            holder["m"] = import_onnx(model, softmax_types=softmax_types(driver.device),
-                                      simplify=opts.simplify, demote_f64=opts.demote_f64,
-                                      demote_i64=opts.demote_i64, max_nodes=opts.max_nodes,
-                                      max_model_bytes=opts.max_model_bytes)
-        except OnnxImportError as e:
-            raise CompileError("import", e.render()) from e
+        holder["m"] = import_model(model, opts, driver.device)
         return str(holder["m"].module)
 
     driver.timed("import", do_import)
@@ -140,7 +139,21 @@ def compile_onnx(model, options: CompileOptions | None = None,
     iface.weights.update(driver.constants)
     notes = [f"{file}: remark: {n}" for n in im.notes]   # what preparing the model did
     return CompileResult(nem, iface, im.func_name, driver.results, notes + remarks,
-                         driver.memory_spaces(), driver.flops, _warnings(file, driver))
+                         driver.memory_spaces(), driver.flops, driver.origins,
+                         _warnings(file, driver))
+
+
+def import_model(model, opts: CompileOptions, device):
+    """The `import` stage on an ONNX model for `device` (an `ImportedModel`)."""
+    from nem.compile.target import softmax_types
+    from nem.frontends.onnx import OnnxImportError, import_onnx
+
+    try:
+        return import_onnx(model, softmax_types=softmax_types(device), simplify=opts.simplify,
+                           demote_f64=opts.demote_f64, demote_i64=opts.demote_i64,
+                           max_nodes=opts.max_nodes, max_model_bytes=opts.max_model_bytes)
+    except OnnxImportError as e:
+        raise CompileError("import", e.render()) from e
 
 
 def _at_origin(e: CompileError, tile_file: str, driver, source: str | None = None
@@ -236,7 +249,7 @@ def compile_mlir(source: str | Path, options: CompileOptions | None = None,
             raise _at_origin(e, tile_file, driver, file) from e
     iface.weights.update(driver.constants)   # constant tensors (D-COMPILE-CONSTS)
     return CompileResult(nem, iface, name, driver.results, remarks, driver.memory_spaces(),
-                         driver.flops, _warnings(file, driver))
+                         driver.flops, driver.origins, _warnings(file, driver))
 
 
 def _warnings(file: str, driver) -> list[str]:

@@ -55,7 +55,8 @@ def _untimed(name: str, work: Callable[[], T]) -> T:
 
 def lower_and_verify(text: str, func_name: str, arg_names: Sequence[str], device: str,
                      memory_spaces: str, file: str, options, step: Steps = _untimed,
-                     progress: Callable[[str, int, int], None] | None = None
+                     progress: Callable[[str, int, int], None] | None = None,
+                     statements: list[tuple[int, int] | None] | None = None
                      ) -> tuple[str, list[str], dict[tuple[int, int], str], dict[str, np.ndarray]]:
     """(the `.nem` program, the lowering's remarks, the (line, col) in `text`
     of each nest the lowering did not raise with why, the initial contents of the
@@ -63,7 +64,10 @@ def lower_and_verify(text: str, func_name: str, arg_names: Sequence[str], device
     D-COMPILE-CONSTS); raises CompileError.  The escaped nests are read from
     the lowering's `EscapeRemark`s by type and location, not from their
     wording.  Each pass runs through `step`; long ones tell `progress` how
-    far they are."""
+    far they are.  `statements`, when given, receives the (line, col) in
+    `text` of the op each statement of the `.nem` was lowered from, in
+    `printed_statements` order (None: no position), which names its ONNX
+    node in the `.nemb` (D-BC-NODES)."""
     from xdsl.dialects.func import FuncOp
 
     from nem.compile.errors import CompileError
@@ -103,10 +107,24 @@ def lower_and_verify(text: str, func_name: str, arg_names: Sequence[str], device
     escaped = {(d.loc.line, d.loc.col): escape_reason(d.message) for d in run_ctx.diagnostics
                if isinstance(d, EscapeRemark) and d.loc is not None}
     nem = step("print", lambda: print_nem(module))
+    if statements is not None:
+        statements[:] = _positions(module, file)
     if options.verify:
         step("nem-verify", lambda: verify_nem(nem, file.removesuffix(".tile.mlir") + ".nem",
                                                device, options.include_dirs, module))
     return nem, remarks, escaped, constants
+
+
+def _positions(module, file: str) -> list[tuple[int, int] | None]:
+    """The (line, col) in `file` of each printed statement's op, in order."""
+    from nem.dialect.diagnostics import SourceLoc
+    from nem.frontends.nem_text.printer import printed_statements
+
+    out: list[tuple[int, int] | None] = []
+    for op in printed_statements(module):
+        at = SourceLoc.of(op)
+        out.append((at.line, at.col) if at is not None and at.file == file else None)
+    return out
 
 
 def _lower(module, run_ctx, device: str, memory_spaces: str, func_name: str, options,

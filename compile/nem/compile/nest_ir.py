@@ -154,6 +154,26 @@ def _defined_inside(value: ir.Value, root: ir.Operation) -> bool:
     return False
 
 
+def outside_values(root: ir.Operation) -> tuple[list[ir.Value], list[ir.Value]]:
+    """The values `root` and its regions use but do not define, in order of
+    use: (those to pass in, those `arith.constant` defines, to clone)."""
+    external: list[ir.Value] = []
+    constants: list[ir.Value] = []
+
+    def collect(op: ir.Operation) -> ir.WalkResult:
+        for v in op.operands:
+            if not _defined_inside(v, root) and v not in external and v not in constants:
+                owner = owner_op(v)
+                if owner is not None and owner.name == "arith.constant":
+                    constants.append(v)
+                else:
+                    external.append(v)
+        return ir.WalkResult.ADVANCE
+
+    root.walk(collect)
+    return external, constants
+
+
 class Isolated:
     """A nest moved into a temporary function of its own, for upstream passes
     and transform scripts that work on a function or a whole payload:
@@ -168,20 +188,7 @@ class Isolated:
 
     def __enter__(self) -> Isolated:
         root = self.root
-        external: list[ir.Value] = []
-        constants: list[ir.Value] = []
-
-        def collect(op: ir.Operation) -> ir.WalkResult:
-            for v in op.operands:
-                if not _defined_inside(v, root) and v not in external and v not in constants:
-                    owner = owner_op(v)
-                    if owner is not None and owner.name == "arith.constant":
-                        constants.append(v)
-                    else:
-                        external.append(v)
-            return ir.WalkResult.ADVANCE
-
-        root.walk(collect)
+        external, constants = outside_values(root)
         with ir.Location.unknown(root.context):
             # where the results go back: a marker after the nest (finding the
             # nest's successor by listing the block made each call linear in the

@@ -83,6 +83,12 @@ class CompileOptions:
     """ONNX input: the compile budget, most nodes of the model (D-LIMITS)."""
     max_model_bytes: int = MAX_MODEL_BYTES
     """ONNX input: largest model file with its external data (D-LIMITS)."""
+    origins: bool = False
+    """Record the ONNX node of each statement (`CompileResult.origins`, about 2%
+    of the compile): `nem-compile -o FILE.nemb` does (D-BC-NODES)."""
+    op_tile_sizes: tuple[tuple[str, tuple[int, ...]], ...] = ()
+    """Tile sizes of single ops, by `tune.op_key` (what `--tune` found);
+    other ops are sized as usual (D-COMPILE-TUNE)."""
 
 
 @dataclass
@@ -120,6 +126,11 @@ class CompileResult:
     memory_spaces: str
     flops: FlopShare | None = None
     """FLOPs raised to NEM opcodes vs run by escape-hatch kernels (nem.compile.flops)."""
+    origins: list[str | None] = field(default_factory=list)
+    """The ONNX node (its MLIR location, `loc("conv1"("Conv"("m.onnx":3:1)))`)
+    each statement of `nem` was lowered from, in `printed_statements` order,
+    None for none: what `nem-compile -o FILE.nemb` writes in the Debug
+    section (D-BC-NODES)."""
     warnings: list[str] = field(default_factory=list)
     """What `nem-compile` prints without -v (`remarks` are -v's): one line
     when less than half of the FLOPs were raised to NEM opcodes
@@ -177,6 +188,8 @@ class Driver:
         self._bufferized: Any = None
         """A copy of the bufferized module, tiled again on a re-tiling with
         its locations (the stage text has none)."""
+        self.origins: list[str | None] = []
+        """`CompileResult.origins` of the lowered program."""
         self.stage = "import"
 
     def advance(self, what: str, done: int, total: int) -> None:
@@ -274,12 +287,18 @@ class Driver:
 
         def run() -> str:
             from nem.compile.flops import flop_share
+            from nem.frontends.onnx.locations import statement_nodes
 
             tiled = self.stage_text("tile")
             assert tiled is not None
+            at: list[tuple[int, int] | None] = []
             nem, notes, escaped, self.constants = lower_and_verify(
                 tiled, func_name, arg_names, self.device.name, self.memory_spaces(), file,
-                self.options, self.substep, self.advance)
+                self.options, self.substep, self.advance, at)
+            if self.options.origins:
+                self.origins = self.substep("ONNX nodes", lambda: statement_nodes(
+                    tiled, self.tiled.operation.get_asm(enable_debug_info=True,
+                                                        use_local_scope=True), at))
             remarks.extend(notes)
             self.flops = self.substep("FLOP count", lambda: flop_share(tiled, escaped))
             remarks.append(f"{file}: remark: {self.flops.remark()}")

@@ -72,7 +72,7 @@ operands (they do not fold them as `linalg.generic` does; xDSL does not
 parse `memref.cast`): generalized before tiling."""
 
 
-def _linalg_ops(fn: ir.Operation) -> list[ir.Operation]:
+def linalg_ops(fn: ir.Operation) -> list[ir.Operation]:
     return [o.operation for o in fn.regions[0].blocks[0].operations
             if o.operation.name.startswith("linalg.") and o.operation.name != "linalg.softmax"]
 
@@ -101,7 +101,7 @@ class Plan:
         return ext
 
 
-def _has_loops(op: ir.Operation) -> bool:
+def has_loops(op: ir.Operation) -> bool:
     """Whether a linalg op iterates: one of its operands has a dimension
     (an op on 0-d operands only, e.g. arithmetic on a reduction to a scalar,
     becomes no loop nest)."""
@@ -109,7 +109,7 @@ def _has_loops(op: ir.Operation) -> bool:
                for v in op.operands)
 
 
-def _sizes(fn: ir.Operation, device, options, engines: int = 1) -> list[Plan | None]:
+def plan_ops(fn: ir.Operation, device, options, engines: int = 1) -> list[Plan | None]:
     """The plan of each linalg op of `fn`, in order: a copy of the function
     converted to affine loops, one nest per op, sized as the affine route
     sizes it and split over the engines as it splits it (None: an op
@@ -126,8 +126,8 @@ def _sizes(fn: ir.Operation, device, options, engines: int = 1) -> list[Plan | N
         copy.operation)
     all_nests = nest_ir.top_level_nests(cfn)
     nests = iter(all_nests)
-    ops = _linalg_ops(fn)
-    looped = [op for op in ops if _has_loops(op)]
+    ops = linalg_ops(fn)
+    looped = [op for op in ops if has_loops(op)]
     if len(all_nests) != len(looped):
         from nem.compile.errors import CompileError
 
@@ -138,20 +138,23 @@ def _sizes(fn: ir.Operation, device, options, engines: int = 1) -> list[Plan | N
     preloaded = preloaded_memrefs(cfn)
     out: list[Plan | None] = []
     turn, ready = 0, 0
-    for op in ops:
-        if not _has_loops(op):      # on 0-d operands only: nothing to tile, lowered as is
+    forced = dict(options.op_tile_sizes)
+    for op, key in zip(ops, op_keys(ops)):
+        if not has_loops(op):      # on 0-d operands only: nothing to tile, lowered as is
             out.append(None)
             continue
         band = nest_ir.analyze_band(next(nests))
         if band is None or band.inner:
             out.append(None)
             continue
-        sizes = tiling.band_sizes(band, options, budget)
+        given = list(forced[key]) if key in forced else None   # --tune's (D-COMPILE-TUNE)
+        sizes = given or tiling.band_sizes(band, options, budget)
         pin = ir.IntegerAttr(op.attributes[PIN]).value if PIN in op.attributes else None
         split, ready = choose_split(band, engines if pin is None else 1, preloaded, ready)
 
-        def resize(b: int, band=band, keep=copy) -> list[int]:   # keeps the copy alive
-            return tiling.band_sizes(band, options, b)
+        def resize(b: int, band=band, keep=copy, given=given) -> list[int]:   # keeps the copy
+            # alive; tuned sizes stand for the first budget, smaller ones are L1's
+            return given if given and b == budget else tiling.band_sizes(band, options, b)
 
         if pin is not None:
             out.append(Plan(band.extents, sizes, [pin], resize=resize))
@@ -162,6 +165,19 @@ def _sizes(fn: ir.Operation, device, options, engines: int = 1) -> list[Plan | N
             out.append(Plan(band.extents, sizes, list(range(split.parts)), split.loop,
                             split.chunk, split.partials is not None, resize))
     return out
+
+
+def op_keys(ops: list[ir.Operation]) -> list[str]:
+    """A name for each op that the tensor program and the bufferized one give
+    alike (`--tune`'s, D-COMPILE-TUNE): its name, its location (the ONNX
+    node) and how many ops of that name and location come before it."""
+    seen: dict[str, int] = {}
+    keys = []
+    for op in ops:
+        base = f"{op.name} {op.location}"
+        seen[base] = seen.get(base, 0) + 1
+        keys.append(f"{base} #{seen[base]}")
+    return keys
 
 
 def script(plans: list[tuple[int, Plan, bool, int]]) -> str:
@@ -261,8 +277,8 @@ def tile_module(module: ir.Module, entry: ir.Operation, device, options, engines
     ctx = xdsl_context()
     texts = []
     while True:     # each round replaces the ops it privatizes by pinned ones
-        ops = _linalg_ops(entry)
-        sized = _sizes(entry, device, options, engines)
+        ops = linalg_ops(entry)
+        sized = plan_ops(entry, device, options, engines)
         todo = [(k, op, plan) for k, (op, plan) in enumerate(zip(ops, sized))
                 if plan is not None and plan.partials]
         if not todo:
@@ -359,7 +375,7 @@ def _privatize(module: ir.Module, fn: ir.Operation, todo: list[tuple[int, ir.Ope
     apply_transform(module, text)
     i64 = ir.IntegerType.get_signless(64)
     for k, _, plan in todo:
-        parts = [op for op in _linalg_ops(fn)
+        parts = [op for op in linalg_ops(fn)
                  if TAG in op.attributes and ir.IntegerAttr(op.attributes[TAG]).value == k]
         assert len(parts) == len(plan.engines), (k, len(parts))
         c = outputs[k]

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from xdsl.dialects.builtin import FileLineColLoc, IntAttr, StringAttr
+from xdsl.dialects.builtin import ArrayAttr, FileLineColLoc, FusedLoc, IntAttr, StringAttr
 from xdsl.ir import Attribute, Operation
 from xdsl.utils.exceptions import ParseError, VerifyException
 
@@ -48,6 +48,9 @@ class SourceLoc:
         if obj is None or isinstance(obj, SourceLoc):
             return obj
         loc = obj.location if isinstance(obj, Operation) else obj
+        if isinstance(loc, FusedLoc) and isinstance(loc.locations, ArrayAttr) \
+                and loc.locations.data:
+            loc = loc.locations.data[0]   # fused[FILE:LINE:COL, ORIGIN] (D-BC-NODES)
         if isinstance(loc, FileLineColLoc):
             return SourceLoc(loc.filename.data, loc.line.data, loc.column.data)
         return None

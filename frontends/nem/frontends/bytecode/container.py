@@ -23,10 +23,11 @@ from nem.frontends.bytecode import MAGIC
 from nem.frontends.bytecode import nem_bytecode_generated as fb
 
 FORMAT_MAJOR = 1
-FORMAT_MINOR = 1
+FORMAT_MINOR = 2
 """The newest minor version this reader knows and writers may write (1.1: operand
-decorators on Transfer/Store, task-flag bit 2); a writer writes the lowest one
-that holds the program."""
+decorators on Transfer/Store, task-flag bit 2; 1.2: the ONNX node of each
+location, `Debug.nodes`, D-BC-NODES); a writer writes the lowest one that
+holds the program."""
 HEADER = struct.Struct("<4sHHII")  # magic, major, minor, payload size, CRC-32 of the payload
 HEADER_SIZE = HEADER.size  # 16
 MAX_VARINT_BYTES = 9  # values below 2**63 (docs/bytecode.md, "Varints")

@@ -1183,7 +1183,9 @@ def DataEnd(builder):
 
 
 # Source locations of the instructions, in body order, as a varint stream
-# (docs/bytecode.md, "Debug").  Optional.
+# (docs/bytecode.md, "Debug").  Optional.  `nodes` (format 1.2): per
+# location, the string index of the ONNX node it was compiled from, 0 for
+# none (D-BC-NODES).
 class Debug(object):
     __slots__ = ['_tab']
 
@@ -1233,13 +1235,46 @@ class Debug(object):
         o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(4))
         return o == 0
 
+    # Debug
+    def Nodes(self, j):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(6))
+        if o != 0:
+            a = self._tab.Vector(o)
+            return self._tab.Get(flatbuffers.number_types.Uint8Flags, a + flatbuffers.number_types.UOffsetTFlags.py_type(j * 1))
+        return 0
+
+    # Debug
+    def NodesAsNumpy(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(6))
+        if o != 0:
+            return self._tab.GetVectorAsNumpy(flatbuffers.number_types.Uint8Flags, o)
+        return 0
+
+    # Debug
+    def NodesLength(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(6))
+        if o != 0:
+            return self._tab.VectorLen(o)
+        return 0
+
+    # Debug
+    def NodesIsNone(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(6))
+        return o == 0
+
 def DebugStart(builder):
-    builder.StartObject(1)
+    builder.StartObject(2)
 
 def DebugAddLocs(builder, locs):
     builder.PrependUOffsetTRelativeSlot(0, flatbuffers.number_types.UOffsetTFlags.py_type(locs), 0)
 
 def DebugStartLocsVector(builder, numElems):
+    return builder.StartVector(1, numElems, 1)
+
+def DebugAddNodes(builder, nodes):
+    builder.PrependUOffsetTRelativeSlot(1, flatbuffers.number_types.UOffsetTFlags.py_type(nodes), 0)
+
+def DebugStartNodesVector(builder, numElems):
     return builder.StartVector(1, numElems, 1)
 
 def DebugEnd(builder):

@@ -26,10 +26,13 @@ from xdsl.dialects.builtin import (
     DictionaryAttr,
     FileLineColLoc,
     FloatAttr,
+    FusedLoc,
     IndexType,
     IntAttr,
     IntegerAttr,
+    LocationAttr,
     ModuleOp,
+    NoneAttr,
     StringAttr,
     UnitAttr,
     i32,
@@ -114,6 +117,26 @@ def _segments(sizes: tuple[int, ...]) -> DenseArrayBase:
     if seg is None:
         seg = SEGMENTS[sizes] = DenseArrayBase.from_list(i32, sizes)
     return seg
+
+
+def parse_location(text: str) -> LocationAttr | None:
+    """The MLIR location written as `text` (`loc(...)`), None if it is not one."""
+    from xdsl.context import Context
+    from xdsl.parser import Parser
+
+    try:
+        parser = Parser(Context(), text)
+        loc = parser.parse_optional_location()
+        return loc if loc is not None and parser.pos == len(text) else None
+    except Exception:   # untrusted bytes: any parser failure means "not a location"
+        return None
+
+
+def _location(text: str, at: int) -> LocationAttr:
+    loc = parse_location(text)
+    if loc is None:
+        raise BytecodeError(at, f"origin {text!r} is not an MLIR location")
+    return loc
 
 
 # Source locations (one per op) are made as `FileLineColLoc(file, line, col)`
@@ -205,7 +228,7 @@ class _BodyReader(TableReader):
         stream = debug.LocsAsNumpy() if debug.LocsLength() else np.zeros(0, np.uint8)
         base = self._vec_pos(debug, 4)
         vals, offs = decode_varints(stream, base)
-        locs: list[FileLineColLoc | None] = []
+        locs: list[LocationAttr | None] = []
         append = locs.append
         ints: dict[int, IntAttr] = {}
         files: dict[int, StringAttr] = {}
@@ -244,7 +267,28 @@ class _BodyReader(TableReader):
                                 f"the code {count}") from None
         if i != len(vals):
             raise BytecodeError(offs[i], "debug section has more locations than instructions")
+        if debug.NodesLength():
+            self._with_origins(debug, locs)
         self.locs = locs
+
+    def _with_origins(self, debug: fb.Debug, locs: list[LocationAttr | None]) -> None:
+        """Each location of `locs` with an origin in `Debug.nodes` (format
+        1.2, D-BC-NODES) becomes `fused[FILE:LINE:COL, ORIGIN]`, ORIGIN parsed
+        once per distinct string."""
+        base = self._vec_pos(debug, 6)
+        vals, offs = decode_varints(debug.NodesAsNumpy(), base)
+        if len(vals) != len(locs):
+            raise BytecodeError(base, f"debug section has {len(vals)} origins for "
+                                f"{len(locs)} locations")
+        parsed: dict[int, LocationAttr] = {}
+        for k, idx in enumerate(vals):
+            if not idx:
+                continue
+            origin = parsed.get(idx)
+            if origin is None:
+                origin = parsed[idx] = _location(self.string(idx, offs[k], "origin"), offs[k])
+            at = locs[k]
+            locs[k] = FusedLoc(ArrayAttr([at, origin]), NoneAttr()) if at is not None else origin
 
     # -- instructions ---------------------------------------------------------------
     def decode_body(self, code: fb.Code) -> None:

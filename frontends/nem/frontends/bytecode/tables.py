@@ -18,9 +18,9 @@ import numpy as np
 from xdsl.dialects.builtin import (
     ArrayAttr,
     DictionaryAttr,
-    FileLineColLoc,
     FloatAttr,
     IntegerAttr,
+    LocationAttr,
     StringAttr,
     i64,
 )
@@ -91,7 +91,7 @@ class TableReader:
                                 RegionType] = {}
         self.buffers: list[BufferOp] = []
         self.buffer_sizes: list[int | None] = []
-        self.locs: list[FileLineColLoc | None] | None = None  # per op: None = no location
+        self.locs: list[LocationAttr | None] | None = None  # per op: None = no location
         self.n_ops = 0
         self.invented = 0
         self.last_name = 0

@@ -23,6 +23,7 @@ from xdsl.dialects.builtin import (
     DictionaryAttr,
     FileLineColLoc,
     FloatAttr,
+    FusedLoc,
     IndexType,
     IntegerAttr,
     ModuleOp,
@@ -140,6 +141,8 @@ class _Writer:
         self.floats: list[float] = []
         self.body = VarintWriter()
         self.locs = VarintWriter()
+        self.origins = VarintWriter()
+        self.any_origin = False
         self.op_count = 0
         self.pos: dict[SSAValue, int] = {}
         self.stack: list[SSAValue] = []
@@ -476,10 +479,23 @@ class _Writer:
 
     # -- debug locations ---------------------------------------------------------
     def loc(self, op: Operation) -> None:
-        """Per instruction: zigzag(line delta) << 1 | file-changed, [file], col."""
+        """Per instruction: zigzag(line delta) << 1 | file-changed, [file], col;
+        and in the origins stream the string index of what the instruction
+        was compiled from, 0 for nothing (D-BC-NODES): the second location
+        of a `fused[FILE:LINE:COL, ORIGIN]` location, which `nem-compile -o
+        FILE.nemb` gives each instruction lowered from an ONNX node."""
         if self.opt.strip_debug:
             return
         loc = op.location
+        origin = 0
+        if isinstance(loc, FusedLoc) and isinstance(loc.locations, ArrayAttr):
+            parts = loc.locations.data
+            if len(parts) == 2 and isinstance(parts[0], FileLineColLoc):
+                origin = self.string(str(parts[1]))
+                self.any_origin = True
+                self.minor = max(self.minor, 2)  # format 1.2
+            loc = parts[0] if parts else loc
+        self.origins.u(origin)
         if isinstance(loc, FileLineColLoc):
             f, line, col = self.string(loc.filename.data), loc.line.data, loc.column.data
         else:
@@ -654,8 +670,11 @@ def _flatbuffer(w: _Writer, prog: ProgramOp, prog_name: int, reqs: Requirements,
     # Debug (optional)
     if not w.opt.strip_debug:
         lo = _vector(bld, w.locs.out)
+        oo = _vector(bld, w.origins.out) if w.any_origin else None
         fb.DebugStart(bld)
         fb.DebugAddLocs(bld, lo)
+        if oo is not None:
+            fb.DebugAddNodes(bld, oo)
         sections.append((fb.SectionBody.Debug, fb.DebugEnd(bld), False))
 
     for kind_, required, raw in w.opt.foreign:

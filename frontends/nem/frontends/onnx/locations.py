@@ -125,18 +125,46 @@ class _OpLocations:
         """`describe` of each node in the op's own locations (not its
         regions'), in order, without repeats; and the (line, col) of each
         position in parsed text there."""
-        start = line - 1 + self.shift
-        if not 0 <= start < len(self.debug):
-            return [], []
         found: list[str] = []
         places: list[tuple[int, int]] = []
-        for loc in _own_locations(self.debug, start, col - 1):
+        for loc in self.own(line, col):
             for m in NODE_LOC.finditer(loc):
                 text = describe(m[0])
                 if text is not None and text not in found:
                     found.append(text)
             places += [(int(p[1]), int(p[2])) for p in _PARSED_LOC.finditer(loc)]
         return found, places
+
+
+    def own(self, line: int, col: int) -> list[str]:
+        """The `loc(...)` texts of the op at (line, col) of the plain text."""
+        start = line - 1 + self.shift
+        if not 0 <= start < len(self.debug):
+            return []
+        return _own_locations(self.debug, start, col - 1)
+
+    def node(self, line: int, col: int) -> str | None:
+        """`loc(<the first ONNX node in the op's own locations>)`, or None."""
+        for loc in self.own(line, col):
+            m = NODE_LOC.search(loc)
+            if m is not None:
+                return f"loc({m[0]})"
+        return None
+
+
+def statement_nodes(plain: str, debug: str, positions: list[tuple[int, int] | None]
+                    ) -> list[str | None]:
+    """The ONNX node (`loc("conv1"("Conv"("m.onnx":3:1)))`) of the op at
+    each (line, col) of `plain`, read in `debug`, the same module printed
+    with its locations (D-BC-NODES); each position's op is scanned once."""
+    finder = _OpLocations(plain, debug)
+    seen: dict[tuple[int, int], str | None] = {}
+    out: list[str | None] = []
+    for at in positions:
+        if at is not None and at not in seen:
+            seen[at] = finder.node(*at)
+        out.append(seen[at] if at is not None else None)
+    return out
 
 
 def _first_op_line(lines: list[str]) -> int:

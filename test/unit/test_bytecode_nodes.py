@@ -1,0 +1,83 @@
+"""The ONNX node of each instruction in a `.nemb` (D-BC-NODES, format 1.2):
+the writer keeps `fused[FILE:LINE:COL, NODE]` locations in `Debug.nodes`,
+the reader gives them back (diagnostics keep the file position), a damaged
+origin is a located error, and `nem-compile -o FILE.nemb` makes `nem-run
+--roofline` group a compiled model by ONNX node."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from xdsl.dialects.builtin import FileLineColLoc, FusedLoc, NoneAttr
+
+from nem.dialect.diagnostics import SourceLoc
+from nem.frontends.bytecode.container import BytecodeError, read_header
+from nem.frontends.bytecode.reader import parse_location, read_nemb
+from nem.frontends.bytecode.writer import write_nemb
+from nem.frontends.nem_text.parser import parse_nem
+from nem.frontends.nem_text.printer import printed_statements
+
+REPO = Path(__file__).resolve().parents[2]
+NODE = 'loc("conv1"("Conv"("m.onnx":3:1)))'
+
+
+def _located(text: str, file: str = "p.nem"):
+    module = parse_nem(text, file)
+    first = next(iter(printed_statements(module)))
+    first.location = FusedLoc([first.location, parse_location(NODE)], NoneAttr())
+    return module, first
+
+
+def test_a_node_survives_the_round_trip_and_the_file_position_stays():
+    text = (REPO / "examples" / "conv2d_relu.nem").read_text()
+    module, first = _located(text)
+    data = write_nemb(module)
+    assert read_header(data).minor == 2
+    back = read_nemb(data, "p.nemb").module
+    ops = list(printed_statements(back))
+    loc = ops[0].location
+    assert isinstance(loc, FusedLoc)
+    assert str(loc.locations.data[1]) == NODE
+    assert SourceLoc.of(ops[0]) == SourceLoc.of(first)     # diagnostics: the .nem line
+    assert all(isinstance(o.location, FileLineColLoc) for o in ops[1:])
+
+
+def test_without_nodes_the_format_is_unchanged():
+    text = (REPO / "examples" / "conv2d_relu.nem").read_text()
+    data = write_nemb(parse_nem(text, "p.nem"))
+    assert read_header(data).minor < 2
+
+
+def test_a_damaged_origin_is_a_located_error():
+    text = (REPO / "examples" / "conv2d_relu.nem").read_text()
+    module, _ = _located(text)
+    data = write_nemb(module)
+    bad = data.replace(b'"conv1"("Conv"', b'"conv1"(!Conv"')
+    assert bad != data
+    from bytecode_corpus import reseal
+
+    with pytest.raises(BytecodeError, match="is not an MLIR location"):
+        read_nemb(reseal(bad), "p.nemb")
+
+
+@pytest.mark.slow  # ~8 s alone (one compile of the cnn sample, one timed run)
+def test_a_compiled_nemb_reports_by_onnx_node(tmp_path, capsys):
+    pytest.importorskip("mlir.ir")
+    onnx = pytest.importorskip("onnx")
+    from nem.cli.nem_compile import run as compile_run
+    from nem.cli.nem_run import run as nem_run
+    from nem.frontends.onnx import samples
+
+    model = tmp_path / "cnn.onnx"
+    onnx.save(samples.cnn("f32"), str(model))
+    out = tmp_path / "cnn.nemb"
+    assert compile_run([str(model), "-o", str(out), "--no-progress"]) == 0
+    capsys.readouterr()
+    nem_run([str(out), "--mode", "timed", "--roofline", "--json"])
+    report = json.loads(capsys.readouterr().out)
+    names = [g["name"] for g in report["groups"]]
+    assert names[:3] == ["node 'conv1' (Conv)", "node 'conv1_relu' (Relu)",
+                         "node 'pool1' (MaxPool)"], names
+    assert all(n.startswith("node ") for n in names), names

@@ -1,0 +1,141 @@
+"""`nem-compile --tune` (D-COMPILE-TUNE, issue 35 item 3): the search space
+keeps reduction loops, the search is deterministic under its seed and
+exhaustive for a small space, tuned sizes reach the ops they name, and a
+retiled program computes bit-identically the untuned program's outputs."""
+
+from __future__ import annotations
+
+import pytest
+
+pytest.importorskip("mlir.ir")
+pytest.importorskip("onnx")
+pytest.importorskip("optuna")
+
+from nem.compile import compile_onnx  # noqa: E402
+from nem.compile.tune import Space, candidates, search  # noqa: E402
+from nem.frontends.onnx import samples  # noqa: E402
+from nem.runtime import NemInterpreter  # noqa: E402
+
+DEVICE = "npm_pro_x1"
+FAR = float("inf")
+
+
+def test_reduction_loops_keep_their_default_size():
+    space = candidates([1, 16, 16, 8, 3, 3, 8], [1, 16, 8, 8, 3, 3, 4],
+                       [True, True, True, True, False, False, False])
+    assert space.choices[4:] == [[3], [3], [4]]
+    assert space.choices[2] == [8, 16, 4, 2, 1]      # the default first, then halvings
+    assert space.choices[0] == [1]
+    assert space.size == 5 * 5 * 4
+
+
+def test_a_small_space_is_searched_exhaustively():
+    space = Space([8, 8], [8, 8], [[8, 4, 2], [8, 4]])
+    seen = []
+
+    def score(sizes):
+        seen.append(tuple(sizes))
+        return abs(sizes[0] - 2) * 10 + sizes[1]
+
+    best, cycles, tried = search(space, score, trials=12, seed=0, deadline=FAR)
+    assert (best, cycles, tried) == ([2, 4], 4, 6)
+    assert seen[0] == (8, 8) and sorted(set(seen)) == sorted(seen)   # default first, no repeat
+
+
+def test_a_large_space_is_sampled_the_same_under_a_seed():
+    space = Space([64] * 4, [64] * 4, [[64, 32, 16, 8, 4, 2]] * 4)
+
+    def run(seed):
+        seen = []
+
+        def score(sizes):
+            seen.append(tuple(sizes))
+            return sum(abs(s - 8) for s in sizes)
+
+        return search(space, score, trials=8, seed=seed, deadline=FAR), seen
+
+    first, again = run(3), run(3)
+    assert first == again
+    (best, cycles, tried), seen = first
+    assert tried == len(seen) <= 8 and seen[0] == (64,) * 4
+    assert cycles == min(sum(abs(s - 8) for s in x) for x in seen)
+
+
+def test_a_failed_candidate_scores_nothing():
+    space = Space([4], [4], [[4, 2, 1]])
+    best, cycles, _ = search(space, lambda s: None if s[0] == 1 else s[0], 12, 0, FAR)
+    assert (best, cycles) == ([2], 2)
+
+
+def _run(result, inputs):
+    it = NemInterpreter(device=DEVICE, trace=False)
+    it.load_string(result.nem, file="m.nem")
+    for name, arr in result.interface.weights.items():
+        it.write_tensor(name, arr)
+    for name, arr in inputs.items():
+        it.write_tensor(name, arr)
+    run = it.run()
+    assert run.status == "completed"
+    return [it.read_tensor(n, s, d) for n, s, d in result.interface.outputs], run.tasks_run
+
+
+@pytest.mark.slow  # ~15 s alone (two compiles of the cnn sample, two runs)
+def test_tuned_sizes_retile_their_op_and_keep_the_outputs_bit_identical():
+    """conv2 of the cnn sample is tiled whole by default; given halved
+    parallel tiles (what --tune keeps when they score better), the program
+    runs more tasks and gives the same output bits."""
+    model = samples.cnn("f32")
+    inputs = samples.random_inputs(model, seed=0)
+    plain = compile_onnx(model, device=DEVICE)
+    key = 'linalg.conv_2d_nhwc_hwcf loc("conv2"("Conv"("<model>":5:1))) #1'
+    tuned = compile_onnx(model, device=DEVICE, op_tile_sizes=((key, (1, 4, 4, 16, 3, 3, 8)),))
+    a, tasks = _run(plain, inputs)
+    b, more = _run(tuned, inputs)
+    assert more > tasks, (more, tasks)
+    for x, y in zip(a, b):
+        assert x.tobytes() == y.tobytes()
+
+
+@pytest.mark.slow  # ~30 s alone (each op of the mlp compiled 2-3 times)
+def test_compile_tuned_reports_each_op_and_never_loses_cycles():
+    from nem.cli.roofline_cli import timed_cycles
+    from nem.compile import CompileOptions
+    from nem.compile.tune import compile_tuned
+
+    model = samples.mlp("f32")
+    result, report = compile_tuned(model, CompileOptions(device=DEVICE), timed_cycles,
+                                   budget=1e9, seed=0, trials=2)
+    assert report.nests and not report.budget_reached
+    for n in report.nests:
+        assert n.best_cycles is not None and n.default_cycles is not None
+        assert n.best_cycles <= n.default_cycles
+        assert n.best == n.default or n.best_cycles < n.default_cycles
+    assert any("--tune:" in r for r in result.remarks)
+    inputs = samples.random_inputs(model, seed=1)
+    a, _ = _run(compile_onnx(model, device=DEVICE), inputs)
+    b, _ = _run(result, inputs)
+    assert all(x.tobytes() == y.tobytes() for x, y in zip(a, b))
+
+
+@pytest.mark.parametrize("value, error", [
+    ("x", TypeError), ((("k", (0, 2)),), ValueError), ((("k", ()),), ValueError),
+    (((1, (2,)),), ValueError)])
+def test_op_tile_sizes_are_checked(value, error):
+    with pytest.raises(error, match="op_tile_sizes"):
+        compile_onnx(samples.mlp("f32"), device=DEVICE, op_tile_sizes=value)
+
+
+@pytest.mark.parametrize("flags, message", [
+    (["--tune-budget", "5"], "options of --tune"),
+    (["--tune", "--tune-trials", "0"], "--tune-trials N >= 1"),
+    (["--tune", "--bisect"], "--tune takes a .onnx model"),
+])
+def test_tune_usage_errors(flags, message, tmp_path, capsys):
+    import onnx
+
+    from nem.cli.nem_compile import run
+
+    model = tmp_path / "m.onnx"
+    onnx.save(samples.mlp("f32"), str(model))
+    assert run([str(model), *flags]) == 2
+    assert message in capsys.readouterr().err
