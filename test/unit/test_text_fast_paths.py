@@ -10,8 +10,7 @@ from how its head is read and would move diagnostics: this checks every
 hit the prefix cases (`x.async` vs `x.asyncx`, `1.5e3` vs `1..3` vs `1.e`,
 `opcode.mandatory` vs `foo.mandatory`, strings, comments, stray characters).
 
-The parser's locations (built without the attribute verifier) equal, and hash
-as, `FileLineColLoc`'s verified constructor's.
+The parser's locations are `FileLineColLoc`s at each statement's line and column.
 """
 
 from __future__ import annotations

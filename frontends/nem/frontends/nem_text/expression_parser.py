@@ -497,7 +497,7 @@ class ExpressionParser(TokenCursor):
         ints = self._ints
         line = ints.get(tok.line) or ints.setdefault(tok.line, IntAttr(tok.line))
         col = ints.get(tok.col) or ints.setdefault(tok.col, IntAttr(tok.col))
-        op.location = _file_line_col(self._file_attr, line, col)
+        op.location = FileLineColLoc(self._file_attr, line, col)
         self.block.add_op(op)
         return op
 
@@ -556,24 +556,3 @@ class ExpressionParser(TokenCursor):
 def unquote(text: str) -> str:
     """The text of a STRING token without its quotes, escapes resolved."""
     return text[1:-1].encode().decode("unicode_escape") if "\\" in text else text[1:-1]
-
-
-_LOC_FIELDS = tuple(name for name, _ in FileLineColLoc.get_irdl_definition().parameters)
-assert _LOC_FIELDS == ("filename", "line", "column"), _LOC_FIELDS
-_new_loc = FileLineColLoc.__new__
-_set_field = object.__setattr__
-
-
-def _file_line_col(file: StringAttr, line: IntAttr, col: IntAttr) -> FileLineColLoc:
-    """`FileLineColLoc(file, line, col)` with its parameters set as xDSL's
-    `ParametrizedAttribute.new` sets them, without the verifier its
-    `__post_init__` runs: that only checks the parameters' attribute types,
-    which are these by construction.  Every op the parser builds gets one
-    (45,000 for the 21,000-line chain of bench_roundtrip.py: 0.17 s of
-    verification for nothing, 5% of the round trip).  test_text_fast_paths checks
-    each equals, and hashes as, the verified constructor's."""
-    loc = _new_loc(FileLineColLoc)
-    _set_field(loc, "filename", file)
-    _set_field(loc, "line", line)
-    _set_field(loc, "column", col)
-    return loc
