@@ -394,16 +394,6 @@ def _check_type(t, ty: MemRefType, sig: tuple, k: int) -> None:
                            f"{k} is {t.elem}{list(t.array.shape)}")
 
 
-_CACHE: dict[str, CompiledKernel] = {}
-
-
-def compiled(text: str) -> CompiledKernel:
-    ck = _CACHE.get(text)
-    if ck is None:
-        ck = _CACHE[text] = CompiledKernel(text)
-    return ck
-
-
 # ---------------------------------------------------------------------------
 # How much work a kernel is for the interpreter (escape_hatch's estimates)
 # ---------------------------------------------------------------------------
