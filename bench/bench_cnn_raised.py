@@ -148,7 +148,7 @@ def main(argv=None) -> int:
     p.add_argument("--hw", type=int, default=32)
     p.add_argument("--repeat", type=int, default=10)
     # 40: the smallest escape-hatch kernels (64-element fills) are interpreted until their
-    # total work reaches escape_hatch.COMPILE_AFTER (2,000 scalar ops: 32 runs), then compiled
+    # total work reaches escape_hatch.COMPILE_AFTER (EscapeHatch.compile_after) (2,000 scalar ops: 32 runs), then compiled
     p.add_argument("--warmup", type=int, default=40)
     p.add_argument("--first-repeat", type=int, default=3,
                    help="fresh interpreters whose first run is timed (best is printed)")

@@ -12,7 +12,7 @@ through `NemInterpreter`.  The native result is checked bit for bit against
 the sequential f32 sum (the interpreter's semantics).
 
 --interpreted also times xDSL's interpreter on a 16x16x16 matmul nest and
-prints its cost per scalar operation (the figure `escape_hatch.SECONDS_PER_OP`
+prints its cost per scalar operation (the figure `nem.runtime.escape_hatch.SECONDS_PER_OP`
 uses for its estimates).
 """
 
@@ -23,8 +23,10 @@ import time
 
 import numpy as np
 
-from nem.runtime import NemInterpreter, escape_hatch, mlir_kernel
-from nem.runtime.kernels import KERNELS, Tensor
+from nem.runtime import NemInterpreter
+from nem.runtime.escape_hatch import EscapeHatch
+from nem.runtime.kernels import Tensor
+from nem.runtime.mlir_kernel import CompiledKernel
 
 
 def matmul_kernel(m: int, n: int, k: int) -> str:
@@ -66,11 +68,11 @@ def best(fn, repeat: int) -> float:
 
 
 def native(m: int = 256, n: int = 512, k: int = 128, repeat: int = 20) -> float:
-    escape_hatch.set_backend("native")
     rng = np.random.default_rng(0)
     a = rng.uniform(-1, 1, (m, k)).astype(np.float32)
     b = rng.uniform(-1, 1, (k, n)).astype(np.float32)
     it = NemInterpreter()
+    it.escape_hatch.set_backend("native")
     it.load_string(program(m, n, k))
     it.write_tensor("A", a)
     it.write_tensor("B", b)
@@ -91,7 +93,7 @@ def native(m: int = 256, n: int = 512, k: int = 128, repeat: int = 20) -> float:
     t_task = best(task, repeat)
     ins, outs = [Tensor(a, "f32"), Tensor(b, "f32")], [Tensor(np.zeros((m, n), np.float32), "f32")]
     attrs = {"op": "mlir.kernel", "kernel": " ".join(matmul_kernel(m, n, k).split())}
-    t_kernel = best(lambda: KERNELS["compute"](ins, outs, attrs), repeat)
+    t_kernel = best(lambda: it.escape_hatch.run_task(ins, outs, attrs), repeat)
     for _ in range(3):
         a @ b
     t_np = best(lambda: a @ b, max(repeat, 50))
@@ -99,7 +101,7 @@ def native(m: int = 256, n: int = 512, k: int = 128, repeat: int = 20) -> float:
     print(f"  first run (compile + run): {first * 1e3:8.1f} ms  "
           f"(compile ~{(first - t_task) * 1e3:.0f} ms)")
     print(f"  task (NemInterpreter.run):  {t_task * 1e3:8.2f} ms")
-    print(f"  kernel call alone:          {t_kernel * 1e3:8.2f} ms  (KERNELS['compute'], "
+    print(f"  kernel call alone:          {t_kernel * 1e3:8.2f} ms  (EscapeHatch.run_task, "
           "output copied for read-modify-write)")
     print(f"  numpy A @ B:                {t_np * 1e3:8.2f} ms")
     ratio = t_task / t_np
@@ -109,14 +111,14 @@ def native(m: int = 256, n: int = 512, k: int = 128, repeat: int = 20) -> float:
 
 
 def interpreted(m: int = 16, n: int = 16, k: int = 16) -> None:
-    escape_hatch.set_backend("interpreter")
+    hatch = EscapeHatch("interpreter")
     a = np.ones((m, k), np.float32)
     b = np.ones((k, n), np.float32)
     text = " ".join(matmul_kernel(m, n, k).split())
-    ck = mlir_kernel.compiled(text)
-    t = best(lambda: KERNELS["compute"]([Tensor(a, "f32"), Tensor(b, "f32")],
-                                        [Tensor(np.zeros((m, n), np.float32), "f32")],
-                                        {"op": "mlir.kernel", "kernel": text}), 2)
+    ck = CompiledKernel(text)
+    t = best(lambda: hatch.run_task([Tensor(a, "f32"), Tensor(b, "f32")],
+                               [Tensor(np.zeros((m, n), np.float32), "f32")],
+                               {"op": "mlir.kernel", "kernel": text}), 2)
     print(f"matmul {m}x{n}x{k} interpreted: {t:.2f} s for ~{ck.estimate:,} scalar ops: "
           f"{t / ck.estimate * 1e6:.1f} us per op")
 

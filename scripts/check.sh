@@ -2,8 +2,9 @@
 # Static checks of the NEM toolchain, run by CI (.ci/run) before the tests:
 #
 #   ruff check .      style: pyflakes, syntax, import order ([tool.ruff] in pyproject.toml)
-#   mypy              types: basic on every nem.* package, strict on nem.dialect
-#                     and nem.frontends; only flatc's generated module relaxed ([tool.mypy])
+#   mypy              types: basic on every nem.* package, strict on nem.dialect,
+#                     nem.frontends and nem.cli; only flatc's generated module
+#                     relaxed ([tool.mypy])
 #   lint-imports      package boundaries ([tool.importlinter] contracts)
 #
 #   bash scripts/check.sh

@@ -18,7 +18,6 @@ from nem.analysis.happens_before import (
     Instance,
     StaticTask,
     Structure,
-    no_cyclic_gc,
     region_parts,
     task_operands,
 )
@@ -27,6 +26,7 @@ from nem.analysis.hazard_finder import enclosing_loops
 from nem.analysis.hazard_report import Access, race_diagnostic
 from nem.dialect.diagnostics import Diagnostic
 from nem.dialect.expressions import Evaluator, ExprError, NotAnExpression, run_compiled
+from nem.dialect.gc_pause import gc_paused
 from nem.dialect.ops import BufferOp, LoopOp, ProgramOp, RegionOp, TaskOp
 from nem.dialect.semantics.instances import instance_index, static_windows
 
@@ -179,7 +179,7 @@ def _loop_depth(loop: LoopOp) -> int:
 
 def find_races(program: ProgramOp, max_instances: int = MAX_TASK_INSTANCES) -> list[tuple]:
     """The races `find_hazards` reports, as (earlier, later, order) records."""
-    with no_cyclic_gc():
+    with gc_paused():
         finder = HazardFinder(program, max_instances)
         finder.run()
         return [(a, b, o) for a, b, o in finder.found.values()]
@@ -187,5 +187,5 @@ def find_races(program: ProgramOp, max_instances: int = MAX_TASK_INSTANCES) -> l
 
 def find_hazards(program: ProgramOp, max_instances: int = MAX_TASK_INSTANCES) -> list[Diagnostic]:
     """HAZ-01 / HAZ-03 (LOOP-06) diagnostics of a verified program."""
-    with no_cyclic_gc():
+    with gc_paused():
         return HazardFinder(program, max_instances).run()

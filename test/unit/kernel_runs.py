@@ -1,8 +1,9 @@
 """Running one escape-hatch kernel in the tests of the `compute
 op="mlir.kernel"` executor (test_mlir_kernel.py, test_mlir_kernel_ops.py):
-`run` calls the `compute` kernel as the engine does, and the autouse
+`run` calls the escape hatch as the engine does, and the autouse
 `backend` fixture (import it into the test module) runs each test once per
-backend (D-RT-MLIR-JIT): xDSL's interpreter and the native code compiled
+backend (D-RT-MLIR-JIT), in an escape hatch of its own (`HATCH[0]`, as an
+interpreter has one): xDSL's interpreter and the native code compiled
 with upstream MLIR ("native" refuses rather than falls back, so a test that
 passes there ran natively, or, for a constant fill, as a numpy fill:
 D-RT-MLIR-FILL, test_mlir_fill.py)."""
@@ -12,25 +13,28 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from nem.runtime import escape_hatch
-from nem.runtime.kernels import KERNELS
+from nem.runtime.escape_hatch import EscapeHatch
 from nem.runtime.mlir_native import unavailable
+
+HATCH: list[EscapeHatch] = []
+"""The escape hatch of the running test (its backend the fixture's)."""
 
 
 @pytest.fixture(autouse=True, params=["interpreter", "native"])
-def backend(request, monkeypatch):
-    """Each test once per backend (escape_hatch.BACKEND)."""
+def backend(request):
+    """Each test once per backend, in a new escape hatch."""
     if request.param == "native" and unavailable():
         pytest.skip(unavailable())
-    monkeypatch.setattr(escape_hatch, "BACKEND", request.param)
-    return request.param
+    HATCH[:] = [EscapeHatch(request.param)]
+    yield request.param
+    HATCH.clear()
 
 
 def run(text, ins, outs, index_args=()):
     attrs = {"op": "mlir.kernel", "kernel": text}
     if index_args:
         attrs["index_args"] = list(index_args)
-    return KERNELS["compute"](ins, outs, attrs)
+    return HATCH[0].run_task(ins, outs, attrs)
 
 
 def assert_bits(z, ref):

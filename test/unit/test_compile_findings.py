@@ -400,7 +400,7 @@ def test_max_pool_same_with_a_negative_padding(auto_pad):
 
 def test_upstream_clip_merge_crosses_bounds():
     """onnxscript's optimizer turns Relu(Clip(x, max=-1)) into Clip(x, 0, -1),
-    -1 everywhere where the chain gives 0 (docs/upstream-reports.md, 9: this
+    -1 everywhere where the chain gives 0 (docs/upstream-reports.md, 12: this
     assertion fails once upstream is fixed); the importer keeps the
     unsimplified graph (prepare.crossed_clips) and the program gives 0."""
     import onnx_ir as ir
@@ -462,7 +462,5 @@ def test_scalar_input_read_by_an_escape_hatch_kernel(backend, monkeypatch):
     to the one-element region the lowering gives the 0-d buffer (was
     'argument 1 of @kernel is memref<f32> but the task's operand 1 is
     f32[1]', then a 0-d view made 1-d by the interpreter's copy)."""
-    from nem.runtime import escape_hatch
-
-    monkeypatch.setattr(escape_hatch, "BACKEND", backend)
+    monkeypatch.setenv("NEM_MLIR_KERNEL", backend)     # read by each interpreter made
     run_api(samples.single_op("Div", {"x": (2, 3), "s": ()}, "f32"), device="npm_lite")

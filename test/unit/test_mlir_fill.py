@@ -8,11 +8,12 @@ import itertools
 
 import numpy as np
 import pytest
-from kernel_runs import assert_bits, run
+from kernel_runs import HATCH, assert_bits, run
 
-from nem.runtime import escape_hatch, mlir_fill
+from nem.runtime import mlir_fill
+from nem.runtime.escape_hatch import EscapeHatch
 from nem.runtime.kernels import NumericError, Tensor
-from nem.runtime.mlir_kernel import compiled
+from nem.runtime.mlir_kernel import CompiledKernel
 
 DTYPES = {"f32": np.float32, "i32": np.int32, "i8": np.int8, "u8": np.uint8}
 MLIR = {"f32": "f32", "i32": "i32", "i8": "i8", "u8": "i8"}   # u8 regions: signless i8 memrefs
@@ -51,7 +52,7 @@ def _run_both(text: str, shape, elem: str, monkeypatch) -> tuple[np.ndarray, np.
     start = np.arange(int(np.prod(shape)), dtype=dt).reshape(shape)
     outs = []
     for b in ("interpreter", "auto"):
-        monkeypatch.setattr(escape_hatch, "BACKEND", b)
+        HATCH[:] = [EscapeHatch(b)]
         y = start.copy()
         (z,) = run(text, [Tensor(y, elem)], [Tensor(y, elem)])
         outs.append(np.asarray(z))
@@ -67,7 +68,7 @@ VALUES = {"f32": ["0.000000e+00", "-0.000000e+00", "0xff800000", "0x7fc00001", "
 def test_fill_is_the_interpreters_result(elem, value, monkeypatch):
     shape = (2, 3, 5)
     text = fill_text(shape, MLIR[elem], value, order=[1, 0, 2])
-    assert mlir_fill.fill_of(compiled(text).fn, 2) is not None
+    assert mlir_fill.fill_of(CompiledKernel(text).fn, 2) is not None
     ref, got = _run_both(text, shape, elem, monkeypatch)
     assert_bits(got, ref)
 
@@ -77,7 +78,7 @@ def test_fill_is_the_interpreters_result(elem, value, monkeypatch):
 def test_fill_any_rank_order_and_map_form(shape, syms, monkeypatch):
     for order in itertools.islice(itertools.permutations(range(len(shape))), 3):
         text = fill_text(shape, "f32", "-1.500000e+00", order=list(order), syms=syms)
-        assert mlir_fill.fill_of(compiled(text).fn, 2) is not None
+        assert mlir_fill.fill_of(CompiledKernel(text).fn, 2) is not None
         ref, got = _run_both(text, shape, "f32", monkeypatch)
         assert_bits(got, ref)
 
@@ -96,7 +97,7 @@ def test_near_misses_are_not_fills(name, monkeypatch):
     interpreter's."""
     shape = (2, 3, 5)
     text = fill_text(shape, "f32", "2.000000e+00", **NEAR_MISSES[name])
-    assert mlir_fill.fill_of(compiled(text).fn, 2) is None
+    assert mlir_fill.fill_of(CompiledKernel(text).fn, 2) is None
     try:
         ref, got = _run_both(text, shape, "f32", monkeypatch)
     except NumericError as e:              # the offset map stores out of bounds
@@ -131,17 +132,17 @@ OTHER_MISSES = {
 
 @pytest.mark.parametrize("name", OTHER_MISSES)
 def test_other_kernels_are_not_fills(name):
-    assert mlir_fill.fill_of(compiled(OTHER_MISSES[name]).fn, 2) is None
+    assert mlir_fill.fill_of(CompiledKernel(OTHER_MISSES[name]).fn, 2) is None
 
 
 def test_a_fill_of_an_input_only_is_left_to_the_backends():
     """`in X out Y` on separate memory, the constant stored into X: not a
     fill of an output, so not taken (the backends decide what it means)."""
     text = fill_text((4,), "f32", "1.000000e+00")
-    fn = compiled(text).fn
+    fn = CompiledKernel(text).fn
     assert mlir_fill.fill_of(fn, 2) == (0, 1.0)
-    assert mlir_fill.fill_kernel(text, fn, [0, 1], 1) is None
-    assert mlir_fill.fill_kernel(text, fn, [0, 0], 1) is not None
+    assert mlir_fill.fill_kernel(fn, [0, 1], 1) is None
+    assert mlir_fill.fill_kernel(fn, [0, 0], 1) is not None
 
 
 def test_interpreter_backend_does_not_take_fills(monkeypatch):
@@ -149,9 +150,9 @@ def test_interpreter_backend_does_not_take_fills(monkeypatch):
     text = fill_text((4,), "f32", "1.000000e+00")
     seen = []
     orig = mlir_fill.fill_kernel
-    monkeypatch.setattr(escape_hatch, "fill_kernel",
+    monkeypatch.setattr("nem.runtime.escape_hatch.fill_kernel",
                         lambda *a: seen.append(a) or orig(*a))
-    monkeypatch.setattr(escape_hatch, "BACKEND", "interpreter")
+    HATCH[:] = [EscapeHatch("interpreter")]
     y = np.zeros(4, np.float32)
     run(text, [Tensor(y, "f32")], [Tensor(y, "f32")])
     assert seen == []

@@ -23,10 +23,12 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from nem.runtime import escape_hatch, mlir_kernel, mlir_native
+from nem.runtime import mlir_native
 from nem.runtime.api import NemInterpreter
-from nem.runtime.kernels import KERNELS, NotSupported, NumericError, Tensor
+from nem.runtime.escape_hatch import EscapeHatch
+from nem.runtime.kernels import NotSupported, NumericError, Tensor
 from nem.runtime.loop_sink import sink_parallel_loops
+from nem.runtime.mlir_kernel import CompiledKernel
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "bench"))
 import bench_mlir_kernel  # noqa: E402 - the benchmark's kernels and program
@@ -40,20 +42,18 @@ FLOATS = ("f32", "f16", "bf16")
 INTS = ("i8", "i32")
 
 
-def run(text, ins, outs, index_args=(), backend="auto"):
-    """Run a kernel on one backend; returns the outs or the NumericError text."""
-    old = escape_hatch.BACKEND
-    escape_hatch.BACKEND = backend
+def run(text, ins, outs, index_args=(), backend="auto", hatch=None):
+    """Run a kernel on one backend (in `hatch`, else a new escape hatch);
+    returns the outs or the NumericError text."""
+    hatch = hatch if hatch is not None else EscapeHatch(backend)
     try:
         attrs = {"op": "mlir.kernel", "kernel": text}
         if index_args:
             attrs["index_args"] = list(index_args)
-        return KERNELS["compute"]([Tensor(a.copy(), e) for a, e in ins],
-                                  [Tensor(a.copy(), e) for a, e in outs], attrs)
+        return hatch.run_task([Tensor(a.copy(), e) for a, e in ins],
+                              [Tensor(a.copy(), e) for a, e in outs], attrs)
     except NumericError as e:
         return str(e)
-    finally:
-        escape_hatch.BACKEND = old
 
 
 def same(x, y) -> bool:
@@ -362,7 +362,7 @@ def test_every_op_on_edge_values(t):
 # Loop sinking (exact)
 
 def _sunk_order(text: str) -> list[str]:
-    ck = mlir_kernel.compiled(text)
+    ck = CompiledKernel(text)
     fn = ck.module.clone().ops.first
     sink_parallel_loops(fn)
     return [o.body.block.args[0].name_hint for o in fn.walk() if o.name == "affine.for"]
@@ -415,19 +415,20 @@ FMA = """func.func @kernel(%x: memref<8xf32>, %z: memref<8xf32>) {
 
 
 def test_compiled_once_per_kernel_and_aliasing():
+    hatch = EscapeHatch("native")
     x = np.arange(8, dtype=np.float32)
-    run(FMA, [(x, "f32")], [(np.zeros(8, np.float32), "f32")], (), "native")
-    ck = mlir_kernel.compiled(FMA)
-    nk = mlir_native.native(FMA, ck.module, [0, 1], 1)
+    run(FMA, [(x, "f32")], [(np.zeros(8, np.float32), "f32")], hatch=hatch)
+    ck = hatch.compiled(FMA)
+    nk = hatch._native_kernel(ck, [0, 1], 1)
     assert isinstance(nk, mlir_native.NativeKernel)
-    run(FMA, [(x, "f32")], [(np.zeros(8, np.float32), "f32")], (), "native")
-    assert mlir_native.native(FMA, ck.module, [0, 1], 1) is nk
+    run(FMA, [(x, "f32")], [(np.zeros(8, np.float32), "f32")], hatch=hatch)
+    assert hatch.compiled(FMA) is ck and hatch._native_kernel(ck, [0, 1], 1) is nk
     # `compute in Y out Y`: one memref, a separate compilation
     y = np.arange(8, dtype=np.float32)
-    (out,) = KERNELS["compute"]([Tensor(y, "f32")], [Tensor(y, "f32")],
-                                {"op": "mlir.kernel", "kernel": FMA})
+    (out,) = hatch.run_task([Tensor(y, "f32")], [Tensor(y, "f32")],
+                            {"op": "mlir.kernel", "kernel": FMA})
     np.testing.assert_array_equal(out, y * y)
-    assert mlir_native.native(FMA, ck.module, [0, 0], 1) is not nk
+    assert hatch._native_kernel(ck, [0, 0], 1) is not nk
 
 
 @pytest.mark.slow  # 4 s
@@ -439,12 +440,8 @@ def test_a_failed_check_leaves_memory_alone():
                        "%p = arith.sitofp %q : i32 to f32")
     z = np.full(8, 7, np.float32)
     with pytest.raises(NumericError, match="integer division by zero"):
-        escape_hatch.set_backend("native")
-        try:
-            KERNELS["compute"]([Tensor(np.arange(8, dtype=np.float32), "f32")],
-                               [Tensor(z, "f32")], {"op": "mlir.kernel", "kernel": text})
-        finally:
-            escape_hatch.set_backend("auto")
+        EscapeHatch("native").run_task([Tensor(np.arange(8, dtype=np.float32), "f32")],
+                                       [Tensor(z, "f32")], {"op": "mlir.kernel", "kernel": text})
     assert (z == 7).all()
 
 
@@ -452,13 +449,13 @@ def test_auto_falls_back_with_one_notice(monkeypatch):
     """A kernel the native backend does not take (i4) runs interpreted in
     "auto" mode, and says so once, with an estimate of its cost."""
     notices = []
-    monkeypatch.setattr(escape_hatch, "NOTICE", notices.append)
-    monkeypatch.setattr(escape_hatch, "_NOTICED", set())
-    monkeypatch.setattr(escape_hatch, "COMPILE_AFTER", 0)     # no interpreted first tier
+    hatch = EscapeHatch()
+    hatch.notice = notices.append
+    hatch.compile_after = 0     # no interpreted first tier
     text = FMA.replace("f32", "i4").replace("arith.mulf", "arith.muli")
     x = np.array([1, 2, 3, -1, -2, 0, 7, -8], np.int8)
     for _ in range(2):
-        (z,) = run(text, [(x, "i4")], [(np.zeros(8, np.int8), "i4")])
+        (z,) = run(text, [(x, "i4")], [(np.zeros(8, np.int8), "i4")], hatch=hatch)
         np.testing.assert_array_equal(z, ((x.astype(int) ** 2 + 8) % 16 - 8))
     assert len(notices) == 1
     assert "runs in xDSL's interpreter, not natively: a memref of i4" in notices[0]
@@ -468,14 +465,13 @@ def test_auto_falls_back_with_one_notice(monkeypatch):
 def test_without_the_bindings_everything_is_interpreted(monkeypatch):
     """Without the `mlir` extra: interpreted, one notice naming the extra."""
     notices = []
-    monkeypatch.setattr(escape_hatch, "NOTICE", notices.append)
-    monkeypatch.setattr(escape_hatch, "_NOTICED", set())
-    monkeypatch.setattr(escape_hatch, "COMPILE_AFTER", 0)     # no interpreted first tier
+    hatch = EscapeHatch()
+    hatch.notice = notices.append
+    hatch.compile_after = 0     # no interpreted first tier
     monkeypatch.setattr(mlir_native, "unavailable", lambda: "no module named 'mlir'")
-    monkeypatch.setattr(mlir_native, "_CACHE", {})
     x = np.arange(8, dtype=np.float32)
     for _ in range(2):
-        (z,) = run(FMA, [(x, "f32")], [(np.zeros(8, np.float32), "f32")])
+        (z,) = run(FMA, [(x, "f32")], [(np.zeros(8, np.float32), "f32")], hatch=hatch)
         np.testing.assert_array_equal(z, x * x)
     assert notices == ["compute op=mlir.kernel: kernels run in xDSL's interpreter (no module "
                        "named 'mlir'; install the `mlir` extra (pip install "
@@ -483,7 +479,7 @@ def test_without_the_bindings_everything_is_interpreted(monkeypatch):
     # what nem-run prints before running a program with such tasks
     it = NemInterpreter()
     prog = it.load_string(bench_mlir_kernel.program(16, 16, 16))
-    assert escape_hatch.load_notice(prog.op) == (
+    assert it.escape_hatch.load_notice(prog.op) == (
         "1 escape-hatch task(s) (compute op=mlir.kernel) will run in xDSL's interpreter (no "
         "module named 'mlir'; install the `mlir` extra (pip install 'nem-toolchain[mlir]') to "
         "compile them natively): the largest does about 29,218 scalar operations per run, "
@@ -495,26 +491,25 @@ def test_small_kernels_are_interpreted_until_compiling_pays(monkeypatch):
     its total work stays within COMPILE_AFTER scalar ops, then compiled; a
     kernel whose work is not known (a bound from an index argument) is
     compiled at once."""
-    monkeypatch.setattr(escape_hatch, "_INTERPRETED", {})
-    monkeypatch.setattr(mlir_native, "_CACHE", {})
-    monkeypatch.setattr(escape_hatch, "COMPILE_AFTER", 100)   # FMA: 34 ops per run
+    hatch = EscapeHatch("auto")
+    hatch.compile_after = 100   # FMA: 34 ops per run
     x = np.arange(8, dtype=np.float32)
     compiled_after = []
     for _ in range(4):
-        (z,) = run(FMA, [(x, "f32")], [(np.zeros(8, np.float32), "f32")])
+        (z,) = run(FMA, [(x, "f32")], [(np.zeros(8, np.float32), "f32")], hatch=hatch)
         np.testing.assert_array_equal(z, x * x)
-        compiled_after.append(bool(mlir_native._CACHE))
+        compiled_after.append(len(hatch._native) > 0)
     assert compiled_after == [False, False, True, True]
     dynamic = FMA.replace("%z: memref<8xf32>", "%z: memref<8xf32>, %n: index").replace(
         "affine.for %i = 0 to 8", "affine.for %i = 0 to affine_map<()[s0] -> (s0)>()[%n]")
-    assert not mlir_kernel.compiled(dynamic).estimate_exact
-    run(dynamic, [(x, "f32")], [(np.zeros(8, np.float32), "f32")], (8,))
-    assert any(key[0] == dynamic for key in mlir_native._CACHE)
+    assert not hatch.compiled(dynamic).estimate_exact
+    run(dynamic, [(x, "f32")], [(np.zeros(8, np.float32), "f32")], (8,), hatch=hatch)
+    assert any(key[0] == dynamic for key in hatch._native.keys())
 
 
 def test_scalar_op_estimate():
     """16 x 16 x 16 matmul nest: 4096 points of 6 ops plus loop overhead."""
-    ck = mlir_kernel.compiled(bench_mlir_kernel.matmul_kernel(16, 16, 16))
+    ck = CompiledKernel(bench_mlir_kernel.matmul_kernel(16, 16, 16))
     assert 4096 * 6 < ck.estimate < 4096 * 8 and ck.estimate_exact
 
 
@@ -542,7 +537,6 @@ def test_load_notice_does_not_count_fills(monkeypatch):
     """Without the `mlir` extra, a constant-fill kernel runs as a numpy fill
     (D-RT-MLIR-FILL), not in the interpreter: nem-run's notice counts the
     other kernels only, and says nothing for a program of fills alone."""
-    monkeypatch.setattr(escape_hatch, "_NOTICED", set())
     monkeypatch.setattr(mlir_native, "unavailable", lambda: "no module named 'mlir'")
     fill = ("func.func @kernel(%a0: memref<16xf32>, %a1: memref<16xf32>) { "
             "%c = arith.constant 1.000000e+00 : f32 affine.for %i = 0 to 16 { "
@@ -553,9 +547,10 @@ def test_load_notice_does_not_count_fills(monkeypatch):
             f'op="mlir.kernel" kernel="{fill}"\nwait(f)\n')
     it = NemInterpreter()
     only_fill = it.load_string("program fills:\nbuffer Y : DDR (size=64, align=64)\n" + task)
-    assert escape_hatch.load_notice(only_fill.op) is None
-    both = NemInterpreter().load_string(
+    assert it.escape_hatch.load_notice(only_fill.op) is None
+    it2 = NemInterpreter()
+    both = it2.load_string(
         bench_mlir_kernel.program(16, 16, 16).replace("wait(c)\n", "wait(c)\n" + task)
         .replace("buffer C :", "buffer Y : DDR (size=64, align=64)\nbuffer C :"))
-    notice = escape_hatch.load_notice(both.op)
+    notice = it2.escape_hatch.load_notice(both.op)
     assert notice is not None and notice.startswith("1 escape-hatch task(s)")

@@ -14,14 +14,21 @@ import importlib.util
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from nem.compile.pipeline import CompileOptions
+from nem.compile.pipeline import CompileOptions, CompileResult
+
+if TYPE_CHECKING:
+    from onnx import ModelProto
+
+    from nem.runtime.api import NemInterpreter
 
 
-def load_program(result, inputs: dict[str, np.ndarray], device: str,
-                 include_dirs: Sequence[str] = (), kernels: dict | None = None):
+def load_program(result: CompileResult, inputs: dict[str, np.ndarray], device: str,
+                 include_dirs: Sequence[str] = (), kernels: dict[str, Any] | None = None
+                 ) -> NemInterpreter:
     """A `NemInterpreter` holding the compiled program with `inputs` (by ONNX
     name) and the weights written, as `nem-run --input STEM.weights.npz
     --input x=x.npy` starts (`kernels`: NemInterpreter's)."""
@@ -37,13 +44,13 @@ def load_program(result, inputs: dict[str, np.ndarray], device: str,
     return interp
 
 
-def read_outputs(interp, result) -> dict[str, np.ndarray]:
+def read_outputs(interp: NemInterpreter, result: CompileResult) -> dict[str, np.ndarray]:
     """The program's outputs by ONNX name, in the model's shapes."""
     iface = result.interface
     return {iface.onnx_names[n]: interp.read_tensor(n, shape) for n, shape, _ in iface.outputs}
 
 
-def run_nem(result, inputs: dict[str, np.ndarray], options: CompileOptions
+def run_nem(result: CompileResult, inputs: dict[str, np.ndarray], options: CompileOptions
             ) -> dict[str, np.ndarray]:
     """The compiled program on `inputs` in the reference runtime (one run,
     source schedule); its outputs by ONNX name."""
@@ -54,7 +61,7 @@ def run_nem(result, inputs: dict[str, np.ndarray], options: CompileOptions
     return read_outputs(interp, result)
 
 
-def read_inputs(model, given: Sequence[str]) -> dict[str, np.ndarray] | None:
+def read_inputs(model: ModelProto, given: Sequence[str]) -> dict[str, np.ndarray] | None:
     """`--input NAME=FILE.npy` (an ONNX or a buffer name, as `python -m
     nem.compile.check` takes them) or `--input FILE.npz` (every array of it,
     by name: a fuzzer finding's `model.inputs.npz`); None when none is given."""

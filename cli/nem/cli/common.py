@@ -11,7 +11,7 @@ import tempfile
 from collections.abc import Iterator
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 DISTRIBUTION = "nem-toolchain"
 
@@ -48,7 +48,7 @@ def _umask() -> int:
 
 
 @contextlib.contextmanager
-def output_file(path: str | None, mode: str = "w") -> Iterator[IO]:
+def output_file(path: str | None, mode: str = "w") -> Iterator[IO[Any]]:
     """Standard output for `None` or `-`; else a temporary file next to
     `path`, renamed to `path` when the `with` block ends normally and deleted
     when it raises (`SystemExit` included), so a failed run leaves no output

@@ -6,6 +6,7 @@ import gc
 import os
 import sys
 from collections.abc import Callable, Sequence
+from typing import Any, TextIO
 
 
 class _PipeTolerant:
@@ -16,12 +17,12 @@ class _PipeTolerant:
     status of its work (errors found: 1), never a success it did not earn
     (decision D-CLI-PIPE)."""
 
-    def __init__(self, stream):
+    def __init__(self, stream: TextIO) -> None:
         self._stream = stream
 
     def write(self, text: str) -> int:
         try:
-            return self._stream.write(text)
+            return int(self._stream.write(text))
         except BrokenPipeError:
             self._discard()
             return len(text)
@@ -43,7 +44,7 @@ class _PipeTolerant:
         except (BrokenPipeError, ValueError):
             pass
 
-    def __getattr__(self, name: str):
+    def __getattr__(self, name: str) -> Any:
         return getattr(self._stream, name)
 
 

@@ -28,15 +28,17 @@ import os
 import stat
 import sys
 import zipfile
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import IO, TYPE_CHECKING
 
 from nem.cli.common import is_stdio
 from nem.dialect.limits import MAX_INPUT_FILE_BYTES
 
 if TYPE_CHECKING:
     import numpy as np
+
+    from nem.dialect.diagnostics import Diagnostic
 
 
 class InputError(Exception):
@@ -124,7 +126,7 @@ NPY_MAX_HEADER = 65536
 reader refuses more than 10,000 unless told otherwise)."""
 
 
-def npy_header(f, where: str, flag: str) -> tuple[tuple[int, ...], np.dtype]:
+def npy_header(f: IO[bytes], where: str, flag: str) -> tuple[tuple[int, ...], np.dtype]:
     """(shape, dtype) of the `.npy` stream `f`, positioned at its start; the
     header is parsed, never the data (`where` names the file, or the file and
     the archive member, in errors)."""
@@ -212,7 +214,7 @@ def load_npy(path: str, flag: str, limit: int, name: str = "the buffer",
     return np.atleast_1d(arr)
 
 
-def read_archive(path: str, flag: str, buffer_size,
+def read_archive(path: str, flag: str, buffer_size: Callable[[str], int],
                  check: Callable[[str, tuple[int, ...], np.dtype], None] | None = None
                  ) -> dict[str, np.ndarray]:
     """The arrays of a `.npz` archive, each for the buffer of its name:

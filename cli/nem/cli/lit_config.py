@@ -34,6 +34,7 @@ import re
 import shutil
 import sys
 from pathlib import Path
+from typing import Any
 
 from nem.cli.upstream_tools import find_tool, package_tool
 
@@ -64,7 +65,7 @@ def devices_dir() -> str:
     return str(Path(next(iter(nem.devices.__path__))))
 
 
-def configure(config, *, devices: bool = True) -> None:
+def configure(config: Any, *, devices: bool = True) -> None:
     """Give a lit `config` the NEM tools, substitutions and features (see the
     module docstring); settings the configuration made itself are kept."""
     import lit.formats

@@ -17,11 +17,14 @@ import re
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from nem.cli.error_limit import add_error_limit_argument, error_limit, print_diagnostics
+
+if TYPE_CHECKING:
+    from nem.compile.pipeline import CompileResult, Interface, StageResult
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -186,7 +189,7 @@ class _Display:
             except ImportError:
                 self.bar = None
 
-    def __call__(self, stage: str, result) -> None:
+    def __call__(self, stage: str, result: StageResult | None) -> None:
         from nem.compile.pipeline import STAGES
 
         if result is None:
@@ -358,14 +361,14 @@ def _run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _interface(iface, out: str, weights: str) -> list[str]:
+def _interface(iface: Interface, out: str, weights: str) -> list[str]:
     """The buffers that hold the model's inputs and outputs, with their ONNX
     names (sanitized names are not guessable: `input.1` is `input1`,
     D-COMPILE-IFACE), and a `nem-run` command line that writes each output
     with the model's shape (a buffer's `--output` is its flat elements)."""
     names = {"float32": "f32", "float16": "f16", "int32": "i32", "int16": "i16", "int8": "i8"}
 
-    def typed(shape, dtype) -> str:
+    def typed(shape: Sequence[int], dtype: Any) -> str:
         return f"{names.get(np.dtype(dtype).name, np.dtype(dtype).name)}" \
                f"[{','.join(map(str, shape))}]"
 
@@ -382,7 +385,7 @@ def _interface(iface, out: str, weights: str) -> list[str]:
     return [*lines, "run: " + " ".join(run)]
 
 
-def _write_nemb(out: str, src: str, result) -> None:
+def _write_nemb(out: str, src: str, result: CompileResult) -> None:
     """`-o FILE.nemb`: the verified program as NEM bytecode with the weights
     embedded as its Data section (D-BC-DATA, D-COMPILE-WEIGHTS): one file to
     ship, `nem-run FILE.nemb` needs no sidecar.  Its source locations name

@@ -21,8 +21,9 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from nem.cli import roofline_cli
 from nem.cli.entry import keep_until_exit
@@ -39,6 +40,9 @@ from nem.dialect.limits import DEFAULT_MAX_KERNEL_OPS, DEFAULT_MAX_TASKS, MAX_SO
 if TYPE_CHECKING:  # rich is imported lazily: the bar only exists on a terminal
     from rich.progress import Progress as RichProgress
     from rich.progress import TaskID
+
+    from nem.runtime.api import NemInterpreter
+    from nem.runtime.session import Program, RunResult
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -161,7 +165,7 @@ class Progress:
             self.bar.stop()
 
 
-def _pairs(items, what):
+def _pairs(items: list[str], what: str) -> list[tuple[str, str]]:
     out = []
     for it in items:
         if "=" not in it:
@@ -203,7 +207,7 @@ class Output:
         return Output(name, elem, shape, file)
 
 
-def _check_paths(args, outputs: list[Output]) -> int | None:
+def _check_paths(args: argparse.Namespace, outputs: list[Output]) -> int | None:
     """Every file the run will write, checked before it starts (a usage
     error, exit 2): --output files, --trace, --timeline (and matplotlib)."""
     paths = [(o.file, f"--output {o.name}") for o in outputs] + roofline_cli.paths(args)
@@ -228,7 +232,7 @@ def _check_paths(args, outputs: list[Output]) -> int | None:
     return None
 
 
-def _load(args, interp):
+def _load(args: argparse.Namespace, interp: NemInterpreter) -> Program:
     """The program of the command line (a file, or `-`: standard input, .nem,
     NEM IR in MLIR syntax or NEM bytecode, told apart from the contents)."""
     from nem.cli.common import is_stdio
@@ -261,7 +265,7 @@ def _warn_partial(what: str, name: str, written: int, size: int) -> None:
               "or the program's initial data)", file=sys.stderr)
 
 
-def _write_inputs(interp, args, warn: bool = True) -> int | None:
+def _write_inputs(interp: NemInterpreter, args: argparse.Namespace, warn: bool = True) -> int | None:
     """--input / --input-raw (and bare .npz archives) into memory, read capped
     by the size of their target (D-LIMITS); an error names the flag (exit 2).
     `warn`: say when an array fills only part of its buffer (once, not at
@@ -295,7 +299,7 @@ def _write_inputs(interp, args, warn: bool = True) -> int | None:
     return None
 
 
-def _fresh_inputs(interp, args, warn: bool = True) -> int | None:
+def _fresh_inputs(interp: NemInterpreter, args: argparse.Namespace, warn: bool = True) -> int | None:
     """--random-inputs, then --input / --input-raw: before the run, and
     again before each --repeat run."""
     if args.random_inputs is not None:
@@ -312,7 +316,7 @@ class Preparation:
     why_not: str | None = None
 
 
-def _timings(times: list[float], asked: int, result, prep: Preparation, races: bool,
+def _timings(times: list[float], asked: int, result: RunResult, prep: Preparation, races: bool,
              replayed: bool) -> None:
     """--repeat: the time `prepare` took when it planned the runs, the first
     run's wall time, then the best and median of the others; where the runs
@@ -338,7 +342,7 @@ def _timings(times: list[float], asked: int, result, prep: Preparation, races: b
     print(line)
 
 
-def _check_outputs(interp, outputs: list[Output]) -> int | None:
+def _check_outputs(interp: NemInterpreter, outputs: list[Output]) -> int | None:
     """Every --output names a buffer or region, and its T[SHAPE] fits; a T
     other than the target's element type, or a SHAPE that covers only part of
     it, is allowed (to read bytes as another type, or a prefix) but more often
@@ -352,7 +356,9 @@ def _check_outputs(interp, outputs: list[Output]) -> int | None:
             return _usage(f"--output {o.name}: {e}")
         if o.elem is None:
             continue
-        t = target(interp.program.memory, interp.program.compiled, o.name)
+        prog = interp.program
+        assert prog is not None     # loaded before any output is read
+        t = target(prog.memory, prog.compiled, o.name)
         if t.elem is not None and t.elem != o.elem:
             print(f"nem-run: warning: --output {o.name}: {t.kind} '{o.name}' holds {t.elem} "
                   f"values; they are written as {o.elem} (their bytes reinterpreted)",
@@ -365,7 +371,7 @@ def _check_outputs(interp, outputs: list[Output]) -> int | None:
     return None
 
 
-def _write_outputs(interp, outputs: list[Output]) -> None:
+def _write_outputs(interp: NemInterpreter, outputs: list[Output]) -> None:
     import numpy as np
 
     from nem.cli.common import output_file
@@ -379,7 +385,7 @@ def _write_outputs(interp, outputs: list[Output]) -> None:
                 f.write(np.ascontiguousarray(data).tobytes())
 
 
-def run(argv=None) -> int:
+def run(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)  # first: --help and --version need nothing else
     from nem.dialect.limits import source_limit
 
@@ -389,7 +395,7 @@ def run(argv=None) -> int:
         return _run(args, argv is None)
 
 
-def _run(args, owns_process: bool) -> int:
+def _run(args: argparse.Namespace, owns_process: bool) -> int:
     from nem.dialect.diagnostics import NemDiagnosticError
     from nem.runtime.api import NemInterpreter, profile_problem
 
@@ -435,7 +441,7 @@ def _run(args, owns_process: bool) -> int:
     except (InputError, OSError, ValueError) as e:
         return _usage(str(e))
     print_diagnostics("nem-run", prog.diagnostics)  # warnings
-    _kernel_notices(prog, args.max_kernel_ops)
+    _kernel_notices(interp, prog, args.max_kernel_ops)
     over = _over_budget(prog, args)
     if over is not None:
         print(f"nem-run: error: {over}", file=sys.stderr)
@@ -510,9 +516,7 @@ def _run(args, owns_process: bool) -> int:
     total = prog.compiled.static_task_count()
     bar = Progress(total, not args.no_progress and sys.stderr.isatty())
     if bar.enabled:
-        from nem.runtime import escape_hatch
-
-        escape_hatch.PROGRESS = bar.kernel
+        interp.escape_hatch.progress = bar.kernel
     try:
         t0 = time.perf_counter()
         result = s.run_to_end(progress=bar)
@@ -557,21 +561,20 @@ def _run(args, owns_process: bool) -> int:
     return 1 if failed else 0
 
 
-def _kernel_notices(prog, max_ops: int | None) -> None:
+def _kernel_notices(interp: NemInterpreter, prog: Program, max_ops: int | None) -> None:
     """Escape-hatch kernels (D-RT-MLIR-JIT): their work limit (D-LIMITS,
     --max-kernel-ops); say once when they will be interpreted and how slow
     that is; print the runtime's notices."""
-    from nem.runtime import escape_hatch
-
+    hatch = interp.escape_hatch
     if max_ops is not None:
-        escape_hatch.MAX_KERNEL_OPS = max_ops
-    msg = escape_hatch.load_notice(prog.op)
+        hatch.max_kernel_ops = max_ops
+    msg = hatch.load_notice(prog.op)
     if msg:
         print(f"nem-run: warning: {msg}", file=sys.stderr)
-    escape_hatch.NOTICE = lambda m: print(f"nem-run: warning: {m}", file=sys.stderr)
+    hatch.notice = lambda m: print(f"nem-run: warning: {m}", file=sys.stderr)
 
 
-def _explore(interp, max_schedules: int, jobs) -> bool:
+def _explore(interp: NemInterpreter, max_schedules: int, jobs: int | None) -> bool:
     """`--explore`: print what the explorer found; True when it found a problem."""
     ex = interp.explore(max_schedules, jobs=jobs)
     if ex.too_large:
@@ -602,11 +605,11 @@ def _explore(interp, max_schedules: int, jobs) -> bool:
                 or ex.outcomes > 1)
 
 
-def _short(ref) -> str:
-    return ref.label + (f" ({ref.iteration})" if ref.iteration else "")
+def _short(ref: Any) -> str:
+    return str(ref.label) + (f" ({ref.iteration})" if ref.iteration else "")
 
 
-def _check_numbers(args) -> str | None:
+def _check_numbers(args: argparse.Namespace) -> str | None:
     """Flag values that make no sense, before any work (usage errors)."""
     if args.random_inputs is not None and args.random_inputs < 0:
         return "--random-inputs needs a SEED >= 0"
@@ -621,7 +624,7 @@ def _check_numbers(args) -> str | None:
     return None
 
 
-def _over_budget(prog, args) -> str | None:
+def _over_budget(prog: Program, args: argparse.Namespace) -> str | None:
     """The task budget (D-LIMITS): a run whose estimated count of task
     instances and loop iterations exceeds --max-tasks is refused before it
     starts, naming the estimate and the flag."""
@@ -639,7 +642,7 @@ def _over_budget(prog, args) -> str | None:
             f"{tasks * runs} if that is meant")
 
 
-def _summary(r, races_checked: bool) -> None:
+def _summary(r: RunResult, races_checked: bool) -> None:
     counts = ", ".join(f"{k} {v}" for k, v in r.counts.items())
     print(f"status: {r.status}")
     print(f"tasks run: {r.tasks_run}" + (f" ({counts})" if counts else ""))
@@ -659,11 +662,11 @@ def _summary(r, races_checked: bool) -> None:
     print(f"deadlocks: {1 if r.deadlock else 0}")
     if r.deadlock:
         print("  " + str(r.deadlock).replace("\n", "\n  "))
-    for u in r.unconsumed:
-        print(str(u))
+    for left in r.unconsumed:
+        print(str(left))
 
 
-def main(argv=None) -> None:
+def main(argv: Sequence[str] | None = None) -> None:
     from nem.cli.entry import guarded_main
 
     guarded_main("nem-run", run, argv)

@@ -12,8 +12,36 @@ import argparse
 import functools
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
 
 from nem.dialect.diagnostics import Diagnostic, NemDiagnosticError
+
+if TYPE_CHECKING:
+    from xdsl.context import Context
+    from xdsl.dialects.builtin import ModuleOp
+    from xdsl.passes import PassPipeline
+
+    from nem.dialect.device_model import Device
+
+
+class OptMain(Protocol):
+    """What this module uses of `nem-opt`'s driver (`opt_driver.NemOptMain`,
+    which imports this module: named by its shape, not its class)."""
+
+    args: argparse.Namespace
+    ctx: Context
+    pipeline: PassPipeline
+    available_targets: dict[str, Any]
+    available_frontends: dict[str, Any]
+
+    def output_resulting_program(self, prog: ModuleOp) -> str: ...
+
+    def _parse(self, text: str, file: str, ext: str,
+               at: tuple[int, int] = (0, 0)) -> ModuleOp: ...
+
+    def _verify(self, module: ModuleOp, file: str) -> list[Diagnostic]: ...
+
+    def _verify_device(self, module: ModuleOp, file: str) -> list[Diagnostic]: ...
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -32,13 +60,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    "required capabilities, relocations (resolved with --device), data")
 
 
-def register(main) -> None:
+def register(main: OptMain) -> None:
     """Make `-t nemb` and `-f nemb` valid choices (the work is done in `run_opt`)."""
     main.available_targets["nemb"] = lambda module, out: None
     main.available_frontends["nemb"] = lambda io: None
 
 
-def _input_is_nemb(args) -> bool:
+def _input_is_nemb(args: argparse.Namespace) -> bool:
     from nem.frontends.bytecode import MAGIC
 
     if args.frontend == "nemb":
@@ -57,7 +85,7 @@ def _input_is_nemb(args) -> bool:
         return False
 
 
-def handles(main) -> bool:
+def handles(main: OptMain) -> bool:
     a = main.args
     return a.target == "nemb" or a.dump_nemb or _input_is_nemb(a)
 
@@ -71,7 +99,7 @@ def _fail(diags: list[Diagnostic]) -> int:
     return 1
 
 
-def run_opt(main) -> int:
+def run_opt(main: OptMain) -> int:
     """The whole `nem-opt` run when bytecode is read or written."""
     from nem.frontends.bytecode.loader import load_nemb
 
@@ -132,7 +160,7 @@ def run_opt(main) -> int:
     return _emit(main, module, data, file, source)
 
 
-def _device(main):
+def _device(main: OptMain) -> Device | None:
     if not main.args.device:
         return None
     from nem.devices.device_lookup import find_device
@@ -140,7 +168,7 @@ def _device(main):
     return find_device(main.args.device, main.args.include_dirs, None)
 
 
-def _check_and_run(main, module, file: str) -> list[Diagnostic]:
+def _check_and_run(main: OptMain, module: ModuleOp, file: str) -> list[Diagnostic]:
     """The static and device checks and the pass pipeline, as for text input."""
     diags = main._verify(module, file)
     names = [p.name for p in main.pipeline.passes]
@@ -159,7 +187,7 @@ def _check_and_run(main, module, file: str) -> list[Diagnostic]:
     return diags
 
 
-def _emit(main, module, data: list[tuple[str, int, bytes]], file: str, source: str) -> int:
+def _emit(main: OptMain, module: ModuleOp, data: list[tuple[str, int, bytes]], file: str, source: str) -> int:
     a = main.args
     target = a.target if a.target != "same-as-input" else "nem"
     if target != "nemb":
@@ -204,7 +232,7 @@ def _pairs(items: list[str]) -> list[tuple[str, str]]:
     return out
 
 
-def _embed_bytes(main, module, file: str, pairs: list[tuple[str, str]]
+def _embed_bytes(main: OptMain, module: ModuleOp, file: str, pairs: list[tuple[str, str]]
                  ) -> list[tuple[str, int, bytes]]:
     """Each `--embed NAME=FILE`'s (buffer, offset, bytes), read as `nem-run
     --input` reads its files (`nem.cli.inputs.read_input`, D-FILE-PATHS): a

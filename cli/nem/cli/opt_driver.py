@@ -105,7 +105,7 @@ class NemOptMain(xDSLOptMain):
                     self.ctx.register_dialect(name, factory)
 
     def register_all_frontends(self) -> None:
-        super().register_all_frontends()
+        super().register_all_frontends()  # type: ignore[no-untyped-call]  # xDSL 0.74's is unannotated
         # run() parses chunk by chunk itself; this entry makes `-f nem` / `.nem`
         # valid choices for the argument parser
         self.available_frontends["nem"] = self._parse_nem_stream
@@ -193,7 +193,7 @@ class NemOptMain(xDSLOptMain):
                 self._register_passes()
             self.args.passes = check_pipeline(spec or "", self.available_passes,
                                               anchored=anchored)
-            super().setup_pipeline()
+            super().setup_pipeline()  # type: ignore[no-untyped-call]  # xDSL 0.74's is unannotated
             self.pipeline = PassPipeline(self.pipeline.passes,
                                          self._input_check_skipped(self.pipeline.callback))
         except NemDiagnosticError as e:
@@ -247,7 +247,7 @@ class NemOptMain(xDSLOptMain):
         """`-f`, else the extension (`.nem`; anything else is MLIR), else on
         stdin the text's syntax (D-OPT-STDIN)."""
         if self.args.frontend:
-            return self.args.frontend
+            return str(self.args.frontend)
         if file == "<stdin>":
             from nem.frontends.nem_text.document import detect_format
 
@@ -513,7 +513,7 @@ def _nem_help(parser: argparse.ArgumentParser, listing: Callable[[], str]) -> No
 def pass_listing(plugins: Sequence[str] = ()) -> str:
     """The passes for --help: NEM's with their one-line docs and options,
     then plugin files', entry points', and xDSL's names."""
-    def entry(name: str, cls, origin: str = "") -> list[str]:
+    def entry(name: str, cls: type[ModulePass], origin: str = "") -> list[str]:
         head = f"  {name}{origin}"
         summary = pass_summary(cls) or "(no description)"
         lines = [f"{head:<24}{summary}" if len(head) < 24 else f"{head}\n{'':<24}{summary}"]

@@ -6,10 +6,15 @@ beside the Gantt chart of `--timeline`."""
 
 from __future__ import annotations
 
+import argparse
 import json
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from nem.runtime.session import RunResult, Session
 
 
-def add_arguments(p) -> None:
+def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--roofline", action="store_true",
                    help="with --mode timed: print, for the program and each group of tasks "
                    "(ONNX node, loop nest, top-level segment), the cycles taken, the bound "
@@ -22,7 +27,7 @@ def add_arguments(p) -> None:
                    help="with --roofline: a bar chart of each group's cycles beside its bound")
 
 
-def usage_problem(args) -> str | None:
+def usage_problem(args: argparse.Namespace) -> str | None:
     """Flags that do not go together (a usage error, before any work)."""
     if args.json and not args.roofline:
         return "--json prints the roofline report: it needs --roofline"
@@ -34,12 +39,12 @@ def usage_problem(args) -> str | None:
     return None
 
 
-def paths(args) -> list[tuple[str, str]]:
+def paths(args: argparse.Namespace) -> list[tuple[str, str]]:
     """The files the report writes, for nem-run's checks before the run."""
     return [(args.roofline_plot, "--roofline-plot")] if args.roofline_plot else []
 
 
-def write_plot(session, args) -> list[str]:
+def write_plot(session: Session, args: argparse.Namespace) -> list[str]:
     """The bar chart (before the text, as nem-run writes every file first)."""
     if not args.roofline_plot:
         return []
@@ -49,7 +54,7 @@ def write_plot(session, args) -> list[str]:
     return [f"roofline plot: {args.roofline_plot}"]
 
 
-def print_report(session, result, args) -> None:
+def print_report(session: Session, result: RunResult, args: argparse.Namespace) -> None:
     """The report: text, or with --json the JSON document (with the run's
     status, race count, deadlock witness and each unit instance's
     utilization (the summary's table), so a tool needs nothing else

@@ -213,12 +213,12 @@ class Driver:
         builds and rewrites an IR of millions of objects, each of which every
         full collection would scan again (18% of SqueezeNet's compile, for
         9% more memory); the collector runs again after the stage."""
-        from nem.analysis.happens_before import no_cyclic_gc
+        from nem.dialect.gc_pause import gc_paused
 
         self.stage = name   # the stage a failure belongs to
         self.progress(name, None)
         t0 = time.perf_counter()
-        with no_cyclic_gc():
+        with gc_paused():
             text = fn()
         self.results.append(StageResult(name, text, time.perf_counter() - t0))
         self.progress(name, self.results[-1])

@@ -26,9 +26,7 @@ iteration ordinals) costs O(loop depth).
 
 from __future__ import annotations
 
-import gc
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -466,18 +464,3 @@ def unordered_pieces(s: Structure, a: StaticTask, oa: Sequence[isl.PwAff],
         piece = piece & sp.universe.subtract(done)
     out.append(piece)
     return out
-
-
-@contextmanager
-def no_cyclic_gc() -> Iterator[None]:
-    """The IR of a large program is millions of objects: keep the cyclic GC
-    from rescanning all of them every few thousand allocations of the
-    analysis (it made the analysis superlinear).  Nothing here makes cycles
-    that outlive the call."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()

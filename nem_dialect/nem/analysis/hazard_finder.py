@@ -52,7 +52,6 @@ from nem.analysis.happens_before import (
     Structure,
     issue_key,
     issued_before_set,
-    no_cyclic_gc,
     ordered,
     ordered_always,
     ordered_set,
@@ -73,6 +72,7 @@ from nem.analysis.presburger import (
 )
 from nem.dialect.diagnostics import Diagnostic
 from nem.dialect.expressions import Evaluator, ExprError, NotAnExpression
+from nem.dialect.gc_pause import gc_paused
 from nem.dialect.ops import BufferOp, LoopOp, ProgramOp, RegionOp, TaskOp
 from nem.dialect.semantics.instances import same_instance_set, static_windows
 
@@ -717,7 +717,7 @@ def find_races(program: ProgramOp, max_instances: int = MAX_TASK_INSTANCES,
     buffer it was a region of), not the pairs of accesses of one member
     (an arena's packed buffers, each race-free before packing: only pairs
     across members are new)."""
-    with no_cyclic_gc():
+    with gc_paused():
         finder = HazardFinder(program, max_instances, cache, buffers, members)
         finder.run()
         return RaceScan([Race(a, b, o) for _, a, b, o in finder.races()],
@@ -726,5 +726,5 @@ def find_races(program: ProgramOp, max_instances: int = MAX_TASK_INSTANCES,
 
 def find_hazards(program: ProgramOp, max_instances: int = MAX_TASK_INSTANCES) -> list[Diagnostic]:
     """HAZ-01 / HAZ-03 (LOOP-06) diagnostics of a verified program."""
-    with no_cyclic_gc():
+    with gc_paused():
         return HazardFinder(program, max_instances).run()

@@ -9,9 +9,10 @@ from dataclasses import dataclass
 
 from xdsl.ir import Block, Operation
 
-from nem.analysis.happens_before import StaticTask, Structure, no_cyclic_gc, task_label
+from nem.analysis.happens_before import StaticTask, Structure, task_label
 from nem.dialect.diagnostics import Diagnostic, SourceLoc
 from nem.dialect.expressions import Evaluator, ExprError
+from nem.dialect.gc_pause import gc_paused
 from nem.dialect.ops import LoopOp, ProgramOp, TaskOp, WaitOp
 from nem.dialect.semantics.streams import loop_window
 
@@ -36,7 +37,7 @@ def max_live_tokens(program: ProgramOp) -> int:
 def live_token_peak(program: ProgramOp) -> tuple[int, Operation | None]:
     """`max_live_tokens` and the statement (task or loop) where the peak is
     reached, so a DEV-17 diagnostic can point at it."""
-    with no_cyclic_gc():
+    with gc_paused():
         return _block_live(program.block, Evaluator())
 
 
@@ -47,7 +48,7 @@ def first_over(program: ProgramOp, limit: int) -> Operation | None:
     the peak, which may be many tasks later)."""
     ev = Evaluator()
     block = program.block
-    with no_cyclic_gc():
+    with gc_paused():
         while True:
             live = block_liveness(block, ev)
             over = next((k for k, c in enumerate(live.counts()) if c > limit), None)
@@ -140,7 +141,7 @@ def check_tokens(program: ProgramOp) -> list[Diagnostic]:
     """Token diagnostics: unconsumed tokens (warning, D-TOK-UNUSED), waits that
     can never complete (error, D-TOK-DEADLOCK).  `@max_in_flight(N < 1)` is the
     static verifier's LOOP-03 (`LoopOp.window_error`)."""
-    with no_cyclic_gc():
+    with gc_paused():
         return _check_tokens(program)
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from functools import cache
+from functools import lru_cache
 from typing import ClassVar, Self
 
 from xdsl.dialects.builtin import (
@@ -34,6 +34,7 @@ from xdsl.printer import Printer
 from xdsl.utils.hints import isa
 from xdsl.utils.lexer import Span
 
+from nem.dialect.bounded_cache import BoundedCache
 from nem.dialect.diagnostics import RuleParseError, RuleVerifyException
 from nem.dialect.elements import ELEM_BITS, ELEM_TYPES, elem_of_xdsl
 
@@ -500,21 +501,30 @@ def _dense_values(array: Attribute) -> tuple[int, ...] | None:
     reads region shapes for every task and every loop iteration.  Found by
     identity first (hashing a dense array hashes its bytes, in Python code),
     then by value (equal arrays of other ops).  None for an absent shape or
-    strides parameter."""
+    strides parameter.  Both caches are bounded (issue 36): an entry keeps
+    its array alive (so that its id is not reused while it is held), at most
+    `DENSE_CACHE_SIZE` of them; past it the oldest are decoded again when
+    read."""
     hit = _DENSE_BY_ID.get(id(array))
     if hit is not None and hit[0] is array:
         return hit[1]
     values = _dense_by_value(array)
-    _DENSE_BY_ID[id(array)] = (array, values)  # the entry keeps the id's object alive
+    _DENSE_BY_ID[id(array)] = (array, values)
     return values
 
 
-@cache
+DENSE_CACHE_SIZE = 1 << 16
+"""Dense arrays whose decoded values are kept (a large program has a few
+thousand distinct region shapes; each entry is a few hundred bytes)."""
+
+
+@lru_cache(maxsize=DENSE_CACHE_SIZE)
 def _dense_by_value(array: Attribute) -> tuple[int, ...] | None:
     return array.get_values() if isa(array, DenseArrayBase[IntegerType]) else None
 
 
-_DENSE_BY_ID: dict[int, tuple[Attribute, tuple[int, ...] | None]] = {}
+_DENSE_BY_ID: BoundedCache[int, tuple[Attribute, tuple[int, ...] | None]] = \
+    BoundedCache(DENSE_CACHE_SIZE)
 
 
 ATTRIBUTES: list[type[Attribute]] = [

@@ -17,6 +17,7 @@ from xdsl.dialects.builtin import ArrayAttr, FileLineColLoc, FusedLoc, IntAttr, 
 from xdsl.ir import Attribute, Operation
 from xdsl.utils.exceptions import ParseError, VerifyException
 
+from nem.dialect.bounded_cache import BoundedCache
 from nem.dialect.limits import max_source_bytes
 
 
@@ -103,12 +104,18 @@ def _window(text: str, col: int) -> tuple[str, int]:
     return head + text[start:end] + tail, col - 1 - start + len(head)
 
 
-class SourceCache:
-    """Source text by file name, so diagnostics can quote the line they name."""
+SOURCE_CACHE_FILES = 256
+"""The files whose text a `SourceCache` keeps (issue 36: bounded); a file
+read from disk again when it is quoted after more have been registered."""
 
-    def __init__(self) -> None:
-        self._texts: dict[str, list[str]] = {}
-        self._at: dict[str, tuple[int, int]] = {}
+
+class SourceCache:
+    """Source text by file name, so diagnostics can quote the line they name;
+    at most `limit` files (the oldest dropped first)."""
+
+    def __init__(self, limit: int = SOURCE_CACHE_FILES) -> None:
+        # file -> (its lines, where they start: `at` of `add`)
+        self._files: BoundedCache[str, tuple[list[str], tuple[int, int]]] = BoundedCache(limit)
 
     def add(self, file: str, text: str, at: tuple[int, int] = (0, 0)) -> None:
         """`at`: the lines, and the characters on its first line, before
@@ -117,32 +124,35 @@ class SourceCache:
         lines = text.splitlines()
         if lines and at[1]:
             lines[0] = " " * at[1] + lines[0]
-        self._texts[file], self._at[file] = lines, at
+        self._files[file] = (lines, at)
 
     def text(self, file: str) -> str | None:
         """The registered text of `file` (None when it was never registered),
         which starts at `start(file)`."""
-        lines = self._texts.get(file)
-        if lines is None:
+        got = self._files.get(file)
+        if got is None:
             return None
-        at = self.start(file)
+        lines, at = got
         return "\n".join(lines)[at[1]:]
 
     def start(self, file: str) -> tuple[int, int]:
         """Where the registered text of `file` starts (`at` of `add`)."""
-        return self._at.get(file, (0, 0))
+        got = self._files.get(file)
+        return (0, 0) if got is None else got[1]
 
     def line(self, file: str, line: int) -> str | None:
-        if file not in self._texts:
+        got = self._files.get(file)
+        if got is None:
             try:
                 path = Path(file)
                 if not path.is_file() or path.stat().st_size > max_source_bytes():
                     return None
-                self._texts[file] = path.read_text(encoding="utf-8").splitlines()
+                got = self._files[file] = (path.read_text(encoding="utf-8").splitlines(),
+                                           (0, 0))
             except (OSError, UnicodeDecodeError):
                 return None
-        lines = self._texts[file]
-        line -= self._at.get(file, (0, 0))[0]
+        lines, at = got
+        line -= at[0]
         return lines[line - 1] if 0 < line <= len(lines) else None
 
 

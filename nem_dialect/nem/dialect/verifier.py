@@ -12,7 +12,6 @@ parser resolves names but leaves these rules to this module.
 
 from __future__ import annotations
 
-import gc
 from collections.abc import Callable
 from functools import cache
 from typing import cast
@@ -28,6 +27,7 @@ from nem.dialect.decorators import DECORATORS, TARGET_WORDS, allowed_on
 from nem.dialect.diagnostics import Diagnostic, SourceLoc
 from nem.dialect.expressions import BuildFacts, Evaluator, ExprError, expression_depth
 from nem.dialect.families import Catalog
+from nem.dialect.gc_pause import gc_paused
 from nem.dialect.limits import MAX_EXPR_DEPTH, MAX_NESTING_DEPTH
 from nem.dialect.operand_binding import user_name
 from nem.dialect.ops import (
@@ -367,11 +367,6 @@ def verify_program(program: ProgramOp, catalog: Catalog | None = None,
 
     check_type("verify_program", "program", program, ProgramOp,
                "a nem ProgramOp (parse_nem(text).ops.first)")
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
+    with gc_paused():
         return ProgramVerifier(program, catalog, facts).run()
-    finally:
-        if enabled:
-            gc.enable()
 

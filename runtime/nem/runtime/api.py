@@ -22,6 +22,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 from types import MappingProxyType
+from typing import TYPE_CHECKING
 
 import numpy as np
 from xdsl.dialects.builtin import ModuleOp
@@ -42,6 +43,9 @@ from nem.runtime.memory import (
     MemoryError_,
 )
 from nem.runtime.session import Program, RunResult, Session, diag_from, topology_of
+
+if TYPE_CHECKING:
+    from nem.runtime.escape_hatch import EscapeHatch
 
 
 def _user_kernels(kernels) -> MappingProxyType:
@@ -100,6 +104,18 @@ class NemInterpreter:
         self.profile: dict = {}
         self.device = self._resolve_device(device) if device is not None else None
         self.program: Program | None = None
+        self._escape_hatch: EscapeHatch | None = None
+
+    @property
+    def escape_hatch(self) -> EscapeHatch:
+        """This interpreter's `compute op="mlir.kernel"` tasks: backend, work
+        limit, notices and compiled kernels (`nem.runtime.escape_hatch`), made
+        when first used (the backend's default is NEM_MLIR_KERNEL then)."""
+        if self._escape_hatch is None:
+            from nem.runtime.escape_hatch import EscapeHatch
+
+            self._escape_hatch = EscapeHatch()
+        return self._escape_hatch
 
     # -------------------------------------------------------------- configuration
     def _resolve_device(self, device):

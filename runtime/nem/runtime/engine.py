@@ -19,7 +19,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 from xdsl.dialects.builtin import ArrayAttr, FloatAttr, IntegerAttr, StringAttr
@@ -48,7 +48,7 @@ from nem.dialect.ops import (
 )
 from nem.dialect.semantics.instances import instance_index, loop_copies, static_windows
 from nem.dialect.semantics.transfers import fills_range
-from nem.runtime.kernel_support import Tensor, UserKernel
+from nem.runtime.kernel_support import Preparable, Tensor, UserKernel
 from nem.runtime.kernels import KERNELS
 from nem.runtime.memory import (
     BITS,
@@ -62,10 +62,27 @@ from nem.runtime.memory import (
 from nem.runtime.numerics import NotSupported, NumericError, UserKernelError
 from nem.runtime.quant import Quant
 
+if TYPE_CHECKING:
+    from nem.runtime.escape_hatch import EscapeHatch
 
-def default_kernels() -> dict:
-    """The reference kernels, one per opcode of the registry (`nem.runtime.kernels`)."""
-    return KERNELS
+
+def default_kernels(escape_hatch: Callable[[], EscapeHatch]) -> dict:
+    """The reference kernels, one per opcode of the registry (`nem.runtime.kernels`);
+    `compute op="mlir.kernel"` runs in `escape_hatch()` (an interpreter's, made
+    when the first escape-hatch task runs: D-RT-MLIR-KERNEL)."""
+    registry = KERNELS["compute"]
+
+    def compute(ins: list[Tensor], outs: list[Tensor], attrs: dict) -> list[np.ndarray]:
+        if attrs.get("op") == "mlir.kernel":
+            return escape_hatch().run_task(ins, outs, attrs)
+        return registry(ins, outs, attrs)
+
+    def prepare(ins: list[Tensor], outs: list[Tensor],
+                attrs: dict) -> Callable[[], list[np.ndarray]] | None:
+        if attrs.get("op") == "mlir.kernel":
+            return escape_hatch().prepare_task(ins, outs, attrs)
+        return registry.prepare(ins, outs, attrs) if isinstance(registry, Preparable) else None
+    return {**KERNELS, "compute": Preparable(compute, prepare)}
 
 
 class RunError(Exception):

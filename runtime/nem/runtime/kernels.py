@@ -304,9 +304,6 @@ def _dequantize(ins, outs, attrs):
 # escape hatch (D-NUM-COMPUTE)
 
 def _compute(ins, outs, attrs):
-    if attrs.get("op") == "mlir.kernel":   # the lowering's escape hatch (D-LOW-ESCAPE, D-RT-MLIR-KERNEL)
-        from nem.runtime.escape_hatch import run_mlir_kernel
-        return run_mlir_kernel(ins, outs, attrs)
     name, args = _compute_op(ins, outs, attrs)
     try:
         return KERNELS[name](ins, outs, args)
@@ -319,6 +316,10 @@ def _compute_op(ins, outs, attrs) -> tuple[str, dict]:
     (defaults filled in); NotSupported for a name or attribute the registry
     does not have."""
     name = attrs.get("op")
+    if name == "mlir.kernel":   # the lowering's escape hatch (D-LOW-ESCAPE, D-RT-MLIR-KERNEL)
+        raise NotSupported("compute op=mlir.kernel: an escape-hatch kernel runs in an "
+                           "interpreter's escape hatch (NemInterpreter(...).escape_hatch), "
+                           "not through the registry's kernels")
     spec = opcodes().get(name) if isinstance(name, str) else None
     if spec is None or name == "compute":
         raise NotSupported(f"compute op={name}: not a registry opcode; the reference runtime "
@@ -338,9 +339,6 @@ def _compute_op(ins, outs, attrs) -> tuple[str, dict]:
 
 
 def _prepare_compute(ins, outs, attrs):
-    if attrs.get("op") == "mlir.kernel":
-        from nem.runtime.escape_hatch import prepare_mlir_kernel
-        return prepare_mlir_kernel(ins, outs, attrs)
     _compute_op(ins, outs, attrs)   # a wrong name is found when the task is bound (D-RT-PREPARE)
     return None
 

@@ -139,18 +139,13 @@ class FillKernel:
         return lambda: a.fill(v)
 
 
-_CACHE: dict[tuple[str, tuple[int, ...], int], FillKernel | None] = {}
-
-
-def fill_kernel(text: str, fn: func.FuncOp, group: Sequence[int], n_in: int) -> FillKernel | None:
-    """The fill `text` (parsed as `fn`) is, when its stored argument shares
-    its memory with an output (`group`: the first operand over the same
-    memory, as `CompiledKernel.bind` gives it); once per process."""
-    key = (text, tuple(group), n_in)
-    if key not in _CACHE:
-        got = fill_of(fn, len(group))
-        if got is not None and not any(group[k] == group[got[0]]
-                                       for k in range(n_in, len(group))):
-            got = None       # a fill of an input only: left to the backends
-        _CACHE[key] = FillKernel(*got) if got is not None else None
-    return _CACHE[key]
+def fill_kernel(fn: func.FuncOp, group: Sequence[int], n_in: int) -> FillKernel | None:
+    """The fill kernel `fn` is, when its stored argument shares its memory
+    with an output (`group`: the first operand over the same memory, as
+    `CompiledKernel.bind` gives it); the caller (an interpreter's
+    `EscapeHatch`) keeps it."""
+    got = fill_of(fn, len(group))
+    if got is not None and not any(group[k] == group[got[0]]
+                                   for k in range(n_in, len(group))):
+        return None       # a fill of an input only: left to the backends
+    return FillKernel(*got) if got is not None else None

@@ -93,8 +93,10 @@ from xdsl.ir import Operation
 from xdsl.irdl import IRDLOperation, OptionalDef
 from xdsl.parser import Parser
 
+from nem.dialect.diagnostics import NemDiagnosticError
 from nem.dialect.elements import ELEM_TYPES
 from nem.frontends.upstream_dialects import register_mlir_dialects
+from nem.frontends.upstream_dialects.mlir_input import check_mlir_text
 from nem.runtime.mlir_kernel_loops import (
     STRUCTURED,
     AffineKernelFunctions,
@@ -242,10 +244,24 @@ def _check_required_fields(module: builtin.ModuleOp, text: str) -> None:
                                        f"required {kind} '{name}'")
 
 
+def _check_text(text: str) -> None:
+    """The linear pre-scan of MLIR text (`check_mlir_text`: strings that
+    close, with MLIR's escapes; bounded nesting; ASCII) before xDSL's lexer,
+    whose string regex backtracks exponentially on a string that does not
+    close (D-XDSL-STRING-LEXER, docs/upstream-reports.md 1)."""
+    try:
+        check_mlir_text(text, "kernel")
+    except NemDiagnosticError as e:
+        d = e.diagnostics[0]
+        raise NotSupported(f"{OPNAME}: the kernel text does not parse: "
+                           f"{d.loc}: {d.message}" if d.loc else d.message) from None
+
+
 class CompiledKernel:
     """A parsed kernel with its interpreter; built once per kernel text."""
 
     def __init__(self, text: str):
+        _check_text(text)
         try:
             module = Parser(_context(), text, "kernel").parse_module()
         except Exception as e:  # noqa: BLE001 - parse errors become NotSupported
@@ -392,16 +408,6 @@ def _check_type(t, ty: MemRefType, sig: tuple, k: int) -> None:
     if not ok or shape != t.array.shape:
         raise NotSupported(f"{OPNAME}: argument {k} of @kernel is {ty} but the task's operand "
                            f"{k} is {t.elem}{list(t.array.shape)}")
-
-
-_CACHE: dict[str, CompiledKernel] = {}
-
-
-def compiled(text: str) -> CompiledKernel:
-    ck = _CACHE.get(text)
-    if ck is None:
-        ck = _CACHE[text] = CompiledKernel(text)
-    return ck
 
 
 # ---------------------------------------------------------------------------

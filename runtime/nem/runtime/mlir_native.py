@@ -123,23 +123,14 @@ class BoundCall:
             raise k.sites[site - 1](payload)
 
 
-_CACHE: dict[tuple[str, tuple[int, ...], int], NativeKernel | str] = {}
-
-
-def native(text: str, module, groups: Sequence[int], n_in: int) -> NativeKernel | str:
-    """The compiled kernel for `text` (parsed as `module`) with arguments
-    aliased as `groups` and `n_in` inputs, or why the native backend does
-    not take it; built once per process."""
-    key = (text, tuple(groups), n_in)
-    got = _CACHE.get(key)
-    if got is None:
-        why = unavailable()
-        if why is not None:
-            got = why
-        else:
-            try:
-                got = NativeKernel(module, groups, n_in)
-            except JitUnsupported as e:
-                got = str(e)
-        _CACHE[key] = got
-    return got
+def native(module, groups: Sequence[int], n_in: int) -> NativeKernel | str:
+    """The kernel `module` compiled with arguments aliased as `groups` and
+    `n_in` inputs, or why the native backend does not take it (the caller,
+    an interpreter's `EscapeHatch`, keeps it)."""
+    why = unavailable()
+    if why is not None:
+        return why
+    try:
+        return NativeKernel(module, groups, n_in)
+    except JitUnsupported as e:
+        return str(e)

@@ -30,11 +30,11 @@ programs whose task count is not static or exceeds `MAX_EFFECTS`.
 
 from __future__ import annotations
 
-import gc
 from collections import deque
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
+from nem.dialect.gc_pause import gc_paused
 from nem.runtime.checks import DeadlockError
 from nem.runtime.engine import RunError
 
@@ -108,15 +108,9 @@ def collector_paused(recording: bool):
     objects (a few MB), and the collections it would trigger mostly rescan the
     objects of the program just loaded (a quarter of a first run's time).
     Its garbage is collected after the run; a collector the process had
-    disabled stays disabled."""
-    paused = recording and gc.isenabled()
-    if paused:
-        gc.disable()
-    try:
+    disabled stays disabled (`nem.dialect.gc_pause`)."""
+    with gc_paused(recording):
         yield
-    finally:
-        if paused:
-            gc.enable()
 
 
 def finish_recording(s) -> None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 from xdsl.dialects.builtin import ModuleOp
@@ -33,6 +33,9 @@ from nem.runtime.inspection import (
 )
 from nem.runtime.memory import DEFAULT_L1_SIZE, DEFAULT_L2_SIZE, Memory, MemoryError_, RegionInst
 from nem.runtime.scheduler import Scheduler
+
+if TYPE_CHECKING:
+    from nem.runtime.escape_hatch import EscapeHatch
 
 
 class RunSettings(Protocol):
@@ -60,6 +63,9 @@ class RunSettings(Protocol):
 
     @property
     def profile(self) -> dict: ...
+
+    @property
+    def escape_hatch(self) -> EscapeHatch: ...
 
 
 DEFAULT_TOPOLOGY = {"num_engines": 1, "per_engine": {"NMU": 1, "CSTL": 1, "DMA": 1, "VPU": 1},
@@ -166,8 +172,7 @@ class Session:
             program.compiled, memory, topology=topo,
             unit_chars=dev.unit_characteristics if dev is not None else {},
             mode=interp.mode, policy=interp.policy, seed=interp.seed,
-            kernels={**default_kernels(), **interp.kernels} if interp.kernels else
-            default_kernels(),
+            kernels={**default_kernels(lambda: interp.escape_hatch), **interp.kernels},
             races=interp.races, trace=interp.tracing, profile=interp.profile,
             file=program.file)
         if self.sched.timed:

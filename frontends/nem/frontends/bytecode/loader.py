@@ -9,7 +9,6 @@ Requirements and Relocations sections must be what the code implies
 
 from __future__ import annotations
 
-import gc
 import struct
 import time
 from dataclasses import dataclass
@@ -23,6 +22,7 @@ from nem.dialect.diagnostics import (
     SourceLoc,
     register_source,
 )
+from nem.dialect.gc_pause import gc_paused
 from nem.frontends.bytecode.container import REWRITE_FIX, BytecodeError
 from nem.frontends.bytecode.reader import LoadedBytecode, read_nemb
 from nem.frontends.bytecode.requirements import requirements_of, slots_of
@@ -63,9 +63,7 @@ def load_nemb(data: bytes, file: str = "<nemb>", verify: bool = True,
     # verifier would collect the whole new IR (all in the young generation).
     # That collection comes once the caller allocates again, as after
     # `parse_nem`.
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
+    with gc_paused():
         loaded = _decode(data, file, timings)
         if not verify:
             return loaded
@@ -76,9 +74,6 @@ def load_nemb(data: bytes, file: str = "<nemb>", verify: bool = True,
         if timings is not None:
             timings["verify"] = timings.get("verify", 0.0) + time.perf_counter() - t0
         failed = any(d.severity == "error" for d in diags)
-    finally:
-        if enabled:
-            gc.enable()
     if failed:
         raise NemDiagnosticError(diags)
     if check_sections:

@@ -11,7 +11,6 @@ same IR the `.nem` parser builds for the same program; the static rules
 
 from __future__ import annotations
 
-import gc
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -49,6 +48,7 @@ from nem.dialect.attributes import (
     TokenType,
 )
 from nem.dialect.expressions import BINOPS, BuildFacts, ExprError, apply_binop
+from nem.dialect.gc_pause import gc_paused
 from nem.dialect.limits import MAX_NESTING_DEPTH
 from nem.dialect.ops import (
     COMPUTE_OPS,
@@ -782,13 +782,8 @@ def read_nemb(data: bytes, file: str = "<nemb>", timings: dict[str, float] | Non
 
     The cyclic garbage collector is paused meanwhile, as in `parse_nem`: the
     reader allocates only long-lived IR."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
+    with gc_paused():
         return _read(data, file, timings if timings is not None else {})
-    finally:
-        if enabled:
-            gc.enable()
 
 
 def _read(data: bytes, file: str, timings: dict[str, float]) -> LoadedBytecode:

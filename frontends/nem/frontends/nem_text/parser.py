@@ -22,7 +22,6 @@ the same rules.
 
 from __future__ import annotations
 
-import gc
 from typing import cast
 
 from xdsl.dialects.builtin import IndexType, ModuleOp
@@ -45,6 +44,7 @@ from nem.dialect.attributes import (
 from nem.dialect.decorators import DECORATORS
 from nem.dialect.diagnostics import NemDiagnosticError, SourceLoc
 from nem.dialect.expressions import expression_depth
+from nem.dialect.gc_pause import gc_paused
 from nem.dialect.limits import MAX_NESTING_DEPTH
 from nem.dialect.ops import (
     COMPUTE_OPS,
@@ -664,13 +664,8 @@ def parse_nem(text: str, file: str = "<stdin>", *, at: tuple[int, int] = (0, 0))
 
     check_text("parse_nem", "text", text, max_source_bytes())
     check_type("parse_nem", "file", file, str, "a str (the name diagnostics give the text)")
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
+    with gc_paused():
         return ModuleOp([ProgramParser(text, file, at).parse_program()])
-    finally:
-        if enabled:
-            gc.enable()
 
 
 __all__ = ["parse_nem", "ProgramParser", "NemDiagnosticError"]

@@ -31,12 +31,10 @@ from nem.frontends.upstream_dialects.async_dialect import Async
 from nem.frontends.upstream_dialects.dma import AFFINE_EXTRA_OPS, MEMREF_EXTRA_OPS
 from nem.frontends.upstream_dialects.linalg_named import use_upstream_linalg_named
 from nem.frontends.upstream_dialects.linalg_softmax import SoftmaxOp
-from nem.frontends.upstream_dialects.xdsl_lexer import use_linear_string_literals
 
 __all__ = ["Async", "mlir_dialect_factories", "register_mlir_dialects", "lowering_context", "parse_mlir",
            "LocatingParser", "parse_error_message"]
 
-use_linear_string_literals()   # before any parse: xDSL's string regex backtracks (D-XDSL-STRING-LEXER)
 use_upstream_linalg_named()    # mixed-type bodies, default conv attributes (D-LOW-LINALG-NAMED)
 use_upstream_affine_ssa_maps()  # `%i` a dim, `symbol(%n)` a symbol (D-XDSL-AFFINE-SSA)
 
@@ -225,7 +223,10 @@ def lowering_context() -> Context:
 
 def parse_mlir(ctx: Context, text: str, file: str = "<unknown>",
                allow_implicit_module: bool = True) -> ModuleOp:
-    """Parse MLIR text with a location on every op (`LocatingParser`)."""
+    """Parse MLIR text with a location on every op (`LocatingParser`): text a
+    tool wrote (upstream MLIR's output); the user's text goes through
+    `mlir_input.parse_mlir_checked`, whose linear pre-scan keeps it from
+    xDSL's backtracking string regex (D-XDSL-STRING-LEXER)."""
     register_mlir_dialects(ctx)
     return LocatingParser(ctx, text, file).parse_module(allow_implicit_module)
 
