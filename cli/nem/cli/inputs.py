@@ -28,7 +28,7 @@ import os
 import stat
 import sys
 import zipfile
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import IO, TYPE_CHECKING
 
@@ -38,7 +38,6 @@ from nem.dialect.limits import MAX_INPUT_FILE_BYTES
 if TYPE_CHECKING:
     import numpy as np
 
-    from nem.dialect.diagnostics import Diagnostic
 
 
 class InputError(Exception):

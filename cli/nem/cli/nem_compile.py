@@ -24,6 +24,8 @@ import numpy as np
 from nem.cli.error_limit import add_error_limit_argument, error_limit, print_diagnostics
 
 if TYPE_CHECKING:
+    from xdsl.dialects.builtin import ModuleOp
+
     from nem.compile.pipeline import CompileResult, Interface, StageResult
 
 
@@ -409,7 +411,7 @@ def _write_nemb(out: str, src: str, result: CompileResult) -> None:
         f.write(data)
 
 
-def _with_nodes(module, origins: list[str | None]) -> None:
+def _with_nodes(module: ModuleOp, origins: list[str | None]) -> None:
     """Each statement lowered from an ONNX node located `fused[FILE.nemb:LINE:COL,
     NODE]`, which the writer keeps in the Debug section and `nem-run --roofline`
     groups by (D-BC-NODES).  `origins` is in `printed_statements` order, the
