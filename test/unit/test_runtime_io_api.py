@@ -71,6 +71,21 @@ def test_type_mismatch_is_an_error_unless_raw():
         it.write_tensor("nope", np.zeros(1, np.uint8))
 
 
+def test_unknown_name_lists_ddr_first_and_suggests():
+    """A compiled model has hundreds of buffers: the error lists the DDR ones (its
+    inputs, outputs, weights) first, at most 12 names, and the close matches
+    (outsider report of session 5: 400 names and no suggestion)."""
+    lines = ["program many:", "buffer output_y : DDR (size=64)", "buffer input_x : DDR (size=64)"]
+    lines += [f"buffer alloc_v{i} : L2 (size=8)" for i in range(30)]
+    it = _interp("\n".join(lines) + "\n")
+    with pytest.raises(ValueError) as e:
+        it.read_tensor("output")
+    msg = str(e.value)
+    assert "did you mean 'output_y'?" in msg, msg
+    assert "(known: output_y, input_x, alloc_v0, " in msg and ", and 20 more)" in msg, msg
+    assert "alloc_v29" not in msg
+
+
 @pytest.mark.parametrize("where", ["interpreter", "session"])
 def test_bounds_are_checked_the_same_way_everywhere(where):
     """RULE: HAZ-04 -- NemInterpreter and Session share one implementation:

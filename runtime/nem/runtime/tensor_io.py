@@ -118,8 +118,26 @@ def target(memory: Memory, program, name: str | None) -> Target:
             return Target(name, r.buffer, r, r.elem)
     regions = [t.name for t in getattr(program, "regions", ()) if t.depth == 0 and
                not t.name.startswith("region(")] if program is not None else []
-    known = ", ".join([*memory.buffers, *regions]) or "none"
-    raise TensorIOError(f"no buffer or region named '{name}' (known: {known})")
+    raise TensorIOError(f"no buffer or region named '{name}'{_known(memory, regions, name)}")
+
+
+_KNOWN_LISTED = 12
+"""At most this many names in the list of known ones: a compiled model has hundreds of
+buffers, the ones a user names are its DDR tensors."""
+
+
+def _known(memory: Memory, regions: list[str], name: str) -> str:
+    """The close matches (difflib) and the known names, DDR buffers (a compiled model's
+    inputs, outputs and weights) first, at most `_KNOWN_LISTED` of them."""
+    import difflib
+
+    ddr = [b for b, info in memory.buffers.items() if info.level == "DDR"]
+    names = [*ddr, *regions, *(b for b in memory.buffers if b not in set(ddr))]
+    close = difflib.get_close_matches(name, names, n=3)
+    hint = f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
+    shown = ", ".join(names[:_KNOWN_LISTED]) or "none"
+    more = f", and {len(names) - _KNOWN_LISTED} more" if len(names) > _KNOWN_LISTED else ""
+    return f"{hint} (known: {shown}{more})"
 
 
 def _span(t: Target, offset: int, nbytes: int, what: str) -> tuple[int, int]:
