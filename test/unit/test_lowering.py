@@ -155,3 +155,21 @@ def test_summary_remark_names_three_fallbacks_and_counts_the_rest(tmp_path):
     assert summary.count("linalg.generic at ") == 3
     assert "and 2 more (a remark each)" in summary
     assert sum("not raised, runs as an escape-hatch task" in d.message for d in diags) == 5
+
+
+def test_summary_remark_counts_notes_past_the_first_few():
+    """One note per pipelined tile loop: a CNN has dozens, and the summary remark
+    was one line of 6,600 characters (outside user, session 5).  The first
+    NOTES_LISTED are named, the rest counted."""
+    from types import SimpleNamespace
+
+    from nem.passes.lowering.context import Summary
+    from nem.passes.lowering.driver import NOTES_LISTED, summary_remarks
+
+    notes = [f"tile loop at m.mlir:{k}:5 -> its L1 buffers in two slots" for k in range(40)]
+    ctx = SimpleNamespace(summary=Summary(notes=notes + notes[:2]))
+    fn = func.FuncOp("main", ((), ()))
+    (remark,) = summary_remarks(ctx, fn)
+    shown = [n for n in notes if n in remark.message]
+    assert shown == notes[:NOTES_LISTED]
+    assert remark.message.endswith(f"; and {40 - NOTES_LISTED} more such notes")

@@ -223,8 +223,11 @@ def summary_remarks(ctx: LoweringContext, fn: func.FuncOp) -> list[Diagnostic]:
         parts.append(f"{len(s.slotted)} buffer(s) in 2 slots, hoisted out of pipelined "
                      f"loops: {', '.join(s.slotted[:FALLBACKS_LISTED])}"
                      + (", ..." if len(s.slotted) > FALLBACKS_LISTED else ""))
-    if s.notes:
-        parts.append("; ".join(dict.fromkeys(s.notes)))
+    notes = list(dict.fromkeys(s.notes))
+    if notes:   # one per pipelined tile loop: a CNN has dozens (the first few, counted)
+        parts.append("; ".join(notes[:NOTES_LISTED]) + (
+            f"; and {len(notes) - NOTES_LISTED} more such notes"
+            if len(notes) > NOTES_LISTED else ""))
     return [Diagnostic("remark", "; ".join(parts), SourceLoc.of(fn))] + [
         EscapeRemark("remark", f"{f.what} not raised, runs as an escape-hatch task "
                      f'(compute op="mlir.kernel"): {_one_line(f.why)}', SourceLoc.of(f.op))
@@ -233,6 +236,10 @@ def summary_remarks(ctx: LoweringContext, fn: func.FuncOp) -> list[Diagnostic]:
 
 FALLBACKS_LISTED = 3
 """Fallbacks the summary remark names; the rest are counted."""
+
+NOTES_LISTED = 8
+"""Notes (pipelined and peeled loops, clipped DMAs) the summary remark names; the rest
+are counted: a CNN has one per tile loop, dozens."""
 
 
 @dataclass
