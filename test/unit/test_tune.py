@@ -9,7 +9,7 @@ import pytest
 
 pytest.importorskip("mlir.ir")
 pytest.importorskip("onnx")
-pytest.importorskip("optuna")
+
 
 from nem.compile import compile_onnx  # noqa: E402
 from nem.compile.tune import Space, candidates, search  # noqa: E402
