@@ -73,7 +73,7 @@ def test_entry_point_passes_are_listed_and_run(tmp_path):
     assert "passes of the installed xdsl.universe entry point 'nemhello':\n  ep-hello" in r.stdout
     assert "Say hello (a remark)." in r.stdout
     r = _nem_opt(tmp_path, str(SCALE), "-p", "nem-fold-consts,ep-hello", "-o", os.devnull)
-    assert r.returncode == 0 and r.stderr.strip() == "remark: hello from an entry point", r.stderr
+    assert r.returncode == 0 and r.stderr.strip() == "nem-opt: remark: hello from an entry point", r.stderr
 
 
 def test_broken_entry_point_is_a_one_line_error_naming_it(tmp_path):

@@ -407,7 +407,7 @@ class Session:
     def get_tokens(self) -> dict[str, Token]:
         """The tokens of the live instruction streams (the program body and the
         active loop iterations), keyed `name` or `name[i=..]`."""
-        from nem.runtime.scheduler import Token as SchedToken
+        from nem.runtime.task_state import Token as SchedToken
 
         out = {}
         for f in sorted(self.sched.frames, key=lambda f: (f.depth, f.index or 0)):

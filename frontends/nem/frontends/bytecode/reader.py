@@ -12,14 +12,13 @@ same IR the `.nem` parser builds for the same program; the static rules
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TypeVar, cast
 
 import numpy as np
 from xdsl.dialects import arith
 from xdsl.dialects.builtin import (
-    UNKNOWN_LOC,
     ArrayAttr,
     DenseArrayBase,
     DictionaryAttr,
@@ -36,8 +35,8 @@ from xdsl.dialects.builtin import (
     UnitAttr,
     i32,
 )
-from xdsl.ir import Attribute, Block, Operation, OpResult, Region, SSAValue, SSAValues, Use
-from xdsl.irdl import IRDLOperation, OptionalDef
+from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
+from xdsl.irdl import IRDLOperation
 
 from nem.dialect.attributes import (
     DYNAMIC,
@@ -78,6 +77,7 @@ from nem.frontends.bytecode.container import (
     sections,
     unzigzag,
 )
+from nem.frontends.bytecode.op_construction import create_op, first_result
 from nem.frontends.bytecode.requirements import Requirements, Slot
 from nem.frontends.bytecode.tables import (
     ELEM_BY_CODE,
@@ -148,63 +148,6 @@ _NEW_LOC = FileLineColLoc.__new__
 _SET = object.__setattr__
 assert [f for f, _ in FileLineColLoc.get_irdl_definition().parameters] == \
     ["filename", "line", "column"], "xDSL changed FileLineColLoc's parameters"
-
-
-def _create(cls: type[_Op], operands: Sequence[SSAValue], result_types: Sequence[Attribute],
-            properties: dict[str, Attribute]) -> _Op:
-    """`cls.create(operands=..., result_types=..., properties=...)` for the
-    reader's ops (no attributes, successors or regions; `properties` is
-    taken over): the object state xDSL's `Operation.__init__` gives an op
-    (operand uses linked at the head of each value's use list, as
-    `add_use` links them; results; the IRDL definition's default properties
-    and attributes), set directly rather than through its generic wrappers,
-    which cost most of the IR construction time."""
-    op = _NEW_OP(cls)
-    uses = []
-    for i, value in enumerate(operands):
-        first = value.first_use
-        use = Use(op, i, None, first)
-        if first is not None:
-            first._prev_use = use  # noqa: SLF001 - IRWithUses.add_use's link
-        value.first_use = use
-        uses.append(use)
-    prop_defaults, attributes = _DEFAULTS.get(cls) or _defaults(cls)
-    for name, default in prop_defaults:
-        if name not in properties:
-            properties[name] = default
-    d = op.__dict__
-    d["_operands"] = SSAValues(operands)
-    d["_operand_uses"] = tuple(uses)
-    d["results"] = SSAValues([OpResult(t, op, i) for i, t in enumerate(result_types)])
-    d["properties"] = properties
-    d["attributes"] = dict(attributes)
-    d["location"] = UNKNOWN_LOC
-    d["_successors"] = d["_successor_uses"] = d["regions"] = ()
-    return op
-
-
-def _defaults(cls: type[IRDLOperation]) -> tuple[tuple[tuple[str, Attribute], ...], dict[str, Attribute]]:
-    """The default properties and attributes IRDLOperation.__post_init__ fills in."""
-    d = cls.get_irdl_definition()
-    props, attrs = (tuple((name, a.default_value) for name, a in defs.items()
-                          if not isinstance(a, OptionalDef) and a.default_value is not None)
-                    for defs in (d.properties, d.attributes))
-    hit = _DEFAULTS[cls] = (props, dict(attrs))
-    return hit
-
-
-_DEFAULTS: dict[type, tuple[tuple[tuple[str, Attribute], ...], dict[str, Attribute]]] = {}
-
-
-def _result(op: Operation) -> SSAValue:
-    """`op.results[0]`, without SSAValues' indexing (Python code that
-    type-checks the index) on the path of every value the reader makes."""
-    return cast(SSAValue, _item(op.results, 0))
-
-
-_item = tuple.__getitem__
-_NEW_OP = object.__new__
-_Op = TypeVar("_Op", bound=IRDLOperation)
 
 
 LET_VALUE_KINDS = (ArgRefAttr, ArrayAttr, StringAttr, FloatAttr)
@@ -447,8 +390,8 @@ class _BodyReader(TableReader):
         if v < 0:
             raise BytecodeError(at, f"integer literal {v} is negative (NEM has no negative "
                                 "literals: write 0 - x) [LEX-06]")
-        op = _create(arith.ConstantOp, (), _INDEX_1, {"value": self._int(v)})
-        self.push(_result(op), IDX, v)
+        op = create_op(arith.ConstantOp, (), _INDEX_1, {"value": self._int(v)})
+        self.push(first_result(op), IDX, v)
         return op
 
     def _binop(self, at: int, code: int) -> Operation:
@@ -462,7 +405,7 @@ class _BodyReader(TableReader):
                 value = apply_binop(sym, sa, sb)
             except ExprError as e:
                 raise BytecodeError(at, f"{e} in a constant expression [CONST-05]") from None
-        op = _create(cast(type[IRDLOperation], BINOPS[sym]), (self.stack[a], self.stack[b]),
+        op = create_op(cast(type[IRDLOperation], BINOPS[sym]), (self.stack[a], self.stack[b]),
                      _INDEX_1, {})
         dp = self.depth
         d = (dp[a] if dp[a] > dp[b] else dp[b]) + 1
@@ -470,14 +413,14 @@ class _BodyReader(TableReader):
             self.max_expr_depth = d
         key = None if value is not None else \
             self.key_table.binop(sym, self.keys[a], self.keys[b])
-        self.push(_result(op), IDX, value, d, key)
+        self.push(first_result(op), IDX, value, d, key)
         return op
 
     def _const(self, at: int, code: int) -> Operation:
         name = self.body_name(at, "const")
         k = self.ref(IDX, at, "const", name)
-        op = _create(ConstOp, (self.stack[k],), _INDEX_1, {"name": _string_attr(name)})
-        self._named(_result(op), name, IDX, self.static[k], self.depth[k], self.keys[k])
+        op = create_op(ConstOp, (self.stack[k],), _INDEX_1, {"name": _string_attr(name)})
+        self._named(first_result(op), name, IDX, self.static[k], self.depth[k], self.keys[k])
         return op
 
     def _named(self, value: SSAValue, name: str, kind: int, static: int | None = None,
@@ -491,7 +434,7 @@ class _BodyReader(TableReader):
         toks = self.values(TOK, at, "wait")
         if not toks:
             raise BytecodeError(at, "wait needs at least one token [GRAM-13]")
-        return _create(WaitOp, toks, (), {"decorators": decos} if decos else {})
+        return create_op(WaitOp, toks, (), {"decorators": decos} if decos else {})
 
     def _int(self, v: int) -> IntegerAttr:
         a = self.ints.get(v)
@@ -528,11 +471,11 @@ class _BodyReader(TableReader):
         is_int = isinstance(value, ArgRefAttr)
         if has_result != int(is_int):
             raise BytecodeError(at, f"let {name}: an integer let has a result, any other none")
-        op = _create(LetOp, [self.stack[k] for k in args], _INDEX_1 if is_int else (),
+        op = create_op(LetOp, [self.stack[k] for k in args], _INDEX_1 if is_int else (),
                      {"name": _string_attr(name), "value": value})
         if is_int:
             k = args[0]
-            self._named(_result(op), name, IDX, self.static[k], self.depth[k], self.keys[k])
+            self._named(first_result(op), name, IDX, self.static[k], self.depth[k], self.keys[k])
         return op
 
     def _let_value(self, a: Attribute, at: int, name: str) -> None:
@@ -553,8 +496,8 @@ class _BodyReader(TableReader):
             props["align"] = IntegerAttr(align - 1, INDEX)
         if decos:
             props["decorators"] = decos
-        op = _create(BufferOp, (self.stack[k],), (btype,), props)
-        self._named(_result(op), name, BUF)
+        op = create_op(BufferOp, (self.stack[k],), (btype,), props)
+        self._named(first_result(op), name, BUF)
         self.buffers.append(op)
         self.buffer_sizes.append(self.static[k])
         return op
@@ -594,12 +537,12 @@ class _BodyReader(TableReader):
         if decos:
             props["decorators"] = decos
         props["operandSegmentSizes"] = _segments((1, 1, 1, len(shape), len(strides)))
-        op = _create(RegionOp, [buf, st[off], st[ext], *[st[k] for k in shape],
+        op = create_op(RegionOp, [buf, st[off], st[ext], *[st[k] for k in shape],
                                 *[st[k] for k in strides]], (rtype,), props)
         if name:
-            self._named(_result(op), name, REG)
+            self._named(first_result(op), name, REG)
         else:
-            self.push(_result(op), REG)
+            self.push(first_result(op), REG)
         return op
 
     def _region_type(self, base: RegionTypeBase, shape: list[int], strides: list[int]
@@ -635,7 +578,7 @@ class _BodyReader(TableReader):
         props: dict[str, Attribute] = {"iv_name": _string_attr(iv)}
         if decos:
             props["decorators"] = decos
-        op = _create(LoopOp, (self.stack[lo], self.stack[hi]), (), props)
+        op = create_op(LoopOp, (self.stack[lo], self.stack[hi]), (), props)
         op.add_region(Region(body))
         return op
 
@@ -660,9 +603,9 @@ class _BodyReader(TableReader):
 
     def _finish_task(self, op: Operation, token: str | None) -> Operation:
         if token:
-            self._named(_result(op), token, TOK)
+            self._named(first_result(op), token, TOK)
         else:
-            self.push(_result(op), TOKU)
+            self.push(first_result(op), TOKU)
         return op
 
     def _transfer(self, at: int, code: int) -> Operation:
@@ -679,7 +622,7 @@ class _BodyReader(TableReader):
         if flags & 4:
             props["operand_decorators"] = self._operand_decos(at, 2, cls.name)
         props["operandSegmentSizes"] = _segments((1, 1, len(deps)))
-        op = _create(cls, [self.stack[dst], self.stack[src], *deps], _TOKEN_1, props)
+        op = create_op(cls, [self.stack[dst], self.stack[src], *deps], _TOKEN_1, props)
         return self._finish_task(op, token)
 
     def _operand_decos(self, at: int, count: int, what: str) -> ArrayAttr:
@@ -723,7 +666,7 @@ class _BodyReader(TableReader):
             props["operand_decorators"] = self._operand_decos(at, len(ins) + len(outs), name)
         props["attrs"] = attrs
         props["operandSegmentSizes"] = _segments((len(ins), len(outs), len(deps), len(args)))
-        op = _create(COMPUTE_OPS[name], [*ins, *outs, *deps, *args], _TOKEN_1, props)
+        op = create_op(COMPUTE_OPS[name], [*ins, *outs, *deps, *args], _TOKEN_1, props)
         return self._finish_task(op, token)
 
 
