@@ -419,8 +419,8 @@ def _with_nodes(module: ModuleOp, origins: list[str | None]) -> None:
     from xdsl.dialects.builtin import ArrayAttr, FusedLoc, NoneAttr
     from xdsl.ir import Attribute
 
-    from nem.frontends.bytecode.reader import parse_location
     from nem.frontends.nem_text.printer import printed_statements
+    from nem.frontends.upstream_dialects.mlir_input import parse_location
 
     statements = list(printed_statements(module))
     if len(statements) != len(origins):   # not the lowered program's statements: no nodes
@@ -428,7 +428,9 @@ def _with_nodes(module: ModuleOp, origins: list[str | None]) -> None:
     parsed: dict[str, Attribute | None] = {}
     for op, origin in zip(statements, origins):
         if origin is not None:
-            node = parsed.get(origin) or parsed.setdefault(origin, parse_location(origin))
+            if origin not in parsed:
+                parsed[origin] = parse_location(origin)
+            node = parsed[origin]
             if node is not None:
                 op.location = FusedLoc(ArrayAttr([op.location, node]), NoneAttr())
 

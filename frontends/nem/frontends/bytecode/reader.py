@@ -119,20 +119,9 @@ def _segments(sizes: tuple[int, ...]) -> DenseArrayBase:
     return seg
 
 
-def parse_location(text: str) -> LocationAttr | None:
-    """The MLIR location written as `text` (`loc(...)`), None if it is not one."""
-    from xdsl.context import Context
-    from xdsl.parser import Parser
-
-    try:
-        parser = Parser(Context(), text)
-        loc = parser.parse_optional_location()
-        return loc if loc is not None and parser.pos == len(text) else None
-    except Exception:   # untrusted bytes: any parser failure means "not a location"
-        return None
-
-
 def _location(text: str, at: int) -> LocationAttr:
+    from nem.frontends.upstream_dialects.mlir_input import parse_location
+
     loc = parse_location(text)
     if loc is None:
         raise BytecodeError(at, f"origin {text!r} is not an MLIR location")

@@ -31,8 +31,9 @@ from __future__ import annotations
 import re
 
 from xdsl.context import Context
-from xdsl.dialects.builtin import AffineMapAttr, MemRefType, ModuleOp
+from xdsl.dialects.builtin import AffineMapAttr, LocationAttr, MemRefType, ModuleOp
 from xdsl.ir import Block, BlockArgument, Operation, OpResult
+from xdsl.parser import Parser
 from xdsl.parser.core import ForwardDeclaredValue
 from xdsl.utils.exceptions import DiagnosticException, ParseError, VerifyException
 from xdsl.utils.mlir_lexer import MLIRTokenKind
@@ -59,6 +60,20 @@ _SCAN = re.compile(r'''//[^\n]*|"(?:[^"\\\n\v\f]|\\.)*(?P<close>")?|->|>=|[(){}\
 _OP_NAME = re.compile(r'(?:[%\w#:, ]*=\s*)?"?(?P<name>[A-Za-z_][\w$.]*)')
 _BAD_ESCAPE = re.compile(r'\\(?!["nt\\]|[0-9A-Fa-f]{2})')
 _OPEN, _CLOSE = "({[<", ")}]>"
+
+
+def parse_location(text: str) -> LocationAttr | None:
+    """The MLIR location written as `text` (`loc(...)`), None if it is not one.
+    `text` is untrusted (a `.nemb`'s Debug section, D-BC-NODES): it is
+    pre-scanned in linear time before xDSL's lexer sees it
+    (D-XDSL-STRING-LEXER), and any parser failure means "not a location"."""
+    try:
+        check_mlir_text(text, "<origin>")
+        parser = Parser(Context(), text)
+        loc = parser.parse_optional_location()
+    except Exception:   # untrusted bytes: any failure of xDSL's parser (upstream report 3)
+        return None
+    return loc if loc is not None and parser.pos == len(text) else None
 
 
 def check_mlir_text(text: str, file: str, at: tuple[int, int] = (0, 0)) -> None:
