@@ -5,13 +5,16 @@ number of programs a process handles).
 entries: storing a new key when it is full drops the oldest entry (first in,
 first out).  FIFO rather than LRU: a hit is one dict lookup, with no reordering,
 because the caches here sit on hot paths (the verifier reads region shapes
-per task; a kernel's lookup precedes each run).  The owner of a cache is an
-instance (an interpreter, a source registry), so two of them never see each
-other's entries.
+per task; a kernel's lookup precedes each run).  A cache of state is owned by
+an instance (an interpreter, a source registry), so two of them never see
+each other's entries; only a memo of a pure function of immutable values
+(the decoded values of a dense array attribute, `attributes._dense_values`)
+sits at module level, like `functools.lru_cache`.
 """
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Hashable
 from typing import Generic, TypeVar, overload
 
@@ -31,7 +34,7 @@ class BoundedCache(Generic[K, V]):
         if limit < 1:
             raise ValueError(f"a cache holds at least one entry, not {limit}")
         self.limit = limit
-        self._entries: dict[K, V] = {}
+        self._entries: OrderedDict[K, V] = OrderedDict()
 
     @overload
     def get(self, key: K) -> V | None: ...
@@ -48,7 +51,9 @@ class BoundedCache(Generic[K, V]):
     def __setitem__(self, key: K, value: V) -> None:
         entries = self._entries
         if key not in entries and len(entries) >= self.limit:
-            del entries[next(iter(entries))]
+            # OrderedDict: dropping the oldest is O(1); `del d[next(iter(d))]` on a
+            # dict walks the freed front slots, slower the larger the limit
+            entries.popitem(last=False)
         entries[key] = value
 
     def __contains__(self, key: object) -> bool:
@@ -60,6 +65,3 @@ class BoundedCache(Generic[K, V]):
     def keys(self) -> list[K]:
         """The keys held, oldest first."""
         return list(self._entries)
-
-    def clear(self) -> None:
-        self._entries.clear()
