@@ -388,6 +388,29 @@ def test_average_pool_same_with_a_negative_padding(auto_pad, size, kernel, strid
 
 
 @pytest.mark.parametrize("auto_pad", ["SAME_UPPER", "SAME_LOWER"])
+@pytest.mark.parametrize("size,stride,agrees", [(3, 3, True), (5, 3, True), (11, 4, True),
+                                                (8, 4, False), (10, 5, False)])
+def test_conv_same_with_a_negative_padding(auto_pad, size, stride, agrees):
+    """Conv (kernel 1) under auto_pad SAME with a stride above the window: a total
+    padding of -1 or -2 is no padding, as in onnxruntime; from -3 on onnxruntime
+    shifts the windows (8 elements, stride 4: it reads x[1], x[5] under
+    SAME_UPPER), which ONNX does not define: a located refusal, not a silent
+    disagreement (D-COMPILE-SAME-NEG; reviewer of session 5)."""
+    from nem.compile import CompileError
+
+    w = np.ones((1, 1, 1, 1), np.float32)
+    model = samples.single_op("Conv", {"x": (1, 1, 1, size)}, "f32", {"w": w},
+                              kernel_shape=[1, 1], strides=[1, stride], auto_pad=auto_pad)
+    if agrees:
+        run_api(model, device="npm_lite")
+    else:
+        with pytest.raises(CompileError, match=r"node 0 .*not supported: auto_pad=SAME_\w+ "
+                           r"with a stride of \d+ over \d+ elements on spatial axis 1 gives "
+                           r"a total padding of -\d"):
+            run_api(model, device="npm_lite")
+
+
+@pytest.mark.parametrize("auto_pad", ["SAME_UPPER", "SAME_LOWER"])
 def test_max_pool_same_with_a_negative_padding(auto_pad):
     """MaxPool shares AveragePool's padding formula (onnxruntime refuses a
     negative one): a one-element window picks the element AveragePool's

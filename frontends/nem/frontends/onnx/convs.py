@@ -44,7 +44,7 @@ def spatial_pads(imp: Importer, node: Node, sizes: Sequence[int], kernel: Sequen
     """ONNX `pads` (begins, then ends) after `auto_pad`, for any number of
     spatial dimensions.  Under SAME a stride above the window's extent can
     make the total padding negative (D-COMPILE-SAME-NEG): a convolution
-    takes it as 0; with `crop` (the pooling operators, whose definition
+    takes -1 and -2 as 0 (as onnxruntime does) and refuses less; with `crop` (the pooling operators, whose definition
     gives `pad_shape` by a formula) it stays negative and is split as
     onnxruntime splits it (C division by 2: a negative pad crops)."""
     auto = node.attrs.get("auto_pad", b"NOTSET")
@@ -56,9 +56,15 @@ def spatial_pads(imp: Importer, node: Node, sizes: Sequence[int], kernel: Sequen
     if auto not in ("SAME_UPPER", "SAME_LOWER"):
         raise imp.error(f"not supported: auto_pad='{auto}'")
     begins, ends = [], []
-    for n, k, s, d in zip(sizes, kernel, strides, dilations):
+    for axis, (n, k, s, d) in enumerate(zip(sizes, kernel, strides, dilations)):
         out = -(-n // s)
         total = (out - 1) * s + (k - 1) * d + 1 - n
+        if total < -2 and not crop:
+            raise imp.error(
+                f"not supported: auto_pad={auto} with a stride of {s} over {n} elements on "
+                f"spatial axis {axis} gives a total padding of {total}: onnxruntime shifts "
+                "the windows there, which the operator's definition does not say "
+                "(D-COMPILE-SAME-NEG)", "give the node explicit `pads` instead of auto_pad")
         total = total if crop else max(total, 0)
         half = total if auto == "SAME_UPPER" else total + 1
         begins.append(half // 2 if half >= 0 else -(-half // 2))   # C division by 2

@@ -217,9 +217,13 @@ def crossed_clips(model: onnx.ModelProto) -> int:
     (D-COMPILE-SIMPLIFY)."""
     from onnx import numpy_helper
 
-    consts = {i.name: numpy_helper.to_array(i) for i in model.graph.initializer}
+    def scalar(t: onnx.TensorProto) -> bool:   # weights are not decoded: only scalars
+        return all(d == 1 for d in t.dims)
+
+    consts = {i.name: numpy_helper.to_array(i) for i in model.graph.initializer if scalar(i)}
     for n in model.graph.node:
-        if n.op_type == "Constant" and n.attribute and n.attribute[0].name == "value":
+        if n.op_type == "Constant" and n.attribute and n.attribute[0].name == "value" \
+                and scalar(n.attribute[0].t):
             consts[n.output[0]] = numpy_helper.to_array(n.attribute[0].t)
     crossed = 0
     for n in model.graph.node:
@@ -229,6 +233,33 @@ def crossed_clips(model: onnx.ModelProto) -> int:
                     and float(lo.reshape(())) > float(hi.reshape(())):
                 crossed += 1
     return crossed
+
+
+def same_conv_strides_past_window(model: onnx.ModelProto) -> bool:
+    """Whether a Conv under auto_pad SAME has a stride longer than its window on
+    some axis, the one case where the total padding can be negative.
+    onnxscript's optimizer (0.7, `normalize_pad_format_conv`) turns auto_pad
+    into explicit pads clamped at 0, which for a total of -3 or less is not
+    what onnxruntime computes; the importer decides such a node itself
+    (D-COMPILE-SAME-NEG), so the graph is not simplified."""
+    from onnx import helper
+
+    for n in model.graph.node:
+        if n.op_type != "Conv":
+            continue
+        attrs = {a.name: helper.get_attribute_value(a) for a in n.attribute}
+        auto = attrs.get("auto_pad", b"NOTSET")
+        if (auto.decode() if isinstance(auto, bytes) else auto) not in ("SAME_UPPER",
+                                                                        "SAME_LOWER"):
+            continue
+        kernel = list(attrs.get("kernel_shape", []))
+        strides = list(attrs.get("strides", [1] * len(kernel)))
+        if not kernel and any(s > 1 for s in strides):   # the window is the weights': unknown
+            return True
+        dilations = list(attrs.get("dilations", [1] * len(kernel)))
+        if any(s > (k - 1) * d + 1 for k, s, d in zip(kernel, strides, dilations)):
+            return True
+    return False
 
 
 def _interface(model: onnx.ModelProto) -> tuple[list[str], list[str]]:
@@ -283,6 +314,9 @@ def prepare(model: onnx.ModelProto, simplify_graph: bool = True,
             if crossed_clips(simplified) > crossed_clips(m):
                 notes.append("graph not simplified: onnxscript's optimizer merged Clips whose "
                              "bounds cross (min above max), which changes the result")
+            elif same_conv_strides_past_window(m):
+                notes.append("graph not simplified: a Conv under auto_pad SAME strides past "
+                             "its window, whose padding onnxscript's optimizer would fix at 0")
             elif _interface(simplified) == interface:
                 m = simplified
                 restore_names(m.graph, user, node_index)
