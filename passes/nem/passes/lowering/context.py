@@ -214,6 +214,23 @@ class LoweringContext:
         owner = buffer.owner
         return isinstance(owner, Operation) and owner.parent_block() is self.decl_block
 
+    def drop_if_unused(self, buffer: SSAValue) -> bool:
+        """Erase the declaration of `buffer` (and its size constant, once unused)
+        when no statement uses it: an unused buffer has no lifetime, so
+        nem-share-buffers could not share its bytes (D-LOW-BUF).  Whether it did."""
+        op = buffer.owner
+        if buffer.uses or not self.is_declared(buffer):
+            return False
+        assert isinstance(op, Operation)
+        size = op.operands[0].owner if op.operands else None
+        op.detach()
+        op.erase()
+        if isinstance(size, Operation) and not size.results[0].uses \
+                and size.parent_block() is self.decl_block:
+            size.detach()
+            size.erase()
+        return True
+
     # -- partial-tile scopes ------------------------------------------------------------
     @property
     def scope(self) -> PeelScope:

@@ -172,8 +172,9 @@ def drop_unused_arith(fn: func.FuncOp) -> None:
     `is_trivially_dead`: no uses, no effects; a chain of them goes in one
     reverse walk): left in a point loop they hide a raisable nest, whose
     every point then becomes tasks of its own (a fuzzed tiled matmul: a
-    million task instances).  Other unused ops (allocations, views) keep
-    what they declare, as the lowering always did (D-LOW-DEAD-ARITH)."""
+    million task instances).  Other unused ops (views) keep what they
+    declare; unused allocations are dropped after the lowering
+    (`drop_unused_allocations`, D-LOW-BUF) (D-LOW-DEAD-ARITH)."""
     for op in reversed(list(fn.walk())):
         if (op.dialect_name() == "arith" or isinstance(op, affine.ApplyOp)) and op.results \
                 and is_trivially_dead(op):

@@ -108,18 +108,8 @@ def drop_unused_allocations(ctx: LoweringContext) -> None:
     (D-LOW-BUF; Inception v2 exceeded its L1 by the 1 KB of sixteen of them
     and was tiled twice)."""
     for buf in ctx.allocated:
-        op = buf.owner
-        if buf.uses or not ctx.is_declared(buf):
-            continue
-        assert isinstance(op, BufferOp)
-        name, size = op.buffer_name.data, op.size.owner
-        op.detach()
-        op.erase()
-        if isinstance(size, Operation) and not size.results[0].uses \
-                and size.parent_block() is ctx.decl_block:
-            size.detach()
-            size.erase()
-        if name in ctx.summary.slotted:
+        name = buf.owner.buffer_name.data if isinstance(buf.owner, BufferOp) else None
+        if ctx.drop_if_unused(buf) and name in ctx.summary.slotted:
             ctx.summary.slotted.remove(name)
     ctx.allocated.clear()
 

@@ -115,11 +115,7 @@ def drop_unused_scratch(ctx: LoweringContext) -> None:
     """Forget the scratch buffers no region uses (made for a plan that fell
     back), so the program declares only buffers it uses."""
     for key, vw in list(ctx.scratch.items()):
-        op = vw.buffer.owner
-        if not vw.buffer.uses and ctx.is_declared(vw.buffer):
-            assert isinstance(op, Operation)
-            op.detach()
-            op.erase()
+        if ctx.drop_if_unused(vw.buffer):
             del ctx.scratch[key]
 
 
