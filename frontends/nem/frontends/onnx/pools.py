@@ -33,7 +33,7 @@ from nem.frontends.onnx import emit
 from nem.frontends.onnx.convs import channels_last, spatial_pads
 from nem.frontends.onnx.graph import Importer, Node, TensorVal
 from nem.frontends.onnx.ops import define_elementwise, elementwise, ints, is_f16, x_dtype
-from nem.frontends.onnx.shapes import slice_of
+from nem.frontends.onnx.shapes import crop_negative_pads
 
 
 def pool2d(xp: ir.Value, kernel: Sequence[int], strides: Sequence[int], dil: Sequence[int],
@@ -88,11 +88,9 @@ def pool(kind: str) -> Callable[[Importer, Node], None]:
         if kind == "avg" and any(d != 1 for d in dil):
             raise imp.error(f"not supported: AveragePool dilations={dil}")
         pads = spatial_pads(imp, node, x.shape[2:], kernel, strides, dil, crop=True)
-        for axis, (lo, hi) in enumerate(zip(pads[:spatial], pads[spatial:])):
-            if lo < 0 or hi < 0:   # a negative SAME padding crops (D-COMPILE-SAME-NEG)
-                x = slice_of(x, 2 + axis, -min(lo, 0), x.shape[2 + axis] + min(lo, 0)
-                             + min(hi, 0), 1)
-                pads[axis], pads[axis + spatial] = max(lo, 0), max(hi, 0)
+        lo, hi = [0, 0, *pads[:spatial]], [0, 0, *pads[spatial:]]
+        x = crop_negative_pads(imp, x, lo, hi, node.op_type)   # D-COMPILE-SAME-NEG
+        pads = lo[2:] + hi[2:]
         sizes = x.shape[2:]
         ceil_mode = int(node.attrs.get("ceil_mode", 0))
         outs: list[int] = []

@@ -235,6 +235,23 @@ def _gather_at_run_time(imp: Importer, node: Node, axis: int) -> None:
     imp.define(node.outputs[0], value)
 
 
+def crop_negative_pads(imp: Importer, x: TensorVal, lo: list[int], hi: list[int],
+                       what: str) -> TensorVal:
+    """`x` cropped where its per-axis padding `lo`/`hi` is negative (Pad's
+    negative pads, a pooling's negative SAME padding, D-COMPILE-SAME-NEG);
+    `lo` and `hi` are left with the padding still to add (the negative
+    entries set to 0)."""
+    for a in range(x.rank):
+        if lo[a] < 0 or hi[a] < 0:
+            cut_lo, cut_hi = max(-lo[a], 0), max(-hi[a], 0)
+            size = x.shape[a] - cut_lo - cut_hi
+            if size <= 0:
+                raise imp.error(f"{what} crops axis {a} of size {x.shape[a]} to nothing")
+            x = slice_of(x, a, cut_lo, size, 1)
+            lo[a], hi[a] = max(lo[a], 0), max(hi[a], 0)
+    return x
+
+
 def slice_of(x: TensorVal, axis: int, start: int, size: int, step: int) -> TensorVal:
     """`x[..., start : start + size * step : step, ...]` along logical `axis`,
     an extract_slice of the physical value (a view)."""
@@ -280,15 +297,7 @@ def pad(imp: Importer, node: Node) -> None:
         lo[a], hi[a] = b, e
     if mode not in ("constant", "reflect", "edge"):
         raise imp.error(f"not supported: Pad mode '{mode}'")
-    # negative pads crop first
-    for a in range(x.rank):
-        if lo[a] < 0 or hi[a] < 0:
-            cut_lo, cut_hi = max(-lo[a], 0), max(-hi[a], 0)
-            size = x.shape[a] - cut_lo - cut_hi
-            if size <= 0:
-                raise imp.error(f"Pad crops axis {a} of size {x.shape[a]} to nothing")
-            x = slice_of(x, a, cut_lo, size, 1)
-            lo[a], hi[a] = max(lo[a], 0), max(hi[a], 0)
+    x = crop_negative_pads(imp, x, lo, hi, "Pad")
     if mode == "constant":
         y = emit.pad(x.value, [lo[p] for p in x.perm], [hi[p] for p in x.perm], value)
         imp.define(node.outputs[0], y, x.perm)
