@@ -275,6 +275,9 @@ def _worst(got: dict[str, np.ndarray], want: dict[str, np.ndarray]) -> tuple[flo
 
     worst = (0.0, "")
     for name, ref in want.items():
+        if got[name].size != ref.size:   # a shape disagreement, not a harness crash
+            return (float("inf"), f"{name}: {got[name].size} elements where onnxruntime "
+                                  f"gives shape {list(ref.shape)}")
         g = got[name].reshape(ref.shape)
         v = max_violation(g, ref)
         if v > worst[0] or not worst[1]:
@@ -289,30 +292,67 @@ def compare(got: dict[str, np.ndarray], want: dict[str, np.ndarray],
             exact: Callable[[], tuple[dict[str, np.ndarray], dict[str, np.ndarray]]]
             | None = None) -> CaseResult:
     """PASS within D-COMPILE-TOL of onnxruntime (`want`); else the outputs
-    are judged against `exact()`, (exact, spread) of graph_exact:
-    REFERENCE-INEXACT when ours are within D-COMPILE-TOL of `exact` and
-    onnxruntime's within its rounding allowance, MISCOMPILE otherwise (also
-    when the evaluator cannot run the model)."""
+    off onnxruntime are judged against `exact()`, (exact, spread) of
+    graph_exact: REFERENCE-INEXACT when onnxruntime's are within their
+    rounding allowance (or not finite where `exact` is: an overflow of its
+    own) and ours within D-COMPILE-TOL of `exact`, or no further from it than
+    onnxruntime's and within the same allowance (m54: an InstanceNormalization
+    of rows equal to a few ulps amplifies each op's rounding past the
+    tolerance, ours 2.09 tolerances off, onnxruntime 2.82), MISCOMPILE
+    otherwise: also
+    when the evaluator cannot run the model or gives such an output another
+    size (onnx's reference MaxPool sizes a window longer than its input
+    unlike onnxruntime and shape inference), and when an output's size is not
+    onnxruntime's."""
     v, where = _worst(got, want)
     if v <= 1.0:
         return CaseResult("PASS", "compare", "", times=times, violation=v)
-    if exact is not None:
+    off = [k for k in want if _worst({k: got[k]}, {k: want[k]})[0] > 1.0]
+    if exact is not None and all(got[k].size == want[k].size for k in off):
         try:
             ideal, spread = exact()
         except Exception as e:   # noqa: BLE001 - an evaluator that cannot run it
             where += f" (no exact evaluation: {type(e).__name__}: {str(e)[:80]})"
         else:
-            ours, _ = _worst(got, ideal)
-            ort, ort_where = _worst(want, ideal)
-            allowed = max(allowance_violation(want[k], ideal[k], spread[k]) for k in ideal)
-            if ours <= 1.0 and allowed <= 1.0:
+            sized = [k for k in off if ideal[k].size != want[k].size]
+            if sized:   # the evaluators disagree on a shape: nothing to judge by
+                where += (" (the exact evaluation sizes " +
+                          ", ".join(f"{k} {ideal[k].size}" for k in sized) + ")")
+                return CaseResult("MISCOMPILE", "compare", where, times=times, violation=v,
+                                  wrong=where)
+            # where an intermediate overflows in the exact evaluation and not
+            # in onnxruntime, the model's value depends on each kernel's
+            # internal precision (m306: Exp past f16's range, then Softsign)
+            over = {k: ~np.isfinite(ideal[k]) & np.isfinite(want[k].reshape(ideal[k].shape))
+                    for k in off}
+            judge = {k: {n: np.where(over[n], ideal[n], a[n].reshape(ideal[n].shape))
+                         for n in off} for k, a in (("ours", got), ("ort", want))}
+            ours, _ = _worst(judge["ours"], {k: ideal[k] for k in off})
+            ort, ort_where = _worst(judge["ort"], {k: ideal[k] for k in off})
+            allowed = max(_ort_allowance(judge["ort"][k], ideal[k], spread[k]) for k in off)
+            ours_allowed = max(allowance_violation(judge["ours"][k], ideal[k], spread[k])
+                               for k in off)
+            unjudged = sum(int(m.sum()) for m in over.values())
+            note = (f"; {unjudged} elements not judged: the exact evaluation overflows there, "
+                    f"onnxruntime does not" if unjudged else "")
+            if allowed <= 1.0 and (ours <= 1.0 or (ours <= ort and ours_allowed <= 1.0)):
                 return CaseResult("REFERENCE-INEXACT", "compare",
                                   f"onnxruntime {ort:.3g} tolerances off the exact evaluation "
                                   f"({ort_where}; {allowed:.2g} of its rounding allowance), "
-                                  f"ours {ours:.3g}", times=times, violation=v)
+                                  f"ours {ours:.3g}{note}", times=times, violation=v)
             where += (f" (exact evaluation: ours {ours:.3g} tolerances off, onnxruntime "
-                      f"{ort:.3g}, {allowed:.2g} of its rounding allowance)")
+                      f"{ort:.3g}, {allowed:.2g} of its rounding allowance{note})")
     return CaseResult("MISCOMPILE", "compare", where, times=times, violation=v, wrong=where)
+
+
+def _ort_allowance(ort: np.ndarray, exact: np.ndarray, spread: np.ndarray) -> float:
+    """onnxruntime's output against its rounding allowance around the exact
+    evaluation; 0 where it is not finite and the exact evaluation is (an
+    overflow of onnxruntime's: its f16 kernels accumulate in f16)."""
+    w = exact.astype(np.float64)
+    g = ort.reshape(exact.shape).astype(np.float64)
+    overflow = ~np.isfinite(g) & np.isfinite(w)
+    return allowance_violation(np.where(overflow, w, g), exact, spread)
 
 
 # ---------------------------------------------------------------------------

@@ -5,7 +5,8 @@ Softmax is one `linalg.softmax` where the target runs NEM `softmax` on its
 element type (D-COMPILE-SOFTMAX), else a decomposition (row max, exp, row
 sum, divide) with a positive scalar scale folded into the exponential.
 LayerNormalization is a row sum, a variance sum and one normalizing body,
-`(x - mean) / sqrt(var + eps) * scale + bias`, onnxruntime's formula.  Both
+`(x - mean) / sqrt(var + eps) * scale + bias`, onnxruntime's formula, its
+sums shifted by each row's first element (D-COMPILE-NORM-SHIFT).  Both
 compute f16 in f32 (D-COMPILE-F16).
 """
 
@@ -16,7 +17,7 @@ from functools import partial
 
 import numpy as np
 from mlir import ir
-from mlir.dialects import arith, linalg, math
+from mlir.dialects import arith, linalg, math, tensor
 from nem.frontends.onnx import emit
 from nem.frontends.onnx.graph import Importer, Node, TensorVal
 from nem.frontends.onnx.ops import elementwise, is_f16, x_dtype
@@ -192,36 +193,51 @@ def normalize(imp: Importer, x: TensorVal, axes: list[int], eps: float,
         return arith.extf(f32, v) if half else v
 
     acc_t = f32 if half else x.elem
-    total = emit.reduce(x.value, phys, 0.0, arith.addf, elem=acc_t, prologue=up)
     kept = _keep(x, axes)
-    # the mean (sum / count) is computed where it is used, in the variance's
-    # and the output's bodies: no nest of its own between them (issue 16:
-    # one load-compute-store step less on the block's critical path)
-    sum_v = TensorVal(total, kept, x.perm)
-
-    def mean_of(s: ir.Value) -> ir.Value:
-        return arith.mulf(s, emit.fconst(s.type, 1.0 / count))
-    # variance: sum over the axes of (x - mean)^2, mean broadcast along them
     rank = x.rank
     kept_phys = [kept[p] for p in x.perm]
     out_map = emit.broadcast_map(kept_phys, list(range(rank)), emit.shape_of(x.value))
     kinds = [emit.REDUCTION if d in phys else emit.PARALLEL for d in range(rank)]
+    # the sums are of x - x0, x0 each row's first element (the shifted-data
+    # algorithm, D-COMPILE-NORM-SHIFT): a row whose mean is far from zero
+    # next to its spread (m93: |mean| 350 standard deviations) loses its
+    # variance to the rounding of a plain sum
+    first = TensorVal(tensor.extract_slice(emit.tensor_type(kept_phys, x.elem), x.value,
+                                           [], [], [], [0] * rank, kept_phys, [1] * rank),
+                      kept, x.perm)
 
-    def sq(v: ir.Value, s: ir.Value, acc: ir.Value) -> ir.Value:
-        d = arith.subf(up(v), mean_of(s))
+    def shifted(v: ir.Value, f: ir.Value, acc: ir.Value) -> ir.Value:
+        return arith.addf(acc, arith.subf(up(v), up(f)))
+    total = emit.generic([(x.value, emit.identity(rank)), (first.value, out_map)],
+                         emit.fill(kept_phys, acc_t, 0.0), out_map, kinds, shifted,
+                         pass_output=True)
+    # the mean (x0 + sum / count) is computed where it is used, in the
+    # variance's and the output's bodies: no nest of its own between them
+    # (issue 16: one load-compute-store step less on the block's critical path)
+    sum_v = TensorVal(total, kept, x.perm)
+
+    def mean_of(s: ir.Value, f: ir.Value) -> ir.Value:
+        return arith.addf(up(f), arith.mulf(s, emit.fconst(s.type, 1.0 / count)))
+
+    def sq(v: ir.Value, s: ir.Value, f: ir.Value, acc: ir.Value) -> ir.Value:
+        d = arith.subf(up(v), mean_of(s, f))
         return arith.addf(acc, arith.mulf(d, d))
-    var_sum = emit.generic([(x.value, emit.identity(rank)), (total, out_map)],
+    # variance: sum over the axes of (x - mean)^2, mean broadcast along them
+    var_sum = emit.generic([(x.value, emit.identity(rank)), (total, out_map),
+                            (first.value, out_map)],
                            emit.fill(kept_phys, acc_t, 0.0), out_map, kinds, sq,
                            pass_output=True)
     var = TensorVal(var_sum, kept, x.perm)
-    ops: list[TensorVal | float] = [x, sum_v, var, *(e for e in (scale, bias) if e is not None)]
+    ops: list[TensorVal | float] = [x, sum_v, first, var,
+                                    *(e for e in (scale, bias) if e is not None)]
 
-    def body(v: ir.Value, s: ir.Value, vs: ir.Value, *rest: ir.Value) -> ir.Value:
+    def body(v: ir.Value, s: ir.Value, f: ir.Value, vs: ir.Value, *rest: ir.Value
+             ) -> ir.Value:
         c = partial(emit.fconst, acc_t)
         # (x - mean) / sqrt(var + eps), onnxruntime's formula: one rounding
         # (and one task on the critical path) fewer than * rsqrt
         std = math.sqrt(arith.addf(arith.mulf(vs, c(1.0 / count)), c(eps)))
-        r = arith.divf(arith.subf(up(v), mean_of(s)), std)
+        r = arith.divf(arith.subf(up(v), mean_of(s, f)), std)
         k = 0
         if scale is not None:
             r = arith.mulf(r, up(rest[k]))
