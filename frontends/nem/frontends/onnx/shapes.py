@@ -182,14 +182,7 @@ def gather(imp: Importer, node: Node) -> None:
         return
     x = imp.tensor(node.input(0))
     out = [*x.shape[:axis], *idx.shape, *x.shape[axis + 1:]]
-    step = flat[1] - flat[0] if len(flat) > 1 else 1
-    if step > 0 and flat == list(range(flat[0], flat[0] + step * len(flat), step)):
-        picked = slice_of(x, axis, flat[0], len(flat), step)
-    else:
-        parts = [slice_of(x, axis, i, 1, 1) for i in flat]
-        picked = TensorVal(emit.concat([p.value for p in parts], x.perm.index(axis)),
-                           parts[0].shape[:axis] + (len(flat),) + parts[0].shape[axis + 1:],
-                           x.perm)
+    picked = pick(x, axis, flat)
     if list(picked.shape) == out:
         imp.vals[node.outputs[0]] = picked
     else:
@@ -266,6 +259,21 @@ def slice_of(x: TensorVal, axis: int, start: int, size: int, step: int) -> Tenso
                                  [strides[d] for d in p])
     shape[axis] = size
     return TensorVal(value, tuple(shape), x.perm)
+
+
+def pick(x: TensorVal, axis: int, indices: Sequence[int]) -> TensorVal:
+    """The elements `indices` of `x` along logical `axis`, in that order:
+    one strided view when they step up evenly, else the concatenation of
+    one-element views (a Gather's indices, a Slice's negative step; NEM
+    regions take no negative strides)."""
+    step = indices[1] - indices[0] if len(indices) > 1 else 1
+    if step > 0 and list(indices) == list(range(indices[0], indices[0] + step * len(indices),
+                                                 step)):
+        return slice_of(x, axis, indices[0], len(indices), step)
+    parts = [slice_of(x, axis, i, 1, 1) for i in indices]
+    return TensorVal(emit.concat([p.value for p in parts], x.perm.index(axis)),
+                     parts[0].shape[:axis] + (len(indices),) + parts[0].shape[axis + 1:],
+                     x.perm)
 
 
 # --------------------------------------------------------------------------

@@ -11,18 +11,24 @@ Slice's starts, ends, axes and steps are inputs from opset 10 on (before:
 attributes, no steps); Split's sizes are an input from opset 13 on (before:
 the `split` attribute), else an even split into the outputs (or
 `num_outputs`, opset 18: the last part smaller).  Index tensors computed at
-run time, negative steps and empty results are located `not supported`
-errors.
+run time and empty results are located `not supported` errors; a negative
+step is the positive slice of the same elements, then the axis picked
+backwards, one element at a time (up to `MAX_REVERSED` elements).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
+import numpy as np
 from mlir import ir
 from mlir.dialects import tensor
 from nem.frontends.onnx import emit
 from nem.frontends.onnx.graph import Importer, Node, TensorVal
+from nem.frontends.onnx.shapes import pick
+
+MAX_REVERSED = 256
+"""The longest reversed axis of a Slice: one copy per element (D-COMPILE-SLICE)."""
 
 
 def _define_slice(imp: Importer, name: str, src: str, offsets: Sequence[int],
@@ -73,24 +79,45 @@ def slice_(imp: Importer, node: Node) -> None:
         raise imp.error(f"starts, ends, axes and steps have different lengths "
                         f"({len(starts)}, {len(ends)}, {len(axes)}, {len(steps)})")
     offsets, sizes, strides = [0] * rank, list(shape), [1] * rank
+    reversed_axes = []
     for s, e, a, st in zip(starts, ends, axes, steps):
         a = imp.axis(a, rank)
         dim = shape[a]
         if st == 0:
             raise imp.error(f"Slice step 0 on axis {a}", fix="ONNX requires nonzero steps")
-        if st < 0:
-            raise imp.error(f"not supported: Slice with a negative step ({st} on axis {a})",
-                            fix="slice with a positive step: a reversed view has negative "
-                                "strides, which NEM regions do not take")
-        s = min(max(s + dim if s < 0 else s, 0), dim)
-        e = min(max(e + dim if e < 0 else e, 0), dim)
+        # ONNX clamps starts and ends to [0, dim] for a positive step and to
+        # [0, dim - 1] and [-1, dim - 1] for a negative one
+        lo, hi = (0, dim) if st > 0 else (-1, dim - 1)
+        s = min(max(s + dim if s < 0 else s, 0), dim if st > 0 else dim - 1)
+        e = min(max(e + dim if e < 0 else e, lo), hi)
         n = max(0, -(-(e - s) // st))
         if n == 0:
             raise imp.error(f"not supported: Slice with an empty result (axis {a}: "
                             f"[{s}:{e}:{st}] of {dim})",
                             fix="remove the node and its consumers")
+        if st < 0:   # the same elements ascending, then reversed (D-COMPILE-SLICE)
+            s, st = s + (n - 1) * st, -st
+            reversed_axes.append(a)
         offsets[a], sizes[a], strides[a] = s, n, st
-    _define_slice(imp, node.outputs[0], node.input(0), offsets, sizes, strides)
+    if not reversed_axes:
+        _define_slice(imp, node.outputs[0], node.input(0), offsets, sizes, strides)
+        return
+    c = imp.const(node.input(0))
+    if c is not None:
+        view = c[tuple(slice(o, o + n * st, st) for o, n, st in zip(offsets, sizes, strides))]
+        imp.consts[node.outputs[0]] = np.flip(view, tuple(reversed_axes))
+        return
+    # the positive slice of the same elements, then each reversed axis
+    # picked backwards (a concatenation of one-element views)
+    x = imp.tensor(node.input(0))
+    x = TensorVal(_extract(x, offsets, sizes, strides), tuple(sizes), x.perm)
+    if any(x.shape[a] > MAX_REVERSED for a in reversed_axes):
+        raise imp.error(f"not supported: Slice with a negative step selecting more than "
+                        f"{MAX_REVERSED} elements of an axis (shape {list(x.shape)})",
+                        fix="reverse a shorter axis, or reverse the data before the model")
+    for a in reversed_axes:
+        x = pick(x, a, range(x.shape[a] - 1, -1, -1))
+    imp.vals[node.outputs[0]] = x
 
 
 def split(imp: Importer, node: Node) -> None:
