@@ -140,7 +140,7 @@ def compile_onnx(model, options: CompileOptions | None = None,
     notes = [f"{file}: remark: {n}" for n in im.notes]   # what preparing the model did
     return CompileResult(nem, iface, im.func_name, driver.results, notes + remarks,
                          driver.memory_spaces(), driver.flops, driver.origins,
-                         _warnings(file, driver))
+                         im.warnings + _warnings(file, driver))
 
 
 def import_model(model, opts: CompileOptions, device):
@@ -254,7 +254,8 @@ def compile_mlir(source: str | Path, options: CompileOptions | None = None,
 
 def _warnings(file: str, driver) -> list[str]:
     """What a compile says without -v: less than half of the FLOPs raised to
-    NEM opcodes (D-COMPILE-LOW-SHARE), located at the model's file."""
+    NEM opcodes (D-COMPILE-LOW-SHARE), located at the model's file (the
+    importer adds its own: D-COMPILE-ZERO-WEIGHTS)."""
     low = driver.flops.warning() if driver.flops is not None else None
     return [f"{file}: warning: {low}"] if low else []
 

@@ -134,7 +134,8 @@ class CompileResult:
     warnings: list[str] = field(default_factory=list)
     """What `nem-compile` prints without -v (`remarks` are -v's): one line
     when less than half of the FLOPs were raised to NEM opcodes
-    (D-COMPILE-LOW-SHARE)."""
+    (D-COMPILE-LOW-SHARE), one when weights of zeros make nodes ignore their
+    inputs (D-COMPILE-ZERO-WEIGHTS)."""
 
     def stage(self, name: str) -> StageResult:
         """The stage's last run (the tile and lower stages run again when the
