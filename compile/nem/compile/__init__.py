@@ -124,7 +124,7 @@ def compile_onnx(model, options: CompileOptions | None = None,
         holder["m"] = import_model(model, opts, driver.device)
         return str(holder["m"].module)
 
-    driver.timed("import", do_import)
+    driver.timed("import", do_import, lambda: holder["m"].module)
     im = holder["m"]
     iface = Interface([(p.name, p.shape, p.dtype) for p in im.inputs], im.weights,
                       [(p.name, p.shape, p.dtype) for p in im.outputs],
