@@ -450,9 +450,12 @@ def _run(args: argparse.Namespace, owns_process: bool) -> int:
             if not isinstance(profile, dict):  # (the one check's message)
                 raise ValueError(f"bad timing profile: {profile_problem(profile)}")
             interp.set_timing_profile(profile)
-        prog = _load(args, interp)
-        if owns_process:  # run as a program: the IR lives until the process ends
-            keep_until_exit()
+        from nem.dialect.gc_pause import gc_paused
+
+        with gc_paused(owns_process):   # frozen before the collector resumes
+            prog = _load(args, interp)
+            if owns_process:  # run as a program: the IR lives until the process ends
+                keep_until_exit()
     except NemDiagnosticError as e:
         print_diagnostics("nem-run", e.diagnostics)
         return 1
