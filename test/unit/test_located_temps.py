@@ -72,3 +72,8 @@ def test_save_temps_files_locate_each_remark_position(tmp_path):
 def test_without_the_option_no_located_text_is_made():
     result = compile_onnx(samples.mlp("f32"))
     assert all(s.located is None for s in result.stages)
+
+
+def test_the_option_is_checked():
+    with pytest.raises(TypeError, match="located_temps"):
+        compile_onnx(samples.mlp("f32"), located_temps="yes")

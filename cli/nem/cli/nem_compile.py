@@ -202,7 +202,7 @@ class _Display:
                     self.bar.remove_task(self.task)
                 self.task = self.bar.add_task(f"nem-compile: {stage} ({desc})", total=None)
             return
-        self.say(f"nem-compile: {result.name:<10} {times(result.seconds, result.cpu_seconds)}")
+        self.say(f"nem-compile: {result.name:<10} {_times(result.seconds, result.cpu_seconds)}")
         if stage in self.args.dump_after:
             self.pause()
             sys.stdout.write(f"// ----- nem-compile: after {stage}\n" if stage != "lower"
@@ -221,7 +221,7 @@ class _Display:
                             completed=done, total=total)
 
     def substage(self, stage: str, name: str, seconds: float, cpu_seconds: float) -> None:
-        self.say(f"nem-compile:   {stage}/{name:<22} {times(seconds, cpu_seconds)}")
+        self.say(f"nem-compile:   {stage}/{name:<22} {_times(seconds, cpu_seconds)}")
 
     def say(self, line: str) -> None:
         """A -v line, printed now (above the progress bar on a terminal)."""
@@ -358,7 +358,7 @@ def _run(args: argparse.Namespace) -> int:
         if not args.save_temps:
             print(f"nem-compile: note: the remarks' positions are in {stem}.tile.mlir, the "
                   "tiled program: rerun with --save-temps to write it", file=sys.stderr)
-        total = times(sum(r.seconds for r in result.stages),
+        total = _times(sum(r.seconds for r in result.stages),
                       sum(r.cpu_seconds for r in result.stages))
         print(f"nem-compile: {'total':<10} {total}", file=sys.stderr)
         if weights:
@@ -370,9 +370,9 @@ def _run(args: argparse.Namespace) -> int:
     return 0
 
 
-def times(seconds: float, cpu_seconds: float) -> str:
+def _times(seconds: float, cpu_seconds: float) -> str:
     """`  812.3 ms wall   790.1 ms cpu`, the times of a -v line (docs/compile.md,
-    "The -v lines")."""
+    "What -v prints")."""
     return f"{seconds * 1000:9.1f} ms wall {cpu_seconds * 1000:9.1f} ms cpu"
 
 

@@ -74,6 +74,7 @@ def _options(options: CompileOptions | None, kw: dict) -> CompileOptions:
             raise ValueError(f"compile: tile_sizes must be positive ints, not "
                              f"{tuple(opts.tile_sizes)!r}")
     check_type("compile", "origins", opts.origins, bool, "a bool")
+    check_type("compile", "located_temps", opts.located_temps, bool, "a bool")
     check_type("compile", "op_tile_sizes", opts.op_tile_sizes, tuple,
                "a tuple of (op key, tile sizes) pairs")
     for entry in opts.op_tile_sizes:
