@@ -8,6 +8,8 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
+
 PROBE = """
 import gc, sys
 young = [0]
@@ -54,6 +56,7 @@ def _largest_young_collection(tool: str, module: str, path: str, *args: str) -> 
     return int(r.stdout.strip().splitlines()[-1])
 
 
+@pytest.mark.slow  # two tool runs: 3 s
 def test_no_young_collection_traverses_the_parsed_ir(tmp_path):
     """(Before the fix: 109,000 objects in nem-opt, 108,000 in nem-run.)"""
     prog = tmp_path / "chain.nem"
