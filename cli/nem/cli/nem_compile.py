@@ -51,7 +51,8 @@ def _parser() -> argparse.ArgumentParser:
                    f"({', '.join(STAGE_NAMES)}); repeatable")
     p.add_argument("--save-temps", action="store_true",
                    help="write every stage's text beside the output "
-                        "(STEM.import.mlir, STEM.bufferize.mlir, STEM.tile.mlir)")
+                        "(STEM.import.mlir, STEM.bufferize.mlir, STEM.tile.mlir) with each "
+                        "op's location, its ONNX node")
     p.add_argument("--tile-sizes", metavar="A,B,...",
                    help="tile sizes, positive integers, for every loop band (outermost "
                         "first) instead of the L1-derived ones")
@@ -201,7 +202,7 @@ class _Display:
                     self.bar.remove_task(self.task)
                 self.task = self.bar.add_task(f"nem-compile: {stage} ({desc})", total=None)
             return
-        self.say(f"nem-compile: {result.name:<10} {result.seconds * 1000:9.1f} ms")
+        self.say(f"nem-compile: {result.name:<10} {_times(result.seconds, result.cpu_seconds)}")
         if stage in self.args.dump_after:
             self.pause()
             sys.stdout.write(f"// ----- nem-compile: after {stage}\n" if stage != "lower"
@@ -211,15 +212,16 @@ class _Display:
             self.resume()
         if self.args.save_temps and stage != "lower":
             suffix = next(s.suffix for s in STAGES if s.name == stage)
-            Path(self.stem + suffix).write_text(result.text, encoding="utf-8")
+            Path(self.stem + suffix).write_text(result.located or result.text,
+                                                encoding="utf-8")   # D-COMPILE-TEMPS-LOC
 
     def step(self, stage: str, what: str, done: int, total: int) -> None:
         if self.bar is not None and self.task is not None:
             self.bar.update(self.task, description=f"nem-compile: {stage}: {what}",
                             completed=done, total=total)
 
-    def substage(self, stage: str, name: str, seconds: float) -> None:
-        self.say(f"nem-compile:   {stage}/{name:<22} {seconds * 1000:9.1f} ms")
+    def substage(self, stage: str, name: str, seconds: float, cpu_seconds: float) -> None:
+        self.say(f"nem-compile:   {stage}/{name:<22} {_times(seconds, cpu_seconds)}")
 
     def say(self, line: str) -> None:
         """A -v line, printed now (above the progress bar on a terminal)."""
@@ -290,7 +292,7 @@ def _run(args: argparse.Namespace) -> int:
                              simplify=not args.no_simplify, demote_f64=not args.no_demote_f64,
                              demote_i64=not args.no_demote_i64, max_nodes=args.max_nodes,
                              max_model_bytes=args.max_model_bytes,
-                             origins=out.endswith(".nemb"))
+                             origins=out.endswith(".nemb"), located_temps=args.save_temps)
     if args.tune and (ext != ".onnx" or args.bisect):
         return _usage("--tune takes a .onnx model (and no --bisect)")
     if not args.tune and (args.tune_budget != 60.0 or args.tune_trials != 12):
@@ -353,14 +355,25 @@ def _run(args: argparse.Namespace) -> int:
     if args.verbose:
         for r in result.remarks:
             print(r, file=sys.stderr)
-        total = sum(r.seconds for r in result.stages)
-        print(f"nem-compile: {'total':<10} {total * 1000:9.1f} ms", file=sys.stderr)
+        if not args.save_temps:
+            print(f"nem-compile: note: the remarks' positions are in {stem}.tile.mlir, the "
+                  "tiled program: rerun with --save-temps to write it", file=sys.stderr)
+        total = _times(sum(r.seconds for r in result.stages),
+                      sum(r.cpu_seconds for r in result.stages))
+        print(f"nem-compile: {'total':<10} {total}", file=sys.stderr)
         if weights:
-            print(f"weights: {weights} ({len(result.interface.weights)} buffers; "
+            n = len(result.interface.weights)
+            print(f"weights: {weights} ({n} buffer{'s' if n != 1 else ''}; "
                   f"nem-run {out} --input {weights})", file=sys.stderr)
         for line in _interface(result.interface, out, weights):
             print(line, file=sys.stderr)
     return 0
+
+
+def _times(seconds: float, cpu_seconds: float) -> str:
+    """`  812.3 ms wall   790.1 ms cpu`, the times of a -v line (docs/compile.md,
+    "What -v prints")."""
+    return f"{seconds * 1000:9.1f} ms wall {cpu_seconds * 1000:9.1f} ms cpu"
 
 
 def _interface(iface: Interface, out: str, weights: str) -> list[str]:

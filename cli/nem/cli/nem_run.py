@@ -23,6 +23,7 @@ import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from nem.cli import roofline_cli
@@ -265,6 +266,23 @@ def _warn_partial(what: str, name: str, written: int, size: int) -> None:
               "or the program's initial data)", file=sys.stderr)
 
 
+def _warn_unset(names: list[str], program: str) -> None:
+    """One warning line naming the buffers the program reads that no task
+    writes and no --input gave (D-RT-UNSET), with the weights archive
+    `nem-compile` writes beside the program when there is one."""
+    if not names:
+        return
+    shown = ", ".join(f"'{n}'" for n in names[:3]) + \
+        (f" and {len(names) - 3} more" if len(names) > 3 else "")
+    what = "1 buffer is" if len(names) == 1 else f"{len(names)} buffers are"
+    stem = program.removesuffix(".nem") if program.endswith(".nem") else None
+    fix = f" (--input {stem}.weights.npz?)" if stem and Path(stem + ".weights.npz").is_file() \
+        else ""
+    print(f"nem-run: warning: {what} read by the program, written by none of its tasks and "
+          f"given by no --input: {shown}; the run reads zeros there{fix} (D-RT-UNSET)",
+          file=sys.stderr)
+
+
 def _write_inputs(interp: NemInterpreter, args: argparse.Namespace, warn: bool = True) -> int | None:
     """--input / --input-raw (and bare .npz archives) into memory, read capped
     by the size of their target (D-LIMITS); an error names the flag (exit 2).
@@ -432,9 +450,12 @@ def _run(args: argparse.Namespace, owns_process: bool) -> int:
             if not isinstance(profile, dict):  # (the one check's message)
                 raise ValueError(f"bad timing profile: {profile_problem(profile)}")
             interp.set_timing_profile(profile)
-        prog = _load(args, interp)
-        if owns_process:  # run as a program: the IR lives until the process ends
-            keep_until_exit()
+        from nem.dialect.gc_pause import gc_paused
+
+        with gc_paused(owns_process):   # frozen before the collector resumes
+            prog = _load(args, interp)
+            if owns_process:  # run as a program: the IR lives until the process ends
+                keep_until_exit()
     except NemDiagnosticError as e:
         print_diagnostics("nem-run", e.diagnostics)
         return 1
@@ -450,6 +471,8 @@ def _run(args: argparse.Namespace, owns_process: bool) -> int:
     bad_io = _fresh_inputs(interp, args) or _check_outputs(interp, outputs)
     if bad_io is not None:
         return bad_io
+    if outputs:   # values are written out: say which inputs hold zeros (D-RT-UNSET)
+        _warn_unset(interp.unset_inputs(), args.program)
 
     name = prog.name
     dev = prog.device.name if prog.device is not None else "device-agnostic"

@@ -347,9 +347,12 @@ class NemOptMain(xDSLOptMain):
         try:
             if ext == "nem" and _is_config_document(text, file, at):
                 return diags, self._config_document(text, file, diags, at)
-            module = self._parse(text, file, ext, at)
-            if self._owns_process:
-                keep_until_exit()  # the IR lives until the process ends
+            from nem.dialect.gc_pause import gc_paused
+
+            with gc_paused(self._owns_process):   # frozen before the collector resumes
+                module = self._parse(text, file, ext, at)
+                if self._owns_process:
+                    keep_until_exit()  # the IR lives until the process ends
             names = [p.name for p in self.pipeline.passes]
             # `-p nem-verify` runs the default checks itself (its first stage);
             # a device pass in the pipeline replaces the default device check.

@@ -74,6 +74,7 @@ def _options(options: CompileOptions | None, kw: dict) -> CompileOptions:
             raise ValueError(f"compile: tile_sizes must be positive ints, not "
                              f"{tuple(opts.tile_sizes)!r}")
     check_type("compile", "origins", opts.origins, bool, "a bool")
+    check_type("compile", "located_temps", opts.located_temps, bool, "a bool")
     check_type("compile", "op_tile_sizes", opts.op_tile_sizes, tuple,
                "a tuple of (op key, tile sizes) pairs")
     for entry in opts.op_tile_sizes:
@@ -124,7 +125,7 @@ def compile_onnx(model, options: CompileOptions | None = None,
         holder["m"] = import_model(model, opts, driver.device)
         return str(holder["m"].module)
 
-    driver.timed("import", do_import)
+    driver.timed("import", do_import, lambda: holder["m"].module)
     im = holder["m"]
     iface = Interface([(p.name, p.shape, p.dtype) for p in im.inputs], im.weights,
                       [(p.name, p.shape, p.dtype) for p in im.outputs],
@@ -140,7 +141,7 @@ def compile_onnx(model, options: CompileOptions | None = None,
     notes = [f"{file}: remark: {n}" for n in im.notes]   # what preparing the model did
     return CompileResult(nem, iface, im.func_name, driver.results, notes + remarks,
                          driver.memory_spaces(), driver.flops, driver.origins,
-                         _warnings(file, driver))
+                         im.warnings + _warnings(file, driver))
 
 
 def import_model(model, opts: CompileOptions, device):
@@ -254,7 +255,8 @@ def compile_mlir(source: str | Path, options: CompileOptions | None = None,
 
 def _warnings(file: str, driver) -> list[str]:
     """What a compile says without -v: less than half of the FLOPs raised to
-    NEM opcodes (D-COMPILE-LOW-SHARE), located at the model's file."""
+    NEM opcodes (D-COMPILE-LOW-SHARE), located at the model's file (the
+    importer adds its own: D-COMPILE-ZERO-WEIGHTS)."""
     low = driver.flops.warning() if driver.flops is not None else None
     return [f"{file}: warning: {low}"] if low else []
 

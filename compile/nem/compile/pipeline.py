@@ -86,6 +86,9 @@ class CompileOptions:
     origins: bool = False
     """Record the ONNX node of each statement (`CompileResult.origins`, about 2%
     of the compile): `nem-compile -o FILE.nemb` does (D-BC-NODES)."""
+    located_temps: bool = False
+    """Keep each MLIR stage's text with its locations too (`StageResult.located`,
+    what `nem-compile --save-temps` writes, D-COMPILE-TEMPS-LOC)."""
     op_tile_sizes: tuple[tuple[str, tuple[int, ...]], ...] = ()
     """Tile sizes of single ops, by `tune.op_key` (what `--tune` found);
     other ops are sized as usual (D-COMPILE-TUNE)."""
@@ -96,6 +99,15 @@ class StageResult:
     name: str
     text: str
     seconds: float
+    """Wall-clock time of the stage."""
+    cpu_seconds: float = 0.0
+    """CPU time of the process during the stage (`time.process_time`: every
+    thread's, upstream's passes may run several)."""
+    located: str | None = None
+    """With `CompileOptions.located_temps`, an MLIR stage's text with each
+    op's location inline, on the line and column where `text` has the op
+    (`nem.compile.located`, D-COMPILE-TEMPS-LOC); None otherwise and for
+    the user's own `.mlir` text."""
 
 
 @dataclass
@@ -134,7 +146,8 @@ class CompileResult:
     warnings: list[str] = field(default_factory=list)
     """What `nem-compile` prints without -v (`remarks` are -v's): one line
     when less than half of the FLOPs were raised to NEM opcodes
-    (D-COMPILE-LOW-SHARE)."""
+    (D-COMPILE-LOW-SHARE), one when weights of zeros make nodes ignore their
+    inputs (D-COMPILE-ZERO-WEIGHTS)."""
 
     def stage(self, name: str) -> StageResult:
         """The stage's last run (the tile and lower stages run again when the
@@ -153,8 +166,9 @@ Progress = Callable[[str, "StageResult | None"], None]
 result) when it is done (the CLI's progress display, --dump-after, --save-temps).
 The object may also have `step(stage, what, done, total)`, told how far a
 stage is (ONNX nodes imported, ops tiled, top-level ops lowered), and
-`substage(stage, name, seconds)`, told of each part of a stage as it ends
-(the lowering's passes, the verification)."""
+`substage(stage, name, seconds, cpu_seconds)`, told of each part of a stage
+as it ends (the lowering's passes, the verification), with its wall and CPU
+time."""
 
 
 class Driver:
@@ -201,26 +215,34 @@ class Driver:
     def substep(self, name: str, work: Callable[[], T]) -> T:
         """Run one part of the current stage, timed, told to the progress
         display when it ends (`nem-compile -v` prints it then)."""
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         out = work()
         tell = getattr(self.progress, "substage", None)
         if tell is not None:
-            tell(self.stage, name, time.perf_counter() - t0)
+            tell(self.stage, name, time.perf_counter() - t0, time.process_time() - c0)
         return out
 
-    def timed(self, name: str, fn: Callable[[], str]) -> str:
+    def timed(self, name: str, fn: Callable[[], str], module: Callable[[], Any] | None = None
+              ) -> str:
         """Run stage `name`, without the cyclic garbage collector: a stage
         builds and rewrites an IR of millions of objects, each of which every
         full collection would scan again (18% of SqueezeNet's compile, for
-        9% more memory); the collector runs again after the stage."""
+        9% more memory); the collector runs again after the stage.
+        `module()`: the `ir.Module` the stage leaves, printed with its
+        locations when `located_temps` asks for them (not timed)."""
         from nem.dialect.gc_pause import gc_paused
 
         self.stage = name   # the stage a failure belongs to
         self.progress(name, None)
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         with gc_paused():
             text = fn()
-        self.results.append(StageResult(name, text, time.perf_counter() - t0))
+        self.results.append(StageResult(name, text, time.perf_counter() - t0,
+                                        time.process_time() - c0))
+        if self.options.located_temps and module is not None:
+            from nem.compile.located import located_text
+
+            self.results[-1].located = located_text(module())
         self.progress(name, self.results[-1])
         return text
 
@@ -242,7 +264,7 @@ class Driver:
                 module.operation)
             return str(module)
 
-        self.timed("bufferize", bufferize)
+        self.timed("bufferize", bufferize, lambda: module)
         self._bufferized = module.operation.clone()
         self.tile(module, func_name)
 
@@ -270,7 +292,7 @@ class Driver:
             softmax.stage(entry, device, self.options, self.engines)
             return str(module)
 
-        self.timed("tile", tile)
+        self.timed("tile", tile, lambda: module)
         self.tiled = module
 
     def lower(self, func_name: str, arg_names: list[str], file: str) -> tuple[str, list[str]]:

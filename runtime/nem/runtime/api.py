@@ -373,7 +373,9 @@ class NemInterpreter:
         number of bytes written: an array smaller than its buffer fills its
         start and leaves the rest as it was."""
         p = self._prog(None)
-        return tensor_io.write_tensor(p.memory, p.compiled, buffer, tensor, offset, raw)
+        written = tensor_io.write_tensor(p.memory, p.compiled, buffer, tensor, offset, raw)
+        p.given.add(tensor_io.target(p.memory, p.compiled, buffer).buffer.name)
+        return written
 
     def check_tensor(self, buffer: str, shape: tuple[int, ...], dtype, raw: bool = False
                      ) -> None:
@@ -405,6 +407,7 @@ class NemInterpreter:
             raw = np.frombuffer(bytes(data), np.uint8)
         p = self._prog(None)
         tensor_io.write_tensor(p.memory, p.compiled, buffer, raw, offset, raw=True)
+        p.given.add(tensor_io.target(p.memory, p.compiled, buffer).buffer.name)
 
     def read_tensor(self, buffer: str | None = None, shape=None, dtype=None,
                     offset: int = 0) -> np.ndarray:
@@ -463,7 +466,27 @@ class NemInterpreter:
             fill_random(rng, mem.buffers[b.name].elem_hint, data[:b.size])
             if b.instance == 0:
                 filled.append(b.name)
+        self._prog(None).given.update(filled)
         return filled
+
+    def unset_inputs(self, program: Program | None = None) -> list[str]:
+        """The DDR and L2 buffers that a task of the program reads, that no
+        task writes and that were given no contents (`write_tensor`,
+        `write_bytes`, `randomize_inputs`, a `.nemb`'s Data section): the
+        run reads zeros there (D-RT-INITIAL), which is what a forgotten
+        input or weights archive looks like (D-RT-UNSET).  In declaration
+        order; DDR buffers count as given once bytes went into DDR by offset."""
+        from nem.analysis.unwritten import read_never_written
+
+        p = self._prog(program)
+        out = []
+        for b in read_never_written(p.op):
+            level = b.result.type.level.data.split("[")[0]
+            name = b.buffer_name.data
+            if level in ("DDR", "L2") and name not in p.given and \
+                    not (level == "DDR" and "DDR" in p.given) and name not in out:
+                out.append(name)
+        return out
 
     def get_device_info(self) -> dict:
         dev = self.device or (self.program.device if self.program else None)

@@ -101,6 +101,10 @@ class Program:
     memory: Memory
     compiled: CompiledProgram
     diagnostics: list[Diagnostic] = field(default_factory=list)
+    given: set[str] = field(default_factory=set)
+    """The buffers given contents by the caller (`write_tensor`, `write_bytes`,
+    `randomize_inputs`, a `.nemb`'s Data section); "DDR" when bytes went into
+    DDR by offset, which may be any DDR buffer's (D-RT-UNSET)."""
 
     @property
     def name(self) -> str:

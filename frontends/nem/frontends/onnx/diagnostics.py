@@ -24,9 +24,14 @@ NodeRef = tuple[int | None, str, str]
 
 def node_text(file: str, node: NodeRef) -> str:
     """`m.onnx: node 3 'lrn1' (LRN)` (no index for a node the simplifier made)."""
+    return f"{file}: {node_name(node)}"
+
+
+def node_name(node: NodeRef) -> str:
+    """`node 3 'lrn1' (LRN)`, the node as `node_text` names it."""
     index, name, op_type = node
     at = f"node {index} " if index is not None else "node "
-    return f"{file}: {at}'{shown(name)}' ({shown(op_type)})"
+    return f"{at}'{shown(name)}' ({shown(op_type)})"
 
 
 def shown(name: str | bytes) -> str:

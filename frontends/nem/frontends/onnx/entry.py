@@ -94,6 +94,11 @@ def import_onnx(model: str | Path | onnx.ModelProto, func_name: str = "main",
         if on and elem in ports] + [
         f"input '{n}' is not a program buffer: its values only fix shapes the model declares"
         for n in imp.unread_inputs]
+    from nem.frontends.onnx import zero_weights
+
+    zeros = zero_weights.warning(where, zero_weights.zero_weights(imp.graph, imp.consts,
+                                                                   imp.source))
+    im.warnings = [zeros] if zeros else []
     return im
 
 

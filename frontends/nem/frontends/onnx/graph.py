@@ -79,6 +79,9 @@ class ImportedModel:
     outputs: list[Port]
     notes: list[str] = field(default_factory=list)
     """What preparing the model did (D-COMPILE-SIMPLIFY), one line each."""
+    warnings: list[str] = field(default_factory=list)
+    """What the model's author should know without -v: weights of zeros that
+    make nodes ignore their inputs (D-COMPILE-ZERO-WEIGHTS)."""
 
     @property
     def arg_names(self) -> list[str]:
