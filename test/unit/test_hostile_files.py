@@ -213,3 +213,24 @@ def test_python_api_arguments_name_the_parameter():
     with source_limit(64), pytest.raises(ValueError, match="parse_nem: text has more than 64 "
                                          "bytes, above the source limit"):
         parse_nem("#" * 100)
+
+
+def test_compiler_reads_back_its_own_program_past_the_source_limit():
+    """The source limit bounds what a user gives a tool; nem-compile's final
+    check reads back the program it wrote, which for a large network is
+    over 8 MiB (a 10,000-node chain stopped at `parse_nem: text has more
+    than 8388608 bytes`).  Here a 50 KB program under a 10,000-byte limit
+    (the device files are read under it)."""
+    pytest.importorskip("onnx")
+    pytest.importorskip("mlir.ir")
+    from nem.compile import compile_onnx
+    from nem.dialect.limits import source_limit
+    from nem.frontends.onnx import samples
+
+    g = samples.GraphBuilder("f32", seed=1)
+    x = "x"
+    for i in range(12):
+        x = g.op("Relu" if i % 2 else "Sigmoid", [x], name=f"n{i}")
+    with source_limit(10_000):
+        result = compile_onnx(g.model("m", {"x": (4, 8)}, {"y": x}), device="npm_pro_x1")
+    assert len(result.nem.encode()) > 10_000

@@ -406,12 +406,14 @@ def _write_nemb(out: str, src: str, result: CompileResult) -> None:
     ship, `nem-run FILE.nemb` needs no sidecar.  Its source locations name
     FILE.nemb (there is no FILE.nem)."""
     from nem.cli.common import output_file
+    from nem.dialect.limits import own_source
     from nem.frontends.bytecode.writer import Embedded, NotEncodable, WriteOptions, write_nemb
     from nem.frontends.nem_text.parser import parse_nem
 
     # no .nem file is written: the locations name the .nemb itself, at the
     # lines of its text form, `nem-opt FILE.nemb -t nem` (D-COMPILE-NEMB-LOC)
-    module = parse_nem(result.nem, out)
+    with own_source(result.nem):
+        module = parse_nem(result.nem, out)
     _with_nodes(module, result.origins)
     embed = [Embedded(name, np.ascontiguousarray(array).tobytes())
              for name, array in result.interface.weights.items()]

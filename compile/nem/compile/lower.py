@@ -240,6 +240,7 @@ def verify_nem(nem: str, file: str, device: str, include_dirs: Sequence[str] = (
     succeeds."""
     from nem.compile.errors import CompileError
     from nem.dialect.diagnostics import NemDiagnosticError, register_source
+    from nem.dialect.limits import own_source
     from nem.frontends.nem_text.parser import parse_nem
     from nem.passes import PASSES
     from nem.passes.pass_context import pass_context
@@ -248,7 +249,8 @@ def verify_nem(nem: str, file: str, device: str, include_dirs: Sequence[str] = (
     ctx = pass_context(xdsl_context(), file, include_dirs, device)
     module = None
     try:
-        module = parse_nem(nem, file)
+        with own_source(nem):
+            module = parse_nem(nem, file)
         PASSES["nem-verify"]().apply(ctx, module)
         diags, what = ctx.diagnostics, "fails nem-verify (a warning fails the compile)"
     except NemDiagnosticError as e:

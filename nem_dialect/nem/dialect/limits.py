@@ -10,7 +10,7 @@ real program, device file or lowered MLIR module needs.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 
 MAX_SOURCE_BYTES = 8 * 2**20
 """Default largest program, config document, included file or MLIR input
@@ -36,6 +36,14 @@ def source_limit(limit: int) -> Iterator[None]:
         yield
     finally:
         _source_limit.pop()
+
+def own_source(text: str) -> AbstractContextManager[None]:
+    """The source limit raised to fit `text` when the toolchain reads back a
+    program it wrote itself (nem-compile's final check and .nemb writer):
+    the limit bounds what a user gives a tool, and a compiled network's
+    program may be larger (a 10,000-node chain: over 8 MiB)."""
+    return source_limit(max(max_source_bytes(), len(text.encode()) + 1))
+
 
 INT_MIN, INT_MAX = -(2**63), 2**63 - 1
 """Every integer a NEM expression denotes or evaluates to, intermediate results
@@ -111,5 +119,5 @@ __all__ = ["MAX_SOURCE_BYTES", "INT_MIN", "INT_MAX", "MAX_LITERAL_CHARS", "MAX_N
            "MAX_EXPR_OPERATORS", "MAX_EXPR_DEPTH", "DEFAULT_MAX_TASKS", "DEFAULT_MAX_KERNEL_OPS",
            "MAX_DEVICE_COUNT",
            "MAX_INPUT_FILE_BYTES", "MAX_MODEL_BYTES", "MAX_TENSOR_BYTES", "DEFAULT_MAX_NODES",
-           "MAX_NODE_PORTS", "max_source_bytes", "source_limit",
+           "MAX_NODE_PORTS", "max_source_bytes", "own_source", "source_limit",
            "int_out_of_range"]
