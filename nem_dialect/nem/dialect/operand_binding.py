@@ -4,6 +4,8 @@ static family check and the device validity check)."""
 
 from __future__ import annotations
 
+from functools import partial
+
 from xdsl.dialects.builtin import StringAttr
 from xdsl.ir import Operation, SSAValue
 
@@ -67,7 +69,8 @@ def family_bindings(op: ComputeOp) -> dict[str, list[OperandInfo]]:
         assert isinstance(t, RegionType)  # `ins` and `outs` are RegionType operands
         if s.binds is not None and t.typed:
             bindings.setdefault(s.binds, []).append(
-                OperandInfo(value_label(v), t.elem_name, t.quant_desc is not None, s.dir == "in"))
+                OperandInfo(t.elem_name, t.quant_desc is not None, s.dir == "in",
+                            partial(value_label, v)))
     return bindings
 
 
