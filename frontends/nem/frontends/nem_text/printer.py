@@ -40,6 +40,7 @@ from nem.dialect.ops import (
     TransferOp,
     WaitOp,
 )
+from nem.dialect.point_checks import operand_groups
 
 INDENT = "  "
 
@@ -127,17 +128,19 @@ class NemPrinter:
         raise ValueError(f"not supported: attribute value {attr} in .nem text")
 
     def region_text(self, op: RegionOp) -> str:
-        buf, offset, extent = op.buffer, op.offset, op.extent
+        # (all operand groups in one call: each named accessor decodes the
+        # segment sizes again, and every region and task is printed this way)
+        (buf,), (offset,), (extent,), shape, strides = operand_groups(op)
         text = f"region({_buffer_name(buf)}, {self.expr(offset)}, {self.expr(extent)})"
         rtype = op.result.type
         assert isinstance(rtype, RegionType)
         if rtype.typed:
-            text += f" elem={rtype.elem_name}, shape=[{', '.join(map(self.expr, op.shape))}]"
+            text += f" elem={rtype.elem_name}, shape=[{', '.join(map(self.expr, shape))}]"
             layout = rtype.layout_name
             if layout is not None:
                 text += f", layout={layout}"
             else:
-                text += f", strides=[{', '.join(map(self.expr, op.strides))}]"
+                text += f", strides=[{', '.join(map(self.expr, strides))}]"
             q = rtype.quant_desc
             if q is not None:
                 text += f", quant={q.render()}"
@@ -233,22 +236,24 @@ class NemPrinter:
         kw = "transfer" if isinstance(op, TransferOp) else "store"
         assert isinstance(op, TransferOp | StoreOp)
         mode = "sync" if op.is_sync else "async"
-        text = (f"{kw}.{mode}(dst={self.operand(op.dst, op.operand_decos(0))}, "
-                f"src={self.operand(op.src, op.operand_decos(1))}")
-        if op.deps:
-            text += f", deps=[{', '.join(_token_name(t) for t in op.deps)}]"
+        (dst,), (src,), deps = operand_groups(op)
+        text = (f"{kw}.{mode}(dst={self.operand(dst, op.operand_decos(0))}, "
+                f"src={self.operand(src, op.operand_decos(1))}")
+        if deps:
+            text += f", deps=[{', '.join(_token_name(t) for t in deps)}]"
         text += ")" + _decos(op.decorator_list())
         return _assign(op) + text
 
     def compute(self, op: ComputeOp) -> str:
         mode = "sync" if op.is_sync else "async"
-        n_in = len(op.ins)
-        ins = ", ".join(self.operand(v, op.operand_decos(i)) for i, v in enumerate(op.ins))
-        outs = ", ".join(self.operand(v, op.operand_decos(n_in + i)) for i, v in enumerate(op.outs))
+        in_values, out_values, deps, args = operand_groups(op)
+        n_in = len(in_values)
+        ins = ", ".join(self.operand(v, op.operand_decos(i)) for i, v in enumerate(in_values))
+        outs = ", ".join(self.operand(v, op.operand_decos(n_in + i))
+                         for i, v in enumerate(out_values))
         text = f"{op.opcode}.{mode} in {ins} out {outs}"
-        if op.deps:
-            text += f" deps=[{', '.join(_token_name(t) for t in op.deps)}]"
-        args = tuple(op.args)
+        if deps:
+            text += f" deps=[{', '.join(_token_name(t) for t in deps)}]"
         given = op.attrs.data
         for key in op.SPEC.canonical_attr_order(given):
             text += f" {key}={self.value(given[key], args)}"
