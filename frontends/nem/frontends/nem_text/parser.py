@@ -508,6 +508,9 @@ class ProgramParser(ExpressionParser):
                                  "task operands are regions: NAME = region(buf, off, ext) ...", name)
             assert n.value is not None  # regions are declared with their value
             value = n.value
+        if self.tok.text != "@":  # (no decorator: the common case)
+            role_decos.append([])
+            return value
         decos = self._decorators()
         mine = [d for d in decos if "region" in DECORATORS[d.DECO_NAME].targets
                 or not DECORATORS[d.DECO_NAME].targets & {"compute", "transfer", "store"}]
