@@ -13,6 +13,7 @@ from nem.dialect.attributes import RegionType, elem_name
 from nem.dialect.families import Catalog, MatchResult, OperandInfo
 from nem.dialect.family_model import VariantRef
 from nem.dialect.ops import ComputeOp, LoopOp, RegionOp
+from nem.dialect.point_checks import operand_groups
 from nem.dialect.registry import OperandSpec
 
 
@@ -20,7 +21,8 @@ def bind_operands(op: ComputeOp) -> list[tuple[OperandSpec, SSAValue]]:
     """(registry operand, value) pairs; a variadic operand takes the surplus."""
     spec = op.SPEC
     out: list[tuple[OperandSpec, SSAValue]] = []
-    for specs, values in ((spec.inputs, list(op.ins)), (spec.outputs, list(op.outs))):
+    ins, outs, _, _ = operand_groups(op)  # (one segment decoding for both groups)
+    for specs, values in ((spec.inputs, ins), (spec.outputs, outs)):
         i = 0
         for s in specs:
             if s.variadic:
