@@ -59,6 +59,10 @@ class NemPrinter:
     def __init__(self) -> None:
         self.out = StringIO()
         self._leaves: dict[SSAValue, str] = {}
+        # what a region's text takes of its type, by the type's identity (the
+        # entry keeps the type alive, so its id stays its own): few distinct
+        # types exist, and each region printed reads four of their properties
+        self._type_parts: dict[int, tuple[bool, str | None, str | None, str, Attribute]] = {}
 
     # -- expressions -------------------------------------------------------
     def expr(self, value: SSAValue) -> str:
@@ -133,17 +137,17 @@ class NemPrinter:
         (buf,), (offset,), (extent,), shape, strides = operand_groups(op)
         text = f"region({_buffer_name(buf)}, {self.expr(offset)}, {self.expr(extent)})"
         rtype = op.result.type
-        assert isinstance(rtype, RegionType)
-        if rtype.typed:
-            text += f" elem={rtype.elem_name}, shape=[{', '.join(map(self.expr, shape))}]"
-            layout = rtype.layout_name
+        parts = self._type_parts.get(id(rtype))
+        if parts is None:
+            parts = self._type_parts[id(rtype)] = _type_parts(rtype)
+        typed, elem, layout, quant = parts[0], parts[1], parts[2], parts[3]
+        if typed:
+            text += f" elem={elem}, shape=[{', '.join(map(self.expr, shape))}]"
             if layout is not None:
                 text += f", layout={layout}"
             else:
                 text += f", strides=[{', '.join(map(self.expr, strides))}]"
-            q = rtype.quant_desc
-            if q is not None:
-                text += f", quant={q.render()}"
+            text += quant
         return text
 
     def operand(self, value: SSAValue, decos: tuple[DecoratorAttr, ...] = ()) -> str:
@@ -258,6 +262,17 @@ class NemPrinter:
         for key in op.SPEC.canonical_attr_order(given):
             text += f" {key}={self.value(given[key], args)}"
         return _assign(op) + text + _decos(op.decorator_list())
+
+
+def _type_parts(rtype: Attribute) -> tuple[bool, str | None, str | None, str, Attribute]:
+    """(whether typed; element type name; layout name, None with strides;
+    the `, quant=...` suffix or ""; the type itself) of a region's type."""
+    assert isinstance(rtype, RegionType)
+    if not rtype.typed:
+        return False, None, None, "", rtype
+    q = rtype.quant_desc
+    return (True, rtype.elem_name, rtype.layout_name,
+            f", quant={q.render()}" if q is not None else "", rtype)
 
 
 def _token_name(value: SSAValue) -> str:
