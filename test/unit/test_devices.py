@@ -613,7 +613,7 @@ CONV = ["conv2d.float", "conv2d.int8", "conv2d.int4"]
 
 
 def op(name, elem, quant=False, is_input=True):
-    return OperandInfo(name, elem, quant, is_input)
+    return OperandInfo(elem, quant, is_input, lambda: name)
 
 
 def gemm_bindings(a, b, y, c=None, quant=False):

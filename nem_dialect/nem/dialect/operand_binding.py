@@ -4,6 +4,8 @@ static family check and the device validity check)."""
 
 from __future__ import annotations
 
+from functools import partial
+
 from xdsl.dialects.builtin import StringAttr
 from xdsl.ir import Operation, SSAValue
 
@@ -11,6 +13,7 @@ from nem.dialect.attributes import RegionType, elem_name
 from nem.dialect.families import Catalog, MatchResult, OperandInfo
 from nem.dialect.family_model import VariantRef
 from nem.dialect.ops import ComputeOp, LoopOp, RegionOp
+from nem.dialect.point_checks import operand_groups
 from nem.dialect.registry import OperandSpec
 
 
@@ -18,7 +21,8 @@ def bind_operands(op: ComputeOp) -> list[tuple[OperandSpec, SSAValue]]:
     """(registry operand, value) pairs; a variadic operand takes the surplus."""
     spec = op.SPEC
     out: list[tuple[OperandSpec, SSAValue]] = []
-    for specs, values in ((spec.inputs, list(op.ins)), (spec.outputs, list(op.outs))):
+    ins, outs, _, _ = operand_groups(op)  # (one segment decoding for both groups)
+    for specs, values in ((spec.inputs, ins), (spec.outputs, outs)):
         i = 0
         for s in specs:
             if s.variadic:
@@ -67,7 +71,8 @@ def family_bindings(op: ComputeOp) -> dict[str, list[OperandInfo]]:
         assert isinstance(t, RegionType)  # `ins` and `outs` are RegionType operands
         if s.binds is not None and t.typed:
             bindings.setdefault(s.binds, []).append(
-                OperandInfo(value_label(v), t.elem_name, t.quant_desc is not None, s.dir == "in"))
+                OperandInfo(t.elem_name, t.quant_desc is not None, s.dir == "in",
+                            partial(value_label, v)))
     return bindings
 
 

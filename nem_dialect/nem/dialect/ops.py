@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
 from functools import lru_cache
-from typing import TYPE_CHECKING, ClassVar, TypeAlias, TypeVar, cast
+from typing import TYPE_CHECKING, Any, ClassVar, TypeAlias, TypeVar, cast
 
 from xdsl.dialects.builtin import (
     UNKNOWN_LOC,
@@ -123,15 +123,17 @@ class NemOp(IRDLOperation):
                  regions: Sequence[Region] = ()):
         flat: list[SSAValue] = []
         sizes: list[int] = []
-        for group in operands:
+        # (typed Any once: `typing.cast` is a call, and this loop runs for
+        # every operand group of every op a front end builds)
+        groups: Sequence[Any] = operands
+        for group in groups:
             kind = type(group)  # (not isinstance: on xDSL's ABCs it runs Python code)
             if kind in _VALUE_TYPES:
-                flat.append(cast(SSAValue, group))
+                flat.append(group)
                 sizes.append(1)
             elif kind is list or kind is tuple:
-                flat.extend(cast(SSAValue, v) if type(v) in _VALUE_TYPES else SSAValue.get(v)
-                            for v in cast(Sequence[SSAValue | Operation], group))
-                sizes.append(len(cast(Sequence[SSAValue], group)))
+                flat.extend(v if type(v) in _VALUE_TYPES else SSAValue.get(v) for v in group)
+                sizes.append(len(group))
             elif group is None:
                 sizes.append(0)
             elif isinstance(group, Sequence):
@@ -141,11 +143,12 @@ class NemOp(IRDLOperation):
                 flat.append(SSAValue.get(group))
                 sizes.append(1)
         types: list[Attribute] = []
-        for t in result_types:
+        type_groups: Sequence[Any] = result_types
+        for t in type_groups:
             if type(t) is list or type(t) is tuple:
-                types.extend(cast(Sequence[Attribute], t))
+                types.extend(t)
             elif t is not None:
-                types.append(cast(Attribute, t))
+                types.append(t)
         props = {k: v for k, v in properties.items() if v is not None} if properties else {}
         if _segmented(type(self)):
             props["operandSegmentSizes"] = _segment_sizes(tuple(sizes))

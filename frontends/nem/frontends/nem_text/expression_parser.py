@@ -497,7 +497,9 @@ class ExpressionParser(TokenCursor):
         ints = self._ints
         line = ints.get(tok.line) or ints.setdefault(tok.line, IntAttr(tok.line))
         col = ints.get(tok.col) or ints.setdefault(tok.col, IntAttr(tok.col))
-        op.location = FileLineColLoc(self._file_attr, line, col)
+        # (`new`: xDSL's constructor from parameters, without `__init__`'s
+        # per-parameter converter step; the parameters are verified alike)
+        op.location = FileLineColLoc.new((self._file_attr, line, col))
         self.block.add_op(op)
         return op
 

@@ -359,11 +359,10 @@ class ProgramParser(ExpressionParser):
             raise self.error(f"region type attributes start with elem=, not {t.text}=",
                              "GRAM-08", "write elem=T, shape=[...], layout=ID|strides=[...]"
                              "[, quant=...] in that order", t)
-        shape_vals: list[SSAValue] = []
-        stride_vals: list[SSAValue] = []
-        rtype = self._untyped_region_type(level)
-        if self.at("elem") and self.peek().text == "=":
+        if t.text == "elem" and self.peek().text == "=":
             rtype, shape_vals, stride_vals = self._type_attrs(level, in_operand_list)
+        else:
+            rtype, shape_vals, stride_vals = self._untyped_region_type(level), [], []
         decos = [] if binding == "inline" else self._decorators()
         op = RegionOp(rtype, buf.value, offset, extent, shape_vals, stride_vals, name, binding, decos)
         self._add(op, start if binding != "inline" else kw)
@@ -509,6 +508,9 @@ class ProgramParser(ExpressionParser):
                                  "task operands are regions: NAME = region(buf, off, ext) ...", name)
             assert n.value is not None  # regions are declared with their value
             value = n.value
+        if self.tok.text != "@":  # (no decorator: the common case)
+            role_decos.append([])
+            return value
         decos = self._decorators()
         mine = [d for d in decos if "region" in DECORATORS[d.DECO_NAME].targets
                 or not DECORATORS[d.DECO_NAME].targets & {"compute", "transfer", "store"}]

@@ -40,6 +40,7 @@ from nem.dialect.ops import (
     TransferOp,
     WaitOp,
 )
+from nem.dialect.point_checks import operand_groups
 
 INDENT = "  "
 
@@ -58,6 +59,10 @@ class NemPrinter:
     def __init__(self) -> None:
         self.out = StringIO()
         self._leaves: dict[SSAValue, str] = {}
+        # what a region's text takes of its type, by the type's identity (the
+        # entry keeps the type alive, so its id stays its own): few distinct
+        # types exist, and each region printed reads four of their properties
+        self._type_parts: dict[int, tuple[bool, str | None, str | None, str, Attribute]] = {}
 
     # -- expressions -------------------------------------------------------
     def expr(self, value: SSAValue) -> str:
@@ -127,20 +132,22 @@ class NemPrinter:
         raise ValueError(f"not supported: attribute value {attr} in .nem text")
 
     def region_text(self, op: RegionOp) -> str:
-        buf, offset, extent = op.buffer, op.offset, op.extent
+        # (all operand groups in one call: each named accessor decodes the
+        # segment sizes again, and every region and task is printed this way)
+        (buf,), (offset,), (extent,), shape, strides = operand_groups(op)
         text = f"region({_buffer_name(buf)}, {self.expr(offset)}, {self.expr(extent)})"
         rtype = op.result.type
-        assert isinstance(rtype, RegionType)
-        if rtype.typed:
-            text += f" elem={rtype.elem_name}, shape=[{', '.join(map(self.expr, op.shape))}]"
-            layout = rtype.layout_name
+        parts = self._type_parts.get(id(rtype))
+        if parts is None:
+            parts = self._type_parts[id(rtype)] = _type_parts(rtype)
+        typed, elem, layout, quant = parts[0], parts[1], parts[2], parts[3]
+        if typed:
+            text += f" elem={elem}, shape=[{', '.join(map(self.expr, shape))}]"
             if layout is not None:
                 text += f", layout={layout}"
             else:
-                text += f", strides=[{', '.join(map(self.expr, op.strides))}]"
-            q = rtype.quant_desc
-            if q is not None:
-                text += f", quant={q.render()}"
+                text += f", strides=[{', '.join(map(self.expr, strides))}]"
+            text += quant
         return text
 
     def operand(self, value: SSAValue, decos: tuple[DecoratorAttr, ...] = ()) -> str:
@@ -233,26 +240,39 @@ class NemPrinter:
         kw = "transfer" if isinstance(op, TransferOp) else "store"
         assert isinstance(op, TransferOp | StoreOp)
         mode = "sync" if op.is_sync else "async"
-        text = (f"{kw}.{mode}(dst={self.operand(op.dst, op.operand_decos(0))}, "
-                f"src={self.operand(op.src, op.operand_decos(1))}")
-        if op.deps:
-            text += f", deps=[{', '.join(_token_name(t) for t in op.deps)}]"
+        (dst,), (src,), deps = operand_groups(op)
+        text = (f"{kw}.{mode}(dst={self.operand(dst, op.operand_decos(0))}, "
+                f"src={self.operand(src, op.operand_decos(1))}")
+        if deps:
+            text += f", deps=[{', '.join(_token_name(t) for t in deps)}]"
         text += ")" + _decos(op.decorator_list())
         return _assign(op) + text
 
     def compute(self, op: ComputeOp) -> str:
         mode = "sync" if op.is_sync else "async"
-        n_in = len(op.ins)
-        ins = ", ".join(self.operand(v, op.operand_decos(i)) for i, v in enumerate(op.ins))
-        outs = ", ".join(self.operand(v, op.operand_decos(n_in + i)) for i, v in enumerate(op.outs))
+        in_values, out_values, deps, args = operand_groups(op)
+        n_in = len(in_values)
+        ins = ", ".join(self.operand(v, op.operand_decos(i)) for i, v in enumerate(in_values))
+        outs = ", ".join(self.operand(v, op.operand_decos(n_in + i))
+                         for i, v in enumerate(out_values))
         text = f"{op.opcode}.{mode} in {ins} out {outs}"
-        if op.deps:
-            text += f" deps=[{', '.join(_token_name(t) for t in op.deps)}]"
-        args = tuple(op.args)
+        if deps:
+            text += f" deps=[{', '.join(_token_name(t) for t in deps)}]"
         given = op.attrs.data
         for key in op.SPEC.canonical_attr_order(given):
             text += f" {key}={self.value(given[key], args)}"
         return _assign(op) + text + _decos(op.decorator_list())
+
+
+def _type_parts(rtype: Attribute) -> tuple[bool, str | None, str | None, str, Attribute]:
+    """(whether typed; element type name; layout name, None with strides;
+    the `, quant=...` suffix or ""; the type itself) of a region's type."""
+    assert isinstance(rtype, RegionType)
+    if not rtype.typed:
+        return False, None, None, "", rtype
+    q = rtype.quant_desc
+    return (True, rtype.elem_name, rtype.layout_name,
+            f", quant={q.render()}" if q is not None else "", rtype)
 
 
 def _token_name(value: SSAValue) -> str:
