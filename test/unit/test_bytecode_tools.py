@@ -261,3 +261,31 @@ def test_embedded_regions_land_at_their_offsets(tmp_path):
                "-o", str(out))
     assert bad.returncode == 1
     assert b"shape [64] does not match region w_hi (f16[8, 8])" in bad.stderr, bad.stderr
+
+
+def _opt_in_process(argv: list[str]) -> tuple[int, str]:
+    """nem-opt's main with text-only standard streams (a notebook's, the
+    fuzz harness's): exit code and standard error."""
+    import contextlib
+    import io
+
+    from nem.cli.nem_opt import main
+
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err), \
+            pytest.raises(SystemExit) as e:
+        main(argv)
+    return e.value.code, err.getvalue()
+
+
+def test_bytecode_to_a_text_stdout_and_mlir_parse_errors_are_diagnostics(tmp_path):
+    """Hostile-input campaign (cli target, seed 6): `-t nemb` to a standard
+    output that takes text only, and a .nem program forced through `-f mlir`
+    with `-t nemb`, were internal errors (AttributeError, xDSL ParseError)."""
+    code, err = _opt_in_process([str(GEMM), "-t", "nemb"])
+    assert code == 1 and err.strip() == "nem-opt: error: cannot open standard output: it " \
+        "takes text only; write the bytecode with -o FILE", err
+    code, err = _opt_in_process([str(GEMM), "-t", "nemb", "-f", "mlir",
+                                 "-o", str(tmp_path / "g.nemb")])
+    assert code == 1 and f"{GEMM}:1:1: error:" in err and "internal" not in err, err
+    assert not (tmp_path / "g.nemb").exists()

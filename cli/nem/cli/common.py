@@ -4,6 +4,7 @@ that appear only when the tool succeeds."""
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import platform
 import sys
@@ -57,7 +58,14 @@ def output_file(path: str | None, mode: str = "w") -> Iterator[IO[Any]]:
     place: renaming onto it would replace the device.  A path that
     cannot be written fails here, before any work, naming `path`."""
     if is_stdio(path):
-        yield sys.stdout.buffer if "b" in mode else sys.stdout
+        if "b" not in mode:
+            yield sys.stdout
+            return
+        binary = getattr(sys.stdout, "buffer", None)
+        if binary is None:   # a text stream (a notebook's, a harness's)
+            raise OSError(errno.EBADF, "it takes text only; write the bytecode with -o FILE",
+                          "standard output")
+        yield binary
         return
     assert path is not None
     target = Path(path)

@@ -14,6 +14,8 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from xdsl.utils.exceptions import ParseError
+
 from nem.dialect.diagnostics import Diagnostic, NemDiagnosticError
 
 if TYPE_CHECKING:
@@ -152,6 +154,10 @@ def run_opt(main: OptMain) -> int:
         diags = _check_and_run(main, module, file)
     except NemDiagnosticError as e:
         return _fail(e.diagnostics)
+    except ParseError as e:   # MLIR text (`-f mlir`) that xDSL's lexer refuses
+        from nem.frontends.upstream_dialects.mlir_input import diagnostic_from_parse_error
+
+        return _fail([diagnostic_from_parse_error(e, file)])
     from nem.cli.error_limit import print_diagnostics
 
     print_diagnostics("nem-opt", diags)
