@@ -130,3 +130,26 @@ def test_valid_models_pass(tmp_path):
                                                                                [3])], g.inits),
                      opset_imports=[h.make_opsetid("", 17)])
     validate(m, "m.onnx")
+
+
+def test_node_budget_is_checked_before_the_per_port_checks(monkeypatch):
+    """Hostile onnx campaign (seed 6): 5,001 Softmax nodes of 3,001 inputs
+    each took over 10 s in the UTF-8 check of every port before the node
+    budget refused the model.  The budget comes first (the per-port check
+    is not even entered), and that check formats a label only for a bad
+    value (that model with --max-nodes 6000: refused in 2.4 s CPU)."""
+    from nem.frontends.onnx import validate as module
+
+    nodes = [h.make_node("Softmax", ["x"] * 3001, [f"y{k}"]) for k in range(5)]
+    graph = h.make_graph(nodes, "g", [h.make_tensor_value_info("x", T.FLOAT, [2])],
+                         [h.make_tensor_value_info("y0", T.FLOAT, [2])])
+    model = h.make_model(graph)
+    calls = []
+    real = module._text_fields
+    monkeypatch.setattr(module, "_text_fields", lambda *a: (calls.append(a), real(*a)))
+    with pytest.raises(OnnxImportError, match="5 nodes, above the compile budget of 4"):
+        validate(model, "m.onnx", max_nodes=4)
+    assert calls == []
+    with pytest.raises(OnnxImportError, match="3001 inputs"):
+        validate(model, "m.onnx")
+    assert len(calls) == 1
