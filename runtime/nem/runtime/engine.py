@@ -528,12 +528,6 @@ def task_attrs(t: TaskTpl, iv) -> dict:
 # ---------------------------------------------------------------------------
 
 
-def execute_move(t: TaskTpl, dst: RegionInst, src: RegionInst) -> None:
-    """transfer/store: copy the source's bytes onto the destination's (TASK-06, TASK-10,
-    D-SEM-TRANSFER)."""
-    prepare_move(t, dst, src)()
-
-
 _SAME_DATA_FIX = ("a transfer copies elements as they are: give source and destination the same "
                   "element type and element count (convert with a compute task)")
 _FILLS_FIX = ("a typed region facing an untyped one must be dense (row-major, its extent exactly "
@@ -605,10 +599,6 @@ _NUMERIC_FIX = ("the input values have no defined result (decision D-NUM-UNSUPPO
 _KERNEL_RESULT_FIX = ("a kernel takes (inputs, outputs, attrs) and returns a list of one array per "
                       "output operand, of that operand's element type and size; it does not "
                       "write its inputs (docs/python-api.md)")
-
-
-def execute_compute(t: TaskTpl, regions: list[RegionInst], attrs: dict, kernels: dict) -> None:
-    prepare_compute(t, regions, attrs, kernels)()
 
 
 def prepare_compute(t: TaskTpl, regions: list[RegionInst], attrs: dict,
@@ -704,7 +694,7 @@ class Work(NamedTuple):
     """What a task asks of its unit under D-RT-COST: `amount` units of work
     (bytes for a transfer, MACs for an NMU task, elements for CSTL and VPU),
     `rate` of them per cycle, plus a fixed `latency`.  The timed mode's cost
-    (`task_cost`) and the roofline's bound (`nem.runtime.roofline`,
+    (`Work.cycles`) and the roofline's bound (`nem.runtime.roofline`,
     D-RT-ROOFLINE) are both computed from it: one home for the throughputs."""
 
     amount: int
@@ -744,9 +734,3 @@ def task_work(t: TaskTpl, regions: list[RegionInst], unit_type: str, unit_chars:
         p = profile["CSTL"]
     n = max(math.prod(r.shape) if r.shape else r.extent for r in regions)
     return Work(n, p["throughput"], p["latency"])
-
-
-def task_cost(t: TaskTpl, regions: list[RegionInst], unit_type: str, unit_chars: dict,
-              profile: dict) -> int:
-    """A task's cycles in timed mode (D-RT-COST)."""
-    return task_work(t, regions, unit_type, unit_chars, profile).cycles

@@ -21,7 +21,6 @@ from mlir.dialects import arith, linalg, tensor
 PARALLEL = "parallel"
 REDUCTION = "reduction"
 
-Body = Callable[[Sequence[ir.Value]], ir.Value]
 """Builds the scalar body of a generic: gets the input scalars (not the
 output's), returns the value to yield."""
 
@@ -117,16 +116,6 @@ def broadcast(value: ir.Value, dims: Sequence[int | None], out_shape: Sequence[i
 
 def identity(rank: int) -> ir.AffineMap:
     return ir.AffineMap.get_identity(rank)
-
-
-def map_over(out_shape: Sequence[int], operands: Sequence[tuple[ir.Value, ir.AffineMap]],
-             body: Body, elem: ir.Type | None = None) -> ir.Value:
-    """An all-parallel generic over `out_shape` (element type `elem`, else the
-    first operand's) computing `body(scalars)` at every point."""
-    elem = elem or elem_type(operands[0][0])
-    rank = len(out_shape)
-    return generic(operands, empty(out_shape, elem), identity(rank), [PARALLEL] * rank,
-                   lambda *xs: body(xs))
 
 
 def transpose(value: ir.Value, perm: Sequence[int]) -> ir.Value:

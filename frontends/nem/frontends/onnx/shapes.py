@@ -374,10 +374,6 @@ def constant_of_shape(imp: Importer, node: Node) -> None:
     imp.set_const(node.outputs[0], np.full(dims, fill[0], fill.dtype))
 
 
-CAST_FLOATS = {onnx.TensorProto.FLOAT: np.float32, onnx.TensorProto.FLOAT16: np.float16,
-               onnx.TensorProto.DOUBLE: np.float64}
-
-
 def cast(imp: Importer, node: Node) -> None:
     """Cast: of a constant, by numpy; of a float tensor to a float type, an
     `extf`/`truncf` (f64 is f32 when demoted, D-COMPILE-F64)."""
