@@ -139,7 +139,7 @@ _CARET = re.compile(r"^ *\^$")
 _LOCATED = re.compile(r"^\S.*:\d+:\d+: (error|warning|remark|note): "
                       # an ONNX model's diagnostics name the node, or the
                       # initializer or value in their message (D-COMPILE-DIAG)
-                      r"|^\S+\.onnx: (node \d* ?'.*' \(\S+\): )?(error|warning|remark): ")
+                      r"|^\S+\.onnx: (node \d* ?'.*' \([^)]+\): )?(error|warning|remark): ")
 # a tool's command-line error (`nem-run: error: ...`) or one naming its flag
 _FLAGGED = re.compile(r"^[\w.-]+: error: |(^|: )error: (unexpected error: )?-{1,2}[\w-]+")
 

@@ -63,6 +63,13 @@ EXPECTED = {
                             "written by node 0 'c'",
     "node_name_line_break": "m.onnx: node 2 '\\x1dm' (MatMul): error: output 't' is already "
                             "written by node 0 'mm'",
+    # round 5 (seed 6): an internal error, and two nodes shown as '(): '
+    "external_location_not_utf8": "error: initializer 'k': external data location b'f\\xb0fo' "
+                                  "is not valid UTF-8",
+    "empty_op_type": "m.onnx: node 0 'mm' (no op type): error: the node has no op_type (ONNX "
+                     "requires one)",
+    "empty_op_type_second_writer": "m.onnx: node 1 '_1' (no op type): error: output 'y' is "
+                                   "already written by node 0 'add'",
 }
 
 

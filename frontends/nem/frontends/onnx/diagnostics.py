@@ -31,7 +31,7 @@ def node_name(node: NodeRef) -> str:
     """`node 3 'lrn1' (LRN)`, the node as `node_text` names it."""
     index, name, op_type = node
     at = f"node {index} " if index is not None else "node "
-    return f"{at}'{shown(name)}' ({shown(op_type)})"
+    return f"{at}'{shown(name)}' ({shown(op_type) or 'no op type'})"
 
 
 def shown(name: str | bytes) -> str:

@@ -138,6 +138,9 @@ def check_external_data(model: onnx.ModelProto, where: str, base: str, budget: i
         count += 1
         info = {e.key: e.value for e in t.external_data}
         location = info.get("location", "")
+        if isinstance(location, bytes):   # not UTF-8: protobuf gives bytes
+            raise OnnxImportError(f"{what}: external data location {location!r} is not valid "
+                                  "UTF-8", where, fix="name the data file in UTF-8 text")
         if not location or os.path.isabs(location) or ".." in Path(location).parts:
             raise OnnxImportError(f"{what}: external data location {location!r} is not a "
                                   "file beside the model", where)
@@ -328,6 +331,9 @@ def _graph(model: onnx.ModelProto, errs: _Errors) -> None:
             errs.add(f"{len(n.input)} inputs and {len(n.output)} outputs, above the limit of "
                      f"{MAX_NODE_PORTS} per node (D-LIMITS)", (k, n))
             continue
+        if not n.op_type:
+            errs.add("the node has no op_type (ONNX requires one)", (k, n),
+                     fix="give the node the type of the operator it applies")
         for o in n.output:
             if not o:
                 continue
