@@ -185,6 +185,30 @@ def test_nem_compile_never_writes_its_model(tmp_path):
     assert model.read_text() == text
 
 
+def test_no_tool_writes_a_file_it_read_through_an_include(tmp_path):
+    """An include or device file is read only once the program is parsed, after
+    the up-front check: it is refused at the end (nem-opt, nem-compile) or
+    before the run (nem-run), and left as it was (D-FILE-PATHS)."""
+    device = ROOT / "devices/nem/devices/npm_pro_x1.nem"
+    inc = tmp_path / "inc"
+    inc.mkdir()
+    shipped = device.read_text()
+    prog = tmp_path / "p.nem"
+    prog.write_text('include "npm_pro_x1.nem"\ndevice npm_pro_x1\n'
+                    "buffer x : DDR (size=16, align=64)\n")
+    (tmp_path / "link.nem").symlink_to(inc / "npm_pro_x1.nem")
+    for tool, args in (("nem-opt", [str(prog), "-o", "inc/npm_pro_x1.nem"]),
+                       ("nem-opt", [str(prog), "-t", "nemb", "-o", "link.nem"]),
+                       ("nem-run", [str(prog), "--output", "x=inc/npm_pro_x1.nem"]),
+                       ("nem-run", [str(prog), "--trace", "link.nem"])):
+        (inc / "npm_pro_x1.nem").write_text(shipped)
+        r = subprocess.run([str(BIN / tool), "-I", "inc", *args], capture_output=True,
+                           text=True, timeout=120, cwd=tmp_path)
+        assert r.returncode in (1, 2) and "was read by this command" in r.stderr, r.stderr
+        assert (inc / "npm_pro_x1.nem").read_text() == shipped, (tool, args)
+    assert not [p for p in inc.iterdir() if p.name.endswith(".tmp")]   # no temp left
+
+
 def test_python_api_arguments_name_the_parameter():
     """Issue 33: AttributeErrors deep inside, silent successes, an empty
     ValueError; each is now one line naming the function and parameter."""

@@ -14,6 +14,8 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import IO, Any
 
+from nem.dialect.source_files import read_here
+
 DISTRIBUTION = "nem-toolchain"
 
 
@@ -56,7 +58,9 @@ def output_file(path: str | None, mode: str = "w") -> Iterator[IO[Any]]:
     file and does not clobber an existing one (D-OPT-OUTPUT).  A path that
     exists and is not a regular file (`/dev/null`, a FIFO) is written in
     place: renaming onto it would replace the device.  A path that
-    cannot be written fails here, before any work, naming `path`."""
+    cannot be written fails here, before any work, naming `path`; a file the
+    command has read meanwhile (`tracking_reads`: an include, a device file)
+    is refused at the end, and left as it was (D-FILE-PATHS)."""
     if is_stdio(path):
         if "b" not in mode:
             yield sys.stdout
@@ -87,6 +91,9 @@ def output_file(path: str | None, mode: str = "w") -> Iterator[IO[Any]]:
             yield out
         ok = True
     finally:
+        read = read_here(target) if ok else None
+        if read is not None:
+            ok = False   # a file this command read (an include, a device file)
         if ok:
             # mkstemp creates 0600; the output gets an existing file's mode,
             # else what open() would give (0666 minus the umask)
@@ -96,5 +103,12 @@ def output_file(path: str | None, mode: str = "w") -> Iterator[IO[Any]]:
         else:
             with contextlib.suppress(OSError):
                 os.unlink(tmp)
+    if read is not None:
+        raise OSError(errno.EEXIST, written_input(path, read), path)
 
 
+def written_input(path: str, read: str) -> str:
+    """Why an output `path` that names the file the command read as `read` is refused."""
+    also = "" if read == path else f" (as '{read}')"
+    return (f"'{path}' was read by this command{also}: writing it would destroy it; "
+            "write the output to another file")

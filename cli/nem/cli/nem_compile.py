@@ -247,12 +247,17 @@ class _Display:
 
 def run(argv: Sequence[str] | None = None) -> int:
     from nem.dialect.limits import source_limit
+    from nem.dialect.source_files import tracking_reads
 
     args = _parser().parse_args(_attach_tile_sizes(sys.argv[1:] if argv is None else argv))
     if args.max_source_bytes < 1:
         return _usage("--max-source-bytes needs N >= 1")
-    with source_limit(args.max_source_bytes):
-        return _run(args)
+    with source_limit(args.max_source_bytes), tracking_reads():   # D-FILE-PATHS
+        try:
+            return _run(args)
+        except OSError as e:   # an output refused at the end: a file the compile read
+            print(f"nem-compile: error: cannot write {e.filename}: {e.strerror}", file=sys.stderr)
+            return 1
 
 
 def _run(args: argparse.Namespace) -> int:

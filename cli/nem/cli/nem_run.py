@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from nem.cli import roofline_cli
+from nem.cli.common import written_input
 from nem.cli.entry import keep_until_exit
 from nem.cli.error_limit import add_error_limit_argument, error_limit, print_diagnostics
 from nem.cli.inputs import (
@@ -37,6 +38,7 @@ from nem.cli.inputs import (
     read_json,
 )
 from nem.dialect.limits import DEFAULT_MAX_KERNEL_OPS, DEFAULT_MAX_TASKS, MAX_SOURCE_BYTES
+from nem.dialect.source_files import read_here
 
 if TYPE_CHECKING:  # rich is imported lazily: the bar only exists on a terminal
     from rich.progress import Progress as RichProgress
@@ -208,14 +210,20 @@ class Output:
         return Output(name, elem, shape, file)
 
 
-def _check_paths(args: argparse.Namespace, outputs: list[Output]) -> int | None:
-    """Every file the run will write, checked before it starts (a usage
-    error, exit 2): --output files, --trace, --timeline (and matplotlib)."""
+def _written(args: argparse.Namespace, outputs: list[Output]) -> list[tuple[str, str]]:
+    """(path, flag) of every file the run will write."""
     paths = [(o.file, f"--output {o.name}") for o in outputs] + roofline_cli.paths(args)
     if args.trace:
         paths.append((args.trace, "--trace"))
     if args.timeline:
         paths.append((args.timeline, "--timeline"))
+    return paths
+
+
+def _check_paths(args: argparse.Namespace, outputs: list[Output]) -> int | None:
+    """Every file the run will write, checked before it starts (a usage
+    error, exit 2): --output files, --trace, --timeline (and matplotlib)."""
+    paths = _written(args, outputs)
     chart = "--timeline" if args.timeline else "--roofline-plot" if args.roofline_plot else None
     if chart:
         import importlib.util
@@ -406,10 +414,12 @@ def _write_outputs(interp: NemInterpreter, outputs: list[Output]) -> None:
 def run(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)  # first: --help and --version need nothing else
     from nem.dialect.limits import source_limit
+    from nem.dialect.source_files import tracking_reads
 
     if args.max_source_bytes < 1:
         return _usage("--max-source-bytes needs N >= 1")
-    with source_limit(args.max_source_bytes), error_limit("nem-run", args.error_limit):
+    with source_limit(args.max_source_bytes), tracking_reads(), \
+            error_limit("nem-run", args.error_limit):
         return _run(args, argv is None)
 
 
@@ -461,6 +471,9 @@ def _run(args: argparse.Namespace, owns_process: bool) -> int:
         return 1
     except (InputError, OSError, ValueError) as e:
         return _usage(str(e))
+    for path, flag in _written(args, outputs):   # the files loading read: includes, device
+        if (read := read_here(path)) is not None:
+            return _usage(f"{flag}: {written_input(path, read)}")
     print_diagnostics("nem-run", prog.diagnostics)  # warnings
     _kernel_notices(interp, prog, args.max_kernel_ops)
     over = _over_budget(prog, args)

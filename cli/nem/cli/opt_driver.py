@@ -280,11 +280,12 @@ class NemOptMain(xDSLOptMain):
 
     def run(self) -> None:
         from nem.dialect.limits import source_limit
+        from nem.dialect.source_files import tracking_reads
 
         if self.args.max_source_bytes < 1:
             print("nem-opt: error: --max-source-bytes needs N >= 1", file=sys.stderr)
             sys.exit(1)
-        with source_limit(self.args.max_source_bytes), \
+        with source_limit(self.args.max_source_bytes), tracking_reads(), \
                 error_limit("nem-opt", self.args.error_limit):   # D-CLI-ERROR-LIMIT
             self._run()
 

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import os
 import stat
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import BinaryIO
 
@@ -106,10 +108,44 @@ def read_file_bytes(path: str | Path, limit: int, what: str = "input") -> bytes:
             data = f.read(limit + 1)
     except OSError as e:
         raise FileRefused(f"cannot read {what} '{name}': {e.strerror}") from None
+    if _reads:
+        _reads[-1].setdefault((st.st_dev, st.st_ino), name)
     if len(data) > limit:
         raise FileTooLarge(f"{what} '{name}' has more than {limit} bytes, above the limit",
                            len(data), limit, exact=False)
     return data
+
+
+_reads: list[dict[tuple[int, int], str]] = []
+"""The files read whole inside `tracking_reads` blocks (innermost last): file
+identity (device, inode) -> the path it was read by."""
+
+
+@contextmanager
+def tracking_reads() -> Iterator[None]:
+    """Inside the block, every file `read_file_bytes` reads is recorded, so
+    that a command refuses to write any of them (`read_here`): the files a
+    command reads are known only as it reads them (a program's includes, its
+    device file), after the up-front check of the paths it was given
+    (D-FILE-PATHS).  Scoped to one command: a long-lived process (a test run)
+    does not accumulate identities that a later file could reuse."""
+    _reads.append({})
+    try:
+        yield
+    finally:
+        _reads.pop()
+
+
+def read_here(path: str | Path) -> str | None:
+    """The path by which the current `tracking_reads` block read the file
+    `path` names (through any link), or None."""
+    if not _reads:
+        return None
+    try:
+        st = os.stat(path)
+    except (OSError, ValueError):
+        return None
+    return _reads[-1].get((st.st_dev, st.st_ino))
 
 
 def read_source_stream(stream: BinaryIO, name: str = "<stdin>", what: str = "input") -> str:
