@@ -83,3 +83,27 @@ def test_text_input_is_quoted_too(monkeypatch):
     lines = str(e.value).splitlines()
     assert lines[0].startswith("<mlir>:14:10: error: lowered NEM program fails its checks")
     assert lines[1].strip().startswith("%3 = linalg.generic")
+
+
+def test_repeated_locations_are_parsed_once_and_each_op_keeps_its_own():
+    """The parser reuses a location it parsed before (a tiled program repeats
+    each ONNX node's `loc(...)` on every op of the node); parentheses and
+    escaped quotes inside its strings do not end it early, and a different
+    location right after is parsed on its own."""
+    from xdsl.dialects.builtin import NameLoc
+
+    from nem.compile.lower import xdsl_context
+    from nem.frontends.upstream_dialects import parse_mlir
+
+    odd = 'loc("n(0)"("Conv \\")("("m.onnx":1:1)))'
+    text = ("func.func @f() {\n"
+            f"  %a = arith.constant 1 : index {odd}\n"
+            f"  %b = arith.constant 2 : index {odd}\n"
+            '  %c = arith.constant 3 : index loc("n(0)"("Conv"("m.onnx":2:1)))\n'
+            "  func.return\n}\n")
+    ops = list(parse_mlir(xdsl_context(), text, "t.mlir").walk())[2:5]
+    a, b, c = (op.location for op in ops)
+    assert a is b and isinstance(a, NameLoc) and a.desc.data == "n(0)"
+    assert a.location.desc.data == 'Conv ")('
+    assert isinstance(c, NameLoc) and c.location.desc.data == "Conv"
+    assert c.location.location.line.data == 2

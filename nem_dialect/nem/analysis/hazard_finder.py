@@ -108,6 +108,10 @@ class RaceCache:
     conflicts: dict[PairKey, tuple[InstanceSpace, isl.Set] | None] = field(default_factory=dict)
     verdicts: dict[PairKey, tuple[object, Witness | None]] = field(default_factory=dict)
     nests: dict[tuple[Operation, tuple[int, ...], int, int], Nest] = field(default_factory=dict)
+    boxes: Boxes | None = None
+    """The loop variables' intervals (and the evaluator the nests share)."""
+    windows: dict[SSAValue, tuple[int, ...]] = field(default_factory=dict)
+    """Each buffer's instance windows (D-SEM-INSTANCES)."""
 
 
 class HazardFinder:
@@ -116,9 +120,11 @@ class HazardFinder:
                  members: Mapping[Operation, object] | None = None):
         self.program = program
         self.s = Structure(program)
-        self.ev = Evaluator()
-        self.boxes = Boxes(self.ev)
         self.cache = cache or RaceCache()
+        if self.cache.boxes is None:
+            self.cache.boxes = self._boxes(program)
+        self.boxes = self.cache.boxes
+        self.ev = self.boxes.ev
         self.found: dict[tuple, tuple[tuple, Access, Access, Order]] = {}
         self.warnings: list[Diagnostic] = []
         self.work = 0
@@ -131,13 +137,18 @@ class HazardFinder:
         regions of one such member are known race-free (the buffers an arena
         of `nem-share-buffers` packs, each race-free before, D-LOW-SHARE)."""
         self._enum: Enumeration | None = None
-        windows: dict[SSAValue, tuple[int, ...]] = {}
+        self._windows = self.cache.windows
+
+    def _boxes(self, program: ProgramOp) -> Boxes:
+        """The loops' boxes, and each buffer's windows into the cache: the
+        rounds of `nem-synthesize-deps` change no loop and no buffer."""
+        boxes = Boxes(Evaluator())
         for op in program.walk():
             if isinstance(op, LoopOp):
-                self.boxes.add(op)
+                boxes.add(op)
             elif isinstance(op, BufferOp):
-                windows[op.result] = static_windows(enclosing_loops(op), self.ev)
-        self._windows = windows
+                self.cache.windows[op.result] = static_windows(enclosing_loops(op), boxes.ev)
+        return boxes
 
     # -- static accesses and candidate pairs -----------------------------------
     def _collect(self) -> dict[SSAValue, list[StaticAccess]]:
@@ -224,6 +235,9 @@ class HazardFinder:
         if w.windows or w.lo == -INF or w.hi == INF:
             return None
         n = len(self.s.tasks[w.op].loops)
+        if n == 0 and self._static(w):
+            # one instance, constant bytes: its bounds are exactly what it writes
+            return int(w.lo), int(w.hi)
         try:
             touched = self._touches(w, instance_space((n,), 1), 0)
         except (NotQuasiAffine, NotAnExpression, ExprError):
@@ -257,6 +271,12 @@ class HazardFinder:
 
     # -- the analysis ------------------------------------------------------------
     def run(self) -> list[Diagnostic]:
+        """The warnings and the race diagnostics, in the order the program issues them."""
+        self.scan()
+        return self.warnings + [race_diagnostic(a, b, o) for _, a, b, o in self.races()]
+
+    def scan(self) -> None:
+        """Find the races (`races`): a pass repairing them needs no diagnostic."""
         cache = self.cache
         if cache.by_buffer is None:
             cache.by_buffer = self._collect()
@@ -275,7 +295,6 @@ class HazardFinder:
                 self._direction(y, x)
         for accs in cache.replayed:
             self._replay(accs)
-        return self.warnings + [race_diagnostic(a, b, o) for _, a, b, o in self.races()]
 
     def races(self) -> list[tuple[tuple, Access, Access, Order]]:
         """The races found, in the order the program issues them."""
@@ -308,6 +327,8 @@ class HazardFinder:
 
     def _quasi_affine(self, acc: StaticAccess) -> bool:
         """Whether isl can take `acc` (else its buffer is replayed)."""
+        if self._static(acc):
+            return True   # constants: isl takes them
         sp = instance_space((len(self.s.tasks[acc.op].loops),), 1)
         try:
             n = self._nest(acc, sp, 0)
@@ -318,6 +339,11 @@ class HazardFinder:
         except (NotAnExpression, ExprError):
             pass  # never runs, or an access the replay skips too: no pair
         return True
+
+    def _static(self, acc: StaticAccess) -> bool:
+        """Whether `acc`'s offset and extent are constants (most accesses of
+        a lowered program are outside loops: they need no isl set)."""
+        return self.ev.static(acc.offset) is not None and self.ev.static(acc.extent) is not None
 
     def _replay(self, accs: list[StaticAccess]) -> None:
         if self._enum is None:
@@ -719,7 +745,7 @@ def find_races(program: ProgramOp, max_instances: int = MAX_TASK_INSTANCES,
     across members are new)."""
     with gc_paused():
         finder = HazardFinder(program, max_instances, cache, buffers, members)
-        finder.run()
+        finder.scan()
         return RaceScan([Race(a, b, o) for _, a, b, o in finder.races()],
                         finder.warnings, finder.work)
 

@@ -109,6 +109,8 @@ class LocatingParser(Parser):
         """The operations parsed at the top of the input, in order."""
         self._memref_types: dict[str, Attribute] = {}
         """Each memref type's text, parsed once (`parse_optional_type`)."""
+        self._locations: dict[str, Attribute] = {}
+        """Each location's text, parsed once (`parse_optional_location`)."""
         self._line_starts = [0]
         find = text.find
         p = find("\n")
@@ -138,19 +140,38 @@ class LocatingParser(Parser):
         tok = self._current_token
         if tok.kind != MLIRTokenKind.BARE_IDENT or tok.text != "memref":
             return super().parse_optional_type()
-        text = self.lexer.input.content
-        end = _angle_end(text, tok.span.end)
+        end = _angle_end(self.lexer.input.content, tok.span.end)
         if end is None:
             return super().parse_optional_type()
-        key = text[tok.span.start:end]
-        cached = self._memref_types.get(key)
+        return self._reused(self._memref_types, end, super().parse_optional_type)
+
+    def parse_optional_location(self) -> Any:
+        """xDSL's, but a location whose text was parsed before is not parsed
+        again: upstream MLIR gives every op tiled from one ONNX node the
+        same `loc(...)` (a quarter of the parse time of a tiled CNN)."""
+        tok = self._current_token
+        if tok.kind != MLIRTokenKind.BARE_IDENT or tok.text != "loc":
+            return super().parse_optional_location()
+        end = _paren_end(self.lexer.input.content, tok.span.end)
+        if end is None:
+            return super().parse_optional_location()
+        return self._reused(self._locations, end, super().parse_optional_location)
+
+    def _reused(self, cache: dict[str, Attribute], end: int,
+                parse: Callable[[], Attribute | None]) -> Any:
+        """The attribute spelled from the current token to `end`: from `cache`
+        when that text was parsed before, else `parse()`d (and cached when
+        the parse ended at `end`)."""
+        text = self.lexer.input.content
+        key = text[self._current_token.span.start:end]
+        cached = cache.get(key)
         if cached is not None:
             self.lexer.pos = end
             self._parser_state.current_token = self.lexer.lex()
             return cached
-        parsed = super().parse_optional_type()
+        parsed = parse()
         if parsed is not None and not text[end:self._current_token.span.start].strip():
-            self._memref_types[key] = parsed
+            cache[key] = parsed
         return parsed
 
     def parse_module(self, allow_implicit_module: bool = True) -> ModuleOp:
@@ -198,6 +219,29 @@ def _angle_end(text: str, at: int) -> int | None:
         if c == "<":
             depth += 1
         elif c == ">":
+            depth -= 1
+            if depth == 0:
+                return m.end()
+        elif c == "\n":
+            return None
+    return None
+
+
+_PARENS = re.compile(r'"(?:[^"\\\n]|\\.)*"|[()\n]')
+
+
+def _paren_end(text: str, at: int) -> int | None:
+    """The offset after the `)` closing the `(` at `text[at]` (parentheses in
+    string literals are no closers), or None when `text[at]` is not `(` or
+    the parentheses do not close on its line."""
+    if text[at:at + 1] != "(":
+        return None
+    depth = 0
+    for m in _PARENS.finditer(text, at):
+        c = m.group()
+        if c == "(":
+            depth += 1
+        elif c == ")":
             depth -= 1
             if depth == 0:
                 return m.end()
