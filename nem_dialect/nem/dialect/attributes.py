@@ -527,6 +527,17 @@ _DENSE_BY_ID: BoundedCache[int, tuple[Attribute, tuple[int, ...] | None]] = \
     BoundedCache(DENSE_CACHE_SIZE)
 
 
+@lru_cache(maxsize=DENSE_CACHE_SIZE)
+def region_type(level: MemLevelAttr, elem: Attribute | None = None,
+                shape: tuple[int, ...] | None = None, layout: str | None = None,
+                strides: tuple[int, ...] | None = None,
+                quant: Attribute | None = None) -> RegionType:
+    """`RegionType(...)`, one object per distinct type: a lowered CNN builds
+    a region type per region operand (a hundred thousand), of a few thousand
+    distinct types, and each construction verifies its parameters."""
+    return RegionType(level, elem, shape, layout, strides, quant)
+
+
 ATTRIBUTES: list[type[Attribute]] = [
     MemLevelAttr, PerTensorQuantAttr, PerChannelQuantAttr, PerGroupQuantAttr,
     MaterializedAttr, DeterministicAttr, MemmoveAttr, ReadonlyAttr, WriteonlyAttr,

@@ -89,6 +89,7 @@ from nem.dialect.attributes import (
     elem_name,
     mem_level_error,
     region_min_bytes,
+    region_type,
 )
 from nem.dialect.decorators import DecoratorError, DecoratorSpec, make_decorator
 from nem.dialect.diagnostics import (
@@ -423,16 +424,17 @@ class NemBuilder:
         shape_v = [self._emit(d, at) for d in shape_e or ()]
         strides_v = [self._emit(s, at) for s in strides_e or ()]
         if elem_attr is None:
-            rtype = RegionType(level)
+            rtype = region_type(level)
         else:
             ev = Evaluator()
 
-            def static(v: SSAValue) -> int:
-                s = ev.static(v)
+            def static(e: Expr, v: SSAValue) -> int:
+                s = e.value if isinstance(e, Lit) else ev.static(v)
                 return DYNAMIC if s is None else s
-            rtype = RegionType(level, elem_attr, [static(v) for v in shape_v], layout,
-                               [static(v) for v in strides_v] if strides_e is not None else None,
-                               quant)
+            rtype = region_type(
+                level, elem_attr, tuple(map(static, shape_e or (), shape_v)), layout,
+                tuple(map(static, strides_e, strides_v)) if strides_e is not None else None,
+                quant)
         binding = "inline" if name is None else ("let" if let else "decl")
         op = RegionOp(rtype, buffer, off_v, ext_v, shape_v, strides_v, name, binding,
                       self._decos(decorators, at))
