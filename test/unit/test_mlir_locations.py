@@ -107,3 +107,25 @@ def test_repeated_locations_are_parsed_once_and_each_op_keeps_its_own():
     assert a.location.desc.data == 'Conv ")('
     assert isinstance(c, NameLoc) and c.location.desc.data == "Conv"
     assert c.location.location.line.data == 2
+
+
+def test_repeated_attribute_dictionaries_are_parsed_once_and_copied():
+    """An attribute dictionary whose text was parsed before is reused (a
+    tiled CNN repeats each convolution's `{dilations = ..., strides = ...}`):
+    the attributes are shared, each op gets its own dictionary, and a brace
+    inside a string does not end it early."""
+    from nem.compile.lower import xdsl_context
+    from nem.frontends.upstream_dialects import parse_mlir
+
+    attrs = '{a = dense<1> : vector<2xi64>, s = "x}{"}'
+    text = ("func.func @f() {\n"
+            f'  "test.op"() {attrs} : () -> ()\n'
+            f'  "test.op"() {attrs} : () -> ()\n'
+            '  "test.op"() {a = dense<2> : vector<2xi64>, s = "x}{"} : () -> ()\n'
+            "  func.return\n}\n")
+    ctx = xdsl_context()
+    ctx.allow_unregistered = True
+    a, b, c = list(parse_mlir(ctx, text, "t.mlir").walk())[2:5]
+    assert a.attributes is not b.attributes and a.attributes["a"] is b.attributes["a"]
+    assert a.attributes["s"].data == "x}{" and b.attributes == a.attributes
+    assert c.attributes["a"] != a.attributes["a"] and c.attributes["s"] == a.attributes["s"]

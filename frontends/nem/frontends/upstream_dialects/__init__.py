@@ -111,6 +111,8 @@ class LocatingParser(Parser):
         """Each memref type's text, parsed once (`parse_optional_type`)."""
         self._locations: dict[str, Attribute] = {}
         """Each location's text, parsed once (`parse_optional_location`)."""
+        self._dicts: dict[str, dict[str, Attribute]] = {}
+        """Each attribute dictionary's text, parsed once (a copy per use)."""
         self._line_starts = [0]
         find = text.find
         p = find("\n")
@@ -152,14 +154,25 @@ class LocatingParser(Parser):
         tok = self._current_token
         if tok.kind != MLIRTokenKind.BARE_IDENT or tok.text != "loc":
             return super().parse_optional_location()
-        end = _paren_end(self.lexer.input.content, tok.span.end)
+        end = _closing(self.lexer.input.content, tok.span.end, "(")
         if end is None:
             return super().parse_optional_location()
         return self._reused(self._locations, end, super().parse_optional_location)
 
-    def _reused(self, cache: dict[str, Attribute], end: int,
-                parse: Callable[[], Attribute | None]) -> Any:
-        """The attribute spelled from the current token to `end`: from `cache`
+    def parse_optional_dictionary_attr_dict(self) -> dict[str, Attribute]:
+        """xDSL's, but an attribute dictionary whose text was parsed before is
+        not parsed again: a tiled CNN repeats a few dozen (a convolution's
+        `{dilations = dense<1> : vector<2xi64>, ...}`, a generic's indexing
+        maps and iterator types), each taking xDSL milliseconds."""
+        tok = self._current_token
+        end = _closing(self.lexer.input.content, tok.span.start, "{") \
+            if tok.kind == MLIRTokenKind.L_BRACE else None
+        if end is None:
+            return super().parse_optional_dictionary_attr_dict()
+        return dict(self._reused(self._dicts, end, super().parse_optional_dictionary_attr_dict))
+
+    def _reused(self, cache: dict[str, Any], end: int, parse: Callable[[], Any]) -> Any:
+        """What the text from the current token to `end` spells: from `cache`
         when that text was parsed before, else `parse()`d (and cached when
         the parse ended at `end`)."""
         text = self.lexer.input.content
@@ -227,26 +240,27 @@ def _angle_end(text: str, at: int) -> int | None:
     return None
 
 
-_PARENS = re.compile(r'"(?:[^"\\\n]|\\.)*"|[()\n]')
+_BRACKETS = {"(": re.compile(r'"(?:[^"\\\n]|\\.)*"|[()\n]'),
+             "{": re.compile(r'"(?:[^"\\\n]|\\.)*"|[{}\n]')}
 
 
-def _paren_end(text: str, at: int) -> int | None:
-    """The offset after the `)` closing the `(` at `text[at]` (parentheses in
-    string literals are no closers), or None when `text[at]` is not `(` or
-    the parentheses do not close on its line."""
-    if text[at:at + 1] != "(":
+def _closing(text: str, at: int, opening: str) -> int | None:
+    """The offset after the bracket closing the `opening` one (`(` or `{`) at
+    `text[at]` (brackets in string literals are no closers), or None when
+    `text[at]` is not `opening` or the brackets do not close on its line."""
+    if text[at:at + 1] != opening:
         return None
     depth = 0
-    for m in _PARENS.finditer(text, at):
+    for m in _BRACKETS[opening].finditer(text, at):
         c = m.group()
-        if c == "(":
+        if c == opening:
             depth += 1
-        elif c == ")":
+        elif c == "\n":
+            return None
+        elif c[0] != '"':
             depth -= 1
             if depth == 0:
                 return m.end()
-        elif c == "\n":
-            return None
     return None
 
 
