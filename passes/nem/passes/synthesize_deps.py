@@ -102,20 +102,14 @@ class Synthesizer:
     # -- 1-3: ordering and leaks ----------------------------------------------------
     def order(self) -> None:
         races: list[Race] = []
-        pruned = False
         for _ in range(MAX_ROUNDS):
             self.close_blocks()
             scan = find_races(self.program, self.max_instances, self.cache, self.buffers,
                               self.members)
             races = scan.races
             if not races:
-                if pruned or not any(self.added.values()):
-                    # nothing added: pruning and a confirming scan would change nothing
-                    self.minimize(scan.work)
-                    return
-                pruned = True
-                self.prune()
-                continue
+                self.minimize(scan.work)
+                return
             pending: dict[TaskOp, dict[SSAValue, bool]] = {}
             changed = [self.repair(r, pending) for r in races]
             for later, tokens in pending.items():   # one rewrite of each task's operands
@@ -126,6 +120,11 @@ class Synthesizer:
             self.reduce()
             if not any(changed):
                 break
+            # pruning keeps the ordering (it drops only deps a barrier covers,
+            # the closing waits included): the next scan, which would find the
+            # same races without it, also confirms the pruned program
+            self.close_blocks()
+            self.prune()
         raise NemDiagnosticError([_cannot(r) for r in races])
 
     def repair(self, race: Race, pending: dict[TaskOp, dict[SSAValue, bool]]) -> bool:
