@@ -35,6 +35,7 @@ from nem.dialect.attributes import (
     DecoratorAttr,
     MemLevelAttr,
     RegionType,
+    region_type,
 )
 from nem.dialect.decorators import DECORATORS
 from nem.dialect.diagnostics import NemDiagnosticError, SourceLoc, register_source
@@ -125,9 +126,8 @@ class ExpressionParser(TokenCursor):
         self.evaluator = Evaluator()
         # Caches that keep parsing linear and cheap: one `arith.constant` per
         # literal value per block (visible in nested loop blocks), one
-        # attribute per distinct region type, buffer type, memory level.
+        # attribute per buffer type, memory level (region types: `region_type`).
         self._literals: list[dict[int, SSAValue]] = [{}]
-        self._region_types: dict[tuple[object, ...], RegionType] = {}
         self._buffer_types: dict[MemLevelAttr, BufferType] = {}
         self._levels: dict[str, MemLevelAttr] = {}
         self._file_attr = StringAttr(file)
@@ -517,21 +517,15 @@ class ExpressionParser(TokenCursor):
         self._literals[-1][value] = result
         return result
 
-    def _untyped_region_type(self, level: MemLevelAttr) -> RegionType:
-        rtype = self._region_types.get((level,))
-        if rtype is None:
-            rtype = self._region_types[(level,)] = RegionType(level)
-        return rtype
+    @staticmethod
+    def _untyped_region_type(level: MemLevelAttr) -> RegionType:
+        return region_type(level)
 
-    def _region_type(self, level: MemLevelAttr, elem: str, shape: list[int], layout: str | None,
+    @staticmethod
+    def _region_type(level: MemLevelAttr, elem: str, shape: list[int], layout: str | None,
                      strides: list[int] | None, quant: Attribute | None) -> RegionType:
-        key = (level, elem, tuple(shape), layout, tuple(strides) if strides is not None else None,
-               quant)
-        rtype = self._region_types.get(key)
-        if rtype is None:
-            rtype = self._region_types[key] = RegionType(level, ELEM_BY_NAME[elem], shape, layout,
-                                                         strides, quant)
-        return rtype
+        return region_type(level, ELEM_BY_NAME[elem], tuple(shape), layout,
+                           tuple(strides) if strides is not None else None, quant)
 
     def undeclared(self, tok: Token, message: str, rule: str, fix: str) -> NemDiagnosticError:
         """The error for a name not in scope: `message`, unless the name was
