@@ -11,8 +11,11 @@ and tokens of tasks before a loop used inside it and waited after it.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
+from hypothesis import HealthCheck, given, seed, settings
 from hypothesis import strategies as st
 
 TILE = 64           # bytes: 32 f16 elements
@@ -25,6 +28,21 @@ buffer M : L2 (size={l2})
 buffer A0 : L1[0] (size={l1})
 buffer A1 : L1[1] (size={l1})
 """.format(ddr=128 * TILE, l2=32 * TILE, l1=SLOTS * TILE)
+
+
+def on_generated_programs(fixed_seed: int, examples: int
+                          ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """The test's one argument drawn by `programs()`, as the differential
+    tests draw it: `examples` programs from a fixed seed and no example
+    database, so that every run (CI's included) checks the same programs;
+    no deadline and no health check for slow or large draws (a program's
+    draw and runs take as long as its loops make them)."""
+    def wrap(test: Callable[..., Any]) -> Callable[..., Any]:
+        checked = settings(max_examples=examples, deadline=None, database=None,
+                           suppress_health_check=[HealthCheck.too_slow,
+                                                  HealthCheck.data_too_large])
+        return seed(fixed_seed)(checked(given(programs())(test)))
+    return wrap
 
 
 def _reg(buf: str, off: str) -> str:

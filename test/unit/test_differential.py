@@ -18,8 +18,7 @@ import os
 from collections import Counter
 
 import pytest
-from hypothesis import HealthCheck, given, seed, settings
-from semantics_programs import dynamic_verdict, programs, static_class, static_verdict
+from semantics_programs import dynamic_verdict, on_generated_programs, static_class, static_verdict
 
 N = int(os.environ.get("NEM_DIFF", "60"))
 FIGURES: Counter = Counter()
@@ -47,10 +46,7 @@ def check_one(src: str) -> None:
     FIGURES["static only: " + static_class(errors[0])] += 1
 
 
-@seed(20261126)
-@settings(max_examples=N, deadline=None, database=None,
-          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
-@given(programs())
+@on_generated_programs(20261126, N)
 @pytest.mark.slow  # 9 s
 def test_checker_agrees_with_the_runtime(src):
     check_one(src)

@@ -9,9 +9,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, seed, settings
 from runtime_programs import DIVS, ELTWISE, issued_tasks, pingpong, run_summary
-from semantics_programs import programs
+from semantics_programs import on_generated_programs
 
 from nem.runtime import NemInterpreter
 from nem.runtime.memory import COMMIT_LIMIT, Memory
@@ -152,10 +151,7 @@ def test_commit_keeps_every_byte_and_stops_at_its_limit():
     assert COMMIT_LIMIT >= 1 << 20
 
 
-@seed(20261127)
-@settings(max_examples=40, deadline=None, database=None,
-          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
-@given(programs())
+@on_generated_programs(20261127, 40)
 @pytest.mark.slow  # 3 s
 def test_prepared_runs_equal_unprepared_runs_on_generated_programs(src):
     """The differential programs (races, pipelined and nested loops, local

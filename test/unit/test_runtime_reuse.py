@@ -9,9 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, seed, settings
 from runtime_programs import run_summary
-from semantics_programs import programs
+from semantics_programs import on_generated_programs
 
 from nem.runtime import NemInterpreter
 from nem.runtime import engine as engine_mod
@@ -75,10 +74,7 @@ def test_shared_effects_compute_what_fresh_ones_do(monkeypatch):
     assert shared[0][0] == "completed" and shared[0][1] == 1 + 8 * 5 + 4 * 2
 
 
-@seed(20261128)
-@settings(max_examples=30, deadline=None, database=None,
-          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
-@given(programs())
+@on_generated_programs(20261128, 30)
 @pytest.mark.slow  # 3 s
 def test_shared_runs_equal_fresh_runs_on_generated_programs(src):
     """The differential programs (races, pipelined and nested loops, loop-body

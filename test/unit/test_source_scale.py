@@ -149,3 +149,19 @@ def test_mlir_diagnostics_and_locations_of_a_chunk_are_the_files(tmp_path, capsy
     assert "Redefinition of symbol" in err and "unterminated string" in err
     # the generalized linalg.map of the last chunk, at its line in the file
     assert f'loc("{src}":25:3)' in out and f'loc("{src}":24:1)' in out, out
+
+
+def test_mlir_error_of_an_unlocated_op_is_in_its_chunk(tmp_path, capsys):
+    """An op whose own location is not a file position (`loc("x")`) and
+    holds no located op fails verification in the second chunk, which
+    starts mid-line (after `} // -----` on line 3, column 11): the
+    diagnostic falls back to the start of that chunk, not the file's 1:1."""
+    src = tmp_path / "c.mlir"
+    src.write_text("func.func @f() {\n  return\n} // ----- func.func @g(%a: i32) -> i64 {\n"
+                   '  %b = "arith.addi"(%a, %a) : (i32, i32) -> i64 loc("x")\n'
+                   "  return %b : i64\n}\n")
+    assert _nem_opt(src, "--split-input-file") == 1
+    err = capsys.readouterr().err
+    errors = [line.split(": error: ")[0] for line in err.splitlines() if ": error: " in line]
+    assert errors == [f"{src}:3:11"], err
+    assert "'arith.addi'" in err

@@ -440,26 +440,26 @@ def _write_nemb(out: str, src: str, result: CompileResult) -> None:
 
 def _with_nodes(module: ModuleOp, origins: list[str | None]) -> None:
     """Each statement lowered from an ONNX node located `fused[FILE.nemb:LINE:COL,
-    NODE]`, which the writer keeps in the Debug section and `nem-run --roofline`
+    NODE]` (`fuse_origin`), which the writer keeps in the Debug section and `nem-run --roofline`
     groups by (D-BC-NODES).  `origins` is in `printed_statements` order, the
     order `module`, the printed text read back, gives them."""
-    from xdsl.dialects.builtin import ArrayAttr, FusedLoc, NoneAttr
-    from xdsl.ir import Attribute
+    from xdsl.dialects.builtin import LocationAttr
 
+    from nem.dialect.diagnostics import fuse_origin
     from nem.frontends.nem_text.printer import printed_statements
     from nem.frontends.upstream_dialects.mlir_input import parse_location
 
     statements = list(printed_statements(module))
     if len(statements) != len(origins):   # not the lowered program's statements: no nodes
         return
-    parsed: dict[str, Attribute | None] = {}
+    parsed: dict[str, LocationAttr | None] = {}
     for op, origin in zip(statements, origins):
         if origin is not None:
             if origin not in parsed:
                 parsed[origin] = parse_location(origin)
             node = parsed[origin]
             if node is not None:
-                op.location = FusedLoc(ArrayAttr([op.location, node]), NoneAttr())
+                op.location = fuse_origin(op.location, node)
 
 
 def main(argv: Sequence[str] | None = None) -> None:

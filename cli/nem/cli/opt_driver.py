@@ -388,8 +388,8 @@ class NemOptMain(xDSLOptMain):
             message = str(e).splitlines()[0] if str(e) else type(e).__name__
             bad = culprit(module, message) if module is not None else None
             if isinstance(e, RuleVerifyException):
-                return diags + [e.diagnostic(location_in(bad, file))], None
-            return diags + [Diagnostic("error", message, location_in(bad, file))], None
+                return diags + [e.diagnostic(location_in(bad, file, at))], None
+            return diags + [Diagnostic("error", message, location_in(bad, file, at))], None
 
     def _parse(self, text: str, file: str, ext: str, at: tuple[int, int] = (0, 0)) -> ModuleOp:
         if ext == "nem":

@@ -13,7 +13,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from xdsl.dialects.builtin import ArrayAttr, FileLineColLoc, FusedLoc, IntAttr, StringAttr
+from xdsl.dialects.builtin import (
+    ArrayAttr,
+    FileLineColLoc,
+    FusedLoc,
+    IntAttr,
+    LocationAttr,
+    NoneAttr,
+    StringAttr,
+)
 from xdsl.ir import Attribute, Operation
 from xdsl.utils.exceptions import ParseError, VerifyException
 
@@ -48,13 +56,32 @@ class SourceLoc:
         """The location of an op (from its `location`), or None when unknown."""
         if obj is None or isinstance(obj, SourceLoc):
             return obj
-        loc = obj.location if isinstance(obj, Operation) else obj
-        if isinstance(loc, FusedLoc) and isinstance(loc.locations, ArrayAttr) \
-                and loc.locations.data:
-            loc = loc.locations.data[0]   # fused[FILE:LINE:COL, ORIGIN] (D-BC-NODES)
+        loc, _origin = split_origin(obj.location if isinstance(obj, Operation) else obj)
         if isinstance(loc, FileLineColLoc):
             return SourceLoc(loc.filename.data, loc.line.data, loc.column.data)
         return None
+
+
+def fuse_origin(at: Attribute | None, origin: LocationAttr) -> LocationAttr:
+    """The location of an op at source position `at` that was compiled from
+    `origin` (the ONNX node's location, D-COMPILE-LOC): `fused[FILE:LINE:COL,
+    ORIGIN]`, `origin` alone without a position.  This convention
+    (D-BC-NODES) is built here and read back by `split_origin` only: the
+    `.nemb` writer keeps ORIGIN in the Debug section, its reader restores
+    it, diagnostics report FILE:LINE:COL."""
+    return FusedLoc(ArrayAttr([at, origin]), NoneAttr()) if at is not None else origin
+
+
+def split_origin(loc: Attribute | None) -> tuple[Attribute | None, Attribute | None]:
+    """(position, origin) of a location: `fuse_origin`'s parts for
+    `fused[FILE:LINE:COL, ORIGIN]`, (the first part, None) for another
+    fused location, (`loc`, None) for any other."""
+    if isinstance(loc, FusedLoc) and isinstance(loc.locations, ArrayAttr) \
+            and loc.locations.data:
+        parts = loc.locations.data
+        origin = parts[1] if len(parts) == 2 and isinstance(parts[0], FileLineColLoc) else None
+        return parts[0], origin
+    return loc, None
 
 
 @dataclass

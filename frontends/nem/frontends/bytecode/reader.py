@@ -24,13 +24,11 @@ from xdsl.dialects.builtin import (
     DictionaryAttr,
     FileLineColLoc,
     FloatAttr,
-    FusedLoc,
     IndexType,
     IntAttr,
     IntegerAttr,
     LocationAttr,
     ModuleOp,
-    NoneAttr,
     StringAttr,
     UnitAttr,
     i32,
@@ -46,6 +44,7 @@ from nem.dialect.attributes import (
     RegionType,
     TokenType,
 )
+from nem.dialect.diagnostics import fuse_origin
 from nem.dialect.expressions import BINOPS, BuildFacts, ExprError, apply_binop
 from nem.dialect.gc_pause import gc_paused
 from nem.dialect.limits import MAX_NESTING_DEPTH
@@ -219,8 +218,7 @@ class _BodyReader(TableReader):
             origin = parsed.get(idx)
             if origin is None:
                 origin = parsed[idx] = _location(self.string(idx, offs[k], "origin"), offs[k])
-            at = locs[k]
-            locs[k] = FusedLoc(ArrayAttr([at, origin]), NoneAttr()) if at is not None else origin
+            locs[k] = fuse_origin(locs[k], origin)
 
     # -- instructions ---------------------------------------------------------------
     def decode_body(self, code: fb.Code) -> None:

@@ -23,7 +23,6 @@ from xdsl.dialects.builtin import (
     DictionaryAttr,
     FileLineColLoc,
     FloatAttr,
-    FusedLoc,
     IndexType,
     IntegerAttr,
     ModuleOp,
@@ -49,6 +48,7 @@ from nem.dialect.attributes import (
     SeqEngineAttr,
     elem_name,
 )
+from nem.dialect.diagnostics import split_origin
 from nem.dialect.expressions import SYMBOL_OF, Evaluator, ExprError
 from nem.dialect.ops import (
     REGION_BINDINGS,
@@ -486,15 +486,12 @@ class _Writer:
         FILE.nemb` gives each instruction lowered from an ONNX node."""
         if self.opt.strip_debug:
             return
-        loc = op.location
+        loc, node = split_origin(op.location)
         origin = 0
-        if isinstance(loc, FusedLoc) and isinstance(loc.locations, ArrayAttr):
-            parts = loc.locations.data
-            if len(parts) == 2 and isinstance(parts[0], FileLineColLoc):
-                origin = self.string(str(parts[1]))
-                self.any_origin = True
-                self.minor = max(self.minor, 2)  # format 1.2
-            loc = parts[0] if parts else loc
+        if node is not None:
+            origin = self.string(str(node))
+            self.any_origin = True
+            self.minor = max(self.minor, 2)  # format 1.2
         self.origins.u(origin)
         if isinstance(loc, FileLineColLoc):
             f, line, col = self.string(loc.filename.data), loc.line.data, loc.column.data

@@ -64,42 +64,30 @@ class Token(NamedTuple):
         return f"{self.kind}({self.text!r}@{self.line}:{self.col})"
 
 
-# The token alternatives, in the order the lexer tries them (the first that
-# matches wins, whatever its length).
-_CALL = (r"(?:transfer|store)\.(?:async|sync)\b|opcode\.(?:mandatory|extended)\b"
-         r"|[A-Za-z_][A-Za-z0-9_]*\.(?:async|sync)\b")
-_FLOAT = r"[0-9]+\.[0-9]+(?:[eE][+-]?[0-9]+)?"
-_INT = r"[0-9]+"
-_ID = r"[A-Za-z_][A-Za-z0-9_]*"
-_STRING = r'"(?:[^"\\\n]|\\.)*"'
-_PUNCT = r"\.\.|[()\[\]{},=:;@+\-*/<>.]"
 _SPACE = r"[ \t\r\f]"
 
-_TOKEN_RE = re.compile(
-    rf"""
-    (?P<ws>{_SPACE}+)
-  | (?P<nl>\n)
-  | (?P<comment>\#[^\n]*)
-  | (?P<CALL>{_CALL})
-  | (?P<FLOAT>{_FLOAT})
-  | (?P<INT>{_INT})
-  | (?P<ID>{_ID})
-  | (?P<STRING>{_STRING})
-  | (?P<PUNCT>{_PUNCT})
-    """,
-    re.VERBOSE,
+_TOKENS: tuple[tuple[str, str], ...] = (
+    ("comment", r"\#[^\n]*"),
+    (CALL, r"opcode\.(?:mandatory|extended)\b|[A-Za-z_][A-Za-z0-9_]*\.(?:async|sync)\b"),
+    (FLOAT, r"[0-9]+\.[0-9]+(?:[eE][+-]?[0-9]+)?"),
+    (INT, r"[0-9]+"),
+    (ID, r"[A-Za-z_][A-Za-z0-9_]*"),
+    (STRING, r'"(?:[^"\\\n]|\\.)*"'),
+    (PUNCT, r"\.\.|[()\[\]{},=:;@+\-*/<>.]"),
 )
-"""The reference lexer's expression: one alternative per token kind."""
+"""The token grammar, its one home: each kind's expression, in the order
+the lexer tries them (the first that matches wins, whatever its length:
+a CALL before the ID it starts with, a FLOAT before its INT).  Both
+expressions below are built from it."""
 
-_LINE_RE = re.compile(
-    rf"{_SPACE}*(?:opcode\.(?:mandatory|extended)\b|{_ID}(?:\.(?:async|sync)\b)?|{_PUNCT}"
-    rf"|{_INT}(?:\.[0-9]+(?:[eE][+-]?[0-9]+)?)?|{_STRING}|\#.*)")
-"""The same tokens on one line, each with the blanks before it: `findall`
-gives the pieces of the line, from which columns are sums of lengths.  The
-alternatives are `_TOKEN_RE`'s merged where one is a prefix of another (an
-ID and a CALL, an INT and a FLOAT: one scan instead of two) and the commonest
-first; the kinds start with disjoint characters, so the order picks the same
-token, and the longest CALL (`X.async`) or FLOAT wins as in `_TOKEN_RE`."""
+_TOKEN_RE = re.compile(rf"(?P<ws>{_SPACE}+)|(?P<nl>\n)|"
+                       + "|".join(f"(?P<{kind}>{rx})" for kind, rx in _TOKENS))
+"""The reference lexer's expression: one named alternative per token kind."""
+
+_LINE_RE = re.compile(rf"{_SPACE}*(?:" + "|".join(rx for _name, rx in _TOKENS) + ")")
+"""The same tokens on one line, each with the blanks before it, unnamed:
+`findall` gives the pieces of the line, from which columns are sums of
+lengths, and `_kind` tells each distinct piece's kind once."""
 
 
 def iter_tokens(text: str, file: str, at: tuple[int, int] = (0, 0)) -> Iterator[Token]:
@@ -182,14 +170,11 @@ def tokenize(text: str, file: str, at: tuple[int, int] = (0, 0)) -> list[Token]:
 
 
 def _kind(text: str) -> str:
-    """The kind of a token text `_LINE_RE` found: its first character and a
-    `.` tell the alternative that matched."""
-    first = text[0]
-    if first.isdigit():
-        return FLOAT if "." in text else INT
-    if first.isalpha() or first == "_":
-        return CALL if "." in text else ID
-    return STRING if first == '"' else PUNCT
+    """The kind of a token text `_LINE_RE` found (once per distinct text):
+    the alternative of `_TOKEN_RE` that matches it."""
+    m = _TOKEN_RE.match(text)
+    assert m is not None and m.end() == len(text) and m.lastgroup is not None  # one token
+    return m.lastgroup
 
 
 def _int_in_range(text: str) -> bool:

@@ -183,15 +183,16 @@ def parse_mlir_checked(ctx: Context, text: str, file: str,
                        SourceLoc.of(parser.top_level[0]) or SourceLoc.in_chunk(file, 1, 1, at),
                        None,
                        "wrap it in 'module { ... }', or drop --no-implicit-module")
-    verify_mlir(module, file)
+    verify_mlir(module, file, at)
     return module
 
 
-def verify_mlir(module: ModuleOp, file: str) -> None:
+def verify_mlir(module: ModuleOp, file: str, at: tuple[int, int] = (0, 0)) -> None:
     """xDSL's verifier, reported at the first failing op, then the SSA
-    scoping MLIR checks and xDSL does not (dominance)."""
-    _check_ssa_scoping(module, file)
-    _check_access_maps(module, file)
+    scoping MLIR checks and xDSL does not (dominance).  `at`: where the
+    module's text starts in `file` (see `location_in`)."""
+    _check_ssa_scoping(module, file, at)
+    _check_access_maps(module, file, at)
     try:
         module.verify()
     except XDSL_INPUT_ERRORS as e:
@@ -199,15 +200,15 @@ def verify_mlir(module: ModuleOp, file: str) -> None:
         bad = culprit(module, first)
         name = f"'{bad.name}': " if bad is not None else ""
         if isinstance(e, RuleVerifyException):
-            d = e.diagnostic(location_in(bad, file))
+            d = e.diagnostic(location_in(bad, file, at))
             d.message = f"invalid MLIR: {name}{d.message}"
             raise NemDiagnosticError([d]) from None
         raise NemDiagnosticError([Diagnostic(
-            "error", f"invalid MLIR: {name}{first}", location_in(bad, file),
+            "error", f"invalid MLIR: {name}{first}", location_in(bad, file, at),
             fix="fix the op so that it verifies")]) from None
 
 
-def _check_access_maps(module: ModuleOp, file: str) -> None:
+def _check_access_maps(module: ModuleOp, file: str, at: tuple[int, int]) -> None:
     """An `affine.load`/`affine.store` whose map takes as many inputs as it
     has subscripts and gives one result per dimension of its memref, as
     upstream's verifier requires (xDSL 0.74's does not: the printer and the
@@ -232,11 +233,11 @@ def _check_access_maps(module: ModuleOp, file: str) -> None:
         else:
             continue
         raise NemDiagnosticError([Diagnostic(
-            "error", f"invalid MLIR: '{op.name}' op {problem}", location_in(op, file),
+            "error", f"invalid MLIR: '{op.name}' op {problem}", location_in(op, file, at),
             fix="give the map one input per subscript and one result per dimension")])
 
 
-def _check_ssa_scoping(module: ModuleOp, file: str) -> None:
+def _check_ssa_scoping(module: ModuleOp, file: str, at: tuple[int, int]) -> None:
     """Every operand is defined in the using op's block or a block enclosing
     it, and before the use within one block (except in graph regions: the
     module's body, NEM statement blocks).  xDSL 0.74 parses `%a = arith.addi %a, %a` and uses of
@@ -250,7 +251,7 @@ def _check_ssa_scoping(module: ModuleOp, file: str) -> None:
                 # that does not enclose this use (xDSL leaves it unresolved)
                 name = f"%{value.name_hint}" if value.name_hint else f"operand #{i}"
                 raise fail(f"invalid MLIR: '{op.name}': {name} is used before its definition "
-                           "(it does not dominate its use)", location_in(op, file), None,
+                           "(it does not dominate its use)", location_in(op, file, at), None,
                            "define the value before it is used, in the same function")
             def_block = value.block if isinstance(value, BlockArgument) else \
                 value.owner.parent_block()
@@ -271,7 +272,7 @@ def _check_ssa_scoping(module: ModuleOp, file: str) -> None:
             if problem is not None:
                 name = f"%{value.name_hint}" if value.name_hint else f"operand #{i}"
                 raise fail(f"invalid MLIR: '{op.name}': {name} {problem} (it does not "
-                           "dominate its use)", location_in(op, file), None,
+                           "dominate its use)", location_in(op, file, at), None,
                            "define the value before it is used, in the same function")
 
 
@@ -283,15 +284,17 @@ def _graph_region(block: Block) -> bool:
     return isinstance(parent, ModuleOp) or (parent is not None and parent.name.startswith("nem."))
 
 
-def location_in(op: Operation | None, file: str) -> SourceLoc:
-    """`op`'s location, else that of the first op it holds, else the file's
-    first line: a diagnostic about MLIR input always has a place."""
+def location_in(op: Operation | None, file: str, at: tuple[int, int] = (0, 0)) -> SourceLoc:
+    """`op`'s location, else that of the first op it holds, else the start
+    of the parsed text (`at`: where it starts in `file`, a
+    `--split-input-file` chunk, D-OPT-SPLIT): a diagnostic about MLIR input
+    always has a place, and it is in the chunk that holds the op."""
     if op is not None:
         for o in op.walk():
             loc = SourceLoc.of(o)
             if loc is not None:
                 return loc
-    return SourceLoc(file, 1, 1)
+    return SourceLoc.in_chunk(file, 1, 1, at)
 
 
 def diagnostic_from_parse_error(e: ParseError, file: str, at: tuple[int, int] = (0, 0)
