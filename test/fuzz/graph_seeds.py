@@ -222,6 +222,17 @@ def avgpool_same_negative() -> onnx.ModelProto:
                   {"x": [1, 1, 1, 3]}, {"y": [1, 1, 1, 1]})
 
 
+def relu_rank9() -> onnx.ModelProto:
+    """Relu of f32[2,1,3,1,2,1,1,2,1] (campaign seed 7373, m104, minimized:
+    Expand and Tile to rank 10, on every device and route): a contiguous
+    region of more than 8 dimensions got the layout id `ABCDEFGH`, which
+    names 8, and the compiler's own final check refused the program
+    ('layout ABCDEFGH has rank 8 but the shape has rank 9 [REG-05]':
+    VERIFY-FAIL); such regions now carry strides (D-LOW-REGION)."""
+    return _model([helper.make_node("Relu", ["x"], ["y"])],
+                  {"x": [2, 1, 3, 1, 2, 1, 1, 2, 1]}, {"y": [2, 1, 3, 1, 2, 1, 1, 2, 1]})
+
+
 def layernorm_f16_after_erf() -> onnx.ModelProto:
     """Add(x, [0, .002, .004, .006]) -> Tanh -> Erf -> LayerNormalization
     (epsilon 1e-5) of f16[8,1] (the form of campaign seed 4141's m46, made
@@ -286,6 +297,8 @@ SEEDS = [
          "REFERENCE-INEXACT", "REFERENCE-INEXACT"),
     # the final tree's campaign (seed 6161)
     Seed("avgpool_same_negative", avgpool_same_negative, Config("npm_pro_x1", engines=1), "PASS"),
+    # the campaign of session 7 (seed 7373)
+    Seed("relu_rank9", relu_rank9, Config("npm_pro_x1"), "PASS"),
 ]
 
 

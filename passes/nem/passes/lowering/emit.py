@@ -72,14 +72,20 @@ def _atom(atom: Atom, anchor: Operation | None) -> Expr:
     raise reject(anchor, "internal: a nest dimension escaped into a NEM expression")
 
 
+PLAIN_LAYOUT = "ABCDEFGH"
+"""The layout id of a contiguous region of up to 8 dimensions without a
+named layout (one letter per dimension, D-LAYOUT)."""
+
+
 def region(ctx: LoweringContext, b: NemBuilder, view: View, start: Aff, shape: Sequence[int],
            strides: Sequence[int], anchor: Operation | None,
            layout: str | None = None) -> SSAValue:
     """An inline typed region of `view.buffer` starting at element `start`
     (absolute in the buffer) with `shape` and element `strides`
     (D-LOW-REGION): contiguous regions get a layout id (`layout` when its
-    rank fits), others `strides=[..]`.  The region is logged for the
-    partial-tile checks."""
+    rank fits; `ABCDEFGH` cut to the rank when none is given), others, and
+    those of more than 8 dimensions, `strides=[..]`.  The region is logged
+    for the partial-tile checks."""
     eb = view.elem_bytes
     if not shape:
         shape, strides = [1], [1]
@@ -91,9 +97,10 @@ def region(ctx: LoweringContext, b: NemBuilder, view: View, start: Aff, shape: S
         acc *= d
     extent = (last_offset(shape, strides) + 1) * eb
     offset = expr(start.scale(eb), anchor)
-    if contiguous:
-        lay = layout if layout and len(layout) == len(shape) else DEFAULT_LAYOUTS.get(len(shape))
+    lay = layout if layout and len(layout) == len(shape) else DEFAULT_LAYOUTS.get(len(shape))
+    lay = lay or (PLAIN_LAYOUT[: len(shape)] if len(shape) <= len(PLAIN_LAYOUT) else None)
+    if contiguous and lay is not None:
         return b.region(None, view.buffer, offset, extent, elem=view.elem, shape=list(shape),
-                        layout=lay or "ABCDEFGH"[: len(shape)])
+                        layout=lay)
     return b.region(None, view.buffer, offset, extent, elem=view.elem, shape=list(shape),
                     strides=list(strides))
