@@ -110,6 +110,17 @@ def test_single_op(case, dtype):
     check_single_op(case, dtype)
 
 
+@pytest.mark.parametrize("pads", [(0, 0, 2, 1, 0, 0, 1, 3), (0, 0, 7, 0, 0, 0, 0, 12),
+                                  (0, 1, -1, 2, 0, 0, 1, -2)])
+def test_pad_wrap(pads):
+    """Pad mode `wrap` (opset 19): the rows of the other end, round and round
+    when the padding is longer than the axis, after negative pads crop
+    (graph fuzz campaign seed 7373, m30: refused before)."""
+    model = samples.single_op("Pad", X4, "f32", {"p": i64(*pads)}, mode="wrap")
+    model.opset_import[0].version = 19
+    check_model(model)
+
+
 def test_log_of_positive_values():
     g = samples.GraphBuilder("f32", seed=1)
     x = g.op("Exp", ["x"], name="e")

@@ -15,7 +15,8 @@ Each is a view or a copy the lowering turns into transfers:
 * `Pad`: `constant` mode is a `tensor.pad` (a fill and a copy; a zero
   Pad before a Conv is folded into the Conv's pads by the graph
   simplifier, D-COMPILE-SIMPLIFY), `reflect` and `edge` modes concatenate
-  one slice per border row (reflect) or a broadcast of the edge (edge).
+  one slice per border row (reflect) or a broadcast of the edge (edge),
+  `wrap` the slices of the rows it repeats from the other end.
 
 Constants go through numpy (a constant Gather, Unsqueeze, ... of a weight
 stays a compile-time weight); integer tensors exist only as such
@@ -264,13 +265,20 @@ def slice_of(x: TensorVal, axis: int, start: int, size: int, step: int) -> Tenso
 def pick(x: TensorVal, axis: int, indices: Sequence[int]) -> TensorVal:
     """The elements `indices` of `x` along logical `axis`, in that order:
     one strided view when they step up evenly, else the concatenation of
-    one-element views (a Gather's indices, a Slice's negative step; NEM
-    regions take no negative strides)."""
+    the views of their runs of consecutive elements (a Gather's indices, a
+    Slice's negative step, a wrapping Pad; NEM regions take no negative
+    strides)."""
     step = indices[1] - indices[0] if len(indices) > 1 else 1
     if step > 0 and list(indices) == list(range(indices[0], indices[0] + step * len(indices),
                                                  step)):
         return slice_of(x, axis, indices[0], len(indices), step)
-    parts = [slice_of(x, axis, i, 1, 1) for i in indices]
+    runs: list[list[int]] = []
+    for i in indices:
+        if runs and i == runs[-1][0] + runs[-1][1]:
+            runs[-1][1] += 1
+        else:
+            runs.append([i, 1])
+    parts = [slice_of(x, axis, start, size, 1) for start, size in runs]
     return TensorVal(emit.concat([p.value for p in parts], x.perm.index(axis)),
                      parts[0].shape[:axis] + (len(indices),) + parts[0].shape[axis + 1:],
                      x.perm)
@@ -303,7 +311,7 @@ def pad(imp: Importer, node: Node) -> None:
     lo, hi = [0] * x.rank, [0] * x.rank
     for a, b, e in zip(axes, pads[:len(axes)], pads[len(axes):]):
         lo[a], hi[a] = b, e
-    if mode not in ("constant", "reflect", "edge"):
+    if mode not in ("constant", "reflect", "edge", "wrap"):
         raise imp.error(f"not supported: Pad mode '{mode}'")
     x = crop_negative_pads(imp, x, lo, hi, "Pad")
     if mode == "constant":
@@ -319,11 +327,17 @@ def pad(imp: Importer, node: Node) -> None:
 def _pad_border(imp: Importer, x: TensorVal, axis: int, lo: int, hi: int, mode: str
                 ) -> TensorVal:
     """`x` with `lo` rows before and `hi` after along `axis`: mirrored rows
-    (reflect: row lo, ..., 1 before; n-2, ... after) or copies of the edge."""
+    (reflect: row lo, ..., 1 before; n-2, ... after), copies of the edge, or
+    the rows of the other end (wrap: row n-lo, ..., n-1 before; 0, ... after,
+    round and round when the padding is longer than the axis)."""
     n = x.shape[axis]
     if mode == "reflect" and (lo >= n or hi >= n):
         raise imp.error(f"Pad reflect of {max(lo, hi)} rows of an axis of size {n}: ONNX "
                         "needs fewer rows than the axis has")
+    if mode == "wrap":
+        if n == 0:
+            raise imp.error("Pad wrap of an empty axis: there are no rows to repeat")
+        return pick(x, axis, [(i - lo) % n for i in range(lo + n + hi)])
     parts: list[TensorVal] = []
     if mode == "reflect":
         parts += [slice_of(x, axis, i, 1, 1) for i in range(lo, 0, -1)]
