@@ -233,6 +233,17 @@ def relu_rank9() -> onnx.ModelProto:
                   {"x": [2, 1, 3, 1, 2, 1, 1, 2, 1]}, {"y": [2, 1, 3, 1, 2, 1, 1, 2, 1]})
 
 
+def conv_runtime_weights() -> onnx.ModelProto:
+    """Conv of f32[1,4,6,5] with weights f32[6,2,3,3] that are a graph input
+    (computed at run time), 2 groups, pads 1, stride [1,2] (campaign seed
+    7373, m55 with 11 groups and m82, minimized): the importer took only
+    initializer weights ('not supported: Conv weights computed at run
+    time': REJECTED); a 2-D convolution now transposes them in the program."""
+    return _model([helper.make_node("Conv", ["x", "w"], ["y"], group=2, pads=[1, 1, 1, 1],
+                                    strides=[1, 2])],
+                  {"x": [1, 4, 6, 5], "w": [6, 2, 3, 3]}, {"y": [1, 6, 6, 3]})
+
+
 def layernorm_f16_after_erf() -> onnx.ModelProto:
     """Add(x, [0, .002, .004, .006]) -> Tanh -> Erf -> LayerNormalization
     (epsilon 1e-5) of f16[8,1] (the form of campaign seed 4141's m46, made
@@ -299,6 +310,7 @@ SEEDS = [
     Seed("avgpool_same_negative", avgpool_same_negative, Config("npm_pro_x1", engines=1), "PASS"),
     # the campaign of session 7 (seed 7373)
     Seed("relu_rank9", relu_rank9, Config("npm_pro_x1"), "PASS"),
+    Seed("conv_runtime_weights", conv_runtime_weights, Config("npm_mid"), "PASS"),
 ]
 
 

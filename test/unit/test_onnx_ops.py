@@ -121,6 +121,26 @@ def test_pad_wrap(pads):
     check_model(model)
 
 
+@pytest.mark.parametrize("group", [1, 3])
+def test_conv_weights_computed_at_run_time(group):
+    """Conv whose weights are a graph input, not an initializer: transposed
+    in the program (graph fuzz campaign seed 7373, m55 and m82: refused
+    before); a 1-D one is still refused, naming the weights."""
+    conv = helper.make_node("Conv", ["x", "w"], ["y"], group=group, pads=[1, 0, 1, 2],
+                            strides=[2, 1], dilations=[1, 2])
+    f = 6
+    model = _typed_model([conv], {"x": (TensorProto.FLOAT, [1, 3, 7, 6]),
+                                  "w": (TensorProto.FLOAT, [f, 3 // group, 3, 2])},
+                         {"y": (TensorProto.FLOAT, [1, f, 4, 6])})
+    check_model(model)
+    one_d = _typed_model([helper.make_node("Conv", ["x", "w"], ["y"])],
+                         {"x": (TensorProto.FLOAT, [1, 3, 7]),
+                          "w": (TensorProto.FLOAT, [2, 3, 3])},
+                         {"y": (TensorProto.FLOAT, [1, 2, 5])})
+    with pytest.raises(Exception, match="Conv weights 'w' computed at run time in a 1-D"):
+        check_model(one_d)
+
+
 def test_log_of_positive_values():
     g = samples.GraphBuilder("f32", seed=1)
     x = g.op("Exp", ["x"], name="e")

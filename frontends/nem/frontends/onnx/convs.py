@@ -29,7 +29,7 @@ import numpy as np
 from mlir import ir
 from mlir.dialects import arith, linalg, tensor
 from nem.frontends.onnx import emit
-from nem.frontends.onnx.graph import Importer, Node
+from nem.frontends.onnx.graph import Importer, Node, TensorVal
 from nem.frontends.onnx.ops import define_elementwise, ints, x_dtype
 
 
@@ -169,16 +169,15 @@ def conv(imp: Importer, node: Node) -> None:
     spatial = x.rank - 2
     if spatial not in (1, 2, 3):
         raise imp.error(f"not supported: {spatial}-D convolution (1-D, 2-D and 3-D are)")
-    if w is None:
-        raise imp.error(f"not supported: Conv weights '{node.input(1)}' computed at run time",
-                        fix="make the weights an initializer")
-    w = w.astype(x_dtype(imp, x))
     bias = imp.const(node.input(2)) if node.input(2) else None
     if node.input(2) and bias is None:
         raise imp.error(f"not supported: Conv bias '{node.input(2)}' computed at run time",
                         fix="make the bias an initializer")
-    w, bias, out_name = _folded_weights(imp, node, w, bias)
     group = int(node.attrs.get("group", 1))
+    if w is None:
+        return _conv_of_values(imp, node, x, imp.tensor(node.input(1)), bias, group)
+    w = w.astype(x_dtype(imp, x))
+    w, bias, out_name = _folded_weights(imp, node, w, bias)
     n, c, *sizes = x.shape
     f, cg, *kernel = w.shape
     if ints(node, "kernel_shape", kernel) != kernel:
@@ -197,6 +196,45 @@ def conv(imp: Importer, node: Node) -> None:
                                             pads[spatial:])]
     y = conv_nd(imp, node, xp, w, bias, outs, group, strides, dil, node.input(1))
     imp.define(out_name, y, cl)
+
+
+def _conv_of_values(imp: Importer, node: Node, x: TensorVal, w: TensorVal,
+                    bias: np.ndarray | None, group: int) -> None:
+    """A 2-D convolution whose weights are computed at run time (an output
+    of other nodes, not an initializer): the OIHW value transposed in the
+    program to HWCF (one group) or GFHWC (`conv2d`'s raised forms); a 1-D or
+    3-D one is refused."""
+    if x.rank != 4:
+        raise imp.error(f"not supported: Conv weights '{node.input(1)}' computed at run time "
+                        f"in a {x.rank - 2}-D convolution (a 2-D one takes them)",
+                        fix="make the weights an initializer")
+    n, c, *sizes = x.shape
+    f, cg, *kernel = w.shape
+    if w.rank != 4 or c != cg * group or f % group:
+        raise imp.error(f"weights {list(w.shape)} do not fit {c} input channels in "
+                        f"{group} groups")
+    if ints(node, "kernel_shape", kernel) != kernel:
+        raise imp.error(f"kernel_shape {ints(node, 'kernel_shape', [])} does not match the "
+                        f"weights {list(w.shape)}")
+    strides, dil = ints(node, "strides", [1, 1]), ints(node, "dilations", [1, 1])
+    pads = spatial_pads(imp, node, sizes, kernel, strides, dil)
+    cl = channels_last(x.rank)
+    xp = emit.pad(imp.in_perm(x, cl), [0, *pads[:2], 0], [0, *pads[2:], 0], 0.0)
+    outs = [(s + lo + hi - d * (k - 1) - 1) // st + 1
+            for s, k, st, d, lo, hi in zip(sizes, kernel, strides, dil, pads[:2], pads[2:])]
+    init = _bias_init(imp, bias, node, [n, *outs, f], emit.elem_type(xp))
+    if group == 1:
+        y = emit.value_of(linalg.conv_2d_nhwc_hwcf(xp, imp.in_perm(w, (2, 3, 1, 0)),
+                                                   outs=[init], strides=list(strides),
+                                                   dilations=list(dil)))
+    else:
+        wg = emit.reshape(imp.in_perm(w, (0, 1, 2, 3)), [group, f // group, cg, *kernel])
+        xg = emit.reshape(xp, [n, *emit.shape_of(xp)[1:3], group, cg])
+        acc = emit.reshape(init, [n, *outs, group, f // group])
+        y = emit.reshape(emit.value_of(linalg.conv_2d_nhwgc_gfhwc(
+            xg, emit.transpose(wg, [0, 1, 3, 4, 2]), outs=[acc], strides=list(strides),
+            dilations=list(dil))), [n, *outs, f])
+    imp.define(node.outputs[0], y, cl)
 
 
 def conv_nd(imp: Importer, node: Node, xp: ir.Value, w: np.ndarray, bias: np.ndarray | None,
