@@ -186,8 +186,11 @@ def test_unsupported_attribute_value():
 
 
 def test_conv_weights_at_run_time():
-    m = samples.single_op("Conv", {"x": (1, 2, 4, 4), "w": (3, 2, 1, 1)})
-    assert "(Conv): error: not supported: Conv weights 'w' computed at run time" in _error(m)
+    """2-D convolutions take weights computed at run time (test_onnx_ops);
+    a 1-D one does not, and says so naming them."""
+    m = samples.single_op("Conv", {"x": (1, 2, 4), "w": (3, 2, 1)})
+    assert ("(Conv): error: not supported: Conv weights 'w' computed at run time in a 1-D "
+            "convolution") in _error(m)
 
 
 def test_dynamic_shape():
