@@ -30,7 +30,7 @@ from nem.frontends.nem_text.parser import parse_nem
 ROOT = Path(__file__).resolve().parents[2]
 PIECES = ["relu", "x", "_a1", "opcode", "transfer", "store", "foo", ".", "..", "async", "sync",
           "asyncx", "mandatory", "extended", "1", "12", "0", "5", "e", "E3", "e+2", "-", "+",
-          '"s"', '"a\\"b"', '"open', "#c", " ", "  ", "\t", "\r", "\f", "(", ")", "[", "]",
+          '"s"', '"a\\"b"', '"open', '"\\q"', '"\\x4', '"\\x4f"', "\\", "#c", " ", "  ", "\t", "\r", "\f", "(", ")", "[", "]",
           ",", "=", ":", "@", "*", "/", "<", ">", "{", "}", ";", "!", "$", "é", "99999999999999999999"]
 
 

@@ -42,7 +42,7 @@ from nem.dialect.family_model import (
 from nem.dialect.limits import MAX_NESTING_DEPTH
 from nem.dialect.semantics.units import UNIT_TYPES
 from nem.frontends.nem_text.cursor import TokenCursor, describe
-from nem.frontends.nem_text.lexer import EOF, FLOAT, ID, INT, STRING, Token, tokenize
+from nem.frontends.nem_text.lexer import EOF, FLOAT, ID, INT, STRING, Token, tokenize, unquote
 
 
 @dataclass(frozen=True)
@@ -112,17 +112,6 @@ def parse_include(cur: TokenCursor) -> tuple[str, SourceLoc]:
     tok = cur.expect_kind(STRING, "GRAM-01", "a quoted file path after 'include'",
                           'write include "file.nem"')
     return unquote(tok.text), loc
-
-
-def unquote(text: str) -> str:
-    """The value of a STRING token (quotes removed, `\\x` escapes resolved)."""
-    out, i, body = [], 0, text[1:-1]
-    while i < len(body):
-        if body[i] == "\\" and i + 1 < len(body):
-            i += 1
-        out.append(body[i])
-        i += 1
-    return "".join(out)
 
 
 # -- type families ------------------------------------------------------------

@@ -13,6 +13,7 @@ from __future__ import annotations
 from nem.dialect.device_model import Device, DeviceDecl, Topology
 from nem.dialect.family_model import TypeFamily, VariantRef
 from nem.frontends.nem_text.config_parser import ConfigDocument
+from nem.frontends.nem_text.lexer import quote
 
 _IND = "    "
 
@@ -61,7 +62,7 @@ def _device(name: str, parent: str | None, spec: str | None, topology: Topology 
             ) -> str:
     blocks: list[list[str]] = []
     if spec is not None:
-        blocks.append([f'spec_version = "{_escape(spec)}"'])
+        blocks.append([f"spec_version = {quote(spec)}"])
     if topology is not None:
         blocks.append(_topology(topology))
     if chars:
@@ -97,11 +98,7 @@ def print_device(dev: Device) -> str:
 def print_config_document(doc: ConfigDocument) -> str:
     parts = []
     if doc.includes:
-        parts.append("".join(f'include "{_escape(p)}"\n' for p in doc.includes))
+        parts.append("".join(f"include {quote(p)}\n" for p in doc.includes))
     parts += [print_type_family(f) for f in doc.families]
     parts += [print_device_decl(d) for d in doc.devices]
     return "\n".join(parts)
-
-
-def _escape(text: str) -> str:
-    return text.replace("\\", "\\\\").replace('"', '\\"')

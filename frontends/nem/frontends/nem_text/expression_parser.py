@@ -12,6 +12,7 @@ as xDSL's `Parser` builds on its `AttrParser`/`BaseParser`.
 from __future__ import annotations
 
 import math
+import operator
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -51,9 +52,16 @@ from nem.dialect.limits import MAX_EXPR_DEPTH, MAX_EXPR_OPERATORS, MAX_NESTING_D
 from nem.dialect.ops import INDEX
 from nem.dialect.semantics.units import UNIT_TYPES
 from nem.frontends.nem_text.cursor import TokenCursor, describe
-from nem.frontends.nem_text.lexer import FLOAT, ID, INT, PUNCT, STRING, Token, tokenize
+from nem.frontends.nem_text.lexer import FLOAT, ID, INT, PUNCT, STRING, Token, tokenize, unquote
 
 _OpT = TypeVar("_OpT", bound=Operation)
+
+
+_FLOAT_OPS: dict[str, Callable[[float, float], float]] = {
+    "+": operator.add, "-": operator.sub, "*": operator.mul, "/": operator.truediv,
+    "mod": operator.mod}
+"""How a FLOAT expression combines two literals (only the operator applied:
+`1.0 + 0` must not divide by zero)."""
 
 
 class Name(NamedTuple):
@@ -263,8 +271,7 @@ class ExpressionParser(TokenCursor):
                 if op in ("/", "mod") and rhs == 0:
                     raise self.error("division by zero", "CONST-05",
                                      f"give '{op}' a non-zero right operand", op_tok)
-                lhs = {"+": lhs + rhs, "-": lhs - rhs, "*": lhs * rhs, "/": lhs / rhs,
-                       "mod": lhs % rhs if rhs else 0.0}[op]
+                lhs = _FLOAT_OPS[op](lhs, rhs)
             return lhs
 
         return expr(0)
@@ -547,8 +554,3 @@ class ExpressionParser(TokenCursor):
         # Duplicates are reported by the verifier (NAME-02); the newest wins here.
         self.scope.names[tok.text] = Name(kind, value, tok.line)
 
-
-
-def unquote(text: str) -> str:
-    """The text of a STRING token without its quotes, escapes resolved."""
-    return text[1:-1].encode().decode("unicode_escape") if "\\" in text else text[1:-1]

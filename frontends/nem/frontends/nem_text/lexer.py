@@ -72,7 +72,7 @@ _TOKENS: tuple[tuple[str, str], ...] = (
     (FLOAT, r"[0-9]+\.[0-9]+(?:[eE][+-]?[0-9]+)?"),
     (INT, r"[0-9]+"),
     (ID, r"[A-Za-z_][A-Za-z0-9_]*"),
-    (STRING, r'"(?:[^"\\\n]|\\.)*"'),
+    (STRING, r'"(?:[^"\\\n]|\\["\\nt]|\\x[0-9a-fA-F]{2})*"'),
     (PUNCT, r"\.\.|[()\[\]{},=:;@+\-*/<>.]"),
 )
 """The token grammar, its one home: each kind's expression, in the order
@@ -104,8 +104,7 @@ def iter_tokens(text: str, file: str, at: tuple[int, int] = (0, 0)) -> Iterator[
             col = pos - line_start + 1
             ch = text[pos]
             if ch == '"':
-                raise fail("unterminated string literal", SourceLoc(file, line, col), "LEX-01",
-                           'close the string with `"` on the same line')
+                raise _bad_string(text, pos, SourceLoc(file, line, col))
             raise fail(f"unexpected character {ch!r}", SourceLoc(file, line, col), "GRAM-16",
                        "remove it; NEM expressions use only + - * / mod and parentheses")
         kind = m.lastgroup
@@ -175,6 +174,53 @@ def _kind(text: str) -> str:
     m = _TOKEN_RE.match(text)
     assert m is not None and m.end() == len(text) and m.lastgroup is not None  # one token
     return m.lastgroup
+
+
+_ESCAPE = re.compile(r'\\(x[0-9a-fA-F]{2}|["\\nt])')
+_ESCAPED = {'"': '"', "\\": "\\", "n": "\n", "t": "\t"}
+
+
+def unquote(text: str) -> str:
+    """The value of a STRING token: its text without the quotes, each escape
+    (`\\"`, `\\\\`, `\\n`, `\\t`, `\\xHH`; D-LEX-3) resolved.  The lexer
+    admits no other escape, so every token has a value."""
+    body = text[1:-1]
+    if "\\" not in body:
+        return body
+    return _ESCAPE.sub(lambda m: chr(int(m[1][1:], 16)) if m[1][0] == "x" else _ESCAPED[m[1]],
+                       body)
+
+
+def quote(value: str) -> str:
+    """The STRING token whose value is `value` (`unquote`'s inverse): `"` and
+    `\\` escaped, and every control character, which a one-line token cannot
+    hold raw (D-LEX-3)."""
+    out = value.replace("\\", "\\\\").replace('"', '\\"')
+    if not out.isprintable():  # control characters (\xHH reaches up to U+00FF)
+        out = "".join(c if c.isprintable() or ord(c) > 0xFF
+                      else {"\n": "\\n", "\t": "\\t"}.get(c, f"\\x{ord(c):02x}") for c in out)
+    return f'"{out}"'
+
+
+def _bad_string(text: str, start: int, loc: SourceLoc) -> NemDiagnosticError:
+    """Why the string literal starting at `start` is not a STRING token: an
+    escape NEM does not define (located at its backslash), or no closing
+    quote on its line."""
+    pos = start + 1
+    while pos < len(text) and text[pos] not in '"\n':
+        if text[pos] == "\\":
+            m = _ESCAPE.match(text, pos)
+            if m is None:
+                bad = text[pos:pos + 2].rstrip("\n")
+                return fail(f"unknown escape '{bad}' in a string literal",
+                            SourceLoc(loc.file, loc.line, loc.col + pos - start), "LEX-01",
+                            'the escapes are \\" \\\\ \\n \\t and \\xHH (D-LEX-3); '
+                            "write \\\\ for a backslash")
+            pos = m.end()
+        else:
+            pos += 1
+    return fail("unterminated string literal", loc, "LEX-01",
+                'close the string with `"` on the same line')
 
 
 def _int_in_range(text: str) -> bool:

@@ -64,9 +64,8 @@ from nem.frontends.nem_text.expression_parser import (
     ExpressionParser,
     ParsedValue,
     Scope,
-    unquote,
 )
-from nem.frontends.nem_text.lexer import CALL, ID, PUNCT, STRING, Token
+from nem.frontends.nem_text.lexer import CALL, ID, PUNCT, STRING, Token, unquote
 
 
 class ProgramParser(ExpressionParser):

@@ -41,6 +41,7 @@ from nem.dialect.ops import (
     WaitOp,
 )
 from nem.dialect.point_checks import operand_groups
+from nem.frontends.nem_text.lexer import quote
 
 INDENT = "  "
 
@@ -123,7 +124,7 @@ class NemPrinter:
         if isinstance(attr, ArrayAttr):
             return "[" + ", ".join(self.value(a, args) for a in attr.data) + "]"
         if isinstance(attr, StringAttr):
-            return '"' + attr.data.replace("\\", "\\\\").replace('"', '\\"') + '"'
+            return quote(attr.data)
         if isinstance(attr, FloatAttr):
             return fmt_num(float(attr.value.data))
         name = elem_name(attr)
