@@ -212,3 +212,15 @@ def test_retiling_keeps_the_locations(monkeypatch):
     assert len(calls) == 2 and any("tiled again" in r for r in result.remarks)
     ops = [node_of(str(o.location)) for o in _ops(drivers[0].tiled.operation)]
     assert {found[1][1] for found in ops if found} == set(NODES)
+
+
+def test_own_locations_skip_strings_and_regions():
+    """An op's own `loc(...)`s: braces and `loc(` inside string literals, and
+    the locations of ops in its regions, are not its own (the scanner is the
+    MLIR text's one bracket matcher, `mlir_input.closing`)."""
+    from nem.frontends.onnx.locations import _OpLocations
+
+    debug = ('%0 = "x.op"() {s = "a{b loc(q)", t = "\\"}"} ({\n'
+             '  "y.op"() : () -> () loc("inner")\n'
+             '}) : () -> () loc(fused["m.onnx":3:1, "n(1)"]) loc("tail")\n')
+    assert _OpLocations(debug, debug).own(1, 1) == ['loc(fused["m.onnx":3:1, "n(1)"])', 'loc("tail")']

@@ -29,6 +29,7 @@ from __future__ import annotations
 import re
 
 from nem.frontends.onnx.diagnostics import NodeRef, node_text
+from nem.frontends.upstream_dialects.mlir_input import closing
 
 _STR = r'"((?:[^"\\]|\\.)*)"'
 NODE_LOC = re.compile(_STR + r"\(" + _STR + r"\(" + _STR + r":(\d+):\d+\)\)")
@@ -171,6 +172,11 @@ def _first_op_line(lines: list[str]) -> int:
     return next((i for i, ln in enumerate(lines) if ln and not ln.startswith("#")), 0)
 
 
+_OWN = re.compile(r'"(?:[^"\\\n]|\\.)*"?|[{}]|loc\(')
+"""What `_own_locations` looks for: string literals (skipped whole), braces
+(the op's regions) and the start of a `loc(`."""
+
+
 def _own_locations(lines: list[str], line: int, col: int) -> list[str]:
     """The texts of the `loc(...)`s of the op that starts at (line, col)
     outside its regions (its trailing location, an affine.for induction
@@ -179,45 +185,17 @@ def _own_locations(lines: list[str], line: int, col: int) -> list[str]:
     depth = 0
     for k in range(line, len(lines)):
         text = lines[k]
-        i = col if k == line else 0
-        while i < len(text):
-            c = text[i]
-            if c == '"':
-                i = _string_end(text, i)
-                continue
+        m = _OWN.search(text, col if k == line else 0)
+        while m is not None:
+            pos, c = m.end(), m.group()
             if c == "{":
                 depth += 1
             elif c == "}":
                 depth -= 1
-            elif depth == 0 and text.startswith("loc(", i):
-                end = _paren_end(text, i + 3)
-                locs.append(text[i:end])
-                i = end
-                continue
-            i += 1
+            elif c == "loc(" and depth == 0:
+                pos = closing(text, pos - 1, "(") or len(text)
+                locs.append(text[m.start():pos])
+            m = _OWN.search(text, pos)
         if depth <= 0:
             return locs
     return locs
-
-
-def _string_end(text: str, i: int) -> int:
-    """The offset after the string literal starting at `text[i]` ('"')."""
-    i += 1
-    while i < len(text) and text[i] != '"':
-        i += 2 if text[i] == "\\" else 1
-    return i + 1
-
-
-def _paren_end(text: str, i: int) -> int:
-    """The offset after the parenthesis group starting at `text[i]` ('(')."""
-    depth = 0
-    while i < len(text):
-        c = text[i]
-        if c == '"':
-            i = _string_end(text, i)
-            continue
-        depth += (c == "(") - (c == ")")
-        i += 1
-        if depth == 0:
-            break
-    return i

@@ -31,6 +31,7 @@ from nem.frontends.upstream_dialects.async_dialect import Async
 from nem.frontends.upstream_dialects.dma import AFFINE_EXTRA_OPS, MEMREF_EXTRA_OPS
 from nem.frontends.upstream_dialects.linalg_named import use_upstream_linalg_named
 from nem.frontends.upstream_dialects.linalg_softmax import SoftmaxOp
+from nem.frontends.upstream_dialects.mlir_input import closing
 
 __all__ = ["Async", "mlir_dialect_factories", "register_mlir_dialects", "lowering_context", "parse_mlir",
            "LocatingParser", "parse_error_message"]
@@ -154,7 +155,7 @@ class LocatingParser(Parser):
         tok = self._current_token
         if tok.kind != MLIRTokenKind.BARE_IDENT or tok.text != "loc":
             return super().parse_optional_location()
-        end = _closing(self.lexer.input.content, tok.span.end, "(")
+        end = closing(self.lexer.input.content, tok.span.end, "(")
         if end is None:
             return super().parse_optional_location()
         return self._reused(self._locations, end, super().parse_optional_location)
@@ -165,7 +166,7 @@ class LocatingParser(Parser):
         `{dilations = dense<1> : vector<2xi64>, ...}`, a generic's indexing
         maps and iterator types), each taking xDSL milliseconds."""
         tok = self._current_token
-        end = _closing(self.lexer.input.content, tok.span.start, "{") \
+        end = closing(self.lexer.input.content, tok.span.start, "{") \
             if tok.kind == MLIRTokenKind.L_BRACE else None
         if end is None:
             return super().parse_optional_dictionary_attr_dict()
@@ -237,30 +238,6 @@ def _angle_end(text: str, at: int) -> int | None:
                 return m.end()
         elif c == "\n":
             return None
-    return None
-
-
-_BRACKETS = {"(": re.compile(r'"(?:[^"\\\n]|\\.)*"|[()\n]'),
-             "{": re.compile(r'"(?:[^"\\\n]|\\.)*"|[{}\n]')}
-
-
-def _closing(text: str, at: int, opening: str) -> int | None:
-    """The offset after the bracket closing the `opening` one (`(` or `{`) at
-    `text[at]` (brackets in string literals are no closers), or None when
-    `text[at]` is not `opening` or the brackets do not close on its line."""
-    if text[at:at + 1] != opening:
-        return None
-    depth = 0
-    for m in _BRACKETS[opening].finditer(text, at):
-        c = m.group()
-        if c == opening:
-            depth += 1
-        elif c == "\n":
-            return None
-        elif c[0] != '"':
-            depth -= 1
-            if depth == 0:
-                return m.end()
     return None
 
 

@@ -62,6 +62,33 @@ _BAD_ESCAPE = re.compile(r'\\(?!["nt\\]|[0-9A-Fa-f]{2})')
 _OPEN, _CLOSE = "({[<", ")}]>"
 
 
+_BRACKETS = {"(": re.compile(r'"(?:[^"\\\n]|\\.)*"|[()\n]'),
+             "{": re.compile(r'"(?:[^"\\\n]|\\.)*"|[{}\n]')}
+
+
+def closing(text: str, at: int, opening: str) -> int | None:
+    """The offset after the bracket closing the `opening` one (`(` or `{`) at
+    `text[at]` (brackets in string literals are no closers), or None when
+    `text[at]` is not `opening` or the brackets do not close on its line.
+    The one bracket scanner of MLIR text: the parser's caches find a
+    location's or an attribute dictionary's extent with it, the ONNX
+    importer an op's own `loc(...)`s."""
+    if text[at:at + 1] != opening:
+        return None
+    depth = 0
+    for m in _BRACKETS[opening].finditer(text, at):
+        c = m.group()
+        if c == opening:
+            depth += 1
+        elif c == "\n":
+            return None
+        elif c[0] != '"':
+            depth -= 1
+            if depth == 0:
+                return m.end()
+    return None
+
+
 def parse_location(text: str) -> LocationAttr | None:
     """The MLIR location written as `text` (`loc(...)`), None if it is not one.
     `text` is untrusted (a `.nemb`'s Debug section, D-BC-NODES): it is
