@@ -1,6 +1,6 @@
 """The scheduled (first) run's shortcuts must not change what it checks or
 decides: race shadow memory bucketed per buffer instance (D-RT-RACE-SHADOW),
-placement memoized per static key (`scheduler._PLACEMENTS`), frame
+placement memoized per static key (`Scheduler.placements`), frame
 environments keyed by slot numbers."""
 
 from __future__ import annotations
@@ -8,7 +8,6 @@ from __future__ import annotations
 import pytest
 
 from nem.runtime import NemInterpreter
-from nem.runtime import scheduler as sched_mod
 
 # A and B are adjacent in L1: a bucket per level would see both, a bucket per
 # region start would separate the two overlapping writes into A.
@@ -64,29 +63,29 @@ f = compute.sync in region(L, 64, 64) elem=f32, shape=[16], layout=C out region(
 
 
 class _NoMemo(dict):
-    """A `_PLACEMENTS` that remembers nothing: every task binds its unit afresh."""
+    """`placements` that remember nothing: every task binds its unit afresh."""
 
     def __setitem__(self, key, value) -> None:
         pass
 
 
 @pytest.mark.parametrize("device", ["npm_pro", "npm_mid"])
-def test_memoized_placement_is_the_unmemoized_one(monkeypatch, device):
+def test_memoized_placement_is_the_unmemoized_one(device):
     """RULE: RES-07 - DDR->L2 transfers run on sDMA, L2->L1 and L1->L1 ones on
     DMA (engine 1: L1[1]), relu on its unit or the one @resource names: the
     memo key holds every fact `bind_unit` reads, so a memo filled by other
-    tasks (and by the previous device) gives each task its own unit."""
-    def units() -> list:
+    tasks gives each task its own unit."""
+    def units(memo: bool) -> list:
         it = NemInterpreter(device=device)
         it.load_string(PLACES, "p.nem")
         s = it.start()
+        if not memo:
+            s.sched.placements = _NoMemo()
         s.run_to_end()
         return [(row[1].label, row[3]) for row in s.trace]
 
-    memo = units()
-    again = units()                              # every key now hits the memo
-    monkeypatch.setattr(sched_mod, "_PLACEMENTS", _NoMemo())
-    assert memo == again == units()
+    memo = units(True)
+    assert memo == units(False)
     by = dict(memo)
     assert by["a"][1] == "sDMA" and by["c"][1] == "sDMA"
     assert by["b"][:2] == (1, "DMA") and by["d"][:2] == (1, "DMA")

@@ -53,11 +53,6 @@ from nem.runtime.engine import (
 )
 from nem.runtime.task_state import EMPTY, TaskInst, Token, task_key
 
-_PLACEMENTS: dict[tuple, tuple] = {}
-"""`Scheduler._placement`'s results: (topology, kind, opcode, resource, seq_engine,
-level ids of the regions) -> (engine, unit type, index, candidate units)."""
-
-
 EFFECTS = 1024
 """Bound data effects a scheduler keeps for reuse (`Scheduler._effect`)."""
 
@@ -157,8 +152,10 @@ class Scheduler:
         self.loop_max_active: dict = {}
         self.effects: dict = {}        # `_effect`: bound data effects by task and regions
         self.placed: dict = {}         # `_placement` by template
-        # placement depends on the topology and static facts of a task only
-        # (`_placement`): cached for the process under keys that start with this
+        # `_placement`'s results: (kind, opcode, resource, seq_engine, level
+        # names of the regions) -> (engine, unit type, index, candidate units)
+        self.placements: dict[tuple, tuple] = {}
+        # what a replayed plan depends on in the topology (`replay.key_of`)
         self.topo_key = (topology["num_engines"], tuple(sorted(topology["per_engine"].items())),
                          tuple(sorted(topology["device_units"].items())))
         self.now = 0
@@ -427,17 +424,16 @@ class Scheduler:
 
         A function of the topology and of what `bind_unit` reads (the task's kind
         and opcode, `@resource`, `@seq_engine` and its regions' levels), so it is
-        computed once per distinct combination for the process (`_PLACEMENTS`),
-        not once per template: a first run of a long unrolled program binds a
+        computed once per distinct combination of the run (`placements`), not
+        once per template: a first run of a long unrolled program binds a
         handful of combinations, not one per task."""
         tpl = t.tpl
         hit = self.placed.get(tpl)     # a template's regions keep their levels
         if hit is not None:
             return hit
         regions = t.regions
-        key = (self.topo_key, tpl.kind, tpl.opcode, tpl.resource, tpl.seq_engine,
-               *[r.level.ident for r in regions])
-        hit = _PLACEMENTS.get(key)
+        key = (tpl.kind, tpl.opcode, tpl.resource, tpl.seq_engine, *[r.level.name for r in regions])
+        hit = self.placements.get(key)
         if hit is not None:
             self.placed[tpl] = hit
             return hit
@@ -465,7 +461,7 @@ class Scheduler:
         engines = (engine,) if engine is not None else tuple(range(topo["num_engines"]))
         idxs = (idx,) if idx is not None else tuple(range(count(utype)))
         res = (engine, utype, idx, [(e, utype, i) for e in engines for i in idxs])
-        _PLACEMENTS[key] = res
+        self.placements[key] = res
         self.placed[tpl] = res
         return res
 
