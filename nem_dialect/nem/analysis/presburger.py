@@ -26,6 +26,7 @@ from collections.abc import Callable, Mapping, Sequence
 import islpy as isl
 from xdsl.ir import BlockArgument, SSAValue
 
+from nem.dialect.bounded_cache import BoundedCache
 from nem.dialect.expressions import (
     _ARG,
     _BINOP,
@@ -97,7 +98,9 @@ class InstanceSpace:
         return hit
 
 
-_SPACES: dict[tuple[tuple[int, ...], int], InstanceSpace] = {}
+_SPACES: BoundedCache[tuple[tuple[int, ...], int], InstanceSpace] = BoundedCache(256)
+"""Spaces by group sizes (a program's analyses use a handful): their memos
+outlive one analysis, so a process analysing many programs reuses them."""
 
 
 def point(s: isl.Set) -> list[int]:

@@ -18,7 +18,11 @@ from collections import OrderedDict
 from collections.abc import Hashable
 from typing import Generic, TypeVar, overload
 
-__all__ = ["BoundedCache"]
+__all__ = ["SEGMENT_CACHE_SIZE", "BoundedCache"]
+
+SEGMENT_CACHE_SIZE = 4096
+"""Entries of the memos keyed by an op's operand segment sizes (a few dozen
+distinct ones in a real program)."""
 
 K = TypeVar("K", bound=Hashable)
 V = TypeVar("V")

@@ -62,6 +62,7 @@ from nem.dialect.attributes import (
     RegionType,
     TokenType,
 )
+from nem.dialect.bounded_cache import SEGMENT_CACHE_SIZE, BoundedCache
 from nem.dialect.diagnostics import RuleVerifyException
 from nem.dialect.registry import OpcodeSpec, opcodes
 
@@ -675,8 +676,9 @@ class _SegmentAccessor:
         raise NotImplementedError("Cannot write to named operands")
 
 
-_SEGMENTS: dict[bytes, tuple[int, ...]] = {}
-"""Segment sizes by the bytes of their i32 array: few distinct ones exist."""
+_SEGMENTS: BoundedCache[bytes, tuple[int, ...]] = BoundedCache(SEGMENT_CACHE_SIZE)
+"""Segment sizes by the bytes of their i32 array: few distinct ones exist
+(bounded all the same: a hostile program can spell many)."""
 _tuple_item = tuple.__getitem__
 _POSITIONS = range(1 << 62)
 """Indexed by an accessor, gives the operand position(s) it reads."""

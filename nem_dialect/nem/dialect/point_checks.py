@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, cast
 
 from xdsl.ir import BlockArgument, Operation, SSAValue
 
+from nem.dialect.bounded_cache import SEGMENT_CACHE_SIZE, BoundedCache
 from nem.dialect.diagnostics import Diagnostic, SourceLoc, error
 from nem.dialect.expressions import Evaluator, ExprError
 from nem.dialect.families import Catalog
@@ -285,7 +286,7 @@ def operand_groups(op: Operation) -> tuple[tuple[SSAValue, ...], ...]:
     return tuple([_slice(operands, s) for s in bounds])
 
 
-_GROUP_BOUNDS: dict[bytes, tuple[slice, ...]] = {}
+_GROUP_BOUNDS: BoundedCache[bytes, tuple[slice, ...]] = BoundedCache(SEGMENT_CACHE_SIZE)
 """The slice of each operand group, by the bytes of the segment array."""
 _slice = tuple.__getitem__
 

@@ -44,6 +44,7 @@ from nem.dialect.attributes import (
     RegionType,
     TokenType,
 )
+from nem.dialect.bounded_cache import SEGMENT_CACHE_SIZE, BoundedCache
 from nem.dialect.diagnostics import fuse_origin
 from nem.dialect.expressions import BINOPS, BuildFacts, ExprError, apply_binop
 from nem.dialect.gc_pause import gc_paused
@@ -88,7 +89,7 @@ INST_BINOP = {fb.Inst.Add: "+", fb.Inst.Sub: "-", fb.Inst.Mul: "*", fb.Inst.Div:
               fb.Inst.Mod: "mod"}
 IDX, BUF, REG, TOK = 0, 1, 2, 3  # value kinds
 KIND_WORDS = {IDX: "an index value", BUF: "a buffer", REG: "a region", TOK: "a token"}
-SEGMENTS: dict[tuple[int, ...], DenseArrayBase] = {}
+SEGMENTS: BoundedCache[tuple[int, ...], DenseArrayBase] = BoundedCache(SEGMENT_CACHE_SIZE)
 MAX_LOOP_DEPTH = MAX_NESTING_DEPTH  # nested loops: the text's limit (D-LIMITS; docs/bytecode.md)
 REQUIRED_KINDS = (fb.SectionBody.Strings, fb.SectionBody.ProgramInfo, fb.SectionBody.Code)
 
