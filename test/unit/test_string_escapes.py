@@ -71,3 +71,14 @@ def test_kernel_text_with_control_characters_prints_and_reads_back() -> None:
 def test_float_folding_applies_only_the_operator(expr: str, value: float) -> None:
     text = PROGRAM.replace('op="mlir.kernel" kernel=KERNEL', f"op=\"leaky_relu\" alpha={expr}")
     assert f"alpha={fmt_num(value)}\n" in print_nem(parse_nem(text, "p.nem"))
+
+
+def test_bytecode_carries_a_backslash_beside_non_ascii_text() -> None:
+    """`.nemb` refused such strings while the text reader decoded escapes as
+    Latin-1; with D-LEX-3 both forms carry them exactly."""
+    from nem.frontends.bytecode.reader import read_nemb
+    from nem.frontends.bytecode.writer import write_nemb
+
+    kernel = 'C:\\dir "é" \\x41'
+    program = parse_nem(PROGRAM.replace("KERNEL", quote(kernel)), "p.nem")
+    assert print_nem(read_nemb(write_nemb(program), "p.nemb").module) == print_nem(program)

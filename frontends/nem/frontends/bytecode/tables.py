@@ -131,7 +131,7 @@ class TableReader:
             raise BytecodeError(at, f"{what}: string index {idx} is not in the string table "
                                 f"(1..{len(self.strings) - 1})")
         text = self.strings[idx]
-        if CONTROL.search(text) or ("\\" in text and not text.isascii()):
+        if CONTROL.search(text):
             raise BytecodeError(at, f"{what}: string {text!r} has control characters")
         return text
 
