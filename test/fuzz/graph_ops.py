@@ -577,6 +577,8 @@ def slice_(b: Builder) -> None:
 @op("Split")
 def split(b: Builder) -> None:
     x = b.pick_or_new(lambda v: v.rank >= 1 and max(v.shape) > 1, b.shape)
+    if max(x.shape, default=1) <= 1:   # a new input of ones (pick_or_new's shape())
+        raise Skip
     ax = b.rng.choice([k for k, d in enumerate(x.shape) if d > 1])
     d = x.shape[ax]
     a = ax - x.rank if b.rng.random() < 0.3 else ax
