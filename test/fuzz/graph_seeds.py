@@ -143,9 +143,9 @@ def pool_ceil_mode() -> onnx.ModelProto:
     """MaxPool(kernel [1,1], strides [1,2], ceil_mode=1) of f32[1,1,1,6]:
     ONNX's shape inference says W = ceil((6 - 1) / 2) + 1 = 4, but the spec
     drops a window that starts past the input, and onnxruntime returns 3
-    values, as the importer computes; the importer calls the disagreement
-    'internal' (a crash) where it should say what it is (a located
-    diagnostic: REJECTED).  AveragePool the same."""
+    values, as the importer computes; the importer called the disagreement
+    'internal' (a crash), now a located 'not supported' naming both sizes
+    (REJECTED, D-COMPILE-POOL-EDGE).  AveragePool the same."""
     return _model([helper.make_node("MaxPool", ["x"], ["y"], kernel_shape=[1, 1],
                                     strides=[1, 2], ceil_mode=1)],
                   {"x": [1, 1, 1, 6]}, {"y": [1, 1, 1, 4]})
@@ -290,6 +290,29 @@ def conv_runtime_bias() -> onnx.ModelProto:
                   {"x": [1, 3, 6, 5], "b": [4]}, {"y": [1, 4, 6, 5]}, weights={"k": k})
 
 
+def maxpool_dilated_same() -> onnx.ModelProto:
+    """MaxPool(kernel [3], dilations [2], strides [3], auto_pad SAME_LOWER,
+    ceil_mode=1) of f32[1,1,3]: onnxruntime pads by the undilated kernel
+    and takes max(x0, x2), the operator's definition pads by the dilated
+    extent and takes x1 (the importer's; a MISCOMPILE against onnxruntime),
+    both one output as declared: now refused, naming the disagreement
+    (REJECTED, D-COMPILE-POOL-EDGE)."""
+    return _model([helper.make_node("MaxPool", ["x"], ["y"], kernel_shape=[3], dilations=[2],
+                                    strides=[3], auto_pad="SAME_LOWER", ceil_mode=1)],
+                  {"x": [1, 1, 3]}, {"y": [1, 1, 1]})
+
+
+def maxpool_window_in_padding() -> onnx.ModelProto:
+    """MaxPool(kernel [2], dilations [2], pads [1, 1]) of f32[2,2,1]: the
+    window's taps (-1 and 1) are both padding; onnxruntime gives -3.4e38 in
+    f32 (-inf in f16), the importer's -inf padding -inf (a MISCOMPILE against
+    onnxruntime); the operator gives no value: now refused (REJECTED,
+    D-COMPILE-POOL-EDGE)."""
+    return _model([helper.make_node("MaxPool", ["x"], ["y"], kernel_shape=[2], dilations=[2],
+                                    pads=[1, 1])],
+                  {"x": [2, 2, 1]}, {"y": [2, 2, 1]})
+
+
 def layernorm_f16_after_erf() -> onnx.ModelProto:
     """Add(x, [0, .002, .004, .006]) -> Tanh -> Erf -> LayerNormalization
     (epsilon 1e-5) of f16[8,1] (the form of campaign seed 4141's m46, made
@@ -323,7 +346,8 @@ class Seed:
     xfail in test_graph_fuzz.py until its fix sets `today`)."""
     want: str = "PASS"
     """The outcome once fixed (REJECTED: a model onnxruntime itself does not
-    run as declared, which a clean diagnostic must refuse; REFERENCE-INEXACT:
+    run as declared, or runs otherwise than the operator's definition, which
+    a clean diagnostic must refuse, D-COMPILE-POOL-EDGE; REFERENCE-INEXACT:
     a model onnxruntime computes less exactly than the program)."""
 
 
@@ -363,6 +387,11 @@ SEEDS = [
     Seed("conv1d_runtime_weights", conv1d_runtime_weights, Config("npm_pro_x1"), "PASS"),
     Seed("conv3d_runtime_weights", conv3d_runtime_weights, Config("npm_lite"), "PASS"),
     Seed("conv_runtime_bias", conv_runtime_bias, Config("npm_pro", "transform"), "PASS"),
+    # pooling where ONNX, the definition and onnxruntime disagree (D-COMPILE-POOL-EDGE)
+    Seed("maxpool_dilated_same", maxpool_dilated_same, Config("npm_pro_x1"), "REJECTED",
+         "REJECTED"),
+    Seed("maxpool_window_in_padding", maxpool_window_in_padding, Config("npm_lite"), "REJECTED",
+         "REJECTED"),
 ]
 
 

@@ -54,7 +54,8 @@ def spatial_pads(imp: Importer, node: Node, sizes: Sequence[int], kernel: Sequen
     make the total padding negative (D-COMPILE-SAME-NEG): a convolution
     takes -1 and -2 as 0 (as onnxruntime does) and refuses less; with `crop` (the pooling operators, whose definition
     gives `pad_shape` by a formula) it stays negative and is split as
-    onnxruntime splits it (C division by 2: a negative pad crops)."""
+    onnxruntime splits it (C division by 2: a negative pad crops), and
+    dilations there are refused (D-COMPILE-POOL-EDGE)."""
     auto = node.attrs.get("auto_pad", b"NOTSET")
     auto = auto.decode() if isinstance(auto, bytes) else auto
     if auto in ("NOTSET", ""):
@@ -63,6 +64,11 @@ def spatial_pads(imp: Importer, node: Node, sizes: Sequence[int], kernel: Sequen
         return [0] * (2 * len(sizes))
     if auto not in ("SAME_UPPER", "SAME_LOWER"):
         raise imp.error(f"not supported: auto_pad='{auto}'")
+    if crop and any(k > 1 and d > 1 for k, d in zip(kernel, dilations)):
+        raise imp.error(f"not supported: MaxPool dilations {list(dilations)} under "
+                        f"auto_pad={auto}: onnxruntime pads by the undilated kernel, against "
+                        "the operator's definition, and so gives other windows "
+                        "(D-COMPILE-POOL-EDGE)", "give the node explicit `pads` instead of auto_pad")
     begins, ends = [], []
     for axis, (n, k, s, d) in enumerate(zip(sizes, kernel, strides, dilations)):
         out = -(-n // s)
