@@ -84,7 +84,7 @@ CASES = [
     ("ConvTranspose", X4, {"w": w(4, 2, 3, 3)},
      {"strides": [2, 2], "output_shape": [12, 10], "auto_pad": "SAME_UPPER"}),
     ("ConvTranspose", X3, {"w": w(3, 2, 4)}, {"strides": [2]}),
-    # pooling (D-COMPILE-POOL-ND)
+    # pooling (D-COMPILE-CONV-ND)
     ("MaxPool", X3, {}, {"kernel_shape": [3], "strides": [2], "pads": [1, 1]}),
     ("AveragePool", X3, {}, {"kernel_shape": [2], "strides": [2], "ceil_mode": 1}),
     ("MaxPool", X5, {}, {"kernel_shape": [2, 3, 2], "strides": [2, 1, 2],

@@ -1,5 +1,5 @@
 """ONNX MaxPool and AveragePool (1-D, 2-D, 3-D), global pooling
-(D-COMPILE-POOL-ND).
+(D-COMPILE-CONV-ND, D-COMPILE-POOL-EDGE).
 
 Pooling is built from the forms the lowering raises (`maxpool` + `max`,
 or one `add` per window offset, D-LOW-WINDOW, D-LOW-SUMPOOL):
