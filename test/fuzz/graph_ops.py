@@ -52,6 +52,9 @@ WEIGHTS: dict[str, float] = {
     # a sequence entry adds three or four sequence ops (the others at random)
     **{name: 0.3 for name in graph_ops_data.SEQUENCE_OPS},
 }
+RUN_TIME = 0.1
+"""Probability of a convolution's weights (and, apart, its bias) being a
+graph input rather than an initializer."""
 UNFUZZED: frozenset[str] = frozenset()
 """Op types the importer converts that have no entry yet (the campaign does
 not draw them; a new converter goes here until its entry is written, and
@@ -274,9 +277,12 @@ def gemm(b: Builder) -> None:
 
 @op("Conv")
 def conv(b: Builder) -> None:
-    rank = 3 if b.rng.random() < RARE else 4           # 1-D: not supported
-    x = b.pick_or_new(lambda v: v.rank == rank and v.shape[1] <= 16,
-                      lambda: nchw(b)[:rank])
+    r = b.rng.random()
+    rank = 3 if r < 0.04 else 5 if r < 0.08 else 4      # 1-D and 3-D: rarer
+    x = b.pick_or_new(lambda v: v.rank == rank and v.shape[1] <= 16 and
+                      (rank < 5 or v.size <= 1024),
+                      lambda: (nchw(b) + (b.size(1, 3),))[:rank] if rank == 5 else
+                      nchw(b)[:rank])
     c, spatial = x.shape[1], x.shape[2:]
     groups = b.rng.choice([g for g in range(1, c + 1) if c % g == 0]) \
         if b.rng.random() < 0.4 else 1
@@ -301,12 +307,15 @@ def conv(b: Builder) -> None:
 def kernel_operands(b: Builder, x: Val, wshape: tuple[int, ...], fan_in: int,
                     channels: int) -> list[str]:
     """A convolution's operands: x, the weights (scaled by 1/sqrt(fan-in);
-    rarely a graph input: not supported) and, often, a bias."""
-    w = b.new_input(wshape) if b.rng.random() < RARE else \
+    sometimes a graph input: computed at run time) and, often, a bias (the
+    same, as often)."""
+    w = b.new_input(wshape) if b.rng.random() < RUN_TIME else \
         b.weight(wshape, scale=1 / math.sqrt(fan_in))
     ins = [x.name, w.name]
-    if b.rng.random() < 0.6:
-        ins.append(b.weight((channels,), scale=0.5).name)
+    r = b.rng.random()
+    if r < 0.6:
+        ins.append((b.new_input((channels,)) if r < 0.6 * RUN_TIME else
+                    b.weight((channels,), scale=0.5)).name)
     return ins
 
 
@@ -568,6 +577,8 @@ def slice_(b: Builder) -> None:
 @op("Split")
 def split(b: Builder) -> None:
     x = b.pick_or_new(lambda v: v.rank >= 1 and max(v.shape) > 1, b.shape)
+    if max(x.shape, default=1) <= 1:   # a new input of ones (pick_or_new's shape())
+        raise Skip
     ax = b.rng.choice([k for k, d in enumerate(x.shape) if d > 1])
     d = x.shape[ax]
     a = ax - x.rank if b.rng.random() < 0.3 else ax

@@ -25,12 +25,16 @@ from onnx import TensorProto, helper, numpy_helper
 
 def _model(nodes: list[onnx.NodeProto], inputs: dict[str, list[int]],
            outputs: dict[str, list[int]], inits: dict[str, list[int]] | None = None,
-           elem: int = TensorProto.FLOAT) -> onnx.ModelProto:
+           elem: int = TensorProto.FLOAT,
+           weights: dict[str, np.ndarray] | None = None) -> onnx.ModelProto:
+    """A model of `nodes`; `inits` are int64 initializers (shapes, axes),
+    `weights` initializers of their own type."""
     graph = helper.make_graph(
         nodes, "seed",
         [helper.make_tensor_value_info(n, elem, s) for n, s in inputs.items()],
         [helper.make_tensor_value_info(n, elem, s) for n, s in outputs.items()],
-        [numpy_helper.from_array(np.asarray(v, np.int64), n) for n, v in (inits or {}).items()])
+        [numpy_helper.from_array(np.asarray(v, np.int64), n) for n, v in (inits or {}).items()]
+        + [numpy_helper.from_array(v, n) for n, v in (weights or {}).items()])
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)],
                               producer_name="nem-graph-fuzz")
     model.ir_version = 10
@@ -139,9 +143,9 @@ def pool_ceil_mode() -> onnx.ModelProto:
     """MaxPool(kernel [1,1], strides [1,2], ceil_mode=1) of f32[1,1,1,6]:
     ONNX's shape inference says W = ceil((6 - 1) / 2) + 1 = 4, but the spec
     drops a window that starts past the input, and onnxruntime returns 3
-    values, as the importer computes; the importer calls the disagreement
-    'internal' (a crash) where it should say what it is (a located
-    diagnostic: REJECTED).  AveragePool the same."""
+    values, as the importer computes; the importer called the disagreement
+    'internal' (a crash), now a located 'not supported' naming both sizes
+    (REJECTED, D-COMPILE-POOL-EDGE).  AveragePool the same."""
     return _model([helper.make_node("MaxPool", ["x"], ["y"], kernel_shape=[1, 1],
                                     strides=[1, 2], ceil_mode=1)],
                   {"x": [1, 1, 1, 6]}, {"y": [1, 1, 1, 4]})
@@ -244,6 +248,71 @@ def conv_runtime_weights() -> onnx.ModelProto:
                   {"x": [1, 4, 6, 5], "w": [6, 2, 3, 3]}, {"y": [1, 6, 6, 3]})
 
 
+def conv_transpose_runtime_weights() -> onnx.ModelProto:
+    """ConvTranspose of f32[1,4,5,4] with weights f32[4,3,3,2] that are a
+    graph input, 2 groups (2 input and 3 output channels each), strides
+    [2,1], pads [1,0,0,1] (campaign seed 7373, m89, made small): REJECTED
+    ('not supported: ConvTranspose weights computed at run time'); the
+    kernel is now flipped (slices concatenated) and transposed in the
+    program."""
+    return _model([helper.make_node("ConvTranspose", ["x", "w"], ["y"], group=2,
+                                    strides=[2, 1], pads=[1, 0, 0, 1])],
+                  {"x": [1, 4, 5, 4], "w": [4, 3, 3, 2]}, {"y": [1, 6, 10, 4]})
+
+
+def conv1d_runtime_weights() -> onnx.ModelProto:
+    """1-D Conv of f32[2,4,9] with weights f32[6,2,3] that are a graph
+    input, 2 groups, stride 2, pads 1: REJECTED ('Conv weights computed at
+    run time in a 1-D convolution', issue 32); now the 2-D path's, the
+    kernel given a unit height."""
+    return _model([helper.make_node("Conv", ["x", "w"], ["y"], group=2, strides=[2],
+                                    pads=[1, 1])],
+                  {"x": [2, 4, 9], "w": [6, 2, 3]}, {"y": [2, 6, 5]})
+
+
+def conv3d_runtime_weights() -> onnx.ModelProto:
+    """3-D Conv of f32[1,2,4,5,4] with weights f32[3,2,2,3,2] that are a
+    graph input, strides [1,2,1], pads [0,1,0,0,1,1]: REJECTED (issue 32);
+    now one 2-D convolution per kernel depth, each with its slice of the
+    run-time kernel."""
+    return _model([helper.make_node("Conv", ["x", "w"], ["y"], strides=[1, 2, 1],
+                                    pads=[0, 1, 0, 0, 1, 1])],
+                  {"x": [1, 2, 4, 5, 4], "w": [3, 2, 2, 3, 2]}, {"y": [1, 3, 3, 3, 4]})
+
+
+def conv_runtime_bias() -> onnx.ModelProto:
+    """Conv of f32[1,3,6,5] with initializer weights f32[4,3,3,3] and a bias
+    f32[4] that is a graph input, pads 1: REJECTED ('Conv bias computed at
+    run time', issue 32); the bias is now broadcast into the accumulator in
+    the program."""
+    k = np.random.default_rng(32).uniform(-0.5, 0.5, (4, 3, 3, 3)).astype(np.float32)
+    return _model([helper.make_node("Conv", ["x", "k", "b"], ["y"], pads=[1, 1, 1, 1])],
+                  {"x": [1, 3, 6, 5], "b": [4]}, {"y": [1, 4, 6, 5]}, weights={"k": k})
+
+
+def maxpool_dilated_same() -> onnx.ModelProto:
+    """MaxPool(kernel [3], dilations [2], strides [3], auto_pad SAME_LOWER,
+    ceil_mode=1) of f32[1,1,3]: onnxruntime pads by the undilated kernel
+    and takes max(x0, x2), the operator's definition pads by the dilated
+    extent and takes x1 (the importer's; a MISCOMPILE against onnxruntime),
+    both one output as declared: now refused, naming the disagreement
+    (REJECTED, D-COMPILE-POOL-EDGE)."""
+    return _model([helper.make_node("MaxPool", ["x"], ["y"], kernel_shape=[3], dilations=[2],
+                                    strides=[3], auto_pad="SAME_LOWER", ceil_mode=1)],
+                  {"x": [1, 1, 3]}, {"y": [1, 1, 1]})
+
+
+def maxpool_window_in_padding() -> onnx.ModelProto:
+    """MaxPool(kernel [2], dilations [2], pads [1, 1]) of f32[2,2,1]: the
+    window's taps (-1 and 1) are both padding; onnxruntime gives -3.4e38 in
+    f32 (-inf in f16), the importer's -inf padding -inf (a MISCOMPILE against
+    onnxruntime); the operator gives no value: now refused (REJECTED,
+    D-COMPILE-POOL-EDGE)."""
+    return _model([helper.make_node("MaxPool", ["x"], ["y"], kernel_shape=[2], dilations=[2],
+                                    pads=[1, 1])],
+                  {"x": [2, 2, 1]}, {"y": [2, 2, 1]})
+
+
 def layernorm_f16_after_erf() -> onnx.ModelProto:
     """Add(x, [0, .002, .004, .006]) -> Tanh -> Erf -> LayerNormalization
     (epsilon 1e-5) of f16[8,1] (the form of campaign seed 4141's m46, made
@@ -277,7 +346,8 @@ class Seed:
     xfail in test_graph_fuzz.py until its fix sets `today`)."""
     want: str = "PASS"
     """The outcome once fixed (REJECTED: a model onnxruntime itself does not
-    run as declared, which a clean diagnostic must refuse; REFERENCE-INEXACT:
+    run as declared, or runs otherwise than the operator's definition, which
+    a clean diagnostic must refuse, D-COMPILE-POOL-EDGE; REFERENCE-INEXACT:
     a model onnxruntime computes less exactly than the program)."""
 
 
@@ -311,6 +381,17 @@ SEEDS = [
     # the campaign of session 7 (seed 7373)
     Seed("relu_rank9", relu_rank9, Config("npm_pro_x1"), "PASS"),
     Seed("conv_runtime_weights", conv_runtime_weights, Config("npm_mid"), "PASS"),
+    Seed("conv_transpose_runtime_weights", conv_transpose_runtime_weights, Config("npm_mid"),
+         "PASS"),
+    # issue 32's remaining run-time convolution operands
+    Seed("conv1d_runtime_weights", conv1d_runtime_weights, Config("npm_pro_x1"), "PASS"),
+    Seed("conv3d_runtime_weights", conv3d_runtime_weights, Config("npm_lite"), "PASS"),
+    Seed("conv_runtime_bias", conv_runtime_bias, Config("npm_pro", "transform"), "PASS"),
+    # pooling where ONNX, the definition and onnxruntime disagree (D-COMPILE-POOL-EDGE)
+    Seed("maxpool_dilated_same", maxpool_dilated_same, Config("npm_pro_x1"), "REJECTED",
+         "REJECTED"),
+    Seed("maxpool_window_in_padding", maxpool_window_in_padding, Config("npm_lite"), "REJECTED",
+         "REJECTED"),
 ]
 
 

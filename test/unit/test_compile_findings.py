@@ -346,17 +346,37 @@ def test_matmul_of_a_4d_activation_by_a_vector(tmp_path):
     run_api(model, device="npm_lite")
 
 
-def test_pooling_ceil_mode_disagreement_is_a_located_rejection():
-    """MaxPool kernel [1,1] strides [1,2] ceil_mode=1 of [1,1,1,6]: ONNX's
-    shape inference declares 4 outputs, the operator and onnxruntime give 3
-    (the last window starts past the input): not a program to compile, and
-    not an internal error either (finding F10)."""
+@pytest.mark.parametrize("op,shape,attrs,message", [
+    ("MaxPool", (1, 1, 1, 6), {"kernel_shape": [1, 1], "strides": [1, 2], "ceil_mode": 1},
+     r"with ceil_mode=1 ONNX's shape inference gives dimension 3 of '\w+' 4 outputs, where "
+     r"the operator \(and onnxruntime\) gives 3"),
+    # was 'internal: output has shape [1, 1, 1] but ONNX infers [1, 1, 2]'
+    ("AveragePool", (1, 1, 2), {"kernel_shape": [1], "strides": [2], "ceil_mode": 1,
+                                "auto_pad": "SAME_UPPER"},
+     r"with ceil_mode=1 ONNX's shape inference gives dimension 2 of '\w+' 2 outputs, where "
+     r"the operator \(and onnxruntime\) gives 1"),
+    # onnxruntime: other windows (max of x0, x2 where the operator takes x1)
+    ("MaxPool", (1, 1, 3), {"kernel_shape": [3], "strides": [3], "dilations": [2],
+                            "ceil_mode": 1, "auto_pad": "SAME_LOWER"},
+     r"MaxPool dilations \[2\] under auto_pad=SAME_LOWER: onnxruntime pads by the "
+     r"undilated kernel"),
+    # onnxruntime: -3.4e38 in f32, -inf in f16 (the importer: -inf)
+    ("MaxPool", (2, 2, 1), {"kernel_shape": [2], "dilations": [2], "pads": [1, 1]},
+     r"MaxPool window 0 on spatial axis 0 reads only padding \(positions \[-1, 1\] of 1\)"),
+])
+def test_pooling_disagreements_are_located_rejections(op, shape, attrs, message):
+    """Where ONNX's shape inference, the operator's definition and
+    onnxruntime disagree on a pooling (D-COMPILE-POOL-EDGE): a ceil_mode
+    window that starts past the input (ONNX counts it; finding F10), a
+    ceil_mode pooling under auto_pad SAME (ONNX rounds up over a padding
+    taken as 0, the definition gives ceil(in / stride)), a dilated MaxPool
+    under SAME (onnxruntime pads by the undilated kernel), a MaxPool window
+    that reads only padding (no value defined): not a program to compile,
+    and not an internal error either."""
     from nem.compile import CompileError, compile_onnx
 
-    model = samples.single_op("MaxPool", {"x": (1, 1, 1, 6)}, "f32", kernel_shape=[1, 1],
-                              strides=[1, 2], ceil_mode=1)
-    with pytest.raises(CompileError, match=r"node 0 .*not supported: with ceil_mode=1 ONNX's "
-                       r"shape inference gives dimension 3 of '\w+' 4 outputs.*drops: 3"):
+    model = samples.single_op(op, {"x": shape}, "f32", **attrs)
+    with pytest.raises(CompileError, match=r"node 0 .*not supported: " + message):
         compile_onnx(model, device="npm_lite")
 
 

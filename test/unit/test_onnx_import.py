@@ -185,12 +185,17 @@ def test_unsupported_attribute_value():
     assert "node 0 'node' (MaxPool): error: not supported: storage_order=1" in _error(m)
 
 
-def test_conv_weights_at_run_time():
-    """2-D convolutions take weights computed at run time (test_onnx_ops);
-    a 1-D one does not, and says so naming them."""
-    m = samples.single_op("Conv", {"x": (1, 2, 4), "w": (3, 2, 1)})
-    assert ("(Conv): error: not supported: Conv weights 'w' computed at run time in a 1-D "
-            "convolution") in _error(m)
+@pytest.mark.parametrize("bias_at_run_time", [False, True])
+def test_conv_bias_of_another_shape(bias_at_run_time):
+    """Conv weights and bias may be computed at run time (test_onnx_ops); a
+    bias that is not one value per output channel is a located error, an
+    initializer's as a run-time one's (an initializer's was an MLIR
+    verifier traceback: ONNX's checks pass the model)."""
+    ins = {"x": (1, 2, 4), "w": (3, 2, 1)}
+    consts = {} if bias_at_run_time else {"b": np.ones(4, np.float32)}
+    m = samples.single_op("Conv", {**ins, "b": (4,)} if bias_at_run_time else ins, "f32",
+                          consts)
+    assert "(Conv): error: bias of shape [4] does not match the 3 output channels" in _error(m)
 
 
 def test_dynamic_shape():

@@ -84,7 +84,7 @@ CASES = [
     ("ConvTranspose", X4, {"w": w(4, 2, 3, 3)},
      {"strides": [2, 2], "output_shape": [12, 10], "auto_pad": "SAME_UPPER"}),
     ("ConvTranspose", X3, {"w": w(3, 2, 4)}, {"strides": [2]}),
-    # pooling (D-COMPILE-POOL-ND)
+    # pooling (D-COMPILE-CONV-ND)
     ("MaxPool", X3, {}, {"kernel_shape": [3], "strides": [2], "pads": [1, 1]}),
     ("AveragePool", X3, {}, {"kernel_shape": [2], "strides": [2], "ceil_mode": 1}),
     ("MaxPool", X5, {}, {"kernel_shape": [2, 3, 2], "strides": [2, 1, 2],
@@ -125,7 +125,7 @@ def test_pad_wrap(pads):
 def test_conv_weights_computed_at_run_time(group):
     """Conv whose weights are a graph input, not an initializer: transposed
     in the program (graph fuzz campaign seed 7373, m55 and m82: refused
-    before); a 1-D one is still refused, naming the weights."""
+    before)."""
     conv = helper.make_node("Conv", ["x", "w"], ["y"], group=group, pads=[1, 0, 1, 2],
                             strides=[2, 1], dilations=[1, 2])
     f = 6
@@ -133,12 +133,51 @@ def test_conv_weights_computed_at_run_time(group):
                                   "w": (TensorProto.FLOAT, [f, 3 // group, 3, 2])},
                          {"y": (TensorProto.FLOAT, [1, f, 4, 6])})
     check_model(model)
-    one_d = _typed_model([helper.make_node("Conv", ["x", "w"], ["y"])],
-                         {"x": (TensorProto.FLOAT, [1, 3, 7]),
-                          "w": (TensorProto.FLOAT, [2, 3, 3])},
-                         {"y": (TensorProto.FLOAT, [1, 2, 5])})
-    with pytest.raises(Exception, match="Conv weights 'w' computed at run time in a 1-D"):
-        check_model(one_d)
+
+
+RUN_TIME_CONVS = [   # weights (and bias) as graph inputs: computed at run time
+    ("Conv", {"x": (2, 4, 7), "w": (6, 2, 3), "b": (6,)},
+     {}, {"group": 2, "pads": [1, 2], "strides": [2]}),
+    ("Conv", {"x": (1, 4, 5, 6, 4), "w": (6, 2, 3, 2, 2), "b": (6,)},
+     {}, {"group": 2, "pads": [1, 0, 1, 0, 1, 1], "strides": [1, 2, 1], "dilations": [2, 1, 2]}),
+    ("Conv", {"x": (1, 3, 6, 5), "w": (4, 3, 3, 3), "b": (4,)}, {}, {"pads": [1, 1, 1, 1]}),
+    ("ConvTranspose", {"x": (1, 4, 6, 5), "w": (4, 3, 3, 3), "b": (3,)},
+     {}, {"strides": [3, 2], "pads": [1, 1, 1, 1], "output_padding": [1, 1]}),
+    ("ConvTranspose", {"x": (1, 4, 6, 5), "w": (4, 3, 2, 3)},
+     {}, {"group": 2, "dilations": [2, 1], "strides": [1, 2], "pads": [2, 0, 1, 3]}),
+    ("ConvTranspose", {"x": (2, 3, 7), "w": (3, 2, 4), "b": (2,)}, {}, {"strides": [2]}),
+]
+
+
+@pytest.mark.parametrize("dtype", ["f32", "f16"])
+@pytest.mark.parametrize("case", RUN_TIME_CONVS, ids=[case_id(c) for c in RUN_TIME_CONVS])
+def test_conv_operands_computed_at_run_time(case, dtype):
+    """1-D and 3-D Conv and ConvTranspose whose weights are computed at run
+    time, and run-time biases: the kernel sliced, flipped and transposed in
+    the program (issue 32; ConvTranspose from graph fuzz campaign seed
+    7373, m89: refused before, as were the others)."""
+    check_single_op(case, dtype)
+
+
+def test_conv_operands_of_other_nodes():
+    """Weights another node computes, in a layout other than the logical
+    one (a Transpose only changes the permutation, D-COMPILE-LAYOUT), and a
+    bias computed from an input beside constant weights."""
+    nodes = [helper.make_node("Transpose", ["v"], ["w"], perm=[3, 2, 0, 1]),
+             helper.make_node("ConvTranspose", ["x", "w"], ["t"], group=2, strides=[2, 1]),
+             helper.make_node("Neg", ["c"], ["b"]),
+             helper.make_node("Conv", ["t", "k", "b"], ["y"], pads=[0, 1, 0, 1]),
+             helper.make_node("Transpose", ["u"], ["k1"], perm=[2, 1, 0]),
+             helper.make_node("Conv", ["z", "k1"], ["y1"], strides=[2])]
+    model = _typed_model(nodes, {"x": (TensorProto.FLOAT, [1, 4, 3, 5]),
+                                 "v": (TensorProto.FLOAT, [2, 3, 3, 4]),
+                                 "c": (TensorProto.FLOAT, [5]),
+                                 "z": (TensorProto.FLOAT, [2, 3, 9]),
+                                 "u": (TensorProto.FLOAT, [3, 3, 4])},
+                         {"y": (TensorProto.FLOAT, [1, 5, 5, 7]),
+                          "y1": (TensorProto.FLOAT, [2, 4, 4])},
+                         [numpy_helper.from_array(w(5, 6, 2, 3), "k")])
+    check_model(model)
 
 
 def test_log_of_positive_values():

@@ -19,11 +19,18 @@ groups) on a channels-last activation padded by a `tensor.pad`:
   `(k - 1) d - pad` (cropped where that is negative, widened by
   `output_padding` at the end), convolved with the flipped kernel whose
   input and output channels are swapped (per group).
+
+Weights and bias are initializers (stored in the raised forms' order, the
+bias in the accumulator) or tensors computed at run time (a graph input,
+another node's output): `Kernel` takes both through the same steps, in
+numpy for the one and as slices and a transpose in the program for the
+other.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 from mlir import ir
@@ -31,6 +38,7 @@ from mlir.dialects import arith, linalg, tensor
 from nem.frontends.onnx import emit
 from nem.frontends.onnx.graph import Importer, Node, TensorVal
 from nem.frontends.onnx.ops import define_elementwise, ints, x_dtype
+from nem.frontends.onnx.shapes import add_unit_dims, drop_unit_dims, pick, slice_of
 
 
 def channels_last(rank: int) -> tuple[int, ...]:
@@ -46,7 +54,8 @@ def spatial_pads(imp: Importer, node: Node, sizes: Sequence[int], kernel: Sequen
     make the total padding negative (D-COMPILE-SAME-NEG): a convolution
     takes -1 and -2 as 0 (as onnxruntime does) and refuses less; with `crop` (the pooling operators, whose definition
     gives `pad_shape` by a formula) it stays negative and is split as
-    onnxruntime splits it (C division by 2: a negative pad crops)."""
+    onnxruntime splits it (C division by 2: a negative pad crops), and
+    dilations there are refused (D-COMPILE-POOL-EDGE)."""
     auto = node.attrs.get("auto_pad", b"NOTSET")
     auto = auto.decode() if isinstance(auto, bytes) else auto
     if auto in ("NOTSET", ""):
@@ -55,6 +64,11 @@ def spatial_pads(imp: Importer, node: Node, sizes: Sequence[int], kernel: Sequen
         return [0] * (2 * len(sizes))
     if auto not in ("SAME_UPPER", "SAME_LOWER"):
         raise imp.error(f"not supported: auto_pad='{auto}'")
+    if crop and any(k > 1 and d > 1 for k, d in zip(kernel, dilations)):
+        raise imp.error(f"not supported: MaxPool dilations {list(dilations)} under "
+                        f"auto_pad={auto}: onnxruntime pads by the undilated kernel, against "
+                        "the operator's definition, and so gives other windows "
+                        "(D-COMPILE-POOL-EDGE)", "give the node explicit `pads` instead of auto_pad")
     begins, ends = [], []
     for axis, (n, k, s, d) in enumerate(zip(sizes, kernel, strides, dilations)):
         out = -(-n // s)
@@ -113,46 +127,144 @@ def plan_batchnorm_folds(imp: Importer) -> dict[int, int]:
     return folds
 
 
-def _bias_init(imp: Importer, bias: np.ndarray | None, node: Node, shape: Sequence[int],
-               elem: ir.Type, name: str | None = None) -> ir.Value:
+Operand = np.ndarray | TensorVal
+"""A convolution's weights or bias: a compile-time array (an initializer,
+a constant) or a tensor computed at run time (a graph input, another
+node's output)."""
+
+
+def _operand(imp: Importer, name: str) -> Operand | None:
+    """Input `name`: its compile-time value, else the tensor computed at run
+    time; None when the input is absent ('')."""
+    if not name:
+        return None
+    c = imp.const(name)
+    return c if c is not None else imp.tensor(name)
+
+
+def _operands(imp: Importer, node: Node) -> tuple[Operand, Operand | None]:
+    """The weights and the bias (None when absent) of a Conv or ConvTranspose."""
+    w = _operand(imp, node.input(1))
+    if w is None:
+        raise imp.error(f"{node.op_type} has no weights (input 1)")
+    return w, _operand(imp, node.input(2))
+
+
+@dataclass(frozen=True)
+class Kernel:
+    """A convolution's weights in the logical order [G, F/G, C/G, spatial...]
+    (group, output channel in the group, input channel in the group, kernel
+    position), from which `conv2d` takes its raised forms (HWCF, GFHWC).  A
+    compile-time array goes through numpy and is stored in that form as the
+    weight argument `name` (D-COMPILE-WEIGHTS); a tensor computed at run time
+    goes through the same steps as views and copies in the program (slices
+    and concatenations, a transpose), so every convolution below takes
+    either."""
+
+    data: Operand
+    name: str
+
+    @property
+    def group(self) -> int:
+        return int(self.data.shape[0])
+
+    @staticmethod
+    def grouped(imp: Importer, w: Operand, group: int, name: str) -> Kernel:
+        """The [G, F/G, C/G, spatial...] kernel of Conv weights [F, C/G, spatial...]."""
+        f, cg, *kernel = w.shape
+        return Kernel(_split_groups(imp, w, [group, f // group, cg, *kernel]), name)
+
+    @staticmethod
+    def of_transpose(imp: Importer, w: Operand, group: int, name: str) -> Kernel:
+        """The kernel of the convolution a ConvTranspose of weights
+        [C, F/G, spatial...] is: flipped along every spatial axis, input and
+        output channels swapped within each group."""
+        c, fg, *kernel = w.shape
+        g = _split_groups(imp, w, [group, c // group, fg, *kernel])
+        axes = range(3, 3 + len(kernel))
+        if isinstance(g, np.ndarray):
+            return Kernel(np.ascontiguousarray(np.flip(g, axis=tuple(axes)).swapaxes(1, 2)),
+                          name)
+        for a in axes:
+            g = pick(g, a, range(g.shape[a] - 1, -1, -1))
+        swap = {1: 2, 2: 1}
+        return Kernel(TensorVal(g.value, (group, fg, c // group, *kernel),
+                                tuple(swap.get(p, p) for p in g.perm)), name)
+
+    def depth(self, kd: int) -> Kernel:
+        """The 2-D kernel at depth `kd` of a 3-D one."""
+        if isinstance(self.data, np.ndarray):
+            return Kernel(np.ascontiguousarray(self.data[:, :, :, kd]), f"{self.name}_d{kd}")
+        return Kernel(drop_unit_dims(slice_of(self.data, 3, kd, 1, 1), [3]), self.name)
+
+    def with_unit_height(self) -> Kernel:
+        """A 1-D kernel [.., k] as the 2-D kernel [.., 1, k]."""
+        if isinstance(self.data, np.ndarray):
+            return Kernel(self.data[:, :, :, None, :], self.name)
+        return Kernel(add_unit_dims(self.data, [3]), self.name)
+
+    def raised(self, imp: Importer) -> ir.Value:
+        """The 2-D kernel as `conv2d`'s raised forms take it: HWCF for one
+        group, else GFHWC."""
+        w = self.data
+        if isinstance(w, np.ndarray):
+            if self.group == 1:
+                return imp.weight(w[0].transpose(2, 3, 1, 0), self.name, perm=(2, 3, 1, 0)).value
+            return imp.weight(w.transpose(0, 1, 3, 4, 2), self.name, perm=None).value
+        if self.group == 1:
+            return imp.in_perm(drop_unit_dims(w, [0]), (2, 3, 1, 0))
+        return imp.in_perm(w, (0, 1, 3, 4, 2))
+
+
+def _split_groups(imp: Importer, w: Operand, shape: Sequence[int]) -> Operand:
+    """Weights [A, B, spatial...] as [G, A/G, B, spatial...] (`shape`); one
+    group is a unit dimension in front, which keeps a run-time tensor's
+    layout."""
+    if isinstance(w, np.ndarray):
+        return w.reshape(shape)
+    if shape[0] == 1:
+        return add_unit_dims(w, [0])
+    return TensorVal(emit.reshape(imp.logical(w), shape), tuple(shape),
+                     tuple(range(len(shape))))
+
+
+def _bias_init(imp: Importer, bias: Operand | None, node: Node, shape: Sequence[int],
+               elem: ir.Type) -> ir.Value:
     """The channels-last accumulator a convolution adds into: zeros, or the
-    bias broadcast along the last dimension."""
+    bias (a weight, or a tensor computed at run time) broadcast along the
+    last dimension."""
     if bias is None:
         return emit.fill(shape, elem, 0.0)
-    b = imp.weight(bias, name or node.input(2) or f"{node.name}_bias")
-    return emit.broadcast(b.value, [len(shape) - 1], shape)
+    b = imp.weight(bias, node.input(2) or f"{node.name}_bias") \
+        if isinstance(bias, np.ndarray) else bias
+    return emit.broadcast(imp.logical(b), [len(shape) - 1], shape)
 
 
-def conv2d(imp: Importer, xp: ir.Value, w: np.ndarray, init: ir.Value, group: int,
-           strides: Sequence[int], dil: Sequence[int], wname: str) -> ir.Value:
+def conv2d(imp: Importer, xp: ir.Value, w: Kernel, init: ir.Value,
+           strides: Sequence[int], dil: Sequence[int]) -> ir.Value:
     """`init` + the 2-D convolution of the padded NHWC value `xp` with the
-    OIHW weights `w` (the raised form: HWCF weights, or GFHWC per group)."""
+    kernel `w` (the raised form: HWCF weights, or GFHWC per group)."""
     n, hp, wp, c = emit.shape_of(xp)
-    f, cg, kh, kw = w.shape
-    oh, ow, _ = emit.shape_of(init)[1:]
+    _, oh, ow, f = emit.shape_of(init)
+    group = w.group
     if group == 1:
-        wt = imp.weight(w.transpose(2, 3, 1, 0), wname, perm=(2, 3, 1, 0))   # HWCF
-        return emit.value_of(linalg.conv_2d_nhwc_hwcf(xp, wt.value, outs=[init],
+        return emit.value_of(linalg.conv_2d_nhwc_hwcf(xp, w.raised(imp), outs=[init],
                                                       strides=list(strides),
                                                       dilations=list(dil)))
     xg = emit.reshape(xp, [n, hp, wp, group, c // group])
-    wg = w.reshape(group, f // group, cg, kh, kw).transpose(0, 1, 3, 4, 2)   # GFHWC
-    wt = imp.weight(np.ascontiguousarray(wg), wname, perm=None)
     acc = emit.reshape(init, [n, oh, ow, group, f // group])
-    y = emit.value_of(linalg.conv_2d_nhwgc_gfhwc(xg, wt.value, outs=[acc],
+    y = emit.value_of(linalg.conv_2d_nhwgc_gfhwc(xg, w.raised(imp), outs=[acc],
                                                  strides=list(strides), dilations=list(dil)))
     return emit.reshape(y, [n, oh, ow, f])
 
 
 def _folded_weights(imp: Importer, node: Node, w: np.ndarray, bias: np.ndarray | None
-                    ) -> tuple[np.ndarray, np.ndarray | None, str]:
-    """(weights, bias, output name) with a following BatchNormalization
-    folded in (plan_batchnorm_folds), in f64 rounded once."""
-    bn_index = imp.bn_folds.get(node.index)
-    if bn_index is None:
-        return w, bias, node.outputs[0]
+                    ) -> tuple[np.ndarray, np.ndarray]:
+    """(weights, bias) with the BatchNormalization that follows `node`
+    (plan_batchnorm_folds) folded in, in f64 rounded once."""
     from onnx import helper
 
+    bn_index = imp.bn_folds[node.index]
     proto = imp.graph.node[bn_index]
     bn = Node(bn_index, proto, {a.name: helper.get_attribute_value(a) for a in proto.attribute})
     folded = _batchnorm_consts(imp, bn)
@@ -160,133 +272,96 @@ def _folded_weights(imp: Importer, node: Node, w: np.ndarray, bias: np.ndarray |
     scale, shift = folded
     w = (w.astype(np.float64) * scale.reshape(-1, *[1] * (w.ndim - 1))).astype(w.dtype)
     b64 = bias.astype(np.float64) if bias is not None else 0.0
-    return w, (b64 * scale + shift).astype(w.dtype), bn.outputs[0]
+    return w, (b64 * scale + shift).astype(w.dtype)
+
+
+def _check_operands(imp: Importer, x: TensorVal, w: Operand, bias: Operand | None,
+                    group: int, in_channels: int, out_channels: int) -> None:
+    """A located error unless the weights have the activation's rank and
+    fit its channels in `group` groups, and the bias is one per output
+    channel."""
+    c = x.shape[1]
+    if len(w.shape) != x.rank or in_channels != c or c % group or out_channels % group:
+        raise imp.error(f"weights {list(w.shape)} do not fit {c} input channels in "
+                        f"{group} groups")
+    if bias is not None and tuple(bias.shape) != (out_channels,):
+        raise imp.error(f"bias of shape {list(bias.shape)} does not match the "
+                        f"{out_channels} output channels")
 
 
 def conv(imp: Importer, node: Node) -> None:
     x = imp.tensor(node.input(0))
-    w = imp.const(node.input(1))
     spatial = x.rank - 2
     if spatial not in (1, 2, 3):
         raise imp.error(f"not supported: {spatial}-D convolution (1-D, 2-D and 3-D are)")
-    bias = imp.const(node.input(2)) if node.input(2) else None
-    if node.input(2) and bias is None:
-        raise imp.error(f"not supported: Conv bias '{node.input(2)}' computed at run time",
-                        fix="make the bias an initializer")
+    w, bias = _operands(imp, node)
     group = int(node.attrs.get("group", 1))
-    if w is None:
-        return _conv_of_values(imp, node, x, imp.tensor(node.input(1)), bias, group)
-    w = w.astype(x_dtype(imp, x))
-    w, bias, out_name = _folded_weights(imp, node, w, bias)
+    out_name = node.outputs[0]
+    if isinstance(w, np.ndarray):
+        w = w.astype(x_dtype(imp, x))
+        if node.index in imp.bn_folds:   # plan_batchnorm_folds: a constant bias
+            assert bias is None or isinstance(bias, np.ndarray)
+            w, bias = _folded_weights(imp, node, w, bias)
+            out_name = imp.graph.node[imp.bn_folds[node.index]].output[0]
     n, c, *sizes = x.shape
     f, cg, *kernel = w.shape
+    _check_operands(imp, x, w, bias, group, cg * group, f)
     if ints(node, "kernel_shape", kernel) != kernel:
         raise imp.error(f"kernel_shape {ints(node, 'kernel_shape', [])} does not match the "
                         f"weights {list(w.shape)}")
     strides = ints(node, "strides", [1] * spatial)
     dil = ints(node, "dilations", [1] * spatial)
-    if c != cg * group or f % group:
-        raise imp.error(f"weights {list(w.shape)} do not fit {c} input channels in "
-                        f"{group} groups")
     pads = spatial_pads(imp, node, sizes, kernel, strides, dil)
     cl = channels_last(x.rank)
     xp = emit.pad(imp.in_perm(x, cl), [0, *pads[:spatial], 0], [0, *pads[spatial:], 0], 0.0)
     outs = [(s + lo + hi - d * (k - 1) - 1) // st + 1
             for s, k, st, d, lo, hi in zip(sizes, kernel, strides, dil, pads[:spatial],
                                             pads[spatial:])]
-    y = conv_nd(imp, node, xp, w, bias, outs, group, strides, dil, node.input(1))
+    y = conv_nd(imp, node, xp, Kernel.grouped(imp, w, group, node.input(1)), bias, outs,
+                strides, dil)
     imp.define(out_name, y, cl)
 
 
-def _conv_of_values(imp: Importer, node: Node, x: TensorVal, w: TensorVal,
-                    bias: np.ndarray | None, group: int) -> None:
-    """A 2-D convolution whose weights are computed at run time (an output
-    of other nodes, not an initializer): the OIHW value transposed in the
-    program to HWCF (one group) or GFHWC (`conv2d`'s raised forms); a 1-D or
-    3-D one is refused."""
-    if x.rank != 4:
-        raise imp.error(f"not supported: Conv weights '{node.input(1)}' computed at run time "
-                        f"in a {x.rank - 2}-D convolution (a 2-D one takes them)",
-                        fix="make the weights an initializer")
-    n, c, *sizes = x.shape
-    f, cg, *kernel = w.shape
-    if w.rank != 4 or c != cg * group or f % group:
-        raise imp.error(f"weights {list(w.shape)} do not fit {c} input channels in "
-                        f"{group} groups")
-    if ints(node, "kernel_shape", kernel) != kernel:
-        raise imp.error(f"kernel_shape {ints(node, 'kernel_shape', [])} does not match the "
-                        f"weights {list(w.shape)}")
-    strides, dil = ints(node, "strides", [1, 1]), ints(node, "dilations", [1, 1])
-    pads = spatial_pads(imp, node, sizes, kernel, strides, dil)
-    cl = channels_last(x.rank)
-    xp = emit.pad(imp.in_perm(x, cl), [0, *pads[:2], 0], [0, *pads[2:], 0], 0.0)
-    outs = [(s + lo + hi - d * (k - 1) - 1) // st + 1
-            for s, k, st, d, lo, hi in zip(sizes, kernel, strides, dil, pads[:2], pads[2:])]
-    init = _bias_init(imp, bias, node, [n, *outs, f], emit.elem_type(xp))
-    if group == 1:
-        y = emit.value_of(linalg.conv_2d_nhwc_hwcf(xp, imp.in_perm(w, (2, 3, 1, 0)),
-                                                   outs=[init], strides=list(strides),
-                                                   dilations=list(dil)))
-    else:
-        wg = emit.reshape(imp.in_perm(w, (0, 1, 2, 3)), [group, f // group, cg, *kernel])
-        xg = emit.reshape(xp, [n, *emit.shape_of(xp)[1:3], group, cg])
-        acc = emit.reshape(init, [n, *outs, group, f // group])
-        y = emit.reshape(emit.value_of(linalg.conv_2d_nhwgc_gfhwc(
-            xg, emit.transpose(wg, [0, 1, 3, 4, 2]), outs=[acc], strides=list(strides),
-            dilations=list(dil))), [n, *outs, f])
-    imp.define(node.outputs[0], y, cl)
-
-
-def conv_nd(imp: Importer, node: Node, xp: ir.Value, w: np.ndarray, bias: np.ndarray | None,
-            outs: Sequence[int], group: int, strides: Sequence[int], dil: Sequence[int],
-            wname: str) -> ir.Value:
+def conv_nd(imp: Importer, node: Node, xp: ir.Value, w: Kernel, bias: Operand | None,
+            outs: Sequence[int], strides: Sequence[int], dil: Sequence[int]) -> ir.Value:
     """The channels-last result of a 1-, 2- or 3-D convolution of the padded
-    channels-last `xp` with OI<spatial> weights `w` (module docstring)."""
+    channels-last `xp` with the kernel `w` (module docstring)."""
     shape = emit.shape_of(xp)
-    n, c, f = shape[0], shape[-1], w.shape[0]
+    n, c = shape[0], shape[-1]
+    f = w.group * int(w.data.shape[1])
     elem = emit.elem_type(xp)
     if len(outs) == 1:   # [N, W, C] as [1, N, W, C] (pools.pool_nd says why)
         x2 = emit.reshape(xp, [1, n, shape[1], c])
         init = _bias_init(imp, bias, node, [1, n, outs[0], f], elem)
-        y = conv2d(imp, x2, w[:, :, None, :], init, group, [1, strides[0]], [1, dil[0]],
-                   wname)
+        y = conv2d(imp, x2, w.with_unit_height(), init, [1, strides[0]], [1, dil[0]])
         return emit.reshape(y, [n, outs[0], f])
     if len(outs) == 2:
         init = _bias_init(imp, bias, node, [n, *outs, f], elem)
-        return conv2d(imp, xp, w, init, group, strides, dil, wname)
+        return conv2d(imp, xp, w, init, strides, dil)
     od, oh, ow = outs
     _, _, hp, wp, _ = shape
     acc = _bias_init(imp, bias, node, [n * od, oh, ow, f], elem)
-    for kd in range(w.shape[2]):
+    for kd in range(int(w.data.shape[3])):
         rows = tensor.extract_slice(emit.tensor_type([n, od, hp, wp, c], elem), xp, [], [], [],
                                     [0, kd * dil[0], 0, 0, 0], [n, od, hp, wp, c],
                                     [1, strides[0], 1, 1, 1])
-        acc = conv2d(imp, emit.reshape(rows, [n * od, hp, wp, c]),
-                     np.ascontiguousarray(w[:, :, kd]), acc, group, strides[1:], dil[1:],
-                     f"{wname}_d{kd}")
+        acc = conv2d(imp, emit.reshape(rows, [n * od, hp, wp, c]), w.depth(kd), acc,
+                     strides[1:], dil[1:])
     return emit.reshape(acc, [n, od, oh, ow, f])
 
 
 def conv_transpose(imp: Importer, node: Node) -> None:
     x = imp.tensor(node.input(0))
-    w = imp.const(node.input(1))
     spatial = x.rank - 2
     if spatial not in (1, 2):
         raise imp.error(f"not supported: {spatial}-D ConvTranspose (1-D and 2-D are)")
-    if w is None:
-        raise imp.error(f"not supported: ConvTranspose weights '{node.input(1)}' computed at "
-                        "run time", fix="make the weights an initializer")
-    w = w.astype(x_dtype(imp, x))
-    bias = imp.const(node.input(2)) if node.input(2) else None
-    if node.input(2) and bias is None:
-        raise imp.error(f"not supported: ConvTranspose bias '{node.input(2)}' computed at run "
-                        "time", fix="make the bias an initializer")
+    w, bias = _operands(imp, node)
+    if isinstance(w, np.ndarray):
+        w = w.astype(x_dtype(imp, x))
     group = int(node.attrs.get("group", 1))
     n, c, *sizes = x.shape
     cw, fg, *kernel = w.shape
-    if cw != c or c % group:
-        raise imp.error(f"weights {list(w.shape)} do not fit {c} input channels in "
-                        f"{group} groups")
+    _check_operands(imp, x, w, bias, group, cw, fg * group)
     strides = ints(node, "strides", [1] * spatial)
     dil = ints(node, "dilations", [1] * spatial)
     out_pad = ints(node, "output_padding", [0] * spatial)
@@ -315,11 +390,8 @@ def conv_transpose(imp: Importer, node: Node) -> None:
                                                                           highs)), c]
         xd = tensor.extract_slice(emit.tensor_type(keep, elem), xd, [], [], [], start, keep,
                                   [1] * len(keep))
-    cg = c // group
-    flipped = np.flip(w.reshape(group, cg, fg, *kernel), axis=tuple(range(3, 3 + spatial)))
-    w_oi = np.ascontiguousarray(flipped.swapaxes(1, 2).reshape(group * fg, cg, *kernel))
-    y = conv_nd(imp, node, xd, w_oi, bias, outs, group, [1] * spatial, dil,
-                f"{node.input(1)}_transposed")
+    kern = Kernel.of_transpose(imp, w, group, f"{node.input(1)}_transposed")
+    y = conv_nd(imp, node, xd, kern, bias, outs, [1] * spatial, dil)
     imp.define(node.outputs[0], y, cl)
 
 

@@ -1,11 +1,12 @@
 """ONNX MaxPool and AveragePool (1-D, 2-D, 3-D), global pooling
-(D-COMPILE-POOL-ND).
+(D-COMPILE-CONV-ND, D-COMPILE-POOL-EDGE).
 
 Pooling is built from the forms the lowering raises (`maxpool` + `max`,
 or one `add` per window offset, D-LOW-WINDOW, D-LOW-SUMPOOL):
 `linalg.pooling_nhwc_max`/`_sum` on a channels-last activation padded by a
 `tensor.pad` (-inf for max, 0 for average; the `ceil_mode` overhang is
-padding no window counts).
+padding no window counts; where ONNX's shape inference, the definition
+and onnxruntime disagree, a located "not supported", D-COMPILE-POOL-EDGE).
 
 * 1-D: [N, W, C] viewed as the 2-D [1, N, W, C], kernel [1, k] (the batch
   as the height: a unit dimension between the batch and the window would
@@ -106,9 +107,12 @@ def pool(kind: str) -> Callable[[Importer, Node], None]:
                                 f"{size + lo + hi} padded elements makes no output")
             if ceil_mode and (o - 1) * s >= size + lo:
                 o -= 1           # the last window must start inside the input or left pad
-                _ceil_mode_disagreement(imp, node, len(outs), o)
             outs.append(o)
             extra.append(max((o - 1) * s + d * (k - 1) + 1 - (size + lo + hi), 0))
+        if ceil_mode:
+            _ceil_mode_disagreement(imp, node, outs)
+        if kind == "max":
+            _window_in_padding(imp, sizes, kernel, strides, dil, pads[:spatial], outs)
         cl = channels_last(x.rank)
         xp = emit.pad(imp.in_perm(x, cl), [0, *pads[:spatial], 0],
                       [0, *(h + e for h, e in zip(pads[spatial:], extra)), 0],
@@ -129,23 +133,47 @@ def pool(kind: str) -> Callable[[Importer, Node], None]:
     return convert
 
 
-def _ceil_mode_disagreement(imp: Importer, node: Node, axis: int, size: int) -> None:
-    """Stop where ONNX's shape inference sizes spatial `axis` (0: the
-    first spatial axis) of a ceil_mode pooling with the window that starts
-    past the input, which the operator's definition and onnxruntime drop
-    (`size` outputs): the model's declared shape and its values cannot both
-    be met."""
+def _ceil_mode_disagreement(imp: Importer, node: Node, outs: Sequence[int]) -> None:
+    """Stop where ONNX's shape inference sizes a ceil_mode pooling otherwise
+    than the operator's definition and onnxruntime (`outs`): it counts a
+    last window that starts past the input, which they drop, and under
+    auto_pad SAME it takes a negative padding as 0 and rounds up, where they
+    give ceil(in / stride).  The model's declared shape and its values
+    cannot both be met (D-COMPILE-POOL-EDGE)."""
     info = imp.inferred.get(node.outputs[0])
     if info is None or not info.type.tensor_type.HasField("shape"):
         return
-    dim = info.type.tensor_type.shape.dim[2 + axis]
-    if dim.HasField("dim_value") and dim.dim_value != size:
-        raise imp.error(f"not supported: with ceil_mode=1 ONNX's shape inference gives "
-                        f"dimension {2 + axis} of '{node.outputs[0]}' {dim.dim_value} outputs, "
-                        f"counting a last window that starts past the input, which the "
-                        f"operator (and onnxruntime) drops: {size} outputs",
-                        fix="pad the input explicitly (pads) and use ceil_mode=0, or change "
-                        "the strides so that every window starts inside the input")
+    for axis, size in enumerate(outs):
+        dim = info.type.tensor_type.shape.dim[2 + axis]
+        if dim.HasField("dim_value") and dim.dim_value != size:
+            raise imp.error(
+                f"not supported: with ceil_mode=1 ONNX's shape inference gives dimension "
+                f"{2 + axis} of '{node.outputs[0]}' {dim.dim_value} outputs, where the operator "
+                f"(and onnxruntime) gives {size}: a window that starts past the input is "
+                "dropped, auto_pad SAME makes ceil(in / stride) (D-COMPILE-POOL-EDGE)",
+                fix="give explicit pads (covering the last window) and ceil_mode=0, or strides "
+                    "with which every window starts inside the input")
+
+
+def _window_in_padding(imp: Importer, sizes: Sequence[int], kernel: Sequence[int],
+                       strides: Sequence[int], dil: Sequence[int], begins: Sequence[int],
+                       outs: Sequence[int]) -> None:
+    """Stop at a max pooling window that reads no input element (dilated
+    taps that all fall in the padding): the operator gives it no value, and
+    onnxruntime gives the lowest finite f32 but -inf in f16
+    (D-COMPILE-POOL-EDGE).  Checked per axis, one pass over its windows."""
+    for axis, (size, k, s, d, lo, o) in enumerate(zip(sizes, kernel, strides, dil, begins,
+                                                      outs)):
+        for j in range(o):
+            taps = [j * s - lo + t * d for t in range(k)]
+            if not any(0 <= p < size for p in taps):
+                raise imp.error(
+                    f"not supported: MaxPool window {j} on spatial axis {axis} reads only "
+                    f"padding (positions {taps} of {size}): the operator gives it no value "
+                    "(onnxruntime: the lowest finite value in f32, -inf in f16; "
+                    "D-COMPILE-POOL-EDGE)",
+                    fix="make the pads or dilations smaller, so that every window reads the "
+                        "input")
 
 
 def _pool_counts(sizes: Sequence[int], kernel: Sequence[int], strides: Sequence[int],
