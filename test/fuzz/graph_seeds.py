@@ -335,6 +335,18 @@ def layernorm_f16_after_erf() -> onnx.ModelProto:
     return validate(model) and model
 
 
+def initializer_named_zero() -> onnx.ModelProto:
+    """ReduceSum(x f32[4,8], axis 1) + b, b an initializer named `zero_1`
+    (an outside user's GroupNorm written with InstanceNormalization, whose
+    weights an exporter named `one_6`, `zero_7`): the buffer `zero1` and the
+    token `zero1` of a forwarded zero fill were both declared (NAME-02 in the
+    compiler's own check, blamed on node 0)."""
+    return _model([helper.make_node("ReduceSum", ["x", "ax"], ["r"], keepdims=0),
+                   helper.make_node("Add", ["r", "zero_1"], ["y"])],
+                  {"x": [4, 8]}, {"y": [4]}, {"ax": [1]},
+                  weights={"zero_1": np.arange(4, dtype=np.float32)})
+
+
 @dataclass(frozen=True)
 class Seed:
     name: str
@@ -392,6 +404,8 @@ SEEDS = [
          "REJECTED"),
     Seed("maxpool_window_in_padding", maxpool_window_in_padding, Config("npm_lite"), "REJECTED",
          "REJECTED"),
+    # an outside user's models (session 8)
+    Seed("initializer_named_zero", initializer_named_zero, Config("npm_pro_x1"), "PASS"),
 ]
 
 

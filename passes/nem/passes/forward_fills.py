@@ -23,7 +23,9 @@ already uses (`clamp` on `i8`), so it is legal wherever the fill was.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
+from itertools import count
 
 from nem.analysis.happens_before import region_parts, task_operands
 from nem.dialect.attributes import ArgRefAttr, RegionType
@@ -32,7 +34,7 @@ from nem.dialect.ops import ComputeOp, LoopOp, ProgramOp, RegionOp, TaskOp, Tran
 from nem.dialect.semantics.transfers import fills_range
 from nem.dialect.expressions import Evaluator
 from xdsl.context import Context
-from xdsl.dialects.builtin import ModuleOp
+from xdsl.dialects.builtin import ModuleOp, StringAttr
 from xdsl.ir import Operation, SSAValue
 from xdsl.passes import ModulePass
 
@@ -119,9 +121,8 @@ def forward_zero_fills(program: ProgramOp) -> int:
     transfers became fills."""
     ev = Evaluator()
     zeros = ZeroBytes()
-    names = {name for op in program.walk()
-             if isinstance(op, TaskOp) and (name := op.token_name()) is not None}
-    count = 0
+    names = _fresh_zero_names(program)
+    replaced = 0
     for op in list(program.block.ops):
         if isinstance(op, LoopOp):
             zeros = ZeroBytes()
@@ -144,7 +145,7 @@ def forward_zero_fills(program: ProgramOp) -> int:
                 if not op.deps and not op.is_sync and level.startswith("L1"):
                     _replace(op, dst, names)
                     zeros.add(dst.buffer, dst.lo, dst.hi)
-                    count += 1
+                    replaced += 1
                     continue
         _, writes, _ = task_operands(op)
         for w in writes:
@@ -157,18 +158,29 @@ def forward_zero_fills(program: ProgramOp) -> int:
             zeros.forget(p.buffer, p.lo, p.hi)
         if copied is not None:
             zeros.add(copied.buffer, copied.lo, copied.hi)
-    return count
+    return replaced
 
 
-def _replace(op: TransferOp, dst: Place, names: set[str]) -> None:
+def _fresh_zero_names(program: ProgramOp) -> Iterator[str]:
+    """`zero1`, `zero2`, ... skipping every name the program declares
+    (buffers, lets, consts, loop variables, tokens: an ONNX initializer
+    `zero_1` is a buffer `zero1`, and a second declaration is NAME-02)."""
+    taken: set[str] = set()
+    for op in program.walk():
+        if isinstance(op, TaskOp) and (token := op.token_name()) is not None:
+            taken.add(token)
+        for key in ("name", "const_name", "iv_name"):
+            attr = op.properties.get(key)
+            if isinstance(attr, StringAttr):
+                taken.add(attr.data)
+    return (name for k in count(1) if (name := f"zero{k}") not in taken)
+
+
+def _replace(op: TransferOp, dst: Place, names: Iterator[str]) -> None:
     b = NemBuilder.before(op, op.location)
     r = b.region(None, dst.buffer, dst.lo, dst.hi - dst.lo, elem="i8", shape=[dst.hi - dst.lo],
                  layout="C")
-    k = 1
-    while f"zero{k}" in names:
-        k += 1
-    names.add(f"zero{k}")
-    tok = b.compute("clamp", [r], [r], name=f"zero{k}", min=0, max=0)
+    tok = b.compute("clamp", [r], [r], name=next(names), min=0, max=0)
     op.result.replace_all_uses_with(tok)
     op.detach()
     op.erase()
