@@ -101,3 +101,27 @@ def test_supported_lists_the_converters():
     from nem.frontends.onnx.converters import CONVERTERS
 
     assert frozenset(CONVERTERS) == SUPPORTED
+
+
+def test_an_op_type_shape_inference_cannot_follow_is_named():
+    """GroupNormalization (opset 21) before a Relu: onnx's strict shape
+    inference fails at the Relu ('Input 0 expected to have type'), which
+    told an outside user to run onnx.checker; the error names the op type
+    the importer does not take, the inference failure a note."""
+    from nem.frontends.onnx import import_onnx
+    from nem.frontends.onnx.diagnostics import OnnxImportError
+
+    g = helper.make_graph(
+        [helper.make_node("GroupNormalization", ["x", "s", "b"], ["n"], num_groups=2, name="gn"),
+         helper.make_node("Relu", ["n"], ["y"], name="r")], "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 3, 3])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 3, 3])],
+        [onnx.numpy_helper.from_array(np.ones(4, np.float32), "s"),
+         onnx.numpy_helper.from_array(np.zeros(4, np.float32), "b")])
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 21)])
+    with pytest.raises(OnnxImportError) as e:
+        import_onnx(model, file="gn.onnx")
+    text = e.value.render()
+    assert text.startswith("gn.onnx: node 0 'gn' (GroupNormalization): error: not supported: "
+                           "op type GroupNormalization"), text
+    assert "note: ONNX shape inference failed" in text

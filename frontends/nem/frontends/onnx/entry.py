@@ -66,7 +66,15 @@ def import_onnx(model: str | Path | onnx.ModelProto, func_name: str = "main",
     try:
         prepared = prepare(proto, simplify, check_op_types)
     except ShapeInferenceError as e:
-        raise OnnxImportError(f"ONNX shape inference failed: {e}", where,
+        failed = f"ONNX shape inference failed: {e}"
+        # an op type onnx cannot infer (GroupNormalization-21 before a Relu)
+        # is most often one the importer does not take either: name it
+        unsupported = _unsupported_op_types(proto, where)
+        if unsupported:
+            errors = OnnxImportErrors(unsupported, where)
+            errors.notes.append(failed)
+            raise errors from e
+        raise OnnxImportError(failed, where,
                               fix="check the model with onnx.checker.check_model(model, "
                                   "full_check=True)") from e
     check_inferred(prepared.model, where, prepared.node_index)
@@ -100,6 +108,16 @@ def import_onnx(model: str | Path | onnx.ModelProto, func_name: str = "main",
                                                                    imp.source))
     im.warnings = [zeros] if zeros else []
     return im
+
+
+def _unsupported_op_types(model: onnx.ModelProto, where: str) -> list[OnnxImportError]:
+    """The 'not supported: op type' errors of `model`'s nodes, in node order
+    (D-COMPILE-EARLY-UNSUPPORTED, without the simplifier's view: a model
+    that strict shape inference rejects is not simplified)."""
+    from nem.frontends.onnx.op_types import early_unsupported
+    from nem.frontends.onnx.prepare import name_nodes
+
+    return early_unsupported(model, where, name_nodes(model.graph), False)
 
 
 def _surviving(e: OnnxImportErrors, model: onnx.ModelProto, where: str) -> OnnxImportErrors:
