@@ -5,6 +5,8 @@ retiled program computes bit-identically the untuned program's outputs."""
 
 from __future__ import annotations
 
+import sys
+
 import pytest
 
 pytest.importorskip("mlir.ir")
@@ -59,6 +61,17 @@ def test_a_large_space_is_sampled_the_same_under_a_seed():
     (best, cycles, tried), seen = first
     assert tried == len(seen) <= 8 and seen[0] == (64,) * 4
     assert cycles == min(sum(abs(s - 8) for s in x) for x in seen)
+
+
+def test_a_large_space_without_optuna_is_a_compile_error(monkeypatch):
+    """An outside user's venv without optuna got 'internal error:
+    ModuleNotFoundError'; the search says what to install instead."""
+    from nem.compile import CompileError
+
+    monkeypatch.setitem(sys.modules, "optuna", None)    # `import optuna` raises ImportError
+    space = Space([64] * 4, [64] * 4, [[64, 32, 16, 8, 4, 2]] * 4)
+    with pytest.raises(CompileError, match="pip install optuna"):
+        search(space, lambda s: sum(s), trials=8, seed=0, deadline=FAR)
 
 
 def test_a_failed_candidate_scores_nothing():

@@ -207,7 +207,15 @@ def search(space: Space, score: Callable[[list[int]], int | None], trials: int, 
             if list(combo) != space.default:
                 consider(list(combo))
         return best, best_score, tried
-    import optuna
+    try:
+        import optuna
+    except ImportError:
+        from nem.compile import CompileError
+
+        raise CompileError("tune", f"--tune: the {space.size} tile shapes of this nest are more "
+                           f"than {trials} trials, a search that needs the optuna package, "
+                           "which is not installed: pip install optuna (it comes with the "
+                           "mlir extra: pip install -e '.[mlir]')") from None
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     study = optuna.create_study(sampler=optuna.samplers.TPESampler(seed=seed))
