@@ -84,6 +84,10 @@ CASES = [
     ("ConvTranspose", X4, {"w": w(4, 2, 3, 3)},
      {"strides": [2, 2], "output_shape": [12, 10], "auto_pad": "SAME_UPPER"}),
     ("ConvTranspose", X3, {"w": w(3, 2, 4)}, {"strides": [2]}),
+    # an output_shape past the convolution (18 x 11): its last rows are the bias
+    # (an outside user's F5, session 8: refused before)
+    ("ConvTranspose", X4, {"w": w(4, 2, 3, 3), "b": w(2)},
+     {"strides": [3, 2], "output_shape": [20, 12]}),
     # pooling (D-COMPILE-CONV-ND)
     ("MaxPool", X3, {}, {"kernel_shape": [3], "strides": [2], "pads": [1, 1]}),
     ("AveragePool", X3, {}, {"kernel_shape": [2], "strides": [2], "ceil_mode": 1}),

@@ -403,7 +403,9 @@ def _transpose_pads(imp: Importer, node: Node, sizes: Sequence[int], kernel: Seq
     (k - 1) d + 1 - out; SAME_UPPER puts the larger half at the end).  Under
     auto_pad SAME a negative total (a stride above the kernel's extent: in *
     stride is more than the convolution gives) is 0, as ONNX's shape
-    inference and onnxruntime take it: the output is the whole convolution."""
+    inference and onnxruntime take it: the output is the whole convolution.
+    An `output_shape` larger than the convolution gives ends with the extra
+    rows (a negative end pad: zeros, plus the bias)."""
     auto = node.attrs.get("auto_pad", b"NOTSET")
     auto = auto.decode() if isinstance(auto, bytes) else auto
     shape = node.attrs.get("output_shape")
@@ -420,8 +422,12 @@ def _transpose_pads(imp: Importer, node: Node, sizes: Sequence[int], kernel: Seq
         if total < 0 and shape is None:
             total = 0
         if total < 0:
-            raise imp.error(f"ConvTranspose output_shape {target} is larger than the "
-                            "convolution gives")
+            # an output_shape past the convolution: the extra rows end the
+            # output, zero plus the bias (onnxruntime and onnx's reference
+            # evaluator both; a negative end pad is that zero border)
+            begins.append(0)
+            ends.append(total)
+            continue
         half = total // 2
         upper = auto == "SAME_UPPER"
         begins.append(half if upper else total - half)
