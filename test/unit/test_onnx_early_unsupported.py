@@ -125,3 +125,16 @@ def test_an_op_type_shape_inference_cannot_follow_is_named():
     assert text.startswith("gn.onnx: node 0 'gn' (GroupNormalization): error: not supported: "
                            "op type GroupNormalization"), text
     assert "note: ONNX shape inference failed" in text
+
+
+def test_an_op_type_with_an_exact_rewrite_names_it():
+    """Resize has no converter; its fix names the rewrite that works
+    (nearest upsampling by whole factors), not the generic pointer."""
+    from nem.frontends.onnx import import_onnx
+    from nem.frontends.onnx.diagnostics import OnnxImportError
+
+    with pytest.raises(OnnxImportError) as e:
+        import_onnx(_model([helper.make_node("Resize", ["x", "", "sc"], ["y"], name="up")],
+                           [onnx.numpy_helper.from_array(np.ones(2, np.float32), "sc")]),
+                    file="up.onnx")
+    assert "Reshape + Expand + Reshape" in e.value.render()

@@ -65,6 +65,17 @@ SHAPE_ONLY = frozenset({"Shape", "Size"})
 
 UNSUPPORTED_FIX = "express it with the supported op types (docs/compile.md, 'Supported ONNX')"
 
+REWRITES = {
+    "Resize": "nearest upsampling by whole factors is Reshape + Expand + Reshape, exactly",
+    "Upsample": "nearest upsampling by whole factors is Reshape + Expand + Reshape, exactly",
+    "DepthToSpace": "write it as its definition: Reshape + Transpose + Reshape",
+    "SpaceToDepth": "write it as its definition: Reshape + Transpose + Reshape",
+    "GroupNormalization": "Reshape to [N, groups, -1], InstanceNormalization with scale 1 and "
+                          "bias 0, Reshape back, then Mul and Add the per-channel scale and bias",
+}
+"""Op types without a converter whose rewrite into supported ones is exact
+and short (outside users found each, session 8): the fix names it."""
+
 
 def unsupported_op_type(node: onnx.NodeProto, where: str, ref: NodeRef) -> OnnxImportError | None:
     """The importer's error for a node of a domain or op type it has no
@@ -74,7 +85,7 @@ def unsupported_op_type(node: onnx.NodeProto, where: str, ref: NodeRef) -> OnnxI
                                f"{node.op_type})", where, ref)
     if node.op_type not in SUPPORTED:
         return OnnxImportError(f"not supported: op type {node.op_type}", where, ref,
-                               fix=UNSUPPORTED_FIX)
+                               fix=REWRITES.get(node.op_type, UNSUPPORTED_FIX))
     return None
 
 
