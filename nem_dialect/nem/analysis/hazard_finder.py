@@ -194,22 +194,31 @@ class HazardFinder:
         that write comes between it and every access after, so the pair is
         nowhere nearest.  Without it a program whose nests write whole
         buffers one after the other pairs every access with every earlier
-        one (synthesize-deps starts from no ordering at all)."""
+        one (synthesize-deps starts from no ordering at all).  An access's
+        end of life (`_complete_from`) is computed once and kept in a heap:
+        rechecking every live access at every statement took 36 of the 40 s
+        of `find_hazards` on a chain of 3,000 nodes."""
         out: list[PairKey] = []
-        live: list[StaticAccess] = []
-        for top, grouped in itertools.groupby(accs, key=lambda a: a.top):
+        live: dict[int, StaticAccess] = {}   # by position in `accs`, in program order
+        expiry: list[tuple[float, int]] = []  # (`_complete_from`, position): a heap
+        for top, grouped in itertools.groupby(enumerate(accs), key=lambda a: a[1].top):
             group = list(grouped)
-            live = [x for x in live if self._complete_from(x) > top]
-            out += self._sweep(group)
-            for y in group:
-                out += [(x, y) for x in live
+            while expiry and expiry[0][0] <= top:
+                live.pop(heapq.heappop(expiry)[1], None)
+            out += self._sweep([y for _, y in group])
+            for _, y in group:
+                out += [(x, y) for x in live.values()
                         if (x.write or y.write) and x.lo < y.hi and y.lo < x.hi]
-            live += group
-            for w in group:
+            for k, y in group:
+                live[k] = y
+                done = self._complete_from(y)
+                if done != INF:
+                    heapq.heappush(expiry, (done, k))
+            for _, w in group:
                 cover = self._cover(w) if w.write else None
                 if cover is not None:
-                    live = [x for x in live if x.top == top
-                            or not (cover[0] <= x.lo and x.hi <= cover[1])]
+                    live = {k: x for k, x in live.items() if x.top == top
+                            or not (cover[0] <= x.lo and x.hi <= cover[1])}
         return out
 
     def _complete_from(self, x: StaticAccess) -> float:
