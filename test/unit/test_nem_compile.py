@@ -240,8 +240,11 @@ def test_cli_upstream_abort_is_an_import_error(tmp_path, body, upstream_says):
 
 @pytest.mark.parametrize("args,message", [
     (["--tile-sizes", "0,4"], "--tile-sizes expects positive integers"),
-    (["--engines", "9"], "--engines 9: npm_pro_x1 has 4 engine(s)"),
-    (["--device", "npm_nope"], "device 'npm_nope' not found"),
+    # hostile8: checked before any work, with the tool's prefix (were a bare line and an
+    # unprefixed `error:` of a failed stage, which the fuzz harness calls unlocated)
+    (["--engines", "9"], "nem-compile: error: --engines 9: device npm_pro_x1 has 4 engine(s); "
+                         "give N from 1 to 4\n"),
+    (["--device", "npm_nope"], "nem-compile: error: device 'npm_nope' not found [DEV-20]\n"),
     (["-o", "no/such/dir/x.nemb"], "-o: cannot write 'no/such/dir/x.nemb': directory"),
 ])
 @pytest.mark.slow  # 6 s (4 cases)
