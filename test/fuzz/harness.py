@@ -17,7 +17,8 @@ Targets (`TARGETS`, add one with `register`): `nem-opt`, `nem-verify`
 (mutated `.nem` seeds from examples/ and test/lit), `nem-grammar`
 (grammar-generated programs through `-p nem-verify`), `nem-run` (mutated and
 generated programs), `mlir` (mutated MLIR through `lower-to-nem`), `cli`
-(random command lines of both tools over hostile files), `onnx` (ONNX
+(random command lines of nem-opt, nem-run and nem-compile over hostile
+files), `onnx` (ONNX
 models with mutated protobuf fields through `nem-compile`), `arrays`
 (`.npy`/`.npz` files with mutated headers through `nem-run --input`;
 `file_gen.py`).  A target is a
@@ -43,6 +44,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import hashlib
 import io
 import json
@@ -306,14 +308,29 @@ def _make_files(work: Path) -> dict[str, str]:
     np.savez(work / "arch.npz", a=np.zeros(3))
     (work / "arch2.npy").write_bytes((work / "arch.npz").read_bytes())
     (work / "sub").mkdir(exist_ok=True)
+    (work / "relu.onnx").write_bytes(_relu_onnx())
+    np.save(work / "x.npy", np.linspace(-1, 1, 6, dtype=np.float32).reshape(2, 3))
     out.update(_hostile_arrays(work))
     out.update({"@NPY0D": str(work / "scalar.npy"), "@NPY": str(work / "arr.npy"),
                 "@NPZ": str(work / "arch.npz"), "@NPZ_AS_NPY": str(work / "arch2.npy"),
                 "@DIR": str(work / "sub"), "@OUT": str(work / "out.bin"),
                 "@OUTNPY": str(work / "out.npy"), "@MISSING": str(work / "no/such/dir/x"),
                 "@DEVNULL": "/dev/null", "@DEVFULL": "/dev/full", "@DEVZERO": "/dev/zero",
-                "@TRACE": str(work / "t.json")})
+                "@TRACE": str(work / "t.json"), "@ONNX": str(work / "relu.onnx"),
+                "@X": str(work / "x.npy")})
     return out
+
+
+@functools.cache
+def _relu_onnx() -> bytes:
+    """A one-node model (Relu of f32 [2, 3], input `x`) for nem-compile's
+    command lines: small enough that a whole compile takes a second."""
+    from onnx import TensorProto, helper
+
+    g = helper.make_graph([helper.make_node("Relu", ["x"], ["y"], name="relu")], "g",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString()
 
 
 def _patched_zip(member: str, data: bytes, declared: int) -> bytes:
@@ -397,14 +414,30 @@ _OPT_ARGS = [["-p", "nem-verify"], ["-p", "nem-fold-consts"], ["-p", "lower-to-n
              ["-o", "@OUT"], ["-o", "@MISSING"], ["-o", "@DIR"], ["--bogus"], ["-o", "@PROG"],
              ["-t", "nemb", "--embed", "A_L2=@DEVZERO"], ["-t", "nemb", "--embed", "A_L2=@FIFO"],
              ["-t", "nemb", "--embed", "A_L2=@NPY_HUGE"], ["-t", "nemb", "--embed", "A_L2=@NPY"]]
+_COMPILE_ARGS = [["--device", "nope"], ["--device", "npm_lite"], ["--engines", "99"],
+                 ["--engines", "0"], ["--engines", "1"], ["--tile-sizes", "0"],
+                 ["--tile-sizes", "2,2"], ["--tile-sizes", "99999999999999999999"],
+                 ["--route", "affine"], ["--route", "nope"], ["--no-pipeline"], ["--no-verify"],
+                 ["--no-simplify"], ["--max-nodes", "0"], ["--max-model-bytes", "10"],
+                 ["--max-source-bytes", "10"], ["--error-limit", "-1"],
+                 ["--dump-after", "import"], ["--save-temps"], ["--bisect"],
+                 ["--input", "x=@X"], ["--input", "x=@FIFO"], ["--input", "x=@NPY"],
+                 ["--input", "@NPZ"], ["--input", "x=@NPY_HUGE"], ["--input", "x=@DEVZERO"],
+                 ["--input", "@NPZ_BOMB"], ["--input", "nope=@X"], ["--seed", "-1"],
+                 ["-o", "@OUT"], ["-o", "@MISSING"], ["-o", "@DIR"], ["-o", "@ONNX"],
+                 ["-o", "@X"], ["-o", "@DEVFULL"], ["-I", "@DIR"], ["-I", "@MISSING"], ["-v"],
+                 ["--bogus"]]
 _PROGRAMS = ["@PROG", "@MLIR", "@ASYNC", "@EMPTY", "@BADUTF8", "@DIR", "@DEVZERO", "@MISSING",
              "@DEVNULL", "@FIFO"]
+_MODELS = ["@ONNX", "@ONNX", "@MLIR", "@PROG", "@DIR", "@FIFO", "@DEVZERO", "@MISSING"]
+_POOLS = {"nem-opt": (_PROGRAMS, _OPT_ARGS), "nem-run": (_PROGRAMS, _RUN_ARGS),
+          "nem-compile": (_MODELS, _COMPILE_ARGS)}
 
 
 def _gen_cli(rng: random.Random) -> bytes:
-    tool = rng.choice(("nem-opt", "nem-run"))
-    pool = _OPT_ARGS if tool == "nem-opt" else _RUN_ARGS
-    args = [rng.choice(_PROGRAMS)]
+    tool = rng.choice(sorted(_POOLS))
+    programs, pool = _POOLS[tool]
+    args = [rng.choice(programs)]
     for _ in range(rng.randint(0, 4)):
         args += rng.choice(pool)
     rng.shuffle(args) if rng.random() < 0.1 else None
@@ -423,6 +456,8 @@ def _run_cli(data: bytes, work: Path) -> tuple[int, str, str]:
     argv = [subst(a) for a in spec["args"]]
     if spec["tool"] == "nem-run" and "--max-tasks" not in argv:
         argv += ["--max-tasks", "20000", "--no-progress"]
+    if spec["tool"] == "nem-compile":
+        argv += ["--no-progress"] + ([] if "-o" in argv else ["-o", str(work / "out.nem")])
     return _run_main(spec["tool"], argv)
 
 

@@ -3,6 +3,7 @@ reference path's runnable tile stage (nem.compile.runnable), issue 31."""
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 
@@ -171,6 +172,34 @@ def test_nem_compile_bisect_usage(tmp_path, capsys):
     assert "expected NAME=FILE.npy or FILE.npz" in capsys.readouterr().err
     assert not (tmp_path / "m.nem").exists()              # --bisect writes no program
     assert Path(tmp_path / "m.onnx").exists()
+
+
+@pytest.mark.parametrize("given,message", [
+    ("x=fifo", "--input x=fifo: cannot read 'fifo': it is a FIFO (named pipe)"),   # hung
+    ("x=f16.npy", "input 'x' is float32 [2, 3]: save an array of that element type and shape "
+                  "(the file's header declares float16, shape [2, 3])"),   # onnxruntime's error
+    ("x=huge.npy", "the file's header declares float32, shape [1099511627776]"),   # 4 TiB
+    ("in.npz", "--input in.npz: the model has no input 'a' (inputs: x)"),   # AttributeError
+    ("b.npz", "member 'x.npy': input 'x' is float32 [2, 3]"),
+])
+def test_nem_compile_bisect_reads_inputs_as_nem_run_does(tmp_path, monkeypatch, capsys,
+                                                        given, message):
+    """`--bisect --input` files are checked before any data is read (hostile8:
+    a FIFO hung, a .npz without `=` or an array of another type were internal
+    errors, a header's shape was allocated)."""
+    monkeypatch.chdir(tmp_path)
+    onnx.save(_model(EXP_NEG_MUL, [2, 3], [2, 3]), "m.onnx")
+    os.mkfifo("fifo")
+    np.save("f16.npy", np.ones((2, 3), np.float16))
+    np.save("huge.npy", np.ones(4, np.float32))
+    with open("huge.npy", "r+b") as f:   # the header now declares 2^40 elements
+        head = f.read(128)
+        f.seek(0)
+        f.write(head.replace(b"(4,), ", b"(1099511627776,), ")[:len(head)])
+    np.savez("in.npz", a=np.ones(3))
+    np.savez("b.npz", x=np.ones(6, np.float32))
+    assert nem_compile.run(["m.onnx", "--bisect", "--input", given]) == 2
+    assert message in capsys.readouterr().err
 
 
 def test_f16_softmax_runs_at_every_stage():

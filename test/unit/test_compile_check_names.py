@@ -97,3 +97,32 @@ def test_check_runs_with_onnx_names_and_catches_swapped_arrays(tmp_path, capsys)
     assert "MISMATCH" in capsys.readouterr().out
     assert main([*args, "--input", f"a_b={tmp_path / 'a.npy'}"]) == 2
     assert "check: error: --input a_b is ambiguous" in capsys.readouterr().err
+
+
+def test_check_refuses_files_it_cannot_read_with_one_line(tmp_path, capsys):
+    """hostile8, by hand: a FIFO as the model, an input or an output hung
+    (np.load, onnx.load opened it); an empty `.npy` or a header declaring
+    2^40 elements were tracebacks (EOFError, a 2 TiB allocation)."""
+    import os
+
+    onnx.save(_model(), tmp_path / "m.onnx")
+    os.mkfifo(tmp_path / "fifo")
+    (tmp_path / "empty.npy").write_bytes(b"")
+    np.save(tmp_path / "a.npy", np.arange(3, dtype=np.float32))
+    raw = (tmp_path / "a.npy").read_bytes()
+    (tmp_path / "huge.npy").write_bytes(raw.replace(b"(3,), ", b"(1099511627776,),"))
+    m, a = str(tmp_path / "m.onnx"), f"a.b={tmp_path / 'a.npy'}"
+    for args, says in [
+        ([str(tmp_path / "fifo"), "--input", a], "cannot read model '"),
+        ([m, "--input", f"a.b={tmp_path / 'fifo'}"], "it is a FIFO (named pipe)"),
+        ([m, "--input", a, "--input", f"a_b={tmp_path / 'a.npy'}",
+          "--output", f"y.0={tmp_path / 'fifo'}"], "--output y.0="),
+        ([m, "--input", f"a.b={tmp_path / 'empty.npy'}"], "the file is empty or its header "
+                                                          "truncated"),
+        ([m, "--input", f"a.b={tmp_path / 'huge.npy'}"], "its header declares more data than "
+                                                         "the file holds"),
+    ]:
+        assert main(args) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("check: error: ") and says in err, err
+        assert len(err.splitlines()) == 1, err

@@ -70,6 +70,10 @@ EXPECTED = {
                      "requires one)",
     "empty_op_type_second_writer": "m.onnx: node 1 '_1' (no op type): error: output 'y' is "
                                    "already written by node 0 'add'",
+    # hostile8 (by hand): "data [4611686018427387904, 16) lies outside", "dims [-8] need -32"
+    "external_offset_2p62": "error: initializer 'w': external data offset 4611686018427387904 "
+                            "lies outside 'w.bin' (32 bytes)",
+    "external_negative_dims": "error: initializer 'w' has a negative dimension: dims [-8]",
 }
 
 

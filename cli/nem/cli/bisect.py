@@ -10,6 +10,7 @@ fails, 2 bad usage (an unreadable model or input file).
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import sys
 from collections.abc import Sequence
@@ -64,24 +65,63 @@ def run_nem(result: CompileResult, inputs: dict[str, np.ndarray], options: Compi
 def read_inputs(model: ModelProto, given: Sequence[str]) -> dict[str, np.ndarray] | None:
     """`--input NAME=FILE.npy` (an ONNX or a buffer name, as `python -m
     nem.compile.check` takes them) or `--input FILE.npz` (every array of it,
-    by name: a fuzzer finding's `model.inputs.npz`); None when none is given."""
+    by name: a fuzzer finding's `model.inputs.npz`); None when none is given.
+    The files are read as `nem-run --input` reads them (nem.cli.inputs: a
+    FIFO, a device, an archive bomb or a header declaring more than the
+    input refused before any data is read), and each array must have its
+    input's ONNX element type and shape, as onnxruntime takes it."""
     if not given:
         return None
+    from onnx import helper
+
+    from nem.cli.inputs import load_npy, read_archive
     from nem.compile.check import resolve_names
     from nem.frontends.onnx.graph import interface_names
 
+    ports = interface_names(model.graph).inputs
+    declared = {vi.name: vi.type.tensor_type for vi in model.graph.input}
+    want: dict[str, tuple[np.dtype, tuple[int, ...]]] = {
+        o: (np.dtype(helper.tensor_dtype_to_np_dtype(declared[o].elem_type)),
+            tuple(d.dim_value for d in declared[o].shape.dim)) for o, _ in ports}
+
+    def candidates(name: str) -> list[str]:   # KeyError: no input of that name
+        found = [o for o, b in ports if name in (o, b)]
+        if not found:
+            raise KeyError(f"the model has no input '{name}' (inputs: "
+                           f"{', '.join(o for o, _ in ports)})")
+        return found
+
+    def limit(name: str) -> int:
+        return max(want[o][0].itemsize * int(np.prod(want[o][1])) for o in candidates(name))
+
+    def check(name: str, shape: tuple[int, ...], dtype: np.dtype) -> None:
+        if not any(dtype == want[o][0] and shape == (want[o][1] or (1,))
+                   for o in candidates(name)):
+            o = candidates(name)[0]
+            raise ValueError(f"input '{o}' is {want[o][0]} {list(want[o][1])}: save an "
+                             "array of that element type and shape")
+
     pairs: list[tuple[str, np.ndarray]] = []
     for g in given:
+        flag = f"--input {g}"
         if "=" not in g and g.endswith(".npz"):
-            with np.load(g, allow_pickle=False) as npz:
-                pairs += [(k, npz[k]) for k in npz.files]
+            pairs += read_archive(g, flag, limit, check).items()
         elif "=" in g:
             name, path = g.split("=", 1)
-            pairs.append((name, np.load(path, allow_pickle=False)))
+            try:
+                size = limit(name)
+            except KeyError as e:
+                raise ValueError(f"{flag}: {e.args[0]}") from None
+            pairs.append((name, load_npy(path, flag, size, f"input '{name}'",
+                                         functools.partial(check, name))))
         else:
-            raise ValueError(f"--input {g}: expected NAME=FILE.npy or FILE.npz")
-    names = resolve_names([n for n, _ in pairs], interface_names(model.graph).inputs, "input")
-    return {names[n]: a for n, a in pairs}
+            raise ValueError(f"{flag}: expected NAME=FILE.npy or FILE.npz")
+    names = resolve_names([n for n, _ in pairs], ports, "input")
+    inputs = {names[n]: a.reshape(want[names[n]][1]) for n, a in pairs}
+    if missing := [o for o, _ in ports if o not in inputs]:
+        raise ValueError(f"--input: no array for the model's input(s) {', '.join(missing)}: "
+                         "give every input, or none for random ones")
+    return inputs
 
 
 def run_bisect(src: str, options: CompileOptions, given: Sequence[str], seed: int,
@@ -106,7 +146,7 @@ def run_bisect(src: str, options: CompileOptions, given: Sequence[str], seed: in
         return 1
     try:
         inputs = read_inputs(model, given)
-    except Exception as e:   # a bad model or input file (onnx, numpy, names): one line
+    except Exception as e:   # a bad input file or name (InputError, check's): one line
         print(f"nem-compile: error: --bisect: {e}", file=sys.stderr)
         return 2
     b = bisect(model, options, inputs, seed, run_nem=run_nem)

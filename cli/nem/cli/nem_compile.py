@@ -158,6 +158,26 @@ def _check_outputs(args: argparse.Namespace, src: str, out: str, stem: str,
     return None
 
 
+def _check_device(args: argparse.Namespace) -> int | None:
+    """`--device` found (with -I) and `--engines` within its engines,
+    checked before any work: command-line errors, printed as nem-opt and
+    nem-run print them (an unknown device was an unprefixed `error:` of a
+    failed stage 'device', too many engines a bare line of stage 'tile')."""
+    from nem.devices.device_lookup import find_device
+    from nem.dialect.diagnostics import NemDiagnosticError
+
+    try:
+        device = find_device(args.device, args.include_dirs)
+    except NemDiagnosticError as e:
+        print_diagnostics("nem-compile", e.diagnostics)
+        return 1
+    n = device.topology.num_engines
+    if args.engines is not None and args.engines > n:
+        return _usage(f"--engines {args.engines}: device {device.name} has {n} engine(s); "
+                      f"give N from 1 to {n}")
+    return None
+
+
 def _usage(msg: str) -> int:
     print(f"nem-compile: error: {msg}", file=sys.stderr)
     return 2
@@ -297,6 +317,8 @@ def _run(args: argparse.Namespace) -> int:
         str(Path(src).with_suffix(""))
     if why := _check_outputs(args, src, out, stem, ext):
         return _usage(why)
+    if (status := _check_device(args)) is not None:
+        return status
     options = CompileOptions(device=args.device, tile_sizes=_tile_sizes(args.tile_sizes),
                              pipeline=not args.no_pipeline, engines=args.engines,
                              route=args.route, verify=not args.no_verify,

@@ -232,6 +232,14 @@ def compile_mlir(source: str | Path, options: CompileOptions | None = None,
                     str(fn.location), f"not supported: dynamic shape {t} in the signature of "
                     f"@{name}: NEM buffers have static sizes", file,
                     "give every dimension of the arguments and results a size").render())
+        if opts.route == "transform" and (loop := _first_loop(fn)) is not None:
+            from nem.frontends.upstream_dialects.upstream_ops import upstream_diagnostic
+
+            raise CompileError("import", upstream_diagnostic(   # was unlocated, stage 'tile'
+                str(loop.location), f"not supported: @{name} already has loops ({loop.name}): "
+                "--route transform tiles linalg ops, one loop nest each", file,
+                "give linalg on tensors (linalg.generic, named ops), or compile loops with "
+                "--route affine").render())
         ins = [_port(t) for t in ftype.inputs]
         outs = [_port(t) for t in ftype.results]
         names = mlir_arg_names(text, name) or [f"arg{i}" for i in range(len(ins))]
@@ -251,6 +259,16 @@ def compile_mlir(source: str | Path, options: CompileOptions | None = None,
     iface.weights.update(driver.constants)   # constant tensors (D-COMPILE-CONSTS)
     return CompileResult(nem, iface, name, driver.results, remarks, driver.memory_spaces(),
                          driver.flops, driver.origins, _warnings(file, driver))
+
+
+_LOOPS = frozenset({"affine.for", "affine.parallel", "scf.for", "scf.forall", "scf.parallel"})
+
+
+def _first_loop(fn):
+    """The first loop at the top of `fn`'s body (None: none), which the
+    transform route, counting one loop nest per linalg op, cannot place."""
+    return next((op for op in fn.regions[0].blocks[0].operations
+                 if op.operation.name in _LOOPS), None)
 
 
 def _warnings(file: str, driver) -> list[str]:

@@ -72,7 +72,7 @@ PROGRAM_DTYPES = {np.dtype(np.float64): np.dtype(np.float32),
 def _as_array(path: str, like: np.ndarray) -> np.ndarray:
     from pathlib import Path
 
-    arr = np.load(path, allow_pickle=False) if path.endswith(".npy") else \
+    arr = _npy(path) if path.endswith(".npy") else \
         np.frombuffer(Path(path).read_bytes(), np.uint8)
     if arr.dtype == np.uint8 and like.dtype != np.uint8:   # nem-run --output bytes
         dtype = PROGRAM_DTYPES.get(like.dtype, like.dtype)   # the buffer's elements
@@ -116,10 +116,27 @@ class _CheckError(Exception):
     """A bad file or name on the command line: one line, exit status 2."""
 
 
-def _load(path: str, what: str, like: np.ndarray | None = None) -> np.ndarray:
+def _npy(path: str) -> np.ndarray:
+    """The array of a `.npy` file, mapped before it is copied: a header
+    declaring more data than the file holds is a ValueError, never an
+    allocation of what it declares."""
     try:
-        return np.load(path, allow_pickle=False) if like is None else _as_array(path, like)
-    except (OSError, ValueError) as e:   # missing, unreadable, not .npy, wrong size
+        return np.array(np.load(path, allow_pickle=False, mmap_mode="r"))
+    except EOFError:
+        raise ValueError("the file is empty or its header truncated") from None
+    except ValueError as e:
+        if "mmap length" not in str(e):
+            raise
+        raise ValueError("its header declares more data than the file holds") from None
+
+
+def _load(path: str, what: str, like: np.ndarray | None = None) -> np.ndarray:
+    from nem.dialect.source_files import FileRefused, regular_file
+
+    try:
+        regular_file(path, "")   # a FIFO would block, a device never end (D-FILE-PATHS)
+        return _npy(path) if like is None else _as_array(path, like)
+    except (OSError, ValueError, FileRefused) as e:   # missing, not .npy, wrong size
         raise _CheckError(f"{what}={path}: {e}") from None
 
 
@@ -171,9 +188,11 @@ def resolve_names(given: Sequence[str], ports: Sequence[tuple[str, str]], what: 
 def _compare(args: argparse.Namespace) -> int:
     import onnx
 
+    from nem.dialect.source_files import regular_file
     from nem.frontends.onnx.graph import interface_names
 
     try:
+        regular_file(args.model, "model")
         model = onnx.load(args.model)
     except Exception as e:   # onnx raises OSError, DecodeError, ...: any is a bad file
         raise _CheckError(f"{args.model}: cannot read the model: {e}") from None

@@ -158,7 +158,10 @@ def check_external_data(model: onnx.ModelProto, where: str, base: str, budget: i
         except ValueError:
             raise OnnxImportError(f"{what}: external data length {length!r} is not an "
                                   "integer", where) from None
-        if offset < 0 or have < 0 or offset + have > file_size:
+        if not 0 <= offset <= file_size:
+            raise OnnxImportError(f"{what}: external data offset {offset} lies outside "
+                                  f"'{location}' ({file_size} bytes)", where)
+        if have < 0 or offset + have > file_size:
             raise OnnxImportError(f"{what}: external data [{offset}, {offset + have}) lies "
                                   f"outside '{location}' ({file_size} bytes)", where)
         if need is not None and have != need:
@@ -174,9 +177,11 @@ def check_external_data(model: onnx.ModelProto, where: str, base: str, budget: i
 
 
 def _data_bytes(t: TensorProto) -> int | None:
-    """Bytes of `t`'s values by its dims and type (None: not measured here)."""
+    """Bytes of `t`'s values by its dims and type (None: not measured here:
+    a type of no fixed width, or a negative dimension, which the tensor
+    checks report as such)."""
     bits = _BITS.get(t.data_type)
-    return None if bits is None else (math.prod(t.dims) * bits + 7) // 8
+    return None if bits is None or any(d < 0 for d in t.dims) else (math.prod(t.dims) * bits + 7) // 8
 
 
 class _Errors:
