@@ -81,3 +81,29 @@ def test_a_race_is_still_found(monkeypatch):
 def test_scan_reports_its_work():
     scan = find_races(_program(tiles(64)))
     assert scan.races == [] and scan.work > 0
+
+
+def test_a_second_analysis_decides_no_shape_again(monkeypatch):
+    # RULE: HAZ-01
+    # nem-compile analyses a program three times (synthesize-deps, the
+    # arena ordering, the final nem-verify on the text read back): the race
+    # sets and witnesses are memos of the pair's shape, shared by the
+    # analyses (D-HAZ-SYMBOLIC); every pair is still looked up, so the
+    # second analysis, on new ops, reports the same races
+    from nem.dialect.bounded_cache import BoundedCache
+
+    for memo in ("RACES", "WITNESSES", "COVERS"):
+        monkeypatch.setattr(hazard_finder, memo, BoundedCache(64))
+    decided = []
+    real = hazard_finder.HazardFinder._races
+
+    def counting(self, *args):
+        decided.append(args[0])
+        return real(self, *args)
+
+    monkeypatch.setattr(hazard_finder.HazardFinder, "_races", counting)
+    first = [d.message for d in hazard_finder.HazardFinder(_program(tiles(64, 2))).run()]
+    n = len(decided)
+    again = [d.message for d in hazard_finder.HazardFinder(_program(tiles(64, 2))).run()]
+    assert n > 0 and len(decided) == n, (n, len(decided))
+    assert again == first and len(first) == 3, first

@@ -271,6 +271,7 @@ def run(argv: Sequence[str] | None = None) -> int:
     kept out of the collector's sight until then (`keep_until_exit`), and
     the full collection each stage's end would start scans millions of IR
     objects to free them just before the exit (5% of a CNN's compile, D-RT-GC)."""
+    from nem.cli.entry import keep_until_exit
     from nem.dialect.gc_pause import gc_paused
     from nem.dialect.limits import source_limit
     from nem.dialect.source_files import tracking_reads
@@ -285,6 +286,11 @@ def run(argv: Sequence[str] | None = None) -> int:
         except OSError as e:   # an output refused at the end: a file the compile read
             print(f"nem-compile: error: cannot write {e.filename}: {e.strerror}", file=sys.stderr)
             return 1
+        finally:
+            if argv is None:
+                # frozen before the collector resumes: resumed first, its next
+                # young collection would traverse every object the compile left
+                keep_until_exit()
 
 
 def _run(args: argparse.Namespace) -> int:

@@ -58,6 +58,7 @@ class Packing:
 
     level: str
     offsets: dict[BufferOp, int]
+    """In declaration order: the first is where the arena is declared."""
     size: int
     align: int
     separate: int
@@ -169,7 +170,8 @@ def pack(items: list[Lifetime]) -> Packing | None:
     sharing = _sharing(items, _first_fit(items))
     if len(sharing) < 2:
         return None
-    offsets = _first_fit(sharing)
+    fit = _first_fit(sharing)
+    offsets = {it.buffer: fit[it.buffer] for it in sharing}   # declaration order
     size = max(offsets[it.buffer] + it.size for it in sharing)
     separate = _separate_footprint(sharing)
     if size >= separate:

@@ -70,6 +70,7 @@ from nem.analysis.presburger import (
     instance_space,
     point,
 )
+from nem.dialect.bounded_cache import BoundedCache
 from nem.dialect.diagnostics import Diagnostic
 from nem.dialect.expressions import Evaluator, ExprError, NotAnExpression
 from nem.dialect.gc_pause import gc_paused
@@ -87,6 +88,23 @@ Witness = tuple[tuple[int, ...], tuple[int, ...], int]
 """Ordinals of the earlier and the later instance, and a byte both touch."""
 
 
+SHAPE_MEMO_LIMIT = 1 << 16
+"""Entries each of the shape memos (`RACES`, `WITNESSES`, `COVERS`) keeps."""
+
+RACES: BoundedCache[tuple, tuple[InstanceSpace, isl.Set] | None] = BoundedCache(SHAPE_MEMO_LIMIT)
+"""Race sets by the shape of the pair (`_symbolic`): a pure function of the
+shape, which holds only isl's printed forms and integers (its sets are on
+the shared `instance_space`s), so it is kept across analyses: the rounds of
+`nem-synthesize-deps`, the arena ordering of `nem-share-buffers` and the
+final `nem-verify` of one `nem-compile` decide the pairs of one shape once
+(D-HAZ-SYMBOLIC).  Every pair of every analysis is still looked up."""
+WITNESSES: BoundedCache[tuple, Witness | None] = BoundedCache(SHAPE_MEMO_LIMIT)
+"""Witnesses by the shape of the pair and the writes in between (`_symbolic`)."""
+COVERS: BoundedCache[tuple, bool] = BoundedCache(SHAPE_MEMO_LIMIT)
+"""Whether a write of a loop nest writes every byte of its bounds, by its
+form and bounds (`_cover`)."""
+
+
 @dataclass
 class RaceCache:
     """What stays true while only deps and waits change (the rounds of
@@ -99,10 +117,6 @@ class RaceCache:
     replayed: list[list[StaticAccess]] = field(default_factory=list)
     writers: dict[SSAValue, tuple[list[int], list[StaticAccess]]] = field(default_factory=dict)
     touches: dict[tuple, isl.Set] = field(default_factory=dict)
-    races: dict[tuple, tuple[InstanceSpace, isl.Set] | None] = field(default_factory=dict)
-    """Race sets by the shape of the pair (`_symbolic`)."""
-    shapes: dict[tuple, Witness | None] = field(default_factory=dict)
-    """Witnesses by the shape of the pair and the writes in between."""
     forms: dict[StaticAccess, tuple] = field(default_factory=dict)
     """The accesses of each buffer that has one isl cannot represent."""
     conflicts: dict[PairKey, tuple[InstanceSpace, isl.Set] | None] = field(default_factory=dict)
@@ -247,13 +261,18 @@ class HazardFinder:
         if n == 0 and self._static(w):
             # one instance, constant bytes: its bounds are exactly what it writes
             return int(w.lo), int(w.hi)
+        lo, hi = int(w.lo), int(w.hi)
         try:
-            touched = self._touches(w, instance_space((n,), 1), 0)
+            key = (*self._form(w)[:3], lo, hi)   # domain, offset, extent
+            whole = COVERS.get(key)
+            if whole is None:
+                touched = self._touches(w, instance_space((n,), 1), 0)
+                bounds = instance_space((), 1).universe.lower_bound_val(isl.dim_type.set, 0, lo) \
+                    .upper_bound_val(isl.dim_type.set, 0, hi - 1)
+                whole = COVERS[key] = touched.project_out(isl.dim_type.set, 0, n).is_equal(bounds)
         except (NotQuasiAffine, NotAnExpression, ExprError):
             return None
-        lo, hi = int(w.lo), int(w.hi)
-        whole = isl.Set(f"{{ [x] : {lo} <= x < {hi} }}")
-        return (lo, hi) if touched.project_out(isl.dim_type.set, 0, n).is_equal(whole) else None
+        return (lo, hi) if whole else None
 
     @staticmethod
     def _sweep(accs: list[StaticAccess]) -> list[PairKey]:
@@ -452,16 +471,17 @@ class HazardFinder:
         of equal shape are decided once (`_shape`): first whether they race,
         then, for those that do, where (the writes in between included)."""
         shape = (self._form(x), self._form(y), facts, tx is ty)
-        if shape in self.cache.races:
-            hit = self.cache.races[shape]
+        if shape in RACES:
+            hit = RACES[shape]
         else:
-            hit = self.cache.races[shape] = self._races(x, y, tx, ty)
+            hit = RACES[shape] = self._races(x, y, tx, ty)
         if hit is None:
             return None
         full = shape + self._between_shape(x, y, tx, ty)
-        if full not in self.cache.shapes:
-            self.cache.shapes[full] = self._located(x, y, tx, hit[0], hit[1])
-        return self.cache.shapes[full]
+        if full in WITNESSES:
+            return WITNESSES[full]
+        witness = WITNESSES[full] = self._located(x, y, tx, hit[0], hit[1])
+        return witness
 
     def _races(self, x: StaticAccess, y: StaticAccess, tx: StaticTask, ty: StaticTask
                ) -> tuple[InstanceSpace, isl.Set] | None:

@@ -41,7 +41,7 @@ from xdsl.ir import Operation, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
 
-from nem.analysis.buffer_lifetimes import Packing, packings, statement_index
+from nem.analysis.buffer_lifetimes import Packing, packings
 from nem.dialect.attributes import BufferType, MemLevelAttr
 from nem.dialect.device_model import Device
 from nem.dialect.diagnostics import Diagnostic, NemDiagnosticError, SourceLoc
@@ -105,8 +105,7 @@ def share(program: ProgramOp, packing: Packing) -> tuple[BufferOp, dict[Operatio
     arena; returns it with the packed buffer (its name) each of its regions
     was a region of."""
     origin: dict[Operation, str] = {}
-    index = statement_index(program)
-    members = sorted(packing.offsets, key=index.__getitem__)
+    members = list(packing.offsets)   # in declaration order
     first = members[0]
     size = _index(packing.size, first)
     arena = BufferOp(arena_name(packing.level, program), BufferType(MemLevelAttr(packing.level)),
@@ -225,9 +224,8 @@ def packed_footprints(program: ProgramOp, device: Device | None, option: str = "
     found = packings(program, levels)
     arena_at = {}   # the first packed buffer in statement order -> its packing
     packed: set[BufferOp] = set()
-    index = statement_index(program)
     for packing in found:
-        arena_at[min(packing.offsets, key=index.__getitem__)] = packing
+        arena_at[next(iter(packing.offsets))] = packing
         packed.update(packing.offsets)
     ev = Evaluator()
     items: dict[str, list[tuple[object, int, int]]] = {}
