@@ -129,3 +129,27 @@ def test_repeated_attribute_dictionaries_are_parsed_once_and_copied():
     assert a.attributes is not b.attributes and a.attributes["a"] is b.attributes["a"]
     assert a.attributes["s"].data == "x}{" and b.attributes == a.attributes
     assert c.attributes["a"] != a.attributes["a"] and c.attributes["s"] == a.attributes["s"]
+
+
+def test_loops_in_the_source_are_located_on_the_transform_route(tmp_path):
+    """hostile8 (cli fuzz target, `nem-compile eltwise_tiled.mlir`): a
+    function that already has loops was refused by the transform route's
+    nest count, unlocated, in stage 'tile'; it is refused at the first loop
+    of the user's file, and the affine route still compiles it."""
+    from compile_runs import DEVICE
+
+    from nem.compile import CompileError, CompileOptions, compile_mlir
+
+    path = tmp_path / "loops.mlir"
+    path.write_text("func.func @f(%a: memref<8xf32>, %b: memref<8xf32>) {\n"
+                    "  affine.for %i = 0 to 8 {\n"
+                    "    %v = affine.load %a[%i] : memref<8xf32>\n"
+                    "    affine.store %v, %b[%i] : memref<8xf32>\n"
+                    "  }\n  return\n}\n")
+    with pytest.raises(CompileError) as e:
+        compile_mlir(path, CompileOptions(device=DEVICE))
+    assert e.value.stage == "import"
+    assert str(e.value).startswith(f"{path}:2:3: error: not supported: @f already has loops "
+                                   "(affine.for)"), str(e.value)
+    assert "\nfix: give linalg on tensors" in str(e.value)
+    assert compile_mlir(path, CompileOptions(device=DEVICE, route="affine")).nem

@@ -792,22 +792,3 @@ def test_softmax_of_a_scaled_input(tmp_path, scale):
     scalar_mul = any(re.search(r"-> clamp \+ mul[,;]", r) for r in remarks)
     assert scalar_mul == (scale < 0)
 
-
-def test_loops_in_the_source_are_located_on_the_transform_route(tmp_path):
-    """hostile8 (cli fuzz target, `nem-compile eltwise_tiled.mlir`): a
-    function that already has loops was refused by the transform route's
-    nest count, unlocated, in stage 'tile'; it is refused at the first loop
-    of the user's file, and the affine route still compiles it."""
-    path = tmp_path / "loops.mlir"
-    path.write_text("func.func @f(%a: memref<8xf32>, %b: memref<8xf32>) {\n"
-                    "  affine.for %i = 0 to 8 {\n"
-                    "    %v = affine.load %a[%i] : memref<8xf32>\n"
-                    "    affine.store %v, %b[%i] : memref<8xf32>\n"
-                    "  }\n  return\n}\n")
-    with pytest.raises(CompileError) as e:
-        compile_mlir(path, CompileOptions(device=DEVICE))
-    assert e.value.stage == "import"
-    assert str(e.value).startswith(f"{path}:2:3: error: not supported: @f already has loops "
-                                   "(affine.for)"), str(e.value)
-    assert "\nfix: give linalg on tensors" in str(e.value)
-    assert compile_mlir(path, CompileOptions(device=DEVICE, route="affine")).nem

@@ -154,7 +154,8 @@ def mobilenet(tmp_path):
 @pytest.mark.parametrize("args,message", [
     # an output nem-run did not write (it failed): was a FileNotFoundError traceback
     (["--input", "x=x.npy", "--output", "y=missing.npy"],
-     "check: error: --output y=missing.npy: [Errno 2] No such file or directory"),
+     "check: error: --output y=missing.npy: cannot read 'missing.npy': No such file or "
+     "directory"),
     (["--input", "x=x.npy", "--output", "y=bad.npy"],
      "check: error: --output y=bad.npy: cannot reshape array of size 5 into shape (2,12,17,13)"),
     (["--input", "x=x.npy", "--output", "z=bad.npy"],
