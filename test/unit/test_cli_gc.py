@@ -64,3 +64,39 @@ def test_no_young_collection_traverses_the_parsed_ir(tmp_path):
     for tool, module, args in (("nem-opt", "nem_opt", ("-t", "nem", "-o", "/dev/null")),
                                ("nem-run", "nem_run", ())):
         assert _largest_young_collection(tool, module, str(prog), *args) < 10_000, tool
+
+
+
+COMPILE_PROBE = """
+import gc, sys
+young = [0]
+gc.callbacks.append(lambda phase, info: young.append(len(gc.get_objects(generation=0)))
+                    if phase == "start" and info["generation"] == 0 else None)
+sys.argv = ["nem-compile", MODEL, "--device", "npm_pro_x1", "-o", OUT, "--no-progress"]
+from nem.cli.nem_compile import run
+code = run()
+gc.callbacks.clear()
+print(code, max(young))
+"""
+
+
+@pytest.mark.slow  # one compile: 3 s
+def test_nem_compile_freezes_its_ir_before_the_collector_resumes(tmp_path):
+    """nem-compile run as a program pauses the collector for the compile
+    and freezes what it leaves before resuming it: resumed first, the next
+    young-generation collection traversed every object of the compile
+    (0.81 s of SqueezeNet's compile; 323,000 objects on this model)."""
+    pytest.importorskip("mlir.ir")
+    import onnx
+
+    from nem.frontends.onnx import samples
+
+    model = tmp_path / "cnn.onnx"
+    onnx.save(samples.cnn(), model)
+    code = COMPILE_PROBE.replace("MODEL", repr(str(model))) \
+        .replace("OUT", repr(str(tmp_path / "cnn.nem")))
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                       timeout=300, check=False)
+    assert r.returncode == 0, r.stderr
+    status, largest = r.stdout.split()[-2:]
+    assert status == "0" and int(largest) < 10_000, r.stdout

@@ -59,6 +59,7 @@ c = transfer.sync(dst=region(M, 64, 64), src=region(D, 64, 64))
 d = transfer.sync(dst=region(L, 64, 64) elem=f32, shape=[16], layout=C, src=region(L, 0, 64) elem=f32, shape=[16], layout=C)
 e = compute.sync in region(L, 64, 64) elem=f32, shape=[16], layout=C out region(L, 128, 64) elem=f32, shape=[16], layout=C op="relu" @resource(VPU[0])
 f = compute.sync in region(L, 64, 64) elem=f32, shape=[16], layout=C out region(L, 192, 64) elem=f32, shape=[16], layout=C op="relu"
+g = transfer.sync(dst=region(M, 128, 64), src=region(D, 128, 64)) @resource(DMA[0])
 """
 
 
@@ -74,7 +75,8 @@ def test_memoized_placement_is_the_unmemoized_one(device):
     """RULE: RES-07 - DDR->L2 transfers run on sDMA, L2->L1 and L1->L1 ones on
     DMA (engine 1: L1[1]), relu on its unit or the one @resource names: the
     memo key holds every fact `bind_unit` reads, so a memo filled by other
-    tasks gives each task its own unit."""
+    tasks gives each task its own unit (g is a's transfer but for its
+    @resource: a key without it gives g a's sDMA)."""
     def units(memo: bool) -> list:
         it = NemInterpreter(device=device)
         it.load_string(PLACES, "p.nem")
@@ -91,3 +93,4 @@ def test_memoized_placement_is_the_unmemoized_one(device):
     assert by["b"][:2] == (1, "DMA") and by["d"][:2] == (1, "DMA")
     assert by["e"] == (1, "VPU", 0)              # @resource(VPU[0]) on engine 1 (L1[1])
     assert by["f"][:2] == (1, "VPU")
+    assert by["g"] == (0, "DMA", 0)              # @resource(DMA[0]) on a DDR->L2 transfer
