@@ -70,10 +70,12 @@ PROGRAM_DTYPES = {np.dtype(np.float64): np.dtype(np.float32),
 
 
 def _as_array(path: str, like: np.ndarray) -> np.ndarray:
-    from pathlib import Path
+    from nem.dialect.array_files import load_npy
+    from nem.dialect.limits import MAX_INPUT_FILE_BYTES
+    from nem.dialect.source_files import read_file_bytes
 
-    arr = _npy(path) if path.endswith(".npy") else \
-        np.frombuffer(Path(path).read_bytes(), np.uint8)
+    arr = load_npy(path) if path.endswith(".npy") else \
+        np.frombuffer(read_file_bytes(path, MAX_INPUT_FILE_BYTES, ""), np.uint8)
     if arr.dtype == np.uint8 and like.dtype != np.uint8:   # nem-run --output bytes
         dtype = PROGRAM_DTYPES.get(like.dtype, like.dtype)   # the buffer's elements
         arr = arr[:like.size * dtype.itemsize].view(dtype)
@@ -116,26 +118,13 @@ class _CheckError(Exception):
     """A bad file or name on the command line: one line, exit status 2."""
 
 
-def _npy(path: str) -> np.ndarray:
-    """The array of a `.npy` file, mapped before it is copied: a header
-    declaring more data than the file holds is a ValueError, never an
-    allocation of what it declares."""
-    try:
-        return np.array(np.load(path, allow_pickle=False, mmap_mode="r"))
-    except EOFError:
-        raise ValueError("the file is empty or its header truncated") from None
-    except ValueError as e:
-        if "mmap length" not in str(e):
-            raise
-        raise ValueError("its header declares more data than the file holds") from None
-
-
 def _load(path: str, what: str, like: np.ndarray | None = None) -> np.ndarray:
+    from nem.dialect.array_files import load_npy
     from nem.dialect.source_files import FileRefused, regular_file
 
     try:
         regular_file(path, "")   # a FIFO would block, a device never end (D-FILE-PATHS)
-        return _npy(path) if like is None else _as_array(path, like)
+        return load_npy(path) if like is None else _as_array(path, like)
     except (OSError, ValueError, FileRefused) as e:   # missing, not .npy, wrong size
         raise _CheckError(f"{what}={path}: {e}") from None
 
