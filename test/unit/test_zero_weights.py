@@ -15,7 +15,7 @@ from doc_blocks import ROOT, blocks, run_console  # noqa: E402
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
 from nem.frontends.onnx import import_onnx  # noqa: E402
-from nem.frontends.onnx.zero_weights import SHOWN  # noqa: E402
+from nem.frontends.zero_weights import SHOWN  # noqa: E402
 
 RNG = np.random.default_rng(0)
 
@@ -95,3 +95,32 @@ def test_the_compile_md_example_prints_it_without_v(tmp_path):
     (console,) = [b for b in blocks(doc) if b.lang == "console" and "untrained.py" in b.text]
     (tmp_path / "untrained.py").write_text(script.text, encoding="utf-8")
     run_console(console, tmp_path, "docs/compile.md", tmp_path)
+
+
+MLIR_MATMUL = """\
+func.func @f(%x: tensor<2x8xf32>) -> tensor<2x4xf32> {
+  %w = arith.constant dense<0.0> : tensor<8x4xf32>
+  %z = arith.constant dense<0.0> : tensor<2x4xf32>
+  %y = linalg.matmul ins(%x, %w : tensor<2x8xf32>, tensor<8x4xf32>)
+                     outs(%z : tensor<2x4xf32>) -> tensor<2x4xf32>
+  return %y : tensor<2x4xf32>
+}
+"""
+
+
+def test_mlir_input_with_a_zero_matmul_weight_is_warned_at_the_op(tmp_path):
+    """The same check for a `.mlir` model: the op named at its line and
+    column; a zero accumulator (`outs`) and trained weights stay silent."""
+    from nem.compile import compile_mlir
+
+    f = tmp_path / "m.mlir"
+    f.write_text(MLIR_MATMUL)
+    assert compile_mlir(f, device="npm_pro_x1").warnings == [
+        f"{f}: warning: 1 op multiplies the model's data by a weight of zeros, so it "
+        f"computes without its input: 'linalg.matmul' at {f}:4:8 by operand 1; was the model "
+        "exported before its trained parameters were loaded? (D-COMPILE-ZERO-WEIGHTS)"]
+    trained = MLIR_MATMUL.replace("dense<0.0> : tensor<8x4xf32>",
+                                  "dense<[" + ", ".join(["[1.0, 0.0, 0.0, 0.0]"] * 8)
+                                  + "]> : tensor<8x4xf32>")
+    f.write_text(trained)
+    assert compile_mlir(f, device="npm_pro_x1").warnings == []

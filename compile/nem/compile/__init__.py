@@ -240,6 +240,9 @@ def compile_mlir(source: str | Path, options: CompileOptions | None = None,
                 "--route transform tiles linalg ops, one loop nest each", file,
                 "give linalg on tensors (linalg.generic, named ops), or compile loops with "
                 "--route affine").render())
+        from nem.compile.mlir_zero_weights import zero_weight_warning
+
+        zeros = zero_weight_warning(fn, file)   # before the passes fold the products away
         ins = [_port(t) for t in ftype.inputs]
         outs = [_port(t) for t in ftype.results]
         names = mlir_arg_names(text, name) or [f"arg{i}" for i in range(len(ins))]
@@ -258,7 +261,8 @@ def compile_mlir(source: str | Path, options: CompileOptions | None = None,
             raise _at_origin(e, tile_file, driver, file) from e
     iface.weights.update(driver.constants)   # constant tensors (D-COMPILE-CONSTS)
     return CompileResult(nem, iface, name, driver.results, remarks, driver.memory_spaces(),
-                         driver.flops, driver.origins, _warnings(file, driver))
+                         driver.flops, driver.origins,
+                         ([zeros] if zeros else []) + _warnings(file, driver))
 
 
 _LOOPS = frozenset({"affine.for", "affine.parallel", "scf.for", "scf.forall", "scf.parallel"})
@@ -274,7 +278,7 @@ def _first_loop(fn):
 def _warnings(file: str, driver) -> list[str]:
     """What a compile says without -v: less than half of the FLOPs raised to
     NEM opcodes (D-COMPILE-LOW-SHARE), located at the model's file (the
-    importer adds its own: D-COMPILE-ZERO-WEIGHTS)."""
+    front ends add their own: D-COMPILE-ZERO-WEIGHTS)."""
     low = driver.flops.warning() if driver.flops is not None else None
     return [f"{file}: warning: {low}"] if low else []
 

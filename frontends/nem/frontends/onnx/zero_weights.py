@@ -19,6 +19,7 @@ import numpy as np
 import onnx
 
 from nem.frontends.onnx.diagnostics import NodeRef, node_name, shown
+from nem.frontends.zero_weights import warning as line
 
 MULTIPLIED_BY: dict[str, tuple[tuple[int, ...], tuple[int, ...]]] = {
     "Conv": ((1,), (0,)),
@@ -33,9 +34,6 @@ MULTIPLIED_BY: dict[str, tuple[tuple[int, ...], tuple[int, ...]]] = {
 """Op type -> (the inputs that multiply the data, the data inputs): a node
 whose multiplier is a constant of zeros while one of its data inputs other
 than that multiplier is computed at run time computes without that data."""
-
-SHOWN = 3
-"""Weights named in the warning; the others are counted."""
 
 
 def zero_weights(graph: onnx.GraphProto, consts: Mapping[str, np.ndarray],
@@ -67,12 +65,4 @@ def zero_weights(graph: onnx.GraphProto, consts: Mapping[str, np.ndarray],
 def warning(file: str, found: list[tuple[str, NodeRef]]) -> str | None:
     """One line naming the first `SHOWN` nodes and their zero weights, or
     None when there are none."""
-    if not found:
-        return None
-    names = "; ".join(f"{node_name(ref)} by '{shown(w)}'" for w, ref in found[:SHOWN])
-    more = f" and {len(found) - SHOWN} more" if len(found) > SHOWN else ""
-    count = "1 node multiplies the model's data by a weight of zeros, so it computes " \
-        "without its input" if len(found) == 1 else f"{len(found)} nodes multiply the " \
-        "model's data by weights of zeros, so they compute without their inputs"
-    return (f"{file}: warning: {count}: {names}{more}; was the model exported before its "
-            "trained parameters were loaded? (D-COMPILE-ZERO-WEIGHTS)")
+    return line(file, [f"{node_name(ref)} by '{shown(w)}'" for w, ref in found])
