@@ -8,8 +8,10 @@ twice or under a graph input's name, empty names, huge or negative dims,
 external data pointing at a FIFO, at /dev/zero or past its file, many
 nodes), sometimes followed by byte mutations of the serialized model.
 `gen_array(rng)` writes a `.npy` (or a `.npz` of them) for the fuzzed
-program's buffer `A_L2` (f16, 65536 elements) with a mutated header:
-shape, dtype, declared header length, version, declared archive sizes.
+program's buffer `A_L2` (f16, 65536 elements): a third are files numpy
+wrote of arrays near that (most load, so the run goes past the reader),
+the others have a mutated header: shape, dtype, declared header length,
+version, declared archive sizes.
 """
 
 from __future__ import annotations
@@ -181,15 +183,38 @@ def _array(rng: random.Random) -> bytes:
     return bytes(raw)
 
 
+def _loadable_array(rng: random.Random) -> bytes:
+    """A `.npy` file numpy wrote of an array near what `A_L2` takes (its
+    65,536 f16 elements in several shapes, one element fewer, other element
+    types), sometimes with a byte changed or the tail cut: most of these
+    load, so the run past the reader is exercised too."""
+    import numpy as np
+
+    dtype = rng.choice([np.float16, np.float16, np.float16, np.float32, np.int8, np.uint16])
+    shape = rng.choice([(65536,), (256, 256), (64, 1024), (1, 65536), (65535,), (), (4, 4)])
+    n = int(np.prod(shape))
+    data = np.frombuffer(rng.randbytes(n * np.dtype(dtype).itemsize), dtype).reshape(shape)
+    buf = io.BytesIO()
+    np.save(buf, data)
+    raw = bytearray(buf.getvalue())
+    if rng.random() < 0.15:
+        raw[rng.randrange(min(len(raw), 128))] = rng.randrange(256)
+    if rng.random() < 0.1:
+        raw = raw[:rng.randrange(len(raw) + 1)]
+    return bytes(raw)
+
+
 def gen_array(rng: random.Random) -> bytes:
     """A `.npy` file, or a `.npz` archive of one or two (module docstring)."""
+    if rng.random() < 0.35:
+        return _loadable_array(rng)
     if rng.random() < 0.6:
         return _array(rng)
     buf = io.BytesIO()
     method = rng.choice([zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED])
     with zipfile.ZipFile(buf, "w", method) as z:
         for name in rng.sample(["A_L2.npy", "B_L2.npy", "nope.npy", "A_L2"], rng.randint(1, 2)):
-            z.writestr(name, _array(rng))
+            z.writestr(name, _loadable_array(rng) if rng.random() < 0.5 else _array(rng))
     raw = bytearray(buf.getvalue())
     if rng.random() < 0.3:   # a declared size that lies (local and central headers)
         declared = struct.pack("<I", rng.choice([0, 1, 2**30, 2**32 - 1]))
