@@ -340,7 +340,7 @@ def _run(args: argparse.Namespace) -> int:
     if args.tune_budget <= 0 or args.tune_trials < 1:
         return _usage("--tune-budget needs SECONDS > 0 and --tune-trials N >= 1")
     if args.seed < 0:   # numpy's generators take seeds >= 0
-        return _usage(f"--seed needs an integer >= 0, got {args.seed}")
+        return _usage(f"--seed needs a SEED >= 0, got {args.seed}")
     if args.bisect:
         if ext != ".onnx":
             return _usage("--bisect compares with onnxruntime: it takes a .onnx model")
