@@ -87,13 +87,10 @@ def test_a_second_analysis_decides_no_shape_again(monkeypatch):
     # RULE: HAZ-01
     # nem-compile analyses a program three times (synthesize-deps, the
     # arena ordering, the final nem-verify on the text read back): the race
-    # sets and witnesses are memos of the pair's shape, shared by the
-    # analyses (D-HAZ-SYMBOLIC); every pair is still looked up, so the
-    # second analysis, on new ops, reports the same races
-    from nem.dialect.bounded_cache import BoundedCache
-
-    for memo in ("RACES", "WITNESSES", "COVERS"):
-        monkeypatch.setattr(hazard_finder, memo, BoundedCache(64))
+    # sets and witnesses are memos of the pair's shape, which the driver
+    # hands to each analysis (D-HAZ-SYMBOLIC); every pair is still looked
+    # up, so the second analysis, on new ops, reports the same races.
+    # Without the shared memos, the second decides every shape again.
     decided = []
     real = hazard_finder.HazardFinder._races
 
@@ -102,8 +99,28 @@ def test_a_second_analysis_decides_no_shape_again(monkeypatch):
         return real(self, *args)
 
     monkeypatch.setattr(hazard_finder.HazardFinder, "_races", counting)
-    first = [d.message for d in hazard_finder.HazardFinder(_program(tiles(64, 2))).run()]
+    memos = hazard_finder.ShapeMemos()
+    first = [d.message for d in
+             hazard_finder.HazardFinder(_program(tiles(64, 2)), memos=memos).run()]
     n = len(decided)
-    again = [d.message for d in hazard_finder.HazardFinder(_program(tiles(64, 2))).run()]
+    again = [d.message for d in
+             hazard_finder.HazardFinder(_program(tiles(64, 2)), memos=memos).run()]
     assert n > 0 and len(decided) == n, (n, len(decided))
     assert again == first and len(first) == 3, first
+    alone = [d.message for d in hazard_finder.HazardFinder(_program(tiles(64, 2))).run()]
+    assert alone == first and len(decided) == 2 * n, (n, len(decided))
+
+
+def test_the_pass_context_holds_one_run_s_shape_memos():
+    # RULE: HAZ-01
+    # the memos live on a driver's pass context (issue 36: no module-level
+    # caches): one per run, none shared between two runs or under xDSL's
+    # plain context
+    from xdsl.context import Context
+
+    from nem.passes.pass_context import pass_context, shape_memos
+
+    ctx, other = pass_context(), pass_context()
+    assert shape_memos(ctx) is shape_memos(ctx) is shape_memos(ctx.clone())
+    assert shape_memos(other) is not shape_memos(ctx)
+    assert shape_memos(Context()) is not shape_memos(Context())

@@ -75,7 +75,7 @@ def lower_and_verify(text: str, func_name: str, arg_names: Sequence[str], device
     from nem.frontends.nem_text.printer import print_nem
     from nem.frontends.upstream_dialects import parse_mlir
     from nem.passes.lowering.driver import EscapeRemark
-    from nem.passes.pass_context import pass_context
+    from nem.passes.pass_context import pass_context, shape_memos
 
     ctx = xdsl_context()
     # diagnostics quote the text lowered, not a file of that name on disk
@@ -110,8 +110,9 @@ def lower_and_verify(text: str, func_name: str, arg_names: Sequence[str], device
     if statements is not None:
         statements[:] = _positions(module, file)
     if options.verify:
+        memos = shape_memos(run_ctx)   # the lowering's answers by shape (D-HAZ-SYMBOLIC)
         step("nem-verify", lambda: verify_nem(nem, file.removesuffix(".tile.mlir") + ".nem",
-                                               device, options.include_dirs, module))
+                                               device, options.include_dirs, module, memos))
     return nem, remarks, escaped, constants
 
 
@@ -232,21 +233,25 @@ def escape_reason(message: str) -> str:
 
 
 def verify_nem(nem: str, file: str, device: str, include_dirs: Sequence[str] = (),
-               lowered=None) -> None:
+               lowered=None, memos=None) -> None:
     """`nem-opt FILE -p nem-verify` on the text: any error or warning raises.
     `lowered`: the module `nem` was printed from; each diagnostic is then
     located where its statement's op was lowered from (D-COMPILE-VERIFY-LOC),
     its `.nem` line kept as a note: FILE is written only when the compile
-    succeeds."""
+    succeeds.  `memos`: the lowering's race answers by shape
+    (`shape_memos`), which the verification looks up instead of deciding
+    again."""
     from nem.compile.errors import CompileError
     from nem.dialect.diagnostics import NemDiagnosticError, register_source
     from nem.dialect.limits import own_source
     from nem.frontends.nem_text.parser import parse_nem
     from nem.passes import PASSES
-    from nem.passes.pass_context import pass_context
+    from nem.passes.pass_context import SHAPE_MEMOS, pass_context
 
     register_source(file, nem)
     ctx = pass_context(xdsl_context(), file, include_dirs, device)
+    if memos is not None:   # every pair is still checked; decided shapes are looked up
+        ctx.cache[SHAPE_MEMOS] = memos
     module = None
     try:
         with own_source(nem):

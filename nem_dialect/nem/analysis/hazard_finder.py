@@ -89,20 +89,32 @@ Witness = tuple[tuple[int, ...], tuple[int, ...], int]
 
 
 SHAPE_MEMO_LIMIT = 1 << 16
-"""Entries each of the shape memos (`RACES`, `WITNESSES`, `COVERS`) keeps."""
+"""Entries each of the shape memos (`ShapeMemos`) keeps."""
 
-RACES: BoundedCache[tuple, tuple[InstanceSpace, isl.Set] | None] = BoundedCache(SHAPE_MEMO_LIMIT)
-"""Race sets by the shape of the pair (`_symbolic`): a pure function of the
-shape, which holds only isl's printed forms and integers (its sets are on
-the shared `instance_space`s), so it is kept across analyses: the rounds of
-`nem-synthesize-deps`, the arena ordering of `nem-share-buffers` and the
-final `nem-verify` of one `nem-compile` decide the pairs of one shape once
-(D-HAZ-SYMBOLIC).  Every pair of every analysis is still looked up."""
-WITNESSES: BoundedCache[tuple, Witness | None] = BoundedCache(SHAPE_MEMO_LIMIT)
-"""Witnesses by the shape of the pair and the writes in between (`_symbolic`)."""
-COVERS: BoundedCache[tuple, bool] = BoundedCache(SHAPE_MEMO_LIMIT)
-"""Whether a write of a loop nest writes every byte of its bounds, by its
-form and bounds (`_cover`)."""
+
+@dataclass
+class ShapeMemos:
+    """Answers that are pure functions of a pair's *shape* (isl's printed
+    forms and integers, D-HAZ-SYMBOLIC), bounded (first in, first out).
+
+    One analysis makes its own; a driver that analyses one program several
+    times hands the same object to each (`nem-compile`: the rounds of
+    `nem-synthesize-deps`, the arena ordering of `nem-share-buffers` and
+    the final `nem-verify` on the program read back, through the pass
+    context's cache, `nem.passes.pass_context.shape_memos`), so each shape
+    is decided once.  Every pair of every analysis is still looked up."""
+
+    races: BoundedCache[tuple, tuple[InstanceSpace, isl.Set] | None] = field(
+        default_factory=lambda: BoundedCache(SHAPE_MEMO_LIMIT))
+    """Race sets by the shape of the pair (`_symbolic`); the sets are on the
+    shared `instance_space`s."""
+    witnesses: BoundedCache[tuple, Witness | None] = field(
+        default_factory=lambda: BoundedCache(SHAPE_MEMO_LIMIT))
+    """Witnesses by the shape of the pair and the writes in between."""
+    covers: BoundedCache[tuple, bool] = field(
+        default_factory=lambda: BoundedCache(SHAPE_MEMO_LIMIT))
+    """Whether a write of a loop nest writes every byte of its bounds, by its
+    form and bounds (`_cover`)."""
 
 
 @dataclass
@@ -131,10 +143,12 @@ class RaceCache:
 class HazardFinder:
     def __init__(self, program: ProgramOp, max_instances: int = MAX_TASK_INSTANCES,
                  cache: RaceCache | None = None, buffers: Collection[SSAValue] | None = None,
-                 members: Mapping[Operation, object] | None = None):
+                 members: Mapping[Operation, object] | None = None,
+                 memos: ShapeMemos | None = None):
         self.program = program
         self.s = Structure(program)
         self.cache = cache or RaceCache()
+        self.memos = memos or ShapeMemos()
         if self.cache.boxes is None:
             self.cache.boxes = self._boxes(program)
         self.boxes = self.cache.boxes
@@ -264,12 +278,12 @@ class HazardFinder:
         lo, hi = int(w.lo), int(w.hi)
         try:
             key = (*self._form(w)[:3], lo, hi)   # domain, offset, extent
-            whole = COVERS.get(key)
+            whole = self.memos.covers.get(key)
             if whole is None:
                 touched = self._touches(w, instance_space((n,), 1), 0)
                 bounds = instance_space((), 1).universe.lower_bound_val(isl.dim_type.set, 0, lo) \
                     .upper_bound_val(isl.dim_type.set, 0, hi - 1)
-                whole = COVERS[key] = touched.project_out(isl.dim_type.set, 0, n).is_equal(bounds)
+                whole = self.memos.covers[key] = touched.project_out(isl.dim_type.set, 0, n).is_equal(bounds)
         except (NotQuasiAffine, NotAnExpression, ExprError):
             return None
         return (lo, hi) if whole else None
@@ -471,16 +485,17 @@ class HazardFinder:
         of equal shape are decided once (`_shape`): first whether they race,
         then, for those that do, where (the writes in between included)."""
         shape = (self._form(x), self._form(y), facts, tx is ty)
-        if shape in RACES:
-            hit = RACES[shape]
+        races, witnesses = self.memos.races, self.memos.witnesses
+        if shape in races:
+            hit = races[shape]
         else:
-            hit = RACES[shape] = self._races(x, y, tx, ty)
+            hit = races[shape] = self._races(x, y, tx, ty)
         if hit is None:
             return None
         full = shape + self._between_shape(x, y, tx, ty)
-        if full in WITNESSES:
-            return WITNESSES[full]
-        witness = WITNESSES[full] = self._located(x, y, tx, hit[0], hit[1])
+        if full in witnesses:
+            return witnesses[full]
+        witness = witnesses[full] = self._located(x, y, tx, hit[0], hit[1])
         return witness
 
     def _races(self, x: StaticAccess, y: StaticAccess, tx: StaticTask, ty: StaticTask
@@ -763,7 +778,8 @@ class RaceScan:
 def find_races(program: ProgramOp, max_instances: int = MAX_TASK_INSTANCES,
                cache: RaceCache | None = None,
                buffers: Collection[SSAValue] | None = None,
-               members: Mapping[Operation, object] | None = None) -> RaceScan:
+               members: Mapping[Operation, object] | None = None,
+               memos: ShapeMemos | None = None) -> RaceScan:
     """The races `find_hazards` reports, as records (and its warnings): for
     passes that repair them (`nem-synthesize-deps`, which passes one `cache`
     to every scan of a program whose accesses it does not change).  With
@@ -771,15 +787,17 @@ def find_races(program: ProgramOp, max_instances: int = MAX_TASK_INSTANCES,
     arenas, all that packing changed); with `members` (region op -> the
     buffer it was a region of), not the pairs of accesses of one member
     (an arena's packed buffers, each race-free before packing: only pairs
-    across members are new)."""
+    across members are new).  `memos`: shared with the driver's other
+    analyses of the program (`ShapeMemos`)."""
     with gc_paused():
-        finder = HazardFinder(program, max_instances, cache, buffers, members)
+        finder = HazardFinder(program, max_instances, cache, buffers, members, memos)
         finder.scan()
         return RaceScan([Race(a, b, o) for _, a, b, o in finder.races()],
                         finder.warnings, finder.work)
 
 
-def find_hazards(program: ProgramOp, max_instances: int = MAX_TASK_INSTANCES) -> list[Diagnostic]:
+def find_hazards(program: ProgramOp, max_instances: int = MAX_TASK_INSTANCES,
+                 memos: ShapeMemos | None = None) -> list[Diagnostic]:
     """HAZ-01 / HAZ-03 (LOOP-06) diagnostics of a verified program."""
     with gc_paused():
-        return HazardFinder(program, max_instances).run()
+        return HazardFinder(program, max_instances, memos=memos).run()

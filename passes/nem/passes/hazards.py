@@ -19,7 +19,7 @@ from xdsl.passes import ModulePass
 
 from nem.analysis.hazard_finder import MAX_TASK_INSTANCES, find_hazards
 from nem.dialect.ops import ProgramOp
-from nem.passes.pass_context import report
+from nem.passes.pass_context import report, shape_memos
 
 
 @dataclass(frozen=True)
@@ -39,7 +39,7 @@ class CheckHazardsPass(ModulePass):
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         diags = [d for prog in op.walk() if isinstance(prog, ProgramOp)
-                 for d in find_hazards(prog, self.max_instances)]
+                 for d in find_hazards(prog, self.max_instances, shape_memos(ctx))]
         diags.sort(key=lambda d: (d.severity != "warning",
                                   (d.loc.line, d.loc.col) if d.loc else (0, 0)))
         report(ctx, diags)

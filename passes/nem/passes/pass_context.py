@@ -26,10 +26,14 @@ import dataclasses
 import sys
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from xdsl.context import Context
 
 from nem.dialect.diagnostics import Diagnostic, NemDiagnosticError
+
+if TYPE_CHECKING:
+    from nem.analysis.hazard_finder import ShapeMemos
 
 
 @dataclass
@@ -100,3 +104,24 @@ def report(ctx: Context, diags: Iterable[Diagnostic]) -> None:
     else:
         for d in diags:
             print(d.render(), file=sys.stderr)
+
+
+SHAPE_MEMOS = "shape memos"
+"""The key of `shape_memos` in `NemPassContext.cache` (a driver that runs
+two contexts on one program gives the second the first's)."""
+
+
+def shape_memos(ctx: Context) -> ShapeMemos:
+    """The race analysis's answers by shape (D-HAZ-SYMBOLIC) for a pass run
+    with `ctx`: kept in a `NemPassContext`'s cache, so every analysis of one
+    run (the rounds of `nem-synthesize-deps`, `nem-share-buffers`'
+    ordering, `nem-check-hazards` in `nem-verify`) decides each shape once;
+    a fresh set under a plain xDSL context."""
+    from nem.analysis.hazard_finder import ShapeMemos
+
+    if isinstance(ctx, NemPassContext):
+        memos = ctx.cache.get(SHAPE_MEMOS)
+        if memos is None:
+            memos = ctx.cache[SHAPE_MEMOS] = ShapeMemos()
+        return memos
+    return ShapeMemos()

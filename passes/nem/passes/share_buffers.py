@@ -42,13 +42,14 @@ from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
 
 from nem.analysis.buffer_lifetimes import Packing, packings
+from nem.analysis.hazard_finder import ShapeMemos
 from nem.dialect.attributes import BufferType, MemLevelAttr
 from nem.dialect.device_model import Device
 from nem.dialect.diagnostics import Diagnostic, NemDiagnosticError, SourceLoc
 from nem.dialect.expressions import Evaluator
 from nem.dialect.semantics.layout import footprint, layout
 from nem.dialect.ops import BufferOp, ProgramOp, RegionOp
-from nem.passes.pass_context import report
+from nem.passes.pass_context import report, shape_memos
 
 LEVELS = ("L1", "L2")
 """What `level=` takes besides `L1[k]`: `L1` is every `L1` and `L1[k]` level."""
@@ -138,6 +139,8 @@ class Packed:
     arenas: list[SSAValue]
     members: dict[Operation, str]
     """Each region of an arena -> the packed buffer it was a region of."""
+    memos: ShapeMemos
+    """The driver's answers by shape (`shape_memos`, D-HAZ-SYMBOLIC)."""
 
     def order(self) -> None:
         """Order the reuse (D-LOW-SHARE): only accesses of the arenas, and
@@ -146,7 +149,8 @@ class Packed:
         added for them keeps it so)."""
         from nem.passes.synthesize_deps import synthesize
 
-        synthesize(self.program, self.limit, buffers=self.arenas, members=self.members)
+        synthesize(self.program, self.limit, buffers=self.arenas, members=self.members,
+                   memos=self.memos)
 
 
 @dataclass(frozen=True)
@@ -203,7 +207,7 @@ class ShareBuffersPass(ModulePass):
             limit = self.max_tokens
             if limit is None and device is not None:
                 limit = device.max_active_tokens
-            out.append(Packed(prog, limit, arenas, members))
+            out.append(Packed(prog, limit, arenas, members, shape_memos(ctx)))
         report(ctx, diags if self.remarks else [])
         return out
 

@@ -41,14 +41,20 @@ from collections.abc import Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 
 from nem.analysis.happens_before import StaticTask, Structure
-from nem.analysis.hazard_finder import MAX_TASK_INSTANCES, Race, RaceCache, find_races
+from nem.analysis.hazard_finder import (
+    MAX_TASK_INSTANCES,
+    Race,
+    RaceCache,
+    ShapeMemos,
+    find_races,
+)
 from nem.analysis.token_liveness import block_liveness, live_token_peak
 from nem.dialect.attributes import MaxInFlightAttr
 from nem.dialect.diagnostics import Diagnostic, NemDiagnosticError, SourceLoc
 from nem.dialect.ops import BufferOp, LoopOp, ProgramOp, RegionOp, TaskOp, WaitOp
 
 from nem.dialect.expressions import Evaluator, ExprError
-from nem.passes.pass_context import report
+from nem.passes.pass_context import report, shape_memos
 from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Block, Operation, SSAValue
@@ -79,6 +85,9 @@ class Synthesizer:
     """Region op -> the buffer it was a region of: pairs of accesses of one
     member are known race-free (`find_races`: an arena's packed buffers,
     D-LOW-SHARE)."""
+    memos: ShapeMemos = field(default_factory=ShapeMemos)
+    """Answers by shape, shared with the driver's other analyses of the
+    program (`shape_memos`, D-HAZ-SYMBOLIC)."""
     remarks: list[Diagnostic] = field(default_factory=list)
     closing: dict[Block, WaitOp] = field(default_factory=dict)
     """The wait this pass put at the end of each block."""
@@ -105,7 +114,7 @@ class Synthesizer:
         for _ in range(MAX_ROUNDS):
             self.close_blocks()
             scan = find_races(self.program, self.max_instances, self.cache, self.buffers,
-                              self.members)
+                              self.members, self.memos)
             races = scan.races
             if not races:
                 self.minimize(scan.work)
@@ -209,7 +218,7 @@ class Synthesizer:
             deps = list(task.deps)
             task.set_deps([x for x in deps if x is not d])
             if find_races(self.program, self.max_instances, self.cache, self.buffers,
-                              self.members).races:
+                          self.members, self.memos).races:
                 task.set_deps(deps)
                 continue
             self.added[task].remove(d)
@@ -401,13 +410,15 @@ def _error(message: str, at: Operation, fix: str | None = None) -> NemDiagnostic
 def synthesize(program: ProgramOp, limit: int | None, narrow_windows: bool = False,
                max_instances: int = MAX_TASK_INSTANCES,
                buffers: Collection[SSAValue] | None = None,
-               members: Mapping[Operation, object] | None = None) -> list[Diagnostic]:
+               members: Mapping[Operation, object] | None = None,
+               memos: ShapeMemos | None = None) -> list[Diagnostic]:
     """Add the deps and waits of `program`; returns the remarks (narrowed
     windows).  With `buffers`, only the races on those buffers are ordered
     (the rest of the program is known race-free: ordering added for them
     leaves it so); with `members`, only those between different members
-    (`find_races`)."""
-    s = Synthesizer(program, limit, narrow_windows, max_instances, buffers, members)
+    (`find_races`); `memos`: the driver's (`shape_memos`)."""
+    s = Synthesizer(program, limit, narrow_windows, max_instances, buffers, members,
+                    memos or ShapeMemos())
     s.run()
     return s.remarks
 
@@ -445,7 +456,7 @@ class SynthesizeDepsPass(ModulePass):
             if limit is None:
                 device = target_device(ctx, prog, self.device, self.include_dirs)
                 limit = device.max_active_tokens if device is not None else None
-            found = synthesize(prog, limit, self.narrow_windows)
+            found = synthesize(prog, limit, self.narrow_windows, memos=shape_memos(ctx))
             if self.remarks:
                 diags += found
         report(ctx, diags)
