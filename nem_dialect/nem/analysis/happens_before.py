@@ -320,7 +320,7 @@ def issued_before(s: Structure, a: Instance, b: Instance) -> bool:
 # the same facts over sets of instances (D-HAZ-SYMBOLIC)
 # --------------------------------------------------------------------------
 
-def _common(a: StaticTask, b: StaticTask) -> int:
+def common_loops(a: StaticTask, b: StaticTask) -> int:
     """Number of loops enclosing both tasks."""
     c = 0
     while c < len(a.loops) and c < len(b.loops) and a.loops[c] is b.loops[c]:
@@ -336,7 +336,7 @@ def _same_iteration_facts(s: Structure, a: StaticTask, b: StaticTask
     iteration of its loop m is complete at endloop, ("window", m) when b's
     ordinal in its loop m is >= N (an iteration of that body, which is ordered
     after `a`, completed)."""
-    c = _common(a, b)
+    c = common_loops(a, b)
     la, lb = a.loops, b.loops
     if len(la) > c:
         if a.block in a.cover:
@@ -366,7 +366,7 @@ pair of tasks, what the ordering sets are built from."""
 
 
 def pair_facts(s: Structure, a: StaticTask, b: StaticTask) -> PairFacts:
-    c = _common(a, b)
+    c = common_loops(a, b)
     wins = tuple(s.window[id(lp)] for lp in a.loops[:c])
     if a.pos >= b.pos:
         return wins, None
@@ -387,7 +387,7 @@ def issued_before_set(s: Structure, a: StaticTask, oa: Sequence[isl.PwAff],
                       b: StaticTask, ob: Sequence[isl.PwAff], sp: InstanceSpace) -> isl.Set:
     """Symbolic twin of `issued_before`: the ordinal vectors (`oa` of `a`,
     `ob` of `b`) where a's instance is issued first."""
-    c = _common(a, b)
+    c = common_loops(a, b)
 
     def build() -> isl.Set:
         out = sp.equal(oa, ob, c) if a.pos < b.pos else sp.empty
@@ -404,7 +404,7 @@ def ordered_set(s: Structure, a: StaticTask, oa: Sequence[isl.PwAff], ta: Sequen
     """Symbolic twin of `ordered`: where it says a's instance (ordinals `oa`,
     trip counts `ta` of its loops) is complete before b's (`ob`) starts,
     among the pairs issued a first."""
-    c = _common(a, b)
+    c = common_loops(a, b)
     wins = tuple(s.window[id(lp)] for lp in a.loops[:c])
     facts = _same_iteration_facts(s, a, b) if a.pos < b.pos else False
 
@@ -442,7 +442,7 @@ def unordered_pieces(s: Structure, a: StaticTask, oa: Sequence[isl.PwAff],
     where two iterations can overlap, one for the same iteration of every
     common loop): what the hazard analysis intersects with a conflict, each
     piece a cheap query (a union with a difference is not)."""
-    c = _common(a, b)
+    c = common_loops(a, b)
     out = []
     for k in range(c):
         n = s.window[id(a.loops[k])]
