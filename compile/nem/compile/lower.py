@@ -131,9 +131,9 @@ def _collect(young: bool = False) -> None:
     without a collection each module the lower stage builds (the parsed
     tiled program, the ops its rewrites replace, the text parsed back for
     nem-verify) stays allocated until the stage ends, or, in `nem-compile`,
-    until the process exits.  One full collection per module dropped: linear
-    in the program, a few % of the compile, for a third of its peak memory
-    (D-RT-GC; docs/compile.md, "Memory and graph size")."""
+    until the process exits.  One collection per module dropped: linear in
+    the program, about 5% of the compile; the verification's peak drops from
+    two modules to one (D-RT-GC; docs/compile.md, "Memory and graph size")."""
     import gc
 
     # young: generations 0 and 1, all that was allocated since the full one
