@@ -12,10 +12,13 @@ included):
 * a stack of N 3x3 convolutions (8 channels, 16 x 16, each with a bias and
   a Relu).
 
-It prints, per model, the CPU seconds per stage and per node, and between
-consecutive sizes of a family the ratio of the times to the ratio of the
-sizes: compile time grows linearly when 10x the nodes cost at most 12x the
-time (the issue's bound).
+It prints, per model, the CPU seconds per stage and per node, the peak
+resident memory of the compile's process, and between consecutive sizes of
+a family the ratio of the times to the ratio of the sizes: compile time
+grows linearly when 10x the nodes cost at most 12x the time (the issue's
+bound).  A compile that fails says why: its last line of stderr, or, for a
+process ended by a signal (the kernel's OOM killer sends SIGKILL), the
+signal.  Run it under a memory limit on a shared machine (`prlimit --as=`).
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ import argparse
 import json
 import os
 import resource
+import signal
 import subprocess
 import sys
 import tempfile
@@ -97,7 +101,27 @@ def child(path: str, device: str, route: str) -> None:
     # a chain of 10,000 nodes is over the default compile budget
     # (D-COMPILE-VALIDATE: --max-nodes 4096), which a user raises the same way
     compile_onnx(path, device=device, route=route, progress=progress, max_nodes=1_000_000)
-    print(json.dumps({"total": cpu() - t0, "stages": stages}))
+    print(json.dumps({"total": cpu() - t0, "stages": stages,
+                      "maxrss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+
+
+def failure(out: subprocess.CompletedProcess) -> str:
+    """Why a child compile printed no result: its last line of stderr, or
+    the signal that ended it (a SIGKILL: most likely the out-of-memory
+    killer, which leaves no stderr), or its exit status."""
+    why = out.stderr.strip().splitlines()[-1:]
+    if out.returncode < 0:
+        try:
+            name = signal.Signals(-out.returncode).name
+        except ValueError:
+            name = f"signal {-out.returncode}"
+        killed = f"killed by {name}"
+        if -out.returncode == signal.SIGKILL:
+            killed += " (out of memory?)"
+        return killed + (f"; last stderr line: {why[0]}" if why else "")
+    if why:
+        return why[0]
+    return f"exit status {out.returncode}, no stderr"
 
 
 def main() -> None:
@@ -124,12 +148,13 @@ def main() -> None:
                                       args.route], capture_output=True, text=True)
                 lines = [ln for ln in out.stdout.splitlines() if ln.startswith("{")]
                 if not lines:
-                    print(f"{family} {n}: failed: {out.stderr.strip().splitlines()[-1:]}")
+                    print(f"{family} {n}: failed: {failure(out)}", flush=True)
                     continue
                 row = json.loads(lines[-1])
                 stages = ", ".join(f"{k} {v:.1f}" for k, v in row["stages"].items())
                 line = (f"{family} {n:>6} nodes: {row['total']:8.1f} s CPU "
-                        f"({1000 * row['total'] / n:6.1f} ms/node; {stages})")
+                        f"({1000 * row['total'] / n:6.1f} ms/node; {stages}), "
+                        f"peak RSS {row['maxrss_mb']:.0f} MB")
                 if prev is not None:
                     pn, pt = prev
                     line += f"; {n / pn:.0f}x the nodes, {row['total'] / pt:.1f}x the time"

@@ -24,6 +24,7 @@ import numpy as np
 from xdsl.context import Context
 
 if TYPE_CHECKING:
+    from nem.analysis.hazard_finder import ShapeMemos
     from nem.dialect.diagnostics import Diagnostic, SourceLoc
 
 T = TypeVar("T")
@@ -106,26 +107,51 @@ def lower_and_verify(text: str, func_name: str, arg_names: Sequence[str], device
     remarks += [d.render().replace(consts, "the weights sidecar") for d in run_ctx.diagnostics]
     escaped = {(d.loc.line, d.loc.col): escape_reason(d.message) for d in run_ctx.diagnostics
                if isinstance(d, EscapeRemark) and d.loc is not None}
-    nem = step("print", lambda: print_nem(module))
+    nem = step("print", partial(print_nem, module))
+    printed = _printed(module)
     if statements is not None:
-        statements[:] = _positions(module, file)
+        statements[:] = [(at.line, at.col) if at is not None and at.file == file else None
+                         for _, at in printed]
+    # the lowered module is not needed past this point (its statements' names
+    # and origins are): freed before the verification parses the text back,
+    # the two are never alive at once (issue 30: a 10,000-node chain)
+    memos = shape_memos(run_ctx)   # the lowering's answers by shape (D-HAZ-SYMBOLIC)
+    del module, run_ctx
+    _collect()
     if options.verify:
-        memos = shape_memos(run_ctx)   # the lowering's answers by shape (D-HAZ-SYMBOLIC)
         step("nem-verify", lambda: verify_nem(nem, file.removesuffix(".tile.mlir") + ".nem",
-                                               device, options.include_dirs, module, memos))
+                                               device, options.include_dirs, printed, memos))
+        # the module parsed back, before the FLOP count parses the tiled text: all of
+        # it younger than the collection above, which left the rest in the old generation
+        _collect(young=True)
     return nem, remarks, escaped, constants
 
 
-def _positions(module, file: str) -> list[tuple[int, int] | None]:
-    """The (line, col) in `file` of each printed statement's op, in order."""
+def _collect(young: bool = False) -> None:
+    """Free the IR dropped so far: the stages run with the cyclic collector
+    paused (`Driver.timed`, D-RT-GC) and an IR is all reference cycles, so
+    without a collection each module the lower stage builds (the parsed
+    tiled program, the ops its rewrites replace, the text parsed back for
+    nem-verify) stays allocated until the stage ends, or, in `nem-compile`,
+    until the process exits.  One collection per module dropped: linear in
+    the program, about 5% of the compile; the verification's peak drops from
+    two modules to one (D-RT-GC; docs/compile.md, "Memory and graph size")."""
+    import gc
+
+    # young: generations 0 and 1, all that was allocated since the full one
+    # (the oldest generation holds what survived it)
+    gc.collect(1 if young else 2)
+
+
+def _printed(module) -> list[tuple[str, SourceLoc | None]]:
+    """The name and location of each printed statement's op, in order
+    (`printed_statements`): what the verification's diagnostics are
+    located by (D-COMPILE-VERIFY-LOC) and the `.nemb` names nodes by
+    (D-BC-NODES), kept without the module."""
     from nem.dialect.diagnostics import SourceLoc
     from nem.frontends.nem_text.printer import printed_statements
 
-    out: list[tuple[int, int] | None] = []
-    for op in printed_statements(module):
-        at = SourceLoc.of(op)
-        out.append((at.line, at.col) if at is not None and at.file == file else None)
-    return out
+    return [(op.name, SourceLoc.of(op)) for op in printed_statements(module)]
 
 
 def _lower(module, run_ctx, device: str, memory_spaces: str, func_name: str, options,
@@ -233,11 +259,13 @@ def escape_reason(message: str) -> str:
 
 
 def verify_nem(nem: str, file: str, device: str, include_dirs: Sequence[str] = (),
-               lowered=None, memos=None) -> None:
+               lowered: Sequence[tuple[str, SourceLoc | None]] | None = None,
+               memos: ShapeMemos | None = None) -> None:
     """`nem-opt FILE -p nem-verify` on the text: any error or warning raises.
-    `lowered`: the module `nem` was printed from; each diagnostic is then
-    located where its statement's op was lowered from (D-COMPILE-VERIFY-LOC),
-    its `.nem` line kept as a note: FILE is written only when the compile
+    `lowered`: the name and location of each statement's op in the module
+    `nem` was printed from (`_printed`); each diagnostic is then located
+    where its statement's op was lowered from (D-COMPILE-VERIFY-LOC), its
+    `.nem` line kept as a note: FILE is written only when the compile
     succeeds.  `memos`: the lowering's race answers by shape
     (`shape_memos`), which the verification looks up instead of deciding
     again."""
@@ -267,20 +295,22 @@ def verify_nem(nem: str, file: str, device: str, include_dirs: Sequence[str] = (
                                     for d in diags])
 
 
-def _statement_origins(parsed, lowered, file: str) -> dict[int, SourceLoc]:
+def _statement_origins(parsed, lowered: Sequence[tuple[str, SourceLoc | None]],
+                       file: str) -> dict[int, SourceLoc]:
     """Line of the printed `.nem` -> the location of the lowered op printed
     there (the tiled program's op it was lowered from), matching the
-    statements of the text read back with those of `lowered` one by one
-    (`printed_statements`); {} should they differ (not a round trip)."""
+    statements of the text read back with those of `lowered` (`_printed`)
+    one by one (`printed_statements`); {} should they differ (not a round
+    trip)."""
     from nem.dialect.diagnostics import SourceLoc
     from nem.frontends.nem_text.printer import printed_statements
 
-    read, printed = list(printed_statements(parsed)), list(printed_statements(lowered))
-    if [o.name for o in read] != [o.name for o in printed]:
+    read = list(printed_statements(parsed))
+    if [o.name for o in read] != [name for name, _ in lowered]:
         return {}
     at: dict[int, SourceLoc] = {}
-    for back, op in zip(read, printed):
-        line, origin = SourceLoc.of(back), SourceLoc.of(op)
+    for back, (_, origin) in zip(read, lowered):
+        line = SourceLoc.of(back)
         if line is not None and line.file == file and origin is not None:
             at.setdefault(line.line, origin)
     return at
