@@ -111,3 +111,17 @@ def test_collection_keeps_what_a_live_iteration_can_still_race_with(monkeypatch)
     ref = s.run_to_end()
     assert res.race_count == ref.race_count > 0
     assert [str(r) for r in res.races] == [str(r) for r in ref.races]
+
+
+def test_nem_run_gives_blas_one_thread_unless_told(monkeypatch):
+    """D-RT-BLAS-THREADS: set before the tool's modules (and numpy) load; a
+    user's own setting wins."""
+    from nem.cli import launch
+
+    monkeypatch.setattr(launch, "_launch", lambda prog, module: None)
+    monkeypatch.delenv("OPENBLAS_NUM_THREADS", raising=False)
+    launch.nem_run()
+    assert launch.os.environ["OPENBLAS_NUM_THREADS"] == "1"
+    monkeypatch.setenv("OPENBLAS_NUM_THREADS", "4")
+    launch.nem_run()
+    assert launch.os.environ["OPENBLAS_NUM_THREADS"] == "4"
