@@ -13,6 +13,13 @@ prints its CPU seconds (user + system of the child) and, in functional mode,
 the result's largest error relative to onnx's tolerance (<= 1 passes).
 Compiling apart lets the run be measured again and again while the runtime
 changes, without paying for the compile each time.
+
+Figures (npm_pro_x1, CPU s, shared 2-core machine at load average 15, after
+D-RT-RACE-GC / D-RT-MOVE-RUNS / D-RT-BLAS-THREADS; before/after pairs run at
+the same moment): vgg19 133.0 -> 97.9 (timed mode 101.0), resnet50 33.6 ->
+23.7, squeezenet 5.9 -> 5.5; after only: bvlc_alexnet 7.4, zfnet512 12.5,
+shufflenet 5.2, inception_v1 10.4, inception_v2 17.7, densenet121 23.8; all
+error/tol 0.000.
 """
 
 from __future__ import annotations

@@ -54,8 +54,14 @@ def _launch(prog: str, module: str) -> None:
     import_module(module).main()
 
 
+BLAS_THREADS = ("OPENBLAS_NUM_THREADS", "1")
+"""What `nem-run` gives numpy's BLAS unless the environment says otherwise
+(decision D-RT-BLAS-THREADS): one thread, set before numpy is imported."""
+
+
 def nem_run() -> None:
     """`nem-run` (nem.cli.nem_run)."""
+    os.environ.setdefault(*BLAS_THREADS)
     _launch("nem-run", "nem.cli.nem_run")
 
 

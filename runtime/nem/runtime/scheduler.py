@@ -664,18 +664,55 @@ class Scheduler:
         return effect
 
     def _live_vcs(self):
+        """Lower bounds of what every stream and issued task will know when it
+        next accesses memory (the race detector drops what all of them know).
+
+        A stream blocked at a loop issues nothing until every iteration's
+        stream ended, and the loop's unopened iterations open knowing the
+        stream's clock joined with the loop's prefix (`_open_iterations`); the
+        next one, `run.next`, opens only when every iteration <= next - N has
+        completed (`may_open`), so both also know what those live iterations
+        will know at their end, at least `_future_vc` of their streams
+        (recursively: an iteration blocked at an inner loop).  Without that,
+        a long inner loop's accesses stayed in the shadow memory until its
+        outer iteration completed."""
+        by_run: dict = {}
         for f in self.frames:
-            # a stream blocked at a loop issues nothing until every iteration's
-            # stream ended; it will then know at least what the last iteration
-            # knew when it opened (which includes what had completed before)
-            run = f.loop
-            if run is None:
-                yield f.K
-            else:
-                yield join(f.K, run.last_open_vc if run.last_open_vc is not None
-                           else run.prefix_vc)
+            if f.looprun is not None:
+                by_run.setdefault(id(f.looprun), []).append(f)
+        memo: dict = {}
+        for f in self.frames:
+            yield self._future_vc(f, by_run, memo)
         for t in self.live.values():
             yield t.kvc
+
+    def _future_vc(self, f: Frame, by_run: dict, memo: dict):
+        """What stream `f` knows from now on (see `_live_vcs`)."""
+        run = f.loop
+        if run is None:
+            return f.K
+        hit = memo.get(id(f))
+        if hit is not None:
+            return hit
+        if run.last_open_vc is not None:
+            # every iteration opened: only `f` issues more, once every stream
+            # ended, knowing what each knew at its end (`end_vc`, LOOP_END;
+            # not the tasks they left uncovered, which `done` holds)
+            vc = join(join(f.K, run.last_open_vc), run.end_vc)
+            upto = run.hi
+        else:
+            # the iterations <= next - N complete before the next one opens:
+            # the prefix it opens with holds their `done_vc`, tasks included
+            vc = join(f.K, run.prefix_vc)
+            upto = run.next - run.tpl.n
+            for i, (done_vc, _t) in run.done.items():
+                if i <= upto:
+                    vc = join(vc, done_vc)
+        for g in by_run.get(id(run), ()):
+            if g.index <= upto:
+                vc = join(vc, self._future_vc(g, by_run, memo))
+        memo[id(f)] = vc
+        return vc
 
     def _complete(self, t: TaskInst) -> None:
         tok = t.token
