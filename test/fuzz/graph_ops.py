@@ -346,7 +346,7 @@ def layernorm(b: Builder) -> None:
 
 @op("ConvTranspose")
 def conv_transpose(b: Builder) -> None:
-    """1-D and 2-D (3-D rarely: not supported): groups, strides, dilations,
+    """1-D and 2-D (3-D rarely): groups, strides, dilations,
     pads, output_padding, output_shape or auto_pad, bias."""
     r = b.rng.random()
     rank = 5 if r < RARE else 3 if r < 0.25 else 4
