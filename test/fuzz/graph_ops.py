@@ -346,10 +346,10 @@ def layernorm(b: Builder) -> None:
 
 @op("ConvTranspose")
 def conv_transpose(b: Builder) -> None:
-    """1-D and 2-D (3-D rarely: not supported): groups, strides, dilations,
-    pads, output_padding, output_shape or auto_pad, bias."""
+    """1-D, 2-D and 3-D: groups, strides, dilations, pads, output_padding,
+    output_shape or auto_pad, bias."""
     r = b.rng.random()
-    rank = 5 if r < RARE else 3 if r < 0.25 else 4
+    rank = 5 if r < 0.1 else 3 if r < 0.3 else 4
     x = b.pick_or_new(lambda v: v.rank == rank and v.shape[1] <= 16 and v.size <= 1024,
                       lambda: (nchw(b) + (b.size(1, 3),))[:rank])
     c, spatial = x.shape[1], x.shape[2:]

@@ -104,6 +104,14 @@ CASES = [
     ("InstanceNormalization", X5, {"s": w(2) + 1, "b": w(2)}, {}),
     ("LRN", X4, {}, {"size": 3}),
     ("LRN", X4, {}, {"size": 5, "alpha": 1e-2, "beta": 0.6, "bias": 2.0}),
+    # 3-D ConvTranspose: one 2-D convolution per kernel depth of the
+    # stride-dilated input (refused before session 9)
+    ("ConvTranspose", X5, {"w": w(2, 3, 2, 3, 2), "b": w(3)},
+     {"strides": [2, 1, 2], "pads": [1, 0, 1, 0, 1, 1], "output_padding": [1, 0, 1]}),
+    ("ConvTranspose", {"x": (2, 4, 3, 3, 2)}, {"w": w(4, 1, 2, 2, 3)},
+     {"group": 2, "dilations": [2, 1, 2], "strides": [1, 2, 1]}),
+    ("ConvTranspose", X5, {"w": w(2, 2, 3, 3, 3)}, {"strides": [2, 2, 2], "auto_pad": "SAME_UPPER"}),
+    ("ConvTranspose", X5, {"w": w(2, 2, 2, 2, 2)}, {"strides": [3, 2, 2], "output_shape": [15, 13, 9]}),
 ]
 
 
@@ -150,6 +158,8 @@ RUN_TIME_CONVS = [   # weights (and bias) as graph inputs: computed at run time
     ("ConvTranspose", {"x": (1, 4, 6, 5), "w": (4, 3, 2, 3)},
      {}, {"group": 2, "dilations": [2, 1], "strides": [1, 2], "pads": [2, 0, 1, 3]}),
     ("ConvTranspose", {"x": (2, 3, 7), "w": (3, 2, 4), "b": (2,)}, {}, {"strides": [2]}),
+    ("ConvTranspose", {"x": (1, 4, 3, 4, 3), "w": (4, 1, 2, 3, 2), "b": (2,)},
+     {}, {"group": 2, "strides": [2, 1, 2], "pads": [0, 1, 1, 1, 0, 0], "dilations": [1, 2, 1]}),
 ]
 
 
@@ -262,6 +272,21 @@ def test_1d_pooling_end_to_end(engines):
 
     m = samples.single_op("MaxPool", {"x": (3, 1, 6)}, "f32", kernel_shape=[3], strides=[2])
     run_api(m, engines=engines, route="affine")
+
+
+@pytest.mark.parametrize("device,engines,route", [("npm_pro_x1", None, "transform"),
+                                                   ("npm_pro_x1", 1, "affine"),
+                                                   ("npm_lite", None, "affine")])
+def test_3d_conv_transpose_end_to_end(device, engines, route):
+    """3-D ConvTranspose (refused before session 9) through the NEM lowering:
+    groups, strides, dilations, pads, output_padding and a bias, compiled,
+    verified, run race-free under random schedules, equal to onnxruntime."""
+    from compile_runs import run_api
+
+    m = samples.single_op("ConvTranspose", {"x": (2, 4, 3, 3, 2)}, "f32",
+                          {"w": w(4, 1, 2, 2, 3), "b": w(2)}, group=2, dilations=[2, 1, 2],
+                          strides=[1, 2, 1], pads=[1, 0, 0, 0, 1, 1], output_padding=[0, 1, 0])
+    run_api(m, device=device, engines=engines, route=route)
 
 
 @pytest.mark.parametrize("engines,route", [(1, "transform"), (None, "affine")])

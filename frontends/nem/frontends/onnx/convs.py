@@ -14,11 +14,12 @@ groups) on a channels-last activation padded by a `tensor.pad`:
   `tensor.extract_slice`, od batched into N) and accumulating into the
   previous one's result: out = sum over kd of conv2d(x[.., kd + od s, ..],
   w[:, :, kd]);
-* ConvTranspose (1-D, 2-D): the stride-dilated input (zeros between the
+* ConvTranspose (1-D, 2-D, 3-D): the stride-dilated input (zeros between the
   rows, a strided `tensor.insert_slice` into a zero-filled tensor) padded by
   `(k - 1) d - pad` (cropped where that is negative, widened by
   `output_padding` at the end), convolved with the flipped kernel whose
-  input and output channels are swapped (per group).
+  input and output channels are swapped (per group); 3-D as the 3-D
+  convolution above, on that bordered input.
 
 Weights and bias are initializers (stored in the raised forms' order, the
 bias in the accumulator) or tensors computed at run time (a graph input,
@@ -353,8 +354,8 @@ def conv_nd(imp: Importer, node: Node, xp: ir.Value, w: Kernel, bias: Operand | 
 def conv_transpose(imp: Importer, node: Node) -> None:
     x = imp.tensor(node.input(0))
     spatial = x.rank - 2
-    if spatial not in (1, 2):
-        raise imp.error(f"not supported: {spatial}-D ConvTranspose (1-D and 2-D are)")
+    if spatial not in (1, 2, 3):
+        raise imp.error(f"not supported: {spatial}-D ConvTranspose (1-D, 2-D and 3-D are)")
     w, bias = _operands(imp, node)
     if isinstance(w, np.ndarray):
         w = w.astype(x_dtype(imp, x))
