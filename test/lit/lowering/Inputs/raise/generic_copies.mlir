@@ -93,3 +93,17 @@ func.func @long_inner(%x: memref<3xf32>, %y: memref<3x1100xf32>) {
   }
   return
 }
+
+// Two levels of concats (D-LOW-BCAST-CONCAT): 17 copies (prime) are a concat
+// of 5, one of 2 blocks of 5 and a transfer of the last 2; 112 are a concat
+// of 7 more copies of the row and one of 13 blocks of 8.
+#lev_src = affine_map<(d0, d1, d2) -> (d2)>
+func.func @levels(%x: memref<4xf32>, %y: memref<112x17x4xf32>) {
+  linalg.generic {indexing_maps = [#lev_src, #id3],
+                  iterator_types = ["parallel", "parallel", "parallel"]}
+      ins(%x : memref<4xf32>) outs(%y : memref<112x17x4xf32>) {
+  ^bb0(%in: f32, %out: f32):
+    linalg.yield %in : f32
+  }
+  return
+}
