@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from nem.analysis import hazard_finder
 from nem.analysis.hazard_finder import find_races
+from nem.analysis.race_memos import ShapeMemos
 from nem.dialect.ops import ProgramOp
 from nem.frontends.nem_text.parser import parse_nem
 
@@ -99,7 +100,7 @@ def test_a_second_analysis_decides_no_shape_again(monkeypatch):
         return real(self, *args)
 
     monkeypatch.setattr(hazard_finder.HazardFinder, "_races", counting)
-    memos = hazard_finder.ShapeMemos()
+    memos = ShapeMemos()
     first = [d.message for d in
              hazard_finder.HazardFinder(_program(tiles(64, 2)), memos=memos).run()]
     n = len(decided)

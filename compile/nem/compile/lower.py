@@ -24,7 +24,7 @@ import numpy as np
 from xdsl.context import Context
 
 if TYPE_CHECKING:
-    from nem.analysis.hazard_finder import ShapeMemos
+    from nem.analysis.race_memos import ShapeMemos
     from nem.dialect.diagnostics import Diagnostic, SourceLoc
 
 T = TypeVar("T")

@@ -27,11 +27,11 @@ from xdsl.ir import Block
 from nem.dialect.attributes import MemLevelAttr
 from nem.dialect.device_model import Device
 from nem.dialect.diagnostics import Diagnostic, SourceLoc, error
+from nem.dialect.expressions import Evaluator, ExprError
 from nem.dialect.ops import BufferOp, LoopOp, ProgramOp
+from nem.dialect.semantics.instances import loop_copies as copies_of_windows
 from nem.dialect.semantics.instances import static_windows
 from nem.dialect.semantics.layout import footprint, layout
-from nem.dialect.expressions import Evaluator, ExprError
-from nem.dialect.semantics.instances import loop_copies as copies_of_windows
 
 
 def level_key(level: MemLevelAttr) -> str:

@@ -30,13 +30,13 @@ from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
 
-from nem.dialect.attributes import ResourceAttr
 from nem.analysis.capacity import check_capacity
+from nem.dialect.attributes import ResourceAttr
 from nem.dialect.device_model import Device
 from nem.dialect.diagnostics import Diagnostic, SourceLoc, error
-from nem.dialect.semantics.units import RESOURCE_UNITS, bind_unit, eligible_units, task_kind
 from nem.dialect.expressions import Evaluator
 from nem.dialect.ops import BufferOp, ComputeOp, ProgramOp, TaskOp
+from nem.dialect.semantics.units import RESOURCE_UNITS, bind_unit, eligible_units, task_kind
 from nem.passes.pass_context import driver_options, report
 
 

@@ -31,13 +31,14 @@ import traceback
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
-from nem.dialect.diagnostics import Diagnostic, NemDiagnosticError
-from nem.passes.pass_context import pass_context
-from nem.passes.pipeline_spec import check_pipeline
 from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass, PassPipeline
 from xdsl.universe import Universe
+
+from nem.dialect.diagnostics import Diagnostic, NemDiagnosticError
+from nem.passes.pass_context import pass_context
+from nem.passes.pipeline_spec import check_pipeline
 
 PassFactory = Callable[[], type[ModulePass]]
 

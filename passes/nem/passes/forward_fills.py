@@ -27,16 +27,17 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from itertools import count
 
-from nem.analysis.happens_before import region_parts, task_operands
-from nem.dialect.attributes import ArgRefAttr, RegionType
-from nem.dialect.builder import NemBuilder
-from nem.dialect.ops import ComputeOp, LoopOp, ProgramOp, RegionOp, TaskOp, TransferOp
-from nem.dialect.semantics.transfers import fills_range
-from nem.dialect.expressions import Evaluator
 from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp, StringAttr
 from xdsl.ir import Operation, SSAValue
 from xdsl.passes import ModulePass
+
+from nem.analysis.happens_before import region_parts, task_operands
+from nem.dialect.attributes import ArgRefAttr, RegionType
+from nem.dialect.builder import NemBuilder
+from nem.dialect.expressions import Evaluator
+from nem.dialect.ops import ComputeOp, LoopOp, ProgramOp, RegionOp, TaskOp, TransferOp
+from nem.dialect.semantics.transfers import fills_range
 
 Span = tuple[int, int]
 

@@ -33,7 +33,7 @@ from xdsl.context import Context
 from nem.dialect.diagnostics import Diagnostic, NemDiagnosticError
 
 if TYPE_CHECKING:
-    from nem.analysis.hazard_finder import ShapeMemos
+    from nem.analysis.race_memos import ShapeMemos
 
 
 @dataclass
@@ -117,7 +117,7 @@ def shape_memos(ctx: Context) -> ShapeMemos:
     run (the rounds of `nem-synthesize-deps`, `nem-share-buffers`'
     ordering, `nem-check-hazards` in `nem-verify`) decides each shape once;
     a fresh set under a plain xDSL context."""
-    from nem.analysis.hazard_finder import ShapeMemos
+    from nem.analysis.race_memos import ShapeMemos
 
     if isinstance(ctx, NemPassContext):
         memos = ctx.cache.get(SHAPE_MEMOS)

@@ -28,11 +28,12 @@ from collections.abc import Callable, Mapping
 from types import NoneType, UnionType
 from typing import Any
 
-from nem.dialect.diagnostics import NemDiagnosticError
 from xdsl.passes import ModulePass
 from xdsl.utils.arg_spec import ArgSpec, PipelineLexer, SpecTokenKind, parse_pipeline
 from xdsl.utils.exceptions import ArgSpecParseError
 from xdsl.utils.hints import isa
+
+from nem.dialect.diagnostics import NemDiagnosticError
 
 PassFactory = Callable[[], type[ModulePass]]
 

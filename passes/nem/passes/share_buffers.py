@@ -42,13 +42,13 @@ from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
 
 from nem.analysis.buffer_lifetimes import Packing, packings
-from nem.analysis.hazard_finder import ShapeMemos
+from nem.analysis.race_memos import ShapeMemos
 from nem.dialect.attributes import BufferType, MemLevelAttr
 from nem.dialect.device_model import Device
 from nem.dialect.diagnostics import Diagnostic, NemDiagnosticError, SourceLoc
 from nem.dialect.expressions import Evaluator
-from nem.dialect.semantics.layout import footprint, layout
 from nem.dialect.ops import BufferOp, ProgramOp, RegionOp
+from nem.dialect.semantics.layout import footprint, layout
 from nem.passes.pass_context import report, shape_memos
 
 LEVELS = ("L1", "L2")

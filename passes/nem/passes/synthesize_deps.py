@@ -36,30 +36,24 @@ from __future__ import annotations
 
 import heapq
 import itertools
-
 from collections.abc import Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 
-from nem.analysis.happens_before import StaticTask, Structure
-from nem.analysis.hazard_finder import (
-    MAX_TASK_INSTANCES,
-    Race,
-    RaceCache,
-    ShapeMemos,
-    find_races,
-)
-from nem.analysis.token_liveness import block_liveness, live_token_peak
-from nem.dialect.attributes import MaxInFlightAttr
-from nem.dialect.diagnostics import Diagnostic, NemDiagnosticError, SourceLoc
-from nem.dialect.ops import BufferOp, LoopOp, ProgramOp, RegionOp, TaskOp, WaitOp
-
-from nem.dialect.expressions import Evaluator, ExprError
-from nem.passes.pass_context import report, shape_memos
 from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Block, Operation, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
+
+from nem.analysis.happens_before import StaticTask, Structure
+from nem.analysis.hazard_finder import MAX_TASK_INSTANCES, Race, find_races
+from nem.analysis.race_memos import RaceCache, ShapeMemos
+from nem.analysis.token_liveness import block_liveness, live_token_peak
+from nem.dialect.attributes import MaxInFlightAttr
+from nem.dialect.diagnostics import Diagnostic, NemDiagnosticError, SourceLoc
+from nem.dialect.expressions import Evaluator, ExprError
+from nem.dialect.ops import BufferOp, LoopOp, ProgramOp, RegionOp, TaskOp, WaitOp
+from nem.passes.pass_context import report, shape_memos
 
 MAX_ROUNDS = 8
 """Analysis rounds before giving up (one repairs all it finds; the next confirms)."""

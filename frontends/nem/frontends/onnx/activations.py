@@ -28,6 +28,7 @@ from collections.abc import Callable
 
 from mlir import ir
 from mlir.dialects import arith, math
+
 from nem.frontends.onnx import emit
 from nem.frontends.onnx.graph import Importer, Node
 from nem.frontends.onnx.ops import by_type, define_elementwise, operand, wide

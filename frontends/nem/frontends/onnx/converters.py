@@ -15,13 +15,14 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from mlir.dialects import arith, math
+
 from nem.frontends.onnx import activations as act
 from nem.frontends.onnx import sequences as seq
 from nem.frontends.onnx import shapes
 from nem.frontends.onnx.convs import batchnorm, conv, conv_transpose
 from nem.frontends.onnx.graph import Importer, Node
-from nem.frontends.onnx.op_types import SUPPORTED
 from nem.frontends.onnx.norms import instance_norm, layernorm, log_softmax, lrn, softmax
+from nem.frontends.onnx.op_types import SUPPORTED
 from nem.frontends.onnx.ops import (
     binary,
     clip,

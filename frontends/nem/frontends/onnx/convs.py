@@ -36,6 +36,7 @@ from dataclasses import dataclass
 import numpy as np
 from mlir import ir
 from mlir.dialects import arith, linalg, tensor
+
 from nem.frontends.onnx import emit
 from nem.frontends.onnx.graph import Importer, Node, TensorVal
 from nem.frontends.onnx.ops import define_elementwise, ints, x_dtype

@@ -17,6 +17,8 @@ import numpy as np
 import onnx
 from mlir import ir
 from mlir.dialects import func
+from onnx import helper, numpy_helper
+
 from nem.frontends.onnx import emit
 from nem.frontends.onnx.diagnostics import NodeRef, OnnxImportError, OnnxImportErrors
 from nem.frontends.onnx.graph import (
@@ -29,7 +31,6 @@ from nem.frontends.onnx.graph import (
     interface_names,
 )
 from nem.frontends.onnx.op_types import unsupported_op_type
-from onnx import helper, numpy_helper
 
 SHAPE_OPERANDS = {("Expand", 1), ("Reshape", 1), ("Tile", 1)}
 """(op type, input index) of integer operands that only say the output's

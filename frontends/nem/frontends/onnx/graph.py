@@ -40,6 +40,7 @@ from typing import Any
 import numpy as np
 import onnx
 from mlir import ir
+
 from nem.dialect.elements import ELEM_DTYPES
 from nem.frontends.onnx import emit
 from nem.frontends.onnx.diagnostics import NodeRef, OnnxImportError

@@ -18,11 +18,12 @@ from functools import partial
 import numpy as np
 from mlir import ir
 from mlir.dialects import arith, linalg, math, tensor
+
 from nem.frontends.onnx import emit
+from nem.frontends.onnx.convs import channels_last
 from nem.frontends.onnx.graph import Importer, Node, TensorVal
 from nem.frontends.onnx.ops import elementwise, is_f16, x_dtype
 from nem.frontends.onnx.pools import pool2d
-from nem.frontends.onnx.convs import channels_last
 from nem.frontends.onnx.shapes import add_unit_dims
 
 

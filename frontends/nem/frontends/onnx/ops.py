@@ -22,6 +22,7 @@ from functools import partial
 import numpy as np
 from mlir import ir
 from mlir.dialects import arith, linalg, math
+
 from nem.frontends.onnx import emit
 from nem.frontends.onnx.graph import Importer, Node, TensorVal
 

@@ -30,6 +30,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 from mlir import ir
 from mlir.dialects import arith, linalg
+
 from nem.frontends.onnx import emit
 from nem.frontends.onnx.convs import channels_last, spatial_pads
 from nem.frontends.onnx.graph import Importer, Node, TensorVal

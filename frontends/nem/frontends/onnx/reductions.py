@@ -14,9 +14,9 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import numpy as np
-
 from mlir import ir
 from mlir.dialects import arith, math
+
 from nem.frontends.onnx import emit
 from nem.frontends.onnx.graph import Importer, Node, TensorVal
 from nem.frontends.onnx.ops import binary, elementwise, is_f16

@@ -13,6 +13,7 @@ sequence, is a located `not supported`.
 from __future__ import annotations
 
 import numpy as np
+
 from nem.frontends.onnx import emit
 from nem.frontends.onnx.graph import Importer, Node, TensorVal
 from nem.frontends.onnx.shapes import add_unit_dims, drop_unit_dims, slice_of

@@ -31,6 +31,7 @@ import numpy as np
 import onnx
 from mlir import ir
 from mlir.dialects import arith, tensor
+
 from nem.frontends.onnx import emit
 from nem.frontends.onnx.graph import Importer, Node, TensorVal
 

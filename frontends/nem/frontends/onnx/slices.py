@@ -23,6 +23,7 @@ from collections.abc import Sequence
 import numpy as np
 from mlir import ir
 from mlir.dialects import tensor
+
 from nem.frontends.onnx import emit
 from nem.frontends.onnx.graph import Importer, Node, TensorVal
 from nem.frontends.onnx.shapes import pick

@@ -38,6 +38,8 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import onnx
+from onnx import TensorProto
+
 from nem.dialect.limits import (
     DEFAULT_MAX_NODES,
     MAX_MODEL_BYTES,
@@ -46,7 +48,6 @@ from nem.dialect.limits import (
 )
 from nem.dialect.source_files import FileRefused, regular_file
 from nem.frontends.onnx.diagnostics import OnnxImportError, OnnxImportErrors, shown
-from onnx import TensorProto
 
 _T = TensorProto
 _NAMES: dict[int, str] = {int(v): k for k, v in TensorProto.DataType.items()}

@@ -23,16 +23,17 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from xdsl.dialects import affine, memref
+from xdsl.dialects.builtin import MemRefType
+from xdsl.ir import Operation, SSAValue
+from xdsl.ir.affine import AffineBinaryOpExpr, AffineDimExpr, AffineExpr, AffineSymExpr
+
 from nem.dialect.diagnostics import Diagnostic, NemDiagnosticError
 from nem.passes.lowering.affine_algebra import IndexEnv, Var, depends_on
 from nem.passes.lowering.diagnostics import reject
 from nem.passes.lowering.escape import location_text, memref_label
 from nem.passes.lowering.loop_ranges import AccessOp, accesses
 from nem.passes.lowering.nest_analysis import INDEX_OPS
-from xdsl.dialects import affine, memref
-from xdsl.dialects.builtin import MemRefType
-from xdsl.ir import Operation, SSAValue
-from xdsl.ir.affine import AffineBinaryOpExpr, AffineDimExpr, AffineExpr, AffineSymExpr
 
 
 def check_access_bounds(top: Operation, outer: IndexEnv) -> None:

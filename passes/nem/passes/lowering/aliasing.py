@@ -23,13 +23,14 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
+from xdsl.dialects import affine, linalg, memref
+from xdsl.dialects.builtin import AffineMapAttr, MemRefType
+from xdsl.ir import Operation, SSAValue
+
 from nem.passes.lowering.affine_algebra import Aff, Dim, eval_map
 from nem.passes.lowering.escape import linalg_operands, location_text, memref_label
 from nem.passes.lowering.nest_analysis import LINALG_ELTWISE, Nest, NotRaisable, access_indices
 from nem.passes.lowering.views import View, last_offset
-from xdsl.dialects import affine, linalg, memref
-from xdsl.dialects.builtin import AffineMapAttr, MemRefType
-from xdsl.ir import Operation, SSAValue
 
 ViewOf = Callable[[SSAValue, Operation], View]
 """The lowering's view of a memref operand (`LoweringContext.view`)."""

@@ -13,10 +13,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from nem.frontends.upstream_dialects import async_dialect as asy
-from nem.passes.lowering.diagnostics import reject
 from xdsl.dialects.builtin import IndexType, MemRefType
 from xdsl.ir import Operation, SSAValue
+
+from nem.frontends.upstream_dialects import async_dialect as asy
+from nem.passes.lowering.diagnostics import reject
 
 if TYPE_CHECKING:
     from nem.passes.lowering.state import BlockState, Handler, Lowering

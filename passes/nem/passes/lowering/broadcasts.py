@@ -36,16 +36,16 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from xdsl.dialects import affine, arith, memref
+from xdsl.ir import Operation, SSAValue
+
+from nem.passes.lowering.affine_algebra import Aff
 from nem.passes.lowering.emit import region
-from nem.passes.lowering.fills import byte_region
+from nem.passes.lowering.fills import Box, byte_region
+from nem.passes.lowering.nest_analysis import Access, Nest, NotRaisable, access
 from nem.passes.lowering.staging import Staging, copy_kind, illegal, name_task, scratch
 from nem.passes.lowering.state import BlockState, Lowering
 from nem.passes.lowering.views import View
-from nem.passes.lowering.affine_algebra import Aff
-from nem.passes.lowering.fills import Box
-from nem.passes.lowering.nest_analysis import Access, Nest, NotRaisable, access
-from xdsl.dialects import affine, arith, memref
-from xdsl.ir import Operation, SSAValue
 
 if TYPE_CHECKING:
     from nem.dialect.builder import NemBuilder

@@ -26,8 +26,9 @@ use them without an import cycle.
 
 from __future__ import annotations
 
-from nem.frontends.upstream_dialects.arith_rounding import other_rounding
 from xdsl.ir import Operation
+
+from nem.frontends.upstream_dialects.arith_rounding import other_rounding
 
 SATURATE = {"arith.extf": None, "arith.extsi": None, "arith.truncf": 0, "arith.sitofp": 0,
             "arith.trunci": 0}

@@ -13,28 +13,21 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
+from xdsl.dialects import linalg
+from xdsl.dialects.builtin import IntegerType, MemRefType
+from xdsl.ir import Attribute, Operation, SSAValue
+
+from nem.dialect.builder import NemBuilder
+from nem.dialect.ops import ComputeOp
+from nem.frontends.upstream_dialects.linalg_softmax import SoftmaxOp
+from nem.passes.lowering.access_bounds import check_access_bounds
+from nem.passes.lowering.aliasing import alias_reason, linalg_touches, nest_touches
 from nem.passes.lowering.broadcasts import (
     BroadcastPlan,
     broadcast_leaf,
     emit_broadcast,
     match_broadcast,
 )
-from nem.passes.lowering.raise_windows import emit_window
-from nem.passes.lowering.staging import (
-    Staging,
-    copy_kind,
-    full_region,
-    illegal,
-    name_task,
-    region_shape,
-    scratch,
-)
-from nem.passes.lowering.state import BlockState, Lowering
-from nem.dialect.builder import NemBuilder
-from nem.dialect.ops import ComputeOp
-from nem.frontends.upstream_dialects.linalg_softmax import SoftmaxOp
-from nem.passes.lowering.access_bounds import check_access_bounds
-from nem.passes.lowering.aliasing import alias_reason, linalg_touches, nest_touches
 from nem.passes.lowering.context import LoweringContext
 from nem.passes.lowering.diagnostics import reject
 from nem.passes.lowering.emit import region
@@ -71,6 +64,17 @@ from nem.passes.lowering.nest_analysis import (
     saturating_add,
     wrapping_in,
 )
+from nem.passes.lowering.raise_windows import emit_window
+from nem.passes.lowering.staging import (
+    Staging,
+    copy_kind,
+    full_region,
+    illegal,
+    name_task,
+    region_shape,
+    scratch,
+)
+from nem.passes.lowering.state import BlockState, Lowering
 from nem.passes.lowering.views import View
 from nem.passes.lowering.windows import (
     NotWindow,
@@ -78,9 +82,6 @@ from nem.passes.lowering.windows import (
     match_window_generic,
     match_window_nest,
 )
-from xdsl.dialects import linalg
-from xdsl.dialects.builtin import IntegerType, MemRefType
-from xdsl.ir import Attribute, Operation, SSAValue
 
 if TYPE_CHECKING:
     from xdsl.dialects import affine

@@ -17,20 +17,22 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from xdsl.dialects.builtin import IndexType, IntegerAttr, MemRefType
+from xdsl.ir import Block, BlockArgument, Operation, SSAValue
+
 from nem.dialect.builder import Loc, NemBuilder
 from nem.passes.lowering.affine_algebra import Aff, Var, eval_map
 from nem.passes.lowering.diagnostics import reject
 from nem.passes.lowering.partial_tiles import PeelScope, RegionAccess
 from nem.passes.lowering.views import View
-from xdsl.dialects.builtin import IndexType, IntegerAttr, MemRefType
-from xdsl.ir import Block, BlockArgument, Operation, SSAValue
 
 if TYPE_CHECKING:
+    from xdsl.dialects.builtin import DenseIntOrFPElementsAttr
+    from xdsl.ir.affine import AffineMap
+
     from nem.dialect.device_model import Device
     from nem.dialect.families import Catalog
     from nem.frontends.upstream_dialects.memref_global import GlobalOp
-    from xdsl.dialects.builtin import DenseIntOrFPElementsAttr
-    from xdsl.ir.affine import AffineMap
 
 NEM_KEYWORDS = frozenset({"in", "out", "loop", "endloop", "region", "const", "let", "buffer",
                           "transfer", "store", "wait", "deps", "program", "device", "include",

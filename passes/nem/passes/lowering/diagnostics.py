@@ -3,8 +3,9 @@ the op and the reason, with a fix when there is one."""
 
 from __future__ import annotations
 
-from nem.dialect.diagnostics import Diagnostic, NemDiagnosticError, SourceLoc
 from xdsl.ir import Operation
+
+from nem.dialect.diagnostics import Diagnostic, NemDiagnosticError, SourceLoc
 
 
 def reject(op: Operation | None, reason: str, fix: str | None = None) -> NemDiagnosticError:

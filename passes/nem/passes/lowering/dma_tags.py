@@ -14,9 +14,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from xdsl.ir import Operation, SSAValue
+
 from nem.passes.lowering.affine_algebra import Aff
 from nem.passes.lowering.diagnostics import reject
-from xdsl.ir import Operation, SSAValue
 
 
 @dataclass(frozen=True)

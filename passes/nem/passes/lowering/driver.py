@@ -18,6 +18,12 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from xdsl.dialects import affine, func
+from xdsl.dialects.builtin import IndexType, MemRefType, ModuleOp
+from xdsl.ir import Block, BlockArgument, Operation
+from xdsl.rewriter import InsertPoint, Rewriter
+from xdsl.transforms.dead_code_elimination import is_trivially_dead
+
 from nem.dialect.attributes import MemLevelAttr
 from nem.dialect.builder import NemBuilder
 from nem.dialect.diagnostics import Diagnostic, NemDiagnosticError, SourceLoc
@@ -32,11 +38,7 @@ from nem.passes.lowering.partial_tiles import PeelScope, check_narrowed
 from nem.passes.lowering.pipelining import detect_pipeline
 from nem.passes.lowering.state import BlockState, Handler, Lowering
 from nem.passes.lowering.views import View, buffer_bytes, check_elem, memref_strides
-from xdsl.transforms.dead_code_elimination import is_trivially_dead
-from xdsl.dialects import affine, func
-from xdsl.dialects.builtin import IndexType, MemRefType, ModuleOp
-from xdsl.ir import Block, BlockArgument, Operation
-from xdsl.rewriter import InsertPoint, Rewriter
+
 
 class Lowerer(Lowering):
     """Converts the entry function of a module into a NEM program."""

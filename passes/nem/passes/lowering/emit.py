@@ -11,13 +11,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from xdsl.ir import Operation, SSAValue
+
 from nem.dialect.builder import Expr, Lit, NemBuilder, Sym
 from nem.passes.lowering.affine_algebra import Aff, Atom, FloorDiv, Mod, Var
 from nem.passes.lowering.context import LoweringContext
 from nem.passes.lowering.diagnostics import reject
 from nem.passes.lowering.partial_tiles import RegionAccess
 from nem.passes.lowering.views import View, last_offset
-from xdsl.ir import Operation, SSAValue
 
 DEFAULT_LAYOUTS = {1: "C", 2: "MN", 3: "CHW", 4: "NHWC", 5: "NDHWC"}
 """Layout ids of contiguous regions by rank (D-LOW-REGION)."""

@@ -22,20 +22,21 @@ from __future__ import annotations
 from collections.abc import Sequence
 from io import StringIO
 
-from nem.passes.lowering.affine_algebra import Aff
-from nem.passes.lowering.context import LoweringContext
-from nem.passes.lowering.staging import drop_unused_scratch, full_region, name_task
-from nem.passes.lowering.state import BlockState, Lowering
-from nem.dialect.diagnostics import NemDiagnosticError
-from nem.passes.lowering.context import Fallback
-from nem.passes.lowering.diagnostics import reject
-from nem.passes.lowering.emit import expr
-from nem.passes.lowering.loop_ranges import accessed_boxes
-from nem.passes.lowering.partial_tiles import RegionAccess
 from xdsl.dialects import affine, arith, func, memref
 from xdsl.dialects.builtin import FunctionType, IndexType, MemRefType
 from xdsl.ir import Attribute, Block, BlockArgument, Operation, Region, SSAValue
 from xdsl.printer import Printer
+
+from nem.dialect.diagnostics import NemDiagnosticError
+from nem.passes.lowering.affine_algebra import Aff
+from nem.passes.lowering.context import Fallback, LoweringContext
+from nem.passes.lowering.diagnostics import reject
+from nem.passes.lowering.emit import expr
+from nem.passes.lowering.loop_ranges import accessed_boxes
+from nem.passes.lowering.partial_tiles import RegionAccess
+from nem.passes.lowering.staging import drop_unused_scratch, full_region, name_task
+from nem.passes.lowering.state import BlockState, Lowering
+
 
 def location_text(op: Operation) -> str:
     """`LINE:COL` of an op, as the remark names it."""

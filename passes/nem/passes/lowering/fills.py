@@ -29,19 +29,19 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
-
-from nem.passes.lowering.context import LoweringContext
-from nem.passes.lowering.emit import expr, region
-from nem.passes.lowering.escape import emit_escape, linalg_operands
-from nem.passes.lowering.staging import Staging, illegal, name_task
-from nem.passes.lowering.state import BlockState, Lowering
-from nem.passes.lowering.affine_algebra import Aff, is_index_arith
-from nem.passes.lowering.nest_analysis import Access, Nest, NotRaisable, access
-from nem.passes.lowering.partial_tiles import RegionAccess
-from nem.passes.lowering.views import View
 from xdsl.dialects import affine, arith, memref
 from xdsl.dialects.builtin import FloatAttr, IntegerAttr
 from xdsl.ir import Attribute, Operation, SSAValue
+
+from nem.passes.lowering.affine_algebra import Aff, is_index_arith
+from nem.passes.lowering.context import LoweringContext
+from nem.passes.lowering.emit import expr, region
+from nem.passes.lowering.escape import emit_escape, linalg_operands
+from nem.passes.lowering.nest_analysis import Access, Nest, NotRaisable, access
+from nem.passes.lowering.partial_tiles import RegionAccess
+from nem.passes.lowering.staging import Staging, illegal, name_task
+from nem.passes.lowering.state import BlockState, Lowering
+from nem.passes.lowering.views import View
 
 if TYPE_CHECKING:
     from nem.dialect.builder import NemBuilder
@@ -173,8 +173,8 @@ def _keep_elem_type(ctx: LoweringContext, vw: View) -> None:
     argument read as bytes.  A declaration is no task; L1 buffers (no
     user I/O) get none, so buffer sharing still sees their lifetimes."""
     from nem.dialect.attributes import elem_name
-    from nem.dialect.ops import BufferOp
     from nem.dialect.expressions import Evaluator
+    from nem.dialect.ops import BufferOp
 
     buf = vw.buffer
     if buf.uses or vw.level.data not in ("DDR", "L2") or not ctx.is_declared(buf):

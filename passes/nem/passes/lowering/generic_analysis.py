@@ -13,6 +13,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
+from xdsl.dialects import arith, linalg
+from xdsl.dialects.builtin import MemRefType
+from xdsl.ir import Attribute, BlockArgument, Operation, SSAValue
+from xdsl.ir.affine import AffineConstantExpr, AffineDimExpr
+
 from nem.passes.lowering.affine_algebra import Aff, is_identity
 from nem.passes.lowering.nest_analysis import (
     Access,
@@ -23,11 +28,6 @@ from nem.passes.lowering.nest_analysis import (
     elt_tree,
     is_broadcast_of,
 )
-from xdsl.dialects import arith, linalg
-from xdsl.dialects.builtin import MemRefType
-from xdsl.ir import Attribute, BlockArgument, Operation, SSAValue
-from xdsl.ir.affine import AffineConstantExpr, AffineDimExpr
-
 
 NOT_ELTWISE_GENERIC = "not an all-parallel linalg.generic with identity or broadcast maps"
 

@@ -4,6 +4,9 @@ handler function (`state.Handler`) and one entry here."""
 
 from __future__ import annotations
 
+from xdsl.dialects import affine, linalg, scf
+from xdsl.ir import Operation
+
 from nem.frontends.upstream_dialects.affine_if import AffineIfOp
 from nem.frontends.upstream_dialects.linalg_softmax import SoftmaxOp
 from nem.passes.lowering import (
@@ -19,8 +22,6 @@ from nem.passes.lowering import (
 )
 from nem.passes.lowering.diagnostics import reject
 from nem.passes.lowering.state import BlockState, Handler, Lowering
-from xdsl.dialects import affine, linalg, scf
-from xdsl.ir import Operation
 
 
 def reject_control_flow(lw: Lowering, op: Operation, st: BlockState) -> None:

@@ -7,13 +7,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from xdsl.dialects import affine, arith
+from xdsl.dialects.builtin import IndexType, IntegerAttr
+from xdsl.ir import Operation
+
 from nem.frontends.upstream_dialects.affine_max import AffineMaxOp
 from nem.passes.lowering.affine_algebra import Aff, pick_minmax
 from nem.passes.lowering.diagnostics import reject
 from nem.passes.lowering.partial_tiles import minmax_map
-from xdsl.dialects import affine, arith
-from xdsl.dialects.builtin import IndexType, IntegerAttr
-from xdsl.ir import Operation
 
 if TYPE_CHECKING:
     from nem.passes.lowering.state import BlockState, Handler, Lowering

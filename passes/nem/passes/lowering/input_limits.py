@@ -6,11 +6,12 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from nem.dialect.limits import INT_MAX
-from nem.passes.lowering.diagnostics import reject
 from xdsl.dialects.builtin import AffineMapAttr, IntegerAttr, MemRefType
 from xdsl.ir import Attribute, Operation
 from xdsl.ir.affine import AffineBinaryOpExpr, AffineConstantExpr, AffineExpr
+
+from nem.dialect.limits import INT_MAX
+from nem.passes.lowering.diagnostics import reject
 
 
 def _out_of_range(v: int) -> bool:

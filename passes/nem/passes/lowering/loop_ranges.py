@@ -10,6 +10,10 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from xdsl.dialects import affine, memref
+from xdsl.dialects.builtin import MemRefType
+from xdsl.ir import Operation, SSAValue
+
 from nem.passes.lowering.affine_algebra import (
     Aff,
     AtomKey,
@@ -19,9 +23,6 @@ from nem.passes.lowering.affine_algebra import (
     pick_minmax,
     resolve_index,
 )
-from xdsl.dialects import affine, memref
-from xdsl.dialects.builtin import MemRefType
-from xdsl.ir import Operation, SSAValue
 
 ACCESSES = (affine.LoadOp, affine.StoreOp, memref.LoadOp, memref.StoreOp)
 AccessOp = affine.LoadOp | affine.StoreOp | memref.LoadOp | memref.StoreOp

@@ -10,6 +10,10 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
+from xdsl.dialects import affine, memref
+from xdsl.dialects.builtin import MemRefType
+from xdsl.ir import BlockArgument, Operation
+
 from nem.dialect.builder import NemBuilder
 from nem.dialect.diagnostics import NemDiagnosticError, SourceLoc
 from nem.frontends.upstream_dialects import async_dialect as asy
@@ -32,9 +36,6 @@ from nem.passes.lowering.partial_tiles import (
     partial_tile_op,
 )
 from nem.passes.lowering.pipelining import PipelinedLoop, epilogue_is_body
-from xdsl.dialects import affine, memref
-from xdsl.dialects.builtin import MemRefType
-from xdsl.ir import BlockArgument, Operation
 
 if TYPE_CHECKING:
     from nem.passes.lowering.state import BlockState, Handler, Lowering

@@ -8,6 +8,10 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING, TypeAlias
 
+from xdsl.dialects import affine, func, memref
+from xdsl.dialects.builtin import MemRefType
+from xdsl.ir import Block, Operation, SSAValue
+
 from nem.dialect.attributes import MemLevelAttr
 from nem.dialect.ops import BufferOp
 from nem.frontends.upstream_dialects import async_dialect as asy
@@ -21,9 +25,9 @@ from nem.frontends.upstream_dialects.memref_copy import MemRefCopyOp
 from nem.passes.lowering.access_bounds import check_access_bounds
 from nem.passes.lowering.affine_algebra import Aff
 from nem.passes.lowering.diagnostics import reject
-from nem.passes.lowering.escape import SCALAR, emit_escape, location_text, scalar_statement
 from nem.passes.lowering.dma_tags import TagSlot
 from nem.passes.lowering.emit import region
+from nem.passes.lowering.escape import SCALAR, emit_escape, location_text, scalar_statement
 from nem.passes.lowering.partial_tiles import DmaSide, plan_dma
 from nem.passes.lowering.views import (
     View,
@@ -34,9 +38,6 @@ from nem.passes.lowering.views import (
     memory_space,
     memref_strides,
 )
-from xdsl.dialects import affine, func, memref
-from xdsl.dialects.builtin import MemRefType
-from xdsl.ir import Block, Operation, SSAValue
 
 if TYPE_CHECKING:
     from nem.passes.lowering.context import LoweringContext

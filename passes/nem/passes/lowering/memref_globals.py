@@ -21,6 +21,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 import numpy as np
+from xdsl.dialects import memref
+from xdsl.dialects.builtin import DenseIntOrFPElementsAttr, MemRefType, ModuleOp
+from xdsl.ir import Operation
+from xdsl.traits import SymbolTable
+
 from nem.dialect.attributes import MemLevelAttr
 from nem.dialect.diagnostics import Diagnostic, NemDiagnosticError, SourceLoc
 from nem.dialect.elements import ELEM_DTYPES
@@ -28,10 +33,6 @@ from nem.frontends.upstream_dialects.memref_global import GlobalOp
 from nem.passes.lowering.affine_algebra import Aff
 from nem.passes.lowering.diagnostics import reject
 from nem.passes.lowering.views import View, buffer_bytes, check_elem, memref_strides
-from xdsl.dialects import memref
-from xdsl.dialects.builtin import DenseIntOrFPElementsAttr, MemRefType, ModuleOp
-from xdsl.ir import Operation
-from xdsl.traits import SymbolTable
 
 if TYPE_CHECKING:
     from nem.passes.lowering.context import LoweringContext

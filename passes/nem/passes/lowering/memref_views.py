@@ -24,12 +24,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from nem.passes.lowering.affine_algebra import Aff
-from nem.passes.lowering.diagnostics import reject
-from nem.passes.lowering.views import View, check_elem, elem_size, row_major, subview_view
 from xdsl.dialects import memref
 from xdsl.dialects.builtin import DYNAMIC_INDEX, MemRefType
 from xdsl.ir import Attribute, Operation, SSAValue
+
+from nem.passes.lowering.affine_algebra import Aff
+from nem.passes.lowering.diagnostics import reject
+from nem.passes.lowering.views import View, check_elem, elem_size, row_major, subview_view
 
 if TYPE_CHECKING:
     from nem.passes.lowering.context import LoweringContext

@@ -19,8 +19,11 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from xdsl.dialects import affine, arith, memref
+from xdsl.dialects.builtin import FloatAttr, IntegerAttr, IntegerType
+from xdsl.ir import Attribute, Block, Operation, SSAValue
+
 from nem.dialect.expressions import postorder
-from nem.passes.lowering.casts import CAST_OPS, cast_attrs, cast_reason
 from nem.passes.lowering.affine_algebra import (
     Aff,
     Dim,
@@ -30,9 +33,7 @@ from nem.passes.lowering.affine_algebra import (
     pick_minmax,
     resolve_index,
 )
-from xdsl.dialects import affine, arith, memref
-from xdsl.dialects.builtin import FloatAttr, IntegerAttr, IntegerType
-from xdsl.ir import Attribute, Block, Operation, SSAValue
+from nem.passes.lowering.casts import CAST_OPS, cast_attrs, cast_reason
 
 if TYPE_CHECKING:
     from nem.passes.lowering.context import LoweringContext

@@ -20,6 +20,11 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from xdsl.dialects import affine, memref
+from xdsl.dialects.builtin import AffineMapAttr
+from xdsl.ir import Block, Operation, SSAValue
+from xdsl.ir.affine import AffineMap
+
 from nem.dialect.diagnostics import SourceLoc
 from nem.passes.lowering.affine_algebra import (
     Aff,
@@ -30,10 +35,6 @@ from nem.passes.lowering.affine_algebra import (
 )
 from nem.passes.lowering.diagnostics import reject
 from nem.passes.lowering.views import View, contiguous_box, last_offset, row_major
-from xdsl.dialects import affine, memref
-from xdsl.dialects.builtin import AffineMapAttr
-from xdsl.ir import Block, Operation, SSAValue
-from xdsl.ir.affine import AffineMap
 
 MINMAX_OPS = ("affine.min", "affine.max")
 

@@ -35,20 +35,21 @@ from __future__ import annotations
 from abc import ABC
 from dataclasses import dataclass, fields
 
-from nem.dialect.attributes import mem_level_error
-from nem.dialect.diagnostics import Diagnostic, NemDiagnosticError
-from nem.dialect.ops import ProgramOp
-from nem.dialect.verifier import verify_declarations, verify_program
-from nem.passes.pass_context import driver_options, report
-from nem.passes.lowering.context import Options
-from nem.passes.lowering.driver import Lowerer
-from nem.passes.lowering.handlers import HANDLERS
-from nem.passes.forward_fills import ForwardZeroFillsPass
-from nem.passes.synthesize_deps import SynthesizeDepsPass
 from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass, PassPipeline
 from xdsl.transforms.dead_code_elimination import DeadCodeElimination
+
+from nem.dialect.attributes import mem_level_error
+from nem.dialect.diagnostics import Diagnostic, NemDiagnosticError
+from nem.dialect.ops import ProgramOp
+from nem.dialect.verifier import verify_declarations, verify_program
+from nem.passes.forward_fills import ForwardZeroFillsPass
+from nem.passes.lowering.context import Options
+from nem.passes.lowering.driver import Lowerer
+from nem.passes.lowering.handlers import HANDLERS
+from nem.passes.pass_context import driver_options, report
+from nem.passes.synthesize_deps import SynthesizeDepsPass
 
 DEFAULT_SPACES = "0:DDR,1:L2,2:L1"
 

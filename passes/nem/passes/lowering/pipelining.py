@@ -18,15 +18,6 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
-from nem.frontends.upstream_dialects.affine_max import AffineMaxOp
-from nem.frontends.upstream_dialects.dma import AffineDmaStartOp, AffineDmaWaitOp
-from nem.passes.lowering.affine_algebra import (
-    Aff,
-    Var,
-    eval_map,
-    is_index_arith,
-    resolve_index,
-)
 from xdsl.dialects import affine
 from xdsl.dialects.builtin import AffineMapAttr, IndexType, MemRefType
 from xdsl.ir import Attribute, Operation, SSAValue
@@ -38,6 +29,16 @@ from xdsl.ir.affine import (
     AffineExpr,
     AffineMap,
     AffineSymExpr,
+)
+
+from nem.frontends.upstream_dialects.affine_max import AffineMaxOp
+from nem.frontends.upstream_dialects.dma import AffineDmaStartOp, AffineDmaWaitOp
+from nem.passes.lowering.affine_algebra import (
+    Aff,
+    Var,
+    eval_map,
+    is_index_arith,
+    resolve_index,
 )
 
 

@@ -11,10 +11,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from nem.passes.lowering.context import LoweringContext
-from nem.passes.lowering.state import BlockState, Lowering
-from nem.passes.lowering.views import View
+from xdsl.ir import Operation, SSAValue
+
 from nem.passes.lowering.affine_algebra import Aff
+from nem.passes.lowering.context import LoweringContext
+from nem.passes.lowering.emit import region
+from nem.passes.lowering.escape import emit_escape
+from nem.passes.lowering.nest_analysis import NotRaisable, saturating_add
 from nem.passes.lowering.staging import (
     Staging,
     drop_unused_scratch,
@@ -23,11 +26,9 @@ from nem.passes.lowering.staging import (
     region_shape,
     scratch,
 )
-from nem.passes.lowering.emit import region
-from nem.passes.lowering.escape import emit_escape
-from nem.passes.lowering.nest_analysis import NotRaisable, saturating_add
+from nem.passes.lowering.state import BlockState, Lowering
+from nem.passes.lowering.views import View
 from nem.passes.lowering.windows import Axis, Group, WAccess, WindowPlan
-from xdsl.ir import Operation, SSAValue
 
 if TYPE_CHECKING:
     from nem.dialect.builder import NemBuilder

@@ -21,11 +21,12 @@ import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from nem.passes.lowering.diagnostics import reject
-from nem.passes.lowering.views import View, row_major
 from xdsl.dialects import memref
 from xdsl.dialects.builtin import DYNAMIC_INDEX, MemRefType
 from xdsl.ir import Operation
+
+from nem.passes.lowering.diagnostics import reject
+from nem.passes.lowering.views import View, row_major
 
 if TYPE_CHECKING:
     from nem.passes.lowering.state import BlockState, Handler, Lowering

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from nem.passes.lowering.diagnostics import reject
 from xdsl.dialects import affine, arith, scf
 from xdsl.dialects.builtin import AffineMapAttr, IndexType, IntegerAttr, ModuleOp
 from xdsl.ir import Operation, SSAValue
@@ -25,6 +24,8 @@ from xdsl.pattern_rewriter import (
     RewritePattern,
     op_type_rewrite_pattern,
 )
+
+from nem.passes.lowering.diagnostics import reject
 
 if TYPE_CHECKING:
     from nem.passes.lowering.state import BlockState, Handler, Lowering

@@ -5,6 +5,10 @@ hatch) shares, below all of them."""
 
 from __future__ import annotations
 
+from xdsl.dialects.builtin import StringAttr
+from xdsl.ir import Attribute, Block, Operation, SSAValue
+from xdsl.rewriter import InsertPoint, Rewriter
+
 from nem.dialect.attributes import RegionType
 from nem.dialect.builder import Loc, NemBuilder
 from nem.dialect.expressions import Evaluator
@@ -15,9 +19,6 @@ from nem.passes.lowering.context import LoweringContext
 from nem.passes.lowering.emit import region
 from nem.passes.lowering.state import BlockState
 from nem.passes.lowering.views import View, buffer_bytes, row_major
-from xdsl.dialects.builtin import StringAttr
-from xdsl.ir import Attribute, Block, Operation, SSAValue
-from xdsl.rewriter import InsertPoint, Rewriter
 
 
 class Staging:

@@ -10,12 +10,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from xdsl.dialects import affine
+from xdsl.ir import Block, Operation
+
 from nem.dialect.builder import NemBuilder
 from nem.passes.lowering.context import LoweringContext
 from nem.passes.lowering.dma_tags import TagTable
 from nem.passes.lowering.pipelining import PipelinedLoop
-from xdsl.dialects import affine
-from xdsl.ir import Block, Operation
 
 
 class Lowering(Protocol):

@@ -14,9 +14,6 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from nem.dialect.attributes import BITWIDTH, MemLevelAttr, elem_name
-from nem.passes.lowering.affine_algebra import Aff, is_identity
-from nem.passes.lowering.diagnostics import reject
 from xdsl.dialects import memref
 from xdsl.dialects.builtin import (
     DYNAMIC_INDEX,
@@ -27,6 +24,10 @@ from xdsl.dialects.builtin import (
     StridedLayoutAttr,
 )
 from xdsl.ir import Attribute, Operation, SSAValue
+
+from nem.dialect.attributes import BITWIDTH, MemLevelAttr, elem_name
+from nem.passes.lowering.affine_algebra import Aff, is_identity
+from nem.passes.lowering.diagnostics import reject
 
 
 @dataclass(frozen=True)

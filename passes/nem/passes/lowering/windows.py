@@ -28,11 +28,12 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from nem.passes.lowering.affine_algebra import Aff, Dim, eval_map
-from nem.passes.lowering.nest_analysis import Nest, NotRaisable, access_indices
 from xdsl.dialects import affine, arith, linalg, memref
 from xdsl.dialects.builtin import AffineMapAttr, MemRefType
 from xdsl.ir import BlockArgument, Operation, SSAValue
+
+from nem.passes.lowering.affine_algebra import Aff, Dim, eval_map
+from nem.passes.lowering.nest_analysis import Nest, NotRaisable, access_indices
 
 ADD_OPS = ("arith.addf", "arith.addi")
 MUL_OPS = ("arith.mulf", "arith.muli")
