@@ -40,20 +40,25 @@ def _program(src: str) -> ProgramOp:
     return next(o for o in parse_nem(src, "t.nem").walk() if isinstance(o, ProgramOp))
 
 
-def _queries(monkeypatch, src: str) -> tuple[int, int, list[str]]:
-    """(`ordered` calls, the analysis's work, the messages) for `src`."""
-    calls = 0
-    real = hazard_finder.ordered
+def _counted(monkeypatch, name: str) -> list[int]:
+    """A one-element list counting the calls of `hazard_finder.<name>`."""
+    calls = [0]
+    real = getattr(hazard_finder, name)
 
     def counting(*args):
-        nonlocal calls
-        calls += 1
+        calls[0] += 1
         return real(*args)
 
-    monkeypatch.setattr(hazard_finder, "ordered", counting)
+    monkeypatch.setattr(hazard_finder, name, counting)
+    return calls
+
+
+def _queries(monkeypatch, src: str) -> tuple[int, int, list[str]]:
+    """(`ordered` calls, the analysis's work, the messages) for `src`."""
+    calls = _counted(monkeypatch, "ordered")
     finder = hazard_finder.HazardFinder(_program(src))
     diags = [d.message for d in finder.run()]
-    return calls, finder.work, diags
+    return calls[0], finder.work, diags
 
 
 def test_work_does_not_grow_with_iterations(monkeypatch):
@@ -150,19 +155,11 @@ def test_a_chain_of_rewrites_finds_its_interveners_first(monkeypatch):
     # search for a write in between tried the n writes of the statement in
     # program order, an isl query each (n^3). The writes placed between
     # the two tasks go first: one query a pair.
-    calls = 0
-    real = hazard_finder._key_compare
-
-    def counting(*args):
-        nonlocal calls
-        calls += 1
-        return real(*args)
-
-    monkeypatch.setattr(hazard_finder, "_key_compare", counting)
+    calls = _counted(monkeypatch, "_key_compare")
     counts = []
     for n in (8, 16):
-        calls = 0
+        calls[0] = 0
         diags = hazard_finder.HazardFinder(_program(rewrites(n))).run()
         assert len(diags) == n - 1, [d.message for d in diags]   # the nearest pairs
-        counts.append(calls)
+        counts.append(calls[0])
     assert counts[1] <= 4.5 * counts[0], counts
