@@ -39,6 +39,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from nem.cli.launch import BLAS_THREADS
+
 MODELS = ("bvlc_alexnet", "densenet121", "inception_v1", "inception_v2", "resnet50",
           "shufflenet", "squeezenet", "vgg19", "zfnet512")
 RTOL = {"densenet121": 2e-3}
@@ -197,8 +199,11 @@ def main() -> None:
             cmd.append("--no-timed")
         t0 = time.perf_counter()
         try:
+            # the run as nem-run makes it: one BLAS thread unless the caller says
+            # otherwise (D-RT-BLAS-THREADS; the API leaves the process's setting alone)
             out = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout,
-                                 env={**os.environ, "PYTHONUNBUFFERED": "1"})
+                                 env={BLAS_THREADS[0]: BLAS_THREADS[1], **os.environ,
+                                      "PYTHONUNBUFFERED": "1"})
             lines = [ln for ln in out.stdout.splitlines() if ln.startswith("{")]
             row = json.loads(lines[-1]) if lines else \
                 {"model": name, "status": "crash: " + (out.stderr.strip().splitlines() or ["?"])[-1][:140]}
