@@ -107,6 +107,8 @@ def test_lowering_errors_name_the_onnx_node(monkeypatch, tmp_path, route):
     from nem.passes.lowering import broadcasts
 
     monkeypatch.setattr(broadcasts, "_overlapping", lambda *a: [])
+    # doublings, not the concats that replace them (D-LOW-BCAST-CONCAT)
+    monkeypatch.setattr(broadcasts, "_concat_broadcast", lambda *a, **k: None)
     stale = tmp_path / "m.tile.mlir"
     stale.write_text("stale line\n" * 50)
     with pytest.raises(CompileError) as e:
@@ -133,6 +135,8 @@ def test_final_verify_errors_name_the_onnx_node(monkeypatch):
 
     check = CheckLoweredPass.apply
     monkeypatch.setattr(broadcasts, "_overlapping", lambda *a: [])
+    # doublings, not the concats that replace them (D-LOW-BCAST-CONCAT)
+    monkeypatch.setattr(broadcasts, "_concat_broadcast", lambda *a, **k: None)
     monkeypatch.setattr(CheckLoweredPass, "apply", lambda self, ctx, op:
                         check(self, ctx, op) if self.declarations_only else None)
     with pytest.raises(CompileError) as e:
