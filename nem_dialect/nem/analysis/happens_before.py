@@ -121,7 +121,10 @@ class Structure:
         self._collect(program.block, ())
         self._covers()
         self._reach: dict[StaticTask, int] | None = None
-        """Per task, the positions of the tasks its token transitively depends on (a bit set)."""
+        """Per task, which of the `reach_window` tasks issued just before it
+        its token transitively depends on (a bit set; see `dep_reaches`)."""
+        self._rank: dict[StaticTask, int] = {}
+        """Per task, its ordinal among the tasks in program order."""
 
     def _collect(self, block: Block, loops: tuple[LoopOp, ...]) -> None:
         for k, op in enumerate(block.ops):
@@ -220,22 +223,69 @@ class Structure:
             self._completes[loop] = hit
         return hit
 
+    reach_window = 1024
+    """How many of the tasks issued just before a task `dep_reaches` keeps
+    the answer for, per task (bits)."""
+
+    def _build_reach(self) -> dict[StaticTask, int]:
+        """Bit `i` of `_reach[t]`: the task of rank `rank(t) - 1 - i` reaches
+        `t` through deps, for `i < reach_window`.  Built in program order (a
+        task's deps are issued before it); within the window it is exact: a
+        dep `d` of `t` is later than `t`'s window start, so `d`'s own window
+        covers what `t` needs of it."""
+        rank = self._rank
+        reach: dict[StaticTask, int] = {}
+        w = self.reach_window
+        mask = (1 << w) - 1
+        for op in self.order:
+            t = self.tasks.get(op)
+            if t is None:
+                continue
+            k = len(rank)
+            r = 0
+            for d in t.deps:
+                kd = rank.get(d)  # None: a forward (invalid) dep, it orders nothing here
+                if kd is not None and k - kd <= w:
+                    r |= ((reach[d] << 1) | 1) << (k - kd - 1)
+            reach[t] = r & mask
+            rank[t] = k
+        self._reach = reach
+        return reach
+
     def dep_reaches(self, a: StaticTask, b: StaticTask) -> bool:
-        """A's token reaches B through deps (transitively): one bit test in
-        B's set of transitive producers (`_reach`, built once per program in
-        program order: a task's deps are issued before it)."""
-        if self._reach is None:
-            self._reach = {}
-            for op in self.order:
-                t = self.tasks.get(op)
-                if t is None:
-                    continue
-                r = 0
-                for d in t.deps:
-                    if d.pos < t.pos:  # a forward (invalid) dep orders nothing here
-                        r |= self._reach.get(d, 0) | (1 << d.pos)
-                self._reach[t] = r
-        return bool(self._reach[b] >> a.pos & 1)
+        """A's token reaches B through deps (transitively).  Within B's window
+        (A among the `reach_window` tasks issued just before B) one bit test;
+        farther, a backward search from B through deps that stops at tasks
+        issued before A (they cannot reach A) and answers by a bit test at
+        the first task whose window holds A.  Memory: `reach_window` bits per
+        task, where a bit set of every earlier task grew quadratically with a
+        chain of tasks (issue 30)."""
+        reach = self._reach if self._reach is not None else self._build_reach()
+        rank, w = self._rank, self.reach_window
+        ka = rank[a]
+        gap = rank[b] - ka
+        if gap <= 0:
+            return False
+        if gap <= w:
+            return bool(reach[b] >> (gap - 1) & 1)
+        seen = {b}
+        stack = [b]
+        while stack:
+            x = stack.pop()
+            kx = rank[x]
+            for d in x.deps:
+                kd = rank[d]
+                if kd >= kx or kd < ka:
+                    continue  # a forward dep orders nothing; one before A cannot reach it
+                if kd == ka:
+                    return True
+                if kd - ka <= w:
+                    if reach[d] >> (kd - ka - 1) & 1:
+                        return True
+                elif d not in seen:
+                    seen.add(d)
+                    stack.append(d)
+        return False
 
 
 # --------------------------------------------------------------------------

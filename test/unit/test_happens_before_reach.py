@@ -1,0 +1,113 @@
+"""`Structure.dep_reaches` (the happens-before model's "A's token reaches B
+through deps") against a plain breadth-first search over the tasks' dep
+tokens, on random programs: every ordered pair of tasks, with windows small
+enough that most answers come from the backward search beyond the window,
+and with the default window (issue 30: the per-task bit set is a window now,
+not every earlier task).
+RULE: HAZ-01
+"""
+
+from __future__ import annotations
+
+import random
+from collections import deque
+
+import pytest
+
+from nem.analysis.happens_before import Structure, task_operands
+from nem.dialect.ops import ProgramOp, TaskOp
+from nem.frontends.nem_text.parser import parse_nem
+
+
+def _deps(names: list[str]) -> str:
+    return f", deps=[{', '.join(names)}]" if names else ""
+
+
+def _program(rnd: random.Random, n: int) -> str:
+    """`n` transfers with random deps on earlier tokens (some in a loop,
+    whose tokens stay inside it), waits between them."""
+    lines = ["program p:", "buffer A : L2 (size=64)", "buffer L : L1[0] (size=64)"]
+    outer: list[str] = []
+    k = 0
+    while k < n:
+        if rnd.random() < 0.15:
+            inner: list[str] = []
+            lines.append("loop i in [0..2]:")
+            for _ in range(rnd.randint(1, 4)):
+                pool = outer + inner
+                deps = rnd.sample(pool, min(len(pool), rnd.randint(0, 3)))
+                lines.append(f"  t{k} = transfer.async(dst=region(L, 0, 16), "
+                             f"src=region(A, 0, 16){_deps(deps)})")
+                inner.append(f"t{k}")
+                k += 1
+            lines.append(f"  wait({', '.join(inner)})")
+            lines.append("endloop")
+            continue
+        deps = rnd.sample(outer, min(len(outer), rnd.choice([0, 1, 1, 1, 2, 3])))
+        # mostly recent tokens (chains), sometimes far ones
+        if outer and rnd.random() < 0.6:
+            deps = [outer[-1]] + [d for d in deps if d != outer[-1]]
+        lines.append(f"t{k} = transfer.async(dst=region(L, 0, 16), src=region(A, 0, 16)"
+                     f"{_deps(deps)})")
+        outer.append(f"t{k}")
+        k += 1
+        if rnd.random() < 0.1:
+            lines.append(f"wait({outer[-1]})")
+    lines.append(f"wait({', '.join(outer)})" if outer else "")
+    return "\n".join(lines) + "\n"
+
+
+def _bfs_reaches(program: ProgramOp) -> set[tuple[TaskOp, TaskOp]]:
+    """(a, b): a's token reaches b through deps, by search from each b over
+    the dep operands (a dep issued after its task orders nothing)."""
+    order = {op: k for k, op in enumerate(program.walk())}
+    out = set()
+    for b in program.walk():
+        if not isinstance(b, TaskOp):
+            continue
+        todo, seen = deque([b]), {b}
+        while todo:
+            x = todo.popleft()
+            for v in task_operands(x)[2]:
+                d = v.owner
+                if isinstance(d, TaskOp) and order[d] < order[x] and d not in seen:
+                    seen.add(d)
+                    out.add((d, b))
+                    todo.append(d)
+    return out
+
+
+@pytest.mark.parametrize("window", [1, 2, 3, 7, Structure.reach_window])
+@pytest.mark.parametrize("seed", range(12))
+def test_dep_reaches_matches_a_plain_search(seed: int, window: int):
+    rnd = random.Random(seed)
+    src = _program(rnd, rnd.randint(5, 60))
+    program = next(o for o in parse_nem(src, "reach.nem").walk() if isinstance(o, ProgramOp))
+    expected = _bfs_reaches(program)
+    s = Structure(program)
+    s.reach_window = window
+    tasks = list(s.tasks.values())
+    for a in tasks:
+        for b in tasks:
+            assert s.dep_reaches(a, b) == ((a.op, b.op) in expected), \
+                (a.op.token_name(), b.op.token_name(), window, src)
+
+
+def test_a_long_chain_keeps_a_window_per_task():
+    """Memory grows with the program: a chain of 3,000 tasks keeps at most
+    `reach_window` bits per task (a bit set of every earlier task was 3,000
+    * 3,000 / 2 bits), and its ends still reach each other."""
+    n = 3000
+    lines = ["program p:", "buffer A : L2 (size=64)", "buffer L : L1[0] (size=64)"]
+    for k in range(n):
+        deps = _deps([f"t{k - 1}"] if k else [])
+        lines.append(f"t{k} = transfer.async(dst=region(L, 0, 16), src=region(A, 0, 16){deps})")
+    lines.append(f"wait(t{n - 1})")
+    program = next(o for o in parse_nem("\n".join(lines) + "\n", "chain.nem").walk()
+                   if isinstance(o, ProgramOp))
+    s = Structure(program)
+    tasks = list(s.tasks.values())
+    assert s.dep_reaches(tasks[0], tasks[-1]) and not s.dep_reaches(tasks[-1], tasks[0])
+    assert s.dep_reaches(tasks[5], tasks[5 + s.reach_window + 1])
+    assert s._reach is not None
+    assert max(r.bit_length() for r in s._reach.values()) <= s.reach_window
