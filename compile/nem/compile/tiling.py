@@ -14,6 +14,9 @@ accumulation or an intermediate elementwise result (D-LOW-ACCUM,
 D-LOW-RAISE).  Starting from the whole iteration space, the outermost tile
 dimension larger than 1 is halved (rounding up) until the tile fits; tiles
 that do not divide their loop are peeled by the lowering (D-LOW-PEEL).
+Sizes within the same budget that move far fewer bytes replace the halving
+ones (`nem.compile.tile_cost`, D-COMPILE-TILE-COST: a convolution keeps its
+weight tile for many output pixels).
 
 The affine route (what `lower-to-nem` takes today) tiles each loop nest on
 its own: the nest is moved into a temporary function, upstream's
@@ -87,13 +90,18 @@ def choose_tile_sizes(band: Band, budget: int) -> list[int]:
 # per-nest upstream passes
 
 
-def band_sizes(band: Band, options, budget: int) -> list[int]:
+def band_sizes(band: Band, options, budget: int,
+               parts: dict[int, list[int]] | None = None) -> list[int]:
     """The tile sizes of one band: the `--tile-sizes` override (missing
-    entries: the whole loop) or the L1-derived choice."""
+    entries: the whole loop) or the L1-derived choice: the halving rule's,
+    or sizes moving fewer bytes within the same budget (D-COMPILE-TILE-COST;
+    `parts`: loop -> extents of the parts an engine split cuts it into)."""
     if options.tile_sizes:
         given = list(options.tile_sizes)[:len(band.extents)]
         return [min(s, e) for s, e in zip(given + band.extents[len(given):], band.extents)]
-    return choose_tile_sizes(band, budget)
+    from nem.compile import tile_cost
+
+    return tile_cost.search(band, budget, choose_tile_sizes(band, budget), parts)
 
 
 def l1_budget(device, pipeline: bool) -> int:

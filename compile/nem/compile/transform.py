@@ -148,13 +148,16 @@ def plan_ops(fn: ir.Operation, device, options, engines: int = 1) -> list[Plan |
             out.append(None)
             continue
         given = list(forced[key]) if key in forced else None   # --tune's (D-COMPILE-TUNE)
-        sizes = given or tiling.band_sizes(band, options, budget)
         pin = ir.IntegerAttr(op.attributes[PIN]).value if PIN in op.attributes else None
         split, ready = choose_split(band, engines if pin is None else 1, preloaded, ready)
+        parts = None if split is None else {split.loop: sorted(
+            {split.chunk, band.extents[split.loop] - (split.parts - 1) * split.chunk})}
+        sizes = given or tiling.band_sizes(band, options, budget, parts)
 
-        def resize(b: int, band=band, keep=copy, given=given) -> list[int]:   # keeps the copy
-            # alive; tuned sizes stand for the first budget, smaller ones are L1's
-            return given if given and b == budget else tiling.band_sizes(band, options, b)
+        def resize(b: int, band=band, keep=copy, given=given, parts=parts) -> list[int]:
+            # (keeps the copy alive) tuned sizes stand for the first budget,
+            # smaller ones are L1's
+            return given if given and b == budget else tiling.band_sizes(band, options, b, parts)
 
         if pin is not None:
             out.append(Plan(band.extents, sizes, [pin], resize=resize))

@@ -1,0 +1,166 @@
+"""Tile sizes scored by the bytes their copies move (decision D-COMPILE-TILE-COST).
+
+The halving rule (`tiling.choose_tile_sizes`, D-COMPILE-TILES) shrinks the
+outermost loops first.  On a convolution that keeps one weight tile per
+output pixel: VGG-19's 3x3 convolutions on 512 channels were tiled
+[1, 1, 1, 16, 3, 3, 512], a 288 KiB weight tile copied again for each of
+the 784 pixels of each of the 32 channel blocks.  Every tile copies each of
+its operand boxes into L1 and its output box back (D-LOW-VIEW: `promote`
+stages every operand per tile), so what a choice of sizes moves is
+
+    tiles(s) * (footprint(s) + output(s) + OVERHEAD * copies)
+
+with `tiles(s)` the product of `ceil(extent / size)`.  This module searches
+the sizes that fit the same budget as the halving rule and cost the
+compile no more than it: no more loops tiled than it tiles, no partial
+tile it does not peel too (each size divides its loop, or each engine
+part of it, or is the halving size: a peel clones the tile's statements),
+and each
+reduction loop tiled as it tiles it (a reduction cut re-reads and
+re-writes the output per tile and runs its loop one iteration in flight;
+keeping the halving rule's reduction tiles keeps each output's sum over
+the same tiles in the same order).  It takes the cheapest when that moves
+at most `GAIN` of what the halving sizes move; otherwise the halving
+sizes stand.
+
+The footprint of each access is affine in the tile sizes for the accesses
+linalg's loops make (`oh + kh`, strided `2*oh + kh`): the extent of each
+memref dimension is `1 + sum_i a_i * (s_i - 1)`, measured once per band
+(all sizes 1, then each loop at 2) and checked at the halving sizes and
+the whole loop; a band where that check fails (a `mod` or `floordiv`
+index) keeps the halving sizes.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Sequence
+
+import numpy as np
+from mlir import ir
+
+from nem.compile.nest_ir import Band, access_box
+
+GAIN = 0.75
+"""Take the searched sizes only when they move at most this share of the
+halving sizes' bytes (a change of tiles for a small gain is not worth the
+compile's and the reader's attention)."""
+OVERHEAD = 2048
+"""Bytes charged per copy of a tile (a transfer's setup, a task to schedule)."""
+MAX_CANDIDATES = 200_000
+"""Size combinations scored at most (candidates per loop are thinned to the
+powers of two dividing it beyond that)."""
+
+
+def _divisors(n: int) -> list[int]:
+    return [d for d in range(1, n + 1) if n % d == 0]
+
+
+class _Model:
+    """Per access: its memref, element bytes, whether it writes, and its box
+    extents as `base + coef @ (s - 1)`."""
+
+    def __init__(self, band: Band):
+        self.band = band
+        n = len(band.loops)
+        self.ivs = [loop.regions[0].blocks[0].arguments[0] for loop in band.loops]
+        self.rows: list[tuple[int, int, bool, np.ndarray, np.ndarray]] = []
+        self.mems: list[ir.Value] = []
+        ones = [1] * n
+        for acc in band.accesses:
+            base = np.array(self._ext(acc, ones), dtype=np.int64)
+            coef = np.zeros((len(base), n), dtype=np.int64)
+            for i, e in enumerate(band.extents):
+                if e >= 2:
+                    two = list(ones)
+                    two[i] = 2
+                    coef[:, i] = np.array(self._ext(acc, two)) - base
+            if acc.memref not in self.mems:
+                self.mems.append(acc.memref)
+            t = ir.MemRefType(acc.memref.type)
+            width = max(t.element_type.width // 8, 1) if hasattr(t.element_type, "width") \
+                else 8
+            self.rows.append((self.mems.index(acc.memref), width, acc.write, base, coef))
+
+    def _ext(self, acc, sizes: Sequence[int]) -> list[int]:
+        ivs = {v: (0, s - 1) for v, s in zip(self.ivs, sizes)}
+        ivs.update({v: (0, e - 1) for v, e in self.band.inner.items()})
+        return [hi - lo + 1 for lo, hi in access_box(acc, ivs)]
+
+    def linear_at(self, sizes: Sequence[int]) -> bool:
+        """Whether the affine model gives the measured extents at `sizes`."""
+        s = np.array(sizes, dtype=np.int64) - 1
+        return all(list(base + coef @ s) == self._ext(self.band.accesses[k], sizes)
+                   for k, (_, _, _, base, coef) in enumerate(self.rows))
+
+    def reductions(self) -> list[int]:
+        """The loops no written box depends on."""
+        written = [coef for _, _, w, _, coef in self.rows if w]
+        return [i for i in range(len(self.band.loops))
+                if written and all(not coef[:, i].any() for coef in written)]
+
+    def score(self, S: np.ndarray, extents: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(footprint + output bytes, bytes moved) of each row of sizes `S`."""
+        m = len(self.mems)
+        boxes: dict[int, np.ndarray] = {}
+        width = [1] * m
+        written = [False] * m
+        for k, w, wr, base, coef in self.rows:
+            ext = base[None, :] + (S - 1) @ coef.T
+            boxes[k] = np.maximum(boxes[k], ext) if k in boxes else ext
+            width[k], written[k] = w, written[k] or wr
+        total = np.zeros(len(S), dtype=np.int64)
+        out = np.zeros(len(S), dtype=np.int64)
+        for k in range(m):
+            b = np.prod(boxes[k], axis=1) * width[k]
+            total += b
+            if written[k]:
+                out += b
+        copies = m + sum(written)
+        tiles = np.prod(-(-extents[None, :] // S), axis=1)
+        return total + out, tiles * (total + out + OVERHEAD * copies)
+
+
+def search(band: Band, budget: int, halving: list[int],
+           parts: dict[int, list[int]] | None = None) -> list[int]:
+    """The sizes this module's rule picks (see the module doc), `halving`
+    when none beats them by GAIN.  `parts`: loop -> the extents of the parts
+    an engine split cuts it into (a size that divides each makes no peel)."""
+    n = len(band.extents)
+    if n == 0 or any(e < 1 for e in band.extents):
+        return halving
+    model = _Model(band)
+    if not model.linear_at(halving) or not model.linear_at(band.extents):
+        return halving
+    extents = np.array(band.extents, dtype=np.int64)
+    parts = parts or {}
+    lengths = [parts.get(i, [e]) for i, e in enumerate(band.extents)]
+    red = set(model.reductions())
+
+    def tiled(S: np.ndarray) -> np.ndarray:
+        return (S < np.array([max(x) for x in lengths])[None, :]).sum(axis=1)
+
+    cands = []
+    for i, e in enumerate(band.extents):
+        top = max(lengths[i])
+        c = {d for d in _divisors(top) if all(x % d == 0 for x in lengths[i])} | {halving[i], e}
+        if i in red:       # a reduction loop keeps the halving rule's tiles: each output
+            c = {halving[i]}  # sums over the same tiles in the same order
+        cands.append(sorted(c))
+    if np.prod([len(c) for c in cands], dtype=np.float64) > MAX_CANDIDATES:
+        cands = [sorted({d for d in c if d & (d - 1) == 0} | {halving[i], band.extents[i]})
+                 for i, c in enumerate(cands)]
+        if np.prod([len(c) for c in cands], dtype=np.float64) > MAX_CANDIDATES:
+            return halving
+    S = np.array(list(itertools.product(*cands)), dtype=np.int64)
+    need, moved = model.score(S, extents)
+    H = np.array([halving], dtype=np.int64)
+    ok = (need <= budget) & (tiled(S) <= tiled(H)[0])
+    h_need, h_moved = model.score(H, extents)
+    if not ok.any():
+        return halving
+    moved = np.where(ok, moved, np.iinfo(np.int64).max)
+    best = int(np.argmin(moved))
+    if h_need[0] <= budget and moved[best] > GAIN * h_moved[0]:
+        return halving
+    return [int(x) for x in S[best]]

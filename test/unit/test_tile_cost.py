@@ -1,0 +1,186 @@
+"""Tile sizes scored by bytes moved (D-COMPILE-TILE-COST, `nem.compile.tile_cost`):
+a convolution keeps its weight tile for many output pixels, within the halving
+rule's budget and without the loops that cost the compile (reduction cuts,
+partial tiles to peel, more tiled loops)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+pytest.importorskip("mlir.ir")
+
+from mlir import ir  # noqa: E402
+from mlir.passmanager import PassManager  # noqa: E402
+
+from nem.compile import nest_ir, tile_cost, tiling  # noqa: E402
+
+CONV = """
+func.func @cv(%x: memref<1x30x30x512xf32>, %w: memref<3x3x512x512xf32>,
+              %y: memref<1x28x28x512xf32>) {
+  linalg.conv_2d_nhwc_hwcf ins(%x, %w : memref<1x30x30x512xf32>, memref<3x3x512x512xf32>)
+                           outs(%y : memref<1x28x28x512xf32>)
+  return
+}
+"""
+MATMUL = """
+func.func @mm(%a: memref<256x512xf32>, %b: memref<512x512xf32>, %c: memref<256x512xf32>) {
+  linalg.matmul ins(%a, %b : memref<256x512xf32>, memref<512x512xf32>)
+                outs(%c : memref<256x512xf32>)
+  return
+}
+"""
+ELTWISE = """
+#id = affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>
+func.func @relu(%x: memref<1x56x56x256xf32>, %y: memref<1x56x56x256xf32>) {
+  linalg.generic {indexing_maps = [#id, #id],
+                  iterator_types = ["parallel", "parallel", "parallel", "parallel"]}
+      ins(%x : memref<1x56x56x256xf32>) outs(%y : memref<1x56x56x256xf32>) {
+  ^bb0(%a: f32, %b: f32):
+    %z = arith.constant 0.0 : f32
+    %m = arith.maximumf %a, %z : f32
+    linalg.yield %m : f32
+  }
+  return
+}
+"""
+BUDGET = 512 * 1024      # npm_pro_x1's L1 halved for double buffering
+
+
+def _band(text: str):
+    m = ir.Module.parse(text)
+    PassManager.parse("builtin.module(func.func(convert-linalg-to-affine-loops))").run(
+        m.operation)
+    fn = next(o.operation for o in m.body.operations)
+    band = nest_ir.analyze_band(nest_ir.top_level_nests(fn)[0])
+    assert band is not None
+    return m, band
+
+
+def _moved(band, sizes) -> int:
+    """Bytes the tiles' copies move, counted on the footprint model itself."""
+    total, out = tiling.footprint(band, sizes)
+    tiles = int(np.prod([-(-e // s) for e, s in zip(band.extents, sizes)]))
+    return tiles * (total + out)
+
+
+def _peels(band, sizes) -> int:
+    return sum(1 for e, s in zip(band.extents, sizes) if e % s)
+
+
+def test_vgg_conv_keeps_its_weight_tile_for_many_pixels():
+    """VGG-19's 3x3 conv on 512 channels (28x28): the halving rule copied a
+    288 KiB weight tile per output pixel ([1, 1, 1, 16, 3, 3, 512]: 25,088
+    tiles); the searched sizes fit the same budget, cut no reduction loop,
+    peel nothing and tile no more loops, and move under a tenth of the bytes."""
+    with ir.Context(), ir.Location.unknown():
+        _, band = _band(CONV)
+        assert band.extents == [1, 28, 28, 512, 3, 3, 512]
+        halving = tiling.choose_tile_sizes(band, BUDGET)
+        assert halving == [1, 1, 1, 16, 3, 3, 512]
+        sizes = tile_cost.search(band, BUDGET, halving)
+        total, out = tiling.footprint(band, sizes)
+        assert total + out <= BUDGET
+        assert sizes[4:] == [3, 3, 512]                   # the reduction loops whole
+        assert _peels(band, sizes) == 0
+        assert sum(s < e for s, e in zip(sizes, band.extents)) <= 3
+        assert sizes[1] * sizes[2] >= 49                  # many pixels per weight tile
+        assert _moved(band, sizes) * 10 < _moved(band, halving)
+        # what band_sizes (both routes' entry) returns
+        assert tiling.band_sizes(band, _Options(), BUDGET) == sizes
+
+
+def test_engine_parts_get_sizes_dividing_them():
+    """An engine split of the rows into parts of 4, 4, 4 and 2 (14 rows):
+    no row tile size leaves a partial tile in any part."""
+    text = CONV.replace("30x30", "16x16").replace("28x28", "14x14")
+    with ir.Context(), ir.Location.unknown():
+        _, band = _band(text)
+        halving = tiling.choose_tile_sizes(band, BUDGET)
+        sizes = tile_cost.search(band, BUDGET, halving, {1: [2, 4]})
+        assert sizes != halving
+        assert sizes[1] >= 4 or (4 % sizes[1] == 0 and 2 % sizes[1] == 0)
+
+
+@pytest.mark.parametrize("budget", [256 * 1024, 4 * 1024])
+def test_matmul_keeps_the_halving_reduction_tiles(budget):
+    """A matmul keeps the halving rule's tiles of its reduction loop, whole
+    (256 KiB) or cut (4 KiB: rows of 512 do not fit), so each output sums
+    over the same tiles in the same order; it takes 32 rows of A per tile
+    instead of one at 256 KiB (20x fewer bytes moved)."""
+    with ir.Context(), ir.Location.unknown():
+        _, band = _band(MATMUL)
+        halving = tiling.choose_tile_sizes(band, budget)
+        sizes = tile_cost.search(band, budget, halving)
+        assert sizes[2] == halving[2]
+        assert _moved(band, sizes) <= _moved(band, halving)
+        total, out = tiling.footprint(band, sizes)
+        assert total + out <= budget
+        if budget == 256 * 1024:
+            assert halving == [1, 64, 512] and sizes == [32, 64, 512]
+        else:
+            assert halving[2] < 512
+
+
+def test_elementwise_keeps_the_halving_sizes():
+    """No reuse to gain: an elementwise op moves the same bytes whatever its
+    tiles, so the halving sizes stand (no change for a small gain)."""
+    with ir.Context(), ir.Location.unknown():
+        _, band = _band(ELTWISE)
+        halving = tiling.choose_tile_sizes(band, BUDGET)
+        assert tile_cost.search(band, BUDGET, halving) == halving
+
+
+class _Options:
+    tile_sizes = None
+
+
+FIRST = CONV.replace("30x30x512", "226x226x64").replace("28x28x512", "224x224x64") \
+    .replace("3x3x512x512", "3x3x64x64")
+
+
+@pytest.mark.parametrize("budget,parts", [(BUDGET, None), (BUDGET // 2, None),
+                                          (BUDGET, {1: [56]}), (BUDGET // 2, {2: [56]})])
+def test_no_more_loops_tiled_than_the_halving_sizes(budget, parts):
+    """VGG-19's second conv (224x224, 64 channels): the halving sizes tile
+    the rows (and the columns at half the budget); the searched ones tile
+    no more loops, where tiling one more would move fewer bytes but add a
+    loop level to every tile's statements."""
+    with ir.Context(), ir.Location.unknown():
+        _, band = _band(FIRST)
+        halving = tiling.choose_tile_sizes(band, budget)
+        sizes = tile_cost.search(band, budget, halving, parts)
+        lengths = [max((parts or {}).get(i, [e])) for i, e in enumerate(band.extents)]
+        assert sum(s < n for s, n in zip(sizes, lengths)) <= \
+            sum(s < n for s, n in zip(halving, lengths))
+        assert _moved(band, sizes) <= _moved(band, halving)
+
+
+TRANSPOSED_SUM = """
+#id = affine_map<(d0, d1) -> (d0, d1)>
+#tr = affine_map<(d0, d1) -> (d1, d0)>
+func.func @ts(%x: memref<64x64xf32>, %y: memref<64x64xf32>) {
+  linalg.generic {indexing_maps = [#id, #tr, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%x, %x : memref<64x64xf32>, memref<64x64xf32>) outs(%y : memref<64x64xf32>) {
+  ^bb0(%a: f32, %b: f32, %c: f32):
+    %s = arith.addf %a, %b : f32
+    linalg.yield %s : f32
+  }
+  return
+}
+"""
+
+
+@pytest.mark.parametrize("text", [CONV, MATMUL, TRANSPOSED_SUM])
+def test_the_affine_model_is_the_footprint_of_d_compile_tiles(text):
+    """The search's need (footprint + output) is `tiling.footprint`'s at any
+    sizes, also where two accesses of one memref cover different boxes (x
+    and its transpose: the box per dimension is the larger)."""
+    rng = np.random.default_rng(7)
+    with ir.Context(), ir.Location.unknown():
+        module, band = _band(text)
+        model = tile_cost._Model(band)
+        rows = [[int(rng.integers(1, e + 1)) for e in band.extents] for _ in range(40)]
+        need, moved = model.score(np.array(rows, dtype=np.int64),
+                                  np.array(band.extents, dtype=np.int64))
+        assert [int(n) for n in need] == [sum(tiling.footprint(band, r)) for r in rows]
