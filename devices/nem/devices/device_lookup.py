@@ -3,6 +3,12 @@
 Search order (decision D-DEV-LOOKUP): the input file's own declarations and
 includes, then `NAME.nem` in each `-I` directory and in the shipped
 `devices/` folder, then every other `.nem` file of those directories.
+
+A `NAME.nem` of an `-I` directory that cannot be read as a config document
+is an error with its own diagnostics, not a file to skip: skipping it
+targeted the shipped device of that name instead of the user's, silently
+(hostile10, D-DEV-LOOKUP).  Other `.nem` files of the directories (programs
+among them) are still skipped when they are not config documents.
 """
 
 from __future__ import annotations
@@ -19,7 +25,8 @@ def find_device(name: str, include_dirs=(), input_file: str | None = None) -> De
     candidates: list[Path] = []
     if input_file and input_file.endswith(".nem"):
         candidates.append(Path(input_file))
-    candidates += [d / f"{name}.nem" for d in dirs]
+    named = [d / f"{name}.nem" for d in dirs]
+    candidates += named
     candidates += sorted(p for d in dirs if d.is_dir() for p in d.glob("*.nem"))
     seen: set[Path] = set()
     for path in candidates:
@@ -29,6 +36,8 @@ def find_device(name: str, include_dirs=(), input_file: str | None = None) -> De
         try:
             scope = load_config_file(path, include_dirs)
         except NemDiagnosticError:
+            if path in named:  # the user's NAME.nem: its errors, not another device
+                raise
             continue
         if name in scope.devices:
             return resolve_device(scope, name)

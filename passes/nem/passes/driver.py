@@ -25,6 +25,7 @@ import dataclasses
 import hashlib
 import importlib.util
 import inspect
+import os
 import re
 import sys
 import traceback
@@ -61,6 +62,9 @@ def load_pass_plugin(path: str | Path) -> list[type[ModulePass]]:
     it defines (not the ones it imports) under its `name`.  Loading a file
     twice is a no-op.  Raises `PluginError` when the file is missing, raises
     on import, defines no pass, or defines a pass whose name is taken."""
+    if not isinstance(path, (str, os.PathLike)):
+        raise TypeError(f"load_pass_plugin: path must be a str or Path, not "
+                        f"{type(path).__name__}")
     file = Path(path)
     key = str(file.resolve())
     if key in _LOADED:
