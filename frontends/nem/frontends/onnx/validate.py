@@ -16,7 +16,8 @@ compile that silently drops part of the graph:
   need (`raw_data`, or the typed field: a short `float_data` was reshaped
   into an internal error; both at once is ambiguous, and was compiled from
   `raw_data` alone), rank at most `MAX_RANK`, external data in a file other
-  than the model itself;
+  than the model itself and not through a symbolic link; no sparse
+  initializers (not supported: they read as undefined values);
 * declared values (graph inputs, outputs, value_info): a known element type
   and a shape of at most `MAX_TENSOR_BYTES` (an input of [2^32, 2^32, 2^10]
   aborted MLIR in its strided-layout computation);
@@ -160,7 +161,13 @@ def check_external_data(model: onnx.ModelProto, where: str, base: str, budget: i
                                   "not an integer", where) from None
         except FileRefused as e:
             raise OnnxImportError(f"{what}: {e}", where) from None
-        if model_path is not None and os.path.samefile(os.path.join(base, location), model_path):
+        full = os.path.join(base, location)
+        if os.path.islink(full) or not os.path.realpath(full).startswith(
+                os.path.join(os.path.realpath(base), "")):
+            raise OnnxImportError(f"{what}: external data '{location}' is a symbolic link "
+                                  "(or lies under one): onnx reads only files beside the model",
+                                  where, fix="copy the data file beside the model")
+        if model_path is not None and os.path.samefile(full, model_path):
             raise OnnxImportError(f"{what}: external data location {location!r} is the model "
                                   "file itself", where,
                                   fix="save the weights with onnx.save(..., "
@@ -226,6 +233,10 @@ def validate(model: onnx.ModelProto, where: str, max_nodes: int = DEFAULT_MAX_NO
     _versions(model, errs)
     if errs.errors:   # schema lookups below need sane opsets
         raise OnnxImportErrors(errs.errors, where)
+    for sp in g.sparse_initializer:   # was "input 'w' is not produced by any earlier node"
+        errs.add(f"not supported: sparse initializer '{shown(sp.values.name)}' (dims "
+                 f"{list(sp.dims)})", fix="store it as a dense initializer "
+                 "(onnx.numpy_helper.from_array)")
     if not g.output:
         errs.add("the graph has no outputs: there is nothing to compute",
                  fix="declare the values the model computes as graph outputs")
