@@ -371,3 +371,19 @@ def test_api_arguments_of_the_held_out_set():
     with pytest.raises(ValueError, match="exceed the task budget of 40"):
         it.run_schedules(2, max_tasks=40)
     assert len(it.run_schedules(2, max_tasks=42)[0]) == 2
+
+
+def test_what_a_plugin_or_device_path_is(tmp_path):
+    """A directory or /dev/null as a pass plugin was "no such file"; a FIFO
+    as `nem-run --device D.nem` "device 'D.nem' not found"."""
+    from nem.dialect.diagnostics import NemDiagnosticError
+    from nem.passes.driver import PluginError, load_pass_plugin
+    from nem.runtime.api import NemInterpreter
+
+    for path, why in ((tmp_path, "it is a directory"), ("/dev/null", "a character device"),
+                      (tmp_path / "none.py", "no such file")):
+        with pytest.raises(PluginError, match=why):
+            load_pass_plugin(path)
+    os.mkfifo(tmp_path / "d.nem")
+    with pytest.raises(NemDiagnosticError, match=r"device file '.*d\.nem': it is a FIFO"):
+        NemInterpreter(device=str(tmp_path / "d.nem"))

@@ -69,8 +69,16 @@ def load_pass_plugin(path: str | Path) -> list[type[ModulePass]]:
     key = str(file.resolve())
     if key in _LOADED:
         return _LOADED[key]
-    if not file.is_file():
-        raise PluginError(f"cannot load pass plugin {path}: no such file")
+    if not file.is_file():   # a directory or /dev/null was "no such file" too
+        from nem.dialect.source_files import FileRefused, regular_file
+
+        why = "no such file"
+        if file.exists():
+            try:
+                regular_file(file, "")
+            except FileRefused as e:
+                why = str(e).split(": ", 1)[-1]
+        raise PluginError(f"cannot load pass plugin {path}: {why}")
     module_name = "nem_pass_plugin_" + re.sub(r"\W", "_", file.stem) + "_" + \
         hashlib.sha1(key.encode()).hexdigest()[:8]
     spec = importlib.util.spec_from_file_location(module_name, file)

@@ -127,6 +127,14 @@ class NemInterpreter:
 
         if device.endswith(".nem") and Path(device).is_file():
             return resolve_device_file(Path(device), None, self.include_dirs)
+        if device.endswith(".nem") and os.path.exists(device):   # a FIFO was "not found"
+            from nem.dialect.diagnostics import fail
+            from nem.dialect.source_files import FileRefused, regular_file
+
+            try:
+                regular_file(device, "device file")
+            except FileRefused as e:
+                raise fail(str(e), None, "DEV-20", e.fix) from None
         return find_device(device, self.include_dirs, None)
 
     def set_mode(self, mode: str) -> None:
