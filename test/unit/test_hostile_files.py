@@ -348,6 +348,10 @@ def test_device_by_name_in_an_include_dir_is_that_file(tmp_path):
     (tmp_path / "npm_lite.nem").write_text(shipped.replace("num_engines = 1",
                                                            "num_engines = 2"))
     assert find_device("npm_lite", [str(tmp_path)]).topology.num_engines == 2
+    (tmp_path / "npm_lite.nem").write_text("")   # empty: the shipped npm_lite, exit 0
+    with pytest.raises(NemDiagnosticError, match=r"npm_lite\.nem' defines no device "
+                       r"'npm_lite' \[DEV-20\]"):
+        find_device("npm_lite", [str(tmp_path)])
     assert find_device("npm_mid", [str(tmp_path)]).name == "npm_mid"
 
 

@@ -5,7 +5,8 @@ includes, then `NAME.nem` in each `-I` directory and in the shipped
 `devices/` folder, then every other `.nem` file of those directories.
 
 A `NAME.nem` of an `-I` directory that cannot be read as a config document
-is an error with its own diagnostics, not a file to skip: skipping it
+is an error with its own diagnostics (and one that defines no device NAME
+is an error too), not a file to skip: skipping it
 targeted the shipped device of that name instead of the user's, silently
 (hostile10, D-DEV-LOOKUP).  Other `.nem` files of the directories (programs
 among them) are still skipped when they are not config documents.
@@ -41,5 +42,10 @@ def find_device(name: str, include_dirs=(), input_file: str | None = None) -> De
             continue
         if name in scope.devices:
             return resolve_device(scope, name)
+        if path in named[:len(include_dirs)]:   # an -I DIR/NAME.nem without NAME
+            raise fail(f"device file '{path}' defines no device '{name}'"
+                       + (f" (it defines {', '.join(sorted(scope.devices))})"
+                          if scope.devices else ""), None, "DEV-20",
+                       f"declare `device {name}` in it, or rename the file")
     raise fail(f"device '{name}' not found", None, "DEV-20",
                "ship it as NAME.nem in a directory given with -I")
