@@ -290,3 +290,104 @@ def test_generated_array_files_are_read_or_refused_never_crash(tmp_path):
             assert check_npy_size(a.shape, a.dtype, str(path), limit, "A_L2") <= limit
         loaded += 1
     assert loaded >= 30, loaded
+
+
+# hostile10's held-out set (issue 33): inputs written from the README, docs and --help
+
+
+def test_two_outputs_of_one_command_are_refused(tmp_path):
+    """`nem-run --output Y=o.npy --output A=o.npy` and `--output Y=t.json
+    --trace t.json` ended with exit 0 and one of the two outputs lost."""
+    from nem.cli.inputs import check_distinct_outputs
+
+    out = tmp_path / "o.npy"
+    (tmp_path / "sub").mkdir()
+    for other in (str(out), str(tmp_path / "sub" / ".." / "o.npy")):
+        with pytest.raises(InputError, match=re.escape("--trace: '") + ".*is also written by "
+                           "--output Y_L2"):
+            check_distinct_outputs([(str(out), "--output Y_L2"), (other, "--trace")])
+    out.write_bytes(b"")
+    os.link(out, tmp_path / "hard.npy")
+    with pytest.raises(InputError, match="is also written by"):
+        check_distinct_outputs([(str(out), "-o"), (str(tmp_path / "hard.npy"), "--trace")])
+    check_distinct_outputs([(str(out), "-o"), (str(tmp_path / "p.npy"), "--trace"),
+                            ("/dev/null", "--output A"), ("/dev/null", "--output B"),
+                            ("-", "-o"), ("-", "--trace")])
+
+
+def test_nem_run_refuses_two_outputs_in_one_file(tmp_path, capsys):
+    from nem.cli.nem_run import main
+
+    out = str(tmp_path / "o.npy")
+    with pytest.raises(SystemExit) as e:
+        main([str(ROOT / "examples" / "gemm_bias_relu.nem"), "--random-inputs", "1",
+              "--output", f"Y_L2={out}", "--output", f"A_L2={out}"])
+    assert e.value.code == 2 and not os.path.exists(out)
+    assert "--output A_L2: '" in capsys.readouterr().err
+
+
+def test_empty_output_name_is_refused(tmp_path):
+    """`nem-compile m.onnx -o ''` wrote m.nem beside the model, exit 0."""
+    with pytest.raises(InputError, match="-o: the file name is empty"):
+        check_output_path("", "-o")
+
+
+def test_device_by_name_in_an_include_dir_is_that_file(tmp_path):
+    """A broken `-I DIR/npm_lite.nem` was skipped and the shipped npm_lite
+    targeted, exit 0 (D-DEV-LOOKUP); its own error now."""
+    from nem.devices.device_lookup import find_device
+    from nem.dialect.diagnostics import NemDiagnosticError
+
+    shipped = (ROOT / "devices" / "nem" / "devices" / "npm_lite.nem").read_text()
+    (tmp_path / "npm_lite.nem").write_text(shipped.replace("num_engines = 1",
+                                                           "num_engines = -1"))
+    (tmp_path / "prog.nem").write_text("program p:\n")   # another .nem: skipped as before
+    with pytest.raises(NemDiagnosticError, match=r"npm_lite\.nem:7:23: error: expected an "
+                       r"integer engine count"):
+        find_device("npm_lite", [str(tmp_path)])
+    (tmp_path / "npm_lite.nem").write_text(shipped.replace("num_engines = 1",
+                                                           "num_engines = 2"))
+    assert find_device("npm_lite", [str(tmp_path)]).topology.num_engines == 2
+    (tmp_path / "npm_lite.nem").write_text("")   # empty: the shipped npm_lite, exit 0
+    with pytest.raises(NemDiagnosticError, match=r"npm_lite\.nem' defines no device "
+                       r"'npm_lite' \[DEV-20\]"):
+        find_device("npm_lite", [str(tmp_path)])
+    assert find_device("npm_mid", [str(tmp_path)]).name == "npm_mid"
+
+
+def test_api_arguments_of_the_held_out_set():
+    from nem.passes.driver import load_pass_plugin
+    from nem.runtime.api import NemInterpreter
+
+    with pytest.raises(TypeError, match="load_pass_plugin: path must be a str or Path, not "
+                       "NoneType"):
+        load_pass_plugin(None)  # type: ignore[arg-type]
+    it = NemInterpreter(device="npm_lite")
+    with pytest.raises(TypeError, match="load: path must be a str or Path, not int"):
+        it.load(3)  # type: ignore[arg-type]
+    it.load(str(ROOT / "examples" / "gemm_bias_relu.nem"))
+    with pytest.raises(TypeError, match="raw must be a bool, not 'yes'"):
+        it.write_tensor("A_L2", np.ones(4, np.float16), raw="yes")  # type: ignore[arg-type]
+    assert it.write_tensor("A_L2", np.ones(4, np.float16), raw=np.bool_(False)) == 8
+    with pytest.raises(ValueError, match=r"run_schedules: k=4611686018427387904 schedules of "
+                       r"an estimated 21 tasks .* exceed the task budget of 10000000"):
+        it.run_schedules(2**62)   # was a MemoryError
+    with pytest.raises(ValueError, match="exceed the task budget of 40"):
+        it.run_schedules(2, max_tasks=40)
+    assert len(it.run_schedules(2, max_tasks=42)[0]) == 2
+
+
+def test_what_a_plugin_or_device_path_is(tmp_path):
+    """A directory or /dev/null as a pass plugin was "no such file"; a FIFO
+    as `nem-run --device D.nem` "device 'D.nem' not found"."""
+    from nem.dialect.diagnostics import NemDiagnosticError
+    from nem.passes.driver import PluginError, load_pass_plugin
+    from nem.runtime.api import NemInterpreter
+
+    for path, why in ((tmp_path, "it is a directory"), ("/dev/null", "a character device"),
+                      (tmp_path / "none.py", "no such file")):
+        with pytest.raises(PluginError, match=why):
+            load_pass_plugin(path)
+    os.mkfifo(tmp_path / "d.nem")
+    with pytest.raises(NemDiagnosticError, match=r"device file '.*d\.nem': it is a FIFO"):
+        NemInterpreter(device=str(tmp_path / "d.nem"))

@@ -162,7 +162,10 @@ def check_output_path(path: str, flag: str, inputs: Sequence[str] = ()) -> None:
     the same command reads (`inputs`: the program, a model, an input array,
     through any link), which writing would destroy (D-FILE-PATHS)."""
     p = Path(path)
-    if path == "" or path.endswith(("/", os.sep)):
+    if path == "":
+        raise InputError(flag, "the file name is empty: give a file ('-' is standard output "
+                         "where the flag takes it)")
+    if path.endswith(("/", os.sep)):
         raise InputError(flag, f"'{path}' names a directory, not a file")
     if p.exists() or p.is_symlink():
         try:
@@ -189,5 +192,24 @@ def check_output_path(path: str, flag: str, inputs: Sequence[str] = ()) -> None:
         raise InputError(flag, f"cannot write '{path}': directory '{parent}' is not writable")
 
 
+def check_distinct_outputs(paths: Sequence[tuple[str, str]]) -> None:
+    """Refuse two outputs of one command (`(path, flag)` pairs) that name
+    the same file (spelled alike, through `..` or a link; the null device
+    and `-` excepted): the later write would silently replace the earlier
+    one (`nem-run --output Y=o.npy --output A=o.npy`, `--output Y=t.json
+    --trace t.json` ended with exit 0 and one of the two lost, hostile10)."""
+    seen: list[tuple[str, str, str]] = []
+    for path, flag in paths:
+        if not path or is_stdio(path) or os.path.realpath(path) == os.devnull:
+            continue
+        real = os.path.realpath(path)
+        for other, other_flag, other_real in seen:
+            if real == other_real or same_file(path, other):
+                also = "" if other == path else f" ('{other}')"
+                raise InputError(flag, f"'{path}' is also written by {other_flag}{also}: one "
+                                 "output would replace the other; give each its own file")
+        seen.append((path, flag, real))
+
+
 __all__ = ["InputError", "read_program", "read_input", "read_archive",
-           "read_json", "check_output_path", "same_file", "load_npy"]
+           "read_json", "check_output_path", "check_distinct_outputs", "same_file", "load_npy"]

@@ -142,7 +142,7 @@ def _check_outputs(args: argparse.Namespace, src: str, out: str, stem: str,
     model or an input array the command reads."""
     if args.bisect:
         return None
-    from nem.cli.inputs import InputError, check_output_path
+    from nem.cli.inputs import InputError, check_distinct_outputs, check_output_path
     from nem.compile.pipeline import STAGES
 
     paths = [] if out == "-" else [(out, "-o")]
@@ -153,6 +153,7 @@ def _check_outputs(args: argparse.Namespace, src: str, out: str, stem: str,
     try:
         for path, flag in paths:
             check_output_path(path, flag, [src])
+        check_distinct_outputs(paths)
     except InputError as e:
         return str(e)
     return None
@@ -313,7 +314,7 @@ def _run(args: argparse.Namespace) -> int:
     except FileRefused as e:
         print(f"nem-compile: error: {e}", file=sys.stderr)
         return 1
-    out = args.output or str(Path(src).with_suffix(".nem"))
+    out = args.output if args.output is not None else str(Path(src).with_suffix(".nem"))
     if args.engines is not None and args.engines < 1:
         return _usage("--engines needs N >= 1")
     for flag in ("max_nodes", "max_model_bytes", "max_source_bytes"):
@@ -337,7 +338,7 @@ def _run(args: argparse.Namespace) -> int:
         return _usage("--tune takes a .onnx model (and no --bisect)")
     if not args.tune and (args.tune_budget != 60.0 or args.tune_trials != 12):
         return _usage("--tune-budget and --tune-trials are options of --tune")
-    if args.tune_budget <= 0 or args.tune_trials < 1:
+    if not args.tune_budget > 0 or args.tune_trials < 1:   # NaN too
         return _usage("--tune-budget needs SECONDS > 0 and --tune-trials N >= 1")
     if args.seed < 0:   # numpy's generators take seeds >= 0
         return _usage(f"--seed needs a SEED >= 0, got {args.seed}")

@@ -32,6 +32,7 @@ from nem.cli.entry import keep_until_exit
 from nem.cli.error_limit import add_error_limit_argument, error_limit, print_diagnostics
 from nem.cli.inputs import (
     InputError,
+    check_distinct_outputs,
     check_output_path,
     read_archive,
     read_input,
@@ -236,6 +237,7 @@ def _check_paths(args: argparse.Namespace, outputs: list[Output]) -> int | None:
     try:
         for path, what in paths:
             check_output_path(path, what, inputs)
+        check_distinct_outputs(paths)
     except InputError as e:
         return _usage(str(e))
     return None
@@ -503,7 +505,8 @@ def _run(args: argparse.Namespace, owns_process: bool) -> int:
         return 1 if failed else 0
 
     if args.schedules:
-        results, diff = interp.run_schedules(args.schedules, args.seed, jobs=args.jobs)
+        results, diff = interp.run_schedules(args.schedules, args.seed, jobs=args.jobs,
+                                             max_tasks=args.max_tasks)
         print(f"schedules: {args.schedules} random (seeds {args.seed}..."
               f"{args.seed + args.schedules - 1})")
         seen = set()

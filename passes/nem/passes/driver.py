@@ -25,6 +25,7 @@ import dataclasses
 import hashlib
 import importlib.util
 import inspect
+import os
 import re
 import sys
 import traceback
@@ -61,12 +62,23 @@ def load_pass_plugin(path: str | Path) -> list[type[ModulePass]]:
     it defines (not the ones it imports) under its `name`.  Loading a file
     twice is a no-op.  Raises `PluginError` when the file is missing, raises
     on import, defines no pass, or defines a pass whose name is taken."""
+    if not isinstance(path, (str, os.PathLike)):
+        raise TypeError(f"load_pass_plugin: path must be a str or Path, not "
+                        f"{type(path).__name__}")
     file = Path(path)
     key = str(file.resolve())
     if key in _LOADED:
         return _LOADED[key]
-    if not file.is_file():
-        raise PluginError(f"cannot load pass plugin {path}: no such file")
+    if not file.is_file():   # a directory or /dev/null was "no such file" too
+        from nem.dialect.source_files import FileRefused, regular_file
+
+        why = "no such file"
+        if file.exists():
+            try:
+                regular_file(file, "")
+            except FileRefused as e:
+                why = str(e).split(": ", 1)[-1]
+        raise PluginError(f"cannot load pass plugin {path}: {why}")
     module_name = "nem_pass_plugin_" + re.sub(r"\W", "_", file.stem) + "_" + \
         hashlib.sha1(key.encode()).hexdigest()[:8]
     spec = importlib.util.spec_from_file_location(module_name, file)

@@ -19,6 +19,7 @@ results it gives (`Session`, `Program`, `RunResult`, `StepResult`) are in
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from pathlib import Path
 from types import MappingProxyType
@@ -126,6 +127,14 @@ class NemInterpreter:
 
         if device.endswith(".nem") and Path(device).is_file():
             return resolve_device_file(Path(device), None, self.include_dirs)
+        if device.endswith(".nem") and os.path.exists(device):   # a FIFO was "not found"
+            from nem.dialect.diagnostics import fail
+            from nem.dialect.source_files import FileRefused, regular_file
+
+            try:
+                regular_file(device, "device file")
+            except FileRefused as e:
+                raise fail(str(e), None, "DEV-20", e.fix) from None
         return find_device(device, self.include_dirs, None)
 
     def set_mode(self, mode: str) -> None:
@@ -163,6 +172,8 @@ class NemInterpreter:
         from nem.dialect.source_files import decode_source, read_source_bytes
         from nem.frontends.bytecode.container import is_nemb
 
+        if not isinstance(path, (str, os.PathLike)):   # load(3) read a file named '3'
+            raise TypeError(f"load: path must be a str or Path, not {type(path).__name__}")
         path = str(path)
         raw = read_source_bytes(path, "program")
         if is_nemb(raw) or path.endswith(".nemb"):
@@ -335,18 +346,29 @@ class NemInterpreter:
         return s.run_to_end(progress)
 
     def run_schedules(self, k: int, seed: int = 0, program: Program | None = None,
-                      jobs: int | None = 1):
+                      jobs: int | None = 1, max_tasks: int | None = None):
         """Run K seeded random schedules from the current memory image, on `jobs`
         processes (None: every core; results do not depend on it).
 
         Returns (results, difference) where difference is None when every final
         memory is identical, else (seed_a, seed_b, buffer, byte offset).  Only a
         digest of each schedule's memory is kept; afterwards the program's
-        memory is the last schedule's final memory."""
+        memory is the last schedule's final memory.  K schedules of the
+        program's estimated task count are at most `max_tasks` (default
+        `DEFAULT_MAX_TASKS`, `nem-run --max-tasks`, D-LIMITS): a ValueError
+        before anything runs (`run_schedules(2**62)` was a MemoryError)."""
+        from nem.dialect.limits import DEFAULT_MAX_TASKS
+        from nem.runtime.budget import estimate_task_count
         from nem.runtime.hunt import random_schedules
 
         k, seed = check_count("k", k), check_seed(seed)
+        limit = DEFAULT_MAX_TASKS if max_tasks is None else check_count("max_tasks", max_tasks)
         p = self._prog(program)
+        tasks = max(1, estimate_task_count(p.op))
+        if k * tasks > limit:
+            raise ValueError(f"run_schedules: k={k} schedules of an estimated {tasks} tasks and "
+                             f"loop iterations each exceed the task budget of {limit} "
+                             "(D-LIMITS); give a smaller k or raise max_tasks")
         results, diff, last = random_schedules(self, p, k, seed, jobs)
         p.memory = last
         return results, diff

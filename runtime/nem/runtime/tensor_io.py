@@ -230,6 +230,8 @@ def check_write(memory: Memory, program, name: str | None, shape: tuple[int, ...
     header with it before the data is read (D-LIMITS)."""
     t = target(memory, program, name)
     offset = check_offset(offset)
+    if not isinstance(raw, (bool, np.bool_)):   # raw="no" is truthy: bytes written untyped
+        raise TypeError(f"raw must be a bool, not {raw!r} ({type(raw).__name__})")
     count = math.prod(shape)
     if raw or t.elem is None:
         _span(t, offset, count * dtype.itemsize, "writing")

@@ -9,15 +9,20 @@ see the model, what would otherwise end in an internal error, an abort, or a
 compile that silently drops part of the graph:
 
 * versions: the IR version and every default-domain opset within what the
-  installed onnx knows (an opset of 2^62 overflowed its schema lookup);
+  installed onnx knows (an opset of 2^62 overflowed its schema lookup), each
+  domain imported once (two default-domain opsets: which one applied?);
 * tensors (initializers and tensor attributes): a known element type, dims
   >= 0, at most `MAX_TENSOR_BYTES`, and data of exactly the length the dims
   need (`raw_data`, or the typed field: a short `float_data` was reshaped
-  into an internal error);
+  into an internal error; both at once is ambiguous, and was compiled from
+  `raw_data` alone), rank at most `MAX_RANK`, external data in a file other
+  than the model itself and not through a symbolic link; no sparse
+  initializers (not supported: they read as undefined values);
 * declared values (graph inputs, outputs, value_info): a known element type
   and a shape of at most `MAX_TENSOR_BYTES` (an input of [2^32, 2^32, 2^10]
   aborted MLIR in its strided-layout computation);
-* the graph: non-empty input and output names, every value written once
+* the graph: at least one output, non-empty input, output and initializer
+  names, every value written once
   (by one node, or as a graph input or initializer: a second writer was
   dropped, `Relu(x) -> x` was accepted), attributes of the type their
   schema declares (a string Softmax `axis` reached `int()`), and the
@@ -44,6 +49,7 @@ from nem.dialect.limits import (
     DEFAULT_MAX_NODES,
     MAX_MODEL_BYTES,
     MAX_NODE_PORTS,
+    MAX_RANK,
     MAX_TENSOR_BYTES,
 )
 from nem.dialect.source_files import FileRefused, regular_file
@@ -104,7 +110,7 @@ def load_model(path: str, where: str | None = None,
         raise OnnxImportError(f"not an ONNX model: {str(e).strip() or type(e).__name__}",
                               where, fix="give a .onnx file written by onnx.save") from e
     external = check_external_data(model, where, os.path.dirname(os.path.abspath(path)),
-                                   max_bytes - size)
+                                   max_bytes - size, path)
     if external:
         from onnx.external_data_helper import load_external_data_for_model
 
@@ -128,10 +134,12 @@ def tensors(model: onnx.ModelProto) -> Iterator[tuple[str, TensorProto]]:
                        f"'{shown(a.name)}'", a.t)
 
 
-def check_external_data(model: onnx.ModelProto, where: str, base: str, budget: int) -> int:
+def check_external_data(model: onnx.ModelProto, where: str, base: str, budget: int,
+                        model_path: str | None = None) -> int:
     """Check every external-data reference of `model` (files beside the
-    model, regular, holding the bytes the tensor's dims need, all of them
-    within `budget` bytes); the number of tensors with external data."""
+    model other than `model_path` itself, regular, holding the bytes the
+    tensor's dims need, all of them within `budget` bytes); the number of
+    tensors with external data."""
     count, total = 0, 0
     for what, t in tensors(model):
         if t.data_location != TensorProto.EXTERNAL:
@@ -153,6 +161,17 @@ def check_external_data(model: onnx.ModelProto, where: str, base: str, budget: i
                                   "not an integer", where) from None
         except FileRefused as e:
             raise OnnxImportError(f"{what}: {e}", where) from None
+        full = os.path.join(base, location)
+        if os.path.islink(full) or not os.path.realpath(full).startswith(
+                os.path.join(os.path.realpath(base), "")):
+            raise OnnxImportError(f"{what}: external data '{location}' is a symbolic link "
+                                  "(or lies under one): onnx reads only files beside the model",
+                                  where, fix="copy the data file beside the model")
+        if model_path is not None and os.path.samefile(full, model_path):
+            raise OnnxImportError(f"{what}: external data location {location!r} is the model "
+                                  "file itself", where,
+                                  fix="save the weights with onnx.save(..., "
+                                      "save_as_external_data=True, location=OTHER_FILE)")
         need = _data_bytes(t)
         try:
             have = int(length) if length is not None else file_size - offset
@@ -214,6 +233,13 @@ def validate(model: onnx.ModelProto, where: str, max_nodes: int = DEFAULT_MAX_NO
     _versions(model, errs)
     if errs.errors:   # schema lookups below need sane opsets
         raise OnnxImportErrors(errs.errors, where)
+    for sp in g.sparse_initializer:   # was "input 'w' is not produced by any earlier node"
+        errs.add(f"not supported: sparse initializer '{shown(sp.values.name)}' (dims "
+                 f"{list(sp.dims)})", fix="store it as a dense initializer "
+                 "(onnx.numpy_helper.from_array)")
+    if not g.output:
+        errs.add("the graph has no outputs: there is nothing to compute",
+                 fix="declare the values the model computes as graph outputs")
     for what, ports in (("inputs", len(g.input)), ("outputs", len(g.output))):
         if ports > MAX_NODE_PORTS:
             errs.add(f"the graph has {ports} {what}, above the limit of {MAX_NODE_PORTS} "
@@ -261,7 +287,14 @@ def _versions(model: onnx.ModelProto, errs: _Errors) -> None:
         errs.add(f"ir_version {model.ir_version} is not one onnx {onnx.__version__} knows "
                  f"(1 to {onnx.IR_VERSION})", fix="save the model with a released onnx")
     newest = onnx.defs.onnx_opset_version()
+    seen: set[str] = set()
     for o in model.opset_import:
+        domain = "" if o.domain == "ai.onnx" else o.domain
+        if domain in seen:
+            errs.add(f"opset_import names domain '{o.domain}' twice (versions "
+                     f"{[p.version for p in model.opset_import if p.domain == o.domain]})",
+                     fix="import each domain once, at the opset the model was written for")
+        seen.add(domain)
         if o.domain in ("", "ai.onnx") and not 1 <= o.version <= newest:
             errs.add(f"opset_import of the default domain is {o.version}; onnx "
                      f"{onnx.__version__} knows opsets 1 to {newest}",
@@ -277,6 +310,9 @@ def _tensor(what: str, t: TensorProto, errs: _Errors) -> None:
     if any(d < 0 for d in t.dims):
         errs.add(f"{what} has a negative dimension: dims {list(t.dims)}")
         return
+    if len(t.dims) > MAX_RANK:
+        errs.add(f"{what} has rank {len(t.dims)}, above the limit of {MAX_RANK} (D-LIMITS)")
+        return
     if t.data_location == TensorProto.EXTERNAL:
         return   # checked against its file by check_external_data, or not loaded
     need = _data_bytes(t)
@@ -285,6 +321,12 @@ def _tensor(what: str, t: TensorProto, errs: _Errors) -> None:
                  f"{_mb(MAX_TENSOR_BYTES)} for one tensor (D-LIMITS)")
         return
     count = math.prod(t.dims)
+    typed = [f for f in sorted({f for f, _ in _FIELD.values()} | {"string_data"})
+             if len(getattr(t, f))]
+    if t.HasField("raw_data") and typed:
+        errs.add(f"{what} has both raw_data and {typed[0]}: ONNX holds a tensor's values in "
+                 "one of them", fix="keep one (onnx.numpy_helper.from_array writes raw_data)")
+        return
     if t.HasField("raw_data"):
         if t.data_type == TensorProto.STRING:
             errs.add(f"{what} is a STRING tensor with raw_data: ONNX strings are held in "
@@ -310,6 +352,10 @@ def _value(kind: str, vi: onnx.ValueInfoProto, errs: _Errors) -> None:
     if tt.elem_type not in _NAMES:
         errs.add(f"{kind} '{vi.name}' has elem_type {tt.elem_type}, not an ONNX element type")
         return
+    if len(tt.shape.dim) > MAX_RANK:
+        errs.add(f"{kind} '{vi.name}' has rank {len(tt.shape.dim)}, above the limit of "
+                 f"{MAX_RANK} (D-LIMITS)")
+        return
     dims = [d.dim_value for d in tt.shape.dim if d.HasField("dim_value")]
     if any(d < 0 for d in dims):
         errs.add(f"{kind} '{vi.name}' has a negative dimension: {dims}")
@@ -329,6 +375,9 @@ def _graph(model: onnx.ModelProto, errs: _Errors) -> None:
     for i in g.input:
         writer.setdefault(i.name, f"graph input '{i.name}'")
     for t in g.initializer:
+        if not t.name:
+            errs.add("an initializer has an empty name", fix="name every initializer")
+            continue
         if writer.get(t.name, "").startswith("initializer"):
             errs.add(f"initializer '{t.name}' is defined twice")
         writer.setdefault(t.name, f"initializer '{t.name}'")
