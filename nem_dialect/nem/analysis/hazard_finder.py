@@ -135,9 +135,17 @@ class HazardFinder:
                 continue
             reads, writes, _ = task_operands(op)
             rank = 0
-            for value, write in [(v, False) for v in reads] + [(v, True) for v in writes]:
+            operands = [(v, False) for v in reads] + [(v, True) for v in writes]
+            # one region read (or written) several times by a task is one access,
+            # its last (a broadcast's concat reads one region E times,
+            # D-LOW-BCAST-CONCAT): the copies touch the same bytes of the same
+            # instances, so each would pair with every other access exactly as it
+            # does; reads precede writes, so the ranks kept order them as before
+            last = {key: i for i, key in enumerate(operands)}
+            for i, (value, write) in enumerate(operands):
                 rop = value.owner
-                if not isinstance(rop, RegionOp):
+                if not isinstance(rop, RegionOp) or last[value, write] != i:
+                    rank += isinstance(rop, RegionOp)
                     continue
                 buf, off, ext = region_parts(rop)
                 lo, hi = self._bounds(off, ext)

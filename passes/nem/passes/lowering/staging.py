@@ -13,7 +13,7 @@ from nem.dialect.attributes import RegionType
 from nem.dialect.builder import Loc, NemBuilder
 from nem.dialect.expressions import Evaluator
 from nem.dialect.operand_binding import match_families
-from nem.dialect.ops import ComputeOp, TaskOp
+from nem.dialect.ops import ComputeOp, RegionOp, TaskOp
 from nem.passes.lowering.affine_algebra import Aff
 from nem.passes.lowering.context import LoweringContext
 from nem.passes.lowering.emit import region
@@ -45,6 +45,28 @@ def name_task(ctx: LoweringContext, token: SSAValue, kind: str) -> None:
     name = ctx.names.token(kind)
     task.properties["token"] = StringAttr(name)
     token.name_hint = name
+    if isinstance(task, ComputeOp):
+        _name_repeated_operand(ctx, task, name)
+
+
+def _name_repeated_operand(ctx: LoweringContext, task: ComputeOp, name: str) -> None:
+    """A `concat` reading one inline region as all of its several inputs (a
+    broadcast's E copies, D-LOW-BCAST-CONCAT), and nowhere else, reads it as
+    `let NAME_src = region(...)` written once before it
+    (D-LOW-BCAST-LET): printed inline, each copy was a region that
+    printing, parsing and every analysis of the text paid for again."""
+    ins = list(task.ins)
+    if task.opcode != "concat" or len(ins) < 2 or any(v is not ins[0] for v in ins):
+        return
+    reg = ins[0].owner
+    if not isinstance(reg, RegionOp) or reg.binding.data != "inline" or \
+            any(v is ins[0] for v in task.outs) or \
+            any(use.operation is not task for use in ins[0].uses):
+        return
+    let = ctx.names.fresh(f"{name}_src", "region")
+    reg.properties["name"] = StringAttr(let)
+    reg.properties["binding"] = StringAttr("let")
+    reg.result.name_hint = let
 
 
 def region_shape(region: SSAValue) -> list[int]:
