@@ -127,8 +127,8 @@ def search(band: Band, budget: int, halving: list[int],
     when none beats them by GAIN.  `parts`: loop -> the extents of the parts
     an engine split cuts it into (a size that divides each makes no peel)."""
     n = len(band.extents)
-    if n == 0 or any(e < 1 for e in band.extents):
-        return halving
+    if n == 0 or any(e < 1 for e in band.extents) or list(halving) == list(band.extents):
+        return halving      # one tile: nothing is copied twice
     model = _Model(band)
     if not model.linear_at(halving) or not model.linear_at(band.extents):
         return halving
