@@ -215,3 +215,29 @@ def test_f16_softmax_runs_at_every_stage():
         "tile: op ")] == [("import", "ok"), ("bufferize", "ok"), ("tile", "ok"),
                           ("nem-run", "ok")], b.render()
     assert all(s.status == "ok" for s in b.steps if s.status), b.render()
+
+
+def test_an_f16_reduction_that_only_the_reference_rounds_is_not_blamed():
+    """outsider10's finding: an f16 1x1 Conv over 2,048 channels differs from
+    onnxruntime at the import (linalg accumulates in f16), while the compiled
+    program (f32 accumulation) matches: the verdict says there is no
+    miscompile, and an unnamed node is named as the importer names it."""
+    from onnx import numpy_helper
+
+    rng = np.random.default_rng(0)
+    w = rng.standard_normal((8, 2048, 1, 1)).astype(np.float16)
+    g = helper.make_graph(
+        [helper.make_node("Conv", ["x", "w"], ["y"], kernel_shape=[1, 1])], "c",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT16, [1, 2048, 4, 4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT16, [1, 8, 4, 4])],
+        [numpy_helper.from_array(w, "w")])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    x = rng.standard_normal((1, 2048, 4, 4)).astype(np.float16)
+    b = bisect(m, CompileOptions(device="npm_pro_x1"), {"x": x}, run_nem=run_nem)
+    assert b.culprit is not None and b.culprit.name == "import", b.render()
+    assert b.node is not None and b.node.startswith("node 0 'Conv_0' (Conv)"), b.render()
+    final = next(s for s in b.steps if s.name == "nem-run")
+    assert final.status == "ok", b.render()
+    assert "matches onnxruntime: no miscompile" in b.render()
+    assert "f16 reduction in f16" in b.render()

@@ -265,9 +265,33 @@ def bisect(model, options: CompileOptions, inputs: dict[str, np.ndarray] | None 
         b.notes.append("every MLIR step matches onnxruntime: the difference comes from "
                        "lower-to-nem (or nem-run); compare the tile stage's program "
                        "(--save-temps: STEM.tile.mlir) with the .nem")
-    elif localize:
-        b.node = first_wrong_node(proto, options, inputs, bad.stage)
+    else:
+        if localize:
+            b.node = first_wrong_node(proto, options, inputs, bad.stage)
+        _judge_program(b, stages, runner, result)
     return b
+
+
+def _judge_program(b: Bisection, stages: list[Step], runner: _Run, result) -> None:
+    """After an MLIR step that differs, run the NEM program too: when it
+    matches onnxruntime, the step computes what its IR says, not what the
+    compiled program does, and the verdict says so instead of blaming a
+    stage of a right compile.  The case met: an f16 reduction, which linalg
+    accumulates in f16 at each step while the program (its `accum_type`)
+    and onnxruntime accumulate in f32."""
+    final = next((s for s in stages if s.stage == "lower"), None)
+    if final is None or result is None or runner.run_nem is None:
+        return
+    runner.run(final, result)
+    if final.status != "ok":
+        return
+    f16 = any(p.dtype == np.dtype(np.float16) for p in runner.im.outputs)
+    b.notes.append(
+        "the compiled program (nem-run) matches onnxruntime: no miscompile; the steps "
+        "from the first difference on compute what their MLIR says"
+        + (", and linalg accumulates an f16 reduction in f16 where the program and "
+           "onnxruntime accumulate in f32" if f16 else "")
+        + " (the reference path's rounding, not the compiler's)")
 
 
 def first_wrong_node(model, options: CompileOptions, inputs: dict[str, np.ndarray],
@@ -303,5 +327,6 @@ def first_wrong_node(model, options: CompileOptions, inputs: dict[str, np.ndarra
             continue
         runner.run(step)
         if step.status == "DIFFERS":
-            return f"node {k} '{node.name}' ({node.op_type}): {step.detail}"
+            name = node.name or f"{node.op_type}_{k}"   # as the importer names it
+            return f"node {k} '{name}' ({node.op_type}): {step.detail}"
     return None
