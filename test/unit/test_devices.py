@@ -547,6 +547,20 @@ def test_topology_schema_errors(tmp_path, rule, line, topology):
     expect_error(rule, line, resolve_text, tmp_path, body, "d")
 
 
+def test_zero_live_tokens_is_an_error_at_the_key(tmp_path):
+    """A sequencer that holds no token runs no async task (D-DEV-TOKENS):
+    the device is refused where the key is written (hostile10 found it
+    accepted, nem-verify then rejecting every program and nem-run running
+    them); 1 is a device."""
+    body = ("\ndevice d extends nem_baseline_1_0 {\n"
+            "    topology { num_engines = 1 l2_size_bytes = 8 per_engine { l1_size_bytes = 2 } }\n"
+            "    unit_characteristics { SEQ { max_active_tokens = 0 } }\n}\n")
+    diag = expect_error("DEV-17", 5, resolve_text, tmp_path, body, "d")
+    assert "max_active_tokens" in diag.message and diag.fix
+    dev = resolve_text(tmp_path, body.replace("= 0", "= 1"), "d")
+    assert dev.max_active_tokens == 1
+
+
 def test_device_units_may_be_zero(tmp_path):
     # RULE: DEV-05
     dev = resolve_text(tmp_path, """\

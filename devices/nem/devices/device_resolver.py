@@ -270,6 +270,13 @@ def resolve_device(scope: Scope, name: str, loc: SourceLoc | None = None) -> Dev
             topology, topo_locs = decl.topology, decl.locs
         for unit, keys in decl.unit_characteristics.items():  # INH-05: merge
             chars.setdefault(unit, {}).update(keys)
+            if unit == "SEQ" and keys.get("max_active_tokens") == 0:   # D-DEV-TOKENS
+                raise fail(f"SEQ.max_active_tokens of {decl.name} is 0: its sequencer could "
+                           "hold no token, so no async task could run",
+                           decl.locs.get("unit_characteristics.SEQ.max_active_tokens",
+                                         decl.loc), "DEV-17",
+                           "give the number of live tokens the sequencer supports (at least "
+                           "1), or leave the key out for no limit")
         for ref in decl.mandatory:                          # INH-06: union
             _check_ref(catalog, ref)
             mandatory.setdefault(ref)
