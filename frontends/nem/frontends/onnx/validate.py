@@ -41,6 +41,7 @@ import math
 import os
 from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 import onnx
 from onnx import TensorProto
@@ -280,6 +281,34 @@ def _text_fields(model: onnx.ModelProto, errs: _Errors) -> None:
         check(f"node {k}: attribute ", [a.name for a in n.attribute])
     for i, o in enumerate(model.opset_import):
         check(f"opset_import {i}: domain", [o.domain])
+    if not errs.errors:   # the fields named above get their own labels
+        _other_text_fields(model, "model", errs)
+
+
+def _other_text_fields(msg: Any, path: str, errs: _Errors) -> None:
+    """Every other string field of `msg`, recursively (the graph's name,
+    doc strings, producer, denotations, ...): a tool reading any of them
+    would trip on bytes where the schema says text (a graph name of 0xb9
+    was an internal error of the shape inference's first step)."""
+    for fd in msg.DESCRIPTOR.fields:   # (not ListFields: it would copy every raw_data)
+        many = _repeated(fd)
+        if fd.type == fd.TYPE_STRING:
+            value = getattr(msg, fd.name)
+            for j, v in enumerate(value if many else [value]):
+                if isinstance(v, bytes):
+                    errs.add(f"{path}.{fd.name}{f'[{j}]' if many else ''} is not valid "
+                             f"UTF-8: {v[:40]!r}", fix="write the model's text fields as UTF-8")
+        elif fd.type == fd.TYPE_MESSAGE and (many or msg.HasField(fd.name)):
+            value = getattr(msg, fd.name)
+            for j, m in enumerate(value if many else [value]):
+                _other_text_fields(m, f"{path}.{fd.name}{f'[{j}]' if many else ''}", errs)
+
+
+def _repeated(fd: Any) -> bool:
+    """protobuf 5.28 added `is_repeated` and 7 removed `label`."""
+    is_repeated = getattr(fd, "is_repeated", None)
+    return bool(is_repeated) if is_repeated is not None else \
+        fd.label == fd.LABEL_REPEATED
 
 
 def _versions(model: onnx.ModelProto, errs: _Errors) -> None:
