@@ -329,3 +329,52 @@ def test_normalization_of_rows_far_from_zero(op):
     exact = ((x64 - mean) / np.sqrt(var + 1e-5) * scale.reshape(shape) +
              bias.reshape(shape)).astype(np.float32)
     assert max_violation(got["y"], exact) <= 1.0
+
+
+def test_f16_batchnorm_is_rounded_once():
+    """An f16 BatchNormalization is `x * scale + shift` computed in f32 and
+    rounded once (D-COMPILE-F16): in f16 the folded constants and the product
+    each rounded, up to 423 ulps off where the shift cancels the product
+    (campaign seed 10101's m270, where a LayerNormalization after a Softmax
+    amplified it past the tolerance; the whole chain is
+    test_graph_fuzz.py::test_f16_batchnorm_softmax_layernorm)."""
+    c = 4
+    g, b, mean = R.uniform(0.5, 2, c), R.uniform(-1, 1, c), R.uniform(-1, 1, c)
+    var = R.uniform(0.1, 2, c)
+    params = [p.astype(np.float16) for p in (g, b, mean, var)]
+    x = (R.standard_normal((1, c, 6, 8)) * 2).astype(np.float16)
+    node = helper.make_node("BatchNormalization", ["x", "g", "b", "m", "v"], ["y"],
+                            epsilon=1e-5)
+    m = _typed_model([node], {"x": (TensorProto.FLOAT16, list(x.shape))},
+                     {"y": (TensorProto.FLOAT16, list(x.shape))},
+                     [numpy_helper.from_array(p, n) for p, n in zip(params, "gbmv")])
+    _, got = reference_outputs(m, {"x": x})
+    g64, b64, m64, v64 = (p.astype(np.float64).reshape(1, c, 1, 1) for p in params)
+    exact = ((x.astype(np.float64) - m64) / np.sqrt(v64 + 1e-5) * g64 + b64).astype(np.float16)
+    ulps = np.abs(got["y"].reshape(x.shape).view(np.int16).astype(np.int64)
+                  - exact.view(np.int16).astype(np.int64))
+    assert ulps.max() <= 1, f"{ulps.max()} ulps off the exact result rounded once"
+
+
+@pytest.mark.parametrize("op,attrs", [
+    ("HardSigmoid", {"alpha": 0.3, "beta": 0.4}), ("HardSwish", {}), ("Elu", {"alpha": 0.7}),
+    ("Selu", {}), ("Softsign", {}), ("Softplus", {}), ("Gelu", {})])
+def test_f16_activations_are_rounded_once(op, attrs):
+    """An f16 activation built of several arithmetic ops is computed in f32
+    and rounded once (D-COMPILE-F16), as an exact implementation does: each
+    f16 step rounding (and constants such as HardSigmoid's alpha rounded to
+    f16) put results ulps off, which a later normalization amplifies (m270)."""
+    from onnx.reference import ReferenceEvaluator
+
+    x = np.linspace(-7, 7, 2 * 3 * 40).reshape(2, 3, 40).astype(np.float16)
+    node = helper.make_node(op, ["x"], ["y"], **attrs)
+    m = _typed_model([node], {"x": (TensorProto.FLOAT16, [2, 3, 40])},
+                     {"y": (TensorProto.FLOAT16, [2, 3, 40])}, opset=20)
+    _, got = reference_outputs(m, {"x": x})
+    wide = _typed_model([helper.make_node(op, ["x"], ["y"], **attrs)],
+                        {"x": (TensorProto.DOUBLE, [2, 3, 40])},
+                        {"y": (TensorProto.DOUBLE, [2, 3, 40])}, opset=20)
+    exact = ReferenceEvaluator(wide).run(None, {"x": x.astype(np.float64)})[0].astype(np.float16)
+    ulps = np.abs(got["y"].reshape(x.shape).view(np.int16).astype(np.int64)
+                  - exact.view(np.int16).astype(np.int64))
+    assert ulps.max() <= 1, f"{ulps.max()} ulps off the exact result rounded once"

@@ -15,6 +15,9 @@ the lowering takes from graphs"): `maximumf`/`minimumf` with a constant
   atol of 1e-7) where `log1p` would keep the relative precision of tiny
   results;
 * HardSigmoid `min(max(alpha x + beta, 0), 1)`, HardSwish `x` times it;
+* of f16, each of these but PRelu (whose one rounding is its product) in
+  f32, rounded once (`ops.wide`, D-COMPILE-F16): in f16 every step and
+  constant rounds, HardSigmoid 26 ulps off the exact result near zero;
 * Sum, Max, Min, Mean of any number of inputs: one body adding (taking
   max/min of) all of them, Mean times `1/n`.
 
@@ -66,15 +69,15 @@ def _elu_tail(x: ir.Value, alpha: float) -> ir.Value:
 def elu(imp: Importer, node: Node) -> None:
     alpha = float(node.attrs.get("alpha", 1.0))
     define_elementwise(imp, node, [imp.tensor(node.input(0))],
-                       lambda x: arith.addf(_pos(x), _elu_tail(x, alpha)))
+                       wide(lambda x: arith.addf(_pos(x), _elu_tail(x, alpha))))
 
 
 def selu(imp: Importer, node: Node) -> None:
     alpha = float(node.attrs.get("alpha", 1.67326319217681884765625))
     gamma = float(node.attrs.get("gamma", 1.05070102214813232421875))
     define_elementwise(imp, node, [imp.tensor(node.input(0))],
-                       lambda x: arith.mulf(_c(x, gamma),
-                                            arith.addf(_pos(x), _elu_tail(x, alpha))))
+                       wide(lambda x: arith.mulf(_c(x, gamma),
+                                                 arith.addf(_pos(x), _elu_tail(x, alpha)))))
 
 
 def _softplus(x: ir.Value) -> ir.Value:
@@ -88,7 +91,7 @@ def softplus(imp: Importer, node: Node) -> None:
 
 def softsign(imp: Importer, node: Node) -> None:
     define_elementwise(imp, node, [imp.tensor(node.input(0))],
-                       lambda x: arith.divf(x, arith.addf(_c(x, 1.0), math.absf(x))))
+                       wide(lambda x: arith.divf(x, arith.addf(_c(x, 1.0), math.absf(x)))))
 
 
 def _hard_sigmoid(x: ir.Value, alpha: float, beta: float) -> ir.Value:
@@ -100,12 +103,12 @@ def hard_sigmoid(imp: Importer, node: Node) -> None:
     alpha = float(node.attrs.get("alpha", 0.2))
     beta = float(node.attrs.get("beta", 0.5))
     define_elementwise(imp, node, [imp.tensor(node.input(0))],
-                       lambda x: _hard_sigmoid(x, alpha, beta))
+                       wide(lambda x: _hard_sigmoid(x, alpha, beta)))
 
 
 def hard_swish(imp: Importer, node: Node) -> None:
     define_elementwise(imp, node, [imp.tensor(node.input(0))],
-                       lambda x: arith.mulf(x, _hard_sigmoid(x, 1.0 / 6.0, 0.5)))
+                       wide(lambda x: arith.mulf(x, _hard_sigmoid(x, 1.0 / 6.0, 0.5))))
 
 
 def sign(imp: Importer, node: Node) -> None:
