@@ -3,8 +3,8 @@
 #
 #   ruff check .      style: pyflakes, syntax, import order ([tool.ruff] in pyproject.toml)
 #   mypy              types: basic on every nem.* package, strict on nem.dialect,
-#                     nem.frontends and nem.cli; only flatc's generated module
-#                     relaxed ([tool.mypy])
+#                     nem.frontends, nem.cli and nem.runtime; only flatc's
+#                     generated module relaxed ([tool.mypy])
 #   lint-imports      package boundaries ([tool.importlinter] contracts)
 #
 #   bash scripts/check.sh

@@ -20,12 +20,13 @@ results it gives (`Session`, `Program`, `RunResult`, `StepResult`) are in
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Container, Iterable, Mapping, Sequence
 from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING
 
 import numpy as np
+import numpy.typing as npt
 from xdsl.dialects.builtin import ModuleOp
 
 from nem.dialect.diagnostics import (
@@ -34,22 +35,26 @@ from nem.dialect.diagnostics import (
     SourceLoc,
     register_source,
 )
-from nem.dialect.ops import ProgramOp, programs
+from nem.dialect.elements import ELEM_DTYPES as DTYPES
+from nem.dialect.ops import ComputeOp, ProgramOp, programs
 from nem.runtime import tensor_io
-from nem.runtime.engine import RunError, compile_program
+from nem.runtime.engine import AccumResolver, Profile, RunError, compile_program
 from nem.runtime.memory import (
     DEFAULT_DDR_SIZE,
-    DTYPES,
     Memory,
     MemoryError_,
 )
 from nem.runtime.session import Program, RunResult, Session, diag_from, topology_of
 
 if TYPE_CHECKING:
+    from nem.dialect.device_model import Device
+    from nem.dialect.families import Catalog
     from nem.runtime.escape_hatch import EscapeHatch
+    from nem.runtime.hunt import Exploration
+    from nem.runtime.kernel_support import Kernel
 
 
-def _user_kernels(kernels) -> MappingProxyType:
+def _user_kernels(kernels: object) -> MappingProxyType[str, Kernel]:
     """`kernels={opcode: fn}` checked when given (an unknown opcode would be
     ignored silently, the reference kernel running instead) and wrapped as
     `kernel_support.UserKernel`s, in a read-only mapping: the kernels are
@@ -65,7 +70,7 @@ def _user_kernels(kernels) -> MappingProxyType:
     if not isinstance(kernels, Mapping):
         raise TypeError(f"kernels must be a dict {{opcode: fn}}, not {type(kernels).__name__}")
     known = opcodes()
-    out = {}
+    out: dict[str, Kernel] = {}
     for name, fn in kernels.items():
         if name not in known:
             near = difflib.get_close_matches(str(name), list(known), n=1)
@@ -80,8 +85,10 @@ def _user_kernels(kernels) -> MappingProxyType:
 
 
 class NemInterpreter:
-    def __init__(self, device=None, ddr_size: int | None = DEFAULT_DDR_SIZE, include_dirs=(),
-                 kernels: dict | None = None, races: bool = True, trace: bool = True):
+    def __init__(self, device: str | Device | None = None,
+                 ddr_size: int | None = DEFAULT_DDR_SIZE, include_dirs: Sequence[str] = (),
+                 kernels: Mapping[str, Kernel] | None = None, races: bool = True,
+                 trace: bool = True) -> None:
         from nem.dialect.arguments import check_type
         from nem.dialect.device_model import Device
 
@@ -102,7 +109,7 @@ class NemInterpreter:
         self.mode = "functional"
         self.policy = "source"
         self.seed = 0
-        self.profile: dict = {}
+        self.profile: Profile = {}
         self.device = self._resolve_device(device) if device is not None else None
         self.program: Program | None = None
         self._escape_hatch: EscapeHatch | None = None
@@ -119,7 +126,7 @@ class NemInterpreter:
         return self._escape_hatch
 
     # -------------------------------------------------------------- configuration
-    def _resolve_device(self, device):
+    def _resolve_device(self, device: str | Device) -> Device:
         if not isinstance(device, str):
             return device
         from nem.devices.device_lookup import find_device
@@ -153,7 +160,7 @@ class NemInterpreter:
         else:
             raise ValueError(f"scheduling must be 'source' or 'random', not {policy!r}")
 
-    def set_timing_profile(self, profile: dict) -> None:
+    def set_timing_profile(self, profile: Mapping[str, Mapping[str, float]]) -> None:
         """Override cost-model parameters, e.g. {"DMA": {"bandwidth": 64, "latency": 8}};
         ValueError naming the first bad entry (unknown unit or key, a value that
         is not a positive number; latencies may be 0)."""
@@ -279,7 +286,7 @@ class NemInterpreter:
             diags += [*device.warnings, *check_device_validity(prog, device)]
         return diags
 
-    def _device_for(self, prog: ProgramOp, file: str):
+    def _device_for(self, prog: ProgramOp, file: str) -> Device | None:
         if self.device is not None:
             return self.device
         from nem.devices.program_device import program_device
@@ -287,13 +294,13 @@ class NemInterpreter:
         return program_device(prog, file, self.include_dirs, None)
 
     @staticmethod
-    def _accum_resolver(catalog):
+    def _accum_resolver(catalog: Catalog | None) -> AccumResolver:
         from nem.dialect.operand_binding import match_families
         from nem.dialect.verifier import baseline_catalog
 
         cat = catalog or baseline_catalog()
 
-        def resolve(op):
+        def resolve(op: ComputeOp) -> str | None:
             res = match_families(op, cat)
             if not res.matched:
                 return None
@@ -340,13 +347,15 @@ class NemInterpreter:
 
         return replay.prepare(self.start(program).sched)
 
-    def run(self, program: Program | None = None, progress=None) -> RunResult:
+    def run(self, program: Program | None = None,
+            progress: Callable[[int], object] | None = None) -> RunResult:
         """Run to completion on the program's memory (results stay readable)."""
         s = self.start(program)
         return s.run_to_end(progress)
 
     def run_schedules(self, k: int, seed: int = 0, program: Program | None = None,
-                      jobs: int | None = 1, max_tasks: int | None = None):
+                      jobs: int | None = 1, max_tasks: int | None = None
+                      ) -> tuple[list[RunResult], tuple[int, int, str, int] | None]:
         """Run K seeded random schedules from the current memory image, on `jobs`
         processes (None: every core; results do not depend on it).
 
@@ -374,7 +383,7 @@ class NemInterpreter:
         return results, diff
 
     def explore(self, max_schedules: int = 1000, program: Program | None = None,
-                jobs: int | None = 1):
+                jobs: int | None = 1) -> Exploration:
         """Run one schedule of every distinct interleaving (`nem.runtime.hunt.explore`,
         decision D-SEM-EXPLORE), at most `max_schedules`; returns an `Exploration`."""
         from nem.runtime.hunt import explore
@@ -386,7 +395,8 @@ class NemInterpreter:
     def _mem(self) -> Memory:
         return self._prog(None).memory
 
-    def write_tensor(self, buffer: str | None = None, tensor=None, offset: int = 0,
+    def write_tensor(self, buffer: str | None = None, tensor: npt.ArrayLike | None = None,
+                     offset: int = 0,
                      raw: bool = False) -> int:
         """Write an array into buffer or top-level region `buffer` (at byte
         `offset`), or its bytes into DDR at `offset` when `buffer` is None.
@@ -399,7 +409,8 @@ class NemInterpreter:
         p.given.add(tensor_io.target(p.memory, p.compiled, buffer).buffer.name)
         return written
 
-    def check_tensor(self, buffer: str, shape: tuple[int, ...], dtype, raw: bool = False
+    def check_tensor(self, buffer: str, shape: tuple[int, ...], dtype: npt.DTypeLike,
+                     raw: bool = False
                      ) -> None:
         """Raise what `write_tensor(buffer, array, raw=raw)` would raise
         for an array of `shape` and `dtype`, without one (a file's header is
@@ -408,14 +419,15 @@ class NemInterpreter:
         tensor_io.check_write(p.memory, p.compiled, buffer, tuple(shape), np.dtype(dtype),
                               0, raw)
 
-    def encode_tensor(self, name: str, tensor) -> tuple[str, int, bytes]:
+    def encode_tensor(self, name: str, tensor: npt.ArrayLike) -> tuple[str, int, bytes]:
         """(buffer, byte offset in it, bytes) that `write_tensor(name, tensor)`
         writes into buffer or top-level region `name`, after the same checks
         (on this program's memory)."""
         p = self._prog(None)
         return tensor_io.encode_tensor(p.memory, p.compiled, name, tensor)
 
-    def write_bytes(self, buffer: str | None, data, offset: int = 0) -> None:
+    def write_bytes(self, buffer: str | None, data: bytes | Iterable[int] | np.ndarray,
+                    offset: int = 0) -> None:
         """Write raw bytes at `offset` of a buffer or top-level region (of DDR
         when `buffer` is None); bounds checked (HAZ-04) before anything is
         copied: `data` is bytes-like or an array (its bytes in C order; a
@@ -431,8 +443,8 @@ class NemInterpreter:
         tensor_io.write_tensor(p.memory, p.compiled, buffer, raw, offset, raw=True)
         p.given.add(tensor_io.target(p.memory, p.compiled, buffer).buffer.name)
 
-    def read_tensor(self, buffer: str | None = None, shape=None, dtype=None,
-                    offset: int = 0) -> np.ndarray:
+    def read_tensor(self, buffer: str | None = None, shape: Sequence[int] | None = None,
+                    dtype: npt.DTypeLike | None = None, offset: int = 0) -> np.ndarray:
         """A copy of buffer or top-level region `buffer`'s values: its element
         type and shape by default, else `dtype` (an element type or its numpy
         dtype) and `shape` (positive ints) from byte `offset`; DDR from
@@ -442,7 +454,7 @@ class NemInterpreter:
 
     ddr_write_tensor = write_tensor
 
-    def ddr_write(self, offset: int, data) -> None:
+    def ddr_write(self, offset: int, data: bytes | Iterable[int] | np.ndarray) -> None:
         self.write_bytes(None, data, offset)
 
     def ddr_read(self, offset: int, size: int) -> bytes:
@@ -468,12 +480,12 @@ class NemInterpreter:
             raise KeyError(str(e)) from None
         return t.region.extent if t.region is not None else t.buffer.size
 
-    def ddr_info(self) -> dict:
+    def ddr_info(self) -> dict[str, int]:
         lv = self._mem().levels["DDR"]
         size = lv.capacity if lv.capacity is not None else lv.size
         return {"size": size, "allocated": lv.top, "free": size - lv.top}
 
-    def randomize_inputs(self, seed: int, levels=("DDR", "L2")) -> list[str]:
+    def randomize_inputs(self, seed: int, levels: Container[str] = ("DDR", "L2")) -> list[str]:
         """Fill every DDR and L2 buffer with seeded random values of the element
         type of the first typed region declared over it (raw bytes when untyped):
         floats uniform in [-1, 1), i4 in [-8, 7], i8/u8 over their full range,
@@ -510,7 +522,7 @@ class NemInterpreter:
                 out.append(name)
         return out
 
-    def get_device_info(self) -> dict:
+    def get_device_info(self) -> dict[str, object]:
         dev = self.device or (self.program.device if self.program else None)
         topo = topology_of(dev)
         return {"name": dev.name if dev else None, "num_engines": topo["num_engines"],
@@ -530,7 +542,7 @@ draws are float64/int64, so drawing a 1 GB buffer at once took 2 GB more
 (issue 11)."""
 
 
-def fill_random(rng, elem: str | None, out: np.ndarray) -> None:
+def fill_random(rng: np.random.Generator, elem: str | None, out: np.ndarray) -> None:
     """Fill the bytes `out` with seeded random values of type `elem` (see
     `randomize_inputs`), drawing RANDOM_CHUNK elements at a time (the same
     values as one draw of the whole buffer)."""
@@ -552,7 +564,7 @@ def fill_random(rng, elem: str | None, out: np.ndarray) -> None:
     out[:] = rng.integers(0, 256, out.size, dtype=np.uint8)
 
 
-def check_count(name: str, n) -> int:
+def check_count(name: str, n: object) -> int:
     """`n` as an int >= 1 (`run_schedules(k)`, `explore(max_schedules)`:
     `run_schedules(-1)` returned ([], None) and ran nothing)."""
     if not tensor_io.int_like(n):
@@ -562,7 +574,7 @@ def check_count(name: str, n) -> int:
     return int(n)
 
 
-def check_seed(seed) -> int:
+def check_seed(seed: object) -> int:
     """`seed` as an int >= 0: Python's `random.Random(-s)` is `Random(s)`,
     so a negative seed would silently repeat a positive one (and `nem-run
     --seed` refuses them as `--random-inputs` does)."""

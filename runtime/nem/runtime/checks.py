@@ -26,10 +26,19 @@ memory stays proportional to the in-flight window.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from nem.runtime.memory import Memory
+    from nem.runtime.task_state import TaskInst, VectorClock
+
+Access = tuple[int, int, int, bool, int]
+"""One byte range a task touches: (level id, lo, hi, write, start of its buffer instance)."""
 
 
-def join(a: dict, b: dict) -> dict:
+def join(a: VectorClock, b: VectorClock) -> VectorClock:
     """The pointwise max of two vector clocks (a new dict when it differs from `a`)."""
     if not b or a is b:
         return a
@@ -84,7 +93,8 @@ class Race:
 class _Rec:
     __slots__ = ("lo", "hi", "write", "lane", "epoch", "ref", "tid")
 
-    def __init__(self, lo, hi, write, lane, epoch, ref, tid):
+    def __init__(self, lo: int, hi: int, write: bool, lane: int, epoch: int, ref: TaskInst,
+                 tid: int) -> None:
         self.lo, self.hi, self.write = lo, hi, write
         self.lane, self.epoch, self.ref, self.tid = lane, epoch, ref, tid
 
@@ -92,19 +102,20 @@ class _Rec:
 class RaceDetector:
     MAX_REPORTS = 1000
 
-    def __init__(self, memory):
+    def __init__(self, memory: Memory) -> None:
         self.memory = memory
         self.lane_epoch: list[int] = []
         # (level id, start of the buffer instance in the level) -> its records
         self.shadow: dict[tuple[int, int], list[_Rec]] = {}
         self.races: list[Race] = []
         self.race_count = 0
-        self._seen: set = set()
+        self._seen: set[tuple[int, int]] = set()
         self._n_records = 0
         self._gc_at = 32
 
     # -- clocks ------------------------------------------------------------
-    def start(self, vc_in: dict, hint_lanes=()) -> tuple[dict, int, int]:
+    def start(self, vc_in: VectorClock,
+              hint_lanes: Iterable[int] = ()) -> tuple[VectorClock, int, int]:
         """Assign a lane to a task whose known history is `vc_in`."""
         le = self.lane_epoch
         lane = -1
@@ -129,7 +140,8 @@ class RaceDetector:
         return vc, lane, epoch
 
     # -- accesses ------------------------------------------------------------
-    def access(self, task, accesses, ref_of) -> None:
+    def access(self, task: TaskInst, accesses: list[Access],
+               ref_of: Callable[[TaskInst], TaskRef]) -> None:
         """Check and record `accesses` = [(level_id, lo, hi, write, home)] of `task`;
         `home` is the start of the accessed buffer instance in its level, which
         holds [lo, hi) (the shadow bucket, D-RT-RACE-SHADOW)."""
@@ -172,7 +184,7 @@ class RaceDetector:
     def needs_gc(self) -> bool:
         return self._n_records > self._gc_at
 
-    def gc(self, live_vcs) -> None:
+    def gc(self, live_vcs: Iterable[VectorClock]) -> None:
         """Drop records every live instruction stream already knows (happens-before all
         future accesses)."""
         live_vcs = list({id(v): v for v in live_vcs}.values())   # tasks share their stream's
@@ -194,7 +206,8 @@ class RaceDetector:
         self._n_records = n
         self._gc_at = max(32, 2 * n)
 
-    def _report(self, rec: _Rec, task, write: bool, lvl: int, lo: int, hi: int, ref_of) -> None:
+    def _report(self, rec: _Rec, task: TaskInst, write: bool, lvl: int, lo: int, hi: int,
+                ref_of: Callable[[TaskInst], TaskRef]) -> None:
         key = (rec.tid, task.seq)
         if key in self._seen:
             return

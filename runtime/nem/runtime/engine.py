@@ -16,31 +16,30 @@ destination (TASK-06, TASK-10); compute tasks call the kernel table
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple, cast
 
 import numpy as np
 from xdsl.dialects.builtin import ArrayAttr, FloatAttr, IntegerAttr, StringAttr
-from xdsl.ir import Block, BlockArgument, Operation, SSAValue
+from xdsl.ir import Attribute, Block, BlockArgument, Operation, SSAValue
 
 from nem.dialect.attributes import (
     ArgRefAttr,
-    PerChannelQuantAttr,
-    PerGroupQuantAttr,
-    PerTensorQuantAttr,
     ResourceAttr,
     SeqEngineAttr,
     elem_name,
-    num_value,
 )
 from nem.dialect.diagnostics import SourceLoc
-from nem.dialect.expressions import Evaluator, ExprError, NotAnExpression
+from nem.dialect.elements import ELEM_BITS as BITS
+from nem.dialect.elements import ELEM_DTYPES as DTYPES
+from nem.dialect.expressions import Compiled, Evaluator, ExprError, NotAnExpression
 from nem.dialect.ops import (
     BufferOp,
     ComputeOp,
     LoopOp,
+    ProgramOp,
     RegionOp,
     StoreOp,
     TaskOp,
@@ -48,11 +47,9 @@ from nem.dialect.ops import (
 )
 from nem.dialect.semantics.instances import instance_index, loop_copies, static_windows
 from nem.dialect.semantics.transfers import fills_range
-from nem.runtime.kernel_support import Preparable, Tensor, UserKernel
+from nem.runtime.kernel_support import Attrs, BoundKernel, Kernel, Preparable, Tensor, UserKernel
 from nem.runtime.kernels import KERNELS
 from nem.runtime.memory import (
-    BITS,
-    DTYPES,
     BufferInfo,
     BufferSpec,
     Memory,
@@ -60,25 +57,41 @@ from nem.runtime.memory import (
     RegionInst,
 )
 from nem.runtime.numerics import NotSupported, NumericError, UserKernelError
-from nem.runtime.quant import Quant
+from nem.runtime.quant import quant_of
 
 if TYPE_CHECKING:
+    from nem.dialect.families import Catalog
     from nem.runtime.escape_hatch import EscapeHatch
 
+Profile = dict[str, dict[str, Any]]
+"""The timed mode's throughputs and latencies by unit type (`DEFAULT_PROFILE`):
+ints, or the numbers a user's profile gives (`set_timing_profile`)."""
 
-def default_kernels(escape_hatch: Callable[[], EscapeHatch]) -> dict:
+UnitChars = Mapping[str, Mapping[str, Any]]
+"""A device's unit characteristics by unit type (the MAC rates of its NMU)."""
+
+BufferInstances = dict[BufferOp, tuple[list[BufferInfo], tuple[int, ...]]]
+"""Each buffer's instances (one per concurrently active iteration) and the
+windows of its enclosing loops (D-SEM-INSTANCES)."""
+
+AccumResolver = Callable[[ComputeOp], str | None]
+"""The accumulator type of a compute op's type family (`family_accum` defaults)."""
+
+
+def default_kernels(escape_hatch: Callable[[], EscapeHatch]) -> dict[str, Kernel]:
     """The reference kernels, one per opcode of the registry (`nem.runtime.kernels`);
     `compute op="mlir.kernel"` runs in `escape_hatch()` (an interpreter's, made
     when the first escape-hatch task runs: D-RT-MLIR-KERNEL)."""
     registry = KERNELS["compute"]
 
-    def compute(ins: list[Tensor], outs: list[Tensor], attrs: dict) -> list[np.ndarray]:
+    def compute(ins: list[Tensor], outs: list[Tensor],
+                attrs: dict[str, object]) -> list[np.ndarray]:
         if attrs.get("op") == "mlir.kernel":
             return escape_hatch().run_task(ins, outs, attrs)
         return registry(ins, outs, attrs)
 
     def prepare(ins: list[Tensor], outs: list[Tensor],
-                attrs: dict) -> Callable[[], list[np.ndarray]] | None:
+                attrs: dict[str, object]) -> BoundKernel | None:
         if attrs.get("op") == "mlir.kernel":
             return escape_hatch().prepare_task(ins, outs, attrs)
         return registry.prepare(ins, outs, attrs) if isinstance(registry, Preparable) else None
@@ -89,8 +102,8 @@ class RunError(Exception):
     """A runtime error at a task or statement: rule id, message, op, iteration
     and how to fix it (the `fix:` line of the diagnostic)."""
 
-    def __init__(self, message: str, rule: str | None, op=None, where: str = "",
-                 fix: str | None = None):
+    def __init__(self, message: str, rule: str | None, op: Operation | None = None,
+                 where: str = "", fix: str | None = None) -> None:
         super().__init__(message)
         self.rule = rule
         self.op = op
@@ -111,7 +124,7 @@ class ExprCompiler:
     """Compiles the program's integer expressions with the one evaluator
     (`expressions.Evaluator.compile`); `iv[d]` is the loop variable at depth d+1."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.ev = Evaluator()
         self.index_of: dict[BlockArgument, int] = {}
 
@@ -122,7 +135,7 @@ class ExprCompiler:
     def static(self, value: SSAValue) -> int | None:
         return self.ev.static(value)
 
-    def compile(self, value: SSAValue):
+    def compile(self, value: SSAValue) -> Compiled:
         """An int (static) or a closure `f(iv) -> int`."""
         try:
             return self.ev.compile(value, self.index_of)
@@ -130,30 +143,13 @@ class ExprCompiler:
             raise RunError(str(e), None, value.owner if isinstance(value.owner, Operation) else None) from None
 
 
-def ev(x, iv) -> int:
+def ev(x: Compiled, iv: Sequence[int]) -> int:
     return x if isinstance(x, int) else x(iv)
 
 
 # ---------------------------------------------------------------------------
 # Templates
 # ---------------------------------------------------------------------------
-
-
-def quant_of(q) -> Quant | None:
-    if q is None:
-        return None
-    if isinstance(q, PerTensorQuantAttr):
-        return Quant("per_tensor", np.array(num_value(q.scale), dtype=np.float64),
-                     np.array(num_value(q.zero_point), dtype=np.int64))
-    if isinstance(q, PerChannelQuantAttr):
-        return Quant("per_channel", np.array([num_value(a) for a in q.scales.data], np.float64),
-                     np.array([num_value(a) for a in q.zero_points.data], np.int64),
-                     axis=q.axis.data)
-    if isinstance(q, PerGroupQuantAttr):
-        return Quant("per_group", np.array([num_value(a) for a in q.scales.data], np.float64),
-                     np.array([num_value(a) for a in q.zero_points.data], np.int64),
-                     axis=q.axis.data, group_size=q.group_size.data)
-    return None
 
 
 SEEN_REGIONS = 64
@@ -169,13 +165,15 @@ class RegionTpl:
                  "elem", "quant", "static_inst", "depth", "level_name", "static_mem",
                  "instances", "windows", "static", "slot", "_seen", "_seen_mem", "fixed_shape")
 
-    def __init__(self, op: RegionOp, comp: ExprCompiler, buffers: dict, depth: int):
+    def __init__(self, op: RegionOp, comp: ExprCompiler, buffers: BufferInstances,
+                 depth: int) -> None:
         self.op = op
         self.value = op.result
         self.depth = depth
         t = op.result.type
         bop = op.buffer.owner
-        self.instances, self.windows = buffers[bop]
+        # a region's buffer operand is a buffer declaration (the verifier's BUF rules)
+        self.instances, self.windows = buffers[cast(BufferOp, bop)]
         self.buffer: BufferInfo = self.instances[0]
         self.name = op.region_name.data if op.region_name is not None else \
             f"region({self.buffer.name}, ...)"
@@ -191,26 +189,30 @@ class RegionTpl:
         self.fixed_shape = all(isinstance(p, int) for p in (*(self.shape or ()),
                                                             *(self.strides or ())))
         self.slot = -1     # its key in streams' environments (compile_program)
-        self._seen: dict = {}            # geometry -> RegionInst (`instantiate`)
+        self._seen: dict[RegionKey, RegionInst] = {}   # geometry -> RegionInst (`instantiate`)
         self._seen_mem: Memory | None = None
 
     def is_static(self) -> bool:
         parts = [self.offset, self.extent, *(self.shape or ()), *(self.strides or ())]
         return all(isinstance(p, int) for p in parts)
 
-    def instantiate(self, memory: Memory, iv, ords=()) -> RegionInst:
+    def instantiate(self, memory: Memory, iv: Sequence[int],
+                    ords: Sequence[int] = ()) -> RegionInst:
         """The region in the iteration with loop variables `iv` and ordinals
         `ords`: a loop-body buffer's instance is chosen by `ords` (D-SEM-INSTANCES)."""
         if self.static_mem is memory and self.static_inst is not None:
             return self.static_inst
-        if self.static:
-            off, ext, shape, strides = self.offset, self.extent, self.shape, self.strides
+        shape: tuple[int, ...] | None
+        strides: tuple[int, ...] | None
+        if self.static:     # every part an int (`is_static`)
+            off, ext = cast(int, self.offset), cast(int, self.extent)
+            shape, strides = cast(_Dims, self.shape), cast(_Dims, self.strides)
         else:
             try:
                 off = ev(self.offset, iv)
                 ext = ev(self.extent, iv)
                 if self.fixed_shape:
-                    shape, strides = self.shape, self.strides
+                    shape, strides = cast(_Dims, self.shape), cast(_Dims, self.strides)
                 else:
                     shape = tuple(ev(s, iv) for s in self.shape) \
                         if self.shape is not None else None
@@ -247,6 +249,11 @@ class RegionTpl:
         return r
 
 
+_Dims = tuple[int, ...] | None
+RegionKey = tuple[int, int, int, _Dims, _Dims]
+"""A region instance's geometry: (buffer instance, offset, extent, shape, strides)."""
+
+
 # unit types (RES-07)
 TRANSFER, STORE, COMPUTE = "transfer", "store", "compute"
 
@@ -257,7 +264,7 @@ class TaskTpl:
                  "produced", "consumed", "value", "depth", "unit_type", "memmove",
                  "n_in", "slot")
 
-    def __init__(self, op: TaskOp, depth: int, seq_id: int):
+    def __init__(self, op: TaskOp, depth: int, seq_id: int) -> None:
         self.op = op
         self.value = op.result
         self.depth = depth
@@ -276,12 +283,12 @@ class TaskTpl:
         loc = SourceLoc.of(op)
         self.label = name or f"{self.opcode}@{loc.line if loc else '?'}"
         self.line = loc.line if loc else 0
-        self.dep_refs: list = []
-        self.region_refs: list = []   # (value, is_write)
-        self.attrs_static: dict = {}
-        self.attrs_dyn: dict = {}
-        self.resource = None
-        self.seq_engine = None
+        self.dep_refs: list[ValueRef] = []
+        self.region_refs: list[tuple[ValueRef, bool]] = []   # (value, is_write)
+        self.attrs_static: Attrs = {}
+        self.attrs_dyn: Attrs = {}       # values with closures of the loop variables
+        self.resource: tuple[str, int] | None = None
+        self.seq_engine: int | None = None
         self.memmove = False
         for d in op.decorator_list():
             if isinstance(d, ResourceAttr):
@@ -298,9 +305,9 @@ class TaskTpl:
 class WaitTpl:
     __slots__ = ("op", "dep_refs", "line")
 
-    def __init__(self, op: WaitOp):
+    def __init__(self, op: WaitOp) -> None:
         self.op = op
-        self.dep_refs: list = []
+        self.dep_refs: list[ValueRef] = []
         loc = SourceLoc.of(op)
         self.line = loc.line if loc else 0
 
@@ -308,16 +315,20 @@ class WaitTpl:
 class LoopTpl:
     __slots__ = ("op", "lower", "upper", "n", "body", "var", "depth", "line")
 
-    def __init__(self, op: LoopOp, comp: ExprCompiler, depth: int):
+    def __init__(self, op: LoopOp, comp: ExprCompiler, depth: int) -> None:
         self.op = op
         self.lower = comp.compile(op.lower)
         self.upper = comp.compile(op.upper)
         self.n = op.max_in_flight()
         self.var = op.iv_name.data
         self.depth = depth   # depth of the loop's body
-        self.body: list = []
+        self.body: list[Instr] = []
         loc = SourceLoc.of(op)
         self.line = loc.line if loc else 0
+
+
+Instr = RegionTpl | TaskTpl | WaitTpl | LoopTpl
+"""An instruction of a compiled block (a stream runs them in order)."""
 
 
 @dataclass
@@ -332,9 +343,9 @@ class ValueRef:
 
 @dataclass
 class CompiledProgram:
-    prog: object
-    body: list
-    buffers: dict                 # BufferOp -> BufferInfo
+    prog: ProgramOp
+    body: list[Instr]
+    buffers: BufferInstances
     tasks: list[TaskTpl] = field(default_factory=list)
     regions: list[RegionTpl] = field(default_factory=list)
     loops: list[LoopTpl] = field(default_factory=list)
@@ -343,7 +354,7 @@ class CompiledProgram:
     """Region and task results by slot: streams' environments are keyed by slot
     numbers (hashing an int is cheaper than an xDSL value's `__hash__`)."""
 
-    task_count: tuple = ()        # static_task_count's answer, once computed
+    task_count: tuple[int | None, ...] = ()   # static_task_count's answer, once computed
 
     def static_task_count(self) -> int | None:
         """Tasks the program will run when all loop bounds are static (progress
@@ -353,7 +364,7 @@ class CompiledProgram:
         return self.task_count[0]
 
     def _count_tasks(self) -> int | None:
-        def count(body) -> int | None:
+        def count(body: list[Instr]) -> int | None:
             n = 0
             for ins in body:
                 if isinstance(ins, TaskTpl):
@@ -369,14 +380,17 @@ class CompiledProgram:
         return count(self.body)
 
 
-def compile_program(prog, memory: Memory, catalog, accum_resolver) -> CompiledProgram:
+def compile_program(prog: ProgramOp, memory: Memory, catalog: Catalog | None,
+                    accum_resolver: AccumResolver) -> CompiledProgram:
     """Allocate buffers (declaration order) and compile every block."""
-    buffers: dict = {}
+    buffers: BufferInstances = {}
     comp = ExprCompiler()
     cp = CompiledProgram(prog, [], buffers)
     defs: dict[SSAValue, ValueRef] = {}
 
-    specs, ops, windows = [], [], []
+    specs: list[BufferSpec] = []
+    ops: list[BufferOp] = []
+    windows: list[tuple[int, ...]] = []
     for op in prog.walk():
         if isinstance(op, BufferOp):
             size = comp.static(op.size)
@@ -403,8 +417,8 @@ def compile_program(prog, memory: Memory, catalog, accum_resolver) -> CompiledPr
         cp.values.append(v)
         return len(cp.values) - 1
 
-    def compile_block(block: Block, depth: int) -> list:
-        out: list = []
+    def compile_block(block: Block, depth: int) -> list[Instr]:
+        out: list[Instr] = []
         for op in block.ops:
             if isinstance(op, RegionOp):
                 t = RegionTpl(op, comp, buffers, depth)
@@ -433,7 +447,8 @@ def compile_program(prog, memory: Memory, catalog, accum_resolver) -> CompiledPr
     def ref(v: SSAValue) -> ValueRef:
         r = defs.get(v)
         if r is None:
-            raise RunError("operand is not a region or task of this program", None, v.owner)
+            raise RunError("operand is not a region or task of this program", None,
+                           v.owner if isinstance(v.owner, Operation) else None)
         return r
 
     for ins in _walk(cp.body):
@@ -448,8 +463,8 @@ def compile_program(prog, memory: Memory, catalog, accum_resolver) -> CompiledPr
     return cp
 
 
-def _loops_of(op) -> tuple:
-    out = []
+def _loops_of(op: Operation) -> tuple[LoopOp, ...]:
+    out: list[LoopOp] = []
     p = op.parent_op()
     while isinstance(p, LoopOp):
         out.append(p)
@@ -457,14 +472,14 @@ def _loops_of(op) -> tuple:
     return tuple(reversed(out))
 
 
-def _walk(body):
+def _walk(body: list[Instr]) -> Iterator[Instr]:
     for ins in body:
         yield ins
         if isinstance(ins, LoopTpl):
             yield from _walk(ins.body)
 
 
-def _attr_py(a, comp: ExprCompiler, args):
+def _attr_py(a: Attribute, comp: ExprCompiler, args: Sequence[SSAValue]) -> object:
     """Python value of a compute attribute; ints may be closures (loop-dependent)."""
     if isinstance(a, ArgRefAttr):
         return comp.compile(args[a.index.data])
@@ -482,7 +497,7 @@ def _attr_py(a, comp: ExprCompiler, args):
     return a
 
 
-def _has_fn(v) -> bool:
+def _has_fn(v: object) -> bool:
     if callable(v):
         return True
     if isinstance(v, list):
@@ -490,7 +505,7 @@ def _has_fn(v) -> bool:
     return False
 
 
-def _resolve(v, iv):
+def _resolve(v: object, iv: Sequence[int]) -> object:
     if callable(v):
         return v(iv)
     if isinstance(v, list):
@@ -498,7 +513,8 @@ def _resolve(v, iv):
     return v
 
 
-def _compile_attrs(t: TaskTpl, op: ComputeOp, comp: ExprCompiler, accum_resolver) -> None:
+def _compile_attrs(t: TaskTpl, op: ComputeOp, comp: ExprCompiler,
+                   accum_resolver: AccumResolver) -> None:
     args = tuple(op.args)
     for name, a in op.attrs.data.items():
         v = _attr_py(a, comp, args)
@@ -514,7 +530,7 @@ def _compile_attrs(t: TaskTpl, op: ComputeOp, comp: ExprCompiler, accum_resolver
             t.attrs_static[name] = spec.default
 
 
-def task_attrs(t: TaskTpl, iv) -> dict:
+def task_attrs(t: TaskTpl, iv: Sequence[int]) -> Attrs:
     if not t.attrs_dyn:
         return t.attrs_static
     d = dict(t.attrs_static)
@@ -644,8 +660,8 @@ _KERNEL_RESULT_FIX = ("a kernel takes (inputs, outputs, attrs) and returns a lis
                       "write its inputs (docs/python-api.md)")
 
 
-def prepare_compute(t: TaskTpl, regions: list[RegionInst], attrs: dict,
-                    kernels: dict) -> Callable[[], None]:
+def prepare_compute(t: TaskTpl, regions: list[RegionInst], attrs: Attrs,
+                    kernels: Mapping[str, Kernel]) -> Callable[[], None]:
     """The data effect of a compute task as a call without arguments (see
     `prepare_move`): the kernel and its operand tensors (views of the regions,
     whose contents the kernel reads when called) are bound once; i4 operands
@@ -662,8 +678,9 @@ def prepare_compute(t: TaskTpl, regions: list[RegionInst], attrs: dict,
     views = [r.read() if r.elem != "i4" else None for r in regions]
     static = all(v is not None for v in views)
 
-    def tensors() -> tuple[list, list]:
-        ts = [Tensor(r.read() if v is None else v, r.elem, r.quant)
+    def tensors() -> tuple[list[Tensor], list[Tensor]]:
+        # compute operands have an element type (REG-03)
+        ts = [Tensor(r.read() if v is None else v, cast(str, r.elem), r.quant)
               for r, v in zip(regions, views)]
         return ts[:n_in], ts[n_in:]
     bound = tensors() if static else None
@@ -710,7 +727,7 @@ def prepare_compute(t: TaskTpl, regions: list[RegionInst], attrs: dict,
 # Cost model (timed mode)
 # ---------------------------------------------------------------------------
 
-DEFAULT_PROFILE = {
+DEFAULT_PROFILE: Profile = {
     "DMA": {"bandwidth": 32, "latency": 4},       # bytes/cycle, cycles
     "sDMA": {"bandwidth": 16, "latency": 16},
     "CSTL": {"throughput": 256, "latency": 1},    # elements/cycle
@@ -723,7 +740,7 @@ MAC_KEYS = {"i4": ("int4_macs", "int8_macs"), "i8": ("int8_macs",), "u8": ("int8
             "f32": ("fp32_macs",)}
 
 
-def macs_per_cycle(elem: str | None, unit_chars: dict, profile: dict) -> int:
+def macs_per_cycle(elem: str | None, unit_chars: UnitChars, profile: Profile) -> int:
     nmu = unit_chars.get("NMU", {})
     for key in MAC_KEYS.get(elem or "", ()):
         if key in nmu:
@@ -750,8 +767,8 @@ class Work(NamedTuple):
         return math.ceil(self.amount / self.rate) + self.latency
 
 
-def task_work(t: TaskTpl, regions: list[RegionInst], unit_type: str, unit_chars: dict,
-              profile: dict) -> Work:
+def task_work(t: TaskTpl, regions: list[RegionInst], unit_type: str, unit_chars: UnitChars,
+              profile: Profile) -> Work:
     if t.kind != COMPUTE:
         p = profile.get(unit_type, profile["DMA"])
         if "bandwidth" not in p:

@@ -23,8 +23,8 @@ limit or kernels.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 from xdsl.dialects.builtin import StringAttr
@@ -36,6 +36,17 @@ from nem.runtime.mlir_fill import FillKernel, fill_kernel, fill_of
 from nem.runtime.mlir_kernel import CompiledKernel
 from nem.runtime.mlir_kernel_scalar import OPNAME
 from nem.runtime.numerics import KernelError, NotSupported
+
+if TYPE_CHECKING:
+    from nem.runtime.kernel_support import Attrs, Tensor
+
+
+class Bindable(Protocol):
+    """A kernel that runs natively (`mlir_native.NativeKernel`) or as a numpy
+    fill (`mlir_fill.FillKernel`), bound to its operands' arrays once."""
+
+    def bind(self, arrays: Sequence[np.ndarray],
+             index_args: Sequence[int]) -> Callable[[], object]: ...
 
 # the interpreter's speed: `bench/bench_mlir_kernel.py --interpreted` measures
 # 20-30 us per scalar op (a 16x16x16 matmul nest) on a busy 2-core machine
@@ -61,7 +72,7 @@ def describe_cost(ops: int) -> str:
     return f"about {ops:,} scalar operations per run, ~{t} at ~{SECONDS_PER_OP * 1e6:.0f} us each"
 
 
-def _checked(ins: list, outs: list, attrs: dict) -> tuple[str, list[int]]:
+def _checked(ins: list[Tensor], outs: list[Tensor], attrs: Attrs) -> tuple[str, list[int]]:
     """The kernel text and index arguments of a task, its attributes and
     operands checked."""
     text = attrs.get("kernel")
@@ -131,7 +142,7 @@ class EscapeHatch:
             self._fills[key] = fill_kernel(ck.fn, group, n_in)
         return self._fills[key]
 
-    def _native_kernel(self, ck: CompiledKernel, group: list[int], n_in: int) -> Any:
+    def _native_kernel(self, ck: CompiledKernel, group: list[int], n_in: int) -> Bindable | str:
         """The native kernel of `ck` for this aliasing, or why the native
         backend does not take it (a str)."""
         from nem.runtime import mlir_native
@@ -226,15 +237,15 @@ class EscapeHatch:
                                "lowering so that NEM tasks do the work")
         return ck
 
-    def run_task(self, ins: list, outs: list, attrs: dict) -> list[np.ndarray]:
+    def run_task(self, ins: list[Tensor], outs: list[Tensor], attrs: Attrs) -> list[np.ndarray]:
         """The `compute` kernel for op="mlir.kernel": ins/outs are `Tensor`s,
         attrs hold `kernel` (text) and `index_args` (ints, evaluated by the
         engine)."""
         text, idx = _checked(ins, outs, attrs)
         return self.run(self._bounded(text), ins, outs, idx)
 
-    def prepare_task(self, ins: list, outs: list,
-                     attrs: dict) -> Callable[[], list[np.ndarray]]:
+    def prepare_task(self, ins: list[Tensor], outs: list[Tensor],
+                     attrs: Attrs) -> Callable[[], list[np.ndarray]]:
         """`run_task` bound to one task instance's operands (whose arrays stay
         where they are; engine.prepare_compute): checked once, and once the
         kernel runs natively, a call with its arguments packed (a kernel that
@@ -256,7 +267,7 @@ class EscapeHatch:
             return fast()
         return call
 
-    def run(self, ck: CompiledKernel, ins: list, outs: list,
+    def run(self, ck: CompiledKernel, ins: list[Tensor], outs: list[Tensor],
             index_args: list[int]) -> list[np.ndarray]:
         """Run `ck` once on the task's operands; returns the outs' new contents.
         Natively when the native backend takes its kernel, else interpreted."""
@@ -266,7 +277,7 @@ class EscapeHatch:
             return ck.run_interpreted(operands, group, len(ins), index_args, self.progress)
         return _NativeRun(nk, operands, group, len(ins), index_args)()
 
-    def _backend(self, ck: CompiledKernel, group: list[int], n_in: int) -> Any:
+    def _backend(self, ck: CompiledKernel, group: list[int], n_in: int) -> Bindable | None:
         """The native kernel this run of `ck` uses, or None when it is
         interpreted (then counted against `compile_after`, or noticed).  A
         constant fill runs as a numpy fill unless the backend is
@@ -301,7 +312,8 @@ class _NativeRun:
 
     __slots__ = ("copies", "call", "outs")
 
-    def __init__(self, nk, operands, group: list[int], n_in: int, index_args) -> None:
+    def __init__(self, nk: Bindable, operands: Sequence[Tensor], group: list[int], n_in: int,
+                 index_args: list[int]) -> None:
         n_mem = len(operands)
         arrays: dict[int, np.ndarray] = {}
         self.copies: list[tuple[np.ndarray, np.ndarray]] = []   # (buffer, operand array)

@@ -28,13 +28,39 @@ from __future__ import annotations
 import multiprocessing
 import os
 import sys
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
+from functools import partial
+from typing import TYPE_CHECKING, Protocol, TypeVar
+
+if TYPE_CHECKING:
+    from nem.dialect.diagnostics import Diagnostic
+    from nem.runtime.checks import Access, Deadlock, Race
+    from nem.runtime.memory import Memory
+    from nem.runtime.session import Program, RunResult, RunSettings, Session
+    from nem.runtime.task_state import TaskInst
+
+    class HuntSettings(RunSettings, Protocol):
+        """The interpreter whose schedule options a hunt sets for each schedule
+        (`nem.runtime.api.NemInterpreter`)."""
+
+        policy: str
+        seed: int
 
 MAX_EXPLORE_TASKS = 4000
 """Task instances beyond which `--explore` refuses (use `--schedules K`)."""
 
-_STATE: tuple = ()
+WorkerState = tuple["HuntSettings", "Program", "Memory"]
+"""What forked workers read (`worker_state`): the interpreter, the loaded
+program and its initial memory."""
+
+_STATE: WorkerState | tuple[()] = ()
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+TaskKey = tuple[int, tuple[int, ...]]
+"""A task instance across schedules (`task_state.task_key`)."""
 
 
 def default_jobs() -> int:
@@ -42,7 +68,8 @@ def default_jobs() -> int:
                (os.cpu_count() or 1))
 
 
-def pmap(fn: Callable, items: Sequence, jobs: int | None, state: tuple, desc: str) -> list:
+def pmap(fn: Callable[[T], R], items: Sequence[T], jobs: int | None, state: WorkerState,
+         desc: str) -> list[R]:
     """`[fn(x) for x in items]` on `jobs` forked workers (results in item order),
     with a progress bar on stderr when it is a terminal.  `state` is what `fn`
     reads through `worker_state()` (inherited by the forked workers)."""
@@ -69,8 +96,10 @@ def pmap(fn: Callable, items: Sequence, jobs: int | None, state: tuple, desc: st
         _STATE = ()
 
 
-def worker_state() -> tuple:
-    return _STATE
+def worker_state() -> WorkerState:
+    state = _STATE
+    assert len(state) == 3, "worker_state() is read inside pmap or a hunt"
+    return state
 
 
 class _NoBar:
@@ -81,7 +110,7 @@ class _NoBar:
         pass
 
 
-def _progress(total: int, desc: str):
+def _progress(total: int, desc: str) -> _NoBar | _RichBar:
     """A transient rich progress bar on stderr, only on a terminal (logs never
     get carriage returns); the same library as nem-run's task bar."""
     if not sys.stderr.isatty() or total < 2:
@@ -90,7 +119,7 @@ def _progress(total: int, desc: str):
 
 
 class _RichBar:
-    def __init__(self, total: int, desc: str):
+    def __init__(self, total: int, desc: str) -> None:
         from rich.console import Console
         from rich.progress import Progress
 
@@ -114,13 +143,15 @@ class _RichBar:
 class Outcome:
     """What one schedule produced (picklable, small)."""
 
-    result: object                  # RunResult
+    result: RunResult
     digests: list[bytes]
-    order: list | None = None       # task keys in execution order (explorer)
+    order: list[TaskKey] | None = None   # task keys in execution order (explorer)
     diverged: str | None = None
 
 
-def _session(policy: str, seed: int, choose=None, log: bool = False):
+def _session(policy: str, seed: int,
+             choose: Callable[[list[TaskInst]], TaskInst] | None = None,
+             log: bool = False) -> tuple[Session, Memory]:
     from nem.runtime.session import Session
 
     interp, prog, initial = worker_state()
@@ -147,11 +178,11 @@ class _Diverged(Exception):
     pass
 
 
-def run_order(order: list) -> Outcome:
+def run_order(order: list[TaskKey]) -> Outcome:
     """Replay the schedule that runs task instances in `order`."""
     pos = [0]
 
-    def choose(ready):
+    def choose(ready: list[TaskInst]) -> TaskInst:
         want = order[pos[0]] if pos[0] < len(order) else None
         for t in ready:
             if (t.tpl.seq_id, t.frame.iv) == want:
@@ -172,7 +203,9 @@ def run_order(order: list) -> Outcome:
 # ---------------------------------------------------------------------------
 
 
-def first_difference(interp, prog, initial, run_a: Callable, run_b: Callable):
+def first_difference(interp: HuntSettings, prog: Program, initial: Memory,
+                     run_a: Callable[[], tuple[Session, Memory]],
+                     run_b: Callable[[], tuple[Session, Memory]]) -> tuple[str, int] | None:
     """(buffer, byte) where two (deterministic) schedules' final memories first differ."""
     global _STATE
     _STATE = (interp, prog, initial)
@@ -187,7 +220,8 @@ def first_difference(interp, prog, initial, run_a: Callable, run_b: Callable):
     return mems[0].first_difference(mems[1])
 
 
-def random_schedules(interp, prog, k: int, seed: int, jobs: int | None):
+def random_schedules(interp: HuntSettings, prog: Program, k: int, seed: int, jobs: int | None
+                     ) -> tuple[list[RunResult], tuple[int, int, str, int] | None, Memory]:
     """K random schedules (seeds seed..seed+k-1): (results, difference, final memory
     of the last schedule); difference is None or (seed_a, seed_b, buffer, byte)."""
     initial = prog.memory.clone()
@@ -198,7 +232,7 @@ def random_schedules(interp, prog, k: int, seed: int, jobs: int | None):
         if o.digests != outs[0].digests:
             where = first_difference(interp, prog, initial,
                                      lambda: _session("random", seed),
-                                     lambda j=j: _session("random", seed + j))
+                                     partial(_session, "random", seed + j))
             diff = (seed, seed + j, *where) if where else None
             break
     global _STATE
@@ -218,7 +252,7 @@ def random_schedules(interp, prog, k: int, seed: int, jobs: int | None):
 
 @dataclass
 class RaceWitness:
-    race: object                 # checks.Race
+    race: Race
     schedule: list[str]          # a schedule after which both tasks are ready
 
 
@@ -228,9 +262,9 @@ class Exploration:
     complete: bool
     limit: int
     races: list[RaceWitness] = field(default_factory=list)
-    deadlocks: list[tuple[object, list[str]]] = field(default_factory=list)
+    deadlocks: list[tuple[Deadlock, list[str]]] = field(default_factory=list)
     outcomes: int = 0            # distinct final memories
-    errors: list = field(default_factory=list)
+    errors: list[Diagnostic] = field(default_factory=list)
     diverged: list[str] = field(default_factory=list)
     task_instances: int = 0
     too_large: bool = False
@@ -243,7 +277,8 @@ def _bits(x: int) -> Iterable[int]:
         x ^= low
 
 
-def _orientations(n: int, pred: list[int], pairs: list[tuple[int, int]], limit: int):
+def _orientations(n: int, pred: list[int], pairs: list[tuple[int, int]],
+                  limit: int) -> Iterator[list[int]]:
     """Acyclic orientations of `pairs` over the DAG `pred` (transitively closed
     predecessor bitsets); yields (closed pred bitsets) per class, at most `limit`
     (then stops; the caller sees it got `limit`)."""
@@ -289,7 +324,8 @@ def _topo(n: int, pred: list[int]) -> list[int]:
     return out
 
 
-def explore(interp, prog, max_schedules: int, jobs: int | None) -> Exploration:
+def explore(interp: HuntSettings, prog: Program, max_schedules: int,
+            jobs: int | None) -> Exploration:
     """Run one schedule of every distinct interleaving (up to `max_schedules`)."""
     from nem.runtime.checks import Race
 
@@ -341,7 +377,7 @@ def explore(interp, prog, max_schedules: int, jobs: int | None) -> Exploration:
         if o.diverged:
             ex.diverged.append(o.diverged)
         if o.result.deadlock is not None:
-            ex.deadlocks.append((o.result.deadlock, [str(k) for k in o.order]))
+            ex.deadlocks.append((o.result.deadlock, [str(k) for k in o.order or ()]))
         if o.result.error is not None:
             ex.errors.append(o.result.error)
     memory = prog.memory
@@ -364,7 +400,7 @@ def _more(n: int, pred: list[int], pairs: list[tuple[int, int]], limit: int) -> 
     return sum(1 for _ in _orientations(n, pred, pairs, limit + 1)) > limit
 
 
-def _conflict(xs: list, ys: list):
+def _conflict(xs: list[Access], ys: list[Access]) -> tuple[int, int, int, bool, bool] | None:
     """The first conflicting pair of accesses: (level, lo, hi, x writes, y writes)."""
     for lx, ax, bx, wx, _ in xs:
         for ly, ay, by, wy, _ in ys:

@@ -12,9 +12,19 @@ Snapshots are taken when asked for; they do not change as the session runs.
 from __future__ import annotations
 
 import difflib
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from nem.runtime.tensor_io import int_like
+
+if TYPE_CHECKING:
+    from xdsl.ir import Operation
+
+    from nem.runtime.engine import CompiledProgram, LoopTpl
+    from nem.runtime.scheduler import Scheduler
+    from nem.runtime.task_state import Frame, TaskInst
+    from nem.runtime.task_state import Token as TokenState
 
 
 @dataclass(frozen=True)
@@ -86,16 +96,17 @@ def _iteration_suffix(iteration: dict[str, int]) -> str:
     return f"[{_iteration_text(iteration)}]" if iteration else ""
 
 
-def _iteration(frame) -> dict[str, int]:
+def _iteration(frame: Frame) -> dict[str, int]:
     return dict(zip(frame.names, frame.iv))
 
 
-def task_of(inst, sched, state: str | None = None) -> Task:
+def task_of(inst: TaskInst, sched: Scheduler, state: str | None = None) -> Task:
     """A snapshot of scheduler task instance `inst`."""
     tpl = inst.tpl
-    deps = tuple(_token_key(d) for d in inst.deps) if getattr(inst, "deps", None) else ()
-    waiting = tuple(_token_key(d) for d in inst.deps if not d.done) \
-        if getattr(inst, "deps", None) else ()
+    # None once completed (and unset while `Scheduler._issue` builds it)
+    held: list[TokenState] | None = getattr(inst, "deps", None)
+    deps = tuple(_token_key(d) for d in held) if held else ()
+    waiting = tuple(_token_key(d) for d in held if not d.done) if held else ()
     if state is None:  # the scheduler drops a completed task's token and deps
         state = "completed" if inst.token is None or inst.token.done else \
             ("pending" if inst.npending else "ready")
@@ -104,16 +115,16 @@ def task_of(inst, sched, state: str | None = None) -> Task:
                 waiting, unit, inst.seq)
 
 
-def token_of(tok, frame, sched) -> Token:
+def token_of(tok: TokenState, frame: Frame, sched: Scheduler) -> Token:
     task = task_of(tok.task, sched) if tok.task is not None else None
     return Token(tok.tpl.label if tok.tpl is not None else "?", _iteration(frame), tok.done,
                  tok.consumed, task)
 
 
-def _token_key(tok) -> str:
+def _token_key(tok: TokenState) -> str:
     if tok.task is None:
         return tok.tpl.label if tok.tpl is not None else "?"
-    return tok.tpl.label + _iteration_suffix(_iteration(tok.task.frame))
+    return tok.task.tpl.label + _iteration_suffix(_iteration(tok.task.frame))
 
 
 def unknown_name(kind: str, name: str, known: list[str]) -> ValueError:
@@ -129,9 +140,9 @@ def unknown_name(kind: str, name: str, known: list[str]) -> ValueError:
 # ---------------------------------------------------------------------------
 
 
-def loops_of(compiled, op) -> list:
+def loops_of(compiled: CompiledProgram, op: Operation) -> list[LoopTpl]:
     """The compiled loops (`engine.LoopTpl`) around `op`, outermost first."""
-    by_op = {lt.op: lt for lt in compiled.loops}
+    by_op: dict[Operation, LoopTpl] = {lt.op: lt for lt in compiled.loops}
     out = []
     p = op.parent_op()
     while p is not None:
@@ -141,7 +152,7 @@ def loops_of(compiled, op) -> list:
     return out[::-1]
 
 
-def _bounds(loop, outer: tuple[int, ...] | None = None) -> tuple[int, int] | None:
+def _bounds(loop: LoopTpl, outer: tuple[int, ...] | None = None) -> tuple[int, int] | None:
     """[lo, hi] of `loop`: static, or evaluated with the outer loops' values
     `outer`; None when it depends on outer values not given."""
     lo, hi = loop.lower, loop.upper
@@ -152,16 +163,17 @@ def _bounds(loop, outer: tuple[int, ...] | None = None) -> tuple[int, int] | Non
     return (lo if isinstance(lo, int) else lo(outer)), (hi if isinstance(hi, int) else hi(outer))
 
 
-def _loop_text(loop, outer: tuple[int, ...] | None = None) -> str:
+def _loop_text(loop: LoopTpl, outer: tuple[int, ...] | None = None) -> str:
     b = _bounds(loop, outer)
     return f"{loop.var}{f' in [{b[0]}..{b[1]}]' if b else ''} (line {loop.line})"
 
 
-def _loops_text(loops: list) -> str:
+def _loops_text(loops: Sequence[LoopTpl]) -> str:
     return ("loop " if len(loops) == 1 else "loops ") + ", ".join(_loop_text(lt) for lt in loops)
 
 
-def iteration_of(name: str, loops: list, loop_vars: dict) -> tuple[tuple, tuple]:
+def iteration_of(name: str, loops: Sequence[LoopTpl],
+                 loop_vars: Mapping[str, object]) -> tuple[tuple[int, ...], tuple[int, ...]]:
     """(loop values, ordinals) of region `name`, declared inside `loops`
     (outermost first), in the iteration `loop_vars` names.  Every variable of
     its loops and no other must be given, each inside its loop's range: a
@@ -198,7 +210,7 @@ def iteration_of(name: str, loops: list, loop_vars: dict) -> tuple[tuple, tuple]
     return tuple(iv), tuple(ords)
 
 
-def check_loop_iter(loop_iter, innermost: list, whom: str) -> None:
+def check_loop_iter(loop_iter: object, innermost: Sequence[LoopTpl | None], whom: str) -> None:
     """A breakpoint's `loop_iter` (an iteration of the innermost loop of the
     tasks it may stop, `innermost`: one loop or None per task) that no such
     loop has is a ValueError, as a misspelt task name is (D-RT-NAMES): the

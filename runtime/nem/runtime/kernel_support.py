@@ -7,7 +7,7 @@ float / integer / quantized dispatch shared by the kernel families
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable
+from typing import Any, Callable
 
 import numpy as np
 
@@ -35,6 +35,18 @@ class Tensor:
 
 
 Kernel = Callable[[list[Tensor], list[Tensor], dict[str, object]], list[np.ndarray]]
+
+Attrs = dict[str, Any]
+"""A task's resolved attributes as the reference kernels read them: int, float,
+str or lists of them by attribute name, converted (`int(...)`, `list(...)`) where
+a kernel reads one; what a key holds depends on the opcode, hence `Any`."""
+
+BoundKernel = Callable[[], list[np.ndarray] | None]
+"""A kernel bound to one task instance's operands (`Preparable`); None: it has
+written the results into the output arrays itself."""
+
+ElementOp = Callable[..., np.ndarray]
+"""An element-wise computation on f64 (or int64) arrays, one per operand."""
 
 
 class UserKernel:
@@ -86,7 +98,7 @@ class Preparable:
 
     def __init__(self, kernel: Kernel,
                  prepare: Callable[[list[Tensor], list[Tensor], dict[str, object]],
-                                   Callable[[], list[np.ndarray]] | None]) -> None:
+                                   BoundKernel | None]) -> None:
         self.kernel = kernel
         self.prepare = prepare     # None from it: no binding, call the kernel
 
@@ -139,12 +151,13 @@ def same_types(op: str, ins: list[Tensor], outs: list[Tensor], allowed: tuple[st
     return e
 
 
-def check_count(op, ins, outs, n_in: tuple[int, int], n_out: tuple[int, int] = (1, 1)) -> None:
+def check_count(op: str, ins: list[Tensor], outs: list[Tensor], n_in: tuple[int, int], n_out: tuple[int, int] = (1, 1)) -> None:
     if not (n_in[0] <= len(ins) <= n_in[1] and n_out[0] <= len(outs) <= n_out[1]):
         raise unsupported(op, ins, outs, f"wrong operand count: {len(ins)} inputs, {len(outs)} outputs")
 
 
-def resolve_axis(op, ins, outs, axis, rank: int) -> int:
+def resolve_axis(op: str, ins: list[Tensor], outs: list[Tensor], axis: int | str | None,
+                 rank: int) -> int:
     if axis is None or axis == "last":
         return rank - 1
     if isinstance(axis, str) or not -rank <= int(axis) < rank:
@@ -152,7 +165,7 @@ def resolve_axis(op, ins, outs, axis, rank: int) -> int:
     return int(axis) % rank
 
 
-def check_shape(op, ins, outs, got: tuple[int, ...], out: Tensor) -> None:
+def check_shape(op: str, ins: list[Tensor], outs: list[Tensor], got: tuple[int, ...], out: Tensor) -> None:
     if tuple(got) != tuple(out.array.shape):
         raise unsupported(op, ins, outs, f"result shape {list(got)} differs from the output region's "
                   f"shape {list(out.array.shape)}")
@@ -162,7 +175,7 @@ def finish_int(v: np.ndarray, out: Tensor) -> np.ndarray:
     return saturate_int(v, out.elem)
 
 
-def requant_out(op, v: np.ndarray, out: Tensor) -> np.ndarray:
+def requant_out(op: str, v: np.ndarray, out: Tensor) -> np.ndarray:
     """Real f64 values -> the output's stored integers (D-NUM-QELT)."""
     if np.isnan(v).any():
         raise NumericError(f"{op}: NaN result cannot be quantized to {out.elem}")
@@ -170,8 +183,9 @@ def requant_out(op, v: np.ndarray, out: Tensor) -> np.ndarray:
     return saturate_int(requantize(v, out.quant, out.array.shape, f"{op} output"), out.elem)
 
 
-def numeric_kernel(op: str, ins: list[Tensor], out: Tensor, fop, iop, *, allowed=ELTWISE_T,
-             outs: list[Tensor] | None = None) -> np.ndarray:
+def numeric_kernel(op: str, ins: list[Tensor], out: Tensor, fop: ElementOp,
+                   iop: ElementOp | None, *, allowed: tuple[str, ...] = ELTWISE_T,
+                   outs: list[Tensor] | None = None) -> np.ndarray:
     """Shared float / raw-integer / quantized-integer dispatch (D-NUM-FLOAT, D-NUM-INT,
     D-NUM-QELT).  fop works on f64 arrays, iop on int64 arrays (None: float-only op)."""
     outs = outs or [out]

@@ -19,6 +19,7 @@ data-dependent failures raise `NumericError`; both are `KernelError`s.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from functools import partial
 
 import numpy as np
@@ -27,6 +28,9 @@ from nem.dialect.registry import OpcodeSpec, opcodes
 from nem.runtime.kernel_support import (
     ALL_T,
     ELTWISE_T,
+    Attrs,
+    BoundKernel,
+    ElementOp,
     Kernel,
     Preparable,
     Tensor,
@@ -64,29 +68,31 @@ __all__ = ["KERNELS", "Kernel", "KernelError", "NotSupported", "NumericError", "
 _GELU_C = math.sqrt(2.0 / math.pi)
 
 
-def _f_relu(x):
+def _f_relu(x: np.ndarray) -> np.ndarray:
     return np.where(x > 0, x, np.where(np.isnan(x), x, 0.0))
 
 
-def _f_gelu(x):
-    return 0.5 * x * (1.0 + np.tanh(_GELU_C * (x + 0.044715 * (x * x * x))))
+def _f_gelu(x: np.ndarray) -> np.ndarray:
+    out: np.ndarray = 0.5 * x * (1.0 + np.tanh(_GELU_C * (x + 0.044715 * (x * x * x))))
+    return out
 
 
 _ERF = np.vectorize(math.erf, otypes=[np.float64])   # numpy has no erf; libm's, per element
 
 
-def _f_gelu_erf(x):
+def _f_gelu_erf(x: np.ndarray) -> np.ndarray:
     """`gelu approximate="none"` (D-NUM-GELU-ERF): 0.5 x (1 + erf(x / sqrt 2))."""
-    return 0.5 * x * (1.0 + _ERF(x / math.sqrt(2.0)))
+    out: np.ndarray = 0.5 * x * (1.0 + _ERF(x / math.sqrt(2.0)))
+    return out
 
 
-def _i_div(x, y):
+def _i_div(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     if (y == 0).any():
         raise NumericError("div: integer division by zero")
     return trunc_div_int(x, y)
 
 
-_UNARY: dict[str, tuple] = {
+_UNARY: dict[str, tuple[ElementOp, ElementOp | None]] = {
     "relu": (_f_relu, lambda x: np.maximum(x, 0)),
     "sigmoid": (lambda x: 1.0 / (1.0 + np.exp(-x)), None),
     "tanh": (np.tanh, None),
@@ -99,7 +105,7 @@ _UNARY: dict[str, tuple] = {
     "silu": (lambda x: x / (1.0 + np.exp(-x)), None),
 }
 
-_BINARY: dict[str, tuple] = {
+_BINARY: dict[str, tuple[ElementOp, ElementOp | None]] = {
     "add": (np.add, np.add),
     "sub": (np.subtract, np.subtract),
     "mul": (np.multiply, np.multiply),
@@ -125,20 +131,20 @@ def _relu_f32_into(x: np.ndarray, out: np.ndarray) -> None:
 
 
 # the f32 form of each op of _EXACT_IN_F32 that writes into `out=` (D-RT-REPLAY)
-_F32_INTO = {"relu": _relu_f32_into,
+_F32_INTO: dict[str, Callable[..., object]] = {"relu": _relu_f32_into,
              **{op: f for op, (f, _) in (*_UNARY.items(), *_BINARY.items())
                 if op in _EXACT_IN_F32 and isinstance(f, np.ufunc)}}
 
 
-def _f32_into(into, arrays: list[np.ndarray], out: np.ndarray) -> None:
+def _f32_into(into: Callable[..., object], arrays: list[np.ndarray], out: np.ndarray) -> None:
     with np.errstate(all="ignore"):
         into(*arrays, out=out)
 
 
-def _eltwise(op: str, fop, iop, arity: int) -> Kernel:
+def _eltwise(op: str, fop: ElementOp, iop: ElementOp | None, arity: int) -> Kernel:
     into = _F32_INTO.get(op)
 
-    def checked(ins, outs) -> bool:
+    def checked(ins: list[Tensor], outs: list[Tensor]) -> bool:
         """Check the operands; True when the f32 fast path applies."""
         check_count(op, ins, outs, (arity, arity))
         shapes = [t.array.shape for t in ins]
@@ -150,21 +156,23 @@ def _eltwise(op: str, fop, iop, arity: int) -> Kernel:
         return into is not None and all(t.elem == "f32" and t.quant is None
                                         for t in (*ins, *outs))
 
-    def kernel(ins, outs, attrs):
+    def kernel(ins: list[Tensor], outs: list[Tensor], attrs: Attrs) -> list[np.ndarray]:
         if checked(ins, outs):
+            assert into is not None   # `checked` is True only with an f32 form
             out = np.empty(outs[0].array.shape, np.float32)
             _f32_into(into, [t.array for t in ins], out)
             return [out]
         return [numeric_kernel(op, ins, outs[0], fop, iop)]
 
-    def prepare(ins, outs, attrs):
+    def prepare(ins: list[Tensor], outs: list[Tensor], attrs: Attrs) -> BoundKernel | None:
         if not checked(ins, outs):
             return None
+        assert into is not None   # as in `kernel`
         return partial(_f32_into, into, [t.array for t in ins], outs[0].array)
     return Preparable(kernel, prepare)
 
 
-def _leaky_relu(ins, outs, attrs):
+def _leaky_relu(ins: list[Tensor], outs: list[Tensor], attrs: Attrs) -> list[np.ndarray]:
     check_count("leaky_relu", ins, outs, (1, 1))
     check_shape("leaky_relu", ins, outs, ins[0].array.shape, outs[0])
     alpha = float(attrs.get("alpha", 0.01))
@@ -172,7 +180,8 @@ def _leaky_relu(ins, outs, attrs):
                      lambda x: np.where(x < 0, np.rint(x * alpha), x))]
 
 
-def _clamp_checked(ins, outs, attrs) -> tuple | None:
+def _clamp_checked(ins: list[Tensor], outs: list[Tensor],
+                   attrs: Attrs) -> tuple[np.number, np.number] | None:
     """Check a clamp's operands; its bounds as scalars of the operand's dtype
     when it is an unquantized f32 or integer clamp that numpy evaluates in the
     operand's own type with the formula's bits (max and min are exact in f32
@@ -200,7 +209,7 @@ def _clamp_checked(ins, outs, attrs) -> tuple | None:
     return sat(min(max(int(lo), t_lo), t_hi)), sat(min(max(int(hi), t_lo), t_hi))
 
 
-def _clamp_into(x: np.ndarray, lo, hi, out: np.ndarray) -> None:
+def _clamp_into(x: np.ndarray, lo: np.number, hi: np.number, out: np.ndarray) -> None:
     """min(max(x, lo), hi) into `out`, in x's dtype (bounds from _clamp_checked);
     on floats with errors ignored (IEEE results, D-NUM-FLOAT)."""
     if out.dtype.kind == "f":
@@ -214,26 +223,27 @@ def _clamp_into(x: np.ndarray, lo, hi, out: np.ndarray) -> None:
         np.clip(x, lo, hi, out=out)
 
 
-def _clamp(ins, outs, attrs):
+def _clamp(ins: list[Tensor], outs: list[Tensor], attrs: Attrs) -> list[np.ndarray]:
     op = "clamp"
     fast = _clamp_checked(ins, outs, attrs)
     if fast is not None:
         out = np.empty_like(outs[0].array)
         _clamp_into(ins[0].array, *fast, out)
         return [out]
-    lo, hi = attrs.get("min"), attrs.get("max")
+    lo, hi = attrs["min"], attrs["max"]      # present: `_clamp_checked` checked them
 
-    def iop(x):
+    def iop(x: np.ndarray) -> np.ndarray:
         if float(lo) != int(lo) or float(hi) != int(hi):
             raise unsupported(op, ins, outs, f"clamp bounds {lo}, {hi} on an unquantized integer type "
                       "must be integers")
-        return np.minimum(np.maximum(x, int(lo)), int(hi))
+        out: np.ndarray = np.minimum(np.maximum(x, int(lo)), int(hi))
+        return out
 
     return [numeric_kernel(op, ins, outs[0],
                      lambda x: np.minimum(np.maximum(x, float(lo)), float(hi)), iop)]
 
 
-def _prepare_clamp(ins, outs, attrs):
+def _prepare_clamp(ins: list[Tensor], outs: list[Tensor], attrs: Attrs) -> BoundKernel | None:
     fast = _clamp_checked(ins, outs, attrs)
     if fast is None:
         return None
@@ -243,7 +253,7 @@ def _prepare_clamp(ins, outs, attrs):
 # --------------------------------------------------------------------------
 # conversions (D-NUM-CAST, D-NUM-QUANT)
 
-def _cast(ins, outs, attrs):
+def _cast(ins: list[Tensor], outs: list[Tensor], attrs: Attrs) -> list[np.ndarray]:
     op = "cast"
     check_count(op, ins, outs, (1, 1))
     s_t, d_t = ins[0], outs[0]
@@ -273,7 +283,7 @@ def _cast(ins, outs, attrs):
     return [wrap_int(np.rint(v), dst)]
 
 
-def _quantize(ins, outs, attrs):
+def _quantize(ins: list[Tensor], outs: list[Tensor], attrs: Attrs) -> list[np.ndarray]:
     op = "quantize"
     check_count(op, ins, outs, (1, 1))
     s_t, d_t = ins[0], outs[0]
@@ -288,7 +298,7 @@ def _quantize(ins, outs, attrs):
     return [saturate_int(requantize(v, d_t.quant, v.shape, op), "i8")]
 
 
-def _dequantize(ins, outs, attrs):
+def _dequantize(ins: list[Tensor], outs: list[Tensor], attrs: Attrs) -> list[np.ndarray]:
     op = "dequantize"
     check_count(op, ins, outs, (1, 1))
     s_t, d_t = ins[0], outs[0]
@@ -303,7 +313,7 @@ def _dequantize(ins, outs, attrs):
 # --------------------------------------------------------------------------
 # escape hatch (D-NUM-COMPUTE)
 
-def _compute(ins, outs, attrs):
+def _compute(ins: list[Tensor], outs: list[Tensor], attrs: Attrs) -> list[np.ndarray]:
     name, args = _compute_op(ins, outs, attrs)
     try:
         return KERNELS[name](ins, outs, args)
@@ -311,7 +321,7 @@ def _compute(ins, outs, attrs):
         raise NotSupported(f"compute op={name}: {e}", e.fix) from None
 
 
-def _compute_op(ins, outs, attrs) -> tuple[str, dict]:
+def _compute_op(ins: list[Tensor], outs: list[Tensor], attrs: Attrs) -> tuple[str, Attrs]:
     """The registry opcode a `compute op=NAME` task runs and its attributes
     (defaults filled in); NotSupported for a name or attribute the registry
     does not have."""
@@ -321,10 +331,10 @@ def _compute_op(ins, outs, attrs) -> tuple[str, dict]:
                            "interpreter's escape hatch (NemInterpreter(...).escape_hatch), "
                            "not through the registry's kernels")
     spec = opcodes().get(name) if isinstance(name, str) else None
-    if spec is None or name == "compute":
+    if spec is None or not isinstance(name, str) or name == "compute":
         raise NotSupported(f"compute op={name}: not a registry opcode; the reference runtime "
                            f"runs only registry opcodes through compute ({signature(ins, outs)})")
-    args = {}
+    args: Attrs = {}
     for aname, a in spec.attributes.items():
         if aname in attrs:
             args[aname] = attrs[aname]
@@ -338,7 +348,7 @@ def _compute_op(ins, outs, attrs) -> tuple[str, dict]:
     return name, args
 
 
-def _prepare_compute(ins, outs, attrs):
+def _prepare_compute(ins: list[Tensor], outs: list[Tensor], attrs: Attrs) -> BoundKernel | None:
     _compute_op(ins, outs, attrs)   # a wrong name is found when the task is bound (D-RT-PREPARE)
     return None
 

@@ -4,11 +4,16 @@ pooling (D-NUM-LINEAR-FLOAT, D-NUM-LINEAR-INT, D-NUM-INT4, D-NUM-POOL).
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator, Sequence
+from typing import NamedTuple, cast
+
 import numpy as np
 
 from nem.runtime.kernel_support import (
     F64_EXACT,
     POOL_T,
+    Attrs,
+    BoundKernel,
     Kernel,
     Preparable,
     Tensor,
@@ -28,10 +33,17 @@ from nem.runtime.numerics import (
     saturate_int,
     to_float_out,
 )
-from nem.runtime.quant import dequantize, expand, same
+from nem.runtime.quant import Quant, dequantize, expand, same
+
+WeightGroup = tuple[slice | None, np.ndarray]
+"""A reduction group of the weights: its slice along the reduction axis (None:
+all of it) and its scale, broadcastable to the output."""
+
+Product = Callable[[np.ndarray, np.ndarray, slice | None], np.ndarray]
+"""prod(xc, wc, sl): the exact int64 accumulator of one reduction group."""
 
 
-def _family(op, ins, outs) -> str:
+def _family(op: str, ins: list[Tensor], outs: list[Tensor]) -> str:
     x, w = ins[0], ins[1]
     b = ins[2] if len(ins) > 2 else None
     y = outs[0]
@@ -47,7 +59,7 @@ def _family(op, ins, outs) -> str:
               "int8: i8 x i8 -> i8/i16 + i32 bias; int4: i8 x i4 -> i8 + i32 bias)")
 
 
-def _check_accum(op, ins, outs, fam: str, accum) -> None:
+def _check_accum(op: str, ins: list[Tensor], outs: list[Tensor], fam: str, accum: object) -> None:
     want = "f32" if fam == "float" else "i32"
     if accum not in (None, want):
         raise unsupported(op, ins, outs, f"accum_type={accum} is not supported; the {fam} family "
@@ -58,18 +70,24 @@ def _dot(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """Exact int64 matmul: through f64 BLAS when every partial sum is below 2^53."""
     bound = (float(np.abs(a).max(initial=0)) * float(np.abs(b).max(initial=0))
              * max(a.shape[-1], 1))
+    out: np.ndarray
     if bound < F64_EXACT:
-        return np.matmul(a.astype(np.float64), b.astype(np.float64)).astype(np.int64)
-    return np.matmul(a, b)
+        out = np.matmul(a.astype(np.float64), b.astype(np.float64)).astype(np.int64)
+    else:
+        out = np.matmul(a, b)
+    return out
 
 
-def _int_linear(op, ins, outs, xc, wc, groups, prod, y_shape):
+def _int_linear(op: str, ins: list[Tensor], outs: list[Tensor], xc: np.ndarray, wc: np.ndarray,
+                groups: list[WeightGroup], prod: Product,
+                y_shape: tuple[int, ...]) -> list[np.ndarray]:
     """Integer path shared by gemm and conv.
 
     xc, wc: zero-point-centred int64 operands; groups: list of (reduction slice or None,
     weight scale broadcastable to Y); prod(xc, wc, sl) -> exact int64 accumulator."""
     x, y = ins[0], outs[0]
     bias = ins[2] if len(ins) > 2 else None
+    assert x.quant is not None, op  # `_check_x_quant` ran
     sx, _ = expand(x.quant, x.array.shape, f"{op} input")
     i32lo, i32hi = int_range("i32")
     if bias is not None and bias.quant is None and len(groups) != 1:
@@ -99,8 +117,9 @@ def _int_linear(op, ins, outs, xc, wc, groups, prod, y_shape):
     return [saturate_int(np.rint(v) + zy.astype(np.float64), y.elem)]
 
 
-def _weight_groups(op, ins, outs, w: Tensor, red_axis: int, out_axis: int,
-                   to_out_vec) -> tuple[np.ndarray, list]:
+def _weight_groups(op: str, ins: list[Tensor], outs: list[Tensor], w: Tensor, red_axis: int,
+                   out_axis: int, to_out_vec: Callable[[np.ndarray], np.ndarray]
+                   ) -> tuple[np.ndarray, list[WeightGroup]]:
     """Centre the weights and split them into reduction groups (D-NUM-INT4).
 
     Returns (wc in the stored layout, [(slice along red_axis or None, scale)])."""
@@ -124,17 +143,19 @@ def _weight_groups(op, ins, outs, w: Tensor, red_axis: int, out_axis: int,
               f"output-channel axis {out_axis} or the reduction axis {red_axis})")
 
 
-def _check_x_quant(op, ins, outs):
-    q = ins[0].quant
-    if q is None or ins[1].quant is None:
+def _check_x_quant(op: str, ins: list[Tensor], outs: list[Tensor]) -> tuple[Quant, Quant]:
+    """The input's and the weight's quant descriptors, which an integer family needs."""
+    q, qw = ins[0].quant, ins[1].quant
+    if q is None or qw is None:
         raise unsupported(op, ins, outs, "integer families need quant descriptors on the input and the "
                   "weight (QUANT-07/08)")
     if q.kind != "per_tensor":
         raise unsupported(op, ins, outs, "the activation must be quantized per_tensor")
+    return q, qw
 
 
 def gemm_kernel(op: str) -> Kernel:
-    def kernel(ins, outs, attrs):
+    def kernel(ins: list[Tensor], outs: list[Tensor], attrs: Attrs) -> list[np.ndarray]:
         check_count(op, ins, outs, (2, 3))
         fam = _family(op, ins, outs)
         _check_accum(op, ins, outs, fam, attrs.get("accum_type"))
@@ -153,8 +174,8 @@ def gemm_kernel(op: str) -> Kernel:
                 acc = acc + ins[2].array.astype(np.float64)
             check_shape(op, ins, outs, acc.shape, y)
             return [to_float_out(acc, y.elem)]
-        _check_x_quant(op, ins, outs)
-        _, zx = expand(a_t.quant, a_t.array.shape, f"{op} input")
+        qx, _ = _check_x_quant(op, ins, outs)
+        _, zx = expand(qx, a_t.array.shape, f"{op} input")
         xc = (a_t.array.astype(np.int64) - zx)
         xc = np.swapaxes(xc, -1, -2) if ta else xc
         rb = b_t.array.ndim
@@ -164,7 +185,7 @@ def gemm_kernel(op: str) -> Kernel:
                                     .reshape(s.shape[:-2] + (1, -1)))
         wc = np.swapaxes(wc, -1, -2) if tb else wc
 
-        def prod(xc, wc, sl):
+        def prod(xc: np.ndarray, wc: np.ndarray, sl: slice | None) -> np.ndarray:
             if sl is None:
                 return _dot(xc, wc)
             return _dot(xc[..., sl], wc[..., sl, :])
@@ -173,7 +194,9 @@ def gemm_kernel(op: str) -> Kernel:
     return kernel
 
 
-def _conv_spatial(op, ins, outs, x_shape, k_shape, attrs, nsp):
+def _conv_spatial(op: str, ins: list[Tensor], outs: list[Tensor], x_shape: tuple[int, ...],
+                  k_shape: Sequence[int], attrs: Attrs, nsp: int
+                  ) -> tuple[list[int], list[int], list[int], list[int]]:
     pads = list(attrs.get("pads") or [0] * 2 * nsp)
     strides = list(attrs.get("strides") or [1] * nsp)
     dil = list(attrs.get("dilations") or [1] * nsp)
@@ -191,7 +214,8 @@ def _conv_spatial(op, ins, outs, x_shape, k_shape, attrs, nsp):
     return pads, strides, dil, out_sp
 
 
-def _windows(xp: np.ndarray, k_shape, strides, dil, out_sp):
+def _windows(xp: np.ndarray, k_shape: Sequence[int], strides: Sequence[int], dil: Sequence[int],
+             out_sp: Sequence[int]) -> Iterator[tuple[tuple[int, ...], np.ndarray]]:
     """Yield (kernel offset, strided view [N, *out_sp, C]) for every kernel position."""
     nsp = len(out_sp)
     for offs in np.ndindex(*k_shape):
@@ -203,7 +227,8 @@ def _windows(xp: np.ndarray, k_shape, strides, dil, out_sp):
         yield offs, xp[tuple(sl)]
 
 
-def _windows_view(xp: np.ndarray, k_shape, strides, dil, out_sp) -> np.ndarray:
+def _windows_view(xp: np.ndarray, k_shape: Sequence[int], strides: Sequence[int],
+                  dil: Sequence[int], out_sp: Sequence[int]) -> np.ndarray:
     """One strided view [N, *out_sp, *K, C] of `xp`: each output position's
     window (built directly: numpy's sliding_window_view costs tens of
     microseconds per tile)."""
@@ -215,21 +240,24 @@ def _windows_view(xp: np.ndarray, k_shape, strides, dil, out_sp) -> np.ndarray:
          *(st[1 + i] * dil[i] for i in range(nsp)), st[-1]), writeable=False)
 
 
-def _im2col(xp: np.ndarray, k_shape, strides, dil, out_sp) -> np.ndarray:
+def _im2col(xp: np.ndarray, k_shape: Sequence[int], strides: Sequence[int], dil: Sequence[int],
+            out_sp: Sequence[int]) -> np.ndarray:
     """[N, *out_sp, prod(K) * C]: each output position's window, kernel offset
     major and channel minor (w's C order), copied from `_windows_view`."""
     return _windows_view(xp, k_shape, strides, dil, out_sp).reshape(xp.shape[0], *out_sp, -1)
 
 
-def _padded_shape(shape, padw) -> list[int]:
+def _padded_shape(shape: Sequence[int], padw: Sequence[tuple[int, int]]) -> list[int]:
     return [d + lo + hi for d, (lo, hi) in zip(shape, padw)]
 
 
-def _interior(shape, padw) -> tuple[slice, ...]:
+def _interior(shape: Sequence[int], padw: Sequence[tuple[int, int]]) -> tuple[slice, ...]:
     return tuple(slice(lo, lo + d) for d, (lo, _) in zip(shape, padw))
 
 
-def _conv_sum(xp, w, strides, dil, out_sp, groups, dot):
+def _conv_sum(xp: np.ndarray, w: np.ndarray, strides: Sequence[int], dil: Sequence[int],
+              out_sp: Sequence[int], groups: int,
+              dot: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> np.ndarray:
     """sum over kernel offsets of window @ w[offset] with channel groups; w is
     [*K, cin_g, Cout], xp is padded [N, *S, Cin]."""
     k_shape = w.shape[:-2]
@@ -252,11 +280,24 @@ def _conv_sum(xp, w, strides, dil, out_sp, groups, dot):
             wg = wk.reshape(cin_g, groups, cout_g).transpose(1, 0, 2)
             part = dot(pg, wg).transpose(1, 0, 2).reshape(lead + (cout,))
         acc = part if acc is None else acc + part
+    assert acc is not None  # np.ndindex yields at least one kernel offset
     return acc
 
 
+class _ConvSetup(NamedTuple):
+    """What `conv_kernel`'s checks of the operands and attributes give."""
+
+    fam: str
+    groups: int
+    to_grouped: Callable[[np.ndarray], np.ndarray]
+    strides: list[int]
+    dil: list[int]
+    out_sp: list[int]
+    padw: list[tuple[int, int]]
+
+
 def conv_kernel(op: str, nsp: int, depthwise: bool = False) -> Kernel:
-    def setup(ins, outs, attrs):
+    def setup(ins: list[Tensor], outs: list[Tensor], attrs: Attrs) -> _ConvSetup:
         """The checks of the operands and attributes, and what they give."""
         check_count(op, ins, outs, (2, 3))
         fam = _family(op, ins, outs)
@@ -289,9 +330,9 @@ def conv_kernel(op: str, nsp: int, depthwise: bool = False) -> Kernel:
         y_shape = (x_t.array.shape[0], *out_sp, cout)
         check_shape(op, ins, outs, y_shape, y)
         padw = [(0, 0)] + [(pads[i], pads[nsp + i]) for i in range(nsp)] + [(0, 0)]
-        return fam, groups, to_grouped, strides, dil, out_sp, padw
+        return _ConvSetup(fam, groups, to_grouped, strides, dil, out_sp, padw)
 
-    def kernel(ins, outs, attrs):
+    def kernel(ins: list[Tensor], outs: list[Tensor], attrs: Attrs) -> list[np.ndarray]:
         fam, groups, to_grouped, strides, dil, out_sp, padw = setup(ins, outs, attrs)
         x_t, w_t, y = ins[0], ins[1], outs[0]
         rank, y_shape = nsp + 2, tuple(y.array.shape)
@@ -310,12 +351,11 @@ def conv_kernel(op: str, nsp: int, depthwise: bool = False) -> Kernel:
             if len(ins) > 2:
                 acc = acc + ins[2].array.astype(np.float64)
             return [to_float_out(acc, y.elem)]
-        _check_x_quant(op, ins, outs)
-        _, zx = expand(x_t.quant, x_t.array.shape, f"{op} input")
+        qx, wq = _check_x_quant(op, ins, outs)
+        _, zx = expand(qx, x_t.array.shape, f"{op} input")
         xc = padded(x_t.array.astype(np.int64) - zx)       # pads hold real zero
         if depthwise:
             # the weight's last two axes (C, multiplier) are both output-channel axes
-            wq = w_t.quant
             sw, zw = expand(wq, w_t.array.shape, f"{op} weight")
             wc = w_t.array.astype(np.int64) - zw
             if wq.kind != "per_tensor" and wq.axis not in (rank - 2, rank - 1):
@@ -323,14 +363,14 @@ def conv_kernel(op: str, nsp: int, depthwise: bool = False) -> Kernel:
                           "supported (use the C or multiplier axis)")
             sw_vec = sw if wq.kind == "per_tensor" else to_grouped(np.ascontiguousarray(
                 np.broadcast_to(sw, w_t.array.shape)))[(0,) * nsp + (0,)]
-            wgroups = [(None, sw_vec)]
+            wgroups: list[WeightGroup] = [(None, sw_vec)]
         else:
             wc, wgroups = _weight_groups(
                 op, ins, outs, w_t, rank - 2, rank - 1,
                 lambda s: np.ascontiguousarray(s)[(0,) * nsp + (0,)])
         wc = to_grouped(wc)
 
-        def prod(xc, wc, sl):
+        def prod(xc: np.ndarray, wc: np.ndarray, sl: slice | None) -> np.ndarray:
             if sl is not None:
                 mask = np.zeros(wc.shape[-2], dtype=np.int64)
                 mask[sl] = 1
@@ -338,7 +378,7 @@ def conv_kernel(op: str, nsp: int, depthwise: bool = False) -> Kernel:
             return _conv_sum(xc, wc, strides, dil, out_sp, groups, _dot)
 
         return _int_linear(op, ins, outs, xc, wc, wgroups, prod, y_shape)
-    def prepare(ins, outs, attrs):
+    def prepare(ins: list[Tensor], outs: list[Tensor], attrs: Attrs) -> BoundKernel | None:
         """A float convolution without groups bound to its operands: the
         padded f64 input (its zero border written once), its windows' view,
         the im2col matrix, the f64 weights and the f64 result are buffers kept
@@ -384,7 +424,7 @@ def conv_kernel(op: str, nsp: int, depthwise: bool = False) -> Kernel:
 # pooling (D-NUM-POOL)
 
 def pool_kernel(op: str) -> Kernel:
-    def kernel(ins, outs, attrs):
+    def kernel(ins: list[Tensor], outs: list[Tensor], attrs: Attrs) -> list[np.ndarray]:
         check_count(op, ins, outs, (1, 1))
         x_t, y = ins[0], outs[0]
         elem = same_types(op, ins, outs, POOL_T)
@@ -399,22 +439,22 @@ def pool_kernel(op: str) -> Kernel:
         padw = [(0, 0)] + [(pads[i], pads[nsp + i]) for i in range(nsp)] + [(0, 0)]
         one = [1] * nsp
         valid = np.pad(np.ones(x_t.array.shape, dtype=np.int64), padw)
-        count = sum(win for _, win in _windows(valid, ks, strides, one, out_sp))
+        count = cast(np.ndarray, sum(win for _, win in _windows(valid, ks, strides, one, out_sp)))
         if (count == 0).any():
             raise unsupported(op, ins, outs, "a pooling window lies entirely in the padding")
 
-        def pool(x, fill):
+        def pool(x: np.ndarray, fill: float) -> np.ndarray:
             xp = np.pad(x, padw, constant_values=fill)
             wins = [win for _, win in _windows(xp, ks, strides, one, out_sp)]
             if op == "maxpool":
                 return np.maximum.reduce(wins) if len(wins) > 1 else wins[0].copy()
-            return sum(wins)
+            return cast(np.ndarray, sum(wins))   # a sum of one or more arrays
 
-        def fop(x):
+        def fop(x: np.ndarray) -> np.ndarray:
             r = pool(x, -np.inf if op == "maxpool" else 0.0)
             return r if op == "maxpool" else r / count
 
-        def iop(x):
+        def iop(x: np.ndarray) -> np.ndarray:
             r = pool(x, np.iinfo(np.int64).min if op == "maxpool" else 0)
             return r if op == "maxpool" else div_rne_int(r, count)
 

@@ -5,6 +5,8 @@ D-NUM-SOFTMAX).
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
 from nem.runtime.kernel_support import (
@@ -12,7 +14,9 @@ from nem.runtime.kernel_support import (
     NORM_T,
     REDUCE_T,
     SOFTMAX_T,
+    Attrs,
     Kernel,
+    Tensor,
     check_count,
     check_shape,
     numeric_kernel,
@@ -28,9 +32,11 @@ from nem.runtime.quant import dequantize
 
 
 def reduce_kernel(op: str) -> Kernel:
-    fn = {"reduce_sum": np.sum, "reduce_max": np.max, "reduce_min": np.min}[op]
+    fns: dict[str, Callable[..., np.ndarray]] = {"reduce_sum": np.sum, "reduce_max": np.max,
+                                                "reduce_min": np.min}
+    fn = fns[op]
 
-    def kernel(ins, outs, attrs):
+    def kernel(ins: list[Tensor], outs: list[Tensor], attrs: Attrs) -> list[np.ndarray]:
         check_count(op, ins, outs, (1, 1))
         x = ins[0].array
         axes = attrs.get("axes")
@@ -44,7 +50,7 @@ def reduce_kernel(op: str) -> Kernel:
         if tuple(y.array.shape) != tuple(shape) and not (shape == () and y.array.shape == (1,)):
             check_shape(op, ins, outs, shape, y)
 
-        def f(a):
+        def f(a: np.ndarray) -> np.ndarray:
             return fn(a, axis=axes, keepdims=keep).reshape(y.array.shape)
 
         return [numeric_kernel(op, ins, y, f, f, allowed=REDUCE_T)]
@@ -54,7 +60,7 @@ def reduce_kernel(op: str) -> Kernel:
 def arg_kernel(op: str) -> Kernel:
     fn = np.argmax if op == "argmax" else np.argmin
 
-    def kernel(ins, outs, attrs):
+    def kernel(ins: list[Tensor], outs: list[Tensor], attrs: Attrs) -> list[np.ndarray]:
         check_count(op, ins, outs, (1, 1))
         x_t, y = ins[0], outs[0]
         if y.elem != "i32" or y.quant is not None:
@@ -81,7 +87,7 @@ def arg_kernel(op: str) -> Kernel:
 # norms and softmax (D-NUM-NORM, D-NUM-SOFTMAX)
 
 def norm_kernel(op: str) -> Kernel:
-    def kernel(ins, outs, attrs):
+    def kernel(ins: list[Tensor], outs: list[Tensor], attrs: Attrs) -> list[np.ndarray]:
         check_count(op, ins, outs, (1, 3))
         same_types(op, ins, outs, NORM_T)
         if any(t.quant is not None for t in (*ins, *outs)):
@@ -113,7 +119,7 @@ def norm_kernel(op: str) -> Kernel:
 
 
 def softmax_kernel(op: str) -> Kernel:
-    def kernel(ins, outs, attrs):
+    def kernel(ins: list[Tensor], outs: list[Tensor], attrs: Attrs) -> list[np.ndarray]:
         check_count(op, ins, outs, (1, 1))
         same_types(op, ins, outs, SOFTMAX_T)
         if ins[0].quant is not None or outs[0].quant is not None:

@@ -8,6 +8,7 @@ import numpy as np
 
 from nem.runtime.kernel_support import (
     VIEW_T,
+    Attrs,
     Tensor,
     check_count,
     check_shape,
@@ -25,32 +26,34 @@ from nem.runtime.numerics import (
 from nem.runtime.quant import requantize
 
 
-def _view_quant(op, ins, outs) -> None:
+def _view_quant(op: str, ins: list[Tensor], outs: list[Tensor]) -> None:
     qs = [t.quant for t in (*ins, *outs)]
-    if all(q is None for q in qs):
+    present = [q for q in qs if q is not None]
+    if not present:
         return
-    if any(q is None for q in qs):
+    if len(present) != len(qs):
         raise unsupported(op, ins, outs, "a view moves stored values: every operand must carry the same "
                   "quant descriptor, or none")
-    q0 = qs[0]
-    for q in qs[1:]:
+    q0 = present[0]
+    for q in present[1:]:
         if q.kind != q0.kind or q.group_size != q0.group_size or \
                 not np.array_equal(q.scales, q0.scales) or \
                 not np.array_equal(q.zero_points, q0.zero_points):
             raise unsupported(op, ins, outs, "a view cannot change the quant descriptor (QUANT-11)")
 
 
-def _view(op, data_ins, outs):
+def _view(op: str, data_ins: list[Tensor], outs: list[Tensor]) -> None:
     same_types(op, data_ins, outs, VIEW_T)
     _view_quant(op, data_ins, outs)
 
 
-def _out(op, ins, outs, arr: np.ndarray, out: Tensor) -> np.ndarray:
+def _out(op: str, ins: list[Tensor], outs: list[Tensor], arr: np.ndarray,
+         out: Tensor) -> np.ndarray:
     check_shape(op, ins, outs, arr.shape, out)
     return np.ascontiguousarray(arr).astype(out.array.dtype, copy=True)
 
 
-def transpose(ins, outs, attrs):
+def transpose(ins: list[Tensor], outs: list[Tensor], attrs: Attrs) -> list[np.ndarray]:
     op = "transpose"
     check_count(op, ins, outs, (1, 1))
     _view(op, ins, outs)
@@ -60,7 +63,7 @@ def transpose(ins, outs, attrs):
     return [_out(op, ins, outs, np.transpose(ins[0].array, perm), outs[0])]
 
 
-def reshape(ins, outs, attrs):
+def reshape(ins: list[Tensor], outs: list[Tensor], attrs: Attrs) -> list[np.ndarray]:
     op = "reshape"
     check_count(op, ins, outs, (1, 1))
     _view(op, ins, outs)
@@ -69,7 +72,7 @@ def reshape(ins, outs, attrs):
     return [_out(op, ins, outs, ins[0].array.reshape(outs[0].array.shape), outs[0])]
 
 
-def slice_(ins, outs, attrs):
+def slice_(ins: list[Tensor], outs: list[Tensor], attrs: Attrs) -> list[np.ndarray]:
     op = "slice"
     check_count(op, ins, outs, (1, 1))
     _view(op, ins, outs)
@@ -81,7 +84,7 @@ def slice_(ins, outs, attrs):
     return [_out(op, ins, outs, x[sl], outs[0])]
 
 
-def concat(ins, outs, attrs):
+def concat(ins: list[Tensor], outs: list[Tensor], attrs: Attrs) -> list[np.ndarray]:
     op = "concat"
     check_count(op, ins, outs, (1, 1 << 30))
     _view(op, ins, outs)
@@ -93,7 +96,7 @@ def concat(ins, outs, attrs):
     return [_out(op, ins, outs, r, outs[0])]
 
 
-def split(ins, outs, attrs):
+def split(ins: list[Tensor], outs: list[Tensor], attrs: Attrs) -> list[np.ndarray]:
     op = "split"
     check_count(op, ins, outs, (1, 1), (1, 1 << 30))
     _view(op, ins, outs)
@@ -106,7 +109,7 @@ def split(ins, outs, attrs):
     return [_out(op, ins, outs, p, o) for p, o in zip(parts, outs)]
 
 
-def pad(ins, outs, attrs):
+def pad(ins: list[Tensor], outs: list[Tensor], attrs: Attrs) -> list[np.ndarray]:
     op = "pad"
     check_count(op, ins, outs, (1, 1))
     _view(op, ins, outs)
@@ -117,6 +120,7 @@ def pad(ins, outs, attrs):
         raise unsupported(op, ins, outs, f"pads {pads} must be {2 * x.ndim} non-negative values "
                   "(begins then ends, D-PADS)")
     value = attrs.get("value", 0) or 0
+    fill: np.ndarray | int
     if is_float(x_t.elem):
         fill = to_float_out(np.float64(value), x_t.elem)
     elif x_t.quant is not None:
@@ -132,7 +136,7 @@ def pad(ins, outs, attrs):
     return [_out(op, ins, outs, np.pad(x, padw, constant_values=fill), outs[0])]
 
 
-def gather(ins, outs, attrs):
+def gather(ins: list[Tensor], outs: list[Tensor], attrs: Attrs) -> list[np.ndarray]:
     op = "gather"
     check_count(op, ins, outs, (2, 2))
     x_t, idx_t = ins

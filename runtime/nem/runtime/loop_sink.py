@@ -167,7 +167,7 @@ def _permute(band: list[affine.ForOp], order: list[int]) -> None:
         band[q].body.block.args[0].replace_all_uses_with(blocks[pos].args[0])
     inner = band[-1].body.block
     for o in list(inner.ops):
-        o.detach()
+        o.detach()  # type: ignore[no-untyped-call]  # xDSL's Operation.detach is not annotated
         if isinstance(o, affine.YieldOp):
             o.erase()
         else:
@@ -188,7 +188,7 @@ def _permute(band: list[affine.ForOp], order: list[int]) -> None:
     parent = top.parent_block()
     assert new_loop is not None and parent is not None  # a band is in a function body
     parent.insert_op_before(new_loop, top)
-    top.detach()
+    top.detach()  # type: ignore[no-untyped-call]  # as above
     top.erase(safe_erase=False)
 
 

@@ -25,13 +25,18 @@ import hashlib
 import math
 import mmap
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from nem.dialect.elements import ELEM_BITS as BITS
 from nem.dialect.elements import ELEM_DTYPES as DTYPES
 from nem.dialect.semantics.layout import footprint, layout
+
+if TYPE_CHECKING:
+    from nem.runtime.quant import Quant
 
 DEFAULT_DDR_SIZE: int | None = None
 """No DDR capacity unless one is imposed: DDR holds what the program declares (D-SEM-DDR)."""
@@ -85,7 +90,7 @@ COMMIT_LIMIT = 256 << 20
 
 
 @functools.cache
-def _madvise():
+def _madvise() -> Callable[[int, int, int], int] | None:
     """libc's madvise, or None off Linux or where it cannot be loaded."""
     if not sys.platform.startswith("linux"):
         return None
@@ -330,7 +335,8 @@ def unpack_i4(raw: np.ndarray, idx: np.ndarray) -> np.ndarray:
     """Elements at linear element indices `idx` of packed bytes `raw` -> int8 in [-8, 7]."""
     b = raw[idx >> 1]
     nib = (b >> ((idx & 1) << 2).astype(np.uint8)) & 0xF
-    return ((nib.astype(np.int8) ^ 8) - 8).astype(np.int8)
+    out: np.ndarray = ((nib.astype(np.int8) ^ 8) - 8).astype(np.int8)
+    return out
 
 
 def pack_i4_into(raw: np.ndarray, idx: np.ndarray, values: np.ndarray) -> None:
@@ -356,8 +362,10 @@ class RegionInst:
     __slots__ = ("name", "level", "buffer", "start", "extent", "elem", "shape", "strides",
                  "quant", "dense", "_view", "_view_of")
 
-    def __init__(self, name, level, buffer, start, extent, elem=None, shape=None, strides=None,
-                 quant=None, dense=True):
+    def __init__(self, name: str, level: MemoryLevel, buffer: BufferInfo, start: int,
+                 extent: int, elem: str | None = None, shape: tuple[int, ...] | None = None,
+                 strides: tuple[int, ...] | None = None, quant: Quant | None = None,
+                 dense: bool = True) -> None:
         self.name = name
         self.level = level
         self.buffer = buffer

@@ -64,14 +64,17 @@ after every op, the parsed-kernel cache and the work estimates.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
 from functools import lru_cache
+from typing import TYPE_CHECKING, Any, Self
 
 import ml_dtypes
 import numpy as np
 from xdsl.context import Context
 from xdsl.dialects import affine, arith, builtin, func, linalg, math, scf
 from xdsl.dialects.builtin import (
+    AffineMapAttr,
     IndexType,
     IntegerAttr,
     IntegerType,
@@ -80,6 +83,7 @@ from xdsl.dialects.builtin import (
 from xdsl.interpreter import (
     Interpreter,
     OpImplResult,
+    PythonValues,
 )
 from xdsl.interpreters.arith import ArithFunctions
 from xdsl.interpreters.builtin import BuiltinFunctions
@@ -89,7 +93,7 @@ from xdsl.interpreters.math import MathFunctions
 from xdsl.interpreters.memref import MemRefFunctions
 from xdsl.interpreters.scf import ScfFunctions
 from xdsl.interpreters.shaped_array import ShapedArray
-from xdsl.ir import Operation
+from xdsl.ir import Operation, SSAValue
 from xdsl.irdl import IRDLOperation, OptionalDef
 from xdsl.parser import Parser
 
@@ -110,17 +114,29 @@ from nem.runtime.mlir_kernel_loops import (
 from nem.runtime.mlir_kernel_scalar import OPNAME, ScalarKernelFunctions, outside_error, rounder
 from nem.runtime.numerics import KernelError, NotSupported, NumericError
 
+if TYPE_CHECKING:
+    from nem.runtime.kernel_support import Tensor
+
+Progress = Callable[[int, int, float], None]
+"""progress(done, estimated, seconds): a long interpreted run's progress."""
+
+MemrefSig = tuple[tuple[int, ...], str, int | None]
+"""(shape, element type text, integer width or None) of a memref argument."""
+
+Rounding = Callable[[float], float] | None
+"""How an op's result is rounded to its type (None: not a float result)."""
+
 # spec element name -> MLIR element type name accepted for it
 _ELEM_MLIR = {n: e.mlir for n, e in ELEM_TYPES.items()}
 
 
-class NumpyShapedArray(ShapedArray):
+class NumpyShapedArray(ShapedArray[float]):
     """A memref value whose elements live in a numpy array (C order).
 
     `load`/`store` index the array directly; indices are bounds-checked
     (numpy would silently wrap negative ones)."""
 
-    def __init__(self, array: np.ndarray, bits: int | None = None):
+    def __init__(self, array: np.ndarray, bits: int | None = None) -> None:
         # `_data` is not used by the implementations registered here; the
         # numpy array is the storage.  `bits`: element width when narrower
         # than the array's dtype (i4 unpacked to int8, D-RT-I4).
@@ -133,27 +149,28 @@ class NumpyShapedArray(ShapedArray):
             if bits is not None and bits < 8 * array.dtype.itemsize:
                 self._lo, self._span = -(1 << (bits - 1)), 1 << bits
 
-    def _check(self, index) -> tuple[int, ...]:
+    def _check(self, index: Sequence[int]) -> tuple[int, ...]:
         index = tuple(index)
         if len(index) != len(self.shape) or any(
                 not 0 <= i < d for i, d in zip(index, self.shape)):
             raise outside_error(index, self.shape)
         return index
 
-    def load(self, index):
-        return self.array.item(self._check(index))
+    def load(self, index: Sequence[int]) -> float:
+        value: float = self.array.item(self._check(index))
+        return value
 
-    def store(self, index, value) -> None:
-        index = self._check(index)
+    def store(self, index: Sequence[int], value: float) -> None:
+        at = self._check(index)
         if not self._is_float:
             value = (int(value) - self._lo) % self._span + self._lo
-        self.array[index] = value
+        self.array[at] = value
 
-    def copy(self):
-        return NumpyShapedArray(self.array.copy())
+    def copy(self) -> Self:
+        return type(self)(self.array.copy())
 
 
-def _rounders(ops) -> dict:
+def _rounders(ops: Iterable[Operation]) -> dict[Operation, list[Rounding]]:
     """op -> the rounding of each result (None: none), for the ops with a
     floating-point result."""
     table = {}
@@ -169,19 +186,19 @@ class KernelInterpreter(Interpreter):
     `reductions` holds each affine.parallel's (combiner, identity) pairs.
     Counts the ops it runs, for a progress callback."""
 
-    rounders: dict = {}
-    reductions: dict = {}
+    rounders: dict[Operation, list[Rounding]] = {}
+    reductions: dict[Operation, list[tuple[Operation, Any]]] = {}
     _done = 0
     _total = 0
     _t0 = 0.0
 
-    _progress = None
+    _progress: Progress | None = None
 
-    def start_progress(self, total: int, progress) -> None:
+    def start_progress(self, total: int, progress: Progress | None) -> None:
         self._done, self._total, self._t0 = 0, total, time.perf_counter()
         self._progress = progress
 
-    def _run_op(self, op: Operation, inputs) -> OpImplResult:
+    def _run_op(self, op: Operation, inputs: PythonValues) -> OpImplResult:
         self._done += 1
         if not self._done & 0x3FFF and self._progress is not None:
             elapsed = time.perf_counter() - self._t0
@@ -275,7 +292,7 @@ class CompiledKernel:
             raise NotSupported(f"{OPNAME}: the kernel must hold exactly one func.func @kernel")
         self.fn = fns[0]
         self.arg_types = list(self.fn.function_type.inputs.data)
-        self._arg_sigs: dict[int, tuple] = {}     # argument -> _memref_sig (bind)
+        self._arg_sigs: dict[int, MemrefSig] = {}     # argument -> _memref_sig (bind)
         interp = KernelInterpreter(module)
         for ft in (ArithFunctions(), MemRefFunctions(), MathFunctions(), FuncFunctions(),
                    BuiltinFunctions(), ScfFunctions(), LinalgFunctions()):
@@ -299,7 +316,8 @@ class CompiledKernel:
         # ops the interpreter runs per call (a lower bound unless exact)
         self.estimate, self.estimate_exact = scalar_ops(self.fn)
 
-    def bind(self, ins: list, outs: list, index_args: list[int]) -> tuple[tuple, list[int]]:
+    def bind(self, ins: list[Tensor], outs: list[Tensor],
+             index_args: list[int]) -> tuple[tuple[Tensor, ...], list[int]]:
         """Check the task's operands against the signature; `group[k]` is
         the first operand over the same memory as operand k."""
         n_mem = len(ins) + len(outs)
@@ -332,8 +350,9 @@ class CompiledKernel:
                     break
         return tuple(operands), group
 
-    def run_interpreted(self, operands, group: list[int], n_in: int,
-                         index_args: list[int], progress=None) -> list[np.ndarray]:
+    def run_interpreted(self, operands: Sequence[Tensor], group: list[int], n_in: int,
+                         index_args: list[int],
+                         progress: Progress | None = None) -> list[np.ndarray]:
         """Run the kernel in the interpreter on `bind`'s operands; returns
         the outs' new contents.  `progress(done, estimate, seconds)` is called
         now and then once the run takes longer than a second."""
@@ -347,7 +366,7 @@ class CompiledKernel:
                 data = np.asarray(a, order="C").view()     # in: read-only view (0-d kept)
                 data.flags.writeable = False
             wrapped[g] = NumpyShapedArray(data, 4 if operands[g].elem == "i4" else None)
-        args: list = [wrapped[group[k]] for k in range(n_mem)]
+        args: list[NumpyShapedArray | int] = [wrapped[group[k]] for k in range(n_mem)]
         out_arrays = [wrapped[group[k]].array for k in range(n_in, n_mem)]
         args.extend(int(v) for v in index_args)
         self.interp.start_progress(self.estimate, progress)
@@ -367,7 +386,7 @@ class CompiledKernel:
 
 
 def _cause(e: BaseException) -> BaseException:
-    seen = set()
+    seen: set[int] = set()
     while id(e) not in seen:
         seen.add(id(e))
         nxt = e.__cause__ or e.__context__ or next(
@@ -391,7 +410,7 @@ def _same_memory(a: np.ndarray, b: np.ndarray) -> bool:
             and a.dtype == b.dtype)
 
 
-def _memref_sig(ty: MemRefType) -> tuple:
+def _memref_sig(ty: MemRefType) -> MemrefSig:
     """(shape, element type text, integer width or None) of a memref argument:
     computed once per kernel (printing an xDSL type is slow)."""
     el = ty.get_element_type()
@@ -399,7 +418,7 @@ def _memref_sig(ty: MemRefType) -> tuple:
             el.width.data if isinstance(el, IntegerType) else None)
 
 
-def _check_type(t, ty: MemRefType, sig: tuple, k: int) -> None:
+def _check_type(t: Tensor, ty: MemRefType, sig: MemrefSig, k: int) -> None:
     shape, got, width = sig
     if width is not None and t.elem in ("u8", "u16", "u32"):
         ok = width == int(t.elem[1:])   # signless iN memref over an unsigned region
@@ -421,21 +440,21 @@ def _trip(lb: int | None, ub: int | None, step: int | None) -> int | None:
     return max(0, -(-(ub - lb) // step))
 
 
-def _const_map(attr) -> int | None:
+def _const_map(attr: AffineMapAttr) -> int | None:
     m = attr.data
     if m.num_dims or m.num_symbols or len(m.results) != 1:
         return None
     return m.eval([], [])[0]
 
 
-def _const_value(v) -> int | None:
+def _const_value(v: SSAValue) -> int | None:
     owner = v.owner
     if isinstance(owner, arith.ConstantOp) and isinstance(owner.value, IntegerAttr):
         return owner.value.value.data
     return None
 
 
-def _product(trips) -> int | None:
+def _product(trips: Iterable[int | None]) -> int | None:
     n = 1
     for t in trips:
         if t is None:

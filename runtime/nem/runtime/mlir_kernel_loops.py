@@ -12,14 +12,16 @@ refused before it runs rather than computing a wrong value.
 from __future__ import annotations
 
 import operator
+from collections.abc import Callable, Container, Sequence
 from itertools import product
 from math import inf as math_inf
-from typing import Any, Protocol, cast
+from typing import Any, ClassVar, Protocol, cast
 
 from xdsl.dialects import affine, arith, linalg, scf
 from xdsl.dialects.builtin import (
     AffineMapAttr,
     ArrayAttr,
+    DenseIntElementsAttr,
     IntegerAttr,
     IntegerType,
     MemRefType,
@@ -32,14 +34,16 @@ from xdsl.dialects.linalg.ops import ReduceOp as LinalgReduceOp
 from xdsl.interpreter import (
     Interpreter,
     InterpreterFunctions,
+    PythonValues,
     ReturnedValues,
+    TerminatorValue,
     impl,
     impl_terminator,
     register_impls,
 )
 from xdsl.interpreters.linalg import run_linalg_structured_op
 from xdsl.interpreters.scf import ScfFunctions
-from xdsl.ir import Block, Operation
+from xdsl.ir import Attribute, Block, Operation, Region
 from xdsl.ir.affine import AffineConstraintKind, AffineExpr, AffineMap
 
 from nem.frontends.upstream_dialects.affine_if import AffineIfOp
@@ -60,29 +64,34 @@ _CONSTRAINT = {AffineConstraintKind.ge: operator.ge, AffineConstraintKind.le: op
                AffineConstraintKind.eq: operator.eq}
 
 
-def _eval_map(m, operands) -> list[int]:
+def _eval_map(m: AffineMap, operands: Sequence[int]) -> tuple[int, ...]:
     nd = m.num_dims
     return m.eval(list(operands[:nd]), list(operands[nd:]))
 
 
-def _return_operands(self, interpreter: Interpreter, op: Operation, args: tuple[Any, ...]):
+def _return_operands(self: InterpreterFunctions, interpreter: Interpreter, op: Operation,
+                     args: PythonValues) -> tuple[TerminatorValue, PythonValues]:
     """A terminator that hands its operands to the op running its region
     (affine.yield, scf.reduce, scf.reduce.return)."""
     return ReturnedValues(args), ()
 
 
-def _grouped(bound, values: list[int], groups) -> list[int]:
+def _grouped(bound: Callable[[Sequence[int]], int], values: Sequence[int],
+             groups: DenseIntElementsAttr) -> list[int]:
     """affine.parallel bounds: `values` (the map's results) split into
     consecutive groups of the sizes `groups` lists, each reduced by `bound`
     (max for lower bounds, min for upper bounds)."""
-    out, start = [], 0
+    out: list[int] = []
+    start = 0
     for size in groups.get_values():
         out.append(bound(values[start:start + size]))
         start += size
     return out
 
 
-def _parallel_loops(interpreter: Interpreter, body, lbs, ubs, steps, init, combine) -> tuple:
+def _parallel_loops(interpreter: Interpreter, body: Region, lbs: Sequence[int], ubs: Sequence[int],
+                    steps: Sequence[int], init: Sequence[Any],
+                    combine: Callable[[int, Any, Any], Any]) -> PythonValues:
     """affine.parallel / scf.parallel: run `body` at every point of the
     iteration space in sequential order (lexicographic, the first induction
     variable outermost) and fold the values each point yields into `init` in
@@ -102,30 +111,36 @@ class AffineKernelFunctions(InterpreterFunctions):
     """affine ops with dims and symbols split as the map says."""
 
     @impl(affine.LoadOp)
-    def run_load(self, interpreter: Interpreter, op: affine.LoadOp, args: tuple[Any, ...]):
+    def run_load(self, interpreter: Interpreter, op: affine.LoadOp,
+                 args: PythonValues) -> PythonValues:
         mem, *ops = args
         return (mem.load(_eval_map(op.map.data, ops)),)
 
     @impl(affine.StoreOp)
-    def run_store(self, interpreter: Interpreter, op: affine.StoreOp, args: tuple[Any, ...]):
+    def run_store(self, interpreter: Interpreter, op: affine.StoreOp,
+                  args: PythonValues) -> PythonValues:
         value, mem, *ops = args
         mem.store(_eval_map(op.map.data, ops), value)
         return ()
 
     @impl(affine.ApplyOp)
-    def run_apply(self, interpreter: Interpreter, op: affine.ApplyOp, args: tuple[Any, ...]):
+    def run_apply(self, interpreter: Interpreter, op: affine.ApplyOp,
+                  args: PythonValues) -> PythonValues:
         return tuple(_eval_map(op.map.data, args))
 
     @impl(affine.MinOp)
-    def run_min(self, interpreter: Interpreter, op: affine.MinOp, args: tuple[Any, ...]):
+    def run_min(self, interpreter: Interpreter, op: affine.MinOp,
+                args: PythonValues) -> PythonValues:
         return (min(_eval_map(op.map.data, args)),)
 
     @impl(AffineMaxOp)
-    def run_max(self, interpreter: Interpreter, op: AffineMaxOp, args: tuple[Any, ...]):
+    def run_max(self, interpreter: Interpreter, op: AffineMaxOp,
+                args: PythonValues) -> PythonValues:
         return (max(_eval_map(op.map.data, args)),)
 
     @impl(affine.ForOp)
-    def run_for(self, interpreter: Interpreter, op: affine.ForOp, args: tuple[Any, ...]):
+    def run_for(self, interpreter: Interpreter, op: affine.ForOp,
+                args: PythonValues) -> PythonValues:
         n_lb, n_ub = len(op.lowerBoundOperands), len(op.upperBoundOperands)
         lb = max(_eval_map(op.lowerBoundMap.data, args[:n_lb]))
         ub = min(_eval_map(op.upperBoundMap.data, args[n_lb:n_lb + n_ub]))
@@ -136,7 +151,8 @@ class AffineKernelFunctions(InterpreterFunctions):
         return carried
 
     @impl(affine.ParallelOp)
-    def run_parallel(self, interpreter: Interpreter, op: affine.ParallelOp, args: tuple[Any, ...]):
+    def run_parallel(self, interpreter: Interpreter, op: affine.ParallelOp,
+                     args: PythonValues) -> PythonValues:
         """Bounds: max over each lower-bound group, min over each upper one;
         each `reduce` result combines as `interpreter.reductions` says
         (`affine_reductions`)."""
@@ -152,7 +168,7 @@ class AffineKernelFunctions(InterpreterFunctions):
             lambda k, acc, v: interpreter.run_op(reductions[k][0], (acc, v))[0])
 
     @impl(AffineIfOp)
-    def run_if(self, interpreter: Interpreter, op: AffineIfOp, args: tuple[Any, ...]):
+    def run_if(self, interpreter: Interpreter, op: AffineIfOp, args: PythonValues) -> PythonValues:
         cond = op.condition.data
         dims, syms = list(args[:cond.num_dims]), list(args[cond.num_dims:])
         holds = all(_CONSTRAINT[c.kind](c.lhs.eval(dims, syms), c.rhs.eval(dims, syms))
@@ -171,7 +187,8 @@ class ScfKernelFunctions(InterpreterFunctions):
     lacks, and scf.for with MLIR's positive-step requirement."""
 
     @impl(scf.ParallelOp)
-    def run_parallel(self, interpreter: Interpreter, op: scf.ParallelOp, args: tuple[Any, ...]):
+    def run_parallel(self, interpreter: Interpreter, op: scf.ParallelOp,
+                     args: PythonValues) -> PythonValues:
         """Each reduction starts from its init value; its scf.reduce region
         combines (accumulator, value), as the `scf.for` nest of
         `-convert-scf-to-cf` applies it."""
@@ -184,7 +201,7 @@ class ScfKernelFunctions(InterpreterFunctions):
             lambda k, acc, v: interpreter.run_ssacfg_region(regions[k], (acc, v))[0])
 
     @impl(scf.ForOp)
-    def run_for(self, interpreter: Interpreter, op: scf.ForOp, args: tuple[Any, ...]):
+    def run_for(self, interpreter: Interpreter, op: scf.ForOp, args: PythonValues) -> PythonValues:
         """xDSL's scf.for, refusing a non-positive step (MLIR requires a
         positive one; xDSL's would iterate backwards or fail in `range`)."""
         if args[2] <= 0:
@@ -200,7 +217,7 @@ _XDSL_SCF = ScfFunctions()
 """xDSL's scf implementations, which `ScfKernelFunctions.run_for` defers to."""
 
 
-def _projection(rank: int, dropped) -> AffineMap:
+def _projection(rank: int, dropped: Container[int]) -> AffineMap:
     """(d0, ..., d{rank-1}) -> the dims not in `dropped`, in order."""
     return AffineMap(rank, 0, tuple(AffineExpr.dimension(k) for k in range(rank)
                                     if k not in dropped))
@@ -217,11 +234,15 @@ class _AsGeneric:
     structured op (the inherited methods)."""
 
     OPS = (LinalgReduceOp, LinalgBroadcastOp)
-    get_num_loops = LinalgStructuredOperation.get_num_loops
-    get_loops_to_shapes_map = LinalgStructuredOperation.get_loops_to_shapes_map
-    get_shapes_to_loops_map = LinalgStructuredOperation.get_shapes_to_loops_map
+    # LinalgStructuredOperation's methods, run on this stand-in (they read only
+    # the indexing maps and the operands)
+    get_num_loops: ClassVar[Callable[[Any], int]] = LinalgStructuredOperation.get_num_loops
+    get_loops_to_shapes_map: ClassVar[Callable[[Any], AffineMap]] = \
+        LinalgStructuredOperation.get_loops_to_shapes_map
+    get_shapes_to_loops_map: ClassVar[Callable[[Any], AffineMap]] = \
+        LinalgStructuredOperation.get_shapes_to_loops_map
 
-    def __init__(self, op: LinalgReduceOp | LinalgBroadcastOp):
+    def __init__(self, op: LinalgReduceOp | LinalgBroadcastOp) -> None:
         self.inputs, self.outputs = (op.input,), (op.init,)
         self.results, self.body = op.results, op.regions[0]
         dims = set(op.dimensions.get_values())
@@ -244,9 +265,11 @@ class _AsGeneric:
 STRUCTURED = (LinalgStructuredOperation, *_AsGeneric.OPS)
 
 
-def as_structured(op):
-    """`op` as `run_linalg_structured_op` takes it."""
-    return _AsGeneric(op) if isinstance(op, _AsGeneric.OPS) else op
+def as_structured(op: Operation) -> LinalgStructuredOperation | _AsGeneric:
+    """`op` (a `STRUCTURED` op) as `run_linalg_structured_op` takes it."""
+    if isinstance(op, _AsGeneric.OPS):
+        return _AsGeneric(op)
+    return cast(LinalgStructuredOperation, op)   # the other STRUCTURED ops
 
 
 class LinalgKernelFunctions(InterpreterFunctions):
@@ -262,8 +285,12 @@ class LinalgKernelFunctions(InterpreterFunctions):
     of the linalg dialect."""
 
 
-def _run_structured(self, interpreter, op, args):
-    return run_linalg_structured_op(interpreter, as_structured(op), args)
+def _run_structured(self: InterpreterFunctions, interpreter: Interpreter, op: Operation,
+                    args: PythonValues) -> PythonValues:
+    # an _AsGeneric has what run_linalg_structured_op reads of a structured op
+    results: PythonValues = run_linalg_structured_op(
+        interpreter, cast(LinalgStructuredOperation, as_structured(op)), args)
+    return results
 
 
 for _op in linalg.Linalg.operations:
@@ -344,7 +371,7 @@ def reduction_kinds(op: affine.ParallelOp) -> list[str]:
     return kinds
 
 
-def _kind_fits(kind: str, t) -> bool:
+def _kind_fits(kind: str, t: Attribute) -> bool:
     """A `reduce` kind -lower-affine lowers, on a result type it accepts (a
     float identity: a float type; an integer one: an integer type)."""
     spec = _AFFINE_REDUCTIONS.get(kind)
@@ -399,7 +426,7 @@ def affine_reductions(op: affine.ParallelOp) -> list[tuple[Operation, Any]]:
 _VERIFIED = (*_AsGeneric.OPS, scf.ParallelOp, scf.ReduceOp)
 
 
-def unsupported(op: Operation, impls) -> str | None:
+def unsupported(op: Operation, impls: Container[type[Operation]]) -> str | None:
     """Why `op` cannot run in the kernel interpreter, or None."""
     if type(op) not in impls:
         return "has no implementation in the kernel interpreter"

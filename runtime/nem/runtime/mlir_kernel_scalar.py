@@ -14,10 +14,11 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 from fractions import Fraction
 from functools import cache
 from math import inf as math_inf
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import ml_dtypes
 import numpy as np
@@ -30,14 +31,29 @@ from xdsl.dialects.builtin import (
     IntegerType,
 )
 from xdsl.interpreter import (
+    Interpreter,
     InterpreterFunctions,
+    PythonValues,
     impl,
     register_impls,
 )
+from xdsl.ir import Attribute, Operation
 
 from nem.runtime.numerics import NumericError
 
+if TYPE_CHECKING:
+    from _ctypes import CFuncPtr
+
 OPNAME = "compute op=mlir.kernel"
+
+Reading = Callable[[int, int], int]
+"""How an op reads an integer operand at a width: `as_signed` or `as_unsigned`."""
+
+IntFn = Callable[..., int | tuple[int, int]]
+"""An integer op on its operands (read at their width) and the width."""
+
+ImplFn = Callable[[InterpreterFunctions, Interpreter, Operation, PythonValues], PythonValues]
+"""An op's implementation in the kernel interpreter (xDSL's `impl` signature)."""
 
 
 # Values are xDSL's: an integer of any width (i1 too) is a Python int, read
@@ -50,17 +66,17 @@ OPNAME = "compute op=mlir.kernel"
 # raises NumericError: such a kernel has no defined result to compare with.
 
 
-def int_width(t) -> int:
+def int_width(t: Attribute) -> int:
     """Bit width of an integer type; index is 64 bits (xDSL's `index_bitwidth`)."""
     return t.width.data if isinstance(t, IntegerType) else 64
 
 
-def as_signed(v, w: int) -> int:
+def as_signed(v: int, w: int) -> int:
     v = int(v) & ((1 << w) - 1)
     return v - (1 << w) if v >> (w - 1) else v
 
 
-def as_unsigned(v, w: int) -> int:
+def as_unsigned(v: int, w: int) -> int:
     return int(v) & ((1 << w) - 1)
 
 
@@ -81,12 +97,12 @@ def undefined_error(what: str) -> NumericError:
     return NumericError(f"{OPNAME}: {what} (undefined in MLIR: the kernel has no defined result)")
 
 
-def outside_error(index, shape) -> NumericError:
+def outside_error(index: Iterable[int], shape: Iterable[int]) -> NumericError:
     return NumericError(f"{OPNAME}: access at {list(index)} is outside the memref of shape "
                         f"{list(shape)} (HAZ-04)")
 
 
-def raise_undefined(what: str):
+def raise_undefined(what: str) -> NoReturn:
     raise undefined_error(what)
 
 
@@ -109,7 +125,7 @@ def _ceil_div(a: int, b: int) -> int:
     return -(-a // _nonzero(b))
 
 
-def _signed_quotient(div):
+def _signed_quotient(div: Callable[[int, int], int]) -> Callable[[int, int, int], int]:
     """divsi/floordivsi/ceildivsi: MIN / -1 overflows, which MLIR leaves undefined."""
     def run(a: int, b: int, w: int) -> int:
         q = div(a, b)
@@ -119,7 +135,7 @@ def _signed_quotient(div):
     return run
 
 
-def _shift(shift):
+def _shift(shift: Callable[[int, int], int]) -> Callable[[int, int, int], int]:
     """A shift amount >= the width gives poison (MLIR)."""
     def run(a: int, b: int, w: int) -> int:
         if not 0 <= b < w:
@@ -140,7 +156,7 @@ def _ipow(a: int, b: int, w: int) -> int:
     return a if b % 2 else 1
 
 
-_INT_OPS = {
+_INT_OPS: dict[type[Operation], tuple[Reading, IntFn]] = {
     # op: (operand reading at the operand's width, fn(*operands, width)); each
     # result wraps to its type's width (a tuple for two-result ops)
     arith.MaxSIOp: (as_signed, lambda a, b, w: max(a, b)),
@@ -173,8 +189,9 @@ _INT_OPS = {
 }
 
 
-def _int_op(reading, fn):
-    def run(self, interpreter, op, args):
+def _int_op(reading: Reading, fn: IntFn) -> ImplFn:
+    def run(self: InterpreterFunctions, interpreter: Interpreter, op: Operation,
+            args: PythonValues) -> PythonValues:
         w = int_width(op.operands[0].type)
         r = fn(*(reading(a, w) for a in args), w)
         return tuple(as_signed(v, int_width(res.type))
@@ -182,10 +199,11 @@ def _int_op(reading, fn):
     return run
 
 
-def _round_half_away(x):
+def _round_half_away(x: float) -> float:
     """math.round: to nearest, ties away from zero (x - trunc(x) is exact)."""
     t = np.trunc(x)
-    return np.copysign(t + np.sign(x) if abs(x - t) >= 0.5 else t, x)
+    r: float = np.copysign(t + np.sign(x) if abs(x - t) >= 0.5 else t, x)
+    return r
 
 
 # The transcendental math ops: the C library's (libm's) binary64 function,
@@ -193,7 +211,7 @@ def _round_half_away(x):
 # same function (the native one through `mlir_native_prep`), so their
 # results agree bit for bit; numpy's own float64 routines differ from libm's
 # in the last bit for a few percent of arguments.  op -> (C name, arity).
-LIBM_OPS = {
+LIBM_OPS: dict[type[Operation], str] = {
     math.ExpOp: "exp", math.Exp2Op: "exp2", math.ExpM1Op: "expm1", math.LogOp: "log",
     math.Log2Op: "log2", math.Log10Op: "log10", math.Log1pOp: "log1p", math.CbrtOp: "cbrt",
     math.TanhOp: "tanh", math.CosOp: "cos", math.SinOp: "sin", math.TanOp: "tan",
@@ -205,16 +223,16 @@ LIBM_ARITY = {"pow": 2, "atan2": 2}
 
 
 @cache
-def libm(name: str):
+def libm(name: str) -> CFuncPtr:
     """The C library's binary64 function `name` (a ctypes function)."""
     lib = ctypes.CDLL(ctypes.util.find_library("m"))
-    fn = getattr(lib, name)
+    fn: CFuncPtr = getattr(lib, name)
     fn.restype = ctypes.c_double
     fn.argtypes = [ctypes.c_double] * LIBM_ARITY.get(name, 1)
     return fn
 
 
-_FLOAT_OPS = {
+_FLOAT_OPS: dict[type[Operation], Callable[..., Any]] = {
     # op: function of float64 operands; the f64 result is then rounded once
     # to the result type.  For + - * / and sqrt that is the correctly
     # rounded narrow result; for the transcendental functions (`LIBM_OPS`)
@@ -234,13 +252,14 @@ for _op, _name in LIBM_OPS.items():
 # on negative or zero operands where IEEE gives inf/NaN)
 
 
-def _float_op(fn):
-    def run(self, interpreter, op, args):
+def _float_op(fn: Callable[..., Any]) -> ImplFn:
+    def run(self: InterpreterFunctions, interpreter: Interpreter, op: Operation,
+            args: PythonValues) -> PythonValues:
         return (float(fn(*(np.float64(a) for a in args))),)
     return run
 
 
-def _exact_float(x: Fraction, t) -> float:
+def _exact_float(x: Fraction, t: Attribute) -> float:
     """The exact value `x` as the float that `KernelInterpreter` then rounds
     to `t` without a double-rounding error: the correctly rounded binary64
     for f64, else `x` rounded to odd at binary64 (53 >= p + 2 bits, so
@@ -254,7 +273,8 @@ def _exact_float(x: Fraction, t) -> float:
     return float(_to_odd(np.float64(r), Fraction(r), x))
 
 
-def _to_odd(r, r_exact, x):
+def _to_odd(r: np.floating[Any], r_exact: Fraction | float,
+            x: Fraction | float) -> np.floating[Any]:
     """`r` (the nearest float to `x`, `r_exact` its value) moved one step
     towards `x` when inexact with an even last significand bit: `x` rounded
     to odd in `r`'s format."""
@@ -263,19 +283,22 @@ def _to_odd(r, r_exact, x):
     bits = r.view(np.uint64 if r.dtype == np.float64 else np.uint32)
     if int(bits) & 1:
         return r
-    return np.nextafter(r, r.dtype.type(math_inf if x > r_exact else -math_inf))
+    odd: np.floating[Any] = np.nextafter(r, r.dtype.type(math_inf if x > r_exact else -math_inf))
+    return odd
 
 
-def _int_to_float(reading):
-    def run(self, interpreter, op, args):
+def _int_to_float(reading: Reading) -> ImplFn:
+    def run(self: InterpreterFunctions, interpreter: Interpreter, op: Operation,
+            args: PythonValues) -> PythonValues:
         v = reading(args[0], int_width(op.operands[0].type))
         return (_exact_float(Fraction(v), op.results[0].type),)
     return run
 
 
-def _float_to_int(signed: bool):
+def _float_to_int(signed: bool) -> ImplFn:
     """fptosi/fptoui: round toward zero; NaN, inf or out of range is poison."""
-    def run(self, interpreter, op, args):
+    def run(self: InterpreterFunctions, interpreter: Interpreter, op: Operation,
+            args: PythonValues) -> PythonValues:
         x, w = args[0], int_width(op.results[0].type)
         lo, hi = (-(1 << (w - 1)), 1 << (w - 1)) if signed else (0, 1 << w)
         if not np.isfinite(x) or not lo <= int(np.trunc(x)) < hi:
@@ -284,11 +307,12 @@ def _float_to_int(signed: bool):
     return run
 
 
-NP_FLOAT = {Float16Type: np.float16, BFloat16Type: ml_dtypes.bfloat16,
-             Float32Type: np.float32, Float64Type: np.float64}
+NP_FLOAT: dict[type[Attribute], type[Any]] = {
+    Float16Type: np.float16, BFloat16Type: ml_dtypes.bfloat16,
+    Float32Type: np.float32, Float64Type: np.float64}
 
 
-def _bit_width(t) -> int:
+def _bit_width(t: Attribute) -> int:
     return 8 * np.dtype(NP_FLOAT[type(t)]).itemsize if type(t) in NP_FLOAT else int_width(t)
 
 
@@ -300,7 +324,8 @@ class ScalarKernelFunctions(InterpreterFunctions):
     are the ops that fit no table; the tables above are added below."""
 
     @impl(math.FmaOp)
-    def run_fma(self, interpreter, op, args):
+    def run_fma(self, interpreter: Interpreter, op: math.FmaOp,
+                args: PythonValues) -> PythonValues:
         """a * b + c rounded once: computed exactly (Fraction), IEEE rules
         for non-finite operands and for an exact zero (sign of the zero)."""
         a, b, c = args
@@ -312,19 +337,22 @@ class ScalarKernelFunctions(InterpreterFunctions):
         return (a * b + c if x == 0 else _exact_float(x, op.results[0].type),)
 
     @impl(math.FPowIOp)
-    def run_fpowi(self, interpreter, op, args):
+    def run_fpowi(self, interpreter: Interpreter, op: math.FPowIOp,
+                  args: PythonValues) -> PythonValues:
         """x^n (integer n) as libm's binary64 pow rounded once, like powf
         (MLIR leaves the multiplication order of its expansion open)."""
         n = as_signed(args[1], int_width(op.operands[1].type))
         return (libm("pow")(float(args[0]), float(np.float64(n))),)
 
     @impl(arith.BitcastOp)
-    def run_bitcast(self, interpreter, op, args):
+    def run_bitcast(self, interpreter: Interpreter, op: arith.BitcastOp,
+                    args: PythonValues) -> PythonValues:
         """Reinterpret the bits (same width; integers as unsigned words)."""
         src, dst = op.operands[0].type, op.results[0].type
         w = _bit_width(dst)
         word = np.dtype(f"u{w // 8}") if w % 8 == 0 else None   # floats: 16, 32, 64
         if type(src) in NP_FLOAT:
+            assert word is not None   # a float's width is 16, 32 or 64
             bits = int(np.array(args[0], NP_FLOAT[type(src)]).view(word))
         else:
             bits = as_unsigned(args[0], w)
@@ -333,7 +361,7 @@ class ScalarKernelFunctions(InterpreterFunctions):
         return (as_signed(bits, w),)
 
 
-def _add_impls(table: dict, make) -> None:
+def _add_impls(table: Mapping[type[Operation], object], make: Callable[..., ImplFn]) -> None:
     for op_type, spec in table.items():
         run = make(*spec) if isinstance(spec, tuple) else make(spec)
         setattr(ScalarKernelFunctions, f"run_{op_type.name.replace('.', '_')}", impl(op_type)(run))
@@ -346,7 +374,7 @@ _add_impls({arith.FPToSIOp: True, arith.FPToUIOp: False}, _float_to_int)
 register_impls(ScalarKernelFunctions)  # the methods set above (in place)
 
 
-def _f32_odd(v: float):
+def _f32_odd(v: float) -> np.floating[Any]:
     """`v` rounded to odd at f32: rounding that to nearest-even at bf16
     (8 bits <= 24 - 2) is `v` rounded once.  (`ml_dtypes.bfloat16(v)` of a
     float64 rounds through f32 to nearest-even, a double rounding.)"""
@@ -354,7 +382,7 @@ def _f32_odd(v: float):
     return r if v != v else _to_odd(r, float(r), v)
 
 
-def rounder(t):
+def rounder(t: Attribute) -> Callable[[float], float] | None:
     if isinstance(t, Float32Type):
         return lambda v: float(np.float32(v))
     if isinstance(t, Float16Type):

@@ -26,11 +26,15 @@ from __future__ import annotations
 import ctypes
 import importlib
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from nem.runtime.mlir_kernel_scalar import libm
 from nem.runtime.mlir_native_prep import LIBM_PREFIX, PAYLOAD, TRAP, JitUnsupported, prepare
+
+if TYPE_CHECKING:
+    from xdsl.dialects.builtin import ModuleOp
 
 PIPELINE = ",".join([
     "convert-linalg-to-affine-loops", "lower-affine", "convert-scf-to-cf",
@@ -62,7 +66,7 @@ class NativeKernel:
     """One compiled kernel: call `run` with the operands' arrays (C-contiguous,
     in argument order) and the index arguments."""
 
-    def __init__(self, module, groups: Sequence[int], n_in: int):
+    def __init__(self, module: ModuleOp, groups: Sequence[int], n_in: int) -> None:
         from mlir import ir
         from mlir.execution_engine import ExecutionEngine
         from mlir.passmanager import PassManager
@@ -123,7 +127,7 @@ class BoundCall:
             raise k.sites[site - 1](payload)
 
 
-def native(module, groups: Sequence[int], n_in: int) -> NativeKernel | str:
+def native(module: ModuleOp, groups: Sequence[int], n_in: int) -> NativeKernel | str:
     """The kernel `module` compiled with arguments aliased as `groups` and
     `n_in` inputs, or why the native backend does not take it (the caller,
     an interpreter's `EscapeHatch`, keeps it)."""

@@ -44,7 +44,7 @@ from __future__ import annotations
 
 import platform
 import struct
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from io import StringIO
@@ -119,13 +119,14 @@ def _width(t: Attribute) -> int:
     return t.width.data if isinstance(t, IntegerType) else 64
 
 
-def _reading(signed: bool):
+def _reading(signed: bool) -> Callable[[int, int], int]:
     """How the interpreter reads an integer operand (signed or unsigned)."""
     return ks.as_signed if signed else ks.as_unsigned
 
 
 def _f64_of(bits: int) -> float:
-    return struct.unpack("<d", struct.pack("<q", bits))[0]
+    value: float = struct.unpack("<d", struct.pack("<q", bits))[0]
+    return value
 
 
 @lru_cache(maxsize=1)
@@ -256,7 +257,7 @@ def _signless(fn: func.FuncOp) -> None:
 class _Prep:
     """The rewrites of the module doc, one method per kind of op."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.sites: list[Site] = []
         self.libm: set[str] = set()
 
@@ -273,11 +274,11 @@ class _Prep:
         return b.insert(_Prep._const(value, t)).result
 
     @staticmethod
-    def _cmpi(b: Builder, x, y, pred: str) -> SSAValue:
+    def _cmpi(b: Builder, x: SSAValue, y: SSAValue, pred: str) -> SSAValue:
         return b.insert(arith.CmpiOp(x, y, pred)).result
 
     @staticmethod
-    def _sel(b: Builder, cond, x, y) -> SSAValue:
+    def _sel(b: Builder, cond: SSAValue, x: SSAValue, y: SSAValue) -> SSAValue:
         return b.insert(arith.SelectOp(cond, x, y)).result
 
     def _i64(self, b: Builder, v: SSAValue, signed: bool = True) -> SSAValue:
@@ -597,7 +598,7 @@ def _zero_allocs(fn: func.FuncOp) -> None:
                 b.insert(loop)
 
 
-def _merge_aliases(fn: func.FuncOp, groups) -> None:
+def _merge_aliases(fn: func.FuncOp, groups: Sequence[int]) -> None:
     """Argument k becomes argument `groups[k]` (the first over the same memory)."""
     args = fn.body.block.args
     for k, g in enumerate(groups):
@@ -607,7 +608,7 @@ def _merge_aliases(fn: func.FuncOp, groups) -> None:
 
 def _written(fn: func.FuncOp) -> list[SSAValue]:
     """The memrefs `fn` stores to (stores and structured linalg outputs)."""
-    out = []
+    out: list[SSAValue] = []
     for op in fn.walk():
         if isinstance(op, affine.StoreOp | memref.StoreOp):
             out.append(op.memref)
@@ -616,7 +617,7 @@ def _written(fn: func.FuncOp) -> list[SSAValue]:
     return out
 
 
-def prepare(module: ModuleOp, groups, n_in: int) -> Prepared:
+def prepare(module: ModuleOp, groups: Sequence[int], n_in: int) -> Prepared:
     """The upstream-ready text of `module` (a parsed, interpreter-checked
     kernel), for arguments aliased as `groups` (argument k is over the same
     memory as argument `groups[k]`; the first `n_in` are the task's ins)."""

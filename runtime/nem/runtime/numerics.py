@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ml_dtypes
 import numpy as np
+import numpy.typing as npt
 
 from nem.dialect.elements import ELEM_BITS, ELEM_DTYPES, FLOAT_ELEMS, INT_ELEMS
 
@@ -58,7 +59,8 @@ def int_range(elem: str) -> tuple[int, int]:
 
 
 def float_max(elem: str) -> float:
-    return float(ml_dtypes.finfo(DTYPES[elem]).max)
+    # ml_dtypes.finfo is not annotated
+    return float(ml_dtypes.finfo(DTYPES[elem]).max)  # type: ignore[no-untyped-call]
 
 
 # --- integers ---------------------------------------------------------------
@@ -66,7 +68,8 @@ def float_max(elem: str) -> float:
 def saturate_int(v: np.ndarray, elem: str) -> np.ndarray:
     """Clip an integer-valued int64 (or exact f64) array to `elem`'s range (D-NUM-INT)."""
     lo, hi = int_range(elem)
-    return np.clip(v, lo, hi).astype(np.int64).astype(DTYPES[elem])
+    out: np.ndarray = np.clip(v, lo, hi).astype(np.int64).astype(DTYPES[elem])
+    return out
 
 
 def wrap_int(v: np.ndarray, elem: str) -> np.ndarray:
@@ -76,12 +79,14 @@ def wrap_int(v: np.ndarray, elem: str) -> np.ndarray:
     m = m.astype(np.int64)
     if not elem.startswith("u"):
         m = np.where(m >= (1 << (b - 1)), m - (1 << b), m)
-    return m.astype(DTYPES[elem])
+    out: np.ndarray = m.astype(DTYPES[elem])
+    return out
 
 
 def rne(v: np.ndarray) -> np.ndarray:
     """Round half to even (f64 in, integral f64 out): numpy's rint."""
-    return np.rint(v)
+    out: np.ndarray = np.rint(v)
+    return out
 
 
 def div_rne_int(num: np.ndarray, den: np.ndarray | int) -> np.ndarray:
@@ -90,18 +95,20 @@ def div_rne_int(num: np.ndarray, den: np.ndarray | int) -> np.ndarray:
     q, r = np.divmod(num, den)             # floor division, 0 <= r < den
     twice = 2 * r
     up = (twice > den) | ((twice == den) & (q % 2 == 1))
-    return q + up.astype(np.int64)
+    out: np.ndarray = q + up.astype(np.int64)
+    return out
 
 
 def trunc_div_int(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """Integer division truncating toward zero (b != 0), int64 (D-NUM-INT)."""
     q = np.abs(a) // np.abs(b)
-    return np.where((a < 0) != (b < 0), -q, q)
+    out: np.ndarray = np.where((a < 0) != (b < 0), -q, q)
+    return out
 
 
 # --- floats -----------------------------------------------------------------
 
-def to_float_out(v: np.ndarray, elem: str) -> np.ndarray:
+def to_float_out(v: npt.ArrayLike, elem: str) -> np.ndarray:
     """An f64 intermediate -> f32 (RNE) -> `elem` (RNE): the f32-intermediate rule
     of D-NUM-FLOAT.  IEEE overflow gives +-inf."""
     with np.errstate(over="ignore", invalid="ignore"):

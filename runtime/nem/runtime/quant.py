@@ -10,7 +10,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from xdsl.ir import Attribute
 
+from nem.dialect.attributes import (
+    PerChannelQuantAttr,
+    PerGroupQuantAttr,
+    PerTensorQuantAttr,
+    num_value,
+)
 from nem.runtime.numerics import NotSupported
 
 
@@ -27,6 +34,24 @@ class Quant:
             return f"per_tensor(scale={float(self.scales)}, zero_point={int(self.zero_points)})"
         g = f", group_size={self.group_size}" if self.kind == "per_group" else ""
         return f"{self.kind}(axis={self.axis}{g}, {np.size(self.scales)} scales)"
+
+
+def quant_of(q: Attribute | None) -> Quant | None:
+    """The descriptor of a region type's quant attribute (None: not quantized)."""
+    if q is None:
+        return None
+    if isinstance(q, PerTensorQuantAttr):
+        return Quant("per_tensor", np.array(num_value(q.scale), dtype=np.float64),
+                     np.array(num_value(q.zero_point), dtype=np.int64))
+    if isinstance(q, PerChannelQuantAttr):
+        return Quant("per_channel", np.array([num_value(a) for a in q.scales.data], np.float64),
+                     np.array([num_value(a) for a in q.zero_points.data], np.int64),
+                     axis=q.axis.data)
+    if isinstance(q, PerGroupQuantAttr):
+        return Quant("per_group", np.array([num_value(a) for a in q.scales.data], np.float64),
+                     np.array([num_value(a) for a in q.zero_points.data], np.int64),
+                     axis=q.axis.data, group_size=q.group_size.data)
+    return None
 
 
 def expand(q: Quant, shape: tuple[int, ...], what: str) -> tuple[np.ndarray, np.ndarray]:
@@ -85,11 +110,13 @@ def same(a: Quant | None, b: Quant | None) -> bool:
 def dequantize(q: np.ndarray, quant: Quant, what: str) -> np.ndarray:
     """Real values in f64: (q - zp) * scale, one f64 rounding (D-NUM-QUANT)."""
     s, z = expand(quant, q.shape, what)
-    return (q.astype(np.int64) - z).astype(np.float64) * s
+    out: np.ndarray = (q.astype(np.int64) - z).astype(np.float64) * s
+    return out
 
 
-def requantize(v: np.ndarray, quant: Quant, shape: tuple[int, ...], what: str) -> np.ndarray:
+def requantize(v: np.ndarray | np.float64, quant: Quant, shape: tuple[int, ...], what: str) -> np.ndarray:
     """Integral f64 rne(v / scale) + zp, before saturation (D-NUM-QUANT)."""
     s, z = expand(quant, shape, what)
     with np.errstate(invalid="ignore", over="ignore"):
-        return np.rint(v / s) + z.astype(np.float64)
+        out: np.ndarray = np.rint(v / s) + z.astype(np.float64)
+    return out

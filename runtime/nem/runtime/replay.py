@@ -31,12 +31,17 @@ programs whose task count is not static or exceeds `MAX_EFFECTS`.
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol
 
 from nem.dialect.gc_pause import gc_paused
 from nem.runtime.checks import DeadlockError
-from nem.runtime.engine import RunError
+from nem.runtime.engine import CompiledProgram, RunError, TaskTpl
+
+if TYPE_CHECKING:
+    from nem.runtime.memory import Memory
 
 # scheduler fields that make up the state at the end of a run; containers
 # are copied when a replay takes them over
@@ -45,15 +50,61 @@ STATE = ("seq", "steps", "live", "frames", "runnable", "counts", "busy", "unit_f
          "root", "race", "trace", "ready_heap", "ready_list")
 
 
+PlanKey = tuple[object, bool, bool]
+"""What a plan depends on besides its program and memory: (topology, races, trace)."""
+
+
 @dataclass
 class Plan:
     """One recorded run: its data effects in order and its final state."""
 
-    memory: object
-    key: tuple
-    effects: list = field(default_factory=list)   # engine.prepare_*: calls in run order
-    final: dict = field(default_factory=dict)
-    tokens: list = field(default_factory=list)    # (task template, produced, consumed)
+    memory: Memory
+    key: PlanKey
+    # engine.prepare_*: calls in run order
+    effects: list[Callable[[], None]] = field(default_factory=list)
+    final: dict[str, Any] = field(default_factory=dict)   # the scheduler's `STATE` fields
+    # (task template, produced, consumed)
+    tokens: list[tuple[TaskTpl, int, int]] = field(default_factory=list)
+
+
+class Replayable(Protocol):
+    """What recording and replaying read and set of a run's scheduler
+    (`nem.runtime.scheduler.Scheduler`; the `STATE` fields are set by name)."""
+
+    recording: Plan | None
+    planning: bool
+    dry_steps: int
+
+    @property
+    def timed(self) -> bool: ...
+    @property
+    def policy(self) -> str: ...
+    @property
+    def choose(self) -> object: ...
+    @property
+    def log(self) -> object: ...
+    @property
+    def steps(self) -> int: ...
+    @property
+    def seq(self) -> int: ...
+    @property
+    def cp(self) -> CompiledProgram: ...
+    @property
+    def topo_key(self) -> object: ...
+    @property
+    def race(self) -> object: ...
+    @property
+    def tracing(self) -> bool: ...
+    @property
+    def memory(self) -> Memory: ...
+    @property
+    def finished(self) -> bool: ...
+    @property
+    def live(self) -> object: ...
+    @property
+    def deadlock(self) -> object: ...
+
+    def step(self) -> object: ...
 
 
 # the largest run recorded, in task instances (about 3 MB): a plan holds every instance's
@@ -62,7 +113,7 @@ class Plan:
 MAX_EFFECTS = 10_000
 
 
-def not_eligible(s) -> str | None:
+def not_eligible(s: Replayable) -> str | None:
     """Why scheduler `s`'s run is always scheduled, never recorded or
     replayed; None when it is eligible."""
     if s.timed:
@@ -79,7 +130,7 @@ def not_eligible(s) -> str | None:
     return None
 
 
-def key_of(s) -> tuple | None:
+def key_of(s: Replayable) -> PlanKey | None:
     """What a plan depends on besides the program and its memory; None when
     the run is not eligible."""
     if not_eligible(s) is not None:
@@ -87,7 +138,7 @@ def key_of(s) -> tuple | None:
     return (s.topo_key, s.race is not None, s.tracing)
 
 
-def start(s) -> Plan | None:
+def start(s: Replayable) -> Plan | None:
     """The plan to replay for scheduler `s`, or None (then `s.recording` says
     whether this run records one)."""
     key = key_of(s)
@@ -95,14 +146,14 @@ def start(s) -> Plan | None:
     if key is None:
         return None
     plan = s.cp.replay
-    if plan is not None and plan.memory is s.memory and plan.key == key:
+    if isinstance(plan, Plan) and plan.memory is s.memory and plan.key == key:
         return plan
     s.recording = Plan(s.memory, key)
     return None
 
 
 @contextmanager
-def collector_paused(recording: bool):
+def collector_paused(recording: bool) -> Iterator[None]:
     """Python's cyclic garbage collector paused while a run records its plan
     (D-RT-GC): such a run allocates at most MAX_EFFECTS instances' worth of
     objects (a few MB), and the collections it would trigger mostly rescan the
@@ -113,7 +164,7 @@ def collector_paused(recording: bool):
         yield
 
 
-def finish_recording(s) -> None:
+def finish_recording(s: Replayable) -> None:
     """Keep the recorded plan of a run that completed."""
     plan = s.recording
     s.recording = None
@@ -124,7 +175,7 @@ def finish_recording(s) -> None:
     s.cp.replay = plan
 
 
-def prepare(s) -> bool:
+def prepare(s: Replayable) -> bool:
     """Record the plan of scheduler `s`'s run without running its data effects
     (decision D-RT-PREPARE): every task is scheduled, race-checked and bound
     to its operands as in a run, and nothing is read or written.  True when a
@@ -153,7 +204,8 @@ def prepare(s) -> bool:
     return True
 
 
-def replay(s, plan: Plan, progress=None) -> int | None:
+def replay(s: Replayable, plan: Plan,
+           progress: Callable[[int], object] | None = None) -> int | None:
     """Run `plan`'s data effects on `s`'s memory and take over its final
     state; returns the number of tasks run, or None when an effect failed at
     step i (then `s.dry_steps` = i and the caller runs normally)."""

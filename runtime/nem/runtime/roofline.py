@@ -25,10 +25,13 @@ mode: cost per task O(1), nothing enumerated afterwards but the groups.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from functools import partial
+from typing import Any
 
 from nem.dialect.semantics.units import DEVICE_UNITS
-from nem.runtime.engine import CompiledProgram, LoopTpl, TaskTpl, WaitTpl, Work
+from nem.runtime.engine import CompiledProgram, Instr, LoopTpl, TaskTpl, WaitTpl, Work
 
 LATENCY = "latency"
 """The binding kind when no unit kind is busy half a group's cycles."""
@@ -90,11 +93,11 @@ def task_groups(cp: CompiledProgram) -> tuple[list[Group], dict[int, int]]:
             groups.append(Group(name, kind, line))
         return index[name]
 
-    def place(tpl: TaskTpl, fallback) -> None:
+    def place(tpl: TaskTpl, fallback: Callable[[], int]) -> None:
         node = _node_name(tpl)
         of[tpl.seq_id] = group(node, "node", tpl.line) if node else fallback()
 
-    def nest(body, loop: LoopTpl) -> None:
+    def nest(body: list[Instr], loop: LoopTpl) -> None:
         for ins in body:
             if isinstance(ins, TaskTpl):
                 place(ins, lambda: group(f"loop at line {loop.line}", "loop", loop.line))
@@ -113,7 +116,7 @@ def task_groups(cp: CompiledProgram) -> tuple[list[Group], dict[int, int]]:
             nest(ins.body, ins)
             segment.clear()
         elif isinstance(ins, TaskTpl):
-            place(ins, lambda t=ins: in_segment(t))
+            place(ins, partial(in_segment, ins))
             if ins.sync:
                 segment.clear()
         elif isinstance(ins, WaitTpl):
@@ -121,7 +124,7 @@ def task_groups(cp: CompiledProgram) -> tuple[list[Group], dict[int, int]]:
     return groups, of
 
 
-def unit_counts(topology: dict) -> dict[str, int]:
+def unit_counts(topology: Mapping[str, Any]) -> dict[str, int]:
     """Units of each kind on the device (per-engine kinds times the engines)."""
     counts = {u: n * topology["num_engines"] for u, n in topology["per_engine"].items()}
     counts.update({u: n for u, n in topology["device_units"].items() if u in DEVICE_UNITS})
@@ -131,7 +134,7 @@ def unit_counts(topology: dict) -> dict[str, int]:
 class Tally:
     """What a timed run did, by group; fed by `Scheduler._run`."""
 
-    def __init__(self, cp: CompiledProgram, topology: dict):
+    def __init__(self, cp: CompiledProgram, topology: Mapping[str, Any]) -> None:
         self.groups, self.group_of = task_groups(cp)
         self.total = Group("program", "program", 0)
         self.units = unit_counts(topology)
@@ -171,7 +174,7 @@ class Row:
     def ratio(self) -> float | None:
         return self.cycles / self.bound if self.bound > 0 else None
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, object]:
         return {"name": self.name, "kind": self.kind, "line": self.line, "tasks": self.tasks,
                 "cycles": self.cycles, "bound": round(self.bound, 3),
                 "ratio": None if self.ratio is None else round(self.ratio, 4),
@@ -209,7 +212,7 @@ class Report:
     total: Row
     groups: list[Row]
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, object]:
         return {"program": self.program, "device": self.device, "decision": "D-RT-ROOFLINE",
                 "units": self.units, "total": self.total.to_json(),
                 "groups": [g.to_json() for g in self.groups]}

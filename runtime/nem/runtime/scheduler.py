@@ -31,19 +31,35 @@ from __future__ import annotations
 import heapq
 import random
 from collections import deque
+from collections.abc import Callable, Iterator, Mapping
+from typing import TYPE_CHECKING, TypedDict
+
+from xdsl.ir import Operation
 
 from nem.dialect.diagnostics import SourceLoc
 from nem.dialect.semantics.streams import LOOP_END, may_open
 from nem.dialect.semantics.units import DEVICE_UNITS, bind_unit
 from nem.runtime import replay
-from nem.runtime.checks import Deadlock, DeadlockError, RaceDetector, TaskRef, Unconsumed, join
+from nem.runtime.checks import (
+    Access,
+    Deadlock,
+    DeadlockError,
+    RaceDetector,
+    TaskRef,
+    Unconsumed,
+    join,
+)
 from nem.runtime.engine import (
     COMPUTE,
     DEFAULT_PROFILE,
+    CompiledProgram,
     LoopTpl,
+    Profile,
     RegionTpl,
     RunError,
     TaskTpl,
+    UnitChars,
+    ValueRef,
     WaitTpl,
     ev,
     prepare_compute,
@@ -51,77 +67,56 @@ from nem.runtime.engine import (
     task_attrs,
     task_work,
 )
-from nem.runtime.task_state import EMPTY, TaskInst, Token, task_key
+from nem.runtime.kernel_support import Kernel
+from nem.runtime.memory import Memory, RegionInst
+from nem.runtime.task_state import (
+    EMPTY,
+    Frame,
+    LoopRun,
+    TaskInst,
+    Token,
+    Unit,
+    VectorClock,
+    task_key,
+)
+
+if TYPE_CHECKING:
+    from nem.runtime.roofline import Tally
+    from nem.runtime.trace import TraceEntry
 
 EFFECTS = 1024
 """Bound data effects a scheduler keeps for reuse (`Scheduler._effect`)."""
 
 
-def _frozen(v):
+def _frozen(v: object) -> object:
     """A resolved attribute value as a dictionary key (lists become tuples)."""
     return tuple(_frozen(x) for x in v) if isinstance(v, list) else v
 
 
-class Frame:
-    __slots__ = ("body", "pc", "parent", "depth", "iv", "names", "env", "K", "time",
-                 "blocked", "loop", "live", "finished", "looprun", "index", "done_vc",
-                 "done_time", "ords", "label")
+class Topology(TypedDict):
+    """The units a run has: engines, and the unit counts per engine and device-wide."""
 
-    def __init__(self, body, parent, iv, names, K, time, looprun=None, index=None, ords=()):
-        self.body = body
-        self.pc = 0
-        self.parent = parent
-        self.depth = 0 if parent is None else parent.depth + 1
-        self.iv = iv
-        self.ords = ords
-        self.names = names
-        self.env = {}
-        self.K = K
-        self.time = time
-        self.blocked = None      # list of tokens waited on
-        self.loop = None         # the LoopRun whose streams this stream waits for
-        self.live = 0            # incomplete tasks and loops this stream issued
-        self.finished = False
-        self.looprun = looprun
-        self.index = index
-        self.done_vc = EMPTY
-        self.done_time = time
-        self.label: str | None = None
-
-    def iteration(self) -> str:
-        """`i=2, j=0` (built once: every task of the stream's trace entry names it)."""
-        if self.label is None:
-            self.label = ", ".join(f"{n}={v}" for n, v in zip(self.names, self.iv))
-        return self.label
+    num_engines: int
+    per_engine: dict[str, int]
+    device_units: dict[str, int]
+    l2: int     # bytes of L2, and of each engine's L1
+    l1: int
 
 
-class LoopRun:
-    __slots__ = ("tpl", "frame", "lo", "hi", "next", "window", "active", "done", "prefix_vc",
-                 "prefix_time", "max_active", "streams_left", "end_vc", "end_time",
-                 "last_open_vc")
+Placement = tuple[int | None, str, int | None, list[Unit]]
+"""(engine or None for any, unit type, fixed instance index or None, candidate units)."""
 
-    def __init__(self, tpl, frame, lo, hi):
-        self.tpl = tpl
-        self.frame = frame
-        self.lo = lo
-        self.hi = hi
-        self.next = lo
-        self.window = lo
-        self.active = 0
-        self.done = {}
-        self.prefix_vc = EMPTY
-        self.prefix_time = frame.time
-        self.max_active = 0
-        self.streams_left = hi - lo + 1   # iteration streams that have not reached their end
-        self.end_vc = EMPTY               # what the ended streams know (LOOP_END)
-        self.end_time = frame.time
-        self.last_open_vc = None          # what the last iteration knew when it opened
+AccessLog = tuple[tuple[int, tuple[int, ...]], VectorClock, int, int, list[Access], TaskRef]
+"""What the explorer logs of a task: (key, vc, lane, epoch, accesses, ref)."""
 
 
 class Scheduler:
-    def __init__(self, cp, memory, *, topology, unit_chars=None, mode="functional",
-                 policy="source", seed=0, kernels=None, races=True, trace=True,
-                 profile=None, file="<input>"):
+    def __init__(self, cp: CompiledProgram, memory: Memory, *, topology: Topology,
+                 unit_chars: UnitChars | None = None, mode: str = "functional",
+                 policy: str = "source", seed: int = 0,
+                 kernels: Mapping[str, Kernel] | None = None, races: bool = True,
+                 trace: bool = True, profile: Profile | None = None,
+                 file: str = "<input>") -> None:
         self.cp = cp
         self.memory = memory
         self.mode = mode
@@ -131,7 +126,7 @@ class Scheduler:
         self.kernels = kernels if kernels is not None else {}
         self.race = RaceDetector(memory) if races else None
         self.tracing = trace
-        self.trace: list = []
+        self.trace: list[TraceEntry] = []
         self.profile = {k: dict(v) for k, v in DEFAULT_PROFILE.items()}
         for k, v in (profile or {}).items():
             self.profile.setdefault(k, {}).update(v)
@@ -140,21 +135,22 @@ class Scheduler:
         self.file = file
         self.seq = 0
         self.steps = 0
-        self.ready_heap: list = []
-        self.ready_list: list = []
+        self.ready_heap: list[tuple[int, TaskInst]] = []
+        self.ready_list: list[TaskInst] = []
         self.live: dict[int, TaskInst] = {}
-        self.frames: set = set()
-        self.runnable: deque = deque()
+        self.frames: set[Frame] = set()
+        self.runnable: deque[Frame] = deque()
         self.counts: dict[str, int] = {}
-        self.busy: dict = {}
-        self.unit_free: dict = {}
-        self.rr: dict = {}
-        self.loop_max_active: dict = {}
-        self.effects: dict = {}        # `_effect`: bound data effects by task and regions
-        self.placed: dict = {}         # `_placement` by template
+        self.busy: dict[Unit, int] = {}
+        self.unit_free: dict[Unit, int] = {}
+        self.rr: dict[tuple[Unit, int], int] = {}
+        self.loop_max_active: dict[int, int] = {}    # by the loop's line
+        # `_effect`: bound data effects by task and regions
+        self.effects: dict[tuple[object, ...], Callable[[], None]] = {}
+        self.placed: dict[TaskTpl, Placement] = {}   # `_placement` by template
         # `_placement`'s results: (kind, opcode, resource, seq_engine, level
         # names of the regions) -> (engine, unit type, index, candidate units)
-        self.placements: dict[tuple, tuple] = {}
+        self.placements: dict[tuple[str | int | tuple[str, int] | None, ...], Placement] = {}
         # what a replayed plan depends on in the topology (`replay.key_of`)
         self.topo_key = (topology["num_engines"], tuple(sorted(topology["per_engine"].items())),
                          tuple(sorted(topology["device_units"].items())))
@@ -168,24 +164,26 @@ class Scheduler:
         self.root = Frame(cp.body, None, (), (), EMPTY, 0)
         self.frames.add(self.root)
         self.runnable.append(self.root)
-        self._chosen = None
-        self.choose = None   # explorer: picks the next task among the ready ones
-        self.log: list | None = None   # explorer: (key, vc, lane, epoch, accesses, ref) per task
+        self._chosen: TaskInst | None = None
+        # explorer: picks the next task among the ready ones
+        self.choose: Callable[[list[TaskInst]], TaskInst] | None = None
+        self.log: list[AccessLog] | None = None   # explorer: what each task did
         self.recording: replay.Plan | None = None   # D-RT-REPLAY: this run's effects
         self.dry_steps = 0             # D-RT-REPLAY: steps whose effects are already in memory
         self.planning = False          # D-RT-PREPARE: effects are bound and recorded, not run
-        self.roofline = None           # timed mode: a roofline.Tally (D-RT-ROOFLINE)
+        self.roofline: Tally | None = None   # timed mode (D-RT-ROOFLINE)
 
     # ------------------------------------------------------------------ streams
-    def _lookup(self, frame, ref):
+    def _lookup(self, frame: Frame, ref: ValueRef) -> Frame:
         f = frame
         for _ in range(frame.depth - ref.depth):
+            assert f.parent is not None   # a reference is to an enclosing stream's value
             f = f.parent
         return f
 
-    def _token(self, frame, ref) -> Token:
+    def _token(self, frame: Frame, ref: ValueRef) -> Token:
         f = self._lookup(frame, ref)
-        tok = f.env.get(ref.slot)
+        tok: Token | None = f.env.get(ref.slot)
         if tok is None:   # forward reference (MLIR input): a placeholder
             tok = f.env[ref.slot] = Token()
         return tok
@@ -196,21 +194,21 @@ class Scheduler:
         memory = self.memory
         while frame.pc < n:
             ins = body[frame.pc]
-            cls = ins.__class__
-            if cls is RegionTpl:
+            if ins.__class__ is RegionTpl:
                 try:
                     frame.env[ins.slot] = ins.instantiate(memory, frame.iv, frame.ords)
                 except RunError as e:
                     e.where = e.where or frame.iteration()
                     raise
                 frame.pc += 1
-            elif cls is TaskTpl:
+            elif ins.__class__ is TaskTpl:
                 t = self._issue(frame, ins)
                 frame.pc += 1
                 if ins.sync:          # TASK-08/09: .async followed by wait
+                    assert t.token is not None   # set by `_issue`
                     if not self._wait_on(frame, [t.token]):
                         return
-            elif cls is WaitTpl:
+            elif ins.__class__ is WaitTpl:
                 toks = []
                 for r in ins.dep_refs:
                     tok = self._token(frame, r)
@@ -224,7 +222,7 @@ class Scheduler:
                 frame.pc += 1
                 if not self._wait_on(frame, toks):
                     return
-            elif cls is LoopTpl:
+            elif ins.__class__ is LoopTpl:
                 lo, hi = ev(ins.lower, frame.iv), ev(ins.upper, frame.iv)
                 frame.pc += 1
                 if lo > hi:
@@ -237,10 +235,10 @@ class Scheduler:
             else:
                 frame.pc += 1
         frame.finished = True
-        run = frame.looprun
-        if run is not None:     # what a loop's next iterations learn (the root's is unused)
+        looprun = frame.looprun
+        if looprun is not None:     # what a loop's next iterations learn (the root's is unused)
             frame.done_vc = join(frame.done_vc, frame.K)
-            self._stream_ended(run, frame)
+            self._stream_ended(looprun, frame)
         if frame.live == 0:
             self._frame_done(frame)
 
@@ -254,7 +252,7 @@ class Scheduler:
         if run.streams_left == 0 and not LOOP_END.drains:
             self._resume_after_loop(run, run.end_vc, run.end_time)
 
-    def _resume_after_loop(self, run: LoopRun, vc, time) -> None:
+    def _resume_after_loop(self, run: LoopRun, vc: VectorClock, time: int) -> None:
         parent = run.frame
         parent.K = join(parent.K, vc)
         parent.time = max(parent.time, time)
@@ -262,17 +260,18 @@ class Scheduler:
         self.runnable.append(parent)
 
     @staticmethod
-    def _ref_name(r) -> str:
+    def _ref_name(r: ValueRef) -> str:
         op = r.value.owner
         name = op.token_name() if hasattr(op, "token_name") else None
         return name or "?"
 
     @staticmethod
-    def _ref_line(r) -> int:
-        loc = SourceLoc.of(r.value.owner)
+    def _ref_line(r: ValueRef) -> int:
+        owner = r.value.owner      # a region's or task's op
+        loc = SourceLoc.of(owner) if isinstance(owner, Operation) else None
         return loc.line if loc else 0
 
-    def _wait_on(self, frame, toks) -> bool:
+    def _wait_on(self, frame: Frame, toks: list[Token]) -> bool:
         """Block `frame` on `toks`; True when all are already satisfied."""
         pending = False
         for tok in toks:
@@ -292,7 +291,7 @@ class Scheduler:
         self._unblock(frame, toks)
         return True
 
-    def _unblock(self, frame, toks) -> None:
+    def _unblock(self, frame: Frame, toks: list[Token]) -> None:
         K = frame.K
         t = frame.time
         for tok in toks:
@@ -328,12 +327,13 @@ class Scheduler:
 
     def _frame_done(self, frame: Frame) -> None:
         self.frames.discard(frame)
-        frame.env = None   # break token <-> task <-> frame cycles: memory stays O(window)
+        frame.env = {}     # break token <-> task <-> frame cycles: memory stays O(window)
         run = frame.looprun
         if run is None:       # semantics.PROGRAM_END drains: every task has completed
             self.finished = frame is self.root
             return
         run.active -= 1
+        assert frame.index is not None   # an iteration's stream
         run.done[frame.index] = (frame.done_vc, frame.done_time)
         while run.window in run.done:
             vc, t = run.done.pop(run.window)
@@ -362,7 +362,7 @@ class Scheduler:
         t.issue_time = frame.time
         t.kvc = frame.K
         env_up = self._lookup
-        regions = []
+        regions: list[RegionInst] = []
         for ref, _w in tpl.region_refs:
             f = env_up(frame, ref) if ref.depth != frame.depth else frame
             r = f.env.get(ref.slot)
@@ -372,7 +372,7 @@ class Scheduler:
             regions.append(r)
         t.regions = regions
         # the token (a placeholder may exist from a forward reference)
-        tok = frame.env.get(tpl.slot)
+        tok: Token | None = frame.env.get(tpl.slot)
         if tok is None or tok.task is not None:
             tok = Token(t)
         else:
@@ -419,7 +419,7 @@ class Scheduler:
             self.ready_list.append(t)
 
     # ------------------------------------------------------------------ placement
-    def _placement(self, t: TaskInst):
+    def _placement(self, t: TaskInst) -> Placement:
         """(engine or None for any, unit type, fixed instance index or None, count).
 
         A function of the topology and of what `bind_unit` reads (the task's kind
@@ -448,7 +448,7 @@ class Scheduler:
         topo = self.topology
         per, dev = topo["per_engine"], topo["device_units"]
 
-        def count(u):
+        def count(u: str) -> int:
             return dev.get(u, 0) if u in DEVICE_UNITS else per.get(u, 0)
 
         # D-SEM-UNITS: RES-03 exact, RES-04 same-type remap, RES-05 cross-type, RES-07
@@ -456,6 +456,7 @@ class Scheduler:
         if b.error is not None:
             raise RunError(b.error, b.rule, tpl.op, t.iteration(), b.fix)
         utype, idx = b.unit, b.index
+        assert utype is not None   # bound when there is no error
         if utype in DEVICE_UNITS:
             engine = -1
         engines = (engine,) if engine is not None else tuple(range(topo["num_engines"]))
@@ -465,10 +466,10 @@ class Scheduler:
         self.placed[tpl] = res
         return res
 
-    def _candidates(self, t: TaskInst):
+    def _candidates(self, t: TaskInst) -> list[Unit]:
         return self._placement(t)[3]
 
-    def _choose_unit(self, t: TaskInst):
+    def _choose_unit(self, t: TaskInst) -> Unit:
         cands = self._candidates(t)
         if len(cands) == 1:
             return cands[0]
@@ -496,7 +497,8 @@ class Scheduler:
         if self.timed:
             lst = self.ready_list
             if not lst:
-                return self._stalled()
+                self._stalled()
+                return None
             best, bk = None, None
             for t in lst:
                 u = self._choose_unit(t)
@@ -513,24 +515,27 @@ class Scheduler:
         if self.choose is not None:
             lst = self.ready_list
             if not lst:
-                return self._stalled()
+                self._stalled()
+                return None
             t = self.choose(lst)
             lst.remove(t)
         elif self.policy == "source":
             if not self.ready_heap:
-                return self._stalled()
+                self._stalled()
+                return None
             t = heapq.heappop(self.ready_heap)[1]
         else:
             lst = self.ready_list
             if not lst:
-                return self._stalled()
+                self._stalled()
+                return None
             i = self.rng.randrange(len(lst))
             lst[i], lst[-1] = lst[-1], lst[i]
             t = lst.pop()
         self._chosen = t
         return t
 
-    def _stalled(self):
+    def _stalled(self) -> None:
         if self.finished and not self.live:
             return None
         if not self.live and not self.frames:
@@ -547,6 +552,7 @@ class Scheduler:
         for f in sorted(self.frames, key=lambda f: (f.depth, f.index or 0)):
             if f.blocked:
                 ins = f.body[f.pc - 1]
+                assert isinstance(ins, WaitTpl | TaskTpl)   # a stream blocks at a wait or .sync
                 what = "wait" if isinstance(ins, WaitTpl) else f"{ins.opcode}.sync"
                 it = f" iteration {f.iteration()}" if f.iteration() else ""
                 waits = [self._tok_desc(d) for d in f.blocked if not d.done]
@@ -559,7 +565,7 @@ class Scheduler:
                 for slot, x in f.env.items():
                     if x is tok:
                         v = self.cp.values[slot]
-                        loc = SourceLoc.of(v.owner)
+                        loc = SourceLoc.of(v.owner) if isinstance(v.owner, Operation) else None
                         name = v.owner.token_name() if hasattr(v.owner, "token_name") else "?"
                         return (f"token {name} (never produced: its task at "
                                 f"{self.file}:{loc.line if loc else '?'} is never issued)")
@@ -605,7 +611,7 @@ class Scheduler:
             for d in deps:
                 vc_in = join(vc_in, d.vc)
             t.vc, t.lane, t.epoch = self.race.start(
-                vc_in, [d.task.lane for d in deps] if deps else ())
+                vc_in, [d.task.lane for d in deps if d.task is not None] if deps else ())
             accesses = [(r.level.ident, r.start, r.start + r.extent, rw[1], r.buffer.offset)
                         for rw, r in zip(tpl.region_refs, regions)]
             self.race.access(t, accesses, self.ref)
@@ -635,7 +641,7 @@ class Scheduler:
                                t.end if self.timed else t.start + 1, nbytes))
         self._complete(t)
 
-    def _effect(self, t: TaskInst):
+    def _effect(self, t: TaskInst) -> Callable[[], None]:
         """The task's data effect bound to its region instances
         (`prepare_compute`/`prepare_move`), shared by the instances of its
         statement that meet the same region instances and attributes: an
@@ -645,6 +651,7 @@ class Scheduler:
         holds the instances themselves, compared by identity; at most
         `EFFECTS` are kept (D-RT-SHARE)."""
         tpl = t.tpl
+        key: tuple[object, ...]
         if tpl.kind == COMPUTE:
             attrs = task_attrs(tpl, t.frame.iv)
             key = (tpl, *t.regions, *map(_frozen, (attrs[k] for k in tpl.attrs_dyn))) \
@@ -663,7 +670,7 @@ class Scheduler:
                 cache.clear()
         return effect
 
-    def _live_vcs(self):
+    def _live_vcs(self) -> Iterator[VectorClock]:
         """Lower bounds of what every stream and issued task will know when it
         next accesses memory (the race detector drops what all of them know).
 
@@ -676,17 +683,18 @@ class Scheduler:
         (recursively: an iteration blocked at an inner loop).  Without that,
         a long inner loop's accesses stayed in the shadow memory until its
         outer iteration completed."""
-        by_run: dict = {}
+        by_run: dict[int, list[Frame]] = {}
         for f in self.frames:
             if f.looprun is not None:
                 by_run.setdefault(id(f.looprun), []).append(f)
-        memo: dict = {}
+        memo: dict[int, VectorClock] = {}
         for f in self.frames:
             yield self._future_vc(f, by_run, memo)
         for t in self.live.values():
             yield t.kvc
 
-    def _future_vc(self, f: Frame, by_run: dict, memo: dict):
+    def _future_vc(self, f: Frame, by_run: dict[int, list[Frame]],
+                   memo: dict[int, VectorClock]) -> VectorClock:
         """What stream `f` knows from now on (see `_live_vcs`)."""
         run = f.loop
         if run is None:
@@ -709,6 +717,7 @@ class Scheduler:
                 if i <= upto:
                     vc = join(vc, done_vc)
         for g in by_run.get(id(run), ()):
+            assert g.index is not None   # an iteration's stream
             if g.index <= upto:
                 vc = join(vc, self._future_vc(g, by_run, memo))
         memo[id(f)] = vc
@@ -732,7 +741,7 @@ class Scheduler:
         if waiters:
             tok.waiters = None
             for w in waiters:
-                if w.__class__ is TaskInst:
+                if isinstance(w, TaskInst):
                     w.npending -= 1
                     if w.npending == 0:
                         self._make_ready(w)
@@ -745,7 +754,8 @@ class Scheduler:
         if f.live == 0 and f.finished:
             self._frame_done(f)
 
-    def run(self, limit: int | None = None, progress=None) -> int:
+    def run(self, limit: int | None = None,
+            progress: Callable[[int], object] | None = None) -> int:
         if limit is None:    # a whole run: replay it when the plan allows (D-RT-REPLAY)
             plan = replay.start(self)
             if plan is not None:
@@ -774,6 +784,6 @@ class Scheduler:
                                       tpl.produced - tpl.consumed))
         return out
 
-    def unit_name(self, unit) -> str:
+    def unit_name(self, unit: Unit) -> str:
         e, u, i = unit
         return f"{u}[{i}]" if e == -1 else f"E{e}.{u}[{i}]"

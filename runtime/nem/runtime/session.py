@@ -6,12 +6,13 @@ sessions; its `run` is a session run to the end.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Protocol, TypedDict, TypeVar
 
 import numpy as np
+import numpy.typing as npt
 from xdsl.dialects.builtin import ModuleOp
 
 from nem.dialect.device_model import Device
@@ -20,7 +21,7 @@ from nem.dialect.ops import ProgramOp
 from nem.runtime import roofline, tensor_io
 from nem.runtime import trace as trace_mod
 from nem.runtime.checks import Deadlock, DeadlockError, Race, Unconsumed
-from nem.runtime.engine import CompiledProgram, RunError, default_kernels
+from nem.runtime.engine import CompiledProgram, Profile, RunError, default_kernels
 from nem.runtime.inspection import (
     Task,
     Token,
@@ -32,10 +33,15 @@ from nem.runtime.inspection import (
     unknown_name,
 )
 from nem.runtime.memory import DEFAULT_L1_SIZE, DEFAULT_L2_SIZE, Memory, MemoryError_, RegionInst
-from nem.runtime.scheduler import Scheduler
+from nem.runtime.scheduler import Scheduler, Topology
 
 if TYPE_CHECKING:
     from nem.runtime.escape_hatch import EscapeHatch
+    from nem.runtime.kernel_support import Kernel
+    from nem.runtime.task_state import TaskInst
+    from nem.runtime.trace import TraceEntry
+
+T = TypeVar("T")
 
 
 class RunSettings(Protocol):
@@ -44,7 +50,7 @@ class RunSettings(Protocol):
     read once when the session starts."""
 
     @property
-    def kernels(self) -> Mapping: ...
+    def kernels(self) -> Mapping[str, Kernel]: ...
 
     @property
     def mode(self) -> str: ...
@@ -62,17 +68,17 @@ class RunSettings(Protocol):
     def tracing(self) -> bool: ...
 
     @property
-    def profile(self) -> dict: ...
+    def profile(self) -> Profile: ...
 
     @property
     def escape_hatch(self) -> EscapeHatch: ...
 
 
-DEFAULT_TOPOLOGY = {"num_engines": 1, "per_engine": {"NMU": 1, "CSTL": 1, "DMA": 1, "VPU": 1},
+DEFAULT_TOPOLOGY: Topology = {"num_engines": 1, "per_engine": {"NMU": 1, "CSTL": 1, "DMA": 1, "VPU": 1},
                     "device_units": {"sDMA": 1}, "l2": DEFAULT_L2_SIZE, "l1": DEFAULT_L1_SIZE}
 
 
-def topology_of(device: Device | None) -> dict:
+def topology_of(device: Device | None) -> Topology:
     """The scheduler's view of a device's topology (`DEFAULT_TOPOLOGY`: one
     unit of each kind, for a program with no device)."""
     if device is None:
@@ -163,6 +169,14 @@ class StepResult:
         return f"<Step {self.task_id} {self.task_type} line {self.line}{it} on {self.unit}>"
 
 
+class Breakpoint(TypedDict):
+    """Where `Session.run` stops: every key given (not None) must match."""
+
+    task: str | None
+    line: int | None
+    loop_iter: int | None
+
+
 class Session:
     """One execution of a program: step, breakpoints, inspection."""
 
@@ -181,8 +195,8 @@ class Session:
             file=program.file)
         if self.sched.timed:
             self.sched.roofline = roofline.Tally(program.compiled, topo)
-        self.breakpoints: list[dict] = []
-        self._skip_break = None
+        self.breakpoints: list[Breakpoint] = []
+        self._skip_break: TaskInst | None = None
         self.status = "ready"
         self.error: Diagnostic | None = None
 
@@ -190,7 +204,7 @@ class Session:
     def __enter__(self) -> Session:
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         return None
 
     # -------------------------------------------------------------- breakpoints
@@ -218,14 +232,14 @@ class Session:
         if loop_iter is not None:
             whom = f"task {task}" if task is not None else \
                 (f"the task at line {line}" if line is not None else "the program's tasks")
-            check_loop_iter(loop_iter, [(loops_of(cp, t.op) or [None])[-1] for t in matching],
-                            whom)
+            check_loop_iter(loop_iter, [lts[-1] if (lts := loops_of(cp, t.op)) else None
+                                        for t in matching], whom)
         self.breakpoints.append({"task": task, "line": line, "loop_iter": loop_iter})
 
     def clear_breakpoints(self) -> None:
         self.breakpoints.clear()
 
-    def _hits(self, t) -> bool:
+    def _hits(self, t: TaskInst) -> bool:
         for b in self.breakpoints:
             if b["task"] is not None and t.tpl.label != b["task"]:
                 continue
@@ -237,7 +251,7 @@ class Session:
         return False
 
     # -------------------------------------------------------------- stepping
-    def _guard(self, fn):
+    def _guard(self, fn: Callable[[], T]) -> T:
         try:
             return fn()
         except RunError as e:
@@ -248,7 +262,7 @@ class Session:
             self.status = "deadlock"
             raise
 
-    def step(self, n: int = 1):
+    def step(self, n: int = 1) -> StepResult | list[StepResult] | None:
         """Execute the next `n` tasks; returns a StepResult (n == 1) or a list."""
         out = []
         for _ in range(n):
@@ -260,16 +274,18 @@ class Session:
             out.append(self._result(t))
         return out[0] if n == 1 and out else (None if n == 1 else out)
 
-    def _result(self, t) -> StepResult:
+    def _result(self, t: TaskInst) -> StepResult:
+        unit = t.unit
+        assert unit is not None   # a task that ran was placed
         return StepResult(t.tpl.label, f"{t.tpl.opcode}.{'sync' if t.tpl.sync else 'async'}",
                           "completed", t.tpl.label if t.tpl.op.token_name() else None,
-                          t.tpl.line, t.iteration(), self.sched.unit_name(t.unit))
+                          t.tpl.line, t.iteration(), self.sched.unit_name(unit))
 
-    def run(self, progress=None) -> str:
+    def run(self, progress: Callable[[int], object] | None = None) -> str:
         """Run until a breakpoint or completion; returns the status."""
         sched = self.sched
 
-        def go():
+        def go() -> None:
             n = 0
             while True:
                 t = sched.peek()
@@ -298,7 +314,7 @@ class Session:
         sched = self.sched
         before = sched.satisfied.get(token, 0)
 
-        def go():
+        def go() -> None:
             while sched.satisfied.get(token, 0) == before:
                 if sched.step() is None:
                     self.status = "completed"
@@ -313,7 +329,7 @@ class Session:
         if t is None:
             return "completed"
         frame = t.frame
-        def go():
+        def go() -> None:
             while frame in self.sched.frames or frame.live:
                 if self.sched.step() is None:
                     self.status = "completed"
@@ -322,7 +338,7 @@ class Session:
         self._guard(go)
         return self.status
 
-    def run_to_end(self, progress=None) -> RunResult:
+    def run_to_end(self, progress: Callable[[int], object] | None = None) -> RunResult:
         sched = self.sched
         err = None
         try:
@@ -351,7 +367,7 @@ class Session:
             max_active_iterations=dict(s.loop_max_active), error=error or self.error)
 
     # -------------------------------------------------------------- inspection
-    def _region(self, name: str, **loop_vars) -> RegionInst:
+    def _region(self, name: str, **loop_vars: object) -> RegionInst:
         """Region `name` in the iteration `loop_vars` names: every variable of
         its loops, each in its loop's range (`inspection.iteration_of`); over a
         loop-body buffer, that iteration's instance (D-SEM-INSTANCES).  An
@@ -369,15 +385,15 @@ class Session:
         except RunError as e:
             raise NemDiagnosticError([diag_from(e, self.program.file)]) from None
 
-    def region(self, name: str, **loop_vars) -> RegionInst:
+    def region(self, name: str, **loop_vars: object) -> RegionInst:
         return self._region(name, **loop_vars)
 
-    def read_region(self, name: str, **loop_vars) -> np.ndarray:
+    def read_region(self, name: str, **loop_vars: object) -> np.ndarray:
         """A region's values as a typed array (a copy), e.g. read_region("Y_pp_i", i=1):
         a region declared in loops names its iteration, every loop variable."""
         return np.array(self._region(name, **loop_vars).read(), copy=True)
 
-    def dump_region(self, name: str, **loop_vars) -> str:
+    def dump_region(self, name: str, **loop_vars: object) -> str:
         r = self._region(name, **loop_vars)
         head = " ".join(f"0x{b:02x}" for b in r.raw()[:32])
         return (f"Region: {r.name}\n  Buffer: {r.buffer.name}, offset={r.offset}, "
@@ -398,11 +414,13 @@ class Session:
         except MemoryError_ as e:
             raise ValueError(f"{e} [{e.rule}]") from None
 
-    def write_tensor(self, buffer: str | None, tensor, offset: int = 0, raw: bool = False) -> int:
+    def write_tensor(self, buffer: str | None, tensor: npt.ArrayLike, offset: int = 0,
+                     raw: bool = False) -> int:
         """As `NemInterpreter.write_tensor`, into this session's memory."""
         return tensor_io.write_tensor(self.memory, self.program.compiled, buffer, tensor, offset, raw)
 
-    def read_tensor(self, buffer: str | None, shape=None, dtype=None, offset: int = 0
+    def read_tensor(self, buffer: str | None, shape: Sequence[int] | None = None,
+                    dtype: npt.DTypeLike | None = None, offset: int = 0
                     ) -> np.ndarray:
         """As `NemInterpreter.read_tensor`, from this session's memory."""
         return tensor_io.read_tensor(self.memory, self.program.compiled, buffer, shape, dtype,
@@ -436,7 +454,7 @@ class Session:
                 for t in sorted(self.sched.live.values(), key=lambda t: t.seq) if t.npending]
 
     @property
-    def trace(self) -> list:
+    def trace(self) -> list[TraceEntry]:
         return self.sched.trace
 
     def dump_buffers(self) -> str:

@@ -36,19 +36,25 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, TypeGuard
 
 import numpy as np
+import numpy.typing as npt
 
+from nem.dialect.elements import ELEM_BITS as BITS
+from nem.dialect.elements import ELEM_DTYPES as DTYPES
 from nem.runtime.memory import (
-    BITS,
-    DTYPES,
     BufferInfo,
     Memory,
     RegionInst,
     pack_i4_into,
     unpack_i4,
 )
+
+if TYPE_CHECKING:
+    from nem.runtime.engine import CompiledProgram
 
 
 class TensorIOError(ValueError):
@@ -97,7 +103,7 @@ class Target:
         return f"{self.kind} {self.name} ({what})"
 
 
-def target(memory: Memory, program, name: str | None) -> Target:
+def target(memory: Memory, program: CompiledProgram | None, name: str | None) -> Target:
     """The buffer or top-level region `name` (`program`: the compiled
     program, for regions; None: buffers only); name None: DDR by byte offset."""
     if name is None:
@@ -149,13 +155,13 @@ def _span(t: Target, offset: int, nbytes: int, what: str) -> tuple[int, int]:
     return base + offset, base + offset + nbytes
 
 
-def int_like(x) -> bool:
+def int_like(x: object) -> TypeGuard[int | np.integer[Any]]:
     """An int or a numpy integer, not a bool: what offsets, dimensions,
     seeds and counts of the runtime API take."""
     return isinstance(x, int | np.integer) and not isinstance(x, bool)
 
 
-def check_offset(offset) -> int:
+def check_offset(offset: object) -> int:
     """`offset` as an int (a float or a str failed deep inside numpy's
     slicing); its bounds are `_span`'s."""
     if not int_like(offset):
@@ -170,7 +176,7 @@ def _not_positive(what: str, example: str, zero_d: str) -> TensorIOError:
                          f"(or {zero_d}, for a 0-d array)")
 
 
-def check_shape(shape) -> tuple[int, ...] | None:
+def check_shape(shape: Sequence[int] | None) -> tuple[int, ...] | None:
     """`shape` as a tuple of positive ints (None: the target's own).  A
     negative dimension made a negative byte count that passed the bounds
     check and read the rest of the memory level; a zero one reads nothing."""
@@ -189,7 +195,7 @@ def check_shape(shape) -> tuple[int, ...] | None:
     return dims
 
 
-def read_type(dtype, default: str | None) -> tuple[str | None, np.dtype]:
+def read_type(dtype: npt.DTypeLike | None, default: str | None) -> tuple[str | None, np.dtype]:
     """(element type or None, numpy dtype) that `dtype` reads: an element-type
     name (`f16`, `i4`), or a numpy dtype, as an object (`np.float16`,
     `np.dtype(...)`) or by numpy's name (`'float16'`); one of an element type
@@ -222,7 +228,7 @@ def read_type(dtype, default: str | None) -> tuple[str | None, np.dtype]:
     return elem, dt
 
 
-def check_write(memory: Memory, program, name: str | None, shape: tuple[int, ...],
+def check_write(memory: Memory, program: CompiledProgram | None, name: str | None, shape: tuple[int, ...],
                 dtype: np.dtype, offset: int = 0, raw: bool = False) -> Target:
     """The target of a write of an array of `shape` and `dtype`, checked as
     `write_tensor` checks it (element type, a region's shape, bounds) before
@@ -251,7 +257,8 @@ def check_write(memory: Memory, program, name: str | None, shape: tuple[int, ...
     return t
 
 
-def write_tensor(memory: Memory, program, name: str | None, array, offset: int = 0,
+def write_tensor(memory: Memory, program: CompiledProgram | None, name: str | None,
+                 array: npt.ArrayLike | None, offset: int = 0,
                  raw: bool = False) -> int:
     """Write `array` into buffer or region `name`; the number of bytes written
     (so that a caller can tell a partial fill, which is allowed, from a full one)."""
@@ -289,7 +296,8 @@ def _store(data: np.ndarray, lo: int, hi: int, arr: np.ndarray) -> int:
     return hi - lo
 
 
-def encode_tensor(memory: Memory, program, name: str, array) -> tuple[str, int, bytes]:
+def encode_tensor(memory: Memory, program: CompiledProgram | None, name: str,
+                  array: npt.ArrayLike) -> tuple[str, int, bytes]:
     """(buffer, byte offset in it, bytes): what a typed `write_tensor(name,
     array)` puts into buffer or top-level region `name`, with its checks
     (element type, a region's shape, bounds).  `nem-opt --embed NAME=FILE.npy`
@@ -302,7 +310,8 @@ def encode_tensor(memory: Memory, program, name: str, array) -> tuple[str, int, 
     return t.buffer.name, lo - t.buffer.offset, bytes(memory.levels[t.buffer.level].data[lo:lo + n])
 
 
-def read_tensor(memory: Memory, program, name: str | None, shape=None, dtype=None,
+def read_tensor(memory: Memory, program: CompiledProgram | None, name: str | None,
+                shape: Sequence[int] | None = None, dtype: npt.DTypeLike | None = None,
                 offset: int = 0) -> np.ndarray:
     """A copy of the target's values (see the module docstring)."""
     t = target(memory, program, name)

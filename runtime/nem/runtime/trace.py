@@ -18,6 +18,8 @@ from __future__ import annotations
 import csv
 import io
 import json
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Protocol
 
 CSV_HEADER = ["step", "task", "op", "iteration", "line", "engine", "unit", "start", "end",
               "bytes"]
@@ -34,18 +36,34 @@ def csv_header(mode: str = "functional") -> list[str]:
     return [f"{c}_{unit}" if c in ("start", "end") else c for c in CSV_HEADER]
 
 
-def _unit_parts(unit):
+class TracedTask(Protocol):
+    """What a trace reads of a task's statement (`engine.TaskTpl`)."""
+
+    label: str
+    opcode: str
+    line: int
+    sync: bool
+
+
+Unit = tuple[int, str, int]
+"""A unit instance: (engine, unit type, index); engine -1: device-wide."""
+
+TraceEntry = tuple[int, TracedTask, str, Unit, int, int, int]
+"""One executed task: (step, statement, iteration, unit, start, end, bytes)."""
+
+
+def _unit_parts(unit: Unit) -> tuple[str, str]:
     e, u, i = unit
     return ("device" if e == -1 else str(e)), f"{u}[{i}]"
 
 
-def rows(trace, file: str = ""):
+def rows(trace: Iterable[TraceEntry], file: str = "") -> Iterator[list[object]]:
     for step, tpl, it, unit, start, end, nbytes in trace:
         eng, uname = _unit_parts(unit)
         yield [step, tpl.label, tpl.opcode, it, tpl.line, eng, uname, start, end, nbytes]
 
 
-def to_csv(trace, mode: str = "functional") -> str:
+def to_csv(trace: Iterable[TraceEntry], mode: str = "functional") -> str:
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
     w.writerow(csv_header(mode))
@@ -54,7 +72,7 @@ def to_csv(trace, mode: str = "functional") -> str:
     return buf.getvalue()
 
 
-def to_chrome(trace, program: str = "nem", mode: str = "functional") -> str:
+def to_chrome(trace: Iterable[TraceEntry], program: str = "nem", mode: str = "functional") -> str:
     """Chrome trace-event JSON (loads in chrome://tracing and ui.perfetto.dev)."""
     pids: dict[str, int] = {}
     tids: dict[tuple[str, str], int] = {}
@@ -83,15 +101,15 @@ def to_chrome(trace, program: str = "nem", mode: str = "functional") -> str:
         events.append({"name": "thread_name", "ph": "M", "pid": pids[eng], "tid": tid,
                        "args": {"name": uname}})
     events.extend(body)
-    unit = time_unit(mode)
+    tunit = time_unit(mode)
     doc = {"displayTimeUnit": "ns",
-           "otherData": {"program": program, "mode": mode, "time_unit": f"{unit}s",
-                         "time_scale": f"1 {unit} is shown as 1 ns"},
+           "otherData": {"program": program, "mode": mode, "time_unit": f"{tunit}s",
+                         "time_scale": f"1 {tunit} is shown as 1 ns"},
            "traceEvents": events}
     return json.dumps(doc, sort_keys=True, indent=None, separators=(",", ":")) + "\n"
 
 
-def to_table(trace, timed: bool) -> str:
+def to_table(trace: Iterable[TraceEntry], timed: bool) -> str:
     out = []
     if timed:
         out.append(f"{'Step':<6}{'Task':<14}{'Type':<18}{'Start':>8}{'End':>8}  "
@@ -109,7 +127,7 @@ def to_table(trace, timed: bool) -> str:
     return "\n".join(out)
 
 
-def export(trace, path: str, program: str = "nem", mode: str = "functional") -> None:
+def export(trace: Iterable[TraceEntry], path: str, program: str = "nem", mode: str = "functional") -> None:
     text = to_csv(trace, mode) if str(path).endswith(".csv") else \
         to_chrome(trace, program, mode)
     with open(path, "w", encoding="utf-8", newline="") as f:
@@ -142,7 +160,7 @@ def opcode_colors(opcodes: list[str]) -> dict[str, tuple[float, ...]]:
     return {op: tuple(cmap(k / (n - 1))) for k, op in enumerate(opcodes)}
 
 
-def timeline_png(trace, path: str, title: str = "", mode: str = "timed") -> None:
+def timeline_png(trace: Sequence[TraceEntry], path: str, title: str = "", mode: str = "timed") -> None:
     """A Gantt chart (one row per engine/unit); needs matplotlib."""
     try:
         import matplotlib
@@ -153,7 +171,7 @@ def timeline_png(trace, path: str, title: str = "", mode: str = "timed") -> None
                            "pip install 'nem-toolchain[viz]'") from e
     units = sorted({unit for _step, _tpl, _it, unit, _s, _e, _n in trace}, key=lane_key)
     lanes = {unit: row for row, unit in enumerate(units)}
-    bars: dict[str, list] = {}
+    bars: dict[str, list[tuple[int, int, int]]] = {}
     for _step, tpl, _it, unit, start, end, _n in trace:
         bars.setdefault(tpl.opcode, []).append((lanes[unit], start, max(end - start, 1)))
     fig, ax = plt.subplots(figsize=(12, 1 + 0.5 * max(len(lanes), 1)))
