@@ -128,7 +128,9 @@ def test_input_files(tmp_path):
     ({"GPU": {}}, "unknown unit 'GPU'"),
     ({"DMA": {"speed": 3}}, "DMA: unknown parameter 'speed'"),
     ({"DMA": [1]}, "DMA: expected an object of parameters, got list"),
+    ({"DMA": {"latency": 2.5}}, "DMA.latency is 2.5, must be a whole number of cycles"),
     ({"DMA": {"bandwidth": 64, "latency": 0}}, None),
+    ({"DMA": {"bandwidth": 0.5, "latency": 8.0}}, None),
 ])
 def test_profile_validation(profile, problem):
     got = profile_problem(profile)

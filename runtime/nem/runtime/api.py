@@ -168,7 +168,9 @@ class NemInterpreter:
         if problem is not None:
             raise ValueError(f"bad timing profile: {problem}")
         for k, v in profile.items():
-            self.profile.setdefault(k, {}).update(v)
+            # a latency of 8.0 is 8: every duration stays a whole number of cycles
+            self.profile.setdefault(k, {}).update(
+                {key: int(x) if key == "latency" else x for key, x in v.items()})
 
     # -------------------------------------------------------------- loading
     def load(self, path: str | Path, check: bool = True) -> Program:
@@ -607,4 +609,6 @@ def profile_problem(profile: object) -> str | None:
             if value < 0 or (value == 0 and key != "latency"):
                 need = ">= 0" if key == "latency" else "> 0"
                 return f"{unit}.{key} is {value}, must be {need}"
+            if key == "latency" and value != int(value):   # durations are whole cycles
+                return f"{unit}.latency is {value}, must be a whole number of cycles"
     return None
