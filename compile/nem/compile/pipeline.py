@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 
+from nem.compile.bufferize import BUFFERIZE as BUFFERIZE  # the stage's passes, here too
 from nem.compile.errors import CompileError
 from nem.compile.target import FAST_SPACE
 from nem.dialect.limits import DEFAULT_MAX_NODES, MAX_MODEL_BYTES
@@ -31,10 +32,6 @@ if TYPE_CHECKING:                 # nem.compile.flops needs the mlir extra
 
 T = TypeVar("T")
 
-BUFFERIZE = ("one-shot-bufferize{bufferize-function-boundaries "
-             "function-boundary-type-conversion=identity-layout-map},"
-             "buffer-results-to-out-params{modify-public-functions hoist-static-allocs}")
-"""The bufferization of the `bufferize` stage (and of the reference path)."""
 
 ROUTES = ("affine", "transform")
 
@@ -254,14 +251,13 @@ class Driver:
 
     def upstream(self, module, func_name: str) -> None:
         """bufferize and tile, in place."""
-        from mlir.passmanager import PassManager
 
         def bufferize() -> str:
+            from nem.compile import bufferize
             from nem.compile.softmax import decompose_unsupported
 
             decompose_unsupported(module, self.device)   # on tensors (D-COMPILE-SOFTMAX)
-            PassManager.parse(f"builtin.module({BUFFERIZE},canonicalize,cse)").run(
-                module.operation)
+            bufferize.run(module)   # D-COMPILE-BUFFERIZE-ARGS
             return str(module)
 
         self.timed("bufferize", bufferize, lambda: module)

@@ -31,7 +31,9 @@ modified):
    values become weights anyway), shape subgraphs of static shapes,
    sequences of known length, no-op removal (Identity, Dropout in
    inference) and its standard rewrites (Pad into Conv, BatchNormalization
-   into Conv, ...).  The model's input and output names are kept.
+   into Conv, ...).  The model's input and output names are kept.  Its
+   passes run as `optimizer()` builds them, with the multi-output rewrite
+   rules guarded (`_FirstNodeGuard`: linear in the graph).
 
 The choice of onnxscript over onnx-simplifier and onnxoptimizer, with the
 measured figures, is D-COMPILE-SIMPLIFY in docs/spec-decisions.md.
@@ -43,6 +45,7 @@ import logging
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from typing import Any
 
 import onnx
 from onnx import version_converter
@@ -196,16 +199,107 @@ def _quiet(names: tuple[str, ...]) -> Iterator[None]:
             lg.setLevel(level)
 
 
-def simplify(model: onnx.ModelProto) -> onnx.ModelProto:
-    """onnxscript's optimizer with every constant folded (module docstring, step 5)."""
+def _fold(node: Any) -> bool | None:   # node: an onnx_ir Node
+    return True if node.op_type == "ConstantOfShape" else None
+
+
+OPTIMIZER_VERSIONS = "0.7."
+"""onnxscript versions whose `optimize_ir` pass list `optimizer` mirrors
+(pyproject pins `onnxscript>=0.7,<0.8`); another version runs its own
+`optimize_ir` unchanged."""
+
+
+def rewrite_rules() -> list[Any]:
+    """onnxscript's default rewrite rules (`rewriter._DEFAULT_REWRITE_RULES`,
+    same rules, same order), each rule whose pattern has several output nodes
+    (0.7: `SlicesSplit`) behind `_FirstNodeGuard`."""
+    import copy
+
+    from onnxscript import rewriter
+
+    rules = []
+    for rule in rewriter._DEFAULT_REWRITE_RULES:
+        matcher = getattr(rule, "_matcher", None)
+        if matcher is not None and not matcher.pattern.has_single_output_node:
+            guarded: Any = copy.copy(rule)
+            guarded._matcher = _FirstNodeGuard(matcher)   # duck-typed: its one method
+            rule = guarded
+        rules.append(rule)
+    return rules
+
+
+class _FirstNodeGuard:
+    """A multi-output pattern's matcher that first checks the node it is
+    given against the pattern's first output node (op type and domain), as
+    the matcher's own first step does.  onnxscript 0.7's
+    `SimplePatternMatcher.match` builds an op-type index of the whole graph
+    before that check, for every node tried: quadratic in the graph (a chain
+    of 3,000 nodes: 9M node visits, 5 of its 7.4 s of simplification;
+    docs/upstream-reports.md).  A node of another op type fails the match
+    either way; the guard only skips the index."""
+
+    def __init__(self, inner: Any) -> None:   # an onnxscript PatternMatcher
+        self.inner = inner
+        self.pattern = inner.pattern
+        self.first = inner.pattern.output_nodes[0]
+
+    def match(self, model: Any, graph_or_function: Any, node: Any, **kw: Any) -> Any:
+        if self.first.op.matches(node.op_type) and self.first.domain.matches(node.domain):
+            return self.inner.match(model, graph_or_function, node, **kw)
+        from onnxscript.rewriter import MatchResult
+
+        return MatchResult().fail("first output node: op type or domain differs")
+
+
+def optimizer() -> Any:
+    """The pass `onnxscript.optimizer.optimize_ir` (0.7) runs with no size
+    limit and `ConstantOfShape` folded, with `rewrite_rules()` for its
+    default rules: the same passes in the same order (`optimize_ir` takes no
+    rule list), checked by test_onnx_prepare_linear.py against
+    `optimize_ir`'s own output."""
     import onnx_ir as ir
+    import onnx_ir.passes.common as common_passes
+    from onnxscript import rewriter
+    from onnxscript.optimizer import _constant_folding
+
+    return ir.passes.Sequential(
+        common_passes.InlinePass(),
+        ir.passes.PassManager(
+            [
+                _constant_folding.FoldConstantsPass(
+                    shape_inference=True, input_size_limit=FOLD_LIMIT,
+                    output_size_limit=FOLD_LIMIT, should_fold=_fold),
+                rewriter.RewritePass(rewrite_rules()),
+                common_passes.RemoveUnusedNodesPass(),
+                common_passes.RemoveUnusedFunctionsPass(),  # type: ignore[no-untyped-call]
+                common_passes.RemoveUnusedOpsetsPass(),
+            ],
+            steps=2, early_stop=True),
+        common_passes.RemoveUnusedNodesPass(),
+        common_passes.LiftConstantsToInitializersPass(lift_all_constants=True, size_limit=0),
+        common_passes.LiftSubgraphInitializersToMainGraphPass(),
+        common_passes.DeduplicateInitializersPass(),
+        common_passes.CommonSubexpressionEliminationPass(),
+        common_passes.OutputFixPass(),
+        common_passes.NameFixPass(),
+    )
+
+
+def simplify(model: onnx.ModelProto) -> onnx.ModelProto:
+    """onnxscript's optimizer with every constant folded (module docstring,
+    step 5): `optimizer()`, or on an onnxscript other than 0.7 its own
+    `optimize_ir`."""
+    import onnx_ir as ir
+    import onnxscript
     from onnxscript.optimizer import optimize_ir
 
     with _quiet(("onnxscript", "onnx_ir")):
         mir = ir.serde.deserialize_model(model)
-        optimize_ir(mir, input_size_limit=FOLD_LIMIT, output_size_limit=FOLD_LIMIT,
-                    should_fold=lambda node: True if node.op_type == "ConstantOfShape"
-                    else None)
+        if onnxscript.__version__.startswith(OPTIMIZER_VERSIONS):
+            optimizer()(mir)
+        else:
+            optimize_ir(mir, input_size_limit=FOLD_LIMIT, output_size_limit=FOLD_LIMIT,
+                        should_fold=_fold)
         return ir.serde.serialize_model(mir)
 
 
