@@ -186,7 +186,25 @@ def test_f16_batchnorm_softmax_layernorm(tmp_path):
     MISCOMPILE on every configuration.  Computed in f32 and rounded once
     (D-COMPILE-F16) the program is the exact evaluation."""
     model, inputs = graph_fuzz.load_case(FUZZ / "graph_findings" / "m270.onnx")
-    for config in (Config(), Config(device="npm_lite", route="transform", pipeline=False)):
+    _passes(model, inputs, tmp_path, Config(),
+            Config(device="npm_lite", route="transform", pipeline=False))
+
+
+@pytest.mark.slow  # 20 s
+def test_f16_conv_bias_rounded_once(tmp_path):
+    """m5 of graph fuzz seed 1112 (minimized, 5 nodes): an f16 Conv with a
+    bias, then another.  The convolution was lowered as `conv2d` into
+    scratch + `add` of the bias-initialized output, rounding twice (up to
+    23 ulps where the bias cancels the sum; 1.52 tolerances off the exact
+    evaluation after the second Conv, onnxruntime 0.76); now one
+    `conv2d in X, W, Y out Y` (D-CONV-BIAS, D-LOW-ACCUM)."""
+    model, inputs = graph_fuzz.load_case(FUZZ / "graph_findings" / "m5s1112.onnx")
+    _passes(model, inputs, tmp_path, Config(route="transform"), Config(device="npm_lite"))
+
+
+def _passes(model, inputs, tmp_path, *configs):
+    """Each configuration of the finding replays as a PASS."""
+    for config in configs:
         sub = tmp_path / config.label.replace(" ", "_").replace("-", "")
         sub.mkdir()
         r = graph_case.isolated(graph_fuzz.case_fn(model, inputs, config, 120), sub, wall=600)

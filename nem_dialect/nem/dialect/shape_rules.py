@@ -151,6 +151,12 @@ def _conv(op: ComputeOp, ev: Evaluator) -> Iterator[Finding]:
         yield ("FAM-24", f"{op.opcode} output shape is {list(y)} but input {list(x)}, kernel "
                f"{list(w)}, pads={pads}, strides={strides}, dilations={dil} give {out}",
                f"declare the output as shape={out} or change pads")
+        return
+    if len(op.ins) > 2:   # D-CONV-BIAS: per output channel, or an accumulator of Y's shape
+        c = _shape(op.ins[2])
+        if DYNAMIC not in c and list(c) != [cout] and list(c) != out:
+            yield ("FAM-24", f"{op.opcode} bias B is {list(c)}, expected [{cout}] or {out}",
+                   "the bias is one value per output channel, or the output's shape")
 
 
 def _pool(op: ComputeOp, ev: Evaluator) -> Iterator[Finding]:

@@ -67,6 +67,7 @@ from nem.passes.lowering.nest_analysis import (
 from nem.passes.lowering.raise_windows import emit_window
 from nem.passes.lowering.staging import (
     Staging,
+    commit_if_legal,
     copy_kind,
     full_region,
     illegal,
@@ -125,15 +126,9 @@ def emit_matmul(lw: Lowering, stg: Staging, st: BlockState, anchor: Operation,
                                 if f}
     with bld.located(anchor.location):
         fused = bld.compute("matmul", [a, b, c_reg], [c_reg], attrs=flags)
-    if illegal(ctx, fused) is None:
-        stg.commit(st)
-        name_task(ctx, fused, "matmul")
+    if commit_if_legal(ctx, stg, st, fused, "matmul"):
         ctx.summary.raised.append(f"{what} -> matmul (accumulating bias)")
         return None
-    fused_op = fused.owner
-    assert isinstance(fused_op, Operation)  # a task's token is its op's result
-    fused_op.detach()
-    fused_op.erase()
     shape = region_shape(c_reg)
     tv = scratch(ctx, cv, shape, anchor)
     with bld.located(anchor.location):
@@ -537,7 +532,9 @@ def _lower_softmax(lw: Lowering, op: Operation, stg: Staging, st: BlockState, wh
 
 def _lower_conv(lw: Lowering, op: Operation, ins: Sequence[SSAValue], outs: Sequence[SSAValue],
                 stg: Staging, st: BlockState, what: str) -> None:
-    """`conv2d in X, W out T` + `add in Y, T out Y` (D-LOW-ACCUM)."""
+    """`conv2d in X, W, Y out Y` where that variant is legal (f16: the sum
+    and what Y holds rounded once, D-CONV-BIAS), else `conv2d in X, W out T`
+    + `add in Y, T out Y` (D-LOW-ACCUM)."""
     ctx = lw.ctx
     b = stg.builder
     attrs: dict[str, object] = {}
@@ -550,6 +547,11 @@ def _lower_conv(lw: Lowering, op: Operation, ins: Sequence[SSAValue], outs: Sequ
         x_reg, _ = full_region(ctx, b, ins[0], op, "NHWC")
         w_reg, _ = full_region(ctx, b, ins[1], op, "HWIO")
         y_reg, yv = full_region(ctx, b, outs[0], op, "NHWC")
+        fused = b.compute("conv2d", [x_reg, w_reg, y_reg], [y_reg], attrs=attrs)
+    if commit_if_legal(ctx, stg, st, fused, "conv2d"):
+        ctx.summary.raised.append(f"{what} -> conv2d (accumulating bias)")
+        return
+    with b.located(op.location):
         shape = region_shape(y_reg)
         tv = scratch(ctx, yv, shape, op)
         t_reg = region(ctx, b, tv, tv.base, shape, tv.strides, op, "NHWC")

@@ -20,6 +20,7 @@ from nem.passes.lowering.escape import emit_escape
 from nem.passes.lowering.nest_analysis import NotRaisable, saturating_add
 from nem.passes.lowering.staging import (
     Staging,
+    commit_if_legal,
     drop_unused_scratch,
     illegal,
     name_task,
@@ -92,14 +93,12 @@ def _emit_window(lw: Lowering, plan: WindowPlan, anchor: Operation, st: BlockSta
     whose channel axes do not merge raises NotRaisable)."""
     ctx = lw.ctx
     b = stg.builder
+    grouped = f" (groups={g.size})" if g is not None and g.size > 1 else ""
     with b.located(anchor.location):
         x_reg, _ = window_region(ctx, b, plan.x, plan.x_axes, anchor, "NHWC",
                                  None if g is None else (3, g.x, g.size))
         y_reg, yv = window_region(ctx, b, plan.y, plan.y_axes, anchor, "NHWC",
                                   None if g is None else (3, g.y, g.size))
-        shape = region_shape(y_reg)
-        tv = scratch(ctx, yv, shape, anchor)
-        t_reg = region(ctx, b, tv, tv.base, shape, tv.strides, anchor, "NHWC")
         if plan.kind == "conv2d":
             assert plan.w is not None
             w_reg, _ = window_region(ctx, b, plan.w, plan.w_axes, anchor, "HWIO",
@@ -109,6 +108,16 @@ def _emit_window(lw: Lowering, plan: WindowPlan, anchor: Operation, st: BlockSta
                                         "pads": [0, 0, 0, 0]}
             if g is not None and g.size > 1:
                 attrs["groups"] = g.size
+            # the sum and what Y holds rounded once where the variant is
+            # legal (f16, D-CONV-BIAS), else into scratch + add (D-LOW-ACCUM)
+            fused = b.compute("conv2d", [x_reg, w_reg, y_reg], [y_reg], attrs=attrs)
+            if commit_if_legal(ctx, stg, st, fused, "conv2d"):
+                ctx.summary.raised.append(f"{what} -> conv2d{grouped} (accumulating bias)")
+                return
+        shape = region_shape(y_reg)
+        tv = scratch(ctx, yv, shape, anchor)
+        t_reg = region(ctx, b, tv, tv.base, shape, tv.strides, anchor, "NHWC")
+        if plan.kind == "conv2d":
             main = b.compute("conv2d", [x_reg, w_reg], [t_reg], attrs=attrs)
             combine = b.compute("add", [y_reg, t_reg], [y_reg])
         else:
@@ -128,7 +137,6 @@ def _emit_window(lw: Lowering, plan: WindowPlan, anchor: Operation, st: BlockSta
     stg.commit(st)
     name_task(ctx, main, plan.kind)
     name_task(ctx, combine, "add" if plan.kind == "conv2d" else "max")
-    grouped = f" (groups={g.size})" if g is not None and g.size > 1 else ""
     ctx.summary.raised.append(f"{what} -> {plan.kind}{grouped} + "
                               f"{'add' if plan.kind == 'conv2d' else 'max'} (accumulation)")
 

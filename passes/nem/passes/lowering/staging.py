@@ -49,6 +49,23 @@ def name_task(ctx: LoweringContext, token: SSAValue, kind: str) -> None:
         _name_repeated_operand(ctx, task, name)
 
 
+def commit_if_legal(ctx: LoweringContext, stg: Staging, st: BlockState, token: SSAValue,
+                    kind: str) -> bool:
+    """Commit the staged tasks and name `token`'s task when it matches a
+    variant; else erase that task (the caller stages another form) and
+    return False.  The accumulating forms (`matmul in A, B, C out C`,
+    `conv2d in X, W, Y out Y`: one rounding, D-LOW-ACCUM) are tried so."""
+    if illegal(ctx, token) is None:
+        stg.commit(st)
+        name_task(ctx, token, kind)
+        return True
+    op = token.owner
+    assert isinstance(op, Operation)  # a task's token is its op's result
+    op.detach()
+    op.erase()
+    return False
+
+
 def _name_repeated_operand(ctx: LoweringContext, task: ComputeOp, name: str) -> None:
     """A `concat` reading one inline region as all of its several inputs (a
     broadcast's E copies, D-LOW-BCAST-CONCAT), and nowhere else, reads it as
