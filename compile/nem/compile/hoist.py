@@ -21,7 +21,7 @@ input of linalg ops, besides this one copy into it, and freed after it.
 The buffer then holds the same bytes in every iteration, so each compute op
 reads what it read before: the results are bit-identical, each output sums
 over the same tiles in the same order (the loops are not reordered here;
-`tile_order` puts the loops a weight tile depends on outside the others).
+`tile_cost.plan`, behind `PLAN`, may put a weight's loops outermost).
 The L1 the hoisted buffer takes is measured with the rest of the tile
 (`l1_plan.measure`, D-COMPILE-L1), so a tiling that no longer fits is tiled
 again smaller.
@@ -37,6 +37,11 @@ from nem.compile.target import FAST_SPACE
 ENABLED = True
 """Off: the tiles as `structured.promote` stages them (for before/after
 measurements)."""
+PLAN = False
+"""Size and order the tiles for hoisted copies (`tile_cost.plan` with
+`hoist=True`).  Off: the per-tile plan's sizes and order, the copies still
+hoisted.  Off by default: on SqueezeNet and ResNet-50's first conv the plan
+moved more bytes than it modelled (D-COMPILE-HOIST)."""
 LOOPS = ("scf.for", "affine.for")
 VIEWS = ("memref.view", "memref.subview", "memref.cast", "memref.collapse_shape",
          "memref.expand_shape", "memref.reinterpret_cast")

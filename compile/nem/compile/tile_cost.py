@@ -219,23 +219,31 @@ def plan(band: Band, budget: int, halving: list[int],
             return halving, None
     S = np.array(list(itertools.product(*cands)), dtype=np.int64)
     H = np.array([halving], dtype=np.int64)
-    if hoist:
-        orders = model.orders(any(halving[i] < band.extents[i] for i in red))
-        need, moved2 = model.score(S, extents, orders)
-        h_need, h_moved2 = model.score(H, extents, orders[:1])
-        h_moved = h_moved2[0]
-    else:
-        orders = [list(range(n))]
-        need, moved = model.score(S, extents)
-        moved2 = moved[None, :]
-        h_need, h_moved = model.score(H, extents)
+    need, moved = model.score(S, extents)
+    h_need, h_moved = model.score(H, extents)
     ok = (need <= budget) & (tiled(S) <= tiled(H)[0])
     if not ok.any():
         return halving, None
+    best = int(np.argmin(np.where(ok, moved, np.iinfo(np.int64).max)))
+    flat = halving if h_need[0] <= budget and moved[best] > GAIN * h_moved[0] else \
+        [int(x) for x in S[best]]
+    if not hoist:
+        return flat, None
+    # hoisted copies: no more tiles than the per-tile plan (each tile loop
+    # iteration costs its latency chain, which bytes do not show), fewer bytes
+    F = np.array([flat], dtype=np.int64)
+    orders = model.orders(any(halving[i] < band.extents[i] for i in red))
+    _, moved2 = model.score(S, extents, orders)
+    _, f_moved = model.score(F, extents, orders[:1])
+    ok &= _tiles(S, extents) <= _tiles(F, extents)[0]
     moved2 = np.where(ok[None, :], moved2, np.iinfo(np.int64).max)
-    o, best = np.unravel_index(int(np.argmin(moved2)), moved2.shape)
-    if h_need[0] <= budget and moved2[o, best] > GAIN * h_moved[0]:
-        return halving, None
-    sizes = [int(x) for x in S[best]]
-    order = [i for i in orders[int(o)] if sizes[i] < band.extents[i]]   # the loops made
-    return sizes, (None if order == sorted(order) else orders[int(o)])
+    o, pick = (int(x) for x in np.unravel_index(int(np.argmin(moved2)), moved2.shape))
+    if moved2[o, pick] >= f_moved[0, 0]:
+        return flat, None
+    sizes = [int(x) for x in S[pick]]
+    order = [i for i in orders[o] if sizes[i] < band.extents[i]]   # the loops made
+    return sizes, (None if order == sorted(order) else orders[o])
+
+
+def _tiles(S: np.ndarray, extents: np.ndarray) -> np.ndarray:
+    return np.prod(-(-extents[None, :] // S), axis=1)

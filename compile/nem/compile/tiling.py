@@ -111,7 +111,7 @@ def band_plan(band: Band, options, budget: int,
     they do not depend on (`nem.compile.hoist`, D-COMPILE-HOIST)."""
     from nem.compile import hoist, tile_cost
 
-    if options.tile_sizes or not hoist.ENABLED:
+    if options.tile_sizes or not hoist.ENABLED or not hoist.PLAN:
         return band_sizes(band, options, budget, parts), None
     return tile_cost.plan(band, budget, choose_tile_sizes(band, budget), parts, hoist=True)
 
