@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from xdsl.ir import Operation
 
 from nem.analysis.capacity import size_and_align
+from nem.analysis.ir_walk import block_ops
 from nem.dialect.expressions import Evaluator
 from nem.dialect.ops import BufferOp, ProgramOp, RegionOp
 from nem.dialect.semantics.layout import footprint, layout
@@ -83,7 +84,7 @@ def top_level_index(op: Operation, program: ProgramOp, index: dict[Operation, in
 
 def statement_index(program: ProgramOp) -> dict[Operation, int]:
     """Each top-level statement's position in the program's block."""
-    return {op: k for k, op in enumerate(program.block.ops)}
+    return {op: k for k, op in enumerate(block_ops(program.block))}
 
 
 def lifetimes(program: ProgramOp, levels: Iterable[str],
@@ -96,7 +97,7 @@ def lifetimes(program: ProgramOp, levels: Iterable[str],
     wanted = set(levels)
     index = statement_index(program)
     out = []
-    for op in program.block.ops:
+    for op in block_ops(program.block):
         if not isinstance(op, BufferOp) or op.result.type.level.data not in wanted:
             continue
         if op.decorator_list():

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 
 from xdsl.ir import Block
 
+from nem.analysis.ir_walk import block_ops
 from nem.dialect.attributes import MemLevelAttr
 from nem.dialect.device_model import Device
 from nem.dialect.diagnostics import Diagnostic, SourceLoc, error
@@ -83,7 +84,7 @@ def buffer_instances(op: BufferOp, ev: Evaluator) -> int:
 
 def all_buffers(block: Block) -> Iterator[BufferOp]:
     """The buffers declared in `block` and its loops, in program order."""
-    for op in block.ops:
+    for op in block_ops(block):
         if isinstance(op, BufferOp):
             yield op
         elif isinstance(op, LoopOp):

@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING
 from xdsl.dialects.builtin import DenseArrayBase
 from xdsl.ir import Block, Operation, SSAValue
 
+from nem.analysis.ir_walk import block_ops
 from nem.dialect.expressions import Evaluator, ExprError
 from nem.dialect.ops import ComputeOp, LoopOp, ProgramOp, RegionOp, TaskOp, WaitOp
 from nem.dialect.semantics.streams import (
@@ -127,7 +128,8 @@ class Structure:
         """Per task, its ordinal among the tasks in program order."""
 
     def _collect(self, block: Block, loops: tuple[LoopOp, ...]) -> None:
-        for k, op in enumerate(block.ops):
+        ops = block_ops(block)
+        for k, op in enumerate(ops):
             self.index[op] = k
             self.pos[op] = len(self.order)
             self.order.append(op)
@@ -137,7 +139,7 @@ class Structure:
                 self.parent_loop[op.block] = op
                 self.window[id(op)] = op.max_in_flight()
                 self._collect(op.block, loops + (op,))
-        for op in block.ops:
+        for op in ops:
             if isinstance(op, TaskOp):
                 st = self.tasks[op]
                 st.deps = [self.tasks[v.owner] for v in task_operands(op)[2]

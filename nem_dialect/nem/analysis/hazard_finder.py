@@ -63,6 +63,7 @@ from nem.analysis.happens_before import (
 )
 from nem.analysis.hazard_enum import Enumeration
 from nem.analysis.hazard_report import Access, StaticAccess, race_diagnostic
+from nem.analysis.ir_walk import walk_ops
 from nem.analysis.presburger import (
     Boxes,
     InstanceSpace,
@@ -115,7 +116,7 @@ class HazardFinder:
         """The loops' boxes, and each buffer's windows into the cache: the
         rounds of `nem-synthesize-deps` change no loop and no buffer."""
         boxes = Boxes(Evaluator())
-        for op in program.walk():
+        for op in walk_ops(program):
             if isinstance(op, LoopOp):
                 boxes.add(op)
             elif isinstance(op, BufferOp):

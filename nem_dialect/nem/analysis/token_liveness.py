@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from xdsl.ir import Block, Operation
 
 from nem.analysis.happens_before import StaticTask, Structure, task_label
+from nem.analysis.ir_walk import block_ops
 from nem.dialect.diagnostics import Diagnostic, SourceLoc
 from nem.dialect.expressions import Evaluator, ExprError
 from nem.dialect.gc_pause import gc_paused
@@ -96,7 +97,7 @@ def block_liveness(block: Block, ev: Evaluator | None = None) -> BlockLiveness:
     """The liveness of `block`'s tokens (D-TOK-LIVE); loop bodies count
     through their peak."""
     ev = ev or Evaluator()
-    ops = list(block.ops)
+    ops = block_ops(block)
     idx = {op: k for k, op in enumerate(ops)}
     n = len(ops)
     nested = [0] * n

@@ -13,6 +13,7 @@ from __future__ import annotations
 from xdsl.ir import SSAValue
 
 from nem.analysis.happens_before import region_parts, task_operands
+from nem.analysis.ir_walk import walk_ops
 from nem.dialect.ops import BufferOp, ProgramOp, RegionOp, TaskOp
 
 
@@ -23,7 +24,7 @@ def read_never_written(program: ProgramOp) -> list[BufferOp]:
     read: set[SSAValue] = set()
     written: set[SSAValue] = set()
     buffers: list[BufferOp] = []
-    for op in program.walk():
+    for op in walk_ops(program):
         if isinstance(op, BufferOp):
             buffers.append(op)
         elif isinstance(op, TaskOp):

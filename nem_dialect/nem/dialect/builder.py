@@ -250,6 +250,24 @@ Operand: TypeAlias = SSAValue | tuple[SSAValue, Sequence[DecoratorSpec]]
 _THIS_FILE = str(Path(__file__).resolve())
 
 
+_INDEX_ATTRS: dict[int, IntegerAttr] = {}
+"""Each index literal's attribute, built once (attributes are immutable)."""
+
+
+def _index_constant(value: int) -> arith.ConstantOp:
+    """`arith.constant value : index`, as `arith.ConstantOp(IntegerAttr(value,
+    IndexType()))` builds it, without rebuilding the attribute and the
+    op's argument lists each time (`create`, as xDSL's own
+    `ConstantOp.from_int_and_width`): the lowering of a CNN emits hundreds
+    of thousands of them (issue 30)."""
+    attr = _INDEX_ATTRS.get(value)
+    if attr is None:
+        if len(_INDEX_ATTRS) >= 1 << 16:   # bounded: a long-lived process builds many programs
+            _INDEX_ATTRS.clear()
+        attr = _INDEX_ATTRS[value] = IntegerAttr(value, IndexType())
+    return arith.ConstantOp.create(result_types=[attr.type], properties={"value": attr})
+
+
 class NemBuilder:
     """Builds NEM statements at an insertion point (xDSL `Builder` underneath).
 
@@ -345,8 +363,7 @@ class NemBuilder:
                 hit = scope.get(e.value)
                 if hit is not None and hit.owner.parent is not None:
                     return hit
-            const = arith.ConstantOp(IntegerAttr(e.value, IndexType()))
-            value = self._insert(const, loc).results[0]
+            value = self._insert(_index_constant(e.value), loc).results[0]
             self._literals[-1][e.value] = value
             return value
         assert isinstance(e, BinExpr)

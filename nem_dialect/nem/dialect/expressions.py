@@ -181,7 +181,7 @@ class Evaluator:
         if hit is not None:
             return hit
         table = self._key_table
-        for v in postorder(value, _value_operands, keys, id):
+        for v in _new_nodes(value, keys):
             s = self.static(v)  # keeps v alive
             if s is not None:
                 k: object = s
@@ -205,12 +205,31 @@ class Evaluator:
         if cached is not _MISSING:
             return cached  # type: ignore[return-value]
         alive = self._alive
-        for v in postorder(value, _value_operands, memo, id):
+        if type(value) is OpResult:  # an operator over known values: no walk
+            op = value.op
+            operands = _expr_operands(op)
+            if len(operands) == 2:
+                fa, fb = memo.get(id(operands[0]), _MISSING), memo.get(id(operands[1]), _MISSING)
+                if fa is not _MISSING and fb is not _MISSING:
+                    alive.append(value)
+                    known = memo[id(value)] = None if fa is None or fb is None else \
+                        apply_binop(SYMBOL_OF[type(op)], fa, fb)  # type: ignore[arg-type]
+                    return known
+        for v in _new_nodes(value, memo):
             alive.append(v)
             # `type(v) is`: xDSL's IR classes are ABCs (slow isinstance); a
             # value is an op result or a block argument (no value)
-            memo[id(v)] = _node_value(v.op, [memo[id(o)] for o in _expr_operands(v.op)]) \
-                if type(v) is OpResult else None
+            if type(v) is not OpResult:
+                memo[id(v)] = None
+                continue
+            op = v.op
+            operands = _expr_operands(op)
+            if len(operands) == 2:  # an operator (`_node_value`, written out)
+                a, b = memo[id(operands[0])], memo[id(operands[1])]
+                memo[id(v)] = None if a is None or b is None else \
+                    apply_binop(SYMBOL_OF[type(op)], a, b)
+            else:
+                memo[id(v)] = _node_value(op, [memo[id(o)] for o in operands])
         return memo[id(value)]
 
     def eval(self, value: SSAValue, env: Mapping[SSAValue, int]) -> int | None:
@@ -363,6 +382,35 @@ def _itself(x: T) -> T:
     return x
 
 
+def _new_nodes(root: SSAValue, done: Container[int]) -> list[SSAValue]:
+    """`postorder(root, _value_operands, done, id)`, the same nodes in the
+    same order, with the children and keys written out: the walk behind
+    `Evaluator.static` and `key`, which run for every expression of a
+    program and mostly find a node or two not yet known."""
+    order: list[SSAValue] = []
+    if id(root) in done:
+        return order
+    placed: set[int] = set()
+    stack: list[tuple[SSAValue, bool]] = [(root, False)]
+    pop, push = stack.pop, stack.append
+    while stack:
+        v, expanded = pop()
+        vid = id(v)
+        if vid in placed:
+            continue
+        if expanded:
+            placed.add(vid)
+            order.append(v)
+            continue
+        push((v, True))
+        if type(v) is OpResult:
+            for c in _expr_operands(v.op):
+                cid = id(c)
+                if cid not in placed and cid not in done:
+                    push((c, False))
+    return order
+
+
 def _value_operands(v: SSAValue) -> tuple[SSAValue, ...]:
     # `type(v) is`, not isinstance: xDSL's IR classes are ABCs, whose
     # isinstance runs Python code, and OpResult has no subclasses
@@ -381,7 +429,15 @@ def _node_value(op: Operation, args: list[int | None]) -> int | None:
     return None
 
 
-def expression_depth(op: Operation, depths: dict[SSAValue, int]) -> int | None:
+Depths = dict[int, tuple[int, SSAValue]]
+"""Expression depths (`expression_depth`) by the id of each value, with the
+value, which the entry keeps alive (so the id stays its own): a value's
+`__hash__` is Python code, and this runs for every expression node."""
+
+_NO_DEPTH = (0, None)
+
+
+def expression_depth(op: Operation, depths: Depths) -> int | None:
     """The dependency depth of `op`'s result when `op` is an expression node
     (operators count 1; `nem.const`/`nem.let` forward their operand's depth,
     so names do not reset it), recorded in `depths`; None for other ops.
@@ -391,8 +447,14 @@ def expression_depth(op: Operation, depths: dict[SSAValue, int]) -> int | None:
     operands = _expr_operands(op)
     if not operands:
         return None
-    d = max(depths.get(v, 0) for v in operands) + (1 if type(op) in SYMBOL_OF else 0)
-    depths[op.results[0]] = d
+    get = depths.get
+    if len(operands) == 2:  # an operator (`_expr_operands`): counts 1
+        a, b = get(id(operands[0]), _NO_DEPTH)[0], get(id(operands[1]), _NO_DEPTH)[0]
+        d = (a if a > b else b) + 1
+    else:  # a name forwards its operand's depth
+        d = get(id(operands[0]), _NO_DEPTH)[0]
+    result = _item(op.results, 0)
+    depths[id(result)] = (d, result)
     return d
 
 
@@ -415,3 +477,6 @@ _item = tuple.__getitem__
 
 
 _FORWARDING = frozenset({"nem.const", "nem.let"})
+FORWARDING_NAMES = _FORWARDING
+"""The ops that forward an operand's value under a name (`_expr_operands`):
+with the operators (`SYMBOL_OF`), the only ops `expression_depth` counts."""

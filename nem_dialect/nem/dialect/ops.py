@@ -100,7 +100,14 @@ def _segmented(cls: type[IRDLOperation]) -> bool:
 
 
 def _decos(decorators: list[DecoratorAttr] | tuple[DecoratorAttr, ...]) -> ArrayAttr | None:
-    return ArrayAttr(tuple(decorators)) if decorators else None
+    return _deco_array(tuple(decorators)) if decorators else None
+
+
+@lru_cache(maxsize=256)
+def _deco_array(decorators: tuple[DecoratorAttr, ...]) -> ArrayAttr:
+    """The `decorators` property holding `decorators`: an immutable value,
+    made once per distinct list (a program repeats a few on many ops)."""
+    return ArrayAttr(decorators)
 
 
 class NemOp(IRDLOperation):
@@ -596,7 +603,7 @@ class ComputeOp(TaskOp):
                                      "sync": SYNC if sync else None,
                                      "decorators": _decos(decorators),
                                      "operand_decorators": op_decos,
-                                     "attrs": DictionaryAttr(attrs)})
+                                     "attrs": DictionaryAttr(attrs) if attrs else _NO_ATTRS})
         if token:
             self.result.name_hint = _hint(token)
 
@@ -612,6 +619,10 @@ class ComputeOp(TaskOp):
 
     def verify_(self) -> None:
         self._verify_operand_decos()
+
+
+_NO_ATTRS = DictionaryAttr({})
+"""The `attrs` of a compute task written without attributes (an immutable value)."""
 
 
 def _make_compute_op(spec: OpcodeSpec) -> type[ComputeOp]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from functools import cached_property
+from operator import itemgetter
 from typing import TYPE_CHECKING, cast
 
 from xdsl.ir import BlockArgument, Operation, SSAValue
@@ -273,22 +274,24 @@ def operand_groups(op: Operation) -> tuple[tuple[SSAValue, ...], ...]:
     read several operands of each such op, and each named accessor decodes
     the segment array again."""
     sizes = cast("DenseArrayBase[IntegerType]", op.properties["operandSegmentSizes"]).data.data
-    bounds = _GROUP_BOUNDS.get(sizes)
-    if bounds is None:
+    groups = _GROUPS.get(sizes)
+    if groups is None:
         values = cast("DenseArrayBase[IntegerType]",
                       op.properties["operandSegmentSizes"]).get_values()
         starts = [0]
         for n in values:
             starts.append(starts[-1] + n)
-        bounds = _GROUP_BOUNDS[sizes] = tuple(slice(a, b) for a, b in zip(starts, starts[1:]))
-    operands = op._operands  # noqa: SLF001 - the tuple `operands` wraps
-    # plain tuples: SSAValues' own slicing is Python code that wraps each slice
-    return tuple([_slice(operands, s) for s in bounds])
+        bounds = [slice(a, b) for a, b in zip(starts, starts[1:])]
+        groups = _GROUPS[sizes] = itemgetter(*bounds) if len(bounds) > 1 else \
+            lambda operands: tuple(operands[b] for b in bounds)
+    # the slices of a plain tuple, taken by one C call (SSAValues' own
+    # slicing is Python code that wraps each slice)
+    return groups(tuple(op._operands))  # noqa: SLF001 - the tuple `operands` wraps
 
 
-_GROUP_BOUNDS: BoundedCache[bytes, tuple[slice, ...]] = BoundedCache(SEGMENT_CACHE_SIZE)
-"""The slice of each operand group, by the bytes of the segment array."""
-_slice = tuple.__getitem__
+_GROUPS: BoundedCache[bytes, Callable[[tuple[SSAValue, ...]], tuple[tuple[SSAValue, ...], ...]]] = \
+    BoundedCache(SEGMENT_CACHE_SIZE)
+"""What takes each operand group's slice, by the bytes of the segment array."""
 
 
 def iteration_text(loops: tuple[LoopOp, ...], env: Mapping[SSAValue, int]) -> str:

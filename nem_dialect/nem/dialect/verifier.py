@@ -17,7 +17,7 @@ from functools import cache
 from typing import cast
 
 from xdsl.dialects.builtin import ArrayAttr, StringAttr
-from xdsl.ir import Block, BlockArgument, Operation, SSAValue
+from xdsl.ir import Block, BlockArgument, Operation, OpResult, SSAValue
 
 from nem.dialect.attributes import (
     DecoratorAttr,
@@ -25,7 +25,15 @@ from nem.dialect.attributes import (
 )
 from nem.dialect.decorators import DECORATORS, TARGET_WORDS, allowed_on
 from nem.dialect.diagnostics import Diagnostic, SourceLoc
-from nem.dialect.expressions import BuildFacts, Evaluator, ExprError, expression_depth
+from nem.dialect.expressions import (
+    FORWARDING_NAMES,
+    SYMBOL_OF,
+    BuildFacts,
+    Depths,
+    Evaluator,
+    ExprError,
+    expression_depth,
+)
 from nem.dialect.families import Catalog
 from nem.dialect.gc_pause import gc_paused
 from nem.dialect.limits import MAX_EXPR_DEPTH, MAX_NESTING_DEPTH
@@ -130,11 +138,13 @@ class ProgramVerifier(RegionRules, TaskRules):
     def stage_bounds(self) -> None:
         """Loop nesting and expression depth within the limits every later
         walk relies on (IR from MLIR is not bounded by the `.nem` parser)."""
-        depths: dict[SSAValue, int] = {}
+        depths: Depths = {}
         for op, loops in self.walk():
             if len(loops) > MAX_NESTING_DEPTH:
                 return self.err(op, None, f"loops nested more than {MAX_NESTING_DEPTH} deep "
                                 "(limit D-LIMITS)", "flatten the loop nest")
+            if type(op) not in SYMBOL_OF and op.name not in FORWARDING_NAMES:
+                continue  # not an expression node (most ops): no depth
             d = expression_depth(op, depths)
             if d is not None and d > MAX_EXPR_DEPTH:
                 return self.err(op, None, f"integer expression more than {MAX_EXPR_DEPTH} "
@@ -160,7 +170,11 @@ class ProgramVerifier(RegionRules, TaskRules):
                     return
             scopes[-1][name] = op
 
-        def rec(block: Block, in_loop: bool) -> None:
+        # (`rec` is passed itself rather than closing over its own name: a
+        # recursive closure is a reference cycle that would keep the
+        # verifier, its memos and every object they hold, alive until the
+        # cyclic collector's next pass, which then traverses them all)
+        def rec(rec: Callable[..., None], block: Block, in_loop: bool) -> None:
             for op in block.ops:
                 t = type(op)  # `type(op) is`: ops are ABCs, their isinstance is slow
                 if t is ConstOp:
@@ -180,17 +194,20 @@ class ProgramVerifier(RegionRules, TaskRules):
                 elif t is LoopOp:
                     scopes.append({})
                     declare(op.iv_name.data, op, "loop variable")
-                    rec(op.block, True)
+                    rec(rec, op.block, True)
                     scopes.pop()
                 if in_scope:  # by construction (D-BC-SEED)
                     continue
                 for v in op._operands:  # noqa: SLF001 - the tuple `operands` wraps
                     # defined in this very block (most operands): nothing to walk
-                    owner = v.block if type(v) is BlockArgument else v.owner.parent
+                    # (`op`, the field `owner` reads, for the commonest kind)
+                    vt = type(v)
+                    owner = v.op.parent if vt is OpResult else \
+                        v.block if vt is BlockArgument else v.owner.parent
                     if owner is not block:
                         self._check_defined(op, v, block)
 
-        rec(self.program.block, False)
+        rec(rec, self.program.block, False)
 
     def _check_const_expr(self, op: ConstOp) -> None:
         bad = _non_const_leaf(op.value)

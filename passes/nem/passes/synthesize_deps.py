@@ -47,6 +47,7 @@ from xdsl.rewriter import InsertPoint, Rewriter
 
 from nem.analysis.happens_before import StaticTask, Structure
 from nem.analysis.hazard_finder import MAX_TASK_INSTANCES, Race, find_races
+from nem.analysis.ir_walk import block_ops, walk_ops
 from nem.analysis.race_memos import RaceCache, ShapeMemos
 from nem.analysis.token_liveness import block_liveness, live_token_peak
 from nem.dialect.attributes import MaxInFlightAttr
@@ -173,7 +174,7 @@ class Synthesizer:
 
     def reduce(self) -> None:
         """Drop the added deps that other deps of the same task imply."""
-        pos = {op: k for k, op in enumerate(self.program.walk())}
+        pos = {op: k for k, op in enumerate(walk_ops(self.program))}
         for task, mine in self.added.items():
             deps = list(task.deps)
             keep = [d for d in deps if d not in mine or not any(
@@ -225,7 +226,7 @@ class Synthesizer:
             if old is not None:
                 old.detach()
                 old.erase()
-            sinks = [op.results[0] for op in block.ops
+            sinks = [op.results[0] for op in block_ops(block)
                      if isinstance(op, TaskOp) and not op.is_sync and not op.results[0].uses]
             if sinks:
                 wait = WaitOp(sinks, [])
@@ -353,7 +354,7 @@ def _covered_before(s: Structure, producer: StaticTask, task: Operation) -> bool
 
 def _blocks(program: ProgramOp) -> Iterator[Block]:
     yield program.block
-    for op in program.walk():
+    for op in walk_ops(program):
         if isinstance(op, LoopOp):
             yield op.block
 
@@ -418,7 +419,7 @@ def synthesize(program: ProgramOp, limit: int | None, narrow_windows: bool = Fal
 
 
 def programs(module: ModuleOp) -> Iterable[ProgramOp]:
-    return [p for p in module.walk() if isinstance(p, ProgramOp)]
+    return [p for p in walk_ops(module) if isinstance(p, ProgramOp)]
 
 
 @dataclass(frozen=True)

@@ -43,6 +43,7 @@ from nem.dialect.diagnostics import NemDiagnosticError, SourceLoc, register_sour
 from nem.dialect.expressions import (
     BINOPS,
     PRECEDENCE,
+    Depths,
     Evaluator,
     ExprError,
     apply_binop,
@@ -145,7 +146,11 @@ class ExpressionParser(TokenCursor):
         self._nesting = 0
         self._loop_depth = 0
         self._operators = 0
-        self._depths: dict[SSAValue, int] = {}
+        self._depths: Depths = {}
+        # decorator attributes are immutable values: one per distinct
+        # decorator written (`@resource(DMA[0])` on thousands of tasks);
+        # an xDSL attribute's verified construction costs 10 to 20 µs
+        self._decos: dict[tuple[object, ...], DecoratorAttr] = {}
 
     @contextmanager
     def _nested(self, tok: Token, what: str) -> Iterator[None]:
@@ -349,8 +354,11 @@ class ExpressionParser(TokenCursor):
                     raise self.error(f"{e} in a constant expression", e.rule,
                                      "change the divisor" if e.rule else
                                      "keep every value within the signed 64-bit range", t)
-            # built with `create` as the other ops (D-IR-BUILD): index operands, an index result
-            node = self._add(BINOPS[t.text].create(operands=(lhs, rhs), result_types=(INDEX,)), t)
+            # built with `create` as the other ops (D-IR-BUILD): index operands, an index
+            # result, its location given (not a default one replaced)
+            node = BINOPS[t.text].create(operands=(lhs, rhs), result_types=(INDEX,),
+                                         location=self._loc(t))
+            self.block.add_op(node)
             if expression_depth(node, self._depths) > MAX_EXPR_DEPTH:  # type: ignore[operator]
                 raise self.error(f"integer expression more than {MAX_EXPR_DEPTH} operations "
                                  "deep, counting through const and let names (limit D-LIMITS)",
@@ -378,6 +386,15 @@ class ExpressionParser(TokenCursor):
 
     def _primary(self, const_ctx: bool) -> SSAValue:
         t = self.tok
+        if t.kind == ID:  # a name, the commonest primary (no malformed number starts with one)
+            nxt = self.tokens[self.pos + 1]
+            if nxt.text == "(" and nxt.kind == PUNCT:
+                raise self.error(f"'{t.text}(' is a call, and expressions have no calls",
+                                 "GRAM-16", "expressions combine INT, ID and (expr) with "
+                                 "+ - * / mod only", t)
+            self.pos += 1
+            self.tok = nxt
+            return self._name_value(t, const_ctx)
         self._reject_malformed_number()
         if t.kind == PUNCT and t.text == "-":
             raise self.error("negative numbers cannot be written: NEM has no unary minus and "
@@ -396,30 +413,28 @@ class ExpressionParser(TokenCursor):
                 v = self._expr(const_ctx)
             self.expect(")", "GRAM-16", "to close the parenthesis")
             return v
-        if t.kind == ID and self.peek().kind == PUNCT and self.peek().text == "(":
-            raise self.error(f"'{t.text}(' is a call, and expressions have no calls", "GRAM-16",
-                             "expressions combine INT, ID and (expr) with + - * / mod only", t)
-        if t.kind == ID:
-            self.advance()
-            n = self.scope.lookup(t.text)
-            if n is None:
-                rule = "CONST-04" if const_ctx else "NAME-01"
-                fix = ("declare the const on an earlier line" if const_ctx
-                       else "declare it first (const, let or loop variable)")
-                raise self.undeclared(t, f"'{t.text}' is not declared", rule, fix)
-            if const_ctx and n.kind != "const":
-                raise self.error(f"a const expression may use only earlier consts, but '{t.text}' "
-                                 f"is a {n.kind}", "CONST-03",
-                                 "use literals and const names only", t)
-            if n.kind not in ("const", "let", "loopvar"):
-                raise self.error(f"'{t.text}' is a {n.kind}, not an integer value", "NAME-01",
-                                 "expressions use integer literals, consts, lets and loop variables",
-                                 t)
-            assert n.value is not None  # consts, lets and loop variables have one
-            return n.value
         raise self.error(f"expected an expression, found {describe(t)}", "GRAM-16",
                          "an expression is INT, ID or ( expr ) combined with + - * / mod"
                          " (no unary minus: write 0 - x)")
+
+    def _name_value(self, t: Token, const_ctx: bool) -> SSAValue:
+        """The value of name `t` in an expression (a const, let or loop variable)."""
+        n = self.scope.lookup(t.text)
+        if n is None:
+            rule = "CONST-04" if const_ctx else "NAME-01"
+            fix = ("declare the const on an earlier line" if const_ctx
+                   else "declare it first (const, let or loop variable)")
+            raise self.undeclared(t, f"'{t.text}' is not declared", rule, fix)
+        if const_ctx and n.kind != "const":
+            raise self.error(f"a const expression may use only earlier consts, but '{t.text}' "
+                             f"is a {n.kind}", "CONST-03",
+                             "use literals and const names only", t)
+        if n.kind not in ("const", "let", "loopvar"):
+            raise self.error(f"'{t.text}' is a {n.kind}, not an integer value", "NAME-01",
+                             "expressions use integer literals, consts, lets and loop variables",
+                             t)
+        assert n.value is not None  # consts, lets and loop variables have one
+        return n.value
 
     def _reject_malformed_number(self) -> None:
         """LEX-02: `1.`, `.5` and `1e5` are not FLOAT literals.
@@ -460,7 +475,7 @@ class ExpressionParser(TokenCursor):
             if self.at_punct("("):
                 raise self.error(f"@{name.text} takes no arguments", "DECO-03",
                                  f"write {info.usage}")
-            return info.attr()
+            return self._deco(info.attr)
         if not self.accept("("):
             raise self.error(f"@{name.text} needs an argument", "DECO-03", f"write {info.usage}")
         if kind == "unit":
@@ -476,7 +491,7 @@ class ExpressionParser(TokenCursor):
             if index is None or index < 0:
                 raise self.error("the unit index must be a non-negative constant", "RES-02",
                                  "write e.g. @resource(CSTL[0])", idx_tok)
-            return info.attr(unit.text, index)
+            return self._deco(info.attr, unit.text, index)
         tok = self.tok
         if kind == "tag":
             if tok.kind not in (ID, STRING):
@@ -485,8 +500,8 @@ class ExpressionParser(TokenCursor):
             self.advance()
             self.expect(")", "DECO-03", f"(@{name.text} takes one argument)")
             if tok.kind == STRING:
-                return info.attr(unquote(tok.text), True)
-            return info.attr(tok.text, False)
+                return self._deco(info.attr, unquote(tok.text), True)
+            return self._deco(info.attr, tok.text, False)
         if tok.kind == FLOAT:
             raise self.error(f"@{name.text} takes an integer, not a FLOAT", "LEX-03",
                              f"write {info.usage}", tok)
@@ -495,20 +510,32 @@ class ExpressionParser(TokenCursor):
         if n is None:
             raise self.error(f"@{name.text} needs a constant integer", "DECO-03",
                              f"write {info.usage} with a literal or const", tok)
-        return info.attr(n)
+        return self._deco(info.attr, n)
+
+    def _deco(self, cls: Callable[..., DecoratorAttr], *args: object) -> DecoratorAttr:
+        """The decorator attribute `cls(*args)`, made once per parse."""
+        key = (cls, *args)
+        attr = self._decos.get(key)
+        if attr is None:
+            attr = self._decos[key] = cls(*args)
+        return attr
 
     # ------------------------------------------------------------------
     # Building
     # ------------------------------------------------------------------
     def _add(self, op: _OpT, tok: Token) -> _OpT:
+        op.location = self._loc(tok)
+        self.block.add_op(op)
+        return op
+
+    def _loc(self, tok: Token) -> FileLineColLoc:
+        """The location of an op written at `tok`."""
         ints = self._ints
         line = ints.get(tok.line) or ints.setdefault(tok.line, IntAttr(tok.line))
         col = ints.get(tok.col) or ints.setdefault(tok.col, IntAttr(tok.col))
         # (`new`: xDSL's constructor from parameters, without `__init__`'s
         # per-parameter converter step; the parameters are verified alike)
-        op.location = FileLineColLoc.new((self._file_attr, line, col))
-        self.block.add_op(op)
-        return op
+        return FileLineColLoc.new((self._file_attr, line, col))
 
     def _literal(self, value: int, tok: Token) -> SSAValue:
         hit = self._literals[-1].get(value)  # (the current block's first: most hits)
@@ -519,8 +546,10 @@ class ExpressionParser(TokenCursor):
             if hit is not None:
                 return hit
         const = arith.ConstantOp.create(result_types=(INDEX,),
-                                        properties={"value": IntegerAttr(value, INDEX)})
-        result = self._add(const, tok).results[0]
+                                        properties={"value": IntegerAttr(value, INDEX)},
+                                        location=self._loc(tok))
+        self.block.add_op(const)
+        result = const.results[0]
         self._literals[-1][value] = result
         return result
 

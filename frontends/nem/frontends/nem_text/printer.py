@@ -36,7 +36,6 @@ from nem.dialect.ops import (
     MoveOp,
     ProgramOp,
     RegionOp,
-    StoreOp,
     TransferOp,
     WaitOp,
 )
@@ -59,7 +58,9 @@ class NemPrinter:
 
     def __init__(self) -> None:
         self.out = StringIO()
-        self._leaves: dict[SSAValue, str] = {}
+        # by the value's id (a value's __hash__ is Python code): the printed
+        # IR keeps every value alive meanwhile, so no id is reused
+        self._leaves: dict[int, str] = {}
         # what a region's text takes of its type, by the type's identity (the
         # entry keeps the type alive, so its id stays its own): few distinct
         # types exist, and each region printed reads four of their properties
@@ -71,7 +72,7 @@ class NemPrinter:
 
     def _leaf(self, value: SSAValue) -> str | None:
         """The text of a value that is not an operator (None for one that is)."""
-        text = self._leaves.get(value)
+        text = self._leaves.get(id(value))
         if text is not None:
             return text
         if type(value) is BlockArgument:
@@ -94,7 +95,7 @@ class NemPrinter:
             else:
                 raise fail(f"not supported: {op.name} in a NEM expression", op, None,
                            "lower the input first (-p lower-to-nem) or print MLIR (-t mlir)")
-        self._leaves[value] = text
+        self._leaves[id(value)] = text
         return text
 
     def _expr(self, value: SSAValue, parent_prec: int, needs_parens_if_binop: bool) -> str:
@@ -238,8 +239,7 @@ class NemPrinter:
                        "lower the input first (-p lower-to-nem) or print MLIR (-t mlir)")
 
     def move(self, op: MoveOp) -> str:
-        kw = "transfer" if isinstance(op, TransferOp) else "store"
-        assert isinstance(op, TransferOp | StoreOp)
+        kw = "transfer" if type(op) is TransferOp or isinstance(op, TransferOp) else "store"
         mode = "sync" if op.is_sync else "async"
         (dst,), (src,), deps = operand_groups(op)
         text = (f"{kw}.{mode}(dst={self.operand(dst, op.operand_decos(0))}, "
@@ -277,15 +277,17 @@ def _type_parts(rtype: Attribute) -> tuple[bool, str | None, str | None, str, At
 
 
 def _token_name(value: SSAValue) -> str:
-    name = value.op.properties.get("token") if isinstance(value, OpResult) else None
-    if not isinstance(name, StringAttr):
+    # (`type(...) is` first: isinstance on xDSL's ABC classes runs Python code)
+    name = value.op.properties.get("token") \
+        if type(value) is OpResult or isinstance(value, OpResult) else None
+    if type(name) is not StringAttr and not isinstance(name, StringAttr):
         raise ValueError("not supported: an unnamed token cannot be referenced in .nem text")
     return name.data
 
 
 def _assign(op: Operation) -> str:
     name = op.properties.get("token")
-    return f"{name.data} = " if isinstance(name, StringAttr) else ""
+    return f"{name.data} = " if type(name) is StringAttr or isinstance(name, StringAttr) else ""
 
 
 def _buffer_name(buf: SSAValue) -> str:

@@ -40,7 +40,7 @@ from xdsl.dialects import affine, arith, memref
 from xdsl.ir import Operation, SSAValue
 
 from nem.passes.lowering.affine_algebra import Aff
-from nem.passes.lowering.emit import region
+from nem.passes.lowering.emit import log_region, region
 from nem.passes.lowering.fills import Box, byte_region
 from nem.passes.lowering.nest_analysis import Access, Nest, NotRaisable, access
 from nem.passes.lowering.staging import Staging, copy_kind, illegal, name_task, scratch
@@ -260,12 +260,22 @@ def _concat_broadcast(lw: Lowering, b: NemBuilder, seed: Box, dv: View, dst_star
     copies = shape[axis] if copies is None else copies
     if copies > MAX_CONCAT_COPIES:
         return None        # the doubling transfers: log2(E) tasks, not E operands
-    frm = region(ctx, b, seed.view, seed.start, seed.shape, seed.strides, anchor)
-    to = region(ctx, b, dv, dst_start, shape, strides, anchor)
-    tok = b.compute("concat", [frm] * copies, [to], axis=axis)
-    if illegal(ctx, tok) is None:
-        return tok
-    _erase(tok, to, frm)   # before the i8 regions: the buffer's first region keeps its type
+    # the typed candidate's legality depends only on its regions' types, which
+    # these give (`region`): a candidate found illegal once is not built again
+    typed = (seed.view.buffer.type, seed.view.elem, tuple(seed.shape), tuple(seed.strides),
+             dv.buffer.type, dv.elem, tuple(shape), tuple(strides), copies, axis)
+    if typed in ctx.illegal_typed_concats:
+        # what building its regions would log for the partial-tile checks
+        log_region(ctx, seed.view, seed.start, seed.shape, seed.strides, anchor)
+        log_region(ctx, dv, dst_start, shape, strides, anchor)
+    else:
+        frm = region(ctx, b, seed.view, seed.start, seed.shape, seed.strides, anchor)
+        to = region(ctx, b, dv, dst_start, shape, strides, anchor)
+        tok = b.compute("concat", [frm] * copies, [to], axis=axis)
+        if illegal(ctx, tok) is None:
+            return tok
+        _erase(tok, to, frm)   # before the i8 regions: the buffer's first region keeps its type
+        ctx.illegal_typed_concats.add(typed)
     src8 = byte_region(ctx, b, seed, anchor, keep_axes=True)
     to8 = byte_region(ctx, b, Box(dv, dst_start, tuple(shape), tuple(strides)), anchor,
                       keep_axes=True)

@@ -147,6 +147,9 @@ class LoweringContext:
         self.deferred_loads: dict[Operation, None] = {}
         """Scalar loads that the kernels using their value perform (D-LOW-ESCAPE)."""
         self.legal_cache: dict[tuple[object, ...], str | None] = {}
+        self.illegal_typed_concats: set[tuple[object, ...]] = set()
+        """The typed broadcast concats found illegal, by what their regions' types
+        are made of (`broadcasts._concat_broadcast`: the `i8` one is built instead)."""
         self.scratch: dict[tuple[object, ...], View] = {}
         self.globals: dict[str, View] = {}
         """The buffer of each `memref.global` used (D-LOW-GLOBAL)."""

@@ -78,6 +78,17 @@ PLAIN_LAYOUT = "ABCDEFGH"
 named layout (one letter per dimension, D-LAYOUT)."""
 
 
+def log_region(ctx: LoweringContext, view: View, start: Aff, shape: Sequence[int],
+               strides: Sequence[int], anchor: Operation | None
+               ) -> tuple[Sequence[int], Sequence[int]]:
+    """Log the region `region` builds for the partial-tile checks; its shape
+    and strides (a scalar is one element)."""
+    if not shape:
+        shape, strides = [1], [1]
+    ctx.log_region(RegionAccess(view, start, tuple(shape), tuple(strides), anchor))
+    return shape, strides
+
+
 def region(ctx: LoweringContext, b: NemBuilder, view: View, start: Aff, shape: Sequence[int],
            strides: Sequence[int], anchor: Operation | None,
            layout: str | None = None) -> SSAValue:
@@ -88,9 +99,7 @@ def region(ctx: LoweringContext, b: NemBuilder, view: View, start: Aff, shape: S
     those of more than 8 dimensions, `strides=[..]`.  The region is logged
     for the partial-tile checks."""
     eb = view.elem_bytes
-    if not shape:
-        shape, strides = [1], [1]
-    ctx.log_region(RegionAccess(view, start, tuple(shape), tuple(strides), anchor))
+    shape, strides = log_region(ctx, view, start, shape, strides, anchor)
     contiguous, acc = True, 1
     for d, s in zip(reversed(shape), reversed(strides)):
         if d != 1 and s != acc:

@@ -40,6 +40,7 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass, PassPipeline
 from xdsl.transforms.dead_code_elimination import DeadCodeElimination
 
+from nem.analysis.ir_walk import walk_ops
 from nem.dialect.attributes import mem_level_error
 from nem.dialect.diagnostics import Diagnostic, NemDiagnosticError
 from nem.dialect.ops import ProgramOp
@@ -158,7 +159,7 @@ class CheckLoweredPass(ModulePass):
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         diags: list[Diagnostic] = []
-        for prog in [p for p in op.walk() if isinstance(p, ProgramOp)]:
+        for prog in [p for p in walk_ops(op) if isinstance(p, ProgramOp)]:
             if self.declarations_only:
                 diags += verify_declarations(prog)
                 continue

@@ -1,0 +1,221 @@
+"""Read-only tile copies hoisted out of the tile loops (decision D-COMPILE-HOIST).
+
+`structured.promote` stages every operand of a tile in L1 inside the
+innermost tile loop (D-LOW-VIEW): a convolution's weight tile, whose box
+depends on the output-channel loop only, is copied from DDR again for each
+spatial tile.  Here such a copy moves out of every loop it does not depend
+on, with its L1 buffer:
+
+    scf.for %i ... {                        %a = memref.alloc() : memref<N x i8, 2>
+      %a = memref.alloc() ...               %v = memref.view %a ...
+      %v = memref.view %a ...               linalg.copy ins(%w) outs(%v)
+      linalg.copy ins(%w) outs(%v)   ==>    scf.for %i ... {
+      linalg.conv ins(%x, %v) ...             linalg.conv ins(%x, %v) ...
+      memref.dealloc %a                     }
+    }                                       memref.dealloc %a
+
+when (1) the copy's source is defined outside the loop, (2) nothing in the
+loop writes the memref the source views (its root: a function argument,
+global or allocation), (3) the L1 buffer is only read in the loop, as an
+input of linalg ops, besides this one copy into it, and freed after it.
+The buffer then holds the same bytes in every iteration, so each compute op
+reads what it read before: the results are bit-identical, each output sums
+over the same tiles in the same order (the loops are not reordered here;
+`tile_cost.plan`, behind `PLAN`, may put a weight's loops outermost).
+The L1 the hoisted buffer takes is measured with the rest of the tile
+(`l1_plan.measure`, D-COMPILE-L1), so a tiling that no longer fits is tiled
+again smaller.
+"""
+
+from __future__ import annotations
+
+from mlir import ir
+
+from nem.compile.nest_ir import owner_op
+from nem.compile.target import FAST_SPACE
+
+ENABLED = True
+"""Off: the tiles as `structured.promote` stages them (for before/after
+measurements)."""
+PLAN = False
+"""Size and order the tiles for hoisted copies (`tile_cost.plan` with
+`hoist=True`).  Off: the per-tile plan's sizes and order, the copies still
+hoisted.  Off by default: on SqueezeNet and ResNet-50's first conv the plan
+moved more bytes than it modelled (D-COMPILE-HOIST)."""
+LOOPS = ("scf.for", "affine.for")
+VIEWS = ("memref.view", "memref.subview", "memref.cast", "memref.collapse_shape",
+         "memref.expand_shape", "memref.reinterpret_cast")
+
+
+def _op(x) -> ir.Operation:
+    return x.operation if isinstance(x, ir.OpView) else x
+
+
+def _root(v: ir.Value) -> ir.Value:
+    """The memref whose bytes `v` views (through view-like ops)."""
+    op = owner_op(v)
+    while op is not None and op.name in VIEWS:
+        v = op.operands[0]
+        op = owner_op(v)
+    return v
+
+
+def _inside(op: ir.Operation | None, loop: ir.Operation) -> bool:
+    while op is not None:
+        if op == loop:
+            return True
+        op = op.parent
+    return False
+
+
+def _defined_inside(v: ir.Value, loop: ir.Operation) -> bool:
+    op = owner_op(v)
+    if op is not None:
+        return _inside(op, loop)
+    return _inside(ir.BlockArgument(v).owner.owner, loop)
+
+
+def _linalg_inputs(op: ir.Operation) -> int:
+    """How many of a linalg op's operands are inputs (the rest: outputs)."""
+    seg = op.attributes["operandSegmentSizes"]
+    return int(ir.DenseI32ArrayAttr(seg)[0])
+
+
+def _only_read(v: ir.Value, loop: ir.Operation, allowed: set[ir.Operation]) -> bool:
+    """Whether every use of `v` (and of its views) inside `loop`, but the ops
+    in `allowed`, reads it as a linalg input."""
+    stack = [v]
+    while stack:
+        for use in stack.pop().uses:
+            user = _op(use.owner)
+            if user.name in VIEWS and use.operand_number == 0:
+                stack.extend(user.results)
+            elif user in allowed or not _inside(user, loop):
+                continue
+            elif user.name.startswith("linalg.") and "operandSegmentSizes" in user.attributes \
+                    and use.operand_number < _linalg_inputs(user):
+                continue
+            else:
+                return False
+    return True
+
+
+def _hoist_one(loop: ir.Operation) -> bool:
+    """Hoist the first hoistable staging copy of `loop`'s body; whether one was."""
+    body = loop.regions[0].blocks[0]
+    for item in body.operations:
+        cp = _op(item)
+        if cp.name != "linalg.copy" or len(cp.operands) != 2:
+            continue
+        src, dst = cp.operands[0], cp.operands[1]
+        lift = _invariant(src, loop)
+        if lift is None:
+            continue
+        view = owner_op(dst)
+        chain = []
+        while view is not None and view.name in VIEWS and view.parent == loop:
+            chain.append(view)
+            view = owner_op(view.operands[0])
+        alloc = view
+        if alloc is None or alloc.name != "memref.alloc" or alloc.parent != loop \
+                or len(alloc.operands):
+            continue
+        space = ir.MemRefType(alloc.results[0].type).memory_space
+        if space is None or ir.IntegerAttr(space).value < FAST_SPACE:
+            continue
+        # the chain's other operands (offsets) must be available before the loop
+        if any(_defined_inside(x, loop) and not _is_const(x)
+               for v in chain for x in list(v.operands)[1:]):
+            continue
+        deallocs = [_op(u.owner) for u in alloc.results[0].uses
+                    if _op(u.owner).name == "memref.dealloc"]
+        if len(deallocs) != 1 or deallocs[0].parent != loop:
+            continue
+        if not _only_read(alloc.results[0], loop, {cp, deallocs[0], *chain}):
+            continue
+        if not _source_unwritten(src, loop):
+            continue
+        for v in reversed(chain):
+            for i, x in enumerate(list(v.operands)[1:], start=1):
+                if _defined_inside(x, loop):
+                    v.operands[i] = _op(owner_op(x)).clone(ir.InsertionPoint(loop)).results[0]
+        for op in lift:            # the source's subviews, constants
+            op.move_before(loop)
+        alloc.move_before(loop)
+        for v in reversed(chain):
+            v.move_before(loop)
+        cp.move_before(loop)
+        deallocs[0].move_after(loop)
+        return True
+    return False
+
+
+PURE = (*VIEWS, "arith.constant", "affine.apply", "arith.addi", "arith.muli", "arith.subi")
+
+
+def _invariant(v: ir.Value, loop: ir.Operation) -> list[ir.Operation] | None:
+    """The ops inside `loop` that compute `v` from values defined outside it,
+    in order (to move before the loop with it), or None when `v` depends on
+    the loop (its induction variable, or an op with effects)."""
+    if not _defined_inside(v, loop):
+        return []
+    op = owner_op(v)
+    if op is None or op.name not in PURE or op.parent != loop or len(op.regions):
+        return None
+    ops: list[ir.Operation] = []
+    for x in op.operands:
+        sub = _invariant(x, loop)
+        if sub is None:
+            return None
+        ops += [o for o in sub if o not in ops]
+    return ops + [op]
+
+
+def _is_const(v: ir.Value) -> bool:
+    op = owner_op(v)
+    return op is not None and op.name == "arith.constant"
+
+
+def _source_unwritten(src: ir.Value, loop: ir.Operation) -> bool:
+    """Whether no op inside `loop` may write the memref `src` views: every
+    use of its root (and of the root's views) inside the loop reads it."""
+    root = _root(src)
+    stack = [root]
+    while stack:
+        for use in stack.pop().uses:
+            user = _op(use.owner)
+            if not _inside(user, loop):
+                if user.name in VIEWS and use.operand_number == 0:
+                    stack.extend(user.results)   # views made outside, used inside
+                continue
+            if user.name in VIEWS and use.operand_number == 0:
+                stack.extend(user.results)
+            elif user.name.startswith("linalg.") and "operandSegmentSizes" in user.attributes \
+                    and use.operand_number < _linalg_inputs(user):
+                continue
+            else:
+                return False
+    return True
+
+
+def hoist_copies(fn: ir.Operation) -> int:
+    """Hoist every read-only staging copy of `fn` out of the loops it does
+    not depend on (the module doc); returns how many moves were made."""
+    moved = 0
+    while ENABLED:
+        loops: list[ir.Operation] = []
+
+        def visit(op: ir.Operation) -> ir.WalkResult:
+            if op.name in LOOPS:
+                loops.append(op)
+            return ir.WalkResult.ADVANCE
+
+        fn.walk(visit)
+        changed = False
+        for loop in loops:
+            while _hoist_one(loop):
+                moved += 1
+                changed = True
+        if not changed:
+            break
+    return moved

@@ -1,0 +1,104 @@
+"""What the lowering and the analyses skip to scale to real CNNs (issue 30),
+each giving what the work it skips would: the op lists `nem.analysis.ir_walk`
+reads from xDSL's links (the order of `block.ops` and `op.walk()`), and a
+typed broadcast concat the target has no variant for, built and erased once
+per type, not once per broadcast (D-LOW-BCAST-CONCAT)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from nem.analysis.ir_walk import block_ops, walk_ops
+from nem.dialect.ops import LoopOp, ProgramOp
+from nem.frontends.nem_text.parser import parse_nem
+from nem.frontends.nem_text.printer import print_nem
+from nem.frontends.upstream_dialects import lowering_context, parse_mlir
+from nem.passes.driver import run_pipeline
+
+EXAMPLES = Path(__file__).parents[2] / "examples"
+
+
+@pytest.mark.parametrize("name", ["conv2d_maxpool", "gemm_bias_relu"])
+def test_the_op_lists_are_xdsls_walk_and_block_order(name):
+    """Nested loops, waits, lets: every op and block of the program, and of
+    the MLIR it is lowered from, in xDSL's order."""
+    path = EXAMPLES / f"{name}.nem"
+    module = parse_nem(path.read_text(), str(path))
+    mlir = parse_mlir(lowering_context(), TWO_BIASES, "two.mlir")
+    loops = [op for op in module.walk() if isinstance(op, LoopOp)]
+    assert loops
+    for root in (module, mlir, *loops, *(op for op in module.walk() if isinstance(op, ProgramOp))):
+        assert walk_ops(root) == list(root.walk())
+        for op in walk_ops(root):
+            for region in op.regions:
+                for block in region.blocks:
+                    assert block_ops(block) == list(block.ops)
+
+
+TWO_BIASES = """\
+func.func @two(%x: memref<4x8xf32>, %b: memref<8xf32>, %c: memref<8xf32>,
+               %y: memref<4x8xf32>, %w: memref<4x8xf32>) {
+  affine.for %i = 0 to 4 {
+    affine.for %j = 0 to 8 {
+      %v = affine.load %x[%i, %j] : memref<4x8xf32>
+      %e = affine.load %b[%j] : memref<8xf32>
+      %s = arith.addf %v, %e : f32
+      affine.store %s, %y[%i, %j] : memref<4x8xf32>
+    }
+  }
+  affine.for %i = 0 to 4 {
+    affine.for %j = 0 to 8 {
+      %v = affine.load %x[%i, %j] : memref<4x8xf32>
+      %e = affine.load %c[%j] : memref<8xf32>
+      %s = arith.addf %v, %e : f32
+      affine.store %s, %w[%i, %j] : memref<4x8xf32>
+    }
+  }
+  return
+}
+"""
+
+
+def _lower(monkeypatch, memo: bool) -> tuple[str, list[str]]:
+    """The program and the element types of each concat candidate built."""
+    from nem.dialect.builder import NemBuilder
+    from nem.passes.lowering import context
+
+    built: list[str] = []
+    compute = NemBuilder.compute
+
+    def counted(self, opcode, ins, outs, **kw):
+        tok = compute(self, opcode, ins, outs, **kw)
+        if opcode == "concat":
+            built.append(str(tok.owner.ins[0].type.elem_name))
+        return tok
+    monkeypatch.setattr(NemBuilder, "compute", counted)
+    if not memo:   # a set that never holds what is added to it
+        monkeypatch.setattr(context.LoweringContext, "illegal_typed_concats",
+                            property(lambda self: _Forgetful(), lambda self, v: None),
+                            raising=False)
+    ctx = lowering_context()
+    module = parse_mlir(ctx, TWO_BIASES, "two.mlir")
+    run_pipeline(module, "lower-to-nem{device=npm_pro_x1 entry=two "
+                 "memory-spaces=0:DDR,1:L2,2:L1[0]}", ctx=ctx)
+    return print_nem(module), built
+
+
+class _Forgetful(set):
+    def add(self, item: object) -> None:
+        pass
+
+
+def test_an_illegal_typed_concat_is_built_once_per_type(monkeypatch):
+    """npm_pro_x1 has no f32 concat: the first bias's f32 candidate is built,
+    found illegal and erased, the second bias gets its i8 concat directly;
+    the program is the one that building both candidates gives."""
+    text, built = _lower(monkeypatch, memo=True)
+    assert built == ["f32", "i8", "i8"]
+    monkeypatch.undo()
+    again, built = _lower(monkeypatch, memo=False)
+    assert built == ["f32", "i8", "f32", "i8"]
+    assert text == again
+    assert text.count("concat.async") == 2
