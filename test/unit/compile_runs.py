@@ -12,10 +12,10 @@ from nem.runtime.api import NemInterpreter
 DEVICE = "npm_pro_x1"   # f32 and f16 eltwise/gemm/conv variants (npm_pro lacks f32 eltwise)
 
 
-def run_api(model, device: str = DEVICE, reference=None, **options):
-    """Compile `model`, run it, compare with onnxruntime's outputs (or with
-    `reference(inputs)`'s, for a model onnxruntime refuses)."""
-    result = compile_onnx(model, device=device, **options)
+def run_compiled(result, model, device: str = DEVICE, schedules: int = 2):
+    """Run a compile's program on the model's seeded random inputs: completed,
+    race-free, the same final memory under `schedules` random schedules.
+    Returns (interpreter after the run, inputs)."""
     inputs = samples.random_inputs(model, seed=2)
     iface = result.interface
 
@@ -31,8 +31,18 @@ def run_api(model, device: str = DEVICE, reference=None, **options):
     it = start()
     res = it.run()
     assert res.status == "completed" and res.race_count == 0, res.error
-    _, diff = start().run_schedules(2, seed=3)
-    assert diff is None
+    if schedules:
+        _, diff = start().run_schedules(schedules, seed=3)
+        assert diff is None
+    return it, inputs
+
+
+def run_api(model, device: str = DEVICE, reference=None, **options):
+    """Compile `model`, run it, compare with onnxruntime's outputs (or with
+    `reference(inputs)`'s, for a model onnxruntime refuses)."""
+    result = compile_onnx(model, device=device, **options)
+    iface = result.interface
+    it, inputs = run_compiled(result, model, device)
     want = (reference or (lambda ins: onnxruntime_run(model, ins)))(inputs)
     for name, shape, dtype in iface.outputs:
         got = it.read_tensor(name, shape, dtype)

@@ -12,11 +12,11 @@ from onnx import TensorProto, helper, numpy_helper
 
 pytest.importorskip("mlir.ir")
 
+from compile_runs import run_compiled  # noqa: E402
 from mlir import ir  # noqa: E402
 from mlir.passmanager import PassManager  # noqa: E402
 
 from nem.compile import compile_onnx, hoist, nest_ir, tile_cost, tiling  # noqa: E402
-from nem.frontends.onnx import samples  # noqa: E402
 from nem.runtime.api import NemInterpreter  # noqa: E402
 
 TILED = """
@@ -193,25 +193,8 @@ def _conv_model(hw: int, c: int, f: int) -> onnx.ModelProto:
 
 
 def _run(result, model, schedules: int) -> np.ndarray:
-    inputs = samples.random_inputs(model, seed=2)
-    iface = result.interface
-
-    def start() -> NemInterpreter:
-        it = NemInterpreter(device="npm_pro_x1")
-        it.load_string(result.nem, file="m.nem")
-        for name, arr in iface.weights.items():
-            it.write_tensor(name, arr)
-        for name, _, _ in iface.inputs:
-            it.write_tensor(name, inputs[iface.onnx_names[name]])
-        return it
-
-    it = start()
-    res = it.run()
-    assert res.status == "completed" and res.race_count == 0, res.error
-    if schedules:
-        _, diff = start().run_schedules(schedules, seed=5)
-        assert diff is None
-    (name, shape, dtype), = iface.outputs
+    it, _ = run_compiled(result, model, "npm_pro_x1", schedules)
+    (name, shape, dtype), = result.interface.outputs
     return it.read_tensor(name, shape, dtype)
 
 
