@@ -91,6 +91,7 @@ from nem.dialect.attributes import (
     region_min_bytes,
     region_type,
 )
+from nem.dialect.bounded_cache import BoundedCache
 from nem.dialect.decorators import DecoratorError, DecoratorSpec, make_decorator
 from nem.dialect.diagnostics import (
     Diagnostic,
@@ -250,8 +251,10 @@ Operand: TypeAlias = SSAValue | tuple[SSAValue, Sequence[DecoratorSpec]]
 _THIS_FILE = str(Path(__file__).resolve())
 
 
-_INDEX_ATTRS: dict[int, IntegerAttr] = {}
-"""Each index literal's attribute, built once (attributes are immutable)."""
+_INDEX_ATTRS: BoundedCache[int, IntegerAttr] = BoundedCache(1 << 16)
+"""Each index literal's attribute, built once: a memo of a pure function of
+an int (attributes are immutable), bounded as `attributes._dense_values`'s
+(issue 36: no cache grows with the programs a process builds)."""
 
 
 def _index_constant(value: int) -> arith.ConstantOp:
@@ -262,8 +265,6 @@ def _index_constant(value: int) -> arith.ConstantOp:
     of thousands of them (issue 30)."""
     attr = _INDEX_ATTRS.get(value)
     if attr is None:
-        if len(_INDEX_ATTRS) >= 1 << 16:   # bounded: a long-lived process builds many programs
-            _INDEX_ATTRS.clear()
         attr = _INDEX_ATTRS[value] = IntegerAttr(value, IndexType())
     return arith.ConstantOp.create(result_types=[attr.type], properties={"value": attr})
 
