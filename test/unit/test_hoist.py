@@ -14,9 +14,8 @@ pytest.importorskip("mlir.ir")
 
 from compile_runs import run_compiled  # noqa: E402
 from mlir import ir  # noqa: E402
-from mlir.passmanager import PassManager  # noqa: E402
 
-from nem.compile import compile_onnx, hoist, nest_ir, tile_cost, tiling  # noqa: E402
+from nem.compile import compile_onnx, hoist  # noqa: E402
 from nem.runtime.api import NemInterpreter  # noqa: E402
 
 TILED = """
@@ -96,88 +95,6 @@ def test_a_copy_whose_bytes_change_in_the_loop_stays(write):
     moved, _, body = _hoisted(write)
     assert moved == 0
     assert body.count("linalg.copy") >= 4
-
-
-CONV = """
-func.func @cv(%x: memref<1x30x30x512xf32>, %w: memref<3x3x512x512xf32>,
-              %y: memref<1x28x28x512xf32>) {
-  linalg.conv_2d_nhwc_hwcf ins(%x, %w : memref<1x30x30x512xf32>, memref<3x3x512x512xf32>)
-                           outs(%y : memref<1x28x28x512xf32>)
-  return
-}
-"""
-
-
-def test_the_cost_model_counts_a_hoisted_copy_once_per_outer_iteration():
-    """VGG-19's 28x28x512 conv at npm_pro_x1's tile budget: with hoisted
-    copies the model charges each read-only box once per iteration of the
-    loops outside the innermost loop it moves with, so the plan moves fewer
-    bytes than the per-tile plan (`search`) and keeps the reduction loops
-    whole and innermost; with the weight's loop outermost its weight is
-    counted once in all."""
-    budget = 512 * 1024
-    with ir.Context(), ir.Location.unknown():
-        m = ir.Module.parse(CONV)
-        PassManager.parse("builtin.module(func.func(convert-linalg-to-affine-loops))").run(
-            m.operation)
-        fn = next(o.operation for o in m.body.operations)
-        band = nest_ir.analyze_band(nest_ir.top_level_nests(fn)[0])
-        assert band is not None
-        halving = tiling.choose_tile_sizes(band, budget)
-        model = tile_cost._Model(band)
-        orders = model.orders(False)
-        assert orders[0] == list(range(7)) and [3, 0, 1, 2, 4, 5, 6] in orders
-        ext = np.array(band.extents)
-        per_tile = tile_cost.search(band, budget, halving)
-        sizes, order = tile_cost.plan(band, budget, halving, hoist=True)
-        assert sizes[4:] == [3, 3, 512]
-        S = np.array([per_tile, sizes])
-        _, flat = model.score(S, ext)
-        _, hoisted = model.score(S, ext, [order or list(range(7))])
-        assert hoisted[0, 1] < hoisted[0, 0] <= flat[0]
-        # weight outermost: 3x3x512x512 f32 counted once, the input box per tile
-        one = np.array([[1, 4, 14, 16, 3, 3, 512]])
-        _, w_first = model.score(one, ext, [[3, 0, 1, 2, 4, 5, 6]])
-        tiles = 7 * 2 * 32
-        x_box = 6 * 16 * 512 * 4
-        y_box = 4 * 14 * 16 * 4
-        w = 3 * 3 * 512 * 512 * 4
-        assert w_first[0, 0] == (w + 32 * tile_cost.OVERHEAD) + tiles * (
-            x_box + tile_cost.OVERHEAD + 2 * (y_box + tile_cost.OVERHEAD))
-
-
-CONV128 = CONV.replace("512x512", "128x128").replace("x512xf32", "x128xf32")
-
-
-def test_hoisting_never_makes_more_tiles_than_the_per_tile_plan():
-    """ResNet-50's 28x28 3x3 conv on 128 channels, split over the engines in
-    parts of 7 rows: by bytes alone, hoisting would favour 4-channel tiles
-    (the input box copied once, 32 iterations per part), but every iteration
-    of a tile loop costs its chain of latencies (its timed cycles rose 1.6x
-    in ResNet-50): the hoisted plan makes no more tiles than the per-tile
-    one, and moves no more bytes."""
-    budget = 512 * 1024
-    with ir.Context(), ir.Location.unknown():
-        m = ir.Module.parse(CONV128)
-        PassManager.parse("builtin.module(func.func(convert-linalg-to-affine-loops))").run(
-            m.operation)
-        fn = next(o.operation for o in m.body.operations)
-        band = nest_ir.analyze_band(nest_ir.top_level_nests(fn)[0])
-        assert band is not None and band.extents == [1, 28, 28, 128, 3, 3, 128]
-        parts = {1: [7]}
-        halving = tiling.choose_tile_sizes(band, budget)
-        flat = tile_cost.search(band, budget, halving, parts)
-        sizes, order = tile_cost.plan(band, budget, halving, parts, hoist=True)
-        ext = np.array([1, 7, 28, 128, 3, 3, 128])
-
-        def tiles(s):
-            return int(np.prod(-(-ext // np.array(s))))
-
-        assert tiles(sizes) <= tiles(flat) == 8
-        model = tile_cost._Model(band)
-        _, moved = model.score(np.array([flat, sizes]), np.array(band.extents),
-                               [order or list(range(7))])
-        assert moved[0, 1] <= moved[0, 0]
 
 
 def _conv_model(hw: int, c: int, f: int) -> onnx.ModelProto:

@@ -20,8 +20,7 @@ global or allocation), (3) the L1 buffer is only read in the loop, as an
 input of linalg ops, besides this one copy into it, and freed after it.
 The buffer then holds the same bytes in every iteration, so each compute op
 reads what it read before: the results are bit-identical, each output sums
-over the same tiles in the same order (the loops are not reordered here;
-`tile_cost.plan`, behind `PLAN`, may put a weight's loops outermost).
+over the same tiles in the same order (the loops are not reordered).
 The L1 the hoisted buffer takes is measured with the rest of the tile
 (`l1_plan.measure`, D-COMPILE-L1), so a tiling that no longer fits is tiled
 again smaller.
@@ -37,11 +36,6 @@ from nem.compile.target import FAST_SPACE
 ENABLED = True
 """Off: the tiles as `structured.promote` stages them (for before/after
 measurements)."""
-PLAN = False
-"""Size and order the tiles for hoisted copies (`tile_cost.plan` with
-`hoist=True`).  Off: the per-tile plan's sizes and order, the copies still
-hoisted.  Off by default: on SqueezeNet and ResNet-50's first conv the plan
-moved more bytes than it modelled (D-COMPILE-HOIST)."""
 LOOPS = ("scf.for", "affine.for")
 VIEWS = ("memref.view", "memref.subview", "memref.cast", "memref.collapse_shape",
          "memref.expand_shape", "memref.reinterpret_cast")
@@ -179,23 +173,7 @@ def _is_const(v: ir.Value) -> bool:
 def _source_unwritten(src: ir.Value, loop: ir.Operation) -> bool:
     """Whether no op inside `loop` may write the memref `src` views: every
     use of its root (and of the root's views) inside the loop reads it."""
-    root = _root(src)
-    stack = [root]
-    while stack:
-        for use in stack.pop().uses:
-            user = _op(use.owner)
-            if not _inside(user, loop):
-                if user.name in VIEWS and use.operand_number == 0:
-                    stack.extend(user.results)   # views made outside, used inside
-                continue
-            if user.name in VIEWS and use.operand_number == 0:
-                stack.extend(user.results)
-            elif user.name.startswith("linalg.") and "operandSegmentSizes" in user.attributes \
-                    and use.operand_number < _linalg_inputs(user):
-                continue
-            else:
-                return False
-    return True
+    return _only_read(_root(src), loop, set())
 
 
 def hoist_copies(fn: ir.Operation) -> int:

@@ -99,40 +99,8 @@ class _Model:
         return [i for i in range(len(self.band.loops))
                 if written and all(not coef[:, i].any() for coef in written)]
 
-    def deps(self) -> list[set[int]]:
-        """Per memref, the loops its boxes move with."""
-        out: list[set[int]] = [set() for _ in self.mems]
-        for k, _, _, _, coef in self.rows:
-            out[k] |= {i for i in range(coef.shape[1]) if coef[:, i].any()}
-        return out
-
-    def orders(self, tiled_red: bool) -> list[list[int]]:
-        """The loop orders tried with hoisted copies: the given one first, then
-        per read-only memref the parallel loops it moves with outermost (the
-        others after them, the reductions innermost as they are), so that its
-        copy leaves the loops inside them (`nem.compile.hoist`)."""
-        n = len(self.band.loops)
-        ident = list(range(n))
-        red = [i for i in self.reductions() if self.band.extents[i] > 1]
-        if tiled_red or red != ident[n - len(red):]:
-            return [ident]   # reductions stay where they are, and innermost
-        par = [i for i in ident if i not in red]
-        written = {k for k, _, w, _, _ in self.rows if w}
-        out = [ident]
-        for k, dep in enumerate(self.deps()):
-            if k in written:
-                continue
-            order = [i for i in par if i in dep] + [i for i in par if i not in dep] + red
-            if order not in out:
-                out.append(order)
-        return out
-
-    def score(self, S: np.ndarray, extents: np.ndarray,
-              orders: list[list[int]] | None = None) -> tuple[np.ndarray, np.ndarray]:
-        """(footprint + output bytes, bytes moved) of each row of sizes `S`;
-        with `orders`, the bytes moved has one row per order (axis 0), each
-        read-only memref copied once per iteration of the loops outside the
-        innermost loop it moves with (its copy hoisted out of the others)."""
+    def score(self, S: np.ndarray, extents: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(footprint + output bytes, bytes moved) of each row of sizes `S`."""
         m = len(self.mems)
         boxes: dict[int, np.ndarray] = {}
         width = [1] * m
@@ -149,29 +117,8 @@ class _Model:
             if written[k]:
                 out += b
         copies = m + sum(written)
-        per = -(-extents[None, :] // S)
-        tiles = np.prod(per, axis=1)
-        if orders is None:
-            return total + out, tiles * (total + out + OVERHEAD * copies)
-        deps = self.deps()
-        rows = []
-        rows_at = np.arange(len(S))
-        for order in orders:
-            ordered = per[:, order]
-            cum = np.cumprod(ordered, axis=1)
-            moved = tiles * (out + OVERHEAD * sum(written))
-            for k in range(m):
-                b = np.prod(boxes[k], axis=1) * width[k] + OVERHEAD
-                if written[k]:
-                    moved = moved + tiles * b
-                    continue
-                # the innermost loop made (more than one tile) that the copy moves with
-                dep = np.array([i in deps[k] for i in order])[None, :] & (ordered > 1)
-                last = np.where(dep, np.arange(len(order))[None, :], -1).max(axis=1)
-                count = np.where(last >= 0, cum[rows_at, np.maximum(last, 0)], 1)
-                moved = moved + count * b
-            rows.append(moved)
-        return total + out, np.array(rows)
+        tiles = np.prod(-(-extents[None, :] // S), axis=1)
+        return total + out, tiles * (total + out + OVERHEAD * copies)
 
 
 def search(band: Band, budget: int, halving: list[int],
@@ -179,24 +126,12 @@ def search(band: Band, budget: int, halving: list[int],
     """The sizes this module's rule picks (see the module doc), `halving`
     when none beats them by GAIN.  `parts`: loop -> the extents of the parts
     an engine split cuts it into (a size that divides each makes no peel)."""
-    return plan(band, budget, halving, parts)[0]
-
-
-def plan(band: Band, budget: int, halving: list[int],
-         parts: dict[int, list[int]] | None = None,
-         hoist: bool = False) -> tuple[list[int], list[int] | None]:
-    """`search`'s sizes, and a loop order (None: the band's own).  With
-    `hoist` (the transform route, whose read-only tile copies leave the
-    loops they do not depend on: `nem.compile.hoist`, D-COMPILE-HOIST), the
-    bytes moved count each read-only copy once per iteration of the loops
-    outside it, over the loop orders `_Model.orders` offers (the parallel
-    loops of a weight outermost), and the cheapest sizes and order win."""
     n = len(band.extents)
     if n == 0 or any(e < 1 for e in band.extents) or list(halving) == list(band.extents):
-        return halving, None      # one tile: nothing is copied twice
+        return halving      # one tile: nothing is copied twice
     model = _Model(band)
     if not model.linear_at(halving) or not model.linear_at(band.extents):
-        return halving, None
+        return halving
     extents = np.array(band.extents, dtype=np.int64)
     parts = parts or {}
     lengths = [parts.get(i, [e]) for i, e in enumerate(band.extents)]
@@ -216,34 +151,16 @@ def plan(band: Band, budget: int, halving: list[int],
         cands = [sorted({d for d in c if d & (d - 1) == 0} | {halving[i], band.extents[i]})
                  for i, c in enumerate(cands)]
         if np.prod([len(c) for c in cands], dtype=np.float64) > MAX_CANDIDATES:
-            return halving, None
+            return halving
     S = np.array(list(itertools.product(*cands)), dtype=np.int64)
-    H = np.array([halving], dtype=np.int64)
     need, moved = model.score(S, extents)
-    h_need, h_moved = model.score(H, extents)
+    H = np.array([halving], dtype=np.int64)
     ok = (need <= budget) & (tiled(S) <= tiled(H)[0])
+    h_need, h_moved = model.score(H, extents)
     if not ok.any():
-        return halving, None
-    best = int(np.argmin(np.where(ok, moved, np.iinfo(np.int64).max)))
-    flat = halving if h_need[0] <= budget and moved[best] > GAIN * h_moved[0] else \
-        [int(x) for x in S[best]]
-    if not hoist:
-        return flat, None
-    # hoisted copies: no more tiles than the per-tile plan (each tile loop
-    # iteration costs its latency chain, which bytes do not show), fewer bytes
-    F = np.array([flat], dtype=np.int64)
-    orders = model.orders(any(halving[i] < band.extents[i] for i in red))
-    _, moved2 = model.score(S, extents, orders)
-    _, f_moved = model.score(F, extents, orders[:1])
-    ok &= _tiles(S, extents) <= _tiles(F, extents)[0]
-    moved2 = np.where(ok[None, :], moved2, np.iinfo(np.int64).max)
-    o, pick = (int(x) for x in np.unravel_index(int(np.argmin(moved2)), moved2.shape))
-    if moved2[o, pick] >= f_moved[0, 0]:
-        return flat, None
-    sizes = [int(x) for x in S[pick]]
-    order = [i for i in orders[o] if sizes[i] < band.extents[i]]   # the loops made
-    return sizes, (None if order == sorted(order) else orders[o])
-
-
-def _tiles(S: np.ndarray, extents: np.ndarray) -> np.ndarray:
-    return np.prod(-(-extents[None, :] // S), axis=1)
+        return halving
+    moved = np.where(ok, moved, np.iinfo(np.int64).max)
+    best = int(np.argmin(moved))
+    if h_need[0] <= budget and moved[best] > GAIN * h_moved[0]:
+        return halving
+    return [int(x) for x in S[best]]

@@ -104,18 +104,6 @@ def band_sizes(band: Band, options, budget: int,
     return tile_cost.search(band, budget, choose_tile_sizes(band, budget), parts)
 
 
-def band_plan(band: Band, options, budget: int,
-              parts: dict[int, list[int]] | None = None) -> tuple[list[int], list[int] | None]:
-    """`band_sizes`, and the order of the tile loops (None: the band's own)
-    for the transform route, whose read-only tile copies leave the loops
-    they do not depend on (`nem.compile.hoist`, D-COMPILE-HOIST)."""
-    from nem.compile import hoist, tile_cost
-
-    if options.tile_sizes or not hoist.ENABLED or not hoist.PLAN:
-        return band_sizes(band, options, budget, parts), None
-    return tile_cost.plan(band, budget, choose_tile_sizes(band, budget), parts, hoist=True)
-
-
 def l1_budget(device, pipeline: bool) -> int:
     """Bytes one tile step may keep in L1 (half of it when double-buffered)."""
     l1 = device.topology.l1_size_bytes

@@ -92,12 +92,6 @@ class Plan:
     """A sum over loop `split_dim`: privatized (`_privatize`) before tiling."""
     resize: Callable[[int], list[int]] | None = field(default=None, compare=False)
     """Tile sizes for another L1 budget (D-COMPILE-L1)."""
-    order: list[int] | None = None
-    """The tile loops' order, outermost first (None: the op's own;
-    D-COMPILE-HOIST)."""
-    orders: dict[tuple[int, ...], list[int] | None] = field(default_factory=dict,
-                                                           compare=False)
-    """The order that goes with each size list `resize` gave."""
 
     def part_extents(self, k: int) -> list[int]:
         if len(self.engines) == 1:
@@ -158,30 +152,21 @@ def plan_ops(fn: ir.Operation, device, options, engines: int = 1) -> list[Plan |
         split, ready = choose_split(band, engines if pin is None else 1, preloaded, ready)
         parts = None if split is None else {split.loop: sorted(
             {split.chunk, band.extents[split.loop] - (split.parts - 1) * split.chunk})}
-        orders: dict[tuple[int, ...], list[int] | None] = {}
+        sizes = given or tiling.band_sizes(band, options, budget, parts)
 
-        def resize(b: int, band=band, keep=copy, given=given, parts=parts,
-                   orders=orders) -> list[int]:
+        def resize(b: int, band=band, keep=copy, given=given, parts=parts) -> list[int]:
             # (keeps the copy alive) tuned sizes stand for the first budget,
             # smaller ones are L1's
-            if given and b == budget:
-                return given
-            sizes, order = tiling.band_plan(band, options, b, parts)
-            orders.setdefault(tuple(sizes), order)
-            return sizes
+            return given if given and b == budget else tiling.band_sizes(band, options, b, parts)
 
-        sizes = resize(budget)
-        order = orders.get(tuple(sizes))
         if pin is not None:
-            out.append(Plan(band.extents, sizes, [pin], resize=resize, order=order,
-                            orders=orders))
+            out.append(Plan(band.extents, sizes, [pin], resize=resize))
         elif split is None:
-            out.append(Plan(band.extents, sizes, [turn % engines], resize=resize, order=order,
-                            orders=orders))
+            out.append(Plan(band.extents, sizes, [turn % engines], resize=resize))
             turn += 1
         else:
             out.append(Plan(band.extents, sizes, list(range(split.parts)), split.loop,
-                            split.chunk, split.partials is not None, resize, order, orders))
+                            split.chunk, split.partials is not None, resize))
     return out
 
 
@@ -214,7 +199,7 @@ def script(plans: list[tuple[int, Plan, bool, int]]) -> str:
         lines += split
         for j, (handle, engine) in enumerate(zip(parts, plan.engines)):
             lines += _tile_part(f"{k}_{j}", handle, plan.part_extents(j), plan.sizes,
-                                operands, FAST_SPACE + engine, plan.order)
+                                operands, FAST_SPACE + engine)
     lines += ["    transform.yield", "  }", "}"]
     return "\n".join(lines)
 
@@ -255,9 +240,8 @@ def _split(k: int, plan: Plan) -> tuple[list[str], list[str]]:
 
 
 def _tile_part(tag: str, handle: str, extents: list[int], sizes: list[int], operands: int,
-               space: int, order: list[int] | None = None) -> list[str]:
-    """Tile, promote and peel one op (or part of a split op); `order`: the
-    loops outermost first (`interchange`)."""
+               space: int) -> list[str]:
+    """Tile, promote and peel one op (or part of a split op)."""
     # a tile size equal to its loop's extent: not tiled, except that an op
     # with no loop tiled gets one tile (its operands become subviews, which
     # promote stages)
@@ -266,18 +250,14 @@ def _tile_part(tag: str, handle: str, extents: list[int], sizes: list[int], oper
         tiled = list(extents)
     n = sum(1 for s in tiled if s)
     results = ", ".join(["!transform.any_op"] * (n + 1))
-    order = order or list(range(len(extents)))
-    swap = f" interchange = [{', '.join(map(str, order))}]" if order != sorted(order) else ""
     lines = [
         f"    %t{tag}, %l{tag}:{n} = transform.structured.tile_using_for {handle} tile_sizes "
-        f"[{', '.join(map(str, tiled))}]{swap} : (!transform.any_op) -> ({results})",
+        f"[{', '.join(map(str, tiled))}] : (!transform.any_op) -> ({results})",
         f"    %p{tag} = transform.structured.promote %t{tag} {{operands_to_promote = "
         f"[{', '.join(map(str, range(operands)))}], memory_space = {space} : i64}} "
         ": (!transform.any_op) -> !transform.any_op"]
     # peel innermost first: peeling a loop invalidates the handles nested in it
-    # (the handles come in the loops' order)
-    loops = [(j, s, e) for j, (s, e) in enumerate((tiled[i], extents[i]) for i in order
-                                                    if tiled[i])]
+    loops = [(j, s, e) for j, (s, e) in enumerate((s, e) for s, e in zip(tiled, extents) if s)]
     for j, s, e in reversed(loops):
         if e % s:
             lines += [
@@ -354,8 +334,7 @@ def _tile_op(op: ir.Operation, k: int, plan: Plan, generalize: bool, device, opt
                 if old not in base:
                     old.erase()
             target = pristine.clone(ir.InsertionPoint(iso.ret))
-            order = plan.orders.get(tuple(sizes), plan.order if sizes == plan.sizes else None)
-            text = script([(k, replace(plan, sizes=sizes, order=order), generalize, operands)])
+            text = script([(k, replace(plan, sizes=sizes), generalize, operands)])
             apply_transform(target, text)
             hoist.hoist_copies(iso.fn)      # weight tiles out of the spatial loops
             applied[:] = [text]
