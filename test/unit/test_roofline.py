@@ -13,8 +13,8 @@ import pytest
 
 from nem.cli.nem_run import run
 from nem.runtime import NemInterpreter
-from nem.runtime.engine import Work
 from nem.runtime.roofline import LATENCY, Group, row
+from nem.runtime.task_cost import Work
 
 REPO = Path(__file__).resolve().parents[2]
 CONV = REPO / "examples" / "conv2d_relu.nem"

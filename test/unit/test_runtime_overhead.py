@@ -1,16 +1,15 @@
 """Per-task costs of a scheduled run that must not change what it computes or
 reports (issue 30): strided tile moves copied as contiguous runs
-(`engine._wide_views`) and the race detector's shadow memory kept to what a
-live stream can still race with (`Scheduler._live_vcs`)."""
+(`task_effects._wide_views`) and the race detector's shadow memory kept to what a
+live stream can still race with (`race_horizon.live_vcs`)."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from nem.runtime import NemInterpreter
+from nem.runtime import NemInterpreter, task_effects
 from nem.runtime import checks as checks_mod
-from nem.runtime import engine as engine_mod
 
 # a weight tile [3, 3, C, 4] out of [3, 3, C, 16] (each run of 4 f32 is 16
 # bytes), as the lowering's conv tiles move them, into a dense L1 slot
@@ -37,14 +36,14 @@ def _tile_bits() -> np.ndarray:
     return bits
 
 
-@pytest.mark.parametrize("wide_min", [engine_mod.WIDE_MIN, 10**9])
+@pytest.mark.parametrize("wide_min", [task_effects.WIDE_MIN, 10**9])
 def test_strided_tile_move_copies_every_bit(monkeypatch, wide_min):
     """The same bytes land in the same places whether the runs are copied as
     opaque elements or element by element (10**9: the fast path is off)."""
-    monkeypatch.setattr(engine_mod, "WIDE_MIN", wide_min)
+    monkeypatch.setattr(task_effects, "WIDE_MIN", wide_min)
     used = []
-    wide = engine_mod._wide_views
-    monkeypatch.setattr(engine_mod, "_wide_views", lambda *a: used.append(wide(*a)) or used[-1])
+    wide = task_effects._wide_views
+    monkeypatch.setattr(task_effects, "_wide_views", lambda *a: used.append(wide(*a)) or used[-1])
     bits = _tile_bits()
     it = NemInterpreter()
     it.load_string(TILE, "tile.nem")

@@ -53,7 +53,6 @@ from __future__ import annotations
 import sys
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
 from typing import TypeAlias, cast
@@ -92,6 +91,7 @@ from nem.dialect.attributes import (
     region_type,
 )
 from nem.dialect.bounded_cache import BoundedCache
+from nem.dialect.builder_exprs import BinExpr, Expr, IntLike, Lit, Sym, as_expr
 from nem.dialect.decorators import DecoratorError, DecoratorSpec, make_decorator
 from nem.dialect.diagnostics import (
     Diagnostic,
@@ -100,7 +100,7 @@ from nem.dialect.diagnostics import (
     SourceLoc,
     fail,
 )
-from nem.dialect.expressions import BINOPS, Evaluator, apply_binop
+from nem.dialect.expressions import BINOPS, Evaluator
 from nem.dialect.operand_binding import user_name
 from nem.dialect.ops import (
     COMPUTE_OPS,
@@ -117,127 +117,6 @@ from nem.dialect.ops import (
 from nem.dialect.registry import lookup, opcodes
 
 __all__ = ["BinExpr", "Expr", "IntLike", "Lit", "NemBuilder", "ProgramBuilder", "Sym"]
-
-
-# ---------------------------------------------------------------------------
-# Integer expressions
-# ---------------------------------------------------------------------------
-
-
-class Expr:
-    """An integer expression, materialized as `arith` index ops where used."""
-
-    def _bin(self, op: str, other: IntLike, reverse: bool = False) -> BinExpr:
-        rhs = as_expr(other)
-        return BinExpr(op, rhs, self) if reverse else BinExpr(op, self, rhs)
-
-    def __add__(self, other: IntLike) -> BinExpr:
-        return self._bin("+", other)
-
-    def __radd__(self, other: IntLike) -> BinExpr:
-        return self._bin("+", other, True)
-
-    def __sub__(self, other: IntLike) -> BinExpr:
-        return self._bin("-", other)
-
-    def __rsub__(self, other: IntLike) -> BinExpr:
-        return self._bin("-", other, True)
-
-    def __mul__(self, other: IntLike) -> BinExpr:
-        return self._bin("*", other)
-
-    def __rmul__(self, other: IntLike) -> BinExpr:
-        return self._bin("*", other, True)
-
-    def __truediv__(self, other: IntLike) -> BinExpr:
-        """NEM's `/`: truncates toward zero (D-EXPR-MOD)."""
-        return self._bin("/", other)
-
-    def __rtruediv__(self, other: IntLike) -> BinExpr:
-        return self._bin("/", other, True)
-
-    def __mod__(self, other: IntLike) -> BinExpr:
-        """NEM's `mod`: the truncated remainder (D-EXPR-MOD), not Python's."""
-        return self._bin("mod", other)
-
-    def __rmod__(self, other: IntLike) -> BinExpr:
-        return self._bin("mod", other, True)
-
-    def mod(self, other: IntLike) -> BinExpr:
-        return self._bin("mod", other)
-
-    def __neg__(self) -> BinExpr:
-        """`0 - x`: NEM has no unary minus (D-EXPR-NEG)."""
-        return BinExpr("-", Lit(0), self)
-
-    def __floordiv__(self, other: IntLike) -> BinExpr:
-        raise TypeError("NEM has no floor division: `/` truncates toward zero (D-EXPR-MOD); "
-                        "write `a / b`")
-
-    def static(self) -> int | None:
-        """The value when it depends on no loop variable, else None."""
-        raise NotImplementedError
-
-
-@dataclass(frozen=True, eq=False)
-class Lit(Expr):
-    """An integer literal (negative ones print as `(0 - x)`, D-EXPR-NEG)."""
-
-    value: int
-
-    def static(self) -> int | None:
-        return self.value
-
-    def __repr__(self) -> str:
-        return str(self.value)
-
-
-@dataclass(frozen=True, eq=False)
-class Sym(Expr):
-    """An `index` SSA value: a const, a let, a loop variable or any index
-    value of existing IR."""
-
-    value: SSAValue
-
-    def static(self) -> int | None:
-        return Evaluator().static(self.value)
-
-    def __repr__(self) -> str:
-        owner = self.value.owner
-        name = owner.properties.get("name") if isinstance(owner, Operation) else None
-        return name.data if isinstance(name, StringAttr) else (self.value.name_hint or "?")
-
-
-@dataclass(frozen=True, eq=False)
-class BinExpr(Expr):
-    """`lhs op rhs` with op one of `+ - * / mod`."""
-
-    op: str
-    lhs: Expr
-    rhs: Expr
-
-    def static(self) -> int | None:
-        a, b = self.lhs.static(), self.rhs.static()
-        return None if a is None or b is None else apply_binop(self.op, a, b)
-
-    def __repr__(self) -> str:
-        return f"({self.lhs!r} {self.op} {self.rhs!r})"
-
-
-IntLike: TypeAlias = Expr | int | SSAValue
-"""What the builder takes wherever NEM takes an integer expression."""
-
-
-def as_expr(x: IntLike) -> Expr:
-    if isinstance(x, Expr):
-        return x
-    if isinstance(x, bool):
-        raise TypeError(f"{x!r} is a bool, not an integer expression")
-    if isinstance(x, int):
-        return Lit(x)
-    if isinstance(x, SSAValue) and isinstance(x.type, IndexType):
-        return Sym(x)
-    raise TypeError(f"expected an integer expression (int, Expr or index value), got {x!r}")
 
 
 # ---------------------------------------------------------------------------

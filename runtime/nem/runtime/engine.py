@@ -8,18 +8,17 @@ them.  An expression becomes a Python closure over the loop-variable vector
 `iv` (`iv[d]` = value of the loop variable at nesting depth d+1), with `/`
 and `mod` going through `expressions.apply_binop` (D-EXPR-MOD).
 
-Task execution: transfers and stores copy the whole source extent into the
-destination (TASK-06, TASK-10); compute tasks call the kernel table
-`nem.runtime.kernels.KERNELS[opcode](inputs, outputs, attrs)`.
+Task execution: transfers and stores copy the source into the destination
+(TASK-06, TASK-10, D-SEM-TRANSFER); compute tasks call the kernel table
+`nem.runtime.kernels.KERNELS[opcode](inputs, outputs, attrs)`.  Those effects
+are bound per instance in `task_effects`; the timed cost is `task_cost`.
 """
 
 from __future__ import annotations
 
-import math
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from functools import partial
-from typing import TYPE_CHECKING, Any, NamedTuple, cast
+from typing import TYPE_CHECKING, cast
 
 import numpy as np
 from xdsl.dialects.builtin import ArrayAttr, FloatAttr, IntegerAttr, StringAttr
@@ -33,7 +32,6 @@ from nem.dialect.attributes import (
 )
 from nem.dialect.diagnostics import SourceLoc
 from nem.dialect.elements import ELEM_BITS as BITS
-from nem.dialect.elements import ELEM_DTYPES as DTYPES
 from nem.dialect.expressions import Compiled, Evaluator, ExprError, NotAnExpression
 from nem.dialect.ops import (
     BufferOp,
@@ -46,8 +44,7 @@ from nem.dialect.ops import (
     WaitOp,
 )
 from nem.dialect.semantics.instances import instance_index, loop_copies, static_windows
-from nem.dialect.semantics.transfers import fills_range
-from nem.runtime.kernel_support import Attrs, BoundKernel, Kernel, Preparable, Tensor, UserKernel
+from nem.runtime.kernel_support import Attrs, BoundKernel, Kernel, Preparable, Tensor
 from nem.runtime.kernels import KERNELS
 from nem.runtime.memory import (
     BufferInfo,
@@ -56,19 +53,11 @@ from nem.runtime.memory import (
     MemoryError_,
     RegionInst,
 )
-from nem.runtime.numerics import NotSupported, NumericError, UserKernelError
 from nem.runtime.quant import quant_of
 
 if TYPE_CHECKING:
     from nem.dialect.families import Catalog
     from nem.runtime.escape_hatch import EscapeHatch
-
-Profile = dict[str, dict[str, Any]]
-"""The timed mode's throughputs and latencies by unit type (`DEFAULT_PROFILE`):
-ints, or the numbers a user's profile gives (`set_timing_profile`)."""
-
-UnitChars = Mapping[str, Mapping[str, Any]]
-"""A device's unit characteristics by unit type (the MAC rates of its NMU)."""
 
 BufferInstances = dict[BufferOp, tuple[list[BufferInfo], tuple[int, ...]]]
 """Each buffer's instances (one per concurrently active iteration) and the
@@ -537,260 +526,3 @@ def task_attrs(t: TaskTpl, iv: Sequence[int]) -> Attrs:
     for k, v in t.attrs_dyn.items():
         d[k] = _resolve(v, iv)
     return d
-
-
-# ---------------------------------------------------------------------------
-# Executing a task's data effect
-# ---------------------------------------------------------------------------
-
-
-_SAME_DATA_FIX = ("a transfer copies elements as they are: give source and destination the same "
-                  "element type and element count (convert with a compute task)")
-_FILLS_FIX = ("a typed region facing an untyped one must be dense (row-major, its extent exactly "
-              "its elements' bytes): type both regions, or make the typed one dense")
-
-
-def _fills(r: RegionInst) -> bool:
-    """A typed region whose elements are its whole byte range (D-SEM-TRANSFER)."""
-    assert r.elem is not None
-    return fills_range(r.elem, r.shape or (), r.strides, r.extent)
-
-
-WIDE_MIN = 8
-"""Bytes an element-wise copy must move per contiguous run for `_wide_views`
-to copy the runs as opaque elements instead."""
-
-
-def _wide_views(src: RegionInst, s: np.ndarray, dst: RegionInst,
-                d: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
-    """(dst, src) views of the same bytes as the typed views `d` and `s`
-    (same shape and element type), their innermost dimensions that are
-    contiguous in both merged into one opaque element (numpy's void type,
-    copied as bytes): a strided tile copy then moves its contiguous runs
-    (a weight tile's 16 output channels: 64 bytes) with one `memcpy` each
-    instead of element by element.  The bytes moved are the same, in the
-    same places: a move copies elements bit for bit (D-SEM-TRANSFER).  None
-    when the runs are too short to gain (`WIDE_MIN` bytes), the views
-    overlap, or an operand is i4."""
-    if src.elem == "i4" or s.shape != d.shape or s.ndim == 0:
-        return None
-    if src.level is dst.level and src.start < dst.start + dst.extent and \
-            dst.start < src.start + src.extent:
-        return None
-    run = s.itemsize
-    i = s.ndim
-    while i > 0:
-        n = s.shape[i - 1]
-        if n != 1 and (s.strides[i - 1] != run or d.strides[i - 1] != run):
-            break
-        run *= n
-        i -= 1
-    if run < WIDE_MIN or run == s.itemsize:
-        return None
-    wt = np.dtype((np.void, run))
-    shape = s.shape[:i]
-    out = []
-    for r, v in ((dst, d), (src, s)):
-        out.append(np.ndarray(shape, wt, buffer=r.level.data, offset=r.start,
-                              strides=v.strides[:i]))
-    return out[0], out[1]
-
-
-def prepare_move(t: TaskTpl, dst: RegionInst, src: RegionInst) -> Callable[[], None]:
-    """The data effect of a transfer/store as a call without arguments: what
-    depends on the region instances only (element types, sizes, the byte
-    views) is checked and bound once, so a replayed run (D-RT-REPLAY), which
-    performs the same instance's effect again, pays only for the copy.
-
-    What moves (D-SEM-TRANSFER, `nem.dialect.semantics.transfers.moved_bytes`): a
-    typed region's elements (row-major over its shape, gaps between strided
-    elements and extent past the last one untouched), an untyped region's
-    whole byte range.  Two typed regions: same element type and count,
-    element i to element i; a typed region facing an untyped one must fill
-    its range, and then both are byte ranges."""
-    if src.elem is not None and dst.elem is not None:
-        if src.elem != dst.elem:
-            raise RunError(f"{t.opcode} from {src.elem} region {src.name} to {dst.elem} region "
-                           f"{dst.name}: element types differ", "TASK-07", t.op,
-                           fix=_SAME_DATA_FIX)
-        s, d = src.read(), dst.read()
-        if s.size != d.size:
-            raise RunError(f"{t.opcode}: {src.name} has {s.size} elements, {dst.name} has "
-                           f"{d.size}", "TASK-07", t.op, fix=_SAME_DATA_FIX)
-        if not (_fills(src) and _fills(dst)):
-            shape = d.shape
-            wide = _wide_views(src, s, dst, d)
-            if wide is not None:
-                return partial(np.copyto, *wide)
-
-            def typed() -> None:
-                v = src.read()          # i4: unpacked now, not when prepared
-                dst.write(v.reshape(shape) if v.shape != shape else v)
-            return typed
-    else:
-        for side in (src, dst):
-            if side.elem is not None and not _fills(side):
-                raise RunError(f"{t.opcode} between a typed and an untyped region: the typed "
-                               f"{side.name} ({side.elem}{list(side.shape or ())}, "
-                               f"{side.extent} bytes) is not dense", "TASK-07", t.op,
-                               fix=_FILLS_FIX)
-    n = src.extent
-    if dst.extent < n:
-        raise RunError(f"{t.opcode}: source {src.name} has {n} bytes but destination "
-                       f"{dst.name} only {dst.extent}", "TASK-07", t.op, fix=_SAME_DATA_FIX)
-    a, b = src.start, dst.start
-    sv = src.level.data[a:a + n]
-    dv = dst.level.data[b:b + n]
-    if src.level is dst.level and a < b + n and b < a + n:
-        def overlapping() -> None:     # @memmove (HAZ-02): copy through a temporary
-            dv[...] = sv.copy()
-        return overlapping
-    return partial(np.copyto, dv, sv)
-
-
-_KERNEL_FIX = ("use an opcode and element types the runtime implements (docs/ops.md), or pass "
-               "your own kernel for the opcode: NemInterpreter(kernels={opcode: fn}) "
-               "(docs/python-api.md)")
-_USER_KERNEL_FIX = ("your kernel for this opcode refused these operands (it raised NotSupported): "
-                    "extend it, or leave the opcode to the reference kernel")
-_NUMERIC_FIX = ("the input values have no defined result (decision D-NUM-UNSUPPORTED): check "
-                "the data this task reads, or the tasks that write it")
-_KERNEL_RESULT_FIX = ("a kernel takes (inputs, outputs, attrs) and returns a list of one array per "
-                      "output operand, of that operand's element type and size; it does not "
-                      "write its inputs (docs/python-api.md)")
-
-
-def prepare_compute(t: TaskTpl, regions: list[RegionInst], attrs: Attrs,
-                    kernels: Mapping[str, Kernel]) -> Callable[[], None]:
-    """The data effect of a compute task as a call without arguments (see
-    `prepare_move`): the kernel and its operand tensors (views of the regions,
-    whose contents the kernel reads when called) are bound once; i4 operands
-    are unpacked at each call."""
-    fn = kernels.get(t.opcode)
-    n_in = t.n_in
-    outs = regions[n_in:]
-    if fn is None:
-        raise RunError(f"not supported: no kernel for opcode '{t.opcode}' "
-                       f"({', '.join(r.elem or 'untyped' for r in regions)})", "EXEC-03", t.op,
-                       fix=_KERNEL_FIX)
-    refused = _USER_KERNEL_FIX if isinstance(fn, UserKernel) else _KERNEL_FIX
-    wants = [DTYPES[r.elem] if r.elem else np.dtype(np.uint8) for r in outs]
-    views = [r.read() if r.elem != "i4" else None for r in regions]
-    static = all(v is not None for v in views)
-
-    def tensors() -> tuple[list[Tensor], list[Tensor]]:
-        # compute operands have an element type (REG-03)
-        ts = [Tensor(r.read() if v is None else v, cast(str, r.elem), r.quant)
-              for r, v in zip(regions, views)]
-        return ts[:n_in], ts[n_in:]
-    bound = tensors() if static else None
-    call = None
-    prepare = getattr(fn, "prepare", None)
-    if bound is not None and prepare is not None:
-        try:
-            call = prepare(*bound, attrs)
-        except NotSupported as e:
-            raise RunError(f"not supported: {e}", "EXEC-03", t.op, fix=e.fix or refused) from None
-
-    def compute() -> None:
-        try:
-            if call is not None:
-                results = call()
-                if results is None:     # written into the output views (Preparable)
-                    return
-            else:
-                tin, tout = bound if bound is not None else tensors()
-                results = fn(tin, tout, attrs)
-        except NotSupported as e:
-            raise RunError(f"not supported: {e}", "EXEC-03", t.op, fix=e.fix or refused) from None
-        except NumericError as e:
-            raise RunError(f"no defined result: {e}", "EXEC-03", t.op, fix=_NUMERIC_FIX) from None
-        except UserKernelError as e:
-            raise RunError(str(e), "EXEC-03", t.op, fix=_KERNEL_RESULT_FIX) from None
-        if len(results) != len(outs):
-            raise RunError(f"kernel '{t.opcode}' returned {len(results)} arrays for {len(outs)} "
-                           "outputs", "EXEC-03", t.op, fix=_KERNEL_RESULT_FIX)
-        for r, arr, want in zip(outs, results, wants):
-            arr = np.asarray(arr)
-            if arr.dtype != want:
-                raise RunError(f"kernel '{t.opcode}' returned {arr.dtype} for output {r.name} of "
-                               f"type {r.elem}", "EXEC-03", t.op, fix=_KERNEL_RESULT_FIX)
-            if r.shape is not None and arr.size != math.prod(r.shape):
-                raise RunError(f"kernel '{t.opcode}' returned {arr.size} elements for output "
-                               f"{r.name} of shape {list(r.shape)}", "EXEC-03", t.op,
-                               fix=_KERNEL_RESULT_FIX)
-            r.write(arr)
-    return compute
-
-
-# ---------------------------------------------------------------------------
-# Cost model (timed mode)
-# ---------------------------------------------------------------------------
-
-DEFAULT_PROFILE: Profile = {
-    "DMA": {"bandwidth": 32, "latency": 4},       # bytes/cycle, cycles
-    "sDMA": {"bandwidth": 16, "latency": 16},
-    "CSTL": {"throughput": 256, "latency": 1},    # elements/cycle
-    "VPU": {"throughput": 64, "latency": 2},
-    "NMU": {"macs": 1024, "latency": 2},          # fallback MACs/cycle
-}
-MAC_KEYS = {"i4": ("int4_macs", "int8_macs"), "i8": ("int8_macs",), "u8": ("int8_macs",),
-            "i16": ("int16_macs", "int8_macs"), "u16": ("int16_macs", "int8_macs"),
-            "f16": ("fp16_macs",), "bf16": ("bf16_macs", "fp16_macs"),
-            "f32": ("fp32_macs",)}
-
-
-def macs_per_cycle(elem: str | None, unit_chars: UnitChars, profile: Profile) -> int:
-    nmu = unit_chars.get("NMU", {})
-    for key in MAC_KEYS.get(elem or "", ()):
-        if key in nmu:
-            return max(1, int(nmu[key]))
-    if elem == "f32" and "fp16_macs" in nmu:
-        return max(1, int(nmu["fp16_macs"]) // 4)
-    return int(profile["NMU"]["macs"])
-
-
-class Work(NamedTuple):
-    """What a task asks of its unit under D-RT-COST: `amount` units of work
-    (bytes for a transfer, MACs for an NMU task, elements for CSTL and VPU),
-    `rate` of them per cycle, plus a fixed `latency`.  The timed mode's cost
-    (`Work.cycles`) and the roofline's bound (`nem.runtime.roofline`,
-    D-RT-ROOFLINE) are both computed from it: one home for the throughputs."""
-
-    amount: int
-    rate: int
-    latency: int
-
-    @property
-    def cycles(self) -> int:
-        """The task's duration in timed mode."""
-        return math.ceil(self.amount / self.rate) + self.latency
-
-
-def task_work(t: TaskTpl, regions: list[RegionInst], unit_type: str, unit_chars: UnitChars,
-              profile: Profile) -> Work:
-    if t.kind != COMPUTE:
-        p = profile.get(unit_type, profile["DMA"])
-        if "bandwidth" not in p:
-            p = profile["DMA"]
-        return Work(regions[1].extent, p["bandwidth"], p["latency"])
-    n_in = t.n_in
-    if unit_type == "NMU":
-        y = regions[n_in]
-        ny = math.prod(y.shape or (1,))
-        a, w = regions[0], regions[1]
-        op = t.op
-        assert isinstance(op, ComputeOp)  # an NMU task is a compute op
-        if op.SPEC.category == "convolution":
-            ws: tuple[int, ...] = w.shape or (1,)
-            k = math.prod(ws[:-2]) * (1 if t.opcode == "depthwise_conv2d" else ws[-2])
-        else:
-            trans_a = t.attrs_static.get("trans_a", 0)
-            k = (a.shape or (1,))[-2 if trans_a else -1]
-        return Work(ny * k, macs_per_cycle(a.elem, unit_chars, profile),
-                    profile["NMU"]["latency"])
-    p = profile.get(unit_type) or profile["CSTL"]
-    if "throughput" not in p:
-        p = profile["CSTL"]
-    n = max(math.prod(r.shape) if r.shape else r.extent for r in regions)
-    return Work(n, p["throughput"], p["latency"])

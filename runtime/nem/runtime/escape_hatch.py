@@ -247,7 +247,7 @@ class EscapeHatch:
     def prepare_task(self, ins: list[Tensor], outs: list[Tensor],
                      attrs: Attrs) -> Callable[[], list[np.ndarray]]:
         """`run_task` bound to one task instance's operands (whose arrays stay
-        where they are; engine.prepare_compute): checked once, and once the
+        where they are; task_effects.prepare_compute): checked once, and once the
         kernel runs natively, a call with its arguments packed (a kernel that
         ran natively keeps doing so unless the backend becomes "interpreter";
         the results are the same either way, D-RT-MLIR-JIT)."""

@@ -83,7 +83,7 @@ class UserKernel:
 
 class Preparable:
     """A kernel that can also be bound to one task instance's operands
-    (`engine.prepare_compute`, for a replayed run, D-RT-REPLAY):
+    (`task_effects.prepare_compute`, for a replayed run, D-RT-REPLAY):
     `prepare(ins, outs, attrs)` checks what depends on the operands' shapes,
     types and attributes once and returns a call without arguments that gives
     what `kernel(ins, outs, attrs)` would, reading the operands' contents

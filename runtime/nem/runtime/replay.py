@@ -13,7 +13,7 @@ in the same scheduler state (counts, races, trace, unconsumed tokens).
 The first eligible run of a program on a memory records that sequence and
 its final state (`Plan`); later eligible runs on the same memory execute
 only the data effects and then take over the recorded final state.  An
-effect is recorded as the call the scheduler made (`engine.prepare_compute`
+effect is recorded as the call the scheduler made (`task_effects.prepare_compute`
 / `prepare_move`, the one home of execution semantics): the kernel, its
 operand views and everything that depends on the region instances only are
 bound when the scheduler first runs the task, so a replay pays for the
@@ -60,7 +60,7 @@ class Plan:
 
     memory: Memory
     key: PlanKey
-    # engine.prepare_*: calls in run order
+    # task_effects.prepare_*: calls in run order
     effects: list[Callable[[], None]] = field(default_factory=list)
     final: dict[str, Any] = field(default_factory=dict)   # the scheduler's `STATE` fields
     # (task template, produced, consumed)

@@ -6,7 +6,7 @@ and each unit kind's utilization.
 The bound of a set of tasks is the largest, over unit kinds, of the work of
 that kind divided by what the device's units of that kind do per cycle:
 `sum(amount / rate) / units`, amounts and rates taken from
-`engine.task_work`, the function the timed mode takes its durations from
+`task_cost.task_work`, the function the timed mode takes its durations from
 (one home for the throughputs: DMA bytes/cycle, NMU MACs/cycle by input
 type, CSTL and VPU elements/cycle).  Fixed per-task latencies are not in
 the bound: they are what a better schedule hides.
@@ -31,7 +31,8 @@ from functools import partial
 from typing import Any
 
 from nem.dialect.semantics.units import DEVICE_UNITS
-from nem.runtime.engine import CompiledProgram, Instr, LoopTpl, TaskTpl, WaitTpl, Work
+from nem.runtime.engine import CompiledProgram, Instr, LoopTpl, TaskTpl, WaitTpl
+from nem.runtime.task_cost import Work
 
 LATENCY = "latency"
 """The binding kind when no unit kind is busy half a group's cycles."""

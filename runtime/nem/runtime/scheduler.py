@@ -31,7 +31,7 @@ from __future__ import annotations
 import heapq
 import random
 from collections import deque
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, TypedDict
 
 from xdsl.ir import Operation
@@ -49,26 +49,24 @@ from nem.runtime.checks import (
     Unconsumed,
     join,
 )
+from nem.runtime.deadlock_report import witness
 from nem.runtime.engine import (
     COMPUTE,
-    DEFAULT_PROFILE,
     CompiledProgram,
     LoopTpl,
-    Profile,
     RegionTpl,
     RunError,
     TaskTpl,
-    UnitChars,
     ValueRef,
     WaitTpl,
     ev,
-    prepare_compute,
-    prepare_move,
     task_attrs,
-    task_work,
 )
 from nem.runtime.kernel_support import Kernel
 from nem.runtime.memory import Memory, RegionInst
+from nem.runtime.race_horizon import live_vcs
+from nem.runtime.task_cost import DEFAULT_PROFILE, Profile, UnitChars, task_work
+from nem.runtime.task_effects import prepare_compute, prepare_move
 from nem.runtime.task_state import (
     EMPTY,
     Frame,
@@ -541,36 +539,9 @@ class Scheduler:
         if not self.live and not self.frames:
             self.finished = True
             return None
-        self.deadlock = Deadlock(self._witness())
+        self.deadlock = Deadlock(witness(self.live.values(), self.frames, self.file,
+                                         self.cp.values, self.ref))
         raise DeadlockError(self.deadlock)
-
-    def _witness(self) -> list[str]:
-        out = []
-        for t in sorted(self.live.values(), key=lambda t: t.seq):
-            waits = [self._tok_desc(d) for d in t.deps or () if not d.done]
-            out.append(f"task {self.ref(t)} waits for " + ", ".join(waits))
-        for f in sorted(self.frames, key=lambda f: (f.depth, f.index or 0)):
-            if f.blocked:
-                ins = f.body[f.pc - 1]
-                assert isinstance(ins, WaitTpl | TaskTpl)   # a stream blocks at a wait or .sync
-                what = "wait" if isinstance(ins, WaitTpl) else f"{ins.opcode}.sync"
-                it = f" iteration {f.iteration()}" if f.iteration() else ""
-                waits = [self._tok_desc(d) for d in f.blocked if not d.done]
-                out.append(f"{what} at {self.file}:{ins.line}{it} waits for " + ", ".join(waits))
-        return out
-
-    def _tok_desc(self, tok: Token) -> str:
-        if tok.task is None:
-            for f in self.frames:
-                for slot, x in f.env.items():
-                    if x is tok:
-                        v = self.cp.values[slot]
-                        loc = SourceLoc.of(v.owner) if isinstance(v.owner, Operation) else None
-                        name = v.owner.token_name() if hasattr(v.owner, "token_name") else "?"
-                        return (f"token {name} (never produced: its task at "
-                                f"{self.file}:{loc.line if loc else '?'} is never issued)")
-            return "a token that is never produced"
-        return f"token {self.ref(tok.task)}"
 
     def ref(self, t: TaskInst) -> TaskRef:
         return TaskRef(t.tpl.label, t.tpl.opcode, t.tpl.line, self.file, t.iteration(), t.seq)
@@ -618,7 +589,7 @@ class Scheduler:
             if self.log is not None:
                 self.log.append((task_key(t), t.vc, t.lane, t.epoch, accesses, self.ref(t)))
             if self.race.needs_gc():
-                self.race.gc(self._live_vcs())
+                self.race.gc(live_vcs(self.frames, self.live.values()))
         if self.timed:
             work = task_work(tpl, regions, unit[1], self.unit_chars, self.profile)
             cost = work.cycles
@@ -669,59 +640,6 @@ class Scheduler:
             else:
                 cache.clear()
         return effect
-
-    def _live_vcs(self) -> Iterator[VectorClock]:
-        """Lower bounds of what every stream and issued task will know when it
-        next accesses memory (the race detector drops what all of them know).
-
-        A stream blocked at a loop issues nothing until every iteration's
-        stream ended, and the loop's unopened iterations open knowing the
-        stream's clock joined with the loop's prefix (`_open_iterations`); the
-        next one, `run.next`, opens only when every iteration <= next - N has
-        completed (`may_open`), so both also know what those live iterations
-        will know at their end, at least `_future_vc` of their streams
-        (recursively: an iteration blocked at an inner loop).  Without that,
-        a long inner loop's accesses stayed in the shadow memory until its
-        outer iteration completed."""
-        by_run: dict[int, list[Frame]] = {}
-        for f in self.frames:
-            if f.looprun is not None:
-                by_run.setdefault(id(f.looprun), []).append(f)
-        memo: dict[int, VectorClock] = {}
-        for f in self.frames:
-            yield self._future_vc(f, by_run, memo)
-        for t in self.live.values():
-            yield t.kvc
-
-    def _future_vc(self, f: Frame, by_run: dict[int, list[Frame]],
-                   memo: dict[int, VectorClock]) -> VectorClock:
-        """What stream `f` knows from now on (see `_live_vcs`)."""
-        run = f.loop
-        if run is None:
-            return f.K
-        hit = memo.get(id(f))
-        if hit is not None:
-            return hit
-        if run.last_open_vc is not None:
-            # every iteration opened: only `f` issues more, once every stream
-            # ended, knowing what each knew at its end (`end_vc`, LOOP_END;
-            # not the tasks they left uncovered, which `done` holds)
-            vc = join(join(f.K, run.last_open_vc), run.end_vc)
-            upto = run.hi
-        else:
-            # the iterations <= next - N complete before the next one opens:
-            # the prefix it opens with holds their `done_vc`, tasks included
-            vc = join(f.K, run.prefix_vc)
-            upto = run.next - run.tpl.n
-            for i, (done_vc, _t) in run.done.items():
-                if i <= upto:
-                    vc = join(vc, done_vc)
-        for g in by_run.get(id(run), ()):
-            assert g.index is not None   # an iteration's stream
-            if g.index <= upto:
-                vc = join(vc, self._future_vc(g, by_run, memo))
-        memo[id(f)] = vc
-        return vc
 
     def _complete(self, t: TaskInst) -> None:
         tok = t.token

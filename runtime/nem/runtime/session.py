@@ -21,7 +21,7 @@ from nem.dialect.ops import ProgramOp
 from nem.runtime import roofline, tensor_io
 from nem.runtime import trace as trace_mod
 from nem.runtime.checks import Deadlock, DeadlockError, Race, Unconsumed
-from nem.runtime.engine import CompiledProgram, Profile, RunError, default_kernels
+from nem.runtime.engine import CompiledProgram, RunError, default_kernels
 from nem.runtime.inspection import (
     Task,
     Token,
@@ -34,6 +34,7 @@ from nem.runtime.inspection import (
 )
 from nem.runtime.memory import DEFAULT_L1_SIZE, DEFAULT_L2_SIZE, Memory, MemoryError_, RegionInst
 from nem.runtime.scheduler import Scheduler, Topology
+from nem.runtime.task_cost import Profile
 
 if TYPE_CHECKING:
     from nem.runtime.escape_hatch import EscapeHatch

@@ -22,12 +22,9 @@ from xdsl.dialects.builtin import (
     ArrayAttr,
     DenseArrayBase,
     DictionaryAttr,
-    FileLineColLoc,
     FloatAttr,
     IndexType,
-    IntAttr,
     IntegerAttr,
-    LocationAttr,
     ModuleOp,
     StringAttr,
     UnitAttr,
@@ -45,7 +42,6 @@ from nem.dialect.attributes import (
     TokenType,
 )
 from nem.dialect.bounded_cache import SEGMENT_CACHE_SIZE, BoundedCache
-from nem.dialect.diagnostics import fuse_origin
 from nem.dialect.expressions import BINOPS, BuildFacts, ExprError, apply_binop
 from nem.dialect.gc_pause import gc_paused
 from nem.dialect.limits import MAX_NESTING_DEPTH
@@ -77,6 +73,7 @@ from nem.frontends.bytecode.container import (
     sections,
     unzigzag,
 )
+from nem.frontends.bytecode.debug_locations import read_locs
 from nem.frontends.bytecode.op_construction import create_op, first_result
 from nem.frontends.bytecode.requirements import Requirements, Slot
 from nem.frontends.bytecode.tables import (
@@ -119,26 +116,6 @@ def _segments(sizes: tuple[int, ...]) -> DenseArrayBase:
     return seg
 
 
-def _location(text: str, at: int) -> LocationAttr:
-    from nem.frontends.upstream_dialects.mlir_input import parse_location
-
-    loc = parse_location(text)
-    if loc is None:
-        raise BytecodeError(at, f"origin {text!r} is not an MLIR location")
-    return loc
-
-
-# Source locations (one per op) are made as `FileLineColLoc(file, line, col)`
-# without xDSL's parameter verification, which only checks the parameter
-# types given by construction (a StringAttr and two IntAttrs) and cost most
-# of the time spent on debug locations: the frozen dataclass's fields are
-# set as ParametrizedAttribute.new sets them.
-_NEW_LOC = FileLineColLoc.__new__
-_SET = object.__setattr__
-assert [f for f, _ in FileLineColLoc.get_irdl_definition().parameters] == \
-    ["filename", "line", "column"], "xDSL changed FileLineColLoc's parameters"
-
-
 LET_VALUE_KINDS = (ArgRefAttr, ArrayAttr, StringAttr, FloatAttr)
 TOKU = 4  # an unnamed token: it cannot be referenced (the text form names every referenced token)
 
@@ -154,72 +131,6 @@ class _BodyReader(TableReader):
         self.region_bases: dict[int, RegionTypeBase] = {}  # stream value -> checked entry
         self.compute_attrs: dict[tuple[int, int], int] = {}  # (opcode, entry) -> its arg count
         self.handlers: dict[int, Callable[[int, int], Operation]] = {}
-
-    # -- debug locations ----------------------------------------------------------
-    def read_locs(self, debug: fb.Debug, count: int) -> None:
-        stream = debug.LocsAsNumpy() if debug.LocsLength() else np.zeros(0, np.uint8)
-        base = self._vec_pos(debug, 4)
-        vals, offs = decode_varints(stream, base)
-        locs: list[LocationAttr | None] = []
-        append = locs.append
-        ints: dict[int, IntAttr] = {}
-        files: dict[int, StringAttr] = {}
-        i, line, f = 0, 0, 0
-        try:
-            for _ in range(count):
-                h = vals[i]
-                i += 1
-                d = h >> 1
-                line += (d >> 1) if not d & 1 else -((d + 1) >> 1)  # unzigzag, inline
-                if h & 1:
-                    f = vals[i]
-                    i += 1
-                    if f and f not in files:
-                        files[f] = StringAttr(self.string(f, offs[i - 1], "source file"))
-                col = vals[i]
-                i += 1
-                if f == 0:
-                    append(None)
-                    continue
-                if line < 1 or col < 1:
-                    raise BytecodeError(offs[i - 1], f"source location line {line} column {col}")
-                li = ints.get(line)
-                if li is None:
-                    li = ints[line] = IntAttr(line)
-                ci = ints.get(col)
-                if ci is None:
-                    ci = ints[col] = IntAttr(col)
-                loc = _NEW_LOC(FileLineColLoc)
-                _SET(loc, "filename", files[f])
-                _SET(loc, "line", li)
-                _SET(loc, "column", ci)
-                append(loc)
-        except IndexError:
-            raise BytecodeError(base + stream.size, f"debug section has {len(locs)} locations, "
-                                f"the code {count}") from None
-        if i != len(vals):
-            raise BytecodeError(offs[i], "debug section has more locations than instructions")
-        if debug.NodesLength():
-            self._with_origins(debug, locs)
-        self.locs = locs
-
-    def _with_origins(self, debug: fb.Debug, locs: list[LocationAttr | None]) -> None:
-        """Each location of `locs` with an origin in `Debug.nodes` (format
-        1.2, D-BC-NODES) becomes `fused[FILE:LINE:COL, ORIGIN]`, ORIGIN parsed
-        once per distinct string."""
-        base = self._vec_pos(debug, 6)
-        vals, offs = decode_varints(debug.NodesAsNumpy(), base)
-        if len(vals) != len(locs):
-            raise BytecodeError(base, f"debug section has {len(vals)} origins for "
-                                f"{len(locs)} locations")
-        parsed: dict[int, LocationAttr] = {}
-        for k, idx in enumerate(vals):
-            if not idx:
-                continue
-            origin = parsed.get(idx)
-            if origin is None:
-                origin = parsed[idx] = _location(self.string(idx, offs[k], "origin"), offs[k])
-            locs[k] = fuse_origin(locs[k], origin)
 
     # -- instructions ---------------------------------------------------------------
     def decode_body(self, code: fb.Code) -> None:
@@ -702,6 +613,7 @@ def _string_attr(text: str) -> StringAttr:
 
 
 _NEW_ATTR = StringAttr.__new__
+_SET = object.__setattr__
 
 
 def read_nemb(data: bytes, file: str = "<nemb>", timings: dict[str, float] | None = None
@@ -743,7 +655,7 @@ def _read(data: bytes, file: str, timings: dict[str, float]) -> LoadedBytecode:
     t1 = time.perf_counter()
     debug = _body(known, fb.SectionBody.Debug, fb.Debug)
     if debug is not None:
-        r.read_locs(debug, code.OpCount() + 1)
+        r.locs = read_locs(r, debug, code.OpCount() + 1)
     block = r.read_body(code)
     prog = small_sections.program_op(info, block, r)
     facts = r.facts()

@@ -41,7 +41,7 @@ def moved_bytes(elem: str | None, shape: Sequence[int] | None,
     (addressed by its strides, else row-major), each element's bytes in
     address order (i4: the bytes holding its elements' nibbles).  The
     gaps between strided elements and any extent past the last element are
-    not moved.  The runtime copies these (`nem.runtime.engine.prepare_move`);
+    not moved.  The runtime copies these (`nem.runtime.task_effects.prepare_move`);
     the checker's access range `[offset, offset + extent)` holds them
     (D-HAZ-ACCESS)."""
     import numpy as np  # (only the runtime and the hazard checker move bytes)
