@@ -507,3 +507,27 @@ def test_scalar_input_read_by_an_escape_hatch_kernel(backend, monkeypatch):
     f32[1]', then a 0-d view made 1-d by the interpreter's copy)."""
     monkeypatch.setenv("NEM_MLIR_KERNEL", backend)     # read by each interpreter made
     run_api(samples.single_op("Div", {"x": (2, 3), "s": ()}, "f32"), device="npm_lite")
+
+
+def test_upstream_flatten_twice_reads_an_undefined_shape():
+    """Two Flattens of one value (graph fuzz campaign seed 12012, m102,
+    minimized from 10 nodes: a Flatten that is not a no-op, of a 1-D value,
+    twice): onnxscript's `Flatten2Reshape` names both
+    shape initializers `x/shape` and the graph keeps one, so the second
+    Reshape reads `x/shape_1`, which nothing defines (docs/upstream-reports.md,
+    16: this assertion fails once upstream is fixed).  The importer reported
+    "Reshape to a shape computed at run time"; it now keeps the unsimplified
+    graph (prepare.undefined_reads) and compiles it."""
+    from nem.frontends.onnx.prepare import prepare, simplify, undefined_reads
+
+    nodes = [oh.make_node("Flatten", ["x"], ["a"], axis=-1),
+             oh.make_node("Flatten", ["x"], ["b"], axis=-1),
+             oh.make_node("Sub", ["a", "b"], ["y"]), oh.make_node("Relu", ["a"], ["z"])]
+    graph = oh.make_graph(nodes, "flatten_twice", [oh.make_tensor_value_info(
+        "x", TensorProto.FLOAT, [13])], [oh.make_tensor_value_info(
+            n, TensorProto.FLOAT, [1, 13]) for n in ("y", "z")])
+    model = oh.make_model(graph, opset_imports=[oh.make_opsetid("", 18)])
+    onnx.checker.check_model(model, full_check=True)
+    assert undefined_reads(simplify(model)) == ["x/shape_1"] and not undefined_reads(model)
+    assert any("reading 'x/shape_1'" in n for n in prepare(model).notes)
+    run_api(model)

@@ -329,6 +329,22 @@ def crossed_clips(model: onnx.ModelProto) -> int:
     return crossed
 
 
+def undefined_reads(model: onnx.ModelProto) -> list[str]:
+    """Inputs of the main graph's nodes that no graph input, initializer or
+    earlier node defines.  onnxscript's optimizer (0.7.2, `Flatten2Reshape`)
+    names the shape initializer of every Flatten of a value `X` `X/shape`: of
+    two Flattens of one value, the second reads `X/shape_1`, which the graph
+    never gets (docs/upstream-reports.md, report 16).  A simplification that
+    leaves such a read is refused (D-COMPILE-SIMPLIFY)."""
+    g = model.graph
+    known = {i.name for i in g.input} | {i.name for i in g.initializer} | {""}
+    missing = []
+    for n in g.node:
+        missing += [x for x in n.input if x not in known]
+        known.update(n.output)
+    return missing
+
+
 def same_conv_strides_past_window(model: onnx.ModelProto) -> bool:
     """Whether a Conv under auto_pad SAME has a stride longer than its window on
     some axis, the one case where the total padding can be negative.
@@ -405,7 +421,11 @@ def prepare(model: onnx.ModelProto, simplify_graph: bool = True,
         except Exception as e:  # a library failure must not stop the compile
             notes.append(f"graph not simplified: onnxscript's optimizer failed ({e})")
         else:
-            if crossed_clips(simplified) > crossed_clips(m):
+            lost = undefined_reads(simplified)
+            if lost and not undefined_reads(m):
+                notes.append(f"graph not simplified: onnxscript's optimizer left a node reading "
+                             f"'{lost[0]}', which nothing in the graph defines")
+            elif crossed_clips(simplified) > crossed_clips(m):
                 notes.append("graph not simplified: onnxscript's optimizer merged Clips whose "
                              "bounds cross (min above max), which changes the result")
             elif same_conv_strides_past_window(m):
