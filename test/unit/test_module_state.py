@@ -20,7 +20,7 @@ PACKAGES = ("cli", "compile", "runtime", "nem_dialect", "frontends", "passes", "
 REGISTRIES = {
     ("task_state.py", "EMPTY"): "the shared empty vector clock, never mutated",
     ("verifier.py", "_TARGET_BY_TYPE"): "one entry per op class",
-    ("op_construction.py", "_DEFAULTS"): "one entry per op class",
+    ("op_build.py", "_DEFAULTS"): "one entry per op class",
     ("printer.py", "_STATEMENT_KINDS"): "one entry per op class",
     ("driver.py", "PLUGIN_PASSES"): "the installed pass plugins",
     ("driver.py", "_LOADED"): "the installed pass plugins",

@@ -64,6 +64,7 @@ from nem.dialect.attributes import (
 )
 from nem.dialect.bounded_cache import SEGMENT_CACHE_SIZE, BoundedCache
 from nem.dialect.diagnostics import RuleVerifyException
+from nem.dialect.op_build import init_op
 from nem.dialect.registry import OpcodeSpec, opcodes
 
 INDEX = IndexType()
@@ -116,8 +117,9 @@ class NemOp(IRDLOperation):
 
     That construction takes IRDLOperation's keyword arguments (operand and
     result groups, properties with `None` for absent ones, regions) and
-    builds the op as `Operation.create` does, on xDSL's public
-    `Operation.__init__` (decision D-IR-BUILD): the variadic groups are
+    builds the op as `Operation.create` does, with the object state
+    `Operation.__init__` gives it (`op_build.init_op`, decision
+    D-IR-BUILD): the variadic groups are
     flattened and `operandSegmentSizes` set here, without IRDL's generic
     per-argument checks, which cost three quarters of the time to build a
     large program.  What those checks would catch -- an operand of the
@@ -160,8 +162,7 @@ class NemOp(IRDLOperation):
         props = {k: v for k, v in properties.items() if v is not None} if properties else {}
         if _segmented(type(self)):
             props["operandSegmentSizes"] = _segment_sizes(tuple(sizes))
-        Operation.__init__(self, operands=flat, result_types=types, properties=props,
-                           regions=regions, location=UNKNOWN_LOC)
+        init_op(self, flat, types, props, UNKNOWN_LOC, regions)
 
     def decorator_list(self) -> tuple[DecoratorAttr, ...]:
         decos = self.properties.get("decorators")

@@ -50,12 +50,14 @@ from nem.dialect.expressions import (
     expression_depth,
 )
 from nem.dialect.limits import MAX_EXPR_DEPTH, MAX_EXPR_OPERATORS, MAX_NESTING_DEPTH
+from nem.dialect.op_build import create_op, file_loc
 from nem.dialect.ops import INDEX
 from nem.dialect.semantics.units import UNIT_TYPES
 from nem.frontends.nem_text.cursor import TokenCursor, describe
 from nem.frontends.nem_text.lexer import FLOAT, ID, INT, PUNCT, STRING, Token, tokenize, unquote
 
 _OpT = TypeVar("_OpT", bound=Operation)
+_INDEX_RESULT = (INDEX,)
 
 
 _FLOAT_OPS: dict[str, Callable[[float, float], float]] = {
@@ -354,10 +356,9 @@ class ExpressionParser(TokenCursor):
                     raise self.error(f"{e} in a constant expression", e.rule,
                                      "change the divisor" if e.rule else
                                      "keep every value within the signed 64-bit range", t)
-            # built with `create` as the other ops (D-IR-BUILD): index operands, an index
+            # built as the other ops (`create_op`, D-IR-BUILD): index operands, an index
             # result, its location given (not a default one replaced)
-            node = BINOPS[t.text].create(operands=(lhs, rhs), result_types=(INDEX,),
-                                         location=self._loc(t))
+            node = create_op(BINOPS[t.text], (lhs, rhs), _INDEX_RESULT, {}, self._loc(t))
             self.block.add_op(node)
             if expression_depth(node, self._depths) > MAX_EXPR_DEPTH:  # type: ignore[operator]
                 raise self.error(f"integer expression more than {MAX_EXPR_DEPTH} operations "
@@ -533,9 +534,7 @@ class ExpressionParser(TokenCursor):
         ints = self._ints
         line = ints.get(tok.line) or ints.setdefault(tok.line, IntAttr(tok.line))
         col = ints.get(tok.col) or ints.setdefault(tok.col, IntAttr(tok.col))
-        # (`new`: xDSL's constructor from parameters, without `__init__`'s
-        # per-parameter converter step; the parameters are verified alike)
-        return FileLineColLoc.new((self._file_attr, line, col))
+        return file_loc(self._file_attr, line, col)
 
     def _literal(self, value: int, tok: Token) -> SSAValue:
         hit = self._literals[-1].get(value)  # (the current block's first: most hits)
@@ -545,9 +544,8 @@ class ExpressionParser(TokenCursor):
             hit = cache.get(value)
             if hit is not None:
                 return hit
-        const = arith.ConstantOp.create(result_types=(INDEX,),
-                                        properties={"value": IntegerAttr(value, INDEX)},
-                                        location=self._loc(tok))
+        const = create_op(arith.ConstantOp, (), _INDEX_RESULT,
+                          {"value": IntegerAttr(value, INDEX)}, self._loc(tok))
         self.block.add_op(const)
         result = const.results[0]
         self._literals[-1][value] = result
