@@ -30,6 +30,7 @@ from nem.dialect.diagnostics import SourceLoc
 from nem.frontends.upstream_dialects.affine_ssa_maps import use_upstream_affine_ssa_maps
 from nem.frontends.upstream_dialects.async_dialect import Async
 from nem.frontends.upstream_dialects.dma import AFFINE_EXTRA_OPS, MEMREF_EXTRA_OPS
+from nem.frontends.upstream_dialects.fast_ops import FastOps
 from nem.frontends.upstream_dialects.linalg_named import use_upstream_linalg_named
 from nem.frontends.upstream_dialects.linalg_softmax import SoftmaxOp
 from nem.frontends.upstream_dialects.mlir_input import closing
@@ -133,7 +134,7 @@ class LocatingParser(Parser):
     locations are the file's."""
 
     def __init__(self, ctx: Context, text: str, file: str = "<unknown>",
-                 at: tuple[int, int] = (0, 0), **kw: Any):
+                 at: tuple[int, int] = (0, 0), fast: bool = True, **kw: Any):
         super().__init__(ctx, text, file, **kw)
         self.ssa_values = _Scopes()  # type: ignore[assignment]  # the mapping xDSL reads
         self._file, self._at = StringAttr(file), at
@@ -148,6 +149,9 @@ class LocatingParser(Parser):
         """Each location's text, parsed once (`parse_optional_location`)."""
         self._dicts: dict[str, dict[str, Attribute]] = {}
         """Each attribute dictionary's text, parsed once (a copy per use)."""
+        self._fast = FastOps(self) if fast else None
+        """The one-line staging statements read without xDSL's lexer
+        (`fast_ops`, D-COMPILE-PARSE-FAST); `fast=False`: xDSL reads all."""
         self._line_starts = [0]
         find = text.find
         p = find("\n")
@@ -158,6 +162,12 @@ class LocatingParser(Parser):
     def parse_operation(self) -> Operation:
         start = self._current_token.span.start
         top = not self.op_starts
+        if not top and self._fast is not None:
+            op = self._fast.operation(start)
+            if op is not None:
+                line, col = self.line_col(start)
+                op.location = FileLineColLoc(self._file, IntAttr(line), IntAttr(col))
+                return op
         self.op_starts.append(start)
         op = super().parse_operation()
         self.op_starts.pop()

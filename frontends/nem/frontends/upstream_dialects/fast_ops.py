@@ -1,0 +1,303 @@
+"""The statements a tiled program is mostly made of, read without xDSL's
+lexer (D-COMPILE-PARSE-FAST).
+
+Upstream prints the transform route's staging in a handful of one-line forms:
+
+    %alloc_4 = memref.alloc() : memref<150528xi8, 2>
+    %alloc = memref.alloc() {alignment = 64 : i64} : memref<1x224x224x3xf32>
+    %view = memref.view %alloc_4[%c0][] : memref<150528xi8, 2> to memref<1x3x56x224xf32, 2>
+    %subview = memref.subview %arg0[0, %arg5, 0, 0] [1, 3, 56, 224] [1, 1, 1, 1] : memref<...> to memref<...>
+    linalg.copy ins(%subview : memref<...>) outs(%view : memref<...>)
+    memref.copy %alloc, %subview_44 : memref<...> to memref<...>
+    memref.dealloc %alloc_4 : memref<150528xi8, 2>
+
+42k of DenseNet-121's 55k tiled ops, each taking xDSL's lexer a few dozen
+tokens.  `fast_operation` matches such a statement's line whole, takes
+its types from the parser's memref-type memo and its attribute dictionary
+from the parser's dictionary memo, resolves its operands in the parser's
+own SSA name table, and builds the op as xDSL's parse of the same text
+does (same class, constructor, operands, properties and attributes).  It
+returns None, leaving the statement to xDSL, for anything else: another
+form, a name or integer outside the plain spellings, a type or dictionary
+not parsed before (xDSL's parse of that statement fills the memo), an
+operand not defined yet or of another type, a result name taken, a
+trailing location or comment.  Every error is thus xDSL's, at xDSL's
+position.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from xdsl.dialects.builtin import DenseArrayBase, IndexType, MemRefType, i8, i32, i64
+from xdsl.dialects.utils.dynamic_index_list import DYNAMIC_INDEX
+from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
+from xdsl.irdl import AttrSizedOperandSegments, IRDLOperation, ParsePropInAttrDict
+from xdsl.utils.lexer import Span
+
+if TYPE_CHECKING:
+    from nem.frontends.upstream_dialects import LocatingParser
+
+_N = r"%([A-Za-z_0-9]+)"   # a plain SSA name (its text without `%`)
+_T = r"(memref<(?:[^<>\n]|<[^<>\n]*>)*>)"   # a memref type, one level of `<>` inside
+_HEAD = re.compile(r"(?:%[A-Za-z_0-9]+ = )?([a-z]+\.[a-z_]+)", re.ASCII)
+_FORMS = {
+    "memref.alloc": re.compile(rf"{_N} = memref\.alloc\(\)(?: (\{{[^{{}}\n]*\}}))? : {_T}", re.ASCII),
+    "memref.view": re.compile(rf"{_N} = memref\.view {_N}\[{_N}\]\[\] : {_T} to {_T}", re.ASCII),
+    "memref.subview": re.compile(rf"{_N} = memref\.subview {_N}(\[[^\]\n]*\]) (\[[^\]\n]*\]) "
+                                 rf"(\[[^\]\n]*\]) : {_T} to {_T}", re.ASCII),
+    "memref.dealloc": re.compile(rf"memref\.dealloc {_N} : {_T}", re.ASCII),
+    "memref.copy": re.compile(rf"memref\.copy {_N}, {_N} : {_T} to {_T}", re.ASCII),
+    "linalg.copy": re.compile(rf"linalg\.copy ins\({_N} : {_T}\) outs\({_N} : {_T}\)", re.ASCII),
+}
+_INDEX = re.compile(r"[0-9]{1,18}|%[A-Za-z_0-9]+", re.ASCII)
+_LIST_CACHE_LIMIT = 1 << 16
+
+
+class FastOps:
+    """The fast path of one `LocatingParser` (its memos and name table)."""
+
+    def __init__(self, parser: LocatingParser):
+        self.parser = parser
+        self.index = IndexType()
+        self.lists: dict[str, tuple[DenseArrayBase, list[str]] | None] = {}
+        """An index list's text (`[0, %arg5, 0]`) -> its static values as
+        `custom<DynamicIndexList>` makes them and its SSA names; None: not a
+        plain list (left to xDSL)."""
+        self.classes: dict[str, type[Operation] | None] = {}
+        self.segment_sizes: dict[tuple[int, ...], DenseArrayBase] = {}
+        self.read = 0
+        """How many statements the fast path read."""
+        self.builders: dict[str, Callable[[re.Match[str]], Operation | None]] = {
+            "memref.alloc": self._alloc, "memref.view": self._view,
+            "memref.subview": self._subview, "memref.dealloc": self._dealloc,
+            "memref.copy": self._memref_copy, "linalg.copy": self._linalg_copy}
+
+    def operation(self, start: int) -> Operation | None:
+        """The op of the statement at `start` (its first token) when it is
+        one of the forms above, its result registered and the parser past
+        it; else None, the parser untouched."""
+        p = self.parser
+        text = p.lexer.input.content
+        head = _HEAD.match(text, start)
+        if head is None:
+            return None
+        name = head.group(1)
+        form = _FORMS.get(name)
+        if form is None:
+            return None
+        end = text.find("\n", start)
+        if end < 0:
+            end = len(text)
+        m = form.fullmatch(text, start, end)
+        if m is None:
+            return None
+        result = m.group(1) if text[start] == "%" else None
+        if result is not None and result in p.ssa_values:
+            return None
+        try:
+            op = self.builders[name](m)
+        except Exception:   # whatever xDSL's own parse would make of it: its error, its place
+            op = None
+        if op is None:
+            return None
+        if result is not None:
+            p._register_ssa_definition(result, op.results,
+                                       Span(start, start + 1 + len(result), p.lexer.input))
+        p.lexer.pos = end
+        p._parser_state.current_token = p.lexer.lex()
+        self.read += 1
+        return op
+
+    # -- pieces ---------------------------------------------------------
+    def _class(self, name: str, expected: Callable[[], type[Operation]],
+               segments: bool) -> type[Operation] | None:
+        """The context's class of op `name` when it is `expected()` (the
+        class whose parse the builder mirrors) with the operand segments
+        `segments` says (`AttrSizedOperandSegments(as_property=True)`, as
+        xDSL 0.74 defines it), else None."""
+        if name not in self.classes:
+            cls = self.parser.ctx.get_optional_op(name)
+            ok = cls is expected() and issubclass(cls, IRDLOperation) and \
+                [(type(o), getattr(o, "as_property", None))
+                 for o in cls.get_irdl_definition().options
+                 if not isinstance(o, ParsePropInAttrDict)] == \
+                ([(AttrSizedOperandSegments, True)] if segments else [])
+            self.classes[name] = cls if ok else None
+        return self.classes[name]
+
+    def _type(self, m: re.Match[str], group: int) -> Any:
+        """The memref type of `m.group(group)`: from the parser's memo, else
+        parsed where it stands by the parser's own `parse_optional_type`
+        (which memoizes it), the parser's position then put back; None when
+        that parse fails or does not end where the type's text does."""
+        text = m.group(group)
+        cached = self.parser._memref_types.get(text)
+        if cached is not None:
+            return cached
+        p = self.parser
+        state = p._parser_state
+        pos, token = p.lexer.pos, state.current_token
+        try:
+            p.lexer.pos = m.start(group)
+            state.current_token = p.lexer.lex()
+            parsed = p.parse_optional_type()
+            ok = state.current_token.span.start >= m.end(group) and \
+                not m.string[m.end(group):state.current_token.span.start].strip()
+        except Exception:   # left to xDSL's parse of the statement: its error, its place
+            parsed, ok = None, False
+        finally:
+            p.lexer.pos, state.current_token = pos, token
+        return parsed if ok and isinstance(parsed, MemRefType) else None
+
+    def _value(self, name: str, type: Attribute) -> SSAValue | None:
+        """SSA value `%name` as `resolve_operand` gives it, None when it is
+        not defined yet or has another type."""
+        values = self.parser.ssa_values.get(name)
+        if not values:
+            return None
+        v = values[0]
+        return v if v.type is type or v.type == type else None
+
+    def _segments(self, *sizes: int) -> DenseArrayBase:
+        """`operandSegmentSizes` as xDSL's op builder makes it."""
+        seg = self.segment_sizes.get(sizes)
+        if seg is None:
+            seg = self.segment_sizes[sizes] = DenseArrayBase.from_list(i32, sizes)
+        return seg
+
+    def _list(self, text: str) -> tuple[DenseArrayBase, list[str]] | None:
+        if text in self.lists:
+            return self.lists[text]
+        static: list[int] = []
+        names: list[str] = []
+        entry: tuple[DenseArrayBase, list[str]] | None = None
+        items = text[1:-1].split(", ")
+        if all(_INDEX.fullmatch(i) for i in items):
+            for i in items:
+                if i[0] == "%":
+                    static.append(DYNAMIC_INDEX)
+                    names.append(i[1:])
+                else:
+                    static.append(int(i))
+            entry = (DenseArrayBase.from_list(i64, static), names)
+        if len(self.lists) >= _LIST_CACHE_LIMIT:
+            self.lists.clear()
+        self.lists[text] = entry
+        return entry
+
+    def _indices(self, names: list[str]) -> list[SSAValue] | None:
+        out = []
+        for n in names:
+            v = self._value(n, self.index)
+            if v is None:
+                return None
+            out.append(v)
+        return out
+
+    # -- the forms: each builds what xDSL 0.74's parse of it builds, with
+    # `create` and the operands flattened as xDSL's op builder passes them
+    # (`irdl_op_init`: properties given, then `operandSegmentSizes`)
+    def _alloc(self, m: re.Match[str]) -> Operation | None:
+        from xdsl.dialects import memref
+
+        cls = self._class("memref.alloc", lambda: memref.AllocOp, True)
+        res = self._type(m, 3)
+        attrs: dict[str, Attribute] = {}
+        if m.group(2) is not None:
+            cached = self.parser._dicts.get(m.group(2))
+            if cached is None:
+                return None
+            attrs = dict(cached)
+        if cls is None or res is None:
+            return None
+        alignment = attrs.pop("alignment", None)   # AllocOp.parse: a property
+        props = {} if alignment is None else {"alignment": alignment}
+        props["operandSegmentSizes"] = self._segments(0, 0)
+        return cls.create(result_types=(res,), properties=props, attributes=attrs)
+
+    def _view(self, m: re.Match[str]) -> Operation | None:
+        from xdsl.dialects import memref
+
+        cls = self._class("memref.view", lambda: memref.ViewOp, False)
+        src_t, res_t = self._type(m, 4), self._type(m, 5)
+        # the format's constraint on the source: MemRefType[i8]
+        if cls is None or src_t is None or res_t is None or \
+                not isinstance(src_t, MemRefType) or src_t.element_type != i8:
+            return None
+        src, shift = self._value(m.group(2), src_t), self._value(m.group(3), self.index)
+        if src is None or shift is None:
+            return None
+        return cls.create(operands=(src, shift), result_types=(res_t,))
+
+    def _subview(self, m: re.Match[str]) -> Operation | None:
+        from xdsl.dialects import memref
+
+        cls = self._class("memref.subview", lambda: memref.SubviewOp, True)
+        src_t, res_t = self._type(m, 6), self._type(m, 7)
+        lists = [self._list(m.group(k)) for k in (3, 4, 5)]
+        if cls is None or src_t is None or res_t is None:
+            return None
+        src = self._value(m.group(2), src_t)
+        statics, dyn = [], []
+        for entry in lists:
+            values = self._indices(entry[1]) if entry is not None else None
+            if values is None:
+                return None
+            statics.append(entry[0])   # type: ignore[index]
+            dyn.append(values)
+        if src is None:
+            return None
+        return cls.create(
+            operands=(src, *dyn[0], *dyn[1], *dyn[2]), result_types=(res_t,),
+            properties={"static_offsets": statics[0], "static_sizes": statics[1],
+                        "static_strides": statics[2],
+                        "operandSegmentSizes": self._segments(1, *map(len, dyn))})
+
+    def _dealloc(self, m: re.Match[str]) -> Operation | None:
+        from xdsl.dialects import memref
+
+        cls = self._class("memref.dealloc", lambda: memref.DeallocOp, False)
+        t = self._type(m, 2)
+        v = self._value(m.group(1), t) if t is not None else None
+        if cls is None or v is None:
+            return None
+        return cls.create(operands=(v,))
+
+    def _memref_copy(self, m: re.Match[str]) -> Operation | None:
+        from nem.frontends.upstream_dialects.memref_copy import MemRefCopyOp
+
+        cls = self._class("memref.copy", lambda: MemRefCopyOp, False)
+        src_t, dst_t = self._type(m, 3), self._type(m, 4)
+        if cls is None or src_t is None or dst_t is None:
+            return None
+        src, dst = self._value(m.group(1), src_t), self._value(m.group(2), dst_t)
+        if src is None or dst is None:
+            return None
+        return cls.create(operands=(src, dst))
+
+    def _linalg_copy(self, m: re.Match[str]) -> Operation | None:
+        from xdsl.dialects.builtin import AnyFloat, IntegerType
+        from xdsl.dialects.linalg.ops import CopyOp, YieldOp
+        from xdsl.utils.hints import isa
+
+        cls = self._class("linalg.copy", lambda: CopyOp, True)
+        src_t, dst_t = self._type(m, 2), self._type(m, 4)
+        if cls is None or src_t is None or dst_t is None:
+            return None
+        src, dst = self._value(m.group(1), src_t), self._value(m.group(3), dst_t)
+        if src is None or dst is None:
+            return None
+        # NamedOperation.parse: no result on memrefs; CopyOp.get_hidden_region:
+        # a block of the element types yielding its first argument (built here
+        # without the implicit builder, a fifth of the parse)
+        types = (src_t.element_type, dst_t.element_type)
+        if not all(isa(t, AnyFloat | IntegerType) for t in types):
+            return None
+        block = Block(arg_types=types)
+        block.add_op(YieldOp.create(operands=(block.args[0],)))
+        return cls.create(operands=(src, dst),
+                          properties={"operandSegmentSizes": self._segments(1, 1)},
+                          regions=(Region(block),))
