@@ -1,14 +1,21 @@
 """Running what nem-compile makes of an ONNX model (shared by
-test_nem_compile.py and test_lowering_grouped_conv.py): compile (verified),
-run under random schedules, compare with onnxruntime."""
+test_nem_compile.py, test_nem_compile_cli.py and others): compile (verified),
+run under random schedules, compare with onnxruntime; the installed tools;
+a small matmul in linalg on tensors."""
 
 from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
 
 from nem.compile import compile_onnx
 from nem.compile.check import max_violation, onnxruntime_run
 from nem.frontends.onnx import samples
 from nem.runtime.api import NemInterpreter
 
+BIN = Path(sys.executable).parent
+"""Where the installed tools are (`nem-compile`, `nem-opt`, `nem-run`)."""
 DEVICE = "npm_pro_x1"   # f32 and f16 eltwise/gemm/conv variants (npm_pro lacks f32 eltwise)
 
 
@@ -49,3 +56,24 @@ def run_api(model, device: str = DEVICE, reference=None, **options):
         ref = want[iface.onnx_names[name]]
         assert max_violation(got, ref) <= 1.0
     return result
+
+
+def tool(name: str, *args: str, ok: bool = True) -> subprocess.CompletedProcess[str]:
+    """Run the installed tool `name`; with `ok`, assert it exits 0."""
+    r = subprocess.run([str(BIN / name), *args], capture_output=True, text=True)
+    if ok:
+        assert r.returncode == 0, f"{name} {' '.join(args)}:\n{r.stdout}\n{r.stderr}"
+    return r
+
+
+MLIR_MATMUL = """
+func.func @mm(%a: tensor<16x32xf32>, %b: tensor<32x8xf32>) -> tensor<16x8xf32> {
+  %z = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<16x8xf32>
+  %f = linalg.fill ins(%z : f32) outs(%e : tensor<16x8xf32>) -> tensor<16x8xf32>
+  %m = linalg.matmul ins(%a, %b : tensor<16x32xf32>, tensor<32x8xf32>)
+                     outs(%f : tensor<16x8xf32>) -> tensor<16x8xf32>
+  return %m : tensor<16x8xf32>
+}
+"""
+"""A 16x32 by 32x8 matmul on tensors (MLIR input to nem-compile)."""

@@ -18,11 +18,11 @@ from nem.analysis.happens_before import (
     Instance,
     StaticTask,
     Structure,
+    enclosing_loops,
     region_parts,
     task_operands,
 )
 from nem.analysis.hazard_enum import Shadow, ShadowReplay, window_warning
-from nem.analysis.hazard_finder import enclosing_loops
 from nem.analysis.hazard_report import Access, race_diagnostic
 from nem.dialect.diagnostics import Diagnostic
 from nem.dialect.expressions import Evaluator, ExprError, NotAnExpression, run_compiled

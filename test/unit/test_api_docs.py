@@ -55,7 +55,7 @@ def _fields(cls) -> list[str]:
     if issubclass(cls, IRDLOperation):
         return [n for n, v in vars(cls).items() if not n.startswith("_") and
                 (type(v).__module__ == "xdsl.irdl.operations" or
-                 type(v).__name__ in ("_SegmentAccessor", "_OperandFieldDef"))]
+                 type(v).__name__ in ("SegmentAccessor", "_OperandFieldDef"))]
     definition = cls.get_irdl_definition() if issubclass(cls, ParametrizedAttribute) else None
     return [n for n, _ in definition.parameters] if definition is not None else []
 

@@ -155,7 +155,7 @@ def test_a_chain_of_rewrites_finds_its_interveners_first(monkeypatch):
     # search for a write in between tried the n writes of the statement in
     # program order, an isl query each (n^3). The writes placed between
     # the two tasks go first: one query a pair.
-    calls = _counted(monkeypatch, "_key_compare")
+    calls = _counted(monkeypatch, "key_compare")
     counts = []
     for n in (8, 16):
         calls[0] = 0

@@ -52,6 +52,17 @@ if TYPE_CHECKING:
 # static structure
 # --------------------------------------------------------------------------
 
+def enclosing_loops(op: Operation) -> tuple[LoopOp, ...]:
+    """The loops holding `op`, outermost first."""
+    out = []
+    p = op.parent_op()
+    while p is not None and not isinstance(p, ProgramOp):
+        if isinstance(p, LoopOp):
+            out.append(p)
+        p = p.parent_op()
+    return tuple(reversed(out))
+
+
 def task_label(op: Operation) -> str:
     """How diagnostics name a task: `tB (transfer.async)` or `an unnamed gemm.async`."""
     kind = _kind(op)

@@ -39,7 +39,6 @@ import bisect
 import heapq
 import itertools
 from collections.abc import Collection, Mapping
-from dataclasses import dataclass
 
 import islpy as isl
 from xdsl.ir import Operation, SSAValue
@@ -51,6 +50,7 @@ from nem.analysis.happens_before import (
     StaticTask,
     Structure,
     common_loops,
+    enclosing_loops,
     issue_key,
     issued_before_set,
     ordered,
@@ -62,8 +62,9 @@ from nem.analysis.happens_before import (
     unordered_pieces,
 )
 from nem.analysis.hazard_enum import Enumeration
-from nem.analysis.hazard_report import Access, StaticAccess, race_diagnostic
+from nem.analysis.hazard_report import Access, Race, RaceScan, StaticAccess, race_diagnostic
 from nem.analysis.ir_walk import walk_ops
+from nem.analysis.issue_order import key_compare
 from nem.analysis.presburger import (
     Boxes,
     InstanceSpace,
@@ -529,8 +530,8 @@ class HazardFinder:
             if x.windows:
                 mine = mine & same_instance_set(sp1.groups[0], [sp1.const(o) for o in point],
                                                 x.windows, sp1.universe)
-            mine = mine & _key_compare(self.s, tw, w.rank, sp1, after, 1)
-            if not mine.is_empty() and not (mine & _key_compare(self.s, tw, w.rank, sp1, before,
+            mine = mine & key_compare(self.s, tw, w.rank, sp1, after, 1)
+            if not mine.is_empty() and not (mine & key_compare(self.s, tw, w.rank, sp1, before,
                                                                  -1)).is_empty():
                 return w
         return None
@@ -680,65 +681,6 @@ class HazardFinder:
         lo, ext = self.ev.eval(acc.offset, env), self.ev.eval(acc.extent, env)
         assert lo is not None and ext is not None
         return Access(inst, acc.region, lo, lo + ext, acc.write)
-
-
-def _key_compare(s: Structure, t: StaticTask, rank: int, sp: InstanceSpace,
-                 key: tuple[int, ...], sign: int) -> isl.Set:
-    """The instances (group 0 of `sp`) of task `t` whose issue key, with the
-    access's `rank`, is after (`sign` 1) or before (-1) the constant `key`:
-    `issue_key` compared lexicographically, a loop ordinal at a time."""
-    mine: list[int | None] = []
-    for lp in t.loops:
-        mine += (s.index[lp], None)
-    mine += (t.index, rank)
-    out, cur = sp.empty, sp.universe
-    for p, c in enumerate(mine):
-        if p == len(key):
-            return out | cur if sign > 0 else out   # key is a prefix of ours: ours is after
-        if c is None:
-            m = p // 2
-            out = out | (cur.lower_bound_val(isl.dim_type.set, m, key[p] + 1) if sign > 0
-                         else cur.upper_bound_val(isl.dim_type.set, m, key[p] - 1))
-            cur = cur.fix_val(isl.dim_type.set, m, key[p])
-        elif c != key[p]:
-            return out | cur if (c > key[p]) == (sign > 0) else out
-    return out if len(key) == len(mine) else (out if sign > 0 else out | cur)
-
-
-def enclosing_loops(op: Operation) -> tuple[LoopOp, ...]:
-    """The loops holding `op`, outermost first."""
-    out = []
-    p = op.parent_op()
-    while p is not None and not isinstance(p, ProgramOp):
-        if isinstance(p, LoopOp):
-            out.append(p)
-        p = p.parent_op()
-    return tuple(reversed(out))
-
-
-@dataclass(frozen=True)
-class Race:
-    """Two conflicting accesses (`earlier` issued first) that the model does
-    not order, and why (`order`: a loop window, an access after a loop, or
-    neither)."""
-
-    earlier: Access
-    later: Access
-    order: Order
-
-    def diagnostic(self) -> Diagnostic:
-        return race_diagnostic(self.earlier, self.later, self.order)
-
-
-@dataclass(frozen=True)
-class RaceScan:
-    """What `find_races` found, and the work it took."""
-
-    races: list[Race]
-    warnings: list[Diagnostic]
-    work: int
-    """Pairs of static accesses examined plus isl queries: what a caller
-    repeating the scan budgets."""
 
 
 def find_races(program: ProgramOp, max_instances: int = MAX_TASK_INSTANCES,

@@ -127,3 +127,28 @@ def rop_buffer(region: SSAValue) -> SSAValue:
     rop = region.owner
     assert isinstance(rop, RegionOp)
     return region_parts(rop)[0]
+
+
+@dataclass(frozen=True)
+class Race:
+    """Two conflicting accesses (`earlier` issued first) that the model does
+    not order, and why (`order`: a loop window, an access after a loop, or
+    neither)."""
+
+    earlier: Access
+    later: Access
+    order: Order
+
+    def diagnostic(self) -> Diagnostic:
+        return race_diagnostic(self.earlier, self.later, self.order)
+
+
+@dataclass(frozen=True)
+class RaceScan:
+    """What `find_races` found, and the work it took."""
+
+    races: list[Race]
+    warnings: list[Diagnostic]
+    work: int
+    """Pairs of static accesses examined plus isl queries: what a caller
+    repeating the scan budgets."""

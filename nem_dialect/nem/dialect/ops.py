@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
 from functools import lru_cache
-from typing import TYPE_CHECKING, Any, ClassVar, TypeAlias, TypeVar, cast
+from typing import TYPE_CHECKING, Any, ClassVar, TypeAlias, TypeVar
 
 from xdsl.dialects.builtin import (
     UNKNOWN_LOC,
@@ -26,7 +26,6 @@ from xdsl.dialects.builtin import (
     DictionaryAttr,
     IndexType,
     IntegerAttr,
-    IntegerType,
     StringAttr,
     UnitAttr,
     i32,
@@ -46,12 +45,6 @@ from xdsl.irdl import (
     traits_def,
     var_operand_def,
 )
-from xdsl.irdl.operations import (
-    BaseAttrAccessor,
-    SingleAttrAccessor,
-    VariadicAttrAccessor,
-    VarIRConstruct,
-)
 from xdsl.traits import NoTerminator
 from xdsl.utils.exceptions import VerifyException
 
@@ -62,10 +55,10 @@ from nem.dialect.attributes import (
     RegionType,
     TokenType,
 )
-from nem.dialect.bounded_cache import SEGMENT_CACHE_SIZE, BoundedCache
 from nem.dialect.diagnostics import RuleVerifyException
 from nem.dialect.op_build import init_op
 from nem.dialect.registry import OpcodeSpec, opcodes
+from nem.dialect.segment_accessors import cache_segment_accessors
 
 INDEX = IndexType()
 TOKEN = TokenType()
@@ -643,75 +636,6 @@ COMPUTE_OPS: dict[str, type[ComputeOp]] = {name: _make_compute_op(spec)
 """One op class per registry opcode, keyed by opcode name."""
 
 
-class _SegmentAccessor:
-    """xDSL's accessor of an operand of an op with `operandSegmentSizes`,
-    decoding the segment array once per array object instead of on every
-    access (the verifier and the passes read region and task operands
-    millions of times on large programs)."""
-
-    __slots__ = ("acc", "positions", "prop")
-
-    def __init__(self, acc: BaseAttrAccessor):
-        self.acc = acc
-        self.prop = acc.option.attribute_name  # the segment-sizes property
-        # where this operand sits for each segment array: an index (single
-        # operand) or a slice (variadic); other accessors take xDSL's path
-        self.positions: dict[bytes, int | slice] | None = \
-            {} if isinstance(acc, SingleAttrAccessor | VariadicAttrAccessor) else None
-
-    def __get__(self, obj: Operation | None, objtype: type | None = None
-                ) -> SSAValue | Sequence[SSAValue] | None | _SegmentAccessor:
-        if obj is None:
-            return self
-        acc = self.acc
-        # an i32 array (checked by the op's IRDL verifier): no isinstance on
-        # this hot path (and the cast's type as a string: a subscripted
-        # generic is built on every evaluation)
-        key = cast("DenseArrayBase[IntegerType]", obj.properties[self.prop]).data.data
-        positions = self.positions
-        if positions is not None:
-            pos = positions.get(key)
-            if pos is None:
-                pos = positions[key] = acc.index(_segment_values(obj, acc), _POSITIONS)
-                if isinstance(pos, range):
-                    pos = positions[key] = slice(pos.start, pos.stop)
-            # the same value (or SSAValues slice) as indexing `obj.operands`;
-            # an index goes straight to the tuple (SSAValues type-checks it)
-            if type(pos) is int:
-                return _tuple_item(obj._operands, pos)  # noqa: SLF001 - hot path
-            return obj._operands[pos]  # noqa: SLF001
-        operands: SSAValue | Sequence[SSAValue] | None = acc.index(_segment_values(obj, acc),
-                                                                    obj.operands)
-        return operands
-
-    def __set__(self, instance: Operation, value: object) -> None:
-        raise NotImplementedError("Cannot write to named operands")
-
-
-_SEGMENTS: BoundedCache[bytes, tuple[int, ...]] = BoundedCache(SEGMENT_CACHE_SIZE)
-"""Segment sizes by the bytes of their i32 array: few distinct ones exist
-(bounded all the same: a hostile program can spell many)."""
-_tuple_item = tuple.__getitem__
-_POSITIONS = range(1 << 62)
-"""Indexed by an accessor, gives the operand position(s) it reads."""
-
-
-def _segment_values(obj: Operation, acc: BaseAttrAccessor) -> tuple[int, ...]:
-    # (an i32 array: checked by the op's IRDL verifier)
-    attr = cast(DenseArrayBase[IntegerType], obj.properties[acc.option.attribute_name])
-    values = _SEGMENTS.get(attr.data.data)
-    if values is None:
-        values = _SEGMENTS[attr.data.data] = attr.get_values()
-    return values
-
-
-def _cache_segment_accessors(cls: type[IRDLOperation]) -> None:
-    for name, acc in list(vars(cls).items()):
-        if isinstance(acc, BaseAttrAccessor) and acc.construct == VarIRConstruct.OPERAND \
-                and acc.option.as_property:
-            setattr(cls, name, _SegmentAccessor(acc))
-
-
 def _hint(name: str) -> str | None:
     """An SSA name hint for `name`; xDSL renumbers hints ending in `_<digits>`,
     so those get a trailing `_` (the user-visible name is the property)."""
@@ -722,9 +646,9 @@ def _hint(name: str) -> str | None:
 
 
 for _cls in (RegionOp, TransferOp, StoreOp):
-    _cache_segment_accessors(_cls)
+    cache_segment_accessors(_cls)
 for _compute_cls in COMPUTE_OPS.values():
-    _cache_segment_accessors(_compute_cls)
+    cache_segment_accessors(_compute_cls)
 
 STATEMENT_OPS: list[type[IRDLOperation]] = [ProgramOp, ConstOp, LetOp, BufferOp, RegionOp, LoopOp,
                                             TransferOp, StoreOp, WaitOp]

@@ -20,7 +20,7 @@ from nem.dialect.attributes import (
     elem_name,
 )
 from nem.dialect.expressions import ExprError
-from nem.dialect.family_model import VariantRef
+from nem.dialect.family_rules import family_rule
 from nem.dialect.iteration_space import (
     MAX_POINTS,
     Form,
@@ -455,7 +455,7 @@ class TaskRules(PointChecks):
         result = match_families(op, self.catalog)
         if result.ok:
             return True
-        rule = _family_rule(spec.name, result.nearest, result.differences)
+        rule = family_rule(spec.name, result.nearest, result.differences)
         near = f"; nearest variant {result.nearest}: " + "; ".join(result.differences) \
             if result.nearest else ""
         self.err(op, rule, f"{spec.name} matches no type-family variant of "
@@ -566,50 +566,6 @@ def _attr_has_type(value: Attribute, type_: str) -> bool:
     if type_ == "string":
         return isinstance(value, StringAttr)
     return False
-
-
-_FAMILY_RULES = {
-    "conv2d.float": "FAM-03", "conv2d.int8": "FAM-04", "conv2d.int4": "FAM-05",
-    "gemm.float": "FAM-06", "gemm.int8": "FAM-07", "gemm.int4": "FAM-08",
-    "eltwise": "FAM-13", "view": "FAM-15", "norm": "FAM-18", "softmax": "FAM-19",
-    "cast": "FAM-20", "quantize": "FAM-21", "dequantize": "FAM-22", "pool": "FAM-23",
-}
-"""The rule that defines each baseline family's typing (FAM-03..23)."""
-
-_BINARY_ELTWISE = frozenset({"add", "sub", "mul", "div", "min", "max", "pow"})
-_BIAS_BINDINGS = {"conv2d": "B", "gemm": "C"}
-
-
-def _family_rule(opcode: str, nearest: VariantRef | None, differences: list[str]) -> str:
-    """The most specific rule a family mismatch breaks, so the diagnostic
-    points the user at the family definition that explains it: accum (FAM-12),
-    quant (QUANT-07/08/09/10), bias presence (FAM-10) and type (FAM-11), then
-    the element types of the nearest family (FAM-03..23, FAM-14 for mixed
-    binary eltwise); FAM-01 when no family is near."""
-    text = " ".join(differences)
-    family = nearest.family if nearest is not None else ""
-    if "accum" in text:
-        return "FAM-12"
-    if "quant" in text:
-        if "must carry" not in text:
-            return "QUANT-09"
-        if family in ("quantize", "dequantize"):
-            return "QUANT-10"
-        if family.endswith(".int4") and ("'W'" in text or "'B'" in text) and \
-                not any("'X'" in d or "'A'" in d for d in differences if "must carry" in d):
-            return "QUANT-08"
-        return "QUANT-07"
-    bias = _BIAS_BINDINGS.get(family.split(".")[0])
-    if bias is not None and f"operand '{bias}'" in text:
-        if "missing" in text or "is given but" in text:
-            return "FAM-10"
-        if family.endswith((".int8", ".int4")) and "needs i32" in text:
-            return "FAM-11"
-    if "absent" in text or "must not be given" in text:
-        return "FAM-10"
-    if family == "eltwise" and opcode in _BINARY_ELTWISE:
-        return "FAM-14"
-    return _FAMILY_RULES.get(family, "FAM-01")
 
 
 def _ones(n: int) -> np.ndarray:

@@ -46,7 +46,8 @@ from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
 
 from nem.analysis.happens_before import StaticTask, Structure
-from nem.analysis.hazard_finder import MAX_TASK_INSTANCES, Race, find_races
+from nem.analysis.hazard_finder import MAX_TASK_INSTANCES, find_races
+from nem.analysis.hazard_report import Race
 from nem.analysis.ir_walk import block_ops, walk_ops
 from nem.analysis.race_memos import RaceCache, ShapeMemos
 from nem.analysis.token_liveness import block_liveness, live_token_peak

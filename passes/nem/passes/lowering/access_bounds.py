@@ -33,7 +33,7 @@ from nem.passes.lowering.affine_algebra import IndexEnv, Var, depends_on
 from nem.passes.lowering.diagnostics import reject
 from nem.passes.lowering.escape import location_text, memref_label
 from nem.passes.lowering.loop_ranges import AccessOp, accesses
-from nem.passes.lowering.nest_analysis import INDEX_OPS
+from nem.passes.lowering.tile_loops import INDEX_OPS
 
 
 def check_access_bounds(top: Operation, outer: IndexEnv) -> None:

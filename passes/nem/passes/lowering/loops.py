@@ -27,7 +27,6 @@ from nem.frontends.upstream_dialects.memref_copy import COPY_OPS
 from nem.passes.lowering import compute
 from nem.passes.lowering.affine_algebra import Aff, Var, pick_minmax
 from nem.passes.lowering.diagnostics import reject
-from nem.passes.lowering.nest_analysis import is_tile_loop
 from nem.passes.lowering.partial_tiles import (
     MINMAX_OPS,
     PeelScope,
@@ -36,6 +35,7 @@ from nem.passes.lowering.partial_tiles import (
     partial_tile_op,
 )
 from nem.passes.lowering.pipelining import PipelinedLoop, epilogue_is_body
+from nem.passes.lowering.tile_loops import is_tile_loop
 
 if TYPE_CHECKING:
     from nem.passes.lowering.state import BlockState, Handler, Lowering

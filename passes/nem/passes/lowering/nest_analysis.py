@@ -21,13 +21,12 @@ from typing import TYPE_CHECKING, Any
 
 from xdsl.dialects import affine, arith, memref
 from xdsl.dialects.builtin import FloatAttr, IntegerAttr, IntegerType
-from xdsl.ir import Attribute, Block, Operation, SSAValue
+from xdsl.ir import Attribute, Operation, SSAValue
 
 from nem.dialect.expressions import postorder
 from nem.passes.lowering.affine_algebra import (
     Aff,
     Dim,
-    depends_on,
     eval_map,
     is_index_arith,
     pick_minmax,
@@ -36,7 +35,7 @@ from nem.passes.lowering.affine_algebra import (
 from nem.passes.lowering.casts import CAST_OPS, cast_attrs, cast_reason
 
 if TYPE_CHECKING:
-    from nem.passes.lowering.context import LoweringContext
+    pass
 
 BINARY = {"arith.addf": "add", "arith.addi": "add", "arith.subf": "sub", "arith.subi": "sub",
           "arith.mulf": "mul", "arith.muli": "mul", "arith.divf": "div", "arith.divsi": "div",
@@ -405,7 +404,7 @@ def analyze(top: affine.ForOp, outer: Mapping[SSAValue, Aff]) -> Nest:
         if not ext.is_const() or ext.const <= 0:
             raise NotRaisable("non-constant trip count")
         inner = [o for o in op.body.block.ops if not isinstance(o, affine.YieldOp)]
-        nested = _only_loop(inner)
+        nested = only_loop(inner)
         iv = op.body.block.args[0]
         if ext.const == 1 and not iv.uses and (nested is not None or nest.loops):
             nest.env[iv] = lb      # one iteration, its variable unused: no dimension
@@ -421,7 +420,7 @@ def analyze(top: affine.ForOp, outer: Mapping[SSAValue, Aff]) -> Nest:
         op = nested
 
 
-def _only_loop(ops: list[Operation]) -> affine.ForOp | None:
+def only_loop(ops: list[Operation]) -> affine.ForOp | None:
     """The loop of a loop body holding one loop and otherwise only index
     values `_idx` evaluates (as `-affine-loop-normalize` leaves tile
     offsets), else None: the nest is perfect up to index arithmetic."""
@@ -650,73 +649,3 @@ def is_broadcast_of(dims: list[int], sorder: list[int]) -> bool:
     or a broadcast of one: its loops a subsequence of the store's, in order."""
     it = iter(sorder)
     return all(d in it for d in dims)
-
-
-# ---------------------------------------------------------------------------
-# Tile loops (D-LOW-TILES)
-# ---------------------------------------------------------------------------
-
-INDEX_OPS = ("affine.apply", "affine.min", "affine.max", "affine.yield", "arith.constant",
-             "arith.addi", "arith.subi", "arith.muli")
-
-
-def is_tile_loop(ctx: LoweringContext, loop: affine.ForOp) -> bool:
-    """A loop over tiles as `affine-loop-tile` leaves it (a body of index
-    arithmetic and loops) whose innermost nests are all point-loop nests
-    that `match_nest` may raise: a loop with a non-unit step, or a unit-step
-    one (after `-affine-loop-normalize`) whose body computes offsets or
-    inner loop bounds from its variable and that is not raisable as one nest.
-    It becomes a NEM loop, so each tile is one raised task (D-LOW-TILES); a
-    tile loop around anything else stays one escape-hatch task for the
-    whole nest."""
-    if loop.results or not _tiles_of_point_nests(loop.body.block):
-        return False
-    if loop.step.value.data != 1 or not _point_nest(loop):
-        return True   # a unit-step loop around tile loops (a tile of size 1 of one dimension)
-    iv = loop.body.block.args[0]
-    offsets = [v for o in loop.body.block.ops if o.name in INDEX_OPS for v in o.results]
-    offsets += [v for o in loop.body.walk() if isinstance(o, affine.ForOp) and o is not loop
-                for v in (*o.lowerBoundOperands, *o.upperBoundOperands)]
-    if not any(depends_on(v, iv, lambda op: op.name in INDEX_OPS) for v in offsets):
-        return False
-    try:
-        match_nest(analyze(loop, ctx.env), ctx.env, lambda m, u: ctx.view(m, u).buffer)
-    except (NotRaisable, ValueError):
-        return True
-    return False
-
-
-def _tiles_of_point_nests(block: Block) -> bool:
-    nests = 0
-    for o in block.ops:
-        if o.name in INDEX_OPS:
-            continue
-        if not isinstance(o, affine.ForOp):
-            return False
-        # a unit-step loop is a point nest or, like `affine-loop-tile`'s loop of
-        # tile size 1 over a dimension, a loop around tile loops
-        if not ((o.step.value.data == 1 and _point_nest(o))
-                or _tiles_of_point_nests(o.body.block)):
-            return False
-        nests += 1
-    return nests > 0
-
-
-def _point_nest(loop: affine.ForOp) -> bool:
-    """A unit-step chain of loops, perfect up to index arithmetic, around
-    one store of loads combined by raisable ops (the shape `match_nest`
-    accepts)."""
-    while True:
-        if loop.step.value.data != 1:
-            return False
-        body = [o for o in loop.body.block.ops if not isinstance(o, affine.YieldOp)]
-        nested = _only_loop(body)
-        if nested is not None:
-            loop = nested
-            continue
-        stores = [o for o in body if isinstance(o, affine.StoreOp | memref.StoreOp)]
-        return len(stores) == 1 and all(
-            isinstance(o, affine.StoreOp | memref.StoreOp | affine.LoadOp | memref.LoadOp
-                       | arith.ConstantOp | affine.ApplyOp) or o.name in BINARY
-            or o.name in UNARY or o.name in SELECT_OPS
-            or (o.name in CAST_OPS and cast_reason(o) is None) for o in body)
