@@ -86,8 +86,12 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--tasks", type=int, default=50_000)
     ap.add_argument("--profile", action="store_true", help="cProfile the load")
-    ap.add_argument("--rounds", type=int, default=3,
-                    help="interleaved rounds of parse, verify and load; each reports its best")
+    ap.add_argument(
+        "--rounds",
+        type=int,
+        default=3,
+        help="interleaved rounds of parse, verify and load; each reports its best",
+    )
     args = ap.parse_args(argv)
 
     text = generate(args.tasks)
@@ -121,15 +125,19 @@ def main(argv: list[str] | None = None) -> int:
     ops = sum(1 for _ in loaded.program.walk())
 
     print("command: python bench/bench_bytecode.py" + (" " + " ".join(argv or sys.argv[1:])))
-    print(f"python {sys.version.split()[0]}, best of {max(1, args.rounds)} rounds, "
-          "wall clock (time.perf_counter) and CPU time (time.process_time)\n")
+    print(
+        f"python {sys.version.split()[0]}, best of {max(1, args.rounds)} rounds, "
+        "wall clock (time.perf_counter) and CPU time (time.process_time)\n"
+    )
     print(f"program: {tasks} tasks, {ops} ops, {canonical.count(chr(10))} lines")
     n = len(canonical.encode())
     print(f"{'size':<42}{'bytes':>12}{'% of .nem':>11}")
-    for label, size in [("canonical .nem text", n),
-                        (".nemb (names + debug locations kept)", len(data)),
-                        (".nemb --strip-debug", len(stripped)),
-                        (".nemb --strip-debug --strip-names", len(bare))]:
+    for label, size in [
+        ("canonical .nem text", n),
+        (".nemb (names + debug locations kept)", len(data)),
+        (".nemb --strip-debug", len(stripped)),
+        (".nemb --strip-debug --strip-names", len(bare)),
+    ]:
         print(f"  {label:<40}{size:>12}{size / n * 100:>10.1f}%")
     for name, required, size in loaded.section_sizes:
         print(f"    section {name:<30}{size:>12}")
@@ -137,21 +145,27 @@ def main(argv: list[str] | None = None) -> int:
     print(f"  target: .nemb <= 35% of the text: {len(data) / n * 100:.1f}% ({ok})\n")
 
     print(f"{'phase':<42}{'s':>9}{'µs/task':>10}{'CPU s':>9}")
-    rows = [("parse .nem -> IR", t_parse, c_parse), ("verify (static rules)", t_verify, c_verify),
-            ("text -> verified IR (parse + verify)", t_parse + t_verify, c_parse + c_verify),
-            ("load .nemb -> verified IR", t_load, c_load),
-            ("  decode", parts["decode"], None), ("  build IR", parts["build"], None),
-            ("  verify (static rules)", parts["verify"], None),
-            ("  (decode + build: IR without the rules)", parts["decode"] + parts["build"], None),
-            ("nem-opt's section check (not in load)", parts["consistency"], None),
-            ("write IR -> .nemb", t_write, None)]
+    rows = [
+        ("parse .nem -> IR", t_parse, c_parse),
+        ("verify (static rules)", t_verify, c_verify),
+        ("text -> verified IR (parse + verify)", t_parse + t_verify, c_parse + c_verify),
+        ("load .nemb -> verified IR", t_load, c_load),
+        ("  decode", parts["decode"], None),
+        ("  build IR", parts["build"], None),
+        ("  verify (static rules)", parts["verify"], None),
+        ("  (decode + build: IR without the rules)", parts["decode"] + parts["build"], None),
+        ("nem-opt's section check (not in load)", parts["consistency"], None),
+        ("write IR -> .nemb", t_write, None),
+    ]
     for label, t, c in rows:
         cpu = f"{c:>9.3f}" if c is not None else ""
         print(f"  {label:<40}{t:>9.3f}{t / tasks * 1e6:>10.1f}{cpu}")
     r1, r1c = t_parse / t_load, c_parse / c_load
     r2 = (t_parse + t_verify) / t_load
-    print(f"\nload vs parse: {r1:.2f}x faster by the wall clock, {r1c:.2f}x by CPU time "
-          f"(target >= 3x, aim 10x: {'OK' if min(r1, r1c) >= 3 else 'BELOW TARGET'})")
+    print(
+        f"\nload vs parse: {r1:.2f}x faster by the wall clock, {r1c:.2f}x by CPU time "
+        f"(target >= 3x, aim 10x: {'OK' if min(r1, r1c) >= 3 else 'BELOW TARGET'})"
+    )
     print(f"load vs parse + verify: {r2:.2f}x faster")
     r3 = t_parse / (parts["decode"] + parts["build"])
     print(f"IR without the static rules (decode + build) vs parse: {r3:.2f}x faster")

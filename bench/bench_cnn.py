@@ -41,8 +41,17 @@ from pathlib import Path
 
 from nem.cli.launch import BLAS_THREADS
 
-MODELS = ("bvlc_alexnet", "densenet121", "inception_v1", "inception_v2", "resnet50",
-          "shufflenet", "squeezenet", "vgg19", "zfnet512")
+MODELS = (
+    "bvlc_alexnet",
+    "densenet121",
+    "inception_v1",
+    "inception_v2",
+    "resnet50",
+    "shufflenet",
+    "squeezenet",
+    "vgg19",
+    "zfnet512",
+)
 RTOL = {"densenet121": 2e-3}
 """onnx's own tolerances (onnx/backend/test/case/model/__init__.py); 1e-3 otherwise."""
 ATOL = 1e-7
@@ -63,8 +72,9 @@ def feeds(model) -> dict:
     for vi in model.graph.input:
         if vi.name in inits:
             continue
-        shape = tuple(d.dim_value if d.HasField("dim_value") else 1
-                      for d in vi.type.tensor_type.shape.dim)
+        shape = tuple(
+            d.dim_value if d.HasField("dim_value") else 1 for d in vi.type.tensor_type.shape.dim
+        )
         n = int(np.prod(shape))
         out[vi.name] = (np.arange(n).reshape(shape) / n).astype(np.float32)
     return out
@@ -79,7 +89,10 @@ def expected(name: str):
 
 def cpu() -> float:
     """CPU seconds of this process and its finished children."""
-    me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    me, kids = (
+        resource.getrusage(resource.RUSAGE_SELF),
+        resource.getrusage(resource.RUSAGE_CHILDREN),
+    )
     return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
 
 
@@ -110,8 +123,11 @@ def nem_one(name: str, device: str, timed: bool) -> dict:
     try:
         result = compile_onnx(str(path), device=device, progress=progress)
     except CompileError as e:
-        row.update(status=f"compile failed in {e.stage}: {str(e).splitlines()[0][:140]}",
-                   compile_s=cpu() - t0, stages=stages)
+        row.update(
+            status=f"compile failed in {e.stage}: {str(e).splitlines()[0][:140]}",
+            compile_s=cpu() - t0,
+            stages=stages,
+        )
         return row
     row.update(compile_s=cpu() - t0, stages=stages)
     if result.flops is not None:
@@ -124,15 +140,18 @@ def nem_one(name: str, device: str, timed: bool) -> dict:
     for bname, _, _ in result.interface.inputs:
         it.write_tensor(bname, inputs[result.interface.onnx_names.get(bname, bname)])
     res = it.run()
-    (oname, shape, dtype), = result.interface.outputs
+    ((oname, shape, dtype),) = result.interface.outputs
     got = it.read_tensor(oname, shape, dtype)
     row["run_s"] = cpu() - t1
     row["tasks"] = res.tasks_run
     want = expected(name).reshape(got.shape)
     rtol = RTOL.get(name, 1e-3)
     row["error"] = float(np.max(np.abs(got - want) / (ATOL + rtol * np.abs(want))))
-    row["status"] = ("ok" if row["error"] <= 1 else "WRONG") if res.ok else \
-        f"run: {res.status}, {res.race_count} races"
+    row["status"] = (
+        ("ok" if row["error"] <= 1 else "WRONG")
+        if res.ok
+        else f"run: {res.status}, {res.race_count} races"
+    )
     if timed:
         it = NemInterpreter(device=device)
         it.load_string(result.nem, file=f"{name}.nem")
@@ -151,12 +170,26 @@ def iree_one(name: str, tools: Path | None, timeout: float) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         t0 = cpu()
         try:
-            subprocess.run([imp, str(path), "--opset-version", "17", "-o", f"{tmp}/m.mlir"],
-                           check=True, capture_output=True, timeout=timeout)
-            subprocess.run([comp, f"{tmp}/m.mlir", "--iree-hal-target-device=local",
-                            "--iree-hal-local-target-device-backends=llvm-cpu",
-                            "--iree-llvmcpu-target-cpu=host", "-o", f"{tmp}/m.vmfb"],
-                           check=True, capture_output=True, timeout=timeout)
+            subprocess.run(
+                [imp, str(path), "--opset-version", "17", "-o", f"{tmp}/m.mlir"],
+                check=True,
+                capture_output=True,
+                timeout=timeout,
+            )
+            subprocess.run(
+                [
+                    comp,
+                    f"{tmp}/m.mlir",
+                    "--iree-hal-target-device=local",
+                    "--iree-hal-local-target-device-backends=llvm-cpu",
+                    "--iree-llvmcpu-target-cpu=host",
+                    "-o",
+                    f"{tmp}/m.vmfb",
+                ],
+                check=True,
+                capture_output=True,
+                timeout=timeout,
+            )
         except (subprocess.CalledProcessError, subprocess.TimeoutExpired) as e:
             return {"iree": f"failed: {type(e).__name__}"}
         return {"iree_s": cpu() - t0}
@@ -201,12 +234,22 @@ def main() -> None:
         try:
             # the run as nem-run makes it: one BLAS thread unless the caller says
             # otherwise (D-RT-BLAS-THREADS; the API leaves the process's setting alone)
-            out = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout,
-                                 env={BLAS_THREADS[0]: BLAS_THREADS[1], **os.environ,
-                                      "PYTHONUNBUFFERED": "1"})
+            out = subprocess.run(
+                cmd,
+                capture_output=True,
+                text=True,
+                timeout=args.timeout,
+                env={BLAS_THREADS[0]: BLAS_THREADS[1], **os.environ, "PYTHONUNBUFFERED": "1"},
+            )
             lines = [ln for ln in out.stdout.splitlines() if ln.startswith("{")]
-            row = json.loads(lines[-1]) if lines else \
-                {"model": name, "status": "crash: " + (out.stderr.strip().splitlines() or ["?"])[-1][:140]}
+            row = (
+                json.loads(lines[-1])
+                if lines
+                else {
+                    "model": name,
+                    "status": "crash: " + (out.stderr.strip().splitlines() or ["?"])[-1][:140],
+                }
+            )
         except subprocess.TimeoutExpired:
             row = {"model": name, "status": f"timeout ({args.timeout:.0f} s)"}
         row["wall_s"] = time.perf_counter() - t0
@@ -219,19 +262,23 @@ def main() -> None:
         iree = r.get("iree_s")
         comp = r.get("compile_s")
         ratio = f"{comp / iree:5.2f}" if comp and iree else "    -"
-        print(f"{r['model']:<16} {str(r.get('status'))[:8]:<8} "
-              f"{comp if comp is not None else float('nan'):13.1f} "
-              f"{iree if iree is not None else float('nan'):7.1f} {ratio} "
-              f"{r.get('run_s', float('nan')):6.1f} {r.get('tasks', 0):6d} "
-              f"{r.get('raised', float('nan')):6.1%} {r.get('cycles', 0):7d}")
+        print(
+            f"{r['model']:<16} {str(r.get('status'))[:8]:<8} "
+            f"{comp if comp is not None else float('nan'):13.1f} "
+            f"{iree if iree is not None else float('nan'):7.1f} {ratio} "
+            f"{r.get('run_s', float('nan')):6.1f} {r.get('tasks', 0):6d} "
+            f"{r.get('raised', float('nan')):6.1%} {r.get('cycles', 0):7d}"
+        )
 
 
 def report(row: dict) -> None:
     stages = " ".join(f"{k} {v:.1f}" for k, v in row.get("stages", {}).items())
-    print(f"{row['model']}: {row.get('status')}; nem compile {row.get('compile_s', 0):.1f} s CPU "
-          f"({stages}); IREE {row.get('iree_s', row.get('iree'))}; onnxruntime session "
-          f"{row.get('ort_session_s', 0):.2f} s, inference {row.get('ort_run_s', 0):.2f} s",
-          flush=True)
+    print(
+        f"{row['model']}: {row.get('status')}; nem compile {row.get('compile_s', 0):.1f} s CPU "
+        f"({stages}); IREE {row.get('iree_s', row.get('iree'))}; onnxruntime session "
+        f"{row.get('ort_session_s', 0):.2f} s, inference {row.get('ort_run_s', 0):.2f} s",
+        flush=True,
+    )
 
 
 if __name__ == "__main__":

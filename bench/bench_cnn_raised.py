@@ -112,13 +112,16 @@ def numpy_cnn(m: onnx.ModelProto, x: np.ndarray):
             y = np.zeros((1, ww.shape[0], h, wd), np.float32)
             for i in range(k):
                 for j in range(k):
-                    y += np.tensordot(ww[:, :, i, j], xp[:, :, i:i + h, j:j + wd],
-                                      axes=([1], [1])).transpose(1, 0, 2, 3)
+                    y += np.tensordot(
+                        ww[:, :, i, j], xp[:, :, i : i + h, j : j + wd], axes=([1], [1])
+                    ).transpose(1, 0, 2, 3)
             out = y + bb[None, :, None, None]
         elif node.op_type == "BatchNormalization":
             xx, s, b, mean, var = ins
             sc = s / np.sqrt(var + a.get("epsilon", 1e-5))
-            out = (xx - mean[None, :, None, None]) * sc[None, :, None, None] + b[None, :, None, None]
+            out = (xx - mean[None, :, None, None]) * sc[None, :, None, None] + b[
+                None, :, None, None
+            ]
         elif node.op_type == "Identity":
             out = ins[0]
         elif node.op_type == "Relu":
@@ -150,8 +153,12 @@ def main(argv=None) -> int:
     # 40: the smallest escape-hatch kernels (64-element fills) are interpreted until their
     # total work reaches escape_hatch.COMPILE_AFTER (EscapeHatch.compile_after) (2,000 scalar ops: 32 runs), then compiled
     p.add_argument("--warmup", type=int, default=40)
-    p.add_argument("--first-repeat", type=int, default=3,
-                   help="fresh interpreters whose first run is timed (best is printed)")
+    p.add_argument(
+        "--first-repeat",
+        type=int,
+        default=3,
+        help="fresh interpreters whose first run is timed (best is printed)",
+    )
     args = p.parse_args(argv)
     m = model(args.hw)
     x = np.random.default_rng(0).uniform(-1, 1, (1, 8, args.hw, args.hw)).astype(np.float32)
@@ -159,9 +166,20 @@ def main(argv=None) -> int:
         onnx_path, nem_path = Path(tmp) / "cnn11.onnx", Path(tmp) / "cnn11.nem"
         onnx.save(m, onnx_path)
         t = time.perf_counter()
-        r = subprocess.run([str(Path(sys.executable).parent / "nem-compile"), str(onnx_path),
-                            "--device", args.device, "-o", str(nem_path), "-v", "--no-progress"],
-                           capture_output=True, text=True)
+        r = subprocess.run(
+            [
+                str(Path(sys.executable).parent / "nem-compile"),
+                str(onnx_path),
+                "--device",
+                args.device,
+                "-o",
+                str(nem_path),
+                "-v",
+                "--no-progress",
+            ],
+            capture_output=True,
+            text=True,
+        )
         t_compile = time.perf_counter() - t
         if r.returncode:
             raise SystemExit(r.stderr)
@@ -187,7 +205,7 @@ def main(argv=None) -> int:
         for _ in range(max(1, args.first_repeat)):
             fresh = NemInterpreter(device=args.device)
             fresh.load_string(text, str(nem_path))
-            t_first = min(t_first, best(lambda: run(fresh), 1))   # scheduled: nothing recorded
+            t_first = min(t_first, best(lambda: run(fresh), 1))  # scheduled: nothing recorded
             if fresh.program.compiled.replay is None:
                 raise SystemExit("the first run recorded no plan: later runs would not replay")
             prepared = NemInterpreter(device=args.device)
@@ -199,9 +217,20 @@ def main(argv=None) -> int:
             t_first_prep = min(t_first_prep, best(lambda: run(prepared), 1))
         cold = {}
         for how in ("plain", "prepare"):
-            r_cold = subprocess.run([sys.executable, "-c", FRESH_PROCESS, str(nem_path),
-                                     str(Path(tmp) / "cnn11.weights.npz"), args.device,
-                                     str(args.hw), how], capture_output=True, text=True)
+            r_cold = subprocess.run(
+                [
+                    sys.executable,
+                    "-c",
+                    FRESH_PROCESS,
+                    str(nem_path),
+                    str(Path(tmp) / "cnn11.weights.npz"),
+                    args.device,
+                    str(args.hw),
+                    how,
+                ],
+                capture_output=True,
+                text=True,
+            )
             if r_cold.returncode:
                 raise SystemExit(r_cold.stderr)
             cold[how] = [float(v) for v in r_cold.stdout.split()]
@@ -214,28 +243,44 @@ def main(argv=None) -> int:
     kernels = text.count('op="mlir.kernel"')
     tasks = sum(kinds.values())
     remark = next((ln for ln in r.stderr.splitlines() if "remark: lowered" in ln), "")
-    nests_escaped = len(re.findall(r"loop nest at \d+:\d+", remark.split("fell back to compute:")[-1]))
-    print(f"CNN 11 layers (6 conv, 3 maxpool, 2 gemm), 1x8x{args.hw}x{args.hw} f32 on "
-          f"{args.device}; nem-compile {t_compile:.2f} s")
+    nests_escaped = len(
+        re.findall(r"loop nest at \d+:\d+", remark.split("fell back to compute:")[-1])
+    )
+    print(
+        f"CNN 11 layers (6 conv, 3 maxpool, 2 gemm), 1x8x{args.hw}x{args.hw} f32 on "
+        f"{args.device}; nem-compile {t_compile:.2f} s"
+    )
     print("  tasks: " + ", ".join(f"{k} {v}" for k, v in sorted(kinds.items())))
-    print(f"  raised: {tasks - kernels} of {tasks} tasks ({100 * (tasks - kernels) / tasks:.0f}%), "
-          f"escaped: {kernels} mlir.kernel tasks ({nests_escaped} loop nests)")
+    print(
+        f"  raised: {tasks - kernels} of {tasks} tasks ({100 * (tasks - kernels) / tasks:.0f}%), "
+        f"escaped: {kernels} mlir.kernel tasks ({nests_escaped} loop nests)"
+    )
     print(f"  nem-run functional (NemInterpreter.run): {t_nem * 1e3:8.1f} ms (replayed)")
-    print(f"  first run in a fresh interpreter:        {t_first * 1e3:8.1f} ms "
-          "(scheduled, race-checked; kernels compiled)")
-    print(f"  the same after prepare():                {t_first_prep * 1e3:8.1f} ms "
-          f"(replayed; prepare() took {t_prep * 1e3:.1f} ms: scheduled, race-checked, "
-          "D-RT-PREPARE)")
+    print(
+        f"  first run in a fresh interpreter:        {t_first * 1e3:8.1f} ms "
+        "(scheduled, race-checked; kernels compiled)"
+    )
+    print(
+        f"  the same after prepare():                {t_first_prep * 1e3:8.1f} ms "
+        f"(replayed; prepare() took {t_prep * 1e3:.1f} ms: scheduled, race-checked, "
+        "D-RT-PREPARE)"
+    )
     (load_p, _, first_p), (load_q, prep_q, first_q) = cold["plain"], cold["prepare"]
-    print(f"  first run in a fresh process (as nem-run):{first_p * 1e3:7.1f} ms "
-          f"(+ load {load_p * 1e3:.0f} ms; imports the escape hatch, checks the kernels)")
-    print(f"  the same after prepare():                {first_q * 1e3:8.1f} ms "
-          f"(+ load {load_q * 1e3:.0f} ms, prepare {prep_q * 1e3:.1f} ms)")
+    print(
+        f"  first run in a fresh process (as nem-run):{first_p * 1e3:7.1f} ms "
+        f"(+ load {load_p * 1e3:.0f} ms; imports the escape hatch, checks the kernels)"
+    )
+    print(
+        f"  the same after prepare():                {first_q * 1e3:8.1f} ms "
+        f"(+ load {load_q * 1e3:.0f} ms, prepare {prep_q * 1e3:.1f} ms)"
+    )
     print(f"  numpy, same math:                        {t_np * 1e3:8.1f} ms")
-    print(f"  ratio nem-run / numpy: {t_nem / t_np:.2f}x replayed (target <= 2x), "
-          f"{t_first_prep / t_np:.2f}x first run after prepare(), {t_first / t_np:.1f}x first "
-          f"run unprepared, {first_q / t_np:.2f}x / {first_p / t_np:.0f}x in a fresh process "
-          f"(prepared / not); max |diff| {err:.2e}")
+    print(
+        f"  ratio nem-run / numpy: {t_nem / t_np:.2f}x replayed (target <= 2x), "
+        f"{t_first_prep / t_np:.2f}x first run after prepare(), {t_first / t_np:.1f}x first "
+        f"run unprepared, {first_q / t_np:.2f}x / {first_p / t_np:.0f}x in a fresh process "
+        f"(prepared / not); max |diff| {err:.2e}"
+    )
     return 0
 
 

@@ -76,29 +76,38 @@ def bench_model(label: str, model, device: str) -> None:
     share = raised / (raised + escaped) if raised + escaped else 0.0
     print(f"   tasks run: {res.tasks_run} ({', '.join(f'{k} {v}' for k, v in counts.items())})")
     print(f"   {result.flops.remark()}")
-    print(f"   compute tasks raised to NEM opcodes: {raised}/{raised + escaped} "
-          f"({share * 100:.0f}%), escape-hatch kernels: {escaped}")
+    print(
+        f"   compute tasks raised to NEM opcodes: {raised}/{raised + escaped} "
+        f"({share * 100:.0f}%), escape-hatch kernels: {escaped}"
+    )
     import onnxruntime as ort
 
     sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
-    sess.run(None, inputs)                       # warm-up: session setup not timed
+    sess.run(None, inputs)  # warm-up: session setup not timed
     t0 = time.perf_counter()
     sess.run(None, inputs)
     ort_wall = time.perf_counter() - t0
     want = onnxruntime_run(model, inputs)
     worst = max(max_violation(outs[k], v) for k, v in want.items())
-    print(f"   nem-run functional: {wall:.3f} s; onnxruntime: {ort_wall * 1000:.2f} ms "
-          f"(nem-run / onnxruntime {wall / ort_wall:.0f}x); max error / tolerance {worst:.3f}")
+    print(
+        f"   nem-run functional: {wall:.3f} s; onnxruntime: {ort_wall * 1000:.2f} ms "
+        f"(nem-run / onnxruntime {wall / ort_wall:.0f}x); max error / tolerance {worst:.3f}"
+    )
     cycles = {}
-    for key, opts in (("default", {}), ("one engine", {"engines": 1}),
-                      ("serial", {"pipeline": False, "engines": 1})):
+    for key, opts in (
+        ("default", {}),
+        ("one engine", {"engines": 1}),
+        ("serial", {"pipeline": False, "engines": 1}),
+    ):
         r = compile_onnx(model, device=device, **opts)
         cycles[key] = run(r, inputs, device, mode="timed")[0].cycle_count
-    print(f"   timed cycles: default {cycles['default']} "
-          f"({cycles['serial'] / cycles['default']:.2f}x fewer than serial), pipelined on "
-          f"--engines 1 {cycles['one engine']} "
-          f"({cycles['serial'] / cycles['one engine']:.2f}x), "
-          f"--no-pipeline --engines 1 {cycles['serial']}")
+    print(
+        f"   timed cycles: default {cycles['default']} "
+        f"({cycles['serial'] / cycles['default']:.2f}x fewer than serial), pipelined on "
+        f"--engines 1 {cycles['one engine']} "
+        f"({cycles['serial'] / cycles['one engine']:.2f}x), "
+        f"--no-pipeline --engines 1 {cycles['serial']}"
+    )
 
 
 def main() -> None:
@@ -111,9 +120,11 @@ def main() -> None:
     for name in args.models.split(","):
         for dtype in args.dtypes.split(","):
             bench_model(f"{name} {dtype}", samples.MODELS[name](dtype), args.device)
-    bench_model("mlp f16 batch 32, 256 wide", samples.mlp("f16", batch=32,
-                                                          sizes=(256, 512, 256, 10)),
-                args.device)
+    bench_model(
+        "mlp f16 batch 32, 256 wide",
+        samples.mlp("f16", batch=32, sizes=(256, 512, 256, 10)),
+        args.device,
+    )
 
 
 if __name__ == "__main__":

@@ -51,9 +51,13 @@ def chain(n: int):
         else:
             nodes.append(helper.make_node(op, [prev], [out], name=f"n{i}"))
         prev = out
-    g = helper.make_graph(nodes, f"chain{n}",
-                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 4])],
-                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, 4])], inits)
+    g = helper.make_graph(
+        nodes,
+        f"chain{n}",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, 4])],
+        inits,
+    )
     return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
 
 
@@ -65,18 +69,24 @@ def convs(n: int):
     prev = "x"
     for i in range(n):
         w, b = f"w{i}", f"b{i}"
-        inits.append(numpy_helper.from_array(
-            rng.uniform(-0.2, 0.2, (8, 8, 3, 3)).astype(np.float32), w))
+        inits.append(
+            numpy_helper.from_array(rng.uniform(-0.2, 0.2, (8, 8, 3, 3)).astype(np.float32), w)
+        )
         inits.append(numpy_helper.from_array(rng.uniform(-0.1, 0.1, 8).astype(np.float32), b))
-        nodes.append(helper.make_node("Conv", [prev, w, b], [f"c{i}"], name=f"conv{i}",
-                                      pads=[1, 1, 1, 1]))
+        nodes.append(
+            helper.make_node("Conv", [prev, w, b], [f"c{i}"], name=f"conv{i}", pads=[1, 1, 1, 1])
+        )
         out = "y" if i == n - 1 else f"r{i}"
         nodes.append(helper.make_node("Relu", [f"c{i}"], [out], name=f"relu{i}"))
         prev = out
     shape = [1, 8, 16, 16]
-    g = helper.make_graph(nodes, f"convs{n}",
-                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)],
-                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, shape)], inits)
+    g = helper.make_graph(
+        nodes,
+        f"convs{n}",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, shape)],
+        inits,
+    )
     return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
 
 
@@ -101,8 +111,15 @@ def child(path: str, device: str, route: str) -> None:
     # a chain of 10,000 nodes is over the default compile budget
     # (D-COMPILE-VALIDATE: --max-nodes 4096), which a user raises the same way
     compile_onnx(path, device=device, route=route, progress=progress, max_nodes=1_000_000)
-    print(json.dumps({"total": cpu() - t0, "stages": stages,
-                      "maxrss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+    print(
+        json.dumps(
+            {
+                "total": cpu() - t0,
+                "stages": stages,
+                "maxrss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+            }
+        )
+    )
 
 
 def failure(out: subprocess.CompletedProcess) -> str:
@@ -144,17 +161,22 @@ def main() -> None:
             for n in [int(x) for x in sizes.split(",") if x]:
                 path = os.path.join(tmp, f"{family}{n}.onnx")
                 onnx.save(make(n), path)
-                out = subprocess.run([sys.executable, __file__, "--child", path, args.device,
-                                      args.route], capture_output=True, text=True)
+                out = subprocess.run(
+                    [sys.executable, __file__, "--child", path, args.device, args.route],
+                    capture_output=True,
+                    text=True,
+                )
                 lines = [ln for ln in out.stdout.splitlines() if ln.startswith("{")]
                 if not lines:
                     print(f"{family} {n}: failed: {failure(out)}", flush=True)
                     continue
                 row = json.loads(lines[-1])
                 stages = ", ".join(f"{k} {v:.1f}" for k, v in row["stages"].items())
-                line = (f"{family} {n:>6} nodes: {row['total']:8.1f} s CPU "
-                        f"({1000 * row['total'] / n:6.1f} ms/node; {stages}), "
-                        f"peak RSS {row['maxrss_mb']:.0f} MB")
+                line = (
+                    f"{family} {n:>6} nodes: {row['total']:8.1f} s CPU "
+                    f"({1000 * row['total'] / n:6.1f} ms/node; {stages}), "
+                    f"peak RSS {row['maxrss_mb']:.0f} MB"
+                )
                 if prev is not None:
                     pn, pt = prev
                     line += f"; {n / pn:.0f}x the nodes, {row['total'] / pt:.1f}x the time"

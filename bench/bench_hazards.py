@@ -53,8 +53,15 @@ def in_process(n: int) -> dict[str, float]:
     live = max_live_tokens(prog)
     t4 = time.perf_counter()
     assert not [d for d in hz if d.severity == "error"], "benchmark program must be race-free"
-    return {"parse": t1 - t0, "hazards": t2 - t1, "tokens": t3 - t2, "live": t4 - t3,
-            "findings": len(hz), "token_warnings": len(tk), "max_live": live}
+    return {
+        "parse": t1 - t0,
+        "hazards": t2 - t1,
+        "tokens": t3 - t2,
+        "live": t4 - t3,
+        "findings": len(hz),
+        "token_warnings": len(tk),
+        "max_live": live,
+    }
 
 
 def cli(n: int) -> tuple[float, float]:
@@ -73,7 +80,9 @@ def cli(n: int) -> tuple[float, float]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--tasks", type=int, nargs="+", default=[10000, 50000])
-    ap.add_argument("--cli", action="store_true", help="also time nem-opt with and without the pass")
+    ap.add_argument(
+        "--cli", action="store_true", help="also time nem-opt with and without the pass"
+    )
     args = ap.parse_args()
     prev = None
     for n in args.tasks:
@@ -82,15 +91,19 @@ def main() -> None:
         growth = ""
         if prev is not None:
             growth = f"  growth(hazards) {(r['hazards'] / prev[1]) / (n / prev[0]):.2f}"
-        print(f"{n:>7} tasks: parse {r['parse']:.2f}s  hazards {r['hazards']:.2f}s  "
-              f"tokens {r['tokens']:.2f}s  live {r['live']:.2f}s  "
-              f"checks/parse {checks / r['parse']:.2f}x  "
-              f"(max live tokens {r['max_live']}, {r['token_warnings']} token warnings){growth}")
+        print(
+            f"{n:>7} tasks: parse {r['parse']:.2f}s  hazards {r['hazards']:.2f}s  "
+            f"tokens {r['tokens']:.2f}s  live {r['live']:.2f}s  "
+            f"checks/parse {checks / r['parse']:.2f}x  "
+            f"(max live tokens {r['max_live']}, {r['token_warnings']} token warnings){growth}"
+        )
         prev = (n, r["hazards"])
         if args.cli:
             base, with_pass = cli(n)
-            print(f"{'':>7}  nem-opt: {base:.2f}s   nem-opt -p nem-check-hazards: {with_pass:.2f}s "
-                  f"(+{with_pass - base:.2f}s, {with_pass / base:.2f}x)")
+            print(
+                f"{'':>7}  nem-opt: {base:.2f}s   nem-opt -p nem-check-hazards: {with_pass:.2f}s "
+                f"(+{with_pass - base:.2f}s, {with_pass / base:.2f}x)"
+            )
 
 
 if __name__ == "__main__":

@@ -33,26 +33,36 @@ def make_input(n_side: int, tile: int = 16) -> str:
     N = n_side * tile
     t = f"memref<{N}x{N}xf32>"
     f = f"memref<{tile}x{tile}xf32, 2>"
-    out = [f"func.func @mm(%A: {t}, %B: {t}, %C: {t}) {{",
-           "  %c0 = arith.constant 0 : index",
-           f"  %n = arith.constant {tile * tile} : index",
-           f"  %s = arith.constant {N} : index",
-           f"  %p = arith.constant {tile} : index",
-           f"  %a = memref.alloc() : {f}", f"  %b = memref.alloc() : {f}",
-           f"  %c = memref.alloc() : {f}", "  %tag = memref.alloc() : memref<3xi32>"]
+    out = [
+        f"func.func @mm(%A: {t}, %B: {t}, %C: {t}) {{",
+        "  %c0 = arith.constant 0 : index",
+        f"  %n = arith.constant {tile * tile} : index",
+        f"  %s = arith.constant {N} : index",
+        f"  %p = arith.constant {tile} : index",
+        f"  %a = memref.alloc() : {f}",
+        f"  %b = memref.alloc() : {f}",
+        f"  %c = memref.alloc() : {f}",
+        "  %tag = memref.alloc() : memref<3xi32>",
+    ]
     for i in range(n_side):
         out.append(f"  %i{i} = arith.constant {i * tile} : index")
     for i in range(n_side):
         for j in range(n_side):
-            out.append(f"  affine.dma_start %C[%i{i}, %i{j}], %c[%c0, %c0], %tag[2], %n, %s, %p "
-                       f": {t}, {f}, memref<3xi32>")
+            out.append(
+                f"  affine.dma_start %C[%i{i}, %i{j}], %c[%c0, %c0], %tag[2], %n, %s, %p "
+                f": {t}, {f}, memref<3xi32>"
+            )
             out.append("  affine.dma_wait %tag[2], %n : memref<3xi32>")
             for k in range(n_side):
-                out.append(f"  affine.dma_start %A[%i{i}, %i{k}], %a[%c0, %c0], %tag[0], %n, %s, "
-                           f"%p : {t}, {f}, memref<3xi32>")
+                out.append(
+                    f"  affine.dma_start %A[%i{i}, %i{k}], %a[%c0, %c0], %tag[0], %n, %s, "
+                    f"%p : {t}, {f}, memref<3xi32>"
+                )
                 out.append("  affine.dma_wait %tag[0], %n : memref<3xi32>")
-                out.append(f"  affine.dma_start %B[%i{k}, %i{j}], %b[%c0, %c0], %tag[1], %n, %s, "
-                           f"%p : {t}, {f}, memref<3xi32>")
+                out.append(
+                    f"  affine.dma_start %B[%i{k}, %i{j}], %b[%c0, %c0], %tag[1], %n, %s, "
+                    f"%p : {t}, {f}, memref<3xi32>"
+                )
                 out.append("  affine.dma_wait %tag[1], %n : memref<3xi32>")
                 out.append(f"""  affine.for %x = 0 to {tile} {{
     affine.for %y = 0 to {tile} {{
@@ -66,12 +76,13 @@ def make_input(n_side: int, tile: int = 16) -> str:
       }}
     }}
   }}""")
-            out.append(f"  affine.dma_start %c[%c0, %c0], %C[%i{i}, %i{j}], %tag[2], %n, %s, %p "
-                       f": {f}, {t}, memref<3xi32>")
+            out.append(
+                f"  affine.dma_start %c[%c0, %c0], %C[%i{i}, %i{j}], %tag[2], %n, %s, %p "
+                f": {f}, {t}, memref<3xi32>"
+            )
             out.append("  affine.dma_wait %tag[2], %n : memref<3xi32>")
     out += ["  return", "}"]
     return "\n".join(out) + "\n"
-
 
 
 def run(n_side: int, repeat: int) -> tuple[int, int, float, float, float]:
@@ -89,7 +100,7 @@ def run(n_side: int, repeat: int) -> tuple[int, int, float, float, float]:
         CheckLoweredPass("npm_pro_x1").apply(c, module)
         t3 = time.perf_counter()
         best_p, best_l, best_c = min(best_p, t1 - t0), min(best_l, t2 - t1), min(best_c, t3 - t2)
-    return n_side ** 3, len(text.splitlines()), best_p, best_l, best_c
+    return n_side**3, len(text.splitlines()), best_p, best_l, best_c
 
 
 def main() -> None:
@@ -97,12 +108,16 @@ def main() -> None:
     ap.add_argument("--sides", type=int, nargs="*", default=[8, 10, 13, 16])
     ap.add_argument("--repeat", type=int, default=3)
     args = ap.parse_args()
-    print(f"{'tiles':>6} {'lines':>7} {'parse s':>9} {'lower s':>9} {'lower/parse':>12} "
-          f"{'lower us/tile':>14} {'checks s':>9}")
+    print(
+        f"{'tiles':>6} {'lines':>7} {'parse s':>9} {'lower s':>9} {'lower/parse':>12} "
+        f"{'lower us/tile':>14} {'checks s':>9}"
+    )
     for s in args.sides:
         tiles, lines, p, lo, ch = run(s, args.repeat)
-        print(f"{tiles:>6} {lines:>7} {p:>9.3f} {lo:>9.3f} {lo / p:>12.2f} "
-              f"{lo / tiles * 1e6:>14.1f} {ch:>9.3f}")
+        print(
+            f"{tiles:>6} {lines:>7} {p:>9.3f} {lo:>9.3f} {lo / p:>12.2f} "
+            f"{lo / tiles * 1e6:>14.1f} {ch:>9.3f}"
+        )
 
 
 if __name__ == "__main__":

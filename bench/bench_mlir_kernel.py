@@ -88,7 +88,7 @@ def native(m: int = 256, n: int = 512, k: int = 128, repeat: int = 20) -> float:
     got = it.read_tensor("C", (m, n), np.float32)
     want = np.zeros((m, n), np.float32)
     for kk in range(k):
-        want = want + a[:, kk:kk + 1] * b[kk:kk + 1, :]      # sequential f32, rounded per op
+        want = want + a[:, kk : kk + 1] * b[kk : kk + 1, :]  # sequential f32, rounded per op
     assert np.array_equal(got, want), "native result differs from the sequential f32 sum"
     t_task = best(task, repeat)
     ins, outs = [Tensor(a, "f32"), Tensor(b, "f32")], [Tensor(np.zeros((m, n), np.float32), "f32")]
@@ -98,15 +98,20 @@ def native(m: int = 256, n: int = 512, k: int = 128, repeat: int = 20) -> float:
         a @ b
     t_np = best(lambda: a @ b, max(repeat, 50))
     print(f"matmul {m}x{n}x{k} f32 as an mlir.kernel task (native):")
-    print(f"  first run (compile + run): {first * 1e3:8.1f} ms  "
-          f"(compile ~{(first - t_task) * 1e3:.0f} ms)")
+    print(
+        f"  first run (compile + run): {first * 1e3:8.1f} ms  "
+        f"(compile ~{(first - t_task) * 1e3:.0f} ms)"
+    )
     print(f"  task (NemInterpreter.run):  {t_task * 1e3:8.2f} ms")
-    print(f"  kernel call alone:          {t_kernel * 1e3:8.2f} ms  (EscapeHatch.run_task, "
-          "output copied for read-modify-write)")
+    print(
+        f"  kernel call alone:          {t_kernel * 1e3:8.2f} ms  (EscapeHatch.run_task, "
+        "output copied for read-modify-write)"
+    )
     print(f"  numpy A @ B:                {t_np * 1e3:8.2f} ms")
     ratio = t_task / t_np
-    print(f"  ratio task / numpy: {ratio:.2f}x (target <= 3x)  "
-          f"kernel / numpy: {t_kernel / t_np:.2f}x")
+    print(
+        f"  ratio task / numpy: {ratio:.2f}x (target <= 3x)  kernel / numpy: {t_kernel / t_np:.2f}x"
+    )
     return ratio
 
 
@@ -116,17 +121,25 @@ def interpreted(m: int = 16, n: int = 16, k: int = 16) -> None:
     b = np.ones((k, n), np.float32)
     text = " ".join(matmul_kernel(m, n, k).split())
     ck = CompiledKernel(text)
-    t = best(lambda: hatch.run_task([Tensor(a, "f32"), Tensor(b, "f32")],
-                               [Tensor(np.zeros((m, n), np.float32), "f32")],
-                               {"op": "mlir.kernel", "kernel": text}), 2)
-    print(f"matmul {m}x{n}x{k} interpreted: {t:.2f} s for ~{ck.estimate:,} scalar ops: "
-          f"{t / ck.estimate * 1e6:.1f} us per op")
+    t = best(
+        lambda: hatch.run_task(
+            [Tensor(a, "f32"), Tensor(b, "f32")],
+            [Tensor(np.zeros((m, n), np.float32), "f32")],
+            {"op": "mlir.kernel", "kernel": text},
+        ),
+        2,
+    )
+    print(
+        f"matmul {m}x{n}x{k} interpreted: {t:.2f} s for ~{ck.estimate:,} scalar ops: "
+        f"{t / ck.estimate * 1e6:.1f} us per op"
+    )
 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--interpreted", action="store_true",
-                   help="also time the interpreter on a 16x16x16 nest")
+    p.add_argument(
+        "--interpreted", action="store_true", help="also time the interpreter on a 16x16x16 nest"
+    )
     args = p.parse_args()
     native()
     if args.interpreted:

@@ -41,7 +41,10 @@ RUNNER = Path(__file__).with_name("onnx_peer_runner.py")
 
 
 def cpu() -> float:
-    me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    me, kids = (
+        resource.getrusage(resource.RUSAGE_SELF),
+        resource.getrusage(resource.RUSAGE_CHILDREN),
+    )
     return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
 
 
@@ -83,8 +86,7 @@ def nem_one(case, device: str, route: str | None, timeout: int) -> dict:
             row.update(status="wrong", detail=(str(e).strip().splitlines() or [""])[0][:160])
     except Exception as e:  # a diagnostic, a refused input, or a crash: the row says which
         text = (str(e).strip().splitlines() or [""])[0]
-        row.update(status="fail", detail=f"{type(e).__name__}: {text[:160]}",
-                   compile_s=cpu() - t0)
+        row.update(status="fail", detail=f"{type(e).__name__}: {text[:160]}", compile_s=cpu() - t0)
     finally:
         signal.alarm(0)
         signal.signal(signal.SIGALRM, old)
@@ -106,8 +108,11 @@ def peer_rows(peer: str, python: str, todo: list) -> dict[str, dict]:
         left = [c for c in left if c.name not in rows]
         if left and p.returncode:
             first = left.pop(0)
-            rows[first.name] = {"case": first.name, "status": "fail",
-                                "detail": f"runner died (exit {p.returncode})"}
+            rows[first.name] = {
+                "case": first.name,
+                "status": "fail",
+                "detail": f"runner died (exit {p.returncode})",
+            }
         elif left:
             for c in left:
                 rows[c.name] = {"case": c.name, "status": "fail", "detail": "no result"}
@@ -136,24 +141,33 @@ def table(results: dict[str, dict[str, dict]], todo: list, show_cases: bool) -> 
         members = [c.name for c in todo if kind_of[c.name] == kind]
         if not members:
             continue
-        counts = [sum(results[n].get(m, {}).get("status") == "pass" for m in members)
-                  for n in names]
+        counts = [
+            sum(results[n].get(m, {}).get("status") == "pass" for m in members) for n in names
+        ]
         lines.append(f"| {kind} ({len(members)}) | " + " | ".join(map(str, counts)) + " |")
     totals = {n: sum(r.get("status") == "pass" for r in results[n].values()) for n in names}
-    lines.append(f"| **total ({len(todo)})** | " + " | ".join(f"**{totals[n]}**"
-                                                              for n in names) + " |")
+    lines.append(
+        f"| **total ({len(todo)})** | " + " | ".join(f"**{totals[n]}**" for n in names) + " |"
+    )
     wrong = {n: sum(r.get("status") == "wrong" for r in results[n].values()) for n in names}
     lines.append("| wrong results | " + " | ".join(str(wrong[n]) for n in names) + " |")
     lines.append("")
     for n in names[1:]:
-        both = [c.name for c in todo if results["nem"].get(c.name, {}).get("status") == "pass"
-                and results[n].get(c.name, {}).get("status") == "pass"]
-        ratio = [results["nem"][m]["compile_s"] / max(results[n][m]["compile_s"], 1e-3)
-                 for m in both]
+        both = [
+            c.name
+            for c in todo
+            if results["nem"].get(c.name, {}).get("status") == "pass"
+            and results[n].get(c.name, {}).get("status") == "pass"
+        ]
+        ratio = [
+            results["nem"][m]["compile_s"] / max(results[n][m]["compile_s"], 1e-3) for m in both
+        ]
         med = f"{statistics.median(ratio):.2f}x" if ratio else "n/a"
-        lines.append(f"nem vs {n}: {totals['nem']} vs {totals[n]} passes "
-                     f"({totals['nem'] - totals[n]:+d}); median compile CPU ratio nem/{n} "
-                     f"over the {len(both)} cases both pass: {med}")
+        lines.append(
+            f"nem vs {n}: {totals['nem']} vs {totals[n]} passes "
+            f"({totals['nem'] - totals[n]:+d}); median compile CPU ratio nem/{n} "
+            f"over the {len(both)} cases both pass: {med}"
+        )
     return "\n".join(lines)
 
 
@@ -163,8 +177,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--only", metavar="REGEX", help="cases whose name matches")
     p.add_argument("--device", default="npm_pro_x1")
     p.add_argument("--route", default=None, help="nem-compile --route (default: its default)")
-    p.add_argument("--peer-python", default=os.environ.get("NEM_PEERS_PYTHON",
-                                                           "/work/peers/bin/python"))
+    p.add_argument(
+        "--peer-python", default=os.environ.get("NEM_PEERS_PYTHON", "/work/peers/bin/python")
+    )
     p.add_argument("--timeout", type=int, default=300, help="seconds per nem case")
     p.add_argument("--json", metavar="OUT", help="write every row as JSON")
     p.add_argument("--cases", action="store_true", help="one row per case")

@@ -33,21 +33,33 @@ from onnx import TensorProto, helper
 
 
 def _model(nodes, inits=()) -> onnx.ModelProto:
-    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT,
-                                                                     [2, 3])],
-                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])],
-                          list(inits))
+    g = helper.make_graph(
+        nodes,
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])],
+        list(inits),
+    )
     return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
 
 
 MODELS = {
-    "node0": lambda: _model([helper.make_node("Hardmax", ["x"], ["a"], name="hm"),
-                             helper.make_node("Relu", ["a"], ["y"], name="r")]),
+    "node0": lambda: _model(
+        [
+            helper.make_node("Hardmax", ["x"], ["a"], name="hm"),
+            helper.make_node("Relu", ["a"], ["y"], name="r"),
+        ]
+    ),
     "scatter": lambda: _model(
-        [helper.make_node("ScatterND", ["x", "i", "u"], ["a"], name="sc"),
-         helper.make_node("Hardmax", ["a"], ["y"], name="hm")],
-        [helper.make_tensor("i", TensorProto.INT64, [1, 1], [0]),
-         helper.make_tensor("u", TensorProto.FLOAT, [1, 3], np.ones(3))]),
+        [
+            helper.make_node("ScatterND", ["x", "i", "u"], ["a"], name="sc"),
+            helper.make_node("Hardmax", ["a"], ["y"], name="hm"),
+        ],
+        [
+            helper.make_tensor("i", TensorProto.INT64, [1, 1], [0]),
+            helper.make_tensor("u", TensorProto.FLOAT, [1, 3], np.ones(3)),
+        ],
+    ),
 }
 
 
@@ -66,21 +78,28 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeat", type=int, default=5)
     args = ap.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
-        cmds = {"python -c pass": ([sys.executable, "-c", "pass"], (0,)),
-                "python -c 'import onnx'": ([sys.executable, "-c", "import onnx"], (0,))}
+        cmds = {
+            "python -c pass": ([sys.executable, "-c", "pass"], (0,)),
+            "python -c 'import onnx'": ([sys.executable, "-c", "import onnx"], (0,)),
+        }
         for name, make in MODELS.items():
             path = Path(tmp) / f"{name}.onnx"
             onnx.save(make(), path)
-            cmds[f"nem-compile {name}.onnx"] = (["nem-compile", str(path), "-o",
-                                                 str(Path(tmp) / f"{name}.nem")], (1,))
+            cmds[f"nem-compile {name}.onnx"] = (
+                ["nem-compile", str(path), "-o", str(Path(tmp) / f"{name}.nem")],
+                (1,),
+            )
         best = {k: float("inf") for k in cmds}
-        for _ in range(args.repeat):   # interleaved: a slow spell of the machine hits all
+        for _ in range(args.repeat):  # interleaved: a slow spell of the machine hits all
             for k in cmds:
                 best[k] = min(best[k], child_cpu(*cmds[k]))
     print(f"best of {args.repeat} runs, CPU seconds (user + system) of the process:")
     for k, v in best.items():
-        mark = "" if not k.startswith("nem-compile") else \
-            f"  ({'OK' if v <= 1.0 else 'ABOVE'} target <= 1 s)"
+        mark = (
+            ""
+            if not k.startswith("nem-compile")
+            else f"  ({'OK' if v <= 1.0 else 'ABOVE'} target <= 1 s)"
+        )
         print(f"  {k:<28} {v:6.2f}{mark}")
     return 0
 

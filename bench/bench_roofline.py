@@ -62,31 +62,49 @@ def measure(label: str, model, device: str, groups: int, tune: float | None = No
     try:
         result = compile_onnx(model, device=device)
     except CompileError as e:
-        return {"model": label, "status": f"compile failed in {e.stage}: "
-                f"{str(e).splitlines()[0][:120]}"}
+        return {
+            "model": label,
+            "status": f"compile failed in {e.stage}: {str(e).splitlines()[0][:120]}",
+        }
     t1 = cpu()
     res, rep = timed_run(result.nem, label, device)
     worst = sorted(rep.groups, key=lambda g: g.bound - g.cycles)[:groups]
-    row = {"model": label, "status": res.status, "compile_s": round(t1 - t0, 1),
-           "run_s": round(cpu() - t1, 1), "tasks": res.tasks_run, "cycles": rep.total.cycles,
-           "bound": round(rep.total.bound, 1), "ratio": rep.total.ratio,
-           "roof": rep.total.roof, "binds": rep.total.binds, "groups": len(rep.groups),
-           "farthest": [{"group": g.name, "cycles": g.cycles, "bound": round(g.bound, 1),
-                         "binds": g.binds} for g in worst]}
+    row = {
+        "model": label,
+        "status": res.status,
+        "compile_s": round(t1 - t0, 1),
+        "run_s": round(cpu() - t1, 1),
+        "tasks": res.tasks_run,
+        "cycles": rep.total.cycles,
+        "bound": round(rep.total.bound, 1),
+        "ratio": rep.total.ratio,
+        "roof": rep.total.roof,
+        "binds": rep.total.binds,
+        "groups": len(rep.groups),
+        "farthest": [
+            {"group": g.name, "cycles": g.cycles, "bound": round(g.bound, 1), "binds": g.binds}
+            for g in worst
+        ],
+    }
     if tune is not None:
         from nem.cli.roofline_cli import timed_cycles
         from nem.compile import CompileOptions
         from nem.compile.tune import compile_tuned
 
         t2 = cpu()
-        tuned, report = compile_tuned(model, CompileOptions(device=device), timed_cycles,
-                                       budget=tune)
+        tuned, report = compile_tuned(
+            model, CompileOptions(device=device), timed_cycles, budget=tune
+        )
         t3 = cpu()
         _, trep = timed_run(tuned.nem, label, device)
-        row["tune"] = {"cycles": trep.total.cycles, "bound": round(trep.total.bound, 1),
-                       "ratio": trep.total.ratio, "compile_s": round(t3 - t2, 1),
-                       "ops_searched": len(report.nests),
-                       "retiled": sum(n.best != n.default for n in report.nests)}
+        row["tune"] = {
+            "cycles": trep.total.cycles,
+            "bound": round(trep.total.bound, 1),
+            "ratio": trep.total.ratio,
+            "compile_s": round(t3 - t2, 1),
+            "ops_searched": len(report.nests),
+            "retiled": sum(n.best != n.default for n in report.nests),
+        }
     return row
 
 
@@ -95,17 +113,25 @@ def show(row: dict) -> None:
         print(f"{row['model']:<22}{row['status']}")
         return
     ratio = f"{row['ratio']:.2f}" if row["ratio"] is not None else "-"
-    print(f"{row['model']:<22}{row['tasks']:>8}{row['cycles']:>12}{row['bound']:>12.0f}"
-          f"{ratio:>8}  {row['roof'] or '-':<6}{row['binds']:<9}{row['compile_s']:>7}"
-          f"{row['run_s']:>7}", end="")
+    print(
+        f"{row['model']:<22}{row['tasks']:>8}{row['cycles']:>12}{row['bound']:>12.0f}"
+        f"{ratio:>8}  {row['roof'] or '-':<6}{row['binds']:<9}{row['compile_s']:>7}"
+        f"{row['run_s']:>7}",
+        end="",
+    )
     if "tune" in row:
         t = row["tune"]
-        print(f"{t['cycles']:>12}{t['ratio']:>8.2f}{t['compile_s']:>8}  "
-              f"{t['retiled']}/{t['ops_searched']}", end="")
+        print(
+            f"{t['cycles']:>12}{t['ratio']:>8.2f}{t['compile_s']:>8}  "
+            f"{t['retiled']}/{t['ops_searched']}",
+            end="",
+        )
     print()
     for g in row["farthest"]:
-        print(f"{'':<4}{g['group']:<40}{g['cycles']:>10} cycles, bound {g['bound']:.0f}, "
-              f"binds {g['binds']}")
+        print(
+            f"{'':<4}{g['group']:<40}{g['cycles']:>10} cycles, bound {g['bound']:.0f}, "
+            f"binds {g['binds']}"
+        )
     sys.stdout.flush()
 
 
@@ -115,26 +141,38 @@ def main() -> None:
     p.add_argument("--models", default="mlp,cnn,resblock,transformer")
     p.add_argument("--dtypes", default="f32,f16")
     p.add_argument("--cnns", default="", help="light CNNs, e.g. squeezenet,resnet50")
-    p.add_argument("--groups", type=int, default=3, metavar="N",
-                   help="print the N groups farthest above their bound")
+    p.add_argument(
+        "--groups",
+        type=int,
+        default=3,
+        metavar="N",
+        help="print the N groups farthest above their bound",
+    )
     p.add_argument("--json", metavar="FILE", help="also write the rows as JSON")
-    p.add_argument("--tune", type=float, metavar="SECONDS",
-                   help="also compile with --tune (this budget per model): tuned cycles, "
-                   "ratio, compile CPU s, ops retiled/searched (D-COMPILE-TUNE)")
+    p.add_argument(
+        "--tune",
+        type=float,
+        metavar="SECONDS",
+        help="also compile with --tune (this budget per model): tuned cycles, "
+        "ratio, compile CPU s, ops retiled/searched (D-COMPILE-TUNE)",
+    )
     args = p.parse_args()
     print(f"device {args.device}; cycles and bound per D-RT-COST / D-RT-ROOFLINE")
-    print(f"{'model':<22}{'tasks':>8}{'cycles':>12}{'bound':>12}{'ratio':>8}  "
-          f"{'roof':<6}{'binds':<9}{'comp s':>7}{'run s':>7}"
-          + (f"{'tuned':>12}{'ratio':>8}{'comp s':>8}  retiled" if args.tune else ""))
+    print(
+        f"{'model':<22}{'tasks':>8}{'cycles':>12}{'bound':>12}{'ratio':>8}  "
+        f"{'roof':<6}{'binds':<9}{'comp s':>7}{'run s':>7}"
+        + (f"{'tuned':>12}{'ratio':>8}{'comp s':>8}  retiled" if args.tune else "")
+    )
     rows = []
-    todo = [(f"{name} {dtype}", samples.MODELS[name](dtype))
-            for name in filter(None, args.models.split(","))
-            for dtype in args.dtypes.split(",")]
+    todo = [
+        (f"{name} {dtype}", samples.MODELS[name](dtype))
+        for name in filter(None, args.models.split(","))
+        for dtype in args.dtypes.split(",")
+    ]
     if args.cnns:
         from bench_cnn import light_dir
 
-        todo += [(name, str(light_dir() / f"light_{name}.onnx"))
-                 for name in args.cnns.split(",")]
+        todo += [(name, str(light_dir() / f"light_{name}.onnx")) for name in args.cnns.split(",")]
     for label, model in todo:
         rows.append(measure(label, model, args.device, args.groups, args.tune))
         show(rows[-1])

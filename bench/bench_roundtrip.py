@@ -88,7 +88,7 @@ def generate(n_tasks: int) -> str:
         f"const slots = {slots}",
         "buffer X_DDR : DDR (size=slots * tile, align=64)",
         "buffer W_L2 : L2 (size=slots * tile, align=64)",
-        "buffer Y_L2 : L2 (size=slots * tile, align=64) @debug(\"outputs\")",
+        'buffer Y_L2 : L2 (size=slots * tile, align=64) @debug("outputs")',
         "buffer X_L1 : L1[0] (size=slots * tile, align=64)",
         "buffer W_L1 : L1[0] (size=slots * tile, align=64)",
         "buffer Y_L1 : L1[0] (size=slots * tile, align=64)",
@@ -99,22 +99,32 @@ def generate(n_tasks: int) -> str:
         a = lines.append
         typed = "elem=f16, shape=[M, K], layout=MK"
         a(f"{indent}{prefix}X_{k} = region(X_DDR, {slot}, tile) {typed}")
-        a(f"{indent}{prefix}W_{k} = region(W_L2, {slot}, tile) elem=f16, shape=[K, M], layout=KN @readonly")
+        a(
+            f"{indent}{prefix}W_{k} = region(W_L2, {slot}, tile) elem=f16, shape=[K, M], layout=KN @readonly"
+        )
         a(f"{indent}{prefix}Xl_{k} = region(X_L1, {slot}, tile) {typed}")
         a(f"{indent}{prefix}Wl_{k} = region(W_L1, {slot}, tile) elem=f16, shape=[K, M], layout=KN")
-        a(f"{indent}{prefix}Yl_{k} = region(Y_L1, {slot}, tile) elem=f16, shape=[M, M], "
-          "strides=[M, 1] @materialized")
+        a(
+            f"{indent}{prefix}Yl_{k} = region(Y_L1, {slot}, tile) elem=f16, shape=[M, M], "
+            "strides=[M, 1] @materialized"
+        )
         a(f"{indent}tx_{k} = transfer.async(dst=Xl_{k}, src=X_{k}) @resource(DMA[0])")
         a(f"{indent}tw_{k} = transfer.async(dst=Wl_{k}, src=W_{k})")
-        a(f"{indent}tg_{k} = gemm.async in Xl_{k}, Wl_{k} out Yl_{k} deps=[tx_{k}, tw_{k}] "
-          "accum_type=f32 @resource(NMU[0])")
+        a(
+            f"{indent}tg_{k} = gemm.async in Xl_{k}, Wl_{k} out Yl_{k} deps=[tx_{k}, tw_{k}] "
+            "accum_type=f32 @resource(NMU[0])"
+        )
         if k % 2:
             a(f"{indent}tr_{k} = relu.async in Yl_{k} out Yl_{k} deps=[tg_{k}]")
         else:
-            a(f"{indent}tr_{k} = add.async in Yl_{k}, Yl_{k} out Yl_{k} deps=[tg_{k}] "
-              "@resource(CSTL[0])")
-        a(f"{indent}ts_{k} = store.async(dst=region(Y_L2, {slot}, tile) elem=f16, shape=[M, M], "
-          f"layout=MN, src=Yl_{k}, deps=[tr_{k}])")
+            a(
+                f"{indent}tr_{k} = add.async in Yl_{k}, Yl_{k} out Yl_{k} deps=[tg_{k}] "
+                "@resource(CSTL[0])"
+            )
+        a(
+            f"{indent}ts_{k} = store.async(dst=region(Y_L2, {slot}, tile) elem=f16, shape=[M, M], "
+            f"layout=MN, src=Yl_{k}, deps=[tr_{k}])"
+        )
 
     k = 0
     for s in range(straight):
@@ -142,9 +152,15 @@ def relu_chain(ops: int, tiles: int = 4) -> str:
     op a DDR result and two L1 buffers per tile, per tile a transfer in, a
     relu and a transfer out, each with its region written inline."""
     row = 16  # bytes of one f32[1, 4] row
-    lines = ['include "npm_pro_x1.nem"', "device npm_pro_x1", "", "program main:", "",
-             f"buffer x : DDR (size={tiles * row}, align=64)",
-             f"buffer y : DDR (size={tiles * row}, align=64)"]
+    lines = [
+        'include "npm_pro_x1.nem"',
+        "device npm_pro_x1",
+        "",
+        "program main:",
+        "",
+        f"buffer x : DDR (size={tiles * row}, align=64)",
+        f"buffer y : DDR (size={tiles * row}, align=64)",
+    ]
     names = (f"alloc_v{i}" if i else "alloc" for i in range(ops * (2 * tiles + 1)))
     outs = ["x"]
     l1: list[list[tuple[str, str]]] = []
@@ -168,13 +184,19 @@ def relu_chain(ops: int, tiles: int = 4) -> str:
         outs_done = []
         for t, (a, b) in enumerate(l1[k]):
             dep = f", deps=[{last[t]}]" if last else ""
-            lines.append(f"copy{n + 1} = transfer.async(dst=region({a}, 0, {row}) {typed}, "
-                         f"src=region({outs[k]}, {t * row}, {row}) {typed}{dep})")
-            lines.append(f"relu{n + 2} = relu.async in region({a}, 0, {row}) {flat} out "
-                         f"region({b}, 0, {row}) {flat} deps=[copy{n + 1}]")
-            lines.append(f"copy{n + 3} = transfer.async(dst=region({outs[k + 1]}, {t * row}, "
-                         f"{row}) {typed}, src=region({b}, 0, {row}) {typed}, "
-                         f"deps=[relu{n + 2}])")
+            lines.append(
+                f"copy{n + 1} = transfer.async(dst=region({a}, 0, {row}) {typed}, "
+                f"src=region({outs[k]}, {t * row}, {row}) {typed}{dep})"
+            )
+            lines.append(
+                f"relu{n + 2} = relu.async in region({a}, 0, {row}) {flat} out "
+                f"region({b}, 0, {row}) {flat} deps=[copy{n + 1}]"
+            )
+            lines.append(
+                f"copy{n + 3} = transfer.async(dst=region({outs[k + 1]}, {t * row}, "
+                f"{row}) {typed}, src=region({b}, 0, {row}) {typed}, "
+                f"deps=[relu{n + 2}])"
+            )
             outs_done.append(f"copy{n + 3}")
             n += 3
         last = outs_done
@@ -207,30 +229,48 @@ def tools_round_trip(name: str, text: str, work: Path, repeat: int, mlir: str) -
     generic = work / f"{name}.mlir"
     child_cpu(["nem-opt", str(src), "-t", "mlir", "--print-op-generic", "-o", str(generic)])
     nem_cmd = ["nem-opt", str(src), "-t", "nem", "-o", os.devnull]
-    mlir_cmd = [mlir, "--allow-unregistered-dialect", "--mlir-print-op-generic", str(generic),
-                "-o", os.devnull]
+    mlir_cmd = [
+        mlir,
+        "--allow-unregistered-dialect",
+        "--mlir-print-op-generic",
+        str(generic),
+        "-o",
+        os.devnull,
+    ]
     nem, up = [], []
     for _ in range(repeat):
         nem.append(child_cpu(nem_cmd))
         up.append(child_cpu(mlir_cmd))
-    return dict(name=name, lines=text.count("\n"), generic_lines=generic.read_text().count("\n"),
-                nem=min(c for c, _ in nem), nem_wall=min(w for _, w in nem),
-                mlir=min(c for c, _ in up), mlir_wall=min(w for _, w in up))
+    return dict(
+        name=name,
+        lines=text.count("\n"),
+        generic_lines=generic.read_text().count("\n"),
+        nem=min(c for c, _ in nem),
+        nem_wall=min(w for _, w in nem),
+        mlir=min(c for c, _ in up),
+        mlir_wall=min(w for _, w in up),
+    )
 
 
 def report_tools(rows: list[dict], repeat: int) -> None:
     print(f"\ntools, best of {repeat} runs each, CPU seconds (user + system) of the process:")
-    head = (f"{'program':<24} {'lines':>7} {'generic':>8} {'nem-opt -t nem':>15} "
-            f"{'mlir-opt':>9} {'ratio':>6}")
+    head = (
+        f"{'program':<24} {'lines':>7} {'generic':>8} {'nem-opt -t nem':>15} "
+        f"{'mlir-opt':>9} {'ratio':>6}"
+    )
     print(head)
     print("-" * len(head))
     for r in rows:
         ratio = r["nem"] / r["mlir"]
-        print(f"{r['name']:<24} {r['lines']:>7} {r['generic_lines']:>8} {r['nem']:>15.2f} "
-              f"{r['mlir']:>9.2f} {ratio:>5.1f}x  ({'OK' if ratio <= 5 else 'ABOVE'} target <= 5x)")
+        print(
+            f"{r['name']:<24} {r['lines']:>7} {r['generic_lines']:>8} {r['nem']:>15.2f} "
+            f"{r['mlir']:>9.2f} {ratio:>5.1f}x  ({'OK' if ratio <= 5 else 'ABOVE'} target <= 5x)"
+        )
     if sys.flags.dont_write_bytecode or os.environ.get("PYTHONDONTWRITEBYTECODE"):
-        print("note: PYTHONDONTWRITEBYTECODE is set: every nem-opt start compiles the "
-              "toolchain's modules again")
+        print(
+            "note: PYTHONDONTWRITEBYTECODE is set: every nem-opt start compiles the "
+            "toolchain's modules again"
+        )
 
 
 def make_ctx() -> Context:
@@ -275,19 +315,34 @@ def run_size(n: int, ctx: Context, gc_off: bool) -> dict:
     if gc_off:
         del gmodule
         _, t_parse_nogc = timed(parse_without_gc, text, n)
-    return dict(parse_nogc=t_parse_nogc, n=n, tasks=n_tasks, ops=n_ops, lines=text.count("\n"), nem_bytes=len(text),
-                generic_bytes=len(gtext), parse=t_parse, verify=t_verify, print=t_print,
-                gprint=t_gprint, gparse=t_gparse, errors=len(errors),
-                first_error=errors[0].render().splitlines()[0] if errors else "")
+    return dict(
+        parse_nogc=t_parse_nogc,
+        n=n,
+        tasks=n_tasks,
+        ops=n_ops,
+        lines=text.count("\n"),
+        nem_bytes=len(text),
+        generic_bytes=len(gtext),
+        parse=t_parse,
+        verify=t_verify,
+        print=t_print,
+        gprint=t_gprint,
+        gparse=t_gparse,
+        errors=len(errors),
+        first_error=errors[0].render().splitlines()[0] if errors else "",
+    )
 
 
 def report(results: list[dict], argv: list[str]) -> None:
     print("command: python bench/bench_roundtrip.py" + ("" if not argv else " " + " ".join(argv)))
     print(f"python {sys.version.split()[0]}, single run per size, time.perf_counter\n")
     for r in results:
-        print(f"size {r['n']}: {r['tasks']} tasks, {r['ops']} ops, {r['lines']} lines, "
-              f".nem {r['nem_bytes'] / 1e6:.2f} MB, generic MLIR {r['generic_bytes'] / 1e6:.2f} MB, "
-              f"verifier errors: {r['errors']}" + (f" (first: {r['first_error']})" if r["errors"] else ""))
+        print(
+            f"size {r['n']}: {r['tasks']} tasks, {r['ops']} ops, {r['lines']} lines, "
+            f".nem {r['nem_bytes'] / 1e6:.2f} MB, generic MLIR {r['generic_bytes'] / 1e6:.2f} MB, "
+            f"verifier errors: {r['errors']}"
+            + (f" (first: {r['first_error']})" if r["errors"] else "")
+        )
     print()
     head = f"{'tasks':>7} {'phase':<25} {'total s':>9} {'µs/task':>9} {'µs/op':>8}"
     print(head)
@@ -295,27 +350,44 @@ def report(results: list[dict], argv: list[str]) -> None:
     for r in results:
         nem_rt = r["parse"] + r["print"]
         gen_rt = r["gprint"] + r["gparse"]
-        rows = [(".nem parse", r["parse"]), ("verify", r["verify"]), (".nem print", r["print"]),
-                (".nem round trip", nem_rt), *([(".nem parse, gc disabled", r["parse_nogc"])]
-                                                if r["parse_nogc"] is not None else []),
-                ("generic print (xDSL)", r["gprint"]),
-                ("generic parse (xDSL)", r["gparse"]), ("generic round trip", gen_rt)]
+        rows = [
+            (".nem parse", r["parse"]),
+            ("verify", r["verify"]),
+            (".nem print", r["print"]),
+            (".nem round trip", nem_rt),
+            *(
+                [(".nem parse, gc disabled", r["parse_nogc"])]
+                if r["parse_nogc"] is not None
+                else []
+            ),
+            ("generic print (xDSL)", r["gprint"]),
+            ("generic parse (xDSL)", r["gparse"]),
+            ("generic round trip", gen_rt),
+        ]
         for name, t in rows:
-            print(f"{r['tasks']:>7} {name:<25} {t:>9.3f} {t / r['tasks'] * 1e6:>9.1f} "
-                  f"{t / r['ops'] * 1e6:>8.2f}")
+            print(
+                f"{r['tasks']:>7} {name:<25} {t:>9.3f} {t / r['tasks'] * 1e6:>9.1f} "
+                f"{t / r['ops'] * 1e6:>8.2f}"
+            )
         ratio = gen_rt / nem_rt
         parse_ratio = r["gparse"] / r["parse"]
         verdict = "OK" if ratio >= 4 else "BELOW TARGET"
-        print(f"{r['tasks']:>7} {'ratio generic/.nem':<25} round trip {ratio:.2f}x, "
-              f"parse only {parse_ratio:.2f}x  (target >= 4x round trip: {verdict})")
+        print(
+            f"{r['tasks']:>7} {'ratio generic/.nem':<25} round trip {ratio:.2f}x, "
+            f"parse only {parse_ratio:.2f}x  (target >= 4x round trip: {verdict})"
+        )
         print()
     if len(results) > 1:
         print("growth between sizes (time ratio / op-count ratio; 1.00 = linear):")
         for a, b in zip(results, results[1:]):
             scale = b["ops"] / a["ops"]
             parts = []
-            for key, label in [("parse", "parse"), ("verify", "verify"), ("print", "print"),
-                               ("gparse", "g-parse")]:
+            for key, label in [
+                ("parse", "parse"),
+                ("verify", "verify"),
+                ("print", "print"),
+                ("gparse", "g-parse"),
+            ]:
                 parts.append(f"{label} {b[key] / a[key] / scale:.2f}")
             print(f"  {a['tasks']} -> {b['tasks']} tasks (x{scale:.2f} ops): " + ", ".join(parts))
 
@@ -332,23 +404,39 @@ def profile(n: int, top: int) -> None:
         out = io.StringIO()
         pstats.Stats(pr, stream=out).sort_stats(key).print_stats(top)
         print(f"\n=== cProfile of parse_nem + print_nem, {n} tasks, sorted by {key} ===")
-        print("\n".join(line for line in out.getvalue().splitlines()
-                        if line.strip() and not line.startswith("   Ordered")))
+        print(
+            "\n".join(
+                line
+                for line in out.getvalue().splitlines()
+                if line.strip() and not line.startswith("   Ordered")
+            )
+        )
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--tasks", type=int, nargs="+", default=[10_000, 50_000])
-    ap.add_argument("--profile", action="store_true",
-                    help="also cProfile the .nem round trip at the smallest size")
+    ap.add_argument(
+        "--profile",
+        action="store_true",
+        help="also cProfile the .nem round trip at the smallest size",
+    )
     ap.add_argument("--top", type=int, default=25, help="profile rows to show")
-    ap.add_argument("--gc-off", action="store_true",
-                    help="also time .nem parsing with the cyclic GC disabled")
-    ap.add_argument("--tools", action="store_true",
-                    help="also time nem-opt against upstream mlir-opt on each program")
-    ap.add_argument("--chain", type=int, default=1000,
-                    help="--tools: Relus in issue 34's compiled chain (0: none)")
+    ap.add_argument(
+        "--gc-off", action="store_true", help="also time .nem parsing with the cyclic GC disabled"
+    )
+    ap.add_argument(
+        "--tools",
+        action="store_true",
+        help="also time nem-opt against upstream mlir-opt on each program",
+    )
+    ap.add_argument(
+        "--chain",
+        type=int,
+        default=1000,
+        help="--tools: Relus in issue 34's compiled chain (0: none)",
+    )
     ap.add_argument("--files", nargs="*", default=[], help="--tools: these .nem programs too")
     ap.add_argument("--repeat", type=int, default=3, help="--tools: runs of each tool")
     args = ap.parse_args(argv)
@@ -372,8 +460,10 @@ def main(argv: list[str] | None = None) -> int:
                 programs.append((f"relu chain {args.chain}", relu_chain(args.chain)))
             programs += [(Path(f).name, Path(f).read_text()) for f in args.files]
             with tempfile.TemporaryDirectory() as tmp:
-                rows = [tools_round_trip(f"p{i}", text, Path(tmp), args.repeat, mlir) | {"name": name}
-                        for i, (name, text) in enumerate(programs)]
+                rows = [
+                    tools_round_trip(f"p{i}", text, Path(tmp), args.repeat, mlir) | {"name": name}
+                    for i, (name, text) in enumerate(programs)
+                ]
             report_tools(rows, args.repeat)
     if args.profile:
         print(prof.getvalue())

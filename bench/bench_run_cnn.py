@@ -50,11 +50,16 @@ def prepare(name: str, device: str, out: Path) -> str:
     result = compile_onnx(str(path), device=device)
     (out / f"{name}.nem").write_text(result.nem)
     np.savez(out / f"{name}.weights.npz", **result.interface.weights)
-    np.savez(out / f"{name}.inputs.npz", **{
-        b: inputs[result.interface.onnx_names.get(b, b)] for b, _, _ in result.interface.inputs})
-    (oname, shape, dtype), = result.interface.outputs
-    (out / f"{name}.json").write_text(json.dumps(
-        {"output": oname, "shape": list(shape), "dtype": np.dtype(dtype).name, "device": device}))
+    np.savez(
+        out / f"{name}.inputs.npz",
+        **{b: inputs[result.interface.onnx_names.get(b, b)] for b, _, _ in result.interface.inputs},
+    )
+    ((oname, shape, dtype),) = result.interface.outputs
+    (out / f"{name}.json").write_text(
+        json.dumps(
+            {"output": oname, "shape": list(shape), "dtype": np.dtype(dtype).name, "device": device}
+        )
+    )
     return f"{name}: compiled, {len(result.nem.splitlines())} lines"
 
 
@@ -71,12 +76,24 @@ def run(name: str, d: Path, mode: str, timeout: float) -> dict:
     row: dict = {"model": name, "mode": mode}
     with tempfile.TemporaryDirectory() as tmp:
         got_path = Path(tmp) / "y.npy"
-        cmd = [nem_run, str(d / f"{name}.nem"), "--device", meta["device"], "--mode", mode,
-               "--no-progress"]
+        cmd = [
+            nem_run,
+            str(d / f"{name}.nem"),
+            "--device",
+            meta["device"],
+            "--mode",
+            mode,
+            "--no-progress",
+        ]
         if mode == "functional":
-            cmd += ["--input", str(d / f"{name}.weights.npz"),
-                    "--input", str(d / f"{name}.inputs.npz"),
-                    "--output", f"{meta['output']}={got_path}"]
+            cmd += [
+                "--input",
+                str(d / f"{name}.weights.npz"),
+                "--input",
+                str(d / f"{name}.inputs.npz"),
+                "--output",
+                f"{meta['output']}={got_path}",
+            ]
         t0, w0 = children_cpu(), time.perf_counter()
         try:
             out = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
@@ -85,7 +102,9 @@ def run(name: str, d: Path, mode: str, timeout: float) -> dict:
             return row
         row.update(cpu_s=children_cpu() - t0, wall_s=time.perf_counter() - w0)
         if out.returncode:
-            row["status"] = f"exit {out.returncode}: " + (out.stderr.strip().splitlines() or ["?"])[-1][:140]
+            row["status"] = (
+                f"exit {out.returncode}: " + (out.stderr.strip().splitlines() or ["?"])[-1][:140]
+            )
             return row
         row["status"] = "ok"
         if mode == "functional":
@@ -116,9 +135,11 @@ def main() -> None:
             continue
         row = run(name, args.dir, args.mode, args.timeout)
         err = f" error/tol {row['error']:.3f}" if "error" in row else ""
-        print(f"{name:<14} {row['status']:<8} cpu {row.get('cpu_s', float('nan')):7.1f} s "
-              f"wall {row.get('wall_s', float('nan')):7.1f} s{err} {row.get('summary', '')}",
-              flush=True)
+        print(
+            f"{name:<14} {row['status']:<8} cpu {row.get('cpu_s', float('nan')):7.1f} s "
+            f"wall {row.get('wall_s', float('nan')):7.1f} s{err} {row.get('summary', '')}",
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

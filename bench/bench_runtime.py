@@ -105,8 +105,13 @@ def bench_transfers(n: int) -> dict:
     r = it.run()
     dt, cpu = time.perf_counter() - t0, time.process_time() - c0
     assert r.status == "completed" and r.tasks_run == n and r.race_count == 0, r
-    return {"tasks": n, "seconds": dt, "us_per_task": cpu / n * 1e6, "tasks_per_s": n / cpu,
-            "wall_us_per_task": dt / n * 1e6}
+    return {
+        "tasks": n,
+        "seconds": dt,
+        "us_per_task": cpu / n * 1e6,
+        "tasks_per_s": n / cpu,
+        "wall_us_per_task": dt / n * 1e6,
+    }
 
 
 def _best(fn, reps: int = 3, setup=None) -> float:
@@ -148,17 +153,25 @@ def bench_gemm(elem: str, M=2048, K=1024, N=512, tm=512) -> dict:
 
     def tiled():  # the same tiles through numpy alone: the runtime's own overhead
         for i in range(M // tm):
-            to_float_out(np.matmul(a[i * tm:(i + 1) * tm].astype(np.float64),
-                                   b.astype(np.float64)), elem)
+            to_float_out(
+                np.matmul(a[i * tm : (i + 1) * tm].astype(np.float64), b.astype(np.float64)), elem
+            )
+
     t_tiles = _best(tiled)
-    return {"what": f"{elem} gemm {M}x{K}x{N} ({M // tm} tiles)", "runtime_s": t_rt,
-            "numpy_s": t_np, "ratio": t_rt / t_np, "tiled_ratio": t_rt / t_tiles}
+    return {
+        "what": f"{elem} gemm {M}x{K}x{N} ({M // tm} tiles)",
+        "runtime_s": t_rt,
+        "numpy_s": t_np,
+        "ratio": t_rt / t_np,
+        "tiled_ratio": t_rt / t_tiles,
+    }
 
 
 def bench_conv(H=64, W=64, C=64, CO=64, th=16) -> dict:
     import ml_dtypes
 
     from nem.runtime.kernels import KERNELS, Tensor
+
     rng = np.random.default_rng(0)
     x = rng.uniform(-1, 1, (1, H + 2, W + 2, C)).astype(ml_dtypes.bfloat16)
     w = rng.uniform(-1, 1, (3, 3, C, CO)).astype(ml_dtypes.bfloat16)
@@ -177,22 +190,35 @@ def bench_conv(H=64, W=64, C=64, CO=64, th=16) -> dict:
     y_out = np.zeros((1, H, W, CO), ml_dtypes.bfloat16)
 
     def direct():  # the whole tensor through the same kernel arithmetic, no tiling
-        return KERNELS["conv2d"]([Tensor(x, "bf16"), Tensor(w, "bf16")], [Tensor(y_out, "bf16")],
-                                 {"pads": [0, 0, 0, 0], "strides": [1, 1], "dilations": [1, 1],
-                                  "groups": 1, "accum_type": "f32"})[0]
+        return KERNELS["conv2d"](
+            [Tensor(x, "bf16"), Tensor(w, "bf16")],
+            [Tensor(y_out, "bf16")],
+            {
+                "pads": [0, 0, 0, 0],
+                "strides": [1, 1],
+                "dilations": [1, 1],
+                "groups": 1,
+                "accum_type": "f32",
+            },
+        )[0]
 
     t_rt = _best(runtime, setup=setup)
     y = it.read_tensor("Y_DDR", (H // th, th, W, CO), ml_dtypes.bfloat16).reshape(1, H, W, CO)
     assert np.array_equal(y.view(np.uint16), direct().view(np.uint16))
     t_np = _best(direct)
-    return {"what": f"bf16 conv2d 3x3 {H}x{W}x{C}->{CO} ({H // th} tiles)", "runtime_s": t_rt,
-            "numpy_s": t_np, "ratio": t_rt / t_np}
+    return {
+        "what": f"bf16 conv2d 3x3 {H}x{W}x{C}->{CO} ({H // th} tiles)",
+        "runtime_s": t_rt,
+        "numpy_s": t_np,
+        "ratio": t_rt / t_np,
+    }
 
 
 def peak_memory(n: int) -> int:
     it = NemInterpreter(trace=False)
     it.load_string(transfers_program(n, mif=2), "loop.nem")
     import gc
+
     gc.collect()
     tracemalloc.start()
     tracemalloc.reset_peak()
@@ -208,22 +234,32 @@ def main() -> None:
     ap.add_argument("--transfers", type=int, default=100_000)
     args = ap.parse_args()
     import os
+
     print(f"load average: {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
     a = bench_transfers(args.transfers)
-    print(f"(a) {a['tasks']} small transfers, functional mode, race detection on: "
-          f"{a['us_per_task']:.1f} us/task CPU ({a['wall_us_per_task']:.1f} wall), "
-          f"{a['tasks_per_s']:.0f} tasks/s "
-          f"(target <= 20 us/task: {'OK' if a['us_per_task'] <= 20 else 'MISSED'})")
+    print(
+        f"(a) {a['tasks']} small transfers, functional mode, race detection on: "
+        f"{a['us_per_task']:.1f} us/task CPU ({a['wall_us_per_task']:.1f} wall), "
+        f"{a['tasks_per_s']:.0f} tasks/s "
+        f"(target <= 20 us/task: {'OK' if a['us_per_task'] <= 20 else 'MISSED'})"
+    )
     for res in (bench_gemm("f32"), bench_gemm("f16"), bench_conv()):
-        print(f"(b) {res['what']}: runtime {res['runtime_s'] * 1e3:.1f} ms, numpy whole-tensor "
-              f"{res['numpy_s'] * 1e3:.1f} ms, ratio {res['ratio']:.2f}x "
-              f"(target <= 1.5x: {'OK' if res['ratio'] <= 1.5 else 'MISSED'})"
-              + (f"; vs the same tiles in numpy {res['tiled_ratio']:.2f}x"
-                 if "tiled_ratio" in res else ""))
+        print(
+            f"(b) {res['what']}: runtime {res['runtime_s'] * 1e3:.1f} ms, numpy whole-tensor "
+            f"{res['numpy_s'] * 1e3:.1f} ms, ratio {res['ratio']:.2f}x "
+            f"(target <= 1.5x: {'OK' if res['ratio'] <= 1.5 else 'MISSED'})"
+            + (
+                f"; vs the same tiles in numpy {res['tiled_ratio']:.2f}x"
+                if "tiled_ratio" in res
+                else ""
+            )
+        )
     small, big = peak_memory(100), peak_memory(100_000)
-    print(f"(c) peak memory @max_in_flight(2): 100 iterations {small / 1024:.1f} KiB, "
-          f"100k iterations {big / 1024:.1f} KiB, ratio {big / small:.3f} "
-          f"(target within 10%: {'OK' if big <= 1.1 * small else 'MISSED'})")
+    print(
+        f"(c) peak memory @max_in_flight(2): 100 iterations {small / 1024:.1f} KiB, "
+        f"100k iterations {big / 1024:.1f} KiB, ratio {big / small:.3f} "
+        f"(target within 10%: {'OK' if big <= 1.1 * small else 'MISSED'})"
+    )
 
 
 if __name__ == "__main__":

@@ -36,12 +36,17 @@ def mlir_chunks(n: int) -> str:
 
 
 def relu_program(n: int) -> str:
-    lines = ['device "npm_lite.nem"', f"buffer A : L2 (size={128 * n})",
-             f"buffer B : L2 (size={128 * n})"]
+    lines = [
+        'device "npm_lite.nem"',
+        f"buffer A : L2 (size={128 * n})",
+        f"buffer B : L2 (size={128 * n})",
+    ]
     for i in range(n):
-        lines += [f"x{i} = region(A, {128 * i}, 128) elem=f16, shape=[64], layout=C",
-                  f"y{i} = region(B, {128 * i}, 128) elem=f16, shape=[64], layout=C",
-                  f"t{i} = relu.sync in x{i} out y{i}"]
+        lines += [
+            f"x{i} = region(A, {128 * i}, 128) elem=f16, shape=[64], layout=C",
+            f"y{i} = region(B, {128 * i}, 128) elem=f16, shape=[64], layout=C",
+            f"t{i} = relu.sync in x{i} out y{i}",
+        ]
     return "\n".join(lines) + "\n"
 
 
@@ -57,10 +62,11 @@ def main() -> None:
     ap.add_argument("--scale", type=float, default=1.0, help="multiply the sizes")
     args = ap.parse_args()
     nem_opt = str(Path(sys.executable).with_name("nem-opt"))
-    cases = [("--split-input-file chunks", split_chunks, 1000, "nem", ["--split-input-file"]),
-             ("--split-input-file MLIR chunks", mlir_chunks, 300, "mlir",
-              ["--split-input-file"]),
-             ("program relu tasks", relu_program, 2000, "nem", [])]
+    cases = [
+        ("--split-input-file chunks", split_chunks, 1000, "nem", ["--split-input-file"]),
+        ("--split-input-file MLIR chunks", mlir_chunks, 300, "mlir", ["--split-input-file"]),
+        ("program relu tasks", relu_program, 2000, "nem", []),
+    ]
     with tempfile.TemporaryDirectory() as tmp:
         for title, make, base, ext, flags in cases:
             n = max(1, int(base * args.scale))
@@ -69,8 +75,10 @@ def main() -> None:
                 src = Path(tmp) / f"in_{size}.{ext}"
                 src.write_text(make(size))
                 times.append(cpu_seconds([nem_opt, str(src), "-o", "-", *flags]))
-                print(f"{title:30} {size:>7}: {times[-1]:6.2f} s CPU "
-                      f"({src.stat().st_size / 1e6:.2f} MB)")
+                print(
+                    f"{title:30} {size:>7}: {times[-1]:6.2f} s CPU "
+                    f"({src.stat().st_size / 1e6:.2f} MB)"
+                )
             print(f"{title:30} 10x/1x: {times[1] / times[0]:.1f}")
 
 

@@ -45,13 +45,16 @@ def bench_model(label: str, model, device: str) -> None:
             print(f"   {route}: blocked in stage '{e.stage}': {str(e).splitlines()[0][:160]}")
             continue
         default[route] = cycles["default"]
-        print(f"   --route {route}: timed cycles default {cycles['default']}, "
-              f"--no-pipeline --engines 1 {cycles['serial']} "
-              f"({cycles['serial'] / cycles['default']:.2f}x); {tasks} tasks; "
-              f"max error / tolerance {worst:.3f}")
+        print(
+            f"   --route {route}: timed cycles default {cycles['default']}, "
+            f"--no-pipeline --engines 1 {cycles['serial']} "
+            f"({cycles['serial'] / cycles['default']:.2f}x); {tasks} tasks; "
+            f"max error / tolerance {worst:.3f}"
+        )
     if len(default) == 2:
-        print(f"   transform / affine default cycles: "
-              f"{default['transform'] / default['affine']:.2f}")
+        print(
+            f"   transform / affine default cycles: {default['transform'] / default['affine']:.2f}"
+        )
 
 
 def main() -> None:

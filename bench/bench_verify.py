@@ -85,31 +85,47 @@ def run_size(n: int) -> dict:
         (s_outcome, _), t = timed(run_pass, stage_pass(name), fresh)
         stages.append((name, t, s_outcome))
         del fresh
-    return dict(n=n, tasks=tasks, ops=ops, parse=t_parse, verify=t_verify, outcome=outcome,
-                ndiags=ndiags, stages=stages)
+    return dict(
+        n=n,
+        tasks=tasks,
+        ops=ops,
+        parse=t_parse,
+        verify=t_verify,
+        outcome=outcome,
+        ndiags=ndiags,
+        stages=stages,
+    )
 
 
 def report(results: list[dict], argv: list[str]) -> None:
     print("command: python bench/bench_verify.py" + ("" if not argv else " " + " ".join(argv)))
-    print(f"python {sys.version.split()[0]}, device {DEVICE} (bench/bench_device.nem), "
-          f"stages registered: {', '.join(s for s in STAGES if s in PASSES)}\n")
+    print(
+        f"python {sys.version.split()[0]}, device {DEVICE} (bench/bench_device.nem), "
+        f"stages registered: {', '.join(s for s in STAGES if s in PASSES)}\n"
+    )
     for r in results:
-        print(f"{r['tasks']} tasks, {r['ops']} ops: nem-verify {r['outcome']}, "
-              f"{r['ndiags']} diagnostics")
+        print(
+            f"{r['tasks']} tasks, {r['ops']} ops: nem-verify {r['outcome']}, "
+            f"{r['ndiags']} diagnostics"
+        )
         print(f"  parse        {r['parse']:8.3f} s  {r['parse'] / r['tasks'] * 1e6:7.1f} µs/task")
         print(f"  nem-verify   {r['verify']:8.3f} s  {r['verify'] / r['tasks'] * 1e6:7.1f} µs/task")
         for name, t, outcome in r["stages"]:
             extra = "" if outcome == "ok" else f"  [{outcome}]"
             print(f"    {name:<20} {t:8.3f} s  {t / r['tasks'] * 1e6:7.1f} µs/task{extra}")
         ratio = r["verify"] / r["parse"]
-        print(f"  ratio nem-verify / parse = {ratio:.2f}x  (target <= 2x: "
-              f"{'OK' if ratio <= 2 else 'ABOVE TARGET'})\n")
+        print(
+            f"  ratio nem-verify / parse = {ratio:.2f}x  (target <= 2x: "
+            f"{'OK' if ratio <= 2 else 'ABOVE TARGET'})\n"
+        )
     if len(results) > 1:
         print("growth between sizes (time ratio / task ratio; 1.00 = linear):")
         for a, b in zip(results, results[1:]):
             scale = b["tasks"] / a["tasks"]
-            parts = [f"parse {b['parse'] / a['parse'] / scale:.2f}",
-                     f"nem-verify {b['verify'] / a['verify'] / scale:.2f}"]
+            parts = [
+                f"parse {b['parse'] / a['parse'] / scale:.2f}",
+                f"nem-verify {b['verify'] / a['verify'] / scale:.2f}",
+            ]
             for (name, ta, _), (_, tb, _) in zip(a["stages"], b["stages"]):
                 parts.append(f"{name} {tb / ta / scale:.2f}")
             print(f"  {a['tasks']} -> {b['tasks']} tasks (x{scale:.2f}): " + ", ".join(parts))

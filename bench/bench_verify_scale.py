@@ -93,8 +93,10 @@ def main() -> None:
     print(f"static checks, 10^6 iterations x 4 tasks: {t6:.3f} s (target < 2 s)")
     t5 = verify_time(ProgramVerifier, four_tasks(10**5))
     o5 = verify_time(PointByPoint, four_tasks(10**5))
-    print(f"static checks, 10^5 iterations x 4 tasks: {t5:.3f} s; point by point {o5:.3f} s "
-          f"(ratio {o5 / max(t5, 1e-6):.0f}x)")
+    print(
+        f"static checks, 10^5 iterations x 4 tasks: {t5:.3f} s; point by point {o5:.3f} s "
+        f"(ratio {o5 / max(t5, 1e-6):.0f}x)"
+    )
 
     n = 100_000
     src = single_transfer(n)
@@ -103,30 +105,40 @@ def main() -> None:
     t_run, res = cpu(lambda: it.run())
     assert res.tasks_run == n and not res.races
     total = t_load + t_run
-    print(f"nem-run, {n} single-transfer iterations: load+verify {t_load:.3f} s, "
-          f"run {t_run:.3f} s, {total / n * 1e6:.1f} us per task (target <= 20 us)")
+    print(
+        f"nem-run, {n} single-transfer iterations: load+verify {t_load:.3f} s, "
+        f"run {t_run:.3f} s, {total / n * 1e6:.1f} us per task (target <= 20 us)"
+    )
 
     t_full, errs = cpu(lambda: static_verdict(four_tasks(10**6)))
     assert not errs, errs
-    print(f"nem-verify pipeline (parse and hazards included), 10^6 iterations x 4 tasks: "
-          f"{t_full:.2f} s (target < 2 s)")
-    prog = next(o for o in parse_nem(four_tasks(10**5), "bench.nem").walk()
-                if isinstance(o, ProgramOp))
+    print(
+        f"nem-verify pipeline (parse and hazards included), 10^6 iterations x 4 tasks: "
+        f"{t_full:.2f} s (target < 2 s)"
+    )
+    prog = next(
+        o for o in parse_nem(four_tasks(10**5), "bench.nem").walk() if isinstance(o, ProgramOp)
+    )
     t_new, d_new = cpu(lambda: HazardFinder(prog).run())
     t_old, d_old = cpu(lambda: Replay(prog).run())
     assert d_new == d_old == [], (d_new, d_old)
-    print(f"hazard analysis, 10^5 iterations x 4 tasks: {t_new:.3f} s; replaying every "
-          f"iteration {t_old:.2f} s (ratio {t_old / max(t_new, 1e-6):.0f}x)")
+    print(
+        f"hazard analysis, 10^5 iterations x 4 tasks: {t_new:.3f} s; replaying every "
+        f"iteration {t_old:.2f} s (ratio {t_old / max(t_new, 1e-6):.0f}x)"
+    )
 
     for slots in (2, 1):
-        prog = next(o for o in parse_nem(nested(slots), "bench.nem").walk()
-                    if isinstance(o, ProgramOp))
+        prog = next(
+            o for o in parse_nem(nested(slots), "bench.nem").walk() if isinstance(o, ProgramOp)
+        )
         t_new, d_new = cpu(lambda: HazardFinder(prog).run())
         t_old, d_old = cpu(lambda: Replay(prog).run())
         assert [d.message for d in d_new] == [d.message for d in d_old], (d_new, d_old)
         what = "race-free" if slots == 2 else f"racy, {len(d_new)} errors as the replay's"
-        print(f"hazard analysis, 4-level nest, 10^6 task instances ({what}): {t_new:.3f} s; "
-              f"replaying every iteration {t_old:.2f} s (ratio {t_old / max(t_new, 1e-6):.0f}x)")
+        print(
+            f"hazard analysis, 4-level nest, 10^6 task instances ({what}): {t_new:.3f} s; "
+            f"replaying every iteration {t_old:.2f} s (ratio {t_old / max(t_new, 1e-6):.0f}x)"
+        )
 
 
 if __name__ == "__main__":

@@ -40,7 +40,10 @@ from onnx.backend.test.runner import Runner
 
 
 def cpu() -> float:
-    me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    me, kids = (
+        resource.getrusage(resource.RUSAGE_SELF),
+        resource.getrusage(resource.RUSAGE_CHILDREN),
+    )
     return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
 
 
@@ -50,9 +53,12 @@ def load(case_dir: str):
     data = os.path.join(case_dir, "test_data_set_0")
 
     def arrays(prefix: str) -> list[np.ndarray]:
-        files = sorted(glob.glob(os.path.join(data, f"{prefix}_*.pb")),
-                       key=lambda f: int(f.rsplit("_", 1)[1].split(".")[0]))
+        files = sorted(
+            glob.glob(os.path.join(data, f"{prefix}_*.pb")),
+            key=lambda f: int(f.rsplit("_", 1)[1].split(".")[0]),
+        )
         return [numpy_helper.to_array(onnx.load_tensor(f)) for f in files]
+
     return model, arrays("input"), arrays("output")
 
 
@@ -60,7 +66,7 @@ def all_inputs(model: onnx.ModelProto, given: list[np.ndarray]) -> list[np.ndarr
     """The given inputs, then the values of the initializers the graph also
     lists as inputs (IR version 3)."""
     inits = {i.name: numpy_helper.to_array(i) for i in model.graph.initializer}
-    rest = [inits[vi.name] for vi in model.graph.input[len(given):] if vi.name in inits]
+    rest = [inits[vi.name] for vi in model.graph.input[len(given) :] if vi.name in inits]
     return list(given) + rest
 
 
@@ -78,15 +84,32 @@ def run_iree(model, case_dir: str, inputs, tmp: str):
 
     bindir = os.path.dirname(sys.executable)
     mlir, vmfb = os.path.join(tmp, "m.mlir"), os.path.join(tmp, "m.vmfb")
-    for cmd in ([os.path.join(bindir, "iree-import-onnx"), os.path.join(case_dir, "model.onnx"),
-                 "--opset-version", "17", "-o", mlir],
-                [os.path.join(bindir, "iree-compile"), mlir, "--iree-hal-target-device=local",
-                 "--iree-hal-local-target-device-backends=llvm-cpu",
-                 "--iree-llvmcpu-target-cpu=host", "-o", vmfb]):
+    for cmd in (
+        [
+            os.path.join(bindir, "iree-import-onnx"),
+            os.path.join(case_dir, "model.onnx"),
+            "--opset-version",
+            "17",
+            "-o",
+            mlir,
+        ],
+        [
+            os.path.join(bindir, "iree-compile"),
+            mlir,
+            "--iree-hal-target-device=local",
+            "--iree-hal-local-target-device-backends=llvm-cpu",
+            "--iree-llvmcpu-target-cpu=host",
+            "-o",
+            vmfb,
+        ],
+    ):
         p = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
         if p.returncode:
-            msg = [line for line in p.stderr.splitlines() if "error" in line] or \
-                p.stderr.splitlines() or ["exit %d" % p.returncode]
+            msg = (
+                [line for line in p.stderr.splitlines() if "error" in line]
+                or p.stderr.splitlines()
+                or ["exit %d" % p.returncode]
+            )
             raise RuntimeError(f"{os.path.basename(cmd[0])}: {msg[0][:200]}")
     compiled = cpu()
     cfg = rt.Config("local-task")
@@ -99,11 +122,11 @@ def run_iree(model, case_dir: str, inputs, tmp: str):
     args = all_inputs(model, inputs)
     try:
         out = fn(*args)
-    except ValueError as e:   # the initializers listed as inputs may have become constants
+    except ValueError as e:  # the initializers listed as inputs may have become constants
         m = re.search(r"expected (\d+) arguments", str(e))
         if m is None:
             raise
-        out = fn(*args[:int(m.group(1))])
+        out = fn(*args[: int(m.group(1))])
     outs = out if isinstance(out, (list, tuple)) else [out]
     return compiled, [np.asarray(o.to_host() if hasattr(o, "to_host") else o) for o in outs]
 
@@ -146,8 +169,7 @@ def one(peer: str, case_dir: str, tmp: str, rtol: float, atol: float) -> dict:
         compiled, outs = PEERS[peer](model, case_dir, inputs, tmp)
     except Exception as e:  # the peer's own failure, whatever it raises
         first = (str(e).strip().splitlines() or [type(e).__name__])[0]
-        row.update(status="fail", detail=f"{type(e).__name__}: {first[:200]}",
-                   compile_s=cpu() - t0)
+        row.update(status="fail", detail=f"{type(e).__name__}: {first[:200]}", compile_s=cpu() - t0)
         return row
     row.update(compile_s=compiled - t0, run_s=cpu() - compiled)
     try:

@@ -49,8 +49,9 @@ def build(out: Path) -> list[Path]:
     import pdoc
     import pdoc.render
 
-    pdoc.render.configure(docformat="markdown", show_source=False,
-                          footer_text="NEM toolchain API reference")
+    pdoc.render.configure(
+        docformat="markdown", show_source=False, footer_text="NEM toolchain API reference"
+    )
     for name in MODULES:
         _materialize(importlib.import_module(name))
     with warnings.catch_warnings():
@@ -97,8 +98,11 @@ def broken_links(out: Path) -> list[str]:
             target = (page.parent / unquote(parts.path)).resolve() if parts.path else page
             if not target.exists():
                 broken.append(f"{page.relative_to(out.resolve())}: {href}")
-            elif parts.fragment and target.suffix == ".html" and \
-                    parts.fragment not in pages[target].ids:
+            elif (
+                parts.fragment
+                and target.suffix == ".html"
+                and parts.fragment not in pages[target].ids
+            ):
                 broken.append(f"{page.relative_to(out.resolve())}: {href} (no such anchor)")
     return broken
 
@@ -111,8 +115,13 @@ def _parse(page: Path) -> _Links:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("-o", "--output", type=Path, default=Path("build/api"),
-                   help="the folder to write (default: build/api)")
+    p.add_argument(
+        "-o",
+        "--output",
+        type=Path,
+        default=Path("build/api"),
+        help="the folder to write (default: build/api)",
+    )
     p.add_argument("--check", action="store_true", help="then check every link")
     args = p.parse_args(argv)
     pages = build(args.output)

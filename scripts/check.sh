@@ -2,6 +2,8 @@
 # Static checks of the NEM toolchain, run by CI (.ci/run) before the tests:
 #
 #   ruff check .      style: pyflakes, syntax, import order ([tool.ruff] in pyproject.toml)
+#   ruff format --check .
+#                     layout: every file as `ruff format .` writes it (issue 36)
 #   mypy              types: basic on every nem.* package, strict on nem.dialect,
 #                     nem.frontends, nem.cli and nem.runtime; only flatc's
 #                     generated module relaxed ([tool.mypy])
@@ -9,7 +11,7 @@
 #
 #   bash scripts/check.sh
 #
-# All three always run; the script exits non-zero if any reports an error, so
+# All four always run; the script exits non-zero if any reports an error, so
 # a new error fails CI.  MYPY_CACHE_DIR (default .mypy_cache) keeps mypy
 # incremental; CI points it into its temporary directory.
 set -uo pipefail
@@ -20,6 +22,9 @@ status=0
 
 echo "== ruff check ."
 "$PYTHON" -m ruff check . || status=1
+
+echo "== ruff format --check ."
+"$PYTHON" -m ruff format --check . || status=1
 
 echo "== mypy"
 "$PYTHON" -m mypy --cache-dir "${MYPY_CACHE_DIR:-.mypy_cache}" || status=1

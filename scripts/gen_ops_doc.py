@@ -87,7 +87,9 @@ def _usage(spec: OpcodeSpec, mode: str) -> str:
         parts = []
         for i, o in enumerate(ops):
             text = o.name + (", ..." if o.variadic else "")
-            parts.append(f"[{', ' if i else ''}{text}]" if not o.required else f"{', ' if i else ''}{text}")
+            parts.append(
+                f"[{', ' if i else ''}{text}]" if not o.required else f"{', ' if i else ''}{text}"
+            )
         return "".join(parts)
 
     text = f"{spec.name}.{mode} in {side(spec.inputs)} out {side(spec.outputs)} [deps=[...]]"
@@ -104,33 +106,47 @@ def _opcode_section(spec: OpcodeSpec) -> list[str]:
     lines = [f"### `{spec.name}`", ""]
     lines.append(f"- Forms: `{spec.name}.async`, `{spec.name}.sync`")
     if cls is not None:
-        lines.append(f"- xDSL op: `{cls.name}` (class `{cls.__module__}.{cls.__name__}`, "
-                     f"in `COMPUTE_OPS[\"{spec.name}\"]`)")
+        lines.append(
+            f"- xDSL op: `{cls.name}` (class `{cls.__module__}.{cls.__name__}`, "
+            f'in `COMPUTE_OPS["{spec.name}"]`)'
+        )
     else:
         lines.append("- xDSL op: **missing** (no class in `COMPUTE_OPS`)")
     lines.append(f"- Execution unit: `{spec.unit}`")
     lines.append(f"- Hardware status: `{spec.hw_status}`")
     lines.append(f"- Stability: `{spec.stability}`")
-    lines.append(f"- Bytecode opcode number: `{spec.code}` (stable, never reused; "
-                 "[docs/bytecode.md](bytecode.md))")
-    fams = ", ".join(_code(f) for f in spec.families) if spec.families else "none (not family-checked)"
+    lines.append(
+        f"- Bytecode opcode number: `{spec.code}` (stable, never reused; "
+        "[docs/bytecode.md](bytecode.md))"
+    )
+    fams = (
+        ", ".join(_code(f) for f in spec.families) if spec.families else "none (not family-checked)"
+    )
     lines.append(f"- Type families: {fams}")
     lines.append(f"- Signature: `{spec.signature()}`")
     lines += ["", "```text", _usage(spec, "async"), _usage(spec, "sync"), "```", ""]
-    lines += ["| # | operand | dir | role | required | variadic | family binding |",
-              "| --- | --- | --- | --- | --- | --- | --- |"]
+    lines += [
+        "| # | operand | dir | role | required | variadic | family binding |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
+    ]
     for i, o in enumerate(spec.operands):
-        lines.append(f"| {i} | `{o.name}` | {o.dir} | {o.role} | "
-                     f"{'yes' if o.required else 'no'} | {'yes' if o.variadic else 'no'} | "
-                     f"{_binding(o)} |")
+        lines.append(
+            f"| {i} | `{o.name}` | {o.dir} | {o.role} | "
+            f"{'yes' if o.required else 'no'} | {'yes' if o.variadic else 'no'} | "
+            f"{_binding(o)} |"
+        )
     lines.append("")
     if spec.attributes:
         lines += ["| attribute | type | required | default |", "| --- | --- | --- | --- |"]
         for a in spec.attributes.values():
-            type_ = a.type if a.values is None else \
-                f"{a.type}: " + " or ".join(f'`"{v}"`' for v in a.values)
-            lines.append(f"| `{a.name}` | {type_} | {'yes' if a.required else 'no'} | "
-                         f"{_default(a)} |")
+            type_ = (
+                a.type
+                if a.values is None
+                else f"{a.type}: " + " or ".join(f'`"{v}"`' for v in a.values)
+            )
+            lines.append(
+                f"| `{a.name}` | {type_} | {'yes' if a.required else 'no'} | {_default(a)} |"
+            )
     else:
         lines.append("No attributes.")
     if spec.open_attributes:
@@ -142,8 +158,10 @@ def _opcode_section(spec: OpcodeSpec) -> list[str]:
 def render() -> str:
     ops = opcodes()
     order = _schema_categories()
-    cats = sorted({s.category for s in ops.values()},
-                  key=lambda c: order.index(c) if c in order else len(order))
+    cats = sorted(
+        {s.category for s in ops.values()},
+        key=lambda c: order.index(c) if c in order else len(order),
+    )
     lines = [
         "# NEM compute-op reference",
         "",
@@ -169,8 +187,10 @@ def render() -> str:
             if s.category != c:
                 continue
             fams = ", ".join(s.families) if s.families else "—"
-            lines.append(f"| [`{s.name}`](#{_anchor(s.name)}) | {c} | {s.unit} | {s.hw_status} | "
-                         f"{s.stability} | {fams} | `nem.{s.name}` |")
+            lines.append(
+                f"| [`{s.name}`](#{_anchor(s.name)}) | {c} | {s.unit} | {s.hw_status} | "
+                f"{s.stability} | {fams} | `nem.{s.name}` |"
+            )
     lines.append("")
     for c in cats:
         lines += [f"## {CATEGORY_TITLES.get(c, c)} (`{c}`)", ""]
@@ -182,10 +202,17 @@ def render() -> str:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--check", action="store_true",
-                    help="exit 1 (with a diff) if the output file is not up to date")
-    ap.add_argument("-o", "--output", default=str(DEFAULT_OUTPUT),
-                    help="output file (default: docs/ops.md; '-' for stdout)")
+    ap.add_argument(
+        "--check",
+        action="store_true",
+        help="exit 1 (with a diff) if the output file is not up to date",
+    )
+    ap.add_argument(
+        "-o",
+        "--output",
+        default=str(DEFAULT_OUTPUT),
+        help="output file (default: docs/ops.md; '-' for stdout)",
+    )
     args = ap.parse_args(argv)
     text = render()
     if args.output == "-":
@@ -196,8 +223,9 @@ def main(argv: list[str] | None = None) -> int:
         old = out.read_text(encoding="utf-8") if out.exists() else ""
         if old == text:
             return 0
-        diff = difflib.unified_diff(old.splitlines(True), text.splitlines(True),
-                                    str(out), "generated", n=1)
+        diff = difflib.unified_diff(
+            old.splitlines(True), text.splitlines(True), str(out), "generated", n=1
+        )
         sys.stderr.writelines(list(diff)[:80])
         print(f"\n{out} is stale: run `python scripts/gen_ops_doc.py`", file=sys.stderr)
         return 1

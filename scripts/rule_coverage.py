@@ -49,7 +49,7 @@ TEST_SUFFIXES = {".nem", ".mlir", ".test", ".py"}
 class Rule:
     id: str
     kind: str
-    cells: tuple[str, ...]   # the row's cells, in table order
+    cells: tuple[str, ...]  # the row's cells, in table order
 
     @property
     def enforced(self) -> str:
@@ -60,7 +60,7 @@ class Rule:
     @property
     def decisions(self) -> list[str]:
         k = self.cells.index(self.kind)
-        return re.findall(r"D-[A-Z0-9-]*[A-Z0-9]", " ".join(self.cells[k + 2:]))
+        return re.findall(r"D-[A-Z0-9-]*[A-Z0-9]", " ".join(self.cells[k + 2 :]))
 
 
 def _split_row(line: str) -> list[str]:
@@ -106,8 +106,11 @@ def tags_in_text(text: str) -> set[str]:
 
 def _test_files(test_dir: Path):
     for path in sorted(test_dir.rglob("*")):
-        if path.is_file() and path.suffix in TEST_SUFFIXES and \
-                not {"Output", "__pycache__"} & set(path.parts):
+        if (
+            path.is_file()
+            and path.suffix in TEST_SUFFIXES
+            and not {"Output", "__pycache__"} & set(path.parts)
+        ):
             yield path
 
 
@@ -121,9 +124,11 @@ def collect_tags(test_dir: Path) -> set[str]:
 
 def tests_of(rule_id: str, test_dir: Path) -> list[str]:
     """The test files (relative to the repository) that tag `rule_id`."""
-    return [str(p.relative_to(REPO_ROOT) if p.is_relative_to(REPO_ROOT) else p)
-            for p in _test_files(test_dir)
-            if rule_id in tags_in_text(p.read_text(encoding="utf-8", errors="replace"))]
+    return [
+        str(p.relative_to(REPO_ROOT) if p.is_relative_to(REPO_ROOT) else p)
+        for p in _test_files(test_dir)
+        if rule_id in tags_in_text(p.read_text(encoding="utf-8", errors="replace"))
+    ]
 
 
 def coverage(rules: dict[str, str], tagged: set[str]) -> dict[str, tuple[int, int]]:
@@ -171,8 +176,9 @@ def check(rules: dict[str, Rule], decisions_md: Path = DECISIONS) -> list[str]:
     """Problems of the table: a rule that does not say where it is enforced,
     a module named in "Enforced in" that does not exist or does not mention
     the rule id, a decision that `spec-decisions.md` does not define."""
-    defined = set(re.findall(r"^### (D-[A-Z0-9-]+)$", decisions_md.read_text(encoding="utf-8"),
-                             re.M))
+    defined = set(
+        re.findall(r"^### (D-[A-Z0-9-]+)$", decisions_md.read_text(encoding="utf-8"), re.M)
+    )
     problems = []
     for r in rules.values():
         if not r.enforced:
@@ -193,17 +199,25 @@ def check(rules: dict[str, Rule], decisions_md: Path = DECISIONS) -> list[str]:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--rules", type=Path, default=DEFAULT_RULES,
-                    help="the conformance table (default docs/conformance.md)")
-    ap.add_argument("--tests", type=Path, default=REPO_ROOT / "test",
-                    help="folder scanned for RULE: tags")
+    ap.add_argument(
+        "--rules",
+        type=Path,
+        default=DEFAULT_RULES,
+        help="the conformance table (default docs/conformance.md)",
+    )
+    ap.add_argument(
+        "--tests", type=Path, default=REPO_ROOT / "test", help="folder scanned for RULE: tags"
+    )
     ap.add_argument("--rule", metavar="ID", help="show one rule and the tests tagged with it")
-    ap.add_argument("--check", action="store_true",
-                    help="check the table against the code; exit 1 on a problem")
+    ap.add_argument(
+        "--check", action="store_true", help="check the table against the code; exit 1 on a problem"
+    )
     args = ap.parse_args(argv)
     if not args.rules.is_file():
-        print(f"rule_coverage: no conformance table at {args.rules} (use --rules PATH)",
-              file=sys.stderr)
+        print(
+            f"rule_coverage: no conformance table at {args.rules} (use --rules PATH)",
+            file=sys.stderr,
+        )
         return 2
     table = read_table(args.rules)
     if args.rule:

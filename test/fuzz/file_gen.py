@@ -42,20 +42,43 @@ def _seeds():
     k = numpy_helper.from_array(np.ones((4, 2, 3, 3), np.float32), "k")
     shape = numpy_helper.from_array(np.array([4, 2], np.int64), "shape")
     return [
-        model([h.make_node("Relu", ["x"], ["y"], name="relu")], [vi("x", [2, 4])],
-              [vi("y", [2, 4])]),
-        model([h.make_node("Add", ["x", "w"], ["y"], name="add")], [vi("x", [2, 4])],
-              [vi("y", [2, 4])], [w]),
-        model([h.make_node("Softmax", ["x"], ["y"], name="sm", axis=1)], [vi("x", [2, 4])],
-              [vi("y", [2, 4])]),
-        model([h.make_node("Conv", ["x", "k"], ["y"], name="conv", pads=[1, 1, 1, 1])],
-              [vi("x", [1, 2, 5, 5])], [vi("y", [1, 4, 5, 5])], [k]),
-        model([h.make_node("MatMul", ["x", "w"], ["t"], name="mm"),
-               h.make_node("Reshape", ["t", "shape"], ["y"], name="rs")],
-              [vi("x", [2, 2])], [vi("y", [4, 2])], [w, shape]),
-        model([h.make_node("Constant", [], ["c"], name="c", value=w),
-               h.make_node("Mul", ["x", "c"], ["y"], name="mul")],
-              [vi("x", [2, 4])], [vi("y", [2, 4])]),
+        model(
+            [h.make_node("Relu", ["x"], ["y"], name="relu")], [vi("x", [2, 4])], [vi("y", [2, 4])]
+        ),
+        model(
+            [h.make_node("Add", ["x", "w"], ["y"], name="add")],
+            [vi("x", [2, 4])],
+            [vi("y", [2, 4])],
+            [w],
+        ),
+        model(
+            [h.make_node("Softmax", ["x"], ["y"], name="sm", axis=1)],
+            [vi("x", [2, 4])],
+            [vi("y", [2, 4])],
+        ),
+        model(
+            [h.make_node("Conv", ["x", "k"], ["y"], name="conv", pads=[1, 1, 1, 1])],
+            [vi("x", [1, 2, 5, 5])],
+            [vi("y", [1, 4, 5, 5])],
+            [k],
+        ),
+        model(
+            [
+                h.make_node("MatMul", ["x", "w"], ["t"], name="mm"),
+                h.make_node("Reshape", ["t", "shape"], ["y"], name="rs"),
+            ],
+            [vi("x", [2, 2])],
+            [vi("y", [4, 2])],
+            [w, shape],
+        ),
+        model(
+            [
+                h.make_node("Constant", [], ["c"], name="c", value=w),
+                h.make_node("Mul", ["x", "c"], ["y"], name="mul"),
+            ],
+            [vi("x", [2, 4])],
+            [vi("y", [2, 4])],
+        ),
     ], onnx
 
 
@@ -65,8 +88,9 @@ _SEED_CACHE: list = []
 def _mutate_model(rng: random.Random, m, onnx) -> None:
     g = m.graph
     T = onnx.TensorProto
-    tensors = list(g.initializer) + [a.t for n in g.node for a in n.attribute
-                                     if a.type == onnx.AttributeProto.TENSOR]
+    tensors = list(g.initializer) + [
+        a.t for n in g.node for a in n.attribute if a.type == onnx.AttributeProto.TENSOR
+    ]
     kind = rng.randrange(14)
     if kind == 0:
         m.opset_import[0].version = rng.choice(INTERESTING)
@@ -77,21 +101,28 @@ def _mutate_model(rng: random.Random, m, onnx) -> None:
         if t.dims:
             t.dims[rng.randrange(len(t.dims))] = rng.choice(INTERESTING)
     elif kind == 3 and tensors:
-        rng.choice(tensors).data_type = rng.choice([0, 9999, T.STRING, T.INT4, T.DOUBLE,
-                                                    T.COMPLEX64, T.BOOL, T.FLOAT8E4M3FN])
+        rng.choice(tensors).data_type = rng.choice(
+            [0, 9999, T.STRING, T.INT4, T.DOUBLE, T.COMPLEX64, T.BOOL, T.FLOAT8E4M3FN]
+        )
     elif kind == 4 and tensors:
         t = rng.choice(tensors)
         if t.raw_data:
             cut = rng.choice([0, 1, len(t.raw_data) - 1, len(t.raw_data) + 3])
             t.raw_data = (t.raw_data + b"\0" * 8)[:cut]
         else:
-            del t.float_data[rng.randrange(len(t.float_data) + 1):]
+            del t.float_data[rng.randrange(len(t.float_data) + 1) :]
     elif kind == 5:
         n = rng.choice(g.node)
         if n.attribute:
             a = rng.choice(n.attribute)
-            a.type = rng.choice([onnx.AttributeProto.STRING, onnx.AttributeProto.FLOAT,
-                                 onnx.AttributeProto.INTS, onnx.AttributeProto.TENSOR])
+            a.type = rng.choice(
+                [
+                    onnx.AttributeProto.STRING,
+                    onnx.AttributeProto.FLOAT,
+                    onnx.AttributeProto.INTS,
+                    onnx.AttributeProto.TENSOR,
+                ]
+            )
             a.s = b"zero"
         else:
             n.attribute.append(onnx.helper.make_attribute("axis", "one"))
@@ -112,10 +143,11 @@ def _mutate_model(rng: random.Random, m, onnx) -> None:
         t.data_location = T.EXTERNAL
         t.ClearField("raw_data")
         del t.external_data[:]
-        for key, value in (("location", rng.choice(["fifo", "/dev/zero", "w.bin", "../w.bin",
-                                                    "none.bin"])),
-                           ("offset", str(rng.choice([0, 4, -8, 2**40]))),
-                           ("length", str(rng.choice([0, 8, 32, 2**31, -1])))):
+        for key, value in (
+            ("location", rng.choice(["fifo", "/dev/zero", "w.bin", "../w.bin", "none.bin"])),
+            ("offset", str(rng.choice([0, 4, -8, 2**40]))),
+            ("length", str(rng.choice([0, 8, 32, 2**31, -1]))),
+        ):
             e = t.external_data.add()
             e.key, e.value = key, value
     elif kind == 11:
@@ -142,12 +174,13 @@ def gen_onnx(rng: random.Random) -> bytes:
         for _ in range(rng.randint(1, 4)):
             data[rng.randrange(len(data))] = rng.randrange(256)
     if rng.random() < 0.03:
-        data = data[:rng.randrange(len(data) + 1)]
+        data = data[: rng.randrange(len(data) + 1)]
     return bytes(data)
 
 
-def npy_bytes(header: str, data: bytes = b"", version: int = 1,
-              header_len: int | None = None) -> bytes:
+def npy_bytes(
+    header: str, data: bytes = b"", version: int = 1, header_len: int | None = None
+) -> bytes:
     """A `.npy` file with `header` as its header dict, as written (the
     declared shape need not match `data`); `header_len` overrides the
     header's declared length."""
@@ -159,16 +192,20 @@ def npy_bytes(header: str, data: bytes = b"", version: int = 1,
 
 
 def _header(rng: random.Random) -> tuple[str, int]:
-    descr = rng.choice(["<f2", "<f2", "<f4", "<f8", "|O", "<U3", "|V8", "<c8", "bogus",
-                        "[('a', '<f2')]"])
-    shape = rng.choice([(65536,), (256, 256), (4,), (), (0,), (2**40,), (-1,), (2**32, 2**32),
-                        (65537,), ("a",)])
+    descr = rng.choice(
+        ["<f2", "<f2", "<f4", "<f8", "|O", "<U3", "|V8", "<c8", "bogus", "[('a', '<f2')]"]
+    )
+    shape = rng.choice(
+        [(65536,), (256, 256), (4,), (), (0,), (2**40,), (-1,), (2**32, 2**32), (65537,), ("a",)]
+    )
     fortran = rng.choice(["False", "False", "True", "1"])
     n = 1
     for d in shape:
         n *= d if isinstance(d, int) else 1
-    return (f"{{'descr': {descr!r}, 'fortran_order': {fortran}, 'shape': {shape!r}, }}",
-            max(0, min(n, 65536)) * 2)
+    return (
+        f"{{'descr': {descr!r}, 'fortran_order': {fortran}, 'shape': {shape!r}, }}",
+        max(0, min(n, 65536)) * 2,
+    )
 
 
 def _array(rng: random.Random) -> bytes:
@@ -200,7 +237,7 @@ def _loadable_array(rng: random.Random) -> bytes:
     if rng.random() < 0.15:
         raw[rng.randrange(min(len(raw), 128))] = rng.randrange(256)
     if rng.random() < 0.1:
-        raw = raw[:rng.randrange(len(raw) + 1)]
+        raw = raw[: rng.randrange(len(raw) + 1)]
     return bytes(raw)
 
 
@@ -216,10 +253,10 @@ def gen_array(rng: random.Random) -> bytes:
         for name in rng.sample(["A_L2.npy", "B_L2.npy", "nope.npy", "A_L2"], rng.randint(1, 2)):
             z.writestr(name, _loadable_array(rng) if rng.random() < 0.5 else _array(rng))
     raw = bytearray(buf.getvalue())
-    if rng.random() < 0.3:   # a declared size that lies (local and central headers)
+    if rng.random() < 0.3:  # a declared size that lies (local and central headers)
         declared = struct.pack("<I", rng.choice([0, 1, 2**30, 2**32 - 1]))
         raw[22:26] = declared
         at = raw.rfind(b"PK\x01\x02")
         if at >= 0:
-            raw[at + 24:at + 28] = declared
+            raw[at + 24 : at + 28] = declared
     return bytes(raw)

@@ -25,8 +25,8 @@ class _Gen:
         self.rng = rng
         self.lines: list[str] = []
         self.consts: list[str] = []
-        self.buffers: list[tuple[str, str, int]] = []   # name, level, size
-        self.regions: list[tuple[str, str, int]] = []   # name, elem, count
+        self.buffers: list[tuple[str, str, int]] = []  # name, level, size
+        self.regions: list[tuple[str, str, int]] = []  # name, elem, count
         self.tokens: list[str] = []
         self.n = 0
 
@@ -73,10 +73,17 @@ class _Gen:
             off = self.rng.choice((f"({iv} mod 2) * {ext}", f"{iv} * {ext}", f"{iv}"))
         if self.rng.random() < 0.15:
             return f"region({buf}, {off}, {ext})", "", ext
-        shape = self.rng.choice((f"[{count}]", f"[1, {count}]", f"[{count}, 1]", "[0]",
-                                 f"[{count * 2}]"))
-        layout = self.rng.choice(("layout=N" if shape.count(",") == 0 else "layout=MK",
-                                  "strides=[1]", f"strides=[{ELEMS[elem]}]", "layout=NHWC"))
+        shape = self.rng.choice(
+            (f"[{count}]", f"[1, {count}]", f"[{count}, 1]", "[0]", f"[{count * 2}]")
+        )
+        layout = self.rng.choice(
+            (
+                "layout=N" if shape.count(",") == 0 else "layout=MK",
+                "strides=[1]",
+                f"strides=[{ELEMS[elem]}]",
+                "layout=NHWC",
+            )
+        )
         return f"region({buf}, {off}, {ext}) elem={elem}, shape={shape}, {layout}", elem, count
 
     def stmt_region(self, iv: str | None) -> None:
@@ -105,8 +112,18 @@ class _Gen:
         tok = self.fresh("t")
         mode = self.rng.choice(("async", "async", "sync"))
         kind = self.rng.randrange(5)
-        deco = self.rng.choice(("", "", "", " @resource(DMA[0])", " @resource(CSTL[1])",
-                                " @seq_engine(0)", " @deterministic", " @memmove"))
+        deco = self.rng.choice(
+            (
+                "",
+                "",
+                "",
+                " @resource(DMA[0])",
+                " @resource(CSTL[1])",
+                " @seq_engine(0)",
+                " @deterministic",
+                " @memmove",
+            )
+        )
         if kind <= 1:
             verb = "transfer" if kind == 0 else "store"
             d = self.deps()
@@ -116,11 +133,15 @@ class _Gen:
             text = f"{tok} = {op}.{mode} in {self.operand()} out {self.operand()}{deco}"
         elif kind == 3:
             op = self.rng.choice(BINARY)
-            text = (f"{tok} = {op}.{mode} in {self.operand()}, {self.operand()} "
-                    f"out {self.operand()}{deco}")
+            text = (
+                f"{tok} = {op}.{mode} in {self.operand()}, {self.operand()} "
+                f"out {self.operand()}{deco}"
+            )
         else:
-            text = (f"{tok} = gemm.{mode} in {self.operand()}, {self.operand()} "
-                    f"out {self.operand()} accum_type={self.rng.choice(('f32', 'i32', 'f16'))}")
+            text = (
+                f"{tok} = gemm.{mode} in {self.operand()}, {self.operand()} "
+                f"out {self.operand()} accum_type={self.rng.choice(('f32', 'i32', 'f16'))}"
+            )
         self.lines.append(text)
         self.tokens.append(tok)
         if self.rng.random() < 0.3:
@@ -128,18 +149,29 @@ class _Gen:
 
     def stmt_loop(self, depth: int) -> None:
         iv = self.fresh("i")
-        hi = self.rng.choice(("0", "1", "3", "7", "T - 1" if "T" in self.consts else "2",
-                              "100", "100000", "9223372036854775806"))
-        mif = self.rng.choice(("", "", " @max_in_flight(2)", " @max_in_flight(4)",
-                               " @max_in_flight(0)"))
+        hi = self.rng.choice(
+            (
+                "0",
+                "1",
+                "3",
+                "7",
+                "T - 1" if "T" in self.consts else "2",
+                "100",
+                "100000",
+                "9223372036854775806",
+            )
+        )
+        mif = self.rng.choice(
+            ("", "", " @max_in_flight(2)", " @max_in_flight(4)", " @max_in_flight(0)")
+        )
         self.lines.append(f"loop {iv} in [0..{hi}]{mif}:")
         saved = (len(self.regions), len(self.tokens))
         for _ in range(self.rng.randint(1, 5)):
             self.statement(depth + 1, iv)
-        if self.tokens[saved[1]:] and self.rng.random() < 0.7:
-            self.lines.append("wait(" + ", ".join(self.tokens[saved[1]:]) + ")")
-        del self.regions[saved[0]:]
-        del self.tokens[saved[1]:]
+        if self.tokens[saved[1] :] and self.rng.random() < 0.7:
+            self.lines.append("wait(" + ", ".join(self.tokens[saved[1] :]) + ")")
+        del self.regions[saved[0] :]
+        del self.tokens[saved[1] :]
         self.lines.append("endloop")
 
     def statement(self, depth: int, iv: str | None) -> None:
@@ -154,8 +186,14 @@ class _Gen:
             self.stmt_const()
 
     def program(self) -> str:
-        head = self.rng.choice(("", 'device "npm_lite.nem"\n', "include \"npm_pro.nem\"\n"
-                                "device npm_pro_x1\n", 'device "npm_pro.nem"\n'))
+        head = self.rng.choice(
+            (
+                "",
+                'device "npm_lite.nem"\n',
+                'include "npm_pro.nem"\ndevice npm_pro_x1\n',
+                'device "npm_pro.nem"\n',
+            )
+        )
         if self.rng.random() < 0.7:
             self.lines.append("program p:")
         for _ in range(self.rng.randint(0, 3)):

@@ -53,8 +53,16 @@ import numpy as np
 import onnx
 from graph_exact import allowance_violation, exact_reference
 
-OUTCOMES = ("PASS", "MISCOMPILE", "VERIFY-FAIL", "RACE", "CRASH", "TIMEOUT", "REJECTED",
-            "REFERENCE-INEXACT")
+OUTCOMES = (
+    "PASS",
+    "MISCOMPILE",
+    "VERIFY-FAIL",
+    "RACE",
+    "CRASH",
+    "TIMEOUT",
+    "REJECTED",
+    "REFERENCE-INEXACT",
+)
 BUGS = ("MISCOMPILE", "VERIFY-FAIL", "RACE", "CRASH", "TIMEOUT")
 DEVICES = ("npm_lite", "npm_mid", "npm_pro", "npm_pro_x1")
 ENGINES = {"npm_lite": 1, "npm_mid": 2, "npm_pro": 4, "npm_pro_x1": 4}
@@ -98,20 +106,23 @@ class Config:
     @classmethod
     def parse(cls, d: dict) -> Config:
         sizes = d.get("tile_sizes")
-        return cls(d["device"], d["route"], d["engines"], d["pipeline"],
-                   tuple(sizes) if sizes else None)
+        return cls(
+            d["device"], d["route"], d["engines"], d["pipeline"], tuple(sizes) if sizes else None
+        )
 
 
-def matrix(devices=DEVICES, routes=ROUTES, engines=("default", "1"),
-           pipelines=(True, False), tiles=(None,)) -> list[Config]:
+def matrix(
+    devices=DEVICES, routes=ROUTES, engines=("default", "1"), pipelines=(True, False), tiles=(None,)
+) -> list[Config]:
     """The distinct configurations (`--engines 1` is the default on a
     one-engine device, and is not repeated); `tiles`: tile-size settings
     (None: the L1-derived ones)."""
     out = []
     for dev in devices:
         for route in routes:
-            for e in dict.fromkeys(None if x == "default" or ENGINES[dev] == 1 else 1
-                                   for x in engines):
+            for e in dict.fromkeys(
+                None if x == "default" or ENGINES[dev] == 1 else 1 for x in engines
+            ):
                 for p in pipelines:
                     out += [Config(dev, route, e, p, t) for t in tiles]
     return out
@@ -158,7 +169,7 @@ _EXPIRED = [False]
 walk, a pass) may reach `run_case` wrapped in another type."""
 
 
-def _on_alarm(signum, frame):   # noqa: ARG001
+def _on_alarm(signum, frame):  # noqa: ARG001
     _EXPIRED[0] = True
     raise StepTimeout
 
@@ -171,15 +182,22 @@ def classify_compile_error(stage: str, message: str) -> CaseResult:
     m = _NODE.search(message)
     if "internal" in message.lower():
         return CaseResult("CRASH", "compile", f"{stage}: {first}")
-    if "lowered NEM program fails" in message:   # its checks, or nem-verify
+    if "lowered NEM program fails" in message:  # its checks, or nem-verify
         return CaseResult("VERIFY-FAIL", "compile", f"{stage}: {first}")
-    return CaseResult("REJECTED", "compile", f"{stage}: {first}",
-                      op=m.group(1) if m else f"({stage})")
+    return CaseResult(
+        "REJECTED", "compile", f"{stage}: {first}", op=m.group(1) if m else f"({stage})"
+    )
 
 
-def run_case(model: onnx.ModelProto, config: Config, inputs: dict[str, np.ndarray],
-             want: dict[str, np.ndarray], timeout: float = STEP_TIMEOUT,
-             kernels: dict | None = None, schedules: int = 2) -> CaseResult:
+def run_case(
+    model: onnx.ModelProto,
+    config: Config,
+    inputs: dict[str, np.ndarray],
+    want: dict[str, np.ndarray],
+    timeout: float = STEP_TIMEOUT,
+    kernels: dict | None = None,
+    schedules: int = 2,
+) -> CaseResult:
     """The chain on one case, in this process (`isolated` forks around it);
     the program is loaded as `nem-compile --bisect` loads it (nem.cli.bisect).
     `kernels` replaces reference kernels of the runtime (the tests inject a
@@ -195,7 +213,7 @@ def run_case(model: onnx.ModelProto, config: Config, inputs: dict[str, np.ndarra
     def start(name: str) -> float:
         nonlocal step
         step = name
-        if STEP_FILE is not None:   # where a child that dies was
+        if STEP_FILE is not None:  # where a child that dies was
             STEP_FILE.write_text(name)
         _EXPIRED[0] = False
         signal.setitimer(signal.ITIMER_PROF, timeout)
@@ -208,9 +226,16 @@ def run_case(model: onnx.ModelProto, config: Config, inputs: dict[str, np.ndarra
     try:
         t0 = start("compile")
         try:
-            result = compile_onnx(model, device=config.device, route=config.route,
-                                  engines=config.engines, pipeline=config.pipeline,
-                                  tile_sizes=config.tile_sizes, verify=False, stem="model")
+            result = compile_onnx(
+                model,
+                device=config.device,
+                route=config.route,
+                engines=config.engines,
+                pipeline=config.pipeline,
+                tile_sizes=config.tile_sizes,
+                verify=False,
+                stem="model",
+            )
         except CompileError as e:
             if _EXPIRED[0]:
                 raise StepTimeout from e
@@ -235,16 +260,19 @@ def run_case(model: onnx.ModelProto, config: Config, inputs: dict[str, np.ndarra
         finally:
             stop("run", t0)
         for r in runs:
-            if r.error is not None:   # a verified program the runtime cannot run
-                return CaseResult("CRASH", "run", r.error.render().splitlines()[0],
-                                  times=times)
+            if r.error is not None:  # a verified program the runtime cannot run
+                return CaseResult("CRASH", "run", r.error.render().splitlines()[0], times=times)
             if r.races or r.deadlock:
                 what = r.races[0] if r.races else r.deadlock
                 return CaseResult("RACE", "run", str(what).splitlines()[0], times=times)
         if diff is not None:
-            return CaseResult("RACE", "run", f"final memory differs between schedules: "
-                              f"buffer {diff[2]} byte {diff[3]}", times=times)
-        t0 = start("compare")   # the exact evaluation of a disagreement is timed too
+            return CaseResult(
+                "RACE",
+                "run",
+                f"final memory differs between schedules: buffer {diff[2]} byte {diff[3]}",
+                times=times,
+            )
+        t0 = start("compare")  # the exact evaluation of a disagreement is timed too
         try:
             return compare(got, want, times, lambda: exact_reference(model, inputs))
         finally:
@@ -252,16 +280,18 @@ def run_case(model: onnx.ModelProto, config: Config, inputs: dict[str, np.ndarra
     except StepTimeout:
         return CaseResult("TIMEOUT", step, f"{step} over {timeout:g} CPU seconds", times=times)
     except MemoryError:
-        return CaseResult("CRASH", step, f"{step}: MemoryError (address-space limit)",
-                          times=times)
-    except Exception as e:   # any other exception of the tools is a bug: CRASH
+        return CaseResult("CRASH", step, f"{step}: MemoryError (address-space limit)", times=times)
+    except Exception as e:  # any other exception of the tools is a bug: CRASH
         if _EXPIRED[0]:
-            return CaseResult("TIMEOUT", step, f"{step} over {timeout:g} CPU seconds",
-                              times=times)
+            return CaseResult("TIMEOUT", step, f"{step} over {timeout:g} CPU seconds", times=times)
         tb = traceback.extract_tb(e.__traceback__)[-1]
         first = (str(e).strip().splitlines() or [""])[0]
-        return CaseResult("CRASH", step, f"{step}: {type(e).__name__}: {first} "
-                          f"[{Path(tb.filename).name}:{tb.lineno} {tb.name}]", times=times)
+        return CaseResult(
+            "CRASH",
+            step,
+            f"{step}: {type(e).__name__}: {first} [{Path(tb.filename).name}:{tb.lineno} {tb.name}]",
+            times=times,
+        )
     finally:
         signal.setitimer(signal.ITIMER_PROF, 0)
         signal.signal(signal.SIGPROF, old)
@@ -275,22 +305,29 @@ def _worst(got: dict[str, np.ndarray], want: dict[str, np.ndarray]) -> tuple[flo
 
     worst = (0.0, "")
     for name, ref in want.items():
-        if got[name].size != ref.size:   # a shape disagreement, not a harness crash
-            return (float("inf"), f"{name}: {got[name].size} elements where onnxruntime "
-                                  f"gives shape {list(ref.shape)}")
+        if got[name].size != ref.size:  # a shape disagreement, not a harness crash
+            return (
+                float("inf"),
+                f"{name}: {got[name].size} elements where onnxruntime "
+                f"gives shape {list(ref.shape)}",
+            )
         g = got[name].reshape(ref.shape)
         v = max_violation(g, ref)
         if v > worst[0] or not worst[1]:
             err = float(np.nanmax(np.abs(g.astype(np.float64) - ref), initial=0.0))
-            worst = (v, f"{name}: {count_wrong(g, ref)} of {ref.size} elements wrong, "
-                        f"max error {err:.3g}")
+            worst = (
+                v,
+                f"{name}: {count_wrong(g, ref)} of {ref.size} elements wrong, max error {err:.3g}",
+            )
     return worst
 
 
-def compare(got: dict[str, np.ndarray], want: dict[str, np.ndarray],
-            times: dict[str, float],
-            exact: Callable[[], tuple[dict[str, np.ndarray], dict[str, np.ndarray]]]
-            | None = None) -> CaseResult:
+def compare(
+    got: dict[str, np.ndarray],
+    want: dict[str, np.ndarray],
+    times: dict[str, float],
+    exact: Callable[[], tuple[dict[str, np.ndarray], dict[str, np.ndarray]]] | None = None,
+) -> CaseResult:
     """PASS within D-COMPILE-TOL of onnxruntime (`want`); else the outputs
     off onnxruntime are judged against `exact()`, (exact, spread) of
     graph_exact: REFERENCE-INEXACT when onnxruntime's are within their
@@ -310,37 +347,57 @@ def compare(got: dict[str, np.ndarray], want: dict[str, np.ndarray],
     if exact is not None and all(got[k].size == want[k].size for k in off):
         try:
             ideal, spread = exact()
-        except Exception as e:   # noqa: BLE001 - an evaluator that cannot run it
+        except Exception as e:  # noqa: BLE001 - an evaluator that cannot run it
             where += f" (no exact evaluation: {type(e).__name__}: {str(e)[:80]})"
         else:
             sized = [k for k in off if ideal[k].size != want[k].size]
-            if sized:   # the evaluators disagree on a shape: nothing to judge by
-                where += (" (the exact evaluation sizes " +
-                          ", ".join(f"{k} {ideal[k].size}" for k in sized) + ")")
-                return CaseResult("MISCOMPILE", "compare", where, times=times, violation=v,
-                                  wrong=where)
+            if sized:  # the evaluators disagree on a shape: nothing to judge by
+                where += (
+                    " (the exact evaluation sizes "
+                    + ", ".join(f"{k} {ideal[k].size}" for k in sized)
+                    + ")"
+                )
+                return CaseResult(
+                    "MISCOMPILE", "compare", where, times=times, violation=v, wrong=where
+                )
             # where an intermediate overflows in the exact evaluation and not
             # in onnxruntime, the model's value depends on each kernel's
             # internal precision (m306: Exp past f16's range, then Softsign)
-            over = {k: ~np.isfinite(ideal[k]) & np.isfinite(want[k].reshape(ideal[k].shape))
-                    for k in off}
-            judge = {k: {n: np.where(over[n], ideal[n], a[n].reshape(ideal[n].shape))
-                         for n in off} for k, a in (("ours", got), ("ort", want))}
+            over = {
+                k: ~np.isfinite(ideal[k]) & np.isfinite(want[k].reshape(ideal[k].shape))
+                for k in off
+            }
+            judge = {
+                k: {n: np.where(over[n], ideal[n], a[n].reshape(ideal[n].shape)) for n in off}
+                for k, a in (("ours", got), ("ort", want))
+            }
             ours, _ = _worst(judge["ours"], {k: ideal[k] for k in off})
             ort, ort_where = _worst(judge["ort"], {k: ideal[k] for k in off})
             allowed = max(allowance_violation(judge["ort"][k], ideal[k], spread[k]) for k in off)
-            ours_allowed = max(allowance_violation(judge["ours"][k], ideal[k], spread[k])
-                               for k in off)
+            ours_allowed = max(
+                allowance_violation(judge["ours"][k], ideal[k], spread[k]) for k in off
+            )
             unjudged = sum(int(m.sum()) for m in over.values())
-            note = (f"; {unjudged} elements not judged: the exact evaluation overflows there, "
-                    f"onnxruntime does not" if unjudged else "")
+            note = (
+                f"; {unjudged} elements not judged: the exact evaluation overflows there, "
+                f"onnxruntime does not"
+                if unjudged
+                else ""
+            )
             if allowed <= 1.0 and (ours <= 1.0 or (ours <= ort and ours_allowed <= 1.0)):
-                return CaseResult("REFERENCE-INEXACT", "compare",
-                                  f"onnxruntime {ort:.3g} tolerances off the exact evaluation "
-                                  f"({ort_where}; {allowed:.2g} of its rounding allowance), "
-                                  f"ours {ours:.3g}{note}", times=times, violation=v)
-            where += (f" (exact evaluation: ours {ours:.3g} tolerances off, onnxruntime "
-                      f"{ort:.3g}, {allowed:.2g} of its rounding allowance{note})")
+                return CaseResult(
+                    "REFERENCE-INEXACT",
+                    "compare",
+                    f"onnxruntime {ort:.3g} tolerances off the exact evaluation "
+                    f"({ort_where}; {allowed:.2g} of its rounding allowance), "
+                    f"ours {ours:.3g}{note}",
+                    times=times,
+                    violation=v,
+                )
+            where += (
+                f" (exact evaluation: ours {ours:.3g} tolerances off, onnxruntime "
+                f"{ort:.3g}, {allowed:.2g} of its rounding allowance{note})"
+            )
     return CaseResult("MISCOMPILE", "compare", where, times=times, violation=v, wrong=where)
 
 
@@ -358,8 +415,9 @@ class Child:
     tag: object = None
 
 
-def fork_case(fn: Callable[[], CaseResult], out: Path, wall: float,
-              mem_gb: float = MEM_GB, tag: object = None) -> Child:
+def fork_case(
+    fn: Callable[[], CaseResult], out: Path, wall: float, mem_gb: float = MEM_GB, tag: object = None
+) -> Child:
     """Run `fn` in a forked child under RLIMIT_AS; it writes its CaseResult
     as JSON to `out`.  `collect` gathers it (or what became of the child)."""
     out.unlink(missing_ok=True)
@@ -367,20 +425,20 @@ def fork_case(fn: Callable[[], CaseResult], out: Path, wall: float,
     step.unlink(missing_ok=True)
     trace = out.with_suffix(".trace")
     pid = os.fork()
-    if pid == 0:   # the child: never returns
+    if pid == 0:  # the child: never returns
         global STEP_FILE
         STEP_FILE = step
-        faulthandler.enable(file=open(trace, "w"))   # where a signal stops it  # noqa: SIM115
+        faulthandler.enable(file=open(trace, "w"))  # where a signal stops it  # noqa: SIM115
         code = 0
         try:
             limit = int(mem_gb * 2**30)
             resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
             res = fn()
-        except BaseException as e:   # noqa: BLE001 - anything is an outcome
+        except BaseException as e:  # noqa: BLE001 - anything is an outcome
             res = CaseResult("CRASH", "", f"{type(e).__name__}: {e}".splitlines()[0])
         try:
             out.write_text(json.dumps(asdict(res)))
-        except BaseException:   # noqa: BLE001
+        except BaseException:  # noqa: BLE001
             code = 3
         os._exit(code)
     return Child(pid, out, time.monotonic() + wall, tag)
@@ -399,12 +457,12 @@ def poll(child: Child) -> CaseResult | None:
         where = step.read_text() if step.exists() else ""
         step.unlink(missing_ok=True)
         child.out.with_suffix(".trace").unlink(missing_ok=True)
-        return CaseResult("TIMEOUT", where, f"{where}: over the case's wall-clock limit "
-                          "(killed)")
+        return CaseResult("TIMEOUT", where, f"{where}: over the case's wall-clock limit (killed)")
     step, trace = child.out.with_suffix(".step"), child.out.with_suffix(".trace")
     where = step.read_text() if step.exists() else ""
-    frames = re.findall(r'File "([^"]+)", line (\d+) in (\S+)',
-                        trace.read_text() if trace.exists() else "")
+    frames = re.findall(
+        r'File "([^"]+)", line (\d+) in (\S+)', trace.read_text() if trace.exists() else ""
+    )
     step.unlink(missing_ok=True)
     trace.unlink(missing_ok=True)
     if os.WIFSIGNALED(status):
@@ -420,8 +478,9 @@ def poll(child: Child) -> CaseResult | None:
 _count = iter(range(1 << 62))
 
 
-def isolated(fn: Callable[[], CaseResult], workdir: Path, wall: float,
-             mem_gb: float = MEM_GB) -> CaseResult:
+def isolated(
+    fn: Callable[[], CaseResult], workdir: Path, wall: float, mem_gb: float = MEM_GB
+) -> CaseResult:
     """`fn` in a forked child, waited for."""
     child = fork_case(fn, workdir / f"result-{os.getpid()}-{next(_count)}.json", wall, mem_gb)
     while True:

@@ -61,11 +61,43 @@ def allowance_violation(got: np.ndarray, exact: np.ndarray, spread: np.ndarray) 
     return float(np.max(np.abs(g - w)[fin] / bound[fin], initial=0.0))
 
 
-EXACT_OPS = frozenset({
-    "Abs", "Cast", "Clip", "Concat", "ConcatFromSequence", "Constant", "ConstantOfShape",
-    "Expand", "Flatten", "Gather", "GlobalMaxPool", "Identity", "Max", "MaxPool", "Min", "Neg",
-    "Pad", "ReduceMax", "ReduceMin", "Relu", "Reshape", "SequenceAt", "Shape", "Sign", "Size",
-    "Slice", "Split", "SplitToSequence", "Squeeze", "Tile", "Transpose", "Unsqueeze", "Where"})
+EXACT_OPS = frozenset(
+    {
+        "Abs",
+        "Cast",
+        "Clip",
+        "Concat",
+        "ConcatFromSequence",
+        "Constant",
+        "ConstantOfShape",
+        "Expand",
+        "Flatten",
+        "Gather",
+        "GlobalMaxPool",
+        "Identity",
+        "Max",
+        "MaxPool",
+        "Min",
+        "Neg",
+        "Pad",
+        "ReduceMax",
+        "ReduceMin",
+        "Relu",
+        "Reshape",
+        "SequenceAt",
+        "Shape",
+        "Sign",
+        "Size",
+        "Slice",
+        "Split",
+        "SplitToSequence",
+        "Squeeze",
+        "Tile",
+        "Transpose",
+        "Unsqueeze",
+        "Where",
+    }
+)
 """Ops whose every result is one of their operands' values (or a constant,
 or a cast every implementation rounds the same way): no rounding error, no
 random ulp in `spread`."""
@@ -79,13 +111,14 @@ class Round(OpRun):
     op_domain = DOMAIN
     noise: np.random.Generator | None = None
 
-    def _run(self, x, to=None, exact=0):   # noqa: ANN001 - onnx's OpRun signature
+    def _run(self, x, to=None, exact=0):  # noqa: ANN001 - onnx's OpRun signature
         t = helper.tensor_dtype_to_np_dtype(to)
         r = np.asarray(x).astype(t)
         y = r.astype(np.float64)
         if Round.noise is not None and not exact:
             y = y + Round.noise.uniform(-1.0, 1.0, y.shape) * np.spacing(np.abs(r)).astype(
-                np.float64)
+                np.float64
+            )
         return (y,)
 
 
@@ -124,8 +157,11 @@ def widened(model: onnx.ModelProto) -> onnx.ModelProto:
     `nem.fuzz.Round(to=type)` of it gives V."""
     inferred = onnx.shape_inference.infer_shapes(model, strict_mode=True)
     g = inferred.graph
-    types = {v.name: v.type.tensor_type.elem_type
-             for v in [*g.input, *g.value_info, *g.output] if v.type.HasField("tensor_type")}
+    types = {
+        v.name: v.type.tensor_type.elem_type
+        for v in [*g.input, *g.value_info, *g.output]
+        if v.type.HasField("tensor_type")
+    }
     out = onnx.ModelProto()
     out.CopyFrom(model)
     out.opset_import.append(helper.make_opsetid(DOMAIN, 1))
@@ -142,26 +178,35 @@ def widened(model: onnx.ModelProto) -> onnx.ModelProto:
         for k, name in enumerate(node.output):
             if name and types.get(name) in FLOATS:
                 node.output[k] = f"{name}__exact"
-                nodes.append(helper.make_node("Round", [node.output[k]], [name],
-                                              domain=DOMAIN, to=types[name],
-                                              exact=int(node.op_type in EXACT_OPS)))
+                nodes.append(
+                    helper.make_node(
+                        "Round",
+                        [node.output[k]],
+                        [name],
+                        domain=DOMAIN,
+                        to=types[name],
+                        exact=int(node.op_type in EXACT_OPS),
+                    )
+                )
     del graph.node[:]
     graph.node.extend(nodes)
     return out
 
 
-def exact_reference(model: onnx.ModelProto, inputs: dict[str, np.ndarray],
-                    runs: int = RUNS) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+def exact_reference(
+    model: onnx.ModelProto, inputs: dict[str, np.ndarray], runs: int = RUNS
+) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
     """(exact, spread) by output name (module docstring): `exact` in the
     outputs' ONNX element types, `spread` in f64."""
     from onnx.reference import ReferenceEvaluator
 
     sess = ReferenceEvaluator(widened(model), new_ops=[Round])
-    feeds = {k: np.asarray(v, np.float64) if v.dtype.kind == "f" else v
-             for k, v in inputs.items()}
+    feeds = {k: np.asarray(v, np.float64) if v.dtype.kind == "f" else v for k, v in inputs.items()}
     names = [o.name for o in model.graph.output]
-    dtypes = {o.name: helper.tensor_dtype_to_np_dtype(o.type.tensor_type.elem_type)
-              for o in model.graph.output}
+    dtypes = {
+        o.name: helper.tensor_dtype_to_np_dtype(o.type.tensor_type.elem_type)
+        for o in model.graph.output
+    }
 
     def run() -> dict[str, np.ndarray]:
         return {n: np.asarray(v) for n, v in zip(names, sess.run(names, feeds))}

@@ -112,11 +112,12 @@ def load_case(path: Path) -> tuple[onnx.ModelProto, dict[str, np.ndarray]]:
     return model, input_arrays(model)
 
 
-def case_fn(model: onnx.ModelProto, inputs: dict[str, np.ndarray], config: Config,
-            timeout: float):
+def case_fn(model: onnx.ModelProto, inputs: dict[str, np.ndarray], config: Config, timeout: float):
     """The child's work: onnxruntime's outputs, then the chain."""
+
     def fn() -> CaseResult:
         return run_case(model, config, inputs, reference(model, inputs), timeout)
+
     return fn
 
 
@@ -130,8 +131,9 @@ def wall_limit(timeout: float) -> float:
 # the campaign
 
 
-def prepare_models(seed: int, count: int, out: Path, ops: Sequence[str] | None,
-                   start: int = 0) -> dict[int, list[str]]:
+def prepare_models(
+    seed: int, count: int, out: Path, ops: Sequence[str] | None, start: int = 0
+) -> dict[int, list[str]]:
     """Generate models start..start+count-1 into `out`/models (in a child:
     onnxruntime's threads stay out of the parent that forks the cases)."""
     models = out / "models"
@@ -154,8 +156,9 @@ def prepare_models(seed: int, count: int, out: Path, ops: Sequence[str] | None,
     return {int(k): v for k, v in json.loads(manifest.read_text()).items()}
 
 
-def run_cases(cases: list[tuple[int, Config]], out: Path, jobs: int, timeout: float,
-              mem_gb: float, log=print) -> list[dict]:
+def run_cases(
+    cases: list[tuple[int, Config]], out: Path, jobs: int, timeout: float, mem_gb: float, log=print
+) -> list[dict]:
     """Every (model index, config) case, `jobs` children at a time; one JSON
     line per case in out/results.jsonl."""
     preload()
@@ -169,9 +172,15 @@ def run_cases(cases: list[tuple[int, Config]], out: Path, jobs: int, timeout: fl
             while pending and len(running) < jobs:
                 i, cfg = pending.pop(0)
                 model, inputs = load_case(out / "models" / f"m{i}.onnx")
-                running.append(fork_case(case_fn(model, inputs, cfg, timeout),
-                                         scratch / f"case-{i}-{len(rows) + len(running)}.json",
-                                         wall_limit(timeout), mem_gb, tag=(i, cfg)))
+                running.append(
+                    fork_case(
+                        case_fn(model, inputs, cfg, timeout),
+                        scratch / f"case-{i}-{len(rows) + len(running)}.json",
+                        wall_limit(timeout),
+                        mem_gb,
+                        tag=(i, cfg),
+                    )
+                )
             time.sleep(0.05)
             for child in list(running):
                 r = poll(child)
@@ -184,31 +193,35 @@ def run_cases(cases: list[tuple[int, Config]], out: Path, jobs: int, timeout: fl
                 rows.append(row)
                 results.write(json.dumps(row) + "\n")
                 results.flush()
-                log(f"[{len(rows)}/{len(cases)}] m{i} {cfg.label}: {r.outcome}"
-                    + (f" ({r.detail[:100]})" if r.outcome != "PASS" else ""))
+                log(
+                    f"[{len(rows)}/{len(cases)}] m{i} {cfg.label}: {r.outcome}"
+                    + (f" ({r.detail[:100]})" if r.outcome != "PASS" else "")
+                )
     return rows
 
 
 def campaign(args: argparse.Namespace) -> int:
     out = Path(args.out or f"graph_fuzz_{args.seed}")
     out.mkdir(parents=True, exist_ok=True)
-    tiles = [None if t == "auto" else tuple(int(x) for x in t.split(":"))
-             for t in args.tiles.split(",")]
+    tiles = [
+        None if t == "auto" else tuple(int(x) for x in t.split(":")) for t in args.tiles.split(",")
+    ]
     configs = matrix(args.devices.split(","), args.routes.split(","), tiles=tiles)
     ops = args.ops.split(",") if args.ops else None
     t0 = time.monotonic()
     table = prepare_models(args.seed, args.models, out, ops, args.start)
     k = len(configs) if args.all_configs else args.per_model
     cases = [(i, c) for i in sorted(table) for c in config_schedule(args.seed, i, k, configs)]
-    print(f"graph_fuzz: {len(table)} models x {k} of {len(configs)} configurations = "
-          f"{len(cases)} cases, -j {args.jobs} (out: {out})")
+    print(
+        f"graph_fuzz: {len(table)} models x {k} of {len(configs)} configurations = "
+        f"{len(cases)} cases, -j {args.jobs} (out: {out})"
+    )
     rows = run_cases(cases, out, args.jobs, args.timeout, args.mem_gb)
     findings = []
     if args.minimize:
         from graph_minimize import minimize_findings
 
-        findings = minimize_findings(rows, out, args.minimize, args.jobs, args.timeout,
-                                     args.mem_gb)
+        findings = minimize_findings(rows, out, args.minimize, args.jobs, args.timeout, args.mem_gb)
     text = report(rows, table, configs, time.monotonic() - t0, findings, args)
     (out / "report.md").write_text(text)
     print(text)
@@ -219,15 +232,26 @@ def _median(xs: list[float]) -> str:
     return f"{statistics.median(xs):.2f} s" if xs else "-"
 
 
-def report(rows: list[dict], table: dict[int, list[str]], configs: Sequence[Config],
-           seconds: float, findings: list[dict], args: argparse.Namespace) -> str:
+def report(
+    rows: list[dict],
+    table: dict[int, list[str]],
+    configs: Sequence[Config],
+    seconds: float,
+    findings: list[dict],
+    args: argparse.Namespace,
+) -> str:
     """The campaign's report (markdown): counts, REJECTED per op type and
     reason, outcomes per configuration, times, findings."""
     counts = Counter(r["outcome"] for r in rows)
-    lines = [f"# Graph fuzz campaign: seed {args.seed}, {len(table)} models, {len(rows)} cases",
-             "", f"{len(configs)} configurations in the matrix, {args.jobs} jobs, "
-             f"{seconds / 60:.1f} min; step limit {args.timeout:g} CPU s.", "",
-             "| outcome | cases |", "|---|---|"]
+    lines = [
+        f"# Graph fuzz campaign: seed {args.seed}, {len(table)} models, {len(rows)} cases",
+        "",
+        f"{len(configs)} configurations in the matrix, {args.jobs} jobs, "
+        f"{seconds / 60:.1f} min; step limit {args.timeout:g} CPU s.",
+        "",
+        "| outcome | cases |",
+        "|---|---|",
+    ]
     lines += [f"| {o} | {counts.get(o, 0)} |" for o in OUTCOMES]
     generated = Counter(op for ops in table.values() for op in ops)
     by_op: dict[str, Counter] = defaultdict(Counter)
@@ -236,32 +260,47 @@ def report(rows: list[dict], table: dict[int, list[str]], configs: Sequence[Conf
         for o in ops:
             by_op[o][r["outcome"]] += 1
     rejected = Counter(r["op"] for r in rows if r["outcome"] == "REJECTED")
-    lines += ["", "## Per op type", "",
-              "Nodes generated; cases of models holding the op, their outcomes, and how "
-              "many were REJECTED with a diagnostic naming this op (the share is of the "
-              "op's cases).", "",
-              "| op | nodes | cases | " + " | ".join(OUTCOMES) + " | rejected naming it | share |",
-              "|---" * (len(OUTCOMES) + 5) + "|"]
+    lines += [
+        "",
+        "## Per op type",
+        "",
+        "Nodes generated; cases of models holding the op, their outcomes, and how "
+        "many were REJECTED with a diagnostic naming this op (the share is of the "
+        "op's cases).",
+        "",
+        "| op | nodes | cases | " + " | ".join(OUTCOMES) + " | rejected naming it | share |",
+        "|---" * (len(OUTCOMES) + 5) + "|",
+    ]
     for o in sorted(generated):
         n = sum(by_op[o].values())
-        lines.append(f"| {o} | {generated[o]} | {n} | "
-                     + " | ".join(str(by_op[o].get(k, 0)) for k in OUTCOMES)
-                     + f" | {rejected.get(o, 0)} | {100 * rejected.get(o, 0) / max(n, 1):.0f}% |")
+        lines.append(
+            f"| {o} | {generated[o]} | {n} | "
+            + " | ".join(str(by_op[o].get(k, 0)) for k in OUTCOMES)
+            + f" | {rejected.get(o, 0)} | {100 * rejected.get(o, 0) / max(n, 1):.0f}% |"
+        )
     for o in sorted(set(rejected) - set(generated)):
-        lines.append(f"| {o} | - | - | " + " | ".join("-" for _ in OUTCOMES)
-                     + f" | {rejected[o]} | - |")
-    reasons = Counter(CaseResult.parse(_fields(r)).signature() for r in rows
-                      if r["outcome"] == "REJECTED")
+        lines.append(
+            f"| {o} | - | - | " + " | ".join("-" for _ in OUTCOMES) + f" | {rejected[o]} | - |"
+        )
+    reasons = Counter(
+        CaseResult.parse(_fields(r)).signature() for r in rows if r["outcome"] == "REJECTED"
+    )
     lines += ["", "## REJECTED by reason", "", "| cases | reason |", "|---|---|"]
     lines += [f"| {n} | `{s}` |" for s, n in reasons.most_common()]
-    lines += ["", "## Per configuration", "", "| configuration | " +
-              " | ".join(OUTCOMES) + " |", "|---" * (len(OUTCOMES) + 1) + "|"]
+    lines += [
+        "",
+        "## Per configuration",
+        "",
+        "| configuration | " + " | ".join(OUTCOMES) + " |",
+        "|---" * (len(OUTCOMES) + 1) + "|",
+    ]
     per_cfg: dict[str, Counter] = defaultdict(Counter)
     for r in rows:
         per_cfg[Config.parse(r["config"]).label][r["outcome"]] += 1
     for label in sorted(per_cfg):
-        lines.append(f"| `{label}` | " + " | ".join(str(per_cfg[label].get(o, 0))
-                                                  for o in OUTCOMES) + " |")
+        lines.append(
+            f"| `{label}` | " + " | ".join(str(per_cfg[label].get(o, 0)) for o in OUTCOMES) + " |"
+        )
     lines += ["", "## Times per case (median)", ""]
     for step in ("compile", "verify", "run"):
         xs = [r["times"][step] for r in rows if step in r.get("times", {})]
@@ -273,19 +312,27 @@ def report(rows: list[dict], table: dict[int, list[str]], configs: Sequence[Conf
         sigs[CaseResult.parse(_fields(r)).signature()].append(r)
     for sig, rs in sorted(sigs.items(), key=lambda kv: -len(kv[1])):
         first = rs[0]
-        lines.append(f"- {len(rs)} x {first['outcome']} ({first['step']}): {first['detail']}"
-                     f" -- e.g. m{first['model']} `{Config.parse(first['config']).label}`")
+        lines.append(
+            f"- {len(rs)} x {first['outcome']} ({first['step']}): {first['detail']}"
+            f" -- e.g. m{first['model']} `{Config.parse(first['config']).label}`"
+        )
     inexact = [r for r in rows if r["outcome"] == "REFERENCE-INEXACT"]
     if inexact:
-        lines += ["", "## REFERENCE-INEXACT (onnxruntime less exact than the program; "
-                  "not bugs)", ""]
-        lines += [f"- m{r['model']} `{Config.parse(r['config']).label}`: {r['detail']}"
-                  for r in inexact]
+        lines += [
+            "",
+            "## REFERENCE-INEXACT (onnxruntime less exact than the program; not bugs)",
+            "",
+        ]
+        lines += [
+            f"- m{r['model']} `{Config.parse(r['config']).label}`: {r['detail']}" for r in inexact
+        ]
     if findings:
         lines += ["", "## Minimized findings", ""]
         for f in findings:
-            lines.append(f"- {f['outcome']}: `{f['path']}` ({f['nodes']} nodes: "
-                         f"{', '.join(f['ops'])}): `{f['command']}`")
+            lines.append(
+                f"- {f['outcome']}: `{f['path']}` ({f['nodes']} nodes: "
+                f"{', '.join(f['ops'])}): `{f['command']}`"
+            )
     return "\n".join(lines) + "\n"
 
 
@@ -303,8 +350,12 @@ def config_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--engines", type=int, default=None)
     p.add_argument("--no-pipeline", action="store_true")
     p.add_argument("--tile-sizes", help="A,B,...: nem-compile's --tile-sizes")
-    p.add_argument("--timeout", type=float, default=STEP_TIMEOUT,
-                   help="CPU seconds per step (compile, verify, run)")
+    p.add_argument(
+        "--timeout",
+        type=float,
+        default=STEP_TIMEOUT,
+        help="CPU seconds per step (compile, verify, run)",
+    )
     p.add_argument("--mem-gb", type=float, default=MEM_GB)
 
 
@@ -324,8 +375,12 @@ def replay(args: argparse.Namespace) -> int:
     model, inputs = load_case(path)
     config = config_of(args)
     Path(args.work).mkdir(parents=True, exist_ok=True)
-    r = isolated(case_fn(model, inputs, config, args.timeout), Path(args.work),
-                 wall_limit(args.timeout), args.mem_gb)
+    r = isolated(
+        case_fn(model, inputs, config, args.timeout),
+        Path(args.work),
+        wall_limit(args.timeout),
+        args.mem_gb,
+    )
     print(f"{path} {config.label}: {r.outcome}" + (f": {r.detail}" if r.detail else ""))
     if r.times:
         print("times: " + ", ".join(f"{k} {v:.2f} s" for k, v in r.times.items()))
@@ -340,20 +395,30 @@ def main(argv: Sequence[str] | None = None) -> int:
     c.add_argument("--models", type=int, default=20)
     c.add_argument("--start", type=int, default=0, help="first model index")
     c.add_argument("-j", "--jobs", type=int, default=2)
-    c.add_argument("--per-model", type=int, default=4, metavar="K",
-                   help="configurations per model (default 4)")
+    c.add_argument(
+        "--per-model", type=int, default=4, metavar="K", help="configurations per model (default 4)"
+    )
     c.add_argument("--all-configs", action="store_true", help="every configuration per model")
     c.add_argument("--devices", default=",".join(DEVICES))
     c.add_argument("--routes", default=",".join(ROUTES))
     c.add_argument("--ops", help="draw only these op types (comma-separated)")
-    c.add_argument("--tiles", default="auto", metavar="T,..",
-                   help="tile-size settings of the matrix: 'auto' (L1-derived) or sizes "
-                        "joined by ':' (e.g. auto,1:2,2:3:4); default auto")
+    c.add_argument(
+        "--tiles",
+        default="auto",
+        metavar="T,..",
+        help="tile-size settings of the matrix: 'auto' (L1-derived) or sizes "
+        "joined by ':' (e.g. auto,1:2,2:3:4); default auto",
+    )
     c.add_argument("--timeout", type=float, default=STEP_TIMEOUT)
     c.add_argument("--mem-gb", type=float, default=MEM_GB)
-    c.add_argument("--minimize", type=int, default=10, metavar="M",
-                   help="minimize up to M findings, one per distinct signature (default "
-                        "10; 0: none), each for at most 400 tests or 10 minutes")
+    c.add_argument(
+        "--minimize",
+        type=int,
+        default=10,
+        metavar="M",
+        help="minimize up to M findings, one per distinct signature (default "
+        "10; 0: none), each for at most 400 tests or 10 minutes",
+    )
     c.add_argument("--out", help="output directory (default graph_fuzz_SEED)")
     r = sub.add_parser("replay", help="run one model on one configuration")
     r.add_argument("model")
@@ -374,8 +439,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.cmd == "minimize":
         from graph_minimize import minimize_file
 
-        return minimize_file(Path(args.model), config_of(args), Path(args.out), args.jobs,
-                             args.timeout, args.mem_gb)
+        return minimize_file(
+            Path(args.model), config_of(args), Path(args.out), args.jobs, args.timeout, args.mem_gb
+        )
     from graph_seeds import write_seeds
 
     for path in write_seeds(Path(args.out)):

@@ -134,18 +134,20 @@ class Builder:
         self.vals.append(v)
         return v
 
-    def weight(self, shape: Sequence[int], scale: float = 1.0, pos: bool = False,
-               as_node: bool = False) -> Val:
+    def weight(
+        self, shape: Sequence[int], scale: float = 1.0, pos: bool = False, as_node: bool = False
+    ) -> Val:
         """A float constant: an initializer, or (`as_node`) a Constant node."""
         r = np.random.default_rng(self.rng.getrandbits(32))
-        data = r.uniform(0.5, 2.0, size=tuple(shape)) if pos else \
-            r.standard_normal(tuple(shape)) * scale
-        tensor = numpy_helper.from_array(np.asarray(data, dtype=self.np_dtype),
-                                         self.fresh("w"))
+        data = (
+            r.uniform(0.5, 2.0, size=tuple(shape))
+            if pos
+            else r.standard_normal(tuple(shape)) * scale
+        )
+        tensor = numpy_helper.from_array(np.asarray(data, dtype=self.np_dtype), self.fresh("w"))
         return self._constant(tensor, as_node, pos)
 
-    def ints(self, values: Sequence[int], as_node: bool | None = None,
-             scalar: bool = False) -> str:
+    def ints(self, values: Sequence[int], as_node: bool | None = None, scalar: bool = False) -> str:
         """An int64 index operand (axes, shape, starts, split sizes), an
         initializer or a Constant node (`value` or `value_ints`)."""
         if as_node is None:
@@ -158,8 +160,12 @@ class Builder:
         name = tensor.name
         if as_node:
             form = self.rng.random()
-            if tensor.data_type == TensorProto.INT64 and len(tensor.dims) == 1 and \
-                    tensor.dims[0] and form < 0.5:       # (value_ints=[] has no type)
+            if (
+                tensor.data_type == TensorProto.INT64
+                and len(tensor.dims) == 1
+                and tensor.dims[0]
+                and form < 0.5
+            ):  # (value_ints=[] has no type)
                 ints = [int(x) for x in numpy_helper.to_array(tensor)]
                 self.nodes.append(helper.make_node("Constant", [], [name], value_ints=ints))
             else:
@@ -181,12 +187,10 @@ class Builder:
         """A float scalar constant (Clip bounds, a Pow exponent, a splat operand)."""
         if as_node is None:
             as_node = self.rng.random() < 0.3
-        tensor = numpy_helper.from_array(np.asarray(value, dtype=self.np_dtype),
-                                         self.fresh("c"))
+        tensor = numpy_helper.from_array(np.asarray(value, dtype=self.np_dtype), self.fresh("c"))
         return self._constant(tensor, as_node, value > 0)
 
-    def pick(self, ok: Callable[[Val], bool] = lambda v: True, *, leaf_bias: float = 0.7
-             ) -> Val:
+    def pick(self, ok: Callable[[Val], bool] = lambda v: True, *, leaf_bias: float = 0.7) -> Val:
         """An existing non-constant value with `ok(v)`: one no node reads yet
         (keeps the graph connected) with probability `leaf_bias`, else any
         (values read by several nodes); Skip when none fits."""
@@ -206,8 +210,13 @@ class Builder:
         except Skip:
             return self.new_input(shape(), pos)
 
-    def pick_or_new(self, ok: Callable[[Val], bool], shape: Callable[[], Sequence[int]],
-                    pos: bool = False, p_new: float = 0.05) -> Val:
+    def pick_or_new(
+        self,
+        ok: Callable[[Val], bool],
+        shape: Callable[[], Sequence[int]],
+        pos: bool = False,
+        p_new: float = 0.05,
+    ) -> Val:
         """An existing value with `ok`; a new graph input of `shape()` with
         probability `p_new`, or sometimes when none fits (else Skip: another
         op is tried, which keeps most graphs connected)."""
@@ -220,18 +229,27 @@ class Builder:
         return self.new_input(shape(), pos)
 
     # ------------------------------------------------------------- nodes
-    def add(self, op: str, inputs: Sequence[str], n_out: int = 1, pos: bool = False,
-            shapes: Sequence[Sequence[int]] | None = None, **attrs: object) -> list[Val]:
+    def add(
+        self,
+        op: str,
+        inputs: Sequence[str],
+        n_out: int = 1,
+        pos: bool = False,
+        shapes: Sequence[Sequence[int]] | None = None,
+        **attrs: object,
+    ) -> list[Val]:
         """Append node `op` on `inputs`; its output shapes from ONNX's shape
         inference (a node it rejects is a Skip, and nothing is added), or
         `shapes` where inference leaves a dimension unknown (an element of a
         sequence of unequal tensors).  An output that is not a tensor of the
         model's float type goes to `other`, not to the values."""
         outs = [self.fresh(op[:3].lower()) for _ in range(n_out)]
-        node = helper.make_node(op, list(inputs), outs, name=f"{op}_{len(self.nodes)}",
-                                **attrs)
-        types = {v.name: helper.make_tensor_type_proto(self.elem, list(v.shape))
-                 for v in self.vals if v.name in inputs}
+        node = helper.make_node(op, list(inputs), outs, name=f"{op}_{len(self.nodes)}", **attrs)
+        types = {
+            v.name: helper.make_tensor_type_proto(self.elem, list(v.shape))
+            for v in self.vals
+            if v.name in inputs
+        }
         types.update({n: self.other[n] for n in inputs if n in self.other})
         for name in inputs:
             if name in self.consts and name not in types:
@@ -240,27 +258,38 @@ class Builder:
         schema = onnx.defs.get_schema(op, OPSET, "")
         try:
             inferred = shape_inference.infer_node_outputs(
-                schema, node, types, {k: v for k, v in self.consts.items() if k in inputs},
-                opset_imports=[helper.make_opsetid("", OPSET)])
-        except Exception as e:   # onnx's InferenceError and friends: invalid operands
+                schema,
+                node,
+                types,
+                {k: v for k, v in self.consts.items() if k in inputs},
+                opset_imports=[helper.make_opsetid("", OPSET)],
+            )
+        except Exception as e:  # onnx's InferenceError and friends: invalid operands
             raise Skip from e
         result, others = [], {}
         for k, name in enumerate(outs):
             tp = inferred[name]
             if not tp.HasField("tensor_type"):
-                others[name] = tp                   # a sequence
+                others[name] = tp  # a sequence
                 result.append(Val(name, (), const=True))
                 continue
             tt = tp.tensor_type
             dims = [d.dim_value if d.HasField("dim_value") else -1 for d in tt.shape.dim]
-            if shapes is not None and (not tt.HasField("shape") or (
-                    len(dims) == len(shapes[k]) and
-                    all(d in (-1, s) for d, s in zip(dims, shapes[k])))):
+            if shapes is not None and (
+                not tt.HasField("shape")
+                or (
+                    len(dims) == len(shapes[k])
+                    and all(d in (-1, s) for d, s in zip(dims, shapes[k]))
+                )
+            ):
                 dims = list(shapes[k])
                 tp = helper.make_tensor_type_proto(tt.elem_type, dims)
                 tt = tp.tensor_type
-            if any(d <= 0 for d in dims) or not tt.HasField("shape") or \
-                    int(np.prod(dims, dtype=np.int64)) > MAX_ELEMS:
+            if (
+                any(d <= 0 for d in dims)
+                or not tt.HasField("shape")
+                or int(np.prod(dims, dtype=np.int64)) > MAX_ELEMS
+            ):
                 raise Skip
             if tt.elem_type != self.elem:
                 others[name] = tp
@@ -290,11 +319,15 @@ class Generated:
 
 def build_model(b: Builder, outputs: Sequence[Val], name: str) -> onnx.ModelProto:
     graph = helper.make_graph(
-        b.nodes, name, b.inputs,
+        b.nodes,
+        name,
+        b.inputs,
         [helper.make_tensor_value_info(v.name, b.elem, list(v.shape)) for v in outputs],
-        b.inits)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)],
-                              producer_name="nem-graph-fuzz")
+        b.inits,
+    )
+    model = helper.make_model(
+        graph, opset_imports=[helper.make_opsetid("", OPSET)], producer_name="nem-graph-fuzz"
+    )
     model.ir_version = 10
     if b.positive:
         helper.set_model_props(model, {POSITIVE_KEY: ",".join(b.positive)})
@@ -304,12 +337,12 @@ def build_model(b: Builder, outputs: Sequence[Val], name: str) -> onnx.ModelProt
 def validate(model: onnx.ModelProto) -> onnx.ModelProto:
     """`check_model(full_check=True)` and strict shape inference (raises)."""
     onnx.checker.check_model(model, full_check=True)
-    return shape_inference.infer_shapes(model, check_type=True, strict_mode=True,
-                                        data_prop=True)
+    return shape_inference.infer_shapes(model, check_type=True, strict_mode=True, data_prop=True)
 
 
-def _attempt(rng: random.Random, ops: Sequence[str] | None, nodes: int | None,
-             name: str) -> Generated:
+def _attempt(
+    rng: random.Random, ops: Sequence[str] | None, nodes: int | None, name: str
+) -> Generated:
     from graph_ops import OPS, WEIGHTS
 
     dtype = "f16" if rng.random() < 0.35 else "f32"
@@ -320,17 +353,23 @@ def _attempt(rng: random.Random, ops: Sequence[str] | None, nodes: int | None,
     b.new_input(b.shape())
     done = 0
     tries = 0
-    while done < target and tries < 40 * target:   # nodes (an entry may add several)
+    while done < target and tries < 40 * target:  # nodes (an entry may add several)
         tries += 1
         op = rng.choices(table, weights)[0]
-        mark = (len(b.nodes), len(b.inputs), len(b.inits), len(b.vals), dict(b.uses),
-                len(b.positive))
+        mark = (
+            len(b.nodes),
+            len(b.inputs),
+            len(b.inits),
+            len(b.vals),
+            dict(b.uses),
+            len(b.positive),
+        )
         try:
             OPS[op](b)
             done = sum(1 for n in b.nodes if n.op_type != "Constant")
-        except Skip:   # undo what the entry added before it gave up
-            b.nodes[mark[0]:], b.inputs[mark[1]:], b.inits[mark[2]:] = [], [], []
-            b.vals[mark[3]:], b.uses, b.positive[mark[5]:] = [], mark[4], []
+        except Skip:  # undo what the entry added before it gave up
+            b.nodes[mark[0] :], b.inputs[mark[1] :], b.inits[mark[2] :] = [], [], []
+            b.vals[mark[3] :], b.uses, b.positive[mark[5] :] = [], mark[4], []
     if not done:
         raise Skip
     used = {i for n in b.nodes for i in n.input}
@@ -340,15 +379,21 @@ def _attempt(rng: random.Random, ops: Sequence[str] | None, nodes: int | None,
     outs = [v for v in b.vals if not v.const and not b.uses.get(v.name) and v.name not in inputs]
     extra = [v for v in b.vals if not v.const and b.uses.get(v.name) and v.name not in inputs]
     if extra and rng.random() < 0.2:
-        outs.append(rng.choice(extra))     # an intermediate value as an output too
+        outs.append(rng.choice(extra))  # an intermediate value as an output too
     if not outs:
         raise Skip
-    return Generated(build_model(b, outs, name),
-                     [n.op_type for n in b.nodes if n.op_type != "Constant"])
+    return Generated(
+        build_model(b, outs, name), [n.op_type for n in b.nodes if n.op_type != "Constant"]
+    )
 
 
-def generate(seed: int, index: int, ops: Sequence[str] | None = None,
-             nodes: int | None = None, check_numerics: bool = True) -> Generated:
+def generate(
+    seed: int,
+    index: int,
+    ops: Sequence[str] | None = None,
+    nodes: int | None = None,
+    check_numerics: bool = True,
+) -> Generated:
     """Model `index` of campaign `seed` (deterministic): the first attempt
     that validates and, with `check_numerics`, whose onnxruntime outputs are
     finite and within `SAFE_RANGE`."""
@@ -372,8 +417,11 @@ def generate(seed: int, index: int, ops: Sequence[str] | None = None,
 
 
 def elem_dtype(model: onnx.ModelProto) -> type:
-    t = model.graph.input[0].type.tensor_type.elem_type if model.graph.input else \
-        model.graph.output[0].type.tensor_type.elem_type
+    t = (
+        model.graph.input[0].type.tensor_type.elem_type
+        if model.graph.input
+        else model.graph.output[0].type.tensor_type.elem_type
+    )
     return np.float16 if t == TensorProto.FLOAT16 else np.float32
 
 
@@ -396,17 +444,15 @@ def input_arrays(model: onnx.ModelProto, seed: int = 0) -> dict[str, np.ndarray]
     return arrays
 
 
-def reference(model: onnx.ModelProto, inputs: dict[str, np.ndarray]
-              ) -> dict[str, np.ndarray]:
+def reference(model: onnx.ModelProto, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     """onnxruntime's outputs (CPU, one thread), by ONNX name."""
     import onnxruntime as ort
 
-    ort.set_default_logger_severity(3)   # a model it refuses is reported by the exception
+    ort.set_default_logger_severity(3)  # a model it refuses is reported by the exception
     so = ort.SessionOptions()
     so.intra_op_num_threads = so.inter_op_num_threads = 1
     so.log_severity_level = 3
-    sess = ort.InferenceSession(model.SerializeToString(), so,
-                                providers=["CPUExecutionProvider"])
+    sess = ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
     names = [o.name for o in sess.get_outputs()]
     return dict(zip(names, sess.run(None, inputs)))
 
@@ -416,12 +462,17 @@ def numerics_ok(model: onnx.ModelProto) -> bool:
     are finite and in range."""
     try:
         outs = reference(model, input_arrays(model))
-    except Exception:   # a model onnxruntime refuses is not a test of nem-compile
+    except Exception:  # a model onnxruntime refuses is not a test of nem-compile
         return False
     limit = SAFE_RANGE["f16" if elem_dtype(model) == np.float16 else "f32"]
-    declared = {o.name: tuple(d.dim_value for d in o.type.tensor_type.shape.dim)
-                for o in model.graph.output}
+    declared = {
+        o.name: tuple(d.dim_value for d in o.type.tensor_type.shape.dim) for o in model.graph.output
+    }
     # onnxruntime and ONNX's shape inference disagree on a few corners (a
     # ceil_mode window starting past the input): such a model is not a test
-    return all(o.shape == declared[k] and np.all(np.isfinite(o)) and
-               float(np.max(np.abs(o), initial=0.0)) <= limit for k, o in outs.items())
+    return all(
+        o.shape == declared[k]
+        and np.all(np.isfinite(o))
+        and float(np.max(np.abs(o), initial=0.0)) <= limit
+        for k, o in outs.items()
+    )

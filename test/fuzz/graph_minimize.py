@@ -91,7 +91,7 @@ def finish(model: onnx.ModelProto) -> onnx.ModelProto | None:
         if any(d.dim_value <= 0 for o in g.output for d in o.type.tensor_type.shape.dim):
             return None
         validate(model)
-    except Exception:   # onnx's checker and inference errors: not a valid candidate
+    except Exception:  # onnx's checker and inference errors: not a valid candidate
         return None
     _set_positive(model, _positive(model))
     return model
@@ -146,15 +146,17 @@ def bypass_node(model: onnx.ModelProto, k: int) -> onnx.ModelProto | None:
         n.input[:] = [src if i == dst else i for i in n.input]
     for o in m.graph.output:
         if o.name == dst:
-            if any(x.name == src for x in m.graph.output) or \
-                    any(x.name == src for x in m.graph.input):
+            if any(x.name == src for x in m.graph.output) or any(
+                x.name == src for x in m.graph.input
+            ):
                 return None
             o.name = src
     return finish(m)
 
 
-def shrink_input(model: onnx.ModelProto, k: int, dim: int, new: int,
-                 with_weights: bool) -> onnx.ModelProto | None:
+def shrink_input(
+    model: onnx.ModelProto, k: int, dim: int, new: int, with_weights: bool
+) -> onnx.ModelProto | None:
     m = copy.deepcopy(model)
     d = m.graph.input[k].type.tensor_type.shape.dim[dim]
     old = d.dim_value
@@ -167,16 +169,16 @@ def shrink_input(model: onnx.ModelProto, k: int, dim: int, new: int,
             if a.dtype.kind != "f" or old not in a.shape:
                 continue
             idx = tuple(slice(0, new) if s == old else slice(None) for s in a.shape)
-            m.graph.initializer[i].CopyFrom(numpy_helper.from_array(
-                np.ascontiguousarray(a[idx]), init.name))
+            m.graph.initializer[i].CopyFrom(
+                numpy_helper.from_array(np.ascontiguousarray(a[idx]), init.name)
+            )
     return finish(m)
 
 
 _NEUTRAL = {"strides": 1, "dilations": 1, "pads": 0}
 
 
-def simplify_attr(model: onnx.ModelProto, k: int, name: str, drop: bool
-                  ) -> onnx.ModelProto | None:
+def simplify_attr(model: onnx.ModelProto, k: int, name: str, drop: bool) -> onnx.ModelProto | None:
     m = copy.deepcopy(model)
     node = m.graph.node[k]
     attr = next(a for a in node.attribute if a.name == name)
@@ -212,15 +214,16 @@ def candidates(model: onnx.ModelProto) -> Iterator[Callable[[], onnx.ModelProto 
 # the search
 
 
-def test_fn(model: onnx.ModelProto, config: Config, timeout: float,
-            kernels: dict | None = None):
+def test_fn(model: onnx.ModelProto, config: Config, timeout: float, kernels: dict | None = None):
     """The case a candidate runs in its child: SKIP when onnxruntime's
     outputs are not finite or leave the safe range (`kernels`: as run_case's)."""
+
     def fn() -> CaseResult:
         if not numerics_ok(model):
             return CaseResult("SKIP")
         inputs = input_arrays(model)
         return run_case(model, config, inputs, reference(model, inputs), timeout, kernels)
+
     return fn
 
 
@@ -232,10 +235,19 @@ def keeps(target: CaseResult, r: CaseResult) -> bool:
     return r.signature() == target.signature()
 
 
-def minimize(model: onnx.ModelProto, config: Config, target: CaseResult, scratch: Path,
-             jobs: int = 2, timeout: float = 120.0, mem_gb: float = MEM_GB,
-             max_tests: int = 400, max_minutes: float = 10.0, log=print,
-             kernels: dict | None = None) -> tuple[onnx.ModelProto, CaseResult, int]:
+def minimize(
+    model: onnx.ModelProto,
+    config: Config,
+    target: CaseResult,
+    scratch: Path,
+    jobs: int = 2,
+    timeout: float = 120.0,
+    mem_gb: float = MEM_GB,
+    max_tests: int = 400,
+    max_minutes: float = 10.0,
+    log=print,
+    kernels: dict | None = None,
+) -> tuple[onnx.ModelProto, CaseResult, int]:
     """(the smallest model found, its result, the number of tests run);
     `kernels` replaces runtime kernels (the tests plant a bug with it)."""
     from graph_fuzz import wall_limit
@@ -257,10 +269,16 @@ def minimize(model: onnx.ModelProto, config: Config, target: CaseResult, scratch
                     break
             if not batch:
                 break
-            children = [fork_case(test_fn(c, config, timeout, kernels),
-                                  scratch / f"t{tests}-{i}.json",
-                                  wall_limit(timeout), mem_gb, tag=c)
-                        for i, c in enumerate(batch)]
+            children = [
+                fork_case(
+                    test_fn(c, config, timeout, kernels),
+                    scratch / f"t{tests}-{i}.json",
+                    wall_limit(timeout),
+                    mem_gb,
+                    tag=c,
+                )
+                for i, c in enumerate(batch)
+            ]
             results = []
             for child in children:
                 while (r := poll(child)) is None:
@@ -271,14 +289,22 @@ def minimize(model: onnx.ModelProto, config: Config, target: CaseResult, scratch
             for cand, r in results:
                 if keeps(target, r):
                     best, best_r, progress = cand, r, True
-                    log(f"  minimize: {len(best.graph.node)} nodes, "
-                        f"{sum(1 for _ in best.graph.input)} inputs ({tests} tests)")
+                    log(
+                        f"  minimize: {len(best.graph.node)} nodes, "
+                        f"{sum(1 for _ in best.graph.input)} inputs ({tests} tests)"
+                    )
                     break
     return best, best_r, tests
 
 
-def write_finding(model: onnx.ModelProto, config: Config, result: CaseResult,
-                  root: Path, note: str = "", name: str | None = None) -> dict:
+def write_finding(
+    model: onnx.ModelProto,
+    config: Config,
+    result: CaseResult,
+    root: Path,
+    note: str = "",
+    name: str | None = None,
+) -> dict:
     """DIR/<outcome>-<ops>-<hash>/ with the model, its inputs, info.json and
     README.txt (the reproduction command on its last line)."""
     from graph_fuzz import replay_command
@@ -292,23 +318,37 @@ def write_finding(model: onnx.ModelProto, config: Config, result: CaseResult,
     inputs = input_arrays(model)
     np.savez(d / "model.inputs.npz", **inputs)
     command = replay_command(d / "model.onnx", config)
-    info = {"outcome": result.outcome, "step": result.step, "detail": result.detail,
-            "config": config.label, "ops": ops, "nodes": len(ops), "path": str(d / "model.onnx"),
-            "command": command, "note": note}
+    info = {
+        "outcome": result.outcome,
+        "step": result.step,
+        "detail": result.detail,
+        "config": config.label,
+        "ops": ops,
+        "nodes": len(ops),
+        "path": str(d / "model.onnx"),
+        "command": command,
+        "note": note,
+    }
     (d / "info.json").write_text(json.dumps(info, indent=1))
-    shapes = ", ".join(f"{vi.name}{[x.dim_value for x in vi.type.tensor_type.shape.dim]}"
-                       for vi in model.graph.input)
-    bisect = f"nem-compile {d / 'model.onnx'} {config.label} --bisect --input " \
-             f"{d / 'model.inputs.npz'}"
+    shapes = ", ".join(
+        f"{vi.name}{[x.dim_value for x in vi.type.tensor_type.shape.dim]}"
+        for vi in model.graph.input
+    )
+    bisect = (
+        f"nem-compile {d / 'model.onnx'} {config.label} --bisect --input {d / 'model.inputs.npz'}"
+    )
     (d / "README.txt").write_text(
         f"{result.outcome} ({result.step}): {result.detail}\n"
         f"config: {config.label}\nnodes: {', '.join(ops)}\ninputs: {shapes}\n"
-        + (f"{note}\n" if note else "") + f"where (a miscompile): {bisect}\n{command}\n")
+        + (f"{note}\n" if note else "")
+        + f"where (a miscompile): {bisect}\n{command}\n"
+    )
     return info
 
 
-def minimize_findings(rows: list[dict], out: Path, limit: int, jobs: int, timeout: float,
-                      mem_gb: float) -> list[dict]:
+def minimize_findings(
+    rows: list[dict], out: Path, limit: int, jobs: int, timeout: float, mem_gb: float
+) -> list[dict]:
     """Minimize up to `limit` findings of a campaign, one per signature (a
     miscompile: one per device and route), into out/findings."""
     from graph_fuzz import load_case
@@ -330,13 +370,17 @@ def minimize_findings(rows: list[dict], out: Path, limit: int, jobs: int, timeou
         if key2 in minimized:
             continue
         minimized.add(key2)
-        infos.append(write_finding(small, cfg, small_r, out / "findings",
-                                   f"from m{row['model']} ({tests} tests)"))
+        infos.append(
+            write_finding(
+                small, cfg, small_r, out / "findings", f"from m{row['model']} ({tests} tests)"
+            )
+        )
     return infos
 
 
-def minimize_file(path: Path, config: Config, out: Path, jobs: int, timeout: float,
-                  mem_gb: float) -> int:
+def minimize_file(
+    path: Path, config: Config, out: Path, jobs: int, timeout: float, mem_gb: float
+) -> int:
     """`graph_fuzz.py minimize`: the model's outcome on `config`, minimized."""
     from graph_case import isolated
     from graph_fuzz import load_case, preload, wall_limit

@@ -22,6 +22,7 @@ def op(name: str) -> Callable[[Callable[[Builder], None]], Callable[[Builder], N
     def register(fn: Callable[[Builder], None]) -> Callable[[Builder], None]:
         OPS[name] = fn
         return fn
+
     return register
 
 
@@ -41,15 +42,14 @@ def partner_shape(b: Builder, shape: tuple[int, ...]) -> tuple[int, ...]:
         return shape
     if r < 0.45:
         return ()
-    if r < 0.65:                                   # drop leading dimensions
-        return shape[b.rng.randint(1, len(shape)):]
+    if r < 0.65:  # drop leading dimensions
+        return shape[b.rng.randint(1, len(shape)) :]
     dims = list(shape)
-    for k in range(len(dims)):                     # some dimensions 1
+    for k in range(len(dims)):  # some dimensions 1
         if b.rng.random() < 0.5:
             dims[k] = 1
-    if r > 0.9:                                    # the other way: a 1 grows
-        dims = [b.size(2, 5) if s == 1 and b.rng.random() < 0.5 else d
-                for s, d in zip(shape, dims)]
+    if r > 0.9:  # the other way: a 1 grows
+        dims = [b.size(2, 5) if s == 1 and b.rng.random() < 0.5 else d for s, d in zip(shape, dims)]
     return tuple(dims)
 
 

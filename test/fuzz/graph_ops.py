@@ -44,11 +44,25 @@ from graph_operands import (
 __all__ = ["OPS", "UNFUZZED", "WEIGHTS"]
 
 WEIGHTS: dict[str, float] = {
-    "Identity": 0.3, "Dropout": 0.3, "Neg": 0.5, "Erf": 0.5, "GlobalMaxPool": 0.6,
-    "GlobalAveragePool": 0.6, "Conv": 3.0, "MaxPool": 1.5, "AveragePool": 1.5,
-    "MatMul": 1.5, "Add": 1.5, "Mul": 1.5,
-    "Transpose": 1.5, "Slice": 1.5, "Concat": 1.5, "Reshape": 1.2,
-    "ConvTranspose": 1.5, "Gather": 1.2, "Pad": 1.2,
+    "Identity": 0.3,
+    "Dropout": 0.3,
+    "Neg": 0.5,
+    "Erf": 0.5,
+    "GlobalMaxPool": 0.6,
+    "GlobalAveragePool": 0.6,
+    "Conv": 3.0,
+    "MaxPool": 1.5,
+    "AveragePool": 1.5,
+    "MatMul": 1.5,
+    "Add": 1.5,
+    "Mul": 1.5,
+    "Transpose": 1.5,
+    "Slice": 1.5,
+    "Concat": 1.5,
+    "Reshape": 1.2,
+    "ConvTranspose": 1.5,
+    "Gather": 1.2,
+    "Pad": 1.2,
     # a sequence entry adds three or four sequence ops (the others at random)
     **{name: 0.3 for name in graph_ops_data.SEQUENCE_OPS},
 }
@@ -65,14 +79,17 @@ the entry moves its op out of this set)."""
 # elementwise
 
 
-def _unary(name: str, pos_out: Callable[[Val], bool], need_pos: bool = False,
-           **attrs: Callable[[Builder], object]) -> None:
+def _unary(
+    name: str,
+    pos_out: Callable[[Val], bool],
+    need_pos: bool = False,
+    **attrs: Callable[[Builder], object],
+) -> None:
     @op(name)
     def entry(b: Builder) -> None:
         x = b.pick_or_new(lambda v: v.pos or not need_pos, b.shape, pos=need_pos)
         given = {k: f(b) for k, f in attrs.items()}
-        b.add(name, [x.name], pos=pos_out(x), **{k: v for k, v in given.items()
-                                                if v is not None})
+        b.add(name, [x.name], pos=pos_out(x), **{k: v for k, v in given.items() if v is not None})
 
 
 _unary("Relu", lambda x: x.pos)
@@ -84,25 +101,33 @@ _unary("Sqrt", lambda x: True, need_pos=True)
 _unary("Neg", lambda x: False)
 _unary("Abs", lambda x: x.pos)
 _unary("Identity", lambda x: x.pos)
-_unary("LeakyRelu", lambda x: x.pos,
-       alpha=lambda b: b.rng.choice((None, 0.01, 0.1, 0.3, 1.5)))
+_unary("LeakyRelu", lambda x: x.pos, alpha=lambda b: b.rng.choice((None, 0.01, 0.1, 0.3, 1.5)))
 _unary("Gelu", lambda x: False, approximate=lambda b: b.rng.choice((None, "none", "tanh")))
 _unary("Log", lambda x: False, need_pos=True)
 _unary("Reciprocal", lambda x: True, need_pos=True)
-_unary("Softplus", lambda x: x.pos)   # of a positive x, >= log 2: relative accuracy kept
+_unary("Softplus", lambda x: x.pos)  # of a positive x, >= log 2: relative accuracy kept
 _unary("Softsign", lambda x: x.pos)
 _unary("HardSwish", lambda x: False)
-_unary("HardSigmoid", lambda x: False, alpha=lambda b: b.rng.choice((None, 0.2, 0.5, 1.0)),
-       beta=lambda b: b.rng.choice((None, 0.5, 0.25, -0.5)))
+_unary(
+    "HardSigmoid",
+    lambda x: False,
+    alpha=lambda b: b.rng.choice((None, 0.2, 0.5, 1.0)),
+    beta=lambda b: b.rng.choice((None, 0.5, 0.25, -0.5)),
+)
 _unary("Elu", lambda x: x.pos, alpha=lambda b: b.rng.choice((None, 0.5, 1.0, 2.0)))
-_unary("Selu", lambda x: x.pos, alpha=lambda b: b.rng.choice((None, 1.0, 1.5)),
-       gamma=lambda b: b.rng.choice((None, 1.0, 2.0)))
+_unary(
+    "Selu",
+    lambda x: x.pos,
+    alpha=lambda b: b.rng.choice((None, 1.0, 1.5)),
+    gamma=lambda b: b.rng.choice((None, 1.0, 2.0)),
+)
 
 
 def _exact_unary(name: str, **attrs: Callable[[Builder], object]) -> None:
     """A unary op that is discontinuous (a jump at 0 or at +-lambd): its
     operand is a graph input, which both sides read bit for bit, so that a
     rounding difference upstream cannot flip a comparison."""
+
     @op(name)
     def entry(b: Builder) -> None:
         x = b.pick_input(b.shape)
@@ -111,8 +136,11 @@ def _exact_unary(name: str, **attrs: Callable[[Builder], object]) -> None:
 
 
 _exact_unary("Sign")
-_exact_unary("Shrink", bias=lambda b: b.rng.choice((None, 0.0, 0.5, -1.0)),
-             lambd=lambda b: b.rng.choice((None, 0.25, 0.5, 1.0, 1.5)))
+_exact_unary(
+    "Shrink",
+    bias=lambda b: b.rng.choice((None, 0.0, 0.5, -1.0)),
+    lambd=lambda b: b.rng.choice((None, 0.25, 0.5, 1.0, 1.5)),
+)
 
 
 @op("Dropout")
@@ -128,8 +156,12 @@ def dropout(b: Builder) -> None:
 def clip(b: Builder) -> None:
     x = b.pick_or_new(lambda v: True, b.shape)
     lo, hi = sorted(b.rng.uniform(-1.5, 1.5) for _ in range(2))
-    ins = [[x.name], [x.name, b.scalar(lo).name], [x.name, "", b.scalar(hi).name],
-           [x.name, b.scalar(lo).name, b.scalar(hi).name]][b.rng.randrange(4)]
+    ins = [
+        [x.name],
+        [x.name, b.scalar(lo).name],
+        [x.name, "", b.scalar(hi).name],
+        [x.name, b.scalar(lo).name, b.scalar(hi).name],
+    ][b.rng.randrange(4)]
     b.add("Clip", ins)
 
 
@@ -137,7 +169,7 @@ def _binary(name: str) -> None:
     @op(name)
     def entry(b: Builder) -> None:
         x = b.pick_or_new(lambda v: True, b.shape)
-        if b.rng.random() < 0.35:      # two values of the graph that broadcast
+        if b.rng.random() < 0.35:  # two values of the graph that broadcast
             try:
                 y = b.pick(lambda v: broadcasts(v.shape, x.shape) and v.name != x.name)
             except Skip:
@@ -145,7 +177,7 @@ def _binary(name: str) -> None:
         else:
             y = operand_like(b, partner_shape(b, x.shape))
         if b.rng.random() < 0.08:
-            y = x                      # Add(x, x): one value read twice
+            y = x  # Add(x, x): one value read twice
         both = x.pos and y.pos
         pos = {"Add": both, "Mul": both, "Max": x.pos or y.pos, "Min": both}.get(name, False)
         a, c = (x, y) if b.rng.random() < 0.7 else (y, x)
@@ -158,6 +190,7 @@ for _name in ("Add", "Sub", "Mul", "Max", "Min"):
 
 def _variadic(name: str) -> None:
     """Sum, Mean: one to four operands broadcasting together."""
+
     @op(name)
     def entry(b: Builder) -> None:
         x = b.pick_or_new(lambda v: True, b.shape)
@@ -169,8 +202,9 @@ def _variadic(name: str) -> None:
                 continue
             if r < 0.4:
                 try:
-                    parts.append(b.pick(lambda v: broadcasts(v.shape, x.shape) and
-                                        v.name != x.name))
+                    parts.append(
+                        b.pick(lambda v: broadcasts(v.shape, x.shape) and v.name != x.name)
+                    )
                     continue
                 except Skip:
                     pass
@@ -196,8 +230,9 @@ def prelu(b: Builder) -> None:
     elif r < 0.5:
         shape = b.rng.choice(((), (1,)))
     else:
-        shape = tuple(d if b.rng.random() < 0.6 else 1
-                      for d in x.shape[b.rng.randint(0, x.rank - 1):])
+        shape = tuple(
+            d if b.rng.random() < 0.6 else 1 for d in x.shape[b.rng.randint(0, x.rank - 1) :]
+        )
     slope = b.weight(shape, scale=0.5) if b.rng.random() < 0.75 else operand_like(b, shape)
     b.add("PRelu", [x.name, slope.name], pos=x.pos)
 
@@ -238,16 +273,16 @@ def matmul(b: Builder) -> None:
     if a.rank == 1 or r < 0.55:
         shape: tuple[int, ...] = (k, n)
     elif r < 0.7:
-        shape = (k,)                                   # matrix-vector
-    else:                                              # batched, broadcast batch
+        shape = (k,)  # matrix-vector
+    else:  # batched, broadcast batch
         batch = tuple(d if b.rng.random() < 0.7 else 1 for d in a.shape[:-2])
-        shape = batch[b.rng.randint(0, len(batch)):] + (k, n)
+        shape = batch[b.rng.randint(0, len(batch)) :] + (k, n)
     if b.rng.random() < 0.65:
         w = b.weight(shape, scale=1 / math.sqrt(k))
     else:
         w = b.pick_or_new(lambda v: v.shape == shape, lambda: shape, p_new=0.5)
     if b.rng.random() < 0.15 and len(shape) == 2 and a.rank == 2 and not w.const:
-        a, w = w, a                                    # the weight first
+        a, w = w, a  # the weight first
         if w.shape[-1] != a.shape[0]:
             raise Skip
     b.add("MatMul", [a.name, w.name], pos=a.pos and w.pos)
@@ -255,37 +290,42 @@ def matmul(b: Builder) -> None:
 
 @op("Gemm")
 def gemm(b: Builder) -> None:
-    a = b.pick_or_new(lambda v: v.rank == 2 and v.shape[1] <= 64,
-                      lambda: (b.size(1, 13), b.size(1, 17)))
+    a = b.pick_or_new(
+        lambda v: v.rank == 2 and v.shape[1] <= 64, lambda: (b.size(1, 13), b.size(1, 17))
+    )
     trans_a = b.rng.random() < 0.2
     m, k = (a.shape[1], a.shape[0]) if trans_a else a.shape
     n = b.size(1, 17)
     trans_b = b.rng.random() < 0.35
     wshape = (n, k) if trans_b else (k, n)
-    w = b.weight(wshape, scale=1 / math.sqrt(k)) if b.rng.random() < 0.75 else \
-        b.new_input(wshape)
+    w = b.weight(wshape, scale=1 / math.sqrt(k)) if b.rng.random() < 0.75 else b.new_input(wshape)
     ins = [a.name, w.name]
     if b.rng.random() < 0.7:
         cshape = b.rng.choice(((), (n,), (1, n), (m, 1), (m, n)))
         ins.append(b.weight(cshape, scale=0.5).name)
-    attrs = {k2: v for k2, v in (("transA", int(trans_a)), ("transB", int(trans_b)),
-                                 ("alpha", b.rng.choice((None, 1.0, 0.5, -2.0))),
-                                 ("beta", b.rng.choice((None, 1.0, 0.25))))
-             if v}
+    attrs = {
+        k2: v
+        for k2, v in (
+            ("transA", int(trans_a)),
+            ("transB", int(trans_b)),
+            ("alpha", b.rng.choice((None, 1.0, 0.5, -2.0))),
+            ("beta", b.rng.choice((None, 1.0, 0.25))),
+        )
+        if v
+    }
     b.add("Gemm", ins, **attrs)
 
 
 @op("Conv")
 def conv(b: Builder) -> None:
     r = b.rng.random()
-    rank = 3 if r < 0.04 else 5 if r < 0.08 else 4      # 1-D and 3-D: rarer
-    x = b.pick_or_new(lambda v: v.rank == rank and v.shape[1] <= 16 and
-                      (rank < 5 or v.size <= 1024),
-                      lambda: (nchw(b) + (b.size(1, 3),))[:rank] if rank == 5 else
-                      nchw(b)[:rank])
+    rank = 3 if r < 0.04 else 5 if r < 0.08 else 4  # 1-D and 3-D: rarer
+    x = b.pick_or_new(
+        lambda v: v.rank == rank and v.shape[1] <= 16 and (rank < 5 or v.size <= 1024),
+        lambda: (nchw(b) + (b.size(1, 3),))[:rank] if rank == 5 else nchw(b)[:rank],
+    )
     c, spatial = x.shape[1], x.shape[2:]
-    groups = b.rng.choice([g for g in range(1, c + 1) if c % g == 0]) \
-        if b.rng.random() < 0.4 else 1
+    groups = b.rng.choice([g for g in range(1, c + 1) if c % g == 0]) if b.rng.random() < 0.4 else 1
     f = groups * b.rng.randint(1, max(1, 8 // groups))
     wins = [window(b, s, 5) for s in spatial]
     kernel = [w[0] for w in wins]
@@ -304,18 +344,25 @@ def conv(b: Builder) -> None:
     b.add("Conv", kernel_operands(b, x, (f, c // groups, *kernel), fan_in, f), **attrs)
 
 
-def kernel_operands(b: Builder, x: Val, wshape: tuple[int, ...], fan_in: int,
-                    channels: int) -> list[str]:
+def kernel_operands(
+    b: Builder, x: Val, wshape: tuple[int, ...], fan_in: int, channels: int
+) -> list[str]:
     """A convolution's operands: x, the weights (scaled by 1/sqrt(fan-in);
     sometimes a graph input: computed at run time) and, often, a bias (the
     same, as often)."""
-    w = b.new_input(wshape) if b.rng.random() < RUN_TIME else \
-        b.weight(wshape, scale=1 / math.sqrt(fan_in))
+    w = (
+        b.new_input(wshape)
+        if b.rng.random() < RUN_TIME
+        else b.weight(wshape, scale=1 / math.sqrt(fan_in))
+    )
     ins = [x.name, w.name]
     r = b.rng.random()
     if r < 0.6:
-        ins.append((b.new_input((channels,)) if r < 0.6 * RUN_TIME else
-                    b.weight((channels,), scale=0.5)).name)
+        ins.append(
+            (
+                b.new_input((channels,)) if r < 0.6 * RUN_TIME else b.weight((channels,), scale=0.5)
+            ).name
+        )
     return ins
 
 
@@ -323,18 +370,25 @@ def kernel_operands(b: Builder, x: Val, wshape: tuple[int, ...], fan_in: int,
 def batchnorm(b: Builder) -> None:
     x = b.pick_or_new(lambda v: 2 <= v.rank <= 4 and v.size <= 4096, lambda: nchw(b))
     c = x.shape[1]
-    params = [b.weight((c,), scale=1.0), b.weight((c,), scale=0.5),
-              b.weight((c,), scale=0.5), b.weight((c,), pos=True)]
+    params = [
+        b.weight((c,), scale=1.0),
+        b.weight((c,), scale=0.5),
+        b.weight((c,), scale=0.5),
+        b.weight((c,), pos=True),
+    ]
     eps = b.rng.choice((None, 1e-5, 1e-3))
-    b.add("BatchNormalization", [x.name, *(p.name for p in params)],
-          **({"epsilon": eps} if eps else {}))
+    b.add(
+        "BatchNormalization",
+        [x.name, *(p.name for p in params)],
+        **({"epsilon": eps} if eps else {}),
+    )
 
 
 @op("LayerNormalization")
 def layernorm(b: Builder) -> None:
     x = b.pick_or_new(lambda v: v.rank >= 1, b.shape)
     a = axis(b, x.rank)
-    norm = x.shape[a:] if a >= 0 else x.shape[x.rank + a:]
+    norm = x.shape[a:] if a >= 0 else x.shape[x.rank + a :]
     ins = [x.name, b.weight(norm, scale=1.0).name]
     if b.rng.random() < 0.6:
         ins.append(b.weight(norm, scale=0.5).name)
@@ -350,11 +404,12 @@ def conv_transpose(b: Builder) -> None:
     output_shape or auto_pad, bias."""
     r = b.rng.random()
     rank = 5 if r < 0.1 else 3 if r < 0.3 else 4
-    x = b.pick_or_new(lambda v: v.rank == rank and v.shape[1] <= 16 and v.size <= 1024,
-                      lambda: (nchw(b) + (b.size(1, 3),))[:rank])
+    x = b.pick_or_new(
+        lambda v: v.rank == rank and v.shape[1] <= 16 and v.size <= 1024,
+        lambda: (nchw(b) + (b.size(1, 3),))[:rank],
+    )
     c, spatial = x.shape[1], x.shape[2:]
-    groups = b.rng.choice([g for g in range(1, c + 1) if c % g == 0]) \
-        if b.rng.random() < 0.3 else 1
+    groups = b.rng.choice([g for g in range(1, c + 1) if c % g == 0]) if b.rng.random() < 0.3 else 1
     m = groups * b.rng.randint(1, max(1, 6 // groups))
     kernel = [b.rng.randint(1, 4) for _ in spatial]
     strides = [b.rng.choice((1, 1, 2, 3)) for _ in spatial]
@@ -367,21 +422,27 @@ def conv_transpose(b: Builder) -> None:
     q = b.rng.random()
     if q < 0.1:
         attrs["auto_pad"] = b.rng.choice(("SAME_UPPER", "SAME_LOWER", "VALID"))
-    elif q < 0.2:          # output_shape: the pads follow (as SAME_UPPER places them)
+    elif q < 0.2:  # output_shape: the pads follow (as SAME_UPPER places them)
         full = [s * (n - 1) + (k - 1) * d + 1 for s, n, k, d in zip(strides, spatial, kernel, dil)]
-        attrs["output_shape"] = [max(1, f - b.rng.randint(0, (k - 1) * d))
-                                 for f, k, d in zip(full, kernel, dil)]
+        attrs["output_shape"] = [
+            max(1, f - b.rng.randint(0, (k - 1) * d)) for f, k, d in zip(full, kernel, dil)
+        ]
     else:
         if b.rng.random() < 0.6:
-            attrs["pads"] = [b.rng.randint(0, (k - 1) * d) for k, d in zip(kernel, dil)] + \
-                [b.rng.randint(0, (k - 1) * d) for k, d in zip(kernel, dil)]
+            attrs["pads"] = [b.rng.randint(0, (k - 1) * d) for k, d in zip(kernel, dil)] + [
+                b.rng.randint(0, (k - 1) * d) for k, d in zip(kernel, dil)
+            ]
         if b.rng.random() < 0.3:
-            attrs["output_padding"] = [b.rng.randint(0, max(s, d) - 1)
-                                       for s, d in zip(strides, dil)]
+            attrs["output_padding"] = [
+                b.rng.randint(0, max(s, d) - 1) for s, d in zip(strides, dil)
+            ]
     if groups > 1:
         attrs["group"] = groups
-    b.add("ConvTranspose", kernel_operands(b, x, (c, m // groups, *kernel),
-                                           c // groups * math.prod(kernel), m), **attrs)
+    b.add(
+        "ConvTranspose",
+        kernel_operands(b, x, (c, m // groups, *kernel), c // groups * math.prod(kernel), m),
+        **attrs,
+    )
 
 
 @op("InstanceNormalization")
@@ -391,24 +452,33 @@ def instancenorm(b: Builder) -> None:
     onnxruntime's result is 9.7e-5 off it (f32, scale 1.5: a rounding of
     x - mean times 1/sqrt(eps); campaign seed 3333, m9): the reference, not
     the program, would be wrong."""
-    x = b.pick_or_new(lambda v: 3 <= v.rank <= 4 and math.prod(v.shape[2:]) >= 4,
-                      lambda: nchw(b)[:b.rng.choice((3, 4))])
+    x = b.pick_or_new(
+        lambda v: 3 <= v.rank <= 4 and math.prod(v.shape[2:]) >= 4,
+        lambda: nchw(b)[: b.rng.choice((3, 4))],
+    )
     if math.prod(x.shape[2:]) < 4:
         raise Skip
     c = x.shape[1]
     eps = b.rng.choice((None, 1e-5, 1e-3))
-    b.add("InstanceNormalization",
-          [x.name, b.weight((c,), scale=1.0).name, b.weight((c,), scale=0.5).name],
-          **({"epsilon": eps} if eps else {}))
+    b.add(
+        "InstanceNormalization",
+        [x.name, b.weight((c,), scale=1.0).name, b.weight((c,), scale=0.5).name],
+        **({"epsilon": eps} if eps else {}),
+    )
 
 
 @op("LRN")
 def lrn(b: Builder) -> None:
     x = b.pick_or_new(lambda v: v.rank == 4, lambda: nchw(b))
-    attrs = {k: v for k, v in (("alpha", b.rng.choice((None, 1e-3, 0.1, 1.0))),
-                               ("beta", b.rng.choice((None, 0.5, 1.0))),
-                               ("bias", b.rng.choice((None, 2.0, 0.5))))
-             if v is not None}
+    attrs = {
+        k: v
+        for k, v in (
+            ("alpha", b.rng.choice((None, 1e-3, 0.1, 1.0))),
+            ("beta", b.rng.choice((None, 0.5, 1.0))),
+            ("bias", b.rng.choice((None, 2.0, 0.5))),
+        )
+        if v is not None
+    }
     b.add("LRN", [x.name], pos=x.pos, size=b.rng.choice((1, 3, 5)), **attrs)
 
 
@@ -419,7 +489,7 @@ def lrn(b: Builder) -> None:
 def _pool(name: str) -> None:
     @op(name)
     def entry(b: Builder) -> None:
-        rank = 3 if b.rng.random() < RARE else 4       # 1-D: not supported
+        rank = 3 if b.rng.random() < RARE else 4  # 1-D: not supported
         x = b.pick_or_new(lambda v: v.rank == rank, lambda: nchw(b)[:rank])
         wins = [window(b, s, 4) for s in x.shape[2:]]
         kernel = [w[0] for w in wins]
@@ -515,7 +585,7 @@ def reshape(b: Builder) -> None:
         dims[b.rng.randrange(len(dims))] = -1
     for k in range(min(len(dims), x.rank)):
         if dims[k] == x.shape[k] and b.rng.random() < 0.3:
-            dims[k] = 0                                # copy the input's dimension
+            dims[k] = 0  # copy the input's dimension
     b.add("Reshape", [x.name, b.ints(dims)], pos=x.pos)
 
 
@@ -530,8 +600,15 @@ def concat(b: Builder) -> None:
             parts.append(x)
             continue
         try:
-            parts.append(b.pick(lambda v: v.rank == x.rank and v.name != x.name and all(
-                d == e for k, (d, e) in enumerate(zip(v.shape, x.shape)) if k != ax)))
+            parts.append(
+                b.pick(
+                    lambda v: (
+                        v.rank == x.rank
+                        and v.name != x.name
+                        and all(d == e for k, (d, e) in enumerate(zip(v.shape, x.shape)) if k != ax)
+                    )
+                )
+            )
         except Skip:
             shape = list(x.shape)
             shape[ax] = b.size(1, 9)
@@ -550,7 +627,7 @@ def slice_(b: Builder) -> None:
     reverse = b.rng.choice(axes) if b.rng.random() < RARE else None
     for a in axes:
         d = x.shape[a]
-        step = -1 if a == reverse else b.rng.choice((1, 1, 1, 2, 3))   # -1: not supported
+        step = -1 if a == reverse else b.rng.choice((1, 1, 1, 2, 3))  # -1: not supported
         lo = b.rng.randint(0, d - 1)
         hi = b.rng.randint(lo + 1, d)
         if step < 0:
@@ -577,7 +654,7 @@ def slice_(b: Builder) -> None:
 @op("Split")
 def split(b: Builder) -> None:
     x = b.pick_or_new(lambda v: v.rank >= 1 and max(v.shape) > 1, b.shape)
-    if max(x.shape, default=1) <= 1:   # a new input of ones (pick_or_new's shape())
+    if max(x.shape, default=1) <= 1:  # a new input of ones (pick_or_new's shape())
         raise Skip
     ax = b.rng.choice([k for k, d in enumerate(x.shape) if d > 1])
     d = x.shape[ax]
@@ -590,5 +667,5 @@ def split(b: Builder) -> None:
     else:
         n = b.rng.randint(2, min(4, d))
         if -(-d // n) * (n - 1) >= d:
-            raise Skip                                  # an empty last part
+            raise Skip  # an empty last part
         b.add("Split", [x.name], n_out=n, pos=x.pos, axis=a, num_outputs=n)

@@ -60,8 +60,11 @@ def cast(b: Builder) -> None:
     apart upstream could round to another f16 or integer."""
     r = b.rng.random()
     if r < 0.35:
-        x = b.pick_input(b.shape) if b.elem == TensorProto.FLOAT else \
-            b.pick_or_new(lambda v: True, b.shape)
+        x = (
+            b.pick_input(b.shape)
+            if b.elem == TensorProto.FLOAT
+            else b.pick_or_new(lambda v: True, b.shape)
+        )
         (m,) = b.add("Cast", [x.name], to=other_float(b))
         b.add("Cast", [m.name], pos=x.pos, to=b.elem)
     elif r < 0.6:
@@ -71,7 +74,8 @@ def cast(b: Builder) -> None:
     elif r < 0.8:
         x = b.pick_or_new(lambda v: True, b.shape)
         arr = np.random.default_rng(b.rng.getrandbits(32)).integers(
-            -3, 4, partner_shape(b, x.shape), dtype=np.int64)
+            -3, 4, partner_shape(b, x.shape), dtype=np.int64
+        )
         k = b.fresh("k")
         b.inits.append(numpy_helper.from_array(arr, k))
         b.consts[k] = b.inits[-1]
@@ -140,9 +144,12 @@ def constant_of_shape(b: Builder) -> None:
         dims = b.ints(partner_shape(b, x.shape))
     value = b.rng.choice((None, 0.0, 1.0, -0.5, 2.0))
     if value is None and b.elem != TensorProto.FLOAT:
-        value = 0.0                       # the default is an f32 zero
-    attrs = {} if value is None else {
-        "value": numpy_helper.from_array(np.asarray([value], dtype=b.np_dtype), "v")}
+        value = 0.0  # the default is an f32 zero
+    attrs = (
+        {}
+        if value is None
+        else {"value": numpy_helper.from_array(np.asarray([value], dtype=b.np_dtype), "v")}
+    )
     combine(b, x, constant(b.add("ConstantOfShape", [dims], **attrs)[0]))
 
 
@@ -151,8 +158,10 @@ def expand(b: Builder) -> None:
     """To a shape where x's 1s grow, x's dimensions are kept or spelled 1,
     and leading dimensions are added."""
     x = b.pick_or_new(lambda v: v.size <= 1024, b.shape)
-    dims = [b.size(2, 5) if d == 1 and b.rng.random() < 0.5 else
-            d if b.rng.random() < 0.8 else 1 for d in x.shape]
+    dims = [
+        b.size(2, 5) if d == 1 and b.rng.random() < 0.5 else d if b.rng.random() < 0.8 else 1
+        for d in x.shape
+    ]
     dims = [b.size(1, 4) for _ in range(b.rng.choice((0, 0, 1, 2)))] + dims
     b.add("Expand", [x.name, b.ints(dims)], pos=x.pos)
 
@@ -165,20 +174,24 @@ def tile(b: Builder) -> None:
 
 @op("Squeeze")
 def squeeze(b: Builder) -> None:
-    x = b.pick_or_new(lambda v: 1 in v.shape and v.rank >= 2,
-                      lambda: tuple(1 if b.rng.random() < 0.4 else d
-                                    for d in b.shape(b.rng.randint(2, 4))))
+    x = b.pick_or_new(
+        lambda v: 1 in v.shape and v.rank >= 2,
+        lambda: tuple(1 if b.rng.random() < 0.4 else d for d in b.shape(b.rng.randint(2, 4))),
+    )
     ones = [k for k, d in enumerate(x.shape) if d == 1]
     if not ones:
         raise Skip
     if b.rng.random() < 0.3 and len(ones) < x.rank:
-        b.add("Squeeze", [x.name], pos=x.pos)        # every unit dimension
+        b.add("Squeeze", [x.name], pos=x.pos)  # every unit dimension
         return
     axes = b.rng.sample(ones, b.rng.randint(1, len(ones)))
     if len(axes) == x.rank:
-        raise Skip                                    # a 0-d result
-    b.add("Squeeze", [x.name, b.ints([a - x.rank if b.rng.random() < 0.3 else a
-                                      for a in axes])], pos=x.pos)
+        raise Skip  # a 0-d result
+    b.add(
+        "Squeeze",
+        [x.name, b.ints([a - x.rank if b.rng.random() < 0.3 else a for a in axes])],
+        pos=x.pos,
+    )
 
 
 @op("Unsqueeze")
@@ -187,8 +200,11 @@ def unsqueeze(b: Builder) -> None:
     k = b.rng.choice((1, 1, 2))
     out = x.rank + k
     axes = b.rng.sample(range(out), k)
-    b.add("Unsqueeze", [x.name, b.ints([a - out if b.rng.random() < 0.3 else a
-                                        for a in axes])], pos=x.pos)
+    b.add(
+        "Unsqueeze",
+        [x.name, b.ints([a - out if b.rng.random() < 0.3 else a for a in axes])],
+        pos=x.pos,
+    )
 
 
 # ---------------------------------------------------------------------------
@@ -210,13 +226,13 @@ def gather(b: Builder) -> None:
         index = idx.name
     elif r < 0.35:
         if x.rank == 1 and b.rng.random() < 0.9:
-            raise Skip                                 # a 0-d result
+            raise Skip  # a 0-d result
         index = b.ints([b.rng.randint(-d, d - 1)], scalar=True)
     elif r < 0.65:
         step = b.rng.choice((1, 1, 2, 3, -1))
         start = b.rng.randrange(d)
         stop = d if step > 0 else -1
-        seq = list(range(start, stop, step))[:b.rng.randint(1, 8)]
+        seq = list(range(start, stop, step))[: b.rng.randint(1, 8)]
         index = b.ints([i - d if b.rng.random() < 0.2 else i for i in seq])
     else:
         shape = b.rng.choice(((b.size(1, 6),), (2, b.size(1, 4))))
@@ -235,10 +251,16 @@ def pad(b: Builder) -> None:
     the size), edge; over every axis or an `axes` input; `wrap` rarely (not
     supported)."""
     x = b.pick_or_new(lambda v: v.rank >= 1, b.shape)
-    mode = "wrap" if b.rng.random() < RARE else \
-        b.rng.choice(("constant", "constant", "constant", "reflect", "edge"))
-    axes = list(range(x.rank)) if b.rng.random() < 0.6 else \
-        sorted(b.rng.sample(range(x.rank), b.rng.randint(1, x.rank)))
+    mode = (
+        "wrap"
+        if b.rng.random() < RARE
+        else b.rng.choice(("constant", "constant", "constant", "reflect", "edge"))
+    )
+    axes = (
+        list(range(x.rank))
+        if b.rng.random() < 0.6
+        else sorted(b.rng.sample(range(x.rank), b.rng.randint(1, x.rank)))
+    )
     lo, hi = [], []
     for a in axes:
         d = x.shape[a]
@@ -258,8 +280,16 @@ def pad(b: Builder) -> None:
 # ---------------------------------------------------------------------------
 # sequences (D-COMPILE-SEQ: resolved at compile time)
 
-SEQUENCE_OPS = ("SequenceEmpty", "SequenceConstruct", "SplitToSequence", "SequenceInsert",
-                "SequenceErase", "SequenceAt", "SequenceLength", "ConcatFromSequence")
+SEQUENCE_OPS = (
+    "SequenceEmpty",
+    "SequenceConstruct",
+    "SplitToSequence",
+    "SequenceInsert",
+    "SequenceErase",
+    "SequenceAt",
+    "SequenceLength",
+    "ConcatFromSequence",
+)
 MAKERS = ("SequenceEmpty", "SequenceConstruct", "SplitToSequence")
 READERS = ("SequenceAt", "SequenceLength", "ConcatFromSequence")
 
@@ -278,7 +308,7 @@ def make_sequence(b: Builder, how: str, x: Val) -> tuple[str, list[Val]]:
         a = axis(b, x.rank)
         d = x.shape[a]
         q = b.rng.random()
-        if q < 0.35:                      # pieces of 1, the axis kept or dropped
+        if q < 0.35:  # pieces of 1, the axis kept or dropped
             keep = b.rng.randint(0, 1)
             if d > 6 or (not keep and x.rank == 1):
                 raise Skip
@@ -286,7 +316,7 @@ def make_sequence(b: Builder, how: str, x: Val) -> tuple[str, list[Val]]:
             shape = tuple(e for k, e in enumerate(x.shape) if k != a % x.rank or keep)
             parts = [shape] * d
         else:
-            if q < 0.65 and d > 1:        # a scalar chunk: the last one may be shorter
+            if q < 0.65 and d > 1:  # a scalar chunk: the last one may be shorter
                 chunk = b.rng.randint(1, d - 1)
                 sizes = [chunk] * (d // chunk) + ([d % chunk] if d % chunk else [])
                 split = b.ints([chunk], scalar=True)
@@ -297,8 +327,9 @@ def make_sequence(b: Builder, how: str, x: Val) -> tuple[str, list[Val]]:
             if len(sizes) > 6:
                 raise Skip
             (s,) = b.add("SplitToSequence", [x.name, split], axis=a)
-            parts = [tuple(n if k == a % x.rank else e for k, e in enumerate(x.shape))
-                     for n in sizes]
+            parts = [
+                tuple(n if k == a % x.rank else e for k, e in enumerate(x.shape)) for n in sizes
+            ]
         return s.name, [Val(f"{s.name}[{k}]", p, pos=x.pos) for k, p in enumerate(parts)]
     if how == "SequenceConstruct":
         elems = [x] + [like(b, x) for _ in range(b.rng.randint(0, 3))]
@@ -332,16 +363,25 @@ def read_sequence(b: Builder, how: str, seq: str, elems: list[Val], x: Val) -> N
         if new:
             out = elems[0].shape[:a] + (n,) + elems[0].shape[a:]
         else:
-            out = tuple(sum(e.shape[a] for e in elems) if k == a else s
-                        for k, s in enumerate(elems[0].shape))
+            out = tuple(
+                sum(e.shape[a] for e in elems) if k == a else s
+                for k, s in enumerate(elems[0].shape)
+            )
         spelled = a - rank - new if b.rng.random() < 0.3 else a
-        b.add("ConcatFromSequence", [seq], pos=all(e.pos for e in elems), shapes=[out],
-              axis=spelled, **({"new_axis": 1} if new else {}))
+        b.add(
+            "ConcatFromSequence",
+            [seq],
+            pos=all(e.pos for e in elems),
+            shapes=[out],
+            axis=spelled,
+            **({"new_axis": 1} if new else {}),
+        )
 
 
 def _sequence(need: str) -> None:
     """A sequence made, maybe changed (SequenceInsert, SequenceErase) and
     read back, by ops that include `need`."""
+
     @op(need)
     def entry(b: Builder) -> None:
         x = b.pick_or_new(lambda v: 1 <= v.rank <= 4, b.shape)

@@ -91,6 +91,7 @@ class Result:
 # ---------------------------------------------------------------------------
 # Running one command line in-process
 
+
 def _run_main(tool: str, argv: list[str], stdin: bytes = b"") -> tuple[int, str, str]:
     if tool == "nem-opt":
         from nem.cli.nem_opt import main
@@ -138,10 +139,12 @@ def run_with_timeout(fn: Callable[[], tuple[int, str, str]], seconds: float) -> 
 
 
 _CARET = re.compile(r"^ *\^$")
-_LOCATED = re.compile(r"^\S.*:\d+:\d+: (error|warning|remark|note): "
-                      # an ONNX model's diagnostics name the node, or the
-                      # initializer or value in their message (D-COMPILE-DIAG)
-                      r"|^\S+\.onnx: (node \d* ?'.*' \([^)]+\): )?(error|warning|remark): ")
+_LOCATED = re.compile(
+    r"^\S.*:\d+:\d+: (error|warning|remark|note): "
+    # an ONNX model's diagnostics name the node, or the
+    # initializer or value in their message (D-COMPILE-DIAG)
+    r"|^\S+\.onnx: (node \d* ?'.*' \([^)]+\): )?(error|warning|remark): "
+)
 # a tool's command-line error (`nem-run: error: ...`) or one naming its flag
 _FLAGGED = re.compile(r"^[\w.-]+: error: |(^|: )error: (unexpected error: )?-{1,2}[\w-]+")
 
@@ -149,8 +152,11 @@ _FLAGGED = re.compile(r"^[\w.-]+: error: |(^|: )error: (unexpected error: )?-{1,
 # a tool's internal-error report (`nem-opt: internal error: ...`) or an
 # uncaught Python traceback
 _INTERNAL = re.compile(r"^([\w.-]+: )?internal error|^Traceback \(most recent call last\)")
-_RUN_VERDICT = re.compile(r"^(races: [1-9]|  seed \d+: |deadlocks: 1|final memory: differs|"
-                          r"status: (?!completed))", re.M)
+_RUN_VERDICT = re.compile(
+    r"^(races: [1-9]|  seed \d+: |deadlocks: 1|final memory: differs|"
+    r"status: (?!completed))",
+    re.M,
+)
 
 
 def classify(code: int, err: str, out: str = "") -> str:
@@ -186,6 +192,7 @@ def classify(code: int, err: str, out: str = "") -> str:
 # ---------------------------------------------------------------------------
 # Seeds
 
+
 def _files(patterns: list[str]) -> list[bytes]:
     out = []
     for pat in patterns:
@@ -215,6 +222,7 @@ def seeds(kind: str) -> list[bytes]:
 # ---------------------------------------------------------------------------
 # Targets
 
+
 @dataclass
 class Target:
     name: str
@@ -236,6 +244,7 @@ def _file_runner(tool: str, extra: list[str], suffix: str):
         path = work / f"input{suffix}"
         path.write_bytes(data)
         return _run_main(tool, [str(path), *extra])
+
     return run
 
 
@@ -263,30 +272,46 @@ def _gen_mlir(rng: random.Random) -> bytes:
 
 
 register(Target("nem-opt", ".nem", _gen_nem_mutant, _file_runner("nem-opt", [], ".nem")))
-register(Target("nem-verify", ".nem", _gen_nem_mutant,
-                _file_runner("nem-opt", ["-p", "nem-verify"], ".nem")))
-register(Target("nem-grammar", ".nem", _gen_grammar,
-                _file_runner("nem-opt", ["-p", "nem-verify"], ".nem")))
+register(
+    Target(
+        "nem-verify", ".nem", _gen_nem_mutant, _file_runner("nem-opt", ["-p", "nem-verify"], ".nem")
+    )
+)
+register(
+    Target(
+        "nem-grammar", ".nem", _gen_grammar, _file_runner("nem-opt", ["-p", "nem-verify"], ".nem")
+    )
+)
 register(Target("nem-run", ".nem", _gen_run_input, _file_runner("nem-run", RUN_FLAGS, ".nem")))
-register(Target("mlir", ".mlir", _gen_mlir,
-                _file_runner("nem-opt", ["-p", "lower-to-nem{device=npm_pro_x1}", "-t", "nem"],
-                             ".mlir")))
+register(
+    Target(
+        "mlir",
+        ".mlir",
+        _gen_mlir,
+        _file_runner("nem-opt", ["-p", "lower-to-nem{device=npm_pro_x1}", "-t", "nem"], ".mlir"),
+    )
+)
 
 
 # -- command lines ------------------------------------------------------------
 # A `cli` input is JSON: {"tool": ..., "args": [...]}; "@NAME" arguments are
 # files the runner creates (hostile ones among them).
 
+
 def _make_files(work: Path) -> dict[str, str]:
     import numpy as np
 
     prog = (ROOT / "examples" / "gemm_bias_relu.nem").read_text()
     files = {
-        "@PROG": ("prog.nem", prog.replace('device "npm_lite.nem"', 'include "npm_lite.nem"\n'
-                                           "device npm_lite")),
+        "@PROG": (
+            "prog.nem",
+            prog.replace('device "npm_lite.nem"', 'include "npm_lite.nem"\ndevice npm_lite'),
+        ),
         "@MLIR": ("in.mlir", (ROOT / "test/lit/lowering/Inputs/eltwise_tiled.mlir").read_text()),
-        "@ASYNC": ("async.mlir",
-                   (ROOT / "test/lit/lowering/Inputs/async_pipeline.mlir").read_text()),
+        "@ASYNC": (
+            "async.mlir",
+            (ROOT / "test/lit/lowering/Inputs/async_pipeline.mlir").read_text(),
+        ),
         "@EMPTY": ("empty.nem", ""),
         "@BADUTF8": ("bad.nem", "const A = 1\n\udcff\n"),
         "@PROFILE_LIST": ("plist.json", "[1, 2]"),
@@ -311,13 +336,24 @@ def _make_files(work: Path) -> dict[str, str]:
     (work / "relu.onnx").write_bytes(_relu_onnx())
     np.save(work / "x.npy", np.linspace(-1, 1, 6, dtype=np.float32).reshape(2, 3))
     out.update(_hostile_arrays(work))
-    out.update({"@NPY0D": str(work / "scalar.npy"), "@NPY": str(work / "arr.npy"),
-                "@NPZ": str(work / "arch.npz"), "@NPZ_AS_NPY": str(work / "arch2.npy"),
-                "@DIR": str(work / "sub"), "@OUT": str(work / "out.bin"),
-                "@OUTNPY": str(work / "out.npy"), "@MISSING": str(work / "no/such/dir/x"),
-                "@DEVNULL": "/dev/null", "@DEVFULL": "/dev/full", "@DEVZERO": "/dev/zero",
-                "@TRACE": str(work / "t.json"), "@ONNX": str(work / "relu.onnx"),
-                "@X": str(work / "x.npy")})
+    out.update(
+        {
+            "@NPY0D": str(work / "scalar.npy"),
+            "@NPY": str(work / "arr.npy"),
+            "@NPZ": str(work / "arch.npz"),
+            "@NPZ_AS_NPY": str(work / "arch2.npy"),
+            "@DIR": str(work / "sub"),
+            "@OUT": str(work / "out.bin"),
+            "@OUTNPY": str(work / "out.npy"),
+            "@MISSING": str(work / "no/such/dir/x"),
+            "@DEVNULL": "/dev/null",
+            "@DEVFULL": "/dev/full",
+            "@DEVZERO": "/dev/zero",
+            "@TRACE": str(work / "t.json"),
+            "@ONNX": str(work / "relu.onnx"),
+            "@X": str(work / "x.npy"),
+        }
+    )
     return out
 
 
@@ -327,9 +363,12 @@ def _relu_onnx() -> bytes:
     command lines: small enough that a whole compile takes a second."""
     from onnx import TensorProto, helper
 
-    g = helper.make_graph([helper.make_node("Relu", ["x"], ["y"], name="relu")], "g",
-                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
-                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])])
+    g = helper.make_graph(
+        [helper.make_node("Relu", ["x"], ["y"], name="relu")],
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])],
+    )
     return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString()
 
 
@@ -344,9 +383,9 @@ def _patched_zip(member: str, data: bytes, declared: int) -> bytes:
     with zipfile.ZipFile(buf, "w", zipfile.ZIP_STORED) as z:
         z.writestr(member, data)
     raw = bytearray(buf.getvalue())
-    raw[22:26] = struct.pack("<I", declared)          # local header
+    raw[22:26] = struct.pack("<I", declared)  # local header
     central = raw.rindex(b"PK\x01\x02")
-    raw[central + 24:central + 28] = struct.pack("<I", declared)
+    raw[central + 24 : central + 28] = struct.pack("<I", declared)
     return bytes(raw)
 
 
@@ -360,11 +399,18 @@ def _hostile_arrays(work: Path) -> dict[str, str]:
     huge = npy_bytes("{'descr': '<f2', 'fortran_order': False, 'shape': (1099511627776,), }")
     files = {
         "@NPY_HUGE": ("huge.npy", huge),
-        "@NPY_HDRLEN": ("hdrlen.npy", npy_bytes("{'descr': '<f2', 'fortran_order': False, "
-                                                "'shape': (4,), }", version=2,
-                                                header_len=0xFFFFFFFF)),
-        "@NPY_OBJECT": ("obj.npy", npy_bytes("{'descr': '|O', 'fortran_order': False, "
-                                             "'shape': (2,), }", b"\x80\x04N.")),
+        "@NPY_HDRLEN": (
+            "hdrlen.npy",
+            npy_bytes(
+                "{'descr': '<f2', 'fortran_order': False, 'shape': (4,), }",
+                version=2,
+                header_len=0xFFFFFFFF,
+            ),
+        ),
+        "@NPY_OBJECT": (
+            "obj.npy",
+            npy_bytes("{'descr': '|O', 'fortran_order': False, 'shape': (2,), }", b"\x80\x04N."),
+        ),
         "@NPZ_BOMB": ("bomb.npz", _patched_zip("A_L2.npy", huge, 2**30)),
     }
     buf = io.BytesIO()
@@ -382,56 +428,159 @@ def _hostile_arrays(work: Path) -> dict[str, str]:
     return out
 
 
-_RUN_ARGS = [["--mode", "timed"], ["--mode", "functional"], ["--schedule", "random"],
-             ["--seed", "-5"], ["--seed", "3"], ["--schedules", "2"], ["--schedules", "0"],
-             ["--schedules", "-1"], ["--random-inputs", "1"], ["--random-inputs", "-1"],
-             ["--max-tasks", "1"], ["--max-tasks", "0"], ["--max-tasks", "-7"],
-             ["--ddr-size", "0"], ["--ddr-size", "-1"], ["--ddr-size", "4096"],
-             ["--device", "npm_pro_x1"], ["--device", "nope"], ["--device", "@PROFILE_OK"],
-             ["-I", "@DIR"], ["-I", "@MISSING"], ["--no-races"],
-             ["--input", "A_L2=@NPY"], ["--input", "A_L2=@NPY0"], ["--input", "A_L2=@NPY0D"],
-             ["--input", "A_L2=@NPZ"], ["--input", "A_L2=@NPZ_AS_NPY"], ["--input", "A_L2=@RAW"],
-             ["--input", "A_L2=@DEVZERO"], ["--input", "A_L2=@DIR"], ["--input", "NOPE=@NPY"],
-             ["--input", "A_L2"], ["--input", "=@NPY"], ["--output", "Y_L2=@OUT"],
-             ["--output", "Y_L2=@OUTNPY"], ["--output", "NOPE=@OUT"],
-             ["--output", "Y_L2=@MISSING"], ["--output", "Y_L2=@DIR"],
-             ["--output", "Y_L2=@DEVFULL"], ["--trace", "@TRACE"], ["--trace", "@MISSING"],
-             ["--trace", "@DIR"], ["--timeline", "@MISSING"], ["--profile", "@PROFILE_LIST"],
-             ["--profile", "@PROFILE_ZERO"], ["--profile", "@PROFILE_NEG"],
-             ["--profile", "@PROFILE_TYPE"], ["--profile", "@PROFILE_BAD"],
-             ["--profile", "@PROFILE_OK"], ["--profile", "@MISSING"], ["--bogus"],
-             ["--input", "A_L2=@NPY_HUGE"], ["--input", "A_L2=@NPY_HDRLEN"],
-             ["--input", "A_L2=@NPY_OBJECT"], ["--input", "@NPZ_BOMB"], ["--input", "@NPZ_HUGE"],
-             ["--input", "A_L2=@FIFO"], ["--input-raw", "A_L2=@DEVZERO"],
-             ["--output", "Y_L2=@PROG"], ["--trace", "@PROG"], ["--profile", "@FIFO"]]
-_OPT_ARGS = [["-p", "nem-verify"], ["-p", "nem-fold-consts"], ["-p", "lower-to-nem"],
-             ["-p", "lower-to-nem{device=npm_pro_x1}"], ["-p", "convert-affine-to-nem"],
-             ["-p", "lower-to-nem{memory-spaces=0:DDR,9:L7}"], ["-p", "nem-verify{"],
-             ["-p", "no-such-pass"], ["-t", "nem"], ["-t", "mlir"], ["-f", "mlir"],
-             ["-f", "nem"], ["--print-op-generic"], ["--split-input-file"],
-             ["--verify-diagnostics"], ["--device", "npm_lite"], ["--device", "nope"],
-             ["--print-device", "npm_pro_x1"], ["--print-device", "nope"], ["-I", "@DIR"],
-             ["-o", "@OUT"], ["-o", "@MISSING"], ["-o", "@DIR"], ["--bogus"], ["-o", "@PROG"],
-             ["-t", "nemb", "--embed", "A_L2=@DEVZERO"], ["-t", "nemb", "--embed", "A_L2=@FIFO"],
-             ["-t", "nemb", "--embed", "A_L2=@NPY_HUGE"], ["-t", "nemb", "--embed", "A_L2=@NPY"]]
-_COMPILE_ARGS = [["--device", "nope"], ["--device", "npm_lite"], ["--engines", "99"],
-                 ["--engines", "0"], ["--engines", "1"], ["--tile-sizes", "0"],
-                 ["--tile-sizes", "2,2"], ["--tile-sizes", "99999999999999999999"],
-                 ["--route", "affine"], ["--route", "nope"], ["--no-pipeline"], ["--no-verify"],
-                 ["--no-simplify"], ["--max-nodes", "0"], ["--max-model-bytes", "10"],
-                 ["--max-source-bytes", "10"], ["--error-limit", "-1"],
-                 ["--dump-after", "import"], ["--save-temps"], ["--bisect"],
-                 ["--input", "x=@X"], ["--input", "x=@FIFO"], ["--input", "x=@NPY"],
-                 ["--input", "@NPZ"], ["--input", "x=@NPY_HUGE"], ["--input", "x=@DEVZERO"],
-                 ["--input", "@NPZ_BOMB"], ["--input", "nope=@X"], ["--seed", "-1"],
-                 ["-o", "@OUT"], ["-o", "@MISSING"], ["-o", "@DIR"], ["-o", "@ONNX"],
-                 ["-o", "@X"], ["-o", "@DEVFULL"], ["-I", "@DIR"], ["-I", "@MISSING"], ["-v"],
-                 ["--bogus"]]
-_PROGRAMS = ["@PROG", "@MLIR", "@ASYNC", "@EMPTY", "@BADUTF8", "@DIR", "@DEVZERO", "@MISSING",
-             "@DEVNULL", "@FIFO"]
+_RUN_ARGS = [
+    ["--mode", "timed"],
+    ["--mode", "functional"],
+    ["--schedule", "random"],
+    ["--seed", "-5"],
+    ["--seed", "3"],
+    ["--schedules", "2"],
+    ["--schedules", "0"],
+    ["--schedules", "-1"],
+    ["--random-inputs", "1"],
+    ["--random-inputs", "-1"],
+    ["--max-tasks", "1"],
+    ["--max-tasks", "0"],
+    ["--max-tasks", "-7"],
+    ["--ddr-size", "0"],
+    ["--ddr-size", "-1"],
+    ["--ddr-size", "4096"],
+    ["--device", "npm_pro_x1"],
+    ["--device", "nope"],
+    ["--device", "@PROFILE_OK"],
+    ["-I", "@DIR"],
+    ["-I", "@MISSING"],
+    ["--no-races"],
+    ["--input", "A_L2=@NPY"],
+    ["--input", "A_L2=@NPY0"],
+    ["--input", "A_L2=@NPY0D"],
+    ["--input", "A_L2=@NPZ"],
+    ["--input", "A_L2=@NPZ_AS_NPY"],
+    ["--input", "A_L2=@RAW"],
+    ["--input", "A_L2=@DEVZERO"],
+    ["--input", "A_L2=@DIR"],
+    ["--input", "NOPE=@NPY"],
+    ["--input", "A_L2"],
+    ["--input", "=@NPY"],
+    ["--output", "Y_L2=@OUT"],
+    ["--output", "Y_L2=@OUTNPY"],
+    ["--output", "NOPE=@OUT"],
+    ["--output", "Y_L2=@MISSING"],
+    ["--output", "Y_L2=@DIR"],
+    ["--output", "Y_L2=@DEVFULL"],
+    ["--trace", "@TRACE"],
+    ["--trace", "@MISSING"],
+    ["--trace", "@DIR"],
+    ["--timeline", "@MISSING"],
+    ["--profile", "@PROFILE_LIST"],
+    ["--profile", "@PROFILE_ZERO"],
+    ["--profile", "@PROFILE_NEG"],
+    ["--profile", "@PROFILE_TYPE"],
+    ["--profile", "@PROFILE_BAD"],
+    ["--profile", "@PROFILE_OK"],
+    ["--profile", "@MISSING"],
+    ["--bogus"],
+    ["--input", "A_L2=@NPY_HUGE"],
+    ["--input", "A_L2=@NPY_HDRLEN"],
+    ["--input", "A_L2=@NPY_OBJECT"],
+    ["--input", "@NPZ_BOMB"],
+    ["--input", "@NPZ_HUGE"],
+    ["--input", "A_L2=@FIFO"],
+    ["--input-raw", "A_L2=@DEVZERO"],
+    ["--output", "Y_L2=@PROG"],
+    ["--trace", "@PROG"],
+    ["--profile", "@FIFO"],
+]
+_OPT_ARGS = [
+    ["-p", "nem-verify"],
+    ["-p", "nem-fold-consts"],
+    ["-p", "lower-to-nem"],
+    ["-p", "lower-to-nem{device=npm_pro_x1}"],
+    ["-p", "convert-affine-to-nem"],
+    ["-p", "lower-to-nem{memory-spaces=0:DDR,9:L7}"],
+    ["-p", "nem-verify{"],
+    ["-p", "no-such-pass"],
+    ["-t", "nem"],
+    ["-t", "mlir"],
+    ["-f", "mlir"],
+    ["-f", "nem"],
+    ["--print-op-generic"],
+    ["--split-input-file"],
+    ["--verify-diagnostics"],
+    ["--device", "npm_lite"],
+    ["--device", "nope"],
+    ["--print-device", "npm_pro_x1"],
+    ["--print-device", "nope"],
+    ["-I", "@DIR"],
+    ["-o", "@OUT"],
+    ["-o", "@MISSING"],
+    ["-o", "@DIR"],
+    ["--bogus"],
+    ["-o", "@PROG"],
+    ["-t", "nemb", "--embed", "A_L2=@DEVZERO"],
+    ["-t", "nemb", "--embed", "A_L2=@FIFO"],
+    ["-t", "nemb", "--embed", "A_L2=@NPY_HUGE"],
+    ["-t", "nemb", "--embed", "A_L2=@NPY"],
+]
+_COMPILE_ARGS = [
+    ["--device", "nope"],
+    ["--device", "npm_lite"],
+    ["--engines", "99"],
+    ["--engines", "0"],
+    ["--engines", "1"],
+    ["--tile-sizes", "0"],
+    ["--tile-sizes", "2,2"],
+    ["--tile-sizes", "99999999999999999999"],
+    ["--route", "affine"],
+    ["--route", "nope"],
+    ["--no-pipeline"],
+    ["--no-verify"],
+    ["--no-simplify"],
+    ["--max-nodes", "0"],
+    ["--max-model-bytes", "10"],
+    ["--max-source-bytes", "10"],
+    ["--error-limit", "-1"],
+    ["--dump-after", "import"],
+    ["--save-temps"],
+    ["--bisect"],
+    ["--input", "x=@X"],
+    ["--input", "x=@FIFO"],
+    ["--input", "x=@NPY"],
+    ["--input", "@NPZ"],
+    ["--input", "x=@NPY_HUGE"],
+    ["--input", "x=@DEVZERO"],
+    ["--input", "@NPZ_BOMB"],
+    ["--input", "nope=@X"],
+    ["--seed", "-1"],
+    ["-o", "@OUT"],
+    ["-o", "@MISSING"],
+    ["-o", "@DIR"],
+    ["-o", "@ONNX"],
+    ["-o", "@X"],
+    ["-o", "@DEVFULL"],
+    ["-I", "@DIR"],
+    ["-I", "@MISSING"],
+    ["-v"],
+    ["--bogus"],
+]
+_PROGRAMS = [
+    "@PROG",
+    "@MLIR",
+    "@ASYNC",
+    "@EMPTY",
+    "@BADUTF8",
+    "@DIR",
+    "@DEVZERO",
+    "@MISSING",
+    "@DEVNULL",
+    "@FIFO",
+]
 _MODELS = ["@ONNX", "@ONNX", "@MLIR", "@PROG", "@DIR", "@FIFO", "@DEVZERO", "@MISSING"]
-_POOLS = {"nem-opt": (_PROGRAMS, _OPT_ARGS), "nem-run": (_PROGRAMS, _RUN_ARGS),
-          "nem-compile": (_MODELS, _COMPILE_ARGS)}
+_POOLS = {
+    "nem-opt": (_PROGRAMS, _OPT_ARGS),
+    "nem-run": (_PROGRAMS, _RUN_ARGS),
+    "nem-compile": (_MODELS, _COMPILE_ARGS),
+}
 
 
 def _gen_cli(rng: random.Random) -> bytes:
@@ -466,11 +615,12 @@ register(Target("cli", ".json", _gen_cli, _run_cli))
 
 # -- ONNX models and array files (issue 33) -----------------------------------
 
+
 def _run_onnx(data: bytes, work: Path) -> tuple[int, str, str]:
     """nem-compile on a mutated model, beside the files its external data
     may name: w.bin (32 bytes) and a FIFO."""
     (work / "w.bin").write_bytes(bytes(range(32)))
-    _hostile_arrays(work)   # makes work/fifo
+    _hostile_arrays(work)  # makes work/fifo
     model = work / "input.onnx"
     model.write_bytes(data)
     return _run_main("nem-compile", [str(model), "-o", str(work / "out.nem"), "--no-progress"])
@@ -497,6 +647,7 @@ register(Target("arrays", ".npy", gen_array, _run_array))
 
 # ---------------------------------------------------------------------------
 # Driving
+
 
 def input_for(target: Target, seed: int, index: int) -> bytes:
     return target.generate(random.Random(f"{seed}:{target.name}:{index}"))
@@ -546,8 +697,9 @@ def save_finding(findings: Path, target: Target, outcome: str, data: bytes, err:
     return path
 
 
-def campaign(name: str, seconds: float, seed: int, timeout: float, mem_gb: float,
-             findings: Path) -> dict:
+def campaign(
+    name: str, seconds: float, seed: int, timeout: float, mem_gb: float, findings: Path
+) -> dict:
     t = TARGETS[name]
     import nem.cli.nem_compile  # noqa: F401
     import nem.cli.nem_opt  # noqa: F401 - imported once, before the workers fork
@@ -560,8 +712,9 @@ def campaign(name: str, seconds: float, seed: int, timeout: float, mem_gb: float
     index = 0
     while time.monotonic() < deadline:
         parent, child = ctx.Pipe()
-        proc = ctx.Process(target=_worker, args=(name, seed, index, child,
-                                                 int(mem_gb * 2**30), timeout))
+        proc = ctx.Process(
+            target=_worker, args=(name, seed, index, child, int(mem_gb * 2**30), timeout)
+        )
         proc.start()
         current, started = index, time.monotonic()
         while time.monotonic() < deadline:
@@ -590,13 +743,24 @@ def campaign(name: str, seconds: float, seed: int, timeout: float, mem_gb: float
             index = current + 1
         elif not proc.is_alive() and time.monotonic() < deadline:
             stats["crash"] += 1
-            save_finding(findings, t, "crash", input_for(t, seed, current),
-                         f"worker exit code {proc.exitcode}")
+            save_finding(
+                findings,
+                t,
+                "crash",
+                input_for(t, seed, current),
+                f"worker exit code {proc.exitcode}",
+            )
             index = current + 1
         proc.kill()
         proc.join()
-    return {"target": name, "inputs": sum(stats.values()), "outcomes": dict(stats),
-            "slowest_s": round(slowest, 2), "seconds": seconds, "seed": seed}
+    return {
+        "target": name,
+        "inputs": sum(stats.values()),
+        "outcomes": dict(stats),
+        "slowest_s": round(slowest, 2),
+        "seconds": seconds,
+        "seed": seed,
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -624,8 +788,13 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps({k: dict(v) for k, v in stats.items()}, indent=1))
         return 0 if all(set(v) <= set(GOOD) for v in stats.values()) else 1
     if args.cmd == "campaign":
-        print(json.dumps(campaign(args.target, args.seconds, args.seed, args.timeout,
-                                  args.mem_gb, args.findings)))
+        print(
+            json.dumps(
+                campaign(
+                    args.target, args.seconds, args.seed, args.timeout, args.mem_gb, args.findings
+                )
+            )
+        )
         return 0
     bad = 0
     for f in args.files:

@@ -14,42 +14,184 @@ from __future__ import annotations
 import random
 import re
 
-EXTREME_NUMBERS = [b"0", b"1", b"-1", b"9223372036854775807", b"9223372036854775808",
-                   b"18446744073709551616", b"4294967296", b"65536", b"99999999999999999999",
-                   b"1" + b"0" * 400, b"00000000000000000000000000001", b"1.0e400", b"0.0",
-                   b"1e5", b"0x10"]
+EXTREME_NUMBERS = [
+    b"0",
+    b"1",
+    b"-1",
+    b"9223372036854775807",
+    b"9223372036854775808",
+    b"18446744073709551616",
+    b"4294967296",
+    b"65536",
+    b"99999999999999999999",
+    b"1" + b"0" * 400,
+    b"00000000000000000000000000001",
+    b"1.0e400",
+    b"0.0",
+    b"1e5",
+    b"0x10",
+]
 
-COMMON_TOKENS = [b"(", b")", b"[", b"]", b"{", b"}", b"<", b">", b",", b"=", b":", b"..",
-                 b".", b"@", b"+", b"-", b"*", b"/", b"mod", b"\n", b" ", b"\t", b"#", b"\"",
-                 b"\\", b"\xff", b"\xc3", "\u0664".encode(), "\u00e9".encode(), b"\x00",
-                 b"\r", b"\x0b"]
+COMMON_TOKENS = [
+    b"(",
+    b")",
+    b"[",
+    b"]",
+    b"{",
+    b"}",
+    b"<",
+    b">",
+    b",",
+    b"=",
+    b":",
+    b"..",
+    b".",
+    b"@",
+    b"+",
+    b"-",
+    b"*",
+    b"/",
+    b"mod",
+    b"\n",
+    b" ",
+    b"\t",
+    b"#",
+    b'"',
+    b"\\",
+    b"\xff",
+    b"\xc3",
+    "\u0664".encode(),
+    "\u00e9".encode(),
+    b"\x00",
+    b"\r",
+    b"\x0b",
+]
 
-NEM_TOKENS = [b"const", b"let", b"buffer", b"loop", b"endloop", b"in", b"out", b"wait",
-              b"region", b"elem=", b"shape=", b"layout=", b"strides=", b"quant=", b"deps=",
-              b"transfer.async", b"transfer.sync", b"store.async", b"store.sync",
-              b"gemm.async", b"relu.sync", b"add.async", b"conv2d.async", b"compute.async",
-              b"maxpool.async", b"softmax.sync", b"cast.async", b"reshape.async",
-              b"@max_in_flight(2)", b"@max_in_flight(0)", b"@readonly", b"@writeonly",
-              b"@materialized", b"@memmove", b"@resource(DMA[0])", b"@resource(SEQ[0])",
-              b"@seq_engine(1)", b"@deterministic", b"@debug(x)", b"@nope", b"DDR", b"L2",
-              b"L1", b"L1[1]", b"L1[99]", b"f16", b"i8", b"f32", b"bf16", b"i4", b"u8",
-              b"i32", b"NHWC", b"MK", b"device", b"include", b"program", b"type_family",
-              b"extends", b"topology", b"opcode.mandatory", b"opcode.extended",
-              b"per_tensor(scale=0.5, zero_point=0)", b"accum_type=i32", b"pads=[1,1,1,1]",
-              b"device \"npm_lite.nem\"", b"device npm_pro_x1", b"include \"npm_lite.nem\"",
-              b"include \"nem_baseline_1.0.nem\"", b"device \"\"", b"size=", b"align="]
+NEM_TOKENS = [
+    b"const",
+    b"let",
+    b"buffer",
+    b"loop",
+    b"endloop",
+    b"in",
+    b"out",
+    b"wait",
+    b"region",
+    b"elem=",
+    b"shape=",
+    b"layout=",
+    b"strides=",
+    b"quant=",
+    b"deps=",
+    b"transfer.async",
+    b"transfer.sync",
+    b"store.async",
+    b"store.sync",
+    b"gemm.async",
+    b"relu.sync",
+    b"add.async",
+    b"conv2d.async",
+    b"compute.async",
+    b"maxpool.async",
+    b"softmax.sync",
+    b"cast.async",
+    b"reshape.async",
+    b"@max_in_flight(2)",
+    b"@max_in_flight(0)",
+    b"@readonly",
+    b"@writeonly",
+    b"@materialized",
+    b"@memmove",
+    b"@resource(DMA[0])",
+    b"@resource(SEQ[0])",
+    b"@seq_engine(1)",
+    b"@deterministic",
+    b"@debug(x)",
+    b"@nope",
+    b"DDR",
+    b"L2",
+    b"L1",
+    b"L1[1]",
+    b"L1[99]",
+    b"f16",
+    b"i8",
+    b"f32",
+    b"bf16",
+    b"i4",
+    b"u8",
+    b"i32",
+    b"NHWC",
+    b"MK",
+    b"device",
+    b"include",
+    b"program",
+    b"type_family",
+    b"extends",
+    b"topology",
+    b"opcode.mandatory",
+    b"opcode.extended",
+    b"per_tensor(scale=0.5, zero_point=0)",
+    b"accum_type=i32",
+    b"pads=[1,1,1,1]",
+    b'device "npm_lite.nem"',
+    b"device npm_pro_x1",
+    b'include "npm_lite.nem"',
+    b'include "nem_baseline_1.0.nem"',
+    b'device ""',
+    b"size=",
+    b"align=",
+]
 
-MLIR_TOKENS = [b"%", b"%0", b"%arg0", b"#map", b"^bb0", b"index", b"f16", b"f32", b"i32",
-               b"i64", b"memref<", b"memref<64xf32>", b"memref<?x4xf32>", b"tensor<4xf32>",
-               b"affine.for", b"affine.load", b"affine.store", b"affine.apply",
-               b"affine_map<(d0) -> (d0 * d0)>", b"affine_map<(d0) -> (d0 mod 0)>",
-               b"affine_map<(d0, d1) -> (d0 floordiv 0)>", b"step 0", b"step -1",
-               b"arith.constant", b"arith.addi", b"arith.addf", b"memref.alloc()",
-               b"memref.subview", b"memref.copy", b"linalg.matmul", b"linalg.generic",
-               b"async.execute", b"async.await", b"async.yield", b"!async.token",
-               b"affine.dma_start", b"affine.dma_wait", b"func.func", b"return",
-               b"module", b"loc(", b"dense<", b"1.0e10 : f16", b"-> ()", b"iter_args",
-               b"affine.yield", b"scf.for", b"\"abcdefghijklmnopqrstuvwxyz\\\\\\\\\\\\"]
+MLIR_TOKENS = [
+    b"%",
+    b"%0",
+    b"%arg0",
+    b"#map",
+    b"^bb0",
+    b"index",
+    b"f16",
+    b"f32",
+    b"i32",
+    b"i64",
+    b"memref<",
+    b"memref<64xf32>",
+    b"memref<?x4xf32>",
+    b"tensor<4xf32>",
+    b"affine.for",
+    b"affine.load",
+    b"affine.store",
+    b"affine.apply",
+    b"affine_map<(d0) -> (d0 * d0)>",
+    b"affine_map<(d0) -> (d0 mod 0)>",
+    b"affine_map<(d0, d1) -> (d0 floordiv 0)>",
+    b"step 0",
+    b"step -1",
+    b"arith.constant",
+    b"arith.addi",
+    b"arith.addf",
+    b"memref.alloc()",
+    b"memref.subview",
+    b"memref.copy",
+    b"linalg.matmul",
+    b"linalg.generic",
+    b"async.execute",
+    b"async.await",
+    b"async.yield",
+    b"!async.token",
+    b"affine.dma_start",
+    b"affine.dma_wait",
+    b"func.func",
+    b"return",
+    b"module",
+    b"loc(",
+    b"dense<",
+    b"1.0e10 : f16",
+    b"-> ()",
+    b"iter_args",
+    b"affine.yield",
+    b"scf.for",
+    b'"abcdefghijklmnopqrstuvwxyz\\\\\\\\\\\\',
+]
 
 _NUMBER = re.compile(rb"\b[0-9]+(?:\.[0-9]+)?\b")
 
@@ -84,7 +226,7 @@ def _nest(rng: random.Random, data: bytes, mlir: bool) -> bytes:
         if m is None:
             return data
         inner = b"(" * depth + m.group() + b")" * depth
-        line = line[:m.start()] + inner + line[m.end():]
+        line = line[: m.start()] + inner + line[m.end() :]
     elif kind == 1:
         line = b"[" * depth + line.rstrip(b"\n") + b"]" * depth + b"\n"
     elif kind == 2 and mlir:
@@ -104,8 +246,9 @@ def _chain(rng: random.Random, mlir: bool) -> bytes:
     """A long operator expression or a chain of constants that grow."""
     n = rng.choice((10, 64, 255, 256, 257, 1000, 5000))
     if mlir:
-        return b"".join(b"%%c%d = arith.muli %%c%d, %%c%d : index\n" % (i + 1, i, i)
-                        for i in range(n))
+        return b"".join(
+            b"%%c%d = arith.muli %%c%d, %%c%d : index\n" % (i + 1, i, i) for i in range(n)
+        )
     op = rng.choice((b"+", b"*", b" mod ", b"/", b"-"))
     if rng.random() < 0.5:
         return b"const C = 1" + (op + b"2") * n + b"\n"
@@ -113,52 +256,53 @@ def _chain(rng: random.Random, mlir: bool) -> bytes:
     return first + b"".join(b"const K%d = K%d%sK%d\n" % (i + 1, i, op, i) for i in range(n))
 
 
-def mutate(rng: random.Random, seeds: list[bytes], dictionary: list[bytes],
-           mlir: bool = False) -> bytes:
+def mutate(
+    rng: random.Random, seeds: list[bytes], dictionary: list[bytes], mlir: bool = False
+) -> bytes:
     data = bytearray(rng.choice(seeds))
     for _ in range(rng.choice((1, 1, 2, 3, 4))):
         n = len(data)
         kind = rng.randrange(12)
-        if kind == 0 and n:                       # truncate
-            del data[rng.randrange(n):]
-        elif kind == 1 and n:                     # delete a span
+        if kind == 0 and n:  # truncate
+            del data[rng.randrange(n) :]
+        elif kind == 1 and n:  # delete a span
             a, b = _span(rng, n)
             del data[a:b]
-        elif kind == 2 and n:                     # duplicate a span
+        elif kind == 2 and n:  # duplicate a span
             a, b = _span(rng, n)
             data[b:b] = data[a:b] * rng.choice((1, 2, 10, 100))
-        elif kind == 3:                           # insert a token
+        elif kind == 3:  # insert a token
             pos = rng.randrange(n + 1)
             data[pos:pos] = rng.choice(dictionary)
-        elif kind == 4:                           # extreme number
+        elif kind == 4:  # extreme number
             nums = list(_NUMBER.finditer(data))
             if nums:
                 m = rng.choice(nums)
-                data[m.start():m.end()] = rng.choice(EXTREME_NUMBERS)
-        elif kind == 5:                           # splice another seed
+                data[m.start() : m.end()] = rng.choice(EXTREME_NUMBERS)
+        elif kind == 5:  # splice another seed
             other = rng.choice(seeds)
             a, b = _span(rng, len(other))
             pos = rng.randrange(n + 1)
             data[pos:pos] = other[a:b]
-        elif kind == 6:                           # swap two lines
+        elif kind == 6:  # swap two lines
             lines = _line_spans(bytes(data))
             if len(lines) > 1:
                 (a1, b1), (a2, b2) = sorted(rng.sample(lines, 2))
                 data[:] = data[:a1] + data[a2:b2] + data[b1:a2] + data[a1:b1] + data[b2:]
-        elif kind == 7:                           # repeat a line
+        elif kind == 7:  # repeat a line
             lines = _line_spans(bytes(data))
             if lines:
                 a, b = rng.choice(lines)
                 data[b:b] = data[a:b] * rng.choice((2, 10, 200))
-        elif kind == 8:                           # deep nest
+        elif kind == 8:  # deep nest
             data[:] = _nest(rng, bytes(data), mlir)
-        elif kind == 9:                           # operator / const chain
+        elif kind == 9:  # operator / const chain
             pos = rng.choice([0, n] + [a for a, _ in _line_spans(bytes(data))])
             data[pos:pos] = _chain(rng, mlir)
-        elif kind == 10 and n:                    # flip one byte
+        elif kind == 10 and n:  # flip one byte
             i = rng.randrange(n)
             data[i] = rng.randrange(256)
-        elif n:                                   # replace a span with a token
+        elif n:  # replace a span with a token
             a, b = _span(rng, n)
             data[a:b] = rng.choice(dictionary)
     return bytes(data)

@@ -16,8 +16,18 @@ class PipelineText(AsyncText):
     """A whole program: every tile's pipeline, in straight-line code or loops."""
 
     # -- one tile -----------------------------------------------------------
-    def tile(self, d: int, off: list, dma_idx: list[str], slot, global_bufs: dict,
-             y_src: tuple, tag: str | None, tag0: int, deps_in: list[str]) -> str | None:
+    def tile(
+        self,
+        d: int,
+        off: list,
+        dma_idx: list[str],
+        slot,
+        global_bufs: dict,
+        y_src: tuple,
+        tag: str | None,
+        tag0: int,
+        deps_in: list[str],
+    ) -> str | None:
         """The pipeline of one tile at offsets `off` (DMA indices `dma_idx`,
         ping-pong slot `slot`); returns the token that completes it (None
         when its write-back is synchronous)."""
@@ -51,11 +61,11 @@ class PipelineText(AsyncText):
         # fast buffers: per tile (here, or inside the producing execute with
         # values), shared (global), or this tile's slot of a global buffer
         bufs: dict[str, str] = {}
-        lazy: set[str] = set()           # made inside the execute that fills them
+        lazy: set[str] = set()  # made inside the execute that fills them
         fast = ([] if p.load == "direct" else loaded) + ["o1", "o2"]
         for b in fast:
             if b.startswith("o"):
-                continue                 # outputs: made when first written
+                continue  # outputs: made when first written
             if p.buffers == "shared":
                 bufs[b] = global_bufs[b]
             elif p.buffers == "slots":
@@ -68,10 +78,10 @@ class PipelineText(AsyncText):
             else:
                 bufs[b] = self.alloc(d, b.lower() + "a")
                 self.tile_bufs.append(bufs[b])
-        out_early: dict[str, str] = {}   # outputs made before the executes
+        out_early: dict[str, str] = {}  # outputs made before the executes
         if p.buffers == "tile" and not vals:
             for b in ("o1", "o2"):
-                out_early[b] = None      # allocated on demand at tile level
+                out_early[b] = None  # allocated on demand at tile level
         elif p.buffers == "slots" and not (vals and p.subview_inside):
             for b in ("o1", "o2"):
                 out_early[b] = None
@@ -153,8 +163,9 @@ class PipelineText(AsyncText):
         self.late_awaits += list(dict.fromkeys(load_tok.values()))
         if p.y_once:
             ytok, yval, ybuf = y_src
-            if ytok is not None and not (p.carried_init == "y" and deps_in
-                                         and p.chain_at == "load" and p.load != "direct"):
+            if ytok is not None and not (
+                p.carried_init == "y" and deps_in and p.chain_at == "load" and p.load != "direct"
+            ):
                 # (else the loads depend on the carried token, which is the
                 # Y load's in the first iteration and after it in the others)
                 load_tok["Y"] = ytok
@@ -164,7 +175,7 @@ class PipelineText(AsyncText):
         # computes
         self.split_at = len(self.lines)
         groups = [[0, 1]] if two and p.fuse != "none" else [[k] for k in range(len(p.ops))]
-        cur_tok, cur_val, cur_buf = None, None, None   # the previous group's output
+        cur_tok, cur_val, cur_buf = None, None, None  # the previous group's output
         for g in groups:
             last = g[-1] == len(p.ops) - 1
             used = ["X"] if g[0] == 0 else []
@@ -178,7 +189,7 @@ class PipelineText(AsyncText):
                 else:
                     deps.append(cur_tok)
             if g[0] == 0 and p.load == "direct":
-                deps += ldeps            # no loads: the chain orders the first compute
+                deps += ldeps  # no loads: the chain orders the first compute
             bound: dict[str, str] = {}
             for m in used:
                 if m in load_val:
@@ -202,7 +213,7 @@ class PipelineText(AsyncText):
 
             a_in = (operands[0][1] if vals else cur_buf) if g[0] != 0 else src("X")
             if g[0] != 0 and not vals and cur_buf.startswith("%zs") and p.subview_inside:
-                a_in = ddr_view(dd, "Z")     # the previous execute's view is not visible
+                a_in = ddr_view(dd, "Z")  # the previous execute's view is not visible
             y_in = src("Y") if "Y" in used else None
             outs: list[str | None] = []
             for k in g:
@@ -215,8 +226,10 @@ class PipelineText(AsyncText):
                 else:
                     outs.append(out_buf(dd, f"o{k + 1}"))
             if p.fuse == "nest" and len(g) == 2:
-                exprs = [(p.ops[0], "in0", "in1" if p.ops[0] != "relu" else None),
-                         (p.ops[1], "r0", "in1" if p.ops[1] != "relu" else None)]
+                exprs = [
+                    (p.ops[0], "in0", "in1" if p.ops[0] != "relu" else None),
+                    (p.ops[1], "r0", "in1" if p.ops[1] != "relu" else None),
+                ]
                 self.nest(dd, exprs, [a_in] + ([y_in] if y_in else []), outs[-1])
             else:
                 s = a_in
@@ -267,8 +280,9 @@ class PipelineText(AsyncText):
         d = 1
         loop = p.structure != "straight"
         global_bufs: dict[str, str] = {}
-        loaded = [] if p.load == "direct" else ["X"] + (["Y"] if self.has_y and not p.y_once
-                                                        else [])
+        loaded = (
+            [] if p.load == "direct" else ["X"] + (["Y"] if self.has_y and not p.y_once else [])
+        )
         for b in loaded + ["o1", "o2"]:
             base = b.lower() + "a" if b in ("X", "Y") else b
             if p.buffers == "shared":
@@ -296,8 +310,7 @@ class PipelineText(AsyncText):
                     self.types[ytag] = "memref<1xi32>"
                     self.emit(d + 1, f"{ytag} = memref.alloc() : memref<1xi32>")
                     saved, self.strided_dma = self.strided_dma, False
-                    self.dma(d + 1, p.load, "%Y", self.zero_idx(yb), yb, self.zero_idx(yb),
-                             ytag, 0)
+                    self.dma(d + 1, p.load, "%Y", self.zero_idx(yb), yb, self.zero_idx(yb), ytag, 0)
                     self.strided_dma = saved
                 self.close(d, tok, [yb] if p.values else [])
                 y_src = (tok, vs[0] if vs else None, yb)
@@ -336,14 +349,14 @@ class PipelineText(AsyncText):
     def straight(self, d, global_bufs, y_src, tag, group) -> None:
         p = self.p
         finals: list[str] = []
-        history: list[str | None] = []      # each tile's completing token
+        history: list[str | None] = []  # each tile's completing token
         pending_dealloc: list[str] = []
         ranges = [range(0, s, t) for s, t in zip(p.shape, p.tile)]
         if p.col_major:
             grid = [off[::-1] for off in itertools.product(*ranges[::-1])]
         else:
             grid = list(itertools.product(*ranges))
-        segments: list[tuple[list[str], list[str]]] = []   # (loads, the rest) per tile
+        segments: list[tuple[list[str], list[str]]] = []  # (loads, the rest) per tile
         for k, off in enumerate(grid):
             start = len(self.lines)
             chain: list[str] = []
@@ -352,8 +365,7 @@ class PipelineText(AsyncText):
                 if history[-back] is not None:
                     chain = [history[-back]]
             dma_idx = [self.c(o) for o in off]
-            fin = self.tile(d, list(off), dma_idx, k % SLOTS, global_bufs, y_src, tag, 3 * k,
-                            chain)
+            fin = self.tile(d, list(off), dma_idx, k % SLOTS, global_bufs, y_src, tag, 3 * k, chain)
             history.append(fin)
             self.complete(d, fin, group)
             if p.completion == "await_end" and fin is not None:
@@ -363,7 +375,7 @@ class PipelineText(AsyncText):
             else:
                 pending_dealloc += self.tile_bufs
             if p.prefetch:
-                segments.append((self.lines[start:self.split_at], self.lines[self.split_at:]))
+                segments.append((self.lines[start : self.split_at], self.lines[self.split_at :]))
                 del self.lines[start:]
         if p.prefetch:
             # software-pipelined text: the loads of tile k+1 before the rest of tile k
@@ -397,8 +409,8 @@ class PipelineText(AsyncText):
             looped.reverse()
         counts = [p.shape[k] // p.tile[k] for k in range(self.rank)]
         ivs: dict[int, str] = {}
-        results: list[list[str]] = []       # each loop's token results, outermost first
-        prev = [tok0] * n_carried           # oldest last
+        results: list[list[str]] = []  # each loop's token results, outermost first
+        prev = [tok0] * n_carried  # oldest last
         depth = d
         for k in looped:
             iv = self.fresh("iv")
@@ -412,8 +424,10 @@ class PipelineText(AsyncText):
                 pvs = [self.fresh("prev") for _ in prev]
                 inits = ", ".join(f"{a} = {b}" for a, b in zip(pvs, prev))
                 tys = ", ".join(["!async.token"] * len(pvs))
-                head = (f"{r}{':' + str(len(pvs)) if len(pvs) > 1 else ''} = {head} "
-                        f"iter_args({inits}) -> ({tys})")
+                head = (
+                    f"{r}{':' + str(len(pvs)) if len(pvs) > 1 else ''} = {head} "
+                    f"iter_args({inits}) -> ({tys})"
+                )
                 results.append([r] if len(pvs) == 1 else [f"{r}#{i}" for i in range(len(pvs))])
                 prev = pvs
             self.emit(depth, head + " {")
@@ -439,11 +453,11 @@ class PipelineText(AsyncText):
                 dma_idx.append(ivs[k])
             else:
                 o = self.fresh("off")
-                self.emit(depth, f"{o} = affine.apply affine_map<(d0) -> (d0 * {p.tile[k]})>"
-                                 f"({ivs[k]})")
+                self.emit(
+                    depth, f"{o} = affine.apply affine_map<(d0) -> (d0 * {p.tile[k]})>({ivs[k]})"
+                )
                 off.append(o)
-                dma_idx.append(f"{ivs[k]} * {p.tile[k]}" if "mdma" not in (p.load, p.store)
-                               else o)
+                dma_idx.append(f"{ivs[k]} * {p.tile[k]}" if "mdma" not in (p.load, p.store) else o)
         slot = None
         if p.buffers == "slots":
             # the linear tile index mod SLOTS
@@ -451,14 +465,17 @@ class PipelineText(AsyncText):
             terms = []
             for n, k in enumerate(looped):
                 mult = 1
-                for k2 in looped[n + 1:]:
+                for k2 in looped[n + 1 :]:
                     mult *= counts[k2]
                 e = f"d{n}" if p.structure == "index_loop" else f"d{n} floordiv {p.tile[k]}"
                 terms.append(e if mult == 1 else f"({e}) * {mult}")
             ds = ", ".join(f"d{n}" for n in range(len(dims)))
             slot = self.fresh("slot")
-            self.emit(depth, f"{slot} = affine.apply affine_map<({ds}) -> "
-                             f"(({' + '.join(terms)}) mod {SLOTS})>({', '.join(dims)})")
+            self.emit(
+                depth,
+                f"{slot} = affine.apply affine_map<({ds}) -> "
+                f"(({' + '.join(terms)}) mod {SLOTS})>({', '.join(dims)})",
+            )
         chain = [prev[-1]] if carried else []
         fin = self.tile(depth, off, dma_idx, slot, global_bufs, y_src, tag, 0, chain)
         self.complete(depth, fin, inner_group)
@@ -476,8 +493,10 @@ class PipelineText(AsyncText):
             depth -= 1
             if carried:
                 ys = [fin] + prev[:-1] if n == len(looped) - 1 else results[n + 1]
-                self.emit(depth + 1, f"affine.yield {', '.join(ys)} : "
-                                     f"{', '.join(['!async.token'] * len(ys))}")
+                self.emit(
+                    depth + 1,
+                    f"affine.yield {', '.join(ys)} : {', '.join(['!async.token'] * len(ys))}",
+                )
             self.emit(depth, "}")
         if carried:
             for r in results[0]:

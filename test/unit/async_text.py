@@ -37,8 +37,9 @@ class AsyncText:
         self.yty = _memref(p.tile, p.t) if p.y_once else self.ty
         self.buf = _memref(p.tile, p.t, 2)
         self.slot_ty = _memref((SLOTS,) + tuple(p.tile), p.t, 2)
-        self.slot_view = _memref(p.tile, p.t, 2, "strided<[%s], offset: ?>"
-                                 % ", ".join(map(str, _strides(p.tile))))
+        self.slot_view = _memref(
+            p.tile, p.t, 2, "strided<[%s], offset: ?>" % ", ".join(map(str, _strides(p.tile)))
+        )
         self.strided_dma = self.rank == 2 and p.tile[1] < p.shape[1]
         self.types: dict[str, str] = {"%X": self.ty, "%Y": self.yty, "%Z": self.ty}
         self.n_tiles = 1
@@ -83,13 +84,17 @@ class AsyncText:
         else:
             offs = ", ".join(self.c(o) if isinstance(o, int) else o for o in off)
             o_ty = "?"
-        ty = _memref(self.p.tile, self.p.t,
-                     layout=f"strided<[{', '.join(map(str, strides))}], offset: {o_ty}>")
+        ty = _memref(
+            self.p.tile,
+            self.p.t,
+            layout=f"strided<[{', '.join(map(str, strides))}], offset: {o_ty}>",
+        )
         self.types[name] = ty
         sizes = ", ".join(map(str, self.p.tile))
         ones = ", ".join(["1"] * self.rank)
-        self.emit(d, f"{name} = memref.subview {mem}[{offs}] [{sizes}] [{ones}] : "
-                     f"{self.ty} to {ty}")
+        self.emit(
+            d, f"{name} = memref.subview {mem}[{offs}] [{sizes}] [{ones}] : {self.ty} to {ty}"
+        )
         return name
 
     def slot_subview(self, d: int, slots: str, slot) -> str:
@@ -107,26 +112,37 @@ class AsyncText:
         zeros = ", ".join(["0"] * self.rank)
         sizes = ", ".join(map(str, self.p.tile))
         ones = ", ".join(["1"] * (self.rank + 1))
-        self.emit(d, f"{name} = memref.subview {slots}[{first}, {zeros}] [1, {sizes}] [{ones}] : "
-                     f"{self.slot_ty} to {self.types[name]}")
+        self.emit(
+            d,
+            f"{name} = memref.subview {slots}[{first}, {zeros}] [1, {sizes}] [{ones}] : "
+            f"{self.slot_ty} to {self.types[name]}",
+        )
         return name
 
-    def dma(self, d: int, kind: str, src: str, src_idx: str, dst: str, dst_idx: str,
-            tag: str, slot: int) -> None:
+    def dma(
+        self, d: int, kind: str, src: str, src_idx: str, dst: str, dst_idx: str, tag: str, slot: int
+    ) -> None:
         n = 1
         for x in self.p.tile:
             n *= x
-        stride = (f", {self.c(self.p.shape[1])}, {self.c(self.p.tile[1])}"
-                  if self.strided_dma else "")
+        stride = (
+            f", {self.c(self.p.shape[1])}, {self.c(self.p.tile[1])}" if self.strided_dma else ""
+        )
         tag_ty = self.types[tag]
         tys = f"{self.types[src]}, {self.types[dst]}, {tag_ty}"
         if kind == "dma":
-            self.emit(d, f"affine.dma_start {src}[{src_idx}], {dst}[{dst_idx}], {tag}[{slot}], "
-                         f"{self.c(n)}{stride} : {tys}")
+            self.emit(
+                d,
+                f"affine.dma_start {src}[{src_idx}], {dst}[{dst_idx}], {tag}[{slot}], "
+                f"{self.c(n)}{stride} : {tys}",
+            )
             self.emit(d, f"affine.dma_wait {tag}[{slot}], {self.c(n)} : {tag_ty}")
         else:
-            self.emit(d, f"memref.dma_start {src}[{src_idx}], {dst}[{dst_idx}], {self.c(n)}, "
-                         f"{tag}[{self.c(slot)}]{stride} : {tys}")
+            self.emit(
+                d,
+                f"memref.dma_start {src}[{src_idx}], {dst}[{dst_idx}], {self.c(n)}, "
+                f"{tag}[{self.c(slot)}]{stride} : {tys}",
+            )
             self.emit(d, f"memref.dma_wait {tag}[{self.c(slot)}], {self.c(n)} : {tag_ty}")
 
     def zero_idx(self, mem: str) -> str:
@@ -134,8 +150,9 @@ class AsyncText:
         del mem
         return ", ".join([self.c(0)] * self.rank)
 
-    def execute(self, d: int, deps: list[str], operands: list[tuple[str, str]],
-                n_values: int, base: str) -> tuple[str, list[str]]:
+    def execute(
+        self, d: int, deps: list[str], operands: list[tuple[str, str]], n_values: int, base: str
+    ) -> tuple[str, list[str]]:
         """Open `%t(, %v...) = async.execute [deps] (operands) -> values {`;
         the head is written by `close`, once the yielded values' types are
         known.  Binds each operand's block argument to its value's payload
@@ -145,8 +162,13 @@ class AsyncText:
         for v, a in operands:
             self.types[a] = self.types[v]
         inner = self.p.deps_style == "await" and self.p.completion != "sync"
-        self.pending[tok] = (len(self.lines), d, [] if inner else list(deps),
-                             [] if inner else list(operands), vals)
+        self.pending[tok] = (
+            len(self.lines),
+            d,
+            [] if inner else list(deps),
+            [] if inner else list(operands),
+            vals,
+        )
         self.emit(d, "")
         if inner:
             # the body awaits its producers instead of depending on them
@@ -172,8 +194,10 @@ class AsyncText:
             head += " -> (" + ", ".join(self.vty(v) for v in vals) + ")"
         self.lines[at] = "  " * d0 + head + " {"
         if yields:
-            self.emit(d + 1, f"async.yield {', '.join(yields)} : "
-                             f"{', '.join(self.types[y] for y in yields)}")
+            self.emit(
+                d + 1,
+                f"async.yield {', '.join(yields)} : {', '.join(self.types[y] for y in yields)}",
+            )
         else:
             self.emit(d + 1, "async.yield")
         self.emit(d, "}")
@@ -208,8 +232,7 @@ class AsyncText:
             else:
                 self.emit(dd, f"{r} = {arith[op]} {env[lhs]}, {env[rhs]} : {self.p.t}")
             env[f"r{k}"] = r
-        self.emit(dd, f"affine.store {env[f'r{len(exprs) - 1}']}, {out}[{idx}] : "
-                      f"{self.types[out]}")
+        self.emit(dd, f"affine.store {env[f'r{len(exprs) - 1}']}, {out}[{idx}] : {self.types[out]}")
         for k in reversed(range(self.rank)):
             self.emit(d + k, "}")
 
@@ -217,8 +240,11 @@ class AsyncText:
         """Compute stage `k` of `a` (and `y`) into `out`."""
         op, style = self.p.ops[k], self.p.compute[k]
         if style == "linalg":
-            self.emit(d, f"linalg.{op} ins({a}, {y} : {self.types[a]}, {self.types[y]}) "
-                         f"outs({out} : {self.types[out]})")
+            self.emit(
+                d,
+                f"linalg.{op} ins({a}, {y} : {self.types[a]}, {self.types[y]}) "
+                f"outs({out} : {self.types[out]})",
+            )
         elif op == "relu":
             self.nest(d, [("relu", "in0", None)], [a], out)
         else:
@@ -229,8 +255,10 @@ class AsyncText:
         zeros = ", ".join(["0"] * self.rank)
         sizes = ", ".join(map(str, self.p.tile))
         ones = ", ".join(["1"] * (self.rank + 1))
-        return (f"{name} = memref.subview {slots}[{first}, {zeros}] [1, {sizes}] [{ones}] : "
-                f"{self.slot_ty} to {self.types[name]}")
+        return (
+            f"{name} = memref.subview {slots}[{first}, {zeros}] [1, {sizes}] [{ones}] : "
+            f"{self.slot_ty} to {self.types[name]}"
+        )
 
     def _shift_pending(self, at: int) -> None:
         for k, (line, *rest) in list(self.pending.items()):

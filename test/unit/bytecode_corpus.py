@@ -34,8 +34,10 @@ def same_ir_text(module) -> str:
 @cache
 def corpus() -> list[tuple[str, str]]:
     """(name, text) of every program that parses and verifies."""
-    files = sorted({*ROOT.glob("examples/*.nem"), *ROOT.glob("test/lit/**/*.nem")}
-                   - set(ROOT.glob("test/lit/**/Output/**/*.nem")))  # lit's own output
+    files = sorted(
+        {*ROOT.glob("examples/*.nem"), *ROOT.glob("test/lit/**/*.nem")}
+        - set(ROOT.glob("test/lit/**/Output/**/*.nem"))
+    )  # lit's own output
     out = []
     for f in files:
         rel = str(f.relative_to(ROOT))
@@ -76,8 +78,9 @@ def lit_chunks() -> list[tuple[str, str]]:
 def reseal(data: bytes, major: int | None = None, minor: int | None = None) -> bytes:
     """`data` with its header rewritten (version, size, CRC-32) over its payload."""
     _, ma, mi, _, _ = struct.unpack_from("<4sHHII", data)
-    return seal(bytes(data[HEADER_SIZE:]), ma if major is None else major,
-                mi if minor is None else minor)
+    return seal(
+        bytes(data[HEADER_SIZE:]), ma if major is None else major, mi if minor is None else minor
+    )
 
 
 def mutate(rng: random.Random, data: bytes) -> bytes:
@@ -91,10 +94,14 @@ def mutate(rng: random.Random, data: bytes) -> bytes:
         elif what < 0.7:
             d[pos] = rng.choice((0, 0xFF, 0x7F, 0x80, rng.randrange(256)))
         elif what < 0.8:
-            struct.pack_into("<I", d, min(pos, len(d) - 4) & ~3,
-                             rng.choice((0, 1, 0xFFFFFFFF, 1 << 31, rng.randrange(1 << 32))))
+            struct.pack_into(
+                "<I",
+                d,
+                min(pos, len(d) - 4) & ~3,
+                rng.choice((0, 1, 0xFFFFFFFF, 1 << 31, rng.randrange(1 << 32))),
+            )
         elif what < 0.9:
-            del d[pos:pos + rng.randrange(1, 64)]
+            del d[pos : pos + rng.randrange(1, 64)]
         else:
             d[pos:pos] = bytes(rng.randrange(256) for _ in range(rng.randrange(1, 32)))
     return bytes(d)

@@ -16,7 +16,7 @@ from nem.runtime.api import NemInterpreter
 
 BIN = Path(sys.executable).parent
 """Where the installed tools are (`nem-compile`, `nem-opt`, `nem-run`)."""
-DEVICE = "npm_pro_x1"   # f32 and f16 eltwise/gemm/conv variants (npm_pro lacks f32 eltwise)
+DEVICE = "npm_pro_x1"  # f32 and f16 eltwise/gemm/conv variants (npm_pro lacks f32 eltwise)
 
 
 def run_compiled(result, model, device: str = DEVICE, schedules: int = 2):

@@ -73,13 +73,21 @@ def run_console(block: Block, tmp: Path, where: str, cwd: Path) -> None:
             expected.append(lines[k])
             k += 1
         cmd = _subst(cmd, tmp)
-        r = subprocess.run(["bash", "-c", cmd], cwd=cwd, env=tool_env(tmp), capture_output=True,
-                           text=True, timeout=600, check=False)
+        r = subprocess.run(
+            ["bash", "-c", cmd],
+            cwd=cwd,
+            env=tool_env(tmp),
+            capture_output=True,
+            text=True,
+            timeout=600,
+            check=False,
+        )
         got = (r.stdout + r.stderr).rstrip("\n").splitlines()
         want = [_subst(x, tmp) for x in expected]
         assert r.returncode == want_rc and got == want, (
             f"{where}:{block.line}: `{cmd}` exited {r.returncode} (want {want_rc})\n"
-            f"--- got\n" + "\n".join(got) + "\n--- want\n" + "\n".join(want))
+            f"--- got\n" + "\n".join(got) + "\n--- want\n" + "\n".join(want)
+        )
 
 
 def _subst(text: str, tmp: Path) -> str:

@@ -89,8 +89,9 @@ class HazardFinder:
         n_if = loop.max_in_flight()
         body_tasks = self._body_tasks.get(loop)
         if body_tasks is None:
-            body_tasks = self._body_tasks[loop] = \
+            body_tasks = self._body_tasks[loop] = (
                 sum(1 for o in loop.walk() if isinstance(o, TaskOp)) or 1
+            )
         if self._is_invariant(loop) and trip > n_if:
             # D-HAZ-WINDOW: every iteration touches the same bytes, so N
             # iterations stand for all: they are at every distance < N from each
@@ -165,7 +166,7 @@ class HazardFinder:
             if o is None or e is None or e <= 0:
                 continue
             windows = self._buffer_windows.get(buffer, ())
-            slot = instance_index(inst.ords[:len(windows)], windows) if windows else 0
+            slot = instance_index(inst.ords[: len(windows)], windows) if windows else 0
             sh = self.shadows.get((buffer, slot))
             if sh is None:
                 sh = self.shadows[(buffer, slot)] = Shadow()

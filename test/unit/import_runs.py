@@ -28,8 +28,10 @@ def check_model(model, seed=0, inputs=None):
     for name, ref in want.items():
         assert got[name].shape == ref.shape
         v = max_violation(got[name], ref)
-        assert v <= 1.0, f"{name}: {v:.2f}x the tolerance, max diff " \
-                         f"{np.abs(got[name].astype(np.float64) - ref).max():.3g}"
+        assert v <= 1.0, (
+            f"{name}: {v:.2f}x the tolerance, max diff "
+            f"{np.abs(got[name].astype(np.float64) - ref).max():.3g}"
+        )
     return im
 
 
@@ -45,6 +47,8 @@ def check_single_op(case, dtype: str):
     constants fed after them, attributes), its float constants in `dtype`."""
     op, ins, consts, attrs = case
     np_dtype = np.float16 if dtype == "f16" else np.float32
-    consts = {k: (v.astype(np_dtype) if v is not None and v.dtype.kind == "f" else v)
-              for k, v in consts.items()}
+    consts = {
+        k: (v.astype(np_dtype) if v is not None and v.dtype.kind == "f" else v)
+        for k, v in consts.items()
+    }
     return check_model(samples.single_op(op, ins, dtype, consts, **attrs))

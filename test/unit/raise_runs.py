@@ -26,14 +26,22 @@ def mlir_opt() -> str | None:
     return find_tool("mlir-opt")
 
 
-def lower_and_run(mlir: Path, tmp: Path, inputs: dict[str, np.ndarray], outputs: list[str],
-                  remark: str, entry: str | None = None,
-                  device: str = DEVICE) -> dict[str, np.ndarray]:
+def lower_and_run(
+    mlir: Path,
+    tmp: Path,
+    inputs: dict[str, np.ndarray],
+    outputs: list[str],
+    remark: str,
+    entry: str | None = None,
+    device: str = DEVICE,
+) -> dict[str, np.ndarray]:
     nem = tmp / "prog.nem"
     opts = f"device={device} remarks=true" + (f" entry={entry}" if entry else "")
-    r = subprocess.run([tool("nem-opt"), str(mlir), "-p",
-                        f"lower-to-nem{{{opts}}}", "-t", "nem", "-o",
-                        str(nem)], capture_output=True, text=True)
+    r = subprocess.run(
+        [tool("nem-opt"), str(mlir), "-p", f"lower-to-nem{{{opts}}}", "-t", "nem", "-o", str(nem)],
+        capture_output=True,
+        text=True,
+    )
     assert r.returncode == 0, r.stderr
     assert remark in r.stderr, r.stderr
     args = [tool("nem-run"), str(nem), "--schedules", "3"]

@@ -109,9 +109,17 @@ after a run, instance 0 of T holds X[40:44] (i=2, j=2), instance 1 X[60:64]
 
 def run_summary(it, r) -> tuple:
     """What a run reports, comparable across runs (D-RT-REPLAY, D-RT-PREPARE)."""
-    return (r.status, r.tasks_run, r.counts, r.race_count, [str(x) for x in r.races],
-            [str(u) for u in r.unconsumed], r.max_active_iterations,
-            r.error.message if r.error else None, r.error.loc if r.error else None)
+    return (
+        r.status,
+        r.tasks_run,
+        r.counts,
+        r.race_count,
+        [str(x) for x in r.races],
+        [str(u) for u in r.unconsumed],
+        r.max_active_iterations,
+        r.error.message if r.error else None,
+        r.error.loc if r.error else None,
+    )
 
 
 def issued_tasks(monkeypatch) -> list:
@@ -122,5 +130,6 @@ def issued_tasks(monkeypatch) -> list:
     def counting(self, frame, tpl):
         calls.append(tpl)
         return orig(self, frame, tpl)
+
     monkeypatch.setattr(sched_mod.Scheduler, "_issue", counting)
     return calls

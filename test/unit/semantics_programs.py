@@ -18,8 +18,8 @@ from typing import Any
 from hypothesis import HealthCheck, given, seed, settings
 from hypothesis import strategies as st
 
-TILE = 64           # bytes: 32 f16 elements
-SLOTS = 16          # tiles per L1 buffer
+TILE = 64  # bytes: 32 f16 elements
+SLOTS = 16  # tiles per L1 buffer
 HEADER = """\
 device "npm_pro.nem"
 program diff:
@@ -30,18 +30,24 @@ buffer A1 : L1[1] (size={l1})
 """.format(ddr=128 * TILE, l2=32 * TILE, l1=SLOTS * TILE)
 
 
-def on_generated_programs(fixed_seed: int, examples: int
-                          ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+def on_generated_programs(
+    fixed_seed: int, examples: int
+) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """The test's one argument drawn by `programs()`, as the differential
     tests draw it: `examples` programs from a fixed seed and no example
     database, so that every run (CI's included) checks the same programs;
     no deadline and no health check for slow or large draws (a program's
     draw and runs take as long as its loops make them)."""
+
     def wrap(test: Callable[..., Any]) -> Callable[..., Any]:
-        checked = settings(max_examples=examples, deadline=None, database=None,
-                           suppress_health_check=[HealthCheck.too_slow,
-                                                  HealthCheck.data_too_large])
+        checked = settings(
+            max_examples=examples,
+            deadline=None,
+            database=None,
+            suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+        )
         return seed(fixed_seed)(checked(given(programs())(test)))
+
     return wrap
 
 
@@ -52,7 +58,7 @@ def _reg(buf: str, off: str) -> str:
 @dataclass
 class _Block:
     indent: str
-    tokens: list[str] = field(default_factory=list)     # tokens visible here, in order
+    tokens: list[str] = field(default_factory=list)  # tokens visible here, in order
     lines: list[str] = field(default_factory=list)
 
 
@@ -91,7 +97,9 @@ def programs(draw) -> str:
             out = "0" if l1 == local else offset(vars_)
             body = f"relu{{s}} in {_reg(l1, off)} out {_reg(l1, out)}{{d}}"
         elif kind == "store":
-            body = f"store{{s}}(dst={_reg('D', '4096 + ' + offset(vars_))}, src={_reg(l1, off)}{{d}})"
+            body = (
+                f"store{{s}}(dst={_reg('D', '4096 + ' + offset(vars_))}, src={_reg(l1, off)}{{d}})"
+            )
         else:
             body = f"transfer{{s}}(dst={_reg('M', offset(vars_))}, src={_reg(l1, off)}{{d}})"
         deps = []
@@ -101,8 +109,9 @@ def programs(draw) -> str:
         d = ""
         if deps:
             d = f", deps=[{', '.join(deps)}]" if kind != "relu" else f" deps=[{', '.join(deps)}]"
-        block.lines.append(block.indent + f"{name} = " + body.format(s=".sync" if sync else ".async",
-                                                                    d=d))
+        block.lines.append(
+            block.indent + f"{name} = " + body.format(s=".sync" if sync else ".async", d=d)
+        )
         if not sync:
             block.tokens.append(name)
             if draw(st.integers(0, 2)) == 0:
@@ -119,8 +128,9 @@ def programs(draw) -> str:
         local = None
         if draw(st.integers(0, 3)) == 0:
             local = f"B{depth}"
-            body.lines.append(body.indent + f"buffer {local} : L1[{draw(st.integers(0, 1))}] "
-                              f"(size={TILE})")
+            body.lines.append(
+                body.indent + f"buffer {local} : L1[{draw(st.integers(0, 1))}] (size={TILE})"
+            )
         for _ in range(draw(st.integers(1, 3))):
             if depth == 0 and draw(st.integers(0, 3)) == 0:
                 loop(body, vs, depth + 1)

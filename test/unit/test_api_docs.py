@@ -29,18 +29,37 @@ def test_every_link_resolves(reference):
     assert {m.replace(".", "/") + ".html" for m in API["MODULES"]} <= pages
 
 
-@pytest.mark.parametrize("page, needles", [
-    ("nem/dialect/ops.html", ["LoopOp.lower", "LoopOp.upper", "RegionOp.extent", "MoveOp.deps",
-                              "ComputeOp.ins", "TaskOp.set_deps"]),
-    ("nem/dialect/attributes.html", ["MemLevelAttr.kind", "MemLevelAttr.engine",
-                                     "RegionType.level", "RegionType.shape_values"]),
-    ("nem/dialect/builder.html", ["ProgramBuilder"]),
-    ("nem/frontends/nem_text.html", ["parse_nem", "print_nem"]),
-    ("nem/passes/pass_context.html", ["NemPassContext", "report"]),
-    ("nem/runtime/api.html", ["NemInterpreter"]),
-    ("nem/compile.html", ["compile_onnx", "CompileResult"]),
-    ("nem/compile/flops.html", ["FlopShare"]),
-])
+@pytest.mark.parametrize(
+    "page, needles",
+    [
+        (
+            "nem/dialect/ops.html",
+            [
+                "LoopOp.lower",
+                "LoopOp.upper",
+                "RegionOp.extent",
+                "MoveOp.deps",
+                "ComputeOp.ins",
+                "TaskOp.set_deps",
+            ],
+        ),
+        (
+            "nem/dialect/attributes.html",
+            [
+                "MemLevelAttr.kind",
+                "MemLevelAttr.engine",
+                "RegionType.level",
+                "RegionType.shape_values",
+            ],
+        ),
+        ("nem/dialect/builder.html", ["ProgramBuilder"]),
+        ("nem/frontends/nem_text.html", ["parse_nem", "print_nem"]),
+        ("nem/passes/pass_context.html", ["NemPassContext", "report"]),
+        ("nem/runtime/api.html", ["NemInterpreter"]),
+        ("nem/compile.html", ["compile_onnx", "CompileResult"]),
+        ("nem/compile/flops.html", ["FlopShare"]),
+    ],
+)
 def test_the_accessors_are_documented(reference, page, needles):
     html = (reference / page).read_text(encoding="utf-8")
     for needle in needles:
@@ -53,9 +72,15 @@ def _fields(cls) -> list[str]:
     from xdsl.irdl import IRDLOperation, ParametrizedAttribute
 
     if issubclass(cls, IRDLOperation):
-        return [n for n, v in vars(cls).items() if not n.startswith("_") and
-                (type(v).__module__ == "xdsl.irdl.operations" or
-                 type(v).__name__ in ("SegmentAccessor", "_OperandFieldDef"))]
+        return [
+            n
+            for n, v in vars(cls).items()
+            if not n.startswith("_")
+            and (
+                type(v).__module__ == "xdsl.irdl.operations"
+                or type(v).__name__ in ("SegmentAccessor", "_OperandFieldDef")
+            )
+        ]
     definition = cls.get_irdl_definition() if issubclass(cls, ParametrizedAttribute) else None
     return [n for n, _ in definition.parameters] if definition is not None else []
 

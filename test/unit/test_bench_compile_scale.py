@@ -32,8 +32,10 @@ def test_killed_child_names_the_signal():
 
 
 def test_other_signal_and_stderr():
-    out = _run("import os, signal, sys; print('boom', file=sys.stderr, flush=True); "
-               "os.kill(os.getpid(), signal.SIGTERM)")
+    out = _run(
+        "import os, signal, sys; print('boom', file=sys.stderr, flush=True); "
+        "os.kill(os.getpid(), signal.SIGTERM)"
+    )
     assert _bench().failure(out) == "killed by SIGTERM; last stderr line: boom"
 
 

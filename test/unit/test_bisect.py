@@ -45,12 +45,17 @@ def test_compile_md_worked_example(tmp_path, monkeypatch):
 
 
 def test_strip_memory_spaces():
-    assert strip_memory_spaces("memref<4x8xf32, 2>, memref<1xi32>") == \
-        "memref<4x8xf32>, memref<1xi32>"
-    assert strip_memory_spaces("memref<4x8xf32, strided<[16, 1], offset: ?>, 3 : i64>") == \
-        "memref<4x8xf32, strided<[16, 1], offset: ?>>"
-    assert strip_memory_spaces("memref<4x4xf32, affine_map<(d0, d1) -> (d1, d0)>, 2>") == \
-        "memref<4x4xf32, affine_map<(d0, d1) -> (d1, d0)>>"
+    assert (
+        strip_memory_spaces("memref<4x8xf32, 2>, memref<1xi32>") == "memref<4x8xf32>, memref<1xi32>"
+    )
+    assert (
+        strip_memory_spaces("memref<4x8xf32, strided<[16, 1], offset: ?>, 3 : i64>")
+        == "memref<4x8xf32, strided<[16, 1], offset: ?>>"
+    )
+    assert (
+        strip_memory_spaces("memref<4x4xf32, affine_map<(d0, d1) -> (d1, d0)>, 2>")
+        == "memref<4x4xf32, affine_map<(d0, d1) -> (d1, d0)>>"
+    )
 
 
 DMAS = """
@@ -80,29 +85,34 @@ def test_dmas_run_with_upstream_semantics():
     """A strided DMA reads `per` elements every `stride` on the slower (lower)
     memory space; one without stride operands reads consecutive elements."""
     a = np.arange(24, dtype=np.float32).reshape(3, 2, 4)
-    out, row = execute(runnable(DMAS), "main", [a], [((3, 2, 3), np.float32),
-                                                     ((4,), np.float32)])
+    out, row = execute(runnable(DMAS), "main", [a], [((3, 2, 3), np.float32), ((4,), np.float32)])
     np.testing.assert_array_equal(out, a[:, :, 1:])
     np.testing.assert_array_equal(row, a.reshape(-1)[12:16])
 
 
 def _model(nodes, x_shape, y_shape) -> onnx.ModelProto:
-    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT,
-                                                                     x_shape)],
-                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, y_shape)])
+    g = helper.make_graph(
+        nodes,
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, x_shape)],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, y_shape)],
+    )
     m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 20)])
     m.ir_version = 10
     return m
 
 
-EXP_NEG_MUL = [helper.make_node("Exp", ["x"], ["e"], name="exp"),
-               helper.make_node("Neg", ["e"], ["n"], name="neg"),
-               helper.make_node("Mul", ["n", "x"], ["y"], name="mul")]
+EXP_NEG_MUL = [
+    helper.make_node("Exp", ["x"], ["e"], name="exp"),
+    helper.make_node("Neg", ["e"], ["n"], name="neg"),
+    helper.make_node("Mul", ["n", "x"], ["y"], name="mul"),
+]
 
 
 def test_a_right_compile_has_no_culprit():
-    b = bisect(_model(EXP_NEG_MUL, [3, 7], [3, 7]), CompileOptions(device="npm_pro_x1"),
-               run_nem=run_nem)
+    b = bisect(
+        _model(EXP_NEG_MUL, [3, 7], [3, 7]), CompileOptions(device="npm_pro_x1"), run_nem=run_nem
+    )
     assert b.culprit is None and b.compile_error is None
     assert [s.name for s in b.steps if s.status] == ["import", "bufferize", "tile", "nem-run"]
     assert all(s.status == "ok" for s in b.steps if s.status)
@@ -134,8 +144,12 @@ def test_a_wrong_tile_step_names_its_nest(monkeypatch):
     def planted(name, module, where=""):
         if name.startswith("nest 1/"):
             found = []
-            module.operation.walk(lambda op: (found.append(op) if op.name == "arith.maximumf"
-                                              else None) or ir.WalkResult.ADVANCE)
+            module.operation.walk(
+                lambda op: (
+                    (found.append(op) if op.name == "arith.maximumf" else None)
+                    or ir.WalkResult.ADVANCE
+                )
+            )
             op = found[0]
             with op.location, ir.InsertionPoint(op):
                 wrong = arith.MinimumFOp(op.operands[0], op.operands[1])
@@ -144,46 +158,64 @@ def test_a_wrong_tile_step_names_its_nest(monkeypatch):
         real(name, module, where)
 
     monkeypatch.setattr(checkpoints, "checkpoint", planted)
-    b = bisect(_model([helper.make_node("Relu", ["x"], ["y"], name="relu")], [3, 7], [3, 7]),
-               CompileOptions(device="npm_pro_x1", engines=1, route="affine"))
+    b = bisect(
+        _model([helper.make_node("Relu", ["x"], ["y"], name="relu")], [3, 7], [3, 7]),
+        CompileOptions(device="npm_pro_x1", engines=1, route="affine"),
+    )
     assert b.culprit is not None and b.culprit.name.startswith("tile: nest 1/"), b.render()
     assert b.culprit.where.startswith("ONNX node 'relu', engine 0, tile sizes"), b.render()
     assert [s.name for s in b.steps if s.status][:4] == [
-        "import", "bufferize", "tile: affine loops", "tile: engine split"]
+        "import",
+        "bufferize",
+        "tile: affine loops",
+        "tile: engine split",
+    ]
 
 
 def test_nem_compile_bisect_usage(tmp_path, capsys):
     mlir = tmp_path / "f.mlir"
-    mlir.write_text("func.func @f(%x: tensor<4xf32>) -> tensor<4xf32> { return %x : "
-                    "tensor<4xf32> }\n")
+    mlir.write_text(
+        "func.func @f(%x: tensor<4xf32>) -> tensor<4xf32> { return %x : tensor<4xf32> }\n"
+    )
     assert nem_compile.run([str(mlir), "--bisect"]) == 2
     model = tmp_path / "m.onnx"
     onnx.save(_model(EXP_NEG_MUL, [2, 3], [2, 3]), str(model))
     assert nem_compile.run([str(model), "--input", "x=x.npy"]) == 2
     assert "--input is an option of --bisect" in capsys.readouterr().err
     np.save(tmp_path / "x.npy", np.ones((2, 3), np.float32))
-    assert nem_compile.run([str(model), "--bisect", "--input", f"x={tmp_path / 'x.npy'}",
-                            "--device", "npm_lite"]) == 0
+    assert (
+        nem_compile.run(
+            [str(model), "--bisect", "--input", f"x={tmp_path / 'x.npy'}", "--device", "npm_lite"]
+        )
+        == 0
+    )
     out = capsys.readouterr().out
     assert re.search(r"inputs: x\[2, 3\]\n", out) and "no step differs" in out, out
-    np.savez(tmp_path / "in.npz", x=np.ones((2, 3), np.float32))   # a finding's inputs
+    np.savez(tmp_path / "in.npz", x=np.ones((2, 3), np.float32))  # a finding's inputs
     assert nem_compile.run([str(model), "--bisect", "--input", str(tmp_path / "in.npz")]) == 0
     assert nem_compile.run([str(model), "--bisect", "--input", "x.npy"]) == 2
     assert "expected NAME=FILE.npy or FILE.npz" in capsys.readouterr().err
-    assert not (tmp_path / "m.nem").exists()              # --bisect writes no program
+    assert not (tmp_path / "m.nem").exists()  # --bisect writes no program
     assert Path(tmp_path / "m.onnx").exists()
 
 
-@pytest.mark.parametrize("given,message", [
-    ("x=fifo", "--input x=fifo: cannot read 'fifo': it is a FIFO (named pipe)"),   # hung
-    ("x=f16.npy", "input 'x' is float32 [2, 3]: save an array of that element type and shape "
-                  "(the file's header declares float16, shape [2, 3])"),   # onnxruntime's error
-    ("x=huge.npy", "the file's header declares float32, shape [1099511627776]"),   # 4 TiB
-    ("in.npz", "--input in.npz: the model has no input 'a' (inputs: x)"),   # AttributeError
-    ("b.npz", "member 'x.npy': input 'x' is float32 [2, 3]"),
-])
-def test_nem_compile_bisect_reads_inputs_as_nem_run_does(tmp_path, monkeypatch, capsys,
-                                                        given, message):
+@pytest.mark.parametrize(
+    "given,message",
+    [
+        ("x=fifo", "--input x=fifo: cannot read 'fifo': it is a FIFO (named pipe)"),  # hung
+        (
+            "x=f16.npy",
+            "input 'x' is float32 [2, 3]: save an array of that element type and shape "
+            "(the file's header declares float16, shape [2, 3])",
+        ),  # onnxruntime's error
+        ("x=huge.npy", "the file's header declares float32, shape [1099511627776]"),  # 4 TiB
+        ("in.npz", "--input in.npz: the model has no input 'a' (inputs: x)"),  # AttributeError
+        ("b.npz", "member 'x.npy': input 'x' is float32 [2, 3]"),
+    ],
+)
+def test_nem_compile_bisect_reads_inputs_as_nem_run_does(
+    tmp_path, monkeypatch, capsys, given, message
+):
     """`--bisect --input` files are checked before any data is read (hostile8:
     a FIFO hung, a .npz without `=` or an array of another type were internal
     errors, a header's shape was allocated)."""
@@ -192,10 +224,10 @@ def test_nem_compile_bisect_reads_inputs_as_nem_run_does(tmp_path, monkeypatch, 
     os.mkfifo("fifo")
     np.save("f16.npy", np.ones((2, 3), np.float16))
     np.save("huge.npy", np.ones(4, np.float32))
-    with open("huge.npy", "r+b") as f:   # the header now declares 2^40 elements
+    with open("huge.npy", "r+b") as f:  # the header now declares 2^40 elements
         head = f.read(128)
         f.seek(0)
-        f.write(head.replace(b"(4,), ", b"(1099511627776,), ")[:len(head)])
+        f.write(head.replace(b"(4,), ", b"(1099511627776,), ")[: len(head)])
     np.savez("in.npz", a=np.ones(3))
     np.savez("b.npz", x=np.ones(6, np.float32))
     assert nem_compile.run(["m.onnx", "--bisect", "--input", given]) == 2
@@ -205,15 +237,18 @@ def test_nem_compile_bisect_reads_inputs_as_nem_run_does(tmp_path, monkeypatch, 
 def test_f16_softmax_runs_at_every_stage():
     """An f16 Softmax stays `linalg.softmax` for the NEM opcode: decomposed by
     upstream on tensors (import), a loop nest on memrefs (bufferize, tile)."""
-    g = helper.make_graph([helper.make_node("Softmax", ["x"], ["y"])], "g",
-                          [helper.make_tensor_value_info("x", TensorProto.FLOAT16, [3, 7])],
-                          [helper.make_tensor_value_info("y", TensorProto.FLOAT16, [3, 7])])
+    g = helper.make_graph(
+        [helper.make_node("Softmax", ["x"], ["y"])],
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT16, [3, 7])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT16, [3, 7])],
+    )
     m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 20)])
     m.ir_version = 10
     b = bisect(m, CompileOptions(device="npm_pro_x1"), run_nem=run_nem)
-    assert [(s.name, s.status) for s in b.steps if s.status and not s.name.startswith(
-        "tile: op ")] == [("import", "ok"), ("bufferize", "ok"), ("tile", "ok"),
-                          ("nem-run", "ok")], b.render()
+    assert [
+        (s.name, s.status) for s in b.steps if s.status and not s.name.startswith("tile: op ")
+    ] == [("import", "ok"), ("bufferize", "ok"), ("tile", "ok"), ("nem-run", "ok")], b.render()
     assert all(s.status == "ok" for s in b.steps if s.status), b.render()
 
 
@@ -227,10 +262,12 @@ def test_an_f16_reduction_that_only_the_reference_rounds_is_not_blamed():
     rng = np.random.default_rng(0)
     w = rng.standard_normal((8, 2048, 1, 1)).astype(np.float16)
     g = helper.make_graph(
-        [helper.make_node("Conv", ["x", "w"], ["y"], kernel_shape=[1, 1])], "c",
+        [helper.make_node("Conv", ["x", "w"], ["y"], kernel_shape=[1, 1])],
+        "c",
         [helper.make_tensor_value_info("x", TensorProto.FLOAT16, [1, 2048, 4, 4])],
         [helper.make_tensor_value_info("y", TensorProto.FLOAT16, [1, 8, 4, 4])],
-        [numpy_helper.from_array(w, "w")])
+        [numpy_helper.from_array(w, "w")],
+    )
     m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
     m.ir_version = 8
     x = rng.standard_normal((1, 2048, 4, 4)).astype(np.float16)

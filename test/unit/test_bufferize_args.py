@@ -23,17 +23,23 @@ def _generic(out: str, ins: list[str], dest: str) -> str:
     maps = ", ".join(["#map"] * (len(ins) + 1))
     args = ", ".join(f"%a{k}: f32" for k in range(len(ins)))
     types = ", ".join(["tensor<4x4xf32>"] * len(ins))
-    return (f"    {out} = linalg.generic {{indexing_maps = [{maps}], iterator_types = "
-            f"[\"parallel\", \"parallel\"]}} ins({', '.join(ins)} : {types}) "
-            f"outs({dest} : tensor<4x4xf32>) {{\n    ^bb0({args}, %o: f32):\n"
-            f"      %r = arith.addf %a0, %a{len(ins) - 1} : f32\n      linalg.yield %r : f32\n"
-            "    } -> tensor<4x4xf32>")
+    return (
+        f"    {out} = linalg.generic {{indexing_maps = [{maps}], iterator_types = "
+        f'["parallel", "parallel"]}} ins({", ".join(ins)} : {types}) '
+        f"outs({dest} : tensor<4x4xf32>) {{\n    ^bb0({args}, %o: f32):\n"
+        f"      %r = arith.addf %a0, %a{len(ins) - 1} : f32\n      linalg.yield %r : f32\n"
+        "    } -> tensor<4x4xf32>"
+    )
 
 
 def _chain(n: int) -> str:
     """`n` adds of `%w` (read by all of them) along a chain from `%x`."""
-    lines = [_MAP, "module {", "  func.func @main(%x: tensor<4x4xf32>, %w: tensor<4x4xf32>, "
-             "%once: tensor<4x4xf32>) -> tensor<4x4xf32> {"]
+    lines = [
+        _MAP,
+        "module {",
+        "  func.func @main(%x: tensor<4x4xf32>, %w: tensor<4x4xf32>, "
+        "%once: tensor<4x4xf32>) -> tensor<4x4xf32> {",
+    ]
     prev = "%x"
     for i in range(n):
         lines.append(f"    %e{i} = tensor.empty() : tensor<4x4xf32>")
@@ -47,13 +53,20 @@ def _chain(n: int) -> str:
 
 def _written() -> str:
     """`%w` read twice and also the destination of a linalg op: left alone."""
-    return "\n".join([
-        _MAP, "module {", "  func.func @main(%x: tensor<4x4xf32>, %w: tensor<4x4xf32>) -> "
-        "(tensor<4x4xf32>, tensor<4x4xf32>) {",
-        "    %e = tensor.empty() : tensor<4x4xf32>",
-        _generic("%a", ["%x", "%w"], "%e"),
-        _generic("%b", ["%a", "%w"], "%w"),
-        "    return %a, %b : tensor<4x4xf32>, tensor<4x4xf32>", "  }", "}"])
+    return "\n".join(
+        [
+            _MAP,
+            "module {",
+            "  func.func @main(%x: tensor<4x4xf32>, %w: tensor<4x4xf32>) -> "
+            "(tensor<4x4xf32>, tensor<4x4xf32>) {",
+            "    %e = tensor.empty() : tensor<4x4xf32>",
+            _generic("%a", ["%x", "%w"], "%e"),
+            _generic("%b", ["%a", "%w"], "%w"),
+            "    return %a, %b : tensor<4x4xf32>, tensor<4x4xf32>",
+            "  }",
+            "}",
+        ]
+    )
 
 
 def _plain(text: str) -> str:
@@ -80,8 +93,8 @@ def _ours(text: str) -> tuple[str, int, int]:
 def test_shared_weight_same_output_one_use_each():
     text = _chain(50)
     out, changed, most = _ours(text)
-    assert changed == 1          # %w; %x and %once have one use each
-    assert most == 1             # upstream's cost per operand: the uses of its value
+    assert changed == 1  # %w; %x and %once have one use each
+    assert most == 1  # upstream's cost per operand: the uses of its value
     assert out == _plain(text)
 
 

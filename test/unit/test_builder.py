@@ -46,24 +46,49 @@ def build_gemm_bias_relu():
     B_L1 = b.buffer("B_L1", "L1", tB_b, align=64)
     Y_L1 = b.buffer("Y_L1", "L1", 2 * tY_b, align=64)
     B_l1 = b.region("B_l1", B_L1, 0, tB_b, elem="f16", shape=[K, N], layout="KN")
-    C_l2 = b.region("C_l2", C_L2, 0, bias_b, elem="f16", shape=[N], layout="N",
-                    decorators=["readonly"])
-    b.transfer(B_l1, b.region(None, B_L2, 0, tB_b, elem="f16", shape=[K, N], layout="KN"),
-               name="tB", sync=True)
+    C_l2 = b.region(
+        "C_l2", C_L2, 0, bias_b, elem="f16", shape=[N], layout="N", decorators=["readonly"]
+    )
+    b.transfer(
+        B_l1,
+        b.region(None, B_L2, 0, tB_b, elem="f16", shape=[K, N], layout="KN"),
+        name="tB",
+        sync=True,
+    )
     with b.loop("i", 0, T - 1, max_in_flight=2) as i:
-        A_tile = b.region("A_tile_i", A_L2, i * tA_b, tA_b, let=True, elem="f16",
-                          shape=[TiM, K], layout="MK")
-        Y_tile = b.region("Y_tile_i", Y_L2, i * tY_b, tY_b, let=True, elem="f16",
-                          shape=[TiM, N], layout="MN", decorators=["materialized"])
-        A_pp = b.region("A_pp_i", A_L1, (i % 2) * tA_b, tA_b, let=True, elem="f16",
-                        shape=[TiM, K], layout="MK")
-        Y_pp = b.region("Y_pp_i", Y_L1, (i % 2) * tY_b, tY_b, let=True, elem="f16",
-                        shape=[TiM, N], layout="MN", decorators=["materialized"])
+        A_tile = b.region(
+            "A_tile_i", A_L2, i * tA_b, tA_b, let=True, elem="f16", shape=[TiM, K], layout="MK"
+        )
+        Y_tile = b.region(
+            "Y_tile_i",
+            Y_L2,
+            i * tY_b,
+            tY_b,
+            let=True,
+            elem="f16",
+            shape=[TiM, N],
+            layout="MN",
+            decorators=["materialized"],
+        )
+        A_pp = b.region(
+            "A_pp_i", A_L1, (i % 2) * tA_b, tA_b, let=True, elem="f16", shape=[TiM, K], layout="MK"
+        )
+        Y_pp = b.region(
+            "Y_pp_i",
+            Y_L1,
+            (i % 2) * tY_b,
+            tY_b,
+            let=True,
+            elem="f16",
+            shape=[TiM, N],
+            layout="MN",
+            decorators=["materialized"],
+        )
         tA = b.transfer(A_pp, A_tile, name="tA")
-        tG = b.compute("gemm", ins=[A_pp, B_l1, C_l2], outs=[Y_pp], deps=[tA], name="tG",
-                       accum_type="f32")
-        tR = b.compute("relu", ins=[Y_pp], outs=[(Y_pp, ["materialized"])], deps=[tG],
-                       name="tR")
+        tG = b.compute(
+            "gemm", ins=[A_pp, B_l1, C_l2], outs=[Y_pp], deps=[tA], name="tG", accum_type="f32"
+        )
+        tR = b.compute("relu", ins=[Y_pp], outs=[(Y_pp, ["materialized"])], deps=[tG], name="tR")
         tS = b.store(Y_tile, Y_pp, deps=[tR], name="tS")
         b.wait(tS)
     return b.finish()
@@ -86,8 +111,15 @@ def test_docstring_example_builds_verifies_and_round_trips():
     code = "\n".join(line[4:] for line in lines[:end])
     scope: dict = {}
     out = io.StringIO()
-    exec(compile(code.replace("print(print_nem(module))", "out.write(print_nem(module))"),  # noqa: S102
-                 "doc", "exec"), {"out": out}, scope)
+    exec(
+        compile(
+            code.replace("print(print_nem(module))", "out.write(print_nem(module))"),  # noqa: S102
+            "doc",
+            "exec",
+        ),
+        {"out": out},
+        scope,
+    )
     text = out.getvalue()
     assert "let slot_i = region(L, (i mod 2) * tile_bytes, tile_bytes) elem=f16" in text
     assert "loop i in [0..T - 1] @max_in_flight(2):" in text
@@ -97,8 +129,8 @@ def test_docstring_example_builds_verifies_and_round_trips():
 def test_expressions_print_as_written_and_evaluate_like_nem():
     b = ProgramBuilder()
     n = b.const("n", 7)
-    d = b.const("d", (0 - n) / 2)          # truncating: -3
-    m = b.const("m", -n % 2)               # truncated remainder: -1 (Python's -7 % 2 is 1)
+    d = b.const("d", (0 - n) / 2)  # truncating: -3
+    m = b.const("m", -n % 2)  # truncated remainder: -1 (Python's -7 % 2 is 1)
     assert (d.static(), m.static()) == (-3, -1)
     assert isinstance(n * 2 + 1, BinExpr) and (n * 2 + 1).static() == 15
     assert (3 - n).static() == -4 and (14 / n).static() == 2 and (n.mod(4)).static() == 3
@@ -129,8 +161,16 @@ def test_compute_attributes_by_registry_type():
     x = b.region("X", buf, 0, elem="f32", shape=[1, 8, 8, 4], layout="NHWC")
     w = b.region("W", buf, 1024, elem="f32", shape=[3, 3, 4, 4], layout="HWIO")
     y = b.region("Y", buf, 2048, elem="f32", shape=[1, 8, 8, 4], layout="NHWC")
-    b.compute("conv2d", ins=[x, w], outs=[y], name="tc", pads=[1, 1, 1, 1], strides=[1, 1],
-              dilations=[1, 1], accum_type=f32)
+    b.compute(
+        "conv2d",
+        ins=[x, w],
+        outs=[y],
+        name="tc",
+        pads=[1, 1, 1, 1],
+        strides=[1, 1],
+        dilations=[1, 1],
+        accum_type=f32,
+    )
     b.compute("clamp", ins=[y], outs=[y], name="tk", min=-n, max=6, sync=True)
     b.compute("leaky_relu", ins=[y], outs=[y], name="tl", alpha=0.5, sync=True)
     b.compute("compute", ins=[y], outs=[y], name="te", sync=True, op="my.kernel", note="x")
@@ -141,19 +181,28 @@ def test_compute_attributes_by_registry_type():
     assert print_nem(parse_nem(text)) == text
 
 
-@pytest.mark.parametrize("call, rule, words", [
-    (lambda b, r: b.compute("gem", ins=[r], outs=[r]), "TASK-11", "did you mean gemm"),
-    (lambda b, r: b.compute("gemm", ins=[r], outs=[r], accum_type=3), "TASK-13",
-     "an element type"),
-    (lambda b, r: b.compute("gemm", ins=[r], outs=[r], accum_type="f64"), "TYPE-01", "f64"),
-    (lambda b, r: b.compute("conv2d", ins=[r], outs=[r], pads=[0.5]), "TASK-13", "integers"),
-    (lambda b, r: b.region("Z", r, 0, 8), "NAME-01", "not a buffer"),
-    (lambda b, r: b.buffer("C", "L3", 64), "GRAM-05", "'L3' is not a memory level"),
-    (lambda b, r: b.buffer("C", "L2[1]", 64), "GRAM-05", "only L1 takes an engine index"),
-    (lambda b, r: b.transfer(r, r, decorators=["fast"]), "DECO-01", "@fast"),
-    (lambda b, r: b.transfer(r, r, decorators=[("resource", "DMA")]), "DECO-03",
-     '("resource", "CSTL", 0)'),
-])
+@pytest.mark.parametrize(
+    "call, rule, words",
+    [
+        (lambda b, r: b.compute("gem", ins=[r], outs=[r]), "TASK-11", "did you mean gemm"),
+        (
+            lambda b, r: b.compute("gemm", ins=[r], outs=[r], accum_type=3),
+            "TASK-13",
+            "an element type",
+        ),
+        (lambda b, r: b.compute("gemm", ins=[r], outs=[r], accum_type="f64"), "TYPE-01", "f64"),
+        (lambda b, r: b.compute("conv2d", ins=[r], outs=[r], pads=[0.5]), "TASK-13", "integers"),
+        (lambda b, r: b.region("Z", r, 0, 8), "NAME-01", "not a buffer"),
+        (lambda b, r: b.buffer("C", "L3", 64), "GRAM-05", "'L3' is not a memory level"),
+        (lambda b, r: b.buffer("C", "L2[1]", 64), "GRAM-05", "only L1 takes an engine index"),
+        (lambda b, r: b.transfer(r, r, decorators=["fast"]), "DECO-01", "@fast"),
+        (
+            lambda b, r: b.transfer(r, r, decorators=[("resource", "DMA")]),
+            "DECO-03",
+            '("resource", "CSTL", 0)',
+        ),
+    ],
+)
 def test_build_errors_name_the_python_line_and_rule(call, rule, words):
     """RULE: TASK-11 RULE: TASK-13 RULE: TYPE-01 RULE: DECO-01 RULE: DECO-03 RULE: GRAM-05"""
     b = ProgramBuilder()
@@ -165,18 +214,28 @@ def test_build_errors_name_the_python_line_and_rule(call, rule, words):
     assert d.loc.file == __file__
     # the column of the builder call on that line (CPython's positions), not 1
     line = Path(__file__).read_text().splitlines()[d.loc.line - 1]
-    assert "lambda b, r" in line and line[d.loc.col - 1:].startswith("b."), (d.loc, line)
+    assert "lambda b, r" in line and line[d.loc.col - 1 :].startswith("b."), (d.loc, line)
 
 
-@pytest.mark.parametrize("call, words", [
-    (lambda b, r, t: b.wait(r), "wait takes tokens, got the region 'R'"),
-    (lambda b, r, t: b.transfer(r, r, deps=[r]), "transfer deps take tokens, got the region 'R'"),
-    (lambda b, r, t: b.store(t, r), "store dst= and src= take regions, got the token 't'"),
-    (lambda b, r, t: b.compute("relu", ins=[r], outs=[r], deps=["t"]),
-     "relu deps take tokens, got 't'"),
-    (lambda b, r, t: b.compute("relu", ins=[r.owner.operands[0]], outs=[r]),
-     "relu ins and outs take regions, got the buffer 'B'"),
-])
+@pytest.mark.parametrize(
+    "call, words",
+    [
+        (lambda b, r, t: b.wait(r), "wait takes tokens, got the region 'R'"),
+        (
+            lambda b, r, t: b.transfer(r, r, deps=[r]),
+            "transfer deps take tokens, got the region 'R'",
+        ),
+        (lambda b, r, t: b.store(t, r), "store dst= and src= take regions, got the token 't'"),
+        (
+            lambda b, r, t: b.compute("relu", ins=[r], outs=[r], deps=["t"]),
+            "relu deps take tokens, got 't'",
+        ),
+        (
+            lambda b, r, t: b.compute("relu", ins=[r.owner.operands[0]], outs=[r]),
+            "relu ins and outs take regions, got the buffer 'B'",
+        ),
+    ],
+)
 def test_wrong_kind_of_operand_is_reported_at_the_call(call, words):
     """A region given for a token (or the reverse) is the user's error at
     their line, as the parser reports `wait(R)`, not a cut-off xDSL operand
@@ -220,8 +279,10 @@ def test_names_used_outside_their_loop_are_named():
         b.finish()
     messages = [(d.rule, d.message) for d in e.value.diagnostics]
     assert ("NAME-01", "loop variable 'i' is used outside its loop (D-NAME-SCOPE)") in messages
-    assert ("TASK-03", "token 't' is defined in the body of loop 'i' and used outside it "
-            "(D-NAME-SCOPE)") in messages
+    assert (
+        "TASK-03",
+        "token 't' is defined in the body of loop 'i' and used outside it (D-NAME-SCOPE)",
+    ) in messages
 
 
 def test_verifier_diagnostics_point_at_the_building_line():
@@ -246,8 +307,7 @@ def test_regions_default_extent_strides_quant_and_untyped():
     b = ProgramBuilder()
     buf = b.buffer("B", "L2", 256)
     b.region("S", buf, 0, elem="i8", shape=[2, 3], strides=[8, 1])
-    b.region("Q", buf, 64, elem="i8", shape=[4], layout="C",
-             quant=PerTensorQuantAttr(0.5, 0))
+    b.region("Q", buf, 64, elem="i8", shape=[4], layout="C", quant=PerTensorQuantAttr(0.5, 0))
     b.region("R", buf, 128, 16)
     b.region("H", buf, 192, elem="i4", shape=[3], layout="C")
     text = print_nem(b.finish())
@@ -269,15 +329,16 @@ def test_lets_decorators_sync_and_waits():
     r = b.region("R", buf, 0, elem="f16", shape=[8], layout="C")
     s = b.region("S", buf, 16, elem="f16", shape=[8], layout="C")
     t1 = b.transfer(s, r, name="t1", decorators=[("resource", "DMA", 0)])
-    t2 = b.compute("relu", ins=[s], outs=[s], name="t2", deps=[t1],
-                   decorators=[("debug", "two words")])
+    t2 = b.compute(
+        "relu", ins=[s], outs=[s], name="t2", deps=[t1], decorators=[("debug", "two words")]
+    )
     b.wait(t1, t2)
     with b.loop("j", 0, 3, decorators=["deterministic", ("max_in_flight", 1)]):
         b.compute("relu", ins=[r], outs=[r], sync=True, name="tj")
     text = print_nem(b.finish())
     assert text.startswith('include "npm_lite.nem"\ndevice npm_lite\n\nprogram p:\n')
     assert "let k = 2\nlet pads = [1, 1, 1, 1]\nbuffer B : L1 (size=64 * k) @debug(weights)" in text
-    assert '@resource(DMA[0])' in text and '@debug("two words")' in text
+    assert "@resource(DMA[0])" in text and '@debug("two words")' in text
     assert "wait(t1, t2)" in text
     assert "loop j in [0..3] @deterministic @max_in_flight(1):" in text
     assert print_nem(parse_nem(text)) == text
@@ -286,9 +347,12 @@ def test_lets_decorators_sync_and_waits():
 def test_building_into_existing_ir_at_an_insertion_point_with_a_location():
     """What a lowering or rewrite does: build before an op of parsed IR, with
     the source op's location."""
-    module = parse_nem("buffer A : L2 (size=64)\nbuffer B : L2 (size=64)\n"
-                       "X = region(A, 0, 64)\nY = region(B, 0, 64)\n"
-                       "t = transfer.sync(dst=Y, src=X)\n", "in.nem")
+    module = parse_nem(
+        "buffer A : L2 (size=64)\nbuffer B : L2 (size=64)\n"
+        "X = region(A, 0, 64)\nY = region(B, 0, 64)\n"
+        "t = transfer.sync(dst=Y, src=X)\n",
+        "in.nem",
+    )
     prog = next(op for op in module.walk() if isinstance(op, ProgramOp))
     move = next(op for op in prog.walk() if isinstance(op, TransferOp))
     b = NemBuilder.before(move, loc=SourceLoc("in.nem", 5, 1))
@@ -299,12 +363,14 @@ def test_building_into_existing_ir_at_an_insertion_point_with_a_location():
         k = b.const("k", 1)
     assert SourceLoc.of(k.value.owner) == SourceLoc("x.nem", 9, 2)
     text = print_nem(module)
-    assert "t0 = transfer.async(dst=X, src=Y)\nwait(t0)\nconst k = 1\n" \
-           "t = transfer.sync(dst=Y, src=X)" in text
+    assert (
+        "t0 = transfer.async(dst=X, src=Y)\nwait(t0)\nconst k = 1\n"
+        "t = transfer.sync(dst=Y, src=X)" in text
+    )
     with NemBuilder.at_end(prog.block).loop("i", 0, 1) as i:
         pass
     loop = i.value.owner.parent_op()
-    assert isinstance(loop, LoopOp) and prog.block.last_op is loop   # appended at the end
+    assert isinstance(loop, LoopOp) and prog.block.last_op is loop  # appended at the end
 
 
 def test_device_name_includes_the_shipped_file(tmp_path):
@@ -323,12 +389,21 @@ def test_device_name_includes_the_shipped_file(tmp_path):
     assert device is not None and device.name == "npm_lite"
 
 
-@pytest.mark.parametrize("device, message, fix", [
-    ("npm_lite.nem", "is a file name, not a device name",
-     'device="npm_lite" for a shipped device, or device_file="npm_lite.nem"'),
-    ("npm_huge", "is not a shipped device (npm_lite, npm_mid, npm_pro, npm_pro_x1)",
-     'device_file="FILE.nem", or device="npm_huge", includes=["FILE.nem"]'),
-])
+@pytest.mark.parametrize(
+    "device, message, fix",
+    [
+        (
+            "npm_lite.nem",
+            "is a file name, not a device name",
+            'device="npm_lite" for a shipped device, or device_file="npm_lite.nem"',
+        ),
+        (
+            "npm_huge",
+            "is not a shipped device (npm_lite, npm_mid, npm_pro, npm_pro_x1)",
+            'device_file="FILE.nem", or device="npm_huge", includes=["FILE.nem"]',
+        ),
+    ],
+)
 def test_device_name_that_is_no_shipped_device(device, message, fix):
     """D-BUILD-DEVICE: a file name or an unknown name given as device= is a
     DEV-20 diagnostic at the caller's line naming the keyword to use."""
@@ -350,8 +425,9 @@ def test_default_extent_is_written_with_the_shapes_names():
     TM, TK = b.const("TM", 32), b.const("TK", 64)
     A = b.buffer("A_L1", "L1", size=2 * TM * TK * 2)
     with b.loop("i", 0, 3) as i:
-        a = b.region("a", A, (i % 2) * (TM * TK * 2), elem="f16", shape=[TM, TK], layout="MK",
-                     let=True)
+        a = b.region(
+            "a", A, (i % 2) * (TM * TK * 2), elem="f16", shape=[TM, TK], layout="MK", let=True
+        )
         b.region("c", A, 0, elem="i8", shape=[TM], layout="C", let=True)
         b.region("d", A, 0, elem="f16", shape=[4, 8], layout="MK", let=True)
         b.region("s", A, 0, elem="f16", shape=[TM, 2], strides=[2, 1], let=True)

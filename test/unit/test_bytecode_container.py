@@ -46,7 +46,7 @@ def error_of(data: bytes) -> str:
         load_nemb(data, "p.nemb")
     diags = info.value.diagnostics
     assert len(diags) == 1 and isinstance(diags[0].loc, ByteLoc), diags
-    head, *rest = diags[0].render().split("\n")   # (a binary file is never quoted)
+    head, *rest = diags[0].render().split("\n")  # (a binary file is never quoted)
     assert [r.split(": ", 1)[0] for r in rest] == ["fix"], rest
     return head
 
@@ -67,24 +67,29 @@ def test_unknown_required_section_is_rejected():
 
 def test_newer_major_is_rejected_naming_both_versions():
     line = error_of(reseal(nemb(), major=2, minor=3))
-    assert "p.nemb: byte 4: error: file format version 2.3 has a newer major version than " \
+    assert (
+        "p.nemb: byte 4: error: file format version 2.3 has a newer major version than "
         "this reader's 1.2" in line
+    )
 
 
 def test_older_major_is_rejected():
     assert "file format version 0.0 has an older major version" in error_of(reseal(nemb(), major=0))
 
 
-@pytest.mark.parametrize("mutate,expect", [
-    (lambda d: d[:10], "shorter than the 16-byte header"),
-    (lambda d: d[:-5], "header says the payload is"),
-    (lambda d: d + b"\0", "header says the payload is"),
-    (lambda d: b"NEMX" + d[4:], "bad magic"),
-    (lambda d: d[:40] + bytes([d[40] ^ 0x10]) + d[41:], "checksum mismatch"),
-    (lambda d: d[:8] + struct.pack("<I", 1 << 31) + d[12:], "header says the payload is"),
-    (lambda d: reseal(d[:16] + d[16:20] + b"XXXX" + d[24:]), "file identifier"),
-    (lambda d: reseal(d[:16] + struct.pack("<I", 1 << 30) + d[20:]), "outside the payload"),
-])
+@pytest.mark.parametrize(
+    "mutate,expect",
+    [
+        (lambda d: d[:10], "shorter than the 16-byte header"),
+        (lambda d: d[:-5], "header says the payload is"),
+        (lambda d: d + b"\0", "header says the payload is"),
+        (lambda d: b"NEMX" + d[4:], "bad magic"),
+        (lambda d: d[:40] + bytes([d[40] ^ 0x10]) + d[41:], "checksum mismatch"),
+        (lambda d: d[:8] + struct.pack("<I", 1 << 31) + d[12:], "header says the payload is"),
+        (lambda d: reseal(d[:16] + d[16:20] + b"XXXX" + d[24:]), "file identifier"),
+        (lambda d: reseal(d[:16] + struct.pack("<I", 1 << 30) + d[20:]), "outside the payload"),
+    ],
+)
 def test_malformed_files_are_rejected_with_the_byte(mutate, expect):
     assert expect in error_of(mutate(nemb()))
 
@@ -94,7 +99,7 @@ def test_lying_vector_length_is_rejected():
     # the Strings blob: find the vector holding the first name and inflate its length
     pos = data.find(b"gemm_bias_relu")
     assert pos > 0
-    data[pos - 4:pos] = struct.pack("<I", 10 ** 9)
+    data[pos - 4 : pos] = struct.pack("<I", 10**9)
     assert "outside the payload" in error_of(reseal(bytes(data)))
 
 
@@ -124,9 +129,16 @@ def test_magic_and_crc():
 
 def test_section_numbers_are_stable():
     # never renumber: files in the field carry these
-    assert (fb.SectionBody.BuildInfo, fb.SectionBody.Strings, fb.SectionBody.ProgramInfo,
-            fb.SectionBody.Code, fb.SectionBody.Requirements, fb.SectionBody.Relocations,
-            fb.SectionBody.Data, fb.SectionBody.Debug) == (1, 2, 3, 4, 5, 6, 7, 8)
+    assert (
+        fb.SectionBody.BuildInfo,
+        fb.SectionBody.Strings,
+        fb.SectionBody.ProgramInfo,
+        fb.SectionBody.Code,
+        fb.SectionBody.Requirements,
+        fb.SectionBody.Relocations,
+        fb.SectionBody.Data,
+        fb.SectionBody.Debug,
+    ) == (1, 2, 3, 4, 5, 6, 7, 8)
     assert (fb.Inst.Int, fb.Inst.Compute) == (1, 15)
 
 
@@ -134,15 +146,18 @@ def test_section_numbers_are_stable():
 # Fuzzing
 # ---------------------------------------------------------------------------
 
+
 def fuzz(count: int, seed: int) -> dict[str, int]:
     """Mutate, load, classify; raise AssertionError on anything but a clean
     result.  Returns counts (loaded / rejected), the slowest load and the
     slowest decode alone (`read_nemb`, without the static rules) in ms."""
     rng = random.Random(seed)
-    bases = [nemb(), nemb(WriteOptions(strip_names=True)),
-             nemb(WriteOptions(embed=[Embedded("C_L2", b"\x01" * 64)]))]
-    stats = {"loaded": 0, "rejected": 0, "byte_located": 0, "slowest_ms": 0,
-             "slowest_decode_ms": 0}
+    bases = [
+        nemb(),
+        nemb(WriteOptions(strip_names=True)),
+        nemb(WriteOptions(embed=[Embedded("C_L2", b"\x01" * 64)])),
+    ]
+    stats = {"loaded": 0, "rejected": 0, "byte_located": 0, "slowest_ms": 0, "slowest_decode_ms": 0}
     for k in range(count):
         base = rng.choice(bases)
         data = mutate(rng, base)
@@ -153,8 +168,9 @@ def fuzz(count: int, seed: int) -> dict[str, int]:
             read_nemb(data, "fuzz.nemb")
         except Exception:  # noqa: BLE001, S110 - timing the decoder alone; load_nemb judges
             pass
-        stats["slowest_decode_ms"] = max(stats["slowest_decode_ms"],
-                                         int((time.perf_counter() - t0) * 1000))
+        stats["slowest_decode_ms"] = max(
+            stats["slowest_decode_ms"], int((time.perf_counter() - t0) * 1000)
+        )
         t0 = time.perf_counter()
         try:
             loaded = load_nemb(data, "fuzz.nemb", check_sections=True)
@@ -188,7 +204,7 @@ def test_fuzz_fixed_seed():
     # line, checked in `fuzz`) and mutants that still decode to a valid program
     # (which must print and re-parse to the same text)
     assert stats["rejected"] > 0 and stats["loaded"] > 0, stats
-    assert stats["byte_located"] > 0, stats   # the one-line byte checks above ran
+    assert stats["byte_located"] > 0, stats  # the one-line byte checks above ran
     assert stats["slowest_ms"] < 10_000, stats
 
 

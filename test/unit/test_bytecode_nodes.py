@@ -41,7 +41,7 @@ def test_a_node_survives_the_round_trip_and_the_file_position_stays():
     loc = ops[0].location
     assert isinstance(loc, FusedLoc)
     assert str(loc.locations.data[1]) == NODE
-    assert SourceLoc.of(ops[0]) == SourceLoc.of(first)     # diagnostics: the .nem line
+    assert SourceLoc.of(ops[0]) == SourceLoc.of(first)  # diagnostics: the .nem line
     assert all(isinstance(o.location, FileLineColLoc) for o in ops[1:])
 
 
@@ -79,8 +79,11 @@ def test_a_compiled_nemb_reports_by_onnx_node(tmp_path, capsys):
     nem_run([str(out), "--mode", "timed", "--roofline", "--json"])
     report = json.loads(capsys.readouterr().out)
     names = [g["name"] for g in report["groups"]]
-    assert names[:3] == ["node 'conv1' (Conv)", "node 'conv1_relu' (Relu)",
-                         "node 'pool1' (MaxPool)"], names
+    assert names[:3] == [
+        "node 'conv1' (Conv)",
+        "node 'conv1_relu' (Relu)",
+        "node 'pool1' (MaxPool)",
+    ], names
     assert all(n.startswith("node ") for n in names), names
 
 

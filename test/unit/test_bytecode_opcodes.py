@@ -20,8 +20,7 @@ LOCK = "registry/opcode_codes.lock"
 
 
 def lock_pairs(text: str | None = None) -> list[tuple[str, int]]:
-    text = text if text is not None else \
-        resources.files("nem.dialect").joinpath(LOCK).read_text()
+    text = text if text is not None else resources.files("nem.dialect").joinpath(LOCK).read_text()
     pairs = []
     for line in text.splitlines():
         if line.strip() and not line.startswith("#"):
@@ -30,8 +29,9 @@ def lock_pairs(text: str | None = None) -> list[tuple[str, int]]:
     return pairs
 
 
-def check_lock(specs: dict[str, int], retired: dict[str, int], pairs: list[tuple[str, int]]
-               ) -> list[str]:
+def check_lock(
+    specs: dict[str, int], retired: dict[str, int], pairs: list[tuple[str, int]]
+) -> list[str]:
     """Problems of a registry (name -> code) against the lock list."""
     problems = []
     seen_codes: dict[int, str] = {}
@@ -48,8 +48,11 @@ def check_lock(specs: dict[str, int], retired: dict[str, int], pairs: list[tuple
     for name, code in specs.items():
         if name not in locked:
             owner = seen_codes.get(code)
-            problems.append(f"{name} ({code}) reuses {owner}'s number" if owner else
-                            f"{name} ({code}) is not in opcode_codes.lock: append it")
+            problems.append(
+                f"{name} ({code}) reuses {owner}'s number"
+                if owner
+                else f"{name} ({code}) is not in opcode_codes.lock: append it"
+            )
     return problems
 
 
@@ -62,12 +65,14 @@ def test_lock_detects_changed_reused_and_vanished_numbers():
     pairs = [("relu", 1), ("add", 2)]
     assert check_lock({"relu": 1, "add": 2}, {}, pairs) == []
     assert check_lock({"relu": 3, "add": 2}, {}, pairs) == ["relu changed its number from 1 to 3"]
-    assert check_lock({"relu": 1}, {}, pairs) == \
-        ["add (2) vanished: keep it or move it to retired_codes"]
+    assert check_lock({"relu": 1}, {}, pairs) == [
+        "add (2) vanished: keep it or move it to retired_codes"
+    ]
     assert check_lock({"relu": 1}, {"add": 2}, pairs) == []  # retired properly
     assert check_lock({"relu": 1, "gelu": 2}, {"add": 2}, pairs) == ["gelu (2) reuses add's number"]
-    assert check_lock({"relu": 1, "add": 2, "gelu": 9}, {}, pairs) == \
-        ["gelu (9) is not in opcode_codes.lock: append it"]
+    assert check_lock({"relu": 1, "add": 2, "gelu": 9}, {}, pairs) == [
+        "gelu (9) is not in opcode_codes.lock: append it"
+    ]
 
 
 def _load_with(monkeypatch, text: str):
@@ -80,9 +85,11 @@ def _load_with(monkeypatch, text: str):
 
         def joinpath(self, p):
             if p == "registry/opcodes.yaml":
+
                 class T:
                     def read_text(self_inner):
                         return text
+
                 return T()
             return self.root.joinpath(p)
 
@@ -96,7 +103,9 @@ def _load_with(monkeypatch, text: str):
 
 def test_registry_rejects_duplicate_missing_and_retired_codes(monkeypatch):
     text = resources.files("nem.dialect").joinpath("registry/opcodes.yaml").read_text()
-    dup = text.replace("add: {<<: *eltwise_binary, code: 12}", "add: {<<: *eltwise_binary, code: 1}")
+    dup = text.replace(
+        "add: {<<: *eltwise_binary, code: 12}", "add: {<<: *eltwise_binary, code: 1}"
+    )
     with pytest.raises(RegistryError, match="code 1 is also relu's"):
         _load_with(monkeypatch, dup)
     missing = text.replace("add: {<<: *eltwise_binary, code: 12}", "add: *eltwise_binary")
@@ -108,5 +117,7 @@ def test_registry_rejects_duplicate_missing_and_retired_codes(monkeypatch):
 
 
 def test_codes_are_in_the_registry_file_itself():
-    raw = yaml.safe_load(resources.files("nem.dialect").joinpath("registry/opcodes.yaml").read_text())
+    raw = yaml.safe_load(
+        resources.files("nem.dialect").joinpath("registry/opcodes.yaml").read_text()
+    )
     assert all("code" in entry for entry in raw["opcodes"].values())

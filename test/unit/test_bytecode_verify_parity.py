@@ -25,8 +25,17 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def _diags(prog) -> list[tuple]:
-    return [(d.severity, d.message, str(d.loc), d.rule, d.fix,
-             [(n.message, str(n.loc)) for n in d.notes]) for d in verify_program(prog)]
+    return [
+        (
+            d.severity,
+            d.message,
+            str(d.loc),
+            d.rule,
+            d.fix,
+            [(n.message, str(n.loc)) for n in d.notes],
+        )
+        for d in verify_program(prog)
+    ]
 
 
 def _parity(name: str, text: str) -> list[tuple] | None:
@@ -65,12 +74,20 @@ def test_benchmark_program():
     assert _parity("bench.nem", generate(400)) == []
 
 
-@pytest.mark.parametrize("name,text", [
-    ("overlap", "buffer B : L2 (size=64)\nloop i in [0..3]:\n"
-     "  t = transfer.async(dst=region(B, i * 8, 16), src=region(B, 0, 16))\n  wait(t)\nendloop\n"),
-    ("out_of_bounds", "buffer B : L2 (size=64)\nloop i in [0..9]:\n"
-     "  let R = region(B, i * 8, 16)\nendloop\n"),
-])
+@pytest.mark.parametrize(
+    "name,text",
+    [
+        (
+            "overlap",
+            "buffer B : L2 (size=64)\nloop i in [0..3]:\n"
+            "  t = transfer.async(dst=region(B, i * 8, 16), src=region(B, 0, 16))\n  wait(t)\nendloop\n",
+        ),
+        (
+            "out_of_bounds",
+            "buffer B : L2 (size=64)\nloop i in [0..9]:\n  let R = region(B, i * 8, 16)\nendloop\n",
+        ),
+    ],
+)
 def test_loop_errors(name, text):
     diags = _parity(name, text)
     assert diags and diags[0][0] == "error", diags

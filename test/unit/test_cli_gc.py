@@ -36,22 +36,33 @@ print(max(young))
 def _program(tasks: int) -> str:
     """`tasks` relus in a chain: about 15 IR objects each."""
     region = "elem=f32, shape=[4], layout=C"
-    lines = ['include "npm_pro_x1.nem"', "device npm_pro_x1", "program main:",
-             "buffer a : L1[0] (size=16, align=64)", "buffer b : L1[0] (size=16, align=64)"]
+    lines = [
+        'include "npm_pro_x1.nem"',
+        "device npm_pro_x1",
+        "program main:",
+        "buffer a : L1[0] (size=16, align=64)",
+        "buffer b : L1[0] (size=16, align=64)",
+    ]
     for i in range(tasks):
         deps = f" deps=[r{i - 1}]" if i else ""
-        lines.append(f"r{i} = relu.async in region(a, 0, 16) {region} out "
-                     f"region(b, 0, 16) {region}{deps}")
+        lines.append(
+            f"r{i} = relu.async in region(a, 0, 16) {region} out region(b, 0, 16) {region}{deps}"
+        )
     return "\n".join([*lines, f"wait(r{tasks - 1})", ""])
 
 
 def _largest_young_collection(tool: str, module: str, path: str, *args: str) -> int:
     """The most objects a young-generation collection during (or as it
     ends) `parse_nem` traversed, in `tool` run as a program."""
-    code = PROBE.replace("TOOL_MODULE", module).replace("TOOL", repr(tool)) \
-        .replace("PROGRAM", repr(path)).replace("ARGS", repr(list(args)))
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                       timeout=300, check=False)
+    code = (
+        PROBE.replace("TOOL_MODULE", module)
+        .replace("TOOL", repr(tool))
+        .replace("PROGRAM", repr(path))
+        .replace("ARGS", repr(list(args)))
+    )
+    r = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=300, check=False
+    )
     assert r.returncode == 0, r.stderr
     return int(r.stdout.strip().splitlines()[-1])
 
@@ -60,11 +71,12 @@ def _largest_young_collection(tool: str, module: str, path: str, *args: str) -> 
 def test_no_young_collection_traverses_the_parsed_ir(tmp_path):
     """(Before the fix: 109,000 objects in nem-opt, 108,000 in nem-run.)"""
     prog = tmp_path / "chain.nem"
-    prog.write_text(_program(3000))   # about 100,000 objects young after the parse
-    for tool, module, args in (("nem-opt", "nem_opt", ("-t", "nem", "-o", "/dev/null")),
-                               ("nem-run", "nem_run", ())):
+    prog.write_text(_program(3000))  # about 100,000 objects young after the parse
+    for tool, module, args in (
+        ("nem-opt", "nem_opt", ("-t", "nem", "-o", "/dev/null")),
+        ("nem-run", "nem_run", ()),
+    ):
         assert _largest_young_collection(tool, module, str(prog), *args) < 10_000, tool
-
 
 
 COMPILE_PROBE = """
@@ -93,10 +105,12 @@ def test_nem_compile_freezes_its_ir_before_the_collector_resumes(tmp_path):
 
     model = tmp_path / "cnn.onnx"
     onnx.save(samples.cnn(), model)
-    code = COMPILE_PROBE.replace("MODEL", repr(str(model))) \
-        .replace("OUT", repr(str(tmp_path / "cnn.nem")))
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                       timeout=300, check=False)
+    code = COMPILE_PROBE.replace("MODEL", repr(str(model))).replace(
+        "OUT", repr(str(tmp_path / "cnn.nem"))
+    )
+    r = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=300, check=False
+    )
     assert r.returncode == 0, r.stderr
     status, largest = r.stdout.split()[-2:]
     assert status == "0" and int(largest) < 10_000, r.stdout

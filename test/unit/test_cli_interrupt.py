@@ -23,8 +23,14 @@ ADD = """func.func @f(%a: tensor<4xf32>, %b: tensor<4xf32>) -> tensor<4xf32> {
 
 
 def _python(code: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-c", code], cwd=cwd, capture_output=True, text=True,
-                          timeout=60, check=False)
+    return subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
 
 
 def test_an_interrupt_inside_an_import_ends_the_tool_in_one_line(tmp_path):
@@ -32,17 +38,23 @@ def test_an_interrupt_inside_an_import_ends_the_tool_in_one_line(tmp_path):
     (numpy would turn the KeyboardInterrupt into an ImportError with a
     traceback, so the handler must act before the exception exists)."""
     (tmp_path / "interrupting.py").write_text(INTERRUPTING)
-    r = _python("from nem.cli.launch import guard_interrupts\nguard_interrupts('nem-x')\n"
-                "import interrupting\n", tmp_path)
+    r = _python(
+        "from nem.cli.launch import guard_interrupts\nguard_interrupts('nem-x')\n"
+        "import interrupting\n",
+        tmp_path,
+    )
     assert (r.returncode, r.stdout, r.stderr) == (130, "", "nem-x: interrupted\n")
 
 
 def test_an_interrupt_outside_imports_is_a_keyboard_interrupt(tmp_path):
     """While the tool works, the interrupt is a KeyboardInterrupt, which
     guarded_main reports after the tool's clean-up (exit 130)."""
-    r = _python("import os, signal, time\nfrom nem.cli.launch import guard_interrupts\n"
-                "guard_interrupts('nem-x')\ntry:\n    os.kill(os.getpid(), signal.SIGINT)\n"
-                "    time.sleep(5)\nexcept KeyboardInterrupt:\n    print('caught')\n", tmp_path)
+    r = _python(
+        "import os, signal, time\nfrom nem.cli.launch import guard_interrupts\n"
+        "guard_interrupts('nem-x')\ntry:\n    os.kill(os.getpid(), signal.SIGINT)\n"
+        "    time.sleep(5)\nexcept KeyboardInterrupt:\n    print('caught')\n",
+        tmp_path,
+    )
     assert (r.returncode, r.stdout, r.stderr) == (0, "caught\n", "")
 
 
@@ -57,9 +69,13 @@ def test_ctrl_c_while_loading_prints_no_traceback(tool, tmp_path):
     source = tmp_path / ("p.mlir" if tool == "nem-compile" else "p.nem")
     for delay in (0.3, 0.6):
         out = [] if tool == "nem-run" else ["-o", str(tmp_path / "out.nem")]
-        p = subprocess.Popen([str(exe), str(source), *out], stdout=subprocess.DEVNULL,
-                             stderr=subprocess.PIPE, text=True,
-                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+        p = subprocess.Popen(
+            [str(exe), str(source), *out],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+        )
         time.sleep(delay)
         p.send_signal(signal.SIGINT)
         err = p.communicate(timeout=60)[1]

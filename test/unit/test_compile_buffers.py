@@ -23,8 +23,9 @@ def test_no_buffer_nothing_uses():
     lifetime, so nem-share-buffers could not share its bytes and it held L1
     for the whole program (D-LOW-BUF; Inception v2 exceeded L1 by sixteen of
     them and was tiled twice)."""
-    model = samples.single_op("MaxPool", X4, "f32", {}, kernel_shape=[3, 3], strides=[2, 2],
-                              pads=[1, 1, 1, 1])
+    model = samples.single_op(
+        "MaxPool", X4, "f32", {}, kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1]
+    )
     nem = compile_onnx(model, device=DEVICE).nem
     names = re.findall(r"^buffer (\w+) :", nem, re.M)
     assert names

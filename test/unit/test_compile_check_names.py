@@ -24,8 +24,12 @@ from nem.frontends.onnx.graph import interface_names  # noqa: E402
 
 def _model(names=("a.b", "a_b"), out="y.0"):
     vis = [helper.make_tensor_value_info(n, TensorProto.FLOAT, [3]) for n in names]
-    g = helper.make_graph([helper.make_node("Sub", list(names[:2]), [out], name="sub")],
-                          "g", vis, [helper.make_tensor_value_info(out, TensorProto.FLOAT, [3])])
+    g = helper.make_graph(
+        [helper.make_node("Sub", list(names[:2]), [out], name="sub")],
+        "g",
+        vis,
+        [helper.make_tensor_value_info(out, TensorProto.FLOAT, [3])],
+    )
     return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
 
 
@@ -41,14 +45,17 @@ def test_the_table_is_the_importers():
     assert table.outputs == (("y.0", "y0"),) == tuple((p.onnx_name, p.name) for p in im.outputs)
 
 
-@pytest.mark.parametrize("given, want", [
-    (["a.b", "a_b"], ["a.b", "a_b"]),          # ONNX names
-    (["a_b", "a_bv2"], ["a.b", "a_b"]),        # buffer names (nem-compile -v's run line)
-    (["a_bv2", "a_b"], ["a_b", "a.b"]),
-    (["a.b", "a_bv2"], ["a.b", "a_b"]),        # unambiguous either way
-    (["a.b"], ["a.b"]),
-    (["a_bv2"], ["a_b"]),
-])
+@pytest.mark.parametrize(
+    "given, want",
+    [
+        (["a.b", "a_b"], ["a.b", "a_b"]),  # ONNX names
+        (["a_b", "a_bv2"], ["a.b", "a_b"]),  # buffer names (nem-compile -v's run line)
+        (["a_bv2", "a_b"], ["a_b", "a.b"]),
+        (["a.b", "a_bv2"], ["a.b", "a_b"]),  # unambiguous either way
+        (["a.b"], ["a.b"]),
+        (["a_bv2"], ["a_b"]),
+    ],
+)
 def test_names_resolve(given, want):
     assert list(resolve_names(given, PORTS, "input").values()) == want
 
@@ -59,14 +66,21 @@ def test_an_ambiguous_name_is_an_error_naming_both_spellings():
     assert str(e.value) == (
         "--input a_b is ambiguous: ONNX input 'a_b' is buffer 'a_bv2', and buffer 'a_b' is "
         "ONNX input 'a.b'\nfix: write 'a_bv2' or 'a.b' for the one you mean, or name the other "
-        "input too (by either spelling)")
+        "input too (by either spelling)"
+    )
 
 
-@pytest.mark.parametrize("given, message", [
-    (["a.b", "a_bv2", "a_b"], "--input a_b is ambiguous"),   # all three: nothing left over
-    (["a.b", "a_bv3"], "--input a_bv3: the model has no input 'a_bv3' (inputs: a.b "
-                       "(buffer a_b), a_b (buffer a_bv2))"),
-])
+@pytest.mark.parametrize(
+    "given, message",
+    [
+        (["a.b", "a_bv2", "a_b"], "--input a_b is ambiguous"),  # all three: nothing left over
+        (
+            ["a.b", "a_bv3"],
+            "--input a_bv3: the model has no input 'a_bv3' (inputs: a.b "
+            "(buffer a_b), a_b (buffer a_bv2))",
+        ),
+    ],
+)
 def test_bad_names(given, message):
     with pytest.raises(_CheckError, match=message.replace("(", r"\(").replace(")", r"\)")):
         resolve_names(given, PORTS, "input")
@@ -74,8 +88,11 @@ def test_bad_names(given, message):
 
 def test_one_input_twice_is_an_error():
     ports = (("x.1", "x1"), ("z", "z"))
-    with pytest.raises(_CheckError, match=r"--input x.1 and --input x1 both name ONNX input "
-                                          r"'x.1' \(buffer 'x1'\): give it once"):
+    with pytest.raises(
+        _CheckError,
+        match=r"--input x.1 and --input x1 both name ONNX input "
+        r"'x.1' \(buffer 'x1'\): give it once",
+    ):
         resolve_names(["x.1", "x1"], ports, "input")
     # outputs: one output compared with two files is fine
     assert resolve_names(["x.1", "x1"], ports, "output") == {"x.1": "x.1", "x1": "x.1"}
@@ -89,11 +106,19 @@ def test_check_runs_with_onnx_names_and_catches_swapped_arrays(tmp_path, capsys)
     np.save(tmp_path / "b.npy", b)
     np.save(tmp_path / "y.npy", a - b)
     args = [str(tmp_path / "m.onnx"), "--output", f"y.0={tmp_path / 'y.npy'}"]
-    assert main([*args, "--input", f"a.b={tmp_path / 'a.npy'}",
-                 "--input", f"a_b={tmp_path / 'b.npy'}"]) == 0
+    assert (
+        main(
+            [*args, "--input", f"a.b={tmp_path / 'a.npy'}", "--input", f"a_b={tmp_path / 'b.npy'}"]
+        )
+        == 0
+    )
     assert "y.0: max |nem - onnxruntime| = 0 " in capsys.readouterr().out
-    assert main([*args, "--input", f"a.b={tmp_path / 'b.npy'}",
-                 "--input", f"a_b={tmp_path / 'a.npy'}"]) == 1
+    assert (
+        main(
+            [*args, "--input", f"a.b={tmp_path / 'b.npy'}", "--input", f"a_b={tmp_path / 'a.npy'}"]
+        )
+        == 1
+    )
     assert "MISMATCH" in capsys.readouterr().out
     assert main([*args, "--input", f"a_b={tmp_path / 'a.npy'}"]) == 2
     assert "check: error: --input a_b is ambiguous" in capsys.readouterr().err
@@ -115,12 +140,23 @@ def test_check_refuses_files_it_cannot_read_with_one_line(tmp_path, capsys):
     for args, says in [
         ([str(tmp_path / "fifo"), "--input", a], "cannot read model '"),
         ([m, "--input", f"a.b={tmp_path / 'fifo'}"], "it is a FIFO (named pipe)"),
-        ([m, "--input", a, "--input", f"a_b={tmp_path / 'a.npy'}",
-          "--output", f"y.0={tmp_path / 'fifo'}"], "--output y.0="),
-        ([m, "--input", f"a.b={tmp_path / 'empty.npy'}"], "is not a .npy file (no NumPy "
-                                                          "header)"),
-        ([m, "--input", f"a.b={tmp_path / 'huge.npy'}"], "declares a float32 array of shape "
-                                                         "[1099511627776]"),
+        (
+            [
+                m,
+                "--input",
+                a,
+                "--input",
+                f"a_b={tmp_path / 'a.npy'}",
+                "--output",
+                f"y.0={tmp_path / 'fifo'}",
+            ],
+            "--output y.0=",
+        ),
+        ([m, "--input", f"a.b={tmp_path / 'empty.npy'}"], "is not a .npy file (no NumPy header)"),
+        (
+            [m, "--input", f"a.b={tmp_path / 'huge.npy'}"],
+            "declares a float32 array of shape [1099511627776]",
+        ),
     ]:
         assert main(args) == 2
         err = capsys.readouterr().err

@@ -46,17 +46,31 @@ def transpose_slices_concat_mean() -> onnx.ModelProto:
     the output-layout copy makes parts whose DMA stages [1,4,1,2] of
     [1,4,1,6] as 8 contiguous elements."""
     ints = TensorProto.INT64
-    inits = [oh.make_tensor(n, ints, [len(v)], v) for n, v in
-             [("axes", [1, 3]), ("s1", [1, 4]), ("e1", [7, 8]), ("s2", [0, 3]),
-              ("e2", [6, 7]), ("r", [3])]]
-    nodes = [oh.make_node("Transpose", ["x"], ["t"], perm=[0, 3, 1, 2]),
-             oh.make_node("Slice", ["t", "s1", "e1", "axes"], ["p1"]),
-             oh.make_node("Slice", ["t", "s2", "e2", "axes"], ["p2"]),
-             oh.make_node("Concat", ["p1", "p2"], ["c"], axis=2),
-             oh.make_node("ReduceMean", ["c", "r"], ["y"], keepdims=0)]
-    graph = oh.make_graph(nodes, "issue31", [oh.make_tensor_value_info(
-        "x", TensorProto.FLOAT, [1, 4, 10, 12])], [oh.make_tensor_value_info(
-            "y", TensorProto.FLOAT, [1, 6, 8])], inits)
+    inits = [
+        oh.make_tensor(n, ints, [len(v)], v)
+        for n, v in [
+            ("axes", [1, 3]),
+            ("s1", [1, 4]),
+            ("e1", [7, 8]),
+            ("s2", [0, 3]),
+            ("e2", [6, 7]),
+            ("r", [3]),
+        ]
+    ]
+    nodes = [
+        oh.make_node("Transpose", ["x"], ["t"], perm=[0, 3, 1, 2]),
+        oh.make_node("Slice", ["t", "s1", "e1", "axes"], ["p1"]),
+        oh.make_node("Slice", ["t", "s2", "e2", "axes"], ["p2"]),
+        oh.make_node("Concat", ["p1", "p2"], ["c"], axis=2),
+        oh.make_node("ReduceMean", ["c", "r"], ["y"], keepdims=0),
+    ]
+    graph = oh.make_graph(
+        nodes,
+        "issue31",
+        [oh.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 10, 12])],
+        [oh.make_tensor_value_info("y", TensorProto.FLOAT, [1, 6, 8])],
+        inits,
+    )
     model = oh.make_model(graph, opset_imports=[oh.make_opsetid("", 18)])
     onnx.checker.check_model(model, full_check=True)
     return model
@@ -67,21 +81,33 @@ CASES = [
     pytest.param(transpose_slices_concat_mean, "npm_pro_x1", id="transpose-slices-concat-mean"),
     # a 4-way split of a transposing copy: part k stages x[:, 0, 0, k] as 5
     # contiguous elements (stride 3 dropped): 12 of 15 wrong
-    pytest.param(lambda: samples.single_op("Transpose", {"x": (5, 1, 1, 3)}, "f32",
-                                           perm=[1, 3, 2, 0]),
-                 "npm_pro_x1", id="transpose-4d-split"),
+    pytest.param(
+        lambda: samples.single_op("Transpose", {"x": (5, 1, 1, 3)}, "f32", perm=[1, 3, 2, 0]),
+        "npm_pro_x1",
+        id="transpose-4d-split",
+    ),
     # NHWC [3,1,12,12], each strided window's rows [3,1,11,12] staged as 396
     # contiguous elements: 120 of 180 wrong
-    pytest.param(lambda: samples.single_op("AveragePool", {"x": (3, 12, 1, 12)}, "f32",
-                                           kernel_shape=[1, 3], strides=[2, 2]),
-                 "npm_lite", id="averagepool-strided"),
-    pytest.param(lambda: samples.single_op("MaxPool", {"x": (2, 12, 1, 12)}, "f32",
-                                           kernel_shape=[1, 3], strides=[1, 2]),
-                 "npm_lite", id="maxpool-strided"),
+    pytest.param(
+        lambda: samples.single_op(
+            "AveragePool", {"x": (3, 12, 1, 12)}, "f32", kernel_shape=[1, 3], strides=[2, 2]
+        ),
+        "npm_lite",
+        id="averagepool-strided",
+    ),
+    pytest.param(
+        lambda: samples.single_op(
+            "MaxPool", {"x": (2, 12, 1, 12)}, "f32", kernel_shape=[1, 3], strides=[1, 2]
+        ),
+        "npm_lite",
+        id="maxpool-strided",
+    ),
     # [1,3,1,1] of [1,3,1,2] as 3 contiguous f16: both outputs wrong
-    pytest.param(lambda: samples.single_op("AveragePool", {"x": (1, 2, 3, 1)}, "f16",
-                                           kernel_shape=[3, 1]),
-                 "npm_pro_x1", id="averagepool-f16-column"),
+    pytest.param(
+        lambda: samples.single_op("AveragePool", {"x": (1, 2, 3, 1)}, "f16", kernel_shape=[3, 1]),
+        "npm_pro_x1",
+        id="averagepool-f16-column",
+    ),
 ]
 
 
@@ -110,12 +136,17 @@ def transpose_mean() -> onnx.ModelProto:
     """Transpose -> ReduceMean, [1,4,10,12] -> [1,12,4]: 'this strided DMA
     of a partial tile cannot be narrowed' on npm_pro_x1 (the DMA stride
     upstream dropped made the rows run past a dimension's end)."""
-    nodes = [oh.make_node("Transpose", ["x"], ["t"], perm=[0, 3, 1, 2]),
-             oh.make_node("ReduceMean", ["t", "r"], ["y"], keepdims=0)]
-    graph = oh.make_graph(nodes, "transpose_mean", [oh.make_tensor_value_info(
-        "x", TensorProto.FLOAT, [1, 4, 10, 12])], [oh.make_tensor_value_info(
-            "y", TensorProto.FLOAT, [1, 12, 4])],
-        [oh.make_tensor("r", TensorProto.INT64, [1], [3])])
+    nodes = [
+        oh.make_node("Transpose", ["x"], ["t"], perm=[0, 3, 1, 2]),
+        oh.make_node("ReduceMean", ["t", "r"], ["y"], keepdims=0),
+    ]
+    graph = oh.make_graph(
+        nodes,
+        "transpose_mean",
+        [oh.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 10, 12])],
+        [oh.make_tensor_value_info("y", TensorProto.FLOAT, [1, 12, 4])],
+        [oh.make_tensor("r", TensorProto.INT64, [1], [3])],
+    )
     model = oh.make_model(graph, opset_imports=[oh.make_opsetid("", 18)])
     onnx.checker.check_model(model, full_check=True)
     return model
@@ -127,8 +158,15 @@ def dilated_maxpool() -> onnx.ModelProto:
     and its DMA's box (9 rows from row 4*oh + 12) runs past the padded
     input's end for the last output row only; the rows inside at every oh
     are all the partial tile reads (D-LOW-PEEL)."""
-    return samples.single_op("MaxPool", {"x": (1, 1, 40, 40)}, "f32", kernel_shape=[5, 5],
-                             dilations=[4, 4], strides=[4, 4], pads=[2, 2, 2, 2])
+    return samples.single_op(
+        "MaxPool",
+        {"x": (1, 1, 40, 40)},
+        "f32",
+        kernel_shape=[5, 5],
+        dilations=[4, 4],
+        strides=[4, 4],
+        pads=[2, 2, 2, 2],
+    )
 
 
 def test_transpose_mean_on_the_affine_route():
@@ -153,7 +191,7 @@ def test_onnx_backend_maxpool_stride_padding_dilation():
 
 def _box_offsets(shape, start, box) -> list[int]:
     """Row-major element offsets of `box` at `start` in a memref of `shape`."""
-    strides = [math.prod(shape[d + 1:]) for d in range(len(shape))]
+    strides = [math.prod(shape[d + 1 :]) for d in range(len(shape))]
     offs = [sum(s * st_ for s, st_ in zip(start, strides))]
     for d in range(len(shape)):
         offs = [o + i * strides[d] for o in offs for i in range(box[d])]
@@ -188,9 +226,12 @@ def test_stride_levels_describe_the_box(region):
     if len(levels) <= 1:
         assert _dma_offsets(want[0], n, levels[0] if levels else None) == want
     else:
-        assert all(_dma_offsets(want[0], n, (s, p)) != want
-                   for p in range(1, n + 1) if n % p == 0
-                   for s in range(p, math.prod(shape) + 1))
+        assert all(
+            _dma_offsets(want[0], n, (s, p)) != want
+            for p in range(1, n + 1)
+            if n % p == 0
+            for s in range(p, math.prod(shape) + 1)
+        )
 
 
 UPSTREAM = """
@@ -220,8 +261,10 @@ def test_upstream_copy_generation_drops_the_stride_and_repair_adds_it():
 
     with ir.Context():
         module = ir.Module.parse(UPSTREAM)
-        PassManager.parse("builtin.module(func.func(affine-data-copy-generate{generate-dma "
-                          "fast-mem-space=2 fast-mem-capacity=100}))").run(module.operation)
+        PassManager.parse(
+            "builtin.module(func.func(affine-data-copy-generate{generate-dma "
+            "fast-mem-space=2 fast-mem-capacity=100}))"
+        ).run(module.operation)
         fn = module.body.operations[0].operation
         arg = fn.regions[0].blocks[0].arguments[0]
 
@@ -241,7 +284,7 @@ def test_upstream_copy_generation_drops_the_stride_and_repair_adds_it():
         assert read_counts() == [[396]]
         assert dma_strides.repair(fn) == 1
         assert read_counts() == [[396, 144, 132]]
-        assert dma_strides.repair(fn) == 0          # exact now: nothing left to change
+        assert dma_strides.repair(fn) == 0  # exact now: nothing left to change
 
 
 TWO_LEVELS = """
@@ -268,8 +311,9 @@ def test_region_needing_two_stride_levels_is_copied_whole(pipeline):
     it rows of 48 every 96 (the wrong rows).  The copy nest that replaces it
     is one transfer of the whole box."""
     device = "npm_lite"
-    result = compile_mlir(TWO_LEVELS, device=device, route="affine", tile_sizes=[3, 2, 48],
-                          pipeline=pipeline)
+    result = compile_mlir(
+        TWO_LEVELS, device=device, route="affine", tile_sizes=[3, 2, 48], pipeline=pipeline
+    )
     assert "shape=[3, 1, 2, 48], strides=[768, 768, 96, 1]" in result.nem
     x = np.random.default_rng(0).uniform(-1, 1, (3, 1, 8, 96)).astype(np.float32)
     it = NemInterpreter(device=device)
@@ -285,30 +329,38 @@ def test_region_needing_two_stride_levels_is_copied_whole(pipeline):
 # internal errors of the importer
 
 
-@pytest.mark.parametrize("shape,axis,dtype", [
-    ((3, 5), -1, "f32"),         # was: 'output has shape [15, 1] but ONNX infers [3, 5]'
-    ((2, 1, 1, 1), -4, "f16"),   # was: [2, 1] where ONNX infers [1, 2]
-    ((1, 1, 1, 2), 4, "f32"),    # axis = rank: 'reassociation indices must not be empty'
-    ((2, 3, 4), 0, "f32"),
-])
+@pytest.mark.parametrize(
+    "shape,axis,dtype",
+    [
+        ((3, 5), -1, "f32"),  # was: 'output has shape [15, 1] but ONNX infers [3, 5]'
+        ((2, 1, 1, 1), -4, "f16"),  # was: [2, 1] where ONNX infers [1, 2]
+        ((1, 1, 1, 2), 4, "f32"),  # axis = rank: 'reassociation indices must not be empty'
+        ((2, 3, 4), 0, "f32"),
+    ],
+)
 def test_flatten_axis_at_the_ends_of_its_range(shape, axis, dtype):
     """Flatten's axis lies in [-r, r] (not [-r, r) as other ops'): -1 is
     r - 1, and r flattens everything into rows of one."""
     run_api(samples.single_op("Flatten", {"x": shape}, dtype, axis=axis))
 
 
-@pytest.mark.parametrize("shape,axes,dtype", [
-    ((), [0], "f16"),            # was: 'tensor.collapse_shape' ... reassociation must not be empty
-    ((), [-1, 0], "f32"),
-    ((1,), [0], "f32"),
-])
+@pytest.mark.parametrize(
+    "shape,axes,dtype",
+    [
+        ((), [0], "f16"),  # was: 'tensor.collapse_shape' ... reassociation must not be empty
+        ((), [-1, 0], "f32"),
+        ((1,), [0], "f32"),
+    ],
+)
 @pytest.mark.parametrize("route", ["affine", "transform"])
 def test_unsqueeze_of_a_scalar(shape, axes, dtype, route):
     """Unsqueeze of a 0-d value gives size-1 dimensions: an expand with no
     reassociation groups (the importer collapsed the scalar to 1-D with an
     empty group, an MLIRError traceback; graph fuzz campaign seed 3131)."""
-    run_api(samples.single_op("Unsqueeze", {"x": shape}, dtype,
-                              {"axes": np.asarray(axes, np.int64)}), route=route)
+    run_api(
+        samples.single_op("Unsqueeze", {"x": shape}, dtype, {"axes": np.asarray(axes, np.int64)}),
+        route=route,
+    )
 
 
 @pytest.mark.parametrize("auto_pad", ["SAME_UPPER", "SAME_LOWER"])
@@ -319,8 +371,17 @@ def test_conv_transpose_same_with_a_stride_over_the_kernel(auto_pad):
     refused it ('output_shape ... is larger than the convolution gives';
     graph fuzz campaign seed 3232)."""
     w = np.random.default_rng(0).standard_normal((2, 3, 1, 4)).astype(np.float32)
-    run_api(samples.single_op("ConvTranspose", {"x": (1, 2, 4, 3)}, "f32", {"w": w},
-                              kernel_shape=[1, 4], strides=[3, 3], auto_pad=auto_pad))
+    run_api(
+        samples.single_op(
+            "ConvTranspose",
+            {"x": (1, 2, 4, 3)},
+            "f32",
+            {"w": w},
+            kernel_shape=[1, 4],
+            strides=[3, 3],
+            auto_pad=auto_pad,
+        )
+    )
 
 
 def _compiles_in_a_subprocess(model: onnx.ModelProto, tmp_path: Path) -> None:
@@ -330,9 +391,21 @@ def _compiles_in_a_subprocess(model: onnx.ModelProto, tmp_path: Path) -> None:
     import sys
 
     onnx.save(model, tmp_path / "m.onnx")
-    r = subprocess.run([sys.executable, "-m", "nem.cli.nem_compile", str(tmp_path / "m.onnx"),
-                        "--device", "npm_lite", "-o", str(tmp_path / "m.nem"), "--no-progress"],
-                       capture_output=True, text=True)
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "nem.cli.nem_compile",
+            str(tmp_path / "m.onnx"),
+            "--device",
+            "npm_lite",
+            "-o",
+            str(tmp_path / "m.nem"),
+            "--no-progress",
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert r.returncode == 0, r.stderr
 
 
@@ -340,30 +413,54 @@ def test_matmul_of_a_4d_activation_by_a_vector(tmp_path):
     """[1,1,2,3] @ [3]: the importer's reshape had an empty reassociation group
     (as Flatten axis = rank) and upstream aborted the process (SIGABRT,
     finding F9)."""
-    model = samples.single_op("MatMul", {"x": (1, 1, 2, 3)}, "f32",
-                              {"w": np.linspace(-1, 1, 3, dtype=np.float32)})
+    model = samples.single_op(
+        "MatMul", {"x": (1, 1, 2, 3)}, "f32", {"w": np.linspace(-1, 1, 3, dtype=np.float32)}
+    )
     _compiles_in_a_subprocess(model, tmp_path)
     run_api(model, device="npm_lite")
 
 
-@pytest.mark.parametrize("op,shape,attrs,message", [
-    ("MaxPool", (1, 1, 1, 6), {"kernel_shape": [1, 1], "strides": [1, 2], "ceil_mode": 1},
-     r"with ceil_mode=1 ONNX's shape inference gives dimension 3 of '\w+' 4 outputs, where "
-     r"the operator \(and onnxruntime\) gives 3"),
-    # was 'internal: output has shape [1, 1, 1] but ONNX infers [1, 1, 2]'
-    ("AveragePool", (1, 1, 2), {"kernel_shape": [1], "strides": [2], "ceil_mode": 1,
-                                "auto_pad": "SAME_UPPER"},
-     r"with ceil_mode=1 ONNX's shape inference gives dimension 2 of '\w+' 2 outputs, where "
-     r"the operator \(and onnxruntime\) gives 1"),
-    # onnxruntime: other windows (max of x0, x2 where the operator takes x1)
-    ("MaxPool", (1, 1, 3), {"kernel_shape": [3], "strides": [3], "dilations": [2],
-                            "ceil_mode": 1, "auto_pad": "SAME_LOWER"},
-     r"MaxPool dilations \[2\] under auto_pad=SAME_LOWER: onnxruntime pads by the "
-     r"undilated kernel"),
-    # onnxruntime: -3.4e38 in f32, -inf in f16 (the importer: -inf)
-    ("MaxPool", (2, 2, 1), {"kernel_shape": [2], "dilations": [2], "pads": [1, 1]},
-     r"MaxPool window 0 on spatial axis 0 reads only padding \(positions \[-1, 1\] of 1\)"),
-])
+@pytest.mark.parametrize(
+    "op,shape,attrs,message",
+    [
+        (
+            "MaxPool",
+            (1, 1, 1, 6),
+            {"kernel_shape": [1, 1], "strides": [1, 2], "ceil_mode": 1},
+            r"with ceil_mode=1 ONNX's shape inference gives dimension 3 of '\w+' 4 outputs, where "
+            r"the operator \(and onnxruntime\) gives 3",
+        ),
+        # was 'internal: output has shape [1, 1, 1] but ONNX infers [1, 1, 2]'
+        (
+            "AveragePool",
+            (1, 1, 2),
+            {"kernel_shape": [1], "strides": [2], "ceil_mode": 1, "auto_pad": "SAME_UPPER"},
+            r"with ceil_mode=1 ONNX's shape inference gives dimension 2 of '\w+' 2 outputs, where "
+            r"the operator \(and onnxruntime\) gives 1",
+        ),
+        # onnxruntime: other windows (max of x0, x2 where the operator takes x1)
+        (
+            "MaxPool",
+            (1, 1, 3),
+            {
+                "kernel_shape": [3],
+                "strides": [3],
+                "dilations": [2],
+                "ceil_mode": 1,
+                "auto_pad": "SAME_LOWER",
+            },
+            r"MaxPool dilations \[2\] under auto_pad=SAME_LOWER: onnxruntime pads by the "
+            r"undilated kernel",
+        ),
+        # onnxruntime: -3.4e38 in f32, -inf in f16 (the importer: -inf)
+        (
+            "MaxPool",
+            (2, 2, 1),
+            {"kernel_shape": [2], "dilations": [2], "pads": [1, 1]},
+            r"MaxPool window 0 on spatial axis 0 reads only padding \(positions \[-1, 1\] of 1\)",
+        ),
+    ],
+)
 def test_pooling_disagreements_are_located_rejections(op, shape, attrs, message):
     """Where ONNX's shape inference, the operator's definition and
     onnxruntime disagree on a pooling (D-COMPILE-POOL-EDGE): a ceil_mode
@@ -380,19 +477,36 @@ def test_pooling_disagreements_are_located_rejections(op, shape, attrs, message)
         compile_onnx(model, device="npm_lite")
 
 
-@pytest.mark.parametrize("kind,size,kernel,stride,pad", [
-    ("MaxPool", 1, 2, 3, 0),         # was: 'output has shape [1, 1, 0, 0] but ONNX infers [1, 1, 1, 1]'
-    ("AveragePool", 1, 2, 3, 0),
-    ("MaxPool", 2, 4, 3, 0),
-    ("AveragePool", 1, 4, 3, 1),
-])
+@pytest.mark.parametrize(
+    "kind,size,kernel,stride,pad",
+    [
+        (
+            "MaxPool",
+            1,
+            2,
+            3,
+            0,
+        ),  # was: 'output has shape [1, 1, 0, 0] but ONNX infers [1, 1, 1, 1]'
+        ("AveragePool", 1, 2, 3, 0),
+        ("MaxPool", 2, 4, 3, 0),
+        ("AveragePool", 1, 4, 3, 1),
+    ],
+)
 def test_pooling_window_longer_than_the_padded_input(kind, size, kernel, stride, pad):
     """ONNX sizes a pooling output with C's division: a window longer than
     the padded input (a negative span) still gives one output, over what it
     covers (finding F6); the importer floored the span's quotient."""
-    run_api(samples.single_op(kind, {"x": (1, 2, size, size)}, "f32",
-                              kernel_shape=[kernel, kernel], strides=[stride, stride],
-                              pads=[pad] * 4), device="npm_lite")
+    run_api(
+        samples.single_op(
+            kind,
+            {"x": (1, 2, size, size)},
+            "f32",
+            kernel_shape=[kernel, kernel],
+            strides=[stride, stride],
+            pads=[pad] * 4,
+        ),
+        device="npm_lite",
+    )
 
 
 @pytest.mark.parametrize("auto_pad", ["SAME_UPPER", "SAME_LOWER"])
@@ -403,13 +517,22 @@ def test_average_pool_same_with_a_negative_padding(auto_pad, size, kernel, strid
     crop the input, split with C's division (D-COMPILE-SAME-NEG); the
     importer took it as 0, every output read from the wrong place (graph
     fuzz campaign seed 6161, m57)."""
-    run_api(samples.single_op("AveragePool", {"x": (1, 2, 3, size)}, "f32",
-                              kernel_shape=[1, kernel], strides=[1, stride], auto_pad=auto_pad))
+    run_api(
+        samples.single_op(
+            "AveragePool",
+            {"x": (1, 2, 3, size)},
+            "f32",
+            kernel_shape=[1, kernel],
+            strides=[1, stride],
+            auto_pad=auto_pad,
+        )
+    )
 
 
 @pytest.mark.parametrize("auto_pad", ["SAME_UPPER", "SAME_LOWER"])
-@pytest.mark.parametrize("size,stride,agrees", [(3, 3, True), (5, 3, True), (11, 4, True),
-                                                (8, 4, False), (10, 5, False)])
+@pytest.mark.parametrize(
+    "size,stride,agrees", [(3, 3, True), (5, 3, True), (11, 4, True), (8, 4, False), (10, 5, False)]
+)
 def test_conv_same_with_a_negative_padding(auto_pad, size, stride, agrees):
     """Conv (kernel 1) under auto_pad SAME with a stride above the window: a total
     padding of -1 or -2 is no padding, as in onnxruntime; from -3 on onnxruntime
@@ -419,14 +542,24 @@ def test_conv_same_with_a_negative_padding(auto_pad, size, stride, agrees):
     from nem.compile import CompileError
 
     w = np.ones((1, 1, 1, 1), np.float32)
-    model = samples.single_op("Conv", {"x": (1, 1, 1, size)}, "f32", {"w": w},
-                              kernel_shape=[1, 1], strides=[1, stride], auto_pad=auto_pad)
+    model = samples.single_op(
+        "Conv",
+        {"x": (1, 1, 1, size)},
+        "f32",
+        {"w": w},
+        kernel_shape=[1, 1],
+        strides=[1, stride],
+        auto_pad=auto_pad,
+    )
     if agrees:
         run_api(model, device="npm_lite")
     else:
-        with pytest.raises(CompileError, match=r"node 0 .*not supported: auto_pad=SAME_\w+ "
-                           r"with a stride of \d+ over \d+ elements on spatial axis 1 gives "
-                           r"a total padding of -\d"):
+        with pytest.raises(
+            CompileError,
+            match=r"node 0 .*not supported: auto_pad=SAME_\w+ "
+            r"with a stride of \d+ over \d+ elements on spatial axis 1 gives "
+            r"a total padding of -\d",
+        ):
             run_api(model, device="npm_lite")
 
 
@@ -435,10 +568,12 @@ def test_max_pool_same_with_a_negative_padding(auto_pad):
     """MaxPool shares AveragePool's padding formula (onnxruntime refuses a
     negative one): a one-element window picks the element AveragePool's
     averages over, onnxruntime's AveragePool of the same model."""
-    attrs = {"kernel_shape": [1, 1], "strides": [1, 5], "auto_pad": auto_pad}   # total -3
+    attrs = {"kernel_shape": [1, 1], "strides": [1, 5], "auto_pad": auto_pad}  # total -3
     avg = samples.single_op("AveragePool", {"x": (1, 2, 3, 9)}, "f32", **attrs)
-    run_api(samples.single_op("MaxPool", {"x": (1, 2, 3, 9)}, "f32", **attrs),
-            reference=lambda ins: onnxruntime_run(avg, ins))
+    run_api(
+        samples.single_op("MaxPool", {"x": (1, 2, 3, 9)}, "f32", **attrs),
+        reference=lambda ins: onnxruntime_run(avg, ins),
+    )
 
 
 def test_upstream_clip_merge_crosses_bounds():
@@ -468,12 +603,19 @@ def test_arithmetic_on_scalars(route):
     rejected its scalar loads, the transform route its loop-less ops (a
     campaign finding on both routes, D-LOW-SCALAR)."""
     axes = oh.make_tensor("axes", TensorProto.INT64, [2], [0, 1])
-    nodes = [oh.make_node("ReduceMax", ["x", "axes"], ["a"], keepdims=0),
-             oh.make_node("ReduceMin", ["x", "axes"], ["b"], keepdims=0),
-             oh.make_node("Sub", ["a", "b"], ["d"]), oh.make_node("Sqrt", ["d"], ["y"])]
-    graph = oh.make_graph(nodes, "scalars", [oh.make_tensor_value_info(
-        "x", TensorProto.FLOAT, [2, 3])], [oh.make_tensor_value_info(
-            n, TensorProto.FLOAT, []) for n in ("y", "d")], [axes])
+    nodes = [
+        oh.make_node("ReduceMax", ["x", "axes"], ["a"], keepdims=0),
+        oh.make_node("ReduceMin", ["x", "axes"], ["b"], keepdims=0),
+        oh.make_node("Sub", ["a", "b"], ["d"]),
+        oh.make_node("Sqrt", ["d"], ["y"]),
+    ]
+    graph = oh.make_graph(
+        nodes,
+        "scalars",
+        [oh.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+        [oh.make_tensor_value_info(n, TensorProto.FLOAT, []) for n in ("y", "d")],
+        [axes],
+    )
     model = oh.make_model(graph, opset_imports=[oh.make_opsetid("", 18)])
     onnx.checker.check_model(model, full_check=True)
     for device in ("npm_pro_x1", "npm_lite"):
@@ -487,8 +629,9 @@ def test_one_value_as_two_outputs(tmp_path):
     x = oh.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])
     outs = [oh.make_tensor_value_info(n, TensorProto.FLOAT, [2, 3]) for n in ("y", "r")]
     nodes = [oh.make_node("Relu", ["x"], ["r"]), oh.make_node("Identity", ["r"], ["y"])]
-    model = oh.make_model(oh.make_graph(nodes, "twice", [x], outs),
-                          opset_imports=[oh.make_opsetid("", 18)])
+    model = oh.make_model(
+        oh.make_graph(nodes, "twice", [x], outs), opset_imports=[oh.make_opsetid("", 18)]
+    )
     _compiles_in_a_subprocess(model, tmp_path)
     for route in ("transform", "affine"):
         run_api(model, device="npm_lite", route=route)
@@ -505,7 +648,7 @@ def test_scalar_input_read_by_an_escape_hatch_kernel(backend, monkeypatch):
     to the one-element region the lowering gives the 0-d buffer (was
     'argument 1 of @kernel is memref<f32> but the task's operand 1 is
     f32[1]', then a 0-d view made 1-d by the interpreter's copy)."""
-    monkeypatch.setenv("NEM_MLIR_KERNEL", backend)     # read by each interpreter made
+    monkeypatch.setenv("NEM_MLIR_KERNEL", backend)  # read by each interpreter made
     run_api(samples.single_op("Div", {"x": (2, 3), "s": ()}, "f32"), device="npm_lite")
 
 
@@ -520,12 +663,18 @@ def test_upstream_flatten_twice_reads_an_undefined_shape():
     graph (prepare.undefined_reads) and compiles it."""
     from nem.frontends.onnx.prepare import prepare, simplify, undefined_reads
 
-    nodes = [oh.make_node("Flatten", ["x"], ["a"], axis=-1),
-             oh.make_node("Flatten", ["x"], ["b"], axis=-1),
-             oh.make_node("Sub", ["a", "b"], ["y"]), oh.make_node("Relu", ["a"], ["z"])]
-    graph = oh.make_graph(nodes, "flatten_twice", [oh.make_tensor_value_info(
-        "x", TensorProto.FLOAT, [13])], [oh.make_tensor_value_info(
-            n, TensorProto.FLOAT, [1, 13]) for n in ("y", "z")])
+    nodes = [
+        oh.make_node("Flatten", ["x"], ["a"], axis=-1),
+        oh.make_node("Flatten", ["x"], ["b"], axis=-1),
+        oh.make_node("Sub", ["a", "b"], ["y"]),
+        oh.make_node("Relu", ["a"], ["z"]),
+    ]
+    graph = oh.make_graph(
+        nodes,
+        "flatten_twice",
+        [oh.make_tensor_value_info("x", TensorProto.FLOAT, [13])],
+        [oh.make_tensor_value_info(n, TensorProto.FLOAT, [1, 13]) for n in ("y", "z")],
+    )
     model = oh.make_model(graph, opset_imports=[oh.make_opsetid("", 18)])
     onnx.checker.check_model(model, full_check=True)
     assert undefined_reads(simplify(model)) == ["x/shape_1"] and not undefined_reads(model)

@@ -73,8 +73,12 @@ def test_categories_and_escaped_locations():
     in its nest's category, raised or escaped as the given locations say."""
     reduction = _line_of(NESTS, "  affine.for %i = 0 to 4 {", 2)
     share = flop_share(NESTS, {reduction: "no reduce variant"})
-    assert share.by_category == {"conv/matmul": (4 * 4 * 8 * 2, 0), "pool": (4 * 4 * 3, 0),
-                                 "reduction": (0, 4 * 8), "eltwise": (4 * 8, 0)}
+    assert share.by_category == {
+        "conv/matmul": (4 * 4 * 8 * 2, 0),
+        "pool": (4 * 4 * 3, 0),
+        "reduction": (0, 4 * 8),
+        "eltwise": (4 * 8, 0),
+    }
     assert share.escaped == 32 and share.category_share() == 1.0
     assert "reduction 0.0% of 32" in share.remark()
     assert share.reasons == (("no reduce variant", 32),) and share.warning() is None
@@ -87,14 +91,22 @@ def test_a_low_share_warns_with_the_first_reasons():
     matmul = _line_of(NESTS, "  affine.for %i = 0 to 4 {", 0)
     pool = _line_of(NESTS, "  affine.for %i = 0 to 4 {", 1)
     reduction = _line_of(NESTS, "  affine.for %i = 0 to 4 {", 2)
-    share = flop_share(NESTS, {matmul: "no matmul variant for f32", pool: "a pool reason",
-                               reduction: "no reduce variant"})
+    share = flop_share(
+        NESTS,
+        {
+            matmul: "no matmul variant for f32",
+            pool: "a pool reason",
+            reduction: "no reduce variant",
+        },
+    )
     assert share.share < 0.5
     assert share.reasons[0] == ("no matmul variant for f32", 256)
     warning = share.warning()
     assert warning is not None and "\n" not in warning
-    assert warning.startswith(f"only {share.share * 100:.1f}% of the model's FLOPs run as NEM "
-                              f"opcodes ({share.escaped} of {share.escaped + share.raised} in")
+    assert warning.startswith(
+        f"only {share.share * 100:.1f}% of the model's FLOPs run as NEM "
+        f"opcodes ({share.escaped} of {share.escaped + share.raised} in"
+    )
     assert "no matmul variant for f32; a pool reason; 1 more reason(s)" in warning
 
 
@@ -118,9 +130,12 @@ def test_escaped_nests_do_not_depend_on_remark_wording(monkeypatch):
 
     monkeypatch.setattr(driver, "summary_remarks", reworded)
     after = compile_onnx(model, device=DEVICE)
-    assert after.flops is not None    # the counts; the quoted reasons are the remarks' own words
-    assert (after.flops.raised, after.flops.escaped, after.flops.by_category) == \
-        (before.raised, before.escaped, before.by_category)
+    assert after.flops is not None  # the counts; the quoted reasons are the remarks' own words
+    assert (after.flops.raised, after.flops.escaped, after.flops.by_category) == (
+        before.raised,
+        before.escaped,
+        before.by_category,
+    )
     assert not any("not raised" in r for r in after.remarks)
 
 

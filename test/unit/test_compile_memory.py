@@ -18,14 +18,22 @@ from nem.compile import compile_onnx  # noqa: E402
 def _chain(tmp_path, n: int = 3) -> str:
     from onnx import TensorProto, helper
 
-    nodes = [helper.make_node("Relu", ["x" if i == 0 else f"t{i - 1}"],
-                              ["y" if i == n - 1 else f"t{i}"], name=f"n{i}") for i in range(n)]
-    g = helper.make_graph(nodes, "chain", [helper.make_tensor_value_info(
-        "x", TensorProto.FLOAT, [4, 4])], [helper.make_tensor_value_info(
-            "y", TensorProto.FLOAT, [4, 4])])
+    nodes = [
+        helper.make_node(
+            "Relu", ["x" if i == 0 else f"t{i - 1}"], ["y" if i == n - 1 else f"t{i}"], name=f"n{i}"
+        )
+        for i in range(n)
+    ]
+    g = helper.make_graph(
+        nodes,
+        "chain",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, 4])],
+    )
     path = tmp_path / "chain.onnx"
-    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)],
-                                ir_version=8), str(path))
+    onnx.save(
+        helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=8), str(path)
+    )
     return str(path)
 
 

@@ -41,7 +41,7 @@ def test_staged_and_decomposed_softmax_match_numpy(seed):
     rng = np.random.default_rng(seed)
     x = rng.normal(0, 3, (8, 8)).astype(np.float16)
     z = rng.normal(0, 3, (4, 6)).astype(np.float32)
-    z[2, 3] = np.nan        # a NaN row stays NaN, the others are exact
+    z[2, 3] = np.nan  # a NaN row stays NaN, the others are exact
     it = NemInterpreter(device="npm_pro_x1")
     it.load_string(result.nem, file="softmax.nem")
     it.write_tensor("x", x)
@@ -65,15 +65,16 @@ def test_importer_emits_softmax_only_for_types_the_target_runs():
     model = samples.transformer("f16")
     assert "linalg.softmax" in str(import_onnx(model, softmax_types=frozenset({"f16"})).module)
     assert "linalg.softmax" not in str(import_onnx(model).module)
-    assert "linalg.softmax" not in str(import_onnx(samples.transformer("f32"),
-                                                   softmax_types=frozenset({"f16"})).module)
+    assert "linalg.softmax" not in str(
+        import_onnx(samples.transformer("f32"), softmax_types=frozenset({"f16"})).module
+    )
 
 
 @pytest.mark.slow  # 6 s
 def test_transformer_f16_softmax_tasks_match_onnxruntime():
     result = run_api(samples.transformer("f16"), device="npm_pro_x1")
     assert result.nem.count("softmax.async") == 4
-    assert " exp.async" not in result.nem     # the decomposition's exp is gone
+    assert " exp.async" not in result.nem  # the decomposition's exp is gone
 
 
 def test_a_linalg_op_upstream_cannot_generalize_is_located():
@@ -89,9 +90,11 @@ def test_a_linalg_op_upstream_cannot_generalize_is_located():
     ctx = Context()
     for d in (builtin.Builtin, func.Func, linalg.Linalg):
         ctx.load_dialect(d)
-    text = ("func.func @f(%x: memref<2x4xf32>, %y: memref<2x4xf32>) {\n"
-            "  linalg.softmax dimension(1) ins(%x : memref<2x4xf32>) outs(%y : memref<2x4xf32>)\n"
-            "  return\n}\n")
+    text = (
+        "func.func @f(%x: memref<2x4xf32>, %y: memref<2x4xf32>) {\n"
+        "  linalg.softmax dimension(1) ins(%x : memref<2x4xf32>) outs(%y : memref<2x4xf32>)\n"
+        "  return\n}\n"
+    )
     with pytest.raises(NemDiagnosticError) as e:
         generalize_upstream_ops(ctx, text, "s.mlir")
     d = e.value.diagnostics[0]

@@ -28,10 +28,22 @@ from nem.frontends.onnx import samples  # noqa: E402
 
 FULL = os.environ.get("NEM_VALID") == "full"
 DEVICES = sorted(shipped_device_names())
-SAMPLES = [(name, dtype) for name in sorted(samples.MODELS)
-           for dtype in (("f32", "f16") if FULL else ("f32",))]
-LIGHT = ("bvlc_alexnet", "densenet121", "inception_v1", "inception_v2", "resnet50",
-         "shufflenet", "squeezenet", "vgg19", "zfnet512")
+SAMPLES = [
+    (name, dtype)
+    for name in sorted(samples.MODELS)
+    for dtype in (("f32", "f16") if FULL else ("f32",))
+]
+LIGHT = (
+    "bvlc_alexnet",
+    "densenet121",
+    "inception_v1",
+    "inception_v2",
+    "resnet50",
+    "shufflenet",
+    "squeezenet",
+    "vgg19",
+    "zfnet512",
+)
 
 
 def compiles_valid(model, device: str, name: str) -> None:

@@ -20,8 +20,9 @@ BIN = Path(sys.executable).parent
 
 
 def _run(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([str(BIN / args[0]), *args[1:]], capture_output=True, text=True,
-                          timeout=300, check=False)
+    return subprocess.run(
+        [str(BIN / args[0]), *args[1:]], capture_output=True, text=True, timeout=300, check=False
+    )
 
 
 @pytest.fixture(scope="module")
@@ -35,12 +36,14 @@ def mlp(tmp_path_factory) -> Path:
 def test_a_low_share_is_one_warning_line_without_v(mlp):
     r = _run("nem-compile", str(mlp), "--device", "npm_lite", "-o", str(mlp.with_suffix(".nem")))
     assert r.returncode == 0 and r.stdout == ""
-    assert r.stderr == (f"{mlp}: warning: only 0.0% of the model's FLOPs run as NEM opcodes "
-                        "(136960 of 136960 in escape-hatch kernels): no matmul variant for f32 "
-                        "on device npm_lite; no relu variant for f32 on device npm_lite "
-                        "(-v: a remark per op)\n")
+    assert r.stderr == (
+        f"{mlp}: warning: only 0.0% of the model's FLOPs run as NEM opcodes "
+        "(136960 of 136960 in escape-hatch kernels): no matmul variant for f32 "
+        "on device npm_lite; no relu variant for f32 on device npm_lite "
+        "(-v: a remark per op)\n"
+    )
     r = _run("nem-compile", str(mlp), "--device", "npm_pro_x1", "-o", str(mlp.with_suffix(".nem")))
-    assert r.returncode == 0 and r.stderr == ""     # all raised: nothing to say
+    assert r.returncode == 0 and r.stderr == ""  # all raised: nothing to say
 
 
 @pytest.mark.slow  # a compile and a run: 4-7 s
@@ -54,4 +57,4 @@ def test_nemb_diagnostics_name_the_nemb_at_its_text_lines(mlp):
     text = _run("nem-opt", str(nemb), "-t", "nem").stdout.splitlines()
     for file, line, col, opcode in located:
         assert file == str(nemb) and Path(file).exists()
-        assert re.match(rf"\s*\w+ = {opcode}\.", text[int(line) - 1][int(col) - 1:])
+        assert re.match(rf"\s*\w+ = {opcode}\.", text[int(line) - 1][int(col) - 1 :])

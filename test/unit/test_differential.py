@@ -28,8 +28,9 @@ HAZARD_RULES = {"HAZ-01", "HAZ-03"}
 def check_one(src: str) -> None:
     errors = static_verdict(src)
     other = [d for d in errors if d.rule not in HAZARD_RULES]
-    assert not other, f"generator produced a program with non-hazard errors: " \
-        f"{[d.render() for d in other]}\n{src}"
+    assert not other, (
+        f"generator produced a program with non-hazard errors: {[d.render() for d in other]}\n{src}"
+    )
     dyn = dynamic_verdict(src)
     assert not dyn.errors, f"runtime error on a statically valid program: {dyn.errors}\n{src}"
     FIGURES["programs"] += 1
@@ -37,7 +38,10 @@ def check_one(src: str) -> None:
         FIGURES["static accept"] += 1
         assert not dyn.races and not dyn.deadlocks, (
             "UNSOUND: nem-verify accepts a program the runtime shows racing or deadlocking:\n"
-            + "\n".join(str(r) for r in dyn.races) + "\n" + src)
+            + "\n".join(str(r) for r in dyn.races)
+            + "\n"
+            + src
+        )
         return
     FIGURES["static reject"] += 1
     if dyn.races:

@@ -7,8 +7,14 @@ from __future__ import annotations
 import pytest
 from doc_blocks import ROOT, run_document
 
-DOCS = ["docs/builder.md", "docs/writing-passes.md", "docs/testing.md", "docs/python-api.md",
-        "docs/design.md", "docs/graph-lowering.md"]
+DOCS = [
+    "docs/builder.md",
+    "docs/writing-passes.md",
+    "docs/testing.md",
+    "docs/python-api.md",
+    "docs/design.md",
+    "docs/graph-lowering.md",
+]
 
 
 @pytest.mark.parametrize("doc", DOCS)
@@ -38,6 +44,7 @@ def test_supported_onnx_list_is_the_converter_table():
     assert named == set(CONVERTERS)
     assert all(re.fullmatch(r"[A-Z][A-Za-z]+", t) for t in named)
 
+
 @pytest.mark.slow  # a compile and a run: 4-7 s
 def test_readme_quick_start_runs(tmp_path):
     """The README's quick start, line by line (but the install), in an empty
@@ -55,8 +62,15 @@ def test_readme_quick_start_runs(tmp_path):
         if command.startswith("python3 -m venv"):
             continue
         command = command.replace("examples/", f"{ROOT}/examples/")
-        r = subprocess.run(["bash", "-c", command], cwd=tmp_path, env=tool_env(tmp_path),
-                           capture_output=True, text=True, timeout=600, check=False)
+        r = subprocess.run(
+            ["bash", "-c", command],
+            cwd=tmp_path,
+            env=tool_env(tmp_path),
+            capture_output=True,
+            text=True,
+            timeout=600,
+            check=False,
+        )
         assert r.returncode == 0, f"{command}\n{r.stdout}{r.stderr}"
     y = np.load(tmp_path / "y.npy")
     assert y.dtype == np.float32 and y.size == 40

@@ -34,13 +34,21 @@ def test_nem_opt_stops_after_the_default_limit(tmp_path, capsys):
     assert _nem_opt(str(src), "-o", "-") == 1
     shown, note = errors_and_note(capsys.readouterr().err)
     assert shown == DEFAULT_ERROR_LIMIT == 20
-    assert note == ["nem-opt: note: too many errors; stopping after 20 (99 in all; raise the "
-                    "limit with --error-limit N, 0 for no limit)"]
+    assert note == [
+        "nem-opt: note: too many errors; stopping after 20 (99 in all; raise the "
+        "limit with --error-limit N, 0 for no limit)"
+    ]
 
 
-@pytest.mark.parametrize("flags, shown", [(["--error-limit", "0"], 99), (["--error-limit=5"], 5),
-                                          (["--error-limit", "99"], 99),
-                                          (["-p", "nem-verify", "--error-limit", "3"], 3)])
+@pytest.mark.parametrize(
+    "flags, shown",
+    [
+        (["--error-limit", "0"], 99),
+        (["--error-limit=5"], 5),
+        (["--error-limit", "99"], 99),
+        (["-p", "nem-verify", "--error-limit", "3"], 3),
+    ],
+)
 def test_nem_opt_limit_option(tmp_path, capsys, flags, shown):
     src = tmp_path / "dup.nem"
     src.write_text(duplicates(100))
@@ -65,8 +73,18 @@ def test_one_limit_over_every_chunk_and_verify_diagnostics_sees_all(tmp_path, ca
     got, note = errors_and_note(capsys.readouterr().err)
     assert got == 4 and "stopping after 4 (30 in all" in note[0]
     # every expectation is met: the limit is about printing only
-    assert _nem_opt(str(src), "--split-input-file", "--verify-diagnostics", "--error-limit", "4",
-                    "-o", "/dev/null") == 0
+    assert (
+        _nem_opt(
+            str(src),
+            "--split-input-file",
+            "--verify-diagnostics",
+            "--error-limit",
+            "4",
+            "-o",
+            "/dev/null",
+        )
+        == 0
+    )
     assert "too many errors" not in capsys.readouterr().err
 
 
@@ -85,8 +103,9 @@ def test_nem_run(tmp_path, capsys):
     src.write_text(duplicates(50))
     assert nem_run.run([str(src), "--error-limit", "2"]) == 1
     got, note = errors_and_note(capsys.readouterr().err)
-    assert got == 2 and note[0].startswith("nem-run: note: too many errors; stopping after 2 "
-                                           "(49 in all")
+    assert got == 2 and note[0].startswith(
+        "nem-run: note: too many errors; stopping after 2 (49 in all"
+    )
 
 
 def test_nem_compile(tmp_path, capsys, monkeypatch):
@@ -105,9 +124,14 @@ def test_nem_compile(tmp_path, capsys, monkeypatch):
     assert nem_compile.run([str(src), "-o", str(tmp_path / "out.nem"), "--no-progress"]) == 1
     err = capsys.readouterr().err
     got, note = errors_and_note(err)
-    assert got == 20 and note[0].startswith("nem-compile: note: too many errors; stopping after "
-                                            "20 (25 in all")
+    assert got == 20 and note[0].startswith(
+        "nem-compile: note: too many errors; stopping after 20 (25 in all"
+    )
     assert err.index(note[0]) < err.index("nem-compile: failed in stage 'lower'")
-    assert nem_compile.run([str(src), "-o", str(tmp_path / "out.nem"), "--no-progress",
-                            "--error-limit", "0"]) == 1
+    assert (
+        nem_compile.run(
+            [str(src), "-o", str(tmp_path / "out.nem"), "--no-progress", "--error-limit", "0"]
+        )
+        == 1
+    )
     assert errors_and_note(capsys.readouterr().err) == (25, [])

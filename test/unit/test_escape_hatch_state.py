@@ -13,14 +13,16 @@ from nem.runtime.api import NemInterpreter
 from nem.runtime.escape_hatch import EscapeHatch
 from nem.runtime.mlir_native import unavailable
 
-KERNEL = " ".join("""func.func @kernel(%x: memref<8xf32>, %y: memref<8xf32>) {
+KERNEL = " ".join(
+    """func.func @kernel(%x: memref<8xf32>, %y: memref<8xf32>) {
   affine.for %i = 0 to 8 {
     %a = affine.load %x[%i] : memref<8xf32>
     %p = arith.mulf %a, %a : f32
     affine.store %p, %y[%i] : memref<8xf32>
   }
   func.return
-}""".split())
+}""".split()
+)
 PROGRAM = f"""program squares:
 buffer X : L1 (size=32, align=32)
 buffer Y : L1 (size=32, align=32)
@@ -45,8 +47,8 @@ def test_two_interpreters_keep_their_own_backend_and_kernels():
     want = np.arange(8, dtype=np.float32) ** 2
     np.testing.assert_array_equal(_run(native), want)
     np.testing.assert_array_equal(_run(interpreted), want)
-    assert len(native.escape_hatch._native) == 1           # compiled natively
-    assert len(interpreted.escape_hatch._native) == 0      # never asked the native backend
+    assert len(native.escape_hatch._native) == 1  # compiled natively
+    assert len(interpreted.escape_hatch._native) == 0  # never asked the native backend
     assert interpreted.escape_hatch.backend == "interpreter"
     assert native.escape_hatch.compiled(KERNEL) is not interpreted.escape_hatch.compiled(KERNEL)
 
@@ -68,7 +70,7 @@ def test_notices_are_per_interpreter(monkeypatch):
         it.escape_hatch.notice = seen[k].append
         it.escape_hatch.compile_after = 0
         _run(it)
-    assert len(seen[0]) == 1 and seen[0] == seen[1]     # each interpreter says it once
+    assert len(seen[0]) == 1 and seen[0] == seen[1]  # each interpreter says it once
 
 
 def test_a_cache_holds_at_most_its_bound():
@@ -80,7 +82,7 @@ def test_a_cache_holds_at_most_its_bound():
     cache: BoundedCache[int, int] = BoundedCache(3)
     for k in range(10):
         cache[k] = k
-        cache[k] = k            # storing a held key again evicts nothing
+        cache[k] = k  # storing a held key again evicts nothing
     assert len(cache) == 3 and cache.keys() == [7, 8, 9]
     with pytest.raises(ValueError):
         BoundedCache(0)

@@ -27,8 +27,11 @@ def op(name, elem, quant=False, is_input=True):
 
 
 def gemm_bindings(a, b, y, c=None, quant=False):
-    out = {"A": [op("A_l1", a, quant)], "B": [op("B_l1", b, quant)],
-           "Y": [op("Y_l1", y, False, False)]}
+    out = {
+        "A": [op("A_l1", a, quant)],
+        "B": [op("B_l1", b, quant)],
+        "Y": [op("Y_l1", y, False, False)],
+    }
     if c:
         out["C"] = [op("C_l2", c)]
     return out
@@ -46,8 +49,9 @@ def test_gemm_bf16_with_bias_has_no_variant(catalog):
     # RULE: FAM-06, FAM-10
     res = catalog.match(GEMM, gemm_bindings("bf16", "bf16", "bf16", c="bf16"), "f32")
     assert not res.ok and str(res.nearest) == "gemm.float<bf16>.no_bias"
-    assert res.differences == ["operand 'C' (C_l2) is given but gemm.float<bf16>.no_bias has "
-                               "no 'C'"]
+    assert res.differences == [
+        "operand 'C' (C_l2) is given but gemm.float<bf16>.no_bias has no 'C'"
+    ]
 
 
 def test_gemm_mixed_elem_nearest(catalog):
@@ -69,8 +73,10 @@ def test_int8_needs_quant_on_inputs_but_not_bias(catalog):
     assert [str(r) for r in ok.matched] == ["gemm.int8<i16>.with_bias"]
     res = catalog.match(GEMM, gemm_bindings("i8", "i8", "i8"), "i32")
     assert str(res.nearest) == "gemm.int8<i8>.no_bias"
-    assert res.differences == ["operand 'A' (A_l1) must carry a quant descriptor",
-                               "operand 'B' (B_l1) must carry a quant descriptor"]
+    assert res.differences == [
+        "operand 'A' (A_l1) must carry a quant descriptor",
+        "operand 'B' (B_l1) must carry a quant descriptor",
+    ]
     # FAM-07: i16 output without bias is not defined.
     res = catalog.match(GEMM, gemm_bindings("i8", "i8", "i16", quant=True), "i32")
     assert not res.ok
@@ -87,18 +93,27 @@ def test_float_family_rejects_quant(catalog):
     b = gemm_bindings("f16", "f16", "f16")
     b["A"] = [op("A_l1", "f16", True)]
     res = catalog.match(GEMM, b, "f32")
-    assert res.differences == ["operand 'A' (A_l1) carries a quant descriptor but gemm.float "
-                               "requires quant = absent"]
+    assert res.differences == [
+        "operand 'A' (A_l1) carries a quant descriptor but gemm.float requires quant = absent"
+    ]
 
 
 def test_conv_match_and_missing_bias(catalog):
     # RULE: FAM-03, FAM-04, FAM-10
-    b = {"X": [op("X", "bf16")], "W": [op("W", "bf16")], "B": [op("B", "bf16")],
-         "Y": [op("Y", "bf16", False, False)]}
-    assert [str(r) for r in catalog.match(CONV, b, "f32").matched] == \
-        ["conv2d.float<bf16>.with_bias"]
-    b = {"X": [op("X", "i8", True)], "W": [op("W", "i8", True)],
-         "Y": [op("Y", "i16", False, False)]}
+    b = {
+        "X": [op("X", "bf16")],
+        "W": [op("W", "bf16")],
+        "B": [op("B", "bf16")],
+        "Y": [op("Y", "bf16", False, False)],
+    }
+    assert [str(r) for r in catalog.match(CONV, b, "f32").matched] == [
+        "conv2d.float<bf16>.with_bias"
+    ]
+    b = {
+        "X": [op("X", "i8", True)],
+        "W": [op("W", "i8", True)],
+        "Y": [op("Y", "i16", False, False)],
+    }
     res = catalog.match(CONV, b, "i32")
     # Tie between <i8>.no_bias (Y differs) and <i16>.with_bias (B missing):
     # the one keeping the operands' element types wins (closest types, before MUST).
@@ -137,20 +152,24 @@ def test_only_unavailable_match_is_reported(catalog):
     # the device offers nothing: no nearest *available* variant, the matching
     # variant it lacks is in `unavailable` (it was given as the nearest)
     assert res.nearest is None and [str(r) for r in res.unavailable] == ["gemm.float<f32>.no_bias"]
-    assert "gemm.float<f32>.no_bias is not in the target device's effective set" in res.differences[0]
+    assert (
+        "gemm.float<f32>.no_bias is not in the target device's effective set" in res.differences[0]
+    )
 
 
 def test_quantize_and_dequantize(catalog):
     # RULE: QUANT-10, FAM-21, FAM-22
     q = {"src": [op("s", "f16")], "dst": [op("d", "i8", True, False)]}
-    assert [str(r) for r in catalog.match(["quantize"], q, None).matched] == \
-        ["quantize<f16, i8>.default"]
+    assert [str(r) for r in catalog.match(["quantize"], q, None).matched] == [
+        "quantize<f16, i8>.default"
+    ]
     q["dst"] = [op("d", "i8", False, False)]
     res = catalog.match(["quantize"], q, None)
     assert res.differences == ["operand 'dst' (d) must carry a quant descriptor"]
     dq = {"src": [op("s", "i8", True)], "dst": [op("d", "f32", False, False)]}
-    assert [str(r) for r in catalog.match(["dequantize"], dq, None).matched] == \
-        ["dequantize<i8, f32>.default"]
+    assert [str(r) for r in catalog.match(["dequantize"], dq, None).matched] == [
+        "dequantize<i8, f32>.default"
+    ]
 
 
 def test_cast_any_supported(catalog):
@@ -162,8 +181,11 @@ def test_cast_any_supported(catalog):
 
 def test_extra_operand_and_unknown_family(catalog):
     # RULE: FAM-02
-    b = {"input": [op("x", "f16")], "output": [op("y", "f16", False, False)],
-         "scale": [op("s", "f16")]}
+    b = {
+        "input": [op("x", "f16")],
+        "output": [op("y", "f16", False, False)],
+        "scale": [op("s", "f16")],
+    }
     res = catalog.match(["softmax"], b, None)
     assert res.differences == ["operand 'scale' (s) is not allowed by softmax<f16>.default"]
     assert catalog.match(["nothing"], b, None).nearest is None

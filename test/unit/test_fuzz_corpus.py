@@ -47,27 +47,40 @@ def test_fuzz_smoke(name: str):
     assert set(stats) <= set(harness.GOOD), dict(stats)
 
 
-@pytest.mark.parametrize("code,err,outcome", [
-    (0, "", "ok"),
-    (1, "f.nem:3:4: error: bad [GRAM-03]\n", "diagnostic"),
-    (1, "error: something\n", "unlocated"),
-    (1, "error: --device nope: device 'nope' not found [DEV-20]\n", "diagnostic"),
-    (2, "nem-run: error: --input: bad\n", "diagnostic"),
-    (0, "f.nem:1:1: error: bad\n", "exit"),
-    (2, "nem-opt: internal error: ValueError: x\nThis is a bug\n", "internal"),
-    (1, "Traceback (most recent call last):\n", "internal"),
-    (1, "x.mlir:5:41: error: cannot parse MLIR\n// not an internal error wh\n"
-        "                                        ^\n", "diagnostic"),
-    (1, "x.nem:2:1: error: bad [GRAM-03]\nbuf\n^\nnem-run: internal error: KeyError\n",
-     "internal"),
-    (0, "f.nem:6:3: remark: r [DEV-20]\n# CHECK: x.nem:1:1: error: quoted\n  ^\n", "ok"),
-    (1, "/t/m.onnx: error: initializer 'w': raw_data has 10 bytes\n", "diagnostic"),
-    (1, "m.onnx: node 3 'r' (Relu): error: bad\nm.onnx: error: 1 node cannot be imported\n",
-     "diagnostic"),
-    (1, "m.onnx: node 2 'c' (Const\\x0cnt): error: bad\n", "diagnostic"),  # an escaped op type
-    (0, "m.onnx: error: initializer 'w': raw_data has 10 bytes\n", "exit"),
-    (1, "f.mlir:13:3: error: cannot parse\n  ^\n  ^\nfix: x\n", "diagnostic"),
-])
+@pytest.mark.parametrize(
+    "code,err,outcome",
+    [
+        (0, "", "ok"),
+        (1, "f.nem:3:4: error: bad [GRAM-03]\n", "diagnostic"),
+        (1, "error: something\n", "unlocated"),
+        (1, "error: --device nope: device 'nope' not found [DEV-20]\n", "diagnostic"),
+        (2, "nem-run: error: --input: bad\n", "diagnostic"),
+        (0, "f.nem:1:1: error: bad\n", "exit"),
+        (2, "nem-opt: internal error: ValueError: x\nThis is a bug\n", "internal"),
+        (1, "Traceback (most recent call last):\n", "internal"),
+        (
+            1,
+            "x.mlir:5:41: error: cannot parse MLIR\n// not an internal error wh\n"
+            "                                        ^\n",
+            "diagnostic",
+        ),
+        (
+            1,
+            "x.nem:2:1: error: bad [GRAM-03]\nbuf\n^\nnem-run: internal error: KeyError\n",
+            "internal",
+        ),
+        (0, "f.nem:6:3: remark: r [DEV-20]\n# CHECK: x.nem:1:1: error: quoted\n  ^\n", "ok"),
+        (1, "/t/m.onnx: error: initializer 'w': raw_data has 10 bytes\n", "diagnostic"),
+        (
+            1,
+            "m.onnx: node 3 'r' (Relu): error: bad\nm.onnx: error: 1 node cannot be imported\n",
+            "diagnostic",
+        ),
+        (1, "m.onnx: node 2 'c' (Const\\x0cnt): error: bad\n", "diagnostic"),  # an escaped op type
+        (0, "m.onnx: error: initializer 'w': raw_data has 10 bytes\n", "exit"),
+        (1, "f.mlir:13:3: error: cannot parse\n  ^\n  ^\nfix: x\n", "diagnostic"),
+    ],
+)
 def test_classification(code, err, outcome):
     assert harness.classify(code, err) == outcome
 

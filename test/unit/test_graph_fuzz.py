@@ -59,20 +59,23 @@ def test_generated_models_are_valid_and_varied():
     assert set(ops) == set(OPS), f"never drawn: {set(OPS) - set(ops)}"
     kinds = Counter()
     for g in models:
-        validate(g.model)                                   # checker + strict inference
+        validate(g.model)  # checker + strict inference
         graph = g.model.graph
-        assert 1 <= len(g.ops) <= 12 + 6       # the last entry may add up to 7 nodes
+        assert 1 <= len(g.ops) <= 12 + 6  # the last entry may add up to 7 nodes
         reads = Counter(i for n in graph.node for i in n.input if i)
         kinds["f16"] += graph.input[0].type.tensor_type.elem_type == onnx.TensorProto.FLOAT16
         kinds["several outputs"] += len(graph.output) > 1
-        kinds["shared value"] += any(c > 1 for n, c in reads.items()
-                                     if n not in {i.name for i in graph.initializer})
+        kinds["shared value"] += any(
+            c > 1 for n, c in reads.items() if n not in {i.name for i in graph.initializer}
+        )
         kinds["constant node"] += any(n.op_type == "Constant" for n in graph.node)
         dims = [d.dim_value for vi in graph.input for d in vi.type.tensor_type.shape.dim]
         kinds["prime size"] += any(d in (5, 7, 11, 13, 17) for d in dims)
-    assert all(kinds[k] >= 5 for k in ("f16", "several outputs", "shared value",
-                                       "constant node", "prime size")), kinds
-    assert generate(7, 3).model == models[3].model           # deterministic
+    assert all(
+        kinds[k] >= 5
+        for k in ("f16", "several outputs", "shared value", "constant node", "prime size")
+    ), kinds
+    assert generate(7, 3).model == models[3].model  # deterministic
 
 
 def test_engines_table_is_the_devices():
@@ -88,20 +91,41 @@ def test_configuration_schedule_covers_the_matrix():
     seen = {c for i in range(7) for c in graph_fuzz.config_schedule(5, i, 4, configs)}
     assert seen == set(configs)
     assert Config("npm_lite", "affine", None, True).flags() == ["--device", "npm_lite"]
-    assert Config("npm_pro", "transform", 1, False).label == \
-        "--device npm_pro --route transform --engines 1 --no-pipeline"
+    assert (
+        Config("npm_pro", "transform", 1, False).label
+        == "--device npm_pro --route transform --engines 1 --no-pipeline"
+    )
 
 
-@pytest.mark.parametrize("stage,message,outcome,op", [
-    ("import", "m: node 3 'hm' (Hardmax): error: not supported: op type Hardmax",
-     "REJECTED", "Hardmax"),
-    ("lower", "m.tile.mlir:3:5: error: cannot lower 'affine.dma_start': this strided DMA",
-     "REJECTED", "(lower)"),
-    ("import", "m: node 0 'f' (Flatten): error: internal: output 'y' has shape [15, 1]",
-     "CRASH", ""),
-    ("lower", "m.nem:4:1: error: lowered NEM program fails its checks: [HAZ-02]",
-     "VERIFY-FAIL", ""),
-])
+@pytest.mark.parametrize(
+    "stage,message,outcome,op",
+    [
+        (
+            "import",
+            "m: node 3 'hm' (Hardmax): error: not supported: op type Hardmax",
+            "REJECTED",
+            "Hardmax",
+        ),
+        (
+            "lower",
+            "m.tile.mlir:3:5: error: cannot lower 'affine.dma_start': this strided DMA",
+            "REJECTED",
+            "(lower)",
+        ),
+        (
+            "import",
+            "m: node 0 'f' (Flatten): error: internal: output 'y' has shape [15, 1]",
+            "CRASH",
+            "",
+        ),
+        (
+            "lower",
+            "m.nem:4:1: error: lowered NEM program fails its checks: [HAZ-02]",
+            "VERIFY-FAIL",
+            "",
+        ),
+    ],
+)
 def test_compile_errors_are_classified(stage, message, outcome, op):
     r = classify_compile_error(stage, message)
     assert (r.outcome, r.op) == (outcome, op)
@@ -109,17 +133,27 @@ def test_compile_errors_are_classified(stage, message, outcome, op):
 
 def _relu_exp(dtype=onnx.TensorProto.FLOAT16) -> onnx.ModelProto:
     """Relu -> Exp, and a Neg -> Mul branch the minimizer should remove."""
-    nodes = [helper.make_node("Relu", ["x"], ["r"]), helper.make_node("Exp", ["r"], ["y"]),
-             helper.make_node("Neg", ["x"], ["n"]), helper.make_node("Mul", ["n", "x"], ["z"])]
-    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", dtype, [3, 5])],
-                          [helper.make_tensor_value_info("y", dtype, [3, 5]),
-                           helper.make_tensor_value_info("z", dtype, [3, 5])])
+    nodes = [
+        helper.make_node("Relu", ["x"], ["r"]),
+        helper.make_node("Exp", ["r"], ["y"]),
+        helper.make_node("Neg", ["x"], ["n"]),
+        helper.make_node("Mul", ["n", "x"], ["z"]),
+    ]
+    g = helper.make_graph(
+        nodes,
+        "g",
+        [helper.make_tensor_value_info("x", dtype, [3, 5])],
+        [
+            helper.make_tensor_value_info("y", dtype, [3, 5]),
+            helper.make_tensor_value_info("z", dtype, [3, 5]),
+        ],
+    )
     m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 20)])
     m.ir_version = 10
     return validate(m) and m
 
 
-def _wrong_relu(ins, outs, attrs):   # a planted bug: relu doubles
+def _wrong_relu(ins, outs, attrs):  # a planted bug: relu doubles
     return [np.maximum(ins[0].array, 0) * 2]
 
 
@@ -142,8 +176,9 @@ def test_outcomes_of_the_chain(tmp_path):
         return CaseResult("PASS")
 
     r = graph_case.isolated(die, tmp_path, wall=60)
-    assert (r.outcome, r.step) == ("CRASH", "run") and \
-        r.detail.startswith("run: killed by SIGSEGV in test_graph_fuzz.py:"), r
+    assert (r.outcome, r.step) == ("CRASH", "run") and r.detail.startswith(
+        "run: killed by SIGSEGV in test_graph_fuzz.py:"
+    ), r
 
 
 @pytest.mark.slow  # 5 s
@@ -155,8 +190,7 @@ def test_reference_inexact_is_not_a_miscompile(tmp_path):
     moved by 3 tolerances, in the ill-conditioned output or in a
     well-conditioned one, are a MISCOMPILE."""
     model, inputs = graph_fuzz.load_case(FUZZ / "graph_findings" / "m46.onnx")
-    r = graph_case.isolated(graph_fuzz.case_fn(model, inputs, Config(), 120), tmp_path,
-                            wall=600)
+    r = graph_case.isolated(graph_fuzz.case_fn(model, inputs, Config(), 120), tmp_path, wall=600)
     assert r.outcome == "REFERENCE-INEXACT", r
     want = reference(model, inputs)
     exact = graph_exact.exact_reference(model, inputs)
@@ -186,8 +220,13 @@ def test_f16_batchnorm_softmax_layernorm(tmp_path):
     MISCOMPILE on every configuration.  Computed in f32 and rounded once
     (D-COMPILE-F16) the program is the exact evaluation."""
     model, inputs = graph_fuzz.load_case(FUZZ / "graph_findings" / "m270.onnx")
-    _passes(model, inputs, tmp_path, Config(),
-            Config(device="npm_lite", route="transform", pipeline=False))
+    _passes(
+        model,
+        inputs,
+        tmp_path,
+        Config(),
+        Config(device="npm_lite", route="transform", pipeline=False),
+    )
 
 
 @pytest.mark.slow  # 20 s
@@ -223,13 +262,14 @@ def test_reference_inexact_by_ill_conditioning_and_overflow(tmp_path):
     for name in ("m54", "m306"):
         model, inputs = graph_fuzz.load_case(FUZZ / "graph_findings" / f"{name}.onnx")
         (tmp_path / name).mkdir()
-        r = graph_case.isolated(graph_fuzz.case_fn(model, inputs, Config(), 120),
-                                tmp_path / name, wall=600)
+        r = graph_case.isolated(
+            graph_fuzz.case_fn(model, inputs, Config(), 120), tmp_path / name, wall=600
+        )
         assert r.outcome == "REFERENCE-INEXACT", (name, r)
         want = reference(model, inputs)
         exact = graph_exact.exact_reference(model, inputs)
         got = {k: v.copy() for k, v in want.items()}
-        if name == "m54":   # (onnx's evaluator sizes sub10 (3, 16, 0, 3): not judged)
+        if name == "m54":  # (onnx's evaluator sizes sub10 (3, 16, 0, 3): not judged)
             e = exact[0]["ins15"]
             got["ins15"] = (e + 1.5 * (want["ins15"] - e.astype(np.float64))).astype(e.dtype)
         else:
@@ -242,15 +282,16 @@ def test_exact_evaluation_rounds_each_op():
     """The exact evaluation rounds every op's result to its type: f16
     Tanh then Erf differs from Erf(Tanh(x)) rounded once, and its spread is
     zero where nothing is computed."""
-    model = onnx.parser.parse_model('''< ir_version: 10, opset_import: ["" : 18] >
+    model = onnx.parser.parse_model("""< ir_version: 10, opset_import: ["" : 18] >
         g (float16[64] x) => (float16[64] y, float16[64] z) {
             t = Tanh (x)
             y = Erf (t)
             z = Identity (x)
-        }''')
+        }""")
     x = np.linspace(0.3, 1.2, 64).astype(np.float16)
     (exact, spread) = graph_exact.exact_reference(model, {"x": x})
     from math import erf, tanh
+
     per_op = np.array([erf(float(np.float16(tanh(v)))) for v in x]).astype(np.float16)
     once = np.array([erf(tanh(float(v))) for v in x]).astype(np.float16)
     assert np.array_equal(exact["y"], per_op) and not np.array_equal(per_op, once)
@@ -260,33 +301,57 @@ def test_exact_evaluation_rounds_each_op():
 @pytest.mark.slow  # 4 s
 def test_minimizer_reduces_a_planted_bug(tmp_path):
     m = _relu_exp()
-    target = graph_case.isolated(graph_minimize.test_fn(m, Config(), 60, {"relu": _wrong_relu}),
-                                 tmp_path, wall=300)
+    target = graph_case.isolated(
+        graph_minimize.test_fn(m, Config(), 60, {"relu": _wrong_relu}), tmp_path, wall=300
+    )
     assert target.outcome == "MISCOMPILE"
-    small, r, tests = graph_minimize.minimize(m, Config(), target, tmp_path, jobs=2,
-                                              timeout=60, kernels={"relu": _wrong_relu},
-                                              log=lambda s: None)
+    small, r, tests = graph_minimize.minimize(
+        m,
+        Config(),
+        target,
+        tmp_path,
+        jobs=2,
+        timeout=60,
+        kernels={"relu": _wrong_relu},
+        log=lambda s: None,
+    )
     assert r.outcome == "MISCOMPILE"
     assert [n.op_type for n in small.graph.node] == ["Relu"], small.graph
     dims = [d.dim_value for d in small.graph.input[0].type.tensor_type.shape.dim]
-    assert np.prod(dims) < 15, dims                       # shrunk from [3, 5]
+    assert np.prod(dims) < 15, dims  # shrunk from [3, 5]
     info = graph_minimize.write_finding(small, Config(), r, tmp_path / "f")
-    assert info["command"] == f"python test/fuzz/graph_fuzz.py replay {info['path']} " \
-                              "--device npm_pro_x1"
+    assert (
+        info["command"] == f"python test/fuzz/graph_fuzz.py replay {info['path']} "
+        "--device npm_pro_x1"
+    )
     assert Path(info["path"]).with_name("model.inputs.npz").exists()
 
 
-@pytest.mark.parametrize("seed", [
-    pytest.param(s, id=s.name, marks=[] if s.today == s.want else pytest.mark.xfail(
-        strict=True, reason=f"open finding ({s.today}; test/fuzz/graph_seeds.py): the "
-                            "fix sets the seed's `today` to its `want`")) for s in SEEDS])
+@pytest.mark.parametrize(
+    "seed",
+    [
+        pytest.param(
+            s,
+            id=s.name,
+            marks=[]
+            if s.today == s.want
+            else pytest.mark.xfail(
+                strict=True,
+                reason=f"open finding ({s.today}; test/fuzz/graph_seeds.py): the "
+                "fix sets the seed's `today` to its `want`",
+            ),
+        )
+        for s in SEEDS
+    ],
+)
 @pytest.mark.slow  # 4 s (12 cases)
 def test_seed(seed, tmp_path):
     """Each known finding, replayed on its configuration, has the outcome it
     must have (PASS, or a clean rejection)."""
     model = seed.build()
-    r = graph_case.isolated(graph_fuzz.case_fn(model, input_arrays(model), seed.config, 120),
-                            tmp_path, wall=600)
+    r = graph_case.isolated(
+        graph_fuzz.case_fn(model, input_arrays(model), seed.config, 120), tmp_path, wall=600
+    )
     assert r.outcome == seed.want, f"{seed.name} {seed.config.label}: {r.outcome} {r.detail}"
 
 
@@ -296,8 +361,9 @@ def test_smoke_campaign(tmp_path):
     bug (every case PASS or a clean rejection), and a report."""
     table = graph_fuzz.prepare_models(SMOKE_SEED, SMOKE, tmp_path, None)
     configs = graph_case.matrix()
-    cases = [(i, c) for i in sorted(table)
-             for c in graph_fuzz.config_schedule(SMOKE_SEED, i, 1, configs)]
+    cases = [
+        (i, c) for i in sorted(table) for c in graph_fuzz.config_schedule(SMOKE_SEED, i, 1, configs)
+    ]
     rows = graph_fuzz.run_cases(cases, tmp_path, 2, 120, 4, log=lambda s: None)
     bugs = [r for r in rows if r["outcome"] in graph_case.BUGS]
 
@@ -305,8 +371,7 @@ def test_smoke_campaign(tmp_path):
         path = tmp_path / "models" / f"m{r['model']}.onnx"
         return graph_fuzz.replay_command(path, Config.parse(r["config"]))
 
-    assert not bugs, "\n".join(f"{r['outcome']} {r['detail']} (replay: {replay(r)})"
-                               for r in bugs)
+    assert not bugs, "\n".join(f"{r['outcome']} {r['detail']} (replay: {replay(r)})" for r in bugs)
     args = Namespace(seed=SMOKE_SEED, jobs=2, timeout=120)
     text = graph_fuzz.report(rows, table, configs, 1.0, [], args)
     assert "| PASS |" in text and "## Times per case (median)" in text

@@ -36,8 +36,10 @@ def _program(rnd: random.Random, n: int) -> str:
             for _ in range(rnd.randint(1, 4)):
                 pool = outer + inner
                 deps = rnd.sample(pool, min(len(pool), rnd.randint(0, 3)))
-                lines.append(f"  t{k} = transfer.async(dst=region(L, 0, 16), "
-                             f"src=region(A, 0, 16){_deps(deps)})")
+                lines.append(
+                    f"  t{k} = transfer.async(dst=region(L, 0, 16), "
+                    f"src=region(A, 0, 16){_deps(deps)})"
+                )
                 inner.append(f"t{k}")
                 k += 1
             lines.append(f"  wait({', '.join(inner)})")
@@ -47,8 +49,9 @@ def _program(rnd: random.Random, n: int) -> str:
         # mostly recent tokens (chains), sometimes far ones
         if outer and rnd.random() < 0.6:
             deps = [outer[-1]] + [d for d in deps if d != outer[-1]]
-        lines.append(f"t{k} = transfer.async(dst=region(L, 0, 16), src=region(A, 0, 16)"
-                     f"{_deps(deps)})")
+        lines.append(
+            f"t{k} = transfer.async(dst=region(L, 0, 16), src=region(A, 0, 16){_deps(deps)})"
+        )
         outer.append(f"t{k}")
         k += 1
         if rnd.random() < 0.1:
@@ -89,8 +92,12 @@ def test_dep_reaches_matches_a_plain_search(seed: int, window: int):
     tasks = list(s.tasks.values())
     for a in tasks:
         for b in tasks:
-            assert s.dep_reaches(a, b) == ((a.op, b.op) in expected), \
-                (a.op.token_name(), b.op.token_name(), window, src)
+            assert s.dep_reaches(a, b) == ((a.op, b.op) in expected), (
+                a.op.token_name(),
+                b.op.token_name(),
+                window,
+                src,
+            )
 
 
 def test_a_long_chain_keeps_a_window_per_task():
@@ -103,8 +110,11 @@ def test_a_long_chain_keeps_a_window_per_task():
         deps = _deps([f"t{k - 1}"] if k else [])
         lines.append(f"t{k} = transfer.async(dst=region(L, 0, 16), src=region(A, 0, 16){deps})")
     lines.append(f"wait(t{n - 1})")
-    program = next(o for o in parse_nem("\n".join(lines) + "\n", "chain.nem").walk()
-                   if isinstance(o, ProgramOp))
+    program = next(
+        o
+        for o in parse_nem("\n".join(lines) + "\n", "chain.nem").walk()
+        if isinstance(o, ProgramOp)
+    )
     s = Structure(program)
     tasks = list(s.tasks.values())
     assert s.dep_reaches(tasks[0], tasks[-1]) and not s.dep_reaches(tasks[-1], tasks[0])

@@ -71,8 +71,11 @@ def offsets(draw, var: str, outer: str | None, slope: int, k: int) -> str:
     (what the jump needs); sometimes anything else."""
     c = draw(st.sampled_from([0, 8, 16, 64]))
     base = f"{c} + {var} * {slope}" if slope >= 0 else f"{c + 400} - {var} * {-slope}"
-    kind = draw(st.sampled_from(["plain", "plain", "mod", "mod2", "div", "outer", "other",
-                                 "square", "signed", "divdiv"]))
+    kind = draw(
+        st.sampled_from(
+            ["plain", "plain", "mod", "mod2", "div", "outer", "other", "square", "signed", "divdiv"]
+        )
+    )
     if kind == "plain":
         return base
     if kind == "mod":
@@ -94,22 +97,28 @@ def offsets(draw, var: str, outer: str | None, slope: int, k: int) -> str:
 
 @st.composite
 def extents(draw, var: str) -> str:
-    return draw(st.sampled_from(["8", "16", "24", "16", "8", f"8 + ({var} mod 2) * 8",
-                                 f"{var} + 1"]))
+    return draw(
+        st.sampled_from(["8", "16", "24", "16", "8", f"8 + ({var} mod 2) * 8", f"{var} + 1"])
+    )
 
 
 @st.composite
 def programs(draw) -> str:
     """Tasks before a long loop (maybe inside a short outer loop), the loop's
     body (transfers, deps, waits, .sync, a loop-body buffer), tasks after."""
-    lines = ["program p:", "buffer X : L2 (size=8192)", "buffer Y : L2 (size=8192)",
-             "buffer Z : L2 (size=1024)"]
+    lines = [
+        "program p:",
+        "buffer X : L2 (size=8192)",
+        "buffer Y : L2 (size=8192)",
+        "buffer Z : L2 (size=1024)",
+    ]
     count = [0]
     slopes = {b: draw(st.sampled_from([0, 0, 8, 16, -8])) for b in "XYZ"}
     k = draw(st.sampled_from([1, 2, 2, 3, 4]))
 
-    def tasks(indent: str, var: str | None, outer: str | None, tokens: list[str],
-              bufs: list[str], n: int) -> None:
+    def tasks(
+        indent: str, var: str | None, outer: str | None, tokens: list[str], bufs: list[str], n: int
+    ) -> None:
         for _ in range(n):
             count[0] += 1
             name = f"t{count[0]}"
@@ -125,8 +134,10 @@ def programs(draw) -> str:
             deps = [t for t in tokens if draw(st.integers(0, 2)) == 0]
             d = f", deps=[{', '.join(deps)}]" if deps else ""
             sync = draw(st.integers(0, 3)) == 0
-            lines.append(f"{indent}{name} = transfer.{'sync' if sync else 'async'}"
-                         f"(dst={region()}, src={region()}{d})")
+            lines.append(
+                f"{indent}{name} = transfer.{'sync' if sync else 'async'}"
+                f"(dst={region()}, src={region()}{d})"
+            )
             if not sync:
                 tokens.append(name)
                 if draw(st.integers(0, 3)) == 0:
@@ -141,7 +152,9 @@ def programs(draw) -> str:
         indent, outer = "  ", "j"
     n = draw(st.integers(1, 3))
     deco = f" @max_in_flight({n})" if n > 1 else ""
-    lines.append(f"{indent}loop i in [{draw(st.integers(0, 2))}..{draw(st.integers(3, 60))}]{deco}:")
+    lines.append(
+        f"{indent}loop i in [{draw(st.integers(0, 2))}..{draw(st.integers(3, 60))}]{deco}:"
+    )
     body = indent + "  "
     bufs = ["X", "Y", "Z"]
     if draw(st.integers(0, 3)) == 0:
@@ -157,8 +170,12 @@ def programs(draw) -> str:
 
 
 @seed(20261128)
-@settings(max_examples=N or 150, deadline=None, database=None,
-          suppress_health_check=[HealthCheck.too_slow])
+@settings(
+    max_examples=N or 150,
+    deadline=None,
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
 @given(programs())
 def test_same_diagnostics_as_the_replay(src):
     """Long loops (up to 60 iterations, in a short outer loop), offsets with
@@ -167,14 +184,24 @@ def test_same_diagnostics_as_the_replay(src):
 
 
 def _race_pairs(races) -> set[tuple]:
-    return {(a.inst.task.op.token_name() or a.inst.task.pos,
-             b.inst.task.op.token_name() or b.inst.task.pos, a.write, b.write)
-            for a, b, _ in races}
+    return {
+        (
+            a.inst.task.op.token_name() or a.inst.task.pos,
+            b.inst.task.op.token_name() or b.inst.task.pos,
+            a.write,
+            b.write,
+        )
+        for a, b, _ in races
+    }
 
 
 @seed(20261129)
-@settings(max_examples=N or 120, deadline=None, database=None,
-          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(
+    max_examples=N or 120,
+    deadline=None,
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
 @given(diff_programs())
 def test_same_verdicts_and_races_on_nested_pipelined_programs(src):
     """The differential test's generator: nested and pipelined loops, mod
@@ -182,13 +209,16 @@ def test_same_verdicts_and_races_on_nested_pipelined_programs(src):
     new = find_races(_program(src))
     old = hazard_replay.find_races(_program(src))
     assert bool(new.races) == bool(old), src
-    assert _race_pairs([(r.earlier, r.later, r.order) for r in new.races]) == \
-        _race_pairs(old), src
+    assert _race_pairs([(r.earlier, r.later, r.order) for r in new.races]) == _race_pairs(old), src
 
 
 @seed(20261130)
-@settings(max_examples=N or 60, deadline=None, database=None,
-          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(
+    max_examples=N or 60,
+    deadline=None,
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
 @given(diff_programs(), st.randoms(use_true_random=False))
 def test_ordering_sets_are_the_twins_of_ordered(src, rnd: random.Random):
     """`issued_before_set` / `ordered_set` contain exactly the instance pairs
@@ -212,15 +242,17 @@ def test_ordering_sets_are_the_twins_of_ordered(src, rnd: random.Random):
         union = sp.empty
         for piece in pieces:
             union = union | piece
-        points = (na.domain & nb.domain)
+        points = na.domain & nb.domain
         assert (union & points).is_equal(before.subtract(ords) & points), src
         if points.is_empty():
             continue
         finder = HazardFinder(prog)
         for _ in range(5):
             p = _random_point(points, rnd)
-            ia, ib = finder.instance(a, tuple(p[:len(a.loops)])), \
-                finder.instance(b, tuple(p[len(a.loops):]))
+            ia, ib = (
+                finder.instance(a, tuple(p[: len(a.loops)])),
+                finder.instance(b, tuple(p[len(a.loops) :])),
+            )
             inside = _contains(before, p)
             assert inside == issued_before(s, ia, ib), (src, p)
             if inside:

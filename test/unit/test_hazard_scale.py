@@ -106,11 +106,13 @@ def test_a_second_analysis_decides_no_shape_again(monkeypatch):
 
     monkeypatch.setattr(hazard_finder.HazardFinder, "_races", counting)
     memos = ShapeMemos()
-    first = [d.message for d in
-             hazard_finder.HazardFinder(_program(tiles(64, 2)), memos=memos).run()]
+    first = [
+        d.message for d in hazard_finder.HazardFinder(_program(tiles(64, 2)), memos=memos).run()
+    ]
     n = len(decided)
-    again = [d.message for d in
-             hazard_finder.HazardFinder(_program(tiles(64, 2)), memos=memos).run()]
+    again = [
+        d.message for d in hazard_finder.HazardFinder(_program(tiles(64, 2)), memos=memos).run()
+    ]
     assert n > 0 and len(decided) == n, (n, len(decided))
     assert again == first and len(first) == 3, first
     alone = [d.message for d in hazard_finder.HazardFinder(_program(tiles(64, 2))).run()]
@@ -135,9 +137,12 @@ def test_the_pass_context_holds_one_run_s_shape_memos():
 def rewrites(n: int) -> str:
     """n tasks of one loop body writing the same 256 bytes, unordered: each
     pair races (WAW), each nearest only to its neighbours."""
-    adds = "\n".join(f"  a{k} = add.async in region(src, 0, 256) elem=f32, shape=[64], "
-                     "layout=C, region(src, 0, 256) elem=f32, shape=[64], layout=C out "
-                     "region(t, 0, 256) elem=f32, shape=[64], layout=C" for k in range(n))
+    adds = "\n".join(
+        f"  a{k} = add.async in region(src, 0, 256) elem=f32, shape=[64], "
+        "layout=C, region(src, 0, 256) elem=f32, shape=[64], layout=C out "
+        "region(t, 0, 256) elem=f32, shape=[64], layout=C"
+        for k in range(n)
+    )
     return f"""program p:
 buffer src : DDR (size=256, align=64)
 buffer t : DDR (size=256, align=64)
@@ -160,7 +165,7 @@ def test_a_chain_of_rewrites_finds_its_interveners_first(monkeypatch):
     for n in (8, 16):
         calls[0] = 0
         diags = hazard_finder.HazardFinder(_program(rewrites(n))).run()
-        assert len(diags) == n - 1, [d.message for d in diags]   # the nearest pairs
+        assert len(diags) == n - 1, [d.message for d in diags]  # the nearest pairs
         counts.append(calls[0])
     assert counts[1] <= 4.5 * counts[0], counts
 
@@ -190,11 +195,14 @@ def test_a_region_read_several_times_is_one_access():
     # ordered one is none
     finder = hazard_finder.HazardFinder(_program(repeated(8, dep=False)))
     by_buffer = finder._collect()
-    on_s = next(accs for buf, accs in by_buffer.items()
-                if getattr(buf.owner, "buffer_name", None) is not None
-                and buf.owner.buffer_name.data == "s")
+    on_s = next(
+        accs
+        for buf, accs in by_buffer.items()
+        if getattr(buf.owner, "buffer_name", None) is not None and buf.owner.buffer_name.data == "s"
+    )
     assert [(a.write, a.rank) for a in on_s] == [(True, 1), (False, 7)], on_s
     diags = [d.message for d in finder.run()]
     assert len(diags) == 1 and diags[0].startswith("read-after-write"), diags
-    assert [d.message for d in hazard_finder.HazardFinder(
-        _program(repeated(8, dep=True))).run()] == []
+    assert [
+        d.message for d in hazard_finder.HazardFinder(_program(repeated(8, dep=True))).run()
+    ] == []

@@ -37,8 +37,12 @@ class LoopSpec:
     own_buffers: bool
 
 
-def build_program(weight: bool, loops: list[LoopSpec], drop: tuple[int, str] | None = None,
-                  n_override: tuple[int, int] | None = None) -> ProgramOp:
+def build_program(
+    weight: bool,
+    loops: list[LoopSpec],
+    drop: tuple[int, str] | None = None,
+    n_override: tuple[int, int] | None = None,
+) -> ProgramOp:
     """`drop = (loop index, dep)` removes one dependency: 'x' (compute on the
     transfer in), 'c' (store on the compute), 'w' (compute on the weight)."""
     total = sum(lp.trip for lp in loops)
@@ -55,8 +59,10 @@ def build_program(weight: bool, loops: list[LoopSpec], drop: tuple[int, str] | N
     slots = {}
     for j, lp in enumerate(loops):
         if j == 0 or lp.own_buffers:
-            slots[j] = (b.buffer(f"X_L1_{j}", "L1[0]", kmax * TILE),
-                        b.buffer(f"Y_L1_{j}", "L1[0]", kmax * TILE))
+            slots[j] = (
+                b.buffer(f"X_L1_{j}", "L1[0]", kmax * TILE),
+                b.buffer(f"Y_L1_{j}", "L1[0]", kmax * TILE),
+            )
     if weight:
         Wt = typed(W_L1, 0, "Wt")
         tW = b.transfer(Wt, typed(W_DDR, 0), name="tW")
@@ -76,10 +82,16 @@ def build_program(weight: bool, loops: list[LoopSpec], drop: tuple[int, str] | N
             binary = weight and lp.binary
             if binary and drop != (j, "w"):
                 deps_c.append(tW)
-            tC = b.compute("add" if binary else "relu", ins=[X, Wt] if binary else [X],
-                           outs=[Y], deps=deps_c, name=f"tC_{j}")
-            tS = b.store(typed(Y_DDR, tile), Y, deps=[] if drop == (j, "c") else [tC],
-                         name=f"tS_{j}")
+            tC = b.compute(
+                "add" if binary else "relu",
+                ins=[X, Wt] if binary else [X],
+                outs=[Y],
+                deps=deps_c,
+                name=f"tC_{j}",
+            )
+            tS = b.store(
+                typed(Y_DDR, tile), Y, deps=[] if drop == (j, "c") else [tC], name=f"tS_{j}"
+            )
             if lp.trailing_wait:
                 b.wait(tS)
         base += lp.trip
@@ -96,10 +108,17 @@ def programs(draw):
         # a loop that shares the previous loop's slots needs that loop to have
         # waited for its stores (D-HAZ-ENDLOOP); otherwise give it its own
         own = j == 0 or not loops[-1].trailing_wait or draw(st.booleans())
-        loops.append(LoopSpec(
-            k=k, n=draw(st.integers(1, k)), lo=draw(st.integers(0, 3)),
-            trip=draw(st.integers(k + 1, k + 5)), binary=draw(st.booleans()),
-            trailing_wait=draw(st.booleans()), own_buffers=own))
+        loops.append(
+            LoopSpec(
+                k=k,
+                n=draw(st.integers(1, k)),
+                lo=draw(st.integers(0, 3)),
+                trip=draw(st.integers(k + 1, k + 5)),
+                binary=draw(st.booleans()),
+                trailing_wait=draw(st.booleans()),
+                own_buffers=own,
+            )
+        )
     return weight, loops
 
 
@@ -135,19 +154,24 @@ def test_race_free_accepted_and_mutants_rejected(prog, data):
 
 
 def test_max_live_tokens():
-    text = "\n".join([
-        "buffer D : L2 (size=4096)",
-        "buffer L : L1[0] (size=4096)",
-        "t0 = transfer.async(dst=region(L, 0, 64), src=region(D, 0, 64))",
-        "t1 = transfer.async(dst=region(L, 64, 64), src=region(D, 64, 64))",
-        "t2 = transfer.sync(dst=region(L, 128, 64), src=region(D, 128, 64))",
-        "wait(t0, t1)",
-        "loop i in [0..7] @max_in_flight(3):",
-        "  a = transfer.async(dst=region(L, 256 + i * 64, 64), src=region(D, 256 + i * 64, 64))",
-        "  b = store.async(dst=region(D, 1024 + i * 64, 64), src=region(L, 256 + i * 64, 64), deps=[a])",
-        "  wait(b)",
-        "endloop",
-    ]) + "\n"
+    text = (
+        "\n".join(
+            [
+                "buffer D : L2 (size=4096)",
+                "buffer L : L1[0] (size=4096)",
+                "t0 = transfer.async(dst=region(L, 0, 64), src=region(D, 0, 64))",
+                "t1 = transfer.async(dst=region(L, 64, 64), src=region(D, 64, 64))",
+                "t2 = transfer.sync(dst=region(L, 128, 64), src=region(D, 128, 64))",
+                "wait(t0, t1)",
+                "loop i in [0..7] @max_in_flight(3):",
+                "  a = transfer.async(dst=region(L, 256 + i * 64, 64), src=region(D, 256 + i * 64, 64))",
+                "  b = store.async(dst=region(D, 1024 + i * 64, 64), src=region(L, 256 + i * 64, 64), deps=[a])",
+                "  wait(b)",
+                "endloop",
+            ]
+        )
+        + "\n"
+    )
     prog = next(op for op in parse_nem(text, "live.nem").walk() if isinstance(op, ProgramOp))
     # before the wait: t0, t1 and the .sync t2 -> 3; in the loop: a and b live
     # together (2) times 3 iterations in flight -> 6

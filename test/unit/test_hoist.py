@@ -74,9 +74,15 @@ def test_the_weight_copy_leaves_the_loop_with_its_buffer():
     the input and output tiles, whose boxes move with the loop, stay."""
     moved, top, body = _hoisted()
     assert moved == 1
-    assert top == ["arith.constant"] * 3 + ["memref.subview", "memref.alloc", "memref.view",
-                                            "linalg.copy", "scf.for", "memref.dealloc",
-                                            "func.return"]
+    assert top == ["arith.constant"] * 3 + [
+        "memref.subview",
+        "memref.alloc",
+        "memref.view",
+        "linalg.copy",
+        "scf.for",
+        "memref.dealloc",
+        "func.return",
+    ]
     assert body.count("linalg.copy") == 3 and body.count("memref.alloc") == 2
 
 
@@ -102,16 +108,19 @@ def _conv_model(hw: int, c: int, f: int) -> onnx.ModelProto:
     w = numpy_helper.from_array(rng.uniform(-1, 1, (f, c, 3, 3)).astype(np.float32), "w")
     b = numpy_helper.from_array(rng.uniform(-1, 1, (f,)).astype(np.float32), "b")
     node = helper.make_node("Conv", ["x", "w", "b"], ["y"], name="conv", pads=[1] * 4)
-    g = helper.make_graph([node], "g",
-                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, c, hw, hw])],
-                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, f, hw, hw])],
-                          [w, b])
+    g = helper.make_graph(
+        [node],
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, c, hw, hw])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, f, hw, hw])],
+        [w, b],
+    )
     return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
 
 
 def _run(result, model, schedules: int) -> np.ndarray:
     it, _ = run_compiled(result, model, "npm_pro_x1", schedules)
-    (name, shape, dtype), = result.interface.outputs
+    ((name, shape, dtype),) = result.interface.outputs
     return it.read_tensor(name, shape, dtype)
 
 
@@ -127,8 +136,7 @@ def test_hoisted_weights_are_bit_identical_and_copied_less(monkeypatch):
     new = compile_onnx(model, **opts)
     monkeypatch.setattr(hoist, "ENABLED", False)
     old = compile_onnx(model, **opts)
-    assert np.array_equal(_run(new, model, 2).view(np.uint32),
-                          _run(old, model, 0).view(np.uint32))
+    assert np.array_equal(_run(new, model, 2).view(np.uint32), _run(old, model, 0).view(np.uint32))
 
     def dma_bytes(text: str) -> int:
         it = NemInterpreter(device="npm_pro_x1", trace=False)

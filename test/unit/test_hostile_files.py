@@ -36,9 +36,14 @@ HUGE = "{'descr': '<f2', 'fortran_order': False, 'shape': (1099511627776,), }"
 
 def test_regular_file_names_what_a_path_is(tmp_path):
     os.mkfifo(tmp_path / "fifo")
-    for path, kind in ((tmp_path / "fifo", "a FIFO (named pipe)"), ("/dev/zero",
-                       "a character device"), (tmp_path, "a directory")):
-        with pytest.raises(FileRefused, match=re.escape(f"cannot read input '{path}': it is {kind}")):
+    for path, kind in (
+        (tmp_path / "fifo", "a FIFO (named pipe)"),
+        ("/dev/zero", "a character device"),
+        (tmp_path, "a directory"),
+    ):
+        with pytest.raises(
+            FileRefused, match=re.escape(f"cannot read input '{path}': it is {kind}")
+        ):
             regular_file(path, "input")
     with pytest.raises(FileRefused, match="No such file or directory"):
         regular_file(tmp_path / "none")
@@ -57,25 +62,32 @@ def test_outputs_are_never_inputs(tmp_path):
         with pytest.raises(InputError, match="is an input of this command"):
             check_output_path(str(out), "-o", [str(given)])
     check_output_path(str(tmp_path / "m.nem"), "-o", [str(given)])
-    check_output_path("/dev/null", "-o", ["/dev/null"])   # the null device reads nothing back
+    check_output_path("/dev/null", "-o", ["/dev/null"])  # the null device reads nothing back
     assert given.read_bytes() == b"model"
 
 
 def test_npy_headers_are_checked_before_the_data(tmp_path):
     f = tmp_path / "huge.npy"
     f.write_bytes(npy_bytes(HUGE))
-    with pytest.raises(InputError, match=r"declares a float16 array of shape \[1099511627776\] "
-                       r"\(2199023255552 bytes\), more than the 64 bytes of 'A'"):
+    with pytest.raises(
+        InputError,
+        match=r"declares a float16 array of shape \[1099511627776\] "
+        r"\(2199023255552 bytes\), more than the 64 bytes of 'A'",
+    ):
         read_input(str(f), "--input A=huge.npy", 64, "'A'")
-    f.write_bytes(npy_bytes("{'descr': '<f2', 'fortran_order': False, 'shape': (4,), }",
-                            version=2, header_len=0xFFFFFFFF))
-    with pytest.raises(InputError, match="declares a header of 4294967295 bytes at byte "
-                       "offset 8"):
+    f.write_bytes(
+        npy_bytes(
+            "{'descr': '<f2', 'fortran_order': False, 'shape': (4,), }",
+            version=2,
+            header_len=0xFFFFFFFF,
+        )
+    )
+    with pytest.raises(InputError, match="declares a header of 4294967295 bytes at byte offset 8"):
         load_npy(str(f), "--input", 64)
-    f.write_bytes(npy_bytes("{'descr': '<f2', 'fortran_order': False, 'shape': (8,), }",
-                            b"\0" * 6))
-    with pytest.raises(InputError, match="is truncated: its header declares 16 bytes of data, "
-                       "the file has 6"):
+    f.write_bytes(npy_bytes("{'descr': '<f2', 'fortran_order': False, 'shape': (8,), }", b"\0" * 6))
+    with pytest.raises(
+        InputError, match="is truncated: its header declares 16 bytes of data, the file has 6"
+    ):
         load_npy(str(f), "--input", 64)
     f.write_bytes(npy_bytes("{'descr': '|O', 'fortran_order': False, 'shape': (2,), }"))
     with pytest.raises(InputError, match="holds Python objects"):
@@ -88,30 +100,41 @@ def test_header_is_checked_against_the_target(tmp_path):
 
     def check(shape, dtype):
         raise ValueError(f"a {dtype} array does not match buffer A (f16[4])")
-    with pytest.raises(InputError, match=r"float64 array does not match buffer A \(f16\[4\]\) "
-                       r"\(the file's header declares float64, shape \[4\]\)"):
+
+    with pytest.raises(
+        InputError,
+        match=r"float64 array does not match buffer A \(f16\[4\]\) "
+        r"\(the file's header declares float64, shape \[4\]\)",
+    ):
         read_input(str(f), "--input A=a.npy", 1 << 20, "'A'", check)
 
 
 def test_npz_members_are_checked_before_they_are_decompressed(tmp_path):
     bomb = tmp_path / "bomb.npz"
     bomb.write_bytes(_patched_zip("A.npy", npy_bytes(HUGE), 2**30))
-    with pytest.raises(InputError, match="member 'A.npy' has 1073741824 bytes, more than the "
-                       "64 bytes of buffer 'A'"):
+    with pytest.raises(
+        InputError,
+        match="member 'A.npy' has 1073741824 bytes, more than the 64 bytes of buffer 'A'",
+    ):
         read_archive(str(bomb), "--input", lambda name: 64)
     small = tmp_path / "small.npz"
     with zipfile.ZipFile(small, "w", zipfile.ZIP_DEFLATED) as z:
         z.writestr("A.npy", npy_bytes(HUGE))
-    with pytest.raises(InputError, match=r"member 'A.npy' declares a float16 array of shape "
-                       r"\[1099511627776\]"):
+    with pytest.raises(
+        InputError,
+        match=r"member 'A.npy' declares a float16 array of shape "
+        r"\[1099511627776\]",
+    ):
         read_archive(str(small), "--input", lambda name: 64)
 
 
 def _limited(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
     def limit() -> None:
         resource.setrlimit(resource.RLIMIT_AS, (3 * 2**30, 3 * 2**30))
-    return subprocess.run(args, cwd=cwd, capture_output=True, text=True, timeout=120,
-                          preexec_fn=limit)
+
+    return subprocess.run(
+        args, cwd=cwd, capture_output=True, text=True, timeout=120, preexec_fn=limit
+    )
 
 
 def test_array_files_under_a_3_gib_limit(tmp_path):
@@ -120,14 +143,20 @@ def test_array_files_under_a_3_gib_limit(tmp_path):
     limit."""
     prog = tmp_path / "p.nem"
     prog.write_text("buffer A : DDR (size=2147483648)\nR = region(A, 0, 64)\n")
-    (tmp_path / "h.npy").write_bytes(npy_bytes("{'descr': '<f2', 'fortran_order': False, "
-                                               "'shape': (4,), }", version=2,
-                                               header_len=0xFFFFFFFF))
+    (tmp_path / "h.npy").write_bytes(
+        npy_bytes(
+            "{'descr': '<f2', 'fortran_order': False, 'shape': (4,), }",
+            version=2,
+            header_len=0xFFFFFFFF,
+        )
+    )
     with open(tmp_path / "big.bin", "wb") as f:
         f.truncate(2**31)
-    for flag, given, problem in (("--input", "A=h.npy", "declares a header of 4294967295"),
-                                 ("--input-raw", "A=big.bin", "above the limit of"),
-                                 ("--input-raw", "A=/dev/zero", "a character device")):
+    for flag, given, problem in (
+        ("--input", "A=h.npy", "declares a header of 4294967295"),
+        ("--input-raw", "A=big.bin", "above the limit of"),
+        ("--input-raw", "A=/dev/zero", "a character device"),
+    ):
         r = _limited([str(BIN / "nem-run"), str(prog), flag, given, "--no-progress"], tmp_path)
         assert r.returncode == 2 and problem in r.stderr, r.stderr
         assert "internal error" not in r.stderr and "Traceback" not in r.stderr
@@ -142,18 +171,27 @@ def test_a_broadcast_view_is_checked_on_its_size_and_never_made_contiguous():
     from nem.runtime.tensor_io import TensorIOError
 
     it = NemInterpreter()
-    it.load_string("buffer X : L2 (size=128)\nbuffer D : DDR (size=33554432)\n"
-                   "d = region(D, 0, 33554432) elem=f16, shape=[16777216], layout=C\n")
-    huge = np.broadcast_to(np.float16(1), (2**20, 2**21))            # 4 TiB, 2 bytes held
-    for write in (lambda: it.write_tensor("X", huge), lambda: it.write_bytes("X", huge),
-                  lambda: it.write_tensor("X", huge, raw=True), lambda: it.ddr_write(0, huge),
-                  lambda: it.encode_tensor("X", huge)):
-        with pytest.raises(TensorIOError, match=r"writing 4398046511104 bytes at offset 0 "
-                                                r"of (buffer X \(128 bytes\)|DDR)"):
+    it.load_string(
+        "buffer X : L2 (size=128)\nbuffer D : DDR (size=33554432)\n"
+        "d = region(D, 0, 33554432) elem=f16, shape=[16777216], layout=C\n"
+    )
+    huge = np.broadcast_to(np.float16(1), (2**20, 2**21))  # 4 TiB, 2 bytes held
+    for write in (
+        lambda: it.write_tensor("X", huge),
+        lambda: it.write_bytes("X", huge),
+        lambda: it.write_tensor("X", huge, raw=True),
+        lambda: it.ddr_write(0, huge),
+        lambda: it.encode_tensor("X", huge),
+    ):
+        with pytest.raises(
+            TensorIOError,
+            match=r"writing 4398046511104 bytes at offset 0 "
+            r"of (buffer X \(128 bytes\)|DDR)",
+        ):
             write()
     with pytest.raises(TypeError, match="not int"):
         it.write_bytes("X", 2**42)
-    fits = np.broadcast_to(np.float16(2), (2**24,))                    # 32 MiB, fits D
+    fits = np.broadcast_to(np.float16(2), (2**24,))  # 32 MiB, fits D
     tracemalloc.start()
     try:
         assert it.write_tensor("D", fits) == it.write_tensor("d", fits) == 2**25
@@ -161,7 +199,7 @@ def test_a_broadcast_view_is_checked_on_its_size_and_never_made_contiguous():
         peak = tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
-    assert peak < 2**20, peak                                          # no 32 MiB copy
+    assert peak < 2**20, peak  # no 32 MiB copy
     assert (it.read_tensor("d") == 2).all()
 
 
@@ -170,17 +208,23 @@ def test_nem_compile_never_writes_its_model(tmp_path):
     text = (ROOT / "test/lit/lowering/Inputs/eltwise_tiled.mlir").read_text()
     model.write_text(text)
     (tmp_path / "link.mlir").symlink_to(model)
-    for args in (["-o", str(tmp_path / "link.mlir")], ["-o", str(tmp_path / "m.nem"),
-                                                       "--save-temps"]):
-        if "--save-temps" in args:   # the import stage's temp would be m.import.mlir
+    for args in (
+        ["-o", str(tmp_path / "link.mlir")],
+        ["-o", str(tmp_path / "m.nem"), "--save-temps"],
+    ):
+        if "--save-temps" in args:  # the import stage's temp would be m.import.mlir
             os.replace(model, tmp_path / "m.import.mlir")
             model = tmp_path / "m.import.mlir"
             (tmp_path / "m.mlir").symlink_to(model)
             args = [str(tmp_path / "m.mlir"), *args]
         else:
             args = [str(model), *args]
-        r = subprocess.run([str(BIN / "nem-compile"), *args, "--no-progress"],
-                           capture_output=True, text=True, timeout=120)
+        r = subprocess.run(
+            [str(BIN / "nem-compile"), *args, "--no-progress"],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         assert r.returncode == 2 and "is an input of this command" in r.stderr, r.stderr
     assert model.read_text() == text
 
@@ -194,19 +238,27 @@ def test_no_tool_writes_a_file_it_read_through_an_include(tmp_path):
     inc.mkdir()
     shipped = device.read_text()
     prog = tmp_path / "p.nem"
-    prog.write_text('include "npm_pro_x1.nem"\ndevice npm_pro_x1\n'
-                    "buffer x : DDR (size=16, align=64)\n")
+    prog.write_text(
+        'include "npm_pro_x1.nem"\ndevice npm_pro_x1\nbuffer x : DDR (size=16, align=64)\n'
+    )
     (tmp_path / "link.nem").symlink_to(inc / "npm_pro_x1.nem")
-    for tool, args in (("nem-opt", [str(prog), "-o", "inc/npm_pro_x1.nem"]),
-                       ("nem-opt", [str(prog), "-t", "nemb", "-o", "link.nem"]),
-                       ("nem-run", [str(prog), "--output", "x=inc/npm_pro_x1.nem"]),
-                       ("nem-run", [str(prog), "--trace", "link.nem"])):
+    for tool, args in (
+        ("nem-opt", [str(prog), "-o", "inc/npm_pro_x1.nem"]),
+        ("nem-opt", [str(prog), "-t", "nemb", "-o", "link.nem"]),
+        ("nem-run", [str(prog), "--output", "x=inc/npm_pro_x1.nem"]),
+        ("nem-run", [str(prog), "--trace", "link.nem"]),
+    ):
         (inc / "npm_pro_x1.nem").write_text(shipped)
-        r = subprocess.run([str(BIN / tool), "-I", "inc", *args], capture_output=True,
-                           text=True, timeout=120, cwd=tmp_path)
+        r = subprocess.run(
+            [str(BIN / tool), "-I", "inc", *args],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            cwd=tmp_path,
+        )
         assert r.returncode in (1, 2) and "was read by this command" in r.stderr, r.stderr
         assert (inc / "npm_pro_x1.nem").read_text() == shipped, (tool, args)
-    assert not [p for p in inc.iterdir() if p.name.endswith(".tmp")]   # no temp left
+    assert not [p for p in inc.iterdir() if p.name.endswith(".tmp")]  # no temp left
 
 
 def test_python_api_arguments_name_the_parameter():
@@ -221,21 +273,28 @@ def test_python_api_arguments_name_the_parameter():
     from nem.runtime.api import NemInterpreter
 
     for call, message in (
-            (lambda: parse_nem(None), "parse_nem: text must be a str, not NoneType"),
-            (lambda: print_nem(None), "print_nem: module must be a ModuleOp"),
-            (lambda: detect_format(3), "detect_format: text must be a str, not int"),
-            (lambda: verify_program(None), "verify_program: program must be a nem ProgramOp"),
-            (lambda: run_pipeline(None, "dce"), "run_pipeline: module must be a ModuleOp"),
-            (lambda: NemInterpreter(device=123), "NemInterpreter: device must be a device name"),
-            (lambda: compile_onnx(None), "compile_onnx: model must be a path"),
-            (lambda: compile_onnx("m.onnx", tile_sizes=(-1,)),
-             r"compile: tile_sizes must be positive ints, not \(-1,\)")):
+        (lambda: parse_nem(None), "parse_nem: text must be a str, not NoneType"),
+        (lambda: print_nem(None), "print_nem: module must be a ModuleOp"),
+        (lambda: detect_format(3), "detect_format: text must be a str, not int"),
+        (lambda: verify_program(None), "verify_program: program must be a nem ProgramOp"),
+        (lambda: run_pipeline(None, "dce"), "run_pipeline: module must be a ModuleOp"),
+        (lambda: NemInterpreter(device=123), "NemInterpreter: device must be a device name"),
+        (lambda: compile_onnx(None), "compile_onnx: model must be a path"),
+        (
+            lambda: compile_onnx("m.onnx", tile_sizes=(-1,)),
+            r"compile: tile_sizes must be positive ints, not \(-1,\)",
+        ),
+    ):
         with pytest.raises((TypeError, ValueError), match=message):
             call()
     from nem.dialect.limits import source_limit
 
-    with source_limit(64), pytest.raises(ValueError, match="parse_nem: text has more than 64 "
-                                         "bytes, above the source limit"):
+    with (
+        source_limit(64),
+        pytest.raises(
+            ValueError, match="parse_nem: text has more than 64 bytes, above the source limit"
+        ),
+    ):
         parse_nem("#" * 100)
 
 
@@ -282,8 +341,11 @@ def test_generated_array_files_are_read_or_refused_never_crash(tmp_path):
         path = tmp_path / (f"{i}.npz" if data[:2] == b"PK" else f"{i}.npy")
         path.write_bytes(data)
         try:
-            arrays = read_archive(str(path), "--input", size) if path.suffix == ".npz" \
+            arrays = (
+                read_archive(str(path), "--input", size)
+                if path.suffix == ".npz"
                 else {"A_L2": load_npy(str(path), "--input", limit)}
+            )
         except InputError:
             continue
         for a in arrays.values():
@@ -303,16 +365,24 @@ def test_two_outputs_of_one_command_are_refused(tmp_path):
     out = tmp_path / "o.npy"
     (tmp_path / "sub").mkdir()
     for other in (str(out), str(tmp_path / "sub" / ".." / "o.npy")):
-        with pytest.raises(InputError, match=re.escape("--trace: '") + ".*is also written by "
-                           "--output Y_L2"):
+        with pytest.raises(
+            InputError, match=re.escape("--trace: '") + ".*is also written by --output Y_L2"
+        ):
             check_distinct_outputs([(str(out), "--output Y_L2"), (other, "--trace")])
     out.write_bytes(b"")
     os.link(out, tmp_path / "hard.npy")
     with pytest.raises(InputError, match="is also written by"):
         check_distinct_outputs([(str(out), "-o"), (str(tmp_path / "hard.npy"), "--trace")])
-    check_distinct_outputs([(str(out), "-o"), (str(tmp_path / "p.npy"), "--trace"),
-                            ("/dev/null", "--output A"), ("/dev/null", "--output B"),
-                            ("-", "-o"), ("-", "--trace")])
+    check_distinct_outputs(
+        [
+            (str(out), "-o"),
+            (str(tmp_path / "p.npy"), "--trace"),
+            ("/dev/null", "--output A"),
+            ("/dev/null", "--output B"),
+            ("-", "-o"),
+            ("-", "--trace"),
+        ]
+    )
 
 
 def test_nem_run_refuses_two_outputs_in_one_file(tmp_path, capsys):
@@ -320,8 +390,17 @@ def test_nem_run_refuses_two_outputs_in_one_file(tmp_path, capsys):
 
     out = str(tmp_path / "o.npy")
     with pytest.raises(SystemExit) as e:
-        main([str(ROOT / "examples" / "gemm_bias_relu.nem"), "--random-inputs", "1",
-              "--output", f"Y_L2={out}", "--output", f"A_L2={out}"])
+        main(
+            [
+                str(ROOT / "examples" / "gemm_bias_relu.nem"),
+                "--random-inputs",
+                "1",
+                "--output",
+                f"Y_L2={out}",
+                "--output",
+                f"A_L2={out}",
+            ]
+        )
     assert e.value.code == 2 and not os.path.exists(out)
     assert "--output A_L2: '" in capsys.readouterr().err
 
@@ -339,18 +418,22 @@ def test_device_by_name_in_an_include_dir_is_that_file(tmp_path):
     from nem.dialect.diagnostics import NemDiagnosticError
 
     shipped = (ROOT / "devices" / "nem" / "devices" / "npm_lite.nem").read_text()
-    (tmp_path / "npm_lite.nem").write_text(shipped.replace("num_engines = 1",
-                                                           "num_engines = -1"))
-    (tmp_path / "prog.nem").write_text("program p:\n")   # another .nem: skipped as before
-    with pytest.raises(NemDiagnosticError, match=r"npm_lite\.nem:7:23: error: expected an "
-                       r"integer engine count"):
+    (tmp_path / "npm_lite.nem").write_text(shipped.replace("num_engines = 1", "num_engines = -1"))
+    (tmp_path / "prog.nem").write_text("program p:\n")  # another .nem: skipped as before
+    with pytest.raises(
+        NemDiagnosticError,
+        match=r"npm_lite\.nem:7:23: error: expected an "
+        r"integer engine count",
+    ):
         find_device("npm_lite", [str(tmp_path)])
-    (tmp_path / "npm_lite.nem").write_text(shipped.replace("num_engines = 1",
-                                                           "num_engines = 2"))
+    (tmp_path / "npm_lite.nem").write_text(shipped.replace("num_engines = 1", "num_engines = 2"))
     assert find_device("npm_lite", [str(tmp_path)]).topology.num_engines == 2
-    (tmp_path / "npm_lite.nem").write_text("")   # empty: the shipped npm_lite, exit 0
-    with pytest.raises(NemDiagnosticError, match=r"npm_lite\.nem' defines no device "
-                       r"'npm_lite' \[DEV-20\]"):
+    (tmp_path / "npm_lite.nem").write_text("")  # empty: the shipped npm_lite, exit 0
+    with pytest.raises(
+        NemDiagnosticError,
+        match=r"npm_lite\.nem' defines no device "
+        r"'npm_lite' \[DEV-20\]",
+    ):
         find_device("npm_lite", [str(tmp_path)])
     assert find_device("npm_mid", [str(tmp_path)]).name == "npm_mid"
 
@@ -359,8 +442,9 @@ def test_api_arguments_of_the_held_out_set():
     from nem.passes.driver import load_pass_plugin
     from nem.runtime.api import NemInterpreter
 
-    with pytest.raises(TypeError, match="load_pass_plugin: path must be a str or Path, not "
-                       "NoneType"):
+    with pytest.raises(
+        TypeError, match="load_pass_plugin: path must be a str or Path, not NoneType"
+    ):
         load_pass_plugin(None)  # type: ignore[arg-type]
     it = NemInterpreter(device="npm_lite")
     with pytest.raises(TypeError, match="load: path must be a str or Path, not int"):
@@ -369,9 +453,12 @@ def test_api_arguments_of_the_held_out_set():
     with pytest.raises(TypeError, match="raw must be a bool, not 'yes'"):
         it.write_tensor("A_L2", np.ones(4, np.float16), raw="yes")  # type: ignore[arg-type]
     assert it.write_tensor("A_L2", np.ones(4, np.float16), raw=np.bool_(False)) == 8
-    with pytest.raises(ValueError, match=r"run_schedules: k=4611686018427387904 schedules of "
-                       r"an estimated 21 tasks .* exceed the task budget of 10000000"):
-        it.run_schedules(2**62)   # was a MemoryError
+    with pytest.raises(
+        ValueError,
+        match=r"run_schedules: k=4611686018427387904 schedules of "
+        r"an estimated 21 tasks .* exceed the task budget of 10000000",
+    ):
+        it.run_schedules(2**62)  # was a MemoryError
     with pytest.raises(ValueError, match="exceed the task budget of 40"):
         it.run_schedules(2, max_tasks=40)
     assert len(it.run_schedules(2, max_tasks=42)[0]) == 2
@@ -384,8 +471,11 @@ def test_what_a_plugin_or_device_path_is(tmp_path):
     from nem.passes.driver import PluginError, load_pass_plugin
     from nem.runtime.api import NemInterpreter
 
-    for path, why in ((tmp_path, "it is a directory"), ("/dev/null", "a character device"),
-                      (tmp_path / "none.py", "no such file")):
+    for path, why in (
+        (tmp_path, "it is a directory"),
+        ("/dev/null", "a character device"),
+        (tmp_path / "none.py", "no such file"),
+    ):
         with pytest.raises(PluginError, match=why):
             load_pass_plugin(path)
     os.mkfifo(tmp_path / "d.nem")

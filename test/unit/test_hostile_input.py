@@ -33,9 +33,15 @@ def _slow_program(tmp_path: Path) -> Path:
     # many seconds of static checking: offsets whose bounds intervals do not
     # prove REG-01, so D-VERIFY-BUDGET enumerates 2^22 points for each region
     p = tmp_path / "slow.nem"
-    p.write_text("buffer A : L2 (size=65536)\nloop i in [0..4611686018427387903]:\n"
-                 + "".join(f"  let R{k} = region(A, (i mod 1024) * 64 - (i mod 1024) * 63, 64) "
-                           "elem=f16, shape=[32], layout=N\n" for k in range(32)) + "endloop\n")
+    p.write_text(
+        "buffer A : L2 (size=65536)\nloop i in [0..4611686018427387903]:\n"
+        + "".join(
+            f"  let R{k} = region(A, (i mod 1024) * 64 - (i mod 1024) * 63, 64) "
+            "elem=f16, shape=[32], layout=N\n"
+            for k in range(32)
+        )
+        + "endloop\n"
+    )
     return p
 
 
@@ -44,9 +50,13 @@ def _slow_program(tmp_path: Path) -> Path:
 def test_ctrl_c_is_one_line_and_exit_130(tmp_path, tool):
     # the child gets the default SIGINT disposition whatever ours is (a shell
     # starts background jobs with SIGINT ignored, and Python keeps it ignored)
-    proc = subprocess.Popen([str(BIN / tool), str(_slow_program(tmp_path))],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    proc = subprocess.Popen(
+        [str(BIN / tool), str(_slow_program(tmp_path))],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
     time.sleep(4)
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=60)
@@ -58,8 +68,11 @@ def test_source_reader_refuses_devices_and_directories(tmp_path):
     import os
 
     os.mkfifo(tmp_path / "fifo")
-    for path, what in (("/dev/zero", "it is a character device"), (str(tmp_path), "a directory"),
-                       (str(tmp_path / "fifo"), "it is a FIFO (named pipe)")):
+    for path, what in (
+        ("/dev/zero", "it is a character device"),
+        (str(tmp_path), "a directory"),
+        (str(tmp_path / "fifo"), "it is a FIFO (named pipe)"),
+    ):
         with pytest.raises(NemDiagnosticError) as e:
             read_source(path)
         assert what in e.value.diagnostics[0].message
@@ -82,12 +95,15 @@ def test_invalid_utf8_is_located():
     assert "byte 0xff at byte offset 23" in d.message
 
 
-@pytest.mark.parametrize("make,problem", [
-    (lambda t: str(t / "no" / "x.bin"), "does not exist"),
-    (lambda t: str(t), "is a directory"),
-    (lambda t: "/dev/full", "not a regular file"),
-    (lambda t: str(t) + "/", "names a directory"),
-])
+@pytest.mark.parametrize(
+    "make,problem",
+    [
+        (lambda t: str(t / "no" / "x.bin"), "does not exist"),
+        (lambda t: str(t), "is a directory"),
+        (lambda t: "/dev/full", "not a regular file"),
+        (lambda t: str(t) + "/", "names a directory"),
+    ],
+)
 def test_output_paths_checked_before_the_run(tmp_path, make, problem):
     with pytest.raises(InputError) as e:
         check_output_path(make(tmp_path), "--output Y=f")
@@ -105,33 +121,39 @@ def test_input_files(tmp_path):
     np.save(tmp_path / "s.npy", np.float32(2.0))
     assert read_input(str(tmp_path / "s.npy"), "--input", 4).shape == (1,)
     (tmp_path / "raw.bin").write_bytes(b"abc")
-    with pytest.raises(InputError, match="has 3 bytes but the buffer has 64: a raw input fills "
-                       "all of the buffer"):
+    with pytest.raises(
+        InputError, match="has 3 bytes but the buffer has 64: a raw input fills all of the buffer"
+    ):
         read_input(str(tmp_path / "raw.bin"), "--input", 64)
-    with pytest.raises(InputError, match="has 3 bytes but 'w' has 64: a raw input fills all of 'w'"):
+    with pytest.raises(
+        InputError, match="has 3 bytes but 'w' has 64: a raw input fills all of 'w'"
+    ):
         read_input(str(tmp_path / "raw.bin"), "--input w=raw.bin", 64, "'w'")
     (tmp_path / "e.npy").write_bytes(b"")
     with pytest.raises(InputError, match=r"not a .npy file \(no NumPy header\)"):
         read_input(str(tmp_path / "e.npy"), "--input", 64)
     (tmp_path / "t.npy").write_bytes(b"\x93NUMPY\x01")
-    with pytest.raises(InputError, match="not a readable .npy file"):   # a truncated header
+    with pytest.raises(InputError, match="not a readable .npy file"):  # a truncated header
         read_input(str(tmp_path / "t.npy"), "--input", 64)
 
 
-@pytest.mark.parametrize("profile,problem", [
-    ([1, 2], "expected an object of units, got list"),
-    ({"DMA": {"bandwidth": 0}}, "DMA.bandwidth is 0, must be > 0"),
-    ({"DMA": {"bandwidth": -4}}, "DMA.bandwidth is -4, must be > 0"),
-    ({"DMA": {"latency": -1}}, "DMA.latency is -1, must be >= 0"),
-    ({"NMU": {"macs": "many"}}, "NMU.macs: expected a number, got 'many'"),
-    ({"NMU": {"macs": True}}, "NMU.macs: expected a number, got True"),
-    ({"GPU": {}}, "unknown unit 'GPU'"),
-    ({"DMA": {"speed": 3}}, "DMA: unknown parameter 'speed'"),
-    ({"DMA": [1]}, "DMA: expected an object of parameters, got list"),
-    ({"DMA": {"latency": 2.5}}, "DMA.latency is 2.5, must be a whole number of cycles"),
-    ({"DMA": {"bandwidth": 64, "latency": 0}}, None),
-    ({"DMA": {"bandwidth": 0.5, "latency": 8.0}}, None),
-])
+@pytest.mark.parametrize(
+    "profile,problem",
+    [
+        ([1, 2], "expected an object of units, got list"),
+        ({"DMA": {"bandwidth": 0}}, "DMA.bandwidth is 0, must be > 0"),
+        ({"DMA": {"bandwidth": -4}}, "DMA.bandwidth is -4, must be > 0"),
+        ({"DMA": {"latency": -1}}, "DMA.latency is -1, must be >= 0"),
+        ({"NMU": {"macs": "many"}}, "NMU.macs: expected a number, got 'many'"),
+        ({"NMU": {"macs": True}}, "NMU.macs: expected a number, got True"),
+        ({"GPU": {}}, "unknown unit 'GPU'"),
+        ({"DMA": {"speed": 3}}, "DMA: unknown parameter 'speed'"),
+        ({"DMA": [1]}, "DMA: expected an object of parameters, got list"),
+        ({"DMA": {"latency": 2.5}}, "DMA.latency is 2.5, must be a whole number of cycles"),
+        ({"DMA": {"bandwidth": 64, "latency": 0}}, None),
+        ({"DMA": {"bandwidth": 0.5, "latency": 8.0}}, None),
+    ],
+)
 def test_profile_validation(profile, problem):
     got = profile_problem(profile)
     assert got == problem if problem is None else problem in got
@@ -142,11 +164,13 @@ def _prog(text: str) -> ProgramOp:
 
 
 def test_task_count_estimate():
-    p = _prog("buffer A : DDR (size=64)\nR = region(A, 0, 64)\n"
-              "loop i in [0..9]:\n  loop j in [0..i]:\n    t = transfer.sync(dst=R, src=R) "
-              "@memmove\n  endloop\n  u = store.sync(dst=R, src=R)\nendloop\n"
-              "loop k in [3..100000000000000]:\n  v = transfer.sync(dst=R, src=R) @memmove\n"
-              "endloop\n")
+    p = _prog(
+        "buffer A : DDR (size=64)\nR = region(A, 0, 64)\n"
+        "loop i in [0..9]:\n  loop j in [0..i]:\n    t = transfer.sync(dst=R, src=R) "
+        "@memmove\n  endloop\n  u = store.sync(dst=R, src=R)\nendloop\n"
+        "loop k in [3..100000000000000]:\n  v = transfer.sync(dst=R, src=R) @memmove\n"
+        "endloop\n"
+    )
     # i in 0..9 with j up to i: at most 10 inner trips (upper sample) of one task, plus
     # one per iteration: 10 * (1 + 10 * (1 + 1) + 1), then 10**14 - 2 iterations of 1 + 1
     assert estimate_task_count(p) == 10 * 22 + 2 * (10**14 - 2)
@@ -165,8 +189,9 @@ def _reference(value, env):
     if isinstance(op, arith.ConstantOp):
         return op.value.value.data
     if type(op) in SYMBOL_OF:
-        return apply_binop(SYMBOL_OF[type(op)], _reference(op.operands[0], env),
-                           _reference(op.operands[1], env))
+        return apply_binop(
+            SYMBOL_OF[type(op)], _reference(op.operands[0], env), _reference(op.operands[1], env)
+        )
     return _reference(op.operands[0], env)
 
 
@@ -179,8 +204,11 @@ def test_evaluator_matches_a_recursive_reference():
             a, b = rng.choice(names + ["3", "7"]), rng.choice(names + ["2", "5"])
             lines.append(f"  let x{k} = ({a} {rng.choice(list(BINOPS))} {b}) + 1")
             names.append(f"x{k}")
-        text = ("buffer A : DDR (size=1000000)\nloop i in [0..20]:\n" + "\n".join(lines)
-                + f"\n  R = region(A, {names[-1]}, 1)\nendloop\n")
+        text = (
+            "buffer A : DDR (size=1000000)\nloop i in [0..20]:\n"
+            + "\n".join(lines)
+            + f"\n  R = region(A, {names[-1]}, 1)\nendloop\n"
+        )
         try:
             prog = _prog(text)
         except NemDiagnosticError:

@@ -30,14 +30,18 @@ def _including(tmp_path: Path, target: str, name: str = "main.nem") -> Path:
     return main
 
 
-@pytest.mark.parametrize("text,rule,line,col", [
-    ("root:x:0:0:root:/root:/bin/bash\nbin:x:1:1::/:\n", "GRAM-03", 1, 1),
-    ("@@@ )))\n", "GRAM-17", 1, 1),
-    ("buffer X : L2 (size=128)\n)))\n", "GRAM-03", 2, 1),
-    ("type_family t<T: {f16}> {\n}\nbuffer X : L2 (size=4)\n", None, None, None),
-])
-def test_a_text_that_is_no_document_is_refused_in_the_included_file(tmp_path, text, rule,
-                                                                    line, col):
+@pytest.mark.parametrize(
+    "text,rule,line,col",
+    [
+        ("root:x:0:0:root:/root:/bin/bash\nbin:x:1:1::/:\n", "GRAM-03", 1, 1),
+        ("@@@ )))\n", "GRAM-17", 1, 1),
+        ("buffer X : L2 (size=128)\n)))\n", "GRAM-03", 2, 1),
+        ("type_family t<T: {f16}> {\n}\nbuffer X : L2 (size=4)\n", None, None, None),
+    ],
+)
+def test_a_text_that_is_no_document_is_refused_in_the_included_file(
+    tmp_path, text, rule, line, col
+):
     # RULE: INC-05
     (tmp_path / "inc.nem").write_text(text)
     with pytest.raises(NemDiagnosticError) as excinfo:
@@ -88,7 +92,8 @@ def test_an_included_program_is_still_imported_up_to_its_first_statement(tmp_pat
     # RULE: INC-05 (D-INC-PROGRAM: a valid program is parsed, then ignored)
     (tmp_path / "prog.nem").write_text(
         'include "nem_baseline_1.0.nem"\nbuffer X : L2 (size=128)\n'
-        "x = region(X, 0, 128) elem=f16, shape=[64], layout=C\n")
+        "x = region(X, 0, 128) elem=f16, shape=[64], layout=C\n"
+    )
     assert "nem_baseline_1_0" in load_config_file(_including(tmp_path, "prog.nem")).devices
     doc = parse_config_document((tmp_path / "prog.nem").read_text(), "prog.nem", included=True)
     assert (doc.stopped_at.line, doc.stopped_at.col) == (2, 1)

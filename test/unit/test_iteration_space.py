@@ -82,8 +82,11 @@ def expressions(draw, names: tuple[str, ...], depth: int = 2) -> str:
 
 @st.composite
 def programs(draw) -> str:
-    lines = ["program p:", f"buffer A : L2 (size={draw(st.integers(16, 160))})",
-             f"buffer B : L2 (size={draw(st.integers(16, 160))})"]
+    lines = [
+        "program p:",
+        f"buffer A : L2 (size={draw(st.integers(16, 160))})",
+        f"buffer B : L2 (size={draw(st.integers(16, 160))})",
+    ]
     names: tuple[str, ...] = ()
     for d in range(draw(st.integers(1, 2))):
         lo = draw(st.integers(-2, 3))
@@ -94,18 +97,22 @@ def programs(draw) -> str:
     ind = "  " * len(names)
     for k in range(draw(st.integers(1, 3))):
         off = [draw(expressions(names)) for _ in range(2)]
-        ext = [draw(st.sampled_from(["8", "16", "4", draw(expressions(names, 1))]))
-               for _ in range(2)]
+        ext = [
+            draw(st.sampled_from(["8", "16", "4", draw(expressions(names, 1))])) for _ in range(2)
+        ]
         bufs = draw(st.sampled_from([("A", "B"), ("A", "A"), ("B", "B")]))
         typed = draw(st.integers(0, 3)) == 0
         if typed:
-            lines.append(ind + f"let R{k} = region({bufs[1]}, {off[1]}, {ext[1]}) elem=i8, "
-                         f"shape=[{draw(st.integers(1, 12))}], layout=N")
+            lines.append(
+                ind + f"let R{k} = region({bufs[1]}, {off[1]}, {ext[1]}) elem=i8, "
+                f"shape=[{draw(st.integers(1, 12))}], layout=N"
+            )
             src = f"R{k}"
         else:
             src = f"region({bufs[1]}, {off[1]}, {ext[1]})"
-        lines.append(ind + f"t{k} = transfer.sync(dst=region({bufs[0]}, {off[0]}, {ext[0]}), "
-                     f"src={src})")
+        lines.append(
+            ind + f"t{k} = transfer.sync(dst=region({bufs[0]}, {off[0]}, {ext[0]}), src={src})"
+        )
     for d in reversed(range(len(names))):
         lines.append("  " * d + "endloop")
     return "\n".join(lines) + "\n"
@@ -166,8 +173,9 @@ def test_vector_eval_matches_scalar(src):
                 got = vector_eval(v.ev, rop.offset, chunk, n)
             except Inexact:
                 continue
-            want = [v.ev.eval(rop.offset, {x: int(a[k]) for x, a in chunk.items()})
-                    for k in range(n)]
+            want = [
+                v.ev.eval(rop.offset, {x: int(a[k]) for x, a in chunk.items()}) for k in range(n)
+            ]
             assert list(got) == want, src
 
 
@@ -194,13 +202,16 @@ endloop
 """
 
 
-@pytest.mark.parametrize("size, off, rule, where", [
-    (640000000000, "i * 8", "REG-02", "i=80000000000"),      # the last iteration only
-    (640000000008, "i * 8", None, None),                      # every iteration fits
-    (64, "56 - i * 8", "REG-01", "i=80000000000"),            # REG-01 from i=8 on
-    (64, "(i mod 8) * 8", None, None),                        # proven by intervals
-    (64, "(i mod 2) * 64", "REG-02", "i=1"),                  # found by enumeration
-])
+@pytest.mark.parametrize(
+    "size, off, rule, where",
+    [
+        (640000000000, "i * 8", "REG-02", "i=80000000000"),  # the last iteration only
+        (640000000008, "i * 8", None, None),  # every iteration fits
+        (64, "56 - i * 8", "REG-01", "i=80000000000"),  # REG-01 from i=8 on
+        (64, "(i mod 8) * 8", None, None),  # proven by intervals
+        (64, "(i mod 2) * 64", "REG-02", "i=1"),  # found by enumeration
+    ],
+)
 def test_huge_loops_checked_without_enumeration(size, off, rule, where):
     diags = ProgramVerifier(_program(BIG.format(size=size, hi=80000000000, off=off))).run()
     errors = [d for d in diags if d.severity == "error"]
@@ -226,7 +237,7 @@ def test_vector_eval_refuses_what_int64_cannot_hold():
     prog = _program(src)
     v = ProgramVerifier(prog)
     rop = next(o for o in prog.walk() if isinstance(o, RegionOp))
-    (chunk, n), = IterationSpace(v.ev, tuple(_enclosing(rop))).chunks()
+    ((chunk, n),) = IterationSpace(v.ev, tuple(_enclosing(rop))).chunks()
     with pytest.raises(Inexact):
         vector_eval(v.ev, rop.offset, chunk, n)
     assert np.array_equal(chunk[next(iter(chunk))], np.arange(11))

@@ -59,8 +59,7 @@ def _need(pipeline: bool) -> dict[int, int]:
         module = ir.Module.parse(TILE)
         fn = module.body.operations[0]
         ops = [o.operation for o in fn.regions[0].blocks[0].operations]
-        return l1_plan.measure([o for o in ops if o.name != "func.return"],
-                               pipeline).by_space
+        return l1_plan.measure([o for o in ops if o.name != "func.return"], pipeline).by_space
 
 
 def test_measure_counts_slots_views_scratch_and_lifetimes():
@@ -83,9 +82,9 @@ def test_fit_shrinks_until_it_fits_and_says_when_it_cannot():
         return [max(1, budget // 100)]
 
     assert l1_plan.fit(10_000, 3_000, sizes_for, tile) == [27]
-    assert tried[0] == [100]                       # the budget's sizes first
+    assert tried[0] == [100]  # the budget's sizes first
     with pytest.raises(l1_plan.DoesNotFit) as e:
-        l1_plan.fit(10_000, 50, sizes_for, tile)   # one element already needs 100 bytes
+        l1_plan.fit(10_000, 50, sizes_for, tile)  # one element already needs 100 bytes
     assert (e.value.need, e.value.capacity, e.value.sizes) == (100, 50, [1])
 
 
@@ -95,21 +94,27 @@ def test_fit_goes_on_while_the_sizes_step_coarsely():
     move the sizes, and the op was refused (InstanceNormalization of
     onnx's test_operator_symbolic_override); the budget is halved until they
     move."""
+
     def sizes_for(budget):
         return [64] if budget >= 1_000 else [8]
 
-    assert l1_plan.fit(100_000, 5_000, sizes_for,
-                       lambda sizes: l1_plan.Need({2: 100 * sizes[0]})) == [8]
+    assert l1_plan.fit(
+        100_000, 5_000, sizes_for, lambda sizes: l1_plan.Need({2: 100 * sizes[0]})
+    ) == [8]
 
 
 def _conv(c: int, f: int, hw: int) -> onnx.ModelProto:
     w = numpy_helper.from_array(
-        np.random.default_rng(0).uniform(-0.1, 0.1, (f, c, 1, 1)).astype(np.float32), "w")
+        np.random.default_rng(0).uniform(-0.1, 0.1, (f, c, 1, 1)).astype(np.float32), "w"
+    )
     node = helper.make_node("Conv", ["x", "w"], ["y"], name="conv10")
-    g = helper.make_graph([node], "g",
-                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, c, hw, hw])],
-                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, f, hw, hw])],
-                          [w])
+    g = helper.make_graph(
+        [node],
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, c, hw, hw])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, f, hw, hw])],
+        [w],
+    )
     return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
 
 
@@ -138,23 +143,32 @@ def test_tile_sizes_that_cannot_fit_name_the_node():
 
 def _unary_chain(shape: list[int], elem: int, build) -> onnx.ModelProto:
     nodes, inits = build()
-    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", elem, shape)],
-                          [helper.make_tensor_value_info("y", elem, None)], inits)
+    g = helper.make_graph(
+        nodes,
+        "g",
+        [helper.make_tensor_value_info("x", elem, shape)],
+        [helper.make_tensor_value_info("y", elem, None)],
+        inits,
+    )
     return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
 
 
 def _lrn():
-    return [helper.make_node("LRN", ["x"], ["y"], name="norm1", size=5, alpha=1e-4,
-                             beta=0.75, bias=1.0)], []
+    return [
+        helper.make_node("LRN", ["x"], ["y"], name="norm1", size=5, alpha=1e-4, beta=0.75, bias=1.0)
+    ], []
 
 
 def _splats_and_broadcast():
     # three distinct splats, a broadcast [1, C, 1, 1] operand and four inner results
-    s = numpy_helper.from_array(np.linspace(0.5, 1.5, 64, dtype=np.float32)
-                                .reshape(1, 64, 1, 1), "s")
-    return [helper.make_node("Mul", ["x", "s"], ["a"], name="scale"),
-            helper.make_node("HardSigmoid", ["a"], ["b"], name="hsig", alpha=0.3, beta=0.4),
-            helper.make_node("Add", ["b", "x"], ["y"], name="mix")], [s]
+    s = numpy_helper.from_array(
+        np.linspace(0.5, 1.5, 64, dtype=np.float32).reshape(1, 64, 1, 1), "s"
+    )
+    return [
+        helper.make_node("Mul", ["x", "s"], ["a"], name="scale"),
+        helper.make_node("HardSigmoid", ["a"], ["b"], name="hsig", alpha=0.3, beta=0.4),
+        helper.make_node("Add", ["b", "x"], ["y"], name="mix"),
+    ], [s]
 
 
 def _lowered_peaks(nem: str) -> dict[int, int]:
@@ -176,10 +190,13 @@ def _lowered_peaks(nem: str) -> dict[int, int]:
     return peaks
 
 
-@pytest.mark.parametrize("case", [
-    pytest.param((_lrn, [1, 96, 54, 54]), id="lrn"),
-    pytest.param((_splats_and_broadcast, [1, 64, 56, 56]), id="splats-broadcast"),
-])
+@pytest.mark.parametrize(
+    "case",
+    [
+        pytest.param((_lrn, [1, 96, 54, 54]), id="lrn"),
+        pytest.param((_splats_and_broadcast, [1, 64, 56, 56]), id="splats-broadcast"),
+    ],
+)
 def test_the_plan_counts_the_lowerings_scratch(case):
     """The plan's L1 need of the tiled program is at least what the lowering
     declares in each engine's L1 at any one statement: AlexNet's LRN (a body

@@ -19,8 +19,11 @@ NAMESPACE_ROOTS = ["nem_dialect", "frontends", "compile", "passes", "runtime", "
     "source, name, expected",
     [
         ("from nem.dialect.ops import ProgramOp\n", "ProgramOp", "nem_dialect/nem/dialect/ops.py"),
-        ("from nem.frontends.nem_text import parse_nem\n", "parse_nem",
-         "frontends/nem/frontends/nem_text/parser.py"),
+        (
+            "from nem.frontends.nem_text import parse_nem\n",
+            "parse_nem",
+            "frontends/nem/frontends/nem_text/parser.py",
+        ),
         ("from nem.runtime.session import Session\n", "Session", "runtime/nem/runtime/session.py"),
     ],
 )
@@ -28,8 +31,9 @@ NAMESPACE_ROOTS = ["nem_dialect", "frontends", "compile", "passes", "runtime", "
 def test_go_to_definition_finds_the_file(source: str, name: str, expected: str) -> None:
     """jedi, on the namespace roots only (no site-packages .pth), resolves the
     import to the source file."""
-    project = jedi.Project(ROOT, added_sys_path=[str(ROOT / r) for r in NAMESPACE_ROOTS],
-                           smart_sys_path=False)
+    project = jedi.Project(
+        ROOT, added_sys_path=[str(ROOT / r) for r in NAMESPACE_ROOTS], smart_sys_path=False
+    )
     script = jedi.Script(source, path=ROOT / "probe.py", project=project)
     col = source.index(name)
     defs = script.goto(1, col, follow_imports=True)
@@ -43,13 +47,26 @@ def test_mypy_resolves_every_nem_import(tmp_path: Path) -> None:
     names (an import it cannot resolve is an `import-not-found` error)."""
     modules = sorted(
         ".".join(p.relative_to(ROOT / r).with_suffix("").parts).removesuffix(".__init__")
-        for r in NAMESPACE_ROOTS for p in (ROOT / r / "nem").rglob("*.py"))
+        for r in NAMESPACE_ROOTS
+        for p in (ROOT / r / "nem").rglob("*.py")
+    )
     probe = tmp_path / "probe_imports.py"
     probe.write_text("".join(f"import {m}\n" for m in modules))
     proc = subprocess.run(
-        [sys.executable, "-m", "mypy", "--cache-dir", str(tmp_path / "cache"),
-         "--follow-imports=silent", str(probe)],
-        cwd=ROOT, capture_output=True, text=True, timeout=600)
+        [
+            sys.executable,
+            "-m",
+            "mypy",
+            "--cache-dir",
+            str(tmp_path / "cache"),
+            "--follow-imports=silent",
+            str(probe),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert "import-not-found" not in proc.stdout, proc.stdout
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
@@ -59,8 +76,12 @@ def test_every_package_is_typed() -> None:
     its own) carries a `py.typed` marker, so mypy checks a user's code against
     its annotations instead of skipping it as untyped (issue 36; the tutorial
     plugin is type-checked in docs/writing-passes.md)."""
-    packages = [d for r in NAMESPACE_ROOTS for d in (ROOT / r / "nem").iterdir()
-                if (d / "__init__.py").is_file()]
+    packages = [
+        d
+        for r in NAMESPACE_ROOTS
+        for d in (ROOT / r / "nem").iterdir()
+        if (d / "__init__.py").is_file()
+    ]
     assert len(packages) >= len(NAMESPACE_ROOTS)
     missing = [str(d.relative_to(ROOT)) for d in packages if not (d / "py.typed").is_file()]
     assert not missing, f"no py.typed marker in {missing}"
@@ -89,10 +110,18 @@ def test_no_test_module_imports_another() -> None:
     for path in sorted((ROOT / "test" / "unit").rglob("*.py")):
         tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
         for node in ast.walk(tree):
-            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
-                [node.module or ""] if isinstance(node, ast.ImportFrom) else []
-            offenders += [f"{path.relative_to(ROOT)}:{node.lineno}: imports {n}"
-                          for n in names if n.split(".")[-1].startswith("test_")]
+            names = (
+                [a.name for a in node.names]
+                if isinstance(node, ast.Import)
+                else [node.module or ""]
+                if isinstance(node, ast.ImportFrom)
+                else []
+            )
+            offenders += [
+                f"{path.relative_to(ROOT)}:{node.lineno}: imports {n}"
+                for n in names
+                if n.split(".")[-1].startswith("test_")
+            ]
     assert not offenders, "move the shared helpers into a helper module:\n" + "\n".join(offenders)
 
 
@@ -122,12 +151,20 @@ def test_no_module_is_exempt_from_type_checking() -> None:
     import tomllib
 
     config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["mypy"]
-    relaxing = {"ignore_errors", "disallow_untyped_defs", "check_untyped_defs",
-                "disallow_any_generics", "disallow_untyped_calls", "warn_return_any"}
+    relaxing = {
+        "ignore_errors",
+        "disallow_untyped_defs",
+        "check_untyped_defs",
+        "disallow_any_generics",
+        "disallow_untyped_calls",
+        "warn_return_any",
+    }
     for override in config.get("overrides", []):
         modules = override["module"]
         modules = [modules] if isinstance(modules, str) else modules
-        if any(override.get(flag) is False or (flag == "ignore_errors" and override.get(flag))
-               for flag in relaxing):
+        if any(
+            override.get(flag) is False or (flag == "ignore_errors" and override.get(flag))
+            for flag in relaxing
+        ):
             exempt = [m for m in modules if not m.endswith("_generated")]
             assert not exempt, f"exempt from type checks: {exempt}"

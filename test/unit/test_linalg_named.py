@@ -22,8 +22,11 @@ def _conv_nhwc(x: np.ndarray, w: np.ndarray) -> np.ndarray:
     y = np.zeros((x.shape[0], oh, ow, w.shape[3]))
     for i in range(kh):
         for j in range(kw):
-            y += np.einsum("nhwc,cf->nhwf", x[:, i:i + oh, j:j + ow, :].astype(np.float64),
-                           w[i, j].astype(np.float64))
+            y += np.einsum(
+                "nhwc,cf->nhwf",
+                x[:, i : i + oh, j : j + ow, :].astype(np.float64),
+                w[i, j].astype(np.float64),
+            )
     return y
 
 
@@ -33,8 +36,14 @@ def test_i8_matmul_into_i32(tmp_path) -> None:
     a = rng.integers(-128, 128, (16, 32)).astype(np.int8)
     b = rng.integers(-128, 128, (32, 24)).astype(np.int8)
     c = np.zeros((16, 24), np.int32)
-    out = lower_and_run(MIXED, tmp_path, {"a": a, "b": b, "c": c}, ["c"],
-                        "no matmul variant for i32/i8 on device npm_pro_x1", entry="mm_i8")
+    out = lower_and_run(
+        MIXED,
+        tmp_path,
+        {"a": a, "b": b, "c": c},
+        ["c"],
+        "no matmul variant for i32/i8 on device npm_pro_x1",
+        entry="mm_i8",
+    )
     np.testing.assert_array_equal(out["c"], a.astype(np.int32) @ b.astype(np.int32))
 
 
@@ -43,8 +52,14 @@ def test_f16_conv_into_f32(tmp_path) -> None:
     rng = np.random.default_rng(1)
     x, w = rand(rng, (1, 6, 6, 4), np.float16), rand(rng, (3, 3, 4, 8), np.float16)
     y = np.zeros((1, 4, 4, 8), np.float32)
-    out = lower_and_run(MIXED, tmp_path, {"x": x, "w": w, "y": y}, ["y"],
-                        "no conv2d variant for f16/f32", entry="conv_f16_f32")
+    out = lower_and_run(
+        MIXED,
+        tmp_path,
+        {"x": x, "w": w, "y": y},
+        ["y"],
+        "no conv2d variant for f16/f32",
+        entry="conv_f16_f32",
+    )
     # products of f16 are exact in f32; only the f32 sums round
     np.testing.assert_allclose(out["y"], _conv_nhwc(x, w), rtol=0, atol=1e-5)
 
@@ -54,8 +69,9 @@ def test_conv_without_strides_is_raised(tmp_path) -> None:
     rng = np.random.default_rng(2)
     x, w = rand(rng, (1, 4, 6, 6)), rand(rng, (8, 4, 3, 3))
     y = np.zeros((1, 8, 4, 4), np.float32)
-    out = lower_and_run(MIXED, tmp_path, {"x": x, "w": w, "y": y}, ["y"],
-                        "-> conv2d", entry="conv_default_strides")
+    out = lower_and_run(
+        MIXED, tmp_path, {"x": x, "w": w, "y": y}, ["y"], "-> conv2d", entry="conv_default_strides"
+    )
     ref = _conv_nhwc(x.transpose(0, 2, 3, 1), w.transpose(2, 3, 1, 0)).transpose(0, 3, 1, 2)
     np.testing.assert_allclose(out["y"], ref, rtol=0, atol=1e-4)
 
@@ -74,8 +90,11 @@ def test_i8_matmul_compiles_on_both_routes(tmp_path, route) -> None:
     src = tmp_path / "mm.mlir"
     src.write_text(MIXED.read_text().split("func.func @conv_f16_f32")[0])
     nem = tmp_path / "mm.nem"
-    r = subprocess.run([tool("nem-compile"), str(src), "--route", route, "-o", str(nem), "-v",
-                        "--no-progress"], capture_output=True, text=True)
+    r = subprocess.run(
+        [tool("nem-compile"), str(src), "--route", route, "-o", str(nem), "-v", "--no-progress"],
+        capture_output=True,
+        text=True,
+    )
     assert r.returncode == 0, r.stderr
     assert "no matmul variant for i32/i8" in r.stderr, r.stderr
     assert "by FLOPs: n/a" in r.stderr, r.stderr
@@ -84,16 +103,29 @@ def test_i8_matmul_compiles_on_both_routes(tmp_path, route) -> None:
     b = rng.integers(-128, 128, (32, 24)).astype(np.int8)
     np.save(tmp_path / "a.npy", a)
     np.save(tmp_path / "b.npy", b)
-    r = subprocess.run([tool("nem-run"), str(nem), "--input", f"a={tmp_path / 'a.npy'}",
-                        "--input", f"b={tmp_path / 'b.npy'}", "--output",
-                        f"c={tmp_path / 'c.npy'}"], capture_output=True, text=True)
+    r = subprocess.run(
+        [
+            tool("nem-run"),
+            str(nem),
+            "--input",
+            f"a={tmp_path / 'a.npy'}",
+            "--input",
+            f"b={tmp_path / 'b.npy'}",
+            "--output",
+            f"c={tmp_path / 'c.npy'}",
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert r.returncode == 0, r.stdout + r.stderr
     c = np.load(tmp_path / "c.npy").reshape(16, 24)
     np.testing.assert_array_equal(c, a.astype(np.int32) @ b.astype(np.int32))
 
 
-@pytest.mark.parametrize("entry,reason", [("mm_i8", "no matmul variant for i32/i8"),
-                                          ("conv_f16_f32", "no conv2d variant for f16/f32")])
+@pytest.mark.parametrize(
+    "entry,reason",
+    [("mm_i8", "no matmul variant for i32/i8"), ("conv_f16_f32", "no conv2d variant for f16/f32")],
+)
 @pytest.mark.slow  # 3 s (2 cases)
 def test_widened_nests_give_the_variant_reason(tmp_path, entry, reason) -> None:
     """The same ops as loop nests (`-convert-linalg-to-affine-loops`): a
@@ -109,12 +141,27 @@ def test_widened_nests_give_the_variant_reason(tmp_path, entry, reason) -> None:
     if opt is None:
         pytest.skip("needs mlir-opt (the mlir extra)")
     nest = tmp_path / "nest.mlir"
-    r = subprocess.run([opt, str(MIXED), "-convert-linalg-to-affine-loops", "-o", str(nest)],
-                       capture_output=True, text=True)
+    r = subprocess.run(
+        [opt, str(MIXED), "-convert-linalg-to-affine-loops", "-o", str(nest)],
+        capture_output=True,
+        text=True,
+    )
     assert r.returncode == 0, r.stderr
-    r = subprocess.run([tool("nem-opt"), str(nest), "-p",
-                        f"lower-to-nem{{device=npm_pro_x1 remarks=true entry={entry}}}", "-t",
-                        "nem", "-o", str(tmp_path / "n.nem")], capture_output=True, text=True)
+    r = subprocess.run(
+        [
+            tool("nem-opt"),
+            str(nest),
+            "-p",
+            f"lower-to-nem{{device=npm_pro_x1 remarks=true entry={entry}}}",
+            "-t",
+            "nem",
+            "-o",
+            str(tmp_path / "n.nem"),
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert r.returncode == 0, r.stderr
-    assert f"runs as an escape-hatch task (compute op=\"mlir.kernel\"): {reason}" in r.stderr, \
+    assert f'runs as an escape-hatch task (compute op="mlir.kernel"): {reason}' in r.stderr, (
         r.stderr
+    )

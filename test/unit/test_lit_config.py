@@ -50,18 +50,33 @@ def test_out_of_tree_suite(tmp_path):
     (suite / "interop.mlir").write_text(MLIR_TEST)
     (suite / "Inputs" / "not_a_test.nem").write_text("this is not run\n")
     env = {k: v for k, v in os.environ.items() if not k.startswith("LIT_")}
-    r = subprocess.run([_lit(), "-v", str(suite)], cwd=tmp_path, capture_output=True,
-                       text=True, env=env, timeout=600, check=False)
+    r = subprocess.run(
+        [_lit(), "-v", str(suite)],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+        check=False,
+    )
     assert r.returncode == 0, r.stdout + r.stderr
     assert "PASS: my_tests :: fold.nem" in r.stdout  # the suite is named after its folder
     assert "not_a_test" not in r.stdout
     from nem.cli.upstream_tools import find_tool
 
-    assert ("PASS" if find_tool("mlir-opt") else "UNSUPPORTED") + \
-        ": my_tests :: interop.mlir" in r.stdout
+    assert (
+        "PASS" if find_tool("mlir-opt") else "UNSUPPORTED"
+    ) + ": my_tests :: interop.mlir" in r.stdout
 
     # a failing test fails the user's suite
     (suite / "fold.nem").write_text(TEST.replace("const T = 64", "const T = 65"))
-    r = subprocess.run([_lit(), "-q", str(suite)], cwd=tmp_path, capture_output=True,
-                       text=True, env=env, timeout=600, check=False)
+    r = subprocess.run(
+        [_lit(), "-q", str(suite)],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+        check=False,
+    )
     assert r.returncode == 1 and "my_tests :: fold.nem" in r.stdout + r.stderr

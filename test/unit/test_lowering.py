@@ -27,7 +27,6 @@ from nem.passes.pass_context import pass_context
 INPUTS = Path(__file__).resolve().parents[1] / "lit" / "lowering" / "Inputs"
 
 
-
 def lower(path: Path, device: str | None = "npm_pro_x1"):
     c = pass_context(lowering_context())
     m = parse_mlir(c, path.read_text(), str(path))
@@ -63,8 +62,16 @@ def test_dma_custom_syntax_roundtrip():
     assert "async.execute [%t0, %t1] {" in out.getvalue()
 
 
-@pytest.mark.parametrize("name", ["matmul_tiled", "matmul_tiled_pipelined", "eltwise_tiled",
-                                  "eltwise_tiled_pipelined", "async_pipeline"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "matmul_tiled",
+        "matmul_tiled_pipelined",
+        "eltwise_tiled",
+        "eltwise_tiled_pipelined",
+        "async_pipeline",
+    ],
+)
 def test_fixtures_lower_verify_and_roundtrip(name):
     m, diags = lower(INPUTS / f"{name}.mlir")
     progs = [p for p in m.walk() if isinstance(p, ProgramOp)]
@@ -91,8 +98,9 @@ def test_pipelined_interleaved_tiles_run_one_at_a_time():
     m, diags = lower(INPUTS / "eltwise_tiled_pipelined.mlir")
     loops = [op for op in m.walk() if isinstance(op, LoopOp)]
     assert [d for lp in loops for d in lp.decorator_list()] == []
-    assert any("accessed at overlapping bytes by consecutive iterations" in d.message
-               for d in diags)
+    assert any(
+        "accessed at overlapping bytes by consecutive iterations" in d.message for d in diags
+    )
 
 
 def test_ops_point_back_at_mlir_lines():
@@ -138,18 +146,23 @@ def test_summary_remark_names_three_fallbacks_and_counts_the_rest(tmp_path):
     """Issue 12: one readable line per nest.  The summary names the first
     three escape-hatch fallbacks and counts the others; each fallback still
     has its own remark at its nest."""
-    nests = "\n".join(f"""
+    nests = "\n".join(
+        f"""
   linalg.generic {{indexing_maps = [#id, #id], iterator_types = ["parallel"]}}
       ins(%x : memref<8xf32>) outs(%y{k} : memref<8xf32>) {{
   ^bb0(%a: f32, %o: f32):
     %h = arith.constant 0.5 : f32
     %e = arith.maxnumf %a, %h : f32
     linalg.yield %e : f32
-  }}""" for k in range(5))
+  }}"""
+        for k in range(5)
+    )
     args = ", ".join(f"%y{k}: memref<8xf32>" for k in range(5))
     path = tmp_path / "erfs.mlir"
-    path.write_text(f"#id = affine_map<(d0) -> (d0)>\n"
-                    f"func.func @erfs(%x: memref<8xf32>, {args}) {{{nests}\n  return\n}}\n")
+    path.write_text(
+        f"#id = affine_map<(d0) -> (d0)>\n"
+        f"func.func @erfs(%x: memref<8xf32>, {args}) {{{nests}\n  return\n}}\n"
+    )
     _, diags = lower(path)
     summary = next(d.message for d in diags if d.message.startswith("lowered @erfs"))
     assert summary.count("linalg.generic at ") == 3

@@ -32,7 +32,7 @@ def test_matmul_into_its_operand(tmp_path, entry) -> None:
                 ref[i, j] += a[i, k] * ref[k, j]
     out = lower_and_run(ALIAS, tmp_path, {"A": a, "B": b}, ["B"], ESCAPED, entry=entry)
     np.testing.assert_array_equal(out["B"], ref)
-    assert not np.array_equal(ref, b + a @ b)     # what the raised tasks computed
+    assert not np.array_equal(ref, b + a @ b)  # what the raised tasks computed
 
 
 @pytest.mark.slow  # 5 s

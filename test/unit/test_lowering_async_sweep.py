@@ -91,8 +91,9 @@ PROGRAMS = selected_programs()
 
 
 def _nem_opt(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "nem.cli.nem_opt", *args],
-                          capture_output=True, text=True)
+    return subprocess.run(
+        [sys.executable, "-m", "nem.cli.nem_opt", *args], capture_output=True, text=True
+    )
 
 
 @pytest.mark.parametrize("name", list(src.FIXED))
@@ -111,8 +112,7 @@ def test_async_pipeline_matches_numpy(tmp_path, prog: AsyncProgram):
     where = f"\n--- program ({source}):\n{prog.text}"
     u = subprocess.run([MLIR_OPT, str(source), "-o", os.devnull], capture_output=True, text=True)
     assert u.returncode == 0, f"upstream mlir-opt rejects the program:\n{u.stderr}{where}"
-    r = _nem_opt(str(source), "-p", f"lower-to-nem{{device={DEVICE}}}", "-t", "nem",
-                 "-o", str(out))
+    r = _nem_opt(str(source), "-p", f"lower-to-nem{{device={DEVICE}}}", "-t", "nem", "-o", str(out))
     if r.returncode != 0:
         for pattern, decision in DOCUMENTED_REJECTIONS:
             if re.search(pattern, r.stderr) and "Traceback" not in r.stderr:
@@ -121,8 +121,9 @@ def test_async_pipeline_matches_numpy(tmp_path, prog: AsyncProgram):
     # the program passes every NEM check (static, device, placement, tokens, hazards)
     v = _nem_opt(str(out), "-p", "nem-verify", "-o", os.devnull)
     errors = [line for line in v.stderr.splitlines() if "error:" in line]
-    assert v.returncode == 0 and not errors, \
+    assert v.returncode == 0 and not errors, (
         f"nem-verify fails on the lowered program ({out}):\n" + "\n".join(errors[:10]) + where
+    )
     args = inputs(prog, seed=1)
     want = prog.reference(args)
     k = prog.args.index(prog.output)
@@ -134,8 +135,10 @@ def test_async_pipeline_matches_numpy(tmp_path, prog: AsyncProgram):
         for name, a in zip(prog.args, args):
             it.write_tensor(name, a)
         res = it.run()
-        assert res.status == "completed" and res.race_count == 0, \
+        assert res.status == "completed" and res.race_count == 0, (
             f"{schedule} schedule: status {res.status}, {res.race_count} races: {res.error}{where}"
+        )
         got = it.read_tensor(prog.output, prog.shapes[k], NP_TYPES[prog.t])
-        assert np.array_equal(got, want), \
+        assert np.array_equal(got, want), (
             f"{schedule} schedule: {np.sum(got != want)} elements differ{where}"
+        )

@@ -33,7 +33,6 @@ from nem.passes.pass_context import pass_context
 FIXTURE = INPUTS / "async_value_pipeline.mlir"
 
 
-
 def lower_text(text: str, name: str = "v.mlir"):
     c = lowering_context()
     m = parse_mlir(c, text, name)
@@ -60,38 +59,47 @@ def test_value_type_parses_and_prints_as_upstream():
     assert str(asy.ValueType(F32)) == "!async.value<f32>"
     # body operands: one block argument per value operand, typed by the payload
     consumer = execs[2]
-    assert [a.type for a in consumer.body_region.block.args] == \
-        [v.type.value_type for v in consumer.body_operands]
+    assert [a.type for a in consumer.body_region.block.args] == [
+        v.type.value_type for v in consumer.body_operands
+    ]
     assert list(consumer.body_operands) == [execs[0].body_results[0], execs[1].body_results[0]]
     aw = next(op for op in m.walk() if isinstance(op, asy.AwaitOp))
     assert aw.result is not None and aw.result.type == consumer.body_results[0].type.value_type
     text = printed(m)
-    assert "%t2, %vs = async.execute (%va as %a2: !async.value<memref<64x64xf32, 2 : i64>>, " \
-           "%vb as %b2: !async.value<memref<64x64xf32, 2 : i64>>) -> " in text
+    assert (
+        "%t2, %vs = async.execute (%va as %a2: !async.value<memref<64x64xf32, 2 : i64>>, "
+        "%vb as %b2: !async.value<memref<64x64xf32, 2 : i64>>) -> " in text
+    )
     # the custom form parses back to the same IR
     assert printed(parse_mlir(lowering_context(), text, "rt.mlir")) == text
 
 
 def test_execute_always_prints_its_terminator():
     """Upstream prints `{ async.yield }` and rejects `async.execute { }`."""
-    m = parse_mlir(lowering_context(), "func.func @f() {\n  %t = async.execute {\n  }\n"
-                   "  async.await %t : !async.token\n  return\n}\n", "e.mlir")
+    m = parse_mlir(
+        lowering_context(),
+        "func.func @f() {\n  %t = async.execute {\n  }\n"
+        "  async.await %t : !async.token\n  return\n}\n",
+        "e.mlir",
+    )
     assert "async.execute {\n      async.yield\n    }" in printed(m)
 
 
 def test_generic_form_with_values_parses():
-    text = ('"func.func"() <{function_type = (f32) -> f32, sym_name = "g"}> ({\n'
-            '^bb0(%x: f32):\n'
-            '  %0:2 = "async.execute"() <{operandSegmentSizes = array<i32: 0, 0>}> ({\n'
-            '    "async.yield"(%x) : (f32) -> ()\n'
-            '  }) : () -> (!async.token, !async.value<f32>)\n'
-            '  %1:2 = "async.execute"(%0#0, %0#1) <{operandSegmentSizes = array<i32: 1, 1>}> ({\n'
-            '  ^bb0(%a: f32):\n'
-            '    "async.yield"(%a) : (f32) -> ()\n'
-            '  }) : (!async.token, !async.value<f32>) -> (!async.token, !async.value<f32>)\n'
-            '  %2 = "async.await"(%1#1) : (!async.value<f32>) -> f32\n'
-            '  "func.return"(%2) : (f32) -> ()\n'
-            '}) : () -> ()\n')
+    text = (
+        '"func.func"() <{function_type = (f32) -> f32, sym_name = "g"}> ({\n'
+        "^bb0(%x: f32):\n"
+        '  %0:2 = "async.execute"() <{operandSegmentSizes = array<i32: 0, 0>}> ({\n'
+        '    "async.yield"(%x) : (f32) -> ()\n'
+        "  }) : () -> (!async.token, !async.value<f32>)\n"
+        '  %1:2 = "async.execute"(%0#0, %0#1) <{operandSegmentSizes = array<i32: 1, 1>}> ({\n'
+        "  ^bb0(%a: f32):\n"
+        '    "async.yield"(%a) : (f32) -> ()\n'
+        "  }) : (!async.token, !async.value<f32>) -> (!async.token, !async.value<f32>)\n"
+        '  %2 = "async.await"(%1#1) : (!async.value<f32>) -> f32\n'
+        '  "func.return"(%2) : (f32) -> ()\n'
+        "}) : () -> ()\n"
+    )
     m = parse_mlir(lowering_context(), text, "g.mlir")
     m.verify()
     ex = [op for op in m.walk() if isinstance(op, asy.ExecuteOp)]
@@ -100,13 +108,15 @@ def test_generic_form_with_values_parses():
 
 
 def test_await_result_type_is_verified():
-    text = ('func.func @f() {\n'
-            '  %t, %v = async.execute -> !async.value<f32> {\n'
-            '    %c = arith.constant 1.0 : f32\n'
-            '    async.yield %c : f32\n'
-            '  }\n'
-            '  %w = "async.await"(%v) : (!async.value<f32>) -> f64\n'
-            '  return\n}\n')
+    text = (
+        "func.func @f() {\n"
+        "  %t, %v = async.execute -> !async.value<f32> {\n"
+        "    %c = arith.constant 1.0 : f32\n"
+        "    async.yield %c : f32\n"
+        "  }\n"
+        '  %w = "async.await"(%v) : (!async.value<f32>) -> f64\n'
+        "  return\n}\n"
+    )
     m = parse_mlir(lowering_context(), text, "a.mlir")
     with pytest.raises(Exception, match="one result of type f32"):
         m.verify()
@@ -117,13 +127,17 @@ def test_await_result_type_is_verified():
 def test_upstream_accepts_what_nem_opt_prints(tmp_path):
     mlir_opt = find_mlir_opt()
     for args in ([], ["--print-op-generic"]):
-        r = subprocess.run([tool("nem-opt"), str(INPUTS / "async_value_pipeline.mlir"), *args],
-                           capture_output=True, text=True)
+        r = subprocess.run(
+            [tool("nem-opt"), str(INPUTS / "async_value_pipeline.mlir"), *args],
+            capture_output=True,
+            text=True,
+        )
         assert r.returncode == 0, r.stderr
         if args:  # xDSL prints custom-form affine.load operands as symbols; not ours
             continue
-        u = subprocess.run([str(mlir_opt), "-o", "/dev/null"], input=r.stdout,
-                           capture_output=True, text=True)
+        u = subprocess.run(
+            [str(mlir_opt), "-o", "/dev/null"], input=r.stdout, capture_output=True, text=True
+        )
         assert u.returncode == 0, u.stderr
 
 
@@ -210,14 +224,17 @@ def test_value_in_a_group_and_in_a_loop():
     out = print_nem(lower_text(text))
     assert "loop i in [0..3]:" in out
     # the await result is the yielded subview X[64*i : 64*i + 64] of this iteration
-    assert "copy2 = transfer.sync(dst=region(Z, i * 256, 256) elem=f32, shape=[64], " \
-           "layout=C, src=region(X, i * 256, 256)" in out
+    assert (
+        "copy2 = transfer.sync(dst=region(Z, i * 256, 256) elem=f32, shape=[64], "
+        "layout=C, src=region(X, i * 256, 256)" in out
+    )
     # the awaits order nothing themselves: the copy reads X, which the DMA only
     # reads too, so the two stay concurrent (nem-synthesize-deps orders
     # conflicting accesses only) and the iteration ends waiting for the DMA
-    body = out[out.index("loop i"):]
-    assert "src=region(X, i * 256, 256) elem=f32, shape=[64], layout=C)\n  wait(dma1)\n" \
-        "endloop" in body
+    body = out[out.index("loop i") :]
+    assert (
+        "src=region(X, i * 256, 256) elem=f32, shape=[64], layout=C)\n  wait(dma1)\nendloop" in body
+    )
 
 
 def test_scalar_value_is_rejected_with_its_location():
@@ -233,8 +250,10 @@ def test_scalar_value_is_rejected_with_its_location():
     with pytest.raises(NemDiagnosticError) as e:
         lower_text(text, "s.mlir")
     d = e.value.diagnostics[0]
-    assert "cannot lower 'async.execute': not supported: result #1 of type " \
-           "!async.value<f32> is used" in d.message
+    assert (
+        "cannot lower 'async.execute': not supported: result #1 of type "
+        "!async.value<f32> is used" in d.message
+    )
     assert (d.loc.file, d.loc.line, d.loc.col) == ("s.mlir", 2, 3)
 
 
@@ -276,5 +295,6 @@ def test_async_value_pipeline_e2e_random_inputs(tmp_path):
         it.write_tensor("X", x)
         it.write_tensor("Y", y)
         run_ok(it)
-        np.testing.assert_array_equal(it.read_tensor("Z", (64, 64), np.float32),
-                                      f32(x.astype(np.float64) + y))
+        np.testing.assert_array_equal(
+            it.read_tensor("Z", (64, 64), np.float32), f32(x.astype(np.float64) + y)
+        )

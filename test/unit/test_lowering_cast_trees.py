@@ -68,20 +68,30 @@ def _inputs(entry: str) -> dict[str, np.ndarray]:
     rng = np.random.default_rng(23)
     if entry == "softmax_exp":
         x = _f16(rng, (1, 2, 8))
-        return {"x": x, "m": np.array([[[1.5]], [[-0.0]]], np.float16).reshape(1, 2, 1),
-                "e": np.zeros((1, 2, 8), np.float32)}
+        return {
+            "x": x,
+            "m": np.array([[[1.5]], [[-0.0]]], np.float16).reshape(1, 2, 1),
+            "e": np.zeros((1, 2, 8), np.float32),
+        }
     if entry == "softmax_div":
-        e = rng.standard_normal((1, 2, 8)).astype(np.float32) * 1e5   # beyond f16: inf
+        e = rng.standard_normal((1, 2, 8)).astype(np.float32) * 1e5  # beyond f16: inf
         e.reshape(-1)[:4] = [np.nan, np.inf, -0.0, 70000.0]
-        return {"e": e, "s": np.array([0.5, -0.0], np.float32).reshape(1, 2, 1),
-                "y": np.zeros((1, 2, 8), np.float16)}
+        return {
+            "e": e,
+            "s": np.array([0.5, -0.0], np.float32).reshape(1, 2, 1),
+            "y": np.zeros((1, 2, 8), np.float16),
+        }
     if entry == "layer_norm":
         g = _f16(rng, (16,))
-        g[10:] = [60000.0, -60000.0, 1.0, 2.0, 0.5, 3.0]      # overflow f16 after the f32 chain
-        return {"x": _f16(rng, (1, 2, 16)),
-                "sum": np.array([3.0, -7.5], np.float32).reshape(1, 2, 1),
-                "sq": np.array([40.0, 0.0], np.float32).reshape(1, 2, 1),
-                "g": g, "b": _f16(rng, (16,)), "y": np.zeros((1, 2, 16), np.float16)}
+        g[10:] = [60000.0, -60000.0, 1.0, 2.0, 0.5, 3.0]  # overflow f16 after the f32 chain
+        return {
+            "x": _f16(rng, (1, 2, 16)),
+            "sum": np.array([3.0, -7.5], np.float32).reshape(1, 2, 1),
+            "sq": np.array([40.0, 0.0], np.float32).reshape(1, 2, 1),
+            "g": g,
+            "b": _f16(rng, (16,)),
+            "y": np.zeros((1, 2, 16), np.float16),
+        }
     if entry == "acc_extf":
         y = rng.standard_normal((4, 8)).astype(np.float32)
         y.reshape(-1)[-3:] = [np.inf, -np.inf, -0.0]
@@ -92,11 +102,13 @@ def _inputs(entry: str) -> dict[str, np.ndarray]:
     return {"a": _f16(rng, (4, 8)), "c": c, "y": np.zeros((4, 8), np.float16)}
 
 
-CASES = [("softmax_exp", "e", _softmax_exp, "cast + cast + sub + clamp + mul + exp"),
-         ("softmax_div", "y", _softmax_div, "div + cast"),
-         ("layer_norm", "y", _layer_norm, "mul + cast + add + cast"),
-         ("acc_extf", "y", _acc_extf, "-> cast + add"),
-         ("generic_mix", "y", _generic_mix, "-> cast + mul + tanh + cast")]
+CASES = [
+    ("softmax_exp", "e", _softmax_exp, "cast + cast + sub + clamp + mul + exp"),
+    ("softmax_div", "y", _softmax_div, "div + cast"),
+    ("layer_norm", "y", _layer_norm, "mul + cast + add + cast"),
+    ("acc_extf", "y", _acc_extf, "-> cast + add"),
+    ("generic_mix", "y", _generic_mix, "-> cast + mul + tanh + cast"),
+]
 
 
 @pytest.mark.parametrize("entry, out, ref, remark", CASES, ids=[c[0] for c in CASES])
@@ -104,13 +116,13 @@ CASES = [("softmax_exp", "e", _softmax_exp, "cast + cast + sub + clamp + mul + e
 def test_cast_tree_bit_exact(tmp_path, entry, out, ref, remark):
     ins = _inputs(entry)
     raised = lower_and_run(TREES, tmp_path, ins, [out], remark, entry)[out]
-    kernel = lower_and_run(TREES, tmp_path, ins, [out], "escape-hatch task", entry,
-                           device="npm_pro")[out]
+    kernel = lower_and_run(
+        TREES, tmp_path, ins, [out], "escape-hatch task", entry, device="npm_pro"
+    )[out]
     with np.errstate(all="ignore"):
         want = ref(ins)
     assert raised.dtype == want.dtype
     assert raised.tobytes() == kernel.tobytes()
     assert raised.tobytes() == want.tobytes()
-    assert np.isnan(raised).any()   # the checks above saw the edges they are meant to
-    assert np.isinf(raised).any() or entry == "generic_mix"   # tanh is bounded
-
+    assert np.isnan(raised).any()  # the checks above saw the edges they are meant to
+    assert np.isinf(raised).any() or entry == "generic_mix"  # tanh is bounded

@@ -24,9 +24,22 @@ def _round(a64):
 @pytest.mark.slow  # 3 s
 def test_linalg_conv_lowers_and_matches_numpy(tmp_path):
     out = tmp_path / "conv.nem"
-    subprocess.run([sys.executable, "-m", "nem.cli.nem_opt", str(FIXTURE), "-p",
-                    "lower-to-nem{device=npm_pro_x1}", "-t", "nem", "-o", str(out)],
-                   check=True, capture_output=True)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "nem.cli.nem_opt",
+            str(FIXTURE),
+            "-p",
+            "lower-to-nem{device=npm_pro_x1}",
+            "-t",
+            "nem",
+            "-o",
+            str(out),
+        ],
+        check=True,
+        capture_output=True,
+    )
     it = NemInterpreter()
     it.load(out)
     rng = np.random.default_rng(3)
@@ -41,7 +54,10 @@ def test_linalg_conv_lowers_and_matches_numpy(tmp_path):
     acc = np.zeros((1, 8, 8, 16))
     for i in range(3):
         for j in range(3):
-            acc += np.einsum("nhwc,co->nhwo", x[:, i:i + 8, j:j + 8].astype(np.float64),
-                             w[i, j].astype(np.float64))
-    ref = _round(y0.astype(np.float64) + acc)   # once: not round(y0 + round(conv))
+            acc += np.einsum(
+                "nhwc,co->nhwo",
+                x[:, i : i + 8, j : j + 8].astype(np.float64),
+                w[i, j].astype(np.float64),
+            )
+    ref = _round(y0.astype(np.float64) + acc)  # once: not round(y0 + round(conv))
     assert np.array_equal(y, ref)

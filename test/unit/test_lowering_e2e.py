@@ -50,9 +50,11 @@ from lowering_runs import (
 
 # elementwise (f32 add: correctly rounded, bit-exact)
 
-ELTWISE = [("eltwise_add.mlir", ("X", "Y", "Z")),
-           ("eltwise_tiled.mlir", ("arg0", "arg1", "arg2")),
-           ("eltwise_tiled_pipelined.mlir", ("arg0", "arg1", "arg2"))]
+ELTWISE = [
+    ("eltwise_add.mlir", ("X", "Y", "Z")),
+    ("eltwise_tiled.mlir", ("arg0", "arg1", "arg2")),
+    ("eltwise_tiled_pipelined.mlir", ("arg0", "arg1", "arg2")),
+]
 
 
 @pytest.mark.parametrize("fixture,names", ELTWISE, ids=[f for f, _ in ELTWISE])
@@ -83,8 +85,9 @@ def test_eltwise_1d_pipelined_overlaps_iterations(tmp_path):
     y = it.read_tensor("arg1", (65536,), np.float32)
     res = run_ok(it)
     assert max(res.max_active_iterations.values()) == 2
-    np.testing.assert_array_equal(it.read_tensor("arg2", (65536,), np.float32),
-                                  f32(x.astype(np.float64) + y))
+    np.testing.assert_array_equal(
+        it.read_tensor("arg2", (65536,), np.float32), f32(x.astype(np.float64) + y)
+    )
     race_free(lambda: start(nem, seed=6), k=20)
 
 
@@ -103,18 +106,20 @@ def matmul_reference(a, b, c0, tile: int | None):
     tile = tile or k
     c = c0.copy()
     for k0 in range(0, k, tile):
-        t = f32(a64[:, k0:k0 + tile] @ b64[k0:k0 + tile, :])   # exact f64 sums (grid inputs)
+        t = f32(a64[:, k0 : k0 + tile] @ b64[k0 : k0 + tile, :])  # exact f64 sums (grid inputs)
         c = f32(c.astype(np.float64) + t)
     ideal = f32(c0.astype(np.float64) + a64 @ b64)
     bound = (k // tile + 2) * U32 * (np.abs(c0.astype(np.float64)) + np.abs(a64) @ np.abs(b64))
     return c, ideal, bound
 
 
-MATMUL = [("matmul.mlir", ("A", "B", "C"), None),
-          ("matmul_tiled.mlir", ("arg0", "arg1", "arg2"), 32),
-          ("matmul_tiled_pipelined.mlir", ("arg0", "arg1", "arg2"), 32),
-          # D-LOW-TILES: the tiled nest over whole operands in fast memory
-          ("matmul_tiled_hoisted.mlir", ("arg0", "arg1", "arg2"), 32)]
+MATMUL = [
+    ("matmul.mlir", ("A", "B", "C"), None),
+    ("matmul_tiled.mlir", ("arg0", "arg1", "arg2"), 32),
+    ("matmul_tiled_pipelined.mlir", ("arg0", "arg1", "arg2"), 32),
+    # D-LOW-TILES: the tiled nest over whole operands in fast memory
+    ("matmul_tiled_hoisted.mlir", ("arg0", "arg1", "arg2"), 32),
+]
 
 
 @pytest.mark.parametrize("fixture,names,tile", MATMUL, ids=[f for f, _, _ in MATMUL])
@@ -172,7 +177,7 @@ def test_fallback_and_linalg(tmp_path):
     v = it.read_tensor("V", (32, 32), np.float32)
     np.testing.assert_array_equal(v, v_want)
     assert np.all(np.abs(v.astype(np.float64) - ideal) <= bound)
-    race_free(lambda: start(nem, seed=9), k=4)   # kernels interpret per element: keep K small
+    race_free(lambda: start(nem, seed=9), k=4)  # kernels interpret per element: keep K small
 
 
 def test_fallback_index_args_int_wraps(tmp_path):
@@ -182,12 +187,12 @@ def test_fallback_index_args_int_wraps(tmp_path):
     assert "index_args=[t * 32]" in nem.read_text()
     it = start(nem, seed=4)
     rng = np.random.default_rng(4)
-    x = rng.integers(-2 ** 31, 2 ** 31, size=(128, 64), dtype=np.int64).astype(np.int32)
-    x[:64] = rng.integers(-1000, 1000, size=(64, 64))   # half without overflow
+    x = rng.integers(-(2**31), 2**31, size=(128, 64), dtype=np.int64).astype(np.int32)
+    x[:64] = rng.integers(-1000, 1000, size=(64, 64))  # half without overflow
     it.write_tensor("X", x)
     run_ok(it)
     rows = np.arange(128, dtype=np.int64)[:, None]
-    want = ((x.astype(np.int64) ** 2 - rows) % 2 ** 32).astype(np.uint32).view(np.int32)
+    want = ((x.astype(np.int64) ** 2 - rows) % 2**32).astype(np.uint32).view(np.int32)
     np.testing.assert_array_equal(it.read_tensor("Z", (128, 64), np.int32), want)
 
 
@@ -198,10 +203,22 @@ def test_nem_run_cli_npy_roundtrip(tmp_path):
     rng = np.random.default_rng(8)
     x = rng.integers(-1000, 1000, size=(128, 64)).astype(np.int32)
     np.save(tmp_path / "x.npy", x)
-    r = subprocess.run([tool("nem-run"), str(nem), "--random-inputs", "8",
-                        "--input", f"X={tmp_path / 'x.npy'}",
-                        "--output", f"Z={tmp_path / 'z.npy'}", "--schedules", "3"],
-                       capture_output=True, text=True)
+    r = subprocess.run(
+        [
+            tool("nem-run"),
+            str(nem),
+            "--random-inputs",
+            "8",
+            "--input",
+            f"X={tmp_path / 'x.npy'}",
+            "--output",
+            f"Z={tmp_path / 'z.npy'}",
+            "--schedules",
+            "3",
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert r.returncode == 0, r.stdout + r.stderr
     assert "final memory: identical across all schedules" in r.stdout
     z = np.load(tmp_path / "z.npy").view(np.int32).reshape(128, 64)
@@ -209,14 +226,19 @@ def test_nem_run_cli_npy_roundtrip(tmp_path):
     np.testing.assert_array_equal(z, (x.astype(np.int64) ** 2 - rows).astype(np.int32))
 
 
-@pytest.mark.parametrize("fixture,shape", [("async_tiles_group.mlir", (128, 64)),
-                                           ("async_token_chain.mlir", (128,))])
+@pytest.mark.parametrize(
+    "fixture,shape", [("async_tiles_group.mlir", (128, 64)), ("async_token_chain.mlir", (128,))]
+)
 def test_async_executes_in_loops(tmp_path, fixture, shape):
     """async.execute inside loops, joined by a group or chained through a
     loop-carried token (D-LOW-ASYNC): bit-exact, race-free under random
     schedules."""
-    check_add(lower(INPUTS / fixture, tmp_path / "out.nem"), shape, seed=4,
-              y="Y" if len(shape) == 2 else None)
+    check_add(
+        lower(INPUTS / fixture, tmp_path / "out.nem"),
+        shape,
+        seed=4,
+        y="Y" if len(shape) == 2 else None,
+    )
 
 
 def test_affine_if_kernel(tmp_path):

@@ -25,13 +25,14 @@ def _poisoned(shape, dtype) -> np.ndarray:
     return a
 
 
-
-
-@pytest.mark.parametrize("entry, shape, dtype, value, box", [
-    ("zero", (4, 8), np.float32, 0.0, np.s_[:, :]),
-    ("finite", (8, 8), np.float32, 1.5, np.s_[0:4, 2:5]),
-    ("neg_inf", (2, 4), np.float16, -np.inf, np.s_[:, :]),
-])
+@pytest.mark.parametrize(
+    "entry, shape, dtype, value, box",
+    [
+        ("zero", (4, 8), np.float32, 0.0, np.s_[:, :]),
+        ("finite", (8, 8), np.float32, 1.5, np.s_[0:4, 2:5]),
+        ("neg_inf", (2, 4), np.float16, -np.inf, np.s_[:, :]),
+    ],
+)
 @pytest.mark.slow  # 8 s (3 cases)
 def test_float_fill(tmp_path, entry, shape, dtype, value, box):
     """D-LOW-FILL: the box holds exactly the
@@ -75,13 +76,21 @@ def test_tiled_fill_over_nan(tmp_path):
     if opt is None:
         pytest.skip("mlir-opt (the mlir extra) is not installed")
     nest = tmp_path / "nest.mlir"
-    r = subprocess.run([opt, str(FILLS), "-convert-linalg-to-affine-loops",
-                        "-affine-loop-tile=tile-size=3", "-o", str(nest)],
-                       capture_output=True, text=True)
+    r = subprocess.run(
+        [
+            opt,
+            str(FILLS),
+            "-convert-linalg-to-affine-loops",
+            "-affine-loop-tile=tile-size=3",
+            "-o",
+            str(nest),
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert r.returncode == 0, r.stderr
     y = _poisoned((8, 8), np.float32)
-    out = lower_and_run(nest, tmp_path, {"arg0": y}, ["arg0"], "(constant fill)",
-                        "finite")["arg0"]
+    out = lower_and_run(nest, tmp_path, {"arg0": y}, ["arg0"], "(constant fill)", "finite")["arg0"]
     ref = y.copy()
     ref[0:4, 2:5] = 1.5
     assert out.tobytes() == ref.tobytes()

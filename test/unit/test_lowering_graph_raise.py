@@ -44,7 +44,7 @@ def test_pooling_nhwc_max(tmp_path, dtype):
     remark = "maxpool + max" if dtype == "f16" else "4 max (max pooling over window offsets)"
     out = lower_and_run(INPUTS / f"pool_{dtype}.mlir", tmp_path, ins, list(ins)[1:], remark)
     assert (out["y"] == _maxpool2(x)).all()
-    if dtype == "f16":   # the sum pooling: one f16 add per offset, rounded as MLIR does
+    if dtype == "f16":  # the sum pooling: one f16 add per offset, rounded as MLIR does
         ref = np.zeros((1, 4, 4, 4), np.float16)
         for kh in range(2):
             for kw in range(2):
@@ -57,8 +57,14 @@ def test_sumpool_nest(tmp_path):
     add per offset in that order, bit-identical to the nest (D-LOW-SUMPOOL)."""
     rng = np.random.default_rng(5)
     x, s = _rand(rng, (1, 6, 6, 4)), _rand(rng, (1, 2, 2, 4))
-    out = lower_and_run(INPUTS / "sumpool_nest.mlir", tmp_path, {"x": x, "s": s}, ["s"],
-                        "9 add (window sum over window offsets)", entry="kw_outer")
+    out = lower_and_run(
+        INPUTS / "sumpool_nest.mlir",
+        tmp_path,
+        {"x": x, "s": s},
+        ["s"],
+        "9 add (window sum over window offsets)",
+        entry="kw_outer",
+    )
     ref = s.copy()
     for kw in range(3):
         for kh in range(3):
@@ -69,12 +75,19 @@ def test_sumpool_nest(tmp_path):
 def test_conv_nchw_fchw(tmp_path):
     rng = np.random.default_rng(2)
     x, w, y = _rand(rng, (1, 3, 10, 9)), _rand(rng, (8, 3, 3, 3)), _rand(rng, (1, 8, 4, 7))
-    out = lower_and_run(INPUTS / "conv_nchw.mlir", tmp_path, {"x": x, "w": w, "y": y}, ["y"],
-                        "conv2d + add (accumulation)")
+    out = lower_and_run(
+        INPUTS / "conv_nchw.mlir",
+        tmp_path,
+        {"x": x, "w": w, "y": y},
+        ["y"],
+        "conv2d + add (accumulation)",
+    )
     ref = y.astype(np.float64).copy()
     for oh in range(4):
         for ow in range(7):
-            ref[0, :, oh, ow] += np.einsum("chw,fchw->f", x[0, :, 2 * oh:2 * oh + 3, ow:ow + 3], w)
+            ref[0, :, oh, ow] += np.einsum(
+                "chw,fchw->f", x[0, :, 2 * oh : 2 * oh + 3, ow : ow + 3], w
+            )
     assert np.allclose(out["y"], ref, rtol=0, atol=1e-5)
 
 
@@ -91,18 +104,26 @@ def test_conv_nest_bias_fill(tmp_path, tiles):
     passes = ["-convert-linalg-to-affine-loops"]
     if tiles:
         passes.append(f"-affine-loop-tile=tile-size={tiles}")
-    r = subprocess.run([opt, str(INPUTS / "conv_nhwc.mlir"), *passes, "-o", str(nest)],
-                       capture_output=True, text=True)
+    r = subprocess.run(
+        [opt, str(INPUTS / "conv_nhwc.mlir"), *passes, "-o", str(nest)],
+        capture_output=True,
+        text=True,
+    )
     assert r.returncode == 0, r.stderr
     rng = np.random.default_rng(3)
     x, w, b = _rand(rng, (1, 6, 6, 3)), _rand(rng, (3, 3, 3, 4)), _rand(rng, (4,))
-    ins = {"arg0": x, "arg1": w, "arg2": b, "arg3": _rand(rng, (1, 4, 4, 4)),
-           "arg4": _rand(rng, (1, 4, 4, 4))}
+    ins = {
+        "arg0": x,
+        "arg1": w,
+        "arg2": b,
+        "arg3": _rand(rng, (1, 4, 4, 4)),
+        "arg4": _rand(rng, (1, 4, 4, 4)),
+    }
     out = lower_and_run(nest, tmp_path, ins, ["arg3", "arg4"], "(broadcast copy)")
     ref = np.broadcast_to(b, (1, 4, 4, 4)).astype(np.float64).copy()
     for i in range(3):
         for j in range(3):
-            ref += np.einsum("nhwc,cf->nhwf", x[:, i:i + 4, j:j + 4, :], w[i, j])
+            ref += np.einsum("nhwc,cf->nhwf", x[:, i : i + 4, j : j + 4, :], w[i, j])
     assert np.allclose(out["arg3"], ref, rtol=0, atol=1e-5)
     assert (out["arg4"] == 0).all()
 
@@ -112,8 +133,13 @@ def test_relu_select(tmp_path):
     rng = np.random.default_rng(4)
     x = _rand(rng, (4, 8))
     x[0, 0] = np.nan
-    out = lower_and_run(INPUTS / "relu_select.mlir", tmp_path,
-                        {"x": x, "y": np.zeros((4, 8), np.float32)}, ["y"], "-> relu")
+    out = lower_and_run(
+        INPUTS / "relu_select.mlir",
+        tmp_path,
+        {"x": x, "y": np.zeros((4, 8), np.float32)},
+        ["y"],
+        "-> relu",
+    )
     ref = np.where(np.isnan(x) | (x > 0), x, np.float32(0))
     np.testing.assert_array_equal(out["y"], ref)
 
@@ -121,8 +147,13 @@ def test_relu_select(tmp_path):
 def test_linalg_map(tmp_path):
     rng = np.random.default_rng(5)
     x, z = _rand(rng, (4, 8)), _rand(rng, (4, 8))
-    out = lower_and_run(INPUTS / "map.mlir", tmp_path,
-                        {"x": x, "z": z, "y": np.zeros((4, 8), np.float32)}, ["y"], "-> add")
+    out = lower_and_run(
+        INPUTS / "map.mlir",
+        tmp_path,
+        {"x": x, "z": z, "y": np.zeros((4, 8), np.float32)},
+        ["y"],
+        "-> add",
+    )
     np.testing.assert_array_equal(out["y"], x + z)
 
 
@@ -155,16 +186,20 @@ def test_generic_only_op_without_mlir_extra(without_mlir):
     """Without the bindings an op xDSL reads only in generic form, written in
     its custom form, is a located `not supported` naming the way around it
     (D-LOW-UPSTREAM); in generic form it parses."""
-    text = ("func.func @f(%C: memref<16xf32>) {\n"
-            "  %c = memref.cast %C : memref<16xf32> to memref<?xf32>\n  return\n}\n")
+    text = (
+        "func.func @f(%C: memref<16xf32>) {\n"
+        "  %c = memref.cast %C : memref<16xf32> to memref<?xf32>\n  return\n}\n"
+    )
     with pytest.raises(NemDiagnosticError) as e:
         parse_mlir_checked(lowering_context(), text, "cast.mlir")
     d = e.value.diagnostics[0]
     assert d.loc is not None and (d.loc.line, d.loc.col) == (2, 8)
     assert "not supported: 'memref.cast' in its custom form needs the mlir extra" in d.message
     assert d.fix is not None and "mlir-opt --mlir-print-op-generic" in d.fix
-    generic = text.replace("memref.cast %C : memref<16xf32> to memref<?xf32>",
-                           '"memref.cast"(%C) : (memref<16xf32>) -> memref<?xf32>')
+    generic = text.replace(
+        "memref.cast %C : memref<16xf32> to memref<?xf32>",
+        '"memref.cast"(%C) : (memref<16xf32>) -> memref<?xf32>',
+    )
     parse_mlir_checked(lowering_context(), generic, "cast.mlir")
 
 
@@ -185,11 +220,17 @@ def test_broadcast_operand(tmp_path, entry):
         m = _rand(rng, (4, 1))
         ins = {"x": x, "m": m, "y": y}
         ref = np.exp(x - m)
-    out = lower_and_run(INPUTS / "bcast_operand.mlir", tmp_path, ins, ["y"],
-                        "concat (broadcast operand)", entry=entry)
+    out = lower_and_run(
+        INPUTS / "bcast_operand.mlir",
+        tmp_path,
+        ins,
+        ["y"],
+        "concat (broadcast operand)",
+        entry=entry,
+    )
     if entry == "bias_relu":
         assert (out["y"] == ref).all()
-    else:   # exp: D-NUM-FLOAT (f64, rounded once) vs numpy's f32 exp
+    else:  # exp: D-NUM-FLOAT (f64, rounded once) vs numpy's f32 exp
         assert np.allclose(out["y"], ref, rtol=1e-6, atol=0)
 
 
@@ -212,14 +253,19 @@ def test_broadcast_generic(tmp_path, entry):
     elif entry == "unit_row":
         x, g = _rand(rng, (4, 8)), _rand(rng, (1, 8))
         ins, ref = {"x": x, "g": g}, x * g
-    else:   # one tree per output (an output was dropped before)
+    else:  # one tree per output (an output was dropped before)
         x = _rand(rng, (4, 8))
         ins, ref = {"x": x, "z": np.zeros_like(x)}, np.exp(x)
     ins["y"] = np.zeros_like(x)
     outputs = ["y", "z"] if entry == "two_outputs" else ["y"]
-    out = lower_and_run(INPUTS / "bcast_generic.mlir", tmp_path, ins, outputs,
-                        "(2 outputs)" if entry == "two_outputs" else "(broadcast operand)",
-                        entry=entry)
+    out = lower_and_run(
+        INPUTS / "bcast_generic.mlir",
+        tmp_path,
+        ins,
+        outputs,
+        "(2 outputs)" if entry == "two_outputs" else "(broadcast operand)",
+        entry=entry,
+    )
     if entry in ("shift_exp", "two_outputs"):
         assert np.allclose(out["y"], ref, rtol=1e-6, atol=0)
     else:
@@ -240,22 +286,34 @@ def test_generic_copies(tmp_path, entry):
         ins, ref = {"x": x, "y": np.zeros((1, 4, 4, 3), np.float32)}, x.transpose(0, 2, 3, 1)
     elif entry == "bias":
         b = _rand(rng, (8,))
-        ins, ref = {"b": b, "y": np.zeros((1, 2, 2, 8), np.float32)}, \
-            np.broadcast_to(b, (1, 2, 2, 8))
+        ins, ref = (
+            {"b": b, "y": np.zeros((1, 2, 2, 8), np.float32)},
+            np.broadcast_to(b, (1, 2, 2, 8)),
+        )
     elif entry == "copy":
         x = _rand(rng, (4, 8))
         ins, ref = {"x": x, "y": np.zeros((4, 8), np.float32)}, x
     else:
         ins, ref = {"y": _rand(rng, (4, 8))}, np.full((4, 8), 1.5, np.float32)
-    out = lower_and_run(INPUTS / "generic_copies.mlir", tmp_path, ins, ["y"],
-                        "fell back to compute: none", entry=entry)
+    out = lower_and_run(
+        INPUTS / "generic_copies.mlir",
+        tmp_path,
+        ins,
+        ["y"],
+        "fell back to compute: none",
+        entry=entry,
+    )
     assert (out["y"] == ref).all()
 
 
-@pytest.mark.parametrize("entry,remark", [
-    ("inner", "1 concat + 1 transfer (broadcast copy)"),
-    ("two_inner", "-> 1 concat + 3 transfer (broadcast copy); fell back to compute: none"),
-    ("long_inner", "-> 2 concat + 1 transfer (broadcast copy); fell back to compute: none")])
+@pytest.mark.parametrize(
+    "entry,remark",
+    [
+        ("inner", "1 concat + 1 transfer (broadcast copy)"),
+        ("two_inner", "-> 1 concat + 3 transfer (broadcast copy); fell back to compute: none"),
+        ("long_inner", "-> 2 concat + 1 transfer (broadcast copy); fell back to compute: none"),
+    ],
+)
 def test_broadcast_inside_a_copied_dimension(tmp_path, entry, remark):
     """Regression (ONNX Expand [3,1] -> [2,3,2], the onnx backend's
     test_expand_shape_model4 and test_operator_repeat): a broadcast dimension
@@ -269,15 +327,26 @@ def test_broadcast_inside_a_copied_dimension(tmp_path, entry, remark):
 
     rng = np.random.default_rng(5)
     # (x's shape, x as broadcast to y, y's shape)
-    xs, view, ys = {"inner": ((3, 1), (1, 3, 1), (2, 3, 2)),
-                    "two_inner": ((3, 4), (1, 3, 1, 4, 1), (2, 3, 2, 4, 2)),
-                    "long_inner": ((3,), (3, 1), (3, 1100))}[entry]
+    xs, view, ys = {
+        "inner": ((3, 1), (1, 3, 1), (2, 3, 2)),
+        "two_inner": ((3, 4), (1, 3, 1, 4, 1), (2, 3, 2, 4, 2)),
+        "long_inner": ((3,), (3, 1), (3, 1100)),
+    }[entry]
     x = _rand(rng, xs)
-    out = lower_and_run(INPUTS / "generic_copies.mlir", tmp_path, {"x": x, "y": np.zeros(ys,
-                        np.float32)}, ["y"], remark, entry=entry)
+    out = lower_and_run(
+        INPUTS / "generic_copies.mlir",
+        tmp_path,
+        {"x": x, "y": np.zeros(ys, np.float32)},
+        ["y"],
+        remark,
+        entry=entry,
+    )
     assert (out["y"] == np.broadcast_to(x.reshape(view), ys)).all()
-    r = subprocess.run([tool("nem-opt"), str(tmp_path / "prog.nem"), "-p", "nem-verify",
-                        "-o", "/dev/null"], capture_output=True, text=True)
+    r = subprocess.run(
+        [tool("nem-opt"), str(tmp_path / "prog.nem"), "-p", "nem-verify", "-o", "/dev/null"],
+        capture_output=True,
+        text=True,
+    )
     assert r.returncode == 0 and not r.stderr, r.stderr
 
 
@@ -290,12 +359,20 @@ def test_broadcast_levels(tmp_path):
     from raise_runs import tool
 
     x = _rand(np.random.default_rng(8), (4,))
-    out = lower_and_run(INPUTS / "generic_copies.mlir", tmp_path,
-                        {"x": x, "y": np.zeros((112, 17, 4), np.float32)}, ["y"],
-                        "-> 4 concat + 1 transfer (broadcast copy)", entry="levels")
+    out = lower_and_run(
+        INPUTS / "generic_copies.mlir",
+        tmp_path,
+        {"x": x, "y": np.zeros((112, 17, 4), np.float32)},
+        ["y"],
+        "-> 4 concat + 1 transfer (broadcast copy)",
+        entry="levels",
+    )
     assert (out["y"] == np.broadcast_to(x, (112, 17, 4))).all()
-    r = subprocess.run([tool("nem-opt"), str(tmp_path / "prog.nem"), "-p", "nem-verify",
-                        "-o", "/dev/null"], capture_output=True, text=True)
+    r = subprocess.run(
+        [tool("nem-opt"), str(tmp_path / "prog.nem"), "-p", "nem-verify", "-o", "/dev/null"],
+        capture_output=True,
+        text=True,
+    )
     assert r.returncode == 0 and not r.stderr, r.stderr
 
 
@@ -312,7 +389,7 @@ def test_splat(tmp_path, entry):
         ins = {"x": x, "y": y}
         ref = f(-1.5) - x * f(0.25)
     elif entry == "clip":
-        x[0, :3] = [np.nan, np.inf, -np.inf]     # a NaN stays NaN, as the nest gives
+        x[0, :3] = [np.nan, np.inf, -np.inf]  # a NaN stays NaN, as the nest gives
         ins = {"x": x, "y": y}
         ref = np.minimum(np.maximum(x, f(-1)), f(6))
     else:
@@ -359,9 +436,17 @@ def test_leaky_relu(tmp_path, entry):
     alpha = dt(0.125) if entry == "nest" else dt(0.2)
     x = (np.random.default_rng(5).standard_normal((4, 8)) * 3).astype(dt)
     x[0, :5] = [np.nan, -0.0, np.inf, -np.inf, dt(np.finfo(dt).min)]
-    out = lower_and_run(INPUTS / "leaky.mlir", tmp_path, {"x": x, "y": np.zeros((4, 8), dt)},
-                        ["y"], "-> leaky_relu", entry=entry)
+    out = lower_and_run(
+        INPUTS / "leaky.mlir",
+        tmp_path,
+        {"x": x, "y": np.zeros((4, 8), dt)},
+        ["y"],
+        "-> leaky_relu",
+        entry=entry,
+    )
     ref = np.where(x < 0, x * alpha, x) if entry == "nest" else np.where(x > 0, x, alpha * x)
     assert out["y"].dtype == dt
-    assert np.array_equal(out["y"].view(np.uint16 if dt == np.float16 else np.uint32),
-                          ref.astype(dt).view(np.uint16 if dt == np.float16 else np.uint32))
+    assert np.array_equal(
+        out["y"].view(np.uint16 if dt == np.float16 else np.uint32),
+        ref.astype(dt).view(np.uint16 if dt == np.float16 else np.uint32),
+    )

@@ -21,15 +21,20 @@ def _grouped_ref(x, w, stride):
     y = np.zeros((x.shape[0], oh, ow, w.shape[0], w.shape[1]))
     for i in range(kh):
         for j in range(kw):
-            xs = x[:, i:i + stride * (oh - 1) + 1:stride, j:j + stride * (ow - 1) + 1:stride]
+            xs = x[
+                :, i : i + stride * (oh - 1) + 1 : stride, j : j + stride * (ow - 1) + 1 : stride
+            ]
             y += np.einsum("nhwgc,gfc->nhwgf", xs.astype(np.float64), w[:, :, i, j, :])
     return y
 
 
-@pytest.mark.parametrize("entry, xs, ws, stride", [
-    ("grouped", (1, 6, 6, 2, 2), (2, 3, 3, 3, 2), 1),
-    ("depthwise", (1, 9, 9, 4, 1), (4, 2, 3, 3, 1), 2),
-])
+@pytest.mark.parametrize(
+    "entry, xs, ws, stride",
+    [
+        ("grouped", (1, 6, 6, 2, 2), (2, 3, 3, 3, 2), 1),
+        ("depthwise", (1, 9, 9, 4, 1), (4, 2, 3, 3, 1), 2),
+    ],
+)
 @pytest.mark.slow  # 7 s (2 cases)
 def test_nhwgc(tmp_path, entry, xs, ws, stride):
     if mlir_opt() is None:
@@ -38,8 +43,9 @@ def test_nhwgc(tmp_path, entry, xs, ws, stride):
     x, w = rand(rng, xs), rand(rng, ws)
     ref = _grouped_ref(x, w, stride)
     y0 = rand(rng, ref.shape)
-    out = lower_and_run(GROUPED, tmp_path, {"x": x, "w": w, "y": y0}, ["y"],
-                        "conv2d (groups=", entry)
+    out = lower_and_run(
+        GROUPED, tmp_path, {"x": x, "w": w, "y": y0}, ["y"], "conv2d (groups=", entry
+    )
     assert np.allclose(out["y"], y0 + ref, rtol=0, atol=1e-5)
 
 
@@ -49,13 +55,20 @@ def test_depthwise_hwc(tmp_path):
         pytest.skip("the named op is generalized by upstream MLIR (the mlir extra)")
     rng = np.random.default_rng(6)
     x, w = rand(rng, (1, 6, 6, 4)), rand(rng, (3, 3, 4))
-    ref = sum(x[:, i:i + 4, j:j + 4, :].astype(np.float64) * w[i, j] for i in range(3)
-              for j in range(3))
-    out = lower_and_run(GROUPED, tmp_path, {"x": x, "w": w, "y": np.zeros((1, 4, 4, 4),
-                                                                            np.float32)},
-                        ["y"], "conv2d (groups=4)", "dw_hwc")
+    ref = sum(
+        x[:, i : i + 4, j : j + 4, :].astype(np.float64) * w[i, j]
+        for i in range(3)
+        for j in range(3)
+    )
+    out = lower_and_run(
+        GROUPED,
+        tmp_path,
+        {"x": x, "w": w, "y": np.zeros((1, 4, 4, 4), np.float32)},
+        ["y"],
+        "conv2d (groups=4)",
+        "dw_hwc",
+    )
     assert np.allclose(out["y"], ref, rtol=0, atol=1e-5)
-
 
 
 @pytest.mark.slow  # 4 s
@@ -67,15 +80,24 @@ def test_tile_of_size_one(tmp_path):
     rng = np.random.default_rng(7)
     x, w = rand(rng, (1, 6, 6, 2, 1)), rand(rng, (2, 1, 3, 3, 1))
     y0 = rand(rng, (1, 4, 4, 2, 1))
-    out = lower_and_run(INPUTS / "tile_size_one.mlir", tmp_path, {"x": x, "w": w, "y": y0},
-                        ["y"], "-> conv2d (groups=2)")
+    out = lower_and_run(
+        INPUTS / "tile_size_one.mlir",
+        tmp_path,
+        {"x": x, "w": w, "y": y0},
+        ["y"],
+        "-> conv2d (groups=2)",
+    )
     assert np.allclose(out["y"], y0 + _grouped_ref(x, w, 1), rtol=0, atol=1e-5)
 
-@pytest.mark.parametrize("cin, cout, group, attrs", [
-    (4, 8, 2, {"pads": [1, 1, 1, 1]}),                       # 1 < group < C
-    (4, 8, 4, {"strides": [2, 2]}),                          # depthwise, multiplier 2
-    (6, 6, 6, {"pads": [1, 0, 1, 2], "dilations": [1, 2]}),  # depthwise
-])
+
+@pytest.mark.parametrize(
+    "cin, cout, group, attrs",
+    [
+        (4, 8, 2, {"pads": [1, 1, 1, 1]}),  # 1 < group < C
+        (4, 8, 4, {"strides": [2, 2]}),  # depthwise, multiplier 2
+        (6, 6, 6, {"pads": [1, 0, 1, 2], "dilations": [1, 2]}),  # depthwise
+    ],
+)
 @pytest.mark.slow  # 4 s (3 cases)
 def test_onnx_grouped_conv(cin, cout, group, attrs):
     """ONNX Conv with groups through nem-compile (the affine route: tiled,
@@ -89,8 +111,9 @@ def test_onnx_grouped_conv(cin, cout, group, attrs):
     rng = np.random.default_rng(group)
     w = rng.uniform(-0.5, 0.5, (cout, cin // group, 3, 3)).astype(np.float32)
     b = rng.uniform(-0.5, 0.5, cout).astype(np.float32)
-    model = samples.single_op("Conv", {"x": (1, cin, 9, 9)}, "f32", {"w": w, "b": b},
-                              group=group, **attrs)
+    model = samples.single_op(
+        "Conv", {"x": (1, cin, 9, 9)}, "f32", {"w": w, "b": b}, group=group, **attrs
+    )
     result = run_api(model)
     assert "mlir.kernel" not in result.nem
     assert f"groups={group}" in result.nem and "depthwise_conv2d" not in result.nem

@@ -27,9 +27,22 @@ FIXTURE = INPUTS / "eltwise_partial_tiled.mlir"
 
 
 def _lower(src: Path, out: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "nem.cli.nem_opt", str(src), "-p",
-                           "lower-to-nem{device=npm_pro_x1 remarks=true}", "-t", "nem", "-o", str(out)],
-                          capture_output=True, text=True)
+    return subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "nem.cli.nem_opt",
+            str(src),
+            "-p",
+            "lower-to-nem{device=npm_pro_x1 remarks=true}",
+            "-t",
+            "nem",
+            "-o",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+    )
 
 
 def _check_add(program: Path, shape: tuple[int, int], seed: int) -> None:
@@ -143,8 +156,13 @@ def test_partial_tile_along_strided_rows_is_rejected(tmp_path):
     a narrowed DMA leaves out would be visible there, so it is rejected with
     the partial-tile diagnostic."""
     src = tmp_path / "cols.mlir"
-    src.write_text(STRIDED_ROWS.replace("AFTER", """%w = affine.load %a[0, 31] : memref<32x32xf32, 2>
-  affine.store %w, %B[40, 0] : memref<64x100xf32>"""))
+    src.write_text(
+        STRIDED_ROWS.replace(
+            "AFTER",
+            """%w = affine.load %a[0, 31] : memref<32x32xf32, 2>
+  affine.store %w, %B[40, 0] : memref<64x100xf32>""",
+        )
+    )
     r = _lower(src, tmp_path / "cols.nem")
     assert r.returncode != 0
     assert "max/min loop bounds (partial tiles) are not supported" in r.stderr
@@ -214,16 +232,26 @@ def test_rows_spilling_into_the_next_slice_are_clipped(tmp_path):
     assert np.array_equal(b[:, :, :16], a[:, :, :16]) and np.isnan(b[:, :, 16:]).all()
 
 
-@pytest.mark.parametrize("inside,after,why", [
-    # the iteration reads a row of the fast buffer that the clipped DMA leaves out
-    ("""%w = affine.load %a[15, 0] : memref<16x16xf32, 2>
-      affine.store %w, %B[%i, 0, 20] : memref<4x20x24xf32>""", "",
-     "cannot be narrowed to 4 rows of 16 of 16 elements: another access to a may use "
-     "the elements left out"),
-    # the fast buffer is read after the loop, where the rows left out would show
-    ("", """%w = affine.load %a[15, 0] : memref<16x16xf32, 2>
-  affine.store %w, %B[0, 0, 20] : memref<4x20x24xf32>""", "a is used outside the peeled loop"),
-])
+@pytest.mark.parametrize(
+    "inside,after,why",
+    [
+        # the iteration reads a row of the fast buffer that the clipped DMA leaves out
+        (
+            """%w = affine.load %a[15, 0] : memref<16x16xf32, 2>
+      affine.store %w, %B[%i, 0, 20] : memref<4x20x24xf32>""",
+            "",
+            "cannot be narrowed to 4 rows of 16 of 16 elements: another access to a may use "
+            "the elements left out",
+        ),
+        # the fast buffer is read after the loop, where the rows left out would show
+        (
+            "",
+            """%w = affine.load %a[15, 0] : memref<16x16xf32, 2>
+  affine.store %w, %B[0, 0, 20] : memref<4x20x24xf32>""",
+            "a is used outside the peeled loop",
+        ),
+    ],
+)
 @pytest.mark.slow  # 6 s (2 cases)
 def test_rows_spilling_into_the_next_slice_rejected_when_used(tmp_path, inside, after, why):
     """The same DMA when the rows it would leave out are used: rejected with
@@ -264,9 +292,17 @@ def _upstream_matmul(tmp_path, m: int, n: int, k: int, passes: list[str]):
 def test_non_dividing_matmul_from_upstream_matches_numpy(tmp_path):
     """A 100x100x100 matmul tiled by 32 with real upstream mlir-opt (partial
     tiles in every dimension, K included) lowers and runs exactly."""
-    _upstream_matmul(tmp_path, 100, 100, 100, [
-        "-affine-loop-tile=tile-size=32", "-affine-data-copy-generate=generate-dma=true "
-        "fast-mem-space=2 fast-mem-capacity=16", "--mlir-print-op-generic"])
+    _upstream_matmul(
+        tmp_path,
+        100,
+        100,
+        100,
+        [
+            "-affine-loop-tile=tile-size=32",
+            "-affine-data-copy-generate=generate-dma=true fast-mem-space=2 fast-mem-capacity=16",
+            "--mlir-print-op-generic",
+        ],
+    )
 
 
 @pytest.mark.parametrize("fixture", ["eltwise_tiled_nodma.mlir", "eltwise_partial_pipelined.mlir"])
@@ -295,7 +331,15 @@ def test_strided_row_past_the_memref_end_outside_a_peeled_tile(tmp_path):
     581 wrong elements; the rows are narrowed to 21 columns with the function
     as the scope of the exactness checks (D-LOW-PEEL), and the result is
     exact."""
-    remark = _upstream_matmul(tmp_path, 31, 45, 56, [
-        "-affine-loop-tile=tile-size=24", "-affine-data-copy-generate=generate-dma=true "
-        "fast-mem-space=2 fast-mem-capacity=16", "-affine-pipeline-data-transfer"])
+    remark = _upstream_matmul(
+        tmp_path,
+        31,
+        45,
+        56,
+        [
+            "-affine-loop-tile=tile-size=24",
+            "-affine-data-copy-generate=generate-dma=true fast-mem-space=2 fast-mem-capacity=16",
+            "-affine-pipeline-data-transfer",
+        ],
+    )
     assert "narrowed to rows of 21 of 24 elements" in remark

@@ -35,8 +35,9 @@ MLIR_OPT = find_mlir_opt()
 pytestmark = pytest.mark.skipif(MLIR_OPT is None, reason=SKIP_REASON)
 
 
-def tiling(tile, space: int = 2, capacity: int | None = 64, dma: bool = True,
-           pipeline: bool = False) -> list[str]:
+def tiling(
+    tile, space: int = 2, capacity: int | None = 64, dma: bool = True, pipeline: bool = False
+) -> list[str]:
     """Upstream's tiling passes: -affine-loop-tile (one size, or "a,b,c"),
     -affine-data-copy-generate, optionally -affine-pipeline-data-transfer."""
     passes = []
@@ -50,8 +51,9 @@ def tiling(tile, space: int = 2, capacity: int | None = 64, dma: bool = True,
     return passes + (["-affine-pipeline-data-transfer"] if pipeline else [])
 
 
-def case(kind: str, dims, t: str, passes: list[str], spaces: str | None = None,
-         op: str | None = None):
+def case(
+    kind: str, dims, t: str, passes: list[str], spaces: str | None = None, op: str | None = None
+):
     """(id, source text, upstream passes, kind, operand shapes, type, spaces)."""
     if kind == "matmul":
         m, n, k = dims
@@ -68,9 +70,15 @@ def case(kind: str, dims, t: str, passes: list[str], spaces: str | None = None,
     else:
         text, shapes = src.eltwise(dims, t, op), [dims, dims, dims]
         kind = op
-    ident = "-".join([kind, "x".join(map(str, dims)), t, *(p.lstrip("-").split("=", 1)[-1]
-                                                          .replace(" ", ",") for p in passes)]
-                     + ([spaces.strip('"')] if spaces else []))
+    ident = "-".join(
+        [
+            kind,
+            "x".join(map(str, dims)),
+            t,
+            *(p.lstrip("-").split("=", 1)[-1].replace(" ", ",") for p in passes),
+        ]
+        + ([spaces.strip('"')] if spaces else [])
+    )
     return pytest.param(text, passes, kind, shapes, t, spaces, id=ident)
 
 
@@ -96,10 +104,16 @@ DEFAULT = [
     case("add_relu", (100, 60), "f32", tiling(32, pipeline=True)),
     case("add_relu", (48, 40), "i32", tiling(16)),
     # tiled only (compute on the DDR buffers), then normalized: unit-step tile loops
-    case("matmul", (64, 48, 32), "f32", ["-affine-loop-tile=tile-size=16",
-                                          "-affine-loop-normalize"]),
-    case("eltwise", (100, 60), "f32", ["-affine-loop-tile=tile-size=32",
-                                        "-affine-loop-normalize"], op="add"),
+    case(
+        "matmul", (64, 48, 32), "f32", ["-affine-loop-tile=tile-size=16", "-affine-loop-normalize"]
+    ),
+    case(
+        "eltwise",
+        (100, 60),
+        "f32",
+        ["-affine-loop-tile=tile-size=32", "-affine-loop-normalize"],
+        op="add",
+    ),
     # tiny fast memory (fast-mem-capacity=1 KiB): one-row DMAs of a partial
     # innermost tile narrowed, one-element copies, an epilogue after a loop
     # whose bound moves with an outer loop
@@ -117,34 +131,66 @@ DEFAULT = [
     case("add_relu", (8, 10, 21), "f32", tiling(8, capacity=16, pipeline=True)),
     # clean-ups after pipelining: loop-invariant index arithmetic hoisted
     # out of the epilogue, canonicalized bounds
-    case("relu", (32, 17, 18), "f32", tiling(16, capacity=4, pipeline=True)
-         + ["-affine-loop-invariant-code-motion"]),
-    case("matmul", (40, 36, 20), "f32", tiling(16, capacity=16, pipeline=True)
-         + ["-canonicalize", "-cse"]),
+    case(
+        "relu",
+        (32, 17, 18),
+        "f32",
+        tiling(16, capacity=4, pipeline=True) + ["-affine-loop-invariant-code-motion"],
+    ),
+    case(
+        "matmul",
+        (40, 36, 20),
+        "f32",
+        tiling(16, capacity=16, pipeline=True) + ["-canonicalize", "-cse"],
+    ),
     # -canonicalize folds the last K tile's bounds in the epilogue to
     # constants (80 to 82): the epilogue is no longer the body at the last
     # iteration and is lowered on its own (D-LOW-PIPE)
-    case("matmul", (17, 10, 82), "f32", tiling(16, space=1, capacity=1, pipeline=True)
-         + ["-canonicalize", "-cse"], '"0:DDR,1:L1"'),
+    case(
+        "matmul",
+        (17, 10, 82),
+        "f32",
+        tiling(16, space=1, capacity=1, pipeline=True) + ["-canonicalize", "-cse"],
+        '"0:DDR,1:L1"',
+    ),
     # the same for a nest with a write-back after the epilogue, whose tasks
     # must be ordered after the epilogue's (a hazard nem-verify found once)
-    case("matmul", (31, 65, 78), "f32", tiling(24, space=1, capacity=16, pipeline=True)
-         + ["-affine-simplify-structures"], '"0:DDR,1:L1"'),
+    case(
+        "matmul",
+        (31, 65, 78),
+        "f32",
+        tiling(24, space=1, capacity=16, pipeline=True) + ["-affine-simplify-structures"],
+        '"0:DDR,1:L1"',
+    ),
     # a contiguous DMA of whole rows of a 3-D tile whose innermost tile loop
     # has one iteration (its variable is 0): narrowed on the partial tile
     # of the middle dimension
-    case("relu", (21, 37, 16), "f32", tiling(16, space=1, capacity=16, pipeline=True)
-         + ["-affine-simplify-structures"], '"0:DDR,1:L1"'),
+    case(
+        "relu",
+        (21, 37, 16),
+        "f32",
+        tiling(16, space=1, capacity=16, pipeline=True) + ["-affine-simplify-structures"],
+        '"0:DDR,1:L1"',
+    ),
     # upstream unrolls the double-buffered loop over dimension 1 (29 = 16 +
     # 13): outside any peeled loop, the second tile's rows of 16 x 14 run 3
     # rows into the next slice and are narrowed; the write-back once stored
     # them over the next slice (628 wrong elements)
-    case("add_relu", (37, 29, 14), "i32", tiling(16, space=1, capacity=64, pipeline=True)
-         + ["-affine-loop-invariant-code-motion"], '"0:DDR,1:L1"'),
+    case(
+        "add_relu",
+        (37, 29, 14),
+        "i32",
+        tiling(16, space=1, capacity=64, pipeline=True) + ["-affine-loop-invariant-code-motion"],
+        '"0:DDR,1:L1"',
+    ),
     # -affine-loop-invariant-code-motion leaves index arithmetic between a
     # nested pipelined loop and its prologue
-    case("matmul", (18, 25, 78), "f32", tiling(32, space=1, capacity=4, pipeline=True)
-         + ["-affine-loop-invariant-code-motion"]),
+    case(
+        "matmul",
+        (18, 25, 78),
+        "f32",
+        tiling(32, space=1, capacity=4, pipeline=True) + ["-affine-loop-invariant-code-motion"],
+    ),
     # a double-buffered K loop of two iterations, which upstream unrolls
     case("matmul", (51, 65, 31), "f32", tiling(16, capacity=4, pipeline=True)),
     # escape-hatch kernels in an inner loop of a double-buffered loop read
@@ -157,12 +203,19 @@ DEFAULT = [
 
 def full_grid():
     for (m, n, k), tile, pl, t in itertools.product(
-            [(64, 64, 64), (96, 80, 48), (100, 100, 100), (128, 32, 64)], [16, 32],
-            [False, True], ["f32", "i32"]):
+        [(64, 64, 64), (96, 80, 48), (100, 100, 100), (128, 32, 64)],
+        [16, 32],
+        [False, True],
+        ["f32", "i32"],
+    ):
         yield case("matmul", (m, n, k), t, tiling(tile, pipeline=pl))
     for shape, tile, pl, t, op in itertools.product(
-            [(256,), (100,), (64, 64), (100, 60), (8, 16, 32), (10, 12, 14)], [16, 32],
-            [False, True], ["f32", "i32"], ["add", "mul", "max"]):
+        [(256,), (100,), (64, 64), (100, 60), (8, 16, 32), (10, 12, 14)],
+        [16, 32],
+        [False, True],
+        ["f32", "i32"],
+        ["add", "mul", "max"],
+    ):
         yield case("eltwise", shape, t, tiling(tile, pipeline=pl), op=op)
 
 
@@ -172,9 +225,15 @@ MEMORY_SPACES = [(2, None), (1, None), (1, '"0:DDR,1:L1"'), (2, '"0:DDR,2:L1[0]"
 
 
 # upstream clean-ups a pipeline may run after tiling
-CLEANUPS = [[], [], ["-canonicalize"], ["-canonicalize", "-cse"],
-            ["-affine-loop-invariant-code-motion"], ["-affine-scalrep"],
-            ["-affine-simplify-structures"]]
+CLEANUPS = [
+    [],
+    [],
+    ["-canonicalize"],
+    ["-canonicalize", "-cse"],
+    ["-affine-loop-invariant-code-motion"],
+    ["-affine-scalrep"],
+    ["-affine-simplify-structures"],
+]
 
 
 def random_cases(seed: int, count: int):
@@ -183,13 +242,21 @@ def random_cases(seed: int, count: int):
     then fast memory space and memory-space map, and clean-up passes (drawn
     from further generators, so the other draws of a seed do not depend on
     them)."""
-    rng, srng, crng = (random.Random(seed), random.Random(f"{seed}:spaces"),
-                       random.Random(f"{seed}:cleanup"))
+    rng, srng, crng = (
+        random.Random(seed),
+        random.Random(f"{seed}:spaces"),
+        random.Random(f"{seed}:cleanup"),
+    )
     for _ in range(count):
         kind = rng.choice(["matmul", "eltwise", "add_relu", "relu"])
         space, spaces = srng.choice(MEMORY_SPACES)
-        passes = tiling(rng.choice([8, 16, 24, 32, 40, 64]), space=space, capacity=rng.choice(
-            [None, 1, 4, 16, 64]), pipeline=rng.random() < 0.5, dma=rng.random() < 0.8)
+        passes = tiling(
+            rng.choice([8, 16, 24, 32, 40, 64]),
+            space=space,
+            capacity=rng.choice([None, 1, 4, 16, 64]),
+            pipeline=rng.random() < 0.5,
+            dma=rng.random() < 0.8,
+        )
         passes += crng.choice(CLEANUPS)
         if kind == "matmul":
             yield case(kind, tuple(rng.randint(9, 90) for _ in range(3)), "f32", passes, spaces)
@@ -222,13 +289,29 @@ def test_lowered_program_matches_numpy(tmp_path, text, passes, kind, shapes, t, 
     source.write_text(text)
     subprocess.run([MLIR_OPT, str(source), *passes, "-o", str(tiled)], check=True)
     options = "device=npm_pro_x1" + (f" memory-spaces={spaces}" if spaces else "")
-    r = subprocess.run([sys.executable, "-m", "nem.cli.nem_opt", str(tiled), "-p",
-                        f"lower-to-nem{{{options}}}", "-t", "nem", "-o", str(out)],
-                       capture_output=True, text=True)
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "nem.cli.nem_opt",
+            str(tiled),
+            "-p",
+            f"lower-to-nem{{{options}}}",
+            "-t",
+            "nem",
+            "-o",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert r.returncode == 0, r.stderr
     # the program passes every NEM check (static, device, placement, tokens, hazards)
-    v = subprocess.run([sys.executable, "-m", "nem.cli.nem_opt", str(out), "-p", "nem-verify",
-                        "-o", os.devnull], capture_output=True, text=True)
+    v = subprocess.run(
+        [sys.executable, "-m", "nem.cli.nem_opt", str(out), "-p", "nem-verify", "-o", os.devnull],
+        capture_output=True,
+        text=True,
+    )
     assert v.returncode == 0 and "error" not in v.stderr, v.stderr
     it = NemInterpreter()
     it.load(out)

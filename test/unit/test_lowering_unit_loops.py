@@ -19,16 +19,22 @@ SOURCE = Path(__file__).parents[1] / "lit" / "lowering" / "Inputs" / "raise" / "
 def _lower(entry: str) -> str:
     ctx = lowering_context()
     module = parse_mlir(ctx, SOURCE.read_text(), str(SOURCE))
-    run_pipeline(module, f"lower-to-nem{{device=npm_pro_x1 entry={entry} "
-                 "memory-spaces=0:DDR,1:L2,2:L1[0]}", ctx=ctx)
+    run_pipeline(
+        module,
+        f"lower-to-nem{{device=npm_pro_x1 entry={entry} memory-spaces=0:DDR,1:L2,2:L1[0]}}",
+        ctx=ctx,
+    )
     return print_nem(module)
 
 
-@pytest.mark.parametrize("entry,shape,inputs,fn", [
-    ("unit_loops", (4, 8), ("X", "Y"), lambda x, y: x + y),
-    ("unit_copy", (4, 8), ("X",), lambda x: x),
-    ("one_point", (1, 1), ("X",), lambda x: x * x),
-])
+@pytest.mark.parametrize(
+    "entry,shape,inputs,fn",
+    [
+        ("unit_loops", (4, 8), ("X", "Y"), lambda x, y: x + y),
+        ("unit_copy", (4, 8), ("X",), lambda x: x),
+        ("one_point", (1, 1), ("X",), lambda x: x * x),
+    ],
+)
 def test_raised_nest_with_unit_loops_matches_numpy(entry, shape, inputs, fn):
     text = _lower(entry)
     assert 'op="mlir.kernel"' not in text

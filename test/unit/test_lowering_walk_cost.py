@@ -74,15 +74,22 @@ def _lower(monkeypatch, memo: bool) -> tuple[str, list[str]]:
         if opcode == "concat":
             built.append(str(tok.owner.ins[0].type.elem_name))
         return tok
+
     monkeypatch.setattr(NemBuilder, "compute", counted)
-    if not memo:   # a set that never holds what is added to it
-        monkeypatch.setattr(context.LoweringContext, "illegal_typed_concats",
-                            property(lambda self: _Forgetful(), lambda self, v: None),
-                            raising=False)
+    if not memo:  # a set that never holds what is added to it
+        monkeypatch.setattr(
+            context.LoweringContext,
+            "illegal_typed_concats",
+            property(lambda self: _Forgetful(), lambda self, v: None),
+            raising=False,
+        )
     ctx = lowering_context()
     module = parse_mlir(ctx, TWO_BIASES, "two.mlir")
-    run_pipeline(module, "lower-to-nem{device=npm_pro_x1 entry=two "
-                 "memory-spaces=0:DDR,1:L2,2:L1[0]}", ctx=ctx)
+    run_pipeline(
+        module,
+        "lower-to-nem{device=npm_pro_x1 entry=two memory-spaces=0:DDR,1:L2,2:L1[0]}",
+        ctx=ctx,
+    )
     return print_nem(module), built
 
 

@@ -16,11 +16,20 @@ from nem.runtime.kernels import NumericError, Tensor
 from nem.runtime.mlir_kernel import CompiledKernel
 
 DTYPES = {"f32": np.float32, "i32": np.int32, "i8": np.int8, "u8": np.uint8}
-MLIR = {"f32": "f32", "i32": "i32", "i8": "i8", "u8": "i8"}   # u8 regions: signless i8 memrefs
+MLIR = {"f32": "f32", "i32": "i32", "i8": "i8", "u8": "i8"}  # u8 regions: signless i8 memrefs
 
 
-def fill_text(shape, elem: str, value: str, order=None, syms: bool = True, store_arg: int = 0,
-              bounds=None, step: int = 1, offset: int = 0) -> str:
+def fill_text(
+    shape,
+    elem: str,
+    value: str,
+    order=None,
+    syms: bool = True,
+    store_arg: int = 0,
+    bounds=None,
+    step: int = 1,
+    offset: int = 0,
+) -> str:
     """A lowering-style fill kernel: `in Y out Y` (two aliased memrefs), loops
     in `order` over `shape`, the constant stored through a map of symbols
     (as the lowering prints it) or of dims."""
@@ -28,17 +37,23 @@ def fill_text(shape, elem: str, value: str, order=None, syms: bool = True, store
     order = order or list(range(n))
     bounds = bounds or shape
     mt = f"memref<{'x'.join(map(str, shape))}x{elem}>"
-    lines = [f"func.func @kernel(%a0: {mt}, %a1: {mt}) {{",
-             f"  %c = arith.constant {value} : {elem}"]
+    lines = [
+        f"func.func @kernel(%a0: {mt}, %a1: {mt}) {{",
+        f"  %c = arith.constant {value} : {elem}",
+    ]
     for depth, d in enumerate(order):
         lines.append("  " * (depth + 1) + f"affine.for %i{d} = 0 to {bounds[d]} step {step} {{")
     names = ", ".join(f"s{k}" if syms else f"d{k}" for k in range(n))
-    res = ", ".join((f"s{k}" if syms else f"d{k}") + (f" + {offset}" if offset and k == 0 else "")
-                    for k in range(n))
+    res = ", ".join(
+        (f"s{k}" if syms else f"d{k}") + (f" + {offset}" if offset and k == 0 else "")
+        for k in range(n)
+    )
     m = f"()[{names}] -> ({res})" if syms else f"({names}) -> ({res})"
     ivs = ", ".join(f"%i{k}" for k in range(n))
-    lines.append("  " * (n + 1) + f'"affine.store"(%c, %a{store_arg}, {ivs}) '
-                 f"<{{map = affine_map<{m}>}}> : ({elem}, {mt}, {', '.join(['index'] * n)}) -> ()")
+    lines.append(
+        "  " * (n + 1) + f'"affine.store"(%c, %a{store_arg}, {ivs}) '
+        f"<{{map = affine_map<{m}>}}> : ({elem}, {mt}, {', '.join(['index'] * n)}) -> ()"
+    )
     for depth in range(n, 0, -1):
         lines.append("  " * depth + "}")
     lines += ["  func.return", "}"]
@@ -59,9 +74,20 @@ def _run_both(text: str, shape, elem: str, monkeypatch) -> tuple[np.ndarray, np.
     return outs[0], outs[1]
 
 
-VALUES = {"f32": ["0.000000e+00", "-0.000000e+00", "0xff800000", "0x7fc00001", "1.000000e-01",
-                  "1.401298e-45", "3.402823e+38"],
-          "i32": ["-1", "2147483647", "0"], "i8": ["-128", "127"], "u8": ["-1", "-128"]}
+VALUES = {
+    "f32": [
+        "0.000000e+00",
+        "-0.000000e+00",
+        "0xff800000",
+        "0x7fc00001",
+        "1.000000e-01",
+        "1.401298e-45",
+        "3.402823e+38",
+    ],
+    "i32": ["-1", "2147483647", "0"],
+    "i8": ["-128", "127"],
+    "u8": ["-1", "-128"],
+}
 
 
 @pytest.mark.parametrize("elem,value", [(e, v) for e, vs in VALUES.items() for v in vs])
@@ -100,7 +126,7 @@ def test_near_misses_are_not_fills(name, monkeypatch):
     assert mlir_fill.fill_of(CompiledKernel(text).fn, 2) is None
     try:
         ref, got = _run_both(text, shape, "f32", monkeypatch)
-    except NumericError as e:              # the offset map stores out of bounds
+    except NumericError as e:  # the offset map stores out of bounds
         assert name == "offset in the map", e
         return
     assert_bits(got, ref)
@@ -109,23 +135,39 @@ def test_near_misses_are_not_fills(name, monkeypatch):
 
 def _kernel(mt: str, body: str) -> str:
     """A kernel over `in Y out Y` memrefs of type `mt` with `body` (%c: 1.0)."""
-    return (f"func.func @kernel(%a0: {mt}, %a1: {mt}) {{\n"
-            f"  %c = arith.constant 1.0 : f32\n{body}\n  func.return\n}}")
+    return (
+        f"func.func @kernel(%a0: {mt}, %a1: {mt}) {{\n"
+        f"  %c = arith.constant 1.0 : f32\n{body}\n  func.return\n}}"
+    )
 
 
 LOOP = "  affine.for %i = 0 to 4 {{\n{}\n  }}"
 OTHER_MISSES = {
-    "a loaded value": _kernel("memref<4xf32>", LOOP.format(
-        "    %v = affine.load %a0[%i] : memref<4xf32>\n"
-        "    affine.store %v, %a1[%i] : memref<4xf32>")),
-    "two stores": _kernel("memref<4xf32>", LOOP.format(
-        "    affine.store %c, %a0[%i] : memref<4xf32>\n"
-        "    affine.store %c, %a1[%i] : memref<4xf32>")),
-    "a repeated index": _kernel("memref<4x4xf32>", LOOP.format(
-        "    affine.for %j = 0 to 4 {\n"
-        "      affine.store %c, %a1[%i, %i] : memref<4x4xf32>\n    }")),
-    "a second nest": _kernel("memref<4xf32>", "\n".join(
-        [LOOP.format("    affine.store %c, %a1[%i] : memref<4xf32>")] * 2)),
+    "a loaded value": _kernel(
+        "memref<4xf32>",
+        LOOP.format(
+            "    %v = affine.load %a0[%i] : memref<4xf32>\n"
+            "    affine.store %v, %a1[%i] : memref<4xf32>"
+        ),
+    ),
+    "two stores": _kernel(
+        "memref<4xf32>",
+        LOOP.format(
+            "    affine.store %c, %a0[%i] : memref<4xf32>\n"
+            "    affine.store %c, %a1[%i] : memref<4xf32>"
+        ),
+    ),
+    "a repeated index": _kernel(
+        "memref<4x4xf32>",
+        LOOP.format(
+            "    affine.for %j = 0 to 4 {\n"
+            "      affine.store %c, %a1[%i, %i] : memref<4x4xf32>\n    }"
+        ),
+    ),
+    "a second nest": _kernel(
+        "memref<4xf32>",
+        "\n".join([LOOP.format("    affine.store %c, %a1[%i] : memref<4xf32>")] * 2),
+    ),
     "f16 elements": fill_text((4,), "f16", "1.000000e-01"),
 }
 
@@ -150,8 +192,9 @@ def test_interpreter_backend_does_not_take_fills(monkeypatch):
     text = fill_text((4,), "f32", "1.000000e+00")
     seen = []
     orig = mlir_fill.fill_kernel
-    monkeypatch.setattr("nem.runtime.escape_hatch.fill_kernel",
-                        lambda *a: seen.append(a) or orig(*a))
+    monkeypatch.setattr(
+        "nem.runtime.escape_hatch.fill_kernel", lambda *a: seen.append(a) or orig(*a)
+    )
     HATCH[:] = [EscapeHatch("interpreter")]
     y = np.zeros(4, np.float32)
     run(text, [Tensor(y, "f32")], [Tensor(y, "f32")])

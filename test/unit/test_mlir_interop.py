@@ -40,8 +40,13 @@ def generic(module: ModuleOp) -> str:
 
 
 def upstream(text: str, *args: str) -> str:
-    r = subprocess.run([MLIR_OPT, "--allow-unregistered-dialect", *args, "-"],
-                       input=text, capture_output=True, text=True, timeout=60)
+    r = subprocess.run(
+        [MLIR_OPT, "--allow-unregistered-dialect", *args, "-"],
+        input=text,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert r.returncode == 0, f"mlir-opt rejected our generic MLIR:\n{r.stderr}"
     return r.stdout
 
@@ -95,25 +100,32 @@ def test_no_properties_form_is_accepted_too():
     """`--print-no-properties` (properties as a plain attribute dictionary)."""
     module = parse_nem(LIT_INPUT.read_text(encoding="utf-8"), str(LIT_INPUT))
     out = StringIO()
-    Printer(stream=out, print_generic_format=True, print_properties_as_attributes=True
-            ).print_op(module)
+    Printer(stream=out, print_generic_format=True, print_properties_as_attributes=True).print_op(
+        module
+    )
     assert "<{" not in out.getvalue()
     back = read_back(upstream(out.getvalue(), "--mlir-print-op-generic"))
     assert print_nem(back) == print_nem(module)
 
 
 def test_compute_attribute_order_survives_upstream():
-    text = ("buffer B : L1 (size=4096)\n"
-            "t_1 = compute.async in region(B, 0, 64) out region(B, 64, 64) op=\"x\" b=1 a=2\n")
+    text = (
+        "buffer B : L1 (size=4096)\n"
+        't_1 = compute.async in region(B, 0, 64) out region(B, 64, 64) op="x" b=1 a=2\n'
+    )
     module = parse_nem(text)
     back = read_back(upstream(generic(module), "--mlir-print-op-generic"))
     assert print_nem(back) == print_nem(module)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "known gap: xDSL 0.74's MLIR parser does not read upstream's location aliases "
-    "(`#loc1 = loc(...)` ... `loc(#loc1)`, printed by --mlir-print-debuginfo): "
-    "'undefined symbol alias #loc2'"))
+@pytest.mark.xfail(
+    strict=True,
+    reason=(
+        "known gap: xDSL 0.74's MLIR parser does not read upstream's location aliases "
+        "(`#loc1 = loc(...)` ... `loc(#loc1)`, printed by --mlir-print-debuginfo): "
+        "'undefined symbol alias #loc2'"
+    ),
+)
 def test_upstream_debuginfo_reads_back():
     module = parse_nem(LIT_INPUT.read_text(encoding="utf-8"), str(LIT_INPUT))
     out = StringIO()

@@ -41,7 +41,7 @@ def test_f32_each_op_rounded():
     x = rng.uniform(-1, 1, (4, 8)).astype(np.float32)
     (z,) = run(FMA, [Tensor(x, "f32")], [Tensor(np.zeros((4, 8), np.float32), "f32")])
     assert z.dtype == np.float32
-    np.testing.assert_array_equal(z, x * x + x)       # numpy f32: rounds after each op
+    np.testing.assert_array_equal(z, x * x + x)  # numpy f32: rounds after each op
 
 
 @pytest.mark.parametrize("elem,dt", [("f16", np.float16), ("bf16", ml_dtypes.bfloat16)])
@@ -51,8 +51,10 @@ def test_narrow_floats_each_op_rounded(elem, dt):
     x = rng.uniform(-4, 4, (4, 8)).astype(dt)
     (z,) = run(text, [Tensor(x, elem)], [Tensor(np.zeros((4, 8), dt), elem)])
     assert z.dtype == np.dtype(dt)
-    want = ((x.astype(np.float32) * x.astype(np.float32)).astype(dt).astype(np.float32)
-            + x.astype(np.float32)).astype(dt)
+    want = (
+        (x.astype(np.float32) * x.astype(np.float32)).astype(dt).astype(np.float32)
+        + x.astype(np.float32)
+    ).astype(dt)
     np.testing.assert_array_equal(z.astype(np.float32), want.astype(np.float32))
 
 
@@ -78,7 +80,7 @@ def test_outs_read_modify_write_and_index_args():
     want = z0.copy()
     want[:, :4] += x[:, :4] * (10 + np.arange(3))[:, None]
     np.testing.assert_array_equal(z, want)
-    assert (z0 == 7).all()                 # the runtime writes the result back, not the kernel
+    assert (z0 == 7).all()  # the runtime writes the result back, not the kernel
 
 
 def test_integer_ops_wrap_at_their_width():
@@ -106,11 +108,12 @@ def test_i4_stores_wrap_to_four_bits(backend):  # noqa: F811 - the fixture's val
       }
       func.return
     }"""
-    x = np.array([7, -8, 3, -3], np.int8)       # i4 unpacked (D-RT-I4)
+    x = np.array([7, -8, 3, -3], np.int8)  # i4 unpacked (D-RT-I4)
     args = [Tensor(x, "i4")], [Tensor(np.zeros(4, np.int8), "i4")]
     if backend == "native":
-        with pytest.raises(NotSupported, match="native backend does not take this kernel: a "
-                                               "memref of i4"):
+        with pytest.raises(
+            NotSupported, match="native backend does not take this kernel: a memref of i4"
+        ):
             run(text, *args)
         return
     (z,) = run(text, *args)
@@ -134,7 +137,7 @@ def test_iter_args_reduction():
     (z,) = run(text, [Tensor(x, "f32")], [Tensor(np.zeros(2, np.float32), "f32")])
     want = np.zeros(2, np.float32)
     for k in range(6):
-        want = want + x[:, k]                       # sequential f32 sum
+        want = want + x[:, k]  # sequential f32 sum
     np.testing.assert_array_equal(z, want)
 
 
@@ -165,26 +168,42 @@ def test_kernel_parsed_once_per_text():
 def test_unsupported_op_is_named():
     # math.erfc: not in xDSL 0.74's math dialect (generic form parses it unregistered)
     text = FMA.replace("%s = arith.addf %p, %a : f32", '%s = "math.erfc"(%p) : (f32) -> f32')
-    with pytest.raises(NotSupported, match=r"compute op=mlir.kernel: math.erfc at kernel:6:13 "
-                                           r"has no implementation"):
-        run(text, [Tensor(np.ones((4, 8), np.float32), "f32")],
-            [Tensor(np.zeros((4, 8), np.float32), "f32")])
+    with pytest.raises(
+        NotSupported,
+        match=r"compute op=mlir.kernel: math.erfc at kernel:6:13 "
+        r"has no implementation",
+    ):
+        run(
+            text,
+            [Tensor(np.ones((4, 8), np.float32), "f32")],
+            [Tensor(np.zeros((4, 8), np.float32), "f32")],
+        )
 
 
 def test_unregistered_op_is_named():
-    text = FMA.replace('%s = arith.addf %p, %a : f32', '%s = "my.op"(%p) : (f32) -> f32')
+    text = FMA.replace("%s = arith.addf %p, %a : f32", '%s = "my.op"(%p) : (f32) -> f32')
     with pytest.raises(NotSupported, match="my.op at kernel"):
-        run(text, [Tensor(np.ones((4, 8), np.float32), "f32")],
-            [Tensor(np.zeros((4, 8), np.float32), "f32")])
+        run(
+            text,
+            [Tensor(np.ones((4, 8), np.float32), "f32")],
+            [Tensor(np.zeros((4, 8), np.float32), "f32")],
+        )
 
 
 def test_signature_mismatch_is_not_supported():
     with pytest.raises(NotSupported, match="argument 0 of @kernel is memref<4x8xf32>"):
-        run(FMA, [Tensor(np.ones((4, 4), np.float32), "f32")],
-            [Tensor(np.zeros((4, 8), np.float32), "f32")])
+        run(
+            FMA,
+            [Tensor(np.ones((4, 4), np.float32), "f32")],
+            [Tensor(np.zeros((4, 8), np.float32), "f32")],
+        )
     with pytest.raises(NotSupported, match="index_args"):
-        run(FMA, [Tensor(np.ones((4, 8), np.float32), "f32")],
-            [Tensor(np.zeros((4, 8), np.float32), "f32")], index_args=[3])
+        run(
+            FMA,
+            [Tensor(np.ones((4, 8), np.float32), "f32")],
+            [Tensor(np.zeros((4, 8), np.float32), "f32")],
+            index_args=[3],
+        )
     with pytest.raises(NotSupported, match="does not parse"):
         run("func.func @kernel(", [], [])
 
@@ -192,8 +211,11 @@ def test_signature_mismatch_is_not_supported():
 def test_out_of_bounds_is_an_error():
     text = FMA.replace("affine.for %j = 0 to 8", "affine.for %j = 0 to 9")
     with pytest.raises(NumericError, match=r"outside the memref of shape \[4, 8\]"):
-        run(text, [Tensor(np.ones((4, 8), np.float32), "f32")],
-            [Tensor(np.zeros((4, 8), np.float32), "f32")])
+        run(
+            text,
+            [Tensor(np.ones((4, 8), np.float32), "f32")],
+            [Tensor(np.zeros((4, 8), np.float32), "f32")],
+        )
 
 
 PROGRAM = """program k:
@@ -220,8 +242,12 @@ def test_engine_runs_a_kernel_task():
 
 def test_engine_reports_unsupported_kernel_with_location():
     it = NemInterpreter()
-    it.load_string(_program(FMA.replace("%s = arith.addf %p, %a : f32",
-                                        '%s = "math.erfc"(%p) : (f32) -> f32')), file="k.nem")
+    it.load_string(
+        _program(
+            FMA.replace("%s = arith.addf %p, %a : f32", '%s = "math.erfc"(%p) : (f32) -> f32')
+        ),
+        file="k.nem",
+    )
     res = it.run()
     assert res.status == "error"
     msg = str(res.error)
@@ -256,8 +282,11 @@ def test_scalar_ops_xdsl_lacks():
     rng = np.random.default_rng(5)
     x = rng.uniform(0.5, 2, 16).astype(np.float32)
     n = rng.integers(-50, 50, 16).astype(np.int32)
-    z, q = run(SCALAR_OPS, [Tensor(x, "f32"), Tensor(n, "i32")],
-               [Tensor(np.zeros(16, np.float32), "f32"), Tensor(np.zeros(16, np.int32), "i32")])
+    z, q = run(
+        SCALAR_OPS,
+        [Tensor(x, "f32"), Tensor(n, "i32")],
+        [Tensor(np.zeros(16, np.float32), "f32"), Tensor(np.zeros(16, np.int32), "i32")],
+    )
     f = np.float32
     d = (f(1.0) / x).astype(f)
     t = np.array([f(np.tanh(np.float64(v))) for v in d], f)
@@ -269,8 +298,9 @@ def test_scalar_ops_xdsl_lacks():
 
 def test_numpy_backed_math_ops():
     """math.cos/floor/... run in f64 and round once to the result type."""
-    text = FMA.replace("%s = arith.addf %p, %a : f32", "%c = math.cos %a : f32\n"
-                       "      %s = math.floor %c : f32")
+    text = FMA.replace(
+        "%s = arith.addf %p, %a : f32", "%c = math.cos %a : f32\n      %s = math.floor %c : f32"
+    )
     x = np.linspace(-3, 3, 32, dtype=np.float32).reshape(4, 8)
     (z,) = run(text, [Tensor(x, "f32")], [Tensor(np.zeros((4, 8), np.float32), "f32")])
     ref = np.floor(np.cos(x.astype(np.float64)).astype(np.float32))
@@ -314,7 +344,7 @@ def test_linalg_reduce_combines_in_sequential_order():
     want = s0.copy()
     for i in range(3):
         for k in range(5):
-            want = x[i, :, k] * x[i, :, k] + want        # f32: rounded after * and +
+            want = x[i, :, k] * x[i, :, k] + want  # f32: rounded after * and +
     assert_bits(s, want)
     acc = d0.astype(np.int64)
     for k in range(6):
@@ -332,9 +362,14 @@ def test_linalg_broadcast_adds_dimensions():
     }"""
     a = np.random.default_rng(20).uniform(-1, 1, (3, 5)).astype(np.float32)
     v = np.array([-32768, -1, 7, 32767], np.int16)
-    b, w = run(text, [Tensor(a, "f32"), Tensor(v, "i16")],
-               [Tensor(np.zeros((3, 7, 5), np.float32), "f32"),
-                Tensor(np.zeros((2, 4, 3), np.int16), "i16")])
+    b, w = run(
+        text,
+        [Tensor(a, "f32"), Tensor(v, "i16")],
+        [
+            Tensor(np.zeros((3, 7, 5), np.float32), "f32"),
+            Tensor(np.zeros((2, 4, 3), np.int16), "i16"),
+        ],
+    )
     assert_bits(b, np.broadcast_to(a[:, None, :], (3, 7, 5)))
     np.testing.assert_array_equal(w, np.broadcast_to(v[None, :, None], (2, 4, 3)))
 
@@ -363,8 +398,12 @@ def test_affine_parallel_reduce_addf_in_sequential_order(n):
     in sequential iteration order (i outer)."""
     x = np.random.default_rng(21).uniform(-1, 1, (6, 8)).astype(np.float32)
     z0 = np.full((6, 8), -1, np.float32)
-    z, o = run(AFFINE_PARALLEL, [Tensor(x, "f32")],
-               [Tensor(z0, "f32"), Tensor(np.zeros(2, np.float32), "f32")], index_args=[n])
+    z, o = run(
+        AFFINE_PARALLEL,
+        [Tensor(x, "f32")],
+        [Tensor(z0, "f32"), Tensor(np.zeros(2, np.float32), "f32")],
+        index_args=[n],
+    )
     want_z, acc, mx = z0.copy(), np.float32(0.0), np.float32(-np.inf)
     for i in range(0, 6, 2):
         for j in range(max(0, n - 5), min(8, n), 3):
@@ -440,9 +479,16 @@ def test_scf_parallel_reduce_in_sequential_order():
     x = rng.uniform(-1, 1, (6, 8)).astype(np.float32)
     k = rng.integers(-1000, 1000, (6, 8)).astype(np.int32)
     z0 = np.zeros((6, 8), np.float32)
-    z, o, h = run(SCF_PARALLEL, [Tensor(x, "f32"), Tensor(k, "i32")],
-                  [Tensor(z0, "f32"), Tensor(np.zeros(1, np.float32), "f32"),
-                   Tensor(np.zeros(1, np.int32), "i32")], index_args=[1])
+    z, o, h = run(
+        SCF_PARALLEL,
+        [Tensor(x, "f32"), Tensor(k, "i32")],
+        [
+            Tensor(z0, "f32"),
+            Tensor(np.zeros(1, np.float32), "f32"),
+            Tensor(np.zeros(1, np.int32), "i32"),
+        ],
+        index_args=[1],
+    )
     want_z, acc, hsh = z0.copy(), np.float32(0.25), 7
     for i in range(1, 6, 2):
         for j in range(1, 8, 2):
@@ -455,15 +501,27 @@ def test_scf_parallel_reduce_in_sequential_order():
 
 def test_scf_parallel_non_positive_step_is_an_error():
     with pytest.raises(NumericError, match="parallel loop step of 0"):
-        run(SCF_PARALLEL.replace("%c2, %c2, %init", "%c2, %c0, %init"),
-            [Tensor(np.zeros((6, 8), np.float32), "f32"), Tensor(np.zeros((6, 8), np.int32), "i32")],
-            [Tensor(np.zeros((6, 8), np.float32), "f32"), Tensor(np.zeros(1, np.float32), "f32"),
-             Tensor(np.zeros(1, np.int32), "i32")], index_args=[0])
+        run(
+            SCF_PARALLEL.replace("%c2, %c2, %init", "%c2, %c0, %init"),
+            [
+                Tensor(np.zeros((6, 8), np.float32), "f32"),
+                Tensor(np.zeros((6, 8), np.int32), "i32"),
+            ],
+            [
+                Tensor(np.zeros((6, 8), np.float32), "f32"),
+                Tensor(np.zeros(1, np.float32), "f32"),
+                Tensor(np.zeros(1, np.int32), "i32"),
+            ],
+            index_args=[0],
+        )
 
 
-@pytest.mark.parametrize("text,match", [
-    # upstream's variadic form: two inputs and two inits
-    ("""func.func @kernel(%a: memref<3x2xf32>, %b: memref<3x2xf32>, %c: memref<3xf32>, %d: memref<3xf32>) {
+@pytest.mark.parametrize(
+    "text,match",
+    [
+        # upstream's variadic form: two inputs and two inits
+        (
+            """func.func @kernel(%a: memref<3x2xf32>, %b: memref<3x2xf32>, %c: memref<3xf32>, %d: memref<3xf32>) {
       "linalg.reduce"(%a, %b, %c, %d) <{dimensions = array<i64: 1>}> ({
       ^bb0(%x: f32, %y: f32, %s: f32, %t: f32):
         %0 = arith.addf %x, %s : f32
@@ -471,9 +529,12 @@ def test_scf_parallel_non_positive_step_is_an_error():
         "linalg.yield"(%0, %1) : (f32, f32) -> ()
       }) : (memref<3x2xf32>, memref<3x2xf32>, memref<3xf32>, memref<3xf32>) -> ()
       func.return
-    }""", r"linalg.reduce at kernel:2:8 is supported only with one input and one init \(it has 4"),
-    # a reduction kind -lower-affine does not lower ("assign")
-    ("""func.func @kernel(%a: memref<3x2xf32>, %b: memref<3x2xf32>, %c: memref<3xf32>, %d: memref<3xf32>) {
+    }""",
+            r"linalg.reduce at kernel:2:8 is supported only with one input and one init \(it has 4",
+        ),
+        # a reduction kind -lower-affine does not lower ("assign")
+        (
+            """func.func @kernel(%a: memref<3x2xf32>, %b: memref<3x2xf32>, %c: memref<3xf32>, %d: memref<3xf32>) {
       %r = "affine.parallel"() <{lowerBoundsGroups = dense<1> : tensor<1xi32>, lowerBoundsMap = affine_map<() -> (0)>, reductions = [3], steps = [1], upperBoundsGroups = dense<1> : tensor<1xi32>, upperBoundsMap = affine_map<() -> (3)>}> ({
       ^bb0(%i: index):
         %v = affine.load %a[%i, 0] : memref<3x2xf32>
@@ -481,9 +542,12 @@ def test_scf_parallel_non_positive_step_is_an_error():
       }) : () -> f32
       affine.store %r, %c[0] : memref<3xf32>
       func.return
-    }""", r'affine.parallel at kernel:2:13 reduces with "assign" into f32 \(supported'),
-    # an init value without a reduction (upstream's verifier rejects it too)
-    ("""func.func @kernel(%a: memref<3x2xf32>, %b: memref<3x2xf32>, %c: memref<3xf32>, %d: memref<3xf32>) {
+    }""",
+            r'affine.parallel at kernel:2:13 reduces with "assign" into f32 \(supported',
+        ),
+        # an init value without a reduction (upstream's verifier rejects it too)
+        (
+            """func.func @kernel(%a: memref<3x2xf32>, %b: memref<3x2xf32>, %c: memref<3xf32>, %d: memref<3xf32>) {
       %c0 = arith.constant 0 : index
       %c1 = arith.constant 1 : index
       %c3 = arith.constant 3 : index
@@ -493,15 +557,22 @@ def test_scf_parallel_non_positive_step_is_an_error():
         "scf.reduce"() : () -> ()
       }) : (index, index, index, f32) -> f32
       func.return
-    }""", r"scf.parallel at kernel:6:13 does not verify \(Expected 1 reductions but 0 provided\)"),
-], ids=["reduce-variadic", "affine-parallel-assign", "scf-parallel-missing-reduce"])
+    }""",
+            r"scf.parallel at kernel:6:13 does not verify \(Expected 1 reductions but 0 provided\)",
+        ),
+    ],
+    ids=["reduce-variadic", "affine-parallel-assign", "scf-parallel-missing-reduce"],
+)
 def test_unsupported_parallel_and_reduce_forms(text, match):
     """A form the interpreter does not implement is refused before anything
     runs, naming the op, its place in the kernel and what is missing."""
     # RULE: EXEC-03
     with pytest.raises(NotSupported, match=r"compute op=mlir.kernel: " + match):
-        run(text, [Tensor(np.zeros((3, 2), np.float32), "f32")] * 2,
-            [Tensor(np.zeros(3, np.float32), "f32")] * 2)
+        run(
+            text,
+            [Tensor(np.zeros((3, 2), np.float32), "f32")] * 2,
+            [Tensor(np.zeros(3, np.float32), "f32")] * 2,
+        )
 
 
 # ---------------------------------------------------------------------------
@@ -542,10 +613,22 @@ def lower_and_load(tmp_path, mlir: str, fallback: str) -> NemInterpreter:
     became an mlir.kernel task, and load the program."""
     src, out = tmp_path / "in.mlir", tmp_path / "out.nem"
     src.write_text(mlir)
-    r = subprocess.run([sys.executable, "-m", "nem.cli.nem_opt", str(src), "-p",
-                        "lower-to-nem{device=npm_pro_x1 remarks=true}", "-t", "nem",
-                        "-o", str(out)],
-                       capture_output=True, text=True)
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "nem.cli.nem_opt",
+            str(src),
+            "-p",
+            "lower-to-nem{device=npm_pro_x1 remarks=true}",
+            "-t",
+            "nem",
+            "-o",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert r.returncode == 0, r.stderr
     assert f"fell back to compute: {fallback}" in r.stderr
     assert 'op="mlir.kernel"' in out.read_text()

@@ -15,8 +15,17 @@ from kernel_runs import assert_bits, backend, run, wrap8  # noqa: F401 - backend
 
 from nem.runtime.kernels import NotSupported, NumericError, Tensor
 
-_MLIR_ELEM = {"f32": "f32", "f16": "f16", "bf16": "bf16", "i8": "i8", "u8": "i8",
-              "i16": "i16", "u16": "i16", "i32": "i32", "u32": "i32"}
+_MLIR_ELEM = {
+    "f32": "f32",
+    "f16": "f16",
+    "bf16": "bf16",
+    "i8": "i8",
+    "u8": "i8",
+    "i16": "i16",
+    "u16": "i16",
+    "i32": "i32",
+    "u32": "i32",
+}
 
 
 def elementwise(body, ins, outs):
@@ -25,33 +34,81 @@ def elementwise(body, ins, outs):
     stored to `outs`, (elem, dtype) pairs.  Returns the outs' arrays."""
     n = len(ins[0][0])
     mt = [f"memref<{n}x{_MLIR_ELEM[e]}>" for e in [e for _, e in ins] + [e for e, _ in outs]]
-    params = [f"%a{k}: {mt[k]}" for k in range(len(ins))] + \
-        [f"%z{k}: {mt[len(ins) + k]}" for k in range(len(outs))]
+    params = [f"%a{k}: {mt[k]}" for k in range(len(ins))] + [
+        f"%z{k}: {mt[len(ins) + k]}" for k in range(len(outs))
+    ]
     loads = [f"%x{k} = affine.load %a{k}[%i] : {mt[k]}" for k in range(len(ins))]
     stores = [f"affine.store %r{k}, %z{k}[%i] : {mt[len(ins) + k]}" for k in range(len(outs))]
-    text = (f"func.func @kernel({', '.join(params)}) {{\n  affine.for %i = 0 to {n} {{\n    "
-            + "\n    ".join(loads + [body.strip()] + stores) + "\n  }\n  func.return\n}")
-    res = run(text, [Tensor(np.asarray(a), e) for a, e in ins],
-              [Tensor(np.zeros(n, dt), e) for e, dt in outs])
+    text = (
+        f"func.func @kernel({', '.join(params)}) {{\n  affine.for %i = 0 to {n} {{\n    "
+        + "\n    ".join(loads + [body.strip()] + stores)
+        + "\n  }\n  func.return\n}"
+    )
+    res = run(
+        text,
+        [Tensor(np.asarray(a), e) for a, e in ins],
+        [Tensor(np.zeros(n, dt), e) for e, dt in outs],
+    )
     return res if len(outs) > 1 else res[0]
 
 
-F32_EDGES = np.array([0.0, -0.0, 1.0, -1.0, 0.5, -0.5, 2.0, 1e-30, -1e-30, 3.0e-39, 88.0, 100.0,
-                      1e30, -100.0, np.inf, -np.inf, np.nan, 0.3, -0.7, 7.25], np.float32)
+F32_EDGES = np.array(
+    [
+        0.0,
+        -0.0,
+        1.0,
+        -1.0,
+        0.5,
+        -0.5,
+        2.0,
+        1e-30,
+        -1e-30,
+        3.0e-39,
+        88.0,
+        100.0,
+        1e30,
+        -100.0,
+        np.inf,
+        -np.inf,
+        np.nan,
+        0.3,
+        -0.7,
+        7.25,
+    ],
+    np.float32,
+)
 
 
 def _f32_inputs(seed=11):
     rng = np.random.default_rng(seed)
-    return np.concatenate([F32_EDGES, rng.uniform(-10, 10, 24).astype(np.float32),
-                           rng.uniform(0, 2, 12).astype(np.float32)])
+    return np.concatenate(
+        [
+            F32_EDGES,
+            rng.uniform(-10, 10, 24).astype(np.float32),
+            rng.uniform(0, 2, 12).astype(np.float32),
+        ]
+    )
 
 
-@pytest.mark.parametrize("name,ref", [
-    ("exp", np.exp), ("exp2", np.exp2), ("expm1", np.expm1), ("log", np.log),
-    ("log2", np.log2), ("log10", np.log10), ("log1p", np.log1p), ("sqrt", np.sqrt),
-    ("rsqrt", lambda x: 1 / np.sqrt(x)), ("cbrt", np.cbrt), ("floor", np.floor),
-    ("ceil", np.ceil), ("trunc", np.trunc), ("roundeven", np.rint),
-])
+@pytest.mark.parametrize(
+    "name,ref",
+    [
+        ("exp", np.exp),
+        ("exp2", np.exp2),
+        ("expm1", np.expm1),
+        ("log", np.log),
+        ("log2", np.log2),
+        ("log10", np.log10),
+        ("log1p", np.log1p),
+        ("sqrt", np.sqrt),
+        ("rsqrt", lambda x: 1 / np.sqrt(x)),
+        ("cbrt", np.cbrt),
+        ("floor", np.floor),
+        ("ceil", np.ceil),
+        ("trunc", np.trunc),
+        ("roundeven", np.rint),
+    ],
+)
 @pytest.mark.parametrize("elem,dt", [("f32", np.float32), ("f16", np.float16)])
 @pytest.mark.slow  # 4 s (56 cases)
 def test_float_math_ops(name, ref, elem, dt):
@@ -66,8 +123,9 @@ def test_float_math_ops(name, ref, elem, dt):
 
 
 def test_math_round_ties_away_from_zero():
-    x = np.array([0.5, -0.5, 1.5, 2.5, -2.5, 0.49999997, -0.2, -0.0, 8388609.0, np.inf,
-                  np.nan], np.float32)
+    x = np.array(
+        [0.5, -0.5, 1.5, 2.5, -2.5, 0.49999997, -0.2, -0.0, 8388609.0, np.inf, np.nan], np.float32
+    )
     z = elementwise("%r0 = math.round %x0 : f32", [(x, "f32")], [("f32", np.float32)])
     assert_bits(z, [1, -1, 2, 3, -3, 0, -0.0, -0.0, 8388609.0, np.inf, np.nan])
 
@@ -81,24 +139,30 @@ def _nearest(x: Fraction, dt) -> float:
     def key(c):
         even = int(np.array(c, dt).view(f"u{np.dtype(dt).itemsize}")) % 2 == 0
         return (abs(Fraction(c) - x), not even)
+
     return min((c for c in cands if np.isfinite(c)), key=key)
 
 
 def test_fma_rounds_once():
     """math.fma is a * b + c rounded once.  The first element is a case where
     rounding to f64 first and then to f32 gives the wrong f32 (a tie)."""
-    a = np.array([3 * 2.0 ** -24 * (1 + 2.0 ** -18)], np.float32)
-    b = np.array([1 - 2.0 ** -18], np.float32)
+    a = np.array([3 * 2.0**-24 * (1 + 2.0**-18)], np.float32)
+    b = np.array([1 - 2.0**-18], np.float32)
     c = np.array([1.0], np.float32)
     rng = np.random.default_rng(12)
     a, b, c = (np.concatenate([v, rng.uniform(-4, 4, 31).astype(np.float32)]) for v in (a, b, c))
-    z = elementwise("%r0 = math.fma %x0, %x1, %x2 : f32",
-                    [(a, "f32"), (b, "f32"), (c, "f32")], [("f32", np.float32)])
-    want = [_nearest(Fraction(float(p)) * Fraction(float(q)) + Fraction(float(r)), np.float32)
-            for p, q, r in zip(a, b, c)]
+    z = elementwise(
+        "%r0 = math.fma %x0, %x1, %x2 : f32",
+        [(a, "f32"), (b, "f32"), (c, "f32")],
+        [("f32", np.float32)],
+    )
+    want = [
+        _nearest(Fraction(float(p)) * Fraction(float(q)) + Fraction(float(r)), np.float32)
+        for p, q, r in zip(a, b, c)
+    ]
     assert_bits(z, np.array(want, np.float32))
-    assert z[0] == np.float32(1 + 2.0 ** -23)
-    assert np.float32(np.float64(a[0]) * np.float64(b[0]) + 1.0) != z[0]   # the double rounding
+    assert z[0] == np.float32(1 + 2.0**-23)
+    assert np.float32(np.float64(a[0]) * np.float64(b[0]) + 1.0) != z[0]  # the double rounding
 
 
 def test_fma_f64_and_special_values():
@@ -109,30 +173,34 @@ def test_fma_f64_and_special_values():
     %f = math.fma %a, %b, %m : f64
     %r0 = arith.truncf %f : f64 to f32"""
     z = elementwise(body, [(np.zeros(1, np.float32), "f32")], [("f32", np.float32)])
-    assert z[0] == np.float32(-(2.0 ** -60))
+    assert z[0] == np.float32(-(2.0**-60))
     inf, nan = np.inf, np.nan
     a = np.array([inf, 0.0, 2.0, -0.0, 1.0, nan], np.float32)
     b = np.array([0.0, 5.0, 3.0, 1.0, 1.0, 1.0], np.float32)
     c = np.array([1.0, -0.0, -inf, -0.0, -1.0, 1.0], np.float32)
-    z = elementwise("%r0 = math.fma %x0, %x1, %x2 : f32",
-                    [(a, "f32"), (b, "f32"), (c, "f32")], [("f32", np.float32)])
+    z = elementwise(
+        "%r0 = math.fma %x0, %x1, %x2 : f32",
+        [(a, "f32"), (b, "f32"), (c, "f32")],
+        [("f32", np.float32)],
+    )
     assert_bits(z, [nan, 0.0, -inf, -0.0, 0.0, nan])
 
 
 def test_bf16_results_round_once():
     """A bf16 result is the exact value rounded once (ml_dtypes' float64 ->
     bf16 conversion rounds through f32, which can hit a false tie)."""
-    x = np.array([1 + 2.0 ** -8], np.float32)       # f64 1 + 2^-8 + 2^-30 -> bf16 1 + 2^-7
+    x = np.array([1 + 2.0**-8], np.float32)  # f64 1 + 2^-8 + 2^-30 -> bf16 1 + 2^-7
     body = """%e = arith.extf %x0 : f32 to f64
     %t = arith.constant 9.3132257461547852e-10 : f64
     %s = arith.addf %e, %t : f64
     %r0 = arith.truncf %s : f64 to bf16"""
     z = elementwise(body, [(x, "f32")], [("bf16", ml_dtypes.bfloat16)])
-    assert float(z[0]) == 1 + 2.0 ** -7
-    n = np.array([2 ** 24 + 2 ** 16 + 1, -(2 ** 24 + 2 ** 16 + 1), 3], np.int32)
-    z = elementwise("%r0 = arith.sitofp %x0 : i32 to bf16", [(n, "i32")],
-                    [("bf16", ml_dtypes.bfloat16)])
-    assert [float(v) for v in z] == [2 ** 24 + 2 ** 17, -(2 ** 24 + 2 ** 17), 3]
+    assert float(z[0]) == 1 + 2.0**-7
+    n = np.array([2**24 + 2**16 + 1, -(2**24 + 2**16 + 1), 3], np.int32)
+    z = elementwise(
+        "%r0 = arith.sitofp %x0 : i32 to bf16", [(n, "i32")], [("bf16", ml_dtypes.bfloat16)]
+    )
+    assert [float(v) for v in z] == [2**24 + 2**17, -(2**24 + 2**17), 3]
 
 
 def test_float_min_max_nan_and_signed_zero():
@@ -150,18 +218,23 @@ def test_float_min_max_nan_and_signed_zero():
     assert_bits(mn, [nan, nan, -0.0, -0.0, -5.0, -3.0, nan])
     assert_bits(fmx[[0, 1, 4, 5, 6]], [1.0, 1.0, 2.0, 4.0, nan])
     assert_bits(fmn[[0, 1, 4, 5, 6]], [1.0, 1.0, -5.0, -3.0, nan])
-    assert fmx[2] == 0 and fmn[3] == 0                 # +-0: either zero (unspecified)
+    assert fmx[2] == 0 and fmn[3] == 0  # +-0: either zero (unspecified)
 
 
-@pytest.mark.parametrize("name,ref", [
-    ("math.copysign", np.copysign), ("math.atan2", np.arctan2), ("math.powf", np.power),
-    ("arith.divf", np.divide), ("arith.subf", np.subtract),
-])
+@pytest.mark.parametrize(
+    "name,ref",
+    [
+        ("math.copysign", np.copysign),
+        ("math.atan2", np.arctan2),
+        ("math.powf", np.power),
+        ("arith.divf", np.divide),
+        ("arith.subf", np.subtract),
+    ],
+)
 def test_float_binary_ops(name, ref):
     x = _f32_inputs(13)
     y = np.roll(_f32_inputs(14), 5)
-    z = elementwise(f"%r0 = {name} %x0, %x1 : f32", [(x, "f32"), (y, "f32")],
-                    [("f32", np.float32)])
+    z = elementwise(f"%r0 = {name} %x0, %x1 : f32", [(x, "f32"), (y, "f32")], [("f32", np.float32)])
     with np.errstate(all="ignore"):
         assert_bits(z, ref(x.astype(np.float64), y.astype(np.float64)).astype(np.float32))
 
@@ -169,8 +242,9 @@ def test_float_binary_ops(name, ref):
 def test_fpowi():
     x = np.array([2.0, -2.0, 0.5, 0.0, -0.0, 3.0, np.nan, 10.0], np.float32)
     n = np.array([3, 3, -2, -1, -3, 0, 0, 40], np.int32)
-    z = elementwise("%r0 = math.fpowi %x0, %x1 : f32, i32", [(x, "f32"), (n, "i32")],
-                    [("f32", np.float32)])
+    z = elementwise(
+        "%r0 = math.fpowi %x0, %x1 : f32, i32", [(x, "f32"), (n, "i32")], [("f32", np.float32)]
+    )
     with np.errstate(all="ignore"):
         assert_bits(z, np.power(x.astype(np.float64), n.astype(np.float64)).astype(np.float32))
 
@@ -187,19 +261,22 @@ def _s(v):
     return np.asarray(v).astype(np.int64)
 
 
-@pytest.mark.parametrize("name,ref,nonzero_b", [
-    ("maxsi", lambda a, b: np.maximum(_s(a), _s(b)), False),
-    ("minsi", lambda a, b: np.minimum(_s(a), _s(b)), False),
-    ("maxui", lambda a, b: np.maximum(_u(a), _u(b)), False),
-    ("minui", lambda a, b: np.minimum(_u(a), _u(b)), False),
-    ("divsi", lambda a, b: np.fix(_s(a) / _s(b)), True),
-    ("remsi", lambda a, b: np.fmod(_s(a), _s(b)), True),
-    ("floordivsi", lambda a, b: np.floor_divide(_s(a), _s(b)), True),
-    ("ceildivsi", lambda a, b: -np.floor_divide(-_s(a), _s(b)), True),
-    ("divui", lambda a, b: np.floor_divide(_u(a), _u(b)), True),
-    ("remui", lambda a, b: np.remainder(_u(a), _u(b)), True),
-    ("ceildivui", lambda a, b: -np.floor_divide(-_u(a), _u(b)), True),
-])
+@pytest.mark.parametrize(
+    "name,ref,nonzero_b",
+    [
+        ("maxsi", lambda a, b: np.maximum(_s(a), _s(b)), False),
+        ("minsi", lambda a, b: np.minimum(_s(a), _s(b)), False),
+        ("maxui", lambda a, b: np.maximum(_u(a), _u(b)), False),
+        ("minui", lambda a, b: np.minimum(_u(a), _u(b)), False),
+        ("divsi", lambda a, b: np.fix(_s(a) / _s(b)), True),
+        ("remsi", lambda a, b: np.fmod(_s(a), _s(b)), True),
+        ("floordivsi", lambda a, b: np.floor_divide(_s(a), _s(b)), True),
+        ("ceildivsi", lambda a, b: -np.floor_divide(-_s(a), _s(b)), True),
+        ("divui", lambda a, b: np.floor_divide(_u(a), _u(b)), True),
+        ("remui", lambda a, b: np.remainder(_u(a), _u(b)), True),
+        ("ceildivui", lambda a, b: -np.floor_divide(-_u(a), _u(b)), True),
+    ],
+)
 @pytest.mark.parametrize("elem", ["i8", "u8"])
 def test_integer_binary_ops(name, ref, nonzero_b, elem):
     """Operands are read signed or unsigned at their width, whatever the
@@ -207,15 +284,20 @@ def test_integer_binary_ops(name, ref, nonzero_b, elem):
     keep = (B8 != 0) & ~((A8 == -128) & (B8 == -1)) if nonzero_b else np.ones(A8.shape, bool)
     a, b = A8[keep], B8[keep]
     dt = np.uint8 if elem == "u8" else np.int8
-    z = elementwise(f"%r0 = arith.{name} %x0, %x1 : i8", [(a.view(dt), elem), (b.view(dt), elem)],
-                    [(elem, dt)])
+    z = elementwise(
+        f"%r0 = arith.{name} %x0, %x1 : i8", [(a.view(dt), elem), (b.view(dt), elem)], [(elem, dt)]
+    )
     np.testing.assert_array_equal(z.view(np.int8), wrap8(ref(a, b)))
 
 
-@pytest.mark.parametrize("name,ref", [
-    ("shli", lambda a, b: _s(a) << b), ("shrsi", lambda a, b: _s(a) >> b),
-    ("shrui", lambda a, b: _u(a) >> b),
-])
+@pytest.mark.parametrize(
+    "name,ref",
+    [
+        ("shli", lambda a, b: _s(a) << b),
+        ("shrsi", lambda a, b: _s(a) >> b),
+        ("shrui", lambda a, b: _u(a) >> b),
+    ],
+)
 def test_shifts(name, ref):
     a = np.repeat(I8_EDGES, 8)
     b = np.tile(np.arange(8, dtype=np.int8), len(I8_EDGES))
@@ -241,19 +323,22 @@ def test_ipowi():
     z = elementwise("%r0 = math.ipowi %x0, %x1 : i8", [(a, "i8"), (b, "i8")], [("i8", np.int8)])
     pos = np.array([pow(int(p), int(q), 256) for p, q in zip(a, b) if q >= 0])
     np.testing.assert_array_equal(z[b >= 0], wrap8(pos))
-    np.testing.assert_array_equal(z[b < 0], [1, 1, -1, 0, 0])   # 1 / a^-b, truncated
+    np.testing.assert_array_equal(z[b < 0], [1, 1, -1, 0, 0])  # 1 / a^-b, truncated
 
 
-@pytest.mark.parametrize("name,ref", [
-    ("absi", lambda a: np.abs(_s(a))),
-    ("ctlz", lambda a: [8 - int(v).bit_length() for v in _u(a)]),
-    ("cttz", lambda a: [(int(v) & -int(v)).bit_length() - 1 if v else 8 for v in _u(a)]),
-    ("ctpop", lambda a: np.bitwise_count(_u(a))),
-])
+@pytest.mark.parametrize(
+    "name,ref",
+    [
+        ("absi", lambda a: np.abs(_s(a))),
+        ("ctlz", lambda a: [8 - int(v).bit_length() for v in _u(a)]),
+        ("cttz", lambda a: [(int(v) & -int(v)).bit_length() - 1 if v else 8 for v in _u(a)]),
+        ("ctpop", lambda a: np.bitwise_count(_u(a))),
+    ],
+)
 def test_integer_math_ops(name, ref):
     z = elementwise(f"%r0 = math.{name} %x0 : i8", [(I8_EDGES, "i8")], [("i8", np.int8)])
     np.testing.assert_array_equal(z, wrap8(ref(I8_EDGES)))
-    assert name != "absi" or z[0] == -128               # |MIN| wraps
+    assert name != "absi" or z[0] == -128  # |MIN| wraps
 
 
 def test_integer_casts():
@@ -268,9 +353,19 @@ def test_integer_casts():
     %r5 = arith.uitofp %x0 : i8 to f32
     %t = arith.constant true
     %r6 = arith.extsi %t : i1 to i32"""
-    outs = elementwise(body, [(x, "u8")], [("i32", np.int32), ("i32", np.int32), ("i8", np.int8),
-                                          ("i32", np.int32), ("f32", np.float32),
-                                          ("f32", np.float32), ("i32", np.int32)])
+    outs = elementwise(
+        body,
+        [(x, "u8")],
+        [
+            ("i32", np.int32),
+            ("i32", np.int32),
+            ("i8", np.int8),
+            ("i32", np.int32),
+            ("f32", np.float32),
+            ("f32", np.float32),
+            ("i32", np.int32),
+        ],
+    )
     x8 = x.astype(np.int64)
     np.testing.assert_array_equal(outs[0], x8)
     np.testing.assert_array_equal(outs[1], _u(x))
@@ -282,9 +377,12 @@ def test_integer_casts():
 
 
 def test_int_to_float_rounds_to_nearest_even():
-    n = np.array([2 ** 24 + 1, 2 ** 24 + 3, -(2 ** 31), 2 ** 31 - 1, 16777217, 33554435], np.int32)
-    z, u = elementwise("%r0 = arith.sitofp %x0 : i32 to f32\n    %r1 = arith.uitofp %x0 : i32 to f32",
-                       [(n, "i32")], [("f32", np.float32), ("f32", np.float32)])
+    n = np.array([2**24 + 1, 2**24 + 3, -(2**31), 2**31 - 1, 16777217, 33554435], np.int32)
+    z, u = elementwise(
+        "%r0 = arith.sitofp %x0 : i32 to f32\n    %r1 = arith.uitofp %x0 : i32 to f32",
+        [(n, "i32")],
+        [("f32", np.float32), ("f32", np.float32)],
+    )
     assert_bits(z, n.astype(np.float32))
     assert_bits(u, n.view(np.uint32).astype(np.float32))
 
@@ -317,25 +415,43 @@ def test_select_and_cmpf_predicates():
     a = np.array([1.0, 2.0, nan, 3.0, -0.0], np.float32)
     b = np.array([2.0, 2.0, 1.0, nan, 0.0], np.float32)
     preds = ["olt", "oeq", "ult", "une", "ord", "uno", "oge", "ugt"]
-    ref = [a < b, a == b, ~(a >= b), ~(a == b), ~(np.isnan(a) | np.isnan(b)),
-           np.isnan(a) | np.isnan(b), a >= b, ~(a <= b)]
+    ref = [
+        a < b,
+        a == b,
+        ~(a >= b),
+        ~(a == b),
+        ~(np.isnan(a) | np.isnan(b)),
+        np.isnan(a) | np.isnan(b),
+        a >= b,
+        ~(a <= b),
+    ]
     lines = []
     for k, p in enumerate(preds):
-        lines += [f"%c{k} = arith.cmpf {p}, %x0, %x1 : f32",
-                  f"%r{k} = arith.select %c{k}, %x0, %x1 : f32"]
-    outs = elementwise("\n    ".join(lines), [(a, "f32"), (b, "f32")],
-                       [("f32", np.float32)] * len(preds))
+        lines += [
+            f"%c{k} = arith.cmpf {p}, %x0, %x1 : f32",
+            f"%r{k} = arith.select %c{k}, %x0, %x1 : f32",
+        ]
+    outs = elementwise(
+        "\n    ".join(lines), [(a, "f32"), (b, "f32")], [("f32", np.float32)] * len(preds)
+    )
     for got, want in zip(outs, ref):
         assert_bits(got, np.where(want, a, b))
 
 
-@pytest.mark.parametrize("body,inputs,match", [
-    ("%r0 = arith.divsi %x0, %x1 : i8", [[5, 1], [0, 1]], "integer division by zero"),
-    ("%r0 = arith.remui %x0, %x1 : i8", [[5], [0]], "integer division by zero"),
-    ("%r0 = arith.divsi %x0, %x1 : i8", [[-128], [-1]], r"signed division overflow \(-128 / -1"),
-    ("%r0 = arith.shli %x0, %x1 : i8", [[1], [8]], "shift by 8 of an i8 value"),
-    ("%r0 = math.ipowi %x0, %x1 : i8", [[0], [-2]], "ipowi of 0 to a negative power"),
-])
+@pytest.mark.parametrize(
+    "body,inputs,match",
+    [
+        ("%r0 = arith.divsi %x0, %x1 : i8", [[5, 1], [0, 1]], "integer division by zero"),
+        ("%r0 = arith.remui %x0, %x1 : i8", [[5], [0]], "integer division by zero"),
+        (
+            "%r0 = arith.divsi %x0, %x1 : i8",
+            [[-128], [-1]],
+            r"signed division overflow \(-128 / -1",
+        ),
+        ("%r0 = arith.shli %x0, %x1 : i8", [[1], [8]], "shift by 8 of an i8 value"),
+        ("%r0 = math.ipowi %x0, %x1 : i8", [[0], [-2]], "ipowi of 0 to a negative power"),
+    ],
+)
 def test_undefined_integer_results_are_errors(body, inputs, match):
     with pytest.raises(NumericError, match=match):
         elementwise(body, [(np.array(v, np.int8), "i8") for v in inputs], [("i8", np.int8)])
@@ -344,8 +460,11 @@ def test_undefined_integer_results_are_errors(body, inputs, match):
 @pytest.mark.parametrize("x", [np.nan, np.inf, 128.0, -129.0])
 def test_fptosi_out_of_range_is_an_error(x):
     with pytest.raises(NumericError, match=r"arith.fptosi of .* to i8 \(undefined"):
-        elementwise("%r0 = arith.fptosi %x0 : f32 to i8", [(np.array([x], np.float32), "f32")],
-                    [("i8", np.int8)])
+        elementwise(
+            "%r0 = arith.fptosi %x0 : f32 to i8",
+            [(np.array([x], np.float32), "f32")],
+            [("i8", np.int8)],
+        )
 
 
 LINALG = """func.func @kernel(%a: memref<4x8xf32>, %b: memref<8x3xf32>, %c: memref<4x3xf32>, %s: memref<4x8xf32>, %t: memref<8x4xf32>) {
@@ -368,13 +487,18 @@ def test_linalg_named_ops():
     a = rng.uniform(-1, 1, (4, 8)).astype(np.float32)
     a[1, 2] = np.nan
     b = rng.uniform(-1, 1, (8, 3)).astype(np.float32)
-    c, s, t = run(LINALG, [Tensor(a, "f32"), Tensor(b, "f32")],
-                  [Tensor(np.zeros((4, 3), np.float32), "f32"),
-                   Tensor(np.zeros((4, 8), np.float32), "f32"),
-                   Tensor(np.zeros((8, 4), np.float32), "f32")])
+    c, s, t = run(
+        LINALG,
+        [Tensor(a, "f32"), Tensor(b, "f32")],
+        [
+            Tensor(np.zeros((4, 3), np.float32), "f32"),
+            Tensor(np.zeros((4, 8), np.float32), "f32"),
+            Tensor(np.zeros((8, 4), np.float32), "f32"),
+        ],
+    )
     want = np.full((4, 3), 0.5, np.float32)
     for k in range(8):
-        want = want + a[:, k:k + 1] * b[k:k + 1, :]    # f32: rounded after * and +
+        want = want + a[:, k : k + 1] * b[k : k + 1, :]  # f32: rounded after * and +
     assert_bits(c, want)
     assert_bits(s, np.maximum(a * a - a, a))
     assert_bits(t, a.T)
@@ -391,11 +515,14 @@ def test_linalg_conv_accumulates_in_loop_order():
     y0 = rng.uniform(-1, 1, (1, 3, 2, 2)).astype(np.float32)
     (y,) = run(text, [Tensor(x, "f32"), Tensor(w, "f32")], [Tensor(y0, "f32")])
     want = y0.copy()
-    for c in range(2):                                 # loops (n, f, oh, ow, c, kh, kw)
+    for c in range(2):  # loops (n, f, oh, ow, c, kh, kw)
         for kh in range(3):
             for kw in range(3):
-                want = want + x[:, None, c, kh:kh + 4:2, kw:kw + 4:2] * w[None, :, c, kh, kw,
-                                                                          None, None]
+                want = (
+                    want
+                    + x[:, None, c, kh : kh + 4 : 2, kw : kw + 4 : 2]
+                    * w[None, :, c, kh, kw, None, None]
+                )
     assert_bits(y, want)
 
 
@@ -406,11 +533,18 @@ def test_linalg_pooling_custom_form_is_not_supported():
       linalg.pooling_nchw_max {dilations = dense<1> : tensor<2xi64>, strides = dense<2> : tensor<2xi64>} ins(%x, %win : memref<1x1x4x4xf32>, memref<2x2xf32>) outs(%p : memref<1x1x2x2xf32>)
       func.return
     }"""
-    with pytest.raises(NotSupported, match="linalg.pooling_nchw_max at kernel:2:7 has a body "
-                                           "that ignores the output"):
-        run(text, [Tensor(np.zeros((1, 1, 4, 4), np.float32), "f32"),
-                   Tensor(np.zeros((2, 2), np.float32), "f32")],
-            [Tensor(np.zeros((1, 1, 2, 2), np.float32), "f32")])
+    with pytest.raises(
+        NotSupported,
+        match="linalg.pooling_nchw_max at kernel:2:7 has a body that ignores the output",
+    ):
+        run(
+            text,
+            [
+                Tensor(np.zeros((1, 1, 4, 4), np.float32), "f32"),
+                Tensor(np.zeros((2, 2), np.float32), "f32"),
+            ],
+            [Tensor(np.zeros((1, 1, 2, 2), np.float32), "f32")],
+        )
 
 
 def test_linalg_pooling_generic_form_runs():
@@ -425,12 +559,13 @@ def test_linalg_pooling_generic_form_runs():
     }"""
     x = np.random.default_rng(18).uniform(-1, 1, (1, 2, 5, 5)).astype(np.float32)
     p0 = np.full((1, 2, 2, 2), -np.inf, np.float32)
-    (p,) = run(text, [Tensor(x, "f32"), Tensor(np.zeros((2, 2), np.float32), "f32")],
-               [Tensor(p0, "f32")])
+    (p,) = run(
+        text, [Tensor(x, "f32"), Tensor(np.zeros((2, 2), np.float32), "f32")], [Tensor(p0, "f32")]
+    )
     want = p0
     for kh in range(2):
         for kw in range(2):
-            want = np.maximum(want, x[:, :, kh:kh + 4:2, kw:kw + 4:2])
+            want = np.maximum(want, x[:, :, kh : kh + 4 : 2, kw : kw + 4 : 2])
     assert_bits(p, want)
 
 
@@ -446,7 +581,7 @@ def test_linalg_mixed_types_run_and_unimplemented_ops_are_not_supported():
     c0 = np.array([[1.0, 0.5], [-1.0, 2.0]], np.float32)
     (c,) = run(mixed, [Tensor(a, "bf16")], [Tensor(c0, "f32")])
     wide = a.astype(np.float32)
-    assert_bits(c, c0 + wide @ wide)   # products and sums of these are exact in f32
+    assert_bits(c, c0 + wide @ wide)  # products and sums of these are exact in f32
     index = """func.func @kernel(%a: memref<4xi32>, %c: memref<4xi32>) {
       linalg.generic {indexing_maps = [affine_map<(d0) -> (d0)>], iterator_types = ["parallel"]} outs(%c : memref<4xi32>) {
       ^bb0(%out: i32):
@@ -483,24 +618,32 @@ def test_affine_if_with_dims_symbols_and_else():
       func.return
     }"""
     x = np.arange(24, dtype=np.float32).reshape(4, 6) + 1
-    (z,) = run(text, [Tensor(x, "f32")], [Tensor(np.zeros((4, 6), np.float32), "f32")],
-               index_args=[3])
+    (z,) = run(
+        text, [Tensor(x, "f32")], [Tensor(np.zeros((4, 6), np.float32), "f32")], index_args=[3]
+    )
     i, j = np.indices((4, 6))
     want = np.where((i >= 2) & (j <= 2), x, -x)
     want[0, 0] = 42.0
     np.testing.assert_array_equal(z, want)
 
 
-@pytest.mark.parametrize("drop, field", [
-    ("function_type = (memref<4xf32>) -> (), ", "func.func at kernel:1:2 lacks its required "
-                                               "property 'function_type'"),
-    ("value = 1.0 : f32", "arith.constant at kernel:1:"),
-])
+@pytest.mark.parametrize(
+    "drop, field",
+    [
+        (
+            "function_type = (memref<4xf32>) -> (), ",
+            "func.func at kernel:1:2 lacks its required property 'function_type'",
+        ),
+        ("value = 1.0 : f32", "arith.constant at kernel:1:"),
+    ],
+)
 def test_generic_form_without_a_required_property_is_not_supported(drop, field):
     """Generic-form kernel text parses without an op's required properties;
     reading them raised KeyError (issue 11: fuzz finding)."""
-    text = ('"func.func"() <{function_type = (memref<4xf32>) -> (), sym_name = "kernel"}> ({'
-            ' ^bb0(%0: memref<4xf32>): %c = "arith.constant"() <{value = 1.0 : f32}> : () -> f32'
-            ' "func.return"() : () -> () }) : () -> ()').replace(drop, "")
+    text = (
+        '"func.func"() <{function_type = (memref<4xf32>) -> (), sym_name = "kernel"}> ({'
+        ' ^bb0(%0: memref<4xf32>): %c = "arith.constant"() <{value = 1.0 : f32}> : () -> f32'
+        ' "func.return"() : () -> () }) : () -> ()'
+    ).replace(drop, "")
     with pytest.raises(NotSupported, match=field):
         run(text, [], [Tensor(np.zeros(4, np.float32), "f32")])

@@ -57,20 +57,28 @@ def test_later_stage_errors_point_into_the_users_mlir(monkeypatch, tmp_path, fin
     monkeypatch.setattr(broadcasts, "_concat_broadcast", lambda *a, **k: None)
     if final_check == "nem-verify":
         check = CheckLoweredPass.apply
-        monkeypatch.setattr(CheckLoweredPass, "apply", lambda self, ctx, op:
-                            check(self, ctx, op) if self.declarations_only else None)
+        monkeypatch.setattr(
+            CheckLoweredPass,
+            "apply",
+            lambda self, ctx, op: check(self, ctx, op) if self.declarations_only else None,
+        )
     src = tmp_path / "bc.mlir"
     src.write_text(SOURCE)
     with pytest.raises(CompileError) as e:
         compile_mlir(src, engines=1)
     lines = str(e.value).splitlines()
     what = "its checks" if final_check == "lowering" else "nem-verify"
-    assert lines[0].startswith(f"{src}:14:10: error: lowered NEM program fails {what}: "
-                               "transfer source and destination overlap")
+    assert lines[0].startswith(
+        f"{src}:14:10: error: lowered NEM program fails {what}: "
+        "transfer source and destination overlap"
+    )
     assert lines[1].strip().startswith("%3 = linalg.generic")
     assert lines[2] == " " * 9 + "^"
-    assert re.fullmatch(re.escape(str(tmp_path / "bc.tile.mlir")) + r":\d+:\d+: note: in the "
-                        r"tiled program \(nem-compile --save-temps writes it\)", lines[3])
+    assert re.fullmatch(
+        re.escape(str(tmp_path / "bc.tile.mlir")) + r":\d+:\d+: note: in the "
+        r"tiled program \(nem-compile --save-temps writes it\)",
+        lines[3],
+    )
 
 
 def test_text_input_is_quoted_too(monkeypatch):
@@ -100,11 +108,13 @@ def test_repeated_locations_are_parsed_once_and_each_op_keeps_its_own():
     from nem.frontends.upstream_dialects import parse_mlir
 
     odd = 'loc("n(0)"("Conv \\")("("m.onnx":1:1)))'
-    text = ("func.func @f() {\n"
-            f"  %a = arith.constant 1 : index {odd}\n"
-            f"  %b = arith.constant 2 : index {odd}\n"
-            '  %c = arith.constant 3 : index loc("n(0)"("Conv"("m.onnx":2:1)))\n'
-            "  func.return\n}\n")
+    text = (
+        "func.func @f() {\n"
+        f"  %a = arith.constant 1 : index {odd}\n"
+        f"  %b = arith.constant 2 : index {odd}\n"
+        '  %c = arith.constant 3 : index loc("n(0)"("Conv"("m.onnx":2:1)))\n'
+        "  func.return\n}\n"
+    )
     ops = list(parse_mlir(xdsl_context(), text, "t.mlir").walk())[2:5]
     a, b, c = (op.location for op in ops)
     assert a is b and isinstance(a, NameLoc) and a.desc.data == "n(0)"
@@ -122,11 +132,13 @@ def test_repeated_attribute_dictionaries_are_parsed_once_and_copied():
     from nem.frontends.upstream_dialects import parse_mlir
 
     attrs = '{a = dense<1> : vector<2xi64>, s = "x}{"}'
-    text = ("func.func @f() {\n"
-            f'  "test.op"() {attrs} : () -> ()\n'
-            f'  "test.op"() {attrs} : () -> ()\n'
-            '  "test.op"() {a = dense<2> : vector<2xi64>, s = "x}{"} : () -> ()\n'
-            "  func.return\n}\n")
+    text = (
+        "func.func @f() {\n"
+        f'  "test.op"() {attrs} : () -> ()\n'
+        f'  "test.op"() {attrs} : () -> ()\n'
+        '  "test.op"() {a = dense<2> : vector<2xi64>, s = "x}{"} : () -> ()\n'
+        "  func.return\n}\n"
+    )
     ctx = xdsl_context()
     ctx.allow_unregistered = True
     a, b, c = list(parse_mlir(ctx, text, "t.mlir").walk())[2:5]
@@ -145,15 +157,18 @@ def test_loops_in_the_source_are_located_on_the_transform_route(tmp_path):
     from nem.compile import CompileError, CompileOptions, compile_mlir
 
     path = tmp_path / "loops.mlir"
-    path.write_text("func.func @f(%a: memref<8xf32>, %b: memref<8xf32>) {\n"
-                    "  affine.for %i = 0 to 8 {\n"
-                    "    %v = affine.load %a[%i] : memref<8xf32>\n"
-                    "    affine.store %v, %b[%i] : memref<8xf32>\n"
-                    "  }\n  return\n}\n")
+    path.write_text(
+        "func.func @f(%a: memref<8xf32>, %b: memref<8xf32>) {\n"
+        "  affine.for %i = 0 to 8 {\n"
+        "    %v = affine.load %a[%i] : memref<8xf32>\n"
+        "    affine.store %v, %b[%i] : memref<8xf32>\n"
+        "  }\n  return\n}\n"
+    )
     with pytest.raises(CompileError) as e:
         compile_mlir(path, CompileOptions(device=DEVICE))
     assert e.value.stage == "import"
-    assert str(e.value).startswith(f"{path}:2:3: error: not supported: @f already has loops "
-                                   "(affine.for)"), str(e.value)
+    assert str(e.value).startswith(
+        f"{path}:2:3: error: not supported: @f already has loops (affine.for)"
+    ), str(e.value)
     assert "\nfix: give linalg on tensors" in str(e.value)
     assert compile_mlir(path, CompileOptions(device=DEVICE, route="affine")).nem

@@ -33,11 +33,17 @@ from nem.runtime.mlir_kernel import CompiledKernel
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "bench"))
 import bench_mlir_kernel  # noqa: E402 - the benchmark's kernels and program
 
-pytestmark = pytest.mark.skipif(mlir_native.unavailable() is not None,
-                                reason=str(mlir_native.unavailable()))
+pytestmark = pytest.mark.skipif(
+    mlir_native.unavailable() is not None, reason=str(mlir_native.unavailable())
+)
 
-DT = {"f32": np.float32, "f16": np.float16, "bf16": ml_dtypes.bfloat16, "i8": np.int8,
-      "i32": np.int32}
+DT = {
+    "f32": np.float32,
+    "f16": np.float16,
+    "bf16": ml_dtypes.bfloat16,
+    "i8": np.int8,
+    "i32": np.int32,
+}
 FLOATS = ("f32", "f16", "bf16")
 INTS = ("i8", "i32")
 
@@ -50,8 +56,9 @@ def run(text, ins, outs, index_args=(), backend="auto", hatch=None):
         attrs = {"op": "mlir.kernel", "kernel": text}
         if index_args:
             attrs["index_args"] = list(index_args)
-        return hatch.run_task([Tensor(a.copy(), e) for a, e in ins],
-                              [Tensor(a.copy(), e) for a, e in outs], attrs)
+        return hatch.run_task(
+            [Tensor(a.copy(), e) for a, e in ins], [Tensor(a.copy(), e) for a, e in outs], attrs
+        )
     except NumericError as e:
         return str(e)
 
@@ -68,8 +75,10 @@ def same(x, y) -> bool:
         fa, fb = a.astype(np.float32), b.astype(np.float32)
         nan = np.isnan(fa)
         word = np.dtype(f"u{a.dtype.itemsize}")
-        if not (np.array_equal(nan, np.isnan(fb))
-                and np.array_equal(a[~nan].view(word), b[~nan].view(word))):
+        if not (
+            np.array_equal(nan, np.isnan(fb))
+            and np.array_equal(a[~nan].view(word), b[~nan].view(word))
+        ):
             return False
     return True
 
@@ -77,8 +86,26 @@ def same(x, y) -> bool:
 # ---------------------------------------------------------------------------
 # Random kernels
 
-EDGE_F = [0.0, -0.0, 1.0, -1.0, 0.5, np.inf, -np.inf, np.nan, 1e-40, -3e-39, 65504.0, 1e30,
-          -1e30, 2.5, -2.5, 127.5, -128.5, 3.0e9]
+EDGE_F = [
+    0.0,
+    -0.0,
+    1.0,
+    -1.0,
+    0.5,
+    np.inf,
+    -np.inf,
+    np.nan,
+    1e-40,
+    -3e-39,
+    65504.0,
+    1e30,
+    -1e30,
+    2.5,
+    -2.5,
+    127.5,
+    -128.5,
+    3.0e9,
+]
 
 
 def values(rng, elem: str, shape) -> np.ndarray:
@@ -151,13 +178,38 @@ class Expr:
         r = self.rng
         k = r.random()
         if k < 0.25:
-            op = str(r.choice(["negf", "math.absf", "math.sqrt", "math.exp", "math.tanh",
-                               "math.floor", "math.log1p", "math.sin", "math.round"]))
+            op = str(
+                r.choice(
+                    [
+                        "negf",
+                        "math.absf",
+                        "math.sqrt",
+                        "math.exp",
+                        "math.tanh",
+                        "math.floor",
+                        "math.log1p",
+                        "math.sin",
+                        "math.round",
+                    ]
+                )
+            )
             name = op if "." in op else f"arith.{op}"
             return self.emit(f"{name} {self.gen(t, depth - 1)} : {t}")
         if k < 0.85:
-            op = str(r.choice(["addf", "subf", "mulf", "divf", "maximumf", "minimumf",
-                               "math.powf", "math.atan2"]))
+            op = str(
+                r.choice(
+                    [
+                        "addf",
+                        "subf",
+                        "mulf",
+                        "divf",
+                        "maximumf",
+                        "minimumf",
+                        "math.powf",
+                        "math.atan2",
+                    ]
+                )
+            )
             name = op if "." in op else f"arith.{op}"
             a, b = self.gen(t, depth - 1), self.gen(t, depth - 1)
             return self.emit(f"{name} {a}, {b} : {t}")
@@ -170,12 +222,34 @@ class Expr:
         r = self.rng
         w = int(t[1:])
         a, b = self.gen(t, depth - 1), self.gen(t, depth - 1)
-        op = str(r.choice(["addi", "subi", "muli", "divsi", "remsi", "divui", "remui",
-                           "floordivsi", "ceildivsi", "shli", "shrsi", "shrui", "maxsi", "minui",
-                           "andi", "xori", "select", "math.absi", "math.ctpop"]))
+        op = str(
+            r.choice(
+                [
+                    "addi",
+                    "subi",
+                    "muli",
+                    "divsi",
+                    "remsi",
+                    "divui",
+                    "remui",
+                    "floordivsi",
+                    "ceildivsi",
+                    "shli",
+                    "shrsi",
+                    "shrui",
+                    "maxsi",
+                    "minui",
+                    "andi",
+                    "xori",
+                    "select",
+                    "math.absi",
+                    "math.ctpop",
+                ]
+            )
+        )
         if op.startswith("math."):
             return self.emit(f"{op} {a} : {t}")
-        if op.startswith("sh") and r.random() < 0.8:   # mostly in range
+        if op.startswith("sh") and r.random() < 0.8:  # mostly in range
             m = self.emit(f"arith.constant {w - 1} : {t}")
             b = self.emit(f"arith.andi {b}, {m} : {t}")
         if op == "select":
@@ -188,15 +262,18 @@ def eltwise_kernel(rng):
     shape = [int(rng.integers(1, 5)), int(rng.integers(1, 9))]
     types = list(dict.fromkeys(str(t) for t in rng.choice([*FLOATS, *INTS], rng.integers(1, 4))))
     out_t = str(rng.choice(types))
-    mt = lambda t: f"memref<{shape[0]}x{shape[1]}x{t}>"   # noqa: E731
+    mt = lambda t: f"memref<{shape[0]}x{shape[1]}x{t}>"  # noqa: E731
     params = [f"%a{k}: {mt(t)}" for k, t in enumerate(types)] + [f"%z: {mt(out_t)}"]
     ex = Expr(rng, {t: f"%x{k}" for k, t in enumerate(types)})
     root = ex.gen(out_t, int(rng.integers(1, 5)))
     loads = [f"%x{k} = affine.load %a{k}[%i, %j] : {mt(t)}" for k, t in enumerate(types)]
-    text = (f"func.func @kernel({', '.join(params)}) {{\n"
-            f"  affine.for %i = 0 to {shape[0]} {{\n  affine.for %j = 0 to {shape[1]} {{\n    "
-            + "\n    ".join(loads + ex.lines) + f"\n    affine.store {root}, %z[%i, %j] : "
-            f"{mt(out_t)}\n  }}\n  }}\n  func.return\n}}")
+    text = (
+        f"func.func @kernel({', '.join(params)}) {{\n"
+        f"  affine.for %i = 0 to {shape[0]} {{\n  affine.for %j = 0 to {shape[1]} {{\n    "
+        + "\n    ".join(loads + ex.lines)
+        + f"\n    affine.store {root}, %z[%i, %j] : "
+        f"{mt(out_t)}\n  }}\n  }}\n  func.return\n}}"
+    )
     ins = [(values(rng, t, shape), t) for t in types]
     return text, ins, [(values(rng, out_t, shape), out_t)], ()
 
@@ -207,14 +284,20 @@ def matmul_kernel(rng):
     order = list(rng.permutation(["i", "j", "k"]))
     bounds = {"i": m, "j": n, "k": k}
     a_t, b_t, c_t = f"memref<{m}x{k}x{t}>", f"memref<{k}x{n}x{t}>", f"memref<{m}x{n}x{t}>"
-    body = (f"%a = affine.load %A[%i, %k] : {a_t}\n%b = affine.load %B[%k, %j] : {b_t}\n"
-            f"%c = affine.load %C[%i, %j] : {c_t}\n%p = arith.mulf %a, %b : {t}\n"
-            f"%s = arith.addf %c, %p : {t}\naffine.store %s, %C[%i, %j] : {c_t}")
+    body = (
+        f"%a = affine.load %A[%i, %k] : {a_t}\n%b = affine.load %B[%k, %j] : {b_t}\n"
+        f"%c = affine.load %C[%i, %j] : {c_t}\n%p = arith.mulf %a, %b : {t}\n"
+        f"%s = arith.addf %c, %p : {t}\naffine.store %s, %C[%i, %j] : {c_t}"
+    )
     for v in reversed(order):
         body = f"affine.for %{v} = 0 to {bounds[v]} {{\n{body}\n}}"
     text = f"func.func @kernel(%A: {a_t}, %B: {b_t}, %C: {c_t}) {{\n{body}\nfunc.return\n}}"
-    return text, [(values(rng, t, (m, k)), t), (values(rng, t, (k, n)), t)], \
-        [(values(rng, t, (m, n)), t)], ()
+    return (
+        text,
+        [(values(rng, t, (m, k)), t), (values(rng, t, (k, n)), t)],
+        [(values(rng, t, (m, n)), t)],
+        (),
+    )
 
 
 def rowsum_kernel(rng):
@@ -234,8 +317,12 @@ def rowsum_kernel(rng):
   }}
   func.return
 }}"""
-    return text, [(values(rng, t, (m, n)), t)], [(values(rng, t, (m,)), t)], \
-        (int(rng.integers(0, n + 1)),)
+    return (
+        text,
+        [(values(rng, t, (m, n)), t)],
+        [(values(rng, t, (m,)), t)],
+        (int(rng.integers(0, n + 1)),),
+    )
 
 
 def stencil_kernel(rng):
@@ -272,28 +359,81 @@ def test_differential_native_vs_interpreter():
         want = run(text, ins, outs, idx, "interpreter")
         try:
             got = run(text, ins, outs, idx, "native")
-        except NotSupported as e:       # the native backend refused: say which and why
+        except NotSupported as e:  # the native backend refused: say which and why
             pytest.fail(f"case {case}: native backend refused: {e}\n{text}")
         natively += 1
         errors += isinstance(want, str)
         assert same(want, got), f"case {case}:\n{text}\ninterpreter: {want}\nnative: {got}"
     assert natively == count
-    assert 0 < errors < count      # both outcomes were exercised
+    assert 0 < errors < count  # both outcomes were exercised
 
 
-FLOAT_UNARY = ["arith.negf", "math.absf", "math.sqrt", "math.rsqrt", "math.floor", "math.ceil",
-               "math.trunc", "math.round", "math.roundeven", "math.exp", "math.exp2",
-               "math.expm1", "math.log", "math.log2", "math.log10", "math.log1p", "math.cbrt",
-               "math.tanh", "math.cos", "math.sin", "math.tan", "math.atan", "math.asin",
-               "math.acos", "math.sinh", "math.cosh", "math.atanh", "math.asinh", "math.acosh",
-               "math.erf"]
-FLOAT_BINARY = ["arith.addf", "arith.subf", "arith.mulf", "arith.divf", "arith.maximumf",
-                "arith.minimumf", "math.powf", "math.atan2", "math.copysign"]
-INT_BINARY = ["arith.addi", "arith.subi", "arith.muli", "arith.divsi", "arith.divui",
-              "arith.remsi", "arith.remui", "arith.floordivsi", "arith.ceildivsi",
-              "arith.ceildivui", "arith.maxsi", "arith.minsi", "arith.maxui", "arith.minui",
-              "arith.andi", "arith.ori", "arith.xori", "arith.shli", "arith.shrsi", "arith.shrui",
-              "math.ipowi"]
+FLOAT_UNARY = [
+    "arith.negf",
+    "math.absf",
+    "math.sqrt",
+    "math.rsqrt",
+    "math.floor",
+    "math.ceil",
+    "math.trunc",
+    "math.round",
+    "math.roundeven",
+    "math.exp",
+    "math.exp2",
+    "math.expm1",
+    "math.log",
+    "math.log2",
+    "math.log10",
+    "math.log1p",
+    "math.cbrt",
+    "math.tanh",
+    "math.cos",
+    "math.sin",
+    "math.tan",
+    "math.atan",
+    "math.asin",
+    "math.acos",
+    "math.sinh",
+    "math.cosh",
+    "math.atanh",
+    "math.asinh",
+    "math.acosh",
+    "math.erf",
+]
+FLOAT_BINARY = [
+    "arith.addf",
+    "arith.subf",
+    "arith.mulf",
+    "arith.divf",
+    "arith.maximumf",
+    "arith.minimumf",
+    "math.powf",
+    "math.atan2",
+    "math.copysign",
+]
+INT_BINARY = [
+    "arith.addi",
+    "arith.subi",
+    "arith.muli",
+    "arith.divsi",
+    "arith.divui",
+    "arith.remsi",
+    "arith.remui",
+    "arith.floordivsi",
+    "arith.ceildivsi",
+    "arith.ceildivui",
+    "arith.maxsi",
+    "arith.minsi",
+    "arith.maxui",
+    "arith.minui",
+    "arith.andi",
+    "arith.ori",
+    "arith.xori",
+    "arith.shli",
+    "arith.shrsi",
+    "arith.shrui",
+    "math.ipowi",
+]
 INT_UNARY = ["math.absi", "math.ctlz", "math.cttz", "math.ctpop"]
 
 
@@ -305,23 +445,32 @@ def _all_ops_kernel(t: str, n: int) -> tuple[str, list[str]]:
     mt = f"memref<{n}x{t}>"
     params = [f"%x: {mt}", f"%y: {mt}"] + [f"%z{k}: {mt}" for k in range(len(ops))]
     lines = [f"%a = affine.load %x[%i] : {mt}", f"%b = affine.load %y[%i] : {mt}"]
-    if t in INTS:      # undefined operands replaced: divisor 0 -> 1, shifts mod width
+    if t in INTS:  # undefined operands replaced: divisor 0 -> 1, shifts mod width
         w = int(t[1:])
-        lines += [f"%zero = arith.constant 0 : {t}", f"%one = arith.constant 1 : {t}",
-                  f"%m1 = arith.constant -1 : {t}", f"%wm = arith.constant {w - 1} : {t}",
-                  f"%min = arith.constant {-(1 << (w - 1))} : {t}",
-                  f"%b0 = arith.cmpi eq, %b, %zero : {t}",
-                  f"%bd = arith.select %b0, %one, %b : {t}",
-                  f"%am = arith.cmpi eq, %a, %min : {t}", f"%bm = arith.cmpi eq, %bd, %m1 : {t}",
-                  "%ov = arith.andi %am, %bm : i1", f"%q = arith.select %ov, %one, %bd : {t}",
-                  f"%s = arith.andi %b, %wm : {t}", f"%an = arith.cmpi eq, %a, %zero : {t}",
-                  f"%bn = arith.cmpi slt, %b, %zero : {t}", "%pz = arith.andi %an, %bn : i1",
-                  f"%pa = arith.select %pz, %one, %a : {t}"]
+        lines += [
+            f"%zero = arith.constant 0 : {t}",
+            f"%one = arith.constant 1 : {t}",
+            f"%m1 = arith.constant -1 : {t}",
+            f"%wm = arith.constant {w - 1} : {t}",
+            f"%min = arith.constant {-(1 << (w - 1))} : {t}",
+            f"%b0 = arith.cmpi eq, %b, %zero : {t}",
+            f"%bd = arith.select %b0, %one, %b : {t}",
+            f"%am = arith.cmpi eq, %a, %min : {t}",
+            f"%bm = arith.cmpi eq, %bd, %m1 : {t}",
+            "%ov = arith.andi %am, %bm : i1",
+            f"%q = arith.select %ov, %one, %bd : {t}",
+            f"%s = arith.andi %b, %wm : {t}",
+            f"%an = arith.cmpi eq, %a, %zero : {t}",
+            f"%bn = arith.cmpi slt, %b, %zero : {t}",
+            "%pz = arith.andi %an, %bn : i1",
+            f"%pa = arith.select %pz, %one, %a : {t}",
+        ]
     for k, op in enumerate(ops):
         if op in FLOAT_UNARY or op in INT_UNARY:
             lines.append(f"%r{k} = {op} %a : {t}")
-        elif t in INTS and op.startswith(("arith.div", "arith.rem", "arith.floordiv",
-                                          "arith.ceildiv")):
+        elif t in INTS and op.startswith(
+            ("arith.div", "arith.rem", "arith.floordiv", "arith.ceildiv")
+        ):
             lines.append(f"%r{k} = {op} %a, %q : {t}")
         elif op.startswith("arith.sh"):
             lines.append(f"%r{k} = {op} %a, %s : {t}")
@@ -330,8 +479,11 @@ def _all_ops_kernel(t: str, n: int) -> tuple[str, list[str]]:
         else:
             lines.append(f"%r{k} = {op} %a, %b : {t}")
         lines.append(f"affine.store %r{k}, %z{k}[%i] : {mt}")
-    text = (f"func.func @kernel({', '.join(params)}) {{\n  affine.for %i = 0 to {n} {{\n    "
-            + "\n    ".join(lines) + "\n  }\n  func.return\n}")
+    text = (
+        f"func.func @kernel({', '.join(params)}) {{\n  affine.for %i = 0 to {n} {{\n    "
+        + "\n    ".join(lines)
+        + "\n  }\n  func.return\n}"
+    )
     return text, ops
 
 
@@ -346,8 +498,23 @@ def test_every_op_on_edge_values(t):
             edge = np.array(EDGE_F + list(rng.uniform(-3, 3, 6)), np.float64).astype(DT[t])
     else:
         info = np.iinfo(DT[t])
-        edge = np.array([0, 1, -1, 2, 7, 8, 31, 33, info.min, info.max, info.min + 1,
-                         *rng.integers(info.min, info.max, 5)], np.int64).astype(DT[t])
+        edge = np.array(
+            [
+                0,
+                1,
+                -1,
+                2,
+                7,
+                8,
+                31,
+                33,
+                info.min,
+                info.max,
+                info.min + 1,
+                *rng.integers(info.min, info.max, 5),
+            ],
+            np.int64,
+        ).astype(DT[t])
     x, y = (v.ravel() for v in np.meshgrid(edge, edge))
     text, ops = _all_ops_kernel(t, len(x))
     outs = [(np.zeros(len(x), DT[t]), t) for _ in ops]
@@ -361,6 +528,7 @@ def test_every_op_on_edge_values(t):
 # ---------------------------------------------------------------------------
 # Loop sinking (exact)
 
+
 def _sunk_order(text: str) -> list[str]:
     ck = CompiledKernel(text)
     fn = ck.module.clone().ops.first
@@ -368,21 +536,24 @@ def _sunk_order(text: str) -> list[str]:
     return [o.body.block.args[0].name_hint for o in fn.walk() if o.name == "affine.for"]
 
 
-MATMUL = bench_mlir_kernel.matmul_kernel(4, 5, 3)     # loops i, j, k
+MATMUL = bench_mlir_kernel.matmul_kernel(4, 5, 3)  # loops i, j, k
 
 
 def test_matmul_nest_gets_its_contiguous_loop_innermost():
     assert _sunk_order(MATMUL) == ["i", "k", "j"]
 
 
-@pytest.mark.parametrize("change,why", [
-    # every C[i, j] sums over j and k: j carries the reduction too
-    ("%C[%i, %j]", "%C[%i, 0]"),
-    # C[i, j + k]: two iterations with different j touch the same element
-    ("%C[%i, %j]", "%C[%i, %j + %k]"),
-    # a read of C at another j than the store's
-    ("%c = affine.load %C[%i, %j]", "%c = affine.load %C[%i, (%j + 1) mod 5]"),
-])
+@pytest.mark.parametrize(
+    "change,why",
+    [
+        # every C[i, j] sums over j and k: j carries the reduction too
+        ("%C[%i, %j]", "%C[%i, 0]"),
+        # C[i, j + k]: two iterations with different j touch the same element
+        ("%C[%i, %j]", "%C[%i, %j + %k]"),
+        # a read of C at another j than the store's
+        ("%c = affine.load %C[%i, %j]", "%c = affine.load %C[%i, (%j + 1) mod 5]"),
+    ],
+)
 def test_nests_whose_order_matters_are_left_alone(change, why):
     text = MATMUL.replace(change, why)
     if "%j + %k" in why:
@@ -425,8 +596,9 @@ def test_compiled_once_per_kernel_and_aliasing():
     assert hatch.compiled(FMA) is ck and hatch._native_kernel(ck, [0, 1], 1) is nk
     # `compute in Y out Y`: one memref, a separate compilation
     y = np.arange(8, dtype=np.float32)
-    (out,) = hatch.run_task([Tensor(y, "f32")], [Tensor(y, "f32")],
-                            {"op": "mlir.kernel", "kernel": FMA})
+    (out,) = hatch.run_task(
+        [Tensor(y, "f32")], [Tensor(y, "f32")], {"op": "mlir.kernel", "kernel": FMA}
+    )
     np.testing.assert_array_equal(out, y * y)
     assert hatch._native_kernel(ck, [0, 0], 1) is not nk
 
@@ -435,13 +607,18 @@ def test_compiled_once_per_kernel_and_aliasing():
 def test_a_failed_check_leaves_memory_alone():
     """An undefined result raises the interpreter's error; the outputs the
     runtime passed are not modified (the kernel wrote a copy)."""
-    text = FMA.replace("%p = arith.mulf %a, %a : f32",
-                       "%n = arith.fptosi %a : f32 to i32\n%q = arith.divsi %n, %n : i32\n"
-                       "%p = arith.sitofp %q : i32 to f32")
+    text = FMA.replace(
+        "%p = arith.mulf %a, %a : f32",
+        "%n = arith.fptosi %a : f32 to i32\n%q = arith.divsi %n, %n : i32\n"
+        "%p = arith.sitofp %q : i32 to f32",
+    )
     z = np.full(8, 7, np.float32)
     with pytest.raises(NumericError, match="integer division by zero"):
-        EscapeHatch("native").run_task([Tensor(np.arange(8, dtype=np.float32), "f32")],
-                                       [Tensor(z, "f32")], {"op": "mlir.kernel", "kernel": text})
+        EscapeHatch("native").run_task(
+            [Tensor(np.arange(8, dtype=np.float32), "f32")],
+            [Tensor(z, "f32")],
+            {"op": "mlir.kernel", "kernel": text},
+        )
     assert (z == 7).all()
 
 
@@ -451,7 +628,7 @@ def test_auto_falls_back_with_one_notice(monkeypatch):
     notices = []
     hatch = EscapeHatch()
     hatch.notice = notices.append
-    hatch.compile_after = 0     # no interpreted first tier
+    hatch.compile_after = 0  # no interpreted first tier
     text = FMA.replace("f32", "i4").replace("arith.mulf", "arith.muli")
     x = np.array([1, 2, 3, -1, -2, 0, 7, -8], np.int8)
     for _ in range(2):
@@ -467,15 +644,17 @@ def test_without_the_bindings_everything_is_interpreted(monkeypatch):
     notices = []
     hatch = EscapeHatch()
     hatch.notice = notices.append
-    hatch.compile_after = 0     # no interpreted first tier
+    hatch.compile_after = 0  # no interpreted first tier
     monkeypatch.setattr(mlir_native, "unavailable", lambda: "no module named 'mlir'")
     x = np.arange(8, dtype=np.float32)
     for _ in range(2):
         (z,) = run(FMA, [(x, "f32")], [(np.zeros(8, np.float32), "f32")], hatch=hatch)
         np.testing.assert_array_equal(z, x * x)
-    assert notices == ["compute op=mlir.kernel: kernels run in xDSL's interpreter (no module "
-                       "named 'mlir'; install the `mlir` extra (pip install "
-                       "'nem-toolchain[mlir]') to compile them natively)"]
+    assert notices == [
+        "compute op=mlir.kernel: kernels run in xDSL's interpreter (no module "
+        "named 'mlir'; install the `mlir` extra (pip install "
+        "'nem-toolchain[mlir]') to compile them natively)"
+    ]
     # what nem-run prints before running a program with such tasks
     it = NemInterpreter()
     prog = it.load_string(bench_mlir_kernel.program(16, 16, 16))
@@ -483,16 +662,17 @@ def test_without_the_bindings_everything_is_interpreted(monkeypatch):
         "1 escape-hatch task(s) (compute op=mlir.kernel) will run in xDSL's interpreter (no "
         "module named 'mlir'; install the `mlir` extra (pip install 'nem-toolchain[mlir]') to "
         "compile them natively): the largest does about 29,218 scalar operations per run, "
-        "~0.6 s at ~20 us each")
+        "~0.6 s at ~20 us each"
+    )
 
 
 def test_small_kernels_are_interpreted_until_compiling_pays(monkeypatch):
-    """"auto": a kernel whose work is known statically is interpreted while
+    """ "auto": a kernel whose work is known statically is interpreted while
     its total work stays within COMPILE_AFTER scalar ops, then compiled; a
     kernel whose work is not known (a bound from an index argument) is
     compiled at once."""
     hatch = EscapeHatch("auto")
-    hatch.compile_after = 100   # FMA: 34 ops per run
+    hatch.compile_after = 100  # FMA: 34 ops per run
     x = np.arange(8, dtype=np.float32)
     compiled_after = []
     for _ in range(4):
@@ -501,7 +681,8 @@ def test_small_kernels_are_interpreted_until_compiling_pays(monkeypatch):
         compiled_after.append(len(hatch._native) > 0)
     assert compiled_after == [False, False, True, True]
     dynamic = FMA.replace("%z: memref<8xf32>", "%z: memref<8xf32>, %n: index").replace(
-        "affine.for %i = 0 to 8", "affine.for %i = 0 to affine_map<()[s0] -> (s0)>()[%n]")
+        "affine.for %i = 0 to 8", "affine.for %i = 0 to affine_map<()[s0] -> (s0)>()[%n]"
+    )
     assert not hatch.compiled(dynamic).estimate_exact
     run(dynamic, [(x, "f32")], [(np.zeros(8, np.float32), "f32")], (8,), hatch=hatch)
     assert any(key[0] == dynamic for key in hatch._native.keys())
@@ -520,16 +701,25 @@ def test_nem_run_warns_once_when_kernels_are_interpreted(tmp_path):
     prog = tmp_path / "k.nem"
     prog.write_text(bench_mlir_kernel.program(8, 8, 8))
     env = dict(os.environ, NEM_MLIR_KERNEL="interpreter")
-    r = subprocess.run([sys.executable, "-m", "nem.cli.nem_run", str(prog), "--random-inputs",
-                        "1"], capture_output=True, text=True, env=env)
+    r = subprocess.run(
+        [sys.executable, "-m", "nem.cli.nem_run", str(prog), "--random-inputs", "1"],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
     assert r.returncode == 0, r.stderr
     warnings = [ln for ln in r.stderr.splitlines() if "warning" in ln]
-    assert warnings == ["nem-run: warning: 1 escape-hatch task(s) (compute op=mlir.kernel) "
-                        "will run in xDSL's interpreter (NEM_MLIR_KERNEL=interpreter): the "
-                        "largest does about 3,730 scalar operations per run, ~<0.1 s at ~20 us "
-                        "each"]
-    r = subprocess.run([sys.executable, "-m", "nem.cli.nem_run", str(prog), "--random-inputs",
-                        "1"], capture_output=True, text=True)
+    assert warnings == [
+        "nem-run: warning: 1 escape-hatch task(s) (compute op=mlir.kernel) "
+        "will run in xDSL's interpreter (NEM_MLIR_KERNEL=interpreter): the "
+        "largest does about 3,730 scalar operations per run, ~<0.1 s at ~20 us "
+        "each"
+    ]
+    r = subprocess.run(
+        [sys.executable, "-m", "nem.cli.nem_run", str(prog), "--random-inputs", "1"],
+        capture_output=True,
+        text=True,
+    )
     assert r.returncode == 0 and "warning" not in r.stderr
 
 
@@ -538,19 +728,25 @@ def test_load_notice_does_not_count_fills(monkeypatch):
     (D-RT-MLIR-FILL), not in the interpreter: nem-run's notice counts the
     other kernels only, and says nothing for a program of fills alone."""
     monkeypatch.setattr(mlir_native, "unavailable", lambda: "no module named 'mlir'")
-    fill = ("func.func @kernel(%a0: memref<16xf32>, %a1: memref<16xf32>) { "
-            "%c = arith.constant 1.000000e+00 : f32 affine.for %i = 0 to 16 { "
-            '"affine.store"(%c, %a0, %i) <{map = affine_map<()[s0] -> (s0)>}> '
-            ": (f32, memref<16xf32>, index) -> () } func.return }").replace('"', '\\"')
-    task = ("f = compute.async in region(Y, 0, 64) elem=f32, shape=[16], layout=C "
-            "out region(Y, 0, 64) elem=f32, shape=[16], layout=C "
-            f'op="mlir.kernel" kernel="{fill}"\nwait(f)\n')
+    fill = (
+        "func.func @kernel(%a0: memref<16xf32>, %a1: memref<16xf32>) { "
+        "%c = arith.constant 1.000000e+00 : f32 affine.for %i = 0 to 16 { "
+        '"affine.store"(%c, %a0, %i) <{map = affine_map<()[s0] -> (s0)>}> '
+        ": (f32, memref<16xf32>, index) -> () } func.return }"
+    ).replace('"', '\\"')
+    task = (
+        "f = compute.async in region(Y, 0, 64) elem=f32, shape=[16], layout=C "
+        "out region(Y, 0, 64) elem=f32, shape=[16], layout=C "
+        f'op="mlir.kernel" kernel="{fill}"\nwait(f)\n'
+    )
     it = NemInterpreter()
     only_fill = it.load_string("program fills:\nbuffer Y : DDR (size=64, align=64)\n" + task)
     assert it.escape_hatch.load_notice(only_fill.op) is None
     it2 = NemInterpreter()
     both = it2.load_string(
-        bench_mlir_kernel.program(16, 16, 16).replace("wait(c)\n", "wait(c)\n" + task)
-        .replace("buffer C :", "buffer Y : DDR (size=64, align=64)\nbuffer C :"))
+        bench_mlir_kernel.program(16, 16, 16)
+        .replace("wait(c)\n", "wait(c)\n" + task)
+        .replace("buffer C :", "buffer Y : DDR (size=64, align=64)\nbuffer C :")
+    )
     notice = it2.escape_hatch.load_notice(both.op)
     assert notice is not None and notice.startswith("1 escape-hatch task(s)")

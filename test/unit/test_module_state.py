@@ -39,20 +39,30 @@ def _module_containers() -> list[tuple[str, str, int]]:
                     target, value = node.target, node.value
                 else:
                     continue
-                empty = (isinstance(value, ast.Dict) and not value.keys) or \
-                    (isinstance(value, (ast.List, ast.Set)) and not value.elts) or \
-                    (isinstance(value, ast.Call) and isinstance(value.func, ast.Name)
-                     and value.func.id in ("dict", "list", "set", "defaultdict", "OrderedDict"))
+                empty = (
+                    (isinstance(value, ast.Dict) and not value.keys)
+                    or (isinstance(value, (ast.List, ast.Set)) and not value.elts)
+                    or (
+                        isinstance(value, ast.Call)
+                        and isinstance(value.func, ast.Name)
+                        and value.func.id in ("dict", "list", "set", "defaultdict", "OrderedDict")
+                    )
+                )
                 if empty and isinstance(target, ast.Name):
                     found.append((path.name, target.id, node.lineno))
     return found
 
 
 def test_module_level_containers_are_known_registries():
-    unknown = [f"{file}:{line} {name}" for file, name, line in _module_containers()
-               if (file, name) not in REGISTRIES]
-    assert not unknown, ("module-level mutable state (make it an instance attribute or a "
-                         "BoundedCache): " + ", ".join(unknown))
+    unknown = [
+        f"{file}:{line} {name}"
+        for file, name, line in _module_containers()
+        if (file, name) not in REGISTRIES
+    ]
+    assert not unknown, (
+        "module-level mutable state (make it an instance attribute or a "
+        "BoundedCache): " + ", ".join(unknown)
+    )
 
 
 def test_the_registry_list_has_no_stale_entries():

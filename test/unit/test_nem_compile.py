@@ -31,8 +31,9 @@ from nem.frontends.onnx import samples  # noqa: E402
 from nem.runtime.api import NemInterpreter  # noqa: E402
 
 
-def end_to_end(model, tmp_path: Path, device: str = DEVICE, schedules: int = 2,
-               extra: tuple[str, ...] = ()) -> str:
+def end_to_end(
+    model, tmp_path: Path, device: str = DEVICE, schedules: int = 2, extra: tuple[str, ...] = ()
+) -> str:
     """The CLI chain of the module docstring; returns the .nem text."""
     path = tmp_path / "m.onnx"
     onnx.save(model, path)
@@ -40,7 +41,7 @@ def end_to_end(model, tmp_path: Path, device: str = DEVICE, schedules: int = 2,
     tool("nem-compile", str(path), "--device", device, "-o", str(tmp_path / "m.nem"), *extra)
     nem = tmp_path / "m.nem"
     r = tool("nem-opt", str(nem), "-p", "nem-verify", "-o", "/dev/null")
-    assert r.stderr == "", r.stderr                        # no warning either
+    assert r.stderr == "", r.stderr  # no warning either
     args = [str(nem), "--schedules", str(schedules)]
     if (tmp_path / "m.weights.npz").exists():
         args += ["--input", str(tmp_path / "m.weights.npz")]
@@ -58,15 +59,22 @@ def end_to_end(model, tmp_path: Path, device: str = DEVICE, schedules: int = 2,
     want = onnxruntime_run(model, inputs)
     for name in outs:
         ref = want[name]
-        got = np.frombuffer((tmp_path / f"{name}.bin").read_bytes(), np.uint8)[
-            :ref.nbytes].view(ref.dtype).reshape(ref.shape)
-        assert max_violation(got, ref) <= 1.0, \
+        got = (
+            np.frombuffer((tmp_path / f"{name}.bin").read_bytes(), np.uint8)[: ref.nbytes]
+            .view(ref.dtype)
+            .reshape(ref.shape)
+        )
+        assert max_violation(got, ref) <= 1.0, (
             f"{name}: max diff {np.abs(got.astype(np.float64) - ref).max():.3g}"
+        )
     return nem.read_text()
 
 
-MODELS = [pytest.param(name, dtype, id=f"{name}-{dtype}")
-          for name in ("mlp", "cnn", "resblock", "transformer") for dtype in ("f32", "f16")]
+MODELS = [
+    pytest.param(name, dtype, id=f"{name}-{dtype}")
+    for name in ("mlp", "cnn", "resblock", "transformer")
+    for dtype in ("f32", "f16")
+]
 
 
 @pytest.mark.parametrize("name,dtype", MODELS)
@@ -98,24 +106,38 @@ def _w(*shape):
 X4 = {"x": (1, 4, 9, 9)}
 OPS = [
     # (escape-hatch conv nests run interpreted: small shapes keep CI short)
-    ("Conv", {"x": (1, 3, 5, 5)}, {"w": _w(4, 3, 3, 3), "b": _w(4)}, {"pads": [1, 1, 1, 1]},
-     None),
+    ("Conv", {"x": (1, 3, 5, 5)}, {"w": _w(4, 3, 3, 3), "b": _w(4)}, {"pads": [1, 1, 1, 1]}, None),
     ("Conv", X4, {"w": _w(6, 4, 3, 3)}, {"strides": [2, 2], "dilations": [1, 2]}, None),
-    ("BatchNormalization", X4, {"s": _w(4) + 1, "b": _w(4), "m": _w(4),
-                                "v": np.abs(_w(4)) + .5}, {}, None),
+    (
+        "BatchNormalization",
+        X4,
+        {"s": _w(4) + 1, "b": _w(4), "m": _w(4), "v": np.abs(_w(4)) + 0.5},
+        {},
+        None,
+    ),
     ("MaxPool", X4, {}, {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1]}, None),
     ("AveragePool", X4, {}, {"kernel_shape": [2, 2], "strides": [2, 2], "ceil_mode": 1}, None),
     ("GlobalAveragePool", X4, {}, {}, None),
     ("LeakyRelu", {"x": (3, 7)}, {}, {"alpha": 0.2}, None),
-    ("Clip", {"x": (3, 7)}, {"lo": np.array(-.3, np.float32), "hi": np.array(.4, np.float32)},
-     {}, None),
+    (
+        "Clip",
+        {"x": (3, 7)},
+        {"lo": np.array(-0.3, np.float32), "hi": np.array(0.4, np.float32)},
+        {},
+        None,
+    ),
     ("Sigmoid", {"x": (3, 7)}, {}, {}, None),
     ("Gelu", {"x": (3, 7)}, {}, {}, None),
     ("Add", {"x": (2, 3, 4), "y": (3, 1)}, {}, {}, None),
     ("Div", {"x": (4,), "y": (2, 3, 1)}, {}, {}, None),
     ("MatMul", {"x": (2, 5, 6), "y": (2, 6, 3)}, {}, {}, None),
-    ("Gemm", {"x": (6, 5)}, {"w": _w(6, 7), "c": _w(5, 1)},
-     {"transA": 1, "alpha": 0.5, "beta": 2.0}, None),
+    (
+        "Gemm",
+        {"x": (6, 5)},
+        {"w": _w(6, 7), "c": _w(5, 1)},
+        {"transA": 1, "alpha": 0.5, "beta": 2.0},
+        None,
+    ),
     ("Transpose", {"x": (2, 3, 4)}, {}, {"perm": [2, 0, 1]}, None),
     ("Concat", {"x": (2, 3, 4), "y": (2, 5, 4)}, {}, {"axis": 1}, None),
     ("Softmax", {"x": (2, 3, 5)}, {}, {"axis": 1}, None),
@@ -133,8 +155,13 @@ OPS = [
 
 def _op_param(case):
     op, ins, consts, attrs, xfail = case
-    ident = "-".join([op, *("x".join(map(str, s)) for s in ins.values()),
-                      *(f"{k}={v}" for k, v in attrs.items())])
+    ident = "-".join(
+        [
+            op,
+            *("x".join(map(str, s)) for s in ins.values()),
+            *(f"{k}={v}" for k, v in attrs.items()),
+        ]
+    )
     marks = [pytest.mark.xfail(strict=True, reason=xfail)] if xfail else []
     return pytest.param(op, ins, consts, attrs, id=ident, marks=marks)
 
@@ -167,13 +194,18 @@ def test_tile_sizes_fit_l1_with_double_buffering():
     from nem.compile import nest_ir, tiling
     from nem.devices.device_lookup import find_device
 
-    text = MLIR_MATMUL.replace("16x32", "256x512").replace("32x8", "512x512") \
+    text = (
+        MLIR_MATMUL.replace("16x32", "256x512")
+        .replace("32x8", "512x512")
         .replace("16x8", "256x512")
+    )
     device = find_device("npm_lite")
     with ir.Context(), ir.Location.unknown():
         m = ir.Module.parse(text)
-        PassManager.parse("builtin.module(one-shot-bufferize{bufferize-function-boundaries},"
-                          "func.func(convert-linalg-to-affine-loops))").run(m.operation)
+        PassManager.parse(
+            "builtin.module(one-shot-bufferize{bufferize-function-boundaries},"
+            "func.func(convert-linalg-to-affine-loops))"
+        ).run(m.operation)
         fn = next(o.operation for o in m.body.operations)
         bands = [nest_ir.analyze_band(r) for r in nest_ir.top_level_nests(fn)]
         mm = bands[-1]
@@ -182,8 +214,11 @@ def test_tile_sizes_fit_l1_with_double_buffering():
         assert budget == device.topology.l1_size_bytes // 2
         sizes = tiling.choose_tile_sizes(mm, budget)
         total, out = tiling.footprint(mm, sizes)
-        assert total + out <= budget < sum(tiling.footprint(mm, [s * 2 if i == 1 else s
-                                                                 for i, s in enumerate(sizes)]))
+        assert (
+            total + out
+            <= budget
+            < sum(tiling.footprint(mm, [s * 2 if i == 1 else s for i, s in enumerate(sizes)]))
+        )
         # whole rows of A and C per tile: only the outer dimensions are split
         assert sizes[2] == 512
         assert tiling.footprint(mm, [1, 1, 1]) == (12, 4)
@@ -199,8 +234,9 @@ def _affine_bands(text: str):
     from nem.compile.pipeline import BUFFERIZE
 
     m = ir.Module.parse(text)
-    PassManager.parse(f"builtin.module({BUFFERIZE},"
-                      "func.func(convert-linalg-to-affine-loops))").run(m.operation)
+    PassManager.parse(f"builtin.module({BUFFERIZE},func.func(convert-linalg-to-affine-loops))").run(
+        m.operation
+    )
     fn = next(o.operation for o in m.body.operations)
     return m, fn, [nest_ir.analyze_band(r) for r in nest_ir.top_level_nests(fn)]
 
@@ -248,8 +284,7 @@ def test_engine_split_choice():
         split, _ = engines.choose_split(conv, 4, engines.preloaded_memrefs(fn), 0)
         assert (split.loop, split.parts, split.chunk, split.partials) == (1, 4, 2, None)
         assert engines.choose_split(conv, 1, set(), 0)[0] is None
-        text = MLIR_MATMUL.replace("16x32", "4x256").replace("32x8", "256x8") \
-            .replace("16x8", "4x8")
+        text = MLIR_MATMUL.replace("16x32", "4x256").replace("32x8", "256x8").replace("16x8", "4x8")
         module, fn, bands = _affine_bands(text)
         mm = bands[-1]
         split, _ = engines.choose_split(mm, 4, engines.preloaded_memrefs(fn), 0)
@@ -280,13 +315,21 @@ def test_nests_spread_over_engines_and_overlap(tmp_path):
             it.write_tensor(name, arr)
         it.write_tensor("x", inputs["x"])
         cycles[key] = it.run().cycle_count
-        matmul_l1 = {line.split(" out region(")[1].split(",")[0] for line in r.nem.splitlines()
-                     if ".async in" in line and "matmul" in line}
-        engines_used = {b for line in r.nem.splitlines() if line.startswith("buffer ")
-                        for b in ("L1[0]", "L1[1]", "L1[2]", "L1[3]")
-                        if b in line and line.split()[1] in matmul_l1}
-        assert engines_used == ({"L1[0]", "L1[1]", "L1[2]", "L1[3]"} if key == "spread"
-                                else {"L1[0]"})
+        matmul_l1 = {
+            line.split(" out region(")[1].split(",")[0]
+            for line in r.nem.splitlines()
+            if ".async in" in line and "matmul" in line
+        }
+        engines_used = {
+            b
+            for line in r.nem.splitlines()
+            if line.startswith("buffer ")
+            for b in ("L1[0]", "L1[1]", "L1[2]", "L1[3]")
+            if b in line and line.split()[1] in matmul_l1
+        }
+        assert engines_used == (
+            {"L1[0]", "L1[1]", "L1[2]", "L1[3]"} if key == "spread" else {"L1[0]"}
+        )
     assert cycles["spread"] < cycles["serial"]
 
 
@@ -297,13 +340,24 @@ def test_nests_spread_over_engines_and_overlap(tmp_path):
 def compute_levels(nem: str) -> set[str]:
     """The levels of the buffers the compute tasks of `nem` read and write."""
     level = dict(re.findall(r"^buffer (\w+) : (\S+)", nem, re.M))
-    return {level[b] for line in nem.splitlines() if ".async in" in line
-            for b in re.findall(r"region\((\w+),", line)}
+    return {
+        level[b]
+        for line in nem.splitlines()
+        if ".async in" in line
+        for b in re.findall(r"region\((\w+),", line)
+    }
 
 
-@pytest.mark.parametrize("name,sizes,dtype", [
-    ("mlp", "3,48", "f32"), ("cnn", "1,4", "f32"), ("mlp", None, "f16"), ("cnn", None, "f16"),
-    ("transformer", None, "f32")])
+@pytest.mark.parametrize(
+    "name,sizes,dtype",
+    [
+        ("mlp", "3,48", "f32"),
+        ("cnn", "1,4", "f32"),
+        ("mlp", None, "f16"),
+        ("cnn", None, "f16"),
+        ("transformer", None, "f32"),
+    ],
+)
 @pytest.mark.slow  # 80 s (5 cases)
 def test_transform_route_end_to_end(tmp_path, name, sizes, dtype):
     """`--route transform`: tile_using_for with the given tiles (or the
@@ -363,12 +417,16 @@ def test_transform_route_raises_grouped_convolutions(group):
     `.mlir` input (D-LOW-UPSTREAM's GENERALIZED_KNOWN), and raised as one
     `conv2d groups=G` per tile (D-LOW-GROUPCONV); they were escape-hatch
     tasks on this route ("no NEM opcode for this linalg op")."""
-    model = samples.single_op("Conv", {"x": (1, 4, 9, 9)}, "f32",
-                              {"w": _w(8, 4 // group, 3, 3), "b": _w(8)},
-                              group=group, pads=[1, 1, 1, 1])
+    model = samples.single_op(
+        "Conv",
+        {"x": (1, 4, 9, 9)},
+        "f32",
+        {"w": _w(8, 4 // group, 3, 3), "b": _w(8)},
+        group=group,
+        pads=[1, 1, 1, 1],
+    )
     result = run_api(model, route="transform")
-    assert result.flops is not None and result.flops.category_share() == 1.0, \
-        result.flops.remark()
+    assert result.flops is not None and result.flops.category_share() == 1.0, result.flops.remark()
     assert f"groups={group}" in result.nem
 
 
@@ -383,8 +441,11 @@ def test_transform_route_engines_and_pipelining_save_cycles():
     model = samples.mlp("f32")
     x = samples.random_inputs(model, seed=0)
     cycles = []
-    for opts in ({"pipeline": True, "tile_sizes": (3, 48)},
-                 {"pipeline": False, "tile_sizes": (3, 48)}, {}):
+    for opts in (
+        {"pipeline": True, "tile_sizes": (3, 48)},
+        {"pipeline": False, "tile_sizes": (3, 48)},
+        {},
+    ):
         r = compile_onnx(model, device=DEVICE, route="transform", engines=1, **opts)
         if "tile_sizes" in opts:
             assert ("@max_in_flight(2)" in r.nem) == opts["pipeline"]
@@ -405,26 +466,33 @@ def test_transform_route_privatizes_reduction_splits(tmp_path):
     same order), and as fast in timed cycles (measured 723 on both routes,
     vs 1538 for `--no-pipeline --engines 1`; 1364 before the split, 1.13x)."""
     model = samples.mlp("f32")
-    nem = end_to_end(model, tmp_path, extra=("--route", "transform", "--save-temps"),
-                     schedules=3)
+    nem = end_to_end(model, tmp_path, extra=("--route", "transform", "--save-temps"), schedules=3)
     tiled = (tmp_path / "m.tile.mlir").read_text()
-    for rows in (128, 64):      # the hidden layers' outputs: 3 partials each, zeroed on L1[1..3]
+    for rows in (128, 64):  # the hidden layers' outputs: 3 partials each, zeroed on L1[1..3]
         assert tiled.count(f"memref.alloc() : memref<4x{rows}xf32>") == 3
-        fills = re.findall(rf"linalg.fill ins\(%\w+ : f32\) outs\(%\w+ : memref<4x{rows}xf32, (\d)>",
-                           tiled)
+        fills = re.findall(
+            rf"linalg.fill ins\(%\w+ : f32\) outs\(%\w+ : memref<4x{rows}xf32, (\d)>", tiled
+        )
         assert sorted(fills) == ["3", "4", "5"]
     level = dict(re.findall(r"^buffer (\w+) : (\S+)", nem, re.M))
-    parts = [level[re.search(r" out region\((\w+),", ln).group(1)] for ln in nem.splitlines()
-             if "matmul.async" in ln and "shape=[16, 128]" in ln]
+    parts = [
+        level[re.search(r" out region\((\w+),", ln).group(1)]
+        for ln in nem.splitlines()
+        if "matmul.async" in ln and "shape=[16, 128]" in ln
+    ]
     assert sorted(parts) == ["L1[0]", "L1[1]", "L1[2]", "L1[3]"]
     x = samples.random_inputs(model, seed=0)
     affine = run_timed(compile_onnx(model, device=DEVICE), x)
     transform = run_timed(compile_onnx(model, device=DEVICE, route="transform"), x)
-    serial = run_timed(compile_onnx(model, device=DEVICE, route="transform", pipeline=False,
-                                    engines=1), x)
+    serial = run_timed(
+        compile_onnx(model, device=DEVICE, route="transform", pipeline=False, engines=1), x
+    )
     assert np.array_equal(transform[1]["y"], affine[1]["y"])
-    assert transform[0] <= 1.05 * affine[0] and serial[0] >= 1.6 * transform[0], \
-        (transform[0], affine[0], serial[0])
+    assert transform[0] <= 1.05 * affine[0] and serial[0] >= 1.6 * transform[0], (
+        transform[0],
+        affine[0],
+        serial[0],
+    )
 
 
 def test_transform_recipe_in_docs():
@@ -441,8 +509,9 @@ def test_transform_recipe_in_docs():
     assert "memory_space = 3 : i64" in split
     from nem.compile.transform import split_script
 
-    only = split_script([(1, Plan([4, 128, 64], [3, 48, 64], [0, 1], split_dim=2, chunk=32,
-                                  partials=True))])
+    only = split_script(
+        [(1, Plan([4, 128, 64], [3, 48, 64], [0, 1], split_dim=2, chunk=32, partials=True))]
+    )
     assert "transform.structured.split %op1 after 32 {dimension = 2}" in only
     assert "tile_using_for" not in only and "promote" not in only
 
@@ -460,7 +529,7 @@ def test_flop_share_counts_escaped_nests():
     assert mlp.flops.escaped == 0 and mlp.flops.raised >= 2 * 4 * (64 * 128 + 128 * 64 + 64 * 10)
     assert "by FLOPs: 100.0%" in mlp.remarks[-1]
     cnn = compile_onnx(samples.cnn("f32"), device=DEVICE)
-    conv = 2 * 16 * 16 * 8 * 3 * 3 * 3          # the first convolution's multiply-adds
+    conv = 2 * 16 * 16 * 8 * 3 * 3 * 3  # the first convolution's multiply-adds
     assert cnn.flops.escaped == 0 and cnn.flops.raised >= conv
     assert cnn.flops.by_category["pool"][1] == 0 and cnn.flops.by_category["pool"][0] > 0
     tr = compile_onnx(samples.transformer("f32"), device=DEVICE)
@@ -484,14 +553,17 @@ def test_matmul_of_a_transposed_view_reads_it_transposed(tmp_path):
     matmuls = [ln for ln in nem.splitlines() if "matmul.async" in ln]
     assert matmuls and all("trans_b=1" in ln for ln in matmuls)
     remarks = compile_onnx(model, device=DEVICE, route="affine").remarks
-    lowered = next(r for r in remarks if "lowered @" in r)   # after the import's notes
+    lowered = next(r for r in remarks if "lowered @" in r)  # after the import's notes
     assert "matmul" in lowered and not any("transpose" in r for r in remarks)
     # the transform route stages B's [N, K] tiles as they are and raises the
     # contraction (as conv2d + add): no transposing nest either
     remarks = compile_onnx(model, device=DEVICE).remarks
-    lowered = next(r for r in remarks if "lowered @" in r)   # after the import's notes
-    assert "conv2d + add (accumulation)" in lowered and "fell back to compute: none" in \
-        lowered and not any("transpose" in r for r in remarks)
+    lowered = next(r for r in remarks if "lowered @" in r)  # after the import's notes
+    assert (
+        "conv2d + add (accumulation)" in lowered
+        and "fell back to compute: none" in lowered
+        and not any("transpose" in r for r in remarks)
+    )
 
 
 @pytest.mark.parametrize("scale", [0.25, -0.5])
@@ -510,4 +582,3 @@ def test_softmax_of_a_scaled_input(tmp_path, scale):
     # the product's own nest, raised as a splat of c and a mul (D-LOW-SPLAT)
     scalar_mul = any(re.search(r"-> clamp \+ mul[,;]", r) for r in remarks)
     assert scalar_mul == (scale < 0)
-

@@ -27,26 +27,40 @@ from nem.runtime.api import NemInterpreter  # noqa: E402
 def test_cli_dump_after_save_temps_and_timings(tmp_path):
     path = tmp_path / "mlp.onnx"
     onnx.save(samples.mlp(), path)
-    r = tool("nem-compile", str(path), "-o", str(tmp_path / "out.nem"), "--dump-after=tile",
-             "--save-temps", "-v", "--no-pipeline", "--engines", "1")
+    r = tool(
+        "nem-compile",
+        str(path),
+        "-o",
+        str(tmp_path / "out.nem"),
+        "--dump-after=tile",
+        "--save-temps",
+        "-v",
+        "--no-pipeline",
+        "--engines",
+        "1",
+    )
     assert r.stdout.startswith("// ----- nem-compile: after tile\n")
     assert "transform.structured" not in r.stdout and "linalg.matmul" in r.stdout
     for stage in ("import", "bufferize", "tile", "lower", "total"):
         assert f"nem-compile: {stage:<10}" in r.stderr
     # each stage's time as it ends, the lowering's passes too, before the remarks
     err = r.stderr
-    assert err.index("nem-compile: tile ") < err.index("nem-compile:   lower/parse") < \
-        err.index("nem-compile:   lower/nem-synthesize-deps") < \
-        err.index("nem-compile:   lower/nem-verify") < err.index("nem-compile: lower ") < \
-        err.index("remark: lowered @main to NEM") < err.index("nem-compile: total")
+    assert (
+        err.index("nem-compile: tile ")
+        < err.index("nem-compile:   lower/parse")
+        < err.index("nem-compile:   lower/nem-synthesize-deps")
+        < err.index("nem-compile:   lower/nem-verify")
+        < err.index("nem-compile: lower ")
+        < err.index("remark: lowered @main to NEM")
+        < err.index("nem-compile: total")
+    )
     for suffix in (".import.mlir", ".bufferize.mlir", ".tile.mlir"):
         assert (tmp_path / f"out{suffix}").is_file()
     assert "linalg.matmul" in (tmp_path / "out.import.mlir").read_text()
     assert "memref<4x64xf32>" in (tmp_path / "out.bufferize.mlir").read_text()
     assert "max_in_flight" not in (tmp_path / "out.nem").read_text()
     with np.load(tmp_path / "out.weights.npz") as npz:
-        assert sorted(npz.files) == sorted(["fc1_w", "fc1_b", "fc2_w", "fc2_b", "fc3_w",
-                                            "fc3_b"])
+        assert sorted(npz.files) == sorted(["fc1_w", "fc1_b", "fc2_w", "fc2_b", "fc3_w", "fc3_b"])
 
 
 @pytest.mark.slow  # 5 s
@@ -57,49 +71,69 @@ def test_cli_unsupported_op_is_located(tmp_path):
     onnx.save(g.model("bad", {"x": (2, 3)}, {"y": y}), path)
     r = tool("nem-compile", str(path), ok=False)
     assert r.returncode == 1
-    assert r.stderr.startswith(f"{path}: node 0 'hm' (Hardmax): error: not supported: op "
-                               "type Hardmax\nfix: express it with the supported op types ")
+    assert r.stderr.startswith(
+        f"{path}: node 0 'hm' (Hardmax): error: not supported: op "
+        "type Hardmax\nfix: express it with the supported op types "
+    )
     assert "Traceback" not in r.stderr
     assert "nem-compile: failed in stage 'import'" in r.stderr
 
 
-@pytest.mark.parametrize("body,upstream_says", [
-    # an op of an unregistered dialect in linalg.map's short form: LLVM ERROR
-    ("%e = tensor.empty() : tensor<4xf32>\n"
-     "  %y = linalg.map { f16df } ins(%x : tensor<4xf32>) outs(%e : tensor<4xf32>)\n",
-     "LLVM ERROR: .f16df created with unregistered dialect"),
-    # a 2^63 dilation: an assertion in upstream's op verifier
-    ("%k = tensor.empty() : tensor<2x2xf32>\n  %y = arith.negf %x : tensor<4xf32>\n"
-     "  %p = tensor.empty() : tensor<1x4x4x1xf32>\n  %o = tensor.empty() : tensor<1x2x2x1xf32>\n"
-     "  %q = linalg.pooling_nhwc_max {dilations = dense<9223372036854775807> : vector<2xi64>, "
-     "strides = dense<2> : vector<2xi64>} ins(%p, %k : tensor<1x4x4x1xf32>, tensor<2x2xf32>) "
-     "outs(%o : tensor<1x2x2x1xf32>) -> tensor<1x2x2x1xf32>\n",
-     "Assertion"),
-])
+@pytest.mark.parametrize(
+    "body,upstream_says",
+    [
+        # an op of an unregistered dialect in linalg.map's short form: LLVM ERROR
+        (
+            "%e = tensor.empty() : tensor<4xf32>\n"
+            "  %y = linalg.map { f16df } ins(%x : tensor<4xf32>) outs(%e : tensor<4xf32>)\n",
+            "LLVM ERROR: .f16df created with unregistered dialect",
+        ),
+        # a 2^63 dilation: an assertion in upstream's op verifier
+        (
+            "%k = tensor.empty() : tensor<2x2xf32>\n  %y = arith.negf %x : tensor<4xf32>\n"
+            "  %p = tensor.empty() : tensor<1x4x4x1xf32>\n  %o = tensor.empty() : tensor<1x2x2x1xf32>\n"
+            "  %q = linalg.pooling_nhwc_max {dilations = dense<9223372036854775807> : vector<2xi64>, "
+            "strides = dense<2> : vector<2xi64>} ins(%p, %k : tensor<1x4x4x1xf32>, tensor<2x2xf32>) "
+            "outs(%o : tensor<1x2x2x1xf32>) -> tensor<1x2x2x1xf32>\n",
+            "Assertion",
+        ),
+    ],
+)
 @pytest.mark.slow  # 4 s (2 cases)
 def test_cli_upstream_abort_is_an_import_error(tmp_path, body, upstream_says):
     """Upstream MLIR aborts on these (fuzz campaign 2026-11-26); nem-compile
     parses in a forked child first (D-LOW-UPSTREAM) and reports it."""
     path = tmp_path / "bad.mlir"
-    path.write_text("func.func @main(%x: tensor<4xf32>) -> tensor<4xf32> {\n  " + body +
-                    "  return %y : tensor<4xf32>\n}\n")
+    path.write_text(
+        "func.func @main(%x: tensor<4xf32>) -> tensor<4xf32> {\n  "
+        + body
+        + "  return %y : tensor<4xf32>\n}\n"
+    )
     r = tool("nem-compile", str(path), ok=False)
     assert r.returncode == 1, r.stderr
-    assert r.stderr.startswith(f"{path}:1:1: error: not supported: upstream MLIR aborted "
-                               "(SIGABRT) while parsing the module: "), r.stderr
+    assert r.stderr.startswith(
+        f"{path}:1:1: error: not supported: upstream MLIR aborted "
+        "(SIGABRT) while parsing the module: "
+    ), r.stderr
     assert upstream_says in r.stderr
     assert "nem-compile: failed in stage 'import'" in r.stderr
 
 
-@pytest.mark.parametrize("args,message", [
-    (["--tile-sizes", "0,4"], "--tile-sizes expects positive integers"),
-    # hostile8: checked before any work, with the tool's prefix (were a bare line and an
-    # unprefixed `error:` of a failed stage, which the fuzz harness calls unlocated)
-    (["--engines", "9"], "nem-compile: error: --engines 9: device npm_pro_x1 has 4 engine(s); "
-                         "give N from 1 to 4\n"),
-    (["--device", "npm_nope"], "nem-compile: error: device 'npm_nope' not found [DEV-20]\n"),
-    (["-o", "no/such/dir/x.nemb"], "-o: cannot write 'no/such/dir/x.nemb': directory"),
-])
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        (["--tile-sizes", "0,4"], "--tile-sizes expects positive integers"),
+        # hostile8: checked before any work, with the tool's prefix (were a bare line and an
+        # unprefixed `error:` of a failed stage, which the fuzz harness calls unlocated)
+        (
+            ["--engines", "9"],
+            "nem-compile: error: --engines 9: device npm_pro_x1 has 4 engine(s); "
+            "give N from 1 to 4\n",
+        ),
+        (["--device", "npm_nope"], "nem-compile: error: device 'npm_nope' not found [DEV-20]\n"),
+        (["-o", "no/such/dir/x.nemb"], "-o: cannot write 'no/such/dir/x.nemb': directory"),
+    ],
+)
 @pytest.mark.slow  # 6 s (4 cases)
 def test_cli_bad_options(tmp_path, args, message):
     path = tmp_path / "mlp.onnx"
@@ -117,23 +151,31 @@ def test_cli_onnx_front_end_exit_statuses(tmp_path):
     `--tile-sizes -1,2` reaches the tool's check (exit 2), where argparse
     said 'expected one argument'."""
     h = onnx.helper
-    g = h.make_graph([h.make_node("Add", ["a", "b"], ["y"], name="add")], "g",
-                     [h.make_tensor_value_info("a", onnx.TensorProto.FLOAT, [3]),
-                      h.make_tensor_value_info("b", onnx.TensorProto.FLOAT16, [3])],
-                     [h.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [3])])
+    g = h.make_graph(
+        [h.make_node("Add", ["a", "b"], ["y"], name="add")],
+        "g",
+        [
+            h.make_tensor_value_info("a", onnx.TensorProto.FLOAT, [3]),
+            h.make_tensor_value_info("b", onnx.TensorProto.FLOAT16, [3]),
+        ],
+        [h.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [3])],
+    )
     path = tmp_path / "mixed.onnx"
     onnx.save(h.make_model(g, opset_imports=[h.make_opsetid("", 17)]), path)
     r = tool("nem-compile", str(path), "-o", str(tmp_path / "m.nem"), ok=False)
     assert r.returncode == 1, r.stderr
-    assert r.stderr.startswith(f"{path}: node 0 'add' (Add): error: inputs have different "
-                               "element types: 'a' f32, 'b' f16"), r.stderr
+    assert r.stderr.startswith(
+        f"{path}: node 0 'add' (Add): error: inputs have different element types: 'a' f32, 'b' f16"
+    ), r.stderr
     assert "\nfix: " in r.stderr and "internal error" not in r.stderr
     for sizes in (["--tile-sizes", "-1,2"], ["--tile-sizes=-1,2"], ["--tile-sizes", "-3"]):
         r = tool("nem-compile", str(path), *sizes, ok=False)
         assert r.returncode == 2, r.stderr
         value = sizes[-1].removeprefix("--tile-sizes=")
-        assert r.stderr == f"nem-compile: error: --tile-sizes expects positive integers, " \
-                           f"got '{value}'\n"
+        assert (
+            r.stderr == f"nem-compile: error: --tile-sizes expects positive integers, "
+            f"got '{value}'\n"
+        )
 
 
 def test_cli_missing_input_and_bad_suffix(tmp_path):
@@ -146,15 +188,16 @@ def test_cli_missing_input_and_bad_suffix(tmp_path):
 
 def test_cli_says_when_the_mlir_extra_is_missing(tmp_path):
     """Without the bindings, one clear line and exit 1 (simulated by hiding them)."""
-    code = ("import sys, importlib.util as u; real = u.find_spec\n"
-            "u.find_spec = lambda n, *a: None if n.split('.')[0] == 'mlir' else real(n, *a)\n"
-            "from nem.cli.nem_compile import main; main(sys.argv[1:])")
-    r = subprocess.run([sys.executable, "-c", code, str(tmp_path / "m.onnx")],
-                       capture_output=True, text=True)
+    code = (
+        "import sys, importlib.util as u; real = u.find_spec\n"
+        "u.find_spec = lambda n, *a: None if n.split('.')[0] == 'mlir' else real(n, *a)\n"
+        "from nem.cli.nem_compile import main; main(sys.argv[1:])"
+    )
+    r = subprocess.run(
+        [sys.executable, "-c", code, str(tmp_path / "m.onnx")], capture_output=True, text=True
+    )
     assert r.returncode == 1
     assert "needs the upstream MLIR Python bindings (the 'mlir' extra)" in r.stderr
-
-
 
 
 @pytest.mark.slow  # 5 s
@@ -165,15 +208,18 @@ def test_mlir_input(tmp_path):
     text = (tmp_path / "mm.nem").read_text()
     assert "buffer a : DDR" in text and "buffer result0 : DDR" in text
     rng = np.random.default_rng(0)
-    a, b = rng.uniform(-1, 1, (16, 32)).astype(np.float32), \
-        rng.uniform(-1, 1, (32, 8)).astype(np.float32)
+    a, b = (
+        rng.uniform(-1, 1, (16, 32)).astype(np.float32),
+        rng.uniform(-1, 1, (32, 8)).astype(np.float32),
+    )
     it = NemInterpreter(device=DEVICE)
     it.load(tmp_path / "mm.nem")
     it.write_tensor("a", a)
     it.write_tensor("b", b)
     assert it.run().status == "completed"
-    np.testing.assert_allclose(it.read_tensor("result0", (16, 8), np.float32), a @ b,
-                               rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(
+        it.read_tensor("result0", (16, 8), np.float32), a @ b, rtol=1e-5, atol=1e-5
+    )
 
 
 MLIR_NAMED = """
@@ -218,8 +264,9 @@ def test_named_linalg_ops_on_tensors(route):
         it.write_tensor(name, v.astype(np.float32))
     assert it.run().status == "completed"
     want = ((x.astype(np.float32) @ w.astype(np.float32)) + b.astype(np.float32)).sum(-1)
-    np.testing.assert_allclose(it.read_tensor("result0", (2, 8), np.float32), want,
-                               rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(
+        it.read_tensor("result0", (2, 8), np.float32), want, rtol=1e-5, atol=1e-5
+    )
 
 
 MLIR_CONST_WEIGHTS = """
@@ -266,8 +313,9 @@ def test_mlir_constant_weights_go_to_the_sidecar(tmp_path, route):
             it.write_tensor(name, w)
         it.write_tensor("x", x)
         assert it.run().status == "completed"
-        np.testing.assert_allclose(it.read_tensor("result0", (8, 4), np.float32), x @ w,
-                                   rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(
+            it.read_tensor("result0", (8, 4), np.float32), x @ w, rtol=1e-5, atol=1e-5
+        )
 
 
 def test_api_errors():

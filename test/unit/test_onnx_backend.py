@@ -57,17 +57,44 @@ UNSUPPORTED = {
 """Cases that get a clean diagnostic: the expected reason."""
 
 SHORT = {
-    "test_AvgPool1d", "test_AvgPool3d_stride", "test_BatchNorm2d_eval", "test_Conv1d_pad1",
-    "test_Conv2d_depthwise_strided", "test_Conv3d_stride", "test_ConvTranspose2d", "test_ELU",
-    "test_Embedding", "test_GLU", "test_Linear", "test_LogSoftmax", "test_MaxPool1d_stride",
-    "test_MaxPool3d", "test_PReLU_2d_multiparam", "test_PixelShuffle", "test_operator_maxpool",
-    "test_ReflectionPad2d", "test_ReplicationPad2d", "test_SELU", "test_Softplus",
-    "test_ZeroPad2d", "test_operator_add_size1_broadcast", "test_operator_index",
-    "test_operator_non_float_params", "test_operator_repeat_dim_overflow",
-    "test_operator_symbolic_override", "test_operator_symbolic_override_nested",
-    "test_expand_shape_model3", "test_expand_shape_model4", "test_sequence_model1", "test_sequence_model5",
-    "test_sequence_model6", "test_shrink", "test_sign_model", "test_single_relu_model",
-    "test_gradient_of_add", "test_strnorm_model_monday_empty_output",
+    "test_AvgPool1d",
+    "test_AvgPool3d_stride",
+    "test_BatchNorm2d_eval",
+    "test_Conv1d_pad1",
+    "test_Conv2d_depthwise_strided",
+    "test_Conv3d_stride",
+    "test_ConvTranspose2d",
+    "test_ELU",
+    "test_Embedding",
+    "test_GLU",
+    "test_Linear",
+    "test_LogSoftmax",
+    "test_MaxPool1d_stride",
+    "test_MaxPool3d",
+    "test_PReLU_2d_multiparam",
+    "test_PixelShuffle",
+    "test_operator_maxpool",
+    "test_ReflectionPad2d",
+    "test_ReplicationPad2d",
+    "test_SELU",
+    "test_Softplus",
+    "test_ZeroPad2d",
+    "test_operator_add_size1_broadcast",
+    "test_operator_index",
+    "test_operator_non_float_params",
+    "test_operator_repeat_dim_overflow",
+    "test_operator_symbolic_override",
+    "test_operator_symbolic_override_nested",
+    "test_expand_shape_model3",
+    "test_expand_shape_model4",
+    "test_sequence_model1",
+    "test_sequence_model5",
+    "test_sequence_model6",
+    "test_shrink",
+    "test_sign_model",
+    "test_single_relu_model",
+    "test_gradient_of_add",
+    "test_strnorm_model_monday_empty_output",
     "test_operator_add_broadcast",
 }
 """The CI subset: each op family once, the three outcomes."""
@@ -98,8 +125,9 @@ def test_case_matches(name):
     case = CASES[name]
     model, inputs, expected = load_case(case.model_dir)
     outputs = NemBackend.prepare(model).run(inputs)
-    Runner.assert_similar_outputs(expected, list(outputs), rtol=case.rtol, atol=case.atol,
-                                  model_dir=case.model_dir)
+    Runner.assert_similar_outputs(
+        expected, list(outputs), rtol=case.rtol, atol=case.atol, model_dir=case.model_dir
+    )
 
 
 @pytest.mark.parametrize("name", [_param(n) for n in sorted(UNSUPPORTED)])

@@ -22,10 +22,13 @@ from nem.frontends.onnx.op_types import SIMPLIFIER_OP_TYPES, SUPPORTED  # noqa: 
 
 
 def _model(nodes, inits=()):
-    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT,
-                                                                     [2, 3])],
-                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])],
-                          list(inits))
+    g = helper.make_graph(
+        nodes,
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])],
+        list(inits),
+    )
     return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
 
 
@@ -33,14 +36,24 @@ def test_report_does_not_load_the_simplifier(tmp_path):
     """The report of a live node of an unsupported type reading the input
     imports neither onnxscript nor onnx_ir (0.6 s of the 1.1 s it took)."""
     path = tmp_path / "hm.onnx"
-    onnx.save(_model([helper.make_node("Hardmax", ["x"], ["a"], name="hm"),
-                      helper.make_node("Relu", ["a"], ["y"], name="r")]), path)
-    code = (f"import sys\nfrom nem.compile import CompileError, compile_onnx\n"
-            f"try:\n    compile_onnx({str(path)!r})\nexcept CompileError as e:\n    print(e)\n"
-            "print(sorted(m for m in ('onnxscript', 'onnx_ir') "
-            "if m in sys.modules))\n")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         timeout=120).stdout.splitlines()
+    onnx.save(
+        _model(
+            [
+                helper.make_node("Hardmax", ["x"], ["a"], name="hm"),
+                helper.make_node("Relu", ["a"], ["y"], name="r"),
+            ]
+        ),
+        path,
+    )
+    code = (
+        f"import sys\nfrom nem.compile import CompileError, compile_onnx\n"
+        f"try:\n    compile_onnx({str(path)!r})\nexcept CompileError as e:\n    print(e)\n"
+        "print(sorted(m for m in ('onnxscript', 'onnx_ir') "
+        "if m in sys.modules))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120
+    ).stdout.splitlines()
     assert out[0] == f"{path}: node 0 'hm' (Hardmax): error: not supported: op type Hardmax"
     assert out[-1] == "[]"
 
@@ -53,11 +66,16 @@ def test_folded_and_dead_unsupported_nodes_still_compile():
 
     k = helper.make_tensor("k", TensorProto.INT64, [1], [1])
     one = helper.make_tensor("one", TensorProto.FLOAT, [1], [1.0])
-    m = _model([helper.make_node("Shape", ["x"], ["s"], name="shape"),
-                helper.make_node("ConstantOfShape", ["s"], ["c"], name="fill", value=one),
-                helper.make_node("Hardmax", ["c"], ["h"], name="hm"),
-                helper.make_node("TopK", ["x", "k"], ["t", "ti"], name="unused"),
-                helper.make_node("Add", ["x", "h"], ["y"], name="add")], [k])
+    m = _model(
+        [
+            helper.make_node("Shape", ["x"], ["s"], name="shape"),
+            helper.make_node("ConstantOfShape", ["s"], ["c"], name="fill", value=one),
+            helper.make_node("Hardmax", ["c"], ["h"], name="hm"),
+            helper.make_node("TopK", ["x", "k"], ["t", "ti"], name="unused"),
+            helper.make_node("Add", ["x", "h"], ["y"], name="add"),
+        ],
+        [k],
+    )
     result = compile_onnx(m)
     assert "program" in result.nem
 
@@ -71,8 +89,13 @@ def test_undecidable_types_wait_for_the_full_import():
 
     idx = helper.make_tensor("i", TensorProto.INT64, [1, 1], [0])
     upd = helper.make_tensor("u", TensorProto.FLOAT, [1, 3], np.ones(3))
-    m = _model([helper.make_node("ScatterND", ["x", "i", "u"], ["a"], name="sc"),
-                helper.make_node("Hardmax", ["a"], ["y"], name="hm")], [idx, upd])
+    m = _model(
+        [
+            helper.make_node("ScatterND", ["x", "i", "u"], ["a"], name="sc"),
+            helper.make_node("Hardmax", ["a"], ["y"], name="hm"),
+        ],
+        [idx, upd],
+    )
     assert early_unsupported(m, "m", {}, simplified=True) == []
     with pytest.raises(OnnxImportErrors) as e:
         import_onnx(m, file="m.onnx")
@@ -94,7 +117,9 @@ def test_simplifier_op_types_cover_the_installed_onnxscript():
         text = f.read_text()
         named |= set(re.findall(r"\bop\.([A-Z][A-Za-z]+)\(", text))
         named |= set(re.findall(r'op_type\s*(?:==|in)\s*[\(\{\[]?\s*"([A-Z][A-Za-z]+)"', text))
-    assert named and named - SUPPORTED <= SIMPLIFIER_OP_TYPES, named - SUPPORTED - SIMPLIFIER_OP_TYPES
+    assert named and named - SUPPORTED <= SIMPLIFIER_OP_TYPES, (
+        named - SUPPORTED - SIMPLIFIER_OP_TYPES
+    )
 
 
 def test_supported_lists_the_converters():
@@ -112,18 +137,26 @@ def test_an_op_type_shape_inference_cannot_follow_is_named():
     from nem.frontends.onnx.diagnostics import OnnxImportError
 
     g = helper.make_graph(
-        [helper.make_node("GroupNormalization", ["x", "s", "b"], ["n"], num_groups=2, name="gn"),
-         helper.make_node("Relu", ["n"], ["y"], name="r")], "g",
+        [
+            helper.make_node("GroupNormalization", ["x", "s", "b"], ["n"], num_groups=2, name="gn"),
+            helper.make_node("Relu", ["n"], ["y"], name="r"),
+        ],
+        "g",
         [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 3, 3])],
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 3, 3])],
-        [onnx.numpy_helper.from_array(np.ones(4, np.float32), "s"),
-         onnx.numpy_helper.from_array(np.zeros(4, np.float32), "b")])
+        [
+            onnx.numpy_helper.from_array(np.ones(4, np.float32), "s"),
+            onnx.numpy_helper.from_array(np.zeros(4, np.float32), "b"),
+        ],
+    )
     model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 21)])
     with pytest.raises(OnnxImportError) as e:
         import_onnx(model, file="gn.onnx")
     text = e.value.render()
-    assert text.startswith("gn.onnx: node 0 'gn' (GroupNormalization): error: not supported: "
-                           "op type GroupNormalization"), text
+    assert text.startswith(
+        "gn.onnx: node 0 'gn' (GroupNormalization): error: not supported: "
+        "op type GroupNormalization"
+    ), text
     assert "note: ONNX shape inference failed" in text
 
 
@@ -134,7 +167,11 @@ def test_an_op_type_with_an_exact_rewrite_names_it():
     from nem.frontends.onnx.diagnostics import OnnxImportError
 
     with pytest.raises(OnnxImportError) as e:
-        import_onnx(_model([helper.make_node("Resize", ["x", "", "sc"], ["y"], name="up")],
-                           [onnx.numpy_helper.from_array(np.ones(2, np.float32), "sc")]),
-                    file="up.onnx")
+        import_onnx(
+            _model(
+                [helper.make_node("Resize", ["x", "", "sc"], ["y"], name="up")],
+                [onnx.numpy_helper.from_array(np.ones(2, np.float32), "sc")],
+            ),
+            file="up.onnx",
+        )
     assert "Reshape + Expand + Reshape" in e.value.render()

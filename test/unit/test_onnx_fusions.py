@@ -19,23 +19,37 @@ from nem.frontends.onnx.fusions import fuse_erf_gelu  # noqa: E402
 
 def _model(form: str, extra_user: bool = False):
     c = {"div": ("Div", 1.4142135381698608), "mul": ("Mul", 0.7071067690849304)}[form[:3]]
-    inits = [numpy_helper.from_array(np.array(v, np.float32), n)
-             for n, v in (("c", c[1]), ("one", 1.0), ("half", 0.5))]
-    nodes = [helper.make_node(c[0], ["x", "c"] if form[:3] == "div" else ["c", "x"], ["d"],
-                              name="scale"),
-             helper.make_node("Erf", ["d"], ["e"], name="erf"),
-             helper.make_node("Add", ["one", "e"], ["a"], name="add")]
+    inits = [
+        numpy_helper.from_array(np.array(v, np.float32), n)
+        for n, v in (("c", c[1]), ("one", 1.0), ("half", 0.5))
+    ]
+    nodes = [
+        helper.make_node(
+            c[0], ["x", "c"] if form[:3] == "div" else ["c", "x"], ["d"], name="scale"
+        ),
+        helper.make_node("Erf", ["d"], ["e"], name="erf"),
+        helper.make_node("Add", ["one", "e"], ["a"], name="add"),
+    ]
     if form.endswith("half_last"):
-        nodes += [helper.make_node("Mul", ["a", "x"], ["m"], name="mul"),
-                  helper.make_node("Mul", ["m", "half"], ["y"], name="half")]
+        nodes += [
+            helper.make_node("Mul", ["a", "x"], ["m"], name="mul"),
+            helper.make_node("Mul", ["m", "half"], ["y"], name="half"),
+        ]
     else:
-        nodes += [helper.make_node("Mul", ["half", "x"], ["h"], name="half"),
-                  helper.make_node("Mul", ["h", "a"], ["y"], name="mul")]
+        nodes += [
+            helper.make_node("Mul", ["half", "x"], ["h"], name="half"),
+            helper.make_node("Mul", ["h", "a"], ["y"], name="mul"),
+        ]
     outputs = [helper.make_tensor_value_info("y", TensorProto.FLOAT, [3, 20])]
     if extra_user:
         outputs.append(helper.make_tensor_value_info("e", TensorProto.FLOAT, [3, 20]))
-    graph = helper.make_graph(nodes, "gelu", [helper.make_tensor_value_info(
-        "x", TensorProto.FLOAT, [3, 20])], outputs, inits)
+    graph = helper.make_graph(
+        nodes,
+        "gelu",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3, 20])],
+        outputs,
+        inits,
+    )
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
 
 
@@ -45,9 +59,10 @@ def test_erf_gelu_is_one_gelu(form):
     graph = onnx.GraphProto()
     graph.CopyFrom(model.graph)
     assert fuse_erf_gelu(graph) == 1
-    assert [(n.op_type, n.name, list(n.input), list(n.output)) for n in graph.node] == \
-        [("Gelu", "erf", ["x"], ["y"])]
-    result = run_api(model)                         # compiled, run, vs onnxruntime
+    assert [(n.op_type, n.name, list(n.input), list(n.output)) for n in graph.node] == [
+        ("Gelu", "erf", ["x"], ["y"])
+    ]
+    result = run_api(model)  # compiled, run, vs onnxruntime
     assert " = gelu." in result.nem and result.flops is not None and result.flops.share == 1.0
 
 

@@ -43,8 +43,9 @@ def test_interface_is_the_models():
     assert [(p.name, p.shape) for p in im.outputs] == [("logits", (1, 10))]
     text = str(im.module)
     # NCHW at the interface, NHWC inside: the convolution's operands
-    assert "func.func @main(%x: tensor<1x3x16x16xf32>" in \
-        im.module.operation.get_asm(use_name_loc_as_prefix=True)
+    assert "func.func @main(%x: tensor<1x3x16x16xf32>" in im.module.operation.get_asm(
+        use_name_loc_as_prefix=True
+    )
     assert "linalg.conv_2d_nhwc_hwcf" in text
     assert "tensor<1x16x16x3xf32>" in text or "tensor<1x18x18x3xf32>" in text
 
@@ -77,12 +78,20 @@ CASES = [
     ("Conv", X4, {"w": w(8, 2, 3, 3), "b": w(8)}, {"group": 2, "pads": [1, 1, 1, 1]}),
     ("Conv", X4, {"w": w(4, 1, 3, 3)}, {"group": 4, "auto_pad": "SAME_UPPER"}),
     ("Conv", X4, {"w": w(5, 4, 2, 2)}, {"auto_pad": "SAME_LOWER", "strides": [2, 2]}),
-    ("BatchNormalization", X4, {"s": w(4) + 1, "b": w(4), "m": w(4), "v": np.abs(w(4)) + .5},
-     {"epsilon": 1e-3}),
+    (
+        "BatchNormalization",
+        X4,
+        {"s": w(4) + 1, "b": w(4), "m": w(4), "v": np.abs(w(4)) + 0.5},
+        {"epsilon": 1e-3},
+    ),
     ("Relu", {"x": (3, 7)}, {}, {}),
     ("LeakyRelu", {"x": (3, 7)}, {}, {"alpha": 0.2}),
-    ("Clip", {"x": (3, 7)}, {"lo": np.array(-0.3, np.float32), "hi": np.array(0.4, np.float32)},
-     {}),
+    (
+        "Clip",
+        {"x": (3, 7)},
+        {"lo": np.array(-0.3, np.float32), "hi": np.array(0.4, np.float32)},
+        {},
+    ),
     ("Clip", {"x": (3, 7)}, {"lo": np.array(0.0, np.float32)}, {}),
     ("Sigmoid", {"x": (3, 7)}, {}, {}),
     ("Tanh", {"x": (3, 7)}, {}, {}),
@@ -97,15 +106,13 @@ CASES = [
     ("MatMul", {"x": (2, 1, 5, 6), "y": (3, 6, 4)}, {}, {}),
     ("MatMul", {"x": (6,), "y": (2, 6, 3)}, {}, {}),
     ("Gemm", {"x": (5, 6)}, {"w": w(7, 6), "c": w(7)}, {"transB": 1}),
-    ("Gemm", {"x": (6, 5)}, {"w": w(6, 7), "c": w(5, 1)},
-     {"transA": 1, "alpha": 0.5, "beta": 2.0}),
+    ("Gemm", {"x": (6, 5)}, {"w": w(6, 7), "c": w(5, 1)}, {"transA": 1, "alpha": 0.5, "beta": 2.0}),
     ("Gemm", {"x": (5, 6), "y": (6, 7)}, {}, {"alpha": 1.5}),
     ("MaxPool", X4, {}, {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1]}),
     ("MaxPool", X4, {}, {"kernel_shape": [2, 2], "strides": [2, 2], "ceil_mode": 1}),
     ("MaxPool", X4, {}, {"kernel_shape": [2, 2], "dilations": [2, 2]}),
     ("AveragePool", X4, {}, {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1]}),
-    ("AveragePool", X4, {}, {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1],
-                             "count_include_pad": 1}),
+    ("AveragePool", X4, {}, {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1], "count_include_pad": 1}),
     ("AveragePool", X4, {}, {"kernel_shape": [2, 2], "strides": [2, 2], "ceil_mode": 1}),
     ("GlobalAveragePool", X4, {}, {}),
     ("GlobalMaxPool", X4, {}, {}),
@@ -116,8 +123,12 @@ CASES = [
     ("Concat", {"x": (2, 3, 4), "y": (2, 5, 4)}, {}, {"axis": 1}),
     ("Softmax", {"x": (2, 3, 5)}, {}, {"axis": 1}),
     ("Softmax", {"x": (2, 3, 5)}, {}, {}),
-    ("LayerNormalization", {"x": (2, 3, 5)}, {"g": w(3, 5) + 1, "b": w(3, 5)},
-     {"axis": 1, "epsilon": 1e-3}),
+    (
+        "LayerNormalization",
+        {"x": (2, 3, 5)},
+        {"g": w(3, 5) + 1, "b": w(3, 5)},
+        {"axis": 1, "epsilon": 1e-3},
+    ),
     ("LayerNormalization", {"x": (2, 3, 5)}, {"g": w(5) + 1}, {}),
     # D-COMPILE-REDUCE (opset 20: the axes are an input)
     ("ReduceMean", {"x": (2, 3, 5)}, {"a": np.array([-1], np.int64)}, {}),
@@ -144,8 +155,12 @@ def test_reduction_of_a_channels_last_tensor(keepdims):
     axis maps to its physical dimension, and keepdims=0 reshapes."""
     g = samples.GraphBuilder("f32", seed=3)
     y = g.op("Conv", ["x", g.init("w", w(6, 4, 3, 3))], name="conv", pads=[1, 1, 1, 1])
-    r = g.op("ReduceMean", [y, g.init("a", np.array([1], np.int64), exact_dtype=True)],
-             name="mean", keepdims=keepdims)
+    r = g.op(
+        "ReduceMean",
+        [y, g.init("a", np.array([1], np.int64), exact_dtype=True)],
+        name="mean",
+        keepdims=keepdims,
+    )
     check_model(g.model("conv_mean", X4, {"out": r}))
 
 
@@ -154,8 +169,8 @@ def test_layouts_compose_without_copies():
     transposes are layout changes; the result is still right."""
     g = samples.GraphBuilder("f32", seed=9)
     y = g.op("Conv", ["x", g.rand("cw", (4, 3, 1, 1))], name="c")
-    t = g.op("Transpose", [y], name="t", perm=[0, 2, 3, 1])          # NHWC view
-    z = g.op("Concat", [t, "h"], name="cat", axis=3)                   # along channels
+    t = g.op("Transpose", [y], name="t", perm=[0, 2, 3, 1])  # NHWC view
+    z = g.op("Concat", [t, "h"], name="cat", axis=3)  # along channels
     r = g.op("Relu", [z], name="r")
     check_model(g.model("layouts", {"x": (1, 3, 5, 5), "h": (1, 5, 5, 2)}, {"y": r}))
 
@@ -175,8 +190,7 @@ def test_unsupported_op_is_a_located_error():
     a = g.op("Relu", ["x"], name="first")
     b = g.op("Hardmax", [a], name="hm")
     text = _error(g.model("bad", {"x": (2, 3)}, {"y": b}))
-    assert text.startswith("m.onnx: node 1 'hm' (Hardmax): error: not supported: op type "
-                           "Hardmax")
+    assert text.startswith("m.onnx: node 1 'hm' (Hardmax): error: not supported: op type Hardmax")
     assert "fix: express it with the supported op types (docs/compile.md" in text
 
 
@@ -193,8 +207,7 @@ def test_conv_bias_of_another_shape(bias_at_run_time):
     verifier traceback: ONNX's checks pass the model)."""
     ins = {"x": (1, 2, 4), "w": (3, 2, 1)}
     consts = {} if bias_at_run_time else {"b": np.ones(4, np.float32)}
-    m = samples.single_op("Conv", {**ins, "b": (4,)} if bias_at_run_time else ins, "f32",
-                          consts)
+    m = samples.single_op("Conv", {**ins, "b": (4,)} if bias_at_run_time else ins, "f32", consts)
     assert "(Conv): error: bias of shape [4] does not match the 3 output channels" in _error(m)
 
 
@@ -213,12 +226,14 @@ def test_integer_input():
     y = helper.make_tensor_value_info("y", TensorProto.INT64, [4])
     g = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "int", [x], [y])
     m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 20)])
-    text = _error(m)   # int64 is i32 in the program (D-COMPILE-I64): no Relu of it
+    text = _error(m)  # int64 is i32 in the program (D-COMPILE-I64): no Relu of it
     assert "node 0 'Relu_0' (Relu): error: not supported: Relu of integer data ('x', i32)" in text
-    assert "fix:" not in text   # integer data: no fix would help
+    assert "fix:" not in text  # integer data: no fix would help
     text = _error(m, demote_i64=False)
-    assert "node 0 'Relu_0' (Relu): error: not supported: input 'x' (Relu's X) has element " \
-           "type INT64: NEM has no 64-bit integer type" in text
+    assert (
+        "node 0 'Relu_0' (Relu): error: not supported: input 'x' (Relu's X) has element "
+        "type INT64: NEM has no 64-bit integer type" in text
+    )
     assert "\nfix: import with int64 demoted to int32 (the default, D-COMPILE-I64)" in text
 
 
@@ -230,14 +245,17 @@ def test_not_an_onnx_file(tmp_path):
     assert "error: not an ONNX model" in e.value.render()
 
 
-LONG_ROW = {"x": (1, 1, 64, 64)}   # 4096 elements: an f16 running sum of ~1s stalls at 2048
+LONG_ROW = {"x": (1, 1, 64, 64)}  # 4096 elements: an f16 running sum of ~1s stalls at 2048
 
 
-@pytest.mark.parametrize("op, ins, consts", [
-    ("GlobalAveragePool", LONG_ROW, {}),
-    ("Softmax", {"x": (1, 4096)}, {}),
-    ("LayerNormalization", {"x": (1, 4096)}, {"g": np.ones(4096, np.float16)}),
-])
+@pytest.mark.parametrize(
+    "op, ins, consts",
+    [
+        ("GlobalAveragePool", LONG_ROW, {}),
+        ("Softmax", {"x": (1, 4096)}, {}),
+        ("LayerNormalization", {"x": (1, 4096)}, {"g": np.ones(4096, np.float16)}),
+    ],
+)
 def test_f16_statistics_accumulate_in_f32(op, ins, consts):
     """D-COMPILE-F16: f16 softmax sums, layer norm statistics and global
     average pooling sums are computed in f32 and rounded once.  With 4096
@@ -248,13 +266,17 @@ def test_f16_statistics_accumulate_in_f32(op, ins, consts):
     shape = next(iter(ins.values()))
     rng = np.random.default_rng(0)
     x = (1.0 - rng.uniform(0, 0.01, size=shape)).astype(np.float16)
-    if op == "LayerNormalization":   # a mean far from 0: f16 sums of x lose the variance
+    if op == "LayerNormalization":  # a mean far from 0: f16 sums of x lose the variance
         x = (x + np.linspace(-0.5, 0.5, x.size).reshape(shape)).astype(np.float16)
     im, got = reference_outputs(model, {"x": x})
     want = onnxruntime_run(model, {"x": x})
     # relative: softmax's outputs (about 1/4096) are far below the f16 atol
-    np.testing.assert_allclose(got["out"].astype(np.float32), want["out"].astype(np.float32),
-                               rtol=1e-2, atol=1e-3 * float(np.abs(want["out"]).max()))
+    np.testing.assert_allclose(
+        got["out"].astype(np.float32),
+        want["out"].astype(np.float32),
+        rtol=1e-2,
+        atol=1e-3 * float(np.abs(want["out"]).max()),
+    )
 
 
 # --------------------------------------------------------------------------
@@ -263,29 +285,38 @@ def test_f16_statistics_accumulate_in_f32(op, ins, consts):
 
 def _mixed(op, ins, f16_input, **attrs):
     """A one-node model whose input `f16_input` is f16, the rest f32."""
-    vis = [helper.make_tensor_value_info(k, TensorProto.FLOAT16 if k == f16_input
-                                         else TensorProto.FLOAT, list(s))
-           for k, s in ins.items()]
+    vis = [
+        helper.make_tensor_value_info(
+            k, TensorProto.FLOAT16 if k == f16_input else TensorProto.FLOAT, list(s)
+        )
+        for k, s in ins.items()
+    ]
     out = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
-    g = helper.make_graph([helper.make_node(op, list(ins), ["y"], name="n", **attrs)],
-                          "mixed", vis, [out])
+    g = helper.make_graph(
+        [helper.make_node(op, list(ins), ["y"], name="n", **attrs)], "mixed", vis, [out]
+    )
     return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
 
 
-@pytest.mark.parametrize("op, ins, attrs", [
-    ("Add", {"a": (3,), "b": (3,)}, {}),
-    ("MatMul", {"a": (2, 3), "b": (3, 4)}, {}),
-    ("Gemm", {"a": (2, 3), "b": (3, 4)}, {}),
-    ("Concat", {"a": (2, 3), "b": (2, 3)}, {"axis": 0}),
-])
+@pytest.mark.parametrize(
+    "op, ins, attrs",
+    [
+        ("Add", {"a": (3,), "b": (3,)}, {}),
+        ("MatMul", {"a": (2, 3), "b": (3, 4)}, {}),
+        ("Gemm", {"a": (2, 3), "b": (3, 4)}, {}),
+        ("Concat", {"a": (2, 3), "b": (2, 3)}, {"axis": 0}),
+    ],
+)
 def test_mixed_element_types_are_a_located_error(op, ins, attrs):
     """An invalid model whose operands of one ONNX type variable differ
     (f32 and f16) is the importer's located error, not MLIR's verifier
     failing as an internal error (outside report, finding 1)."""
     text = _error(_mixed(op, ins, "b", **attrs))
-    assert text.startswith(f"m.onnx: node 0 'n' ({op}): error: inputs have different "
-                           "element types: 'a' f32, 'b' f16 (the ONNX schema of "
-                           f"{op} gives them one type T)")
+    assert text.startswith(
+        f"m.onnx: node 0 'n' ({op}): error: inputs have different "
+        "element types: 'a' f32, 'b' f16 (the ONNX schema of "
+        f"{op} gives them one type T)"
+    )
     assert "\nfix: make the model one element type throughout" in text
 
 
@@ -297,10 +328,14 @@ def test_mixed_constant_operand_is_a_located_error():
     g.nodes.append(helper.make_node("Identity", [y], ["y"], name="y_id"))
     x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [3])
     out = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
-    m = helper.make_model(helper.make_graph(g.nodes, "m", [x], [out], g.inits),
-                          opset_imports=[helper.make_opsetid("", 17)])
-    assert "node 0 'add' (Add): error: inputs have different element types: 'x' f32, " \
-           "'c' f16" in _error(m)
+    m = helper.make_model(
+        helper.make_graph(g.nodes, "m", [x], [out], g.inits),
+        opset_imports=[helper.make_opsetid("", 17)],
+    )
+    assert (
+        "node 0 'add' (Add): error: inputs have different element types: 'x' f32, "
+        "'c' f16" in _error(m)
+    )
 
 
 @pytest.mark.parametrize("dtype, exp_dtype", [("f16", np.float32), ("f32", np.float16)])
@@ -320,41 +355,53 @@ def test_constant_scalar_and_list_forms():
     """Constant `value_float(s)` (f32) and `value_int(s)` (i64) are tensors
     as `value` is (outside report, finding 4): a scalar scale, a bias row,
     a Reshape shape, and an unused integer scalar."""
-    nodes = [helper.make_node("Constant", [], ["k"], name="k", value_float=0.5),
-             helper.make_node("Mul", ["x", "k"], ["t"], name="mul"),
-             helper.make_node("Constant", [], ["d"], name="d", value_floats=[1., 2., 3., 4.]),
-             helper.make_node("Add", ["t", "d"], ["u"], name="add"),
-             helper.make_node("Constant", [], ["s"], name="s", value_ints=[4, 2]),
-             helper.make_node("Reshape", ["u", "s"], ["y"], name="reshape"),
-             helper.make_node("Constant", [], ["i"], name="i", value_int=3)]
+    nodes = [
+        helper.make_node("Constant", [], ["k"], name="k", value_float=0.5),
+        helper.make_node("Mul", ["x", "k"], ["t"], name="mul"),
+        helper.make_node("Constant", [], ["d"], name="d", value_floats=[1.0, 2.0, 3.0, 4.0]),
+        helper.make_node("Add", ["t", "d"], ["u"], name="add"),
+        helper.make_node("Constant", [], ["s"], name="s", value_ints=[4, 2]),
+        helper.make_node("Reshape", ["u", "s"], ["y"], name="reshape"),
+        helper.make_node("Constant", [], ["i"], name="i", value_int=3),
+    ]
     x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 4])
     y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, 2])
-    m = helper.make_model(helper.make_graph(nodes, "consts", [x], [y]),
-                          opset_imports=[helper.make_opsetid("", 17)])
+    m = helper.make_model(
+        helper.make_graph(nodes, "consts", [x], [y]), opset_imports=[helper.make_opsetid("", 17)]
+    )
     onnx.checker.check_model(m, full_check=True)
     im = check_model(m)
     assert [a.tolist() for a in im.weights.values()] == [[1.0, 2.0, 3.0, 4.0]]
 
 
-@pytest.mark.parametrize("attr, value", [
-    ("value_string", "s"),
-    ("value_strings", ["a", "b"]),
-    ("sparse_value", helper.make_sparse_tensor(
-        helper.make_tensor("v", TensorProto.FLOAT, [1], [1.0]),
-        helper.make_tensor("i", TensorProto.INT64, [1], [0]), [3])),
-])
+@pytest.mark.parametrize(
+    "attr, value",
+    [
+        ("value_string", "s"),
+        ("value_strings", ["a", "b"]),
+        (
+            "sparse_value",
+            helper.make_sparse_tensor(
+                helper.make_tensor("v", TensorProto.FLOAT, [1], [1.0]),
+                helper.make_tensor("i", TensorProto.INT64, [1], [0]),
+                [3],
+            ),
+        ),
+    ],
+)
 def test_constant_forms_without_a_nem_form_are_located_errors(attr, value):
     node = helper.make_node("Constant", [], ["c"], name="c", **{attr: value})
     x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [3])
     y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [3])
-    g = helper.make_graph([node, helper.make_node("Relu", ["x"], ["y"], name="r")],
-                          "c", [x], [y])
+    g = helper.make_graph([node, helper.make_node("Relu", ["x"], ["y"], name="r")], "c", [x], [y])
     # the graph simplifier removes unused string constants: without it, the converter says why
     model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
     text = _error(model, simplify=False)
-    assert text.startswith(f"m.onnx: node 0 'c' (Constant): error: not supported: Constant "
-                           f"with attribute '{attr}' (the importer takes 'value', "
-                           "'value_float', 'value_floats', 'value_int', 'value_ints')")
+    assert text.startswith(
+        f"m.onnx: node 0 'c' (Constant): error: not supported: Constant "
+        f"with attribute '{attr}' (the importer takes 'value', "
+        "'value_float', 'value_floats', 'value_int', 'value_ints')"
+    )
     assert "\nfix: " in text
 
 
@@ -369,11 +416,11 @@ def test_every_unsupported_node_is_listed_once():
     shapes), and a node that only reads a failed node's output adds no
     error of its own."""
     g = samples.GraphBuilder("f32")
-    a = g.op("Hardmax", ["x"], name="hm")                    # node 0: no converter
+    a = g.op("Hardmax", ["x"], name="hm")  # node 0: no converter
     b = g.op("Relu", [a], name="ok1")
-    c = g.op("MaxPool", [b], name="pool", kernel_shape=[2], storage_order=1)   # attribute
+    c = g.op("MaxPool", [b], name="pool", kernel_shape=[2], storage_order=1)  # attribute
     d = g.op("Relu", [c], name="ok2")
-    e = g.op("Celu", [d], name="celu")                       # node 4: no converter
+    e = g.op("Celu", [d], name="celu")  # node 4: no converter
     text = _error(g.model("many", {"x": (1, 2, 6)}, {"y": e}))
     lines = text.splitlines()
     assert lines[0] == "m.onnx: node 0 'hm' (Hardmax): error: not supported: op type Hardmax"
@@ -391,26 +438,36 @@ def test_a_failed_node_without_inferred_shape_skips_its_users():
     reading it are skipped (their problems may only be the first one's)."""
     x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])
     y = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
-    nodes = [helper.make_node("Custom", ["x"], ["t"], name="c", domain="my.ops"),
-             helper.make_node("Relu", ["t"], ["r"], name="relu"),
-             helper.make_node("Hardmax", ["r"], ["y"], name="hm")]
-    m = helper.make_model(helper.make_graph(nodes, "g", [x], [y]),
-                          opset_imports=[helper.make_opsetid("", 17),
-                                         helper.make_opsetid("my.ops", 1)])
+    nodes = [
+        helper.make_node("Custom", ["x"], ["t"], name="c", domain="my.ops"),
+        helper.make_node("Relu", ["t"], ["r"], name="relu"),
+        helper.make_node("Hardmax", ["r"], ["y"], name="hm"),
+    ]
+    m = helper.make_model(
+        helper.make_graph(nodes, "g", [x], [y]),
+        opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("my.ops", 1)],
+    )
     text = _error(m, simplify=False)
     assert "node 0 'c' (Custom): error: not supported: operator domain 'my.ops'" in text
-    assert "'relu'" not in text   # skipped
+    assert "'relu'" not in text  # skipped
     # an unknown op type is reported even after a failed input: no converter needed
     assert "node 2 'hm' (Hardmax): error: not supported: op type Hardmax" in text
-    assert "m.onnx: error: 2 nodes cannot be imported, 2 errors above\nnote: " \
-           "onnx.checker.check_model rejects the model: Field 'shape'" in text
+    assert (
+        "m.onnx: error: 2 nodes cannot be imported, 2 errors above\nnote: "
+        "onnx.checker.check_model rejects the model: Field 'shape'" in text
+    )
 
 
 # --------------------------------------------------------------------------
 # the nine CNNs shipped with onnx import as shipped (issue 30, D-COMPILE-SIMPLIFY)
 
-LIGHT = ["light_squeezenet", "light_shufflenet", "light_inception_v1", "light_resnet50",
-         "light_densenet121"]
+LIGHT = [
+    "light_squeezenet",
+    "light_shufflenet",
+    "light_inception_v1",
+    "light_resnet50",
+    "light_densenet121",
+]
 """The smaller five by default (a few seconds); all nine with NEM_ONNX_BACKEND=full
 (VGG-19's 575 MB of weights take 5 s and 3 GB)."""
 if __import__("os").environ.get("NEM_ONNX_BACKEND") == "full":
@@ -425,13 +482,15 @@ def test_light_models_import_as_shipped(name):
     output keep their names."""
     import os
 
-    path = os.path.join(os.path.dirname(onnx.__file__), "backend", "test", "data", "light",
-                        f"{name}.onnx")
+    path = os.path.join(
+        os.path.dirname(onnx.__file__), "backend", "test", "data", "light", f"{name}.onnx"
+    )
     model = onnx.load(path)
     im = import_onnx(path)
     inits = {i.name for i in model.graph.initializer}
-    assert [p.onnx_name for p in im.inputs] == [i.name for i in model.graph.input
-                                                 if i.name not in inits]
+    assert [p.onnx_name for p in im.inputs] == [
+        i.name for i in model.graph.input if i.name not in inits
+    ]
     assert [p.onnx_name for p in im.outputs] == [o.name for o in model.graph.output]
     assert "opset 9 upgraded to 17 (onnx version converter)" in im.notes
     text = str(im.module)

@@ -25,8 +25,11 @@ def _model():
     MaxPool, Flatten and Gemm: node 2 is the BN, which leaves no op."""
     g = samples.GraphBuilder("f32", seed=4)
     y = g.op("Conv", ["x", g.rand("w", (4, 3, 3, 3))], name="conv", pads=[1, 1, 1, 1])
-    y = g.op("BatchNormalization", [y, g.rand("s", (4,)), g.rand("b", (4,)),
-                                    g.rand("m", (4,)), g.init("v", np.ones(4))], name="bn")
+    y = g.op(
+        "BatchNormalization",
+        [y, g.rand("s", (4,)), g.rand("b", (4,)), g.rand("m", (4,)), g.init("v", np.ones(4))],
+        name="bn",
+    )
     y = g.op("Relu", [y], name="relu")
     y = g.op("MaxPool", [y], name="pool", kernel_shape=[2, 2], strides=[2, 2])
     y = g.op("Flatten", [y], name="flat")
@@ -42,8 +45,13 @@ def _ops(op) -> Iterator:
                 yield from _ops(o.operation)
 
 
-NODES = {"conv": (0, "Conv"), "relu": (2, "Relu"), "pool": (3, "MaxPool"),
-         "flat": (4, "Flatten"), "fc": (5, "Gemm")}
+NODES = {
+    "conv": (0, "Conv"),
+    "relu": (2, "Relu"),
+    "pool": (3, "MaxPool"),
+    "flat": (4, "Flatten"),
+    "fc": (5, "Gemm"),
+}
 
 
 def test_imported_ops_carry_their_node():
@@ -51,12 +59,15 @@ def test_imported_ops_carry_their_node():
     with im.context:
         text = im.module.operation.get_asm(enable_debug_info=True, use_local_scope=True)
     body = [line for line in text.splitlines() if " = " in line or "linalg." in line]
-    assert body and all(node_of(line) is not None for line in body if "loc(" in line
-                        and "func.func" not in line)
+    assert body and all(
+        node_of(line) is not None for line in body if "loc(" in line and "func.func" not in line
+    )
     found = {node_of(line)[1] for line in body if node_of(line)}
     assert found == {(i, n, t) for n, (i, t) in NODES.items()}
-    assert describe(next(line for line in body if '"pool"' in line)) == \
-        "m.onnx: node 3 'pool' (MaxPool)"
+    assert (
+        describe(next(line for line in body if '"pool"' in line))
+        == "m.onnx: node 3 'pool' (MaxPool)"
+    )
 
 
 @pytest.mark.parametrize("route", ["affine", "transform"])
@@ -71,18 +82,31 @@ def test_locations_survive_bufferize_and_tile(route):
         driver = Driver(CompileOptions(route=route))
         driver.upstream(im.module, im.func_name)
         text = im.module.operation.get_asm(enable_debug_info=True, use_local_scope=True)
-        ops = [(o.name, node_of(str(o.location))) for o in _ops(im.module.operation)
-               if o.name != "func.func"]
+        ops = [
+            (o.name, node_of(str(o.location)))
+            for o in _ops(im.module.operation)
+            if o.name != "func.func"
+        ]
     unlocated = Counter(name for name, node in ops if node is None)
     assert set(unlocated) <= {"arith.constant", "linalg.yield", "func.return"}, unlocated
     per_node = Counter(node[1][1] for _, node in ops if node is not None)
     assert set(per_node) == set(NODES)
     conv_ops = {name for name, node in ops if node is not None and node[1] == (0, "conv", "Conv")}
-    assert {"affine.for", "affine.load", "affine.store"} <= conv_ops or \
-        {"linalg.conv_2d_nhwc_hwcf", "linalg.copy", "memref.view"} <= conv_ops, conv_ops
+    assert {"affine.for", "affine.load", "affine.store"} <= conv_ops or {
+        "linalg.conv_2d_nhwc_hwcf",
+        "linalg.copy",
+        "memref.view",
+    } <= conv_ops, conv_ops
     assert re.search(r'loc\("conv"\("Conv"\("m.onnx":1:1\)\)\)', text)
-    lower_and_verify(without_induction_locs(text), im.func_name, im.arg_names, "npm_pro_x1",
-                     driver.memory_spaces(), "m.tile.mlir", driver.options)
+    lower_and_verify(
+        without_induction_locs(text),
+        im.func_name,
+        im.arg_names,
+        "npm_pro_x1",
+        driver.memory_spaces(),
+        "m.tile.mlir",
+        driver.options,
+    )
 
 
 def _relu_expand_relu():
@@ -90,8 +114,9 @@ def _relu_expand_relu():
     result an output too, so that no rewrite merges the three)."""
     g = samples.GraphBuilder("f32", seed=4)
     first = g.op("Relu", ["x"], name="first")
-    wide = g.op("Expand", [first, g.init("shape", np.array([2, 3, 2]), exact_dtype=True)],
-                name="widen")
+    wide = g.op(
+        "Expand", [first, g.init("shape", np.array([2, 3, 2]), exact_dtype=True)], name="widen"
+    )
     y = g.op("Relu", [wide], name="last")
     return g.model("bcast", {"x": (3, 1)}, {"out": y, "first": first, "wide": wide})
 
@@ -115,11 +140,16 @@ def test_lowering_errors_name_the_onnx_node(monkeypatch, tmp_path, route):
         compile_onnx(_relu_expand_relu(), stem=str(tmp_path / "m"), route=route, engines=1)
     lines = str(e.value).splitlines()
     assert e.value.stage == "lower"
-    assert lines[0].startswith("<model>: node 1 'widen' (Expand): error: lowered NEM program "
-                               "fails its checks: transfer source and destination overlap")
+    assert lines[0].startswith(
+        "<model>: node 1 'widen' (Expand): error: lowered NEM program "
+        "fails its checks: transfer source and destination overlap"
+    )
     assert lines[0].endswith("[HAZ-02]")
-    assert re.fullmatch(re.escape(str(stale)) + r":\d+:5: note: in the tiled program "
-                        r"\(nem-compile --save-temps writes it\)", lines[1])
+    assert re.fullmatch(
+        re.escape(str(stale)) + r":\d+:5: note: in the tiled program "
+        r"\(nem-compile --save-temps writes it\)",
+        lines[1],
+    )
     assert lines[2].strip().startswith("affine.for" if route == "affine" else "linalg.generic")
 
 
@@ -137,18 +167,26 @@ def test_final_verify_errors_name_the_onnx_node(monkeypatch):
     monkeypatch.setattr(broadcasts, "_overlapping", lambda *a: [])
     # doublings, not the concats that replace them (D-LOW-BCAST-CONCAT)
     monkeypatch.setattr(broadcasts, "_concat_broadcast", lambda *a, **k: None)
-    monkeypatch.setattr(CheckLoweredPass, "apply", lambda self, ctx, op:
-                        check(self, ctx, op) if self.declarations_only else None)
+    monkeypatch.setattr(
+        CheckLoweredPass,
+        "apply",
+        lambda self, ctx, op: check(self, ctx, op) if self.declarations_only else None,
+    )
     with pytest.raises(CompileError) as e:
         compile_onnx(_relu_expand_relu(), stem="m", engines=1)
     lines = str(e.value).splitlines()
-    assert lines[0].startswith("<model>: node 1 'widen' (Expand): error: lowered NEM program "
-                               "fails nem-verify: transfer source and destination overlap")
+    assert lines[0].startswith(
+        "<model>: node 1 'widen' (Expand): error: lowered NEM program "
+        "fails nem-verify: transfer source and destination overlap"
+    )
     assert lines[0].endswith("[HAZ-02]")
     assert re.fullmatch(r"m\.tile\.mlir:\d+:5: note: in the tiled program .*", lines[1])
     note = next(i for i, ln in enumerate(lines) if ln.startswith("m.nem:"))
-    assert re.fullmatch(r"m\.nem:\d+:1: note: in the lowered NEM program \(written only when "
-                        r"the compile succeeds\)", lines[note])
+    assert re.fullmatch(
+        r"m\.nem:\d+:1: note: in the lowered NEM program \(written only when "
+        r"the compile succeeds\)",
+        lines[note],
+    )
     assert lines[note + 1].startswith("copy") and "transfer.async" in lines[note + 1]
 
 
@@ -159,32 +197,49 @@ def test_name_nodes_reads_the_ops_own_locations():
     another file, is left as it was."""
     from nem.frontends.onnx.locations import name_nodes
 
-    plain = '\n'.join([
-        '#map = affine_map<(d0) -> (d0)>',
-        'module {',
-        '  func.func @main(%a: memref<4xf32>) {',
-        '    affine.for %i = 0 to 4 {',
-        '      %v = affine.load %a[%i] : memref<4xf32>',
-        '    } {note = "}{"}',
-        '    return',
-        '  }',
-        '}'])
+    plain = "\n".join(
+        [
+            "#map = affine_map<(d0) -> (d0)>",
+            "module {",
+            "  func.func @main(%a: memref<4xf32>) {",
+            "    affine.for %i = 0 to 4 {",
+            "      %v = affine.load %a[%i] : memref<4xf32>",
+            '    } {note = "}{"}',
+            "    return",
+            "  }",
+            "}",
+        ]
+    )
     at = '("m.onnx":{0}:1)))'
-    debug = '\n'.join([
-        'module {',
-        '  func.func @main(%a: memref<4xf32> loc("x")) {',
-        '    affine.for %i loc("p"("MaxPool"' + at.format(2) + ') = 0 to 4 {',
-        '      %v = affine.load %a[%i] : memref<4xf32> loc("r"("Relu"' + at.format(1) + ')',
-        '    } {note = "}{"} loc(fused["c"("Conv"' + at.format(3) + ', "p"("MaxPool"'
-        + at.format(2) + '])',
-        '    return loc(unknown)',
-        '  } loc(unknown)',
-        '} loc(unknown)'])
-    msg = "\n".join(["t.mlir:4:5: error: cannot lower 'affine.for': why [R-1]", "quoted",
-                     "t.mlir:7:5: error: at the return", "other.mlir:4:5: error: elsewhere"])
+    debug = "\n".join(
+        [
+            "module {",
+            '  func.func @main(%a: memref<4xf32> loc("x")) {',
+            '    affine.for %i loc("p"("MaxPool"' + at.format(2) + ") = 0 to 4 {",
+            '      %v = affine.load %a[%i] : memref<4xf32> loc("r"("Relu"' + at.format(1) + ")",
+            '    } {note = "}{"} loc(fused["c"("Conv"'
+            + at.format(3)
+            + ', "p"("MaxPool"'
+            + at.format(2)
+            + "])",
+            "    return loc(unknown)",
+            "  } loc(unknown)",
+            "} loc(unknown)",
+        ]
+    )
+    msg = "\n".join(
+        [
+            "t.mlir:4:5: error: cannot lower 'affine.for': why [R-1]",
+            "quoted",
+            "t.mlir:7:5: error: at the return",
+            "other.mlir:4:5: error: elsewhere",
+        ]
+    )
     out = name_nodes(msg, "t.mlir", plain, debug).splitlines()
-    assert out[0] == ("m.onnx: node 1 'p' (MaxPool) and m.onnx: node 2 'c' (Conv): error: "
-                      "cannot lower 'affine.for': why [R-1]")
+    assert out[0] == (
+        "m.onnx: node 1 'p' (MaxPool) and m.onnx: node 2 'c' (Conv): error: "
+        "cannot lower 'affine.for': why [R-1]"
+    )
     assert out[1] == "t.mlir:4:5: note: in the tiled program (nem-compile --save-temps writes it)"
     assert out[2:] == msg.splitlines()[1:]
 
@@ -224,7 +279,12 @@ def test_own_locations_skip_strings_and_regions():
     MLIR text's one bracket matcher, `mlir_input.closing`)."""
     from nem.frontends.onnx.locations import _OpLocations
 
-    debug = ('%0 = "x.op"() {s = "a{b loc(q)", t = "\\"}"} ({\n'
-             '  "y.op"() : () -> () loc("inner")\n'
-             '}) : () -> () loc(fused["m.onnx":3:1, "n(1)"]) loc("tail")\n')
-    assert _OpLocations(debug, debug).own(1, 1) == ['loc(fused["m.onnx":3:1, "n(1)"])', 'loc("tail")']
+    debug = (
+        '%0 = "x.op"() {s = "a{b loc(q)", t = "\\"}"} ({\n'
+        '  "y.op"() : () -> () loc("inner")\n'
+        '}) : () -> () loc(fused["m.onnx":3:1, "n(1)"]) loc("tail")\n'
+    )
+    assert _OpLocations(debug, debug).own(1, 1) == [
+        'loc(fused["m.onnx":3:1, "n(1)"])',
+        'loc("tail")',
+    ]

@@ -60,8 +60,9 @@ def parsed(text: str, fast: bool, file: str = "t.mlir") -> tuple[str, list[str |
     module = parser.parse_module()
     out = io.StringIO()
     Printer(stream=out, print_generic_format=True, print_debuginfo=True).print_op(module)
-    names = [v.name_hint for op in module.walk() for v in op.results] + \
-        [a.name_hint for op in module.walk() for r in op.regions for b in r.blocks for a in b.args]
+    names = [v.name_hint for op in module.walk() for v in op.results] + [
+        a.name_hint for op in module.walk() for r in op.regions for b in r.blocks for a in b.args
+    ]
     return out.getvalue(), names, parser._fast.read if parser._fast is not None else 0
 
 
@@ -75,21 +76,24 @@ def test_staging_statements_build_what_xdsl_builds():
     assert read == 18
 
 
-@pytest.mark.parametrize("bad", [
-    # type mismatch with the definition
-    "    linalg.copy ins(%view : memref<4x64xf16, 2>) outs(%view_3 : memref<4x64xf32, 2>)\n",
-    # a name defined twice
-    "    %view = memref.view %alloc[%c0][] : memref<1024xi8, 2> to memref<4x64xf32, 2>\n",
-    # a view of a non-i8 buffer (the op's constraint)
-    "    %v = memref.view %view[%c0][] : memref<4x64xf32, 2> to memref<4x64xf32, 2>\n",
-    # an undefined operand (a forward reference: xDSL reports it at the end)
-    "    memref.dealloc %nope : memref<1024xi8, 2>\n",
-    # an offset that is not an index
-    "    %s = memref.subview %arg0[%view, 0] [4, 64] [1, 1] : memref<8x64xf32> to "
-    "memref<4x64xf32, strided<[64, 1], offset: ?>>\n",
-    # a broken type
-    "    memref.dealloc %alloc : memref<1024xi8, 2, >\n",
-])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        # type mismatch with the definition
+        "    linalg.copy ins(%view : memref<4x64xf16, 2>) outs(%view_3 : memref<4x64xf32, 2>)\n",
+        # a name defined twice
+        "    %view = memref.view %alloc[%c0][] : memref<1024xi8, 2> to memref<4x64xf32, 2>\n",
+        # a view of a non-i8 buffer (the op's constraint)
+        "    %v = memref.view %view[%c0][] : memref<4x64xf32, 2> to memref<4x64xf32, 2>\n",
+        # an undefined operand (a forward reference: xDSL reports it at the end)
+        "    memref.dealloc %nope : memref<1024xi8, 2>\n",
+        # an offset that is not an index
+        "    %s = memref.subview %arg0[%view, 0] [4, 64] [1, 1] : memref<8x64xf32> to "
+        "memref<4x64xf32, strided<[64, 1], offset: ?>>\n",
+        # a broken type
+        "    memref.dealloc %alloc : memref<1024xi8, 2, >\n",
+    ],
+)
 def test_errors_are_xdsls(bad):
     """A statement the fast path would misread is xDSL's: the same error at
     the same place."""
@@ -108,15 +112,18 @@ def test_the_lowering_samples_parse_as_xdsl_parses_them():
     of upstream's tiling and DMA routes): the same module with the fast path."""
     read = 0
     for path in sorted((ROOT / "test/lit").glob("**/*.mlir")):
-        if path.parts[-3:-1] != ("lit", "lowering") and "lowering" not in path.parts and \
-                "compile" not in path.parts:
+        if (
+            path.parts[-3:-1] != ("lit", "lowering")
+            and "lowering" not in path.parts
+            and "compile" not in path.parts
+        ):
             continue
         text = path.read_text()
         if "split-input-file" in text:
             continue
         try:
             slow = parsed(text, fast=False)
-        except Exception:   # a sample of an error: xDSL's error, checked above
+        except Exception:  # a sample of an error: xDSL's error, checked above
             continue
         fast = parsed(text, fast=True)
         assert fast[:2] == slow[:2], path

@@ -36,7 +36,7 @@ def test_each_run_collects_its_own_diagnostics() -> None:
     Remark().apply(a, module)
     assert [d.message for d in a.diagnostics] == ["seen by a.nem", "seen by a.nem"]
     assert [d.message for d in b.diagnostics] == ["seen by b.nem"]
-    assert a.get_optional_op("affine.dma_start") is not None   # the lowering's registry
+    assert a.get_optional_op("affine.dma_start") is not None  # the lowering's registry
 
 
 def test_clone_and_collecting_share_what_they_should() -> None:
@@ -45,7 +45,7 @@ def test_clone_and_collecting_share_what_they_should() -> None:
     assert isinstance(clone, NemPassContext)
     assert (clone.file, clone.include_dirs, clone.device) == ("f.nem", ("inc",), "npm_lite")
     report(clone, [Diagnostic("remark", "from a clone")])
-    assert [d.message for d in ctx.diagnostics] == ["from a clone"]   # same list
+    assert [d.message for d in ctx.diagnostics] == ["from a clone"]  # same list
     inner = collecting(ctx)
     report(inner, [Diagnostic("warning", "staged")])
     assert [d.message for d in inner.diagnostics] == ["staged"]
@@ -65,4 +65,4 @@ def test_run_pipeline_returns_the_run_diagnostics() -> None:
     module, _ = program("buffer B : L1 (size=64)\n")
     diags = run_pipeline(module, "nem-verify", file="t.nem")
     assert [(d.severity, d.rule) for d in diags] == [("remark", "DEV-20")]
-    assert run_pipeline(module, "nem-verify", file="t.nem") == diags   # nothing carried over
+    assert run_pipeline(module, "nem-verify", file="t.nem") == diags  # nothing carried over

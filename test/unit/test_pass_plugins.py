@@ -62,8 +62,14 @@ def _install(site: Path, dist: str, module: str, code: str | None, target: str) 
 def _nem_opt(site: Path, *args: str) -> subprocess.CompletedProcess:
     path = os.pathsep.join([str(site), os.environ.get("PYTHONPATH", "")])
     env = dict(os.environ, PYTHONPATH=path)
-    return subprocess.run([sys.executable, "-m", "nem.cli.nem_opt", *args], env=env,
-                          capture_output=True, text=True, timeout=300, check=False)
+    return subprocess.run(
+        [sys.executable, "-m", "nem.cli.nem_opt", *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
 
 
 def test_entry_point_passes_are_listed_and_run(tmp_path):
@@ -73,16 +79,21 @@ def test_entry_point_passes_are_listed_and_run(tmp_path):
     assert "passes of the installed xdsl.universe entry point 'nemhello':\n  ep-hello" in r.stdout
     assert "Say hello (a remark)." in r.stdout
     r = _nem_opt(tmp_path, str(SCALE), "-p", "nem-fold-consts,ep-hello", "-o", os.devnull)
-    assert r.returncode == 0 and r.stderr.strip() == "nem-opt: remark: hello from an entry point", r.stderr
+    assert r.returncode == 0 and r.stderr.strip() == "nem-opt: remark: hello from an entry point", (
+        r.stderr
+    )
 
 
 def test_broken_entry_point_is_a_one_line_error_naming_it(tmp_path):
-    _install(tmp_path, "nembroken", "nembroken", "raise RuntimeError('no luck')\n",
-             "nembroken:UNIVERSE")
+    _install(
+        tmp_path, "nembroken", "nembroken", "raise RuntimeError('no luck')\n", "nembroken:UNIVERSE"
+    )
     r = _nem_opt(tmp_path, str(SCALE))
     assert r.returncode == 1
-    assert r.stderr == ("nem-opt: error: cannot load xdsl.universe entry point 'nembroken' "
-                        "(nembroken:UNIVERSE): RuntimeError: no luck\n")
+    assert r.stderr == (
+        "nem-opt: error: cannot load xdsl.universe entry point 'nembroken' "
+        "(nembroken:UNIVERSE): RuntimeError: no luck\n"
+    )
 
 
 def test_plugin_api_and_run_pipeline():
@@ -91,17 +102,23 @@ def test_plugin_api_and_run_pipeline():
     assert load_pass_plugin(PLUGIN) == passes  # loading twice is a no-op
     assert pass_summary(passes[0]).startswith("Report the number of task statements")
     assert [(o.name, o.type, o.doc) for o in pass_options(passes[0])] == [
-        ("opcode", "str", "count only the tasks of this opcode")]
+        ("opcode", "str", "count only the tasks of this opcode")
+    ]
     module = parse_nem(SCALE.read_text(), str(SCALE))
-    diags = run_pipeline(module, "builtin.module(nem-verify{device=npm_lite},"
-                         "count-tasks{opcode=relu},nem-fold-consts)", file=str(SCALE))
+    diags = run_pipeline(
+        module,
+        "builtin.module(nem-verify{device=npm_lite},count-tasks{opcode=relu},nem-fold-consts)",
+        file=str(SCALE),
+    )
     assert [d.message for d in diags] == ["1 task statements"]
     assert "buffer X : DDR (size=256)" in print_nem(module)
 
 
 def test_run_pipeline_errors_carry_earlier_warnings():
-    text = ("buffer D : L2 (size=256)\nbuffer L : L1[0] (size=256)\n"
-            "tX = transfer.async(dst=region(L, 0, 64), src=region(D, 0, 64))\n")
+    text = (
+        "buffer D : L2 (size=256)\nbuffer L : L1[0] (size=256)\n"
+        "tX = transfer.async(dst=region(L, 0, 64), src=region(D, 0, 64))\n"
+    )
     module = parse_nem(text, "w.nem")
     diags = run_pipeline(module, "nem-check-tokens")
     assert [d.rule for d in diags] == ["TASK-01"]

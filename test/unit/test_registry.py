@@ -31,8 +31,17 @@ REGISTRY = opcodes()
 # Compute Tasks, plus gelu/silu/layernorm/rmsnorm/softmax/log_softmax named
 # elsewhere in the spec, plus the `compute` escape hatch).
 SPEC_OPCODES = {
-    "elementwise_unary": ["relu", "leaky_relu", "sigmoid", "tanh", "exp", "log", "sqrt", "abs",
-                          "neg"],
+    "elementwise_unary": [
+        "relu",
+        "leaky_relu",
+        "sigmoid",
+        "tanh",
+        "exp",
+        "log",
+        "sqrt",
+        "abs",
+        "neg",
+    ],
     "elementwise_binary": ["add", "sub", "mul", "div", "min", "max", "pow"],
     "elementwise_other": ["clamp"],
     "linear_algebra": ["gemm", "matmul"],
@@ -48,10 +57,16 @@ SPEC_OPCODE_NAMES = [o for group in SPEC_OPCODES.values() for o in group]
 
 # The spec's category of each Task-Taxonomy group, where the registry uses one.
 SPEC_CATEGORY = {
-    "elementwise_unary": "elementwise", "elementwise_binary": "elementwise",
-    "elementwise_other": "elementwise", "linear_algebra": "linear_algebra",
-    "convolution": "convolution", "pooling": "pooling", "view": "view",
-    "reduction": "reduction", "conversion": "conversion", "generic": "generic",
+    "elementwise_unary": "elementwise",
+    "elementwise_binary": "elementwise",
+    "elementwise_other": "elementwise",
+    "linear_algebra": "linear_algebra",
+    "convolution": "convolution",
+    "pooling": "pooling",
+    "view": "view",
+    "reduction": "reduction",
+    "conversion": "conversion",
+    "generic": "generic",
 }
 
 
@@ -105,7 +120,8 @@ def test_op_class_names_do_not_shadow_module_names():
         existing = getattr(ops_module, cls.__name__, None)
         assert existing is None or existing is cls, (
             f"generated class {cls.__name__} ({cls.name}) has the name of "
-            f"nem.dialect.ops.{cls.__name__}")
+            f"nem.dialect.ops.{cls.__name__}"
+        )
 
 
 def test_dialect_registers_exactly_the_registry_ops(ctx):
@@ -153,7 +169,9 @@ def test_every_family_id_exists_in_the_baseline_catalog(catalog):
     known = set(catalog.families)
     for name, spec in REGISTRY.items():
         missing = [f for f in spec.families if f not in known]
-        assert not missing, f"opcode {name}: unknown type families {missing} (known: {sorted(known)})"
+        assert not missing, (
+            f"opcode {name}: unknown type families {missing} (known: {sorted(known)})"
+        )
 
 
 def test_family_bindings_match_the_catalog(catalog):
@@ -183,7 +201,9 @@ def test_registry_entries_are_well_formed():
         assert dirs == sorted(dirs, key=lambda d: d != "in"), f"{name}: operand order {dirs}"
         for a in spec.attributes.values():
             assert a.type in ATTR_TYPES
-            assert not (a.required and a.default is not None), f"{name}.{a.name}: required with a default"
+            assert not (a.required and a.default is not None), (
+                f"{name}.{a.name}: required with a default"
+            )
 
 
 # ---------------------------------------------------------------------------
@@ -192,9 +212,15 @@ def test_registry_entries_are_well_formed():
 
 
 def test_ops_doc_is_up_to_date():
-    r = subprocess.run([sys.executable, str(REPO / "scripts" / "gen_ops_doc.py"), "--check"],
-                       capture_output=True, text=True, cwd=REPO)
-    assert r.returncode == 0, "docs/ops.md is stale; run `python scripts/gen_ops_doc.py`\n" + r.stderr
+    r = subprocess.run(
+        [sys.executable, str(REPO / "scripts" / "gen_ops_doc.py"), "--check"],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+    )
+    assert r.returncode == 0, (
+        "docs/ops.md is stale; run `python scripts/gen_ops_doc.py`\n" + r.stderr
+    )
 
 
 def test_ops_doc_mentions_every_opcode():
@@ -211,8 +237,14 @@ def test_ops_doc_mentions_every_opcode():
 
 # An inline region per element type; the offset makes each operand distinct.
 _ELEM_BY_BINDING_DEFAULT = "f16"
-_ATTR_TEXT = {"int": "1", "int_list": "[1, 2]", "float": "0.5", "number": "2.5",
-              "elem": "f32", "string": '"my_op"'}
+_ATTR_TEXT = {
+    "int": "1",
+    "int_list": "[1, 2]",
+    "float": "0.5",
+    "number": "2.5",
+    "elem": "f32",
+    "string": '"my_op"',
+}
 
 
 def _operand_text(i: int, elem: str) -> str:
@@ -232,11 +264,13 @@ def _opcode_program(spec: OpcodeSpec, mode: str) -> str:
     attrs = "".join(f" {a.name}={_ATTR_TEXT[a.type]}" for a in spec.attributes.values())
     if spec.open_attributes:
         attrs += " extra=3 flag=[1, 2, 3]"
-    return ("buffer B : L1 (size=4096, align=64)\n"
-            "t0 = transfer.async(dst=region(B, 3072, 64), src=region(B, 3136, 64))\n"
-            f"t1 = {spec.name}.{mode} in {', '.join(ins)} out {', '.join(outs)} deps=[t0]{attrs}"
-            " @debug(\"x\")\n"
-            f"{spec.name}.{mode} in {ins[0]} out {outs[0]}{attrs}\n")
+    return (
+        "buffer B : L1 (size=4096, align=64)\n"
+        "t0 = transfer.async(dst=region(B, 3072, 64), src=region(B, 3136, 64))\n"
+        f"t1 = {spec.name}.{mode} in {', '.join(ins)} out {', '.join(outs)} deps=[t0]{attrs}"
+        ' @debug("x")\n'
+        f"{spec.name}.{mode} in {ins[0]} out {outs[0]}{attrs}\n"
+    )
 
 
 @pytest.mark.parametrize("mode", ["async", "sync"])

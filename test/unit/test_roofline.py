@@ -41,9 +41,9 @@ def test_conv_layer_bound_recomputed_by_hand():
     rep, result = _timed(CONV)
     [loop] = [g for g in rep.groups if g.kind == "loop"]
     y, k = 14 * 14 * 128, 3 * 3 * 64
-    nmu = 4 * y * k / 4096 / 1                       # 14112.0
-    dma = 4 * (16 * 16 * 64) / 32 / 2                # the 4 input tiles: 1024.0
-    cstl = (4 * y / 256 + 4 * y / 32) / 2            # relu + store: 1764.0
+    nmu = 4 * y * k / 4096 / 1  # 14112.0
+    dma = 4 * (16 * 16 * 64) / 32 / 2  # the 4 input tiles: 1024.0
+    cstl = (4 * y / 256 + 4 * y / 32) / 2  # relu + store: 1764.0
     assert loop.units["NMU"].bound == nmu == 14112
     assert loop.units["DMA"].bound == dma
     assert loop.units["CSTL"].bound == cstl
@@ -72,10 +72,17 @@ def _with_node_locations(tmp_path) -> Path:
     plain = tmp_path / "conv.mlir"
     nem_opt([str(CONV), "-t", "mlir", "--print-debuginfo", "-o", str(plain)])
     text = plain.read_text()
-    for op, loc in (('"nem.conv2d"', '"conv1"("Conv"("m.onnx":1:1))'),
-                    ('"nem.relu"', '"act"("Relu"("m.onnx":2:1))')):
-        text, n = re.subn(r'(%s.*) loc\("[^"]*":\d+:\d+\)$' % re.escape(op),
-                          r"\1 loc(%s)" % loc, text, count=1, flags=re.M)
+    for op, loc in (
+        ('"nem.conv2d"', '"conv1"("Conv"("m.onnx":1:1))'),
+        ('"nem.relu"', '"act"("Relu"("m.onnx":2:1))'),
+    ):
+        text, n = re.subn(
+            r'(%s.*) loc\("[^"]*":\d+:\d+\)$' % re.escape(op),
+            r"\1 loc(%s)" % loc,
+            text,
+            count=1,
+            flags=re.M,
+        )
         assert n == 1
     out = tmp_path / "conv_loc.mlir"
     out.write_text(text)
@@ -85,12 +92,16 @@ def _with_node_locations(tmp_path) -> Path:
 def test_tasks_group_by_onnx_node_then_loop_then_segment(tmp_path):
     rep, _ = _timed(_with_node_locations(tmp_path))
     groups = {g.name: g for g in rep.groups}
-    assert list(groups) == ["segment at line 43", "loop at line 49", "node 'conv1' (Conv)",
-                            "node 'act' (Relu)"]
+    assert list(groups) == [
+        "segment at line 43",
+        "loop at line 49",
+        "node 'conv1' (Conv)",
+        "node 'act' (Relu)",
+    ]
     assert [g.kind for g in groups.values()] == ["segment", "loop", "node", "node"]
     assert groups["node 'conv1' (Conv)"].tasks == 4
     assert list(groups["node 'conv1' (Conv)"].units) == ["NMU"]
-    assert groups["loop at line 49"].tasks == 8           # tX and tS of 4 iterations
+    assert groups["loop at line 49"].tasks == 8  # tX and tS of 4 iterations
     assert sum(g.tasks for g in rep.groups) == rep.total.tasks == 17
     assert groups["node 'conv1' (Conv)"].binds == "NMU"
 
@@ -116,8 +127,12 @@ def test_top_level_segments_end_at_sync_tasks_waits_and_loops(tmp_path):
     p.write_text(FLAT)
     rep, _ = _timed(p)
     assert [(g.name, g.tasks) for g in rep.groups] == [
-        ("segment at line 5", 2), ("segment at line 7", 1), ("segment at line 9", 1),
-        ("loop at line 10", 2), ("segment at line 13", 1)]
+        ("segment at line 5", 2),
+        ("segment at line 7", 1),
+        ("segment at line 9", 1),
+        ("loop at line 10", 2),
+        ("segment at line 13", 1),
+    ]
 
 
 def _group(**busy_and_work) -> Group:
@@ -142,8 +157,8 @@ def test_binding_kind_is_the_busiest_unless_all_idle_half_the_time():
 def test_cli_text_report(capsys):
     assert run([str(CONV), "--mode", "timed", "--roofline"]) == 0
     out = capsys.readouterr().out
-    assert "total cycles:" in out                       # the summary is still there
-    table = out[out.index("roofline (D-RT-ROOFLINE"):].splitlines()
+    assert "total cycles:" in out  # the summary is still there
+    table = out[out.index("roofline (D-RT-ROOFLINE") :].splitlines()
     assert table[1].split()[:6] == ["group", "tasks", "cycles", "bound", "ratio", "binds"]
     program = table[2].split()
     assert program[:5] == ["program", "17", program[2], "14112", program[4]]
@@ -169,12 +184,15 @@ def test_cli_plot(tmp_path, capsys):
     assert f"roofline plot: {png}" in capsys.readouterr().out
 
 
-@pytest.mark.parametrize("flags, message", [
-    (["--roofline"], "--roofline needs --mode timed"),
-    (["--json"], "--json prints the roofline report: it needs --roofline"),
-    (["--roofline-plot", "x.png"], "--roofline-plot draws the roofline report"),
-    (["--mode", "timed", "--roofline", "--schedules", "2"], "it excludes --mode timed"),
-])
+@pytest.mark.parametrize(
+    "flags, message",
+    [
+        (["--roofline"], "--roofline needs --mode timed"),
+        (["--json"], "--json prints the roofline report: it needs --roofline"),
+        (["--roofline-plot", "x.png"], "--roofline-plot draws the roofline report"),
+        (["--mode", "timed", "--roofline", "--schedules", "2"], "it excludes --mode timed"),
+    ],
+)
 def test_cli_usage_errors(flags, message, capsys):
     assert run([str(CONV), *flags]) == 2
     err = capsys.readouterr().err
@@ -195,8 +213,7 @@ def test_the_worked_example_of_docs_compile_md(tmp_path):
     from doc_blocks import ROOT, blocks, run_console
 
     doc = ROOT / "docs" / "compile.md"
-    [block] = [b for b in blocks(doc.read_text()) if b.lang == "console"
-               and "--roofline" in b.text]
+    [block] = [b for b in blocks(doc.read_text()) if b.lang == "console" and "--roofline" in b.text]
     run_console(block, tmp_path, str(doc), ROOT)
 
 
@@ -207,10 +224,13 @@ def test_the_plot_shows_the_longest_groups_of_a_large_program(tmp_path, monkeypa
     from nem.runtime import roofline
 
     rep, _ = _timed(CONV)
-    rep.groups = [roofline.Row(f"g{k}", "loop", k, 1, k, 1.0, "DMA", "DMA", {})
-                  for k in range(roofline.PLOT_GROUPS + 5)]
+    rep.groups = [
+        roofline.Row(f"g{k}", "loop", k, 1, k, 1.0, "DMA", "DMA", {})
+        for k in range(roofline.PLOT_GROUPS + 5)
+    ]
     drawn: list[str] = []
-    monkeypatch.setattr(matplotlib.axes.Axes, "set_yticklabels",
-                        lambda self, labels, **kw: drawn.extend(labels))
+    monkeypatch.setattr(
+        matplotlib.axes.Axes, "set_yticklabels", lambda self, labels, **kw: drawn.extend(labels)
+    )
     roofline.bar_chart_png(rep, str(tmp_path / "r.png"))
     assert drawn == [f"g{k}" for k in range(5, roofline.PLOT_GROUPS + 5)]

@@ -93,8 +93,9 @@ def check_roundtrip(g: Generated) -> None:
     for name in g.names:
         assert re.search(rf"(?<![\w.]){re.escape(name)}(?!\w)", p1), f"name {name} lost"
     for deco, count in Counter(g.decos).items():
-        assert p1.count(deco) >= count and p1.count(deco) == g.text.count(deco), \
+        assert p1.count(deco) >= count and p1.count(deco) == g.text.count(deco), (
             f"decorator {deco} lost or duplicated"
+        )
     for q in g.quants:
         assert f"quant={q}" in p1, f"quant descriptor {q} lost"
     assert findings(m2) == findings(m1), "the verifier sees the printed program differently"
@@ -102,8 +103,11 @@ def check_roundtrip(g: Generated) -> None:
     assert print_nem(mlir_roundtrip(m1)) == p1, "generic MLIR round trip changed the program"
 
 
-@settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.too_slow,
-                                                                  HealthCheck.data_too_large])
+@settings(
+    max_examples=50,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
 @given(programs())
 @pytest.mark.slow  # 19 s
 def test_random_programs_roundtrip(g: Generated):
@@ -218,14 +222,37 @@ def test_generated_text_covers_the_grammar():
     the programs round-trip (a wider net than hypothesis' 50 examples)."""
     texts = [generate(RandomSource(seed)) for seed in range(300)]
     corpus = "\n".join(g.text for g in texts)
-    for snippet in ["loop ", "L1[", "DDR", "per_channel(", "per_group(", "per_tensor(", "wait(",
-                    "store.sync", "transfer.async", " mod ", " / ", "(", "@max_in_flight(",
-                    "strides=[", "layout=", "let ", "const ", "@resource(CSTL[0])",
-                    '@debug("x")', "@materialized", "endloop", "program "]:
+    for snippet in [
+        "loop ",
+        "L1[",
+        "DDR",
+        "per_channel(",
+        "per_group(",
+        "per_tensor(",
+        "wait(",
+        "store.sync",
+        "transfer.async",
+        " mod ",
+        " / ",
+        "(",
+        "@max_in_flight(",
+        "strides=[",
+        "layout=",
+        "let ",
+        "const ",
+        "@resource(CSTL[0])",
+        '@debug("x")',
+        "@materialized",
+        "endloop",
+        "program ",
+    ]:
         assert snippet in corpus, f"the generator never writes {snippet!r}"
     for opcode in OPCODES:
-        assert f" {opcode}.async " in corpus or f" {opcode}.sync " in corpus or \
-            f"\n{opcode}." in corpus, f"the generator never writes opcode {opcode}"
+        assert (
+            f" {opcode}.async " in corpus
+            or f" {opcode}.sync " in corpus
+            or f"\n{opcode}." in corpus
+        ), f"the generator never writes opcode {opcode}"
     assert re.search(r"\b\w+_\d+\b", corpus)
     # The generator keeps its structural promises (regions inside their
     # buffers, extents that fit the elements, ranks that match, lb <= ub, no

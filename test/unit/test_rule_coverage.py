@@ -18,7 +18,7 @@ RULES = REPO / "docs" / "conformance.md"
 def _load():
     spec = importlib.util.spec_from_file_location("rule_coverage", SCRIPT)
     mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod        # dataclasses look their module up
+    sys.modules[spec.name] = mod  # dataclasses look their module up
     spec.loader.exec_module(mod)
     return mod
 
@@ -42,9 +42,13 @@ TINY_TABLE = """\
 def test_reads_rule_table(tmp_path):
     rules_md = tmp_path / "conformance.md"
     rules_md.write_text(TINY_TABLE)
-    assert rc.read_rules(rules_md) == {"AA-01": "static", "AA-02": "static",
-                                       "BB-01": "device", "CC-01": "runtime",
-                                       "DD-01": "warning"}
+    assert rc.read_rules(rules_md) == {
+        "AA-01": "static",
+        "AA-02": "static",
+        "BB-01": "device",
+        "CC-01": "runtime",
+        "DD-01": "warning",
+    }
 
 
 def test_tags_several_ids_commas_and_spaces():
@@ -66,8 +70,13 @@ def test_arithmetic_on_tiny_table(tmp_path):
     tagged = rc.collect_tags(tests)
     assert tagged == {"AA-01", "BB-01", "DD-01", "ZZ-09"}
     cov = rc.coverage(rules, tagged)
-    assert cov == {"all": (3, 5), "static": (1, 2), "device": (1, 1),
-                   "runtime": (0, 1), "warning": (1, 1)}
+    assert cov == {
+        "all": (3, 5),
+        "static": (1, 2),
+        "device": (1, 1),
+        "runtime": (0, 1),
+        "warning": (1, 1),
+    }
     assert rc.uncovered(rules, tagged) == ["AA-02"]
     text = rc.report(rules, tagged)
     assert "rule coverage: 3/5 (60.0%)" in text
@@ -102,22 +111,28 @@ def test_script_on_repo():
     assert "uncovered static rules" in out.stdout
     rules = rc.read_rules(RULES)
     assert len(rules) == 185 and sum(k == "static" for k in rules.values()) == 140
-    out = subprocess.run([sys.executable, str(SCRIPT), "--check"], capture_output=True,
-                         text=True, cwd=REPO)
+    out = subprocess.run(
+        [sys.executable, str(SCRIPT), "--check"], capture_output=True, text=True, cwd=REPO
+    )
     assert out.returncode == 0, out.stdout
-    out = subprocess.run([sys.executable, str(SCRIPT), "--rule", "HAZ-01"], capture_output=True,
-                         text=True, cwd=REPO)
+    out = subprocess.run(
+        [sys.executable, str(SCRIPT), "--rule", "HAZ-01"], capture_output=True, text=True, cwd=REPO
+    )
     assert out.returncode == 0 and "test/lit/hazards/ordering.nem" in out.stdout
 
 
 def test_every_decision_the_gaps_name_exists():
     """The "Gaps" section points at decisions that spec-decisions.md defines."""
     text = RULES.read_text(encoding="utf-8")
-    gaps = text[text.index("## Gaps"):]
+    gaps = text[text.index("## Gaps") :]
     named = set(re.findall(r"D-[A-Z0-9-]*[A-Z0-9]", gaps))
-    defined = set(re.findall(r"^### (D-[A-Z0-9-]+)$",
-                             (REPO / "docs" / "spec-decisions.md").read_text(encoding="utf-8"),
-                             re.M))
+    defined = set(
+        re.findall(
+            r"^### (D-[A-Z0-9-]+)$",
+            (REPO / "docs" / "spec-decisions.md").read_text(encoding="utf-8"),
+            re.M,
+        )
+    )
     assert named and named <= defined, sorted(named - defined)
 
 

@@ -121,8 +121,10 @@ endloop
 
 
 def test_sync_equals_async_plus_wait():
-    a = pingpong(2).replace("tS = store.async(dst=dst, src=slot, deps=[tX])\n  wait(tS)",
-                            "tS = store.sync(dst=dst, src=slot, deps=[tX])")
+    a = pingpong(2).replace(
+        "tS = store.async(dst=dst, src=slot, deps=[tX])\n  wait(tS)",
+        "tS = store.sync(dst=dst, src=slot, deps=[tX])",
+    )
     outs = []
     for src in (pingpong(2), a):
         it = NemInterpreter()
@@ -154,13 +156,15 @@ def test_repr_and_device_info():
     it = NemInterpreter(device="npm_pro")
     assert "npm_pro" in repr(it)
     info = it.get_device_info()
-    assert info["num_engines"] == 4 and info["ddr_size"] is None   # D-SEM-DDR
+    assert info["num_engines"] == 4 and info["ddr_size"] is None  # D-SEM-DDR
     it.load_string(pingpong(2), "p.nem")
     s = it.start()
     s.step()
-    r = s.region("slot", i=0)   # a loop-body region names its iteration
+    r = s.region("slot", i=0)  # a loop-body region names its iteration
     assert "X_L1" in repr(r) and "L1[0]" in repr(r)
-    assert it.ddr_info()["size"] == 0   # DDR holds exactly the program's DDR buffers (none), D-SEM-DDR
+    assert (
+        it.ddr_info()["size"] == 0
+    )  # DDR holds exactly the program's DDR buffers (none), D-SEM-DDR
 
 
 def _pipe() -> NemInterpreter:
@@ -169,25 +173,54 @@ def _pipe() -> NemInterpreter:
     return it
 
 
-@pytest.mark.parametrize("call, exc, message", [
-    (lambda it: it.prepare("pipe.nem"), TypeError,
-     r"program must be a Program \(what load\(\) returns\), not 'pipe\.nem' \(str\): load the "
-     r"file first, e\.g\. it\.load\('pipe\.nem'\)"),
-    (lambda it: it.run("pipe.nem"), TypeError, r"program must be a Program .*not 'pipe\.nem'"),
-    (lambda it: it.start(3), TypeError, r"program must be a Program .*not 3 \(int\)"),
-    (lambda it: it.run_schedules(-1), ValueError, r"k must be >= 1, not -1"),
-    (lambda it: it.run_schedules(0), ValueError, r"k must be >= 1, not 0"),
-    (lambda it: it.run_schedules("2"), TypeError, r"k must be an int, not '2' \(str\)"),
-    (lambda it: it.run_schedules(2, seed=-1), ValueError,
-     r"seed must be >= 0, not -1 \(Python's random takes -S as S\)"),
-    (lambda it: it.explore(0), ValueError, r"max_schedules must be >= 1, not 0"),
-    (lambda it: it.set_scheduling("random", "x"), TypeError, r"seed must be an int, not 'x' \(str\)"),
-    (lambda it: it.set_scheduling("random", 1.5), TypeError, r"seed must be an int, not 1\.5"),
-    (lambda it: it.set_scheduling("random", -1), ValueError, r"seed must be >= 0, not -1"),
-    (lambda it: it.load_string(PIPE, "f.nem", syntax="cobol"), ValueError,
-     r"syntax must be 'nem' or 'mlir' \(or None: by the file's extension\), not 'cobol'"),
-], ids=["prepare-str", "run-str", "start-int", "k-negative", "k-zero", "k-str", "seed-negative",
-        "explore-zero", "seed-str", "seed-float", "scheduling-seed-negative", "syntax"])
+@pytest.mark.parametrize(
+    "call, exc, message",
+    [
+        (
+            lambda it: it.prepare("pipe.nem"),
+            TypeError,
+            r"program must be a Program \(what load\(\) returns\), not 'pipe\.nem' \(str\): load the "
+            r"file first, e\.g\. it\.load\('pipe\.nem'\)",
+        ),
+        (lambda it: it.run("pipe.nem"), TypeError, r"program must be a Program .*not 'pipe\.nem'"),
+        (lambda it: it.start(3), TypeError, r"program must be a Program .*not 3 \(int\)"),
+        (lambda it: it.run_schedules(-1), ValueError, r"k must be >= 1, not -1"),
+        (lambda it: it.run_schedules(0), ValueError, r"k must be >= 1, not 0"),
+        (lambda it: it.run_schedules("2"), TypeError, r"k must be an int, not '2' \(str\)"),
+        (
+            lambda it: it.run_schedules(2, seed=-1),
+            ValueError,
+            r"seed must be >= 0, not -1 \(Python's random takes -S as S\)",
+        ),
+        (lambda it: it.explore(0), ValueError, r"max_schedules must be >= 1, not 0"),
+        (
+            lambda it: it.set_scheduling("random", "x"),
+            TypeError,
+            r"seed must be an int, not 'x' \(str\)",
+        ),
+        (lambda it: it.set_scheduling("random", 1.5), TypeError, r"seed must be an int, not 1\.5"),
+        (lambda it: it.set_scheduling("random", -1), ValueError, r"seed must be >= 0, not -1"),
+        (
+            lambda it: it.load_string(PIPE, "f.nem", syntax="cobol"),
+            ValueError,
+            r"syntax must be 'nem' or 'mlir' \(or None: by the file's extension\), not 'cobol'",
+        ),
+    ],
+    ids=[
+        "prepare-str",
+        "run-str",
+        "start-int",
+        "k-negative",
+        "k-zero",
+        "k-str",
+        "seed-negative",
+        "explore-zero",
+        "seed-str",
+        "seed-float",
+        "scheduling-seed-negative",
+        "syntax",
+    ],
+)
 def test_bad_arguments_are_one_line_errors(call, exc, message):
     """outsider28_rt finding 10: `prepare("pipe.nem")` raised AttributeError
     from inside, `run_schedules(-1)` returned ([], None) (and `run_schedules(0)`
@@ -196,7 +229,7 @@ def test_bad_arguments_are_one_line_errors(call, exc, message):
     it = _pipe()
     with pytest.raises(exc, match="^" + message):
         call(it)
-    assert it.policy == "source" and it.seed == 0       # nothing changed
+    assert it.policy == "source" and it.seed == 0  # nothing changed
 
 
 def test_good_arguments_still_work():

@@ -77,8 +77,11 @@ def _conv_i8_reference(x, w, bias, sx, sw, sy):
     acc = np.zeros((x.shape[0], oh, ow, w.shape[3]), np.int64)
     for i in range(kh):
         for j in range(kw):
-            acc += np.einsum("nhwc,co->nhwo", x[:, i:i + oh, j:j + ow, :].astype(np.int64),
-                             w[i, j].astype(np.int64))
+            acc += np.einsum(
+                "nhwc,co->nhwo",
+                x[:, i : i + oh, j : j + ow, :].astype(np.int64),
+                w[i, j].astype(np.int64),
+            )
     acc += bias.astype(np.int64)
     return np.clip(np.rint(acc * ((sx * sw) / sy)), -128, 127).astype(np.int8)
 

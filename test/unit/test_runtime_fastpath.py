@@ -24,12 +24,13 @@ def test_second_run_is_replayed_with_the_same_result(monkeypatch):
     first = it.run()
     assert issued and it.program.compiled.replay is not None
     issued.clear()
-    it.write_tensor("X_L2", -x)        # new data: the effects run, the schedule is reused
+    it.write_tensor("X_L2", -x)  # new data: the effects run, the schedule is reused
     second = it.run()
-    assert issued == []                # no task was scheduled: the plan was replayed
+    assert issued == []  # no task was scheduled: the plan was replayed
     assert run_summary(it, second) == run_summary(it, first)
-    np.testing.assert_array_equal(it.read_tensor("Z_L2").reshape(-1),
-                                  np.maximum(-x + y, 0).astype(np.float32))
+    np.testing.assert_array_equal(
+        it.read_tensor("Z_L2").reshape(-1), np.maximum(-x + y, 0).astype(np.float32)
+    )
 
 
 def test_replay_reports_the_same_races_and_trace():
@@ -51,7 +52,7 @@ def test_failing_effect_during_replay_reports_as_a_normal_run():
     it.write_tensor("Y", np.ones(256, np.int32))
     assert it.run().status == "completed"
     y = np.ones(256, np.int32)
-    y[200] = 0                          # iteration 3 divides by zero
+    y[200] = 0  # iteration 3 divides by zero
     it.write_tensor("Y", y)
     replayed = it.run()
     fresh = NemInterpreter()
@@ -102,7 +103,8 @@ loop i in [0..1] @max_in_flight(1):
   c = compute.sync in region(X, i * 128, 128) elem=f32, shape=[32], layout=C out region(Y, i * 128, 128) elem=f32, shape=[32], layout=C op="mlir.kernel" kernel="{K}"
 endloop
 """
-SQUARE = " ".join("""func.func @kernel(%x: memref<32xf32>, %y: memref<32xf32>) {
+SQUARE = " ".join(
+    """func.func @kernel(%x: memref<32xf32>, %y: memref<32xf32>) {
   affine.for %i = 0 to 32 {
     %a = affine.load %x[%i] : memref<32xf32>
     %b = affine.load %y[%i] : memref<32xf32>
@@ -111,7 +113,8 @@ SQUARE = " ".join("""func.func @kernel(%x: memref<32xf32>, %y: memref<32xf32>) {
     affine.store %s, %y[%i] : memref<32xf32>
   }
   func.return
-}""".split())
+}""".split()
+)
 
 
 @pytest.mark.parametrize("backend", ["native", "interpreter"])
@@ -120,6 +123,7 @@ def test_replayed_escape_hatch_reads_and_writes_the_current_contents(backend):
     pointers, D-RT-MLIR-JIT), reads the inputs and the outputs' current
     contents at each run (read-modify-write, D-RT-MLIR-KERNEL)."""
     from nem.runtime import mlir_native
+
     if backend == "native" and mlir_native.unavailable() is not None:
         pytest.skip(str(mlir_native.unavailable()))
     it = NemInterpreter()
@@ -132,7 +136,7 @@ def test_replayed_escape_hatch_reads_and_writes_the_current_contents(backend):
     np.testing.assert_array_equal(it.read_tensor("Y").reshape(-1), x * x)
     it.write_tensor("X", -2 * x)
     it.write_tensor("Y", np.ones(64, np.float32))
-    assert it.run().status == "completed"       # replayed
+    assert it.run().status == "completed"  # replayed
     np.testing.assert_array_equal(it.read_tensor("Y").reshape(-1), 4 * x * x + 1)
 
 
@@ -153,10 +157,24 @@ def test_random_and_timed_runs_are_not_replayed(monkeypatch, policy):
 
 def _specials() -> np.ndarray:
     rng = np.random.default_rng(7)
-    v = rng.standard_normal(4000).astype(np.float32) * np.float32(10) ** \
-        rng.integers(-40, 39, 4000).astype(np.float32)
-    s = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 1e-45, -1e-45, 3.4028235e38,
-                  -3.4028235e38, 1.1754944e-38], np.float32)
+    v = rng.standard_normal(4000).astype(np.float32) * np.float32(10) ** rng.integers(
+        -40, 39, 4000
+    ).astype(np.float32)
+    s = np.array(
+        [
+            0.0,
+            -0.0,
+            np.inf,
+            -np.inf,
+            np.nan,
+            1e-45,
+            -1e-45,
+            3.4028235e38,
+            -3.4028235e38,
+            1.1754944e-38,
+        ],
+        np.float32,
+    )
     return np.concatenate([v, s, -s])
 
 
@@ -178,10 +196,11 @@ def test_f32_fast_path_is_bitwise_the_f64_formula(op):
     np.testing.assert_array_equal(got[~nan].view(np.uint32), want[~nan].view(np.uint32))
 
 
-
 @pytest.mark.parametrize("elem", ["f32", "f16"])
-@pytest.mark.parametrize("attrs", [{}, {"pads": [1, 1, 1, 1]},
-                                   {"pads": [0, 1, 2, 0], "strides": [2, 1], "dilations": [1, 2]}])
+@pytest.mark.parametrize(
+    "attrs",
+    [{}, {"pads": [1, 1, 1, 1]}, {"pads": [0, 1, 2, 0], "strides": [2, 1], "dilations": [1, 2]}],
+)
 def test_prepared_conv_is_bitwise_the_kernel(attrs, elem):
     """D-NUM-LINEAR-FLOAT - a float convolution bound to its operands
     (Preparable, D-RT-REPLAY) gives the kernel's bits, reading the operands'
@@ -193,8 +212,11 @@ def test_prepared_conv_is_bitwise_the_kernel(attrs, elem):
     b = rng.standard_normal(4).astype(dt)
     p = attrs.get("pads", [0, 0, 0, 0])
     s, d = attrs.get("strides", [1, 1]), attrs.get("dilations", [1, 1])
-    shape = (1, *((n + p[i] + p[2 + i] - (d[i] * 2 + 1)) // s[i] + 1 for i, n in enumerate((9, 10))),
-             4)
+    shape = (
+        1,
+        *((n + p[i] + p[2 + i] - (d[i] * 2 + 1)) // s[i] + 1 for i, n in enumerate((9, 10))),
+        4,
+    )
     ins = [Tensor(x, elem), Tensor(w, elem), Tensor(b, elem)]
     outs = [Tensor(np.zeros(shape, dt), elem)]
     call = KERNELS["conv2d"].prepare(ins, outs, attrs)
@@ -220,14 +242,25 @@ def _nan_specials(n: int, seed: int) -> np.ndarray:
     """f32 values with signalling and quiet NaNs of both signs and payloads,
     +-0, +-inf, subnormals and +-max among random magnitudes."""
     rng = np.random.default_rng(seed)
-    nans = np.array([0x7F800001, 0xFF800001, 0x7FC00001, 0xFFC12345, 0x7FBFFFFF],
-                    np.uint32).view(np.float32)
+    nans = np.array([0x7F800001, 0xFF800001, 0x7FC00001, 0xFFC12345, 0x7FBFFFFF], np.uint32).view(
+        np.float32
+    )
     v = np.concatenate([_specials(), nans])
     return rng.permutation(np.resize(v, n))
 
 
-CLAMPS = [(0, 0), (-3.4028234663852886e+38, -3.4028234663852886e+38), (-0.5, 0.5), (0, 6),
-          (-0.0, 0.0), (0.0, -0.0), (2, 1), (float("nan"), 1), (1e39, 1e39), (0.1, 0.30000001)]
+CLAMPS = [
+    (0, 0),
+    (-3.4028234663852886e38, -3.4028234663852886e38),
+    (-0.5, 0.5),
+    (0, 6),
+    (-0.0, 0.0),
+    (0.0, -0.0),
+    (2, 1),
+    (float("nan"), 1),
+    (1e39, 1e39),
+    (0.1, 0.30000001),
+]
 
 
 @pytest.mark.parametrize("lo,hi", CLAMPS)
@@ -241,16 +274,19 @@ def test_f32_clamp_is_bitwise_the_f64_formula(lo, hi):
     attrs = {"min": lo, "max": hi}
     got = KERNELS["clamp"](ins, outs, attrs)[0]
     with np.errstate(all="ignore"):
-        want = numeric_kernel("clamp", ins, outs[0],
-                              lambda x: np.minimum(np.maximum(x, float(lo)), float(hi)), None)
+        want = numeric_kernel(
+            "clamp", ins, outs[0], lambda x: np.minimum(np.maximum(x, float(lo)), float(hi)), None
+        )
     np.testing.assert_array_equal(_bits(got), _bits(want))
-    np.testing.assert_array_equal(_bits(_prepared(KERNELS["clamp"].prepare(ins, outs, attrs),
-                                                  outs)[0]), _bits(want))
+    np.testing.assert_array_equal(
+        _bits(_prepared(KERNELS["clamp"].prepare(ins, outs, attrs), outs)[0]), _bits(want)
+    )
 
 
 @pytest.mark.parametrize("elem", ["i8", "i16", "i32"])
-@pytest.mark.parametrize("lo,hi", [(0, 0), (-5, 5), (-1000, 70000), (3, -3), (-1e10, 1e10),
-                                   (200, 300)])
+@pytest.mark.parametrize(
+    "lo,hi", [(0, 0), (-5, 5), (-1000, 70000), (3, -3), (-1e10, 1e10), (200, 300)]
+)
 def test_integer_clamp_in_its_own_type_is_the_int64_formula(elem, lo, hi):
     """RULE: D-NUM-INT - bounds saturated to the type's range, then clamped in
     the type (a fill when min >= max), give the saturated int64 formula."""
@@ -260,18 +296,31 @@ def test_integer_clamp_in_its_own_type_is_the_int64_formula(elem, lo, hi):
     x[:4] = [info.min, info.max, 0, -1]
     ins, outs = [Tensor(x, elem)], [Tensor(np.zeros_like(x), elem)]
     attrs = {"min": lo, "max": hi}
-    want = numeric_kernel("clamp", ins, outs[0], None,
-                          lambda v: np.minimum(np.maximum(v, int(lo)), int(hi)))
-    for got in (KERNELS["clamp"](ins, outs, attrs)[0],
-                _prepared(KERNELS["clamp"].prepare(ins, outs, attrs), outs)[0]):
+    want = numeric_kernel(
+        "clamp", ins, outs[0], None, lambda v: np.minimum(np.maximum(v, int(lo)), int(hi))
+    )
+    for got in (
+        KERNELS["clamp"](ins, outs, attrs)[0],
+        _prepared(KERNELS["clamp"].prepare(ins, outs, attrs), outs)[0],
+    ):
         assert got.dtype == want.dtype
         np.testing.assert_array_equal(got, want)
 
 
-@pytest.mark.parametrize("op,attrs", [("relu", {}), ("add", {}), ("mul", {}), ("max", {}),
-                                      ("sub", {}), ("div", {}), ("neg", {}),
-                                      ("clamp", {"min": -0.5, "max": 0.5}),
-                                      ("clamp", {"min": 1.0, "max": 1.0})])
+@pytest.mark.parametrize(
+    "op,attrs",
+    [
+        ("relu", {}),
+        ("add", {}),
+        ("mul", {}),
+        ("max", {}),
+        ("sub", {}),
+        ("div", {}),
+        ("neg", {}),
+        ("clamp", {"min": -0.5, "max": 0.5}),
+        ("clamp", {"min": 1.0, "max": 1.0}),
+    ],
+)
 @pytest.mark.parametrize("alias", ["none", "in_place", "overlap"])
 def test_bound_small_kinds_write_the_kernels_bits_into_their_outputs(op, attrs, alias):
     """D-RT-REPLAY - f32 relu / clamp / binary ops bound to their operands
@@ -282,7 +331,7 @@ def test_bound_small_kinds_write_the_kernels_bits_into_their_outputs(op, attrs, 
     mem = np.zeros(600, np.float32)
     arity = 2 if op in _BINARY else 1
     x = mem[:256].reshape(16, 16)
-    b = rng.standard_normal((16, 16)).astype(np.float32).T       # a strided operand
+    b = rng.standard_normal((16, 16)).astype(np.float32).T  # a strided operand
     out = {"none": mem[300:556], "in_place": mem[:256], "overlap": mem[5:261]}[alias]
     ins = [Tensor(x, "f32"), Tensor(b, "f32")][:arity]
     outs = [Tensor(out.reshape(16, 16), "f32")]
@@ -336,8 +385,9 @@ def test_replayed_small_kinds_are_bitwise_a_scheduled_run(monkeypatch):
     from nem.runtime import kernels as kernels_mod
 
     def load(it: NemInterpreter, seed: int) -> None:
-        for buf, k in (("X", 0), ("B", 10), ("F", 20)):    # as bytes: F is also i8
+        for buf, k in (("X", 0), ("B", 10), ("F", 20)):  # as bytes: F is also i8
             it.write_tensor(buf, _nan_specials(256, seed + k), raw=True)
+
     it = NemInterpreter()
     it.load_string(KINDS, "k.nem")
     load(it, 0)
@@ -345,26 +395,33 @@ def test_replayed_small_kinds_are_bitwise_a_scheduled_run(monkeypatch):
     assert it.program.compiled.replay is not None
     general = []
     orig = kernels_mod.numeric_kernel
-    monkeypatch.setattr(kernels_mod, "numeric_kernel",
-                        lambda *a, **k: general.append(a[0]) or orig(*a, **k))
+    monkeypatch.setattr(
+        kernels_mod, "numeric_kernel", lambda *a, **k: general.append(a[0]) or orig(*a, **k)
+    )
     issued = issued_tasks(monkeypatch)
     load(it, 1)
     assert it.run().status == "completed"
-    assert issued == [] and general == []          # replayed, by the bound calls only
+    assert issued == [] and general == []  # replayed, by the bound calls only
     fresh = NemInterpreter()
     fresh.load_string(KINDS, "k.nem")
-    fresh.set_scheduling("random", seed=5)         # scheduled (never replayed)
+    fresh.set_scheduling("random", seed=5)  # scheduled (never replayed)
     load(fresh, 1)
     assert fresh.run().status == "completed"
     for buf in "YPFZQ":
-        np.testing.assert_array_equal(it.read_tensor(buf, dtype=np.uint8),
-                                      fresh.read_tensor(buf, dtype=np.uint8))
+        np.testing.assert_array_equal(
+            it.read_tensor(buf, dtype=np.uint8), fresh.read_tensor(buf, dtype=np.uint8)
+        )
     x = _nan_specials(256, 1)
-    np.testing.assert_array_equal(it.read_tensor("F", dtype=np.uint8).view(np.float32),
-                                  np.full(256, -3.4028234663852886e+38, np.float32))
-    np.testing.assert_array_equal(it.read_tensor("Z", dtype=np.uint8),
-                                  _bits(KERNELS["clamp"]([Tensor(x, "f32")], [Tensor(x, "f32")],
-                                                         {"min": -0.5, "max": 0.5})[0]))
+    np.testing.assert_array_equal(
+        it.read_tensor("F", dtype=np.uint8).view(np.float32),
+        np.full(256, -3.4028234663852886e38, np.float32),
+    )
+    np.testing.assert_array_equal(
+        it.read_tensor("Z", dtype=np.uint8),
+        _bits(
+            KERNELS["clamp"]([Tensor(x, "f32")], [Tensor(x, "f32")], {"min": -0.5, "max": 0.5})[0]
+        ),
+    )
 
 
 def test_collector_is_paused_only_while_a_run_records_its_plan(monkeypatch):
@@ -372,21 +429,23 @@ def test_collector_is_paused_only_while_a_run_records_its_plan(monkeypatch):
     on afterwards (also after a kernel error), untouched by other runs, and a
     collector the process disabled stays disabled."""
     import gc
+
     seen: list = []
     orig = sched_mod.Scheduler._run
-    monkeypatch.setattr(sched_mod.Scheduler, "_run",
-                        lambda self, t: seen.append(gc.isenabled()) or orig(self, t))
+    monkeypatch.setattr(
+        sched_mod.Scheduler, "_run", lambda self, t: seen.append(gc.isenabled()) or orig(self, t)
+    )
     assert gc.isenabled()
     it = NemInterpreter()
     it.load_string(ELTWISE, "e.nem")
-    it.run()                                       # records
+    it.run()  # records
     assert seen and not any(seen) and gc.isenabled()
     seen.clear()
     it.set_scheduling("random", seed=1)
-    it.run()                                       # not eligible: scheduled, collector on
+    it.run()  # not eligible: scheduled, collector on
     assert seen and all(seen)
     bad = NemInterpreter()
-    bad.load_string(DIVS, "d.nem")                 # Y = 0: the first division fails
+    bad.load_string(DIVS, "d.nem")  # Y = 0: the first division fails
     assert bad.run().status == "error" and gc.isenabled()
     gc.disable()
     try:

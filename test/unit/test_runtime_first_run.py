@@ -40,9 +40,10 @@ def test_overlapping_regions_with_different_starts_race():
 def test_a_race_through_a_shadow_record_kept_across_buckets():
     """RULE: HAZ-01 - a read of B between the two writes of A does not hide
     the race on A (records of other buckets are neither scanned nor dropped)."""
-    prog = OVERLAP.replace("t3 = transfer.async(dst=region(B, 0, 64), src=region(S, 256, 64))",
-                           "t3 = transfer.async(dst=region(S, 320, 64), src=region(B, 0, 64), "
-                           "deps=[t1])")
+    prog = OVERLAP.replace(
+        "t3 = transfer.async(dst=region(B, 0, 64), src=region(S, 256, 64))",
+        "t3 = transfer.async(dst=region(S, 320, 64), src=region(B, 0, 64), deps=[t1])",
+    )
     it = NemInterpreter()
     it.load_string(prog, "o.nem")
     assert it.run().race_count == 1
@@ -77,6 +78,7 @@ def test_memoized_placement_is_the_unmemoized_one(device):
     memo key holds every fact `bind_unit` reads, so a memo filled by other
     tasks gives each task its own unit (g is a's transfer but for its
     @resource: a key without it gives g a's sDMA)."""
+
     def units(memo: bool) -> list:
         it = NemInterpreter(device=device)
         it.load_string(PLACES, "p.nem")
@@ -91,6 +93,6 @@ def test_memoized_placement_is_the_unmemoized_one(device):
     by = dict(memo)
     assert by["a"][1] == "sDMA" and by["c"][1] == "sDMA"
     assert by["b"][:2] == (1, "DMA") and by["d"][:2] == (1, "DMA")
-    assert by["e"] == (1, "VPU", 0)              # @resource(VPU[0]) on engine 1 (L1[1])
+    assert by["e"] == (1, "VPU", 0)  # @resource(VPU[0]) on engine 1 (L1[1])
     assert by["f"][:2] == (1, "VPU")
-    assert by["g"] == (0, "DMA", 0)              # @resource(DMA[0]) on a DDR->L2 transfer
+    assert by["g"] == (0, "DMA", 0)  # @resource(DMA[0]) on a DDR->L2 transfer

@@ -50,7 +50,9 @@ def test_regions_and_buffers_are_typed_targets():
     it.write_tensor("q", q)
     assert np.array_equal(it.read_tensor("q"), q)
     assert it.read_tensor("Q", dtype=np.uint8)[0] == 0x78  # element 0 low nibble, 1 high
-    with pytest.raises(ValueError, match=r"int8 values outside \[-8, 7\] do not fit region q \(i4\[16\]\)"):
+    with pytest.raises(
+        ValueError, match=r"int8 values outside \[-8, 7\] do not fit region q \(i4\[16\]\)"
+    ):
         it.write_tensor("q", np.full(16, 9, np.int8))
     # an untyped buffer takes and gives bytes
     assert it.read_tensor("R").dtype == np.uint8 and it.read_tensor("R").shape == (64,)
@@ -58,8 +60,11 @@ def test_regions_and_buffers_are_typed_targets():
 
 def test_type_mismatch_is_an_error_unless_raw():
     it = _interp()
-    with pytest.raises(ValueError, match=r"a float32 array does not match region a "
-                                         r"\(f16\[8, 8\]\).*raw=True, nem-run --input-raw"):
+    with pytest.raises(
+        ValueError,
+        match=r"a float32 array does not match region a "
+        r"\(f16\[8, 8\]\).*raw=True, nem-run --input-raw",
+    ):
         it.write_tensor("a", np.zeros((8, 8), np.float32))
     with pytest.raises(ValueError, match=r"shape \[64\] does not match region a"):
         it.write_tensor("a", np.zeros(64, np.float16))
@@ -104,9 +109,15 @@ def test_bounds_are_checked_the_same_way_everywhere(where):
         io.write_tensor("a", np.zeros(65, np.float16), offset=2)
 
 
-@pytest.mark.parametrize("text, want", [
-    ("f16[64,32]", ("f16", (64, 32))), ("f32[]", ("f32", ())), ("f32[ ]", ("f32", ())),
-    ("i8", ("i8", None))])
+@pytest.mark.parametrize(
+    "text, want",
+    [
+        ("f16[64,32]", ("f16", (64, 32))),
+        ("f32[]", ("f32", ())),
+        ("f32[ ]", ("f32", ())),
+        ("i8", ("i8", None)),
+    ],
+)
 def test_output_spec(text, want):
     """D-RT-TENSOR-IO: `T[]` is a 0-d array, the shape `nem-compile -v`
     prints for a scalar output (its run line said `y:f32[]`, which this
@@ -147,8 +158,13 @@ def test_task_and_token_objects():
     ready = s.get_ready_tasks()
     assert all(isinstance(t, Task) for t in ready)
     first = ready[0]
-    assert (first.name, first.kind, first.line, first.iteration, first.state) == \
-        ("tA", "add.async", 17, {"i": 0}, "ready")
+    assert (first.name, first.kind, first.line, first.iteration, first.state) == (
+        "tA",
+        "add.async",
+        17,
+        {"i": 0},
+        "ready",
+    )
     assert first.deps == ("tX[i=0]", "tY[i=0]") and first.waiting_for == ()
     assert repr(first) == "<Task tA add.async line 17 [i=0] ready>"
     pending = s.get_pending_tasks()
@@ -171,8 +187,10 @@ def test_unknown_names_in_breakpoints_and_run_until_are_errors():
         s.add_breakpoint(task="tAA")
     with pytest.raises(ValueError, match=r"no task statement at line 3 \(task lines: 15, 16, "):
         s.add_breakpoint(line=3)
-    with pytest.raises(ValueError, match="no token named 'zzz' in the program; the program's "
-                                         "tokens: tA, tR, tS, tX, tY"):
+    with pytest.raises(
+        ValueError,
+        match="no token named 'zzz' in the program; the program's tokens: tA, tR, tS, tX, tY",
+    ):
         s.run_until("zzz")
     with pytest.raises(ValueError, match="needs task=, line= or loop_iter="):
         s.add_breakpoint()
@@ -204,68 +222,133 @@ def _io(where: str, text: str = TYPED):
 
 
 @pytest.mark.parametrize("where", ["interpreter", "session"])
-@pytest.mark.parametrize("name, shape", [
-    ("A", (-1,)), ("A", (-3,)), ("A", (-64,)), ("A", (-(2 ** 20),)), ("A", (0,)), ("A", [2, -1]),
-    ("a", (-1,)), ("a", (-17,)), ("a", (2, -1)), ("a", (4, 0)), ("q", (-1,))])
+@pytest.mark.parametrize(
+    "name, shape",
+    [
+        ("A", (-1,)),
+        ("A", (-3,)),
+        ("A", (-64,)),
+        ("A", (-(2**20),)),
+        ("A", (0,)),
+        ("A", [2, -1]),
+        ("a", (-1,)),
+        ("a", (-17,)),
+        ("a", (2, -1)),
+        ("a", (4, 0)),
+        ("q", (-1,)),
+    ],
+)
 def test_read_shape_must_be_positive(where, name, shape):
     """RULE: HAZ-04 -- outsider28_rt finding 1: a negative dimension made a
     negative byte count that got past the bounds check, and the read returned
     the rest of the memory level, other buffers included.  The rule is
     nem-run's for --output X:f32[-1] (`parse_spec`)."""
     io = _io(where)
-    io.write_tensor("R", np.full(64, 42, np.uint8))     # the buffer after A and Q
+    io.write_tensor("R", np.full(64, 42, np.uint8))  # the buffer after A and Q
     dims = ", ".join(str(d) for d in shape) + ("," if len(shape) == 1 else "")
-    with pytest.raises(ValueError, match=rf"^shape=\({dims}\): the shape must be positive "
-                                         r"integers, e.g. \(64, 32\) \(or \(\), for a 0-d array\)$"):
+    with pytest.raises(
+        ValueError,
+        match=rf"^shape=\({dims}\): the shape must be positive "
+        r"integers, e.g. \(64, 32\) \(or \(\), for a 0-d array\)$",
+    ):
         io.read_tensor(name, shape)
-    assert io.read_tensor(name, [2]).shape == (2,)       # a list, numpy integers: taken
+    assert io.read_tensor(name, [2]).shape == (2,)  # a list, numpy integers: taken
     assert io.read_tensor(name, (np.int64(1), 2)).shape == (1, 2)
 
 
 @pytest.mark.parametrize("where", ["interpreter", "session"])
-@pytest.mark.parametrize("name, offset, size, what", [
-    ("A", 256, 256, "f16 element"), ("A", 5000, 256, "f16 element"), ("A", 255, 256, "f16 element"),
-    ("a", 128, 128, "f16 element"), ("a", 200, 128, "f16 element"), ("q", 8, 8, "i4 element"),
-    ("R", 64, 64, "byte")])
+@pytest.mark.parametrize(
+    "name, offset, size, what",
+    [
+        ("A", 256, 256, "f16 element"),
+        ("A", 5000, 256, "f16 element"),
+        ("A", 255, 256, "f16 element"),
+        ("a", 128, 128, "f16 element"),
+        ("a", 200, 128, "f16 element"),
+        ("q", 8, 8, "i4 element"),
+        ("R", 64, 64, "byte"),
+    ],
+)
 def test_read_from_the_end_or_past_it_is_an_overrun(where, name, offset, size, what):
     """RULE: HAZ-04 -- outsider28_rt finding 2: with the default shape (the
     rest of the target), an offset at or past its end returned an empty array."""
     io = _io(where)
     kind = "buffer" if name.isupper() else "region"
-    with pytest.raises(ValueError, match=rf"^reading from offset {offset} of {kind} {name} "
-                                         rf"\({size} bytes\): out of bounds, not one whole {what} "
-                                         r"left \[HAZ-04\]$"):
+    with pytest.raises(
+        ValueError,
+        match=rf"^reading from offset {offset} of {kind} {name} "
+        rf"\({size} bytes\): out of bounds, not one whole {what} "
+        r"left \[HAZ-04\]$",
+    ):
         io.read_tensor(name, offset=offset)
-    assert io.read_tensor(name, offset=size - 2).size >= 1   # the last element still reads
+    assert io.read_tensor(name, offset=size - 2).size >= 1  # the last element still reads
 
 
 @pytest.mark.parametrize("where", ["interpreter", "session"])
-@pytest.mark.parametrize("call, exc, message", [
-    (lambda io: io.write_tensor("A", np.zeros(4, np.float16), offset=4.0), TypeError,
-     r"offset must be an int \(bytes from the start of the buffer or region\), not 4\.0 \(float\)"),
-    (lambda io: io.write_tensor("A", np.zeros(4, np.float16), offset="4"), TypeError,
-     r"offset must be an int .*, not '4' \(str\)"),
-    (lambda io: io.read_tensor("A", offset=True), TypeError, r"offset must be an int .*not True"),
-    (lambda io: io.read_tensor("A", 16), TypeError,
-     r"shape must be a sequence of ints such as \(64, 32\) or \(16,\), not 16 \(int\)"),
-    (lambda io: io.read_tensor("A", "abc"), TypeError, r"shape must be .*, not 'abc' \(str\)"),
-    (lambda io: io.read_tensor("A", (2.0, 3)), TypeError, r"shape must be .*, not \(2\.0, 3\)"),
-    (lambda io: io.read_tensor("A", dtype=object), ValueError,
-     r"dtype must be an element type \(i4, i8, i16, i32, u8, u16, u32, f16, bf16, f32\) or a "
-     r"numeric numpy dtype, as an object or by numpy's name \(np\.float16 or 'float16' for "
-     r"f16\), not <class 'object'>"),
-    (lambda io: io.read_tensor("A", dtype="cobol"), ValueError, r"dtype must be .*not 'cobol'"),
-    (lambda io: io.read_tensor("A", dtype="U8"), ValueError, r"dtype must be .*not 'U8'"),
-    (lambda io: io.read_tensor("A", dtype="f8"), ValueError, r"dtype must be .*not 'f8'"),
-    (lambda io: io.read_tensor("A", dtype=3.5), ValueError, r"dtype must be .*not 3\.5"),
-    (lambda io: io.write_tensor(3, np.zeros(4, np.float16)), TypeError,
-     r"buffer must be the name of a buffer or region \(a str\) or None \(DDR by byte offset\), "
-     r"not 3 \(int\)"),
-    (lambda io: io.write_tensor("A", None), TypeError,
-     r"tensor must be an array of numbers, not None"),
-], ids=["offset-float", "offset-str", "offset-bool", "shape-int", "shape-str", "shape-float",
-        "dtype-object", "dtype-unknown", "dtype-str", "dtype-numpy-code", "dtype-float",
-        "name-int", "tensor-none"])
+@pytest.mark.parametrize(
+    "call, exc, message",
+    [
+        (
+            lambda io: io.write_tensor("A", np.zeros(4, np.float16), offset=4.0),
+            TypeError,
+            r"offset must be an int \(bytes from the start of the buffer or region\), not 4\.0 \(float\)",
+        ),
+        (
+            lambda io: io.write_tensor("A", np.zeros(4, np.float16), offset="4"),
+            TypeError,
+            r"offset must be an int .*, not '4' \(str\)",
+        ),
+        (
+            lambda io: io.read_tensor("A", offset=True),
+            TypeError,
+            r"offset must be an int .*not True",
+        ),
+        (
+            lambda io: io.read_tensor("A", 16),
+            TypeError,
+            r"shape must be a sequence of ints such as \(64, 32\) or \(16,\), not 16 \(int\)",
+        ),
+        (lambda io: io.read_tensor("A", "abc"), TypeError, r"shape must be .*, not 'abc' \(str\)"),
+        (lambda io: io.read_tensor("A", (2.0, 3)), TypeError, r"shape must be .*, not \(2\.0, 3\)"),
+        (
+            lambda io: io.read_tensor("A", dtype=object),
+            ValueError,
+            r"dtype must be an element type \(i4, i8, i16, i32, u8, u16, u32, f16, bf16, f32\) or a "
+            r"numeric numpy dtype, as an object or by numpy's name \(np\.float16 or 'float16' for "
+            r"f16\), not <class 'object'>",
+        ),
+        (lambda io: io.read_tensor("A", dtype="cobol"), ValueError, r"dtype must be .*not 'cobol'"),
+        (lambda io: io.read_tensor("A", dtype="U8"), ValueError, r"dtype must be .*not 'U8'"),
+        (lambda io: io.read_tensor("A", dtype="f8"), ValueError, r"dtype must be .*not 'f8'"),
+        (lambda io: io.read_tensor("A", dtype=3.5), ValueError, r"dtype must be .*not 3\.5"),
+        (
+            lambda io: io.write_tensor(3, np.zeros(4, np.float16)),
+            TypeError,
+            r"buffer must be the name of a buffer or region \(a str\) or None \(DDR by byte offset\), "
+            r"not 3 \(int\)",
+        ),
+        (
+            lambda io: io.write_tensor("A", None),
+            TypeError,
+            r"tensor must be an array of numbers, not None",
+        ),
+    ],
+    ids=[
+        "offset-float",
+        "offset-str",
+        "offset-bool",
+        "shape-int",
+        "shape-str",
+        "shape-float",
+        "dtype-object",
+        "dtype-unknown",
+        "dtype-str",
+        "dtype-numpy-code",
+        "dtype-float",
+        "name-int",
+        "tensor-none",
+    ],
+)
 def test_bad_argument_types_are_one_line_errors(where, call, exc, message):
     """outsider28_rt finding 10: these gave raw Python errors from deep inside
     numpy (`slice indices must be integers`, `'int' object is not iterable`,
@@ -288,13 +371,16 @@ def test_dtype_takes_element_types_and_numeric_numpy_dtypes():
         assert got.dtype == np.float16 and np.array_equal(got, a)
     assert it.read_tensor("A", (2,), "bfloat16").dtype.name == "bfloat16"
     it.write_tensor("q", np.array([-8, 7] * 8, np.int8))
-    assert it.read_tensor("q", dtype="i4").tolist() == [-8, 7] * 8     # unpacked nibbles
-    assert it.read_tensor("q", dtype="int8").tolist() == [0x78] * 8    # int8 is i8: the bytes
-    b = it.read_tensor("A", (4,), "float64")                         # the bytes, as float64
+    assert it.read_tensor("q", dtype="i4").tolist() == [-8, 7] * 8  # unpacked nibbles
+    assert it.read_tensor("q", dtype="int8").tolist() == [0x78] * 8  # int8 is i8: the bytes
+    b = it.read_tensor("A", (4,), "float64")  # the bytes, as float64
     assert b.dtype == np.float64 and b.tobytes() == a[:16].tobytes()
-    assert it.read_tensor("A", dtype=np.int64).shape == (32,)        # the rest, as int64
-    with pytest.raises(ValueError, match=r"^reading from offset 250 of buffer A \(256 bytes\): "
-                                         r"out of bounds, not one whole float64 element left"):
+    assert it.read_tensor("A", dtype=np.int64).shape == (32,)  # the rest, as int64
+    with pytest.raises(
+        ValueError,
+        match=r"^reading from offset 250 of buffer A \(256 bytes\): "
+        r"out of bounds, not one whole float64 element left",
+    ):
         it.read_tensor("A", dtype=np.float64, offset=250)
 
 
@@ -304,17 +390,23 @@ def test_none_is_ddr_by_byte_offset():
     DDR, and the error says what None means (outsider28_rt finding 10: it said
     only `access [0, 16) is outside DDR (0 bytes)`)."""
     it = _interp()
-    with pytest.raises(ValueError, match=r"^writing 16 bytes at offset 0 of DDR \(0 bytes; "
-                                         r"buffer=None reads and writes DDR by byte offset\): "
-                                         r"out of bounds \[HAZ-04\]$"):
+    with pytest.raises(
+        ValueError,
+        match=r"^writing 16 bytes at offset 0 of DDR \(0 bytes; "
+        r"buffer=None reads and writes DDR by byte offset\): "
+        r"out of bounds \[HAZ-04\]$",
+    ):
         it.write_tensor(None, np.zeros(4, np.float32))
     ddr = NemInterpreter()
-    ddr.load_string("program p:\nbuffer D : DDR (size=64, align=64)\n"
-                    "d = region(D, 0, 64) elem=f32, shape=[16], layout=N\n", "p.nem")
+    ddr.load_string(
+        "program p:\nbuffer D : DDR (size=64, align=64)\n"
+        "d = region(D, 0, 64) elem=f32, shape=[16], layout=N\n",
+        "p.nem",
+    )
     x = np.arange(16, dtype=np.float32)
     assert ddr.write_tensor(None, x[:8], offset=32) == 32
     assert np.array_equal(ddr.read_tensor(None, (8,), "f32", offset=32), x[:8])
-    assert ddr.read_tensor(None).shape == (64,)                 # all of DDR, as bytes
+    assert ddr.read_tensor(None).shape == (64,)  # all of DDR, as bytes
     assert np.array_equal(ddr.start().read_tensor(None, (8,), np.float32, 32), x[:8])
 
 
@@ -328,25 +420,55 @@ def _paused_pipe():
     return s
 
 
-@pytest.mark.parametrize("call, exc, message", [
-    (lambda s: s.read_region("s"), ValueError,
-     r"region s is declared inside loop i in \[0\.\.3\] \(line 5\): name its iteration, "
-     r"e\.g\. read_region\('s', i=0\)"),
-    (lambda s: s.read_region("s", j=5), ValueError,
-     r"region s has no loop variable j: it is declared inside loop i in \[0\.\.3\] \(line 5\); "
-     r"name its iteration, e\.g\. read_region\('s', i=0\)"),
-    (lambda s: s.read_region("s", i=1, j=5), ValueError, r"region s has no loop variable j"),
-    (lambda s: s.read_region("s", i=99), ValueError,
-     r"region s: i=99 is outside loop i in \[0\.\.3\] \(line 5\)"),
-    (lambda s: s.read_region("x", i=7), ValueError, r"region x: i=7 is outside loop i in"),
-    (lambda s: s.read_region("x", i=-1), ValueError, r"region x: i=-1 is outside loop i in"),
-    (lambda s: s.dump_region("y", i=4), ValueError, r"region y: i=4 is outside loop i in"),
-    (lambda s: s.read_region("x", i=1.0), TypeError, r"region x: i must be an int, not 1\.0"),
-    (lambda s: s.read_region("qq"), ValueError,
-     r"no region named 'qq' in the program; the program's regions: s, x, y"),
-    (lambda s: s.read_region("ss", i=0), ValueError, r"no region named 'ss' .*did you mean s\?"),
-], ids=["no-variable", "wrong-variable", "extra-variable", "past-the-end", "past-the-buffer",
-        "negative", "dump_region", "float", "unknown", "misspelt"])
+@pytest.mark.parametrize(
+    "call, exc, message",
+    [
+        (
+            lambda s: s.read_region("s"),
+            ValueError,
+            r"region s is declared inside loop i in \[0\.\.3\] \(line 5\): name its iteration, "
+            r"e\.g\. read_region\('s', i=0\)",
+        ),
+        (
+            lambda s: s.read_region("s", j=5),
+            ValueError,
+            r"region s has no loop variable j: it is declared inside loop i in \[0\.\.3\] \(line 5\); "
+            r"name its iteration, e\.g\. read_region\('s', i=0\)",
+        ),
+        (lambda s: s.read_region("s", i=1, j=5), ValueError, r"region s has no loop variable j"),
+        (
+            lambda s: s.read_region("s", i=99),
+            ValueError,
+            r"region s: i=99 is outside loop i in \[0\.\.3\] \(line 5\)",
+        ),
+        (lambda s: s.read_region("x", i=7), ValueError, r"region x: i=7 is outside loop i in"),
+        (lambda s: s.read_region("x", i=-1), ValueError, r"region x: i=-1 is outside loop i in"),
+        (lambda s: s.dump_region("y", i=4), ValueError, r"region y: i=4 is outside loop i in"),
+        (lambda s: s.read_region("x", i=1.0), TypeError, r"region x: i must be an int, not 1\.0"),
+        (
+            lambda s: s.read_region("qq"),
+            ValueError,
+            r"no region named 'qq' in the program; the program's regions: s, x, y",
+        ),
+        (
+            lambda s: s.read_region("ss", i=0),
+            ValueError,
+            r"no region named 'ss' .*did you mean s\?",
+        ),
+    ],
+    ids=[
+        "no-variable",
+        "wrong-variable",
+        "extra-variable",
+        "past-the-end",
+        "past-the-buffer",
+        "negative",
+        "dump_region",
+        "float",
+        "unknown",
+        "misspelt",
+    ],
+)
 def test_read_region_checks_its_iteration(call, exc, message):
     """outsider28_rt finding 5: a loop-body region read without its loop
     variable took i=0, a variable the loop does not have was ignored, and an
@@ -368,36 +490,73 @@ def test_read_region_of_nested_loops_and_loop_body_buffers():
     it.write_tensor("X", x)
     s = it.start()
     assert s.run() == "completed"
-    assert s.read_region("t", i=3).tolist() == x[60:64].tolist()    # instance 1
-    assert s.read_region("t", i=2).tolist() == x[40:44].tolist()    # instance 0
+    assert s.read_region("t", i=3).tolist() == x[60:64].tolist()  # instance 1
+    assert s.read_region("t", i=2).tolist() == x[40:44].tolist()  # instance 0
     assert s.read_region("r", i=2, j=2).tolist() == x[40:44].tolist()
-    with pytest.raises(ValueError, match=r"^region r: j=3 is outside loop j in \[0\.\.2\] "
-                                         r"\(line 6\) when i=2$"):
+    with pytest.raises(
+        ValueError,
+        match=r"^region r: j=3 is outside loop j in \[0\.\.2\] "
+        r"\(line 6\) when i=2$",
+    ):
         s.read_region("r", i=2, j=3)
-    with pytest.raises(ValueError, match=r"^region r is declared inside loops i in \[0\.\.3\] "
-                                         r"\(line 3\), j \(line 6\): name its iteration, "
-                                         r"e\.g\. read_region\('r', i=0, j=0\)$"):
+    with pytest.raises(
+        ValueError,
+        match=r"^region r is declared inside loops i in \[0\.\.3\] "
+        r"\(line 3\), j \(line 6\): name its iteration, "
+        r"e\.g\. read_region\('r', i=0, j=0\)$",
+    ):
         s.read_region("r", j=0)
-    with pytest.raises(ValueError, match=r"^region a has no loop variable i: it is declared "
-                                         r"outside any loop; read_region\('a'\)$"):
+    with pytest.raises(
+        ValueError,
+        match=r"^region a has no loop variable i: it is declared "
+        r"outside any loop; read_region\('a'\)$",
+    ):
         _interp().start().read_region("a", i=0)
 
 
-@pytest.mark.parametrize("text, kwargs, message", [
-    (PIPE, {"task": "tr", "loop_iter": 99},
-     r"loop_iter=99 matches no iteration: the innermost loop of task tr is loop i in \[0\.\.3\] "
-     r"\(line 5\)"),
-    (PIPE, {"task": "tr", "loop_iter": -1}, r"loop_iter=-1 matches no iteration"),
-    (PIPE, {"loop_iter": 4},
-     r"loop_iter=4 matches no iteration: the innermost loop of the program's tasks is loop i in "
-     r"\[0\.\.3\] \(line 5\)"),
-    (PIPE, {"line": 10, "loop_iter": 7},
-     r"loop_iter=7 matches no iteration: the innermost loop of the task at line 10 is loop i"),
-    (PIPE, {"task": "tr", "line": 11}, r"no task tr at line 11 \(task tr is at line 10\)"),
-    (TYPED, {"loop_iter": 0}, r"loop_iter=0 never matches: no task of the program is inside a loop"),
-    (TYPED, {"task": "t", "loop_iter": 0}, r"loop_iter=0 never matches: task t is not inside a loop"),
-], ids=["task-past-the-end", "task-negative", "any-task", "line", "task-not-at-line", "no-loops",
-        "task-outside-loops"])
+@pytest.mark.parametrize(
+    "text, kwargs, message",
+    [
+        (
+            PIPE,
+            {"task": "tr", "loop_iter": 99},
+            r"loop_iter=99 matches no iteration: the innermost loop of task tr is loop i in \[0\.\.3\] "
+            r"\(line 5\)",
+        ),
+        (PIPE, {"task": "tr", "loop_iter": -1}, r"loop_iter=-1 matches no iteration"),
+        (
+            PIPE,
+            {"loop_iter": 4},
+            r"loop_iter=4 matches no iteration: the innermost loop of the program's tasks is loop i in "
+            r"\[0\.\.3\] \(line 5\)",
+        ),
+        (
+            PIPE,
+            {"line": 10, "loop_iter": 7},
+            r"loop_iter=7 matches no iteration: the innermost loop of the task at line 10 is loop i",
+        ),
+        (PIPE, {"task": "tr", "line": 11}, r"no task tr at line 11 \(task tr is at line 10\)"),
+        (
+            TYPED,
+            {"loop_iter": 0},
+            r"loop_iter=0 never matches: no task of the program is inside a loop",
+        ),
+        (
+            TYPED,
+            {"task": "t", "loop_iter": 0},
+            r"loop_iter=0 never matches: task t is not inside a loop",
+        ),
+    ],
+    ids=[
+        "task-past-the-end",
+        "task-negative",
+        "any-task",
+        "line",
+        "task-not-at-line",
+        "no-loops",
+        "task-outside-loops",
+    ],
+)
 def test_breakpoints_that_can_never_fire_are_errors(text, kwargs, message):
     """D-RT-NAMES, outsider28_rt finding 5: `add_breakpoint(loop_iter=99)` on a
     loop [0..3] let the program run to its end, as a misspelt task name did."""
@@ -414,5 +573,5 @@ def test_breakpoints_in_range_or_with_bounds_known_only_at_run_time():
     s.add_breakpoint(task="tr", loop_iter=3)
     assert s.run() == "breakpoint" and s.get_ready_tasks()[0].iteration == {"i": 3}
     n = _interp(NEST).start()
-    n.add_breakpoint(task="c", loop_iter=3)     # j in [0..i]: j=3 exists when i=3
+    n.add_breakpoint(task="c", loop_iter=3)  # j in [0..i]: j=3 exists when i=3
     assert n.run() == "breakpoint" and n.get_ready_tasks()[0].iteration == {"i": 3, "j": 3}

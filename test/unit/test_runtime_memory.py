@@ -31,19 +31,29 @@ def test_allocation_by_decreasing_alignment():
 def test_i4_packing_order_low_nibble_first():
     raw = np.zeros(2, np.uint8)
     pack_i4_into(raw, np.arange(4), np.array([1, -2, 7, -8]))
-    assert list(raw) == [0xE1, 0x87]   # D-RT-I4: element 2k low nibble, 2k+1 high nibble
+    assert list(raw) == [0xE1, 0x87]  # D-RT-I4: element 2k low nibble, 2k+1 high nibble
     assert list(unpack_i4(raw, np.arange(4))) == [1, -2, 7, -8]
 
 
 def _region(m, elem, shape, strides=None, start=0, extent=64):
     b = m.allocate("B", "L2", 64, 64) if "B" not in m.buffers else m.buffer("B")
-    return RegionInst("R", m.levels["L2"], b, b.offset + start, extent, elem, shape, strides,
-                      None, strides is None)
+    return RegionInst(
+        "R",
+        m.levels["L2"],
+        b,
+        b.offset + start,
+        extent,
+        elem,
+        shape,
+        strides,
+        None,
+        strides is None,
+    )
 
 
 def test_i4_region_roundtrip_with_strides():
     m = Memory(1, 4096, 1024, 1 << 16)
-    r = _region(m, "i4", (2, 3), strides=(4, 1))   # element strides (TYPE-04)
+    r = _region(m, "i4", (2, 3), strides=(4, 1))  # element strides (TYPE-04)
     vals = np.array([[1, 2, 3], [-1, -2, -3]], np.int8)
     r.write(vals)
     assert np.array_equal(r.read(), vals)
@@ -63,7 +73,7 @@ def test_bf16_and_strided_views():
 
 def test_region_bounds_are_checked():
     m = Memory(1, 4096, 1024, 1 << 16)
-    r = _region(m, "f32", (4, 8), extent=64)       # 128 bytes of elements in 64
+    r = _region(m, "f32", (4, 8), extent=64)  # 128 bytes of elements in 64
     with pytest.raises(MemoryError_) as e:
         r.check()
     assert e.value.rule == "EXT-02"
@@ -75,14 +85,17 @@ def test_region_bounds_are_checked():
 
 def test_ddr_default_size_and_tensor_io():
     it = NemInterpreter(ddr_size=1 << 20)
-    it.load_string("program p:\nbuffer D : DDR (size=64, align=64)\n"
-                   "buffer E : DDR (size=64, align=64)\n"
-                   "t = transfer.sync(dst=region(E, 0, 64), src=region(D, 0, 64))\n", "p.nem")
+    it.load_string(
+        "program p:\nbuffer D : DDR (size=64, align=64)\n"
+        "buffer E : DDR (size=64, align=64)\n"
+        "t = transfer.sync(dst=region(E, 0, 64), src=region(D, 0, 64))\n",
+        "p.nem",
+    )
     assert it.ddr_info()["size"] == 1 << 20
     x = np.arange(16, dtype=np.float32)
     it.write_tensor("D", x)
     it.run()
     assert np.array_equal(it.read_tensor("E", (16,), np.float32), x)
-    assert it.ddr_read(64, 64) == x.tobytes()   # E follows D (declaration order)
+    assert it.ddr_read(64, 64) == x.tobytes()  # E follows D (declaration order)
     with pytest.raises(ValueError):
         it.write_tensor("D", np.zeros(32, np.float32))

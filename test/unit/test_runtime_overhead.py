@@ -31,8 +31,16 @@ endloop
 
 def _tile_bits() -> np.ndarray:
     bits = np.random.default_rng(3).integers(0, 2**32, 3 * 3 * 8 * 16, dtype=np.uint32)
-    bits[:8] = [0x7FC00001, 0xFFC12345, 0x7F800001, 0x80000000, 0x00000001, 0x7F800000,
-                0xFF800000, 0x80000001]           # NaN payloads, sNaN, -0, subnormals, inf
+    bits[:8] = [
+        0x7FC00001,
+        0xFFC12345,
+        0x7F800001,
+        0x80000000,
+        0x00000001,
+        0x7F800000,
+        0xFF800000,
+        0x80000001,
+    ]  # NaN payloads, sNaN, -0, subnormals, inf
     return bits
 
 
@@ -52,7 +60,7 @@ def test_strided_tile_move_copies_every_bit(monkeypatch, wide_min):
     got = np.frombuffer(it.read_tensor("O").tobytes(), np.uint32).reshape(4, 3, 3, 8, 4)
     want = bits.reshape(3, 3, 8, 16)
     for j in range(4):
-        np.testing.assert_array_equal(got[j], want[..., 4 * j:4 * j + 4])
+        np.testing.assert_array_equal(got[j], want[..., 4 * j : 4 * j + 4])
     assert any(u is not None for u in used) == (wide_min < 10**9)
 
 
@@ -81,6 +89,7 @@ def _max_records(monkeypatch, text: str) -> tuple[int, object]:
     def counting(self, task, accesses, ref_of):
         access(self, task, accesses, ref_of)
         peak[0] = max(peak[0], self._n_records)
+
     monkeypatch.setattr(checks_mod.RaceDetector, "access", counting)
     it = NemInterpreter()
     it.load_string(text, "n.nem")
@@ -106,7 +115,7 @@ def test_collection_keeps_what_a_live_iteration_can_still_race_with(monkeypatch)
     it = NemInterpreter()
     it.load_string(racy, "n.nem")
     s = it.start()
-    s.sched.race._gc_at = 10**9          # never collect: the reference verdict
+    s.sched.race._gc_at = 10**9  # never collect: the reference verdict
     ref = s.run_to_end()
     assert res.race_count == ref.race_count > 0
     assert [str(r) for r in res.races] == [str(r) for r in ref.races]

@@ -55,6 +55,7 @@ def test_prepared_first_run_only_computes(monkeypatch):
     def inputs(it):
         it.write_tensor("X_L2", x)
         it.write_tensor("Y_L2", y)
+
     it = NemInterpreter()
     it.load_string(ELTWISE, "e.nem")
     issued = issued_tasks(monkeypatch)
@@ -63,11 +64,12 @@ def test_prepared_first_run_only_computes(monkeypatch):
     issued.clear()
     inputs(it)
     r = it.run()
-    assert issued == []                       # the plan was replayed: nothing scheduled
+    assert issued == []  # the plan was replayed: nothing scheduled
     assert r.status == "completed" and r.tasks_run == 20
-    np.testing.assert_array_equal(it.read_tensor("Z_L2").reshape(-1),
-                                  np.maximum(x + y, 0).astype(np.float32))
-    assert it.prepare() is True and issued == []   # planned already: no second walk
+    np.testing.assert_array_equal(
+        it.read_tensor("Z_L2").reshape(-1), np.maximum(x + y, 0).astype(np.float32)
+    )
+    assert it.prepare() is True and issued == []  # planned already: no second walk
 
 
 def test_prepared_run_reports_the_same_races_and_trace():
@@ -78,11 +80,12 @@ def test_prepared_run_reports_the_same_races_and_trace():
 
 def test_data_dependent_error_in_a_prepared_run_is_reported_as_in_a_normal_run():
     y = np.ones(256, np.int32)
-    y[200] = 0                                 # iteration 3 divides by zero
+    y[200] = 0  # iteration 3 divides by zero
 
     def inputs(it):
         it.write_tensor("X", np.arange(256, dtype=np.int32))
         it.write_tensor("Y", y)
+
     plain, ra, prepared, rb = _both(DIVS, inputs, "d.nem")
     assert rb.status == "error" and "iteration i=3" in rb.error.message
     assert run_summary(prepared, rb) == run_summary(plain, ra)
@@ -100,9 +103,14 @@ t = compute.sync in x out y op="whatever"
 """
 
 
-@pytest.mark.parametrize("src,file,status", [(DEADLOCK, "s.mlir", "deadlock"),
-                                             (OUT_OF_BOUNDS, "s.nem", "error"),
-                                             (UNKNOWN_OP, "u.nem", "error")])
+@pytest.mark.parametrize(
+    "src,file,status",
+    [
+        (DEADLOCK, "s.mlir", "deadlock"),
+        (OUT_OF_BOUNDS, "s.nem", "error"),
+        (UNKNOWN_OP, "u.nem", "error"),
+    ],
+)
 def test_a_walk_that_stops_plans_nothing_and_the_run_reports_it(src, file, status):
     """RULE: HAZ-04 - a deadlock or a run-time error does not depend on the
     data: `prepare` returns False and the run reports it as without it."""
@@ -157,8 +165,10 @@ def test_prepared_runs_equal_unprepared_runs_on_generated_programs(src):
     """The differential programs (races, pipelined and nested loops, local
     buffers): a prepared run and an unprepared one agree on the result, the
     races and every byte of memory."""
+
     def inputs(it):
         it.randomize_inputs(5)
+
     plain, ra, prepared, rb = _both(src, inputs, "g.nem")
     assert run_summary(prepared, rb) == run_summary(plain, ra)
     assert _image(prepared) == _image(plain)

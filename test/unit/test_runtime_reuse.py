@@ -63,11 +63,12 @@ def test_shared_effects_compute_what_fresh_ones_do(monkeypatch):
     rng = np.random.default_rng(7)
     x = rng.uniform(-2, 2, 8 * 4 * 4 * 4).astype(np.float32)
     w = rng.uniform(-1, 1, 3 * 3 * 4 * 4).astype(np.float32)
-    x[5], x[17], w[3] = np.nan, -0.0, np.float32(1e-40)    # NaN, -0, a subnormal
+    x[5], x[17], w[3] = np.nan, -0.0, np.float32(1e-40)  # NaN, -0, a subnormal
 
     def inputs(it):
         it.write_tensor("X", x)
         it.write_tensor("W", w)
+
     shared = _run(PINGPONG, True, monkeypatch, inputs)
     fresh = _run(PINGPONG, False, monkeypatch, inputs)
     assert shared == fresh
@@ -81,8 +82,10 @@ def test_shared_runs_equal_fresh_runs_on_generated_programs(src):
     buffers): result, races, trace and memory are those of fresh binding."""
     mp = pytest.MonkeyPatch()
     try:
+
         def inputs(it):
             it.randomize_inputs(3)
+
         assert _run(src, True, mp, inputs) == _run(src, False, mp, inputs)
     finally:
         mp.undo()

@@ -55,8 +55,9 @@ def test_random_schedules_expose_the_racy_program():
     assert all(r.race_count for r in results)
 
 
-@pytest.mark.parametrize("name", ["pingpong", "eltwise", "gemm_bias_relu", "conv2d_relu",
-                                  "conv2d_maxpool"])
+@pytest.mark.parametrize(
+    "name", ["pingpong", "eltwise", "gemm_bias_relu", "conv2d_relu", "conv2d_maxpool"]
+)
 @pytest.mark.slow  # 66 s (5 cases)
 def test_source_equals_random_over_50_seeds(name):
     it = NemInterpreter()
@@ -115,14 +116,16 @@ def test_deadlock_has_a_witness():
     assert r.status == "deadlock"
     w = r.deadlock.witness
     assert any(line.startswith("task t1") and "token t2" in line for line in w)
-    assert any(line.startswith("wait") and "token t1" in line for line in w) or \
-        any("t2" in line for line in w)
+    assert any(line.startswith("wait") and "token t1" in line for line in w) or any(
+        "t2" in line for line in w
+    )
 
 
 def test_wait_on_token_that_can_never_be_produced():
     src = DEADLOCK_MLIR.replace(
         '    %t1 = "nem.transfer"(%rb, %ra, %t2)',
-        '    "nem.wait"(%t2) : (!nem.token) -> ()\n    %t1 = "nem.transfer"(%rb, %ra, %t2)')
+        '    "nem.wait"(%t2) : (!nem.token) -> ()\n    %t1 = "nem.transfer"(%rb, %ra, %t2)',
+    )
     it = NemInterpreter()
     it.load_string(src, "dl2.mlir")
     r = it.run()
@@ -134,6 +137,7 @@ def _peak(n: int) -> int:
     it = NemInterpreter(trace=False)
     it.load_string(LOOP.format(T=n), "lazy.nem")
     import gc
+
     gc.collect()
     tracemalloc.start()
     r = it.run()
@@ -145,7 +149,7 @@ def _peak(n: int) -> int:
 
 @pytest.mark.slow  # 18 s
 def test_lazy_loop_memory_is_independent_of_trip_count():
-    small, big = _peak(1000), _peak(20000)   # both past the warm-up of the shadow memory
+    small, big = _peak(1000), _peak(20000)  # both past the warm-up of the shadow memory
     assert big <= 1.1 * small, (small, big)
 
 
@@ -188,11 +192,11 @@ def test_placement_and_resource_binding():
     it, s, r = _run(MULTI, mode="timed")
     assert r.status == "completed", r.error
     units = {row[1].label: row[3] for row in s.trace}
-    assert units["t0"][0] == 0 and units["t0"][1] == "DMA"          # PLACE-01, RES-07
-    assert units["t1"][0] == 1                                        # PLACE-01
-    assert units["t2"][0] == 2                                        # PLACE-04
-    assert units["t3"][1:] == ("DMA", 3)                              # RES-04: 7 mod 4
-    assert units["t4"] == (0, "CSTL", 1)                              # RES-03
+    assert units["t0"][0] == 0 and units["t0"][1] == "DMA"  # PLACE-01, RES-07
+    assert units["t1"][0] == 1  # PLACE-01
+    assert units["t2"][0] == 2  # PLACE-04
+    assert units["t3"][1:] == ("DMA", 3)  # RES-04: 7 mod 4
+    assert units["t4"] == (0, "CSTL", 1)  # RES-03
 
 
 def test_decorators_do_not_change_results():
@@ -223,8 +227,14 @@ def test_random_fill_draws_in_chunks(monkeypatch, elem):
     assert np.array_equal(whole[1:-1], chunked[1:-1])
     assert chunked[0] == 7 and chunked[-1] == 7
     if elem in ("f32", "f16", "bf16"):
-        assert np.abs(chunked[1:-1][:size // 4 * 4].view(np.float32 if elem == "f32" else
-                      api.DTYPES[elem])).max() <= 1
+        assert (
+            np.abs(
+                chunked[1:-1][: size // 4 * 4].view(
+                    np.float32 if elem == "f32" else api.DTYPES[elem]
+                )
+            ).max()
+            <= 1
+        )
 
 
 def test_random_fill_of_a_large_buffer_stays_small():

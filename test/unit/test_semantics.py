@@ -57,9 +57,10 @@ def test_endloop_race_the_checker_reports_is_witnessed_by_the_runtime():
     assert any(r.race_count for r in results)
     race = next(r.races[0] for r in results if r.race_count)
     assert {race.first.label, race.second.label} == {"tX", "tS"}
-    assert "i=2" in (race.first.iteration + race.second.iteration) or \
-        "i=3" in (race.first.iteration + race.second.iteration)
-    assert diff is not None           # some schedule reads L before i=2 or i=3 wrote it
+    assert "i=2" in (race.first.iteration + race.second.iteration) or "i=3" in (
+        race.first.iteration + race.second.iteration
+    )
+    assert diff is not None  # some schedule reads L before i=2 or i=3 wrote it
 
 
 def test_endloop_with_a_wait_in_the_body_is_safe_in_both():
@@ -78,7 +79,7 @@ def test_random_schedule_starts_a_task_after_the_loop_before_the_last_iterations
         s = it.start(memory=it.program.memory.clone())
         s.run_to_end()
         order.add(tuple((row[1].label, row[2]) for row in s.trace).index(("tS", "")))
-    assert min(order) < 4           # tS ran before some iteration's transfer
+    assert min(order) < 4  # tS ran before some iteration's transfer
 
 
 def test_same_seed_same_trace():
@@ -148,8 +149,10 @@ def test_buffers_summing_to_the_capacity_fit():
 
 
 def test_capacity_diagnostic_says_when_padding_is_what_overflows():
-    src = ("device \"npm_lite.nem\"\nprogram cap:\nbuffer A : L2 (size=524288, align=64)\n"
-           "buffer B : L2 (size=524287, align=64)\nbuffer C : L2 (size=1, align=64)\n")
+    src = (
+        'device "npm_lite.nem"\nprogram cap:\nbuffer A : L2 (size=524288, align=64)\n'
+        "buffer B : L2 (size=524287, align=64)\nbuffer C : L2 (size=1, align=64)\n"
+    )
     _, prog = program(src)
     (d,) = check_capacity(prog, find_device("npm_lite"))
     assert d.rule == "DEV-16" and "the padding is what overflows" in d.message
@@ -181,9 +184,12 @@ def test_checker_and_runtime_agree_on_ddr_capacity():
 
 def test_ddr_size_does_not_allocate_up_front():
     tracemalloc.start()
-    it = NemInterpreter(ddr_size=10 ** 13)
-    it.load_string("program p:\nbuffer D : DDR (size=64)\nbuffer E : DDR (size=64)\n"
-                   "t = transfer.sync(dst=region(E, 0, 64), src=region(D, 0, 64))\n", "t.nem")
+    it = NemInterpreter(ddr_size=10**13)
+    it.load_string(
+        "program p:\nbuffer D : DDR (size=64)\nbuffer E : DDR (size=64)\n"
+        "t = transfer.sync(dst=region(E, 0, 64), src=region(D, 0, 64))\n",
+        "t.nem",
+    )
     assert it.run().status == "completed"
     _, peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()
@@ -198,8 +204,18 @@ def test_verify_cost_does_not_double_per_loop_level():
 
 
 def test_one_element_type_table():
-    assert [n for n in ELEM_TYPES] == ["i4", "i8", "i16", "i32", "u8", "u16", "u32", "f16",
-                                       "bf16", "f32"]
+    assert [n for n in ELEM_TYPES] == [
+        "i4",
+        "i8",
+        "i16",
+        "i32",
+        "u8",
+        "u16",
+        "u32",
+        "f16",
+        "bf16",
+        "f32",
+    ]
     assert all(elem_of_xdsl(e.xdsl) == n for n, e in ELEM_TYPES.items())
     assert ELEM_TYPES["u8"].mlir == "ui8" and ELEM_TYPES["i4"].bits == 4
 
@@ -212,10 +228,25 @@ def test_layout_places_by_decreasing_alignment():
 @pytest.mark.slow  # 4 s
 def test_nem_run_shows_the_race_on_the_command_line():
     import tempfile
+
     with tempfile.NamedTemporaryFile("w", suffix=".nem", delete=False) as f:
         f.write(ENDLOOP.format(wait=""))
-    out = subprocess.run([sys.executable, "-m", "nem.cli.nem_run", f.name, "--schedules", "20",
-                          "--random-inputs", "1", "-j", "1"], capture_output=True, text=True)
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "nem.cli.nem_run",
+            f.name,
+            "--schedules",
+            "20",
+            "--random-inputs",
+            "1",
+            "-j",
+            "1",
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert out.returncode == 1 and "race:" in out.stdout
 
 
@@ -242,7 +273,7 @@ def test_schedule_memory_does_not_grow_with_k():
         peaks.append(tracemalloc.get_traced_memory()[1])
         tracemalloc.stop()
         assert diff is None and all(r.race_count == 0 for r in results)
-    assert peaks[1] < peaks[0] + (2 << 20)      # 10 more schedules: not 10 more L2 copies
+    assert peaks[1] < peaks[0] + (2 << 20)  # 10 more schedules: not 10 more L2 copies
 
 
 def test_schedule_results_do_not_depend_on_jobs():
@@ -252,8 +283,9 @@ def test_schedule_results_do_not_depend_on_jobs():
         it.load_string(ENDLOOP.format(wait=""), "t.nem")
         it.randomize_inputs(1)
         results, diff = it.run_schedules(12, seed=3, jobs=jobs)
-        outs.append(([[str(x) for x in r.races] for r in results], diff,
-                     it.read_buffer("D").tobytes()))
+        outs.append(
+            ([[str(x) for x in r.races] for r in results], diff, it.read_buffer("D").tobytes())
+        )
         ex = it.explore(100, jobs=jobs)
         outs[-1] += ([str(w.race) + str(w.schedule) for w in ex.races], ex.schedules, ex.outcomes)
     assert outs[0] == outs[1]
@@ -261,10 +293,15 @@ def test_schedule_results_do_not_depend_on_jobs():
 
 def test_explorer_covers_every_interleaving_of_independent_races():
     # three independent write-write races: 2^3 interleavings, no more
-    src = "program p:\nbuffer A : L2 (size=256)\nbuffer B : L2 (size=256)\n" + "".join(
-        f"a{k} = transfer.async(dst=region(A, {k * 64}, 64), src=region(B, 0, 64))\n"
-        f"b{k} = transfer.async(dst=region(A, {k * 64}, 64), src=region(B, 64, 64))\n"
-        for k in range(3)) + "wait(a0, b0, a1, b1, a2, b2)\n"
+    src = (
+        "program p:\nbuffer A : L2 (size=256)\nbuffer B : L2 (size=256)\n"
+        + "".join(
+            f"a{k} = transfer.async(dst=region(A, {k * 64}, 64), src=region(B, 0, 64))\n"
+            f"b{k} = transfer.async(dst=region(A, {k * 64}, 64), src=region(B, 64, 64))\n"
+            for k in range(3)
+        )
+        + "wait(a0, b0, a1, b1, a2, b2)\n"
+    )
     it = NemInterpreter()
     it.load_string(src, "t.nem")
     it.randomize_inputs(1)

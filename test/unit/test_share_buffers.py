@@ -26,18 +26,22 @@ def _move(name: str, dst: str, src: str, n: int, deps: str = "") -> str:
 PROGRAM = (
     'include "npm_pro_x1.nem"\ndevice npm_pro_x1\nprogram p:\n'
     "buffer X : DDR (size=8192, align=64)\nbuffer Y : DDR (size=8192, align=64)\n"
-    "buffer a : L1[0] (size=192, align=64)\n"      # live in the loop only
-    "buffer b : L1[0] (size=256, align=256)\n"     # live in the loop and after it
-    "buffer c : L1[0] (size=512, align=128)\n"     # after the loop
+    "buffer a : L1[0] (size=192, align=64)\n"  # live in the loop only
+    "buffer b : L1[0] (size=256, align=256)\n"  # live in the loop and after it
+    "buffer c : L1[0] (size=512, align=128)\n"  # after the loop
     "loop i in [0..1]:\n"
-    + "  " + _move("la", "region(a, 0, 64)", "region(X, i * 64, 64)", 64)
-    + "  " + _move("lb", "region(b, 0, 256)", "region(X, 1024, 256)", 256)
-    + "  " + _move("sa", "region(Y, i * 64, 64)", "region(a, 0, 64)", 64, ", deps=[la, lb]")
+    + "  "
+    + _move("la", "region(a, 0, 64)", "region(X, i * 64, 64)", 64)
+    + "  "
+    + _move("lb", "region(b, 0, 256)", "region(X, 1024, 256)", 256)
+    + "  "
+    + _move("sa", "region(Y, i * 64, 64)", "region(a, 0, 64)", 64, ", deps=[la, lb]")
     + "  wait(sa)\nendloop\n"
     + _move("sb", "region(Y, 512, 256)", "region(b, 0, 256)", 256)
     + _move("lc", "region(c, 0, 512)", "region(X, 2048, 512)", 512)
     + _move("sc", "region(Y, 1024, 512)", "region(c, 0, 512)", 512, ", deps=[lc]")
-    + "wait(sb, sc)\n")
+    + "wait(sb, sc)\n"
+)
 
 
 def _program(text: str) -> tuple[object, ProgramOp]:
@@ -48,11 +52,14 @@ def _program(text: str) -> tuple[object, ProgramOp]:
 def test_lifetimes_are_top_level_intervals():
     _, prog = _program(PROGRAM)
     spans = {lt.buffer.buffer_name.data: (lt.first, lt.last) for lt in lifetimes(prog, ["L1[0]"])}
-    at = {getattr(op, "token", None) and op.token.data: prog.block.get_operation_index(op)
-          for op in prog.block.ops}
-    loop = next(prog.block.get_operation_index(op) for op in prog.block.ops
-                if isinstance(op, LoopOp))
-    assert spans["a"] == (loop, loop)           # a use in a loop: the loop
+    at = {
+        getattr(op, "token", None) and op.token.data: prog.block.get_operation_index(op)
+        for op in prog.block.ops
+    }
+    loop = next(
+        prog.block.get_operation_index(op) for op in prog.block.ops if isinstance(op, LoopOp)
+    )
+    assert spans["a"] == (loop, loop)  # a use in a loop: the loop
     assert spans["b"] == (loop, at["sb"])
     # c's region ops are printed just before lc (they count as uses)
     assert at["sb"] < spans["c"][0] <= at["lc"] and spans["c"][1] == at["sc"]
@@ -71,7 +78,7 @@ def test_first_fit_keeps_alignment_and_separates_overlapping_lifetimes():
 
 
 def test_overlapping_lifetimes_are_not_packed():
-    text = PROGRAM.replace("buffer c : L1[0]", "buffer c : L1[1]")   # a and b overlap
+    text = PROGRAM.replace("buffer c : L1[0]", "buffer c : L1[1]")  # a and b overlap
     _, prog = _program(text)
     assert pack(lifetimes(prog, ["L1[0]"])) is None
 
@@ -100,8 +107,11 @@ def _first_fit_reference(items):
     placed = []
     for k in sorted(range(len(items)), key=lambda k: (-items[k].size, k)):
         item = items[k]
-        busy = sorted((off, off + o.size) for o, off in placed
-                      if item.first <= o.last and o.first <= item.last)
+        busy = sorted(
+            (off, off + o.size)
+            for o, off in placed
+            if item.first <= o.last and o.first <= item.last
+        )
         off = 0
         for lo, hi in busy:
             if off + item.size <= lo:
@@ -126,13 +136,27 @@ def test_packing_matches_first_fit_against_every_buffer():
         items = []
         for k in range(rng.randint(1, 30)):
             first = rng.randint(0, 20)
-            items.append(bl.Lifetime(object(), rng.choice([64, 128, 96, 4096, 100]),
-                                     rng.choice([1, 64]), first, first + rng.choice([0, 0, 1, 5])))
+            items.append(
+                bl.Lifetime(
+                    object(),
+                    rng.choice([64, 128, 96, 4096, 100]),
+                    rng.choice([1, 64]),
+                    first,
+                    first + rng.choice([0, 0, 1, 5]),
+                )
+            )
         offsets = bl._first_fit(items)
         assert offsets == _first_fit_reference(items)
-        want = [it for it in items if any(
-            o is not it and offsets[it.buffer] < offsets[o.buffer] + o.size
-            and offsets[o.buffer] < offsets[it.buffer] + it.size for o in items)]
+        want = [
+            it
+            for it in items
+            if any(
+                o is not it
+                and offsets[it.buffer] < offsets[o.buffer] + o.size
+                and offsets[o.buffer] < offsets[it.buffer] + it.size
+                for o in items
+            )
+        ]
         assert bl._sharing(items, offsets) == want
 
 
@@ -147,8 +171,11 @@ def test_ordering_the_reuse_pairs_only_accesses_of_different_packed_buffers():
     all_pairs = find_races(packed.program, buffers=packed.arenas)
     across = find_races(packed.program, buffers=packed.arenas, members=packed.members)
     assert across.work < all_pairs.work
-    assert [(r.earlier.inst.task.op, r.later.inst.task.op) for r in across.races] == \
-        [(r.earlier.inst.task.op, r.later.inst.task.op) for r in all_pairs.races] != []
+    assert (
+        [(r.earlier.inst.task.op, r.later.inst.task.op) for r in across.races]
+        == [(r.earlier.inst.task.op, r.later.inst.task.op) for r in all_pairs.races]
+        != []
+    )
 
 
 def test_packed_footprints_are_those_of_the_packed_program():

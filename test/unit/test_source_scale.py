@@ -24,6 +24,7 @@ def lexed(monkeypatch):
         def wrapper(text, *args, **kwargs):
             seen["chars"] += len(text)
             return fn(text, *args, **kwargs)
+
         return wrapper
 
     from nem.frontends.nem_text import config_parser, expression_parser
@@ -69,7 +70,10 @@ def test_chunk_places_are_counted_once():
     text = "a\n# -----\nb\n# ---\nc  # -----\nd"
     found, near = split_input(text, "x.nem", "# -----")
     assert [(c.text, c.line, c.col) for c in found] == [
-        ("a\n", 0, 0), ("\nb\n# ---\nc  ", 1, 7), ("\nd", 4, 10)]
+        ("a\n", 0, 0),
+        ("\nb\n# ---\nc  ", 1, 7),
+        ("\nd", 4, 10),
+    ]
     assert [str(d.loc) for d in near] == ["x.nem:4:6"]  # as mlir-opt: after the matched part
 
 
@@ -144,8 +148,9 @@ def test_mlir_diagnostics_and_locations_of_a_chunk_are_the_files(tmp_path, capsy
     assert _nem_opt(src, "--split-input-file", "--print-debuginfo") == 1
     out, err = capsys.readouterr()
     errors = [line.split(": error: ")[0] for line in err.splitlines() if ": error: " in line]
-    assert errors == [f"{src}:{at}" for at in
-                      ("5:1", "8:11", "13:23", "15:45", "17:4", "20:57")], err
+    assert errors == [f"{src}:{at}" for at in ("5:1", "8:11", "13:23", "15:45", "17:4", "20:57")], (
+        err
+    )
     assert "Redefinition of symbol" in err and "unterminated string" in err
     # the generalized linalg.map of the last chunk, at its line in the file
     assert f'loc("{src}":25:3)' in out and f'loc("{src}":24:1)' in out, out
@@ -157,9 +162,11 @@ def test_mlir_error_of_an_unlocated_op_is_in_its_chunk(tmp_path, capsys):
     starts mid-line (after `} // -----` on line 3, column 11): the
     diagnostic falls back to the start of that chunk, not the file's 1:1."""
     src = tmp_path / "c.mlir"
-    src.write_text("func.func @f() {\n  return\n} // ----- func.func @g(%a: i32) -> i64 {\n"
-                   '  %b = "arith.addi"(%a, %a) : (i32, i32) -> i64 loc("x")\n'
-                   "  return %b : i64\n}\n")
+    src.write_text(
+        "func.func @f() {\n  return\n} // ----- func.func @g(%a: i32) -> i64 {\n"
+        '  %b = "arith.addi"(%a, %a) : (i32, i32) -> i64 loc("x")\n'
+        "  return %b : i64\n}\n"
+    )
     assert _nem_opt(src, "--split-input-file") == 1
     err = capsys.readouterr().err
     errors = [line.split(": error: ")[0] for line in err.splitlines() if ": error: " in line]

@@ -35,16 +35,31 @@ def test_every_string_value_round_trips(value: str) -> None:
     assert tok.kind == STRING and unquote(tok.text) == value
 
 
-@pytest.mark.parametrize("literal, value", [
-    (r'"a\"b"', 'a"b'), (r'"a\\b"', "a\\b"), (r'"x\ny"', "x\ny"), (r'"\t"', "\t"),
-    (r'"\x41\x0d"', "A\r"), ('"é"', "é"), (r'"\\x41"', "\\x41")])
+@pytest.mark.parametrize(
+    "literal, value",
+    [
+        (r'"a\"b"', 'a"b'),
+        (r'"a\\b"', "a\\b"),
+        (r'"x\ny"', "x\ny"),
+        (r'"\t"', "\t"),
+        (r'"\x41\x0d"', "A\r"),
+        ('"é"', "é"),
+        (r'"\\x41"', "\\x41"),
+    ],
+)
 def test_escapes(literal: str, value: str) -> None:
     assert unquote(tokenize(literal, "t.nem")[0].text) == value
 
 
-@pytest.mark.parametrize("line, col, shown", [
-    (r'k = "ab\qc"', 8, r"\q"), (r'k = "ab\x8x"', 8, r"\x"), (r'k = "\u12"', 6, r"\u"),
-    ('k = "ab\\', 8, "\\")])
+@pytest.mark.parametrize(
+    "line, col, shown",
+    [
+        (r'k = "ab\qc"', 8, r"\q"),
+        (r'k = "ab\x8x"', 8, r"\x"),
+        (r'k = "\u12"', 6, r"\u"),
+        ('k = "ab\\', 8, "\\"),
+    ],
+)
 def test_unknown_escape_is_located(line: str, col: int, shown: str) -> None:
     with pytest.raises(NemDiagnosticError) as e:
         tokenize(line, "t.nem")
@@ -66,10 +81,12 @@ def test_kernel_text_with_control_characters_prints_and_reads_back() -> None:
     assert print_nem(parse_nem(text, "p2.nem")) == text
 
 
-@pytest.mark.parametrize("expr, value", [
-    ("1.5 + 0", 1.5), ("2.0 * 0", 0.0), ("0 - 1.0", -1.0), ("7.0 mod 2", 1.0), ("1.0 / 4", 0.25)])
+@pytest.mark.parametrize(
+    "expr, value",
+    [("1.5 + 0", 1.5), ("2.0 * 0", 0.0), ("0 - 1.0", -1.0), ("7.0 mod 2", 1.0), ("1.0 / 4", 0.25)],
+)
 def test_float_folding_applies_only_the_operator(expr: str, value: float) -> None:
-    text = PROGRAM.replace('op="mlir.kernel" kernel=KERNEL', f"op=\"leaky_relu\" alpha={expr}")
+    text = PROGRAM.replace('op="mlir.kernel" kernel=KERNEL', f'op="leaky_relu" alpha={expr}')
     assert f"alpha={fmt_num(value)}\n" in print_nem(parse_nem(text, "p.nem"))
 
 

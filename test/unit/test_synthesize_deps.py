@@ -107,8 +107,9 @@ def build(items: list[Task | Loop]) -> ProgramOp:
         else:
             b.compute("add", ins=regs[:2], outs=[regs[2]])
 
-    def block(items: tuple[Task | Loop, ...] | list[Task | Loop], iv: Sym | None,
-              depth: int) -> None:
+    def block(
+        items: tuple[Task | Loop, ...] | list[Task | Loop], iv: Sym | None, depth: int
+    ) -> None:
         for item in items:
             if isinstance(item, Loop):
                 with b.loop(f"i{depth}", 0, item.trip - 1, max_in_flight=item.window) as inner:
@@ -129,8 +130,9 @@ def _name_tasks(prog: ProgramOp) -> None:
         op.properties["token"] = StringAttr(f"t{k}")
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow],
-          derandomize=True)  # the same 60 programs on every run (a known case below)
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow], derandomize=True
+)  # the same 60 programs on every run (a known case below)
 @given(programs(), st.integers(2, 8))
 @pytest.mark.slow  # 6 s
 def test_synthesized_programs_are_valid_minimal_and_race_free(items, limit):
@@ -140,9 +142,24 @@ def test_synthesized_programs_are_valid_minimal_and_race_free(items, limit):
 def test_dependency_unneeded_once_the_others_are_placed_is_dropped():
     """A relu->load dep that the deps added later make unneeded (it was kept
     before the minimization step of D-DEPS-SYNTH)."""
-    items = [Loop(1, 1, (Task("load", ((0, 2),), 0), Loop(3, 1, (
-        Task("store", ((0, 0),), 0), Task("store", ((0, 2),), 0),
-        Task("relu", ((0, -2), (0, 1)), 0)))))]
+    items = [
+        Loop(
+            1,
+            1,
+            (
+                Task("load", ((0, 2),), 0),
+                Loop(
+                    3,
+                    1,
+                    (
+                        Task("store", ((0, 0),), 0),
+                        Task("store", ((0, 2),), 0),
+                        Task("relu", ((0, -2), (0, 1)), 0),
+                    ),
+                ),
+            ),
+        )
+    ]
     check_synthesized(items, 3)
 
 

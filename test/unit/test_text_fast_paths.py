@@ -28,10 +28,63 @@ from nem.frontends.nem_text.lexer import iter_tokens, tokenize
 from nem.frontends.nem_text.parser import parse_nem
 
 ROOT = Path(__file__).resolve().parents[2]
-PIECES = ["relu", "x", "_a1", "opcode", "transfer", "store", "foo", ".", "..", "async", "sync",
-          "asyncx", "mandatory", "extended", "1", "12", "0", "5", "e", "E3", "e+2", "-", "+",
-          '"s"', '"a\\"b"', '"open', '"\\q"', '"\\x4', '"\\x4f"', "\\", "#c", " ", "  ", "\t", "\r", "\f", "(", ")", "[", "]",
-          ",", "=", ":", "@", "*", "/", "<", ">", "{", "}", ";", "!", "$", "é", "99999999999999999999"]
+PIECES = [
+    "relu",
+    "x",
+    "_a1",
+    "opcode",
+    "transfer",
+    "store",
+    "foo",
+    ".",
+    "..",
+    "async",
+    "sync",
+    "asyncx",
+    "mandatory",
+    "extended",
+    "1",
+    "12",
+    "0",
+    "5",
+    "e",
+    "E3",
+    "e+2",
+    "-",
+    "+",
+    '"s"',
+    '"a\\"b"',
+    '"open',
+    '"\\q"',
+    '"\\x4',
+    '"\\x4f"',
+    "\\",
+    "#c",
+    " ",
+    "  ",
+    "\t",
+    "\r",
+    "\f",
+    "(",
+    ")",
+    "[",
+    "]",
+    ",",
+    "=",
+    ":",
+    "@",
+    "*",
+    "/",
+    "<",
+    ">",
+    "{",
+    "}",
+    ";",
+    "!",
+    "$",
+    "é",
+    "99999999999999999999",
+]
 
 
 def _lex(fn, text: str) -> tuple[str, object]:
@@ -45,9 +98,15 @@ def _same(text: str) -> None:
     assert _lex(tokenize, text) == _lex(iter_tokens, text), repr(text)
 
 
-@pytest.mark.parametrize("path", sorted(p.relative_to(ROOT) for p in ROOT.glob("**/*.nem")
-                                        if ".git" not in p.parts and "venv" not in str(p)),
-                         ids=str)
+@pytest.mark.parametrize(
+    "path",
+    sorted(
+        p.relative_to(ROOT)
+        for p in ROOT.glob("**/*.nem")
+        if ".git" not in p.parts and "venv" not in str(p)
+    ),
+    ids=str,
+)
 def test_repository_programs_lex_alike(path: Path) -> None:
     _same((ROOT / path).read_text(errors="replace"))
 

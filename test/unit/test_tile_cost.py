@@ -44,13 +44,12 @@ func.func @relu(%x: memref<1x56x56x256xf32>, %y: memref<1x56x56x256xf32>) {
   return
 }
 """
-BUDGET = 512 * 1024      # npm_pro_x1's L1 halved for double buffering
+BUDGET = 512 * 1024  # npm_pro_x1's L1 halved for double buffering
 
 
 def _band(text: str):
     m = ir.Module.parse(text)
-    PassManager.parse("builtin.module(func.func(convert-linalg-to-affine-loops))").run(
-        m.operation)
+    PassManager.parse("builtin.module(func.func(convert-linalg-to-affine-loops))").run(m.operation)
     fn = next(o.operation for o in m.body.operations)
     band = nest_ir.analyze_band(nest_ir.top_level_nests(fn)[0])
     assert band is not None
@@ -81,10 +80,10 @@ def test_vgg_conv_keeps_its_weight_tile_for_many_pixels():
         sizes = tile_cost.search(band, BUDGET, halving)
         total, out = tiling.footprint(band, sizes)
         assert total + out <= BUDGET
-        assert sizes[4:] == [3, 3, 512]                   # the reduction loops whole
+        assert sizes[4:] == [3, 3, 512]  # the reduction loops whole
         assert _peels(band, sizes) == 0
         assert sum(s < e for s, e in zip(sizes, band.extents)) <= 3
-        assert sizes[1] * sizes[2] >= 49                  # many pixels per weight tile
+        assert sizes[1] * sizes[2] >= 49  # many pixels per weight tile
         assert _moved(band, sizes) * 10 < _moved(band, halving)
         # what band_sizes (both routes' entry) returns
         assert tiling.band_sizes(band, _Options(), BUDGET) == sizes
@@ -135,12 +134,17 @@ class _Options:
     tile_sizes = None
 
 
-FIRST = CONV.replace("30x30x512", "226x226x64").replace("28x28x512", "224x224x64") \
+FIRST = (
+    CONV.replace("30x30x512", "226x226x64")
+    .replace("28x28x512", "224x224x64")
     .replace("3x3x512x512", "3x3x64x64")
+)
 
 
-@pytest.mark.parametrize("budget,parts", [(BUDGET, None), (BUDGET // 2, None),
-                                          (BUDGET, {1: [56]}), (BUDGET // 2, {2: [56]})])
+@pytest.mark.parametrize(
+    "budget,parts",
+    [(BUDGET, None), (BUDGET // 2, None), (BUDGET, {1: [56]}), (BUDGET // 2, {2: [56]})],
+)
 def test_no_more_loops_tiled_than_the_halving_sizes(budget, parts):
     """VGG-19's second conv (224x224, 64 channels): the halving sizes tile
     the rows (and the columns at half the budget); the searched ones tile
@@ -151,8 +155,9 @@ def test_no_more_loops_tiled_than_the_halving_sizes(budget, parts):
         halving = tiling.choose_tile_sizes(band, budget)
         sizes = tile_cost.search(band, budget, halving, parts)
         lengths = [max((parts or {}).get(i, [e])) for i, e in enumerate(band.extents)]
-        assert sum(s < n for s, n in zip(sizes, lengths)) <= \
-            sum(s < n for s, n in zip(halving, lengths))
+        assert sum(s < n for s, n in zip(sizes, lengths)) <= sum(
+            s < n for s, n in zip(halving, lengths)
+        )
         assert _moved(band, sizes) <= _moved(band, halving)
 
 
@@ -181,6 +186,7 @@ def test_the_affine_model_is_the_footprint_of_d_compile_tiles(text):
         module, band = _band(text)
         model = tile_cost._Model(band)
         rows = [[int(rng.integers(1, e + 1)) for e in band.extents] for _ in range(40)]
-        need, moved = model.score(np.array(rows, dtype=np.int64),
-                                  np.array(band.extents, dtype=np.int64))
+        need, moved = model.score(
+            np.array(rows, dtype=np.int64), np.array(band.extents, dtype=np.int64)
+        )
         assert [int(n) for n in need] == [sum(tiling.footprint(band, r)) for r in rows]

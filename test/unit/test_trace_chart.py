@@ -18,8 +18,24 @@ def test_every_opcode_has_its_own_colour(n):
 
 
 def test_rows_go_engine_by_engine():
-    units = [(1, "CSTL", 0), (0, "DMA", 0), (-1, "sDMA", 0), (0, "CSTL", 1), (0, "CSTL", 0),
-             (1, "DMA", 0), (10, "CSTL", 0), (2, "CSTL", 0)]
+    units = [
+        (1, "CSTL", 0),
+        (0, "DMA", 0),
+        (-1, "sDMA", 0),
+        (0, "CSTL", 1),
+        (0, "CSTL", 0),
+        (1, "DMA", 0),
+        (10, "CSTL", 0),
+        (2, "CSTL", 0),
+    ]
     rows = [lane_label(u) for u in sorted(units, key=lane_key)]
-    assert rows == ["E0.CSTL[0]", "E0.CSTL[1]", "E0.DMA[0]", "E1.CSTL[0]", "E1.DMA[0]",
-                    "E2.CSTL[0]", "E10.CSTL[0]", "dev.sDMA[0]"]
+    assert rows == [
+        "E0.CSTL[0]",
+        "E0.CSTL[1]",
+        "E0.DMA[0]",
+        "E1.CSTL[0]",
+        "E1.DMA[0]",
+        "E2.CSTL[0]",
+        "E10.CSTL[0]",
+        "dev.sDMA[0]",
+    ]

@@ -23,10 +23,13 @@ FAR = float("inf")
 
 
 def test_reduction_loops_keep_their_default_size():
-    space = candidates([1, 16, 16, 8, 3, 3, 8], [1, 16, 8, 8, 3, 3, 4],
-                       [True, True, True, True, False, False, False])
+    space = candidates(
+        [1, 16, 16, 8, 3, 3, 8],
+        [1, 16, 8, 8, 3, 3, 4],
+        [True, True, True, True, False, False, False],
+    )
     assert space.choices[4:] == [[3], [3], [4]]
-    assert space.choices[2] == [8, 16, 4, 2, 1]      # the default first, then halvings
+    assert space.choices[2] == [8, 16, 4, 2, 1]  # the default first, then halvings
     assert space.choices[0] == [1]
     assert space.size == 5 * 5 * 4
 
@@ -41,7 +44,7 @@ def test_a_small_space_is_searched_exhaustively():
 
     best, cycles, tried = search(space, score, trials=12, seed=0, deadline=FAR)
     assert (best, cycles, tried) == ([2, 4], 4, 6)
-    assert seen[0] == (8, 8) and sorted(set(seen)) == sorted(seen)   # default first, no repeat
+    assert seen[0] == (8, 8) and sorted(set(seen)) == sorted(seen)  # default first, no repeat
 
 
 def test_a_large_space_is_sampled_the_same_under_a_seed():
@@ -68,7 +71,7 @@ def test_a_large_space_without_optuna_is_a_compile_error(monkeypatch):
     ModuleNotFoundError'; the search says what to install instead."""
     from nem.compile import CompileError
 
-    monkeypatch.setitem(sys.modules, "optuna", None)    # `import optuna` raises ImportError
+    monkeypatch.setitem(sys.modules, "optuna", None)  # `import optuna` raises ImportError
     space = Space([64] * 4, [64] * 4, [[64, 32, 16, 8, 4, 2]] * 4)
     with pytest.raises(CompileError, match="pip install optuna"):
         search(space, lambda s: sum(s), trials=8, seed=0, deadline=FAR)
@@ -116,8 +119,9 @@ def test_compile_tuned_reports_each_op_and_never_loses_cycles():
     from nem.compile.tune import compile_tuned
 
     model = samples.mlp("f32")
-    result, report = compile_tuned(model, CompileOptions(device=DEVICE), timed_cycles,
-                                   budget=1e9, seed=0, trials=2)
+    result, report = compile_tuned(
+        model, CompileOptions(device=DEVICE), timed_cycles, budget=1e9, seed=0, trials=2
+    )
     assert report.nests and not report.budget_reached
     for n in report.nests:
         assert n.best_cycles is not None and n.default_cycles is not None
@@ -130,19 +134,28 @@ def test_compile_tuned_reports_each_op_and_never_loses_cycles():
     assert all(x.tobytes() == y.tobytes() for x, y in zip(a, b))
 
 
-@pytest.mark.parametrize("value, error", [
-    ("x", TypeError), ((("k", (0, 2)),), ValueError), ((("k", ()),), ValueError),
-    (((1, (2,)),), ValueError)])
+@pytest.mark.parametrize(
+    "value, error",
+    [
+        ("x", TypeError),
+        ((("k", (0, 2)),), ValueError),
+        ((("k", ()),), ValueError),
+        (((1, (2,)),), ValueError),
+    ],
+)
 def test_op_tile_sizes_are_checked(value, error):
     with pytest.raises(error, match="op_tile_sizes"):
         compile_onnx(samples.mlp("f32"), device=DEVICE, op_tile_sizes=value)
 
 
-@pytest.mark.parametrize("flags, message", [
-    (["--tune-budget", "5"], "options of --tune"),
-    (["--tune", "--tune-trials", "0"], "--tune-trials N >= 1"),
-    (["--tune", "--bisect"], "--tune takes a .onnx model"),
-])
+@pytest.mark.parametrize(
+    "flags, message",
+    [
+        (["--tune-budget", "5"], "options of --tune"),
+        (["--tune", "--tune-trials", "0"], "--tune-trials N >= 1"),
+        (["--tune", "--bisect"], "--tune takes a .onnx model"),
+    ],
+)
 def test_tune_usage_errors(flags, message, tmp_path, capsys):
     import onnx
 

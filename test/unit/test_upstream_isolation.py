@@ -41,15 +41,19 @@ def test_abort_is_a_located_diagnostic_with_upstreams_message():
         _run(_abort, "LLVM ERROR: x created with unregistered dialect")
     (d,) = e.value.diagnostics
     assert (d.loc.line, d.loc.col) == (3, 5)
-    assert d.message.startswith("not supported: upstream MLIR aborted (SIGABRT) while testing: "
-                                "LLVM ERROR: x created with unregistered dialect")
+    assert d.message.startswith(
+        "not supported: upstream MLIR aborted (SIGABRT) while testing: "
+        "LLVM ERROR: x created with unregistered dialect"
+    )
     assert d.fix == "do not abort"
 
 
 def test_diagnostics_pass_through():
     with pytest.raises(NemDiagnosticError) as e:
         _run(_diagnose, "invalid MLIR (upstream parser): expected ')'")
-    assert [d.message for d in e.value.diagnostics] == ["invalid MLIR (upstream parser): expected ')'"]
+    assert [d.message for d in e.value.diagnostics] == [
+        "invalid MLIR (upstream parser): expected ')'"
+    ]
 
 
 def test_a_bug_of_ours_stays_a_bug():

@@ -15,8 +15,13 @@ needs_tools = pytest.mark.skipif(not tool_dirs(), reason="the mlir extra is not 
 
 
 def _run(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "nem.cli.upstream_tools", *args],
-                          capture_output=True, text=True, timeout=60, check=False)
+    return subprocess.run(
+        [sys.executable, "-m", "nem.cli.upstream_tools", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
 
 
 @needs_tools

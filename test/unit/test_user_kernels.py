@@ -41,23 +41,39 @@ def kernel_writing_its_input(ins, outs, attrs):
     return [ins[0].array.copy()]
 
 
-@pytest.mark.parametrize("kernel, message", [
-    (lambda ins, outs, attrs: [np.zeros(16, np.float16)],
-     "kernel 'relu' returned 16 elements for output y of shape [32]"),
-    (lambda ins, outs, attrs: None, "your kernel for 'relu' returned NoneType, not a list of arrays"),
-    (lambda ins, outs, attrs: [np.zeros(32)], "kernel 'relu' returned float64 for output y of type f16"),
-    (lambda ins, outs, attrs: 1 / 0, "your kernel for 'relu' raised ZeroDivisionError: division by zero"),
-    (lambda ins: [ins[0].array], "your kernel for 'relu' raised TypeError"),
-    (kernel_writing_its_input, "your kernel for 'relu' raised ValueError: assignment destination "
-     "is read-only"),
-])
+@pytest.mark.parametrize(
+    "kernel, message",
+    [
+        (
+            lambda ins, outs, attrs: [np.zeros(16, np.float16)],
+            "kernel 'relu' returned 16 elements for output y of shape [32]",
+        ),
+        (
+            lambda ins, outs, attrs: None,
+            "your kernel for 'relu' returned NoneType, not a list of arrays",
+        ),
+        (
+            lambda ins, outs, attrs: [np.zeros(32)],
+            "kernel 'relu' returned float64 for output y of type f16",
+        ),
+        (
+            lambda ins, outs, attrs: 1 / 0,
+            "your kernel for 'relu' raised ZeroDivisionError: division by zero",
+        ),
+        (lambda ins: [ins[0].array], "your kernel for 'relu' raised TypeError"),
+        (
+            kernel_writing_its_input,
+            "your kernel for 'relu' raised ValueError: assignment destination is read-only",
+        ),
+    ],
+)
 def test_what_a_kernel_gets_wrong_is_a_located_error(kernel, message):
     it, res = run_with(kernel)
     assert res.status == "error" and res.error is not None
     assert message in res.error.message, res.error.render()
     assert res.error.loc is not None and res.error.loc.line == 7 and res.error.fix
     assert res.error.rule == "EXEC-03"
-    assert (it.read_tensor("x") != 7).all()          # the input was not changed
+    assert (it.read_tensor("x") != 7).all()  # the input was not changed
 
 
 def refusing(ins, outs, attrs):
@@ -68,11 +84,17 @@ def undefined(ins, outs, attrs):
     raise NumericError("no relu of a negative zero")
 
 
-@pytest.mark.parametrize("kernel, message, fix", [
-    (refusing, "not supported: only positive inputs", "your kernel for this opcode refused"),
-    (undefined, "no defined result: no relu of a negative zero", "the input values have no "
-     "defined result"),
-])
+@pytest.mark.parametrize(
+    "kernel, message, fix",
+    [
+        (refusing, "not supported: only positive inputs", "your kernel for this opcode refused"),
+        (
+            undefined,
+            "no defined result: no relu of a negative zero",
+            "the input values have no defined result",
+        ),
+    ],
+)
 def test_a_kernel_refusing_its_operands_reads_as_the_reference_kernels(kernel, message, fix):
     """docs/python-api.md: a kernel raises NotSupported for inputs it does not
     handle (NumericError for values without a defined result) and the run
@@ -87,7 +109,7 @@ def test_kernels_are_fixed_when_the_interpreter_is_made():
     unprepared runs only (D-RT-PREPARE): the mapping is read-only."""
     it = NemInterpreter(kernels={"relu": lambda ins, outs, attrs: [ins[0].array]})
     with pytest.raises(TypeError):
-        it.kernels["relu"] = lambda ins, outs, attrs: [-ins[0].array]   # type: ignore[index]
+        it.kernels["relu"] = lambda ins, outs, attrs: [-ins[0].array]  # type: ignore[index]
     with pytest.raises(TypeError, match="kernels must be a dict {opcode: fn}, not list"):
         NemInterpreter(kernels=[("relu", abs)])
 

@@ -65,8 +65,13 @@ def ok(main: Callable[..., object], *args: str) -> tuple[str, str]:
     return out, err
 
 
-def chain(tmp_path: Path, model: onnx.ModelProto, device: str,
-          compile_args: tuple[str, ...] = (), suffix: str = ".nem") -> None:
+def chain(
+    tmp_path: Path,
+    model: onnx.ModelProto,
+    device: str,
+    compile_args: tuple[str, ...] = (),
+    suffix: str = ".nem",
+) -> None:
     """The documented chain on one model (one input `x`, one output `y`);
     fails on any error, warning, race, schedule-dependent result or mismatch
     with onnxruntime."""
@@ -74,13 +79,30 @@ def chain(tmp_path: Path, model: onnx.ModelProto, device: str,
     onnx.save(model, src)
     np.save(x, input_array(model)[1])
     prog = tmp_path / f"m{suffix}"
-    ok(nem_compile.main, str(src), "--device", device, "-o", str(prog), "--no-progress",
-       *compile_args)
-    run = [str(prog), "--input", f"x={x}", "--output", f"y={tmp_path / 'y.npy'}",
-           "--schedules", "2", "-j", "1"]
+    ok(
+        nem_compile.main,
+        str(src),
+        "--device",
+        device,
+        "-o",
+        str(prog),
+        "--no-progress",
+        *compile_args,
+    )
+    run = [
+        str(prog),
+        "--input",
+        f"x={x}",
+        "--output",
+        f"y={tmp_path / 'y.npy'}",
+        "--schedules",
+        "2",
+        "-j",
+        "1",
+    ]
     if suffix == ".nem":
         _, err = ok(nem_opt.main, str(prog), "-p", "nem-verify", "-o", os.devnull)
-        assert err == "", err                                  # no warning either
+        assert err == "", err  # no warning either
         if (tmp_path / "m.weights.npz").exists():
             run += ["--input", str(tmp_path / "m.weights.npz")]
     else:
@@ -93,14 +115,24 @@ def chain(tmp_path: Path, model: onnx.ModelProto, device: str,
 
 # The default set (CI, about a minute on a quiet 2-core machine): every model
 # once, the element types alternating; the transform route and .nemb once each.
-DEFAULT = [("mobilenet_block", "f16"), ("unet_block", "f32"), ("gated_mlp", "f16"),
-           ("attention", "f32"), ("eltwise_mix", "f16"), ("grouped_cnn", "f32")]
+DEFAULT = [
+    ("mobilenet_block", "f16"),
+    ("unet_block", "f32"),
+    ("gated_mlp", "f16"),
+    ("attention", "f32"),
+    ("eltwise_mix", "f16"),
+    ("grouped_cnn", "f32"),
+]
 BOTH = [(n, d) for n in MODELS for d in ("f32", "f16")]
 DEVICES = ("npm_pro_x1", "npm_lite", "npm_mid", "npm_pro")
 
 
-@pytest.mark.parametrize("name,dtype,device", [(n, d, dev) for n, d in BOTH for dev in DEVICES]
-                         if FULL else [(n, d, "npm_pro_x1") for n, d in DEFAULT])
+@pytest.mark.parametrize(
+    "name,dtype,device",
+    [(n, d, dev) for n, d in BOTH for dev in DEVICES]
+    if FULL
+    else [(n, d, "npm_pro_x1") for n, d in DEFAULT],
+)
 @pytest.mark.slow  # 24 s (6 cases)
 def test_user_model(tmp_path, name, dtype, device):
     chain(tmp_path, MODELS[name](dtype), device)
@@ -132,15 +164,34 @@ def test_installed_commands(tmp_path):
 
     tool(str(BIN / "nem-compile"), "u.onnx", "--device", "npm_lite", "-o", "u.nem", "--no-progress")
     assert tool(str(BIN / "nem-opt"), "u.nem", "-p", "nem-verify", "-o", os.devnull).stderr == ""
-    tool(str(BIN / "nem-run"), "u.nem", "--input", "u.weights.npz", "--input", "x=x.npy",
-         "--output", "y=y.npy", "--schedules", "2")
-    r = tool(sys.executable, "-m", "nem.compile.check", "u.onnx", "--input", "x=x.npy",
-             "--output", "y=y.npy")
+    tool(
+        str(BIN / "nem-run"),
+        "u.nem",
+        "--input",
+        "u.weights.npz",
+        "--input",
+        "x=x.npy",
+        "--output",
+        "y=y.npy",
+        "--schedules",
+        "2",
+    )
+    r = tool(
+        sys.executable,
+        "-m",
+        "nem.compile.check",
+        "u.onnx",
+        "--input",
+        "x=x.npy",
+        "--output",
+        "y=y.npy",
+    )
     assert r.stdout.rstrip().endswith(": OK"), r.stdout
 
 
 # ---------------------------------------------------------------------------
 # Regression tests: what the outsider hit.
+
 
 @pytest.fixture
 def mobilenet(tmp_path):
@@ -151,18 +202,27 @@ def mobilenet(tmp_path):
     return tmp_path
 
 
-@pytest.mark.parametrize("args,message", [
-    # an output nem-run did not write (it failed): was a FileNotFoundError traceback
-    (["--input", "x=x.npy", "--output", "y=missing.npy"],
-     "check: error: --output y=missing.npy: cannot read 'missing.npy': No such file or "
-     "directory"),
-    (["--input", "x=x.npy", "--output", "y=bad.npy"],
-     "check: error: --output y=bad.npy: cannot reshape array of size 5 into shape (2,12,17,13)"),
-    (["--input", "x=x.npy", "--output", "z=bad.npy"],
-     "check: error: --output z: the model has no output 'z' (outputs: y)"),
-    (["--input", "q=x.npy"], "check: error: --input q: the model has no input 'q' (inputs: x)"),
-    (["--input", "x=bad.npy"], "check: error: onnxruntime cannot run m.onnx: "),
-])
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        # an output nem-run did not write (it failed): was a FileNotFoundError traceback
+        (
+            ["--input", "x=x.npy", "--output", "y=missing.npy"],
+            "check: error: --output y=missing.npy: cannot read 'missing.npy': No such file or "
+            "directory",
+        ),
+        (
+            ["--input", "x=x.npy", "--output", "y=bad.npy"],
+            "check: error: --output y=bad.npy: cannot reshape array of size 5 into shape (2,12,17,13)",
+        ),
+        (
+            ["--input", "x=x.npy", "--output", "z=bad.npy"],
+            "check: error: --output z: the model has no output 'z' (outputs: y)",
+        ),
+        (["--input", "q=x.npy"], "check: error: --input q: the model has no input 'q' (inputs: x)"),
+        (["--input", "x=bad.npy"], "check: error: onnxruntime cannot run m.onnx: "),
+    ],
+)
 def test_check_bad_files_are_one_line_errors(mobilenet, monkeypatch, args, message):
     monkeypatch.chdir(mobilenet)
     code, out, err = run_main(check.main, "m.onnx", *args)
@@ -188,8 +248,13 @@ def test_mlir_input_upstream_cannot_bufferize(tmp_path):
     "nem-compile: internal error: MLIRError ..." (exit 2); it is the user's
     input, located in it, in stage 'bufferize'."""
     (tmp_path / "sin.mlir").write_text(SIN_ON_TENSORS)
-    code, _, err = run_main(nem_compile.main, str(tmp_path / "sin.mlir"), "-o",
-                            str(tmp_path / "sin.nem"), "--no-progress")
+    code, _, err = run_main(
+        nem_compile.main,
+        str(tmp_path / "sin.mlir"),
+        "-o",
+        str(tmp_path / "sin.nem"),
+        "--no-progress",
+    )
     assert code == 1, err
     assert f"{tmp_path / 'sin.mlir'}:2:8: error: op was not bufferized" in err, err
     assert "internal error" not in err and "failed in stage 'bufferize'" in err, err
@@ -198,8 +263,13 @@ def test_mlir_input_upstream_cannot_bufferize(tmp_path):
 def test_mlir_parse_error_names_the_file(tmp_path):
     """Upstream's parse error said `"-":2:8`; it names the input file."""
     (tmp_path / "bad.mlir").write_text(SIN_ON_TENSORS.replace("math.sin", "foo.bar"))
-    code, _, err = run_main(nem_compile.main, str(tmp_path / "bad.mlir"), "-o",
-                            str(tmp_path / "bad.nem"), "--no-progress")
+    code, _, err = run_main(
+        nem_compile.main,
+        str(tmp_path / "bad.mlir"),
+        "-o",
+        str(tmp_path / "bad.nem"),
+        "--no-progress",
+    )
     assert code == 1 and f"{tmp_path / 'bad.mlir'}:2:8: error: Dialect `foo' not found" in err, err
     assert '"-"' not in err, err
 
@@ -210,7 +280,9 @@ def test_compile_mlir_api_raises_compile_error():
 
     with pytest.raises(CompileError) as e:
         compile_mlir(SIN_ON_TENSORS)
-    assert e.value.stage == "bufferize" and "<mlir>:2:8: error: op was not bufferized" in str(e.value)
+    assert e.value.stage == "bufferize" and "<mlir>:2:8: error: op was not bufferized" in str(
+        e.value
+    )
 
 
 def test_nem_run_unknown_input_name_is_not_quoted(tmp_path):
@@ -221,8 +293,9 @@ def test_nem_run_unknown_input_name_is_not_quoted(tmp_path):
     np.save(tmp_path / "x.npy", np.zeros(4, np.float32))
     code, _, err = run_main(nem_run.main, str(prog), "--input", f"q={tmp_path / 'x.npy'}")
     assert code == 2, err
-    assert err.startswith(f"nem-run: error: --input q={tmp_path / 'x.npy'}: no buffer or region "
-                          "named 'q' (known: X)"), err
+    assert err.startswith(
+        f"nem-run: error: --input q={tmp_path / 'x.npy'}: no buffer or region named 'q' (known: X)"
+    ), err
 
 
 def test_verbose_prints_the_interface_and_a_run_line(tmp_path, monkeypatch):
@@ -234,8 +307,10 @@ def test_verbose_prints_the_interface_and_a_run_line(tmp_path, monkeypatch):
     h = onnx.helper
     graph = h.make_graph(
         [h.make_node("Add", ["input.1", "x:0"], ["s"]), h.make_node("Relu", ["s"], ["out.a"])],
-        "g", [h.make_tensor_value_info(n, onnx.TensorProto.FLOAT, [3, 5]) for n in ("input.1", "x:0")],
-        [h.make_tensor_value_info("out.a", onnx.TensorProto.FLOAT, [3, 5])])
+        "g",
+        [h.make_tensor_value_info(n, onnx.TensorProto.FLOAT, [3, 5]) for n in ("input.1", "x:0")],
+        [h.make_tensor_value_info("out.a", onnx.TensorProto.FLOAT, [3, 5])],
+    )
     onnx.save(h.make_model(graph, opset_imports=[h.make_opsetid("", 17)]), "two.onnx")
     _, err = ok(nem_compile.main, "two.onnx", "-o", "two.nem", "-v", "--no-progress")
     lines = [ln for ln in err.splitlines() if ln.startswith(("input:", "output:", "run:"))]
@@ -244,11 +319,12 @@ def test_verbose_prints_the_interface_and_a_run_line(tmp_path, monkeypatch):
         "input: x0 f32[3,5] (ONNX 'x:0')",
         "output: out_a f32[3,5] (ONNX 'out.a')",
         "run: nem-run two.nem --input input1=input1.npy --input x0=x0.npy "
-        "--output 'out_a:f32[3,5]=out_a.npy'"], err
+        "--output 'out_a:f32[3,5]=out_a.npy'",
+    ], err
     a, b = np.arange(15, dtype=np.float32).reshape(3, 5) - 7, np.ones((3, 5), np.float32)
     np.save("input1.npy", a)
     np.save("x0.npy", b)
-    args = [arg.strip("'") for arg in lines[-1].split()[2:]]   # after "run: nem-run"
+    args = [arg.strip("'") for arg in lines[-1].split()[2:]]  # after "run: nem-run"
     ok(nem_run.main, *args)
     np.testing.assert_array_equal(np.load("out_a.npy"), np.maximum(a + b, 0))
 
@@ -259,11 +335,16 @@ def test_matmul_of_two_vectors(tmp_path, dtype):
     scalar; the importer's reshape to rank 0 was an invalid
     `tensor.expand_shape` ("internal error: MLIRError: Verification failed")."""
     h, elem = onnx.helper, onnx.TensorProto.FLOAT if dtype == "f32" else onnx.TensorProto.FLOAT16
-    v = onnx.numpy_helper.from_array(np.linspace(-1, 1, 6).astype(
-        np.float32 if dtype == "f32" else np.float16), "v")
-    graph = h.make_graph([h.make_node("MatMul", ["x", "v"], ["y"])], "dot",
-                         [h.make_tensor_value_info("x", elem, [6])],
-                         [h.make_tensor_value_info("y", elem, [])], initializer=[v])
+    v = onnx.numpy_helper.from_array(
+        np.linspace(-1, 1, 6).astype(np.float32 if dtype == "f32" else np.float16), "v"
+    )
+    graph = h.make_graph(
+        [h.make_node("MatMul", ["x", "v"], ["y"])],
+        "dot",
+        [h.make_tensor_value_info("x", elem, [6])],
+        [h.make_tensor_value_info("y", elem, [])],
+        initializer=[v],
+    )
     chain(tmp_path, h.make_model(graph, opset_imports=[h.make_opsetid("", 17)]), "npm_pro_x1")
 
 
@@ -277,13 +358,21 @@ def test_depthwise_conv_partial_row_tile(tmp_path):
     2026-11-27; kept as the outsider's regression test."""
     h = onnx.helper
     w = onnx.numpy_helper.from_array(
-        np.random.default_rng(0).standard_normal((8, 1, 3, 3)).astype(np.float32), "w")
+        np.random.default_rng(0).standard_normal((8, 1, 3, 3)).astype(np.float32), "w"
+    )
     graph = h.make_graph(
-        [h.make_node("Conv", ["x", "w"], ["y"], group=8, pads=[1, 1, 1, 1])], "dw",
+        [h.make_node("Conv", ["x", "w"], ["y"], group=8, pads=[1, 1, 1, 1])],
+        "dw",
         [h.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [2, 8, 17, 13])],
-        [h.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [2, 8, 17, 13])], initializer=[w])
-    chain(tmp_path, h.make_model(graph, opset_imports=[h.make_opsetid("", 17)]), "npm_pro_x1",
-          ("--tile-sizes", "1,5"))
+        [h.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [2, 8, 17, 13])],
+        initializer=[w],
+    )
+    chain(
+        tmp_path,
+        h.make_model(graph, opset_imports=[h.make_opsetid("", 17)]),
+        "npm_pro_x1",
+        ("--tile-sizes", "1,5"),
+    )
 
 
 def test_mlir_dynamic_signature_is_located_in_the_input(tmp_path):
@@ -292,13 +381,16 @@ def test_mlir_dynamic_signature_is_located_in_the_input(tmp_path):
     with "fix: tile with static sizes"; it is an import error at the
     function in the user's file."""
     src = tmp_path / "dyn.mlir"
-    src.write_text("func.func @f(%x: tensor<?x4xf32>) -> tensor<?x4xf32> {\n"
-                   "  return %x : tensor<?x4xf32>\n}\n")
-    code, _, err = run_main(nem_compile.main, str(src), "-o", str(tmp_path / "dyn.nem"),
-                            "--no-progress")
+    src.write_text(
+        "func.func @f(%x: tensor<?x4xf32>) -> tensor<?x4xf32> {\n  return %x : tensor<?x4xf32>\n}\n"
+    )
+    code, _, err = run_main(
+        nem_compile.main, str(src), "-o", str(tmp_path / "dyn.nem"), "--no-progress"
+    )
     assert code == 1 and err.startswith(
         f"{src}:1:1: error: not supported: dynamic shape tensor<?x4xf32> in the signature of "
-        "@f: NEM buffers have static sizes"), err
+        "@f: NEM buffers have static sizes"
+    ), err
     assert "failed in stage 'import'" in err, err
 
 
@@ -306,15 +398,19 @@ def test_lowering_error_says_where_its_file_is(tmp_path):
     """The lowering's diagnostics name STEM.tile.mlir, written only with
     --save-temps: a failed compile says so."""
     src = tmp_path / "wide.mlir"
-    src.write_text("func.func @f(%x: tensor<4xi64>) -> tensor<4xi64> {\n"
-                   "  return %x : tensor<4xi64>\n}\n")
+    src.write_text(
+        "func.func @f(%x: tensor<4xi64>) -> tensor<4xi64> {\n  return %x : tensor<4xi64>\n}\n"
+    )
     out = tmp_path / "wide.nem"
     code, _, err = run_main(nem_compile.main, str(src), "-o", str(out), "--no-progress")
     assert code == 1 and f"{tmp_path / 'wide.tile.mlir'}:" in err, err
-    assert err.rstrip().endswith(f"the lowering's locations are in {tmp_path / 'wide.tile.mlir'}, "
-                                 "the tiled program: rerun with --save-temps to write it"), err
-    code, _, err = run_main(nem_compile.main, str(src), "-o", str(out), "--no-progress",
-                            "--save-temps")
+    assert err.rstrip().endswith(
+        f"the lowering's locations are in {tmp_path / 'wide.tile.mlir'}, "
+        "the tiled program: rerun with --save-temps to write it"
+    ), err
+    code, _, err = run_main(
+        nem_compile.main, str(src), "-o", str(out), "--no-progress", "--save-temps"
+    )
     assert code == 1 and (tmp_path / "wide.tile.mlir").exists() and "rerun" not in err, err
 
 

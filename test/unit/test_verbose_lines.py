@@ -20,28 +20,43 @@ from nem.frontends.onnx import samples  # noqa: E402
 TIMES = r" +\d+\.\d ms wall +\d+\.\d ms cpu"
 STAGE = re.compile(r"nem-compile: (import|bufferize|tile|lower)" + TIMES)
 PART = re.compile(r"nem-compile:   (import|bufferize|tile|lower)/\S.*?" + TIMES)
-FORMS = [STAGE, PART, re.compile(r"nem-compile: total" + TIMES),
-         re.compile(r"\S+: (remark|warning): .+"), re.compile(r"\S+:\d+:\d+: remark: .+"),
-         re.compile(r"nem-compile: note: .+"),
-         re.compile(r"weights: \S+ \(\d+ buffers?; nem-run \S+ --input \S+\)"),
-         re.compile(r"(input|output): \S+ \w+\[[\d,]*\]( \(ONNX '.*'\))?"),
-         re.compile(r"run: nem-run .+")]
+FORMS = [
+    STAGE,
+    PART,
+    re.compile(r"nem-compile: total" + TIMES),
+    re.compile(r"\S+: (remark|warning): .+"),
+    re.compile(r"\S+:\d+:\d+: remark: .+"),
+    re.compile(r"nem-compile: note: .+"),
+    re.compile(r"weights: \S+ \(\d+ buffers?; nem-run \S+ --input \S+\)"),
+    re.compile(r"(input|output): \S+ \w+\[[\d,]*\]( \(ONNX '.*'\))?"),
+    re.compile(r"run: nem-run .+"),
+]
 
 
 def _verbose(tmp_path, capsys, *extra: str) -> list[str]:
     model = samples.mlp("f32")
-    first = model.graph.initializer[0]   # one zero weight: a warning line too
-    first.CopyFrom(numpy_helper.from_array(np.zeros_like(numpy_helper.to_array(first)),
-                                           first.name))
+    first = model.graph.initializer[0]  # one zero weight: a warning line too
+    first.CopyFrom(numpy_helper.from_array(np.zeros_like(numpy_helper.to_array(first)), first.name))
     onnx.save(model, tmp_path / "mlp.onnx")
-    assert nem_compile.run([str(tmp_path / "mlp.onnx"), "-o", str(tmp_path / "mlp.nem"), "-v",
-                            "--no-progress", *extra]) == 0
+    assert (
+        nem_compile.run(
+            [
+                str(tmp_path / "mlp.onnx"),
+                "-o",
+                str(tmp_path / "mlp.nem"),
+                "-v",
+                "--no-progress",
+                *extra,
+            ]
+        )
+        == 0
+    )
     return capsys.readouterr().err.splitlines()
 
 
 def test_every_line_has_a_documented_form(tmp_path, capsys):
     lines = _verbose(tmp_path, capsys)
-    quoted = False   # a located remark is followed by its line and a caret, indented
+    quoted = False  # a located remark is followed by its line and a caret, indented
     for line in lines:
         if quoted and line.startswith("  "):
             continue
@@ -51,15 +66,17 @@ def test_every_line_has_a_documented_form(tmp_path, capsys):
     assert stages == ["import", "bufferize", "tile", "lower"]
     assert any(PART.fullmatch(ln) and "lower/nem-verify" in ln for ln in lines)
     assert any(": warning: 1 node multiplies" in ln for ln in lines)
-    assert f"nem-compile: note: the remarks' positions are in {tmp_path}/mlp.tile.mlir, the " \
-           "tiled program: rerun with --save-temps to write it" in lines
+    assert (
+        f"nem-compile: note: the remarks' positions are in {tmp_path}/mlp.tile.mlir, the "
+        "tiled program: rerun with --save-temps to write it" in lines
+    )
     assert [ln.split(":")[0] for ln in lines[-4:]] == ["weights", "input", "output", "run"]
 
 
 @pytest.mark.slow  # a compile: 2 s
 def test_cpu_times_sum_to_the_total(tmp_path, capsys):
     lines = _verbose(tmp_path, capsys, "--save-temps")
-    assert not any(ln.startswith("nem-compile: note:") for ln in lines)   # the file exists
+    assert not any(ln.startswith("nem-compile: note:") for ln in lines)  # the file exists
     cpu = [float(ln.split()[-3]) for ln in lines if STAGE.fullmatch(ln)]
     (total,) = [float(ln.split()[-3]) for ln in lines if ln.startswith("nem-compile: total")]
     assert all(c > 0 for c in cpu) and abs(sum(cpu) - total) < 0.2

@@ -19,8 +19,16 @@ from nem.dialect.diagnostics import Diagnostic, SourceLoc
 F = "vd_unit.nem"  # registered by no other test: failures quote no source line
 
 
-def diag(severity: str, line: int | None, message: str, *, col: int = 1, file: str = F,
-         rule: str | None = None, notes: list[Diagnostic] | None = None) -> Diagnostic:
+def diag(
+    severity: str,
+    line: int | None,
+    message: str,
+    *,
+    col: int = 1,
+    file: str = F,
+    rule: str | None = None,
+    notes: list[Diagnostic] | None = None,
+) -> Diagnostic:
     loc = SourceLoc(file, line, col) if line is not None else None
     return Diagnostic(severity, message, loc, rule, None, notes or [])
 
@@ -115,19 +123,24 @@ def test_only_comments_starting_with_expected_count():
         """)
     assert lines_of(text) == []
     # Such prose is an ordinary line for @above/@below.
-    assert lines_of("x\n# expected-output: 3\n# expected-error@above {{up}}\n") == [("error", 2, "up")]
+    assert lines_of("x\n# expected-output: 3\n# expected-error@above {{up}}\n") == [
+        ("error", 2, "up")
+    ]
 
 
-@pytest.mark.parametrize("comment, reason", [
-    ("# expected-error bad message", "'{{'"),
-    ("# expected-error {{unterminated", "'}}'"),
-    ("# expected-error@sideways {{x}}", "unknown designator '@sideways'"),
-    ("# expected-eror {{x}}", "unknown expectation kind 'expected-eror'"),
-    ("# expected-error-re {{a{{b}}", "found start of regex with no end '}}'"),
-    ("# expected-error-re {{a{{(b}}}}", "invalid regex: missing ), unterminated subpattern"),
-    ("# expected-error@-5 {{x}}", "before the start of the file"),
-    ("# expected-error@above {{x}}", "no line above"),
-])
+@pytest.mark.parametrize(
+    "comment, reason",
+    [
+        ("# expected-error bad message", "'{{'"),
+        ("# expected-error {{unterminated", "'}}'"),
+        ("# expected-error@sideways {{x}}", "unknown designator '@sideways'"),
+        ("# expected-eror {{x}}", "unknown expectation kind 'expected-eror'"),
+        ("# expected-error-re {{a{{b}}", "found start of regex with no end '}}'"),
+        ("# expected-error-re {{a{{(b}}}}", "invalid regex: missing ), unterminated subpattern"),
+        ("# expected-error@-5 {{x}}", "before the start of the file"),
+        ("# expected-error@above {{x}}", "no line above"),
+    ],
+)
 def test_malformed_comment_is_an_error(comment, reason):
     exps = parse_expectations(comment + "\n", F, "#")
     assert len(exps) == 1 and exps[0].malformed and reason in exps[0].malformed
@@ -178,7 +191,7 @@ def test_substring_and_rule_id_match():
     assert run("x # expected-error {{npx' [NEM-DEV-001]}}\n", [d]) == []
     assert run("x # expected-error {{NEM-DEV-002}}\n", [d]) == [
         f"{F}:1:7: error: unexpected error: unknown device 'npx' [NEM-DEV-001]",
-        f"{F}:1:5: error: expected error \"NEM-DEV-002\" was not produced",
+        f'{F}:1:5: error: expected error "NEM-DEV-002" was not produced',
     ]
 
 
@@ -186,13 +199,17 @@ def test_regex_expectations():
     """`expected-*-re`: literal text with `{{regex}}` parts (upstream's
     ExpectedDiag::computeRegex), searched for in the diagnostic's text."""
     d = diag("error", 1, "need ceil(8 * 16 / 8) = 16 bytes", rule="BUF-02", col=7)
-    for message in ("{{.*}}BUF-{{[0-9]+}}{{.*}}", "ceil(8 * 16 / 8) = {{1[[:digit:]]}} bytes [BUF-02]",
-                    "{{[a-z]+}} ceil", "= {{16|32}}"):
+    for message in (
+        "{{.*}}BUF-{{[0-9]+}}{{.*}}",
+        "ceil(8 * 16 / 8) = {{1[[:digit:]]}} bytes [BUF-02]",
+        "{{[a-z]+}} ceil",
+        "= {{16|32}}",
+    ):
         assert run(f"x # expected-error-re {{{{{message}}}}}\n", [d]) == [], message
     # the literal parts are not regex: `.` and `*` match only themselves
     assert run("x # expected-error-re {{ceil(8 . 16{{.*}}}}\n", [d]) == [
         f"{F}:1:7: error: unexpected error: need ceil(8 * 16 / 8) = 16 bytes [BUF-02]",
-        f"{F}:1:5: error: expected error \"ceil(8 . 16{{{{.*}}}}\" was not produced",
+        f'{F}:1:5: error: expected error "ceil(8 . 16{{{{.*}}}}" was not produced',
     ]
     # every severity, every designator
     assert run("# expected-warning-re@+1 {{w{{[0-9]}}}}\nx\n", [diag("warning", 2, "w7")]) == []
@@ -201,12 +218,15 @@ def test_regex_expectations():
     assert expected_regex("{{(a)\\1}}").fullmatch("aa")
 
 
-@pytest.mark.parametrize("message, why", [
-    ("{{a}}{{(?i)b}}", "global flags"),                 # each part compiles alone
-    ("{{(?P<x>a)}}{{(?P<x>a)}}", "redefinition of group name"),
-    ("{{(a)\\1}}{{(b}}", "missing )"),
-    ("{{[[:bogus:]]}}", "unknown character class '[:bogus:]'"),
-])
+@pytest.mark.parametrize(
+    "message, why",
+    [
+        ("{{a}}{{(?i)b}}", "global flags"),  # each part compiles alone
+        ("{{(?P<x>a)}}{{(?P<x>a)}}", "redefinition of group name"),
+        ("{{(a)\\1}}{{(b}}", "missing )"),
+        ("{{[[:bogus:]]}}", "unknown character class '[:bogus:]'"),
+    ],
+)
 def test_regex_expectations_that_do_not_compile_are_malformed(message, why):
     """Parts that compile alone but not together, and unknown POSIX classes,
     are malformed expectations reported at their comment, not an internal error."""
@@ -226,7 +246,7 @@ def test_missing_expectation_is_reported_at_its_comment():
     # not the line the expectation designates
     text = "x\n# expected-warning@-1 {{careful}}\n"
     failures = run(text, [])
-    assert failures == [f"{F}:2:3: error: expected warning \"careful\" was not produced"]
+    assert failures == [f'{F}:2:3: error: expected warning "careful" was not produced']
     assert verify(text, F, "#", []) == 1
 
 
@@ -234,22 +254,24 @@ def test_wrong_line_is_both_unexpected_and_missing():
     failures = run("x # expected-error {{e}}\ny\n", [diag("error", 2, "e")])
     assert failures == [
         f"{F}:2:1: error: unexpected error: e",
-        f"{F}:1:5: error: expected error \"e\" was not produced",
+        f'{F}:1:5: error: expected error "e" was not produced',
     ]
 
 
 def test_wrong_severity_is_a_near_miss():
     failures = run("x # expected-error {{e}}\n", [diag("warning", 1, "e")])
     assert len(failures) == 2
-    assert failures[0].startswith(f"{F}:1:1: error: 'warning' diagnostic emitted when expecting a 'error'")
-    assert failures[1] == f"{F}:1:5: error: expected error \"e\" was not produced"
+    assert failures[0].startswith(
+        f"{F}:1:1: error: 'warning' diagnostic emitted when expecting a 'error'"
+    )
+    assert failures[1] == f'{F}:1:5: error: expected error "e" was not produced'
 
 
 def test_each_expectation_needs_its_own_diagnostic():
     text = "x # expected-error {{dup}}\n# expected-error@-1 {{dup}}\n"
     assert run(text, [diag("error", 1, "dup"), diag("error", 1, "dup")]) == []
     assert run(text, [diag("error", 1, "dup")]) == [
-        f"{F}:2:3: error: expected error \"dup\" was not produced"
+        f'{F}:2:3: error: expected error "dup" was not produced'
     ]
     # Like upstream, a repeated diagnostic may reuse a satisfied expectation.
     assert run("x # expected-error {{dup}}\n", [diag("error", 1, "dup")] * 2) == []
@@ -260,7 +282,7 @@ def test_diagnostic_from_other_file_is_unexpected():
     text = "x\n# expected-error@4 {{bad device field}}\ny\nz\n"
     assert run(text, [other]) == [
         "devices/npm.nem:4:9: error: unexpected error: bad device field",
-        f"{F}:2:3: error: expected error \"bad device field\" was not produced",
+        f'{F}:2:3: error: expected error "bad device field" was not produced',
     ]
 
 
@@ -276,7 +298,7 @@ def test_unknown_location():
     assert run("# expected-error@unknown {{lost}}\n", [diag("error", None, "lost")]) == []
     assert run("x\n", [diag("error", None, "lost")]) == [f"{F}: error: unexpected error: lost"]
     assert run("# expected-error@unknown {{lost}}\n", []) == [
-        f"{F}:1:3: error: expected error \"lost\" was not produced"
+        f'{F}:1:3: error: expected error "lost" was not produced'
     ]
 
 
@@ -308,7 +330,7 @@ def test_unexpected_note_when_notes_are_checked():
 def test_missing_expected_note():
     d = diag("error", 1, "e")
     text = "x # expected-error {{e}}\n# expected-note@-1 {{why}}\n"
-    assert run(text, [d]) == [f"{F}:2:3: error: expected note \"why\" was not produced"]
+    assert run(text, [d]) == [f'{F}:2:3: error: expected note "why" was not produced']
 
 
 def test_nested_notes_and_top_level_notes():
@@ -351,23 +373,26 @@ def test_split_input_places():
     assert chunks[1].text == "\nc  # expected-error {{second}}\n"
     assert chunks[2].text.endswith("d\n")
     for c in chunks:
-        assert SPLIT.split("\n")[c.line][c.col:] == c.text.split("\n")[0]
+        assert SPLIT.split("\n")[c.line][c.col :] == c.text.split("\n")[0]
 
 
-@pytest.mark.parametrize("text, chunks", [
-    # anywhere on a line: indented, after code, before text (which starts the next chunk)
-    ("x\n  // -----\ny\n", ["x\n  ", "\ny\n"]),
-    ("x // -----\ny", ["x ", "\ny"]),
-    ("x\n// ----- y\n", ["x\n", " y\n"]),
-    ("x\n// ------\n", ["x\n", "-\n"]),
-    # the other syntax's marker is text; a marker at the end: an empty chunk
-    ("x\n# -----\n", ["x\n# -----\n"]),
-    ("x\n// -----\n// -----\n", ["x\n", "\n", "\n"]),
-    # an empty input has no chunk (mlir-opt prints nothing); a leading marker
-    # starts an empty first chunk
-    ("", []),
-    ("// -----\nx", ["", "\nx"]),
-])
+@pytest.mark.parametrize(
+    "text, chunks",
+    [
+        # anywhere on a line: indented, after code, before text (which starts the next chunk)
+        ("x\n  // -----\ny\n", ["x\n  ", "\ny\n"]),
+        ("x // -----\ny", ["x ", "\ny"]),
+        ("x\n// ----- y\n", ["x\n", " y\n"]),
+        ("x\n// ------\n", ["x\n", "-\n"]),
+        # the other syntax's marker is text; a marker at the end: an empty chunk
+        ("x\n# -----\n", ["x\n# -----\n"]),
+        ("x\n// -----\n// -----\n", ["x\n", "\n", "\n"]),
+        # an empty input has no chunk (mlir-opt prints nothing); a leading marker
+        # starts an empty first chunk
+        ("", []),
+        ("// -----\nx", ["", "\nx"]),
+    ],
+)
 def test_split_input_where_mlir_opt_splits(text, chunks):
     assert [c.text for c in chunks_of(text, "// -----")] == chunks
 
@@ -376,7 +401,10 @@ def test_near_misses_are_warnings_at_the_piece():
     chunks, near = split_input("a\n// ----\nb // -----0\nc\n// -----", F, "// -----")
     assert [c.text for c in chunks] == ["a\n// ----\nb // -----0\nc\n// -----"]
     assert [(d.severity, d.loc.line, d.loc.col) for d in near] == [
-        ("warning", 2, 7), ("warning", 3, 9), ("warning", 5, 7)]
+        ("warning", 2, 7),
+        ("warning", 3, 9),
+        ("warning", 5, 7),
+    ]
     assert near[0].message == "near miss with file split marker '// -----'"
     assert near[0].fix is not None and "'// ---'" in near[0].fix
 
@@ -393,12 +421,19 @@ def at_its_place(c: Chunk) -> str:
 
 
 def test_chunks_keep_original_line_numbers():
-    expected = {0: [("error", 3, "first")], 1: [("error", 5, "second")], 2: [("warning", 9, "third")]}
+    expected = {
+        0: [("error", 3, "first")],
+        1: [("error", 5, "second")],
+        2: [("warning", 9, "third")],
+    }
     for n, c in enumerate(chunks_of(SPLIT)):
-        padded = [(e.severity, e.line, e.substring)
-                  for e in parse_expectations(at_its_place(c), F, "#")]
-        unpadded = [(e.severity, e.line, e.substring)
-                    for e in parse_expectations(c.text, F, "#", c.line, c.col)]
+        padded = [
+            (e.severity, e.line, e.substring) for e in parse_expectations(at_its_place(c), F, "#")
+        ]
+        unpadded = [
+            (e.severity, e.line, e.substring)
+            for e in parse_expectations(c.text, F, "#", c.line, c.col)
+        ]
         assert padded == unpadded == expected[n]
     # Verify each chunk against diagnostics carrying original line numbers.
     c0, c1, c2 = chunks_of(SPLIT)
@@ -425,9 +460,11 @@ def test_missing_expectation_quotes_the_comment(tmp_path):
     text = "x\n  # expected-error@-1 {{never}}\n"
     path.write_text(text)
     failures = check(parse_expectations(text, str(path), "#"), [], str(path))
-    assert failures == [f"{path}:2:5: error: expected error \"never\" was not produced\n"
-                        "  # expected-error@-1 {{never}}\n"
-                        "    ^"]
+    assert failures == [
+        f'{path}:2:5: error: expected error "never" was not produced\n'
+        "  # expected-error@-1 {{never}}\n"
+        "    ^"
+    ]
 
 
 def test_absolute_line_counts_in_its_chunk():
@@ -439,4 +476,4 @@ def test_absolute_line_counts_in_its_chunk():
     exps = parse_expectations(second.text, F, "#", second.line, second.col)
     assert [(e.line, e.comment_line) for e in exps] == [(4, 5)]
     assert check(exps, [diag("error", 4, "in c")], F) == []
-    assert check(exps, [], F) == [f"{F}:5:3: error: expected error \"in c\" was not produced"]
+    assert check(exps, [], F) == [f'{F}:5:3: error: expected error "in c" was not produced']

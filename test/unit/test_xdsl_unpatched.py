@@ -109,17 +109,29 @@ main()
 
 
 def _xdsl_opt(text: str, with_nem: bool, *flags: str) -> str:
-    got = subprocess.run([sys.executable, "-c", _XDSL_OPT, "nem" if with_nem else "plain",
-                          *flags], input=text, capture_output=True, text=True, timeout=120)
+    got = subprocess.run(
+        [sys.executable, "-c", _XDSL_OPT, "nem" if with_nem else "plain", *flags],
+        input=text,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     return f"rc={got.returncode}\n{got.stdout}\n{got.stderr[-2000:]}"
 
 
-@pytest.mark.parametrize(("name", "form"), [
-    pytest.param(n, f, marks=pytest.mark.xfail(strict=True, reason=PATCHED[n, f]))
-    if (n, f) in PATCHED else (n, f) for n in INPUTS for f in ("custom", "generic")])
+@pytest.mark.parametrize(
+    ("name", "form"),
+    [
+        pytest.param(n, f, marks=pytest.mark.xfail(strict=True, reason=PATCHED[n, f]))
+        if (n, f) in PATCHED
+        else (n, f)
+        for n in INPUTS
+        for f in ("custom", "generic")
+    ],
+)
 def test_xdsl_opt_prints_the_same_with_nem_imported(name: str, form: str) -> None:
     flags = ("--print-op-generic",) if form == "generic" else ()
     plain = _xdsl_opt(INPUTS[name], False, *flags)
     if (name, form) not in PATCHED:
-        assert plain.startswith("rc=0"), plain    # the input is valid for xDSL itself
+        assert plain.startswith("rc=0"), plain  # the input is valid for xDSL itself
     assert _xdsl_opt(INPUTS[name], True, *flags) == plain

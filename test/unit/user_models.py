@@ -43,10 +43,12 @@ class _Graph:
         self.inits: list[onnx.TensorProto] = []
         self.count = 0
 
-    def const(self, name: str, shape: tuple[int, ...], scale: float = 0.3,
-              value: np.ndarray | None = None) -> str:
-        arr = (value if value is not None
-               else self.rng.standard_normal(shape) * scale).astype(_np(self.dtype))
+    def const(
+        self, name: str, shape: tuple[int, ...], scale: float = 0.3, value: np.ndarray | None = None
+    ) -> str:
+        arr = (value if value is not None else self.rng.standard_normal(shape) * scale).astype(
+            _np(self.dtype)
+        )
         self.inits.append(numpy_helper.from_array(arr, name))
         return name
 
@@ -60,13 +62,17 @@ class _Graph:
         self.nodes.append(helper.make_node(op, inputs, [out], name=f"{op}_{self.count}", **attrs))
         return out
 
-    def model(self, name: str, inp: tuple[str, list[int]], out: tuple[str, list[int]]) -> onnx.ModelProto:
+    def model(
+        self, name: str, inp: tuple[str, list[int]], out: tuple[str, list[int]]
+    ) -> onnx.ModelProto:
         e = _elem(self.dtype)
         graph = helper.make_graph(
-            self.nodes, name,
+            self.nodes,
+            name,
             [helper.make_tensor_value_info(inp[0], e, inp[1])],
             [helper.make_tensor_value_info(out[0], e, out[1])],
-            initializer=self.inits)
+            initializer=self.inits,
+        )
         model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)])
         model.ir_version = 10
         onnx.checker.check_model(model, full_check=True)
@@ -79,10 +85,17 @@ def mobilenet_block(dtype: str) -> onnx.ModelProto:
     c, f = 8, 12
 
     def bn(x: str, ch: int, tag: str) -> str:
-        return g.node("BatchNormalization", [
-            x, g.const(f"{tag}_s", (ch,), value=1 + 0.1 * g.rng.standard_normal(ch)),
-            g.const(f"{tag}_b", (ch,), 0.1), g.const(f"{tag}_m", (ch,), 0.1),
-            g.const(f"{tag}_v", (ch,), value=0.5 + g.rng.random(ch))], epsilon=1e-3)
+        return g.node(
+            "BatchNormalization",
+            [
+                x,
+                g.const(f"{tag}_s", (ch,), value=1 + 0.1 * g.rng.standard_normal(ch)),
+                g.const(f"{tag}_b", (ch,), 0.1),
+                g.const(f"{tag}_m", (ch,), 0.1),
+                g.const(f"{tag}_v", (ch,), value=0.5 + g.rng.random(ch)),
+            ],
+            epsilon=1e-3,
+        )
 
     lo, hi = g.const("lo", (), value=np.array(0.0)), g.const("hi", (), value=np.array(6.0))
     y = g.node("Conv", ["x", g.const("dw_w", (c, 1, 3, 3), 0.5)], group=c, pads=[1, 1, 1, 1])
@@ -95,10 +108,24 @@ def mobilenet_block(dtype: str) -> onnx.ModelProto:
 def unet_block(dtype: str) -> onnx.ModelProto:
     """Encoder conv, AveragePool 3x3 s1 p1, Concat of the skip connection, 1x1 fuse; 1x4x11x9."""
     g = _Graph(dtype, 2)
-    e = g.node("Relu", [g.node("Conv", ["x", g.const("e_w", (6, 4, 3, 3), 0.3), g.const("e_b", (6,), 0.1)],
-                                 pads=[1, 1, 1, 1])])
-    p = g.node("AveragePool", [e], kernel_shape=[3, 3], strides=[1, 1], pads=[1, 1, 1, 1],
-               count_include_pad=0)
+    e = g.node(
+        "Relu",
+        [
+            g.node(
+                "Conv",
+                ["x", g.const("e_w", (6, 4, 3, 3), 0.3), g.const("e_b", (6,), 0.1)],
+                pads=[1, 1, 1, 1],
+            )
+        ],
+    )
+    p = g.node(
+        "AveragePool",
+        [e],
+        kernel_shape=[3, 3],
+        strides=[1, 1],
+        pads=[1, 1, 1, 1],
+        count_include_pad=0,
+    )
     cat = g.node("Concat", [p, "x", e], axis=1)
     g.node("Conv", [cat, g.const("f_w", (5, 16, 1, 1), 0.3), g.const("f_b", (5,), 0.1)], out="y")
     return g.model("unet_block", ("x", [1, 4, 11, 9]), ("y", [1, 5, 11, 9]))
@@ -107,14 +134,24 @@ def unet_block(dtype: str) -> onnx.ModelProto:
 def gated_mlp(dtype: str) -> onnx.ModelProto:
     """Gemm(transB=1, alpha, beta) -> x*Sigmoid(x) gate -> Gemm -> Gelu(tanh) -> Gemm; batch 3."""
     g = _Graph(dtype, 3)
-    h = g.node("Gemm", ["x", g.const("w1", (24, 10), 0.3), g.const("b1", (24,), 0.2)],
-               transB=1, alpha=0.5, beta=2.0)
+    h = g.node(
+        "Gemm",
+        ["x", g.const("w1", (24, 10), 0.3), g.const("b1", (24,), 0.2)],
+        transB=1,
+        alpha=0.5,
+        beta=2.0,
+    )
     u = g.node("Gemm", ["x", g.const("wu", (10, 24), 0.3), g.const("bu", (1, 24), 0.2)])
     gate = g.node("Mul", [h, g.node("Sigmoid", [h])])
     m = g.node("Mul", [gate, u])
     m = g.node("Gelu", [m], approximate="tanh")
-    g.node("Gemm", [m, g.const("w2", (7, 24), 0.3), g.const("b2", (7,), 0.1)], out="y",
-           transB=1, beta=0.5)
+    g.node(
+        "Gemm",
+        [m, g.const("w2", (7, 24), 0.3), g.const("b2", (7,), 0.1)],
+        out="y",
+        transB=1,
+        beta=0.5,
+    )
     return g.model("gated_mlp", ("x", [3, 10]), ("y", [3, 7]))
 
 
@@ -135,8 +172,17 @@ def attention(dtype: str) -> onnx.ModelProto:
     a = g.node("Transpose", [a], perm=[0, 2, 1, 3])
     a = g.node("Reshape", [a, g.ints("flat_shape", [b, s, d])])
     r = g.node("Add", [a, "x"])
-    g.node("LayerNormalization", [r, g.const("ln_g", (d,), value=1 + 0.1 * g.rng.standard_normal(d)),
-                                  g.const("ln_b", (d,), 0.1)], out="y", axis=-1, epsilon=1e-3)
+    g.node(
+        "LayerNormalization",
+        [
+            r,
+            g.const("ln_g", (d,), value=1 + 0.1 * g.rng.standard_normal(d)),
+            g.const("ln_b", (d,), 0.1),
+        ],
+        out="y",
+        axis=-1,
+        epsilon=1e-3,
+    )
     return g.model("attention", ("x", [b, s, d]), ("y", [b, s, d]))
 
 
@@ -147,8 +193,13 @@ def eltwise_mix(dtype: str) -> onnx.ModelProto:
     a = g.node("Add", [a, g.const("wb", (13,), 0.5)])
     s = g.node("Sub", [g.const("one", (), value=np.array(1.0)), a])
     s = g.node("LeakyRelu", [s], alpha=0.2)
-    den = g.node("Add", [g.node("Mul", [s, s]), g.const("two", (1, 3, 1, 1), value=np.full((1, 3, 1, 1), 2.0))])
-    q = g.node("Div", [g.const("num", (3, 1, 1), value=np.array([1.0, -2.0, 3.0]).reshape(3, 1, 1)), den])
+    den = g.node(
+        "Add",
+        [g.node("Mul", [s, s]), g.const("two", (1, 3, 1, 1), value=np.full((1, 3, 1, 1), 2.0))],
+    )
+    q = g.node(
+        "Div", [g.const("num", (3, 1, 1), value=np.array([1.0, -2.0, 3.0]).reshape(3, 1, 1)), den]
+    )
     g.node("Gelu", [g.node("Mul", [q, a])], out="y")
     return g.model("eltwise_mix", ("x", [2, 3, 17, 13]), ("y", [2, 3, 17, 13]))
 
@@ -158,11 +209,24 @@ def grouped_cnn(dtype: str) -> onnx.ModelProto:
     GlobalAveragePool, Flatten, Gemm, Softmax; batch 2, 3x17x13."""
     g = _Graph(dtype, 6)
     y = g.node("Conv", ["x", g.const("c1_w", (8, 3, 3, 3), 0.3)], strides=[2, 1], pads=[1, 0, 1, 2])
-    y = g.node("Conv", [y, g.const("c2_w", (8, 4, 3, 3), 0.3), g.const("c2_b", (8,), 0.1)],
-               group=2, pads=[1, 1, 1, 1], dilations=[1, 1])
-    y = g.node("BatchNormalization", [
-        y, g.const("bn_s", (8,), value=1 + 0.1 * g.rng.standard_normal(8)), g.const("bn_b", (8,), 0.1),
-        g.const("bn_m", (8,), 0.1), g.const("bn_v", (8,), value=0.5 + g.rng.random(8))], epsilon=1e-5)
+    y = g.node(
+        "Conv",
+        [y, g.const("c2_w", (8, 4, 3, 3), 0.3), g.const("c2_b", (8,), 0.1)],
+        group=2,
+        pads=[1, 1, 1, 1],
+        dilations=[1, 1],
+    )
+    y = g.node(
+        "BatchNormalization",
+        [
+            y,
+            g.const("bn_s", (8,), value=1 + 0.1 * g.rng.standard_normal(8)),
+            g.const("bn_b", (8,), 0.1),
+            g.const("bn_m", (8,), 0.1),
+            g.const("bn_v", (8,), value=0.5 + g.rng.random(8)),
+        ],
+        epsilon=1e-5,
+    )
     y = g.node("LeakyRelu", [y], alpha=0.1)
     y = g.node("MaxPool", [y], kernel_shape=[3, 3], strides=[2, 2])
     y = g.node("Flatten", [g.node("GlobalAveragePool", [y])], axis=1)

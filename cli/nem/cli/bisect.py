@@ -27,9 +27,13 @@ if TYPE_CHECKING:
     from nem.runtime.api import NemInterpreter
 
 
-def load_program(result: CompileResult, inputs: dict[str, np.ndarray], device: str,
-                 include_dirs: Sequence[str] = (), kernels: dict[str, Any] | None = None
-                 ) -> NemInterpreter:
+def load_program(
+    result: CompileResult,
+    inputs: dict[str, np.ndarray],
+    device: str,
+    include_dirs: Sequence[str] = (),
+    kernels: dict[str, Any] | None = None,
+) -> NemInterpreter:
     """A `NemInterpreter` holding the compiled program with `inputs` (by ONNX
     name) and the weights written, as `nem-run --input STEM.weights.npz
     --input x=x.npy` starts (`kernels`: NemInterpreter's)."""
@@ -51,8 +55,9 @@ def read_outputs(interp: NemInterpreter, result: CompileResult) -> dict[str, np.
     return {iface.onnx_names[n]: interp.read_tensor(n, shape) for n, shape, _ in iface.outputs}
 
 
-def run_nem(result: CompileResult, inputs: dict[str, np.ndarray], options: CompileOptions
-            ) -> dict[str, np.ndarray]:
+def run_nem(
+    result: CompileResult, inputs: dict[str, np.ndarray], options: CompileOptions
+) -> dict[str, np.ndarray]:
     """The compiled program on `inputs` in the reference runtime (one run,
     source schedule); its outputs by ONNX name."""
     interp = load_program(result, inputs, options.device, options.include_dirs)
@@ -81,25 +86,31 @@ def read_inputs(model: ModelProto, given: Sequence[str]) -> dict[str, np.ndarray
     ports = interface_names(model.graph).inputs
     declared = {vi.name: vi.type.tensor_type for vi in model.graph.input}
     want: dict[str, tuple[np.dtype, tuple[int, ...]]] = {
-        o: (np.dtype(helper.tensor_dtype_to_np_dtype(declared[o].elem_type)),
-            tuple(d.dim_value for d in declared[o].shape.dim)) for o, _ in ports}
+        o: (
+            np.dtype(helper.tensor_dtype_to_np_dtype(declared[o].elem_type)),
+            tuple(d.dim_value for d in declared[o].shape.dim),
+        )
+        for o, _ in ports
+    }
 
-    def candidates(name: str) -> list[str]:   # KeyError: no input of that name
+    def candidates(name: str) -> list[str]:  # KeyError: no input of that name
         found = [o for o, b in ports if name in (o, b)]
         if not found:
-            raise KeyError(f"the model has no input '{name}' (inputs: "
-                           f"{', '.join(o for o, _ in ports)})")
+            raise KeyError(
+                f"the model has no input '{name}' (inputs: {', '.join(o for o, _ in ports)})"
+            )
         return found
 
     def limit(name: str) -> int:
         return max(want[o][0].itemsize * int(np.prod(want[o][1])) for o in candidates(name))
 
     def check(name: str, shape: tuple[int, ...], dtype: np.dtype) -> None:
-        if not any(dtype == want[o][0] and shape == (want[o][1] or (1,))
-                   for o in candidates(name)):
+        if not any(dtype == want[o][0] and shape == (want[o][1] or (1,)) for o in candidates(name)):
             o = candidates(name)[0]
-            raise ValueError(f"input '{o}' is {want[o][0]} {list(want[o][1])}: save an "
-                             "array of that element type and shape")
+            raise ValueError(
+                f"input '{o}' is {want[o][0]} {list(want[o][1])}: save an "
+                "array of that element type and shape"
+            )
 
     pairs: list[tuple[str, np.ndarray]] = []
     for g in given:
@@ -112,33 +123,43 @@ def read_inputs(model: ModelProto, given: Sequence[str]) -> dict[str, np.ndarray
                 size = limit(name)
             except KeyError as e:
                 raise ValueError(f"{flag}: {e.args[0]}") from None
-            pairs.append((name, load_npy(path, flag, size, f"input '{name}'",
-                                         functools.partial(check, name))))
+            pairs.append(
+                (
+                    name,
+                    load_npy(path, flag, size, f"input '{name}'", functools.partial(check, name)),
+                )
+            )
         else:
             raise ValueError(f"{flag}: expected NAME=FILE.npy or FILE.npz")
     names = resolve_names([n for n, _ in pairs], ports, "input")
     inputs = {names[n]: a.reshape(want[names[n]][1]) for n, a in pairs}
     if missing := [o for o, _ in ports if o not in inputs]:
-        raise ValueError(f"--input: no array for the model's input(s) {', '.join(missing)}: "
-                         "give every input, or none for random ones")
+        raise ValueError(
+            f"--input: no array for the model's input(s) {', '.join(missing)}: "
+            "give every input, or none for random ones"
+        )
     return inputs
 
 
-def run_bisect(src: str, options: CompileOptions, given: Sequence[str], seed: int,
-               save_stem: str | None = None) -> int:
+def run_bisect(
+    src: str, options: CompileOptions, given: Sequence[str], seed: int, save_stem: str | None = None
+) -> int:
     """Print the bisection of `src`; with `save_stem`, the programs of the
     last step that matches and of the first that differs go to
     STEM.before.mlir and STEM.after.mlir (or `.nem`), to `diff`."""
     from nem.compile.bisect import bisect
 
     if importlib.util.find_spec("onnxruntime") is None:
-        print("nem-compile: error: --bisect compares with onnxruntime: pip install onnxruntime "
-              "(the 'test' extra)", file=sys.stderr)
+        print(
+            "nem-compile: error: --bisect compares with onnxruntime: pip install onnxruntime "
+            "(the 'test' extra)",
+            file=sys.stderr,
+        )
         return 1
     from nem.frontends.onnx import OnnxImportError
     from nem.frontends.onnx.validate import load_model, validate
 
-    try:   # read and validated as compile_onnx reads it (D-COMPILE-VALIDATE)
+    try:  # read and validated as compile_onnx reads it (D-COMPILE-VALIDATE)
         model = load_model(src, src, options.max_model_bytes)
         validate(model, src, options.max_nodes)
     except OnnxImportError as e:
@@ -146,7 +167,7 @@ def run_bisect(src: str, options: CompileOptions, given: Sequence[str], seed: in
         return 1
     try:
         inputs = read_inputs(model, given)
-    except Exception as e:   # a bad input file or name (InputError, check's): one line
+    except Exception as e:  # a bad input file or name (InputError, check's): one line
         print(f"nem-compile: error: --bisect: {e}", file=sys.stderr)
         return 2
     b = bisect(model, options, inputs, seed, run_nem=run_nem)

@@ -30,8 +30,11 @@ def version_text(tool: str) -> str:
     """`TOOL (nem-toolchain) X.Y.Z` and the versions of what it runs on,
     from the installed package metadata."""
     lines = [f"{tool} ({DISTRIBUTION}) {_version(DISTRIBUTION) or 'unknown'}"]
-    parts = [f"xDSL {_version('xdsl') or 'unknown'}", f"numpy {_version('numpy') or 'unknown'}",
-             f"Python {platform.python_version()}"]
+    parts = [
+        f"xDSL {_version('xdsl') or 'unknown'}",
+        f"numpy {_version('numpy') or 'unknown'}",
+        f"Python {platform.python_version()}",
+    ]
     mlir = _version("xtc-mlir-python-bindings")
     if mlir:
         parts.append(f"MLIR Python bindings {mlir}")
@@ -66,9 +69,12 @@ def output_file(path: str | None, mode: str = "w") -> Iterator[IO[Any]]:
             yield sys.stdout
             return
         binary = getattr(sys.stdout, "buffer", None)
-        if binary is None:   # a text stream (a notebook's, a harness's)
-            raise OSError(errno.EBADF, "it takes text only; write the bytecode with -o FILE",
-                          "standard output")
+        if binary is None:  # a text stream (a notebook's, a harness's)
+            raise OSError(
+                errno.EBADF,
+                "it takes text only; write the bytecode with -o FILE",
+                "standard output",
+            )
         yield binary
         return
     assert path is not None
@@ -81,8 +87,11 @@ def output_file(path: str | None, mode: str = "w") -> Iterator[IO[Any]]:
             yield out
         return
     try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp",
-                                   dir=target.parent if str(target.parent) else ".")
+        fd, tmp = tempfile.mkstemp(
+            prefix=f".{target.name}.",
+            suffix=".tmp",
+            dir=target.parent if str(target.parent) else ".",
+        )
     except OSError as e:
         raise OSError(e.errno, e.strerror, path) from None
     ok = False
@@ -93,12 +102,11 @@ def output_file(path: str | None, mode: str = "w") -> Iterator[IO[Any]]:
     finally:
         read = read_here(target) if ok else None
         if read is not None:
-            ok = False   # a file this command read (an include, a device file)
+            ok = False  # a file this command read (an include, a device file)
         if ok:
             # mkstemp creates 0600; the output gets an existing file's mode,
             # else what open() would give (0666 minus the umask)
-            os.chmod(tmp, target.stat().st_mode & 0o7777 if target.exists() else
-                     0o666 & ~_umask())
+            os.chmod(tmp, target.stat().st_mode & 0o7777 if target.exists() else 0o666 & ~_umask())
             os.replace(tmp, target)
         else:
             with contextlib.suppress(OSError):
@@ -110,5 +118,7 @@ def output_file(path: str | None, mode: str = "w") -> Iterator[IO[Any]]:
 def written_input(path: str, read: str) -> str:
     """Why an output `path` that names the file the command read as `read` is refused."""
     also = "" if read == path else f" (as '{read}')"
-    return (f"'{path}' was read by this command{also}: writing it would destroy it; "
-            "write the output to another file")
+    return (
+        f"'{path}' was read by this command{also}: writing it would destroy it; "
+        "write the output to another file"
+    )

@@ -40,7 +40,7 @@ class _PipeTolerant:
         finally:
             os.close(null)
         try:
-            self._stream.flush()       # what was buffered goes to /dev/null now
+            self._stream.flush()  # what was buffered goes to /dev/null now
         except (BrokenPipeError, ValueError):
             pass
 
@@ -56,12 +56,13 @@ def tolerate_closed_pipes() -> None:
             try:
                 stream.fileno()
             except (AttributeError, OSError, ValueError):
-                continue          # not a file (pytest's capture): nothing to protect
+                continue  # not a file (pytest's capture): nothing to protect
             setattr(sys, name, _PipeTolerant(stream))
 
 
-def guarded_main(prog: str, run: Callable[[Sequence[str] | None], int],
-                 argv: Sequence[str] | None = None) -> None:
+def guarded_main(
+    prog: str, run: Callable[[Sequence[str] | None], int], argv: Sequence[str] | None = None
+) -> None:
     """`sys.exit(run(argv))`, with usage errors 2, Ctrl-C 130, and an
     unexpected exception reported as a bug in one line (exit 2; the
     traceback with NEM_TRACEBACK=1), never a traceback by default.  A closed
@@ -81,9 +82,11 @@ def guarded_main(prog: str, run: Callable[[Sequence[str] | None], int],
         print(out_of_memory(prog), file=sys.stderr)
         code = 1
     except Exception as e:  # a bug, never a user error: no traceback unless asked
-        print(f"{prog}: internal error: {type(e).__name__}: {e}\n"
-              f"This is a bug in {prog}; rerun with NEM_TRACEBACK=1 for the traceback.",
-              file=sys.stderr)
+        print(
+            f"{prog}: internal error: {type(e).__name__}: {e}\n"
+            f"This is a bug in {prog}; rerun with NEM_TRACEBACK=1 for the traceback.",
+            file=sys.stderr,
+        )
         if os.environ.get("NEM_TRACEBACK"):
             raise
         code = 2
@@ -96,9 +99,11 @@ def out_of_memory(prog: str) -> str:
     """The error of a run that exhausted the memory the process may use: the
     limits (D-LIMITS) bound what an input may ask for before it is read;
     this is the last line of defence, one line, never a traceback."""
-    return (f"{prog}: error: out of memory: the input needs more memory than this process "
-            "may use (its address-space limit or the machine's)\nfix: give a smaller input, "
-            "or run with more memory")
+    return (
+        f"{prog}: error: out of memory: the input needs more memory than this process "
+        "may use (its address-space limit or the machine's)\nfix: give a smaller input, "
+        "or run with more memory"
+    )
 
 
 def keep_until_exit() -> None:

@@ -67,9 +67,12 @@ def error_limit(tool: str, limit: int) -> Iterator[None]:
     finally:
         _active = outer
         if report.over():
-            print(f"{tool}: note: too many errors; stopping after {report.limit} "
-                  f"({report.errors} in all; raise the limit with --error-limit N, 0 for "
-                  "no limit)", file=sys.stderr)
+            print(
+                f"{tool}: note: too many errors; stopping after {report.limit} "
+                f"({report.errors} in all; raise the limit with --error-limit N, 0 for "
+                "no limit)",
+                file=sys.stderr,
+            )
 
 
 def print_diagnostics(tool: str, diagnostics: Iterable[Diagnostic]) -> None:
@@ -82,7 +85,7 @@ def print_diagnostics(tool: str, diagnostics: Iterable[Diagnostic]) -> None:
         if report is not None:
             report.errors += d.severity == "error"
             if report.over():
-                continue   # counted for the note, not printed
+                continue  # counted for the note, not printed
         text = d.render()
         print(text if d.loc is not None else f"{tool}: {text}", file=sys.stderr)
 
@@ -100,10 +103,14 @@ def error_limit_count(text: str) -> int:
 
 def add_error_limit_argument(parser: argparse.ArgumentParser) -> None:
     """`--error-limit N`, the same in every tool."""
-    parser.add_argument("--error-limit", type=error_limit_count, default=DEFAULT_ERROR_LIMIT,
-                        metavar="N", help=f"print at most N errors (default "
-                        f"{DEFAULT_ERROR_LIMIT}; 0: no limit; D-CLI-ERROR-LIMIT)")
+    parser.add_argument(
+        "--error-limit",
+        type=error_limit_count,
+        default=DEFAULT_ERROR_LIMIT,
+        metavar="N",
+        help=f"print at most N errors (default "
+        f"{DEFAULT_ERROR_LIMIT}; 0: no limit; D-CLI-ERROR-LIMIT)",
+    )
 
 
-__all__ = ["DEFAULT_ERROR_LIMIT", "add_error_limit_argument", "error_limit",
-           "print_diagnostics"]
+__all__ = ["DEFAULT_ERROR_LIMIT", "add_error_limit_argument", "error_limit", "print_diagnostics"]

@@ -39,7 +39,6 @@ if TYPE_CHECKING:
     from nem.dialect.array_files import HeaderCheck
 
 
-
 class InputError(Exception):
     """A file named on the command line that cannot be used."""
 
@@ -73,13 +72,16 @@ def _regular_file(path: str, flag: str) -> int:
 
 def _too_big(path: str, size: int) -> str | None:
     if size > MAX_INPUT_FILE_BYTES:
-        return (f"'{path}' has {size} bytes, above the limit of {MAX_INPUT_FILE_BYTES} bytes "
-                "for an input file (D-LIMITS)")
+        return (
+            f"'{path}' has {size} bytes, above the limit of {MAX_INPUT_FILE_BYTES} bytes "
+            "for an input file (D-LIMITS)"
+        )
     return None
 
 
-def read_input(path: str, flag: str, limit: int, name: str = "the buffer",
-               check: HeaderCheck | None = None) -> np.ndarray:
+def read_input(
+    path: str, flag: str, limit: int, name: str = "the buffer", check: HeaderCheck | None = None
+) -> np.ndarray:
     """The bytes (raw file) or array (`.npy`) of an input file for buffer or
     region `name` of `limit` bytes.  A raw file must have exactly `limit` bytes; a `.npy`
     holding a 0-d array gives a 1-element array; `.npz` archives, pickled
@@ -88,12 +90,17 @@ def read_input(path: str, flag: str, limit: int, name: str = "the buffer",
     shape and dtype against the target (`check`) and `limit` (D-LIMITS)."""
     size = _regular_file(path, flag)
     if path.endswith(".npz"):
-        raise InputError(flag, f"'{path}' is a .npz archive; give one array as .npy "
-                         "(numpy.save) or the raw bytes")
+        raise InputError(
+            flag,
+            f"'{path}' is a .npz archive; give one array as .npy (numpy.save) or the raw bytes",
+        )
     if not path.endswith(".npy"):
         if size != limit:
-            raise InputError(flag, f"'{path}' has {size} bytes but {name} has {limit}: "
-                             f"a raw input fills all of {name}")
+            raise InputError(
+                flag,
+                f"'{path}' has {size} bytes but {name} has {limit}: "
+                f"a raw input fills all of {name}",
+            )
         if why := _too_big(path, size):
             raise InputError(flag, why)
         import numpy as np
@@ -103,8 +110,9 @@ def read_input(path: str, flag: str, limit: int, name: str = "the buffer",
     return load_npy(path, flag, limit, name, check)
 
 
-def load_npy(path: str, flag: str, limit: int, name: str = "the buffer",
-             check: HeaderCheck | None = None) -> np.ndarray:
+def load_npy(
+    path: str, flag: str, limit: int, name: str = "the buffer", check: HeaderCheck | None = None
+) -> np.ndarray:
     """The array of a `.npy` file for `name` of `limit` bytes (a 0-d array
     as 1 element), read by `nem.dialect.array_files.load_npy`: what it
     refuses is an InputError of `flag`, found before the data is read."""
@@ -119,9 +127,12 @@ def load_npy(path: str, flag: str, limit: int, name: str = "the buffer",
         raise InputError(flag, str(e)) from None
 
 
-def read_archive(path: str, flag: str, buffer_size: Callable[[str], int],
-                 check: Callable[[str, tuple[int, ...], np.dtype], None] | None = None
-                 ) -> dict[str, np.ndarray]:
+def read_archive(
+    path: str,
+    flag: str,
+    buffer_size: Callable[[str], int],
+    check: Callable[[str, tuple[int, ...], np.dtype], None] | None = None,
+) -> dict[str, np.ndarray]:
     """The arrays of a `.npz` archive by buffer name, read by
     `nem.dialect.array_files.read_archive` (sizes and headers checked
     before anything is decompressed); what it refuses is an InputError of
@@ -163,8 +174,10 @@ def check_output_path(path: str, flag: str, inputs: Sequence[str] = ()) -> None:
     through any link), which writing would destroy (D-FILE-PATHS)."""
     p = Path(path)
     if path == "":
-        raise InputError(flag, "the file name is empty: give a file ('-' is standard output "
-                         "where the flag takes it)")
+        raise InputError(
+            flag,
+            "the file name is empty: give a file ('-' is standard output where the flag takes it)",
+        )
     if path.endswith(("/", os.sep)):
         raise InputError(flag, f"'{path}' names a directory, not a file")
     if p.exists() or p.is_symlink():
@@ -177,11 +190,18 @@ def check_output_path(path: str, flag: str, inputs: Sequence[str] = ()) -> None:
         if not stat.S_ISREG(st.st_mode) and os.path.realpath(path) != os.devnull:
             raise InputError(flag, f"'{path}' is not a regular file")
         for given in inputs:
-            if given and not is_stdio(given) and stat.S_ISREG(st.st_mode) and \
-                    same_file(path, given):
+            if (
+                given
+                and not is_stdio(given)
+                and stat.S_ISREG(st.st_mode)
+                and same_file(path, given)
+            ):
                 also = "" if given == path else f" ('{given}')"
-                raise InputError(flag, f"'{path}' is an input of this command{also}: writing "
-                                 "it would destroy it; write the output to another file")
+                raise InputError(
+                    flag,
+                    f"'{path}' is an input of this command{also}: writing "
+                    "it would destroy it; write the output to another file",
+                )
         if not os.access(path, os.W_OK):
             raise InputError(flag, f"cannot write '{path}': permission denied")
         return
@@ -206,10 +226,22 @@ def check_distinct_outputs(paths: Sequence[tuple[str, str]]) -> None:
         for other, other_flag, other_real in seen:
             if real == other_real or same_file(path, other):
                 also = "" if other == path else f" ('{other}')"
-                raise InputError(flag, f"'{path}' is also written by {other_flag}{also}: one "
-                                 "output would replace the other; give each its own file")
+                raise InputError(
+                    flag,
+                    f"'{path}' is also written by {other_flag}{also}: one "
+                    "output would replace the other; give each its own file",
+                )
         seen.append((path, flag, real))
 
 
-__all__ = ["InputError", "read_program", "read_input", "read_archive",
-           "read_json", "check_output_path", "check_distinct_outputs", "same_file", "load_npy"]
+__all__ = [
+    "InputError",
+    "read_program",
+    "read_input",
+    "read_archive",
+    "read_json",
+    "check_output_path",
+    "check_distinct_outputs",
+    "same_file",
+    "load_npy",
+]

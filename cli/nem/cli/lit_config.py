@@ -39,8 +39,18 @@ from typing import Any
 from nem.cli.upstream_tools import find_tool, package_tool
 
 SUFFIXES = [".nem", ".mlir", ".test"]
-EXCLUDES = ["Inputs", "Output", "__pycache__", "venv", ".venv", "build", "node_modules",
-            ".git", ".pytest_cache", ".hypothesis"]
+EXCLUDES = [
+    "Inputs",
+    "Output",
+    "__pycache__",
+    "venv",
+    ".venv",
+    "build",
+    "node_modules",
+    ".git",
+    ".pytest_cache",
+    ".hypothesis",
+]
 
 
 def tool(name: str, module: str) -> str:
@@ -74,8 +84,9 @@ def configure(config: Any, *, devices: bool = True) -> None:
         # lit sets test_source_root (default: the folder of lit.cfg.py) only after
         # the configuration ran: name the suite after the folder of the lit.cfg.py
         # that calls us (lit runs it with __file__ set)
-        root = getattr(config, "test_source_root", None) or \
-            os.path.dirname(sys._getframe(1).f_globals.get("__file__") or "")
+        root = getattr(config, "test_source_root", None) or os.path.dirname(
+            sys._getframe(1).f_globals.get("__file__") or ""
+        )
         config.name = Path(root).name if root else "nem-tests"
     if getattr(config, "test_format", None) is None:
         config.test_format = lit.formats.ShTest(execute_external=False)
@@ -111,8 +122,10 @@ def configure(config: Any, *, devices: bool = True) -> None:
         features.add("llvm-filecheck")
         subs.append(("%llvm-filecheck", llvm_filecheck))
     try:
-        if importlib.util.find_spec("mlir") is not None and \
-                importlib.util.find_spec("mlir.ir") is not None:
+        if (
+            importlib.util.find_spec("mlir") is not None
+            and importlib.util.find_spec("mlir.ir") is not None
+        ):
             features.add("mlir-python")
     except (ImportError, ValueError):
         pass

@@ -36,71 +36,157 @@ def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="nem-compile",
         description="Compile an ONNX model (.onnx) or linalg on tensors (.mlir) to a "
-                    "verified NEM program (.nem text, or .nemb bytecode with the weights embedded).")
+        "verified NEM program (.nem text, or .nemb bytecode with the weights embedded).",
+    )
     p.add_argument("input", help="model.onnx or model.mlir (linalg on tensors)")
-    p.add_argument("-o", dest="output", help="output .nem file (weights beside it in "
-                   "STEM.weights.npz) or .nemb bytecode (weights embedded); '-': .nem on "
-                   "standard output; default: the input's name with .nem")
-    p.add_argument("--device", default="npm_pro_x1",
-                   help="target device (a shipped device or one found with -I; default "
-                        "npm_pro_x1)")
-    p.add_argument("-I", dest="include_dirs", action="append", default=[],
-                   help="add a directory to the device search path")
-    p.add_argument("--dump-after", choices=STAGE_NAMES, action="append", default=[],
-                   metavar="STAGE", help="print the text a stage leaves to stdout "
-                   f"({', '.join(STAGE_NAMES)}); repeatable")
-    p.add_argument("--save-temps", action="store_true",
-                   help="write every stage's text beside the output "
-                        "(STEM.import.mlir, STEM.bufferize.mlir, STEM.tile.mlir) with each "
-                        "op's location, its ONNX node")
-    p.add_argument("--tile-sizes", metavar="A,B,...",
-                   help="tile sizes, positive integers, for every loop band (outermost "
-                        "first) instead of the L1-derived ones")
-    p.add_argument("--no-pipeline", action="store_true",
-                   help="no double buffering (tiles loaded, computed and stored in turn)")
-    p.add_argument("--engines", type=int, metavar="N",
-                   help="engines to spread tiles over (default: all of the device's)")
-    p.add_argument("--route", choices=ROUTES, default="transform",
-                   help="tiling route (default transform; affine: see docs/compile.md)")
-    p.add_argument("--no-verify", action="store_true",
-                   help="skip nem-verify on the result (not recommended)")
-    p.add_argument("--no-simplify", action="store_true",
-                   help="ONNX: import the graph as it is, without onnxscript's simplifier "
-                   "(constant folding, shape subgraphs, no-op removal)")
-    p.add_argument("--no-demote-f64", action="store_true",
-                   help="ONNX: refuse f64 tensors instead of computing them in f32")
-    p.add_argument("--no-demote-i64", action="store_true",
-                   help="ONNX: refuse int64 data instead of computing it in i32")
-    p.add_argument("--max-nodes", type=int, default=DEFAULT_MAX_NODES, metavar="N",
-                   help="ONNX: the compile budget, refuse a model of more than N nodes "
-                   f"(default {DEFAULT_MAX_NODES}, D-LIMITS)")
-    p.add_argument("--max-model-bytes", type=int, default=MAX_MODEL_BYTES, metavar="N",
-                   help="ONNX: refuse a model file larger than N bytes with its external "
-                   f"data (default {MAX_MODEL_BYTES}, D-LIMITS)")
+    p.add_argument(
+        "-o",
+        dest="output",
+        help="output .nem file (weights beside it in "
+        "STEM.weights.npz) or .nemb bytecode (weights embedded); '-': .nem on "
+        "standard output; default: the input's name with .nem",
+    )
+    p.add_argument(
+        "--device",
+        default="npm_pro_x1",
+        help="target device (a shipped device or one found with -I; default npm_pro_x1)",
+    )
+    p.add_argument(
+        "-I",
+        dest="include_dirs",
+        action="append",
+        default=[],
+        help="add a directory to the device search path",
+    )
+    p.add_argument(
+        "--dump-after",
+        choices=STAGE_NAMES,
+        action="append",
+        default=[],
+        metavar="STAGE",
+        help=f"print the text a stage leaves to stdout ({', '.join(STAGE_NAMES)}); repeatable",
+    )
+    p.add_argument(
+        "--save-temps",
+        action="store_true",
+        help="write every stage's text beside the output "
+        "(STEM.import.mlir, STEM.bufferize.mlir, STEM.tile.mlir) with each "
+        "op's location, its ONNX node",
+    )
+    p.add_argument(
+        "--tile-sizes",
+        metavar="A,B,...",
+        help="tile sizes, positive integers, for every loop band (outermost "
+        "first) instead of the L1-derived ones",
+    )
+    p.add_argument(
+        "--no-pipeline",
+        action="store_true",
+        help="no double buffering (tiles loaded, computed and stored in turn)",
+    )
+    p.add_argument(
+        "--engines",
+        type=int,
+        metavar="N",
+        help="engines to spread tiles over (default: all of the device's)",
+    )
+    p.add_argument(
+        "--route",
+        choices=ROUTES,
+        default="transform",
+        help="tiling route (default transform; affine: see docs/compile.md)",
+    )
+    p.add_argument(
+        "--no-verify", action="store_true", help="skip nem-verify on the result (not recommended)"
+    )
+    p.add_argument(
+        "--no-simplify",
+        action="store_true",
+        help="ONNX: import the graph as it is, without onnxscript's simplifier "
+        "(constant folding, shape subgraphs, no-op removal)",
+    )
+    p.add_argument(
+        "--no-demote-f64",
+        action="store_true",
+        help="ONNX: refuse f64 tensors instead of computing them in f32",
+    )
+    p.add_argument(
+        "--no-demote-i64",
+        action="store_true",
+        help="ONNX: refuse int64 data instead of computing it in i32",
+    )
+    p.add_argument(
+        "--max-nodes",
+        type=int,
+        default=DEFAULT_MAX_NODES,
+        metavar="N",
+        help="ONNX: the compile budget, refuse a model of more than N nodes "
+        f"(default {DEFAULT_MAX_NODES}, D-LIMITS)",
+    )
+    p.add_argument(
+        "--max-model-bytes",
+        type=int,
+        default=MAX_MODEL_BYTES,
+        metavar="N",
+        help="ONNX: refuse a model file larger than N bytes with its external "
+        f"data (default {MAX_MODEL_BYTES}, D-LIMITS)",
+    )
     add_error_limit_argument(p)
-    p.add_argument("--max-source-bytes", type=int, default=MAX_SOURCE_BYTES, metavar="N",
-                   help=f"MLIR: refuse a source larger than N bytes (default {MAX_SOURCE_BYTES}, "
-                   "D-LIMITS)")
-    p.add_argument("-v", "--verbose", action="store_true",
-                   help="per-stage timings and the lowering's remarks on stderr")
-    p.add_argument("--no-progress", action="store_true",
-                   help="no progress display on a terminal")
-    p.add_argument("--bisect", action="store_true",
-                   help="run every step's program on the same inputs and print the first "
-                        "that differs from onnxruntime (nem.compile.bisect); writes nothing")
-    p.add_argument("--input", dest="bisect_inputs", action="append", default=[],
-                   metavar="NAME=FILE.npy",
-                   help="with --bisect: an input array, or FILE.npz: every array of it "
-                        "(default: random, --seed)")
-    p.add_argument("--seed", type=int, default=0,
-                   help="with --bisect: seed of random inputs; with --tune: of the search")
-    p.add_argument("--tune", action="store_true",
-                   help="ONNX: choose each op's tile sizes by the timed cost model, op by op "
-                        "(D-COMPILE-TUNE; costs compile time, bounded by --tune-budget)")
-    p.add_argument("--tune-budget", type=float, default=60.0, metavar="SECONDS",
-                   help="with --tune: stop searching after this many seconds (default 60)")
-    p.add_argument("--tune-trials", type=int, default=12, metavar="N",
-                   help="with --tune: candidates per op at most (default 12)")
+    p.add_argument(
+        "--max-source-bytes",
+        type=int,
+        default=MAX_SOURCE_BYTES,
+        metavar="N",
+        help=f"MLIR: refuse a source larger than N bytes (default {MAX_SOURCE_BYTES}, D-LIMITS)",
+    )
+    p.add_argument(
+        "-v",
+        "--verbose",
+        action="store_true",
+        help="per-stage timings and the lowering's remarks on stderr",
+    )
+    p.add_argument("--no-progress", action="store_true", help="no progress display on a terminal")
+    p.add_argument(
+        "--bisect",
+        action="store_true",
+        help="run every step's program on the same inputs and print the first "
+        "that differs from onnxruntime (nem.compile.bisect); writes nothing",
+    )
+    p.add_argument(
+        "--input",
+        dest="bisect_inputs",
+        action="append",
+        default=[],
+        metavar="NAME=FILE.npy",
+        help="with --bisect: an input array, or FILE.npz: every array of it "
+        "(default: random, --seed)",
+    )
+    p.add_argument(
+        "--seed",
+        type=int,
+        default=0,
+        help="with --bisect: seed of random inputs; with --tune: of the search",
+    )
+    p.add_argument(
+        "--tune",
+        action="store_true",
+        help="ONNX: choose each op's tile sizes by the timed cost model, op by op "
+        "(D-COMPILE-TUNE; costs compile time, bounded by --tune-budget)",
+    )
+    p.add_argument(
+        "--tune-budget",
+        type=float,
+        default=60.0,
+        metavar="SECONDS",
+        help="with --tune: stop searching after this many seconds (default 60)",
+    )
+    p.add_argument(
+        "--tune-trials",
+        type=int,
+        default=12,
+        metavar="N",
+        help="with --tune: candidates per op at most (default 12)",
+    )
     return p
 
 
@@ -111,8 +197,11 @@ def _attach_tile_sizes(argv: Sequence[str]) -> list[str]:
     and never reached `_tile_sizes`, which says what is wrong with it."""
     out, i = [], 0
     while i < len(argv):
-        if argv[i] == "--tile-sizes" and i + 1 < len(argv) and \
-                re.fullmatch(r"-\d[\d,-]*", argv[i + 1]):
+        if (
+            argv[i] == "--tile-sizes"
+            and i + 1 < len(argv)
+            and re.fullmatch(r"-\d[\d,-]*", argv[i + 1])
+        ):
             out.append(f"--tile-sizes={argv[i + 1]}")
             i += 2
         else:
@@ -127,15 +216,15 @@ def _tile_sizes(text: str | None) -> tuple[int, ...] | None:
     try:
         sizes = tuple(int(x) for x in text.split(","))
     except ValueError:
-        raise SystemExit(_usage(f"--tile-sizes expects positive integers A,B,..., got "
-                                f"{text!r}")) from None
+        raise SystemExit(
+            _usage(f"--tile-sizes expects positive integers A,B,..., got {text!r}")
+        ) from None
     if not sizes or min(sizes) < 1:
         raise SystemExit(_usage(f"--tile-sizes expects positive integers, got {text!r}"))
     return sizes
 
 
-def _check_outputs(args: argparse.Namespace, src: str, out: str, stem: str,
-                   ext: str) -> str | None:
+def _check_outputs(args: argparse.Namespace, src: str, out: str, stem: str, ext: str) -> str | None:
     """Why a file the compile would write cannot be written (D-FILE-PATHS),
     checked before any work: a typo must not cost a compile, and no output
     (the program, the weights beside it, --save-temps' stages) may be the
@@ -174,8 +263,10 @@ def _check_device(args: argparse.Namespace) -> int | None:
         return 1
     n = device.topology.num_engines
     if args.engines is not None and args.engines > n:
-        return _usage(f"--engines {args.engines}: device {device.name} has {n} engine(s); "
-                      f"give N from 1 to {n}")
+        return _usage(
+            f"--engines {args.engines}: device {device.name} has {n} engine(s); "
+            f"give N from 1 to {n}"
+        )
     return None
 
 
@@ -206,9 +297,15 @@ class _Display:
                     TimeElapsedColumn,
                 )
 
-                self.bar = Progress(SpinnerColumn(), TextColumn("{task.description}"),
-                                    BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                                    console=Console(stderr=True), transient=True)
+                self.bar = Progress(
+                    SpinnerColumn(),
+                    TextColumn("{task.description}"),
+                    BarColumn(),
+                    MofNCompleteColumn(),
+                    TimeElapsedColumn(),
+                    console=Console(stderr=True),
+                    transient=True,
+                )
                 self.bar.start()
             except ImportError:
                 self.bar = None
@@ -226,20 +323,25 @@ class _Display:
         self.say(f"nem-compile: {result.name:<10} {_times(result.seconds, result.cpu_seconds)}")
         if stage in self.args.dump_after:
             self.pause()
-            sys.stdout.write(f"// ----- nem-compile: after {stage}\n" if stage != "lower"
-                             else f"# ----- nem-compile: after {stage}\n")
+            sys.stdout.write(
+                f"// ----- nem-compile: after {stage}\n"
+                if stage != "lower"
+                else f"# ----- nem-compile: after {stage}\n"
+            )
             sys.stdout.write(result.text if result.text.endswith("\n") else result.text + "\n")
             sys.stdout.flush()
             self.resume()
         if self.args.save_temps and stage != "lower":
             suffix = next(s.suffix for s in STAGES if s.name == stage)
-            Path(self.stem + suffix).write_text(result.located or result.text,
-                                                encoding="utf-8")   # D-COMPILE-TEMPS-LOC
+            Path(self.stem + suffix).write_text(
+                result.located or result.text, encoding="utf-8"
+            )  # D-COMPILE-TEMPS-LOC
 
     def step(self, stage: str, what: str, done: int, total: int) -> None:
         if self.bar is not None and self.task is not None:
-            self.bar.update(self.task, description=f"nem-compile: {stage}: {what}",
-                            completed=done, total=total)
+            self.bar.update(
+                self.task, description=f"nem-compile: {stage}: {what}", completed=done, total=total
+            )
 
     def substage(self, stage: str, name: str, seconds: float, cpu_seconds: float) -> None:
         self.say(f"nem-compile:   {stage}/{name:<22} {_times(seconds, cpu_seconds)}")
@@ -280,11 +382,14 @@ def run(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(_attach_tile_sizes(sys.argv[1:] if argv is None else argv))
     if args.max_source_bytes < 1:
         return _usage("--max-source-bytes needs N >= 1")
-    with source_limit(args.max_source_bytes), tracking_reads(), \
-            gc_paused(argv is None):   # D-FILE-PATHS, D-RT-GC
+    with (
+        source_limit(args.max_source_bytes),
+        tracking_reads(),
+        gc_paused(argv is None),
+    ):  # D-FILE-PATHS, D-RT-GC
         try:
             return _run(args)
-        except OSError as e:   # an output refused at the end: a file the compile read
+        except OSError as e:  # an output refused at the end: a file the compile read
             print(f"nem-compile: error: cannot write {e.filename}: {e.strerror}", file=sys.stderr)
             return 1
         finally:
@@ -320,35 +425,47 @@ def _run(args: argparse.Namespace) -> int:
     for flag in ("max_nodes", "max_model_bytes", "max_source_bytes"):
         if getattr(args, flag) < 1:
             return _usage(f"--{flag.replace('_', '-')} needs N >= 1")
-    stem = (out.removesuffix(".nemb").removesuffix(".nem")) if out != "-" else \
-        str(Path(src).with_suffix(""))
+    stem = (
+        (out.removesuffix(".nemb").removesuffix(".nem"))
+        if out != "-"
+        else str(Path(src).with_suffix(""))
+    )
     if why := _check_outputs(args, src, out, stem, ext):
         return _usage(why)
     if (status := _check_device(args)) is not None:
         return status
-    options = CompileOptions(device=args.device, tile_sizes=_tile_sizes(args.tile_sizes),
-                             pipeline=not args.no_pipeline, engines=args.engines,
-                             route=args.route, verify=not args.no_verify,
-                             include_dirs=tuple(args.include_dirs),
-                             simplify=not args.no_simplify, demote_f64=not args.no_demote_f64,
-                             demote_i64=not args.no_demote_i64, max_nodes=args.max_nodes,
-                             max_model_bytes=args.max_model_bytes,
-                             origins=out.endswith(".nemb"), located_temps=args.save_temps)
+    options = CompileOptions(
+        device=args.device,
+        tile_sizes=_tile_sizes(args.tile_sizes),
+        pipeline=not args.no_pipeline,
+        engines=args.engines,
+        route=args.route,
+        verify=not args.no_verify,
+        include_dirs=tuple(args.include_dirs),
+        simplify=not args.no_simplify,
+        demote_f64=not args.no_demote_f64,
+        demote_i64=not args.no_demote_i64,
+        max_nodes=args.max_nodes,
+        max_model_bytes=args.max_model_bytes,
+        origins=out.endswith(".nemb"),
+        located_temps=args.save_temps,
+    )
     if args.tune and (ext != ".onnx" or args.bisect):
         return _usage("--tune takes a .onnx model (and no --bisect)")
     if not args.tune and (args.tune_budget != 60.0 or args.tune_trials != 12):
         return _usage("--tune-budget and --tune-trials are options of --tune")
-    if not args.tune_budget > 0 or args.tune_trials < 1:   # NaN too
+    if not args.tune_budget > 0 or args.tune_trials < 1:  # NaN too
         return _usage("--tune-budget needs SECONDS > 0 and --tune-trials N >= 1")
-    if args.seed < 0:   # numpy's generators take seeds >= 0
+    if args.seed < 0:  # numpy's generators take seeds >= 0
         return _usage(f"--seed needs a SEED >= 0, got {args.seed}")
     if args.bisect:
         if ext != ".onnx":
             return _usage("--bisect compares with onnxruntime: it takes a .onnx model")
         from nem.cli.bisect import run_bisect
 
-        return run_bisect(src, options, args.bisect_inputs, args.seed,
-                          stem if args.save_temps else None)
+        return run_bisect(
+            src, options, args.bisect_inputs, args.seed, stem if args.save_temps else None
+        )
     if args.bisect_inputs:
         return _usage("--input is an option of --bisect")
     display = _Display(args, stem)
@@ -357,22 +474,33 @@ def _run(args: argparse.Namespace) -> int:
             from nem.cli.roofline_cli import timed_cycles
             from nem.compile.tune import compile_tuned
 
-            result, _ = compile_tuned(src, options, timed_cycles, args.tune_budget, args.seed,
-                                      args.tune_trials, progress=display, stem=stem)
+            result, _ = compile_tuned(
+                src,
+                options,
+                timed_cycles,
+                args.tune_budget,
+                args.seed,
+                args.tune_trials,
+                progress=display,
+                stem=stem,
+            )
         else:
             compile_fn = compile_onnx if ext == ".onnx" else compile_mlir
             result = compile_fn(src, options, progress=display, stem=stem)
     except CompileError as e:
         display.close()
         if e.diagnostics is not None:
-            with error_limit("nem-compile", args.error_limit):   # D-CLI-ERROR-LIMIT
+            with error_limit("nem-compile", args.error_limit):  # D-CLI-ERROR-LIMIT
                 print_diagnostics("nem-compile", e.diagnostics)
         else:
             print(str(e), file=sys.stderr)
         print(f"nem-compile: failed in stage '{e.stage}'", file=sys.stderr)
         if e.stage == "lower" and not args.save_temps and out != "-":
-            print(f"nem-compile: the lowering's locations are in {stem}.tile.mlir, the tiled "
-                  "program: rerun with --save-temps to write it", file=sys.stderr)
+            print(
+                f"nem-compile: the lowering's locations are in {stem}.tile.mlir, the tiled "
+                "program: rerun with --save-temps to write it",
+                file=sys.stderr,
+            )
         return 1
     display.close()
     if out.endswith(".nemb"):
@@ -388,26 +516,33 @@ def _run(args: argparse.Namespace) -> int:
         with output_file(out) as f:
             f.write(result.nem)
         weights = ""
-        if result.interface.weights:   # with -o -: beside the input (STEM is its name)
+        if result.interface.weights:  # with -o -: beside the input (STEM is its name)
             weights = stem + ".weights.npz"
             result.save_weights(weights)
-            if out == "-":   # nothing on stdout but the program: say where they went
+            if out == "-":  # nothing on stdout but the program: say where they went
                 print(f"nem-compile: weights written to {weights}", file=sys.stderr)
-    for w in result.warnings:   # with or without -v (D-COMPILE-LOW-SHARE)
+    for w in result.warnings:  # with or without -v (D-COMPILE-LOW-SHARE)
         print(w, file=sys.stderr)
     if args.verbose:
         for r in result.remarks:
             print(r, file=sys.stderr)
         if not args.save_temps:
-            print(f"nem-compile: note: the remarks' positions are in {stem}.tile.mlir, the "
-                  "tiled program: rerun with --save-temps to write it", file=sys.stderr)
-        total = _times(sum(r.seconds for r in result.stages),
-                      sum(r.cpu_seconds for r in result.stages))
+            print(
+                f"nem-compile: note: the remarks' positions are in {stem}.tile.mlir, the "
+                "tiled program: rerun with --save-temps to write it",
+                file=sys.stderr,
+            )
+        total = _times(
+            sum(r.seconds for r in result.stages), sum(r.cpu_seconds for r in result.stages)
+        )
         print(f"nem-compile: {'total':<10} {total}", file=sys.stderr)
         if weights:
             n = len(result.interface.weights)
-            print(f"weights: {weights} ({n} buffer{'s' if n != 1 else ''}; "
-                  f"nem-run {out} --input {weights})", file=sys.stderr)
+            print(
+                f"weights: {weights} ({n} buffer{'s' if n != 1 else ''}; "
+                f"nem-run {out} --input {weights})",
+                file=sys.stderr,
+            )
         for line in _interface(result.interface, out, weights):
             print(line, file=sys.stderr)
     return 0
@@ -427,8 +562,9 @@ def _interface(iface: Interface, out: str, weights: str) -> list[str]:
     names = {"float32": "f32", "float16": "f16", "int32": "i32", "int16": "i16", "int8": "i8"}
 
     def typed(shape: Sequence[int], dtype: Any) -> str:
-        return f"{names.get(np.dtype(dtype).name, np.dtype(dtype).name)}" \
-               f"[{','.join(map(str, shape))}]"
+        return (
+            f"{names.get(np.dtype(dtype).name, np.dtype(dtype).name)}[{','.join(map(str, shape))}]"
+        )
 
     lines, run = [], ["nem-run", out]
     if weights:
@@ -436,10 +572,15 @@ def _interface(iface: Interface, out: str, weights: str) -> list[str]:
     for kind, ports in (("input", iface.inputs), ("output", iface.outputs)):
         for name, shape, dtype in ports:
             onnx = iface.onnx_names.get(name)
-            lines.append(f"{kind}: {name} {typed(shape, dtype)}"
-                         + (f" (ONNX '{onnx}')" if onnx and onnx != name else ""))
-            run += ["--input", f"{name}={name}.npy"] if kind == "input" else \
-                ["--output", f"'{name}:{typed(shape, dtype)}={name}.npy'"]
+            lines.append(
+                f"{kind}: {name} {typed(shape, dtype)}"
+                + (f" (ONNX '{onnx}')" if onnx and onnx != name else "")
+            )
+            run += (
+                ["--input", f"{name}={name}.npy"]
+                if kind == "input"
+                else ["--output", f"'{name}:{typed(shape, dtype)}={name}.npy'"]
+            )
     return [*lines, "run: " + " ".join(run)]
 
 
@@ -458,8 +599,10 @@ def _write_nemb(out: str, src: str, result: CompileResult) -> None:
     with own_source(result.nem):
         module = parse_nem(result.nem, out)
     _with_nodes(module, result.origins)
-    embed = [Embedded(name, np.ascontiguousarray(array).tobytes())
-             for name, array in result.interface.weights.items()]
+    embed = [
+        Embedded(name, np.ascontiguousarray(array).tobytes())
+        for name, array in result.interface.weights.items()
+    ]
     options = WriteOptions(embed=embed, build={"source": src, "producer-tool": "nem-compile"})
     try:
         data = write_nemb(module, options)
@@ -481,7 +624,7 @@ def _with_nodes(module: ModuleOp, origins: list[str | None]) -> None:
     from nem.frontends.upstream_dialects.mlir_input import parse_location
 
     statements = list(printed_statements(module))
-    if len(statements) != len(origins):   # not the lowered program's statements: no nodes
+    if len(statements) != len(origins):  # not the lowered program's statements: no nodes
         return
     parsed: dict[str, LocationAttr | None] = {}
     for op, origin in zip(statements, origins):

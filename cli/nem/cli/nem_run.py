@@ -90,7 +90,8 @@ class Progress:
             return
         if self.kernel_task is None:
             self.kernel_task = bar.add_task(
-                "interpreting a compute op=mlir.kernel task (scalar ops)", total=total or None)
+                "interpreting a compute op=mlir.kernel task (scalar ops)", total=total or None
+            )
         bar.update(self.kernel_task, completed=done, total=total or None)
 
     def close(self) -> None:
@@ -127,8 +128,9 @@ class Output:
         from nem.runtime.tensor_io import TensorIOError, parse_spec
 
         if "=" not in item:
-            raise SystemExit(_usage(f"--output expects NAME=FILE or NAME:T[SHAPE]=FILE, got "
-                                    f"{item!r}"))
+            raise SystemExit(
+                _usage(f"--output expects NAME=FILE or NAME:T[SHAPE]=FILE, got {item!r}")
+            )
         target, file = item.split("=", 1)
         name, _, spec = target.partition(":")
         elem = shape = None
@@ -159,10 +161,15 @@ def _check_paths(args: argparse.Namespace, outputs: list[Output]) -> int | None:
         import importlib.util
 
         if importlib.util.find_spec("matplotlib") is None:
-            return _usage(f"not supported: {chart} needs matplotlib; install it with "
-                          "pip install 'nem-toolchain[viz]'")
-    inputs = [args.program, args.profile or "",
-              *(item.split("=", 1)[-1] for item in [*args.input, *args.input_raw])]
+            return _usage(
+                f"not supported: {chart} needs matplotlib; install it with "
+                "pip install 'nem-toolchain[viz]'"
+            )
+    inputs = [
+        args.program,
+        args.profile or "",
+        *(item.split("=", 1)[-1] for item in [*args.input, *args.input_raw]),
+    ]
     try:
         for path, what in paths:
             check_output_path(path, what, inputs)
@@ -185,8 +192,11 @@ def _load(args: argparse.Namespace, interp: NemInterpreter) -> Program:
         limit = max_source_bytes()
         raw = sys.stdin.buffer.read(limit + 1)
         if len(raw) > limit:
-            raise InputError("-", f"standard input has more than {limit} bytes "
-                             "(D-LIMITS; --max-source-bytes N raises the limit)")
+            raise InputError(
+                "-",
+                f"standard input has more than {limit} bytes "
+                "(D-LIMITS; --max-source-bytes N raises the limit)",
+            )
         if is_nemb(raw):
             return interp.load_bytecode(raw, "<stdin>")
         from nem.dialect.source_files import decode_source
@@ -200,9 +210,12 @@ def _warn_partial(what: str, name: str, written: int, size: int) -> None:
     """An array smaller than its buffer is allowed (it fills the start), but is
     more often a mistake (a wrong shape saved) than an intent: say so."""
     if written < size:
-        print(f"nem-run: warning: {what}: the array fills {written} of the {size} bytes of "
-              f"'{name}'; the other {size - written} keep their previous contents (zeros, "
-              "or the program's initial data)", file=sys.stderr)
+        print(
+            f"nem-run: warning: {what}: the array fills {written} of the {size} bytes of "
+            f"'{name}'; the other {size - written} keep their previous contents (zeros, "
+            "or the program's initial data)",
+            file=sys.stderr,
+        )
 
 
 def _warn_unset(names: list[str], program: str) -> None:
@@ -211,52 +224,71 @@ def _warn_unset(names: list[str], program: str) -> None:
     `nem-compile` writes beside the program when there is one."""
     if not names:
         return
-    shown = ", ".join(f"'{n}'" for n in names[:3]) + \
-        (f" and {len(names) - 3} more" if len(names) > 3 else "")
+    shown = ", ".join(f"'{n}'" for n in names[:3]) + (
+        f" and {len(names) - 3} more" if len(names) > 3 else ""
+    )
     what = "1 buffer is" if len(names) == 1 else f"{len(names)} buffers are"
     stem = program.removesuffix(".nem") if program.endswith(".nem") else None
-    fix = f" (--input {stem}.weights.npz?)" if stem and Path(stem + ".weights.npz").is_file() \
-        else ""
-    print(f"nem-run: warning: {what} read by the program, written by none of its tasks and "
-          f"given by no --input: {shown}; the run reads zeros there{fix} (D-RT-UNSET)",
-          file=sys.stderr)
+    fix = (
+        f" (--input {stem}.weights.npz?)" if stem and Path(stem + ".weights.npz").is_file() else ""
+    )
+    print(
+        f"nem-run: warning: {what} read by the program, written by none of its tasks and "
+        f"given by no --input: {shown}; the run reads zeros there{fix} (D-RT-UNSET)",
+        file=sys.stderr,
+    )
 
 
-def _write_inputs(interp: NemInterpreter, args: argparse.Namespace, warn: bool = True) -> int | None:
+def _write_inputs(
+    interp: NemInterpreter, args: argparse.Namespace, warn: bool = True
+) -> int | None:
     """--input / --input-raw (and bare .npz archives) into memory, read capped
     by the size of their target (D-LIMITS); an error names the flag (exit 2).
     `warn`: say when an array fills only part of its buffer (once, not at
     each --repeat run)."""
+
     def partial(what: str, name: str, written: int) -> None:
         if warn:
             _warn_partial(what, name, written, interp.tensor_size(name))
+
     items = [(i, False) for i in args.input] + [(i, True) for i in args.input_raw]
     for item, raw in items:
         flag = "--input-raw" if raw else "--input"
         try:
             if "=" not in item and item.endswith(".npz"):
-                arrays = read_archive(item, f"{flag} {item}", interp.tensor_size,
-                                      lambda n, shape, dt: interp.check_tensor(n, shape, dt, raw))
+                arrays = read_archive(
+                    item,
+                    f"{flag} {item}",
+                    interp.tensor_size,
+                    lambda n, shape, dt: interp.check_tensor(n, shape, dt, raw),
+                )
                 for name, array in arrays.items():
                     partial(f"{flag} {item}", name, interp.write_tensor(name, array, raw=raw))
                 continue
             [(name, f)] = _pairs([item], flag)
-            data = read_input(f, f"{flag} {item}", interp.tensor_size(name), f"'{name}'",
-                              lambda shape, dt: interp.check_tensor(name, shape, dt, raw))
+            data = read_input(
+                f,
+                f"{flag} {item}",
+                interp.tensor_size(name),
+                f"'{name}'",
+                lambda shape, dt: interp.check_tensor(name, shape, dt, raw),
+            )
             if f.endswith(".npy"):
                 partial(f"{flag} {item}", name, interp.write_tensor(name, data, raw=raw))
             else:
                 interp.write_bytes(name, data)
         except InputError as e:
             return _usage(str(e))
-        except KeyError as e:   # an unknown name: str(KeyError) would quote the message
+        except KeyError as e:  # an unknown name: str(KeyError) would quote the message
             return _usage(f"{flag} {item}: {e.args[0]}")
         except (OSError, ValueError) as e:
             return _usage(f"{flag} {item}: {e}")
     return None
 
 
-def _fresh_inputs(interp: NemInterpreter, args: argparse.Namespace, warn: bool = True) -> int | None:
+def _fresh_inputs(
+    interp: NemInterpreter, args: argparse.Namespace, warn: bool = True
+) -> int | None:
     """--random-inputs, then --input / --input-raw: before the run, and
     again before each --repeat run."""
     if args.random_inputs is not None:
@@ -273,8 +305,14 @@ class Preparation:
     why_not: str | None = None
 
 
-def _timings(times: list[float], asked: int, result: RunResult, prep: Preparation, races: bool,
-             replayed: bool) -> None:
+def _timings(
+    times: list[float],
+    asked: int,
+    result: RunResult,
+    prep: Preparation,
+    races: bool,
+    replayed: bool,
+) -> None:
     """--repeat: the time `prepare` took when it planned the runs, the first
     run's wall time, then the best and median of the others; where the runs
     stopped early, and why nothing was prepared."""
@@ -285,17 +323,21 @@ def _timings(times: list[float], asked: int, result: RunResult, prep: Preparatio
     checked = ", race-checked" if races else ""
     if prep.seconds is not None:
         # a first run that stopped is labelled with its status (it was re-run, D-RT-REPLAY)
-        line = (f"{head}; prepared in {prep.seconds * 1e3:.2f} ms (scheduled{checked}, "
-                f"D-RT-PREPARE); first {times[0] * 1e3:.2f} ms "
-                f"({'replayed' if n > 1 else result.status})")
+        line = (
+            f"{head}; prepared in {prep.seconds * 1e3:.2f} ms (scheduled{checked}, "
+            f"D-RT-PREPARE); first {times[0] * 1e3:.2f} ms "
+            f"({'replayed' if n > 1 else result.status})"
+        )
     else:
         why = f"; not prepared: {prep.why_not}" if prep.why_not else ""
         line = f"{head}; first {times[0] * 1e3:.2f} ms (scheduled{checked}{why})"
     rest = sorted(times[1:])
     if rest:
         kind = "replayed, D-RT-REPLAY" if replayed else "scheduled"
-        line += (f", the other {len(rest)}: best {rest[0] * 1e3:.2f} ms, median "
-                 f"{rest[len(rest) // 2] * 1e3:.2f} ms ({kind})")
+        line += (
+            f", the other {len(rest)}: best {rest[0] * 1e3:.2f} ms, median "
+            f"{rest[len(rest) // 2] * 1e3:.2f} ms ({kind})"
+        )
     print(line)
 
 
@@ -314,17 +356,21 @@ def _check_outputs(interp: NemInterpreter, outputs: list[Output]) -> int | None:
         if o.elem is None:
             continue
         prog = interp.program
-        assert prog is not None     # loaded before any output is read
+        assert prog is not None  # loaded before any output is read
         t = target(prog.memory, prog.compiled, o.name)
         if t.elem is not None and t.elem != o.elem:
-            print(f"nem-run: warning: --output {o.name}: {t.kind} '{o.name}' holds {t.elem} "
-                  f"values; they are written as {o.elem} (their bytes reinterpreted)",
-                  file=sys.stderr)
+            print(
+                f"nem-run: warning: --output {o.name}: {t.kind} '{o.name}' holds {t.elem} "
+                f"values; they are written as {o.elem} (their bytes reinterpreted)",
+                file=sys.stderr,
+            )
         size = interp.tensor_size(o.name)
         if data.nbytes < size:
-            print(f"nem-run: warning: --output {o.name}: {o.elem}{list(data.shape)} covers "
-                  f"{data.nbytes} of the {size} bytes of '{o.name}'; the rest is not written",
-                  file=sys.stderr)
+            print(
+                f"nem-run: warning: --output {o.name}: {o.elem}{list(data.shape)} covers "
+                f"{data.nbytes} of the {size} bytes of '{o.name}'; the rest is not written",
+                file=sys.stderr,
+            )
     return None
 
 
@@ -349,8 +395,11 @@ def run(argv: Sequence[str] | None = None) -> int:
 
     if args.max_source_bytes < 1:
         return _usage("--max-source-bytes needs N >= 1")
-    with source_limit(args.max_source_bytes), tracking_reads(), \
-            error_limit("nem-run", args.error_limit):
+    with (
+        source_limit(args.max_source_bytes),
+        tracking_reads(),
+        error_limit("nem-run", args.error_limit),
+    ):
         return _run(args, argv is None)
 
 
@@ -366,10 +415,14 @@ def _run(args: argparse.Namespace, owns_process: bool) -> int:
     if args.jobs is not None and args.jobs < 1:
         return _usage("-j needs N >= 1")
     if args.explore and (args.schedules or args.mode == "timed"):
-        return _usage("--explore runs functional schedules; it excludes --schedules and --mode timed")
+        return _usage(
+            "--explore runs functional schedules; it excludes --schedules and --mode timed"
+        )
     if args.schedules and (args.mode == "timed" or args.trace or args.timeline):
-        return _usage("--schedules compares functional random schedules; it excludes --mode "
-                      "timed, --trace and --timeline (trace one of them: --schedule random --seed S)")
+        return _usage(
+            "--schedules compares functional random schedules; it excludes --mode "
+            "timed, --trace and --timeline (trace one of them: --schedule random --seed S)"
+        )
     if args.repeat < 1:
         return _usage("--repeat needs N >= 1")
     if args.repeat > 1 and (args.schedules or args.explore):
@@ -381,9 +434,13 @@ def _run(args: argparse.Namespace, owns_process: bool) -> int:
     if bad_path is not None:
         return bad_path
     try:
-        interp = NemInterpreter(device=args.device, ddr_size=args.ddr_size,
-                                include_dirs=args.include_dirs, races=not args.no_races,
-                                trace=bool(args.trace or args.timeline))
+        interp = NemInterpreter(
+            device=args.device,
+            ddr_size=args.ddr_size,
+            include_dirs=args.include_dirs,
+            races=not args.no_races,
+            trace=bool(args.trace or args.timeline),
+        )
         interp.set_mode(args.mode)
         interp.set_scheduling(args.schedule, args.seed)
         if args.profile:
@@ -393,7 +450,7 @@ def _run(args: argparse.Namespace, owns_process: bool) -> int:
             interp.set_timing_profile(profile)
         from nem.dialect.gc_pause import gc_paused
 
-        with gc_paused(owns_process):   # frozen before the collector resumes
+        with gc_paused(owns_process):  # frozen before the collector resumes
             prog = _load(args, interp)
             if owns_process:  # run as a program: the IR lives until the process ends
                 keep_until_exit()
@@ -402,7 +459,7 @@ def _run(args: argparse.Namespace, owns_process: bool) -> int:
         return 1
     except (InputError, OSError, ValueError) as e:
         return _usage(str(e))
-    for path, flag in _written(args, outputs):   # the files loading read: includes, device
+    for path, flag in _written(args, outputs):  # the files loading read: includes, device
         if (read := read_here(path)) is not None:
             return _usage(f"{flag}: {written_input(path, read)}")
     print_diagnostics("nem-run", prog.diagnostics)  # warnings
@@ -415,16 +472,22 @@ def _run(args: argparse.Namespace, owns_process: bool) -> int:
     bad_io = _fresh_inputs(interp, args) or _check_outputs(interp, outputs)
     if bad_io is not None:
         return bad_io
-    if outputs:   # values are written out: say which inputs hold zeros (D-RT-UNSET)
+    if outputs:  # values are written out: say which inputs hold zeros (D-RT-UNSET)
         _warn_unset(interp.unset_inputs(), args.program)
 
     name = prog.name
     dev = prog.device.name if prog.device is not None else "device-agnostic"
     # --schedules N and --explore choose the schedules themselves (the next line says which)
-    sched = "timed" if args.mode == "timed" else "random" if args.schedules else \
-        "every interleaving" if args.explore else \
-        (args.schedule + (f" (seed {args.seed})" if args.schedule == "random" else ""))
-    if not args.json:   # --json: standard output is the one JSON document
+    sched = (
+        "timed"
+        if args.mode == "timed"
+        else "random"
+        if args.schedules
+        else "every interleaving"
+        if args.explore
+        else (args.schedule + (f" (seed {args.seed})" if args.schedule == "random" else ""))
+    )
+    if not args.json:  # --json: standard output is the one JSON document
         print(f"nem-run: {name} on {dev}, mode {args.mode}, schedule {sched}")
     failed = False
 
@@ -434,17 +497,24 @@ def _run(args: argparse.Namespace, owns_process: bool) -> int:
         return 1 if failed else 0
 
     if args.schedules:
-        results, diff = interp.run_schedules(args.schedules, args.seed, jobs=args.jobs,
-                                             max_tasks=args.max_tasks)
-        print(f"schedules: {args.schedules} random (seeds {args.seed}..."
-              f"{args.seed + args.schedules - 1})")
+        results, diff = interp.run_schedules(
+            args.schedules, args.seed, jobs=args.jobs, max_tasks=args.max_tasks
+        )
+        print(
+            f"schedules: {args.schedules} random (seeds {args.seed}..."
+            f"{args.seed + args.schedules - 1})"
+        )
         seen = set()
         nraces = 0
         for j, r in enumerate(results):
             for race in r.races:
                 # the pair of statements in either order, and the buffer (README)
-                key = (frozenset({(race.first.label, race.first.line),
-                                  (race.second.label, race.second.line)}), race.buffer)
+                key = (
+                    frozenset(
+                        {(race.first.label, race.first.line), (race.second.label, race.second.line)}
+                    ),
+                    race.buffer,
+                )
                 if key in seen:
                     continue
                 seen.add(key)
@@ -462,8 +532,10 @@ def _run(args: argparse.Namespace, owns_process: bool) -> int:
             print("final memory: identical across all schedules")
         else:
             a, b, buf, off = diff
-            print(f"final memory: differs between seed {a} and seed {b}: first at buffer "
-                  f"{buf} byte {off}")
+            print(
+                f"final memory: differs between seed {a} and seed {b}: first at buffer "
+                f"{buf} byte {off}"
+            )
             failed = True
         failed |= nraces > 0
         _write_outputs(interp, outputs)
@@ -478,8 +550,10 @@ def _run(args: argparse.Namespace, owns_process: bool) -> int:
         else:
             from nem.runtime import replay
 
-            prep.why_not = replay.not_eligible(interp.start().sched) or \
-                "planning stopped at a run-time error or a deadlock"
+            prep.why_not = (
+                replay.not_eligible(interp.start().sched)
+                or "planning stopped at a run-time error or a deadlock"
+            )
     s = interp.start()
     total = prog.compiled.static_task_count()
     bar = Progress(total, not args.no_progress and sys.stderr.isatty())
@@ -492,7 +566,7 @@ def _run(args: argparse.Namespace, owns_process: bool) -> int:
     finally:
         bar.close()
     while len(times) < args.repeat and result.status == "completed" and result.error is None:
-        _fresh_inputs(interp, args, warn=False)     # read and checked above: cannot fail now
+        _fresh_inputs(interp, args, warn=False)  # read and checked above: cannot fail now
         s = interp.start()
         t0 = time.perf_counter()
         result = s.run_to_end()
@@ -516,8 +590,14 @@ def _run(args: argparse.Namespace, owns_process: bool) -> int:
     if not args.json:
         _summary(result, not args.no_races)
         if args.repeat > 1:
-            _timings(times, args.repeat, result, prep, not args.no_races,
-                     prog.compiled.replay is not None)
+            _timings(
+                times,
+                args.repeat,
+                result,
+                prep,
+                not args.no_races,
+                prog.compiled.replay is not None,
+            )
         for line in written:
             print(line)
     if args.roofline:
@@ -546,19 +626,29 @@ def _explore(interp: NemInterpreter, max_schedules: int, jobs: int | None) -> bo
     """`--explore`: print what the explorer found; True when it found a problem."""
     ex = interp.explore(max_schedules, jobs=jobs)
     if ex.too_large:
-        print(f"explore: not supported: {ex.task_instances} task instances exceed the "
-              f"explorer's limit; use --schedules K (random schedules)")
+        print(
+            f"explore: not supported: {ex.task_instances} task instances exceed the "
+            f"explorer's limit; use --schedules K (random schedules)"
+        )
         return True
-    cover = "the space is covered completely" if ex.complete else \
-        f"the space is NOT covered completely (more than --max-schedules {max_schedules})"
-    print(f"explore: {ex.schedules} schedule(s), one per distinct interleaving of the "
-          f"{ex.task_instances} task instances; {cover}")
+    cover = (
+        "the space is covered completely"
+        if ex.complete
+        else f"the space is NOT covered completely (more than --max-schedules {max_schedules})"
+    )
+    print(
+        f"explore: {ex.schedules} schedule(s), one per distinct interleaving of the "
+        f"{ex.task_instances} task instances; {cover}"
+    )
     print(f"races: {len(ex.races)}")
     for w in ex.races:
         print(f"  {w.race}")
-        print("    witness: after " + (", ".join(w.schedule) if w.schedule else "nothing")
-              + f", both {_short(w.race.first)} and {_short(w.race.second)} are ready: "
-              "either may run first")
+        print(
+            "    witness: after "
+            + (", ".join(w.schedule) if w.schedule else "nothing")
+            + f", both {_short(w.race.first)} and {_short(w.race.second)} are ready: "
+            "either may run first"
+        )
     print(f"deadlocks: {len(ex.deadlocks)}")
     for d, sched in ex.deadlocks[:5]:
         print("  " + str(d).replace("\n", "\n  "))
@@ -566,11 +656,14 @@ def _explore(interp: NemInterpreter, max_schedules: int, jobs: int | None) -> bo
     for e in ex.errors[:5]:
         print(e.render(), file=sys.stderr)
     for m in ex.diverged[:5]:
-        print(f"explore: internal: a replay diverged ({m}): happens-before depended on the "
-              "schedule", file=sys.stderr)
+        print(
+            f"explore: internal: a replay diverged ({m}): happens-before depended on the schedule",
+            file=sys.stderr,
+        )
     print(f"final memory: {ex.outcomes} distinct outcome(s) over {ex.schedules} schedule(s)")
-    return bool(ex.races or ex.deadlocks or ex.errors or ex.diverged or not ex.complete
-                or ex.outcomes > 1)
+    return bool(
+        ex.races or ex.deadlocks or ex.errors or ex.diverged or not ex.complete or ex.outcomes > 1
+    )
 
 
 def _short(ref: Any) -> str:
@@ -581,7 +674,7 @@ def _check_numbers(args: argparse.Namespace) -> str | None:
     """Flag values that make no sense, before any work (usage errors)."""
     if args.random_inputs is not None and args.random_inputs < 0:
         return "--random-inputs needs a SEED >= 0"
-    if args.seed < 0:   # Python's random takes -S as S (api.check_seed)
+    if args.seed < 0:  # Python's random takes -S as S (api.check_seed)
         return "--seed needs a SEED >= 0"
     if args.max_tasks is not None and args.max_tasks < 1:
         return "--max-tasks needs N >= 1"
@@ -605,9 +698,11 @@ def _over_budget(prog: Program, args: argparse.Namespace) -> str | None:
         return None
     what = "schedule" if args.schedules else "run"
     per = f" ({tasks} per {what} x {runs} {what}s)" if runs > 1 else ""
-    return (f"the program runs an estimated {tasks * runs} tasks and loop iterations{per}, "
-            f"above the limit of {limit} (D-LIMITS); raise it with --max-tasks "
-            f"{tasks * runs} if that is meant")
+    return (
+        f"the program runs an estimated {tasks * runs} tasks and loop iterations{per}, "
+        f"above the limit of {limit} (D-LIMITS); raise it with --max-tasks "
+        f"{tasks * runs} if that is meant"
+    )
 
 
 def _summary(r: RunResult, races_checked: bool) -> None:

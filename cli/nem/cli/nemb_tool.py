@@ -38,8 +38,7 @@ class OptMain(Protocol):
 
     def output_resulting_program(self, prog: ModuleOp) -> str: ...
 
-    def _parse(self, text: str, file: str, ext: str,
-               at: tuple[int, int] = (0, 0)) -> ModuleOp: ...
+    def _parse(self, text: str, file: str, ext: str, at: tuple[int, int] = (0, 0)) -> ModuleOp: ...
 
     def _verify(self, module: ModuleOp, file: str) -> list[Diagnostic]: ...
 
@@ -48,18 +47,30 @@ class OptMain(Protocol):
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("NEM bytecode (.nemb)")
-    g.add_argument("--embed", action="append", default=[], metavar="NAME=FILE",
-                   help="with -t nemb: store FILE as initial contents of buffer or top-level "
-                   "region NAME (.npy: an array of NAME's element type, and a region's shape, "
-                   "checked as nem-run --input; any other file: its raw bytes at the start of "
-                   "buffer NAME)")
-    g.add_argument("--strip-names", action="store_true",
-                   help="with -t nemb: drop user names (the loader invents _vN names)")
-    g.add_argument("--strip-debug", action="store_true",
-                   help="with -t nemb: drop the source locations")
-    g.add_argument("--dump-nemb", action="store_true",
-                   help="describe a .nemb file: header, sections and sizes, build info, "
-                   "required capabilities, relocations (resolved with --device), data")
+    g.add_argument(
+        "--embed",
+        action="append",
+        default=[],
+        metavar="NAME=FILE",
+        help="with -t nemb: store FILE as initial contents of buffer or top-level "
+        "region NAME (.npy: an array of NAME's element type, and a region's shape, "
+        "checked as nem-run --input; any other file: its raw bytes at the start of "
+        "buffer NAME)",
+    )
+    g.add_argument(
+        "--strip-names",
+        action="store_true",
+        help="with -t nemb: drop user names (the loader invents _vN names)",
+    )
+    g.add_argument(
+        "--strip-debug", action="store_true", help="with -t nemb: drop the source locations"
+    )
+    g.add_argument(
+        "--dump-nemb",
+        action="store_true",
+        help="describe a .nemb file: header, sections and sizes, build info, "
+        "required capabilities, relocations (resolved with --device), data",
+    )
 
 
 def register(main: OptMain) -> None:
@@ -107,8 +118,14 @@ def run_opt(main: OptMain) -> int:
 
     a = main.args
     if a.split_input_file or a.verify_diagnostics:
-        return _fail([Diagnostic("error", "not supported: --split-input-file and "
-                                 "--verify-diagnostics with NEM bytecode")])
+        return _fail(
+            [
+                Diagnostic(
+                    "error",
+                    "not supported: --split-input-file and --verify-diagnostics with NEM bytecode",
+                )
+            ]
+        )
     stdin = a.input_file in (None, "-")
     file = "<stdin>" if stdin else a.input_file
     if stdin:
@@ -116,9 +133,16 @@ def run_opt(main: OptMain) -> int:
 
         raw = sys.stdin.buffer.read(max_source_bytes() + 1)
         if len(raw) > max_source_bytes():
-            return _fail([Diagnostic("error", f"standard input has more than "
-                                     f"{max_source_bytes()} bytes (D-LIMITS; "
-                                     "--max-source-bytes N raises the limit)")])
+            return _fail(
+                [
+                    Diagnostic(
+                        "error",
+                        f"standard input has more than "
+                        f"{max_source_bytes()} bytes (D-LIMITS; "
+                        "--max-source-bytes N raises the limit)",
+                    )
+                ]
+            )
     else:
         from nem.dialect.source_files import read_source_bytes
 
@@ -130,8 +154,9 @@ def run_opt(main: OptMain) -> int:
     source = Path(file).name  # BuildInfo "source": the text the program came from
     from nem.frontends.bytecode.container import is_nemb
 
-    bytecode_in = a.frontend == "nemb" or (not a.frontend and (is_nemb(raw)
-                                                                or file.endswith(".nemb")))
+    bytecode_in = a.frontend == "nemb" or (
+        not a.frontend and (is_nemb(raw) or file.endswith(".nemb"))
+    )
     try:
         if bytecode_in:
             loaded = load_nemb(raw, file, check_sections=True)
@@ -144,8 +169,13 @@ def run_opt(main: OptMain) -> int:
             data = [(loaded.buffers[s].buffer_name.data, off, b) for s, off, b in loaded.data]
             source = loaded.build.get("source", source)
         elif a.dump_nemb:
-            return _fail([Diagnostic("error", f"--dump-nemb: {file} is not NEM bytecode "
-                                     "(no 'NEMB' magic number)")])
+            return _fail(
+                [
+                    Diagnostic(
+                        "error", f"--dump-nemb: {file} is not NEM bytecode (no 'NEMB' magic number)"
+                    )
+                ]
+            )
         else:
             ext = a.frontend or Path(file).suffix.lstrip(".") or "mlir"
             from nem.dialect.source_files import decode_source
@@ -154,7 +184,7 @@ def run_opt(main: OptMain) -> int:
         diags = _check_and_run(main, module, file)
     except NemDiagnosticError as e:
         return _fail(e.diagnostics)
-    except ParseError as e:   # MLIR text (`-f mlir`) that xDSL's lexer refuses
+    except ParseError as e:  # MLIR text (`-f mlir`) that xDSL's lexer refuses
         from nem.frontends.upstream_dialects.mlir_input import diagnostic_from_parse_error
 
         return _fail([diagnostic_from_parse_error(e, file)])
@@ -178,8 +208,10 @@ def _check_and_run(main: OptMain, module: ModuleOp, file: str) -> list[Diagnosti
     """The static and device checks and the pass pipeline, as for text input."""
     diags = main._verify(module, file)
     names = [p.name for p in main.pipeline.passes]
-    if not any(d.severity == "error" for d in diags) and \
-            not {"nem-verify", "nem-verify-device"} & set(names):
+    if not any(d.severity == "error" for d in diags) and not {
+        "nem-verify",
+        "nem-verify-device",
+    } & set(names):
         diags += main._verify_device(module, file)
     if any(d.severity == "error" for d in diags):
         return diags
@@ -193,14 +225,18 @@ def _check_and_run(main: OptMain, module: ModuleOp, file: str) -> list[Diagnosti
     return diags
 
 
-def _emit(main: OptMain, module: ModuleOp, data: list[tuple[str, int, bytes]], file: str, source: str) -> int:
+def _emit(
+    main: OptMain, module: ModuleOp, data: list[tuple[str, int, bytes]], file: str, source: str
+) -> int:
     a = main.args
     target = a.target if a.target != "same-as-input" else "nem"
     if target != "nemb":
         if data:
-            print(f"{file}: remark: {len(data)} embedded data segment(s) not written: "
-                  f"-t {target} has no initial contents (use -t nemb to keep them)",
-                  file=sys.stderr)
+            print(
+                f"{file}: remark: {len(data)} embedded data segment(s) not written: "
+                f"-t {target} has no initial contents (use -t nemb to keep them)",
+                file=sys.stderr,
+            )
         text = main.output_resulting_program(module) if target != "nem" else None
         if text is None:
             from nem.frontends.nem_text.printer import print_nem
@@ -216,13 +252,14 @@ def _emit(main: OptMain, module: ModuleOp, data: list[tuple[str, int, bytes]], f
     )
 
     try:
-        embed = [Embedded(b, d, off) for b, off, d in data] + \
-            [Embedded(b, d, off) for b, off, d in _embed_bytes(main, module, file, _pairs(a.embed))]
+        embed = [Embedded(b, d, off) for b, off, d in data] + [
+            Embedded(b, d, off) for b, off, d in _embed_bytes(main, module, file, _pairs(a.embed))
+        ]
         options = WriteOptions(a.strip_names, a.strip_debug, embed, {"source": source})
         out = write_nemb(module, options)
     except (NotEncodable, OSError, ValueError) as e:
         return _fail([Diagnostic("error", str(e))])
-    except NemDiagnosticError as e:   # the program does not load for --embed's check
+    except NemDiagnosticError as e:  # the program does not load for --embed's check
         return _fail(e.diagnostics)
     _write(a.output_file, out)
     return 0
@@ -238,8 +275,9 @@ def _pairs(items: list[str]) -> list[tuple[str, str]]:
     return out
 
 
-def _embed_bytes(main: OptMain, module: ModuleOp, file: str, pairs: list[tuple[str, str]]
-                 ) -> list[tuple[str, int, bytes]]:
+def _embed_bytes(
+    main: OptMain, module: ModuleOp, file: str, pairs: list[tuple[str, str]]
+) -> list[tuple[str, int, bytes]]:
     """Each `--embed NAME=FILE`'s (buffer, offset, bytes), read as `nem-run
     --input` reads its files (`nem.cli.inputs.read_input`, D-FILE-PATHS): a
     `.npy` array must have the element type of buffer or top-level region
@@ -259,8 +297,13 @@ def _embed_bytes(main: OptMain, module: ModuleOp, file: str, pairs: list[tuple[s
     for buf, path in pairs:
         try:
             size = interp.tensor_size(buf)
-            data = read_input(path, f"--embed {buf}={path}", size, f"'{buf}'",
-                              functools.partial(interp.check_tensor, buf))
+            data = read_input(
+                path,
+                f"--embed {buf}={path}",
+                size,
+                f"'{buf}'",
+                functools.partial(interp.check_tensor, buf),
+            )
             if not path.endswith(".npy"):
                 out.append((buf, 0, data.tobytes()))
                 continue
@@ -270,9 +313,13 @@ def _embed_bytes(main: OptMain, module: ModuleOp, file: str, pairs: list[tuple[s
             if not isinstance(e, InputError):
                 msg = f"--embed {buf}={path}: {msg}"
             raw = f"{Path(path).stem}.bin"
-            raise ValueError(msg.replace(
-                "(raw=True, nem-run --input-raw)", "(a file not ending in .npy is taken raw: "
-                f"array.tofile('{raw}'); --embed {buf}={raw})")) from None
+            raise ValueError(
+                msg.replace(
+                    "(raw=True, nem-run --input-raw)",
+                    "(a file not ending in .npy is taken raw: "
+                    f"array.tofile('{raw}'); --embed {buf}={raw})",
+                )
+            ) from None
     return out
 
 

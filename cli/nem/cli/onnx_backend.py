@@ -47,9 +47,12 @@ def load_case(case_dir: str) -> tuple[onnx.ModelProto, list[np.ndarray], list[np
     data = os.path.join(case_dir, "test_data_set_0")
 
     def arrays(prefix: str) -> list[np.ndarray]:
-        files = sorted(glob.glob(os.path.join(data, f"{prefix}_*.pb")),
-                       key=lambda f: int(f.rsplit("_", 1)[1].split(".")[0]))
+        files = sorted(
+            glob.glob(os.path.join(data, f"{prefix}_*.pb")),
+            key=lambda f: int(f.rsplit("_", 1)[1].split(".")[0]),
+        )
         return [numpy_helper.to_array(onnx.load_tensor(f)) for f in files]
+
     return model, arrays("input"), arrays("output")
 
 
@@ -68,8 +71,9 @@ class NemRep(BackendRep):
         self.buffer_of = {onnx_name: buf for buf, onnx_name in iface.onnx_names.items()}
         self.declared = {o.name: o.type.tensor_type.elem_type for o in model.graph.output}
 
-    def _feeds(self, inputs: Sequence[np.ndarray] | Mapping[str, np.ndarray]
-               ) -> dict[str, np.ndarray]:
+    def _feeds(
+        self, inputs: Sequence[np.ndarray] | Mapping[str, np.ndarray]
+    ) -> dict[str, np.ndarray]:
         if isinstance(inputs, Mapping):
             return {str(k): np.asarray(v) for k, v in inputs.items()}
         names = [i.name for i in self.model.graph.input]
@@ -88,8 +92,7 @@ class NemRep(BackendRep):
             onnx_name = iface.onnx_names[buf]
             if onnx_name not in feeds:
                 raise ValueError(f"no value given for input '{onnx_name}'")
-            it.write_tensor(buf, _as_buffer(feeds[onnx_name], dtype, onnx_name)
-                            .reshape(shape))
+            it.write_tensor(buf, _as_buffer(feeds[onnx_name], dtype, onnx_name).reshape(shape))
         res = it.run()
         if not res.ok:
             why = res.error.render() if res.error is not None else res.status
@@ -116,15 +119,19 @@ def _as_buffer(array: np.ndarray, dtype: np.dtype, name: str) -> np.ndarray:
     if np.issubdtype(array.dtype, np.integer) and np.issubdtype(dtype, np.integer):
         info = np.iinfo(dtype)
         if array.size and (array.min() < info.min or array.max() > info.max):
-            raise InputRangeError(f"input '{name}' has values outside {np.dtype(dtype).name}'s "
-                                  "range: the program computes int64 in int32 "
-                                  "(D-COMPILE-I64)")
+            raise InputRangeError(
+                f"input '{name}' has values outside {np.dtype(dtype).name}'s "
+                "range: the program computes int64 in int32 "
+                "(D-COMPILE-I64)"
+            )
     if np.issubdtype(array.dtype, np.floating) and np.issubdtype(dtype, np.floating):
         finite = array[np.isfinite(array)]
         if finite.size and np.abs(finite).max() > np.finfo(dtype).max:
-            raise InputRangeError(f"input '{name}' has values beyond {np.dtype(dtype).name}'s "
-                                  f"range (up to {np.abs(finite).max():.3g}): the program "
-                                  "computes f64 in f32 (D-COMPILE-F64)")
+            raise InputRangeError(
+                f"input '{name}' has values beyond {np.dtype(dtype).name}'s "
+                f"range (up to {np.abs(finite).max():.3g}): the program "
+                "computes f64 in f32 (D-COMPILE-F64)"
+            )
     return array.astype(dtype)
 
 
@@ -140,10 +147,11 @@ class NemBackend(Backend):
         return NemRep(model, result, target)
 
     @classmethod
-    def run_model(cls, model: onnx.ModelProto, inputs: Any, device: str = "CPU",
-                  **kwargs: Any) -> tuple[np.ndarray, ...]:
+    def run_model(
+        cls, model: onnx.ModelProto, inputs: Any, device: str = "CPU", **kwargs: Any
+    ) -> tuple[np.ndarray, ...]:
         return cls.prepare(model, device, **kwargs).run(inputs)
 
     @classmethod
     def supports_device(cls, device: str) -> bool:
-        return device == "CPU"   # onnx's runner asks for CPU; the target is nem_device
+        return device == "CPU"  # onnx's runner asks for CPU; the target is nem_device

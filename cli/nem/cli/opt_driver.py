@@ -71,6 +71,7 @@ def _upstream_dialect(name: str) -> Callable[[], Dialect]:
         from nem.frontends.upstream_dialects import mlir_dialect_factories
 
         return mlir_dialect_factories()[name]()
+
     return make
 
 
@@ -81,8 +82,7 @@ class NemOptMain(xDSLOptMain):
         self._parsed_nem = False  # the input at hand was built by the .nem parser
         self._owns_process = owns_process  # run as a program (`keep_until_exit`)
         # mlir-opt's --split-input-file=MARKER (D-OPT-SPLIT, cli/nem/cli/opt_flags.py)
-        self._argv, self._split_marker = take_split_marker(
-            sys.argv[1:] if args is None else args)
+        self._argv, self._split_marker = take_split_marker(sys.argv[1:] if args is None else args)
         # Plugins are loaded before xDSL registers passes and builds the
         # argument parser, so their passes are in --help and in pipelines.
         self._plugins = _plugin_files(self._argv)
@@ -146,24 +146,50 @@ class NemOptMain(xDSLOptMain):
 
     def register_all_arguments(self, arg_parser: argparse.ArgumentParser) -> None:
         super().register_all_arguments(arg_parser)
-        arg_parser.add_argument("-I", dest="include_dirs", action="append", default=[],
-                                metavar="DIR",
-                                help="add a directory to the include / device search path")
-        arg_parser.add_argument("--device", default=None,
-                                help="target device name (a shipped device or one found via -I)")
-        arg_parser.add_argument("--print-device", default=None, metavar="NAME",
-                                help="print the resolved device NAME and exit")
-        arg_parser.add_argument("--max-source-bytes", type=int, default=MAX_SOURCE_BYTES,
-                                metavar="N", help="read an input or include of up to N bytes "
-                                f"(default {MAX_SOURCE_BYTES}, D-LIMITS)")
+        arg_parser.add_argument(
+            "-I",
+            dest="include_dirs",
+            action="append",
+            default=[],
+            metavar="DIR",
+            help="add a directory to the include / device search path",
+        )
+        arg_parser.add_argument(
+            "--device",
+            default=None,
+            help="target device name (a shipped device or one found via -I)",
+        )
+        arg_parser.add_argument(
+            "--print-device",
+            default=None,
+            metavar="NAME",
+            help="print the resolved device NAME and exit",
+        )
+        arg_parser.add_argument(
+            "--max-source-bytes",
+            type=int,
+            default=MAX_SOURCE_BYTES,
+            metavar="N",
+            help="read an input or include of up to N bytes "
+            f"(default {MAX_SOURCE_BYTES}, D-LIMITS)",
+        )
         add_error_limit_argument(arg_parser)
         nemb_tool.add_arguments(arg_parser)
-        arg_parser.add_argument("--pass-pipeline", default=None, metavar="PIPELINE",
-                                help="the pipeline in mlir-opt's form, "
-                                "'builtin.module(pass1,pass2{option=value})' (the anchor is required)")
-        arg_parser.add_argument("--load-pass-plugin", action="append", default=[],
-                                metavar="FILE.py", help="load the passes a Python file defines "
-                                "(every xdsl.passes.ModulePass subclass, under its `name`)")
+        arg_parser.add_argument(
+            "--pass-pipeline",
+            default=None,
+            metavar="PIPELINE",
+            help="the pipeline in mlir-opt's form, "
+            "'builtin.module(pass1,pass2{option=value})' (the anchor is required)",
+        )
+        arg_parser.add_argument(
+            "--load-pass-plugin",
+            action="append",
+            default=[],
+            metavar="FILE.py",
+            help="load the passes a Python file defines "
+            "(every xdsl.passes.ModulePass subclass, under its `name`)",
+        )
         arg_parser.set_defaults(target="same-as-input")
         _nem_help(arg_parser, self._pass_listing)
         accept_mlir_opt_spellings(arg_parser)  # -split-input-file, ... (D-OPT-FLAGS)
@@ -183,42 +209,45 @@ class NemOptMain(xDSLOptMain):
             print(f"nem-opt: error: not supported: {flag} (an xdsl-opt option)", file=sys.stderr)
             sys.exit(1)
         if self.args.passes and self.args.pass_pipeline is not None:
-            print("nem-opt: error: give the pipeline with -p or with --pass-pipeline, not both",
-                  file=sys.stderr)
+            print(
+                "nem-opt: error: give the pipeline with -p or with --pass-pipeline, not both",
+                file=sys.stderr,
+            )
             sys.exit(1)
         anchored = self.args.pass_pipeline is not None
         spec = self.args.pass_pipeline if anchored else self.args.passes
         try:
             if spec or anchored:
                 self._register_passes()
-            self.args.passes = check_pipeline(spec or "", self.available_passes,
-                                              anchored=anchored)
+            self.args.passes = check_pipeline(spec or "", self.available_passes, anchored=anchored)
             super().setup_pipeline()  # type: ignore[no-untyped-call]  # xDSL 0.74's is unannotated
-            self.pipeline = PassPipeline(self.pipeline.passes,
-                                         self._input_check_skipped(self.pipeline.callback))
+            self.pipeline = PassPipeline(
+                self.pipeline.passes, self._input_check_skipped(self.pipeline.callback)
+            )
         except NemDiagnosticError as e:
             print_diagnostics("nem-opt", e.diagnostics)
             sys.exit(1)
         except PipelineError as e:
-            print(e.render("--pass-pipeline" if anchored else self._passes_flag()),
-                  file=sys.stderr)
+            print(e.render("--pass-pipeline" if anchored else self._passes_flag()), file=sys.stderr)
             sys.exit(1)
         except (ArgSpecParseError, ValueError) as e:  # xDSL's own check, after ours
             flag = "--pass-pipeline" if anchored else self._passes_flag()
-            print(f"nem-opt: error: {flag}: bad pass pipeline: {str(e).strip()}",
-                  file=sys.stderr)
+            print(f"nem-opt: error: {flag}: bad pass pipeline: {str(e).strip()}", file=sys.stderr)
             sys.exit(1)
 
-    def _input_check_skipped(self, callback: PassPipelineCallbackType | None
-                             ) -> PassPipelineCallbackType:
+    def _input_check_skipped(
+        self, callback: PassPipelineCallbackType | None
+    ) -> PassPipelineCallbackType:
         """xDSL's callback between passes, except that it does not verify
         IR the `.nem` parser has just built: that IR verifies by
         construction (decision D-IR-BUILD) and the NEM rules are checked on
         it before the pipeline runs; xDSL's generic verifier took a quarter
         of a large program's round trip.  The IR is verified after every
         pass, as before."""
-        def check(previous: ModulePass | None, module: ModuleOp, following: ModulePass | None
-                  ) -> None:
+
+        def check(
+            previous: ModulePass | None, module: ModuleOp, following: ModulePass | None
+        ) -> None:
             if callback is None:
                 return
             if previous is not None or not self._parsed_nem:
@@ -234,14 +263,18 @@ class NemOptMain(xDSLOptMain):
 
     def _passes_flag(self) -> str:
         """`-p` or `--passes`, as the command line spells it."""
-        return "--passes" if any(a.startswith("--passe") or a.split("=")[0] == "-passes"
-                                 for a in self._argv) else "-p"
+        return (
+            "--passes"
+            if any(a.startswith("--passe") or a.split("=")[0] == "-passes" for a in self._argv)
+            else "-p"
+        )
 
     # ------------------------------------------------------------------
     def _read_input(self) -> tuple[str, str]:
         """(file name, text) of the input; `-` or no file is standard input."""
-        return read_program(None if is_stdio(self.args.input_file) else self.args.input_file,
-                            "input")
+        return read_program(
+            None if is_stdio(self.args.input_file) else self.args.input_file, "input"
+        )
 
     def _input_format(self, file: str, raw: str) -> str:
         """`-f`, else the extension (`.nem`; anything else is MLIR), else on
@@ -270,8 +303,10 @@ class NemOptMain(xDSLOptMain):
                 sys.exit(1)
         if is_stdio(self.args.output_file):
             return
-        inputs = [self.args.input_file or "-",
-                  *(e.split("=", 1)[-1] for e in getattr(self.args, "embed", []))]
+        inputs = [
+            self.args.input_file or "-",
+            *(e.split("=", 1)[-1] for e in getattr(self.args, "embed", [])),
+        ]
         try:
             check_output_path(self.args.output_file, "-o", inputs)
         except InputError as e:
@@ -285,8 +320,11 @@ class NemOptMain(xDSLOptMain):
         if self.args.max_source_bytes < 1:
             print("nem-opt: error: --max-source-bytes needs N >= 1", file=sys.stderr)
             sys.exit(1)
-        with source_limit(self.args.max_source_bytes), tracking_reads(), \
-                error_limit("nem-opt", self.args.error_limit):   # D-CLI-ERROR-LIMIT
+        with (
+            source_limit(self.args.max_source_bytes),
+            tracking_reads(),
+            error_limit("nem-opt", self.args.error_limit),
+        ):  # D-CLI-ERROR-LIMIT
             self._run()
 
     def _run(self) -> None:
@@ -304,16 +342,21 @@ class NemOptMain(xDSLOptMain):
         if self.args.split_input_file:
             split = self._split_marker
             if split is not None and (why := check_split_marker(split)):
-                print(f"nem-opt: error: {why}\nfix: give a marker of 3 characters or more, or "
-                      "--split-input-file alone for the default", file=sys.stderr)
+                print(
+                    f"nem-opt: error: {why}\nfix: give a marker of 3 characters or more, or "
+                    "--split-input-file alone for the default",
+                    file=sys.stderr,
+                )
                 sys.exit(1)
-            chunks, near_misses = split_input(raw, file, f"{marker} -----" if split is None
-                                              else split)
+            chunks, near_misses = split_input(
+                raw, file, f"{marker} -----" if split is None else split
+            )
             print_diagnostics("nem-opt", near_misses)  # as mlir-opt: printed, never checked
         # the separator between output chunks is written in the output's
         # comment syntax, so that .nem output splits again
-        nem_out = self.args.target == "nem" or (self.args.target == "same-as-input"
-                                               and ext == "nem")
+        nem_out = self.args.target == "nem" or (
+            self.args.target == "same-as-input" and ext == "nem"
+        )
         out_marker = "#" if nem_out else "//"
         failures: list[str] = []
         failed = False
@@ -324,8 +367,9 @@ class NemOptMain(xDSLOptMain):
                 # chunks are parsed where they are, not padded (linear work, D-OPT-SPLIT)
                 diags, text = self._process(chunk.text, file, ext, (chunk.line, chunk.col))
                 if self.args.verify_diagnostics:
-                    exps = vd.parse_expectations(chunk.text, file, marker, line_offset=chunk.line,
-                                                 col_offset=chunk.col)
+                    exps = vd.parse_expectations(
+                        chunk.text, file, marker, line_offset=chunk.line, col_offset=chunk.col
+                    )
                     failures += vd.check(exps, diags, file)
                 else:
                     print_diagnostics("nem-opt", diags)
@@ -339,8 +383,9 @@ class NemOptMain(xDSLOptMain):
             if failures or failed:
                 sys.exit(1)  # inside the `with`: no output file is left behind
 
-    def _process(self, text: str, file: str, ext: str, at: tuple[int, int] = (0, 0)
-                 ) -> tuple[list[Diagnostic], str | None]:
+    def _process(
+        self, text: str, file: str, ext: str, at: tuple[int, int] = (0, 0)
+    ) -> tuple[list[Diagnostic], str | None]:
         """Parse, verify, run the pipeline and print one chunk (`at`: where
         the chunk starts in the file, see `parse_nem`, `parse_mlir_checked`)."""
         diags: list[Diagnostic] = []
@@ -350,7 +395,7 @@ class NemOptMain(xDSLOptMain):
                 return diags, self._config_document(text, file, diags, at)
             from nem.dialect.gc_pause import gc_paused
 
-            with gc_paused(self._owns_process):   # frozen before the collector resumes
+            with gc_paused(self._owns_process):  # frozen before the collector resumes
                 module = self._parse(text, file, ext, at)
                 if self._owns_process:
                     keep_until_exit()  # the IR lives until the process ends
@@ -359,8 +404,10 @@ class NemOptMain(xDSLOptMain):
             # a device pass in the pipeline replaces the default device check.
             if not names or names[0] != "nem-verify":
                 diags += self._verify(module, file)
-                if not any(d.severity == "error" for d in diags) and not \
-                        {"nem-verify", "nem-verify-device"} & set(names):
+                if not any(d.severity == "error" for d in diags) and not {
+                    "nem-verify",
+                    "nem-verify-device",
+                } & set(names):
                     diags += self._verify_device(module, file)
             if any(d.severity == "error" for d in diags):
                 return diags, None
@@ -369,8 +416,9 @@ class NemOptMain(xDSLOptMain):
             self._parsed_nem = ext == "nem"
             run_ctx = pass_context(self.ctx, file, self.args.include_dirs, self.args.device)
             try:
-                apply_pipeline(with_include_dirs(self.pipeline, self.args.include_dirs),
-                               run_ctx, module)
+                apply_pipeline(
+                    with_include_dirs(self.pipeline, self.args.include_dirs), run_ctx, module
+                )
             finally:
                 diags += run_ctx.diagnostics
             return diags, self.output_resulting_program(module)
@@ -419,8 +467,9 @@ class NemOptMain(xDSLOptMain):
                 diags += [*device.warnings, *check_device_validity(prog, device)]
         return diags
 
-    def _config_document(self, text: str, file: str, diags: list[Diagnostic],
-                         at: tuple[int, int] = (0, 0)) -> str:
+    def _config_document(
+        self, text: str, file: str, diags: list[Diagnostic], at: tuple[int, int] = (0, 0)
+    ) -> str:
         from nem.devices.device_resolver import resolve_device, scope_for_document
         from nem.frontends.nem_text.config_parser import parse_config_document
         from nem.frontends.nem_text.config_printer import print_config_document
@@ -467,22 +516,22 @@ examples:
 
 _HELP = {
     "input_file": "input file; '-' or none reads standard input (.nem or MLIR, "
-                  "told apart from the text)",
+    "told apart from the text)",
     "frontend": "input format: nem or mlir (default: by extension, .nem or MLIR; "
-                "on standard input, from the text)",
+    "on standard input, from the text)",
     "target": "output format: nem, mlir or nemb (default: the input's format)",
     "output_file": "output file ('-': standard output, the default); written only when "
-                   "nem-opt succeeds",
+    "nem-opt succeeds",
     "passes": "pass pipeline: 'pass1,pass2{option=value ...}' (passes listed below)",
     "verify_diagnostics": "check the diagnostics against the input's expected-error, "
-                          "-warning, -remark and -note comments and their -re forms "
-                          "('# expected-error@+1 {{...}}' in .nem, '// ...' in MLIR) "
-                          "instead of printing them; "
-                          "the output is printed as usual; exit 1 on any mismatch",
+    "-warning, -remark and -note comments and their -re forms "
+    "('# expected-error@+1 {{...}}' in .nem, '// ...' in MLIR) "
+    "instead of printing them; "
+    "the output is printed as usual; exit 1 on any mismatch",
     "split_input_file": "split the input at '# -----' (.nem) or '// -----' (MLIR), "
-                        "wherever it occurs, as mlir-opt does (--split-input-file=MARKER: "
-                        "at MARKER), and process each chunk separately; the outputs are "
-                        "separated by '# -----' or '// -----' in the output's syntax",
+    "wherever it occurs, as mlir-opt does (--split-input-file=MARKER: "
+    "at MARKER), and process each chunk separately; the outputs are "
+    "separated by '# -----' or '// -----' in the output's syntax",
     "print_op_generic": "print MLIR output in generic form (--mlir-print-op-generic too)",
     "version": "print the version of nem-opt and of what it runs on, and exit",
     "disable_verify": "skip xDSL's IR verifier (the NEM rules are still checked)",
@@ -497,7 +546,8 @@ def _nem_help(parser: argparse.ArgumentParser, listing: Callable[[], str]) -> No
     parser.prog = "nem-opt"
     # a fixed width, so that the help reads the same in a terminal, a pipe and a test
     parser.formatter_class = lambda prog: argparse.RawDescriptionHelpFormatter(
-        prog, max_help_position=30, width=100)
+        prog, max_help_position=30, width=100
+    )
     parser.description = DESCRIPTION
     format_help = parser.format_help
 
@@ -517,6 +567,7 @@ def _nem_help(parser: argparse.ArgumentParser, listing: Callable[[], str]) -> No
 def pass_listing(plugins: Sequence[str] = ()) -> str:
     """The passes for --help: NEM's with their one-line docs and options,
     then plugin files', entry points', and xDSL's names."""
+
     def entry(name: str, cls: type[ModulePass], origin: str = "") -> list[str]:
         head = f"  {name}{origin}"
         summary = pass_summary(cls) or "(no description)"
@@ -524,14 +575,21 @@ def pass_listing(plugins: Sequence[str] = ()) -> str:
         for o in pass_options(cls):
             spec = f"      {o.name}=<{o.type}>"
             default = f" (default: {o.default})" if o.default else ""
-            lines.append(f"{spec:<30}{o.doc}{default}" if len(spec) < 30 else
-                         f"{spec}\n{'':<30}{o.doc}{default}")
+            lines.append(
+                f"{spec:<30}{o.doc}{default}"
+                if len(spec) < 30
+                else f"{spec}\n{'':<30}{o.doc}{default}"
+            )
         return lines
 
     from nem.passes import PASSES
 
-    out = [("NEM passes (-p 'pass1,pass2{option=value ...}' or "
-            "--pass-pipeline='builtin.module(...)'):")]
+    out = [
+        (
+            "NEM passes (-p 'pass1,pass2{option=value ...}' or "
+            "--pass-pipeline='builtin.module(...)'):"
+        )
+    ]
     for name in sorted(PASSES):
         out += entry(name, PASSES[name])
     if PLUGIN_PASSES:
@@ -591,7 +649,7 @@ def run(argv: Sequence[str] | None = None, owns_process: bool = False) -> None:
     tolerate_closed_pipes()
     try:
         NemOptMain(args=argv, owns_process=owns_process).run()
-    except BrokenPipeError:   # a binary output (-t nemb -o -) cut short: incomplete
+    except BrokenPipeError:  # a binary output (-t nemb -o -) cut short: incomplete
         sys.exit(1)
     except KeyboardInterrupt:
         print("nem-opt: interrupted", file=sys.stderr)
@@ -603,8 +661,7 @@ def run(argv: Sequence[str] | None = None, owns_process: bool = False) -> None:
         sys.exit(1)
     except ArgSpecParseError as e:  # xDSL 0.74: a BaseException (docs/upstream-reports.md)
         detail = " ".join(line.strip() for line in str(e).strip().splitlines()[-3:])
-        print(f"nem-opt: error: -t/-p: bad target or pass specification: {detail}",
-              file=sys.stderr)
+        print(f"nem-opt: error: -t/-p: bad target or pass specification: {detail}", file=sys.stderr)
         sys.exit(1)
     except NemDiagnosticError as e:  # an input that cannot be read (D-LIMITS)
         print_diagnostics("nem-opt", e.diagnostics)
@@ -616,9 +673,11 @@ def run(argv: Sequence[str] | None = None, owns_process: bool = False) -> None:
         print(f"nem-opt: error: cannot open {e.filename}: {e.strerror}", file=sys.stderr)
         sys.exit(1)
     except Exception as e:  # a bug, never a user error: say so without a traceback
-        print(f"nem-opt: internal error: {type(e).__name__}: {e}\n"
-              "This is a bug in nem-opt; rerun with NEM_TRACEBACK=1 for the traceback.",
-              file=sys.stderr)
+        print(
+            f"nem-opt: internal error: {type(e).__name__}: {e}\n"
+            "This is a bug in nem-opt; rerun with NEM_TRACEBACK=1 for the traceback.",
+            file=sys.stderr,
+        )
         if os.environ.get("NEM_TRACEBACK"):
             raise
         sys.exit(2)

@@ -21,8 +21,12 @@ from __future__ import annotations
 import argparse
 from collections.abc import Sequence
 
-__all__ = ["MLIR_OPT_ALIASES", "accept_mlir_opt_spellings", "take_split_marker",
-           "check_split_marker"]
+__all__ = [
+    "MLIR_OPT_ALIASES",
+    "accept_mlir_opt_spellings",
+    "take_split_marker",
+    "check_split_marker",
+]
 
 MLIR_OPT_ALIASES = {"mlir-print-op-generic": "print-op-generic"}
 """mlir-opt's name of an option -> nem-opt's (xdsl-opt's) name."""
@@ -66,6 +70,8 @@ def check_split_marker(marker: str) -> str | None:
     characters makes mlir-opt fail an assertion (it checks the last two
     characters after finding the rest)."""
     if 0 < len(marker) < 3:
-        return (f"--split-input-file={marker}: the marker must have at least 3 characters "
-                "(mlir-opt checks its last two after finding the rest)")
+        return (
+            f"--split-input-file={marker}: the marker must have at least 3 characters "
+            "(mlir-opt checks its last two after finding the rest)"
+        )
     return None

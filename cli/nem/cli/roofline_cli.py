@@ -15,16 +15,25 @@ if TYPE_CHECKING:
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--roofline", action="store_true",
-                   help="with --mode timed: print, for the program and each group of tasks "
-                   "(ONNX node, loop nest, top-level segment), the cycles taken, the bound "
-                   "of the timed cost model, their ratio, the unit kind that binds and "
-                   "each unit kind's utilization (D-RT-ROOFLINE)")
-    p.add_argument("--json", action="store_true",
-                   help="with --roofline: print the report as one JSON document on standard "
-                   "output instead of the text summary")
-    p.add_argument("--roofline-plot", metavar="FILE.png",
-                   help="with --roofline: a bar chart of each group's cycles beside its bound")
+    p.add_argument(
+        "--roofline",
+        action="store_true",
+        help="with --mode timed: print, for the program and each group of tasks "
+        "(ONNX node, loop nest, top-level segment), the cycles taken, the bound "
+        "of the timed cost model, their ratio, the unit kind that binds and "
+        "each unit kind's utilization (D-RT-ROOFLINE)",
+    )
+    p.add_argument(
+        "--json",
+        action="store_true",
+        help="with --roofline: print the report as one JSON document on standard "
+        "output instead of the text summary",
+    )
+    p.add_argument(
+        "--roofline-plot",
+        metavar="FILE.png",
+        help="with --roofline: a bar chart of each group's cycles beside its bound",
+    )
 
 
 def usage_problem(args: argparse.Namespace) -> str | None:
@@ -34,8 +43,10 @@ def usage_problem(args: argparse.Namespace) -> str | None:
     if args.roofline_plot and not args.roofline:
         return "--roofline-plot draws the roofline report: it needs --roofline"
     if args.roofline and args.mode != "timed":
-        return ("--roofline needs --mode timed: the cycles and the bound come from the timed "
-                "cost model (D-RT-COST); a functional run counts scheduler steps, not cycles")
+        return (
+            "--roofline needs --mode timed: the cycles and the bound come from the timed "
+            "cost model (D-RT-COST); a functional run counts scheduler steps, not cycles"
+        )
     return None
 
 
@@ -61,11 +72,14 @@ def print_report(session: Session, result: RunResult, args: argparse.Namespace) 
     from standard output; diagnostics stay on standard error)."""
     rep = session.roofline()
     if args.json:
-        doc = {"status": result.status, "tasks_run": result.tasks_run,
-               "races": result.race_count,
-               "deadlock": str(result.deadlock) if result.deadlock else None,
-               "unit_utilization": {u: round(x, 4) for u, x in result.utilization().items()},
-               **rep.to_json()}
+        doc = {
+            "status": result.status,
+            "tasks_run": result.tasks_run,
+            "races": result.race_count,
+            "deadlock": str(result.deadlock) if result.deadlock else None,
+            "unit_utilization": {u: round(x, 4) for u, x in result.utilization().items()},
+            **rep.to_json(),
+        }
         print(json.dumps(doc, indent=1, sort_keys=True))
     else:
         print(rep.to_text())

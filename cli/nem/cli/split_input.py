@@ -55,22 +55,26 @@ def split_input(text: str, file: str, marker: str) -> tuple[list[Chunk], list[Di
     pieces = text.split(head)
     chunks: list[Chunk] = []
     near: list[Diagnostic] = []
-    start, end = 0, len(pieces[0])   # the chunk being built: text[start:end]
+    start, end = 0, len(pieces[0])  # the chunk being built: text[start:end]
     lines = _LineCounter(text)
-    place = (0, 0)                   # where the chunk being built starts
+    place = (0, 0)  # where the chunk being built starts
     for piece in pieces[1:]:
-        at = end + len(head)         # where `piece` starts in `text`
+        at = end + len(head)  # where `piece` starts in `text`
         if piece.startswith(tail) and len(piece) > CHECKED and piece[CHECKED] != "0":
             chunks.append(Chunk(text[start:end], *place))
             start = at + CHECKED
             place = lines.at(start)
         else:
             line, col = lines.at(at)
-            near.append(Diagnostic(
-                "warning", f"near miss with file split marker '{marker}'",
-                SourceLoc(file, line + 1, col + 1),
-                fix=f"write the marker '{marker}' (followed by anything but '0') to split "
-                    f"here, or change the text so that it does not hold '{head}'"))
+            near.append(
+                Diagnostic(
+                    "warning",
+                    f"near miss with file split marker '{marker}'",
+                    SourceLoc(file, line + 1, col + 1),
+                    fix=f"write the marker '{marker}' (followed by anything but '0') to split "
+                    f"here, or change the text so that it does not hold '{head}'",
+                )
+            )
         end = at + len(piece)
     if end > start:
         chunks.append(Chunk(text[start:end], *place))
@@ -94,4 +98,3 @@ class _LineCounter:
             self.line_start = nl + 1
         self.pos = offset
         return self.line, offset - self.line_start
-

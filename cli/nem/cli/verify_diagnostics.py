@@ -123,9 +123,7 @@ class Expectation:
 
 # Text after "expected-<severity>": optional designator, then {{message}}.
 _SEVERITY_RE = re.compile(r"expected-(error|warning|remark|note)\b")
-_BODY_RE = re.compile(
-    r"(?P<re>-re)?[ \t]*(?:@(?P<at>[^ \t{]*))?[ \t]*\{\{(?P<msg>.*)\}\}[ \t]*$"
-)
+_BODY_RE = re.compile(r"(?P<re>-re)?[ \t]*(?:@(?P<at>[^ \t{]*))?[ \t]*\{\{(?P<msg>.*)\}\}[ \t]*$")
 _DESIGNATOR_RE = re.compile(r"[+-][0-9]+|above|below|unknown|[0-9]+")
 
 
@@ -144,8 +142,9 @@ def _comment_expectation(line: str, marker: str) -> int | None:
         start = rest
 
 
-def parse_expectations(text: str, file: str, comment_marker: str,
-                       line_offset: int = 0, col_offset: int = 0) -> list[Expectation]:
+def parse_expectations(
+    text: str, file: str, comment_marker: str, line_offset: int = 0, col_offset: int = 0
+) -> list[Expectation]:
     """All ``expected-*`` comments of `text`, with the lines they refer to.
 
     `line_offset` is added to every line number, `col_offset` to the
@@ -179,24 +178,35 @@ def parse_expectations(text: str, file: str, comment_marker: str,
         col = col0 + 1 + (col_offset if index == 0 else 0)
         if sev_match is None:
             word = comment.split()[0] if comment.split() else comment
-            result.append(Expectation("error", lineno, "", file, lineno, col,
-                                      malformed=f"unknown expectation kind '{word}' "
-                                      f"(expected-error, expected-warning, "
-                                      f"expected-remark or expected-note)"))
+            result.append(
+                Expectation(
+                    "error",
+                    lineno,
+                    "",
+                    file,
+                    lineno,
+                    col,
+                    malformed=f"unknown expectation kind '{word}' "
+                    f"(expected-error, expected-warning, "
+                    f"expected-remark or expected-note)",
+                )
+            )
             continue
         severity = sev_match.group(1)
-        body = comment[sev_match.end():]
+        body = comment[sev_match.end() :]
         body_match = _BODY_RE.match(body)
         exp = Expectation(severity, lineno, "", file, lineno, col)
         result.append(exp)
         if body_match is None:
             if "{{" not in body:
                 exp.malformed = "expected '{{' to start the expected message"
-            elif "}}" not in body[body.index("{{") + 2:]:
+            elif "}}" not in body[body.index("{{") + 2 :]:
                 exp.malformed = "expected '}}' to end the expected message"
             else:
-                exp.malformed = ("malformed expectation: expected "
-                                 f"'expected-{severity}[@designator] {{{{message}}}}'")
+                exp.malformed = (
+                    "malformed expectation: expected "
+                    f"'expected-{severity}[@designator] {{{{message}}}}'"
+                )
             continue
         exp.substring = body_match.group("msg")
         if body_match.group("re"):
@@ -209,8 +219,9 @@ def parse_expectations(text: str, file: str, comment_marker: str,
         if at is None:
             continue
         if not _DESIGNATOR_RE.fullmatch(at):
-            exp.malformed = (f"unknown designator '@{at}' (use @+N, @-N, @N, "
-                             "@above, @below or @unknown)")
+            exp.malformed = (
+                f"unknown designator '@{at}' (use @+N, @-N, @N, @above, @below or @unknown)"
+            )
             continue
         if at[0] in "+-":
             delta = int(at[1:])
@@ -229,13 +240,24 @@ def parse_expectations(text: str, file: str, comment_marker: str,
             # line N of the chunk (D-OPT-VERIFY-LOC)
             exp.line = int(at) + line_offset + (1 if col_offset else 0)
         if exp.line is not None and exp.line < 1:
-            exp.malformed = f"designator '@{at}' refers to line {exp.line}, before the start of the file"
+            exp.malformed = (
+                f"designator '@{at}' refers to line {exp.line}, before the start of the file"
+            )
     return result
 
 
-_POSIX_CLASSES = {"alpha": "a-zA-Z", "digit": "0-9", "alnum": "a-zA-Z0-9", "upper": "A-Z",
-                  "lower": "a-z", "space": r"\s", "blank": r" \t", "xdigit": "0-9A-Fa-f",
-                  "punct": r"!-/:-@\[-`{-~", "word": r"\w"}
+_POSIX_CLASSES = {
+    "alpha": "a-zA-Z",
+    "digit": "0-9",
+    "alnum": "a-zA-Z0-9",
+    "upper": "A-Z",
+    "lower": "a-z",
+    "space": r"\s",
+    "blank": r" \t",
+    "xdigit": "0-9A-Fa-f",
+    "punct": r"!-/:-@\[-`{-~",
+    "word": r"\w",
+}
 
 
 def expected_regex(message: str) -> re.Pattern[str]:
@@ -251,22 +273,24 @@ def expected_regex(message: str) -> re.Pattern[str]:
             parts.append(re.escape(rest))
             break
         parts.append(re.escape(rest[:start]))
-        rest = rest[start + 2:]
+        rest = rest[start + 2 :]
         end = rest.find("}}")
         if end < 0:
             raise ValueError("found start of regex with no end '}}'")
         unknown = [c for c in re.findall(r"\[:(\w+):\]", rest[:end]) if c not in _POSIX_CLASSES]
         if unknown:
-            raise ValueError(f"invalid regex: unknown character class '[:{unknown[0]}:]' (known: "
-                             f"{', '.join(_POSIX_CLASSES)})")
+            raise ValueError(
+                f"invalid regex: unknown character class '[:{unknown[0]}:]' (known: "
+                f"{', '.join(_POSIX_CLASSES)})"
+            )
         regex = re.sub(r"\[:(\w+):\]", lambda m: _POSIX_CLASSES[m[1]], rest[:end])
         try:
             re.compile(regex)
         except re.error as e:
             raise ValueError(f"invalid regex: {e}") from None
-        parts.append(f"(?:{regex})")    # not a group: the user's group numbers stay theirs
-        rest = rest[end + 2:]
-    try:        # parts that compile alone may not together (flags, a group name twice)
+        parts.append(f"(?:{regex})")  # not a group: the user's group numbers stay theirs
+        rest = rest[end + 2 :]
+    try:  # parts that compile alone may not together (flags, a group name twice)
         return re.compile("".join(parts))
     except re.error as e:
         raise ValueError(f"invalid regex: {e}") from None
@@ -301,8 +325,7 @@ def _flatten(diagnostics: Iterable[Diagnostic]) -> list[tuple[Diagnostic, Source
     return out
 
 
-def check(expectations: list[Expectation], diagnostics: list[Diagnostic],
-          file: str) -> list[str]:
+def check(expectations: list[Expectation], diagnostics: list[Diagnostic], file: str) -> list[str]:
     """Failure messages (empty when the diagnostics are exactly the expected ones)."""
     failures: list[str] = []
     valid: list[Expectation] = []
@@ -324,8 +347,7 @@ def check(expectations: list[Expectation], diagnostics: list[Diagnostic],
             failures.append(f"{loc}: error: unexpected {severity}: {text}")
             continue
         line = loc.line if loc is not None else None
-        candidates = [i for i, e in enumerate(valid)
-                      if e.line == line and e.matches(text)]
+        candidates = [i for i, e in enumerate(valid) if e.line == line and e.matches(text)]
         same_kind = [i for i in candidates if valid[i].severity == severity]
         if same_kind:
             # Prefer an expectation not yet satisfied, so that N expectations
@@ -338,21 +360,23 @@ def check(expectations: list[Expectation], diagnostics: list[Diagnostic],
         where = str(loc) if loc is not None else file
         if candidates:
             near = valid[candidates[-1]]
-            failures.append(f"{where}: error: '{severity}' diagnostic emitted when "
-                            f"expecting a '{near.severity}' (expectation at "
-                            f"{near.where()}): {text}")
+            failures.append(
+                f"{where}: error: '{severity}' diagnostic emitted when "
+                f"expecting a '{near.severity}' (expectation at "
+                f"{near.where()}): {text}"
+            )
         else:
             failures.append(f"{where}: error: unexpected {severity}: {text}")
 
     for exp, ok in zip(valid, matched):
         if not ok:
-            failures.append(exp.failure(f"expected {exp.severity} \"{exp.substring}\" "
-                                        "was not produced"))
+            failures.append(
+                exp.failure(f'expected {exp.severity} "{exp.substring}" was not produced')
+            )
     return failures
 
 
-def verify(text: str, file: str, comment_marker: str,
-           diagnostics: list[Diagnostic]) -> int:
+def verify(text: str, file: str, comment_marker: str, diagnostics: list[Diagnostic]) -> int:
     """Check `diagnostics` against the expectations of `text`; print failures
     to stderr; 0 when all is as expected, 1 otherwise."""
     failures = check(parse_expectations(text, file, comment_marker), diagnostics, file)

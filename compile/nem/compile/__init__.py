@@ -49,10 +49,11 @@ def missing_extra() -> str | None:
     """Why nem-compile cannot run here (a missing optional dependency), or None."""
     import importlib.util
 
-    if importlib.util.find_spec("mlir") is None or \
-            importlib.util.find_spec("mlir.ir") is None:
-        return ("nem-compile needs the upstream MLIR Python bindings (the 'mlir' extra): "
-                "pip install 'nem-toolchain[mlir]' (in a checkout: pip install -e '.[mlir]')")
+    if importlib.util.find_spec("mlir") is None or importlib.util.find_spec("mlir.ir") is None:
+        return (
+            "nem-compile needs the upstream MLIR Python bindings (the 'mlir' extra): "
+            "pip install 'nem-toolchain[mlir]' (in a checkout: pip install -e '.[mlir]')"
+        )
     return None
 
 
@@ -67,22 +68,40 @@ def _options(options: CompileOptions | None, kw: dict) -> CompileOptions:
         check_type("compile", "options", options, CompileOptions, "a CompileOptions or None")
     opts = replace(options or CompileOptions(), **kw)
     if opts.tile_sizes is not None:
-        check_type("compile", "tile_sizes", opts.tile_sizes, (tuple, list),
-                   "a tuple of positive ints or None")
-        if not opts.tile_sizes or any(isinstance(t, bool) or not isinstance(t, int) or t < 1
-                                      for t in opts.tile_sizes):
-            raise ValueError(f"compile: tile_sizes must be positive ints, not "
-                             f"{tuple(opts.tile_sizes)!r}")
+        check_type(
+            "compile",
+            "tile_sizes",
+            opts.tile_sizes,
+            (tuple, list),
+            "a tuple of positive ints or None",
+        )
+        if not opts.tile_sizes or any(
+            isinstance(t, bool) or not isinstance(t, int) or t < 1 for t in opts.tile_sizes
+        ):
+            raise ValueError(
+                f"compile: tile_sizes must be positive ints, not {tuple(opts.tile_sizes)!r}"
+            )
     check_type("compile", "origins", opts.origins, bool, "a bool")
     check_type("compile", "located_temps", opts.located_temps, bool, "a bool")
-    check_type("compile", "op_tile_sizes", opts.op_tile_sizes, tuple,
-               "a tuple of (op key, tile sizes) pairs")
+    check_type(
+        "compile",
+        "op_tile_sizes",
+        opts.op_tile_sizes,
+        tuple,
+        "a tuple of (op key, tile sizes) pairs",
+    )
     for entry in opts.op_tile_sizes:
-        if not (isinstance(entry, tuple) and len(entry) == 2 and isinstance(entry[0], str)
-                and isinstance(entry[1], tuple) and entry[1]
-                and all(type(t) is int and t >= 1 for t in entry[1])):
-            raise ValueError(f"compile: op_tile_sizes entries must be (op key, positive ints), "
-                             f"not {entry!r}")
+        if not (
+            isinstance(entry, tuple)
+            and len(entry) == 2
+            and isinstance(entry[0], str)
+            and isinstance(entry[1], tuple)
+            and entry[1]
+            and all(type(t) is int and t >= 1 for t in entry[1])
+        ):
+            raise ValueError(
+                f"compile: op_tile_sizes entries must be (op key, positive ints), not {entry!r}"
+            )
     for name in ("engines", "max_nodes", "max_model_bytes"):
         value = getattr(opts, name)
         if value is not None:
@@ -96,9 +115,13 @@ def _stem(path: str, stem: str | None) -> str:
     return stem or (path.rsplit(".", 1)[0] if "." in Path(path).name else path)
 
 
-def compile_onnx(model, options: CompileOptions | None = None,
-                 progress: Progress | None = None, stem: str | None = None,
-                 **kw) -> CompileResult:
+def compile_onnx(
+    model,
+    options: CompileOptions | None = None,
+    progress: Progress | None = None,
+    stem: str | None = None,
+    **kw,
+) -> CompileResult:
     """Compile an ONNX model (path or `onnx.ModelProto`); keyword arguments
     override `options` fields (`device=`, `tile_sizes=`, `pipeline=`, ...).
     Diagnostics of the lowering name `<stem>.tile.mlir` (the tile stage's
@@ -115,8 +138,13 @@ def compile_onnx(model, options: CompileOptions | None = None,
 
     from nem.dialect.arguments import check_type
 
-    check_type("compile_onnx", "model", model, (str, Path, onnx.ModelProto),
-               "a path (str or Path) or an onnx.ModelProto")
+    check_type(
+        "compile_onnx",
+        "model",
+        model,
+        (str, Path, onnx.ModelProto),
+        "a path (str or Path) or an onnx.ModelProto",
+    )
     file = str(model) if isinstance(model, (str, Path)) else "<model>"
     driver = Driver(opts, progress)
     holder = {}
@@ -127,9 +155,12 @@ def compile_onnx(model, options: CompileOptions | None = None,
 
     driver.timed("import", do_import, lambda: holder["m"].module)
     im = holder["m"]
-    iface = Interface([(p.name, p.shape, p.dtype) for p in im.inputs], im.weights,
-                      [(p.name, p.shape, p.dtype) for p in im.outputs],
-                      {p.name: p.onnx_name for p in [*im.inputs, *im.outputs]})
+    iface = Interface(
+        [(p.name, p.shape, p.dtype) for p in im.inputs],
+        im.weights,
+        [(p.name, p.shape, p.dtype) for p in im.outputs],
+        {p.name: p.onnx_name for p in [*im.inputs, *im.outputs]},
+    )
     tile_file = _stem(file, stem) + ".tile.mlir"
     with im.context:
         driver.upstream(im.module, im.func_name)
@@ -138,10 +169,18 @@ def compile_onnx(model, options: CompileOptions | None = None,
         except CompileError as e:
             raise _at_origin(e, tile_file, driver) from e
     iface.weights.update(driver.constants)
-    notes = [f"{file}: remark: {n}" for n in im.notes]   # what preparing the model did
-    return CompileResult(nem, iface, im.func_name, driver.results, notes + remarks,
-                         driver.memory_spaces(), driver.flops, driver.origins,
-                         im.warnings + _warnings(file, driver))
+    notes = [f"{file}: remark: {n}" for n in im.notes]  # what preparing the model did
+    return CompileResult(
+        nem,
+        iface,
+        im.func_name,
+        driver.results,
+        notes + remarks,
+        driver.memory_spaces(),
+        driver.flops,
+        driver.origins,
+        im.warnings + _warnings(file, driver),
+    )
 
 
 def import_model(model, opts: CompileOptions, device):
@@ -150,15 +189,20 @@ def import_model(model, opts: CompileOptions, device):
     from nem.frontends.onnx import OnnxImportError, import_onnx
 
     try:
-        return import_onnx(model, softmax_types=softmax_types(device), simplify=opts.simplify,
-                           demote_f64=opts.demote_f64, demote_i64=opts.demote_i64,
-                           max_nodes=opts.max_nodes, max_model_bytes=opts.max_model_bytes)
+        return import_onnx(
+            model,
+            softmax_types=softmax_types(device),
+            simplify=opts.simplify,
+            demote_f64=opts.demote_f64,
+            demote_i64=opts.demote_i64,
+            max_nodes=opts.max_nodes,
+            max_model_bytes=opts.max_model_bytes,
+        )
     except OnnxImportError as e:
         raise CompileError("import", e.render()) from e
 
 
-def _at_origin(e: CompileError, tile_file: str, driver, source: str | None = None
-               ) -> CompileError:
+def _at_origin(e: CompileError, tile_file: str, driver, source: str | None = None) -> CompileError:
     """A lower-stage error led by the ONNX node(s) of the tiled ops it is
     located at (D-COMPILE-LOC), or, for `.mlir` input, by their position in
     `source`, the user's file (D-COMPILE-MLIR-LOC): the tiled program is
@@ -172,9 +216,14 @@ def _at_origin(e: CompileError, tile_file: str, driver, source: str | None = Non
     return CompileError("lower", name_nodes(str(e), tile_file, plain, debug, source))
 
 
-def compile_mlir(source: str | Path, options: CompileOptions | None = None,
-                 progress: Progress | None = None, func_name: str | None = None,
-                 stem: str | None = None, **kw) -> CompileResult:
+def compile_mlir(
+    source: str | Path,
+    options: CompileOptions | None = None,
+    progress: Progress | None = None,
+    func_name: str | None = None,
+    stem: str | None = None,
+    **kw,
+) -> CompileResult:
     """Compile linalg on tensors (a `.mlir` path or its text): the entry is
     `func_name` or the first public `func.func`; its argument names as
     written name the buffers, results become `result0`, `result1`, ..."""
@@ -183,13 +232,14 @@ def compile_mlir(source: str | Path, options: CompileOptions | None = None,
     from nem.compile.pipeline import Driver, mlir_arg_names
 
     opts = _options(options, kw)
-    if isinstance(source, Path) or (isinstance(source, str) and "\n" not in source
-                                    and source.endswith(".mlir")):
+    if isinstance(source, Path) or (
+        isinstance(source, str) and "\n" not in source and source.endswith(".mlir")
+    ):
         file = str(source)
         from nem.dialect.diagnostics import NemDiagnosticError
         from nem.dialect.source_files import read_source
 
-        try:   # a regular file, at most max_source_bytes(), UTF-8 (D-FILE-PATHS)
+        try:  # a regular file, at most max_source_bytes(), UTF-8 (D-FILE-PATHS)
             text = read_source(source, "input")
         except NemDiagnosticError as e:
             raise CompileError.of("import", e.diagnostics) from e
@@ -198,7 +248,7 @@ def compile_mlir(source: str | Path, options: CompileOptions | None = None,
     _check_parse_isolated(text, file)
     from nem.dialect.diagnostics import register_source
 
-    register_source(file, text)   # diagnostics of later stages quote it (D-COMPILE-MLIR-LOC)
+    register_source(file, text)  # diagnostics of later stages quote it (D-COMPILE-MLIR-LOC)
     driver = Driver(opts, progress)
     with ir.Context(), ir.Location.unknown():
         holder = {}
@@ -207,62 +257,97 @@ def compile_mlir(source: str | Path, options: CompileOptions | None = None,
             try:
                 holder["m"] = ir.Module.parse(text)
             except ir.MLIRError as e:
-                raise _upstream_error("import", e, file, "fix the MLIR at this position") \
-                    from None
+                raise _upstream_error("import", e, file, "fix the MLIR at this position") from None
             return text
 
         driver.timed("import", parse)
         module = holder["m"]
-        funcs = [op for op in module.body.operations if op.operation.name == "func.func"
-                 and "sym_visibility" not in op.attributes and op.regions[0].blocks]
+        funcs = [
+            op
+            for op in module.body.operations
+            if op.operation.name == "func.func"
+            and "sym_visibility" not in op.attributes
+            and op.regions[0].blocks
+        ]
         if func_name:
-            funcs = [f for f in funcs if ir.StringAttr(f.attributes["sym_name"]).value
-                     == func_name]
+            funcs = [f for f in funcs if ir.StringAttr(f.attributes["sym_name"]).value == func_name]
         if not funcs:
-            raise CompileError("import", f"{file}: error: no public func.func"
-                               + (f" @{func_name}" if func_name else "") + " to compile")
+            raise CompileError(
+                "import",
+                f"{file}: error: no public func.func"
+                + (f" @{func_name}" if func_name else "")
+                + " to compile",
+            )
         fn = funcs[0]
         name = ir.StringAttr(fn.attributes["sym_name"]).value
         ftype = ir.FunctionType(ir.TypeAttr(fn.attributes["function_type"]).value)
         for t in [*ftype.inputs, *ftype.results]:
-            if not ir.ShapedType(t).has_static_shape:   # was reported at STEM.tile.mlir
+            if not ir.ShapedType(t).has_static_shape:  # was reported at STEM.tile.mlir
                 from nem.frontends.upstream_dialects.upstream_ops import upstream_diagnostic
 
-                raise CompileError("import", upstream_diagnostic(
-                    str(fn.location), f"not supported: dynamic shape {t} in the signature of "
-                    f"@{name}: NEM buffers have static sizes", file,
-                    "give every dimension of the arguments and results a size").render())
+                raise CompileError(
+                    "import",
+                    upstream_diagnostic(
+                        str(fn.location),
+                        f"not supported: dynamic shape {t} in the signature of "
+                        f"@{name}: NEM buffers have static sizes",
+                        file,
+                        "give every dimension of the arguments and results a size",
+                    ).render(),
+                )
         if opts.route == "transform" and (loop := _first_loop(fn)) is not None:
             from nem.frontends.upstream_dialects.upstream_ops import upstream_diagnostic
 
-            raise CompileError("import", upstream_diagnostic(   # was unlocated, stage 'tile'
-                str(loop.location), f"not supported: @{name} already has loops ({loop.name}): "
-                "--route transform tiles linalg ops, one loop nest each", file,
-                "give linalg on tensors (linalg.generic, named ops), or compile loops with "
-                "--route affine").render())
+            raise CompileError(
+                "import",
+                upstream_diagnostic(  # was unlocated, stage 'tile'
+                    str(loop.location),
+                    f"not supported: @{name} already has loops ({loop.name}): "
+                    "--route transform tiles linalg ops, one loop nest each",
+                    file,
+                    "give linalg on tensors (linalg.generic, named ops), or compile loops with "
+                    "--route affine",
+                ).render(),
+            )
         from nem.compile.mlir_zero_weights import zero_weight_warning
 
-        zeros = zero_weight_warning(fn, file)   # before the passes fold the products away
+        zeros = zero_weight_warning(fn, file)  # before the passes fold the products away
         ins = [_port(t) for t in ftype.inputs]
         outs = [_port(t) for t in ftype.results]
         names = mlir_arg_names(text, name) or [f"arg{i}" for i in range(len(ins))]
-        iface = Interface([(n, s, d) for n, (s, d) in zip(names, ins)], {},
-                          [(f"result{i}", s, d) for i, (s, d) in enumerate(outs)])
+        iface = Interface(
+            [(n, s, d) for n, (s, d) in zip(names, ins)],
+            {},
+            [(f"result{i}", s, d) for i, (s, d) in enumerate(outs)],
+        )
         try:
             driver.upstream(module, name)
-        except ir.MLIRError as e:   # valid MLIR upstream's passes refuse: "op was not bufferized"
-            raise _upstream_error(driver.stage, e, file, "rewrite the op into linalg on tensors "
-                                  "(linalg.generic, linalg named ops) that upstream bufferizes "
-                                  "and tiles") from None
+        except ir.MLIRError as e:  # valid MLIR upstream's passes refuse: "op was not bufferized"
+            raise _upstream_error(
+                driver.stage,
+                e,
+                file,
+                "rewrite the op into linalg on tensors "
+                "(linalg.generic, linalg named ops) that upstream bufferizes "
+                "and tiles",
+            ) from None
         tile_file = _stem(file, stem) + ".tile.mlir"
         try:
             nem, remarks = driver.lower(name, iface.arg_names, tile_file)
         except CompileError as e:
             raise _at_origin(e, tile_file, driver, file) from e
-    iface.weights.update(driver.constants)   # constant tensors (D-COMPILE-CONSTS)
-    return CompileResult(nem, iface, name, driver.results, remarks, driver.memory_spaces(),
-                         driver.flops, driver.origins,
-                         ([zeros] if zeros else []) + _warnings(file, driver))
+    iface.weights.update(driver.constants)  # constant tensors (D-COMPILE-CONSTS)
+    return CompileResult(
+        nem,
+        iface,
+        name,
+        driver.results,
+        remarks,
+        driver.memory_spaces(),
+        driver.flops,
+        driver.origins,
+        ([zeros] if zeros else []) + _warnings(file, driver),
+    )
 
 
 _LOOPS = frozenset({"affine.for", "affine.parallel", "scf.for", "scf.forall", "scf.parallel"})
@@ -271,8 +356,9 @@ _LOOPS = frozenset({"affine.for", "affine.parallel", "scf.for", "scf.forall", "s
 def _first_loop(fn):
     """The first loop at the top of `fn`'s body (None: none), which the
     transform route, counting one loop nest per linalg op, cannot place."""
-    return next((op for op in fn.regions[0].blocks[0].operations
-                 if op.operation.name in _LOOPS), None)
+    return next(
+        (op for op in fn.regions[0].blocks[0].operations if op.operation.name in _LOOPS), None
+    )
 
 
 def _warnings(file: str, driver) -> list[str]:
@@ -302,7 +388,7 @@ def _parse_and_verify(text: str) -> str:
         try:
             ir.Module.parse(text)
         except ir.MLIRError:
-            pass    # reported by the parse in the parent, with its diagnostics
+            pass  # reported by the parse in the parent, with its diagnostics
     return ""
 
 
@@ -315,9 +401,13 @@ def _check_parse_isolated(text: str, file: str) -> None:
     from nem.frontends.upstream_dialects.isolation import run_isolated
 
     try:
-        run_isolated(_parse_and_verify, text, where=SourceLoc(file, 1, 1),
-                     what="parsing the module", fix="fix the MLIR (mlir-opt shows the same "
-                     "failure)")
+        run_isolated(
+            _parse_and_verify,
+            text,
+            where=SourceLoc(file, 1, 1),
+            what="parsing the module",
+            fix="fix the MLIR (mlir-opt shows the same failure)",
+        )
     except NemDiagnosticError as e:
         raise CompileError.of("import", e.diagnostics) from None
 
@@ -328,6 +418,13 @@ def _port(t) -> tuple[tuple[int, ...], np.dtype]:
 
     shaped = ir.ShapedType(t)
     elem = str(shaped.element_type)
-    dtypes = {"f32": np.float32, "f16": np.float16, "f64": np.float64, "i32": np.int32,
-              "i8": np.int8, "i16": np.int16, "i64": np.int64}
+    dtypes = {
+        "f32": np.float32,
+        "f16": np.float16,
+        "f64": np.float64,
+        "i32": np.int32,
+        "i8": np.int8,
+        "i16": np.int16,
+        "i64": np.int64,
+    }
     return tuple(shaped.shape), np.dtype(dtypes.get(elem, np.uint8))

@@ -71,15 +71,22 @@ class Bisection:
         for s in self.steps:
             if not s.status:
                 continue
-            nums = f"{s.error:>12.3g} {s.ratio:>11.3g}" if s.status in ("ok", "DIFFERS") \
+            nums = (
+                f"{s.error:>12.3g} {s.ratio:>11.3g}"
+                if s.status in ("ok", "DIFFERS")
                 else f"{'':>12} {'':>11}"
-            lines.append(f"  {s.name:<28} {nums}  {s.status}"
-                         + (f"  {s.detail}" if s.detail else ""))
+            )
+            lines.append(
+                f"  {s.name:<28} {nums}  {s.status}" + (f"  {s.detail}" if s.detail else "")
+            )
         if self.compile_error:
             lines.append("the compile fails: " + self.compile_error.splitlines()[0])
         if self.culprit is None:
-            lines.append("no step differs from onnxruntime" if not self.compile_error else
-                         "no step before the failure differs from onnxruntime")
+            lines.append(
+                "no step differs from onnxruntime"
+                if not self.compile_error
+                else "no step before the failure differs from onnxruntime"
+            )
         else:
             s = self.culprit
             lines.append(f"first difference: {s.name}" + (f" ({s.where})" if s.where else ""))
@@ -102,8 +109,9 @@ class _Stop(Exception):
     """Stops a compile after the stage a sub-model is run to."""
 
 
-def capture(model, options: CompileOptions, until: str | None = None
-            ) -> tuple[list[Step], Any, str | None]:
+def capture(
+    model, options: CompileOptions, until: str | None = None
+) -> tuple[list[Step], Any, str | None]:
     """Compile `model`, keeping every step's program: (steps in order, the
     CompileResult or None, the compile's error or None).  With `until`, stop
     after that stage."""
@@ -140,8 +148,13 @@ the NEM program run (`nem.cli.bisect.run_nem`)."""
 class _Run:
     """Inputs, weights and onnxruntime's outputs of one model."""
 
-    def __init__(self, model, options: CompileOptions, inputs: dict[str, np.ndarray],
-                 run_nem: RunNem | None = None):
+    def __init__(
+        self,
+        model,
+        options: CompileOptions,
+        inputs: dict[str, np.ndarray],
+        run_nem: RunNem | None = None,
+    ):
         from nem.compile.check import onnxruntime_run
         from nem.compile.target import softmax_types
         from nem.devices.device_lookup import find_device
@@ -155,8 +168,9 @@ class _Run:
         self.run_nem = run_nem
 
     def args(self) -> list[np.ndarray]:
-        return [self.inputs[p.onnx_name] for p in self.im.inputs] + \
-            [np.ascontiguousarray(w) for w in self.im.weights.values()]
+        return [self.inputs[p.onnx_name] for p in self.im.inputs] + [
+            np.ascontiguousarray(w) for w in self.im.weights.values()
+        ]
 
     def judge(self, step: Step, got: dict[str, np.ndarray]) -> None:
         from nem.compile.check import max_violation
@@ -171,8 +185,9 @@ class _Run:
             step.ratio = max(step.ratio, v)
             if v > 1.0:
                 step.status = "DIFFERS"
-                step.detail = f"{port.onnx_name}: {count_wrong(g, ref)} of {ref.size} " \
-                              "elements differ"
+                step.detail = (
+                    f"{port.onnx_name}: {count_wrong(g, ref)} of {ref.size} elements differ"
+                )
 
     def run(self, step: Step, result=None) -> None:
         """Run the step's program and judge its outputs (sets step.status)."""
@@ -185,7 +200,7 @@ class _Run:
                 got = self.run_nem(result, self.inputs, self.options)
             else:
                 got = self._mlir(step.text)
-        except Exception as e:   # the reference path cannot run this program: say why
+        except Exception as e:  # the reference path cannot run this program: say why
             step.status = "not run: " + (str(e).strip().splitlines() or [type(e).__name__])[0]
             return
         self.judge(step, got)
@@ -194,8 +209,12 @@ class _Run:
         from nem.compile.reference import execute
         from nem.compile.runnable import runnable
 
-        outs = execute(runnable(text), self.im.func_name, self.args(),
-                       [(p.shape, p.dtype) for p in self.im.outputs])
+        outs = execute(
+            runnable(text),
+            self.im.func_name,
+            self.args(),
+            [(p.shape, p.dtype) for p in self.im.outputs],
+        )
         return {p.onnx_name: o for p, o in zip(self.im.outputs, outs)}
 
 
@@ -219,8 +238,14 @@ def _onnx_node(where: str) -> str:
     return where
 
 
-def bisect(model, options: CompileOptions, inputs: dict[str, np.ndarray] | None = None,
-           seed: int = 0, run_nem: RunNem | None = None, localize: bool = True) -> Bisection:
+def bisect(
+    model,
+    options: CompileOptions,
+    inputs: dict[str, np.ndarray] | None = None,
+    seed: int = 0,
+    run_nem: RunNem | None = None,
+    localize: bool = True,
+) -> Bisection:
     """Compile `model` (a path or `onnx.ModelProto`) with `options`, run its
     steps on `inputs` (by ONNX name; default: uniform in [-1, 1), `seed`) and
     find the first that differs from onnxruntime; without `run_nem`, the NEM
@@ -232,14 +257,16 @@ def bisect(model, options: CompileOptions, inputs: dict[str, np.ndarray] | None 
     proto = model if isinstance(model, onnx.ModelProto) else onnx.load(str(model))
     inputs = inputs if inputs is not None else random_inputs(proto, seed)
     engines = f"{options.engines} engine(s)" if options.engines else "all engines"
-    label = (f"bisect: {options.device}, route {options.route}, {engines}, "
-             f"{'pipelined' if options.pipeline else 'not pipelined'}; inputs: "
-             + ", ".join(f"{k}{list(v.shape)}" for k, v in inputs.items()))
+    label = (
+        f"bisect: {options.device}, route {options.route}, {engines}, "
+        f"{'pipelined' if options.pipeline else 'not pipelined'}; inputs: "
+        + ", ".join(f"{k}{list(v.shape)}" for k, v in inputs.items())
+    )
     from nem.frontends.onnx import OnnxImportError
 
     try:
         runner = _Run(proto, options, inputs, run_nem)
-    except OnnxImportError as e:   # nothing to run: the import fails
+    except OnnxImportError as e:  # nothing to run: the import fails
         return Bisection(label, [], e.render())
     steps, result, error = capture(proto, options)
     b = Bisection(label, steps, error)
@@ -259,12 +286,16 @@ def bisect(model, options: CompileOptions, inputs: dict[str, np.ndarray] | None 
                 b.culprit = s
                 break
         if b.culprit is bad:
-            b.notes.append("every checkpoint of the tile stage matches: the difference "
-                           "comes from its last steps (canonicalize, cse, softmax staging)")
+            b.notes.append(
+                "every checkpoint of the tile stage matches: the difference "
+                "comes from its last steps (canonicalize, cse, softmax staging)"
+            )
     elif bad.stage == "lower":
-        b.notes.append("every MLIR step matches onnxruntime: the difference comes from "
-                       "lower-to-nem (or nem-run); compare the tile stage's program "
-                       "(--save-temps: STEM.tile.mlir) with the .nem")
+        b.notes.append(
+            "every MLIR step matches onnxruntime: the difference comes from "
+            "lower-to-nem (or nem-run); compare the tile stage's program "
+            "(--save-temps: STEM.tile.mlir) with the .nem"
+        )
     else:
         if localize:
             b.node = first_wrong_node(proto, options, inputs, bad.stage)
@@ -289,13 +320,19 @@ def _judge_program(b: Bisection, stages: list[Step], runner: _Run, result) -> No
     b.notes.append(
         "the compiled program (nem-run) matches onnxruntime: no miscompile; the steps "
         "from the first difference on compute what their MLIR says"
-        + (", and linalg accumulates an f16 reduction in f16 where the program and "
-           "onnxruntime accumulate in f32" if f16 else "")
-        + " (the reference path's rounding, not the compiler's)")
+        + (
+            ", and linalg accumulates an f16 reduction in f16 where the program and "
+            "onnxruntime accumulate in f32"
+            if f16
+            else ""
+        )
+        + " (the reference path's rounding, not the compiler's)"
+    )
 
 
-def first_wrong_node(model, options: CompileOptions, inputs: dict[str, np.ndarray],
-                     stage: str) -> str | None:
+def first_wrong_node(
+    model, options: CompileOptions, inputs: dict[str, np.ndarray], stage: str
+) -> str | None:
     """The first node whose outputs, made the model's outputs, differ from
     onnxruntime's at `stage` ('import' or 'bufferize')."""
     import copy
@@ -308,25 +345,28 @@ def first_wrong_node(model, options: CompileOptions, inputs: dict[str, np.ndarra
         if node.op_type == "Constant" or not all(o in types for o in node.output if o):
             continue
         sub = copy.deepcopy(model)
-        del sub.graph.node[k + 1:]
+        del sub.graph.node[k + 1 :]
         del sub.graph.output[:]
         sub.graph.output.extend(types[o] for o in node.output if o)
         used = {i for n in sub.graph.node for i in n.input}
         ins = {n: a for n, a in inputs.items() if n in used}
-        kept = [vi for vi in sub.graph.input if vi.name in used or vi.name in
-                {i.name for i in sub.graph.initializer}]
+        kept = [
+            vi
+            for vi in sub.graph.input
+            if vi.name in used or vi.name in {i.name for i in sub.graph.initializer}
+        ]
         del sub.graph.input[:]
         sub.graph.input.extend(kept)
         try:
             runner = _Run(sub, options, ins)
             steps, _, _ = capture(sub, options, until=stage)
-        except Exception:   # a cut the importer or onnxruntime refuses: try the next node
+        except Exception:  # a cut the importer or onnxruntime refuses: try the next node
             continue
         step = next((s for s in steps if s.stage == stage), None)
         if step is None:
             continue
         runner.run(step)
         if step.status == "DIFFERS":
-            name = node.name or f"{node.op_type}_{k}"   # as the importer names it
+            name = node.name or f"{node.op_type}_{k}"  # as the importer names it
             return f"node {k} '{name}' ({node.op_type}): {step.detail}"
     return None

@@ -24,9 +24,11 @@ from __future__ import annotations
 
 from typing import Any
 
-BUFFERIZE = ("one-shot-bufferize{bufferize-function-boundaries "
-             "function-boundary-type-conversion=identity-layout-map},"
-             "buffer-results-to-out-params{modify-public-functions hoist-static-allocs}")
+BUFFERIZE = (
+    "one-shot-bufferize{bufferize-function-boundaries "
+    "function-boundary-type-conversion=identity-layout-map},"
+    "buffer-results-to-out-params{modify-public-functions hoist-static-allocs}"
+)
 """The bufferization of the `bufferize` stage (and of the reference path)."""
 
 
@@ -44,7 +46,7 @@ def _only_read(arg: Any) -> bool:
     from mlir import ir
 
     uses = list(arg.uses)
-    if len(uses) < 2:   # one use costs nothing: left as it is
+    if len(uses) < 2:  # one use costs nothing: left as it is
         return False
     for use in uses:
         owner = use.owner
@@ -64,11 +66,11 @@ def read_only_args_as_buffers(module: Any) -> int:
     how many arguments changed."""
     from mlir import ir
 
-    with module.context, ir.Location.unknown():   # types and attributes built here
+    with module.context, ir.Location.unknown():  # types and attributes built here
         return _as_buffers(module, ir)
 
 
-def _as_buffers(module: Any, ir: Any) -> int:   # ir: the mlir.ir module
+def _as_buffers(module: Any, ir: Any) -> int:  # ir: the mlir.ir module
     changed = 0
     for op in module.body.operations:
         fn = op.operation
@@ -90,12 +92,16 @@ def _as_buffers(module: Any, ir: Any) -> int:   # ir: the mlir.ir module
             for owner, number in uses:
                 with ir.InsertionPoint(owner), owner.location:
                     read = ir.Operation.create(
-                        "bufferization.to_tensor", results=[tensor], operands=[arg],
-                        attributes={"restrict": ir.UnitAttr.get()})
+                        "bufferization.to_tensor",
+                        results=[tensor],
+                        operands=[arg],
+                        attributes={"restrict": ir.UnitAttr.get()},
+                    )
                 owner.operands[number] = read.result
             inputs[k] = memref
             changed += 1
         if changed > before:
             fn.attributes["function_type"] = ir.TypeAttr.get(
-                ir.FunctionType.get(inputs, list(ftype.results)))
+                ir.FunctionType.get(inputs, list(ftype.results))
+            )
     return changed

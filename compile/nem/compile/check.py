@@ -32,9 +32,13 @@ from collections.abc import Sequence
 
 import numpy as np
 
-TOLERANCES = {np.dtype(np.float32): (1e-5, 1e-4), np.dtype(np.float16): (1e-2, 1e-2),
-              np.dtype(np.float64): (1e-5, 1e-4), np.dtype(np.int32): (0.0, 0.0),
-              np.dtype(np.int64): (0.0, 0.0)}
+TOLERANCES = {
+    np.dtype(np.float32): (1e-5, 1e-4),
+    np.dtype(np.float16): (1e-2, 1e-2),
+    np.dtype(np.float64): (1e-5, 1e-4),
+    np.dtype(np.int32): (0.0, 0.0),
+    np.dtype(np.int64): (0.0, 0.0),
+}
 
 
 def max_violation(got: np.ndarray, want: np.ndarray) -> float:
@@ -46,7 +50,7 @@ def max_violation(got: np.ndarray, want: np.ndarray) -> float:
     if not np.all(np.isfinite(g) == np.isfinite(w)):
         return float("inf")
     fin = np.isfinite(w)
-    if atol == rtol == 0.0:   # integers: exact
+    if atol == rtol == 0.0:  # integers: exact
         return 0.0 if np.array_equal(g[fin], w[fin]) else float("inf")
     return float(np.max(np.abs(g - w)[fin] / (atol + rtol * np.abs(w[fin])), initial=0.0))
 
@@ -60,15 +64,16 @@ def onnxruntime_run(model, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarra
 
     proto = model if isinstance(model, onnx.ModelProto) else load_model(str(model))
     opts = ort.SessionOptions()
-    opts.log_severity_level = 3   # errors only: not a warning per unused initializer
-    sess = ort.InferenceSession(proto.SerializeToString(), opts,
-                                providers=["CPUExecutionProvider"])
+    opts.log_severity_level = 3  # errors only: not a warning per unused initializer
+    sess = ort.InferenceSession(proto.SerializeToString(), opts, providers=["CPUExecutionProvider"])
     names = [o.name for o in sess.get_outputs()]
     return dict(zip(names, sess.run(None, inputs)))
 
 
-PROGRAM_DTYPES = {np.dtype(np.float64): np.dtype(np.float32),
-                  np.dtype(np.int64): np.dtype(np.int32)}
+PROGRAM_DTYPES = {
+    np.dtype(np.float64): np.dtype(np.float32),
+    np.dtype(np.int64): np.dtype(np.int32),
+}
 """The element type a program holds an ONNX type in (D-COMPILE-F64, D-COMPILE-I64)."""
 
 
@@ -77,11 +82,14 @@ def _as_array(path: str, like: np.ndarray) -> np.ndarray:
     from nem.dialect.limits import MAX_INPUT_FILE_BYTES
     from nem.dialect.source_files import read_file_bytes
 
-    arr = load_npy(path) if path.endswith(".npy") else \
-        np.frombuffer(read_file_bytes(path, MAX_INPUT_FILE_BYTES, ""), np.uint8)
-    if arr.dtype == np.uint8 and like.dtype != np.uint8:   # nem-run --output bytes
-        dtype = PROGRAM_DTYPES.get(like.dtype, like.dtype)   # the buffer's elements
-        arr = arr[:like.size * dtype.itemsize].view(dtype)
+    arr = (
+        load_npy(path)
+        if path.endswith(".npy")
+        else np.frombuffer(read_file_bytes(path, MAX_INPUT_FILE_BYTES, ""), np.uint8)
+    )
+    if arr.dtype == np.uint8 and like.dtype != np.uint8:  # nem-run --output bytes
+        dtype = PROGRAM_DTYPES.get(like.dtype, like.dtype)  # the buffer's elements
+        arr = arr[: like.size * dtype.itemsize].view(dtype)
     return arr.reshape(like.shape)
 
 
@@ -100,8 +108,9 @@ def model_dtypes(inputs: dict[str, np.ndarray], model) -> dict[str, np.ndarray]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m nem.compile.check",
-                                description="compare outputs with onnxruntime")
+    p = argparse.ArgumentParser(
+        prog="python -m nem.compile.check", description="compare outputs with onnxruntime"
+    )
     p.add_argument("model")
     p.add_argument("--input", action="append", default=[], metavar="NAME=FILE.npy")
     p.add_argument("--output", action="append", default=[], metavar="NAME=FILE")
@@ -126,14 +135,15 @@ def _load(path: str, what: str, like: np.ndarray | None = None) -> np.ndarray:
     from nem.dialect.source_files import FileRefused, regular_file
 
     try:
-        regular_file(path, "")   # a FIFO would block, a device never end (D-FILE-PATHS)
+        regular_file(path, "")  # a FIFO would block, a device never end (D-FILE-PATHS)
         return load_npy(path) if like is None else _as_array(path, like)
-    except (OSError, ValueError, FileRefused) as e:   # missing, not .npy, wrong size
+    except (OSError, ValueError, FileRefused) as e:  # missing, not .npy, wrong size
         raise _CheckError(f"{what}={path}: {e}") from None
 
 
-def resolve_names(given: Sequence[str], ports: Sequence[tuple[str, str]], what: str
-                  ) -> dict[str, str]:
+def resolve_names(
+    given: Sequence[str], ports: Sequence[tuple[str, str]], what: str
+) -> dict[str, str]:
     """Each NAME of `--input`/`--output` NAME=FILE -> the ONNX name of the
     model input or output it denotes, `ports` being the (ONNX name, buffer
     name) pairs of `interface_names` (D-COMPILE-CHECK-NAMES).  NAME may be
@@ -149,10 +159,11 @@ def resolve_names(given: Sequence[str], ports: Sequence[tuple[str, str]], what: 
     for name in given:
         cands[name] = {name} & buffer_of.keys() | ({onnx_of[name]} if name in onnx_of else set())
         if not cands[name]:
-            raise _CheckError(f"--{what} {name}: the model has no {what} '{name}' "
-                              f"({what}s: {listing or 'none'})")
+            raise _CheckError(
+                f"--{what} {name}: the model has no {what} '{name}' ({what}s: {listing or 'none'})"
+            )
     changed = True
-    while changed:   # settle ambiguous names by the tensors the others denote
+    while changed:  # settle ambiguous names by the tensors the others denote
         changed = False
         for name, c in cands.items():
             taken = {next(iter(d)) for n, d in cands.items() if n != name and len(d) == 1}
@@ -165,14 +176,17 @@ def resolve_names(given: Sequence[str], ports: Sequence[tuple[str, str]], what: 
                 f"--{what} {name} is ambiguous: ONNX {what} '{name}' is buffer "
                 f"'{buffer_of[name]}', and buffer '{name}' is ONNX {what} '{other}'\n"
                 f"fix: write '{buffer_of[name]}' or '{other}' for the one you mean, or name "
-                f"the other {what} too (by either spelling)")
+                f"the other {what} too (by either spelling)"
+            )
     chosen = {n: next(iter(c)) for n, c in cands.items()}
     if what == "input":
         by_tensor: dict[str, str] = {}
         for name, o in chosen.items():
             if o in by_tensor:
-                raise _CheckError(f"--input {by_tensor[o]} and --input {name} both name ONNX "
-                                  f"input '{o}' (buffer '{buffer_of[o]}'): give it once")
+                raise _CheckError(
+                    f"--input {by_tensor[o]} and --input {name} both name ONNX "
+                    f"input '{o}' (buffer '{buffer_of[o]}'): give it once"
+                )
             by_tensor[o] = name
     return chosen
 
@@ -186,22 +200,23 @@ def _compare(args: argparse.Namespace) -> int:
     try:
         regular_file(args.model, "model")
         model = onnx.load(args.model)
-    except Exception as e:   # onnx raises OSError, DecodeError, ...: any is a bad file
+    except Exception as e:  # onnx raises OSError, DecodeError, ...: any is a bad file
         raise _CheckError(f"{args.model}: cannot read the model: {e}") from None
-    table = interface_names(model.graph)   # the compiler's buffer names
+    table = interface_names(model.graph)  # the compiler's buffer names
     given = [a.split("=", 1) for a in args.input]
     in_names = resolve_names([n for n, _ in given], table.inputs, "input")
-    out_names = resolve_names([a.split("=", 1)[0] for a in args.output], table.outputs,
-                              "output")
+    out_names = resolve_names([a.split("=", 1)[0] for a in args.output], table.outputs, "output")
     inputs = {in_names[name]: _load(path, f"--input {name}") for name, path in given}
     missing = [(o, b) for o, b in table.inputs if o not in inputs]
     if missing:
-        raise _CheckError("no array for the model's input " + ", ".join(
-            f"'{o}'" + (f" (buffer '{b}')" if b != o else "") for o, b in missing)
-            + f"\nfix: give --input {missing[0][1]}=FILE.npy")
+        raise _CheckError(
+            "no array for the model's input "
+            + ", ".join(f"'{o}'" + (f" (buffer '{b}')" if b != o else "") for o, b in missing)
+            + f"\nfix: give --input {missing[0][1]}=FILE.npy"
+        )
     try:
         want = onnxruntime_run(model, model_dtypes(inputs, model))
-    except Exception as e:   # onnxruntime's Fail/InvalidArgument: missing or mis-shaped input
+    except Exception as e:  # onnxruntime's Fail/InvalidArgument: missing or mis-shaped input
         raise _CheckError(f"onnxruntime cannot run {args.model}: {e}") from None
     ok = True
     for a in args.output:
@@ -212,8 +227,10 @@ def _compare(args: argparse.Namespace) -> int:
         atol, rtol = TOLERANCES[np.dtype(ref.dtype)]
         diff = float(np.max(np.abs(got.astype(np.float64) - ref)))
         status = "OK" if v <= 1.0 else "MISMATCH"
-        print(f"{name}: max |nem - onnxruntime| = {diff:.3g} (tolerance {atol:g} + {rtol:g}"
-              f"*|ref|, {ref.dtype}): {status}")
+        print(
+            f"{name}: max |nem - onnxruntime| = {diff:.3g} (tolerance {atol:g} + {rtol:g}"
+            f"*|ref|, {ref.dtype}): {status}"
+        )
         ok &= v <= 1.0
     return 0 if ok else 1
 

@@ -56,9 +56,9 @@ def stride_levels(shape: Sequence[int], box: Sequence[int]) -> list[tuple[int, i
     the contiguous chunk; every other run is a level whose chunk is all the
     runs inside it.  (Upstream decides per dimension from the next one
     only, and misses a partial dimension behind a unit dimension.)"""
-    runs: list[tuple[int, int]] = []          # (count, step), outermost first
+    runs: list[tuple[int, int]] = []  # (count, step), outermost first
     for e, n in enumerate(box):
-        step = math.prod(shape[e + 1:])
+        step = math.prod(shape[e + 1 :])
         if n == 1:
             continue
         if runs and runs[-1][1] == n * step:
@@ -93,14 +93,21 @@ class _Dma:
         n_src = _map(op, "src_map").n_inputs
         n_dst = _map(op, "dst_map").n_inputs
         d = 1 + n_src
-        return _Dma(op, ops[0], ops[1:d], ops[d], ops[d + 1:d + 1 + n_dst], ops[d + 1 + n_dst],
-                    ops[d + 2 + n_dst:])
+        return _Dma(
+            op,
+            ops[0],
+            ops[1:d],
+            ops[d],
+            ops[d + 1 : d + 1 + n_dst],
+            ops[d + 1 + n_dst],
+            ops[d + 2 + n_dst :],
+        )
 
     @property
     def stride(self) -> list[tuple[int, int]] | None:
         """The stride level the op has ([] none; None: not constants)."""
         n_tag = _map(self.op, "tag_map").n_inputs
-        extra = self.rest[n_tag + 1:]
+        extra = self.rest[n_tag + 1 :]
         if not extra:
             return []
         vals = [_const(v) for v in extra]
@@ -129,7 +136,7 @@ def _row_major(t: ir.MemRefType) -> bool:
     if not t.has_static_shape:
         return False
     strides, offset = t.get_strides_and_offset()
-    return offset == 0 and strides == [math.prod(t.shape[d + 1:]) for d in range(t.rank)]
+    return offset == 0 and strides == [math.prod(t.shape[d + 1 :]) for d in range(t.rank)]
 
 
 def repair(fn: ir.Operation) -> int:
@@ -168,10 +175,22 @@ def _set_stride(dma: _Dma, level: tuple[int, int]) -> None:
     with op.location:
         stride = arith.ConstantOp(ir.IndexType.get(), level[0], ip=ip).result
         per = arith.ConstantOp(ir.IndexType.get(), level[1], ip=ip).result
-        operands = [dma.src, *dma.src_ops, dma.dst, *dma.dst_ops, dma.tag,
-                    *dma.rest[:n_tag + 1], stride, per]
-        ir.Operation.create("affine.dma_start", operands=operands,
-                            attributes={k: op.attributes[k] for k in op.attributes}, ip=ip)
+        operands = [
+            dma.src,
+            *dma.src_ops,
+            dma.dst,
+            *dma.dst_ops,
+            dma.tag,
+            *dma.rest[: n_tag + 1],
+            stride,
+            per,
+        ]
+        ir.Operation.create(
+            "affine.dma_start",
+            operands=operands,
+            attributes={k: op.attributes[k] for k in op.attributes},
+            ip=ip,
+        )
     op.erase()
 
 
@@ -193,7 +212,7 @@ def _copy_nest(dma: _Dma, box: Sequence[int]) -> None:
 
         def operands(key: str, ops: list[ir.Value]) -> tuple[ir.AffineMap, list[ir.Value]]:
             amap = _map(op, key)
-            return _shifted(amap, len(ivs)), [*ops[:amap.n_dims], *ivs, *ops[amap.n_dims:]]
+            return _shifted(amap, len(ivs)), [*ops[: amap.n_dims], *ivs, *ops[amap.n_dims :]]
 
         smap, sops = operands("src_map", dma.src_ops)
         dmap, dops = operands("dst_map", dma.dst_ops)
@@ -206,6 +225,9 @@ def _copy_nest(dma: _Dma, box: Sequence[int]) -> None:
         if use.owner.name in ("affine.dma_wait", "memref.dealloc"):
             use.owner.erase()
     owner = tag.owner
-    if not list(tag.uses) and isinstance(owner, ir.OpView | ir.Operation) and \
-            owner.name == "memref.alloc":
+    if (
+        not list(tag.uses)
+        and isinstance(owner, ir.OpView | ir.Operation)
+        and owner.name == "memref.alloc"
+    ):
         owner.erase()

@@ -60,8 +60,9 @@ def _strides(t: ir.MemRefType) -> tuple[list[int], int] | None:
     return list(strides), offset
 
 
-def _spans(band, ranges: dict[ir.Value, tuple[int, int]]
-           ) -> dict[ir.Value, tuple[int, int, bool, bool]] | None:
+def _spans(
+    band, ranges: dict[ir.Value, tuple[int, int]]
+) -> dict[ir.Value, tuple[int, int, bool, bool]] | None:
     """Per memref: (first byte, last byte + 1, read, written) of the accesses
     when each band/inner induction variable spans its interval in `ranges`."""
     from nem.compile.nest_ir import access_box
@@ -71,8 +72,9 @@ def _spans(band, ranges: dict[ir.Value, tuple[int, int]]
     for acc in band.accesses:
         box = access_box(acc, ranges)
         old = boxes.get(acc.memref)
-        boxes[acc.memref] = box if old is None else [
-            (min(a[0], b[0]), max(a[1], b[1])) for a, b in zip(old, box)]
+        boxes[acc.memref] = (
+            box if old is None else [(min(a[0], b[0]), max(a[1], b[1])) for a, b in zip(old, box)]
+        )
         r, w = use.get(acc.memref, (False, False))
         use[acc.memref] = (r or not acc.write, w or acc.write)
     out = {}
@@ -89,8 +91,12 @@ def _spans(band, ranges: dict[ir.Value, tuple[int, int]]
     return out
 
 
-def _finish(spans: dict[ir.Value, tuple[int, int, bool, bool]], preloaded: set[ir.Value],
-            ready: int, serial_writes: int) -> int:
+def _finish(
+    spans: dict[ir.Value, tuple[int, int, bool, bool]],
+    preloaded: set[ir.Value],
+    ready: int,
+    serial_writes: int,
+) -> int:
     """When a nest (or its parts, each with `spans`) is done, in bytes moved:
     loads of `preloaded` buffers (nothing in the program writes them) start
     at once, the others when the earlier nests are done (`ready`); then
@@ -114,17 +120,23 @@ def _sum_target(band, ranges: dict[ir.Value, tuple[int, int]]) -> ir.Value | Non
     loads = [a for a in band.accesses if not a.write and a.memref == c]
     add = owner_op(store.op.operands[0])
     t = ir.MemRefType(c.type)
-    if len(loads) != 1 or add is None or add.name != "arith.addf" or \
-            loads[0].op.results[0] not in list(add.operands) or \
-            loads[0].map != store.map or list(loads[0].indices) != list(store.indices) or \
-            not t.has_static_shape or \
-            access_box(store, ranges) != [(0, n - 1) for n in t.shape]:
+    if (
+        len(loads) != 1
+        or add is None
+        or add.name != "arith.addf"
+        or loads[0].op.results[0] not in list(add.operands)
+        or loads[0].map != store.map
+        or list(loads[0].indices) != list(store.indices)
+        or not t.has_static_shape
+        or access_box(store, ranges) != [(0, n - 1) for n in t.shape]
+    ):
         return None
     return c
 
 
-def choose_split(band, engines: int, preloaded: set[ir.Value], ready: int
-                 ) -> tuple[Split | None, int]:
+def choose_split(
+    band, engines: int, preloaded: set[ir.Value], ready: int
+) -> tuple[Split | None, int]:
     """The band loop to split the nest along over `engines` parts (None: keep
     it whole), and the estimated time the nest is done."""
     ivs = [loop.regions[0].blocks[0].arguments[0] for loop in band.loops]
@@ -146,16 +158,19 @@ def choose_split(band, engines: int, preloaded: set[ir.Value], ready: int
         second = _spans(band, {**full, iv: (lo + chunk, min(lo + 2 * chunk, lo + ext) - 1)})
         if first is None or second is None:
             continue
-        overlap = any(w1 and (a1 < b2 and a2 < b1)
-                      for m, (a1, b1, _, w1) in first.items()
-                      for a2, b2, _, _ in [second[m]])
+        overlap = any(
+            w1 and (a1 < b2 and a2 < b1)
+            for m, (a1, b1, _, w1) in first.items()
+            for a2, b2, _, _ in [second[m]]
+        )
         target = _sum_target(band, {**full, iv: (lo, lo + chunk - 1)}) if overlap else None
         # a part's own write, then (partials) the sum nest reading them all
         # at once and writing C, or (overlap) each part's read-modify-write
         serial = 3 if target is not None else 2 * parts if overlap else 1
         estimate = _finish(first, preloaded, ready, serial)
-        if estimate - ready < MIN_GAIN * (unsplit - ready) and \
-                (best is None or estimate < best.estimate):
+        if estimate - ready < MIN_GAIN * (unsplit - ready) and (
+            best is None or estimate < best.estimate
+        ):
             best = Split(d, parts, chunk, estimate, unsplit, target)
     return best, best.estimate if best else unsplit
 
@@ -179,7 +194,7 @@ def _lower(loop: ir.Operation) -> int:
     from nem.compile.nest_ir import const_bound
 
     lo = const_bound(loop, "lowerBoundMap")
-    assert lo is not None     # analyze_band only keeps constant bounds
+    assert lo is not None  # analyze_band only keeps constant bounds
     return lo
 
 
@@ -192,8 +207,11 @@ def _set_bounds(loop: ir.Operation, lo: int, hi: int) -> None:
 def _loop_at(root: ir.Operation, depth: int) -> ir.Operation:
     loop = root
     for _ in range(depth):
-        loop = next(o.operation for o in loop.regions[0].blocks[0].operations
-                    if o.operation.name == "affine.for")
+        loop = next(
+            o.operation
+            for o in loop.regions[0].blocks[0].operations
+            if o.operation.name == "affine.for"
+        )
     return loop
 
 
@@ -216,8 +234,9 @@ def split_nest(root: ir.Operation, band, split: Split) -> list[tuple[ir.Operatio
     return _privatize(parts, split.partials)
 
 
-def perfect_nest(shape: Sequence[int], ip: ir.InsertionPoint, loc: ir.Location
-                 ) -> tuple[ir.Operation, ir.InsertionPoint, list[ir.Value]]:
+def perfect_nest(
+    shape: Sequence[int], ip: ir.InsertionPoint, loc: ir.Location
+) -> tuple[ir.Operation, ir.InsertionPoint, list[ir.Value]]:
     """An empty perfect `affine.for` nest over `shape`: (outermost loop,
     insertion point in the innermost body, induction variables)."""
     ivs: list[ir.Value] = []
@@ -268,6 +287,8 @@ def _privatize(parts: list[ir.Operation], c: ir.Value) -> list[tuple[ir.Operatio
 
 
 def describe(split: Split, extents: Sequence[int]) -> str:
-    return (f"loop {split.loop} of {list(extents)} split in {split.parts} parts of "
-            f"{split.chunk} (estimated {split.estimate} vs {split.unsplit} bytes on the "
-            "critical path)")
+    return (
+        f"loop {split.loop} of {list(extents)} split in {split.parts} parts of "
+        f"{split.chunk} (estimated {split.estimate} vs {split.unsplit} bytes on the "
+        "critical path)"
+    )

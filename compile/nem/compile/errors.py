@@ -14,8 +14,7 @@ class CompileError(Exception):
     `diagnostics`: the diagnostics themselves where the stage has a list
     (a tool prints them up to its error limit, D-CLI-ERROR-LIMIT)."""
 
-    def __init__(self, stage: str, message: str,
-                 diagnostics: list[Diagnostic] | None = None):
+    def __init__(self, stage: str, message: str, diagnostics: list[Diagnostic] | None = None):
         self.stage = stage
         self.diagnostics = diagnostics
         super().__init__(message)

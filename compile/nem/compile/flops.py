@@ -41,9 +41,19 @@ from dataclasses import dataclass, field
 
 from mlir import ir
 
-FLOAT_OPS = ("arith.addf", "arith.subf", "arith.mulf", "arith.divf", "arith.remf",
-             "arith.negf", "arith.maximumf", "arith.minimumf", "arith.maxnumf",
-             "arith.minnumf", "arith.cmpf")
+FLOAT_OPS = (
+    "arith.addf",
+    "arith.subf",
+    "arith.mulf",
+    "arith.divf",
+    "arith.remf",
+    "arith.negf",
+    "arith.maximumf",
+    "arith.minimumf",
+    "arith.maxnumf",
+    "arith.minnumf",
+    "arith.cmpf",
+)
 CATEGORIES = ("conv/matmul", "pool", "eltwise", "reduction")
 TARGET = ("conv/matmul", "pool", "eltwise")
 """The categories issue 16 targets at 100% raised."""
@@ -51,8 +61,7 @@ CASTS = ("arith.extf", "arith.truncf")
 SOFTMAX_FLOPS = 5
 """Per element of a `linalg.softmax` (no body to count; category reduction):
 the row max, the subtraction, exp, the row sum and the division."""
-ACCUMULATE = ("arith.addf", "arith.maximumf", "arith.maxnumf", "arith.minimumf",
-              "arith.minnumf")
+ACCUMULATE = ("arith.addf", "arith.maximumf", "arith.maxnumf", "arith.minimumf", "arith.minnumf")
 
 
 LOW_SHARE = 0.5
@@ -88,11 +97,13 @@ class FlopShare:
             return None
         shown = "; ".join(why for why, _ in self.reasons[:REASONS_SHOWN])
         more = len(self.reasons) - REASONS_SHOWN
-        return (f"only {_percent(self.share)} of the model's FLOPs run as NEM opcodes "
-                f"({self.escaped} of {self.raised + self.escaped} in escape-hatch kernels)"
-                + (f": {shown}" if shown else "")
-                + (f"; {more} more reason(s)" if more > 0 else "")
-                + " (-v: a remark per op)")
+        return (
+            f"only {_percent(self.share)} of the model's FLOPs run as NEM opcodes "
+            f"({self.escaped} of {self.raised + self.escaped} in escape-hatch kernels)"
+            + (f": {shown}" if shown else "")
+            + (f"; {more} more reason(s)" if more > 0 else "")
+            + " (-v: a remark per op)"
+        )
 
     def category_share(self, names: Iterable[str] = TARGET) -> float:
         """The raised share of the FLOPs in categories `names`."""
@@ -102,16 +113,21 @@ class FlopShare:
 
     def remark(self) -> str:
         if not self.raised + self.escaped:
-            return ("compute raised to NEM opcodes by FLOPs: n/a (no floating-point "
-                    "operations; integer operations are not counted)")
-        parts = [f"{name} {_percent(r / (r + e))} of {r + e}"
-                 for name in CATEGORIES for r, e in [self.by_category.get(name, (0, 0))]
-                 if r + e]
-        return (f"compute raised to NEM opcodes by FLOPs: {_percent(self.share)} "
-                f"({self.raised} raised, {self.escaped} in escape-hatch kernels); "
-                f"conv/matmul/pool/eltwise {self._target_percent()}; by category: "
-                + ", ".join(parts))
-
+            return (
+                "compute raised to NEM opcodes by FLOPs: n/a (no floating-point "
+                "operations; integer operations are not counted)"
+            )
+        parts = [
+            f"{name} {_percent(r / (r + e))} of {r + e}"
+            for name in CATEGORIES
+            for r, e in [self.by_category.get(name, (0, 0))]
+            if r + e
+        ]
+        return (
+            f"compute raised to NEM opcodes by FLOPs: {_percent(self.share)} "
+            f"({self.raised} raised, {self.escaped} in escape-hatch kernels); "
+            f"conv/matmul/pool/eltwise {self._target_percent()}; by category: " + ", ".join(parts)
+        )
 
     def _target_percent(self) -> str:
         if not any(sum(self.by_category.get(n, (0, 0))) for n in TARGET):
@@ -131,7 +147,7 @@ def _trips(loop: ir.Operation) -> int:
     n_lb = lb.n_inputs
     lb_ops, ub_ops = list(loop.operands[:n_lb]), list(loop.operands[n_lb:])
     best = 1
-    if len(lb.results) == 1 and lb_ops == ub_ops[:len(lb_ops)]:
+    if len(lb.results) == 1 and lb_ops == ub_ops[: len(lb_ops)]:
         for r in ub.results:
             # constant when the bounds move together (the map downcasts the expression)
             diff = ir.AffineMap.get(ub.n_dims, ub.n_symbols, [r - lb.results[0]]).results[0]
@@ -210,8 +226,9 @@ def _scf_trips(loop: ir.Operation) -> int:
 
 
 def _is_float_op(op: ir.Operation) -> bool:
-    return op.name in FLOAT_OPS or (op.name.startswith("math.") and any(
-        isinstance(r.type, ir.FloatType) for r in op.results))
+    return op.name in FLOAT_OPS or (
+        op.name.startswith("math.") and any(isinstance(r.type, ir.FloatType) for r in op.results)
+    )
 
 
 def _strip(v: ir.Value) -> ir.Operation | None:
@@ -253,9 +270,11 @@ def _slides(load: ir.Operation, inner: set[ir.Value]) -> bool:
 
 
 def _same_access(load: ir.Operation, store: ir.Operation) -> bool:
-    return (load.operands[0] == store.operands[1]
-            and str(load.attributes["map"]) == str(store.attributes["map"])
-            and list(load.operands)[1:] == list(store.operands)[2:])
+    return (
+        load.operands[0] == store.operands[1]
+        and str(load.attributes["map"]) == str(store.attributes["map"])
+        and list(load.operands)[1:] == list(store.operands)[2:]
+    )
 
 
 def _generic_reduction_category(op: ir.Operation) -> str:
@@ -263,16 +282,21 @@ def _generic_reduction_category(op: ir.Operation) -> str:
     multiplies two of its inputs, pool when an input's map slides a window
     (adds two loop dimensions), else reduction."""
     args = list(op.regions[0].blocks[0].arguments)
-    inputs = set(args[:len(args) - 1])
+    inputs = set(args[: len(args) - 1])
     for o in op.regions[0].blocks[0].operations:
         if o.operation.name == "arith.mulf" and all(
-                _through_casts(v) in inputs for v in o.operation.operands):
+            _through_casts(v) in inputs for v in o.operation.operands
+        ):
             return "conv/matmul"
     maps = [ir.AffineMapAttr(a).value for a in ir.ArrayAttr(op.attributes["indexing_maps"])]
     for amap in maps[:-1]:
         for r in amap.results:
-            if isinstance(r, ir.AffineAddExpr) and _dims(r.lhs) and _dims(r.rhs) and \
-                    _dims(r.lhs) != _dims(r.rhs):
+            if (
+                isinstance(r, ir.AffineAddExpr)
+                and _dims(r.lhs)
+                and _dims(r.rhs)
+                and _dims(r.lhs) != _dims(r.rhs)
+            ):
                 return "pool"
     return "reduction"
 
@@ -294,8 +318,9 @@ def _nest_category(root: ir.Operation) -> str:
             return "conv/matmul"
         if "pooling" in root.name:
             return "pool"
-        kinds = str(root.attributes["iterator_types"]) if "iterator_types" in \
-            root.attributes else ""
+        kinds = (
+            str(root.attributes["iterator_types"]) if "iterator_types" in root.attributes else ""
+        )
         if "reduction" not in kinds:
             return "eltwise"
         return _generic_reduction_category(root)
@@ -316,14 +341,20 @@ def _nest_category(root: ir.Operation) -> str:
         if acc is None or acc.name not in ACCUMULATE:
             continue
         ops = [_strip(v) for v in acc.operands]
-        if not any(o is not None and o.name == "affine.load" and _same_access(o, store)
-                   for o in ops):
+        if not any(
+            o is not None and o.name == "affine.load" and _same_access(o, store) for o in ops
+        ):
             continue
-        other = [o for o in ops if o is not None and not (
-            o.name == "affine.load" and _same_access(o, store))]
-        if any(o.name == "arith.mulf" and all(
-                (f := _strip(v)) is not None and f.name == "affine.load" for v in o.operands)
-               for o in other):
+        other = [
+            o
+            for o in ops
+            if o is not None and not (o.name == "affine.load" and _same_access(o, store))
+        ]
+        if any(
+            o.name == "arith.mulf"
+            and all((f := _strip(v)) is not None and f.name == "affine.load" for v in o.operands)
+            for o in other
+        ):
             return "conv/matmul"
         if any(o.name == "affine.load" and _slides(o, inner) for o in other):
             category = "pool"
@@ -369,7 +400,7 @@ def flop_share(tiled: str, escaped_at: Mapping[tuple[int, int], str]) -> FlopSha
                     n *= _trips(parent.operation)
                     if not has_dma(parent.operation):
                         root = parent.operation
-                elif parent.name == "scf.for":       # the transform route's tile loops
+                elif parent.name == "scf.for":  # the transform route's tile loops
                     n *= _scf_trips(parent.operation)
                 elif parent.name.startswith("linalg."):
                     n *= domains[parent.operation]
@@ -397,17 +428,25 @@ def flop_share(tiled: str, escaped_at: Mapping[tuple[int, int], str]) -> FlopSha
         softmaxes = [op for op in linalg if op.name == "linalg.softmax"]
         domains = _Domains()
         module.operation.walk(visit)
-        for op in softmaxes:   # no body: upstream's decomposition, 5 FLOPs an element
+        for op in softmaxes:  # no body: upstream's decomposition, 5 FLOPs an element
             n = SOFTMAX_FLOPS * math.prod(ir.ShapedType(op.operands[0].type).shape)
             key = _count(counts, reasons, escaped_at, op.location, n)
             by_category.setdefault("reduction", [0, 0])[key == "escaped"] += n
-    return FlopShare(counts["raised"], counts["escaped"],
-                     {k: (v[0], v[1]) for k, v in by_category.items()},
-                     tuple(sorted(reasons.items(), key=lambda r: -r[1])))
+    return FlopShare(
+        counts["raised"],
+        counts["escaped"],
+        {k: (v[0], v[1]) for k, v in by_category.items()},
+        tuple(sorted(reasons.items(), key=lambda r: -r[1])),
+    )
 
 
-def _count(counts: dict[str, int], reasons: dict[str, int],
-           escaped_at: Mapping[tuple[int, int], str], loc, n: int) -> str:
+def _count(
+    counts: dict[str, int],
+    reasons: dict[str, int],
+    escaped_at: Mapping[tuple[int, int], str],
+    loc,
+    n: int,
+) -> str:
     """Count `n` FLOPs of the nest at `loc` as raised or escaped (and under
     its reason); returns which."""
     why = escaped_at.get((loc.start_line, loc.start_col))

@@ -37,8 +37,14 @@ ENABLED = True
 """Off: the tiles as `structured.promote` stages them (for before/after
 measurements)."""
 LOOPS = ("scf.for", "affine.for")
-VIEWS = ("memref.view", "memref.subview", "memref.cast", "memref.collapse_shape",
-         "memref.expand_shape", "memref.reinterpret_cast")
+VIEWS = (
+    "memref.view",
+    "memref.subview",
+    "memref.cast",
+    "memref.collapse_shape",
+    "memref.expand_shape",
+    "memref.reinterpret_cast",
+)
 
 
 def _op(x) -> ir.Operation:
@@ -86,8 +92,11 @@ def _only_read(v: ir.Value, loop: ir.Operation, allowed: set[ir.Operation]) -> b
                 stack.extend(user.results)
             elif user in allowed or not _inside(user, loop):
                 continue
-            elif user.name.startswith("linalg.") and "operandSegmentSizes" in user.attributes \
-                    and use.operand_number < _linalg_inputs(user):
+            elif (
+                user.name.startswith("linalg.")
+                and "operandSegmentSizes" in user.attributes
+                and use.operand_number < _linalg_inputs(user)
+            ):
                 continue
             else:
                 return False
@@ -111,18 +120,26 @@ def _hoist_one(loop: ir.Operation) -> bool:
             chain.append(view)
             view = owner_op(view.operands[0])
         alloc = view
-        if alloc is None or alloc.name != "memref.alloc" or alloc.parent != loop \
-                or len(alloc.operands):
+        if (
+            alloc is None
+            or alloc.name != "memref.alloc"
+            or alloc.parent != loop
+            or len(alloc.operands)
+        ):
             continue
         space = ir.MemRefType(alloc.results[0].type).memory_space
         if space is None or ir.IntegerAttr(space).value < FAST_SPACE:
             continue
         # the chain's other operands (offsets) must be available before the loop
-        if any(_defined_inside(x, loop) and not _is_const(x)
-               for v in chain for x in list(v.operands)[1:]):
+        if any(
+            _defined_inside(x, loop) and not _is_const(x)
+            for v in chain
+            for x in list(v.operands)[1:]
+        ):
             continue
-        deallocs = [_op(u.owner) for u in alloc.results[0].uses
-                    if _op(u.owner).name == "memref.dealloc"]
+        deallocs = [
+            _op(u.owner) for u in alloc.results[0].uses if _op(u.owner).name == "memref.dealloc"
+        ]
         if len(deallocs) != 1 or deallocs[0].parent != loop:
             continue
         if not _only_read(alloc.results[0], loop, {cp, deallocs[0], *chain}):
@@ -133,7 +150,7 @@ def _hoist_one(loop: ir.Operation) -> bool:
             for i, x in enumerate(list(v.operands)[1:], start=1):
                 if _defined_inside(x, loop):
                     v.operands[i] = _op(owner_op(x)).clone(ir.InsertionPoint(loop)).results[0]
-        for op in lift:            # the source's subviews, constants
+        for op in lift:  # the source's subviews, constants
             op.move_before(loop)
         alloc.move_before(loop)
         for v in reversed(chain):

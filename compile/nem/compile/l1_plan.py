@@ -59,7 +59,7 @@ def _bytes(t: ir.MemRefType) -> int:
         return 0
     n = math.prod(t.shape)
     elem = t.element_type
-    width = elem.width if hasattr(elem, "width") else 64   # index: 64 bits
+    width = elem.width if hasattr(elem, "width") else 64  # index: 64 bits
     return -(-(n * max(width // 8, 1)) // ALIGN) * ALIGN
 
 
@@ -109,9 +109,12 @@ def _temporaries(op: ir.Operation) -> float:
                 inside.update(block.arguments)
         if inner.name != "arith.constant":
             inside.update(inner.results)
-        if inner.name.split(".")[0] in ("arith", "math") and inner.name != "arith.constant" \
-                and len(inner.results) == 1 and not isinstance(inner.results[0].type,
-                                                               ir.IndexType):
+        if (
+            inner.name.split(".")[0] in ("arith", "math")
+            and inner.name != "arith.constant"
+            and len(inner.results) == 1
+            and not isinstance(inner.results[0].type, ir.IndexType)
+        ):
             body.append(inner)
         return ir.WalkResult.ADVANCE
 
@@ -120,7 +123,7 @@ def _temporaries(op: ir.Operation) -> float:
         return 1
     out_bytes = _elem_bytes(body[-1].results[0].type)
     temps = sum(_elem_bytes(inner.results[0].type) for inner in body[:-1])
-    splats: set[tuple[object, int]] = set()   # one per value and type (`_tree_steps`)
+    splats: set[tuple[object, int]] = set()  # one per value and type (`_tree_steps`)
     for inner in body:
         width = _elem_bytes(inner.results[0].type)
         splats.update((_splat_key(v), width) for v in inner.operands if v not in inside)
@@ -151,8 +154,11 @@ def _splat_key(v: ir.Value) -> object:
 
 def _elem_bytes(t: ir.Type) -> int:
     """Bytes of a scalar type (i1 and narrower integers as one byte)."""
-    width = t.width if isinstance(t, (ir.IntegerType, ir.F16Type, ir.F32Type, ir.F64Type,
-                                      ir.BF16Type)) else 32
+    width = (
+        t.width
+        if isinstance(t, (ir.IntegerType, ir.F16Type, ir.F32Type, ir.F64Type, ir.BF16Type))
+        else 32
+    )
     return max(1, width // 8)
 
 
@@ -166,8 +172,14 @@ def _broadcast_inputs(op: ir.Operation) -> int:
     return sum(1 for m in maps if len(m.results) < m.n_dims)
 
 
-VIEWS = ("memref.view", "memref.subview", "memref.cast", "memref.collapse_shape",
-         "memref.expand_shape", "memref.reinterpret_cast")
+VIEWS = (
+    "memref.view",
+    "memref.subview",
+    "memref.cast",
+    "memref.collapse_shape",
+    "memref.expand_shape",
+    "memref.reinterpret_cast",
+)
 """Ops that view their source memref's bytes (their uses are the source's uses)."""
 
 
@@ -226,7 +238,7 @@ def measure(roots: Iterable[ir.Operation], pipeline: bool) -> Need:
         t = ir.MemRefType(v.type)
         if t.has_static_shape:
             return _bytes(t)
-        alloc = _alloc_of(v)      # a peeled tile's dynamic view: its buffer's bytes
+        alloc = _alloc_of(v)  # a peeled tile's dynamic view: its buffer's bytes
         return _bytes(ir.MemRefType(alloc.results[0].type)) if alloc is not None else 0
 
     def visit(op: ir.Operation) -> ir.WalkResult:
@@ -239,13 +251,15 @@ def measure(roots: Iterable[ir.Operation], pipeline: bool) -> Need:
             outs = [v for v in op.operands if _space(v.type) is not None][-1:]
             at = _top(op, index)
             for v in outs:
-                add(_space(v.type), _scratch(scratch_bytes(v), _temporaries(op)) * slots(op),
-                    at, at)
+                add(
+                    _space(v.type), _scratch(scratch_bytes(v), _temporaries(op)) * slots(op), at, at
+                )
         elif name == "affine.for" and not _has_loop(op):
             at = _top(op, index)
             for v in {s.operands[1] for s in ops_named(op, "affine.store")}:
-                add(_space(v.type), _scratch(scratch_bytes(v), _temporaries(op)) * slots(op),
-                    at, at)
+                add(
+                    _space(v.type), _scratch(scratch_bytes(v), _temporaries(op)) * slots(op), at, at
+                )
         return ir.WalkResult.ADVANCE
 
     for root in roots:
@@ -269,13 +283,18 @@ class DoesNotFit(Exception):
     `too_big` makes it the compile's error)."""
 
     def __init__(self, need: int, capacity: int, sizes: Sequence[int]):
-        super().__init__(f"needs {need} bytes of L1 with tiles of {list(sizes)}, "
-                         f"{capacity} available")
+        super().__init__(
+            f"needs {need} bytes of L1 with tiles of {list(sizes)}, {capacity} available"
+        )
         self.need, self.capacity, self.sizes = need, capacity, list(sizes)
 
 
-def fit(budget: int, capacity: int, sizes_for: Callable[[int], list[int]],
-        tile: Callable[[list[int]], Need]) -> list[int]:
+def fit(
+    budget: int,
+    capacity: int,
+    sizes_for: Callable[[int], list[int]],
+    tile: Callable[[list[int]], Need],
+) -> list[int]:
     """Tile sizes whose measured need fits `capacity`: `tile(sizes)` tiles the
     op (undoing the previous attempt) and measures it; the budget that
     `sizes_for` turns into sizes starts at `budget` and is scaled by the
@@ -289,8 +308,8 @@ def fit(budget: int, capacity: int, sizes_for: Callable[[int], list[int]],
             return sizes
         budget = max(min(budget // 2, int(budget * capacity / need * 0.9)), 1)
         smaller = sizes_for(budget)
-        while smaller == sizes and budget > 1:   # the footprint model's sizes step
-            budget //= 2                         # coarsely: shrink until they move
+        while smaller == sizes and budget > 1:  # the footprint model's sizes step
+            budget //= 2  # coarsely: shrink until they move
             smaller = sizes_for(budget)
         if smaller == sizes:
             raise DoesNotFit(need, capacity, sizes)
@@ -309,8 +328,12 @@ def too_big(op: ir.Operation, e: DoesNotFit, device) -> Exception:
     loc = str(op.location)
     m = re.match(r'loc\("([^"]*)"', loc)
     where = f"node '{m.group(1)}'" if m else loc
-    return CompileError("tile", (
-        f"{where} ({op.name}): error: not supported: its tiles need {e.need} bytes of L1 even "
-        f"with tile sizes {e.sizes}, and device '{device.name}' has l1_size_bytes = "
-        f"{e.capacity} [DEV-16]\nfix: target a device with a larger L1, or split the node "
-        "into smaller ones (decision D-COMPILE-L1)"))
+    return CompileError(
+        "tile",
+        (
+            f"{where} ({op.name}): error: not supported: its tiles need {e.need} bytes of L1 even "
+            f"with tile sizes {e.sizes}, and device '{device.name}' has l1_size_bytes = "
+            f"{e.capacity} [DEV-16]\nfix: target a device with a larger L1, or split the node "
+            "into smaller ones (decision D-COMPILE-L1)"
+        ),
+    )

@@ -41,10 +41,10 @@ def located_text(module) -> str:
         return _TOKEN.sub(lambda t: t[0] if t[0].startswith('"') else resolve(t[0]), part)
 
     def resolve(alias: str) -> str:
-        if alias not in resolved:   # an alias refers only to aliases defined before it
+        if alias not in resolved:  # an alias refers only to aliases defined before it
             resolved[alias] = expand(defs[alias])
         return resolved[alias]
 
-    for alias in defs:   # in definition order: each one's references are resolved first
+    for alias in defs:  # in definition order: each one's references are resolved first
         resolve(alias)
     return "\n".join(expand(line) if "#loc" in line else line for line in body)

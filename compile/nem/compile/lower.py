@@ -54,11 +54,18 @@ def _untimed(name: str, work: Callable[[], T]) -> T:
     return work()
 
 
-def lower_and_verify(text: str, func_name: str, arg_names: Sequence[str], device: str,
-                     memory_spaces: str, file: str, options, step: Steps = _untimed,
-                     progress: Callable[[str, int, int], None] | None = None,
-                     statements: list[tuple[int, int] | None] | None = None
-                     ) -> tuple[str, list[str], dict[tuple[int, int], str], dict[str, np.ndarray]]:
+def lower_and_verify(
+    text: str,
+    func_name: str,
+    arg_names: Sequence[str],
+    device: str,
+    memory_spaces: str,
+    file: str,
+    options,
+    step: Steps = _untimed,
+    progress: Callable[[str, int, int], None] | None = None,
+    statements: list[tuple[int, int] | None] | None = None,
+) -> tuple[str, list[str], dict[tuple[int, int], str], dict[str, np.ndarray]]:
     """(the `.nem` program, the lowering's remarks, the (line, col) in `text`
     of each nest the lowering did not raise with why, the initial contents of the
     buffers made from `memref.global`s: constant tensors the program keeps,
@@ -84,12 +91,16 @@ def lower_and_verify(text: str, func_name: str, arg_names: Sequence[str], device
     register_source(file, text)
     try:
         module = step("parse", lambda: parse_mlir(ctx, text, file))
-    except Exception as e:   # xDSL ParseError and friends: the op xDSL cannot take
+    except Exception as e:  # xDSL ParseError and friends: the op xDSL cannot take
         lines = str(e).strip().splitlines()
-        raise CompileError("lower", f"{lines[0]}: error: not supported: the tiled program does "
-                           "not parse in xDSL 0.74 (docs/compile.md lists the known cases): "
-                           + " ".join(ln.strip() for ln in lines[-1:]) + "\n"
-                           + "\n".join(lines[1:-1])) from e
+        raise CompileError(
+            "lower",
+            f"{lines[0]}: error: not supported: the tiled program does "
+            "not parse in xDSL 0.74 (docs/compile.md lists the known cases): "
+            + " ".join(ln.strip() for ln in lines[-1:])
+            + "\n"
+            + "\n".join(lines[1:-1]),
+        ) from e
     for op in module.walk():
         if isinstance(op, FuncOp) and op.sym_name.data == func_name:
             for arg, name in zip(op.body.block.args, arg_names):
@@ -105,22 +116,35 @@ def lower_and_verify(text: str, func_name: str, arg_names: Sequence[str], device
             with np.load(consts) as npz:
                 constants = {k: npz[k] for k in npz.files}
     remarks += [d.render().replace(consts, "the weights sidecar") for d in run_ctx.diagnostics]
-    escaped = {(d.loc.line, d.loc.col): escape_reason(d.message) for d in run_ctx.diagnostics
-               if isinstance(d, EscapeRemark) and d.loc is not None}
+    escaped = {
+        (d.loc.line, d.loc.col): escape_reason(d.message)
+        for d in run_ctx.diagnostics
+        if isinstance(d, EscapeRemark) and d.loc is not None
+    }
     nem = step("print", partial(print_nem, module))
     printed = _printed(module)
     if statements is not None:
-        statements[:] = [(at.line, at.col) if at is not None and at.file == file else None
-                         for _, at in printed]
+        statements[:] = [
+            (at.line, at.col) if at is not None and at.file == file else None for _, at in printed
+        ]
     # the lowered module is not needed past this point (its statements' names
     # and origins are): freed before the verification parses the text back,
     # the two are never alive at once (issue 30: a 10,000-node chain)
-    memos = shape_memos(run_ctx)   # the lowering's answers by shape (D-HAZ-SYMBOLIC)
+    memos = shape_memos(run_ctx)  # the lowering's answers by shape (D-HAZ-SYMBOLIC)
     del module, run_ctx
     _collect()
     if options.verify:
-        step("nem-verify", lambda: verify_nem(nem, file.removesuffix(".tile.mlir") + ".nem",
-                                               device, options.include_dirs, printed, memos))
+        step(
+            "nem-verify",
+            lambda: verify_nem(
+                nem,
+                file.removesuffix(".tile.mlir") + ".nem",
+                device,
+                options.include_dirs,
+                printed,
+                memos,
+            ),
+        )
         # the module parsed back, before the FLOP count parses the tiled text: all of
         # it younger than the collection above, which left the rest in the old generation
         _collect(young=True)
@@ -154,8 +178,16 @@ def _printed(module) -> list[tuple[str, SourceLoc | None]]:
     return [(op.name, SourceLoc.of(op)) for op in printed_statements(module)]
 
 
-def _lower(module, run_ctx, device: str, memory_spaces: str, func_name: str, options,
-           consts: str, step: Steps) -> None:
+def _lower(
+    module,
+    run_ctx,
+    device: str,
+    memory_spaces: str,
+    func_name: str,
+    options,
+    consts: str,
+    step: Steps,
+) -> None:
     """`lower-to-nem` (pass by pass) then `nem-share-buffers` on `module`;
     the initial contents of its globals go to `consts` (an .npz)."""
     from xdsl.transforms.dead_code_elimination import DeadCodeElimination
@@ -170,14 +202,24 @@ def _lower(module, run_ctx, device: str, memory_spaces: str, func_name: str, opt
         # the summary remark is opt-in (D-OPT-REMARKS); nem-compile -v shows it
         # the transform route's tiles are staged in buffers allocated in the tile
         # loops' bodies: double-buffered by the lowering (D-LOW-PIPE-BODY)
-        lower = LowerToNemPass(device=device, memory_spaces=(memory_spaces,),
-                               entry=func_name, remarks=True,
-                               include_dirs=tuple(options.include_dirs), weights=consts,
-                               pipeline_tiles=options.pipeline and options.route == "transform")
+        lower = LowerToNemPass(
+            device=device,
+            memory_spaces=(memory_spaces,),
+            entry=func_name,
+            remarks=True,
+            include_dirs=tuple(options.include_dirs),
+            weights=consts,
+            pipeline_tiles=options.pipeline and options.route == "transform",
+        )
         # every nest's tiles fit L1 (D-COMPILE-TILES), all nests' together need not:
         # then tiles of nests that run one after the other share L1 (D-LOW-SHARE)
-        share = ShareBuffersPass(level="L1", over_capacity_only=True, device=device,
-                                 remarks=True, include_dirs=tuple(options.include_dirs))
+        share = ShareBuffersPass(
+            level="L1",
+            over_capacity_only=True,
+            device=device,
+            remarks=True,
+            include_dirs=tuple(options.include_dirs),
+        )
         for p in lower.pipeline():
             step(p.name, partial(p.apply, run_ctx, module))
             if isinstance(p, ForwardZeroFillsPass):
@@ -185,8 +227,10 @@ def _lower(module, run_ctx, device: str, memory_spaces: str, func_name: str, opt
                 # L1 fits once packed is known now, and a program that will not fit
                 # is tiled again without being ordered first (D-COMPILE-L1)
                 step("dce", partial(DeadCodeElimination().apply, run_ctx, module))
-                step("L1 estimate", lambda: _check_packed_l1(module, share, device,
-                                                              options.include_dirs))
+                step(
+                    "L1 estimate",
+                    lambda: _check_packed_l1(module, share, device, options.include_dirs),
+                )
         packed = step(share.name, lambda: share.pack(run_ctx, module))
         # a program that still overflows L1 is tiled again: checked before ordering
         _check_l1(module, device, options.include_dirs)
@@ -194,10 +238,12 @@ def _lower(module, run_ctx, device: str, memory_spaces: str, func_name: str, opt
             step(f"{share.name} (ordering)", p.order)
     except NemDiagnosticError as e:
         if options.route == "affine":
-            for d in e.diagnostics:   # a partial tile the affine route cannot lower
+            for d in e.diagnostics:  # a partial tile the affine route cannot lower
                 if d.fix and d.fix.endswith("tile sizes that divide the iteration space"):
-                    d.fix += (" (--tile-sizes), or use --route transform, which peels "
-                              "partial tiles before staging them")
+                    d.fix += (
+                        " (--tile-sizes), or use --route transform, which peels "
+                        "partial tiles before staging them"
+                    )
         raise CompileError.of("lower", e.diagnostics) from e
 
 
@@ -224,8 +270,11 @@ def _check_l1(module, device: str, include_dirs: Sequence[str]) -> None:
         errors = [d for d in check_capacity(prog, dev) if "L1" in d.message]
         if not errors:
             continue
-        ratio = max(footprint(placed) / (capacity(dev, key) or 1)
-                    for key, placed in memory_maps(prog).items() if key.startswith("L1"))
+        ratio = max(
+            footprint(placed) / (capacity(dev, key) or 1)
+            for key, placed in memory_maps(prog).items()
+            if key.startswith("L1")
+        )
         raise OverCapacity(ratio, "\n".join(d.render() for d in errors))
 
 
@@ -239,15 +288,23 @@ def _check_packed_l1(module, share, device: str, include_dirs: Sequence[str]) ->
 
     dev = find_device(device, tuple(include_dirs))
     for prog in (op for op in module.walk() if isinstance(op, ProgramOp)):
-        over = [(need / cap, key, need, cap) for key, need in packed_footprints(
-            prog, dev, share.level, share.over_capacity_only).items()
-            if key.startswith("L1") and (cap := capacity(dev, key)) and need > cap]
+        over = [
+            (need / cap, key, need, cap)
+            for key, need in packed_footprints(
+                prog, dev, share.level, share.over_capacity_only
+            ).items()
+            if key.startswith("L1") and (cap := capacity(dev, key)) and need > cap
+        ]
         if over:
             ratio = max(o[0] for o in over)
-            raise OverCapacity(ratio, "\n".join(
-                f"error: buffers at {key} span {need} bytes once packed (D-LOW-SHARE) but "
-                f"device '{dev.name}' has l1_size_bytes = {cap} [DEV-16]"
-                for _, key, need, cap in over))
+            raise OverCapacity(
+                ratio,
+                "\n".join(
+                    f"error: buffers at {key} span {need} bytes once packed (D-LOW-SHARE) but "
+                    f"device '{dev.name}' has l1_size_bytes = {cap} [DEV-16]"
+                    for _, key, need, cap in over
+                ),
+            )
 
 
 def escape_reason(message: str) -> str:
@@ -258,9 +315,14 @@ def escape_reason(message: str) -> str:
     return why if sep else message
 
 
-def verify_nem(nem: str, file: str, device: str, include_dirs: Sequence[str] = (),
-               lowered: Sequence[tuple[str, SourceLoc | None]] | None = None,
-               memos: ShapeMemos | None = None) -> None:
+def verify_nem(
+    nem: str,
+    file: str,
+    device: str,
+    include_dirs: Sequence[str] = (),
+    lowered: Sequence[tuple[str, SourceLoc | None]] | None = None,
+    memos: ShapeMemos | None = None,
+) -> None:
     """`nem-opt FILE -p nem-verify` on the text: any error or warning raises.
     `lowered`: the name and location of each statement's op in the module
     `nem` was printed from (`_printed`); each diagnostic is then located
@@ -278,7 +340,7 @@ def verify_nem(nem: str, file: str, device: str, include_dirs: Sequence[str] = (
 
     register_source(file, nem)
     ctx = pass_context(xdsl_context(), file, include_dirs, device)
-    if memos is not None:   # every pair is still checked; decided shapes are looked up
+    if memos is not None:  # every pair is still checked; decided shapes are looked up
         ctx.cache[SHAPE_MEMOS] = memos
     module = None
     try:
@@ -291,12 +353,14 @@ def verify_nem(nem: str, file: str, device: str, include_dirs: Sequence[str] = (
     if not diags:
         return
     at = _statement_origins(module, lowered, file) if module is not None and lowered else {}
-    raise CompileError.of("lower", [_relocated(d, f"lowered NEM program {what}", at)
-                                    for d in diags])
+    raise CompileError.of(
+        "lower", [_relocated(d, f"lowered NEM program {what}", at) for d in diags]
+    )
 
 
-def _statement_origins(parsed, lowered: Sequence[tuple[str, SourceLoc | None]],
-                       file: str) -> dict[int, SourceLoc]:
+def _statement_origins(
+    parsed, lowered: Sequence[tuple[str, SourceLoc | None]], file: str
+) -> dict[int, SourceLoc]:
     """Line of the printed `.nem` -> the location of the lowered op printed
     there (the tiled program's op it was lowered from), matching the
     statements of the text read back with those of `lowered` (`_printed`)
@@ -325,7 +389,7 @@ def _relocated(d: Diagnostic, what: str, at: dict[int, SourceLoc]) -> Diagnostic
     origin = at.get(d.loc.line) if d.loc is not None else None
     if origin is None:
         return Diagnostic(d.severity, f"{what}: {d.message}", d.loc, d.rule, d.fix, d.notes)
-    note = Diagnostic("note", "in the lowered NEM program (written only when the compile "
-                      "succeeds)", d.loc)
-    return Diagnostic(d.severity, f"{what}: {d.message}", origin, d.rule, d.fix,
-                      [*d.notes, note])
+    note = Diagnostic(
+        "note", "in the lowered NEM program (written only when the compile succeeds)", d.loc
+    )
+    return Diagnostic(d.severity, f"{what}: {d.message}", origin, d.rule, d.fix, [*d.notes, note])

@@ -18,10 +18,20 @@ import numpy as np
 from nem.frontends.upstream_dialects.upstream_ops import upstream_diagnostic
 from nem.frontends.zero_weights import warning
 
-MULTIPLYING_PREFIXES = ("linalg.matmul", "linalg.batch_matmul", "linalg.matvec",
-                        "linalg.vecmat", "linalg.batch_matvec", "linalg.batch_vecmat",
-                        "linalg.conv_", "linalg.depthwise_conv_", "linalg.mul",
-                        "linalg.batch_reduce_matmul", "linalg.contract", "linalg.dot")
+MULTIPLYING_PREFIXES = (
+    "linalg.matmul",
+    "linalg.batch_matmul",
+    "linalg.matvec",
+    "linalg.vecmat",
+    "linalg.batch_matvec",
+    "linalg.batch_vecmat",
+    "linalg.conv_",
+    "linalg.depthwise_conv_",
+    "linalg.mul",
+    "linalg.batch_reduce_matmul",
+    "linalg.contract",
+    "linalg.dot",
+)
 """Named linalg ops whose inputs are factors of one product (the op names
 start with one of these)."""
 
@@ -42,9 +52,9 @@ def _zero_constant(value) -> bool | None:
     op = owner.operation if hasattr(owner, "operation") else owner
     if not isinstance(op, ir.Operation) or op.name != "arith.constant":
         return None
-    attr = op.attributes["value"]   # downcast by the bindings
+    attr = op.attributes["value"]  # downcast by the bindings
     if not isinstance(attr, ir.DenseFPElementsAttr | ir.DenseIntElementsAttr):
-        return False   # a scalar or an opaque constant: not inspected
+        return False  # a scalar or an opaque constant: not inspected
     if attr.is_splat:
         return attr.get_splat_value().value == 0
     return not np.any(np.array(attr))
@@ -54,8 +64,7 @@ def _inputs(op) -> list:
     """The `ins` operands of a destination-style op."""
     from mlir import ir
 
-    seg = op.attributes["operandSegmentSizes"] if "operandSegmentSizes" in op.attributes \
-        else None
+    seg = op.attributes["operandSegmentSizes"] if "operandSegmentSizes" in op.attributes else None
     n = ir.DenseI32ArrayAttr(seg)[0] if seg is not None else len(op.operands) - 1
     return list(op.operands)[:n]
 

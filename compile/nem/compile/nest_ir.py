@@ -52,8 +52,11 @@ def _extent(op: ir.Operation) -> int | None:
 
 
 def _body_ops(loop: ir.Operation) -> list[ir.Operation]:
-    return [o.operation for o in loop.regions[0].blocks[0].operations
-            if o.operation.name != "affine.yield"]
+    return [
+        o.operation
+        for o in loop.regions[0].blocks[0].operations
+        if o.operation.name != "affine.yield"
+    ]
 
 
 def analyze_band(root: ir.Operation) -> Band | None:
@@ -87,9 +90,10 @@ def analyze_band(root: ir.Operation) -> Band | None:
         elif name in ("affine.load", "affine.store"):
             write = name == "affine.store"
             mem = op.operands[1 if write else 0]
-            idx = tuple(op.operands[2 if write else 1:])
-            accesses.append(Access(mem, ir.AffineMapAttr(op.attributes["map"]).value, idx,
-                                   write, op))
+            idx = tuple(op.operands[2 if write else 1 :])
+            accesses.append(
+                Access(mem, ir.AffineMapAttr(op.attributes["map"]).value, idx, write, op)
+            )
         elif name in ("memref.load", "memref.store"):
             ok = False
             return ir.WalkResult.INTERRUPT
@@ -108,7 +112,7 @@ def _range(e: ir.AffineExpr, ranges: Sequence[tuple[int, int]]) -> tuple[int, in
     if isinstance(e, ir.AffineDimExpr):
         return ranges[e.position]
     if isinstance(e, ir.AffineSymbolExpr):
-        return 0, 0          # loop-invariant: moves the box, not its extent
+        return 0, 0  # loop-invariant: moves the box, not its extent
     a, b = _range(e.lhs, ranges), _range(e.rhs, ranges)
     if isinstance(e, ir.AffineAddExpr):
         return a[0] + b[0], a[1] + b[1]
@@ -139,7 +143,7 @@ def value_range(v: ir.Value, ivs: dict[ir.Value, tuple[int, int]]) -> tuple[int,
 
 def access_box(acc: Access, ivs: dict[ir.Value, tuple[int, int]]) -> list[tuple[int, int]]:
     """Per dimension of the memref, the interval of indices `acc` touches."""
-    ranges = [value_range(v, ivs) for v in acc.indices[:acc.map.n_dims]]
+    ranges = [value_range(v, ivs) for v in acc.indices[: acc.map.n_dims]]
     return [_range(e, ranges) for e in acc.map.results]
 
 
@@ -235,8 +239,9 @@ class Isolated:
         self.fn.erase()
         self.fn = fresh
         self.entry = fresh.regions[0].blocks[0]
-        self.ret = next(o.operation for o in self.entry.operations
-                        if o.operation.name == "func.return")
+        self.ret = next(
+            o.operation for o in self.entry.operations if o.operation.name == "func.return"
+        )
 
     def __exit__(self, *exc: object) -> None:
         self.moved = self.ops()
@@ -267,8 +272,9 @@ def replace_in(root: ir.Operation, mapping: Sequence[tuple[ir.Value, ir.Value]])
 
 
 def top_level_nests(fn: ir.Operation) -> list[ir.Operation]:
-    return [o.operation for o in fn.regions[0].blocks[0].operations
-            if o.operation.name == "affine.for"]
+    return [
+        o.operation for o in fn.regions[0].blocks[0].operations if o.operation.name == "affine.for"
+    ]
 
 
 def owner_op(v: ir.Value) -> ir.Operation | None:
@@ -283,8 +289,7 @@ def const_index(v: ir.Value) -> int | None:
     """The value of an `index` constant, else None (loop bounds and steps,
     `flops.py`)."""
     owner = owner_op(v)
-    if owner is not None and owner.name == "arith.constant" and \
-            isinstance(v.type, ir.IndexType):
+    if owner is not None and owner.name == "arith.constant" and isinstance(v.type, ir.IndexType):
         return ir.IntegerAttr(owner.attributes["value"]).value
     return None
 

@@ -27,7 +27,7 @@ from nem.compile.errors import CompileError
 from nem.compile.target import FAST_SPACE
 from nem.dialect.limits import DEFAULT_MAX_NODES, MAX_MODEL_BYTES
 
-if TYPE_CHECKING:                 # nem.compile.flops needs the mlir extra
+if TYPE_CHECKING:  # nem.compile.flops needs the mlir extra
     from nem.compile.flops import FlopShare
 
 T = TypeVar("T")
@@ -120,8 +120,7 @@ class Interface:
 
     @property
     def arg_names(self) -> list[str]:
-        return [n for n, _, _ in self.inputs] + list(self.weights) + \
-               [n for n, _, _ in self.outputs]
+        return [n for n, _, _ in self.inputs] + list(self.weights) + [n for n, _, _ in self.outputs]
 
 
 @dataclass
@@ -154,7 +153,7 @@ class CompileResult:
     def save_weights(self, path: str) -> None:
         """The weights sidecar: one array per weight buffer, keyed by buffer
         name (`nem-run prog.nem --input FILE.npz`)."""
-        arrays: dict[str, Any] = dict(self.interface.weights)   # names only, no flags
+        arrays: dict[str, Any] = dict(self.interface.weights)  # names only, no flags
         np.savez(path, **arrays)
 
 
@@ -179,15 +178,19 @@ class Driver:
 
         try:
             self.device = find_device(options.device, options.include_dirs)
-        except Exception as e:   # NemDiagnosticError: unknown device
+        except Exception as e:  # NemDiagnosticError: unknown device
             raise CompileError("device", str(e)) from e
         if options.route not in ROUTES:
-            raise CompileError("tile", f"unknown route '{options.route}' "
-                               f"(routes: {', '.join(ROUTES)})")
+            raise CompileError(
+                "tile", f"unknown route '{options.route}' (routes: {', '.join(ROUTES)})"
+            )
         engines = options.engines or self.device.topology.num_engines
         if not 1 <= engines <= self.device.topology.num_engines:
-            raise CompileError("tile", f"--engines {engines}: {self.device.name} has "
-                               f"{self.device.topology.num_engines} engine(s)")
+            raise CompileError(
+                "tile",
+                f"--engines {engines}: {self.device.name} has "
+                f"{self.device.topology.num_engines} engine(s)",
+            )
         self.engines = engines
         self.flops: FlopShare | None = None
         self.constants: dict[str, np.ndarray] = {}
@@ -219,8 +222,9 @@ class Driver:
             tell(self.stage, name, time.perf_counter() - t0, time.process_time() - c0)
         return out
 
-    def timed(self, name: str, fn: Callable[[], str], module: Callable[[], Any] | None = None
-              ) -> str:
+    def timed(
+        self, name: str, fn: Callable[[], str], module: Callable[[], Any] | None = None
+    ) -> str:
         """Run stage `name`, without the cyclic garbage collector: a stage
         builds and rewrites an IR of millions of objects, each of which every
         full collection would scan again (18% of SqueezeNet's compile, for
@@ -229,13 +233,14 @@ class Driver:
         locations when `located_temps` asks for them (not timed)."""
         from nem.dialect.gc_pause import gc_paused
 
-        self.stage = name   # the stage a failure belongs to
+        self.stage = name  # the stage a failure belongs to
         self.progress(name, None)
         t0, c0 = time.perf_counter(), time.process_time()
         with gc_paused():
             text = fn()
-        self.results.append(StageResult(name, text, time.perf_counter() - t0,
-                                        time.process_time() - c0))
+        self.results.append(
+            StageResult(name, text, time.perf_counter() - t0, time.process_time() - c0)
+        )
         if self.options.located_temps and module is not None:
             from nem.compile.located import located_text
 
@@ -256,8 +261,8 @@ class Driver:
             from nem.compile import bufferize
             from nem.compile.softmax import decompose_unsupported
 
-            decompose_unsupported(module, self.device)   # on tensors (D-COMPILE-SOFTMAX)
-            bufferize.run(module)   # D-COMPILE-BUFFERIZE-ARGS
+            decompose_unsupported(module, self.device)  # on tensors (D-COMPILE-SOFTMAX)
+            bufferize.run(module)  # D-COMPILE-BUFFERIZE-ARGS
             return str(module)
 
         self.timed("bufferize", bufferize, lambda: module)
@@ -270,8 +275,10 @@ class Driver:
         from dataclasses import replace
 
         topo = self.device.topology
-        device = replace(self.device, topology=replace(
-            topo, l1_size_bytes=int(topo.l1_size_bytes * self.l1_scale)))
+        device = replace(
+            self.device,
+            topology=replace(topo, l1_size_bytes=int(topo.l1_size_bytes * self.l1_scale)),
+        )
 
         def tile() -> str:
             from nem.compile import softmax, tiling
@@ -280,11 +287,11 @@ class Driver:
             if self.options.route == "transform":
                 from nem.compile import transform
 
-                transform.tile_module(module, entry, device, self.options, self.engines,
-                                      self.advance)
+                transform.tile_module(
+                    module, entry, device, self.options, self.engines, self.advance
+                )
             else:
-                tiling.tile_module(module, entry, device, self.options, self.engines,
-                                   self.advance)
+                tiling.tile_module(module, entry, device, self.options, self.engines, self.advance)
             softmax.stage(entry, device, self.options, self.engines)
             return str(module)
 
@@ -311,12 +318,26 @@ class Driver:
             assert tiled is not None
             at: list[tuple[int, int] | None] = []
             nem, notes, escaped, self.constants = lower_and_verify(
-                tiled, func_name, arg_names, self.device.name, self.memory_spaces(), file,
-                self.options, self.substep, self.advance, at)
+                tiled,
+                func_name,
+                arg_names,
+                self.device.name,
+                self.memory_spaces(),
+                file,
+                self.options,
+                self.substep,
+                self.advance,
+                at,
+            )
             if self.options.origins:
-                self.origins = self.substep("ONNX nodes", lambda: statement_nodes(
-                    tiled, self.tiled.operation.get_asm(enable_debug_info=True,
-                                                        use_local_scope=True), at))
+                self.origins = self.substep(
+                    "ONNX nodes",
+                    lambda: statement_nodes(
+                        tiled,
+                        self.tiled.operation.get_asm(enable_debug_info=True, use_local_scope=True),
+                        at,
+                    ),
+                )
             remarks.extend(notes)
             self.flops = self.substep("FLOP count", lambda: flop_share(tiled, escaped))
             remarks.append(f"{file}: remark: {self.flops.remark()}")
@@ -327,12 +348,17 @@ class Driver:
                 return self.timed("lower", run), remarks
             except OverCapacity as e:
                 if attempt == MAX_RETILES or self._bufferized is None:
-                    raise CompileError("lower", f"internal: the tiles do not fit L1 after "
-                                       f"{attempt} re-tilings (D-COMPILE-L1):\n{e}") from None
+                    raise CompileError(
+                        "lower",
+                        f"internal: the tiles do not fit L1 after "
+                        f"{attempt} re-tilings (D-COMPILE-L1):\n{e}",
+                    ) from None
                 self.l1_scale *= min(0.9 / e.ratio, 0.9)
-                remarks.append(f"{file}: remark: the lowered program exceeded L1 "
-                               f"({e.ratio:.2f}x); tiled again for {self.l1_scale:.0%} of it "
-                               "(D-COMPILE-L1)")
+                remarks.append(
+                    f"{file}: remark: the lowered program exceeded L1 "
+                    f"({e.ratio:.2f}x); tiled again for {self.l1_scale:.0%} of it "
+                    "(D-COMPILE-L1)"
+                )
                 module = ir.Module.parse(self._bufferized.get_asm(enable_debug_info=True))
                 self.tile(module, func_name)
         raise AssertionError("unreachable")
@@ -346,8 +372,10 @@ def _entry(module, func_name: str):
     from mlir import ir
 
     for op in module.body.operations:
-        if op.operation.name == "func.func" and \
-                ir.StringAttr(op.attributes["sym_name"]).value == func_name:
+        if (
+            op.operation.name == "func.func"
+            and ir.StringAttr(op.attributes["sym_name"]).value == func_name
+        ):
             return op.operation
     raise CompileError("tile", f"no function @{func_name}")
 

@@ -27,9 +27,11 @@ from mlir.runtime import get_ranked_memref_descriptor
 
 from nem.compile.pipeline import BUFFERIZE
 
-TO_LLVM = ("convert-linalg-to-loops,lower-affine,convert-scf-to-cf,expand-strided-metadata,"
-           "finalize-memref-to-llvm,convert-math-to-llvm,convert-math-to-libm,convert-to-llvm,"
-           "reconcile-unrealized-casts")
+TO_LLVM = (
+    "convert-linalg-to-loops,lower-affine,convert-scf-to-cf,expand-strided-metadata,"
+    "finalize-memref-to-llvm,convert-math-to-llvm,convert-math-to-libm,convert-to-llvm,"
+    "reconcile-unrealized-casts"
+)
 
 
 def runtime_libs() -> list[str]:
@@ -45,23 +47,30 @@ def _has_tensor_args(fn: ir.Operation) -> bool:
     return any(isinstance(t, ir.RankedTensorType) for t in [*ftype.inputs, *ftype.results])
 
 
-def execute(text: str, func_name: str, args: Sequence[np.ndarray],
-            out_specs: Sequence[tuple[Sequence[int], np.dtype]]) -> list[np.ndarray]:
+def execute(
+    text: str,
+    func_name: str,
+    args: Sequence[np.ndarray],
+    out_specs: Sequence[tuple[Sequence[int], np.dtype]],
+) -> list[np.ndarray]:
     """Run `@func_name` of the MLIR program `text` on `args` (inputs and
     weights) and return its outputs (shapes and dtypes `out_specs`)."""
     with ir.Context(), ir.Location.unknown():
         module = ir.Module.parse(text)
-        fn = next(op for op in module.body.operations
-                  if op.operation.name == "func.func"
-                  and ir.StringAttr(op.attributes["sym_name"]).value == func_name)
+        fn = next(
+            op
+            for op in module.body.operations
+            if op.operation.name == "func.func"
+            and ir.StringAttr(op.attributes["sym_name"]).value == func_name
+        )
         passes = [BUFFERIZE] if _has_tensor_args(fn.operation) else []
         fn.attributes["llvm.emit_c_interface"] = ir.UnitAttr.get()
         PassManager.parse("builtin.module(" + ",".join([*passes, TO_LLVM]) + ")").run(
-            module.operation)
+            module.operation
+        )
         engine = ExecutionEngine(module, opt_level=2, shared_libs=runtime_libs())
         outs = [np.zeros(tuple(shape), dtype=dtype) for shape, dtype in out_specs]
         arrays = [np.ascontiguousarray(a) for a in args] + outs
-        ptrs = [ctypes.pointer(ctypes.pointer(get_ranked_memref_descriptor(a)))
-                for a in arrays]
+        ptrs = [ctypes.pointer(ctypes.pointer(get_ranked_memref_descriptor(a))) for a in arrays]
         engine.invoke(func_name, *ptrs)
         return outs

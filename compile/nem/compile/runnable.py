@@ -49,14 +49,14 @@ def strip_memory_spaces(text: str) -> str:
             out.append(text[i:])
             return "".join(out)
         k, depth = j + len("memref<"), 1
-        while depth:                          # the matching '>' ('->' is not one)
+        while depth:  # the matching '>' ('->' is not one)
             c = text[k]
             if c == "<":
                 depth += 1
             elif c == ">" and text[k - 1] != "-":
                 depth -= 1
             k += 1
-        body = text[j + len("memref<"):k - 1]
+        body = text[j + len("memref<") : k - 1]
         body = re.sub(r",\s*\d+(\s*:\s*i64)?\s*$", "", body)
         out.append(text[i:j] + "memref<" + body + ">")
         i = k
@@ -80,8 +80,8 @@ def runnable(text: str) -> str:
 
         def visit(op: ir.Operation) -> ir.WalkResult:
             if op.name in ("memref.dma_start", "memref.dma_wait") or (
-                    op.name == "linalg.softmax" and
-                    isinstance(op.operands[0].type, ir.MemRefType)):
+                op.name == "linalg.softmax" and isinstance(op.operands[0].type, ir.MemRefType)
+            ):
                 found.append(op)
             return ir.WalkResult.ADVANCE
 
@@ -91,10 +91,12 @@ def runnable(text: str) -> str:
             if op.name == "memref.dma_wait":
                 op.erase()
                 continue
-            name, args, helper = _dma(op, len(helpers)) if op.name == "memref.dma_start" \
+            name, args, helper = (
+                _dma(op, len(helpers))
+                if op.name == "memref.dma_start"
                 else _softmax(op, len(helpers))
-            name = next((n for n, h in helpers.items() if h == helper.replace("@HELPER", n)),
-                        name)
+            )
+            name = next((n for n, h in helpers.items() if h == helper.replace("@HELPER", n)), name)
             helpers.setdefault(name, helper.replace("@HELPER", name))
             with ir.InsertionPoint(op):
                 func.CallOp([], ir.FlatSymbolRefAttr.get(name.lstrip("@")), args)
@@ -117,8 +119,9 @@ class _NoSoftmax:
 def _memref(t: ir.Type) -> ir.MemRefType:
     mt = ir.MemRefType(t)
     layout = mt.layout
-    if not (isinstance(layout, ir.AffineMapAttr) and
-            layout.value == ir.AffineMap.get_identity(mt.rank)):
+    if not (
+        isinstance(layout, ir.AffineMapAttr) and layout.value == ir.AffineMap.get_identity(mt.rank)
+    ):
         raise NotRunnable(f"a DMA or softmax on {t} (not an identity layout) is not modeled")
     return mt
 
@@ -165,10 +168,10 @@ def _dma(op: ir.Operation, k: int) -> tuple[str, list[ir.Value], str]:
     r2 = dst.rank
     n = ops[2 + r1 + r2]
     tag_rank = ir.MemRefType(ops[3 + r1 + r2].type).rank
-    rest = ops[4 + r1 + r2 + tag_rank:]
+    rest = ops[4 + r1 + r2 + tag_rank :]
     stride, per = (rest[0], rest[1]) if rest else (n, n)
-    strided_src = _space(src) <= _space(dst)     # the slower side carries the stride
-    args = [ops[0], *ops[1:1 + r1], ops[1 + r1], *ops[2 + r1:2 + r1 + r2], n, stride, per]
+    strided_src = _space(src) <= _space(dst)  # the slower side carries the stride
+    args = [ops[0], *ops[1 : 1 + r1], ops[1 + r1], *ops[2 + r1 : 2 + r1 + r2], n, stride, per]
     sidx = ", ".join(f"%s{i}: index" for i in range(r1))
     didx = ", ".join(f"%d{i}: index" for i in range(r2))
     body: list[str] = []
@@ -177,11 +180,11 @@ def _dma(op: ir.Operation, k: int) -> tuple[str, list[ir.Value], str]:
     dvals = ", ".join(f"%d{i}" for i in range(r2))
     s_elems = ir.MemRefType.get([_size(src)], src.element_type, memory_space=src.memory_space)
     d_elems = ir.MemRefType.get([_size(dst)], dst.element_type, memory_space=dst.memory_space)
-    helper = f"""func.func private @HELPER(%src: {src}, {sidx}{', ' if r1 else ''}%dst: {dst}, \
-{didx}{', ' if r2 else ''}%n: index, %stride: index, %per: index) {{
+    helper = f"""func.func private @HELPER(%src: {src}, {sidx}{", " if r1 else ""}%dst: {dst}, \
+{didx}{", " if r2 else ""}%n: index, %stride: index, %per: index) {{
   %c0 = arith.constant 0 : index
   %c1 = arith.constant 1 : index
-  {chr(10).join('  ' + b for b in body).strip()}
+  {chr(10).join("  " + b for b in body).strip()}
   %si = affine.apply {_linear(src)}({svals})
   %di = affine.apply {_linear(dst)}({dvals})
   scf.for %k = %c0 to %n step %c1 {{
@@ -189,8 +192,8 @@ def _dma(op: ir.Operation, k: int) -> tuple[str, list[ir.Value], str]:
     %r = arith.remui %k, %per : index
     %qs = arith.muli %q, %stride : index
     %sk = arith.addi %qs, %r : index
-    %so = arith.addi %si, {'%sk' if strided_src else '%k'} : index
-    %do = arith.addi %di, {'%k' if strided_src else '%sk'} : index
+    %so = arith.addi %si, {"%sk" if strided_src else "%k"} : index
+    %do = arith.addi %di, {"%k" if strided_src else "%sk"} : index
     %v = memref.load {fs}[%so] : {s_elems}
     memref.store %v, {fd}[%do] : {d_elems}
   }}
@@ -215,8 +218,12 @@ def _softmax(op: ir.Operation, k: int) -> tuple[str, list[ir.Value], str]:
     elem = str(mt.element_type)
     shape = list(mt.shape)
     outer = [i for i in range(mt.rank) if i != dim]
-    lines = ["%c0 = arith.constant 0 : index", "%c1 = arith.constant 1 : index",
-             "%ninf = arith.constant 0xFF800000 : f32", "%zero = arith.constant 0.0 : f32"]
+    lines = [
+        "%c0 = arith.constant 0 : index",
+        "%c1 = arith.constant 1 : index",
+        "%ninf = arith.constant 0xFF800000 : f32",
+        "%zero = arith.constant 0.0 : f32",
+    ]
     lines += [f"%n{i} = arith.constant {shape[i]} : index" for i in range(mt.rank)]
     opens = [f"scf.for %i{i} = %c0 to %n{i} step %c1 {{" for i in outer]
     idx = ", ".join(f"%i{i}" if i != dim else "%j" for i in range(mt.rank))
@@ -224,22 +231,39 @@ def _softmax(op: ir.Operation, k: int) -> tuple[str, list[ir.Value], str]:
     def load(into: str) -> list[str]:
         if elem == "f32":
             return [f"{into} = memref.load %x[{idx}] : {mt}"]
-        return [f"{into}_n = memref.load %x[{idx}] : {mt}",
-                f"{into} = arith.extf {into}_n : {elem} to f32"]
+        return [
+            f"{into}_n = memref.load %x[{idx}] : {mt}",
+            f"{into} = arith.extf {into}_n : {elem} to f32",
+        ]
 
     body = [
         f"%m = scf.for %j = %c0 to %n{dim} step %c1 iter_args(%a = %ninf) -> (f32) {{",
-        *load("%v"), "%b = arith.maximumf %a, %v : f32", "scf.yield %b : f32", "}",
+        *load("%v"),
+        "%b = arith.maximumf %a, %v : f32",
+        "scf.yield %b : f32",
+        "}",
         f"%s = scf.for %j = %c0 to %n{dim} step %c1 iter_args(%a = %zero) -> (f32) {{",
-        *load("%v"), "%d = arith.subf %v, %m : f32", "%e = math.exp %d : f32",
-        "%b = arith.addf %a, %e : f32", "scf.yield %b : f32", "}",
+        *load("%v"),
+        "%d = arith.subf %v, %m : f32",
+        "%e = math.exp %d : f32",
+        "%b = arith.addf %a, %e : f32",
+        "scf.yield %b : f32",
+        "}",
         f"scf.for %j = %c0 to %n{dim} step %c1 {{",
-        *load("%v"), "%d = arith.subf %v, %m : f32", "%e = math.exp %d : f32",
+        *load("%v"),
+        "%d = arith.subf %v, %m : f32",
+        "%e = math.exp %d : f32",
         "%q = arith.divf %e, %s : f32",
-        *([f"memref.store %q, %y[{idx}] : {ir.MemRefType(y.type)}"] if elem == "f32" else
-          ["%t = arith.truncf %q : f32 to " + elem,
-           f"memref.store %t, %y[{idx}] : {ir.MemRefType(y.type)}"]),
-        "}"]
+        *(
+            [f"memref.store %q, %y[{idx}] : {ir.MemRefType(y.type)}"]
+            if elem == "f32"
+            else [
+                "%t = arith.truncf %q : f32 to " + elem,
+                f"memref.store %t, %y[{idx}] : {ir.MemRefType(y.type)}",
+            ]
+        ),
+        "}",
+    ]
     text = "\n  ".join(lines + opens + body + ["}"] * len(opens))
     helper = f"""func.func private @HELPER(%x: {mt}, %y: {y.type}) {{
   {text}

@@ -67,23 +67,27 @@ def decompose_unsupported(module: ir.Module, device) -> int:
     for op in todo:
         op.attributes[DECOMPOSE] = ir.UnitAttr.get()
     if todo:
-        apply_transform(module, f"""module attributes {{transform.with_named_sequence}} {{
+        apply_transform(
+            module,
+            f"""module attributes {{transform.with_named_sequence}} {{
   transform.named_sequence @__transform_main(%root: !transform.any_op {{transform.readonly}}) {{
     %m = transform.structured.match ops{{["linalg.softmax"]}} attributes {{{DECOMPOSE}}} in %root
       : (!transform.any_op) -> !transform.any_op
     %d = transform.structured.decompose_interface %m : (!transform.any_op) -> !transform.any_op
     transform.yield
   }}
-}}""")
+}}""",
+        )
     return len(todo)
 
 
-def _chunks(shape: list[int], dim: int, elem_bytes: int, engines: int, budget: int
-            ) -> tuple[int, int] | None:
+def _chunks(
+    shape: list[int], dim: int, elem_bytes: int, engines: int, budget: int
+) -> tuple[int, int] | None:
     """(axis, rows per chunk) for a softmax over `dim` of `shape`; None when
     it stays whole on DDR (module docstring)."""
     axis = next((a for a in range(len(shape)) if a != dim and shape[a] > 1), None)
-    total = 2 * math.prod(shape) * elem_bytes          # input and output tiles
+    total = 2 * math.prod(shape) * elem_bytes  # input and output tiles
     if axis is None:
         return (0, shape[0]) if total <= budget else None
     per_row = total // shape[axis]
@@ -107,8 +111,9 @@ def stage(fn: ir.Operation, device, options, engines: int) -> int:
             continue
         x, y = op.operands[0], op.operands[1]
         t = ir.MemRefType(x.type)
-        if not t.has_static_shape or (t.memory_space is not None
-                                      and ir.IntegerAttr(t.memory_space).value >= FAST_SPACE):
+        if not t.has_static_shape or (
+            t.memory_space is not None and ir.IntegerAttr(t.memory_space).value >= FAST_SPACE
+        ):
             continue
         dim = ir.IntegerAttr(op.attributes["dimension"]).value
         shape = list(t.shape)
@@ -127,14 +132,16 @@ def stage(fn: ir.Operation, device, options, engines: int) -> int:
     return staged
 
 
-def _stage_chunk(op: ir.Operation, x: ir.Value, y: ir.Value, offsets: list[int],
-                 sizes: list[int], space: int) -> None:
+def _stage_chunk(
+    op: ir.Operation, x: ir.Value, y: ir.Value, offsets: list[int], sizes: list[int], space: int
+) -> None:
     """One chunk, built before `op`: copy in, softmax in L1, copy out."""
     ip = ir.InsertionPoint(op)
     whole = sizes == list(ir.MemRefType(x.type).shape)
     elem = ir.MemRefType(x.type).element_type
-    fast = ir.MemRefType.get(sizes, elem, memory_space=ir.IntegerAttr.get(
-        ir.IntegerType.get_signless(64), space))
+    fast = ir.MemRefType.get(
+        sizes, elem, memory_space=ir.IntegerAttr.get(ir.IntegerType.get_signless(64), space)
+    )
     ones = [1] * len(sizes)
     src = x if whole else memref.subview(x, offsets, sizes, ones, ip=ip)
     dst = y if whole else memref.subview(y, offsets, sizes, ones, ip=ip)

@@ -78,8 +78,7 @@ class _Model:
             if acc.memref not in self.mems:
                 self.mems.append(acc.memref)
             t = ir.MemRefType(acc.memref.type)
-            width = max(t.element_type.width // 8, 1) if hasattr(t.element_type, "width") \
-                else 8
+            width = max(t.element_type.width // 8, 1) if hasattr(t.element_type, "width") else 8
             self.rows.append((self.mems.index(acc.memref), width, acc.write, base, coef))
 
     def _ext(self, acc, sizes: Sequence[int]) -> list[int]:
@@ -90,14 +89,19 @@ class _Model:
     def linear_at(self, sizes: Sequence[int]) -> bool:
         """Whether the affine model gives the measured extents at `sizes`."""
         s = np.array(sizes, dtype=np.int64) - 1
-        return all(list(base + coef @ s) == self._ext(self.band.accesses[k], sizes)
-                   for k, (_, _, _, base, coef) in enumerate(self.rows))
+        return all(
+            list(base + coef @ s) == self._ext(self.band.accesses[k], sizes)
+            for k, (_, _, _, base, coef) in enumerate(self.rows)
+        )
 
     def reductions(self) -> list[int]:
         """The loops no written box depends on."""
         written = [coef for _, _, w, _, coef in self.rows if w]
-        return [i for i in range(len(self.band.loops))
-                if written and all(not coef[:, i].any() for coef in written)]
+        return [
+            i
+            for i in range(len(self.band.loops))
+            if written and all(not coef[:, i].any() for coef in written)
+        ]
 
     def score(self, S: np.ndarray, extents: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(footprint + output bytes, bytes moved) of each row of sizes `S`."""
@@ -121,14 +125,15 @@ class _Model:
         return total + out, tiles * (total + out + OVERHEAD * copies)
 
 
-def search(band: Band, budget: int, halving: list[int],
-           parts: dict[int, list[int]] | None = None) -> list[int]:
+def search(
+    band: Band, budget: int, halving: list[int], parts: dict[int, list[int]] | None = None
+) -> list[int]:
     """The sizes this module's rule picks (see the module doc), `halving`
     when none beats them by GAIN.  `parts`: loop -> the extents of the parts
     an engine split cuts it into (a size that divides each makes no peel)."""
     n = len(band.extents)
     if n == 0 or any(e < 1 for e in band.extents) or list(halving) == list(band.extents):
-        return halving      # one tile: nothing is copied twice
+        return halving  # one tile: nothing is copied twice
     model = _Model(band)
     if not model.linear_at(halving) or not model.linear_at(band.extents):
         return halving
@@ -144,12 +149,14 @@ def search(band: Band, budget: int, halving: list[int],
     for i, e in enumerate(band.extents):
         top = max(lengths[i])
         c = {d for d in _divisors(top) if all(x % d == 0 for x in lengths[i])} | {halving[i], e}
-        if i in red:       # a reduction loop keeps the halving rule's tiles: each output
+        if i in red:  # a reduction loop keeps the halving rule's tiles: each output
             c = {halving[i]}  # sums over the same tiles in the same order
         cands.append(sorted(c))
     if np.prod([len(c) for c in cands], dtype=np.float64) > MAX_CANDIDATES:
-        cands = [sorted({d for d in c if d & (d - 1) == 0} | {halving[i], band.extents[i]})
-                 for i, c in enumerate(cands)]
+        cands = [
+            sorted({d for d in c if d & (d - 1) == 0} | {halving[i], band.extents[i]})
+            for i, c in enumerate(cands)
+        ]
         if np.prod([len(c) for c in cands], dtype=np.float64) > MAX_CANDIDATES:
             return halving
     S = np.array(list(itertools.product(*cands)), dtype=np.int64)

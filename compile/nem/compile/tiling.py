@@ -48,8 +48,7 @@ from nem.compile.target import FAST_SPACE
 def footprint(band: Band, sizes: Sequence[int]) -> tuple[int, int]:
     """(bytes of every memref box one tile of `sizes` touches, bytes of the
     boxes it writes)."""
-    ivs = {loop.regions[0].blocks[0].arguments[0]: (0, s - 1)
-           for loop, s in zip(band.loops, sizes)}
+    ivs = {loop.regions[0].blocks[0].arguments[0]: (0, s - 1) for loop, s in zip(band.loops, sizes)}
     ivs.update({v: (0, e - 1) for v, e in band.inner.items()})
     boxes: dict[ir.Value, list[int]] = {}
     written: set[ir.Value] = set()
@@ -90,15 +89,16 @@ def choose_tile_sizes(band: Band, budget: int) -> list[int]:
 # per-nest upstream passes
 
 
-def band_sizes(band: Band, options, budget: int,
-               parts: dict[int, list[int]] | None = None) -> list[int]:
+def band_sizes(
+    band: Band, options, budget: int, parts: dict[int, list[int]] | None = None
+) -> list[int]:
     """The tile sizes of one band: the `--tile-sizes` override (missing
     entries: the whole loop) or the L1-derived choice: the halving rule's,
     or sizes moving fewer bytes within the same budget (D-COMPILE-TILE-COST;
     `parts`: loop -> extents of the parts an engine split cuts it into)."""
     if options.tile_sizes:
-        given = list(options.tile_sizes)[:len(band.extents)]
-        return [min(s, e) for s, e in zip(given + band.extents[len(given):], band.extents)]
+        given = list(options.tile_sizes)[: len(band.extents)]
+        return [min(s, e) for s, e in zip(given + band.extents[len(given) :], band.extents)]
     from nem.compile import tile_cost
 
     return tile_cost.search(band, budget, choose_tile_sizes(band, budget), parts)
@@ -110,9 +110,14 @@ def l1_budget(device, pipeline: bool) -> int:
     return l1 // 2 if pipeline else l1
 
 
-def tile_module(module: ir.Module, entry: ir.Operation, device, options, engines: int,
-                progress: Callable[[str, int, int], None] | None = None
-                ) -> list[tuple[list[int], list[int]]]:
+def tile_module(
+    module: ir.Module,
+    entry: ir.Operation,
+    device,
+    options,
+    engines: int,
+    progress: Callable[[str, int, int], None] | None = None,
+) -> list[tuple[list[int], list[int]]]:
     """The affine route on the bufferized `module` (in place): each linalg
     op becomes an affine nest (`-convert-linalg-to-affine-loops`), and each
     top-level nest is tiled, staged in L1 and pipelined on its own, in the
@@ -120,11 +125,12 @@ def tile_module(module: ir.Module, entry: ir.Operation, device, options, engines
     round-robin over the engines, D-COMPILE-ENGINES).  Returns (extents,
     tile sizes) per nest."""
     PassManager.parse("builtin.module(func.func(convert-linalg-to-affine-loops))").run(
-        module.operation)
+        module.operation
+    )
     from nem.compile.checkpoints import checkpoint
     from nem.compile.engines import choose_split, preloaded_memrefs, split_nest
 
-    checkpoint("affine loops", module)   # the stage bisector's steps (nem.compile.bisect)
+    checkpoint("affine loops", module)  # the stage bisector's steps (nem.compile.bisect)
 
     plan = []
     work: list[tuple[ir.Operation, Band, int]] = []
@@ -141,7 +147,7 @@ def tile_module(module: ir.Module, entry: ir.Operation, device, options, engines
             continue
         for part, k in split_nest(root, band, split):
             part_band = analyze_band(part)
-            assert part_band is not None      # constant bounds, affine accesses
+            assert part_band is not None  # constant bounds, affine accesses
             work.append((part, part_band, k))
     checkpoint("engine split", module)
     for done, (root, band, engine) in enumerate(work):
@@ -150,8 +156,11 @@ def tile_module(module: ir.Module, entry: ir.Operation, device, options, engines
         where = f"{root.location}, engine {engine}"
         sizes, passes = _tile_nest(root, FAST_SPACE + engine, device, options)
         plan.append((band.extents, sizes))
-        checkpoint(f"nest {done + 1}/{len(work)}", module,
-                   f"{where}, tile sizes {sizes}, passes {passes.replace(',', ', ')}")
+        checkpoint(
+            f"nest {done + 1}/{len(work)}",
+            module,
+            f"{where}, tile sizes {sizes}, passes {passes.replace(',', ', ')}",
+        )
     PassManager.parse("builtin.module(canonicalize,cse)").run(module.operation)
     return plan
 
@@ -166,24 +175,30 @@ def _tile_nest(root: ir.Operation, space: int, device, options) -> tuple[list[in
     with Isolated(root) as iso:
         iso.snapshot()
         assert iso.spare is not None
-        spare = next(o.operation for o in iso.spare.regions[0].blocks[0].operations
-                     if o.operation.name == "affine.for")
-        band = analyze_band(spare)   # of the copy, which the passes never touch
+        spare = next(
+            o.operation
+            for o in iso.spare.regions[0].blocks[0].operations
+            if o.operation.name == "affine.for"
+        )
+        band = analyze_band(spare)  # of the copy, which the passes never touch
         assert band is not None, "a nest analyze_band took"
 
         def tile(sizes: list[int]) -> l1_plan.Need:
             iso.restore()
             iso.run(_nest_passes(band, sizes, space))
             # upstream's copy DMAs miss strides across unit dimensions
-            dma_strides.repair(iso.fn)          # (D-COMPILE-DMA-STRIDES)
+            dma_strides.repair(iso.fn)  # (D-COMPILE-DMA-STRIDES)
             if options.pipeline:
                 iso.run(PIPELINE)
             return l1_plan.measure(iso.ops(), options.pipeline)
 
         try:
-            sizes = l1_plan.fit(l1_budget(device, options.pipeline),
-                                device.topology.l1_size_bytes,
-                                lambda b: band_sizes(band, options, b), tile)
+            sizes = l1_plan.fit(
+                l1_budget(device, options.pipeline),
+                device.topology.l1_size_bytes,
+                lambda b: band_sizes(band, options, b),
+                tile,
+            )
         except l1_plan.DoesNotFit as e:
             raise l1_plan.too_big(spare, e, device) from None
         run = [_nest_passes(band, sizes, space), "(dma_strides.repair)"]
@@ -207,6 +222,8 @@ def _nest_passes(band: Band, sizes: list[int], space: int) -> str:
     # (one KiB of slack: upstream's count of a footprint that fills its
     # KiBs exactly can exceed ours, which would push the copies deeper)
     capacity_kib = footprint(band, sizes)[0] // 1024 + 1
-    passes.append(f"affine-data-copy-generate{{generate-dma fast-mem-space={space} "
-                  f"fast-mem-capacity={capacity_kib}}}")
+    passes.append(
+        f"affine-data-copy-generate{{generate-dma fast-mem-space={space} "
+        f"fast-mem-capacity={capacity_kib}}}"
+    )
     return ",".join(passes)

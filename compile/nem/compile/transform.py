@@ -73,8 +73,11 @@ parse `memref.cast`): generalized before tiling."""
 
 
 def linalg_ops(fn: ir.Operation) -> list[ir.Operation]:
-    return [o.operation for o in fn.regions[0].blocks[0].operations
-            if o.operation.name.startswith("linalg.") and o.operation.name != "linalg.softmax"]
+    return [
+        o.operation
+        for o in fn.regions[0].blocks[0].operations
+        if o.operation.name.startswith("linalg.") and o.operation.name != "linalg.softmax"
+    ]
 
 
 @dataclass(frozen=True)
@@ -105,8 +108,9 @@ def has_loops(op: ir.Operation) -> bool:
     """Whether a linalg op iterates: one of its operands has a dimension
     (an op on 0-d operands only, e.g. arithmetic on a reduction to a scalar,
     becomes no loop nest)."""
-    return any(isinstance(v.type, ir.ShapedType) and ir.ShapedType(v.type).rank > 0
-               for v in op.operands)
+    return any(
+        isinstance(v.type, ir.ShapedType) and ir.ShapedType(v.type).rank > 0 for v in op.operands
+    )
 
 
 def plan_ops(fn: ir.Operation, device, options, engines: int = 1) -> list[Plan | None]:
@@ -120,10 +124,15 @@ def plan_ops(fn: ir.Operation, device, options, engines: int = 1) -> list[Plan |
     # the whole module: the function may read its globals (constant weights)
     copy = ir.Module.parse(str(fn.parent), fn.context)
     name = ir.StringAttr(fn.attributes["sym_name"]).value
-    cfn = next(o.operation for o in copy.body.operations if o.operation.name == "func.func"
-               and ir.StringAttr(o.operation.attributes["sym_name"]).value == name)
+    cfn = next(
+        o.operation
+        for o in copy.body.operations
+        if o.operation.name == "func.func"
+        and ir.StringAttr(o.operation.attributes["sym_name"]).value == name
+    )
     PassManager.parse("builtin.module(func.func(convert-linalg-to-affine-loops))").run(
-        copy.operation)
+        copy.operation
+    )
     all_nests = nest_ir.top_level_nests(cfn)
     nests = iter(all_nests)
     ops = linalg_ops(fn)
@@ -131,27 +140,37 @@ def plan_ops(fn: ir.Operation, device, options, engines: int = 1) -> list[Plan |
     if len(all_nests) != len(looped):
         from nem.compile.errors import CompileError
 
-        raise CompileError("tile", "not supported: --route transform on a function whose "
-                           f"linalg ops with loops ({len(looped)}) do not each become one "
-                           f"loop nest ({len(all_nests)}); use --route affine")
+        raise CompileError(
+            "tile",
+            "not supported: --route transform on a function whose "
+            f"linalg ops with loops ({len(looped)}) do not each become one "
+            f"loop nest ({len(all_nests)}); use --route affine",
+        )
     budget = tiling.l1_budget(device, options.pipeline)
     preloaded = preloaded_memrefs(cfn)
     out: list[Plan | None] = []
     turn, ready = 0, 0
     forced = dict(options.op_tile_sizes)
     for op, key in zip(ops, op_keys(ops)):
-        if not has_loops(op):      # on 0-d operands only: nothing to tile, lowered as is
+        if not has_loops(op):  # on 0-d operands only: nothing to tile, lowered as is
             out.append(None)
             continue
         band = nest_ir.analyze_band(next(nests))
         if band is None or band.inner:
             out.append(None)
             continue
-        given = list(forced[key]) if key in forced else None   # --tune's (D-COMPILE-TUNE)
+        given = list(forced[key]) if key in forced else None  # --tune's (D-COMPILE-TUNE)
         pin = ir.IntegerAttr(op.attributes[PIN]).value if PIN in op.attributes else None
         split, ready = choose_split(band, engines if pin is None else 1, preloaded, ready)
-        parts = None if split is None else {split.loop: sorted(
-            {split.chunk, band.extents[split.loop] - (split.parts - 1) * split.chunk})}
+        parts = (
+            None
+            if split is None
+            else {
+                split.loop: sorted(
+                    {split.chunk, band.extents[split.loop] - (split.parts - 1) * split.chunk}
+                )
+            }
+        )
         sizes = given or tiling.band_sizes(band, options, budget, parts)
 
         def resize(b: int, band=band, keep=copy, given=given, parts=parts) -> list[int]:
@@ -165,8 +184,17 @@ def plan_ops(fn: ir.Operation, device, options, engines: int = 1) -> list[Plan |
             out.append(Plan(band.extents, sizes, [turn % engines], resize=resize))
             turn += 1
         else:
-            out.append(Plan(band.extents, sizes, list(range(split.parts)), split.loop,
-                            split.chunk, split.partials is not None, resize))
+            out.append(
+                Plan(
+                    band.extents,
+                    sizes,
+                    list(range(split.parts)),
+                    split.loop,
+                    split.chunk,
+                    split.partials is not None,
+                    resize,
+                )
+            )
     return out
 
 
@@ -193,13 +221,16 @@ def script(plans: list[tuple[int, Plan, bool, int]]) -> str:
         match = f"%op{k}_m" if generalize else f"%op{k}"
         lines.append(_match(match, k))
         if generalize:
-            lines.append(f"    %op{k} = transform.structured.generalize {match} "
-                         ": (!transform.any_op) -> !transform.any_op")
+            lines.append(
+                f"    %op{k} = transform.structured.generalize {match} "
+                ": (!transform.any_op) -> !transform.any_op"
+            )
         split, parts = _split(k, plan)
         lines += split
         for j, (handle, engine) in enumerate(zip(parts, plan.engines)):
-            lines += _tile_part(f"{k}_{j}", handle, plan.part_extents(j), plan.sizes,
-                                operands, FAST_SPACE + engine)
+            lines += _tile_part(
+                f"{k}_{j}", handle, plan.part_extents(j), plan.sizes, operands, FAST_SPACE + engine
+            )
     lines += ["    transform.yield", "  }", "}"]
     return "\n".join(lines)
 
@@ -215,32 +246,37 @@ def split_script(plans: list[tuple[int, Plan]]) -> str:
     return "\n".join(lines)
 
 
-_HEADER = ("module attributes {transform.with_named_sequence} {",
-           "  transform.named_sequence @__transform_main("
-           "%root: !transform.any_op {transform.readonly}) {")
+_HEADER = (
+    "module attributes {transform.with_named_sequence} {",
+    "  transform.named_sequence @__transform_main(%root: !transform.any_op {transform.readonly}) {",
+)
 
 
 def _match(handle: str, k: int) -> str:
-    return (f"    {handle} = transform.structured.match attributes{{{TAG} = {k} : i64}} in %root "
-            ": (!transform.any_op) -> !transform.any_op")
+    return (
+        f"    {handle} = transform.structured.match attributes{{{TAG} = {k} : i64}} in %root "
+        ": (!transform.any_op) -> !transform.any_op"
+    )
 
 
 def _split(k: int, plan: Plan) -> tuple[list[str], list[str]]:
     """The lines splitting `%opK` into the plan's parts, and the parts' handles."""
     lines: list[str] = []
     parts = [f"%op{k}"]
-    for j in range(1, len(plan.engines)):   # split off part j-1, keep splitting the rest
+    for j in range(1, len(plan.engines)):  # split off part j-1, keep splitting the rest
         lines += [
             f"    %s{k}_{j} = transform.structured.split {parts[-1]} after {plan.chunk} "
             f"{{dimension = {plan.split_dim}}} : !transform.any_op",
             f"    %op{k}p{j - 1}, %op{k}r{j} = transform.split_handle %s{k}_{j} "
-            ": (!transform.any_op) -> (!transform.any_op, !transform.any_op)"]
+            ": (!transform.any_op) -> (!transform.any_op, !transform.any_op)",
+        ]
         parts[-1:] = [f"%op{k}p{j - 1}", f"%op{k}r{j}"]
     return lines, parts
 
 
-def _tile_part(tag: str, handle: str, extents: list[int], sizes: list[int], operands: int,
-               space: int) -> list[str]:
+def _tile_part(
+    tag: str, handle: str, extents: list[int], sizes: list[int], operands: int, space: int
+) -> list[str]:
     """Tile, promote and peel one op (or part of a split op)."""
     # a tile size equal to its loop's extent: not tiled, except that an op
     # with no loop tiled gets one tile (its operands become subviews, which
@@ -255,21 +291,29 @@ def _tile_part(tag: str, handle: str, extents: list[int], sizes: list[int], oper
         f"[{', '.join(map(str, tiled))}] : (!transform.any_op) -> ({results})",
         f"    %p{tag} = transform.structured.promote %t{tag} {{operands_to_promote = "
         f"[{', '.join(map(str, range(operands)))}], memory_space = {space} : i64}} "
-        ": (!transform.any_op) -> !transform.any_op"]
+        ": (!transform.any_op) -> !transform.any_op",
+    ]
     # peel innermost first: peeling a loop invalidates the handles nested in it
     loops = [(j, s, e) for j, (s, e) in enumerate((s, e) for s, e in zip(tiled, extents) if s)]
     for j, s, e in reversed(loops):
         if e % s:
             lines += [
                 f"    %f{tag}_{j} = transform.cast %l{tag}#{j} : !transform.any_op to "
-                "!transform.op<\"scf.for\">",
+                '!transform.op<"scf.for">',
                 f"    %m{tag}_{j}, %r{tag}_{j} = transform.loop.peel %f{tag}_{j} : "
-                "(!transform.op<\"scf.for\">) -> (!transform.any_op, !transform.any_op)"]
+                '(!transform.op<"scf.for">) -> (!transform.any_op, !transform.any_op)',
+            ]
     return lines
 
 
-def tile_module(module: ir.Module, entry: ir.Operation, device, options, engines: int = 1,
-                progress: Callable[[str, int, int], None] | None = None) -> str:
+def tile_module(
+    module: ir.Module,
+    entry: ir.Operation,
+    device,
+    options,
+    engines: int = 1,
+    progress: Callable[[str, int, int], None] | None = None,
+) -> str:
     """Tile `entry`'s linalg ops in place, spread over `engines`; returns the
     transform scripts run (the split script of each round of
     privatization, then the tiling one)."""
@@ -279,22 +323,28 @@ def tile_module(module: ir.Module, entry: ir.Operation, device, options, engines
 
     ctx = xdsl_context()
     texts = []
-    while True:     # each round replaces the ops it privatizes by pinned ones
+    while True:  # each round replaces the ops it privatizes by pinned ones
         ops = linalg_ops(entry)
         sized = plan_ops(entry, device, options, engines)
-        todo = [(k, op, plan) for k, (op, plan) in enumerate(zip(ops, sized))
-                if plan is not None and plan.partials]
+        todo = [
+            (k, op, plan)
+            for k, (op, plan) in enumerate(zip(ops, sized))
+            if plan is not None and plan.partials
+        ]
         if not todo:
             break
         texts.append(_privatize(module, entry, todo))
-        checkpoint("partial sums", module)   # the stage bisector's steps (nem.compile.bisect)
+        checkpoint("partial sums", module)  # the stage bisector's steps (nem.compile.bisect)
     for k, (op, plan) in enumerate(zip(ops, sized)):
         if progress is not None:
             progress("ops tiled", k, len(ops))
         # ops the lowering's parser lacks (linalg.map) or raises from their
         # generic form (grouped convolutions) become linalg.generic
-        generalize = ctx.get_optional_op(op.name) is None or op.name in NO_CAST_FOLD or \
-            op.name in GENERALIZED_KNOWN
+        generalize = (
+            ctx.get_optional_op(op.name) is None
+            or op.name in NO_CAST_FOLD
+            or op.name in GENERALIZED_KNOWN
+        )
         if plan is None:
             if generalize:
                 run_on_nest(op, "linalg-generalize-named-ops")
@@ -325,18 +375,18 @@ def _tile_op(op: ir.Operation, k: int, plan: Plan, generalize: bool, device, opt
     applied: list[str] = []
     operands = len(op.operands)
     with nest_ir.Isolated(op) as iso:
-        pristine = op.clone(ir.InsertionPoint(op))   # tiled again from this copy
+        pristine = op.clone(ir.InsertionPoint(op))  # tiled again from this copy
         op.erase()
-        base = iso.ops()                             # the copy and the cloned constants
+        base = iso.ops()  # the copy and the cloned constants
 
         def tile(sizes: list[int]) -> l1_plan.Need:
-            for old in reversed(iso.ops()):   # the last attempt; users before what they use
+            for old in reversed(iso.ops()):  # the last attempt; users before what they use
                 if old not in base:
                     old.erase()
             target = pristine.clone(ir.InsertionPoint(iso.ret))
             text = script([(k, replace(plan, sizes=sizes), generalize, operands)])
             apply_transform(target, text)
-            hoist.hoist_copies(iso.fn)      # weight tiles out of the spatial loops
+            hoist.hoist_copies(iso.fn)  # weight tiles out of the spatial loops
             applied[:] = [text]
             return l1_plan.measure([o for o in iso.ops() if o not in base], options.pipeline)
 
@@ -355,14 +405,16 @@ def apply_transform(payload: ir.Module | ir.Operation, text: str) -> None:
     """Run the transform module `text` on `payload` (a module, or one op that
     its script matches and transforms), in place."""
     transform = ir.Module.parse(text, payload.context)
-    seq = next(o for o in transform.body.operations
-               if o.operation.name == "transform.named_sequence")
+    seq = next(
+        o for o in transform.body.operations if o.operation.name == "transform.named_sequence"
+    )
     root = payload.operation if isinstance(payload, ir.Module) else payload
     interpreter.apply_named_sequence(root, seq, transform)
 
 
-def _privatize(module: ir.Module, fn: ir.Operation, todo: list[tuple[int, ir.Operation, Plan]]
-               ) -> str:
+def _privatize(
+    module: ir.Module, fn: ir.Operation, todo: list[tuple[int, ir.Operation, Plan]]
+) -> str:
     """Split each (K, op, plan) of `todo`, a sum into its output C over loop
     `plan.split_dim` (`choose_split`'s `Split.partials`), into its parts, and
     privatize them as the affine route does (`engines._privatize`,
@@ -374,13 +426,16 @@ def _privatize(module: ir.Module, fn: ir.Operation, todo: list[tuple[int, ir.Ope
     outputs = {}
     for k, op, _ in todo:
         op.attributes[TAG] = ir.IntegerAttr.get(ir.IntegerType.get_signless(64), k)
-        outputs[k] = op.operands[len(op.operands) - 1]     # the one output (one store)
+        outputs[k] = op.operands[len(op.operands) - 1]  # the one output (one store)
     text = split_script([(k, plan) for k, _, plan in todo])
     apply_transform(module, text)
     i64 = ir.IntegerType.get_signless(64)
     for k, _, plan in todo:
-        parts = [op for op in linalg_ops(fn)
-                 if TAG in op.attributes and ir.IntegerAttr(op.attributes[TAG]).value == k]
+        parts = [
+            op
+            for op in linalg_ops(fn)
+            if TAG in op.attributes and ir.IntegerAttr(op.attributes[TAG]).value == k
+        ]
         assert len(parts) == len(plan.engines), (k, len(parts))
         c = outputs[k]
         with parts[0].location:
@@ -409,12 +464,18 @@ def _sum(ins: list[ir.Value], out: ir.Value, ip: ir.InsertionPoint) -> ir.Operat
     t = ir.MemRefType(out.type)
     ident = ir.AffineMapAttr.get(ir.AffineMap.get_identity(t.rank))
     parallel = ir.Attribute.parse("#linalg.iterator_type<parallel>")
-    op = linalg.GenericOp([], ins, [out], ir.ArrayAttr.get([ident] * (len(ins) + 1)),
-                          ir.ArrayAttr.get([parallel] * t.rank), ip=ip)
+    op = linalg.GenericOp(
+        [],
+        ins,
+        [out],
+        ir.ArrayAttr.get([ident] * (len(ins) + 1)),
+        ir.ArrayAttr.get([parallel] * t.rank),
+        ip=ip,
+    )
     block = op.regions[0].blocks.append(*([t.element_type] * (len(ins) + 1)))
     with ir.InsertionPoint(block):
         value = block.arguments[len(ins)]
-        for x in list(block.arguments)[:len(ins)]:
+        for x in list(block.arguments)[: len(ins)]:
             value = arith.AddFOp(value, x).result
         linalg.YieldOp([value])
     return op.operation

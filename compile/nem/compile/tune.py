@@ -63,13 +63,17 @@ class TuneReport:
         out = []
         for n in self.nests:
             if n.best != n.default:
-                out.append(f"{file}: remark: --tune: {n.key}: tile sizes {n.best} instead of "
-                           f"{n.default}: {n.best_cycles} cycles alone instead of "
-                           f"{n.default_cycles} ({n.tried} candidates, D-COMPILE-TUNE)")
+                out.append(
+                    f"{file}: remark: --tune: {n.key}: tile sizes {n.best} instead of "
+                    f"{n.default}: {n.best_cycles} cycles alone instead of "
+                    f"{n.default_cycles} ({n.tried} candidates, D-COMPILE-TUNE)"
+                )
         state = "budget reached" if self.budget_reached else "every op searched"
-        out.append(f"{file}: remark: --tune: {len(self.nests)} ops searched in "
-                   f"{self.seconds:.1f} s ({state}); {sum(n.best != n.default for n in self.nests)} "
-                   "retiled")
+        out.append(
+            f"{file}: remark: --tune: {len(self.nests)} ops searched in "
+            f"{self.seconds:.1f} s ({state}); {sum(n.best != n.default for n in self.nests)} "
+            "retiled"
+        )
         if self.fallback:
             out.append(f"{file}: remark: --tune: the tuned sizes were dropped: {self.fallback}")
         return out
@@ -144,8 +148,7 @@ def space_of(text: str, device, options: CompileOptions) -> Space | None:
     with ir.Context(), ir.Location.unknown():
         module = ir.Module.parse(text)
         PassManager.parse(f"builtin.module({BUFFERIZE},canonicalize,cse)").run(module.operation)
-        fn = next(o.operation for o in module.body.operations
-                  if o.operation.name == "func.func")
+        fn = next(o.operation for o in module.body.operations if o.operation.name == "func.func")
         plans = transform.plan_ops(fn, device, options)
         ops = transform.linalg_ops(fn)
         found = [(op, p) for op, p in zip(ops, plans) if p is not None]
@@ -153,7 +156,8 @@ def space_of(text: str, device, options: CompileOptions) -> Space | None:
             return None
         op, plan = found[0]
         PassManager.parse("builtin.module(func.func(linalg-generalize-named-ops))").run(
-            module.operation)
+            module.operation
+        )
         generic = [o for o in transform.linalg_ops(fn) if o.name == "linalg.generic"]
         if len(generic) != 1 or "iterator_types" not in generic[0].attributes:
             return None
@@ -175,15 +179,17 @@ def cycles_of(text: str, sizes: list[int], options: CompileOptions, timer: Timer
     from nem.compile import CompileError, compile_mlir
 
     try:
-        result = compile_mlir(text, replace(options, tile_sizes=tuple(sizes), origins=False,
-                                            op_tile_sizes=()))
+        result = compile_mlir(
+            text, replace(options, tile_sizes=tuple(sizes), origins=False, op_tile_sizes=())
+        )
     except CompileError:
         return None
     return timer(result.nem, options.device)
 
 
-def search(space: Space, score: Callable[[list[int]], int | None], trials: int, seed: int,
-           deadline: float) -> tuple[list[int], int | None, int]:
+def search(
+    space: Space, score: Callable[[list[int]], int | None], trials: int, seed: int, deadline: float
+) -> tuple[list[int], int | None, int]:
     """(best sizes, their score, candidates tried): every candidate of a space
     of at most `trials`, else `trials` of optuna's seeded TPE sampler; the
     default first either way; none after `deadline`."""
@@ -212,10 +218,13 @@ def search(space: Space, score: Callable[[list[int]], int | None], trials: int, 
     except ImportError:
         from nem.compile import CompileError
 
-        raise CompileError("tune", f"--tune: the {space.size} tile shapes of this nest are more "
-                           f"than {trials} trials, a search that needs the optuna package, "
-                           "which is not installed: pip install optuna (it comes with the "
-                           "mlir extra: pip install -e '.[mlir]')") from None
+        raise CompileError(
+            "tune",
+            f"--tune: the {space.size} tile shapes of this nest are more "
+            f"than {trials} trials, a search that needs the optuna package, "
+            "which is not installed: pip install optuna (it comes with the "
+            "mlir extra: pip install -e '.[mlir]')",
+        ) from None
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     study = optuna.create_study(sampler=optuna.samplers.TPESampler(seed=seed))
@@ -224,8 +233,10 @@ def search(space: Space, score: Callable[[list[int]], int | None], trials: int, 
         if time.monotonic() >= deadline:
             break
         trial = study.ask()
-        sizes = [trial.suggest_categorical(f"d{i}", c) if len(c) > 1 else c[0]
-                 for i, c in enumerate(space.choices)]
+        sizes = [
+            trial.suggest_categorical(f"d{i}", c) if len(c) > 1 else c[0]
+            for i, c in enumerate(space.choices)
+        ]
         if tuple(sizes) in seen:
             study.tell(trial, state=optuna.trial.TrialState.PRUNED)
             continue
@@ -235,9 +246,15 @@ def search(space: Space, score: Callable[[list[int]], int | None], trials: int, 
     return best, best_score, tried
 
 
-def tune(model, options: CompileOptions, timer: Timer, budget: float = 60.0, seed: int = 0,
-         trials: int = 12, progress: Callable[[str], None] | None = None
-         ) -> tuple[CompileOptions, TuneReport]:
+def tune(
+    model,
+    options: CompileOptions,
+    timer: Timer,
+    budget: float = 60.0,
+    seed: int = 0,
+    trials: int = 12,
+    progress: Callable[[str], None] | None = None,
+) -> tuple[CompileOptions, TuneReport]:
     """`options` with the tile sizes the search found for the ONNX `model`
     (`op_tile_sizes`), and what it did."""
     from nem.compile import import_model
@@ -250,14 +267,18 @@ def tune(model, options: CompileOptions, timer: Timer, budget: float = 60.0, see
     device = Driver(options).device
     im = import_model(model, options, device)
     with im.context:
-        fn = next(o.operation for o in im.module.body.operations
-                  if o.operation.name == "func.func"
-                  and ir.StringAttr(o.operation.attributes["sym_name"]).value == im.func_name)
+        fn = next(
+            o.operation
+            for o in im.module.body.operations
+            if o.operation.name == "func.func"
+            and ir.StringAttr(o.operation.attributes["sym_name"]).value == im.func_name
+        )
         ops = linalg_ops(fn)
-        texts = [(key, extract(op)) for op, key in zip(ops, op_keys(ops))
-                 if has_loops(op) and op.results]
+        texts = [
+            (key, extract(op)) for op, key in zip(ops, op_keys(ops)) if has_loops(op) and op.results
+        ]
     todo: list[tuple[int, int, str, str, Space]] = []
-    for key, text in texts:     # the spaces first: the largest iteration spaces go first
+    for key, text in texts:  # the spaces first: the largest iteration spaces go first
         space = space_of(text, device, options)
         if space is not None and space.size > 1:
             todo.append((-math.prod(space.extents), len(todo), key, text, space))
@@ -271,17 +292,27 @@ def tune(model, options: CompileOptions, timer: Timer, budget: float = 60.0, see
             progress(f"--tune: {key}: {space.size} candidates")
         scores: dict[tuple[int, ...], int | None] = {}
 
-        def score(sizes: list[int], text: str = text,
-                  scores: dict[tuple[int, ...], int | None] = scores) -> int | None:
+        def score(
+            sizes: list[int], text: str = text, scores: dict[tuple[int, ...], int | None] = scores
+        ) -> int | None:
             # candidates are compiled unverified; the one kept is verified below
             scores[tuple(sizes)] = cycles_of(text, sizes, replace(options, verify=False), timer)
             return scores[tuple(sizes)]
 
         best, best_cycles, tried = search(space, score, trials, seed, deadline)
         if best != space.default and cycles_of(text, best, options, timer) is None:
-            best, best_cycles = space.default, scores[tuple(space.default)]   # fails nem-verify
-        report.nests.append(NestResult(key, space.extents, space.default,
-                                       scores[tuple(space.default)], best, best_cycles, tried))
+            best, best_cycles = space.default, scores[tuple(space.default)]  # fails nem-verify
+        report.nests.append(
+            NestResult(
+                key,
+                space.extents,
+                space.default,
+                scores[tuple(space.default)],
+                best,
+                best_cycles,
+                tried,
+            )
+        )
         if best != space.default:
             found.append((key, tuple(best)))
     report.budget_reached = report.budget_reached or time.monotonic() >= deadline
@@ -289,9 +320,16 @@ def tune(model, options: CompileOptions, timer: Timer, budget: float = 60.0, see
     return replace(options, op_tile_sizes=tuple(found)), report
 
 
-def compile_tuned(model, options: CompileOptions, timer: Timer, budget: float = 60.0,
-                  seed: int = 0, trials: int = 12, progress=None, stem: str | None = None
-                  ) -> tuple[CompileResult, TuneReport]:
+def compile_tuned(
+    model,
+    options: CompileOptions,
+    timer: Timer,
+    budget: float = 60.0,
+    seed: int = 0,
+    trials: int = 12,
+    progress=None,
+    stem: str | None = None,
+) -> tuple[CompileResult, TuneReport]:
     """`compile_onnx(model)` with tuned tile sizes (falling back to the
     untuned compile should the tuned one fail), and the tuner's report."""
     from nem.compile import CompileError, compile_onnx

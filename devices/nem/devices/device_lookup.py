@@ -42,10 +42,17 @@ def find_device(name: str, include_dirs=(), input_file: str | None = None) -> De
             continue
         if name in scope.devices:
             return resolve_device(scope, name)
-        if path in named[:len(include_dirs)]:   # an -I DIR/NAME.nem without NAME
-            raise fail(f"device file '{path}' defines no device '{name}'"
-                       + (f" (it defines {', '.join(sorted(scope.devices))})"
-                          if scope.devices else ""), None, "DEV-20",
-                       f"declare `device {name}` in it, or rename the file")
-    raise fail(f"device '{name}' not found", None, "DEV-20",
-               "ship it as NAME.nem in a directory given with -I")
+        if path in named[: len(include_dirs)]:  # an -I DIR/NAME.nem without NAME
+            raise fail(
+                f"device file '{path}' defines no device '{name}'"
+                + (f" (it defines {', '.join(sorted(scope.devices))})" if scope.devices else ""),
+                None,
+                "DEV-20",
+                f"declare `device {name}` in it, or rename the file",
+            )
+    raise fail(
+        f"device '{name}' not found",
+        None,
+        "DEV-20",
+        "ship it as NAME.nem in a directory given with -I",
+    )

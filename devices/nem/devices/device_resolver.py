@@ -84,8 +84,12 @@ class Scope:
 def _define(table: dict, key: str, value, what: str) -> None:
     if key in table:
         first = table[key].loc
-        diag = error(f"{what} '{key}' is defined twice", value.loc, "INC-06",
-                     "rename one of them or include only one of the defining files")
+        diag = error(
+            f"{what} '{key}' is defined twice",
+            value.loc,
+            "INC-06",
+            "rename one of them or include only one of the defining files",
+        )
         if first is not None:
             diag.notes.append(Diagnostic("note", f"first definition of '{key}' is here", first))
         raise NemDiagnosticError([diag])
@@ -99,15 +103,19 @@ class _Loader:
     def __init__(self, include_dirs) -> None:
         self.search = [Path(d) for d in include_dirs] + [shipped_devices_dir()]
         self.scope = Scope()
-        self.names: dict[str, str] = {}          # resolved path -> display name
-        self.stack: list[str] = []               # resolved paths being loaded
+        self.names: dict[str, str] = {}  # resolved path -> display name
+        self.stack: list[str] = []  # resolved paths being loaded
 
     def load_file(self, path: Path, included: bool, loc: SourceLoc | None = None) -> str:
         key = str(path.resolve())
         if key in self.stack:
-            chain = " -> ".join(self.names[k] for k in self.stack[self.stack.index(key):])
-            raise fail(f"circular include: {chain} -> {self.names[key]}", loc, "INC-03",
-                       "remove one include of the cycle")
+            chain = " -> ".join(self.names[k] for k in self.stack[self.stack.index(key) :])
+            raise fail(
+                f"circular include: {chain} -> {self.names[key]}",
+                loc,
+                "INC-03",
+                "remove one include of the cycle",
+            )
         if key in self.names:
             return self.names[key]
         if not included:
@@ -128,8 +136,10 @@ class _Loader:
         self.names[key] = doc.file
         self.stack.append(key)
         base = Path(doc.file).parent
-        deps = tuple(self.load_file(self.find(inc, base, loc), True, loc)
-                     for inc, loc in zip(doc.includes, doc.include_locs))
+        deps = tuple(
+            self.load_file(self.find(inc, base, loc), True, loc)
+            for inc, loc in zip(doc.includes, doc.include_locs)
+        )
         self.stack.pop()
         self.scope.includes[doc.file] = deps
         self.scope.add_document(doc)
@@ -145,8 +155,12 @@ class _Loader:
             if os.path.lexists(candidate):
                 return candidate
         where = ", ".join(str(d) for d in [base, *self.search])
-        raise fail(f"included file '{inc}' not found (searched {where})", loc, "INC-02",
-                   "fix the path (relative to the including file) or pass -I <dir>")
+        raise fail(
+            f"included file '{inc}' not found (searched {where})",
+            loc,
+            "INC-02",
+            "fix the path (relative to the including file) or pass -I <dir>",
+        )
 
 
 def check_program_grammar(text: str, file: str) -> None:
@@ -163,11 +177,14 @@ def included_from(e: NemDiagnosticError, file: str, loc: SourceLoc | None) -> Ne
     """`e` (an error in, or reading, the included `file`) with a note at the
     include that reached it; nested includes add one note per level."""
     for d in e.diagnostics:
-        if d.rule is None:          # the file is not UTF-8 (decode_source)
+        if d.rule is None:  # the file is not UTF-8 (decode_source)
             d.rule = "INC-05"
         if loc is not None and d.loc != loc:
-            why = ("; an included file must be a valid NEM document (INC-05)"
-                   if d.loc is not None and d.loc.file == file else "")
+            why = (
+                "; an included file must be a valid NEM document (INC-05)"
+                if d.loc is not None and d.loc.file == file
+                else ""
+            )
             d.notes.append(Diagnostic("note", f"'{file}' is included from here{why}", loc))
     return NemDiagnosticError(e.diagnostics)
 
@@ -194,8 +211,9 @@ def scope_for_document(doc: ConfigDocument, include_dirs=()) -> Scope:
     return loader.scope
 
 
-def resolve_device_file(path: str | Path, name: str | None = None, include_dirs=(),
-                        loc: SourceLoc | None = None) -> Device:
+def resolve_device_file(
+    path: str | Path, name: str | None = None, include_dirs=(), loc: SourceLoc | None = None
+) -> Device:
     """The target of a program's `device "file.nem"` directive (DEV-20).
 
     Without `name`, the file's default device is chosen (decision D-DEV-FILE):
@@ -205,42 +223,64 @@ def resolve_device_file(path: str | Path, name: str | None = None, include_dirs=
     """
     p = Path(path)
     if not p.is_file():
-        raise fail(f"device file '{path}' not found", loc, "DEV-20",
-                   "give a path relative to the program file")
+        raise fail(
+            f"device file '{path}' not found",
+            loc,
+            "DEV-20",
+            "give a path relative to the program file",
+        )
     scope = load_config_file(p, include_dirs)
     if name is None:
         own = [d for d in scope.devices.values() if d.loc and d.loc.file == str(p)]
         parents = {d.parent for d in own}
         leaves = [d for d in own if d.name not in parents]
         if not leaves:
-            raise fail(f"device file '{path}' defines no device", loc, "DEV-20",
-                       "name a file that contains a `device NAME { ... }` block")
+            raise fail(
+                f"device file '{path}' defines no device",
+                loc,
+                "DEV-20",
+                "name a file that contains a `device NAME { ... }` block",
+            )
         name = leaves[-1].name
     return resolve_device(scope, name, loc)
 
 
 # -- resolution -------------------------------------------------------------------
 
+
 def _chain(scope: Scope, name: str, loc: SourceLoc | None) -> list[DeviceDecl]:
     """Target first, root last (INH-08: parents defined before, visible, acyclic)."""
     if name not in scope.devices:
         known = ", ".join(sorted(scope.devices)) or "none"
-        raise fail(f"unknown device '{name}' (visible devices: {known})", loc, "DEV-20",
-                   "include the file that defines it")
+        raise fail(
+            f"unknown device '{name}' (visible devices: {known})",
+            loc,
+            "DEV-20",
+            "include the file that defines it",
+        )
     chain = [scope.devices[name]]
     while (parent_name := chain[-1].parent) is not None:
         child = chain[-1]
         names = [d.name for d in chain]
         if parent_name in names:
-            cycle = " -> ".join(names[names.index(parent_name):] + [parent_name])
-            raise fail(f"device {child.name} extends itself through {cycle}"
-                       if parent_name != child.name else f"device {child.name} extends itself",
-                       child.loc, "INH-08", "a device must extend a different, earlier device")
+            cycle = " -> ".join(names[names.index(parent_name) :] + [parent_name])
+            raise fail(
+                f"device {child.name} extends itself through {cycle}"
+                if parent_name != child.name
+                else f"device {child.name} extends itself",
+                child.loc,
+                "INH-08",
+                "a device must extend a different, earlier device",
+            )
         parent = scope.devices.get(parent_name)
         if parent is None or not _defined_before(scope, parent, child):
             why = "is not defined" if parent is None else "is not defined before it"
-            raise fail(f"parent device '{parent_name}' of {child.name} {why}", child.loc,
-                       "INH-08", "define the parent earlier in this file or include its file")
+            raise fail(
+                f"parent device '{parent_name}' of {child.name} {why}",
+                child.loc,
+                "INH-08",
+                "define the parent earlier in this file or include its file",
+            )
         chain.append(parent)
     return chain
 
@@ -250,7 +290,8 @@ def _defined_before(scope: Scope, parent: DeviceDecl, child: DeviceDecl) -> bool
         return True
     if parent.loc.file == child.loc.file:
         return parent.loc.line < child.loc.line or (
-            parent.loc.line == child.loc.line and parent.loc.col < child.loc.col)
+            parent.loc.line == child.loc.line and parent.loc.col < child.loc.col
+        )
     return parent.loc.file in scope.visible_files(child.loc.file)
 
 
@@ -266,97 +307,167 @@ def resolve_device(scope: Scope, name: str, loc: SourceLoc | None = None) -> Dev
     mandatory: dict[VariantRef, None] = {}
     extended: dict[VariantRef, None] = {}
     for decl in reversed(chain):
-        if decl.topology is not None:                       # INH-03: replace
+        if decl.topology is not None:  # INH-03: replace
             topology, topo_locs = decl.topology, decl.locs
         for unit, keys in decl.unit_characteristics.items():  # INH-05: merge
             chars.setdefault(unit, {}).update(keys)
-            if unit == "SEQ" and keys.get("max_active_tokens") == 0:   # D-DEV-TOKENS
-                raise fail(f"SEQ.max_active_tokens of {decl.name} is 0: its sequencer could "
-                           "hold no token, so no async task could run",
-                           decl.locs.get("unit_characteristics.SEQ.max_active_tokens",
-                                         decl.loc), "DEV-17",
-                           "give the number of live tokens the sequencer supports (at least "
-                           "1), or leave the key out for no limit")
-        for ref in decl.mandatory:                          # INH-06: union
+            if unit == "SEQ" and keys.get("max_active_tokens") == 0:  # D-DEV-TOKENS
+                raise fail(
+                    f"SEQ.max_active_tokens of {decl.name} is 0: its sequencer could "
+                    "hold no token, so no async task could run",
+                    decl.locs.get("unit_characteristics.SEQ.max_active_tokens", decl.loc),
+                    "DEV-17",
+                    "give the number of live tokens the sequencer supports (at least "
+                    "1), or leave the key out for no limit",
+                )
+        for ref in decl.mandatory:  # INH-06: union
             _check_ref(catalog, ref)
             mandatory.setdefault(ref)
-        for ref in decl.extended:                           # INH-07: union
+        for ref in decl.extended:  # INH-07: union
             _check_ref(catalog, ref)
             extended.setdefault(ref)
-    for ref in [r for r in extended if r in mandatory]:     # DEV-02/03
+    for ref in [r for r in extended if r in mandatory]:  # DEV-02/03
         where = next((r.loc for d in chain for r in d.extended if r == ref), target.loc)
-        warnings.append(Diagnostic("warning", f"{ref} is listed in both opcode.mandatory and "
-                                   f"opcode.extended of {name}; the extended entry is ignored",
-                                   where, "DEV-03", "remove it from opcode.extended"))
+        warnings.append(
+            Diagnostic(
+                "warning",
+                f"{ref} is listed in both opcode.mandatory and "
+                f"opcode.extended of {name}; the extended entry is ignored",
+                where,
+                "DEV-03",
+                "remove it from opcode.extended",
+            )
+        )
         del extended[ref]
     root = chain[-1]
     spec = root.spec_version
     if spec not in SUPPORTED_SPEC_VERSIONS:
-        raise fail(f'spec_version "{spec}" of {root.name} is not a known NEM revision',
-                   root.locs.get("spec_version", root.loc), "DEV-01",
-                   f"use one of {', '.join(SUPPORTED_SPEC_VERSIONS)}")
+        raise fail(
+            f'spec_version "{spec}" of {root.name} is not a known NEM revision',
+            root.locs.get("spec_version", root.loc),
+            "DEV-01",
+            f"use one of {', '.join(SUPPORTED_SPEC_VERSIONS)}",
+        )
     if topology is None:
         if target.parent is not None:
-            raise fail(f"device {name} has no topology and its parent {target.parent} is "
-                       "abstract", target.loc, "INH-04", "add a topology { ... } block")
-        if name == BASELINE_DEVICE:   # the shipped abstract base, named as a target
-            raise fail(f"device {name} has no topology: it is the abstract baseline the "
-                       "shipped devices extend (type families only), not a target",
-                       target.loc, "DEV-07",
-                       f"target a concrete device: {', '.join(shipped_device_names())}")
-        raise fail(f"device {name} has no topology", target.loc, "DEV-07",
-                   "add a topology { ... } block")
+            raise fail(
+                f"device {name} has no topology and its parent {target.parent} is abstract",
+                target.loc,
+                "INH-04",
+                "add a topology { ... } block",
+            )
+        if name == BASELINE_DEVICE:  # the shipped abstract base, named as a target
+            raise fail(
+                f"device {name} has no topology: it is the abstract baseline the "
+                "shipped devices extend (type families only), not a target",
+                target.loc,
+                "DEV-07",
+                f"target a concrete device: {', '.join(shipped_device_names())}",
+            )
+        raise fail(
+            f"device {name} has no topology", target.loc, "DEV-07", "add a topology { ... } block"
+        )
     _check_topology(topology, topo_locs)
     missing = [r for r in catalog.must_refs() if r not in mandatory]
     if not mandatory:
-        raise fail(f"device {name} has an empty opcode.mandatory", target.loc, "DEV-08",
-                   f"extend {BASELINE_DEVICE} (include \"nem_baseline_1.0.nem\")")
+        raise fail(
+            f"device {name} has an empty opcode.mandatory",
+            target.loc,
+            "DEV-08",
+            f'extend {BASELINE_DEVICE} (include "nem_baseline_1.0.nem")',
+        )
     if missing:
         shown = ", ".join(str(r) for r in missing[:4]) + (" ..." if len(missing) > 4 else "")
-        raise fail(f"device {name} lacks {len(missing)} MUST variant(s) in opcode.mandatory: "
-                   f"{shown}", target.loc, "DEV-08",
-                   f"extend {BASELINE_DEVICE} (include \"nem_baseline_1.0.nem\") or list them")
+        raise fail(
+            f"device {name} lacks {len(missing)} MUST variant(s) in opcode.mandatory: {shown}",
+            target.loc,
+            "DEV-08",
+            f'extend {BASELINE_DEVICE} (include "nem_baseline_1.0.nem") or list them',
+        )
     if BASELINE_DEVICE not in (d.name for d in chain):
-        warnings.append(Diagnostic("warning", f"device {name} does not extend {BASELINE_DEVICE}",
-                                   target.loc, "DEV-21",
-                                   f"write `device {name} extends {BASELINE_DEVICE}`"))
-    return Device(name, tuple(d.name for d in chain[1:]), spec, topology, chars,
-                  tuple(mandatory), tuple(extended), catalog, tuple(warnings), target.loc)
+        warnings.append(
+            Diagnostic(
+                "warning",
+                f"device {name} does not extend {BASELINE_DEVICE}",
+                target.loc,
+                "DEV-21",
+                f"write `device {name} extends {BASELINE_DEVICE}`",
+            )
+        )
+    return Device(
+        name,
+        tuple(d.name for d in chain[1:]),
+        spec,
+        topology,
+        chars,
+        tuple(mandatory),
+        tuple(extended),
+        catalog,
+        tuple(warnings),
+        target.loc,
+    )
 
 
 def _check_ref(catalog: Catalog, ref: VariantRef) -> None:
     problem = catalog.ref_problem(ref)
     if problem is not None:
-        raise fail(f"unknown variant {ref}: {problem}", ref.loc, "DEV-10",
-                   "use a variant listed with MUST or MAY in the family's conformance block")
+        raise fail(
+            f"unknown variant {ref}: {problem}",
+            ref.loc,
+            "DEV-10",
+            "use a variant listed with MUST or MAY in the family's conformance block",
+        )
 
 
 def _check_topology(t: Topology, locs: dict[str, SourceLoc]) -> None:
     """DEV-04/05/06/09 on the topology the target actually uses (`locs`: where
     the declaring device wrote its fields)."""
     if t.num_engines < 1:
-        raise fail(f"num_engines is {t.num_engines}, must be at least 1", locs.get("num_engines"),
-                   "DEV-04", "declare num_engines = 1 or more")
+        raise fail(
+            f"num_engines is {t.num_engines}, must be at least 1",
+            locs.get("num_engines"),
+            "DEV-04",
+            "declare num_engines = 1 or more",
+        )
     if t.num_engines > MAX_DEVICE_COUNT:
-        raise fail(f"num_engines is {t.num_engines}, more than the limit of {MAX_DEVICE_COUNT}",
-                   locs.get("num_engines"), "DEV-04",
-                   f"declare at most {MAX_DEVICE_COUNT} engines (decision D-LIMITS)")
-    for block, units, right, other in (("device_units", t.device_units, DEVICE_UNITS, "per_engine"),
-                                       ("per_engine", t.per_engine, PER_ENGINE_UNITS,
-                                        "device_units")):
+        raise fail(
+            f"num_engines is {t.num_engines}, more than the limit of {MAX_DEVICE_COUNT}",
+            locs.get("num_engines"),
+            "DEV-04",
+            f"declare at most {MAX_DEVICE_COUNT} engines (decision D-LIMITS)",
+        )
+    for block, units, right, other in (
+        ("device_units", t.device_units, DEVICE_UNITS, "per_engine"),
+        ("per_engine", t.per_engine, PER_ENGINE_UNITS, "device_units"),
+    ):
         for unit, count in units.items():
             where = locs.get(f"{block}.{unit}")
             if unit not in right:
-                raise fail(f"{unit} is not a {block.replace('_', '-')} unit", where, "DEV-09",
-                           f"declare {unit} in {other}")
+                raise fail(
+                    f"{unit} is not a {block.replace('_', '-')} unit",
+                    where,
+                    "DEV-09",
+                    f"declare {unit} in {other}",
+                )
             if block == "per_engine" and count < 1:
-                raise fail(f"per_engine {unit} = {count}, must be at least 1", where, "DEV-04",
-                           "leave the unit out, or give it at least one instance")
+                raise fail(
+                    f"per_engine {unit} = {count}, must be at least 1",
+                    where,
+                    "DEV-04",
+                    "leave the unit out, or give it at least one instance",
+                )
             if count > MAX_DEVICE_COUNT:
-                raise fail(f"{block} {unit} = {count}, more than the limit of {MAX_DEVICE_COUNT}",
-                           where, "DEV-04",
-                           f"declare at most {MAX_DEVICE_COUNT} instances (decision D-LIMITS)")
+                raise fail(
+                    f"{block} {unit} = {count}, more than the limit of {MAX_DEVICE_COUNT}",
+                    where,
+                    "DEV-04",
+                    f"declare at most {MAX_DEVICE_COUNT} instances (decision D-LIMITS)",
+                )
     for key, value in (("l2_size_bytes", t.l2_size_bytes), ("l1_size_bytes", t.l1_size_bytes)):
         if value <= 0:
-            raise fail(f"{key} is {value}, must be greater than 0", locs.get(key), "DEV-06",
-                       f"give {key} the level's size in bytes")
+            raise fail(
+                f"{key} is {value}, must be greater than 0",
+                locs.get(key),
+                "DEV-06",
+                f"give {key} the level's size in bytes",
+            )

@@ -30,8 +30,9 @@ if TYPE_CHECKING:
     from nem.frontends.nem_text.lexer import TokenStream
 
 
-def program_device(prog: ProgramOp, file: str, include_dirs: Sequence[str] = (),
-                   override: str | None = None) -> Device | None:
+def program_device(
+    prog: ProgramOp, file: str, include_dirs: Sequence[str] = (), override: str | None = None
+) -> Device | None:
     from nem.devices.device_lookup import find_device
     from nem.frontends.nem_text.config_parser import ConfigDocument
 
@@ -60,15 +61,24 @@ def program_device(prog: ProgramOp, file: str, include_dirs: Sequence[str] = (),
         for folder in [base, *map(Path, include_dirs), shipped_devices_dir()]:
             if (folder / value).is_file():
                 return resolve_device_file(folder / value, None, include_dirs, loc)
-        raise fail(f"device file \"{value}\" not found next to the program, in -I "
-                   "directories or among the shipped devices", loc, "DEV-20",
-                   'name a .nem device file, e.g. device "npm_lite.nem"')
+        raise fail(
+            f'device file "{value}" not found next to the program, in -I '
+            "directories or among the shipped devices",
+            loc,
+            "DEV-20",
+            'name a .nem device file, e.g. device "npm_lite.nem"',
+        )
     if kind == "name":
-        scope = scope_for_document(ConfigDocument(file, includes, (), (), include_locs),
-                                   include_dirs)
+        scope = scope_for_document(
+            ConfigDocument(file, includes, (), (), include_locs), include_dirs
+        )
         if value not in scope.devices:
-            raise fail(f"device '{value}' is not defined by the program's includes", loc,
-                       "DEV-20", f'add include "{value}.nem" (or the file that defines it)')
+            raise fail(
+                f"device '{value}' is not defined by the program's includes",
+                loc,
+                "DEV-20",
+                f'add include "{value}.nem" (or the file that defines it)',
+            )
         return resolve_device(scope, value, loc)
     decl = _inline_device(file, value, loc)
     doc_file = file
@@ -112,8 +122,9 @@ def _inline_device(file: str, canonical: str, loc: SourceLoc | None) -> DeviceDe
     return _relocate_decl(decl, pseudo, loc)
 
 
-def _include_locs(file: str, count: int, fallback: SourceLoc | None
-                  ) -> tuple[SourceLoc | None, ...]:
+def _include_locs(
+    file: str, count: int, fallback: SourceLoc | None
+) -> tuple[SourceLoc | None, ...]:
     """Where the program's `count` includes are written: the `include`
     keywords at the top of its registered source text (the IR keeps only the
     paths).  `fallback` (the program's location) when the text is not known,
@@ -129,8 +140,9 @@ def _include_locs(file: str, count: int, fallback: SourceLoc | None
         tokens = TokenStream(text, file, source_start(file))  # the head only: includes first
         i = 0
         try:
-            while len(locs) < count and tokens[i].text == "include" \
-                    and tokens[i + 1].kind == STRING:
+            while (
+                len(locs) < count and tokens[i].text == "include" and tokens[i + 1].kind == STRING
+            ):
                 locs.append(SourceLoc(file, tokens[i].line, tokens[i].col))
                 i += 2
         except NemDiagnosticError:  # not .nem text (a program read from MLIR)
@@ -156,19 +168,30 @@ def check_device_validity(prog: ProgramOp, device: Device) -> list[Diagnostic]:
     for op in prog.walk():
         if not isinstance(op, ComputeOp) or not op.SPEC.families:
             continue
-        result = match_families(op, device.catalog,
-                                device.effective_for_family(op.SPEC.families))
+        result = match_families(op, device.catalog, device.effective_for_family(op.SPEC.families))
         if result.ok:
             continue
-        near = f"; nearest available variant {result.nearest}: " + "; ".join(result.differences) \
-            if result.nearest else "; it offers no variant of " + ", ".join(op.SPEC.families)
-        what = f" ({result.unavailable[0]} is not in its effective set)" if result.unavailable else ""
+        near = (
+            f"; nearest available variant {result.nearest}: " + "; ".join(result.differences)
+            if result.nearest
+            else "; it offers no variant of " + ", ".join(op.SPEC.families)
+        )
+        what = (
+            f" ({result.unavailable[0]} is not in its effective set)" if result.unavailable else ""
+        )
         wanted = result.unavailable[0] if result.unavailable else "the variant"
-        fix = f"use a type combination of the device's effective set, or target a device " \
-            f"that lists {wanted}" if result.nearest else f"compute it with opcodes the device " \
+        fix = (
+            f"use a type combination of the device's effective set, or target a device "
+            f"that lists {wanted}"
+            if result.nearest
+            else f"compute it with opcodes the device "
             f"offers, or target a device whose effective set lists {wanted}"
-        diags.append(error(
-            f"{op.opcode} is not valid on device '{device.name}'{what}{near}", op, "DEV-13", fix))
+        )
+        diags.append(
+            error(
+                f"{op.opcode} is not valid on device '{device.name}'{what}{near}", op, "DEV-13", fix
+            )
+        )
     return diags
 
 
@@ -192,5 +215,10 @@ def _relocate_decl(decl: DeviceDecl, pseudo: str, loc: SourceLoc | None) -> Devi
 
     # a field location that moves to an unknown `loc` is left out (`locs.get` is None)
     locs = {k: moved for k, v in decl.locs.items() if (moved := at(v)) is not None}
-    return replace(decl, loc=at(decl.loc), locs=locs,
-                   mandatory=refs(decl.mandatory), extended=refs(decl.extended))
+    return replace(
+        decl,
+        loc=at(decl.loc),
+        locs=locs,
+        mandatory=refs(decl.mandatory),
+        extended=refs(decl.extended),
+    )

@@ -17,8 +17,14 @@ def warning(file: str, subjects: list[str], unit: str = "node") -> str | None:
         return None
     names = "; ".join(subjects[:SHOWN])
     more = f" and {len(subjects) - SHOWN} more" if len(subjects) > SHOWN else ""
-    count = f"1 {unit} multiplies the model's data by a weight of zeros, so it computes " \
-        "without its input" if len(subjects) == 1 else f"{len(subjects)} {unit}s multiply " \
+    count = (
+        f"1 {unit} multiplies the model's data by a weight of zeros, so it computes "
+        "without its input"
+        if len(subjects) == 1
+        else f"{len(subjects)} {unit}s multiply "
         "the model's data by weights of zeros, so they compute without their inputs"
-    return (f"{file}: warning: {count}: {names}{more}; was the model exported before its "
-            "trained parameters were loaded? (D-COMPILE-ZERO-WEIGHTS)")
+    )
+    return (
+        f"{file}: warning: {count}: {names}{more}; was the model exported before its "
+        "trained parameters were loaded? (D-COMPILE-ZERO-WEIGHTS)"
+    )

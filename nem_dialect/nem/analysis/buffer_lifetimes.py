@@ -87,8 +87,9 @@ def statement_index(program: ProgramOp) -> dict[Operation, int]:
     return {op: k for k, op in enumerate(block_ops(program.block))}
 
 
-def lifetimes(program: ProgramOp, levels: Iterable[str],
-              ev: Evaluator | None = None) -> list[Lifetime]:
+def lifetimes(
+    program: ProgramOp, levels: Iterable[str], ev: Evaluator | None = None
+) -> list[Lifetime]:
     """The candidate buffers at `levels` (level names as written: `L1[0]`,
     `L1`, `L2`) with their lifetimes, in declaration order; unused buffers
     are left out (nothing to share).  Linear in the program: the statements
@@ -106,8 +107,7 @@ def lifetimes(program: ProgramOp, levels: Iterable[str],
         if placed is None:
             continue
         users = [u.operation for u in op.result.uses]
-        if not users or not all(isinstance(u, RegionOp) and u.buffer is op.result
-                                for u in users):
+        if not users or not all(isinstance(u, RegionOp) and u.buffer is op.result for u in users):
             continue
         points = []
         for region in users:
@@ -127,8 +127,9 @@ def _first_fit(items: list[Lifetime]) -> dict[BufferOp, int]:
     offsets: dict[BufferOp, int] = {}
     for k in sorted(range(len(items)), key=lambda k: (-items[k].size, k)):
         item = items[k]
-        busy = sorted({iv for s in range(item.first, item.last + 1)
-                       for iv in by_statement.get(s, ())})
+        busy = sorted(
+            {iv for s in range(item.first, item.last + 1) for iv in by_statement.get(s, ())}
+        )
         off = 0
         for lo, hi in busy:
             if off + item.size <= lo:
@@ -146,8 +147,9 @@ def _sharing(items: list[Lifetime], offsets: dict[BufferOp, int]) -> list[Lifeti
     order: sorted by start, an item overlaps an earlier one when the
     earlier ones' furthest end is past its start, a later one when the next
     one starts before its end."""
-    spans = sorted((offsets[it.buffer], offsets[it.buffer] + it.size, k)
-                   for k, it in enumerate(items))
+    spans = sorted(
+        (offsets[it.buffer], offsets[it.buffer] + it.size, k) for k, it in enumerate(items)
+    )
     shared: set[int] = set()
     furthest = -1
     for n, (start, end, k) in enumerate(spans):
@@ -172,7 +174,7 @@ def pack(items: list[Lifetime]) -> Packing | None:
     if len(sharing) < 2:
         return None
     fit = _first_fit(sharing)
-    offsets = {it.buffer: fit[it.buffer] for it in sharing}   # declaration order
+    offsets = {it.buffer: fit[it.buffer] for it in sharing}  # declaration order
     size = max(offsets[it.buffer] + it.size for it in sharing)
     separate = _separate_footprint(sharing)
     if size >= separate:

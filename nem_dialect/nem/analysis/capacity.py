@@ -62,8 +62,10 @@ class Placed:
         loc = SourceLoc.of(self.op)
         where = f"line {loc.line}" if loc else "unknown location"
         which = f" (instance {self.copy + 1} of {self.copies})" if self.copies > 1 else ""
-        return (f"'{self.name}'{which} at [{self.offset}, {self.end}) size {self.size} "
-                f"align {self.align} ({where})")
+        return (
+            f"'{self.name}'{which} at [{self.offset}, {self.end}) size {self.size} "
+            f"align {self.align} ({where})"
+        )
 
 
 def loop_copies(loops: tuple[LoopOp, ...], ev: Evaluator) -> int:
@@ -117,12 +119,18 @@ def memory_maps(prog: ProgramOp, ev: Evaluator | None = None) -> dict[str, list[
         copies = buffer_instances(op, ev)
         for c in range(copies):
             items.setdefault(level_key(op.result.type.level), []).append(
-                (Placed(op, op.buffer_name.data, 0, size, align, c, copies), size, align))
+                (Placed(op, op.buffer_name.data, 0, size, align, c, copies), size, align)
+            )
     maps: dict[str, list[Placed]] = {}
     for key, lst in items.items():
         slots = layout(lst)
-        maps[key] = sorted((Placed(s.key.op, s.key.name, s.offset, s.size, s.align, s.key.copy,
-                                   s.key.copies) for s in slots), key=lambda p: p.offset)
+        maps[key] = sorted(
+            (
+                Placed(s.key.op, s.key.name, s.offset, s.size, s.align, s.key.copy, s.key.copies)
+                for s in slots
+            ),
+            key=lambda p: p.offset,
+        )
     return maps
 
 
@@ -136,7 +144,9 @@ def capacity(device: Device, key: str) -> int | None:
     return None
 
 
-def check_capacity(prog: ProgramOp, device: Device, ev: Evaluator | None = None) -> list[Diagnostic]:
+def check_capacity(
+    prog: ProgramOp, device: Device, ev: Evaluator | None = None
+) -> list[Diagnostic]:
     """DEV-16: one error per level whose footprint exceeds its capacity, at the
     first buffer that crosses the limit, with the level's memory map as a note."""
     diags = []
@@ -149,20 +159,32 @@ def check_capacity(prog: ProgramOp, device: Device, ev: Evaluator | None = None)
         first = next(p for p in placed if p.end > cap)
         field = "l2_size_bytes" if key == "L2" else "l1_size_bytes"
         if sizes > cap:
-            what = (f"buffers at {key} need {sizes} bytes (the sum of their sizes"
-                    + (f", plus {total - sizes} bytes of alignment padding" if total > sizes else "")
-                    + f") but device '{device.name}' has {field} = {cap}")
-            fix = (f"shrink or remove buffers at {key} (their sizes must total at most {cap} "
-                   "bytes), tile the data more finely, or target a device with more memory")
+            what = (
+                f"buffers at {key} need {sizes} bytes (the sum of their sizes"
+                + (f", plus {total - sizes} bytes of alignment padding" if total > sizes else "")
+                + f") but device '{device.name}' has {field} = {cap}"
+            )
+            fix = (
+                f"shrink or remove buffers at {key} (their sizes must total at most {cap} "
+                "bytes), tile the data more finely, or target a device with more memory"
+            )
         else:
-            what = (f"buffers at {key} fit by size ({sizes} of {cap} bytes) but their alignment "
-                    f"padding ({total - sizes} bytes) makes them end at byte {total}, past "
-                    f"{field} = {cap} of device '{device.name}'; the padding is what overflows")
+            what = (
+                f"buffers at {key} fit by size ({sizes} of {cap} bytes) but their alignment "
+                f"padding ({total - sizes} bytes) makes them end at byte {total}, past "
+                f"{field} = {cap} of device '{device.name}'; the padding is what overflows"
+            )
             fix = "lower the align of some buffers or pad their sizes to a multiple of the largest align"
-        d = error(f"{what}; buffer '{first.name}' ends at byte {first.end}", first.op, "DEV-16",
-                  fix + " (decision D-DEV-CAP)")
-        lines = [f"memory map of {key} ({len(placed)} buffer instance(s), capacity {cap} bytes, "
-                 "placed by decreasing align, padding counted):"]
+        d = error(
+            f"{what}; buffer '{first.name}' ends at byte {first.end}",
+            first.op,
+            "DEV-16",
+            fix + " (decision D-DEV-CAP)",
+        )
+        lines = [
+            f"memory map of {key} ({len(placed)} buffer instance(s), capacity {cap} bytes, "
+            "placed by decreasing align, padding counted):"
+        ]
         lines += ["  " + p.describe() for p in placed]
         d.notes.append(Diagnostic("note", "\n".join(lines)))
         diags.append(d)

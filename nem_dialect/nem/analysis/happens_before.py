@@ -52,6 +52,7 @@ if TYPE_CHECKING:
 # static structure
 # --------------------------------------------------------------------------
 
+
 def enclosing_loops(op: Operation) -> tuple[LoopOp, ...]:
     """The loops holding `op`, outermost first."""
     out = []
@@ -71,7 +72,9 @@ def task_label(op: Operation) -> str:
 
 
 def _kind(op: Operation) -> str:
-    base = getattr(op, "KEYWORD", None) or getattr(op, "opcode", None) or op.name.removeprefix("nem.")
+    base = (
+        getattr(op, "KEYWORD", None) or getattr(op, "opcode", None) or op.name.removeprefix("nem.")
+    )
     sync = isinstance(op, TaskOp) and op.is_sync
     return f"{base}.{'sync' if sync else 'async'}"
 
@@ -87,7 +90,7 @@ def task_operands(op: TaskOp) -> tuple[list[SSAValue], list[SSAValue], tuple[SSA
         sizes = op.properties["operandSegmentSizes"]
         assert isinstance(sizes, DenseArrayBase)
         ni, no, nd = (int(x) for x in sizes.get_values()[:3])
-        return list(vals[:ni]), list(vals[ni:ni + no]), tuple(vals[ni + no:ni + no + nd])
+        return list(vals[:ni]), list(vals[ni : ni + no]), tuple(vals[ni + no : ni + no + nd])
     # transfer / store: dst, src, deps...
     return [vals[1]], [vals[0]], tuple(vals[2:])
 
@@ -153,8 +156,11 @@ class Structure:
         for op in ops:
             if isinstance(op, TaskOp):
                 st = self.tasks[op]
-                st.deps = [self.tasks[v.owner] for v in task_operands(op)[2]
-                           if isinstance(v.owner, TaskOp) and v.owner in self.tasks]
+                st.deps = [
+                    self.tasks[v.owner]
+                    for v in task_operands(op)[2]
+                    if isinstance(v.owner, TaskOp) and v.owner in self.tasks
+                ]
 
     def producer(self, token: SSAValue) -> StaticTask | None:
         owner = token.owner
@@ -231,8 +237,11 @@ class Structure:
                 lo, hi = self._ev.static(loop.lower), self._ev.static(loop.upper)
             except ExprError:
                 lo = hi = None
-            hit = lo is not None and hi is not None and \
-                complete_at_loop_end(0, hi - lo + 1, loop.max_in_flight())
+            hit = (
+                lo is not None
+                and hi is not None
+                and complete_at_loop_end(0, hi - lo + 1, loop.max_in_flight())
+            )
             self._completes[loop] = hit
         return hit
 
@@ -304,6 +313,7 @@ class Structure:
 # --------------------------------------------------------------------------
 # instances and the ordering oracle
 # --------------------------------------------------------------------------
+
 
 @dataclass(eq=False)
 class Instance:
@@ -383,6 +393,7 @@ def issued_before(s: Structure, a: Instance, b: Instance) -> bool:
 # the same facts over sets of instances (D-HAZ-SYMBOLIC)
 # --------------------------------------------------------------------------
 
+
 def common_loops(a: StaticTask, b: StaticTask) -> int:
     """Number of loops enclosing both tasks."""
     c = 0
@@ -391,8 +402,9 @@ def common_loops(a: StaticTask, b: StaticTask) -> int:
     return c
 
 
-def _same_iteration_facts(s: Structure, a: StaticTask, b: StaticTask
-                          ) -> bool | list[tuple[str, int]]:
+def _same_iteration_facts(
+    s: Structure, a: StaticTask, b: StaticTask
+) -> bool | list[tuple[str, int]]:
     """What `ordered` decides for instances of `a` and `b` in the same
     iteration of every common loop, `a` issued first: True (always ordered)
     or the conditions of which any one orders them: ("end", m) when a's
@@ -437,8 +449,9 @@ def pair_facts(s: Structure, a: StaticTask, b: StaticTask) -> PairFacts:
     return wins, same if isinstance(same, bool) else tuple(same)
 
 
-def ordered_always(s: Structure, a: StaticTask, b: StaticTask,
-                   facts: PairFacts | None = None) -> bool:
+def ordered_always(
+    s: Structure, a: StaticTask, b: StaticTask, facts: PairFacts | None = None
+) -> bool:
     """Does `ordered` hold for every pair of instances of `a` and `b`, `a`'s
     issued first?  (No loop window lets two iterations overlap, and the
     same-iteration case is ordered by the structure alone.)"""
@@ -446,8 +459,14 @@ def ordered_always(s: Structure, a: StaticTask, b: StaticTask,
     return all(window_orders(1, n) for n in wins) and (same is None or same is True)
 
 
-def issued_before_set(s: Structure, a: StaticTask, oa: Sequence[isl.PwAff],
-                      b: StaticTask, ob: Sequence[isl.PwAff], sp: InstanceSpace) -> isl.Set:
+def issued_before_set(
+    s: Structure,
+    a: StaticTask,
+    oa: Sequence[isl.PwAff],
+    b: StaticTask,
+    ob: Sequence[isl.PwAff],
+    sp: InstanceSpace,
+) -> isl.Set:
     """Symbolic twin of `issued_before`: the ordinal vectors (`oa` of `a`,
     `ob` of `b`) where a's instance is issued first."""
     c = common_loops(a, b)
@@ -462,8 +481,15 @@ def issued_before_set(s: Structure, a: StaticTask, oa: Sequence[isl.PwAff],
     return sp.memo(("issued", tuple(map(id, oa)), tuple(map(id, ob)), c, a.pos < b.pos), build)
 
 
-def ordered_set(s: Structure, a: StaticTask, oa: Sequence[isl.PwAff], ta: Sequence[isl.PwAff],
-                b: StaticTask, ob: Sequence[isl.PwAff], sp: InstanceSpace) -> isl.Set:
+def ordered_set(
+    s: Structure,
+    a: StaticTask,
+    oa: Sequence[isl.PwAff],
+    ta: Sequence[isl.PwAff],
+    b: StaticTask,
+    ob: Sequence[isl.PwAff],
+    sp: InstanceSpace,
+) -> isl.Set:
     """Symbolic twin of `ordered`: where it says a's instance (ordinals `oa`,
     trip counts `ta` of its loops) is complete before b's (`ob`) starts,
     among the pairs issued a first."""
@@ -484,7 +510,9 @@ def ordered_set(s: Structure, a: StaticTask, oa: Sequence[isl.PwAff], ta: Sequen
         assert facts is not False
         for kind, m in facts:
             if kind == "end":
-                out = out | (same & complete_at_loop_end_set(oa[m], ta[m], s.window[id(a.loops[m])]))
+                out = out | (
+                    same & complete_at_loop_end_set(oa[m], ta[m], s.window[id(a.loops[m])])
+                )
             else:
                 out = out | (same & window_orders_set(ob[m], s.window[id(b.loops[m])]))
         return out
@@ -492,15 +520,27 @@ def ordered_set(s: Structure, a: StaticTask, oa: Sequence[isl.PwAff], ta: Sequen
     if not isinstance(facts, bool) and any(kind == "end" for kind, _ in facts):
         return build()  # a's trip counts: a's own
     # else what it depends on: the loops' nesting and windows, the structure's facts
-    key = ("ordered", tuple(map(id, oa)), tuple(map(id, ob)), wins,
-           facts if isinstance(facts, bool) else
-           tuple((m, s.window[id(b.loops[m])]) for _, m in facts))
+    key = (
+        "ordered",
+        tuple(map(id, oa)),
+        tuple(map(id, ob)),
+        wins,
+        facts
+        if isinstance(facts, bool)
+        else tuple((m, s.window[id(b.loops[m])]) for _, m in facts),
+    )
     return sp.memo(key, build)
 
 
-def unordered_pieces(s: Structure, a: StaticTask, oa: Sequence[isl.PwAff],
-                     ta: Sequence[isl.PwAff], b: StaticTask, ob: Sequence[isl.PwAff],
-                     sp: InstanceSpace) -> list[isl.Set]:
+def unordered_pieces(
+    s: Structure,
+    a: StaticTask,
+    oa: Sequence[isl.PwAff],
+    ta: Sequence[isl.PwAff],
+    b: StaticTask,
+    ob: Sequence[isl.PwAff],
+    sp: InstanceSpace,
+) -> list[isl.Set]:
     """`issued_before_set` minus `ordered_set`, as conjunctions (one per loop
     where two iterations can overlap, one for the same iteration of every
     common loop): what the hazard analysis intersects with a conflict, each
@@ -512,9 +552,16 @@ def unordered_pieces(s: Structure, a: StaticTask, oa: Sequence[isl.PwAff],
         if window_orders(1, n):
             continue  # a window of 1: every later iteration is ordered
         d = ob[k] - oa[k]
-        out.append(sp.memo(("overlap", tuple(map(id, oa)), tuple(map(id, ob)), k, n),
-                           lambda: sp.equal(oa, ob, k) & d.pos_set()
-                           & sp.universe.subtract(window_orders_set(d, n))))
+        out.append(
+            sp.memo(
+                ("overlap", tuple(map(id, oa)), tuple(map(id, ob)), k, n),
+                lambda: (
+                    sp.equal(oa, ob, k)
+                    & d.pos_set()
+                    & sp.universe.subtract(window_orders_set(d, n))
+                ),
+            )
+        )
     facts = _same_iteration_facts(s, a, b) if a.pos < b.pos else True
     if isinstance(facts, bool):
         return out

@@ -51,8 +51,8 @@ class Shadow:
 
     def write(self, acc: Access, lo: int, hi: int) -> None:
         a, b = self.segments(lo, hi)
-        del self.starts[a + 1:b]
-        del self.state[a + 1:b]
+        del self.starts[a + 1 : b]
+        del self.state[a + 1 : b]
         self.state[a] = (acc, [])
 
 
@@ -86,8 +86,11 @@ class ShadowReplay:
                 for r in readers:
                     self._check(r, acc, checked, sh.starts[k])
                 continue
-            kept = [r for r in readers if r.region is not acc.region
-                    or not self._superseded(r, acc, superseded)]
+            kept = [
+                r
+                for r in readers
+                if r.region is not acc.region or not self._superseded(r, acc, superseded)
+            ]
             if writer is not None and len(kept) == len(readers):
                 # else a dropped reader was compared with this writer: ordered
                 # after it (so is acc) or a race with the same key was found
@@ -129,8 +132,7 @@ class ShadowReplay:
 class Enumeration:
     """The replay of the buffers the symbolic analysis cannot take."""
 
-    def __init__(self, s: Structure, ev: Evaluator, max_instances: int,
-                 warnings: list[Diagnostic]):
+    def __init__(self, s: Structure, ev: Evaluator, max_instances: int, warnings: list[Diagnostic]):
         self.s, self.ev, self.max_instances = s, ev, max_instances
         self.left = max_instances
         self.warnings = warnings
@@ -151,9 +153,15 @@ class Enumeration:
                 if lo is None or ext is None or ext <= 0:
                     continue
                 w = acc.windows
-                slot = instance_index(inst.ords[:len(w)], w) if w else 0
-                points.append((issue_key(self.s, inst), acc.rank, slot,
-                               Access(inst, acc.region, lo, lo + ext, acc.write)))
+                slot = instance_index(inst.ords[: len(w)], w) if w else 0
+                points.append(
+                    (
+                        issue_key(self.s, inst),
+                        acc.rank,
+                        slot,
+                        Access(inst, acc.region, lo, lo + ext, acc.write),
+                    )
+                )
         points.sort(key=lambda p: (p[0], p[1]))
         rep = ShadowReplay(self.s)
         shadows: dict[int, Shadow] = {}
@@ -173,8 +181,16 @@ class Enumeration:
             self.left -= len(hit)
         return hit
 
-    def _walk(self, t: StaticTask, k: int, ords: tuple[int, ...], trips: tuple[int, ...],
-              ivs: tuple[int, ...], env: dict[SSAValue, int], out: list[Instance]) -> None:
+    def _walk(
+        self,
+        t: StaticTask,
+        k: int,
+        ords: tuple[int, ...],
+        trips: tuple[int, ...],
+        ivs: tuple[int, ...],
+        env: dict[SSAValue, int],
+        out: list[Instance],
+    ) -> None:
         if k == len(t.loops):
             out.append(Instance(t, ords, trips, ivs))
             return
@@ -205,7 +221,11 @@ class Enumeration:
 def window_warning(loop: LoopOp, lo: int, hi: int, n: int, max_instances: int) -> Diagnostic:
     """The D-HAZ-WINDOW warning: iterations lo..lo+n-1 of lo..hi were examined."""
     return Diagnostic(
-        "warning", f"hazard analysis of loop '{loop.iv_name.data}' examined "
+        "warning",
+        f"hazard analysis of loop '{loop.iv_name.data}' examined "
         f"iterations {lo}..{lo + n - 1} of {lo}..{hi} only (more than "
-        f"{max_instances} task instances)", SourceLoc.of(loop), "HAZ-03",
-        "accesses of the remaining iterations are not checked (decision D-HAZ-WINDOW)")
+        f"{max_instances} task instances)",
+        SourceLoc.of(loop),
+        "HAZ-03",
+        "accesses of the remaining iterations are not checked (decision D-HAZ-WINDOW)",
+    )

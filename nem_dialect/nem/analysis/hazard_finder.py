@@ -62,7 +62,14 @@ from nem.analysis.happens_before import (
     unordered_pieces,
 )
 from nem.analysis.hazard_enum import Enumeration
-from nem.analysis.hazard_report import Access, Race, RaceScan, StaticAccess, race_diagnostic
+from nem.analysis.hazard_report import (
+    Access,
+    Race,
+    RaceScan,
+    StaticAccess,
+    overlapping_pairs,
+    race_diagnostic,
+)
 from nem.analysis.ir_walk import walk_ops
 from nem.analysis.issue_order import key_compare
 from nem.analysis.presburger import (
@@ -87,10 +94,15 @@ INF = float("inf")
 
 
 class HazardFinder:
-    def __init__(self, program: ProgramOp, max_instances: int = MAX_TASK_INSTANCES,
-                 cache: RaceCache | None = None, buffers: Collection[SSAValue] | None = None,
-                 members: Mapping[Operation, object] | None = None,
-                 memos: ShapeMemos | None = None):
+    def __init__(
+        self,
+        program: ProgramOp,
+        max_instances: int = MAX_TASK_INSTANCES,
+        cache: RaceCache | None = None,
+        buffers: Collection[SSAValue] | None = None,
+        members: Mapping[Operation, object] | None = None,
+        memos: ShapeMemos | None = None,
+    ):
         self.program = program
         self.s = Structure(program)
         self.cache = cache or RaceCache()
@@ -154,8 +166,21 @@ class HazardFinder:
                 if lo >= hi:
                     rank += 1
                     continue
-                by_buffer.setdefault(buf, []).append(StaticAccess(
-                    op, value, write, rank, buf, off, ext, lo, hi, top, self._windows.get(buf, ())))
+                by_buffer.setdefault(buf, []).append(
+                    StaticAccess(
+                        op,
+                        value,
+                        write,
+                        rank,
+                        buf,
+                        off,
+                        ext,
+                        lo,
+                        hi,
+                        top,
+                        self._windows.get(buf, ()),
+                    )
+                )
                 rank += 1
         return by_buffer
 
@@ -170,7 +195,7 @@ class HazardFinder:
     def _pairs(self, accs: list[StaticAccess]) -> list[PairKey]:
         """The candidate pairs of one buffer's accesses (in program order):
         within a top-level statement, those whose byte bounds overlap
-        (`_sweep`); across statements, an access against the earlier ones
+        (`overlapping_pairs`); across statements, an access against the earlier ones
         still *live*: an access is dead once a later statement holds a write
         whose instances write every byte the access can touch (`_cover`):
         that write comes between it and every access after, so the pair is
@@ -181,7 +206,7 @@ class HazardFinder:
         rechecking every live access at every statement took 36 of the 40 s
         of `find_hazards` on a chain of 3,000 nodes."""
         out: list[PairKey] = []
-        live: dict[int, StaticAccess] = {}   # by position in `accs`, in program order
+        live: dict[int, StaticAccess] = {}  # by position in `accs`, in program order
         writes: dict[int, StaticAccess] = {}  # the live writes, in the same order
         expiry: list[tuple[float, int]] = []  # (`_complete_from`, position): a heap
         for top, grouped in itertools.groupby(enumerate(accs), key=lambda a: a[1].top):
@@ -190,13 +215,16 @@ class HazardFinder:
                 k = heapq.heappop(expiry)[1]
                 live.pop(k, None)
                 writes.pop(k, None)
-            out += self._sweep([y for _, y in group])
+            out += overlapping_pairs([y for _, y in group])
             for _, y in group:
                 # a read meets only the live writes: a weight every node of a
                 # chain reads kept all its reads live, each read visiting all
                 # the earlier ones (quadratic: 10,000 nodes, 5,000 reads, issue 30)
-                out += [(x, y) for x in (live if y.write else writes).values()
-                        if x.lo < y.hi and y.lo < x.hi]
+                out += [
+                    (x, y)
+                    for x in (live if y.write else writes).values()
+                    if x.lo < y.hi and y.lo < x.hi
+                ]
             for k, y in group:
                 live[k] = y
                 if y.write:
@@ -207,8 +235,11 @@ class HazardFinder:
             for _, w in group:
                 cover = self._cover(w) if w.write else None
                 if cover is not None:
-                    live = {k: x for k, x in live.items() if x.top == top
-                            or not (cover[0] <= x.lo and x.hi <= cover[1])}
+                    live = {
+                        k: x
+                        for k, x in live.items()
+                        if x.top == top or not (cover[0] <= x.lo and x.hi <= cover[1])
+                    }
                     writes = {k: x for k, x in writes.items() if k in live}
         return out
 
@@ -240,39 +271,21 @@ class HazardFinder:
             return int(w.lo), int(w.hi)
         lo, hi = int(w.lo), int(w.hi)
         try:
-            key = (*self._form(w)[:3], lo, hi)   # domain, offset, extent
+            key = (*self._form(w)[:3], lo, hi)  # domain, offset, extent
             whole = self.memos.covers.get(key)
             if whole is None:
                 touched = self._touches(w, instance_space((n,), 1), 0)
-                bounds = instance_space((), 1).universe.lower_bound_val(isl.dim_type.set, 0, lo) \
+                bounds = (
+                    instance_space((), 1)
+                    .universe.lower_bound_val(isl.dim_type.set, 0, lo)
                     .upper_bound_val(isl.dim_type.set, 0, hi - 1)
-                whole = self.memos.covers[key] = touched.project_out(isl.dim_type.set, 0, n).is_equal(bounds)
+                )
+                whole = self.memos.covers[key] = touched.project_out(
+                    isl.dim_type.set, 0, n
+                ).is_equal(bounds)
         except (NotQuasiAffine, NotAnExpression, ExprError):
             return None
         return (lo, hi) if whole else None
-
-    @staticmethod
-    def _sweep(accs: list[StaticAccess]) -> list[PairKey]:
-        """Pairs of accesses whose byte bounds overlap, at least one a write:
-        a sweep by lower bound with the active accesses expiring by upper
-        bound (a read meets only the active writes)."""
-        out: list[PairKey] = []
-        active: dict[int, StaticAccess] = {}
-        writers: dict[int, StaticAccess] = {}
-        expiry: list[tuple[float, int]] = []
-        for k, acc in sorted(enumerate(accs), key=lambda p: (p[1].lo, p[0])):
-            while expiry and expiry[0][0] <= acc.lo:
-                _, gone = heapq.heappop(expiry)
-                active.pop(gone, None)
-                writers.pop(gone, None)
-            for other in (active if acc.write else writers).values():
-                out.append((other, acc))
-            out.append((acc, acc))  # its own other instances
-            active[k] = acc
-            if acc.write:
-                writers[k] = acc
-            heapq.heappush(expiry, (acc.hi, k))
-        return [p for p in out if p[0].write or p[1].write]
 
     # -- the analysis ------------------------------------------------------------
     def run(self) -> list[Diagnostic]:
@@ -290,8 +303,9 @@ class HazardFinder:
                     continue
                 if all(self._quasi_affine(a) for a in accs):
                     pairs = self._pairs(accs)
-                    cache.pairs += [p for p in pairs if not self._same_member(p)] \
-                        if self.members else pairs
+                    cache.pairs += (
+                        [p for p in pairs if not self._same_member(p)] if self.members else pairs
+                    )
                 else:
                     cache.replayed.append(accs)
         for x, y in cache.pairs:
@@ -333,7 +347,7 @@ class HazardFinder:
     def _quasi_affine(self, acc: StaticAccess) -> bool:
         """Whether isl can take `acc` (else its buffer is replayed)."""
         if self._static(acc):
-            return True   # constants: isl takes them
+            return True  # constants: isl takes them
         sp = instance_space((len(self.s.tasks[acc.op].loops),), 1)
         try:
             n = self._nest(acc, sp, 0)
@@ -357,12 +371,18 @@ class HazardFinder:
         self.work += rep.work
         rank = {(a.op, a.region, a.write): a.rank for a in accs}
         for key, (a, b, order) in rep.found.items():
-            sort = (issue_key(self.s, b.inst), rank[b.inst.task.op, b.region, b.write],
-                    rep.byte[key], not a.write, issue_key(self.s, a.inst))
+            sort = (
+                issue_key(self.s, b.inst),
+                rank[b.inst.task.op, b.region, b.write],
+                rep.byte[key],
+                not a.write,
+                issue_key(self.s, a.inst),
+            )
             self.found[key] = (sort, a, b, order)
 
-    def _between_shape(self, x: StaticAccess, y: StaticAccess, tx: StaticTask,
-                       ty: StaticTask) -> tuple:
+    def _between_shape(
+        self, x: StaticAccess, y: StaticAccess, tx: StaticTask, ty: StaticTask
+    ) -> tuple:
         """What the witness of a racing pair depends on beyond the pair: each
         write that could come between (as `_form` prints it) and how it is
         placed relative to the two.  With `_form`, equal shapes give equal
@@ -373,13 +393,21 @@ class HazardFinder:
         first, last = min(x.top, y.top), max(x.top, y.top)
         tops, writers = self._writers(x.buffer)
         between = []
-        for w in writers[bisect.bisect_left(tops, first):bisect.bisect_right(tops, last)]:
+        for w in writers[bisect.bisect_left(tops, first) : bisect.bisect_right(tops, last)]:
             if w.lo >= hi or lo >= w.hi:
                 continue
             tw = self.s.tasks[w.op]
-            between.append((self._form(w), (w.top > x.top) - (w.top < x.top),
-                            (y.top > w.top) - (y.top < w.top), self._relation(tx, tw),
-                            self._relation(tw, ty), tx is tw, tw is ty))
+            between.append(
+                (
+                    self._form(w),
+                    (w.top > x.top) - (w.top < x.top),
+                    (y.top > w.top) - (y.top < w.top),
+                    self._relation(tx, tw),
+                    self._relation(tw, ty),
+                    tx is tw,
+                    tw is ty,
+                )
+            )
         return tuple(between)
 
     def _relation(self, a: StaticTask, b: StaticTask) -> tuple:
@@ -393,8 +421,14 @@ class HazardFinder:
             t = self.s.tasks[acc.op]
             n = self._nest(acc, instance_space((len(t.loops),)), 0)
             hit = self.cache.forms[acc] = (
-                str(n.domain), str(n.expr(acc.offset)), str(n.expr(acc.extent)), acc.windows,
-                acc.rank, acc.write, tuple(self.s.window[id(lp)] for lp in t.loops))
+                str(n.domain),
+                str(n.expr(acc.offset)),
+                str(n.expr(acc.extent)),
+                acc.windows,
+                acc.rank,
+                acc.write,
+                tuple(self.s.window[id(lp)] for lp in t.loops),
+            )
         return hit
 
     def _nest(self, acc: StaticAccess, sp: InstanceSpace, g: int) -> Nest:
@@ -405,8 +439,9 @@ class HazardFinder:
             own = (acc.op, (len(loops),), 0, 0)
             base = self.cache.nests.get(own)
             if base is None:
-                base = self.cache.nests[own] = Nest(self.ev, self.boxes, loops,
-                                                    instance_space((len(loops),)), 0)
+                base = self.cache.nests[own] = Nest(
+                    self.ev, self.boxes, loops, instance_space((len(loops),)), 0
+                )
             hit = base if k == own else Nest(self.ev, self.boxes, loops, sp, g, base)
             self.cache.nests[k] = hit
         return hit
@@ -419,8 +454,9 @@ class HazardFinder:
         if hit is None:
             n = self._nest(acc, sp, g)
             off, byte = n.expr(acc.offset), sp.extra[0]
-            hit = self.cache.touches[k] = n.domain & (byte - off).nonneg_set() & \
-                (off + n.expr(acc.extent) - byte).pos_set()
+            hit = self.cache.touches[k] = (
+                n.domain & (byte - off).nonneg_set() & (off + n.expr(acc.extent) - byte).pos_set()
+            )
         return hit
 
     def _conflict(self, x: StaticAccess, y: StaticAccess) -> tuple[InstanceSpace, isl.Set] | None:
@@ -440,8 +476,9 @@ class HazardFinder:
         self.cache.conflicts[key] = out
         return out
 
-    def _symbolic(self, x: StaticAccess, y: StaticAccess, tx: StaticTask, ty: StaticTask,
-                  facts: PairFacts) -> Witness | None:
+    def _symbolic(
+        self, x: StaticAccess, y: StaticAccess, tx: StaticTask, ty: StaticTask, facts: PairFacts
+    ) -> Witness | None:
         """The witness of the pair's race, if it is nearest somewhere.  Pairs
         of equal shape are decided once (`_shape`): first whether they race,
         then, for those that do, where (the writes in between included)."""
@@ -459,8 +496,9 @@ class HazardFinder:
         witness = witnesses[full] = self._located(x, y, tx, hit[0], hit[1])
         return witness
 
-    def _races(self, x: StaticAccess, y: StaticAccess, tx: StaticTask, ty: StaticTask
-               ) -> tuple[InstanceSpace, isl.Set] | None:
+    def _races(
+        self, x: StaticAccess, y: StaticAccess, tx: StaticTask, ty: StaticTask
+    ) -> tuple[InstanceSpace, isl.Set] | None:
         """The pair's race set (its space, the set), None when empty."""
         hit = self._conflict(x, y)
         if hit is None:
@@ -480,8 +518,9 @@ class HazardFinder:
             races = races | piece
         return sp, races
 
-    def _located(self, x: StaticAccess, y: StaticAccess, tx: StaticTask, sp: InstanceSpace,
-                 races: isl.Set) -> Witness | None:
+    def _located(
+        self, x: StaticAccess, y: StaticAccess, tx: StaticTask, sp: InstanceSpace, races: isl.Set
+    ) -> Witness | None:
         """The witness of a racing pair, None when it is nowhere nearest."""
         # the witness (`_witness`) is at the first instance of y and byte the
         # pair races at: when the instance of x picked there is nearest, that
@@ -499,8 +538,9 @@ class HazardFinder:
         nearest = self._nearest(x, y, sp, races, w)
         return None if nearest.is_empty() else self._witness(x, tx, sp, nearest)
 
-    def _intervened(self, x: StaticAccess, y: StaticAccess, sp: InstanceSpace,
-                    point: list[int]) -> StaticAccess | None:
+    def _intervened(
+        self, x: StaticAccess, y: StaticAccess, sp: InstanceSpace, point: list[int]
+    ) -> StaticAccess | None:
         """A write of the byte issued between the two instances of `point`
         (x's ordinals, y's, the byte), if there is one: per candidate write,
         its instances touching the byte whose issue key lies between the two
@@ -510,9 +550,9 @@ class HazardFinder:
         tx, ty = self.s.tasks[x.op], self.s.tasks[y.op]
         na, nb = sp.sizes[0], sp.sizes[1]
         after = issue_key(self.s, Instance(tx, tuple(point[:na]), (), ())) + (x.rank,)
-        before = issue_key(self.s, Instance(ty, tuple(point[na:na + nb]), (), ())) + (y.rank,)
+        before = issue_key(self.s, Instance(ty, tuple(point[na : na + nb]), (), ())) + (y.rank,)
         tops, writers = self._writers(x.buffer)
-        span = writers[bisect.bisect_left(tops, first):bisect.bisect_right(tops, last)]
+        span = writers[bisect.bisect_left(tops, first) : bisect.bisect_right(tops, last)]
         # the writes placed between the two tasks first: one of them is the
         # likely answer, so a chain of n writes of one buffer in one statement
         # costs O(1) queries a pair instead of O(n) (a 200-write task: 88 s)
@@ -528,16 +568,25 @@ class HazardFinder:
             except (NotQuasiAffine, NotAnExpression, ExprError):
                 continue
             if x.windows:
-                mine = mine & same_instance_set(sp1.groups[0], [sp1.const(o) for o in point],
-                                                x.windows, sp1.universe)
+                mine = mine & same_instance_set(
+                    sp1.groups[0], [sp1.const(o) for o in point], x.windows, sp1.universe
+                )
             mine = mine & key_compare(self.s, tw, w.rank, sp1, after, 1)
-            if not mine.is_empty() and not (mine & key_compare(self.s, tw, w.rank, sp1, before,
-                                                                 -1)).is_empty():
+            if (
+                not mine.is_empty()
+                and not (mine & key_compare(self.s, tw, w.rank, sp1, before, -1)).is_empty()
+            ):
                 return w
         return None
 
-    def _nearest(self, x: StaticAccess, y: StaticAccess, sp: InstanceSpace,
-                 races: isl.Set, likely: StaticAccess) -> isl.Set:
+    def _nearest(
+        self,
+        x: StaticAccess,
+        y: StaticAccess,
+        sp: InstanceSpace,
+        races: isl.Set,
+        likely: StaticAccess,
+    ) -> isl.Set:
         """The points of `races` with no write of their byte (same buffer
         instance) issued between the two accesses (`likely` the write tried
         first: it intervenes at one point)."""
@@ -545,7 +594,7 @@ class HazardFinder:
         first, last = min(x.top, y.top), max(x.top, y.top)
         tx, ty = self.s.tasks[x.op], self.s.tasks[y.op]
         tops, writers = self._writers(x.buffer)
-        span = writers[bisect.bisect_left(tops, first):bisect.bisect_right(tops, last)]
+        span = writers[bisect.bisect_left(tops, first) : bisect.bisect_right(tops, last)]
         for w in [likely] + [w for w in span if w is not likely]:
             if w.lo >= hi or lo >= w.hi:
                 continue
@@ -572,9 +621,17 @@ class HazardFinder:
             hit = self.cache.touches[k] = mine.insert_dims(isl.dim_type.set, 0, sum(sp.sizes))
         return hit
 
-    def _between(self, x: StaticAccess, tx: StaticTask, w: StaticAccess, tw: StaticTask,
-                 y: StaticAccess, ty: StaticTask, at: list[int] | None = None,
-                 races: isl.Set | None = None) -> isl.Set:
+    def _between(
+        self,
+        x: StaticAccess,
+        tx: StaticTask,
+        w: StaticAccess,
+        tw: StaticTask,
+        y: StaticAccess,
+        ty: StaticTask,
+        at: list[int] | None = None,
+        races: isl.Set | None = None,
+    ) -> isl.Set:
         """The points (x's instance, y's, the byte) with an instance of `w`
         touching the byte issued between the two (same buffer instance);
         `at` fixes y's ordinals and the byte, `races` the points that matter
@@ -602,8 +659,9 @@ class HazardFinder:
             between = between & same_instance_set(nx.ords, nw.ords, x.windows, sp3.universe)
         return between.project_out(isl.dim_type.set, sp3.starts[2], len(tw.loops))
 
-    def _witness(self, x: StaticAccess, tx: StaticTask, sp: InstanceSpace, races: isl.Set
-                 ) -> Witness:
+    def _witness(
+        self, x: StaticAccess, tx: StaticTask, sp: InstanceSpace, races: isl.Set
+    ) -> Witness:
         """The instances the diagnostic names, as the per-byte replay met them
         first: the first instance of the later access in issue order
         (lexicographic ordinals) and its lowest conflicting byte; there, the
@@ -615,8 +673,9 @@ class HazardFinder:
             fixed = fixed.fix_val(isl.dim_type.set, na + k, v)
         return self._pick(x, tx, sp, fixed), tuple(later[:nb]), later[nb]
 
-    def _pick(self, x: StaticAccess, tx: StaticTask, sp: InstanceSpace, at: isl.Set
-              ) -> tuple[int, ...]:
+    def _pick(
+        self, x: StaticAccess, tx: StaticTask, sp: InstanceSpace, at: isl.Set
+    ) -> tuple[int, ...]:
         """The instance of `x` the replay met first among the points of `at`
         (a set with y's instance and the byte fixed): the last one for a
         write (the byte's last writer); for a read, the first of those it
@@ -628,10 +687,12 @@ class HazardFinder:
             return tuple(point(earlier.lexmax()))
         sp2 = instance_space((na, na))
         n0, n1 = self._nest(x, sp2, 0), self._nest(x, sp2, 1)
-        pairs = (earlier.insert_dims(isl.dim_type.set, na, na)
-                 & earlier.insert_dims(isl.dim_type.set, 0, na)
-                 & issued_before_set(self.s, tx, n0.ords, tx, n1.ords, sp2)
-                 & ordered_set(self.s, tx, n0.ords, n0.trips, tx, n1.ords, sp2))
+        pairs = (
+            earlier.insert_dims(isl.dim_type.set, na, na)
+            & earlier.insert_dims(isl.dim_type.set, 0, na)
+            & issued_before_set(self.s, tx, n0.ords, tx, n1.ords, sp2)
+            & ordered_set(self.s, tx, n0.ords, n0.trips, tx, n1.ords, sp2)
+        )
         held = earlier.subtract(pairs.project_out(isl.dim_type.set, na, na))
         return tuple(point(held.lexmin()))
 
@@ -644,8 +705,16 @@ class HazardFinder:
             hit = self.cache.writers[buffer] = ([a.top for a in ws], ws)
         return hit
 
-    def _after(self, ta: StaticTask, a: StaticAccess, na: Nest, tb: StaticTask, b: StaticAccess,
-               nb: Nest, sp: InstanceSpace) -> isl.Set:
+    def _after(
+        self,
+        ta: StaticTask,
+        a: StaticAccess,
+        na: Nest,
+        tb: StaticTask,
+        b: StaticAccess,
+        nb: Nest,
+        sp: InstanceSpace,
+    ) -> isl.Set:
         """Where `b`'s instance is issued after `a`'s (an access of the same
         instance after it: a later operand of the task)."""
         out = issued_before_set(self.s, ta, na.ords, tb, nb.ords, sp)
@@ -654,8 +723,9 @@ class HazardFinder:
         return out
 
     # -- reporting -----------------------------------------------------------------
-    def _record(self, x: StaticAccess, y: StaticAccess, tx: StaticTask, ty: StaticTask,
-                witness: Witness) -> None:
+    def _record(
+        self, x: StaticAccess, y: StaticAccess, tx: StaticTask, ty: StaticTask, witness: Witness
+    ) -> None:
         ia, ib = self.instance(tx, witness[0]), self.instance(ty, witness[1])
         a, b = self.access(x, ia), self.access(y, ib)
         order = ordered(self.s, ia, ib)
@@ -683,11 +753,14 @@ class HazardFinder:
         return Access(inst, acc.region, lo, lo + ext, acc.write)
 
 
-def find_races(program: ProgramOp, max_instances: int = MAX_TASK_INSTANCES,
-               cache: RaceCache | None = None,
-               buffers: Collection[SSAValue] | None = None,
-               members: Mapping[Operation, object] | None = None,
-               memos: ShapeMemos | None = None) -> RaceScan:
+def find_races(
+    program: ProgramOp,
+    max_instances: int = MAX_TASK_INSTANCES,
+    cache: RaceCache | None = None,
+    buffers: Collection[SSAValue] | None = None,
+    members: Mapping[Operation, object] | None = None,
+    memos: ShapeMemos | None = None,
+) -> RaceScan:
     """The races `find_hazards` reports, as records (and its warnings): for
     passes that repair them (`nem-synthesize-deps`, which passes one `cache`
     to every scan of a program whose accesses it does not change).  With
@@ -700,12 +773,14 @@ def find_races(program: ProgramOp, max_instances: int = MAX_TASK_INSTANCES,
     with gc_paused():
         finder = HazardFinder(program, max_instances, cache, buffers, members, memos)
         finder.scan()
-        return RaceScan([Race(a, b, o) for _, a, b, o in finder.races()],
-                        finder.warnings, finder.work)
+        return RaceScan(
+            [Race(a, b, o) for _, a, b, o in finder.races()], finder.warnings, finder.work
+        )
 
 
-def find_hazards(program: ProgramOp, max_instances: int = MAX_TASK_INSTANCES,
-                 memos: ShapeMemos | None = None) -> list[Diagnostic]:
+def find_hazards(
+    program: ProgramOp, max_instances: int = MAX_TASK_INSTANCES, memos: ShapeMemos | None = None
+) -> list[Diagnostic]:
     """HAZ-01 / HAZ-03 (LOOP-06) diagnostics of a verified program."""
     with gc_paused():
         return HazardFinder(program, max_instances, memos=memos).run()

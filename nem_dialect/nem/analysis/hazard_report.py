@@ -6,6 +6,7 @@ analysis (`hazard_finder`, `hazard_enum`), which finds the instances."""
 
 from __future__ import annotations
 
+import heapq
 from dataclasses import dataclass
 
 from xdsl.ir import SSAValue
@@ -47,13 +48,41 @@ class StaticAccess:
     """`static_windows` of the buffer's enclosing loops (D-SEM-INSTANCES)."""
 
 
+def overlapping_pairs(
+    accs: list[StaticAccess],
+) -> list[tuple[StaticAccess, StaticAccess]]:
+    """Pairs of accesses whose byte bounds overlap, at least one a write:
+    a sweep by lower bound with the active accesses expiring by upper
+    bound (a read meets only the active writes)."""
+    out: list[tuple[StaticAccess, StaticAccess]] = []
+    active: dict[int, StaticAccess] = {}
+    writers: dict[int, StaticAccess] = {}
+    expiry: list[tuple[float, int]] = []
+    for k, acc in sorted(enumerate(accs), key=lambda p: (p[1].lo, p[0])):
+        while expiry and expiry[0][0] <= acc.lo:
+            _, gone = heapq.heappop(expiry)
+            active.pop(gone, None)
+            writers.pop(gone, None)
+        for other in (active if acc.write else writers).values():
+            out.append((other, acc))
+        out.append((acc, acc))  # its own other instances
+        active[k] = acc
+        if acc.write:
+            writers[k] = acc
+        heapq.heappush(expiry, (acc.hi, k))
+    return [p for p in out if p[0].write or p[1].write]
+
+
 def race_diagnostic(a: Access, b: Access, order: Order) -> Diagnostic:
     """The HAZ-01 / HAZ-03 error of conflicting accesses `a` (issued first) and
     `b` that `order` (the model's verdict on the two instances) leaves unordered."""
     from nem.dialect.operand_binding import value_label
 
-    kind = "write-after-write" if a.write and b.write else \
-        ("read-after-write" if a.write else "write-after-read")
+    kind = (
+        "write-after-write"
+        if a.write and b.write
+        else ("read-after-write" if a.write else "write-after-read")
+    )
     owner = rop_buffer(b.region).owner
     assert isinstance(owner, BufferOp)
     buf = owner.buffer_name.data
@@ -72,42 +101,62 @@ def race_diagnostic(a: Access, b: Access, order: Order) -> Diagnostic:
         iv = order.loop.iv_name.data
         n = order.loop.max_in_flight()
         rule = "HAZ-03"
-        msg = (f"{kind} hazard across iterations of loop '{iv}': {task_label(tb)} "
-               f"{what(b)} in iteration {iv}+{order.distance} while {name_a}{line_a} "
-               f"{what(a)} in iteration {iv}; @max_in_flight({n}) lets iterations at "
-               f"distance {order.distance} < {n} overlap and no token orders them")
+        msg = (
+            f"{kind} hazard across iterations of loop '{iv}': {task_label(tb)} "
+            f"{what(b)} in iteration {iv}+{order.distance} while {name_a}{line_a} "
+            f"{what(a)} in iteration {iv}; @max_in_flight({n}) lets iterations at "
+            f"distance {order.distance} < {n} overlap and no token orders them"
+        )
         if (a.lo, a.hi) == (b.lo, b.hi):
-            fix = (f"the same bytes are reused every iteration: give each of the {n} "
-                   f"in-flight iterations its own slot ({'double' if n == 2 else 'multiple'} "
-                   f"buffering: a buffer {n} times the size, the region at offset "
-                   f"({iv} mod {n}) * size), move the access out of the loop (load once), or "
-                   f"use @max_in_flight({order.distance})")
+            fix = (
+                f"the same bytes are reused every iteration: give each of the {n} "
+                f"in-flight iterations its own slot ({'double' if n == 2 else 'multiple'} "
+                f"buffering: a buffer {n} times the size, the region at offset "
+                f"({iv} mod {n}) * size), move the access out of the loop (load once), or "
+                f"use @max_in_flight({order.distance})"
+            )
         else:
-            fix = (f"give each of the {n} in-flight iterations its own slot (offset "
-                   f"({iv} mod K) * size with K >= {n}), or use @max_in_flight({order.distance})")
-        note = f"iterations {_ivs(order.loop, a)} and {_ivs(order.loop, b)} (distance " \
-               f"{order.distance}) touch bytes [{lo}, {hi}) of '{buf}'"
+            fix = (
+                f"give each of the {n} in-flight iterations its own slot (offset "
+                f"({iv} mod K) * size with K >= {n}), or use @max_in_flight({order.distance})"
+            )
+        note = (
+            f"iterations {_ivs(order.loop, a)} and {_ivs(order.loop, b)} (distance "
+            f"{order.distance}) touch bytes [{lo}, {hi}) of '{buf}'"
+        )
     elif order.after_loop is not None:
         iv = order.after_loop.iv_name.data
         rule = "HAZ-01"
-        msg = (f"{kind} hazard: {task_label(tb)} {what(b)} after loop '{iv}', but "
-               f"{name_a}{line_a} {what(a)} in one of the loop's last "
-               f"{order.after_loop.max_in_flight()} iteration(s) and nothing waits for it")
-        fix = f"wait({a_tok}) inside the loop" if a_tok else "name the task's token and wait for it inside the loop"
+        msg = (
+            f"{kind} hazard: {task_label(tb)} {what(b)} after loop '{iv}', but "
+            f"{name_a}{line_a} {what(a)} in one of the loop's last "
+            f"{order.after_loop.max_in_flight()} iteration(s) and nothing waits for it"
+        )
+        fix = (
+            f"wait({a_tok}) inside the loop"
+            if a_tok
+            else "name the task's token and wait for it inside the loop"
+        )
         fix += " (tasks of the last @max_in_flight iterations are not complete at endloop)"
         note = f"bytes [{lo}, {hi}) of '{buf}' overlap"
     else:
         rule = "HAZ-01"
         where = _where(a.inst)
-        msg = (f"{kind} hazard: {task_label(tb)} {what(b)}{_where(b.inst)} but is not "
-               f"ordered after {name_a}{line_a}, which {what(a)}{where}")
-        fix = (f"add {a_tok} to the deps of {tb.token_name() or 'the task'} "
-               f"(deps=[..., {a_tok}]) or wait({a_tok}) before it") if a_tok else \
-            "name the earlier task's token and add it to this task's deps"
+        msg = (
+            f"{kind} hazard: {task_label(tb)} {what(b)}{_where(b.inst)} but is not "
+            f"ordered after {name_a}{line_a}, which {what(a)}{where}"
+        )
+        fix = (
+            (
+                f"add {a_tok} to the deps of {tb.token_name() or 'the task'} "
+                f"(deps=[..., {a_tok}]) or wait({a_tok}) before it"
+            )
+            if a_tok
+            else "name the earlier task's token and add it to this task's deps"
+        )
         note = f"bytes [{lo}, {hi}) of '{buf}' overlap; no deps, wait or .sync orders the two tasks"
     notes = [Diagnostic("note", f"conflicting access by {name_a}: {note}", la)]
     return Diagnostic("error", msg, lb, rule, fix, notes)
-
 
 
 def _ivs(loop: LoopOp, acc_or_inst) -> str:
@@ -119,8 +168,11 @@ def _ivs(loop: LoopOp, acc_or_inst) -> str:
 def _where(inst: Instance) -> str:
     if not inst.task.loops:
         return ""
-    return " (at " + ", ".join(f"{lp.iv_name.data}={v}" for lp, v in
-                               zip(inst.task.loops, inst.ivs)) + ")"
+    return (
+        " (at "
+        + ", ".join(f"{lp.iv_name.data}={v}" for lp, v in zip(inst.task.loops, inst.ivs))
+        + ")"
+    )
 
 
 def rop_buffer(region: SSAValue) -> SSAValue:

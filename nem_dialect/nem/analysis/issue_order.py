@@ -11,8 +11,9 @@ from nem.analysis.happens_before import StaticTask, Structure
 from nem.analysis.presburger import InstanceSpace
 
 
-def key_compare(s: Structure, t: StaticTask, rank: int, sp: InstanceSpace,
-                key: tuple[int, ...], sign: int) -> isl.Set:
+def key_compare(
+    s: Structure, t: StaticTask, rank: int, sp: InstanceSpace, key: tuple[int, ...], sign: int
+) -> isl.Set:
     """The instances (group 0 of `sp`) of task `t` whose issue key, with the
     access's `rank`, is after (`sign` 1) or before (-1) the constant `key`:
     `issue_key` compared lexicographically, a loop ordinal at a time."""
@@ -23,11 +24,14 @@ def key_compare(s: Structure, t: StaticTask, rank: int, sp: InstanceSpace,
     out, cur = sp.empty, sp.universe
     for p, c in enumerate(mine):
         if p == len(key):
-            return out | cur if sign > 0 else out   # key is a prefix of ours: ours is after
+            return out | cur if sign > 0 else out  # key is a prefix of ours: ours is after
         if c is None:
             m = p // 2
-            out = out | (cur.lower_bound_val(isl.dim_type.set, m, key[p] + 1) if sign > 0
-                         else cur.upper_bound_val(isl.dim_type.set, m, key[p] - 1))
+            out = out | (
+                cur.lower_bound_val(isl.dim_type.set, m, key[p] + 1)
+                if sign > 0
+                else cur.upper_bound_val(isl.dim_type.set, m, key[p] - 1)
+            )
             cur = cur.fix_val(isl.dim_type.set, m, key[p])
         elif c != key[p]:
             return out | cur if (c > key[p]) == (sign > 0) else out

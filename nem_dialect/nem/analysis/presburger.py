@@ -68,7 +68,7 @@ class InstanceSpace:
         at = 0
         for n in sizes:
             self.starts.append(at)
-            self.groups.append(var[at:at + n])
+            self.groups.append(var[at : at + n])
             at += n
         self.extra = var[at:]
 
@@ -106,8 +106,10 @@ outlive one analysis, so a process analysing many programs reuses them."""
 def point(s: isl.Set) -> list[int]:
     """The coordinates of a point of non-empty `s` (of `lexmin`/`lexmax`: the extreme one)."""
     p = s.sample_point()
-    return [p.get_coordinate_val(isl.dim_type.set, d).to_python()
-            for d in range(s.dim(isl.dim_type.set))]
+    return [
+        p.get_coordinate_val(isl.dim_type.set, d).to_python()
+        for d in range(s.dim(isl.dim_type.set))
+    ]
 
 
 def instance_space(sizes: Sequence[int], extra: int = 0) -> InstanceSpace:
@@ -162,10 +164,17 @@ class Nest:
     functions are built once per task, on a space of its own, and moved to
     the group of each space a question needs (`embed`)."""
 
-    def __init__(self, ev: Evaluator, boxes: Boxes, loops: Sequence[LoopOp],
-                 sp: InstanceSpace, g: int, base: Nest | None = None):
+    def __init__(
+        self,
+        ev: Evaluator,
+        boxes: Boxes,
+        loops: Sequence[LoopOp],
+        sp: InstanceSpace,
+        g: int,
+        base: Nest | None = None,
+    ):
         self.ev, self.boxes, self.sp, self.g, self.base = ev, boxes, sp, g, base
-        self.ords = sp.groups[g][:len(loops)]
+        self.ords = sp.groups[g][: len(loops)]
         self._memo: dict[int, isl.PwAff] = {}
         self.trips: list[isl.PwAff] = []
         self.domain: isl.Set = sp.universe
@@ -212,8 +221,13 @@ class Nest:
         return hit
 
 
-def quasi_affine(ev: Evaluator, value: SSAValue, env: Mapping[BlockArgument, isl.PwAff],
-                 sp: InstanceSpace, box: Mapping[BlockArgument, Interval]) -> isl.PwAff:
+def quasi_affine(
+    ev: Evaluator,
+    value: SSAValue,
+    env: Mapping[BlockArgument, isl.PwAff],
+    sp: InstanceSpace,
+    box: Mapping[BlockArgument, Interval],
+) -> isl.PwAff:
     """`value` as a piecewise quasi-affine function on `sp` (`env` gives the
     loop variables).  Raises NotAnExpression for an operand that is not an
     integer expression of `env`'s variables, ExprError for a constant
@@ -240,8 +254,15 @@ def quasi_affine(ev: Evaluator, value: SSAValue, env: Mapping[BlockArgument, isl
     return regs[-1][0]
 
 
-def _binop(op: str, fa: isl.PwAff, ba: Form | None, fb: isl.PwAff, ca: int | None,
-           cb: int | None, sp: InstanceSpace) -> isl.PwAff:
+def _binop(
+    op: str,
+    fa: isl.PwAff,
+    ba: Form | None,
+    fb: isl.PwAff,
+    ca: int | None,
+    cb: int | None,
+    sp: InstanceSpace,
+) -> isl.PwAff:
     if op == "+":
         return fa + fb
     if op == "-":
@@ -256,7 +277,7 @@ def _binop(op: str, fa: isl.PwAff, ba: Form | None, fb: isl.PwAff, ca: int | Non
         raise ExprError(f"{'division' if op == '/' else 'mod'} by zero")
     nonneg = ba is not None and ba.interval is not None and ba.interval[0] >= 0
     if op == "/":
-        if nonneg:   # truncation is floor: one piece
+        if nonneg:  # truncation is floor: one piece
             q = fa.div(sp.const(abs(cb))).floor()
             return q if cb > 0 else -q
         return fa.tdiv_q(fb)

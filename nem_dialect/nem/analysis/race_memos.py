@@ -37,14 +37,17 @@ class ShapeMemos:
     is decided once.  Every pair of every analysis is still looked up."""
 
     races: BoundedCache[tuple, tuple[InstanceSpace, isl.Set] | None] = field(
-        default_factory=lambda: BoundedCache(SHAPE_MEMO_LIMIT))
+        default_factory=lambda: BoundedCache(SHAPE_MEMO_LIMIT)
+    )
     """Race sets by the shape of the pair (`_symbolic`); the sets are on the
     shared `instance_space`s."""
     witnesses: BoundedCache[tuple, Witness | None] = field(
-        default_factory=lambda: BoundedCache(SHAPE_MEMO_LIMIT))
+        default_factory=lambda: BoundedCache(SHAPE_MEMO_LIMIT)
+    )
     """Witnesses by the shape of the pair and the writes in between."""
     covers: BoundedCache[tuple, bool] = field(
-        default_factory=lambda: BoundedCache(SHAPE_MEMO_LIMIT))
+        default_factory=lambda: BoundedCache(SHAPE_MEMO_LIMIT)
+    )
     """Whether a write of a loop nest writes every byte of its bounds, by its
     form and bounds (`_cover`)."""
 

@@ -118,8 +118,11 @@ def block_liveness(block: Block, ev: Evaluator | None = None) -> BlockLiveness:
             last = k
         else:
             last = n  # unconsumed: until the end of the block
-            uses = [idx.get(a) for a in (_ancestor_in(u.operation, block)
-                                         for u in op.results[0].uses) if a is not None]
+            uses = [
+                idx.get(a)
+                for a in (_ancestor_in(u.operation, block) for u in op.results[0].uses)
+                if a is not None
+            ]
             found = [u for u in uses if u is not None]
             if found:
                 last = max(found)
@@ -177,12 +180,21 @@ def _check_tokens(program: ProgramOp) -> list[Diagnostic]:
             else:
                 blockers = []
                 if not op.results[0].uses:
-                    diags.append(Diagnostic(
-                        "warning", f"the token of {task_label(op)} is never consumed: no deps "
-                        "or wait refers to it", SourceLoc.of(op), "TASK-01",
-                        (f"wait({op.token_name()}) before it matters, or use the .sync form"
-                         if op.token_name() else "name the token and wait for it, or use .sync")
-                        + " (decision D-TOK-UNUSED)"))
+                    diags.append(
+                        Diagnostic(
+                            "warning",
+                            f"the token of {task_label(op)} is never consumed: no deps "
+                            "or wait refers to it",
+                            SourceLoc.of(op),
+                            "TASK-01",
+                            (
+                                f"wait({op.token_name()}) before it matters, or use the .sync form"
+                                if op.token_name()
+                                else "name the token and wait for it, or use .sync"
+                            )
+                            + " (decision D-TOK-UNUSED)",
+                        )
+                    )
             for t in blockers:
                 if reach(t) > s.pos[op]:
                     diags.append(_deadlock(s, op, t))
@@ -199,15 +211,22 @@ def _deadlock(s: Structure, op: Operation, t: StaticTask) -> Diagnostic:
     what = "waits for" if isinstance(op, WaitOp) else "is .sync and needs"
     # the awaited task itself may be the late one (a wait before its producer): say so
     # rather than "t, which can only become ready after t"
-    why = ("a task issued after this statement" if late is t else
-           f"which can only become ready after {task_label(late.op)}, a task issued after "
-           "this statement")
+    why = (
+        "a task issued after this statement"
+        if late is t
+        else f"which can only become ready after {task_label(late.op)}, a task issued after "
+        "this statement"
+    )
     return Diagnostic(
-        "error", f"deadlock: this {'wait' if isinstance(op, WaitOp) else 'task'} {what} "
-        f"{task_label(t.op)}, {why}", SourceLoc.of(op), "TASK-03",
+        "error",
+        f"deadlock: this {'wait' if isinstance(op, WaitOp) else 'task'} {what} "
+        f"{task_label(t.op)}, {why}",
+        SourceLoc.of(op),
+        "TASK-03",
         "a wait blocks the statements after it: produce every awaited token, and "
         "everything it depends on, before the wait (decision D-TOK-DEADLOCK)",
-        [Diagnostic("note", f"{task_label(late.op)} is issued here", SourceLoc.of(late.op))])
+        [Diagnostic("note", f"{task_label(late.op)} is issued here", SourceLoc.of(late.op))],
+    )
 
 
 def _closure(t: StaticTask) -> Iterator[StaticTask]:

@@ -8,15 +8,19 @@ from __future__ import annotations
 from typing import Any
 
 
-def check_type(func: str, param: str, value: Any, types: type | tuple[type, ...],
-               what: str) -> None:
+def check_type(
+    func: str, param: str, value: Any, types: type | tuple[type, ...], what: str
+) -> None:
     """`value` is an instance of `types` (a bool is not an int), else a
     TypeError `func: param must be WHAT, not TYPE`."""
-    ok = isinstance(value, types) and not (isinstance(value, bool) and bool not in (
-        types if isinstance(types, tuple) else (types,)))
+    ok = isinstance(value, types) and not (
+        isinstance(value, bool) and bool not in (types if isinstance(types, tuple) else (types,))
+    )
     if not ok:
-        raise TypeError(f"{func}: {param} must be {what}, not {type(value).__name__}"
-                        + (f" ({value!r})" if isinstance(value, int | float) else ""))
+        raise TypeError(
+            f"{func}: {param} must be {what}, not {type(value).__name__}"
+            + (f" ({value!r})" if isinstance(value, int | float) else "")
+        )
 
 
 def check_text(func: str, param: str, value: Any, limit: int | None = None) -> None:
@@ -24,8 +28,10 @@ def check_text(func: str, param: str, value: Any, limit: int | None = None) -> N
     limit, D-LIMITS: a ValueError naming it)."""
     check_type(func, param, value, str, "a str")
     if limit is not None and len(value) > limit // 4 and len(value.encode("utf-8")) > limit:
-        raise ValueError(f"{func}: {param} has more than {limit} bytes, above the source limit "
-                         "(D-LIMITS; raise it with nem.dialect.limits.source_limit(N))")
+        raise ValueError(
+            f"{func}: {param} has more than {limit} bytes, above the source limit "
+            "(D-LIMITS; raise it with nem.dialect.limits.source_limit(N))"
+        )
 
 
 __all__ = ["check_type", "check_text"]

@@ -56,42 +56,50 @@ def npy_header(f: IO[bytes], where: str) -> tuple[tuple[int, ...], np.dtype]:
     from numpy.lib import format as npy_format
 
     if f.read(len(NPY_MAGIC)) != NPY_MAGIC:
-        raise ArrayFileRefused(f"{where} is not a .npy file (no NumPy header): save the "
-                               "array with numpy.save, or give raw bytes in a file whose "
-                               "name does not end in .npy")
+        raise ArrayFileRefused(
+            f"{where} is not a .npy file (no NumPy header): save the "
+            "array with numpy.save, or give raw bytes in a file whose "
+            "name does not end in .npy"
+        )
     version = tuple(f.read(2))
     if version not in ((1, 0), (2, 0), (3, 0)):
-        raise ArrayFileRefused(f"{where} is not a readable .npy file: unknown format "
-                               f"version {version} at byte offset 6")
+        raise ArrayFileRefused(
+            f"{where} is not a readable .npy file: unknown format "
+            f"version {version} at byte offset 6"
+        )
     width = 2 if version == (1, 0) else 4
     raw_len = f.read(width)
     if len(raw_len) < width:
         raise ArrayFileRefused(f"{where} is truncated in its header (byte offset 8)")
     length = struct.unpack("<H" if width == 2 else "<I", raw_len)[0]
     if length > NPY_MAX_HEADER:
-        raise ArrayFileRefused(f"{where} declares a header of {length} bytes at byte offset "
-                               f"8, more than {NPY_MAX_HEADER}: not a file numpy.save wrote")
+        raise ArrayFileRefused(
+            f"{where} declares a header of {length} bytes at byte offset "
+            f"8, more than {NPY_MAX_HEADER}: not a file numpy.save wrote"
+        )
     header = f.read(length)
     try:
         # numpy parses the header it has been given whole: it can no longer
         # be asked to read gigabytes
         copy = io.BytesIO(raw_len + header)
-        read = npy_format.read_array_header_1_0 if width == 2 else \
-            npy_format.read_array_header_2_0
+        read = npy_format.read_array_header_1_0 if width == 2 else npy_format.read_array_header_2_0
         shape, _fortran, dtype = read(copy, max_header_size=NPY_MAX_HEADER)
     except Exception as e:  # noqa: BLE001 - numpy's parser of untrusted text (ast,
         # tokenize, dtype construction) raises ValueError, SyntaxError, TokenError, ...
-        raise ArrayFileRefused(f"{where} is not a readable .npy file: "
-                               f"{str(e).splitlines()[0] if str(e) else type(e).__name__}"
-                               ) from None
+        raise ArrayFileRefused(
+            f"{where} is not a readable .npy file: "
+            f"{str(e).splitlines()[0] if str(e) else type(e).__name__}"
+        ) from None
     if dtype.hasobject:
-        raise ArrayFileRefused(f"{where} holds Python objects (a pickled array): save an "
-                               "array of numbers")
+        raise ArrayFileRefused(
+            f"{where} holds Python objects (a pickled array): save an array of numbers"
+        )
     return tuple(shape), np.dtype(dtype)
 
 
-def check_npy_size(shape: tuple[int, ...], dtype: np.dtype, where: str, limit: int,
-                   name: str) -> int:
+def check_npy_size(
+    shape: tuple[int, ...], dtype: np.dtype, where: str, limit: int, name: str
+) -> int:
     """The data bytes of an array of `shape` and `dtype`, refused when they
     exceed `limit`, the bytes of `name` (computed on Python ints: a header
     declaring (2^40, 2^40) cannot overflow)."""
@@ -100,25 +108,33 @@ def check_npy_size(shape: tuple[int, ...], dtype: np.dtype, where: str, limit: i
         count *= d
     nbytes = count * dtype.itemsize
     if nbytes > limit or nbytes > MAX_INPUT_FILE_BYTES:
-        raise ArrayFileRefused(f"{where} declares a {dtype} array of shape {list(shape)} "
-                               f"({nbytes} bytes), more than the {limit} bytes of {name}")
+        raise ArrayFileRefused(
+            f"{where} declares a {dtype} array of shape {list(shape)} "
+            f"({nbytes} bytes), more than the {limit} bytes of {name}"
+        )
     return nbytes
 
 
-def _check_header(check: HeaderCheck | None, shape: tuple[int, ...], dtype: np.dtype,
-                  prefix: str = "") -> None:
+def _check_header(
+    check: HeaderCheck | None, shape: tuple[int, ...], dtype: np.dtype, prefix: str = ""
+) -> None:
     if check is None:
         return
     try:
-        check(shape or (1,), dtype)   # a 0-d array is read as 1 element
+        check(shape or (1,), dtype)  # a 0-d array is read as 1 element
     except (KeyError, ValueError) as e:
-        raise ArrayFileRefused(f"{prefix}{e.args[0] if isinstance(e, KeyError) else e} "
-                               f"(the file's header declares {dtype}, shape {list(shape)})"
-                               ) from None
+        raise ArrayFileRefused(
+            f"{prefix}{e.args[0] if isinstance(e, KeyError) else e} "
+            f"(the file's header declares {dtype}, shape {list(shape)})"
+        ) from None
 
 
-def load_npy(path: str, limit: int = MAX_INPUT_FILE_BYTES, name: str = "the buffer",
-             check: HeaderCheck | None = None) -> np.ndarray:
+def load_npy(
+    path: str,
+    limit: int = MAX_INPUT_FILE_BYTES,
+    name: str = "the buffer",
+    check: HeaderCheck | None = None,
+) -> np.ndarray:
     """The array of a `.npy` file for `name` of `limit` bytes (as saved: a
     0-d array stays 0-d); an archive, a file without NumPy's header (numpy's
     own message for one is about pickles), pickled objects, a header that
@@ -132,9 +148,11 @@ def load_npy(path: str, limit: int = MAX_INPUT_FILE_BYTES, name: str = "the buff
         _check_header(check, shape, dtype)
         nbytes = check_npy_size(shape, dtype, f"'{path}'", limit, name)
         if size - f.tell() < nbytes:
-            raise ArrayFileRefused(f"'{path}' is truncated: its header declares {nbytes} "
-                                   f"bytes of data, the file has {size - f.tell()} after the "
-                                   f"header (at byte offset {f.tell()})")
+            raise ArrayFileRefused(
+                f"'{path}' is truncated: its header declares {nbytes} "
+                f"bytes of data, the file has {size - f.tell()} after the "
+                f"header (at byte offset {f.tell()})"
+            )
     try:
         arr = np.load(path, allow_pickle=False)
     except (ValueError, EOFError, OSError) as e:
@@ -144,9 +162,11 @@ def load_npy(path: str, limit: int = MAX_INPUT_FILE_BYTES, name: str = "the buff
     return arr
 
 
-def read_archive(path: str, buffer_size: Callable[[str], int],
-                 check: Callable[[str, tuple[int, ...], np.dtype], None] | None = None
-                 ) -> dict[str, np.ndarray]:
+def read_archive(
+    path: str,
+    buffer_size: Callable[[str], int],
+    check: Callable[[str, tuple[int, ...], np.dtype], None] | None = None,
+) -> dict[str, np.ndarray]:
     """The arrays of a `.npz` archive, each for the buffer of its name (a
     0-d member as 1 element): `buffer_size(name)` gives that buffer's size
     (KeyError, its message the reason, for an unknown one), `check(name,
@@ -169,13 +189,16 @@ def read_archive(path: str, buffer_size: Callable[[str], int],
                     raise ArrayFileRefused(e.args[0]) from None
                 where = f"'{path}' member '{info.filename}'"
                 if info.file_size > min(size, MAX_INPUT_FILE_BYTES) + NPY_MAX_HEADER:
-                    raise ArrayFileRefused(f"{where} has {info.file_size} bytes, more "
-                                           f"than the {size} bytes of buffer '{name}'")
+                    raise ArrayFileRefused(
+                        f"{where} has {info.file_size} bytes, more "
+                        f"than the {size} bytes of buffer '{name}'"
+                    )
                 with z.open(info) as f:
                     shape, dtype = npy_header(f, where)
                 if check is not None:
-                    _check_header(functools.partial(check, name), shape, dtype,
-                                  f"member '{info.filename}': ")
+                    _check_header(
+                        functools.partial(check, name), shape, dtype, f"member '{info.filename}': "
+                    )
                 check_npy_size(shape, dtype, where, size, f"buffer '{name}'")
             with np.load(path, allow_pickle=False) as npz:
                 for info in infos:
@@ -186,5 +209,12 @@ def read_archive(path: str, buffer_size: Callable[[str], int],
     return out
 
 
-__all__ = ["ArrayFileRefused", "HeaderCheck", "NPY_MAX_HEADER", "check_npy_size",
-           "load_npy", "npy_header", "read_archive"]
+__all__ = [
+    "ArrayFileRefused",
+    "HeaderCheck",
+    "NPY_MAX_HEADER",
+    "check_npy_size",
+    "load_npy",
+    "npy_header",
+    "read_archive",
+]

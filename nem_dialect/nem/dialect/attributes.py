@@ -106,8 +106,9 @@ class MemLevelAttr(Data[str]):
                 parser.parse_punctuation("]")
             error = mem_level_error(text)
             if error is not None:
-                raise RuleParseError(Span(pos, parser.pos, parser.lexer.input), error,
-                                     "GRAM-05", MEM_LEVEL_FIX)
+                raise RuleParseError(
+                    Span(pos, parser.pos, parser.lexer.input), error, "GRAM-05", MEM_LEVEL_FIX
+                )
         return text
 
     def verify(self) -> None:
@@ -186,12 +187,16 @@ class PerChannelQuantAttr(ParametrizedAttribute):
     zero_points: ArrayAttr
     """One zero point per channel."""
 
-    def __init__(self, axis: int, scales: Sequence[float | int], zero_points: Sequence[float | int]):
+    def __init__(
+        self, axis: int, scales: Sequence[float | int], zero_points: Sequence[float | int]
+    ):
         super().__init__(IntAttr(axis), _num_array(scales), _num_array(zero_points))
 
     def render(self) -> str:
-        return (f"per_channel(axis={self.axis.data}, scales={fmt_list(self.scales)}, "
-                f"zero_points={fmt_list(self.zero_points)})")
+        return (
+            f"per_channel(axis={self.axis.data}, scales={fmt_list(self.scales)}, "
+            f"zero_points={fmt_list(self.zero_points)})"
+        )
 
 
 @irdl_attr_definition
@@ -208,14 +213,22 @@ class PerGroupQuantAttr(ParametrizedAttribute):
     zero_points: ArrayAttr
     """One zero point per group."""
 
-    def __init__(self, axis: int, group_size: int, scales: Sequence[float | int],
-                 zero_points: Sequence[float | int]):
-        super().__init__(IntAttr(axis), IntAttr(group_size), _num_array(scales),
-                         _num_array(zero_points))
+    def __init__(
+        self,
+        axis: int,
+        group_size: int,
+        scales: Sequence[float | int],
+        zero_points: Sequence[float | int],
+    ):
+        super().__init__(
+            IntAttr(axis), IntAttr(group_size), _num_array(scales), _num_array(zero_points)
+        )
 
     def render(self) -> str:
-        return (f"per_group(axis={self.axis.data}, group_size={self.group_size.data}, "
-                f"scales={fmt_list(self.scales)}, zero_points={fmt_list(self.zero_points)})")
+        return (
+            f"per_group(axis={self.axis.data}, group_size={self.group_size.data}, "
+            f"scales={fmt_list(self.scales)}, zero_points={fmt_list(self.zero_points)})"
+        )
 
 
 QuantAttr = PerTensorQuantAttr | PerChannelQuantAttr | PerGroupQuantAttr
@@ -260,17 +273,27 @@ class DecoratorAttr(ParametrizedAttribute):
 
 
 def _flag(deco: str, attr: str, doc: str) -> type[DecoratorAttr]:
-    cls = type(f"{deco.title().replace('_', '')}Attr", (DecoratorAttr,),
-               {"name": attr, "DECO_NAME": deco, "__doc__": doc})
+    cls = type(
+        f"{deco.title().replace('_', '')}Attr",
+        (DecoratorAttr,),
+        {"name": attr, "DECO_NAME": deco, "__doc__": doc},
+    )
     return irdl_attr_definition(cls)
 
 
-MaterializedAttr = _flag("materialized", "nem.materialized",
-                         "`@materialized`: the region must exist as an architectural value.")
-DeterministicAttr = _flag("deterministic", "nem.deterministic",
-                          "`@deterministic`: the lowering must be bitwise reproducible.")
-MemmoveAttr = _flag("memmove", "nem.memmove",
-                    "`@memmove`: a transfer's source and destination may overlap.")
+MaterializedAttr = _flag(
+    "materialized",
+    "nem.materialized",
+    "`@materialized`: the region must exist as an architectural value.",
+)
+DeterministicAttr = _flag(
+    "deterministic",
+    "nem.deterministic",
+    "`@deterministic`: the lowering must be bitwise reproducible.",
+)
+MemmoveAttr = _flag(
+    "memmove", "nem.memmove", "`@memmove`: a transfer's source and destination may overlap."
+)
 ReadonlyAttr = _flag("readonly", "nem.readonly", "`@readonly`: the region is only read.")
 WriteonlyAttr = _flag("writeonly", "nem.writeonly", "`@writeonly`: the region is only written.")
 
@@ -453,9 +476,15 @@ class RegionType(ParametrizedAttribute, TypeAttribute):
     quant: Attribute
     """The quantization descriptor (`quant_desc`), or `none`."""
 
-    def __init__(self, level: MemLevelAttr, elem: Attribute | None = None,
-                 shape: Sequence[int] | None = None, layout: str | None = None,
-                 strides: Sequence[int] | None = None, quant: Attribute | None = None):
+    def __init__(
+        self,
+        level: MemLevelAttr,
+        elem: Attribute | None = None,
+        shape: Sequence[int] | None = None,
+        layout: str | None = None,
+        strides: Sequence[int] | None = None,
+        quant: Attribute | None = None,
+    ):
         super().__init__(
             level,
             elem or NoneType(),
@@ -523,15 +552,20 @@ def _dense_by_value(array: Attribute) -> tuple[int, ...] | None:
     return array.get_values() if isa(array, DenseArrayBase[IntegerType]) else None
 
 
-_DENSE_BY_ID: BoundedCache[int, tuple[Attribute, tuple[int, ...] | None]] = \
-    BoundedCache(DENSE_CACHE_SIZE)
+_DENSE_BY_ID: BoundedCache[int, tuple[Attribute, tuple[int, ...] | None]] = BoundedCache(
+    DENSE_CACHE_SIZE
+)
 
 
 @lru_cache(maxsize=DENSE_CACHE_SIZE)
-def region_type(level: MemLevelAttr, elem: Attribute | None = None,
-                shape: tuple[int, ...] | None = None, layout: str | None = None,
-                strides: tuple[int, ...] | None = None,
-                quant: Attribute | None = None) -> RegionType:
+def region_type(
+    level: MemLevelAttr,
+    elem: Attribute | None = None,
+    shape: tuple[int, ...] | None = None,
+    layout: str | None = None,
+    strides: tuple[int, ...] | None = None,
+    quant: Attribute | None = None,
+) -> RegionType:
     """`RegionType(...)`, one object per distinct type: a lowered CNN builds
     a region type per region operand (a hundred thousand), of a few thousand
     distinct types, and each construction verifies its parameters."""
@@ -539,8 +573,22 @@ def region_type(level: MemLevelAttr, elem: Attribute | None = None,
 
 
 ATTRIBUTES: list[type[Attribute]] = [
-    MemLevelAttr, PerTensorQuantAttr, PerChannelQuantAttr, PerGroupQuantAttr,
-    MaterializedAttr, DeterministicAttr, MemmoveAttr, ReadonlyAttr, WriteonlyAttr,
-    MaxInFlightAttr, SeqEngineAttr, ResourceAttr, DebugAttr, ProfileAttr, ArgRefAttr,
-    TokenType, BufferType, RegionType,
+    MemLevelAttr,
+    PerTensorQuantAttr,
+    PerChannelQuantAttr,
+    PerGroupQuantAttr,
+    MaterializedAttr,
+    DeterministicAttr,
+    MemmoveAttr,
+    ReadonlyAttr,
+    WriteonlyAttr,
+    MaxInFlightAttr,
+    SeqEngineAttr,
+    ResourceAttr,
+    DebugAttr,
+    ProfileAttr,
+    ArgRefAttr,
+    TokenType,
+    BufferType,
+    RegionType,
 ]

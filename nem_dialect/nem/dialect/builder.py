@@ -218,8 +218,9 @@ class NemBuilder:
         positions = list(frame.f_code.co_positions())
         k = frame.f_lasti // 2
         col = positions[k][2] if 0 <= k < len(positions) else None
-        return SourceLoc(frame.f_code.co_filename, frame.f_lineno,
-                         col + 1 if isinstance(col, int) else 1)
+        return SourceLoc(
+            frame.f_code.co_filename, frame.f_lineno, col + 1 if isinstance(col, int) else 1
+        )
 
     def _insert(self, op: Operation, loc: LocationAttr) -> Operation:
         op.location = loc
@@ -259,8 +260,9 @@ class NemBuilder:
         op = ConstOp(name, self._emit(as_expr(value), at))
         return Sym(self._insert(op, at).results[0])
 
-    def let(self, name: str, value: IntLike | str | float | list[object], *, loc: Loc = None
-            ) -> Sym | None:
+    def let(
+        self, name: str, value: IntLike | str | float | list[object], *, loc: Loc = None
+    ) -> Sym | None:
         """`let NAME = value`: an integer expression gives a symbol usable in
         later expressions; a string, float or list gives None (it can only be
         printed)."""
@@ -273,9 +275,16 @@ class NemBuilder:
         self._insert(LetOp(name, attr, args, False), at)
         return None
 
-    def buffer(self, name: str, level: str | MemLevelAttr, size: IntLike, *,
-               align: int | None = None, decorators: Sequence[DecoratorSpec] = (),
-               loc: Loc = None) -> SSAValue:
+    def buffer(
+        self,
+        name: str,
+        level: str | MemLevelAttr,
+        size: IntLike,
+        *,
+        align: int | None = None,
+        decorators: Sequence[DecoratorSpec] = (),
+        loc: Loc = None,
+    ) -> SSAValue:
         """`buffer NAME : LEVEL (size=..., align=...)`; `level` is `DDR`, `L2`,
         `L1` or `L1[k]`."""
         at = self._loc_attr(loc)
@@ -288,12 +297,22 @@ class NemBuilder:
         op = BufferOp(name, BufferType(lvl), size_v, align, self._decos(decorators, at))
         return self._insert(op, at).results[0]
 
-    def region(self, name: str | None, buffer: SSAValue, offset: IntLike,
-               extent: IntLike | None = None, *, elem: str | Attribute | None = None,
-               shape: Sequence[IntLike] | None = None, layout: str | None = None,
-               strides: Sequence[IntLike] | None = None, quant: QuantAttr | None = None,
-               let: bool = False, decorators: Sequence[DecoratorSpec] = (),
-               loc: Loc = None) -> SSAValue:
+    def region(
+        self,
+        name: str | None,
+        buffer: SSAValue,
+        offset: IntLike,
+        extent: IntLike | None = None,
+        *,
+        elem: str | Attribute | None = None,
+        shape: Sequence[IntLike] | None = None,
+        layout: str | None = None,
+        strides: Sequence[IntLike] | None = None,
+        quant: QuantAttr | None = None,
+        let: bool = False,
+        decorators: Sequence[DecoratorSpec] = (),
+        loc: Loc = None,
+    ) -> SSAValue:
         """A region of `buffer`: `NAME = region(buffer, offset, extent) elem=..,
         shape=[..], layout=..|strides=[..]` (`let=True`: `let NAME = ...`;
         `name=None`: an inline region, for an operand).  An untyped region
@@ -301,19 +320,31 @@ class NemBuilder:
         region's static shape and strides need."""
         at = self._loc_attr(loc)
         if buffer is None or not isinstance(buffer.type, BufferType):
-            raise fail(f"region '{name or 'inline'}': {buffer!r} is not a buffer", _src(at),
-                       "NAME-01", "pass the value returned by b.buffer(...)")
+            raise fail(
+                f"region '{name or 'inline'}': {buffer!r} is not a buffer",
+                _src(at),
+                "NAME-01",
+                "pass the value returned by b.buffer(...)",
+            )
         level = buffer.type.level
         shape_e = [as_expr(d) for d in shape] if shape is not None else None
         strides_e = [as_expr(s) for s in strides] if strides is not None else None
         elem_attr = self._elem(elem, at) if elem is not None else None
         if elem_attr is not None and (shape_e is None or (layout is None) == (strides_e is None)):
-            raise fail(f"region '{name or 'inline'}': a typed region needs shape= and exactly "
-                       "one of layout= or strides=", _src(at), "GRAM-08",
-                       'write elem="f16", shape=[..], layout="C" (or strides=[..])')
+            raise fail(
+                f"region '{name or 'inline'}': a typed region needs shape= and exactly "
+                "one of layout= or strides=",
+                _src(at),
+                "GRAM-08",
+                'write elem="f16", shape=[..], layout="C" (or strides=[..])',
+            )
         if elem_attr is None and (shape_e or layout or strides_e or quant):
-            raise fail(f"region '{name or 'inline'}': shape, layout, strides and quant need elem=",
-                       _src(at), "GRAM-08", 'add elem="f16" (or the region\'s element type)')
+            raise fail(
+                f"region '{name or 'inline'}': shape, layout, strides and quant need elem=",
+                _src(at),
+                "GRAM-08",
+                'add elem="f16" (or the region\'s element type)',
+            )
         if extent is None:
             extent = self._default_extent(name, elem_attr, shape_e, strides_e, at)
         off_v = self._emit(as_expr(offset), at)
@@ -328,28 +359,51 @@ class NemBuilder:
             def static(e: Expr, v: SSAValue) -> int:
                 s = e.value if isinstance(e, Lit) else ev.static(v)
                 return DYNAMIC if s is None else s
+
             rtype = region_type(
-                level, elem_attr, tuple(map(static, shape_e or (), shape_v)), layout,
+                level,
+                elem_attr,
+                tuple(map(static, shape_e or (), shape_v)),
+                layout,
                 tuple(map(static, strides_e, strides_v)) if strides_e is not None else None,
-                quant)
+                quant,
+            )
         binding = "inline" if name is None else ("let" if let else "decl")
-        op = RegionOp(rtype, buffer, off_v, ext_v, shape_v, strides_v, name, binding,
-                      self._decos(decorators, at))
+        op = RegionOp(
+            rtype,
+            buffer,
+            off_v,
+            ext_v,
+            shape_v,
+            strides_v,
+            name,
+            binding,
+            self._decos(decorators, at),
+        )
         return self._insert(op, at).results[0]
 
-    def _default_extent(self, name: str | None, elem: Attribute | None, shape: list[Expr] | None,
-                        strides: list[Expr] | None, at: LocationAttr) -> IntLike:
+    def _default_extent(
+        self,
+        name: str | None,
+        elem: Attribute | None,
+        shape: list[Expr] | None,
+        strides: list[Expr] | None,
+        at: LocationAttr,
+    ) -> IntLike:
         dims = [d.static() for d in shape or ()]
         steps = [s.static() for s in strides] if strides is not None else None
         if elem is None or None in dims or (steps is not None and None in steps):
-            raise fail(f"region '{name or 'inline'}': give extent= (it defaults to the bytes of a "
-                       "typed region whose shape and strides are loop-invariant)", _src(at),
-                       "GRAM-07", "pass the extent in bytes as the fourth argument")
+            raise fail(
+                f"region '{name or 'inline'}': give extent= (it defaults to the bytes of a "
+                "typed region whose shape and strides are loop-invariant)",
+                _src(at),
+                "GRAM-07",
+                "pass the extent in bytes as the fourth argument",
+            )
         name_of_elem = elem_name(elem)
         assert name_of_elem is not None
         bits = BITWIDTH[name_of_elem]
-        if steps is None and bits % 8 == 0 and shape and \
-                any(not isinstance(d, Lit) for d in shape):
+        if steps is None and bits % 8 == 0 and shape and any(not isinstance(d, Lit) for d in shape):
             # a dense shape given with named sizes: the extent is written with
             # them (`TM * TK * 2`), as a hand-written program would, not folded
             extent: Expr = shape[0]
@@ -362,18 +416,34 @@ class NemBuilder:
         if isinstance(elem, str):
             attr = ELEM_BY_NAME.get(elem)
             if attr is None:
-                raise fail(f"unknown element type '{elem}'", _src(at), "TYPE-01",
-                           "use one of " + ", ".join(ELEM_BY_NAME))
+                raise fail(
+                    f"unknown element type '{elem}'",
+                    _src(at),
+                    "TYPE-01",
+                    "use one of " + ", ".join(ELEM_BY_NAME),
+                )
             return attr
         if elem_name(elem) is None:
-            raise fail(f"{elem} is not a NEM element type", _src(at), "TYPE-01",
-                       "use one of " + ", ".join(ELEM_BY_NAME))
+            raise fail(
+                f"{elem} is not a NEM element type",
+                _src(at),
+                "TYPE-01",
+                "use one of " + ", ".join(ELEM_BY_NAME),
+            )
         return elem
 
     # -- loops --------------------------------------------------------------------
     @contextmanager
-    def loop(self, iv: str, lower: IntLike, upper: IntLike, *, max_in_flight: int | None = None,
-             decorators: Sequence[DecoratorSpec] = (), loc: Loc = None) -> Iterator[Sym]:
+    def loop(
+        self,
+        iv: str,
+        lower: IntLike,
+        upper: IntLike,
+        *,
+        max_in_flight: int | None = None,
+        decorators: Sequence[DecoratorSpec] = (),
+        loc: Loc = None,
+    ) -> Iterator[Sym]:
         """`loop IV in [lower..upper] @max_in_flight(N): ... endloop` (bounds
         inclusive, D-LOOP-1); the `with` body builds the loop body and gets
         the loop variable."""
@@ -395,9 +465,17 @@ class NemBuilder:
             self._builder.insertion_point = saved
 
     # -- tasks --------------------------------------------------------------------
-    def transfer(self, dst: SSAValue, src: SSAValue, *, deps: Sequence[SSAValue] = (),
-                 name: str | None = None, sync: bool = False,
-                 decorators: Sequence[DecoratorSpec] = (), loc: Loc = None) -> SSAValue:
+    def transfer(
+        self,
+        dst: SSAValue,
+        src: SSAValue,
+        *,
+        deps: Sequence[SSAValue] = (),
+        name: str | None = None,
+        sync: bool = False,
+        decorators: Sequence[DecoratorSpec] = (),
+        loc: Loc = None,
+    ) -> SSAValue:
         """`NAME = transfer.async|sync(dst=..., src=..., deps=[...])`; returns the token."""
         at = self._loc_attr(loc)
         dst, src = self._values([dst, src], RegionType, "transfer dst= and src=", at)
@@ -405,9 +483,17 @@ class NemBuilder:
         op = TransferOp(dst, src, list(deps), sync, name, self._decos(decorators, at))
         return self._insert(op, at).results[0]
 
-    def store(self, dst: SSAValue, src: SSAValue, *, deps: Sequence[SSAValue] = (),
-              name: str | None = None, sync: bool = False,
-              decorators: Sequence[DecoratorSpec] = (), loc: Loc = None) -> SSAValue:
+    def store(
+        self,
+        dst: SSAValue,
+        src: SSAValue,
+        *,
+        deps: Sequence[SSAValue] = (),
+        name: str | None = None,
+        sync: bool = False,
+        decorators: Sequence[DecoratorSpec] = (),
+        loc: Loc = None,
+    ) -> SSAValue:
         """`NAME = store.async|sync(dst=..., src=..., deps=[...])`; returns the token."""
         at = self._loc_attr(loc)
         dst, src = self._values([dst, src], RegionType, "store dst= and src=", at)
@@ -415,18 +501,29 @@ class NemBuilder:
         op = StoreOp(dst, src, list(deps), sync, name, self._decos(decorators, at))
         return self._insert(op, at).results[0]
 
-    def wait(self, *tokens: SSAValue, decorators: Sequence[DecoratorSpec] = (),
-             loc: Loc = None) -> WaitOp:
+    def wait(
+        self, *tokens: SSAValue, decorators: Sequence[DecoratorSpec] = (), loc: Loc = None
+    ) -> WaitOp:
         """`wait(t1, t2, ...)`."""
         at = self._loc_attr(loc)
         op = WaitOp(self._values(tokens, TokenType, "wait", at), self._decos(decorators, at))
         self._insert(op, at)
         return op
 
-    def compute(self, opcode: str, ins: Sequence[Operand], outs: Sequence[Operand], *,
-                deps: Sequence[SSAValue] = (), name: str | None = None, sync: bool = False,
-                decorators: Sequence[DecoratorSpec] = (), attrs: dict[str, object] | None = None,
-                loc: Loc = None, **attributes: object) -> SSAValue:
+    def compute(
+        self,
+        opcode: str,
+        ins: Sequence[Operand],
+        outs: Sequence[Operand],
+        *,
+        deps: Sequence[SSAValue] = (),
+        name: str | None = None,
+        sync: bool = False,
+        decorators: Sequence[DecoratorSpec] = (),
+        attrs: dict[str, object] | None = None,
+        loc: Loc = None,
+        **attributes: object,
+    ) -> SSAValue:
         """`NAME = OPCODE.async|sync in INS out OUTS deps=[...] key=value ...`;
         returns the token.  Attributes come as keywords (or `attrs=` for names
         that are not Python identifiers) and are converted by their registry
@@ -440,9 +537,13 @@ class NemBuilder:
             import difflib
 
             near = difflib.get_close_matches(opcode, list(opcodes()), 3)
-            raise fail(f"unknown opcode '{opcode}'", _src(at), "TASK-11",
-                       (f"did you mean {', '.join(near)}? " if near else "")
-                       + "opcodes are listed in docs/ops.md")
+            raise fail(
+                f"unknown opcode '{opcode}'",
+                _src(at),
+                "TASK-11",
+                (f"did you mean {', '.join(near)}? " if near else "")
+                + "opcodes are listed in docs/ops.md",
+            )
         spec = lookup(opcode)
         assert spec is not None
         given = {**(attrs or {}), **attributes}
@@ -458,21 +559,37 @@ class NemBuilder:
         converted: dict[str, Attribute] = {}
         for key in spec.canonical_attr_order(given):
             aspec = spec.attributes.get(key)
-            converted[key] = self._attr_value(given[key], aspec.type if aspec else None, args,
-                                              f"{opcode} attribute '{key}'", at)
+            converted[key] = self._attr_value(
+                given[key], aspec.type if aspec else None, args, f"{opcode} attribute '{key}'", at
+            )
         deps = self._values(deps, TokenType, f"{opcode} deps", at)
-        op = cls(ins_v, outs_v, list(deps), args, converted, sync, name,
-                 self._decos(decorators, at), op_decos)
+        op = cls(
+            ins_v,
+            outs_v,
+            list(deps),
+            args,
+            converted,
+            sync,
+            name,
+            self._decos(decorators, at),
+            op_decos,
+        )
         return self._insert(op, at).results[0]
 
-    def _attr_value(self, value: object, type_: str | None, args: list[SSAValue], what: str,
-                    at: LocationAttr) -> Attribute:
+    def _attr_value(
+        self, value: object, type_: str | None, args: list[SSAValue], what: str, at: LocationAttr
+    ) -> Attribute:
         """A Python value as a compute-attribute / let value, as the parser
         gives it: integers become `ArgRefAttr`s into `args` (expressions stay
         SSA values), floats `FloatAttr`, element types the builtin type."""
+
         def bad(expected: str) -> NemDiagnosticError:
-            return fail(f"{what} takes {expected}, not {value!r}", _src(at), "TASK-13",
-                        "see the opcode's attributes in docs/ops.md")
+            return fail(
+                f"{what} takes {expected}, not {value!r}",
+                _src(at),
+                "TASK-13",
+                "see the opcode's attributes in docs/ops.md",
+            )
 
         if isinstance(value, bool):
             value = int(value)
@@ -494,8 +611,11 @@ class NemBuilder:
             if type_ in (None, "string"):
                 return StringAttr(value)
             raise bad("a number")
-        if isinstance(value, Attribute) and elem_name(value) is not None and \
-                type_ in (None, "elem"):
+        if (
+            isinstance(value, Attribute)
+            and elem_name(value) is not None
+            and type_ in (None, "elem")
+        ):
             return value
         if isinstance(value, list | tuple):
             if type_ not in (None, "int_list"):
@@ -505,19 +625,25 @@ class NemBuilder:
         raise bad("an int, Expr, float, str, element type or list")
 
     @staticmethod
-    def _values(values: Sequence[object], kind: type[TokenType | RegionType], what: str,
-                at: LocationAttr) -> list[SSAValue]:
+    def _values(
+        values: Sequence[object], kind: type[TokenType | RegionType], what: str, at: LocationAttr
+    ) -> list[SSAValue]:
         """`values`, each an SSA value of type `kind`: a wrong one is reported
         here, at the user's line, as the parser reports `wait(R)` (NAME-01),
         not by xDSL's operand verifier when `finish()` runs."""
         for v in values:
             if not (isinstance(v, SSAValue) and isinstance(v.type, kind)):
                 token = kind is TokenType
-                raise fail(f"{what} take{'s' if what == 'wait' else ''} "
-                           f"{'tokens' if token else 'regions'}, got {_describe(v)}", _src(at),
-                           "NAME-01", "deps and wait take task tokens: the value b.transfer, "
-                           "b.store or b.compute returns" if token else
-                           "pass the value b.region(...) returns")
+                raise fail(
+                    f"{what} take{'s' if what == 'wait' else ''} "
+                    f"{'tokens' if token else 'regions'}, got {_describe(v)}",
+                    _src(at),
+                    "NAME-01",
+                    "deps and wait take task tokens: the value b.transfer, "
+                    "b.store or b.compute returns"
+                    if token
+                    else "pass the value b.region(...) returns",
+                )
         return cast(list[SSAValue], list(values))
 
     def _decos(self, decorators: Sequence[DecoratorSpec], at: LocationAttr) -> list[DecoratorAttr]:
@@ -535,8 +661,9 @@ def _describe(value: object) -> str:
     if named is not None:
         return f"the {named}"
     kinds = {TokenType: "token", RegionType: "region", BufferType: "buffer", IndexType: "integer"}
-    return "an unnamed " + next((k for t, k in kinds.items() if isinstance(value.type, t)),
-                                str(value.type))
+    return "an unnamed " + next(
+        (k for t, k in kinds.items() if isinstance(value.type, t)), str(value.type)
+    )
 
 
 def _failing_op(module: ModuleOp, e: VerifyException) -> tuple[Operation, str]:
@@ -570,8 +697,15 @@ class ProgramBuilder(NemBuilder):
     must for `device NAME` to resolve (DEV-20): the printed program then
     verifies on its own, with no `--device` (D-BUILD-DEVICE)."""
 
-    def __init__(self, name: str | None = None, *, device: str | None = None,
-                 device_file: str | None = None, includes: Sequence[str] = (), loc: Loc = None):
+    def __init__(
+        self,
+        name: str | None = None,
+        *,
+        device: str | None = None,
+        device_file: str | None = None,
+        includes: Sequence[str] = (),
+        loc: Loc = None,
+    ):
         if device is not None and device_file is not None:
             raise ValueError("give device= (a name) or device_file= (a path), not both")
         body = Block()
@@ -596,13 +730,20 @@ class ProgramBuilder(NemBuilder):
         if "." in device or "/" in device or "\\" in device:
             stem = device.removesuffix(".nem")
             name = f'device="{stem}"' if stem in shipped else f"device=NAME ({', '.join(shipped)})"
-            raise fail(f"device='{device}' is a file name, not a device name", _src(at), "DEV-20",
-                       f'{name} for a shipped device, or device_file="{device}" for a device file')
+            raise fail(
+                f"device='{device}' is a file name, not a device name",
+                _src(at),
+                "DEV-20",
+                f'{name} for a shipped device, or device_file="{device}" for a device file',
+            )
         if device not in shipped:
-            raise fail(f"device '{device}' is not a shipped device ({', '.join(shipped)})",
-                       _src(at), "DEV-20",
-                       'give the file that defines it: device_file="FILE.nem", or '
-                       f'device="{device}", includes=["FILE.nem"]')
+            raise fail(
+                f"device '{device}' is not a shipped device ({', '.join(shipped)})",
+                _src(at),
+                "DEV-20",
+                'give the file that defines it: device_file="FILE.nem", or '
+                f'device="{device}", includes=["FILE.nem"]',
+            )
         return f"{device}.nem"
 
     def finish(self, verify: bool = True) -> ModuleOp:
@@ -619,8 +760,12 @@ class ProgramBuilder(NemBuilder):
                 raise NemDiagnosticError([e.diagnostic(SourceLoc.of(bad))]) from None
             except VerifyException as e:
                 bad, reason = _failing_op(self.module, e)
-                raise fail(f"invalid NEM IR: {reason}", SourceLoc.of(bad) or SourceLoc.of(
-                    self.program), None, "fix the statement built at this line") from None
+                raise fail(
+                    f"invalid NEM IR: {reason}",
+                    SourceLoc.of(bad) or SourceLoc.of(self.program),
+                    None,
+                    "fix the statement built at this line",
+                ) from None
             diags = verify_program(self.program)
             if any(d.severity == "error" for d in diags):
                 raise NemDiagnosticError(diags)

@@ -62,8 +62,9 @@ class Expr:
         return BinExpr("-", Lit(0), self)
 
     def __floordiv__(self, other: IntLike) -> BinExpr:
-        raise TypeError("NEM has no floor division: `/` truncates toward zero (D-EXPR-MOD); "
-                        "write `a / b`")
+        raise TypeError(
+            "NEM has no floor division: `/` truncates toward zero (D-EXPR-MOD); write `a / b`"
+        )
 
     def static(self) -> int | None:
         """The value when it depends on no loop variable, else None."""

@@ -43,7 +43,9 @@ DECORATORS: dict[str, DecoratorInfo] = {
     "writeonly": DecoratorInfo(WriteonlyAttr, "none", frozenset({"region"}), "@writeonly"),
     "deterministic": DecoratorInfo(DeterministicAttr, "none", TASKS | {"loop"}, "@deterministic"),
     "memmove": DecoratorInfo(MemmoveAttr, "none", frozenset({"transfer"}), "@memmove"),
-    "max_in_flight": DecoratorInfo(MaxInFlightAttr, "int", frozenset({"loop"}), "@max_in_flight(N)"),
+    "max_in_flight": DecoratorInfo(
+        MaxInFlightAttr, "int", frozenset({"loop"}), "@max_in_flight(N)"
+    ),
     "resource": DecoratorInfo(ResourceAttr, "unit", TASKS, "@resource(UNIT[i])"),
     "seq_engine": DecoratorInfo(SeqEngineAttr, "int", TASKS, "@seq_engine(k)"),
     "debug": DecoratorInfo(DebugAttr, "tag", ALL, "@debug(name)"),
@@ -51,9 +53,15 @@ DECORATORS: dict[str, DecoratorInfo] = {
 }
 
 
-TARGET_WORDS = {"region": "a region", "buffer": "a buffer", "loop": "a loop",
-                "transfer": "a transfer task", "store": "a store task",
-                "compute": "a compute task", "wait": "a wait"}
+TARGET_WORDS = {
+    "region": "a region",
+    "buffer": "a buffer",
+    "loop": "a loop",
+    "transfer": "a transfer task",
+    "store": "a store task",
+    "compute": "a compute task",
+    "wait": "a wait",
+}
 
 
 DecoratorSpec = DecoratorAttr | str | tuple[object, ...]
@@ -79,12 +87,14 @@ def make_decorator(spec: DecoratorSpec) -> DecoratorAttr:
         return spec
     name, *args = (spec,) if isinstance(spec, str) else spec
     if not isinstance(name, str):
-        raise DecoratorError(f"a decorator is a name or (name, args...), not {spec!r}",
-                             "DECO-03")
+        raise DecoratorError(f"a decorator is a name or (name, args...), not {spec!r}", "DECO-03")
     info = DECORATORS.get(name.removeprefix("@"))
     if info is None:
-        raise DecoratorError(f"unknown decorator '@{name.removeprefix('@')}'; known: "
-                             + ", ".join(d.usage for d in DECORATORS.values()), "DECO-01")
+        raise DecoratorError(
+            f"unknown decorator '@{name.removeprefix('@')}'; known: "
+            + ", ".join(d.usage for d in DECORATORS.values()),
+            "DECO-01",
+        )
     want = {"none": 0, "int": 1, "tag": 1, "unit": 2}[info.args]
     checks: dict[str, Callable[[], bool]] = {
         "none": lambda: True,
@@ -94,8 +104,12 @@ def make_decorator(spec: DecoratorSpec) -> DecoratorAttr:
     }
     ok = len(args) == want and checks[info.args]()
     if not ok:
-        python = {"none": f'"{name}"', "int": f'("{name}", 2)', "tag": f'("{name}", "tag")',
-                  "unit": f'("{name}", "CSTL", 0)'}[info.args]
+        python = {
+            "none": f'"{name}"',
+            "int": f'("{name}", 2)',
+            "tag": f'("{name}", "tag")',
+            "unit": f'("{name}", "CSTL", 0)',
+        }[info.args]
         raise DecoratorError(f"{info.usage} written as {spec!r}; write {python}", "DECO-03")
     if info.args == "tag":
         tag = args[0]

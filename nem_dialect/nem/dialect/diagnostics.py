@@ -76,8 +76,7 @@ def split_origin(loc: Attribute | None) -> tuple[Attribute | None, Attribute | N
     """(position, origin) of a location: `fuse_origin`'s parts for
     `fused[FILE:LINE:COL, ORIGIN]`, (the first part, None) for another
     fused location, (`loc`, None) for any other."""
-    if isinstance(loc, FusedLoc) and isinstance(loc.locations, ArrayAttr) \
-            and loc.locations.data:
+    if isinstance(loc, FusedLoc) and isinstance(loc.locations, ArrayAttr) and loc.locations.data:
         parts = loc.locations.data
         origin = parts[1] if len(parts) == 2 and isinstance(parts[0], FileLineColLoc) else None
         return parts[0], origin
@@ -160,7 +159,7 @@ class SourceCache:
         if got is None:
             return None
         lines, at = got
-        return "\n".join(lines)[at[1]:]
+        return "\n".join(lines)[at[1] :]
 
     def start(self, file: str) -> tuple[int, int]:
         """Where the registered text of `file` starts (`at` of `add`)."""
@@ -174,8 +173,7 @@ class SourceCache:
                 path = Path(file)
                 if not path.is_file() or path.stat().st_size > max_source_bytes():
                     return None
-                got = self._files[file] = (path.read_text(encoding="utf-8").splitlines(),
-                                           (0, 0))
+                got = self._files[file] = (path.read_text(encoding="utf-8").splitlines(), (0, 0))
             except (OSError, UnicodeDecodeError):
                 return None
         lines, at = got
@@ -211,13 +209,21 @@ class NemDiagnosticError(Exception):
         super().__init__("\n".join(d.render() for d in diagnostics))
 
 
-def error(message: str, loc: SourceLoc | Operation | None = None, rule: str | None = None,
-          fix: str | None = None) -> Diagnostic:
+def error(
+    message: str,
+    loc: SourceLoc | Operation | None = None,
+    rule: str | None = None,
+    fix: str | None = None,
+) -> Diagnostic:
     return Diagnostic("error", message, SourceLoc.of(loc), rule, fix)
 
 
-def fail(message: str, loc: SourceLoc | Operation | None = None, rule: str | None = None,
-         fix: str | None = None) -> NemDiagnosticError:
+def fail(
+    message: str,
+    loc: SourceLoc | Operation | None = None,
+    rule: str | None = None,
+    fix: str | None = None,
+) -> NemDiagnosticError:
     """An exception carrying one error diagnostic (raise the result)."""
     return NemDiagnosticError([error(message, loc, rule, fix)])
 

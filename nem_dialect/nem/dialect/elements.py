@@ -73,23 +73,27 @@ class ElemType:
         return 0, (1 << self.bits) - 1
 
 
-def _e(name: str, bits: int, is_float: bool, signed: bool, dtype: str,
-       mlir: str | None = None) -> ElemType:
+def _e(
+    name: str, bits: int, is_float: bool, signed: bool, dtype: str, mlir: str | None = None
+) -> ElemType:
     return ElemType(name, bits, is_float, signed, dtype, mlir or name)
 
 
-ELEM_TYPES: dict[str, ElemType] = {e.name: e for e in (
-    _e("i4", 4, False, True, "i1"),
-    _e("i8", 8, False, True, "i1"),
-    _e("i16", 16, False, True, "<i2"),
-    _e("i32", 32, False, True, "<i4"),
-    _e("u8", 8, False, False, "u1", "ui8"),
-    _e("u16", 16, False, False, "<u2", "ui16"),
-    _e("u32", 32, False, False, "<u4", "ui32"),
-    _e("f16", 16, True, True, "<f2"),
-    _e("bf16", 16, True, True, "bfloat16"),
-    _e("f32", 32, True, True, "<f4"),
-)}
+ELEM_TYPES: dict[str, ElemType] = {
+    e.name: e
+    for e in (
+        _e("i4", 4, False, True, "i1"),
+        _e("i8", 8, False, True, "i1"),
+        _e("i16", 16, False, True, "<i2"),
+        _e("i32", 32, False, True, "<i4"),
+        _e("u8", 8, False, False, "u1", "ui8"),
+        _e("u16", 16, False, False, "<u2", "ui16"),
+        _e("u32", 32, False, False, "<u4", "ui32"),
+        _e("f16", 16, True, True, "<f2"),
+        _e("bf16", 16, True, True, "bfloat16"),
+        _e("f32", 32, True, True, "<f4"),
+    )
+}
 """The spec's element types in its order of listing (TYPE-01)."""
 
 ELEM_NAMES: tuple[str, ...] = tuple(ELEM_TYPES)

@@ -65,8 +65,11 @@ def apply_binop(op: str, a: int, b: int) -> int:
         q = q if (a >= 0) == (b >= 0) else -q
         r = q if op == "/" else a - q * b
     if r < INT_MIN or r > INT_MAX:
-        raise ExprError(f"{a} {op} {b} overflows: NEM integers are signed 64-bit "
-                        f"([{INT_MIN}, {INT_MAX}], D-INT-RANGE)", None)
+        raise ExprError(
+            f"{a} {op} {b} overflows: NEM integers are signed 64-bit "
+            f"([{INT_MIN}, {INT_MAX}], D-INT-RANGE)",
+            None,
+        )
     return r
 
 
@@ -188,8 +191,9 @@ class Evaluator:
             elif type(v) is OpResult:
                 operands = _expr_operands(v.op)
                 if len(operands) == 2:
-                    k = table.binop(SYMBOL_OF[type(v.op)], keys[id(operands[0])],
-                                    keys[id(operands[1])])
+                    k = table.binop(
+                        SYMBOL_OF[type(v.op)], keys[id(operands[0])], keys[id(operands[1])]
+                    )
                 elif len(operands) == 1:
                     k = keys[id(operands[0])]
                 else:
@@ -212,8 +216,11 @@ class Evaluator:
                 fa, fb = memo.get(id(operands[0]), _MISSING), memo.get(id(operands[1]), _MISSING)
                 if fa is not _MISSING and fb is not _MISSING:
                     alive.append(value)
-                    known = memo[id(value)] = None if fa is None or fb is None else \
-                        apply_binop(SYMBOL_OF[type(op)], fa, fb)  # type: ignore[arg-type]
+                    known = memo[id(value)] = (
+                        None
+                        if fa is None or fb is None
+                        else apply_binop(SYMBOL_OF[type(op)], fa, fb)  # type: ignore[arg-type]
+                    )
                     return known
         for v in _new_nodes(value, memo):
             alive.append(v)
@@ -226,8 +233,9 @@ class Evaluator:
             operands = _expr_operands(op)
             if len(operands) == 2:  # an operator (`_node_value`, written out)
                 a, b = memo[id(operands[0])], memo[id(operands[1])]
-                memo[id(v)] = None if a is None or b is None else \
-                    apply_binop(SYMBOL_OF[type(op)], a, b)
+                memo[id(v)] = (
+                    None if a is None or b is None else apply_binop(SYMBOL_OF[type(op)], a, b)
+                )
             else:
                 memo[id(v)] = _node_value(op, [memo[id(o)] for o in operands])
         return memo[id(value)]
@@ -257,8 +265,11 @@ class Evaluator:
         when it is static)."""
         hit = self._free.get(id(value))
         if hit is None:
-            hit = frozenset() if self.static(value) is not None else \
-                frozenset(x for kind, x, _, _ in self.tape(value) if kind == _ARG)
+            hit = (
+                frozenset()
+                if self.static(value) is not None
+                else frozenset(x for kind, x, _, _ in self.tape(value) if kind == _ARG)
+            )
             self._free[id(value)] = hit  # `value` is alive: static() kept it
         return hit
 
@@ -284,8 +295,12 @@ class Evaluator:
             elif type(v) is OpResult:
                 operands = _expr_operands(v.op)
                 if len(operands) == 2:
-                    node = (_BINOP, SYMBOL_OF[type(v.op)], index[id(operands[0])],
-                            index[id(operands[1])])
+                    node = (
+                        _BINOP,
+                        SYMBOL_OF[type(v.op)],
+                        index[id(operands[0])],
+                        index[id(operands[1])],
+                    )
                 elif len(operands) == 1:
                     node = (_FORWARD, index[id(operands[0])], 0, 0)
                 else:
@@ -315,8 +330,9 @@ class Evaluator:
         return fn
 
     @staticmethod
-    def _straight_line(tape: Tape, depth_of: Mapping[BlockArgument, int]
-                       ) -> Callable[[Sequence[int]], int]:
+    def _straight_line(
+        tape: Tape, depth_of: Mapping[BlockArgument, int]
+    ) -> Callable[[Sequence[int]], int]:
         lines = []
         for k, (kind, x, y, z) in enumerate(tape):
             if kind == _CONST:
@@ -349,8 +365,12 @@ def run_compiled(fn: Compiled, iv: Sequence[int]) -> int:
 T = TypeVar("T")
 
 
-def postorder(root: T, children: Callable[[T], Iterable[T]], done: Container[Hashable],
-              key: Callable[[T], Hashable] | None = None) -> list[T]:
+def postorder(
+    root: T,
+    children: Callable[[T], Iterable[T]],
+    done: Container[Hashable],
+    key: Callable[[T], Hashable] | None = None,
+) -> list[T]:
     """The nodes reachable from `root` through `children` whose `key` (the
     node itself by default) is not in `done`, each once, children before
     parents: the iterative walk behind every DAG computation on expressions

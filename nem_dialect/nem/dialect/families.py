@@ -34,7 +34,7 @@ class OperandInfo(NamedTuple):
     match every compute op, nearly always successfully, so naming each
     operand up front was a tenth of their time on large programs."""
 
-    elem: str | None                 # None: not an element type of the spec
+    elem: str | None  # None: not an element type of the spec
     has_quant: bool
     is_input: bool
     label: Callable[[], str]
@@ -62,11 +62,11 @@ class MatchResult:
 class _Candidate:
     ref: VariantRef
     cls: str
-    types: dict[str, str]            # binding -> elem | ABSENT | ANY_SUPPORTED
+    types: dict[str, str]  # binding -> elem | ABSENT | ANY_SUPPORTED
     accum: str | None
-    quant: str | None                # "required" | "absent" | None
-    quant_on: frozenset[str]         # bindings that must carry quant
-    bias: frozenset[str]             # bindings exempt from `quant = required`
+    quant: str | None  # "required" | "absent" | None
+    quant_on: frozenset[str]  # bindings that must carry quant
+    bias: frozenset[str]  # bindings exempt from `quant = required`
 
 
 _Signature = tuple[tuple[str, tuple[tuple[str | None, bool, bool], ...]], ...]
@@ -83,11 +83,14 @@ class Catalog:
     def __init__(self, families: Iterable[TypeFamily]):
         self.families: dict[str, TypeFamily] = {f.id: f for f in families}
         self._candidates: dict[str, tuple[_Candidate, ...]] = {
-            fid: tuple(_expand(f)) for fid, f in self.families.items()}
+            fid: tuple(_expand(f)) for fid, f in self.families.items()
+        }
         self._classes: dict[VariantRef, str] = {
-            c.ref: c.cls for cands in self._candidates.values() for c in cands}
-        self._memo: dict[tuple[tuple[str, ...], _Signature, str | None,
-                               frozenset[VariantRef] | None], _MatchHit] = {}
+            c.ref: c.cls for cands in self._candidates.values() for c in cands
+        }
+        self._memo: dict[
+            tuple[tuple[str, ...], _Signature, str | None, frozenset[VariantRef] | None], _MatchHit
+        ] = {}
 
     def all_variant_refs(self) -> tuple[VariantRef, ...]:
         return tuple(self._classes)
@@ -96,7 +99,7 @@ class Catalog:
         return tuple(r for r, c in self._classes.items() if c == MUST)
 
     def conformance(self, ref: VariantRef) -> str | None:
-        """"MUST", "MAY", or None when the catalog does not define `ref`."""
+        """ "MUST", "MAY", or None when the catalog does not define `ref`."""
         return self._classes.get(ref)
 
     def ref_problem(self, ref: VariantRef) -> str | None:
@@ -109,17 +112,23 @@ class Catalog:
             names = ", ".join(v.name for v in fam.variants)
             return f"type family {fam.id} has no variant '{ref.variant}' (it has {names})"
         if len(ref.inst) != len(fam.params):
-            return (f"{fam.id} takes {len(fam.params)} type argument(s), "
-                    f"the reference gives {len(ref.inst)}")
+            return (
+                f"{fam.id} takes {len(fam.params)} type argument(s), "
+                f"the reference gives {len(ref.inst)}"
+            )
         if ref in self._classes:
             return None
         listed = " ".join(f"{c} <{', '.join(i)}>" if i else c for c, i in variant.conformance)
-        return (f"{ref} has no conformance class; {fam.id}.{variant.name} lists only {listed}")
+        return f"{ref} has no conformance class; {fam.id}.{variant.name} lists only {listed}"
 
     # -- matching -------------------------------------------------------------
-    def match(self, family_ids: Iterable[str], bindings: dict[str, list[OperandInfo]],
-              accum: str | None, allowed: frozenset[VariantRef] | set[VariantRef] | None = None
-              ) -> MatchResult:
+    def match(
+        self,
+        family_ids: Iterable[str],
+        bindings: dict[str, list[OperandInfo]],
+        accum: str | None,
+        allowed: frozenset[VariantRef] | set[VariantRef] | None = None,
+    ) -> MatchResult:
         """Match one opcode instance against the families governing its opcode.
 
         `bindings` maps a family binding name to the operands bound there (a
@@ -133,9 +142,13 @@ class Catalog:
         family_ids = tuple(family_ids)
         if allowed is not None and not isinstance(allowed, frozenset):
             allowed = frozenset(allowed)
-        signature: _Signature = tuple(sorted(
-            (k, tuple((o.elem, o.has_quant, o.is_input) for o in v))
-            for k, v in bindings.items() if v))
+        signature: _Signature = tuple(
+            sorted(
+                (k, tuple((o.elem, o.has_quant, o.is_input) for o in v))
+                for k, v in bindings.items()
+                if v
+            )
+        )
         key = (family_ids, signature, accum, allowed)
         hit = self._memo.get(key)
         if hit is None:
@@ -147,17 +160,28 @@ class Catalog:
         # instance matches variants the device lacks, and no offered variant
         # is near, so there is no nearest *available* variant to name
         if unavailable and allowed is not None and (nearest is None or nearest.ref not in allowed):
-            return MatchResult([], None, [
-                f"{unavailable[0]} is not in the target device's effective set "
-                "(opcode.mandatory / opcode.extended)"], list(unavailable))
+            return MatchResult(
+                [],
+                None,
+                [
+                    f"{unavailable[0]} is not in the target device's effective set "
+                    "(opcode.mandatory / opcode.extended)"
+                ],
+                list(unavailable),
+            )
         if nearest is None:
-            return MatchResult([], None, [f"no type family of {', '.join(family_ids)} is in "
-                                          "scope"])
-        return MatchResult([], nearest.ref, _differences(nearest, bindings, accum),
-                           list(unavailable))
+            return MatchResult([], None, [f"no type family of {', '.join(family_ids)} is in scope"])
+        return MatchResult(
+            [], nearest.ref, _differences(nearest, bindings, accum), list(unavailable)
+        )
 
-    def _match(self, family_ids: tuple[str, ...], bindings: dict[str, list[OperandInfo]],
-               accum: str | None, allowed: frozenset[VariantRef] | None) -> _MatchHit:
+    def _match(
+        self,
+        family_ids: tuple[str, ...],
+        bindings: dict[str, list[OperandInfo]],
+        accum: str | None,
+        allowed: frozenset[VariantRef] | None,
+    ) -> _MatchHit:
         matched: list[VariantRef] = []
         unavailable: list[VariantRef] = []
         best: _Candidate | None = None
@@ -185,8 +209,15 @@ def _expand(fam: TypeFamily) -> Iterable[_Candidate]:
         for cls, inst in variant.conformance:
             subst = dict(zip(pnames, inst))
             types = {b: subst.get(t, t) for b, t in raw.items()}
-            yield _Candidate(VariantRef(fam.id, inst, variant.name), cls, types, fam.accum,
-                             fam.quant, frozenset(fam.quant_required_on), bias)
+            yield _Candidate(
+                VariantRef(fam.id, inst, variant.name),
+                cls,
+                types,
+                fam.accum,
+                fam.quant,
+                frozenset(fam.quant_required_on),
+                bias,
+            )
 
 
 def _type_distance(cand: _Candidate, bindings: dict[str, list[OperandInfo]]) -> int:
@@ -210,8 +241,9 @@ def _who(name: str, ops: list[OperandInfo]) -> str:
     return f"operand '{name}' ({', '.join(o.name for o in ops)})"
 
 
-def _differences(cand: _Candidate, bindings: dict[str, list[OperandInfo]], accum: str | None
-                 ) -> list[str]:
+def _differences(
+    cand: _Candidate, bindings: dict[str, list[OperandInfo]], accum: str | None
+) -> list[str]:
     """Human-readable reasons why an instance does not match `cand` (empty = match)."""
     diffs: list[str] = []
     for name, want in cand.types.items():
@@ -228,8 +260,7 @@ def _differences(cand: _Candidate, bindings: dict[str, list[OperandInfo]], accum
                 if op.elem not in ELEM_TYPES:
                     diffs.append(f"{_who(name, [op])} has unsupported elem {op.elem}")
             elif op.elem != want:
-                diffs.append(f"{_who(name, [op])} has elem {op.elem} but the variant needs "
-                             f"{want}")
+                diffs.append(f"{_who(name, [op])} has elem {op.elem} but the variant needs {want}")
     for name, ops in bindings.items():
         if ops and name not in cand.types:
             diffs.append(f"{_who(name, ops)} is not allowed by {cand.ref}")
@@ -247,11 +278,18 @@ def _quant_differences(cand: _Candidate, bindings: dict[str, list[OperandInfo]])
             continue
         for op in ops:
             if cand.quant == ABSENT and op.has_quant:
-                diffs.append(f"{_who(name, [op])} carries a quant descriptor but "
-                             f"{cand.ref.family} requires quant = absent")
+                diffs.append(
+                    f"{_who(name, [op])} carries a quant descriptor but "
+                    f"{cand.ref.family} requires quant = absent"
+                )
             elif not op.has_quant and (
-                    name in cand.quant_on
-                    or (cand.quant == "required" and not cand.quant_on and op.is_input
-                        and name not in cand.bias)):
+                name in cand.quant_on
+                or (
+                    cand.quant == "required"
+                    and not cand.quant_on
+                    and op.is_input
+                    and name not in cand.bias
+                )
+            ):
                 diffs.append(f"{_who(name, [op])} must carry a quant descriptor")
     return diffs

@@ -78,7 +78,8 @@ class TypeFamily:
 
 _REF_RE = re.compile(
     r"^\s*([A-Za-z_]\w*(?:\s*\.\s*[A-Za-z_]\w*)?)\s*"
-    r"(?:<\s*([A-Za-z_]\w*(?:\s*,\s*[A-Za-z_]\w*)*)\s*>)?\s*\.\s*([A-Za-z_]\w*)\s*$")
+    r"(?:<\s*([A-Za-z_]\w*(?:\s*,\s*[A-Za-z_]\w*)*)\s*>)?\s*\.\s*([A-Za-z_]\w*)\s*$"
+)
 
 
 @dataclass(frozen=True)
@@ -103,8 +104,12 @@ class VariantRef:
         """
         m = _REF_RE.match(text)
         if m is None:
-            raise fail(f"'{text}' is not a variant reference", loc, "GRAM-21",
-                       "write FAMILY<elem, ...>.VARIANT, e.g. gemm.float<f16>.no_bias")
+            raise fail(
+                f"'{text}' is not a variant reference",
+                loc,
+                "GRAM-21",
+                "write FAMILY<elem, ...>.VARIANT, e.g. gemm.float<f16>.no_bias",
+            )
         family = re.sub(r"\s+", "", m.group(1))
         inst = tuple(p.strip() for p in m.group(2).split(",")) if m.group(2) else ()
         return VariantRef(family, inst, m.group(3), loc)

@@ -8,10 +8,20 @@ from __future__ import annotations
 from nem.dialect.family_model import VariantRef
 
 _FAMILY_RULES = {
-    "conv2d.float": "FAM-03", "conv2d.int8": "FAM-04", "conv2d.int4": "FAM-05",
-    "gemm.float": "FAM-06", "gemm.int8": "FAM-07", "gemm.int4": "FAM-08",
-    "eltwise": "FAM-13", "view": "FAM-15", "norm": "FAM-18", "softmax": "FAM-19",
-    "cast": "FAM-20", "quantize": "FAM-21", "dequantize": "FAM-22", "pool": "FAM-23",
+    "conv2d.float": "FAM-03",
+    "conv2d.int8": "FAM-04",
+    "conv2d.int4": "FAM-05",
+    "gemm.float": "FAM-06",
+    "gemm.int8": "FAM-07",
+    "gemm.int4": "FAM-08",
+    "eltwise": "FAM-13",
+    "view": "FAM-15",
+    "norm": "FAM-18",
+    "softmax": "FAM-19",
+    "cast": "FAM-20",
+    "quantize": "FAM-21",
+    "dequantize": "FAM-22",
+    "pool": "FAM-23",
 }
 """The rule that defines each baseline family's typing (FAM-03..23)."""
 
@@ -34,8 +44,11 @@ def family_rule(opcode: str, nearest: VariantRef | None, differences: list[str])
             return "QUANT-09"
         if family in ("quantize", "dequantize"):
             return "QUANT-10"
-        if family.endswith(".int4") and ("'W'" in text or "'B'" in text) and \
-                not any("'X'" in d or "'A'" in d for d in differences if "must carry" in d):
+        if (
+            family.endswith(".int4")
+            and ("'W'" in text or "'B'" in text)
+            and not any("'X'" in d or "'A'" in d for d in differences if "must carry" in d)
+        ):
             return "QUANT-08"
         return "QUANT-07"
     bias = _BIAS_BINDINGS.get(family.split(".")[0])

@@ -71,8 +71,9 @@ class Form:
     """No intermediate result can leave the 64-bit range (D-INT-RANGE)."""
 
 
-def _affine_interval(aff: tuple[int, dict[BlockArgument, int]],
-                     box: Mapping[BlockArgument, Interval]) -> Interval:
+def _affine_interval(
+    aff: tuple[int, dict[BlockArgument, int]], box: Mapping[BlockArgument, Interval]
+) -> Interval:
     c, coeffs = aff
     lo = hi = c
     for x, a in coeffs.items():
@@ -149,8 +150,9 @@ def combine(op: str, a: Form, b: Form, box: Mapping[BlockArgument, Interval]) ->
     return Form(iv, aff, a.fits and b.fits and _in_range(iv))
 
 
-def forms(ev: Evaluator, values: Sequence[SSAValue],
-          box: Mapping[BlockArgument, Interval]) -> list[Form | None]:
+def forms(
+    ev: Evaluator, values: Sequence[SSAValue], box: Mapping[BlockArgument, Interval]
+) -> list[Form | None]:
     """The `Form` of each value over `box` (the constant bounds of the loops
     its variables belong to); None for a value that is not an integer
     expression of those variables."""
@@ -177,8 +179,9 @@ def forms(ev: Evaluator, values: Sequence[SSAValue],
     return out
 
 
-def witness(form: Form, box: Mapping[BlockArgument, Interval], minimize: bool
-            ) -> dict[SSAValue, int]:
+def witness(
+    form: Form, box: Mapping[BlockArgument, Interval], minimize: bool
+) -> dict[SSAValue, int]:
     """The corner of `box` where affine `form` takes its minimum (or maximum):
     a binding of the loop variables, as `point` gives."""
     assert form.affine is not None
@@ -198,8 +201,9 @@ _LIMIT = 1 << 62
 """|values| below this are products and sums int64 computes exactly."""
 
 
-def vector_eval(ev: Evaluator, value: SSAValue, env: Mapping[BlockArgument, np.ndarray],
-                n: int) -> np.ndarray | None:
+def vector_eval(
+    ev: Evaluator, value: SSAValue, env: Mapping[BlockArgument, np.ndarray], n: int
+) -> np.ndarray | None:
     """`value` at `n` points (`env[x]` the values of loop variable x), as int64;
     None when it is not an integer expression.  Raises `Inexact` when a value
     may leave the 64-bit range or a divisor is 0 (then the scalar evaluator
@@ -226,8 +230,9 @@ def vector_eval(ev: Evaluator, value: SSAValue, env: Mapping[BlockArgument, np.n
     return None if r is None else np.broadcast_to(r, (n,))
 
 
-def _vec_binop(op: str, a: npt.NDArray[np.int64], b: npt.NDArray[np.int64]
-               ) -> npt.NDArray[np.int64]:
+def _vec_binop(
+    op: str, a: npt.NDArray[np.int64], b: npt.NDArray[np.int64]
+) -> npt.NDArray[np.int64]:
     import numpy as np
 
     with np.errstate(over="ignore"):
@@ -288,8 +293,9 @@ class IterationSpace:
         exactly (the caller then enumerates point by point)."""
         yield from self._expand(0, {}, 1)
 
-    def _expand(self, level: int, prefix: dict[BlockArgument, np.ndarray],
-                n: int) -> Iterator[tuple[dict[BlockArgument, np.ndarray], int]]:
+    def _expand(
+        self, level: int, prefix: dict[BlockArgument, np.ndarray], n: int
+    ) -> Iterator[tuple[dict[BlockArgument, np.ndarray], int]]:
         import numpy as np
 
         if level == len(self.loops):

@@ -37,6 +37,7 @@ def source_limit(limit: int) -> Iterator[None]:
     finally:
         _source_limit.pop()
 
+
 def own_source(text: str) -> AbstractContextManager[None]:
     """The source limit raised to fit `text` when the toolchain reads back a
     program it wrote itself (nem-compile's final check and .nemb writer):
@@ -120,9 +121,24 @@ def int_out_of_range(value: int) -> bool:
     return value < INT_MIN or value > INT_MAX
 
 
-__all__ = ["MAX_SOURCE_BYTES", "INT_MIN", "INT_MAX", "MAX_LITERAL_CHARS", "MAX_NESTING_DEPTH",
-           "MAX_EXPR_OPERATORS", "MAX_EXPR_DEPTH", "DEFAULT_MAX_TASKS", "DEFAULT_MAX_KERNEL_OPS",
-           "MAX_DEVICE_COUNT",
-           "MAX_INPUT_FILE_BYTES", "MAX_MODEL_BYTES", "MAX_TENSOR_BYTES", "DEFAULT_MAX_NODES",
-           "MAX_NODE_PORTS", "max_source_bytes", "own_source", "source_limit",
-           "int_out_of_range"]
+__all__ = [
+    "MAX_SOURCE_BYTES",
+    "INT_MIN",
+    "INT_MAX",
+    "MAX_LITERAL_CHARS",
+    "MAX_NESTING_DEPTH",
+    "MAX_EXPR_OPERATORS",
+    "MAX_EXPR_DEPTH",
+    "DEFAULT_MAX_TASKS",
+    "DEFAULT_MAX_KERNEL_OPS",
+    "MAX_DEVICE_COUNT",
+    "MAX_INPUT_FILE_BYTES",
+    "MAX_MODEL_BYTES",
+    "MAX_TENSOR_BYTES",
+    "DEFAULT_MAX_NODES",
+    "MAX_NODE_PORTS",
+    "max_source_bytes",
+    "own_source",
+    "source_limit",
+    "int_out_of_range",
+]

@@ -53,9 +53,14 @@ def file_loc(file: StringAttr, line: IntAttr, col: IntAttr) -> FileLineColLoc:
     return loc
 
 
-def create_op(cls: type[_OpT], operands: Sequence[SSAValue], result_types: Sequence[Attribute],
-              properties: dict[str, Attribute], location: Attribute = UNKNOWN_LOC,
-              regions: Sequence[Region] = ()) -> _OpT:
+def create_op(
+    cls: type[_OpT],
+    operands: Sequence[SSAValue],
+    result_types: Sequence[Attribute],
+    properties: dict[str, Attribute],
+    location: Attribute = UNKNOWN_LOC,
+    regions: Sequence[Region] = (),
+) -> _OpT:
     """`cls.create(operands=..., result_types=..., properties=..., location=...,
     regions=...)` for an op with no successors and no attributes but the
     definition's defaults: the same op.  `properties` is taken over (not
@@ -65,9 +70,14 @@ def create_op(cls: type[_OpT], operands: Sequence[SSAValue], result_types: Seque
     return op
 
 
-def init_op(op: Operation, operands: Sequence[SSAValue], result_types: Sequence[Attribute],
-            properties: dict[str, Attribute], location: Attribute = UNKNOWN_LOC,
-            regions: Sequence[Region] = ()) -> None:
+def init_op(
+    op: Operation,
+    operands: Sequence[SSAValue],
+    result_types: Sequence[Attribute],
+    properties: dict[str, Attribute],
+    location: Attribute = UNKNOWN_LOC,
+    regions: Sequence[Region] = (),
+) -> None:
     """The object state `Operation.__init__` gives `op`, a new instance, for
     these arguments (no successors, no attributes but the defaults)."""
     uses = []
@@ -98,15 +108,22 @@ def init_op(op: Operation, operands: Sequence[SSAValue], result_types: Sequence[
         op.add_region(region)
 
 
-def _defaults(cls: type[Operation]) -> tuple[tuple[tuple[str, Attribute], ...], dict[str, Attribute]]:
+def _defaults(
+    cls: type[Operation],
+) -> tuple[tuple[tuple[str, Attribute], ...], dict[str, Attribute]]:
     """The default properties and attributes IRDLOperation.__post_init__ fills in."""
     if not issubclass(cls, IRDLOperation):
         hit: tuple[tuple[tuple[str, Attribute], ...], dict[str, Attribute]] = ((), {})
     else:
         d = cls.get_irdl_definition()
-        props, attrs = (tuple((name, a.default_value) for name, a in defs.items()
-                              if not isinstance(a, OptionalDef) and a.default_value is not None)
-                        for defs in (d.properties, d.attributes))
+        props, attrs = (
+            tuple(
+                (name, a.default_value)
+                for name, a in defs.items()
+                if not isinstance(a, OptionalDef) and a.default_value is not None
+            )
+            for defs in (d.properties, d.attributes)
+        )
         hit = (props, dict(attrs))
     _DEFAULTS[cls] = hit
     return hit

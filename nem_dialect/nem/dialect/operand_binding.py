@@ -27,7 +27,7 @@ def bind_operands(op: ComputeOp) -> list[tuple[OperandSpec, SSAValue]]:
         for s in specs:
             if s.variadic:
                 n = len(values) - (len(specs) - 1)
-                out.extend((s, v) for v in values[i:i + n])
+                out.extend((s, v) for v in values[i : i + n])
                 i += n
             elif i < len(values):
                 out.append((s, values[i]))
@@ -45,8 +45,12 @@ def value_label(value: SSAValue) -> str:
     return "value"
 
 
-DECLARED_KINDS = {"nem.buffer": "buffer", "nem.region": "region", "nem.const": "const",
-                  "nem.let": "let"}
+DECLARED_KINDS = {
+    "nem.buffer": "buffer",
+    "nem.region": "region",
+    "nem.const": "const",
+    "nem.let": "let",
+}
 """Ops that declare a named value, by op name; every other named op is a
 task, whose value is its token."""
 
@@ -71,8 +75,10 @@ def family_bindings(op: ComputeOp) -> dict[str, list[OperandInfo]]:
         assert isinstance(t, RegionType)  # `ins` and `outs` are RegionType operands
         if s.binds is not None and t.typed:
             bindings.setdefault(s.binds, []).append(
-                OperandInfo(t.elem_name, t.quant_desc is not None, s.dir == "in",
-                            partial(value_label, v)))
+                OperandInfo(
+                    t.elem_name, t.quant_desc is not None, s.dir == "in", partial(value_label, v)
+                )
+            )
     return bindings
 
 
@@ -81,9 +87,9 @@ def accum_of(op: ComputeOp) -> str | None:
     return elem_name(accum) if accum is not None else None
 
 
-def match_families(op: ComputeOp, catalog: Catalog,
-                   allowed: frozenset[VariantRef] | set[VariantRef] | None = None
-                   ) -> MatchResult:
+def match_families(
+    op: ComputeOp, catalog: Catalog, allowed: frozenset[VariantRef] | set[VariantRef] | None = None
+) -> MatchResult:
     """Match `op` against its opcode's families (restricted to `allowed`).
 
     An omitted `accum_type` whose registry default is `family_accum` takes
@@ -102,5 +108,7 @@ def match_families(op: ComputeOp, catalog: Catalog,
         if a not in defaults:
             defaults.append(a)
     results = [catalog.match(spec.families, bindings, a, allowed) for a in defaults or [None]]
-    return min(results, key=lambda r: (not r.ok, any("accum" in d for d in r.differences),
-                                       len(r.differences)))
+    return min(
+        results,
+        key=lambda r: (not r.ok, any("accum" in d for d in r.differences), len(r.differences)),
+    )

@@ -120,10 +120,14 @@ class NemOp(IRDLOperation):
     op, and xDSL's verifier (`op.verify()`) still finds it: every front end
     and pass test verifies the IR it builds."""
 
-    def __init__(self, *, operands: Sequence[_Group[SSAValue | Operation]] = (),
-                 result_types: Sequence[_Group[Attribute]] = (),
-                 properties: Mapping[str, Attribute | None] | None = None,
-                 regions: Sequence[Region] = ()):
+    def __init__(
+        self,
+        *,
+        operands: Sequence[_Group[SSAValue | Operation]] = (),
+        result_types: Sequence[_Group[Attribute]] = (),
+        properties: Mapping[str, Attribute | None] | None = None,
+        regions: Sequence[Region] = (),
+    ):
         flat: list[SSAValue] = []
         sizes: list[int] = []
         # (typed Any once: `typing.cast` is a call, and this loop runs for
@@ -182,8 +186,14 @@ class ProgramOp(NemOp):
     """The statements (one block, no terminator); `block` is that block."""
     traits = traits_def(NoTerminator())
 
-    def __init__(self, name: str | None, body: Block, device_kind: str | None = None,
-                 device: str | None = None, includes: tuple[str, ...] = ()):
+    def __init__(
+        self,
+        name: str | None,
+        body: Block,
+        device_kind: str | None = None,
+        device: str | None = None,
+        includes: tuple[str, ...] = (),
+    ):
         super().__init__(
             regions=[Region(body)],
             properties={
@@ -200,8 +210,10 @@ class ProgramOp(NemOp):
 
     def verify_(self) -> None:
         if (self.device_kind is None) != (self.device is None):
-            raise VerifyException("device_kind and device are set together: the device "
-                                  "directive's form and its path, name or inline text")
+            raise VerifyException(
+                "device_kind and device are set together: the device "
+                "directive's form and its path, name or inline text"
+            )
 
 
 def programs(root: Operation) -> Iterator[ProgramOp]:
@@ -231,8 +243,9 @@ class ConstOp(NemOp):
     """The constant as an index value for later expressions."""
 
     def __init__(self, name: str, value: SSAValue):
-        super().__init__(operands=[value], result_types=[INDEX],
-                         properties={"name": StringAttr(name)})
+        super().__init__(
+            operands=[value], result_types=[INDEX], properties={"name": StringAttr(name)}
+        )
         self.result.name_hint = _hint(name)
 
 
@@ -254,8 +267,11 @@ class LetOp(NemOp):
     """The index result of an integer `let`; None otherwise."""
 
     def __init__(self, name: str, value: Attribute, args: list[SSAValue], is_scalar_int: bool):
-        super().__init__(operands=[args], result_types=[[INDEX] if is_scalar_int else []],
-                         properties={"name": StringAttr(name), "value": value})
+        super().__init__(
+            operands=[args],
+            result_types=[[INDEX] if is_scalar_int else []],
+            properties={"name": StringAttr(name), "value": value},
+        )
         if self.result is not None:
             self.result.name_hint = _hint(name)
 
@@ -277,12 +293,23 @@ class BufferOp(NemOp):
     result = result_def(BufferType)
     """The buffer value; its type `BufferType` holds the memory level (`result.type.level`)."""
 
-    def __init__(self, name: str, type: BufferType, size: SSAValue, align: int | None,
-                 decorators: list[DecoratorAttr]):
-        super().__init__(operands=[size], result_types=[type],
-                         properties={"name": StringAttr(name),
-                                     "align": _index_attr(align) if align is not None else None,
-                                     "decorators": _decos(decorators)})
+    def __init__(
+        self,
+        name: str,
+        type: BufferType,
+        size: SSAValue,
+        align: int | None,
+        decorators: list[DecoratorAttr],
+    ):
+        super().__init__(
+            operands=[size],
+            result_types=[type],
+            properties={
+                "name": StringAttr(name),
+                "align": _index_attr(align) if align is not None else None,
+                "decorators": _decos(decorators),
+            },
+        )
         self.result.name_hint = _hint(name)
 
 
@@ -321,13 +348,27 @@ class RegionOp(NemOp):
     """The region value; its type is a `RegionType` (level, elem, shape, layout, strides, quant)."""
     irdl_options = (AttrSizedOperandSegments(as_property=True),)
 
-    def __init__(self, type: RegionType, buffer: SSAValue, offset: SSAValue, extent: SSAValue,
-                 shape: list[SSAValue], strides: list[SSAValue], name: str | None,
-                 binding: str, decorators: list[DecoratorAttr]):
-        super().__init__(operands=[buffer, offset, extent, shape, strides], result_types=[type],
-                         properties={"name": StringAttr(name) if name else None,
-                                     "binding": _BINDINGS.get(binding) or StringAttr(binding),
-                                     "decorators": _decos(decorators)})
+    def __init__(
+        self,
+        type: RegionType,
+        buffer: SSAValue,
+        offset: SSAValue,
+        extent: SSAValue,
+        shape: list[SSAValue],
+        strides: list[SSAValue],
+        name: str | None,
+        binding: str,
+        decorators: list[DecoratorAttr],
+    ):
+        super().__init__(
+            operands=[buffer, offset, extent, shape, strides],
+            result_types=[type],
+            properties={
+                "name": StringAttr(name) if name else None,
+                "binding": _BINDINGS.get(binding) or StringAttr(binding),
+                "decorators": _decos(decorators),
+            },
+        )
         if name:
             self.result.name_hint = _hint(name)
 
@@ -350,7 +391,8 @@ class RegionOp(NemOp):
         assert isinstance(btype, BufferType)
         if rtype.level != btype.level:
             raise VerifyException(
-                f"region level {rtype.level.data} differs from its buffer's {btype.level.data}")
+                f"region level {rtype.level.data} differs from its buffer's {btype.level.data}"
+            )
         shape = rtype.shape_values
         if len(self.shape) != (len(shape) if shape is not None else 0):
             raise VerifyException("shape operands do not match the region type's rank")
@@ -382,11 +424,19 @@ class LoopOp(NemOp):
     """The loop body (one block, no terminator); `block` is that block."""
     traits = traits_def(NoTerminator())
 
-    def __init__(self, iv_name: str, lower: SSAValue, upper: SSAValue, body: Block,
-                 decorators: list[DecoratorAttr]):
-        super().__init__(operands=[lower, upper], regions=[Region(body)],
-                         properties={"iv_name": StringAttr(iv_name),
-                                     "decorators": _decos(decorators)})
+    def __init__(
+        self,
+        iv_name: str,
+        lower: SSAValue,
+        upper: SSAValue,
+        body: Block,
+        decorators: list[DecoratorAttr],
+    ):
+        super().__init__(
+            operands=[lower, upper],
+            regions=[Region(body)],
+            properties={"iv_name": StringAttr(iv_name), "decorators": _decos(decorators)},
+        )
         body.args[0].name_hint = _hint(iv_name)
 
     @property
@@ -447,7 +497,7 @@ class TaskOp(NemOp):
         sizes = list(self.properties["operandSegmentSizes"].get_values())  # type: ignore[attr-defined]
         start = sum(sizes[:seg])
         operands = list(self.operands)
-        operands[start:start + sizes[seg]] = deps
+        operands[start : start + sizes[seg]] = deps
         sizes[seg] = len(deps)
         self.operands = operands
         self.properties["operandSegmentSizes"] = DenseArrayBase.from_list(i32, sizes)
@@ -503,15 +553,26 @@ class MoveOp(TaskOp):
     """The task's completion token."""
     irdl_options = (AttrSizedOperandSegments(as_property=True),)
 
-    def __init__(self, dst: SSAValue, src: SSAValue, deps: list[SSAValue], sync: bool,
-                 token: str | None, decorators: list[DecoratorAttr],
-                 operand_decorators: list[list[DecoratorAttr]] | None = None):
-        super().__init__(operands=[dst, src, deps], result_types=[TOKEN],
-                         properties={"token": StringAttr(token) if token else None,
-                                     "sync": SYNC if sync else None,
-                                     "decorators": _decos(decorators),
-                                     "operand_decorators": _operand_decos(
-                                         operand_decorators or [])})
+    def __init__(
+        self,
+        dst: SSAValue,
+        src: SSAValue,
+        deps: list[SSAValue],
+        sync: bool,
+        token: str | None,
+        decorators: list[DecoratorAttr],
+        operand_decorators: list[list[DecoratorAttr]] | None = None,
+    ):
+        super().__init__(
+            operands=[dst, src, deps],
+            result_types=[TOKEN],
+            properties={
+                "token": StringAttr(token) if token else None,
+                "sync": SYNC if sync else None,
+                "decorators": _decos(decorators),
+                "operand_decorators": _operand_decos(operand_decorators or []),
+            },
+        )
         if token:
             self.result.name_hint = _hint(token)
 
@@ -587,17 +648,30 @@ class ComputeOp(TaskOp):
     """The task's completion token."""
     irdl_options = (AttrSizedOperandSegments(as_property=True),)
 
-    def __init__(self, ins: list[SSAValue], outs: list[SSAValue], deps: list[SSAValue],
-                 args: list[SSAValue], attrs: dict[str, Attribute], sync: bool,
-                 token: str | None, decorators: list[DecoratorAttr],
-                 operand_decorators: list[list[DecoratorAttr]]):
+    def __init__(
+        self,
+        ins: list[SSAValue],
+        outs: list[SSAValue],
+        deps: list[SSAValue],
+        args: list[SSAValue],
+        attrs: dict[str, Attribute],
+        sync: bool,
+        token: str | None,
+        decorators: list[DecoratorAttr],
+        operand_decorators: list[list[DecoratorAttr]],
+    ):
         op_decos = _operand_decos(operand_decorators)
-        super().__init__(operands=[ins, outs, deps, args], result_types=[TOKEN],
-                         properties={"token": StringAttr(token) if token else None,
-                                     "sync": SYNC if sync else None,
-                                     "decorators": _decos(decorators),
-                                     "operand_decorators": op_decos,
-                                     "attrs": DictionaryAttr(attrs) if attrs else _NO_ATTRS})
+        super().__init__(
+            operands=[ins, outs, deps, args],
+            result_types=[TOKEN],
+            properties={
+                "token": StringAttr(token) if token else None,
+                "sync": SYNC if sync else None,
+                "decorators": _decos(decorators),
+                "operand_decorators": op_decos,
+                "attrs": DictionaryAttr(attrs) if attrs else _NO_ATTRS,
+            },
+        )
         if token:
             self.result.name_hint = _hint(token)
 
@@ -623,16 +697,27 @@ def _make_compute_op(spec: OpcodeSpec) -> type[ComputeOp]:
     cls_name = "".join(p.title() for p in spec.name.split("_")) + "Op"
     if cls_name == ComputeOp.__name__:  # the escape hatch must not shadow its base class
         cls_name = "GenericComputeOp"
-    doc = (f"`{spec.name}.async|sync {spec.signature()}` ({spec.category}, "
-           f"unit {spec.unit}, hardware {spec.hw_status}).")
-    cls = type(cls_name, (ComputeOp,), {"name": f"nem.{spec.name}", "SPEC": spec, "__doc__": doc,
-                                        "__module__": __name__,
-                                        "__annotations__": {"SPEC": ClassVar[OpcodeSpec]}})
+    doc = (
+        f"`{spec.name}.async|sync {spec.signature()}` ({spec.category}, "
+        f"unit {spec.unit}, hardware {spec.hw_status})."
+    )
+    cls = type(
+        cls_name,
+        (ComputeOp,),
+        {
+            "name": f"nem.{spec.name}",
+            "SPEC": spec,
+            "__doc__": doc,
+            "__module__": __name__,
+            "__annotations__": {"SPEC": ClassVar[OpcodeSpec]},
+        },
+    )
     return irdl_op_definition(cls)
 
 
-COMPUTE_OPS: dict[str, type[ComputeOp]] = {name: _make_compute_op(spec)
-                                           for name, spec in opcodes().items()}
+COMPUTE_OPS: dict[str, type[ComputeOp]] = {
+    name: _make_compute_op(spec) for name, spec in opcodes().items()
+}
 """One op class per registry opcode, keyed by opcode name."""
 
 
@@ -650,5 +735,14 @@ for _cls in (RegionOp, TransferOp, StoreOp):
 for _compute_cls in COMPUTE_OPS.values():
     cache_segment_accessors(_compute_cls)
 
-STATEMENT_OPS: list[type[IRDLOperation]] = [ProgramOp, ConstOp, LetOp, BufferOp, RegionOp, LoopOp,
-                                            TransferOp, StoreOp, WaitOp]
+STATEMENT_OPS: list[type[IRDLOperation]] = [
+    ProgramOp,
+    ConstOp,
+    LetOp,
+    BufferOp,
+    RegionOp,
+    LoopOp,
+    TransferOp,
+    StoreOp,
+    WaitOp,
+]

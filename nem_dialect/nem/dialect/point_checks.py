@@ -58,8 +58,9 @@ class PointChecks:
     ev: Evaluator
     diags: list[Diagnostic]
 
-    def err(self, op: Operation | SourceLoc | None, rule: str | None, message: str,
-            fix: str) -> None:
+    def err(
+        self, op: Operation | SourceLoc | None, rule: str | None, message: str, fix: str
+    ) -> None:
         self.diags.append(error(message, op, rule, fix))
 
     # caches of the rule groups, filled on first use (the verifier runs once
@@ -84,8 +85,9 @@ class PointChecks:
     @cached_property
     def _walked(self) -> list[tuple[Operation, tuple[LoopOp, ...]]]:
         walked: list[tuple[Operation, tuple[LoopOp, ...]]] = []
-        stack: list[tuple[Operation | None, tuple[LoopOp, ...]]] = \
-            [(self.program.block.first_op, ())]
+        stack: list[tuple[Operation | None, tuple[LoopOp, ...]]] = [
+            (self.program.block.first_op, ())
+        ]
         while stack:
             op, loops = stack.pop()
             while op is not None:
@@ -115,9 +117,15 @@ class PointChecks:
                 env[iv] = i
                 yield env
 
-    def each_point(self, op: Operation, loops: tuple[LoopOp, ...], check: EnvCheck,
-                   suspects: Callable[[Chunk, int], np.ndarray | None], what: str,
-                   rule: str) -> None:
+    def each_point(
+        self,
+        op: Operation,
+        loops: tuple[LoopOp, ...],
+        check: EnvCheck,
+        suspects: Callable[[Chunk, int], np.ndarray | None],
+        what: str,
+        rule: str,
+    ) -> None:
         """Run `check` at every iteration point of `loops` where the vectorized
         predicate `suspects(chunk, n)` may hold (None: at no point of the chunk),
         in program order, until `check` reports an error (D-VERIFY-ENUM).
@@ -138,8 +146,9 @@ class PointChecks:
                 m = min(n, MAX_POINTS - done)
                 try:
                     flags = suspects(chunk, n)
-                    hits: Iterable[int] = () if flags is None else \
-                        np.flatnonzero(flags[:m]).tolist()
+                    hits: Iterable[int] = (
+                        () if flags is None else np.flatnonzero(flags[:m]).tolist()
+                    )
                 except Inexact:
                     hits = range(m)
                     scalar += m
@@ -158,20 +167,36 @@ class PointChecks:
                 last = env
         return None
 
-    def _unchecked(self, op: Operation, loops: tuple[LoopOp, ...], what: str, rule: str,
-                   last: dict[SSAValue, int], done: int) -> None:
-        upto = ", ".join(f"{lp.iv_name.data}={last[lp.block.args[0]]}" for lp in loops
-                         if lp.block.args[0] in last)
-        self.diags.append(Diagnostic(
-            "warning", f"{what} checked for the first {done} iteration points only (up to "
-            f"{upto}): the expressions are not affine in the loop variables, their bounds "
-            f"do not prove the rule, and the loops have more than {MAX_POINTS} points",
-            SourceLoc.of(op), rule,
-            "the remaining iterations are checked when the program runs (decision "
-            "D-VERIFY-BUDGET); affine offsets and extents (a * i + b) are checked exactly"))
+    def _unchecked(
+        self,
+        op: Operation,
+        loops: tuple[LoopOp, ...],
+        what: str,
+        rule: str,
+        last: dict[SSAValue, int],
+        done: int,
+    ) -> None:
+        upto = ", ".join(
+            f"{lp.iv_name.data}={last[lp.block.args[0]]}"
+            for lp in loops
+            if lp.block.args[0] in last
+        )
+        self.diags.append(
+            Diagnostic(
+                "warning",
+                f"{what} checked for the first {done} iteration points only (up to "
+                f"{upto}): the expressions are not affine in the loop variables, their bounds "
+                f"do not prove the rule, and the loops have more than {MAX_POINTS} points",
+                SourceLoc.of(op),
+                rule,
+                "the remaining iterations are checked when the program runs (decision "
+                "D-VERIFY-BUDGET); affine offsets and extents (a * i + b) are checked exactly",
+            )
+        )
 
-    def box_forms(self, loops: tuple[LoopOp, ...],
-                  values: tuple[SSAValue, ...]) -> tuple[Box, list[Form]] | None:
+    def box_forms(
+        self, loops: tuple[LoopOp, ...], values: tuple[SSAValue, ...]
+    ) -> tuple[Box, list[Form]] | None:
         """The box of constant loop bounds and each value's `Form` over it;
         None when the bounds are not constant or a value is not an integer
         expression of the loop variables."""
@@ -202,8 +227,9 @@ class PointChecks:
             out.append(f)
         return box, out
 
-    def check_key(self, loops: tuple[LoopOp, ...], values: tuple[SSAValue, ...],
-                  *context: object) -> tuple[object, ...] | None:
+    def check_key(
+        self, loops: tuple[LoopOp, ...], values: tuple[SSAValue, ...], *context: object
+    ) -> tuple[object, ...] | None:
         """The key of a check over the iteration points of `loops` that reads
         `values` (their structural keys, `Evaluator.key`) and `context`
         (hashable facts it also depends on): equal keys give the same
@@ -226,8 +252,9 @@ class PointChecks:
         if key is not None and len(self.diags) == diags_before:
             self.__dict__.setdefault("_passed_checks", set()).add(key)
 
-    def relevant_loops(self, loops: tuple[LoopOp, ...],
-                       values: Sequence[SSAValue]) -> tuple[LoopOp, ...]:
+    def relevant_loops(
+        self, loops: tuple[LoopOp, ...], values: Sequence[SSAValue]
+    ) -> tuple[LoopOp, ...]:
         """The enclosing loops whose iterations can change `values`: those
         whose variable they use (directly or through the bounds of another
         such loop), and every loop that may run zero times (whose body then
@@ -263,8 +290,11 @@ class PointChecks:
                 bound_args = self.ev.free_loop_args(lower) | self.ev.free_loop_args(upper)
             except ExprError:
                 bound_args = None
-            hit = facts[id(lp)] = (lp.block.args[0], lo is None or hi is None or lo > hi,
-                                   bound_args)
+            hit = facts[id(lp)] = (
+                lp.block.args[0],
+                lo is None or hi is None or lo > hi,
+                bound_args,
+            )
         return hit
 
 
@@ -276,27 +306,33 @@ def operand_groups(op: Operation) -> tuple[tuple[SSAValue, ...], ...]:
     sizes = cast("DenseArrayBase[IntegerType]", op.properties["operandSegmentSizes"]).data.data
     groups = _GROUPS.get(sizes)
     if groups is None:
-        values = cast("DenseArrayBase[IntegerType]",
-                      op.properties["operandSegmentSizes"]).get_values()
+        values = cast(
+            "DenseArrayBase[IntegerType]", op.properties["operandSegmentSizes"]
+        ).get_values()
         starts = [0]
         for n in values:
             starts.append(starts[-1] + n)
         bounds = [slice(a, b) for a, b in zip(starts, starts[1:])]
-        groups = _GROUPS[sizes] = itemgetter(*bounds) if len(bounds) > 1 else \
-            lambda operands: tuple(operands[b] for b in bounds)
+        groups = _GROUPS[sizes] = (
+            itemgetter(*bounds)
+            if len(bounds) > 1
+            else lambda operands: tuple(operands[b] for b in bounds)
+        )
     # the slices of a plain tuple, taken by one C call (SSAValues' own
     # slicing is Python code that wraps each slice)
     return groups(tuple(op._operands))  # noqa: SLF001 - the tuple `operands` wraps
 
 
-_GROUPS: BoundedCache[bytes, Callable[[tuple[SSAValue, ...]], tuple[tuple[SSAValue, ...], ...]]] = \
+_GROUPS: BoundedCache[bytes, Callable[[tuple[SSAValue, ...]], tuple[tuple[SSAValue, ...], ...]]] = (
     BoundedCache(SEGMENT_CACHE_SIZE)
+)
 """What takes each operand group's slice, by the bytes of the segment array."""
 
 
 def iteration_text(loops: tuple[LoopOp, ...], env: Mapping[SSAValue, int]) -> str:
     if not loops:
         return ""
-    parts = [f"{lp.iv_name.data}={env[lp.block.args[0]]}" for lp in loops
-             if lp.block.args[0] in env]
+    parts = [
+        f"{lp.iv_name.data}={env[lp.block.args[0]]}" for lp in loops if lp.block.args[0] in env
+    ]
     return f" (at iteration {', '.join(parts)})"

@@ -60,17 +60,27 @@ class RegionRules(PointChecks):
         try:
             size = self.ev.static(op.size)
         except ExprError as e:
-            return self.err(op, "CONST-05", f"{e} in the size of buffer '{name}'", "change the divisor")
+            return self.err(
+                op, "CONST-05", f"{e} in the size of buffer '{name}'", "change the divisor"
+            )
         if size is None:
-            self.err(op, "BUF-01", f"the size of buffer '{name}' depends on a loop variable",
-                     "buffer sizes are compile-time integers")
+            self.err(
+                op,
+                "BUF-01",
+                f"the size of buffer '{name}' depends on a loop variable",
+                "buffer sizes are compile-time integers",
+            )
         elif size <= 0:
             self.err(op, "BUF-03", f"buffer '{name}' has size {size}", "give it a size > 0 bytes")
         if op.align is not None:
             a = op.align.value.data
             if a <= 0 or a & (a - 1):
-                self.err(op, "BUF-04", f"align={a} of buffer '{name}' is not a power of two",
-                         "use 1, 2, 4, ... 64, ...")
+                self.err(
+                    op,
+                    "BUF-04",
+                    f"align={a} of buffer '{name}' is not a power of two",
+                    "use 1, 2, 4, ... 64, ...",
+                )
 
     @cached_property
     def _buffer_sizes(self) -> dict[int, tuple[int | None, BufferOp]]:
@@ -109,9 +119,12 @@ class RegionRules(PointChecks):
             if elem is None:
                 # IR from MLIR can carry any builtin type; the front ends
                 # reject other element types when they build the IR
-                return self.err(op, "TYPE-01", f"{_label(op)} has element type {rtype.elem}, "
-                                "which is not a NEM element type",
-                                "use one of " + ", ".join(ELEM_BY_NAME))
+                return self.err(
+                    op,
+                    "TYPE-01",
+                    f"{_label(op)} has element type {rtype.elem}, which is not a NEM element type",
+                    "use one of " + ", ".join(ELEM_BY_NAME),
+                )
             # both checks depend on the type and the buffer size alone: a pass
             # is remembered (by the type's identity, kept alive by the entry)
             passed = self._typed_passed
@@ -138,8 +151,9 @@ class RegionRules(PointChecks):
             fixed = all(self.ev.static(v) is not None for v in (*shape, *strides))
         except ExprError:
             fixed = False
-        least = (self._least_extent(elem, shape, strides) if fixed else None) \
-            if elem is not None else 0
+        least = (
+            (self._least_extent(elem, shape, strides) if fixed else None) if elem is not None else 0
+        )
         fits: dict[int, bool] = {}
 
         def check(env: dict[SSAValue, int]) -> bool:
@@ -151,15 +165,22 @@ class RegionRules(PointChecks):
             if off is None or ext is None:
                 return True
             if off < 0 or ext <= 0:
-                self.err(op, "REG-01", f"{label} has offset {off} and extent {ext}"
-                         f"{iteration_text(loops, env)}",
-                         "offsets are >= 0 and extents > 0 bytes")
+                self.err(
+                    op,
+                    "REG-01",
+                    f"{label} has offset {off} and extent {ext}{iteration_text(loops, env)}",
+                    "offsets are >= 0 and extents > 0 bytes",
+                )
                 return False
             if buf_size is not None and off + ext > buf_size:
-                self.err(op, "REG-02", f"{label} covers bytes [{off}, {off + ext}) but buffer "
-                         f"'{buf_op.buffer_name.data}' has {buf_size} bytes"
-                         f"{iteration_text(loops, env)}",
-                         "shrink the region or enlarge the buffer")
+                self.err(
+                    op,
+                    "REG-02",
+                    f"{label} covers bytes [{off}, {off + ext}) but buffer "
+                    f"'{buf_op.buffer_name.data}' has {buf_size} bytes"
+                    f"{iteration_text(loops, env)}",
+                    "shrink the region or enlarge the buffer",
+                )
                 return False
             # a static shape and strides: the least extent decides EXT-01/02
             # (as `_region_proven` relies on), without evaluating them again
@@ -196,8 +217,15 @@ class RegionRules(PointChecks):
         self.each_point(op, loops, check, suspects, f"the bounds of {label}", "REG-02")
         return self.record_pass(repeat, diags_before)
 
-    def _region_proven(self, f_off: Form, f_ext: Form, buf_size: int | None,
-                       least: int | None, box: Box, check: EnvCheck) -> bool:
+    def _region_proven(
+        self,
+        f_off: Form,
+        f_ext: Form,
+        buf_size: int | None,
+        least: int | None,
+        box: Box,
+        check: EnvCheck,
+    ) -> bool:
         """Decide REG-01/REG-02 (and the extent rules of a typed region with a
         fixed shape, through the least extent they accept) from the value
         intervals over the box of loop bounds: True when they prove every
@@ -210,8 +238,12 @@ class RegionRules(PointChecks):
         (olo, _), (elo, _) = f_off.interval, f_ext.interval
         end_hi = f_end.interval[1] if f_end.interval is not None else None
         extent_ok = least is not None and elo >= least
-        if olo >= 0 and elo > 0 and (buf_size is None or (end_hi is not None and end_hi <= buf_size)) \
-                and extent_ok:
+        if (
+            olo >= 0
+            and elo > 0
+            and (buf_size is None or (end_hi is not None and end_hi <= buf_size))
+            and extent_ok
+        ):
             return True
         n = 1
         for lo, hi in box.values():
@@ -228,8 +260,9 @@ class RegionRules(PointChecks):
         check(env)
         return True
 
-    def _buffer_holds_elements(self, op: RegionOp, rtype: RegionType, elem: str,
-                               buf_size: int | None, label: str) -> bool:
+    def _buffer_holds_elements(
+        self, op: RegionOp, rtype: RegionType, elem: str, buf_size: int | None, label: str
+    ) -> bool:
         """BUF-02: a buffer must be large enough for the packed elements a typed
         region puts in it.  Reported on its own (rather than as a REG-02 overrun)
         because the fix is usually the buffer size, computed with the packed
@@ -242,18 +275,28 @@ class RegionRules(PointChecks):
         if need <= buf_size:
             return True
         name = op.buffer_decl.buffer_name.data
-        self.err(op, "BUF-02", f"buffer '{name}' has {buf_size} bytes but {label} puts "
-                 f"{math.prod(shape)} {elem} elements in it, which need "
-                 f"ceil({math.prod(shape)} * {bw} / 8) = {need} bytes",
-                 f"give buffer '{name}' size >= {need}")
+        self.err(
+            op,
+            "BUF-02",
+            f"buffer '{name}' has {buf_size} bytes but {label} puts "
+            f"{math.prod(shape)} {elem} elements in it, which need "
+            f"ceil({math.prod(shape)} * {bw} / 8) = {need} bytes",
+            f"give buffer '{name}' size >= {need}",
+        )
         return False
 
     def _region_type(self, op: RegionOp, rtype: RegionType, label: str) -> bool:
-        if rtype.shape_values is None or (rtype.layout_name is None) == (rtype.stride_values is None):
+        if rtype.shape_values is None or (rtype.layout_name is None) == (
+            rtype.stride_values is None
+        ):
             # the front ends parse nothing else; IR from MLIR can hold any parameters
-            self.err(op, "GRAM-08", f"{label} has an element type but not a shape and exactly "
-                     "one of layout and strides", "a typed region carries elem, shape and "
-                     "layout or strides together")
+            self.err(
+                op,
+                "GRAM-08",
+                f"{label} has an element type but not a shape and exactly "
+                "one of layout and strides",
+                "a typed region carries elem, shape and layout or strides together",
+            )
             return False
         shape = rtype.shape_values
         for d in shape:
@@ -262,14 +305,22 @@ class RegionRules(PointChecks):
                 return False
         layout = rtype.layout_name
         if layout is not None and len(layout) != len(shape):
-            self.err(op, "REG-05", f"{label}: layout {layout} has rank {len(layout)} but the shape "
-                     f"has rank {len(shape)}",
-                     "a layout names one letter per dimension (decision D-LAYOUT)")
+            self.err(
+                op,
+                "REG-05",
+                f"{label}: layout {layout} has rank {len(layout)} but the shape "
+                f"has rank {len(shape)}",
+                "a layout names one letter per dimension (decision D-LAYOUT)",
+            )
             return False
         strides = rtype.stride_values
         if strides is not None and len(strides) != len(shape):
-            self.err(op, "REG-05", f"{label}: {len(strides)} strides for a rank-{len(shape)} shape",
-                     "give one stride per dimension")
+            self.err(
+                op,
+                "REG-05",
+                f"{label}: {len(strides)} strides for a rank-{len(shape)} shape",
+                "give one stride per dimension",
+            )
             return False
         return self._quant(op, rtype, label)
 
@@ -280,8 +331,12 @@ class RegionRules(PointChecks):
         shape = rtype.shape_values or ()
         axis = q.axis.data
         if not 0 <= axis < len(shape):
-            self.err(op, "QUANT-05", f"{label}: quant axis {axis} is not a dimension of a "
-                     f"rank-{len(shape)} region", f"use 0 <= axis < {len(shape)}")
+            self.err(
+                op,
+                "QUANT-05",
+                f"{label}: quant axis {axis} is not a dimension of a rank-{len(shape)} region",
+                f"use 0 <= axis < {len(shape)}",
+            )
             return False
         dim = shape[axis]
         if dim == DYNAMIC:
@@ -289,7 +344,9 @@ class RegionRules(PointChecks):
         if isinstance(q, PerGroupQuantAttr):
             g = q.group_size.data
             if g <= 0:
-                self.err(op, "QUANT-04", f"{label}: group_size {g}", "group_size is a positive integer")
+                self.err(
+                    op, "QUANT-04", f"{label}: group_size {g}", "group_size is a positive integer"
+                )
                 return False
             want, rule, why = math.ceil(dim / g), "QUANT-03", f"ceil({dim} / {g})"
         else:
@@ -297,13 +354,18 @@ class RegionRules(PointChecks):
         for key in ("scales", "zero_points"):
             have = len(getattr(q, key).data)
             if have != want:
-                self.err(op, rule, f"{label}: {key} has {have} entries but needs {want} ({why})",
-                         f"give exactly {want} {key}")
+                self.err(
+                    op,
+                    rule,
+                    f"{label}: {key} has {have} entries but needs {want} ({why})",
+                    f"give exactly {want} {key}",
+                )
                 return False
         return True
 
-    def _least_extent(self, elem: str, shape_values: Sequence[SSAValue],
-                      stride_values: Sequence[SSAValue]) -> int:
+    def _least_extent(
+        self, elem: str, shape_values: Sequence[SSAValue], stride_values: Sequence[SSAValue]
+    ) -> int:
         """The smallest extent EXT-01/EXT-02 accept for a static shape and
         strides (beyond INT_MAX when none does: negative strides)."""
         shape = _all_known([self.ev.static(v) for v in shape_values])
@@ -315,17 +377,29 @@ class RegionRules(PointChecks):
         need = region_min_bytes(elem, shape)
         return max(need, region_min_bytes(elem, shape, strides)) if strides else need
 
-    def _extent_fits(self, op: RegionOp, elem: str, ext: int, env: Mapping[SSAValue, int],
-                     label: str, loops: tuple[LoopOp, ...], shape_values: Sequence[SSAValue],
-                     stride_values: Sequence[SSAValue]) -> bool:
+    def _extent_fits(
+        self,
+        op: RegionOp,
+        elem: str,
+        ext: int,
+        env: Mapping[SSAValue, int],
+        label: str,
+        loops: tuple[LoopOp, ...],
+        shape_values: Sequence[SSAValue],
+        stride_values: Sequence[SSAValue],
+    ) -> bool:
         shape = _all_known([self.ev.eval(v, env) for v in shape_values])
         if shape is None:
             return True
         need = region_min_bytes(elem, shape)
         if ext < need:
-            self.err(op, "EXT-01", f"{label} has extent {ext} bytes but {elem} "
-                     f"shape {shape} needs {need}{iteration_text(loops, env)}",
-                     f"make the extent at least {need} bytes")
+            self.err(
+                op,
+                "EXT-01",
+                f"{label} has extent {ext} bytes but {elem} "
+                f"shape {shape} needs {need}{iteration_text(loops, env)}",
+                f"make the extent at least {need} bytes",
+            )
             return False
         if stride_values:
             strides = _all_known([self.ev.eval(v, env) for v in stride_values])
@@ -334,9 +408,13 @@ class RegionRules(PointChecks):
             last = sum((d - 1) * s for d, s in zip(shape, strides))
             need = region_min_bytes(elem, shape, strides)
             if any(s < 0 for s in strides) or need > ext:
-                self.err(op, "EXT-02", f"{label}: strides {strides} address element {last}, "
-                         f"beyond its {ext}-byte extent{iteration_text(loops, env)}",
-                         "fix the strides or enlarge the extent")
+                self.err(
+                    op,
+                    "EXT-02",
+                    f"{label}: strides {strides} address element {last}, "
+                    f"beyond its {ext}-byte extent{iteration_text(loops, env)}",
+                    "fix the strides or enlarge the extent",
+                )
                 return False
         return True
 

@@ -88,8 +88,9 @@ class OpcodeSpec:
         depend on how the user ordered attributes -- nor on MLIR, which sorts
         attribute dictionaries."""
         given = set(names)
-        return [k for k in self.attributes if k in given] + \
-            sorted(k for k in given if k not in self.attributes)
+        return [k for k in self.attributes if k in given] + sorted(
+            k for k in given if k not in self.attributes
+        )
 
     def signature(self) -> str:
         """`in X, W[, B] out Y` style summary used in diagnostics and docs."""
@@ -137,8 +138,15 @@ def _load_operand(opcode: str, raw: _Yaml, schema: _Yaml) -> OperandSpec:
     _check(isinstance(raw.get("required"), bool), opcode, f"operand needs required: in {raw}")
     elem = raw.get("elem")
     _check(elem is None or all(e in ELEM_TYPES for e in elem), opcode, f"bad elem list {elem}")
-    return OperandSpec(raw["name"], raw["dir"], raw["role"], raw["required"], raw.get("binds"),
-                       bool(raw.get("variadic", False)), tuple(elem) if elem else None)
+    return OperandSpec(
+        raw["name"],
+        raw["dir"],
+        raw["role"],
+        raw["required"],
+        raw.get("binds"),
+        bool(raw.get("variadic", False)),
+        tuple(elem) if elem else None,
+    )
 
 
 def _load_opcode(name: str, raw: _Yaml, schema: _Yaml) -> OpcodeSpec:
@@ -151,19 +159,38 @@ def _load_opcode(name: str, raw: _Yaml, schema: _Yaml) -> OpcodeSpec:
         _check(a.get("type") in ATTR_TYPES, name, f"attribute {aname}: bad type {a.get('type')}")
         values = a.get("values")
         if values is not None:
-            _check(a["type"] == "string" and isinstance(values, list) and bool(values)
-                   and all(isinstance(v, str) for v in values)
-                   and a.get("default", values[0]) in values, name,
-                   f"attribute {aname}: `values` is a non-empty list of strings of a string "
-                   "attribute, its default among them")
-        attrs[aname] = AttributeSpec(aname, a["type"], bool(a.get("required", False)),
-                                     a.get("default"), None if values is None else tuple(values))
+            _check(
+                a["type"] == "string"
+                and isinstance(values, list)
+                and bool(values)
+                and all(isinstance(v, str) for v in values)
+                and a.get("default", values[0]) in values,
+                name,
+                f"attribute {aname}: `values` is a non-empty list of strings of a string "
+                "attribute, its default among them",
+            )
+        attrs[aname] = AttributeSpec(
+            aname,
+            a["type"],
+            bool(a.get("required", False)),
+            a.get("default"),
+            None if values is None else tuple(values),
+        )
     code = raw.get("code")
     if not (isinstance(code, int) and not isinstance(code, bool) and 0 < code < 1 << 16):
         _fail(name, f"code={code!r}: every opcode needs a bytecode number in 1..65535")
-    return OpcodeSpec(name, raw["category"], raw["unit"], raw["hw_status"], raw["stability"],
-                      tuple(raw.get("families") or ()), operands, attrs,
-                      bool(raw.get("open_attributes", False)), code)
+    return OpcodeSpec(
+        name,
+        raw["category"],
+        raw["unit"],
+        raw["hw_status"],
+        raw["stability"],
+        tuple(raw.get("families") or ()),
+        operands,
+        attrs,
+        bool(raw.get("open_attributes", False)),
+        code,
+    )
 
 
 @cache
@@ -175,9 +202,14 @@ def opcodes() -> dict[str, OpcodeSpec]:
     retired = {code: old for old, code in (raw.get("retired_codes") or {}).items()}
     seen: dict[int, str] = {}
     for spec in specs.values():
-        _check(spec.code not in seen, spec.name, f"code {spec.code} is also {seen.get(spec.code)}'s")
-        _check(spec.code not in retired, spec.name,
-               f"code {spec.code} is retired (was {retired.get(spec.code)}); take a new one")
+        _check(
+            spec.code not in seen, spec.name, f"code {spec.code} is also {seen.get(spec.code)}'s"
+        )
+        _check(
+            spec.code not in retired,
+            spec.name,
+            f"code {spec.code} is retired (was {retired.get(spec.code)}); take a new one",
+        )
         seen[spec.code] = spec.name
     return specs
 

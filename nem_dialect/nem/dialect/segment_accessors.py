@@ -39,11 +39,13 @@ class SegmentAccessor:
         self.prop = acc.option.attribute_name  # the segment-sizes property
         # where this operand sits for each segment array: an index (single
         # operand) or a slice (variadic); other accessors take xDSL's path
-        self.positions: dict[bytes, int | slice] | None = \
+        self.positions: dict[bytes, int | slice] | None = (
             {} if isinstance(acc, SingleAttrAccessor | VariadicAttrAccessor) else None
+        )
 
-    def __get__(self, obj: Operation | None, objtype: type | None = None
-                ) -> SSAValue | Sequence[SSAValue] | None | SegmentAccessor:
+    def __get__(
+        self, obj: Operation | None, objtype: type | None = None
+    ) -> SSAValue | Sequence[SSAValue] | None | SegmentAccessor:
         if obj is None:
             return self
         acc = self.acc
@@ -63,8 +65,9 @@ class SegmentAccessor:
             if type(pos) is int:
                 return _tuple_item(obj._operands, pos)  # noqa: SLF001 - hot path
             return obj._operands[pos]  # noqa: SLF001
-        operands: SSAValue | Sequence[SSAValue] | None = acc.index(_segment_values(obj, acc),
-                                                                    obj.operands)
+        operands: SSAValue | Sequence[SSAValue] | None = acc.index(
+            _segment_values(obj, acc), obj.operands
+        )
         return operands
 
     def __set__(self, instance: Operation, value: object) -> None:
@@ -94,6 +97,9 @@ def cache_segment_accessors(cls: type[IRDLOperation]) -> None:
     `SegmentAccessor` on `cls` itself: the project's own op classes, never
     xDSL's (docs/upstream-reports.md, 10)."""
     for name, acc in list(vars(cls).items()):
-        if isinstance(acc, BaseAttrAccessor) and acc.construct == VarIRConstruct.OPERAND \
-                and acc.option.as_property:
+        if (
+            isinstance(acc, BaseAttrAccessor)
+            and acc.construct == VarIRConstruct.OPERAND
+            and acc.option.as_property
+        ):
             setattr(cls, name, SegmentAccessor(acc))

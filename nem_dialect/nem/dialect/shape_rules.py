@@ -79,11 +79,17 @@ def _same_shapes(op: ComputeOp, ev: Evaluator) -> Iterator[Finding]:
         if op.SPEC.category == "normalization":
             x, z = _shape(op.ins[0]), _shape(op.outs[0])
             if x != z:
-                yield ("FAM-18", f"{op.opcode} output shape {list(z)} differs from input {list(x)}",
-                       "normalization keeps the shape")
+                yield (
+                    "FAM-18",
+                    f"{op.opcode} output shape {list(z)} differs from input {list(x)}",
+                    "normalization keeps the shape",
+                )
             return
-        yield (rule, f"{op.opcode} operand shapes differ: " +
-               ", ".join(str(list(s)) for s in shapes), "elementwise operands have identical shapes")
+        yield (
+            rule,
+            f"{op.opcode} operand shapes differ: " + ", ".join(str(list(s)) for s in shapes),
+            "elementwise operands have identical shapes",
+        )
 
 
 def _linear(op: ComputeOp, ev: Evaluator) -> Iterator[Finding]:
@@ -91,23 +97,35 @@ def _linear(op: ComputeOp, ev: Evaluator) -> Iterator[Finding]:
     if not _known(a, b, y):
         return
     if len(a) < 2 or len(b) < 2 or len(y) < 2:
-        yield ("FAM-25", f"{op.opcode} needs operands of rank >= 2, got {list(a)} x {list(b)} -> "
-               f"{list(y)}", "gemm is [M,K] x [K,N] -> [M,N]")
+        yield (
+            "FAM-25",
+            f"{op.opcode} needs operands of rank >= 2, got {list(a)} x {list(b)} -> {list(y)}",
+            "gemm is [M,K] x [K,N] -> [M,N]",
+        )
         return
     ta, tb = attr_int(op, "trans_a", ev), attr_int(op, "trans_b", ev)
     m, k = (a[-1], a[-2]) if ta else (a[-2], a[-1])
     k2, n = (b[-1], b[-2]) if tb else (b[-2], b[-1])
     if k != k2:
-        yield ("FAM-25", f"{op.opcode} inner dimensions differ: A is {list(a)}, B is {list(b)}",
-               "A's K must equal B's K")
+        yield (
+            "FAM-25",
+            f"{op.opcode} inner dimensions differ: A is {list(a)}, B is {list(b)}",
+            "A's K must equal B's K",
+        )
     elif (y[-2], y[-1]) != (m, n):
-        yield ("FAM-25", f"{op.opcode} output is {list(y)} but A x B gives [{m}, {n}]",
-               f"declare Y with shape [{m}, {n}]")
+        yield (
+            "FAM-25",
+            f"{op.opcode} output is {list(y)} but A x B gives [{m}, {n}]",
+            f"declare Y with shape [{m}, {n}]",
+        )
     if len(op.ins) > 2:
         c = _shape(op.ins[2])
         if DYNAMIC not in c and c[-1:] != (n,) and tuple(c) != tuple(y):
-            yield ("FAM-25", f"{op.opcode} bias C is {list(c)}, expected [{n}] or {list(y)}",
-                   "the bias broadcasts along N")
+            yield (
+                "FAM-25",
+                f"{op.opcode} bias C is {list(c)}, expected [{n}] or {list(y)}",
+                "the bias broadcasts along N",
+            )
 
 
 def _conv(op: ComputeOp, ev: Evaluator) -> Iterator[Finding]:
@@ -121,16 +139,22 @@ def _conv(op: ComputeOp, ev: Evaluator) -> Iterator[Finding]:
         return
     for label, s in (("input", x), ("weight", w), ("output", y)):
         if len(s) != rank:
-            yield ("FAM-24", f"{op.opcode} {label} has rank {len(s)}, needs {rank}",
-                   f"use {rank}-D regions (N, spatial..., C) / (spatial..., Cin, Cout)")
+            yield (
+                "FAM-24",
+                f"{op.opcode} {label} has rank {len(s)}, needs {rank}",
+                f"use {rank}-D regions (N, spatial..., C) / (spatial..., Cin, Cout)",
+            )
             return
     pads, strides, dil = (attr_ints(op, k, ev) for k in ("pads", "strides", "dilations"))
     groups = attr_int(op, "groups", ev)
     if groups is None or pads is None or strides is None or dil is None:
         return
     if len(pads) != 2 * nsp or len(strides) != nsp or len(dil) != nsp:
-        yield ("FAM-24", f"{op.opcode} needs {2 * nsp} pads, {nsp} strides, {nsp} dilations",
-               "fix the attribute lengths")
+        yield (
+            "FAM-24",
+            f"{op.opcode} needs {2 * nsp} pads, {nsp} strides, {nsp} dilations",
+            "fix the attribute lengths",
+        )
         return
     out = [x[0]]
     for i in range(nsp):
@@ -142,21 +166,33 @@ def _conv(op: ComputeOp, ev: Evaluator) -> Iterator[Finding]:
         out.append(span // strides[i] + 1)
     cout = w[-1] * (x[-1] if op.opcode == "depthwise_conv2d" else 1)
     out.append(cout)
-    if x[-1] != w[-2] * (groups if op.opcode != "depthwise_conv2d" else 1) and \
-            op.opcode != "depthwise_conv2d":
-        yield ("FAM-24", f"{op.opcode} input has {x[-1]} channels but the weight expects "
-               f"{w[-2]} x groups={groups}", "match Cin between X and W")
+    if (
+        x[-1] != w[-2] * (groups if op.opcode != "depthwise_conv2d" else 1)
+        and op.opcode != "depthwise_conv2d"
+    ):
+        yield (
+            "FAM-24",
+            f"{op.opcode} input has {x[-1]} channels but the weight expects "
+            f"{w[-2]} x groups={groups}",
+            "match Cin between X and W",
+        )
         return
     if list(y) != out:
-        yield ("FAM-24", f"{op.opcode} output shape is {list(y)} but input {list(x)}, kernel "
-               f"{list(w)}, pads={pads}, strides={strides}, dilations={dil} give {out}",
-               f"declare the output as shape={out} or change pads")
+        yield (
+            "FAM-24",
+            f"{op.opcode} output shape is {list(y)} but input {list(x)}, kernel "
+            f"{list(w)}, pads={pads}, strides={strides}, dilations={dil} give {out}",
+            f"declare the output as shape={out} or change pads",
+        )
         return
-    if len(op.ins) > 2:   # D-CONV-BIAS: per output channel, or an accumulator of Y's shape
+    if len(op.ins) > 2:  # D-CONV-BIAS: per output channel, or an accumulator of Y's shape
         c = _shape(op.ins[2])
         if DYNAMIC not in c and list(c) != [cout] and list(c) != out:
-            yield ("FAM-24", f"{op.opcode} bias B is {list(c)}, expected [{cout}] or {out}",
-                   "the bias is one value per output channel, or the output's shape")
+            yield (
+                "FAM-24",
+                f"{op.opcode} bias B is {list(c)}, expected [{cout}] or {out}",
+                "the bias is one value per output channel, or the output's shape",
+            )
 
 
 def _pool(op: ComputeOp, ev: Evaluator) -> Iterator[Finding]:
@@ -166,40 +202,60 @@ def _pool(op: ComputeOp, ev: Evaluator) -> Iterator[Finding]:
         return
     nsp = len(ks)
     if len(x) != nsp + 2 or len(y) != nsp + 2 or len(pads) != 2 * nsp or len(strides) != nsp:
-        yield ("FAM-23", f"{op.opcode}: rank {len(x)} input with kernel_shape {ks}, pads {pads}, "
-               f"strides {strides}", "NHWC regions with 2 spatial dims, 4 pads, 2 strides")
+        yield (
+            "FAM-23",
+            f"{op.opcode}: rank {len(x)} input with kernel_shape {ks}, pads {pads}, "
+            f"strides {strides}",
+            "NHWC regions with 2 spatial dims, 4 pads, 2 strides",
+        )
         return
     out = [x[0]]
     for i in range(nsp):
         span = x[1 + i] + pads[i] + pads[nsp + i] - ks[i]
         if strides[i] <= 0 or ks[i] <= 0 or span < 0:
-            yield ("FAM-23", f"{op.opcode} window does not fit the input: kernel_shape {ks}, "
-                   f"pads {pads}, strides {strides} on input {list(x)}",
-                   "use positive kernel sizes and strides, and a kernel no larger than the "
-                   "padded input")
+            yield (
+                "FAM-23",
+                f"{op.opcode} window does not fit the input: kernel_shape {ks}, "
+                f"pads {pads}, strides {strides} on input {list(x)}",
+                "use positive kernel sizes and strides, and a kernel no larger than the "
+                "padded input",
+            )
             return
         out.append(span // strides[i] + 1)
     out.append(x[-1])
     if list(y) != out:
-        yield ("FAM-23", f"{op.opcode} output shape is {list(y)} but the pooling attributes give "
-               f"{out}", f"declare the output as shape={out}")
+        yield (
+            "FAM-23",
+            f"{op.opcode} output shape is {list(y)} but the pooling attributes give {out}",
+            f"declare the output as shape={out}",
+        )
 
 
 def _view(op: ComputeOp, ev: Evaluator) -> Iterator[Finding]:
     if op.opcode == "reshape":
         x, y = _shape(op.ins[0]), _shape(op.outs[0])
         if _known(x, y) and math.prod(x) != math.prod(y):
-            yield ("FAM-16", f"reshape changes the element count: {list(x)} ({math.prod(x)}) -> "
-                   f"{list(y)} ({math.prod(y)})", "keep the element count")
+            yield (
+                "FAM-16",
+                f"reshape changes the element count: {list(x)} ({math.prod(x)}) -> "
+                f"{list(y)} ({math.prod(y)})",
+                "keep the element count",
+            )
     elif op.opcode == "transpose":
         x, y, perm = _shape(op.ins[0]), _shape(op.outs[0]), attr_ints(op, "perm", ev)
         if _known(x, y) and perm:
             if sorted(perm) != list(range(len(x))):
-                yield ("FAM-15", f"transpose perm {perm} is not a permutation of rank {len(x)}",
-                       "list every axis once")
+                yield (
+                    "FAM-15",
+                    f"transpose perm {perm} is not a permutation of rank {len(x)}",
+                    "list every axis once",
+                )
             elif list(y) != [x[p] for p in perm]:
-                yield ("FAM-15", f"transpose output {list(y)} != {[x[p] for p in perm]}",
-                       "declare the permuted shape")
+                yield (
+                    "FAM-15",
+                    f"transpose output {list(y)} != {[x[p] for p in perm]}",
+                    "declare the permuted shape",
+                )
 
 
 def _reduce(op: ComputeOp, ev: Evaluator) -> Iterator[Finding]:
@@ -215,11 +271,17 @@ def _reduce(op: ComputeOp, ev: Evaluator) -> Iterator[Finding]:
     if any(not 0 <= a < len(x) for a in axes):
         yield ("FAM-26", f"{op.opcode} axes {axes} out of range for rank {len(x)}", "fix axes")
         return
-    want = [1 if i in axes else d for i, d in enumerate(x)] if keep else \
-        [d for i, d in enumerate(x) if i not in axes]
+    want = (
+        [1 if i in axes else d for i, d in enumerate(x)]
+        if keep
+        else [d for i, d in enumerate(x) if i not in axes]
+    )
     if list(y) != want and not (not want and list(y) == [1]):
-        yield ("FAM-26", f"{op.opcode} output shape {list(y)} but axes={axes}, keepdims={keep} "
-               f"give {want}", f"declare the output as shape={want or [1]}")
+        yield (
+            "FAM-26",
+            f"{op.opcode} output shape {list(y)} but axes={axes}, keepdims={keep} give {want}",
+            f"declare the output as shape={want or [1]}",
+        )
 
 
 _CHECKS: dict[str, Callable[[ComputeOp, Evaluator], Iterator[Finding]]] = {

@@ -24,15 +24,17 @@ from nem.dialect.diagnostics import NemDiagnosticError, SourceLoc, fail
 from nem.dialect.limits import max_source_bytes
 
 
-def read_source(path: str | Path, what: str = "input", loc: SourceLoc | None = None,
-                rule: str | None = None) -> str:
+def read_source(
+    path: str | Path, what: str = "input", loc: SourceLoc | None = None, rule: str | None = None
+) -> str:
     """The text of the regular file `path` (`what` names it in diagnostics;
     `loc`/`rule` locate errors at the include or directive that named it)."""
     return decode_source(read_source_bytes(path, what, loc, rule), str(path))
 
 
-def read_source_bytes(path: str | Path, what: str = "input", loc: SourceLoc | None = None,
-                      rule: str | None = None) -> bytes:
+def read_source_bytes(
+    path: str | Path, what: str = "input", loc: SourceLoc | None = None, rule: str | None = None
+) -> bytes:
     """The bytes of the regular file `path`, at most `max_source_bytes()`
     (text or NEM bytecode)."""
     limit = max_source_bytes()
@@ -65,9 +67,13 @@ class FileTooLarge(FileRefused):
 
 
 def _kind(mode: int) -> str:
-    for test, kind in ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO (named pipe)"),
-                       (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
-                       (stat.S_ISSOCK, "a socket")):
+    for test, kind in (
+        (stat.S_ISDIR, "a directory"),
+        (stat.S_ISFIFO, "a FIFO (named pipe)"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+        (stat.S_ISSOCK, "a socket"),
+    ):
         if test(mode):
             return kind
     return "not a regular file"
@@ -85,12 +91,13 @@ def regular_file(path: str | Path, what: str = "input") -> os.stat_result:
         st = os.stat(name)
     except OSError as e:
         raise FileRefused(f"cannot read {it}: {e.strerror}") from None
-    except ValueError as e:   # an embedded NUL byte
+    except ValueError as e:  # an embedded NUL byte
         raise FileRefused(f"cannot read {what} {name!r}: {e}".replace("  ", " ")) from None
     if not stat.S_ISREG(st.st_mode):
-        raise FileRefused(f"cannot read {it}: it is {_kind(st.st_mode)}",
-                          "give a regular file (or '-' for standard input where the tool "
-                          "reads one)")
+        raise FileRefused(
+            f"cannot read {it}: it is {_kind(st.st_mode)}",
+            "give a regular file (or '-' for standard input where the tool reads one)",
+        )
     return st
 
 
@@ -101,8 +108,9 @@ def read_file_bytes(path: str | Path, limit: int, what: str = "input") -> bytes:
     name = str(path)
     st = regular_file(name, what)
     if st.st_size > limit:
-        raise FileTooLarge(f"{what} '{name}' has {st.st_size} bytes, above the limit of "
-                           f"{limit}", st.st_size, limit)
+        raise FileTooLarge(
+            f"{what} '{name}' has {st.st_size} bytes, above the limit of {limit}", st.st_size, limit
+        )
     try:
         with open(name, "rb") as f:
             data = f.read(limit + 1)
@@ -111,8 +119,12 @@ def read_file_bytes(path: str | Path, limit: int, what: str = "input") -> bytes:
     if _reads:
         _reads[-1].setdefault((st.st_dev, st.st_ino), name)
     if len(data) > limit:
-        raise FileTooLarge(f"{what} '{name}' has more than {limit} bytes, above the limit",
-                           len(data), limit, exact=False)
+        raise FileTooLarge(
+            f"{what} '{name}' has more than {limit} bytes, above the limit",
+            len(data),
+            limit,
+            exact=False,
+        )
     return data
 
 
@@ -157,16 +169,20 @@ def read_source_stream(stream: BinaryIO, name: str = "<stdin>", what: str = "inp
     return decode_source(data, name)
 
 
-def too_large(name: str, what: str, size: int, loc: SourceLoc | None,
-              rule: str | None, exact: bool) -> NemDiagnosticError:
+def too_large(
+    name: str, what: str, size: int, loc: SourceLoc | None, rule: str | None, exact: bool
+) -> NemDiagnosticError:
     """`exact`: `size` is the file's size, else the bytes read before the
     limit stopped the read (the input has at least that many)."""
     limit = max_source_bytes()
     more = "" if exact else "more than "
-    return fail(f"{what} '{name}' has {more}{size} bytes, above the limit of "
-                f"{limit} (D-LIMITS)", loc, rule,
-                "split the input, or raise the limit: --max-source-bytes N "
-                "(nem.dialect.limits.source_limit from Python)")
+    return fail(
+        f"{what} '{name}' has {more}{size} bytes, above the limit of {limit} (D-LIMITS)",
+        loc,
+        rule,
+        "split the input, or raise the limit: --max-source-bytes N "
+        "(nem.dialect.limits.source_limit from Python)",
+    )
 
 
 def decode_source(data: bytes, name: str) -> str:
@@ -174,13 +190,24 @@ def decode_source(data: bytes, name: str) -> str:
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as e:
-        prefix = data[:e.start].decode("utf-8", errors="replace")
+        prefix = data[: e.start].decode("utf-8", errors="replace")
         line = prefix.count("\n") + 1
         col = len(prefix) - (prefix.rfind("\n") + 1) + 1
-        raise fail(f"not valid UTF-8: byte 0x{data[e.start]:02x} at byte offset {e.start} "
-                   f"({e.reason})", SourceLoc(name, line, col), None,
-                   "save the file as UTF-8") from None
+        raise fail(
+            f"not valid UTF-8: byte 0x{data[e.start]:02x} at byte offset {e.start} ({e.reason})",
+            SourceLoc(name, line, col),
+            None,
+            "save the file as UTF-8",
+        ) from None
 
 
-__all__ = ["read_source", "read_source_bytes", "read_source_stream", "decode_source",
-           "FileRefused", "FileTooLarge", "regular_file", "read_file_bytes"]
+__all__ = [
+    "read_source",
+    "read_source_bytes",
+    "read_source_stream",
+    "decode_source",
+    "FileRefused",
+    "FileTooLarge",
+    "regular_file",
+    "read_file_bytes",
+]

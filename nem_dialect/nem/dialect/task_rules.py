@@ -53,8 +53,9 @@ from nem.dialect.shape_rules import check_shapes
 if TYPE_CHECKING:
     import numpy as np
 
-IN_PLACE_CATEGORIES = frozenset({"elementwise", "conversion", "normalization", "softmax",
-                                 "generic"})
+IN_PLACE_CATEGORIES = frozenset(
+    {"elementwise", "conversion", "normalization", "softmax", "generic"}
+)
 """Registry categories whose tasks may write an output over an input that is
 the very same region (D-HAZ-INPLACE): each output element is computed from
 input elements of the same index, or of the same row read whole first
@@ -74,7 +75,7 @@ def _elements(value: SSAValue) -> tuple[object, ...] | None:
     if shape is None or DYNAMIC in shape or (strides is not None and DYNAMIC in strides):
         return None
     if strides is None:
-        strides = tuple(math.prod(shape[k + 1:]) for k in range(len(shape)))
+        strides = tuple(math.prod(shape[k + 1 :]) for k in range(len(shape)))
     return rtype.elem_name, shape, strides
 
 
@@ -98,8 +99,10 @@ def _two_indices_one_element(shape: tuple[int, ...], strides: tuple[int, ...]) -
     else:
         return None
     if math.prod(shape) > MAX_ENUMERATED_ELEMENTS:
-        return (f"strides that are not nested, over more than {MAX_ENUMERATED_ELEMENTS} "
-                "elements, are not checked one-to-one")
+        return (
+            f"strides that are not nested, over more than {MAX_ENUMERATED_ELEMENTS} "
+            "elements, are not checked one-to-one"
+        )
     import numpy as np  # (not at start-up: most strides are nested)
 
     grid = np.indices(shape).reshape(len(shape), -1)
@@ -109,7 +112,9 @@ def _two_indices_one_element(shape: tuple[int, ...], strides: tuple[int, ...]) -
     if same.size == 0:
         return None
     k = int(same[0])
-    return f"indices {grid[:, order[k]].tolist()} and {grid[:, order[k + 1]].tolist()} are one element"
+    return (
+        f"indices {grid[:, order[k]].tolist()} and {grid[:, order[k + 1]].tolist()} are one element"
+    )
 
 
 class TaskRules(PointChecks):
@@ -124,14 +129,26 @@ class TaskRules(PointChecks):
             if dst.elem != src.elem:
                 # no implicit conversion anywhere (TYPE-03); TASK-07 is the
                 # transfer-specific restatement, TYPE-03 names the fix
-                return self.err(op, "TYPE-03", f"{kw} from {src.elem_name} to {dst.elem_name} "
-                                "would convert element types implicitly",
-                                "transfers do not convert; use an explicit cast task")
+                return self.err(
+                    op,
+                    "TYPE-03",
+                    f"{kw} from {src.elem_name} to {dst.elem_name} "
+                    "would convert element types implicitly",
+                    "transfers do not convert; use an explicit cast task",
+                )
             ds, ss = dst.shape_values, src.shape_values  # typed: shaped (GRAM-08)
-            if ds is not None and ss is not None and DYNAMIC not in ds + ss and \
-                    math.prod(ds) != math.prod(ss):
-                return self.err(op, "TASK-07", f"{kw} moves {math.prod(ss)} elements into a "
-                                f"region of {math.prod(ds)}", "make the element counts equal")
+            if (
+                ds is not None
+                and ss is not None
+                and DYNAMIC not in ds + ss
+                and math.prod(ds) != math.prod(ss)
+            ):
+                return self.err(
+                    op,
+                    "TASK-07",
+                    f"{kw} moves {math.prod(ss)} elements into a region of {math.prod(ds)}",
+                    "make the element counts equal",
+                )
         d_op, s_op = d_value.owner, s_value.owner
         # region values have one source, the `nem.region` op
         assert isinstance(d_op, RegionOp) and isinstance(s_op, RegionOp)
@@ -142,8 +159,11 @@ class TaskRules(PointChecks):
         # operands read once: xDSL's operand accessors cost more than an evaluation
         (d_buffer,), (d_offset,), (d_extent,), _, _ = operand_groups(d_op)
         (s_buffer,), (s_offset,), (s_extent,), _, _ = operand_groups(s_op)
-        same_buffer = isinstance(op, TransferOp) and d_buffer == s_buffer and \
-            not any(dd.DECO_NAME == "memmove" for dd in op.decorator_list())
+        same_buffer = (
+            isinstance(op, TransferOp)
+            and d_buffer == s_buffer
+            and not any(dd.DECO_NAME == "memmove" for dd in op.decorator_list())
+        )
         # TASK-07: the extent comparison is for untyped regions; typed ones
         # compare element counts above (a strided source spans more bytes)
         compare_extents = not (dst.typed and src.typed)
@@ -152,13 +172,25 @@ class TaskRules(PointChecks):
         buffer = d_op.buffer_decl.buffer_name.data
 
         def overlap(s_lo: int, s_hi: int, d_lo: int, d_hi: int) -> tuple[str, str]:
-            return (f"transfer source and destination overlap (bytes [{s_lo}, {s_hi}) and "
-                    f"[{d_lo}, {d_hi}) of '{buffer}')", "add @memmove or use disjoint regions")
-        self._extents_and_overlap(op, loops, kw, (d_extent, s_extent, d_offset, s_offset),
-                                  compare_extents, same_buffer, overlap)
+            return (
+                f"transfer source and destination overlap (bytes [{s_lo}, {s_hi}) and "
+                f"[{d_lo}, {d_hi}) of '{buffer}')",
+                "add @memmove or use disjoint regions",
+            )
 
-    def _fills(self, op: TaskOp, loops: tuple[LoopOp, ...], kw: str, rop: RegionOp,
-               rtype: RegionType) -> bool:
+        self._extents_and_overlap(
+            op,
+            loops,
+            kw,
+            (d_extent, s_extent, d_offset, s_offset),
+            compare_extents,
+            same_buffer,
+            overlap,
+        )
+
+    def _fills(
+        self, op: TaskOp, loops: tuple[LoopOp, ...], kw: str, rop: RegionOp, rtype: RegionType
+    ) -> bool:
         """TASK-07 for a typed region facing an untyped one: its elements are
         its whole byte range in every iteration (`semantics.fills_range`,
         D-SEM-TRANSFER), so both sides are byte ranges."""
@@ -172,28 +204,39 @@ class TaskRules(PointChecks):
         def check(env: dict[SSAValue, int]) -> bool:
             vals = [x for x in (self.ev.eval(v, env) for v in values) if x is not None]
             if len(vals) < len(values):
-                return True      # what cannot be evaluated is another rule's (CONST-05)
-            ext, dims = vals[0], vals[1:1 + len(shape)]
-            steps = vals[1 + len(shape):] or None
+                return True  # what cannot be evaluated is another rule's (CONST-05)
+            ext, dims = vals[0], vals[1 : 1 + len(shape)]
+            steps = vals[1 + len(shape) :] or None
             if fills_range(elem, dims, steps, ext):
                 return True
-            self.err(op, "TASK-07", f"{kw} between a typed and an untyped region: the typed "
-                     f"one ({elem}, shape {dims}{f', strides {steps}' if steps else ''}, "
-                     f"{ext} bytes) is not dense, so which of its bytes move is "
-                     f"ambiguous{iteration_text(loops, env)}",
-                     "type both regions (elements move), or make the typed one dense "
-                     "(row-major, extent exactly its elements' bytes) (D-SEM-TRANSFER)")
+            self.err(
+                op,
+                "TASK-07",
+                f"{kw} between a typed and an untyped region: the typed "
+                f"one ({elem}, shape {dims}{f', strides {steps}' if steps else ''}, "
+                f"{ext} bytes) is not dense, so which of its bytes move is "
+                f"ambiguous{iteration_text(loops, env)}",
+                "type both regions (elements move), or make the typed one dense "
+                "(row-major, extent exactly its elements' bytes) (D-SEM-TRANSFER)",
+            )
             return False
 
-        self.each_point(op, loops, check, lambda chunk, n: _ones(n),
-                        f"the typed side of this {kw}", "TASK-07")
+        self.each_point(
+            op, loops, check, lambda chunk, n: _ones(n), f"the typed side of this {kw}", "TASK-07"
+        )
         return len(self.diags) == diags_before
 
-    def _extents_and_overlap(self, op: TaskOp, loops: tuple[LoopOp, ...], kw: str,
-                             exprs: tuple[SSAValue, SSAValue, SSAValue, SSAValue],
-                             compare_extents: bool, same_buffer: bool,
-                             overlap: Callable[[int, int, int, int], tuple[str, str]],
-                             same_ok: bool = False) -> None:
+    def _extents_and_overlap(
+        self,
+        op: TaskOp,
+        loops: tuple[LoopOp, ...],
+        kw: str,
+        exprs: tuple[SSAValue, SSAValue, SSAValue, SSAValue],
+        compare_extents: bool,
+        same_buffer: bool,
+        overlap: Callable[[int, int, int, int], tuple[str, str]],
+        same_ok: bool = False,
+    ) -> None:
         """For every iteration: the destination extent is at least the
         source's (TASK-07, when `compare_extents`), and the two byte ranges
         of one buffer are disjoint (HAZ-02 when `same_buffer`; `overlap`
@@ -205,8 +248,9 @@ class TaskRules(PointChecks):
         # what follows reads the four expressions and the two flags only: a
         # pass is not repeated for another move of the loop body with equal
         # ones (D-VERIFY-REPEAT)
-        repeat = self.check_key(loops, (d_extent, s_extent, d_offset, s_offset),
-                                compare_extents, same_buffer, same_ok)
+        repeat = self.check_key(
+            loops, (d_extent, s_extent, d_offset, s_offset), compare_extents, same_buffer, same_ok
+        )
         if self.passed_before(repeat):
             return None
         diags_before = len(self.diags)
@@ -215,15 +259,25 @@ class TaskRules(PointChecks):
         def check(env: dict[SSAValue, int]) -> bool:
             d_ext, s_ext = self.ev.eval(d_extent, env), self.ev.eval(s_extent, env)
             if d_ext is not None and s_ext is not None and d_ext < s_ext and compare_extents:
-                self.err(op, "TASK-07", f"{kw} copies {s_ext} bytes into a {d_ext}-byte "
-                         f"region{iteration_text(loops, env)}",
-                         "the destination extent must be at least the source extent")
+                self.err(
+                    op,
+                    "TASK-07",
+                    f"{kw} copies {s_ext} bytes into a {d_ext}-byte "
+                    f"region{iteration_text(loops, env)}",
+                    "the destination extent must be at least the source extent",
+                )
                 return False
             if same_buffer:
                 d_off, s_off = self.ev.eval(d_offset, env), self.ev.eval(s_offset, env)
-                if d_off is not None and s_off is not None and d_ext is not None and \
-                        s_ext is not None and d_off < s_off + s_ext and s_off < d_off + d_ext \
-                        and not (same_ok and d_off == s_off and d_ext == s_ext):
+                if (
+                    d_off is not None
+                    and s_off is not None
+                    and d_ext is not None
+                    and s_ext is not None
+                    and d_off < s_off + s_ext
+                    and s_off < d_off + d_ext
+                    and not (same_ok and d_off == s_off and d_ext == s_ext)
+                ):
                     message, fix = overlap(s_off, s_off + s_ext, d_off, d_off + d_ext)
                     self.err(op, "HAZ-02", f"{message}{iteration_text(loops, env)}", fix)
                     return False
@@ -234,18 +288,25 @@ class TaskRules(PointChecks):
             return self.record_pass(repeat, diags_before)
         proof = self.box_forms(loops, (d_extent, s_extent, d_offset, s_offset))
         if proof is not None and self._move_proven(
-                proof[1], proof[0], compare_extents, same_buffer, check):
+            proof[1], proof[0], compare_extents, same_buffer, check
+        ):
             return self.record_pass(repeat, diags_before)
 
         def suspects(chunk: Chunk, n: int) -> np.ndarray | None:
             import numpy as np
 
-            d_ext, s_ext = vector_eval(self.ev, d_extent, chunk, n), vector_eval(self.ev, s_extent, chunk, n)
+            d_ext, s_ext = (
+                vector_eval(self.ev, d_extent, chunk, n),
+                vector_eval(self.ev, s_extent, chunk, n),
+            )
             if d_ext is None or s_ext is None:
                 return None
             bad = d_ext < s_ext if compare_extents else np.zeros(n, dtype=bool)
             if same_buffer:
-                d_off, s_off = vector_eval(self.ev, d_offset, chunk, n), vector_eval(self.ev, s_offset, chunk, n)
+                d_off, s_off = (
+                    vector_eval(self.ev, d_offset, chunk, n),
+                    vector_eval(self.ev, s_offset, chunk, n),
+                )
                 if d_off is not None and s_off is not None:
                     _small(d_off, s_off, d_ext, s_ext)
                     over = (d_off < s_off + s_ext) & (s_off < d_off + d_ext)
@@ -254,12 +315,19 @@ class TaskRules(PointChecks):
                     bad |= over
             return bad
 
-        self.each_point(op, loops, check, suspects, f"the extents and overlap of this {kw}",
-                        "HAZ-02" if same_buffer else "TASK-07")
+        self.each_point(
+            op,
+            loops,
+            check,
+            suspects,
+            f"the extents and overlap of this {kw}",
+            "HAZ-02" if same_buffer else "TASK-07",
+        )
         return self.record_pass(repeat, diags_before)
 
-    def _move_proven(self, f: list[Form], box: Box, compare_extents: bool, same_buffer: bool,
-                     check: EnvCheck) -> bool:
+    def _move_proven(
+        self, f: list[Form], box: Box, compare_extents: bool, same_buffer: bool, check: EnvCheck
+    ) -> bool:
         """Decide TASK-07 and HAZ-02 from value intervals over the box of loop
         bounds (see `_region_proven`): True when proven for every iteration, or
         when an affine TASK-07 violation is reported at its corner of a box too
@@ -271,8 +339,10 @@ class TaskRules(PointChecks):
         extents_ok = not compare_extents or (slack.interval is not None and slack.interval[0] >= 0)
         apart = True
         if same_buffer:
-            gaps = (combine("-", combine("-", d_off, s_off, box), s_ext, box),
-                    combine("-", combine("-", s_off, d_off, box), d_ext, box))
+            gaps = (
+                combine("-", combine("-", d_off, s_off, box), s_ext, box),
+                combine("-", combine("-", s_off, d_off, box), d_ext, box),
+            )
             apart = any(g.interval is not None and g.interval[0] >= 0 for g in gaps)
         if extents_ok and apart:
             return True
@@ -310,35 +380,62 @@ class TaskRules(PointChecks):
                     continue
                 names = f"output {value_label(out)} and input {value_label(inp)}"
                 try:
-                    same = inp is out or (_elements(inp) == _elements(out) is not None and
-                                          self.ev.key(i_offset) == self.ev.key(o_offset) and
-                                          self.ev.key(i_extent) == self.ev.key(o_extent))
+                    same = inp is out or (
+                        _elements(inp) == _elements(out) is not None
+                        and self.ev.key(i_offset) == self.ev.key(o_offset)
+                        and self.ev.key(i_extent) == self.ev.key(o_extent)
+                    )
                 except ExprError:
-                    continue      # reported by the region rules (CONST-05)
+                    continue  # reported by the region rules (CONST-05)
                 if same:
                     if not elementwise:
-                        only = "may do only on its bias (accumulator) operand" if any(
-                            s.role == "bias" for s in op.SPEC.inputs) else "may not do"
-                        self.err(op, "HAZ-02", f"{op.opcode} computes in place ({names} are "
-                                 f"the same region), which a {op.SPEC.category} opcode {only}",
-                                 "write the output to a region of its own "
-                                 "(decision D-HAZ-INPLACE)")
+                        only = (
+                            "may do only on its bias (accumulator) operand"
+                            if any(s.role == "bias" for s in op.SPEC.inputs)
+                            else "may not do"
+                        )
+                        self.err(
+                            op,
+                            "HAZ-02",
+                            f"{op.opcode} computes in place ({names} are "
+                            f"the same region), which a {op.SPEC.category} opcode {only}",
+                            "write the output to a region of its own (decision D-HAZ-INPLACE)",
+                        )
                     continue
                 buffer = o_op.buffer_decl.buffer_name.data
 
-                why = "without being the same region" if elementwise else \
-                    f"(a {op.SPEC.category} opcode may not write over its input)"
+                why = (
+                    "without being the same region"
+                    if elementwise
+                    else f"(a {op.SPEC.category} opcode may not write over its input)"
+                )
 
-                def overlap(s_lo: int, s_hi: int, d_lo: int, d_hi: int, names: str = names,
-                            buffer: str = buffer, why: str = why) -> tuple[str, str]:
-                    return (f"{op.opcode}'s {names} overlap (bytes [{d_lo}, {d_hi}) and "
-                            f"[{s_lo}, {s_hi}) of '{buffer}') {why}",
-                            "use disjoint regions, or the very same region for an elementwise "
-                            "opcode (decision D-HAZ-INPLACE)")
-                self._extents_and_overlap(op, loops, op.opcode,
-                                          (o_extent, i_extent, o_offset, i_offset),
-                                          False, True, overlap,
-                                          elementwise and _elements(inp) == _elements(out))
+                def overlap(
+                    s_lo: int,
+                    s_hi: int,
+                    d_lo: int,
+                    d_hi: int,
+                    names: str = names,
+                    buffer: str = buffer,
+                    why: str = why,
+                ) -> tuple[str, str]:
+                    return (
+                        f"{op.opcode}'s {names} overlap (bytes [{d_lo}, {d_hi}) and "
+                        f"[{s_lo}, {s_hi}) of '{buffer}') {why}",
+                        "use disjoint regions, or the very same region for an elementwise "
+                        "opcode (decision D-HAZ-INPLACE)",
+                    )
+
+                self._extents_and_overlap(
+                    op,
+                    loops,
+                    op.opcode,
+                    (o_extent, i_extent, o_offset, i_offset),
+                    False,
+                    True,
+                    overlap,
+                    elementwise and _elements(inp) == _elements(out),
+                )
 
     def _self_overlapping_output(self, op: ComputeOp, out: SSAValue) -> None:
         rtype = out.type
@@ -348,10 +445,14 @@ class TaskRules(PointChecks):
             return
         why = _two_indices_one_element(shape, strides)
         if why is not None:
-            self.err(op, "HAZ-02", f"{op.opcode}'s output {value_label(out)} (shape {list(shape)}, "
-                     f"strides {list(strides)}) would write results over each other: {why}",
-                     "give the output strides that address each element once, e.g. its layout "
-                     "(decision D-HAZ-INPLACE)")
+            self.err(
+                op,
+                "HAZ-02",
+                f"{op.opcode}'s output {value_label(out)} (shape {list(shape)}, "
+                f"strides {list(strides)}) would write results over each other: {why}",
+                "give the output strides that address each element once, e.g. its layout "
+                "(decision D-HAZ-INPLACE)",
+            )
 
     @cached_property
     def _computes_passed(self) -> set[tuple[object, ...]]:
@@ -384,8 +485,13 @@ class TaskRules(PointChecks):
             arg_keys = tuple(map(self.ev.key, args))
         except ExprError:
             return None
-        return (type(op), tuple(id(v.type) for v in ins), tuple(id(v.type) for v in outs),
-                id(op.attrs), arg_keys)
+        return (
+            type(op),
+            tuple(id(v.type) for v in ins),
+            tuple(id(v.type) for v in outs),
+            id(op.attrs),
+            arg_keys,
+        )
 
     def _compute_rules(self, op: ComputeOp) -> None:
         spec = op.SPEC
@@ -394,18 +500,25 @@ class TaskRules(PointChecks):
         if not self._attributes(op, spec):
             return
         operands = bind_operands(op)
-        for (ospec, value) in operands:
+        for ospec, value in operands:
             rtype = value.type
             assert isinstance(rtype, RegionType)  # `ins` and `outs` are RegionType operands
             if not rtype.typed:
-                return self.err(op, "REG-03", f"{spec.name} operand '{ospec.name}' "
-                                f"({value_label(value)}) has no elem/shape/layout",
-                                "compute operands need elem=, shape= and layout= or strides=")
+                return self.err(
+                    op,
+                    "REG-03",
+                    f"{spec.name} operand '{ospec.name}' "
+                    f"({value_label(value)}) has no elem/shape/layout",
+                    "compute operands need elem=, shape= and layout= or strides=",
+                )
             if ospec.elem is not None and rtype.elem_name not in ospec.elem:
                 rule = "FAM-27" if spec.name in ("argmax", "argmin") else "FAM-01"
-                return self.err(op, rule, f"{spec.name} operand '{ospec.name}' has elem "
-                                f"{rtype.elem_name}", f"use one of {', '.join(ospec.elem)} "
-                                "(decision D-ARGMAX-INDEX)")
+                return self.err(
+                    op,
+                    rule,
+                    f"{spec.name} operand '{ospec.name}' has elem {rtype.elem_name}",
+                    f"use one of {', '.join(ospec.elem)} (decision D-ARGMAX-INDEX)",
+                )
         if spec.families:
             self._families(op, spec)
 
@@ -413,12 +526,19 @@ class TaskRules(PointChecks):
             self.err(op, rule, message, fix)
 
     def _operand_counts(self, op: ComputeOp, spec: OpcodeSpec) -> bool:
-        for side, values, specs in (("inputs", op.ins, spec.inputs), ("outputs", op.outs, spec.outputs)):
+        for side, values, specs in (
+            ("inputs", op.ins, spec.inputs),
+            ("outputs", op.outs, spec.outputs),
+        ):
             required = sum(1 for s in specs if s.required)
             variadic = any(s.variadic for s in specs)
             if len(values) < required or (not variadic and len(values) > len(specs)):
-                self.err(op, "TASK-12", f"{spec.name} takes {spec.signature()} but got "
-                         f"{len(values)} {side}", f"write {spec.name}.async {spec.signature()}")
+                self.err(
+                    op,
+                    "TASK-12",
+                    f"{spec.name} takes {spec.signature()} but got {len(values)} {side}",
+                    f"write {spec.name}.async {spec.signature()}",
+                )
                 return False
         return True
 
@@ -427,27 +547,44 @@ class TaskRules(PointChecks):
         ok = True
         for name, a in spec.attributes.items():
             if a.required and name not in given:
-                self.err(op, "TASK-13", f"{spec.name} needs attribute '{name}'",
-                         f"add {name}=<{a.type}>")
+                self.err(
+                    op, "TASK-13", f"{spec.name} needs attribute '{name}'", f"add {name}=<{a.type}>"
+                )
                 ok = False
         if not spec.open_attributes:
             for name in given:
                 if name not in spec.attributes:
                     known = ", ".join(spec.attributes) or "none"
-                    self.err(op, "TASK-13", f"{spec.name} has no attribute '{name}'",
-                             f"its attributes are: {known}")
+                    self.err(
+                        op,
+                        "TASK-13",
+                        f"{spec.name} has no attribute '{name}'",
+                        f"its attributes are: {known}",
+                    )
                     ok = False
         for name, value in given.items():
             aspec = spec.attributes.get(name)
             if aspec is not None and not _attr_has_type(value, aspec.type):
-                self.err(op, "TASK-13", f"attribute '{name}' of {spec.name} must be {aspec.type}",
-                         f"write {name}=<{aspec.type}>")
+                self.err(
+                    op,
+                    "TASK-13",
+                    f"attribute '{name}' of {spec.name} must be {aspec.type}",
+                    f"write {name}=<{aspec.type}>",
+                )
                 ok = False
-            elif aspec is not None and aspec.values is not None and \
-                    isinstance(value, StringAttr) and value.data not in aspec.values:
+            elif (
+                aspec is not None
+                and aspec.values is not None
+                and isinstance(value, StringAttr)
+                and value.data not in aspec.values
+            ):
                 allowed = ", ".join(f'"{v}"' for v in aspec.values)
-                self.err(op, "TASK-13", f"attribute '{name}' of {spec.name} is \"{value.data}\", "
-                         f"not one of {allowed}", f"write {name}={allowed.split(', ')[0]}")
+                self.err(
+                    op,
+                    "TASK-13",
+                    f"attribute '{name}' of {spec.name} is \"{value.data}\", not one of {allowed}",
+                    f"write {name}={allowed.split(', ')[0]}",
+                )
                 ok = False
         return ok
 
@@ -456,11 +593,17 @@ class TaskRules(PointChecks):
         if result.ok:
             return True
         rule = family_rule(spec.name, result.nearest, result.differences)
-        near = f"; nearest variant {result.nearest}: " + "; ".join(result.differences) \
-            if result.nearest else ""
-        self.err(op, rule, f"{spec.name} matches no type-family variant of "
-                 f"{', '.join(spec.families)}{near}",
-                 "change the operand types/quant/accum_type to match a variant, or insert a cast")
+        near = (
+            f"; nearest variant {result.nearest}: " + "; ".join(result.differences)
+            if result.nearest
+            else ""
+        )
+        self.err(
+            op,
+            rule,
+            f"{spec.name} matches no type-family variant of {', '.join(spec.families)}{near}",
+            "change the operand types/quant/accum_type to match a variant, or insert a cast",
+        )
         return False
 
     @cached_property
@@ -492,16 +635,23 @@ class TaskRules(PointChecks):
                 engines.setdefault(level.engine, value)
         if len(engines) > 1:
             (k, a), (j, b) = list(engines.items())[:2]
-            self.err(op, "PLACE-02", f"task references L1[{k}] ({value_label(a)}) and L1[{j}] "
-                     f"({value_label(b)})",
-                     cross_engine_fix(op))
+            self.err(
+                op,
+                "PLACE-02",
+                f"task references L1[{k}] ({value_label(a)}) and L1[{j}] ({value_label(b)})",
+                cross_engine_fix(op),
+            )
             return
         for d in op.decorator_list():
             if isinstance(d, SeqEngineAttr) and engines and d.engine.data not in engines:
                 k = next(iter(engines))
-                self.err(op, "PLACE-04", f"@seq_engine({d.engine.data}) conflicts with the task's "
-                         f"L1[{k}] operand {value_label(engines[k])}",
-                         f"use @seq_engine({k}) or drop it (decision D-DECO-SEQ)")
+                self.err(
+                    op,
+                    "PLACE-04",
+                    f"@seq_engine({d.engine.data}) conflicts with the task's "
+                    f"L1[{k}] operand {value_label(engines[k])}",
+                    f"use @seq_engine({k}) or drop it (decision D-DECO-SEQ)",
+                )
 
     def _access_intent(self, op: TaskOp) -> None:
         """DECO-07: @readonly regions are not written, @writeonly ones not read;
@@ -512,14 +662,26 @@ class TaskRules(PointChecks):
             decos = region.decorator_list() if region is not None else ()
             names = {d.DECO_NAME for d in (*decos, *op.operand_decos(i))}
             if {"readonly", "writeonly"} <= names:
-                self.err(region or op, "DECO-07", f"{value_label(value)} is both @readonly and "
-                         "@writeonly", "keep one")
+                self.err(
+                    region or op,
+                    "DECO-07",
+                    f"{value_label(value)} is both @readonly and @writeonly",
+                    "keep one",
+                )
             elif access == "write" and "readonly" in names:
-                self.err(op, "DECO-07", f"task writes @readonly region {value_label(value)}",
-                         "drop @readonly or write another region")
+                self.err(
+                    op,
+                    "DECO-07",
+                    f"task writes @readonly region {value_label(value)}",
+                    "drop @readonly or write another region",
+                )
             elif access == "read" and "writeonly" in names:
-                self.err(op, "DECO-07", f"task reads @writeonly region {value_label(value)}",
-                         "drop @writeonly or read another region")
+                self.err(
+                    op,
+                    "DECO-07",
+                    f"task reads @writeonly region {value_label(value)}",
+                    "drop @writeonly or read another region",
+                )
 
 
 def cross_engine_fix(op: TaskOp, prefix: str = "a task runs on one engine") -> str:
@@ -528,12 +690,22 @@ def cross_engine_fix(op: TaskOp, prefix: str = "a task runs on one engine") -> s
     only through L2, so it becomes two; any other task needs its data moved
     to one engine first."""
     if isinstance(op, TransferOp | StoreOp):
-        src, dst = (next(v.type.level.data for v, how in op.operand_regions()  # type: ignore[attr-defined]
-                         if how == want) for want in ("read", "write"))
-        return (f"{prefix}; L1 levels of two engines are joined only through L2: transfer "
-                f"{src} -> L2, then L2 -> {dst} with deps on the first")
-    return (f"{prefix}: write the same L1[k] for all its L1 operands, or move the data "
-            "there with a transfer first")
+        src, dst = (
+            next(
+                v.type.level.data  # type: ignore[attr-defined]
+                for v, how in op.operand_regions()
+                if how == want
+            )
+            for want in ("read", "write")
+        )
+        return (
+            f"{prefix}; L1 levels of two engines are joined only through L2: transfer "
+            f"{src} -> L2, then L2 -> {dst} with deps on the first"
+        )
+    return (
+        f"{prefix}: write the same L1[k] for all its L1 operands, or move the data "
+        "there with a transfer first"
+    )
 
 
 def _task_signature(op: TaskOp) -> tuple[object, ...]:
@@ -545,11 +717,22 @@ def _task_signature(op: TaskOp) -> tuple[object, ...]:
     unshared equal one only misses the cache)."""
     props = op.properties
     seg = props.get("operandSegmentSizes")
-    operands = tuple((id(v.type), id(v.owner.properties.get("decorators"))
-                      if type(v) is OpResult and type(v.owner) is RegionOp else None)
-                     for v in op._operands)  # noqa: SLF001 - the tuple `operands` wraps
-    return (type(op), id(seg), operands, id(props.get("decorators")),
-            id(props.get("operand_decorators")))
+    operands = tuple(
+        (
+            id(v.type),
+            id(v.owner.properties.get("decorators"))
+            if type(v) is OpResult and type(v.owner) is RegionOp
+            else None,
+        )
+        for v in op._operands
+    )  # noqa: SLF001 - the tuple `operands` wraps
+    return (
+        type(op),
+        id(seg),
+        operands,
+        id(props.get("decorators")),
+        id(props.get("operand_decorators")),
+    )
 
 
 def _attr_has_type(value: Attribute, type_: str) -> bool:

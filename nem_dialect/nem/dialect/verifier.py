@@ -74,9 +74,11 @@ def _provided(group: str) -> tuple[str, object]:
 
     providers = list(entry_points(group=group))
     if not providers:
-        raise RuntimeError(f"no '{group}' entry point is installed: the NEM "
-                           "toolchain's package metadata is missing or stale; reinstall it "
-                           "(pip install -e .)")
+        raise RuntimeError(
+            f"no '{group}' entry point is installed: the NEM "
+            "toolchain's package metadata is missing or stale; reinstall it "
+            "(pip install -e .)"
+        )
     return providers[0].value, providers[0].load()()
 
 
@@ -87,8 +89,10 @@ def baseline_catalog() -> Catalog:
     (`nem.devices.device_resolver.baseline_catalog`)."""
     where, catalog = _provided(BASELINE_ENTRY_POINT)
     if not isinstance(catalog, Catalog):
-        raise RuntimeError(f"the '{BASELINE_ENTRY_POINT}' entry point {where} "
-                           f"returned {type(catalog).__name__}, not a Catalog")
+        raise RuntimeError(
+            f"the '{BASELINE_ENTRY_POINT}' entry point {where} "
+            f"returned {type(catalog).__name__}, not a Catalog"
+        )
     return catalog
 
 
@@ -107,8 +111,9 @@ class ProgramVerifier(RegionRules, TaskRules):
     """The static rules, staged: bounds, names, objects (`RegionRules`, loops,
     decorators), tasks (`TaskRules`)."""
 
-    def __init__(self, program: ProgramOp, catalog: Catalog | None = None,
-                 facts: BuildFacts | None = None):
+    def __init__(
+        self, program: ProgramOp, catalog: Catalog | None = None, facts: BuildFacts | None = None
+    ):
         self.program = program
         self.catalog = catalog or baseline_catalog()
         self.ev = Evaluator()
@@ -124,10 +129,16 @@ class ProgramVerifier(RegionRules, TaskRules):
         facts = self.facts
         # stage 0 reports exactly when a limit is exceeded: the builder's
         # maxima say whether it can (D-BC-SEED)
-        within = facts is not None and facts.max_loop_depth <= MAX_NESTING_DEPTH and \
-            facts.max_expr_depth <= MAX_EXPR_DEPTH
-        stages = (self.stage_names, self.stage_objects) if within else \
-            (self.stage_bounds, self.stage_names, self.stage_objects)
+        within = (
+            facts is not None
+            and facts.max_loop_depth <= MAX_NESTING_DEPTH
+            and facts.max_expr_depth <= MAX_EXPR_DEPTH
+        )
+        stages = (
+            (self.stage_names, self.stage_objects)
+            if within
+            else (self.stage_bounds, self.stage_names, self.stage_objects)
+        )
         for stage in (*stages, self.stage_tasks) if tasks else stages:
             stage()
             if any(d.severity == "error" for d in self.diags):
@@ -141,15 +152,24 @@ class ProgramVerifier(RegionRules, TaskRules):
         depths: Depths = {}
         for op, loops in self.walk():
             if len(loops) > MAX_NESTING_DEPTH:
-                return self.err(op, None, f"loops nested more than {MAX_NESTING_DEPTH} deep "
-                                "(limit D-LIMITS)", "flatten the loop nest")
+                return self.err(
+                    op,
+                    None,
+                    f"loops nested more than {MAX_NESTING_DEPTH} deep (limit D-LIMITS)",
+                    "flatten the loop nest",
+                )
             if type(op) not in SYMBOL_OF and op.name not in FORWARDING_NAMES:
                 continue  # not an expression node (most ops): no depth
             d = expression_depth(op, depths)
             if d is not None and d > MAX_EXPR_DEPTH:
-                return self.err(op, None, f"integer expression more than {MAX_EXPR_DEPTH} "
-                                "operations deep, counting through const and let names "
-                                "(limit D-LIMITS)", "compute the value in fewer steps")
+                return self.err(
+                    op,
+                    None,
+                    f"integer expression more than {MAX_EXPR_DEPTH} "
+                    "operations deep, counting through const and let names "
+                    "(limit D-LIMITS)",
+                    "compute the value in fewer steps",
+                )
         return None
 
     # -- stage 1: names and structure ----------------------------------------
@@ -162,11 +182,21 @@ class ProgramVerifier(RegionRules, TaskRules):
             for scope in scopes:
                 first = scope.get(name)
                 if first is not None:
-                    rule = "CONST-01" if isinstance(op, ConstOp) and isinstance(first, ConstOp) \
-                        else ("CONST-07" if isinstance(op, ConstOp) or isinstance(first, ConstOp)
-                              else "NAME-02")
-                    self.err(op, rule, f"'{name}' is already declared at {SourceLoc.of(first)}",
-                             f"rename this {what}; names are unique within a program and its loops")
+                    rule = (
+                        "CONST-01"
+                        if isinstance(op, ConstOp) and isinstance(first, ConstOp)
+                        else (
+                            "CONST-07"
+                            if isinstance(op, ConstOp) or isinstance(first, ConstOp)
+                            else "NAME-02"
+                        )
+                    )
+                    self.err(
+                        op,
+                        rule,
+                        f"'{name}' is already declared at {SourceLoc.of(first)}",
+                        f"rename this {what}; names are unique within a program and its loops",
+                    )
                     return
             scopes[-1][name] = op
 
@@ -179,8 +209,12 @@ class ProgramVerifier(RegionRules, TaskRules):
                 t = type(op)  # `type(op) is`: ops are ABCs, their isinstance is slow
                 if t is ConstOp:
                     if in_loop:
-                        self.err(op, "CONST-06", f"const '{op.const_name.data}' is declared inside a loop",
-                                 "move the const declaration before the loop")
+                        self.err(
+                            op,
+                            "CONST-06",
+                            f"const '{op.const_name.data}' is declared inside a loop",
+                            "move the const declaration before the loop",
+                        )
                     self._check_const_expr(op)
                     declare(op.const_name.data, op, "const")
                 elif t is LetOp or t is BufferOp:
@@ -202,8 +236,13 @@ class ProgramVerifier(RegionRules, TaskRules):
                     # defined in this very block (most operands): nothing to walk
                     # (`op`, the field `owner` reads, for the commonest kind)
                     vt = type(v)
-                    owner = v.op.parent if vt is OpResult else \
-                        v.block if vt is BlockArgument else v.owner.parent
+                    owner = (
+                        v.op.parent
+                        if vt is OpResult
+                        else v.block
+                        if vt is BlockArgument
+                        else v.owner.parent
+                    )
                     if owner is not block:
                         self._check_defined(op, v, block)
 
@@ -212,8 +251,12 @@ class ProgramVerifier(RegionRules, TaskRules):
     def _check_const_expr(self, op: ConstOp) -> None:
         bad = _non_const_leaf(op.value)
         if bad is not None:
-            self.err(op, "CONST-03", f"const '{op.const_name.data}' depends on {bad}",
-                     "a const expression uses only literals, earlier consts, + - * / mod")
+            self.err(
+                op,
+                "CONST-03",
+                f"const '{op.const_name.data}' depends on {bad}",
+                "a const expression uses only literals, earlier consts, + - * / mod",
+            )
             return
         try:
             self.ev.static(op.value)
@@ -229,20 +272,31 @@ class ProgramVerifier(RegionRules, TaskRules):
             parent = block.parent_op()
             block = parent.parent_block() if parent is not None else None
         if block is None:
-            rule = "TASK-03" if isinstance(value.type, type(None)) or user.name in (
-                "nem.wait",) or value.type.name == "nem.token" else "NAME-01"
+            rule = (
+                "TASK-03"
+                if isinstance(value.type, type(None))
+                or user.name in ("nem.wait",)
+                or value.type.name == "nem.token"
+                else "NAME-01"
+            )
             loop = owner_block.parent_op() if owner_block is not None else None
             named = user_name(value) or f"a value computed by {value.owner.name}"  # type: ignore[union-attr]
             if isinstance(value, BlockArgument) and isinstance(loop, LoopOp):
                 what = f"loop variable '{loop.iv_name.data}' is used outside its loop"
             elif isinstance(loop, LoopOp):
-                what = (f"{named} is defined in the body of loop "
-                        f"'{loop.iv_name.data}' and used outside it")
+                what = (
+                    f"{named} is defined in the body of loop "
+                    f"'{loop.iv_name.data}' and used outside it"
+                )
             else:
                 what = f"{named} is defined in a scope that does not enclose its use"
-            self.err(user, rule, f"{what} (D-NAME-SCOPE)",
-                     "tokens and names of a loop body are visible only inside that body: use "
-                     "them there, or define them before the loop")
+            self.err(
+                user,
+                rule,
+                f"{what} (D-NAME-SCOPE)",
+                "tokens and names of a loop body are visible only inside that body: use "
+                "them there, or define them before the loop",
+            )
 
     # -- stage 2: objects ------------------------------------------------------
     def stage_objects(self) -> None:
@@ -262,8 +316,12 @@ class ProgramVerifier(RegionRules, TaskRules):
     def _loop(self, op: LoopOp) -> None:
         lo, hi = self.ev.static(op.lower), self.ev.static(op.upper)
         if lo is not None and hi is not None and lo > hi:
-            self.err(op, "LOOP-04", f"loop '{op.iv_name.data}' runs from {lo} to {hi}",
-                     "bounds are inclusive and need start <= end")
+            self.err(
+                op,
+                "LOOP-04",
+                f"loop '{op.iv_name.data}' runs from {lo} to {hi}",
+                "bounds are inclusive and need start <= end",
+            )
         msg = op.window_error()
         if msg is not None:
             self.err(op, "LOOP-03", msg, WINDOW_FIX)
@@ -286,13 +344,20 @@ class ProgramVerifier(RegionRules, TaskRules):
     def _decorator(self, op: Operation, d: DecoratorAttr, target: str) -> None:
         info = DECORATORS[d.DECO_NAME]
         if isinstance(d, ResourceAttr) and d.unit.data not in RESOURCE_UNITS:
-            self.err(op, "RES-01", f"@resource({d.unit.data}[{d.index.data}]): {d.unit.data} is not "
-                     "a valid execution target",
-                     "valid @resource units are " + ", ".join(RESOURCE_UNITS))
+            self.err(
+                op,
+                "RES-01",
+                f"@resource({d.unit.data}[{d.index.data}]): {d.unit.data} is not "
+                "a valid execution target",
+                "valid @resource units are " + ", ".join(RESOURCE_UNITS),
+            )
         elif target not in info.targets:
-            self.err(op, "DECO-02", f"{info.usage.split('(')[0]} does not apply to "
-                     f"{TARGET_WORDS[target]}",
-                     f"{TARGET_WORDS[target]} takes " + (", ".join(allowed_on(target)) or "none"))
+            self.err(
+                op,
+                "DECO-02",
+                f"{info.usage.split('(')[0]} does not apply to {TARGET_WORDS[target]}",
+                f"{TARGET_WORDS[target]} takes " + (", ".join(allowed_on(target)) or "none"),
+            )
 
     # -- stage 3: tasks ----------------------------------------------------
     def stage_tasks(self) -> None:
@@ -307,9 +372,15 @@ class ProgramVerifier(RegionRules, TaskRules):
                 self._task_operand_rules(cast(TaskOp, op))
 
 
-_TARGETS = ((RegionOp, "region"), (BufferOp, "buffer"), (LoopOp, "loop"),
-            (TransferOp, "transfer"), (StoreOp, "store"), (ComputeOp, "compute"),
-            (WaitOp, "wait"))
+_TARGETS = (
+    (RegionOp, "region"),
+    (BufferOp, "buffer"),
+    (LoopOp, "loop"),
+    (TransferOp, "transfer"),
+    (StoreOp, "store"),
+    (ComputeOp, "compute"),
+    (WaitOp, "wait"),
+)
 """The decorator target kind of each op (decorators.py speaks in these words)."""
 
 
@@ -365,8 +436,9 @@ def verify_declarations(program: ProgramOp) -> list[Diagnostic]:
     return ProgramVerifier(program).run(tasks=False)
 
 
-def verify_program(program: ProgramOp, catalog: Catalog | None = None,
-                   facts: BuildFacts | None = None) -> list[Diagnostic]:
+def verify_program(
+    program: ProgramOp, catalog: Catalog | None = None, facts: BuildFacts | None = None
+) -> list[Diagnostic]:
     """All device-independent static diagnostics of `program`.
 
     `facts` are what the front end that just built `program` computed of its
@@ -382,8 +454,12 @@ def verify_program(program: ProgramOp, catalog: Catalog | None = None,
     take ~1.7x as long."""
     from nem.dialect.arguments import check_type
 
-    check_type("verify_program", "program", program, ProgramOp,
-               "a nem ProgramOp (parse_nem(text).ops.first)")
+    check_type(
+        "verify_program",
+        "program",
+        program,
+        ProgramOp,
+        "a nem ProgramOp (parse_nem(text).ops.first)",
+    )
     with gc_paused():
         return ProgramVerifier(program, catalog, facts).run()
-

@@ -26,9 +26,18 @@ def _passes() -> dict[str, type[ModulePass]]:
     from nem.passes.verify import PASSES as _VERIFY_PASSES
 
     passes: dict[str, type[ModulePass]] = dict(_VERIFY_PASSES)
-    passes.update({p.name: p for p in (ConvertAffineToNemPass, LowerToNemPass,
-                                       ForwardZeroFillsPass, SynthesizeDepsPass,
-                                       ShareBuffersPass)})
+    passes.update(
+        {
+            p.name: p
+            for p in (
+                ConvertAffineToNemPass,
+                LowerToNemPass,
+                ForwardZeroFillsPass,
+                SynthesizeDepsPass,
+                ShareBuffersPass,
+            )
+        }
+    )
     # Checking passes and the `nem-verify` pipeline (passes/nem/passes/device.py,
     # placement.py, fold.py, pipeline.py; tokens.py and hazards.py by the token/hazard checks).
     from nem.passes.device import VerifyDevicePass
@@ -38,8 +47,19 @@ def _passes() -> dict[str, type[ModulePass]]:
     from nem.passes.placement import CheckPlacementPass
     from nem.passes.tokens import CheckTokensPass
 
-    passes.update({p.name: p for p in (VerifyDevicePass, CheckPlacementPass, FoldConstsPass,
-                                       CheckTokensPass, CheckHazardsPass, VerifyPipelinePass)})
+    passes.update(
+        {
+            p.name: p
+            for p in (
+                VerifyDevicePass,
+                CheckPlacementPass,
+                FoldConstsPass,
+                CheckTokensPass,
+                CheckHazardsPass,
+                VerifyPipelinePass,
+            )
+        }
+    )
     return passes
 
 

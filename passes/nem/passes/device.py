@@ -40,8 +40,9 @@ from nem.dialect.semantics.units import RESOURCE_UNITS, bind_unit, eligible_unit
 from nem.passes.pass_context import driver_options, report
 
 
-def target_device(ctx: Context, prog: ProgramOp, option: str | None = None,
-                  include_dirs: tuple[str, ...] = ()) -> Device | None:
+def target_device(
+    ctx: Context, prog: ProgramOp, option: str | None = None, include_dirs: tuple[str, ...] = ()
+) -> Device | None:
     """The program's target: pass option, else the driver's `--device`, else
     its directive; its file searched in the pass's `include_dirs`, then the
     driver's `-I` (both from `ctx`, `nem.passes.pass_context`).  Memoized per
@@ -66,9 +67,13 @@ def target_device(ctx: Context, prog: ProgramOp, option: str | None = None,
 
 
 def no_device_remark(prog: ProgramOp, what: str) -> Diagnostic:
-    return Diagnostic("remark", f"no target device: {what} skipped", SourceLoc.of(prog), "DEV-20",
-                      "add a device directive, pass --device NAME or use "
-                      "nem-verify-device{device=NAME}")
+    return Diagnostic(
+        "remark",
+        f"no target device: {what} skipped",
+        SourceLoc.of(prog),
+        "DEV-20",
+        "add a device directive, pass --device NAME or use nem-verify-device{device=NAME}",
+    )
 
 
 # -- units (which unit types can run a task: nem.dialect.semantics.units) ---------
@@ -82,8 +87,14 @@ def check_resources(prog: ProgramOp, device: Device) -> list[Diagnostic]:
     for op in prog.walk():
         if not isinstance(op, TaskOp):
             continue
-        res = next(((d.unit.data, d.index.data) for d in op.decorator_list()
-                    if isinstance(d, ResourceAttr) and d.unit.data in RESOURCE_UNITS), None)
+        res = next(
+            (
+                (d.unit.data, d.index.data)
+                for d in op.decorator_list()
+                if isinstance(d, ResourceAttr) and d.unit.data in RESOURCE_UNITS
+            ),
+            None,
+        )
         diag = _resource(op, res, device)
         if diag is not None:
             diags.append(diag)
@@ -97,26 +108,41 @@ def _resource(op: TaskOp, res: tuple[str, int] | None, device: Device) -> Diagno
     written = f"@resource({res[0]}[{res[1]}])" if res is not None else kind
     if b.rule == "RES-07" and res is not None:  # (only a written @resource gets RES-07)
         return error(
-            f"{written}: {res[0]} cannot run {kind} (eligible: {', '.join(eligible)})", op,
-            "RES-07", b.fix)
+            f"{written}: {res[0]} cannot run {kind} (eligible: {', '.join(eligible)})",
+            op,
+            "RES-07",
+            b.fix,
+        )
     if b.error is not None:
         missing = f"no {res[0]} and no other" if res is not None else "no"
         return error(
             f"{written}: device '{device.name}' has {missing} unit type that can run {kind} "
-            f"(eligible: {', '.join(eligible)})", op, "RES-05", b.fix)
+            f"(eligible: {', '.join(eligible)})",
+            op,
+            "RES-05",
+            b.fix,
+        )
     if res is None or b.rule == "RES-03":
         return None
     unit, idx = res
     if b.rule == "RES-04":
         count = device.units(unit)
         return Diagnostic(
-            "remark", f"{written} remapped to {unit}[{b.index}]: device '{device.name}' has "
-            f"{count} {unit} per engine (same-type remap)", SourceLoc.of(op), "RES-04",
-            f"write @resource({unit}[{b.index}]) to pin the instance, or drop @resource")
+            "remark",
+            f"{written} remapped to {unit}[{b.index}]: device '{device.name}' has "
+            f"{count} {unit} per engine (same-type remap)",
+            SourceLoc.of(op),
+            "RES-04",
+            f"write @resource({unit}[{b.index}]) to pin the instance, or drop @resource",
+        )
     return Diagnostic(
-        "remark", f"{written}: device '{device.name}' has no {unit}; {kind} is translated "
-        f"to {b.unit}[0] (cross-type translation)", SourceLoc.of(op), "RES-05",
-        f"write @resource({b.unit}[0]) for this device, or drop @resource")
+        "remark",
+        f"{written}: device '{device.name}' has no {unit}; {kind} is translated "
+        f"to {b.unit}[0] (cross-type translation)",
+        SourceLoc.of(op),
+        "RES-05",
+        f"write @resource({b.unit}[0]) for this device, or drop @resource",
+    )
 
 
 # -- memory levels -------------------------------------------------------------
@@ -133,15 +159,26 @@ def check_levels(prog: ProgramOp, device: Device) -> list[Diagnostic]:
         name = op.buffer_name.data
         if level.engine is None:
             if n > 1:
-                diags.append(Diagnostic(
-                    "warning", f"buffer '{name}' is at L1 without an engine index; on "
-                    f"'{device.name}' ({n} engines) it is L1[0]", SourceLoc.of(op), "BUF-05",
-                    "write L1[k] to choose the engine (decision D-DEV-L1)"))
+                diags.append(
+                    Diagnostic(
+                        "warning",
+                        f"buffer '{name}' is at L1 without an engine index; on "
+                        f"'{device.name}' ({n} engines) it is L1[0]",
+                        SourceLoc.of(op),
+                        "BUF-05",
+                        "write L1[k] to choose the engine (decision D-DEV-L1)",
+                    )
+                )
         elif level.engine >= n:
-            diags.append(error(
-                f"buffer '{name}' is at L1[{level.engine}] but device '{device.name}' has "
-                f"{n} engine{'s' if n != 1 else ''} (L1[0]..L1[{n - 1}])", op, "BUF-05",
-                f"use L1[k] with 0 <= k < {n}, or target a device with more engines"))
+            diags.append(
+                error(
+                    f"buffer '{name}' is at L1[{level.engine}] but device '{device.name}' has "
+                    f"{n} engine{'s' if n != 1 else ''} (L1[0]..L1[{n - 1}])",
+                    op,
+                    "BUF-05",
+                    f"use L1[k] with 0 <= k < {n}, or target a device with more engines",
+                )
+            )
     return diags
 
 
@@ -156,11 +193,16 @@ def check_tokens(prog: ProgramOp, device: Device, ev: Evaluator) -> list[Diagnos
     if count <= limit:
         return []
     where = first_over(prog, limit) or prog
-    return [error(
-        f"up to {count} tokens can be live at once but device '{device.name}' allows "
-        f"SEQ.max_active_tokens = {limit}", where, "DEV-17",
-        "wait on (or depend on) earlier tokens sooner, use .sync tasks, or lower "
-        "@max_in_flight")]
+    return [
+        error(
+            f"up to {count} tokens can be live at once but device '{device.name}' allows "
+            f"SEQ.max_active_tokens = {limit}",
+            where,
+            "DEV-17",
+            "wait on (or depend on) earlier tokens sooner, use .sync tasks, or lower "
+            "@max_in_flight",
+        )
+    ]
 
 
 # -- opcodes ------------------------------------------------------------------
@@ -168,17 +210,23 @@ def check_future_opcodes(prog: ProgramOp, device: Device, reject: bool) -> list[
     diags = []
     for op in prog.walk():
         if isinstance(op, ComputeOp) and op.SPEC.hw_status == "future":
-            diags.append(Diagnostic(
-                "error" if reject else "warning",
-                f"{op.opcode} has hardware status 'future': current NPM silicon (device "
-                f"'{device.name}') does not implement it", SourceLoc.of(op),
-                "DEV-18", "use a supported opcode (e.g. conv2d, gemm) for current silicon "
-                "(decision D-DEV-FUTURE)"))
+            diags.append(
+                Diagnostic(
+                    "error" if reject else "warning",
+                    f"{op.opcode} has hardware status 'future': current NPM silicon (device "
+                    f"'{device.name}') does not implement it",
+                    SourceLoc.of(op),
+                    "DEV-18",
+                    "use a supported opcode (e.g. conv2d, gemm) for current silicon "
+                    "(decision D-DEV-FUTURE)",
+                )
+            )
     return diags
 
 
-def device_diagnostics(prog: ProgramOp, device: Device, reject_future: bool = False
-                       ) -> list[Diagnostic]:
+def device_diagnostics(
+    prog: ProgramOp, device: Device, reject_future: bool = False
+) -> list[Diagnostic]:
     from nem.devices.program_device import check_device_validity
 
     ev = Evaluator()

@@ -63,13 +63,12 @@ def load_pass_plugin(path: str | Path) -> list[type[ModulePass]]:
     twice is a no-op.  Raises `PluginError` when the file is missing, raises
     on import, defines no pass, or defines a pass whose name is taken."""
     if not isinstance(path, (str, os.PathLike)):
-        raise TypeError(f"load_pass_plugin: path must be a str or Path, not "
-                        f"{type(path).__name__}")
+        raise TypeError(f"load_pass_plugin: path must be a str or Path, not {type(path).__name__}")
     file = Path(path)
     key = str(file.resolve())
     if key in _LOADED:
         return _LOADED[key]
-    if not file.is_file():   # a directory or /dev/null was "no such file" too
+    if not file.is_file():  # a directory or /dev/null was "no such file" too
         from nem.dialect.source_files import FileRefused, regular_file
 
         why = "no such file"
@@ -79,8 +78,12 @@ def load_pass_plugin(path: str | Path) -> list[type[ModulePass]]:
             except FileRefused as e:
                 why = str(e).split(": ", 1)[-1]
         raise PluginError(f"cannot load pass plugin {path}: {why}")
-    module_name = "nem_pass_plugin_" + re.sub(r"\W", "_", file.stem) + "_" + \
-        hashlib.sha1(key.encode()).hexdigest()[:8]
+    module_name = (
+        "nem_pass_plugin_"
+        + re.sub(r"\W", "_", file.stem)
+        + "_"
+        + hashlib.sha1(key.encode()).hexdigest()[:8]
+    )
     spec = importlib.util.spec_from_file_location(module_name, file)
     if spec is None or spec.loader is None:
         raise PluginError(f"cannot load pass plugin {path}: not a Python file")
@@ -92,22 +95,32 @@ def load_pass_plugin(path: str | Path) -> list[type[ModulePass]]:
         del sys.modules[module_name]
         if isinstance(e, KeyboardInterrupt):
             raise
-        raise PluginError(f"cannot load pass plugin {_where(e, file, path)}: "
-                          f"{_exception_text(e)}") from None
-    passes = [v for v in vars(module).values()
-              if isinstance(v, type) and issubclass(v, ModulePass) and v is not ModulePass
-              and v.__module__ == module_name and not inspect.isabstract(v)]
+        raise PluginError(
+            f"cannot load pass plugin {_where(e, file, path)}: {_exception_text(e)}"
+        ) from None
+    passes = [
+        v
+        for v in vars(module).values()
+        if isinstance(v, type)
+        and issubclass(v, ModulePass)
+        and v is not ModulePass
+        and v.__module__ == module_name
+        and not inspect.isabstract(v)
+    ]
     if not passes:
-        raise PluginError(f"pass plugin {path} defines no ModulePass subclass (a pass is a class "
-                          "deriving from xdsl.passes.ModulePass with a `name`)")
+        raise PluginError(
+            f"pass plugin {path} defines no ModulePass subclass (a pass is a class "
+            "deriving from xdsl.passes.ModulePass with a `name`)"
+        )
     for cls in passes:
         name = getattr(cls, "name", None)
         if not isinstance(name, str) or not name:
             raise PluginError(f"pass plugin {path}: pass class {cls.__name__} has no `name`")
         owner = _owner(name)
         if owner is not None:
-            raise PluginError(f"pass plugin {path}: pass '{name}' ({cls.__name__}) is "
-                              f"already defined by {owner}")
+            raise PluginError(
+                f"pass plugin {path}: pass '{name}' ({cls.__name__}) is already defined by {owner}"
+            )
         PLUGIN_PASSES[name] = (cls, str(path))
     _LOADED[key] = passes
     return passes
@@ -154,8 +167,9 @@ def plugin_failure(p: ModulePass, e: Exception) -> PluginError | None:
         return PluginError(f"pass '{p.name}' (plugin {where}) failed: {_exception_text(e)}")
     module = cls.__module__.split(".")[0]
     if module not in ("nem", "xdsl"):
-        return PluginError(f"pass '{p.name}' ({cls.__module__}.{cls.__qualname__}) failed: "
-                           f"{_exception_text(e)}")
+        return PluginError(
+            f"pass '{p.name}' ({cls.__module__}.{cls.__qualname__}) failed: {_exception_text(e)}"
+        )
     return None
 
 
@@ -178,11 +192,15 @@ def universes() -> dict[str, Universe]:
             try:
                 universe = ep.load()
             except Exception as e:  # noqa: BLE001 - the plugin's failure, reported by name
-                raise PluginError(f"cannot load xdsl.universe entry point '{ep.name}' "
-                                  f"({ep.value}): {_exception_text(e)}") from None
+                raise PluginError(
+                    f"cannot load xdsl.universe entry point '{ep.name}' "
+                    f"({ep.value}): {_exception_text(e)}"
+                ) from None
             if not isinstance(universe, Universe):
-                raise PluginError(f"xdsl.universe entry point '{ep.name}' ({ep.value}) is "
-                                  f"not an xdsl.universe.Universe")
+                raise PluginError(
+                    f"xdsl.universe entry point '{ep.name}' ({ep.value}) is "
+                    f"not an xdsl.universe.Universe"
+                )
             found[ep.name] = universe
         _UNIVERSES = found
     return _UNIVERSES
@@ -265,9 +283,15 @@ def apply_pipeline(pipeline: PassPipeline, ctx: Context, module: ModuleOp) -> No
     callback(prev, module, None)
 
 
-def run_pipeline(module: ModuleOp, pipeline: str | PassPipeline, *, file: str | None = None,
-                 include_dirs: Iterable[str] = (), device: str | None = None,
-                 ctx: Context | None = None) -> list[Diagnostic]:
+def run_pipeline(
+    module: ModuleOp,
+    pipeline: str | PassPipeline,
+    *,
+    file: str | None = None,
+    include_dirs: Iterable[str] = (),
+    device: str | None = None,
+    ctx: Context | None = None,
+) -> list[Diagnostic]:
     """Run `pipeline` on `module` as `nem-opt -p` does (without its default
     verification) and return the passes' warnings and remarks.  Errors raise
     `NemDiagnosticError`; a failing plugin pass raises `PluginError`.
@@ -275,8 +299,13 @@ def run_pipeline(module: ModuleOp, pipeline: str | PassPipeline, *, file: str | 
     from nem.dialect.arguments import check_type
 
     check_type("run_pipeline", "module", module, ModuleOp, "a ModuleOp")
-    check_type("run_pipeline", "pipeline", pipeline, (str, PassPipeline),
-               "a pipeline string or a PassPipeline")
+    check_type(
+        "run_pipeline",
+        "pipeline",
+        pipeline,
+        (str, PassPipeline),
+        "a pipeline string or a PassPipeline",
+    )
     for name, value in (("file", file), ("device", device)):
         if value is not None:
             check_type("run_pipeline", name, value, str, "a str or None")
@@ -335,9 +364,18 @@ def pass_options(cls: type[ModulePass]) -> list[PassOption]:
         default = f.default if f.default is not dataclasses.MISSING else None
         if isinstance(default, tuple):
             default = ",".join(str(x) for x in default)
-        out.append(PassOption(name, _type_text(f.type), "" if default is None else
-                              str(default).lower() if isinstance(default, bool) else str(default),
-                              docs.get(name, "")))
+        out.append(
+            PassOption(
+                name,
+                _type_text(f.type),
+                ""
+                if default is None
+                else str(default).lower()
+                if isinstance(default, bool)
+                else str(default),
+                docs.get(name, ""),
+            )
+        )
     return out
 
 

@@ -83,11 +83,16 @@ def check_divisions(prog: ProgramOp, ev: Evaluator) -> list[Diagnostic]:
             continue  # reported at the inner expression
         if b == 0:
             stmt = _statement_of(op)
-            diags.append(error(
-                f"{'division' if sym == '/' else 'mod'} by zero in the expression of "
-                f"{_describe(stmt)}", op if op.location is not None else stmt, "CONST-05",
-                "change the divisor: `/` and `mod` by zero are static errors "
-                "(decision D-EXPR-MOD)"))
+            diags.append(
+                error(
+                    f"{'division' if sym == '/' else 'mod'} by zero in the expression of "
+                    f"{_describe(stmt)}",
+                    op if op.location is not None else stmt,
+                    "CONST-05",
+                    "change the divisor: `/` and `mod` by zero are static errors "
+                    "(decision D-EXPR-MOD)",
+                )
+            )
     return diags
 
 

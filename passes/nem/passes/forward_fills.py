@@ -95,8 +95,12 @@ def _place(ev: Evaluator, region: SSAValue) -> Place | None:
     if lo is None or n is None:
         return None
     t = region.type
-    dense = isinstance(t, RegionType) and t.shape_values is not None and \
-        t.elem_name is not None and fills_range(t.elem_name, t.shape_values, t.stride_values, n)
+    dense = (
+        isinstance(t, RegionType)
+        and t.shape_values is not None
+        and t.elem_name is not None
+        and fills_range(t.elem_name, t.shape_values, t.stride_values, n)
+    )
     return Place(buf, lo, lo + n, dense)
 
 
@@ -111,7 +115,7 @@ def _zero_clamp(op: Operation, ev: Evaluator) -> SSAValue | None:
     if not isinstance(t, RegionType) or t.elem_name != "i8":
         return None
     for key in ("min", "max"):
-        a = op.attrs.data.get(key)   # an integer attribute refers to an index argument
+        a = op.attrs.data.get(key)  # an integer attribute refers to an index argument
         if not isinstance(a, ArgRefAttr) or ev.static(op.args[a.index.data]) != 0:
             return None
     return op.outs[0]
@@ -136,11 +140,15 @@ def forward_zero_fills(program: ProgramOp) -> int:
             if p is not None and p.dense and _place(ev, op.ins[0]) == p:
                 zeros.add(p.buffer, p.lo, p.hi)
                 continue
-        copied: Place | None = None     # a dense destination the transfer fills with zeros
+        copied: Place | None = None  # a dense destination the transfer fills with zeros
         if isinstance(op, TransferOp):
             src, dst = _place(ev, op.src), _place(ev, op.dst)
-            if src is not None and dst is not None and dst.dense and \
-                    zeros.covers(src.buffer, src.lo, src.hi):
+            if (
+                src is not None
+                and dst is not None
+                and dst.dense
+                and zeros.covers(src.buffer, src.lo, src.hi)
+            ):
                 copied = dst
                 level = op.dst.type.level.data if isinstance(op.dst.type, RegionType) else ""
                 if not op.deps and not op.is_sync and level.startswith("L1"):
@@ -179,8 +187,9 @@ def _fresh_zero_names(program: ProgramOp) -> Iterator[str]:
 
 def _replace(op: TransferOp, dst: Place, names: Iterator[str]) -> None:
     b = NemBuilder.before(op, op.location)
-    r = b.region(None, dst.buffer, dst.lo, dst.hi - dst.lo, elem="i8", shape=[dst.hi - dst.lo],
-                 layout="C")
+    r = b.region(
+        None, dst.buffer, dst.lo, dst.hi - dst.lo, elem="i8", shape=[dst.hi - dst.lo], layout="C"
+    )
     tok = b.compute("clamp", [r], [r], name=next(names), min=0, max=0)
     op.result.replace_all_uses_with(tok)
     op.detach()

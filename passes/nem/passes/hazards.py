@@ -38,8 +38,13 @@ class CheckHazardsPass(ModulePass):
     windowing (D-HAZ-WINDOW); `-p 'nem-check-hazards{max_instances=1000}'`."""
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        diags = [d for prog in op.walk() if isinstance(prog, ProgramOp)
-                 for d in find_hazards(prog, self.max_instances, shape_memos(ctx))]
-        diags.sort(key=lambda d: (d.severity != "warning",
-                                  (d.loc.line, d.loc.col) if d.loc else (0, 0)))
+        diags = [
+            d
+            for prog in op.walk()
+            if isinstance(prog, ProgramOp)
+            for d in find_hazards(prog, self.max_instances, shape_memos(ctx))
+        ]
+        diags.sort(
+            key=lambda d: (d.severity != "warning", (d.loc.line, d.loc.col) if d.loc else (0, 0))
+        )
         report(ctx, diags)

@@ -58,14 +58,23 @@ class NemPassContext(Context):
         """A copy of the dialect registry sharing the driver's options,
         diagnostics list and cache (a pass that clones its context still
         reports to its driver)."""
-        return NemPassContext(**_registry(Context.clone(self)), file=self.file,
-                              include_dirs=self.include_dirs, device=self.device,
-                              diagnostics=self.diagnostics, cache=self.cache,
-                              progress=self.progress)
+        return NemPassContext(
+            **_registry(Context.clone(self)),
+            file=self.file,
+            include_dirs=self.include_dirs,
+            device=self.device,
+            diagnostics=self.diagnostics,
+            cache=self.cache,
+            progress=self.progress,
+        )
 
 
-def pass_context(ctx: Context | None = None, file: str | None = None,
-                 include_dirs: Iterable[str] = (), device: str | None = None) -> NemPassContext:
+def pass_context(
+    ctx: Context | None = None,
+    file: str | None = None,
+    include_dirs: Iterable[str] = (),
+    device: str | None = None,
+) -> NemPassContext:
     """`ctx` (default: an empty context) as a `NemPassContext` for one run,
     with the driver's input file, `-I` directories and `--device`."""
     registry = _registry(ctx.clone() if ctx is not None else Context())

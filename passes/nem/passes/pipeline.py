@@ -32,7 +32,12 @@ from nem.passes.tokens import CheckTokensPass
 from nem.passes.verify import VerifyStaticPass
 
 STAGES: tuple[type[ModulePass], ...] = (
-    VerifyStaticPass, VerifyDevicePass, CheckPlacementPass, CheckTokensPass, CheckHazardsPass)
+    VerifyStaticPass,
+    VerifyDevicePass,
+    CheckPlacementPass,
+    CheckTokensPass,
+    CheckHazardsPass,
+)
 
 
 def _instantiate(cls: type[ModulePass], options: dict) -> ModulePass:
@@ -58,8 +63,11 @@ class VerifyPipelinePass(ModulePass):
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         stages = collecting(ctx)  # the stages' warnings and remarks, reported together
-        options = {"device": self.device, "remarks": self.remarks,
-                   "reject_future": self.reject_future}
+        options = {
+            "device": self.device,
+            "remarks": self.remarks,
+            "reject_future": self.reject_future,
+        }
         for cls in STAGES:
             if cls is VerifyDevicePass:
                 progs = [p for p in op.walk() if isinstance(p, ProgramOp)]
@@ -68,8 +76,9 @@ class VerifyPipelinePass(ModulePass):
                 except NemDiagnosticError as e:  # a directive naming no device (DEV-20)
                     raise NemDiagnosticError(stages.diagnostics + e.diagnostics) from None
                 if all(d is None for d in devices):
-                    stages.diagnostics += [no_device_remark(p, "device stage (nem-verify-device)")
-                                           for p in progs]
+                    stages.diagnostics += [
+                        no_device_remark(p, "device stage (nem-verify-device)") for p in progs
+                    ]
                     continue
             try:
                 _instantiate(cls, options).apply(stages, op)

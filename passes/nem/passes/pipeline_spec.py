@@ -44,8 +44,7 @@ class PipelineError(ValueError):
     """A pipeline spec that cannot be used: `message`, the 1-based column in
     `spec` it is about (None: the whole spec) and a `fix`."""
 
-    def __init__(self, message: str, spec: str, col: int | None = None,
-                 fix: str | None = None):
+    def __init__(self, message: str, spec: str, col: int | None = None, fix: str | None = None):
         super().__init__(message)
         self.message, self.spec, self.col, self.fix = message, spec, col, fix
 
@@ -61,14 +60,15 @@ class PipelineError(ValueError):
         return "\n".join(lines)
 
 
-def check_pipeline(spec: str, available: Mapping[str, PassFactory], *,
-                   anchored: bool = False) -> str:
+def check_pipeline(
+    spec: str, available: Mapping[str, PassFactory], *, anchored: bool = False
+) -> str:
     """The text xDSL's `PassPipeline.parse_spec` takes for `spec`: the
     `builtin.module(...)` anchor removed (required when `anchored`: mlir-opt's
     `--pass-pipeline`) and option values quoted, once every pass name,
     option and value is known to be good; else `PipelineError`."""
     if not anchored and not spec.strip():
-        return ""   # no pass: nothing to check (and no pass module to import)
+        return ""  # no pass: nothing to check (and no pass module to import)
     inner, start = _unwrap_anchor(spec, anchored)
     _check_nesting(spec, inner, start)
     text, origin = _blanks_between_passes_dropped(*_quote(inner, start))
@@ -88,9 +88,12 @@ def check_pipeline(spec: str, available: Mapping[str, PassFactory], *,
         factory = available.get(s.name)
         if factory is None:
             near = difflib.get_close_matches(s.name, list(available), n=1)
-            raise PipelineError(f"unknown pass '{s.name}'" +
-                                (f"; did you mean '{near[0]}'?" if near else ""),
-                                spec, col(names[i]), "nem-opt --help lists the passes")
+            raise PipelineError(
+                f"unknown pass '{s.name}'" + (f"; did you mean '{near[0]}'?" if near else ""),
+                spec,
+                col(names[i]),
+                "nem-opt --help lists the passes",
+            )
         _check_options(s, factory(), spec, [(k, col(p)) for k, p in keys[i]])
     return text
 
@@ -110,7 +113,9 @@ def quote_option_values(spec: str) -> str:
 
 
 _PASS_OPTIONS = re.compile(r'(?P<name>[\w.-]*)\{(?P<opts>(?:"[^"]*"|[^}"])*)\}')
-_QUOTED_OPTION = re.compile(r'(?<!\S)(?P<key>(?:memory[-_]spaces|weights)=)(?P<value>"[^"]*"|[^\s"]*)')
+_QUOTED_OPTION = re.compile(
+    r'(?<!\S)(?P<key>(?:memory[-_]spaces|weights)=)(?P<value>"[^"]*"|[^\s"]*)'
+)
 _ANCHOR = re.compile(r"\s*(?P<name>(?:builtin\.)?module)\s*\(")
 _OTHER_ANCHOR = re.compile(r"\s*(?P<name>[\w.]+)\s*\(")
 _STRINGS = re.compile(r'"[^"]*"')
@@ -157,37 +162,52 @@ def _unwrap_anchor(spec: str, anchored: bool) -> tuple[str, int]:
     `spec` (D-OPT-PIPELINE-ANCHOR); blanks around it are dropped."""
     m = _ANCHOR.match(spec)
     other = _OTHER_ANCHOR.match(spec)
-    if m is None and other is not None and \
-            _matching_paren(spec, other.end()) == len(spec.rstrip()) - 1:
-        body = _without_nested(spec[other.end():len(spec.rstrip()) - 1].strip())
+    if (
+        m is None
+        and other is not None
+        and _matching_paren(spec, other.end()) == len(spec.rstrip()) - 1
+    ):
+        body = _without_nested(spec[other.end() : len(spec.rstrip()) - 1].strip())
         raise PipelineError(
             f"not supported: pipeline anchor '{other['name']}(...)': nem-opt runs its passes "
-            "on the module, anchored on 'builtin.module(...)'", spec, other.start("name") + 1,
-            f"--pass-pipeline='builtin.module({body})', or -p '{body}'")
+            "on the module, anchored on 'builtin.module(...)'",
+            spec,
+            other.start("name") + 1,
+            f"--pass-pipeline='builtin.module({body})', or -p '{body}'",
+        )
     if m is None:
         if anchored and spec.strip():
             bare = _without_nested(spec.strip())
             raise PipelineError(
                 "expected pass pipeline to be wrapped with the anchor operation type, "
-                "e.g. 'builtin.module(...)' (as mlir-opt)", spec, None,
+                "e.g. 'builtin.module(...)' (as mlir-opt)",
+                spec,
+                None,
                 f"--pass-pipeline='builtin.module({bare})', or -p '{bare}' "
-                "for a bare list of passes")
+                "for a bare list of passes",
+            )
         inner, start = spec, 0
     else:
         close = _matching_paren(spec, m.end())
         if close is None:
             end = len(spec.rstrip())
             raise PipelineError(
-                f"missing ')' closing '{m['name']}(' (opened at column {m.end()})", spec, end + 1,
-                f"end the pipeline with ')': '{spec.rstrip()})'")
-        rest = spec[close + 1:]
+                f"missing ')' closing '{m['name']}(' (opened at column {m.end()})",
+                spec,
+                end + 1,
+                f"end the pipeline with ')': '{spec.rstrip()})'",
+            )
+        rest = spec[close + 1 :]
         if rest.strip():
             at = close + 1 + len(rest) - len(rest.lstrip())
             what = "extra ')'" if rest.lstrip().startswith(")") else "unexpected text"
-            raise PipelineError(f"{what} after the ')' that closes '{m['name']}(' "
-                                f"(column {close + 1})", spec, at + 1,
-                                f"the pipeline is one '{ANCHOR_EXAMPLE}'")
-        inner, start = spec[m.end():close], m.end()
+            raise PipelineError(
+                f"{what} after the ')' that closes '{m['name']}(' (column {close + 1})",
+                spec,
+                at + 1,
+                f"the pipeline is one '{ANCHOR_EXAMPLE}'",
+            )
+        inner, start = spec[m.end() : close], m.end()
     lead = len(inner) - len(inner.lstrip())
     return inner.strip(), start + lead
 
@@ -216,12 +236,16 @@ def _check_nesting(spec: str, inner: str, start: int) -> None:
     nested = _NESTED.search(_STRINGS.sub(lambda m: '"' * len(m[0]), inner))
     if nested:
         flat = _without_nested(inner)
-        wrapped = spec[:start] + flat + spec[start + len(inner):] if start else \
-            f"builtin.module({flat})"
+        wrapped = (
+            spec[:start] + flat + spec[start + len(inner) :] if start else f"builtin.module({flat})"
+        )
         raise PipelineError(
             f"not supported: nested pass pipeline '{nested.group(1)}(...)': NEM passes "
-            "run on the whole module", spec, start + nested.start() + 1,
-            f"list the passes without the nested anchor: '{wrapped.strip()}'")
+            "run on the whole module",
+            spec,
+            start + nested.start() + 1,
+            f"list the passes without the nested anchor: '{wrapped.strip()}'",
+        )
 
 
 def _without_nested(inner: str) -> str:
@@ -229,9 +253,9 @@ def _without_nested(inner: str) -> str:
     while (m := _NESTED.search(_STRINGS.sub(lambda s: '"' * len(s[0]), inner))) is not None:
         close = _matching_paren(inner, m.end())
         close = len(inner) if close is None else close
-        after = inner[close + 1:]
-        sep = "," if after[:1].isalnum() else ""   # `a(b)c` is `b,c`, not `bc`
-        inner = inner[:m.start()] + inner[m.end():close] + sep + after
+        after = inner[close + 1 :]
+        sep = "," if after[:1].isalnum() else ""  # `a(b)c` is `b,c`, not `bc`
+        inner = inner[: m.start()] + inner[m.end() : close] + sep + after
     return inner
 
 
@@ -249,8 +273,7 @@ def _check_empty_items(spec: str, text: str, col: Callable[[int], int]) -> None:
             depth += 1 if c == "{" else -1
         elif not quoted and depth == 0 and c == ",":
             if i == item:
-                raise PipelineError("expected pass name here", spec, col(i),
-                                    "drop the extra ','")
+                raise PipelineError("expected pass name here", spec, col(i), "drop the extra ','")
             item = i + 1
 
 
@@ -265,9 +288,13 @@ def _check_braces(spec: str, text: str, col: Callable[[int], int]) -> None:
             opened = None
     if opened is not None:
         name = re.search(r"[\w.-]*$", text[:opened])
-        raise PipelineError(f"missing '}}' closing the options of '{name[0] if name else ''}' "
-                            f"(opened at column {col(opened)})", spec, col(len(text)),
-                            "close the option list with '}'")
+        raise PipelineError(
+            f"missing '}}' closing the options of '{name[0] if name else ''}' "
+            f"(opened at column {col(opened)})",
+            spec,
+            col(len(text)),
+            "close the option list with '}'",
+        )
 
 
 def _blanks_between_passes_dropped(text: str, origin: list[int]) -> tuple[str, list[int]]:
@@ -328,8 +355,9 @@ def _positions(text: str) -> tuple[list[int], list[list[tuple[str, int]]]]:
     return names, keys
 
 
-def _check_options(s: ArgSpec, cls: type[ModulePass], spec: str,
-                   keys: list[tuple[str, int]]) -> None:
+def _check_options(
+    s: ArgSpec, cls: type[ModulePass], spec: str, keys: list[tuple[str, int]]
+) -> None:
     """Every option of `s` is one of the pass's, with a value of its type."""
     fields = {f.name: f for f in dataclasses.fields(cls)} if dataclasses.is_dataclass(cls) else {}
     known = [f.replace("_", "-") for f in fields]
@@ -339,22 +367,37 @@ def _check_options(s: ArgSpec, cls: type[ModulePass], spec: str,
         if field not in fields:
             near = difflib.get_close_matches(key.replace("_", "-"), known, n=1)
             raise PipelineError(
-                f"pass '{s.name}' has no option '{key}'" +
-                (f"; did you mean '{near[0]}'?" if near else ""), spec, col,
-                f"its options: {', '.join(known)}" if known else
-                f"'{s.name}' takes no options: write '{s.name}'")
+                f"pass '{s.name}' has no option '{key}'"
+                + (f"; did you mean '{near[0]}'?" if near else ""),
+                spec,
+                col,
+                f"its options: {', '.join(known)}"
+                if known
+                else f"'{s.name}' takes no options: write '{s.name}'",
+            )
         value = s.parameters[key]
         if not _fits(value, hints[field]):
             what, example = _describe(hints[field])
             shown = ",".join(str(v).lower() if isinstance(v, bool) else str(v) for v in value)
             given = f"not '{shown}'" if value else "and has no value"
-            raise PipelineError(f"option '{key}' of pass '{s.name}' expects {what}, {given}",
-                                spec, col, f"write {key}={example}")
-    missing = [f for f in fields if f not in s.normalize_parameter_names().parameters
-               and f in cls.required_fields()]
+            raise PipelineError(
+                f"option '{key}' of pass '{s.name}' expects {what}, {given}",
+                spec,
+                col,
+                f"write {key}={example}",
+            )
+    missing = [
+        f
+        for f in fields
+        if f not in s.normalize_parameter_names().parameters and f in cls.required_fields()
+    ]
     if missing:
-        raise PipelineError(f"pass '{s.name}' needs option '{missing[0].replace('_', '-')}'",
-                            spec, None, f"write {s.name}{{{missing[0].replace('_', '-')}=...}}")
+        raise PipelineError(
+            f"pass '{s.name}' needs option '{missing[0].replace('_', '-')}'",
+            spec,
+            None,
+            f"write {s.name}{{{missing[0].replace('_', '-')}=...}}",
+        )
 
 
 def _optional(t: Any) -> tuple[Any, bool]:
@@ -374,8 +417,12 @@ def _fits(value: tuple, t: Any) -> bool:
     return (len(value) == 1 and isa(value[0], base)) or isa(value, base)
 
 
-_EXPECTED = {bool: ("true or false", "true|false"), int: ("an integer", "N"),
-             float: ("a number", "X"), str: ("a name or a quoted string", '"text"')}
+_EXPECTED = {
+    bool: ("true or false", "true|false"),
+    int: ("an integer", "N"),
+    float: ("a number", "X"),
+    str: ("a name or a quoted string", '"text"'),
+}
 
 
 def _describe(t: Any) -> tuple[str, str]:
@@ -387,4 +434,3 @@ def _describe(t: Any) -> tuple[str, str]:
         what = {int: "integers", str: "names or quoted strings"}.get(item, "values")
         return f"{what} separated by commas", f"{_EXPECTED.get(item, ('', 'v'))[1]},..."
     return f"a value of type {getattr(base, '__name__', base)}", "value"
-

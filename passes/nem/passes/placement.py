@@ -62,12 +62,15 @@ def _task_name(op: TaskOp) -> str:
 
 
 def _unindexed_l1(op: TaskOp) -> bool:
-    return any(isinstance(v.type, RegionType) and v.type.level.data == "L1"
-               for v, _ in op.operand_regions())
+    return any(
+        isinstance(v.type, RegionType) and v.type.level.data == "L1"
+        for v, _ in op.operand_regions()
+    )
 
 
-def placement_diagnostics(prog: ProgramOp, device: Device | None, remarks: bool
-                          ) -> list[Diagnostic]:
+def placement_diagnostics(
+    prog: ProgramOp, device: Device | None, remarks: bool
+) -> list[Diagnostic]:
     diags: list[Diagnostic] = []
     assigned: dict = {}
     rr = [0]
@@ -87,25 +90,39 @@ def placement_diagnostics(prog: ProgramOp, device: Device | None, remarks: bool
             if len(engines) > 1:
                 (k, a), (j, b) = list(engines.items())[:2]
                 note = "; an unindexed L1 is L1[0]" if device is not None else ""
-                diags.append(error(
-                    f"task{in_loop} references L1[{k}] ({a}) and L1[{j}] ({b}){note}", op, rule2,
-                    cross_engine_fix(op, "a task runs on one engine in every iteration")))
+                diags.append(
+                    error(
+                        f"task{in_loop} references L1[{k}] ({a}) and L1[{j}] ({b}){note}",
+                        op,
+                        rule2,
+                        cross_engine_fix(op, "a task runs on one engine in every iteration"),
+                    )
+                )
                 continue
             bad_seq = False
             for k in seq:
                 if device is not None and n_engines is not None and k >= n_engines:
-                    diags.append(error(
-                        f"@seq_engine({k}) names engine {k} but device '{device.name}' has "
-                        f"{n_engines} engine{'s' if n_engines != 1 else ''}", op,
-                        "PLACE-04", f"use @seq_engine(k) with 0 <= k < {n_engines}"))
+                    diags.append(
+                        error(
+                            f"@seq_engine({k}) names engine {k} but device '{device.name}' has "
+                            f"{n_engines} engine{'s' if n_engines != 1 else ''}",
+                            op,
+                            "PLACE-04",
+                            f"use @seq_engine(k) with 0 <= k < {n_engines}",
+                        )
+                    )
                     bad_seq = True
                 elif engines and k not in engines:
                     j = next(iter(engines))
-                    diags.append(error(
-                        f"@seq_engine({k}){in_loop} conflicts with the task's L1[{j}] operand "
-                        f"{engines[j]} (an unindexed L1 is L1[0])", op,
-                        "PLACE-05" if loops else "PLACE-04",
-                        f"use @seq_engine({j}) or drop it (decisions D-DECO-SEQ, D-DEV-L1)"))
+                    diags.append(
+                        error(
+                            f"@seq_engine({k}){in_loop} conflicts with the task's L1[{j}] operand "
+                            f"{engines[j]} (an unindexed L1 is L1[0])",
+                            op,
+                            "PLACE-05" if loops else "PLACE-04",
+                            f"use @seq_engine({j}) or drop it (decisions D-DECO-SEQ, D-DEV-L1)",
+                        )
+                    )
                     bad_seq = True
             if bad_seq:
                 continue
@@ -113,11 +130,20 @@ def placement_diagnostics(prog: ProgramOp, device: Device | None, remarks: bool
                 k, operand = next(iter(engines.items()))
                 assigned[op.results[0]] = k
                 if remarks:
-                    unindexed = " (an unindexed L1 is L1[0])" if device is not None and \
-                        _unindexed_l1(op) else ""
-                    diags.append(Diagnostic(
-                        "remark", f"{_task_name(op)} runs on engine {k}: its L1 operand "
-                        f"{operand}{unindexed}", SourceLoc.of(op), "PLACE-02"))
+                    unindexed = (
+                        " (an unindexed L1 is L1[0])"
+                        if device is not None and _unindexed_l1(op)
+                        else ""
+                    )
+                    diags.append(
+                        Diagnostic(
+                            "remark",
+                            f"{_task_name(op)} runs on engine {k}: its L1 operand "
+                            f"{operand}{unindexed}",
+                            SourceLoc.of(op),
+                            "PLACE-02",
+                        )
+                    )
                 continue
             # engine-agnostic (PLACE-03)
             if seq:
@@ -136,13 +162,24 @@ def placement_diagnostics(prog: ProgramOp, device: Device | None, remarks: bool
             if remarks:
                 name = _task_name(op)
                 if engine is None:
-                    msg = f"{name} is engine-agnostic (only L2/DDR operands); no target device, " \
-                          "so its engine is chosen at lowering"
+                    msg = (
+                        f"{name} is engine-agnostic (only L2/DDR operands); no target device, "
+                        "so its engine is chosen at lowering"
+                    )
                 else:
-                    msg = f"{name} is engine-agnostic (only L2/DDR operands): assigned to engine " \
-                          f"{engine} ({why})"
-                diags.append(Diagnostic("remark", msg, SourceLoc.of(op), "PLACE-03",
-                                        "add @seq_engine(k) to choose the engine"))
+                    msg = (
+                        f"{name} is engine-agnostic (only L2/DDR operands): assigned to engine "
+                        f"{engine} ({why})"
+                    )
+                diags.append(
+                    Diagnostic(
+                        "remark",
+                        msg,
+                        SourceLoc.of(op),
+                        "PLACE-03",
+                        "add @seq_engine(k) to choose the engine",
+                    )
+                )
 
     visit(prog.block, ())
     return diags
@@ -166,6 +203,7 @@ class CheckPlacementPass(ModulePass):
         diags: list[Diagnostic] = []
         for prog in op.walk():
             if isinstance(prog, ProgramOp):
-                diags += placement_diagnostics(prog, target_device(ctx, prog, self.device),
-                                               self.remarks)
+                diags += placement_diagnostics(
+                    prog, target_device(ctx, prog, self.device), self.remarks
+                )
         report(ctx, diags)

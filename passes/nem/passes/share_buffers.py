@@ -57,16 +57,25 @@ LEVELS = ("L1", "L2")
 
 def selected_levels(option: str, program: ProgramOp) -> list[str]:
     """The levels of `program`'s buffers that `level=option` selects."""
-    ok = option in LEVELS or (option.startswith("L1[") and option.endswith("]")
-                              and option[3:-1].isdigit())
+    ok = option in LEVELS or (
+        option.startswith("L1[") and option.endswith("]") and option[3:-1].isdigit()
+    )
     if not ok:
-        why = ("DDR buffers hold the program's inputs and outputs, which are never shared"
-               if option == "DDR" else "levels: L1 (every L1[k]), L1[k], L2")
-        raise NemDiagnosticError([Diagnostic(
-            "error", f"nem-share-buffers: not supported: level={option} ({why})",
-            fix="write level=L1, level=\"L1[k]\" (quoted) or level=L2")])
-    levels = {op.result.type.level.data for op in program.block.ops
-              if isinstance(op, BufferOp)}
+        why = (
+            "DDR buffers hold the program's inputs and outputs, which are never shared"
+            if option == "DDR"
+            else "levels: L1 (every L1[k]), L1[k], L2"
+        )
+        raise NemDiagnosticError(
+            [
+                Diagnostic(
+                    "error",
+                    f"nem-share-buffers: not supported: level={option} ({why})",
+                    fix='write level=L1, level="L1[k]" (quoted) or level=L2',
+                )
+            ]
+        )
+    levels = {op.result.type.level.data for op in program.block.ops if isinstance(op, BufferOp)}
     if option == "L1":
         return sorted(lv for lv in levels if MemLevelAttr(lv).kind == "L1")
     return [option] if option in levels else []
@@ -106,11 +115,16 @@ def share(program: ProgramOp, packing: Packing) -> tuple[BufferOp, dict[Operatio
     arena; returns it with the packed buffer (its name) each of its regions
     was a region of."""
     origin: dict[Operation, str] = {}
-    members = list(packing.offsets)   # in declaration order
+    members = list(packing.offsets)  # in declaration order
     first = members[0]
     size = _index(packing.size, first)
-    arena = BufferOp(arena_name(packing.level, program), BufferType(MemLevelAttr(packing.level)),
-                     size.result, packing.align, [])
+    arena = BufferOp(
+        arena_name(packing.level, program),
+        BufferType(MemLevelAttr(packing.level)),
+        size.result,
+        packing.align,
+        [],
+    )
     arena.location = first.location
     Rewriter.insert_op(arena, InsertPoint.before(first))
     for buf in members:
@@ -149,8 +163,9 @@ class Packed:
         added for them keeps it so)."""
         from nem.passes.synthesize_deps import synthesize
 
-        synthesize(self.program, self.limit, buffers=self.arenas, members=self.members,
-                   memos=self.memos)
+        synthesize(
+            self.program, self.limit, buffers=self.arenas, members=self.members, memos=self.memos
+        )
 
 
 @dataclass(frozen=True)
@@ -212,8 +227,9 @@ class ShareBuffersPass(ModulePass):
         return out
 
 
-def packed_footprints(program: ProgramOp, device: Device | None, option: str = "L1",
-                      over_capacity_only: bool = True) -> dict[str, int]:
+def packed_footprints(
+    program: ProgramOp, device: Device | None, option: str = "L1", over_capacity_only: bool = True
+) -> dict[str, int]:
     """The bytes each level key of `program` would span once `pack` (with
     these options) packed it, as `capacity.memory_maps` lays the arenas and
     the other buffers out, computed without rewriting: `nem-compile` asks
@@ -226,7 +242,7 @@ def packed_footprints(program: ProgramOp, device: Device | None, option: str = "
     if over_capacity_only:
         levels = [lv for lv in levels if _over_capacity(program, device, lv)]
     found = packings(program, levels)
-    arena_at = {}   # the first packed buffer in statement order -> its packing
+    arena_at = {}  # the first packed buffer in statement order -> its packing
     packed: set[BufferOp] = set()
     for packing in found:
         arena_at[next(iter(packing.offsets))] = packing
@@ -263,6 +279,9 @@ def _over_capacity(program: ProgramOp, device: Device | None, level: str) -> boo
 def _remark(packing: Packing, arena: BufferOp) -> Diagnostic:
     n = len(packing.offsets)
     return Diagnostic(
-        "remark", f"{n} buffers of {packing.level} share '{arena.buffer_name.data}' "
+        "remark",
+        f"{n} buffers of {packing.level} share '{arena.buffer_name.data}' "
         f"({packing.size} bytes instead of {packing.separate}): {packing.saved} bytes saved "
-        "(their lifetimes do not overlap, D-LOW-SHARE)", SourceLoc.of(arena))
+        "(their lifetimes do not overlap, D-LOW-SHARE)",
+        SourceLoc.of(arena),
+    )

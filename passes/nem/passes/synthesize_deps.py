@@ -101,23 +101,26 @@ class Synthesizer:
             self.fit(self.program.block, self.limit)
             peak, where = live_token_peak(self.program)
             if peak > self.limit:  # pragma: no cover - fit() guarantees it
-                raise _error(f"internal: {peak} live tokens remain above the limit "
-                             f"{self.limit}", where or self.program)
+                raise _error(
+                    f"internal: {peak} live tokens remain above the limit {self.limit}",
+                    where or self.program,
+                )
 
     # -- 1-3: ordering and leaks ----------------------------------------------------
     def order(self) -> None:
         races: list[Race] = []
         for _ in range(MAX_ROUNDS):
             self.close_blocks()
-            scan = find_races(self.program, self.max_instances, self.cache, self.buffers,
-                              self.members, self.memos)
+            scan = find_races(
+                self.program, self.max_instances, self.cache, self.buffers, self.members, self.memos
+            )
             races = scan.races
             if not races:
                 self.minimize(scan.work)
                 return
             pending: dict[TaskOp, dict[SSAValue, bool]] = {}
             changed = [self.repair(r, pending) for r in races]
-            for later, tokens in pending.items():   # one rewrite of each task's operands
+            for later, tokens in pending.items():  # one rewrite of each task's operands
                 new = [t for t, added in tokens.items() if added]
                 if new:
                     later.set_deps([*later.deps, *new])
@@ -167,10 +170,15 @@ class Synthesizer:
             loop.properties.pop("decorators", None)
         self.cache = RaceCache()  # buffer instances follow the window (D-SEM-INSTANCES)
         at_once = "one iteration" if distance == 1 else f"at most {distance} iterations"
-        self.remarks.append(Diagnostic(
-            "remark", f"loop '{loop.iv_name.data}' runs {at_once} at a time: "
-            f"{_window_reason(race, distance)}; it was @max_in_flight({n}), and tokens "
-            "cannot order iterations (D-NAME-SCOPE)", SourceLoc.of(loop)))
+        self.remarks.append(
+            Diagnostic(
+                "remark",
+                f"loop '{loop.iv_name.data}' runs {at_once} at a time: "
+                f"{_window_reason(race, distance)}; it was @max_in_flight({n}), and tokens "
+                "cannot order iterations (D-NAME-SCOPE)",
+                SourceLoc.of(loop),
+            )
+        )
         return True
 
     def reduce(self) -> None:
@@ -178,8 +186,11 @@ class Synthesizer:
         pos = {op: k for k, op in enumerate(walk_ops(self.program))}
         for task, mine in self.added.items():
             deps = list(task.deps)
-            keep = [d for d in deps if d not in mine or not any(
-                e is not d and _reaches(e, d, pos) for e in deps)]
+            keep = [
+                d
+                for d in deps
+                if d not in mine or not any(e is not d and _reaches(e, d, pos) for e in deps)
+            ]
             if len(keep) != len(deps):
                 task.set_deps(keep)
                 self.added[task] = [d for d in mine if d in keep]
@@ -213,8 +224,9 @@ class Synthesizer:
         for task, d in reversed(candidates):
             deps = list(task.deps)
             task.set_deps([x for x in deps if x is not d])
-            if find_races(self.program, self.max_instances, self.cache, self.buffers,
-                          self.members, self.memos).races:
+            if find_races(
+                self.program, self.max_instances, self.cache, self.buffers, self.members, self.memos
+            ).races:
                 task.set_deps(deps)
                 continue
             self.added[task].remove(d)
@@ -227,8 +239,11 @@ class Synthesizer:
             if old is not None:
                 old.detach()
                 old.erase()
-            sinks = [op.results[0] for op in block_ops(block)
-                     if isinstance(op, TaskOp) and not op.is_sync and not op.results[0].uses]
+            sinks = [
+                op.results[0]
+                for op in block_ops(block)
+                if isinstance(op, TaskOp) and not op.is_sync and not op.results[0].uses
+            ]
             if sinks:
                 wait = WaitOp(sinks, [])
                 last = block.last_op
@@ -241,9 +256,12 @@ class Synthesizer:
         """Waits in `block` (and its loops) so that no statement has more
         than `budget` live tokens."""
         if budget < 1:
-            raise _error(f"SEQ.max_active_tokens = {self.limit} leaves no token for the "
-                         "iterations in flight of this loop", block.parent_op() or self.program,
-                         "lower @max_in_flight or target a device with more tokens")
+            raise _error(
+                f"SEQ.max_active_tokens = {self.limit} leaves no token for the "
+                "iterations in flight of this loop",
+                block.parent_op() or self.program,
+                "lower @max_in_flight or target a device with more tokens",
+            )
         lv = block_liveness(block)
         ops, nested = lv.ops, list(lv.nested)
         closing = self.closing.get(block)
@@ -269,7 +287,7 @@ class Synthesizer:
             # the oldest first, those only the closing wait holds before all
             held = sorted((t for t in live if t is not op), key=lambda t: ends[t] != end_k)
             sinks = sum(1 for t in held if ends[t] == end_k)
-            take = held[:max(min(count - budget, len(held)), sinks)]
+            take = held[: max(min(count - budget, len(held)), sinks)]
             if take:
                 waits.append((k, take))
                 for t in take:
@@ -288,7 +306,7 @@ class Synthesizer:
         block = op.parent_block()
         assert block is not None
         later = list(block.ops)
-        later = later[later.index(op):]
+        later = later[later.index(op) :]
         gone = _covered(tokens)
         for stmt in later:
             for inner in stmt.walk():
@@ -403,18 +421,23 @@ def _error(message: str, at: Operation, fix: str | None = None) -> NemDiagnostic
     return NemDiagnosticError([Diagnostic("error", message, SourceLoc.of(at), "DEV-17", fix)])
 
 
-def synthesize(program: ProgramOp, limit: int | None, narrow_windows: bool = False,
-               max_instances: int = MAX_TASK_INSTANCES,
-               buffers: Collection[SSAValue] | None = None,
-               members: Mapping[Operation, object] | None = None,
-               memos: ShapeMemos | None = None) -> list[Diagnostic]:
+def synthesize(
+    program: ProgramOp,
+    limit: int | None,
+    narrow_windows: bool = False,
+    max_instances: int = MAX_TASK_INSTANCES,
+    buffers: Collection[SSAValue] | None = None,
+    members: Mapping[Operation, object] | None = None,
+    memos: ShapeMemos | None = None,
+) -> list[Diagnostic]:
     """Add the deps and waits of `program`; returns the remarks (narrowed
     windows).  With `buffers`, only the races on those buffers are ordered
     (the rest of the program is known race-free: ordering added for them
     leaves it so); with `members`, only those between different members
     (`find_races`); `memos`: the driver's (`shape_memos`)."""
-    s = Synthesizer(program, limit, narrow_windows, max_instances, buffers, members,
-                    memos or ShapeMemos())
+    s = Synthesizer(
+        program, limit, narrow_windows, max_instances, buffers, members, memos or ShapeMemos()
+    )
     s.run()
     return s.remarks
 

@@ -30,5 +30,7 @@ class CheckTokensPass(ModulePass):
     name = "nem-check-tokens"
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        report(ctx, [d for prog in op.walk() if isinstance(prog, ProgramOp)
-                     for d in check_tokens(prog)])
+        report(
+            ctx,
+            [d for prog in op.walk() if isinstance(prog, ProgramOp) for d in check_tokens(prog)],
+        )

@@ -27,8 +27,9 @@ class VerifyStaticPass(ModulePass):
     name = "nem-verify-static"
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        diags = [d for prog in op.walk() if isinstance(prog, ProgramOp)
-                 for d in verify_program(prog)]
+        diags = [
+            d for prog in op.walk() if isinstance(prog, ProgramOp) for d in verify_program(prog)
+        ]
         if any(d.severity == "error" for d in diags):
             raise NemDiagnosticError(diags)
 

@@ -6,5 +6,16 @@ from nem.runtime.checks import Deadlock, DeadlockError, Race, Unconsumed
 from nem.runtime.memory import Memory, RegionInst
 from nem.runtime.session import Program, RunResult, Session, StepResult
 
-__all__ = ["NemInterpreter", "Program", "RunResult", "Session", "StepResult", "Deadlock",
-           "DeadlockError", "Race", "Unconsumed", "Memory", "RegionInst"]
+__all__ = [
+    "NemInterpreter",
+    "Program",
+    "RunResult",
+    "Session",
+    "StepResult",
+    "Deadlock",
+    "DeadlockError",
+    "Race",
+    "Unconsumed",
+    "Memory",
+    "RegionInst",
+]

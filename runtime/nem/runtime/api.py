@@ -75,33 +75,53 @@ def _user_kernels(kernels: object) -> MappingProxyType[str, Kernel]:
     for name, fn in kernels.items():
         if name not in known:
             near = difflib.get_close_matches(str(name), list(known), n=1)
-            hint = f"; did you mean '{near[0]}'?" if near else \
-                " (escape-hatch kernels are the opcode 'compute')"
+            hint = (
+                f"; did you mean '{near[0]}'?"
+                if near
+                else " (escape-hatch kernels are the opcode 'compute')"
+            )
             raise ValueError(f"kernels: '{name}' is not an opcode{hint}")
         if not callable(fn):
-            raise TypeError(f"kernels: the kernel for '{name}' is not callable "
-                            f"({type(fn).__name__}): give a function fn(inputs, outputs, attrs)")
+            raise TypeError(
+                f"kernels: the kernel for '{name}' is not callable "
+                f"({type(fn).__name__}): give a function fn(inputs, outputs, attrs)"
+            )
         out[name] = UserKernel(fn, name)
     return MappingProxyType(out)
 
 
 class NemInterpreter:
-    def __init__(self, device: str | Device | None = None,
-                 ddr_size: int | None = DEFAULT_DDR_SIZE, include_dirs: Sequence[str] = (),
-                 kernels: Mapping[str, Kernel] | None = None, races: bool = True,
-                 trace: bool = True) -> None:
+    def __init__(
+        self,
+        device: str | Device | None = None,
+        ddr_size: int | None = DEFAULT_DDR_SIZE,
+        include_dirs: Sequence[str] = (),
+        kernels: Mapping[str, Kernel] | None = None,
+        races: bool = True,
+        trace: bool = True,
+    ) -> None:
         from nem.dialect.arguments import check_type
         from nem.dialect.device_model import Device
 
         if device is not None:
-            check_type("NemInterpreter", "device", device, (str, Device),
-                       "a device name or .nem path (str), a resolved Device, or None")
+            check_type(
+                "NemInterpreter",
+                "device",
+                device,
+                (str, Device),
+                "a device name or .nem path (str), a resolved Device, or None",
+            )
         if ddr_size is not None:
             check_type("NemInterpreter", "ddr_size", ddr_size, int, "an int or None")
             if ddr_size < 1:
                 raise ValueError(f"NemInterpreter: ddr_size must be positive, not {ddr_size}")
-        check_type("NemInterpreter", "include_dirs", include_dirs, (list, tuple),
-                   "a list or tuple of directories")
+        check_type(
+            "NemInterpreter",
+            "include_dirs",
+            include_dirs,
+            (list, tuple),
+            "a list or tuple of directories",
+        )
         self.include_dirs = tuple(include_dirs)
         self.ddr_size = ddr_size
         self.kernels = _user_kernels(kernels)
@@ -135,7 +155,7 @@ class NemInterpreter:
 
         if device.endswith(".nem") and Path(device).is_file():
             return resolve_device_file(Path(device), None, self.include_dirs)
-        if device.endswith(".nem") and os.path.exists(device):   # a FIFO was "not found"
+        if device.endswith(".nem") and os.path.exists(device):  # a FIFO was "not found"
             from nem.dialect.diagnostics import fail
             from nem.dialect.source_files import FileRefused, regular_file
 
@@ -171,7 +191,8 @@ class NemInterpreter:
         for k, v in profile.items():
             # a latency of 8.0 is 8: every duration stays a whole number of cycles
             self.profile.setdefault(k, {}).update(
-                {key: int(x) if key == "latency" else x for key, x in v.items()})
+                {key: int(x) if key == "latency" else x for key, x in v.items()}
+            )
 
     # -------------------------------------------------------------- loading
     def load(self, path: str | Path, check: bool = True) -> Program:
@@ -182,7 +203,7 @@ class NemInterpreter:
         from nem.dialect.source_files import decode_source, read_source_bytes
         from nem.frontends.bytecode.container import is_nemb
 
-        if not isinstance(path, (str, os.PathLike)):   # load(3) read a file named '3'
+        if not isinstance(path, (str, os.PathLike)):  # load(3) read a file named '3'
             raise TypeError(f"load: path must be a str or Path, not {type(path).__name__}")
         path = str(path)
         raw = read_source_bytes(path, "program")
@@ -205,8 +226,9 @@ class NemInterpreter:
             self.write_bytes(loaded.buffers[slot].buffer_name.data, raw, offset)
         return program
 
-    def load_string(self, text: str, file: str = "<string>", check: bool = True,
-                    syntax: str | None = None) -> Program:
+    def load_string(
+        self, text: str, file: str = "<string>", check: bool = True, syntax: str | None = None
+    ) -> Program:
         """Parse `text` into NEM IR, apply the static and device rules (skipped with
         check=False, to exercise the runtime checks alone) and allocate its buffers.
         `syntax` is "nem" or "mlir" (NEM IR in MLIR syntax); default: by the
@@ -214,8 +236,9 @@ class NemInterpreter:
         from xdsl.utils.exceptions import ParseError, VerifyException
 
         if syntax not in (None, "nem", "mlir"):
-            raise ValueError("syntax must be 'nem' or 'mlir' (or None: by the file's "
-                             f"extension), not {syntax!r}")
+            raise ValueError(
+                f"syntax must be 'nem' or 'mlir' (or None: by the file's extension), not {syntax!r}"
+            )
         register_source(file, text)
         try:
             if (syntax or ("mlir" if file.endswith(".mlir") else "nem")) == "mlir":
@@ -227,20 +250,32 @@ class NemInterpreter:
         except ParseError as e:
             from nem.frontends.upstream_dialects import parse_error_message
 
-            where = e.span.get_location()   # one-based
-            raise NemDiagnosticError([Diagnostic("error", parse_error_message(e),
-                                                 SourceLoc(file, where.line, where.col))]) from None
+            where = e.span.get_location()  # one-based
+            raise NemDiagnosticError(
+                [
+                    Diagnostic(
+                        "error", parse_error_message(e), SourceLoc(file, where.line, where.col)
+                    )
+                ]
+            ) from None
         except VerifyException as e:
-            raise NemDiagnosticError([Diagnostic("error", str(e).splitlines()[0],
-                                                 SourceLoc(file, 1, 1))]) from None
+            raise NemDiagnosticError(
+                [Diagnostic("error", str(e).splitlines()[0], SourceLoc(file, 1, 1))]
+            ) from None
         progs = list(programs(module))
         if len(progs) != 1:
-            raise NemDiagnosticError([Diagnostic("error", f"expected one nem.program, found "
-                                                 f"{len(progs)}", SourceLoc(file, 1, 1))])
+            raise NemDiagnosticError(
+                [
+                    Diagnostic(
+                        "error",
+                        f"expected one nem.program, found {len(progs)}",
+                        SourceLoc(file, 1, 1),
+                    )
+                ]
+            )
         return self._load_module(module, progs[0], file, check)
 
-    def load_module(self, module: ModuleOp, file: str = "<module>", check: bool = True
-                    ) -> Program:
+    def load_module(self, module: ModuleOp, file: str = "<module>", check: bool = True) -> Program:
         """Load NEM IR already parsed (one `nem.program` in `module`), as
         `load_string` does after parsing."""
         [prog] = programs(module)
@@ -254,8 +289,13 @@ class NemInterpreter:
             raise NemDiagnosticError(diags)
         device = self._device_for(prog, file)
         topo = topology_of(device)
-        memory = Memory(topo["num_engines"], topo["l2"], topo["l1"], self.ddr_size,
-                        device.name if device is not None else None)
+        memory = Memory(
+            topo["num_engines"],
+            topo["l2"],
+            topo["l1"],
+            self.ddr_size,
+            device.name if device is not None else None,
+        )
         catalog = device.catalog if device is not None else None
         try:
             compiled = compile_program(prog, memory, catalog, self._accum_resolver(catalog))
@@ -273,8 +313,10 @@ class NemInterpreter:
         except NemDiagnosticError as e:
             for d in e.diagnostics:
                 if "is not registered" in d.message:
-                    d.fix = ("nem-run runs NEM IR: lower the MLIR first, e.g. "
-                             "nem-opt X.mlir -p 'lower-to-nem{device=D}' -t nem | nem-run -")
+                    d.fix = (
+                        "nem-run runs NEM IR: lower the MLIR first, e.g. "
+                        "nem-opt X.mlir -p 'lower-to-nem{device=D}' -t nem | nem-run -"
+                    )
             raise
 
     def _validate(self, prog: ProgramOp, file: str) -> list[Diagnostic]:
@@ -309,6 +351,7 @@ class NemInterpreter:
                 return None
             fam = cat.families.get(res.matched[0].family)
             return fam.accum if fam is not None else None
+
         return resolve
 
     def _prog(self, program: Program | None) -> Program:
@@ -316,10 +359,15 @@ class NemInterpreter:
         The one check of every method's `program=` (a file name there failed
         deep inside with an AttributeError)."""
         if program is not None and not isinstance(program, Program):
-            hint = f": load the file first, e.g. it.load({program!r})" \
-                if isinstance(program, str | Path) else ""
-            raise TypeError("program must be a Program (what load() returns), not "
-                            f"{program!r} ({type(program).__name__}){hint}")
+            hint = (
+                f": load the file first, e.g. it.load({program!r})"
+                if isinstance(program, str | Path)
+                else ""
+            )
+            raise TypeError(
+                "program must be a Program (what load() returns), not "
+                f"{program!r} ({type(program).__name__}){hint}"
+            )
         p = program or self.program
         if p is None:
             raise RuntimeError("no program loaded: call load() or load_string() first")
@@ -350,15 +398,21 @@ class NemInterpreter:
 
         return replay.prepare(self.start(program).sched)
 
-    def run(self, program: Program | None = None,
-            progress: Callable[[int], object] | None = None) -> RunResult:
+    def run(
+        self, program: Program | None = None, progress: Callable[[int], object] | None = None
+    ) -> RunResult:
         """Run to completion on the program's memory (results stay readable)."""
         s = self.start(program)
         return s.run_to_end(progress)
 
-    def run_schedules(self, k: int, seed: int = 0, program: Program | None = None,
-                      jobs: int | None = 1, max_tasks: int | None = None
-                      ) -> tuple[list[RunResult], tuple[int, int, str, int] | None]:
+    def run_schedules(
+        self,
+        k: int,
+        seed: int = 0,
+        program: Program | None = None,
+        jobs: int | None = 1,
+        max_tasks: int | None = None,
+    ) -> tuple[list[RunResult], tuple[int, int, str, int] | None]:
         """Run K seeded random schedules from the current memory image, on `jobs`
         processes (None: every core; results do not depend on it).
 
@@ -378,15 +432,18 @@ class NemInterpreter:
         p = self._prog(program)
         tasks = max(1, estimate_task_count(p.op))
         if k * tasks > limit:
-            raise ValueError(f"run_schedules: k={k} schedules of an estimated {tasks} tasks and "
-                             f"loop iterations each exceed the task budget of {limit} "
-                             "(D-LIMITS); give a smaller k or raise max_tasks")
+            raise ValueError(
+                f"run_schedules: k={k} schedules of an estimated {tasks} tasks and "
+                f"loop iterations each exceed the task budget of {limit} "
+                "(D-LIMITS); give a smaller k or raise max_tasks"
+            )
         results, diff, last = random_schedules(self, p, k, seed, jobs)
         p.memory = last
         return results, diff
 
-    def explore(self, max_schedules: int = 1000, program: Program | None = None,
-                jobs: int | None = 1) -> Exploration:
+    def explore(
+        self, max_schedules: int = 1000, program: Program | None = None, jobs: int | None = 1
+    ) -> Exploration:
         """Run one schedule of every distinct interleaving (`nem.runtime.hunt.explore`,
         decision D-SEM-EXPLORE), at most `max_schedules`; returns an `Exploration`."""
         from nem.runtime.hunt import explore
@@ -398,9 +455,13 @@ class NemInterpreter:
     def _mem(self) -> Memory:
         return self._prog(None).memory
 
-    def write_tensor(self, buffer: str | None = None, tensor: npt.ArrayLike | None = None,
-                     offset: int = 0,
-                     raw: bool = False) -> int:
+    def write_tensor(
+        self,
+        buffer: str | None = None,
+        tensor: npt.ArrayLike | None = None,
+        offset: int = 0,
+        raw: bool = False,
+    ) -> int:
         """Write an array into buffer or top-level region `buffer` (at byte
         `offset`), or its bytes into DDR at `offset` when `buffer` is None.
         Unless `raw`, the array's dtype must be the target's element type
@@ -412,15 +473,14 @@ class NemInterpreter:
         p.given.add(tensor_io.target(p.memory, p.compiled, buffer).buffer.name)
         return written
 
-    def check_tensor(self, buffer: str, shape: tuple[int, ...], dtype: npt.DTypeLike,
-                     raw: bool = False
-                     ) -> None:
+    def check_tensor(
+        self, buffer: str, shape: tuple[int, ...], dtype: npt.DTypeLike, raw: bool = False
+    ) -> None:
         """Raise what `write_tensor(buffer, array, raw=raw)` would raise
         for an array of `shape` and `dtype`, without one (a file's header is
         checked before its data is read)."""
         p = self._prog(None)
-        tensor_io.check_write(p.memory, p.compiled, buffer, tuple(shape), np.dtype(dtype),
-                              0, raw)
+        tensor_io.check_write(p.memory, p.compiled, buffer, tuple(shape), np.dtype(dtype), 0, raw)
 
     def encode_tensor(self, name: str, tensor: npt.ArrayLike) -> tuple[str, int, bytes]:
         """(buffer, byte offset in it, bytes) that `write_tensor(name, tensor)`
@@ -429,8 +489,9 @@ class NemInterpreter:
         p = self._prog(None)
         return tensor_io.encode_tensor(p.memory, p.compiled, name, tensor)
 
-    def write_bytes(self, buffer: str | None, data: bytes | Iterable[int] | np.ndarray,
-                    offset: int = 0) -> None:
+    def write_bytes(
+        self, buffer: str | None, data: bytes | Iterable[int] | np.ndarray, offset: int = 0
+    ) -> None:
         """Write raw bytes at `offset` of a buffer or top-level region (of DDR
         when `buffer` is None); bounds checked (HAZ-04) before anything is
         copied: `data` is bytes-like or an array (its bytes in C order; a
@@ -438,16 +499,23 @@ class NemInterpreter:
         if isinstance(data, np.ndarray):
             raw = data
         elif data is None or isinstance(data, int | str):  # bytes(2**42): 4 TiB of zeros
-            raise TypeError("data must be bytes, a sequence of byte values or a numpy "
-                            f"array, not {type(data).__name__}")
+            raise TypeError(
+                "data must be bytes, a sequence of byte values or a numpy "
+                f"array, not {type(data).__name__}"
+            )
         else:
             raw = np.frombuffer(bytes(data), np.uint8)
         p = self._prog(None)
         tensor_io.write_tensor(p.memory, p.compiled, buffer, raw, offset, raw=True)
         p.given.add(tensor_io.target(p.memory, p.compiled, buffer).buffer.name)
 
-    def read_tensor(self, buffer: str | None = None, shape: Sequence[int] | None = None,
-                    dtype: npt.DTypeLike | None = None, offset: int = 0) -> np.ndarray:
+    def read_tensor(
+        self,
+        buffer: str | None = None,
+        shape: Sequence[int] | None = None,
+        dtype: npt.DTypeLike | None = None,
+        offset: int = 0,
+    ) -> np.ndarray:
         """A copy of buffer or top-level region `buffer`'s values: its element
         type and shape by default, else `dtype` (an element type or its numpy
         dtype) and `shape` (positive ints) from byte `offset`; DDR from
@@ -500,7 +568,7 @@ class NemInterpreter:
             if b.level.split("[")[0] not in levels:
                 continue
             data = mem.instance_bytes(b)
-            fill_random(rng, mem.buffers[b.name].elem_hint, data[:b.size])
+            fill_random(rng, mem.buffers[b.name].elem_hint, data[: b.size])
             if b.instance == 0:
                 filled.append(b.name)
         self._prog(None).given.update(filled)
@@ -520,17 +588,27 @@ class NemInterpreter:
         for b in read_never_written(p.op):
             level = b.result.type.level.data.split("[")[0]
             name = b.buffer_name.data
-            if level in ("DDR", "L2") and name not in p.given and \
-                    not (level == "DDR" and "DDR" in p.given) and name not in out:
+            if (
+                level in ("DDR", "L2")
+                and name not in p.given
+                and not (level == "DDR" and "DDR" in p.given)
+                and name not in out
+            ):
                 out.append(name)
         return out
 
     def get_device_info(self) -> dict[str, object]:
         dev = self.device or (self.program.device if self.program else None)
         topo = topology_of(dev)
-        return {"name": dev.name if dev else None, "num_engines": topo["num_engines"],
-                "per_engine": topo["per_engine"], "device_units": topo["device_units"],
-                "l2_size": topo["l2"], "l1_size": topo["l1"], "ddr_size": self.ddr_size}
+        return {
+            "name": dev.name if dev else None,
+            "num_engines": topo["num_engines"],
+            "per_engine": topo["per_engine"],
+            "device_units": topo["device_units"],
+            "l2_size": topo["l2"],
+            "l1_size": topo["l1"],
+            "ddr_size": self.ddr_size,
+        }
 
     def __repr__(self) -> str:
         dev = self.device.name if self.device is not None else "from program"
@@ -552,13 +630,14 @@ def fill_random(rng: np.random.Generator, elem: str | None, out: np.ndarray) -> 
     if elem in ("f16", "bf16", "f32", "i16", "i32", "u16", "u32"):
         dt = DTYPES[elem]
         n = out.size // dt.itemsize
-        vals = out[:n * dt.itemsize].view(dt)
-        out[n * dt.itemsize:] = 0
+        vals = out[: n * dt.itemsize].view(dt)
+        out[n * dt.itemsize :] = 0
         low = 0 if elem.startswith("u") else -1000
         for k in range(0, n, RANDOM_CHUNK):
             m = min(RANDOM_CHUNK, n - k)
-            vals[k:k + m] = rng.uniform(-1, 1, m) if elem.startswith(("f", "b")) \
-                else rng.integers(low, 1001, m)
+            vals[k : k + m] = (
+                rng.uniform(-1, 1, m) if elem.startswith(("f", "b")) else rng.integers(low, 1001, m)
+            )
         return
     if elem == "i4":
         lo = rng.integers(0, 16, out.size, dtype=np.uint8)
@@ -602,14 +681,20 @@ def profile_problem(profile: object) -> str | None:
             return f"{unit}: expected an object of parameters, got {type(keys).__name__}"
         for key, value in keys.items():
             if key not in DEFAULT_PROFILE[unit]:
-                return (f"{unit}: unknown parameter {key!r} (parameters: "
-                        f"{', '.join(DEFAULT_PROFILE[unit])})")
-            if isinstance(value, bool) or not isinstance(value, int | float) or \
-                    value != value or value in (float("inf"), float("-inf")):
+                return (
+                    f"{unit}: unknown parameter {key!r} (parameters: "
+                    f"{', '.join(DEFAULT_PROFILE[unit])})"
+                )
+            if (
+                isinstance(value, bool)
+                or not isinstance(value, int | float)
+                or value != value
+                or value in (float("inf"), float("-inf"))
+            ):
                 return f"{unit}.{key}: expected a number, got {value!r}"
             if value < 0 or (value == 0 and key != "latency"):
                 need = ">= 0" if key == "latency" else "> 0"
                 return f"{unit}.{key} is {value}, must be {need}"
-            if key == "latency" and value != int(value):   # durations are whole cycles
+            if key == "latency" and value != int(value):  # durations are whole cycles
                 return f"{unit}.latency is {value}, must be a whole number of cycles"
     return None

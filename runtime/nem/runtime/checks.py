@@ -85,16 +85,19 @@ class Race:
     def __str__(self) -> str:
         k1 = "write" if self.first_write else "read"
         k2 = "write" if self.second_write else "read"
-        return (f"race: {k1} by {self.first} and {k2} by {self.second} overlap on "
-                f"{self.buffer} bytes [{self.buf_lo}, {self.buf_hi}) ({self.level} "
-                f"[{self.lo}, {self.hi})), not ordered by tokens")
+        return (
+            f"race: {k1} by {self.first} and {k2} by {self.second} overlap on "
+            f"{self.buffer} bytes [{self.buf_lo}, {self.buf_hi}) ({self.level} "
+            f"[{self.lo}, {self.hi})), not ordered by tokens"
+        )
 
 
 class _Rec:
     __slots__ = ("lo", "hi", "write", "lane", "epoch", "ref", "tid")
 
-    def __init__(self, lo: int, hi: int, write: bool, lane: int, epoch: int, ref: TaskInst,
-                 tid: int) -> None:
+    def __init__(
+        self, lo: int, hi: int, write: bool, lane: int, epoch: int, ref: TaskInst, tid: int
+    ) -> None:
         self.lo, self.hi, self.write = lo, hi, write
         self.lane, self.epoch, self.ref, self.tid = lane, epoch, ref, tid
 
@@ -114,8 +117,9 @@ class RaceDetector:
         self._gc_at = 32
 
     # -- clocks ------------------------------------------------------------
-    def start(self, vc_in: VectorClock,
-              hint_lanes: Iterable[int] = ()) -> tuple[VectorClock, int, int]:
+    def start(
+        self, vc_in: VectorClock, hint_lanes: Iterable[int] = ()
+    ) -> tuple[VectorClock, int, int]:
         """Assign a lane to a task whose known history is `vc_in`."""
         le = self.lane_epoch
         lane = -1
@@ -140,8 +144,9 @@ class RaceDetector:
         return vc, lane, epoch
 
     # -- accesses ------------------------------------------------------------
-    def access(self, task: TaskInst, accesses: list[Access],
-               ref_of: Callable[[TaskInst], TaskRef]) -> None:
+    def access(
+        self, task: TaskInst, accesses: list[Access], ref_of: Callable[[TaskInst], TaskRef]
+    ) -> None:
         """Check and record `accesses` = [(level_id, lo, hi, write, home)] of `task`;
         `home` is the start of the accessed buffer instance in its level, which
         holds [lo, hi) (the shadow bucket, D-RT-RACE-SHADOW)."""
@@ -154,7 +159,7 @@ class RaceDetector:
             recs = shadow.get(key)
             if recs is None:
                 continue
-            keep = None     # the records left, made at the first one dropped
+            keep = None  # the records left, made at the first one dropped
             for r in recs:
                 if r.hi <= lo or r.lo >= hi or r.tid == tid:
                     pass
@@ -164,7 +169,7 @@ class RaceDetector:
                 elif r.lo >= lo and r.hi <= hi and (write or not r.write):
                     # subsumption: a later ordered access covering the record replaces it
                     if keep is None:
-                        keep = recs[:recs.index(r)]     # records compare by identity
+                        keep = recs[: recs.index(r)]  # records compare by identity
                     continue
                 if keep is not None:
                     keep.append(r)
@@ -187,7 +192,7 @@ class RaceDetector:
     def gc(self, live_vcs: Iterable[VectorClock]) -> None:
         """Drop records every live instruction stream already knows (happens-before all
         future accesses)."""
-        live_vcs = list({id(v): v for v in live_vcs}.values())   # tasks share their stream's
+        live_vcs = list({id(v): v for v in live_vcs}.values())  # tasks share their stream's
         if live_vcs:
             lanes = set(live_vcs[0])
             for v in live_vcs[1:]:
@@ -206,8 +211,16 @@ class RaceDetector:
         self._n_records = n
         self._gc_at = max(32, 2 * n)
 
-    def _report(self, rec: _Rec, task: TaskInst, write: bool, lvl: int, lo: int, hi: int,
-                ref_of: Callable[[TaskInst], TaskRef]) -> None:
+    def _report(
+        self,
+        rec: _Rec,
+        task: TaskInst,
+        write: bool,
+        lvl: int,
+        lo: int,
+        hi: int,
+        ref_of: Callable[[TaskInst], TaskRef],
+    ) -> None:
         key = (rec.tid, task.seq)
         if key in self._seen:
             return
@@ -221,8 +234,9 @@ class RaceDetector:
             if b.level == level.name and b.offset <= lo < b.offset + b.size:
                 buf, blo, bhi = b.label, lo - b.offset, hi - b.offset
                 break
-        self.races.append(Race(ref_of(rec.ref), rec.write, ref_of(task), write, level.name, lo, hi,
-                               buf, blo, bhi))
+        self.races.append(
+            Race(ref_of(rec.ref), rec.write, ref_of(task), write, level.name, lo, hi, buf, blo, bhi)
+        )
 
 
 @dataclass
@@ -230,8 +244,9 @@ class Deadlock:
     witness: list[str]
 
     def __str__(self) -> str:
-        return "deadlock: no task is ready but work remains:\n" + \
-            "\n".join("  " + w for w in self.witness)
+        return "deadlock: no task is ready but work remains:\n" + "\n".join(
+            "  " + w for w in self.witness
+        )
 
 
 class DeadlockError(Exception):
@@ -252,6 +267,8 @@ class Unconsumed:
     unconsumed: int
 
     def __str__(self) -> str:
-        return (f"{self.file}:{self.line}: warning: token {self.label} is never consumed "
-                f"({self.unconsumed} of {self.produced} instances: no deps, wait or .sync "
-                "names it)")
+        return (
+            f"{self.file}:{self.line}: warning: token {self.label} is never consumed "
+            f"({self.unconsumed} of {self.produced} instances: no deps, wait or .sync "
+            "names it)"
+        )

@@ -18,8 +18,13 @@ from nem.runtime.engine import TaskTpl, WaitTpl
 from nem.runtime.task_state import Frame, TaskInst, Token
 
 
-def witness(live: Iterable[TaskInst], frames: Collection[Frame], file: str,
-            values: Sequence[SSAValue], ref: Callable[[TaskInst], TaskRef]) -> list[str]:
+def witness(
+    live: Iterable[TaskInst],
+    frames: Collection[Frame],
+    file: str,
+    values: Sequence[SSAValue],
+    ref: Callable[[TaskInst], TaskRef],
+) -> list[str]:
     """One line per live task and per blocked stream of a stalled run: what
     it waits for, each token named by the task that would produce it, or
     as never produced."""
@@ -30,7 +35,7 @@ def witness(live: Iterable[TaskInst], frames: Collection[Frame], file: str,
     for f in sorted(frames, key=lambda f: (f.depth, f.index or 0)):
         if f.blocked:
             ins = f.body[f.pc - 1]
-            assert isinstance(ins, WaitTpl | TaskTpl)   # a stream blocks at a wait or .sync
+            assert isinstance(ins, WaitTpl | TaskTpl)  # a stream blocks at a wait or .sync
             what = "wait" if isinstance(ins, WaitTpl) else f"{ins.opcode}.sync"
             it = f" iteration {f.iteration()}" if f.iteration() else ""
             waits = [_tok_desc(d, frames, file, values, ref) for d in f.blocked if not d.done]
@@ -38,8 +43,13 @@ def witness(live: Iterable[TaskInst], frames: Collection[Frame], file: str,
     return out
 
 
-def _tok_desc(tok: Token, frames: Collection[Frame], file: str, values: Sequence[SSAValue],
-              ref: Callable[[TaskInst], TaskRef]) -> str:
+def _tok_desc(
+    tok: Token,
+    frames: Collection[Frame],
+    file: str,
+    values: Sequence[SSAValue],
+    ref: Callable[[TaskInst], TaskRef],
+) -> str:
     if tok.task is None:
         for f in frames:
             for slot, x in f.env.items():
@@ -47,7 +57,9 @@ def _tok_desc(tok: Token, frames: Collection[Frame], file: str, values: Sequence
                     v = values[slot]
                     loc = SourceLoc.of(v.owner) if isinstance(v.owner, Operation) else None
                     name = v.owner.token_name() if hasattr(v.owner, "token_name") else "?"
-                    return (f"token {name} (never produced: its task at "
-                            f"{file}:{loc.line if loc else '?'} is never issued)")
+                    return (
+                        f"token {name} (never produced: its task at "
+                        f"{file}:{loc.line if loc else '?'} is never issued)"
+                    )
         return "a token that is never produced"
     return f"token {ref(tok.task)}"

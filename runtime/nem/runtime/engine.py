@@ -73,17 +73,20 @@ def default_kernels(escape_hatch: Callable[[], EscapeHatch]) -> dict[str, Kernel
     when the first escape-hatch task runs: D-RT-MLIR-KERNEL)."""
     registry = KERNELS["compute"]
 
-    def compute(ins: list[Tensor], outs: list[Tensor],
-                attrs: dict[str, object]) -> list[np.ndarray]:
+    def compute(
+        ins: list[Tensor], outs: list[Tensor], attrs: dict[str, object]
+    ) -> list[np.ndarray]:
         if attrs.get("op") == "mlir.kernel":
             return escape_hatch().run_task(ins, outs, attrs)
         return registry(ins, outs, attrs)
 
-    def prepare(ins: list[Tensor], outs: list[Tensor],
-                attrs: dict[str, object]) -> BoundKernel | None:
+    def prepare(
+        ins: list[Tensor], outs: list[Tensor], attrs: dict[str, object]
+    ) -> BoundKernel | None:
         if attrs.get("op") == "mlir.kernel":
             return escape_hatch().prepare_task(ins, outs, attrs)
         return registry.prepare(ins, outs, attrs) if isinstance(registry, Preparable) else None
+
     return {**KERNELS, "compute": Preparable(compute, prepare)}
 
 
@@ -91,8 +94,14 @@ class RunError(Exception):
     """A runtime error at a task or statement: rule id, message, op, iteration
     and how to fix it (the `fix:` line of the diagnostic)."""
 
-    def __init__(self, message: str, rule: str | None, op: Operation | None = None,
-                 where: str = "", fix: str | None = None) -> None:
+    def __init__(
+        self,
+        message: str,
+        rule: str | None,
+        op: Operation | None = None,
+        where: str = "",
+        fix: str | None = None,
+    ) -> None:
         super().__init__(message)
         self.rule = rule
         self.op = op
@@ -129,7 +138,9 @@ class ExprCompiler:
         try:
             return self.ev.compile(value, self.index_of)
         except NotAnExpression as e:
-            raise RunError(str(e), None, value.owner if isinstance(value.owner, Operation) else None) from None
+            raise RunError(
+                str(e), None, value.owner if isinstance(value.owner, Operation) else None
+            ) from None
 
 
 def ev(x: Compiled, iv: Sequence[int]) -> int:
@@ -150,12 +161,33 @@ D-RT-SHARE)."""
 
 
 class RegionTpl:
-    __slots__ = ("op", "value", "name", "buffer", "offset", "extent", "shape", "strides",
-                 "elem", "quant", "static_inst", "depth", "level_name", "static_mem",
-                 "instances", "windows", "static", "slot", "_seen", "_seen_mem", "fixed_shape")
+    __slots__ = (
+        "op",
+        "value",
+        "name",
+        "buffer",
+        "offset",
+        "extent",
+        "shape",
+        "strides",
+        "elem",
+        "quant",
+        "static_inst",
+        "depth",
+        "level_name",
+        "static_mem",
+        "instances",
+        "windows",
+        "static",
+        "slot",
+        "_seen",
+        "_seen_mem",
+        "fixed_shape",
+    )
 
-    def __init__(self, op: RegionOp, comp: ExprCompiler, buffers: BufferInstances,
-                 depth: int) -> None:
+    def __init__(
+        self, op: RegionOp, comp: ExprCompiler, buffers: BufferInstances, depth: int
+    ) -> None:
         self.op = op
         self.value = op.result
         self.depth = depth
@@ -164,8 +196,11 @@ class RegionTpl:
         # a region's buffer operand is a buffer declaration (the verifier's BUF rules)
         self.instances, self.windows = buffers[cast(BufferOp, bop)]
         self.buffer: BufferInfo = self.instances[0]
-        self.name = op.region_name.data if op.region_name is not None else \
-            f"region({self.buffer.name}, ...)"
+        self.name = (
+            op.region_name.data
+            if op.region_name is not None
+            else f"region({self.buffer.name}, ...)"
+        )
         self.offset = comp.compile(op.offset)
         self.extent = comp.compile(op.extent)
         self.elem = t.elem_name if t.typed else None
@@ -175,25 +210,27 @@ class RegionTpl:
         self.static_inst: RegionInst | None = None
         self.static_mem: Memory | None = None
         self.static = self.is_static()
-        self.fixed_shape = all(isinstance(p, int) for p in (*(self.shape or ()),
-                                                            *(self.strides or ())))
-        self.slot = -1     # its key in streams' environments (compile_program)
-        self._seen: dict[RegionKey, RegionInst] = {}   # geometry -> RegionInst (`instantiate`)
+        self.fixed_shape = all(
+            isinstance(p, int) for p in (*(self.shape or ()), *(self.strides or ()))
+        )
+        self.slot = -1  # its key in streams' environments (compile_program)
+        self._seen: dict[RegionKey, RegionInst] = {}  # geometry -> RegionInst (`instantiate`)
         self._seen_mem: Memory | None = None
 
     def is_static(self) -> bool:
         parts = [self.offset, self.extent, *(self.shape or ()), *(self.strides or ())]
         return all(isinstance(p, int) for p in parts)
 
-    def instantiate(self, memory: Memory, iv: Sequence[int],
-                    ords: Sequence[int] = ()) -> RegionInst:
+    def instantiate(
+        self, memory: Memory, iv: Sequence[int], ords: Sequence[int] = ()
+    ) -> RegionInst:
         """The region in the iteration with loop variables `iv` and ordinals
         `ords`: a loop-body buffer's instance is chosen by `ords` (D-SEM-INSTANCES)."""
         if self.static_mem is memory and self.static_inst is not None:
             return self.static_inst
         shape: tuple[int, ...] | None
         strides: tuple[int, ...] | None
-        if self.static:     # every part an int (`is_static`)
+        if self.static:  # every part an int (`is_static`)
             off, ext = cast(int, self.offset), cast(int, self.extent)
             shape, strides = cast(_Dims, self.shape), cast(_Dims, self.strides)
         else:
@@ -203,16 +240,23 @@ class RegionTpl:
                 if self.fixed_shape:
                     shape, strides = cast(_Dims, self.shape), cast(_Dims, self.strides)
                 else:
-                    shape = tuple(ev(s, iv) for s in self.shape) \
-                        if self.shape is not None else None
-                    strides = tuple(ev(s, iv) for s in self.strides) \
-                        if self.strides is not None else None
+                    shape = tuple(ev(s, iv) for s in self.shape) if self.shape is not None else None
+                    strides = (
+                        tuple(ev(s, iv) for s in self.strides) if self.strides is not None else None
+                    )
             except ExprError as e:
-                raise RunError(str(e), "CONST-05", self.op,
-                               fix="make the expression defined for every iteration of its "
-                               "loops (check the loop bounds)") from None
-        b = self.instances[instance_index(ords[:len(self.windows)], self.windows)] \
-            if self.windows and len(ords) >= len(self.windows) else self.buffer
+                raise RunError(
+                    str(e),
+                    "CONST-05",
+                    self.op,
+                    fix="make the expression defined for every iteration of its "
+                    "loops (check the loop bounds)",
+                ) from None
+        b = (
+            self.instances[instance_index(ords[: len(self.windows)], self.windows)]
+            if self.windows and len(ords) >= len(self.windows)
+            else self.buffer
+        )
         key = (b.instance, off, ext, shape, strides)
         if self._seen_mem is memory:
             r = self._seen.get(key)
@@ -223,8 +267,18 @@ class RegionTpl:
         lv = memory.levels[b.level]
         if shape is None and self.elem is not None:
             shape = (ext * 8 // BITS[self.elem],)
-        r = RegionInst(self.name, lv, b, b.offset + off, ext, self.elem, shape, strides,
-                       self.quant, strides is None)
+        r = RegionInst(
+            self.name,
+            lv,
+            b,
+            b.offset + off,
+            ext,
+            self.elem,
+            shape,
+            strides,
+            self.quant,
+            strides is None,
+        )
         try:
             r.check()
         except MemoryError_ as e:
@@ -248,10 +302,29 @@ TRANSFER, STORE, COMPUTE = "transfer", "store", "compute"
 
 
 class TaskTpl:
-    __slots__ = ("op", "kind", "label", "opcode", "sync", "dep_refs", "region_refs",
-                 "attrs_static", "attrs_dyn", "resource", "seq_engine", "line", "seq_id",
-                 "produced", "consumed", "value", "depth", "unit_type", "memmove",
-                 "n_in", "slot")
+    __slots__ = (
+        "op",
+        "kind",
+        "label",
+        "opcode",
+        "sync",
+        "dep_refs",
+        "region_refs",
+        "attrs_static",
+        "attrs_dyn",
+        "resource",
+        "seq_engine",
+        "line",
+        "seq_id",
+        "produced",
+        "consumed",
+        "value",
+        "depth",
+        "unit_type",
+        "memmove",
+        "n_in",
+        "slot",
+    )
 
     def __init__(self, op: TaskOp, depth: int, seq_id: int) -> None:
         self.op = op
@@ -273,9 +346,9 @@ class TaskTpl:
         self.label = name or f"{self.opcode}@{loc.line if loc else '?'}"
         self.line = loc.line if loc else 0
         self.dep_refs: list[ValueRef] = []
-        self.region_refs: list[tuple[ValueRef, bool]] = []   # (value, is_write)
+        self.region_refs: list[tuple[ValueRef, bool]] = []  # (value, is_write)
         self.attrs_static: Attrs = {}
-        self.attrs_dyn: Attrs = {}       # values with closures of the loop variables
+        self.attrs_dyn: Attrs = {}  # values with closures of the loop variables
         self.resource: tuple[str, int] | None = None
         self.seq_engine: int | None = None
         self.memmove = False
@@ -288,7 +361,7 @@ class TaskTpl:
                 self.memmove = True
         self.produced = 0
         self.consumed = 0
-        self.slot = -1     # its token's key in streams' environments (compile_program)
+        self.slot = -1  # its token's key in streams' environments (compile_program)
 
 
 class WaitTpl:
@@ -310,7 +383,7 @@ class LoopTpl:
         self.upper = comp.compile(op.upper)
         self.n = op.max_in_flight()
         self.var = op.iv_name.data
-        self.depth = depth   # depth of the loop's body
+        self.depth = depth  # depth of the loop's body
         self.body: list[Instr] = []
         loc = SourceLoc.of(op)
         self.line = loc.line if loc else 0
@@ -325,9 +398,9 @@ class ValueRef:
     """Where an SSA value lives: `up` frames above the user's frame."""
 
     value: SSAValue
-    depth: int      # depth of the defining block
-    pos: int        # index of the defining instruction in its block (-1: unknown)
-    slot: int       # its key in a stream's environment (`CompiledProgram.values`)
+    depth: int  # depth of the defining block
+    pos: int  # index of the defining instruction in its block (-1: unknown)
+    slot: int  # its key in a stream's environment (`CompiledProgram.values`)
 
 
 @dataclass
@@ -338,12 +411,12 @@ class CompiledProgram:
     tasks: list[TaskTpl] = field(default_factory=list)
     regions: list[RegionTpl] = field(default_factory=list)
     loops: list[LoopTpl] = field(default_factory=list)
-    replay: object = None         # nem.runtime.replay.Plan of the last recorded run
+    replay: object = None  # nem.runtime.replay.Plan of the last recorded run
     values: list[SSAValue] = field(default_factory=list)
     """Region and task results by slot: streams' environments are keyed by slot
     numbers (hashing an int is cheaper than an xDSL value's `__hash__`)."""
 
-    task_count: tuple[int | None, ...] = ()   # static_task_count's answer, once computed
+    task_count: tuple[int | None, ...] = ()  # static_task_count's answer, once computed
 
     def static_task_count(self) -> int | None:
         """Tasks the program will run when all loop bounds are static (progress
@@ -366,11 +439,13 @@ class CompiledProgram:
                         return None
                     n += max(0, ins.upper - ins.lower + 1) * inner
             return n
+
         return count(self.body)
 
 
-def compile_program(prog: ProgramOp, memory: Memory, catalog: Catalog | None,
-                    accum_resolver: AccumResolver) -> CompiledProgram:
+def compile_program(
+    prog: ProgramOp, memory: Memory, catalog: Catalog | None, accum_resolver: AccumResolver
+) -> CompiledProgram:
     """Allocate buffers (declaration order) and compile every block."""
     buffers: BufferInstances = {}
     comp = ExprCompiler()
@@ -384,9 +459,12 @@ def compile_program(prog: ProgramOp, memory: Memory, catalog: Catalog | None,
         if isinstance(op, BufferOp):
             size = comp.static(op.size)
             if size is None:
-                raise RunError(f"the size of buffer '{op.buffer_name.data}' is not static",
-                               "BUF-01", op, fix="give the buffer a size made of integers and "
-                               "consts")
+                raise RunError(
+                    f"the size of buffer '{op.buffer_name.data}' is not static",
+                    "BUF-01",
+                    op,
+                    fix="give the buffer a size made of integers and consts",
+                )
             level = op.result.type.level.data
             align = op.align.value.data if op.align is not None else None
             w = static_windows(_loops_of(op), comp.ev)
@@ -436,8 +514,11 @@ def compile_program(prog: ProgramOp, memory: Memory, catalog: Catalog | None,
     def ref(v: SSAValue) -> ValueRef:
         r = defs.get(v)
         if r is None:
-            raise RunError("operand is not a region or task of this program", None,
-                           v.owner if isinstance(v.owner, Operation) else None)
+            raise RunError(
+                "operand is not a region or task of this program",
+                None,
+                v.owner if isinstance(v.owner, Operation) else None,
+            )
         return r
 
     for ins in _walk(cp.body):
@@ -502,8 +583,9 @@ def _resolve(v: object, iv: Sequence[int]) -> object:
     return v
 
 
-def _compile_attrs(t: TaskTpl, op: ComputeOp, comp: ExprCompiler,
-                   accum_resolver: AccumResolver) -> None:
+def _compile_attrs(
+    t: TaskTpl, op: ComputeOp, comp: ExprCompiler, accum_resolver: AccumResolver
+) -> None:
     args = tuple(op.args)
     for name, a in op.attrs.data.items():
         v = _attr_py(a, comp, args)

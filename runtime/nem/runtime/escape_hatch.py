@@ -45,8 +45,10 @@ class Bindable(Protocol):
     """A kernel that runs natively (`mlir_native.NativeKernel`) or as a numpy
     fill (`mlir_fill.FillKernel`), bound to its operands' arrays once."""
 
-    def bind(self, arrays: Sequence[np.ndarray],
-             index_args: Sequence[int]) -> Callable[[], object]: ...
+    def bind(
+        self, arrays: Sequence[np.ndarray], index_args: Sequence[int]
+    ) -> Callable[[], object]: ...
+
 
 # the interpreter's speed: `bench/bench_mlir_kernel.py --interpreted` measures
 # 20-30 us per scalar op (a 16x16x16 matmul nest) on a busy 2-core machine
@@ -85,8 +87,9 @@ def _checked(ins: list[Tensor], outs: list[Tensor], attrs: Attrs) -> tuple[str, 
     if not isinstance(idx, list) or not all(isinstance(v, int) for v in idx):
         raise NotSupported(f"{OPNAME}: index_args must be a list of integer expressions")
     if any(t.quant is not None for t in (*ins, *outs)):
-        raise NotSupported(f"{OPNAME}: quantized operands are not supported (the kernel sees "
-                           "raw element values)")
+        raise NotSupported(
+            f"{OPNAME}: quantized operands are not supported (the kernel sees raw element values)"
+        )
     return text, idx
 
 
@@ -104,9 +107,12 @@ class EscapeHatch:
     notice (default: a RuntimeWarning); `progress(done, estimated, seconds)`
     while a kernel has been interpreted for more than a second."""
 
-    def __init__(self, backend: str | None = None,
-                 max_kernel_ops: int = DEFAULT_MAX_KERNEL_OPS,
-                 cache_size: int = KERNEL_CACHE_SIZE) -> None:
+    def __init__(
+        self,
+        backend: str | None = None,
+        max_kernel_ops: int = DEFAULT_MAX_KERNEL_OPS,
+        cache_size: int = KERNEL_CACHE_SIZE,
+    ) -> None:
         self.backend = os.environ.get("NEM_MLIR_KERNEL", "auto") if backend is None else backend
         if backend is not None:
             self.set_backend(backend)
@@ -117,10 +123,10 @@ class EscapeHatch:
         self._noticed: BoundedCache[str, None] = BoundedCache(cache_size)
         self._interpreted: BoundedCache[str, int] = BoundedCache(cache_size)  # ops so far
         self._compiled: BoundedCache[str, CompiledKernel] = BoundedCache(cache_size)
-        self._native: BoundedCache[tuple[str, tuple[int, ...], int], Any] = \
+        self._native: BoundedCache[tuple[str, tuple[int, ...], int], Any] = BoundedCache(cache_size)
+        self._fills: BoundedCache[tuple[str, tuple[int, ...], int], FillKernel | None] = (
             BoundedCache(cache_size)
-        self._fills: BoundedCache[tuple[str, tuple[int, ...], int], FillKernel | None] = \
-            BoundedCache(cache_size)
+        )
 
     def set_backend(self, name: str) -> None:
         if name not in BACKENDS:
@@ -170,8 +176,11 @@ class EscapeHatch:
         if every is not None:
             self._notice("all", f"{OPNAME}: kernels run in xDSL's interpreter ({every})")
             return
-        self._notice(ck.text, f"{OPNAME}: a kernel runs in xDSL's interpreter, not natively: "
-                     f"{why} ({describe_cost(ck.estimate)})")
+        self._notice(
+            ck.text,
+            f"{OPNAME}: a kernel runs in xDSL's interpreter, not natively: "
+            f"{why} ({describe_cost(ck.estimate)})",
+        )
 
     def interpreted_reason(self) -> str | None:
         """Why every kernel will be interpreted, or None."""
@@ -180,8 +189,12 @@ class EscapeHatch:
         from nem.runtime.mlir_native import unavailable
 
         why = unavailable()
-        return None if why is None else f"{why}; install the `mlir` extra " \
+        return (
+            None
+            if why is None
+            else f"{why}; install the `mlir` extra "
             "(pip install 'nem-toolchain[mlir]') to compile them natively"
+        )
 
     def load_notice(self, program: Operation) -> str | None:
         """For a loaded program whose escape-hatch kernels will all be
@@ -193,8 +206,11 @@ class EscapeHatch:
         for op in program.walk():
             attrs = getattr(op, "attrs", None)
             data = getattr(attrs, "data", None)
-            if data is not None and data.get("op") == StringAttr("mlir.kernel") and \
-                    isinstance(data.get("kernel"), StringAttr):
+            if (
+                data is not None
+                and data.get("op") == StringAttr("mlir.kernel")
+                and isinstance(data.get("kernel"), StringAttr)
+            ):
                 texts.append(data["kernel"].data)
         if not texts:
             return None
@@ -203,22 +219,29 @@ class EscapeHatch:
         for text in dict.fromkeys(texts):
             try:
                 ck = self.compiled(text)
-            except KernelError:     # reported when the task runs
+            except KernelError:  # reported when the task runs
                 continue
-            if self.backend != "interpreter" and \
-                    fill_of(ck.fn, len(ck.fn.body.block.args)) is not None:
-                fills.add(text)     # a numpy fill, not interpreted (D-RT-MLIR-FILL)
+            if (
+                self.backend != "interpreter"
+                and fill_of(ck.fn, len(ck.fn.body.block.args)) is not None
+            ):
+                fills.add(text)  # a numpy fill, not interpreted (D-RT-MLIR-FILL)
                 continue
             sizes.append((ck.estimate, ck.estimate_exact))
         texts = [t for t in texts if t not in fills]
         if not texts:
             return None
         ops, exact = max(sizes) if sizes else (0, True)
-        largest = f": the largest does {'' if exact else 'at least '}{describe_cost(ops)}" \
-            if sizes else ""
-        self._noticed["all"] = None     # said once: not again when the first kernel runs
-        return (f"{len(texts)} escape-hatch task(s) ({OPNAME}) will run in xDSL's interpreter "
-                f"({why}){largest}")
+        largest = (
+            f": the largest does {'' if exact else 'at least '}{describe_cost(ops)}"
+            if sizes
+            else ""
+        )
+        self._noticed["all"] = None  # said once: not again when the first kernel runs
+        return (
+            f"{len(texts)} escape-hatch task(s) ({OPNAME}) will run in xDSL's interpreter "
+            f"({why}){largest}"
+        )
 
     # ---------------------------------------------------------------- running
     def _bounded(self, text: str) -> CompiledKernel:
@@ -227,14 +250,16 @@ class EscapeHatch:
         an index argument): a native kernel cannot be stopped once called."""
         ck = self.compiled(text)
         if ck.estimate > self.max_kernel_ops:
-            raise NotSupported(f"{OPNAME}: the kernel does "
-                               f"{'' if ck.estimate_exact else 'at least '}"
-                               f"{ck.estimate:,} scalar operations, above the limit of "
-                               f"{self.max_kernel_ops:,} (D-LIMITS)",
-                               fix=f"raise the limit if that is meant (nem-run --max-kernel-ops "
-                               f"{ck.estimate}; from Python, NemInterpreter(...)"
-                               ".escape_hatch.max_kernel_ops), or tile the loop nest before "
-                               "lowering so that NEM tasks do the work")
+            raise NotSupported(
+                f"{OPNAME}: the kernel does "
+                f"{'' if ck.estimate_exact else 'at least '}"
+                f"{ck.estimate:,} scalar operations, above the limit of "
+                f"{self.max_kernel_ops:,} (D-LIMITS)",
+                fix=f"raise the limit if that is meant (nem-run --max-kernel-ops "
+                f"{ck.estimate}; from Python, NemInterpreter(...)"
+                ".escape_hatch.max_kernel_ops), or tile the loop nest before "
+                "lowering so that NEM tasks do the work",
+            )
         return ck
 
     def run_task(self, ins: list[Tensor], outs: list[Tensor], attrs: Attrs) -> list[np.ndarray]:
@@ -244,8 +269,9 @@ class EscapeHatch:
         text, idx = _checked(ins, outs, attrs)
         return self.run(self._bounded(text), ins, outs, idx)
 
-    def prepare_task(self, ins: list[Tensor], outs: list[Tensor],
-                     attrs: Attrs) -> Callable[[], list[np.ndarray]]:
+    def prepare_task(
+        self, ins: list[Tensor], outs: list[Tensor], attrs: Attrs
+    ) -> Callable[[], list[np.ndarray]]:
         """`run_task` bound to one task instance's operands (whose arrays stay
         where they are; task_effects.prepare_compute): checked once, and once the
         kernel runs natively, a call with its arguments packed (a kernel that
@@ -265,10 +291,12 @@ class EscapeHatch:
                 return ck.run_interpreted(operands, group, len(ins), idx, self.progress)
             fast = _NativeRun(nk, operands, group, len(ins), idx)
             return fast()
+
         return call
 
-    def run(self, ck: CompiledKernel, ins: list[Tensor], outs: list[Tensor],
-            index_args: list[int]) -> list[np.ndarray]:
+    def run(
+        self, ck: CompiledKernel, ins: list[Tensor], outs: list[Tensor], index_args: list[int]
+    ) -> list[np.ndarray]:
         """Run `ck` once on the task's operands; returns the outs' new contents.
         Natively when the native backend takes its kernel, else interpreted."""
         operands, group = ck.bind(ins, outs, index_args)
@@ -297,8 +325,7 @@ class EscapeHatch:
             if not isinstance(nk, str):
                 return nk
             if backend == "native":
-                raise NotSupported(f"{OPNAME}: the native backend does not take this kernel: "
-                                   f"{nk}")
+                raise NotSupported(f"{OPNAME}: the native backend does not take this kernel: {nk}")
             self._notice_interpreted(ck, nk)
         return None
 
@@ -312,15 +339,22 @@ class _NativeRun:
 
     __slots__ = ("copies", "call", "outs")
 
-    def __init__(self, nk: Bindable, operands: Sequence[Tensor], group: list[int], n_in: int,
-                 index_args: list[int]) -> None:
+    def __init__(
+        self,
+        nk: Bindable,
+        operands: Sequence[Tensor],
+        group: list[int],
+        n_in: int,
+        index_args: list[int],
+    ) -> None:
         n_mem = len(operands)
         arrays: dict[int, np.ndarray] = {}
-        self.copies: list[tuple[np.ndarray, np.ndarray]] = []   # (buffer, operand array)
+        self.copies: list[tuple[np.ndarray, np.ndarray]] = []  # (buffer, operand array)
         for g in sorted(set(group)):
             a = operands[g].array
-            if any(group[k] == g for k in range(n_in, n_mem)) or \
-                    not (a.flags.c_contiguous and a.ctypes.data % a.dtype.itemsize == 0):
+            if any(group[k] == g for k in range(n_in, n_mem)) or not (
+                a.flags.c_contiguous and a.ctypes.data % a.dtype.itemsize == 0
+            ):
                 arrays[g] = np.empty(a.shape, a.dtype)
                 self.copies.append((arrays[g], a))
             else:

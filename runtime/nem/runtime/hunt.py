@@ -47,6 +47,7 @@ if TYPE_CHECKING:
         policy: str
         seed: int
 
+
 MAX_EXPLORE_TASKS = 4000
 """Task instances beyond which `--explore` refuses (use `--schedules K`)."""
 
@@ -64,12 +65,15 @@ TaskKey = tuple[int, tuple[int, ...]]
 
 
 def default_jobs() -> int:
-    return max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else
-               (os.cpu_count() or 1))
+    return max(
+        1,
+        len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1),
+    )
 
 
-def pmap(fn: Callable[[T], R], items: Sequence[T], jobs: int | None, state: WorkerState,
-         desc: str) -> list[R]:
+def pmap(
+    fn: Callable[[T], R], items: Sequence[T], jobs: int | None, state: WorkerState, desc: str
+) -> list[R]:
     """`[fn(x) for x in items]` on `jobs` forked workers (results in item order),
     with a progress bar on stderr when it is a terminal.  `state` is what `fn`
     reads through `worker_state()` (inherited by the forked workers)."""
@@ -145,13 +149,16 @@ class Outcome:
 
     result: RunResult
     digests: list[bytes]
-    order: list[TaskKey] | None = None   # task keys in execution order (explorer)
+    order: list[TaskKey] | None = None  # task keys in execution order (explorer)
     diverged: str | None = None
 
 
-def _session(policy: str, seed: int,
-             choose: Callable[[list[TaskInst]], TaskInst] | None = None,
-             log: bool = False) -> tuple[Session, Memory]:
+def _session(
+    policy: str,
+    seed: int,
+    choose: Callable[[list[TaskInst]], TaskInst] | None = None,
+    log: bool = False,
+) -> tuple[Session, Memory]:
     from nem.runtime.session import Session
 
     interp, prog, initial = worker_state()
@@ -203,9 +210,13 @@ def run_order(order: list[TaskKey]) -> Outcome:
 # ---------------------------------------------------------------------------
 
 
-def first_difference(interp: HuntSettings, prog: Program, initial: Memory,
-                     run_a: Callable[[], tuple[Session, Memory]],
-                     run_b: Callable[[], tuple[Session, Memory]]) -> tuple[str, int] | None:
+def first_difference(
+    interp: HuntSettings,
+    prog: Program,
+    initial: Memory,
+    run_a: Callable[[], tuple[Session, Memory]],
+    run_b: Callable[[], tuple[Session, Memory]],
+) -> tuple[str, int] | None:
     """(buffer, byte) where two (deterministic) schedules' final memories first differ."""
     global _STATE
     _STATE = (interp, prog, initial)
@@ -220,24 +231,28 @@ def first_difference(interp: HuntSettings, prog: Program, initial: Memory,
     return mems[0].first_difference(mems[1])
 
 
-def random_schedules(interp: HuntSettings, prog: Program, k: int, seed: int, jobs: int | None
-                     ) -> tuple[list[RunResult], tuple[int, int, str, int] | None, Memory]:
+def random_schedules(
+    interp: HuntSettings, prog: Program, k: int, seed: int, jobs: int | None
+) -> tuple[list[RunResult], tuple[int, int, str, int] | None, Memory]:
     """K random schedules (seeds seed..seed+k-1): (results, difference, final memory
     of the last schedule); difference is None or (seed_a, seed_b, buffer, byte)."""
     initial = prog.memory.clone()
-    outs = pmap(run_seed, list(range(seed, seed + k)), jobs, (interp, prog, initial),
-                "schedules")
+    outs = pmap(run_seed, list(range(seed, seed + k)), jobs, (interp, prog, initial), "schedules")
     diff = None
     for j, o in enumerate(outs[1:], 1):
         if o.digests != outs[0].digests:
-            where = first_difference(interp, prog, initial,
-                                     lambda: _session("random", seed),
-                                     partial(_session, "random", seed + j))
+            where = first_difference(
+                interp,
+                prog,
+                initial,
+                lambda: _session("random", seed),
+                partial(_session, "random", seed + j),
+            )
             diff = (seed, seed + j, *where) if where else None
             break
     global _STATE
     _STATE = (interp, prog, initial)
-    try:       # the memory --output reads: the last schedule's (deterministic, re-run)
+    try:  # the memory --output reads: the last schedule's (deterministic, re-run)
         s, last = _session("random", seed + k - 1)
         s.run_to_end()
     finally:
@@ -253,7 +268,7 @@ def random_schedules(interp: HuntSettings, prog: Program, k: int, seed: int, job
 @dataclass
 class RaceWitness:
     race: Race
-    schedule: list[str]          # a schedule after which both tasks are ready
+    schedule: list[str]  # a schedule after which both tasks are ready
 
 
 @dataclass
@@ -263,7 +278,7 @@ class Exploration:
     limit: int
     races: list[RaceWitness] = field(default_factory=list)
     deadlocks: list[tuple[Deadlock, list[str]]] = field(default_factory=list)
-    outcomes: int = 0            # distinct final memories
+    outcomes: int = 0  # distinct final memories
     errors: list[Diagnostic] = field(default_factory=list)
     diverged: list[str] = field(default_factory=list)
     task_instances: int = 0
@@ -277,8 +292,9 @@ def _bits(x: int) -> Iterable[int]:
         x ^= low
 
 
-def _orientations(n: int, pred: list[int], pairs: list[tuple[int, int]],
-                  limit: int) -> Iterator[list[int]]:
+def _orientations(
+    n: int, pred: list[int], pairs: list[tuple[int, int]], limit: int
+) -> Iterator[list[int]]:
     """Acyclic orientations of `pairs` over the DAG `pred` (transitively closed
     predecessor bitsets); yields (closed pred bitsets) per class, at most `limit`
     (then stops; the caller sees it got `limit`)."""
@@ -293,7 +309,7 @@ def _orientations(n: int, pred: list[int], pairs: list[tuple[int, int]],
         while k < len(pairs):
             a, b = pairs[k]
             if (p[b] >> a) & 1 or (p[a] >> b) & 1:
-                k += 1          # already ordered by earlier choices: not a choice
+                k += 1  # already ordered by earlier choices: not a choice
                 continue
             break
         if k == len(pairs):
@@ -303,7 +319,7 @@ def _orientations(n: int, pred: list[int], pairs: list[tuple[int, int]],
                 return
             continue
         a, b = pairs[k]
-        for u, v in ((b, a), (a, b)):      # pushed second = explored first: a before b
+        for u, v in ((b, a), (a, b)):  # pushed second = explored first: a before b
             p2, s2 = list(p), list(s)
             before, after = p2[u] | (1 << u), s2[v] | (1 << v)
             for x in _bits(before):
@@ -324,8 +340,9 @@ def _topo(n: int, pred: list[int]) -> list[int]:
     return out
 
 
-def explore(interp: HuntSettings, prog: Program, max_schedules: int,
-            jobs: int | None) -> Exploration:
+def explore(
+    interp: HuntSettings, prog: Program, max_schedules: int, jobs: int | None
+) -> Exploration:
     """Run one schedule of every distinct interleaving (up to `max_schedules`)."""
     from nem.runtime.checks import Race
 
@@ -335,7 +352,7 @@ def explore(interp: HuntSettings, prog: Program, max_schedules: int,
     try:
         s, first_mem = _session("source", 0, log=True)
         first = s.run_to_end()
-        prog.memory = first_mem     # what --output reads: the source-order schedule's result
+        prog.memory = first_mem  # what --output reads: the source-order schedule's result
     finally:
         _STATE = ()
     log = s.sched.log or []
@@ -382,7 +399,7 @@ def explore(interp: HuntSettings, prog: Program, max_schedules: int,
             ex.errors.append(o.result.error)
     memory = prog.memory
     for (a, b), (lvl, lo, hi, wa, wb) in conflicts.items():
-        past = (pred[a] | pred[b])
+        past = pred[a] | pred[b]
         sched = [str(log[i][5]) for i in _topo(n, pred) if (past >> i) & 1]
         level = memory.by_id[lvl]
         buf, blo, bhi = level.name, lo, hi
@@ -390,8 +407,11 @@ def explore(interp: HuntSettings, prog: Program, max_schedules: int,
             if info.level == level.name and info.offset <= lo < info.offset + info.size:
                 buf, blo, bhi = info.label, lo - info.offset, hi - info.offset
                 break
-        ex.races.append(RaceWitness(Race(log[a][5], wa, log[b][5], wb, level.name, lo, hi,
-                                         buf, blo, bhi), sched))
+        ex.races.append(
+            RaceWitness(
+                Race(log[a][5], wa, log[b][5], wb, level.name, lo, hi, buf, blo, bhi), sched
+            )
+        )
     return ex
 
 

@@ -108,17 +108,35 @@ def task_of(inst: TaskInst, sched: Scheduler, state: str | None = None) -> Task:
     deps = tuple(_token_key(d) for d in held) if held else ()
     waiting = tuple(_token_key(d) for d in held if not d.done) if held else ()
     if state is None:  # the scheduler drops a completed task's token and deps
-        state = "completed" if inst.token is None or inst.token.done else \
-            ("pending" if inst.npending else "ready")
+        state = (
+            "completed"
+            if inst.token is None or inst.token.done
+            else ("pending" if inst.npending else "ready")
+        )
     unit = sched.unit_name(inst.unit) if state == "completed" and inst.unit is not None else None
-    return Task(tpl.label, tpl.opcode, tpl.sync, tpl.line, _iteration(inst.frame), state, deps,
-                waiting, unit, inst.seq)
+    return Task(
+        tpl.label,
+        tpl.opcode,
+        tpl.sync,
+        tpl.line,
+        _iteration(inst.frame),
+        state,
+        deps,
+        waiting,
+        unit,
+        inst.seq,
+    )
 
 
 def token_of(tok: TokenState, frame: Frame, sched: Scheduler) -> Token:
     task = task_of(tok.task, sched) if tok.task is not None else None
-    return Token(tok.tpl.label if tok.tpl is not None else "?", _iteration(frame), tok.done,
-                 tok.consumed, task)
+    return Token(
+        tok.tpl.label if tok.tpl is not None else "?",
+        _iteration(frame),
+        tok.done,
+        tok.consumed,
+        task,
+    )
 
 
 def _token_key(tok: TokenState) -> str:
@@ -130,8 +148,11 @@ def _token_key(tok: TokenState) -> str:
 def unknown_name(kind: str, name: str, known: list[str]) -> ValueError:
     """A ValueError for a name that no task of the program has."""
     near = difflib.get_close_matches(name, known, 3)
-    hint = f"; did you mean {', '.join(near)}?" if near else \
-        f"; the program's {kind}s: {', '.join(sorted(set(known))) or 'none'}"
+    hint = (
+        f"; did you mean {', '.join(near)}?"
+        if near
+        else f"; the program's {kind}s: {', '.join(sorted(set(known))) or 'none'}"
+    )
     return ValueError(f"no {kind} named '{name}' in the program{hint}")
 
 
@@ -172,8 +193,9 @@ def _loops_text(loops: Sequence[LoopTpl]) -> str:
     return ("loop " if len(loops) == 1 else "loops ") + ", ".join(_loop_text(lt) for lt in loops)
 
 
-def iteration_of(name: str, loops: Sequence[LoopTpl],
-                 loop_vars: Mapping[str, object]) -> tuple[tuple[int, ...], tuple[int, ...]]:
+def iteration_of(
+    name: str, loops: Sequence[LoopTpl], loop_vars: Mapping[str, object]
+) -> tuple[tuple[int, ...], tuple[int, ...]]:
     """(loop values, ordinals) of region `name`, declared inside `loops`
     (outermost first), in the iteration `loop_vars` names.  Every variable of
     its loops and no other must be given, each inside its loop's range: a
@@ -183,28 +205,35 @@ def iteration_of(name: str, loops: Sequence[LoopTpl],
     example = f"read_region({name!r}{''.join(f', {n}=0' for n in names)})"
     extra = [v for v in loop_vars if v not in names]
     if extra and not loops:
-        raise ValueError(f"region {name} has no loop variable {extra[0]}: it is declared outside "
-                         f"any loop; {example}")
+        raise ValueError(
+            f"region {name} has no loop variable {extra[0]}: it is declared outside "
+            f"any loop; {example}"
+        )
     if extra:
-        raise ValueError(f"region {name} has no loop variable {extra[0]}: it is declared inside "
-                         f"{_loops_text(loops)}; name its iteration, e.g. {example}")
+        raise ValueError(
+            f"region {name} has no loop variable {extra[0]}: it is declared inside "
+            f"{_loops_text(loops)}; name its iteration, e.g. {example}"
+        )
     if len(loop_vars) < len(names):
-        raise ValueError(f"region {name} is declared inside {_loops_text(loops)}: name its "
-                         f"iteration, e.g. {example}")
+        raise ValueError(
+            f"region {name} is declared inside {_loops_text(loops)}: name its "
+            f"iteration, e.g. {example}"
+        )
     iv: list[int] = []
     ords: list[int] = []
     for lt in loops:
         v = loop_vars[lt.var]
         if not int_like(v):
-            raise TypeError(f"region {name}: {lt.var} must be an int, not {v!r} "
-                            f"({type(v).__name__})")
+            raise TypeError(
+                f"region {name}: {lt.var} must be an int, not {v!r} ({type(v).__name__})"
+            )
         b = _bounds(lt, tuple(iv))
         assert b is not None
         if not b[0] <= v <= b[1]:
-            when = f" when {_iteration_text(dict(zip(names, iv)))}" \
-                if _bounds(lt) is None else ""
-            raise ValueError(f"region {name}: {lt.var}={v} is outside loop "
-                             f"{_loop_text(lt, tuple(iv))}{when}")
+            when = f" when {_iteration_text(dict(zip(names, iv)))}" if _bounds(lt) is None else ""
+            raise ValueError(
+                f"region {name}: {lt.var}={v} is outside loop {_loop_text(lt, tuple(iv))}{when}"
+            )
         iv.append(int(v))
         ords.append(int(v) - b[0])
     return tuple(iv), tuple(ords)
@@ -217,8 +246,7 @@ def check_loop_iter(loop_iter: object, innermost: Sequence[LoopTpl | None], whom
     program ran to its end.  A range that depends on outer loop variables is
     not checked."""
     if not int_like(loop_iter):
-        raise TypeError(f"loop_iter must be an int, not {loop_iter!r} "
-                        f"({type(loop_iter).__name__})")
+        raise TypeError(f"loop_iter must be an int, not {loop_iter!r} ({type(loop_iter).__name__})")
     loops = list(dict.fromkeys(lt for lt in innermost if lt is not None))
     if not loops:
         who = "no task of the program is" if whom == "the program's tasks" else f"{whom} is not"
@@ -228,6 +256,8 @@ def check_loop_iter(loop_iter: object, innermost: Sequence[LoopTpl | None], whom
         if b is None or b[0] <= loop_iter <= b[1]:
             return
     many = len(loops) > 1
-    raise ValueError(f"loop_iter={loop_iter} matches no iteration: the innermost loop"
-                     f"{'s' if many else ''} of {whom} {'are' if many else 'is'} "
-                     + ", ".join("loop " + _loop_text(lt) for lt in loops))
+    raise ValueError(
+        f"loop_iter={loop_iter} matches no iteration: the innermost loop"
+        f"{'s' if many else ''} of {whom} {'are' if many else 'is'} "
+        + ", ".join("loop " + _loop_text(lt) for lt in loops)
+    )

@@ -61,8 +61,9 @@ class UserKernel:
     def __init__(self, fn: Kernel, opcode: str) -> None:
         self.fn, self.opcode = fn, opcode
 
-    def __call__(self, ins: list[Tensor], outs: list[Tensor],
-                 attrs: dict[str, object]) -> list[np.ndarray]:
+    def __call__(
+        self, ins: list[Tensor], outs: list[Tensor], attrs: dict[str, object]
+    ) -> list[np.ndarray]:
         frozen = []
         for t in ins:
             view = t.array.view()
@@ -71,13 +72,16 @@ class UserKernel:
         try:
             results = self.fn(frozen, outs, attrs)
         except (NotSupported, NumericError):
-            raise       # the kernel's documented refusals, reported as the reference kernels'
+            raise  # the kernel's documented refusals, reported as the reference kernels'
         except Exception as e:  # the user's code: any other exception is theirs to fix
-            raise UserKernelError(f"your kernel for '{self.opcode}' raised "
-                                  f"{type(e).__name__}: {e}") from e
+            raise UserKernelError(
+                f"your kernel for '{self.opcode}' raised {type(e).__name__}: {e}"
+            ) from e
         if not isinstance(results, (list, tuple)):
-            raise UserKernelError(f"your kernel for '{self.opcode}' returned "
-                                  f"{type(results).__name__}, not a list of arrays")
+            raise UserKernelError(
+                f"your kernel for '{self.opcode}' returned "
+                f"{type(results).__name__}, not a list of arrays"
+            )
         return list(results)
 
 
@@ -96,14 +100,17 @@ class Preparable:
 
     __slots__ = ("kernel", "prepare")
 
-    def __init__(self, kernel: Kernel,
-                 prepare: Callable[[list[Tensor], list[Tensor], dict[str, object]],
-                                   BoundKernel | None]) -> None:
+    def __init__(
+        self,
+        kernel: Kernel,
+        prepare: Callable[[list[Tensor], list[Tensor], dict[str, object]], BoundKernel | None],
+    ) -> None:
         self.kernel = kernel
-        self.prepare = prepare     # None from it: no binding, call the kernel
+        self.prepare = prepare  # None from it: no binding, call the kernel
 
-    def __call__(self, ins: list[Tensor], outs: list[Tensor],
-                 attrs: dict[str, object]) -> list[np.ndarray]:
+    def __call__(
+        self, ins: list[Tensor], outs: list[Tensor], attrs: dict[str, object]
+    ) -> list[np.ndarray]:
         return self.kernel(ins, outs, attrs)
 
 
@@ -112,7 +119,7 @@ def family_types(family: str) -> tuple[str, ...]:
     shipped catalog (devices/nem/devices/nem_baseline_1.0.nem)."""
     from nem.dialect.verifier import baseline_catalog
 
-    (_, domain), = baseline_catalog().families[family].params
+    ((_, domain),) = baseline_catalog().families[family].params
     return tuple(domain)
 
 
@@ -123,16 +130,18 @@ POOL_T = family_types("pool")
 NORM_T = family_types("norm")
 SOFTMAX_T = family_types("softmax")
 ALL_T = INT_TYPES + FLOAT_TYPES
-F64_EXACT = float(2 ** 53)
+F64_EXACT = float(2**53)
 
 
 # --------------------------------------------------------------------------
 # helpers
 
+
 def signature(ins: list[Tensor], outs: list[Tensor]) -> str:
     def one(t: Tensor) -> str:
         q = f"[{t.quant.kind}]" if t.quant is not None else ""
         return f"{t.elem}{q}{list(t.array.shape)}"
+
     return f"in {', '.join(one(t) for t in ins) or '-'} -> out {', '.join(one(t) for t in outs) or '-'}"
 
 
@@ -143,21 +152,33 @@ def unsupported(op: str, ins: list[Tensor], outs: list[Tensor], why: str) -> Not
 def same_types(op: str, ins: list[Tensor], outs: list[Tensor], allowed: tuple[str, ...]) -> str:
     elems = {t.elem for t in (*ins, *outs)}
     if len(elems) != 1:
-        raise unsupported(op, ins, outs, "operands must share one element type (no implicit casts, TYPE-03)")
+        raise unsupported(
+            op, ins, outs, "operands must share one element type (no implicit casts, TYPE-03)"
+        )
     (e,) = elems
     if e not in allowed:
-        raise unsupported(op, ins, outs, f"element type {e} is outside the opcode's family "
-                  f"({', '.join(allowed)})")
+        raise unsupported(
+            op, ins, outs, f"element type {e} is outside the opcode's family ({', '.join(allowed)})"
+        )
     return e
 
 
-def check_count(op: str, ins: list[Tensor], outs: list[Tensor], n_in: tuple[int, int], n_out: tuple[int, int] = (1, 1)) -> None:
+def check_count(
+    op: str,
+    ins: list[Tensor],
+    outs: list[Tensor],
+    n_in: tuple[int, int],
+    n_out: tuple[int, int] = (1, 1),
+) -> None:
     if not (n_in[0] <= len(ins) <= n_in[1] and n_out[0] <= len(outs) <= n_out[1]):
-        raise unsupported(op, ins, outs, f"wrong operand count: {len(ins)} inputs, {len(outs)} outputs")
+        raise unsupported(
+            op, ins, outs, f"wrong operand count: {len(ins)} inputs, {len(outs)} outputs"
+        )
 
 
-def resolve_axis(op: str, ins: list[Tensor], outs: list[Tensor], axis: int | str | None,
-                 rank: int) -> int:
+def resolve_axis(
+    op: str, ins: list[Tensor], outs: list[Tensor], axis: int | str | None, rank: int
+) -> int:
     if axis is None or axis == "last":
         return rank - 1
     if isinstance(axis, str) or not -rank <= int(axis) < rank:
@@ -165,10 +186,17 @@ def resolve_axis(op: str, ins: list[Tensor], outs: list[Tensor], axis: int | str
     return int(axis) % rank
 
 
-def check_shape(op: str, ins: list[Tensor], outs: list[Tensor], got: tuple[int, ...], out: Tensor) -> None:
+def check_shape(
+    op: str, ins: list[Tensor], outs: list[Tensor], got: tuple[int, ...], out: Tensor
+) -> None:
     if tuple(got) != tuple(out.array.shape):
-        raise unsupported(op, ins, outs, f"result shape {list(got)} differs from the output region's "
-                  f"shape {list(out.array.shape)}")
+        raise unsupported(
+            op,
+            ins,
+            outs,
+            f"result shape {list(got)} differs from the output region's "
+            f"shape {list(out.array.shape)}",
+        )
 
 
 def finish_int(v: np.ndarray, out: Tensor) -> np.ndarray:
@@ -183,9 +211,16 @@ def requant_out(op: str, v: np.ndarray, out: Tensor) -> np.ndarray:
     return saturate_int(requantize(v, out.quant, out.array.shape, f"{op} output"), out.elem)
 
 
-def numeric_kernel(op: str, ins: list[Tensor], out: Tensor, fop: ElementOp,
-                   iop: ElementOp | None, *, allowed: tuple[str, ...] = ELTWISE_T,
-                   outs: list[Tensor] | None = None) -> np.ndarray:
+def numeric_kernel(
+    op: str,
+    ins: list[Tensor],
+    out: Tensor,
+    fop: ElementOp,
+    iop: ElementOp | None,
+    *,
+    allowed: tuple[str, ...] = ELTWISE_T,
+    outs: list[Tensor] | None = None,
+) -> np.ndarray:
     """Shared float / raw-integer / quantized-integer dispatch (D-NUM-FLOAT, D-NUM-INT,
     D-NUM-QELT).  fop works on f64 arrays, iop on int64 arrays (None: float-only op)."""
     outs = outs or [out]
@@ -197,12 +232,21 @@ def numeric_kernel(op: str, ins: list[Tensor], out: Tensor, fop: ElementOp,
     quants = [t.quant for t in (*ins, *outs)]
     if all(q is None for q in quants):
         if iop is None:
-            raise unsupported(op, ins, outs, f"{op} is defined on float types and on quantized integers "
-                      "only; this integer operand carries no quant descriptor")
+            raise unsupported(
+                op,
+                ins,
+                outs,
+                f"{op} is defined on float types and on quantized integers "
+                "only; this integer operand carries no quant descriptor",
+            )
         return finish_int(iop(*[t.array.astype(np.int64) for t in ins]), out)
     if any(q is None for q in quants):
-        raise unsupported(op, ins, outs, "either every integer operand carries a quant descriptor or "
-                  "none does (D-NUM-QELT)")
+        raise unsupported(
+            op,
+            ins,
+            outs,
+            "either every integer operand carries a quant descriptor or none does (D-NUM-QELT)",
+        )
     real = [dequantize(t.array, q, f"{op} input") for t, q in zip(ins, quants) if q is not None]
     with np.errstate(all="ignore"):
         v = fop(*real)

@@ -77,7 +77,7 @@ def _f_gelu(x: np.ndarray) -> np.ndarray:
     return out
 
 
-_ERF = np.vectorize(math.erf, otypes=[np.float64])   # numpy has no erf; libm's, per element
+_ERF = np.vectorize(math.erf, otypes=[np.float64])  # numpy has no erf; libm's, per element
 
 
 def _f_gelu_erf(x: np.ndarray) -> np.ndarray:
@@ -131,9 +131,14 @@ def _relu_f32_into(x: np.ndarray, out: np.ndarray) -> None:
 
 
 # the f32 form of each op of _EXACT_IN_F32 that writes into `out=` (D-RT-REPLAY)
-_F32_INTO: dict[str, Callable[..., object]] = {"relu": _relu_f32_into,
-             **{op: f for op, (f, _) in (*_UNARY.items(), *_BINARY.items())
-                if op in _EXACT_IN_F32 and isinstance(f, np.ufunc)}}
+_F32_INTO: dict[str, Callable[..., object]] = {
+    "relu": _relu_f32_into,
+    **{
+        op: f
+        for op, (f, _) in (*_UNARY.items(), *_BINARY.items())
+        if op in _EXACT_IN_F32 and isinstance(f, np.ufunc)
+    },
+}
 
 
 def _f32_into(into: Callable[..., object], arrays: list[np.ndarray], out: np.ndarray) -> None:
@@ -153,12 +158,11 @@ def _eltwise(op: str, fop: ElementOp, iop: ElementOp | None, arity: int) -> Kern
         except ValueError:
             raise unsupported(op, ins, outs, "operand shapes do not broadcast") from None
         check_shape(op, ins, outs, shape, outs[0])
-        return into is not None and all(t.elem == "f32" and t.quant is None
-                                        for t in (*ins, *outs))
+        return into is not None and all(t.elem == "f32" and t.quant is None for t in (*ins, *outs))
 
     def kernel(ins: list[Tensor], outs: list[Tensor], attrs: Attrs) -> list[np.ndarray]:
         if checked(ins, outs):
-            assert into is not None   # `checked` is True only with an f32 form
+            assert into is not None  # `checked` is True only with an f32 form
             out = np.empty(outs[0].array.shape, np.float32)
             _f32_into(into, [t.array for t in ins], out)
             return [out]
@@ -167,8 +171,9 @@ def _eltwise(op: str, fop: ElementOp, iop: ElementOp | None, arity: int) -> Kern
     def prepare(ins: list[Tensor], outs: list[Tensor], attrs: Attrs) -> BoundKernel | None:
         if not checked(ins, outs):
             return None
-        assert into is not None   # as in `kernel`
+        assert into is not None  # as in `kernel`
         return partial(_f32_into, into, [t.array for t in ins], outs[0].array)
+
     return Preparable(kernel, prepare)
 
 
@@ -176,12 +181,20 @@ def _leaky_relu(ins: list[Tensor], outs: list[Tensor], attrs: Attrs) -> list[np.
     check_count("leaky_relu", ins, outs, (1, 1))
     check_shape("leaky_relu", ins, outs, ins[0].array.shape, outs[0])
     alpha = float(attrs.get("alpha", 0.01))
-    return [numeric_kernel("leaky_relu", ins, outs[0], lambda x: np.where(x < 0, alpha * x, x),
-                     lambda x: np.where(x < 0, np.rint(x * alpha), x))]
+    return [
+        numeric_kernel(
+            "leaky_relu",
+            ins,
+            outs[0],
+            lambda x: np.where(x < 0, alpha * x, x),
+            lambda x: np.where(x < 0, np.rint(x * alpha), x),
+        )
+    ]
 
 
-def _clamp_checked(ins: list[Tensor], outs: list[Tensor],
-                   attrs: Attrs) -> tuple[np.number, np.number] | None:
+def _clamp_checked(
+    ins: list[Tensor], outs: list[Tensor], attrs: Attrs
+) -> tuple[np.number, np.number] | None:
     """Check a clamp's operands; its bounds as scalars of the operand's dtype
     when it is an unquantized f32 or integer clamp that numpy evaluates in the
     operand's own type with the formula's bits (max and min are exact in f32
@@ -200,9 +213,13 @@ def _clamp_checked(ins: list[Tensor], outs: list[Tensor],
     if x.elem == "f32":
         with np.errstate(over="ignore"):
             return np.float32(float(lo)), np.float32(float(hi))
-    if not is_int(x.elem) or x.elem not in ELTWISE_T or \
-            not (math.isfinite(float(lo)) and math.isfinite(float(hi))) or \
-            float(lo) != int(lo) or float(hi) != int(hi):
+    if (
+        not is_int(x.elem)
+        or x.elem not in ELTWISE_T
+        or not (math.isfinite(float(lo)) and math.isfinite(float(hi)))
+        or float(lo) != int(lo)
+        or float(hi) != int(hi)
+    ):
         return None
     t_lo, t_hi = int_range(x.elem)
     sat = x.array.dtype.type
@@ -216,9 +233,9 @@ def _clamp_into(x: np.ndarray, lo: np.number, hi: np.number, out: np.ndarray) ->
         with np.errstate(all="ignore"):
             np.maximum(x, lo, out=out)
             np.minimum(out, hi, out=out)
-            np.multiply(out, out.dtype.type(1), out=out)    # quiets a NaN as f64 does; exact
+            np.multiply(out, out.dtype.type(1), out=out)  # quiets a NaN as f64 does; exact
     elif lo >= hi:
-        np.copyto(out, hi)          # every element: max(x, lo) >= lo >= hi
+        np.copyto(out, hi)  # every element: max(x, lo) >= lo >= hi
     else:
         np.clip(x, lo, hi, out=out)
 
@@ -230,17 +247,24 @@ def _clamp(ins: list[Tensor], outs: list[Tensor], attrs: Attrs) -> list[np.ndarr
         out = np.empty_like(outs[0].array)
         _clamp_into(ins[0].array, *fast, out)
         return [out]
-    lo, hi = attrs["min"], attrs["max"]      # present: `_clamp_checked` checked them
+    lo, hi = attrs["min"], attrs["max"]  # present: `_clamp_checked` checked them
 
     def iop(x: np.ndarray) -> np.ndarray:
         if float(lo) != int(lo) or float(hi) != int(hi):
-            raise unsupported(op, ins, outs, f"clamp bounds {lo}, {hi} on an unquantized integer type "
-                      "must be integers")
+            raise unsupported(
+                op,
+                ins,
+                outs,
+                f"clamp bounds {lo}, {hi} on an unquantized integer type must be integers",
+            )
         out: np.ndarray = np.minimum(np.maximum(x, int(lo)), int(hi))
         return out
 
-    return [numeric_kernel(op, ins, outs[0],
-                     lambda x: np.minimum(np.maximum(x, float(lo)), float(hi)), iop)]
+    return [
+        numeric_kernel(
+            op, ins, outs[0], lambda x: np.minimum(np.maximum(x, float(lo)), float(hi)), iop
+        )
+    ]
 
 
 def _prepare_clamp(ins: list[Tensor], outs: list[Tensor], attrs: Attrs) -> BoundKernel | None:
@@ -253,6 +277,7 @@ def _prepare_clamp(ins: list[Tensor], outs: list[Tensor], attrs: Attrs) -> Bound
 # --------------------------------------------------------------------------
 # conversions (D-NUM-CAST, D-NUM-QUANT)
 
+
 def _cast(ins: list[Tensor], outs: list[Tensor], attrs: Attrs) -> list[np.ndarray]:
     op = "cast"
     check_count(op, ins, outs, (1, 1))
@@ -260,8 +285,13 @@ def _cast(ins: list[Tensor], outs: list[Tensor], attrs: Attrs) -> list[np.ndarra
     if s_t.elem not in ALL_T or d_t.elem not in ALL_T:
         raise unsupported(op, ins, outs, "unknown element type")
     if not same(s_t.quant, d_t.quant):
-        raise unsupported(op, ins, outs, "cast converts stored values and cannot change a quant "
-                  "descriptor; use quantize/dequantize")
+        raise unsupported(
+            op,
+            ins,
+            outs,
+            "cast converts stored values and cannot change a quant "
+            "descriptor; use quantize/dequantize",
+        )
     check_shape(op, ins, outs, s_t.array.shape, d_t)
     sat = bool(int(attrs.get("saturate", 1)))
     src, dst = s_t.elem, d_t.elem
@@ -305,13 +335,16 @@ def _dequantize(ins: list[Tensor], outs: list[Tensor], attrs: Attrs) -> list[np.
     if s_t.elem != "i8" or d_t.elem not in ("f16", "f32"):
         raise unsupported(op, ins, outs, "dequantize is i8 -> f16/f32 (family dequantize)")
     if s_t.quant is None or d_t.quant is not None:
-        raise unsupported(op, ins, outs, "dequantize needs a quant descriptor on src only (QUANT-10)")
+        raise unsupported(
+            op, ins, outs, "dequantize needs a quant descriptor on src only (QUANT-10)"
+        )
     check_shape(op, ins, outs, s_t.array.shape, d_t)
     return [to_float_out(dequantize(s_t.array, s_t.quant, op), d_t.elem)]
 
 
 # --------------------------------------------------------------------------
 # escape hatch (D-NUM-COMPUTE)
+
 
 def _compute(ins: list[Tensor], outs: list[Tensor], attrs: Attrs) -> list[np.ndarray]:
     name, args = _compute_op(ins, outs, attrs)
@@ -326,14 +359,18 @@ def _compute_op(ins: list[Tensor], outs: list[Tensor], attrs: Attrs) -> tuple[st
     (defaults filled in); NotSupported for a name or attribute the registry
     does not have."""
     name = attrs.get("op")
-    if name == "mlir.kernel":   # the lowering's escape hatch (D-LOW-ESCAPE, D-RT-MLIR-KERNEL)
-        raise NotSupported("compute op=mlir.kernel: an escape-hatch kernel runs in an "
-                           "interpreter's escape hatch (NemInterpreter(...).escape_hatch), "
-                           "not through the registry's kernels")
+    if name == "mlir.kernel":  # the lowering's escape hatch (D-LOW-ESCAPE, D-RT-MLIR-KERNEL)
+        raise NotSupported(
+            "compute op=mlir.kernel: an escape-hatch kernel runs in an "
+            "interpreter's escape hatch (NemInterpreter(...).escape_hatch), "
+            "not through the registry's kernels"
+        )
     spec = opcodes().get(name) if isinstance(name, str) else None
     if spec is None or not isinstance(name, str) or name == "compute":
-        raise NotSupported(f"compute op={name}: not a registry opcode; the reference runtime "
-                           f"runs only registry opcodes through compute ({signature(ins, outs)})")
+        raise NotSupported(
+            f"compute op={name}: not a registry opcode; the reference runtime "
+            f"runs only registry opcodes through compute ({signature(ins, outs)})"
+        )
     args: Attrs = {}
     for aname, a in spec.attributes.items():
         if aname in attrs:
@@ -349,11 +386,12 @@ def _compute_op(ins: list[Tensor], outs: list[Tensor], attrs: Attrs) -> tuple[st
 
 
 def _prepare_compute(ins: list[Tensor], outs: list[Tensor], attrs: Attrs) -> BoundKernel | None:
-    _compute_op(ins, outs, attrs)   # a wrong name is found when the task is bound (D-RT-PREPARE)
+    _compute_op(ins, outs, attrs)  # a wrong name is found when the task is bound (D-RT-PREPARE)
     return None
 
 
 # --------------------------------------------------------------------------
+
 
 def _kernel_for(spec: OpcodeSpec) -> Kernel:
     """The kernel of one registry opcode, chosen by its registry category (and,
@@ -377,29 +415,43 @@ def _kernel_for(spec: OpcodeSpec) -> Kernel:
         return norm_kernel(name)
     if cat == "softmax":
         return softmax_kernel(name)
-    return _BY_NAME[name]    # view, conversion, generic: one function each
+    return _BY_NAME[name]  # view, conversion, generic: one function each
 
 
 def _gelu_forms() -> Preparable:
     """`gelu` by its `approximate` attribute (D-NUM-GELU, D-NUM-GELU-ERF)."""
-    forms = {"tanh": _eltwise("gelu", _f_gelu, None, 1),
-             "none": _eltwise("gelu", _f_gelu_erf, None, 1)}
+    forms = {
+        "tanh": _eltwise("gelu", _f_gelu, None, 1),
+        "none": _eltwise("gelu", _f_gelu_erf, None, 1),
+    }
 
     def form(attrs: dict[str, object]) -> Preparable:
         k = forms[str(attrs.get("approximate", "tanh"))]
-        assert isinstance(k, Preparable)   # what _eltwise builds
+        assert isinstance(k, Preparable)  # what _eltwise builds
         return k
-    return Preparable(lambda ins, outs, attrs: form(attrs).kernel(ins, outs, attrs),
-                      lambda ins, outs, attrs: form(attrs).prepare(ins, outs, attrs))
+
+    return Preparable(
+        lambda ins, outs, attrs: form(attrs).kernel(ins, outs, attrs),
+        lambda ins, outs, attrs: form(attrs).prepare(ins, outs, attrs),
+    )
 
 
-_SPECIAL_ELTWISE: dict[str, Kernel] = {"leaky_relu": _leaky_relu,
-                                       "clamp": Preparable(_clamp, _prepare_clamp),
-                                       "gelu": _gelu_forms()}
+_SPECIAL_ELTWISE: dict[str, Kernel] = {
+    "leaky_relu": _leaky_relu,
+    "clamp": Preparable(_clamp, _prepare_clamp),
+    "gelu": _gelu_forms(),
+}
 _BY_NAME: dict[str, Kernel] = {
-    "transpose": transpose, "reshape": reshape, "slice": slice_, "concat": concat,
-    "split": split, "pad": pad, "gather": gather,
-    "cast": _cast, "quantize": _quantize, "dequantize": _dequantize,
+    "transpose": transpose,
+    "reshape": reshape,
+    "slice": slice_,
+    "concat": concat,
+    "split": split,
+    "pad": pad,
+    "gather": gather,
+    "cast": _cast,
+    "quantize": _quantize,
+    "dequantize": _dequantize,
     "compute": Preparable(_compute, _prepare_compute),
 }
 

@@ -32,8 +32,11 @@ from nem.runtime.quant import dequantize
 
 
 def reduce_kernel(op: str) -> Kernel:
-    fns: dict[str, Callable[..., np.ndarray]] = {"reduce_sum": np.sum, "reduce_max": np.max,
-                                                "reduce_min": np.min}
+    fns: dict[str, Callable[..., np.ndarray]] = {
+        "reduce_sum": np.sum,
+        "reduce_max": np.max,
+        "reduce_min": np.min,
+    }
     fn = fns[op]
 
     def kernel(ins: list[Tensor], outs: list[Tensor], attrs: Attrs) -> list[np.ndarray]:
@@ -54,6 +57,7 @@ def reduce_kernel(op: str) -> Kernel:
             return fn(a, axis=axes, keepdims=keep).reshape(y.array.shape)
 
         return [numeric_kernel(op, ins, y, f, f, allowed=REDUCE_T)]
+
     return kernel
 
 
@@ -80,11 +84,13 @@ def arg_kernel(op: str) -> Kernel:
         if r.size != y.array.size:
             check_shape(op, ins, outs, r.shape, y)
         return [r.reshape(y.array.shape).astype(np.int32)]
+
     return kernel
 
 
 # --------------------------------------------------------------------------
 # norms and softmax (D-NUM-NORM, D-NUM-SOFTMAX)
+
 
 def norm_kernel(op: str) -> Kernel:
     def kernel(ins: list[Tensor], outs: list[Tensor], attrs: Attrs) -> list[np.ndarray]:
@@ -112,9 +118,12 @@ def norm_kernel(op: str) -> Kernel:
                 if len(ins) > 2:
                     v = v + ins[2].array.astype(np.float64)
             except ValueError:
-                raise unsupported(op, ins, outs, f"scale/bias must broadcast to x.shape[{ax}:]") from None
+                raise unsupported(
+                    op, ins, outs, f"scale/bias must broadcast to x.shape[{ax}:]"
+                ) from None
         check_shape(op, ins, outs, v.shape, outs[0])
         return [to_float_out(v, outs[0].elem)]
+
     return kernel
 
 
@@ -133,5 +142,5 @@ def softmax_kernel(op: str) -> Kernel:
             s = np.sum(e, axis=ax, keepdims=True)
             v = e / s if op == "softmax" else d - np.log(s)
         return [to_float_out(v, outs[0].elem)]
-    return kernel
 
+    return kernel

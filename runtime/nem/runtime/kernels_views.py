@@ -32,13 +32,21 @@ def _view_quant(op: str, ins: list[Tensor], outs: list[Tensor]) -> None:
     if not present:
         return
     if len(present) != len(qs):
-        raise unsupported(op, ins, outs, "a view moves stored values: every operand must carry the same "
-                  "quant descriptor, or none")
+        raise unsupported(
+            op,
+            ins,
+            outs,
+            "a view moves stored values: every operand must carry the same "
+            "quant descriptor, or none",
+        )
     q0 = present[0]
     for q in present[1:]:
-        if q.kind != q0.kind or q.group_size != q0.group_size or \
-                not np.array_equal(q.scales, q0.scales) or \
-                not np.array_equal(q.zero_points, q0.zero_points):
+        if (
+            q.kind != q0.kind
+            or q.group_size != q0.group_size
+            or not np.array_equal(q.scales, q0.scales)
+            or not np.array_equal(q.zero_points, q0.zero_points)
+        ):
             raise unsupported(op, ins, outs, "a view cannot change the quant descriptor (QUANT-11)")
 
 
@@ -47,8 +55,9 @@ def _view(op: str, data_ins: list[Tensor], outs: list[Tensor]) -> None:
     _view_quant(op, data_ins, outs)
 
 
-def _out(op: str, ins: list[Tensor], outs: list[Tensor], arr: np.ndarray,
-         out: Tensor) -> np.ndarray:
+def _out(
+    op: str, ins: list[Tensor], outs: list[Tensor], arr: np.ndarray, out: Tensor
+) -> np.ndarray:
     check_shape(op, ins, outs, arr.shape, out)
     return np.ascontiguousarray(arr).astype(out.array.dtype, copy=True)
 
@@ -104,7 +113,9 @@ def split(ins: list[Tensor], outs: list[Tensor], attrs: Attrs) -> list[np.ndarra
     ax = resolve_axis(op, ins, outs, attrs.get("axis"), x.ndim)
     sizes = [o.array.shape[ax] if o.array.ndim == x.ndim else -1 for o in outs]
     if -1 in sizes or sum(sizes) != x.shape[ax]:
-        raise unsupported(op, ins, outs, f"output sizes along axis {ax} must add up to {x.shape[ax]}")
+        raise unsupported(
+            op, ins, outs, f"output sizes along axis {ax} must add up to {x.shape[ax]}"
+        )
     parts = np.split(x, np.cumsum(sizes)[:-1], axis=ax)
     return [_out(op, ins, outs, p, o) for p, o in zip(parts, outs)]
 
@@ -117,15 +128,21 @@ def pad(ins: list[Tensor], outs: list[Tensor], attrs: Attrs) -> list[np.ndarray]
     x = x_t.array
     pads = list(attrs.get("pads") or [])
     if len(pads) != 2 * x.ndim or min(pads, default=0) < 0:
-        raise unsupported(op, ins, outs, f"pads {pads} must be {2 * x.ndim} non-negative values "
-                  "(begins then ends, D-PADS)")
+        raise unsupported(
+            op,
+            ins,
+            outs,
+            f"pads {pads} must be {2 * x.ndim} non-negative values (begins then ends, D-PADS)",
+        )
     value = attrs.get("value", 0) or 0
     fill: np.ndarray | int
     if is_float(x_t.elem):
         fill = to_float_out(np.float64(value), x_t.elem)
     elif x_t.quant is not None:
         if x_t.quant.kind != "per_tensor":
-            raise unsupported(op, ins, outs, "pad of a quantized tensor needs a per_tensor descriptor")
+            raise unsupported(
+                op, ins, outs, "pad of a quantized tensor needs a per_tensor descriptor"
+            )
         fill = saturate_int(requantize(np.float64(value), x_t.quant, (), op), x_t.elem)
     else:
         lo, hi = int_range(x_t.elem)
@@ -149,4 +166,3 @@ def gather(ins: list[Tensor], outs: list[Tensor], attrs: Attrs) -> list[np.ndarr
     if idx.size and (idx.min() < 0 or idx.max() >= dim):
         raise NumericError(f"gather: index out of range [0, {dim}) (got {idx.min()}..{idx.max()})")
     return [_out(op, ins, outs, np.take(x_t.array, idx, axis=ax), outs[0])]
-

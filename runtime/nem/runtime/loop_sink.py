@@ -153,8 +153,7 @@ def _candidate(band: list[affine.ForOp]) -> int | None:
         return None
     lasts = [_results(s)[-1] if s.map.data.results else None for s in stores]
     for p in range(len(band) - 1):
-        if all(f is not None and f.get(ivs[p]) == 1 for f in lasts) and \
-                _movable(band, p, accesses):
+        if all(f is not None and f.get(ivs[p]) == 1 for f in lasts) and _movable(band, p, accesses):
             return p
     return None
 
@@ -179,8 +178,15 @@ def _permute(band: list[affine.ForOp], order: list[int]) -> None:
         n_lb = len(h.lowerBoundOperands)
         operands = list(h.operands)
         new_loop = affine.ForOp.from_region(
-            operands[:n_lb], operands[n_lb:], [], [], AffineMapAttr(h.lowerBoundMap.data),
-            AffineMapAttr(h.upperBoundMap.data), Region(blocks[pos]), h.step)
+            operands[:n_lb],
+            operands[n_lb:],
+            [],
+            [],
+            AffineMapAttr(h.lowerBoundMap.data),
+            AffineMapAttr(h.upperBoundMap.data),
+            Region(blocks[pos]),
+            h.step,
+        )
         if pos:
             blocks[pos - 1].add_op(new_loop)
             blocks[pos - 1].add_op(affine.YieldOp.get())
@@ -195,8 +201,11 @@ def _permute(band: list[affine.ForOp], order: list[int]) -> None:
 def _alone_in_loop(op: Operation) -> bool:
     """Whether `op` is the one op (but the yield) of an affine.for body."""
     block = op.parent_block()
-    return isinstance(op.parent_op(), affine.ForOp) and block is not None and \
-        len([x for x in block.ops if not isinstance(x, affine.YieldOp)]) == 1
+    return (
+        isinstance(op.parent_op(), affine.ForOp)
+        and block is not None
+        and len([x for x in block.ops if not isinstance(x, affine.YieldOp)]) == 1
+    )
 
 
 def sink_parallel_loops(fn: func.FuncOp) -> int:

@@ -59,19 +59,22 @@ class MemoryError_(Exception):
 @dataclass
 class BufferInfo:
     name: str
-    level: str          # "DDR", "L2", "L1[k]"
-    offset: int         # byte offset inside the level
+    level: str  # "DDR", "L2", "L1[k]"
+    offset: int  # byte offset inside the level
     size: int
     align: int
-    index: int          # declaration order
-    elem_hint: str | None = None   # element type of the first typed region over it
-    instance: int = 0   # which instance of a loop-body buffer (D-SEM-INSTANCES)
+    index: int  # declaration order
+    elem_hint: str | None = None  # element type of the first typed region over it
+    instance: int = 0  # which instance of a loop-body buffer (D-SEM-INSTANCES)
     instances: int = 1
 
     @property
     def label(self) -> str:
-        return self.name if self.instances == 1 else \
-            f"{self.name} (instance {self.instance + 1} of {self.instances})"
+        return (
+            self.name
+            if self.instances == 1
+            else f"{self.name} (instance {self.instance + 1} of {self.instances})"
+        )
 
 
 def _zeros(size: int) -> np.ndarray:
@@ -84,7 +87,7 @@ def _zeros(size: int) -> np.ndarray:
     return np.frombuffer(mmap.mmap(-1, size, flags=flags), dtype=np.uint8)
 
 
-_MADV_POPULATE_WRITE = 23   # Linux 5.14 and later
+_MADV_POPULATE_WRITE = 23  # Linux 5.14 and later
 COMMIT_LIMIT = 256 << 20
 """The most bytes `Memory.commit` commits ahead of a run (D-RT-PREPARE)."""
 
@@ -125,8 +128,14 @@ class MemoryLevel:
 
     __slots__ = ("name", "size", "data", "top", "ident", "capacity")
 
-    def __init__(self, name: str, size: int, ident: int, data: np.ndarray | None = None,
-                 capacity: int | None = None):
+    def __init__(
+        self,
+        name: str,
+        size: int,
+        ident: int,
+        data: np.ndarray | None = None,
+        capacity: int | None = None,
+    ):
         self.name = name
         self.size = size
         self.ident = ident
@@ -136,18 +145,23 @@ class MemoryLevel:
 
     def check(self, offset: int, size: int) -> None:
         if offset < 0 or size < 0 or offset + size > self.size:
-            raise MemoryError_(f"access [{offset}, {offset + size}) is outside {self.name} "
-                               f"({self.size} bytes)", "HAZ-04")
+            raise MemoryError_(
+                f"access [{offset}, {offset + size}) is outside {self.name} ({self.size} bytes)",
+                "HAZ-04",
+            )
 
     def read(self, offset: int, size: int) -> bytes:
         self.check(offset, size)
-        return self.data[offset:offset + size].tobytes()
+        return self.data[offset : offset + size].tobytes()
 
     def write(self, offset: int, data: bytes | np.ndarray) -> None:
-        raw = np.frombuffer(bytes(data), dtype=np.uint8) if not isinstance(data, np.ndarray) \
+        raw = (
+            np.frombuffer(bytes(data), dtype=np.uint8)
+            if not isinstance(data, np.ndarray)
             else np.ascontiguousarray(data).view(np.uint8).reshape(-1)
+        )
         self.check(offset, raw.size)
-        self.data[offset:offset + raw.size] = raw
+        self.data[offset : offset + raw.size] = raw
 
     def __repr__(self) -> str:
         return f"<MemoryLevel {self.name}: {self.size} bytes, {self.top} allocated>"
@@ -167,11 +181,16 @@ class BufferSpec:
 class Memory:
     """All memory levels of a run: DDR, L2, L1[0..E-1]."""
 
-    def __init__(self, num_engines: int = 1, l2_size: int = DEFAULT_L2_SIZE,
-                 l1_size: int = DEFAULT_L1_SIZE, ddr_size: int | None = DEFAULT_DDR_SIZE,
-                 device: str | None = None):
+    def __init__(
+        self,
+        num_engines: int = 1,
+        l2_size: int = DEFAULT_L2_SIZE,
+        l1_size: int = DEFAULT_L1_SIZE,
+        ddr_size: int | None = DEFAULT_DDR_SIZE,
+        device: str | None = None,
+    ):
         self.num_engines = num_engines
-        self.device = device    # named in errors; None: the default topology
+        self.device = device  # named in errors; None: the default topology
         self.capacities: dict[str, int | None] = {"DDR": ddr_size, "L2": l2_size}
         self.capacities.update({f"L1[{k}]": l1_size for k in range(num_engines)})
         self.levels: dict[str, MemoryLevel] = {}
@@ -186,9 +205,11 @@ class Memory:
             name = "L1[0]"  # decision D-RT-L1
         if name not in self.capacities:
             where = f"device {self.device}" if self.device else "the default topology"
-            raise MemoryError_(f"memory level {name} does not exist on {where} "
-                               f"({self.num_engines} engine(s))", "BUF-05",
-                               f"use one of {', '.join(self.capacities)}")
+            raise MemoryError_(
+                f"memory level {name} does not exist on {where} ({self.num_engines} engine(s))",
+                "BUF-05",
+                f"use one of {', '.join(self.capacities)}",
+            )
         return name
 
     def level(self, name: str) -> MemoryLevel:
@@ -213,7 +234,7 @@ class Memory:
             try:
                 lv = self.level_name(spec.level)
             except MemoryError_ as e:
-                e.buffer = spec.name       # located at this buffer, not the last one
+                e.buffer = spec.name  # located at this buffer, not the last one
                 raise
             names[k] = lv
             for c in range(spec.instances):
@@ -226,20 +247,35 @@ class Memory:
             cap = self.capacities[lv]
             if cap is not None and top > cap:
                 sizes = sum(s.size for s in slots)
-                why = "" if sizes > cap else f" (the sizes fit; {top - sizes} bytes of alignment padding do not)"
+                why = (
+                    ""
+                    if sizes > cap
+                    else f" (the sizes fit; {top - sizes} bytes of alignment padding do not)"
+                )
                 first = min((s for s in slots if s.end > cap), key=lambda s: s.offset)
-                err = MemoryError_(f"{lv} is full: its buffers need {top} bytes but it has {cap}{why}",
-                                   "DEV-16", "make the buffers of this level smaller (smaller "
-                                   "tiles), move some to another level, or target a device "
-                                   "with more memory")
+                err = MemoryError_(
+                    f"{lv} is full: its buffers need {top} bytes but it has {cap}{why}",
+                    "DEV-16",
+                    "make the buffers of this level smaller (smaller "
+                    "tiles), move some to another level, or target a device "
+                    "with more memory",
+                )
                 err.buffer = self._specs[first.key[0]].name
                 raise err
             tops[lv] = top
             for sl in slots:
                 k, c = sl.key
                 spec = self._specs[k]
-                infos[sl.key] = BufferInfo(spec.name, lv, sl.offset, spec.size, sl.align, k,
-                                           instance=c, instances=spec.instances)
+                infos[sl.key] = BufferInfo(
+                    spec.name,
+                    lv,
+                    sl.offset,
+                    spec.size,
+                    sl.align,
+                    k,
+                    instance=c,
+                    instances=spec.instances,
+                )
         old = self.levels
         self.levels = {}
         for i, lv in enumerate(self.capacities):
@@ -248,14 +284,22 @@ class Memory:
             size = cap if cap is not None and lv != "DDR" else tops.get(lv, 0)
             prev = old.get(lv)
             try:
-                level = prev if prev is not None and prev.size == size else \
-                    MemoryLevel(lv, size, i, capacity=cap)
-            except (OverflowError, OSError, ValueError) as e:   # mmap refused the size
-                err = MemoryError_(f"not supported: {lv} needs {size} bytes for its buffers, more "
-                                   f"than this machine can map ({e}); the runtime holds each "
-                                   "memory level as one byte array", "EXEC-03")
-                err.buffer = max((sp for k, sp in enumerate(self._specs) if names[k] == lv),
-                                 key=lambda sp: sp.size).name
+                level = (
+                    prev
+                    if prev is not None and prev.size == size
+                    else MemoryLevel(lv, size, i, capacity=cap)
+                )
+            except (OverflowError, OSError, ValueError) as e:  # mmap refused the size
+                err = MemoryError_(
+                    f"not supported: {lv} needs {size} bytes for its buffers, more "
+                    f"than this machine can map ({e}); the runtime holds each "
+                    "memory level as one byte array",
+                    "EXEC-03",
+                )
+                err.buffer = max(
+                    (sp for k, sp in enumerate(self._specs) if names[k] == lv),
+                    key=lambda sp: sp.size,
+                ).name
                 raise err from None
             level.top = tops.get(lv, 0)
             self.levels[lv] = level
@@ -278,10 +322,10 @@ class Memory:
 
     def buffer_bytes(self, name: str) -> np.ndarray:
         b = self.buffer(name)
-        return self.levels[b.level].data[b.offset:b.offset + b.size]
+        return self.levels[b.level].data[b.offset : b.offset + b.size]
 
     def instance_bytes(self, b: BufferInfo) -> np.ndarray:
-        return self.levels[b.level].data[b.offset:b.offset + b.size]
+        return self.levels[b.level].data[b.offset : b.offset + b.size]
 
     def clone(self) -> Memory:
         """A copy of the allocated part of every level (fresh state for another schedule)."""
@@ -289,7 +333,7 @@ class Memory:
         new.levels = {}
         for n, lv in self.levels.items():
             data = _zeros(lv.size)
-            data[:lv.top] = lv.data[:lv.top]
+            data[: lv.top] = lv.data[: lv.top]
             c = MemoryLevel(n, lv.size, lv.ident, data, lv.capacity)
             c.top = lv.top
             new.levels[n] = c
@@ -314,8 +358,10 @@ class Memory:
     def digests(self) -> list[bytes]:
         """A digest of every buffer instance's bytes (declaration order): what a
         schedule comparison keeps instead of a copy of memory."""
-        return [hashlib.blake2b(self.instance_bytes(b).tobytes(), digest_size=16).digest()
-                for b in self.all_buffers()]
+        return [
+            hashlib.blake2b(self.instance_bytes(b).tobytes(), digest_size=16).digest()
+            for b in self.all_buffers()
+        ]
 
     def first_difference(self, other: Memory) -> tuple[str, int] | None:
         """(buffer, byte offset) of the first differing byte in declaration order."""
@@ -359,24 +405,45 @@ def pack_i4_into(raw: np.ndarray, idx: np.ndarray, values: np.ndarray) -> None:
 class RegionInst:
     """One evaluated region: level, absolute byte range, element type, geometry."""
 
-    __slots__ = ("name", "level", "buffer", "start", "extent", "elem", "shape", "strides",
-                 "quant", "dense", "_view", "_view_of")
+    __slots__ = (
+        "name",
+        "level",
+        "buffer",
+        "start",
+        "extent",
+        "elem",
+        "shape",
+        "strides",
+        "quant",
+        "dense",
+        "_view",
+        "_view_of",
+    )
 
-    def __init__(self, name: str, level: MemoryLevel, buffer: BufferInfo, start: int,
-                 extent: int, elem: str | None = None, shape: tuple[int, ...] | None = None,
-                 strides: tuple[int, ...] | None = None, quant: Quant | None = None,
-                 dense: bool = True) -> None:
+    def __init__(
+        self,
+        name: str,
+        level: MemoryLevel,
+        buffer: BufferInfo,
+        start: int,
+        extent: int,
+        elem: str | None = None,
+        shape: tuple[int, ...] | None = None,
+        strides: tuple[int, ...] | None = None,
+        quant: Quant | None = None,
+        dense: bool = True,
+    ) -> None:
         self.name = name
         self.level = level
         self.buffer = buffer
-        self.start = start              # absolute byte offset in the level
+        self.start = start  # absolute byte offset in the level
         self.extent = extent
         self.elem = elem
         self.shape = shape
-        self.strides = strides          # in elements; None = dense row-major
+        self.strides = strides  # in elements; None = dense row-major
         self.quant = quant
         self.dense = dense
-        self._view: np.ndarray | None = None    # view() of the level bytes in `_view_of`
+        self._view: np.ndarray | None = None  # view() of the level bytes in `_view_of`
         self._view_of: np.ndarray | None = None
 
     @property
@@ -399,25 +466,35 @@ class RegionInst:
         if self.offset < 0 or self.extent < 0 or self.offset + self.extent > b.size:
             raise MemoryError_(
                 f"region {self.name} [{self.offset}, {self.offset + self.extent}) is outside "
-                f"buffer {b.name} ({b.size} bytes)", "HAZ-04",
+                f"buffer {b.name} ({b.size} bytes)",
+                "HAZ-04",
                 "keep the region inside its buffer for every loop iteration: shrink the region "
-                "or enlarge the buffer")
+                "or enlarge the buffer",
+            )
         if self.elem is None or not self.shape:
             return
         if min(self.shape) <= 0:
-            raise MemoryError_(f"region {self.name} has shape {list(self.shape)}", "REG-06",
-                               "give every dimension a size of at least 1")
-        span = math.prod(self.shape) if self.strides is None else \
-            sum((d - 1) * s for d, s in zip(self.shape, self.strides)) + 1
+            raise MemoryError_(
+                f"region {self.name} has shape {list(self.shape)}",
+                "REG-06",
+                "give every dimension a size of at least 1",
+            )
+        span = (
+            math.prod(self.shape)
+            if self.strides is None
+            else sum((d - 1) * s for d, s in zip(self.shape, self.strides)) + 1
+        )
         need = math.ceil(span * BITS[self.elem] / 8)
         if need > self.extent:
             raise MemoryError_(
                 f"region {self.name}: its elements span {need} bytes but its extent is "
-                f"{self.extent}", "EXT-02", "enlarge the extent, or make the shape or strides "
-                "smaller")
+                f"{self.extent}",
+                "EXT-02",
+                "enlarge the extent, or make the shape or strides smaller",
+            )
 
     def raw(self) -> np.ndarray:
-        return self.level.data[self.start:self.start + self.extent]
+        return self.level.data[self.start : self.start + self.extent]
 
     def view(self) -> np.ndarray:
         """A writable typed view (not for i4; use read/write); built once per
@@ -427,12 +504,15 @@ class RegionInst:
         if view is not None and self._view_of is data:
             return view
         if self.elem is None:
-            v = data[self.start:self.start + self.extent]
+            v = data[self.start : self.start + self.extent]
         else:
             dt = DTYPES[self.elem]
             shape = self.shape or (self.extent // dt.itemsize,)
-            strides = tuple(s * dt.itemsize for s in self.strides) \
-                if self.shape and self.strides is not None else None   # None: row-major
+            strides = (
+                tuple(s * dt.itemsize for s in self.strides)
+                if self.shape and self.strides is not None
+                else None
+            )  # None: row-major
             v = np.ndarray(shape, dtype=dt, buffer=data, offset=self.start, strides=strides)
         self._view, self._view_of = v, data
         return v
@@ -464,8 +544,10 @@ class RegionInst:
 
     def describe(self) -> str:
         t = f" {self.elem}{list(self.shape) if self.shape else ''}" if self.elem else " untyped"
-        return (f"{self.name} = {self.buffer.name}[{self.offset}:{self.offset + self.extent}] "
-                f"({self.level.name} bytes [{self.start}, {self.start + self.extent})){t}")
+        return (
+            f"{self.name} = {self.buffer.name}[{self.offset}:{self.offset + self.extent}] "
+            f"({self.level.name} bytes [{self.start}, {self.start + self.extent})){t}"
+        )
 
     def __repr__(self) -> str:
         return f"<Region {self.describe()}>"

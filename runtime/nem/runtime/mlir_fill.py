@@ -62,8 +62,14 @@ def fill_of(fn: func.FuncOp, n_mem: int) -> tuple[int, float | int] | None:
     ivs: list[SSAValue] = []
     trips: list[int] = []
     while loop is not None:
-        if loop.lowerBoundOperands or loop.upperBoundOperands or loop.inits or loop.res or \
-                loop.step.value.data != 1 or _constant_bound(loop.lowerBoundMap.data) != 0:
+        if (
+            loop.lowerBoundOperands
+            or loop.upperBoundOperands
+            or loop.inits
+            or loop.res
+            or loop.step.value.data != 1
+            or _constant_bound(loop.lowerBoundMap.data) != 0
+        ):
             return None
         ub = _constant_bound(loop.upperBoundMap.data)
         if ub is None or ub <= 0:
@@ -83,23 +89,36 @@ def fill_of(fn: func.FuncOp, n_mem: int) -> tuple[int, float | int] | None:
     return None
 
 
-def _stored(store: affine.StoreOp, ivs: list[SSAValue], trips: list[int],
-            consts: dict[SSAValue, arith.ConstantOp],
-            args: Sequence[BlockArgument]) -> tuple[int, float | int] | None:
+def _stored(
+    store: affine.StoreOp,
+    ivs: list[SSAValue],
+    trips: list[int],
+    consts: dict[SSAValue, arith.ConstantOp],
+    args: Sequence[BlockArgument],
+) -> tuple[int, float | int] | None:
     """The (argument, constant) of a store that covers its memref exactly once."""
     mem = store.memref
     const = consts.get(store.value)
     if not isinstance(mem, BlockArgument) or mem not in args or const is None:
         return None
     ty = mem.type
-    if not isinstance(ty, MemRefType) or not isinstance(ty.layout, NoneAttr) or \
-            not isinstance(ty.memory_space, NoneAttr):
+    if (
+        not isinstance(ty, MemRefType)
+        or not isinstance(ty.layout, NoneAttr)
+        or not isinstance(ty.memory_space, NoneAttr)
+    ):
         return None
     shape = ty.get_shape()
-    m = store.map.data if isinstance(store.map, AffineMapAttr) else \
-        AffineMap.identity(len(store.indices))
-    if m.num_dims + m.num_symbols != len(store.indices) or len(m.results) != len(shape) or \
-            len(shape) != len(ivs):
+    m = (
+        store.map.data
+        if isinstance(store.map, AffineMapAttr)
+        else AffineMap.identity(len(store.indices))
+    )
+    if (
+        m.num_dims + m.num_symbols != len(store.indices)
+        or len(m.results) != len(shape)
+        or len(shape) != len(ivs)
+    ):
         return None
     used: list[SSAValue] = []
     for d, e in enumerate(m.results):
@@ -119,8 +138,11 @@ def _stored(store: affine.StoreOp, ivs: list[SSAValue], trips: list[int],
         return None
     if isinstance(elem, Float32Type) and isinstance(attr, FloatAttr):
         return args.index(mem), float(attr.value.data)
-    if isinstance(elem, IntegerType) and elem.signedness.data == Signedness.SIGNLESS and \
-            isinstance(attr, IntegerAttr):
+    if (
+        isinstance(elem, IntegerType)
+        and elem.signedness.data == Signedness.SIGNLESS
+        and isinstance(attr, IntegerAttr)
+    ):
         return args.index(mem), int(attr.value.data)
     return None
 
@@ -135,7 +157,7 @@ class FillKernel:
     def bind(self, arrays: Sequence[np.ndarray], index_args: Sequence[int]) -> Callable[[], None]:
         a = arrays[self.arg]
         src = np.float64 if isinstance(self.value, float) else np.int64
-        v = np.array(self.value, dtype=src).astype(a.dtype)   # a store's conversion
+        v = np.array(self.value, dtype=src).astype(a.dtype)  # a store's conversion
         return lambda: a.fill(v)
 
 
@@ -145,7 +167,6 @@ def fill_kernel(fn: func.FuncOp, group: Sequence[int], n_in: int) -> FillKernel 
     `CompiledKernel.bind` gives it); the caller (an interpreter's
     `EscapeHatch`) keeps it."""
     got = fill_of(fn, len(group))
-    if got is not None and not any(group[k] == group[got[0]]
-                                   for k in range(n_in, len(group))):
-        return None       # a fill of an input only: left to the backends
+    if got is not None and not any(group[k] == group[got[0]] for k in range(n_in, len(group))):
+        return None  # a fill of an input only: left to the backends
     return FillKernel(*got) if got is not None else None

@@ -151,8 +151,7 @@ class NumpyShapedArray(ShapedArray[float]):
 
     def _check(self, index: Sequence[int]) -> tuple[int, ...]:
         index = tuple(index)
-        if len(index) != len(self.shape) or any(
-                not 0 <= i < d for i, d in zip(index, self.shape)):
+        if len(index) != len(self.shape) or any(not 0 <= i < d for i, d in zip(index, self.shape)):
             raise outside_error(index, self.shape)
         return index
 
@@ -207,8 +206,10 @@ class KernelInterpreter(Interpreter):
         r = super()._run_op(op, inputs)
         rd = self.rounders.get(op)
         if rd is not None and r.values:
-            r = OpImplResult(tuple(f(v) if f is not None else v for f, v in zip(rd, r.values)),
-                             r.terminator_value)
+            r = OpImplResult(
+                tuple(f(v) if f is not None else v for f, v in zip(rd, r.values)),
+                r.terminator_value,
+            )
         return r
 
 
@@ -217,7 +218,7 @@ def _context() -> Context:
     ctx = Context(allow_unregistered=True)
     register_mlir_dialects(ctx)  # affine, memref with the upstream ops xDSL lacks (affine.max, ...)
     for d in (builtin.Builtin, func.Func, arith.Arith, math.Math, scf.Scf, linalg.Linalg):
-        if d.name in ctx.registered_dialect_names:   # linalg, with linalg.softmax
+        if d.name in ctx.registered_dialect_names:  # linalg, with linalg.softmax
             ctx.load_registered_dialect(d.name)
         else:
             ctx.load_dialect(d)
@@ -225,7 +226,7 @@ def _context() -> Context:
 
 
 def _opname(op: Operation) -> str:
-    name = getattr(op, "op_name", None)   # UnregisteredOp keeps the written name
+    name = getattr(op, "op_name", None)  # UnregisteredOp keeps the written name
     return name.data if name is not None and hasattr(name, "data") else op.name
 
 
@@ -252,13 +253,20 @@ def _check_required_fields(module: builtin.ModuleOp, text: str) -> None:
         if not isinstance(op, IRDLOperation):
             continue
         d = op.get_irdl_definition()
-        for kind, defs, present in (("property", d.properties, op.properties),
-                                    ("attribute", d.attributes, op.attributes)):
+        for kind, defs, present in (
+            ("property", d.properties, op.properties),
+            ("attribute", d.attributes, op.attributes),
+        ):
             for name, fdef in defs.items():
-                if name not in present and not isinstance(fdef, OptionalDef) and \
-                        getattr(fdef, "default_value", None) is None:
-                    raise NotSupported(f"{OPNAME}: {op.name} at {_where(text, module, op)} lacks its "
-                                       f"required {kind} '{name}'")
+                if (
+                    name not in present
+                    and not isinstance(fdef, OptionalDef)
+                    and getattr(fdef, "default_value", None) is None
+                ):
+                    raise NotSupported(
+                        f"{OPNAME}: {op.name} at {_where(text, module, op)} lacks its "
+                        f"required {kind} '{name}'"
+                    )
 
 
 def _check_text(text: str) -> None:
@@ -270,8 +278,11 @@ def _check_text(text: str) -> None:
         check_mlir_text(text, "kernel")
     except NemDiagnosticError as e:
         d = e.diagnostics[0]
-        raise NotSupported(f"{OPNAME}: the kernel text does not parse: "
-                           f"{d.loc}: {d.message}" if d.loc else d.message) from None
+        raise NotSupported(
+            f"{OPNAME}: the kernel text does not parse: {d.loc}: {d.message}"
+            if d.loc
+            else d.message
+        ) from None
 
 
 class CompiledKernel:
@@ -292,23 +303,37 @@ class CompiledKernel:
             raise NotSupported(f"{OPNAME}: the kernel must hold exactly one func.func @kernel")
         self.fn = fns[0]
         self.arg_types = list(self.fn.function_type.inputs.data)
-        self._arg_sigs: dict[int, MemrefSig] = {}     # argument -> _memref_sig (bind)
+        self._arg_sigs: dict[int, MemrefSig] = {}  # argument -> _memref_sig (bind)
         interp = KernelInterpreter(module)
-        for ft in (ArithFunctions(), MemRefFunctions(), MathFunctions(), FuncFunctions(),
-                   BuiltinFunctions(), ScfFunctions(), LinalgFunctions()):
+        for ft in (
+            ArithFunctions(),
+            MemRefFunctions(),
+            MathFunctions(),
+            FuncFunctions(),
+            BuiltinFunctions(),
+            ScfFunctions(),
+            LinalgFunctions(),
+        ):
             interp.register_implementations(ft)
-        for kernel_ft in (AffineKernelFunctions(), ScfKernelFunctions(), ScalarKernelFunctions(),
-                          LinalgKernelFunctions()):
+        for kernel_ft in (
+            AffineKernelFunctions(),
+            ScfKernelFunctions(),
+            ScalarKernelFunctions(),
+            LinalgKernelFunctions(),
+        ):
             interp.register_implementations(kernel_ft, override=True)
         impls = interp._impls._impl_dict  # noqa: SLF001 - the table of implemented ops
         ops = list(self.fn.body.walk())
         for op in ops:
             why = unsupported(op, impls)
             if why is not None:
-                raise NotSupported(f"{OPNAME}: {_opname(op)} at {_where(text, self.fn, op)} {why}; "
-                                   "the task cannot run in the reference runtime")
-        interp.reductions = {op: affine_reductions(op) for op in ops
-                             if isinstance(op, affine.ParallelOp)}
+                raise NotSupported(
+                    f"{OPNAME}: {_opname(op)} at {_where(text, self.fn, op)} {why}; "
+                    "the task cannot run in the reference runtime"
+                )
+        interp.reductions = {
+            op: affine_reductions(op) for op in ops if isinstance(op, affine.ParallelOp)
+        }
         combiners = [c for pairs in interp.reductions.values() for c, _ in pairs]
         interp.rounders = _rounders([*ops, *combiners])
         self.interp = interp
@@ -316,19 +341,24 @@ class CompiledKernel:
         # ops the interpreter runs per call (a lower bound unless exact)
         self.estimate, self.estimate_exact = scalar_ops(self.fn)
 
-    def bind(self, ins: list[Tensor], outs: list[Tensor],
-             index_args: list[int]) -> tuple[tuple[Tensor, ...], list[int]]:
+    def bind(
+        self, ins: list[Tensor], outs: list[Tensor], index_args: list[int]
+    ) -> tuple[tuple[Tensor, ...], list[int]]:
         """Check the task's operands against the signature; `group[k]` is
         the first operand over the same memory as operand k."""
         n_mem = len(ins) + len(outs)
         types = self.arg_types
-        if len(types) != n_mem + len(index_args) or \
-                not all(isinstance(t, MemRefType) for t in types[:n_mem]) or \
-                not all(isinstance(t, IndexType) for t in types[n_mem:]):
-            raise NotSupported(f"{OPNAME}: @kernel takes {len(types)} arguments; the task has "
-                               f"{len(ins)} ins, {len(outs)} outs and {len(index_args)} "
-                               "index_args (contract: a memref per operand, then an index per "
-                               "index_args entry)")
+        if (
+            len(types) != n_mem + len(index_args)
+            or not all(isinstance(t, MemRefType) for t in types[:n_mem])
+            or not all(isinstance(t, IndexType) for t in types[n_mem:])
+        ):
+            raise NotSupported(
+                f"{OPNAME}: @kernel takes {len(types)} arguments; the task has "
+                f"{len(ins)} ins, {len(outs)} outs and {len(index_args)} "
+                "index_args (contract: a memref per operand, then an index per "
+                "index_args entry)"
+            )
         operands = [*ins, *outs]
         sigs = self._arg_sigs
         for k, (t, ty) in enumerate(zip(operands, types)):
@@ -350,9 +380,14 @@ class CompiledKernel:
                     break
         return tuple(operands), group
 
-    def run_interpreted(self, operands: Sequence[Tensor], group: list[int], n_in: int,
-                         index_args: list[int],
-                         progress: Progress | None = None) -> list[np.ndarray]:
+    def run_interpreted(
+        self,
+        operands: Sequence[Tensor],
+        group: list[int],
+        n_in: int,
+        index_args: list[int],
+        progress: Progress | None = None,
+    ) -> list[np.ndarray]:
         """Run the kernel in the interpreter on `bind`'s operands; returns
         the outs' new contents.  `progress(done, estimate, seconds)` is called
         now and then once the run takes longer than a second."""
@@ -361,9 +396,9 @@ class CompiledKernel:
         for g in sorted(set(group)):
             a = operands[g].array
             if any(group[k] == g for k in range(n_in, n_mem)):
-                data = np.array(a, order="C", copy=True)   # out: read-modify-write copy
+                data = np.array(a, order="C", copy=True)  # out: read-modify-write copy
             else:
-                data = np.asarray(a, order="C").view()     # in: read-only view (0-d kept)
+                data = np.asarray(a, order="C").view()  # in: read-only view (0-d kept)
                 data.flags.writeable = False
             wrapped[g] = NumpyShapedArray(data, 4 if operands[g].elem == "i4" else None)
         args: list[NumpyShapedArray | int] = [wrapped[group[k]] for k in range(n_mem)]
@@ -371,26 +406,32 @@ class CompiledKernel:
         args.extend(int(v) for v in index_args)
         self.interp.start_progress(self.estimate, progress)
         try:
-            with np.errstate(all="ignore"):   # IEEE overflow/invalid give inf/NaN, no warnings
+            with np.errstate(all="ignore"):  # IEEE overflow/invalid give inf/NaN, no warnings
                 self.interp.call_op(self.fn, tuple(args))
         except KernelError:
             raise
         except Exception as e:  # noqa: BLE001 - interpreter failures are data-dependent
             root = _cause(e)
-            if isinstance(root, KernelError):   # e.g. an out-of-bounds access, re-raised as is
+            if isinstance(root, KernelError):  # e.g. an out-of-bounds access, re-raised as is
                 raise root from None
-            raise NumericError(f"{OPNAME}: the kernel failed while running: "
-                               f"{_root_cause(e)}") from None
-        return [np.asarray(a, dtype=t.array.dtype).reshape(t.array.shape)
-                for a, t in zip(out_arrays, operands[n_in:])]
+            raise NumericError(
+                f"{OPNAME}: the kernel failed while running: {_root_cause(e)}"
+            ) from None
+        return [
+            np.asarray(a, dtype=t.array.dtype).reshape(t.array.shape)
+            for a, t in zip(out_arrays, operands[n_in:])
+        ]
 
 
 def _cause(e: BaseException) -> BaseException:
     seen: set[int] = set()
     while id(e) not in seen:
         seen.add(id(e))
-        nxt = e.__cause__ or e.__context__ or next(
-            (a for a in getattr(e, "args", ()) if isinstance(a, BaseException)), None)
+        nxt = (
+            e.__cause__
+            or e.__context__
+            or next((a for a in getattr(e, "args", ()) if isinstance(a, BaseException)), None)
+        )
         if nxt is None:
             break
         e = nxt
@@ -406,27 +447,32 @@ def _root_cause(e: BaseException) -> str:
 
 def _same_memory(a: np.ndarray, b: np.ndarray) -> bool:
     ia, ib = a.__array_interface__, b.__array_interface__
-    return (ia["data"][0] == ib["data"][0] and a.shape == b.shape and a.strides == b.strides
-            and a.dtype == b.dtype)
+    return (
+        ia["data"][0] == ib["data"][0]
+        and a.shape == b.shape
+        and a.strides == b.strides
+        and a.dtype == b.dtype
+    )
 
 
 def _memref_sig(ty: MemRefType) -> MemrefSig:
     """(shape, element type text, integer width or None) of a memref argument:
     computed once per kernel (printing an xDSL type is slow)."""
     el = ty.get_element_type()
-    return (tuple(ty.get_shape()), str(el),
-            el.width.data if isinstance(el, IntegerType) else None)
+    return (tuple(ty.get_shape()), str(el), el.width.data if isinstance(el, IntegerType) else None)
 
 
 def _check_type(t: Tensor, ty: MemRefType, sig: MemrefSig, k: int) -> None:
     shape, got, width = sig
     if width is not None and t.elem in ("u8", "u16", "u32"):
-        ok = width == int(t.elem[1:])   # signless iN memref over an unsigned region
+        ok = width == int(t.elem[1:])  # signless iN memref over an unsigned region
     else:
         ok = got == _ELEM_MLIR.get(t.elem)
     if not ok or shape != t.array.shape:
-        raise NotSupported(f"{OPNAME}: argument {k} of @kernel is {ty} but the task's operand "
-                           f"{k} is {t.elem}{list(t.array.shape)}")
+        raise NotSupported(
+            f"{OPNAME}: argument {k} of @kernel is {ty} but the task's operand "
+            f"{k} is {t.elem}{list(t.array.shape)}"
+        )
 
 
 # ---------------------------------------------------------------------------
@@ -469,23 +515,27 @@ def _iterations(op: Operation) -> int | None:
     if isinstance(op, affine.ForOp):
         if op.operands:
             return None
-        return _trip(_const_map(op.lowerBoundMap), _const_map(op.upperBoundMap),
-                     op.step.value.data)
+        return _trip(_const_map(op.lowerBoundMap), _const_map(op.upperBoundMap), op.step.value.data)
     if isinstance(op, scf.ForOp):
         return _trip(_const_value(op.lb), _const_value(op.ub), _const_value(op.step))
     if isinstance(op, affine.ParallelOp):
         if op.operands:
             return None
         lbs, ubs = op.lowerBoundsMap.data.eval([], []), op.upperBoundsMap.data.eval([], [])
-        return _product(_trip(lb, ub, st.value.data)
-                        for lb, ub, st in zip(lbs, ubs, op.steps.data))
+        return _product(_trip(lb, ub, st.value.data) for lb, ub, st in zip(lbs, ubs, op.steps.data))
     if isinstance(op, scf.ParallelOp):
-        return _product(_trip(_const_value(lb), _const_value(ub), _const_value(st))
-                        for lb, ub, st in zip(op.lowerBound, op.upperBound, op.step))
+        return _product(
+            _trip(_const_value(lb), _const_value(ub), _const_value(st))
+            for lb, ub, st in zip(op.lowerBound, op.upperBound, op.step)
+        )
     if isinstance(op, STRUCTURED):
         s = as_structured(op)
-        shapes = [d for v in (*s.inputs, *s.outputs) if isinstance(v.type, MemRefType)
-                  for d in v.type.get_shape()]
+        shapes = [
+            d
+            for v in (*s.inputs, *s.outputs)
+            if isinstance(v.type, MemRefType)
+            for d in v.type.get_shape()
+        ]
         return _product(max(r, 0) for r in s.get_shapes_to_loops_map().eval(shapes, []))
     if isinstance(op, scf.WhileOp):
         return None

@@ -60,8 +60,11 @@ class ReducingInterpreter(Protocol):
     reductions: dict[Operation, list[tuple[Operation, Any]]]
 
 
-_CONSTRAINT = {AffineConstraintKind.ge: operator.ge, AffineConstraintKind.le: operator.le,
-               AffineConstraintKind.eq: operator.eq}
+_CONSTRAINT = {
+    AffineConstraintKind.ge: operator.ge,
+    AffineConstraintKind.le: operator.le,
+    AffineConstraintKind.eq: operator.eq,
+}
 
 
 def _eval_map(m: AffineMap, operands: Sequence[int]) -> tuple[int, ...]:
@@ -69,29 +72,37 @@ def _eval_map(m: AffineMap, operands: Sequence[int]) -> tuple[int, ...]:
     return m.eval(list(operands[:nd]), list(operands[nd:]))
 
 
-def _return_operands(self: InterpreterFunctions, interpreter: Interpreter, op: Operation,
-                     args: PythonValues) -> tuple[TerminatorValue, PythonValues]:
+def _return_operands(
+    self: InterpreterFunctions, interpreter: Interpreter, op: Operation, args: PythonValues
+) -> tuple[TerminatorValue, PythonValues]:
     """A terminator that hands its operands to the op running its region
     (affine.yield, scf.reduce, scf.reduce.return)."""
     return ReturnedValues(args), ()
 
 
-def _grouped(bound: Callable[[Sequence[int]], int], values: Sequence[int],
-             groups: DenseIntElementsAttr) -> list[int]:
+def _grouped(
+    bound: Callable[[Sequence[int]], int], values: Sequence[int], groups: DenseIntElementsAttr
+) -> list[int]:
     """affine.parallel bounds: `values` (the map's results) split into
     consecutive groups of the sizes `groups` lists, each reduced by `bound`
     (max for lower bounds, min for upper bounds)."""
     out: list[int] = []
     start = 0
     for size in groups.get_values():
-        out.append(bound(values[start:start + size]))
+        out.append(bound(values[start : start + size]))
         start += size
     return out
 
 
-def _parallel_loops(interpreter: Interpreter, body: Region, lbs: Sequence[int], ubs: Sequence[int],
-                    steps: Sequence[int], init: Sequence[Any],
-                    combine: Callable[[int, Any, Any], Any]) -> PythonValues:
+def _parallel_loops(
+    interpreter: Interpreter,
+    body: Region,
+    lbs: Sequence[int],
+    ubs: Sequence[int],
+    steps: Sequence[int],
+    init: Sequence[Any],
+    combine: Callable[[int, Any, Any], Any],
+) -> PythonValues:
     """affine.parallel / scf.parallel: run `body` at every point of the
     iteration space in sequential order (lexicographic, the first induction
     variable outermost) and fold the values each point yields into `init` in
@@ -111,48 +122,55 @@ class AffineKernelFunctions(InterpreterFunctions):
     """affine ops with dims and symbols split as the map says."""
 
     @impl(affine.LoadOp)
-    def run_load(self, interpreter: Interpreter, op: affine.LoadOp,
-                 args: PythonValues) -> PythonValues:
+    def run_load(
+        self, interpreter: Interpreter, op: affine.LoadOp, args: PythonValues
+    ) -> PythonValues:
         mem, *ops = args
         return (mem.load(_eval_map(op.map.data, ops)),)
 
     @impl(affine.StoreOp)
-    def run_store(self, interpreter: Interpreter, op: affine.StoreOp,
-                  args: PythonValues) -> PythonValues:
+    def run_store(
+        self, interpreter: Interpreter, op: affine.StoreOp, args: PythonValues
+    ) -> PythonValues:
         value, mem, *ops = args
         mem.store(_eval_map(op.map.data, ops), value)
         return ()
 
     @impl(affine.ApplyOp)
-    def run_apply(self, interpreter: Interpreter, op: affine.ApplyOp,
-                  args: PythonValues) -> PythonValues:
+    def run_apply(
+        self, interpreter: Interpreter, op: affine.ApplyOp, args: PythonValues
+    ) -> PythonValues:
         return tuple(_eval_map(op.map.data, args))
 
     @impl(affine.MinOp)
-    def run_min(self, interpreter: Interpreter, op: affine.MinOp,
-                args: PythonValues) -> PythonValues:
+    def run_min(
+        self, interpreter: Interpreter, op: affine.MinOp, args: PythonValues
+    ) -> PythonValues:
         return (min(_eval_map(op.map.data, args)),)
 
     @impl(AffineMaxOp)
-    def run_max(self, interpreter: Interpreter, op: AffineMaxOp,
-                args: PythonValues) -> PythonValues:
+    def run_max(
+        self, interpreter: Interpreter, op: AffineMaxOp, args: PythonValues
+    ) -> PythonValues:
         return (max(_eval_map(op.map.data, args)),)
 
     @impl(affine.ForOp)
-    def run_for(self, interpreter: Interpreter, op: affine.ForOp,
-                args: PythonValues) -> PythonValues:
+    def run_for(
+        self, interpreter: Interpreter, op: affine.ForOp, args: PythonValues
+    ) -> PythonValues:
         n_lb, n_ub = len(op.lowerBoundOperands), len(op.upperBoundOperands)
         lb = max(_eval_map(op.lowerBoundMap.data, args[:n_lb]))
-        ub = min(_eval_map(op.upperBoundMap.data, args[n_lb:n_lb + n_ub]))
-        carried = tuple(args[n_lb + n_ub:])
+        ub = min(_eval_map(op.upperBoundMap.data, args[n_lb : n_lb + n_ub]))
+        carried = tuple(args[n_lb + n_ub :])
         step = op.step.value.data
         for i in range(lb, ub, step):
             carried = tuple(interpreter.run_ssacfg_region(op.body, (i, *carried)))
         return carried
 
     @impl(affine.ParallelOp)
-    def run_parallel(self, interpreter: Interpreter, op: affine.ParallelOp,
-                     args: PythonValues) -> PythonValues:
+    def run_parallel(
+        self, interpreter: Interpreter, op: affine.ParallelOp, args: PythonValues
+    ) -> PythonValues:
         """Bounds: max over each lower-bound group, min over each upper one;
         each `reduce` result combines as `interpreter.reductions` says
         (`affine_reductions`)."""
@@ -163,16 +181,23 @@ class AffineKernelFunctions(InterpreterFunctions):
         # these functions are registered on a KernelInterpreter only
         reductions = cast(ReducingInterpreter, interpreter).reductions[op]
         return _parallel_loops(
-            interpreter, op.body, lbs, ubs, [s.value.data for s in op.steps.data],
+            interpreter,
+            op.body,
+            lbs,
+            ubs,
+            [s.value.data for s in op.steps.data],
             [identity for _, identity in reductions],
-            lambda k, acc, v: interpreter.run_op(reductions[k][0], (acc, v))[0])
+            lambda k, acc, v: interpreter.run_op(reductions[k][0], (acc, v))[0],
+        )
 
     @impl(AffineIfOp)
     def run_if(self, interpreter: Interpreter, op: AffineIfOp, args: PythonValues) -> PythonValues:
         cond = op.condition.data
-        dims, syms = list(args[:cond.num_dims]), list(args[cond.num_dims:])
-        holds = all(_CONSTRAINT[c.kind](c.lhs.eval(dims, syms), c.rhs.eval(dims, syms))
-                    for c in cond.constraints)
+        dims, syms = list(args[: cond.num_dims]), list(args[cond.num_dims :])
+        holds = all(
+            _CONSTRAINT[c.kind](c.lhs.eval(dims, syms), c.rhs.eval(dims, syms))
+            for c in cond.constraints
+        )
         region = op.then_region if holds else op.else_region
         if not region.blocks:
             return ()
@@ -187,8 +212,9 @@ class ScfKernelFunctions(InterpreterFunctions):
     lacks, and scf.for with MLIR's positive-step requirement."""
 
     @impl(scf.ParallelOp)
-    def run_parallel(self, interpreter: Interpreter, op: scf.ParallelOp,
-                     args: PythonValues) -> PythonValues:
+    def run_parallel(
+        self, interpreter: Interpreter, op: scf.ParallelOp, args: PythonValues
+    ) -> PythonValues:
         """Each reduction starts from its init value; its scf.reduce region
         combines (accumulator, value), as the `scf.for` nest of
         `-convert-scf-to-cf` applies it."""
@@ -197,8 +223,14 @@ class ScfKernelFunctions(InterpreterFunctions):
         assert isinstance(last, scf.ReduceOp)  # the op verified (`unsupported`)
         regions = last.reductions
         return _parallel_loops(
-            interpreter, op.body, args[:n], args[n:2 * n], args[2 * n:3 * n], args[3 * n:],
-            lambda k, acc, v: interpreter.run_ssacfg_region(regions[k], (acc, v))[0])
+            interpreter,
+            op.body,
+            args[:n],
+            args[n : 2 * n],
+            args[2 * n : 3 * n],
+            args[3 * n :],
+            lambda k, acc, v: interpreter.run_ssacfg_region(regions[k], (acc, v))[0],
+        )
 
     @impl(scf.ForOp)
     def run_for(self, interpreter: Interpreter, op: scf.ForOp, args: PythonValues) -> PythonValues:
@@ -212,15 +244,15 @@ class ScfKernelFunctions(InterpreterFunctions):
     run_reduce_return = impl_terminator(scf.ReduceReturnOp)(_return_operands)
 
 
-
 _XDSL_SCF = ScfFunctions()
 """xDSL's scf implementations, which `ScfKernelFunctions.run_for` defers to."""
 
 
 def _projection(rank: int, dropped: Container[int]) -> AffineMap:
     """(d0, ..., d{rank-1}) -> the dims not in `dropped`, in order."""
-    return AffineMap(rank, 0, tuple(AffineExpr.dimension(k) for k in range(rank)
-                                    if k not in dropped))
+    return AffineMap(
+        rank, 0, tuple(AffineExpr.dimension(k) for k in range(rank) if k not in dropped)
+    )
 
 
 class _AsGeneric:
@@ -237,10 +269,12 @@ class _AsGeneric:
     # LinalgStructuredOperation's methods, run on this stand-in (they read only
     # the indexing maps and the operands)
     get_num_loops: ClassVar[Callable[[Any], int]] = LinalgStructuredOperation.get_num_loops
-    get_loops_to_shapes_map: ClassVar[Callable[[Any], AffineMap]] = \
+    get_loops_to_shapes_map: ClassVar[Callable[[Any], AffineMap]] = (
         LinalgStructuredOperation.get_loops_to_shapes_map
-    get_shapes_to_loops_map: ClassVar[Callable[[Any], AffineMap]] = \
+    )
+    get_shapes_to_loops_map: ClassVar[Callable[[Any], AffineMap]] = (
         LinalgStructuredOperation.get_shapes_to_loops_map
+    )
 
     def __init__(self, op: LinalgReduceOp | LinalgBroadcastOp) -> None:
         self.inputs, self.outputs = (op.input,), (op.init,)
@@ -269,7 +303,7 @@ def as_structured(op: Operation) -> LinalgStructuredOperation | _AsGeneric:
     """`op` (a `STRUCTURED` op) as `run_linalg_structured_op` takes it."""
     if isinstance(op, _AsGeneric.OPS):
         return _AsGeneric(op)
-    return cast(LinalgStructuredOperation, op)   # the other STRUCTURED ops
+    return cast(LinalgStructuredOperation, op)  # the other STRUCTURED ops
 
 
 class LinalgKernelFunctions(InterpreterFunctions):
@@ -285,18 +319,19 @@ class LinalgKernelFunctions(InterpreterFunctions):
     of the linalg dialect."""
 
 
-def _run_structured(self: InterpreterFunctions, interpreter: Interpreter, op: Operation,
-                    args: PythonValues) -> PythonValues:
+def _run_structured(
+    self: InterpreterFunctions, interpreter: Interpreter, op: Operation, args: PythonValues
+) -> PythonValues:
     # an _AsGeneric has what run_linalg_structured_op reads of a structured op
     results: PythonValues = run_linalg_structured_op(
-        interpreter, cast(LinalgStructuredOperation, as_structured(op)), args)
+        interpreter, cast(LinalgStructuredOperation, as_structured(op)), args
+    )
     return results
 
 
 for _op in linalg.Linalg.operations:
     if issubclass(_op, STRUCTURED):
-        setattr(LinalgKernelFunctions, f"run_{_op.name.split('.')[1]}",
-                impl(_op)(_run_structured))
+        setattr(LinalgKernelFunctions, f"run_{_op.name.split('.')[1]}", impl(_op)(_run_structured))
 register_impls(LinalgKernelFunctions)  # the methods set above (in place)
 
 
@@ -325,14 +360,18 @@ def _linalg_unsupported(op: LinalgStructuredOperation | _AsGeneric) -> str | Non
     if op.results or len(op.outputs) != 1 or getattr(op, "library_call", None) is not None:
         return "is supported only with one memref output, no results, no library_call"
     if isinstance(op, PoolingOperation) and not op.body.block.args[-1].uses:
-        return ("has a body that ignores the output (xDSL's body for the custom form of a "
-                "pooling op); the generic form with MLIR's body runs")
+        return (
+            "has a body that ignores the output (xDSL's body for the custom form of a "
+            "pooling op); the generic form with MLIR's body runs"
+        )
     out = op.outputs[0].type
     want = out.get_element_type() if isinstance(out, MemRefType) else None
     yielded = [v.type for v in op.body.block.last_op.operands] if op.body.block.last_op else []
     if yielded != [want]:
-        return (f"yields {', '.join(map(str, yielded)) or 'nothing'} into a memref of {want} "
-                "(implicit casts are not supported)")
+        return (
+            f"yields {', '.join(map(str, yielded)) or 'nothing'} into a memref of {want} "
+            "(implicit casts are not supported)"
+        )
     for body_op in op.body.block.ops:
         why = _verify_failure(body_op)
         if why is not None:
@@ -346,16 +385,41 @@ def _linalg_unsupported(op: LinalgStructuredOperation | _AsGeneric) -> str | Non
 # (arith::getIdentityValue: +0.0 for addf).  The other kinds (assign, maxs,
 # maxnumf, xori, ...) fail upstream's verifier or its lowering.
 _AFFINE_REDUCTIONS = {
-    "addf": (arith.AddfOp, 0.0), "mulf": (arith.MulfOp, 1.0),
-    "maximumf": (arith.MaximumfOp, -math_inf), "minimumf": (arith.MinimumfOp, math_inf),
-    "addi": (arith.AddiOp, 0), "muli": (arith.MuliOp, 1),
-    "andi": (arith.AndIOp, -1), "ori": (arith.OrIOp, 0),
+    "addf": (arith.AddfOp, 0.0),
+    "mulf": (arith.MulfOp, 1.0),
+    "maximumf": (arith.MaximumfOp, -math_inf),
+    "minimumf": (arith.MinimumfOp, math_inf),
+    "addi": (arith.AddiOp, 0),
+    "muli": (arith.MuliOp, 1),
+    "andi": (arith.AndIOp, -1),
+    "ori": (arith.OrIOp, 0),
 }
 # arith::AtomicRMWKind by its number, as MLIR's generic form prints `reductions`
-ATOMIC_RMW_KINDS = ("addf", "addi", "andi", "assign", "maximumf", "maxnumf", "maxs", "maxu",
-                     "minimumf", "minnumf", "mins", "minu", "mulf", "muli", "ori", "xori")
-_AFFINE_PARALLEL_PROPS = ("lowerBoundsMap", "lowerBoundsGroups", "upperBoundsMap",
-                          "upperBoundsGroups", "steps")
+ATOMIC_RMW_KINDS = (
+    "addf",
+    "addi",
+    "andi",
+    "assign",
+    "maximumf",
+    "maxnumf",
+    "maxs",
+    "maxu",
+    "minimumf",
+    "minnumf",
+    "mins",
+    "minu",
+    "mulf",
+    "muli",
+    "ori",
+    "xori",
+)
+_AFFINE_PARALLEL_PROPS = (
+    "lowerBoundsMap",
+    "lowerBoundsGroups",
+    "upperBoundsMap",
+    "upperBoundsGroups",
+    "steps",
+)
 
 
 def reduction_kinds(op: affine.ParallelOp) -> list[str]:
@@ -390,21 +454,28 @@ def _affine_parallel_unsupported(op: affine.ParallelOp) -> str | None:
     lb, ub = op.lowerBoundsMap.data, op.upperBoundsMap.data
     groups = (op.lowerBoundsGroups.get_values(), op.upperBoundsGroups.get_values())
     n = len(op.body.block.args)
-    if len(op.steps.data) != n or any(len(g) != n for g in groups) or \
-            (sum(groups[0]), sum(groups[1])) != (len(lb.results), len(ub.results)) or \
-            len(op.operands) != lb.num_dims + lb.num_symbols + ub.num_dims + ub.num_symbols:
+    if (
+        len(op.steps.data) != n
+        or any(len(g) != n for g in groups)
+        or (sum(groups[0]), sum(groups[1])) != (len(lb.results), len(ub.results))
+        or len(op.operands) != lb.num_dims + lb.num_symbols + ub.num_dims + ub.num_symbols
+    ):
         return "has bound maps, bound groups, steps and operands that do not match"
     kinds = reduction_kinds(op)
     last = op.body.block.last_op
     yielded = last.operands if isinstance(last, affine.YieldOp) else ()
     if not len(kinds) == len(op.results) == len(yielded):
-        return (f"has {len(kinds)} reductions and {len(op.results)} results and yields "
-                f"{len(yielded)} values")
+        return (
+            f"has {len(kinds)} reductions and {len(op.results)} results and yields "
+            f"{len(yielded)} values"
+        )
     for kind, res in zip(kinds, op.results):
         if not _kind_fits(kind, res.type):
-            return (f'reduces with "{kind}" into {res.type} (supported, as upstream '
-                    "-lower-affine lowers them: addf, mulf, maximumf, minimumf on floats; "
-                    "addi, muli, andi, ori on integers)")
+            return (
+                f'reduces with "{kind}" into {res.type} (supported, as upstream '
+                "-lower-affine lowers them: addf, mulf, maximumf, minimumf on floats; "
+                "addi, muli, andi, ori on integers)"
+            )
     return None
 
 
@@ -432,11 +503,15 @@ def unsupported(op: Operation, impls: Container[type[Operation]]) -> str | None:
         return "has no implementation in the kernel interpreter"
     rounding = other_rounding(op)
     if rounding is not None:
-        return (f"rounds {rounding}: the kernel interpreter and the native path round to "
-                "nearest even only (D-RT-MLIR-ROUNDING)")
+        return (
+            f"rounds {rounding}: the kernel interpreter and the native path round to "
+            "nearest even only (D-RT-MLIR-ROUNDING)"
+        )
     if isinstance(op, _AsGeneric.OPS) and len(op.operands) != 2:
-        return (f"is supported only with one input and one init (it has {len(op.operands)} "
-                "operands; xDSL 0.74 defines no variadic form)")
+        return (
+            f"is supported only with one input and one init (it has {len(op.operands)} "
+            "operands; xDSL 0.74 defines no variadic form)"
+        )
     if isinstance(op, _VERIFIED):
         why = _verify_failure(op)
         if why is not None:
@@ -446,4 +521,3 @@ def unsupported(op: Operation, impls: Container[type[Operation]]) -> str | None:
     if isinstance(op, affine.ParallelOp):
         return _affine_parallel_unsupported(op)
     return None
-

@@ -98,8 +98,9 @@ def undefined_error(what: str) -> NumericError:
 
 
 def outside_error(index: Iterable[int], shape: Iterable[int]) -> NumericError:
-    return NumericError(f"{OPNAME}: access at {list(index)} is outside the memref of shape "
-                        f"{list(shape)} (HAZ-04)")
+    return NumericError(
+        f"{OPNAME}: access at {list(index)} is outside the memref of shape {list(shape)} (HAZ-04)"
+    )
 
 
 def raise_undefined(what: str) -> NoReturn:
@@ -127,20 +128,24 @@ def _ceil_div(a: int, b: int) -> int:
 
 def _signed_quotient(div: Callable[[int, int], int]) -> Callable[[int, int, int], int]:
     """divsi/floordivsi/ceildivsi: MIN / -1 overflows, which MLIR leaves undefined."""
+
     def run(a: int, b: int, w: int) -> int:
         q = div(a, b)
         if q == 1 << (w - 1):
             raise_undefined(UNDEFINED["sdiv_overflow"](a, b, w))
         return q
+
     return run
 
 
 def _shift(shift: Callable[[int, int], int]) -> Callable[[int, int, int], int]:
     """A shift amount >= the width gives poison (MLIR)."""
+
     def run(a: int, b: int, w: int) -> int:
         if not 0 <= b < w:
             raise_undefined(UNDEFINED["shift"](b, w))
         return shift(a, b)
+
     return run
 
 
@@ -163,7 +168,7 @@ _INT_OPS: dict[type[Operation], tuple[Reading, IntFn]] = {
     arith.MinSIOp: (as_signed, lambda a, b, w: min(a, b)),
     arith.MaxUIOp: (as_unsigned, lambda a, b, w: max(a, b)),
     arith.MinUIOp: (as_unsigned, lambda a, b, w: min(a, b)),
-    arith.DivSIOp: (as_signed, _signed_quotient(_trunc_div)),         # rounds toward zero
+    arith.DivSIOp: (as_signed, _signed_quotient(_trunc_div)),  # rounds toward zero
     arith.FloorDivSIOp: (as_signed, _signed_quotient(_floor_div)),
     arith.CeilDivSIOp: (as_signed, _signed_quotient(_ceil_div)),
     arith.RemSIOp: (as_signed, lambda a, b, w: a - b * _trunc_div(a, b)),  # sign of a
@@ -171,13 +176,13 @@ _INT_OPS: dict[type[Operation], tuple[Reading, IntFn]] = {
     arith.CeilDivUIOp: (as_unsigned, lambda a, b, w: _ceil_div(a, b)),
     arith.RemUIOp: (as_unsigned, lambda a, b, w: a % _nonzero(b)),
     arith.ShLIOp: (as_unsigned, _shift(lambda a, b: a << b)),
-    arith.ShRSIOp: (as_signed, _shift(lambda a, b: a >> b)),           # arithmetic shift
-    arith.ShRUIOp: (as_unsigned, _shift(lambda a, b: a >> b)),         # logical shift
+    arith.ShRSIOp: (as_signed, _shift(lambda a, b: a >> b)),  # arithmetic shift
+    arith.ShRUIOp: (as_unsigned, _shift(lambda a, b: a >> b)),  # logical shift
     arith.AddUIExtendedOp: (as_unsigned, lambda a, b, w: (a + b, (a + b) >> w)),  # sum, carry
-    arith.MulSIExtendedOp: (as_signed, lambda a, b, w: (a * b, (a * b) >> w)),    # low, high
+    arith.MulSIExtendedOp: (as_signed, lambda a, b, w: (a * b, (a * b) >> w)),  # low, high
     arith.MulUIExtendedOp: (as_unsigned, lambda a, b, w: (a * b, (a * b) >> w)),
     math.IPowIOp: (as_signed, _ipow),
-    math.AbsIOp: (as_signed, lambda a, w: abs(a)),                     # |MIN| wraps to MIN
+    math.AbsIOp: (as_signed, lambda a, w: abs(a)),  # |MIN| wraps to MIN
     math.CountLeadingZerosOp: (as_unsigned, lambda a, w: w - a.bit_length()),
     math.CountTrailingZerosOp: (as_unsigned, lambda a, w: (a & -a).bit_length() - 1 if a else w),
     math.CtPopOp: (as_unsigned, lambda a, w: bin(a).count("1")),
@@ -190,12 +195,16 @@ _INT_OPS: dict[type[Operation], tuple[Reading, IntFn]] = {
 
 
 def _int_op(reading: Reading, fn: IntFn) -> ImplFn:
-    def run(self: InterpreterFunctions, interpreter: Interpreter, op: Operation,
-            args: PythonValues) -> PythonValues:
+    def run(
+        self: InterpreterFunctions, interpreter: Interpreter, op: Operation, args: PythonValues
+    ) -> PythonValues:
         w = int_width(op.operands[0].type)
         r = fn(*(reading(a, w) for a in args), w)
-        return tuple(as_signed(v, int_width(res.type))
-                     for v, res in zip(r if isinstance(r, tuple) else (r,), op.results))
+        return tuple(
+            as_signed(v, int_width(res.type))
+            for v, res in zip(r if isinstance(r, tuple) else (r,), op.results)
+        )
+
     return run
 
 
@@ -212,12 +221,29 @@ def _round_half_away(x: float) -> float:
 # results agree bit for bit; numpy's own float64 routines differ from libm's
 # in the last bit for a few percent of arguments.  op -> (C name, arity).
 LIBM_OPS: dict[type[Operation], str] = {
-    math.ExpOp: "exp", math.Exp2Op: "exp2", math.ExpM1Op: "expm1", math.LogOp: "log",
-    math.Log2Op: "log2", math.Log10Op: "log10", math.Log1pOp: "log1p", math.CbrtOp: "cbrt",
-    math.TanhOp: "tanh", math.CosOp: "cos", math.SinOp: "sin", math.TanOp: "tan",
-    math.AtanOp: "atan", math.AsinOp: "asin", math.AcosOp: "acos", math.SinhOp: "sinh",
-    math.CoshOp: "cosh", math.AtanhOp: "atanh", math.AsinhOp: "asinh", math.AcoshOp: "acosh",
-    math.ErfOp: "erf", math.PowFOp: "pow", math.Atan2Op: "atan2",
+    math.ExpOp: "exp",
+    math.Exp2Op: "exp2",
+    math.ExpM1Op: "expm1",
+    math.LogOp: "log",
+    math.Log2Op: "log2",
+    math.Log10Op: "log10",
+    math.Log1pOp: "log1p",
+    math.CbrtOp: "cbrt",
+    math.TanhOp: "tanh",
+    math.CosOp: "cos",
+    math.SinOp: "sin",
+    math.TanOp: "tan",
+    math.AtanOp: "atan",
+    math.AsinOp: "asin",
+    math.AcosOp: "acos",
+    math.SinhOp: "sinh",
+    math.CoshOp: "cosh",
+    math.AtanhOp: "atanh",
+    math.AsinhOp: "asinh",
+    math.AcoshOp: "acosh",
+    math.ErfOp: "erf",
+    math.PowFOp: "pow",
+    math.Atan2Op: "atan2",
 }
 LIBM_ARITY = {"pow": 2, "atan2": 2}
 
@@ -238,13 +264,21 @@ _FLOAT_OPS: dict[type[Operation], Callable[..., Any]] = {
     # rounded narrow result; for the transcendental functions (`LIBM_OPS`)
     # it is libm's binary64 value rounded once.  IEEE exceptions give
     # inf/NaN, not errors.
-    arith.DivfOp: np.divide, arith.NegfOp: np.negative,
-    arith.MaxnumfOp: np.fmax, arith.MinnumfOp: np.fmin,   # NaN operand: the other one
-    arith.ExtFOp: np.float64, arith.TruncFOp: np.float64,  # the result rounding is truncf
-    math.AbsFOp: np.abs, math.CopySignOp: np.copysign,
-    math.SqrtOp: np.sqrt, math.RsqrtOp: lambda x: 1 / np.sqrt(x),
-    math.FloorOp: np.floor, math.CeilOp: np.ceil, math.TruncOp: np.trunc,
-    math.RoundEvenOp: np.rint, math.RoundOp: _round_half_away,
+    arith.DivfOp: np.divide,
+    arith.NegfOp: np.negative,
+    arith.MaxnumfOp: np.fmax,
+    arith.MinnumfOp: np.fmin,  # NaN operand: the other one
+    arith.ExtFOp: np.float64,
+    arith.TruncFOp: np.float64,  # the result rounding is truncf
+    math.AbsFOp: np.abs,
+    math.CopySignOp: np.copysign,
+    math.SqrtOp: np.sqrt,
+    math.RsqrtOp: lambda x: 1 / np.sqrt(x),
+    math.FloorOp: np.floor,
+    math.CeilOp: np.ceil,
+    math.TruncOp: np.trunc,
+    math.RoundEvenOp: np.rint,
+    math.RoundOp: _round_half_away,
 }
 for _op, _name in LIBM_OPS.items():
     _FLOAT_OPS[_op] = libm(_name)
@@ -253,9 +287,11 @@ for _op, _name in LIBM_OPS.items():
 
 
 def _float_op(fn: Callable[..., Any]) -> ImplFn:
-    def run(self: InterpreterFunctions, interpreter: Interpreter, op: Operation,
-            args: PythonValues) -> PythonValues:
+    def run(
+        self: InterpreterFunctions, interpreter: Interpreter, op: Operation, args: PythonValues
+    ) -> PythonValues:
         return (float(fn(*(np.float64(a) for a in args))),)
+
     return run
 
 
@@ -265,7 +301,7 @@ def _exact_float(x: Fraction, t: Attribute) -> float:
     for f64, else `x` rounded to odd at binary64 (53 >= p + 2 bits, so
     rounding that to nearest-even at p bits rounds `x` itself)."""
     try:
-        r = float(x)                       # correctly rounded (int / int)
+        r = float(x)  # correctly rounded (int / int)
     except OverflowError:
         return math_inf if x > 0 else -math_inf
     if isinstance(t, Float64Type):
@@ -273,8 +309,9 @@ def _exact_float(x: Fraction, t: Attribute) -> float:
     return float(_to_odd(np.float64(r), Fraction(r), x))
 
 
-def _to_odd(r: np.floating[Any], r_exact: Fraction | float,
-            x: Fraction | float) -> np.floating[Any]:
+def _to_odd(
+    r: np.floating[Any], r_exact: Fraction | float, x: Fraction | float
+) -> np.floating[Any]:
     """`r` (the nearest float to `x`, `r_exact` its value) moved one step
     towards `x` when inexact with an even last significand bit: `x` rounded
     to odd in `r`'s format."""
@@ -288,28 +325,36 @@ def _to_odd(r: np.floating[Any], r_exact: Fraction | float,
 
 
 def _int_to_float(reading: Reading) -> ImplFn:
-    def run(self: InterpreterFunctions, interpreter: Interpreter, op: Operation,
-            args: PythonValues) -> PythonValues:
+    def run(
+        self: InterpreterFunctions, interpreter: Interpreter, op: Operation, args: PythonValues
+    ) -> PythonValues:
         v = reading(args[0], int_width(op.operands[0].type))
         return (_exact_float(Fraction(v), op.results[0].type),)
+
     return run
 
 
 def _float_to_int(signed: bool) -> ImplFn:
     """fptosi/fptoui: round toward zero; NaN, inf or out of range is poison."""
-    def run(self: InterpreterFunctions, interpreter: Interpreter, op: Operation,
-            args: PythonValues) -> PythonValues:
+
+    def run(
+        self: InterpreterFunctions, interpreter: Interpreter, op: Operation, args: PythonValues
+    ) -> PythonValues:
         x, w = args[0], int_width(op.results[0].type)
         lo, hi = (-(1 << (w - 1)), 1 << (w - 1)) if signed else (0, 1 << w)
         if not np.isfinite(x) or not lo <= int(np.trunc(x)) < hi:
             raise_undefined(UNDEFINED["fptoi"](op.name, x, w))
         return (as_signed(int(np.trunc(x)), w),)
+
     return run
 
 
 NP_FLOAT: dict[type[Attribute], type[Any]] = {
-    Float16Type: np.float16, BFloat16Type: ml_dtypes.bfloat16,
-    Float32Type: np.float32, Float64Type: np.float64}
+    Float16Type: np.float16,
+    BFloat16Type: ml_dtypes.bfloat16,
+    Float32Type: np.float32,
+    Float64Type: np.float64,
+}
 
 
 def _bit_width(t: Attribute) -> int:
@@ -324,8 +369,7 @@ class ScalarKernelFunctions(InterpreterFunctions):
     are the ops that fit no table; the tables above are added below."""
 
     @impl(math.FmaOp)
-    def run_fma(self, interpreter: Interpreter, op: math.FmaOp,
-                args: PythonValues) -> PythonValues:
+    def run_fma(self, interpreter: Interpreter, op: math.FmaOp, args: PythonValues) -> PythonValues:
         """a * b + c rounded once: computed exactly (Fraction), IEEE rules
         for non-finite operands and for an exact zero (sign of the zero)."""
         a, b, c = args
@@ -337,22 +381,24 @@ class ScalarKernelFunctions(InterpreterFunctions):
         return (a * b + c if x == 0 else _exact_float(x, op.results[0].type),)
 
     @impl(math.FPowIOp)
-    def run_fpowi(self, interpreter: Interpreter, op: math.FPowIOp,
-                  args: PythonValues) -> PythonValues:
+    def run_fpowi(
+        self, interpreter: Interpreter, op: math.FPowIOp, args: PythonValues
+    ) -> PythonValues:
         """x^n (integer n) as libm's binary64 pow rounded once, like powf
         (MLIR leaves the multiplication order of its expansion open)."""
         n = as_signed(args[1], int_width(op.operands[1].type))
         return (libm("pow")(float(args[0]), float(np.float64(n))),)
 
     @impl(arith.BitcastOp)
-    def run_bitcast(self, interpreter: Interpreter, op: arith.BitcastOp,
-                    args: PythonValues) -> PythonValues:
+    def run_bitcast(
+        self, interpreter: Interpreter, op: arith.BitcastOp, args: PythonValues
+    ) -> PythonValues:
         """Reinterpret the bits (same width; integers as unsigned words)."""
         src, dst = op.operands[0].type, op.results[0].type
         w = _bit_width(dst)
-        word = np.dtype(f"u{w // 8}") if w % 8 == 0 else None   # floats: 16, 32, 64
+        word = np.dtype(f"u{w // 8}") if w % 8 == 0 else None  # floats: 16, 32, 64
         if type(src) in NP_FLOAT:
-            assert word is not None   # a float's width is 16, 32 or 64
+            assert word is not None  # a float's width is 16, 32 or 64
             bits = int(np.array(args[0], NP_FLOAT[type(src)]).view(word))
         else:
             bits = as_unsigned(args[0], w)
@@ -386,8 +432,7 @@ def rounder(t: Attribute) -> Callable[[float], float] | None:
     if isinstance(t, Float32Type):
         return lambda v: float(np.float32(v))
     if isinstance(t, Float16Type):
-        return lambda v: float(np.float16(v))      # numpy rounds float64 -> half directly
+        return lambda v: float(np.float16(v))  # numpy rounds float64 -> half directly
     if isinstance(t, BFloat16Type):
         return lambda v: float(ml_dtypes.bfloat16(_f32_odd(v)))
     return None
-

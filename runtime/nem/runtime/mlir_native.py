@@ -36,12 +36,20 @@ from nem.runtime.mlir_native_prep import LIBM_PREFIX, PAYLOAD, TRAP, JitUnsuppor
 if TYPE_CHECKING:
     from xdsl.dialects.builtin import ModuleOp
 
-PIPELINE = ",".join([
-    "convert-linalg-to-affine-loops", "lower-affine", "convert-scf-to-cf",
-    "arith-expand{include-bf16=true}", "convert-math-to-funcs", "convert-math-to-llvm",
-    "finalize-memref-to-llvm", "convert-func-to-llvm{use-bare-ptr-memref-call-conv=1}",
-    "convert-to-llvm", "reconcile-unrealized-casts",
-])
+PIPELINE = ",".join(
+    [
+        "convert-linalg-to-affine-loops",
+        "lower-affine",
+        "convert-scf-to-cf",
+        "arith-expand{include-bf16=true}",
+        "convert-math-to-funcs",
+        "convert-math-to-llvm",
+        "finalize-memref-to-llvm",
+        "convert-func-to-llvm{use-bare-ptr-memref-call-conv=1}",
+        "convert-to-llvm",
+        "reconcile-unrealized-casts",
+    ]
+)
 
 _TRAP_FN = ctypes.CFUNCTYPE(None, *([ctypes.c_int64] * (1 + PAYLOAD)))
 _PACKED_FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
@@ -86,11 +94,12 @@ class NativeKernel:
         self._engine.raw_register_runtime(TRAP, ctypes.cast(self._trap_cb, ctypes.c_void_p))
         for name in prepared.libm:
             self._engine.raw_register_runtime(
-                LIBM_PREFIX + name, ctypes.cast(libm(name), ctypes.c_void_p))
+                LIBM_PREFIX + name, ctypes.cast(libm(name), ctypes.c_void_p)
+            )
         self._fn = _PACKED_FN(self._engine.raw_lookup("kernel"))
 
     def _on_trap(self, site: int, *payload: int) -> None:
-        if not self._trapped:       # the first failing check, as the interpreter stops there
+        if not self._trapped:  # the first failing check, as the interpreter stops there
             self._trapped.append((site, *payload))
 
     def run(self, arrays: Sequence[np.ndarray], index_args: Sequence[int]) -> None:
@@ -109,12 +118,14 @@ class BoundCall:
 
     __slots__ = ("kernel", "arrays", "vals", "packed")
 
-    def __init__(self, kernel: NativeKernel, arrays: Sequence[np.ndarray],
-                 index_args: Sequence[int]):
+    def __init__(
+        self, kernel: NativeKernel, arrays: Sequence[np.ndarray], index_args: Sequence[int]
+    ):
         self.kernel = kernel
-        self.arrays = list(arrays)      # the memory the packed pointers point to
+        self.arrays = list(arrays)  # the memory the packed pointers point to
         self.vals: list[ctypes.c_void_p | ctypes.c_int64] = [
-            ctypes.c_void_p(a.ctypes.data) for a in arrays]
+            ctypes.c_void_p(a.ctypes.data) for a in arrays
+        ]
         self.vals += [ctypes.c_int64(int(v)) for v in index_args]
         self.packed = (ctypes.c_void_p * len(self.vals))(*[ctypes.addressof(v) for v in self.vals])
 

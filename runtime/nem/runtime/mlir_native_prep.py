@@ -82,7 +82,7 @@ from nem.runtime.loop_sink import sink_parallel_loops
 from nem.runtime.numerics import NumericError
 
 TRAP = "nem_trap"
-PAYLOAD = 8          # payload words of a trap call (indices of a memref of rank <= 8)
+PAYLOAD = 8  # payload words of a trap call (indices of a memref of rank <= 8)
 LIBM_PREFIX = "nem_libm_"
 I1, I64, F32, F64, IDX = IntegerType(1), IntegerType(64), Float32Type(), Float64Type(), IndexType()
 _NARROW = (Float16Type, BFloat16Type)
@@ -92,17 +92,30 @@ _DIVISIONS = (*_SIGNED_QUOTIENTS, arith.RemSIOp, arith.DivUIOp, arith.CeilDivUIO
 _SHIFTS = (arith.ShLIOp, arith.ShRSIOp, arith.ShRUIOp)
 # ops computed at f32 for f16/bf16 operands, each result rounded to the type:
 # exact (+ - * / sqrt: 24 >= 2 * 11 + 2; the others are exact at any width)
-_AT_F32 = (arith.AddfOp, arith.SubfOp, arith.MulfOp, arith.DivfOp, arith.MaxnumfOp,
-           arith.MinnumfOp, arith.CmpfOp, math.SqrtOp,
-           math.AbsFOp, math.CopySignOp, math.FloorOp, math.CeilOp, math.TruncOp, math.RoundOp,
-           math.RoundEvenOp)
+_AT_F32 = (
+    arith.AddfOp,
+    arith.SubfOp,
+    arith.MulfOp,
+    arith.DivfOp,
+    arith.MaxnumfOp,
+    arith.MinnumfOp,
+    arith.CmpfOp,
+    math.SqrtOp,
+    math.AbsFOp,
+    math.CopySignOp,
+    math.FloorOp,
+    math.CeilOp,
+    math.TruncOp,
+    math.RoundOp,
+    math.RoundEvenOp,
+)
 
 
 class JitUnsupported(Exception):
     """The native backend cannot take this kernel (the message says why)."""
 
 
-Site = Callable[[list[int]], NumericError]   # trap payload -> the interpreter's error
+Site = Callable[[list[int]], NumericError]  # trap payload -> the interpreter's error
 
 
 @dataclass
@@ -156,13 +169,16 @@ def _type_unsupported(t: Attribute) -> str | None:
         if len(shape) > PAYLOAD:
             return f"a memref of rank {len(shape)} (at most {PAYLOAD})"
         if isinstance(elem, IntegerType) and elem.width.data not in (8, 16, 32, 64):
-            return (f"a memref of {elem} (the runtime stores such elements unpacked, one per "
-                    "byte, D-RT-I4)")
+            return (
+                f"a memref of {elem} (the runtime stores such elements unpacked, one per "
+                "byte, D-RT-I4)"
+            )
         return _type_unsupported(elem)
     if isinstance(t, Float16Type) and not host_converts_f16():
         return "f16 values on a host without f16 conversion instructions"
-    if isinstance(t, IntegerType | IndexType | Float32Type | Float64Type | BFloat16Type
-                  | Float16Type):
+    if isinstance(
+        t, IntegerType | IndexType | Float32Type | Float64Type | BFloat16Type | Float16Type
+    ):
         return None
     return f"values of type {t}"
 
@@ -170,8 +186,11 @@ def _type_unsupported(t: Attribute) -> str | None:
 def _op_unsupported(op: Operation) -> str | None:
     if isinstance(op, math.FmaOp) and isinstance(op.result.type, _NARROW):
         return f"math.fma on {op.result.type} (an f32 fma would round twice)"
-    if isinstance(op, arith.SIToFPOp | arith.UIToFPOp) and \
-            isinstance(op.result.type, BFloat16Type) and _width(op.operands[0].type) > 32:
+    if (
+        isinstance(op, arith.SIToFPOp | arith.UIToFPOp)
+        and isinstance(op.result.type, BFloat16Type)
+        and _width(op.operands[0].type) > 32
+    ):
         return f"{op.name} from {op.operands[0].type} to bf16 (no exact native rounding)"
     if isinstance(op, affine.ParallelOp) and any(s.value.data <= 0 for s in op.steps.data):
         return "a non-positive affine.parallel step"
@@ -198,19 +217,30 @@ def _dims_only(m: AffineMap) -> AffineMap:
     nd, ns = m.num_dims, m.num_symbols
     if not ns:
         return m
-    return m.replace_dims_and_symbols([AffineExpr.dimension(i) for i in range(nd)],
-                                      [AffineExpr.dimension(nd + i) for i in range(ns)],
-                                      nd + ns, 0)
+    return m.replace_dims_and_symbols(
+        [AffineExpr.dimension(i) for i in range(nd)],
+        [AffineExpr.dimension(nd + i) for i in range(ns)],
+        nd + ns,
+        0,
+    )
 
 
 def _dims_only_set(s: AffineSet) -> AffineSet:
     nd, ns = s.num_dims, s.num_symbols
     dims = [AffineExpr.dimension(i) for i in range(nd)]
     syms = [AffineExpr.dimension(nd + i) for i in range(ns)]
-    return AffineSet(nd + ns, 0, tuple(
-        AffineConstraintExpr(c.kind, c.lhs.replace_dims_and_symbols(dims, syms),
-                             c.rhs.replace_dims_and_symbols(dims, syms))
-        for c in s.constraints))
+    return AffineSet(
+        nd + ns,
+        0,
+        tuple(
+            AffineConstraintExpr(
+                c.kind,
+                c.lhs.replace_dims_and_symbols(dims, syms),
+                c.rhs.replace_dims_and_symbols(dims, syms),
+            )
+            for c in s.constraints
+        ),
+    )
 
 
 _MAP_PROPS = ("map", "lowerBoundMap", "upperBoundMap", "lowerBoundsMap", "upperBoundsMap")
@@ -230,7 +260,8 @@ def _upstream_affine(fn: func.FuncOp) -> None:
         if isinstance(op, affine.ParallelOp):
             kinds = kl.reduction_kinds(op)
             op.properties["reductions"] = ArrayAttr(
-                [IntegerAttr(kl.ATOMIC_RMW_KINDS.index(k), I64) for k in kinds])
+                [IntegerAttr(kl.ATOMIC_RMW_KINDS.index(k), I64) for k in kinds]
+            )
 
 
 def _signless_type(t: Attribute) -> Attribute:
@@ -244,14 +275,18 @@ def _signless_type(t: Attribute) -> Attribute:
 def _signless(fn: func.FuncOp) -> None:
     """Unsigned memref elements become signless (the same bytes; arith ops
     read signedness from the op, not the type)."""
-    values = [v for op in fn.walk() for v in
-              (*op.results, *(a for r in op.regions for b in r.blocks for a in b.args))]
+    values = [
+        v
+        for op in fn.walk()
+        for v in (*op.results, *(a for r in op.regions for b in r.blocks for a in b.args))
+    ]
     for v in values:
         t = _signless_type(v.type)
         if t != v.type:
             Rewriter.replace_value_with_new_type(v, t)
-    fn.function_type = FunctionType.from_lists([a.type for a in fn.body.block.args],
-                                               list(fn.function_type.outputs.data))
+    fn.function_type = FunctionType.from_lists(
+        [a.type for a in fn.body.block.args], list(fn.function_type.outputs.data)
+    )
 
 
 class _Prep:
@@ -344,12 +379,19 @@ class _Prep:
         self._trap_if(b, is0, lambda pl: ks.undefined_error(ks.UNDEFINED["div0"]()), [])
         bad = is0
         if isinstance(op, (*_SIGNED_QUOTIENTS, arith.RemSIOp)):
-            ovf = b.insert(arith.AndIOp(self._cmpi(b, a, self._c(b, -(1 << (w - 1)), t), "eq"),
-                                        self._cmpi(b, d, self._c(b, -1, t), "eq"))).result
-            if not isinstance(op, arith.RemSIOp):   # remsi(MIN, -1) is 0 (D-RT-MLIR-KERNEL-OPS)
-                self._trap_if(b, ovf, lambda pl: ks.undefined_error(
-                    ks.UNDEFINED["sdiv_overflow"](pl[0], pl[1], w)),
-                    [self._i64(b, a), self._i64(b, d)])
+            ovf = b.insert(
+                arith.AndIOp(
+                    self._cmpi(b, a, self._c(b, -(1 << (w - 1)), t), "eq"),
+                    self._cmpi(b, d, self._c(b, -1, t), "eq"),
+                )
+            ).result
+            if not isinstance(op, arith.RemSIOp):  # remsi(MIN, -1) is 0 (D-RT-MLIR-KERNEL-OPS)
+                self._trap_if(
+                    b,
+                    ovf,
+                    lambda pl: ks.undefined_error(ks.UNDEFINED["sdiv_overflow"](pl[0], pl[1], w)),
+                    [self._i64(b, a), self._i64(b, d)],
+                )
             bad = b.insert(arith.OrIOp(is0, ovf)).result
         op.operands = [a, self._sel(b, bad, self._c(b, 1, t), d)]
 
@@ -360,16 +402,23 @@ class _Prep:
         a, d = op.operands
         signed = isinstance(op, arith.ShRSIOp)
         bad = self._cmpi(b, d, self._c(b, w, t), "uge")
-        self._trap_if(b, bad, lambda pl: ks.undefined_error(
-            ks.UNDEFINED["shift"](_reading(signed)(pl[0], w), w)), [self._i64(b, d, signed)])
+        self._trap_if(
+            b,
+            bad,
+            lambda pl: ks.undefined_error(ks.UNDEFINED["shift"](_reading(signed)(pl[0], w), w)),
+            [self._i64(b, d, signed)],
+        )
         op.operands = [a, self._sel(b, bad, self._c(b, 0, t), d)]
 
     def ipowi(self, op: math.IPowIOp) -> None:
         b = Builder(InsertPoint.before(op))
         t = op.results[0].type
         a, d = op.operands
-        bad = b.insert(arith.AndIOp(self._cmpi(b, a, self._c(b, 0, t), "eq"),
-                                    self._cmpi(b, d, self._c(b, 0, t), "slt"))).result
+        bad = b.insert(
+            arith.AndIOp(
+                self._cmpi(b, a, self._c(b, 0, t), "eq"), self._cmpi(b, d, self._c(b, 0, t), "slt")
+            )
+        ).result
         self._trap_if(b, bad, lambda pl: ks.undefined_error(ks.UNDEFINED["ipowi0"]()), [])
         op.operands = [self._sel(b, bad, self._c(b, 1, t), a), d]
 
@@ -381,14 +430,21 @@ class _Prep:
         x64 = self._widen(b, x, F64)
         t = b.insert(math.TruncOp(x64)).result
         lo, hi = (-(1 << (w - 1)), 1 << (w - 1)) if signed else (0, 1 << w)
-        ok = b.insert(arith.AndIOp(b.insert(arith.CmpfOp(t, self._c(b, lo, F64), "oge")).result,
-                                   b.insert(arith.CmpfOp(t, self._c(b, hi, F64), "olt")).result)
-                      ).result
+        ok = b.insert(
+            arith.AndIOp(
+                b.insert(arith.CmpfOp(t, self._c(b, lo, F64), "oge")).result,
+                b.insert(arith.CmpfOp(t, self._c(b, hi, F64), "olt")).result,
+            )
+        ).result
         bad = b.insert(arith.XOrIOp(ok, self._c(b, 1, I1))).result
         bits = b.insert(arith.BitcastOp(x64, I64)).result
         name = op.name
-        self._trap_if(b, bad, lambda pl: ks.undefined_error(
-            ks.UNDEFINED["fptoi"](name, _f64_of(pl[0]), w)), [bits])
+        self._trap_if(
+            b,
+            bad,
+            lambda pl: ks.undefined_error(ks.UNDEFINED["fptoi"](name, _f64_of(pl[0]), w)),
+            [bits],
+        )
         op.operands = [self._sel(b, ok, x, self._c(b, 0.0, x.type))]
 
     def for_step(self, op: scf.ForOp) -> None:
@@ -398,10 +454,18 @@ class _Prep:
         b = Builder(InsertPoint.before(op))
         t = step.type
         bad = self._cmpi(b, step, self._c(b, 0, t), "sle")
-        self._trap_if(b, bad, lambda pl: ks.undefined_error(ks.UNDEFINED["for_step"](pl[0])),
-                      [self._i64(b, step)])
-        op.operands = [op.lb, self._sel(b, bad, op.lb, op.ub),
-                       self._sel(b, bad, self._c(b, 1, t), step), *op.iter_args]
+        self._trap_if(
+            b,
+            bad,
+            lambda pl: ks.undefined_error(ks.UNDEFINED["for_step"](pl[0])),
+            [self._i64(b, step)],
+        )
+        op.operands = [
+            op.lb,
+            self._sel(b, bad, op.lb, op.ub),
+            self._sel(b, bad, self._c(b, 1, t), step),
+            *op.iter_args,
+        ]
 
     def parallel_steps(self, op: scf.ParallelOp) -> None:
         steps = list(op.step)
@@ -414,15 +478,21 @@ class _Prep:
             bad = c if bad is None else b.insert(arith.OrIOp(bad, c)).result
             low = s if low is None else b.insert(arith.MinSIOp(low, s)).result
         assert bad is not None and low is not None  # a step per dimension, at least one
-        self._trap_if(b, bad, lambda pl: ks.undefined_error(
-            ks.UNDEFINED["parallel_step"](pl[0])), [self._i64(b, low)])
+        self._trap_if(
+            b,
+            bad,
+            lambda pl: ks.undefined_error(ks.UNDEFINED["parallel_step"](pl[0])),
+            [self._i64(b, low)],
+        )
         lbs = list(op.lowerBound)
-        op.operands = [*lbs, *(self._sel(b, bad, lb, ub) for lb, ub in zip(lbs, op.upperBound)),
-                       *(self._sel(b, bad, self._c(b, 1, IDX), s) for s in steps),
-                       *op.initVals]
+        op.operands = [
+            *lbs,
+            *(self._sel(b, bad, lb, ub) for lb, ub in zip(lbs, op.upperBound)),
+            *(self._sel(b, bad, self._c(b, 1, IDX), s) for s in steps),
+            *op.initVals,
+        ]
 
-    def access(self, op: affine.LoadOp | affine.StoreOp | memref.LoadOp | memref.StoreOp
-               ) -> None:
+    def access(self, op: affine.LoadOp | affine.StoreOp | memref.LoadOp | memref.StoreOp) -> None:
         """A load or store, checked against the memref's shape."""
         b = Builder(InsertPoint.before(op))
         mem = op.memref
@@ -432,8 +502,14 @@ class _Prep:
         idx: list[SSAValue]
         if isinstance(op, affine.LoadOp | affine.StoreOp):
             m = op.map.data
-            idx = [b.insert(affine.ApplyOp(list(op.indices), AffineMapAttr(
-                AffineMap(m.num_dims, m.num_symbols, (e,))))).result for e in m.results]
+            idx = [
+                b.insert(
+                    affine.ApplyOp(
+                        list(op.indices), AffineMapAttr(AffineMap(m.num_dims, m.num_symbols, (e,)))
+                    )
+                ).result
+                for e in m.results
+            ]
         else:
             idx = list(op.indices)
         new: memref.LoadOp | memref.StoreOp
@@ -450,18 +526,24 @@ class _Prep:
             return
         ok = None
         for i, d in zip(idx, shape):
-            c = b.insert(arith.AndIOp(self._cmpi(b, i, self._c(b, 0, IDX), "sge"),
-                                      self._cmpi(b, i, self._c(b, d, IDX), "slt"))).result
+            c = b.insert(
+                arith.AndIOp(
+                    self._cmpi(b, i, self._c(b, 0, IDX), "sge"),
+                    self._cmpi(b, i, self._c(b, d, IDX), "slt"),
+                )
+            ).result
             ok = c if ok is None else b.insert(arith.AndIOp(ok, c)).result
         assert ok is not None  # one check per dimension, and `shape` is not empty
         n = len(idx)
-        call = self._trap_call(b, lambda pl: ks.outside_error(pl[:n], shape),
-                               [self._i64(b, i) for i in idx])
+        call = self._trap_call(
+            b, lambda pl: ks.outside_error(pl[:n], shape), [self._i64(b, i) for i in idx]
+        )
         if is_load:
             elem = mtype.element_type
             zero = self._const(0, elem)
-            if_op = b.insert(scf.IfOp(ok, [elem], [new, scf.YieldOp(new)],
-                                      [call, zero, scf.YieldOp(zero)]))
+            if_op = b.insert(
+                scf.IfOp(ok, [elem], [new, scf.YieldOp(new)], [call, zero, scf.YieldOp(zero)])
+            )
             self._replace(op, if_op.results[0])
         else:
             b.insert(scf.IfOp(ok, [], [new, scf.YieldOp()], [call, scf.YieldOp()]))
@@ -485,10 +567,10 @@ class _Prep:
         if not isinstance(t, _NARROW):
             return
         b = Builder(InsertPoint.before(op))
-        if _width(x.type) <= 32:   # exact in f64, then rounded once
+        if _width(x.type) <= 32:  # exact in f64, then rounded once
             wide = b.insert(type(op)(x, F64)).result
             self._replace(op, self._narrow(b, wide, t))
-        else:                      # f16 only: |x| >= 2^24 overflows f16 either way
+        else:  # f16 only: |x| >= 2^24 overflows f16 either way
             wide = b.insert(type(op)(x, F32)).result
             self._replace(op, b.insert(arith.TruncFOp(wide, t)).result)
 
@@ -521,12 +603,17 @@ class _Prep:
             return
         b = Builder(InsertPoint.before(op))
         t = op.results[0].type
-        wide = b.insert(type(op).create(
-            operands=[self._widen(b, v, F32) for v in op.operands],
-            result_types=[F32 if isinstance(t, _NARROW) else t],
-            properties=dict(op.properties), attributes=dict(op.attributes))).results[0]
-        self._replace(op, b.insert(arith.TruncFOp(wide, t)).result
-                      if isinstance(t, _NARROW) else wide)
+        wide = b.insert(
+            type(op).create(
+                operands=[self._widen(b, v, F32) for v in op.operands],
+                result_types=[F32 if isinstance(t, _NARROW) else t],
+                properties=dict(op.properties),
+                attributes=dict(op.attributes),
+            )
+        ).results[0]
+        self._replace(
+            op, b.insert(arith.TruncFOp(wide, t)).result if isinstance(t, _NARROW) else wide
+        )
 
     def minmax(self, op: arith.MaximumfOp | arith.MinimumfOp) -> None:
         """maximumf/minimumf as selects: NaN if either operand is NaN, and
@@ -539,8 +626,7 @@ class _Prep:
         word = IntegerType(32 if isinstance(wt, Float32Type) else 64)
         gt = b.insert(arith.CmpfOp(x, y, "ogt")).result
         lt = b.insert(arith.CmpfOp(x, y, "olt")).result
-        x_neg = self._cmpi(b, b.insert(arith.BitcastOp(x, word)).result, self._c(b, 0, word),
-                           "slt")
+        x_neg = self._cmpi(b, b.insert(arith.BitcastOp(x, word)).result, self._c(b, 0, word), "slt")
         if isinstance(op, arith.MaximumfOp):
             r = self._sel(b, gt, x, self._sel(b, lt, y, self._sel(b, x_neg, y, x)))
         else:
@@ -559,22 +645,32 @@ class _Prep:
 
 # op classes -> the `_Prep` method that rewrites them (first match wins)
 _REWRITES: list[tuple[tuple[type, ...], str]] = [
-    (_DIVISIONS, "division"), (_SHIFTS, "shift"), ((math.IPowIOp,), "ipowi"),
-    ((arith.FPToSIOp, arith.FPToUIOp), "float_to_int"), ((scf.ForOp,), "for_step"),
+    (_DIVISIONS, "division"),
+    (_SHIFTS, "shift"),
+    ((math.IPowIOp,), "ipowi"),
+    ((arith.FPToSIOp, arith.FPToUIOp), "float_to_int"),
+    ((scf.ForOp,), "for_step"),
     ((scf.ParallelOp,), "parallel_steps"),
     ((affine.LoadOp, affine.StoreOp, memref.LoadOp, memref.StoreOp), "access"),
-    ((arith.TruncFOp,), "truncf"), ((arith.ExtFOp,), "extf"),
-    ((arith.SIToFPOp, arith.UIToFPOp), "int_to_float"), (tuple(ks.LIBM_OPS), "libm_call"),
-    ((math.FPowIOp,), "fpowi"), ((math.RsqrtOp,), "rsqrt"),
-    ((arith.MaximumfOp, arith.MinimumfOp), "minmax"), (_AT_F32, "at_f32"),
+    ((arith.TruncFOp,), "truncf"),
+    ((arith.ExtFOp,), "extf"),
+    ((arith.SIToFPOp, arith.UIToFPOp), "int_to_float"),
+    (tuple(ks.LIBM_OPS), "libm_call"),
+    ((math.FPowIOp,), "fpowi"),
+    ((math.RsqrtOp,), "rsqrt"),
+    ((arith.MaximumfOp, arith.MinimumfOp), "minmax"),
+    (_AT_F32, "at_f32"),
 ]
 
 
 def _positive_constant(v: SSAValue) -> bool:
     """Whether `v` is an integer `arith.constant` > 0."""
     op = v.owner
-    return isinstance(op, arith.ConstantOp) and isinstance(op.value, IntegerAttr) and \
-        op.value.value.data > 0
+    return (
+        isinstance(op, arith.ConstantOp)
+        and isinstance(op.value, IntegerAttr)
+        and op.value.value.data > 0
+    )
 
 
 def _zero_allocs(fn: func.FuncOp) -> None:
@@ -630,12 +726,18 @@ def prepare(module: ModuleOp, groups: Sequence[int], n_in: int) -> Prepared:
     args = fn.body.block.args
     # distinct memref arguments never overlap where one is written (outputs are
     # fresh copies, aliased arguments merged): LLVM may keep values in registers
-    fn.arg_attrs = ArrayAttr([DictionaryAttr({"llvm.noalias": UnitAttr()} if
-                                             isinstance(a.type, MemRefType) else {})
-                              for a in args])
+    fn.arg_attrs = ArrayAttr(
+        [
+            DictionaryAttr({"llvm.noalias": UnitAttr()} if isinstance(a.type, MemRefType) else {})
+            for a in args
+        ]
+    )
     for k, g in enumerate(groups):
-        if g == k and args[k] in _written(fn) and \
-                all(groups[j] != g for j in range(n_in, len(groups))):
+        if (
+            g == k
+            and args[k] in _written(fn)
+            and all(groups[j] != g for j in range(n_in, len(groups)))
+        ):
             raise JitUnsupported(f"it stores into argument {k}, an input (read-only)")
     _signless(fn)
     sink_parallel_loops(fn)
@@ -645,8 +747,10 @@ def prepare(module: ModuleOp, groups: Sequence[int], n_in: int) -> Prepared:
         prep.rewrite(op)
     _zero_allocs(fn)
     decls = [func.FuncOp.external(TRAP, [I64] * (1 + PAYLOAD), [])]
-    decls += [func.FuncOp.external(LIBM_PREFIX + n, [F64] * ks.LIBM_ARITY.get(n, 1), [F64])
-              for n in sorted(prep.libm)]
+    decls += [
+        func.FuncOp.external(LIBM_PREFIX + n, [F64] * ks.LIBM_ARITY.get(n, 1), [F64])
+        for n in sorted(prep.libm)
+    ]
     module.body.block.add_ops(decls)
     buf = StringIO()
     Printer(stream=buf, print_generic_format=True, print_debuginfo=False).print_op(module)

@@ -65,6 +65,7 @@ def float_max(elem: str) -> float:
 
 # --- integers ---------------------------------------------------------------
 
+
 def saturate_int(v: np.ndarray, elem: str) -> np.ndarray:
     """Clip an integer-valued int64 (or exact f64) array to `elem`'s range (D-NUM-INT)."""
     lo, hi = int_range(elem)
@@ -92,7 +93,7 @@ def rne(v: np.ndarray) -> np.ndarray:
 def div_rne_int(num: np.ndarray, den: np.ndarray | int) -> np.ndarray:
     """Exact integer num/den rounded half to even (den > 0), all in int64."""
     num = np.asarray(num, dtype=np.int64)
-    q, r = np.divmod(num, den)             # floor division, 0 <= r < den
+    q, r = np.divmod(num, den)  # floor division, 0 <= r < den
     twice = 2 * r
     up = (twice > den) | ((twice == den) & (q % 2 == 1))
     out: np.ndarray = q + up.astype(np.int64)
@@ -107,6 +108,7 @@ def trunc_div_int(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 # --- floats -----------------------------------------------------------------
+
 
 def to_float_out(v: npt.ArrayLike, elem: str) -> np.ndarray:
     """An f64 intermediate -> f32 (RNE) -> `elem` (RNE): the f32-intermediate rule
@@ -129,8 +131,9 @@ def f64_to_float_exact(v: np.ndarray, elem: str) -> np.ndarray:
         f = v.astype(np.float32)
         inexact = np.isfinite(v) & np.isfinite(f) & (f.astype(np.float64) != v)
         # round toward zero, then force the last significand bit to 1 (sticky)
-        toward0 = np.where(np.abs(f.astype(np.float64)) > np.abs(v),
-                           np.nextafter(f, np.float32(0)), f)
+        toward0 = np.where(
+            np.abs(f.astype(np.float64)) > np.abs(v), np.nextafter(f, np.float32(0)), f
+        )
         bits = toward0.view(np.uint32) | np.uint32(1)
         odd = np.where(inexact, bits.view(np.float32), f)
         return odd.astype(DTYPES["bf16"])

@@ -23,9 +23,9 @@ from nem.runtime.numerics import NotSupported
 
 @dataclass(frozen=True)
 class Quant:
-    kind: str                 # "per_tensor" | "per_channel" | "per_group"
-    scales: np.ndarray        # float64, shape () for per_tensor, (n,) otherwise
-    zero_points: np.ndarray   # int64, same shape
+    kind: str  # "per_tensor" | "per_channel" | "per_group"
+    scales: np.ndarray  # float64, shape () for per_tensor, (n,) otherwise
+    zero_points: np.ndarray  # int64, same shape
     axis: int | None = None
     group_size: int | None = None
 
@@ -41,16 +41,26 @@ def quant_of(q: Attribute | None) -> Quant | None:
     if q is None:
         return None
     if isinstance(q, PerTensorQuantAttr):
-        return Quant("per_tensor", np.array(num_value(q.scale), dtype=np.float64),
-                     np.array(num_value(q.zero_point), dtype=np.int64))
+        return Quant(
+            "per_tensor",
+            np.array(num_value(q.scale), dtype=np.float64),
+            np.array(num_value(q.zero_point), dtype=np.int64),
+        )
     if isinstance(q, PerChannelQuantAttr):
-        return Quant("per_channel", np.array([num_value(a) for a in q.scales.data], np.float64),
-                     np.array([num_value(a) for a in q.zero_points.data], np.int64),
-                     axis=q.axis.data)
+        return Quant(
+            "per_channel",
+            np.array([num_value(a) for a in q.scales.data], np.float64),
+            np.array([num_value(a) for a in q.zero_points.data], np.int64),
+            axis=q.axis.data,
+        )
     if isinstance(q, PerGroupQuantAttr):
-        return Quant("per_group", np.array([num_value(a) for a in q.scales.data], np.float64),
-                     np.array([num_value(a) for a in q.zero_points.data], np.int64),
-                     axis=q.axis.data, group_size=q.group_size.data)
+        return Quant(
+            "per_group",
+            np.array([num_value(a) for a in q.scales.data], np.float64),
+            np.array([num_value(a) for a in q.zero_points.data], np.int64),
+            axis=q.axis.data,
+            group_size=q.group_size.data,
+        )
     return None
 
 
@@ -66,8 +76,10 @@ def expand(q: Quant, shape: tuple[int, ...], what: str) -> tuple[np.ndarray, np.
             raise NotSupported(f"{what}: zero points must be integers, got {zps.tolist()}")
     zps = zps.astype(np.int64)
     if not (np.all(np.isfinite(scales)) and np.all(scales > 0)):
-        raise NotSupported(f"{what}: quant scales must be positive and finite, got "
-                           f"{np.atleast_1d(scales).tolist()}")
+        raise NotSupported(
+            f"{what}: quant scales must be positive and finite, got "
+            f"{np.atleast_1d(scales).tolist()}"
+        )
     if q.kind == "per_tensor":
         if scales.size != 1 or zps.size != 1:
             raise NotSupported(f"{what}: per_tensor quant needs one scale and one zero point")
@@ -81,8 +93,10 @@ def expand(q: Quant, shape: tuple[int, ...], what: str) -> tuple[np.ndarray, np.
     dim = shape[axis]
     if q.kind == "per_channel":
         if scales.shape != (dim,) or zps.shape != (dim,):
-            raise NotSupported(f"{what}: per_channel quant needs {dim} scales and zero points, "
-                               f"got {scales.size} and {zps.size}")
+            raise NotSupported(
+                f"{what}: per_channel quant needs {dim} scales and zero points, "
+                f"got {scales.size} and {zps.size}"
+            )
         idx = np.arange(dim)
     else:
         gs = q.group_size
@@ -90,8 +104,10 @@ def expand(q: Quant, shape: tuple[int, ...], what: str) -> tuple[np.ndarray, np.
             raise NotSupported(f"{what}: per_group quant needs a positive group_size")
         n = -(-dim // gs)
         if scales.shape != (n,) or zps.shape != (n,):
-            raise NotSupported(f"{what}: per_group quant needs ceil({dim}/{gs}) = {n} scales and "
-                               f"zero points, got {scales.size} and {zps.size}")
+            raise NotSupported(
+                f"{what}: per_group quant needs ceil({dim}/{gs}) = {n} scales and "
+                f"zero points, got {scales.size} and {zps.size}"
+            )
         idx = np.arange(dim) // gs
     bshape = [1] * rank
     bshape[axis] = dim
@@ -102,9 +118,13 @@ def same(a: Quant | None, b: Quant | None) -> bool:
     """Identical descriptors (kind, axis, group size, every scale and zero point)."""
     if a is None or b is None:
         return a is b
-    return (a.kind == b.kind and a.axis == b.axis and a.group_size == b.group_size
-            and np.array_equal(np.asarray(a.scales, np.float64), np.asarray(b.scales, np.float64))
-            and np.array_equal(np.asarray(a.zero_points), np.asarray(b.zero_points)))
+    return (
+        a.kind == b.kind
+        and a.axis == b.axis
+        and a.group_size == b.group_size
+        and np.array_equal(np.asarray(a.scales, np.float64), np.asarray(b.scales, np.float64))
+        and np.array_equal(np.asarray(a.zero_points), np.asarray(b.zero_points))
+    )
 
 
 def dequantize(q: np.ndarray, quant: Quant, what: str) -> np.ndarray:
@@ -114,7 +134,9 @@ def dequantize(q: np.ndarray, quant: Quant, what: str) -> np.ndarray:
     return out
 
 
-def requantize(v: np.ndarray | np.float64, quant: Quant, shape: tuple[int, ...], what: str) -> np.ndarray:
+def requantize(
+    v: np.ndarray | np.float64, quant: Quant, shape: tuple[int, ...], what: str
+) -> np.ndarray:
     """Integral f64 rne(v / scale) + zp, before saturation (D-NUM-QUANT)."""
     s, z = expand(quant, shape, what)
     with np.errstate(invalid="ignore", over="ignore"):

@@ -35,8 +35,10 @@ def live_vcs(frames: Collection[Frame], live: Iterable[TaskInst]) -> Iterator[Ve
     for t in live:
         yield t.kvc
 
-def _future_vc(f: Frame, by_run: dict[int, list[Frame]],
-               memo: dict[int, VectorClock]) -> VectorClock:
+
+def _future_vc(
+    f: Frame, by_run: dict[int, list[Frame]], memo: dict[int, VectorClock]
+) -> VectorClock:
     """What stream `f` knows from now on (see `live_vcs`)."""
     run = f.loop
     if run is None:
@@ -59,7 +61,7 @@ def _future_vc(f: Frame, by_run: dict[int, list[Frame]],
             if i <= upto:
                 vc = join(vc, done_vc)
     for g in by_run.get(id(run), ()):
-        assert g.index is not None   # an iteration's stream
+        assert g.index is not None  # an iteration's stream
         if g.index <= upto:
             vc = join(vc, _future_vc(g, by_run, memo))
     memo[id(f)] = vc

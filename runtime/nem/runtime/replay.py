@@ -45,9 +45,28 @@ if TYPE_CHECKING:
 
 # scheduler fields that make up the state at the end of a run; containers
 # are copied when a replay takes them over
-STATE = ("seq", "steps", "live", "frames", "runnable", "counts", "busy", "unit_free", "rr",
-         "loop_max_active", "now", "total_cycles", "finished", "deadlock", "satisfied",
-         "root", "race", "trace", "ready_heap", "ready_list")
+STATE = (
+    "seq",
+    "steps",
+    "live",
+    "frames",
+    "runnable",
+    "counts",
+    "busy",
+    "unit_free",
+    "rr",
+    "loop_max_active",
+    "now",
+    "total_cycles",
+    "finished",
+    "deadlock",
+    "satisfied",
+    "root",
+    "race",
+    "trace",
+    "ready_heap",
+    "ready_list",
+)
 
 
 PlanKey = tuple[object, bool, bool]
@@ -62,7 +81,7 @@ class Plan:
     key: PlanKey
     # task_effects.prepare_*: calls in run order
     effects: list[Callable[[], None]] = field(default_factory=list)
-    final: dict[str, Any] = field(default_factory=dict)   # the scheduler's `STATE` fields
+    final: dict[str, Any] = field(default_factory=dict)  # the scheduler's `STATE` fields
     # (task template, produced, consumed)
     tokens: list[tuple[TaskTpl, int, int]] = field(default_factory=list)
 
@@ -204,19 +223,20 @@ def prepare(s: Replayable) -> bool:
     return True
 
 
-def replay(s: Replayable, plan: Plan,
-           progress: Callable[[int], object] | None = None) -> int | None:
+def replay(
+    s: Replayable, plan: Plan, progress: Callable[[int], object] | None = None
+) -> int | None:
     """Run `plan`'s data effects on `s`'s memory and take over its final
     state; returns the number of tasks run, or None when an effect failed at
     step i (then `s.dry_steps` = i and the caller runs normally)."""
-    n = 0           # effects done
-    step = 1024 if progress is not None else len(plan.effects)   # effects between reports
+    n = 0  # effects done
+    step = 1024 if progress is not None else len(plan.effects)  # effects between reports
     while n < len(plan.effects):
         try:
-            for effect in plan.effects[n:n + step]:
+            for effect in plan.effects[n : n + step]:
                 effect()
                 n += 1
-        except Exception:   # noqa: BLE001 - re-run below, where a normal run reports it
+        except Exception:  # noqa: BLE001 - re-run below, where a normal run reports it
             s.dry_steps = n
             return None
         if progress is not None:

@@ -50,14 +50,14 @@ class Group:
     """Tasks reported together: an ONNX node, a loop nest or a top-level segment."""
 
     name: str
-    kind: str            # "node", "loop", "segment" or "program"
-    line: int            # the program line of its first statement
+    kind: str  # "node", "loop", "segment" or "program"
+    line: int  # the program line of its first statement
     tasks: int = 0
     first: int | None = None
     last: int = 0
-    amount: dict[str, int] = field(default_factory=dict)     # by unit kind
-    work: dict[str, float] = field(default_factory=dict)     # amount / rate, cycles
-    busy: dict[str, int] = field(default_factory=dict)       # task durations, cycles
+    amount: dict[str, int] = field(default_factory=dict)  # by unit kind
+    work: dict[str, float] = field(default_factory=dict)  # amount / rate, cycles
+    busy: dict[str, int] = field(default_factory=dict)  # task durations, cycles
 
     def add(self, utype: str, w: Work, start: int, end: int) -> None:
         self.tasks += 1
@@ -105,7 +105,7 @@ def task_groups(cp: CompiledProgram) -> tuple[list[Group], dict[int, int]]:
             elif isinstance(ins, LoopTpl):
                 nest(ins.body, loop)
 
-    segment: list[int] = []      # the open segment's group, created at its first task
+    segment: list[int] = []  # the open segment's group, created at its first task
 
     def in_segment(tpl: TaskTpl) -> int:
         if not segment:
@@ -113,7 +113,7 @@ def task_groups(cp: CompiledProgram) -> tuple[list[Group], dict[int, int]]:
         return segment[0]
 
     for ins in cp.body:
-        if isinstance(ins, LoopTpl):   # its statements issue after every iteration's end
+        if isinstance(ins, LoopTpl):  # its statements issue after every iteration's end
             nest(ins.body, ins)
             segment.clear()
         elif isinstance(ins, TaskTpl):
@@ -150,11 +150,11 @@ class UnitUse:
     """One unit kind in one group."""
 
     units: int
-    amount: int          # bytes (transfers, stores), MACs (NMU) or elements (D-RT-COST)
-    work: float          # cycles of one unit at full throughput
-    busy: int            # cycles of its tasks, latencies included
-    bound: float         # work / units
-    utilization: float   # busy / (units x the group's cycles)
+    amount: int  # bytes (transfers, stores), MACs (NMU) or elements (D-RT-COST)
+    work: float  # cycles of one unit at full throughput
+    busy: int  # cycles of its tasks, latencies included
+    bound: float  # work / units
+    utilization: float  # busy / (units x the group's cycles)
 
 
 @dataclass
@@ -167,8 +167,8 @@ class Row:
     tasks: int
     cycles: int
     bound: float
-    roof: str | None     # the unit kind whose work makes the bound
-    binds: str           # the busiest unit kind when busy enough, else "latency"
+    roof: str | None  # the unit kind whose work makes the bound
+    binds: str  # the busiest unit kind when busy enough, else "latency"
     units: dict[str, UnitUse]
 
     @property
@@ -176,15 +176,28 @@ class Row:
         return self.cycles / self.bound if self.bound > 0 else None
 
     def to_json(self) -> dict[str, object]:
-        return {"name": self.name, "kind": self.kind, "line": self.line, "tasks": self.tasks,
-                "cycles": self.cycles, "bound": round(self.bound, 3),
-                "ratio": None if self.ratio is None else round(self.ratio, 4),
-                "roof": self.roof, "binds": self.binds,
-                "units": {u: {"units": x.units, "amount": x.amount,
-                              "work_cycles": round(x.work, 3), "busy": x.busy,
-                              "bound": round(x.bound, 3),
-                              "utilization": round(x.utilization, 4)}
-                          for u, x in self.units.items()}}
+        return {
+            "name": self.name,
+            "kind": self.kind,
+            "line": self.line,
+            "tasks": self.tasks,
+            "cycles": self.cycles,
+            "bound": round(self.bound, 3),
+            "ratio": None if self.ratio is None else round(self.ratio, 4),
+            "roof": self.roof,
+            "binds": self.binds,
+            "units": {
+                u: {
+                    "units": x.units,
+                    "amount": x.amount,
+                    "work_cycles": round(x.work, 3),
+                    "busy": x.busy,
+                    "bound": round(x.bound, 3),
+                    "utilization": round(x.utilization, 4),
+                }
+                for u, x in self.units.items()
+            },
+        }
 
 
 def row(g: Group, units: dict[str, int], cycles: int | None = None) -> Row:
@@ -193,13 +206,18 @@ def row(g: Group, units: dict[str, int], cycles: int | None = None) -> Row:
     uses = {}
     for u in sorted(g.work):
         n = units.get(u, 1)
-        uses[u] = UnitUse(n, g.amount[u], g.work[u], g.busy[u], g.work[u] / n,
-                          g.busy[u] / (n * span) if span else 0.0)
+        uses[u] = UnitUse(
+            n,
+            g.amount[u],
+            g.work[u],
+            g.busy[u],
+            g.work[u] / n,
+            g.busy[u] / (n * span) if span else 0.0,
+        )
     roof = max(uses, key=lambda u: uses[u].bound) if uses else None
     bound = uses[roof].bound if roof is not None else 0.0
     busiest = max(uses, key=lambda u: uses[u].utilization) if uses else None
-    binds = busiest if busiest is not None and \
-        uses[busiest].utilization >= BUSY_ENOUGH else LATENCY
+    binds = busiest if busiest is not None and uses[busiest].utilization >= BUSY_ENOUGH else LATENCY
     return Row(g.name, g.kind, g.line, g.tasks, span, bound, roof, binds, uses)
 
 
@@ -214,9 +232,14 @@ class Report:
     groups: list[Row]
 
     def to_json(self) -> dict[str, object]:
-        return {"program": self.program, "device": self.device, "decision": "D-RT-ROOFLINE",
-                "units": self.units, "total": self.total.to_json(),
-                "groups": [g.to_json() for g in self.groups]}
+        return {
+            "program": self.program,
+            "device": self.device,
+            "decision": "D-RT-ROOFLINE",
+            "units": self.units,
+            "total": self.total.to_json(),
+            "groups": [g.to_json() for g in self.groups],
+        }
 
     def kinds(self) -> list[str]:
         return list(self.total.units)
@@ -224,27 +247,40 @@ class Report:
     def to_text(self) -> str:
         kinds = self.kinds()
         units = ", ".join(f"{u} x{n}" for u, n in self.units.items())
-        out = [f"roofline (D-RT-ROOFLINE; throughputs D-RT-COST): {self.program} on "
-               f"{self.device}, units {units}",
-               f"{'group':<34}{'tasks':>7}{'cycles':>10}{'bound':>10}{'ratio':>8}  "
-               f"{'binds':<9}" + "".join(f"{u:>7}" for u in kinds)]
+        out = [
+            f"roofline (D-RT-ROOFLINE; throughputs D-RT-COST): {self.program} on "
+            f"{self.device}, units {units}",
+            f"{'group':<34}{'tasks':>7}{'cycles':>10}{'bound':>10}{'ratio':>8}  "
+            f"{'binds':<9}" + "".join(f"{u:>7}" for u in kinds),
+        ]
         for r in [self.total, *self.groups]:
             ratio = f"{r.ratio:.2f}" if r.ratio is not None else "-"
-            util = "".join(f"{r.units[u].utilization * 100:6.0f}%" if u in r.units
-                           else f"{'-':>7}" for u in kinds)
+            util = "".join(
+                f"{r.units[u].utilization * 100:6.0f}%" if u in r.units else f"{'-':>7}"
+                for u in kinds
+            )
             name = r.name if len(r.name) <= 33 else r.name[:30] + "..."
-            out.append(f"{name:<34}{r.tasks:>7}{r.cycles:>10}{math.ceil(r.bound):>10}"
-                       f"{ratio:>8}  {r.binds:<9}{util}")
-        out.append("cycles: the program's total (its critical path), a group's from its "
-                   "first start to its last end; bound: max over unit kinds of work / "
-                   "(units x throughput); columns: each unit kind's utilization")
+            out.append(
+                f"{name:<34}{r.tasks:>7}{r.cycles:>10}{math.ceil(r.bound):>10}"
+                f"{ratio:>8}  {r.binds:<9}{util}"
+            )
+        out.append(
+            "cycles: the program's total (its critical path), a group's from its "
+            "first start to its last end; bound: max over unit kinds of work / "
+            "(units x throughput); columns: each unit kind's utilization"
+        )
         return "\n".join(out)
 
 
 def report(tally: Tally, total_cycles: int, program: str, device: str) -> Report:
     units = tally.units
-    return Report(program, device, units, row(tally.total, units, total_cycles),
-                  [row(g, units) for g in tally.groups if g.tasks])
+    return Report(
+        program,
+        device,
+        units,
+        row(tally.total, units, total_cycles),
+        [row(g, units) for g in tally.groups if g.tasks],
+    )
 
 
 def bar_chart_png(rep: Report, path: str) -> None:
@@ -254,34 +290,52 @@ def bar_chart_png(rep: Report, path: str) -> None:
     (`trace.timeline_png`); needs matplotlib."""
     try:
         import matplotlib
+
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError as e:
-        raise RuntimeError("not supported: --roofline-plot needs matplotlib; install it with "
-                           "pip install 'nem-toolchain[viz]'") from e
+        raise RuntimeError(
+            "not supported: --roofline-plot needs matplotlib; install it with "
+            "pip install 'nem-toolchain[viz]'"
+        ) from e
     from nem.runtime.trace import opcode_colors
 
     rows = rep.groups
-    if len(rows) > PLOT_GROUPS:   # the longest, in program order
+    if len(rows) > PLOT_GROUPS:  # the longest, in program order
         keep = set(map(id, sorted(rows, key=lambda r: -r.cycles)[:PLOT_GROUPS]))
         rows = [r for r in rows if id(r) in keep]
     colors = opcode_colors(sorted({r.binds for r in rows} | set(rep.kinds()) | {LATENCY}))
     fig, ax = plt.subplots(figsize=(12, 1.5 + 0.35 * max(len(rows), 1)))
     seen: set[str] = set()
     for y, r in enumerate(rows):
-        ax.barh(y - 0.2, r.cycles, height=0.4, color=colors[r.binds],
-                label=f"cycles, binds {r.binds}" if r.binds not in seen else None)
+        ax.barh(
+            y - 0.2,
+            r.cycles,
+            height=0.4,
+            color=colors[r.binds],
+            label=f"cycles, binds {r.binds}" if r.binds not in seen else None,
+        )
         seen.add(r.binds)
-        ax.barh(y + 0.2, r.bound, height=0.4, color="lightgray",
-                label="bound (D-RT-COST)" if y == 0 else None)
+        ax.barh(
+            y + 0.2,
+            r.bound,
+            height=0.4,
+            color="lightgray",
+            label="bound (D-RT-COST)" if y == 0 else None,
+        )
     ax.set_yticks(range(len(rows)))
     ax.set_yticklabels([r.name for r in rows], fontsize="small")
-    ax.set_ylim(len(rows) - 0.5, -0.5)     # program order, top down
+    ax.set_ylim(len(rows) - 0.5, -0.5)  # program order, top down
     ax.set_xlabel("cycles")
-    shown = f" ({len(rows)} of {len(rep.groups)} groups, the longest)" \
-        if len(rows) < len(rep.groups) else ""
-    ax.set_title(f"{rep.program} on {rep.device}: {rep.total.cycles} cycles, bound "
-                 f"{math.ceil(rep.total.bound)}{shown}")
+    shown = (
+        f" ({len(rows)} of {len(rep.groups)} groups, the longest)"
+        if len(rows) < len(rep.groups)
+        else ""
+    )
+    ax.set_title(
+        f"{rep.program} on {rep.device}: {rep.total.cycles} cycles, bound "
+        f"{math.ceil(rep.total.bound)}{shown}"
+    )
     ax.legend(loc="lower right", fontsize="small")
     fig.tight_layout()
     fig.savefig(path, dpi=100)

@@ -97,7 +97,7 @@ class Topology(TypedDict):
     num_engines: int
     per_engine: dict[str, int]
     device_units: dict[str, int]
-    l2: int     # bytes of L2, and of each engine's L1
+    l2: int  # bytes of L2, and of each engine's L1
     l1: int
 
 
@@ -109,12 +109,22 @@ AccessLog = tuple[tuple[int, tuple[int, ...]], VectorClock, int, int, list[Acces
 
 
 class Scheduler:
-    def __init__(self, cp: CompiledProgram, memory: Memory, *, topology: Topology,
-                 unit_chars: UnitChars | None = None, mode: str = "functional",
-                 policy: str = "source", seed: int = 0,
-                 kernels: Mapping[str, Kernel] | None = None, races: bool = True,
-                 trace: bool = True, profile: Profile | None = None,
-                 file: str = "<input>") -> None:
+    def __init__(
+        self,
+        cp: CompiledProgram,
+        memory: Memory,
+        *,
+        topology: Topology,
+        unit_chars: UnitChars | None = None,
+        mode: str = "functional",
+        policy: str = "source",
+        seed: int = 0,
+        kernels: Mapping[str, Kernel] | None = None,
+        races: bool = True,
+        trace: bool = True,
+        profile: Profile | None = None,
+        file: str = "<input>",
+    ) -> None:
         self.cp = cp
         self.memory = memory
         self.mode = mode
@@ -129,7 +139,7 @@ class Scheduler:
         for k, v in (profile or {}).items():
             self.profile.setdefault(k, {}).update(v)
         self.unit_chars = unit_chars or {}
-        self.topology = topology       # dict: num_engines, per_engine{}, device_units{}
+        self.topology = topology  # dict: num_engines, per_engine{}, device_units{}
         self.file = file
         self.seq = 0
         self.steps = 0
@@ -142,16 +152,19 @@ class Scheduler:
         self.busy: dict[Unit, int] = {}
         self.unit_free: dict[Unit, int] = {}
         self.rr: dict[tuple[Unit, int], int] = {}
-        self.loop_max_active: dict[int, int] = {}    # by the loop's line
+        self.loop_max_active: dict[int, int] = {}  # by the loop's line
         # `_effect`: bound data effects by task and regions
         self.effects: dict[tuple[object, ...], Callable[[], None]] = {}
-        self.placed: dict[TaskTpl, Placement] = {}   # `_placement` by template
+        self.placed: dict[TaskTpl, Placement] = {}  # `_placement` by template
         # `_placement`'s results: (kind, opcode, resource, seq_engine, level
         # names of the regions) -> (engine, unit type, index, candidate units)
         self.placements: dict[tuple[str | int | tuple[str, int] | None, ...], Placement] = {}
         # what a replayed plan depends on in the topology (`replay.key_of`)
-        self.topo_key = (topology["num_engines"], tuple(sorted(topology["per_engine"].items())),
-                         tuple(sorted(topology["device_units"].items())))
+        self.topo_key = (
+            topology["num_engines"],
+            tuple(sorted(topology["per_engine"].items())),
+            tuple(sorted(topology["device_units"].items())),
+        )
         self.now = 0
         self.total_cycles = 0
         self.finished = False
@@ -165,24 +178,24 @@ class Scheduler:
         self._chosen: TaskInst | None = None
         # explorer: picks the next task among the ready ones
         self.choose: Callable[[list[TaskInst]], TaskInst] | None = None
-        self.log: list[AccessLog] | None = None   # explorer: what each task did
-        self.recording: replay.Plan | None = None   # D-RT-REPLAY: this run's effects
-        self.dry_steps = 0             # D-RT-REPLAY: steps whose effects are already in memory
-        self.planning = False          # D-RT-PREPARE: effects are bound and recorded, not run
-        self.roofline: Tally | None = None   # timed mode (D-RT-ROOFLINE)
+        self.log: list[AccessLog] | None = None  # explorer: what each task did
+        self.recording: replay.Plan | None = None  # D-RT-REPLAY: this run's effects
+        self.dry_steps = 0  # D-RT-REPLAY: steps whose effects are already in memory
+        self.planning = False  # D-RT-PREPARE: effects are bound and recorded, not run
+        self.roofline: Tally | None = None  # timed mode (D-RT-ROOFLINE)
 
     # ------------------------------------------------------------------ streams
     def _lookup(self, frame: Frame, ref: ValueRef) -> Frame:
         f = frame
         for _ in range(frame.depth - ref.depth):
-            assert f.parent is not None   # a reference is to an enclosing stream's value
+            assert f.parent is not None  # a reference is to an enclosing stream's value
             f = f.parent
         return f
 
     def _token(self, frame: Frame, ref: ValueRef) -> Token:
         f = self._lookup(frame, ref)
         tok: Token | None = f.env.get(ref.slot)
-        if tok is None:   # forward reference (MLIR input): a placeholder
+        if tok is None:  # forward reference (MLIR input): a placeholder
             tok = f.env[ref.slot] = Token()
         return tok
 
@@ -202,8 +215,8 @@ class Scheduler:
             elif ins.__class__ is TaskTpl:
                 t = self._issue(frame, ins)
                 frame.pc += 1
-                if ins.sync:          # TASK-08/09: .async followed by wait
-                    assert t.token is not None   # set by `_issue`
+                if ins.sync:  # TASK-08/09: .async followed by wait
+                    assert t.token is not None  # set by `_issue`
                     if not self._wait_on(frame, [t.token]):
                         return
             elif ins.__class__ is WaitTpl:
@@ -214,8 +227,12 @@ class Scheduler:
                         raise RunError(
                             f"wait on token {self._ref_name(r)} that can never be produced: its "
                             f"task (line {self._ref_line(r)}) comes after this wait in the same "
-                            "instruction stream", "TASK-05", ins.op, frame.iteration(),
-                            "issue the task before the wait (decision D-TOK-DEADLOCK)")
+                            "instruction stream",
+                            "TASK-05",
+                            ins.op,
+                            frame.iteration(),
+                            "issue the task before the wait (decision D-TOK-DEADLOCK)",
+                        )
                     toks.append(tok)
                 frame.pc += 1
                 if not self._wait_on(frame, toks):
@@ -227,14 +244,14 @@ class Scheduler:
                     continue
                 run = LoopRun(ins, frame, lo, hi)
                 frame.loop = run
-                frame.live += 1          # the loop is outstanding work of this stream
+                frame.live += 1  # the loop is outstanding work of this stream
                 self._open_iterations(run)
                 return
             else:
                 frame.pc += 1
         frame.finished = True
         looprun = frame.looprun
-        if looprun is not None:     # what a loop's next iterations learn (the root's is unused)
+        if looprun is not None:  # what a loop's next iterations learn (the root's is unused)
             frame.done_vc = join(frame.done_vc, frame.K)
             self._stream_ended(looprun, frame)
         if frame.live == 0:
@@ -265,7 +282,7 @@ class Scheduler:
 
     @staticmethod
     def _ref_line(r: ValueRef) -> int:
-        owner = r.value.owner      # a region's or task's op
+        owner = r.value.owner  # a region's or task's op
         loc = SourceLoc.of(owner) if isinstance(owner, Operation) else None
         return loc.line if loc else 0
 
@@ -309,9 +326,17 @@ class Scheduler:
             run.next += 1
             if names is None:
                 names = parent.names + (tpl.var,)
-            f = Frame(tpl.body, parent, parent.iv + (i,), names,
-                      join(parent.K, run.prefix_vc), max(parent.time, run.prefix_time), run, i,
-                      parent.ords + (i - run.lo,))
+            f = Frame(
+                tpl.body,
+                parent,
+                parent.iv + (i,),
+                names,
+                join(parent.K, run.prefix_vc),
+                max(parent.time, run.prefix_time),
+                run,
+                i,
+                parent.ords + (i - run.lo,),
+            )
             if run.next > run.hi:
                 run.last_open_vc = f.K
             run.active += 1
@@ -325,13 +350,13 @@ class Scheduler:
 
     def _frame_done(self, frame: Frame) -> None:
         self.frames.discard(frame)
-        frame.env = {}     # break token <-> task <-> frame cycles: memory stays O(window)
+        frame.env = {}  # break token <-> task <-> frame cycles: memory stays O(window)
         run = frame.looprun
-        if run is None:       # semantics.PROGRAM_END drains: every task has completed
+        if run is None:  # semantics.PROGRAM_END drains: every task has completed
             self.finished = frame is self.root
             return
         run.active -= 1
-        assert frame.index is not None   # an iteration's stream
+        assert frame.index is not None  # an iteration's stream
         run.done[frame.index] = (frame.done_vc, frame.done_time)
         while run.window in run.done:
             vc, t = run.done.pop(run.window)
@@ -339,7 +364,7 @@ class Scheduler:
             if t > run.prefix_time:
                 run.prefix_time = t
             run.window += 1
-        if run.window > run.hi:      # every iteration completed: the loop is done
+        if run.window > run.hi:  # every iteration completed: the loop is done
             parent = run.frame
             if parent.looprun is not None:
                 parent.done_vc = join(parent.done_vc, run.prefix_vc)
@@ -365,8 +390,13 @@ class Scheduler:
             f = env_up(frame, ref) if ref.depth != frame.depth else frame
             r = f.env.get(ref.slot)
             if r is None:
-                raise RunError("region used before its declaration", None, tpl.op,
-                               frame.iteration(), "declare the region before its first use")
+                raise RunError(
+                    "region used before its declaration",
+                    None,
+                    tpl.op,
+                    frame.iteration(),
+                    "declare the region before its first use",
+                )
             regions.append(r)
         t.regions = regions
         # the token (a placeholder may exist from a forward reference)
@@ -426,7 +456,7 @@ class Scheduler:
         once per template: a first run of a long unrolled program binds a
         handful of combinations, not one per task."""
         tpl = t.tpl
-        hit = self.placed.get(tpl)     # a template's regions keep their levels
+        hit = self.placed.get(tpl)  # a template's regions keep their levels
         if hit is not None:
             return hit
         regions = t.regions
@@ -454,7 +484,7 @@ class Scheduler:
         if b.error is not None:
             raise RunError(b.error, b.rule, tpl.op, t.iteration(), b.fix)
         utype, idx = b.unit, b.index
-        assert utype is not None   # bound when there is no error
+        assert utype is not None  # bound when there is no error
         if utype in DEVICE_UNITS:
             engine = -1
         engines = (engine,) if engine is not None else tuple(range(topo["num_engines"]))
@@ -539,8 +569,9 @@ class Scheduler:
         if not self.live and not self.frames:
             self.finished = True
             return None
-        self.deadlock = Deadlock(witness(self.live.values(), self.frames, self.file,
-                                         self.cp.values, self.ref))
+        self.deadlock = Deadlock(
+            witness(self.live.values(), self.frames, self.file, self.cp.values, self.ref)
+        )
         raise DeadlockError(self.deadlock)
 
     def ref(self, t: TaskInst) -> TaskRef:
@@ -566,7 +597,7 @@ class Scheduler:
         t.engine = unit[0]
         try:
             if self.steps < self.dry_steps:
-                pass      # a failed replay's re-walk: this effect is in memory already
+                pass  # a failed replay's re-walk: this effect is in memory already
             else:
                 effect = self._effect(t)
                 if not self.planning:
@@ -582,9 +613,12 @@ class Scheduler:
             for d in deps:
                 vc_in = join(vc_in, d.vc)
             t.vc, t.lane, t.epoch = self.race.start(
-                vc_in, [d.task.lane for d in deps if d.task is not None] if deps else ())
-            accesses = [(r.level.ident, r.start, r.start + r.extent, rw[1], r.buffer.offset)
-                        for rw, r in zip(tpl.region_refs, regions)]
+                vc_in, [d.task.lane for d in deps if d.task is not None] if deps else ()
+            )
+            accesses = [
+                (r.level.ident, r.start, r.start + r.extent, rw[1], r.buffer.offset)
+                for rw, r in zip(tpl.region_refs, regions)
+            ]
             self.race.access(t, accesses, self.ref)
             if self.log is not None:
                 self.log.append((task_key(t), t.vc, t.lane, t.epoch, accesses, self.ref(t)))
@@ -606,10 +640,18 @@ class Scheduler:
         self.steps += 1
         self.counts[tpl.opcode] = self.counts.get(tpl.opcode, 0) + 1
         if self.tracing:
-            nbytes = regions[-1].extent if tpl.kind != COMPUTE else \
-                sum(r.extent for r in regions)
-            self.trace.append((self.steps, tpl, t.frame.iteration(), unit, t.start,
-                               t.end if self.timed else t.start + 1, nbytes))
+            nbytes = regions[-1].extent if tpl.kind != COMPUTE else sum(r.extent for r in regions)
+            self.trace.append(
+                (
+                    self.steps,
+                    tpl,
+                    t.frame.iteration(),
+                    unit,
+                    t.start,
+                    t.end if self.timed else t.start + 1,
+                    nbytes,
+                )
+            )
         self._complete(t)
 
     def _effect(self, t: TaskInst) -> Callable[[], None]:
@@ -625,16 +667,21 @@ class Scheduler:
         key: tuple[object, ...]
         if tpl.kind == COMPUTE:
             attrs = task_attrs(tpl, t.frame.iv)
-            key = (tpl, *t.regions, *map(_frozen, (attrs[k] for k in tpl.attrs_dyn))) \
-                if tpl.attrs_dyn else (tpl, *t.regions)
+            key = (
+                (tpl, *t.regions, *map(_frozen, (attrs[k] for k in tpl.attrs_dyn)))
+                if tpl.attrs_dyn
+                else (tpl, *t.regions)
+            )
         else:
             key = (tpl, *t.regions)
         cache = self.effects
         effect = cache.get(key)
         if effect is None:
-            effect = prepare_compute(tpl, t.regions, attrs, self.kernels) \
-                if tpl.kind == COMPUTE else \
-                prepare_move(tpl, t.regions[1], t.regions[0])   # operand_regions: (src, dst)
+            effect = (
+                prepare_compute(tpl, t.regions, attrs, self.kernels)
+                if tpl.kind == COMPUTE
+                else prepare_move(tpl, t.regions[1], t.regions[0])
+            )  # operand_regions: (src, dst)
             if len(cache) < EFFECTS:
                 cache[key] = effect
             else:
@@ -651,7 +698,7 @@ class Scheduler:
         self.satisfied[name] = self.satisfied.get(name, 0) + 1
         del self.live[t.seq]
         f = t.frame
-        if self.race is not None and f.looprun is not None:   # _frame_done reads it
+        if self.race is not None and f.looprun is not None:  # _frame_done reads it
             f.done_vc = join(f.done_vc, t.vc)
         if t.end > f.done_time:
             f.done_time = t.end
@@ -666,15 +713,14 @@ class Scheduler:
                 elif w.blocked is not None and all(x.done for x in w.blocked):
                     self._unblock(w, w.blocked)
                     self.runnable.append(w)
-        t.deps = None      # no reference cycles through completed tasks
+        t.deps = None  # no reference cycles through completed tasks
         t.token = None
         f.live -= 1
         if f.live == 0 and f.finished:
             self._frame_done(f)
 
-    def run(self, limit: int | None = None,
-            progress: Callable[[int], object] | None = None) -> int:
-        if limit is None:    # a whole run: replay it when the plan allows (D-RT-REPLAY)
+    def run(self, limit: int | None = None, progress: Callable[[int], object] | None = None) -> int:
+        if limit is None:  # a whole run: replay it when the plan allows (D-RT-REPLAY)
             plan = replay.start(self)
             if plan is not None:
                 done = replay.replay(self, plan, progress)
@@ -698,8 +744,11 @@ class Scheduler:
         out = []
         for tpl in self.cp.tasks:
             if tpl.produced and tpl.consumed < tpl.produced and not tpl.sync:
-                out.append(Unconsumed(tpl.label, self.file, tpl.line, tpl.produced,
-                                      tpl.produced - tpl.consumed))
+                out.append(
+                    Unconsumed(
+                        tpl.label, self.file, tpl.line, tpl.produced, tpl.produced - tpl.consumed
+                    )
+                )
         return out
 
     def unit_name(self, unit: Unit) -> str:

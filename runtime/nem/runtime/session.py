@@ -75,8 +75,13 @@ class RunSettings(Protocol):
     def escape_hatch(self) -> EscapeHatch: ...
 
 
-DEFAULT_TOPOLOGY: Topology = {"num_engines": 1, "per_engine": {"NMU": 1, "CSTL": 1, "DMA": 1, "VPU": 1},
-                    "device_units": {"sDMA": 1}, "l2": DEFAULT_L2_SIZE, "l1": DEFAULT_L1_SIZE}
+DEFAULT_TOPOLOGY: Topology = {
+    "num_engines": 1,
+    "per_engine": {"NMU": 1, "CSTL": 1, "DMA": 1, "VPU": 1},
+    "device_units": {"sDMA": 1},
+    "l2": DEFAULT_L2_SIZE,
+    "l1": DEFAULT_L1_SIZE,
+}
 
 
 def topology_of(device: Device | None) -> Topology:
@@ -85,9 +90,13 @@ def topology_of(device: Device | None) -> Topology:
     if device is None:
         return DEFAULT_TOPOLOGY
     t = device.topology
-    return {"num_engines": t.num_engines, "per_engine": dict(t.per_engine),
-            "device_units": dict(t.device_units), "l2": t.l2_size_bytes,
-            "l1": t.l1_size_bytes}
+    return {
+        "num_engines": t.num_engines,
+        "per_engine": dict(t.per_engine),
+        "device_units": dict(t.device_units),
+        "l2": t.l2_size_bytes,
+        "l1": t.l1_size_bytes,
+    }
 
 
 def diag_from(e: RunError, file: str) -> Diagnostic:
@@ -119,14 +128,16 @@ class Program:
 
     def __repr__(self) -> str:
         dev = self.device.name if self.device is not None else "device-agnostic"
-        return (f"<NEM program {self.name} ({self.file}) on {dev}: "
-                f"{len(self.memory.buffers)} buffers, {len(self.compiled.tasks)} task statements, "
-                f"{len(self.compiled.loops)} loops>")
+        return (
+            f"<NEM program {self.name} ({self.file}) on {dev}: "
+            f"{len(self.memory.buffers)} buffers, {len(self.compiled.tasks)} task statements, "
+            f"{len(self.compiled.loops)} loops>"
+        )
 
 
 @dataclass
 class RunResult:
-    status: str                       # "completed" | "deadlock" | "error"
+    status: str  # "completed" | "deadlock" | "error"
     mode: str
     schedule: str
     tasks_run: int
@@ -151,8 +162,10 @@ class RunResult:
 
     def __repr__(self) -> str:
         cyc = f", {self.cycle_count} cycles" if self.cycle_count is not None else ""
-        return (f"<RunResult {self.status}: {self.tasks_run} tasks{cyc}, "
-                f"{self.race_count} races, {'deadlock' if self.deadlock else 'no deadlock'}>")
+        return (
+            f"<RunResult {self.status}: {self.tasks_run} tasks{cyc}, "
+            f"{self.race_count} races, {'deadlock' if self.deadlock else 'no deadlock'}>"
+        )
 
 
 @dataclass
@@ -188,12 +201,19 @@ class Session:
         dev = program.device
         topo = topology_of(dev)
         self.sched = Scheduler(
-            program.compiled, memory, topology=topo,
+            program.compiled,
+            memory,
+            topology=topo,
             unit_chars=dev.unit_characteristics if dev is not None else {},
-            mode=interp.mode, policy=interp.policy, seed=interp.seed,
+            mode=interp.mode,
+            policy=interp.policy,
+            seed=interp.seed,
             kernels={**default_kernels(lambda: interp.escape_hatch), **interp.kernels},
-            races=interp.races, trace=interp.tracing, profile=interp.profile,
-            file=program.file)
+            races=interp.races,
+            trace=interp.tracing,
+            profile=interp.profile,
+            file=program.file,
+        )
         if self.sched.timed:
             self.sched.roofline = roofline.Tally(program.compiled, topo)
         self.breakpoints: list[Breakpoint] = []
@@ -209,8 +229,9 @@ class Session:
         return None
 
     # -------------------------------------------------------------- breakpoints
-    def add_breakpoint(self, task: str | None = None, line: int | None = None,
-                       loop_iter: int | None = None) -> None:
+    def add_breakpoint(
+        self, task: str | None = None, line: int | None = None, loop_iter: int | None = None
+    ) -> None:
         """Break before a task whose token name is `task`, at source `line`, and/or in
         loop iteration `loop_iter` (the innermost loop variable); all given must match.
         A breakpoint that can never fire is a ValueError (decision D-RT-NAMES): a task
@@ -225,16 +246,25 @@ class Session:
             raise ValueError(f"no task statement at line {line} (task lines: {lines or 'none'})")
         if task is None and line is None and loop_iter is None:
             raise ValueError("a breakpoint needs task=, line= or loop_iter=")
-        matching = [t for t in tasks if (task is None or t.label == task) and
-                    (line is None or t.line == line)]
+        matching = [
+            t
+            for t in tasks
+            if (task is None or t.label == task) and (line is None or t.line == line)
+        ]
         if not matching:
             at = ", ".join(str(n) for n in sorted({t.line for t in tasks if t.label == task}))
             raise ValueError(f"no task {task} at line {line} (task {task} is at line {at})")
         if loop_iter is not None:
-            whom = f"task {task}" if task is not None else \
-                (f"the task at line {line}" if line is not None else "the program's tasks")
-            check_loop_iter(loop_iter, [lts[-1] if (lts := loops_of(cp, t.op)) else None
-                                        for t in matching], whom)
+            whom = (
+                f"task {task}"
+                if task is not None
+                else (f"the task at line {line}" if line is not None else "the program's tasks")
+            )
+            check_loop_iter(
+                loop_iter,
+                [lts[-1] if (lts := loops_of(cp, t.op)) else None for t in matching],
+                whom,
+            )
         self.breakpoints.append({"task": task, "line": line, "loop_iter": loop_iter})
 
     def clear_breakpoints(self) -> None:
@@ -277,10 +307,16 @@ class Session:
 
     def _result(self, t: TaskInst) -> StepResult:
         unit = t.unit
-        assert unit is not None   # a task that ran was placed
-        return StepResult(t.tpl.label, f"{t.tpl.opcode}.{'sync' if t.tpl.sync else 'async'}",
-                          "completed", t.tpl.label if t.tpl.op.token_name() else None,
-                          t.tpl.line, t.iteration(), self.sched.unit_name(unit))
+        assert unit is not None  # a task that ran was placed
+        return StepResult(
+            t.tpl.label,
+            f"{t.tpl.opcode}.{'sync' if t.tpl.sync else 'async'}",
+            "completed",
+            t.tpl.label if t.tpl.op.token_name() else None,
+            t.tpl.line,
+            t.iteration(),
+            self.sched.unit_name(unit),
+        )
 
     def run(self, progress: Callable[[int], object] | None = None) -> str:
         """Run until a breakpoint or completion; returns the status."""
@@ -301,6 +337,7 @@ class Session:
                 n += 1
                 if progress is not None and (n & 1023) == 0:
                     progress(sched.steps)
+
         self._guard(go)
         return self.status
 
@@ -321,6 +358,7 @@ class Session:
                     self.status = "completed"
                     return
             self.status = "paused"
+
         self._guard(go)
         return self.status
 
@@ -330,12 +368,14 @@ class Session:
         if t is None:
             return "completed"
         frame = t.frame
+
         def go() -> None:
             while frame in self.sched.frames or frame.live:
                 if self.sched.step() is None:
                     self.status = "completed"
                     return
             self.status = "paused"
+
         self._guard(go)
         return self.status
 
@@ -353,19 +393,30 @@ class Session:
 
     def result(self, error: Diagnostic | None = None) -> RunResult:
         s = self.sched
-        status = "deadlock" if s.deadlock else ("error" if error or self.status == "error"
-                                               else self.status)
+        status = (
+            "deadlock"
+            if s.deadlock
+            else ("error" if error or self.status == "error" else self.status)
+        )
         race = s.race
         return RunResult(
-            status=status, mode=s.mode,
+            status=status,
+            mode=s.mode,
             schedule=s.policy if not s.timed else "timed",
-            tasks_run=s.steps, counts=dict(s.counts),
-            races=list(race.races) if race else [], race_count=race.race_count if race else 0,
-            deadlock=s.deadlock, unconsumed=s.unconsumed() if status == "completed" else [],
+            tasks_run=s.steps,
+            counts=dict(s.counts),
+            races=list(race.races) if race else [],
+            race_count=race.race_count if race else 0,
+            deadlock=s.deadlock,
+            unconsumed=s.unconsumed() if status == "completed" else [],
             cycle_count=s.total_cycles if s.timed else None,
-            unit_busy={s.unit_name(u): b for u, b in sorted(s.busy.items(),
-                                                             key=lambda x: (x[0][0], x[0][1], x[0][2]))},
-            max_active_iterations=dict(s.loop_max_active), error=error or self.error)
+            unit_busy={
+                s.unit_name(u): b
+                for u, b in sorted(s.busy.items(), key=lambda x: (x[0][0], x[0][1], x[0][2]))
+            },
+            max_active_iterations=dict(s.loop_max_active),
+            error=error or self.error,
+        )
 
     # -------------------------------------------------------------- inspection
     def _region(self, name: str, **loop_vars: object) -> RegionInst:
@@ -397,15 +448,18 @@ class Session:
     def dump_region(self, name: str, **loop_vars: object) -> str:
         r = self._region(name, **loop_vars)
         head = " ".join(f"0x{b:02x}" for b in r.raw()[:32])
-        return (f"Region: {r.name}\n  Buffer: {r.buffer.name}, offset={r.offset}, "
-                f"extent={r.extent}\n  Type: {r.elem or 'untyped'}, shape={list(r.shape or [])}"
-                f"\n  Contents: [{head}{' ...' if r.extent > 32 else ''}]")
+        return (
+            f"Region: {r.name}\n  Buffer: {r.buffer.name}, offset={r.offset}, "
+            f"extent={r.extent}\n  Type: {r.elem or 'untyped'}, shape={list(r.shape or [])}"
+            f"\n  Contents: [{head}{' ...' if r.extent > 32 else ''}]"
+        )
 
     def read_buffer(self, name: str) -> np.ndarray:
         return self.memory.buffer_bytes(name).copy()
 
-    def read_memory(self, level: str, offset: int = 0, size: int | None = None,
-                    engine: int | None = None) -> bytes:
+    def read_memory(
+        self, level: str, offset: int = 0, size: int | None = None, engine: int | None = None
+    ) -> bytes:
         if level == "L1" and engine is not None:
             level = f"L1[{engine}]"
         lv = self.memory.level(level)
@@ -415,17 +469,25 @@ class Session:
         except MemoryError_ as e:
             raise ValueError(f"{e} [{e.rule}]") from None
 
-    def write_tensor(self, buffer: str | None, tensor: npt.ArrayLike, offset: int = 0,
-                     raw: bool = False) -> int:
+    def write_tensor(
+        self, buffer: str | None, tensor: npt.ArrayLike, offset: int = 0, raw: bool = False
+    ) -> int:
         """As `NemInterpreter.write_tensor`, into this session's memory."""
-        return tensor_io.write_tensor(self.memory, self.program.compiled, buffer, tensor, offset, raw)
+        return tensor_io.write_tensor(
+            self.memory, self.program.compiled, buffer, tensor, offset, raw
+        )
 
-    def read_tensor(self, buffer: str | None, shape: Sequence[int] | None = None,
-                    dtype: npt.DTypeLike | None = None, offset: int = 0
-                    ) -> np.ndarray:
+    def read_tensor(
+        self,
+        buffer: str | None,
+        shape: Sequence[int] | None = None,
+        dtype: npt.DTypeLike | None = None,
+        offset: int = 0,
+    ) -> np.ndarray:
         """As `NemInterpreter.read_tensor`, from this session's memory."""
-        return tensor_io.read_tensor(self.memory, self.program.compiled, buffer, shape, dtype,
-                                     offset)
+        return tensor_io.read_tensor(
+            self.memory, self.program.compiled, buffer, shape, dtype, offset
+        )
 
     def get_tokens(self) -> dict[str, Token]:
         """The tokens of the live instruction streams (the program body and the
@@ -451,8 +513,11 @@ class Session:
 
     def get_pending_tasks(self) -> list[Task]:
         """The issued task instances that wait for a dependency, in issue order."""
-        return [task_of(t, self.sched, "pending")
-                for t in sorted(self.sched.live.values(), key=lambda t: t.seq) if t.npending]
+        return [
+            task_of(t, self.sched, "pending")
+            for t in sorted(self.sched.live.values(), key=lambda t: t.seq)
+            if t.npending
+        ]
 
     @property
     def trace(self) -> list[TraceEntry]:
@@ -462,8 +527,9 @@ class Session:
         lines = [f"{'Buffer':<16}{'Level':<8}{'Offset':>10}{'Size':>10}{'Align':>7}  Status"]
         for b in self.memory.all_buffers():
             name = b.name if b.instances == 1 else f"{b.name}#{b.instance}"
-            lines.append(f"{name:<16}{b.level:<8}{hex(b.offset):>10}{b.size:>10}"
-                         f"{b.align:>7}  allocated")
+            lines.append(
+                f"{name:<16}{b.level:<8}{hex(b.offset):>10}{b.size:>10}{b.align:>7}  allocated"
+            )
         return "\n".join(lines)
 
     def dump_trace(self) -> str:
@@ -473,12 +539,18 @@ class Session:
         """The roofline report of what has run so far (timed mode, D-RT-ROOFLINE)."""
         tally = self.sched.roofline
         if tally is None:
-            raise ValueError("not supported: a roofline needs a timed run (the bound and the "
-                             "cycles come from the timed cost model, D-RT-COST); "
-                             "set_mode('timed') before start()")
+            raise ValueError(
+                "not supported: a roofline needs a timed run (the bound and the "
+                "cycles come from the timed cost model, D-RT-COST); "
+                "set_mode('timed') before start()"
+            )
         dev = self.program.device
-        return roofline.report(tally, self.sched.total_cycles, self.program.name,
-                               dev.name if dev is not None else "device-agnostic")
+        return roofline.report(
+            tally,
+            self.sched.total_cycles,
+            self.program.name,
+            dev.name if dev is not None else "device-agnostic",
+        )
 
     def export_trace(self, path: str) -> None:
         trace_mod.export(self.sched.trace, path, self.program.name, self.sched.mode)
@@ -494,7 +566,9 @@ class Session:
             pass
         cyc = f", cycle {s.total_cycles}" if s.timed else ""
         races = s.race.race_count if s.race else 0
-        return (f"<Session {self.program.name} [{self.status}] {s.mode}/{s.policy}: "
-                f"{s.steps} tasks run, {len(s.live)} in flight"
-                f"{' (' + '; '.join(live_iters[:4]) + ')' if live_iters else ''}"
-                f"{cyc}, {races} races{nxt}>")
+        return (
+            f"<Session {self.program.name} [{self.status}] {s.mode}/{s.policy}: "
+            f"{s.steps} tasks run, {len(s.live)} in flight"
+            f"{' (' + '; '.join(live_iters[:4]) + ')' if live_iters else ''}"
+            f"{cyc}, {races} races{nxt}>"
+        )

@@ -27,16 +27,22 @@ UnitChars = Mapping[str, Mapping[str, Any]]
 """A device's unit characteristics by unit type (the MAC rates of its NMU)."""
 
 DEFAULT_PROFILE: Profile = {
-    "DMA": {"bandwidth": 32, "latency": 4},       # bytes/cycle, cycles
+    "DMA": {"bandwidth": 32, "latency": 4},  # bytes/cycle, cycles
     "sDMA": {"bandwidth": 16, "latency": 16},
-    "CSTL": {"throughput": 256, "latency": 1},    # elements/cycle
+    "CSTL": {"throughput": 256, "latency": 1},  # elements/cycle
     "VPU": {"throughput": 64, "latency": 2},
-    "NMU": {"macs": 1024, "latency": 2},          # fallback MACs/cycle
+    "NMU": {"macs": 1024, "latency": 2},  # fallback MACs/cycle
 }
-MAC_KEYS = {"i4": ("int4_macs", "int8_macs"), "i8": ("int8_macs",), "u8": ("int8_macs",),
-            "i16": ("int16_macs", "int8_macs"), "u16": ("int16_macs", "int8_macs"),
-            "f16": ("fp16_macs",), "bf16": ("bf16_macs", "fp16_macs"),
-            "f32": ("fp32_macs",)}
+MAC_KEYS = {
+    "i4": ("int4_macs", "int8_macs"),
+    "i8": ("int8_macs",),
+    "u8": ("int8_macs",),
+    "i16": ("int16_macs", "int8_macs"),
+    "u16": ("int16_macs", "int8_macs"),
+    "f16": ("fp16_macs",),
+    "bf16": ("bf16_macs", "fp16_macs"),
+    "f32": ("fp32_macs",),
+}
 
 
 def macs_per_cycle(elem: str | None, unit_chars: UnitChars, profile: Profile) -> int:
@@ -66,8 +72,9 @@ class Work(NamedTuple):
         return math.ceil(self.amount / self.rate) + self.latency
 
 
-def task_work(t: TaskTpl, regions: list[RegionInst], unit_type: str, unit_chars: UnitChars,
-              profile: Profile) -> Work:
+def task_work(
+    t: TaskTpl, regions: list[RegionInst], unit_type: str, unit_chars: UnitChars, profile: Profile
+) -> Work:
     if t.kind != COMPUTE:
         p = profile.get(unit_type, profile["DMA"])
         if "bandwidth" not in p:
@@ -86,8 +93,7 @@ def task_work(t: TaskTpl, regions: list[RegionInst], unit_type: str, unit_chars:
         else:
             trans_a = t.attrs_static.get("trans_a", 0)
             k = (a.shape or (1,))[-2 if trans_a else -1]
-        return Work(ny * k, macs_per_cycle(a.elem, unit_chars, profile),
-                    profile["NMU"]["latency"])
+        return Work(ny * k, macs_per_cycle(a.elem, unit_chars, profile), profile["NMU"]["latency"])
     p = profile.get(unit_type) or profile["CSTL"]
     if "throughput" not in p:
         p = profile["CSTL"]

@@ -29,10 +29,14 @@ if TYPE_CHECKING:
     from nem.runtime.engine import TaskTpl
 
 
-_SAME_DATA_FIX = ("a transfer copies elements as they are: give source and destination the same "
-                  "element type and element count (convert with a compute task)")
-_FILLS_FIX = ("a typed region facing an untyped one must be dense (row-major, its extent exactly "
-              "its elements' bytes): type both regions, or make the typed one dense")
+_SAME_DATA_FIX = (
+    "a transfer copies elements as they are: give source and destination the same "
+    "element type and element count (convert with a compute task)"
+)
+_FILLS_FIX = (
+    "a typed region facing an untyped one must be dense (row-major, its extent exactly "
+    "its elements' bytes): type both regions, or make the typed one dense"
+)
 
 
 def _fills(r: RegionInst) -> bool:
@@ -46,8 +50,9 @@ WIDE_MIN = 8
 to copy the runs as opaque elements instead."""
 
 
-def _wide_views(src: RegionInst, s: np.ndarray, dst: RegionInst,
-                d: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+def _wide_views(
+    src: RegionInst, s: np.ndarray, dst: RegionInst, d: np.ndarray
+) -> tuple[np.ndarray, np.ndarray] | None:
     """(dst, src) views of the same bytes as the typed views `d` and `s`
     (same shape and element type), their innermost dimensions that are
     contiguous in both merged into one opaque element (numpy's void type,
@@ -59,8 +64,11 @@ def _wide_views(src: RegionInst, s: np.ndarray, dst: RegionInst,
     overlap, or an operand is i4."""
     if src.elem == "i4" or s.shape != d.shape or s.ndim == 0:
         return None
-    if src.level is dst.level and src.start < dst.start + dst.extent and \
-            dst.start < src.start + src.extent:
+    if (
+        src.level is dst.level
+        and src.start < dst.start + dst.extent
+        and dst.start < src.start + src.extent
+    ):
         return None
     run = s.itemsize
     i = s.ndim
@@ -76,8 +84,9 @@ def _wide_views(src: RegionInst, s: np.ndarray, dst: RegionInst,
     shape = s.shape[:i]
     out = []
     for r, v in ((dst, d), (src, s)):
-        out.append(np.ndarray(shape, wt, buffer=r.level.data, offset=r.start,
-                              strides=v.strides[:i]))
+        out.append(
+            np.ndarray(shape, wt, buffer=r.level.data, offset=r.start, strides=v.strides[:i])
+        )
     return out[0], out[1]
 
 
@@ -96,13 +105,21 @@ def prepare_move(t: TaskTpl, dst: RegionInst, src: RegionInst) -> Callable[[], N
     its range, and then both are byte ranges."""
     if src.elem is not None and dst.elem is not None:
         if src.elem != dst.elem:
-            raise RunError(f"{t.opcode} from {src.elem} region {src.name} to {dst.elem} region "
-                           f"{dst.name}: element types differ", "TASK-07", t.op,
-                           fix=_SAME_DATA_FIX)
+            raise RunError(
+                f"{t.opcode} from {src.elem} region {src.name} to {dst.elem} region "
+                f"{dst.name}: element types differ",
+                "TASK-07",
+                t.op,
+                fix=_SAME_DATA_FIX,
+            )
         s, d = src.read(), dst.read()
         if s.size != d.size:
-            raise RunError(f"{t.opcode}: {src.name} has {s.size} elements, {dst.name} has "
-                           f"{d.size}", "TASK-07", t.op, fix=_SAME_DATA_FIX)
+            raise RunError(
+                f"{t.opcode}: {src.name} has {s.size} elements, {dst.name} has {d.size}",
+                "TASK-07",
+                t.op,
+                fix=_SAME_DATA_FIX,
+            )
         if not (_fills(src) and _fills(dst)):
             shape = d.shape
             wide = _wide_views(src, s, dst, d)
@@ -110,44 +127,65 @@ def prepare_move(t: TaskTpl, dst: RegionInst, src: RegionInst) -> Callable[[], N
                 return partial(np.copyto, *wide)
 
             def typed() -> None:
-                v = src.read()          # i4: unpacked now, not when prepared
+                v = src.read()  # i4: unpacked now, not when prepared
                 dst.write(v.reshape(shape) if v.shape != shape else v)
+
             return typed
     else:
         for side in (src, dst):
             if side.elem is not None and not _fills(side):
-                raise RunError(f"{t.opcode} between a typed and an untyped region: the typed "
-                               f"{side.name} ({side.elem}{list(side.shape or ())}, "
-                               f"{side.extent} bytes) is not dense", "TASK-07", t.op,
-                               fix=_FILLS_FIX)
+                raise RunError(
+                    f"{t.opcode} between a typed and an untyped region: the typed "
+                    f"{side.name} ({side.elem}{list(side.shape or ())}, "
+                    f"{side.extent} bytes) is not dense",
+                    "TASK-07",
+                    t.op,
+                    fix=_FILLS_FIX,
+                )
     n = src.extent
     if dst.extent < n:
-        raise RunError(f"{t.opcode}: source {src.name} has {n} bytes but destination "
-                       f"{dst.name} only {dst.extent}", "TASK-07", t.op, fix=_SAME_DATA_FIX)
+        raise RunError(
+            f"{t.opcode}: source {src.name} has {n} bytes but destination "
+            f"{dst.name} only {dst.extent}",
+            "TASK-07",
+            t.op,
+            fix=_SAME_DATA_FIX,
+        )
     a, b = src.start, dst.start
-    sv = src.level.data[a:a + n]
-    dv = dst.level.data[b:b + n]
+    sv = src.level.data[a : a + n]
+    dv = dst.level.data[b : b + n]
     if src.level is dst.level and a < b + n and b < a + n:
-        def overlapping() -> None:     # @memmove (HAZ-02): copy through a temporary
+
+        def overlapping() -> None:  # @memmove (HAZ-02): copy through a temporary
             dv[...] = sv.copy()
+
         return overlapping
     return partial(np.copyto, dv, sv)
 
 
-_KERNEL_FIX = ("use an opcode and element types the runtime implements (docs/ops.md), or pass "
-               "your own kernel for the opcode: NemInterpreter(kernels={opcode: fn}) "
-               "(docs/python-api.md)")
-_USER_KERNEL_FIX = ("your kernel for this opcode refused these operands (it raised NotSupported): "
-                    "extend it, or leave the opcode to the reference kernel")
-_NUMERIC_FIX = ("the input values have no defined result (decision D-NUM-UNSUPPORTED): check "
-                "the data this task reads, or the tasks that write it")
-_KERNEL_RESULT_FIX = ("a kernel takes (inputs, outputs, attrs) and returns a list of one array per "
-                      "output operand, of that operand's element type and size; it does not "
-                      "write its inputs (docs/python-api.md)")
+_KERNEL_FIX = (
+    "use an opcode and element types the runtime implements (docs/ops.md), or pass "
+    "your own kernel for the opcode: NemInterpreter(kernels={opcode: fn}) "
+    "(docs/python-api.md)"
+)
+_USER_KERNEL_FIX = (
+    "your kernel for this opcode refused these operands (it raised NotSupported): "
+    "extend it, or leave the opcode to the reference kernel"
+)
+_NUMERIC_FIX = (
+    "the input values have no defined result (decision D-NUM-UNSUPPORTED): check "
+    "the data this task reads, or the tasks that write it"
+)
+_KERNEL_RESULT_FIX = (
+    "a kernel takes (inputs, outputs, attrs) and returns a list of one array per "
+    "output operand, of that operand's element type and size; it does not "
+    "write its inputs (docs/python-api.md)"
+)
 
 
-def prepare_compute(t: TaskTpl, regions: list[RegionInst], attrs: Attrs,
-                    kernels: Mapping[str, Kernel]) -> Callable[[], None]:
+def prepare_compute(
+    t: TaskTpl, regions: list[RegionInst], attrs: Attrs, kernels: Mapping[str, Kernel]
+) -> Callable[[], None]:
     """The data effect of a compute task as a call without arguments (see
     `prepare_move`): the kernel and its operand tensors (views of the regions,
     whose contents the kernel reads when called) are bound once; i4 operands
@@ -156,9 +194,13 @@ def prepare_compute(t: TaskTpl, regions: list[RegionInst], attrs: Attrs,
     n_in = t.n_in
     outs = regions[n_in:]
     if fn is None:
-        raise RunError(f"not supported: no kernel for opcode '{t.opcode}' "
-                       f"({', '.join(r.elem or 'untyped' for r in regions)})", "EXEC-03", t.op,
-                       fix=_KERNEL_FIX)
+        raise RunError(
+            f"not supported: no kernel for opcode '{t.opcode}' "
+            f"({', '.join(r.elem or 'untyped' for r in regions)})",
+            "EXEC-03",
+            t.op,
+            fix=_KERNEL_FIX,
+        )
     refused = _USER_KERNEL_FIX if isinstance(fn, UserKernel) else _KERNEL_FIX
     wants = [DTYPES[r.elem] if r.elem else np.dtype(np.uint8) for r in outs]
     views = [r.read() if r.elem != "i4" else None for r in regions]
@@ -166,9 +208,12 @@ def prepare_compute(t: TaskTpl, regions: list[RegionInst], attrs: Attrs,
 
     def tensors() -> tuple[list[Tensor], list[Tensor]]:
         # compute operands have an element type (REG-03)
-        ts = [Tensor(r.read() if v is None else v, cast(str, r.elem), r.quant)
-              for r, v in zip(regions, views)]
+        ts = [
+            Tensor(r.read() if v is None else v, cast(str, r.elem), r.quant)
+            for r, v in zip(regions, views)
+        ]
         return ts[:n_in], ts[n_in:]
+
     bound = tensors() if static else None
     call = None
     prepare = getattr(fn, "prepare", None)
@@ -182,7 +227,7 @@ def prepare_compute(t: TaskTpl, regions: list[RegionInst], attrs: Attrs,
         try:
             if call is not None:
                 results = call()
-                if results is None:     # written into the output views (Preparable)
+                if results is None:  # written into the output views (Preparable)
                     return
             else:
                 tin, tout = bound if bound is not None else tensors()
@@ -194,16 +239,30 @@ def prepare_compute(t: TaskTpl, regions: list[RegionInst], attrs: Attrs,
         except UserKernelError as e:
             raise RunError(str(e), "EXEC-03", t.op, fix=_KERNEL_RESULT_FIX) from None
         if len(results) != len(outs):
-            raise RunError(f"kernel '{t.opcode}' returned {len(results)} arrays for {len(outs)} "
-                           "outputs", "EXEC-03", t.op, fix=_KERNEL_RESULT_FIX)
+            raise RunError(
+                f"kernel '{t.opcode}' returned {len(results)} arrays for {len(outs)} outputs",
+                "EXEC-03",
+                t.op,
+                fix=_KERNEL_RESULT_FIX,
+            )
         for r, arr, want in zip(outs, results, wants):
             arr = np.asarray(arr)
             if arr.dtype != want:
-                raise RunError(f"kernel '{t.opcode}' returned {arr.dtype} for output {r.name} of "
-                               f"type {r.elem}", "EXEC-03", t.op, fix=_KERNEL_RESULT_FIX)
+                raise RunError(
+                    f"kernel '{t.opcode}' returned {arr.dtype} for output {r.name} of "
+                    f"type {r.elem}",
+                    "EXEC-03",
+                    t.op,
+                    fix=_KERNEL_RESULT_FIX,
+                )
             if r.shape is not None and arr.size != math.prod(r.shape):
-                raise RunError(f"kernel '{t.opcode}' returned {arr.size} elements for output "
-                               f"{r.name} of shape {list(r.shape)}", "EXEC-03", t.op,
-                               fix=_KERNEL_RESULT_FIX)
+                raise RunError(
+                    f"kernel '{t.opcode}' returned {arr.size} elements for output "
+                    f"{r.name} of shape {list(r.shape)}",
+                    "EXEC-03",
+                    t.op,
+                    fix=_KERNEL_RESULT_FIX,
+                )
             r.write(arr)
+
     return compute

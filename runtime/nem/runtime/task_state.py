@@ -24,21 +24,47 @@ EMPTY: VectorClock = {}
 class Frame:
     """An instruction stream: the program body, or one iteration of a loop."""
 
-    __slots__ = ("body", "pc", "parent", "depth", "iv", "names", "env", "K", "time",
-                 "blocked", "loop", "live", "finished", "looprun", "index", "done_vc",
-                 "done_time", "ords", "label")
+    __slots__ = (
+        "body",
+        "pc",
+        "parent",
+        "depth",
+        "iv",
+        "names",
+        "env",
+        "K",
+        "time",
+        "blocked",
+        "loop",
+        "live",
+        "finished",
+        "looprun",
+        "index",
+        "done_vc",
+        "done_time",
+        "ords",
+        "label",
+    )
     # slot of an SSA value (`CompiledProgram.values`) -> its Token or
     # RegionInst, which the compiled program's references tell apart;
     # emptied when the stream is done (no token <-> task <-> frame cycles)
     env: dict[int, Any]
     depth: int
-    blocked: list[Token] | None     # tokens waited on
-    loop: LoopRun | None            # the LoopRun whose streams this stream waits for
+    blocked: list[Token] | None  # tokens waited on
+    loop: LoopRun | None  # the LoopRun whose streams this stream waits for
 
-    def __init__(self, body: list[Instr], parent: Frame | None, iv: tuple[int, ...],
-                 names: tuple[str, ...], K: VectorClock, time: int,
-                 looprun: LoopRun | None = None, index: int | None = None,
-                 ords: tuple[int, ...] = ()) -> None:
+    def __init__(
+        self,
+        body: list[Instr],
+        parent: Frame | None,
+        iv: tuple[int, ...],
+        names: tuple[str, ...],
+        K: VectorClock,
+        time: int,
+        looprun: LoopRun | None = None,
+        index: int | None = None,
+        ords: tuple[int, ...] = (),
+    ) -> None:
         self.body = body
         self.pc = 0
         self.parent = parent
@@ -51,7 +77,7 @@ class Frame:
         self.time = time
         self.blocked = None
         self.loop = None
-        self.live = 0            # incomplete tasks and loops this stream issued
+        self.live = 0  # incomplete tasks and loops this stream issued
         self.finished = False
         self.looprun = looprun
         self.index = index
@@ -70,10 +96,24 @@ class LoopRun:
     """One execution of a loop statement: its iterations' streams and what
     the statements after it learn from them."""
 
-    __slots__ = ("tpl", "frame", "lo", "hi", "next", "window", "active", "done", "prefix_vc",
-                 "prefix_time", "max_active", "streams_left", "end_vc", "end_time",
-                 "last_open_vc")
-    done: dict[int, tuple[VectorClock, int]]   # completed iteration -> (done_vc, done_time)
+    __slots__ = (
+        "tpl",
+        "frame",
+        "lo",
+        "hi",
+        "next",
+        "window",
+        "active",
+        "done",
+        "prefix_vc",
+        "prefix_time",
+        "max_active",
+        "streams_left",
+        "end_vc",
+        "end_time",
+        "last_open_vc",
+    )
+    done: dict[int, tuple[VectorClock, int]]  # completed iteration -> (done_vc, done_time)
     last_open_vc: VectorClock | None
 
     def __init__(self, tpl: LoopTpl, frame: Frame, lo: int, hi: int) -> None:
@@ -88,16 +128,16 @@ class LoopRun:
         self.prefix_vc = EMPTY
         self.prefix_time = frame.time
         self.max_active = 0
-        self.streams_left = hi - lo + 1   # iteration streams that have not reached their end
-        self.end_vc = EMPTY               # what the ended streams know (LOOP_END)
+        self.streams_left = hi - lo + 1  # iteration streams that have not reached their end
+        self.end_vc = EMPTY  # what the ended streams know (LOOP_END)
         self.end_time = frame.time
-        self.last_open_vc = None          # what the last iteration knew when it opened
+        self.last_open_vc = None  # what the last iteration knew when it opened
 
 
 class Token:
     __slots__ = ("task", "done", "vc", "end", "waiters", "consumed", "tpl")
     tpl: TaskTpl | None
-    waiters: list[Frame | TaskInst] | None   # streams and tasks blocked on it
+    waiters: list[Frame | TaskInst] | None  # streams and tasks blocked on it
 
     def __init__(self, task: TaskInst | None = None) -> None:
         self.task = task
@@ -114,8 +154,25 @@ Unit = tuple[int, str, int]
 
 
 class TaskInst:
-    __slots__ = ("tpl", "frame", "seq", "npending", "deps", "regions", "token", "kvc", "vc",
-                 "lane", "epoch", "ready_time", "start", "end", "engine", "unit", "issue_time")
+    __slots__ = (
+        "tpl",
+        "frame",
+        "seq",
+        "npending",
+        "deps",
+        "regions",
+        "token",
+        "kvc",
+        "vc",
+        "lane",
+        "epoch",
+        "ready_time",
+        "start",
+        "end",
+        "engine",
+        "unit",
+        "issue_time",
+    )
     # set when the task is issued (`Scheduler._issue`); `deps` and `token`
     # are cleared when it completes, `unit` and `engine` set when it is placed
     issue_time: int
@@ -144,8 +201,11 @@ class TaskInst:
 
     def __repr__(self) -> str:
         it = self.iteration()
-        return f"<Task {self.tpl.label} ({self.tpl.opcode}) line {self.tpl.line}" + \
-            (f" {it}" if it else "") + ">"
+        return (
+            f"<Task {self.tpl.label} ({self.tpl.opcode}) line {self.tpl.line}"
+            + (f" {it}" if it else "")
+            + ">"
+        )
 
 
 def task_key(t: TaskInst) -> tuple[int, tuple[int, ...]]:

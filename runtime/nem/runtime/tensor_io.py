@@ -110,20 +110,31 @@ def target(memory: Memory, program: CompiledProgram | None, name: str | None) ->
         ddr = memory.levels["DDR"]
         return Target("DDR", BufferInfo("DDR", "DDR", 0, ddr.size, 1, -1), None, None, True)
     if not isinstance(name, str):
-        raise TypeError("buffer must be the name of a buffer or region (a str) or None (DDR by "
-                        f"byte offset), not {name!r} ({type(name).__name__})")
+        raise TypeError(
+            "buffer must be the name of a buffer or region (a str) or None (DDR by "
+            f"byte offset), not {name!r} ({type(name).__name__})"
+        )
     if name in memory.buffers:
         b = memory.buffers[name]
         return Target(name, b, None, b.elem_hint)
     for tpl in getattr(program, "regions", ()) if program is not None else ():
         if tpl.name == name:
             if tpl.depth > 0:
-                raise TensorIOError(f"region {name} is declared inside a loop (one instance per "
-                                    "iteration); name its buffer instead")
+                raise TensorIOError(
+                    f"region {name} is declared inside a loop (one instance per "
+                    "iteration); name its buffer instead"
+                )
             r = tpl.instantiate(memory, ())
             return Target(name, r.buffer, r, r.elem)
-    regions = [t.name for t in getattr(program, "regions", ()) if t.depth == 0 and
-               not t.name.startswith("region(")] if program is not None else []
+    regions = (
+        [
+            t.name
+            for t in getattr(program, "regions", ())
+            if t.depth == 0 and not t.name.startswith("region(")
+        ]
+        if program is not None
+        else []
+    )
     raise TensorIOError(f"no buffer or region named '{name}'{_known(memory, regions, name)}")
 
 
@@ -150,8 +161,9 @@ def _span(t: Target, offset: int, nbytes: int, what: str) -> tuple[int, int]:
     """Absolute [start, end) of `nbytes` at `offset` of the target, checked."""
     base = t.region.start if t.region is not None else t.buffer.offset
     if offset < 0 or offset + nbytes > t.size:
-        raise TensorIOError(f"{what} {nbytes} bytes at offset {offset} of {t.where}: "
-                            "out of bounds [HAZ-04]")
+        raise TensorIOError(
+            f"{what} {nbytes} bytes at offset {offset} of {t.where}: out of bounds [HAZ-04]"
+        )
     return base + offset, base + offset + nbytes
 
 
@@ -165,15 +177,19 @@ def check_offset(offset: object) -> int:
     """`offset` as an int (a float or a str failed deep inside numpy's
     slicing); its bounds are `_span`'s."""
     if not int_like(offset):
-        raise TypeError("offset must be an int (bytes from the start of the buffer or region), "
-                        f"not {offset!r} ({type(offset).__name__})")
+        raise TypeError(
+            "offset must be an int (bytes from the start of the buffer or region), "
+            f"not {offset!r} ({type(offset).__name__})"
+        )
     return int(offset)
 
 
 def _not_positive(what: str, example: str, zero_d: str) -> TensorIOError:
     """The one wording of the shape rule, for the API and nem-run --output."""
-    return TensorIOError(f"{what}: the shape must be positive integers, e.g. {example} "
-                         f"(or {zero_d}, for a 0-d array)")
+    return TensorIOError(
+        f"{what}: the shape must be positive integers, e.g. {example} "
+        f"(or {zero_d}, for a 0-d array)"
+    )
 
 
 def check_shape(shape: Sequence[int] | None) -> tuple[int, ...] | None:
@@ -184,11 +200,13 @@ def check_shape(shape: Sequence[int] | None) -> tuple[int, ...] | None:
         return None
     try:
         given = None if isinstance(shape, str | bytes) else tuple(shape)
-    except TypeError:       # not iterable (an int, a 0-d array)
+    except TypeError:  # not iterable (an int, a 0-d array)
         given = None
     if given is None or not all(int_like(d) for d in given):
-        raise TypeError("shape must be a sequence of ints such as (64, 32) or (16,), not "
-                        f"{shape!r} ({type(shape).__name__})")
+        raise TypeError(
+            "shape must be a sequence of ints such as (64, 32) or (16,), not "
+            f"{shape!r} ({type(shape).__name__})"
+        )
     dims = tuple(int(d) for d in given)
     if any(d <= 0 for d in dims):
         raise _not_positive(f"shape={dims}", "(64, 32)", "()")
@@ -213,7 +231,7 @@ def read_type(dtype: npt.DTypeLike | None, default: str | None) -> tuple[str | N
             dt = np.dtype(dtype)
         except (TypeError, ValueError):
             pass
-        if dt is not None and dt.name != dtype:      # a short code, 'f8', '<f4'
+        if dt is not None and dt.name != dtype:  # a short code, 'f8', '<f4'
             dt = None
     else:
         try:
@@ -221,45 +239,62 @@ def read_type(dtype: npt.DTypeLike | None, default: str | None) -> tuple[str | N
         except (TypeError, ValueError):
             pass
     if dt is None or dt.kind not in "biufc" and dt.name != "bfloat16":
-        raise TensorIOError(f"dtype must be an element type ({', '.join(DTYPES)}) or a numeric "
-                            "numpy dtype, as an object or by numpy's name (np.float16 or "
-                            f"'float16' for f16), not {dtype!r}")
+        raise TensorIOError(
+            f"dtype must be an element type ({', '.join(DTYPES)}) or a numeric "
+            "numpy dtype, as an object or by numpy's name (np.float16 or "
+            f"'float16' for f16), not {dtype!r}"
+        )
     elem = next((k for k, v in DTYPES.items() if k != "i4" and v == dt), None)
     return elem, dt
 
 
-def check_write(memory: Memory, program: CompiledProgram | None, name: str | None, shape: tuple[int, ...],
-                dtype: np.dtype, offset: int = 0, raw: bool = False) -> Target:
+def check_write(
+    memory: Memory,
+    program: CompiledProgram | None,
+    name: str | None,
+    shape: tuple[int, ...],
+    dtype: np.dtype,
+    offset: int = 0,
+    raw: bool = False,
+) -> Target:
     """The target of a write of an array of `shape` and `dtype`, checked as
     `write_tensor` checks it (element type, a region's shape, bounds) before
     any array exists: `nem-run --input` and `nem-opt --embed` check a `.npy`
     header with it before the data is read (D-LIMITS)."""
     t = target(memory, program, name)
     offset = check_offset(offset)
-    if not isinstance(raw, (bool, np.bool_)):   # raw="no" is truthy: bytes written untyped
+    if not isinstance(raw, (bool, np.bool_)):  # raw="no" is truthy: bytes written untyped
         raise TypeError(f"raw must be a bool, not {raw!r} ({type(raw).__name__})")
     count = math.prod(shape)
     if raw or t.elem is None:
         _span(t, offset, count * dtype.itemsize, "writing")
         return t
     if dtype != t.dtype:
-        raise TensorIOError(f"a {dtype} array does not match {t.describe()}: write an array "
-                            f"of {t.elem} ({t.dtype}), or write the bytes as they are "
-                            "(raw=True, nem-run --input-raw)")
+        raise TensorIOError(
+            f"a {dtype} array does not match {t.describe()}: write an array "
+            f"of {t.elem} ({t.dtype}), or write the bytes as they are "
+            "(raw=True, nem-run --input-raw)"
+        )
     if t.region is not None and offset == 0:
         if tuple(shape) != t.shape:
-            raise TensorIOError(f"shape {list(shape)} does not match {t.describe()}: "
-                                "reshape the array, or write the bytes as they are "
-                                "(raw=True, nem-run --input-raw)")
+            raise TensorIOError(
+                f"shape {list(shape)} does not match {t.describe()}: "
+                "reshape the array, or write the bytes as they are "
+                "(raw=True, nem-run --input-raw)"
+            )
         return t
-    _span(t, offset, math.ceil(count / 2) if t.elem == "i4" else count * dtype.itemsize,
-          "writing")
+    _span(t, offset, math.ceil(count / 2) if t.elem == "i4" else count * dtype.itemsize, "writing")
     return t
 
 
-def write_tensor(memory: Memory, program: CompiledProgram | None, name: str | None,
-                 array: npt.ArrayLike | None, offset: int = 0,
-                 raw: bool = False) -> int:
+def write_tensor(
+    memory: Memory,
+    program: CompiledProgram | None,
+    name: str | None,
+    array: npt.ArrayLike | None,
+    offset: int = 0,
+    raw: bool = False,
+) -> int:
     """Write `array` into buffer or region `name`; the number of bytes written
     (so that a caller can tell a partial fill, which is allowed, from a full one)."""
     arr = np.asarray(array)
@@ -271,9 +306,11 @@ def write_tensor(memory: Memory, program: CompiledProgram | None, name: str | No
     if raw or t.elem is None:
         return _store(level.data, *_span(t, offset, arr.nbytes, "writing"), arr)
     if t.elem == "i4" and arr.size and (arr.min() < -8 or arr.max() > 7):
-        raise TensorIOError(f"int8 values outside [-8, 7] do not fit {t.describe()}: write an "
-                            f"array of {t.elem} ({t.dtype}), or write the bytes as they are "
-                            "(raw=True, nem-run --input-raw)")
+        raise TensorIOError(
+            f"int8 values outside [-8, 7] do not fit {t.describe()}: write an "
+            f"array of {t.elem} ({t.dtype}), or write the bytes as they are "
+            "(raw=True, nem-run --input-raw)"
+        )
     if t.region is not None and offset == 0:
         t.region.write(arr)
         return t.region.extent
@@ -296,8 +333,9 @@ def _store(data: np.ndarray, lo: int, hi: int, arr: np.ndarray) -> int:
     return hi - lo
 
 
-def encode_tensor(memory: Memory, program: CompiledProgram | None, name: str,
-                  array: npt.ArrayLike) -> tuple[str, int, bytes]:
+def encode_tensor(
+    memory: Memory, program: CompiledProgram | None, name: str, array: npt.ArrayLike
+) -> tuple[str, int, bytes]:
     """(buffer, byte offset in it, bytes): what a typed `write_tensor(name,
     array)` puts into buffer or top-level region `name`, with its checks
     (element type, a region's shape, bounds).  `nem-opt --embed NAME=FILE.npy`
@@ -307,26 +345,41 @@ def encode_tensor(memory: Memory, program: CompiledProgram | None, name: str,
     t = target(memory, program, name)
     n = write_tensor(memory, program, name, np.asarray(array))
     lo = t.region.start if t.region is not None else t.buffer.offset
-    return t.buffer.name, lo - t.buffer.offset, bytes(memory.levels[t.buffer.level].data[lo:lo + n])
+    return (
+        t.buffer.name,
+        lo - t.buffer.offset,
+        bytes(memory.levels[t.buffer.level].data[lo : lo + n]),
+    )
 
 
-def read_tensor(memory: Memory, program: CompiledProgram | None, name: str | None,
-                shape: Sequence[int] | None = None, dtype: npt.DTypeLike | None = None,
-                offset: int = 0) -> np.ndarray:
+def read_tensor(
+    memory: Memory,
+    program: CompiledProgram | None,
+    name: str | None,
+    shape: Sequence[int] | None = None,
+    dtype: npt.DTypeLike | None = None,
+    offset: int = 0,
+) -> np.ndarray:
     """A copy of the target's values (see the module docstring)."""
     t = target(memory, program, name)
     shape, offset = check_shape(shape), check_offset(offset)
     elem, dt = read_type(dtype, t.elem)
     level = memory.levels[t.buffer.level]
-    if t.region is not None and offset == 0 and elem == t.elem and \
-            (shape is None or shape == t.shape):
+    if (
+        t.region is not None
+        and offset == 0
+        and elem == t.elem
+        and (shape is None or shape == t.shape)
+    ):
         return np.array(t.region.read(), copy=True)
-    if shape is None:   # the rest of the target: at least one element, or an overrun
+    if shape is None:  # the rest of the target: at least one element, or an overrun
         count = (t.size - offset) * 2 if elem == "i4" else (t.size - offset) // dt.itemsize
         if count < 1 and offset >= 0:
             unit = f"{elem or dt} element" if elem or dtype is not None else "byte"
-            raise TensorIOError(f"reading from offset {offset} of {t.where}: out of bounds, "
-                                f"not one whole {unit} left [HAZ-04]")
+            raise TensorIOError(
+                f"reading from offset {offset} of {t.where}: out of bounds, "
+                f"not one whole {unit} left [HAZ-04]"
+            )
     else:
         count = math.prod(shape)
     if elem == "i4":
@@ -347,8 +400,9 @@ def parse_spec(text: str) -> tuple[str, tuple[int, ...] | None]:
     for a scalar output; D-RT-TENSOR-IO); `i8` -> ("i8", None)."""
     m = _SPEC.match(text.strip())
     if m is None or m["elem"] not in DTYPES:
-        raise TensorIOError(f"'{text}' is not ELEM or ELEM[d0,d1,...] with ELEM one of "
-                            + ", ".join(DTYPES))
+        raise TensorIOError(
+            f"'{text}' is not ELEM or ELEM[d0,d1,...] with ELEM one of " + ", ".join(DTYPES)
+        )
     if m["shape"] is None:
         return m["elem"], None
     if not m["shape"].strip():

@@ -21,8 +21,7 @@ import json
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Protocol
 
-CSV_HEADER = ["step", "task", "op", "iteration", "line", "engine", "unit", "start", "end",
-              "bytes"]
+CSV_HEADER = ["step", "task", "op", "iteration", "line", "engine", "unit", "start", "end", "bytes"]
 """The CSV columns; `start`/`end` get the time unit appended (`start_cycle`)."""
 
 
@@ -89,47 +88,87 @@ def to_chrome(trace: Iterable[TraceEntry], program: str = "nem", mode: str = "fu
         if it:
             args["iteration"] = it
         # one cycle (step) = 1 ns; the format's ts/dur are microseconds
-        body.append({"name": tpl.label, "cat": tpl.opcode, "ph": "X", "pid": pids[eng],
-                     "tid": tids[key], "ts": start / 1000, "dur": max(end - start, 0) / 1000,
-                     "args": args})
+        body.append(
+            {
+                "name": tpl.label,
+                "cat": tpl.opcode,
+                "ph": "X",
+                "pid": pids[eng],
+                "tid": tids[key],
+                "ts": start / 1000,
+                "dur": max(end - start, 0) / 1000,
+                "args": args,
+            }
+        )
     for eng, pid in pids.items():
-        events.append({"name": "process_name", "ph": "M", "pid": pid, "tid": 0,
-                       "args": {"name": "device" if eng == "device" else f"engine {eng}"}})
-        events.append({"name": "process_sort_index", "ph": "M", "pid": pid, "tid": 0,
-                       "args": {"sort_index": pid}})
+        events.append(
+            {
+                "name": "process_name",
+                "ph": "M",
+                "pid": pid,
+                "tid": 0,
+                "args": {"name": "device" if eng == "device" else f"engine {eng}"},
+            }
+        )
+        events.append(
+            {
+                "name": "process_sort_index",
+                "ph": "M",
+                "pid": pid,
+                "tid": 0,
+                "args": {"sort_index": pid},
+            }
+        )
     for (eng, uname), tid in tids.items():
-        events.append({"name": "thread_name", "ph": "M", "pid": pids[eng], "tid": tid,
-                       "args": {"name": uname}})
+        events.append(
+            {
+                "name": "thread_name",
+                "ph": "M",
+                "pid": pids[eng],
+                "tid": tid,
+                "args": {"name": uname},
+            }
+        )
     events.extend(body)
     tunit = time_unit(mode)
-    doc = {"displayTimeUnit": "ns",
-           "otherData": {"program": program, "mode": mode, "time_unit": f"{tunit}s",
-                         "time_scale": f"1 {tunit} is shown as 1 ns"},
-           "traceEvents": events}
+    doc = {
+        "displayTimeUnit": "ns",
+        "otherData": {
+            "program": program,
+            "mode": mode,
+            "time_unit": f"{tunit}s",
+            "time_scale": f"1 {tunit} is shown as 1 ns",
+        },
+        "traceEvents": events,
+    }
     return json.dumps(doc, sort_keys=True, indent=None, separators=(",", ":")) + "\n"
 
 
 def to_table(trace: Iterable[TraceEntry], timed: bool) -> str:
     out = []
     if timed:
-        out.append(f"{'Step':<6}{'Task':<14}{'Type':<18}{'Start':>8}{'End':>8}  "
-                   f"{'Unit':<10}{'Engine':<7}Iteration")
+        out.append(
+            f"{'Step':<6}{'Task':<14}{'Type':<18}{'Start':>8}{'End':>8}  "
+            f"{'Unit':<10}{'Engine':<7}Iteration"
+        )
     else:
         out.append(f"{'Step':<6}{'Task':<14}{'Type':<18}{'Unit':<10}{'Engine':<7}Iteration")
     for step, tpl, it, unit, start, end, _n in trace:
         eng, uname = _unit_parts(unit)
         kind = f"{tpl.opcode}.{'sync' if tpl.sync else 'async'}"
         if timed:
-            out.append(f"{step:<6}{tpl.label:<14}{kind:<18}{start:>8}{end:>8}  {uname:<10}"
-                       f"{eng:<7}{it}")
+            out.append(
+                f"{step:<6}{tpl.label:<14}{kind:<18}{start:>8}{end:>8}  {uname:<10}{eng:<7}{it}"
+            )
         else:
             out.append(f"{step:<6}{tpl.label:<14}{kind:<18}{uname:<10}{eng:<7}{it}")
     return "\n".join(out)
 
 
-def export(trace: Iterable[TraceEntry], path: str, program: str = "nem", mode: str = "functional") -> None:
-    text = to_csv(trace, mode) if str(path).endswith(".csv") else \
-        to_chrome(trace, program, mode)
+def export(
+    trace: Iterable[TraceEntry], path: str, program: str = "nem", mode: str = "functional"
+) -> None:
+    text = to_csv(trace, mode) if str(path).endswith(".csv") else to_chrome(trace, program, mode)
     with open(path, "w", encoding="utf-8", newline="") as f:
         f.write(text)
 
@@ -160,15 +199,20 @@ def opcode_colors(opcodes: list[str]) -> dict[str, tuple[float, ...]]:
     return {op: tuple(cmap(k / (n - 1))) for k, op in enumerate(opcodes)}
 
 
-def timeline_png(trace: Sequence[TraceEntry], path: str, title: str = "", mode: str = "timed") -> None:
+def timeline_png(
+    trace: Sequence[TraceEntry], path: str, title: str = "", mode: str = "timed"
+) -> None:
     """A Gantt chart (one row per engine/unit); needs matplotlib."""
     try:
         import matplotlib
+
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError as e:
-        raise RuntimeError("not supported: --timeline needs matplotlib; install it with "
-                           "pip install 'nem-toolchain[viz]'") from e
+        raise RuntimeError(
+            "not supported: --timeline needs matplotlib; install it with "
+            "pip install 'nem-toolchain[viz]'"
+        ) from e
     units = sorted({unit for _step, _tpl, _it, unit, _s, _e, _n in trace}, key=lane_key)
     lanes = {unit: row for row, unit in enumerate(units)}
     bars: dict[str, list[tuple[int, int, int]]] = {}
@@ -178,8 +222,12 @@ def timeline_png(trace: Sequence[TraceEntry], path: str, title: str = "", mode: 
     colors = opcode_colors(sorted(bars))
     for opcode, items in sorted(bars.items()):
         for j, (row, start, dur) in enumerate(items):
-            ax.broken_barh([(start, dur)], (row - 0.4, 0.8), facecolors=colors[opcode],
-                           label=opcode if j == 0 else None)
+            ax.broken_barh(
+                [(start, dur)],
+                (row - 0.4, 0.8),
+                facecolors=colors[opcode],
+                label=opcode if j == 0 else None,
+            )
     ax.set_yticks(range(len(lanes)))
     ax.set_yticklabels([lane_label(u) for u in units])
     ax.invert_yaxis()

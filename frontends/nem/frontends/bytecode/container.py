@@ -32,8 +32,11 @@ HEADER = struct.Struct("<4sHHII")  # magic, major, minor, payload size, CRC-32 o
 HEADER_SIZE = HEADER.size  # 16
 MAX_VARINT_BYTES = 9  # values below 2**63 (docs/bytecode.md, "Varints")
 
-SECTION_NAMES = {v: k for k, v in vars(fb.SectionBody).items()
-                 if not k.startswith("_") and isinstance(v, int) and v}
+SECTION_NAMES = {
+    v: k
+    for k, v in vars(fb.SectionBody).items()
+    if not k.startswith("_") and isinstance(v, int) and v
+}
 """Section kind number -> name, from the schema's `SectionBody` union."""
 SECTION_TYPES = {kind: getattr(fb, name) for kind, name in SECTION_NAMES.items()}
 
@@ -49,8 +52,10 @@ class BytecodeError(Exception):
         super().__init__(f"byte {offset}: {message}")
 
 
-REWRITE_FIX = ("the file is damaged or was not written by nem-opt: write it again from its "
-               "source (nem-opt PROGRAM.nem -t nemb -o FILE.nemb)")
+REWRITE_FIX = (
+    "the file is damaged or was not written by nem-opt: write it again from its "
+    "source (nem-opt PROGRAM.nem -t nemb -o FILE.nemb)"
+)
 
 
 def is_nemb(data: bytes) -> bool:
@@ -79,28 +84,41 @@ def read_header(data: bytes, check_crc: bool = True) -> Header:
     """Check magic, version, size and checksum; the loader dispatches on the
     major version before reading anything else (docs/bytecode.md, "Compatibility")."""
     if len(data) < HEADER_SIZE:
-        raise BytecodeError(len(data), f"file is {len(data)} bytes, shorter than the "
-                            f"{HEADER_SIZE}-byte header")
+        raise BytecodeError(
+            len(data), f"file is {len(data)} bytes, shorter than the {HEADER_SIZE}-byte header"
+        )
     magic, major, minor, size, crc = HEADER.unpack_from(data)
     if magic != MAGIC:
-        raise BytecodeError(0, f"bad magic {magic!r}: not a NEM bytecode file (expected {MAGIC!r})",
-                            "give a .nemb written by nem-opt -t nemb, or a .nem / MLIR text file")
+        raise BytecodeError(
+            0,
+            f"bad magic {magic!r}: not a NEM bytecode file (expected {MAGIC!r})",
+            "give a .nemb written by nem-opt -t nemb, or a .nem / MLIR text file",
+        )
     if major != FORMAT_MAJOR:
         newer = "a newer" if major > FORMAT_MAJOR else "an older"
-        raise BytecodeError(4, f"file format version {major}.{minor} has {newer} major version "
-                            f"than this reader's {FORMAT_MAJOR}.{FORMAT_MINOR}; only major "
-                            f"{FORMAT_MAJOR} can be read",
-                            "write the file again from its source with this toolchain, or read "
-                            "it with the toolchain version that wrote it (docs/bytecode.md, "
-                            "Compatibility)")
+        raise BytecodeError(
+            4,
+            f"file format version {major}.{minor} has {newer} major version "
+            f"than this reader's {FORMAT_MAJOR}.{FORMAT_MINOR}; only major "
+            f"{FORMAT_MAJOR} can be read",
+            "write the file again from its source with this toolchain, or read "
+            "it with the toolchain version that wrote it (docs/bytecode.md, "
+            "Compatibility)",
+        )
     if size != len(data) - HEADER_SIZE:
-        raise BytecodeError(8, f"header says the payload is {size} bytes but the file holds "
-                            f"{len(data) - HEADER_SIZE} (truncated or padded file)")
+        raise BytecodeError(
+            8,
+            f"header says the payload is {size} bytes but the file holds "
+            f"{len(data) - HEADER_SIZE} (truncated or padded file)",
+        )
     if check_crc:
         actual = crc32(memoryview(data)[HEADER_SIZE:])
         if actual != crc:
-            raise BytecodeError(12, f"checksum mismatch: header says {crc:#010x}, payload has "
-                                f"{actual:#010x} (corrupted file)")
+            raise BytecodeError(
+                12,
+                f"checksum mismatch: header says {crc:#010x}, payload has "
+                f"{actual:#010x} (corrupted file)",
+            )
     return Header(major, minor, size, crc)
 
 
@@ -133,8 +151,11 @@ class CheckedTable(Table):  # type: ignore[misc]  # flatbuffers ships no types: 
 
     def _need(self, pos: int, size: int, what: str) -> None:
         if pos < self.lo or size < 0 or pos + size > self.hi:
-            raise BytecodeError(max(pos, 0), f"{what} ({size} bytes at byte {pos}) lies outside "
-                                f"the payload [{self.lo}, {self.hi})")
+            raise BytecodeError(
+                max(pos, 0),
+                f"{what} ({size} bytes at byte {pos}) lies outside "
+                f"the payload [{self.lo}, {self.hi})",
+            )
 
     def Offset(self, vtableOffset: int) -> int:
         vt = self.Pos - struct.unpack_from("<i", self.Bytes, self.Pos)[0]
@@ -159,7 +180,7 @@ class CheckedTable(Table):  # type: ignore[misc]  # flatbuffers ships no types: 
         self._need(start, 4, "string length")
         length = struct.unpack_from("<I", self.Bytes, start)[0]
         self._need(start + 4, length, "string")
-        return bytes(self.Bytes[start + 4:start + 4 + length])
+        return bytes(self.Bytes[start + 4 : start + 4 + length])
 
     def _vector_start(self, off: int) -> tuple[int, int]:
         start = self.Indirect(off + self.Pos)
@@ -218,7 +239,7 @@ def sections(data: bytes) -> list[RawSection]:
     lo, hi = HEADER_SIZE, len(data)
     if hi - lo < 8:
         raise BytecodeError(lo, "payload too short for a FlatBuffer")
-    if data[lo + 4:lo + 8] != MAGIC:
+    if data[lo + 4 : lo + 8] != MAGIC:
         raise BytecodeError(lo + 4, "payload lacks the FlatBuffers file identifier 'NEMB'")
     root = lo + struct.unpack_from("<I", data, lo)[0]
     if not lo + 8 <= root < hi:

@@ -30,8 +30,11 @@ def _location(text: str, at: int) -> LocationAttr:
 # set as ParametrizedAttribute.new sets them.
 _NEW_LOC = FileLineColLoc.__new__
 _SET = object.__setattr__
-assert [f for f, _ in FileLineColLoc.get_irdl_definition().parameters] == \
-    ["filename", "line", "column"], "xDSL changed FileLineColLoc's parameters"
+assert [f for f, _ in FileLineColLoc.get_irdl_definition().parameters] == [
+    "filename",
+    "line",
+    "column",
+], "xDSL changed FileLineColLoc's parameters"
 
 
 def read_locs(r: TableReader, debug: fb.Debug, count: int) -> list[LocationAttr | None]:
@@ -76,13 +79,15 @@ def read_locs(r: TableReader, debug: fb.Debug, count: int) -> list[LocationAttr 
             _SET(loc, "column", ci)
             append(loc)
     except IndexError:
-        raise BytecodeError(base + stream.size, f"debug section has {len(locs)} locations, "
-                            f"the code {count}") from None
+        raise BytecodeError(
+            base + stream.size, f"debug section has {len(locs)} locations, the code {count}"
+        ) from None
     if i != len(vals):
         raise BytecodeError(offs[i], "debug section has more locations than instructions")
     if debug.NodesLength():
         _with_origins(r, debug, locs)
     return locs
+
 
 def _with_origins(r: TableReader, debug: fb.Debug, locs: list[LocationAttr | None]) -> None:
     """Each location of `locs` with an origin in `Debug.nodes` (format
@@ -91,8 +96,9 @@ def _with_origins(r: TableReader, debug: fb.Debug, locs: list[LocationAttr | Non
     base = r._vec_pos(debug, 6)
     vals, offs = decode_varints(debug.NodesAsNumpy(), base)
     if len(vals) != len(locs):
-        raise BytecodeError(base, f"debug section has {len(vals)} origins for "
-                            f"{len(locs)} locations")
+        raise BytecodeError(
+            base, f"debug section has {len(vals)} origins for {len(locs)} locations"
+        )
     parsed: dict[int, LocationAttr] = {}
     for k, idx in enumerate(vals):
         if not idx:

@@ -40,9 +40,13 @@ def bytecode_diagnostic(e: BytecodeError, file: str) -> Diagnostic:
     return Diagnostic("error", e.message, ByteLoc(file, e.offset, 0), None, e.fix or REWRITE_FIX)
 
 
-def load_nemb(data: bytes, file: str = "<nemb>", verify: bool = True,
-              check_sections: bool = False, timings: dict[str, float] | None = None
-              ) -> LoadedBytecode:
+def load_nemb(
+    data: bytes,
+    file: str = "<nemb>",
+    verify: bool = True,
+    check_sections: bool = False,
+    timings: dict[str, float] | None = None,
+) -> LoadedBytecode:
     """Decode and check; `NemDiagnosticError` for a malformed file (one
     diagnostic: the byte offset and what is wrong) or a program that breaks
     a static rule (the usual diagnostics, at the source locations of the
@@ -87,27 +91,58 @@ def _decode(data: bytes, file: str, timings: dict[str, float] | None) -> LoadedB
         return read_nemb(data, file, timings)
     except BytecodeError as e:
         raise NemDiagnosticError([bytecode_diagnostic(e, file)]) from None
-    except (ArithmeticError, LookupError, TypeError, ValueError, struct.error,
-            RecursionError, VerifyException) as e:  # pragma: no cover - the fuzz test keeps this unreached
+    except (
+        ArithmeticError,
+        LookupError,
+        TypeError,
+        ValueError,
+        struct.error,
+        RecursionError,
+        VerifyException,
+    ) as e:  # pragma: no cover - the fuzz test keeps this unreached
         # A check the reader lacks: still one line, never a traceback.
-        raise NemDiagnosticError([bytecode_diagnostic(BytecodeError(
-            0, f"malformed file (unchecked case: {type(e).__name__}: {e})"), file)]) from None
+        raise NemDiagnosticError(
+            [
+                bytecode_diagnostic(
+                    BytecodeError(0, f"malformed file (unchecked case: {type(e).__name__}: {e})"),
+                    file,
+                )
+            ]
+        ) from None
 
 
 def check_consistency(loaded: LoadedBytecode, file: str) -> None:
     """The derived sections, when present, must match the code."""
     if loaded.requirements is not None and loaded.requirements != requirements_of(loaded.program):
-        raise NemDiagnosticError([Diagnostic(
-            "error", "the Requirements section does not match the program's code (the file "
-            "misstates what it needs of a device)", ByteLoc(file, 0, 0), None, REWRITE_FIX)])
+        raise NemDiagnosticError(
+            [
+                Diagnostic(
+                    "error",
+                    "the Requirements section does not match the program's code (the file "
+                    "misstates what it needs of a device)",
+                    ByteLoc(file, 0, 0),
+                    None,
+                    REWRITE_FIX,
+                )
+            ]
+        )
     if loaded.slots is not None:
-        mine = [(s.name, s.level, s.size, s.align, s.copies, s.access)
-                for s in slots_of(loaded.program)]
+        mine = [
+            (s.name, s.level, s.size, s.align, s.copies, s.access) for s in slots_of(loaded.program)
+        ]
         theirs = [(s.name, s.level, s.size, s.align, s.copies, s.access) for s in loaded.slots]
         if mine != theirs:
-            raise NemDiagnosticError([Diagnostic(
-                "error", "the Relocations section does not match the program's buffers",
-                ByteLoc(file, 0, 0), None, REWRITE_FIX)])
+            raise NemDiagnosticError(
+                [
+                    Diagnostic(
+                        "error",
+                        "the Relocations section does not match the program's buffers",
+                        ByteLoc(file, 0, 0),
+                        None,
+                        REWRITE_FIX,
+                    )
+                ]
+            )
 
 
 def check_target(loaded: LoadedBytecode, device: Device | None, file: str) -> None:
@@ -118,8 +153,9 @@ def check_target(loaded: LoadedBytecode, device: Device | None, file: str) -> No
         return
     from nem.frontends.bytecode.requirements import check_requirements
 
-    reqs = loaded.requirements if loaded.requirements is not None else \
-        requirements_of(loaded.program)
+    reqs = (
+        loaded.requirements if loaded.requirements is not None else requirements_of(loaded.program)
+    )
     diags = check_requirements(reqs, device, SourceLoc.of(loaded.program), loaded.program)
     if diags:
         raise NemDiagnosticError(diags)

@@ -82,8 +82,13 @@ from nem.frontends.bytecode.tables import (
     TableReader,
 )
 
-INST_BINOP = {fb.Inst.Add: "+", fb.Inst.Sub: "-", fb.Inst.Mul: "*", fb.Inst.Div: "/",
-              fb.Inst.Mod: "mod"}
+INST_BINOP = {
+    fb.Inst.Add: "+",
+    fb.Inst.Sub: "-",
+    fb.Inst.Mul: "*",
+    fb.Inst.Div: "/",
+    fb.Inst.Mod: "mod",
+}
 IDX, BUF, REG, TOK = 0, 1, 2, 3  # value kinds
 KIND_WORDS = {IDX: "an index value", BUF: "a buffer", REG: "a region", TOK: "a token"}
 SEGMENTS: BoundedCache[tuple[int, ...], DenseArrayBase] = BoundedCache(SEGMENT_CACHE_SIZE)
@@ -101,9 +106,9 @@ class LoadedBytecode:
     build: dict[str, str]
     requirements: Requirements | None
     slots: list[Slot] | None
-    data: list[tuple[int, int, bytes]]           # (slot, offset, bytes)
+    data: list[tuple[int, int, bytes]]  # (slot, offset, bytes)
     names_stripped: bool
-    section_sizes: list[tuple[str, bool, int]]    # (name, required, bytes)
+    section_sizes: list[tuple[str, bool, int]]  # (name, required, bytes)
     unknown_sections: list[tuple[int, bool]] = field(default_factory=list)
     buffers: list[BufferOp] = field(default_factory=list)  # in body order (slot order)
     facts: BuildFacts | None = None  # for the verifier of this IR as read (D-BC-SEED)
@@ -126,8 +131,8 @@ class _BodyReader(TableReader):
 
     def __init__(self, data: bytes, file: str):
         super().__init__(data, file)
-        self.ints: dict[int, IntegerAttr] = {}          # literal -> its IntegerAttr
-        self.deco_lists: dict[int, ArrayAttr] = {}      # entry -> checked decorator list
+        self.ints: dict[int, IntegerAttr] = {}  # literal -> its IntegerAttr
+        self.deco_lists: dict[int, ArrayAttr] = {}  # entry -> checked decorator list
         self.region_bases: dict[int, RegionTypeBase] = {}  # stream value -> checked entry
         self.compute_attrs: dict[tuple[int, int], int] = {}  # (opcode, entry) -> its arg count
         self.handlers: dict[int, Callable[[int, int], Operation]] = {}
@@ -147,23 +152,32 @@ class _BodyReader(TableReader):
         self.i = 0
         self.op_count = code.OpCount()
         self.loc_base = 1  # debug entry 0 is the program
-        self.handlers = {fb.Inst.Int: self._literal, fb.Inst.Const: self._const,
-                         fb.Inst.Let: self._let, fb.Inst.Buffer: self._buffer,
-                         fb.Inst.Region: self._region, fb.Inst.Loop: self._loop,
-                         fb.Inst.Transfer: self._transfer, fb.Inst.Store: self._store,
-                         fb.Inst.Wait: self._wait, fb.Inst.Compute: self._compute,
-                         **{code: self._binop for code in INST_BINOP}}
+        self.handlers = {
+            fb.Inst.Int: self._literal,
+            fb.Inst.Const: self._const,
+            fb.Inst.Let: self._let,
+            fb.Inst.Buffer: self._buffer,
+            fb.Inst.Region: self._region,
+            fb.Inst.Loop: self._loop,
+            fb.Inst.Transfer: self._transfer,
+            fb.Inst.Store: self._store,
+            fb.Inst.Wait: self._wait,
+            fb.Inst.Compute: self._compute,
+            **{code: self._binop for code in INST_BINOP},
+        }
         block = Block()
         try:
             self.block_into(block)
         except IndexError:
-            raise BytecodeError(self.end, f"the body stream ends inside instruction "
-                                f"{self.n_ops}") from None
+            raise BytecodeError(
+                self.end, f"the body stream ends inside instruction {self.n_ops}"
+            ) from None
         if self.i != len(self.v):
             raise BytecodeError(self.o[self.i], "values after the program's last instruction")
         if self.n_ops != self.op_count:
-            raise BytecodeError(base, f"Code says {self.op_count} instructions, the body has "
-                                f"{self.n_ops}")
+            raise BytecodeError(
+                base, f"Code says {self.op_count} instructions, the body has {self.n_ops}"
+            )
         return block
 
     def ref(self, kind: int, at: int, what: str, name: str = "") -> int:
@@ -179,13 +193,15 @@ class _BodyReader(TableReader):
             return k
         what = _describe(what, name)
         if not 0 <= k < n:
-            raise BytecodeError(at, f"{what}: value reference {r} is outside the {n} values "
-                                "in scope")
+            raise BytecodeError(
+                at, f"{what}: value reference {r} is outside the {n} values in scope"
+            )
         have = kinds[k]
         if have == TOKU and kind == TOK:
             raise BytecodeError(at, f"{what}: refers to an unnamed token")
-        raise BytecodeError(at, f"{what}: expected {KIND_WORDS[kind]}, found "
-                            f"{KIND_WORDS.get(have, 'a token')}")
+        raise BytecodeError(
+            at, f"{what}: expected {KIND_WORDS[kind]}, found {KIND_WORDS.get(have, 'a token')}"
+        )
 
     def body_name(self, at: int, what: str) -> str:
         """A name in the body: 0, or 1 + zigzag(delta to the previous name's index)."""
@@ -204,8 +220,14 @@ class _BodyReader(TableReader):
         st = self.stack
         return [st[k] for k in self.refs(kind, at, what, name)]
 
-    def push(self, value: SSAValue, kind: int, static: int | None = None, depth: int = 0,
-             key: object = None) -> None:
+    def push(
+        self,
+        value: SSAValue,
+        kind: int,
+        static: int | None = None,
+        depth: int = 0,
+        key: object = None,
+    ) -> None:
         """A value onto the stack; for an index value, its static value,
         expression depth and structural key (`Evaluator.key`: the static
         value itself when there is one)."""
@@ -230,9 +252,15 @@ class _BodyReader(TableReader):
         """What the verifier may take instead of walking the expressions
         again (D-BC-SEED), once the whole body is read."""
         self.pop_to(0)
-        return BuildFacts(self.int_values, self.int_statics, self.int_keys, self.key_table,
-                               self.max_expr_depth, self.max_loop_depth,
-                               operands_in_scope=True)  # `ref` reaches only the scope's values
+        return BuildFacts(
+            self.int_values,
+            self.int_statics,
+            self.int_keys,
+            self.key_table,
+            self.max_expr_depth,
+            self.max_loop_depth,
+            operands_in_scope=True,
+        )  # `ref` reaches only the scope's values
 
     def decos(self, at: int, what: str, name: str = "") -> ArrayAttr | None:
         u = self.v[self.i]
@@ -287,8 +315,11 @@ class _BodyReader(TableReader):
     def _literal(self, at: int, code: int) -> Operation:
         v = self.s()
         if v < 0:
-            raise BytecodeError(at, f"integer literal {v} is negative (NEM has no negative "
-                                "literals: write 0 - x) [LEX-06]")
+            raise BytecodeError(
+                at,
+                f"integer literal {v} is negative (NEM has no negative "
+                "literals: write 0 - x) [LEX-06]",
+            )
         op = create_op(arith.ConstantOp, (), _INDEX_1, {"value": self._int(v)})
         self.push(first_result(op), IDX, v)
         return op
@@ -304,14 +335,14 @@ class _BodyReader(TableReader):
                 value = apply_binop(sym, sa, sb)
             except ExprError as e:
                 raise BytecodeError(at, f"{e} in a constant expression [CONST-05]") from None
-        op = create_op(cast(type[IRDLOperation], BINOPS[sym]), (self.stack[a], self.stack[b]),
-                     _INDEX_1, {})
+        op = create_op(
+            cast(type[IRDLOperation], BINOPS[sym]), (self.stack[a], self.stack[b]), _INDEX_1, {}
+        )
         dp = self.depth
         d = (dp[a] if dp[a] > dp[b] else dp[b]) + 1
         if d > self.max_expr_depth:
             self.max_expr_depth = d
-        key = None if value is not None else \
-            self.key_table.binop(sym, self.keys[a], self.keys[b])
+        key = None if value is not None else self.key_table.binop(sym, self.keys[a], self.keys[b])
         self.push(first_result(op), IDX, value, d, key)
         return op
 
@@ -322,8 +353,15 @@ class _BodyReader(TableReader):
         self._named(first_result(op), name, IDX, self.static[k], self.depth[k], self.keys[k])
         return op
 
-    def _named(self, value: SSAValue, name: str, kind: int, static: int | None = None,
-               depth: int = 0, key: object = None) -> None:
+    def _named(
+        self,
+        value: SSAValue,
+        name: str,
+        kind: int,
+        static: int | None = None,
+        depth: int = 0,
+        key: object = None,
+    ) -> None:
         """Push a named value, with the SSA name hint the parser gives it."""
         value.name_hint = _hint(name)
         self.push(value, kind, static, depth, key)
@@ -357,8 +395,11 @@ class _BodyReader(TableReader):
 
         walk(value)
         if seen != list(range(nargs)):
-            raise BytecodeError(at, f"{what}: argument references {seen} do not name its "
-                                f"{nargs} integer arguments in order")
+            raise BytecodeError(
+                at,
+                f"{what}: argument references {seen} do not name its "
+                f"{nargs} integer arguments in order",
+            )
 
     def _let(self, at: int, code: int) -> Operation:
         name = self.body_name(at, "let")
@@ -370,8 +411,12 @@ class _BodyReader(TableReader):
         is_int = isinstance(value, ArgRefAttr)
         if has_result != int(is_int):
             raise BytecodeError(at, f"let {name}: an integer let has a result, any other none")
-        op = create_op(LetOp, [self.stack[k] for k in args], _INDEX_1 if is_int else (),
-                     {"name": _string_attr(name), "value": value})
+        op = create_op(
+            LetOp,
+            [self.stack[k] for k in args],
+            _INDEX_1 if is_int else (),
+            {"name": _string_attr(name), "value": value},
+        )
         if is_int:
             k = args[0]
             self._named(first_result(op), name, IDX, self.static[k], self.depth[k], self.keys[k])
@@ -428,24 +473,32 @@ class _BodyReader(TableReader):
         buf = st[b]
         level = cast(BufferType, buf.type).level  # a value of the buffer kind
         if level is not base.level and level != base.level:
-            raise BytecodeError(at, f"{_describe(words[0], name)} is at {base.level.data} but its "
-                                f"buffer at {level.data}")
+            raise BytecodeError(
+                at,
+                f"{_describe(words[0], name)} is at {base.level.data} but its "
+                f"buffer at {level.data}",
+            )
         rtype = self._region_type(base, shape, strides)
         props: dict[str, Attribute] = {"name": _string_attr(name)} if name else {}
         props["binding"] = BINDING_ATTRS[binding]
         if decos:
             props["decorators"] = decos
         props["operandSegmentSizes"] = _segments((1, 1, 1, len(shape), len(strides)))
-        op = create_op(RegionOp, [buf, st[off], st[ext], *[st[k] for k in shape],
-                                *[st[k] for k in strides]], (rtype,), props)
+        op = create_op(
+            RegionOp,
+            [buf, st[off], st[ext], *[st[k] for k in shape], *[st[k] for k in strides]],
+            (rtype,),
+            props,
+        )
         if name:
             self._named(first_result(op), name, REG)
         else:
             self.push(first_result(op), REG)
         return op
 
-    def _region_type(self, base: RegionTypeBase, shape: list[int], strides: list[int]
-                     ) -> RegionType:
+    def _region_type(
+        self, base: RegionTypeBase, shape: list[int], strides: list[int]
+    ) -> RegionType:
         st = self.static
         sh = tuple(DYNAMIC if (x := st[k]) is None else x for k in shape)
         sd = tuple(DYNAMIC if (x := st[k]) is None else x for k in strides) if base.elem else None
@@ -455,8 +508,14 @@ class _BodyReader(TableReader):
             if base.elem is None:
                 t = RegionType(base.level)
             else:
-                t = RegionType(base.level, base.elem, sh, base.layout,
-                               sd if base.layout is None else None, base.quant)
+                t = RegionType(
+                    base.level,
+                    base.elem,
+                    sh,
+                    base.layout,
+                    sd if base.layout is None else None,
+                    base.quant,
+                )
             self.region_types[key] = t
         return t
 
@@ -489,8 +548,9 @@ class _BodyReader(TableReader):
         decos = self.decos(at, "task decorators")
         return flags, token, decos
 
-    def _task_props(self, flags: int, token: str | None, decos: ArrayAttr | None
-                    ) -> dict[str, Attribute]:
+    def _task_props(
+        self, flags: int, token: str | None, decos: ArrayAttr | None
+    ) -> dict[str, Attribute]:
         props: dict[str, Attribute] = {}
         if token:
             props["token"] = _string_attr(token)
@@ -528,19 +588,29 @@ class _BodyReader(TableReader):
         """Operand decorators: one list per region operand, at least one decorator."""
         od = self.aref(at, ArrayAttr, f"{what} operand decorators")
         assert isinstance(od, ArrayAttr)
-        if len(od.data) != count or not all(
+        if (
+            len(od.data) != count
+            or not all(
                 isinstance(x, ArrayAttr) and all(isinstance(d, DecoratorAttr) for d in x.data)
-                for x in od.data) or not any(x.data for x in od.data):
-            raise BytecodeError(at, f"{what}: operand decorators need one list per "
-                                "operand, and at least one decorator")
+                for x in od.data
+            )
+            or not any(x.data for x in od.data)
+        ):
+            raise BytecodeError(
+                at,
+                f"{what}: operand decorators need one list per operand, and at least one decorator",
+            )
         return od
 
     def _compute(self, at: int, code: int) -> Operation:
         number = self.u()
         spec = opcode_by_code().get(number)
         if spec is None:
-            raise BytecodeError(at, f"unknown opcode number {number}: not in this reader's "
-                                "opcode registry (a newer producer?)")
+            raise BytecodeError(
+                at,
+                f"unknown opcode number {number}: not in this reader's "
+                "opcode registry (a newer producer?)",
+            )
         flags, token, decos = self._task_head(at, 7)
         name = spec.name
         ins = self.values(REG, at, f"{name} inputs")
@@ -585,9 +655,13 @@ _TOKEN_1 = (TOKEN,)
 UNIT = UnitAttr()
 INLINE = REGION_BINDINGS.index("inline")
 BINDING_ATTRS = tuple(StringAttr(b) for b in REGION_BINDINGS)
-REGION_WORDS = {inline: tuple(f"{w} {part}".strip() for part in
-                              ("", "buffer", "offset", "extent", "shape", "strides", "decorators"))
-                for inline, w in ((False, "region"), (True, "inline region"))}
+REGION_WORDS = {
+    inline: tuple(
+        f"{w} {part}".strip()
+        for part in ("", "buffer", "offset", "extent", "shape", "strides", "decorators")
+    )
+    for inline, w in ((False, "region"), (True, "inline region"))
+}
 """What each reference of a Region instruction is, for its error messages
 (`_describe` puts the region's name after the first word)."""
 
@@ -616,8 +690,9 @@ _NEW_ATTR = StringAttr.__new__
 _SET = object.__setattr__
 
 
-def read_nemb(data: bytes, file: str = "<nemb>", timings: dict[str, float] | None = None
-              ) -> LoadedBytecode:
+def read_nemb(
+    data: bytes, file: str = "<nemb>", timings: dict[str, float] | None = None
+) -> LoadedBytecode:
     """Decode a `.nemb` file into NEM IR; `BytecodeError` on any malformed byte.
     The static rules are not applied here (see `loader.load_nemb`).  With
     `timings`, the seconds spent decoding (header, checksum, sections, varint
@@ -637,10 +712,13 @@ def _read(data: bytes, file: str, timings: dict[str, float]) -> LoadedBytecode:
     unknown = [(s.kind, s.required) for s in secs if s.body is None]
     for s in secs:
         if s.body is None and s.required:
-            raise BytecodeError(s.pos, f"section kind {s.kind} is required but unknown to this "
-                                f"reader (file format {header.major}.{header.minor})",
-                                "the file was written by a newer toolchain: read it with that "
-                                "version, or write it again from its source with this one")
+            raise BytecodeError(
+                s.pos,
+                f"section kind {s.kind} is required but unknown to this "
+                f"reader (file format {header.major}.{header.minor})",
+                "the file was written by a newer toolchain: read it with that "
+                "version, or write it again from its source with this one",
+            )
     for kind in REQUIRED_KINDS:
         if kind not in known:
             raise BytecodeError(HEADER_SIZE, f"the {SECTION_NAMES[kind]} section is missing")
@@ -670,12 +748,24 @@ def _read(data: bytes, file: str, timings: dict[str, float]) -> LoadedBytecode:
     data_segs = small_sections.data(data_sec, r) if data_sec is not None else []
     build_sec = _body(known, fb.SectionBody.BuildInfo, fb.BuildInfo)
     build = small_sections.build_info(build_sec) if build_sec is not None else {}
-    sizes = [(SECTION_NAMES.get(s.kind, f"kind {s.kind}"), s.required, small_sections.section_size(s))
-             for s in secs]
+    sizes = [
+        (SECTION_NAMES.get(s.kind, f"kind {s.kind}"), s.required, small_sections.section_size(s))
+        for s in secs
+    ]
     t3 = time.perf_counter()
     timings["decode"] = timings.get("decode", 0.0) + (t1 - t0) + (t3 - t2)
     timings["build"] = timings.get("build", 0.0) + (t2 - t1)
-    return LoadedBytecode(module, prog, header, build, reqs, slots, data_segs, r.stripped,
-                          sizes, unknown, r.buffers, facts)
-
-
+    return LoadedBytecode(
+        module,
+        prog,
+        header,
+        build,
+        reqs,
+        slots,
+        data_segs,
+        r.stripped,
+        sizes,
+        unknown,
+        r.buffers,
+        facts,
+    )

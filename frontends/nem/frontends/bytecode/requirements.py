@@ -31,8 +31,8 @@ READ, WRITE = 1, 2  # Access bits (schema enum Access)
 @dataclass(frozen=True)
 class Requirements:
     variants: tuple[tuple[str, tuple[str, ...]], ...]  # (opcode, any of these variant refs)
-    units: tuple[str, ...]                            # "DMA", "CSTL|VPU": any one of them
-    memory: tuple[tuple[str, int], ...]               # (level key, footprint bytes)
+    units: tuple[str, ...]  # "DMA", "CSTL|VPU": any one of them
+    memory: tuple[tuple[str, int], ...]  # (level key, footprint bytes)
     engines: int
     opcodes: tuple[int, ...]
 
@@ -90,8 +90,9 @@ def requirements_of(prog: ProgramOp) -> Requirements:
     maps = memory_maps(prog)
     memory = tuple(sorted((k, placed[-1].end) for k, placed in maps.items() if placed))
     engines = max((_engines_need(op) for op in prog.walk()), default=0)
-    return Requirements(tuple(sorted(variants)), tuple(sorted(units)), memory, engines,
-                        tuple(sorted(opcodes)))
+    return Requirements(
+        tuple(sorted(variants)), tuple(sorted(units)), memory, engines, tuple(sorted(opcodes))
+    )
 
 
 def slots_of(prog: ProgramOp) -> list[Slot]:
@@ -115,9 +116,17 @@ def slots_of(prog: ProgramOp) -> list[Slot]:
                 except ExprError:
                     size = None
                 align = op.align.value.data if op.align is not None else 1
-                slots.append(Slot(op.buffer_name.data, op.result.type.level.data,
-                                  max(size or 0, 0), max(align, 1), loop_copies(loops, ev),
-                                  access.get(op, 0), bool(loops)))
+                slots.append(
+                    Slot(
+                        op.buffer_name.data,
+                        op.result.type.level.data,
+                        max(size or 0, 0),
+                        max(align, 1),
+                        loop_copies(loops, ev),
+                        access.get(op, 0),
+                        bool(loops),
+                    )
+                )
             elif isinstance(op, LoopOp):
                 rec(op.block, loops + (op,))
 
@@ -133,12 +142,15 @@ def resolve_slots(slots: list[Slot]) -> list[tuple[str, list[int]]]:
     for i, s in enumerate(slots):
         if s.size > 0:
             items.setdefault(_key(s.level), []).extend(
-                ((i, c), s.size, s.align) for c in range(s.copies))
+                ((i, c), s.size, s.align) for c in range(s.copies)
+            )
     offsets: dict[object, int] = {}  # by `layout` key: (slot, copy)
     for lst in items.values():
         offsets.update((sl.key, sl.offset) for sl in layout(lst))
-    return [(_key(s.level), [offsets[(i, c)] for c in range(s.copies)] if s.size > 0 else [])
-            for i, s in enumerate(slots)]
+    return [
+        (_key(s.level), [offsets[(i, c)] for c in range(s.copies)] if s.size > 0 else [])
+        for i, s in enumerate(slots)
+    ]
 
 
 def _key(level: str) -> str:
@@ -147,8 +159,12 @@ def _key(level: str) -> str:
     return level_key(MemLevelAttr(level))
 
 
-def check_requirements(reqs: Requirements, device: Device, where: SourceLoc | None = None,
-                       program: ProgramOp | None = None) -> list[Diagnostic]:
+def check_requirements(
+    reqs: Requirements,
+    device: Device,
+    where: SourceLoc | None = None,
+    program: ProgramOp | None = None,
+) -> list[Diagnostic]:
     """Errors for what `device` lacks: a variant (DEV-13, naming it), every
     unit that could run some kind of task (RES-05), an engine (BUF-05),
     memory (DEV-16).  The full checks on the IR follow at load; these need
@@ -163,35 +179,60 @@ def check_requirements(reqs: Requirements, device: Device, where: SourceLoc | No
     for opcode, any_of in reqs.variants:
         if any_of and not effective & set(any_of):
             names = " or ".join(any_of)
-            diags.append(Diagnostic(
-                "error", f"the program uses {opcode} as {names}, which device '{device.name}' "
-                f"does not offer (not in its effective set)",
-                _first(program, lambda op: _variant_need(op) == (opcode, any_of)) or where,
-                "DEV-13",
-                f"target a device whose effective set lists {any_of[0]}, or recompile the "
-                "program for this device"))
+            diags.append(
+                Diagnostic(
+                    "error",
+                    f"the program uses {opcode} as {names}, which device '{device.name}' "
+                    f"does not offer (not in its effective set)",
+                    _first(program, lambda op: _variant_need(op) == (opcode, any_of)) or where,
+                    "DEV-13",
+                    f"target a device whose effective set lists {any_of[0]}, or recompile the "
+                    "program for this device",
+                )
+            )
     for group in reqs.units:
         options = group.split("|")
         if not any(device.units(u) > 0 for u in options):
-            diags.append(Diagnostic(
-                "error", f"the program has tasks that run on {' or '.join(options)}, which "
-                f"device '{device.name}' lacks",
-                _first(program, lambda op: _unit_need(op) == group) or where, "RES-05",
-                "target a device with those units"))
+            diags.append(
+                Diagnostic(
+                    "error",
+                    f"the program has tasks that run on {' or '.join(options)}, which "
+                    f"device '{device.name}' lacks",
+                    _first(program, lambda op: _unit_need(op) == group) or where,
+                    "RES-05",
+                    "target a device with those units",
+                )
+            )
     if reqs.engines > device.topology.num_engines:
-        diags.append(Diagnostic(
-            "error", f"the program uses L1[{reqs.engines - 1}] but device '{device.name}' has "
-            f"{device.topology.num_engines} engine(s)",
-            _first(program, lambda op: _engines_need(op) == reqs.engines) or where, "BUF-05",
-            "target a device with more engines"))
+        diags.append(
+            Diagnostic(
+                "error",
+                f"the program uses L1[{reqs.engines - 1}] but device '{device.name}' has "
+                f"{device.topology.num_engines} engine(s)",
+                _first(program, lambda op: _engines_need(op) == reqs.engines) or where,
+                "BUF-05",
+                "target a device with more engines",
+            )
+        )
     for level, nbytes in reqs.memory:
-        cap = device.topology.l2_size_bytes if level == "L2" else \
-            device.topology.l1_size_bytes if level.startswith("L1") else None
+        cap = (
+            device.topology.l2_size_bytes
+            if level == "L2"
+            else device.topology.l1_size_bytes
+            if level.startswith("L1")
+            else None
+        )
         if cap is not None and nbytes > cap:
-            diags.append(Diagnostic(
-                "error", f"the program's buffers at {level} need {nbytes} bytes but device "
-                f"'{device.name}' has {cap}", where, "DEV-16",
-                "target a device with more memory, or tile the program more finely"))
+            diags.append(
+                Diagnostic(
+                    "error",
+                    f"the program's buffers at {level} need {nbytes} bytes but device "
+                    f"'{device.name}' has {cap}",
+                    where,
+                    "DEV-16",
+                    "target a device with more memory, or tile the program more finely",
+                )
+            )
     return diags
 
 
@@ -201,4 +242,3 @@ def _first(program: ProgramOp | None, pred: Callable[[Operation], bool]) -> Sour
     if program is None:
         return None
     return next((SourceLoc.of(op) for op in program.walk() if pred(op)), None)
-

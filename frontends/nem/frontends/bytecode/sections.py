@@ -24,8 +24,12 @@ from nem.frontends.bytecode.requirements import READ, WRITE, Requirements, Slot
 from nem.frontends.bytecode.tables import TableReader
 
 IDENT_RE = r"[A-Za-z_][A-Za-z0-9_]*\Z"
-DEVICE_KINDS = {fb.DeviceKind.None_: None, fb.DeviceKind.File: "file",
-                fb.DeviceKind.Name: "name", fb.DeviceKind.Inline: "inline"}
+DEVICE_KINDS = {
+    fb.DeviceKind.None_: None,
+    fb.DeviceKind.File: "file",
+    fb.DeviceKind.Name: "name",
+    fb.DeviceKind.Inline: "inline",
+}
 
 
 def program_op(info: fb.ProgramInfo, block: Block, r: TableReader) -> ProgramOp:
@@ -36,8 +40,9 @@ def program_op(info: fb.ProgramInfo, block: Block, r: TableReader) -> ProgramOp:
     device = _utf8(info.Device(), info._tab.Pos, "device") if info.Device() is not None else None
     if (dkind is None) != (device is None):
         raise BytecodeError(info._tab.Pos, "device kind and device text disagree")
-    includes = tuple(_utf8(info.Includes(j), info._tab.Pos, "include")
-                     for j in range(info.IncludesLength()))
+    includes = tuple(
+        _utf8(info.Includes(j), info._tab.Pos, "include") for j in range(info.IncludesLength())
+    )
     name_idx = info.Name()
     name = None
     if name_idx:
@@ -88,9 +93,9 @@ def _vectors(obj: object) -> int:
     for attr in dir(obj):
         if not attr.endswith("Length") or not callable(getattr(obj, attr)):
             continue
-        base = attr[:-len("Length")]
+        base = attr[: -len("Length")]
         as_numpy = getattr(obj, base + "AsNumpy", None)
-        if as_numpy is not None:     # flatc: 0 for an absent vector
+        if as_numpy is not None:  # flatc: 0 for an absent vector
             arr = as_numpy()
             total += int(getattr(arr, "nbytes", 0))
             continue
@@ -110,8 +115,12 @@ def requirements(sec: fb.Requirements) -> Requirements:
     variants: list[tuple[str, tuple[str, ...]]] = []
     for j in range(sec.VariantsLength()):
         v = checked_child(sec.Variants(j), sec)
-        variants.append((_str(v.Opcode(), at, "opcode"),
-                         tuple(_str(v.AnyOf(k), at, "variant") for k in range(v.AnyOfLength()))))
+        variants.append(
+            (
+                _str(v.Opcode(), at, "opcode"),
+                tuple(_str(v.AnyOf(k), at, "variant") for k in range(v.AnyOfLength())),
+            )
+        )
     units = tuple(_str(sec.Units(j), at, "unit") for j in range(sec.UnitsLength()))
     memory: list[tuple[str, int]] = []
     for j in range(sec.MemoryLength()):
@@ -134,16 +143,21 @@ def slots(sec: fb.Relocations, r: TableReader) -> list[Slot]:
         s = checked_child(sec.Slots(j), sec)
         at = s._tab.Pos
         if s.Value() != j or j >= len(r.buffers):
-            raise BytecodeError(at, f"relocation slot {j} names buffer {s.Value()} of "
-                                f"{len(r.buffers)}")
+            raise BytecodeError(
+                at, f"relocation slot {j} names buffer {s.Value()} of {len(r.buffers)}"
+            )
         name_idx = s.Name()
-        name = r.buffers[j].buffer_name.data if r.stripped and name_idx == 0 else \
-            r.string(name_idx, at, "slot name")
+        name = (
+            r.buffers[j].buffer_name.data
+            if r.stripped and name_idx == 0
+            else r.string(name_idx, at, "slot name")
+        )
         access = s.Access()
         if access & ~(READ | WRITE):
             raise BytecodeError(at, f"slot access {access} sets unknown bits")
-        out.append(Slot(name, _str(s.Level(), at, "slot level"), s.Size(), s.Align(), s.Copies(),
-                        access))
+        out.append(
+            Slot(name, _str(s.Level(), at, "slot level"), s.Size(), s.Align(), s.Copies(), access)
+        )
     return out
 
 
@@ -154,25 +168,35 @@ def data(sec: fb.Data, r: TableReader) -> list[tuple[int, int, bytes]]:
         at = seg._tab.Pos
         slot, offset = seg.Slot(), seg.Offset()
         if slot >= len(r.buffers):
-            raise BytecodeError(at, f"data segment {j} names buffer slot {slot} of "
-                                f"{len(r.buffers)}")
+            raise BytecodeError(
+                at, f"data segment {j} names buffer slot {slot} of {len(r.buffers)}"
+            )
         raw = seg.BytesAsNumpy().tobytes() if seg.BytesLength() else b""
         size = r.buffer_sizes[slot]
         if size is None or offset + len(raw) > size:
-            raise BytecodeError(at, f"data segment {j}: {len(raw)} bytes at offset {offset} do "
-                                f"not fit buffer {r.buffers[slot].buffer_name.data} ({size} bytes)")
-        if r.buffers[slot].parent_op() is not None and isinstance(r.buffers[slot].parent_op(),
-                                                                  LoopOp):
-            raise BytecodeError(at, f"data segment {j}: buffer "
-                                f"{r.buffers[slot].buffer_name.data} is declared in a loop")
+            raise BytecodeError(
+                at,
+                f"data segment {j}: {len(raw)} bytes at offset {offset} do "
+                f"not fit buffer {r.buffers[slot].buffer_name.data} ({size} bytes)",
+            )
+        if r.buffers[slot].parent_op() is not None and isinstance(
+            r.buffers[slot].parent_op(), LoopOp
+        ):
+            raise BytecodeError(
+                at,
+                f"data segment {j}: buffer "
+                f"{r.buffers[slot].buffer_name.data} is declared in a loop",
+            )
         out.append((slot, offset, raw))
     return out
 
 
 def build_info(sec: fb.BuildInfo) -> dict[str, str]:
     at = sec._tab.Pos
-    out = {"producer": _str(sec.Producer(), at, "producer"),
-           "producer_version": _str(sec.ProducerVersion(), at, "version")}
+    out = {
+        "producer": _str(sec.Producer(), at, "producer"),
+        "producer_version": _str(sec.ProducerVersion(), at, "version"),
+    }
     for j in range(sec.EntriesLength()):
         kv = checked_child(sec.Entries(j), sec)
         out[_str(kv.Key(), at, "key")] = _str(kv.Value(), at, "value")
@@ -188,8 +212,13 @@ def _check_inline_device(text: str, at: int) -> None:
     try:
         doc = parse_config_document(text, "<inline device>")
     except NemDiagnosticError as e:
-        raise BytecodeError(at, f"inline device does not parse: {e.diagnostics[0].message}") \
-            from None
-    if len(doc.devices) != 1 or doc.families or doc.includes or \
-            print_device_decl(doc.devices[0]) != text:
+        raise BytecodeError(
+            at, f"inline device does not parse: {e.diagnostics[0].message}"
+        ) from None
+    if (
+        len(doc.devices) != 1
+        or doc.families
+        or doc.includes
+        or print_device_decl(doc.devices[0]) != text
+    ):
         raise BytecodeError(at, "inline device is not one device declaration in canonical form")

@@ -76,7 +76,9 @@ class TableReader:
         self.floats: np.ndarray = np.zeros(0)
         self.stack: list[SSAValue] = []
         self.kinds: list[int] = []
-        self.static: list[int | None] = []  # folded value of each index value (None: loop-dependent)
+        self.static: list[
+            int | None
+        ] = []  # folded value of each index value (None: loop-dependent)
         self.depth: list[int] = []  # expression depth of each value (`expression_depth`'s count)
         self.keys: list[object] = []  # structural key of each index value (`Evaluator.key`)
         self.key_table = ExprKeys()
@@ -87,8 +89,9 @@ class TableReader:
         # (BuildFacts, D-BC-SEED)
         self.int_values: list[SSAValue] = []
         self.int_statics: list[int | None] = []
-        self.region_types: dict[tuple[RegionTypeBase, tuple[int, ...], tuple[int, ...] | None],
-                                RegionType] = {}
+        self.region_types: dict[
+            tuple[RegionTypeBase, tuple[int, ...], tuple[int, ...] | None], RegionType
+        ] = {}
         self.buffers: list[BufferOp] = []
         self.buffer_sizes: list[int | None] = []
         self.locs: list[LocationAttr | None] | None = None  # per op: None = no location
@@ -104,17 +107,20 @@ class TableReader:
         base = self._vec_pos(sec, 8)
         lengths, offs = decode_varints(lengths_vec, self._vec_pos(sec, 6))
         if len(lengths) != count:
-            raise BytecodeError(self._vec_pos(sec, 6), f"string table says {count} strings but "
-                                f"lists {len(lengths)} lengths")
+            raise BytecodeError(
+                self._vec_pos(sec, 6),
+                f"string table says {count} strings but lists {len(lengths)} lengths",
+            )
         if sum(lengths) != blob.size:
-            raise BytecodeError(base, f"string lengths add up to {sum(lengths)} bytes but the "
-                                f"blob has {blob.size}")
+            raise BytecodeError(
+                base, f"string lengths add up to {sum(lengths)} bytes but the blob has {blob.size}"
+            )
         raw = blob.tobytes()
         at = 0
         out = self.strings
         for n, off in zip(lengths, offs):
             try:
-                out.append(raw[at:at + n].decode("utf-8"))
+                out.append(raw[at : at + n].decode("utf-8"))
             except UnicodeDecodeError:
                 raise BytecodeError(base + at, "string is not valid UTF-8") from None
             at += n
@@ -128,8 +134,11 @@ class TableReader:
 
     def string(self, idx: int, at: int, what: str) -> str:
         if not 0 < idx < len(self.strings):
-            raise BytecodeError(at, f"{what}: string index {idx} is not in the string table "
-                                f"(1..{len(self.strings) - 1})")
+            raise BytecodeError(
+                at,
+                f"{what}: string index {idx} is not in the string table "
+                f"(1..{len(self.strings) - 1})",
+            )
         text = self.strings[idx]
         if CONTROL.search(text):
             raise BytecodeError(at, f"{what}: string {text!r} has control characters")
@@ -138,8 +147,9 @@ class TableReader:
     def name(self, idx: int, at: int, what: str) -> str:
         if idx == 0:
             if not self.stripped:
-                raise BytecodeError(at, f"{what}: missing name (the file does not say its "
-                                    "names were stripped)")
+                raise BytecodeError(
+                    at, f"{what}: missing name (the file does not say its names were stripped)"
+                )
             self.invented += 1
             return f"_v{self.invented}"
         text = self.string(idx, at, what)
@@ -166,11 +176,13 @@ class TableReader:
                 if self.child_depth >= MAX_ATTR_DEPTH:
                     raise BytecodeError(at, f"attribute nested deeper than {MAX_ATTR_DEPTH}")
         except IndexError:
-            raise BytecodeError(end, f"attribute stream ends after {len(self.attrs)} of {count} "
-                                "entries") from None
+            raise BytecodeError(
+                end, f"attribute stream ends after {len(self.attrs)} of {count} entries"
+            ) from None
         if self.i != len(vals):
-            raise BytecodeError(offs[self.i], f"{len(vals) - self.i} values after the last "
-                                "attribute")
+            raise BytecodeError(
+                offs[self.i], f"{len(vals) - self.i} values after the last attribute"
+            )
 
     def u(self) -> int:
         v = self.v[self.i]
@@ -183,19 +195,22 @@ class TableReader:
         return unzigzag(v)
 
     @overload
-    def aref(self, at: int, kind: None = None, what: str = "attribute"
-             ) -> Attribute | RegionTypeBase: ...
+    def aref(
+        self, at: int, kind: None = None, what: str = "attribute"
+    ) -> Attribute | RegionTypeBase: ...
 
     @overload
     def aref(self, at: int, kind: type[_A], what: str = "attribute") -> _A: ...
 
-    def aref(self, at: int, kind: type[_A] | None = None, what: str = "attribute"
-             ) -> Attribute | RegionTypeBase | _A:
+    def aref(
+        self, at: int, kind: type[_A] | None = None, what: str = "attribute"
+    ) -> Attribute | RegionTypeBase | _A:
         """An attribute-table reference, of class `kind` when given."""
         idx = self.u()
         if idx >= len(self.attrs):
-            raise BytecodeError(at, f"{what}: attribute index {idx} is not defined before this "
-                                "point")
+            raise BytecodeError(
+                at, f"{what}: attribute index {idx} is not defined before this point"
+            )
         a = self.attrs[idx]
         if kind is not None and not isinstance(a, kind):
             raise BytecodeError(at, f"{what}: attribute {idx} is a {type(a).__name__}")
@@ -240,8 +255,9 @@ class TableReader:
             for _ in range(min(n, len(self.v))):
                 key = self.string(self.u(), at, "attribute name")
                 if not IDENT.match(key) or key in items:
-                    raise BytecodeError(at, f"dictionary key {key!r} is not an identifier or "
-                                        "repeats")
+                    raise BytecodeError(
+                        at, f"dictionary key {key!r} is not an identifier or repeats"
+                    )
                 items[key] = self.aref(at, Attribute)
             return DictionaryAttr(items)
         if kind == K.ArgRef:
@@ -260,8 +276,9 @@ class TableReader:
             return self._decorator(at)
         if kind == K.PerTensor:
             scale, zp = self.aref(at), self.aref(at)
-            if not isinstance(scale, IntegerAttr | FloatAttr) or \
-                    not isinstance(zp, IntegerAttr | FloatAttr):
+            if not isinstance(scale, IntegerAttr | FloatAttr) or not isinstance(
+                zp, IntegerAttr | FloatAttr
+            ):
                 raise BytecodeError(at, "a quant scale and zero point are numbers")
             return PerTensorQuantAttr(scale.value.data, zp.value.data)
         if kind in (K.PerChannel, K.PerGroup):
@@ -326,8 +343,9 @@ class TableReader:
                 raise BytecodeError(at, "strides=[...] needs at least one entry")
         quant = self.opt_aref(at, ParametrizedAttribute, "quant")
         if quant is not None and not isinstance(quant, QUANT_KINDS):
-            raise BytecodeError(at, f"quant: attribute {self.v[self.i - 1] - 1} is a "
-                                f"{type(quant).__name__}")
+            raise BytecodeError(
+                at, f"quant: attribute {self.v[self.i - 1] - 1} is a {type(quant).__name__}"
+            )
         return RegionTypeBase(level, ELEM_BY_CODE[elem], rank, layout, nstrides, quant)
 
 

@@ -79,16 +79,26 @@ from nem.frontends.bytecode.requirements import (
     slots_of,
 )
 
-BINOP_INST = {"+": fb.Inst.Add, "-": fb.Inst.Sub, "*": fb.Inst.Mul, "/": fb.Inst.Div,
-              "mod": fb.Inst.Mod}
+BINOP_INST = {
+    "+": fb.Inst.Add,
+    "-": fb.Inst.Sub,
+    "*": fb.Inst.Mul,
+    "/": fb.Inst.Div,
+    "mod": fb.Inst.Mod,
+}
 LEVEL_KIND = {"DDR": fb.LevelKind.DDR, "L2": fb.LevelKind.L2, "L1": fb.LevelKind.L1}
-DEVICE_KIND = {None: fb.DeviceKind.None_, "file": fb.DeviceKind.File, "name": fb.DeviceKind.Name,
-               "inline": fb.DeviceKind.Inline}
+DEVICE_KIND = {
+    None: fb.DeviceKind.None_,
+    "file": fb.DeviceKind.File,
+    "name": fb.DeviceKind.Name,
+    "inline": fb.DeviceKind.Inline,
+}
 PRODUCER = "nem-toolchain"
 
 # Properties each op kind may carry; anything else is refused (never dropped).
 _PROPS = {
-    ConstOp: {"name"}, LetOp: {"name", "value"},
+    ConstOp: {"name"},
+    LetOp: {"name", "value"},
     BufferOp: {"name", "align", "decorators"},
     RegionOp: {"name", "binding", "decorators", "operandSegmentSizes"},
     LoopOp: {"iv_name", "decorators"},
@@ -96,8 +106,14 @@ _PROPS = {
     StoreOp: {"token", "sync", "decorators", "operand_decorators", "operandSegmentSizes"},
     WaitOp: {"decorators"},
 }
-_COMPUTE_PROPS = {"token", "sync", "decorators", "operand_decorators", "attrs",
-                  "operandSegmentSizes"}
+_COMPUTE_PROPS = {
+    "token",
+    "sync",
+    "decorators",
+    "operand_decorators",
+    "attrs",
+    "operandSegmentSizes",
+}
 
 
 class NotEncodable(ValueError):
@@ -296,8 +312,10 @@ class _Writer:
         values and the program's own (consts, buffers) both take one byte."""
         p = self.pos.get(v)
         if p is None:
-            raise NotEncodable("not supported: a value used outside the block that defines it, "
-                               "or before its definition")
+            raise NotEncodable(
+                "not supported: a value used outside the block that defines it, "
+                "or before its definition"
+            )
         d = len(self.stack) - 1 - p
         return 2 * d if d <= p else 2 * p + 1
 
@@ -324,8 +342,9 @@ class _Writer:
         self.loc(op)
         b = self.body
         if op.attributes:
-            raise NotEncodable(f"not supported: discardable attributes on {op.name}: "
-                               f"{', '.join(op.attributes)}")
+            raise NotEncodable(
+                f"not supported: discardable attributes on {op.name}: {', '.join(op.attributes)}"
+            )
         if isinstance(op, arith.ConstantOp):
             if not isinstance(op.value, IntegerAttr) or not isinstance(op.result.type, IndexType):
                 raise NotEncodable(f"not supported: {op.name} of type {op.result.type}")
@@ -458,11 +477,14 @@ class _Writer:
                 out.append(DYNAMIC if s is None else s)
             return tuple(out)
 
-        if rtype.typed and (folded(op.shape) != rtype.shape_values or
-                            (rtype.stride_values is not None
-                             and folded(op.strides) != rtype.stride_values)):
-            raise NotEncodable("not supported: a region type whose shape or strides differ from "
-                               "the folded values of the region's operands")
+        if rtype.typed and (
+            folded(op.shape) != rtype.shape_values
+            or (rtype.stride_values is not None and folded(op.strides) != rtype.stride_values)
+        ):
+            raise NotEncodable(
+                "not supported: a region type whose shape or strides differ from "
+                "the folded values of the region's operands"
+            )
 
     def compute(self, op: ComputeOp) -> None:
         b = self.body
@@ -513,7 +535,7 @@ def _vector(builder: flatbuffers.Builder, data: bytes | bytearray) -> int:
 def _aligned_bytes(builder: flatbuffers.Builder, data: bytes, alignment: int) -> int:
     builder.StartVector(1, len(data), alignment)
     builder.head = builder.head - len(data)
-    builder.Bytes[builder.head:builder.head + len(data)] = data
+    builder.Bytes[builder.head : builder.head + len(data)] = data
     offset: int = builder.EndVector()
     return offset
 
@@ -540,22 +562,34 @@ def _segments(embed: list[Embedded], slots: list[Slot]) -> list[tuple[int, int, 
     for e in embed:
         hit = by_name.get(e.buffer)
         if hit is None:
-            raise NotEncodable(f"--embed {e.buffer}: no buffer of that name "
-                               f"(buffers: {', '.join(by_name) or 'none'})")
+            raise NotEncodable(
+                f"--embed {e.buffer}: no buffer of that name "
+                f"(buffers: {', '.join(by_name) or 'none'})"
+            )
         i, s = hit
         if s.copies != 1 or s.in_loop:
-            raise NotEncodable(f"--embed {e.buffer}: the buffer is declared inside a loop; "
-                               "only buffers declared outside loops take initial contents")
+            raise NotEncodable(
+                f"--embed {e.buffer}: the buffer is declared inside a loop; "
+                "only buffers declared outside loops take initial contents"
+            )
         if e.offset < 0 or e.offset + len(e.data) > s.size:
-            raise NotEncodable(f"--embed {e.buffer}: {len(e.data)} bytes at offset {e.offset} do "
-                               f"not fit the buffer ({s.size} bytes) [HAZ-04]")
+            raise NotEncodable(
+                f"--embed {e.buffer}: {len(e.data)} bytes at offset {e.offset} do "
+                f"not fit the buffer ({s.size} bytes) [HAZ-04]"
+            )
         out.append((i, e.offset, e.data))
     return sorted(out, key=lambda t: (t[0], t[1]))
 
 
-def _flatbuffer(w: _Writer, prog: ProgramOp, prog_name: int, reqs: Requirements,
-                slots: list[Slot], segments: list[tuple[int, int, bytes]], build: dict[str, str]
-                ) -> bytes:
+def _flatbuffer(
+    w: _Writer,
+    prog: ProgramOp,
+    prog_name: int,
+    reqs: Requirements,
+    slots: list[Slot],
+    segments: list[tuple[int, int, bytes]],
+    build: dict[str, str],
+) -> bytes:
     import numpy as np
 
     bld = flatbuffers.Builder(1024 + len(w.body.out) + len(w.attr_out.out))
@@ -582,8 +616,11 @@ def _flatbuffer(w: _Writer, prog: ProgramOp, prog_name: int, reqs: Requirements,
         ko, vo = bld.CreateString(k), bld.CreateString(build[k])
         fb.KeyValueStart(bld), fb.KeyValueAddKey(bld, ko), fb.KeyValueAddValue(bld, vo)
         kv.append(fb.KeyValueEnd(bld))
-    producer, version, entries = bld.CreateString(PRODUCER), bld.CreateString(producer_version()), \
-        tables(kv)
+    producer, version, entries = (
+        bld.CreateString(PRODUCER),
+        bld.CreateString(producer_version()),
+        tables(kv),
+    )
     fb.BuildInfoStart(bld)
     fb.BuildInfoAddProducer(bld, producer)
     fb.BuildInfoAddProducerVersion(bld, version)
@@ -620,8 +657,11 @@ def _flatbuffer(w: _Writer, prog: ProgramOp, prog_name: int, reqs: Requirements,
     sections.append((fb.SectionBody.ProgramInfo, fb.ProgramInfoEnd(bld), True))
 
     # Code (required)
-    ao, fo, body = _vector(bld, w.attr_out.out), bld.CreateNumpyVector(
-        np.array(w.floats, dtype="<f8")), _vector(bld, w.body.out)
+    ao, fo, body = (
+        _vector(bld, w.attr_out.out),
+        bld.CreateNumpyVector(np.array(w.floats, dtype="<f8")),
+        _vector(bld, w.body.out),
+    )
     fb.CodeStart(bld)
     fb.CodeAddAttributeCount(bld, len(w.attrs))
     fb.CodeAddAttributes(bld, ao)
@@ -694,8 +734,12 @@ def _flatbuffer(w: _Writer, prog: ProgramOp, prog_name: int, reqs: Requirements,
     return bytes(bld.Output())
 
 
-def _requirements(bld: flatbuffers.Builder, reqs: Requirements, strs: Callable[[list[str]], int],
-                  tables: Callable[[list[int]], int]) -> int:
+def _requirements(
+    bld: flatbuffers.Builder,
+    reqs: Requirements,
+    strs: Callable[[list[str]], int],
+    tables: Callable[[list[int]], int],
+) -> int:
     vr = []
     for opcode, any_of in reqs.variants:
         oo, ao = bld.CreateString(opcode), strs(list(any_of))
@@ -727,11 +771,15 @@ def _requirements(bld: flatbuffers.Builder, reqs: Requirements, strs: Callable[[
 
 def write_nemb(module: ModuleOp | ProgramOp, options: WriteOptions | None = None) -> bytes:
     """`.nemb` bytes of the one program in `module`."""
-    progs = [module] if isinstance(module, ProgramOp) else \
-        [op for op in module.ops if isinstance(op, ProgramOp)]
+    progs = (
+        [module]
+        if isinstance(module, ProgramOp)
+        else [op for op in module.ops if isinstance(op, ProgramOp)]
+    )
     if len(progs) != 1:
-        raise NotEncodable(f"not supported: a .nemb file holds one program, this module has "
-                           f"{len(progs)}")
+        raise NotEncodable(
+            f"not supported: a .nemb file holds one program, this module has {len(progs)}"
+        )
     return encode_program(progs[0], options)
 
 

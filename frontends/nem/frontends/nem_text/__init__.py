@@ -35,8 +35,14 @@ _HOMES = {
 so that importing one of them (the config parser, by the device loader)
 does not load the program parser, the printer and the NEM ops."""
 
-__all__ = ["detect_format", "is_config_document", "parse_config_document", "parse_nem",
-           "print_config_document", "print_nem"]
+__all__ = [
+    "detect_format",
+    "is_config_document",
+    "parse_config_document",
+    "parse_nem",
+    "print_config_document",
+    "print_nem",
+]
 
 
 def __getattr__(name: str) -> object:

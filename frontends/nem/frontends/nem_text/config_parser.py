@@ -61,8 +61,9 @@ class ConfigDocument:
     stopped_at: SourceLoc | None = field(default=None, compare=False, repr=False)
 
 
-def parse_config_document(text: str, file: str, *, included: bool = False,
-                          at: tuple[int, int] = (0, 0)) -> ConfigDocument:
+def parse_config_document(
+    text: str, file: str, *, included: bool = False, at: tuple[int, int] = (0, 0)
+) -> ConfigDocument:
     """Parse a whole config document (GRAM-01).
 
     With `included=True` the file is being imported through `include`: parsing
@@ -88,33 +89,50 @@ def parse_config_document(text: str, file: str, *, included: bool = False,
             stopped_at = cur.loc()
             break
         elif cur.at("include", ID):
-            raise cur.error("'include' must come before every declaration", "GRAM-01",
-                            "move this include to the top of the file")
+            raise cur.error(
+                "'include' must come before every declaration",
+                "GRAM-01",
+                "move this include to the top of the file",
+            )
         else:
-            raise cur.error(f"expected 'type_family' or 'device', found {describe(cur.tok)}",
-                            "GRAM-01", "a config document holds only type_family and device "
-                            "declarations; program statements belong in a program file")
-    return ConfigDocument(file, tuple(p for p, _ in includes), tuple(families), tuple(devices),
-                          tuple(loc for _, loc in includes), stopped_at)
+            raise cur.error(
+                f"expected 'type_family' or 'device', found {describe(cur.tok)}",
+                "GRAM-01",
+                "a config document holds only type_family and device "
+                "declarations; program statements belong in a program file",
+            )
+    return ConfigDocument(
+        file,
+        tuple(p for p, _ in includes),
+        tuple(families),
+        tuple(devices),
+        tuple(loc for _, loc in includes),
+        stopped_at,
+    )
 
 
 def at_device_config(cur: TokenCursor) -> bool:
     """True at `device ID {` or `device ID extends` (not the `device ID` directive)."""
     nxt = cur.peek(2)
-    return (cur.at("device", ID) and cur.peek().kind == ID
-            and (nxt.text == "{" or (nxt.text == "extends" and nxt.kind == ID)))
+    return (
+        cur.at("device", ID)
+        and cur.peek().kind == ID
+        and (nxt.text == "{" or (nxt.text == "extends" and nxt.kind == ID))
+    )
 
 
 def parse_include(cur: TokenCursor) -> tuple[str, SourceLoc]:
     """`include STRING` -> (path, location of the `include` keyword)."""
     loc = cur.loc()
     cur.expect("include", "GRAM-01")
-    tok = cur.expect_kind(STRING, "GRAM-01", "a quoted file path after 'include'",
-                          'write include "file.nem"')
+    tok = cur.expect_kind(
+        STRING, "GRAM-01", "a quoted file path after 'include'", 'write include "file.nem"'
+    )
     return unquote(tok.text), loc
 
 
 # -- type families ------------------------------------------------------------
+
 
 def parse_family_id(cur: TokenCursor, rule: str) -> str:
     first = cur.expect_id(rule, "a family id")
@@ -127,8 +145,12 @@ def parse_family_id(cur: TokenCursor, rule: str) -> str:
 def _elem(cur: TokenCursor, rule: str, what: str = "an element type") -> str:
     tok = cur.expect_id(rule, what)
     if tok.text not in ELEM_TYPES:
-        raise cur.error(f"'{tok.text}' is not an element type", "TYPE-01",
-                        f"use one of {', '.join(ELEM_TYPES)}", tok)
+        raise cur.error(
+            f"'{tok.text}' is not an element type",
+            "TYPE-01",
+            f"use one of {', '.join(ELEM_TYPES)}",
+            tok,
+        )
     return tok.text
 
 
@@ -165,9 +187,12 @@ def parse_type_family(cur: TokenCursor) -> TypeFamily:
         name = cur.expect_id("GRAM-22", "an operand binding, attribute binding or 'variants:'")
         if cur.at_punct(":"):
             if attributes:
-                raise cur.error(f"operand binding '{name.text}' follows an attribute binding",
-                                "GRAM-22", "write all operand bindings before attribute bindings",
-                                name)
+                raise cur.error(
+                    f"operand binding '{name.text}' follows an attribute binding",
+                    "GRAM-22",
+                    "write all operand bindings before attribute bindings",
+                    name,
+                )
             cur.advance()
             binding_toks.append(cur.tok)
             operands.append((name.text, cur.expect_id("GRAM-22", "a type").text))
@@ -180,14 +205,21 @@ def parse_type_family(cur: TokenCursor) -> TypeFamily:
                 while cur.accept(","):
                     quant_on.append(cur.expect_id("GRAM-22", "an operand name").text)
             attributes.append((name.text, value.text))
-    cur.advance()                                   # `variants`
-    cur.advance()                                   # `:`
+    cur.advance()  # `variants`
+    cur.advance()  # `:`
     variants: list[Variant] = []
     while not cur.at_punct("}"):
         variants.append(_parse_variant(cur, binding_toks))
     cur.advance()
-    family = TypeFamily(fid, tuple(params), tuple(operands), tuple(attributes), tuple(quant_on),
-                        tuple(variants), loc)
+    family = TypeFamily(
+        fid,
+        tuple(params),
+        tuple(operands),
+        tuple(attributes),
+        tuple(quant_on),
+        tuple(variants),
+        loc,
+    )
     _check_family(cur, family, binding_toks, attr_toks)
     return family
 
@@ -203,82 +235,128 @@ def _parse_variant(cur: TokenCursor, binding_toks: list[Token]) -> Variant:
         cur.expect(":", "GRAM-22", "in the operand binding")
         binding_toks.append(cur.tok)
         bindings.append((op, cur.expect_id("GRAM-22", "a type").text))
-    cur.expect("conformance", "GRAM-22", "after the variant's bindings",
-               "every variant needs `conformance: { MUST <...> MAY <...> }`")
+    cur.expect(
+        "conformance",
+        "GRAM-22",
+        "after the variant's bindings",
+        "every variant needs `conformance: { MUST <...> MAY <...> }`",
+    )
     cur.expect(":", "GRAM-22")
     cur.expect("{", "GRAM-22")
     entries = []
     while not cur.accept("}"):
         cls_tok = cur.tok
         if cls_tok.text not in (MUST, MAY) or cls_tok.kind != ID:
-            raise cur.error(f"expected 'MUST', 'MAY' or '}}', found {describe(cls_tok)}",
-                            "GRAM-22")
+            raise cur.error(f"expected 'MUST', 'MAY' or '}}', found {describe(cls_tok)}", "GRAM-22")
         cur.advance()
         inst = _elem_list(cur, "<", ">", "GRAM-22") if cur.at_punct("<") else ()
         entries.append((cls_tok.text, inst, cur.loc(cls_tok)))
-    return Variant(name, tuple(bindings), tuple((c, i) for c, i, _ in entries), loc,
-                   tuple(loc for *_, loc in entries))
+    return Variant(
+        name,
+        tuple(bindings),
+        tuple((c, i) for c, i, _ in entries),
+        loc,
+        tuple(loc for *_, loc in entries),
+    )
 
 
-def _check_family(cur: TokenCursor, fam: TypeFamily, binding_toks: list[Token],
-                  attr_toks: list[tuple[str, Token]]) -> None:
+def _check_family(
+    cur: TokenCursor, fam: TypeFamily, binding_toks: list[Token], attr_toks: list[tuple[str, Token]]
+) -> None:
     """TFD-01..04: instantiations fit the parameters, one class each, valid bindings."""
     names = {p for p, _ in fam.params}
     allowed = set(ELEM_TYPES) | names | {ABSENT, ANY_SUPPORTED}
     for tok in binding_toks:
         if tok.text not in allowed:
-            raise cur.error(f"operand binding type '{tok.text}' is not an element type, a type "
-                            f"parameter of {fam.id} or 'absent'", "TFD-03",
-                            "declare it as a type parameter <T: {...}> or use an element type",
-                            tok)
+            raise cur.error(
+                f"operand binding type '{tok.text}' is not an element type, a type "
+                f"parameter of {fam.id} or 'absent'",
+                "TFD-03",
+                "declare it as a type parameter <T: {...}> or use an element type",
+                tok,
+            )
     for attr, value in attr_toks:
         if attr == "quant" and value.text not in ("required", ABSENT):
-            raise cur.error(f"'quant' must be 'required' or 'absent', not '{value.text}'",
-                            "TFD-03", "write `quant = required` or `quant = absent`", value)
+            raise cur.error(
+                f"'quant' must be 'required' or 'absent', not '{value.text}'",
+                "TFD-03",
+                "write `quant = required` or `quant = absent`",
+                value,
+            )
         if attr == "accum" and value.text not in ELEM_TYPES:
-            raise cur.error(f"'accum' must be an element type, not '{value.text}'", "TFD-03",
-                            f"use one of {', '.join(ELEM_TYPES)}", value)
+            raise cur.error(
+                f"'accum' must be an element type, not '{value.text}'",
+                "TFD-03",
+                f"use one of {', '.join(ELEM_TYPES)}",
+                value,
+            )
     bound = {b for b, _ in fam.operands} | {b for v in fam.variants for b, _ in v.bindings}
     for target in fam.quant_required_on:
         if target not in bound:
-            raise fail(f"'quant = required on {target}': {fam.id} has no operand binding "
-                       f"'{target}'", fam.loc, "TFD-03",
-                       "name one of " + ", ".join(sorted(bound)))
+            raise fail(
+                f"'quant = required on {target}': {fam.id} has no operand binding '{target}'",
+                fam.loc,
+                "TFD-03",
+                "name one of " + ", ".join(sorted(bound)),
+            )
     seen_variants: set[str] = set()
     for v in fam.variants:
         if v.name in seen_variants:
-            raise fail(f"variant '{v.name}' is declared twice in {fam.id}", v.loc, "TFD-04",
-                       "give each variant of a family a distinct name")
+            raise fail(
+                f"variant '{v.name}' is declared twice in {fam.id}",
+                v.loc,
+                "TFD-04",
+                "give each variant of a family a distinct name",
+            )
         seen_variants.add(v.name)
         classes: dict[tuple[str, ...], str] = {}
         for (cls, inst), loc in zip(v.conformance, v.entry_locs):
             _check_inst(fam, v, inst, loc)
             if inst in classes:
                 shown = f"<{', '.join(inst)}>" if inst else "the instantiation"
-                raise fail(f"{shown} of {fam.id}.{v.name} is listed twice "
-                           f"({classes[inst]} and {cls})", loc, "TFD-02",
-                           "each instantiation has exactly one conformance class")
+                raise fail(
+                    f"{shown} of {fam.id}.{v.name} is listed twice ({classes[inst]} and {cls})",
+                    loc,
+                    "TFD-02",
+                    "each instantiation has exactly one conformance class",
+                )
             classes[inst] = cls
 
 
 def _check_inst(fam: TypeFamily, v: Variant, inst: tuple[str, ...], loc: SourceLoc) -> None:
     if len(inst) != len(fam.params):
-        want = (f"{len(fam.params)} element type(s) <{', '.join(p for p, _ in fam.params)}>"
-                if fam.params else "no instantiation (the family is not parameterized)")
-        raise fail(f"conformance entry of {fam.id}.{v.name} gives {len(inst)} element "
-                   f"type(s), expected {want}", loc, "TFD-01",
-                   f"instantiate {fam.id} with one element type per parameter")
+        want = (
+            f"{len(fam.params)} element type(s) <{', '.join(p for p, _ in fam.params)}>"
+            if fam.params
+            else "no instantiation (the family is not parameterized)"
+        )
+        raise fail(
+            f"conformance entry of {fam.id}.{v.name} gives {len(inst)} element "
+            f"type(s), expected {want}",
+            loc,
+            "TFD-01",
+            f"instantiate {fam.id} with one element type per parameter",
+        )
     for (pname, domain), elem in zip(fam.params, inst):
         if elem not in domain:
-            raise fail(f"'{elem}' is outside the domain of {pname} "
-                       f"{{{', '.join(domain)}}} in {fam.id}.{v.name}", loc, "TFD-01",
-                       f"use one of {', '.join(domain)} or widen the parameter's set")
+            raise fail(
+                f"'{elem}' is outside the domain of {pname} "
+                f"{{{', '.join(domain)}}} in {fam.id}.{v.name}",
+                loc,
+                "TFD-01",
+                f"use one of {', '.join(domain)} or widen the parameter's set",
+            )
 
 
 # -- devices --------------------------------------------------------------------
 
-_BLOCK_ORDER = ("spec_version", "topology", "unit_characteristics", "opcode.mandatory",
-                "opcode.extended")
+_BLOCK_ORDER = (
+    "spec_version",
+    "topology",
+    "unit_characteristics",
+    "opcode.mandatory",
+    "opcode.extended",
+)
 
 
 def parse_device_config(cur: TokenCursor) -> DeviceDecl:
@@ -286,8 +364,9 @@ def parse_device_config(cur: TokenCursor) -> DeviceDecl:
     loc = cur.loc()
     cur.expect("device", "GRAM-18")
     name = cur.expect_id("GRAM-18", "a device name").text
-    parent = cur.expect_id("GRAM-18", "a parent device name").text if cur.accept("extends") \
-        else None
+    parent = (
+        cur.expect_id("GRAM-18", "a parent device name").text if cur.accept("extends") else None
+    )
     cur.expect("{", "GRAM-18", "to open the device body")
     locs: dict[str, SourceLoc] = {}
     spec = topology = None
@@ -298,13 +377,19 @@ def parse_device_config(cur: TokenCursor) -> DeviceDecl:
     while not cur.accept("}"):
         tok = cur.tok
         if tok.text not in _BLOCK_ORDER or tok.kind == STRING:
-            raise cur.error(f"expected one of {', '.join(_BLOCK_ORDER[done + 1:]) or 'nothing'} "
-                            f"or '}}' in device {name}, found {describe(tok)}", "GRAM-18")
+            raise cur.error(
+                f"expected one of {', '.join(_BLOCK_ORDER[done + 1 :]) or 'nothing'} "
+                f"or '}}' in device {name}, found {describe(tok)}",
+                "GRAM-18",
+            )
         index = _BLOCK_ORDER.index(tok.text)
         if index <= done:
             what = "appears twice" if index == done else f"must come before {_BLOCK_ORDER[done]}"
-            raise cur.error(f"'{tok.text}' {what} in device {name}", "GRAM-18",
-                            "write the blocks once each, in the order " + ", ".join(_BLOCK_ORDER))
+            raise cur.error(
+                f"'{tok.text}' {what} in device {name}",
+                "GRAM-18",
+                "write the blocks once each, in the order " + ", ".join(_BLOCK_ORDER),
+            )
         done = index
         locs[tok.text] = cur.loc()
         if tok.text == "spec_version":
@@ -320,29 +405,49 @@ def parse_device_config(cur: TokenCursor) -> DeviceDecl:
         else:
             extended = _parse_ref_block(cur)
     if parent is None and spec is None:
-        raise fail(f"base device {name} has no spec_version", loc, "DEV-01",
-                   'add `spec_version = "1.0"`, or `extends` a parent device')
+        raise fail(
+            f"base device {name} has no spec_version",
+            loc,
+            "DEV-01",
+            'add `spec_version = "1.0"`, or `extends` a parent device',
+        )
     if parent is None and "opcode.mandatory" not in locs:
-        raise fail(f"base device {name} has no opcode.mandatory block", loc, "GRAM-18",
-                   "list the MUST variants, or extend nem_baseline_1_0")
+        raise fail(
+            f"base device {name} has no opcode.mandatory block",
+            loc,
+            "GRAM-18",
+            "list the MUST variants, or extend nem_baseline_1_0",
+        )
     if parent is not None and spec is not None:
-        raise fail(f"derived device {name} must not declare spec_version (it is inherited "
-                   f"from {parent})", locs["spec_version"], "INH-02",
-                   "remove the spec_version line")
+        raise fail(
+            f"derived device {name} must not declare spec_version (it is inherited from {parent})",
+            locs["spec_version"],
+            "INH-02",
+            "remove the spec_version line",
+        )
     return DeviceDecl(name, parent, spec, topology, chars, mandatory, extended, loc, locs)
 
 
-def _unit_block(cur: TokenCursor, block: str, locs: dict[str, SourceLoc], stop: str | None = None
-                ) -> dict[str, int]:
+def _unit_block(
+    cur: TokenCursor, block: str, locs: dict[str, SourceLoc], stop: str | None = None
+) -> dict[str, int]:
     units: dict[str, int] = {}
     while cur.tok.kind == ID and cur.tok.text != stop:
         tok = cur.advance()
         if tok.text not in UNIT_TYPES:
-            raise cur.error(f"'{tok.text}' is not a unit type", "GRAM-19",
-                            f"use one of {', '.join(UNIT_TYPES)}", tok)
+            raise cur.error(
+                f"'{tok.text}' is not a unit type",
+                "GRAM-19",
+                f"use one of {', '.join(UNIT_TYPES)}",
+                tok,
+            )
         if tok.text in units:
-            raise cur.error(f"unit {tok.text} is declared twice in {block}", "GRAM-19",
-                            "declare each unit type once", tok)
+            raise cur.error(
+                f"unit {tok.text} is declared twice in {block}",
+                "GRAM-19",
+                "declare each unit type once",
+                tok,
+            )
         cur.expect("=", "GRAM-19", f"after {tok.text}")
         units[tok.text] = cur.expect_int("GRAM-19", "an integer unit count")
         locs[f"{block}.{tok.text}"] = cur.loc(tok)
@@ -369,8 +474,12 @@ def _parse_topology(cur: TokenCursor, locs: dict[str, SourceLoc]) -> Topology:
     cur.expect("{", "GRAM-19", "after 'per_engine'")
     per_engine = _unit_block(cur, "per_engine", locs, stop="l1_size_bytes")
     locs["l1_size_bytes"] = cur.loc()
-    cur.expect("l1_size_bytes", "GRAM-19", "in per_engine",
-               "per_engine ends with `l1_size_bytes = <bytes>`")
+    cur.expect(
+        "l1_size_bytes",
+        "GRAM-19",
+        "in per_engine",
+        "per_engine ends with `l1_size_bytes = <bytes>`",
+    )
     cur.expect("=", "GRAM-19")
     l1 = parse_int_expr(cur)
     cur.expect("}", "GRAM-19", "after l1_size_bytes (it is the last entry of per_engine)")
@@ -386,8 +495,12 @@ def _parse_unit_chars(cur: TokenCursor, locs: dict[str, SourceLoc]) -> dict[str,
         unit = cur.expect_id("GRAM-20", "a unit type or '}'")
         if unit.text not in UNIT_TYPES or unit.text in groups:
             problem = "is declared twice" if unit.text in groups else "is not a unit type"
-            raise cur.error(f"'{unit.text}' {problem} in unit_characteristics", "GRAM-20",
-                            f"use each of {', '.join(UNIT_TYPES)} at most once", unit)
+            raise cur.error(
+                f"'{unit.text}' {problem} in unit_characteristics",
+                "GRAM-20",
+                f"use each of {', '.join(UNIT_TYPES)} at most once",
+                unit,
+            )
         cur.expect("{", "GRAM-20", f"after {unit.text}")
         keys: dict[str, int] = {}
         while not cur.accept("}"):
@@ -395,8 +508,9 @@ def _parse_unit_chars(cur: TokenCursor, locs: dict[str, SourceLoc]) -> dict[str,
             if key.text in keys:
                 raise cur.error(f"{unit.text}.{key.text} is declared twice", "GRAM-20", tok=key)
             cur.expect("=", "GRAM-20", f"after {key.text}")
-            keys[key.text] = cur.expect_int("GRAM-20", "an integer literal value",
-                                            "characteristic values are integers")
+            keys[key.text] = cur.expect_int(
+                "GRAM-20", "an integer literal value", "characteristic values are integers"
+            )
             locs[f"unit_characteristics.{unit.text}.{key.text}"] = cur.loc(key)
         groups[unit.text] = keys
     return groups
@@ -426,6 +540,7 @@ def parse_variant_ref(cur: TokenCursor) -> VariantRef:
 
 
 # -- size expressions -------------------------------------------------------------
+
 
 def parse_int_expr(cur: TokenCursor, depth: int = 0) -> int:
     """Integer-literal arithmetic with conventional precedence (docs/conformance.md
@@ -460,16 +575,24 @@ def _primary(cur: TokenCursor, depth: int) -> int:
         return int(tok.text)
     if cur.accept("("):
         if depth >= MAX_NESTING_DEPTH:
-            raise cur.error(f"parentheses nested more than {MAX_NESTING_DEPTH} deep "
-                            "(limit D-LIMITS)", None, "write the size as a literal", tok)
+            raise cur.error(
+                f"parentheses nested more than {MAX_NESTING_DEPTH} deep (limit D-LIMITS)",
+                None,
+                "write the size as a literal",
+                tok,
+            )
         value = parse_int_expr(cur, depth + 1)
         cur.expect(")", "GRAM-16", "to close the parenthesis")
         return value
     if tok.kind == FLOAT:
-        raise cur.error(f"size {tok.text} is not an integer", "LEX-03",
-                        "memory sizes are whole byte counts")
+        raise cur.error(
+            f"size {tok.text} is not an integer", "LEX-03", "memory sizes are whole byte counts"
+        )
     if tok.kind == ID:
-        raise cur.error(f"'{tok.text}' cannot appear in a device size", "GRAM-19",
-                        "config documents have no consts; use integer literals and + - * / mod")
+        raise cur.error(
+            f"'{tok.text}' cannot appear in a device size",
+            "GRAM-19",
+            "config documents have no consts; use integer literals and + - * / mod",
+        )
     what = "end of file" if tok.kind == EOF else f"'{tok.text}'"
     raise cur.error(f"expected an integer expression, found {what}", "GRAM-16")

@@ -25,23 +25,30 @@ def print_type_family(fam: TypeFamily) -> str:
     lines = [f"type_family {fam.id}{params} {{"]
     lines += [f"{_IND}{name}: {t}" for name, t in fam.operands]
     for name, value in fam.attributes:
-        on = f" on {', '.join(fam.quant_required_on)}" if name == "quant" and \
-            fam.quant_required_on else ""
+        on = (
+            f" on {', '.join(fam.quant_required_on)}"
+            if name == "quant" and fam.quant_required_on
+            else ""
+        )
         lines.append(f"{_IND}{name} = {value}{on}")
     lines += ["", f"{_IND}variants:"]
     for v in fam.variants:
         body = "  ".join(f"{b}: {t}" for b, t in v.bindings)
         lines.append(f"      {v.name}: {{ {body} }}" if body else f"      {v.name}: {{}}")
         entries = "   ".join(f"{c} <{', '.join(i)}>" if i else c for c, i in v.conformance)
-        lines.append(f"        conformance: {{ {entries} }}" if entries
-                     else "        conformance: {}")
+        lines.append(
+            f"        conformance: {{ {entries} }}" if entries else "        conformance: {}"
+        )
     lines.append("}")
     return "\n".join(lines) + "\n"
 
 
 def _topology(t: Topology) -> list[str]:
-    lines = ["topology {", f"{_IND}num_engines = {t.num_engines}",
-             f"{_IND}l2_size_bytes = {t.l2_size_bytes}"]
+    lines = [
+        "topology {",
+        f"{_IND}num_engines = {t.num_engines}",
+        f"{_IND}l2_size_bytes = {t.l2_size_bytes}",
+    ]
     if t.device_units:
         lines.append(f"{_IND}device_units {{")
         lines += [f"{_IND * 2}{u} = {n}" for u, n in t.device_units.items()]
@@ -56,10 +63,16 @@ def _refs(block: str, refs: tuple[VariantRef, ...]) -> list[str]:
     return [f"{block} {{", *(f"{_IND}{r}" for r in refs), "}"]
 
 
-def _device(name: str, parent: str | None, spec: str | None, topology: Topology | None,
-            chars: dict[str, dict[str, int]], mandatory: tuple[VariantRef, ...],
-            extended: tuple[VariantRef, ...], show_empty_mandatory: bool
-            ) -> str:
+def _device(
+    name: str,
+    parent: str | None,
+    spec: str | None,
+    topology: Topology | None,
+    chars: dict[str, dict[str, int]],
+    mandatory: tuple[VariantRef, ...],
+    extended: tuple[VariantRef, ...],
+    show_empty_mandatory: bool,
+) -> str:
     blocks: list[list[str]] = []
     if spec is not None:
         blocks.append([f"spec_version = {quote(spec)}"])
@@ -83,16 +96,31 @@ def _device(name: str, parent: str | None, spec: str | None, topology: Topology 
 
 def print_device_decl(dev: DeviceDecl) -> str:
     # A base device always has an opcode.mandatory block (GRAM-18), even if empty.
-    return _device(dev.name, dev.parent, dev.spec_version, dev.topology,
-                   dev.unit_characteristics, dev.mandatory, dev.extended, dev.parent is None)
+    return _device(
+        dev.name,
+        dev.parent,
+        dev.spec_version,
+        dev.topology,
+        dev.unit_characteristics,
+        dev.mandatory,
+        dev.extended,
+        dev.parent is None,
+    )
 
 
 def print_device(dev: Device) -> str:
     """A resolved device as a self-contained base device, with its chain as a comment."""
     chain = " -> ".join((dev.name, *dev.ancestors))
     return f"# resolved: {chain}\n" + _device(
-        dev.name, None, dev.spec_version, dev.topology, dev.unit_characteristics,
-        dev.mandatory, dev.extended, True)
+        dev.name,
+        None,
+        dev.spec_version,
+        dev.topology,
+        dev.unit_characteristics,
+        dev.mandatory,
+        dev.extended,
+        True,
+    )
 
 
 def print_config_document(doc: ConfigDocument) -> str:

@@ -69,14 +69,19 @@ class TokenCursor:
             return t
         return None
 
-    def expect(self, text: str, rule: str, what: str | None = None, fix: str | None = None) -> Token:
+    def expect(
+        self, text: str, rule: str, what: str | None = None, fix: str | None = None
+    ) -> Token:
         t = self.tok
         if t.text == text:
             self.pos += 1
             self.tok = self.tokens[self.pos]
             return t
-        raise self.error(f"expected '{text}'{' ' + what if what else ''}, found {describe(t)}",
-                         rule, fix or f"insert '{text}' here")
+        raise self.error(
+            f"expected '{text}'{' ' + what if what else ''}, found {describe(t)}",
+            rule,
+            fix or f"insert '{text}' here",
+        )
 
     def expect_kind(self, kind: str, rule: str, what: str, fix: str | None = None) -> Token:
         t = self.tok
@@ -89,11 +94,18 @@ class TokenCursor:
     def expect_id(self, rule: str, what: str = "an identifier", fix: str | None = None) -> Token:
         return self.expect_kind(ID, rule, what, fix)
 
-    def expect_int(self, rule: str, what: str = "an integer literal", fix: str | None = None) -> int:
+    def expect_int(
+        self, rule: str, what: str = "an integer literal", fix: str | None = None
+    ) -> int:
         return int(self.expect_kind(INT, rule, what, fix).text)
 
-    def error(self, message: str, rule: str | None = None, fix: str | None = None,
-              tok: Token | None = None) -> NemDiagnosticError:
+    def error(
+        self,
+        message: str,
+        rule: str | None = None,
+        fix: str | None = None,
+        tok: Token | None = None,
+    ) -> NemDiagnosticError:
         return fail(message, self.loc(tok), rule, fix)
 
 

@@ -58,8 +58,12 @@ def is_config_document(text: str, file: str, at: tuple[int, int] = (0, 0)) -> bo
         t = tokens[i]
         if t.kind == ID and t.text == "type_family":
             pass
-        elif t.kind == ID and t.text == "device" and tokens[i + 1].kind == ID and \
-                tokens[i + 2].text in ("{", "extends"):
+        elif (
+            t.kind == ID
+            and t.text == "device"
+            and tokens[i + 1].kind == ID
+            and tokens[i + 2].text in ("{", "extends")
+        ):
             pass
         else:
             return False
@@ -75,7 +79,8 @@ _NEM_STATEMENT = re.compile(
     r"|wait\s*\("
     r"|[A-Za-z_]\w*\s*=\s*(?:region\s*\(|[A-Za-z_]\w*\.(?:async|sync)\b|wait\s*\()"
     r"|[A-Za-z_]\w*\.(?:async|sync)\b"
-    r"|;")
+    r"|;"
+)
 _MLIR_ALIAS = re.compile(r"[#!][A-Za-z_][\w.$-]*\s*(?:=|<)")
 
 

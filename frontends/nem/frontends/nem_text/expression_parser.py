@@ -61,8 +61,12 @@ _INDEX_RESULT = (INDEX,)
 
 
 _FLOAT_OPS: dict[str, Callable[[float, float], float]] = {
-    "+": operator.add, "-": operator.sub, "*": operator.mul, "/": operator.truediv,
-    "mod": operator.mod}
+    "+": operator.add,
+    "-": operator.sub,
+    "*": operator.mul,
+    "/": operator.truediv,
+    "mod": operator.mod,
+}
 """How a FLOAT expression combines two literals (only the operator applied:
 `1.0 + 0` must not divide by zero)."""
 
@@ -125,7 +129,6 @@ class ParsedValue:
     tok: Token
 
 
-
 class ExpressionParser(TokenCursor):
     """Names, values, expressions and decorators of a `.nem` program."""
 
@@ -159,15 +162,20 @@ class ExpressionParser(TokenCursor):
         """One more level of parentheses or lists, at most MAX_NESTING_DEPTH."""
         self._nesting += 1
         if self._nesting > MAX_NESTING_DEPTH:
-            raise self.error(f"{what} nested more than {MAX_NESTING_DEPTH} deep (limit D-LIMITS)",
-                             None, "name the inner parts with const or let", tok)
+            raise self.error(
+                f"{what} nested more than {MAX_NESTING_DEPTH} deep (limit D-LIMITS)",
+                None,
+                "name the inner parts with const or let",
+                tok,
+            )
         try:
             yield
         finally:
             self._nesting -= 1
 
-    def expect(self, text: str, rule: str, what: str | None = None,
-               fix: str | None = None) -> Token:
+    def expect(
+        self, text: str, rule: str, what: str | None = None, fix: str | None = None
+    ) -> Token:
         t = self.tok
         if t.text == text:
             self.pos += 1
@@ -181,7 +189,9 @@ class ExpressionParser(TokenCursor):
             self.pos += 1
             self.tok = self.tokens[self.pos]
             return t
-        return self._missing(lambda: super(ExpressionParser, self).expect_kind(kind, rule, what, fix))
+        return self._missing(
+            lambda: super(ExpressionParser, self).expect_kind(kind, rule, what, fix)
+        )
 
     def _missing(self, raise_error: Callable[[], Token]) -> Token:
         """Report a missing token where it is missing: when the token found
@@ -208,16 +218,22 @@ class ExpressionParser(TokenCursor):
     def _token(self, tok: Token) -> SSAValue:
         n = self.scope.lookup(tok.text)
         if n is None:
-            raise self.undeclared(tok, f"token '{tok.text}' is not produced by any earlier task",
-                                  "TASK-03",
-                                  f"put the task `{tok.text} = ...` before this statement: deps and wait "
-                                  "see only the tokens of earlier statements")
+            raise self.undeclared(
+                tok,
+                f"token '{tok.text}' is not produced by any earlier task",
+                "TASK-03",
+                f"put the task `{tok.text} = ...` before this statement: deps and wait "
+                "see only the tokens of earlier statements",
+            )
         if n.kind != "token":
-            raise self.error(f"'{tok.text}' is a {n.kind}, not a token", "NAME-01",
-                             "deps and wait take task tokens", tok)
+            raise self.error(
+                f"'{tok.text}' is a {n.kind}, not a token",
+                "NAME-01",
+                "deps and wait take task tokens",
+                tok,
+            )
         assert n.value is not None  # tokens are declared with their value
         return n.value
-
 
     # ------------------------------------------------------------------
     # Values and attributes
@@ -233,8 +249,12 @@ class ExpressionParser(TokenCursor):
             if not math.isfinite(value):
                 # a binary64 overflow (`1.0e400`, `1.0e300 * 1.0e300`): the
                 # value cannot be written back as a NEM literal (D-LIMITS)
-                raise self.error("the float value overflows a 64-bit float (magnitude above 1.8e308)",
-                                 "LEX-02", "write a value of magnitude below 1.8e308", t)
+                raise self.error(
+                    "the float value overflows a 64-bit float (magnitude above 1.8e308)",
+                    "LEX-02",
+                    "write a value of magnitude below 1.8e308",
+                    t,
+                )
             return ParsedValue("float", value, t)
         self.seek(start)
         return ParsedValue("int", self._expr(), t)
@@ -265,45 +285,74 @@ class ExpressionParser(TokenCursor):
                     v = expr(0)
                 self.expect(")", "GRAM-16")
                 return v
-            raise self.error("only literals may be combined with a FLOAT", "LEX-03",
-                             "write the float value as a literal", t)
+            raise self.error(
+                "only literals may be combined with a FLOAT",
+                "LEX-03",
+                "write the float value as a literal",
+                t,
+            )
 
         def expr(min_prec: int) -> float:
             lhs = primary()
-            while self.tok.text in PRECEDENCE and self.tok.kind != STRING and \
-                    PRECEDENCE[self.tok.text] > min_prec:
+            while (
+                self.tok.text in PRECEDENCE
+                and self.tok.kind != STRING
+                and PRECEDENCE[self.tok.text] > min_prec
+            ):
                 op_tok = self.advance()
                 op = op_tok.text
                 rhs = expr(PRECEDENCE[op])
                 if op in ("/", "mod") and rhs == 0:
-                    raise self.error("division by zero", "CONST-05",
-                                     f"give '{op}' a non-zero right operand", op_tok)
+                    raise self.error(
+                        "division by zero",
+                        "CONST-05",
+                        f"give '{op}' a non-zero right operand",
+                        op_tok,
+                    )
                 lhs = _FLOAT_OPS[op](lhs, rhs)
             return lhs
 
         return expr(0)
 
-    def _value_attr(self, val: ParsedValue, args: list[SSAValue], type_: str | None = None,
-                    key: str | None = None) -> Attribute:
+    def _value_attr(
+        self,
+        val: ParsedValue,
+        args: list[SSAValue],
+        type_: str | None = None,
+        key: str | None = None,
+    ) -> Attribute:
         """Give a parsed value its IR form; `type_` is the registry type."""
         if type_ == "elem" and val.kind != "id":
             # accum_type is the accumulation type of reducing ops (TYPE-06)
             rule = "TYPE-06" if key == "accum_type" else "TASK-13"
-            raise self.error(f"'{key}' takes an element type", rule,
-                             "write e.g. accum_type=i32", val.tok)
+            raise self.error(
+                f"'{key}' takes an element type", rule, "write e.g. accum_type=i32", val.tok
+            )
         if val.kind == "id":
             if type_ == "elem" or (type_ is None and val.data in ELEM_BY_NAME):
                 if val.data not in ELEM_BY_NAME:
-                    raise self.error(f"unknown element type '{val.data}'", "TYPE-01",
-                                     "use one of " + ", ".join(ELEM_BY_NAME), val.tok)
+                    raise self.error(
+                        f"unknown element type '{val.data}'",
+                        "TYPE-01",
+                        "use one of " + ", ".join(ELEM_BY_NAME),
+                        val.tok,
+                    )
                 return ELEM_BY_NAME[val.data]
-            raise self.error(f"'{val.data}' is not declared", "NAME-01",
-                             "attribute values are numbers, strings, lists, element types, or "
-                             "names of consts/lets/loop variables", val.tok)
+            raise self.error(
+                f"'{val.data}' is not declared",
+                "NAME-01",
+                "attribute values are numbers, strings, lists, element types, or "
+                "names of consts/lets/loop variables",
+                val.tok,
+            )
         if val.kind == "float":
             if type_ in ("int", "int_list"):
-                raise self.error(f"'{key}' takes integers, not a FLOAT", "LEX-03",
-                                 "write an integer expression", val.tok)
+                raise self.error(
+                    f"'{key}' takes integers, not a FLOAT",
+                    "LEX-03",
+                    "write an integer expression",
+                    val.tok,
+                )
             return FloatAttr(cast(float, val.data), 64)
         if val.kind == "int":
             if type_ == "float":
@@ -316,9 +365,18 @@ class ExpressionParser(TokenCursor):
             return StringAttr(cast(str, val.data))
         if val.kind == "list":
             elem_type = "int" if type_ == "int_list" else None
-            return ArrayAttr(tuple(self._value_attr(v, args, elem_type, key) for v in cast(list[ParsedValue], val.data)))
-        raise self.error("a region is not allowed as an attribute value", "GRAM-14",
-                         "pass regions as operands after in/out", val.tok)
+            return ArrayAttr(
+                tuple(
+                    self._value_attr(v, args, elem_type, key)
+                    for v in cast(list[ParsedValue], val.data)
+                )
+            )
+        raise self.error(
+            "a region is not allowed as an attribute value",
+            "GRAM-14",
+            "pass regions as operands after in/out",
+            val.tok,
+        )
 
     # ------------------------------------------------------------------
     # Integer expressions (GRAM-16)
@@ -343,9 +401,12 @@ class ExpressionParser(TokenCursor):
                 return lhs
             self._operators += 1
             if self._operators > MAX_EXPR_OPERATORS:
-                raise self.error(f"expression has more than {MAX_EXPR_OPERATORS} operators "
-                                 "(limit D-LIMITS)", None,
-                                 "split it with const or let names", t)
+                raise self.error(
+                    f"expression has more than {MAX_EXPR_OPERATORS} operators (limit D-LIMITS)",
+                    None,
+                    "split it with const or let names",
+                    t,
+                )
             self.advance()
             rhs = self._expr(const_ctx, prec)
             a, b = self.evaluator.static(lhs), self.evaluator.static(rhs)
@@ -353,17 +414,26 @@ class ExpressionParser(TokenCursor):
                 try:
                     apply_binop(t.text, a, b)
                 except ExprError as e:
-                    raise self.error(f"{e} in a constant expression", e.rule,
-                                     "change the divisor" if e.rule else
-                                     "keep every value within the signed 64-bit range", t)
+                    raise self.error(
+                        f"{e} in a constant expression",
+                        e.rule,
+                        "change the divisor"
+                        if e.rule
+                        else "keep every value within the signed 64-bit range",
+                        t,
+                    )
             # built as the other ops (`create_op`, D-IR-BUILD): index operands, an index
             # result, its location given (not a default one replaced)
             node = create_op(BINOPS[t.text], (lhs, rhs), _INDEX_RESULT, {}, self._loc(t))
             self.block.add_op(node)
             if expression_depth(node, self._depths) > MAX_EXPR_DEPTH:  # type: ignore[operator]
-                raise self.error(f"integer expression more than {MAX_EXPR_DEPTH} operations "
-                                 "deep, counting through const and let names (limit D-LIMITS)",
-                                 None, "compute the value in fewer steps", t)
+                raise self.error(
+                    f"integer expression more than {MAX_EXPR_DEPTH} operations "
+                    "deep, counting through const and let names (limit D-LIMITS)",
+                    None,
+                    "compute the value in fewer steps",
+                    t,
+                )
             lhs = node.results[0]
 
     def _static_expr(self) -> int | None:
@@ -390,50 +460,73 @@ class ExpressionParser(TokenCursor):
         if t.kind == ID:  # a name, the commonest primary (no malformed number starts with one)
             nxt = self.tokens[self.pos + 1]
             if nxt.text == "(" and nxt.kind == PUNCT:
-                raise self.error(f"'{t.text}(' is a call, and expressions have no calls",
-                                 "GRAM-16", "expressions combine INT, ID and (expr) with "
-                                 "+ - * / mod only", t)
+                raise self.error(
+                    f"'{t.text}(' is a call, and expressions have no calls",
+                    "GRAM-16",
+                    "expressions combine INT, ID and (expr) with + - * / mod only",
+                    t,
+                )
             self.pos += 1
             self.tok = nxt
             return self._name_value(t, const_ctx)
         self._reject_malformed_number()
         if t.kind == PUNCT and t.text == "-":
-            raise self.error("negative numbers cannot be written: NEM has no unary minus and "
-                             "INT literals are unsigned", "LEX-06", "write 0 - x", t)
+            raise self.error(
+                "negative numbers cannot be written: NEM has no unary minus and "
+                "INT literals are unsigned",
+                "LEX-06",
+                "write 0 - x",
+                t,
+            )
         if t.kind == INT:
             self.advance()
             return self._literal(int(t.text), t)
         if t.kind == FLOAT:
             where = "a const declaration" if const_ctx else "this position"
-            raise self.error(f"FLOAT literal {t.text} is not allowed in {where}", "LEX-03",
-                             "FLOATs are only allowed as compute attribute values; use an integer",
-                             t)
+            raise self.error(
+                f"FLOAT literal {t.text} is not allowed in {where}",
+                "LEX-03",
+                "FLOATs are only allowed as compute attribute values; use an integer",
+                t,
+            )
         if t.text == "(" and t.kind != STRING:
             self.advance()
             with self._nested(t, "parentheses"):
                 v = self._expr(const_ctx)
             self.expect(")", "GRAM-16", "to close the parenthesis")
             return v
-        raise self.error(f"expected an expression, found {describe(t)}", "GRAM-16",
-                         "an expression is INT, ID or ( expr ) combined with + - * / mod"
-                         " (no unary minus: write 0 - x)")
+        raise self.error(
+            f"expected an expression, found {describe(t)}",
+            "GRAM-16",
+            "an expression is INT, ID or ( expr ) combined with + - * / mod"
+            " (no unary minus: write 0 - x)",
+        )
 
     def _name_value(self, t: Token, const_ctx: bool) -> SSAValue:
         """The value of name `t` in an expression (a const, let or loop variable)."""
         n = self.scope.lookup(t.text)
         if n is None:
             rule = "CONST-04" if const_ctx else "NAME-01"
-            fix = ("declare the const on an earlier line" if const_ctx
-                   else "declare it first (const, let or loop variable)")
+            fix = (
+                "declare the const on an earlier line"
+                if const_ctx
+                else "declare it first (const, let or loop variable)"
+            )
             raise self.undeclared(t, f"'{t.text}' is not declared", rule, fix)
         if const_ctx and n.kind != "const":
-            raise self.error(f"a const expression may use only earlier consts, but '{t.text}' "
-                             f"is a {n.kind}", "CONST-03",
-                             "use literals and const names only", t)
+            raise self.error(
+                f"a const expression may use only earlier consts, but '{t.text}' is a {n.kind}",
+                "CONST-03",
+                "use literals and const names only",
+                t,
+            )
         if n.kind not in ("const", "let", "loopvar"):
-            raise self.error(f"'{t.text}' is a {n.kind}, not an integer value", "NAME-01",
-                             "expressions use integer literals, consts, lets and loop variables",
-                             t)
+            raise self.error(
+                f"'{t.text}' is a {n.kind}, not an integer value",
+                "NAME-01",
+                "expressions use integer literals, consts, lets and loop variables",
+                t,
+            )
         assert n.value is not None  # consts, lets and loop variables have one
         return n.value
 
@@ -449,13 +542,22 @@ class ExpressionParser(TokenCursor):
             bad = f".{nxt.text}"
         elif t.kind == INT and adjacent and nxt.kind == PUNCT and nxt.text == ".":
             bad = f"{t.text}."
-        elif t.kind == INT and adjacent and nxt.kind == ID and \
-                nxt.text[0] in "eE" and nxt.text[1:].isdigit():
+        elif (
+            t.kind == INT
+            and adjacent
+            and nxt.kind == ID
+            and nxt.text[0] in "eE"
+            and nxt.text[1:].isdigit()
+        ):
             bad = t.text + nxt.text
         if bad is not None:
-            raise self.error(f"'{bad}' is not a number: a FLOAT is digits '.' digits with an "
-                             "optional exponent (e.g. 1.0, 0.5, 1.0e5)", "LEX-02",
-                             "write digits on both sides of the '.'", t)
+            raise self.error(
+                f"'{bad}' is not a number: a FLOAT is digits '.' digits with an "
+                "optional exponent (e.g. 1.0, 0.5, 1.0e5)",
+                "LEX-02",
+                "write digits on both sides of the '.'",
+                t,
+            )
 
     def _decorators(self) -> list[DecoratorAttr]:
         decos = []
@@ -464,9 +566,12 @@ class ExpressionParser(TokenCursor):
             name = self.expect_id("GRAM-17", "a decorator name after '@'")
             info = DECORATORS.get(name.text)
             if info is None:
-                raise self.error(f"unknown decorator '@{name.text}'", "DECO-01",
-                                 "known decorators: " + ", ".join(d.usage for d in DECORATORS.values()),
-                                 name)
+                raise self.error(
+                    f"unknown decorator '@{name.text}'",
+                    "DECO-01",
+                    "known decorators: " + ", ".join(d.usage for d in DECORATORS.values()),
+                    name,
+                )
             decos.append(self._decorator_args(name, info.args))
         return decos
 
@@ -474,43 +579,58 @@ class ExpressionParser(TokenCursor):
         info = DECORATORS[name.text]
         if kind == "none":
             if self.at_punct("("):
-                raise self.error(f"@{name.text} takes no arguments", "DECO-03",
-                                 f"write {info.usage}")
+                raise self.error(
+                    f"@{name.text} takes no arguments", "DECO-03", f"write {info.usage}"
+                )
             return self._deco(info.attr)
         if not self.accept("("):
             raise self.error(f"@{name.text} needs an argument", "DECO-03", f"write {info.usage}")
         if kind == "unit":
             unit = self.expect_id("GRAM-17", "an execution unit type")
             if unit.text not in UNIT_TYPES:
-                raise self.error(f"unknown execution unit '{unit.text}'", "GRAM-17",
-                                 "units are " + ", ".join(UNIT_TYPES), unit)
+                raise self.error(
+                    f"unknown execution unit '{unit.text}'",
+                    "GRAM-17",
+                    "units are " + ", ".join(UNIT_TYPES),
+                    unit,
+                )
             self.expect("[", "RES-02", "after the unit type", "write @resource(UNIT[index])")
             idx_tok = self.tok
             index = self._static_expr()
             self.expect("]", "RES-02")
             self.expect(")", "DECO-03", f"to close @{name.text}(...)")
             if index is None or index < 0:
-                raise self.error("the unit index must be a non-negative constant", "RES-02",
-                                 "write e.g. @resource(CSTL[0])", idx_tok)
+                raise self.error(
+                    "the unit index must be a non-negative constant",
+                    "RES-02",
+                    "write e.g. @resource(CSTL[0])",
+                    idx_tok,
+                )
             return self._deco(info.attr, unit.text, index)
         tok = self.tok
         if kind == "tag":
             if tok.kind not in (ID, STRING):
-                raise self.error(f"@{name.text} takes a name or a string", "DECO-03",
-                                 f"write {info.usage}", tok)
+                raise self.error(
+                    f"@{name.text} takes a name or a string", "DECO-03", f"write {info.usage}", tok
+                )
             self.advance()
             self.expect(")", "DECO-03", f"(@{name.text} takes one argument)")
             if tok.kind == STRING:
                 return self._deco(info.attr, unquote(tok.text), True)
             return self._deco(info.attr, tok.text, False)
         if tok.kind == FLOAT:
-            raise self.error(f"@{name.text} takes an integer, not a FLOAT", "LEX-03",
-                             f"write {info.usage}", tok)
+            raise self.error(
+                f"@{name.text} takes an integer, not a FLOAT", "LEX-03", f"write {info.usage}", tok
+            )
         n = self._static_expr()
         self.expect(")", "DECO-03", f"(@{name.text} takes one argument)")
         if n is None:
-            raise self.error(f"@{name.text} needs a constant integer", "DECO-03",
-                             f"write {info.usage} with a literal or const", tok)
+            raise self.error(
+                f"@{name.text} needs a constant integer",
+                "DECO-03",
+                f"write {info.usage} with a literal or const",
+                tok,
+            )
         return self._deco(info.attr, n)
 
     def _deco(self, cls: Callable[..., DecoratorAttr], *args: object) -> DecoratorAttr:
@@ -544,8 +664,13 @@ class ExpressionParser(TokenCursor):
             hit = cache.get(value)
             if hit is not None:
                 return hit
-        const = create_op(arith.ConstantOp, (), _INDEX_RESULT,
-                          {"value": IntegerAttr(value, INDEX)}, self._loc(tok))
+        const = create_op(
+            arith.ConstantOp,
+            (),
+            _INDEX_RESULT,
+            {"value": IntegerAttr(value, INDEX)},
+            self._loc(tok),
+        )
         self.block.add_op(const)
         result = const.results[0]
         self._literals[-1][value] = result
@@ -556,10 +681,22 @@ class ExpressionParser(TokenCursor):
         return region_type(level)
 
     @staticmethod
-    def _region_type(level: MemLevelAttr, elem: str, shape: list[int], layout: str | None,
-                     strides: list[int] | None, quant: Attribute | None) -> RegionType:
-        return region_type(level, ELEM_BY_NAME[elem], tuple(shape), layout,
-                           tuple(strides) if strides is not None else None, quant)
+    def _region_type(
+        level: MemLevelAttr,
+        elem: str,
+        shape: list[int],
+        layout: str | None,
+        strides: list[int] | None,
+        quant: Attribute | None,
+    ) -> RegionType:
+        return region_type(
+            level,
+            ELEM_BY_NAME[elem],
+            tuple(shape),
+            layout,
+            tuple(strides) if strides is not None else None,
+            quant,
+        )
 
     def undeclared(self, tok: Token, message: str, rule: str, fix: str) -> NemDiagnosticError:
         """The error for a name not in scope: `message`, unless the name was
@@ -569,15 +706,21 @@ class ExpressionParser(TokenCursor):
         if ended is None:
             return self.error(message, rule, fix, tok)
         iv, decl = ended
-        fix = (f"wait({tok.text}) inside loop {iv}, before endloop (each iteration waits for its "
-               "own task; endloop is not a barrier), or move the task out of the loop"
-               if decl.kind == "token" else
-               f"use it inside loop {iv}, or declare it before the loop")
-        return self.error(f"{decl.kind} '{tok.text}' is out of scope: it is declared in loop "
-                          f"{iv}'s body (line {decl.line}) and not visible after endloop "
-                          "(D-NAME-SCOPE)", rule, fix, tok)
+        fix = (
+            f"wait({tok.text}) inside loop {iv}, before endloop (each iteration waits for its "
+            "own task; endloop is not a barrier), or move the task out of the loop"
+            if decl.kind == "token"
+            else f"use it inside loop {iv}, or declare it before the loop"
+        )
+        return self.error(
+            f"{decl.kind} '{tok.text}' is out of scope: it is declared in loop "
+            f"{iv}'s body (line {decl.line}) and not visible after endloop "
+            "(D-NAME-SCOPE)",
+            rule,
+            fix,
+            tok,
+        )
 
     def _declare(self, tok: Token, kind: str, value: SSAValue | None) -> None:
         # Duplicates are reported by the verifier (NAME-02); the newest wins here.
         self.scope.names[tok.text] = Name(kind, value, tok.line)
-

@@ -80,8 +80,9 @@ the lexer tries them (the first that matches wins, whatever its length:
 a CALL before the ID it starts with, a FLOAT before its INT).  Both
 expressions below are built from it."""
 
-_TOKEN_RE = re.compile(rf"(?P<ws>{_SPACE}+)|(?P<nl>\n)|"
-                       + "|".join(f"(?P<{kind}>{rx})" for kind, rx in _TOKENS))
+_TOKEN_RE = re.compile(
+    rf"(?P<ws>{_SPACE}+)|(?P<nl>\n)|" + "|".join(f"(?P<{kind}>{rx})" for kind, rx in _TOKENS)
+)
 """The reference lexer's expression: one named alternative per token kind."""
 
 _LINE_RE = re.compile(rf"{_SPACE}*(?:" + "|".join(rx for _name, rx in _TOKENS) + ")")
@@ -105,8 +106,12 @@ def iter_tokens(text: str, file: str, at: tuple[int, int] = (0, 0)) -> Iterator[
             ch = text[pos]
             if ch == '"':
                 raise _bad_string(text, pos, SourceLoc(file, line, col))
-            raise fail(f"unexpected character {ch!r}", SourceLoc(file, line, col), "GRAM-16",
-                       "remove it; NEM expressions use only + - * / mod and parentheses")
+            raise fail(
+                f"unexpected character {ch!r}",
+                SourceLoc(file, line, col),
+                "GRAM-16",
+                "remove it; NEM expressions use only + - * / mod and parentheses",
+            )
         kind = m.lastgroup
         assert kind is not None  # every alternative of _TOKEN_RE is a named group
         if kind == "nl":
@@ -161,10 +166,20 @@ def tokenize(text: str, file: str, at: tuple[int, int] = (0, 0)) -> list[Token]:
                         return list(iter_tokens(text, file, at))
             found = list(map(kinds.__getitem__, texts))
         cols = map(sub, ends[1:], map(len, texts))
-        tokens += map(new_token, repeat(Token), zip(
-            found, texts, repeat(number), cols, chain((True,), repeat(False))))
-    tokens.append(Token(EOF, "<end of file>", len(lines) + at[0],
-                        len(lines[-1]) + 1 + (at[1] if len(lines) == 1 else 0), True))
+        tokens += map(
+            new_token,
+            repeat(Token),
+            zip(found, texts, repeat(number), cols, chain((True,), repeat(False))),
+        )
+    tokens.append(
+        Token(
+            EOF,
+            "<end of file>",
+            len(lines) + at[0],
+            len(lines[-1]) + 1 + (at[1] if len(lines) == 1 else 0),
+            True,
+        )
+    )
     return tokens
 
 
@@ -187,8 +202,7 @@ def unquote(text: str) -> str:
     body = text[1:-1]
     if "\\" not in body:
         return body
-    return _ESCAPE.sub(lambda m: chr(int(m[1][1:], 16)) if m[1][0] == "x" else _ESCAPED[m[1]],
-                       body)
+    return _ESCAPE.sub(lambda m: chr(int(m[1][1:], 16)) if m[1][0] == "x" else _ESCAPED[m[1]], body)
 
 
 def quote(value: str) -> str:
@@ -197,8 +211,12 @@ def quote(value: str) -> str:
     hold raw (D-LEX-3)."""
     out = value.replace("\\", "\\\\").replace('"', '\\"')
     if not out.isprintable():  # control characters (\xHH reaches up to U+00FF)
-        out = "".join(c if c.isprintable() or ord(c) > 0xFF
-                      else {"\n": "\\n", "\t": "\\t"}.get(c, f"\\x{ord(c):02x}") for c in out)
+        out = "".join(
+            c
+            if c.isprintable() or ord(c) > 0xFF
+            else {"\n": "\\n", "\t": "\\t"}.get(c, f"\\x{ord(c):02x}")
+            for c in out
+        )
     return f'"{out}"'
 
 
@@ -211,16 +229,20 @@ def _bad_string(text: str, start: int, loc: SourceLoc) -> NemDiagnosticError:
         if text[pos] == "\\":
             m = _ESCAPE.match(text, pos)
             if m is None:
-                bad = text[pos:pos + 2].rstrip("\n")
-                return fail(f"unknown escape '{bad}' in a string literal",
-                            SourceLoc(loc.file, loc.line, loc.col + pos - start), "LEX-01",
-                            'the escapes are \\" \\\\ \\n \\t and \\xHH (D-LEX-3); '
-                            "write \\\\ for a backslash")
+                bad = text[pos : pos + 2].rstrip("\n")
+                return fail(
+                    f"unknown escape '{bad}' in a string literal",
+                    SourceLoc(loc.file, loc.line, loc.col + pos - start),
+                    "LEX-01",
+                    'the escapes are \\" \\\\ \\n \\t and \\xHH (D-LEX-3); '
+                    "write \\\\ for a backslash",
+                )
             pos = m.end()
         else:
             pos += 1
-    return fail("unterminated string literal", loc, "LEX-01",
-                'close the string with `"` on the same line')
+    return fail(
+        "unterminated string literal", loc, "LEX-01", 'close the string with `"` on the same line'
+    )
 
 
 def _int_in_range(text: str) -> bool:
@@ -245,6 +267,10 @@ class TokenStream:
 
 def _int_out_of_range(text: str, loc: SourceLoc) -> NemDiagnosticError:
     shown = text if len(text) <= 24 else f"{text[:12]}...{text[-6:]} ({len(text)} digits)"
-    return fail(f"integer literal {shown} is out of range: NEM integers are signed 64-bit, "
-                f"at most {INT_MAX} (D-INT-RANGE)", loc, None,
-                "use a smaller value; sizes, offsets and shapes are 64-bit")
+    return fail(
+        f"integer literal {shown} is out of range: NEM integers are signed 64-bit, "
+        f"at most {INT_MAX} (D-INT-RANGE)",
+        loc,
+        None,
+        "use a smaller value; sizes, offsets and shapes are 64-bit",
+    )

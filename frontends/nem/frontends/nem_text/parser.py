@@ -98,8 +98,12 @@ class ProgramParser(QuantParser):
             self.advance()
             path = unquote(self.advance().text)
             if not path:
-                raise self.error("the device directive names an empty path", "DEV-20",
-                                 'name a device file, e.g. device "npm_lite.nem"', nxt)
+                raise self.error(
+                    "the device directive names an empty path",
+                    "DEV-20",
+                    'name a device file, e.g. device "npm_lite.nem"',
+                    nxt,
+                )
             return "file", path
         if nxt.kind == ID and self.peek(2).text not in ("{", "extends"):
             self.advance()
@@ -128,10 +132,13 @@ class ProgramParser(QuantParser):
                 return self._task(None)
             if word in ("program", "device", "include", "type_family"):
                 rule = "GRAM-01" if word in ("include", "type_family") else "GRAM-02"
-                raise self.error(f"'{word}' is not allowed here: a program file holds includes, "
-                                 "then at most one device directive, then at most one "
-                                 "`program NAME:` header, then statements", rule,
-                                 "move it to the top of the file or into a separate config document")
+                raise self.error(
+                    f"'{word}' is not allowed here: a program file holds includes, "
+                    "then at most one device directive, then at most one "
+                    "`program NAME:` header, then statements",
+                    rule,
+                    "move it to the top of the file or into a separate config document",
+                )
             if self.peek().text == "=" and self.peek().kind != STRING:
                 nxt = self.peek(2)
                 if nxt.text == "region" and self.peek(3).text == "(":
@@ -141,18 +148,28 @@ class ProgramParser(QuantParser):
                 self._reject_split_task_keyword(2)
             self._reject_split_task_keyword(0)
             if word == "endloop":
-                raise self.error("'endloop' without a matching 'loop'", "GRAM-11",
-                                 "remove it or open the loop with `loop i in [a..b]:`")
+                raise self.error(
+                    "'endloop' without a matching 'loop'",
+                    "GRAM-11",
+                    "remove it or open the loop with `loop i in [a..b]:`",
+                )
         if t.kind == CALL:
             return self._task(None)
         if self.accept(";"):
             return None
         if t.kind == PUNCT and t.text == "@":
-            raise self.error("a decorator cannot start a statement", "GRAM-17",
-                             "put it right after the buffer, region, task or loop header it "
-                             "decorates (loop decorators go before the ':')", t)
-        raise self.error(f"expected a statement, found {describe(t)}", "GRAM-03",
-                         "a statement is a const/let/buffer/region declaration, a task, a loop or ';'")
+            raise self.error(
+                "a decorator cannot start a statement",
+                "GRAM-17",
+                "put it right after the buffer, region, task or loop header it "
+                "decorates (loop decorators go before the ':')",
+                t,
+            )
+        raise self.error(
+            f"expected a statement, found {describe(t)}",
+            "GRAM-03",
+            "a statement is a const/let/buffer/region declaration, a task, a loop or ';'",
+        )
 
     def _reject_split_task_keyword(self, k: int) -> None:
         """LEX-04: `transfer . async` or `relu.asink` is not a task keyword.
@@ -161,10 +178,13 @@ class ProgramParser(QuantParser):
         statement" error on the token name, far from the actual mistake."""
         word, dot, suffix = self.peek(k), self.peek(k + 1), self.peek(k + 2)
         if word.kind == ID and dot.kind == PUNCT and dot.text == "." and suffix.kind == ID:
-            raise self.error(f"'{word.text} . {suffix.text}' is not a task keyword: a task is "
-                             "written OPCODE.async / OPCODE.sync as one token", "LEX-04",
-                             f"write `{word.text}.async` or `{word.text}.sync` with no spaces",
-                             dot)
+            raise self.error(
+                f"'{word.text} . {suffix.text}' is not a task keyword: a task is "
+                "written OPCODE.async / OPCODE.sync as one token",
+                "LEX-04",
+                f"write `{word.text}.async` or `{word.text}.sync` with no spaces",
+                dot,
+            )
 
     def _assign(self) -> Token:
         name = self.advance()
@@ -207,9 +227,13 @@ class ProgramParser(QuantParser):
         (D-GRAM-LETDECO); on any other let they would decorate nothing."""
         self._end_of_expression("a let binding")
         if self.at_punct("@") and not self.tok.nl_before:
-            raise self.error(f"let '{name.text}' binds a value, which takes no decorators",
-                             "GRAM-06", "drop the decorator, or bind a region: "
-                             f"let {name.text} = region(...) @materialized", self.tok)
+            raise self.error(
+                f"let '{name.text}' binds a value, which takes no decorators",
+                "GRAM-06",
+                "drop the decorator, or bind a region: "
+                f"let {name.text} = region(...) @materialized",
+                self.tok,
+            )
 
     def _end_of_expression(self, what: str) -> None:
         """GRAM-16: an expression ends at the end of its line; a comparison
@@ -217,9 +241,13 @@ class ProgramParser(QuantParser):
         grammar (only + - * / mod and parentheses are)."""
         t = self.tok
         if t.kind == PUNCT and not t.nl_before and t.text in ("<", ">", "=", "(", "[", "."):
-            raise self.error(f"'{t.text}' cannot continue {what}: expressions combine INT, "
-                             "ID and (expr) with + - * / mod only", "GRAM-16",
-                             "no comparisons, calls or unary operators", t)
+            raise self.error(
+                f"'{t.text}' cannot continue {what}: expressions combine INT, "
+                "ID and (expr) with + - * / mod only",
+                "GRAM-16",
+                "no comparisons, calls or unary operators",
+                t,
+            )
 
     def _buffer(self) -> None:
         kw = self.advance()
@@ -239,17 +267,26 @@ class ProgramParser(QuantParser):
             elif prop.text == "align":
                 if align is not None:
                     raise self.error("'align' given twice", "BUF-06", "keep one align=...", prop)
-                align = self.expect_int("GRAM-04", "an integer literal for align",
-                                        "align takes a literal such as 64")
+                align = self.expect_int(
+                    "GRAM-04", "an integer literal for align", "align takes a literal such as 64"
+                )
             else:
-                raise self.error(f"unknown buffer property '{prop.text}'", "GRAM-04",
-                                 "buffer properties are size=expr and align=INT", prop)
+                raise self.error(
+                    f"unknown buffer property '{prop.text}'",
+                    "GRAM-04",
+                    "buffer properties are size=expr and align=INT",
+                    prop,
+                )
             if not self.accept(","):
                 break
         self.expect(")", "GRAM-04", "to close the buffer properties")
         if size is None:
-            raise self.error(f"buffer '{name.text}' has no size", "BUF-06",
-                             "add size=<bytes> to the buffer properties", name)
+            raise self.error(
+                f"buffer '{name.text}' has no size",
+                "BUF-06",
+                "add size=<bytes> to the buffer properties",
+                name,
+            )
         decos = self._decorators()
         btype = self._buffer_types.get(level)
         if btype is None:
@@ -268,12 +305,19 @@ class ProgramParser(QuantParser):
                 k = self._static_expr()
                 self.expect("]", "GRAM-05")
                 if k is None or k < 0:
-                    raise self.error("the L1 engine index must be a non-negative constant expression",
-                                     "GRAM-05", "write L1[k] with k a literal or const", t)
+                    raise self.error(
+                        "the L1 engine index must be a non-negative constant expression",
+                        "GRAM-05",
+                        "write L1[k] with k a literal or const",
+                        t,
+                    )
                 return self._level(f"L1[{k}]")
             return self._level("L1")
-        raise self.error(f"expected a memory level (DDR, L2, L1 or L1[k]), found {describe(t)}",
-                         "GRAM-05", MEM_LEVEL_FIX)
+        raise self.error(
+            f"expected a memory level (DDR, L2, L1 or L1[k]), found {describe(t)}",
+            "GRAM-05",
+            MEM_LEVEL_FIX,
+        )
 
     def _level(self, text: str) -> MemLevelAttr:
         """The level attribute spelled `text` (`DDR`, `L1[2]`), made once."""
@@ -288,30 +332,49 @@ class ProgramParser(QuantParser):
         self.expect("in", "GRAM-11", "after the loop variable")
         self.expect("[", "GRAM-11", "to open the loop range")
         lower = self._expr()
-        self.expect("..", "GRAM-11", "between the loop bounds",
-                    "write the range as [first..last], bounds inclusive")
+        self.expect(
+            "..",
+            "GRAM-11",
+            "between the loop bounds",
+            "write the range as [first..last], bounds inclusive",
+        )
         upper = self._expr()
         self.expect("]", "GRAM-11", "to close the loop range")
         decos = self._decorators()
-        colon = self.expect(":", "GRAM-11", "after the loop header",
-                            "loop decorators come before the colon: "
-                            "loop i in [0..N-1] @max_in_flight(2):")
+        colon = self.expect(
+            ":",
+            "GRAM-11",
+            "after the loop header",
+            "loop decorators come before the colon: loop i in [0..N-1] @max_in_flight(2):",
+        )
         if self.at_punct("@") and self.tok.line == colon.line:
-            raise self.error("loop decorators come before the colon", "GRAM-11",
-                             "write loop i in [a..b] @max_in_flight(N):", self.tok)
+            raise self.error(
+                "loop decorators come before the colon",
+                "GRAM-11",
+                "write loop i in [a..b] @max_in_flight(N):",
+                self.tok,
+            )
         body = Block(arg_types=[IndexType()])
         self._loop_depth += 1
         if self._loop_depth > MAX_NESTING_DEPTH:
-            raise self.error(f"loops nested more than {MAX_NESTING_DEPTH} deep (limit D-LIMITS)",
-                             None, "flatten the loop nest", kw)
+            raise self.error(
+                f"loops nested more than {MAX_NESTING_DEPTH} deep (limit D-LIMITS)",
+                None,
+                "flatten the loop nest",
+                kw,
+            )
         outer_block, outer_scope = self.block, self.scope
         self.block, self.scope = body, Scope(outer_scope, in_loop=True)
         self._literals.append({})
         self._declare(iv, "loopvar", body.args[0])
         while not self.at("endloop"):
             if self.at_eof():
-                raise self.error(f"loop '{iv.text}' is not closed: expected 'endloop'", "GRAM-11",
-                                 "add 'endloop' after the loop body", kw)
+                raise self.error(
+                    f"loop '{iv.text}' is not closed: expected 'endloop'",
+                    "GRAM-11",
+                    "add 'endloop' after the loop body",
+                    kw,
+                )
             self._statement()
         self.advance()
         self._loop_depth -= 1
@@ -329,57 +392,92 @@ class ProgramParser(QuantParser):
     # ------------------------------------------------------------------
     # Regions and operands (GRAM-07, GRAM-08, GRAM-10)
     # ------------------------------------------------------------------
-    def _region_expr(self, name: str | None, binding: str, start: Token,
-                     in_operand_list: bool = False) -> SSAValue:
+    def _region_expr(
+        self, name: str | None, binding: str, start: Token, in_operand_list: bool = False
+    ) -> SSAValue:
         kw = self.expect("region", "GRAM-07")
         self.expect("(", "GRAM-07", "after 'region'")
         buf_tok = self.expect_id("GRAM-07", "a buffer name as the first region argument")
         buf = self.scope.lookup(buf_tok.text)
         if buf is None:
-            raise self.undeclared(buf_tok, f"'{buf_tok.text}' is not declared", "NAME-01",
-                                  "the first argument of region(...) must name a declared buffer")
+            raise self.undeclared(
+                buf_tok,
+                f"'{buf_tok.text}' is not declared",
+                "NAME-01",
+                "the first argument of region(...) must name a declared buffer",
+            )
         if buf.kind != "buffer":
-            raise self.error(f"'{buf_tok.text}' is a {buf.kind}, not a buffer", "NAME-01",
-                             "the first argument of region(...) must name a declared buffer", buf_tok)
+            raise self.error(
+                f"'{buf_tok.text}' is a {buf.kind}, not a buffer",
+                "NAME-01",
+                "the first argument of region(...) must name a declared buffer",
+                buf_tok,
+            )
         self.expect(",", "GRAM-07", "after the buffer name")
         offset = self._expr()
         self.expect(",", "GRAM-07", "after the region offset")
         extent = self._expr()
-        self.expect(")", "GRAM-07", "to close region(...)",
-                    "type attributes go after the closing parenthesis: region(b, off, ext) elem=...")
+        self.expect(
+            ")",
+            "GRAM-07",
+            "to close region(...)",
+            "type attributes go after the closing parenthesis: region(b, off, ext) elem=...",
+        )
         assert buf.value is not None  # buffers are declared with their value
         level = cast(BufferType, buf.value.type).level
         t = self.tok
-        if t.kind == ID and t.text in ("shape", "layout", "strides", "quant") and \
-                self.peek().text == "=" and not t.nl_before:
-            raise self.error(f"region type attributes start with elem=, not {t.text}=",
-                             "GRAM-08", "write elem=T, shape=[...], layout=ID|strides=[...]"
-                             "[, quant=...] in that order", t)
+        if (
+            t.kind == ID
+            and t.text in ("shape", "layout", "strides", "quant")
+            and self.peek().text == "="
+            and not t.nl_before
+        ):
+            raise self.error(
+                f"region type attributes start with elem=, not {t.text}=",
+                "GRAM-08",
+                "write elem=T, shape=[...], layout=ID|strides=[...][, quant=...] in that order",
+                t,
+            )
         if t.text == "elem" and self.peek().text == "=":
             rtype, shape_vals, stride_vals = self._type_attrs(level, in_operand_list)
         else:
             rtype, shape_vals, stride_vals = self._untyped_region_type(level), [], []
         decos = [] if binding == "inline" else self._decorators()
-        op = RegionOp(rtype, buf.value, offset, extent, shape_vals, stride_vals, name, binding, decos)
+        op = RegionOp(
+            rtype, buf.value, offset, extent, shape_vals, stride_vals, name, binding, decos
+        )
         self._add(op, start if binding != "inline" else kw)
         return op.result
 
-    def _type_attrs(self, level: MemLevelAttr, in_operand_list: bool
-                    ) -> tuple[RegionType, list[SSAValue], list[SSAValue]]:
+    def _type_attrs(
+        self, level: MemLevelAttr, in_operand_list: bool
+    ) -> tuple[RegionType, list[SSAValue], list[SSAValue]]:
         elem_tok = self.advance()
         self.advance()
         et = self.expect_id("TYPE-01", "an element type")
         if et.text not in ELEM_BY_NAME:
-            raise self.error(f"unknown element type '{et.text}'", "TYPE-01",
-                             "use one of " + ", ".join(ELEM_BY_NAME), et)
-        self.expect(",", "GRAM-08", "after elem=...", "type attributes are elem=, shape=, layout=|strides=")
-        self.expect("shape", "GRAM-08", "(type attributes come in the order elem, shape, layout|strides)")
+            raise self.error(
+                f"unknown element type '{et.text}'",
+                "TYPE-01",
+                "use one of " + ", ".join(ELEM_BY_NAME),
+                et,
+            )
+        self.expect(
+            ",", "GRAM-08", "after elem=...", "type attributes are elem=, shape=, layout=|strides="
+        )
+        self.expect(
+            "shape", "GRAM-08", "(type attributes come in the order elem, shape, layout|strides)"
+        )
         self.expect("=", "GRAM-08")
         shape_vals = self._expr_list("shape")
         if not self.at_punct(",") or self.peek().text not in ("layout", "strides"):
-            raise self.error("region type attributes need elem, shape and layout or strides "
-                             "together; layout= or strides= is missing after shape=[...]",
-                             "GRAM-08", "add layout=ID or strides=[...] after shape", elem_tok)
+            raise self.error(
+                "region type attributes need elem, shape and layout or strides "
+                "together; layout= or strides= is missing after shape=[...]",
+                "GRAM-08",
+                "add layout=ID or strides=[...] after shape",
+                elem_tok,
+            )
         self.expect(",", "GRAM-08", "after shape=[...]")
         layout = None
         stride_vals: list[SSAValue] = []
@@ -392,17 +490,29 @@ class ProgramParser(QuantParser):
             stride_vals = self._expr_list("strides")
             strides = [self._static_or_dynamic(v) for v in stride_vals]
         else:
-            raise self.error(f"expected 'layout' or 'strides', found '{which.text}'", "GRAM-08",
-                             "write layout=ID or strides=[...] after shape", which)
+            raise self.error(
+                f"expected 'layout' or 'strides', found '{which.text}'",
+                "GRAM-08",
+                "write layout=ID or strides=[...] after shape",
+                which,
+            )
         quant = None
         if self.at_punct(",") and self.peek().text == "quant" and self.peek(2).text == "=":
             self.advance()
             self.advance()
             self.advance()
             quant = self._quant()
-        if self.at_punct(",") and self.peek().text in ("layout", "strides") and self.peek(2).text == "=":
-            raise self.error("a region takes either layout= or strides=, not both", "GRAM-08",
-                             "remove one of them", self.peek())
+        if (
+            self.at_punct(",")
+            and self.peek().text in ("layout", "strides")
+            and self.peek(2).text == "="
+        ):
+            raise self.error(
+                "a region takes either layout= or strides=, not both",
+                "GRAM-08",
+                "remove one of them",
+                self.peek(),
+            )
         shape = [self._static_or_dynamic(v) for v in shape_vals]
         rtype = self._region_type(level, et.text, shape, layout, strides, quant)
         return rtype, shape_vals, stride_vals
@@ -414,16 +524,20 @@ class ProgramParser(QuantParser):
     def _expr_list(self, what: str) -> list[SSAValue]:
         self.expect("[", "GRAM-09", f"to open the {what} list")
         if self.at_punct("]"):
-            raise self.error(f"{what} lists need at least one entry", "GRAM-09",
-                             "rank-0 regions cannot be written; use shape=[1]")
+            raise self.error(
+                f"{what} lists need at least one entry",
+                "GRAM-09",
+                "rank-0 regions cannot be written; use shape=[1]",
+            )
         vals = [self._expr()]
         while self.accept(","):
             vals.append(self._expr())
         self.expect("]", "GRAM-09", f"to close the {what} list")
         return vals
 
-    def _operand(self, role_decos: list[list[DecoratorAttr]], task_decos: list[DecoratorAttr]
-                 ) -> SSAValue:
+    def _operand(
+        self, role_decos: list[list[DecoratorAttr]], task_decos: list[DecoratorAttr]
+    ) -> SSAValue:
         t = self.tok
         if t.text == "region" and self.peek().text == "(":
             value = self._region_expr(None, "inline", t, in_operand_list=True)
@@ -431,19 +545,31 @@ class ProgramParser(QuantParser):
             name = self.expect_id("GRAM-15", "a region name or region(...)")
             n = self.scope.lookup(name.text)
             if n is None:
-                raise self.undeclared(name, f"'{name.text}' is not declared", "NAME-01",
-                                      "declare the region before using it as an operand")
+                raise self.undeclared(
+                    name,
+                    f"'{name.text}' is not declared",
+                    "NAME-01",
+                    "declare the region before using it as an operand",
+                )
             if n.kind != "region":
-                raise self.error(f"'{name.text}' is a {n.kind}, not a region", "NAME-01",
-                                 "task operands are regions: NAME = region(buf, off, ext) ...", name)
+                raise self.error(
+                    f"'{name.text}' is a {n.kind}, not a region",
+                    "NAME-01",
+                    "task operands are regions: NAME = region(buf, off, ext) ...",
+                    name,
+                )
             assert n.value is not None  # regions are declared with their value
             value = n.value
         if self.tok.text != "@":  # (no decorator: the common case)
             role_decos.append([])
             return value
         decos = self._decorators()
-        mine = [d for d in decos if "region" in DECORATORS[d.DECO_NAME].targets
-                or not DECORATORS[d.DECO_NAME].targets & {"compute", "transfer", "store"}]
+        mine = [
+            d
+            for d in decos
+            if "region" in DECORATORS[d.DECO_NAME].targets
+            or not DECORATORS[d.DECO_NAME].targets & {"compute", "transfer", "store"}
+        ]
         task_decos.extend(d for d in decos if d not in mine)
         role_decos.append(mine)
         return value
@@ -456,8 +582,12 @@ class ProgramParser(QuantParser):
         start = assign or t
         if t.text == "wait":
             if assign is not None:
-                raise self.error("'wait' produces no token and cannot be assigned", "TASK-04",
-                                 f"drop '{assign.text} ='", assign)
+                raise self.error(
+                    "'wait' produces no token and cannot be assigned",
+                    "TASK-04",
+                    f"drop '{assign.text} ='",
+                    assign,
+                )
             self.advance()
             self.expect("(", "GRAM-13", "after 'wait'")
             toks = self._id_list("GRAM-13")
@@ -490,24 +620,34 @@ class ProgramParser(QuantParser):
             self.expect(")", "GRAM-12", f"to close {call.text}(...)")
             decos = task_decos + self._decorators()
             cls = TransferOp if base == "transfer" else StoreOp
-            op = self._add(cls(dst, src, [self._token(d) for d in deps], sync, token_name, decos,
-                               role_decos), start)
+            op = self._add(
+                cls(dst, src, [self._token(d) for d in deps], sync, token_name, decos, role_decos),
+                start,
+            )
             if assign:
                 self._declare(assign, "token", op.results[0])
             return
         self._compute(call, base, sync, assign, start)
 
-    def _compute(self, call: Token, opcode: str, sync: bool, assign: Token | None,
-                 start: Token) -> None:
+    def _compute(
+        self, call: Token, opcode: str, sync: bool, assign: Token | None, start: Token
+    ) -> None:
         cls = COMPUTE_OPS.get(opcode)
         if cls is None:
-            raise self.error(f"unknown opcode '{opcode}'", "TASK-11",
-                             "use an opcode of the registry (see docs/ops.md) or the escape hatch "
-                             "`compute.async in ... out ... op=\"name\"`", call)
+            raise self.error(
+                f"unknown opcode '{opcode}'",
+                "TASK-11",
+                "use an opcode of the registry (see docs/ops.md) or the escape hatch "
+                '`compute.async in ... out ... op="name"`',
+                call,
+            )
         if self.at_punct("("):
-            raise self.error(f"'{call.text}(' is not the compute form", "GRAM-14",
-                             f"write `{call.text} in <inputs> out <outputs> attr=value ...`"
-                             " (decision D-GRAM-COMPUTE)")
+            raise self.error(
+                f"'{call.text}(' is not the compute form",
+                "GRAM-14",
+                f"write `{call.text} in <inputs> out <outputs> attr=value ...`"
+                " (decision D-GRAM-COMPUTE)",
+            )
         role_decos: list[list[DecoratorAttr]] = []
         task_decos: list[DecoratorAttr] = []
         self.expect("in", "GRAM-14", f"after '{call.text}'")
@@ -531,11 +671,14 @@ class ProgramParser(QuantParser):
                 self.expect("]", "GRAM-14")
                 continue
             if key.text in given:
-                raise self.error(f"attribute '{key.text}' given twice", "TASK-13",
-                                 "keep one", key)
+                raise self.error(f"attribute '{key.text}' given twice", "TASK-13", "keep one", key)
             aspec = spec.attributes.get(key.text)
-            if aspec is not None and aspec.type == "elem" and self.tok.kind == ID and \
-                    self.tok.text in ELEM_BY_NAME:
+            if (
+                aspec is not None
+                and aspec.type == "elem"
+                and self.tok.kind == ID
+                and self.tok.text in ELEM_BY_NAME
+            ):
                 # An element-typed attribute names a type even where a
                 # declared name has the same spelling (D-NAME-ELEM).
                 type_tok = self.advance()
@@ -547,16 +690,20 @@ class ProgramParser(QuantParser):
             aspec = spec.attributes.get(name)
             attrs[name] = self._value_attr(given[name], args, aspec.type if aspec else None, name)
         decos = task_decos + self._decorators()
-        op = cls(ins, outs, deps, args, attrs, sync, assign.text if assign else None, decos,
-                 role_decos)
+        op = cls(
+            ins, outs, deps, args, attrs, sync, assign.text if assign else None, decos, role_decos
+        )
         self._add(op, start)
         if assign:
             self._declare(assign, "token", op.result)
 
     def _starts_statement(self) -> bool:
         nxt = self.peek(2)
-        return nxt.kind == CALL or (nxt.text == "region" and self.peek(3).text == "(") or \
-            (nxt.text == "wait" and self.peek(3).text == "(")
+        return (
+            nxt.kind == CALL
+            or (nxt.text == "region" and self.peek(3).text == "(")
+            or (nxt.text == "wait" and self.peek(3).text == "(")
+        )
 
     def _value(self) -> ParsedValue:
         t = self.tok
@@ -575,8 +722,11 @@ class ProgramParser(QuantParser):
             return ParsedValue("list", items, t)
         if t.text == "region" and self.peek().text == "(":
             return ParsedValue("region", self._region_expr(None, "inline", t), t)
-        if t.kind == ID and self.scope.lookup(t.text) is None and \
-                self.peek().text not in ("+", "-", "*", "/", "mod"):
+        if (
+            t.kind == ID
+            and self.scope.lookup(t.text) is None
+            and self.peek().text not in ("+", "-", "*", "/", "mod")
+        ):
             self.advance()
             return ParsedValue("id", t.text, t)
         return self._numeric_value()

@@ -93,8 +93,12 @@ class NemPrinter:
             elif t in SYMBOL_OF:
                 return None
             else:
-                raise fail(f"not supported: {op.name} in a NEM expression", op, None,
-                           "lower the input first (-p lower-to-nem) or print MLIR (-t mlir)")
+                raise fail(
+                    f"not supported: {op.name} in a NEM expression",
+                    op,
+                    None,
+                    "lower the input first (-p lower-to-nem) or print MLIR (-t mlir)",
+                )
         self._leaves[id(value)] = text
         return text
 
@@ -207,8 +211,10 @@ class NemPrinter:
             if op.align is not None:
                 props += f", align={op.align.value.data}"
             level = op.result.type.level.data
-            self.line(depth, f"buffer {op.buffer_name.data} : {level} ({props})"
-                      + _decos(op.decorator_list()))
+            self.line(
+                depth,
+                f"buffer {op.buffer_name.data} : {level} ({props})" + _decos(op.decorator_list()),
+            )
         elif kind == "region":
             op = cast(RegionOp, op)
             b = op.binding.data
@@ -216,13 +222,19 @@ class NemPrinter:
                 return
             prefix = "let " if b == "let" else ""
             assert op.region_name is not None  # RegionOp.verify_: declared regions are named
-            self.line(depth, f"{prefix}{op.region_name.data} = {self.region_text(op)}"
-                      + _decos(op.decorator_list()))
+            self.line(
+                depth,
+                f"{prefix}{op.region_name.data} = {self.region_text(op)}"
+                + _decos(op.decorator_list()),
+            )
         elif kind == "loop":
             op = cast(LoopOp, op)
             self.out.write("\n")
-            self.line(depth, f"loop {op.iv_name.data} in [{self.expr(op.lower)}.."
-                      f"{self.expr(op.upper)}]{_decos(op.decorator_list())}:")
+            self.line(
+                depth,
+                f"loop {op.iv_name.data} in [{self.expr(op.lower)}.."
+                f"{self.expr(op.upper)}]{_decos(op.decorator_list())}:",
+            )
             self.block(op.block.ops, depth + 1)
             self.line(depth, "endloop")
             self.out.write("\n")
@@ -235,15 +247,21 @@ class NemPrinter:
         elif kind == "compute":
             self.line(depth, self.compute(cast(ComputeOp, op)))
         elif kind != "value":
-            raise fail(f"not supported: cannot print {op.name} as .nem", op, None,
-                       "lower the input first (-p lower-to-nem) or print MLIR (-t mlir)")
+            raise fail(
+                f"not supported: cannot print {op.name} as .nem",
+                op,
+                None,
+                "lower the input first (-p lower-to-nem) or print MLIR (-t mlir)",
+            )
 
     def move(self, op: MoveOp) -> str:
         kw = "transfer" if type(op) is TransferOp or isinstance(op, TransferOp) else "store"
         mode = "sync" if op.is_sync else "async"
         (dst,), (src,), deps = operand_groups(op)
-        text = (f"{kw}.{mode}(dst={self.operand(dst, op.operand_decos(0))}, "
-                f"src={self.operand(src, op.operand_decos(1))}")
+        text = (
+            f"{kw}.{mode}(dst={self.operand(dst, op.operand_decos(0))}, "
+            f"src={self.operand(src, op.operand_decos(1))}"
+        )
         if deps:
             text += f", deps=[{', '.join(_token_name(t) for t in deps)}]"
         text += ")" + _decos(op.decorator_list())
@@ -254,8 +272,9 @@ class NemPrinter:
         in_values, out_values, deps, args = operand_groups(op)
         n_in = len(in_values)
         ins = ", ".join(self.operand(v, op.operand_decos(i)) for i, v in enumerate(in_values))
-        outs = ", ".join(self.operand(v, op.operand_decos(n_in + i))
-                         for i, v in enumerate(out_values))
+        outs = ", ".join(
+            self.operand(v, op.operand_decos(n_in + i)) for i, v in enumerate(out_values)
+        )
         text = f"{op.opcode}.{mode} in {ins} out {outs}"
         if deps:
             text += f" deps=[{', '.join(_token_name(t) for t in deps)}]"
@@ -272,14 +291,22 @@ def _type_parts(rtype: Attribute) -> tuple[bool, str | None, str | None, str, At
     if not rtype.typed:
         return False, None, None, "", rtype
     q = rtype.quant_desc
-    return (True, rtype.elem_name, rtype.layout_name,
-            f", quant={q.render()}" if q is not None else "", rtype)
+    return (
+        True,
+        rtype.elem_name,
+        rtype.layout_name,
+        f", quant={q.render()}" if q is not None else "",
+        rtype,
+    )
 
 
 def _token_name(value: SSAValue) -> str:
     # (`type(...) is` first: isinstance on xDSL's ABC classes runs Python code)
-    name = value.op.properties.get("token") \
-        if type(value) is OpResult or isinstance(value, OpResult) else None
+    name = (
+        value.op.properties.get("token")
+        if type(value) is OpResult or isinstance(value, OpResult)
+        else None
+    )
     if type(name) is not StringAttr and not isinstance(name, StringAttr):
         raise ValueError("not supported: an unnamed token cannot be referenced in .nem text")
     return name.data
@@ -296,9 +323,17 @@ def _buffer_name(buf: SSAValue) -> str:
     return cast(BufferOp, buf.owner).buffer_name.data
 
 
-_STATEMENTS = ((ConstOp, "const"), (LetOp, "let"), (BufferOp, "buffer"), (RegionOp, "region"),
-               (LoopOp, "loop"), (MoveOp, "move"), (WaitOp, "wait"), (ComputeOp, "compute"),
-               (arith.ConstantOp, "value"))
+_STATEMENTS = (
+    (ConstOp, "const"),
+    (LetOp, "let"),
+    (BufferOp, "buffer"),
+    (RegionOp, "region"),
+    (LoopOp, "loop"),
+    (MoveOp, "move"),
+    (WaitOp, "wait"),
+    (ComputeOp, "compute"),
+    (arith.ConstantOp, "value"),
+)
 
 
 def _statement_kind(op: Operation) -> str:
@@ -318,10 +353,14 @@ def print_nem(module: ModuleOp | ProgramOp) -> str:
     """Canonical `.nem` text of the program(s) in `module`."""
     from nem.dialect.arguments import check_type
 
-    check_type("print_nem", "module", module, (ModuleOp, ProgramOp),
-               "a ModuleOp or a nem ProgramOp")
-    progs = [module] if isinstance(module, ProgramOp) else \
-        [op for op in module.ops if isinstance(op, ProgramOp)]
+    check_type(
+        "print_nem", "module", module, (ModuleOp, ProgramOp), "a ModuleOp or a nem ProgramOp"
+    )
+    progs = (
+        [module]
+        if isinstance(module, ProgramOp)
+        else [op for op in module.ops if isinstance(op, ProgramOp)]
+    )
     return "".join(NemPrinter().program(p) for p in progs)
 
 

@@ -26,8 +26,12 @@ class QuantParser(ExpressionParser):
             self.expect(")", "GRAM-10")
             return PerTensorQuantAttr(scale, zp)
         if kind.text not in ("per_channel", "per_group"):
-            raise self.error(f"unknown quantization form '{kind.text}'", "GRAM-10",
-                             "use per_tensor(...), per_channel(...) or per_group(...)", kind)
+            raise self.error(
+                f"unknown quantization form '{kind.text}'",
+                "GRAM-10",
+                "use per_tensor(...), per_channel(...) or per_group(...)",
+                kind,
+            )
         axis = self._quant_int("axis")
         self.expect(",", "GRAM-10")
         group = None
@@ -61,7 +65,9 @@ class QuantParser(ExpressionParser):
         self.expect("=", "GRAM-10")
         self.expect("[", "GRAM-10")
         if self.at_punct("]"):
-            raise self.error(f"{key} must not be empty", "GRAM-10", "give one entry per channel/group")
+            raise self.error(
+                f"{key} must not be empty", "GRAM-10", "give one entry per channel/group"
+            )
         vals = [self._number()]
         while self.accept(","):
             vals.append(self._number())
@@ -79,8 +85,12 @@ class QuantParser(ExpressionParser):
             s = self.evaluator.static(cast(SSAValue, v.data))
             if s is not None:
                 return s
-        raise self.error("expected a constant number", "GRAM-10",
-                         "write a literal, a const name or literal arithmetic", tok)
+        raise self.error(
+            "expected a constant number",
+            "GRAM-10",
+            "write a literal, a const name or literal arithmetic",
+            tok,
+        )
 
     def _value(self) -> ParsedValue:
         """An attribute value: `ProgramParser._value`."""

@@ -57,8 +57,9 @@ def prelu(imp: Importer, node: Node) -> None:
     if c is not None and c.ndim == 1 and x.rank > 2 and c.shape[0] == x.shape[1] != x.shape[-1]:
         # opset 6's per-channel slope [C] (the version converter keeps it)
         slope = imp.weight(c.reshape(-1, *[1] * (x.rank - 2)), f"{node.input(1)}_channels")
-    define_elementwise(imp, node, [x, slope],
-                       lambda v, s: arith.addf(_pos(v), arith.mulf(s, _neg(v))))
+    define_elementwise(
+        imp, node, [x, slope], lambda v, s: arith.addf(_pos(v), arith.mulf(s, _neg(v)))
+    )
 
 
 def _elu_tail(x: ir.Value, alpha: float) -> ir.Value:
@@ -68,16 +69,23 @@ def _elu_tail(x: ir.Value, alpha: float) -> ir.Value:
 
 def elu(imp: Importer, node: Node) -> None:
     alpha = float(node.attrs.get("alpha", 1.0))
-    define_elementwise(imp, node, [imp.tensor(node.input(0))],
-                       wide(lambda x: arith.addf(_pos(x), _elu_tail(x, alpha))))
+    define_elementwise(
+        imp,
+        node,
+        [imp.tensor(node.input(0))],
+        wide(lambda x: arith.addf(_pos(x), _elu_tail(x, alpha))),
+    )
 
 
 def selu(imp: Importer, node: Node) -> None:
     alpha = float(node.attrs.get("alpha", 1.67326319217681884765625))
     gamma = float(node.attrs.get("gamma", 1.05070102214813232421875))
-    define_elementwise(imp, node, [imp.tensor(node.input(0))],
-                       wide(lambda x: arith.mulf(_c(x, gamma),
-                                                 arith.addf(_pos(x), _elu_tail(x, alpha)))))
+    define_elementwise(
+        imp,
+        node,
+        [imp.tensor(node.input(0))],
+        wide(lambda x: arith.mulf(_c(x, gamma), arith.addf(_pos(x), _elu_tail(x, alpha)))),
+    )
 
 
 def _softplus(x: ir.Value) -> ir.Value:
@@ -90,8 +98,12 @@ def softplus(imp: Importer, node: Node) -> None:
 
 
 def softsign(imp: Importer, node: Node) -> None:
-    define_elementwise(imp, node, [imp.tensor(node.input(0))],
-                       wide(lambda x: arith.divf(x, arith.addf(_c(x, 1.0), math.absf(x)))))
+    define_elementwise(
+        imp,
+        node,
+        [imp.tensor(node.input(0))],
+        wide(lambda x: arith.divf(x, arith.addf(_c(x, 1.0), math.absf(x)))),
+    )
 
 
 def _hard_sigmoid(x: ir.Value, alpha: float, beta: float) -> ir.Value:
@@ -102,22 +114,29 @@ def _hard_sigmoid(x: ir.Value, alpha: float, beta: float) -> ir.Value:
 def hard_sigmoid(imp: Importer, node: Node) -> None:
     alpha = float(node.attrs.get("alpha", 0.2))
     beta = float(node.attrs.get("beta", 0.5))
-    define_elementwise(imp, node, [imp.tensor(node.input(0))],
-                       wide(lambda x: _hard_sigmoid(x, alpha, beta)))
+    define_elementwise(
+        imp, node, [imp.tensor(node.input(0))], wide(lambda x: _hard_sigmoid(x, alpha, beta))
+    )
 
 
 def hard_swish(imp: Importer, node: Node) -> None:
-    define_elementwise(imp, node, [imp.tensor(node.input(0))],
-                       wide(lambda x: arith.mulf(x, _hard_sigmoid(x, 1.0 / 6.0, 0.5))))
+    define_elementwise(
+        imp,
+        node,
+        [imp.tensor(node.input(0))],
+        wide(lambda x: arith.mulf(x, _hard_sigmoid(x, 1.0 / 6.0, 0.5))),
+    )
 
 
 def sign(imp: Importer, node: Node) -> None:
     """Sign: 1, -1, or x itself for 0 and NaN (escape-hatch kernel: select)."""
+
     def body(x: ir.Value) -> ir.Value:
         zero = _c(x, 0.0)
         pos = arith.cmpf(arith.CmpFPredicate.OGT, x, zero)
         neg = arith.cmpf(arith.CmpFPredicate.OLT, x, zero)
         return arith.select(pos, _c(x, 1.0), arith.select(neg, _c(x, -1.0), x))
+
     define_elementwise(imp, node, [imp.tensor(node.input(0))], body)
 
 
@@ -130,20 +149,25 @@ def shrink(imp: Importer, node: Node) -> None:
     def body(x: ir.Value) -> ir.Value:
         low = arith.cmpf(arith.CmpFPredicate.OLT, x, _c(x, -lambd))
         high = arith.cmpf(arith.CmpFPredicate.OGT, x, _c(x, lambd))
-        return arith.select(low, arith.addf(x, _c(x, bias)), arith.select(
-            high, arith.subf(x, _c(x, bias)), _c(x, 0.0)))
+        return arith.select(
+            low,
+            arith.addf(x, _c(x, bias)),
+            arith.select(high, arith.subf(x, _c(x, bias)), _c(x, 0.0)),
+        )
+
     define_elementwise(imp, node, [imp.tensor(node.input(0))], body)
 
 
 def reciprocal(imp: Importer, node: Node) -> None:
-    define_elementwise(imp, node, [imp.tensor(node.input(0))],
-                       lambda x: arith.divf(_c(x, 1.0), x))
+    define_elementwise(imp, node, [imp.tensor(node.input(0))], lambda x: arith.divf(_c(x, 1.0), x))
 
 
-def variadic(combine: Callable[[ir.Value, ir.Value], ir.Value], mean: bool = False
-             ) -> Callable[[Importer, Node], None]:
+def variadic(
+    combine: Callable[[ir.Value, ir.Value], ir.Value], mean: bool = False
+) -> Callable[[Importer, Node], None]:
     """Sum, Max, Min (and Mean: the sum times 1/n) of any number of inputs,
     broadcast together, as one body."""
+
     def convert(imp: Importer, node: Node) -> None:
         names = [n for n in node.inputs if n]
         ops = [operand(imp, n) for n in names]
@@ -156,5 +180,7 @@ def variadic(combine: Callable[[ir.Value, ir.Value], ir.Value], mean: bool = Fal
             for v in xs[1:]:
                 acc = by_type(combine)(acc, v)
             return arith.mulf(acc, _c(acc, 1.0 / len(xs))) if mean else acc
+
         define_elementwise(imp, node, ops, body)
+
     return convert

@@ -48,9 +48,15 @@ def channels_last(rank: int) -> tuple[int, ...]:
     return (0, *range(2, rank), 1)
 
 
-def spatial_pads(imp: Importer, node: Node, sizes: Sequence[int], kernel: Sequence[int],
-                 strides: Sequence[int], dilations: Sequence[int],
-                 crop: bool = False) -> list[int]:
+def spatial_pads(
+    imp: Importer,
+    node: Node,
+    sizes: Sequence[int],
+    kernel: Sequence[int],
+    strides: Sequence[int],
+    dilations: Sequence[int],
+    crop: bool = False,
+) -> list[int]:
     """ONNX `pads` (begins, then ends) after `auto_pad`, for any number of
     spatial dimensions.  Under SAME a stride above the window's extent can
     make the total padding negative (D-COMPILE-SAME-NEG): a convolution
@@ -67,10 +73,13 @@ def spatial_pads(imp: Importer, node: Node, sizes: Sequence[int], kernel: Sequen
     if auto not in ("SAME_UPPER", "SAME_LOWER"):
         raise imp.error(f"not supported: auto_pad='{auto}'")
     if crop and any(k > 1 and d > 1 for k, d in zip(kernel, dilations)):
-        raise imp.error(f"not supported: MaxPool dilations {list(dilations)} under "
-                        f"auto_pad={auto}: onnxruntime pads by the undilated kernel, against "
-                        "the operator's definition, and so gives other windows "
-                        "(D-COMPILE-POOL-EDGE)", "give the node explicit `pads` instead of auto_pad")
+        raise imp.error(
+            f"not supported: MaxPool dilations {list(dilations)} under "
+            f"auto_pad={auto}: onnxruntime pads by the undilated kernel, against "
+            "the operator's definition, and so gives other windows "
+            "(D-COMPILE-POOL-EDGE)",
+            "give the node explicit `pads` instead of auto_pad",
+        )
     begins, ends = [], []
     for axis, (n, k, s, d) in enumerate(zip(sizes, kernel, strides, dilations)):
         out = -(-n // s)
@@ -80,10 +89,12 @@ def spatial_pads(imp: Importer, node: Node, sizes: Sequence[int], kernel: Sequen
                 f"not supported: auto_pad={auto} with a stride of {s} over {n} elements on "
                 f"spatial axis {axis} gives a total padding of {total}: onnxruntime shifts "
                 "the windows there, which the operator's definition does not say "
-                "(D-COMPILE-SAME-NEG)", "give the node explicit `pads` instead of auto_pad")
+                "(D-COMPILE-SAME-NEG)",
+                "give the node explicit `pads` instead of auto_pad",
+            )
         total = total if crop else max(total, 0)
         half = total if auto == "SAME_UPPER" else total + 1
-        begins.append(half // 2 if half >= 0 else -(-half // 2))   # C division by 2
+        begins.append(half // 2 if half >= 0 else -(-half // 2))  # C division by 2
         ends.append(total - begins[-1])
     return begins + ends
 
@@ -116,15 +127,21 @@ def plan_batchnorm_folds(imp: Importer) -> dict[int, int]:
             continue
         src = n.input[0]
         j = producer.get(src)
-        if j is None or imp.graph.node[j].op_type != "Conv" or users.get(src) != [i] \
-                or src in outputs:
+        if (
+            j is None
+            or imp.graph.node[j].op_type != "Conv"
+            or users.get(src) != [i]
+            or src in outputs
+        ):
             continue
         conv = imp.graph.node[j]
-        if conv.input[1] not in imp.consts or \
-                (len(conv.input) > 2 and conv.input[2] and conv.input[2] not in imp.consts):
+        if conv.input[1] not in imp.consts or (
+            len(conv.input) > 2 and conv.input[2] and conv.input[2] not in imp.consts
+        ):
             continue
-        if all(k < len(n.input) and n.input[k] in imp.consts for k in range(1, 5)) \
-                and not any(n.output[1:]):
+        if all(k < len(n.input) and n.input[k] in imp.consts for k in range(1, 5)) and not any(
+            n.output[1:]
+        ):
             folds[j] = i
     return folds
 
@@ -185,13 +202,16 @@ class Kernel:
         g = _split_groups(imp, w, [group, c // group, fg, *kernel])
         axes = range(3, 3 + len(kernel))
         if isinstance(g, np.ndarray):
-            return Kernel(np.ascontiguousarray(np.flip(g, axis=tuple(axes)).swapaxes(1, 2)),
-                          name)
+            return Kernel(np.ascontiguousarray(np.flip(g, axis=tuple(axes)).swapaxes(1, 2)), name)
         for a in axes:
             g = pick(g, a, range(g.shape[a] - 1, -1, -1))
         swap = {1: 2, 2: 1}
-        return Kernel(TensorVal(g.value, (group, fg, c // group, *kernel),
-                                tuple(swap.get(p, p) for p in g.perm)), name)
+        return Kernel(
+            TensorVal(
+                g.value, (group, fg, c // group, *kernel), tuple(swap.get(p, p) for p in g.perm)
+            ),
+            name,
+        )
 
     def depth(self, kd: int) -> Kernel:
         """The 2-D kernel at depth `kd` of a 3-D one."""
@@ -226,42 +246,57 @@ def _split_groups(imp: Importer, w: Operand, shape: Sequence[int]) -> Operand:
         return w.reshape(shape)
     if shape[0] == 1:
         return add_unit_dims(w, [0])
-    return TensorVal(emit.reshape(imp.logical(w), shape), tuple(shape),
-                     tuple(range(len(shape))))
+    return TensorVal(emit.reshape(imp.logical(w), shape), tuple(shape), tuple(range(len(shape))))
 
 
-def _bias_init(imp: Importer, bias: Operand | None, node: Node, shape: Sequence[int],
-               elem: ir.Type) -> ir.Value:
+def _bias_init(
+    imp: Importer, bias: Operand | None, node: Node, shape: Sequence[int], elem: ir.Type
+) -> ir.Value:
     """The channels-last accumulator a convolution adds into: zeros, or the
     bias (a weight, or a tensor computed at run time) broadcast along the
     last dimension."""
     if bias is None:
         return emit.fill(shape, elem, 0.0)
-    b = imp.weight(bias, node.input(2) or f"{node.name}_bias") \
-        if isinstance(bias, np.ndarray) else bias
+    b = (
+        imp.weight(bias, node.input(2) or f"{node.name}_bias")
+        if isinstance(bias, np.ndarray)
+        else bias
+    )
     return emit.broadcast(imp.logical(b), [len(shape) - 1], shape)
 
 
-def conv2d(imp: Importer, xp: ir.Value, w: Kernel, init: ir.Value,
-           strides: Sequence[int], dil: Sequence[int]) -> ir.Value:
+def conv2d(
+    imp: Importer,
+    xp: ir.Value,
+    w: Kernel,
+    init: ir.Value,
+    strides: Sequence[int],
+    dil: Sequence[int],
+) -> ir.Value:
     """`init` + the 2-D convolution of the padded NHWC value `xp` with the
     kernel `w` (the raised form: HWCF weights, or GFHWC per group)."""
     n, hp, wp, c = emit.shape_of(xp)
     _, oh, ow, f = emit.shape_of(init)
     group = w.group
     if group == 1:
-        return emit.value_of(linalg.conv_2d_nhwc_hwcf(xp, w.raised(imp), outs=[init],
-                                                      strides=list(strides),
-                                                      dilations=list(dil)))
+        return emit.value_of(
+            linalg.conv_2d_nhwc_hwcf(
+                xp, w.raised(imp), outs=[init], strides=list(strides), dilations=list(dil)
+            )
+        )
     xg = emit.reshape(xp, [n, hp, wp, group, c // group])
     acc = emit.reshape(init, [n, oh, ow, group, f // group])
-    y = emit.value_of(linalg.conv_2d_nhwgc_gfhwc(xg, w.raised(imp), outs=[acc],
-                                                 strides=list(strides), dilations=list(dil)))
+    y = emit.value_of(
+        linalg.conv_2d_nhwgc_gfhwc(
+            xg, w.raised(imp), outs=[acc], strides=list(strides), dilations=list(dil)
+        )
+    )
     return emit.reshape(y, [n, oh, ow, f])
 
 
-def _folded_weights(imp: Importer, node: Node, w: np.ndarray, bias: np.ndarray | None
-                    ) -> tuple[np.ndarray, np.ndarray]:
+def _folded_weights(
+    imp: Importer, node: Node, w: np.ndarray, bias: np.ndarray | None
+) -> tuple[np.ndarray, np.ndarray]:
     """(weights, bias) with the BatchNormalization that follows `node`
     (plan_batchnorm_folds) folded in, in f64 rounded once."""
     from onnx import helper
@@ -277,18 +312,25 @@ def _folded_weights(imp: Importer, node: Node, w: np.ndarray, bias: np.ndarray |
     return w, (b64 * scale + shift).astype(w.dtype)
 
 
-def _check_operands(imp: Importer, x: TensorVal, w: Operand, bias: Operand | None,
-                    group: int, in_channels: int, out_channels: int) -> None:
+def _check_operands(
+    imp: Importer,
+    x: TensorVal,
+    w: Operand,
+    bias: Operand | None,
+    group: int,
+    in_channels: int,
+    out_channels: int,
+) -> None:
     """A located error unless the weights have the activation's rank and
     fit its channels in `group` groups, and the bias is one per output
     channel."""
     c = x.shape[1]
     if len(w.shape) != x.rank or in_channels != c or c % group or out_channels % group:
-        raise imp.error(f"weights {list(w.shape)} do not fit {c} input channels in "
-                        f"{group} groups")
+        raise imp.error(f"weights {list(w.shape)} do not fit {c} input channels in {group} groups")
     if bias is not None and tuple(bias.shape) != (out_channels,):
-        raise imp.error(f"bias of shape {list(bias.shape)} does not match the "
-                        f"{out_channels} output channels")
+        raise imp.error(
+            f"bias of shape {list(bias.shape)} does not match the {out_channels} output channels"
+        )
 
 
 def conv(imp: Importer, node: Node) -> None:
@@ -301,7 +343,7 @@ def conv(imp: Importer, node: Node) -> None:
     out_name = node.outputs[0]
     if isinstance(w, np.ndarray):
         w = w.astype(x_dtype(imp, x))
-        if node.index in imp.bn_folds:   # plan_batchnorm_folds: a constant bias
+        if node.index in imp.bn_folds:  # plan_batchnorm_folds: a constant bias
             assert bias is None or isinstance(bias, np.ndarray)
             w, bias = _folded_weights(imp, node, w, bias)
             out_name = imp.graph.node[imp.bn_folds[node.index]].output[0]
@@ -309,30 +351,42 @@ def conv(imp: Importer, node: Node) -> None:
     f, cg, *kernel = w.shape
     _check_operands(imp, x, w, bias, group, cg * group, f)
     if ints(node, "kernel_shape", kernel) != kernel:
-        raise imp.error(f"kernel_shape {ints(node, 'kernel_shape', [])} does not match the "
-                        f"weights {list(w.shape)}")
+        raise imp.error(
+            f"kernel_shape {ints(node, 'kernel_shape', [])} does not match the "
+            f"weights {list(w.shape)}"
+        )
     strides = ints(node, "strides", [1] * spatial)
     dil = ints(node, "dilations", [1] * spatial)
     pads = spatial_pads(imp, node, sizes, kernel, strides, dil)
     cl = channels_last(x.rank)
     xp = emit.pad(imp.in_perm(x, cl), [0, *pads[:spatial], 0], [0, *pads[spatial:], 0], 0.0)
-    outs = [(s + lo + hi - d * (k - 1) - 1) // st + 1
-            for s, k, st, d, lo, hi in zip(sizes, kernel, strides, dil, pads[:spatial],
-                                            pads[spatial:])]
-    y = conv_nd(imp, node, xp, Kernel.grouped(imp, w, group, node.input(1)), bias, outs,
-                strides, dil)
+    outs = [
+        (s + lo + hi - d * (k - 1) - 1) // st + 1
+        for s, k, st, d, lo, hi in zip(sizes, kernel, strides, dil, pads[:spatial], pads[spatial:])
+    ]
+    y = conv_nd(
+        imp, node, xp, Kernel.grouped(imp, w, group, node.input(1)), bias, outs, strides, dil
+    )
     imp.define(out_name, y, cl)
 
 
-def conv_nd(imp: Importer, node: Node, xp: ir.Value, w: Kernel, bias: Operand | None,
-            outs: Sequence[int], strides: Sequence[int], dil: Sequence[int]) -> ir.Value:
+def conv_nd(
+    imp: Importer,
+    node: Node,
+    xp: ir.Value,
+    w: Kernel,
+    bias: Operand | None,
+    outs: Sequence[int],
+    strides: Sequence[int],
+    dil: Sequence[int],
+) -> ir.Value:
     """The channels-last result of a 1-, 2- or 3-D convolution of the padded
     channels-last `xp` with the kernel `w` (module docstring)."""
     shape = emit.shape_of(xp)
     n, c = shape[0], shape[-1]
     f = w.group * int(w.data.shape[1])
     elem = emit.elem_type(xp)
-    if len(outs) == 1:   # [N, W, C] as [1, N, W, C] (pools.pool_nd says why)
+    if len(outs) == 1:  # [N, W, C] as [1, N, W, C] (pools.pool_nd says why)
         x2 = emit.reshape(xp, [1, n, shape[1], c])
         init = _bias_init(imp, bias, node, [1, n, outs[0], f], elem)
         y = conv2d(imp, x2, w.with_unit_height(), init, [1, strides[0]], [1, dil[0]])
@@ -344,11 +398,19 @@ def conv_nd(imp: Importer, node: Node, xp: ir.Value, w: Kernel, bias: Operand | 
     _, _, hp, wp, _ = shape
     acc = _bias_init(imp, bias, node, [n * od, oh, ow, f], elem)
     for kd in range(int(w.data.shape[3])):
-        rows = tensor.extract_slice(emit.tensor_type([n, od, hp, wp, c], elem), xp, [], [], [],
-                                    [0, kd * dil[0], 0, 0, 0], [n, od, hp, wp, c],
-                                    [1, strides[0], 1, 1, 1])
-        acc = conv2d(imp, emit.reshape(rows, [n * od, hp, wp, c]), w.depth(kd), acc,
-                     strides[1:], dil[1:])
+        rows = tensor.extract_slice(
+            emit.tensor_type([n, od, hp, wp, c], elem),
+            xp,
+            [],
+            [],
+            [],
+            [0, kd * dil[0], 0, 0, 0],
+            [n, od, hp, wp, c],
+            [1, strides[0], 1, 1, 1],
+        )
+        acc = conv2d(
+            imp, emit.reshape(rows, [n * od, hp, wp, c]), w.depth(kd), acc, strides[1:], dil[1:]
+        )
     return emit.reshape(acc, [n, od, oh, ow, f])
 
 
@@ -370,8 +432,9 @@ def conv_transpose(imp: Importer, node: Node) -> None:
     pads = _transpose_pads(imp, node, sizes, kernel, strides, dil, out_pad)
     # the equivalent convolution: stride-dilated input, borders, flipped kernel
     lows, highs, ups, outs = [], [], [], []
-    for s, k, st, d, op, pb, pe in zip(sizes, kernel, strides, dil, out_pad, pads[:spatial],
-                                       pads[spatial:]):
+    for s, k, st, d, op, pb, pe in zip(
+        sizes, kernel, strides, dil, out_pad, pads[:spatial], pads[spatial:]
+    ):
         keff = (k - 1) * d + 1
         ups.append((s - 1) * st + 1)
         lows.append(keff - 1 - pb)
@@ -384,22 +447,33 @@ def conv_transpose(imp: Importer, node: Node) -> None:
     elem = x.elem
     grown = [n, *(max(lo, 0) + u + max(hi, 0) for lo, u, hi in zip(lows, ups, highs)), c]
     z = emit.fill(grown, elem, 0.0)
-    xd = tensor.insert_slice(xv, z, [], [], [], [0, *(max(lo, 0) for lo in lows), 0],
-                             [n, *sizes, c], [1, *strides, 1])
+    xd = tensor.insert_slice(
+        xv, z, [], [], [], [0, *(max(lo, 0) for lo in lows), 0], [n, *sizes, c], [1, *strides, 1]
+    )
     if min(lows) < 0 or min(highs) < 0:
         start = [0, *(max(-lo, 0) for lo in lows), 0]
-        keep = [n, *(g - max(-lo, 0) - max(-hi, 0) for g, lo, hi in zip(grown[1:-1], lows,
-                                                                          highs)), c]
-        xd = tensor.extract_slice(emit.tensor_type(keep, elem), xd, [], [], [], start, keep,
-                                  [1] * len(keep))
+        keep = [
+            n,
+            *(g - max(-lo, 0) - max(-hi, 0) for g, lo, hi in zip(grown[1:-1], lows, highs)),
+            c,
+        ]
+        xd = tensor.extract_slice(
+            emit.tensor_type(keep, elem), xd, [], [], [], start, keep, [1] * len(keep)
+        )
     kern = Kernel.of_transpose(imp, w, group, f"{node.input(1)}_transposed")
     y = conv_nd(imp, node, xd, kern, bias, outs, [1] * spatial, dil)
     imp.define(node.outputs[0], y, cl)
 
 
-def _transpose_pads(imp: Importer, node: Node, sizes: Sequence[int], kernel: Sequence[int],
-                    strides: Sequence[int], dil: Sequence[int], out_pad: Sequence[int]
-                    ) -> list[int]:
+def _transpose_pads(
+    imp: Importer,
+    node: Node,
+    sizes: Sequence[int],
+    kernel: Sequence[int],
+    strides: Sequence[int],
+    dil: Sequence[int],
+    out_pad: Sequence[int],
+) -> list[int]:
     """ConvTranspose's pads (begins, ends): given, or from `output_shape` /
     `auto_pad` by ONNX's formula (total = stride (in - 1) + output_padding +
     (k - 1) d + 1 - out; SAME_UPPER puts the larger half at the end).  Under
@@ -414,10 +488,16 @@ def _transpose_pads(imp: Importer, node: Node, sizes: Sequence[int], kernel: Seq
     if shape is None and auto not in ("SAME_UPPER", "SAME_LOWER"):
         if auto not in ("NOTSET", "", "VALID"):
             raise imp.error(f"not supported: auto_pad='{auto}'")
-        return ints(node, "pads", [0] * (2 * len(sizes))) if auto != "VALID" else \
-            [0] * (2 * len(sizes))
-    target = [int(v) for v in shape][-len(sizes):] if shape is not None else \
-        [s * st for s, st in zip(sizes, strides)]
+        return (
+            ints(node, "pads", [0] * (2 * len(sizes)))
+            if auto != "VALID"
+            else [0] * (2 * len(sizes))
+        )
+    target = (
+        [int(v) for v in shape][-len(sizes) :]
+        if shape is not None
+        else [s * st for s, st in zip(sizes, strides)]
+    )
     begins, ends = [], []
     for s, k, st, d, op, o in zip(sizes, kernel, strides, dil, out_pad, target):
         total = st * (s - 1) + op + (k - 1) * d + 1 - o
@@ -439,12 +519,15 @@ def _transpose_pads(imp: Importer, node: Node, sizes: Sequence[int], kernel: Seq
 
 def batchnorm(imp: Importer, node: Node) -> None:
     if node.index in imp.bn_folds.values():
-        return   # folded into the producing Conv
+        return  # folded into the producing Conv
     x = imp.tensor(node.input(0))
     sc = _batchnorm_consts(imp, node)
     if sc is None:
-        raise imp.error("not supported: BatchNormalization with parameters computed at run "
-                        "time or training outputs", fix="export the model in inference mode")
+        raise imp.error(
+            "not supported: BatchNormalization with parameters computed at run "
+            "time or training outputs",
+            fix="export the model in inference mode",
+        )
     # f16: scale and shift kept in f32 and `x * scale + shift` computed in
     # f32, rounded once (D-COMPILE-F16): in f16 the folded constants and the
     # product each round, several ulps off where the shift cancels the
@@ -458,6 +541,6 @@ def batchnorm(imp: Importer, node: Node) -> None:
     def body(v: ir.Value, s: ir.Value, t: ir.Value) -> ir.Value:
         r = arith.addf(arith.mulf(arith.extf(s.type, v) if half else v, s), t)
         return arith.truncf(x.elem, r) if half else r
+
     value, perm = elementwise(imp, [x, scale, shift], body, elem=x.elem)
     imp.define(node.outputs[0], value, perm)
-

@@ -48,8 +48,9 @@ class OnnxImportError(Exception):
     """A model the importer cannot convert: where (file, node), what, and
     how to fix it (None: no fix would help)."""
 
-    def __init__(self, message: str, file: str, node: NodeRef | None = None,
-                 fix: str | None = None):
+    def __init__(
+        self, message: str, file: str, node: NodeRef | None = None, fix: str | None = None
+    ):
         self.message, self.file, self.node, self.fix = message, file, node, fix
         self.notes: list[str] = []
         """Lines rendered after the errors as `note: ...` (what else is known
@@ -75,8 +76,11 @@ class OnnxImportErrors(OnnxImportError):
         self.errors = list(errors)
         count = len({e.node for e in self.errors if e.node is not None})
         tail = f"{len(self.errors)} error{'s' if len(self.errors) != 1 else ''} above"
-        summary = f"{count} node{'s' if count != 1 else ''} cannot be imported, {tail}" \
-            if count else f"the model cannot be imported, {tail}"
+        summary = (
+            f"{count} node{'s' if count != 1 else ''} cannot be imported, {tail}"
+            if count
+            else f"the model cannot be imported, {tail}"
+        )
         super().__init__(summary, file)
 
     def render(self) -> str:

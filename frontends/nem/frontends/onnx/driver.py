@@ -36,25 +36,66 @@ SHAPE_OPERANDS = {("Expand", 1), ("Reshape", 1), ("Tile", 1)}
 """(op type, input index) of integer operands that only say the output's
 shape: with the output's shape known, their values are not needed."""
 
-INDEX_OPERANDS = {"shape", "axes", "starts", "ends", "steps", "split", "pads", "repeats",
-                  "sizes", "scales", "roi", "input"}
+INDEX_OPERANDS = {
+    "shape",
+    "axes",
+    "starts",
+    "ends",
+    "steps",
+    "split",
+    "pads",
+    "repeats",
+    "sizes",
+    "scales",
+    "roi",
+    "input",
+}
 """Schema names of integer inputs that are compile-time operands when they
 are constants (`ConstantOfShape`'s `input` is its shape)."""
 
 
-INTEGER_DATA_OPS = frozenset({
-    "Add", "Sub", "Mul", "Div", "Max", "Min", "Sum", "Cast", "Gather", "Reshape", "Flatten",
-    "Squeeze", "Unsqueeze", "Transpose", "Concat", "Slice", "Split", "Identity", "Expand",
-    "Tile", "Shape", "Size", "SequenceConstruct", "SequenceInsert", "SequenceAt",
-    "SequenceErase", "SequenceLength", "ConcatFromSequence", "SplitToSequence"})
+INTEGER_DATA_OPS = frozenset(
+    {
+        "Add",
+        "Sub",
+        "Mul",
+        "Div",
+        "Max",
+        "Min",
+        "Sum",
+        "Cast",
+        "Gather",
+        "Reshape",
+        "Flatten",
+        "Squeeze",
+        "Unsqueeze",
+        "Transpose",
+        "Concat",
+        "Slice",
+        "Split",
+        "Identity",
+        "Expand",
+        "Tile",
+        "Shape",
+        "Size",
+        "SequenceConstruct",
+        "SequenceInsert",
+        "SequenceAt",
+        "SequenceErase",
+        "SequenceLength",
+        "ConcatFromSequence",
+        "SplitToSequence",
+    }
+)
 """Op types that take integer tensors computed at run time (i32, int64
 demoted: D-COMPILE-I64): integer arithmetic, casts, gathers and moves of
 data.  Any other op reading one is a located `not supported`."""
 
 
 def _users(graph: onnx.GraphProto, name: str) -> list[tuple[int, onnx.NodeProto, int]]:
-    return [(pos, n, k) for pos, n in enumerate(graph.node)
-            for k, i in enumerate(n.input) if i == name]
+    return [
+        (pos, n, k) for pos, n in enumerate(graph.node) for k, i in enumerate(n.input) if i == name
+    ]
 
 
 def unread_inputs(imp: Importer) -> set[str]:
@@ -62,14 +103,20 @@ def unread_inputs(imp: Importer) -> set[str]:
     nodes whose output shapes ONNX knows: the program does not read them
     (D-COMPILE-IFACE)."""
     out = set()
-    floats = (onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16, onnx.TensorProto.DOUBLE,
-              onnx.TensorProto.BFLOAT16)
+    floats = (
+        onnx.TensorProto.FLOAT,
+        onnx.TensorProto.FLOAT16,
+        onnx.TensorProto.DOUBLE,
+        onnx.TensorProto.BFLOAT16,
+    )
     for vi in imp.graph.input:
         if vi.name in imp.consts or vi.type.tensor_type.elem_type in floats:
             continue
         users = _users(imp.graph, vi.name)
-        if users and all((n.op_type, k) in SHAPE_OPERANDS and
-                         imp.static_shape(n.output[0]) is not None for _, n, k in users):
+        if users and all(
+            (n.op_type, k) in SHAPE_OPERANDS and imp.static_shape(n.output[0]) is not None
+            for _, n, k in users
+        ):
             out.add(vi.name)
     return out
 
@@ -89,15 +136,20 @@ def _integer_input_error(imp: Importer, vi: onnx.ValueInfoProto, elem: str) -> O
         formal = _formal(imp, n, k)
         role = f" ({n.op_type}'s {formal})" if formal else ""
         if formal in INDEX_OPERANDS:
-            fix = (f"make '{vi.name}' an initializer or Constant: the importer computes "
-                   "shapes and indices at compile time")
-    why = ("NEM has no 64-bit integer type (device integers are at most 32 bits)"
-           if elem in ("INT64", "UINT64") else
-           f"NEM buffers hold numbers of at most 32 bits, not {elem}")
+            fix = (
+                f"make '{vi.name}' an initializer or Constant: the importer computes "
+                "shapes and indices at compile time"
+            )
+    why = (
+        "NEM has no 64-bit integer type (device integers are at most 32 bits)"
+        if elem in ("INT64", "UINT64")
+        else f"NEM buffers hold numbers of at most 32 bits, not {elem}"
+    )
     if elem == "INT64" and fix is None:
         fix = "import with int64 demoted to int32 (the default, D-COMPILE-I64)"
-    return OnnxImportError(f"not supported: input '{vi.name}'{role} has element type {elem}: "
-                           f"{why}", imp.file, ref, fix)
+    return OnnxImportError(
+        f"not supported: input '{vi.name}'{role} has element type {elem}: {why}", imp.file, ref, fix
+    )
 
 
 def _formal(imp: Importer, n: onnx.NodeProto, k: int) -> str:
@@ -114,30 +166,41 @@ def _port(imp: Importer, vi: onnx.ValueInfoProto, name: str, what: str) -> Port:
     if not vi.type.HasField("tensor_type"):
         kind = vi.type.WhichOneof("value")
         what_it_is = f"is a {kind.replace('_type', '')}" if kind else "has no type"
-        raise OnnxImportError(f"not supported: {what} '{vi.name}' {what_it_is} (program "
-                              "inputs and outputs are tensors)", imp.file)
+        raise OnnxImportError(
+            f"not supported: {what} '{vi.name}' {what_it_is} (program "
+            "inputs and outputs are tensors)",
+            imp.file,
+        )
     if tt.elem_type not in imp.elem_types:
         elem = onnx.TensorProto.DataType.Name(tt.elem_type)
         if what == "input":
             raise _integer_input_error(imp, vi, elem)
-        fix = {"DOUBLE": "import with f64 demoted to f32 (the default, D-COMPILE-F64)",
-               "INT64": "import with int64 demoted to int32 (the default, D-COMPILE-I64)"
-               }.get(elem)
-        raise OnnxImportError(f"not supported: output '{vi.name}' has element type {elem}; "
-                              "program outputs are FLOAT, FLOAT16 or INT32", imp.file,
-                              fix=fix)
+        fix = {
+            "DOUBLE": "import with f64 demoted to f32 (the default, D-COMPILE-F64)",
+            "INT64": "import with int64 demoted to int32 (the default, D-COMPILE-I64)",
+        }.get(elem)
+        raise OnnxImportError(
+            f"not supported: output '{vi.name}' has element type {elem}; "
+            "program outputs are FLOAT, FLOAT16 or INT32",
+            imp.file,
+            fix=fix,
+        )
     dims = []
     for d in tt.shape.dim:
         if d.HasField("dim_value") and d.dim_value == 0:
-            raise OnnxImportError(f"not supported: {what} '{vi.name}' is empty (a dimension "
-                                  "of size 0)", imp.file,
-                                  fix="remove the empty tensor and what computes it")
+            raise OnnxImportError(
+                f"not supported: {what} '{vi.name}' is empty (a dimension of size 0)",
+                imp.file,
+                fix="remove the empty tensor and what computes it",
+            )
         if not d.HasField("dim_value") or d.dim_value < 0:
             raise OnnxImportError(
                 f"{what} '{vi.name}' has a dynamic dimension "
-                f"'{d.dim_param or '?'}'; only static shapes are supported", imp.file,
+                f"'{d.dim_param or '?'}'; only static shapes are supported",
+                imp.file,
                 fix="fix the dimension, e.g. onnx.tools.update_model_dims."
-                    "update_inputs_outputs_dims(model, {...}, {...})")
+                "update_inputs_outputs_dims(model, {...}, {...})",
+            )
         dims.append(d.dim_value)
     return Port(name, vi.name, tuple(dims), np.dtype(imp.elem_types[tt.elem_type][1]))
 
@@ -149,12 +212,19 @@ def _output_port(imp: Importer, vi: onnx.ValueInfoProto, name: str) -> Port:
     tv = imp.vals.get(vi.name)
     tt = vi.type.tensor_type
     declared = [d.dim_value if d.HasField("dim_value") else None for d in tt.shape.dim]
-    if tv is not None and tt.elem_type in imp.elem_types and (
-            None in declared or not tt.HasField("shape")):
-        if tt.HasField("shape") and (len(declared) != tv.rank or any(
-                d is not None and d != s for d, s in zip(declared, tv.shape))):
-            raise OnnxImportError(f"output '{vi.name}' has shape {list(tv.shape)}, the model "
-                                  f"declares {declared}", imp.file)
+    if (
+        tv is not None
+        and tt.elem_type in imp.elem_types
+        and (None in declared or not tt.HasField("shape"))
+    ):
+        if tt.HasField("shape") and (
+            len(declared) != tv.rank
+            or any(d is not None and d != s for d, s in zip(declared, tv.shape))
+        ):
+            raise OnnxImportError(
+                f"output '{vi.name}' has shape {list(tv.shape)}, the model declares {declared}",
+                imp.file,
+            )
         return Port(name, vi.name, tv.shape, np.dtype(imp.elem_types[tt.elem_type][1]))
     return _port(imp, vi, name, "output")
 
@@ -185,14 +255,17 @@ def _convert_node(imp: Importer, node: Node, poisoned: set[str]) -> OnnxImportEr
     conv = CONVERTERS[proto.op_type]
     if any(i in poisoned for i in node.inputs):
         poisoned.update(o for o in node.outputs if o)
-        return None   # its inputs come from a node already reported
-    ints = [i for i in node.inputs if i in imp.vals and
-            isinstance(imp.vals[i].elem, ir.IntegerType)]
+        return None  # its inputs come from a node already reported
+    ints = [
+        i for i in node.inputs if i in imp.vals and isinstance(imp.vals[i].elem, ir.IntegerType)
+    ]
     if ints and proto.op_type not in INTEGER_DATA_OPS:
-        return imp.error(f"not supported: {proto.op_type} of integer data ('{ints[0]}', "
-                         f"{imp.vals[ints[0]].elem}): integer tensors computed at run time "
-                         "take arithmetic (Add, Sub, Mul, Div, Max, Min, Sum), Cast, Gather "
-                         "and data movement only")
+        return imp.error(
+            f"not supported: {proto.op_type} of integer data ('{ints[0]}', "
+            f"{imp.vals[ints[0]].elem}): integer tensors computed at run time "
+            "take arithmetic (Add, Sub, Mul, Div, Max, Min, Sum), Cast, Gather "
+            "and data movement only"
+        )
     try:
         imp.check_operand_types(node)
         with node.location(imp.file):
@@ -210,19 +283,23 @@ def convert(imp: Importer) -> ImportedModel:
         try:
             array = numpy_helper.to_array(init)
         except Exception as e:  # onnx's decoders raise ValueError, TypeError, KeyError
-            raise OnnxImportError(f"initializer '{init.name}': cannot read its data: "
-                                  f"{str(e).strip() or type(e).__name__}", imp.file) from e
+            raise OnnxImportError(
+                f"initializer '{init.name}': cannot read its data: "
+                f"{str(e).strip() or type(e).__name__}",
+                imp.file,
+            ) from e
         imp.set_const(init.name, array)
     imp.bn_folds = plan_batchnorm_folds(imp)
     table = interface_names(imp.graph)
-    imp.names.update(table.taken)   # weights are named after these
+    imp.names.update(table.taken)  # weights are named after these
     unread = unread_inputs(imp)
     imp.unread_inputs = sorted(unread)
     errors: list[OnnxImportError] = []
     poisoned: set[str] = set()
     inputs: list[Port] = []
-    for vi, (_, name) in zip([v for v in imp.graph.input if v.name not in imp.consts],
-                             table.inputs):
+    for vi, (_, name) in zip(
+        [v for v in imp.graph.input if v.name not in imp.consts], table.inputs
+    ):
         if vi.name in unread:
             continue
         try:
@@ -234,8 +311,9 @@ def convert(imp: Importer) -> ImportedModel:
     with ctx, ir.Location.file(imp.file, 0, 0):
         module = ir.Module.create()
         with ir.InsertionPoint(module.body):
-            in_types = [emit.tensor_type(p.shape, ir.Type.parse(ELEM_TYPE_NAMES[p.dtype]))
-                        for p in inputs]
+            in_types = [
+                emit.tensor_type(p.shape, ir.Type.parse(ELEM_TYPE_NAMES[p.dtype])) for p in inputs
+            ]
             fn = func.FuncOp(imp.func_name, (in_types, []))
             imp.block = fn.add_entry_block()
         for p, arg in zip(inputs, imp.block.arguments):
@@ -243,8 +321,12 @@ def convert(imp: Importer) -> ImportedModel:
             imp.vals[p.onnx_name] = TensorVal(arg, p.shape, tuple(range(len(p.shape))))
         with ir.InsertionPoint(imp.block):
             for pos, proto in enumerate(imp.graph.node):
-                node = Node(pos, proto, {a.name: helper.get_attribute_value(a)
-                                         for a in proto.attribute}, *imp.source(proto, pos))
+                node = Node(
+                    pos,
+                    proto,
+                    {a.name: helper.get_attribute_value(a) for a in proto.attribute},
+                    *imp.source(proto, pos),
+                )
                 imp.node = node
                 error = _convert_node(imp, node, poisoned)
                 if error is not None:
@@ -254,7 +336,7 @@ def convert(imp: Importer) -> ImportedModel:
             outputs: list[Port] = []
             for vi, (_, name) in zip(imp.graph.output, table.outputs):
                 if vi.name in poisoned:
-                    continue   # made by a node already reported
+                    continue  # made by a node already reported
                 try:
                     outputs.append(_output_port(imp, vi, name))
                 except OnnxImportError as e:
@@ -265,7 +347,8 @@ def convert(imp: Importer) -> ImportedModel:
             func.ReturnOp(results)
         arg_types = [a.type for a in imp.block.arguments]
         fn.attributes["function_type"] = ir.TypeAttr.get(
-            ir.FunctionType.get(arg_types, [r.type for r in results]))
+            ir.FunctionType.get(arg_types, [r.type for r in results])
+        )
         if not module.operation.verify():
             raise OnnxImportError("internal: the imported module does not verify", imp.file)
     return ImportedModel(ctx, module, imp.func_name, inputs, imp.weights, outputs)
@@ -275,14 +358,14 @@ def _results(imp: Importer, outputs: list[Port]) -> list[ir.Value]:
     results = []
     for p in outputs:
         if p.onnx_name in imp.seqs:
-            raise OnnxImportError(f"not supported: output '{p.onnx_name}' is a sequence",
-                                  imp.file)
+            raise OnnxImportError(f"not supported: output '{p.onnx_name}' is a sequence", imp.file)
         value = imp.logical(imp.tensor(p.onnx_name))
-        if value in results:     # one value, two outputs: each its own buffer
-            shape = emit.shape_of(value)   # (returned twice, bufferization crashes)
+        if value in results:  # one value, two outputs: each its own buffer
+            shape = emit.shape_of(value)  # (returned twice, bufferization crashes)
             value = emit.broadcast(value, range(len(shape)), shape)
         results.append(value)
         if emit.elem_type(results[-1]) != ir.Type.parse(ELEM_TYPE_NAMES[p.dtype]):
-            raise OnnxImportError(f"internal: output '{p.onnx_name}' element type mismatch",
-                                  imp.file)
+            raise OnnxImportError(
+                f"internal: output '{p.onnx_name}' element type mismatch", imp.file
+            )
     return results

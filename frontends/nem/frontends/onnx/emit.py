@@ -70,16 +70,22 @@ def _iterators(kinds: Sequence[str]) -> ir.ArrayAttr:
     return ir.ArrayAttr.get([ir.Attribute.parse(f"#linalg.iterator_type<{k}>") for k in kinds])
 
 
-def generic(inputs: Sequence[tuple[ir.Value, ir.AffineMap]], init: ir.Value,
-            out_map: ir.AffineMap, iterators: Sequence[str], body: Callable[..., ir.Value],
-            pass_output: bool = False) -> ir.Value:
+def generic(
+    inputs: Sequence[tuple[ir.Value, ir.AffineMap]],
+    init: ir.Value,
+    out_map: ir.AffineMap,
+    iterators: Sequence[str],
+    body: Callable[..., ir.Value],
+    pass_output: bool = False,
+) -> ir.Value:
     """One `linalg.generic` with a single tensor output.  `body(*ins)` (or
     `body(*ins, out)` with `pass_output`, for reductions) returns the yielded
     scalar."""
     out_t = init.type
     maps = [ir.AffineMapAttr.get(m) for _, m in inputs] + [ir.AffineMapAttr.get(out_map)]
-    op = linalg.GenericOp([out_t], [v for v, _ in inputs], [init], ir.ArrayAttr.get(maps),
-                          _iterators(iterators))
+    op = linalg.GenericOp(
+        [out_t], [v for v, _ in inputs], [init], ir.ArrayAttr.get(maps), _iterators(iterators)
+    )
     types = [elem_type(v) for v, _ in inputs] + [elem_type(init)]
     block = op.regions[0].blocks.append(*types)
     with ir.InsertionPoint(block):
@@ -89,8 +95,9 @@ def generic(inputs: Sequence[tuple[ir.Value, ir.AffineMap]], init: ir.Value,
     return op.result
 
 
-def broadcast_map(in_shape: Sequence[int], in_dims: Sequence[int | None],
-                  out_shape: Sequence[int]) -> ir.AffineMap:
+def broadcast_map(
+    in_shape: Sequence[int], in_dims: Sequence[int | None], out_shape: Sequence[int]
+) -> ir.AffineMap:
     """The indexing map of an operand whose dimension j is output loop
     dimension `in_dims[j]` (None: a dimension the output does not have, size
     1); a size-1 dimension against a larger output dimension is broadcast
@@ -104,14 +111,18 @@ def broadcast_map(in_shape: Sequence[int], in_dims: Sequence[int | None],
     return ir.AffineMap.get(len(out_shape), 0, exprs)
 
 
-def broadcast(value: ir.Value, dims: Sequence[int | None], out_shape: Sequence[int]
-              ) -> ir.Value:
+def broadcast(value: ir.Value, dims: Sequence[int | None], out_shape: Sequence[int]) -> ir.Value:
     """`value` broadcast to `out_shape`, its dimension j along output
     dimension `dims[j]` (a generic copy: the form of a bias accumulator)."""
     rank = len(out_shape)
     bmap = broadcast_map(shape_of(value), dims, out_shape)
-    return generic([(value, bmap)], empty(out_shape, elem_type(value)), identity(rank),
-                   [PARALLEL] * rank, lambda v: v)
+    return generic(
+        [(value, bmap)],
+        empty(out_shape, elem_type(value)),
+        identity(rank),
+        [PARALLEL] * rank,
+        lambda v: v,
+    )
 
 
 def identity(rank: int) -> ir.AffineMap:
@@ -125,10 +136,15 @@ def transpose(value: ir.Value, perm: Sequence[int]) -> ir.Value:
     return value_of(linalg.transpose(value, outs=[out], permutation=list(perm)))
 
 
-def reduce(value: ir.Value, axes: Sequence[int], init: float,
-           combine: Callable[[ir.Value, ir.Value], ir.Value], keep_dims: bool = True,
-           elem: ir.Type | None = None,
-           prologue: Callable[[ir.Value], ir.Value] | None = None) -> ir.Value:
+def reduce(
+    value: ir.Value,
+    axes: Sequence[int],
+    init: float,
+    combine: Callable[[ir.Value, ir.Value], ir.Value],
+    keep_dims: bool = True,
+    elem: ir.Type | None = None,
+    prologue: Callable[[ir.Value], ir.Value] | None = None,
+) -> ir.Value:
     """Reduce `value` over `axes` with `combine(acc, x)` starting from `init`;
     the reduced dimensions are kept with size 1 when `keep_dims`.  `elem`
     sets the accumulator's type (e.g. f32 for an f16 input); `prologue`
@@ -139,19 +155,32 @@ def reduce(value: ir.Value, axes: Sequence[int], init: float,
     axes = sorted(a % rank for a in axes)
     if keep_dims:
         out_shape = [1 if d in axes else s for d, s in enumerate(shape)]
-        out_map = ir.AffineMap.get(rank, 0, [ir.AffineConstantExpr.get(0) if d in axes
-                                             else ir.AffineDimExpr.get(d) for d in range(rank)])
+        out_map = ir.AffineMap.get(
+            rank,
+            0,
+            [
+                ir.AffineConstantExpr.get(0) if d in axes else ir.AffineDimExpr.get(d)
+                for d in range(rank)
+            ],
+        )
     else:
         out_shape = [s for d, s in enumerate(shape) if d not in axes]
-        out_map = ir.AffineMap.get(rank, 0, [ir.AffineDimExpr.get(d) for d in range(rank)
-                                             if d not in axes])
+        out_map = ir.AffineMap.get(
+            rank, 0, [ir.AffineDimExpr.get(d) for d in range(rank) if d not in axes]
+        )
     kinds = [REDUCTION if d in axes else PARALLEL for d in range(rank)]
 
     def body(x: ir.Value, acc: ir.Value) -> ir.Value:
         return combine(acc, prologue(x) if prologue else x)
 
-    return generic([(value, identity(rank))], fill(out_shape, elem, init), out_map, kinds,
-                   body, pass_output=True)
+    return generic(
+        [(value, identity(rank))],
+        fill(out_shape, elem, init),
+        out_map,
+        kinds,
+        body,
+        pass_output=True,
+    )
 
 
 def reassociation(src: Sequence[int], dst: Sequence[int]) -> list[list[int]] | None:
@@ -167,7 +196,7 @@ def reassociation(src: Sequence[int], dst: Sequence[int]) -> list[list[int]] | N
             prod *= src[i]
             group.append(i)
             i += 1
-        if prod != d or not group:     # (a trailing 1 of dst after src ran out)
+        if prod != d or not group:  # (a trailing 1 of dst after src ran out)
             return None
         groups.append(group)
     if not groups:
@@ -189,9 +218,9 @@ def reshape(value: ir.Value, dst: Sequence[int]) -> ir.Value:
     if list(src) == dst:
         return value
     elem = elem_type(value)
-    if not dst:   # a scalar (MatMul of two vectors): collapse every size-1 dimension
+    if not dst:  # a scalar (MatMul of two vectors): collapse every size-1 dimension
         return tensor.collapse_shape(tensor_type([], elem), value, [])
-    if not src:   # a scalar to size-1 dimensions (Unsqueeze of a 0-d value): no groups
+    if not src:  # a scalar to size-1 dimensions (Unsqueeze of a 0-d value): no groups
         return tensor.expand_shape(tensor_type(dst, elem), value, [], [], dst)
     if len(dst) < len(src) and (groups := reassociation(src, dst)) is not None:
         return tensor.collapse_shape(tensor_type(dst, elem), value, groups)
@@ -200,8 +229,11 @@ def reshape(value: ir.Value, dst: Sequence[int]) -> ir.Value:
     n = 1
     for s in src:
         n *= s
-    flat = value if len(src) == 1 else tensor.collapse_shape(
-        tensor_type([n], elem), value, [list(range(len(src)))])
+    flat = (
+        value
+        if len(src) == 1
+        else tensor.collapse_shape(tensor_type([n], elem), value, [list(range(len(src)))])
+    )
     if len(dst) == 1:
         return flat
     return tensor.expand_shape(tensor_type(dst, elem), flat, [list(range(len(dst)))], [], dst)

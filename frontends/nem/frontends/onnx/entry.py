@@ -22,15 +22,23 @@ from nem.frontends.onnx.validate import check_inferred, load_model, tensors, val
 if TYPE_CHECKING:
     from nem.frontends.onnx.graph import ImportedModel
 
-EARLY_NOTE = ("the graph was not simplified (D-COMPILE-EARLY-UNSUPPORTED): errors of nodes "
-              "the simplifier may fold or rewrite are checked once the ones above are fixed")
+EARLY_NOTE = (
+    "the graph was not simplified (D-COMPILE-EARLY-UNSUPPORTED): errors of nodes "
+    "the simplifier may fold or rewrite are checked once the ones above are fixed"
+)
 
 
-def import_onnx(model: str | Path | onnx.ModelProto, func_name: str = "main",
-                file: str | None = None, softmax_types: frozenset[str] = frozenset(),
-                simplify: bool = True, demote_f64: bool = True, demote_i64: bool = True,
-                max_nodes: int = DEFAULT_MAX_NODES, max_model_bytes: int = MAX_MODEL_BYTES
-                ) -> ImportedModel:
+def import_onnx(
+    model: str | Path | onnx.ModelProto,
+    func_name: str = "main",
+    file: str | None = None,
+    softmax_types: frozenset[str] = frozenset(),
+    simplify: bool = True,
+    demote_f64: bool = True,
+    demote_i64: bool = True,
+    max_nodes: int = DEFAULT_MAX_NODES,
+    max_model_bytes: int = MAX_MODEL_BYTES,
+) -> ImportedModel:
     """Import an ONNX model (a path or a `ModelProto`, which is not modified)
     as linalg on tensors: prepared (D-COMPILE-SIMPLIFY; `simplify=False`
     skips the graph simplifier), f64 computed in f32 unless `demote_f64` is
@@ -42,13 +50,15 @@ def import_onnx(model: str | Path | onnx.ModelProto, func_name: str = "main",
     external data."""
     if isinstance(model, onnx.ModelProto):
         proto, where = model, file or "<model>"
-        unloaded = [what for what, t in tensors(proto)
-                    if t.data_location == onnx.TensorProto.EXTERNAL]
+        unloaded = [
+            what for what, t in tensors(proto) if t.data_location == onnx.TensorProto.EXTERNAL
+        ]
         if unloaded:
-            raise OnnxImportError(f"{unloaded[0]} has its data in an external file that is "
-                                  "not loaded", where,
-                                  fix="pass the model's path, or load it with onnx.load(path) "
-                                      "first")
+            raise OnnxImportError(
+                f"{unloaded[0]} has its data in an external file that is not loaded",
+                where,
+                fix="pass the model's path, or load it with onnx.load(path) first",
+            )
     else:
         path = str(model)
         where = file or path
@@ -61,7 +71,7 @@ def import_onnx(model: str | Path | onnx.ModelProto, func_name: str = "main",
         from nem.frontends.onnx.op_types import early_unsupported
 
         early.extend(early_unsupported(m, where, node_index, simplify))
-        return bool(early)   # the model fails whatever the simplifier does: not loaded
+        return bool(early)  # the model fails whatever the simplifier does: not loaded
 
     try:
         prepared = prepare(proto, simplify, check_op_types)
@@ -74,17 +84,20 @@ def import_onnx(model: str | Path | onnx.ModelProto, func_name: str = "main",
             errors = OnnxImportErrors(unsupported, where)
             errors.notes.append(failed)
             raise errors from e
-        raise OnnxImportError(failed, where,
-                              fix="check the model with onnx.checker.check_model(model, "
-                                  "full_check=True)") from e
+        raise OnnxImportError(
+            failed,
+            where,
+            fix="check the model with onnx.checker.check_model(model, full_check=True)",
+        ) from e
     check_inferred(prepared.model, where, prepared.node_index)
     from nem.frontends.onnx.driver import convert
     from nem.frontends.onnx.fusions import fuse_erf_gelu
     from nem.frontends.onnx.graph import Importer
 
-    fuse_erf_gelu(prepared.model.graph)   # one Gelu, raised as NEM gelu (D-COMPILE-GELU-ERF)
-    imp = Importer(prepared.model, where, func_name, softmax_types, prepared.node_index,
-                   demote_f64, demote_i64)
+    fuse_erf_gelu(prepared.model.graph)  # one Gelu, raised as NEM gelu (D-COMPILE-GELU-ERF)
+    imp = Importer(
+        prepared.model, where, func_name, softmax_types, prepared.node_index, demote_f64, demote_i64
+    )
     try:
         im = convert(imp)
     except OnnxImportError as e:
@@ -93,19 +106,31 @@ def import_onnx(model: str | Path | onnx.ModelProto, func_name: str = "main",
         if prepared.checker is not None:
             e.notes.append(f"onnx.checker.check_model rejects the model: {prepared.checker}")
         raise e from None
-    ports = {v.type.tensor_type.elem_type for v in [*imp.graph.input, *imp.graph.output]
-             if v.name not in imp.consts and v.name not in imp.unread_inputs}
-    im.notes = prepared.notes + [
-        f"{what} computed in {narrow} ({rule})" for elem, what, narrow, rule, on in (
-            (onnx.TensorProto.DOUBLE, "f64", "f32", "D-COMPILE-F64", demote_f64),
-            (onnx.TensorProto.INT64, "int64 data", "i32", "D-COMPILE-I64", demote_i64))
-        if on and elem in ports] + [
-        f"input '{n}' is not a program buffer: its values only fix shapes the model declares"
-        for n in imp.unread_inputs]
+    ports = {
+        v.type.tensor_type.elem_type
+        for v in [*imp.graph.input, *imp.graph.output]
+        if v.name not in imp.consts and v.name not in imp.unread_inputs
+    }
+    im.notes = (
+        prepared.notes
+        + [
+            f"{what} computed in {narrow} ({rule})"
+            for elem, what, narrow, rule, on in (
+                (onnx.TensorProto.DOUBLE, "f64", "f32", "D-COMPILE-F64", demote_f64),
+                (onnx.TensorProto.INT64, "int64 data", "i32", "D-COMPILE-I64", demote_i64),
+            )
+            if on and elem in ports
+        ]
+        + [
+            f"input '{n}' is not a program buffer: its values only fix shapes the model declares"
+            for n in imp.unread_inputs
+        ]
+    )
     from nem.frontends.onnx import zero_weights
 
-    zeros = zero_weights.warning(where, zero_weights.zero_weights(imp.graph, imp.consts,
-                                                                   imp.source))
+    zeros = zero_weights.warning(
+        where, zero_weights.zero_weights(imp.graph, imp.consts, imp.source)
+    )
     im.warnings = [zeros] if zeros else []
     return im
 

@@ -32,11 +32,19 @@ def _scalars(graph: onnx.GraphProto) -> dict[str, float]:
     Constant nodes)."""
     found: dict[str, float] = {}
     tensors = [(t.name, t) for t in graph.initializer]
-    tensors += [(n.output[0], a.t) for n in graph.node if n.op_type == "Constant"
-                for a in n.attribute if a.name == "value"]
+    tensors += [
+        (n.output[0], a.t)
+        for n in graph.node
+        if n.op_type == "Constant"
+        for a in n.attribute
+        if a.name == "value"
+    ]
     for name, t in tensors:
-        if t.data_type in (onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16,
-                           onnx.TensorProto.DOUBLE) and math.prod(t.dims) == 1:
+        if (
+            t.data_type
+            in (onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16, onnx.TensorProto.DOUBLE)
+            and math.prod(t.dims) == 1
+        ):
             found[name] = float(np.asarray(numpy_helper.to_array(t)).reshape(()))
     return found
 
@@ -88,8 +96,9 @@ def fuse_erf_gelu(graph: onnx.GraphProto) -> int:
         add = sole_user(erf.output[0])
         if x is None or scale is None or add is None or add.op_type != "Add":
             continue
-        if sole_user(scale.output[0]) is not erf or \
-                not _near(scalars.get(other(add, erf.output[0]) or ""), 1.0):
+        if sole_user(scale.output[0]) is not erf or not _near(
+            scalars.get(other(add, erf.output[0]) or ""), 1.0
+        ):
             continue
         prod = sole_user(add.output[0])
         if prod is None or prod.op_type != "Mul":
@@ -97,22 +106,30 @@ def fuse_erf_gelu(graph: onnx.GraphProto) -> int:
         factor = other(prod, add.output[0])
         chain = [scale, erf, add, prod]
         last: onnx.NodeProto = prod
-        if factor == x:                                   # (x * (1 + erf)) * 0.5
+        if factor == x:  # (x * (1 + erf)) * 0.5
             times_half = sole_user(prod.output[0])
-            if times_half is None or times_half.op_type != "Mul" or \
-                    not _near(scalars.get(other(times_half, prod.output[0]) or ""), 0.5):
+            if (
+                times_half is None
+                or times_half.op_type != "Mul"
+                or not _near(scalars.get(other(times_half, prod.output[0]) or ""), 0.5)
+            ):
                 continue
             chain.append(times_half)
             last = times_half
-        else:                                             # (x * 0.5) * (1 + erf)
+        else:  # (x * 0.5) * (1 + erf)
             half = producer.get(factor or "")
-            if half is None or half.op_type != "Mul" or x not in half.input or \
-                    sole_user(half.output[0]) is not prod or \
-                    not _near(scalars.get(other(half, x) or ""), 0.5):
+            if (
+                half is None
+                or half.op_type != "Mul"
+                or x not in half.input
+                or sole_user(half.output[0]) is not prod
+                or not _near(scalars.get(other(half, x) or ""), 0.5)
+            ):
                 continue
             chain.append(half)
-        gelu = onnx.helper.make_node("Gelu", [x], [last.output[0]], name=erf.name,
-                                     approximate="none")
+        gelu = onnx.helper.make_node(
+            "Gelu", [x], [last.output[0]], name=erf.name, approximate="none"
+        )
         at = max(list(graph.node).index(n) for n in chain)
         graph.node.insert(at + 1, gelu)
         for n in chain:

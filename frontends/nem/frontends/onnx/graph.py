@@ -49,9 +49,13 @@ NHWC = (0, 2, 3, 1)
 """The physical order of an NCHW activation: N, H, W, C."""
 
 ELEM_TYPES: dict[int, tuple[str, np.dtype]] = {
-    t: (n, ELEM_DTYPES[n]) for t, n in ((onnx.TensorProto.FLOAT, "f32"),
-                                        (onnx.TensorProto.FLOAT16, "f16"),
-                                        (onnx.TensorProto.INT32, "i32"))}
+    t: (n, ELEM_DTYPES[n])
+    for t, n in (
+        (onnx.TensorProto.FLOAT, "f32"),
+        (onnx.TensorProto.FLOAT16, "f16"),
+        (onnx.TensorProto.INT32, "i32"),
+    )
+}
 """ONNX element types the importer takes: spec name and dtype (nem.dialect.elements);
 DOUBLE and INT64 are demoted to f32 and i32 by default (D-COMPILE-F64, D-COMPILE-I64)."""
 
@@ -86,8 +90,7 @@ class ImportedModel:
 
     @property
     def arg_names(self) -> list[str]:
-        return [p.name for p in self.inputs] + list(self.weights) + \
-               [p.name for p in self.outputs]
+        return [p.name for p in self.inputs] + list(self.weights) + [p.name for p in self.outputs]
 
 
 @dataclass(frozen=True)
@@ -108,9 +111,27 @@ class TensorVal:
         return emit.elem_type(self.value)
 
 
-_KEYWORDS = {"const", "let", "buffer", "region", "loop", "endloop", "wait", "in", "out",
-             "device", "include", "program", "deps", "type_family", "elem", "shape",
-             "layout", "strides", "quant"}
+_KEYWORDS = {
+    "const",
+    "let",
+    "buffer",
+    "region",
+    "loop",
+    "endloop",
+    "wait",
+    "in",
+    "out",
+    "device",
+    "include",
+    "program",
+    "deps",
+    "type_family",
+    "elem",
+    "shape",
+    "layout",
+    "strides",
+    "quant",
+}
 
 
 def nem_name(name: str, taken: set[str]) -> str:
@@ -150,8 +171,7 @@ def interface_names(graph: onnx.GraphProto) -> InterfaceNames:
     command-line names through it."""
     inits = {i.name for i in graph.initializer}
     taken: set[str] = set()
-    inputs = tuple((v.name, nem_name(v.name, taken)) for v in graph.input
-                   if v.name not in inits)
+    inputs = tuple((v.name, nem_name(v.name, taken)) for v in graph.input if v.name not in inits)
     outputs = tuple((v.name, nem_name(v.name, taken)) for v in graph.output)
     return InterfaceNames(inputs, outputs, frozenset(taken))
 
@@ -207,18 +227,24 @@ class Node:
         for a node the simplifier made without a user's node to name."""
         index, name, op_type = self.ref()
         line = index + 1 if index is not None else 0
-        return ir.Location.name(name, childLoc=ir.Location.name(
-            op_type, childLoc=ir.Location.file(file, line, 1)))
+        return ir.Location.name(
+            name, childLoc=ir.Location.name(op_type, childLoc=ir.Location.file(file, line, 1))
+        )
 
 
 class Importer:
     """Converts one ONNX model; see the module docstring."""
 
-    def __init__(self, model: onnx.ModelProto, file: str, func_name: str = "main",
-                 softmax_types: frozenset[str] = frozenset(),
-                 node_index: dict[str, tuple[int, str]] | None = None,
-                 demote_f64: bool = False,
-                 demote_i64: bool = False):
+    def __init__(
+        self,
+        model: onnx.ModelProto,
+        file: str,
+        func_name: str = "main",
+        softmax_types: frozenset[str] = frozenset(),
+        node_index: dict[str, tuple[int, str]] | None = None,
+        demote_f64: bool = False,
+        demote_i64: bool = False,
+    ):
         self.file = file
         self.func_name = func_name
         self.softmax_types = softmax_types
@@ -228,22 +254,26 @@ class Importer:
         """Node name -> index in the user's model (`prepare.Prepared`); None:
         the graph converted is the user's, positions are indices."""
         self.elem_types = dict(ELEM_TYPES)
-        if demote_f64:   # D-COMPILE-F64
+        if demote_f64:  # D-COMPILE-F64
             self.elem_types[onnx.TensorProto.DOUBLE] = ELEM_TYPES[onnx.TensorProto.FLOAT]
-        if demote_i64:   # D-COMPILE-I64
+        if demote_i64:  # D-COMPILE-I64
             self.elem_types[onnx.TensorProto.INT64] = ELEM_TYPES[onnx.TensorProto.INT32]
         from nem.frontends.onnx.prepare import ShapeInferenceError, infer_shapes_strict, with_shapes
 
         try:
             inferred = infer_shapes_strict(model)
         except ShapeInferenceError as e:
-            raise OnnxImportError(f"ONNX shape inference failed: {e}", file,
-                                  fix="check the model with onnx.checker.check_model") from e
-        with_shapes(model, inferred)   # the prepared model: the importer's own copy
+            raise OnnxImportError(
+                f"ONNX shape inference failed: {e}",
+                file,
+                fix="check the model with onnx.checker.check_model",
+            ) from e
+        with_shapes(model, inferred)  # the prepared model: the importer's own copy
         self.model = model
         self.graph = self.model.graph
-        self.opset = next((o.version for o in self.model.opset_import
-                           if o.domain in ("", "ai.onnx")), 1)
+        self.opset = next(
+            (o.version for o in self.model.opset_import if o.domain in ("", "ai.onnx")), 1
+        )
         self.consts: dict[str, np.ndarray] = {}
         self.vals: dict[str, TensorVal] = {}
         self.seqs: dict[str, list[str]] = {}
@@ -254,7 +284,8 @@ class Importer:
         self.weights: dict[str, np.ndarray] = {}
         self.weight_names: dict[str, str] = {}
         self.inferred: dict[str, onnx.ValueInfoProto] = {
-            v.name: v for v in [*self.graph.value_info, *self.graph.output]}
+            v.name: v for v in [*self.graph.value_info, *self.graph.output]
+        }
         self.bn_folds: dict[int, int] = {}
         """Conv node position -> the BatchNormalization folded into it."""
         self.context: ir.Context
@@ -288,7 +319,7 @@ class Importer:
         try:
             schema = onnx.defs.get_schema(node.op_type, self.opset, "")
         except onnx.defs.SchemaError:
-            return   # no schema at this opset: the converter judges the node
+            return  # no schema at this opset: the converter judges the node
         params = {c.type_param_str for c in schema.type_constraints}
         formals = list(schema.inputs)
         groups: dict[str, list[tuple[str, str]]] = {}
@@ -306,8 +337,9 @@ class Importer:
                     f"inputs have different element types: {listed} (the ONNX schema of "
                     f"{node.op_type} gives them one type {param})",
                     fix="make the model one element type throughout (float32 or float16); "
-                        "onnx.checker.check_model(model, full_check=True) reports such "
-                        "type errors")
+                    "onnx.checker.check_model(model, full_check=True) reports such "
+                    "type errors",
+                )
 
     def elem_name(self, name: str) -> str | None:
         """The element type of ONNX value `name` as the importer holds it
@@ -343,10 +375,12 @@ class Importer:
             return None
         c = self.const(name)
         if c is None:
-            raise self.error(f"not supported: {node.op_type} {what} '{name}' computed at run "
-                             "time", fix=f"make the {what} an initializer or Constant, or "
-                             "compute it from static shapes only (the importer folds those, "
-                             "D-COMPILE-SIMPLIFY)")
+            raise self.error(
+                f"not supported: {node.op_type} {what} '{name}' computed at run time",
+                fix=f"make the {what} an initializer or Constant, or "
+                "compute it from static shapes only (the importer folds those, "
+                "D-COMPILE-SIMPLIFY)",
+            )
         return [int(v) for v in c.reshape(-1)]
 
     # ---------------------------------------------------------- values
@@ -365,8 +399,7 @@ class Importer:
             return self.weight(self.consts[name], name)
         raise self.error(f"input '{name}' is not produced by any earlier node")
 
-    def weight(self, array: np.ndarray, name: str, perm: Sequence[int] | None = None
-               ) -> TensorVal:
+    def weight(self, array: np.ndarray, name: str, perm: Sequence[int] | None = None) -> TensorVal:
         """A weight argument holding `array` (already in its physical order;
         `perm` as in TensorVal, default identity), named after `name`."""
         key = (name, tuple(perm) if perm is not None else None)
@@ -376,8 +409,9 @@ class Importer:
         array = self.check_data(np.ascontiguousarray(array), name)
         arg_name = nem_name(name, self.names)
         elem = ir.Type.parse(ELEM_TYPE_NAMES[array.dtype])
-        arg = self.block.add_argument(emit.tensor_type(array.shape, elem),
-                                      ir.Location.name(arg_name))
+        arg = self.block.add_argument(
+            emit.tensor_type(array.shape, elem), ir.Location.name(arg_name)
+        )
         self.weights[arg_name] = array
         perm = tuple(perm) if perm is not None else tuple(range(array.ndim))
         shape = [0] * array.ndim
@@ -395,12 +429,16 @@ class Importer:
         if dtype != array.dtype and dtype == np.int32:
             info = np.iinfo(np.int32)
             if array.size and (array.min() < info.min or array.max() > info.max):
-                raise self.error(f"constant '{name}' has int64 values outside int32's range: "
-                                 "NEM has no 64-bit integers (D-COMPILE-I64)")
+                raise self.error(
+                    f"constant '{name}' has int64 values outside int32's range: "
+                    "NEM has no 64-bit integers (D-COMPILE-I64)"
+                )
             array = array.astype(np.int32)
         if array.dtype not in ELEM_TYPE_NAMES:
-            raise self.error(f"not supported: constant '{name}' of element type {array.dtype} "
-                             "used as data: NEM computes with f32, f16 and i32 tensors")
+            raise self.error(
+                f"not supported: constant '{name}' of element type {array.dtype} "
+                "used as data: NEM computes with f32, f16 and i32 tensors"
+            )
         return array
 
     def in_perm(self, tv: TensorVal, perm: Sequence[int]) -> ir.Value:
@@ -413,7 +451,7 @@ class Importer:
         moved = [inv[p] for p in perm]
         phys = emit.shape_of(tv.value)
         big = [d for d in moved if phys[d] != 1]
-        if big == sorted(big):   # only size-1 dimensions move: a reshape of the same bytes
+        if big == sorted(big):  # only size-1 dimensions move: a reshape of the same bytes
             return emit.reshape(tv.value, [tv.shape[p] for p in perm])
         return emit.transpose(tv.value, moved)
 
@@ -434,8 +472,10 @@ class Importer:
             dims = info.type.tensor_type.shape.dim
             want = tuple(d.dim_value if d.HasField("dim_value") else -1 for d in dims)
             if -1 not in want and want != tv.shape:
-                raise self.error(f"internal: output '{name}' has shape {list(tv.shape)} but "
-                                 f"ONNX infers {list(want)}")
+                raise self.error(
+                    f"internal: output '{name}' has shape {list(tv.shape)} but "
+                    f"ONNX infers {list(want)}"
+                )
         self.vals[name] = tv
         return tv
 
@@ -458,5 +498,8 @@ class Importer:
         return tuple(d.dim_value for d in dims)
 
 
-ELEM_TYPE_NAMES = {np.dtype(np.float32): "f32", np.dtype(np.float16): "f16",
-                   np.dtype(np.int32): "i32"}
+ELEM_TYPE_NAMES = {
+    np.dtype(np.float32): "f32",
+    np.dtype(np.float16): "f16",
+    np.dtype(np.int32): "i32",
+}

@@ -66,12 +66,14 @@ def without_induction_locs(text: str) -> str:
     return _INDUCTION_LOC.sub(r"\1 =", text)
 
 
-_HEADLINE = re.compile(r"^(?P<file>.+?):(?P<line>\d+):(?P<col>\d+): (?P<sev>error|warning): ",
-                       re.MULTILINE)
+_HEADLINE = re.compile(
+    r"^(?P<file>.+?):(?P<line>\d+):(?P<col>\d+): (?P<sev>error|warning): ", re.MULTILINE
+)
 
 
-def name_nodes(message: str, tile_file: str, plain: str, debug: str,
-               source: str | None = None) -> str:
+def name_nodes(
+    message: str, tile_file: str, plain: str, debug: str, source: str | None = None
+) -> str:
     """`message` (rendered diagnostics of the lower stage, located in
     `tile_file`, the tile stage's text `plain`, which is written only with
     --save-temps) with each diagnostic led by the ONNX node(s) of the op it
@@ -92,19 +94,24 @@ def name_nodes(message: str, tile_file: str, plain: str, debug: str,
     out = []
     for line in message.split("\n"):
         m = _HEADLINE.match(line)
-        nodes, places = finder.origins(int(m["line"]), int(m["col"])) \
-            if m is not None and m["file"] == tile_file else ([], [])
+        nodes, places = (
+            finder.origins(int(m["line"]), int(m["col"]))
+            if m is not None and m["file"] == tile_file
+            else ([], [])
+        )
         if m is None or not (nodes or (places and source)):
             out.append(line)
             continue
         if nodes:
-            out.append(f"{' and '.join(nodes)}: {m['sev']}: {line[m.end():]}")
+            out.append(f"{' and '.join(nodes)}: {m['sev']}: {line[m.end() :]}")
         else:
             assert source is not None
             at = SourceLoc(source, *places[0])
-            out.append(Diagnostic(m["sev"], line[m.end():], at).render())
-        out.append(f"{m['file']}:{m['line']}:{m['col']}: note: in the tiled program "
-                   "(nem-compile --save-temps writes it)")
+            out.append(Diagnostic(m["sev"], line[m.end() :], at).render())
+        out.append(
+            f"{m['file']}:{m['line']}:{m['col']}: note: in the tiled program "
+            "(nem-compile --save-temps writes it)"
+        )
     return "\n".join(out)
 
 
@@ -136,7 +143,6 @@ class _OpLocations:
             places += [(int(p[1]), int(p[2])) for p in _PARSED_LOC.finditer(loc)]
         return found, places
 
-
     def own(self, line: int, col: int) -> list[str]:
         """The `loc(...)` texts of the op at (line, col) of the plain text."""
         start = line - 1 + self.shift
@@ -153,8 +159,9 @@ class _OpLocations:
         return None
 
 
-def statement_nodes(plain: str, debug: str, positions: list[tuple[int, int] | None]
-                    ) -> list[str | None]:
+def statement_nodes(
+    plain: str, debug: str, positions: list[tuple[int, int] | None]
+) -> list[str | None]:
     """The ONNX node (`loc("conv1"("Conv"("m.onnx":3:1)))`) of the op at
     each (line, col) of `plain`, read in `debug`, the same module printed
     with its locations (D-BC-NODES); each position's op is scanned once."""
@@ -194,7 +201,7 @@ def _own_locations(lines: list[str], line: int, col: int) -> list[str]:
                 depth -= 1
             elif c == "loc(" and depth == 0:
                 pos = closing(text, pos - 1, "(") or len(text)
-                locs.append(text[m.start():pos])
+                locs.append(text[m.start() : pos])
             m = _OWN.search(text, pos)
         if depth <= 0:
             return locs

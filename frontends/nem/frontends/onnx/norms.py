@@ -40,8 +40,12 @@ def _scaled_input(imp: Importer, name: str) -> tuple[TensorVal, float] | None:
     product's nest is then dead and erased)."""
     made = [n for n in imp.graph.node if name in n.output]
     uses = sum(list(n.input).count(name) for n in imp.graph.node)
-    if len(made) != 1 or made[0].op_type != "Mul" or uses != 1 or any(
-            o.name == name for o in imp.graph.output):
+    if (
+        len(made) != 1
+        or made[0].op_type != "Mul"
+        or uses != 1
+        or any(o.name == name for o in imp.graph.output)
+    ):
         return None
     for a, b in (tuple(made[0].input), tuple(reversed(made[0].input))):
         c = imp.const(b)
@@ -59,10 +63,12 @@ def softmax(imp: Importer, node: Node) -> None:
     if (imp.opset >= 13 or axis == whole.rank - 1) and str(whole.elem) in imp.softmax_types:
         # one NEM softmax task per row chunk (D-COMPILE-SOFTMAX); a scaled
         # input keeps its Mul, as onnxruntime computes it
-        y = linalg.softmax([whole.value.type], whole.value,
-                           emit.empty(emit.shape_of(whole.value), whole.elem),
-                           ir.IntegerAttr.get(ir.IntegerType.get_signless(64),
-                                              whole.perm.index(axis)))
+        y = linalg.softmax(
+            [whole.value.type],
+            whole.value,
+            emit.empty(emit.shape_of(whole.value), whole.elem),
+            ir.IntegerAttr.get(ir.IntegerType.get_signless(64), whole.perm.index(axis)),
+        )
         imp.define(node.outputs[0], emit.value_of(y), whole.perm)
         return
     scaled = _scaled_input(imp, node.input(0))
@@ -73,9 +79,10 @@ def softmax(imp: Importer, node: Node) -> None:
     def norm(e: ir.Value, s: ir.Value) -> ir.Value:
         r = arith.divf(e, s)
         return arith.truncf(x.elem, r) if is_f16(x.value) else r
+
     y, perm = elementwise(imp, [ext, total], norm, elem=x.elem)
     imp.define(node.outputs[0], y, perm)
-    if scaled is not None:   # the product, now unused: bufferization would keep it
+    if scaled is not None:  # the product, now unused: bufferization would keep it
         product = imp.tensor(node.input(0)).value.owner
         if not any(True for _ in product.results[0].uses):
             product.erase()
@@ -86,8 +93,9 @@ def _up(x: ir.Value) -> ir.Value:
     return arith.extf(ir.F32Type.get(), x) if is_f16(x) else x
 
 
-def _exp_sums(imp: Importer, x: TensorVal, axes: Sequence[int], scale: float
-              ) -> tuple[TensorVal, TensorVal, TensorVal]:
+def _exp_sums(
+    imp: Importer, x: TensorVal, axes: Sequence[int], scale: float
+) -> tuple[TensorVal, TensorVal, TensorVal]:
     """(row max, exp(scale (x - max)), row sum of those) over `axes`, the
     exponentials and sums of f16 in f32 (D-COMPILE-F16)."""
     phys = [x.perm.index(a) for a in axes]
@@ -97,6 +105,7 @@ def _exp_sums(imp: Importer, x: TensorVal, axes: Sequence[int], scale: float
     def exp(v: ir.Value, m: ir.Value) -> ir.Value:
         d = arith.subf(_up(v), _up(m))
         return math.exp(d if scale == 1.0 else arith.mulf(d, emit.fconst(d.type, scale)))
+
     ex, _ = elementwise(imp, [x, mx], exp, elem=wide_t)
     ext = TensorVal(ex, x.shape, x.perm)
     total = TensorVal(emit.reduce(ex, phys, 0.0, arith.addf), _keep(x, axes), x.perm)
@@ -114,6 +123,7 @@ def log_softmax(imp: Importer, node: Node) -> None:
     def body(v: ir.Value, m: ir.Value, t: ir.Value) -> ir.Value:
         r = arith.subf(arith.subf(_up(v), _up(m)), math.log(t))
         return arith.truncf(x.elem, r) if is_f16(x.value) else r
+
     y, perm = elementwise(imp, [x, mx, total], body, elem=x.elem)
     imp.define(node.outputs[0], y, perm)
 
@@ -140,12 +150,15 @@ def lrn(imp: Importer, node: Node) -> None:
 
     def body(e: ir.Value, s: ir.Value) -> ir.Value:
         def f(e: ir.Value, s: ir.Value) -> ir.Value:
-            t = arith.addf(emit.fconst(s.type, bias), arith.mulf(s, emit.fconst(s.type,
-                                                                             alpha / size)))
+            t = arith.addf(
+                emit.fconst(s.type, bias), arith.mulf(s, emit.fconst(s.type, alpha / size))
+            )
             return arith.mulf(e, math.exp(arith.mulf(math.log(t), emit.fconst(s.type, -beta))))
+
         if not is_f16(e):
             return f(e, s)
         return arith.truncf(e.type, f(_up(e), _up(s)))
+
     y, perm = elementwise(imp, [TensorVal(v, x.shape, cl), TensorVal(sums, x.shape, cl)], body)
     imp.define(node.outputs[0], y, perm)
 
@@ -156,8 +169,9 @@ def layernorm(imp: Importer, node: Node) -> None:
     if len(node.outputs) > 1 and any(node.outputs[1:]):
         raise imp.error("not supported: LayerNormalization Mean/InvStdDev outputs")
     extras = [imp.tensor(node.input(k)) if node.input(k) else None for k in (1, 2)]
-    y, perm = normalize(imp, x, list(range(axis, x.rank)),
-                        float(node.attrs.get("epsilon", 1e-5)), *extras)
+    y, perm = normalize(
+        imp, x, list(range(axis, x.rank)), float(node.attrs.get("epsilon", 1e-5)), *extras
+    )
     imp.define(node.outputs[0], y, perm)
 
 
@@ -171,17 +185,27 @@ def instance_norm(imp: Importer, node: Node) -> None:
     for k in (1, 2):
         c = imp.const(node.input(k))
         if c is not None:
-            extras.append(imp.weight(c.astype(x_dtype(imp, x)).reshape(-1, *[1] * (x.rank - 2)),
-                                     node.input(k)))
+            extras.append(
+                imp.weight(
+                    c.astype(x_dtype(imp, x)).reshape(-1, *[1] * (x.rank - 2)), node.input(k)
+                )
+            )
         else:
             extras.append(add_unit_dims(imp.tensor(node.input(k)), list(range(1, x.rank - 1))))
-    y, perm = normalize(imp, x, list(range(2, x.rank)), float(node.attrs.get("epsilon", 1e-5)),
-                        *extras)
+    y, perm = normalize(
+        imp, x, list(range(2, x.rank)), float(node.attrs.get("epsilon", 1e-5)), *extras
+    )
     imp.define(node.outputs[0], y, perm)
 
 
-def normalize(imp: Importer, x: TensorVal, axes: list[int], eps: float,
-              scale: TensorVal | None, bias: TensorVal | None) -> tuple[ir.Value, tuple[int, ...]]:
+def normalize(
+    imp: Importer,
+    x: TensorVal,
+    axes: list[int],
+    eps: float,
+    scale: TensorVal | None,
+    bias: TensorVal | None,
+) -> tuple[ir.Value, tuple[int, ...]]:
     """`(x - mean) / sqrt(var + eps) * scale + bias` with mean and variance
     over `axes` (f16 statistics in f32, D-COMPILE-F16): a row sum, a
     variance sum and one normalizing body (module docstring)."""
@@ -203,15 +227,32 @@ def normalize(imp: Importer, x: TensorVal, axes: list[int], eps: float,
     # algorithm, D-COMPILE-NORM-SHIFT): a row whose mean is far from zero
     # next to its spread (m93: |mean| 350 standard deviations) loses its
     # variance to the rounding of a plain sum
-    first = TensorVal(tensor.extract_slice(emit.tensor_type(kept_phys, x.elem), x.value,
-                                           [], [], [], [0] * rank, kept_phys, [1] * rank),
-                      kept, x.perm)
+    first = TensorVal(
+        tensor.extract_slice(
+            emit.tensor_type(kept_phys, x.elem),
+            x.value,
+            [],
+            [],
+            [],
+            [0] * rank,
+            kept_phys,
+            [1] * rank,
+        ),
+        kept,
+        x.perm,
+    )
 
     def shifted(v: ir.Value, f: ir.Value, acc: ir.Value) -> ir.Value:
         return arith.addf(acc, arith.subf(up(v), up(f)))
-    total = emit.generic([(x.value, emit.identity(rank)), (first.value, out_map)],
-                         emit.fill(kept_phys, acc_t, 0.0), out_map, kinds, shifted,
-                         pass_output=True)
+
+    total = emit.generic(
+        [(x.value, emit.identity(rank)), (first.value, out_map)],
+        emit.fill(kept_phys, acc_t, 0.0),
+        out_map,
+        kinds,
+        shifted,
+        pass_output=True,
+    )
     # the mean (x0 + sum / count) is computed where it is used, in the
     # variance's and the output's bodies: no nest of its own between them
     # (issue 16: one load-compute-store step less on the block's critical path)
@@ -223,17 +264,26 @@ def normalize(imp: Importer, x: TensorVal, axes: list[int], eps: float,
     def sq(v: ir.Value, s: ir.Value, f: ir.Value, acc: ir.Value) -> ir.Value:
         d = arith.subf(up(v), mean_of(s, f))
         return arith.addf(acc, arith.mulf(d, d))
-    # variance: sum over the axes of (x - mean)^2, mean broadcast along them
-    var_sum = emit.generic([(x.value, emit.identity(rank)), (total, out_map),
-                            (first.value, out_map)],
-                           emit.fill(kept_phys, acc_t, 0.0), out_map, kinds, sq,
-                           pass_output=True)
-    var = TensorVal(var_sum, kept, x.perm)
-    ops: list[TensorVal | float] = [x, sum_v, first, var,
-                                    *(e for e in (scale, bias) if e is not None)]
 
-    def body(v: ir.Value, s: ir.Value, f: ir.Value, vs: ir.Value, *rest: ir.Value
-             ) -> ir.Value:
+    # variance: sum over the axes of (x - mean)^2, mean broadcast along them
+    var_sum = emit.generic(
+        [(x.value, emit.identity(rank)), (total, out_map), (first.value, out_map)],
+        emit.fill(kept_phys, acc_t, 0.0),
+        out_map,
+        kinds,
+        sq,
+        pass_output=True,
+    )
+    var = TensorVal(var_sum, kept, x.perm)
+    ops: list[TensorVal | float] = [
+        x,
+        sum_v,
+        first,
+        var,
+        *(e for e in (scale, bias) if e is not None),
+    ]
+
+    def body(v: ir.Value, s: ir.Value, f: ir.Value, vs: ir.Value, *rest: ir.Value) -> ir.Value:
         c = partial(emit.fconst, acc_t)
         # (x - mean) / sqrt(var + eps), onnxruntime's formula: one rounding
         # (and one task on the critical path) fewer than * rsqrt
@@ -246,4 +296,5 @@ def normalize(imp: Importer, x: TensorVal, axes: list[int], eps: float,
         if bias is not None:
             r = arith.addf(r, up(rest[k]))
         return arith.truncf(x.elem, r) if half else r
+
     return elementwise(imp, ops, body, elem=x.elem)

@@ -29,33 +29,154 @@ import onnx
 
 from nem.frontends.onnx.diagnostics import NodeRef, OnnxImportError
 
-SUPPORTED: frozenset[str] = frozenset({
-    "Conv", "ConvTranspose", "BatchNormalization", "InstanceNormalization", "LRN",
-    "Relu", "LeakyRelu", "PRelu", "Elu", "Selu", "Softplus", "Softsign", "HardSigmoid",
-    "HardSwish", "Sign", "Shrink", "Clip", "Sigmoid", "Tanh", "Gelu", "Erf", "Exp", "Log",
-    "Sqrt", "Reciprocal", "Neg", "Abs", "Add", "Sub", "Mul", "Div", "Max", "Min", "Sum",
-    "Mean", "Pow", "MatMul", "Gemm", "MaxPool", "AveragePool", "GlobalAveragePool",
-    "GlobalMaxPool", "ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "Flatten",
-    "Reshape", "Transpose", "Concat", "Slice", "Split", "Squeeze", "Unsqueeze", "Expand",
-    "Tile", "Gather", "Pad", "Cast", "Shape", "Size", "ConstantOfShape", "Softmax",
-    "LogSoftmax", "LayerNormalization", "Identity", "Dropout", "Constant", "SequenceEmpty",
-    "SequenceConstruct", "SequenceInsert", "SequenceErase", "SequenceAt", "SequenceLength",
-    "ConcatFromSequence", "SplitToSequence"})
+SUPPORTED: frozenset[str] = frozenset(
+    {
+        "Conv",
+        "ConvTranspose",
+        "BatchNormalization",
+        "InstanceNormalization",
+        "LRN",
+        "Relu",
+        "LeakyRelu",
+        "PRelu",
+        "Elu",
+        "Selu",
+        "Softplus",
+        "Softsign",
+        "HardSigmoid",
+        "HardSwish",
+        "Sign",
+        "Shrink",
+        "Clip",
+        "Sigmoid",
+        "Tanh",
+        "Gelu",
+        "Erf",
+        "Exp",
+        "Log",
+        "Sqrt",
+        "Reciprocal",
+        "Neg",
+        "Abs",
+        "Add",
+        "Sub",
+        "Mul",
+        "Div",
+        "Max",
+        "Min",
+        "Sum",
+        "Mean",
+        "Pow",
+        "MatMul",
+        "Gemm",
+        "MaxPool",
+        "AveragePool",
+        "GlobalAveragePool",
+        "GlobalMaxPool",
+        "ReduceSum",
+        "ReduceMean",
+        "ReduceMax",
+        "ReduceMin",
+        "Flatten",
+        "Reshape",
+        "Transpose",
+        "Concat",
+        "Slice",
+        "Split",
+        "Squeeze",
+        "Unsqueeze",
+        "Expand",
+        "Tile",
+        "Gather",
+        "Pad",
+        "Cast",
+        "Shape",
+        "Size",
+        "ConstantOfShape",
+        "Softmax",
+        "LogSoftmax",
+        "LayerNormalization",
+        "Identity",
+        "Dropout",
+        "Constant",
+        "SequenceEmpty",
+        "SequenceConstruct",
+        "SequenceInsert",
+        "SequenceErase",
+        "SequenceAt",
+        "SequenceLength",
+        "ConcatFromSequence",
+        "SplitToSequence",
+    }
+)
 """The op types of the default domain `converters.CONVERTERS` converts (its
 keys: converters.py checks the two agree when it is imported)."""
 
-SIMPLIFIER_OP_TYPES: frozenset[str] = frozenset({
-    # onnxscript 0.7.2 optimizer/_constant_folding.py partial evaluators
-    "Abs", "Add", "Cast", "CastLike", "Concat", "ConcatFromSequence", "Dropout", "Expand",
-    "Gather", "Identity", "If", "Reshape", "SequenceAt", "SequenceConstruct", "Shape", "Size",
-    "SplitToSequence", "Squeeze",
-    # op types in the patterns of its default rewrite rules (rewriter/rules/common)
-    "And", "BatchNormalization", "BitShift", "BitwiseAnd", "BitwiseOr", "BitwiseXor", "Clip",
-    "Constant", "ConstantOfShape", "Conv", "ConvInteger", "ConvTranspose", "Div", "Equal",
-    "Flatten", "Gemm", "Greater", "GreaterOrEqual", "HardSigmoid", "HardSwish", "Less",
-    "LessOrEqual", "MatMul", "Max", "Min", "Mod", "Mul", "Or", "PRelu", "Pad", "Pow",
-    "QLinearConv", "Range", "Relu", "ScatterND", "Slice", "Split", "Sub", "Transpose",
-    "Unsqueeze", "Xor"})
+SIMPLIFIER_OP_TYPES: frozenset[str] = frozenset(
+    {
+        # onnxscript 0.7.2 optimizer/_constant_folding.py partial evaluators
+        "Abs",
+        "Add",
+        "Cast",
+        "CastLike",
+        "Concat",
+        "ConcatFromSequence",
+        "Dropout",
+        "Expand",
+        "Gather",
+        "Identity",
+        "If",
+        "Reshape",
+        "SequenceAt",
+        "SequenceConstruct",
+        "Shape",
+        "Size",
+        "SplitToSequence",
+        "Squeeze",
+        # op types in the patterns of its default rewrite rules (rewriter/rules/common)
+        "And",
+        "BatchNormalization",
+        "BitShift",
+        "BitwiseAnd",
+        "BitwiseOr",
+        "BitwiseXor",
+        "Clip",
+        "Constant",
+        "ConstantOfShape",
+        "Conv",
+        "ConvInteger",
+        "ConvTranspose",
+        "Div",
+        "Equal",
+        "Flatten",
+        "Gemm",
+        "Greater",
+        "GreaterOrEqual",
+        "HardSigmoid",
+        "HardSwish",
+        "Less",
+        "LessOrEqual",
+        "MatMul",
+        "Max",
+        "Min",
+        "Mod",
+        "Mul",
+        "Or",
+        "PRelu",
+        "Pad",
+        "Pow",
+        "QLinearConv",
+        "Range",
+        "Relu",
+        "ScatterND",
+        "Slice",
+        "Split",
+        "Sub",
+        "Transpose",
+        "Unsqueeze",
+        "Xor",
+    }
+)
 """Op types onnxscript's optimizer may replace or remove although they read
 run-time data (`test_onnx_early_unsupported.py` checks the installed
 onnxscript's sources name no other)."""
@@ -71,7 +192,7 @@ REWRITES = {
     "DepthToSpace": "write it as its definition: Reshape + Transpose + Reshape",
     "SpaceToDepth": "write it as its definition: Reshape + Transpose + Reshape",
     "GroupNormalization": "Reshape to [N, groups, -1], InstanceNormalization with scale 1 and "
-                          "bias 0, Reshape back, then Mul and Add the per-channel scale and bias",
+    "bias 0, Reshape back, then Mul and Add the per-channel scale and bias",
 }
 """Op types without a converter whose rewrite into supported ones is exact
 and short (outside users found each, session 8): the fix names it."""
@@ -81,17 +202,22 @@ def unsupported_op_type(node: onnx.NodeProto, where: str, ref: NodeRef) -> OnnxI
     """The importer's error for a node of a domain or op type it has no
     converter for, or None (one wording, early or in the full import)."""
     if node.domain not in ("", "ai.onnx"):
-        return OnnxImportError(f"not supported: operator domain '{node.domain}' (op "
-                               f"{node.op_type})", where, ref)
+        return OnnxImportError(
+            f"not supported: operator domain '{node.domain}' (op {node.op_type})", where, ref
+        )
     if node.op_type not in SUPPORTED:
-        return OnnxImportError(f"not supported: op type {node.op_type}", where, ref,
-                               fix=REWRITES.get(node.op_type, UNSUPPORTED_FIX))
+        return OnnxImportError(
+            f"not supported: op type {node.op_type}",
+            where,
+            ref,
+            fix=REWRITES.get(node.op_type, UNSUPPORTED_FIX),
+        )
     return None
 
 
-def early_unsupported(model: onnx.ModelProto, where: str,
-                      node_index: dict[str, tuple[int, str]],
-                      simplified: bool) -> list[OnnxImportError]:
+def early_unsupported(
+    model: onnx.ModelProto, where: str, node_index: dict[str, tuple[int, str]], simplified: bool
+) -> list[OnnxImportError]:
     """The errors of the nodes of `model` (before simplification) whose op
     type or domain the importer does not convert and which survive the
     simplifier (module docstring; all of them when `simplified` is False),
@@ -121,8 +247,9 @@ def kept_by_simplifier(model: onnx.ModelProto) -> set[str]:
     it does not rewrite (module docstring)."""
     g = model.graph
     both = _live(g) & _runtime(g)
-    return {n.name for k, n in enumerate(g.node)
-            if k in both and n.op_type not in SIMPLIFIER_OP_TYPES}
+    return {
+        n.name for k, n in enumerate(g.node) if k in both and n.op_type not in SIMPLIFIER_OP_TYPES
+    }
 
 
 def _live(g: onnx.GraphProto) -> set[int]:

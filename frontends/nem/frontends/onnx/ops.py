@@ -43,16 +43,18 @@ def broadcast_shape(imp: Importer, shapes: Sequence[Sequence[int]]) -> tuple[int
     return tuple(out)
 
 
-def elementwise(imp: Importer, operands: Sequence[TensorVal | float], body: Scalar,
-                elem: ir.Type | None = None) -> tuple[ir.Value, tuple[int, ...]]:
+def elementwise(
+    imp: Importer, operands: Sequence[TensorVal | float], body: Scalar, elem: ir.Type | None = None
+) -> tuple[ir.Value, tuple[int, ...]]:
     """`body(*scalars)` over the broadcast of `operands` (floats are inlined
     constants).  The result takes the layout of the first operand of full
     rank, so NHWC activations stay NHWC; returns (value, perm)."""
     tensors = [o for o in operands if isinstance(o, TensorVal)]
     shape = broadcast_shape(imp, [t.shape for t in tensors])
     rank = len(shape)
-    perm = next((t.perm for t in tensors if t.rank == rank and t.shape == shape),
-                tuple(range(rank)))
+    perm = next(
+        (t.perm for t in tensors if t.rank == rank and t.shape == shape), tuple(range(rank))
+    )
     inv = [0] * rank
     for i, p in enumerate(perm):
         inv[p] = i
@@ -65,12 +67,15 @@ def elementwise(imp: Importer, operands: Sequence[TensorVal | float], body: Scal
 
     def scalar_body(*xs: ir.Value) -> ir.Value:
         it = iter(xs)
-        args = [next(it) if isinstance(o, TensorVal) else emit.scalar(tensors[0].elem, o)
-                for o in operands]
+        args = [
+            next(it) if isinstance(o, TensorVal) else emit.scalar(tensors[0].elem, o)
+            for o in operands
+        ]
         return body(*args)
 
-    out = emit.generic(ins, emit.empty(phys_out, elem), emit.identity(rank),
-                       [emit.PARALLEL] * rank, scalar_body)
+    out = emit.generic(
+        ins, emit.empty(phys_out, elem), emit.identity(rank), [emit.PARALLEL] * rank, scalar_body
+    )
     return out, perm
 
 
@@ -82,11 +87,14 @@ def operand(imp: Importer, name: str) -> TensorVal | float:
     return imp.tensor(name)
 
 
-def define_elementwise(imp: Importer, node: Node, operands: Sequence[TensorVal | float],
-                       body: Scalar) -> None:
+def define_elementwise(
+    imp: Importer, node: Node, operands: Sequence[TensorVal | float], body: Scalar
+) -> None:
     if not any(isinstance(o, TensorVal) for o in operands):
-        raise imp.error("not supported: an elementwise op whose operands are all constants",
-                        fix="fold the constant subgraph (e.g. onnx-simplifier)")
+        raise imp.error(
+            "not supported: an elementwise op whose operands are all constants",
+            fix="fold the constant subgraph (e.g. onnx-simplifier)",
+        )
     value, perm = elementwise(imp, operands, body)
     imp.define(node.outputs[0], value, perm)
 
@@ -94,17 +102,20 @@ def define_elementwise(imp: Importer, node: Node, operands: Sequence[TensorVal |
 def is_f16(x: ir.Value) -> bool:
     """Whether `x` (a scalar, or a tensor by its element type) is f16."""
     t = x.type
-    return isinstance(ir.ShapedType(t).element_type if isinstance(t, ir.ShapedType) else t,
-                      ir.F16Type)
+    return isinstance(
+        ir.ShapedType(t).element_type if isinstance(t, ir.ShapedType) else t, ir.F16Type
+    )
 
 
 def wide(fn: Callable[[ir.Value], ir.Value]) -> Callable[[ir.Value], ir.Value]:
     """`fn` evaluated in f32 for an f16 scalar, rounded once (D-COMPILE-F16)."""
+
     def apply(x: ir.Value) -> ir.Value:
         if not is_f16(x):
             return fn(x)
         f32 = ir.F32Type.get()
         return arith.truncf(x.type, fn(arith.extf(f32, x)))
+
     return apply
 
 
@@ -122,8 +133,9 @@ def _gelu(approximate: str) -> Callable[[ir.Value], ir.Value]:
     def tanh_form(x: ir.Value) -> ir.Value:
         c = partial(emit.fconst, x.type)
         cube = arith.mulf(arith.mulf(x, x), x)
-        inner = arith.mulf(c(pymath.sqrt(2.0 / pymath.pi)),
-                           arith.addf(x, arith.mulf(c(0.044715), cube)))
+        inner = arith.mulf(
+            c(pymath.sqrt(2.0 / pymath.pi)), arith.addf(x, arith.mulf(c(0.044715), cube))
+        )
         return arith.mulf(arith.mulf(c(0.5), x), arith.addf(c(1.0), math.tanh(inner)))
 
     return tanh_form if approximate == "tanh" else erf_form
@@ -132,6 +144,7 @@ def _gelu(approximate: str) -> Callable[[ir.Value], ir.Value]:
 def unary(fn: Callable[[ir.Value], ir.Value]) -> Callable[[Importer, Node], None]:
     def convert(imp: Importer, node: Node) -> None:
         define_elementwise(imp, node, [imp.tensor(node.input(0))], fn)
+
     return convert
 
 
@@ -145,6 +158,7 @@ def leaky_relu(imp: Importer, node: Node) -> None:
     def body(x: ir.Value) -> ir.Value:
         neg = arith.cmpf(arith.CmpFPredicate.OLT, x, emit.fconst(x.type, 0.0))
         return arith.select(neg, arith.mulf(x, emit.fconst(x.type, alpha)), x)
+
     define_elementwise(imp, node, [imp.tensor(node.input(0))], body)
 
 
@@ -160,8 +174,10 @@ def clip(imp: Importer, node: Node) -> None:
                 continue
             c = imp.const(name)
             if c is None or c.size != 1:
-                raise imp.error(f"not supported: Clip bound '{name}' computed at run time",
-                                fix="make min/max initializers or Constant nodes")
+                raise imp.error(
+                    f"not supported: Clip bound '{name}' computed at run time",
+                    fix="make min/max initializers or Constant nodes",
+                )
             bounds.append(float(c.reshape(())))
         lo, hi = bounds
 
@@ -171,6 +187,7 @@ def clip(imp: Importer, node: Node) -> None:
         if hi is not None:
             x = arith.minimumf(x, emit.fconst(x.type, hi))
         return x
+
     define_elementwise(imp, node, [imp.tensor(node.input(0))], body)
 
 
@@ -183,24 +200,32 @@ def gelu(imp: Importer, node: Node) -> None:
 
 
 INTEGER_OPS: dict[Callable[..., ir.Value], Callable[..., ir.Value]] = {
-    arith.addf: arith.addi, arith.subf: arith.subi, arith.mulf: arith.muli,
-    arith.divf: arith.divsi, arith.maximumf: arith.maxsi, arith.minimumf: arith.minsi}
+    arith.addf: arith.addi,
+    arith.subf: arith.subi,
+    arith.mulf: arith.muli,
+    arith.divf: arith.divsi,
+    arith.maximumf: arith.maxsi,
+    arith.minimumf: arith.minsi,
+}
 """The integer op of each float op an integer tensor may take (D-COMPILE-I64):
 ONNX's integer Div truncates, as `divsi` does."""
 
 
 def by_type(fn: Callable[..., ir.Value]) -> Callable[..., ir.Value]:
     """`fn`, applied as its integer counterpart (INTEGER_OPS) to integers."""
+
     def apply(a: ir.Value, *rest: ir.Value) -> ir.Value:
-        return INTEGER_OPS[fn](a, *rest) if isinstance(a.type, ir.IntegerType) else \
-            fn(a, *rest)
+        return INTEGER_OPS[fn](a, *rest) if isinstance(a.type, ir.IntegerType) else fn(a, *rest)
+
     return apply
 
 
 def binary(fn: Callable[[ir.Value, ir.Value], ir.Value]) -> Callable[[Importer, Node], None]:
     def convert(imp: Importer, node: Node) -> None:
-        define_elementwise(imp, node, [operand(imp, node.input(0)),
-                                       operand(imp, node.input(1))], by_type(fn))
+        define_elementwise(
+            imp, node, [operand(imp, node.input(0)), operand(imp, node.input(1))], by_type(fn)
+        )
+
     return convert
 
 
@@ -208,8 +233,13 @@ def identity(imp: Importer, node: Node) -> None:
     imp.vals[node.outputs[0]] = imp.tensor(node.input(0))
 
 
-CONSTANT_FORMS = {"value": None, "value_float": np.float32, "value_floats": np.float32,
-                  "value_int": np.int64, "value_ints": np.int64}
+CONSTANT_FORMS = {
+    "value": None,
+    "value_float": np.float32,
+    "value_floats": np.float32,
+    "value_int": np.int64,
+    "value_ints": np.int64,
+}
 """Constant's attributes the importer takes, with the dtype ONNX gives the
 scalar and list forms (FLOAT, INT64); `value` is a tensor of its own type."""
 
@@ -220,13 +250,17 @@ def constant(imp: Importer, node: Node) -> None:
     form = next((a for a in CONSTANT_FORMS if a in node.attrs), None)
     if form is None:
         given = ", ".join(f"'{a}'" for a in node.attrs) or "none"
-        raise imp.error(f"not supported: Constant with attribute {given} (the importer "
-                        "takes " + ", ".join(f"'{a}'" for a in CONSTANT_FORMS) + ")",
-                        fix="give the constant as a float or integer tensor ('value') or an "
-                            "initializer (sparse and string constants have no NEM form)")
+        raise imp.error(
+            f"not supported: Constant with attribute {given} (the importer "
+            "takes " + ", ".join(f"'{a}'" for a in CONSTANT_FORMS) + ")",
+            fix="give the constant as a float or integer tensor ('value') or an "
+            "initializer (sparse and string constants have no NEM form)",
+        )
     v = node.attrs[form]
-    imp.set_const(node.outputs[0], numpy_helper.to_array(v) if form == "value" else
-                  np.array(v, dtype=CONSTANT_FORMS[form]))
+    imp.set_const(
+        node.outputs[0],
+        numpy_helper.to_array(v) if form == "value" else np.array(v, dtype=CONSTANT_FORMS[form]),
+    )
 
 
 def ints(node: Node, key: str, default: Sequence[int]) -> list[int]:
@@ -251,9 +285,14 @@ def _matmul_nt(a: ir.Value, b_nk: ir.Value, init: ir.Value) -> ir.Value:
     raises it to a NEM matmul with trans_b = 1), no transpose materialized."""
     d = [ir.AffineExpr.get_dim(i) for i in range(3)]
     maps = [ir.AffineMap.get(3, 0, [d[0], d[2]]), ir.AffineMap.get(3, 0, [d[1], d[2]])]
-    return emit.generic(list(zip([a, b_nk], maps)), init, ir.AffineMap.get(3, 0, d[:2]),
-                        [emit.PARALLEL, emit.PARALLEL, emit.REDUCTION],
-                        lambda x, y, acc: arith.addf(acc, arith.mulf(x, y)), pass_output=True)
+    return emit.generic(
+        list(zip([a, b_nk], maps)),
+        init,
+        ir.AffineMap.get(3, 0, d[:2]),
+        [emit.PARALLEL, emit.PARALLEL, emit.REDUCTION],
+        lambda x, y, acc: arith.addf(acc, arith.mulf(x, y)),
+        pass_output=True,
+    )
 
 
 def _transposed_view(b: TensorVal) -> bool:
@@ -266,12 +305,20 @@ def _transposed_view(b: TensorVal) -> bool:
 def matmul(imp: Importer, node: Node) -> None:
     a, b = imp.tensor(node.input(0)), imp.tensor(node.input(1))
     ash, bsh = list(a.shape), list(b.shape)
-    if len(bsh) >= 2 and _transposed_view(b) and int(np.prod(bsh[:-2])) == 1 and (
-            len(bsh) == 2 or int(np.prod(ash[:-2])) == 1) and ash[-1] == bsh[-2]:
+    if (
+        len(bsh) >= 2
+        and _transposed_view(b)
+        and int(np.prod(bsh[:-2])) == 1
+        and (len(bsh) == 2 or int(np.prod(ash[:-2])) == 1)
+        and ash[-1] == bsh[-2]
+    ):
         # A @ K^T (attention's scores): K read transposed by the matmul
         rows, (k, n) = int(np.prod(ash[:-1])), bsh[-2:]
-        y = _matmul_nt(emit.reshape(imp.logical(a), [rows, k]), emit.reshape(b.value, [n, k]),
-                       emit.fill([rows, n], a.elem, 0.0))
+        y = _matmul_nt(
+            emit.reshape(imp.logical(a), [rows, k]),
+            emit.reshape(b.value, [n, k]),
+            emit.fill([rows, n], a.elem, 0.0),
+        )
         batch = list(broadcast_shape(imp, [ash[:-2], bsh[:-2]]))
         imp.define(node.outputs[0], emit.reshape(y, [*batch, ash[-2], n]))
         return
@@ -285,7 +332,7 @@ def matmul(imp: Importer, node: Node) -> None:
     if k != k2:
         raise imp.error(f"MatMul of {a.shape} and {b.shape}: inner dimensions differ")
     elem = a.elem
-    if len(bsh) == 2:          # [..., M, K] x [K, N]: one 2-D matmul over the rows
+    if len(bsh) == 2:  # [..., M, K] x [K, N]: one 2-D matmul over the rows
         rows = int(np.prod(ash[:-1]))
         y = _matmul2d(emit.reshape(av, [rows, k]), bv, emit.fill([rows, n], elem, 0.0))
         out = [*ash[:-1], n]
@@ -294,13 +341,18 @@ def matmul(imp: Importer, node: Node) -> None:
         nb = int(np.prod(batch))
         av = _broadcast_batch(av, ash, batch)
         bv = _broadcast_batch(bv, bsh, batch)
-        if nb == 1:   # a batch of one is a 2-D matmul (the form the lowering raises)
-            y = _matmul2d(emit.reshape(av, [m, k]), emit.reshape(bv, [k, n]),
-                          emit.fill([m, n], elem, 0.0))
+        if nb == 1:  # a batch of one is a 2-D matmul (the form the lowering raises)
+            y = _matmul2d(
+                emit.reshape(av, [m, k]), emit.reshape(bv, [k, n]), emit.fill([m, n], elem, 0.0)
+            )
         else:
-            y = emit.value_of(linalg.batch_matmul(
-                emit.reshape(av, [nb, m, k]), emit.reshape(bv, [nb, k, n]),
-                outs=[emit.fill([nb, m, n], elem, 0.0)]))
+            y = emit.value_of(
+                linalg.batch_matmul(
+                    emit.reshape(av, [nb, m, k]),
+                    emit.reshape(bv, [nb, k, n]),
+                    outs=[emit.fill([nb, m, n], elem, 0.0)],
+                )
+            )
         out = [*batch, m, n]
     if len(a.shape) == 1:
         out.pop(-2)
@@ -326,9 +378,8 @@ def gemm(imp: Importer, node: Node) -> None:
         raise imp.error(f"Gemm input A has rank {a.rank}, not 2")
     av = imp.in_perm(a, (1, 0) if ta else (0, 1))
     bc = imp.const(node.input(1))
-    if bc is not None:    # weights stored [K, N]
-        bv = imp.weight(bc.T if tb else bc, node.input(1),
-                        perm=(1, 0) if tb else (0, 1)).value
+    if bc is not None:  # weights stored [K, N]
+        bv = imp.weight(bc.T if tb else bc, node.input(1), perm=(1, 0) if tb else (0, 1)).value
         kb, n = (bc.shape[1], bc.shape[0]) if tb else bc.shape
     else:
         b = imp.tensor(node.input(1))
@@ -340,7 +391,7 @@ def gemm(imp: Importer, node: Node) -> None:
     elem = a.elem
     cname = node.input(2)
     c = imp.const(cname) if cname else None
-    if c is not None and alpha == 1.0:   # Y = A B + beta C: the matmul accumulates into beta C
+    if c is not None and alpha == 1.0:  # Y = A B + beta C: the matmul accumulates into beta C
         scaled = np.atleast_1d(c.astype(np.float64) * beta).astype(x_dtype(imp, a))
         ct = imp.weight(scaled, cname)
         rank = scaled.ndim
@@ -362,6 +413,7 @@ def gemm(imp: Importer, node: Node) -> None:
             cs = arith.mulf(cv, emit.fconst(cv.type, beta)) if beta != 1.0 else cv
             r = arith.addf(r, cs)
         return r
+
     define_elementwise(imp, node, ops, body)
 
 
@@ -371,13 +423,12 @@ def gemm(imp: Importer, node: Node) -> None:
 
 def flatten(imp: Importer, node: Node) -> None:
     x = imp.tensor(node.input(0))
-    axis = int(node.attrs.get("axis", 1))      # in [-r, r] (r: rows of one), -1 is r - 1
+    axis = int(node.attrs.get("axis", 1))  # in [-r, r] (r: rows of one), -1 is r - 1
     if not -x.rank <= axis <= x.rank:
         raise imp.error(f"axis {axis} out of range for Flatten of a rank-{x.rank} tensor")
     axis = axis + x.rank if axis < 0 else axis
     rows = int(np.prod(x.shape[:axis]))
-    imp.define(node.outputs[0], emit.reshape(imp.logical(x), [rows, int(np.prod(
-        x.shape[axis:]))]))
+    imp.define(node.outputs[0], emit.reshape(imp.logical(x), [rows, int(np.prod(x.shape[axis:]))]))
 
 
 def reshape(imp: Importer, node: Node) -> None:
@@ -386,10 +437,12 @@ def reshape(imp: Importer, node: Node) -> None:
     target = imp.const(node.input(1))
     declared = imp.static_shape(node.outputs[0])
     if target is None and node.input(1) in imp.unread_inputs and declared is not None:
-        target = np.array(declared)   # the shape the model declares (D-COMPILE-IFACE)
+        target = np.array(declared)  # the shape the model declares (D-COMPILE-IFACE)
     if target is None:
-        raise imp.error(f"not supported: Reshape to a shape '{node.input(1)}' computed at "
-                        "run time", fix="make the shape an initializer or Constant")
+        raise imp.error(
+            f"not supported: Reshape to a shape '{node.input(1)}' computed at run time",
+            fix="make the shape an initializer or Constant",
+        )
     allowzero = int(node.attrs.get("allowzero", 0))
     dims = [int(d) for d in target.reshape(-1)]
     dims = [src[i] if d == 0 and not allowzero else d for i, d in enumerate(dims)]
@@ -412,8 +465,9 @@ def transpose(imp: Importer, node: Node) -> None:
     for i, p in enumerate(perm):
         inv[p] = i
     # a layout change only: no data moves until a consumer needs the order
-    imp.vals[node.outputs[0]] = TensorVal(x.value, tuple(x.shape[p] for p in perm),
-                                          tuple(inv[p] for p in x.perm))
+    imp.vals[node.outputs[0]] = TensorVal(
+        x.value, tuple(x.shape[p] for p in perm), tuple(inv[p] for p in x.perm)
+    )
 
 
 def concat(imp: Importer, node: Node) -> None:

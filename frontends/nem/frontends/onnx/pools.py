@@ -38,8 +38,14 @@ from nem.frontends.onnx.ops import define_elementwise, elementwise, ints, is_f16
 from nem.frontends.onnx.shapes import crop_negative_pads
 
 
-def pool2d(xp: ir.Value, kernel: Sequence[int], strides: Sequence[int], dil: Sequence[int],
-           outs: Sequence[int], kind: str) -> ir.Value:
+def pool2d(
+    xp: ir.Value,
+    kernel: Sequence[int],
+    strides: Sequence[int],
+    dil: Sequence[int],
+    outs: Sequence[int],
+    kind: str,
+) -> ir.Value:
     """The window max or sum of the padded NHWC `xp`, `outs` output rows and
     columns (one named pooling op)."""
     n, _, _, c = emit.shape_of(xp)
@@ -47,28 +53,41 @@ def pool2d(xp: ir.Value, kernel: Sequence[int], strides: Sequence[int], dil: Seq
     window = emit.empty(list(kernel), elem)
     init = emit.fill([n, *outs, c], elem, -np.inf if kind == "max" else 0.0)
     op = linalg.pooling_nhwc_max if kind == "max" else linalg.pooling_nhwc_sum
-    return emit.value_of(op(xp, window, outs=[init], strides=list(strides),
-                            dilations=list(dil)))
+    return emit.value_of(op(xp, window, outs=[init], strides=list(strides), dilations=list(dil)))
 
 
-def pool_nd(xp: ir.Value, kernel: Sequence[int], strides: Sequence[int],
-            dil: Sequence[int], outs: Sequence[int], kind: str) -> ir.Value:
+def pool_nd(
+    xp: ir.Value,
+    kernel: Sequence[int],
+    strides: Sequence[int],
+    dil: Sequence[int],
+    outs: Sequence[int],
+    kind: str,
+) -> ir.Value:
     """The channels-last window max or sum over 1, 2 or 3 spatial
     dimensions (module docstring)."""
     shape = emit.shape_of(xp)
     n, c = shape[0], shape[-1]
-    if len(outs) == 1:   # [N, W, C] as [1, N, W, C]: N is the unit-kernel height
-        y = pool2d(emit.reshape(xp, [1, n, shape[1], c]), [1, kernel[0]], [1, strides[0]],
-                   [1, dil[0]], [n, outs[0]], kind)
+    if len(outs) == 1:  # [N, W, C] as [1, N, W, C]: N is the unit-kernel height
+        y = pool2d(
+            emit.reshape(xp, [1, n, shape[1], c]),
+            [1, kernel[0]],
+            [1, strides[0]],
+            [1, dil[0]],
+            [n, outs[0]],
+            kind,
+        )
         return emit.reshape(y, [n, outs[0], c])
     if len(outs) == 2:
         return pool2d(xp, kernel, strides, dil, outs, kind)
     _, dp, hp, wp, _ = shape
-    rows = pool2d(emit.reshape(xp, [n * dp, hp, wp, c]), kernel[1:], strides[1:], dil[1:],
-                  outs[1:], kind)
+    rows = pool2d(
+        emit.reshape(xp, [n * dp, hp, wp, c]), kernel[1:], strides[1:], dil[1:], outs[1:], kind
+    )
     flat = emit.reshape(rows, [n, dp, outs[1] * outs[2], c])
-    y = pool2d(flat, [kernel[0], 1], [strides[0], 1], [dil[0], 1],
-               [outs[0], outs[1] * outs[2]], kind)
+    y = pool2d(
+        flat, [kernel[0], 1], [strides[0], 1], [dil[0], 1], [outs[0], outs[1] * outs[2]], kind
+    )
     return emit.reshape(y, [n, *outs, c])
 
 
@@ -91,23 +110,26 @@ def pool(kind: str) -> Callable[[Importer, Node], None]:
             raise imp.error(f"not supported: AveragePool dilations={dil}")
         pads = spatial_pads(imp, node, x.shape[2:], kernel, strides, dil, crop=True)
         lo, hi = [0, 0, *pads[:spatial]], [0, 0, *pads[spatial:]]
-        x = crop_negative_pads(imp, x, lo, hi, node.op_type)   # D-COMPILE-SAME-NEG
+        x = crop_negative_pads(imp, x, lo, hi, node.op_type)  # D-COMPILE-SAME-NEG
         pads = lo[2:] + hi[2:]
         sizes = x.shape[2:]
         ceil_mode = int(node.attrs.get("ceil_mode", 0))
         outs: list[int] = []
         extra: list[int] = []
-        for size, k, s, d, lo, hi in zip(sizes, kernel, strides, dil, pads[:spatial],
-                                         pads[spatial:]):
+        for size, k, s, d, lo, hi in zip(
+            sizes, kernel, strides, dil, pads[:spatial], pads[spatial:]
+        ):
             span = size + lo + hi - d * (k - 1) - 1
             # ONNX (and onnxruntime) divide as C does: a window longer than the
             # padded input (span < 0) still makes one output, over what it covers
             o = (-(-span // s) if ceil_mode or span < 0 else span // s) + 1
             if o < 1:
-                raise imp.error(f"not supported: a {k}-element window (dilation {d}) over "
-                                f"{size + lo + hi} padded elements makes no output")
+                raise imp.error(
+                    f"not supported: a {k}-element window (dilation {d}) over "
+                    f"{size + lo + hi} padded elements makes no output"
+                )
             if ceil_mode and (o - 1) * s >= size + lo:
-                o -= 1           # the last window must start inside the input or left pad
+                o -= 1  # the last window must start inside the input or left pad
             outs.append(o)
             extra.append(max((o - 1) * s + d * (k - 1) + 1 - (size + lo + hi), 0))
         if ceil_mode:
@@ -115,9 +137,12 @@ def pool(kind: str) -> Callable[[Importer, Node], None]:
         if kind == "max":
             _window_in_padding(imp, sizes, kernel, strides, dil, pads[:spatial], outs)
         cl = channels_last(x.rank)
-        xp = emit.pad(imp.in_perm(x, cl), [0, *pads[:spatial], 0],
-                      [0, *(h + e for h, e in zip(pads[spatial:], extra)), 0],
-                      -np.inf if kind == "max" else 0.0)
+        xp = emit.pad(
+            imp.in_perm(x, cl),
+            [0, *pads[:spatial], 0],
+            [0, *(h + e for h, e in zip(pads[spatial:], extra)), 0],
+            -np.inf if kind == "max" else 0.0,
+        )
         y = pool_nd(xp, kernel, strides, dil, outs, kind)
         if kind == "max":
             imp.define(node.outputs[0], y, cl)
@@ -128,9 +153,11 @@ def pool(kind: str) -> Callable[[Importer, Node], None]:
         if np.all(counts == counts.flat[0]):
             inv: TensorVal | float = 1.0 / float(counts.flat[0])
         else:
-            inv = imp.weight((1.0 / counts).astype(x_dtype(imp, x)).reshape(1, *outs),
-                             f"{node.name}_inv_count")
+            inv = imp.weight(
+                (1.0 / counts).astype(x_dtype(imp, x)).reshape(1, *outs), f"{node.name}_inv_count"
+            )
         define_elementwise(imp, node, [sum_tv, inv], arith.mulf)
+
     return convert
 
 
@@ -153,18 +180,24 @@ def _ceil_mode_disagreement(imp: Importer, node: Node, outs: Sequence[int]) -> N
                 f"(and onnxruntime) gives {size}: a window that starts past the input is "
                 "dropped, auto_pad SAME makes ceil(in / stride) (D-COMPILE-POOL-EDGE)",
                 fix="give explicit pads (covering the last window) and ceil_mode=0, or strides "
-                    "with which every window starts inside the input")
+                "with which every window starts inside the input",
+            )
 
 
-def _window_in_padding(imp: Importer, sizes: Sequence[int], kernel: Sequence[int],
-                       strides: Sequence[int], dil: Sequence[int], begins: Sequence[int],
-                       outs: Sequence[int]) -> None:
+def _window_in_padding(
+    imp: Importer,
+    sizes: Sequence[int],
+    kernel: Sequence[int],
+    strides: Sequence[int],
+    dil: Sequence[int],
+    begins: Sequence[int],
+    outs: Sequence[int],
+) -> None:
     """Stop at a max pooling window that reads no input element (dilated
     taps that all fall in the padding): the operator gives it no value, and
     onnxruntime gives the lowest finite f32 but -inf in f16
     (D-COMPILE-POOL-EDGE).  Checked per axis, one pass over its windows."""
-    for axis, (size, k, s, d, lo, o) in enumerate(zip(sizes, kernel, strides, dil, begins,
-                                                      outs)):
+    for axis, (size, k, s, d, lo, o) in enumerate(zip(sizes, kernel, strides, dil, begins, outs)):
         for j in range(o):
             taps = [j * s - lo + t * d for t in range(k)]
             if not any(0 <= p < size for p in taps):
@@ -173,12 +206,18 @@ def _window_in_padding(imp: Importer, sizes: Sequence[int], kernel: Sequence[int
                     f"padding (positions {taps} of {size}): the operator gives it no value "
                     "(onnxruntime: the lowest finite value in f32, -inf in f16; "
                     "D-COMPILE-POOL-EDGE)",
-                    fix="make the pads or dilations smaller, so that every window reads the "
-                        "input")
+                    fix="make the pads or dilations smaller, so that every window reads the input",
+                )
 
 
-def _pool_counts(sizes: Sequence[int], kernel: Sequence[int], strides: Sequence[int],
-                 pads: Sequence[int], outs: Sequence[int], include_pad: int) -> np.ndarray:
+def _pool_counts(
+    sizes: Sequence[int],
+    kernel: Sequence[int],
+    strides: Sequence[int],
+    pads: Sequence[int],
+    outs: Sequence[int],
+    include_pad: int,
+) -> np.ndarray:
     """Elements each average-pooling window divides by: the window inside
     the input (plus the explicit pads with count_include_pad; the ceil_mode
     overhang never counts), the outer product of the per-axis counts."""
@@ -207,14 +246,22 @@ def global_pool(kind: str) -> Callable[[Importer, Node], None]:
             n = int(np.prod(x.shape[2:]))
             if is_f16(v):
                 f32 = ir.F32Type.get()
-                s = emit.reduce(v, axes, 0.0, arith.addf, elem=f32,
-                                prologue=lambda e: arith.extf(f32, e))
-                y, _ = elementwise(imp, [TensorVal(s, kept, x.perm)],
-                                   lambda t: arith.truncf(x.elem, arith.mulf(
-                                       t, emit.fconst(t.type, 1.0 / n))), elem=x.elem)
+                s = emit.reduce(
+                    v, axes, 0.0, arith.addf, elem=f32, prologue=lambda e: arith.extf(f32, e)
+                )
+                y, _ = elementwise(
+                    imp,
+                    [TensorVal(s, kept, x.perm)],
+                    lambda t: arith.truncf(x.elem, arith.mulf(t, emit.fconst(t.type, 1.0 / n))),
+                    elem=x.elem,
+                )
             else:
                 s = emit.reduce(v, axes, 0.0, arith.addf)
-                y, _ = elementwise(imp, [TensorVal(s, kept, x.perm)],
-                                   lambda t: arith.mulf(t, emit.fconst(t.type, 1.0 / n)))
+                y, _ = elementwise(
+                    imp,
+                    [TensorVal(s, kept, x.perm)],
+                    lambda t: arith.mulf(t, emit.fconst(t.type, 1.0 / n)),
+                )
         imp.define(node.outputs[0], y, x.perm)
+
     return convert

@@ -99,12 +99,14 @@ def infer_shapes_strict(model: onnx.ModelProto) -> onnx.ModelProto:
         if n <= LARGE:
             light.initializer.append(init)
         elif init.name not in listed:
-            light.input.append(onnx.helper.make_tensor_value_info(init.name, init.data_type,
-                                                                  list(init.dims)))
+            light.input.append(
+                onnx.helper.make_tensor_value_info(init.name, init.data_type, list(init.dims))
+            )
     light.output.extend(g.output)
     light.value_info.extend(g.value_info)
-    probe = onnx.helper.make_model(light, opset_imports=model.opset_import,
-                                   ir_version=max(model.ir_version, 4))
+    probe = onnx.helper.make_model(
+        light, opset_imports=model.opset_import, ir_version=max(model.ir_version, 4)
+    )
     probe.functions.extend(model.functions)
     try:
         return onnx.shape_inference.infer_shapes(probe, strict_mode=True)
@@ -146,8 +148,9 @@ def name_nodes(graph: onnx.GraphProto) -> dict[str, tuple[int, str]]:
     return index
 
 
-def restore_names(graph: onnx.GraphProto, user: onnx.GraphProto,
-                  known: dict[str, tuple[int, str]]) -> None:
+def restore_names(
+    graph: onnx.GraphProto, user: onnx.GraphProto, known: dict[str, tuple[int, str]]
+) -> None:
     """Name each node of `graph` (the simplified model) that is not one of
     the user's after the user's node it replaces: the node computing the
     same output value, or the nearest node of the same op type before it
@@ -199,7 +202,7 @@ def _quiet(names: tuple[str, ...]) -> Iterator[None]:
             lg.setLevel(level)
 
 
-def _fold(node: Any) -> bool | None:   # node: an onnx_ir Node
+def _fold(node: Any) -> bool | None:  # node: an onnx_ir Node
     return True if node.op_type == "ConstantOfShape" else None
 
 
@@ -222,7 +225,7 @@ def rewrite_rules() -> list[Any]:
         matcher = getattr(rule, "_matcher", None)
         if matcher is not None and not matcher.pattern.has_single_output_node:
             guarded: Any = copy.copy(rule)
-            guarded._matcher = _FirstNodeGuard(matcher)   # duck-typed: its one method
+            guarded._matcher = _FirstNodeGuard(matcher)  # duck-typed: its one method
             rule = guarded
         rules.append(rule)
     return rules
@@ -238,7 +241,7 @@ class _FirstNodeGuard:
     docs/upstream-reports.md).  A node of another op type fails the match
     either way; the guard only skips the index."""
 
-    def __init__(self, inner: Any) -> None:   # an onnxscript PatternMatcher
+    def __init__(self, inner: Any) -> None:  # an onnxscript PatternMatcher
         self.inner = inner
         self.pattern = inner.pattern
         self.first = inner.pattern.output_nodes[0]
@@ -267,14 +270,19 @@ def optimizer() -> Any:
         ir.passes.PassManager(
             [
                 _constant_folding.FoldConstantsPass(
-                    shape_inference=True, input_size_limit=FOLD_LIMIT,
-                    output_size_limit=FOLD_LIMIT, should_fold=_fold),
+                    shape_inference=True,
+                    input_size_limit=FOLD_LIMIT,
+                    output_size_limit=FOLD_LIMIT,
+                    should_fold=_fold,
+                ),
                 rewriter.RewritePass(rewrite_rules()),
                 common_passes.RemoveUnusedNodesPass(),
                 common_passes.RemoveUnusedFunctionsPass(),  # type: ignore[no-untyped-call]
                 common_passes.RemoveUnusedOpsetsPass(),
             ],
-            steps=2, early_stop=True),
+            steps=2,
+            early_stop=True,
+        ),
         common_passes.RemoveUnusedNodesPass(),
         common_passes.LiftConstantsToInitializersPass(lift_all_constants=True, size_limit=0),
         common_passes.LiftSubgraphInitializersToMainGraphPass(),
@@ -298,8 +306,9 @@ def simplify(model: onnx.ModelProto) -> onnx.ModelProto:
         if onnxscript.__version__.startswith(OPTIMIZER_VERSIONS):
             optimizer()(mir)
         else:
-            optimize_ir(mir, input_size_limit=FOLD_LIMIT, output_size_limit=FOLD_LIMIT,
-                        should_fold=_fold)
+            optimize_ir(
+                mir, input_size_limit=FOLD_LIMIT, output_size_limit=FOLD_LIMIT, should_fold=_fold
+            )
         return ir.serde.serialize_model(mir)
 
 
@@ -311,20 +320,29 @@ def crossed_clips(model: onnx.ModelProto) -> int:
     (D-COMPILE-SIMPLIFY)."""
     from onnx import numpy_helper
 
-    def scalar(t: onnx.TensorProto) -> bool:   # weights are not decoded: only scalars
+    def scalar(t: onnx.TensorProto) -> bool:  # weights are not decoded: only scalars
         return all(d == 1 for d in t.dims)
 
     consts = {i.name: numpy_helper.to_array(i) for i in model.graph.initializer if scalar(i)}
     for n in model.graph.node:
-        if n.op_type == "Constant" and n.attribute and n.attribute[0].name == "value" \
-                and scalar(n.attribute[0].t):
+        if (
+            n.op_type == "Constant"
+            and n.attribute
+            and n.attribute[0].name == "value"
+            and scalar(n.attribute[0].t)
+        ):
             consts[n.output[0]] = numpy_helper.to_array(n.attribute[0].t)
     crossed = 0
     for n in model.graph.node:
         if n.op_type == "Clip" and len(n.input) == 3:
             lo, hi = consts.get(n.input[1]), consts.get(n.input[2])
-            if lo is not None and hi is not None and lo.size == 1 and hi.size == 1 \
-                    and float(lo.reshape(())) > float(hi.reshape(())):
+            if (
+                lo is not None
+                and hi is not None
+                and lo.size == 1
+                and hi.size == 1
+                and float(lo.reshape(())) > float(hi.reshape(()))
+            ):
                 crossed += 1
     return crossed
 
@@ -359,12 +377,11 @@ def same_conv_strides_past_window(model: onnx.ModelProto) -> bool:
             continue
         attrs = {a.name: helper.get_attribute_value(a) for a in n.attribute}
         auto = attrs.get("auto_pad", b"NOTSET")
-        if (auto.decode() if isinstance(auto, bytes) else auto) not in ("SAME_UPPER",
-                                                                        "SAME_LOWER"):
+        if (auto.decode() if isinstance(auto, bytes) else auto) not in ("SAME_UPPER", "SAME_LOWER"):
             continue
         kernel = list(attrs.get("kernel_shape", []))
         strides = list(attrs.get("strides", [1] * len(kernel)))
-        if not kernel and any(s > 1 for s in strides):   # the window is the weights': unknown
+        if not kernel and any(s > 1 for s in strides):  # the window is the weights': unknown
             return True
         dilations = list(attrs.get("dilations", [1] * len(kernel)))
         if any(s > (k - 1) * d + 1 for k, s, d in zip(kernel, strides, dilations)):
@@ -374,13 +391,17 @@ def same_conv_strides_past_window(model: onnx.ModelProto) -> bool:
 
 def _interface(model: onnx.ModelProto) -> tuple[list[str], list[str]]:
     inits = {i.name for i in model.graph.initializer}
-    return ([i.name for i in model.graph.input if i.name not in inits],
-            [o.name for o in model.graph.output])
+    return (
+        [i.name for i in model.graph.input if i.name not in inits],
+        [o.name for o in model.graph.output],
+    )
 
 
-def prepare(model: onnx.ModelProto, simplify_graph: bool = True,
-            early: Callable[[onnx.ModelProto, dict[str, tuple[int, str]]], bool] | None = None
-            ) -> Prepared:
+def prepare(
+    model: onnx.ModelProto,
+    simplify_graph: bool = True,
+    early: Callable[[onnx.ModelProto, dict[str, tuple[int, str]]], bool] | None = None,
+) -> Prepared:
     """The model the importer converts (module docstring).  Raises
     `ShapeInferenceError` when strict shape inference fails; the importer
     locates it.  `early(model, node_index)` sees the model after step 4,
@@ -405,13 +426,17 @@ def prepare(model: onnx.ModelProto, simplify_graph: bool = True,
             m = version_converter.convert_version(m, TARGET_OPSET)
             notes.append(f"opset {opset} upgraded to {TARGET_OPSET} (onnx version converter)")
         except Exception as e:  # the converter raises RuntimeError and ValueError alike
-            notes.append(f"opset {opset} kept: the onnx version converter failed "
-                         f"({str(e).strip().splitlines()[0] if str(e).strip() else e})")
+            notes.append(
+                f"opset {opset} kept: the onnx version converter failed "
+                f"({str(e).strip().splitlines()[0] if str(e).strip() else e})"
+            )
     m.ir_version = max(m.ir_version, 4)
     dropped = constant_inputs_removed(m)
     if dropped:
-        notes.append(f"{dropped} initializer{'s' if dropped > 1 else ''} listed as graph "
-                     "inputs read as constants")
+        notes.append(
+            f"{dropped} initializer{'s' if dropped > 1 else ''} listed as graph "
+            "inputs read as constants"
+        )
     if simplify_graph and early is not None and early(m, node_index):
         simplify_graph = False
     if simplify_graph:
@@ -423,23 +448,33 @@ def prepare(model: onnx.ModelProto, simplify_graph: bool = True,
         else:
             lost = undefined_reads(simplified)
             if lost and not undefined_reads(m):
-                notes.append(f"graph not simplified: onnxscript's optimizer left a node reading "
-                             f"'{lost[0]}', which nothing in the graph defines")
+                notes.append(
+                    f"graph not simplified: onnxscript's optimizer left a node reading "
+                    f"'{lost[0]}', which nothing in the graph defines"
+                )
             elif crossed_clips(simplified) > crossed_clips(m):
-                notes.append("graph not simplified: onnxscript's optimizer merged Clips whose "
-                             "bounds cross (min above max), which changes the result")
+                notes.append(
+                    "graph not simplified: onnxscript's optimizer merged Clips whose "
+                    "bounds cross (min above max), which changes the result"
+                )
             elif same_conv_strides_past_window(m):
-                notes.append("graph not simplified: a Conv under auto_pad SAME strides past "
-                             "its window, whose padding onnxscript's optimizer would fix at 0")
+                notes.append(
+                    "graph not simplified: a Conv under auto_pad SAME strides past "
+                    "its window, whose padding onnxscript's optimizer would fix at 0"
+                )
             elif _interface(simplified) == interface:
                 m = simplified
                 restore_names(m.graph, user, node_index)
                 if len(m.graph.node) != before:
-                    notes.append(f"graph simplified from {before} to {len(m.graph.node)} "
-                                 "nodes (onnxscript optimizer)")
+                    notes.append(
+                        f"graph simplified from {before} to {len(m.graph.node)} "
+                        "nodes (onnxscript optimizer)"
+                    )
             else:
-                notes.append("graph not simplified: onnxscript's optimizer renamed the "
-                             "model's inputs or outputs")
+                notes.append(
+                    "graph not simplified: onnxscript's optimizer renamed the "
+                    "model's inputs or outputs"
+                )
     if checker is not None:
         notes.insert(0, f"onnx.checker.check_model rejects the model: {checker}")
     return Prepared(m, node_index, notes, checker)

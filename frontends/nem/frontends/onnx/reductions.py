@@ -21,8 +21,12 @@ from nem.frontends.onnx import emit
 from nem.frontends.onnx.graph import Importer, Node, TensorVal
 from nem.frontends.onnx.ops import binary, elementwise, is_f16
 
-COMBINE = {"sum": (0.0, arith.addf), "mean": (0.0, arith.addf),
-           "max": (-np.inf, arith.maximumf), "min": (np.inf, arith.minimumf)}
+COMBINE = {
+    "sum": (0.0, arith.addf),
+    "mean": (0.0, arith.addf),
+    "max": (-np.inf, arith.maximumf),
+    "min": (np.inf, arith.minimumf),
+}
 """Reduction kind -> (initial value, combiner)."""
 
 
@@ -33,15 +37,20 @@ def reduction(kind: str) -> Callable[[Importer, Node], None]:
     def convert(imp: Importer, node: Node) -> None:
         x = imp.tensor(node.input(0))
         axes = _axes(imp, node, x.rank)
-        if not axes:    # noop_with_empty_axes=1 and no axes: the input unchanged
+        if not axes:  # noop_with_empty_axes=1 and no axes: the input unchanged
             imp.vals[node.outputs[0]] = x
             return
         v = x.value
         wide = kind in ("sum", "mean") and is_f16(v)
         f32 = ir.F32Type.get()
-        s = emit.reduce(v, [x.perm.index(a) for a in axes], init, combine,
-                        elem=f32 if wide else None,
-                        prologue=(lambda e: arith.extf(f32, e)) if wide else None)
+        s = emit.reduce(
+            v,
+            [x.perm.index(a) for a in axes],
+            init,
+            combine,
+            elem=f32 if wide else None,
+            prologue=(lambda e: arith.extf(f32, e)) if wide else None,
+        )
         kept = tuple(1 if d in axes else n for d, n in enumerate(x.shape))
         y = TensorVal(s, kept, x.perm)
         if kind == "mean" or wide:
@@ -51,14 +60,17 @@ def reduction(kind: str) -> Callable[[Importer, Node], None]:
                 if kind == "mean":
                     t = arith.mulf(t, emit.fconst(t.type, 1.0 / n))
                 return arith.truncf(emit.elem_type(v), t) if wide else t
-            value, perm = elementwise(imp, [y], finish,
-                                      elem=emit.elem_type(v) if wide else None)
+
+            value, perm = elementwise(imp, [y], finish, elem=emit.elem_type(v) if wide else None)
             y = TensorVal(value, kept, perm)
         if int(node.attrs.get("keepdims", 1)):
             imp.define(node.outputs[0], y.value, y.perm)
         else:
-            imp.define(node.outputs[0], emit.reshape(
-                imp.logical(y), [n for d, n in enumerate(x.shape) if d not in axes]))
+            imp.define(
+                node.outputs[0],
+                emit.reshape(imp.logical(y), [n for d, n in enumerate(x.shape) if d not in axes]),
+            )
+
     return convert
 
 

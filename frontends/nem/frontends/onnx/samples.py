@@ -25,7 +25,7 @@ OnnxAttrValue = Any
 """A node attribute's value as `onnx.helper.make_node` takes it (an int, float,
 string, tensor, graph or a list of them; onnx types it Any)."""
 
-OPSET = 20   # Gelu and LayerNormalization are default-domain ops from here on
+OPSET = 20  # Gelu and LayerNormalization are default-domain ops from here on
 DTYPES = {"f32": (np.float32, TensorProto.FLOAT), "f16": (np.float16, TensorProto.FLOAT16)}
 
 
@@ -51,21 +51,31 @@ class GraphBuilder:
     def rand(self, name: str, shape: Sequence[int], scale: float = 1.0) -> str:
         return self.init(name, self.rng.uniform(-scale, scale, size=shape))
 
-    def op(self, op_type: str, inputs: Sequence[str], n_out: int = 1, name: str | None = None,
-           **attrs: OnnxAttrValue) -> str:
+    def op(
+        self,
+        op_type: str,
+        inputs: Sequence[str],
+        n_out: int = 1,
+        name: str | None = None,
+        **attrs: OnnxAttrValue,
+    ) -> str:
         name = name or self.fresh(op_type.lower())
         outs = [f"{name}_out{k}" if k else f"{name}_out" for k in range(n_out)]
         self.nodes.append(helper.make_node(op_type, list(inputs), outs, name=name, **attrs))
         return outs[0]
 
-    def model(self, name: str, inputs: dict[str, Sequence[int]],
-              outputs: dict[str, str]) -> onnx.ModelProto:
+    def model(
+        self, name: str, inputs: dict[str, Sequence[int]], outputs: dict[str, str]
+    ) -> onnx.ModelProto:
         """The model; `outputs` maps output names to the values they expose
         (through Identity nodes; their types come from ONNX's inference)."""
-        ins = [helper.make_tensor_value_info(k, self.onnx_dtype, list(v))
-               for k, v in inputs.items()]
-        probe = helper.make_model(helper.make_graph(self.nodes, name, ins, [], self.inits),
-                                  opset_imports=[helper.make_opsetid("", OPSET)])
+        ins = [
+            helper.make_tensor_value_info(k, self.onnx_dtype, list(v)) for k, v in inputs.items()
+        ]
+        probe = helper.make_model(
+            helper.make_graph(self.nodes, name, ins, [], self.inits),
+            opset_imports=[helper.make_opsetid("", OPSET)],
+        )
         probe.ir_version = 9
         probe = onnx.shape_inference.infer_shapes(probe, strict_mode=True)
         types = {v.name: v.type for v in probe.graph.value_info}
@@ -76,8 +86,11 @@ class GraphBuilder:
             vi.type.CopyFrom(types[value])
             outs.append(vi)
         g = helper.make_graph(self.nodes, name, ins, outs, self.inits)
-        m = helper.make_model(g, opset_imports=[helper.make_opsetid("", OPSET)],
-                              producer_name="nem.frontends.onnx.samples")
+        m = helper.make_model(
+            g,
+            opset_imports=[helper.make_opsetid("", OPSET)],
+            producer_name="nem.frontends.onnx.samples",
+        )
         m.ir_version = 9
         onnx.checker.check_model(m, full_check=True)
         return m
@@ -89,21 +102,32 @@ class GraphBuilder:
         y = self.op("Gemm", [x, w, b], name=name)
         return self.op("Relu", [y], name=f"{name}_relu") if relu else y
 
-    def conv_bn_relu(self, x: str, cin: int, cout: int, k: int = 3, stride: int = 1,
-                     relu: bool = True, name: str = "conv") -> str:
+    def conv_bn_relu(
+        self,
+        x: str,
+        cin: int,
+        cout: int,
+        k: int = 3,
+        stride: int = 1,
+        relu: bool = True,
+        name: str = "conv",
+    ) -> str:
         w = self.rand(f"{name}_w", (cout, cin, k, k), 1.0 / np.sqrt(cin * k * k))
         b = self.rand(f"{name}_b", (cout,), 0.1)
         y = self.op("Conv", [x, w, b], name=name, pads=[k // 2] * 4, strides=[stride] * 2)
-        bn = [self.init(f"{name}_bn_scale", self.rng.uniform(0.5, 1.5, cout)),
-              self.rand(f"{name}_bn_bias", (cout,), 0.1),
-              self.rand(f"{name}_bn_mean", (cout,), 0.1),
-              self.init(f"{name}_bn_var", self.rng.uniform(0.5, 1.5, cout))]
+        bn = [
+            self.init(f"{name}_bn_scale", self.rng.uniform(0.5, 1.5, cout)),
+            self.rand(f"{name}_bn_bias", (cout,), 0.1),
+            self.rand(f"{name}_bn_mean", (cout,), 0.1),
+            self.init(f"{name}_bn_var", self.rng.uniform(0.5, 1.5, cout)),
+        ]
         y = self.op("BatchNormalization", [y, *bn], name=f"{name}_bn", epsilon=1e-5)
         return self.op("Relu", [y], name=f"{name}_relu") if relu else y
 
 
-def mlp(dtype: str = "f32", batch: int = 4, sizes: Sequence[int] = (64, 128, 64, 10)
-        ) -> onnx.ModelProto:
+def mlp(
+    dtype: str = "f32", batch: int = 4, sizes: Sequence[int] = (64, 128, 64, 10)
+) -> onnx.ModelProto:
     """Gemm + Relu layers, the last without Relu."""
     g = GraphBuilder(dtype, seed=1)
     x = "x"
@@ -112,8 +136,7 @@ def mlp(dtype: str = "f32", batch: int = 4, sizes: Sequence[int] = (64, 128, 64,
     return g.model("mlp", {"x": (batch, sizes[0])}, {"y": x})
 
 
-def cnn(dtype: str = "f32", batch: int = 1, hw: int = 16, classes: int = 10
-        ) -> onnx.ModelProto:
+def cnn(dtype: str = "f32", batch: int = 1, hw: int = 16, classes: int = 10) -> onnx.ModelProto:
     """conv-bn-relu, maxpool, conv-bn-relu, avgpool, flatten, gemm."""
     g = GraphBuilder(dtype, seed=2)
     x = g.conv_bn_relu("x", 3, 8, name="conv1")
@@ -126,8 +149,9 @@ def cnn(dtype: str = "f32", batch: int = 1, hw: int = 16, classes: int = 10
     return g.model("cnn", {"x": (batch, 3, hw, hw)}, {"logits": x})
 
 
-def resblock(dtype: str = "f32", batch: int = 1, hw: int = 8, ch: int = 8,
-             classes: int = 10) -> onnx.ModelProto:
+def resblock(
+    dtype: str = "f32", batch: int = 1, hw: int = 8, ch: int = 8, classes: int = 10
+) -> onnx.ModelProto:
     """A residual block (two conv-bn, skip add, relu), global average
     pooling, flatten, gemm and softmax."""
     g = GraphBuilder(dtype, seed=3)
@@ -143,37 +167,51 @@ def resblock(dtype: str = "f32", batch: int = 1, hw: int = 8, ch: int = 8,
     return g.model("resblock", {"x": (batch, 3, hw, hw)}, {"probs": y})
 
 
-def transformer(dtype: str = "f32", seq: int = 8, dim: int = 16, hidden: int = 32
-                ) -> onnx.ModelProto:
+def transformer(
+    dtype: str = "f32", seq: int = 8, dim: int = 16, hidden: int = 32
+) -> onnx.ModelProto:
     """Single-head self-attention and an MLP with residuals and layer norms
     (MatMul, Transpose, Mul, Softmax, Add, LayerNormalization, Gelu)."""
     g = GraphBuilder(dtype, seed=4)
     x = "x"
-    ln1 = g.op("LayerNormalization", [x, g.init("ln1_g", g.rng.uniform(0.5, 1.5, dim)),
-                                      g.rand("ln1_b", (dim,), 0.1)], name="ln1", axis=-1)
-    q = g.op("MatMul", [ln1, g.rand("wq", (dim, dim), dim ** -0.5)], name="q")
-    k = g.op("MatMul", [ln1, g.rand("wk", (dim, dim), dim ** -0.5)], name="k")
-    v = g.op("MatMul", [ln1, g.rand("wv", (dim, dim), dim ** -0.5)], name="v")
+    ln1 = g.op(
+        "LayerNormalization",
+        [x, g.init("ln1_g", g.rng.uniform(0.5, 1.5, dim)), g.rand("ln1_b", (dim,), 0.1)],
+        name="ln1",
+        axis=-1,
+    )
+    q = g.op("MatMul", [ln1, g.rand("wq", (dim, dim), dim**-0.5)], name="q")
+    k = g.op("MatMul", [ln1, g.rand("wk", (dim, dim), dim**-0.5)], name="k")
+    v = g.op("MatMul", [ln1, g.rand("wv", (dim, dim), dim**-0.5)], name="v")
     kt = g.op("Transpose", [k], name="kt", perm=[0, 2, 1])
     s = g.op("MatMul", [q, kt], name="scores")
-    s = g.op("Mul", [s, g.init("scale", np.array(dim ** -0.5))], name="scaled")
+    s = g.op("Mul", [s, g.init("scale", np.array(dim**-0.5))], name="scaled")
     p = g.op("Softmax", [s], name="attn", axis=-1)
     a = g.op("MatMul", [p, v], name="ctx")
-    o = g.op("MatMul", [a, g.rand("wo", (dim, dim), dim ** -0.5)], name="proj")
+    o = g.op("MatMul", [a, g.rand("wo", (dim, dim), dim**-0.5)], name="proj")
     x1 = g.op("Add", [x, o], name="res1")
-    ln2 = g.op("LayerNormalization", [x1, g.init("ln2_g", g.rng.uniform(0.5, 1.5, dim)),
-                                      g.rand("ln2_b", (dim,), 0.1)], name="ln2", axis=-1)
-    h = g.op("MatMul", [ln2, g.rand("w1", (dim, hidden), dim ** -0.5)], name="ff1")
+    ln2 = g.op(
+        "LayerNormalization",
+        [x1, g.init("ln2_g", g.rng.uniform(0.5, 1.5, dim)), g.rand("ln2_b", (dim,), 0.1)],
+        name="ln2",
+        axis=-1,
+    )
+    h = g.op("MatMul", [ln2, g.rand("w1", (dim, hidden), dim**-0.5)], name="ff1")
     h = g.op("Add", [h, g.rand("b1", (hidden,), 0.1)], name="ff1_bias")
     h = g.op("Gelu", [h], name="gelu")
-    h = g.op("MatMul", [h, g.rand("w2", (hidden, dim), hidden ** -0.5)], name="ff2")
+    h = g.op("MatMul", [h, g.rand("w2", (hidden, dim), hidden**-0.5)], name="ff2")
     y = g.op("Add", [x1, h], name="res2")
     return g.model("transformer", {"x": (1, seq, dim)}, {"y": y})
 
 
-def single_op(op_type: str, inputs: dict[str, Sequence[int]], dtype: str = "f32",
-              consts: dict[str, np.ndarray] | None = None, n_out: int = 1,
-              **attrs: OnnxAttrValue) -> onnx.ModelProto:
+def single_op(
+    op_type: str,
+    inputs: dict[str, Sequence[int]],
+    dtype: str = "f32",
+    consts: dict[str, np.ndarray] | None = None,
+    n_out: int = 1,
+    **attrs: OnnxAttrValue,
+) -> onnx.ModelProto:
     """A one-node model: `inputs` are graph inputs, `consts` initializers
     (fed in order after the inputs; a name mapping to None is an absent
     optional input)."""
@@ -186,7 +224,11 @@ def single_op(op_type: str, inputs: dict[str, Sequence[int]], dtype: str = "f32"
 
 
 MODELS: dict[str, Callable[..., onnx.ModelProto]] = {
-    "mlp": mlp, "cnn": cnn, "resblock": resblock, "transformer": transformer}
+    "mlp": mlp,
+    "cnn": cnn,
+    "resblock": resblock,
+    "transformer": transformer,
+}
 
 
 def random_inputs(model: onnx.ModelProto, seed: int = 0) -> dict[str, np.ndarray]:
@@ -204,8 +246,9 @@ def random_inputs(model: onnx.ModelProto, seed: int = 0) -> dict[str, np.ndarray
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m nem.frontends.onnx.samples",
-                                description="write a sample ONNX model")
+    p = argparse.ArgumentParser(
+        prog="python -m nem.frontends.onnx.samples", description="write a sample ONNX model"
+    )
     p.add_argument("model", choices=sorted(MODELS))
     p.add_argument("-o", "--output", required=True, help="the .onnx file to write")
     p.add_argument("--dtype", choices=sorted(DTYPES), default="f32")

@@ -26,8 +26,7 @@ def _seq(imp: Importer, node: Node, k: int = 0) -> list[str]:
     return imp.seqs[name]
 
 
-def _position(imp: Importer, node: Node, k: int, length: int, insert: bool = False
-              ) -> int | None:
+def _position(imp: Importer, node: Node, k: int, length: int, insert: bool = False) -> int | None:
     """Constant position input `k` (None when absent), negative counted from
     the end, checked against the sequence's length (`insert`: up to it)."""
     if not node.input(k):
@@ -67,7 +66,7 @@ def sequence_erase(imp: Importer, node: Node) -> None:
 def sequence_at(imp: Importer, node: Node) -> None:
     seq = _seq(imp, node)
     p = _position(imp, node, 1, len(seq))
-    assert p is not None   # the schema requires the position
+    assert p is not None  # the schema requires the position
     src = seq[p]
     if imp.const(src) is not None:
         imp.set_const(node.outputs[0], imp.consts[src])
@@ -101,7 +100,7 @@ def split_to_sequence(imp: Importer, node: Node) -> None:
     keepdims = int(node.attrs.get("keepdims", 1))
     split = imp.const(node.input(1)) if node.input(1) else None
     if node.input(1) and split is None:
-        imp.const_ints(node, 1, "split")   # the located "computed at run time" error
+        imp.const_ints(node, 1, "split")  # the located "computed at run time" error
     if split is None:
         sizes, squeeze = [1] * dim, not keepdims
     elif split.ndim == 0:

@@ -82,8 +82,7 @@ def squeeze(imp: Importer, node: Node) -> None:
     if any(shape[a] != 1 for a in axes):
         raise imp.error(f"Squeeze of axes {axes} of shape {list(shape)}: not all have size 1")
     if c is not None:
-        imp.set_const(node.outputs[0], c.reshape([s for d, s in enumerate(shape)
-                                                  if d not in axes]))
+        imp.set_const(node.outputs[0], c.reshape([s for d, s in enumerate(shape) if d not in axes]))
         return
     imp.vals[node.outputs[0]] = drop_unit_dims(imp.tensor(node.input(0)), axes)
 
@@ -115,7 +114,7 @@ def _shape_operand(imp: Importer, node: Node, k: int, what: str) -> list[int] | 
         return imp.const_ints(node, k, what)
     if node.input(k) in imp.unread_inputs:
         return None
-    return imp.const_ints(node, k, what)   # the located "computed at run time" error
+    return imp.const_ints(node, k, what)  # the located "computed at run time" error
 
 
 def expand(imp: Importer, node: Node) -> None:
@@ -124,7 +123,7 @@ def expand(imp: Importer, node: Node) -> None:
     src = c.shape if c is not None else imp.tensor(node.input(0)).shape
     if shape is None:
         out = imp.static_shape(node.outputs[0])
-        assert out is not None   # driver.unread_inputs: the output's shape is known
+        assert out is not None  # driver.unread_inputs: the output's shape is known
     else:
         out = tuple(np.broadcast_shapes(tuple(src), tuple(shape)))
     if c is not None:
@@ -134,8 +133,9 @@ def expand(imp: Importer, node: Node) -> None:
     try:
         np.broadcast_shapes(x.shape, out)
     except ValueError:
-        raise imp.error(f"Expand of {list(x.shape)} to {list(out)}: the shapes do not "
-                        "broadcast") from None
+        raise imp.error(
+            f"Expand of {list(x.shape)} to {list(out)}: the shapes do not broadcast"
+        ) from None
     if tuple(out) == x.shape:
         imp.vals[node.outputs[0]] = x
         return
@@ -153,8 +153,10 @@ def tile(imp: Importer, node: Node) -> None:
         assert out is not None
         reps = [o // s for o, s in zip(out, src)]
     if len(reps) != len(src) or min(reps, default=1) < 1:
-        raise imp.error(f"Tile repeats {reps} do not fit shape {list(src)}",
-                        fix="give one positive repeat count per dimension")
+        raise imp.error(
+            f"Tile repeats {reps} do not fit shape {list(src)}",
+            fix="give one positive repeat count per dimension",
+        )
     if c is not None:
         imp.set_const(node.outputs[0], np.tile(c, reps))
         return
@@ -183,7 +185,7 @@ def gather(imp: Importer, node: Node) -> None:
         imp.set_const(node.outputs[0], np.take(c, np.array(flat).reshape(idx.shape), axis))
         return
     x = imp.tensor(node.input(0))
-    out = [*x.shape[:axis], *idx.shape, *x.shape[axis + 1:]]
+    out = [*x.shape[:axis], *idx.shape, *x.shape[axis + 1 :]]
     picked = pick(x, axis, flat)
     if list(picked.shape) == out:
         imp.vals[node.outputs[0]] = picked
@@ -203,11 +205,12 @@ def _gather_at_run_time(imp: Importer, node: Node, axis: int) -> None:
     if not isinstance(idx.elem, ir.IntegerType):
         raise imp.error(f"Gather indices '{node.input(1)}' are not integers")
     dims = data.shape
-    out = [*dims[:axis], *idx.shape, *dims[axis + 1:]]
+    out = [*dims[:axis], *idx.shape, *dims[axis + 1 :]]
     rank = len(out)
     ir_idx = list(range(axis, axis + idx.rank))
-    operands = [(imp.logical(idx), ir.AffineMap.get(rank, 0, [ir.AffineDimExpr.get(d)
-                                                               for d in ir_idx]))]
+    operands = [
+        (imp.logical(idx), ir.AffineMap.get(rank, 0, [ir.AffineDimExpr.get(d) for d in ir_idx]))
+    ]
     for d in range(len(dims)):
         if d == axis:
             continue
@@ -220,18 +223,22 @@ def _gather_at_run_time(imp: Importer, node: Node, axis: int) -> None:
     def body(k: ir.Value, *others: ir.Value) -> ir.Value:
         i = arith.index_cast(index, k)
         n = arith.constant(index, dims[axis])
-        i = arith.select(arith.cmpi(arith.CmpIPredicate.slt, i, arith.constant(index, 0)),
-                         arith.addi(i, n), i)
+        i = arith.select(
+            arith.cmpi(arith.CmpIPredicate.slt, i, arith.constant(index, 0)), arith.addi(i, n), i
+        )
         coords = [arith.index_cast(index, v) for v in others]
         coords.insert(axis, i)
         return tensor.extract(table, coords)
-    value = emit.generic(operands, emit.empty(out, data.elem), emit.identity(rank),
-                         [emit.PARALLEL] * rank, body)
+
+    value = emit.generic(
+        operands, emit.empty(out, data.elem), emit.identity(rank), [emit.PARALLEL] * rank, body
+    )
     imp.define(node.outputs[0], value)
 
 
-def crop_negative_pads(imp: Importer, x: TensorVal, lo: list[int], hi: list[int],
-                       what: str) -> TensorVal:
+def crop_negative_pads(
+    imp: Importer, x: TensorVal, lo: list[int], hi: list[int], what: str
+) -> TensorVal:
     """`x` cropped where its per-axis padding `lo`/`hi` is negative (Pad's
     negative pads, a pooling's negative SAME padding, D-COMPILE-SAME-NEG);
     `lo` and `hi` are left with the padding still to add (the negative
@@ -256,9 +263,16 @@ def slice_of(x: TensorVal, axis: int, start: int, size: int, step: int) -> Tenso
     offs, sizes, strides = [0] * x.rank, list(shape), [1] * x.rank
     offs[axis], sizes[axis], strides[axis] = start, size, step
     p = [x.perm[i] for i in range(x.rank)]
-    value = tensor.extract_slice(emit.tensor_type([sizes[d] for d in p], x.elem), x.value,
-                                 [], [], [], [offs[d] for d in p], [sizes[d] for d in p],
-                                 [strides[d] for d in p])
+    value = tensor.extract_slice(
+        emit.tensor_type([sizes[d] for d in p], x.elem),
+        x.value,
+        [],
+        [],
+        [],
+        [offs[d] for d in p],
+        [sizes[d] for d in p],
+        [strides[d] for d in p],
+    )
     shape[axis] = size
     return TensorVal(value, tuple(shape), x.perm)
 
@@ -270,8 +284,9 @@ def pick(x: TensorVal, axis: int, indices: Sequence[int]) -> TensorVal:
     Slice's negative step, a wrapping Pad; NEM regions take no negative
     strides)."""
     step = indices[1] - indices[0] if len(indices) > 1 else 1
-    if step > 0 and list(indices) == list(range(indices[0], indices[0] + step * len(indices),
-                                                 step)):
+    if step > 0 and list(indices) == list(
+        range(indices[0], indices[0] + step * len(indices), step)
+    ):
         return slice_of(x, axis, indices[0], len(indices), step)
     runs: list[list[int]] = []
     for i in indices:
@@ -280,9 +295,11 @@ def pick(x: TensorVal, axis: int, indices: Sequence[int]) -> TensorVal:
         else:
             runs.append([i, 1])
     parts = [slice_of(x, axis, start, size, 1) for start, size in runs]
-    return TensorVal(emit.concat([p.value for p in parts], x.perm.index(axis)),
-                     parts[0].shape[:axis] + (len(indices),) + parts[0].shape[axis + 1:],
-                     x.perm)
+    return TensorVal(
+        emit.concat([p.value for p in parts], x.perm.index(axis)),
+        parts[0].shape[:axis] + (len(indices),) + parts[0].shape[axis + 1 :],
+        x.perm,
+    )
 
 
 # --------------------------------------------------------------------------
@@ -302,15 +319,17 @@ def pad(imp: Importer, node: Node) -> None:
         if node.input(2):
             cv = imp.const(node.input(2))
             if cv is None:
-                raise imp.error(f"not supported: Pad value '{node.input(2)}' computed at run "
-                                "time", fix="make the value an initializer or Constant")
+                raise imp.error(
+                    f"not supported: Pad value '{node.input(2)}' computed at run time",
+                    fix="make the value an initializer or Constant",
+                )
             value = float(cv.reshape(-1)[0]) if cv.size else 0.0
     axes = imp.const_ints(node, 3, "axes") or list(range(x.rank))
     axes = [imp.axis(a, x.rank) for a in axes]
     if len(pads) != 2 * len(axes):
         raise imp.error(f"Pad has {len(pads)} pads for {len(axes)} axes")
     lo, hi = [0] * x.rank, [0] * x.rank
-    for a, b, e in zip(axes, pads[:len(axes)], pads[len(axes):]):
+    for a, b, e in zip(axes, pads[: len(axes)], pads[len(axes) :]):
         lo[a], hi[a] = b, e
     if mode not in ("constant", "reflect", "edge", "wrap"):
         raise imp.error(f"not supported: Pad mode '{mode}'")
@@ -325,16 +344,17 @@ def pad(imp: Importer, node: Node) -> None:
     imp.vals[node.outputs[0]] = x
 
 
-def _pad_border(imp: Importer, x: TensorVal, axis: int, lo: int, hi: int, mode: str
-                ) -> TensorVal:
+def _pad_border(imp: Importer, x: TensorVal, axis: int, lo: int, hi: int, mode: str) -> TensorVal:
     """`x` with `lo` rows before and `hi` after along `axis`: mirrored rows
     (reflect: row lo, ..., 1 before; n-2, ... after), copies of the edge, or
     the rows of the other end (wrap: row n-lo, ..., n-1 before; 0, ... after,
     round and round when the padding is longer than the axis)."""
     n = x.shape[axis]
     if mode == "reflect" and (lo >= n or hi >= n):
-        raise imp.error(f"Pad reflect of {max(lo, hi)} rows of an axis of size {n}: ONNX "
-                        "needs fewer rows than the axis has")
+        raise imp.error(
+            f"Pad reflect of {max(lo, hi)} rows of an axis of size {n}: ONNX "
+            "needs fewer rows than the axis has"
+        )
     if mode == "wrap":
         if n == 0:
             raise imp.error("Pad wrap of an empty axis: there are no rows to repeat")
@@ -353,12 +373,16 @@ def _pad_border(imp: Importer, x: TensorVal, axis: int, lo: int, hi: int, mode: 
                 shape = list(edge.shape)
                 shape[axis] = rows
                 phys = [shape[p] for p in x.perm]
-                parts.append(TensorVal(emit.broadcast(edge.value, list(range(x.rank)), phys),
-                                       tuple(shape), x.perm))
+                parts.append(
+                    TensorVal(
+                        emit.broadcast(edge.value, list(range(x.rank)), phys), tuple(shape), x.perm
+                    )
+                )
     shape = list(x.shape)
     shape[axis] = n + lo + hi
-    return TensorVal(emit.concat([p.value for p in parts], x.perm.index(axis)), tuple(shape),
-                     x.perm)
+    return TensorVal(
+        emit.concat([p.value for p in parts], x.perm.index(axis)), tuple(shape), x.perm
+    )
 
 
 # --------------------------------------------------------------------------
@@ -370,8 +394,9 @@ def shape(imp: Importer, node: Node) -> None:
     dims = c.shape if c is not None else imp.tensor(node.input(0)).shape
     start = int(node.attrs.get("start", 0))
     end = node.attrs.get("end")
-    imp.set_const(node.outputs[0], np.array(dims[slice(start, None if end is None
-                                                       else int(end))], np.int64))
+    imp.set_const(
+        node.outputs[0], np.array(dims[slice(start, None if end is None else int(end))], np.int64)
+    )
 
 
 def size(imp: Importer, node: Node) -> None:
@@ -400,9 +425,11 @@ def cast(imp: Importer, node: Node) -> None:
         return
     x = imp.tensor(node.input(0))
     if to not in imp.elem_types:
-        raise imp.error(f"not supported: Cast of a tensor computed at run time to "
-                        f"{onnx.TensorProto.DataType.Name(to)} (the program computes with "
-                        "f32, f16 and i32)")
+        raise imp.error(
+            f"not supported: Cast of a tensor computed at run time to "
+            f"{onnx.TensorProto.DataType.Name(to)} (the program computes with "
+            "f32, f16 and i32)"
+        )
     target = ir.Type.parse(imp.elem_types[to][0])
     if target == x.elem:
         imp.vals[node.outputs[0]] = x
@@ -413,9 +440,10 @@ def cast(imp: Importer, node: Node) -> None:
         if src_int:
             return arith.sitofp(target, v)
         if dst_int:
-            return arith.fptosi(target, v)    # ONNX truncates toward zero, as fptosi does
+            return arith.fptosi(target, v)  # ONNX truncates toward zero, as fptosi does
         wider = isinstance(target, ir.F32Type)
         return arith.extf(target, v) if wider else arith.truncf(target, v)
+
     from nem.frontends.onnx.ops import elementwise
 
     value, perm = elementwise(imp, [x], body, elem=target)

@@ -32,28 +32,35 @@ MAX_REVERSED = 256
 """The longest reversed axis of a Slice: one copy per element (D-COMPILE-SLICE)."""
 
 
-def _define_slice(imp: Importer, name: str, src: str, offsets: Sequence[int],
-                  sizes: Sequence[int], steps: Sequence[int]) -> None:
+def _define_slice(
+    imp: Importer,
+    name: str,
+    src: str,
+    offsets: Sequence[int],
+    sizes: Sequence[int],
+    steps: Sequence[int],
+) -> None:
     """Bind `name` to `src[offsets : offsets + sizes * steps : steps]`
     (logical dimensions): a constant when `src` is one (so a sliced weight
     stays a compile-time weight, as a Conv needs), else one
     `tensor.extract_slice` of its physical tensor, in its layout."""
     c = imp.const(src)
     if c is not None:
-        imp.consts[name] = c[tuple(slice(o, o + n * st, st)
-                                   for o, n, st in zip(offsets, sizes, steps))]
+        imp.consts[name] = c[
+            tuple(slice(o, o + n * st, st) for o, n, st in zip(offsets, sizes, steps))
+        ]
         return
     x = imp.tensor(src)
     imp.define(name, _extract(x, offsets, sizes, steps), x.perm)
 
 
-def _extract(x: TensorVal, offsets: Sequence[int], sizes: Sequence[int],
-             steps: Sequence[int]) -> ir.Value:
-    if list(sizes) == list(x.shape):      # the whole tensor
+def _extract(
+    x: TensorVal, offsets: Sequence[int], sizes: Sequence[int], steps: Sequence[int]
+) -> ir.Value:
+    if list(sizes) == list(x.shape):  # the whole tensor
         return x.value
     offs, szs, strs = ([v[a] for a in x.perm] for v in (offsets, sizes, steps))
-    return tensor.extract_slice(emit.tensor_type(szs, x.elem), x.value, [], [], [],
-                                offs, szs, strs)
+    return tensor.extract_slice(emit.tensor_type(szs, x.elem), x.value, [], [], [], offs, szs, strs)
 
 
 def _shape(imp: Importer, name: str) -> tuple[int, ...]:
@@ -77,8 +84,10 @@ def slice_(imp: Importer, node: Node) -> None:
         axes = imp.const_ints(node, 3, "axes") or list(range(len(starts)))
         steps = imp.const_ints(node, 4, "steps") or [1] * len(starts)
     if not len(starts) == len(ends) == len(axes) == len(steps):
-        raise imp.error(f"starts, ends, axes and steps have different lengths "
-                        f"({len(starts)}, {len(ends)}, {len(axes)}, {len(steps)})")
+        raise imp.error(
+            f"starts, ends, axes and steps have different lengths "
+            f"({len(starts)}, {len(ends)}, {len(axes)}, {len(steps)})"
+        )
     offsets, sizes, strides = [0] * rank, list(shape), [1] * rank
     reversed_axes = []
     for s, e, a, st in zip(starts, ends, axes, steps):
@@ -93,10 +102,11 @@ def slice_(imp: Importer, node: Node) -> None:
         e = min(max(e + dim if e < 0 else e, lo), hi)
         n = max(0, -(-(e - s) // st))
         if n == 0:
-            raise imp.error(f"not supported: Slice with an empty result (axis {a}: "
-                            f"[{s}:{e}:{st}] of {dim})",
-                            fix="remove the node and its consumers")
-        if st < 0:   # the same elements ascending, then reversed (D-COMPILE-SLICE)
+            raise imp.error(
+                f"not supported: Slice with an empty result (axis {a}: [{s}:{e}:{st}] of {dim})",
+                fix="remove the node and its consumers",
+            )
+        if st < 0:  # the same elements ascending, then reversed (D-COMPILE-SLICE)
             s, st = s + (n - 1) * st, -st
             reversed_axes.append(a)
         offsets[a], sizes[a], strides[a] = s, n, st
@@ -113,9 +123,11 @@ def slice_(imp: Importer, node: Node) -> None:
     x = imp.tensor(node.input(0))
     x = TensorVal(_extract(x, offsets, sizes, strides), tuple(sizes), x.perm)
     if any(x.shape[a] > MAX_REVERSED for a in reversed_axes):
-        raise imp.error(f"not supported: Slice with a negative step selecting more than "
-                        f"{MAX_REVERSED} elements of an axis (shape {list(x.shape)})",
-                        fix="reverse a shorter axis, or reverse the data before the model")
+        raise imp.error(
+            f"not supported: Slice with a negative step selecting more than "
+            f"{MAX_REVERSED} elements of an axis (shape {list(x.shape)})",
+            fix="reverse a shorter axis, or reverse the data before the model",
+        )
     for a in reversed_axes:
         x = pick(x, a, range(x.shape[a] - 1, -1, -1))
     imp.vals[node.outputs[0]] = x
@@ -126,17 +138,21 @@ def split(imp: Importer, node: Node) -> None:
     shape = _shape(imp, node.input(0))
     axis = imp.axis(int(node.attrs.get("axis", 0)), len(shape))
     dim = shape[axis]
-    parts = imp.const_ints(node, 1, "split") if imp.opset >= 13 else \
-        [int(v) for v in node.attrs.get("split", [])] or None
+    parts = (
+        imp.const_ints(node, 1, "split")
+        if imp.opset >= 13
+        else [int(v) for v in node.attrs.get("split", [])] or None
+    )
     outs = node.outputs
     if parts is None:
         n = int(node.attrs.get("num_outputs", len(outs)))
         chunk = -(-dim // n)
         parts = [min(chunk, max(0, dim - k * chunk)) for k in range(n)]
     if len(parts) != len(outs) or sum(parts) != dim or min(parts) <= 0:
-        raise imp.error(f"Split sizes {parts} do not cut axis {axis} ({dim}) into "
-                        f"{len(outs)} nonempty outputs",
-                        fix="give one positive size per output, summing to the dimension")
+        raise imp.error(
+            f"Split sizes {parts} do not cut axis {axis} ({dim}) into {len(outs)} nonempty outputs",
+            fix="give one positive size per output, summing to the dimension",
+        )
     offset = 0
     for name, n in zip(outs, parts):
         offsets = [offset if d == axis else 0 for d in range(len(shape))]

@@ -36,9 +36,11 @@ whose multiplier is a constant of zeros while one of its data inputs other
 than that multiplier is computed at run time computes without that data."""
 
 
-def zero_weights(graph: onnx.GraphProto, consts: Mapping[str, np.ndarray],
-                 source: Callable[[onnx.NodeProto, int], tuple[int | None, str | None]]
-                 ) -> list[tuple[str, NodeRef]]:
+def zero_weights(
+    graph: onnx.GraphProto,
+    consts: Mapping[str, np.ndarray],
+    source: Callable[[onnx.NodeProto, int], tuple[int | None, str | None]],
+) -> list[tuple[str, NodeRef]]:
     """Each (constant, user's node) where the node multiplies data computed
     at run time by that constant and the constant is all zeros.  `consts`:
     the compile-time values (initializers, Constant outputs, folded
@@ -54,11 +56,13 @@ def zero_weights(graph: onnx.GraphProto, consts: Mapping[str, np.ndarray],
             value = consts.get(name) if name else None
             if value is None or value.size == 0 or np.any(value):
                 continue
-            if any(j != k and j < len(node.input) and node.input[j]
-                   and node.input[j] not in consts for j in data):
+            if any(
+                j != k and j < len(node.input) and node.input[j] and node.input[j] not in consts
+                for j in data
+            ):
                 index, op_type = source(node, pos)
                 found.append((name, (index, node.name, op_type or node.op_type)))
-                break   # one line per node
+                break  # one line per node
     return found
 
 

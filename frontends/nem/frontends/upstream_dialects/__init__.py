@@ -35,15 +35,23 @@ from nem.frontends.upstream_dialects.linalg_named import use_upstream_linalg_nam
 from nem.frontends.upstream_dialects.linalg_softmax import SoftmaxOp
 from nem.frontends.upstream_dialects.mlir_input import closing
 
-__all__ = ["Async", "mlir_dialect_factories", "register_mlir_dialects", "lowering_context", "parse_mlir",
-           "LocatingParser", "parse_error_message"]
+__all__ = [
+    "Async",
+    "mlir_dialect_factories",
+    "register_mlir_dialects",
+    "lowering_context",
+    "parse_mlir",
+    "LocatingParser",
+    "parse_error_message",
+]
 
-use_upstream_linalg_named()    # mixed-type bodies, default conv attributes (D-LOW-LINALG-NAMED)
+use_upstream_linalg_named()  # mixed-type bodies, default conv attributes (D-LOW-LINALG-NAMED)
 use_upstream_affine_ssa_maps()  # `%i` a dim, `symbol(%n)` a symbol (D-XDSL-AFFINE-SSA)
 
 
-def _extended(factory: Callable[[], Dialect],
-              extra: Sequence[type[Operation]]) -> Callable[[], Dialect]:
+def _extended(
+    factory: Callable[[], Dialect], extra: Sequence[type[Operation]]
+) -> Callable[[], Dialect]:
     """A factory of `factory()`'s dialect with the ops of `extra` added,
     replacing its ops of the same names."""
 
@@ -52,6 +60,7 @@ def _extended(factory: Callable[[], Dialect],
         names = {op.name for op in extra}
         ops = [op for op in base.operations if op.name not in names] + list(extra)
         return Dialect(base.name, ops, list(base.attributes))
+
     return make
 
 
@@ -62,10 +71,12 @@ def mlir_dialect_factories() -> dict[str, Callable[[], Dialect]]:
     takes them."""
     from xdsl.dialects import affine, linalg, memref
 
-    return {"async": lambda: Async,
-            "affine": _extended(lambda: affine.Affine, AFFINE_EXTRA_OPS),
-            "memref": _extended(lambda: memref.MemRef, MEMREF_EXTRA_OPS),
-            "linalg": _extended(lambda: linalg.Linalg, [SoftmaxOp])}
+    return {
+        "async": lambda: Async,
+        "affine": _extended(lambda: affine.Affine, AFFINE_EXTRA_OPS),
+        "memref": _extended(lambda: memref.MemRef, MEMREF_EXTRA_OPS),
+        "linalg": _extended(lambda: linalg.Linalg, [SoftmaxOp]),
+    }
 
 
 def register_mlir_dialects(ctx: Context) -> None:
@@ -87,9 +98,11 @@ def register_mlir_dialects(ctx: Context) -> None:
         if op.name not in known:
             ctx.load_op(op)
         elif known[op.name] is not op:
-            raise ValueError(f"register_mlir_dialects: the context already defines {op.name} "
-                             f"as {known[op.name].__module__}.{known[op.name].__name__}; call it "
-                             "before registering xDSL's affine/memref dialects")
+            raise ValueError(
+                f"register_mlir_dialects: the context already defines {op.name} "
+                f"as {known[op.name].__module__}.{known[op.name].__name__}; call it "
+                "before registering xDSL's affine/memref dialects"
+            )
     if "linalg" in {d.name for d in ctx.loaded_dialects} and SoftmaxOp.name not in known:
         ctx.load_op(SoftmaxOp)
 
@@ -133,8 +146,15 @@ class LocatingParser(Parser):
     line, before `text` in `file` (a `--split-input-file` chunk), so that
     locations are the file's."""
 
-    def __init__(self, ctx: Context, text: str, file: str = "<unknown>",
-                 at: tuple[int, int] = (0, 0), fast: bool = True, **kw: Any):
+    def __init__(
+        self,
+        ctx: Context,
+        text: str,
+        file: str = "<unknown>",
+        at: tuple[int, int] = (0, 0),
+        fast: bool = True,
+        **kw: Any,
+    ):
         super().__init__(ctx, text, file, **kw)
         self.ssa_values = _Scopes()  # type: ignore[assignment]  # the mapping xDSL reads
         self._file, self._at = StringAttr(file), at
@@ -210,8 +230,11 @@ class LocatingParser(Parser):
         `{dilations = dense<1> : vector<2xi64>, ...}`, a generic's indexing
         maps and iterator types), each taking xDSL milliseconds."""
         tok = self._current_token
-        end = closing(self.lexer.input.content, tok.span.start, "{") \
-            if tok.kind == MLIRTokenKind.L_BRACE else None
+        end = (
+            closing(self.lexer.input.content, tok.span.start, "{")
+            if tok.kind == MLIRTokenKind.L_BRACE
+            else None
+        )
         if end is None:
             return super().parse_optional_dictionary_attr_dict()
         return dict(self._reused(self._dicts, end, super().parse_optional_dictionary_attr_dict))
@@ -221,14 +244,14 @@ class LocatingParser(Parser):
         when that text was parsed before, else `parse()`d (and cached when
         the parse ended at `end`)."""
         text = self.lexer.input.content
-        key = text[self._current_token.span.start:end]
+        key = text[self._current_token.span.start : end]
         cached = cache.get(key)
         if cached is not None:
             self.lexer.pos = end
             self._parser_state.current_token = self.lexer.lex()
             return cached
         parsed = parse()
-        if parsed is not None and not text[end:self._current_token.span.start].strip():
+        if parsed is not None and not text[end : self._current_token.span.start].strip():
             cache[key] = parsed
         return parsed
 
@@ -269,7 +292,7 @@ def _angle_end(text: str, at: int) -> int | None:
     """The offset after the `>` closing the `<` at `text[at]` (`->` of an
     affine map inside is no closer), or None when `text[at]` is not `<` or
     the type does not end on its line."""
-    if text[at:at + 1] != "<":
+    if text[at : at + 1] != "<":
         return None
     depth = 0
     for m in _ANGLES.finditer(text, at):
@@ -296,12 +319,13 @@ def lowering_context() -> Context:
     ctx = nem_context()
     register_mlir_dialects(ctx)  # affine, memref (with the upstream ops), async
     ctx.load_dialect(func.Func)
-    ctx.load_registered_dialect("linalg")   # with linalg.softmax (D-LOW-SOFTMAX)
+    ctx.load_registered_dialect("linalg")  # with linalg.softmax (D-LOW-SOFTMAX)
     return ctx
 
 
-def parse_mlir(ctx: Context, text: str, file: str = "<unknown>",
-               allow_implicit_module: bool = True) -> ModuleOp:
+def parse_mlir(
+    ctx: Context, text: str, file: str = "<unknown>", allow_implicit_module: bool = True
+) -> ModuleOp:
     """Parse MLIR text with a location on every op (`LocatingParser`): text a
     tool wrote (upstream MLIR's output); the user's text goes through
     `mlir_input.parse_mlir_checked`, whose linear pre-scan keeps it from

@@ -46,16 +46,19 @@ class AffineIfOp(IRDLOperation):
             parser.raise_error("expected an affine set")
         index = IndexType()
         operands = parser.parse_comma_separated_list(
-            Parser.Delimiter.PAREN, lambda: parser.resolve_operand(
-                parser.parse_unresolved_operand(), index))
+            Parser.Delimiter.PAREN,
+            lambda: parser.resolve_operand(parser.parse_unresolved_operand(), index),
+        )
         syms = parser.parse_optional_comma_separated_list(
-            Parser.Delimiter.SQUARE, lambda: parser.resolve_operand(
-                parser.parse_unresolved_operand(), index))
+            Parser.Delimiter.SQUARE,
+            lambda: parser.resolve_operand(parser.parse_unresolved_operand(), index),
+        )
         results = []
         if parser.parse_optional_punctuation("->") is not None:
             if parser.parse_optional_punctuation("(") is not None:
-                results = parser.parse_comma_separated_list(Parser.Delimiter.NONE,
-                                                            parser.parse_type)
+                results = parser.parse_comma_separated_list(
+                    Parser.Delimiter.NONE, parser.parse_type
+                )
                 parser.parse_punctuation(")")
             else:
                 results = [parser.parse_type()]
@@ -64,9 +67,13 @@ class AffineIfOp(IRDLOperation):
         if parser.parse_optional_keyword("else") is not None:
             else_region = _terminated(parser.parse_region(), not results)
         attrs = parser.parse_optional_attr_dict()
-        op = cls.create(operands=[*operands, *(syms or [])], result_types=results,
-                        properties={"condition": cond}, attributes=attrs,
-                        regions=[then_region, else_region])
+        op = cls.create(
+            operands=[*operands, *(syms or [])],
+            result_types=results,
+            properties={"condition": cond},
+            attributes=attrs,
+            regions=[then_region, else_region],
+        )
         return op
 
     def print(self, printer: Printer) -> None:

@@ -24,8 +24,9 @@ class AffineMaxOp(IRDLOperation):
     map = prop_def(AffineMapAttr)
 
     def __init__(self, map_operands: Sequence[SSAValue | Operation], affine_map: AffineMapAttr):
-        super().__init__(operands=[map_operands], properties={"map": affine_map},
-                         result_types=[IndexType()])
+        super().__init__(
+            operands=[map_operands], properties={"map": affine_map}, result_types=[IndexType()]
+        )
 
     verify_ = MinOp.verify_
     print = MinOp.print

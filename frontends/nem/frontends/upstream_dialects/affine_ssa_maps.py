@@ -73,12 +73,14 @@ def _parse_affine_map_of_ssa_ids(self: AffineParser) -> tuple[AffineMap, Sequenc
         return None
 
     exprs = self.parse_comma_separated_list(
-        self.Delimiter.SQUARE, lambda: self._parse_affine_expr(parse_optional_id))
+        self.Delimiter.SQUARE, lambda: self._parse_affine_expr(parse_optional_id)
+    )
     return AffineMap(len(dims), len(syms), tuple(exprs)), (*dims, *syms)
 
 
-def _print_expr(printer: Printer, expr: AffineExpr, name: Callable[[AffineExpr], None],
-                min_prec: int = 0) -> None:
+def _print_expr(
+    printer: Printer, expr: AffineExpr, name: Callable[[AffineExpr], None], min_prec: int = 0
+) -> None:
     """xDSL's `_print_affine_expr_of_ssa_ids` (its parenthesization), with
     dims and symbols printed by `name`."""
     match expr:
@@ -99,11 +101,15 @@ def _print_expr(printer: Printer, expr: AffineExpr, name: Callable[[AffineExpr],
             raise ValueError(f"Unexpected affine expr {expr}")
 
 
-def print_affine_map_of_ssa_ids(printer: Printer, map: AffineMap,  # noqa: A002 - xDSL's name
-                                operands: Sequence[SSAValue]) -> None:
+def print_affine_map_of_ssa_ids(
+    printer: Printer,
+    map: AffineMap,  # noqa: A002 - xDSL's name
+    operands: Sequence[SSAValue],
+) -> None:
     """`[expr, ...]` with dim k as its operand `%x` and symbol k as
     `symbol(%y)` (operand `num_dims + k`), as upstream prints it."""
     amap = map
+
     def name(e: AffineExpr) -> None:
         if isinstance(e, AffineDimExpr):
             printer.print_ssa_value(operands[e.position])

@@ -24,5 +24,8 @@ def other_rounding(op: Operation) -> str | None:
     value = mode.value.data if isinstance(mode, IntegerAttr) else None
     if value == 0:
         return None
-    return ROUNDING_MODES[value] if value is not None and 0 <= value < len(ROUNDING_MODES) \
+    return (
+        ROUNDING_MODES[value]
+        if value is not None and 0 <= value < len(ROUNDING_MODES)
         else str(mode)
+    )

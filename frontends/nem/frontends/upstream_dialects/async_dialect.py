@@ -135,10 +135,18 @@ class ExecuteOp(IRDLOperation):
     body_region = region_def("single_block")
     irdl_options = (AttrSizedOperandSegments(as_property=True),)
 
-    def __init__(self, dependencies: Sequence[SSAValue], body_operands: Sequence[SSAValue],
-                 result_types: Sequence[Attribute], body: Region):
-        super().__init__(operands=[dependencies, body_operands],
-                         result_types=[TokenType(), list(result_types)], regions=[body])
+    def __init__(
+        self,
+        dependencies: Sequence[SSAValue],
+        body_operands: Sequence[SSAValue],
+        result_types: Sequence[Attribute],
+        body: Region,
+    ):
+        super().__init__(
+            operands=[dependencies, body_operands],
+            result_types=[TokenType(), list(result_types)],
+            regions=[body],
+        )
 
     @classmethod
     def parse(cls, parser: Parser) -> ExecuteOp:
@@ -146,11 +154,13 @@ class ExecuteOp(IRDLOperation):
         if parser.parse_optional_punctuation("[") is not None:
             if parser.parse_optional_punctuation("]") is None:
                 deps = parser.parse_comma_separated_list(
-                    parser.Delimiter.NONE, lambda: parser.parse_operand(TokenType()))
+                    parser.Delimiter.NONE, lambda: parser.parse_operand(TokenType())
+                )
                 parser.parse_punctuation("]")
         operands: list[SSAValue] = []
         args: list[Parser.Argument] = []
         if parser.parse_optional_punctuation("(") is not None:
+
             def one() -> None:
                 unresolved = parser.parse_unresolved_operand()
                 parser.parse_keyword("as")
@@ -162,13 +172,15 @@ class ExecuteOp(IRDLOperation):
                 if not isinstance(vtype, ValueType):
                     parser.raise_error("expected !async.value<T> operand type", pos)
                 args.append(arg.resolve(vtype.value_type))
+
             parser.parse_comma_separated_list(parser.Delimiter.NONE, one)
             parser.parse_punctuation(")")
         result_types: list[Attribute] = []
         if parser.parse_optional_punctuation("->") is not None:
             if parser.parse_optional_punctuation("(") is not None:
-                result_types = parser.parse_comma_separated_list(parser.Delimiter.NONE,
-                                                                 parser.parse_type)
+                result_types = parser.parse_comma_separated_list(
+                    parser.Delimiter.NONE, parser.parse_type
+                )
                 parser.parse_punctuation(")")
             else:
                 result_types = [parser.parse_type()]
@@ -213,8 +225,9 @@ class ExecuteOp(IRDLOperation):
         printer.print_string(" ")
         # upstream prints the terminator too (`{ async.yield }`) and its parser
         # does not add one: `async.execute { }` fails upstream's verifier
-        printer.print_region(self.body_region, print_entry_block_args=False,
-                             print_block_terminators=True)
+        printer.print_region(
+            self.body_region, print_entry_block_args=False, print_block_terminators=True
+        )
 
     def verify_(self) -> None:
         block = self.body_region.block
@@ -229,8 +242,12 @@ class ExecuteOp(IRDLOperation):
         last = block.last_op
         if not isinstance(last, YieldOp):
             raise VerifyException("async.execute body must end with async.yield")
-        if [o.type for o in last.operands] != [cast(ValueType, r.type).value_type for r in self.body_results]:
-            raise VerifyException("async.yield operand types do not match the async.execute results")
+        if [o.type for o in last.operands] != [
+            cast(ValueType, r.type).value_type for r in self.body_results
+        ]:
+            raise VerifyException(
+                "async.yield operand types do not match the async.execute results"
+            )
 
 
 @irdl_op_definition
@@ -267,8 +284,10 @@ class AwaitOp(IRDLOperation):
             raise VerifyException("async.await takes an !async.token or !async.value")
         want = [t.value_type] if isinstance(t, ValueType) else []
         if [r.type for r in self.results] != want:
-            raise VerifyException(f"async.await of {t} must have "
-                                  + (f"one result of type {want[0]}" if want else "no result"))
+            raise VerifyException(
+                f"async.await of {t} must have "
+                + (f"one result of type {want[0]}" if want else "no result")
+            )
 
 
 @irdl_op_definition
@@ -311,8 +330,9 @@ class AddToGroupOp(IRDLOperation):
         group = parser.parse_operand(GroupType())
         parser.parse_punctuation(":")
         t = parser.parse_type()
-        op = cls.create(operands=[parser.resolve_operand(tok, t), group],
-                        result_types=[IndexType()])
+        op = cls.create(
+            operands=[parser.resolve_operand(tok, t), group], result_types=[IndexType()]
+        )
         op.attributes.update(parser.parse_optional_attr_dict())
         return op
 

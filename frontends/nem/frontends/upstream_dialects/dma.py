@@ -42,8 +42,9 @@ def _parse_access(parser: Parser) -> tuple[UnresolvedOperand, AffineMap, list[SS
 
 def _parse_plain_access(parser: Parser) -> tuple[UnresolvedOperand, list[SSAValue]]:
     memref = parser.parse_unresolved_operand()
-    indices = parser.parse_comma_separated_list(parser.Delimiter.SQUARE,
-                                                lambda: parser.parse_operand(IndexType()))
+    indices = parser.parse_comma_separated_list(
+        parser.Delimiter.SQUARE, lambda: parser.parse_operand(IndexType())
+    )
     return memref, list(indices)
 
 
@@ -71,14 +72,15 @@ class AffineDmaStartOp(_DmaBase):
     # tag, tag map operands, element count, [stride, elements per stride].
     def _groups(self) -> tuple[int, int, int, int]:
         """Positions of src, dst, tag and the element count."""
-        arity = [m.data.num_dims + m.data.num_symbols
-                 for m in (self.src_map, self.dst_map, self.tag_map)]
+        arity = [
+            m.data.num_dims + m.data.num_symbols for m in (self.src_map, self.dst_map, self.tag_map)
+        ]
         dst = 1 + arity[0]
         tag = dst + 1 + arity[1]
         return 0, dst, tag, tag + 1 + arity[2]
 
     def _after(self, pos: int, next_pos: int) -> tuple[SSAValue, ...]:
-        return tuple(self.operands[pos + 1:next_pos])
+        return tuple(self.operands[pos + 1 : next_pos])
 
     @property
     def src(self) -> SSAValue:
@@ -117,7 +119,7 @@ class AffineDmaStartOp(_DmaBase):
 
     @property
     def stride_info(self) -> tuple[SSAValue, SSAValue] | None:
-        rest = self.operands[self._count_pos + 1:]
+        rest = self.operands[self._count_pos + 1 :]
         return (rest[0], rest[1]) if len(rest) == 2 else None
 
     # --- syntax ----------------------------------------------------------
@@ -135,26 +137,36 @@ class AffineDmaStartOp(_DmaBase):
         if len(types) != 3:
             parser.raise_error("expected three memref types", pos)
         s, d, t = (parser.resolve_operand(u, ty) for u, ty in zip((src, dst, tag), types))
-        op = cls.create(operands=[s, *sidx, d, *didx, t, *tidx, *counts],
-                        attributes={"src_map": AffineMapAttr(smap), "dst_map": AffineMapAttr(dmap),
-                                    "tag_map": AffineMapAttr(tmap)})
+        op = cls.create(
+            operands=[s, *sidx, d, *didx, t, *tidx, *counts],
+            attributes={
+                "src_map": AffineMapAttr(smap),
+                "dst_map": AffineMapAttr(dmap),
+                "tag_map": AffineMapAttr(tmap),
+            },
+        )
         op.attributes.update(parser.parse_optional_attr_dict())
         return op
 
     def print(self, printer: Printer) -> None:
         printer.print_string(" ")
-        for i, (m, mp, ops) in enumerate(((self.src, self.src_map, self.src_operands),
-                                          (self.dst, self.dst_map, self.dst_operands),
-                                          (self.tag, self.tag_map, self.tag_operands))):
+        for i, (m, mp, ops) in enumerate(
+            (
+                (self.src, self.src_map, self.src_operands),
+                (self.dst, self.dst_map, self.dst_operands),
+                (self.tag, self.tag_map, self.tag_operands),
+            )
+        ):
             if i:
                 printer.print_string(", ")
             printer.print_ssa_value(m)
             print_affine_map_of_ssa_ids(printer, mp.data, ops)
-        for v in self.operands[self._count_pos:]:
+        for v in self.operands[self._count_pos :]:
             printer.print_string(", ")
             printer.print_ssa_value(v)
-        printer.print_op_attributes({k: v for k, v in self.attributes.items()
-                                     if k not in ("src_map", "dst_map", "tag_map")})
+        printer.print_op_attributes(
+            {k: v for k, v in self.attributes.items() if k not in ("src_map", "dst_map", "tag_map")}
+        )
         printer.print_string(" : ")
         printer.print_list([self.src.type, self.dst.type, self.tag.type], printer.print_attribute)
 
@@ -164,8 +176,10 @@ class AffineDmaStartOp(_DmaBase):
         except IndexError:  # pragma: no cover
             extra = -1
         if extra not in (1, 3):
-            raise VerifyException("affine.dma_start: expected num_elements and optionally "
-                                  "stride and num_elt_per_stride")
+            raise VerifyException(
+                "affine.dma_start: expected num_elements and optionally "
+                "stride and num_elt_per_stride"
+            )
         for v in (self.src, self.dst, self.tag):
             if not isinstance(v.type, MemRefType):
                 raise VerifyException("affine.dma_start: src, dst and tag must be memrefs")
@@ -186,7 +200,7 @@ class AffineDmaWaitOp(_DmaBase):
     @property
     def tag_operands(self) -> tuple[SSAValue, ...]:
         n = self.tag_map.data.num_dims + self.tag_map.data.num_symbols
-        return tuple(self.operands[1:1 + n])
+        return tuple(self.operands[1 : 1 + n])
 
     @property
     def num_elements(self) -> SSAValue:
@@ -198,8 +212,10 @@ class AffineDmaWaitOp(_DmaBase):
         counts = _trailing_counts(parser)
         parser.parse_punctuation(":")
         t = parser.parse_type()
-        op = cls.create(operands=[parser.resolve_operand(tag, t), *tidx, *counts],
-                        attributes={"tag_map": AffineMapAttr(tmap)})
+        op = cls.create(
+            operands=[parser.resolve_operand(tag, t), *tidx, *counts],
+            attributes={"tag_map": AffineMapAttr(tmap)},
+        )
         op.attributes.update(parser.parse_optional_attr_dict())
         return op
 
@@ -238,7 +254,7 @@ class MemRefDmaStartOp(_DmaBase):
 
     @property
     def src_indices(self) -> tuple[SSAValue, ...]:
-        return tuple(self.operands[1:1 + self._rank(self.src)])
+        return tuple(self.operands[1 : 1 + self._rank(self.src)])
 
     @property
     def dst(self) -> SSAValue:
@@ -247,7 +263,7 @@ class MemRefDmaStartOp(_DmaBase):
     @property
     def dst_indices(self) -> tuple[SSAValue, ...]:
         p = 2 + self._rank(self.src)
-        return tuple(self.operands[p:p + self._rank(self.dst)])
+        return tuple(self.operands[p : p + self._rank(self.dst)])
 
     @property
     def num_elements(self) -> SSAValue:
@@ -260,7 +276,7 @@ class MemRefDmaStartOp(_DmaBase):
     @property
     def tag_indices(self) -> tuple[SSAValue, ...]:
         p = 4 + self._rank(self.src) + self._rank(self.dst)
-        return tuple(self.operands[p:p + self._rank(self.tag)])
+        return tuple(self.operands[p : p + self._rank(self.tag)])
 
     @property
     def stride_info(self) -> tuple[SSAValue, SSAValue] | None:
@@ -368,6 +384,8 @@ def _affine_extra_ops() -> list[type[IRDLOperation]]:
 
 
 AFFINE_EXTRA_OPS: list[type[IRDLOperation]] = _affine_extra_ops()
+
+
 def _memref_extra_ops() -> list[type[IRDLOperation]]:
     from nem.frontends.upstream_dialects.memref_copy import MemRefCopyOp
     from nem.frontends.upstream_dialects.memref_global import MemRefGlobalOp

@@ -40,14 +40,19 @@ from xdsl.utils.lexer import Span
 if TYPE_CHECKING:
     from nem.frontends.upstream_dialects import LocatingParser
 
-_N = r"%([A-Za-z_0-9]+)"   # a plain SSA name (its text without `%`)
-_T = r"(memref<(?:[^<>\n]|<[^<>\n]*>)*>)"   # a memref type, one level of `<>` inside
+_N = r"%([A-Za-z_0-9]+)"  # a plain SSA name (its text without `%`)
+_T = r"(memref<(?:[^<>\n]|<[^<>\n]*>)*>)"  # a memref type, one level of `<>` inside
 _HEAD = re.compile(r"(?:%[A-Za-z_0-9]+ = )?([a-z]+\.[a-z_]+)", re.ASCII)
 _FORMS = {
-    "memref.alloc": re.compile(rf"{_N} = memref\.alloc\(\)(?: (\{{[^{{}}\n]*\}}))? : {_T}", re.ASCII),
+    "memref.alloc": re.compile(
+        rf"{_N} = memref\.alloc\(\)(?: (\{{[^{{}}\n]*\}}))? : {_T}", re.ASCII
+    ),
     "memref.view": re.compile(rf"{_N} = memref\.view {_N}\[{_N}\]\[\] : {_T} to {_T}", re.ASCII),
-    "memref.subview": re.compile(rf"{_N} = memref\.subview {_N}(\[[^\]\n]*\]) (\[[^\]\n]*\]) "
-                                 rf"(\[[^\]\n]*\]) : {_T} to {_T}", re.ASCII),
+    "memref.subview": re.compile(
+        rf"{_N} = memref\.subview {_N}(\[[^\]\n]*\]) (\[[^\]\n]*\]) "
+        rf"(\[[^\]\n]*\]) : {_T} to {_T}",
+        re.ASCII,
+    ),
     "memref.dealloc": re.compile(rf"memref\.dealloc {_N} : {_T}", re.ASCII),
     "memref.copy": re.compile(rf"memref\.copy {_N}, {_N} : {_T} to {_T}", re.ASCII),
     "linalg.copy": re.compile(rf"linalg\.copy ins\({_N} : {_T}\) outs\({_N} : {_T}\)", re.ASCII),
@@ -71,9 +76,13 @@ class FastOps:
         self.read = 0
         """How many statements the fast path read."""
         self.builders: dict[str, Callable[[re.Match[str]], Operation | None]] = {
-            "memref.alloc": self._alloc, "memref.view": self._view,
-            "memref.subview": self._subview, "memref.dealloc": self._dealloc,
-            "memref.copy": self._memref_copy, "linalg.copy": self._linalg_copy}
+            "memref.alloc": self._alloc,
+            "memref.view": self._view,
+            "memref.subview": self._subview,
+            "memref.dealloc": self._dealloc,
+            "memref.copy": self._memref_copy,
+            "linalg.copy": self._linalg_copy,
+        }
 
     def operation(self, start: int) -> Operation | None:
         """The op of the statement at `start` (its first token) when it is
@@ -99,32 +108,39 @@ class FastOps:
             return None
         try:
             op = self.builders[name](m)
-        except Exception:   # whatever xDSL's own parse would make of it: its error, its place
+        except Exception:  # whatever xDSL's own parse would make of it: its error, its place
             op = None
         if op is None:
             return None
         if result is not None:
-            p._register_ssa_definition(result, op.results,
-                                       Span(start, start + 1 + len(result), p.lexer.input))
+            p._register_ssa_definition(
+                result, op.results, Span(start, start + 1 + len(result), p.lexer.input)
+            )
         p.lexer.pos = end
         p._parser_state.current_token = p.lexer.lex()
         self.read += 1
         return op
 
     # -- pieces ---------------------------------------------------------
-    def _class(self, name: str, expected: Callable[[], type[Operation]],
-               segments: bool) -> type[Operation] | None:
+    def _class(
+        self, name: str, expected: Callable[[], type[Operation]], segments: bool
+    ) -> type[Operation] | None:
         """The context's class of op `name` when it is `expected()` (the
         class whose parse the builder mirrors) with the operand segments
         `segments` says (`AttrSizedOperandSegments(as_property=True)`, as
         xDSL 0.74 defines it), else None."""
         if name not in self.classes:
             cls = self.parser.ctx.get_optional_op(name)
-            ok = cls is expected() and issubclass(cls, IRDLOperation) and \
-                [(type(o), getattr(o, "as_property", None))
-                 for o in cls.get_irdl_definition().options
-                 if not isinstance(o, ParsePropInAttrDict)] == \
-                ([(AttrSizedOperandSegments, True)] if segments else [])
+            ok = (
+                cls is expected()
+                and issubclass(cls, IRDLOperation)
+                and [
+                    (type(o), getattr(o, "as_property", None))
+                    for o in cls.get_irdl_definition().options
+                    if not isinstance(o, ParsePropInAttrDict)
+                ]
+                == ([(AttrSizedOperandSegments, True)] if segments else [])
+            )
             self.classes[name] = cls if ok else None
         return self.classes[name]
 
@@ -144,9 +160,11 @@ class FastOps:
             p.lexer.pos = m.start(group)
             state.current_token = p.lexer.lex()
             parsed = p.parse_optional_type()
-            ok = state.current_token.span.start >= m.end(group) and \
-                not m.string[m.end(group):state.current_token.span.start].strip()
-        except Exception:   # left to xDSL's parse of the statement: its error, its place
+            ok = (
+                state.current_token.span.start >= m.end(group)
+                and not m.string[m.end(group) : state.current_token.span.start].strip()
+            )
+        except Exception:  # left to xDSL's parse of the statement: its error, its place
             parsed, ok = None, False
         finally:
             p.lexer.pos, state.current_token = pos, token
@@ -213,7 +231,7 @@ class FastOps:
             attrs = dict(cached)
         if cls is None or res is None:
             return None
-        alignment = attrs.pop("alignment", None)   # AllocOp.parse: a property
+        alignment = attrs.pop("alignment", None)  # AllocOp.parse: a property
         props = {} if alignment is None else {"alignment": alignment}
         props["operandSegmentSizes"] = self._segments(0, 0)
         return cls.create(result_types=(res,), properties=props, attributes=attrs)
@@ -224,8 +242,13 @@ class FastOps:
         cls = self._class("memref.view", lambda: memref.ViewOp, False)
         src_t, res_t = self._type(m, 4), self._type(m, 5)
         # the format's constraint on the source: MemRefType[i8]
-        if cls is None or src_t is None or res_t is None or \
-                not isinstance(src_t, MemRefType) or src_t.element_type != i8:
+        if (
+            cls is None
+            or src_t is None
+            or res_t is None
+            or not isinstance(src_t, MemRefType)
+            or src_t.element_type != i8
+        ):
             return None
         src, shift = self._value(m.group(2), src_t), self._value(m.group(3), self.index)
         if src is None or shift is None:
@@ -246,15 +269,20 @@ class FastOps:
             values = self._indices(entry[1]) if entry is not None else None
             if values is None:
                 return None
-            statics.append(entry[0])   # type: ignore[index]
+            statics.append(entry[0])  # type: ignore[index]
             dyn.append(values)
         if src is None:
             return None
         return cls.create(
-            operands=(src, *dyn[0], *dyn[1], *dyn[2]), result_types=(res_t,),
-            properties={"static_offsets": statics[0], "static_sizes": statics[1],
-                        "static_strides": statics[2],
-                        "operandSegmentSizes": self._segments(1, *map(len, dyn))})
+            operands=(src, *dyn[0], *dyn[1], *dyn[2]),
+            result_types=(res_t,),
+            properties={
+                "static_offsets": statics[0],
+                "static_sizes": statics[1],
+                "static_strides": statics[2],
+                "operandSegmentSizes": self._segments(1, *map(len, dyn)),
+            },
+        )
 
     def _dealloc(self, m: re.Match[str]) -> Operation | None:
         from xdsl.dialects import memref
@@ -298,6 +326,8 @@ class FastOps:
             return None
         block = Block(arg_types=types)
         block.add_op(YieldOp.create(operands=(block.args[0],)))
-        return cls.create(operands=(src, dst),
-                          properties={"operandSegmentSizes": self._segments(1, 1)},
-                          regions=(Region(block),))
+        return cls.create(
+            operands=(src, dst),
+            properties={"operandSegmentSizes": self._segments(1, 1)},
+            regions=(Region(block),),
+        )

@@ -20,8 +20,9 @@ from collections.abc import Callable
 from nem.dialect.diagnostics import NemDiagnosticError, SourceLoc, fail
 
 
-def run_isolated(fn: Callable[..., str], *args: object, where: SourceLoc, what: str,
-                 fix: str) -> str:
+def run_isolated(
+    fn: Callable[..., str], *args: object, where: SourceLoc, what: str, fix: str
+) -> str:
     """`fn(*args)` in a forked child, so that an upstream abort ends the
     child, not the tool.  The child's result or NemDiagnosticError comes
     back pickled; its stderr (upstream's own message) is captured and, if
@@ -33,7 +34,7 @@ def run_isolated(fn: Callable[..., str], *args: object, where: SourceLoc, what: 
     with tempfile.TemporaryFile() as err:
         read_end, write_end = os.pipe()
         pid = os.fork()
-        if pid == 0:    # the child: never returns
+        if pid == 0:  # the child: never returns
             status = 0
             try:
                 os.close(read_end)
@@ -63,11 +64,15 @@ def run_isolated(fn: Callable[..., str], *args: object, where: SourceLoc, what: 
         err.seek(0)
         lines = [ln for ln in err.read().decode("utf-8", "replace").splitlines() if ln.strip()]
     code = os.waitstatus_to_exitcode(status)
-    how = (f"aborted ({signal.Signals(-code).name})" if code < 0 and -code in
-           signal.valid_signals() else f"failed (exit status {code})")
+    how = (
+        f"aborted ({signal.Signals(-code).name})"
+        if code < 0 and -code in signal.valid_signals()
+        else f"failed (exit status {code})"
+    )
     said = f": {lines[-1][:300]}" if lines else ""
-    raise fail(f"not supported: upstream MLIR {how} while {what}{said} (D-LOW-UPSTREAM)",
-               where, None, fix)
+    raise fail(
+        f"not supported: upstream MLIR {how} while {what}{said} (D-LOW-UPSTREAM)", where, None, fix
+    )
 
 
 __all__ = ["run_isolated"]

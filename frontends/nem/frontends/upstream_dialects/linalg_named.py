@@ -57,8 +57,9 @@ def _contraction_body(arg_types: Sequence[Attribute], unsigned: bool = False) ->
     """`acc + cast(a) * cast(b)` in the output's element type (upstream's
     body of the multiply-accumulate named ops)."""
     out = arg_types[-1]
-    add, mul = (arith.AddfOp, arith.MulfOp) if isinstance(out, AnyFloat) else \
-        (arith.AddiOp, arith.MuliOp)
+    add, mul = (
+        (arith.AddfOp, arith.MulfOp) if isinstance(out, AnyFloat) else (arith.AddiOp, arith.MuliOp)
+    )
 
     @Builder.implicit_region(arg_types)
     def body(args: tuple[BlockArgument, ...]) -> None:
@@ -70,9 +71,14 @@ def _contraction_body(arg_types: Sequence[Attribute], unsigned: bool = False) ->
 
 
 CONTRACTIONS: tuple[type[abstract_ops.NamedOperation], ...] = (
-    ops.MatmulOp, ops.Conv2DNchwFchwOp, ops.Conv2DNgchwFgchwOp,
-    ops.Conv2DNgchwGfchwOp, ops.Conv2DNhwc_FhwcOp, ops.Conv2DNhwc_HwcfOp,
-    ops.Conv2DNhwgcGfhwcOp)
+    ops.MatmulOp,
+    ops.Conv2DNchwFchwOp,
+    ops.Conv2DNgchwFgchwOp,
+    ops.Conv2DNgchwGfchwOp,
+    ops.Conv2DNhwc_FhwcOp,
+    ops.Conv2DNhwc_HwcfOp,
+    ops.Conv2DNhwgcGfhwcOp,
+)
 """The named multiply-accumulate ops xDSL 0.74 defines."""
 
 
@@ -83,9 +89,12 @@ def use_upstream_linalg_named() -> None:
             continue
         base: Callable[[Sequence[SSAValue], Sequence[SSAValue]], Region] = op.get_hidden_region
 
-        def hidden_region(cls: type[abstract_ops.NamedOperation], inputs: Sequence[SSAValue],
-                          outputs: Sequence[SSAValue], base: Callable[
-                              [Sequence[SSAValue], Sequence[SSAValue]], Region] = base) -> Region:
+        def hidden_region(
+            cls: type[abstract_ops.NamedOperation],
+            inputs: Sequence[SSAValue],
+            outputs: Sequence[SSAValue],
+            base: Callable[[Sequence[SSAValue], Sequence[SSAValue]], Region] = base,
+        ) -> Region:
             types = cls.body_arg_types((*inputs, *outputs))
             if all(t == types[-1] for t in types):
                 return base(inputs, outputs)
@@ -100,12 +109,14 @@ def use_upstream_linalg_named() -> None:
 def _with_unit_windows(build: Callable[..., Operation]) -> Callable[..., Operation]:
     """`build` of a 2-D convolution, with `strides` and `dilations` of 1
     where they are not given (upstream's defaults)."""
-    def with_defaults(cls: type[Operation], *, properties: dict[str, Attribute] | None = None,
-                      **kw: object) -> Operation:
+
+    def with_defaults(
+        cls: type[Operation], *, properties: dict[str, Attribute] | None = None, **kw: object
+    ) -> Operation:
         props = dict(properties or {})
         for key in ("strides", "dilations"):
             if key not in props:
-                props[key] = DenseIntOrFPElementsAttr.from_list(
-                    TensorType(i64, [2]), [1, 1])
+                props[key] = DenseIntOrFPElementsAttr.from_list(TensorType(i64, [2]), [1, 1])
         return build(properties=props, **kw)
+
     return with_defaults

@@ -30,10 +30,18 @@ class SoftmaxOp(IRDLOperation):
     result = var_result_def(TensorType)
     dimension = prop_def(IntegerAttr[I64])
 
-    def __init__(self, input: SSAValue, output: SSAValue, dimension: int,
-                 result_types: list[Attribute] | None = None):
-        super().__init__(operands=[input, output], result_types=[result_types or []],
-                         properties={"dimension": IntegerAttr(dimension, IntegerType(64))})
+    def __init__(
+        self,
+        input: SSAValue,
+        output: SSAValue,
+        dimension: int,
+        result_types: list[Attribute] | None = None,
+    ):
+        super().__init__(
+            operands=[input, output],
+            result_types=[result_types or []],
+            properties={"dimension": IntegerAttr(dimension, IntegerType(64))},
+        )
 
     def verify_(self) -> None:
         t = self.input.type

@@ -38,8 +38,9 @@ class MemRefCopyOp(IRDLOperation):
         src_type = parser.parse_type()
         parser.parse_keyword("to")
         dst_type = parser.parse_type()
-        return MemRefCopyOp(parser.resolve_operand(src, src_type),
-                            parser.resolve_operand(dst, dst_type))
+        return MemRefCopyOp(
+            parser.resolve_operand(src, src_type), parser.resolve_operand(dst, dst_type)
+        )
 
     def print(self, printer: Printer) -> None:
         printer.print_string(" ")

@@ -53,18 +53,26 @@ class MemRefGlobalOp(IRDLOperation):
         parser.parse_punctuation(":")
         typ = parser.parse_type()
         init: UnitAttr | DenseIntOrFPElementsAttr = UnitAttr()
-        if parser.parse_optional_punctuation("=") and \
-                not parser.parse_optional_keyword("uninitialized"):
+        if parser.parse_optional_punctuation("=") and not parser.parse_optional_keyword(
+            "uninitialized"
+        ):
             # upstream elides the literal's type: the memref's, as a tensor
             parser.parse_keyword("dense")
             init = parser.parse_dense_int_or_fp_elements_attr(
                 TensorType(typ.element_type, typ.get_shape())
-                if isinstance(typ, MemRefType) else None)
+                if isinstance(typ, MemRefType)
+                else None
+            )
         attrs = parser.parse_optional_attr_dict()
         alignment = attrs.pop("alignment", None)
-        props = {"sym_name": sym, "sym_visibility": StringAttr(vis or "public"),
-                 "type": typ, "initial_value": init, "constant": constant,
-                 "alignment": alignment if isinstance(alignment, IntegerAttr) else None}
+        props = {
+            "sym_name": sym,
+            "sym_visibility": StringAttr(vis or "public"),
+            "type": typ,
+            "initial_value": init,
+            "constant": constant,
+            "alignment": alignment if isinstance(alignment, IntegerAttr) else None,
+        }
         op = cls.build(properties=props, attributes=attrs)
         return op
 

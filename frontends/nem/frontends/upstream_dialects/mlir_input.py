@@ -53,17 +53,31 @@ from nem.dialect.limits import MAX_NESTING_DEPTH
 # integer ranges; NotImplementedError: semi-affine maps; IndexError/KeyError:
 # ops missing operands or attributes).
 XDSL_INPUT_ERRORS: tuple[type[Exception], ...] = (
-    ParseError, VerifyException, DiagnosticException, ValueError, OverflowError,
-    NotImplementedError, IndexError, KeyError, TypeError, AssertionError, ZeroDivisionError)
+    ParseError,
+    VerifyException,
+    DiagnosticException,
+    ValueError,
+    OverflowError,
+    NotImplementedError,
+    IndexError,
+    KeyError,
+    TypeError,
+    AssertionError,
+    ZeroDivisionError,
+)
 
-_SCAN = re.compile(r'''//[^\n]*|"(?:[^"\\\n\v\f]|\\.)*(?P<close>")?|->|>=|[(){}\[\]<>\n]|[^\x00-\x7f]''')
+_SCAN = re.compile(
+    r"""//[^\n]*|"(?:[^"\\\n\v\f]|\\.)*(?P<close>")?|->|>=|[(){}\[\]<>\n]|[^\x00-\x7f]"""
+)
 _OP_NAME = re.compile(r'(?:[%\w#:, ]*=\s*)?"?(?P<name>[A-Za-z_][\w$.]*)')
 _BAD_ESCAPE = re.compile(r'\\(?!["nt\\]|[0-9A-Fa-f]{2})')
 _OPEN, _CLOSE = "({[<", ")}]>"
 
 
-_BRACKETS = {"(": re.compile(r'"(?:[^"\\\n]|\\.)*"|[()\n]'),
-             "{": re.compile(r'"(?:[^"\\\n]|\\.)*"|[{}\n]')}
+_BRACKETS = {
+    "(": re.compile(r'"(?:[^"\\\n]|\\.)*"|[()\n]'),
+    "{": re.compile(r'"(?:[^"\\\n]|\\.)*"|[{}\n]'),
+}
 
 
 def closing(text: str, at: int, opening: str) -> int | None:
@@ -73,7 +87,7 @@ def closing(text: str, at: int, opening: str) -> int | None:
     The one bracket scanner of MLIR text: the parser's caches find a
     location's or an attribute dictionary's extent with it, the ONNX
     importer an op's own `loc(...)`s."""
-    if text[at:at + 1] != opening:
+    if text[at : at + 1] != opening:
         return None
     depth = 0
     for m in _BRACKETS[opening].finditer(text, at):
@@ -98,7 +112,7 @@ def parse_location(text: str) -> LocationAttr | None:
         check_mlir_text(text, "<origin>")
         parser = Parser(Context(), text)
         loc = parser.parse_optional_location()
-    except Exception:   # untrusted bytes: any failure of xDSL's parser (upstream report 3)
+    except Exception:  # untrusted bytes: any failure of xDSL's parser (upstream report 3)
         return None
     return loc if loc is not None and parser.pos == len(text) else None
 
@@ -119,34 +133,52 @@ def check_mlir_text(text: str, file: str, at: tuple[int, int] = (0, 0)) -> None:
             continue
         if c == '"':
             if m.group("close") is None:
-                raise fail("unterminated string literal", SourceLoc(file, line, col), None,
-                           'close the string with `"` on the same line')
+                raise fail(
+                    "unterminated string literal",
+                    SourceLoc(file, line, col),
+                    None,
+                    'close the string with `"` on the same line',
+                )
             bad = _BAD_ESCAPE.search(tok)
             if bad is not None:
-                raise fail(f"invalid escape '{tok[bad.start():bad.start() + 2]}' in a string "
-                           "literal", SourceLoc(file, line, col + bad.start()), None,
-                           'MLIR strings escape only \\", \\n, \\t, \\\\ and two hex digits')
+                raise fail(
+                    f"invalid escape '{tok[bad.start() : bad.start() + 2]}' in a string literal",
+                    SourceLoc(file, line, col + bad.start()),
+                    None,
+                    'MLIR strings escape only \\", \\n, \\t, \\\\ and two hex digits',
+                )
             continue
         if c in _OPEN:
             depth += 1
             if depth > MAX_NESTING_DEPTH:
-                raise fail(f"brackets nested more than {MAX_NESTING_DEPTH} deep (limit D-LIMITS)",
-                           SourceLoc(file, line, col), None,
-                           "flatten the nest (split the function or the type)")
+                raise fail(
+                    f"brackets nested more than {MAX_NESTING_DEPTH} deep (limit D-LIMITS)",
+                    SourceLoc(file, line, col),
+                    None,
+                    "flatten the nest (split the function or the type)",
+                )
         elif c in _CLOSE:
             depth = max(0, depth - 1)
         else:
-            raise fail(f"non-ASCII character {c!r} outside a string literal", SourceLoc(
-                file, line, col), None, "MLIR syntax is ASCII; use digits 0-9 and ASCII names")
+            raise fail(
+                f"non-ASCII character {c!r} outside a string literal",
+                SourceLoc(file, line, col),
+                None,
+                "MLIR syntax is ASCII; use digits 0-9 and ASCII names",
+            )
 
 
 _NO_CUSTOM_FORMAT = re.compile(r"Operation (?P<name>[\w$.]+) does not have a custom format")
 
 
-def parse_mlir_checked(ctx: Context, text: str, file: str,
-                       allow_implicit_module: bool = True,
-                       custom_found: str | None = None, at: tuple[int, int] = (0, 0)
-                       ) -> ModuleOp:
+def parse_mlir_checked(
+    ctx: Context,
+    text: str,
+    file: str,
+    allow_implicit_module: bool = True,
+    custom_found: str | None = None,
+    at: tuple[int, int] = (0, 0),
+) -> ModuleOp:
     """Parse and verify MLIR text; every failure is a located diagnostic.
     `custom_found`: see `generalize_upstream_ops` (set by the retry below).
     `at`: the lines, and the characters on its first line, before `text` in
@@ -163,11 +195,16 @@ def parse_mlir_checked(ctx: Context, text: str, file: str,
 
     def count_error(n: int) -> NemDiagnosticError:
         """mlir-opt's error without the implicit module."""
-        return fail(f"source must contain a single top-level operation, found: {n}",
-                    SourceLoc.in_chunk(file, 1, 1, at), None,
-                    "write one 'builtin.module { ... }', or drop --no-implicit-module")
+        return fail(
+            f"source must contain a single top-level operation, found: {n}",
+            SourceLoc.in_chunk(file, 1, 1, at),
+            None,
+            "write one 'builtin.module { ... }', or drop --no-implicit-module",
+        )
+
     def at_end() -> bool:
         return parser._current_token.kind is MLIRTokenKind.EOF
+
     if at_end():
         # no operation at all (an empty file, comments): an empty module, as
         # mlir-opt prints `module {}`
@@ -181,8 +218,7 @@ def parse_mlir_checked(ctx: Context, text: str, file: str,
         module = parser.parse_module()
     except ParseError as e:
         # xDSL refuses aliases followed by the end of the input
-        if at_end() and not parser.top_level and \
-                "Could not parse entire input" in str(e):
+        if at_end() and not parser.top_level and "Could not parse entire input" in str(e):
             if not allow_implicit_module:
                 raise count_error(0) from None
             return parser.empty_module()
@@ -199,17 +235,23 @@ def parse_mlir_checked(ctx: Context, text: str, file: str,
         line, col = parser.line_col(pos)
         op = _OP_NAME.match(text, pos) if parser.op_starts else None
         what = f"'{op['name']}': " if op else ""
-        raise fail(f"cannot parse MLIR: {what}{_message(e)}", SourceLoc(file, line, col), None,
-                   "check the value and its type at this position") from None
+        raise fail(
+            f"cannot parse MLIR: {what}{_message(e)}",
+            SourceLoc(file, line, col),
+            None,
+            "check the value and its type at this position",
+        ) from None
     if not allow_implicit_module:
         if len(parser.top_level) != 1:
             raise count_error(len(parser.top_level))
         if not isinstance(parser.top_level[0], ModuleOp):
-            raise fail("the top-level operation must be a builtin.module: nem-opt runs its passes "
-                       "on a module (mlir-opt would anchor them on this operation)",
-                       SourceLoc.of(parser.top_level[0]) or SourceLoc.in_chunk(file, 1, 1, at),
-                       None,
-                       "wrap it in 'module { ... }', or drop --no-implicit-module")
+            raise fail(
+                "the top-level operation must be a builtin.module: nem-opt runs its passes "
+                "on a module (mlir-opt would anchor them on this operation)",
+                SourceLoc.of(parser.top_level[0]) or SourceLoc.in_chunk(file, 1, 1, at),
+                None,
+                "wrap it in 'module { ... }', or drop --no-implicit-module",
+            )
     verify_mlir(module, file, at)
     return module
 
@@ -230,9 +272,16 @@ def verify_mlir(module: ModuleOp, file: str, at: tuple[int, int] = (0, 0)) -> No
             d = e.diagnostic(location_in(bad, file, at))
             d.message = f"invalid MLIR: {name}{d.message}"
             raise NemDiagnosticError([d]) from None
-        raise NemDiagnosticError([Diagnostic(
-            "error", f"invalid MLIR: {name}{first}", location_in(bad, file, at),
-            fix="fix the op so that it verifies")]) from None
+        raise NemDiagnosticError(
+            [
+                Diagnostic(
+                    "error",
+                    f"invalid MLIR: {name}{first}",
+                    location_in(bad, file, at),
+                    fix="fix the op so that it verifies",
+                )
+            ]
+        ) from None
 
 
 def _check_access_maps(module: ModuleOp, file: str, at: tuple[int, int]) -> None:
@@ -244,24 +293,41 @@ def _check_access_maps(module: ModuleOp, file: str, at: tuple[int, int]) -> None
         if op.name not in ("affine.load", "affine.store"):
             continue
         amap = op.properties.get("map")
-        memref = op.operands[1 if op.name == "affine.store" else 0] \
-            if len(op.operands) > (op.name == "affine.store") else None
-        if not isinstance(amap, AffineMapAttr) or memref is None or \
-                not isinstance(memref.type, MemRefType):
+        memref = (
+            op.operands[1 if op.name == "affine.store" else 0]
+            if len(op.operands) > (op.name == "affine.store")
+            else None
+        )
+        if (
+            not isinstance(amap, AffineMapAttr)
+            or memref is None
+            or not isinstance(memref.type, MemRefType)
+        ):
             continue
         m = amap.data
         subscripts = len(op.operands) - (2 if op.name == "affine.store" else 1)
         if m.num_dims + m.num_symbols != subscripts:
-            problem = f"expects as many subscripts as affine map inputs ({subscripts} for " \
+            problem = (
+                f"expects as many subscripts as affine map inputs ({subscripts} for "
                 f"{m.num_dims + m.num_symbols})"
+            )
         elif len(m.results) != len(memref.type.get_shape()):
-            problem = f"affine map num results must equal memref rank ({len(m.results)} for " \
+            problem = (
+                f"affine map num results must equal memref rank ({len(m.results)} for "
                 f"{len(memref.type.get_shape())})"
+            )
         else:
             continue
-        raise NemDiagnosticError([Diagnostic(
-            "error", f"invalid MLIR: '{op.name}' op {problem}", location_in(op, file, at),
-            fix="give the map one input per subscript and one result per dimension")])
+        raise NemDiagnosticError(
+            [
+                Diagnostic(
+                    "error",
+                    f"invalid MLIR: '{op.name}' op {problem}",
+                    location_in(op, file, at),
+                    fix="give the map one input per subscript and one result per dimension",
+                )
+            ]
+        )
 
 
 def _check_ssa_scoping(module: ModuleOp, file: str, at: tuple[int, int]) -> None:
@@ -277,11 +343,16 @@ def _check_ssa_scoping(module: ModuleOp, file: str, at: tuple[int, int]) -> None
                 # a name bound only later, as a block argument of a region
                 # that does not enclose this use (xDSL leaves it unresolved)
                 name = f"%{value.name_hint}" if value.name_hint else f"operand #{i}"
-                raise fail(f"invalid MLIR: '{op.name}': {name} is used before its definition "
-                           "(it does not dominate its use)", location_in(op, file, at), None,
-                           "define the value before it is used, in the same function")
-            def_block = value.block if isinstance(value, BlockArgument) else \
-                value.owner.parent_block()
+                raise fail(
+                    f"invalid MLIR: '{op.name}': {name} is used before its definition "
+                    "(it does not dominate its use)",
+                    location_in(op, file, at),
+                    None,
+                    "define the value before it is used, in the same function",
+                )
+            def_block = (
+                value.block if isinstance(value, BlockArgument) else value.owner.parent_block()
+            )
             b = use_block
             while b is not None and b is not def_block:
                 parent = b.parent_op()
@@ -289,8 +360,12 @@ def _check_ssa_scoping(module: ModuleOp, file: str, at: tuple[int, int]) -> None
             problem = None
             if b is None:
                 problem = "is defined in a region that does not enclose this use"
-            elif isinstance(value, OpResult) and def_block is use_block and \
-                    use_block is not None and not _graph_region(use_block):
+            elif (
+                isinstance(value, OpResult)
+                and def_block is use_block
+                and use_block is not None
+                and not _graph_region(use_block)
+            ):
                 pos = positions.get(use_block)
                 if pos is None:
                     pos = positions[use_block] = {o: k for k, o in enumerate(use_block.ops)}
@@ -298,9 +373,12 @@ def _check_ssa_scoping(module: ModuleOp, file: str, at: tuple[int, int]) -> None
                     problem = "is used before its definition"
             if problem is not None:
                 name = f"%{value.name_hint}" if value.name_hint else f"operand #{i}"
-                raise fail(f"invalid MLIR: '{op.name}': {name} {problem} (it does not "
-                           "dominate its use)", location_in(op, file, at), None,
-                           "define the value before it is used, in the same function")
+                raise fail(
+                    f"invalid MLIR: '{op.name}': {name} {problem} (it does not dominate its use)",
+                    location_in(op, file, at),
+                    None,
+                    "define the value before it is used, in the same function",
+                )
 
 
 def _graph_region(block: Block) -> bool:
@@ -324,21 +402,26 @@ def location_in(op: Operation | None, file: str, at: tuple[int, int] = (0, 0)) -
     return SourceLoc.in_chunk(file, 1, 1, at)
 
 
-def diagnostic_from_parse_error(e: ParseError, file: str, at: tuple[int, int] = (0, 0)
-                                ) -> Diagnostic:
+def diagnostic_from_parse_error(
+    e: ParseError, file: str, at: tuple[int, int] = (0, 0)
+) -> Diagnostic:
     """`e` at its place in `file` (`at`: where the parsed text starts in it)."""
     span = e.span
     loc = span.get_location()  # xDSL 0.74: one-based line and column
     where = SourceLoc.in_chunk(file, loc.line, loc.col, at)
     msg = (str(e.msg) if hasattr(e, "msg") else str(e).splitlines()[-1]).strip()
     # xDSL 0.74's lexer forgets an f-string prefix (docs/upstream-reports.md)
-    msg = msg.replace("{first_char}", repr(span.input.content[span.start:span.start + 1]))
+    msg = msg.replace("{first_char}", repr(span.input.content[span.start : span.start + 1]))
     at_end = span.start >= len(span.input.content.rstrip())
     what = "unexpected end of input" + (f" ({msg})" if msg else "") if at_end else msg
     if isinstance(e, RuleParseError):  # a NEM attribute breaking a spec rule
         return Diagnostic("error", f"cannot parse MLIR: {what}", where, e.rule, e.fix)
-    return Diagnostic("error", f"cannot parse MLIR: {what or 'syntax error'}", where,
-                      fix="check the MLIR syntax at this position")
+    return Diagnostic(
+        "error",
+        f"cannot parse MLIR: {what or 'syntax error'}",
+        where,
+        fix="check the MLIR syntax at this position",
+    )
 
 
 def _message(e: Exception) -> str:
@@ -355,9 +438,12 @@ def culprit(module: ModuleOp, message: str) -> Operation | None:
     symbol, else the first op that fails its own verification."""
     m = _REDEFINED.search(message)
     if m is not None:
-        defs = [op for op in module.walk()
-                if getattr(op.properties.get("sym_name") or op.attributes.get("sym_name"),
-                           "data", None) == m["name"]]
+        defs = [
+            op
+            for op in module.walk()
+            if getattr(op.properties.get("sym_name") or op.attributes.get("sym_name"), "data", None)
+            == m["name"]
+        ]
         if len(defs) > 1:
             return defs[1]
     for op in module.walk():
@@ -368,5 +454,12 @@ def culprit(module: ModuleOp, message: str) -> Operation | None:
     return None
 
 
-__all__ = ["check_mlir_text", "parse_mlir_checked", "verify_mlir", "location_in", "culprit",
-           "diagnostic_from_parse_error", "XDSL_INPUT_ERRORS"]
+__all__ = [
+    "check_mlir_text",
+    "parse_mlir_checked",
+    "verify_mlir",
+    "location_in",
+    "culprit",
+    "diagnostic_from_parse_error",
+    "XDSL_INPUT_ERRORS",
+]

@@ -44,10 +44,17 @@ from xdsl.ir import Operation
 from nem.dialect.diagnostics import Diagnostic, NemDiagnosticError, SourceLoc, fail
 from nem.frontends.upstream_dialects.isolation import run_isolated
 
-GENERALIZED_KNOWN = frozenset({
-    "linalg.conv_2d_nchw_fchw", "linalg.conv_2d_nhwc_fhwc", "linalg.pooling_nchw_max",
-    # grouped convolutions (D-LOW-GROUPCONV)
-    "linalg.conv_2d_nhwgc_gfhwc", "linalg.conv_2d_ngchw_gfchw", "linalg.conv_2d_ngchw_fgchw"})
+GENERALIZED_KNOWN = frozenset(
+    {
+        "linalg.conv_2d_nchw_fchw",
+        "linalg.conv_2d_nhwc_fhwc",
+        "linalg.pooling_nchw_max",
+        # grouped convolutions (D-LOW-GROUPCONV)
+        "linalg.conv_2d_nhwgc_gfhwc",
+        "linalg.conv_2d_ngchw_gfchw",
+        "linalg.conv_2d_ngchw_fgchw",
+    }
+)
 """Named ops xDSL defines that are raised from their generic form (the
 window matcher of `nem.passes.lowering.windows`): generalized when the
 bindings are there, else left as they are (escape-hatch tasks)."""
@@ -56,12 +63,16 @@ KEPT = frozenset({"linalg.yield", "linalg.index", "linalg.generic"})
 
 _STATEMENT = re.compile(
     r'^[ \t]*(?:%[\w$.#:-]+(?:[ \t]*,[ \t]*%[\w$.#:-]+)*[ \t]*=[ \t]*)?(?P<quote>"?)'
-    r'(?P<name>[A-Za-z_][\w$]*\.[\w$.]+)', re.M)
-_FUNC = re.compile(r'func\.func\s+(?:(?:private|public|nested)\s+)?@(?P<name>[\w$.-]+)\s*\(')
-_PRINTED_FUNC = re.compile(r'^[ \t]*(?:func\.func\s+(?:(?:private|public|nested)\s+)?@(?P<name>'
-                           r'[\w$.-]+)\s*\(|"func\.func"\(\)[^\n]*?\bsym_name = "(?P<generic>[^"]*)")',
-                           re.M)
-_ARG = re.compile(r'%(?P<name>[\w$.-]+)\s*:')
+    r"(?P<name>[A-Za-z_][\w$]*\.[\w$.]+)",
+    re.M,
+)
+_FUNC = re.compile(r"func\.func\s+(?:(?:private|public|nested)\s+)?@(?P<name>[\w$.-]+)\s*\(")
+_PRINTED_FUNC = re.compile(
+    r"^[ \t]*(?:func\.func\s+(?:(?:private|public|nested)\s+)?@(?P<name>"
+    r'[\w$.-]+)\s*\(|"func\.func"\(\)[^\n]*?\bsym_name = "(?P<generic>[^"]*)")',
+    re.M,
+)
+_ARG = re.compile(r"%(?P<name>[\w$.-]+)\s*:")
 _LOC = re.compile(r'loc\("(?P<file>[^"]*)":(?P<line>\d+):(?P<col>\d+)\)')
 
 
@@ -82,9 +93,13 @@ def _location(text: str, file: str, offset: int, at: tuple[int, int]) -> SourceL
     return SourceLoc.in_chunk(file, line, offset - (text.rfind("\n", 0, offset) + 1) + 1, at)
 
 
-def generalize_upstream_ops(ctx: Context, text: str, file: str,
-                            custom_found: str | None = None, at: tuple[int, int] = (0, 0)
-                            ) -> str:
+def generalize_upstream_ops(
+    ctx: Context,
+    text: str,
+    file: str,
+    custom_found: str | None = None,
+    at: tuple[int, int] = (0, 0),
+) -> str:
     """`text`, with the linalg ops xDSL lacks (and GENERALIZED_KNOWN ones)
     rewritten into `linalg.generic` by upstream MLIR; unchanged when it has
     none.  `custom_found`: an op xDSL reads only in generic form that xDSL's
@@ -94,7 +109,7 @@ def generalize_upstream_ops(ctx: Context, text: str, file: str,
     `parse_mlir_checked`; the locations printed back are the file's."""
     unknown: dict[str, int] = {}
     known: dict[str, int] = {}
-    custom: dict[str, int] = {}     # generic_only ops written in custom form
+    custom: dict[str, int] = {}  # generic_only ops written in custom form
     if custom_found is not None:
         m = re.search(rf'(?<!")\b{re.escape(custom_found)}\b', text)
         custom[custom_found] = m.start() if m else 0
@@ -112,42 +127,69 @@ def generalize_upstream_ops(ctx: Context, text: str, file: str,
         if not name.startswith("linalg."):
             # a transform op: the script `mlir-opt --transform-interpreter` ran
             # is still in the module (it keeps it); interpret it from its own file
-            fix = ("the transform script is still in the module: keep it in a file of its own "
-                   "and apply it with mlir-opt --transform-preload-library="
-                   "transform-library-paths=SCRIPT.mlir --transform-interpreter "
-                   "(docs/graph-lowering.md)") if name.startswith("transform.") else \
-                ("lower it upstream first (mlir-opt) into func, memref, affine, scf, "
-                 "arith, math or linalg ops")
-            raise fail(f"not supported: operation '{name}': xDSL 0.74 does not define it and "
-                       "only linalg ops are rewritten upstream (D-LOW-UPSTREAM)",
-                       _location(text, file, where, at), None, fix)
+            fix = (
+                (
+                    "the transform script is still in the module: keep it in a file of its own "
+                    "and apply it with mlir-opt --transform-preload-library="
+                    "transform-library-paths=SCRIPT.mlir --transform-interpreter "
+                    "(docs/graph-lowering.md)"
+                )
+                if name.startswith("transform.")
+                else (
+                    "lower it upstream first (mlir-opt) into func, memref, affine, scf, "
+                    "arith, math or linalg ops"
+                )
+            )
+            raise fail(
+                f"not supported: operation '{name}': xDSL 0.74 does not define it and "
+                "only linalg ops are rewritten upstream (D-LOW-UPSTREAM)",
+                _location(text, file, where, at),
+                None,
+                fix,
+            )
     if not unknown and not known and not custom:
         return text
-    try:    # probe: are the bindings installed?  (used in the child, _generalize)
+    try:  # probe: are the bindings installed?  (used in the child, _generalize)
         import mlir.dialects.transform.interpreter  # noqa: F401
     except ImportError:
         if unknown:
             name, where = next(iter(unknown.items()))
-            raise fail(f"not supported: '{name}' needs the mlir extra: xDSL 0.74 does not define "
-                       "it and the upstream MLIR bindings that rewrite it into linalg.generic are "
-                       "not installed (D-LOW-UPSTREAM)", _location(text, file, where, at), None,
-                       "pip install 'nem-toolchain[mlir]', or run mlir-opt "
-                       "--linalg-generalize-named-ops first") from None
+            raise fail(
+                f"not supported: '{name}' needs the mlir extra: xDSL 0.74 does not define "
+                "it and the upstream MLIR bindings that rewrite it into linalg.generic are "
+                "not installed (D-LOW-UPSTREAM)",
+                _location(text, file, where, at),
+                None,
+                "pip install 'nem-toolchain[mlir]', or run mlir-opt "
+                "--linalg-generalize-named-ops first",
+            ) from None
         if custom:
             name, where = next(iter(custom.items()))
-            raise fail(f"not supported: '{name}' in its custom form needs the mlir extra: xDSL "
-                       "0.74 reads it only in generic form and the upstream MLIR bindings that "
-                       "convert it are not installed (D-LOW-UPSTREAM)", _location(text, file, where, at),
-                       None, "pip install 'nem-toolchain[mlir]', or write the op in generic "
-                       "form (mlir-opt --mlir-print-op-generic prints it)") from None
+            raise fail(
+                f"not supported: '{name}' in its custom form needs the mlir extra: xDSL "
+                "0.74 reads it only in generic form and the upstream MLIR bindings that "
+                "convert it are not installed (D-LOW-UPSTREAM)",
+                _location(text, file, where, at),
+                None,
+                "pip install 'nem-toolchain[mlir]', or write the op in generic "
+                "form (mlir-opt --mlir-print-op-generic prints it)",
+            ) from None
         return text
     names = sorted({*unknown, *known})
     first = min({**unknown, **known, **custom}.values())
     what = [f"rewriting {', '.join(names)} into linalg.generic"] if names else []
     what += [f"printing {', '.join(sorted(custom))} in generic form"] if custom else []
-    out = run_isolated(_generalize, text, file, names, bool(custom), at,
-                       where=_location(text, file, first, at), what=" and ".join(what),
-                       fix="check the op against upstream MLIR (mlir-opt shows the same failure)")
+    out = run_isolated(
+        _generalize,
+        text,
+        file,
+        names,
+        bool(custom),
+        at,
+        where=_location(text, file, first, at),
+        what=" and ".join(what),
+        fix="check the op against upstream MLIR (mlir-opt shows the same failure)",
+    )
     escaped = _escape(file)
     out = _PARSED_LOC.sub(lambda m: _loc_in_file(m, escaped, at), out).replace(" loc(unknown)", "")
     return _restore_arg_names(text, out)
@@ -160,13 +202,15 @@ _PARSED_LOC = re.compile(r'loc\("-":(?P<line>\d+):(?P<col>\d+)\)')
 def _loc_in_file(m: re.Match[str], escaped_file: str, at: tuple[int, int]) -> str:
     """The location in the file (line 0: upstream's "no line", kept)."""
     line, col = int(m["line"]), int(m["col"])
-    loc = SourceLoc.in_chunk(escaped_file, line, col, at) if line else \
-        SourceLoc(escaped_file, line, col)
+    loc = (
+        SourceLoc.in_chunk(escaped_file, line, col, at)
+        if line
+        else SourceLoc(escaped_file, line, col)
+    )
     return f'loc("{loc.file}":{loc.line}:{loc.col})'
 
 
-def _generalize(text: str, file: str, names: list[str], generic: bool, at: tuple[int, int]
-                ) -> str:
+def _generalize(text: str, file: str, names: list[str], generic: bool, at: tuple[int, int]) -> str:
     """Step 2 of the module docstring, with the upstream bindings: the
     `names` ops generalized, the module printed (in generic form if
     `generic`; `at` places the parser's diagnostics in the file)."""
@@ -176,36 +220,50 @@ def _generalize(text: str, file: str, names: list[str], generic: bool, at: tuple
         try:
             module = ir.Module.parse(text)
         except ir.MLIRError as e:
-            raise NemDiagnosticError([_diagnostic(str(d.location), d.message, file, at)
-                                      for d in e.error_diagnostics] or [Diagnostic(
-                                          "error", f"invalid MLIR: {e}",
-                                          SourceLoc.in_chunk(file, 1, 1, at))]) from None
+            raise NemDiagnosticError(
+                [_diagnostic(str(d.location), d.message, file, at) for d in e.error_diagnostics]
+                or [Diagnostic("error", f"invalid MLIR: {e}", SourceLoc.in_chunk(file, 1, 1, at))]
+            ) from None
         if names:
             _apply_generalize(module, names, file, at)
-        return str(module.operation.get_asm(enable_debug_info=True, use_local_scope=True,
-                                            print_generic_op_form=generic))
+        return str(
+            module.operation.get_asm(
+                enable_debug_info=True, use_local_scope=True, print_generic_op_form=generic
+            )
+        )
 
 
-def _apply_generalize(module: object, names: list[str], file: str, at: tuple[int, int]
-                      ) -> None:
+def _apply_generalize(module: object, names: list[str], file: str, at: tuple[int, int]) -> None:
     """`transform.structured.generalize` on the `names` ops of `module`."""
     from mlir import ir
     from mlir.dialects.transform import interpreter
 
     script = ir.Module.parse(_script(names))
     try:
-        interpreter.apply_named_sequence(module.operation,  # type: ignore[attr-defined]
-                                         script.body.operations[0], script)
-    except ir.MLIRError as e:   # e.g. an op upstream cannot generalize
-        raise NemDiagnosticError([_diagnostic(str(d.location), d.message, file, at)
-                                  for d in e.error_diagnostics]) from None
-    except ValueError as e:     # the interpreter's failure: "... at loc(op)" last
+        interpreter.apply_named_sequence(
+            module.operation,  # type: ignore[attr-defined]
+            script.body.operations[0],
+            script,
+        )
+    except ir.MLIRError as e:  # e.g. an op upstream cannot generalize
+        raise NemDiagnosticError(
+            [_diagnostic(str(d.location), d.message, file, at) for d in e.error_diagnostics]
+        ) from None
+    except ValueError as e:  # the interpreter's failure: "... at loc(op)" last
         where = list(_LOC.finditer(str(e)))
-        raise NemDiagnosticError([upstream_diagnostic(
-            where[-1].group(0) if where else "", f"not supported: {', '.join(names)}: "
-            "upstream cannot rewrite it into linalg.generic (not a structured op) "
-            "(D-LOW-UPSTREAM)", file,
-            "lower it upstream first into linalg.generic or loops", at)]) from None
+        raise NemDiagnosticError(
+            [
+                upstream_diagnostic(
+                    where[-1].group(0) if where else "",
+                    f"not supported: {', '.join(names)}: "
+                    "upstream cannot rewrite it into linalg.generic (not a structured op) "
+                    "(D-LOW-UPSTREAM)",
+                    file,
+                    "lower it upstream first into linalg.generic or loops",
+                    at,
+                )
+            ]
+        ) from None
 
 
 def _script(names: list[str]) -> str:
@@ -217,7 +275,8 @@ def _script(names: list[str]) -> str:
         f"    %m = transform.structured.match ops{{[{ops}]}} in %root : "
         "(!transform.any_op) -> !transform.any_op\n"
         "    %g = transform.structured.generalize %m : (!transform.any_op) -> !transform.any_op\n"
-        "    transform.yield\n  }\n}\n")
+        "    transform.yield\n  }\n}\n"
+    )
 
 
 def _escape(file: str) -> str:
@@ -226,18 +285,27 @@ def _escape(file: str) -> str:
 
 def _diagnostic(location: str, message: str, file: str, at: tuple[int, int]) -> Diagnostic:
     """An upstream parser diagnostic at `file:line:col`."""
-    return upstream_diagnostic(location, f"invalid MLIR (upstream parser): {message}", file,
-                               "fix the MLIR at this position", at)
+    return upstream_diagnostic(
+        location,
+        f"invalid MLIR (upstream parser): {message}",
+        file,
+        "fix the MLIR at this position",
+        at,
+    )
 
 
-def upstream_diagnostic(location: str, message: str, file: str, fix: str,
-                        at: tuple[int, int] = (0, 0)) -> Diagnostic:
+def upstream_diagnostic(
+    location: str, message: str, file: str, fix: str, at: tuple[int, int] = (0, 0)
+) -> Diagnostic:
     """An upstream diagnostic (`str(mlir.ir.Location)`, which calls a parsed
     text "-") at `file:line:col` of the text it was parsed from (which
     starts at `at` in `file`)."""
     m = _LOC.search(location)
-    loc = SourceLoc.in_chunk(file, int(m["line"]), int(m["col"]), at) if m else \
-        SourceLoc.in_chunk(file, 1, 1, at)
+    loc = (
+        SourceLoc.in_chunk(file, int(m["line"]), int(m["col"]), at)
+        if m
+        else SourceLoc.in_chunk(file, 1, 1, at)
+    )
     return Diagnostic("error", message, loc, fix=fix)
 
 
@@ -258,7 +326,7 @@ def _param_names(text: str, start: int) -> list[str]:
         elif c == "," and level == 0:
             args.append(text[begin:k])
             begin = k + 1
-    args.append(text[begin:i - 1])
+    args.append(text[begin : i - 1])
     return [a.group("name") for a in (_ARG.match(x.strip()) for x in args) if a]
 
 
@@ -278,17 +346,24 @@ def _restore_arg_names(original: str, printed: str) -> str:
     for i, m in enumerate(funcs):
         wanted = names.get(m["name"] or m["generic"])
         end = funcs[i + 1].start() if i + 1 < len(funcs) else len(printed)
-        pieces.append(printed[pos:m.start()])
-        body = printed[m.start():end]
+        pieces.append(printed[pos : m.start()])
+        body = printed[m.start() : end]
         entry = body.find("^bb0(") if m["generic"] else -1
-        given = _param_names(body, m.end() - m.start()) if m["name"] else \
-            _param_names(body, entry + len("^bb0(")) if entry >= 0 else []
+        given = (
+            _param_names(body, m.end() - m.start())
+            if m["name"]
+            else _param_names(body, entry + len("^bb0("))
+            if entry >= 0
+            else []
+        )
         mapping = {g: n for g, n in zip(given, wanted or []) if n != g}
         # the renaming is simultaneous, so a wanted name that upstream gave
         # another argument (`%arg0` written second) is renamed away too; only a
         # wanted name used by something else (an inner value) would clash
-        if mapping and not any(n not in mapping and re.search(rf"%{re.escape(n)}(?![\w$.-])", body)
-                               for n in mapping.values()):  # `%a` is not `%arg0`
+        if mapping and not any(
+            n not in mapping and re.search(rf"%{re.escape(n)}(?![\w$.-])", body)
+            for n in mapping.values()
+        ):  # `%a` is not `%arg0`
             body = re.sub(r"%([\w$.-]+)", lambda a: "%" + mapping.get(a[1], a[1]), body)
         pieces.append(body)
         pos = end

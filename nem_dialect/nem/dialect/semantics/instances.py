@@ -48,8 +48,12 @@ def instance_index(ords: Sequence[int], windows: Sequence[int]) -> int:
     return k
 
 
-def same_instance_set(ords_a: Sequence[isl.PwAff], ords_b: Sequence[isl.PwAff],
-                      windows: Sequence[int], universe: isl.Set) -> isl.Set:
+def same_instance_set(
+    ords_a: Sequence[isl.PwAff],
+    ords_b: Sequence[isl.PwAff],
+    windows: Sequence[int],
+    universe: isl.Set,
+) -> isl.Set:
     """Symbolic twin of `instance_index`: where iterations `ords_a` and
     `ords_b` (ordinals, never negative) use the same instance.  The index is
     mixed radix with digits `ord mod window`, so equal iff every digit is."""

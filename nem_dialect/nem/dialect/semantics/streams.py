@@ -36,8 +36,7 @@ ITERATION_END = BlockEnd("iteration", stream_waits=True, drains=True, decision="
 """An iteration completes when its stream has ended and everything it issued
 (nested loops included) has completed; only then may iteration i + N open (LOOP-06)."""
 
-PROGRAM_END = BlockEnd("program end", stream_waits=True, drains=True,
-                       decision="D-SEM-PROGRAM-END")
+PROGRAM_END = BlockEnd("program end", stream_waits=True, drains=True, decision="D-SEM-PROGRAM-END")
 """The program completes when every task it issued has completed; results are
 read (by the host, `--output`, the API) only then."""
 

@@ -14,8 +14,9 @@ if TYPE_CHECKING:
     import numpy.typing as npt
 
 
-def fills_range(elem: str, shape: Sequence[int], strides: Sequence[int] | None,
-                extent: int) -> bool:
+def fills_range(
+    elem: str, shape: Sequence[int], strides: Sequence[int] | None, extent: int
+) -> bool:
     """Whether a typed region's elements are exactly its byte range
     `[offset, offset + extent)`: row-major over its shape (no strides, or
     strides that step as row-major ones do; a dimension of size 1 steps
@@ -32,8 +33,9 @@ def fills_range(elem: str, shape: Sequence[int], strides: Sequence[int] | None,
     return count * ELEM_TYPES[elem].bits == 8 * extent
 
 
-def moved_bytes(elem: str | None, shape: Sequence[int] | None,
-                strides: Sequence[int] | None, extent: int) -> npt.NDArray[np.int64]:
+def moved_bytes(
+    elem: str | None, shape: Sequence[int] | None, strides: Sequence[int] | None, extent: int
+) -> npt.NDArray[np.int64]:
     """The bytes of a region a transfer reads (source) or writes
     (destination), as offsets from the region's offset, in the order they
     are moved: an untyped region (or a typed one without a shape) its whole
@@ -49,11 +51,11 @@ def moved_bytes(elem: str | None, shape: Sequence[int] | None,
     if elem is None or not shape:
         return np.arange(extent, dtype=np.int64)
     if strides is None:
-        strides = [math.prod(shape[d + 1:]) for d in range(len(shape))]
+        strides = [math.prod(shape[d + 1 :]) for d in range(len(shape))]
     grid = np.indices(shape).reshape(len(shape), -1)
-    index = np.asarray(strides, dtype=np.int64) @ grid        # element index, row-major order
+    index = np.asarray(strides, dtype=np.int64) @ grid  # element index, row-major order
     bits = ELEM_TYPES[elem].bits
-    if bits < 8:     # each byte holding an element's nibble, once, in element order
+    if bits < 8:  # each byte holding an element's nibble, once, in element order
         byte = index * bits // 8
         _, first = np.unique(byte, return_index=True)
         out: npt.NDArray[np.int64] = byte[np.sort(first)]

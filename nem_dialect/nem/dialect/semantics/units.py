@@ -72,8 +72,9 @@ class UnitBinding:
     fix: str | None = None
 
 
-def bind_unit(op: TaskOp, resource: tuple[str, int] | None,
-              count: Callable[[str], int]) -> UnitBinding:
+def bind_unit(
+    op: TaskOp, resource: tuple[str, int] | None, count: Callable[[str], int]
+) -> UnitBinding:
     """The Target Resource Validity Rule: the unit `op` runs on, given its
     `@resource(U[i])` (or None) and the device's instance count per unit type
     (`count`, per engine or device-wide); `nem-verify-device`'s and the runtime's."""
@@ -84,17 +85,32 @@ def bind_unit(op: TaskOp, resource: tuple[str, int] | None,
         unit, i = resource
         c = count(unit)
         if c > 0 and unit not in eligible:
-            return UnitBinding(None, None, "RES-07", f"{unit} cannot run this task (eligible: "
-                               f"{names})", f"use @resource({eligible[0]}[0]) or drop @resource "
-                               "(decisions D-DEV-RES, D-SEM-UNITS)")
+            return UnitBinding(
+                None,
+                None,
+                "RES-07",
+                f"{unit} cannot run this task (eligible: {names})",
+                f"use @resource({eligible[0]}[0]) or drop @resource "
+                "(decisions D-DEV-RES, D-SEM-UNITS)",
+            )
         if c > 0:
             return UnitBinding(unit, i if i < c else i % c, "RES-03" if i < c else "RES-04")
         if alt is None:
-            return UnitBinding(None, None, "RES-05", f"the device has no {unit} and no other unit "
-                               f"type that can run this task (eligible: {names})",
-                               target + ", or drop @resource and the task")
+            return UnitBinding(
+                None,
+                None,
+                "RES-05",
+                f"the device has no {unit} and no other unit "
+                f"type that can run this task (eligible: {names})",
+                target + ", or drop @resource and the task",
+            )
         return UnitBinding(alt, None, "RES-05")
     if alt is None:
-        return UnitBinding(None, None, "RES-05", "the device has no unit that can run this task "
-                           f"(eligible: {names})", target)
+        return UnitBinding(
+            None,
+            None,
+            "RES-05",
+            f"the device has no unit that can run this task (eligible: {names})",
+            target,
+        )
     return UnitBinding(alt, None, None)

@@ -59,21 +59,38 @@ def _message(op: AccessOp, k: int, r: tuple[int, int], size: int, t: MemRefType)
     name = memref_label(op.memref)
     # the interval's ends are taken; with a step or a coefficient above 1, not all between
     values = f"is {r[0]}" if r[0] == r[1] else f"ranges from {r[0]} to {r[1]}"
-    return (f"out-of-bounds access: index {k} of {name} : {t} {values}, outside "
-            f"dimension {k} of size {size} (D-LOW-BOUNDS)")
+    return (
+        f"out-of-bounds access: index {k} of {name} : {t} {values}, outside "
+        f"dimension {k} of size {size} (D-LOW-BOUNDS)"
+    )
 
 
 def _fix(op: AccessOp, k: int, size: int) -> str:
     """Which loops' bounds to look at: those whose variables index dimension k."""
-    loops = [o for o in _ancestors(op) if isinstance(o, affine.ForOp)
-             and any(depends_on(v, o.body.block.args[0], lambda x: x.name in INDEX_OPS)
-                     for v in _operands_of_result(op, k))]
-    named = [(f"%{o.body.block.args[0].name_hint} " if o.body.block.args[0].name_hint else "")
-             + f"at {location_text(o)}" for o in reversed(loops)]
-    where = (f"the bounds of loop{'s' if len(loops) > 1 else ''} {', '.join(named)} and the "
-             "indices of this access" if loops else "the indices of this access")
-    return (f"keep index {k} within [0, {size}): check {where} (an access out of bounds has "
-            "no defined result in MLIR)")
+    loops = [
+        o
+        for o in _ancestors(op)
+        if isinstance(o, affine.ForOp)
+        and any(
+            depends_on(v, o.body.block.args[0], lambda x: x.name in INDEX_OPS)
+            for v in _operands_of_result(op, k)
+        )
+    ]
+    named = [
+        (f"%{o.body.block.args[0].name_hint} " if o.body.block.args[0].name_hint else "")
+        + f"at {location_text(o)}"
+        for o in reversed(loops)
+    ]
+    where = (
+        f"the bounds of loop{'s' if len(loops) > 1 else ''} {', '.join(named)} and the "
+        "indices of this access"
+        if loops
+        else "the indices of this access"
+    )
+    return (
+        f"keep index {k} within [0, {size}): check {where} (an access out of bounds has "
+        "no defined result in MLIR)"
+    )
 
 
 def _ancestors(op: Operation) -> Iterator[Operation]:

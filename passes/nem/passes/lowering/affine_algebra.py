@@ -97,8 +97,9 @@ class Aff:
 
     __slots__ = ("_key", "const", "terms")
 
-    def __init__(self, terms: Mapping[AtomKey, tuple[Atom, int]] | None = None,
-                 const: int = 0) -> None:
+    def __init__(
+        self, terms: Mapping[AtomKey, tuple[Atom, int]] | None = None, const: int = 0
+    ) -> None:
         self.terms: Terms = {k: v for k, v in (terms or {}).items() if v[1] != 0}
         self.const = const
         self._key: tuple[Any, ...] | None = None
@@ -291,7 +292,7 @@ def eval_affine_expr(e: AffineExpr, dims: Sequence[Aff], syms: Sequence[Aff]) ->
 def eval_map(m: AffineMap, operands: Sequence[Aff]) -> list[Aff]:
     """The results of affine map `m` on evaluated operands (dims and symbols
     alike: xDSL's custom-form parser makes every SSA id a symbol)."""
-    dims, syms = operands[: m.num_dims], operands[m.num_dims:]
+    dims, syms = operands[: m.num_dims], operands[m.num_dims :]
     return [eval_affine_expr(r, dims, syms) for r in m.results]
 
 
@@ -306,8 +307,9 @@ def is_index_arith(op: Operation) -> bool:
     return isinstance(op, affine.ApplyOp | arith.ConstantOp)
 
 
-def depends_on(v: SSAValue, target: SSAValue,
-               through: Callable[[Operation], bool] = lambda op: True) -> bool:
+def depends_on(
+    v: SSAValue, target: SSAValue, through: Callable[[Operation], bool] = lambda op: True
+) -> bool:
     """Whether `v` is computed from `target` through ops accepted by
     `through`.  Iterative, each value visited once: a chain of ops that reuse
     each other (`%c2 = arith.muli %c1, %c1`, ...) costs linear time and no

@@ -59,21 +59,29 @@ def alias_reason(touches: Sequence[Touch]) -> str | None:
     """None when raising keeps MLIR's order (module docstring), else why not."""
     writes = [t for t in touches if t.write]
     for k, w in enumerate(writes):
-        for r in [*writes[k + 1:], *(t for t in touches if not t.write)]:
+        for r in [*writes[k + 1 :], *(t for t in touches if not t.write)]:
             if r.view.buffer is not w.view.buffer or _same_element(r, w) or _disjoint(r, w):
                 continue
             if r.write:
-                return (f"{r.label} and {w.label} write the same elements at different "
-                        "points: raised tasks would write them in another order (D-LOW-ALIAS)")
-            return (f"{r.label} reads elements that {w.label} writes at another point: raised "
-                    "tasks would read them all before writing any, MLIR point by point "
-                    "(D-LOW-ALIAS)")
+                return (
+                    f"{r.label} and {w.label} write the same elements at different "
+                    "points: raised tasks would write them in another order (D-LOW-ALIAS)"
+                )
+            return (
+                f"{r.label} reads elements that {w.label} writes at another point: raised "
+                "tasks would read them all before writing any, MLIR point by point "
+                "(D-LOW-ALIAS)"
+            )
     return None
 
 
 def _same_element(a: Touch, b: Touch) -> bool:
-    return a.point is not None and b.point is not None and a.point == b.point and \
-        a.view.elem == b.view.elem
+    return (
+        a.point is not None
+        and b.point is not None
+        and a.point == b.point
+        and a.view.elem == b.view.elem
+    )
 
 
 def _disjoint(a: Touch, b: Touch) -> bool:
@@ -87,8 +95,9 @@ def _disjoint(a: Touch, b: Touch) -> bool:
     return hi + (a.last + 1) * ab <= 0 or (b.last + 1) * bb <= lo
 
 
-def _touch(view: View, point: Aff | None, extents: Mapping[int, int] | None, write: bool,
-           label: str) -> Touch:
+def _touch(
+    view: View, point: Aff | None, extents: Mapping[int, int] | None, write: bool, label: str
+) -> Touch:
     """A touch at `point` over the dimensions of `extents`, or the whole
     view (no `extents`, or a dimension inside a mod/floordiv)."""
     if point is not None and extents is not None:
@@ -113,8 +122,15 @@ def nest_touches(nest: Nest, outer: Mapping[SSAValue, Aff], view_of: ViewOf) -> 
             point = None
         write = isinstance(op, affine.StoreOp | memref.StoreOp)
         what = "the store to" if write else "the load of"
-        out.append(_touch(view, point, nest.extents, write,
-                          f"{what} {memref_label(op.memref)} at {location_text(op)}"))
+        out.append(
+            _touch(
+                view,
+                point,
+                nest.extents,
+                write,
+                f"{what} {memref_label(op.memref)} at {location_text(op)}",
+            )
+        )
     return out
 
 
@@ -127,8 +143,11 @@ def linalg_touches(op: Operation, view_of: ViewOf) -> list[Touch]:
     passes; the element of a point is known for a `linalg.generic` (its
     indexing maps) and the named elementwise ops (identity maps)."""
     ins, outs = linalg_operands(op)
-    maps = [m.data for m in op.indexing_maps.data if isinstance(m, AffineMapAttr)] \
-        if isinstance(op, linalg.GenericOp) else None
+    maps = (
+        [m.data for m in op.indexing_maps.data if isinstance(m, AffineMapAttr)]
+        if isinstance(op, linalg.GenericOp)
+        else None
+    )
     out = []
     for k, v in enumerate([*ins, *outs]):
         if not isinstance(v.type, MemRefType):
@@ -137,8 +156,9 @@ def linalg_touches(op: Operation, view_of: ViewOf) -> list[Touch]:
         point: Aff | None = None
         if maps is not None and k < len(maps):
             try:
-                point = view.start(eval_map(maps[k], [Aff.atom(Dim(d))
-                                                      for d in range(maps[k].num_dims)]))
+                point = view.start(
+                    eval_map(maps[k], [Aff.atom(Dim(d)) for d in range(maps[k].num_dims)])
+                )
             except ValueError:
                 point = None
         elif op.name in ELEMENTWISE_NAMED:

@@ -31,10 +31,13 @@ def lower_execute(lw: Lowering, op: asy.ExecuteOp, st: BlockState) -> None:
         t = r.type
         assert isinstance(t, asy.ValueType)
         if r.uses and not isinstance(t.value_type, MemRefType | IndexType):
-            raise reject(op, f"not supported: result #{i + 1} of type {r.type} is used; "
-                         "a scalar !async.value has no NEM equivalent (NEM tasks "
-                         "exchange data only through buffers)",
-                         "yield a memref holding the value (e.g. memref<1xf32>)")
+            raise reject(
+                op,
+                f"not supported: result #{i + 1} of type {r.type} is used; "
+                "a scalar !async.value has no NEM equivalent (NEM tasks "
+                "exchange data only through buffers)",
+                "yield a memref holding the value (e.g. memref<1xf32>)",
+            )
     for d in op.dependencies:
         if d not in ctx.async_values:
             raise reject(op, "dependency token does not come from an async.execute")
@@ -59,8 +62,7 @@ def lower_execute(lw: Lowering, op: asy.ExecuteOp, st: BlockState) -> None:
 
 def lower_await(lw: Lowering, op: asy.AwaitOp | asy.AddToGroupOp, st: BlockState) -> None:
     """Awaiting (or grouping) a value makes its result the payload's alias."""
-    async_operand(lw, op, op.operand,
-                  payload_to=op.result if isinstance(op, asy.AwaitOp) else None)
+    async_operand(lw, op, op.operand, payload_to=op.result if isinstance(op, asy.AwaitOp) else None)
     if isinstance(op, asy.AddToGroupOp):
         async_operand(lw, op, op.group)
     lw.ctx.async_values.update(op.results)
@@ -75,16 +77,16 @@ def lower_await_all(lw: Lowering, op: asy.AwaitAllOp, st: BlockState) -> None:
     async_operand(lw, op, op.operand)
 
 
-def async_operand(lw: Lowering, op: Operation, v: SSAValue,
-                  payload_to: SSAValue | None = None) -> None:
+def async_operand(
+    lw: Lowering, op: Operation, v: SSAValue, payload_to: SSAValue | None = None
+) -> None:
     """Check that `v` comes from a lowered async op; an `!async.value`
     payload flows to `payload_to` (an await result or an execute body
     argument): the same NEM view (memref) or affine value (index)."""
     ctx = lw.ctx
     if v not in ctx.async_values:
         if isinstance(v.type, asy.ValueType):
-            raise reject(op, f"not supported: an {v.type} that does not come from an "
-                         "async.execute")
+            raise reject(op, f"not supported: an {v.type} that does not come from an async.execute")
         raise reject(op, "async operand does not come from a lowered async op")
     if payload_to is not None and isinstance(v.type, asy.ValueType):
         if v in ctx.views:
@@ -92,9 +94,11 @@ def async_operand(lw: Lowering, op: Operation, v: SSAValue,
         elif v in ctx.env:
             ctx.env[payload_to] = ctx.env[v]
         elif payload_to.uses:
-            raise reject(op, f"not supported: {v.type} (only memref and index payloads "
-                         "have a NEM equivalent)",
-                         "yield a memref holding the value (e.g. memref<1xf32>)")
+            raise reject(
+                op,
+                f"not supported: {v.type} (only memref and index payloads have a NEM equivalent)",
+                "yield a memref holding the value (e.g. memref<1xf32>)",
+            )
 
 
 HANDLERS: dict[type[Operation], Handler] = {

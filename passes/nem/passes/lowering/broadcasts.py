@@ -50,6 +50,7 @@ from nem.passes.lowering.views import View
 if TYPE_CHECKING:
     from nem.dialect.builder import NemBuilder
 
+
 @dataclass(frozen=True)
 class BroadcastPlan:
     src: Access
@@ -70,24 +71,31 @@ def match_broadcast(nest: Nest, outer: dict[SSAValue, Aff], why: str) -> Broadca
         raise NotRaisable(f"{len(stores)} stores in the nest body")
     st = stores[0]
     val = st.value.owner
-    if isinstance(val, Operation) and any(isinstance(v.owner, arith.ConstantOp)
-                                          for v in val.operands):
-        raise NotRaisable(f"'{val.name}' with a constant operand (NEM elementwise opcodes "
-                          "take regions, no scalars)")
+    if isinstance(val, Operation) and any(
+        isinstance(v.owner, arith.ConstantOp) for v in val.operands
+    ):
+        raise NotRaisable(
+            f"'{val.name}' with a constant operand (NEM elementwise opcodes "
+            "take regions, no scalars)"
+        )
     if not isinstance(val, affine.LoadOp | memref.LoadOp) or val not in nest.body:
         raise NotRaisable(why)
     dst, src = access(nest, outer, st), access(nest, outer, val)
     n = len(nest.loops)
-    if sorted(dst.dims) != list(range(n)) or len(set(src.dims)) != len(src.dims) or \
-            not set(src.dims) <= set(dst.dims):
+    if (
+        sorted(dst.dims) != list(range(n))
+        or len(set(src.dims)) != len(src.dims)
+        or not set(src.dims) <= set(dst.dims)
+    ):
         raise NotRaisable("a copy that transposes or broadcasts in a way transfers do not express")
     if dst.memref == src.memref:
         raise NotRaisable("a copy within one buffer")
     return BroadcastPlan(src, dst, dict(nest.extents))
 
 
-def emit_broadcast(lw: Lowering, plan: BroadcastPlan, anchor: Operation, st: BlockState,
-                   what: str) -> None:
+def emit_broadcast(
+    lw: Lowering, plan: BroadcastPlan, anchor: Operation, st: BlockState, what: str
+) -> None:
     ctx = lw.ctx
     stg = Staging(anchor.location)
     dv = ctx.view(plan.dst.memref, anchor)
@@ -97,9 +105,10 @@ def emit_broadcast(lw: Lowering, plan: BroadcastPlan, anchor: Operation, st: Blo
     axes = [(k, s) for (k, _), s in zip(plan.dst.index, dv.strides) if k is not None]
     with stg.builder.located(anchor.location):
         try:
-            toks = broadcast_into(lw, stg.builder, plan.src, dv, dst_start, axes, plan.extents,
-                                  anchor)
-        except Overlap:   # doublings in place would overlap: through a scratch
+            toks = broadcast_into(
+                lw, stg.builder, plan.src, dv, dst_start, axes, plan.extents, anchor
+            )
+        except Overlap:  # doublings in place would overlap: through a scratch
             toks = _through_scratch(lw, stg.builder, plan, dv, dst_start, axes, anchor)
     stg.commit(st)
     for t in toks:
@@ -110,9 +119,15 @@ def emit_broadcast(lw: Lowering, plan: BroadcastPlan, anchor: Operation, st: Blo
     ctx.summary.raised.append(f"{what} -> {counts} ({kind} copy)")
 
 
-def _through_scratch(lw: Lowering, b: NemBuilder, plan: BroadcastPlan, dv: View,
-                     dst_start: Aff, axes: list[tuple[int, int]],
-                     anchor: Operation) -> list[SSAValue]:
+def _through_scratch(
+    lw: Lowering,
+    b: NemBuilder,
+    plan: BroadcastPlan,
+    dv: View,
+    dst_start: Aff,
+    axes: list[tuple[int, int]],
+    anchor: Operation,
+) -> list[SSAValue]:
     """The transfers of a broadcast whose doublings in Y would overlap
     (`_overlapping`): X broadcast into a scratch of Y's shape in Y's memory
     that stores the broadcast dimensions outermost, as a broadcast operand
@@ -120,15 +135,23 @@ def _through_scratch(lw: Lowering, b: NemBuilder, plan: BroadcastPlan, dv: View,
     the next), then one transfer of it, read in Y's order, into Y."""
     toks: list[SSAValue] = []
     frm, _ = broadcast_leaf(lw, b, plan.src, plan.dst, dv, plan.extents, anchor, toks)
-    to = region(lw.ctx, b, dv, dst_start, [plan.extents[k] for k, _ in axes],
-                [s for _, s in axes], anchor)
+    to = region(
+        lw.ctx, b, dv, dst_start, [plan.extents[k] for k, _ in axes], [s for _, s in axes], anchor
+    )
     toks.append(b.transfer(to, frm))
     return toks
 
 
-def broadcast_into(lw: Lowering, b: NemBuilder, src: Access, dv: View, dst_start: Aff,
-                   axes: list[tuple[int, int]], extents: dict[int, int],
-                   anchor: Operation) -> list[SSAValue]:
+def broadcast_into(
+    lw: Lowering,
+    b: NemBuilder,
+    src: Access,
+    dv: View,
+    dst_start: Aff,
+    axes: list[tuple[int, int]],
+    extents: dict[int, int],
+    anchor: Operation,
+) -> list[SSAValue]:
     """The transfers (uncommitted, unnamed) that copy the nest access `src`
     into the box of `dv` at `dst_start` whose axes are the nest dimensions
     `axes` ((dim, element stride), in the box's order; `extents` their
@@ -154,13 +177,21 @@ def broadcast_into(lw: Lowering, b: NemBuilder, src: Access, dv: View, dst_start
     if inner and inner != bdims[-1:]:
         raise Overlap()
     toks: list[SSAValue] = []
-    if bdims:                         # the innermost broadcast dimension by a concat
+    if bdims:  # the innermost broadcast dimension by a concat
         k = axes[bdims[-1]][0]
         # in place (inner) it cannot grow by blocks after: all E copies at once
         first = extents[k] if inner else _first_level(extents[k])
-        tok = _concat_broadcast(lw, b, seed, dv, dst_start, axes,
-                                [first if kk == k else size[kk] for kk, _ in axes],
-                                bdims[-1], anchor)
+        tok = _concat_broadcast(
+            lw,
+            b,
+            seed,
+            dv,
+            dst_start,
+            axes,
+            [first if kk == k else size[kk] for kk, _ in axes],
+            bdims[-1],
+            anchor,
+        )
         if tok is None and inner:
             raise Overlap()
         if tok is not None:
@@ -169,7 +200,7 @@ def broadcast_into(lw: Lowering, b: NemBuilder, src: Access, dv: View, dst_start
     if not toks:
         frm = region(ctx, b, sv, src_start, seed_shape, list(seed.strides), anchor)
         toks.append(b.transfer(region(ctx, b, dv, dst_start, seed_shape, strides, anchor), frm))
-    for i in reversed(range(len(axes))):      # innermost box dimension first
+    for i in reversed(range(len(axes))):  # innermost box dimension first
         d, stride = axes[i]
         total = extents[d]
         while size[d] < total:
@@ -180,13 +211,23 @@ def broadcast_into(lw: Lowering, b: NemBuilder, src: Access, dv: View, dst_start
                 shape = [size[k] for k, _ in axes]
                 block = Box(dv, dst_start, tuple(shape), tuple(strides))
                 shape[i] = reps * filled
-                tok = _concat_broadcast(lw, b, block, dv, dst_start + Aff.c(filled * stride),
-                                        axes, shape, i, anchor, reps)
+                tok = _concat_broadcast(
+                    lw,
+                    b,
+                    block,
+                    dv,
+                    dst_start + Aff.c(filled * stride),
+                    axes,
+                    shape,
+                    i,
+                    anchor,
+                    reps,
+                )
                 if tok is not None:
                     toks.append(tok)
                     size[d] = filled + reps * filled
                     continue
-            m = min(filled, total - filled)   # a doubling transfer (or the remainder)
+            m = min(filled, total - filled)  # a doubling transfer (or the remainder)
             shape = [m if k == d else size[k] for k, _ in axes]
             frm = region(ctx, b, dv, dst_start, shape, strides, anchor)
             to = region(ctx, b, dv, dst_start + Aff.c(filled * stride), shape, strides, anchor)
@@ -200,8 +241,9 @@ class Overlap(Exception):
     byte extents (HAZ-02) and no concat replaces it; nothing was built."""
 
 
-def _overlapping(axes: list[tuple[int, int]], size: dict[int, int], extents: dict[int, int],
-                 bdims: list[int]) -> list[int]:
+def _overlapping(
+    axes: list[tuple[int, int]], size: dict[int, int], extents: dict[int, int], bdims: list[int]
+) -> list[int]:
     """The box positions of the broadcast dimensions `bdims` whose doublings,
     done innermost first from the seed of sizes `size`, would copy between
     overlapping byte extents (HAZ-02): a dimension of stride s is doubled
@@ -247,9 +289,18 @@ its operand list would grow with the extent (a fuzzed loop of 2^63 - 1
 iterations exhausted memory building it)."""
 
 
-def _concat_broadcast(lw: Lowering, b: NemBuilder, seed: Box, dv: View, dst_start: Aff,
-                      axes: list[tuple[int, int]], shape: list[int], axis: int,
-                      anchor: Operation, copies: int | None = None) -> SSAValue | None:
+def _concat_broadcast(
+    lw: Lowering,
+    b: NemBuilder,
+    seed: Box,
+    dv: View,
+    dst_start: Aff,
+    axes: list[tuple[int, int]],
+    shape: list[int],
+    axis: int,
+    anchor: Operation,
+    copies: int | None = None,
+) -> SSAValue | None:
     """One `concat` of E copies of the source box `seed` along the broadcast
     box position `axis` into the box of `shape` (D-LOW-BCAST-CONCAT), when
     the target has a legal variant for the element type, else for its bytes
@@ -259,11 +310,21 @@ def _concat_broadcast(lw: Lowering, b: NemBuilder, seed: Box, dv: View, dst_star
     strides = [s for _, s in axes]
     copies = shape[axis] if copies is None else copies
     if copies > MAX_CONCAT_COPIES:
-        return None        # the doubling transfers: log2(E) tasks, not E operands
+        return None  # the doubling transfers: log2(E) tasks, not E operands
     # the typed candidate's legality depends only on its regions' types, which
     # these give (`region`): a candidate found illegal once is not built again
-    typed = (seed.view.buffer.type, seed.view.elem, tuple(seed.shape), tuple(seed.strides),
-             dv.buffer.type, dv.elem, tuple(shape), tuple(strides), copies, axis)
+    typed = (
+        seed.view.buffer.type,
+        seed.view.elem,
+        tuple(seed.shape),
+        tuple(seed.strides),
+        dv.buffer.type,
+        dv.elem,
+        tuple(shape),
+        tuple(strides),
+        copies,
+        axis,
+    )
     if typed in ctx.illegal_typed_concats:
         # what building its regions would log for the partial-tile checks
         log_region(ctx, seed.view, seed.start, seed.shape, seed.strides, anchor)
@@ -274,11 +335,12 @@ def _concat_broadcast(lw: Lowering, b: NemBuilder, seed: Box, dv: View, dst_star
         tok = b.compute("concat", [frm] * copies, [to], axis=axis)
         if illegal(ctx, tok) is None:
             return tok
-        _erase(tok, to, frm)   # before the i8 regions: the buffer's first region keeps its type
+        _erase(tok, to, frm)  # before the i8 regions: the buffer's first region keeps its type
         ctx.illegal_typed_concats.add(typed)
     src8 = byte_region(ctx, b, seed, anchor, keep_axes=True)
-    to8 = byte_region(ctx, b, Box(dv, dst_start, tuple(shape), tuple(strides)), anchor,
-                      keep_axes=True)
+    to8 = byte_region(
+        ctx, b, Box(dv, dst_start, tuple(shape), tuple(strides)), anchor, keep_axes=True
+    )
     tok = b.compute("concat", [src8] * copies, [to8], axis=axis)
     if illegal(ctx, tok) is None:
         return tok
@@ -294,9 +356,16 @@ def _erase(*values: SSAValue) -> None:
         op.erase()
 
 
-def broadcast_leaf(lw: Lowering, b: NemBuilder, acc: Access, out: Access, like: View,
-                    exts: dict[int, int], anchor: Operation,
-                    copies: list[SSAValue]) -> tuple[SSAValue, View]:
+def broadcast_leaf(
+    lw: Lowering,
+    b: NemBuilder,
+    acc: Access,
+    out: Access,
+    like: View,
+    exts: dict[int, int],
+    anchor: Operation,
+    copies: list[SSAValue],
+) -> tuple[SSAValue, View]:
     """A broadcast operand of an elementwise nest, copied into a scratch
     region of the output's shape by D-LOW-BCAST's transfers
     (D-LOW-BCAST-OPERAND); the transfers join `copies`.  The scratch stores
@@ -307,10 +376,17 @@ def broadcast_leaf(lw: Lowering, b: NemBuilder, acc: Access, out: Access, like: 
     ctx = lw.ctx
     used = set(acc.dims)
     order = [k for k in out.dims if k not in used] + [k for k in out.dims if k in used]
-    sv = scratch(ctx, like, [exts[k] for k in order], anchor, ident=-(len(copies) + 1),
-                 elem=ctx.view(acc.memref, anchor).elem)
+    sv = scratch(
+        ctx,
+        like,
+        [exts[k] for k in order],
+        anchor,
+        ident=-(len(copies) + 1),
+        elem=ctx.view(acc.memref, anchor).elem,
+    )
     stride = dict(zip(order, sv.strides))
     axes = [(k, stride[k]) for k in out.dims]
     copies += broadcast_into(lw, b, acc, sv, sv.base, axes, exts, anchor)
-    return region(ctx, b, sv, sv.base, [exts[k] for k in out.dims], [s for _, s in axes],
-                  anchor), sv
+    return region(
+        ctx, b, sv, sv.base, [exts[k] for k in out.dims], [s for _, s in axes], anchor
+    ), sv

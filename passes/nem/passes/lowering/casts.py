@@ -30,8 +30,13 @@ from xdsl.ir import Operation
 
 from nem.frontends.upstream_dialects.arith_rounding import other_rounding
 
-SATURATE = {"arith.extf": None, "arith.extsi": None, "arith.truncf": 0, "arith.sitofp": 0,
-            "arith.trunci": 0}
+SATURATE = {
+    "arith.extf": None,
+    "arith.extsi": None,
+    "arith.truncf": 0,
+    "arith.sitofp": 0,
+    "arith.trunci": 0,
+}
 """The casts raised, and the `saturate` attribute each needs (None: default)."""
 
 NOT_RAISED = {
@@ -43,6 +48,7 @@ NOT_RAISED = {
 
 CAST_OPS = (*SATURATE, *NOT_RAISED)
 """Every `arith` cast the analysis recognizes (raised or refused with a reason)."""
+
 
 def cast_reason(op: Operation) -> str | None:
     """Why cast `op` is not raised (None: it is one `cast` task)."""

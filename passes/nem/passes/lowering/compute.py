@@ -88,7 +88,6 @@ if TYPE_CHECKING:
     from xdsl.dialects import affine
 
 
-
 def _task(token: SSAValue) -> ComputeOp:
     op = token.owner
     assert isinstance(op, ComputeOp)
@@ -100,8 +99,14 @@ def _task(token: SSAValue) -> ComputeOp:
 # ---------------------------------------------------------------------------
 
 
-def access_region(ctx: LoweringContext, b: NemBuilder, acc: Access, exts: dict[int, int],
-                  anchor: Operation, layout: str | None = None) -> tuple[SSAValue, View]:
+def access_region(
+    ctx: LoweringContext,
+    b: NemBuilder,
+    acc: Access,
+    exts: dict[int, int],
+    anchor: Operation,
+    layout: str | None = None,
+) -> tuple[SSAValue, View]:
     """The region a nest access covers: the extents of its nest dimensions."""
     vw = ctx.view(acc.memref, anchor)
     box = access_box(vw, acc, exts)
@@ -113,17 +118,26 @@ def access_region(ctx: LoweringContext, b: NemBuilder, acc: Access, exts: dict[i
 # ---------------------------------------------------------------------------
 
 
-def emit_matmul(lw: Lowering, stg: Staging, st: BlockState, anchor: Operation,
-                a: SSAValue, b: SSAValue, c: tuple[SSAValue, View], trans: tuple[bool, bool],
-                what: str) -> str | None:
+def emit_matmul(
+    lw: Lowering,
+    stg: Staging,
+    st: BlockState,
+    anchor: Operation,
+    a: SSAValue,
+    b: SSAValue,
+    c: tuple[SSAValue, View],
+    trans: tuple[bool, bool],
+    what: str,
+) -> str | None:
     """C += A x B.  One `matmul in A, B, C out C` when that variant is legal,
     else `matmul in A, B out T` + `add in C, T out C` (D-LOW-ACCUM).  Returns
     the reason when neither is legal (the caller falls back)."""
     ctx = lw.ctx
     bld = stg.builder
     c_reg, cv = c
-    flags: dict[str, object] = {k: 1 for k, f in (("trans_a", trans[0]), ("trans_b", trans[1]))
-                                if f}
+    flags: dict[str, object] = {
+        k: 1 for k, f in (("trans_a", trans[0]), ("trans_b", trans[1])) if f
+    }
     with bld.located(anchor.location):
         fused = bld.compute("matmul", [a, b, c_reg], [c_reg], attrs=flags)
     if commit_if_legal(ctx, stg, st, fused, "matmul"):
@@ -149,8 +163,8 @@ def lower_nest(lw: Lowering, top: affine.ForOp, st: BlockState) -> None:
     """A loop nest: one raised task per op of its plan, else one escape-hatch task."""
     ctx = lw.ctx
     what = f"loop nest at {location_text(top)}"
-    check_access_bounds(top, ctx.env)    # D-LOW-BOUNDS, raised or not
-    if top.results:     # values carried out of the loop (D-LOW-CARRIED)
+    check_access_bounds(top, ctx.env)  # D-LOW-BOUNDS, raised or not
+    if top.results:  # values carried out of the loop (D-LOW-CARRIED)
         after = carried_out(top)
         for op in after:
             check_access_bounds(op, ctx.env)
@@ -159,7 +173,8 @@ def lower_nest(lw: Lowering, top: affine.ForOp, st: BlockState) -> None:
         nest = analyze(top, ctx.env)
     except (NotRaisable, ValueError) as e:
         return emit_escape(lw, top, st, str(e), what)
-    def aliased() -> str | None:    # checked once a plan matched (D-LOW-ALIAS)
+
+    def aliased() -> str | None:  # checked once a plan matched (D-LOW-ALIAS)
         return alias_reason(nest_touches(nest, ctx.env, ctx.view))
 
     try:
@@ -167,8 +182,9 @@ def lower_nest(lw: Lowering, top: affine.ForOp, st: BlockState) -> None:
     except (NotRaisable, ValueError) as e:
         if str(e) in COPY_LIKE:
             return _broadcast_or_escape(lw, top, st, str(e), what, nest, aliased)
-        return _window_or_escape(lw, top, st, str(e), what,
-                                 lambda: match_window_nest(nest, ctx.env), aliased)
+        return _window_or_escape(
+            lw, top, st, str(e), what, lambda: match_window_nest(nest, ctx.env), aliased
+        )
     why = aliased()
     if why is not None:
         return emit_escape(lw, top, st, why, what)
@@ -177,10 +193,12 @@ def lower_nest(lw: Lowering, top: affine.ForOp, st: BlockState) -> None:
     b = stg.builder
     if isinstance(plan, MatmulPlan):
         with b.located(top.location):
-            a_reg, _ = access_region(ctx, b, plan.a.access, exts, top,
-                                     "KM" if plan.trans_a else "MK")
-            b_reg, _ = access_region(ctx, b, plan.b.access, exts, top,
-                                     "NK" if plan.trans_b else "KN")
+            a_reg, _ = access_region(
+                ctx, b, plan.a.access, exts, top, "KM" if plan.trans_a else "MK"
+            )
+            b_reg, _ = access_region(
+                ctx, b, plan.b.access, exts, top, "NK" if plan.trans_b else "KN"
+            )
             c = access_region(ctx, b, plan.c, exts, top, "MN")
         why = emit_matmul(lw, stg, st, top, a_reg, b_reg, c, (plan.trans_a, plan.trans_b), what)
         if why is not None:
@@ -195,9 +213,16 @@ def lower_nest(lw: Lowering, top: affine.ForOp, st: BlockState) -> None:
     _raise_over_accesses(lw, stg, st, [(plan.root, out)], plan.out, exts, top, what)
 
 
-def _raise_over_accesses(lw: Lowering, stg: Staging, st: BlockState,
-                         trees: Sequence[tuple[EltOp, tuple[SSAValue, View]]], out_acc: Access,
-                         exts: dict[int, int], anchor: Operation, what: str) -> None:
+def _raise_over_accesses(
+    lw: Lowering,
+    stg: Staging,
+    st: BlockState,
+    trees: Sequence[tuple[EltOp, tuple[SSAValue, View]]],
+    out_acc: Access,
+    exts: dict[int, int],
+    anchor: Operation,
+    what: str,
+) -> None:
     """`raise_eltwise` for trees whose leaves are loads over the loops of
     `out_acc` (a nest's, or a `linalg.generic`'s, D-LOW-RAISE): a leaf
     indexed like the output is its region, a broadcast one is copied to the
@@ -212,12 +237,29 @@ def _raise_over_accesses(lw: Lowering, stg: Staging, st: BlockState,
             return access_region(ctx, b, acc, exts, anchor)
         return broadcast_leaf(lw, b, acc, out_acc, trees[0][1][1], exts, anchor, copies)
 
-    raise_eltwise(lw, stg, st, trees, anchor, what, leaf_region, copies,
-                  lambda leaf: _load(leaf).access.dims == out_acc.dims)
+    raise_eltwise(
+        lw,
+        stg,
+        st,
+        trees,
+        anchor,
+        what,
+        leaf_region,
+        copies,
+        lambda leaf: _load(leaf).access.dims == out_acc.dims,
+    )
 
 
-def _emit_copy(lw: Lowering, stg: Staging, st: BlockState, src: Access, dst: Access,
-               exts: dict[int, int], anchor: Operation, what: str) -> None:
+def _emit_copy(
+    lw: Lowering,
+    stg: Staging,
+    st: BlockState,
+    src: Access,
+    dst: Access,
+    exts: dict[int, int],
+    anchor: Operation,
+    what: str,
+) -> None:
     """A copy nest or copying `linalg.generic` as one transfer (D-LOW-COPYNEST)."""
     ctx = lw.ctx
     b = stg.builder
@@ -230,8 +272,15 @@ def _emit_copy(lw: Lowering, stg: Staging, st: BlockState, src: Access, dst: Acc
     ctx.summary.raised.append(f"{what} -> transfer (copy)")
 
 
-def _lower_generic_copy(lw: Lowering, op: linalg.GenericOp, st: BlockState, what: str,
-                        src: Access | Attribute, dst: Access, exts: dict[int, int]) -> None:
+def _lower_generic_copy(
+    lw: Lowering,
+    op: linalg.GenericOp,
+    st: BlockState,
+    what: str,
+    src: Access | Attribute,
+    dst: Access,
+    exts: dict[int, int],
+) -> None:
     """A `linalg.generic` that yields an input or a constant (`generic_copy`):
     a fill (D-LOW-FILL), one transfer, or D-LOW-BCAST's transfers for a
     transposing or broadcasting copy."""
@@ -250,11 +299,17 @@ def _load(leaf: Load | Operand) -> Load:
     return leaf
 
 
-def raise_eltwise(lw: Lowering, stg: Staging, st: BlockState,
-                  trees: Sequence[tuple[EltOp, tuple[SSAValue, View]]], anchor: Operation,
-                  what: str, leaf_region: Callable[[Load | Operand], tuple[SSAValue, View]],
-                  copies: Sequence[SSAValue] = (),
-                  direct: Callable[[Load | Operand], bool] | None = None) -> None:
+def raise_eltwise(
+    lw: Lowering,
+    stg: Staging,
+    st: BlockState,
+    trees: Sequence[tuple[EltOp, tuple[SSAValue, View]]],
+    anchor: Operation,
+    what: str,
+    leaf_region: Callable[[Load | Operand], tuple[SSAValue, View]],
+    copies: Sequence[SSAValue] = (),
+    direct: Callable[[Load | Operand], bool] | None = None,
+) -> None:
     """One task per op of each elementwise tree (D-LOW-RAISE), the tree
     `root` of each (root, out) writing `out` (a `linalg.generic` has one
     tree per output, in order), when every op has a legal variant and all
@@ -265,19 +320,24 @@ def raise_eltwise(lw: Lowering, stg: Staging, st: BlockState,
     sibling."""
     ctx = lw.ctx
     wraps = next((w for w in (wrapping_in(root) for root, _ in trees) if w), None)
-    if wraps is not None:     # D-LOW-INT-WRAP
+    if wraps is not None:  # D-LOW-INT-WRAP
         stg.drop()
         return emit_escape(lw, anchor, st, wraps, what)
     if any(n.opcode == "pow" for root, _ in trees for n in _ops(root)):
         direct = None
     with stg.builder.located(anchor.location):
-        per_tree = [_tree_steps(ctx, stg.builder, root, out, anchor, leaf_region, direct)
-                    for root, out in trees]
+        per_tree = [
+            _tree_steps(ctx, stg.builder, root, out, anchor, leaf_region, direct)
+            for root, out in trees
+        ]
     steps = [step for tree in per_tree for step in tree]
     shapes = {tuple(region_shape(r)) for _, tok in steps for r in _task(tok).ins}
     out_shapes = {tuple(region_shape(out[0])) for _, out in trees}
-    why = ("operand shapes differ (broadcast)" if len(shapes | out_shapes) > 1 else
-           next((w for w in (illegal(ctx, tok) for _, tok in steps) if w), None))
+    why = (
+        "operand shapes differ (broadcast)"
+        if len(shapes | out_shapes) > 1
+        else next((w for w in (illegal(ctx, tok) for _, tok in steps) if w), None)
+    )
     if why is not None:
         stg.drop()
         return emit_escape(lw, anchor, st, why, what)
@@ -288,8 +348,9 @@ def raise_eltwise(lw: Lowering, stg: Staging, st: BlockState,
         name_task(ctx, tok, opcode)
     kinds = sorted({copy_kind(t).replace("copy", "transfer") for t in copies})
     moved = f"{len(copies)} {'/'.join(kinds)} (broadcast operand) + " if copies else ""
-    ops = ", ".join(" + ".join(op for op, _ in tree) for tree in per_tree) + \
-        (f" ({len(trees)} outputs)" if len(trees) > 1 else "")
+    ops = ", ".join(" + ".join(op for op, _ in tree) for tree in per_tree) + (
+        f" ({len(trees)} outputs)" if len(trees) > 1 else ""
+    )
     ctx.summary.raised.append(f"{what} -> {moved}{ops}")
 
 
@@ -300,11 +361,15 @@ def _ops(node: EltNode) -> list[EltOp]:
     return [node, *(o for c in node.operands for o in _ops(c))]
 
 
-def _tree_steps(ctx: LoweringContext, b: NemBuilder, root: EltOp, out: tuple[SSAValue, View],
-                anchor: Operation, leaf_region: Callable[[Load | Operand],
-                                                         tuple[SSAValue, View]],
-                direct: Callable[[Load | Operand], bool] | None = None
-                ) -> list[tuple[str, SSAValue]]:
+def _tree_steps(
+    ctx: LoweringContext,
+    b: NemBuilder,
+    root: EltOp,
+    out: tuple[SSAValue, View],
+    anchor: Operation,
+    leaf_region: Callable[[Load | Operand], tuple[SSAValue, View]],
+    direct: Callable[[Load | Operand], bool] | None = None,
+) -> list[tuple[str, SSAValue]]:
     """The candidate tasks of an elementwise tree, in evaluation order:
     (opcode, token); the root writes `out`, every inner op a hoisted scratch
     region of the same shape and of its result's element type (D-LOW-ACCUM's
@@ -316,8 +381,9 @@ def _tree_steps(ctx: LoweringContext, b: NemBuilder, root: EltOp, out: tuple[SSA
     and source is made once."""
     steps: list[tuple[str, SSAValue]] = []
     shape = region_shape(out[0])
-    leaves = [x for x in root.leaves() if not isinstance(x, Splat)
-              and direct is not None and direct(x)]
+    leaves = [
+        x for x in root.leaves() if not isinstance(x, Splat) and direct is not None and direct(x)
+    ]
     sources: dict[Attribute, SSAValue] = {}
     splats: dict[tuple[float, Attribute, SSAValue], tuple[SSAValue, View]] = {}
 
@@ -338,25 +404,32 @@ def _tree_steps(ctx: LoweringContext, b: NemBuilder, root: EltOp, out: tuple[SSA
             raise AssertionError("a splat is made beside its sibling")
         if not isinstance(node, EltOp):
             return leaf_region(node)
-        made = {k: emit(c, None) for k, c in enumerate(node.operands)
-                if not isinstance(c, Splat)}
+        made = {k: emit(c, None) for k, c in enumerate(node.operands) if not isinstance(c, Splat)}
         like, like_view = next(iter(made.values()))
         for k, c in enumerate(node.operands):
             if isinstance(c, Splat):
                 src = splat_like(like, like_view.elem)
-                key = (c.value, like_view.elem, src)   # one clamp per distinct splat
+                key = (c.value, like_view.elem, src)  # one clamp per distinct splat
                 if key not in splats:
                     splats[key] = temp(like_view.elem)
-                    steps.append(("clamp", b.compute("clamp", [src], [splats[key][0]],
-                                                     min=c.value, max=c.value)))
+                    steps.append(
+                        (
+                            "clamp",
+                            b.compute("clamp", [src], [splats[key][0]], min=c.value, max=c.value),
+                        )
+                    )
                 made[k] = splats[key]
         ins = [made[k] for k in range(len(node.operands))]
         if target is None:
             target = temp(like_view.elem if node.to is None else node.to)
-        steps.append((node.opcode, b.compute(node.opcode, [r for r, _ in ins], [target[0]],
-                                             attrs=dict(node.attrs))))
+        steps.append(
+            (
+                node.opcode,
+                b.compute(node.opcode, [r for r, _ in ins], [target[0]], attrs=dict(node.attrs)),
+            )
+        )
         if node.to is not None and node.operands[0] in leaves:
-            sources.setdefault(node.to, target[0])   # a cast of a direct leaf
+            sources.setdefault(node.to, target[0])  # a cast of a direct leaf
         return target
 
     emit(root, out)
@@ -383,8 +456,7 @@ def lower_linalg(lw: Lowering, op: Operation, st: BlockState) -> None:
     what = f"{op.name} at {location_text(op)}"
     ins, outs = linalg_operands(op)
     if op.results:
-        raise reject(op, "linalg on tensors is not supported; bufferize first "
-                     "(one-shot-bufferize)")
+        raise reject(op, "linalg on tensors is not supported; bufferize first (one-shot-bufferize)")
     if op.name == "linalg.fill":
         return lower_linalg_fill(lw, op, st, what)
     for v in (*ins, *outs):
@@ -393,7 +465,7 @@ def lower_linalg(lw: Lowering, op: Operation, st: BlockState) -> None:
     # NEM's softmax reads a row before it writes it: in place on the very
     # same memref is what it computes; any other overlap is checked
     if not (isinstance(op, SoftmaxOp) and ins[0] is outs[0]):
-        why = alias_reason(linalg_touches(op, ctx.view))     # D-LOW-ALIAS
+        why = alias_reason(linalg_touches(op, ctx.view))  # D-LOW-ALIAS
         if why is not None:
             return emit_escape(lw, op, st, why, what)
     stg = Staging(op.location)
@@ -413,7 +485,7 @@ def lower_linalg(lw: Lowering, op: Operation, st: BlockState) -> None:
     if op.name == "linalg.softmax":
         return _lower_softmax(lw, op, stg, st, what)
     if op.name == "linalg.copy" and _same_box(ctx.view(ins[0], op), ctx.view(outs[0], op)):
-        with b.located(op.location):   # what transform.structured.promote copies (D-LOW-VIEW)
+        with b.located(op.location):  # what transform.structured.promote copies (D-LOW-VIEW)
             src, _ = full_region(ctx, b, ins[0], op)
             dst, _ = full_region(ctx, b, outs[0], op)
             tok = b.transfer(dst, src)
@@ -431,15 +503,17 @@ def lower_linalg(lw: Lowering, op: Operation, st: BlockState) -> None:
             copy = generic_copy(op, shape_of)
             roots = generic_trees(op, shape_of) if copy is None else []
         except NotRaisable as e:
-            return _window_or_escape(lw, op, st, str(e), what,
-                                     lambda: match_window_generic(generic, shape_of))
+            return _window_or_escape(
+                lw, op, st, str(e), what, lambda: match_window_generic(generic, shape_of)
+            )
         if copy is not None:
             return _lower_generic_copy(lw, op, st, what, *copy)
         accesses, exts = generic_accesses(op, shape_of)
-        outs_acc = accesses[len(ins):]
+        outs_acc = accesses[len(ins) :]
         with b.located(op.location):
-            trees = [(root, access_region(ctx, b, acc, exts, op))
-                     for root, acc in zip(roots, outs_acc)]
+            trees = [
+                (root, access_region(ctx, b, acc, exts, op)) for root, acc in zip(roots, outs_acc)
+            ]
         return _raise_over_accesses(lw, stg, st, trees, outs_acc[0], exts, op, what)
     if op.name not in LINALG_ELTWISE:
         return emit_escape(lw, op, st, "no NEM opcode for this linalg op", what)
@@ -447,18 +521,32 @@ def lower_linalg(lw: Lowering, op: Operation, st: BlockState) -> None:
         out = full_region(ctx, b, outs[0], op)
     wraps = LINALG_WRAPPING.get(op.name) if isinstance(out[1].elem, IntegerType) else None
     root = EltOp(LINALG_ELTWISE[op.name], tuple(Operand(v) for v in ins), wraps=wraps)
-    raise_eltwise(lw, stg, st, [(root, out)], op, what,
-                  lambda leaf: full_region(ctx, b, _operand(leaf).memref, op), (),
-                  lambda leaf: True)
+    raise_eltwise(
+        lw,
+        stg,
+        st,
+        [(root, out)],
+        op,
+        what,
+        lambda leaf: full_region(ctx, b, _operand(leaf).memref, op),
+        (),
+        lambda leaf: True,
+    )
 
 
 WINDOW_LIKE = ("a strided or skewed access", NOT_ELTWISE_GENERIC)
 """Why `match_nest` / `generic_trees` refuse what may be a convolution or pooling."""
 
 
-def _window_or_escape(lw: Lowering, anchor: Operation, st: BlockState, why: str, what: str,
-                      match: Callable[[], WindowPlan],
-                      aliased: Callable[[], str | None] = lambda: None) -> None:
+def _window_or_escape(
+    lw: Lowering,
+    anchor: Operation,
+    st: BlockState,
+    why: str,
+    what: str,
+    match: Callable[[], WindowPlan],
+    aliased: Callable[[], str | None] = lambda: None,
+) -> None:
     """A convolution or max pooling (D-LOW-WINDOW), else the escape hatch
     with the reason: the window matcher's when the computation looked like
     one (skewed accesses), else `why`; `aliased()`: why a matched plan may
@@ -475,18 +563,27 @@ def _window_or_escape(lw: Lowering, anchor: Operation, st: BlockState, why: str,
     emit_window(lw, plan, anchor, st, what)
 
 
-COPY_LIKE = ("a copy that transposes or broadcasts",
-             "the body is not a tree of elementwise operations over loads")
+COPY_LIKE = (
+    "a copy that transposes or broadcasts",
+    "the body is not a tree of elementwise operations over loads",
+)
 """Why `match_nest` refuses what may be a transposing or broadcasting copy."""
 
 
-def _broadcast_or_escape(lw: Lowering, top: affine.ForOp, st: BlockState, why: str, what: str,
-                         nest: Nest, aliased: Callable[[], str | None]) -> None:
+def _broadcast_or_escape(
+    lw: Lowering,
+    top: affine.ForOp,
+    st: BlockState,
+    why: str,
+    what: str,
+    nest: Nest,
+    aliased: Callable[[], str | None],
+) -> None:
     """A transposing or broadcasting copy as transfers (D-LOW-BCAST), else
     the escape hatch with the reason (`aliased()`: D-LOW-ALIAS's, once a
     copy matched)."""
     try:
-        fill = nest_fill(nest, lw.ctx.env, lw.ctx.view)   # D-LOW-FILL
+        fill = nest_fill(nest, lw.ctx.env, lw.ctx.view)  # D-LOW-FILL
         if fill is not None:
             return emit_fill(lw, *fill, top, st, what)
         plan = match_broadcast(nest, lw.ctx.env, why)
@@ -520,18 +617,28 @@ def _lower_softmax(lw: Lowering, op: Operation, stg: Staging, st: BlockState, wh
         assert isinstance(op, SoftmaxOp)
         tok = b.compute("softmax", [x], [y], axis=op.dimension.value.data)
     why = illegal(ctx, tok)
-    if why is not None:   # the kernel interpreter has no linalg.softmax either
+    if why is not None:  # the kernel interpreter has no linalg.softmax either
         stg.drop()
-        raise reject(op, f"not supported: {why} (D-LOW-SOFTMAX)",
-                     "decompose it upstream first (transform.structured.decompose_interface, "
-                     "which nem-compile applies where the device has no softmax variant)")
+        raise reject(
+            op,
+            f"not supported: {why} (D-LOW-SOFTMAX)",
+            "decompose it upstream first (transform.structured.decompose_interface, "
+            "which nem-compile applies where the device has no softmax variant)",
+        )
     stg.commit(st)
     name_task(ctx, tok, "softmax")
     ctx.summary.raised.append(f"{what} -> softmax")
 
 
-def _lower_conv(lw: Lowering, op: Operation, ins: Sequence[SSAValue], outs: Sequence[SSAValue],
-                stg: Staging, st: BlockState, what: str) -> None:
+def _lower_conv(
+    lw: Lowering,
+    op: Operation,
+    ins: Sequence[SSAValue],
+    outs: Sequence[SSAValue],
+    stg: Staging,
+    st: BlockState,
+    what: str,
+) -> None:
     """`conv2d in X, W, Y out Y` where that variant is legal (f16: the sum
     and what Y holds rounded once, D-CONV-BIAS), else `conv2d in X, W out T`
     + `add in Y, T out Y` (D-LOW-ACCUM)."""
@@ -565,4 +672,3 @@ def _lower_conv(lw: Lowering, op: Operation, ins: Sequence[SSAValue], outs: Sequ
     name_task(ctx, conv, "conv2d")
     name_task(ctx, add, "add")
     ctx.summary.raised.append(f"{what} -> conv2d + add (accumulation)")
-

@@ -34,9 +34,33 @@ if TYPE_CHECKING:
     from nem.dialect.families import Catalog
     from nem.frontends.upstream_dialects.memref_global import GlobalOp
 
-NEM_KEYWORDS = frozenset({"in", "out", "loop", "endloop", "region", "const", "let", "buffer",
-                          "transfer", "store", "wait", "deps", "program", "device", "include",
-                          "mod", "elem", "shape", "layout", "strides", "quant", "size", "align"})
+NEM_KEYWORDS = frozenset(
+    {
+        "in",
+        "out",
+        "loop",
+        "endloop",
+        "region",
+        "const",
+        "let",
+        "buffer",
+        "transfer",
+        "store",
+        "wait",
+        "deps",
+        "program",
+        "device",
+        "include",
+        "mod",
+        "elem",
+        "shape",
+        "layout",
+        "strides",
+        "quant",
+        "size",
+        "align",
+    }
+)
 """Words the `.nem` grammar reserves: never used as generated names."""
 
 
@@ -168,8 +192,11 @@ class LoweringContext:
         a = self.env.get(v)
         if a is None:
             if isinstance(v.type, IndexType):
-                raise reject(user, f"index operand {v.name_hint or ''} is not an affine "
-                             "function of loop indices and constants")
+                raise reject(
+                    user,
+                    f"index operand {v.name_hint or ''} is not an affine "
+                    "function of loop indices and constants",
+                )
             raise reject(user, "expected an index operand")
         return a
 
@@ -188,8 +215,11 @@ class LoweringContext:
         if vw is None:
             if v in self.tag_memrefs:
                 raise reject(user, "a DMA tag memref is used as data")
-            raise reject(user, "memref operand does not come from a function argument, "
-                         "memref.alloc or memref.subview")
+            raise reject(
+                user,
+                "memref operand does not come from a function argument, "
+                "memref.alloc or memref.subview",
+            )
         return vw
 
     def level(self, op: Operation | None, t: MemRefType) -> str:
@@ -200,11 +230,17 @@ class LoweringContext:
         elif ms is None or ms.name == "builtin.none" or type(ms).__name__ == "NoneAttr":
             k = 0
         else:
-            raise reject(op, f"memory space {ms} is not an integer",
-                         "use integer memory spaces and memory-spaces=0:DDR,1:L2,2:L1")
+            raise reject(
+                op,
+                f"memory space {ms} is not an integer",
+                "use integer memory spaces and memory-spaces=0:DDR,1:L2,2:L1",
+            )
         if k not in self.options.spaces:
-            raise reject(op, f"memory space {k} is not mapped to a NEM level",
-                         f"add {k}:LEVEL to the memory-spaces option")
+            raise reject(
+                op,
+                f"memory space {k} is not mapped to a NEM level",
+                f"add {k}:LEVEL to the memory-spaces option",
+            )
         level = self.options.spaces[k]
         if level == "L1" and self.device is not None and self.device.topology.num_engines > 1:
             return "L1[0]"  # written out, so nem-verify has no choice to warn of (D-LOW-L1)
@@ -230,8 +266,11 @@ class LoweringContext:
         size = op.operands[0].owner if op.operands else None
         op.detach()
         op.erase()
-        if isinstance(size, Operation) and not size.results[0].uses \
-                and size.parent_block() is self.decl_block:
+        if (
+            isinstance(size, Operation)
+            and not size.results[0].uses
+            and size.parent_block() is self.decl_block
+        ):
             size.detach()
             size.erase()
         return True

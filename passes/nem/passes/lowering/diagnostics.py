@@ -14,8 +14,9 @@ def reject(op: Operation | None, reason: str, fix: str | None = None) -> NemDiag
     holds that has one (an implicit module is located at its first op, or
     at the input's first line: `upstream_dialects.parse_mlir`)."""
     where = f"'{op.name}'" if op is not None else "input"
-    return NemDiagnosticError([Diagnostic("error", f"cannot lower {where}: {reason}",
-                                          _where(op), None, fix)])
+    return NemDiagnosticError(
+        [Diagnostic("error", f"cannot lower {where}: {reason}", _where(op), None, fix)]
+    )
 
 
 def _where(op: Operation | None) -> SourceLoc | None:

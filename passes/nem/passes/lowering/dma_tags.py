@@ -48,21 +48,31 @@ class TagTable:
 
     def start(self, op: Operation, slot: TagSlot) -> None:
         if any(s.may_alias(slot) for s in self.pending):
-            raise reject(op, "this DMA reuses a tag slot whose previous DMA has not been "
-                         "waited (ambiguous pairing)", "wait on the earlier DMA first or use "
-                         "another tag index")
+            raise reject(
+                op,
+                "this DMA reuses a tag slot whose previous DMA has not been "
+                "waited (ambiguous pairing)",
+                "wait on the earlier DMA first or use another tag index",
+            )
         self.pending[slot] = op
 
     def wait(self, op: Operation, slot: TagSlot) -> Operation:
         """The start that the wait `op` on `slot` completes."""
         others = [s for s in self.pending if s != slot and s.may_alias(slot)]
         if others:
-            raise reject(op, "this dma_wait may match several pending DMAs (the tag indices "
-                         "cannot be told apart)", "use distinct constant tag indices")
+            raise reject(
+                op,
+                "this dma_wait may match several pending DMAs (the tag indices "
+                "cannot be told apart)",
+                "use distinct constant tag indices",
+            )
         start = self.pending.pop(slot, None)
         if start is None:
-            raise reject(op, "no dma_start with this tag and index is pending in this block "
-                         "(a DMA started in another iteration or scope cannot be paired)",
-                         "start and wait the DMA in the same loop body, or use the form "
-                         "affine-pipeline-data-transfer produces")
+            raise reject(
+                op,
+                "no dma_start with this tag and index is pending in this block "
+                "(a DMA started in another iteration or scope cannot be paired)",
+                "start and wait the DMA in the same loop body, or use the form "
+                "affine-pipeline-data-transfer produces",
+            )
         return start

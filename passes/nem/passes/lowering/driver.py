@@ -43,8 +43,12 @@ from nem.passes.lowering.views import View, buffer_bytes, check_elem, memref_str
 class Lowerer(Lowering):
     """Converts the entry function of a module into a NEM program."""
 
-    def __init__(self, options: Options, handlers: dict[type[Operation], Handler],
-                 progress: Callable[[str, int, int], None] | None = None):
+    def __init__(
+        self,
+        options: Options,
+        handlers: dict[type[Operation], Handler],
+        progress: Callable[[str, int, int], None] | None = None,
+    ):
         self.options = options
         self.handlers = handlers
         """The lowering of each op class (`nem.passes.lowering.handlers.HANDLERS`)."""
@@ -83,8 +87,9 @@ class Lowerer(Lowering):
                 raise reject(op, "unsupported operation")
             handler(self, op, st)
 
-    def lower_block(self, src: Block, builder: NemBuilder,
-                    stage_env: Callable[[Operation], None] | None = None) -> None:
+    def lower_block(
+        self, src: Block, builder: NemBuilder, stage_env: Callable[[Operation], None] | None = None
+    ) -> None:
         """Lower the ops of MLIR block `src` at `builder`'s insertion point."""
         self.lower_ops(list(src.ops), BlockState(builder, stage_env=stage_env))
 
@@ -98,24 +103,32 @@ class Lowerer(Lowering):
         self.ctx = ctx = _context(self.options, fn)
         body = Block()
         opts = self.options
-        prog = ProgramOp(fn.sym_name.data, body, device_kind="name" if opts.device else None,
-                         device=opts.device,
-                         includes=(f"{opts.device}.nem",) if opts.device else ())
+        prog = ProgramOp(
+            fn.sym_name.data,
+            body,
+            device_kind="name" if opts.device else None,
+            device=opts.device,
+            includes=(f"{opts.device}.nem",) if opts.device else (),
+        )
         prog.location = fn.location
         for i, arg in enumerate(fn.body.block.args):
             if isinstance(arg.type, MemRefType):
                 self._arg_buffer(fn, arg, i)
             elif isinstance(arg.type, IndexType):
-                raise reject(fn, f"index argument #{i} has no NEM equivalent (NEM programs "
-                             "have no parameters)", "make it a constant")
+                raise reject(
+                    fn,
+                    f"index argument #{i} has no NEM equivalent (NEM programs have no parameters)",
+                    "make it a constant",
+                )
             else:
                 raise reject(fn, f"argument #{i} of type {arg.type} is not a memref")
         # the function as the scope of narrowings outside any peeled loop
         # (a DMA row leaving its memref where upstream unrolled a loop)
         root = PeelScope(fn, (fn,))
         with ctx.in_scope(root):
-            self.lower_ops(list(fn.body.block.ops),
-                           BlockState(NemBuilder.at_end(body, fn.location), top=True))
+            self.lower_ops(
+                list(fn.body.block.ops), BlockState(NemBuilder.at_end(body, fn.location), top=True)
+            )
             check_narrowed(root)
         drop_unused_allocations(ctx)
         Rewriter.inline_block(ctx.decl_block, InsertPoint.at_start(body))
@@ -132,14 +145,20 @@ class Lowerer(Lowering):
         if self.options.entry:
             cands = [f for f in funcs if f.sym_name.data == self.options.entry]
             if not cands:
-                raise reject(funcs[0] if funcs else module,
-                             f"no func.func @{self.options.entry} (option entry)")
+                raise reject(
+                    funcs[0] if funcs else module,
+                    f"no func.func @{self.options.entry} (option entry)",
+                )
         else:
-            cands = [f for f in funcs if f.sym_visibility is None
-                     or f.sym_visibility.data == "public"]
+            cands = [
+                f for f in funcs if f.sym_visibility is None or f.sym_visibility.data == "public"
+            ]
             if not cands:
-                raise reject(funcs[0] if funcs else module, "no public func.func to lower",
-                             "name one with entry=NAME")
+                raise reject(
+                    funcs[0] if funcs else module,
+                    "no public func.func to lower",
+                    "name one with entry=NAME",
+                )
         fn = cands[0]
         if not fn.body.blocks:
             raise reject(fn, "the entry function is only a declaration")
@@ -165,8 +184,9 @@ class Lowerer(Lowering):
             ctx.names.used.add(name)
         span = off + sum((d - 1) * s for d, s in zip(t.get_shape(), strides)) + 1
         buf = ctx.declare_buffer(name, level, buffer_bytes((span,), elem), fn.location)
-        ctx.views[arg] = View(buf, MemLevelAttr(level), elem, tuple(t.get_shape()), strides,
-                              Aff.c(off), name)
+        ctx.views[arg] = View(
+            buf, MemLevelAttr(level), elem, tuple(t.get_shape()), strides, Aff.c(off), name
+        )
 
 
 def drop_unused_arith(fn: func.FuncOp) -> None:
@@ -178,8 +198,11 @@ def drop_unused_arith(fn: func.FuncOp) -> None:
     declare; unused allocations are dropped after the lowering
     (`drop_unused_allocations`, D-LOW-BUF) (D-LOW-DEAD-ARITH)."""
     for op in reversed(list(fn.walk())):
-        if (op.dialect_name() == "arith" or isinstance(op, affine.ApplyOp)) and op.results \
-                and is_trivially_dead(op):
+        if (
+            (op.dialect_name() == "arith" or isinstance(op, affine.ApplyOp))
+            and op.results
+            and is_trivially_dead(op)
+        ):
             op.detach()
             op.erase()
 
@@ -211,30 +234,48 @@ def summary_remarks(ctx: LoweringContext, fn: func.FuncOp) -> list[Diagnostic]:
     for r in s.raised:
         where, _, what = r.rpartition(" -> ")
         counts.setdefault(what, []).append(where)
-    raised = [f"{wheres[0]} -> {what}" if len(wheres) == 1 else
-              f"{len(wheres)} ops ({wheres[0]}, ...) -> {what}"
-              for what, wheres in counts.items()]
+    raised = [
+        f"{wheres[0]} -> {what}"
+        if len(wheres) == 1
+        else f"{len(wheres)} ops ({wheres[0]}, ...) -> {what}"
+        for what, wheres in counts.items()
+    ]
     parts.append("raised: " + (", ".join(raised) if raised else "none"))
     fallbacks = {f.what: f for f in s.fallback}  # a peeled loop lowers a nest twice
     # the first few only: each fallback has its own remark below (issue 12: one
     # readable line per nest, not one line listing them all)
     shown = list(fallbacks)[:FALLBACKS_LISTED]
     more = len(fallbacks) - len(shown)
-    parts.append("fell back to compute: " + (", ".join(shown) if shown else "none") + (
-        f" and {more} more (a remark each)" if more else ""))
+    parts.append(
+        "fell back to compute: "
+        + (", ".join(shown) if shown else "none")
+        + (f" and {more} more (a remark each)" if more else "")
+    )
     if s.slotted:
-        parts.append(f"{len(s.slotted)} buffer(s) in 2 slots, hoisted out of pipelined "
-                     f"loops: {', '.join(s.slotted[:FALLBACKS_LISTED])}"
-                     + (", ..." if len(s.slotted) > FALLBACKS_LISTED else ""))
+        parts.append(
+            f"{len(s.slotted)} buffer(s) in 2 slots, hoisted out of pipelined "
+            f"loops: {', '.join(s.slotted[:FALLBACKS_LISTED])}"
+            + (", ..." if len(s.slotted) > FALLBACKS_LISTED else "")
+        )
     notes = list(dict.fromkeys(s.notes))
-    if notes:   # one per pipelined tile loop: a CNN has dozens (the first few, counted)
-        parts.append("; ".join(notes[:NOTES_LISTED]) + (
-            f"; and {len(notes) - NOTES_LISTED} more such notes"
-            if len(notes) > NOTES_LISTED else ""))
+    if notes:  # one per pipelined tile loop: a CNN has dozens (the first few, counted)
+        parts.append(
+            "; ".join(notes[:NOTES_LISTED])
+            + (
+                f"; and {len(notes) - NOTES_LISTED} more such notes"
+                if len(notes) > NOTES_LISTED
+                else ""
+            )
+        )
     return [Diagnostic("remark", "; ".join(parts), SourceLoc.of(fn))] + [
-        EscapeRemark("remark", f"{f.what} not raised, runs as an escape-hatch task "
-                     f'(compute op="mlir.kernel"): {_one_line(f.why)}', SourceLoc.of(f.op))
-        for f in fallbacks.values()]
+        EscapeRemark(
+            "remark",
+            f"{f.what} not raised, runs as an escape-hatch task "
+            f'(compute op="mlir.kernel"): {_one_line(f.why)}',
+            SourceLoc.of(f.op),
+        )
+        for f in fallbacks.values()
+    ]
 
 
 FALLBACKS_LISTED = 3
@@ -256,4 +297,4 @@ class EscapeRemark(Diagnostic):
 def _one_line(text: str, limit: int = 240) -> str:
     """`text` on one line, cut at `limit` characters."""
     text = " ".join(text.split())
-    return text if len(text) <= limit else text[:limit - 3].rstrip() + "..."
+    return text if len(text) <= limit else text[: limit - 3].rstrip() + "..."

@@ -66,8 +66,11 @@ def _atom(atom: Atom, anchor: Operation | None) -> Expr:
         return Sym(atom.arg)
     if isinstance(atom, Mod | FloorDiv):
         if not atom.inner.nonneg():
-            raise reject(anchor, f"index expression '{atom.inner}' may be negative inside a "
-                         "mod/floordiv; NEM's `/` and `mod` truncate (D-EXPR-MOD)")
+            raise reject(
+                anchor,
+                f"index expression '{atom.inner}' may be negative inside a "
+                "mod/floordiv; NEM's `/` and `mod` truncate (D-EXPR-MOD)",
+            )
         inner = expr(atom.inner, anchor)
         return inner.mod(Lit(atom.m)) if isinstance(atom, Mod) else inner / Lit(atom.d)
     raise reject(anchor, "internal: a nest dimension escaped into a NEM expression")
@@ -78,9 +81,14 @@ PLAIN_LAYOUT = "ABCDEFGH"
 named layout (one letter per dimension, D-LAYOUT)."""
 
 
-def log_region(ctx: LoweringContext, view: View, start: Aff, shape: Sequence[int],
-               strides: Sequence[int], anchor: Operation | None
-               ) -> tuple[Sequence[int], Sequence[int]]:
+def log_region(
+    ctx: LoweringContext,
+    view: View,
+    start: Aff,
+    shape: Sequence[int],
+    strides: Sequence[int],
+    anchor: Operation | None,
+) -> tuple[Sequence[int], Sequence[int]]:
     """Log the region `region` builds for the partial-tile checks; its shape
     and strides (a scalar is one element)."""
     if not shape:
@@ -89,9 +97,16 @@ def log_region(ctx: LoweringContext, view: View, start: Aff, shape: Sequence[int
     return shape, strides
 
 
-def region(ctx: LoweringContext, b: NemBuilder, view: View, start: Aff, shape: Sequence[int],
-           strides: Sequence[int], anchor: Operation | None,
-           layout: str | None = None) -> SSAValue:
+def region(
+    ctx: LoweringContext,
+    b: NemBuilder,
+    view: View,
+    start: Aff,
+    shape: Sequence[int],
+    strides: Sequence[int],
+    anchor: Operation | None,
+    layout: str | None = None,
+) -> SSAValue:
     """An inline typed region of `view.buffer` starting at element `start`
     (absolute in the buffer) with `shape` and element `strides`
     (D-LOW-REGION): contiguous regions get a layout id (`layout` when its
@@ -110,7 +125,9 @@ def region(ctx: LoweringContext, b: NemBuilder, view: View, start: Aff, shape: S
     lay = layout if layout and len(layout) == len(shape) else DEFAULT_LAYOUTS.get(len(shape))
     lay = lay or (PLAIN_LAYOUT[: len(shape)] if len(shape) <= len(PLAIN_LAYOUT) else None)
     if contiguous and lay is not None:
-        return b.region(None, view.buffer, offset, extent, elem=view.elem, shape=list(shape),
-                        layout=lay)
-    return b.region(None, view.buffer, offset, extent, elem=view.elem, shape=list(shape),
-                    strides=list(strides))
+        return b.region(
+            None, view.buffer, offset, extent, elem=view.elem, shape=list(shape), layout=lay
+        )
+    return b.region(
+        None, view.buffer, offset, extent, elem=view.elem, shape=list(shape), strides=list(strides)
+    )

@@ -65,13 +65,21 @@ def linalg_operands(op: Operation) -> tuple[list[SSAValue], list[SSAValue]]:
     for i, o in (("inputs", "outputs"), ("input", "init"), ("input", "output")):
         if hasattr(op, i) and hasattr(op, o):
             ins, outs = getattr(op, i), getattr(op, o)
-            return ([ins] if isinstance(ins, SSAValue) else list(ins),
-                    [outs] if isinstance(outs, SSAValue) else list(outs))
+            return (
+                [ins] if isinstance(ins, SSAValue) else list(ins),
+                [outs] if isinstance(outs, SSAValue) else list(outs),
+            )
     return [], list(op.operands)
 
 
-def emit_escape(lw: Lowering, top: Operation, st: BlockState, reason: str, what: str,
-                after: Sequence[Operation] = ()) -> None:
+def emit_escape(
+    lw: Lowering,
+    top: Operation,
+    st: BlockState,
+    reason: str,
+    what: str,
+    after: Sequence[Operation] = (),
+) -> None:
     """One `compute op="mlir.kernel"` task running `top` (the contract above),
     then the ops `after` it that use its results (`carried_out`), which the
     block then skips."""
@@ -106,8 +114,11 @@ def emit_escape(lw: Lowering, top: Operation, st: BlockState, reason: str, what:
             elif isinstance(v.type, IndexType):
                 index_vals[v] = None
             else:
-                raise reject(o, f"operand of type {v.type} defined outside the loop nest cannot "
-                             "be passed to a compute kernel")
+                raise reject(
+                    o,
+                    f"operand of type {v.type} defined outside the loop nest cannot "
+                    "be passed to a compute kernel",
+                )
     ins_m = [m for m in reads if m not in writes]
     outs_m = list(writes)
     if not outs_m:
@@ -120,8 +131,7 @@ def emit_escape(lw: Lowering, top: Operation, st: BlockState, reason: str, what:
         in_regs, ins_m = [out_regs[0]], [outs_m[0]]
     if ctx.scopes and isinstance(top, affine.ForOp) and not after:
         _log_accessed_boxes(ctx, top)
-    text = _kernel_text(ctx, [top, *after], ins_m, outs_m, list(index_vals), list(consts),
-                        sunk)
+    text = _kernel_text(ctx, [top, *after], ins_m, outs_m, list(index_vals), list(consts), sunk)
     attrs: dict[str, object] = {"op": "mlir.kernel", "kernel": text}
     if index_vals:
         attrs["index_args"] = [expr(ctx.index(v, top), top) for v in index_vals]
@@ -132,8 +142,10 @@ def emit_escape(lw: Lowering, top: Operation, st: BlockState, reason: str, what:
     ctx.summary.fallback.append(Fallback(top, what, reason))
 
 
-CARRIED = ("a value carried out of the loop (iter_args) is stored after it: the task runs "
-           "the loop and the ops storing its result (D-LOW-CARRIED)")
+CARRIED = (
+    "a value carried out of the loop (iter_args) is stored after it: the task runs "
+    "the loop and the ops storing its result (D-LOW-CARRIED)"
+)
 """Why a loop with results is not raised (the remark)."""
 
 
@@ -148,15 +160,16 @@ def carried_out(top: affine.ForOp) -> list[Operation]:
     block = top.parent_block()
     assert block is not None
     ops = list(block.ops)
-    later = ops[ops.index(top) + 1:]
+    later = ops[ops.index(top) + 1 :]
     # in program order, so that the use reported first is the same every run
     flowing: dict[SSAValue, None] = dict.fromkeys(top.results)
     taken: list[Operation] = []
     for o in later:
         if not any(v in flowing for v in o.operands):
             continue
-        stored = isinstance(o, affine.StoreOp | memref.StoreOp) and \
-            not any(v in flowing for v in o.operands[1:])
+        stored = isinstance(o, affine.StoreOp | memref.StoreOp) and not any(
+            v in flowing for v in o.operands[1:]
+        )
         if not (stored or _pure(o)):
             raise _carried_use(top, o)
         taken.append(o)
@@ -165,19 +178,24 @@ def carried_out(top: affine.ForOp) -> list[Operation]:
         for use in v.uses:
             if use.operation not in taken:
                 raise _carried_use(top, use.operation)
-    span = later[:later.index(taken[-1])] if taken else []
+    span = later[: later.index(taken[-1])] if taken else []
     for o in span:
         if o not in taken and not _pure(o):
-            raise reject(top, f"not supported: {o.name} at {location_text(o)} runs between "
-                         "this loop and the store of the value it carries out (iter_args) at "
-                         f"{location_text(taken[-1])}; the loop and the store are one task "
-                         "(D-LOW-CARRIED)", f"move the {o.name} before the loop, or store the "
-                         "loop's result right after it")
+            raise reject(
+                top,
+                f"not supported: {o.name} at {location_text(o)} runs between "
+                "this loop and the store of the value it carries out (iter_args) at "
+                f"{location_text(taken[-1])}; the loop and the store are one task "
+                "(D-LOW-CARRIED)",
+                f"move the {o.name} before the loop, or store the loop's result right after it",
+            )
     return taken
 
 
-SCALAR = ("arithmetic on scalars outside a loop nest (a 0-d tensor): the task runs the "
-          "loads, the arithmetic and the stores (D-LOW-SCALAR)")
+SCALAR = (
+    "arithmetic on scalars outside a loop nest (a 0-d tensor): the task runs the "
+    "loads, the arithmetic and the stores (D-LOW-SCALAR)"
+)
 """Why a scalar statement is one escape-hatch task (the remark)."""
 
 
@@ -202,16 +220,22 @@ def scalar_statement(load: Operation) -> list[Operation] | None:
             return None
         group[o] = None
         todo += [use.operation for r in o.results for use in r.uses]
-        todo += [v.owner for v in o.operands if isinstance(v.owner, Operation)
-                 and not isinstance(v.owner, arith.ConstantOp)
-                 and not isinstance(v.type, IndexType | MemRefType)]
+        todo += [
+            v.owner
+            for v in o.operands
+            if isinstance(v.owner, Operation)
+            and not isinstance(v.owner, arith.ConstantOp)
+            and not isinstance(v.type, IndexType | MemRefType)
+        ]
     ops = list(block.ops)
     members = sorted(group, key=ops.index)
     if not any(isinstance(o, affine.StoreOp | memref.StoreOp) for o in members):
         return None
-    span = ops[ops.index(members[0]):ops.index(members[-1]) + 1]
-    if any(o not in group and (o.regions or any(isinstance(v.type, MemRefType)
-                                                 for v in o.operands)) for o in span):
+    span = ops[ops.index(members[0]) : ops.index(members[-1]) + 1]
+    if any(
+        o not in group and (o.regions or any(isinstance(v.type, MemRefType) for v in o.operands))
+        for o in span
+    ):
         return None
     return members
 
@@ -221,14 +245,18 @@ def _scalar_member(o: Operation) -> bool:
     store of a scalar: what a scalar statement may hold."""
     if isinstance(o, affine.LoadOp | memref.LoadOp | affine.StoreOp | memref.StoreOp):
         return True
-    return _pure(o) and not isinstance(o, affine.ApplyOp) and \
-        not any(isinstance(r.type, IndexType) for r in o.results)
+    return (
+        _pure(o)
+        and not isinstance(o, affine.ApplyOp)
+        and not any(isinstance(r.type, IndexType) for r in o.results)
+    )
 
 
 def _pure(op: Operation) -> bool:
     """Arithmetic without memory effects (`arith`, `math`, `affine.apply`)."""
-    return not op.regions and (op.dialect_name() in ("arith", "math")
-                               or isinstance(op, affine.ApplyOp))
+    return not op.regions and (
+        op.dialect_name() in ("arith", "math") or isinstance(op, affine.ApplyOp)
+    )
 
 
 def _carried_use(top: Operation, user: Operation) -> NemDiagnosticError:
@@ -236,28 +264,40 @@ def _carried_use(top: Operation, user: Operation) -> NemDiagnosticError:
     where, parent = user, user.parent_op()
     while where.parent_block() is not top.parent_block() and parent is not None:
         where, parent = parent, parent.parent_op()
-    what = ("which is neither arith/math arithmetic nor a store" if where is user else
-            f"inside the {where.name} at {location_text(where)}")
-    return reject(top, f"not supported: the value this loop carries out (iter_args) is used by "
-                  f"{user.name} at {location_text(user)}, {what}: NEM tasks pass values only "
-                  "through memory (D-LOW-CARRIED)",
-                  "store the loop's result to a memref right after the loop, and load it "
-                  "where it is used")
+    what = (
+        "which is neither arith/math arithmetic nor a store"
+        if where is user
+        else f"inside the {where.name} at {location_text(where)}"
+    )
+    return reject(
+        top,
+        f"not supported: the value this loop carries out (iter_args) is used by "
+        f"{user.name} at {location_text(user)}, {what}: NEM tasks pass values only "
+        "through memory (D-LOW-CARRIED)",
+        "store the loop's result to a memref right after the loop, and load it where it is used",
+    )
 
 
-def _kernel_text(ctx: LoweringContext, ops: list[Operation], ins_m: list[SSAValue],
-                 outs_m: list[SSAValue], index_vals: list[SSAValue], consts: list[SSAValue],
-                 sunk: list[Operation]) -> str:
+def _kernel_text(
+    ctx: LoweringContext,
+    ops: list[Operation],
+    ins_m: list[SSAValue],
+    outs_m: list[SSAValue],
+    index_vals: list[SSAValue],
+    consts: list[SSAValue],
+    sunk: list[Operation],
+) -> str:
     """`func.func @kernel` running `ops` on its operands, as one line of
     generic MLIR."""
-    arg_types: list[Attribute] = [MemRefType(ctx.views[m].elem, ctx.views[m].shape)
-                                  for m in (*ins_m, *outs_m)]
+    arg_types: list[Attribute] = [
+        MemRefType(ctx.views[m].elem, ctx.views[m].shape) for m in (*ins_m, *outs_m)
+    ]
     arg_types += [IndexType()] * len(index_vals)
     block = Block(arg_types=arg_types)
     mapper: dict[SSAValue, SSAValue] = {}
     for m, a in zip((*ins_m, *outs_m), block.args):
         mapper.setdefault(m, a)
-    for v, a in zip(index_vals, block.args[len(ins_m) + len(outs_m):]):
+    for v, a in zip(index_vals, block.args[len(ins_m) + len(outs_m) :]):
         mapper[v] = a
     for c in consts:
         owner = c.owner
@@ -298,12 +338,12 @@ def _log_accessed_boxes(ctx: LoweringContext, top: affine.ForOp) -> None:
         for i, acc_r in enumerate(scope.log):
             found = boxes.get(acc_r.view.buffer)
             if acc_r.anchor is top and found is not None:
-                scope.log[i] = RegionAccess(acc_r.view, found[0], tuple(found[1]),
-                                            acc_r.view.strides, top)
+                scope.log[i] = RegionAccess(
+                    acc_r.view, found[0], tuple(found[1]), acc_r.view.strides, top
+                )
 
 
-def _sunk_loads(ctx: LoweringContext, top: Operation, body: list[Operation]
-                ) -> list[Operation]:
+def _sunk_loads(ctx: LoweringContext, top: Operation, body: list[Operation]) -> list[Operation]:
     """The scalar loads outside the kernel's ops `body` (`top` and what runs
     after it) whose values they use (e.g. a scale factor read before the
     nest): the lowering deferred them (a scalar access has no task of its
@@ -311,8 +351,12 @@ def _sunk_loads(ctx: LoweringContext, top: Operation, body: list[Operation]
     memref later than MLIR does, so nothing between the load and `top` may
     touch the loaded buffer."""
     inside = set(body)
-    loads = {v.owner: None for o in inside for v in o.operands
-             if isinstance(v.owner, Operation) and v.owner in ctx.deferred_loads}
+    loads = {
+        v.owner: None
+        for o in inside
+        for v in o.operands
+        if isinstance(v.owner, Operation) and v.owner in ctx.deferred_loads
+    }
     for load in loads:
         assert isinstance(load, affine.LoadOp | memref.LoadOp)
         buf = ctx.view(load.memref, load).buffer
@@ -323,12 +367,17 @@ def _sunk_loads(ctx: LoweringContext, top: Operation, body: list[Operation]
         if anchor is None or block is None:
             raise reject(top, "this loop nest uses a value loaded in another block")
         ops = list(block.ops)
-        for o in ops[ops.index(load) + 1:ops.index(anchor)]:
+        for o in ops[ops.index(load) + 1 : ops.index(anchor)]:
             for x in o.walk():
-                if any(isinstance(v.type, MemRefType) and v in ctx.views
-                       and ctx.views[v].buffer is buf for v in x.operands):
-                    raise reject(top, f"this loop nest uses the value loaded at "
-                                 f"{location_text(load)}, and {x.name} at {location_text(x)} "
-                                 f"accesses {ctx.views[load.memref].name} in between",
-                                 "load the value inside the loop nest")
+                if any(
+                    isinstance(v.type, MemRefType) and v in ctx.views and ctx.views[v].buffer is buf
+                    for v in x.operands
+                ):
+                    raise reject(
+                        top,
+                        f"this loop nest uses the value loaded at "
+                        f"{location_text(load)}, and {x.name} at {location_text(x)} "
+                        f"accesses {ctx.views[load.memref].name} in between",
+                        "load the value inside the loop nest",
+                    )
     return [ld for ld in loads if isinstance(ld, Operation)]

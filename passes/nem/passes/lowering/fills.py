@@ -46,8 +46,10 @@ from nem.passes.lowering.views import View
 if TYPE_CHECKING:
     from nem.dialect.builder import NemBuilder
 
-FLOAT_DTYPES: dict[str, type[np.float32] | type[np.float16]] = {"f32": np.float32,
-                                                              "f16": np.float16}
+FLOAT_DTYPES: dict[str, type[np.float32] | type[np.float16]] = {
+    "f32": np.float32,
+    "f16": np.float16,
+}
 """Float element types whose largest finite value numpy gives directly."""
 
 
@@ -68,8 +70,9 @@ def constant_of(v: SSAValue) -> Attribute | None:
     return owner.value if isinstance(owner, arith.ConstantOp) else None
 
 
-def nest_fill(nest: Nest, outer: Mapping[SSAValue, Aff],
-              view_of: Callable[[SSAValue, Operation], View]) -> tuple[Box, Attribute] | None:
+def nest_fill(
+    nest: Nest, outer: Mapping[SSAValue, Aff], view_of: Callable[[SSAValue, Operation], View]
+) -> tuple[Box, Attribute] | None:
     """The box and value of a nest whose body stores one constant (None
     when the stored value is not a constant); `view_of(memref, user)`."""
     stores = [o for o in nest.body if isinstance(o, affine.StoreOp | memref.StoreOp)]
@@ -79,10 +82,12 @@ def nest_fill(nest: Nest, outer: Mapping[SSAValue, Aff],
     value = constant_of(st.value)
     if value is None:
         return None
-    if any(o is not st and not isinstance(o, arith.ConstantOp) and not is_index_arith(o)
-           for o in nest.body):
+    if any(
+        o is not st and not isinstance(o, arith.ConstantOp) and not is_index_arith(o)
+        for o in nest.body
+    ):
         raise NotRaisable("a constant store beside other operations")
-    acc = access(nest, outer, st)   # match_nest saw each loop index it once
+    acc = access(nest, outer, st)  # match_nest saw each loop index it once
     return access_box(view_of(acc.memref, st), acc, nest.extents), value
 
 
@@ -147,8 +152,9 @@ def _byte_shape(box: Box, keep_axes: bool = False) -> tuple[list[int], list[int]
     return [d for d, _ in merged], [s for _, s in merged]
 
 
-def byte_region(ctx: LoweringContext, b: NemBuilder, box: Box, anchor: Operation,
-                keep_axes: bool = False) -> SSAValue:
+def byte_region(
+    ctx: LoweringContext, b: NemBuilder, box: Box, anchor: Operation, keep_axes: bool = False
+) -> SSAValue:
     """The region of the box's bytes as `i8` (step 1), logged for the
     partial-tile checks in the view's own elements; `keep_axes`: the box's
     axes kept as they are, the bytes one more innermost axis (a concat's
@@ -188,11 +194,13 @@ def _keep_elem_type(ctx: LoweringContext, vw: View) -> None:
     ctx.decls.region(name, buf, 0, size, elem=elem, shape=[size // vw.elem_bytes], layout="C")
 
 
-def emit_fill(lw: Lowering, box: Box, value: Attribute, anchor: Operation, st: BlockState,
-              what: str) -> None:
+def emit_fill(
+    lw: Lowering, box: Box, value: Attribute, anchor: Operation, st: BlockState, what: str
+) -> None:
     """The fill's tasks (module docstring), else one escape-hatch task with
     the reason (a step without a legal variant on the target)."""
     from nem.dialect.attributes import elem_name
+
     ctx = lw.ctx
     elem = elem_name(box.view.elem) or str(box.view.elem)
     try:

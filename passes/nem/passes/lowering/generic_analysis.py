@@ -38,8 +38,9 @@ lowering's view of it: an operand typed `memref<?x?xf32>` by promote's
 unfolded `memref.view`s has constant sizes there, D-LOW-VIEW)."""
 
 
-def generic_accesses(op: linalg.GenericOp, shape_of: ShapeOf, transposes: bool = False
-                     ) -> tuple[list[Access], dict[int, int]]:
+def generic_accesses(
+    op: linalg.GenericOp, shape_of: ShapeOf, transposes: bool = False
+) -> tuple[list[Access], dict[int, int]]:
     """Each operand of an all-parallel `linalg.generic` (ins, then outs) as
     a nest access over the generic's loops, and the loops' extents: an
     output's map is the identity, an input's the identity or a broadcast
@@ -79,15 +80,18 @@ def generic_accesses(op: linalg.GenericOp, shape_of: ShapeOf, transposes: bool =
         accesses.append(acc)
     extents = dict(enumerate(shape_of(accesses[-1].memref)))
     unit = {d for d, e in extents.items() if e == 1}
-    if len(unit) == len(extents):   # one point: keep a dimension for its region
+    if len(unit) == len(extents):  # one point: keep a dimension for its region
         unit.discard(len(extents) - 1)
-    accesses = [Access(a.memref, tuple((None if d in unit else d, rest) for d, rest in a.index))
-                for a in accesses]
+    accesses = [
+        Access(a.memref, tuple((None if d in unit else d, rest) for d, rest in a.index))
+        for a in accesses
+    ]
     return accesses, {d: e for d, e in extents.items() if d not in unit}
 
 
-def generic_copy(op: linalg.GenericOp, shape_of: ShapeOf
-                 ) -> tuple[Access | Attribute, Access, dict[int, int]] | None:
+def generic_copy(
+    op: linalg.GenericOp, shape_of: ShapeOf
+) -> tuple[Access | Attribute, Access, dict[int, int]] | None:
     """A `linalg.generic` of one output whose body only yields an input (a
     copy that may transpose or broadcast, D-LOW-BCAST: what transform
     tiling leaves of a layout change or a bias broadcast) or a constant (a
@@ -95,8 +99,12 @@ def generic_copy(op: linalg.GenericOp, shape_of: ShapeOf
     access, the loops' extents); None for any other body."""
     block = op.regions[0].block
     last = block.last_op
-    if len(op.outputs) != 1 or last is None or len(last.operands) != 1 or \
-            any(o is not last and not isinstance(o, arith.ConstantOp) for o in block.ops):
+    if (
+        len(op.outputs) != 1
+        or last is None
+        or len(last.operands) != 1
+        or any(o is not last and not isinstance(o, arith.ConstantOp) for o in block.ops)
+    ):
         return None
     v = last.operands[0]
     if isinstance(v, BlockArgument) and v.block is block:
@@ -124,13 +132,15 @@ def generic_trees(op: linalg.GenericOp, shape_of: ShapeOf) -> list[EltOp]:
     assert last is not None
     roots = []
     for own, v in enumerate(last.operands, start=n_in):
+
         def leaf(x: SSAValue, own: int = own) -> Load | None:
             if isinstance(x, BlockArgument) and x.block is block:
                 if x.index >= n_in and x.index != own:
                     raise NotRaisable("an output computed from another output's value")
                 return Load(accesses[x.index])
-            if not (isinstance(x.owner, Operation) and x.owner.parent_block() is block) \
-                    and not isinstance(x.owner, arith.ConstantOp):
+            if not (
+                isinstance(x.owner, Operation) and x.owner.parent_block() is block
+            ) and not isinstance(x.owner, arith.ConstantOp):
                 raise NotRaisable("a value defined outside the linalg.generic")
             return None
 

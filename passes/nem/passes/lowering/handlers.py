@@ -25,8 +25,11 @@ from nem.passes.lowering.state import BlockState, Handler, Lowering
 
 
 def reject_control_flow(lw: Lowering, op: Operation, st: BlockState) -> None:
-    raise reject(op, "control flow other than affine.for is not supported at task level",
-                 "keep conditionals inside a compute loop nest (its kernel runs them)")
+    raise reject(
+        op,
+        "control flow other than affine.for is not supported at task level",
+        "keep conditionals inside a compute loop nest (its kernel runs them)",
+    )
 
 
 def _control_flow_ops() -> list[type[Operation]]:

@@ -68,17 +68,31 @@ def lower_minmax(lw: Lowering, op: Operation, st: BlockState) -> None:
     vals = lw.ctx.affine(op, minmax_map(op), tuple(op.operands))
     r = pick_minmax(vals, op.name == "affine.min")
     if r is None:
-        raise reject(op, "the operands of this affine.min/max differ across iterations "
-                     "(a partial tile); NEM shapes are static",
-                     "choose tile sizes that divide the iteration space")
+        raise reject(
+            op,
+            "the operands of this affine.min/max differ across iterations "
+            "(a partial tile); NEM shapes are static",
+            "choose tile sizes that divide the iteration space",
+        )
     lw.ctx.env[op.results[0]] = r
 
 
 HANDLERS: dict[type[Operation], Handler] = {
     arith.ConstantOp: lower_constant,
-    **{cls: lower_index_binop for cls in (
-        arith.AddiOp, arith.SubiOp, arith.MuliOp, arith.DivSIOp, arith.RemSIOp,
-        arith.FloorDivSIOp, arith.DivUIOp, arith.RemUIOp, arith.CeilDivSIOp)},
+    **{
+        cls: lower_index_binop
+        for cls in (
+            arith.AddiOp,
+            arith.SubiOp,
+            arith.MuliOp,
+            arith.DivSIOp,
+            arith.RemSIOp,
+            arith.FloorDivSIOp,
+            arith.DivUIOp,
+            arith.RemUIOp,
+            arith.CeilDivSIOp,
+        )
+    },
     affine.ApplyOp: lower_apply,
     affine.MinOp: lower_minmax,
     AffineMaxOp: lower_minmax,

@@ -56,14 +56,25 @@ def check_value_ranges(fn: Operation) -> None:
                 for d in shape:
                     size *= max(d, 1)
                 if any(_out_of_range(d) for d in shape) or _out_of_range(size * 8):
-                    raise reject(op, f"{t} is larger than NEM's 64-bit sizes (D-INT-RANGE)",
-                                 "use smaller shapes")
+                    raise reject(
+                        op,
+                        f"{t} is larger than NEM's 64-bit sizes (D-INT-RANGE)",
+                        "use smaller shapes",
+                    )
         for name, attr in op.properties.items():
             if isinstance(attr, IntegerAttr) and _out_of_range(attr.value.data):
-                raise reject(op, f"{name} = {_shown(attr.value.data)} is outside NEM's 64-bit "
-                             "integers (D-INT-RANGE)", "use smaller values")
+                raise reject(
+                    op,
+                    f"{name} = {_shown(attr.value.data)} is outside NEM's 64-bit "
+                    "integers (D-INT-RANGE)",
+                    "use smaller values",
+                )
             if isinstance(attr, AffineMapAttr):
                 for c in (c for e in attr.data.results for c in _constants(e)):
                     if _out_of_range(c):
-                        raise reject(op, f"{name} holds {_shown(c)}, outside NEM's 64-bit "
-                                     "integers (D-INT-RANGE)", "use smaller values")
+                        raise reject(
+                            op,
+                            f"{name} holds {_shown(c)}, outside NEM's 64-bit "
+                            "integers (D-INT-RANGE)",
+                            "use smaller values",
+                        )

@@ -28,8 +28,9 @@ ACCESSES = (affine.LoadOp, affine.StoreOp, memref.LoadOp, memref.StoreOp)
 AccessOp = affine.LoadOp | affine.StoreOp | memref.LoadOp | memref.StoreOp
 
 
-def accesses(top: Operation, outer: IndexEnv, made: list[Var] | None = None
-              ) -> Iterator[tuple[AccessOp, list[Aff | None]]]:
+def accesses(
+    top: Operation, outer: IndexEnv, made: list[Var] | None = None
+) -> Iterator[tuple[AccessOp, list[Aff | None]]]:
     """Each access under `top` that runs whenever `top` does (no conditional,
     every loop around it with a constant positive trip count), in program
     order, with its indices (None: not evaluated).  `made` collects the
@@ -116,14 +117,17 @@ def _value(v: SSAValue, env: IndexEnv, outer: IndexEnv) -> Aff | None:
         return None
 
 
-def _bind(loop: affine.ForOp, env: dict[SSAValue, Aff], outer: IndexEnv,
-          made: list[Var] | None = None) -> bool:
+def _bind(
+    loop: affine.ForOp, env: dict[SSAValue, Aff], outer: IndexEnv, made: list[Var] | None = None
+) -> bool:
     """Bind the loop's variable to `lb + step * v`, `v` a new variable over
     its trip count; False when the trip count is not a positive constant
     (the body may not run: nothing in it is judged)."""
     bounds = []
-    for m, operands, is_min in ((loop.lowerBoundMap.data, loop.lowerBoundOperands, False),
-                                (loop.upperBoundMap.data, loop.upperBoundOperands, True)):
+    for m, operands, is_min in (
+        (loop.lowerBoundMap.data, loop.lowerBoundOperands, False),
+        (loop.upperBoundMap.data, loop.upperBoundOperands, True),
+    ):
         vals = [_value(v, env, outer) for v in operands]
         if any(x is None for x in vals):
             return False

@@ -57,9 +57,18 @@ def is_structural(loop: affine.ForOp) -> bool:
     for op in loop.walk():
         if op is loop:
             continue
-        if isinstance(op, AffineDmaStartOp | AffineDmaWaitOp | MemRefDmaStartOp
-                      | MemRefDmaWaitOp | memref.AllocOp | memref.AllocaOp | COPY_OPS
-                      | asy.ExecuteOp | asy.AwaitOp) or op.name.startswith("linalg."):
+        if isinstance(
+            op,
+            AffineDmaStartOp
+            | AffineDmaWaitOp
+            | MemRefDmaStartOp
+            | MemRefDmaWaitOp
+            | memref.AllocOp
+            | memref.AllocaOp
+            | COPY_OPS
+            | asy.ExecuteOp
+            | asy.AwaitOp,
+        ) or op.name.startswith("linalg."):
             return True
     return False
 
@@ -76,8 +85,11 @@ def staged_tiles(lw: Lowering, op: affine.ForOp) -> list[memref.AllocOp | memref
     if any(isinstance(o, affine.ForOp) and is_structural(o) for o in ops):
         return []
     allocs = [o for o in ops if isinstance(o, memref.AllocOp | memref.AllocaOp)]
-    fast = [a for a in allocs if isinstance(t := a.results[0].type, MemRefType)
-            and lw.ctx.level(a, t).startswith("L1")]
+    fast = [
+        a
+        for a in allocs
+        if isinstance(t := a.results[0].type, MemRefType) and lw.ctx.level(a, t).startswith("L1")
+    ]
     return allocs if fast else []
 
 
@@ -89,29 +101,36 @@ def loop_bounds(lw: Lowering, op: affine.ForOp) -> tuple[Aff, int, int]:
     lb = pick_minmax(ctx.affine(op, op.lowerBoundMap.data, tuple(op.lowerBoundOperands)), False)
     ub = pick_minmax(ctx.affine(op, op.upperBoundMap.data, tuple(op.upperBoundOperands)), True)
     if lb is None or ub is None:
-        raise reject(op, "max/min loop bounds (partial tiles) are not supported: NEM loop "
-                     "trip counts are static", "choose tile sizes that divide the "
-                     "iteration space")
+        raise reject(
+            op,
+            "max/min loop bounds (partial tiles) are not supported: NEM loop "
+            "trip counts are static",
+            "choose tile sizes that divide the iteration space",
+        )
     step = op.step.value.data
     if step <= 0:
-        raise reject(op, f"the loop step is {step}; affine.for needs a positive step",
-                     "give the loop a step of at least 1")
+        raise reject(
+            op,
+            f"the loop step is {step}; affine.for needs a positive step",
+            "give the loop a step of at least 1",
+        )
     diff = ub - lb
     if not diff.is_const():
-        raise reject(op, "the trip count of this loop depends on outer loops; NEM loops "
-                     "need it static")
+        raise reject(
+            op, "the trip count of this loop depends on outer loops; NEM loops need it static"
+        )
     return lb, step, max(0, -(-diff.const // step))
 
 
 @contextmanager
-def nem_loop(lw: Lowering, op: affine.ForOp, trip: int, st: BlockState,
-             max_in_flight: int | None = None) -> Iterator[tuple[NemBuilder, Var]]:
+def nem_loop(
+    lw: Lowering, op: affine.ForOp, trip: int, st: BlockState, max_in_flight: int | None = None
+) -> Iterator[tuple[NemBuilder, Var]]:
     """`loop v in [0..trip-1]` at the end of the block; yields a builder
     for its body and its variable."""
     ctx = lw.ctx
     name = ctx.names.fresh(op.body.block.args[0].name_hint, "i")
-    with st.builder.loop(name, 0, trip - 1, max_in_flight=max_in_flight,
-                         loc=op.location) as iv:
+    with st.builder.loop(name, 0, trip - 1, max_in_flight=max_in_flight, loc=op.location) as iv:
         arg = iv.value
         assert isinstance(arg, BlockArgument)
         yield NemBuilder.at_end(arg.block, op.location), ctx.new_var(arg, name, trip)
@@ -131,7 +150,7 @@ def lower_loop(lw: Lowering, op: affine.ForOp, st: BlockState) -> None:
     def tiles(n: int) -> None:
         with nem_loop(lw, op, n, st, max_in_flight=2 if staged else None) as (body, var):
             ctx.env[iv] = lb + Aff.atom(var).scale(step)
-            if staged:      # D-LOW-PIPE-BODY: the body's buffers in two slots
+            if staged:  # D-LOW-PIPE-BODY: the body's buffers in two slots
                 ctx.pipelined.append(var)
             try:
                 lw.lower_block(op.body.block, body)
@@ -139,8 +158,10 @@ def lower_loop(lw: Lowering, op: affine.ForOp, st: BlockState) -> None:
                 if staged:
                     ctx.pipelined.pop()
         if staged:
-            ctx.summary.notes.append(f"tile loop at {SourceLoc.of(op)} -> its L1 buffers in "
-                                     "two slots under @max_in_flight(2)")
+            ctx.summary.notes.append(
+                f"tile loop at {SourceLoc.of(op)} -> its L1 buffers in "
+                "two slots under @max_in_flight(2)"
+            )
 
     if partial is None:
         tiles(trip)
@@ -167,18 +188,29 @@ def carried_tokens(lw: Lowering, op: affine.ForOp) -> None:
     ctx = lw.ctx
     for init, arg, res in zip(op.inits, op.body.block.args[1:], op.results):
         if not isinstance(arg.type, asy.TokenType):
-            raise reject(op, f"not supported: a loop-carried value of type {arg.type} in a "
-                         "loop that moves data (NEM loops carry no values)",
-                         "carry only !async.token, or keep the reduction inside a "
-                         "compute loop nest")
+            raise reject(
+                op,
+                f"not supported: a loop-carried value of type {arg.type} in a "
+                "loop that moves data (NEM loops carry no values)",
+                "carry only !async.token, or keep the reduction inside a compute loop nest",
+            )
         if init not in ctx.async_values:
-            raise reject(op, "the initial value of this loop-carried token does not come "
-                         "from a lowered async op")
+            raise reject(
+                op,
+                "the initial value of this loop-carried token does not come "
+                "from a lowered async op",
+            )
         ctx.async_values.update((arg, res))
 
 
-def peeled(lw: Lowering, op: affine.ForOp, partial: Operation, full_tiles: Callable[[], None],
-           last_tile: Callable[[], None], owners: tuple[Operation, ...] = ()) -> None:
+def peeled(
+    lw: Lowering,
+    op: affine.ForOp,
+    partial: Operation,
+    full_tiles: Callable[[], None],
+    last_tile: Callable[[], None],
+    owners: tuple[Operation, ...] = (),
+) -> None:
     """Lower a loop with a partial last tile: `full_tiles()` emits the loop
     over the others, `last_tile()` the peeled iteration, whose narrowed
     DMAs are then checked (D-LOW-PEEL).  `owners`: the ops besides the
@@ -194,15 +226,19 @@ def peeled(lw: Lowering, op: affine.ForOp, partial: Operation, full_tiles: Calla
         if any("peeling the last iteration" in d.message for d in e.diagnostics):
             raise  # an inner peeled loop already explains it
         why = "; ".join(d.message.removeprefix("cannot lower ") for d in e.diagnostics)
-        head = ("the operands of this affine.min/max differ across iterations (a partial "
-                "tile)" if partial.name in MINMAX_OPS else
-                "max/min loop bounds (partial tiles) are not supported"
-                if isinstance(partial, affine.ForOp) else
-                "the epilogue of a pipelined loop that differs from its body (its last "
-                "iteration) is lowered on its own")
-        raise reject(partial, f"{head}: peeling the last iteration of the loop at "
-                     f"{SourceLoc.of(op)} fails: {why}",
-                     "choose tile sizes that divide the iteration space") from None
+        head = (
+            "the operands of this affine.min/max differ across iterations (a partial tile)"
+            if partial.name in MINMAX_OPS
+            else "max/min loop bounds (partial tiles) are not supported"
+            if isinstance(partial, affine.ForOp)
+            else "the epilogue of a pipelined loop that differs from its body (its last "
+            "iteration) is lowered on its own"
+        )
+        raise reject(
+            partial,
+            f"{head}: peeling the last iteration of the loop at {SourceLoc.of(op)} fails: {why}",
+            "choose tile sizes that divide the iteration space",
+        ) from None
     lw.ctx.summary.notes.append(f"loop at {SourceLoc.of(op)}: partial last tile peeled")
 
 
@@ -224,6 +260,7 @@ def lower_pipelined(lw: Lowering, pl: PipelinedLoop, st: BlockState) -> None:
         # stage 0 (DMA starts) runs for iteration x, the rest for x when iv = x + step
         def stage_env(o: Operation) -> None:
             ctx.env[iv] = x if o in st0 else x + Aff.c(step)
+
         return stage_env
 
     partial = nonuniform_minmax(op, lb0, step, trip0, ctx.env, st0)
@@ -243,8 +280,9 @@ def lower_pipelined(lw: Lowering, pl: PipelinedLoop, st: BlockState) -> None:
                 lw.lower_block(op.body.block, body, at(lb0 + Aff.atom(var).scale(step)))
             finally:
                 ctx.pipelined.pop()
-        ctx.summary.notes.append(f"pipelined loop at {SourceLoc.of(op)} -> ping-pong slots "
-                                 "under @max_in_flight(2)")
+        ctx.summary.notes.append(
+            f"pipelined loop at {SourceLoc.of(op)} -> ping-pong slots under @max_in_flight(2)"
+        )
 
     if partial is None:
         full_tiles()
@@ -259,7 +297,7 @@ def lower_pipelined(lw: Lowering, pl: PipelinedLoop, st: BlockState) -> None:
         parent = op.parent_block()
         assert parent is not None
         ops = list(parent.ops)
-        tail = ops[ops.index(op) + 1:ops.index(pl.epilogue[-1]) + 1]
+        tail = ops[ops.index(op) + 1 : ops.index(pl.epilogue[-1]) + 1]
         from nem.passes.lowering.state import BlockState
 
         lw.lower_ops([*pl.stage0, *tail], BlockState(st.builder, stage_env=at(last)))

@@ -61,16 +61,22 @@ def lower_alloc(lw: Lowering, op: memref.AllocOp | memref.AllocaOp, st: BlockSta
     t = result.type
     assert isinstance(t, MemRefType)
     if op.operands:
-        raise reject(op, f"dynamic shape {t} is not supported: NEM buffers have static sizes",
-                     "tile with static sizes")
+        raise reject(
+            op,
+            f"dynamic shape {t} is not supported: NEM buffers have static sizes",
+            "tile with static sizes",
+        )
     if result in ctx.tag_memrefs:
         return
     seen = ctx.views.get(result)
     if seen is not None and seen.base.is_const():
         return  # lowered before: a peeled iteration reuses its loop's buffers (D-LOW-PEEL)
     uses = [u.operation for u in result.uses]
-    if uses and all(_is_tag_use(u, result) or isinstance(u, memref.DeallocOp) for u in uses) \
-            and any(not isinstance(u, memref.DeallocOp) for u in uses):
+    if (
+        uses
+        and all(_is_tag_use(u, result) or isinstance(u, memref.DeallocOp) for u in uses)
+        and any(not isinstance(u, memref.DeallocOp) for u in uses)
+    ):
         ctx.tag_memrefs.add(result)
         return
     elem = t.element_type
@@ -97,8 +103,9 @@ def lower_alloc(lw: Lowering, op: memref.AllocOp | memref.AllocaOp, st: BlockSta
         n_el = nbytes // View(buf, MemLevelAttr(level), elem, (), (), Aff.c(0), "").elem_bytes
         base = Aff.atom(ctx.pipelined[-1]).mod(2).scale(n_el)
         ctx.summary.slotted.append(name)
-    ctx.views[result] = View(buf, MemLevelAttr(level), elem, tuple(t.get_shape()), strides,
-                             base, name)
+    ctx.views[result] = View(
+        buf, MemLevelAttr(level), elem, tuple(t.get_shape()), strides, base, name
+    )
 
 
 def drop_unused_allocations(ctx: LoweringContext) -> None:
@@ -162,7 +169,7 @@ def lower_scalar_copy(lw: Lowering, load: Operation, store: Operation, st: Block
             idx = ctx.affine(acc, acc.map.data, tuple(acc.indices))
         else:
             idx = [ctx.index(v, acc) for v in acc.indices]
-        start = vw.start(idx)    # within its memref: checked per dimension (D-LOW-BOUNDS)
+        start = vw.start(idx)  # within its memref: checked per dimension (D-LOW-BOUNDS)
         with b.located(acc.location):
             regs.append(region(ctx, b, vw, start, [1], [1], acc))
     with b.located(store.location):
@@ -184,18 +191,24 @@ def lower_scalar_access(lw: Lowering, op: Operation, st: BlockState) -> None:
         if load is not op:  # the store of a one-element copy (D-LOW-COPYNEST)
             lower_scalar_copy(lw, load, op, st)
         return
-    if is_load and op.results[0].uses and all(
-            _in_loop_below(u.operation, op.parent_block()) for u in op.results[0].uses):
+    if (
+        is_load
+        and op.results[0].uses
+        and all(_in_loop_below(u.operation, op.parent_block()) for u in op.results[0].uses)
+    ):
         lw.ctx.deferred_loads[op] = None
         return
     group = scalar_statement(op) if is_load else None
-    if group is not None:     # loads, arithmetic and stores of scalars (D-LOW-SCALAR)
+    if group is not None:  # loads, arithmetic and stores of scalars (D-LOW-SCALAR)
         for o in group[1:]:
             check_access_bounds(o, lw.ctx.env)
         emit_escape(lw, op, st, SCALAR, f"scalar statement at {location_text(op)}", group[1:])
         return
-    raise reject(op, "a scalar access outside a loop nest has no NEM equivalent",
-                 "wrap it in a loop nest (it becomes a compute task)")
+    raise reject(
+        op,
+        "a scalar access outside a loop nest has no NEM equivalent",
+        "wrap it in a loop nest (it becomes a compute task)",
+    )
 
 
 def copied_by(load: Operation) -> Operation | None:
@@ -207,8 +220,11 @@ def copied_by(load: Operation) -> Operation | None:
     if len(uses) != 1:
         return None
     st = uses[0].operation
-    ok = (isinstance(st, affine.StoreOp | memref.StoreOp) and st.value is load.results[0]
-          and st.parent_block() is load.parent_block())
+    ok = (
+        isinstance(st, affine.StoreOp | memref.StoreOp)
+        and st.value is load.results[0]
+        and st.parent_block() is load.parent_block()
+    )
     return st if ok else None
 
 
@@ -268,8 +284,10 @@ def dma_regions(lw: Lowering, op: DmaStart, st: BlockState) -> tuple[SSAValue, S
     if op.stride_info is not None:
         s, p = (ctx.index(v, op) for v in op.stride_info)
         if not (s.is_const() and p.is_const()) or p.const <= 0 or n % p.const:
-            raise reject(op, "DMA stride and elements-per-stride must be constants dividing "
-                         "the element count")
+            raise reject(
+                op,
+                "DMA stride and elements-per-stride must be constants dividing the element count",
+            )
         stride = (s.const, p.const)
     # the strided side is the one in memory space 0 (upstream's definition),
     # else the source (D-LOW-DMA)
@@ -309,8 +327,18 @@ HANDLERS: dict[type[Operation], Handler] = {
     MemRefDmaStartOp: lower_dma_start,
     AffineDmaWaitOp: lower_dma_wait,
     MemRefDmaWaitOp: lower_dma_wait,
-    **{cls: lower_scalar_access for cls in (affine.LoadOp, affine.StoreOp, memref.LoadOp,
-                                            memref.StoreOp)},
-    **{cls: ignore for cls in (memref.DeallocOp, memref.AssumeAlignmentOp, affine.YieldOp,
-                               func.ReturnOp, asy.YieldOp)},
+    **{
+        cls: lower_scalar_access
+        for cls in (affine.LoadOp, affine.StoreOp, memref.LoadOp, memref.StoreOp)
+    },
+    **{
+        cls: ignore
+        for cls in (
+            memref.DeallocOp,
+            memref.AssumeAlignmentOp,
+            affine.YieldOp,
+            func.ReturnOp,
+            asy.YieldOp,
+        )
+    },
 }

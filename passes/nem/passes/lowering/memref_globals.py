@@ -39,7 +39,6 @@ if TYPE_CHECKING:
     from nem.passes.lowering.state import BlockState, Handler, Lowering
 
 
-
 def lower_get_global(lw: Lowering, op: memref.GetGlobalOp, st: BlockState) -> None:
     """The view of the global's buffer (declared on its first use)."""
     ctx = lw.ctx
@@ -76,8 +75,11 @@ def contents(glob: GlobalOp, init: DenseIntOrFPElementsAttr) -> np.ndarray:
     assert isinstance(t, MemRefType)
     dtype = ELEM_DTYPES[check_elem(glob, t.element_type)]
     if dtype.kind not in "iuf":
-        raise reject(glob, f"initial contents of element type {t.element_type} cannot be "
-                     "stored in a .npz archive", "use f32/f16 or an integer type")
+        raise reject(
+            glob,
+            f"initial contents of element type {t.element_type} cannot be stored in a .npz archive",
+            "use f32/f16 or an integer type",
+        )
     values = np.array(init.get_values(), dtype=np.float64 if dtype.kind == "f" else np.int64)
     shape = tuple(t.get_shape())
     return (np.full(shape, values[0]) if values.size == 1 else values.reshape(shape)).astype(dtype)
@@ -90,17 +92,25 @@ def finish(ctx: LoweringContext, module: ModuleOp) -> None:
         path = ctx.options.weights
         if not path:
             glob = next(iter(ctx.initial.values()))[0]
-            raise reject(glob, f"memref.global @{glob.sym_name.data} has initial contents, "
-                         "which a .nem program cannot hold (D-LOW-GLOBAL)",
-                         "pass weights=FILE.npz to lower-to-nem and run with nem-run "
-                         "--input FILE.npz")
+            raise reject(
+                glob,
+                f"memref.global @{glob.sym_name.data} has initial contents, "
+                "which a .nem program cannot hold (D-LOW-GLOBAL)",
+                "pass weights=FILE.npz to lower-to-nem and run with nem-run --input FILE.npz",
+            )
         arrays = {name: contents(g, init) for name, (g, init) in ctx.initial.items()}
         try:
             np.savez(path, **arrays)  # type: ignore[arg-type]
         except OSError as e:
-            raise NemDiagnosticError([Diagnostic(
-                "error", f"weights={path}: cannot write the initial contents: {e.strerror}",
-                SourceLoc.of(module))]) from None
+            raise NemDiagnosticError(
+                [
+                    Diagnostic(
+                        "error",
+                        f"weights={path}: cannot write the initial contents: {e.strerror}",
+                        SourceLoc.of(module),
+                    )
+                ]
+            ) from None
         ctx.summary.notes.append(f"initial contents of {', '.join(arrays)} written to {path}")
     for op in list(module.ops):
         if isinstance(op, GlobalOp):

@@ -37,8 +37,9 @@ if TYPE_CHECKING:
     from nem.passes.lowering.state import BlockState, Handler, Lowering
 
 
-def byte_view(op: Operation, src: View, byte_offset: Aff, elem: Attribute,
-              shape: list[int]) -> View:
+def byte_view(
+    op: Operation, src: View, byte_offset: Aff, elem: Attribute, shape: list[int]
+) -> View:
     """The view `memref.view` makes of `src` (a 1-D `i8` memref) at
     `byte_offset` with element type `elem` and `shape`, row-major."""
     if len(src.shape) != 1 or src.elem_bytes != 1:
@@ -47,9 +48,12 @@ def byte_view(op: Operation, src: View, byte_offset: Aff, elem: Attribute,
     eb = elem_size(elem)
     start = src.base + byte_offset
     if start.const % eb or any(c % eb for _, c in start.terms.values()):
-        raise reject(op, f"not supported: memref.view at byte offset {start} that is not a "
-                     f"multiple of the element size ({eb} bytes) (D-LOW-VIEW)",
-                     "align the view's offset to its element type")
+        raise reject(
+            op,
+            f"not supported: memref.view at byte offset {start} that is not a "
+            f"multiple of the element size ({eb} bytes) (D-LOW-VIEW)",
+            "align the view's offset to its element type",
+        )
     base = Aff.c(start.const // eb)
     for atom, c in start.terms.values():
         base = base + Aff.atom(atom).scale(c // eb)
@@ -57,13 +61,17 @@ def byte_view(op: Operation, src: View, byte_offset: Aff, elem: Attribute,
     needed = (sum((d - 1) * s for d, s in zip(shape, strides)) + 1) * eb if shape else eb
     hi = byte_offset.upper()
     if hi is not None and hi + needed > src.shape[0]:
-        raise reject(op, f"memref.view of {needed} bytes at byte offset {byte_offset} runs past "
-                     f"the end of {src.name} ({src.shape[0]} bytes)")
+        raise reject(
+            op,
+            f"memref.view of {needed} bytes at byte offset {byte_offset} runs past "
+            f"the end of {src.name} ({src.shape[0]} bytes)",
+        )
     return View(src.buffer, src.level, elem, tuple(shape), strides, base, src.name)
 
 
-def const_sizes(ctx: LoweringContext, op: Operation, static: Sequence[int],
-                dynamic: Sequence[SSAValue]) -> list[int]:
+def const_sizes(
+    ctx: LoweringContext, op: Operation, static: Sequence[int], dynamic: Sequence[SSAValue]
+) -> list[int]:
     """The sizes of a subview or view: `static`, a dynamic one being the
     constant its operand of `dynamic` has here (an `arith.constant`, the
     `affine.min` of a peeled last tile), else rejected."""
@@ -76,11 +84,15 @@ def const_sizes(ctx: LoweringContext, op: Operation, static: Sequence[int],
         v = operands.pop(0)
         a = ctx.index(v, op)
         if not a.is_const():
-            raise reject(op, f"not supported: a {op.name} size "
-                         f"({'%' + v.name_hint if v.name_hint else 'an operand'}) that is not constant here (D-LOW-VIEW: NEM regions have "
-                         "static sizes)", "peel the partial tile (transform.loop.peel, or an "
-                         "affine.min over a loop whose last tile the lowering peels) or choose "
-                         "tile sizes that divide the iteration space")
+            raise reject(
+                op,
+                f"not supported: a {op.name} size "
+                f"({'%' + v.name_hint if v.name_hint else 'an operand'}) that is not constant here (D-LOW-VIEW: NEM regions have "
+                "static sizes)",
+                "peel the partial tile (transform.loop.peel, or an "
+                "affine.min over a loop whose last tile the lowering peels) or choose "
+                "tile sizes that divide the iteration space",
+            )
         if a.const <= 0:
             raise reject(op, f"{op.name} size {a.const} is not positive")
         sizes.append(a.const)
@@ -91,10 +103,13 @@ def lower_subview(lw: Lowering, op: memref.SubviewOp, st: BlockState) -> None:
     ctx = lw.ctx
     src = ctx.view(op.source, op)
     dynamic = list(op.offsets)
-    offsets = [ctx.index(dynamic.pop(0), op) if v == DYNAMIC_INDEX else Aff.c(v)
-               for v in op.static_offsets.get_values()]
-    ctx.views[op.result] = subview_view(op, src, offsets, const_sizes(
-        ctx, op, op.static_sizes.get_values(), op.sizes))
+    offsets = [
+        ctx.index(dynamic.pop(0), op) if v == DYNAMIC_INDEX else Aff.c(v)
+        for v in op.static_offsets.get_values()
+    ]
+    ctx.views[op.result] = subview_view(
+        op, src, offsets, const_sizes(ctx, op, op.static_sizes.get_values(), op.sizes)
+    )
 
 
 def lower_view(lw: Lowering, op: memref.ViewOp, st: BlockState) -> None:
@@ -105,8 +120,9 @@ def lower_view(lw: Lowering, op: memref.ViewOp, st: BlockState) -> None:
     rt = op.result.type
     assert isinstance(rt, MemRefType)
     shape = const_sizes(ctx, op, rt.get_shape(), op.sizes)
-    ctx.views[op.result] = byte_view(op, ctx.view(op.source, op), ctx.index(op.byte_shift, op),
-                                     rt.element_type, shape)
+    ctx.views[op.result] = byte_view(
+        op, ctx.view(op.source, op), ctx.index(op.byte_shift, op), rt.element_type, shape
+    )
 
 
 HANDLERS: dict[type[Operation], Handler] = {

@@ -37,15 +37,32 @@ from nem.passes.lowering.casts import CAST_OPS, cast_attrs, cast_reason
 if TYPE_CHECKING:
     pass
 
-BINARY = {"arith.addf": "add", "arith.addi": "add", "arith.subf": "sub", "arith.subi": "sub",
-          "arith.mulf": "mul", "arith.muli": "mul", "arith.divf": "div", "arith.divsi": "div",
-          "arith.maximumf": "max", "arith.maxsi": "max",
-          "arith.minimumf": "min", "arith.minsi": "min",
-          "math.powf": "pow"}
+BINARY = {
+    "arith.addf": "add",
+    "arith.addi": "add",
+    "arith.subf": "sub",
+    "arith.subi": "sub",
+    "arith.mulf": "mul",
+    "arith.muli": "mul",
+    "arith.divf": "div",
+    "arith.divsi": "div",
+    "arith.maximumf": "max",
+    "arith.maxsi": "max",
+    "arith.minimumf": "min",
+    "arith.minsi": "min",
+    "math.powf": "pow",
+}
 """MLIR binary op -> NEM opcode.  Not `maxnumf`/`minnumf`: they return the
 non-NaN operand, NEM `max`/`min` propagate a NaN (D-LOW-MAXNUM)."""
-UNARY = {"arith.negf": "neg", "math.exp": "exp", "math.log": "log", "math.sqrt": "sqrt",
-         "math.absf": "abs", "math.absi": "abs", "math.tanh": "tanh"}
+UNARY = {
+    "arith.negf": "neg",
+    "math.exp": "exp",
+    "math.log": "log",
+    "math.sqrt": "sqrt",
+    "math.absf": "abs",
+    "math.absi": "abs",
+    "math.tanh": "tanh",
+}
 WRAPPING = {"arith.addi": "add", "arith.subi": "sub", "arith.muli": "mul", "math.absi": "abs"}
 """The integer ops of BINARY / UNARY whose result wraps (two's complement)
 where the NEM opcode saturates (D-NUM-INT): `100 + 100` is -56 in i8 and
@@ -55,15 +72,29 @@ error: D-NUM-LINEAR-INT) but never raised to elementwise tasks
 (D-LOW-INT-WRAP).  `divsi`, `maxsi`, `minsi` and relu as `maxsi(x, 0)`
 give MLIR's value on every input MLIR defines (a divide by zero or
 `INT_MIN / -1` is undefined there)."""
-LINALG_ELTWISE = {"linalg.add": "add", "linalg.sub": "sub", "linalg.mul": "mul",
-                  "linalg.div": "div", "linalg.max": "max", "linalg.min": "min",
-                  "linalg.exp": "exp", "linalg.log": "log", "linalg.sqrt": "sqrt",
-                  "linalg.abs": "abs", "linalg.tanh": "tanh", "linalg.negf": "neg",
-                  "linalg.powf": "pow"}
+LINALG_ELTWISE = {
+    "linalg.add": "add",
+    "linalg.sub": "sub",
+    "linalg.mul": "mul",
+    "linalg.div": "div",
+    "linalg.max": "max",
+    "linalg.min": "min",
+    "linalg.exp": "exp",
+    "linalg.log": "log",
+    "linalg.sqrt": "sqrt",
+    "linalg.abs": "abs",
+    "linalg.tanh": "tanh",
+    "linalg.negf": "neg",
+    "linalg.powf": "pow",
+}
 """The named elementwise linalg ops and their NEM opcodes (every operand
 through the identity map)."""
-LINALG_WRAPPING = {name: mlir for name, nem in LINALG_ELTWISE.items()
-                   for mlir, wrapped in WRAPPING.items() if wrapped == nem}
+LINALG_WRAPPING = {
+    name: mlir
+    for name, nem in LINALG_ELTWISE.items()
+    for mlir, wrapped in WRAPPING.items()
+    if wrapped == nem
+}
 """The op upstream computes a named elementwise op with on integers, where it
 is one of WRAPPING (D-LOW-INT-WRAP); `linalg.div` is `divsi`,
 `linalg.max`/`min` are `maxsi`/`minsi`, which agree with NEM's."""
@@ -80,8 +111,7 @@ SELECT_OPS = ("arith.select", "arith.cmpf")
 
 def wrapping_reason(name: str) -> str:
     """Why a computation using wrapping integer op `name` (WRAPPING) is not raised."""
-    return (f"wrapping integer {name}: NEM's {WRAPPING[name]} saturates "
-            "(D-NUM-INT, D-LOW-INT-WRAP)")
+    return f"wrapping integer {name}: NEM's {WRAPPING[name]} saturates (D-NUM-INT, D-LOW-INT-WRAP)"
 
 
 def saturating_add(elem: Attribute) -> str | None:
@@ -97,13 +127,19 @@ def relu_select(op: Operation) -> SSAValue | None:
     cond, x, z = op.operands
     cmp = cond.owner
     zero = z.owner
-    if not (isinstance(cmp, arith.CmpfOp) and isinstance(zero, arith.ConstantOp)
-            and Const(zero.value).is_zero):
+    if not (
+        isinstance(cmp, arith.CmpfOp)
+        and isinstance(zero, arith.ConstantOp)
+        and Const(zero.value).is_zero
+    ):
         return None
     pred = cmp.predicate.value.data
     a, b = cmp.operands
-    if pred in RELU_PREDICATES and a == x and (b == z or (
-            isinstance(b.owner, arith.ConstantOp) and Const(b.owner.value).is_zero)):
+    if (
+        pred in RELU_PREDICATES
+        and a == x
+        and (b == z or (isinstance(b.owner, arith.ConstantOp) and Const(b.owner.value).is_zero))
+    ):
         return x
     return None
 
@@ -155,6 +191,7 @@ def check_raisable_size(root: SSAValue, within: Callable[[Operation], bool]) -> 
     (`%x2 = arith.addf %x1, %x1`, 2^40 as a tree) falls back to a compute
     task (D-LOW-ESCAPE) in linear time instead of recursing (issue 11);
     the recursive tree walks below run only on what passed."""
+
     def operands(v: SSAValue) -> list[SSAValue]:
         owner = v.owner
         return list(owner.operands) if isinstance(owner, Operation) and within(owner) else []
@@ -226,8 +263,7 @@ class EltOp:
     as a matmul's accumulation, never as an elementwise task."""
 
     def leaves(self) -> list[Load | Operand | Splat]:
-        return [x for c in self.operands
-                for x in (c.leaves() if isinstance(c, EltOp) else [c])]
+        return [x for c in self.operands for x in (c.leaves() if isinstance(c, EltOp) else [c])]
 
 
 @dataclass(frozen=True)
@@ -241,8 +277,14 @@ class Splat:
 
 EltNode = EltOp | Load | Operand | Splat
 
-SPLAT_FLOATS = ("arith.addf", "arith.subf", "arith.mulf", "arith.divf", "arith.maximumf",
-                "arith.minimumf")
+SPLAT_FLOATS = (
+    "arith.addf",
+    "arith.subf",
+    "arith.mulf",
+    "arith.divf",
+    "arith.maximumf",
+    "arith.minimumf",
+)
 """Ops whose scalar constant operand is a splat (D-LOW-SPLAT): they
 propagate a NaN of either operand, as the splat made from the other one
 does (pow(NaN, 0) = 1 and maxnumf/minnumf drop NaNs: not these)."""
@@ -257,10 +299,15 @@ def splat_operands(name: str, operands: Sequence[Any]) -> list[int]:
     c = operands[consts[0]]
     assert isinstance(c, Const)
     v = c.value
-    if name not in SPLAT_FLOATS or len(consts) == len(operands) or not (
-            isinstance(v, FloatAttr) and math.isfinite(v.value.data)):
-        raise NotRaisable(f"'{name}' with a constant operand (a splat is made for a finite "
-                          "float operand of add/sub/mul/div/maximum/minimum only: D-LOW-SPLAT)")
+    if (
+        name not in SPLAT_FLOATS
+        or len(consts) == len(operands)
+        or not (isinstance(v, FloatAttr) and math.isfinite(v.value.data))
+    ):
+        raise NotRaisable(
+            f"'{name}' with a constant operand (a splat is made for a finite "
+            "float operand of add/sub/mul/div/maximum/minimum only: D-LOW-SPLAT)"
+        )
     return consts
 
 
@@ -275,8 +322,7 @@ def _float_const(v: SSAValue) -> float | None:
     return None
 
 
-def _binary_with(op: Operation | None, name: str, want: float
-                 ) -> SSAValue | None:
+def _binary_with(op: Operation | None, name: str, want: float) -> SSAValue | None:
     """x when `op` is `name(x, c)` or `name(c, x)` with the constant c = want
     (to 1e-6 relative: constants rounded to f32)."""
     if not isinstance(op, Operation) or op.name != name or len(op.operands) != 2:
@@ -298,26 +344,35 @@ def gelu_erf_input(op: Operation) -> SSAValue | None:
         inner = op.operands[0].owner
         x = gelu_erf_input(inner) if isinstance(inner, Operation) else None
         ext = x.owner if x is not None else None
-        if isinstance(ext, Operation) and ext.name == "arith.extf" and \
-                ext.operands[0].type == op.results[0].type:
+        if (
+            isinstance(ext, Operation)
+            and ext.name == "arith.extf"
+            and ext.operands[0].type == op.results[0].type
+        ):
             return ext.operands[0]
         return None
     if op.name != "arith.mulf":
         return None
     for half, rest in ((op.operands[0], op.operands[1]), (op.operands[1], op.operands[0])):
-        x = _binary_with(half.owner if isinstance(half.owner, Operation) else None,
-                         "arith.mulf", 0.5)
-        erf_v = _binary_with(rest.owner if isinstance(rest.owner, Operation) else None,
-                             "arith.addf", 1.0)
+        x = _binary_with(
+            half.owner if isinstance(half.owner, Operation) else None, "arith.mulf", 0.5
+        )
+        erf_v = _binary_with(
+            rest.owner if isinstance(rest.owner, Operation) else None, "arith.addf", 1.0
+        )
         erf = erf_v.owner if erf_v is not None else None
         if x is None or not isinstance(erf, Operation) or erf.name != "math.erf":
             continue
         arg = erf.operands[0].owner
         arg_op = arg if isinstance(arg, Operation) else None
         scaled = _binary_with(arg_op, "arith.mulf", 1.0 / math.sqrt(2.0))
-        if scaled is None and arg_op is not None and arg_op.name == "arith.divf" and \
-                _float_const(arg_op.operands[1]) is not None and \
-                abs(float(_float_const(arg_op.operands[1]) or 0) - math.sqrt(2.0)) <= 1e-6:
+        if (
+            scaled is None
+            and arg_op is not None
+            and arg_op.name == "arith.divf"
+            and _float_const(arg_op.operands[1]) is not None
+            and abs(float(_float_const(arg_op.operands[1]) or 0) - math.sqrt(2.0)) <= 1e-6
+        ):
             scaled = arg_op.operands[0]
         if scaled is x:
             return x
@@ -390,10 +445,18 @@ def analyze(top: affine.ForOp, outer: Mapping[SSAValue, Aff]) -> Nest:
     nest = Nest(root=top)
     op = top
     while True:
-        lb = pick_minmax(eval_map(op.lowerBoundMap.data,
-                                  [index_value(nest, outer, v) for v in op.lowerBoundOperands]), False)
-        ub = pick_minmax(eval_map(op.upperBoundMap.data,
-                                  [index_value(nest, outer, v) for v in op.upperBoundOperands]), True)
+        lb = pick_minmax(
+            eval_map(
+                op.lowerBoundMap.data, [index_value(nest, outer, v) for v in op.lowerBoundOperands]
+            ),
+            False,
+        )
+        ub = pick_minmax(
+            eval_map(
+                op.upperBoundMap.data, [index_value(nest, outer, v) for v in op.upperBoundOperands]
+            ),
+            True,
+        )
         if lb is None or ub is None:
             raise NotRaisable("min/max loop bounds")
         if lb.has_dims() or ub.has_dims():
@@ -407,12 +470,12 @@ def analyze(top: affine.ForOp, outer: Mapping[SSAValue, Aff]) -> Nest:
         nested = only_loop(inner)
         iv = op.body.block.args[0]
         if ext.const == 1 and not iv.uses and (nested is not None or nest.loops):
-            nest.env[iv] = lb      # one iteration, its variable unused: no dimension
+            nest.env[iv] = lb  # one iteration, its variable unused: no dimension
         else:
             nest.env[iv] = lb + Aff.atom(Dim(len(nest.loops)))
             nest.loops.append((op, ext.const))
         if nested is None:
-            if not nest.loops:   # every loop had one iteration: keep the innermost
+            if not nest.loops:  # every loop had one iteration: keep the innermost
                 nest.env[iv] = lb + Aff.atom(Dim(0))
                 nest.loops.append((op, 1))
             nest.body = inner
@@ -462,8 +525,9 @@ def access(nest: Nest, outer: Mapping[SSAValue, Aff], op: Operation) -> Access:
     return Access(op.memref, tuple(out))
 
 
-def elt_tree(v: SSAValue, leaf: Callable[[SSAValue], EltNode | Const | None], where: str,
-             not_tree: str) -> EltNode | Const:
+def elt_tree(
+    v: SSAValue, leaf: Callable[[SSAValue], EltNode | Const | None], where: str, not_tree: str
+) -> EltNode | Const:
     """The elementwise computation of `v` as NEM ops (D-LOW-RAISE), down to
     the values `leaf` resolves (a load, a linalg block argument: an EltNode;
     None for an op to walk into); constants are `Const`, splats where an op
@@ -473,6 +537,7 @@ def elt_tree(v: SSAValue, leaf: Callable[[SSAValue], EltNode | Const | None], wh
     rsqrt, casts) live here only.  Operands are walked before their op is
     checked, so an op that is not raised is reported before a constant
     that cannot be a splat.  `where` names the body in the reasons."""
+
     def convert(n: EltNode | Const) -> EltNode:
         if isinstance(n, Const):
             raise NotRaisable(not_tree)
@@ -510,9 +575,11 @@ def elt_tree(v: SSAValue, leaf: Callable[[SSAValue], EltNode | Const | None], wh
         for keep, zero in ((kids[0], kids[1]), (kids[1], kids[0])):
             if isinstance(zero, Const) and zero.is_zero and not isinstance(keep, Const):
                 return EltOp("relu", (keep,))
-    return EltOp(BINARY.get(owner.name) or UNARY[owner.name],
-                 with_splats(owner.name, kids, convert),
-                 wraps=owner.name if owner.name in WRAPPING else None)
+    return EltOp(
+        BINARY.get(owner.name) or UNARY[owner.name],
+        with_splats(owner.name, kids, convert),
+        wraps=owner.name if owner.name in WRAPPING else None,
+    )
 
 
 NAN_DROPPING = ("arith.maxnumf", "arith.minnumf")
@@ -534,23 +601,39 @@ def wrapping_in(root: EltNode) -> str | None:
 def unraisable(name: str, where: str) -> NotRaisable:
     """Why an op keeps its nest (or `linalg.generic`) an escape-hatch task."""
     if name in NAN_DROPPING:
-        return NotRaisable(f"'{name}' in the {where} body (it returns the non-NaN operand, "
-                           "NEM max/min propagate a NaN: D-LOW-MAXNUM)")
+        return NotRaisable(
+            f"'{name}' in the {where} body (it returns the non-NaN operand, "
+            "NEM max/min propagate a NaN: D-LOW-MAXNUM)"
+        )
     return NotRaisable(f"'{name}' in the {where} body")
 
 
-def match_nest(nest: Nest, outer: Mapping[SSAValue, Aff],
-               buffer_of: Callable[[SSAValue, Operation], SSAValue]) -> Plan:
+def match_nest(
+    nest: Nest, outer: Mapping[SSAValue, Aff], buffer_of: Callable[[SSAValue, Operation], SSAValue]
+) -> Plan:
     """The raise plan of a nest (`buffer_of(memref, user)`: the NEM buffer a
     memref lives in)."""
     assert nest.root is not None
     inside = set(nest.root.walk())
     stores = [o for o in nest.body if isinstance(o, affine.StoreOp | memref.StoreOp)]
     for o in nest.body:
-        if not (isinstance(o, affine.StoreOp | memref.StoreOp | affine.LoadOp | memref.LoadOp
-                           | arith.ConstantOp | affine.ApplyOp)
-                or o.name in BINARY or o.name in UNARY or o.name in SELECT_OPS
-                or o.name == RSQRT or o.name in GELU_OPS or o.name in CAST_OPS):
+        if not (
+            isinstance(
+                o,
+                affine.StoreOp
+                | memref.StoreOp
+                | affine.LoadOp
+                | memref.LoadOp
+                | arith.ConstantOp
+                | affine.ApplyOp,
+            )
+            or o.name in BINARY
+            or o.name in UNARY
+            or o.name in SELECT_OPS
+            or o.name == RSQRT
+            or o.name in GELU_OPS
+            or o.name in CAST_OPS
+        ):
             raise unraisable(o.name, "nest")
     if len(stores) != 1:
         raise NotRaisable(f"{len(stores)} stores in the nest body")
@@ -586,8 +669,9 @@ def match_nest(nest: Nest, outer: Mapping[SSAValue, Aff],
         raise NotRaisable(NOT_ELT_TREE)
     # each load indexed like the store or by a subsequence of its loops (a
     # broadcast operand, materialized by transfers: D-LOW-BCAST-OPERAND), never transposed
-    if any(isinstance(x, Load) and not is_broadcast_of(x.access.dims, sorder)
-           for x in tree.leaves()):
+    if any(
+        isinstance(x, Load) and not is_broadcast_of(x.access.dims, sorder) for x in tree.leaves()
+    ):
         raise NotRaisable("operands are indexed in different orders (transpose)")
     return EltwisePlan(tree, out)
 
@@ -606,9 +690,13 @@ def _match_matmul(tree: EltNode | Const, out: Access, n: int) -> MatmulPlan | No
         return None
     x, y = tree.operands
     for acc_t, prod in ((x, y), (y, x)):
-        if not (isinstance(acc_t, Load) and acc_t.access.memref == out.memref
-                and acc_t.access.same(out) and isinstance(prod, EltOp)
-                and prod.opcode == "mul"):
+        if not (
+            isinstance(acc_t, Load)
+            and acc_t.access.memref == out.memref
+            and acc_t.access.same(out)
+            and isinstance(prod, EltOp)
+            and prod.opcode == "mul"
+        ):
             continue
         p, q = (_widened(x) for x in prod.operands)
         if not (isinstance(p, Load) and isinstance(q, Load)):
@@ -617,8 +705,12 @@ def _match_matmul(tree: EltNode | Const, out: Access, n: int) -> MatmulPlan | No
         kk = ({0, 1, 2} - {ki, kj}).pop()
         for a, b in ((p, q), (q, p)):
             ao, bo = a.access.dims, b.access.dims
-            if sorted(ao) == sorted([ki, kk]) and sorted(bo) == sorted([kk, kj]) \
-                    and len(ao) == 2 and len(bo) == 2:
+            if (
+                sorted(ao) == sorted([ki, kk])
+                and sorted(bo) == sorted([kk, kj])
+                and len(ao) == 2
+                and len(bo) == 2
+            ):
                 return MatmulPlan(a, b, out, ao != [ki, kk], bo != [kk, kj])
     return None
 
@@ -626,14 +718,19 @@ def _match_matmul(tree: EltNode | Const, out: Access, n: int) -> MatmulPlan | No
 def _widened(x: EltNode | Const) -> EltNode | Const:
     """The load under an exact widening cast (`extf`, `extsi`: no
     attributes), else `x`."""
-    if isinstance(x, EltOp) and x.opcode == "cast" and not x.attrs and \
-            isinstance(x.operands[0], Load):
+    if (
+        isinstance(x, EltOp)
+        and x.opcode == "cast"
+        and not x.attrs
+        and isinstance(x.operands[0], Load)
+    ):
         return x.operands[0]
     return x
 
 
-def with_splats(name: str, operands: Sequence[Any],
-                 convert: Callable[[Any], EltNode]) -> tuple[EltNode, ...]:
+def with_splats(
+    name: str, operands: Sequence[Any], convert: Callable[[Any], EltNode]
+) -> tuple[EltNode, ...]:
     """The operands of an elementwise op as EltNodes, its scalar constants as splats."""
     splats = splat_operands(name, operands)
     return tuple(Splat(_float(c)) if k in splats else convert(c) for k, c in enumerate(operands))

@@ -156,9 +156,14 @@ def defined_in(v: SSAValue, op: Operation) -> bool:
     return defining is not None and op.is_ancestor(defining)
 
 
-def nonuniform_minmax(op: affine.ForOp, lb: Aff, step: int, trip: int,
-                      env: Mapping[SSAValue, Aff],
-                      stage0: Iterable[Operation] | None = None) -> Operation | None:
+def nonuniform_minmax(
+    op: affine.ForOp,
+    lb: Aff,
+    step: int,
+    trip: int,
+    env: Mapping[SSAValue, Aff],
+    stage0: Iterable[Operation] | None = None,
+) -> Operation | None:
     """The first affine.min/max (op or min/max loop bound) in the body of
     `op` whose winning candidate is not the same in every iteration: the
     last tile is partial and is peeled (D-LOW-PEEL).  In a re-rolled
@@ -177,8 +182,10 @@ def nonuniform_minmax(op: affine.ForOp, lb: Aff, step: int, trip: int,
             if o.name in MINMAX_OPS:
                 bounds = [(minmax_map(o), tuple(o.operands), o.name == "affine.min")]
             elif isinstance(o, affine.ForOp):
-                bounds = [(o.lowerBoundMap.data, tuple(o.lowerBoundOperands), False),
-                          (o.upperBoundMap.data, tuple(o.upperBoundOperands), True)]
+                bounds = [
+                    (o.lowerBoundMap.data, tuple(o.lowerBoundOperands), False),
+                    (o.upperBoundMap.data, tuple(o.upperBoundOperands), True),
+                ]
             else:
                 continue
             for m, operands, is_min in bounds:
@@ -186,16 +193,16 @@ def nonuniform_minmax(op: affine.ForOp, lb: Aff, step: int, trip: int,
                 if len(m.results) < 2 or any(v is None for v in vals):
                     continue
                 try:
-                    if pick_minmax(eval_map(m, [v for v in vals if v is not None]),
-                                   is_min) is None:
+                    if pick_minmax(eval_map(m, [v for v in vals if v is not None]), is_min) is None:
                         return o
                 except ValueError:
                     continue
     return None
 
 
-def partial_tile_op(op: affine.ForOp, lb: Aff, ub: Aff | None, step: int, trip: int,
-                    env: Mapping[SSAValue, Aff]) -> Operation | None:
+def partial_tile_op(
+    op: affine.ForOp, lb: Aff, ub: Aff | None, step: int, trip: int, env: Mapping[SSAValue, Aff]
+) -> Operation | None:
     """The affine.min/max (op or max/min loop bound) that makes the last
     tile of `op` partial: one whose winning candidate is not the same in
     every iteration (e.g. `min(32, 100 - 32 * i)` after
@@ -210,8 +217,9 @@ def partial_tile_op(op: affine.ForOp, lb: Aff, ub: Aff | None, step: int, trip: 
         if o is op:
             continue
         if o.name in MINMAX_OPS or (
-                isinstance(o, affine.ForOp) and (len(o.lowerBoundMap.data.results) > 1
-                                                 or len(o.upperBoundMap.data.results) > 1)):
+            isinstance(o, affine.ForOp)
+            and (len(o.lowerBoundMap.data.results) > 1 or len(o.upperBoundMap.data.results) > 1)
+        ):
             return o
     return None
 
@@ -221,8 +229,16 @@ def partial_tile_op(op: affine.ForOp, lb: Aff, ub: Aff | None, step: int, trip: 
 # ---------------------------------------------------------------------------
 
 
-def plan_dma(op: Operation, n: int, stride: tuple[int, int] | None, strided_is_src: bool,
-             src: DmaSide, dst: DmaSide, scope: PeelScope, peeled: bool) -> DmaPlan:
+def plan_dma(
+    op: Operation,
+    n: int,
+    stride: tuple[int, int] | None,
+    strided_is_src: bool,
+    src: DmaSide,
+    dst: DmaSide,
+    scope: PeelScope,
+    peeled: bool,
+) -> DmaPlan:
     """The element count of a DMA clipped to the prefix that lies inside
     both memrefs: affine-data-copy-generate copies the full tile's
     constant bounding box, whose rest is out of bounds (undefined in MLIR)
@@ -274,17 +290,23 @@ def plan_dma(op: Operation, n: int, stride: tuple[int, int] | None, strided_is_s
                 if kept < count and lo + kept * st < span and not peeled:
                     # outside a peeled tile nothing proves the in-bounds part
                     # of that row unused: dropping it could be wrong
-                    raise reject(op, f"the access runs outside {vw.name} ({span} "
-                                 "elements) in the middle of a strided row",
-                                 "choose tile sizes that divide the iteration space")
+                    raise reject(
+                        op,
+                        f"the access runs outside {vw.name} ({span} "
+                        "elements) in the middle of a strided row",
+                        "choose tile sizes that divide the iteration space",
+                    )
                 oks.append(kept * per)
             else:
                 _, box_strides = contiguous_box(vw, side.idx, n)
                 step = box_strides[-1] if box_strides else 1
                 oks.append(min(n, max(0, -(-(span - lo) // step))))
         if oks[0] != oks[1]:
-            raise reject(op, f"the part of this DMA of a partial tile inside {vw.name} "
-                         "depends on the loop variables; NEM shapes are static")
+            raise reject(
+                op,
+                f"the part of this DMA of a partial tile inside {vw.name} "
+                "depends on the loop variables; NEM shapes are static",
+            )
         keep = min(keep, oks[0])
     if cols is not None or rows is not None:
         assert stride is not None
@@ -293,17 +315,23 @@ def plan_dma(op: Operation, n: int, stride: tuple[int, int] | None, strided_is_s
     if keep == n:
         return plan
     if keep <= 0 or (stride is not None and keep % stride[1]):
-        raise reject(op, "this DMA of a partial tile lies outside its memref and cannot be "
-                     "clipped to whole rows")
+        raise reject(
+            op,
+            "this DMA of a partial tile lies outside its memref and cannot be "
+            "clipped to whole rows",
+        )
     if rows is None or stride is None or keep < rows * stride[1]:
-        plan.notes.append(f"DMA at {SourceLoc.of(op)} of the partial tile clipped to {keep} "
-                          f"of {n} elements (the rest is outside the memref)")
+        plan.notes.append(
+            f"DMA at {SourceLoc.of(op)} of the partial tile clipped to {keep} "
+            f"of {n} elements (the rest is outside the memref)"
+        )
     plan.n = keep
     return plan
 
 
-def _spilled_rows(op: Operation, n: int, side: DmaSide, stride: tuple[int, int],
-                  notes: list[str]) -> int | None:
+def _spilled_rows(
+    op: Operation, n: int, side: DmaSide, stride: tuple[int, int], notes: list[str]
+) -> int | None:
     """The number of rows of a strided DMA that lie inside the dimension
     they step along when they run past its end into the next slice of an
     outer dimension (a partial tile along a middle dimension, e.g. of a
@@ -322,27 +350,36 @@ def _spilled_rows(op: Operation, n: int, side: DmaSide, stride: tuple[int, int],
         b = idx[k].bounds()
         if b is None or b[1] + -(-count // unit) <= vw.shape[k]:
             return None
-        if b == (0, 0) and count % (vw.shape[k] * unit) == 0 \
-                and vw.strides[k - 1] == vw.shape[k] * vw.strides[k]:
+        if (
+            b == (0, 0)
+            and count % (vw.shape[k] * unit) == 0
+            and vw.strides[k - 1] == vw.shape[k] * vw.strides[k]
+        ):
             unit *= vw.shape[k]  # whole slices of k: rows go on along k - 1
             continue
         # from a start that depends on the loop variables: the rows inside at
         # the last start, inside at every start (NEM shapes are static)
         rows = (vw.shape[k] - b[1]) * unit
         if rows <= 0:
-            raise reject(op, f"the rows of this strided DMA run past the end of dimension "
-                         f"{k} of {vw.name} from a start that depends on the loop "
-                         f"variables, all of them at its last start ({b[1]}); NEM shapes "
-                         "are static",
-                         "choose tile sizes that divide the iteration space")
-        notes.append(f"DMA at {SourceLoc.of(op)} of the partial tile clipped to {rows} "
-                     f"of {count} rows (a partial tile along dimension {k} of {vw.name})")
+            raise reject(
+                op,
+                f"the rows of this strided DMA run past the end of dimension "
+                f"{k} of {vw.name} from a start that depends on the loop "
+                f"variables, all of them at its last start ({b[1]}); NEM shapes "
+                "are static",
+                "choose tile sizes that divide the iteration space",
+            )
+        notes.append(
+            f"DMA at {SourceLoc.of(op)} of the partial tile clipped to {rows} "
+            f"of {count} rows (a partial tile along dimension {k} of {vw.name})"
+        )
         return rows
     return None
 
 
-def _narrow_run(op: Operation, n: int, side: DmaSide, stride: tuple[int, int],
-                notes: list[str]) -> int | None:
+def _narrow_run(
+    op: Operation, n: int, side: DmaSide, stride: tuple[int, int], notes: list[str]
+) -> int | None:
     """The in-range element count of each row (`stride[1]` elements) of a
     DMA of `n` elements whose rows pass the end of a dimension of the view
     from a constant position (`_overflowing_run`): the elements past the
@@ -354,14 +391,22 @@ def _narrow_run(op: Operation, n: int, side: DmaSide, stride: tuple[int, int],
     d, lo, inner = run
     cols = (vw.shape[d] - lo) * inner
     if vw.strides[-1] != 1 or cols <= 0:
-        raise reject(op, f"the rows of this DMA run past the end of dimension {d} of "
-                     f"{vw.name} (a partial tile along it); NEM cannot narrow them exactly: "
-                     + ("the innermost dimension is not contiguous" if vw.strides[-1] != 1
-                        else "the rows start outside the memref"),
-                     "choose tile sizes that divide the iteration space")
-    notes.append(f"DMA at {SourceLoc.of(op)} of the partial tile narrowed to rows of "
-                 f"{cols} of {stride[1]} elements (a partial tile along dimension {d} "
-                 f"of {vw.name})")
+        raise reject(
+            op,
+            f"the rows of this DMA run past the end of dimension {d} of "
+            f"{vw.name} (a partial tile along it); NEM cannot narrow them exactly: "
+            + (
+                "the innermost dimension is not contiguous"
+                if vw.strides[-1] != 1
+                else "the rows start outside the memref"
+            ),
+            "choose tile sizes that divide the iteration space",
+        )
+    notes.append(
+        f"DMA at {SourceLoc.of(op)} of the partial tile narrowed to rows of "
+        f"{cols} of {stride[1]} elements (a partial tile along dimension {d} "
+        f"of {vw.name})"
+    )
     return cols
 
 
@@ -375,8 +420,11 @@ def _overflowing_run(vw: View, idx: Sequence[Aff], n: int) -> tuple[int, int, in
     for d in reversed(range(len(vw.shape))):
         if vw.strides[d] != inner:
             return None
-        if n % inner == 0 and n // inner <= vw.shape[d] and all(
-                a.is_const() and a.const == 0 for a in idx[d + 1:]):
+        if (
+            n % inner == 0
+            and n // inner <= vw.shape[d]
+            and all(a.is_const() and a.const == 0 for a in idx[d + 1 :])
+        ):
             b = idx[d].bounds()
             if d == 0 or b is None or b[1] + n // inner <= vw.shape[d]:
                 return None  # (past the end of the memref: clipped, not narrowed)
@@ -385,9 +433,16 @@ def _overflowing_run(vw: View, idx: Sequence[Aff], n: int) -> tuple[int, int, in
     return None
 
 
-def _narrowed(op: Operation, n: int, rows: int | None, cols: int | None,
-              stride: tuple[int, int], strided_is_src: bool, sides: tuple[DmaSide, DmaSide],
-              scope: PeelScope) -> NarrowedDma:
+def _narrowed(
+    op: Operation,
+    n: int,
+    rows: int | None,
+    cols: int | None,
+    stride: tuple[int, int],
+    strided_is_src: bool,
+    sides: tuple[DmaSide, DmaSide],
+    scope: PeelScope,
+) -> NarrowedDma:
     """The record of a DMA narrowed to `rows` rows (None: all) of `cols`
     columns (None: all) for the exactness checks of its scope.  Its
     fast-side buffer must be private to that scope (a `memref.alloc` in the
@@ -399,23 +454,43 @@ def _narrowed(op: Operation, n: int, rows: int | None, cols: int | None,
     slow = sides[0] if strided_is_src else sides[1]
 
     def no(why: str) -> Exception:
-        return reject(op, f"the rows of this DMA run past the end of a dimension of "
-                      f"{slow.view.name} (a partial tile along it); NEM cannot narrow them "
-                      f"exactly: {why}", "choose tile sizes that divide the iteration space")
+        return reject(
+            op,
+            f"the rows of this DMA run past the end of a dimension of "
+            f"{slow.view.name} (a partial tile along it); NEM cannot narrow them "
+            f"exactly: {why}",
+            "choose tile sizes that divide the iteration space",
+        )
 
     if row_major(fast.view.shape) != tuple(fast.view.strides):
         raise no(f"{fast.view.name} is not a contiguous buffer")
     alloc = fast_val.owner
-    if not (isinstance(alloc, memref.AllocOp) and (scope.loop.is_ancestor(alloc) or all(
-            isinstance(u.operation, memref.DeallocOp)
-            or any(o.is_ancestor(u.operation) for o in scope.owners)
-            for u in alloc.results[0].uses))):
+    if not (
+        isinstance(alloc, memref.AllocOp)
+        and (
+            scope.loop.is_ancestor(alloc)
+            or all(
+                isinstance(u.operation, memref.DeallocOp)
+                or any(o.is_ancestor(u.operation) for o in scope.owners)
+                for u in alloc.results[0].uses
+            )
+        )
+    ):
         raise no(f"{fast.view.name} is used outside the peeled loop")
-    return NarrowedDma(op=op, read=strided_is_src, fast=fast.view, fstart=fast.start,
-                       mem=op.src if strided_is_src else op.dst, mem_buffer=slow.view.buffer,
-                       start=slow.start, stride=stride,
-                       cols=stride[1] if cols is None else cols,
-                       rows=n // stride[1] if rows is None else rows, n=n, at=len(scope.log))
+    return NarrowedDma(
+        op=op,
+        read=strided_is_src,
+        fast=fast.view,
+        fstart=fast.start,
+        mem=op.src if strided_is_src else op.dst,
+        mem_buffer=slow.view.buffer,
+        start=slow.start,
+        stride=stride,
+        cols=stride[1] if cols is None else cols,
+        rows=n // stride[1] if rows is None else rows,
+        n=n,
+        at=len(scope.log),
+    )
 
 
 # ---------------------------------------------------------------------------
@@ -447,25 +522,41 @@ def check_narrowed(scope: PeelScope) -> None:
             if bounds is not None and (bounds[1] + span < 0 or bounds[0] >= rec.n):
                 continue  # outside what the DMA fills (e.g. the other ping-pong slot)
             kept = rec.rows * per
-            if not (acc.shape and _fits(rel, acc, rec.fstart, per, cols)
-                    and _fits(rel, acc, rec.fstart, rec.n, kept)):
-                raise reject(op, f"this strided DMA of a partial tile cannot be narrowed to "
-                             f"{rec.rows} rows of {cols} of {per} elements: another "
-                             f"access to {fvw.name} may use the elements left out",
-                             "choose tile sizes that divide the iteration space")
+            if not (
+                acc.shape
+                and _fits(rel, acc, rec.fstart, per, cols)
+                and _fits(rel, acc, rec.fstart, rec.n, kept)
+            ):
+                raise reject(
+                    op,
+                    f"this strided DMA of a partial tile cannot be narrowed to "
+                    f"{rec.rows} rows of {cols} of {per} elements: another "
+                    f"access to {fvw.name} may use the elements left out",
+                    "choose tile sizes that divide the iteration space",
+                )
         if rec.read:
             continue
         fills = [r for r in scope.narrowed if r.read and r.fast.buffer is fvw.buffer]
         for r in fills:
-            same = (r.mem is rec.mem and r.start == rec.start and r.stride == rec.stride
-                    and r.at < rec.at)
-            between = [x for x in log[r.at:rec.at]
-                       if x.view.buffer is rec.mem_buffer and x.anchor is not r.op]
+            same = (
+                r.mem is rec.mem
+                and r.start == rec.start
+                and r.stride == rec.stride
+                and r.at < rec.at
+            )
+            between = [
+                x
+                for x in log[r.at : rec.at]
+                if x.view.buffer is rec.mem_buffer and x.anchor is not r.op
+            ]
             if not same or between:
-                raise reject(op, "this write-back of a partial tile cannot be narrowed: "
-                             f"the elements it would skip hold data of {fvw.name} that is "
-                             "not what the same addresses held",
-                             "choose tile sizes that divide the iteration space")
+                raise reject(
+                    op,
+                    "this write-back of a partial tile cannot be narrowed: "
+                    f"the elements it would skip hold data of {fvw.name} that is "
+                    "not what the same addresses held",
+                    "choose tile sizes that divide the iteration space",
+                )
 
 
 def _col_bounds(a: Aff, per: int) -> tuple[int, int] | None:
@@ -483,13 +574,16 @@ def _fits(rel: Aff, acc: RegionAccess, fstart: Aff, pitch: int, width: int) -> b
     the DMA starts on it (e.g. a ping-pong slot).  True when nothing is left
     out (`width == pitch`)."""
     starts = ([rel] if rel.nonneg() else []) + (
-        [acc.start] if _col_bounds(fstart, pitch) == (0, 0) else [])
-    return width == pitch or any(_offsets_within(x, pitch, width, acc.shape, acc.strides)
-                                 for x in starts)
+        [acc.start] if _col_bounds(fstart, pitch) == (0, 0) else []
+    )
+    return width == pitch or any(
+        _offsets_within(x, pitch, width, acc.shape, acc.strides) for x in starts
+    )
 
 
-def _offsets_within(x: Aff, pitch: int, width: int, shape: Sequence[int],
-                    strides: Sequence[int]) -> bool:
+def _offsets_within(
+    x: Aff, pitch: int, width: int, shape: Sequence[int], strides: Sequence[int]
+) -> bool:
     """Whether every element `x + sum(i_d * strides[d])` of an access of
     `shape` provably lies in the first `width` elements of its `pitch`-element
     row: the column of `x` plus what the dimensions that do not step whole

@@ -83,8 +83,7 @@ def parse_spaces(text: str | tuple[str, ...]) -> dict[int, str]:
         if why is not None:
             raise bad(f"item '{item}': {why}")
         if int(k) in out:
-            raise bad(f"item '{item}': memory space {int(k)} is already mapped to "
-                      f"{out[int(k)]}")
+            raise bad(f"item '{item}': memory space {int(k)} is already mapped to {out[int(k)]}")
         out[int(k)] = lvl
     return out
 
@@ -105,9 +104,15 @@ class LoweringOptions(ModulePass, ABC):
 
     def options(self) -> Options:
         """The conversion's options, `memory-spaces` parsed."""
-        return Options(parse_spaces(self.memory_spaces), device=self.device, entry=self.entry,
-                       include_dirs=self.include_dirs, remarks=self.remarks,
-                       weights=self.weights, pipeline_tiles=self.pipeline_tiles)
+        return Options(
+            parse_spaces(self.memory_spaces),
+            device=self.device,
+            entry=self.entry,
+            include_dirs=self.include_dirs,
+            remarks=self.remarks,
+            weights=self.weights,
+            pipeline_tiles=self.pipeline_tiles,
+        )
 
 
 @dataclass(frozen=True)
@@ -187,9 +192,11 @@ class CheckLoweredPass(ModulePass):
 _OUT_OF_BOUNDS = {"REG-02", "BUF-02"}
 """A region past the end of its buffer: a subview, DMA or access of the input
 past the end of its memref (the accesses the conversion cannot judge)."""
-_OUT_OF_BOUNDS_FIX = ("a subview, DMA or access of the input here reaches past the end of its "
-                      "memref: check the subview's offsets and sizes, the loop bounds and the "
-                      "access indices")
+_OUT_OF_BOUNDS_FIX = (
+    "a subview, DMA or access of the input here reaches past the end of its "
+    "memref: check the subview's offsets and sizes, the loop bounds and the "
+    "access indices"
+)
 
 
 @dataclass(frozen=True)
@@ -212,13 +219,16 @@ class LowerToNemPass(LoweringOptions):
         """The passes `lower-to-nem` runs, in order."""
         dirs = self.include_dirs
         options = {f.name: getattr(self, f.name) for f in fields(LoweringOptions)}
-        return (ConvertAffineToNemPass(**options),
-                CheckLoweredPass(declarations_only=True),
-                ForwardZeroFillsPass(),
-                SynthesizeDepsPass(device=self.device, narrow_windows=True,
-                                   remarks=self.remarks, include_dirs=dirs),
-                DeadCodeElimination(),
-                CheckLoweredPass(self.device, include_dirs=dirs))
+        return (
+            ConvertAffineToNemPass(**options),
+            CheckLoweredPass(declarations_only=True),
+            ForwardZeroFillsPass(),
+            SynthesizeDepsPass(
+                device=self.device, narrow_windows=True, remarks=self.remarks, include_dirs=dirs
+            ),
+            DeadCodeElimination(),
+            CheckLoweredPass(self.device, include_dirs=dirs),
+        )
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         PassPipeline(self.pipeline()).apply(ctx, op)

@@ -80,9 +80,14 @@ def _mentions(e: AffineExpr, leaves: set[AffineExpr]) -> bool:
 
 def _has_slot_index(e: AffineExpr, leaves: set[AffineExpr]) -> bool:
     """Whether `e` has a sub-expression `x mod 2` with `x` over `leaves`."""
-    return any(isinstance(x, AffineBinaryOpExpr) and x.kind == AffineBinaryOpKind.Mod
-               and isinstance(x.rhs, AffineConstantExpr) and x.rhs.value == 2
-               and _mentions(x.lhs, leaves) for x in _subexprs(e))
+    return any(
+        isinstance(x, AffineBinaryOpExpr)
+        and x.kind == AffineBinaryOpKind.Mod
+        and isinstance(x.rhs, AffineConstantExpr)
+        and x.rhs.value == 2
+        and _mentions(x.lhs, leaves)
+        for x in _subexprs(e)
+    )
 
 
 def starts_next_slot(o: AffineDmaStartOp, iv: SSAValue) -> bool:
@@ -92,8 +97,12 @@ def starts_next_slot(o: AffineDmaStartOp, iv: SSAValue) -> bool:
         t = v.type
         shape = t.get_shape() if isinstance(t, MemRefType) else ()
         amap = m.data
-        if shape and shape[0] == 2 and amap.results and \
-                _has_slot_index(amap.results[0], _positions_of(iv, ops, amap)):
+        if (
+            shape
+            and shape[0] == 2
+            and amap.results
+            and _has_slot_index(amap.results[0], _positions_of(iv, ops, amap))
+        ):
             return True
     return False
 
@@ -116,17 +125,20 @@ def detect_pipeline(loop: affine.ForOp) -> PipelinedLoop | None:
             break
     if not stage0:
         return None
-    rest = body[len(stage0):]
+    rest = body[len(stage0) :]
     parent = loop.parent_block()
     assert parent is not None
     ops = list(parent.ops)
     i = ops.index(loop)
     # the prologue: the same starts just before the loop, up to index
     # arithmetic (which -affine-loop-invariant-code-motion may leave there)
-    pro = [o for o in ops[:i] if not is_index_arith(o)][-len(stage0):]
+    pro = [o for o in ops[:i] if not is_index_arith(o)][-len(stage0) :]
     if len(pro) != len(stage0) or not all(
-            isinstance(p, AffineDmaStartOp) and isinstance(s, AffineDmaStartOp)
-            and (p.src, p.dst, p.tag) == (s.src, s.dst, s.tag) for p, s in zip(pro, stage0)):
+        isinstance(p, AffineDmaStartOp)
+        and isinstance(s, AffineDmaStartOp)
+        and (p.src, p.dst, p.tag) == (s.src, s.dst, s.tag)
+        for p, s in zip(pro, stage0)
+    ):
         return None
     # the epilogue: the rest of the body again, just after the loop, up to
     # index arithmetic, which may be interleaved, moved or gone (the last
@@ -135,19 +147,25 @@ def detect_pipeline(loop: affine.ForOp) -> PipelinedLoop | None:
     # its own indices, so only the other ops are matched (and skipped)
     core = [o for o in rest if not is_index_arith(o)]
     epi: list[Operation] = []
-    for o in ops[i + 1:]:
+    for o in ops[i + 1 :]:
         if len(epi) == len(core):
             break
         if not is_index_arith(o):
             epi.append(o)
-    if len(epi) == len(core) and all(shape_signature(a) == shape_signature(b)
-                                     for a, b in zip(epi, core)):
+    if len(epi) == len(core) and all(
+        shape_signature(a) == shape_signature(b) for a, b in zip(epi, core)
+    ):
         return PipelinedLoop(loop, tuple(pro), tuple(epi), tuple(stage0))
     return None
 
 
-def epilogue_is_body(rest: Sequence[Operation], epi: Sequence[Operation], iv: SSAValue,
-                     value: Aff, outer: Mapping[SSAValue, Aff]) -> bool:
+def epilogue_is_body(
+    rest: Sequence[Operation],
+    epi: Sequence[Operation],
+    iv: SSAValue,
+    value: Aff,
+    outer: Mapping[SSAValue, Aff],
+) -> bool:
     """Whether the epilogue `epi` of a pipelined loop is the rest of its
     body `rest` at `iv = value` (the last iteration), as upstream's
     affine-pipeline-data-transfer emits it: op for op (index arithmetic
@@ -174,9 +192,12 @@ def epilogue_is_body(rest: Sequence[Operation], epi: Sequence[Operation], iv: SS
     for a, b in zip(a_ops, b_ops):
         shape_a = [len(blk.args) for r in a.regions for blk in r.blocks]
         shape_b = [len(blk.args) for r in b.regions for blk in r.blocks]
-        if (a.name, len(a.operands), len(a.results), shape_a) != \
-                (b.name, len(b.operands), len(b.results), shape_b) \
-                or _plain_attrs(a) != _plain_attrs(b):
+        if (a.name, len(a.operands), len(a.results), shape_a) != (
+            b.name,
+            len(b.operands),
+            len(b.results),
+            shape_b,
+        ) or _plain_attrs(a) != _plain_attrs(b):
             return False
         grouped: set[SSAValue] = set()
         for (ma, va), (mb, vb) in zip(index_groups(a), index_groups(b)):
@@ -186,11 +207,12 @@ def epilogue_is_body(rest: Sequence[Operation], epi: Sequence[Operation], iv: SS
             if any(x is None for x in xs) or any(y is None for y in ys):
                 return False
             try:
-                if eval_map(ma, [x for x in xs if x is not None]) != \
-                        eval_map(mb, [y for y in ys if y is not None]):
+                if eval_map(ma, [x for x in xs if x is not None]) != eval_map(
+                    mb, [y for y in ys if y is not None]
+                ):
                     return False
             except ValueError:  # not affine (e.g. floordiv by -4096): the body's
-                return False    # own lowering reports it at its op
+                return False  # own lowering reports it at its op
         for x, y in zip(a.operands, b.operands):
             if x in grouped:
                 continue
@@ -212,15 +234,19 @@ def epilogue_is_body(rest: Sequence[Operation], epi: Sequence[Operation], iv: SS
 def index_groups(op: Operation) -> list[tuple[AffineMap, tuple[SSAValue, ...]]]:
     """The affine maps of an op with the operands each applies to."""
     if isinstance(op, affine.ForOp):
-        return [(op.lowerBoundMap.data, tuple(op.lowerBoundOperands)),
-                (op.upperBoundMap.data, tuple(op.upperBoundOperands))]
+        return [
+            (op.lowerBoundMap.data, tuple(op.lowerBoundOperands)),
+            (op.upperBoundMap.data, tuple(op.upperBoundOperands)),
+        ]
     if isinstance(op, affine.LoadOp | affine.StoreOp):
         assert op.map is not None
         return [(op.map.data, tuple(op.indices))]
     if isinstance(op, AffineDmaStartOp):
-        return [(op.src_map.data, tuple(op.src_operands)),
-                (op.dst_map.data, tuple(op.dst_operands)),
-                (op.tag_map.data, tuple(op.tag_operands))]
+        return [
+            (op.src_map.data, tuple(op.src_operands)),
+            (op.dst_map.data, tuple(op.dst_operands)),
+            (op.tag_map.data, tuple(op.tag_operands)),
+        ]
     if isinstance(op, AffineDmaWaitOp):
         return [(op.tag_map.data, tuple(op.tag_operands))]
     if isinstance(op, affine.MinOp | AffineMaxOp | affine.ApplyOp):
@@ -231,5 +257,8 @@ def index_groups(op: Operation) -> list[tuple[AffineMap, tuple[SSAValue, ...]]]:
 def _plain_attrs(op: Operation) -> dict[str, Attribute]:
     """An op's properties and attributes but its affine maps (compared by
     their values, `index_groups`) and operand segment sizes."""
-    return {k: v for k, v in (*op.properties.items(), *op.attributes.items())
-            if not isinstance(v, AffineMapAttr) and k != "operandSegmentSizes"}
+    return {
+        k: v
+        for k, v in (*op.properties.items(), *op.attributes.items())
+        if not isinstance(v, AffineMapAttr) and k != "operandSegmentSizes"
+    }

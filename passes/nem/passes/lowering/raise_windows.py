@@ -35,9 +35,15 @@ if TYPE_CHECKING:
     from nem.dialect.builder import NemBuilder
 
 
-def window_region(ctx: LoweringContext, b: NemBuilder, acc: WAccess, axes: tuple[Axis, ...],
-                  anchor: Operation, layout: str,
-                  group: tuple[int, int, int] | None = None) -> tuple[SSAValue, View]:
+def window_region(
+    ctx: LoweringContext,
+    b: NemBuilder,
+    acc: WAccess,
+    axes: tuple[Axis, ...],
+    anchor: Operation,
+    layout: str,
+    group: tuple[int, int, int] | None = None,
+) -> tuple[SSAValue, View]:
     """The region of `acc` with the plan's logical axes; `group` (the
     position of the channel axis, the group loop's memref dimension and
     extent) widens that axis to all groups (D-LOW-GROUPCONV)."""
@@ -61,19 +67,22 @@ def _merged(size: int, stride: int, gsize: int, gstride: int) -> tuple[int, int]
     if size == 1:
         return gsize, gstride
     if gstride != size * stride:
-        raise NotRaisable("a grouped convolution whose group and channel dimensions are not "
-                          "one channel axis (group stride != channels x channel stride: "
-                          "D-LOW-GROUPCONV)")
+        raise NotRaisable(
+            "a grouped convolution whose group and channel dimensions are not "
+            "one channel axis (group stride != channels x channel stride: "
+            "D-LOW-GROUPCONV)"
+        )
     return gsize * size, stride
 
 
-def emit_window(lw: Lowering, plan: WindowPlan, anchor: Operation, st: BlockState,
-                what: str) -> None:
+def emit_window(
+    lw: Lowering, plan: WindowPlan, anchor: Operation, st: BlockState, what: str
+) -> None:
     """The plan's two tasks, or one escape-hatch task when either has no
     legal variant on the target."""
     ctx = lw.ctx
-    if plan.kind == "sumpool":   # no NEM opcode sums a window (D-LOW-SUMPOOL)
-        wraps = saturating_add(ctx.view(plan.y.memref, anchor).elem)   # D-LOW-INT-WRAP
+    if plan.kind == "sumpool":  # no NEM opcode sums a window (D-LOW-SUMPOOL)
+        wraps = saturating_add(ctx.view(plan.y.memref, anchor).elem)  # D-LOW-INT-WRAP
         if wraps is not None:
             return emit_escape(lw, anchor, st, wraps, what)
         return _combine_over_offsets(lw, plan, anchor, st, what, "add", None)
@@ -87,25 +96,37 @@ def emit_window(lw: Lowering, plan: WindowPlan, anchor: Operation, st: BlockStat
         return emit_escape(lw, anchor, st, str(e), what)
 
 
-def _emit_window(lw: Lowering, plan: WindowPlan, anchor: Operation, st: BlockState, what: str,
-                 stg: Staging, g: Group | None) -> None:
+def _emit_window(
+    lw: Lowering,
+    plan: WindowPlan,
+    anchor: Operation,
+    st: BlockState,
+    what: str,
+    stg: Staging,
+    g: Group | None,
+) -> None:
     """`emit_window` once its staging block exists (a grouped convolution
     whose channel axes do not merge raises NotRaisable)."""
     ctx = lw.ctx
     b = stg.builder
     grouped = f" (groups={g.size})" if g is not None and g.size > 1 else ""
     with b.located(anchor.location):
-        x_reg, _ = window_region(ctx, b, plan.x, plan.x_axes, anchor, "NHWC",
-                                 None if g is None else (3, g.x, g.size))
-        y_reg, yv = window_region(ctx, b, plan.y, plan.y_axes, anchor, "NHWC",
-                                  None if g is None else (3, g.y, g.size))
+        x_reg, _ = window_region(
+            ctx, b, plan.x, plan.x_axes, anchor, "NHWC", None if g is None else (3, g.x, g.size)
+        )
+        y_reg, yv = window_region(
+            ctx, b, plan.y, plan.y_axes, anchor, "NHWC", None if g is None else (3, g.y, g.size)
+        )
         if plan.kind == "conv2d":
             assert plan.w is not None
-            w_reg, _ = window_region(ctx, b, plan.w, plan.w_axes, anchor, "HWIO",
-                                     None if g is None else (3, g.w, g.size))
-            attrs: dict[str, object] = {"strides": list(plan.strides),
-                                        "dilations": list(plan.dilations),
-                                        "pads": [0, 0, 0, 0]}
+            w_reg, _ = window_region(
+                ctx, b, plan.w, plan.w_axes, anchor, "HWIO", None if g is None else (3, g.w, g.size)
+            )
+            attrs: dict[str, object] = {
+                "strides": list(plan.strides),
+                "dilations": list(plan.dilations),
+                "pads": [0, 0, 0, 0],
+            }
             if g is not None and g.size > 1:
                 attrs["groups"] = g.size
             # the sum and what Y holds rounded once where the variant is
@@ -121,12 +142,22 @@ def _emit_window(lw: Lowering, plan: WindowPlan, anchor: Operation, st: BlockSta
             main = b.compute("conv2d", [x_reg, w_reg], [t_reg], attrs=attrs)
             combine = b.compute("add", [y_reg, t_reg], [y_reg])
         else:
-            main = b.compute("maxpool", [x_reg], [t_reg],
-                             attrs={"kernel_shape": list(plan.kernel),
-                                    "strides": list(plan.strides), "pads": [0, 0, 0, 0]})
+            main = b.compute(
+                "maxpool",
+                [x_reg],
+                [t_reg],
+                attrs={
+                    "kernel_shape": list(plan.kernel),
+                    "strides": list(plan.strides),
+                    "pads": [0, 0, 0, 0],
+                },
+            )
             combine = b.compute("max", [y_reg, t_reg], [y_reg])
-    why = illegal(ctx, main) or (saturating_add(yv.elem) if plan.kind == "conv2d" else None) \
+    why = (
+        illegal(ctx, main)
+        or (saturating_add(yv.elem) if plan.kind == "conv2d" else None)
         or illegal(ctx, combine)
+    )
     if why is not None and plan.kind == "maxpool":
         stg.drop()
         drop_unused_scratch(ctx)
@@ -137,12 +168,21 @@ def _emit_window(lw: Lowering, plan: WindowPlan, anchor: Operation, st: BlockSta
     stg.commit(st)
     name_task(ctx, main, plan.kind)
     name_task(ctx, combine, "add" if plan.kind == "conv2d" else "max")
-    ctx.summary.raised.append(f"{what} -> {plan.kind}{grouped} + "
-                              f"{'add' if plan.kind == 'conv2d' else 'max'} (accumulation)")
+    ctx.summary.raised.append(
+        f"{what} -> {plan.kind}{grouped} + "
+        f"{'add' if plan.kind == 'conv2d' else 'max'} (accumulation)"
+    )
 
 
-def _combine_over_offsets(lw: Lowering, plan: WindowPlan, anchor: Operation, st: BlockState,
-                          what: str, opcode: str, why_not_pool: str | None) -> None:
+def _combine_over_offsets(
+    lw: Lowering,
+    plan: WindowPlan,
+    anchor: Operation,
+    st: BlockState,
+    what: str,
+    opcode: str,
+    why_not_pool: str | None,
+) -> None:
     """One `OPCODE in Y, X(kh, kw) out Y` per window offset, `X(kh, kw)`
     the input strided by the pooling strides from that offset: max pooling
     without a `maxpool` variant (f32 on the shipped devices; exact, max is
@@ -160,8 +200,11 @@ def _combine_over_offsets(lw: Lowering, plan: WindowPlan, anchor: Operation, st:
     shape = [a.size for a in plan.y_axes]
     strides = [xs[0], xs[1] * plan.strides[0], xs[2] * plan.strides[1], xs[3]]
     kh, kw = plan.kernel
-    offsets = [(i, j) for i in range(kh) for j in range(kw)] if plan.h_first else \
-        [(i, j) for j in range(kw) for i in range(kh)]
+    offsets = (
+        [(i, j) for i in range(kh) for j in range(kw)]
+        if plan.h_first
+        else [(i, j) for j in range(kw) for i in range(kh)]
+    )
     toks = []
     with b.located(anchor.location):
         y_reg, _ = window_region(ctx, b, plan.y, plan.y_axes, anchor, "NHWC")
@@ -172,8 +215,9 @@ def _combine_over_offsets(lw: Lowering, plan: WindowPlan, anchor: Operation, st:
     why = illegal(ctx, toks[0])
     if why is not None:
         stg.drop()
-        return emit_escape(lw, anchor, st, why if why_not_pool is None else
-                           f"{why_not_pool}, and {why}", what)
+        return emit_escape(
+            lw, anchor, st, why if why_not_pool is None else f"{why_not_pool}, and {why}", what
+        )
     stg.commit(st)
     for t in toks:
         name_task(ctx, t, opcode)

@@ -44,13 +44,15 @@ def collapsed(op: Operation, src: View, groups: Sequence[Sequence[int]]) -> View
         size = math.prod(src.shape[k] for k in g)
         for (_, outer), (n, inner) in itertools.pairwise(dims):
             if outer != inner * n:
-                raise reject(op, f"collapsing dimensions {list(g)} of {src.name} that are not "
-                             f"contiguous (strides {[src.strides[k] for k in g]})",
-                             "copy the memref into a contiguous buffer first")
+                raise reject(
+                    op,
+                    f"collapsing dimensions {list(g)} of {src.name} that are not "
+                    f"contiguous (strides {[src.strides[k] for k in g]})",
+                    "copy the memref into a contiguous buffer first",
+                )
         shape.append(size)
         strides.append(dims[-1][1] if dims else 1)
-    return View(src.buffer, src.level, src.elem, tuple(shape), tuple(strides), src.base,
-                src.name)
+    return View(src.buffer, src.level, src.elem, tuple(shape), tuple(strides), src.base, src.name)
 
 
 def expanded(src: View, groups: Sequence[Sequence[int]], out_shape: Sequence[int]) -> View:
@@ -60,8 +62,9 @@ def expanded(src: View, groups: Sequence[Sequence[int]], out_shape: Sequence[int
         inner = row_major([out_shape[k] for k in g])
         for k, s in zip(g, inner):
             strides[k] = src.strides[d] * s
-    return View(src.buffer, src.level, src.elem, tuple(out_shape), tuple(strides), src.base,
-                src.name)
+    return View(
+        src.buffer, src.level, src.elem, tuple(out_shape), tuple(strides), src.base, src.name
+    )
 
 
 def lower_collapse_shape(lw: Lowering, op: memref.CollapseShapeOp, st: BlockState) -> None:
@@ -74,8 +77,12 @@ def lower_expand_shape(lw: Lowering, op: memref.ExpandShapeOp, st: BlockState) -
     assert isinstance(rt, MemRefType)
     shape = rt.get_shape()
     if list(op.output_shape) or DYNAMIC_INDEX in shape:
-        raise reject(op, "memref.expand_shape with a dynamic output shape is not supported: "
-                     "NEM regions have static sizes", "tile with static sizes")
+        raise reject(
+            op,
+            "memref.expand_shape with a dynamic output shape is not supported: "
+            "NEM regions have static sizes",
+            "tile with static sizes",
+        )
     src = lw.ctx.view(op.src, op)
     lw.ctx.views[op.result] = expanded(src, _groups(op), shape)
 

@@ -60,8 +60,16 @@ class ScfForToAffine(RewritePattern):
             rewriter.replace_op(term, affine.YieldOp.get(*term.operands))
         (lb_map, lb_ops), (ub_map, ub_ops) = _bound(op.lb), _bound(op.ub)
         region = rewriter.move_region_contents_to_new_regions(op.body)
-        new = affine.ForOp.from_region(lb_ops, ub_ops, list(op.iter_args),
-                                       [r.type for r in op.res], lb_map, ub_map, region, step)
+        new = affine.ForOp.from_region(
+            lb_ops,
+            ub_ops,
+            list(op.iter_args),
+            [r.type for r in op.res],
+            lb_map,
+            ub_map,
+            region,
+            step,
+        )
         new.location = op.location
         rewriter.replace_matched_op(new)
 
@@ -74,11 +82,17 @@ def raise_scf_for(module: ModuleOp) -> None:
 def reject_scf_for(lw: Lowering, op: scf.ForOp, st: BlockState) -> None:
     """The `scf.for`s left at task level: not over `index`, or no constant
     positive step."""
-    why = (f"its induction variable is {op.lb.type}, not index"
-           if not isinstance(op.lb.type, IndexType) else "its step is not a positive constant")
-    raise reject(op, f"scf.for is not supported here: {why}; a NEM loop needs an index "
-                 "variable and a constant positive step (D-LOW-SCF)",
-                 "loop over index with an arith.constant step")
+    why = (
+        f"its induction variable is {op.lb.type}, not index"
+        if not isinstance(op.lb.type, IndexType)
+        else "its step is not a positive constant"
+    )
+    raise reject(
+        op,
+        f"scf.for is not supported here: {why}; a NEM loop needs an index "
+        "variable and a constant positive step (D-LOW-SCF)",
+        "loop over index with an arith.constant step",
+    )
 
 
 HANDLERS: dict[type[Operation], Handler] = {scf.ForOp: reject_scf_for}

@@ -49,8 +49,9 @@ def name_task(ctx: LoweringContext, token: SSAValue, kind: str) -> None:
         _name_repeated_operand(ctx, task, name)
 
 
-def commit_if_legal(ctx: LoweringContext, stg: Staging, st: BlockState, token: SSAValue,
-                    kind: str) -> bool:
+def commit_if_legal(
+    ctx: LoweringContext, stg: Staging, st: BlockState, token: SSAValue, kind: str
+) -> bool:
     """Commit the staged tasks and name `token`'s task when it matches a
     variant; else erase that task (the caller stages another form) and
     return False.  The accumulating forms (`matmul in A, B, C out C`,
@@ -76,9 +77,12 @@ def _name_repeated_operand(ctx: LoweringContext, task: ComputeOp, name: str) -> 
     if task.opcode != "concat" or len(ins) < 2 or any(v is not ins[0] for v in ins):
         return
     reg = ins[0].owner
-    if not isinstance(reg, RegionOp) or reg.binding.data != "inline" or \
-            any(v is ins[0] for v in task.outs) or \
-            any(use.operation is not task for use in ins[0].uses):
+    if (
+        not isinstance(reg, RegionOp)
+        or reg.binding.data != "inline"
+        or any(v is ins[0] for v in task.outs)
+        or any(use.operation is not task for use in ins[0].uses)
+    ):
         return
     let = ctx.names.fresh(f"{name}_src", "region")
     reg.properties["name"] = StringAttr(let)
@@ -99,9 +103,13 @@ def illegal(ctx: LoweringContext, token: SSAValue) -> str | None:
     op = token.owner
     assert isinstance(op, ComputeOp)
     ev = Evaluator()
-    key = (op.opcode, tuple(v.type for v in op.ins), tuple(v.type for v in op.outs),
-           tuple(sorted((k, str(a)) for k, a in op.attrs.data.items())),
-           tuple(ev.static(a) for a in op.args))
+    key = (
+        op.opcode,
+        tuple(v.type for v in op.ins),
+        tuple(v.type for v in op.outs),
+        tuple(sorted((k, str(a)) for k, a in op.attrs.data.items())),
+        tuple(ev.static(a) for a in op.args),
+    )
     if key in ctx.legal_cache:
         return ctx.legal_cache[key]
     effective = None
@@ -117,15 +125,22 @@ def illegal(ctx: LoweringContext, token: SSAValue) -> str | None:
     return why
 
 
-def full_region(ctx: LoweringContext, b: NemBuilder, mem: SSAValue, anchor: Operation,
-                layout: str | None = None) -> tuple[SSAValue, View]:
+def full_region(
+    ctx: LoweringContext, b: NemBuilder, mem: SSAValue, anchor: Operation, layout: str | None = None
+) -> tuple[SSAValue, View]:
     """The region of a whole memref view."""
     vw = ctx.view(mem, anchor)
     return region(ctx, b, vw, vw.base, vw.shape, vw.strides, anchor, layout), vw
 
 
-def scratch(ctx: LoweringContext, like: View, shape: list[int], anchor: Operation,
-            ident: int = 0, elem: Attribute | None = None) -> View:
+def scratch(
+    ctx: LoweringContext,
+    like: View,
+    shape: list[int],
+    anchor: Operation,
+    ident: int = 0,
+    elem: Attribute | None = None,
+) -> View:
     """A hoisted scratch buffer for a partial result (D-LOW-ACCUM), in
     `like`'s memory, of `like`'s element type or `elem` (D-LOW-CAST-TREE);
     `ident` tells apart the temporaries one computation needs at the same
@@ -134,14 +149,22 @@ def scratch(ctx: LoweringContext, like: View, shape: list[int], anchor: Operatio
     slots = 2 if ctx.pipelined else 1
     context = ctx.executes[-1] if ctx.executes else None
     elem = like.elem if elem is None else elem
-    key = (like.level.data, tuple(shape), elem, slots,
-           ctx.pipelined[-1].key if slots == 2 else None, ident, context)
+    key = (
+        like.level.data,
+        tuple(shape),
+        elem,
+        slots,
+        ctx.pipelined[-1].key if slots == 2 else None,
+        ident,
+        context,
+    )
     cached = ctx.scratch.get(key)
     if cached is not None and ctx.is_declared(cached.buffer):
         return cached
     name = ctx.names.fresh(None, f"{like.level.kind}_{'tmp' if ident else 'acc'}")
-    buf = ctx.declare_buffer(name, like.level.data, buffer_bytes(shape, elem) * slots,
-                             anchor.location)
+    buf = ctx.declare_buffer(
+        name, like.level.data, buffer_bytes(shape, elem) * slots, anchor.location
+    )
     n = 1
     for d in shape:
         n *= d

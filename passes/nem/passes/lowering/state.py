@@ -27,8 +27,9 @@ class Lowering(Protocol):
 
     def lower_ops(self, ops: Sequence[Operation], st: BlockState) -> None: ...
 
-    def lower_block(self, src: Block, builder: NemBuilder,
-                    stage_env: Callable[[Operation], None] | None = None) -> None: ...
+    def lower_block(
+        self, src: Block, builder: NemBuilder, stage_env: Callable[[Operation], None] | None = None
+    ) -> None: ...
 
 
 Handler = Callable[[Lowering, Any, "BlockState"], None]

@@ -26,8 +26,16 @@ from nem.passes.lowering.nest_analysis import (
 if TYPE_CHECKING:
     from nem.passes.lowering.context import LoweringContext
 
-INDEX_OPS = ("affine.apply", "affine.min", "affine.max", "affine.yield", "arith.constant",
-             "arith.addi", "arith.subi", "arith.muli")
+INDEX_OPS = (
+    "affine.apply",
+    "affine.min",
+    "affine.max",
+    "affine.yield",
+    "arith.constant",
+    "arith.addi",
+    "arith.subi",
+    "arith.muli",
+)
 
 
 def is_tile_loop(ctx: LoweringContext, loop: affine.ForOp) -> bool:
@@ -42,11 +50,15 @@ def is_tile_loop(ctx: LoweringContext, loop: affine.ForOp) -> bool:
     if loop.results or not _tiles_of_point_nests(loop.body.block):
         return False
     if loop.step.value.data != 1 or not _point_nest(loop):
-        return True   # a unit-step loop around tile loops (a tile of size 1 of one dimension)
+        return True  # a unit-step loop around tile loops (a tile of size 1 of one dimension)
     iv = loop.body.block.args[0]
     offsets = [v for o in loop.body.block.ops if o.name in INDEX_OPS for v in o.results]
-    offsets += [v for o in loop.body.walk() if isinstance(o, affine.ForOp) and o is not loop
-                for v in (*o.lowerBoundOperands, *o.upperBoundOperands)]
+    offsets += [
+        v
+        for o in loop.body.walk()
+        if isinstance(o, affine.ForOp) and o is not loop
+        for v in (*o.lowerBoundOperands, *o.upperBoundOperands)
+    ]
     if not any(depends_on(v, iv, lambda op: op.name in INDEX_OPS) for v in offsets):
         return False
     try:
@@ -65,8 +77,7 @@ def _tiles_of_point_nests(block: Block) -> bool:
             return False
         # a unit-step loop is a point nest or, like `affine-loop-tile`'s loop of
         # tile size 1 over a dimension, a loop around tile loops
-        if not ((o.step.value.data == 1 and _point_nest(o))
-                or _tiles_of_point_nests(o.body.block)):
+        if not ((o.step.value.data == 1 and _point_nest(o)) or _tiles_of_point_nests(o.body.block)):
             return False
         nests += 1
     return nests > 0
@@ -86,7 +97,18 @@ def _point_nest(loop: affine.ForOp) -> bool:
             continue
         stores = [o for o in body if isinstance(o, affine.StoreOp | memref.StoreOp)]
         return len(stores) == 1 and all(
-            isinstance(o, affine.StoreOp | memref.StoreOp | affine.LoadOp | memref.LoadOp
-                       | arith.ConstantOp | affine.ApplyOp) or o.name in BINARY
-            or o.name in UNARY or o.name in SELECT_OPS
-            or (o.name in CAST_OPS and cast_reason(o) is None) for o in body)
+            isinstance(
+                o,
+                affine.StoreOp
+                | memref.StoreOp
+                | affine.LoadOp
+                | memref.LoadOp
+                | arith.ConstantOp
+                | affine.ApplyOp,
+            )
+            or o.name in BINARY
+            or o.name in UNARY
+            or o.name in SELECT_OPS
+            or (o.name in CAST_OPS and cast_reason(o) is None)
+            for o in body
+        )

@@ -90,8 +90,11 @@ def memref_strides(op: Operation | None, t: MemRefType) -> tuple[tuple[int, ...]
     """Element strides and static offset of a memref type's layout."""
     shape = t.get_shape()
     if any(d < 0 for d in shape):
-        raise reject(op, f"dynamic shape {t} is not supported: NEM buffers and regions have "
-                     "static sizes", "tile with static sizes")
+        raise reject(
+            op,
+            f"dynamic shape {t} is not supported: NEM buffers and regions have static sizes",
+            "tile with static sizes",
+        )
     layout = t.layout
     if isinstance(layout, NoneAttr):
         return row_major(shape), 0
@@ -109,10 +112,12 @@ def check_elem(op: Operation | None, t: Attribute) -> str:
     """The NEM name of a memref's element type, or a rejection."""
     name = elem_name(t)
     if name is None or name == "i4":
-        raise reject(op, f"element type {t} has no NEM equivalent (D-LOW-ELEM: NEM "
-                     "elements are at most 32 bits wide)",
-                     "use i8/i16/i32/ui8/ui16/ui32/f16/bf16/f32; index results (argmax) "
-                     "as i32")
+        raise reject(
+            op,
+            f"element type {t} has no NEM equivalent (D-LOW-ELEM: NEM "
+            "elements are at most 32 bits wide)",
+            "use i8/i16/i32/ui8/ui16/ui32/f16/bf16/f32; index results (argmax) as i32",
+        )
     return name
 
 
@@ -124,8 +129,9 @@ def memory_space(v: SSAValue) -> int:
     return ms.value.data if isinstance(ms, IntegerAttr) else 0
 
 
-def subview_view(op: memref.SubviewOp, src: View, offsets: Sequence[Aff],
-                 sizes: Sequence[int]) -> View:
+def subview_view(
+    op: memref.SubviewOp, src: View, offsets: Sequence[Aff], sizes: Sequence[int]
+) -> View:
     """The view of `memref.subview` of `src` at evaluated `offsets` with
     evaluated `sizes` (static strides; unit dimensions the result type
     drops are removed; dynamic sizes: `memref_views.const_sizes`)."""
@@ -137,8 +143,7 @@ def subview_view(op: memref.SubviewOp, src: View, offsets: Sequence[Aff],
         base = base + o.scale(s)
     rt = op.result.type
     assert isinstance(rt, MemRefType)
-    dyn = iter(sizes[k] for k, d in enumerate(op.static_sizes.get_values())
-               if d == DYNAMIC_INDEX)
+    dyn = iter(sizes[k] for k, d in enumerate(op.static_sizes.get_values()) if d == DYNAMIC_INDEX)
     kept_shape = [next(dyn) if d == DYNAMIC_INDEX else d for d in rt.get_shape()]
     full = [(sz, src.strides[k] * strs[k]) for k, sz in enumerate(sizes)]
     if len(kept_shape) != len(full):  # rank reduction: drop the unit dims the result removed
@@ -150,8 +155,15 @@ def subview_view(op: memref.SubviewOp, src: View, offsets: Sequence[Aff],
             elif sz != 1:
                 raise reject(op, "unsupported rank-reducing subview")
         full = kept
-    return View(src.buffer, src.level, src.elem, tuple(s for s, _ in full),
-                tuple(st for _, st in full), base, src.name)
+    return View(
+        src.buffer,
+        src.level,
+        src.elem,
+        tuple(s for s, _ in full),
+        tuple(st for _, st in full),
+        base,
+        src.name,
+    )
 
 
 def contiguous_box(vw: View, idx: Sequence[Aff], n: int) -> tuple[list[int], list[int]]:
@@ -161,21 +173,24 @@ def contiguous_box(vw: View, idx: Sequence[Aff], n: int) -> tuple[list[int], lis
     shape = list(vw.shape)
     for k in range(len(shape)):
         tail = shape[k:]
-        if math.prod(tail) == n and all(a.is_const() and a.const == 0 for a in idx[k:]) \
-                and list(row_major(tail)) == list(vw.strides[k:]):
+        if (
+            math.prod(tail) == n
+            and all(a.is_const() and a.const == 0 for a in idx[k:])
+            and list(row_major(tail)) == list(vw.strides[k:])
+        ):
             return tail, list(vw.strides[k:])
     if vw.strides and vw.strides[-1] != 1:
         return [n], [vw.strides[-1]]
     return [n], [1]
 
 
-def check_bounds(op: Operation, vw: View, start: Aff, shape: Sequence[int],
-                 strides: Sequence[int]) -> None:
+def check_bounds(
+    op: Operation, vw: View, start: Aff, shape: Sequence[int], strides: Sequence[int]
+) -> None:
     """Reject a box that provably leaves its view."""
     last = last_offset(shape, strides)
     span = vw.span
     lo = start - vw.base
     hi = lo.upper()
-    if (lo.is_const() and lo.const < 0) or (hi is not None and hi + last >= span
-                                            and lo.nonneg()):
+    if (lo.is_const() and lo.const < 0) or (hi is not None and hi + last >= span and lo.nonneg()):
         raise reject(op, f"the access runs outside {vw.name} ({span} elements)")

@@ -37,7 +37,7 @@ from nem.passes.lowering.nest_analysis import Nest, NotRaisable, access_indices
 
 ADD_OPS = ("arith.addf", "arith.addi")
 MUL_OPS = ("arith.mulf", "arith.muli")
-MAX_OPS = ("arith.maximumf", "arith.maxsi")   # not maxnumf (D-LOW-MAXNUM)
+MAX_OPS = ("arith.maximumf", "arith.maxsi")  # not maxnumf (D-LOW-MAXNUM)
 POOLS = ("maxpool", "sumpool")
 """Window plans without weights: a max or a sum of the window's elements."""
 
@@ -61,8 +61,11 @@ class WAccess:
 
     def plain(self) -> dict[int, int]:
         """Dim -> memref dimension, for indices that are one dim with coefficient 1."""
-        return {ix.terms[0][0]: k for k, ix in enumerate(self.index)
-                if len(ix.terms) == 1 and ix.terms[0][1] == 1}
+        return {
+            ix.terms[0][0]: k
+            for k, ix in enumerate(self.index)
+            if len(ix.terms) == 1 and ix.terms[0][1] == 1
+        }
 
 
 @dataclass(frozen=True)
@@ -130,12 +133,14 @@ def access_of(memref_value: SSAValue, idx: Sequence[Aff]) -> WAccess:
     return WAccess(memref_value, tuple(out))
 
 
-def match_window(kind: str, ext: Mapping[int, int], x: WAccess, w: WAccess | None,
-                 y: WAccess) -> WindowPlan:
+def match_window(
+    kind: str, ext: Mapping[int, int], x: WAccess, w: WAccess | None, y: WAccess
+) -> WindowPlan:
     """The plan of `Y (+)= X (*) W` over dims with extents `ext`."""
     ydims = y.plain()
-    if any(ix.terms and (len(ix.terms) > 1 or ix.terms[0][1] != 1) for ix in y.index) \
-            or len(ydims) != sum(1 for ix in y.index if ix.terms):
+    if any(ix.terms and (len(ix.terms) > 1 or ix.terms[0][1] != 1) for ix in y.index) or len(
+        ydims
+    ) != sum(1 for ix in y.index if ix.terms):
         raise NotRaisable("the output is not indexed by one loop per dimension")
     out = set(ydims)
     # a loop of one iteration that indexes no operand (`affine-loop-tile`'s
@@ -146,18 +151,22 @@ def match_window(kind: str, ext: Mapping[int, int], x: WAccess, w: WAccess | Non
     if w is not None:
         wdims = w.plain()
         if len(wdims) != sum(1 for ix in w.index if ix.terms) or any(
-                ix.terms and len(ix.terms) > 1 for ix in w.index):
+            ix.terms and len(ix.terms) > 1 for ix in w.index
+        ):
             raise NotRaisable("the weights are not indexed by one loop per dimension")
     xplain = x.plain()
     # a reduction loop indexing one dimension of X and of W is the input
     # channel, or a window loop over an input as tall as the window (one
     # output row): either reading is exact; the innermost such X dimension
     # is taken as the channel
-    groups = [d for d in out if d in wdims and d in xplain]   # D-LOW-GROUPCONV
+    groups = [d for d in out if d in wdims and d in xplain]  # D-LOW-GROUPCONV
     if len(groups) > 1:
         raise NotRaisable("more than one group loop")
-    group = Group(ext[groups[0]], xplain[groups[0]], wdims[groups[0]], ydims[groups[0]]) \
-        if groups else None
+    group = (
+        Group(ext[groups[0]], xplain[groups[0]], wdims[groups[0]], ydims[groups[0]])
+        if groups
+        else None
+    )
     contracted = sorted((xplain[d], d) for d in red if d in wdims and d in xplain)
     cin = [contracted[-1][1]] if contracted else []
     cout = [d for d in out if d in wdims and d not in xplain]
@@ -165,13 +174,16 @@ def match_window(kind: str, ext: Mapping[int, int], x: WAccess, w: WAccess | Non
         raise NotRaisable("more than one output channel loop")
     wins = red - set(cin)
     spatial: list[_Spatial] = []
-    through: list[tuple[int, int]] = []   # (x memref dim, out dim) passed through
+    through: list[tuple[int, int]] = []  # (x memref dim, out dim) passed through
     for k, ix in enumerate(x.index):
         t = dict(ix.terms)
         o = [d for d in t if d in out]
         r = [d for d in t if d in wins]
-        if not t or (cin and list(t) == cin and t[cin[0]] == 1) or \
-                (groups and list(t) == groups and t[groups[0]] == 1):
+        if (
+            not t
+            or (cin and list(t) == cin and t[cin[0]] == 1)
+            or (groups and list(t) == groups and t[groups[0]] == 1)
+        ):
             continue
         if len(o) + len(r) != len(t) or len(o) > 1 or len(r) > 1:
             raise NotRaisable("an input index that is not stride * output + dilation * window")
@@ -184,19 +196,23 @@ def match_window(kind: str, ext: Mapping[int, int], x: WAccess, w: WAccess | Non
     if kind in POOLS:
         if len(through) > 2:
             raise NotRaisable("more than two batch/channel dimensions around the window")
-        n_dim, c_dim = (through[0] if len(through) == 2 else None), (through[-1] if through
-                                                                    else None)
+        n_dim, c_dim = (
+            (through[0] if len(through) == 2 else None),
+            (through[-1] if through else None),
+        )
     else:
         if len(through) > 1:
             spatial += [_Spatial(k, o, 1, None, 1) for k, o in through[1:]]
         n_dim, c_dim = (through[0] if through else None), None
     if len(spatial) > 2:
         raise NotRaisable("a window of more than two spatial dimensions")
-    if len({s.win for s in spatial if s.win is not None}) != sum(
-            1 for s in spatial if s.win is not None) or {s.win for s in spatial} - {None} != wins:
+    if (
+        len({s.win for s in spatial if s.win is not None})
+        != sum(1 for s in spatial if s.win is not None)
+        or {s.win for s in spatial} - {None} != wins
+    ):
         raise NotRaisable("window loops that do not each index one input dimension")
-    uses = [s.out for s in spatial if s.out is not None] + [d for _, d in through] + cout \
-        + groups
+    uses = [s.out for s in spatial if s.out is not None] + [d for _, d in through] + cout + groups
     if len(uses) != len(set(uses)):
         raise NotRaisable("an output loop indexing two input dimensions")
     used_out = set(uses)
@@ -226,22 +242,37 @@ def match_window(kind: str, ext: Mapping[int, int], x: WAccess, w: WAccess | Non
     y_axes = (ax(ydims, n_dim[1] if n_dim else None), *(ax(ydims, s.out) for s in spatial), yc)
     w_axes: tuple[Axis, ...] = ()
     if w is not None:
-        w_axes = (*(ax(wdims, s.win) for s in spatial), ax(wdims, cin[0] if cin else None),
-                  ax(wdims, cout[0] if cout else None))
-        if ({a.mdim for a in w_axes} | ({group.w} if group else set())) - {None} \
-                != set(wdims.values()):
+        w_axes = (
+            *(ax(wdims, s.win) for s in spatial),
+            ax(wdims, cin[0] if cin else None),
+            ax(wdims, cout[0] if cout else None),
+        )
+        if ({a.mdim for a in w_axes} | ({group.w} if group else set())) - {None} != set(
+            wdims.values()
+        ):
             raise NotRaisable("a weight dimension that is not a window or channel loop")
     if kind == "sumpool" and not any(s.out is not None and s.win is not None for s in spatial):
-        raise NotRaisable("a sum over whole axes, not a sliding window (a reduction: one add "
-                          "per element along them is a serial chain of tasks; D-LOW-SUMPOOL)")
+        raise NotRaisable(
+            "a sum over whole axes, not a sliding window (a reduction: one add "
+            "per element along them is a serial chain of tasks; D-LOW-SUMPOOL)"
+        )
     if kind in POOLS and any(s.dilation != 1 for s in spatial):
         raise NotRaisable("a dilated pooling window (NEM pooling has no dilations)")
     h_win, w_win = spatial[0].win, spatial[1].win
-    return WindowPlan(kind, x, w, y, x_axes, w_axes, y_axes,
-                      (e(h_win), e(w_win)),
-                      (spatial[0].stride, spatial[1].stride),
-                      (spatial[0].dilation, spatial[1].dilation),
-                      h_win is None or w_win is None or h_win < w_win, group)
+    return WindowPlan(
+        kind,
+        x,
+        w,
+        y,
+        x_axes,
+        w_axes,
+        y_axes,
+        (e(h_win), e(w_win)),
+        (spatial[0].stride, spatial[1].stride),
+        (spatial[0].dilation, spatial[1].dilation),
+        h_win is None or w_win is None or h_win < w_win,
+        group,
+    )
 
 
 # ---------------------------------------------------------------------------
@@ -278,10 +309,12 @@ def match_window_nest(nest: Nest, outer: Mapping[SSAValue, Aff]) -> WindowPlan:
     upd = st.value.owner
     if not isinstance(upd, Operation) or upd not in nest.body or len(upd.operands) != 2:
         raise NotWindow("the body is not a window update")
-    kind, (val,) = classify(upd.name, upd.operands[0], upd.operands[1],
-                            lambda v: (a := load(v)) is not None and a == y)
-    return _finish(kind, val, load, {k: e for k, e in nest.extents.items()}, y,
-                   lambda v: v.owner in nest.body)
+    kind, (val,) = classify(
+        upd.name, upd.operands[0], upd.operands[1], lambda v: (a := load(v)) is not None and a == y
+    )
+    return _finish(
+        kind, val, load, {k: e for k, e in nest.extents.items()}, y, lambda v: v.owner in nest.body
+    )
 
 
 def _unwidened(v: SSAValue, inside: Callable[[SSAValue], bool]) -> SSAValue:
@@ -293,8 +326,7 @@ def _unwidened(v: SSAValue, inside: Callable[[SSAValue], bool]) -> SSAValue:
     return v
 
 
-def _finish(kind: str, val: SSAValue, load, ext: dict[int, int], y: WAccess,
-            inside) -> WindowPlan:
+def _finish(kind: str, val: SSAValue, load, ext: dict[int, int], y: WAccess, inside) -> WindowPlan:
     if kind == "maxpool":
         x = load(val)
         if x is None:
@@ -314,8 +346,7 @@ def _finish(kind: str, val: SSAValue, load, ext: dict[int, int], y: WAccess,
             except NotRaisable as e:
                 reasons.append(str(e))
         # the reason of the reading whose weights have the weights' shape
-        raise NotRaisable(next((r for r in reasons if not r.startswith("the weights")),
-                               reasons[0]))
+        raise NotRaisable(next((r for r in reasons if not r.startswith("the weights")), reasons[0]))
     x = load(val)
     if x is not None:
         return match_window("sumpool", ext, x, None, y)
@@ -327,8 +358,9 @@ def _nest_access(nest: Nest, outer: Mapping[SSAValue, Aff], op: Operation) -> WA
     return access_of(op.memref, access_indices(nest, outer, op))
 
 
-def match_window_generic(op: linalg.GenericOp,
-                         shape_of: Callable[[SSAValue], Sequence[int]]) -> WindowPlan:
+def match_window_generic(
+    op: linalg.GenericOp, shape_of: Callable[[SSAValue], Sequence[int]]
+) -> WindowPlan:
     """A `linalg.generic` whose body is a window update (what
     `linalg.conv_2d_nchw_fchw` or `linalg.pooling_nhwc_max` generalize to);
     `shape_of`: an operand's static shape (`generic_analysis.ShapeOf`)."""
@@ -340,7 +372,7 @@ def match_window_generic(op: linalg.GenericOp,
     dims = [Aff.atom(Dim(k)) for k in range(ndims)]
     try:
         accesses = [access_of(v, eval_map(m, dims)) for v, m in zip(operands, maps)]
-    except ValueError as e:     # e.g. a floordiv by a negative constant
+    except ValueError as e:  # e.g. a floordiv by a negative constant
         raise NotRaisable(f"an indexing map that is not affine: {e}") from None
     ext: dict[int, int] = {}
     for v, acc in zip(operands, accesses):
@@ -365,11 +397,20 @@ def match_window_generic(op: linalg.GenericOp,
         k = arg(v)
         return accesses[k] if k is not None else None
 
-    if not isinstance(upd, Operation) or upd.parent_block() is not block or \
-            len(upd.operands) != 2:
+    if not isinstance(upd, Operation) or upd.parent_block() is not block or len(upd.operands) != 2:
         raise NotWindow("the body is not a window update")
-    kind, (val,) = classify(upd.name, upd.operands[0], upd.operands[1],
-                            lambda v: arg(v) == len(operands) - 1)
-    return _finish(kind, val, load, ext, y,
-                   lambda v: isinstance(v.owner, Operation) and v.owner.parent_block() is block
-                   and not isinstance(v.owner, arith.ConstantOp))
+    kind, (val,) = classify(
+        upd.name, upd.operands[0], upd.operands[1], lambda v: arg(v) == len(operands) - 1
+    )
+    return _finish(
+        kind,
+        val,
+        load,
+        ext,
+        y,
+        lambda v: (
+            isinstance(v.owner, Operation)
+            and v.owner.parent_block() is block
+            and not isinstance(v.owner, arith.ConstantOp)
+        ),
+    )

@@ -26,10 +26,15 @@ class CountTasksPass(ModulePass):
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         for prog in op.walk():
             if isinstance(prog, ProgramOp):
-                tasks = [t for t in prog.walk() if isinstance(t, TaskOp)
-                         and (self.opcode is None or t.name == f"nem.{self.opcode}")]
-                report(ctx, [Diagnostic("remark", f"{len(tasks)} task statements",
-                                        SourceLoc.of(prog))])
+                tasks = [
+                    t
+                    for t in prog.walk()
+                    if isinstance(t, TaskOp)
+                    and (self.opcode is None or t.name == f"nem.{self.opcode}")
+                ]
+                report(
+                    ctx, [Diagnostic("remark", f"{len(tasks)} task statements", SourceLoc.of(prog))]
+                )
 
 
 class NotAPass:
