@@ -20,6 +20,7 @@ FUZZ = Path(__file__).resolve().parents[1] / "fuzz"
 sys.path.insert(0, str(FUZZ))
 
 import harness  # noqa: E402
+import outcomes  # noqa: E402
 
 CASES = sorted(p for p in (FUZZ / "corpus").glob("*/*") if not p.name.endswith(".txt"))
 
@@ -82,9 +83,9 @@ def test_fuzz_smoke(name: str):
     ],
 )
 def test_classification(code, err, outcome):
-    assert harness.classify(code, err) == outcome
+    assert outcomes.classify(code, err) == outcome
 
 
 def test_classification_of_run_verdicts():
-    assert harness.classify(1, "", "status: completed\nraces: 2\n") == "diagnostic"
-    assert harness.classify(1, "", "status: completed\nraces: 0\n") == "exit"
+    assert outcomes.classify(1, "", "status: completed\nraces: 2\n") == "diagnostic"
+    assert outcomes.classify(1, "", "status: completed\nraces: 0\n") == "exit"
