@@ -46,6 +46,7 @@ from xdsl.interpreters.scf import ScfFunctions
 from xdsl.ir import Attribute, Block, Operation, Region
 from xdsl.ir.affine import AffineConstraintKind, AffineExpr, AffineMap
 
+from nem.frontends.upstream_dialects import mlir_dialect_factories
 from nem.frontends.upstream_dialects.affine_if import AffineIfOp
 from nem.frontends.upstream_dialects.affine_max import AffineMaxOp
 from nem.frontends.upstream_dialects.arith_rounding import other_rounding
@@ -329,9 +330,18 @@ def _run_structured(
     return results
 
 
-for _op in linalg.Linalg.operations:
+# xDSL's structured ops, and those NEM's contexts parse in their place (the
+# contractions as upstream builds them, D-LOW-LINALG-NAMED)
+for _op in dict.fromkeys(
+    (*linalg.Linalg.operations, *mlir_dialect_factories()["linalg"]().operations)
+):
     if issubclass(_op, STRUCTURED):
-        setattr(LinalgKernelFunctions, f"run_{_op.name.split('.')[1]}", impl(_op)(_run_structured))
+        _suffix = "" if _op in linalg.Linalg.operations else "_upstream"
+        setattr(
+            LinalgKernelFunctions,
+            f"run_{_op.name.split('.')[1]}{_suffix}",
+            impl(_op)(_run_structured),
+        )
 register_impls(LinalgKernelFunctions)  # the methods set above (in place)
 
 

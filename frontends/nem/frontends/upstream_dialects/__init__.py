@@ -31,7 +31,7 @@ from nem.frontends.upstream_dialects.affine_ssa_maps import use_upstream_affine_
 from nem.frontends.upstream_dialects.async_dialect import Async
 from nem.frontends.upstream_dialects.dma import AFFINE_EXTRA_OPS, MEMREF_EXTRA_OPS
 from nem.frontends.upstream_dialects.fast_ops import FastOps
-from nem.frontends.upstream_dialects.linalg_named import use_upstream_linalg_named
+from nem.frontends.upstream_dialects.linalg_named import UPSTREAM_CONTRACTIONS
 from nem.frontends.upstream_dialects.linalg_softmax import SoftmaxOp
 from nem.frontends.upstream_dialects.mlir_input import closing
 
@@ -45,7 +45,6 @@ __all__ = [
     "parse_error_message",
 ]
 
-use_upstream_linalg_named()  # mixed-type bodies, default conv attributes (D-LOW-LINALG-NAMED)
 use_upstream_affine_ssa_maps()  # `%i` a dim, `symbol(%n)` a symbol (D-XDSL-AFFINE-SSA)
 
 
@@ -67,25 +66,28 @@ def _extended(
 def mlir_dialect_factories() -> dict[str, Callable[[], Dialect]]:
     """`async`, and xDSL's `affine`/`memref`/`linalg` extended with the
     upstream ops xDSL lacks or defines differently (`dma.AFFINE_EXTRA_OPS`,
-    `dma.MEMREF_EXTRA_OPS`, `linalg.softmax`), as `Context.register_dialect`
-    takes them."""
+    `dma.MEMREF_EXTRA_OPS`, `linalg.softmax`, the named contractions as
+    upstream builds them: `linalg_named.UPSTREAM_CONTRACTIONS`), as
+    `Context.register_dialect` takes them."""
     from xdsl.dialects import affine, linalg, memref
 
     return {
         "async": lambda: Async,
         "affine": _extended(lambda: affine.Affine, AFFINE_EXTRA_OPS),
         "memref": _extended(lambda: memref.MemRef, MEMREF_EXTRA_OPS),
-        "linalg": _extended(lambda: linalg.Linalg, [SoftmaxOp]),
+        "linalg": _extended(lambda: linalg.Linalg, [SoftmaxOp, *UPSTREAM_CONTRACTIONS]),
     }
 
 
 def register_mlir_dialects(ctx: Context) -> None:
-    """Make `ctx` know `async` and the upstream `affine`/`memref` ops, through
-    xDSL's public registration API.  Idempotent.  Call it before registering
-    xDSL's own `affine`/`memref` (a driver registering every xDSL dialect
-    skips the names already registered): a context whose `affine` or
-    `memref` is xDSL's gets the ops xDSL lacks added, but an op xDSL defines
-    differently (`memref.dma_start`) cannot be replaced, and is an error."""
+    """Make `ctx` know `async` and the upstream `affine`/`memref`/`linalg`
+    ops, through xDSL's public registration API.  Idempotent.  Call it
+    before registering xDSL's own `affine`/`memref`/`linalg` (a driver
+    registering every xDSL dialect skips the names already registered): a
+    context whose `affine`, `memref` or `linalg` is already xDSL's gets the
+    ops xDSL lacks added, but an op xDSL defines differently
+    (`memref.dma_start`, `linalg.matmul`) cannot be replaced, and is an
+    error."""
     for name, factory in mlir_dialect_factories().items():
         if name not in ctx.registered_dialect_names:
             ctx.register_dialect(name, factory)
@@ -94,17 +96,19 @@ def register_mlir_dialects(ctx: Context) -> None:
         if name not in loaded:
             ctx.load_registered_dialect(name)
     known = {op.name: op for op in ctx.loaded_ops}
-    for op in (*AFFINE_EXTRA_OPS, *MEMREF_EXTRA_OPS):
+    extra = [*AFFINE_EXTRA_OPS, *MEMREF_EXTRA_OPS]
+    if "linalg" in loaded:
+        extra += [SoftmaxOp, *UPSTREAM_CONTRACTIONS]
+    for op in extra:
         if op.name not in known:
             ctx.load_op(op)
         elif known[op.name] is not op:
+            dialect = op.name.split(".")[0]
             raise ValueError(
                 f"register_mlir_dialects: the context already defines {op.name} "
                 f"as {known[op.name].__module__}.{known[op.name].__name__}; call it "
-                "before registering xDSL's affine/memref dialects"
+                f"before registering xDSL's {dialect} dialect"
             )
-    if "linalg" in {d.name for d in ctx.loaded_dialects} and SoftmaxOp.name not in known:
-        ctx.load_op(SoftmaxOp)
 
 
 class _Scopes(ChainMap[str, tuple[SSAValue, ...]]):

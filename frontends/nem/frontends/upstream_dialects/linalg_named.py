@@ -13,15 +13,21 @@
   `dilations` only when they are not all 1; xDSL requires them
   (`property 'strides' expected`).
 
-`use_upstream_linalg_named` patches xDSL's classes (rather than replacing
-them with subclasses, so every table keyed by op class, the lowering's
-handlers and xDSL's interpreter implementations, keeps finding them): with
-equal element types and explicit attributes the ops are built as before.
+`UPSTREAM_CONTRACTIONS` are subclasses of xDSL's ops, of the same names,
+that build their bodies and attributes as upstream does; the dialect
+factories (`mlir_dialect_factories`) put them in place of xDSL's, so a
+context NEM builds parses them, while xDSL's classes stay as they are for
+every other user of the process (issue 36, `test_xdsl_unpatched.py`).  With
+equal element types and explicit attributes they build what xDSL builds;
+`isinstance` on xDSL's classes holds, and the tables keyed by op class (the
+lowering's handlers, the kernel interpreter's implementations) take the
+linalg ops from the same factory.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from xdsl.builder import Builder
 from xdsl.dialects import arith
@@ -82,41 +88,44 @@ CONTRACTIONS: tuple[type[abstract_ops.NamedOperation], ...] = (
 """The named multiply-accumulate ops xDSL 0.74 defines."""
 
 
-def use_upstream_linalg_named() -> None:
-    """Patch CONTRACTIONS as the module doc says (idempotent)."""
-    for op in CONTRACTIONS:
-        if getattr(op.get_hidden_region, "_nem_casts", False):
-            continue
-        base: Callable[[Sequence[SSAValue], Sequence[SSAValue]], Region] = op.get_hidden_region
+def _upstream(base: type[abstract_ops.NamedOperation]) -> type[abstract_ops.NamedOperation]:
+    """`base` with upstream's body (a conversion of each input to the
+    output's element type) and, for a convolution, upstream's default
+    `strides` and `dilations` of 1."""
 
-        def hidden_region(
-            cls: type[abstract_ops.NamedOperation],
-            inputs: Sequence[SSAValue],
-            outputs: Sequence[SSAValue],
-            base: Callable[[Sequence[SSAValue], Sequence[SSAValue]], Region] = base,
+    class Upstream(base):  # type: ignore[valid-type, misc]
+        @classmethod
+        def get_hidden_region(
+            cls, inputs: Sequence[SSAValue], outputs: Sequence[SSAValue]
         ) -> Region:
             types = cls.body_arg_types((*inputs, *outputs))
             if all(t == types[-1] for t in types):
-                return base(inputs, outputs)
+                region: Region = super().get_hidden_region(inputs, outputs)
+                return region
             return _contraction_body(types)
 
-        hidden_region._nem_casts = True  # type: ignore[attr-defined]
-        op.get_hidden_region = classmethod(hidden_region)  # type: ignore[method-assign, assignment]
-        if issubclass(op, abstract_ops.ConvOperation):
-            op.build = classmethod(_with_unit_windows(op.build))  # type: ignore[method-assign, assignment]
+        if issubclass(base, abstract_ops.ConvOperation):
+
+            @classmethod
+            def build(
+                cls, *, properties: dict[str, Attribute] | None = None, **kw: Any
+            ) -> Operation:
+                props = dict(properties or {})
+                for key in ("strides", "dilations"):
+                    if key not in props:
+                        props[key] = DenseIntOrFPElementsAttr.from_list(
+                            TensorType(i64, [2]), [1, 1]
+                        )
+                op: Operation = super().build(properties=props, **kw)
+                return op
+
+    Upstream.__name__ = base.__name__
+    Upstream.__qualname__ = f"upstream.{base.__qualname__}"
+    Upstream.__doc__ = f"`{base.name}` as upstream MLIR builds it (D-LOW-LINALG-NAMED)."
+    return Upstream
 
 
-def _with_unit_windows(build: Callable[..., Operation]) -> Callable[..., Operation]:
-    """`build` of a 2-D convolution, with `strides` and `dilations` of 1
-    where they are not given (upstream's defaults)."""
-
-    def with_defaults(
-        cls: type[Operation], *, properties: dict[str, Attribute] | None = None, **kw: object
-    ) -> Operation:
-        props = dict(properties or {})
-        for key in ("strides", "dilations"):
-            if key not in props:
-                props[key] = DenseIntOrFPElementsAttr.from_list(TensorType(i64, [2]), [1, 1])
-        return build(properties=props, **kw)
-
-    return with_defaults
+UPSTREAM_CONTRACTIONS: tuple[type[abstract_ops.NamedOperation], ...] = tuple(
+    _upstream(op) for op in CONTRACTIONS
+)
+"""CONTRACTIONS as upstream builds them, in their order."""

@@ -7,8 +7,8 @@ from __future__ import annotations
 from xdsl.dialects import affine, linalg, scf
 from xdsl.ir import Operation
 
+from nem.frontends.upstream_dialects import mlir_dialect_factories
 from nem.frontends.upstream_dialects.affine_if import AffineIfOp
-from nem.frontends.upstream_dialects.linalg_softmax import SoftmaxOp
 from nem.passes.lowering import (
     async_ops,
     compute,
@@ -48,8 +48,12 @@ HANDLERS: dict[type[Operation], Handler] = {
     **memref_globals.HANDLERS,
     **loops.HANDLERS,
     **async_ops.HANDLERS,
-    **{cls: compute.lower_linalg for cls in linalg.Linalg.operations},
-    SoftmaxOp: compute.lower_linalg,
+    # xDSL's linalg ops and the ones NEM's contexts parse in their place
+    # (linalg.softmax, the contractions as upstream builds them)
+    **{
+        cls: compute.lower_linalg
+        for cls in (*linalg.Linalg.operations, *mlir_dialect_factories()["linalg"]().operations)
+    },
     **{cls: reject_control_flow for cls in _control_flow_ops()},
     **scf_loops.HANDLERS,
 }
