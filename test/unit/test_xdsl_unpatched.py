@@ -6,9 +6,9 @@ Each input runs through `xdsl-opt` in a subprocess twice: plain, and after
 importing every NEM module that registers xDSL dialects, parsers or passes
 (`nem.frontends.upstream_dialects`, the `nem` universe, `nem.passes.driver`).
 An input whose output differs names an xDSL class the package changed.
-Inputs on which NEM still changes xDSL's behaviour are listed in `PATCHED`
-with the upstream report that would let the patch go; they are strict
-xfails, so removing the patch makes the test say so."""
+NEM reads upstream's forms that xDSL 0.74 gets wrong (affine accesses,
+named contractions with mixed types) with its own parser and op subclasses
+(D-XDSL-AFFINE-SSA, D-LOW-LINALG-NAMED), never by changing xDSL's."""
 
 from __future__ import annotations
 
@@ -89,12 +89,6 @@ func.func @f(%a: memref<4x8xi8>, %b: memref<8x2xi8>, %c: memref<4x2xi32>) {
 """,
 }
 
-# (input, form) -> the upstream report (docs/upstream-reports.md) whose fix
-# in xDSL lets NEM's patch go
-PATCHED = {
-    ("affine_access", "generic"): "report 7 (affine accesses: every SSA id a symbol)",
-}
-
 # inputs xDSL 0.74 itself refuses (the upstream report): with NEM imported
 # it must refuse them the same way
 REFUSED = {"linalg_named": "report 6 (named linalg contractions with mixed types)"}
@@ -122,20 +116,10 @@ def _xdsl_opt(text: str, with_nem: bool, *flags: str) -> str:
     return f"rc={got.returncode}\n{got.stdout}\n{got.stderr[-2000:]}"
 
 
-@pytest.mark.parametrize(
-    ("name", "form"),
-    [
-        pytest.param(n, f, marks=pytest.mark.xfail(strict=True, reason=PATCHED[n, f]))
-        if (n, f) in PATCHED
-        else (n, f)
-        for n in INPUTS
-        for f in ("custom", "generic")
-    ],
-)
+@pytest.mark.parametrize(("name", "form"), [(n, f) for n in INPUTS for f in ("custom", "generic")])
 def test_xdsl_opt_prints_the_same_with_nem_imported(name: str, form: str) -> None:
     flags = ("--print-op-generic",) if form == "generic" else ()
     plain = _xdsl_opt(INPUTS[name], False, *flags)
-    if (name, form) not in PATCHED:
-        # valid for xDSL itself, or refused as the upstream report says
-        assert plain.startswith("rc=1" if name in REFUSED else "rc=0"), plain
+    # valid for xDSL itself, or refused as the upstream report says
+    assert plain.startswith("rc=1" if name in REFUSED else "rc=0"), plain
     assert _xdsl_opt(INPUTS[name], True, *flags) == plain

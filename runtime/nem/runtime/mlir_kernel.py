@@ -95,11 +95,11 @@ from xdsl.interpreters.scf import ScfFunctions
 from xdsl.interpreters.shaped_array import ShapedArray
 from xdsl.ir import Operation, SSAValue
 from xdsl.irdl import IRDLOperation, OptionalDef
-from xdsl.parser import Parser
 
 from nem.dialect.diagnostics import NemDiagnosticError
 from nem.dialect.elements import ELEM_TYPES
 from nem.frontends.upstream_dialects import register_mlir_dialects
+from nem.frontends.upstream_dialects.affine_ssa_maps import UpstreamParser
 from nem.frontends.upstream_dialects.mlir_input import check_mlir_text
 from nem.runtime.mlir_kernel_loops import (
     STRUCTURED,
@@ -291,7 +291,7 @@ class CompiledKernel:
     def __init__(self, text: str):
         _check_text(text)
         try:
-            module = Parser(_context(), text, "kernel").parse_module()
+            module = UpstreamParser(_context(), text, "kernel").parse_module()
         except Exception as e:  # noqa: BLE001 - parse errors become NotSupported
             # xDSL's ParseError: location, source line, caret, message
             lines = str(e).strip().splitlines()

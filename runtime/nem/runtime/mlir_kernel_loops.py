@@ -46,7 +46,7 @@ from xdsl.interpreters.scf import ScfFunctions
 from xdsl.ir import Attribute, Block, Operation, Region
 from xdsl.ir.affine import AffineConstraintKind, AffineExpr, AffineMap
 
-from nem.frontends.upstream_dialects import mlir_dialect_factories
+from nem.frontends.upstream_dialects import affine_ssa_maps, mlir_dialect_factories
 from nem.frontends.upstream_dialects.affine_if import AffineIfOp
 from nem.frontends.upstream_dialects.affine_max import AffineMaxOp
 from nem.frontends.upstream_dialects.arith_rounding import other_rounding
@@ -118,24 +118,30 @@ def _parallel_loops(
     return acc
 
 
+def _run_load(
+    self: InterpreterFunctions, interpreter: Interpreter, op: affine.LoadOp, args: PythonValues
+) -> PythonValues:
+    mem, *ops = args
+    return (mem.load(_eval_map(op.map.data, ops)),)
+
+
+def _run_store(
+    self: InterpreterFunctions, interpreter: Interpreter, op: affine.StoreOp, args: PythonValues
+) -> PythonValues:
+    value, mem, *ops = args
+    mem.store(_eval_map(op.map.data, ops), value)
+    return ()
+
+
 @register_impls
 class AffineKernelFunctions(InterpreterFunctions):
     """affine ops with dims and symbols split as the map says."""
 
-    @impl(affine.LoadOp)
-    def run_load(
-        self, interpreter: Interpreter, op: affine.LoadOp, args: PythonValues
-    ) -> PythonValues:
-        mem, *ops = args
-        return (mem.load(_eval_map(op.map.data, ops)),)
-
-    @impl(affine.StoreOp)
-    def run_store(
-        self, interpreter: Interpreter, op: affine.StoreOp, args: PythonValues
-    ) -> PythonValues:
-        value, mem, *ops = args
-        mem.store(_eval_map(op.map.data, ops), value)
-        return ()
+    # xDSL's classes, and those NEM's contexts parse (D-XDSL-AFFINE-SSA)
+    run_load = impl(affine.LoadOp)(_run_load)
+    run_upstream_load = impl(affine_ssa_maps.LoadOp)(_run_load)
+    run_store = impl(affine.StoreOp)(_run_store)
+    run_upstream_store = impl(affine_ssa_maps.StoreOp)(_run_store)
 
     @impl(affine.ApplyOp)
     def run_apply(

@@ -23,11 +23,10 @@ from typing import Any
 from xdsl.context import Context
 from xdsl.dialects.builtin import FileLineColLoc, IntAttr, ModuleOp, StringAttr, UnknownLoc
 from xdsl.ir import Attribute, Dialect, Operation, SSAValue
-from xdsl.parser import Parser
 from xdsl.utils.mlir_lexer import MLIRTokenKind
 
 from nem.dialect.diagnostics import SourceLoc
-from nem.frontends.upstream_dialects.affine_ssa_maps import use_upstream_affine_ssa_maps
+from nem.frontends.upstream_dialects.affine_ssa_maps import UpstreamParser
 from nem.frontends.upstream_dialects.async_dialect import Async
 from nem.frontends.upstream_dialects.dma import AFFINE_EXTRA_OPS, MEMREF_EXTRA_OPS
 from nem.frontends.upstream_dialects.fast_ops import FastOps
@@ -44,8 +43,6 @@ __all__ = [
     "LocatingParser",
     "parse_error_message",
 ]
-
-use_upstream_affine_ssa_maps()  # `%i` a dim, `symbol(%n)` a symbol (D-XDSL-AFFINE-SSA)
 
 
 def _extended(
@@ -143,7 +140,7 @@ class _Scopes(ChainMap[str, tuple[SSAValue, ...]]):
         return any(key in layer for layer in self.maps)
 
 
-class LocatingParser(Parser):
+class LocatingParser(UpstreamParser):
     """Gives every parsed op without a location a `FileLineColLoc` of the
     first token of its statement (the result list, or the op name), as
     upstream MLIR does.  `at`: the lines, and the characters on its first

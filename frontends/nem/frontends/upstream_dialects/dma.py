@@ -379,8 +379,9 @@ class MemRefDmaWaitOp(_DmaBase):
 def _affine_extra_ops() -> list[type[IRDLOperation]]:
     from nem.frontends.upstream_dialects.affine_if import AffineIfOp
     from nem.frontends.upstream_dialects.affine_max import AffineMaxOp
+    from nem.frontends.upstream_dialects.affine_ssa_maps import ACCESS_OPS
 
-    return [AffineDmaStartOp, AffineDmaWaitOp, AffineMaxOp, AffineIfOp]
+    return [AffineDmaStartOp, AffineDmaWaitOp, AffineMaxOp, AffineIfOp, *ACCESS_OPS]
 
 
 AFFINE_EXTRA_OPS: list[type[IRDLOperation]] = _affine_extra_ops()

@@ -14,6 +14,7 @@ from xdsl.ir import Block, Operation, SSAValue
 
 from nem.dialect.attributes import MemLevelAttr
 from nem.dialect.ops import BufferOp
+from nem.frontends.upstream_dialects import affine_ssa_maps
 from nem.frontends.upstream_dialects import async_dialect as asy
 from nem.frontends.upstream_dialects.dma import (
     AffineDmaStartOp,
@@ -329,7 +330,14 @@ HANDLERS: dict[type[Operation], Handler] = {
     MemRefDmaWaitOp: lower_dma_wait,
     **{
         cls: lower_scalar_access
-        for cls in (affine.LoadOp, affine.StoreOp, memref.LoadOp, memref.StoreOp)
+        for cls in (
+            affine.LoadOp,
+            affine.StoreOp,
+            memref.LoadOp,
+            memref.StoreOp,
+            affine_ssa_maps.LoadOp,  # what NEM's contexts parse (D-XDSL-AFFINE-SSA)
+            affine_ssa_maps.StoreOp,
+        )
     },
     **{
         cls: ignore
