@@ -191,3 +191,43 @@ def test_domains_from_indexing_maps_agree_with_the_loops(name):
         assert len(checked) >= 3
         for op in checked:
             assert flops._domain(op) == flops._converted_domain(op), op.name
+
+
+@pytest.mark.parametrize("name", ["cnn", "resblock"])
+def test_every_linalg_domain_equals_its_converted_loops(name):
+    """The domain the FLOP count takes for each linalg op of a tiled sample
+    (from `indexing_maps`, from the maps MLIR memoized on a named
+    convolution, or converted once per shape: `_Domains`,
+    D-COMPILE-FLOPS-SHAPES) is the trip count of its loops once converted."""
+    from mlir import ir
+
+    from nem.compile import flops
+
+    text = compile_onnx(getattr(samples, name)("f32"), device=DEVICE).stage("tile").text
+    with ir.Context() as ctx:
+        ctx.allow_unregistered_dialects = True
+        module = ir.Module.parse(text)
+        ops: list = []
+
+        def collect(op):
+            if op.name.startswith("linalg.") and op.name != "linalg.yield":
+                ops.append(op)
+            return ir.WalkResult.ADVANCE
+
+        module.operation.walk(collect)
+        assert any(flops.MEMOIZED_MAPS in op.attributes for op in ops)
+        domains = flops._Domains()
+        for op in ops:
+            assert domains[op] == flops._converted_domain(op), op.name
+        # without the memoized maps: the convolutions converted once per shape
+        for op in ops:
+            if flops.MEMOIZED_MAPS in op.attributes:
+                del op.attributes[flops.MEMOIZED_MAPS]
+        by_shape = flops._Domains()
+        for op in ops:
+            assert by_shape[op] == domains[op], op.name
+        assert by_shape.by_shape
+        key = next(iter(by_shape.by_shape))
+        by_shape.by_shape[key] = -1  # a memo hit is read from it
+        by_shape.clear()
+        assert -1 in [by_shape[op] for op in ops]

@@ -166,10 +166,16 @@ def _domain(op: ir.Operation) -> int:
     return math.prod(ranges) if ranges is not None else _converted_domain(op)
 
 
+MEMOIZED_MAPS = "linalg.memoized_indexing_maps"
+"""The indexing maps of a named linalg op (a convolution), which MLIR
+records on the op once asked for them (the tile stage's tiling does)."""
+
+
 def _map_ranges(op: ir.Operation) -> list[int] | None:
-    if "indexing_maps" not in op.attributes:
+    key = next((k for k in ("indexing_maps", MEMOIZED_MAPS) if k in op.attributes), None)
+    if key is None:
         return None
-    maps = [ir.AffineMapAttr(m).value for m in ir.ArrayAttr(op.attributes["indexing_maps"])]
+    maps = [ir.AffineMapAttr(m).value for m in ir.ArrayAttr(op.attributes[key])]
     if not maps or len(maps) != len(op.operands):
         return None
     ranges: list[int | None] = [None] * maps[0].n_dims
@@ -208,11 +214,49 @@ def _converted_domain(op: ir.Operation) -> int:
     return n
 
 
+def _shape_key(op: ir.Operation) -> tuple | None:
+    """What `_converted_domain(op)` depends on, when every operand's shape is
+    static: the op's name, its operands' shapes and element types (not their
+    layouts or memory spaces) and its attributes (the loops
+    `convert-linalg-to-affine-loops` makes come from the op's maps and
+    shapes, their bounds are then constants); None otherwise."""
+    types: list[object] = []
+    for v in op.operands:
+        t = v.type
+        if isinstance(t, ir.ShapedType):
+            shaped = ir.ShapedType(t)
+            if not shaped.has_static_shape:
+                return None
+            types.append((tuple(shaped.shape), str(shaped.element_type)))
+        else:
+            types.append(str(t))
+    attrs = tuple((name, str(op.attributes[name])) for name in op.attributes)
+    return (op.name, tuple(types), attrs)
+
+
 class _Domains(dict):
-    """`_domain` of each linalg op holding a float op, made when asked."""
+    """`_domain` of each linalg op holding a float op, made when asked; the
+    converted domains by `_shape_key` too (D-COMPILE-FLOPS-SHAPES): a tiled
+    CNN converts each of its few convolution shapes once, not each of its
+    hundreds of convolutions."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.by_shape: dict[tuple, int] = {}
 
     def __missing__(self, op: ir.Operation) -> int:
-        n = self[op] = _domain(op)
+        ranges = _map_ranges(op)
+        if ranges is not None:
+            n = math.prod(ranges)
+        else:
+            key = _shape_key(op)
+            if key is None:
+                n = _converted_domain(op)
+            elif key in self.by_shape:
+                n = self.by_shape[key]
+            else:
+                n = self.by_shape[key] = _converted_domain(op)
+        self[op] = n
         return n
 
 

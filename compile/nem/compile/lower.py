@@ -190,10 +190,9 @@ def _lower(
 ) -> None:
     """`lower-to-nem` (pass by pass) then `nem-share-buffers` on `module`;
     the initial contents of its globals go to `consts` (an .npz)."""
-    from xdsl.transforms.dead_code_elimination import DeadCodeElimination
-
     from nem.compile.errors import CompileError
     from nem.dialect.diagnostics import NemDiagnosticError
+    from nem.passes.dce import OnePassDeadCodeElimination
     from nem.passes.forward_fills import ForwardZeroFillsPass
     from nem.passes.lowering.passes import LowerToNemPass
     from nem.passes.share_buffers import ShareBuffersPass
@@ -226,7 +225,7 @@ def _lower(
                 # the ordering adds deps and waits, never a use of a buffer: whether
                 # L1 fits once packed is known now, and a program that will not fit
                 # is tiled again without being ordered first (D-COMPILE-L1)
-                step("dce", partial(DeadCodeElimination().apply, run_ctx, module))
+                step("dce", partial(OnePassDeadCodeElimination().apply, run_ctx, module))
                 step(
                     "L1 estimate",
                     lambda: _check_packed_l1(module, share, device, options.include_dirs),

@@ -38,13 +38,13 @@ from dataclasses import dataclass, fields
 from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass, PassPipeline
-from xdsl.transforms.dead_code_elimination import DeadCodeElimination
 
 from nem.analysis.ir_walk import walk_ops
 from nem.dialect.attributes import mem_level_error
 from nem.dialect.diagnostics import Diagnostic, NemDiagnosticError
 from nem.dialect.ops import ProgramOp
 from nem.dialect.verifier import verify_declarations, verify_program
+from nem.passes.dce import OnePassDeadCodeElimination
 from nem.passes.forward_fills import ForwardZeroFillsPass
 from nem.passes.lowering.context import Options
 from nem.passes.lowering.driver import Lowerer
@@ -226,7 +226,7 @@ class LowerToNemPass(LoweringOptions):
             SynthesizeDepsPass(
                 device=self.device, narrow_windows=True, remarks=self.remarks, include_dirs=dirs
             ),
-            DeadCodeElimination(),
+            OnePassDeadCodeElimination(),
             CheckLoweredPass(self.device, include_dirs=dirs),
         )
 
