@@ -86,6 +86,24 @@ def test_the_weight_copy_leaves_the_loop_with_its_buffer():
     assert body.count("linalg.copy") == 3 and body.count("memref.alloc") == 2
 
 
+def test_one_sweep_moves_a_copy_out_of_every_loop_it_does_not_depend_on():
+    """In two nested loops (the inner one the tile loop above), the weight
+    copy leaves the inner loop, then the outer one, in one call: the sweep
+    visits inner loops before the loops around them."""
+    nested = TILED.replace(
+        "  scf.for %i = %c0 to %c8 step %c2 {",
+        "  scf.for %j = %c0 to %c8 step %c2 {\n  scf.for %i = %c0 to %c8 step %c2 {",
+    ).replace("  }\n  return", "  }\n  }\n  return")
+    with ir.Context():
+        m = ir.Module.parse(nested.replace("WRITE", ""))
+        fn = next(o.operation for o in m.body.operations)
+        assert hoist.hoist_copies(fn) == 2
+        m.operation.verify()
+        top = [o.operation.name for o in fn.regions[0].blocks[0].operations]
+    assert top.index("linalg.copy") < top.index("scf.for")
+    assert top[top.index("scf.for") + 1] == "memref.dealloc"
+
+
 WRITES_W = """%w2 = memref.subview %w[0, 0] [2, 16] [1, 1]
         : memref<16x16xf32> to memref<2x16xf32, strided<[16, 1]>>
     linalg.copy ins(%yv : memref<2x16xf32, 2>) outs(%w2 : memref<2x16xf32, strided<[16, 1]>>)"""

@@ -195,22 +195,25 @@ def _source_unwritten(src: ir.Value, loop: ir.Operation) -> bool:
 
 def hoist_copies(fn: ir.Operation) -> int:
     """Hoist every read-only staging copy of `fn` out of the loops it does
-    not depend on (the module doc); returns how many moves were made."""
+    not depend on (the module doc); returns how many moves were made.
+
+    One sweep over the loops in post-order is a fixpoint: a copy hoisted
+    out of a loop lands in the enclosing block, whose loop (if any) comes
+    later in the sweep; a hoist changes nothing inside any other loop (only
+    loop-invariant ops move, never a loop), so no loop visited earlier can
+    gain a hoistable copy."""
+    if not ENABLED:
+        return 0
+    loops: list[ir.Operation] = []
+
+    def visit(op: ir.Operation) -> ir.WalkResult:
+        if op.name in LOOPS:
+            loops.append(op)
+        return ir.WalkResult.ADVANCE
+
+    fn.walk(visit, ir.WalkOrder.POST_ORDER)
     moved = 0
-    while ENABLED:
-        loops: list[ir.Operation] = []
-
-        def visit(op: ir.Operation) -> ir.WalkResult:
-            if op.name in LOOPS:
-                loops.append(op)
-            return ir.WalkResult.ADVANCE
-
-        fn.walk(visit)
-        changed = False
-        for loop in loops:
-            while _hoist_one(loop):
-                moved += 1
-                changed = True
-        if not changed:
-            break
+    for loop in loops:
+        while _hoist_one(loop):
+            moved += 1
     return moved
