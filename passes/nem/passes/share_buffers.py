@@ -209,7 +209,7 @@ class ShareBuffersPass(ModulePass):
             device = target_device(ctx, prog, self.device, self.include_dirs)
             levels = selected_levels(self.level, prog)
             if self.over_capacity_only:
-                levels = [lv for lv in levels if _over_capacity(prog, device, lv)]
+                levels = _over_capacity(prog, device, levels)
             arenas: list[SSAValue] = []
             members: dict[Operation, str] = {}
             for packing in packings(prog, levels):
@@ -240,7 +240,7 @@ def packed_footprints(
 
     levels = selected_levels(option, program)
     if over_capacity_only:
-        levels = [lv for lv in levels if _over_capacity(program, device, lv)]
+        levels = _over_capacity(program, device, levels)
     found = packings(program, levels)
     arena_at = {}  # the first packed buffer in statement order -> its packing
     packed: set[BufferOp] = set()
@@ -263,17 +263,25 @@ def packed_footprints(
     return {key: footprint(layout(lst)) for key, lst in items.items()}
 
 
-def _over_capacity(program: ProgramOp, device: Device | None, level: str) -> bool:
-    """Whether the buffers of `level` exceed its capacity on `device` (the
-    layout of D-DEV-CAP); without a device, nothing is known to overflow."""
+def _over_capacity(program: ProgramOp, device: Device | None, levels: list[str]) -> list[str]:
+    """The levels of `levels` whose buffers exceed their capacity on
+    `device` (the layout of D-DEV-CAP); without a device, nothing is known
+    to overflow.  The memory maps are laid out once for all the levels
+    (per level, DenseNet-121's eight L1[k] laid the program out eight times,
+    twice per compile: issue 30)."""
     from nem.analysis.capacity import capacity, level_key, memory_maps
 
-    if device is None:
-        return False
-    key = level_key(MemLevelAttr(level))
-    limit = capacity(device, key)
-    placed = memory_maps(program).get(key, [])
-    return limit is not None and max((p.end for p in placed), default=0) > limit
+    if device is None or not levels:
+        return []
+    maps = memory_maps(program)
+    out = []
+    for level in levels:
+        key = level_key(MemLevelAttr(level))
+        limit = capacity(device, key)
+        placed = maps.get(key, [])
+        if limit is not None and max((p.end for p in placed), default=0) > limit:
+            out.append(level)
+    return out
 
 
 def _remark(packing: Packing, arena: BufferOp) -> Diagnostic:

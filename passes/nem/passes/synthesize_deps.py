@@ -168,7 +168,7 @@ class Synthesizer:
             loop.properties["decorators"] = ArrayAttr(tuple(decos))
         else:
             loop.properties.pop("decorators", None)
-        self.cache = RaceCache()  # buffer instances follow the window (D-SEM-INSTANCES)
+        self.cache = self.cache.narrowed()  # buffer instances follow the window
         at_once = "one iteration" if distance == 1 else f"at most {distance} iterations"
         self.remarks.append(
             Diagnostic(
@@ -183,7 +183,11 @@ class Synthesizer:
 
     def reduce(self) -> None:
         """Drop the added deps that other deps of the same task imply."""
-        pos = {op: k for k, op in enumerate(walk_ops(self.program))}
+        # the tasks' ranks in program order: `_reaches` only compares them
+        # (every op of a lowered program, its index constants, was 8x more)
+        pos: dict[Operation, int] = {
+            op: k for k, op in enumerate(o for o in walk_ops(self.program) if isinstance(o, TaskOp))
+        }
         for task, mine in self.added.items():
             deps = list(task.deps)
             keep = [
