@@ -84,7 +84,7 @@ from nem.analysis.race_memos import PairKey, RaceCache, ShapeMemos, Witness
 from nem.dialect.diagnostics import Diagnostic
 from nem.dialect.expressions import Evaluator, ExprError, NotAnExpression
 from nem.dialect.gc_pause import gc_paused
-from nem.dialect.ops import BufferOp, LoopOp, ProgramOp, RegionOp, TaskOp
+from nem.dialect.ops import BufferOp, LoopOp, ProgramOp, RegionOp
 from nem.dialect.semantics.instances import same_instance_set, static_windows
 
 MAX_TASK_INSTANCES = 1 << 20
@@ -147,12 +147,17 @@ class HazardFinder:
         by_buffer: dict[SSAValue, list[StaticAccess]] = {}
         wanted = None if self.buffers is None else set(self.buffers)
         block = self.program.block
-        top = 0
-        for op in self.s.order:
-            if op.parent_block() is block:
-                top = self.s.index[op]
-            if not isinstance(op, TaskOp):
-                continue
+        index = self.s.index
+        for st in self.s.tasks.values():  # in program order
+            op = st.op
+            # the top-level statement holding the task: per task, not per op of
+            # the program (nine in ten are its regions' index constants)
+            top_op: Operation = st.loops[0] if st.loops else op
+            while top_op.parent_block() is not block:
+                parent = top_op.parent_op()
+                assert parent is not None
+                top_op = parent
+            top = index[top_op]
             reads, writes, _ = task_operands(op)
             rank = 0
             operands = [(v, False) for v in reads] + [(v, True) for v in writes]

@@ -89,6 +89,8 @@ class Synthesizer:
     """The wait this pass put at the end of each block."""
     added: dict[TaskOp, list[SSAValue]] = field(default_factory=dict)
     """The deps this pass added, per task."""
+    blocks: list[Block] | None = None
+    """The program's block and its loop bodies (`close_blocks`)."""
     cache: RaceCache = field(default_factory=RaceCache)
     """What the scans share while only deps and waits change (the accesses,
     their candidate pairs and conflict sets, each pair's verdict under the
@@ -238,7 +240,9 @@ class Synthesizer:
 
     def close_blocks(self) -> None:
         """Each block ends with a wait on its sinks (tokens nothing consumes)."""
-        for block in _blocks(self.program):
+        if self.blocks is None:  # the pass adds and removes no loop: listed once
+            self.blocks = list(_blocks(self.program))
+        for block in self.blocks:
             old = self.closing.pop(block, None)
             if old is not None:
                 old.detach()
