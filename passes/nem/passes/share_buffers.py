@@ -42,8 +42,10 @@ from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
 
 from nem.analysis.buffer_lifetimes import Packing, packings
+from nem.analysis.ir_walk import block_ops
 from nem.analysis.race_memos import ShapeMemos
 from nem.dialect.attributes import BufferType, MemLevelAttr
+from nem.dialect.builder import _index_constant
 from nem.dialect.device_model import Device
 from nem.dialect.diagnostics import Diagnostic, NemDiagnosticError, SourceLoc
 from nem.dialect.expressions import Evaluator
@@ -75,7 +77,9 @@ def selected_levels(option: str, program: ProgramOp) -> list[str]:
                 )
             ]
         )
-    levels = {op.result.type.level.data for op in program.block.ops if isinstance(op, BufferOp)}
+    levels = {
+        op.result.type.level.data for op in block_ops(program.block) if isinstance(op, BufferOp)
+    }
     if option == "L1":
         return sorted(lv for lv in levels if MemLevelAttr(lv).kind == "L1")
     return [option] if option in levels else []
@@ -84,7 +88,7 @@ def selected_levels(option: str, program: ProgramOp) -> list[str]:
 def arena_name(level: str, program: ProgramOp) -> str:
     """`L1[0]` -> `L1_0_arena` (`_2`, `_3`, ... if the program has that name)."""
     base = level.replace("[", "_").replace("]", "") + "_arena"
-    taken = {op.buffer_name.data for op in program.block.ops if isinstance(op, BufferOp)}
+    taken = {op.buffer_name.data for op in block_ops(program.block) if isinstance(op, BufferOp)}
     name, k = base, 1
     while name in taken:
         k += 1
@@ -93,7 +97,9 @@ def arena_name(level: str, program: ProgramOp) -> str:
 
 
 def _index(value: int, before: Operation) -> arith.ConstantOp:
-    c = arith.ConstantOp(IntegerAttr(value, IndexType()))
+    # built as the lowering builds its index literals (one attribute per value,
+    # `create`): xDSL's generic constructor was most of the pack (issue 30)
+    c = _index_constant(value)
     Rewriter.insert_op(c, InsertPoint.before(before))
     return c
 
