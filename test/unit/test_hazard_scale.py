@@ -253,3 +253,35 @@ def test_reads_of_an_unwritten_buffer_meet_no_reads():
     # RULE: HAZ-01
     small, large = _pair_steps(_shared_reads(40)), _pair_steps(_shared_reads(160))
     assert large <= 5 * small, (small, large)
+
+
+def test_a_narrowed_window_builds_no_task_nest_again(monkeypatch):
+    """Narrowing a loop's window drops what depends on buffer instances but
+    keeps each task's isl nest (loop bounds only, `RaceCache.narrowed`):
+    one nest per task, however many rounds and narrowings (issue 30)."""
+    from nem.analysis.presburger import Nest
+    from nem.passes.synthesize_deps import synthesize
+
+    built: list[object] = []
+    real = Nest.__init__
+
+    def counted(self, ev, boxes, loops, sp, g, base=None):
+        if base is None:
+            built.append(tuple(loops))
+        real(self, ev, boxes, loops, sp, g, base)
+
+    t = "elem=f32, shape=[256], layout=C"
+    src = (
+        'include "npm_pro_x1.nem"\ndevice npm_pro_x1\nprogram reload:\n'
+        "buffer X : DDR (size=4096, align=64)\nbuffer Y : DDR (size=4096, align=64)\n"
+        "buffer x : L1[0] (size=2048, align=64)\n"
+        "loop i in [0..3] @max_in_flight(2):\n"
+        f"  ld = transfer.async(dst=region(x, 0, 1024) {t}, src=region(X, i * 1024, 1024) {t})\n"
+        f"  st = transfer.async(dst=region(Y, i * 1024, 1024) {t}, src=region(x, 0, 1024) {t})\n"
+        "endloop\n"
+    )
+    prog = _program(src)
+    monkeypatch.setattr(Nest, "__init__", counted)
+    remarks = synthesize(prog, None, narrow_windows=True)
+    assert [d.message.split(":")[0] for d in remarks] == ["loop 'i' runs one iteration at a time"]
+    assert len(built) == 2  # ld, st (the old code built them again after the narrowing: 4)

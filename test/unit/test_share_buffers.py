@@ -9,7 +9,7 @@ import numpy as np
 
 from nem.analysis.buffer_lifetimes import lifetimes, pack
 from nem.analysis.hazard_finder import find_hazards
-from nem.dialect.ops import LoopOp, ProgramOp
+from nem.dialect.ops import BufferOp, LoopOp, ProgramOp
 from nem.frontends.nem_text import parse_nem, print_nem
 from nem.passes.pass_context import pass_context
 from nem.passes.share_buffers import ShareBuffersPass
@@ -190,3 +190,50 @@ def test_packed_footprints_are_those_of_the_packed_program():
     ShareBuffersPass().pack(pass_context(file="p.nem"), module)
     after = {key: footprint(placed) for key, placed in memory_maps(prog).items()}
     assert before == after and before["L1[0]"] == 512
+
+
+def test_over_capacity_lays_the_program_out_once_for_all_levels(monkeypatch):
+    """Which levels overflow is read from one layout of the program, not one
+    per level: DenseNet-121's four L1[k] laid it out four times per question,
+    twice per compile (issue 30).  Counted in `memory_maps` calls."""
+    import nem.analysis.capacity as cap
+    from nem.devices.device_lookup import find_device
+    from nem.passes.share_buffers import packed_footprints
+
+    calls = []
+    real = cap.memory_maps
+    monkeypatch.setattr(cap, "memory_maps", lambda *a, **k: calls.append(1) or real(*a, **k))
+    extra = "".join(f"buffer e{k} : L1[{k}] (size=64)\n" for k in (1, 2, 3))
+    module, prog = _program(PROGRAM.replace("buffer a :", extra + "buffer a :", 1))
+    levels = {op.result.type.level.data for op in prog.block.ops if isinstance(op, BufferOp)}
+    assert levels - {"DDR"} == {"L1[0]", "L1[1]", "L1[2]", "L1[3]"}
+    device = find_device("npm_pro_x1", ())
+    packed_footprints(prog, device, "L1", over_capacity_only=True)
+    assert len(calls) == 1
+    ShareBuffersPass(over_capacity_only=True, device="npm_pro_x1").pack(
+        pass_context(file="p.nem"), module
+    )
+    assert len(calls) == 2
+
+
+def test_ordering_the_reuse_bounds_only_the_arenas_accesses(monkeypatch):
+    """The arena ordering asks for the arenas' races only: the other
+    buffers' accesses are not collected (DenseNet-121: a whole program's
+    byte bounds per scan, issue 30).  Counted in `_bounds` calls."""
+    from nem.analysis.hazard_finder import HazardFinder, find_races
+    from nem.dialect.ops import RegionOp, TaskOp
+
+    module, prog = _program(PROGRAM)
+    (packed,) = ShareBuffersPass().pack(pass_context(file="p.nem"), module)
+    calls = []
+    real = HazardFinder._bounds
+    monkeypatch.setattr(HazardFinder, "_bounds", lambda self, *a: calls.append(1) or real(self, *a))
+    find_races(packed.program, buffers=packed.arenas, members=packed.members)
+    on_arenas = sum(
+        1
+        for op in prog.walk()
+        if isinstance(op, TaskOp)
+        for v in op.operands
+        if isinstance(v.owner, RegionOp) and v.owner.buffer in packed.arenas
+    )
+    assert 0 < len(calls) == on_arenas

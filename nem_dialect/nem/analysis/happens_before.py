@@ -101,6 +101,26 @@ def region_parts(rop: RegionOp) -> tuple[SSAValue, SSAValue, SSAValue]:
     return vals[0], vals[1], vals[2]
 
 
+_OTHER, _TASK, _LOOP, _WAIT = 1, 2, 3, 4
+_KINDS: dict[type, int] = {}
+"""Op class -> what `Structure` does with its ops: an isinstance test per op
+and kind was a sixth of building it on a lowered program (its index
+constants and region ops are nine in ten of its ops, issue 30)."""
+
+
+def _kind_of(cls: type) -> int:
+    kind = _KINDS[cls] = (
+        _TASK
+        if issubclass(cls, TaskOp)
+        else _LOOP
+        if issubclass(cls, LoopOp)
+        else _WAIT
+        if issubclass(cls, WaitOp)
+        else _OTHER
+    )
+    return kind
+
+
 @dataclass(eq=False)
 class StaticTask:
     op: TaskOp
@@ -143,24 +163,27 @@ class Structure:
 
     def _collect(self, block: Block, loops: tuple[LoopOp, ...]) -> None:
         ops = block_ops(block)
+        index, pos, order, tasks = self.index, self.pos, self.order, self.tasks
+        mine: list[StaticTask] = []
         for k, op in enumerate(ops):
-            self.index[op] = k
-            self.pos[op] = len(self.order)
-            self.order.append(op)
-            if isinstance(op, TaskOp):
-                self.tasks[op] = StaticTask(op, block, k, self.pos[op], loops)
-            elif isinstance(op, LoopOp):
+            index[op] = k
+            p = pos[op] = len(order)
+            order.append(op)
+            kind = _KINDS.get(type(op)) or _kind_of(type(op))
+            if kind == _TASK:
+                st = tasks[op] = StaticTask(op, block, k, p, loops)  # type: ignore[arg-type]
+                mine.append(st)
+            elif kind == _LOOP:
+                assert isinstance(op, LoopOp)
                 self.parent_loop[op.block] = op
                 self.window[id(op)] = op.max_in_flight()
                 self._collect(op.block, loops + (op,))
-        for op in ops:
-            if isinstance(op, TaskOp):
-                st = self.tasks[op]
-                st.deps = [
-                    self.tasks[v.owner]
-                    for v in task_operands(op)[2]
-                    if isinstance(v.owner, TaskOp) and v.owner in self.tasks
-                ]
+        for st in mine:
+            st.deps = [
+                tasks[v.owner]
+                for v in task_operands(st.op)[2]
+                if isinstance(v.owner, TaskOp) and v.owner in tasks
+            ]
 
     def producer(self, token: SSAValue) -> StaticTask | None:
         owner = token.owner
@@ -183,18 +206,19 @@ class Structure:
     def _covers(self) -> None:
         """Fill `cover` (barriers) and `used_in` (loop bodies ordered after a task)."""
         for op in self.order:
-            block = op.parent_block()
-            assert block is not None
-            k = self.index[op]
-            if isinstance(op, WaitOp):
+            kind = _KINDS.get(type(op)) or _kind_of(type(op))
+            if kind == _WAIT:
+                assert isinstance(op, WaitOp)
+                block = op.parent_block()
+                assert block is not None
                 roots = [t for t in (self.producer(v) for v in op.tokens) if t is not None]
-                self._mark_cover(roots, block, k)
-            elif isinstance(op, TaskOp):
+                self._mark_cover(roots, block, self.index[op])
+            elif kind == _TASK:
                 st = self.tasks[op]
-                if op.is_sync:
-                    self._mark_cover([st], block, k)
+                if st.op.is_sync:
+                    self._mark_cover([st], st.block, st.index)
                 if st.loops:
-                    self._mark_used(st.deps, block)
+                    self._mark_used(st.deps, st.block)
 
     def _mark_cover(self, roots: list[StaticTask], block: Block, k: int) -> None:
         stack = list(roots)

@@ -84,7 +84,7 @@ from nem.analysis.race_memos import PairKey, RaceCache, ShapeMemos, Witness
 from nem.dialect.diagnostics import Diagnostic
 from nem.dialect.expressions import Evaluator, ExprError, NotAnExpression
 from nem.dialect.gc_pause import gc_paused
-from nem.dialect.ops import BufferOp, LoopOp, ProgramOp, RegionOp, TaskOp
+from nem.dialect.ops import BufferOp, LoopOp, ProgramOp, RegionOp
 from nem.dialect.semantics.instances import same_instance_set, static_windows
 
 MAX_TASK_INSTANCES = 1 << 20
@@ -107,8 +107,8 @@ class HazardFinder:
         self.s = Structure(program)
         self.cache = cache or RaceCache()
         self.memos = memos or ShapeMemos()
-        if self.cache.boxes is None:
-            self.cache.boxes = self._boxes(program)
+        if self.cache.boxes is None or self.cache.windows is None:
+            self.cache.boxes = self._boxes(program, self.cache.boxes)
         self.boxes = self.cache.boxes
         self.ev = self.boxes.ev
         self.found: dict[tuple, tuple[tuple, Access, Access, Order]] = {}
@@ -123,30 +123,41 @@ class HazardFinder:
         regions of one such member are known race-free (the buffers an arena
         of `nem-share-buffers` packs, each race-free before, D-LOW-SHARE)."""
         self._enum: Enumeration | None = None
-        self._windows = self.cache.windows
+        self._windows: dict[SSAValue, tuple[int, ...]] = self.cache.windows or {}
 
-    def _boxes(self, program: ProgramOp) -> Boxes:
-        """The loops' boxes, and each buffer's windows into the cache: the
+    def _boxes(self, program: ProgramOp, known: Boxes | None) -> Boxes:
+        """The loops' boxes (`known`: kept from before a window narrowed,
+        `RaceCache.narrowed`), and each buffer's windows into the cache: the
         rounds of `nem-synthesize-deps` change no loop and no buffer."""
-        boxes = Boxes(Evaluator())
+        boxes = known or Boxes(Evaluator())
+        windows = self.cache.windows = {}
         for op in walk_ops(program):
             if isinstance(op, LoopOp):
-                boxes.add(op)
+                if known is None:
+                    boxes.add(op)
             elif isinstance(op, BufferOp):
-                self.cache.windows[op.result] = static_windows(enclosing_loops(op), boxes.ev)
+                windows[op.result] = static_windows(enclosing_loops(op), boxes.ev)
         return boxes
 
     # -- static accesses and candidate pairs -----------------------------------
     def _collect(self) -> dict[SSAValue, list[StaticAccess]]:
-        """The static accesses of each buffer, in program order."""
+        """The static accesses of each buffer (of `buffers` when given: the
+        arena ordering of `nem-share-buffers` asks for a few buffers of a
+        whole program), in program order."""
         by_buffer: dict[SSAValue, list[StaticAccess]] = {}
+        wanted = None if self.buffers is None else set(self.buffers)
         block = self.program.block
-        top = 0
-        for op in self.s.order:
-            if op.parent_block() is block:
-                top = self.s.index[op]
-            if not isinstance(op, TaskOp):
-                continue
+        index = self.s.index
+        for st in self.s.tasks.values():  # in program order
+            op = st.op
+            # the top-level statement holding the task: per task, not per op of
+            # the program (nine in ten are its regions' index constants)
+            top_op: Operation = st.loops[0] if st.loops else op
+            while top_op.parent_block() is not block:
+                parent = top_op.parent_op()
+                assert parent is not None
+                top_op = parent
+            top = index[top_op]
             reads, writes, _ = task_operands(op)
             rank = 0
             operands = [(v, False) for v in reads] + [(v, True) for v in writes]
@@ -162,6 +173,9 @@ class HazardFinder:
                     rank += isinstance(rop, RegionOp)
                     continue
                 buf, off, ext = region_parts(rop)
+                if wanted is not None and buf not in wanted:
+                    rank += 1  # not asked for (`buffers`): no bounds, no pair
+                    continue
                 lo, hi = self._bounds(off, ext)
                 if lo >= hi:
                     rank += 1
@@ -299,8 +313,6 @@ class HazardFinder:
         if cache.by_buffer is None:
             cache.by_buffer = self._collect()
             for buf, accs in cache.by_buffer.items():
-                if self.buffers is not None and buf not in self.buffers:
-                    continue
                 if all(self._quasi_affine(a) for a in accs):
                     pairs = self._pairs(accs)
                     cache.pairs += (

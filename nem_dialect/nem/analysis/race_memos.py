@@ -71,5 +71,14 @@ class RaceCache:
     nests: dict[tuple[Operation, tuple[int, ...], int, int], Nest] = field(default_factory=dict)
     boxes: Boxes | None = None
     """The loop variables' intervals (and the evaluator the nests share)."""
-    windows: dict[SSAValue, tuple[int, ...]] = field(default_factory=dict)
-    """Each buffer's instance windows (D-SEM-INSTANCES)."""
+    windows: dict[SSAValue, tuple[int, ...]] | None = None
+    """Each buffer's instance windows (D-SEM-INSTANCES); None: not yet read."""
+
+    def narrowed(self) -> RaceCache:
+        """The cache once a loop's `@max_in_flight` changed (`nem-synthesize-deps`
+        narrowing a window): buffer instances follow the window
+        (D-SEM-INSTANCES), so the accesses, their pairs and answers are
+        dropped; the loops' boxes and each task's nest (built from loop
+        bounds only, which do not change) are kept, so that a narrowing
+        does not build every task's isl functions again (issue 30)."""
+        return RaceCache(boxes=self.boxes, nests=self.nests)

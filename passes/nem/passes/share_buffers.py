@@ -42,8 +42,10 @@ from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
 
 from nem.analysis.buffer_lifetimes import Packing, packings
+from nem.analysis.ir_walk import block_ops
 from nem.analysis.race_memos import ShapeMemos
 from nem.dialect.attributes import BufferType, MemLevelAttr
+from nem.dialect.builder import _index_constant
 from nem.dialect.device_model import Device
 from nem.dialect.diagnostics import Diagnostic, NemDiagnosticError, SourceLoc
 from nem.dialect.expressions import Evaluator
@@ -75,7 +77,9 @@ def selected_levels(option: str, program: ProgramOp) -> list[str]:
                 )
             ]
         )
-    levels = {op.result.type.level.data for op in program.block.ops if isinstance(op, BufferOp)}
+    levels = {
+        op.result.type.level.data for op in block_ops(program.block) if isinstance(op, BufferOp)
+    }
     if option == "L1":
         return sorted(lv for lv in levels if MemLevelAttr(lv).kind == "L1")
     return [option] if option in levels else []
@@ -84,7 +88,7 @@ def selected_levels(option: str, program: ProgramOp) -> list[str]:
 def arena_name(level: str, program: ProgramOp) -> str:
     """`L1[0]` -> `L1_0_arena` (`_2`, `_3`, ... if the program has that name)."""
     base = level.replace("[", "_").replace("]", "") + "_arena"
-    taken = {op.buffer_name.data for op in program.block.ops if isinstance(op, BufferOp)}
+    taken = {op.buffer_name.data for op in block_ops(program.block) if isinstance(op, BufferOp)}
     name, k = base, 1
     while name in taken:
         k += 1
@@ -93,7 +97,9 @@ def arena_name(level: str, program: ProgramOp) -> str:
 
 
 def _index(value: int, before: Operation) -> arith.ConstantOp:
-    c = arith.ConstantOp(IntegerAttr(value, IndexType()))
+    # built as the lowering builds its index literals (one attribute per value,
+    # `create`): xDSL's generic constructor was most of the pack (issue 30)
+    c = _index_constant(value)
     Rewriter.insert_op(c, InsertPoint.before(before))
     return c
 
@@ -209,7 +215,7 @@ class ShareBuffersPass(ModulePass):
             device = target_device(ctx, prog, self.device, self.include_dirs)
             levels = selected_levels(self.level, prog)
             if self.over_capacity_only:
-                levels = [lv for lv in levels if _over_capacity(prog, device, lv)]
+                levels = _over_capacity(prog, device, levels)
             arenas: list[SSAValue] = []
             members: dict[Operation, str] = {}
             for packing in packings(prog, levels):
@@ -240,7 +246,7 @@ def packed_footprints(
 
     levels = selected_levels(option, program)
     if over_capacity_only:
-        levels = [lv for lv in levels if _over_capacity(program, device, lv)]
+        levels = _over_capacity(program, device, levels)
     found = packings(program, levels)
     arena_at = {}  # the first packed buffer in statement order -> its packing
     packed: set[BufferOp] = set()
@@ -263,17 +269,25 @@ def packed_footprints(
     return {key: footprint(layout(lst)) for key, lst in items.items()}
 
 
-def _over_capacity(program: ProgramOp, device: Device | None, level: str) -> bool:
-    """Whether the buffers of `level` exceed its capacity on `device` (the
-    layout of D-DEV-CAP); without a device, nothing is known to overflow."""
+def _over_capacity(program: ProgramOp, device: Device | None, levels: list[str]) -> list[str]:
+    """The levels of `levels` whose buffers exceed their capacity on
+    `device` (the layout of D-DEV-CAP); without a device, nothing is known
+    to overflow.  The memory maps are laid out once for all the levels
+    (per level, DenseNet-121's eight L1[k] laid the program out eight times,
+    twice per compile: issue 30)."""
     from nem.analysis.capacity import capacity, level_key, memory_maps
 
-    if device is None:
-        return False
-    key = level_key(MemLevelAttr(level))
-    limit = capacity(device, key)
-    placed = memory_maps(program).get(key, [])
-    return limit is not None and max((p.end for p in placed), default=0) > limit
+    if device is None or not levels:
+        return []
+    maps = memory_maps(program)
+    out = []
+    for level in levels:
+        key = level_key(MemLevelAttr(level))
+        limit = capacity(device, key)
+        placed = maps.get(key, [])
+        if limit is not None and max((p.end for p in placed), default=0) > limit:
+            out.append(level)
+    return out
 
 
 def _remark(packing: Packing, arena: BufferOp) -> Diagnostic:

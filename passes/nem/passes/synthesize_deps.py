@@ -89,6 +89,8 @@ class Synthesizer:
     """The wait this pass put at the end of each block."""
     added: dict[TaskOp, list[SSAValue]] = field(default_factory=dict)
     """The deps this pass added, per task."""
+    blocks: list[Block] | None = None
+    """The program's block and its loop bodies (`close_blocks`)."""
     cache: RaceCache = field(default_factory=RaceCache)
     """What the scans share while only deps and waits change (the accesses,
     their candidate pairs and conflict sets, each pair's verdict under the
@@ -168,7 +170,7 @@ class Synthesizer:
             loop.properties["decorators"] = ArrayAttr(tuple(decos))
         else:
             loop.properties.pop("decorators", None)
-        self.cache = RaceCache()  # buffer instances follow the window (D-SEM-INSTANCES)
+        self.cache = self.cache.narrowed()  # buffer instances follow the window
         at_once = "one iteration" if distance == 1 else f"at most {distance} iterations"
         self.remarks.append(
             Diagnostic(
@@ -183,7 +185,11 @@ class Synthesizer:
 
     def reduce(self) -> None:
         """Drop the added deps that other deps of the same task imply."""
-        pos = {op: k for k, op in enumerate(walk_ops(self.program))}
+        # the tasks' ranks in program order: `_reaches` only compares them
+        # (every op of a lowered program, its index constants, was 8x more)
+        pos: dict[Operation, int] = {
+            op: k for k, op in enumerate(o for o in walk_ops(self.program) if isinstance(o, TaskOp))
+        }
         for task, mine in self.added.items():
             deps = list(task.deps)
             keep = [
@@ -234,7 +240,9 @@ class Synthesizer:
 
     def close_blocks(self) -> None:
         """Each block ends with a wait on its sinks (tokens nothing consumes)."""
-        for block in _blocks(self.program):
+        if self.blocks is None:  # the pass adds and removes no loop: listed once
+            self.blocks = list(_blocks(self.program))
+        for block in self.blocks:
             old = self.closing.pop(block, None)
             if old is not None:
                 old.detach()
