@@ -116,7 +116,16 @@ from nem.dialect.ops import (
 )
 from nem.dialect.registry import lookup, opcodes
 
-__all__ = ["BinExpr", "Expr", "IntLike", "Lit", "NemBuilder", "ProgramBuilder", "Sym"]
+__all__ = [
+    "BinExpr",
+    "Expr",
+    "IntLike",
+    "Lit",
+    "NemBuilder",
+    "ProgramBuilder",
+    "Sym",
+    "index_constant",
+]
 
 
 # ---------------------------------------------------------------------------
@@ -136,7 +145,7 @@ an int (attributes are immutable), bounded as `attributes._dense_values`'s
 (issue 36: no cache grows with the programs a process builds)."""
 
 
-def _index_constant(value: int) -> arith.ConstantOp:
+def index_constant(value: int) -> arith.ConstantOp:
     """`arith.constant value : index`, as `arith.ConstantOp(IntegerAttr(value,
     IndexType()))` builds it, without rebuilding the attribute and the
     op's argument lists each time (`create`, as xDSL's own
@@ -244,7 +253,7 @@ class NemBuilder:
                 hit = scope.get(e.value)
                 if hit is not None and hit.owner.parent is not None:
                     return hit
-            value = self._insert(_index_constant(e.value), loc).results[0]
+            value = self._insert(index_constant(e.value), loc).results[0]
             self._literals[-1][e.value] = value
             return value
         assert isinstance(e, BinExpr)

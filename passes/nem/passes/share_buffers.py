@@ -45,7 +45,7 @@ from nem.analysis.buffer_lifetimes import Packing, packings
 from nem.analysis.ir_walk import block_ops
 from nem.analysis.race_memos import ShapeMemos
 from nem.dialect.attributes import BufferType, MemLevelAttr
-from nem.dialect.builder import _index_constant
+from nem.dialect.builder import index_constant
 from nem.dialect.device_model import Device
 from nem.dialect.diagnostics import Diagnostic, NemDiagnosticError, SourceLoc
 from nem.dialect.expressions import Evaluator
@@ -99,7 +99,7 @@ def arena_name(level: str, program: ProgramOp) -> str:
 def _index(value: int, before: Operation) -> arith.ConstantOp:
     # built as the lowering builds its index literals (one attribute per value,
     # `create`): xDSL's generic constructor was most of the pack (issue 30)
-    c = _index_constant(value)
+    c = index_constant(value)
     Rewriter.insert_op(c, InsertPoint.before(before))
     return c
 
