@@ -15,6 +15,7 @@ from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
 
+from nem.analysis.ir_walk import ops_of
 from nem.dialect.diagnostics import NemDiagnosticError
 from nem.dialect.ops import ProgramOp
 from nem.dialect.verifier import verify_program
@@ -27,9 +28,7 @@ class VerifyStaticPass(ModulePass):
     name = "nem-verify-static"
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        diags = [
-            d for prog in op.walk() if isinstance(prog, ProgramOp) for d in verify_program(prog)
-        ]
+        diags = [d for prog in ops_of(op, ProgramOp) for d in verify_program(prog)]
         if any(d.severity == "error" for d in diags):
             raise NemDiagnosticError(diags)
 
