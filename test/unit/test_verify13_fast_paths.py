@@ -8,6 +8,8 @@ slow path's answer.
   `op.walk()`;
 - `TaskRules._elements_of` (the elements a region addresses, once per
   region type): `_elements` of each region value;
+- `printer.printed_statements` (each op class's kind decided once): the
+  kind asked of every op;
 - `capacity.memory_maps`' buffer walk (`type(op) is`, one loop nest's
   instance count per parent op): the recursive isinstance walk and the
   per-buffer `buffer_instances` of before.
@@ -31,6 +33,7 @@ from nem.dialect.task_rules import _elements
 from nem.dialect.verifier import ProgramVerifier
 from nem.frontends.nem_text.config_parser import parse_config_document
 from nem.frontends.nem_text.parser import parse_nem
+from nem.frontends.nem_text.printer import _statement_kind, printed_statements
 
 ROOT = Path(__file__).resolve().parents[2]
 NEM_FILES = sorted(
@@ -160,6 +163,14 @@ def test_memory_maps_match_the_per_buffer_walk():
             for key, placed in memory_maps(prog).items()
         }
         assert fast == _slow_maps(prog)
+        slow = [
+            op
+            for op in prog.walk()
+            if _statement_kind(op) not in ("value", "unknown")
+            and not isinstance(op, ProgramOp)
+            and not (isinstance(op, RegionOp) and op.binding.data == "inline")
+        ]
+        assert list(printed_statements(prog)) == slow
         v = ProgramVerifier(prog)
         regions = [op.result for op in ops_of(prog, RegionOp)]
         for r in regions + regions[::-1]:  # asked again: from the memo
