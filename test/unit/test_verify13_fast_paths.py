@@ -10,6 +10,9 @@ slow path's answer.
   region type): `_elements` of each region value;
 - `printer.printed_statements` (each op class's kind decided once): the
   kind asked of every op;
+- `parse_nem_facts` (nem-opt's verification of the program the parser just
+  built skips what the parser established, D-BC-SEED): the same diagnostics,
+  and facts that are the verifier's own measures of the program;
 - `capacity.memory_maps`' buffer walk (`type(op) is`, one loop nest's
   instance count per parent op): the recursive isinstance walk and the
   per-buffer `buffer_instances` of before.
@@ -26,13 +29,13 @@ from nem.analysis.capacity import buffer_instances, level_key, memory_maps, size
 from nem.analysis.ir_walk import ops_of
 from nem.devices.device_lookup import find_device
 from nem.dialect.diagnostics import NemDiagnosticError
-from nem.dialect.expressions import Evaluator
+from nem.dialect.expressions import Evaluator, expression_depth
 from nem.dialect.ops import BufferOp, ComputeOp, LoopOp, ProgramOp, RegionOp, TaskOp
 from nem.dialect.semantics.layout import layout
 from nem.dialect.task_rules import _elements
-from nem.dialect.verifier import ProgramVerifier
+from nem.dialect.verifier import ProgramVerifier, verify_program
 from nem.frontends.nem_text.config_parser import parse_config_document
-from nem.frontends.nem_text.parser import parse_nem
+from nem.frontends.nem_text.parser import parse_nem, parse_nem_facts
 from nem.frontends.nem_text.printer import _statement_kind, printed_statements
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -181,3 +184,27 @@ def test_memory_maps_match_the_per_buffer_walk():
     maps = memory_maps(progs[0])
     copies = {p.name: p.copies for p in maps["L1[0]"]}
     assert copies == {"a": 2, "b": 4, "c": 4, "d": 2, "e": 1}
+
+
+def test_parser_facts_are_the_verifiers_measures():
+    checked = 0
+    for path in NEM_FILES:
+        try:
+            module, facts = parse_nem_facts(path.read_text(), str(path))
+        except (NemDiagnosticError, UnicodeDecodeError):
+            continue
+        prog = module.ops.first
+        assert isinstance(prog, ProgramOp)
+        v = ProgramVerifier(prog)
+        depths: dict = {}
+        deepest = max(
+            (d for op, _ in v.walk() if (d := expression_depth(op, depths)) is not None), default=0
+        )
+        assert facts.max_expr_depth == deepest, path
+        nests = (len(lp) + (type(op) is LoopOp) for op, lp in v.walk())  # loops nested
+        assert facts.max_loop_depth == max(nests, default=0), path
+        assert facts.operands_in_scope
+        render = [d.render() for d in verify_program(prog)]
+        assert [d.render() for d in verify_program(prog, facts=facts)] == render, path
+        checked += 1
+    assert checked > 50
