@@ -208,3 +208,22 @@ def test_parser_facts_are_the_verifiers_measures():
         assert [d.render() for d in verify_program(prog, facts=facts)] == render, path
         checked += 1
     assert checked > 50
+
+
+def test_built_facts_are_taken_once_by_the_static_pass():
+    """`verify_nem`'s channel: the pass takes the facts of that very program,
+    once (a later run verifies without them), with the same diagnostics."""
+    from nem.compile.lower import xdsl_context
+    from nem.passes.pass_context import BUILT_FACTS, pass_context, take_built_facts
+    from nem.passes.verify import VerifyStaticPass
+
+    path = next(p for p in NEM_FILES if p.name == "conv2d_relu.nem")
+    module, facts = parse_nem_facts(path.read_text(), str(path))
+    prog = module.ops.first
+    ctx = pass_context(xdsl_context(), str(path))
+    ctx.cache[BUILT_FACTS] = (object(), facts)
+    assert take_built_facts(ctx, prog) is None  # another program's
+    ctx.cache[BUILT_FACTS] = (prog, facts)
+    VerifyStaticPass().apply(ctx, module)
+    assert BUILT_FACTS not in ctx.cache
+    assert take_built_facts(ctx, prog) is None

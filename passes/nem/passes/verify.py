@@ -19,6 +19,7 @@ from nem.analysis.ir_walk import ops_of
 from nem.dialect.diagnostics import NemDiagnosticError
 from nem.dialect.ops import ProgramOp
 from nem.dialect.verifier import verify_program
+from nem.passes.pass_context import take_built_facts
 
 
 @dataclass(frozen=True)
@@ -28,7 +29,13 @@ class VerifyStaticPass(ModulePass):
     name = "nem-verify-static"
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        diags = [d for prog in ops_of(op, ProgramOp) for d in verify_program(prog)]
+        # the facts of a program exactly as its front end built it, when the
+        # driver handed them over (`verify_nem`; D-BC-SEED): taken once
+        diags = [
+            d
+            for prog in ops_of(op, ProgramOp)
+            for d in verify_program(prog, facts=take_built_facts(ctx, prog))
+        ]
         if any(d.severity == "error" for d in diags):
             raise NemDiagnosticError(diags)
 
