@@ -20,7 +20,7 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import IO
+from typing import IO, TYPE_CHECKING
 
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Dialect
@@ -75,12 +75,18 @@ def _upstream_dialect(name: str) -> Callable[[], Dialect]:
     return make
 
 
+if TYPE_CHECKING:
+    from nem.dialect.expressions import BuildFacts
+
+
 class NemOptMain(xDSLOptMain):
     version_format = version_text("nem-opt").replace("{", "{{").replace("}", "}}")
 
     def __init__(self, args: Sequence[str] | None = None, owns_process: bool = False):
         self._parsed_nem = False  # the input at hand was built by the .nem parser
         self._owns_process = owns_process  # run as a program (`keep_until_exit`)
+        # the module the .nem parser just built and its facts (`_parse` -> `_verify`)
+        self._built: tuple[ModuleOp, BuildFacts] | None = None
         # mlir-opt's --split-input-file=MARKER (D-OPT-SPLIT, cli/nem/cli/opt_flags.py)
         self._argv, self._split_marker = take_split_marker(sys.argv[1:] if args is None else args)
         # Plugins are loaded before xDSL registers passes and builds the
@@ -441,9 +447,11 @@ class NemOptMain(xDSLOptMain):
 
     def _parse(self, text: str, file: str, ext: str, at: tuple[int, int] = (0, 0)) -> ModuleOp:
         if ext == "nem":
-            from nem.frontends.nem_text.parser import parse_nem
+            from nem.frontends.nem_text.parser import parse_nem_facts
 
-            return parse_nem(text, file, at=at)
+            module, facts = parse_nem_facts(text, file, at=at)
+            self._built = (module, facts)  # for `_verify` of this module as built
+            return module
         # located diagnostics for every failure, bounded work (D-LIMITS)
         from nem.frontends.upstream_dialects.mlir_input import parse_mlir_checked
 
@@ -453,7 +461,14 @@ class NemOptMain(xDSLOptMain):
         from nem.dialect.ops import programs
         from nem.dialect.verifier import verify_program
 
-        return [d for p in programs(module) for d in verify_program(p)]
+        # the `.nem` parser's facts of the module it just built, which `_process`
+        # verifies before any pass runs: the verifier skips what the parser
+        # established (D-BC-SEED, the same diagnostics)
+        built, self._built = self._built, None
+        progs = list(programs(module))
+        if built is not None and built[0] is module and len(progs) == 1:
+            return verify_program(progs[0], facts=built[1])
+        return [d for p in progs for d in verify_program(p)]
 
     def _verify_device(self, module: ModuleOp, file: str) -> list[Diagnostic]:
         """Device legality against the program's target (directive or --device)."""

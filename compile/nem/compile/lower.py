@@ -333,9 +333,9 @@ def verify_nem(
     from nem.compile.errors import CompileError
     from nem.dialect.diagnostics import NemDiagnosticError, register_source
     from nem.dialect.limits import own_source
-    from nem.frontends.nem_text.parser import parse_nem
+    from nem.frontends.nem_text.parser import parse_nem_facts
     from nem.passes import PASSES
-    from nem.passes.pass_context import SHAPE_MEMOS, pass_context
+    from nem.passes.pass_context import BUILT_FACTS, SHAPE_MEMOS, pass_context
 
     register_source(file, nem)
     ctx = pass_context(xdsl_context(), file, include_dirs, device)
@@ -344,7 +344,9 @@ def verify_nem(
     module = None
     try:
         with own_source(nem):
-            module = parse_nem(nem, file)
+            module, facts = parse_nem_facts(nem, file)
+        # the static rules take what the parser established (D-BC-SEED)
+        ctx.cache[BUILT_FACTS] = (module.ops.first, facts)
         PASSES["nem-verify"]().apply(ctx, module)
         diags, what = ctx.diagnostics, "fails nem-verify (a warning fails the compile)"
     except NemDiagnosticError as e:

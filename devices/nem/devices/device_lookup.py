@@ -35,7 +35,11 @@ def find_device(name: str, include_dirs=(), input_file: str | None = None) -> De
             continue
         seen.add(path.resolve())
         try:
-            scope = load_config_file(path, include_dirs)
+            # a file whose errors are dropped (the input program, the other
+            # .nem files) is lexed only as far as it is read: the input of
+            # `nem-verify x.nem` is a program, not a config document, and
+            # lexing all of it cost seconds on a lowered CNN (issue 30)
+            scope = load_config_file(path, include_dirs, lazy=path not in named)
         except NemDiagnosticError:
             if path in named:  # the user's NAME.nem: its errors, not another device
                 raise

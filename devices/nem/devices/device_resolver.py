@@ -106,7 +106,9 @@ class _Loader:
         self.names: dict[str, str] = {}  # resolved path -> display name
         self.stack: list[str] = []  # resolved paths being loaded
 
-    def load_file(self, path: Path, included: bool, loc: SourceLoc | None = None) -> str:
+    def load_file(
+        self, path: Path, included: bool, loc: SourceLoc | None = None, lazy: bool = False
+    ) -> str:
         key = str(path.resolve())
         if key in self.stack:
             chain = " -> ".join(self.names[k] for k in self.stack[self.stack.index(key) :])
@@ -120,7 +122,7 @@ class _Loader:
             return self.names[key]
         if not included:
             text = read_source(path, "device file", loc, "DEV-20")
-            self.load_document(parse_config_document(text, str(path)), key)
+            self.load_document(parse_config_document(text, str(path), lazy=lazy), key)
             return str(path)
         try:
             text = read_source(path, "included file", loc, "INC-02")
@@ -189,10 +191,13 @@ def included_from(e: NemDiagnosticError, file: str, loc: SourceLoc | None) -> Ne
     return NemDiagnosticError(e.diagnostics)
 
 
-def load_config_file(path: str | Path, include_dirs=()) -> Scope:
-    """Parse a config document and everything it includes into one `Scope`."""
+def load_config_file(path: str | Path, include_dirs=(), *, lazy: bool = False) -> Scope:
+    """Parse a config document and everything it includes into one `Scope`.
+    `lazy`: the document itself lexed only as far as it is parsed, for a
+    caller that drops the error of a file that is not one (a program):
+    `parse_config_document(lazy=True)`."""
     loader = _Loader(include_dirs)
-    loader.load_file(Path(path), included=False)
+    loader.load_file(Path(path), included=False, lazy=lazy)
     return loader.scope
 
 

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from nem.analysis.ir_walk import ops_of
 from nem.devices.device_resolver import (
     resolve_device,
     resolve_device_file,
@@ -165,8 +166,8 @@ def check_device_validity(prog: ProgramOp, device: Device) -> list[Diagnostic]:
     """DEV-13/DEV-15: every compute op matches a variant of the effective set;
     the diagnostic names the nearest available variant (DEV-14)."""
     diags = []
-    for op in prog.walk():
-        if not isinstance(op, ComputeOp) or not op.SPEC.families:
+    for op in ops_of(prog, ComputeOp):
+        if not op.SPEC.families:
             continue
         result = match_families(op, device.catalog, device.effective_for_family(op.SPEC.families))
         if result.ok:

@@ -22,9 +22,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from xdsl.ir import Block
+from xdsl.ir import Block, Operation
 
-from nem.analysis.ir_walk import block_ops
 from nem.dialect.attributes import MemLevelAttr
 from nem.dialect.device_model import Device
 from nem.dialect.diagnostics import Diagnostic, SourceLoc, error
@@ -86,11 +85,28 @@ def buffer_instances(op: BufferOp, ev: Evaluator) -> int:
 
 def all_buffers(block: Block) -> Iterator[BufferOp]:
     """The buffers declared in `block` and its loops, in program order."""
-    for op in block_ops(block):
-        if isinstance(op, BufferOp):
-            yield op
-        elif isinstance(op, LoopOp):
-            yield from all_buffers(op.block)
+    return iter(_buffers_in(block))
+
+
+def _buffers_in(block: Block) -> list[BufferOp]:
+    """`all_buffers` as a list, walked along the op links with `type(op) is`
+    (no op class derives from BufferOp or LoopOp; isinstance on xDSL's ABC
+    op classes runs Python code, and a lowered CNN has millions of index
+    constants to pass: 60% of `memory_maps`, issue 30)."""
+    out: list[BufferOp] = []
+    stack: list[Operation | None] = [block.first_op]
+    while stack:
+        op = stack.pop()
+        while op is not None:
+            t = type(op)
+            if t is BufferOp:
+                out.append(op)  # type: ignore[arg-type]
+            elif t is LoopOp:
+                stack.append(op.next_op)
+                op = op.block.first_op  # type: ignore[attr-defined]
+                continue
+            op = op.next_op
+    return out
 
 
 def size_and_align(op: BufferOp, ev: Evaluator) -> tuple[int, int] | None:
@@ -111,12 +127,16 @@ def memory_maps(prog: ProgramOp, ev: Evaluator | None = None) -> dict[str, list[
     out (the static verifier reports them)."""
     ev = ev or Evaluator()
     items: dict[str, list[tuple[Placed, int, int]]] = {}
-    for op in all_buffers(prog.block):
+    copies_in: dict[int, int] = {}  # by the id of the op a buffer is declared in
+    for op in _buffers_in(prog.block):
         placed = size_and_align(op, ev)
         if placed is None:
             continue
         size, align = placed
-        copies = buffer_instances(op, ev)
+        parent = op.parent_op()
+        copies = copies_in.get(id(parent))  # the parents are alive (the program's)
+        if copies is None:  # one loop nest's windows, not one per buffer declared in it
+            copies = copies_in[id(parent)] = buffer_instances(op, ev)
         for c in range(copies):
             items.setdefault(level_key(op.result.type.level), []).append(
                 (Placed(op, op.buffer_name.data, 0, size, align, c, copies), size, align)

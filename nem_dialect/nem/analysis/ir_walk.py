@@ -12,7 +12,11 @@ lists, for callers that do not change the IR while they go through it."""
 
 from __future__ import annotations
 
+from typing import TypeVar
+
 from xdsl.ir import Block, Operation
+
+_Op = TypeVar("_Op", bound=Operation)
 
 
 def block_ops(block: Block) -> list[Operation]:
@@ -41,3 +45,20 @@ def _walk_into(root: Operation, out: list[Operation]) -> None:
                 if op.regions:
                     _walk_into(op, out)
                 op = op.next_op
+
+
+def ops_of(root: Operation, base: type[_Op]) -> list[_Op]:
+    """`[op for op in root.walk() if isinstance(op, base)]`, deciding
+    `issubclass` once per op class: isinstance on xDSL's (ABC) op classes
+    runs Python code, and the device checks asked it of every op of a
+    lowered CNN in five walks (issue 30)."""
+    known: dict[type, bool] = {}
+    out: list[_Op] = []
+    for op in walk_ops(root):
+        t = type(op)
+        hit = known.get(t)
+        if hit is None:
+            hit = known[t] = issubclass(t, base)
+        if hit:
+            out.append(op)  # type: ignore[arg-type]
+    return out

@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from functools import cached_property
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from xdsl.dialects.builtin import ArrayAttr, FloatAttr, StringAttr
 from xdsl.ir import Attribute, OpResult, SSAValue
@@ -63,6 +63,12 @@ input elements of the same index, or of the same row read whole first
 the aliasing its meaning (generic).  Other opcodes may do so on an operand of
 role `bias` only (gemm's and matmul's C: `Y = A @ B + Y`, MLIR's
 accumulating matmul)."""
+
+
+def _names(out: SSAValue, inp: SSAValue) -> str:
+    """How an aliasing diagnostic names an output and an input (only on an
+    error: the labels are looked up)."""
+    return f"output {value_label(out)} and input {value_label(inp)}"
 
 
 def _elements(value: SSAValue) -> tuple[object, ...] | None:
@@ -378,10 +384,9 @@ class TaskRules(PointChecks):
                 (i_buffer,), (i_offset,), (i_extent,), _, _ = operand_groups(i_op)
                 if i_buffer != o_buffer:
                     continue
-                names = f"output {value_label(out)} and input {value_label(inp)}"
                 try:
                     same = inp is out or (
-                        _elements(inp) == _elements(out) is not None
+                        self._elements_of(inp) == self._elements_of(out) is not None
                         and self.ev.key(i_offset) == self.ev.key(o_offset)
                         and self.ev.key(i_extent) == self.ev.key(o_extent)
                     )
@@ -397,13 +402,11 @@ class TaskRules(PointChecks):
                         self.err(
                             op,
                             "HAZ-02",
-                            f"{op.opcode} computes in place ({names} are "
+                            f"{op.opcode} computes in place ({_names(out, inp)} are "
                             f"the same region), which a {op.SPEC.category} opcode {only}",
                             "write the output to a region of its own (decision D-HAZ-INPLACE)",
                         )
                     continue
-                buffer = o_op.buffer_decl.buffer_name.data
-
                 why = (
                     "without being the same region"
                     if elementwise
@@ -415,13 +418,14 @@ class TaskRules(PointChecks):
                     s_hi: int,
                     d_lo: int,
                     d_hi: int,
-                    names: str = names,
-                    buffer: str = buffer,
+                    out: SSAValue = out,
+                    inp: SSAValue = inp,
+                    o_op: RegionOp = o_op,
                     why: str = why,
                 ) -> tuple[str, str]:
                     return (
-                        f"{op.opcode}'s {names} overlap (bytes [{d_lo}, {d_hi}) and "
-                        f"[{s_lo}, {s_hi}) of '{buffer}') {why}",
+                        f"{op.opcode}'s {_names(out, inp)} overlap (bytes [{d_lo}, {d_hi}) and "
+                        f"[{s_lo}, {s_hi}) of '{o_op.buffer_decl.buffer_name.data}') {why}",
                         "use disjoint regions, or the very same region for an elementwise "
                         "opcode (decision D-HAZ-INPLACE)",
                     )
@@ -434,8 +438,22 @@ class TaskRules(PointChecks):
                     False,
                     True,
                     overlap,
-                    elementwise and _elements(inp) == _elements(out),
+                    elementwise and self._elements_of(inp) == self._elements_of(out),
                 )
+
+    @cached_property
+    def _elements_memo(self) -> dict[int, tuple[RegionType, tuple[object, ...] | None]]:
+        """`_elements` of each region type, by its identity (the entry keeps the type)."""
+        return {}
+
+    def _elements_of(self, value: SSAValue) -> tuple[object, ...] | None:
+        """`_elements(value)`, decided once per region type (it reads the type only)."""
+        rtype = cast(RegionType, value.type)
+        memo = self._elements_memo
+        hit = memo.get(id(rtype))
+        if hit is None:
+            hit = memo[id(rtype)] = (rtype, _elements(value))
+        return hit[1]
 
     def _self_overlapping_output(self, op: ComputeOp, out: SSAValue) -> None:
         rtype = out.type

@@ -31,6 +31,7 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
 
 from nem.analysis.capacity import check_capacity
+from nem.analysis.ir_walk import ops_of
 from nem.dialect.attributes import ResourceAttr
 from nem.dialect.device_model import Device
 from nem.dialect.diagnostics import Diagnostic, SourceLoc, error
@@ -84,9 +85,7 @@ def check_resources(prog: ProgramOp, device: Device) -> list[Diagnostic]:
     the binding the runtime uses): a task no unit of the device can run is an
     error with or without `@resource`."""
     diags = []
-    for op in prog.walk():
-        if not isinstance(op, TaskOp):
-            continue
+    for op in ops_of(prog, TaskOp):
         res = next(
             (
                 (d.unit.data, d.index.data)
@@ -150,9 +149,7 @@ def check_levels(prog: ProgramOp, device: Device) -> list[Diagnostic]:
     """BUF-05 (and the D-DEV-L1 warning for unindexed L1 on multi-engine devices)."""
     diags = []
     n = device.topology.num_engines
-    for op in prog.walk():
-        if not isinstance(op, BufferOp):
-            continue
+    for op in ops_of(prog, BufferOp):
         level = op.result.type.level
         if level.kind != "L1":
             continue
@@ -208,8 +205,8 @@ def check_tokens(prog: ProgramOp, device: Device, ev: Evaluator) -> list[Diagnos
 # -- opcodes ------------------------------------------------------------------
 def check_future_opcodes(prog: ProgramOp, device: Device, reject: bool) -> list[Diagnostic]:
     diags = []
-    for op in prog.walk():
-        if isinstance(op, ComputeOp) and op.SPEC.hw_status == "future":
+    for op in ops_of(prog, ComputeOp):
+        if op.SPEC.hw_status == "future":
             diags.append(
                 Diagnostic(
                     "error" if reject else "warning",
@@ -256,9 +253,7 @@ class VerifyDevicePass(ModulePass):
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         diags: list[Diagnostic] = []
-        for prog in op.walk():
-            if not isinstance(prog, ProgramOp):
-                continue
+        for prog in ops_of(op, ProgramOp):
             device = target_device(ctx, prog, self.device)
             if device is None:
                 diags.append(no_device_remark(prog, "device checks"))

@@ -34,6 +34,7 @@ from nem.dialect.diagnostics import Diagnostic, NemDiagnosticError
 
 if TYPE_CHECKING:
     from nem.analysis.race_memos import ShapeMemos
+    from nem.dialect.expressions import BuildFacts
 
 
 @dataclass
@@ -118,6 +119,26 @@ def report(ctx: Context, diags: Iterable[Diagnostic]) -> None:
 SHAPE_MEMOS = "shape memos"
 """The key of `shape_memos` in `NemPassContext.cache` (a driver that runs
 two contexts on one program gives the second the first's)."""
+
+
+BUILT_FACTS = "built facts"
+"""The key, in `NemPassContext.cache`, of `(program, BuildFacts)`: what the
+front end that just built `program` established of it (D-BC-SEED), for the
+static rules' pass to take once (`take_built_facts`).  Set by a driver that
+runs the verification on the program exactly as built (`verify_nem`)."""
+
+
+def take_built_facts(ctx: Context, program: object) -> BuildFacts | None:
+    """The facts stored under BUILT_FACTS for this very `program`, removed
+    (they hold for the IR as built, which a later pass may change); None
+    when there are none."""
+    if not isinstance(ctx, NemPassContext):
+        return None
+    built = ctx.cache.get(BUILT_FACTS)
+    if built is None or built[0] is not program:
+        return None
+    del ctx.cache[BUILT_FACTS]
+    return built[1]
 
 
 def shape_memos(ctx: Context) -> ShapeMemos:

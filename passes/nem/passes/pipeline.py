@@ -22,6 +22,7 @@ from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
 
+from nem.analysis.ir_walk import ops_of
 from nem.dialect.diagnostics import NemDiagnosticError
 from nem.dialect.ops import ProgramOp
 from nem.passes.device import VerifyDevicePass, no_device_remark, target_device
@@ -70,7 +71,7 @@ class VerifyPipelinePass(ModulePass):
         }
         for cls in STAGES:
             if cls is VerifyDevicePass:
-                progs = [p for p in op.walk() if isinstance(p, ProgramOp)]
+                progs = ops_of(op, ProgramOp)
                 try:
                     devices = [target_device(stages, p, self.device) for p in progs]
                 except NemDiagnosticError as e:  # a directive naming no device (DEV-20)

@@ -29,6 +29,7 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Block
 from xdsl.passes import ModulePass
 
+from nem.analysis.ir_walk import ops_of
 from nem.dialect.attributes import RegionType, SeqEngineAttr
 from nem.dialect.device_model import Device
 from nem.dialect.diagnostics import Diagnostic, SourceLoc, error
@@ -201,9 +202,8 @@ class CheckPlacementPass(ModulePass):
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         diags: list[Diagnostic] = []
-        for prog in op.walk():
-            if isinstance(prog, ProgramOp):
-                diags += placement_diagnostics(
-                    prog, target_device(ctx, prog, self.device), self.remarks
-                )
+        for prog in ops_of(op, ProgramOp):
+            diags += placement_diagnostics(
+                prog, target_device(ctx, prog, self.device), self.remarks
+            )
         report(ctx, diags)

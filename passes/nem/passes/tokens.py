@@ -18,6 +18,7 @@ from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
 
+from nem.analysis.ir_walk import ops_of
 from nem.analysis.token_liveness import check_tokens
 from nem.dialect.ops import ProgramOp
 from nem.passes.pass_context import report
@@ -32,5 +33,5 @@ class CheckTokensPass(ModulePass):
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         report(
             ctx,
-            [d for prog in op.walk() if isinstance(prog, ProgramOp) for d in check_tokens(prog)],
+            [d for prog in ops_of(op, ProgramOp) for d in check_tokens(prog)],
         )

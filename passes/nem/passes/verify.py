@@ -15,9 +15,11 @@ from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
 
+from nem.analysis.ir_walk import ops_of
 from nem.dialect.diagnostics import NemDiagnosticError
 from nem.dialect.ops import ProgramOp
 from nem.dialect.verifier import verify_program
+from nem.passes.pass_context import take_built_facts
 
 
 @dataclass(frozen=True)
@@ -27,8 +29,12 @@ class VerifyStaticPass(ModulePass):
     name = "nem-verify-static"
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
+        # the facts of a program exactly as its front end built it, when the
+        # driver handed them over (`verify_nem`; D-BC-SEED): taken once
         diags = [
-            d for prog in op.walk() if isinstance(prog, ProgramOp) for d in verify_program(prog)
+            d
+            for prog in ops_of(op, ProgramOp)
+            for d in verify_program(prog, facts=take_built_facts(ctx, prog))
         ]
         if any(d.severity == "error" for d in diags):
             raise NemDiagnosticError(diags)

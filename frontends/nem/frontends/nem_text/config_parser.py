@@ -42,7 +42,17 @@ from nem.dialect.family_model import (
 from nem.dialect.limits import MAX_NESTING_DEPTH
 from nem.dialect.semantics.units import UNIT_TYPES
 from nem.frontends.nem_text.cursor import TokenCursor, describe
-from nem.frontends.nem_text.lexer import EOF, FLOAT, ID, INT, STRING, Token, tokenize, unquote
+from nem.frontends.nem_text.lexer import (
+    EOF,
+    FLOAT,
+    ID,
+    INT,
+    STRING,
+    Token,
+    TokenStream,
+    tokenize,
+    unquote,
+)
 
 
 @dataclass(frozen=True)
@@ -62,7 +72,12 @@ class ConfigDocument:
 
 
 def parse_config_document(
-    text: str, file: str, *, included: bool = False, at: tuple[int, int] = (0, 0)
+    text: str,
+    file: str,
+    *,
+    included: bool = False,
+    at: tuple[int, int] = (0, 0),
+    lazy: bool = False,
 ) -> ConfigDocument:
     """Parse a whole config document (GRAM-01).
 
@@ -71,9 +86,17 @@ def parse_config_document(
     because a program in an included file is ignored (INC-05).  The devices of
     an inline `device X { ... }` directive at the head of such a program are
     still imported (decision D-INC-PROGRAM).  `at` as `parse_nem`'s.
+
+    `lazy=True`: the text is lexed only as far as it is parsed
+    (`TokenStream`), for a caller that only asks whether the text is a config
+    document and drops any error (`find_device` on a program file): it then
+    raises exactly when the eager parse does and returns the same document,
+    but the error it raises may be another one (a parse error before a later
+    bad token, which the eager lexer reports first).
     """
     register_source(file, text, at)
-    cur = TokenCursor(tokenize(text, file, at), file)
+    tokens = TokenStream(text, file, at) if lazy else tokenize(text, file, at)
+    cur = TokenCursor(tokens, file)
     includes = []
     while cur.at("include", ID):
         includes.append(parse_include(cur))

@@ -150,6 +150,7 @@ class ExpressionParser(TokenCursor):
         # operators in the current top-level expression
         self._nesting = 0
         self._loop_depth = 0
+        self._max_loop_depth = 0  # the deepest loop nest read (BuildFacts)
         self._operators = 0
         self._depths: Depths = {}
         # decorator attributes are immutable values: one per distinct

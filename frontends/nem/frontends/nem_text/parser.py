@@ -40,7 +40,7 @@ from nem.dialect.attributes import (
 )
 from nem.dialect.decorators import DECORATORS
 from nem.dialect.diagnostics import NemDiagnosticError, SourceLoc
-from nem.dialect.expressions import expression_depth
+from nem.dialect.expressions import BuildFacts, ExprKeys, expression_depth
 from nem.dialect.gc_pause import gc_paused
 from nem.dialect.limits import MAX_NESTING_DEPTH
 from nem.dialect.ops import (
@@ -356,6 +356,7 @@ class ProgramParser(QuantParser):
             )
         body = Block(arg_types=[IndexType()])
         self._loop_depth += 1
+        self._max_loop_depth = max(self._max_loop_depth, self._loop_depth)
         if self._loop_depth > MAX_NESTING_DEPTH:
             raise self.error(
                 f"loops nested more than {MAX_NESTING_DEPTH} deep (limit D-LIMITS)",
@@ -741,13 +742,38 @@ def parse_nem(text: str, file: str = "<stdin>", *, at: tuple[int, int] = (0, 0))
     the lines, and the characters on its first line, before `text` in
     `file` (a chunk of `--split-input-file`, D-OPT-SPLIT): locations are the
     file's, and the work is the chunk's only."""
+    return parse_nem_facts(text, file, at=at)[0]
+
+
+def parse_nem_facts(
+    text: str, file: str = "<stdin>", *, at: tuple[int, int] = (0, 0)
+) -> tuple[ModuleOp, BuildFacts]:
+    """`parse_nem`, and what the parser established of the program it
+    built, for `verify_program(facts=...)` on that program as built
+    (D-BC-SEED): its deepest loop nest and deepest expression, which the
+    parser bounds as the verifier's stage 0 does (`expression_depth` of
+    every operator, const and integer let; every name resolved in scope,
+    so each operand is defined before its use in its block or an
+    enclosing one).  No static values or keys: the verifier's evaluator
+    computes those as it goes."""
     from nem.dialect.arguments import check_text, check_type
     from nem.dialect.limits import max_source_bytes
 
     check_text("parse_nem", "text", text, max_source_bytes())
     check_type("parse_nem", "file", file, str, "a str (the name diagnostics give the text)")
     with gc_paused():
-        return ModuleOp([ProgramParser(text, file, at).parse_program()])
+        parser = ProgramParser(text, file, at)
+        module = ModuleOp([parser.parse_program()])
+    facts = BuildFacts(
+        [],
+        [],
+        [],
+        ExprKeys(),
+        max((d for d, _ in parser._depths.values()), default=0),  # noqa: SLF001 - its own state
+        parser._max_loop_depth,  # noqa: SLF001
+        operands_in_scope=True,
+    )
+    return module, facts
 
 
-__all__ = ["parse_nem", "ProgramParser", "NemDiagnosticError"]
+__all__ = ["parse_nem", "parse_nem_facts", "ProgramParser", "NemDiagnosticError"]
