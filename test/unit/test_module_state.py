@@ -22,6 +22,7 @@ REGISTRIES = {
     ("verifier.py", "_TARGET_BY_TYPE"): "one entry per op class",
     ("op_build.py", "_DEFAULTS"): "one entry per op class",
     ("printer.py", "_STATEMENT_KINDS"): "one entry per op class",
+    ("happens_before.py", "_KINDS"): "one entry per op class",
     ("driver.py", "PLUGIN_PASSES"): "the installed pass plugins",
     ("driver.py", "_LOADED"): "the installed pass plugins",
     ("source_files.py", "_reads"): "the stack of open tracking_reads blocks",
