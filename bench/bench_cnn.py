@@ -40,51 +40,7 @@ import time
 from pathlib import Path
 
 from nem.cli.launch import BLAS_THREADS
-
-MODELS = (
-    "bvlc_alexnet",
-    "densenet121",
-    "inception_v1",
-    "inception_v2",
-    "resnet50",
-    "shufflenet",
-    "squeezenet",
-    "vgg19",
-    "zfnet512",
-)
-RTOL = {"densenet121": 2e-3}
-"""onnx's own tolerances (onnx/backend/test/case/model/__init__.py); 1e-3 otherwise."""
-ATOL = 1e-7
-
-
-def light_dir() -> Path:
-    import onnx
-
-    return Path(onnx.__file__).parent / "backend" / "test" / "data" / "light"
-
-
-def feeds(model) -> dict:
-    """onnx's backend runner's inputs for a light model: `arange(n) / n`."""
-    import numpy as np
-
-    inits = {i.name for i in model.graph.initializer}
-    out = {}
-    for vi in model.graph.input:
-        if vi.name in inits:
-            continue
-        shape = tuple(
-            d.dim_value if d.HasField("dim_value") else 1 for d in vi.type.tensor_type.shape.dim
-        )
-        n = int(np.prod(shape))
-        out[vi.name] = (np.arange(n).reshape(shape) / n).astype(np.float32)
-    return out
-
-
-def expected(name: str):
-    import onnx
-    from onnx import numpy_helper
-
-    return numpy_helper.to_array(onnx.load_tensor(str(light_dir() / f"light_{name}_output_0.pb")))
+from nem.frontends.onnx import light_cnns
 
 
 def cpu() -> float:
@@ -98,15 +54,14 @@ def cpu() -> float:
 
 def nem_one(name: str, device: str, timed: bool) -> dict:
     """Compile and run one model with nem (in this process)."""
-    import numpy as np
     import onnx
 
     from nem.compile import CompileError, compile_onnx
     from nem.runtime.api import NemInterpreter
 
-    path = light_dir() / f"light_{name}.onnx"
+    path = light_cnns.path(name)
     model = onnx.load(str(path))
-    inputs = feeds(model)
+    inputs = light_cnns.feeds(model)
     row: dict = {"model": name}
     t0 = cpu()
     stages: dict[str, float] = {}
@@ -144,9 +99,7 @@ def nem_one(name: str, device: str, timed: bool) -> dict:
     got = it.read_tensor(oname, shape, dtype)
     row["run_s"] = cpu() - t1
     row["tasks"] = res.tasks_run
-    want = expected(name).reshape(got.shape)
-    rtol = RTOL.get(name, 1e-3)
-    row["error"] = float(np.max(np.abs(got - want) / (ATOL + rtol * np.abs(want))))
+    row["error"] = light_cnns.error(name, got)
     row["status"] = (
         ("ok" if row["error"] <= 1 else "WRONG")
         if res.ok
@@ -166,7 +119,7 @@ def iree_one(name: str, tools: Path | None, timeout: float) -> dict:
     comp = shutil.which("iree-compile", path=str(tools) if tools else None)
     if not imp or not comp:
         return {"iree": "not found (--iree DIR)"}
-    path = light_dir() / f"light_{name}.onnx"
+    path = light_cnns.path(name)
     with tempfile.TemporaryDirectory() as tmp:
         t0 = cpu()
         try:
@@ -199,8 +152,8 @@ def ort_one(name: str) -> dict:
     import onnx
     import onnxruntime as ort
 
-    path = light_dir() / f"light_{name}.onnx"
-    inputs = feeds(onnx.load(str(path)))
+    path = light_cnns.path(name)
+    inputs = light_cnns.feeds(onnx.load(str(path)))
     t0 = cpu()
     sess = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
     t1 = cpu()
@@ -215,7 +168,7 @@ def child(args: argparse.Namespace) -> None:
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--models", default=",".join(MODELS))
+    p.add_argument("--models", default=",".join(light_cnns.NAMES))
     p.add_argument("--device", default="npm_pro_x1")
     p.add_argument("--iree", type=Path, help="directory of iree-import-onnx and iree-compile")
     p.add_argument("--timeout", type=float, default=600.0, help="seconds per model and tool")

@@ -170,9 +170,9 @@ def main() -> None:
         for dtype in args.dtypes.split(",")
     ]
     if args.cnns:
-        from bench_cnn import light_dir
+        from nem.frontends.onnx import light_cnns
 
-        todo += [(name, str(light_dir() / f"light_{name}.onnx")) for name in args.cnns.split(",")]
+        todo += [(name, str(light_cnns.path(name))) for name in args.cnns.split(",")]
     for label, model in todo:
         rows.append(measure(label, model, args.device, args.groups, args.tune))
         show(rows[-1])

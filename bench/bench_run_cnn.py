@@ -29,14 +29,11 @@ import json
 import resource
 import shutil
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).parent))
-
-from bench_cnn import ATOL, MODELS, RTOL, expected, feeds, light_dir  # noqa: E402
+from nem.frontends.onnx import light_cnns
 
 
 def prepare(name: str, device: str, out: Path) -> str:
@@ -45,8 +42,8 @@ def prepare(name: str, device: str, out: Path) -> str:
 
     from nem.compile import compile_onnx
 
-    path = light_dir() / f"light_{name}.onnx"
-    inputs = feeds(onnx.load(str(path)))
+    path = light_cnns.path(name)
+    inputs = light_cnns.feeds(onnx.load(str(path)))
     result = compile_onnx(str(path), device=device)
     (out / f"{name}.nem").write_text(result.nem)
     np.savez(out / f"{name}.weights.npz", **result.interface.weights)
@@ -109,9 +106,7 @@ def run(name: str, d: Path, mode: str, timeout: float) -> dict:
         row["status"] = "ok"
         if mode == "functional":
             got = np.load(got_path)
-            want = expected(name).reshape(got.shape)
-            rtol = RTOL.get(name, 1e-3)
-            row["error"] = float(np.max(np.abs(got - want) / (ATOL + rtol * np.abs(want))))
+            row["error"] = light_cnns.error(name, got)
             if row["error"] > 1:
                 row["status"] = "WRONG"
         else:
@@ -123,7 +118,7 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("dir", type=Path, help="directory of the compiled programs")
     p.add_argument("--prepare", action="store_true", help="compile the models into DIR")
-    p.add_argument("--models", default=",".join(MODELS))
+    p.add_argument("--models", default=",".join(light_cnns.NAMES))
     p.add_argument("--device", default="npm_pro_x1")
     p.add_argument("--mode", choices=("functional", "timed"), default="functional")
     p.add_argument("--timeout", type=float, default=600.0, help="seconds per model")

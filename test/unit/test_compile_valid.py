@@ -15,7 +15,6 @@ minutes on 2 cores).
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
 import pytest
 
@@ -24,7 +23,7 @@ pytest.importorskip("mlir.ir")
 from nem.compile import CompileError, compile_onnx  # noqa: E402
 from nem.compile.lower import verify_nem  # noqa: E402
 from nem.devices.device_resolver import shipped_device_names  # noqa: E402
-from nem.frontends.onnx import samples  # noqa: E402
+from nem.frontends.onnx import light_cnns, samples  # noqa: E402
 
 FULL = os.environ.get("NEM_VALID") == "full"
 DEVICES = sorted(shipped_device_names())
@@ -33,17 +32,7 @@ SAMPLES = [
     for name in sorted(samples.MODELS)
     for dtype in (("f32", "f16") if FULL else ("f32",))
 ]
-LIGHT = (
-    "bvlc_alexnet",
-    "densenet121",
-    "inception_v1",
-    "inception_v2",
-    "resnet50",
-    "shufflenet",
-    "squeezenet",
-    "vgg19",
-    "zfnet512",
-)
+LIGHT = light_cnns.NAMES
 
 
 def compiles_valid(model, device: str, name: str) -> None:
@@ -66,7 +55,4 @@ def test_sample_compiles_valid(name, dtype, device):
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("model", LIGHT)
 def test_light_cnn_compiles_valid(model, device):
-    import onnx
-
-    path = Path(onnx.__file__).parent / "backend/test/data/light" / f"light_{model}.onnx"
-    compiles_valid(str(path), device, model)
+    compiles_valid(str(light_cnns.path(model)), device, model)

@@ -22,7 +22,7 @@ from import_runs import case_id, check_model, check_single_op, reference_outputs
 from onnx import TensorProto, helper  # noqa: E402
 
 from nem.compile.check import onnxruntime_run  # noqa: E402
-from nem.frontends.onnx import OnnxImportError, import_onnx, samples  # noqa: E402
+from nem.frontends.onnx import OnnxImportError, import_onnx, light_cnns, samples  # noqa: E402
 
 
 @pytest.mark.parametrize("dtype", ["f32", "f16"])
@@ -461,17 +461,13 @@ def test_a_failed_node_without_inferred_shape_skips_its_users():
 # --------------------------------------------------------------------------
 # the nine CNNs shipped with onnx import as shipped (issue 30, D-COMPILE-SIMPLIFY)
 
-LIGHT = [
-    "light_squeezenet",
-    "light_shufflenet",
-    "light_inception_v1",
-    "light_resnet50",
-    "light_densenet121",
-]
+LIGHT = (
+    light_cnns.NAMES
+    if __import__("os").environ.get("NEM_ONNX_BACKEND") == "full"
+    else ("squeezenet", "shufflenet", "inception_v1", "resnet50", "densenet121")
+)
 """The smaller five by default (a few seconds); all nine with NEM_ONNX_BACKEND=full
 (VGG-19's 575 MB of weights take 5 s and 3 GB)."""
-if __import__("os").environ.get("NEM_ONNX_BACKEND") == "full":
-    LIGHT += ["light_bvlc_alexnet", "light_inception_v2", "light_vgg19", "light_zfnet512"]
 
 
 @pytest.mark.parametrize("name", LIGHT)
@@ -480,11 +476,7 @@ def test_light_models_import_as_shipped(name):
     """Opset 9, weights built by ConstantOfShape, initializers listed as
     inputs, LRN, n-ary Sum: imported without any manual step; the input and
     output keep their names."""
-    import os
-
-    path = os.path.join(
-        os.path.dirname(onnx.__file__), "backend", "test", "data", "light", f"{name}.onnx"
-    )
+    path = str(light_cnns.path(name))
     model = onnx.load(path)
     im = import_onnx(path)
     inits = {i.name for i in model.graph.initializer}

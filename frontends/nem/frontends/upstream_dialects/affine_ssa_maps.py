@@ -43,7 +43,13 @@ from xdsl.printer import Printer
 from xdsl.utils.lexer import Span
 from xdsl.utils.mlir_lexer import MLIRTokenKind
 
-__all__ = ["ACCESS_OPS", "UpstreamParser", "parse_access", "print_affine_map_of_ssa_ids"]
+__all__ = [
+    "ACCESS_OPS",
+    "UpstreamParser",
+    "parse_access",
+    "parse_unresolved_access",
+    "print_affine_map_of_ssa_ids",
+]
 
 
 class _AffineParser(AffineParser):
@@ -96,15 +102,24 @@ class UpstreamParser(Parser):
         return amap, operands
 
 
-def parse_access(parser: Parser) -> tuple[SSAValue, AffineMap, list[SSAValue], MemRefType]:
-    """`%memref[<affine-map-of-ssa-ids>] : <memref type>`, the memref resolved."""
+def parse_unresolved_access(
+    parser: Parser,
+) -> tuple[UnresolvedOperand, AffineMap, list[SSAValue]]:
+    """`%memref[<affine-map-of-ssa-ids>]`, the memref left for the caller to
+    resolve (a DMA's operands share one trailing type list)."""
     memref = parser.parse_unresolved_operand()
     amap, indices = parser.parse_affine_map_of_ssa_ids()
+    return memref, amap, list(indices)
+
+
+def parse_access(parser: Parser) -> tuple[SSAValue, AffineMap, list[SSAValue], MemRefType]:
+    """`%memref[<affine-map-of-ssa-ids>] : <memref type>`, the memref resolved."""
+    memref, amap, indices = parse_unresolved_access(parser)
     parser.parse_punctuation(":")
     memref_type = parser.parse_type()
     if not isinstance(memref_type, MemRefType):
         parser.raise_error("Expected memref type")
-    return parser.resolve_operand(memref, memref_type), amap, list(indices), memref_type
+    return parser.resolve_operand(memref, memref_type), amap, indices, memref_type
 
 
 def _print_access(

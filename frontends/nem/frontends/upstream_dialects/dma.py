@@ -25,19 +25,15 @@ from typing import cast
 
 from xdsl.dialects.builtin import AffineMapAttr, IndexType, MemRefType
 from xdsl.ir import SSAValue
-from xdsl.ir.affine import AffineMap
 from xdsl.irdl import IRDLOperation, attr_def, irdl_op_definition, var_operand_def
 from xdsl.parser import Parser, UnresolvedOperand
 from xdsl.printer import Printer
 from xdsl.utils.exceptions import VerifyException
 
-from nem.frontends.upstream_dialects.affine_ssa_maps import print_affine_map_of_ssa_ids
-
-
-def _parse_access(parser: Parser) -> tuple[UnresolvedOperand, AffineMap, list[SSAValue]]:
-    memref = parser.parse_unresolved_operand()
-    amap, indices = parser.parse_affine_map_of_ssa_ids()
-    return memref, amap, list(indices)
+from nem.frontends.upstream_dialects.affine_ssa_maps import (
+    parse_unresolved_access,
+    print_affine_map_of_ssa_ids,
+)
 
 
 def _parse_plain_access(parser: Parser) -> tuple[UnresolvedOperand, list[SSAValue]]:
@@ -125,11 +121,11 @@ class AffineDmaStartOp(_DmaBase):
     # --- syntax ----------------------------------------------------------
     @classmethod
     def parse(cls, parser: Parser) -> AffineDmaStartOp:
-        src, smap, sidx = _parse_access(parser)
+        src, smap, sidx = parse_unresolved_access(parser)
         parser.parse_punctuation(",")
-        dst, dmap, didx = _parse_access(parser)
+        dst, dmap, didx = parse_unresolved_access(parser)
         parser.parse_punctuation(",")
-        tag, tmap, tidx = _parse_access(parser)
+        tag, tmap, tidx = parse_unresolved_access(parser)
         counts = _trailing_counts(parser)
         parser.parse_punctuation(":")
         pos = parser.pos
@@ -208,7 +204,7 @@ class AffineDmaWaitOp(_DmaBase):
 
     @classmethod
     def parse(cls, parser: Parser) -> AffineDmaWaitOp:
-        tag, tmap, tidx = _parse_access(parser)
+        tag, tmap, tidx = parse_unresolved_access(parser)
         counts = _trailing_counts(parser)
         parser.parse_punctuation(":")
         t = parser.parse_type()

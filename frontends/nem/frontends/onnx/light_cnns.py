@@ -1,0 +1,79 @@
+"""The nine real CNNs that ship with `onnx` (issue 30's yardstick).
+
+`onnx/backend/test/data/light/` holds AlexNet, DenseNet-121, Inception v1
+and v2, ResNet-50, ShuffleNet, SqueezeNet, VGG-19 and ZFNet-512, each with
+one expected output.  The benches (`bench/bench_cnn.py`, `bench_run_cnn.py`,
+`bench_roofline.py`) and the tests that compile or import them take the
+names, the files, onnx's inputs and onnx's tolerances from here, so that a
+model added to or dropped from the set changes in one place.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+NAMES = (
+    "bvlc_alexnet",
+    "densenet121",
+    "inception_v1",
+    "inception_v2",
+    "resnet50",
+    "shufflenet",
+    "squeezenet",
+    "vgg19",
+    "zfnet512",
+)
+"""The models' names: `light_<name>.onnx` in `directory()`."""
+
+RTOL = {"densenet121": 2e-3}
+"""onnx's own relative tolerances (onnx/backend/test/case/model/__init__.py); 1e-3 otherwise."""
+ATOL = 1e-7
+
+
+def directory() -> Path:
+    """Where the installed `onnx` keeps the light models."""
+    import onnx
+
+    return Path(onnx.__file__).parent / "backend" / "test" / "data" / "light"
+
+
+def path(name: str) -> Path:
+    """The model file of one of `NAMES`."""
+    return directory() / f"light_{name}.onnx"
+
+
+def rtol(name: str) -> float:
+    return RTOL.get(name, 1e-3)
+
+
+def feeds(model) -> dict[str, np.ndarray]:
+    """onnx's backend runner's inputs for a light model: `arange(n) / n` as
+    float32 for each graph input that is not an initializer."""
+    inits = {i.name for i in model.graph.initializer}
+    out = {}
+    for vi in model.graph.input:
+        if vi.name in inits:
+            continue
+        shape = tuple(
+            d.dim_value if d.HasField("dim_value") else 1 for d in vi.type.tensor_type.shape.dim
+        )
+        n = int(np.prod(shape))
+        out[vi.name] = (np.arange(n).reshape(shape) / n).astype(np.float32)
+    return out
+
+
+def expected(name: str) -> np.ndarray:
+    """The expected output onnx ships beside the model."""
+    import onnx
+    from onnx import numpy_helper
+
+    return numpy_helper.to_array(onnx.load_tensor(str(directory() / f"light_{name}_output_0.pb")))
+
+
+def error(name: str, got: np.ndarray) -> float:
+    """The largest error relative to onnx's tolerance: <= 1 passes onnx's
+    `assert_allclose(got, expected, rtol, atol)`."""
+    want = expected(name).reshape(got.shape)
+    return float(np.max(np.abs(got - want) / (ATOL + rtol(name) * np.abs(want))))
