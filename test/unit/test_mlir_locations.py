@@ -45,27 +45,20 @@ module {
 @pytest.mark.parametrize("final_check", ["lowering", "nem-verify"])
 def test_later_stage_errors_point_into_the_users_mlir(monkeypatch, tmp_path, final_check):
     """The in-place broadcast D-LOW-BCAST avoids, put back: caught by the
-    lowering's own check, or (that check skipped) by the compile's final
-    nem-verify; either way the headline is the broadcast's line and column
-    in the user's file, quoted, and the tiled program is a note."""
+    compile's final nem-verify, or (that verification off) by the
+    lowering's own check (D-COMPILE-ONE-FINAL-CHECK); either way the
+    headline is the broadcast's line and column in the user's file, quoted,
+    and the tiled program is a note."""
     from nem.compile import CompileError, compile_mlir
     from nem.passes.lowering import broadcasts
-    from nem.passes.lowering.passes import CheckLoweredPass
 
     monkeypatch.setattr(broadcasts, "_overlapping", lambda *a: [])
     # doublings, not the concats that replace them (D-LOW-BCAST-CONCAT)
     monkeypatch.setattr(broadcasts, "_concat_broadcast", lambda *a, **k: None)
-    if final_check == "nem-verify":
-        check = CheckLoweredPass.apply
-        monkeypatch.setattr(
-            CheckLoweredPass,
-            "apply",
-            lambda self, ctx, op: check(self, ctx, op) if self.declarations_only else None,
-        )
     src = tmp_path / "bc.mlir"
     src.write_text(SOURCE)
     with pytest.raises(CompileError) as e:
-        compile_mlir(src, engines=1)
+        compile_mlir(src, engines=1, verify=final_check == "nem-verify")
     lines = str(e.value).splitlines()
     what = "its checks" if final_check == "lowering" else "nem-verify"
     assert lines[0].startswith(
@@ -93,7 +86,7 @@ def test_text_input_is_quoted_too(monkeypatch):
     with pytest.raises(CompileError) as e:
         compile_mlir(SOURCE, engines=1)
     lines = str(e.value).splitlines()
-    assert lines[0].startswith("<mlir>:14:10: error: lowered NEM program fails its checks")
+    assert lines[0].startswith("<mlir>:14:10: error: lowered NEM program fails nem-verify")
     assert lines[1].strip().startswith("%3 = linalg.generic")
 
 

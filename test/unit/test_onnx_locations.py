@@ -124,10 +124,12 @@ def _relu_expand_relu():
 @pytest.mark.parametrize("route", ["affine", "transform"])
 def test_lowering_errors_name_the_onnx_node(monkeypatch, tmp_path, route):
     """A lowered program that fails its own checks (here HAZ-02: the
-    in-place doubling D-LOW-BCAST avoids, put back) is reported at the ONNX
-    node its op came from, then at the tiled program's op as a note
-    (issue 32: not only a file that --save-temps alone writes); the quoted
-    line is the text that was lowered, not a stale file of that name."""
+    in-place doubling D-LOW-BCAST avoids, put back; the final nem-verify
+    off, so the lowering's last check runs, D-COMPILE-ONE-FINAL-CHECK) is
+    reported at the ONNX node its op came from, then at the tiled program's
+    op as a note (issue 32: not only a file that --save-temps alone
+    writes); the quoted line is the text that was lowered, not a stale file
+    of that name."""
     from nem.compile import CompileError, compile_onnx
     from nem.passes.lowering import broadcasts
 
@@ -137,7 +139,9 @@ def test_lowering_errors_name_the_onnx_node(monkeypatch, tmp_path, route):
     stale = tmp_path / "m.tile.mlir"
     stale.write_text("stale line\n" * 50)
     with pytest.raises(CompileError) as e:
-        compile_onnx(_relu_expand_relu(), stem=str(tmp_path / "m"), route=route, engines=1)
+        compile_onnx(
+            _relu_expand_relu(), stem=str(tmp_path / "m"), route=route, engines=1, verify=False
+        )
     lines = str(e.value).splitlines()
     assert e.value.stage == "lower"
     assert lines[0].startswith(
@@ -154,9 +158,10 @@ def test_lowering_errors_name_the_onnx_node(monkeypatch, tmp_path, route):
 
 
 def test_final_verify_errors_name_the_onnx_node(monkeypatch):
-    """A defect only the compile's final nem-verify catches (HAZ-02 put
-    back, the lowering's own final check skipped) is reported at the ONNX
-    node, then the tiled op, then the printed `.nem` line as notes
+    """A defect caught by the compile's final nem-verify (HAZ-02 put back;
+    a verifying compile does not run the lowering's own last check, whose
+    rules the final one covers: D-COMPILE-ONE-FINAL-CHECK) is reported at
+    the ONNX node, then the tiled op, then the printed `.nem` line as notes
     (D-COMPILE-VERIFY-LOC): not at a `.nem` file that a failed compile does
     not write."""
     from nem.compile import CompileError, compile_onnx
@@ -164,13 +169,14 @@ def test_final_verify_errors_name_the_onnx_node(monkeypatch):
     from nem.passes.lowering.passes import CheckLoweredPass
 
     check = CheckLoweredPass.apply
+    ran: list[bool] = []
     monkeypatch.setattr(broadcasts, "_overlapping", lambda *a: [])
     # doublings, not the concats that replace them (D-LOW-BCAST-CONCAT)
     monkeypatch.setattr(broadcasts, "_concat_broadcast", lambda *a, **k: None)
     monkeypatch.setattr(
         CheckLoweredPass,
         "apply",
-        lambda self, ctx, op: check(self, ctx, op) if self.declarations_only else None,
+        lambda self, ctx, op: ran.append(self.declarations_only) or check(self, ctx, op),
     )
     with pytest.raises(CompileError) as e:
         compile_onnx(_relu_expand_relu(), stem="m", engines=1)
@@ -188,6 +194,7 @@ def test_final_verify_errors_name_the_onnx_node(monkeypatch):
         lines[note],
     )
     assert lines[note + 1].startswith("copy") and "transfer.async" in lines[note + 1]
+    assert ran == [True]  # the declarations' check only
 
 
 def test_name_nodes_reads_the_ops_own_locations():
