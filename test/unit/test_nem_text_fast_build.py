@@ -123,3 +123,20 @@ def test_the_parser_reports_its_depths():
     facts = parser.facts()
     assert (facts.max_expr_depth, facts.max_loop_depth) == (3, 2)
     assert facts.operands_in_scope
+
+
+def test_shared_attrs_share_equal_entries_without_floats():
+    from xdsl.dialects.builtin import ArrayAttr, FloatAttr, StringAttr, f32
+
+    from nem.frontends.nem_text.statement_ops import SharedAttrs
+
+    shared = SharedAttrs()
+    a = shared.get({"accum_type": f32, "mode": StringAttr("x")})
+    assert shared.get({"accum_type": f32, "mode": StringAttr("x")}) is a
+    assert shared.get({"mode": StringAttr("x"), "accum_type": f32}) is not a  # order kept
+    assert shared.get({}) is shared.get({})
+    # entries with a FLOAT are never shared (float equality is not printed identity)
+    z = shared.get({"alpha": FloatAttr(0.0, 64)})
+    assert shared.get({"alpha": FloatAttr(-0.0, 64)}) is not z
+    n = shared.get({"v": ArrayAttr((FloatAttr(0.0, 64),))})
+    assert shared.get({"v": ArrayAttr((FloatAttr(0.0, 64),))}) is not n

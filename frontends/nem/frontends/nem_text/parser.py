@@ -62,7 +62,7 @@ from nem.frontends.nem_text.expression_parser import (
 )
 from nem.frontends.nem_text.lexer import CALL, ID, PUNCT, STRING, Token, unquote
 from nem.frontends.nem_text.quant_parser import QuantParser
-from nem.frontends.nem_text.statement_ops import compute_op, move_op, region_op
+from nem.frontends.nem_text.statement_ops import SharedAttrs, compute_op, move_op, region_op
 
 
 class ProgramParser(QuantParser):
@@ -71,6 +71,7 @@ class ProgramParser(QuantParser):
     # Document structure (GRAM-01, GRAM-02)
     # ------------------------------------------------------------------
     def parse_program(self) -> ProgramOp:
+        self._shared_attrs = SharedAttrs()
         includes = []
         while self.at("include"):
             path, _ = config_parser.parse_include(self)
@@ -716,7 +717,7 @@ class ProgramParser(QuantParser):
             outs,
             deps,
             args,
-            attrs,
+            self._shared_attrs.get(attrs),
             sync,
             assign.text if assign else None,
             decos,

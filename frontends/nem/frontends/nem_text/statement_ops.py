@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from operator import itemgetter
 
-from xdsl.dialects.builtin import DictionaryAttr, FileLineColLoc, StringAttr
+from xdsl.dialects.builtin import ArrayAttr, DictionaryAttr, FileLineColLoc, FloatAttr, StringAttr
 from xdsl.ir import Attribute, SSAValue
 
 from nem.dialect.attributes import DecoratorAttr, RegionType
@@ -112,19 +112,50 @@ def compute_op(
     outs: list[SSAValue],
     deps: list[SSAValue],
     args: list[SSAValue],
-    attrs: dict[str, Attribute],
+    attrs: DictionaryAttr,
     sync: bool,
     token: str | None,
     decorators: list[DecoratorAttr],
     operand_decorators: list[list[DecoratorAttr]],
     loc: FileLineColLoc,
 ) -> ComputeOp:
-    """`cls(ins, outs, deps, args, attrs, sync, token, decorators,
-    operand_decorators)` located at `loc`."""
+    """`cls(ins, outs, deps, args, attrs.data, sync, token, decorators,
+    operand_decorators)` located at `loc` (`attrs`: `SharedAttrs.get`)."""
     props = _task_props(token, sync, decorators, operand_decorators)
-    props["attrs"] = DictionaryAttr(attrs) if attrs else _NO_ATTRS
+    props["attrs"] = attrs
     props["operandSegmentSizes"] = _segment_sizes((len(ins), len(outs), len(deps), len(args)))
     op = create_op(cls, (*ins, *outs, *deps, *args), _TOKEN_RESULT, props, loc)
     if token:
         _first(op.results).name_hint = _hint(token)
     return op
+
+
+class SharedAttrs:
+    """The `attrs` property of a parse's compute tasks, one attribute per
+    distinct entry (names, values and their order): attributes are
+    immutable values, and the verifier checks a compute task's rules once
+    per distinct (opcode, operand types, attribute entry by identity,
+    argument keys) (D-VERIFY-REPEAT), which an equal entry made again per
+    task would defeat (2,000 gemm tasks with `accum_type=f32`).  An entry
+    holding a FLOAT value is not shared: whether two floats are equal
+    (signed zeros, NaN) is not whether they print the same."""
+
+    def __init__(self) -> None:
+        self._known: dict[tuple[tuple[str, Attribute], ...], DictionaryAttr] = {}
+
+    def get(self, attrs: dict[str, Attribute]) -> DictionaryAttr:
+        if not attrs:
+            return _NO_ATTRS
+        if any(map(_holds_float, attrs.values())):
+            return DictionaryAttr(attrs)
+        key = tuple(attrs.items())
+        hit = self._known.get(key)
+        if hit is None:
+            hit = self._known[key] = DictionaryAttr(attrs)
+        return hit
+
+
+def _holds_float(value: Attribute) -> bool:
+    if type(value) is ArrayAttr:
+        return any(map(_holds_float, value.data))
+    return isinstance(value, FloatAttr)
