@@ -393,14 +393,18 @@ class ExpressionParser(TokenCursor):
     # ------------------------------------------------------------------
     def _expr(self, const_ctx: bool = False, min_prec: int = 0) -> SSAValue:
         t = self.tok
-        if t.kind == INT:
+        kind = t.kind
+        if kind == INT or kind == ID:
             nxt = self.tokens[self.pos + 1]
             if nxt.text in _AFTER_OPERAND and nxt.kind == PUNCT:
-                # a lone literal before `,` `)` `]`, the commonest expression:
-                # nothing else to check (LEX-02's malformed numbers end in `.`/ID)
+                # a lone literal or name before `,` `)` `]`, the commonest
+                # expressions: nothing else to check (LEX-02's malformed
+                # numbers end in `.`/ID; a call has `(` after its name)
                 self.pos += 1
                 self.tok = nxt
-                return self._literal(int(t.text), t)
+                if kind == INT:
+                    return self._literal(int(t.text), t)
+                return self._name_value(t, const_ctx)
         if min_prec == 0 and self._nesting == 0:
             self._operators = 0  # a new top-level expression
         lhs = self._primary(const_ctx)
