@@ -77,6 +77,22 @@ class PointChecks:
     def _loop_facts_of(self) -> dict[int, LoopFacts]:
         return {}
 
+    @cached_property
+    def _groups_of(self) -> dict[int, tuple[tuple[SSAValue, ...], ...]]:
+        return {}
+
+    def groups(self, op: Operation) -> tuple[tuple[SSAValue, ...], ...]:
+        """`operand_groups(op)`, decoded once per op: a region's groups are
+        read by its own rules and again by every task that reads the region
+        (each move, each (output, input) pair of a compute task's aliasing
+        check).  By id: the program keeps its ops alive, and the verifier
+        does not change them."""
+        known = self._groups_of
+        hit = known.get(id(op))
+        if hit is None:
+            hit = known[id(op)] = operand_groups(op)
+        return hit
+
     def walk(self) -> list[tuple[Operation, tuple[LoopOp, ...]]]:
         """Every op with its enclosing loops, in program order; built once
         (each stage walks it again) and iteratively."""

@@ -39,7 +39,6 @@ from nem.dialect.point_checks import (
     EnvCheck,
     PointChecks,
     iteration_text,
-    operand_groups,
 )
 
 if TYPE_CHECKING:
@@ -99,7 +98,7 @@ class RegionRules(PointChecks):
         assert isinstance(rtype, RegionType)
         # operands read once: each accessor of an op with operand segments
         # decodes the segment sizes again
-        (buf,), (offset,), (extent,), shape, strides = operand_groups(op)
+        (buf,), (offset,), (extent,), shape, strides = self.groups(op)
         buf_op = buf.owner
         assert isinstance(buf_op, BufferOp)  # BufferType values have no other source
         sizes = self._buffer_sizes

@@ -44,7 +44,6 @@ from nem.dialect.point_checks import (
     EnvCheck,
     PointChecks,
     iteration_text,
-    operand_groups,
 )
 from nem.dialect.registry import OpcodeSpec
 from nem.dialect.semantics.transfers import fills_range
@@ -127,7 +126,7 @@ class TaskRules(PointChecks):
     """Transfer, store and compute tasks."""
 
     def _move(self, op: TransferOp | StoreOp, loops: tuple[LoopOp, ...]) -> None:
-        (d_value,), (s_value,), _ = operand_groups(op)
+        (d_value,), (s_value,), _ = self.groups(op)
         dst, src = d_value.type, s_value.type
         assert isinstance(dst, RegionType) and isinstance(src, RegionType)  # operand types
         kw = "transfer" if isinstance(op, TransferOp) else "store"
@@ -163,8 +162,8 @@ class TaskRules(PointChecks):
             if not self._fills(op, loops, kw, typed_op, typed):
                 return None
         # operands read once: xDSL's operand accessors cost more than an evaluation
-        (d_buffer,), (d_offset,), (d_extent,), _, _ = operand_groups(d_op)
-        (s_buffer,), (s_offset,), (s_extent,), _, _ = operand_groups(s_op)
+        (d_buffer,), (d_offset,), (d_extent,), _, _ = self.groups(d_op)
+        (s_buffer,), (s_offset,), (s_extent,), _, _ = self.groups(s_op)
         same_buffer = (
             isinstance(op, TransferOp)
             and d_buffer == s_buffer
@@ -202,7 +201,7 @@ class TaskRules(PointChecks):
         D-SEM-TRANSFER), so both sides are byte ranges."""
         elem = rtype.elem_name
         assert elem is not None
-        _, _, (extent,), shape, strides = operand_groups(rop)
+        _, _, (extent,), shape, strides = self.groups(rop)
         values = (extent, *shape, *strides)
         loops = self.relevant_loops(loops, values)
         diags_before = len(self.diags)
@@ -369,7 +368,7 @@ class TaskRules(PointChecks):
         output with a zero stride on a dimension of more than one element
         writes several results to one element (TYPE-04's strides count
         elements; which write wins is undefined): an error too."""
-        _, outs, _, _ = operand_groups(op)
+        _, outs, _, _ = self.groups(op)
         by_index = op.SPEC.category in IN_PLACE_CATEGORIES
         # (whether each input is read at its output element's index)
         ins = [(v, by_index or s.role == "bias") for s, v in bind_operands(op) if s.dir == "in"]
@@ -377,11 +376,11 @@ class TaskRules(PointChecks):
             self._self_overlapping_output(op, out)
             o_op = out.owner
             assert isinstance(o_op, RegionOp)  # region values have one source
-            (o_buffer,), (o_offset,), (o_extent,), _, _ = operand_groups(o_op)
+            (o_buffer,), (o_offset,), (o_extent,), _, _ = self.groups(o_op)
             for inp, elementwise in ins:
                 i_op = inp.owner
                 assert isinstance(i_op, RegionOp)
-                (i_buffer,), (i_offset,), (i_extent,), _, _ = operand_groups(i_op)
+                (i_buffer,), (i_offset,), (i_extent,), _, _ = self.groups(i_op)
                 if i_buffer != o_buffer:
                     continue
                 try:
@@ -498,7 +497,7 @@ class TaskRules(PointChecks):
         identity: the IR holds them alive while it is verified, and the
         bytecode reader shares equal ones (an unshared equal one only misses
         the cache).  None when an argument raises ExprError."""
-        ins, outs, _, args = operand_groups(op)
+        ins, outs, _, args = self.groups(op)
         try:
             arg_keys = tuple(map(self.ev.key, args))
         except ExprError:

@@ -16,6 +16,7 @@ import operator
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from operator import itemgetter
 from typing import NamedTuple, TypeVar, cast
 
 from xdsl.dialects import arith
@@ -43,11 +44,10 @@ from nem.dialect.diagnostics import NemDiagnosticError, SourceLoc, register_sour
 from nem.dialect.expressions import (
     BINOPS,
     PRECEDENCE,
-    Depths,
-    Evaluator,
+    BuildFacts,
     ExprError,
+    ExprKeys,
     apply_binop,
-    expression_depth,
 )
 from nem.dialect.limits import MAX_EXPR_DEPTH, MAX_EXPR_OPERATORS, MAX_NESTING_DEPTH
 from nem.dialect.op_build import create_op, file_loc
@@ -58,6 +58,7 @@ from nem.frontends.nem_text.lexer import FLOAT, ID, INT, PUNCT, STRING, Token, t
 
 _OpT = TypeVar("_OpT", bound=Operation)
 _INDEX_RESULT = (INDEX,)
+_first = itemgetter(0)  # an op's first result (tuple indexing, in C)
 
 
 _FLOAT_OPS: dict[str, Callable[[float, float], float]] = {
@@ -137,7 +138,6 @@ class ExpressionParser(TokenCursor):
         super().__init__(tokenize(text, file, at), file)
         self.block = Block()
         self.scope = Scope(None, in_loop=False)
-        self.evaluator = Evaluator()
         # Caches that keep parsing linear and cheap: one `arith.constant` per
         # literal value per block (visible in nested loop blocks), one
         # attribute per buffer type, memory level (region types: `region_type`).
@@ -150,9 +150,18 @@ class ExpressionParser(TokenCursor):
         # operators in the current top-level expression
         self._nesting = 0
         self._loop_depth = 0
-        self._max_loop_depth = 0  # the deepest loop nest read (BuildFacts)
+        self._max_loop_depth = 0  # the deepest loop nest read (`facts`)
+        self._max_expr_depth = 0  # the deepest expression read (`facts`)
         self._operators = 0
-        self._depths: Depths = {}
+        # every integer value built (literals, operators, consts, integer
+        # lets, loop variables), in order, with what the verifier's evaluator
+        # computes of it (`facts`, D-BC-SEED): its static value (None when it
+        # depends on a loop variable, `Evaluator.static`), its structural key
+        # (`Evaluator.key`, interned in `_key_table`) and its expression depth
+        # (`expression_depth`); by id: `_int_values` keeps the values alive
+        self._int_values: list[SSAValue] = []
+        self._int_facts: dict[int, tuple[int | None, object, int]] = {}
+        self._key_table = ExprKeys()
         # decorator attributes are immutable values: one per distinct
         # decorator written (`@resource(DMA[0])` on thousands of tasks);
         # an xDSL attribute's verified construction costs 10 to 20 µs
@@ -357,7 +366,7 @@ class ExpressionParser(TokenCursor):
             return FloatAttr(cast(float, val.data), 64)
         if val.kind == "int":
             if type_ == "float":
-                s = self.evaluator.static(cast(SSAValue, val.data))
+                s = self._static(cast(SSAValue, val.data))
                 if s is not None:
                     return FloatAttr(float(s), 64)
             args.append(cast(SSAValue, val.data))
@@ -384,14 +393,18 @@ class ExpressionParser(TokenCursor):
     # ------------------------------------------------------------------
     def _expr(self, const_ctx: bool = False, min_prec: int = 0) -> SSAValue:
         t = self.tok
-        if t.kind == INT:
+        kind = t.kind
+        if kind == INT or kind == ID:
             nxt = self.tokens[self.pos + 1]
             if nxt.text in _AFTER_OPERAND and nxt.kind == PUNCT:
-                # a lone literal before `,` `)` `]`, the commonest expression:
-                # nothing else to check (LEX-02's malformed numbers end in `.`/ID)
+                # a lone literal or name before `,` `)` `]`, the commonest
+                # expressions: nothing else to check (LEX-02's malformed
+                # numbers end in `.`/ID; a call has `(` after its name)
                 self.pos += 1
                 self.tok = nxt
-                return self._literal(int(t.text), t)
+                if kind == INT:
+                    return self._literal(int(t.text), t)
+                return self._name_value(t, const_ctx)
         if min_prec == 0 and self._nesting == 0:
             self._operators = 0  # a new top-level expression
         lhs = self._primary(const_ctx)
@@ -410,10 +423,14 @@ class ExpressionParser(TokenCursor):
                 )
             self.advance()
             rhs = self._expr(const_ctx, prec)
-            a, b = self.evaluator.static(lhs), self.evaluator.static(rhs)
+            facts = self._int_facts
+            a, ka, da = facts[id(lhs)]
+            b, kb, db = facts[id(rhs)]
+            value: int | None = None
+            key: object = None
             if a is not None and b is not None:
                 try:
-                    apply_binop(t.text, a, b)
+                    value = key = apply_binop(t.text, a, b)
                 except ExprError as e:
                     raise self.error(
                         f"{e} in a constant expression",
@@ -427,7 +444,10 @@ class ExpressionParser(TokenCursor):
             # result, its location given (not a default one replaced)
             node = create_op(BINOPS[t.text], (lhs, rhs), _INDEX_RESULT, {}, self._loc(t))
             self.block.add_op(node)
-            if expression_depth(node, self._depths) > MAX_EXPR_DEPTH:  # type: ignore[operator]
+            depth = (da if da > db else db) + 1  # (`expression_depth`: an operator counts 1)
+            if depth > self._max_expr_depth:
+                self._max_expr_depth = depth
+            if depth > MAX_EXPR_DEPTH:
                 raise self.error(
                     f"integer expression more than {MAX_EXPR_DEPTH} operations "
                     "deep, counting through const and let names (limit D-LIMITS)",
@@ -435,7 +455,11 @@ class ExpressionParser(TokenCursor):
                     "compute the value in fewer steps",
                     t,
                 )
-            lhs = node.results[0]
+            lhs = _first(node.results)
+            if value is None:
+                key = self._key_table.binop(t.text, ka, kb)
+            facts[id(lhs)] = (value, key, depth)
+            self._int_values.append(lhs)
 
     def _static_expr(self) -> int | None:
         """Parse an expression whose value is needed now (L1 index, decorator
@@ -451,8 +475,7 @@ class ExpressionParser(TokenCursor):
         block, literals = self.block, self._literals
         self.block, self._literals = Block(), [{}]
         try:
-            value = self._expr()
-            return self.evaluator.static(value)
+            return self._static(self._expr())
         finally:
             self.block, self._literals = block, literals
 
@@ -673,9 +696,54 @@ class ExpressionParser(TokenCursor):
             self._loc(tok),
         )
         self.block.add_op(const)
-        result = const.results[0]
+        result: SSAValue = _first(const.results)
         self._literals[-1][value] = result
+        self._int_facts[id(result)] = (value, value, 0)
+        self._int_values.append(result)
         return result
+
+    # ------------------------------------------------------------------
+    # What the parser knows of the integer values it built (D-BC-SEED)
+    # ------------------------------------------------------------------
+    def _static(self, value: SSAValue) -> int | None:
+        """The static value of an integer value this parser built (None
+        when it depends on a loop variable): `Evaluator.static`'s."""
+        return self._int_facts[id(value)][0]
+
+    def _forward(self, value: SSAValue, operand: SSAValue) -> None:
+        """`value` names `operand` (a const or an integer let): the same
+        static value, key and depth (`Evaluator`, `expression_depth`)."""
+        self._int_facts[id(value)] = self._int_facts[id(operand)]
+        self._int_values.append(value)
+
+    def _loop_variable(self, value: SSAValue) -> None:
+        """`value` is a loop variable: not static, a key of its own, depth 0."""
+        self._int_facts[id(value)] = (None, self._key_table.leaf(), 0)
+        self._int_values.append(value)
+
+    def facts(self) -> BuildFacts:
+        """What this parser established of the program it built, for
+        `verify_program(facts=...)` on that program as built (D-BC-SEED):
+        every integer value's static value and structural key, which the
+        parser computes as `Evaluator.static` and `Evaluator.key` do (the
+        operators of constants folded, each checked as it is read); the
+        deepest expression as `expression_depth` counts it, the deepest
+        loop nest (both bounded here, as the verifier's stage 0 bounds
+        them); every name resolved in scope, so each operand is defined
+        before its use in its block or an enclosing one.  Expressions parsed
+        only for their value (an L1 index, a decorator argument) count too:
+        they are bounded by the same limits."""
+        values, facts = self._int_values, self._int_facts
+        known = [facts[id(v)] for v in values]
+        return BuildFacts(
+            values,
+            [f[0] for f in known],
+            [f[1] for f in known],
+            self._key_table,
+            self._max_expr_depth,
+            self._max_loop_depth,
+            operands_in_scope=True,
+        )
 
     @staticmethod
     def _untyped_region_type(level: MemLevelAttr) -> RegionType:

@@ -4,8 +4,8 @@ Two entry points over one token grammar:
 
 * `tokenize` lexes a whole file for the parsers.  It runs the token
   regular expression line by line with `findall` and builds the tokens with
-  `map` -- no Python code per token, only per line and per distinct token
-  text -- because a compiled CNN is 10,000 lines and 800,000 tokens, and a
+  `map` -- no Python code per token, only per line and per distinct piece
+  (a token with the blanks before it) -- because a compiled CNN is 10,000 lines and 800,000 tokens, and a
   per-token loop cost as much as the rest of the parse.  Any line it cannot
   take whole (a stray character, an unterminated string, an out-of-range
   INT) sends the file to `iter_tokens`, which reports the first problem
@@ -41,8 +41,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from itertools import accumulate, chain, repeat
-from operator import sub
-from typing import NamedTuple
+from operator import add, itemgetter
+from typing import Any, NamedTuple
 
 from nem.dialect.diagnostics import NemDiagnosticError, SourceLoc, fail
 from nem.dialect.limits import INT_MAX, MAX_LITERAL_CHARS
@@ -133,10 +133,13 @@ def tokenize(text: str, file: str, at: tuple[int, int] = (0, 0)) -> list[Token]:
     first character that starts no token (the same tokens and diagnostics
     as `iter_tokens`, faster; `at` as there)."""
     tokens: list[Token] = []
-    kinds: dict[str, str] = {}  # kind of each distinct token text
-    canon: dict[str, str] = {}  # one string object per distinct token text
+    # each distinct piece (blanks, then a token): its token's kind, its text
+    # (one string object per distinct text) and the blanks before it
+    pieces_seen: dict[str, tuple[str, str, int]] = {}
+    texts: dict[str, str] = {}
     findall = _LINE_RE.findall
     new_token = tuple.__new__
+    seen = pieces_seen.get
     lines = text.split("\n")
     for number, line in enumerate(lines, 1 + at[0]):
         first = 1 + at[1] if number == 1 + at[0] else 1  # the column of the line's start
@@ -145,31 +148,39 @@ def tokenize(text: str, file: str, at: tuple[int, int] = (0, 0)) -> list[Token]:
             if line.strip(" \t\r\f"):
                 return list(iter_tokens(text, file, at))
             continue
-        texts = list(map(str.lstrip, pieces))
-        ends = list(accumulate(map(len, pieces), initial=first))  # 1 + where each piece ends
-        comment = texts[-1][0] == "#"  # a comment runs to the end of the line
-        # findall skips what matches nothing: the pieces cover the line
-        # (up to its trailing blanks) only if their lengths add up to it
-        if ends[-1] - first != (len(line) if comment else len(line.rstrip(" \t\r\f"))):
-            return list(iter_tokens(text, file, at))
-        if comment:
-            del texts[-1]
-            if not texts:
-                continue
-        texts = list(map(canon.setdefault, texts, texts))
-        found = list(map(kinds.get, texts))
-        if None in found:
-            for t in texts:
-                if t not in kinds:
-                    kind = kinds[t] = _kind(t)
+        known: list[Any] = list(map(seen, pieces))  # (None: a piece not seen yet)
+        if None in known:
+            for piece in pieces:
+                if piece not in pieces_seen:
+                    t = piece.lstrip(" \t\r\f")
+                    t = texts.setdefault(t, t)
+                    kind = _kind(t)
                     if kind == INT and not _int_in_range(t):
                         return list(iter_tokens(text, file, at))
-            found = list(map(kinds.__getitem__, texts))
-        cols = map(sub, ends[1:], map(len, texts))
+                    pieces_seen[piece] = (kind, t, len(piece) - len(t))
+            known = list(map(pieces_seen.__getitem__, pieces))
+        lengths = list(map(len, pieces))
+        comment = known[-1][0] == "comment"  # a comment runs to the end of the line
+        # findall skips what matches nothing: the pieces cover the line
+        # (up to its trailing blanks) only if their lengths add up to it
+        if sum(lengths) != (len(line) if comment else len(line.rstrip(" \t\r\f"))):
+            return list(iter_tokens(text, file, at))
+        if comment:
+            del known[-1]
+            if not known:
+                continue
+        # a token's column: where its piece starts, plus the blanks before it
+        cols = map(add, accumulate(lengths, initial=first), map(_BLANKS, known))
         tokens += map(
             new_token,
             repeat(Token),
-            zip(found, texts, repeat(number), cols, chain((True,), repeat(False))),
+            zip(
+                map(_KIND, known),
+                map(_TEXT, known),
+                repeat(number),
+                cols,
+                chain((True,), repeat(False)),
+            ),
         )
     tokens.append(
         Token(
@@ -181,6 +192,9 @@ def tokenize(text: str, file: str, at: tuple[int, int] = (0, 0)) -> list[Token]:
         )
     )
     return tokens
+
+
+_KIND, _TEXT, _BLANKS = itemgetter(0), itemgetter(1), itemgetter(2)
 
 
 def _kind(text: str) -> str:

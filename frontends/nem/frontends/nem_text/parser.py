@@ -40,7 +40,7 @@ from nem.dialect.attributes import (
 )
 from nem.dialect.decorators import DECORATORS
 from nem.dialect.diagnostics import NemDiagnosticError, SourceLoc
-from nem.dialect.expressions import BuildFacts, ExprKeys, expression_depth
+from nem.dialect.expressions import BuildFacts
 from nem.dialect.gc_pause import gc_paused
 from nem.dialect.limits import MAX_NESTING_DEPTH
 from nem.dialect.ops import (
@@ -50,7 +50,6 @@ from nem.dialect.ops import (
     LetOp,
     LoopOp,
     ProgramOp,
-    RegionOp,
     StoreOp,
     TransferOp,
     WaitOp,
@@ -63,6 +62,7 @@ from nem.frontends.nem_text.expression_parser import (
 )
 from nem.frontends.nem_text.lexer import CALL, ID, PUNCT, STRING, Token, unquote
 from nem.frontends.nem_text.quant_parser import QuantParser
+from nem.frontends.nem_text.statement_ops import SharedAttrs, compute_op, move_op, region_op
 
 
 class ProgramParser(QuantParser):
@@ -71,6 +71,7 @@ class ProgramParser(QuantParser):
     # Document structure (GRAM-01, GRAM-02)
     # ------------------------------------------------------------------
     def parse_program(self) -> ProgramOp:
+        self._shared_attrs = SharedAttrs()
         includes = []
         while self.at("include"):
             path, _ = config_parser.parse_include(self)
@@ -198,7 +199,7 @@ class ProgramParser(QuantParser):
         value = self._expr(const_ctx=True)
         self._end_of_expression("a const expression")
         op = self._add(ConstOp(name.text, value), kw)
-        expression_depth(op, self._depths)
+        self._forward(op.result, value)
         self._declare(name, "const", op.result)
 
     def _let(self) -> None:
@@ -211,8 +212,9 @@ class ProgramParser(QuantParser):
             return
         val = self._value()
         if val.kind == "int":
-            op = self._add(LetOp(name.text, ArgRefAttr(0), [cast(SSAValue, val.data)], True), kw)
-            expression_depth(op, self._depths)
+            value = cast(SSAValue, val.data)
+            op = self._add(LetOp(name.text, ArgRefAttr(0), [value], True), kw)
+            self._forward(op.results[0], value)
             self._declare(name, "let", op.result)
             self._no_decorators_on_let(name)
             return
@@ -367,6 +369,7 @@ class ProgramParser(QuantParser):
         outer_block, outer_scope = self.block, self.scope
         self.block, self.scope = body, Scope(outer_scope, in_loop=True)
         self._literals.append({})
+        self._loop_variable(body.args[0])
         self._declare(iv, "loopvar", body.args[0])
         while not self.at("endloop"):
             if self.at_eof():
@@ -444,11 +447,20 @@ class ProgramParser(QuantParser):
         else:
             rtype, shape_vals, stride_vals = self._untyped_region_type(level), [], []
         decos = [] if binding == "inline" else self._decorators()
-        op = RegionOp(
-            rtype, buf.value, offset, extent, shape_vals, stride_vals, name, binding, decos
+        op = region_op(
+            rtype,
+            buf.value,
+            offset,
+            extent,
+            shape_vals,
+            stride_vals,
+            name,
+            binding,
+            decos,
+            self._loc(start if binding != "inline" else kw),
         )
-        self._add(op, start if binding != "inline" else kw)
-        return op.result
+        self.block.add_op(op)
+        return op.results[0]
 
     def _type_attrs(
         self, level: MemLevelAttr, in_operand_list: bool
@@ -519,7 +531,7 @@ class ProgramParser(QuantParser):
         return rtype, shape_vals, stride_vals
 
     def _static_or_dynamic(self, v: SSAValue) -> int:
-        s = self.evaluator.static(v)
+        s = self._static(v)
         return DYNAMIC if s is None else s
 
     def _expr_list(self, what: str) -> list[SSAValue]:
@@ -621,10 +633,18 @@ class ProgramParser(QuantParser):
             self.expect(")", "GRAM-12", f"to close {call.text}(...)")
             decos = task_decos + self._decorators()
             cls = TransferOp if base == "transfer" else StoreOp
-            op = self._add(
-                cls(dst, src, [self._token(d) for d in deps], sync, token_name, decos, role_decos),
-                start,
+            op = move_op(
+                cls,
+                dst,
+                src,
+                [self._token(d) for d in deps],
+                sync,
+                token_name,
+                decos,
+                role_decos,
+                self._loc(start),
             )
+            self.block.add_op(op)
             if assign:
                 self._declare(assign, "token", op.results[0])
             return
@@ -691,12 +711,22 @@ class ProgramParser(QuantParser):
             aspec = spec.attributes.get(name)
             attrs[name] = self._value_attr(given[name], args, aspec.type if aspec else None, name)
         decos = task_decos + self._decorators()
-        op = cls(
-            ins, outs, deps, args, attrs, sync, assign.text if assign else None, decos, role_decos
+        op = compute_op(
+            cls,
+            ins,
+            outs,
+            deps,
+            args,
+            self._shared_attrs.get(attrs),
+            sync,
+            assign.text if assign else None,
+            decos,
+            role_decos,
+            self._loc(start),
         )
-        self._add(op, start)
+        self.block.add_op(op)
         if assign:
-            self._declare(assign, "token", op.result)
+            self._declare(assign, "token", op.results[0])
 
     def _starts_statement(self) -> bool:
         nxt = self.peek(2)
@@ -749,13 +779,10 @@ def parse_nem_facts(
     text: str, file: str = "<stdin>", *, at: tuple[int, int] = (0, 0)
 ) -> tuple[ModuleOp, BuildFacts]:
     """`parse_nem`, and what the parser established of the program it
-    built, for `verify_program(facts=...)` on that program as built
-    (D-BC-SEED): its deepest loop nest and deepest expression, which the
-    parser bounds as the verifier's stage 0 does (`expression_depth` of
-    every operator, const and integer let; every name resolved in scope,
-    so each operand is defined before its use in its block or an
-    enclosing one).  No static values or keys: the verifier's evaluator
-    computes those as it goes."""
+    built (`ProgramParser.facts`), for `verify_program(facts=...)` on that
+    program as built (D-BC-SEED): each integer value's static value and
+    structural key, the deepest expression and loop nest, and that every
+    operand is in scope."""
     from nem.dialect.arguments import check_text, check_type
     from nem.dialect.limits import max_source_bytes
 
@@ -764,16 +791,7 @@ def parse_nem_facts(
     with gc_paused():
         parser = ProgramParser(text, file, at)
         module = ModuleOp([parser.parse_program()])
-    facts = BuildFacts(
-        [],
-        [],
-        [],
-        ExprKeys(),
-        max((d for d, _ in parser._depths.values()), default=0),  # noqa: SLF001 - its own state
-        parser._max_loop_depth,  # noqa: SLF001
-        operands_in_scope=True,
-    )
-    return module, facts
+        return module, parser.facts()
 
 
 __all__ = ["parse_nem", "parse_nem_facts", "ProgramParser", "NemDiagnosticError"]

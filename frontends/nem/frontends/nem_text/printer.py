@@ -35,8 +35,10 @@ from nem.dialect.ops import (
     LetOp,
     LoopOp,
     MoveOp,
+    NemOp,
     ProgramOp,
     RegionOp,
+    StoreOp,
     TransferOp,
     WaitOp,
 )
@@ -66,6 +68,10 @@ class NemPrinter:
         # entry keeps the type alive, so its id stays its own): few distinct
         # types exist, and each region printed reads four of their properties
         self._type_parts: dict[int, tuple[bool, str | None, str | None, str, Attribute]] = {}
+        # by the identity of a `decorators` array / `attrs` entry (kept alive by
+        # the entry): tasks share them, and each costs a render / a sort
+        self._deco_texts: dict[int, tuple[str, Attribute]] = {}
+        self._attr_orders: dict[tuple[type, int], tuple[list[str], Attribute]] = {}
 
     # -- expressions -------------------------------------------------------
     def expr(self, value: SSAValue) -> str:
@@ -125,7 +131,7 @@ class NemPrinter:
 
     # -- values --------------------------------------------------------------
     def value(self, attr: Attribute, args: tuple[SSAValue, ...]) -> str:
-        if isinstance(attr, ArgRefAttr):
+        if type(attr) is ArgRefAttr or isinstance(attr, ArgRefAttr):  # (ABCs: exact type first)
             return self.expr(args[attr.index.data])
         if isinstance(attr, ArrayAttr):
             return "[" + ", ".join(self.value(a, args) for a in attr.data) + "]"
@@ -225,8 +231,7 @@ class NemPrinter:
             assert op.region_name is not None  # RegionOp.verify_: declared regions are named
             self.line(
                 depth,
-                f"{prefix}{op.region_name.data} = {self.region_text(op)}"
-                + _decos(op.decorator_list()),
+                f"{prefix}{op.region_name.data} = {self.region_text(op)}" + self.decos(op),
             )
         elif kind == "loop":
             op = cast(LoopOp, op)
@@ -256,7 +261,14 @@ class NemPrinter:
             )
 
     def move(self, op: MoveOp) -> str:
-        kw = "transfer" if type(op) is TransferOp or isinstance(op, TransferOp) else "store"
+        t = type(op)  # (exact types first: isinstance on xDSL's ABC op classes is Python code)
+        kw = (
+            "store"
+            if t is StoreOp
+            else "transfer"
+            if t is TransferOp or isinstance(op, TransferOp)
+            else "store"
+        )
         mode = "sync" if op.is_sync else "async"
         (dst,), (src,), deps = operand_groups(op)
         text = (
@@ -265,7 +277,7 @@ class NemPrinter:
         )
         if deps:
             text += f", deps=[{', '.join(_token_name(t) for t in deps)}]"
-        text += ")" + _decos(op.decorator_list())
+        text += ")" + self.decos(op)
         return _assign(op) + text
 
     def compute(self, op: ComputeOp) -> str:
@@ -279,10 +291,29 @@ class NemPrinter:
         text = f"{op.opcode}.{mode} in {ins} out {outs}"
         if deps:
             text += f" deps=[{', '.join(_token_name(t) for t in deps)}]"
-        given = op.attrs.data
-        for key in op.SPEC.canonical_attr_order(given):
-            text += f" {key}={self.value(given[key], args)}"
-        return _assign(op) + text + _decos(op.decorator_list())
+        entry = op.attrs
+        given = entry.data
+        if given:
+            order = self._attr_orders.get((type(op), id(entry)))
+            if order is None:
+                order = self._attr_orders[(type(op), id(entry))] = (
+                    op.SPEC.canonical_attr_order(given),
+                    entry,
+                )
+            for key in order[0]:
+                text += f" {key}={self.value(given[key], args)}"
+        return _assign(op) + text + self.decos(op)
+
+    def decos(self, op: Operation) -> str:
+        """The text of `op`'s decorators (`NemOp.decorator_list`), rendered
+        once per decorator array."""
+        array = op.properties.get("decorators")
+        if array is None:
+            return ""
+        hit = self._deco_texts.get(id(array))
+        if hit is None:
+            hit = self._deco_texts[id(array)] = (_decos(cast(NemOp, op).decorator_list()), array)
+        return hit[0]
 
 
 def _type_parts(rtype: Attribute) -> tuple[bool, str | None, str | None, str, Attribute]:

@@ -82,7 +82,7 @@ class QuantParser(ExpressionParser):
         if v.kind == "float":
             return cast(float, v.data)
         if v.kind == "int":
-            s = self.evaluator.static(cast(SSAValue, v.data))
+            s = self._static(cast(SSAValue, v.data))
             if s is not None:
                 return s
         raise self.error(
