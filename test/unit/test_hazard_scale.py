@@ -222,11 +222,13 @@ def _shared_reads(n: int) -> str:
 
 
 def _pair_steps(src: str) -> int:
-    """Line events in `HazardFinder._pairs` and the comprehensions it runs:
-    the accesses it compares, counted, not timed."""
+    """Line events in `live_pairs` (`HazardFinder._pairs`) and the
+    comprehensions it runs: the accesses it compares, counted, not timed."""
     import sys
 
-    code = hazard_finder.HazardFinder._pairs.__code__
+    from nem.analysis import hazard_report
+
+    code = hazard_report.live_pairs.__code__
     steps = [0]
 
     def tracer(frame, event, arg):  # noqa: ANN001, ANN202
@@ -285,3 +287,107 @@ def test_a_narrowed_window_builds_no_task_nest_again(monkeypatch):
     remarks = synthesize(prog, None, narrow_windows=True)
     assert [d.message.split(":")[0] for d in remarks] == ["loop 'i' runs one iteration at a time"]
     assert len(built) == 2  # ld, st (the old code built them again after the narrowing: 4)
+
+
+def _rewritten_piecewise(n: int) -> str:
+    """`b` written whole (w0), then again in two halves by two statements
+    (w1, w2), then read whole by `n` statements; nothing is ordered."""
+    t = "elem=f32, shape=[{}], layout=C"
+    lines = [
+        "program p:",
+        "buffer x : DDR (size=256, align=64)",
+        "buffer b : DDR (size=256, align=64)",
+        f"w0 = transfer.async(dst=region(b, 0, 256) {t.format(64)}, src=region(x, 0, 256) {t.format(64)})",
+        f"w1 = transfer.async(dst=region(b, 0, 128) {t.format(32)}, src=region(x, 0, 128) {t.format(32)})",
+        f"w2 = transfer.async(dst=region(b, 128, 128) {t.format(32)}, src=region(x, 128, 128) {t.format(32)})",
+    ]
+    for i in range(n):
+        lines.append(f"buffer o{i} : DDR (size=256, align=64)")
+        lines.append(
+            f"r{i} = transfer.async(dst=region(o{i}, 0, 256) {t.format(64)}, "
+            f"src=region(b, 0, 256) {t.format(64)})"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def test_an_access_every_byte_of_which_later_writes_cover_dies():
+    """An access pairs with no access after the statements whose covering
+    writes together wrote every byte it can touch (w0 after w1 and w2, each
+    covering a half: `live_pairs`); a single write covering it all was
+    needed before, so w0 met every later read (DenseNet-121's arena
+    ordering: most of its 85k candidate pairs, issue 30).  Those pairs are
+    nowhere nearest: the races found are the enumerating replay's, word for
+    word."""
+    # RULE: HAZ-01
+    import hazard_replay
+
+    src = _rewritten_piecewise(6)
+    finder = hazard_finder.HazardFinder(_program(src))
+    (accs,) = [
+        accs
+        for buf, accs in finder._collect().items()
+        if buf.owner.buffer_name.data == "b"  # type: ignore[union-attr]
+    ]
+    w0 = accs[0]
+    met = [y.op.token_name() for x, y in finder._pairs(accs) if x is w0 and y is not w0]
+    assert met == ["w1", "w2"], met  # before: w1, w2 and r0..r5
+    diags = [d.message for d in finder.run()]
+    assert diags == [d.message for d in hazard_replay.find_hazards(_program(src))]
+    assert len(diags) == 2 + 2 * 6, diags  # w0-w1, w0-w2; each read after w1 and w2
+
+
+def test_a_narrowed_window_keeps_the_other_buffers_accesses(monkeypatch):
+    """Narrowing a loop's window changes the instances of the buffers
+    declared in it only (D-SEM-INSTANCES): the next scan collects no access
+    again, gives `t` (in the loop) new accesses with its new windows and
+    keeps the program-scope buffers' accesses, pairs and conflict sets
+    (`RaceCache.stale`, issue 30: DenseNet-121's 80 narrowings collected
+    and paired the whole program again)."""
+    from nem.passes.synthesize_deps import Synthesizer
+
+    collected = _counted_method(monkeypatch, hazard_finder.HazardFinder, "_collect")
+    t = "elem=f32, shape=[256], layout=C"
+    src = (
+        "program reload:\n"
+        "buffer X : DDR (size=4096, align=64)\nbuffer Y : DDR (size=4096, align=64)\n"
+        "buffer x : L1[0] (size=2048, align=64)\n"
+        "loop i in [0..3] @max_in_flight(2):\n"
+        "  buffer t : L1[0] (size=1024, align=64)\n"
+        f"  ld = transfer.async(dst=region(x, 0, 1024) {t}, src=region(X, i * 1024, 1024) {t})\n"
+        f"  cp = transfer.async(dst=region(t, 0, 1024) {t}, src=region(x, 0, 1024) {t})\n"
+        f"  st = transfer.async(dst=region(Y, i * 1024, 1024) {t}, src=region(t, 0, 1024) {t})\n"
+        "endloop\n"
+    )
+    prog = _program(src)
+    s = Synthesizer(prog, None, narrow_windows=True)
+    before: dict[str, list[object]] = {}
+    real_scan = hazard_finder.HazardFinder.scan
+
+    def scan(self):  # noqa: ANN001, ANN202
+        real_scan(self)
+        for buf, accs in (self.cache.by_buffer or {}).items():
+            before.setdefault(buf.owner.buffer_name.data, []).append(accs)
+
+    monkeypatch.setattr(hazard_finder.HazardFinder, "scan", scan)
+    s.run()
+    assert [d.message.split(":")[0] for d in s.remarks] == ["loop 'i' runs one iteration at a time"]
+    assert collected[0] == 1  # before: once more after the narrowing
+    first, last = before["x"][0], before["x"][-1]
+    assert all(a is b for a, b in zip(first, last, strict=True))  # kept
+    t_first, t_last = before["t"][0], before["t"][-1]
+    assert [a.windows for a in t_first] == [(2,), (2,)]
+    assert [a.windows for a in t_last] == [(1,), (1,)]  # its instances followed the window
+    # and the ordering is the one a fresh analysis of the narrowed program finds
+    assert find_races(prog).races == []
+
+
+def _counted_method(monkeypatch, cls: type, name: str) -> list[int]:
+    calls = [0]
+    real = getattr(cls, name)
+
+    def counting(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+        calls[0] += 1
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(cls, name, counting)
+    return calls

@@ -36,8 +36,6 @@ Accesses whose expressions are not quasi-affine are enumerated
 from __future__ import annotations
 
 import bisect
-import heapq
-import itertools
 from collections.abc import Collection, Mapping
 
 import islpy as isl
@@ -67,7 +65,7 @@ from nem.analysis.hazard_report import (
     Race,
     RaceScan,
     StaticAccess,
-    overlapping_pairs,
+    live_pairs,
     race_diagnostic,
 )
 from nem.analysis.ir_walk import walk_ops
@@ -104,11 +102,21 @@ class HazardFinder:
         memos: ShapeMemos | None = None,
     ):
         self.program = program
-        self.s = Structure(program)
         self.cache = cache or RaceCache()
+        self.s = Structure(program, self.cache.skeleton)
+        self.cache.skeleton = self.s.skeleton
         self.memos = memos or ShapeMemos()
         if self.cache.boxes is None or self.cache.windows is None:
             self.cache.boxes = self._boxes(program, self.cache.boxes)
+        if self.cache.narrowed_loops:
+            narrowed = self.cache.narrowed_loops
+            self.cache.stale(
+                {
+                    st.op
+                    for st in self.s.tasks.values()
+                    if any(id(lp) in narrowed for lp in st.loops)
+                }
+            )
         self.boxes = self.cache.boxes
         self.ev = self.boxes.ev
         self.found: dict[tuple, tuple[tuple, Access, Access, Order]] = {}
@@ -131,6 +139,13 @@ class HazardFinder:
         rounds of `nem-synthesize-deps` change no loop and no buffer."""
         boxes = known or Boxes(Evaluator())
         windows = self.cache.windows = {}
+        if known is not None and self.cache.by_buffer is not None:
+            # a window narrowed: only the accessed buffers' windows matter
+            # (`RaceCache.stale`), read without walking the whole program
+            for buf in self.cache.by_buffer:
+                if isinstance(buf.owner, BufferOp):
+                    windows[buf] = static_windows(enclosing_loops(buf.owner), boxes.ev)
+            return boxes
         for op in walk_ops(program):
             if isinstance(op, LoopOp):
                 if known is None:
@@ -207,55 +222,13 @@ class HazardFinder:
         return o[0], o[1] + e[1]
 
     def _pairs(self, accs: list[StaticAccess]) -> list[PairKey]:
-        """The candidate pairs of one buffer's accesses (in program order):
-        within a top-level statement, those whose byte bounds overlap
-        (`overlapping_pairs`); across statements, an access against the earlier ones
-        still *live*: an access is dead once a later statement holds a write
-        whose instances write every byte the access can touch (`_cover`):
-        that write comes between it and every access after, so the pair is
-        nowhere nearest.  Without it a program whose nests write whole
-        buffers one after the other pairs every access with every earlier
-        one (synthesize-deps starts from no ordering at all).  An access's
-        end of life (`_complete_from`) is computed once and kept in a heap:
-        rechecking every live access at every statement took 36 of the 40 s
-        of `find_hazards` on a chain of 3,000 nodes."""
-        out: list[PairKey] = []
-        live: dict[int, StaticAccess] = {}  # by position in `accs`, in program order
-        writes: dict[int, StaticAccess] = {}  # the live writes, in the same order
-        expiry: list[tuple[float, int]] = []  # (`_complete_from`, position): a heap
-        for top, grouped in itertools.groupby(enumerate(accs), key=lambda a: a[1].top):
-            group = list(grouped)
-            while expiry and expiry[0][0] <= top:
-                k = heapq.heappop(expiry)[1]
-                live.pop(k, None)
-                writes.pop(k, None)
-            out += overlapping_pairs([y for _, y in group])
-            for _, y in group:
-                # a read meets only the live writes: a weight every node of a
-                # chain reads kept all its reads live, each read visiting all
-                # the earlier ones (quadratic: 10,000 nodes, 5,000 reads, issue 30)
-                out += [
-                    (x, y)
-                    for x in (live if y.write else writes).values()
-                    if x.lo < y.hi and y.lo < x.hi
-                ]
-            for k, y in group:
-                live[k] = y
-                if y.write:
-                    writes[k] = y
-                done = self._complete_from(y)
-                if done != INF:
-                    heapq.heappush(expiry, (done, k))
-            for _, w in group:
-                cover = self._cover(w) if w.write else None
-                if cover is not None:
-                    live = {
-                        k: x
-                        for k, x in live.items()
-                        if x.top == top or not (cover[0] <= x.lo and x.hi <= cover[1])
-                    }
-                    writes = {k: x for k, x in writes.items() if k in live}
-        return out
+        """The candidate pairs of one buffer's accesses (`live_pairs`: an
+        access pairs with the later ones until its task has completed or
+        covering writes have written every byte it can touch).  Without the
+        second, a program whose nests write whole buffers one after the
+        other pairs every access with every earlier one (synthesize-deps
+        starts from no ordering at all)."""
+        return live_pairs(accs, self._complete_from, self._cover)
 
     def _complete_from(self, x: StaticAccess) -> float:
         """The first top-level statement before which every instance of `x`'s
@@ -312,17 +285,29 @@ class HazardFinder:
         cache = self.cache
         if cache.by_buffer is None:
             cache.by_buffer = self._collect()
-            for buf, accs in cache.by_buffer.items():
+        by_buffer, pairs_of = cache.by_buffer, cache.pairs_of
+        if len(pairs_of) < len(by_buffer):  # the first scan, or windows narrowed
+            for buf, accs in by_buffer.items():
+                if buf in pairs_of:
+                    continue
                 if all(self._quasi_affine(a) for a in accs):
                     pairs = self._pairs(accs)
-                    cache.pairs += (
+                    pairs_of[buf] = (
                         [p for p in pairs if not self._same_member(p)] if self.members else pairs
                     )
                 else:
-                    cache.replayed.append(accs)
+                    pairs_of[buf] = None
+            cache.pairs = [p for b in by_buffer for p in pairs_of[b] or ()]
+            cache.replayed = [by_buffer[b] for b in by_buffer if pairs_of[b] is None]
         for x, y in cache.pairs:
             self._direction(x, y)
-            if y is not x:
+            if y is x:
+                continue
+            if x.top < y.top:
+                # y's statement comes after x's: no instance of y is issued before
+                # one of x (`ordered_always` says so, with no common loop); counted
+                self.work += 1
+            else:
                 self._direction(y, x)
         for accs in cache.replayed:
             self._replay(accs)

@@ -6,11 +6,12 @@ of one program (D-HAZ-SYMBOLIC, D-DEPS-SYNTH)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import islpy as isl
 from xdsl.ir import Operation, SSAValue
 
+from nem.analysis.happens_before import Skeleton
 from nem.analysis.hazard_report import StaticAccess
 from nem.analysis.presburger import Boxes, InstanceSpace, Nest
 from nem.dialect.bounded_cache import BoundedCache
@@ -62,23 +63,66 @@ class RaceCache:
     by_buffer: dict[SSAValue, list[StaticAccess]] | None = None
     pairs: list[PairKey] = field(default_factory=list)
     replayed: list[list[StaticAccess]] = field(default_factory=list)
+    """The accesses of each buffer that has one isl cannot represent."""
+    pairs_of: dict[SSAValue, list[PairKey] | None] = field(default_factory=dict)
+    """Each buffer's candidate pairs (None: replayed); `pairs` and `replayed`
+    list them in `by_buffer` order."""
     writers: dict[SSAValue, tuple[list[int], list[StaticAccess]]] = field(default_factory=dict)
     touches: dict[tuple, isl.Set] = field(default_factory=dict)
     forms: dict[StaticAccess, tuple] = field(default_factory=dict)
-    """The accesses of each buffer that has one isl cannot represent."""
     conflicts: dict[PairKey, tuple[InstanceSpace, isl.Set] | None] = field(default_factory=dict)
     verdicts: dict[PairKey, tuple[object, Witness | None]] = field(default_factory=dict)
     nests: dict[tuple[Operation, tuple[int, ...], int, int], Nest] = field(default_factory=dict)
+    skeleton: Skeleton | None = None
+    """The statements the happens-before model reads, for the next
+    `Structure` (only deps, windows and the waits ending blocks change)."""
     boxes: Boxes | None = None
     """The loop variables' intervals (and the evaluator the nests share)."""
     windows: dict[SSAValue, tuple[int, ...]] | None = None
     """Each buffer's instance windows (D-SEM-INSTANCES); None: not yet read."""
+    windows_before: dict[SSAValue, tuple[int, ...]] | None = None
+    """The windows of the last scan, once a loop's window narrowed since."""
+    narrowed_loops: set[int] = field(default_factory=set)
+    """id() of each loop whose window narrowed since the last scan."""
 
-    def narrowed(self) -> RaceCache:
-        """The cache once a loop's `@max_in_flight` changed (`nem-synthesize-deps`
-        narrowing a window): buffer instances follow the window
-        (D-SEM-INSTANCES), so the accesses, their pairs and answers are
-        dropped; the loops' boxes and each task's nest (built from loop
-        bounds only, which do not change) are kept, so that a narrowing
-        does not build every task's isl functions again (issue 30)."""
-        return RaceCache(boxes=self.boxes, nests=self.nests)
+    def narrowed(self, loop: Operation) -> RaceCache:
+        """The cache once `loop`'s `@max_in_flight` changed (`nem-synthesize-deps`
+        narrowing a window).  Buffer instances follow the windows of the
+        loops holding the buffer's declaration (D-SEM-INSTANCES); the next
+        scan reads every buffer's windows again and `stale` drops what
+        depends on them (or on the loop's window) only, issue 30."""
+        if self.windows is not None:
+            self.windows_before = self.windows
+        self.windows = None
+        self.narrowed_loops.add(id(loop))
+        return self
+
+    def stale(self, moved: set[Operation]) -> None:
+        """Drop what the windows narrowed since the last scan invalidate
+        (`moved`: the tasks inside a narrowed loop).  A buffer whose windows
+        changed gets new accesses (the same, with its new windows: nothing
+        else of an access depends on a window), so its pairs, conflict sets,
+        witness searches and verdicts are redone; a pair with a task in a
+        narrowed loop is decided again (its race set depends on the windows
+        of the task's loops, not all of which its facts hold), and its
+        accesses' forms are printed again.  The rest is kept: the other
+        buffers' accesses, their pairs (D-DEPS-REUSE) and conflict sets, the
+        loops' boxes and the tasks' nests (loop bounds only)."""
+        old, new, by_buffer = self.windows_before, self.windows, self.by_buffer
+        self.windows_before, self.narrowed_loops = None, set()
+        if old is None or new is None or by_buffer is None:
+            return
+        changed = {b for b in by_buffer if old.get(b) != new.get(b)}
+        for b in changed:
+            by_buffer[b] = [replace(a, windows=new.get(b, ())) for a in by_buffer[b]]
+            self.pairs_of.pop(b, None)
+            self.writers.pop(b, None)
+
+        def gone(a: StaticAccess) -> bool:
+            return a.buffer in changed or a.op in moved
+
+        self.forms = {a: f for a, f in self.forms.items() if not gone(a)}
+        self.verdicts = {k: v for k, v in self.verdicts.items() if not (gone(k[0]) or gone(k[1]))}
+        if changed:
+            self.conflicts = {k: v for k, v in self.conflicts.items() if k[0].buffer not in changed}
+            self.touches = {k: v for k, v in self.touches.items() if k[0].buffer not in changed}

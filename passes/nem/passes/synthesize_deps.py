@@ -91,6 +91,11 @@ class Synthesizer:
     """The deps this pass added, per task."""
     blocks: list[Block] | None = None
     """The program's block and its loop bodies (`close_blocks`)."""
+    tasks_of: dict[Block, list[TaskOp]] | None = None
+    """Each block's tasks, in order (`close_blocks`), and their ranks in the
+    program (`reduce`): the pass adds and removes no task, so listing every
+    op of the program once is enough (nine in ten are index constants)."""
+    rank: dict[Operation, int] | None = None
     cache: RaceCache = field(default_factory=RaceCache)
     """What the scans share while only deps and waits change (the accesses,
     their candidate pairs and conflict sets, each pair's verdict under the
@@ -170,7 +175,7 @@ class Synthesizer:
             loop.properties["decorators"] = ArrayAttr(tuple(decos))
         else:
             loop.properties.pop("decorators", None)
-        self.cache = self.cache.narrowed()  # buffer instances follow the window
+        self.cache = self.cache.narrowed(loop)  # buffer instances follow the window
         at_once = "one iteration" if distance == 1 else f"at most {distance} iterations"
         self.remarks.append(
             Diagnostic(
@@ -187,9 +192,12 @@ class Synthesizer:
         """Drop the added deps that other deps of the same task imply."""
         # the tasks' ranks in program order: `_reaches` only compares them
         # (every op of a lowered program, its index constants, was 8x more)
-        pos: dict[Operation, int] = {
-            op: k for k, op in enumerate(o for o in walk_ops(self.program) if isinstance(o, TaskOp))
-        }
+        if self.rank is None:
+            self.rank = {
+                op: k
+                for k, op in enumerate(o for o in walk_ops(self.program) if isinstance(o, TaskOp))
+            }
+        pos = self.rank
         for task, mine in self.added.items():
             deps = list(task.deps)
             keep = [
@@ -206,7 +214,7 @@ class Synthesizer:
         task) already covers before the consumer: a round repairs all races
         it sees at once, so a dep added for one may be subsumed by the wait
         that closes a loop body ordered by another."""
-        s = Structure(self.program)
+        s = Structure(self.program, self.cache.skeleton)
         for task, mine in self.added.items():
             keep = list(task.deps)
             for d in mine:
@@ -242,6 +250,11 @@ class Synthesizer:
         """Each block ends with a wait on its sinks (tokens nothing consumes)."""
         if self.blocks is None:  # the pass adds and removes no loop: listed once
             self.blocks = list(_blocks(self.program))
+        if self.tasks_of is None:  # nor a task
+            self.tasks_of = {
+                block: [op for op in block_ops(block) if isinstance(op, TaskOp)]
+                for block in self.blocks
+            }
         for block in self.blocks:
             old = self.closing.pop(block, None)
             if old is not None:
@@ -249,8 +262,8 @@ class Synthesizer:
                 old.erase()
             sinks = [
                 op.results[0]
-                for op in block_ops(block)
-                if isinstance(op, TaskOp) and not op.is_sync and not op.results[0].uses
+                for op in self.tasks_of[block]
+                if not op.is_sync and not op.results[0].uses
             ]
             if sinks:
                 wait = WaitOp(sinks, [])
