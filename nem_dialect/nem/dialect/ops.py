@@ -82,6 +82,13 @@ def _segment_sizes(sizes: tuple[int, ...]) -> DenseArrayBase:
 
 
 @lru_cache(maxsize=256)
+def _deps_segment(cls: type[IRDLOperation]) -> int:
+    """The position of the `deps` segment among a task class's operand
+    definitions (one entry per op class)."""
+    return [name for name, _ in cls.get_irdl_definition().operands].index("deps")
+
+
+@lru_cache(maxsize=256)
 def _index_attr(value: int) -> IntegerAttr:
     """`value : index` (an alignment): few distinct ones exist."""
     return IntegerAttr.from_index_int_value(value)
@@ -492,15 +499,16 @@ class TaskOp(NemOp):
 
     def set_deps(self, deps: Sequence[SSAValue]) -> None:
         """Replace the dependency tokens (the `deps` operand segment)."""
-        names = [name for name, _ in type(self).get_irdl_definition().operands]
-        seg = names.index("deps")
+        seg = _deps_segment(type(self))
         sizes = list(self.properties["operandSegmentSizes"].get_values())  # type: ignore[attr-defined]
         start = sum(sizes[:seg])
         operands = list(self.operands)
         operands[start : start + sizes[seg]] = deps
         sizes[seg] = len(deps)
         self.operands = operands
-        self.properties["operandSegmentSizes"] = DenseArrayBase.from_list(i32, sizes)
+        # (the dependence passes set deps on every task, several times: the
+        # attribute of each distinct sizes tuple is made once)
+        self.properties["operandSegmentSizes"] = _segment_sizes(tuple(sizes))
 
     def operand_regions(self) -> tuple[tuple[SSAValue, str], ...]:
         """(region value, "read"|"write") for every region the task touches."""
