@@ -186,3 +186,45 @@ def test_summary_remark_counts_notes_past_the_first_few():
     shown = [n for n in notes if n in remark.message]
     assert shown == notes[:NOTES_LISTED]
     assert remark.message.endswith(f"; and {40 - NOTES_LISTED} more such notes")
+
+
+def test_a_subclass_of_a_handled_op_is_lowered_by_its_handler():
+    """The driver finds an op's handler by the op's MRO (`Lowerer.handler_of`),
+    so the table lists xDSL's classes only: NEM's contexts parse affine
+    accesses and upstream's named contractions as subclasses of xDSL's
+    (`affine_ssa_maps`, `linalg_named.UPSTREAM_CONTRACTIONS`), and those are
+    lowered as their bases."""
+    from xdsl.dialects import affine, linalg
+
+    from nem.frontends.upstream_dialects import affine_ssa_maps
+    from nem.frontends.upstream_dialects.linalg_named import UPSTREAM_CONTRACTIONS
+
+    for sub, base in [
+        (affine_ssa_maps.LoadOp, affine.LoadOp),
+        (affine_ssa_maps.StoreOp, affine.StoreOp),
+        *((c, c.__mro__[1]) for c in UPSTREAM_CONTRACTIONS),
+    ]:
+        assert issubclass(sub, base) and sub not in HANDLERS and base in HANDLERS
+    lw = Lowerer(Options(parse_spaces("0:DDR")), HANDLERS)
+    assert lw.handler_of(affine_ssa_maps.LoadOp) is HANDLERS[affine.LoadOp]
+    assert lw.handler_of(UPSTREAM_CONTRACTIONS[0]) is HANDLERS[UPSTREAM_CONTRACTIONS[0].__mro__[1]]
+    assert lw.handler_of(ProgramOp) is None
+
+    # end to end: a matmul and a point nest as NEM's context parses them
+    text = """
+func.func @f(%a: memref<4x4xf32>, %b: memref<4x4xf32>, %c: memref<4x4xf32>) {
+  linalg.matmul ins(%a, %b : memref<4x4xf32>, memref<4x4xf32>) outs(%c : memref<4x4xf32>)
+  affine.for %i = 0 to 4 {
+    %x = affine.load %a[%i, 0] : memref<4x4xf32>
+    affine.store %x, %c[%i, 1] : memref<4x4xf32>
+  }
+  return
+}
+"""
+    c = pass_context(lowering_context())
+    m = parse_mlir(c, text, "sub.mlir")
+    kinds = {type(op) for op in m.walk()}
+    assert affine_ssa_maps.LoadOp in kinds and linalg.MatmulOp not in kinds
+    assert any(issubclass(k, linalg.MatmulOp) for k in kinds)
+    LowerToNemPass(device="npm_pro_x1").apply(c, m)
+    assert "matmul" in print_nem(m)

@@ -58,12 +58,10 @@ from types import FrameType
 from typing import TypeAlias, cast
 
 from xdsl.builder import Builder
-from xdsl.dialects import arith
 from xdsl.dialects.builtin import (
     ArrayAttr,
     FloatAttr,
     IndexType,
-    IntegerAttr,
     LocationAttr,
     ModuleOp,
     StringAttr,
@@ -90,7 +88,13 @@ from nem.dialect.attributes import (
     region_min_bytes,
     region_type,
 )
-from nem.dialect.bounded_cache import BoundedCache
+from nem.dialect.builder_attrs import (
+    binary_op,
+    buffer_type,
+    index_constant,
+    memory_level,
+    shared_region_type,
+)
 from nem.dialect.builder_exprs import BinExpr, Expr, IntLike, Lit, Sym, as_expr
 from nem.dialect.decorators import DecoratorError, DecoratorSpec, make_decorator
 from nem.dialect.diagnostics import (
@@ -137,24 +141,6 @@ Operand: TypeAlias = SSAValue | tuple[SSAValue, Sequence[DecoratorSpec]]
 """A compute operand: a region value, or (region, decorators written after it)."""
 
 _THIS_FILE = str(Path(__file__).resolve())
-
-
-_INDEX_ATTRS: BoundedCache[int, IntegerAttr] = BoundedCache(1 << 16)
-"""Each index literal's attribute, built once: a memo of a pure function of
-an int (attributes are immutable), bounded as `attributes._dense_values`'s
-(issue 36: no cache grows with the programs a process builds)."""
-
-
-def index_constant(value: int) -> arith.ConstantOp:
-    """`arith.constant value : index`, as `arith.ConstantOp(IntegerAttr(value,
-    IndexType()))` builds it, without rebuilding the attribute and the
-    op's argument lists each time (`create`, as xDSL's own
-    `ConstantOp.from_int_and_width`): the lowering of a CNN emits hundreds
-    of thousands of them (issue 30)."""
-    attr = _INDEX_ATTRS.get(value)
-    if attr is None:
-        attr = _INDEX_ATTRS[value] = IntegerAttr(value, IndexType())
-    return arith.ConstantOp.create(result_types=[attr.type], properties={"value": attr})
 
 
 class NemBuilder:
@@ -233,7 +219,19 @@ class NemBuilder:
 
     def _insert(self, op: Operation, loc: LocationAttr) -> Operation:
         op.location = loc
-        return self._builder.insert(op)
+        return self._put(op)
+
+    def _put(self, op: Operation) -> Operation:
+        """Insert `op` at the insertion point: what `Builder.insert` does for a
+        builder with no listeners and no name hint, the block's own insertion
+        without its wrappers (issue 30: hundreds of thousands of ops)."""
+        ip = self._builder.insertion_point
+        before = ip.insert_before
+        if before is None:
+            ip.block.add_op(op)
+        else:
+            ip.block.insert_op_before(op, before)
+        return op
 
     # -- expressions ------------------------------------------------------------
     def index(self, x: IntLike, loc: Loc = None) -> SSAValue:
@@ -249,18 +247,24 @@ class NemBuilder:
         if isinstance(e, Sym):
             return e.value
         if isinstance(e, Lit):
-            for scope in reversed(self._literals):
-                hit = scope.get(e.value)
-                if hit is not None and hit.owner.parent is not None:
-                    return hit
-            value = self._insert(index_constant(e.value), loc).results[0]
-            self._literals[-1][e.value] = value
-            return value
+            return self._literal(e.value, loc)
         assert isinstance(e, BinExpr)
         lhs, rhs = self._emit(e.lhs, loc), self._emit(e.rhs, loc)
-        op_cls = BINOPS[e.op]
-        assert issubclass(op_cls, arith.SignlessIntegerBinaryOperation)  # arith.addi, ...
-        return self._insert(op_cls(lhs, rhs), loc).results[0]
+        # `arith.addi lhs, rhs : index`, ... as `op_cls(lhs, rhs)` builds it
+        # (the overflow flags are the definition's default, D-IR-BUILD)
+        return self._put(binary_op(BINOPS[e.op], lhs, rhs, loc)).results[0]
+
+    def _literal(self, value: int, loc: LocationAttr) -> SSAValue:
+        """The `arith.constant value : index` of this scope or an enclosing
+        one (one per literal per block), built at the insertion point the
+        first time."""
+        for scope in reversed(self._literals):
+            hit = scope.get(value)
+            if hit is not None and hit.owner.parent is not None:
+                return hit
+        hit = self._put(index_constant(value, loc)).results[0]
+        self._literals[-1][value] = hit
+        return hit
 
     # -- declarations -------------------------------------------------------------
     def const(self, name: str, value: IntLike, *, loc: Loc = None) -> Sym:
@@ -297,13 +301,14 @@ class NemBuilder:
         """`buffer NAME : LEVEL (size=..., align=...)`; `level` is `DDR`, `L2`,
         `L1` or `L1[k]`."""
         at = self._loc_attr(loc)
-        if not isinstance(level, MemLevelAttr):
+        lvl = level if isinstance(level, MemLevelAttr) else memory_level(level)
+        if lvl is None:
+            assert isinstance(level, str)
             error = mem_level_error(level)
-            if error is not None:
-                raise fail(f"buffer '{name}': {error}", _src(at), "GRAM-05", MEM_LEVEL_FIX)
-        lvl = level if isinstance(level, MemLevelAttr) else MemLevelAttr(level)
+            raise fail(f"buffer '{name}': {error}", _src(at), "GRAM-05", MEM_LEVEL_FIX)
+        btype = buffer_type(lvl)
         size_v = self._emit(as_expr(size), at)
-        op = BufferOp(name, BufferType(lvl), size_v, align, self._decos(decorators, at))
+        op = BufferOp(name, btype, size_v, align, self._decos(decorators, at))
         return self._insert(op, at).results[0]
 
     def region(
@@ -336,8 +341,14 @@ class NemBuilder:
                 "pass the value returned by b.buffer(...)",
             )
         level = buffer.type.level
-        shape_e = [as_expr(d) for d in shape] if shape is not None else None
-        strides_e = [as_expr(s) for s in strides] if strides is not None else None
+        # int entries stay ints (a literal each, `_literal`): a lowered CNN
+        # builds a hundred thousand shape and stride entries (issue 30)
+        shape_e = (
+            [d if type(d) is int else as_expr(d) for d in shape] if shape is not None else None
+        )
+        strides_e = (
+            [d if type(d) is int else as_expr(d) for d in strides] if strides is not None else None
+        )
         elem_attr = self._elem(elem, at) if elem is not None else None
         if elem_attr is not None and (shape_e is None or (layout is None) == (strides_e is None)):
             raise fail(
@@ -355,28 +366,29 @@ class NemBuilder:
                 'add elem="f16" (or the region\'s element type)',
             )
         if extent is None:
-            extent = self._default_extent(name, elem_attr, shape_e, strides_e, at)
+            exprs = [
+                None if xs is None else [as_expr(x) for x in xs] for xs in (shape_e, strides_e)
+            ]
+            extent = self._default_extent(name, elem_attr, exprs[0], exprs[1], at)
         off_v = self._emit(as_expr(offset), at)
         ext_v = self._emit(as_expr(extent), at)
-        shape_v = [self._emit(d, at) for d in shape_e or ()]
-        strides_v = [self._emit(s, at) for s in strides_e or ()]
+        literal, emit = self._literal, self._emit
+        shape_v = [literal(d, at) if isinstance(d, int) else emit(d, at) for d in shape_e or ()]
+        strides_v = [literal(d, at) if isinstance(d, int) else emit(d, at) for d in strides_e or ()]
         if elem_attr is None:
             rtype = region_type(level)
         else:
             ev = Evaluator()
 
-            def static(e: Expr, v: SSAValue) -> int:
+            def static(e: int | Expr, v: SSAValue) -> int:
+                if isinstance(e, int):
+                    return e
                 s = e.value if isinstance(e, Lit) else ev.static(v)
                 return DYNAMIC if s is None else s
 
-            rtype = region_type(
-                level,
-                elem_attr,
-                tuple(map(static, shape_e or (), shape_v)),
-                layout,
-                tuple(map(static, strides_e, strides_v)) if strides_e is not None else None,
-                quant,
-            )
+            shape_s = tuple(map(static, shape_e or (), shape_v))
+            strides_s = tuple(map(static, strides_e, strides_v)) if strides_e is not None else None
+            rtype = shared_region_type((level, elem_attr, shape_s, layout, strides_s, quant))
         binding = "inline" if name is None else ("let" if let else "decl")
         op = RegionOp(
             rtype,

@@ -13,15 +13,15 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
-from xdsl.dialects import linalg
 from xdsl.dialects.builtin import IntegerType, MemRefType
+from xdsl.dialects.linalg.ops import GenericOp  # (not the deprecated lazy attribute)
 from xdsl.ir import Attribute, Operation, SSAValue
 
 from nem.dialect.builder import NemBuilder
 from nem.dialect.ops import ComputeOp
 from nem.frontends.upstream_dialects.linalg_softmax import SoftmaxOp
 from nem.passes.lowering.access_bounds import check_access_bounds
-from nem.passes.lowering.aliasing import alias_reason, linalg_touches, nest_touches
+from nem.passes.lowering.aliasing import alias_reason, linalg_alias_reason, nest_touches
 from nem.passes.lowering.broadcasts import (
     BroadcastPlan,
     broadcast_leaf,
@@ -274,7 +274,7 @@ def _emit_copy(
 
 def _lower_generic_copy(
     lw: Lowering,
-    op: linalg.GenericOp,
+    op: GenericOp,
     st: BlockState,
     what: str,
     src: Access | Attribute,
@@ -465,7 +465,7 @@ def lower_linalg(lw: Lowering, op: Operation, st: BlockState) -> None:
     # NEM's softmax reads a row before it writes it: in place on the very
     # same memref is what it computes; any other overlap is checked
     if not (isinstance(op, SoftmaxOp) and ins[0] is outs[0]):
-        why = alias_reason(linalg_touches(op, ctx.view))  # D-LOW-ALIAS
+        why = linalg_alias_reason(op, ctx.view, (ins, outs))  # D-LOW-ALIAS
         if why is not None:
             return emit_escape(lw, op, st, why, what)
     stg = Staging(op.location)
@@ -493,7 +493,7 @@ def lower_linalg(lw: Lowering, op: Operation, st: BlockState) -> None:
         name_task(ctx, tok, "copy")
         ctx.summary.raised.append(f"{what} -> transfer (copy)")
         return
-    if isinstance(op, linalg.GenericOp):
+    if isinstance(op, GenericOp):
         generic = op
 
         def shape_of(v: SSAValue) -> tuple[int, ...]:

@@ -170,7 +170,9 @@ class LoweringContext:
         """Tokens, values and groups of async ops lowered so far."""
         self.deferred_loads: dict[Operation, None] = {}
         """Scalar loads that the kernels using their value perform (D-LOW-ESCAPE)."""
-        self.legal_cache: dict[tuple[object, ...], str | None] = {}
+        self.legal_cache: dict[tuple[object, ...], tuple[str | None, tuple[object, ...]]] = {}
+        """`staging.illegal`'s answers: (why not, None when legal; the operand
+        types its key names by id, kept alive with it)."""
         self.illegal_typed_concats: set[tuple[object, ...]] = set()
         """The typed broadcast concats found illegal, by what their regions' types
         are made of (`broadcasts._concat_broadcast`: the `i8` one is built instead)."""

@@ -2,7 +2,9 @@
 one `nem.program`, op by op through a class-keyed handler table
 (`nem.passes.lowering.handlers.HANDLERS`: index_ops, memory_ops, loops, ...).
 
-`Lowerer.lower_ops` looks each op's class up and calls its handler with the
+`Lowerer.lower_ops` looks each op's class up (the nearest class of its MRO
+the table has: a subclass of a handled op is handled as it, `handler_of`)
+and calls its handler with the
 lowering context (`LoweringContext`, the state of the run) and the state of
 the NEM block being filled (`BlockState`: where to build, which DMA tags are
 pending, which loops of the block are software-pipelined).  Handlers build
@@ -52,6 +54,8 @@ class Lowerer(Lowering):
         self.options = options
         self.handlers = handlers
         """The lowering of each op class (`nem.passes.lowering.handlers.HANDLERS`)."""
+        self._by_class: dict[type[Operation], Handler | None] = {}
+        """The handler of each op class met so far (`handler_of`)."""
         self.progress = progress
         """Told of each top-level op lowered (the driver's progress display)."""
         self.ctx: LoweringContext
@@ -82,10 +86,24 @@ class Lowerer(Lowering):
                 # packing can fit L1 (nem-share-buffers packs buffers by the
                 # top-level statements that use them, D-LOW-SHARE)
                 self.ctx.scratch.clear()
-            handler = self.handlers.get(type(op))
+            handler = self.handler_of(type(op))
             if handler is None:
                 raise reject(op, "unsupported operation")
             handler(self, op, st)
+
+    def handler_of(self, cls: type[Operation]) -> Handler | None:
+        """The handler of op class `cls`: the table's entry for the nearest
+        class in its MRO (a subclass of a handled op, as NEM's contexts parse
+        in place of xDSL's, `affine_ssa_maps.LoadOp`, is lowered as its base),
+        None when no class there is handled.  Looked up once per class."""
+        try:
+            return self._by_class[cls]
+        except KeyError:
+            pass
+        handlers = self.handlers
+        found = next((handlers[c] for c in cls.__mro__ if c in handlers), None)
+        self._by_class[cls] = found
+        return found
 
     def lower_block(
         self, src: Block, builder: NemBuilder, stage_env: Callable[[Operation], None] | None = None

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from io import StringIO
+from typing import Any
 
 from xdsl.dialects import affine, arith, func, memref
 from xdsl.dialects.builtin import FunctionType, IndexType, MemRefType
@@ -63,13 +64,21 @@ def linalg_operands(op: Operation) -> tuple[list[SSAValue], list[SSAValue]]:
     `linalg.reduce`/`linalg.broadcast`'s `input`/`init` (xDSL's names),
     `linalg.softmax`'s `input`/`output`."""
     for i, o in (("inputs", "outputs"), ("input", "init"), ("input", "output")):
-        if hasattr(op, i) and hasattr(op, o):
-            ins, outs = getattr(op, i), getattr(op, o)
-            return (
-                [ins] if isinstance(ins, SSAValue) else list(ins),
-                [outs] if isinstance(outs, SSAValue) else list(outs),
-            )
+        # each accessor once (an operand group's accessor builds it per call)
+        ins: Any = getattr(op, i, _ABSENT)
+        if ins is _ABSENT:
+            continue
+        outs: Any = getattr(op, o, _ABSENT)
+        if outs is _ABSENT:
+            continue
+        return (
+            [ins] if isinstance(ins, SSAValue) else list(ins),
+            [outs] if isinstance(outs, SSAValue) else list(outs),
+        )
     return [], list(op.operands)
+
+
+_ABSENT = object()
 
 
 def emit_escape(

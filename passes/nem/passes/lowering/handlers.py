@@ -1,14 +1,15 @@
 """The lowering of every op class `convert-affine-to-nem` takes: the driver's
 handler table (`Lowerer(options, HANDLERS)`).  A new construct is one
-handler function (`state.Handler`) and one entry here."""
+handler function (`state.Handler`) and one entry here; a subclass of an op
+listed here is lowered by its base's handler (`Lowerer.handler_of`)."""
 
 from __future__ import annotations
 
 from xdsl.dialects import affine, linalg, scf
 from xdsl.ir import Operation
 
-from nem.frontends.upstream_dialects import mlir_dialect_factories
 from nem.frontends.upstream_dialects.affine_if import AffineIfOp
+from nem.frontends.upstream_dialects.linalg_softmax import SoftmaxOp
 from nem.passes.lowering import (
     async_ops,
     compute,
@@ -40,6 +41,10 @@ def _control_flow_ops() -> list[type[Operation]]:
     return ops
 
 
+def _linalg_ops() -> list[type[Operation]]:
+    return [*linalg.Linalg.operations, SoftmaxOp]
+
+
 HANDLERS: dict[type[Operation], Handler] = {
     **index_ops.HANDLERS,
     **memory_ops.HANDLERS,
@@ -48,12 +53,12 @@ HANDLERS: dict[type[Operation], Handler] = {
     **memref_globals.HANDLERS,
     **loops.HANDLERS,
     **async_ops.HANDLERS,
-    # xDSL's linalg ops and the ones NEM's contexts parse in their place
-    # (linalg.softmax, the contractions as upstream builds them)
-    **{
-        cls: compute.lower_linalg
-        for cls in (*linalg.Linalg.operations, *mlir_dialect_factories()["linalg"]().operations)
-    },
+    # xDSL's linalg ops, and linalg.softmax, which xDSL lacks; the contractions
+    # NEM's contexts parse in place of xDSL's (as upstream builds them,
+    # `linalg_named.UPSTREAM_CONTRACTIONS`) subclass them, and so do the
+    # affine accesses (`affine_ssa_maps`): the driver finds a subclass's
+    # handler by its MRO (`Lowerer.handler_of`)
+    **{cls: compute.lower_linalg for cls in _linalg_ops()},
     **{cls: reject_control_flow for cls in _control_flow_ops()},
     **scf_loops.HANDLERS,
 }

@@ -24,14 +24,6 @@ def _shown(v: int) -> str:
     return text if len(text) <= 24 else f"{text[:10]}...{text[-6:]} ({len(text)} digits)"
 
 
-def _types(op: Operation) -> Iterator[Attribute]:
-    """The types of the values `op` defines: its results and the arguments
-    of its first region's blocks."""
-    yield from (r.type for r in op.results)
-    if op.regions:
-        yield from (a.type for b in op.regions[0].blocks for a in b.args)
-
-
 def _constants(e: AffineExpr) -> Iterator[int]:
     """The constants of an affine expression, without recursion (a map may
     nest as deep as its text allows)."""
@@ -47,29 +39,65 @@ def _constants(e: AffineExpr) -> Iterator[int]:
 def check_value_ranges(fn: Operation) -> None:
     """Memref dimensions and byte sizes (8 bytes an element at most), loop
     bounds and steps, index constants and the constants of affine maps must
-    fit NEM's signed 64-bit integers; else a located error (D-INT-RANGE)."""
-    for op in fn.walk():
-        for t in _types(op):
-            if isinstance(t, MemRefType):
-                shape = t.get_shape()
-                size = 1
-                for d in shape:
-                    size *= max(d, 1)
-                if any(_out_of_range(d) for d in shape) or _out_of_range(size * 8):
-                    raise reject(
-                        op,
-                        f"{t} is larger than NEM's 64-bit sizes (D-INT-RANGE)",
-                        "use smaller shapes",
-                    )
-        for name, attr in op.properties.items():
-            if isinstance(attr, IntegerAttr) and _out_of_range(attr.value.data):
+    fit NEM's signed 64-bit integers; else a located error (D-INT-RANGE).
+    The types checked are those of the values each op defines: its results
+    and the arguments of its first region's blocks; each type object once,
+    and each class's kind once (xDSL's attribute classes are ABCs, whose
+    `isinstance` runs Python code: this runs for every op of the input)."""
+    seen: dict[int, Attribute] = {}  # the types found in range, by id (kept alive here)
+    kinds: dict[type, int] = {}  # an attribute class: _MEMREF, _INT, _MAP or 0
+
+    def kind(cls: type) -> int:
+        k = kinds.get(cls)
+        if k is None:
+            k = kinds[cls] = (
+                _MEMREF
+                if issubclass(cls, MemRefType)
+                else _INT
+                if issubclass(cls, IntegerAttr)
+                else _MAP
+                if issubclass(cls, AffineMapAttr)
+                else 0
+            )
+        return k
+
+    def check_type(op: Operation, t: Attribute) -> None:
+        if id(t) in seen:
+            return
+        if kind(type(t)) == _MEMREF:
+            assert isinstance(t, MemRefType)
+            shape = t.get_shape()
+            size = 1
+            for d in shape:
+                size *= max(d, 1)
+            if any(_out_of_range(d) for d in shape) or _out_of_range(size * 8):
                 raise reject(
                     op,
-                    f"{name} = {_shown(attr.value.data)} is outside NEM's 64-bit "
-                    "integers (D-INT-RANGE)",
-                    "use smaller values",
+                    f"{t} is larger than NEM's 64-bit sizes (D-INT-RANGE)",
+                    "use smaller shapes",
                 )
-            if isinstance(attr, AffineMapAttr):
+        seen[id(t)] = t
+
+    for op in fn.walk():
+        for r in op.results:
+            check_type(op, r.type)
+        if op.regions:
+            for b in op.regions[0].blocks:
+                for a in b.args:
+                    check_type(op, a.type)
+        for name, attr in op.properties.items():
+            k = kind(type(attr))
+            if k == _INT:
+                assert isinstance(attr, IntegerAttr)
+                if _out_of_range(attr.value.data):
+                    raise reject(
+                        op,
+                        f"{name} = {_shown(attr.value.data)} is outside NEM's 64-bit "
+                        "integers (D-INT-RANGE)",
+                        "use smaller values",
+                    )
+            elif k == _MAP:
+                assert isinstance(attr, AffineMapAttr)
                 for c in (c for e in attr.data.results for c in _constants(e)):
                     if _out_of_range(c):
                         raise reject(
@@ -78,3 +106,7 @@ def check_value_ranges(fn: Operation) -> None:
                             "integers (D-INT-RANGE)",
                             "use smaller values",
                         )
+
+
+_MEMREF, _INT, _MAP = 1, 2, 3
+"""`check_value_ranges`' kinds of attribute classes."""

@@ -14,7 +14,6 @@ from xdsl.ir import Block, Operation, SSAValue
 
 from nem.dialect.attributes import MemLevelAttr
 from nem.dialect.ops import BufferOp
-from nem.frontends.upstream_dialects import affine_ssa_maps
 from nem.frontends.upstream_dialects import async_dialect as asy
 from nem.frontends.upstream_dialects.dma import (
     AffineDmaStartOp,
@@ -335,8 +334,6 @@ HANDLERS: dict[type[Operation], Handler] = {
             affine.StoreOp,
             memref.LoadOp,
             memref.StoreOp,
-            affine_ssa_maps.LoadOp,  # what NEM's contexts parse (D-XDSL-AFFINE-SSA)
-            affine_ssa_maps.StoreOp,
         )
     },
     **{

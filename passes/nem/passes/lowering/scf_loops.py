@@ -75,8 +75,27 @@ class ScfForToAffine(RewritePattern):
 
 
 def raise_scf_for(module: ModuleOp) -> None:
-    """Rewrite every eligible `scf.for` of `module` into an `affine.for`."""
-    PatternRewriteWalker(ScfForToAffine(), apply_recursively=False).rewrite_module(module)
+    """Rewrite every eligible `scf.for` of `module` into an `affine.for`.
+    A module without an `scf.for` (what the affine route gives) is not
+    given to the rewriter: its worklist costs more than one walk
+    (issue 30)."""
+    if _has_scf_for(module):
+        PatternRewriteWalker(ScfForToAffine(), apply_recursively=False).rewrite_module(module)
+
+
+def _has_scf_for(module: ModuleOp) -> bool:
+    """Whether an op of `module` is an `scf.for` (or a subclass of it, as the
+    rewriter matches): one `issubclass` per op class, not per op (xDSL's op
+    classes are ABCs, whose `isinstance` runs Python code)."""
+    is_for: dict[type[Operation], bool] = {}
+    for op in module.walk():
+        cls = type(op)
+        hit = is_for.get(cls)
+        if hit is None:
+            hit = is_for[cls] = issubclass(cls, scf.ForOp)
+        if hit:
+            return True
+    return False
 
 
 def reject_scf_for(lw: Lowering, op: scf.ForOp, st: BlockState) -> None:

@@ -102,26 +102,35 @@ def illegal(ctx: LoweringContext, token: SSAValue) -> str | None:
     families (the device's effective set with `device=`), else why not."""
     op = token.owner
     assert isinstance(op, ComputeOp)
-    ev = Evaluator()
+    ins, outs = op.ins, op.outs
+    types = tuple(v.type for v in (*ins, *outs))
+    args = op.args
+    ev = Evaluator() if args else None
+    # the operand types by identity (`NemBuilder.region` builds one object per
+    # distinct region type): hashing a RegionType runs Python code per
+    # parameter, for every candidate task; the cache entry keeps the types
+    # alive, so their ids are never reused while it holds them.  A type equal
+    # to a cached one but another object only misses (and is matched).
     key = (
         op.opcode,
-        tuple(v.type for v in op.ins),
-        tuple(v.type for v in op.outs),
-        tuple(sorted((k, str(a)) for k, a in op.attrs.data.items())),
-        tuple(ev.static(a) for a in op.args),
+        len(ins),
+        tuple(map(id, types)),
+        # the attributes themselves (immutable, hashable): equal ones print alike
+        tuple(sorted(op.attrs.data.items())),
+        tuple(ev.static(a) for a in args) if ev is not None else (),
     )
-    if key in ctx.legal_cache:
-        return ctx.legal_cache[key]
+    hit = ctx.legal_cache.get(key)
+    if hit is not None:
+        return hit[0]
     effective = None
     if ctx.device is not None:
         effective = ctx.device.effective_for_family(op.SPEC.families)
     why = None
     if not match_families(op, ctx.catalog, effective).ok:
         where = f"device {ctx.options.device}" if ctx.device is not None else "the NEM baseline"
-        types = [v.type for v in (*op.ins, *op.outs)]
         elems = "/".join(sorted({str(t.elem_name) for t in types if isinstance(t, RegionType)}))
         why = f"no {op.opcode} variant for {elems} on {where}"
-    ctx.legal_cache[key] = why
+    ctx.legal_cache[key] = (why, types)
     return why
 
 

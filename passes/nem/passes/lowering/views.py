@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cached_property
 
 from xdsl.dialects import memref
 from xdsl.dialects.builtin import (
@@ -45,8 +46,9 @@ class View:
     """Element offset of index [0, ..., 0] in the buffer."""
     name: str
 
-    @property
+    @cached_property
     def elem_bytes(self) -> int:
+        """Bytes an element (computed once a view: every region of it asks)."""
         return elem_size(self.elem)
 
     @property
