@@ -13,6 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import onnx
 
 NAMES = (
     "bvlc_alexnet",
@@ -34,8 +35,6 @@ ATOL = 1e-7
 
 def directory() -> Path:
     """Where the installed `onnx` keeps the light models."""
-    import onnx
-
     return Path(onnx.__file__).parent / "backend" / "test" / "data" / "light"
 
 
@@ -48,7 +47,7 @@ def rtol(name: str) -> float:
     return RTOL.get(name, 1e-3)
 
 
-def feeds(model) -> dict[str, np.ndarray]:
+def feeds(model: onnx.ModelProto) -> dict[str, np.ndarray]:
     """onnx's backend runner's inputs for a light model: `arange(n) / n` as
     float32 for each graph input that is not an initializer."""
     inits = {i.name for i in model.graph.initializer}
@@ -66,7 +65,6 @@ def feeds(model) -> dict[str, np.ndarray]:
 
 def expected(name: str) -> np.ndarray:
     """The expected output onnx ships beside the model."""
-    import onnx
     from onnx import numpy_helper
 
     return numpy_helper.to_array(onnx.load_tensor(str(directory() / f"light_{name}_output_0.pb")))
