@@ -386,6 +386,9 @@ def tile_module(
             or op.name in GENERALIZED_KNOWN
         )
         if plan is None:
+            for key in (TAG, PIN):  # (those of tiled ops: `_tile_op` drops them)
+                if key in op.attributes:
+                    del op.attributes[key]
             if generalize:
                 run_on_nest(op, "linalg-generalize-named-ops")
             continue
@@ -393,10 +396,6 @@ def tile_module(
         where = str(op.location)
         texts.append(_tile_op(op, k, plan, generalize, device, options))
         checkpoint(f"op {k + 1}/{len(ops)}", module, f"{where}, tiled by\n{texts[-1]}")
-    for op in _linalg_ops_deep(entry):
-        for key in (TAG, PIN):
-            if key in op.attributes:
-                del op.attributes[key]
     # verified once, after both passes (the pass manager's verifier checks
     # the whole module after each pass: 0.3 s each on DenseNet-121)
     tidy = PassManager.parse("builtin.module(canonicalize,cse)")
@@ -422,18 +421,20 @@ def _tile_op(op: ir.Operation, k: int, plan: Plan, generalize: bool, device, opt
     with nest_ir.Isolated(op) as iso:
         pristine = op.clone(ir.InsertionPoint(op))  # tiled again from this copy
         op.erase()
-        base = iso.ops()  # the copy and the cloned constants
+        base = set(iso.ops())  # the copy and the cloned constants
+        last: list[ir.Operation] = []  # what the last attempt made
 
         def tile(sizes: list[int]) -> l1_plan.Need:
-            for old in reversed(iso.ops()):  # the last attempt; users before what they use
-                if old not in base:
-                    old.erase()
+            for old in reversed(last):  # users before what they use
+                old.erase()
             target = pristine.clone(ir.InsertionPoint(iso.ret))
             text = script([(k, replace(plan, sizes=sizes), generalize, operands)])
             apply_transform(target, text)
             hoist.hoist_copies(iso.fn)  # weight tiles out of the spatial loops
             applied[:] = [text]
-            return l1_plan.measure([o for o in iso.ops() if o not in base], options.pipeline)
+            last[:] = [o for o in iso.ops() if o not in base]
+            # the markers go as it measures (the tiled ops carry the op's)
+            return l1_plan.measure(last, options.pipeline, strip=(TAG, PIN))
 
         budget = tiling.l1_budget(device, options.pipeline)
         assert plan.resize is not None
@@ -530,15 +531,3 @@ def _sum(ins: list[ir.Value], out: ir.Value, ip: ir.InsertionPoint) -> ir.Operat
             value = arith.AddFOp(value, x).result
         linalg.YieldOp([value])
     return op.operation
-
-
-def _linalg_ops_deep(fn: ir.Operation) -> list[ir.Operation]:
-    found: list[ir.Operation] = []
-
-    def visit(op: ir.Operation) -> ir.WalkResult:
-        if op.name.startswith("linalg."):
-            found.append(op)
-        return ir.WalkResult.ADVANCE
-
-    fn.walk(visit)
-    return found
