@@ -103,13 +103,10 @@ def _only_read(v: ir.Value, loop: ir.Operation, allowed: set[ir.Operation]) -> b
     return True
 
 
-def _hoist_one(loop: ir.Operation) -> bool:
-    """Hoist the first hoistable staging copy of `loop`'s body; whether one was."""
-    body = loop.regions[0].blocks[0]
-    for item in body.operations:
-        cp = _op(item)
-        if cp.name != "linalg.copy" or len(cp.operands) != 2:
-            continue
+def _hoist_one(loop: ir.Operation, copies: list[ir.Operation]) -> ir.Operation | None:
+    """Hoist the first hoistable staging copy of `loop`'s body (`copies`: its
+    `linalg.copy`s of two operands, in order); the copy hoisted, if any."""
+    for cp in copies:
         src, dst = cp.operands[0], cp.operands[1]
         lift = _invariant(src, loop)
         if lift is None:
@@ -157,8 +154,8 @@ def _hoist_one(loop: ir.Operation) -> bool:
             v.move_before(loop)
         cp.move_before(loop)
         deallocs[0].move_after(loop)
-        return True
-    return False
+        return cp
+    return None
 
 
 PURE = (*VIEWS, "arith.constant", "affine.apply", "arith.addi", "arith.muli", "arith.subi")
@@ -201,19 +198,51 @@ def hoist_copies(fn: ir.Operation) -> int:
     out of a loop lands in the enclosing block, whose loop (if any) comes
     later in the sweep; a hoist changes nothing inside any other loop (only
     loop-invariant ops move, never a loop), so no loop visited earlier can
-    gain a hoistable copy."""
+    gain a hoistable copy.
+
+    The walk notes each block's copies and loops (`items`, in order: the
+    post-order visits a block's ops in order), so that a loop's body is not
+    listed again for each copy hoisted (listing a block makes a Python
+    object per op); a hoisted copy joins its new block's items before the
+    loop it left."""
     if not ENABLED:
         return 0
-    loops: list[ir.Operation] = []
+    items: dict[ir.Operation, list[tuple[ir.Operation, bool]]] = {}
+    inner: dict[ir.Operation | None, list[ir.Operation]] = {}  # loops by enclosing loop
 
     def visit(op: ir.Operation) -> ir.WalkResult:
-        if op.name in LOOPS:
-            loops.append(op)
+        name = op.name
+        if name in LOOPS:
+            parent = _op(op.parent)
+            items.setdefault(parent, []).append((op, False))
+            while parent is not None and parent.name not in LOOPS and parent != fn:
+                parent = parent.parent
+            inner.setdefault(parent if parent is not None and parent != fn else None, []).append(op)
+        elif name.startswith("linalg."):
+            if name == "linalg.copy" and len(op.operands) == 2:
+                items.setdefault(_op(op.parent), []).append((op, True))
+            return ir.WalkResult.SKIP  # a body of scalar ops
         return ir.WalkResult.ADVANCE
 
-    fn.walk(visit, ir.WalkOrder.POST_ORDER)
+    # in pre-order, not into linalg bodies; the loops then in post-order
+    fn.walk(visit, ir.WalkOrder.PRE_ORDER)
+    loops: list[ir.Operation] = []
+
+    def post(outer: ir.Operation | None) -> None:
+        for loop in inner.get(outer, ()):
+            post(loop)
+            loops.append(loop)
+
+    post(None)
     moved = 0
     for loop in loops:
-        while _hoist_one(loop):
+        mine = items.get(loop)
+        if not mine:
+            continue
+        while (cp := _hoist_one(loop, [op for op, copy in mine if copy])) is not None:
             moved += 1
+            mine[:] = [item for item in mine if item[0] != cp]
+            outer = items.setdefault(_op(loop.parent), [])
+            at = next(k for k, (op, _) in enumerate(outer) if op == loop)
+            outer.insert(at, (cp, True))
     return moved

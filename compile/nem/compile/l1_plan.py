@@ -201,13 +201,14 @@ def _alloc_of(v: ir.Value) -> ir.Operation | None:
     return op if op is not None and op.name in ("memref.alloc", "memref.alloca") else None
 
 
-def measure(roots: Iterable[ir.Operation], pipeline: bool) -> Need:
+def measure(roots: Iterable[ir.Operation], pipeline: bool, strip: tuple[str, ...] = ()) -> Need:
     """The L1 bytes per fast memory space of the ops `roots` (one tiled op
     and everything its tiling made, in order), as the module doc counts them:
     each allocation is live over the top-level ops that use it (through its
     views), as `nem-share-buffers` sees its buffer (D-LOW-SHARE); each
     compute op adds its scratch at its top-level op; the need is the peak
-    over the top-level ops."""
+    over the top-level ops.  `strip`: attributes removed from the linalg
+    ops on the way (the caller's markers: no walk of its own for them)."""
     roots = [r.operation if isinstance(r, ir.OpView) else r for r in roots]
     index = {op: k for k, op in enumerate(roots)}
     live: dict[int, list[int]] = {}
@@ -243,17 +244,28 @@ def measure(roots: Iterable[ir.Operation], pipeline: bool) -> Need:
 
     def visit(op: ir.Operation) -> ir.WalkResult:
         name = op.name
+        if name.startswith("linalg."):
+            if strip:
+                attributes = op.attributes
+                for key in strip:
+                    if key in attributes:
+                        del attributes[key]
+            if name not in COPIES:
+                outs = [v for v in op.operands if _space(v.type) is not None][-1:]
+                at = _top(op, index)
+                for v in outs:
+                    add(
+                        _space(v.type),
+                        _scratch(scratch_bytes(v), _temporaries(op)) * slots(op),
+                        at,
+                        at,
+                    )
+            # its body holds scalar ops only (nothing counted): not walked
+            return ir.WalkResult.SKIP
         if name in ("memref.alloc", "memref.alloca"):
             v = op.results[0]
             at = _top(op, index)
             add(_space(v.type), _bytes(ir.MemRefType(v.type)) * slots(op), *span(v, at))
-        elif name.startswith("linalg.") and name not in COPIES:
-            outs = [v for v in op.operands if _space(v.type) is not None][-1:]
-            at = _top(op, index)
-            for v in outs:
-                add(
-                    _space(v.type), _scratch(scratch_bytes(v), _temporaries(op)) * slots(op), at, at
-                )
         elif name == "affine.for" and not _has_loop(op):
             at = _top(op, index)
             for v in {s.operands[1] for s in ops_named(op, "affine.store")}:
@@ -263,7 +275,7 @@ def measure(roots: Iterable[ir.Operation], pipeline: bool) -> Need:
         return ir.WalkResult.ADVANCE
 
     for root in roots:
-        root.walk(visit)
+        root.walk(visit, ir.WalkOrder.PRE_ORDER)
     peaks = {}
     for space, row in live.items():
         total, peak = 0, 0
