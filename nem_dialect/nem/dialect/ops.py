@@ -75,7 +75,7 @@ _Group: TypeAlias = "_Item | Sequence[_Item] | None"
 
 
 @lru_cache(maxsize=256)
-def _segment_sizes(sizes: tuple[int, ...]) -> DenseArrayBase:
+def segment_sizes_attr(sizes: tuple[int, ...]) -> DenseArrayBase:
     """The `operandSegmentSizes` property for `sizes`: an immutable value,
     made once (few distinct ones exist; IRDL makes one per op)."""
     return DenseArrayBase.from_list(i32, sizes)
@@ -100,7 +100,11 @@ def _segmented(cls: type[IRDLOperation]) -> bool:
     return any(isinstance(o, AttrSizedOperandSegments) for o in cls.get_irdl_definition().options)
 
 
-def _decos(decorators: list[DecoratorAttr] | tuple[DecoratorAttr, ...]) -> ArrayAttr | None:
+def decorators_attr(
+    decorators: list[DecoratorAttr] | tuple[DecoratorAttr, ...],
+) -> ArrayAttr | None:
+    """The `decorators` property for `decorators` (None: none), each
+    distinct array made once."""
     return _deco_array(tuple(decorators)) if decorators else None
 
 
@@ -165,7 +169,7 @@ class NemOp(IRDLOperation):
                 types.append(t)
         props = {k: v for k, v in properties.items() if v is not None} if properties else {}
         if _segmented(type(self)):
-            props["operandSegmentSizes"] = _segment_sizes(tuple(sizes))
+            props["operandSegmentSizes"] = segment_sizes_attr(tuple(sizes))
         init_op(self, flat, types, props, UNKNOWN_LOC, regions)
 
     def decorator_list(self) -> tuple[DecoratorAttr, ...]:
@@ -253,7 +257,7 @@ class ConstOp(NemOp):
         super().__init__(
             operands=[value], result_types=[INDEX], properties={"name": StringAttr(name)}
         )
-        self.result.name_hint = _hint(name)
+        self.result.name_hint = ssa_name_hint(name)
 
 
 @irdl_op_definition
@@ -280,7 +284,7 @@ class LetOp(NemOp):
             properties={"name": StringAttr(name), "value": value},
         )
         if self.result is not None:
-            self.result.name_hint = _hint(name)
+            self.result.name_hint = ssa_name_hint(name)
 
 
 @irdl_op_definition
@@ -314,14 +318,15 @@ class BufferOp(NemOp):
             properties={
                 "name": StringAttr(name),
                 "align": _index_attr(align) if align is not None else None,
-                "decorators": _decos(decorators),
+                "decorators": decorators_attr(decorators),
             },
         )
-        self.result.name_hint = _hint(name)
+        self.result.name_hint = ssa_name_hint(name)
 
 
 REGION_BINDINGS = ("decl", "let", "inline")
-_BINDINGS = {b: StringAttr(b) for b in REGION_BINDINGS}
+BINDING_ATTRS = {b: StringAttr(b) for b in REGION_BINDINGS}
+"""The `binding` property of each region binding, made once."""
 
 
 @irdl_op_definition
@@ -372,12 +377,12 @@ class RegionOp(NemOp):
             result_types=[type],
             properties={
                 "name": StringAttr(name) if name else None,
-                "binding": _BINDINGS.get(binding) or StringAttr(binding),
-                "decorators": _decos(decorators),
+                "binding": BINDING_ATTRS.get(binding) or StringAttr(binding),
+                "decorators": decorators_attr(decorators),
             },
         )
         if name:
-            self.result.name_hint = _hint(name)
+            self.result.name_hint = ssa_name_hint(name)
 
     @property
     def buffer_decl(self) -> BufferOp:
@@ -442,9 +447,9 @@ class LoopOp(NemOp):
         super().__init__(
             operands=[lower, upper],
             regions=[Region(body)],
-            properties={"iv_name": StringAttr(iv_name), "decorators": _decos(decorators)},
+            properties={"iv_name": StringAttr(iv_name), "decorators": decorators_attr(decorators)},
         )
-        body.args[0].name_hint = _hint(iv_name)
+        body.args[0].name_hint = ssa_name_hint(iv_name)
 
     @property
     def block(self) -> Block:
@@ -508,7 +513,7 @@ class TaskOp(NemOp):
         self.operands = operands
         # (the dependence passes set deps on every task, several times: the
         # attribute of each distinct sizes tuple is made once)
-        self.properties["operandSegmentSizes"] = _segment_sizes(tuple(sizes))
+        self.properties["operandSegmentSizes"] = segment_sizes_attr(tuple(sizes))
 
     def operand_regions(self) -> tuple[tuple[SSAValue, str], ...]:
         """(region value, "read"|"write") for every region the task touches."""
@@ -534,7 +539,9 @@ class TaskOp(NemOp):
             raise VerifyException("operand_decorators needs one entry per operand")
 
 
-def _operand_decos(per_operand: list[list[DecoratorAttr]]) -> ArrayAttr | None:
+def operand_decorators_attr(per_operand: list[list[DecoratorAttr]]) -> ArrayAttr | None:
+    """The `operand_decorators` property: one array per written operand
+    (None when no operand has a decorator)."""
     if not any(per_operand):
         return None
     return ArrayAttr(tuple(ArrayAttr(tuple(d)) for d in per_operand))
@@ -577,12 +584,12 @@ class MoveOp(TaskOp):
             properties={
                 "token": StringAttr(token) if token else None,
                 "sync": SYNC if sync else None,
-                "decorators": _decos(decorators),
-                "operand_decorators": _operand_decos(operand_decorators or []),
+                "decorators": decorators_attr(decorators),
+                "operand_decorators": operand_decorators_attr(operand_decorators or []),
             },
         )
         if token:
-            self.result.name_hint = _hint(token)
+            self.result.name_hint = ssa_name_hint(token)
 
     def operand_regions(self) -> tuple[tuple[SSAValue, str], ...]:
         return ((self.src, "read"), (self.dst, "write"))
@@ -622,7 +629,7 @@ class WaitOp(NemOp):
     """The tokens it waits for (at least one)."""
 
     def __init__(self, tokens: Sequence[SSAValue], decorators: list[DecoratorAttr]):
-        super().__init__(operands=[tokens], properties={"decorators": _decos(decorators)})
+        super().__init__(operands=[tokens], properties={"decorators": decorators_attr(decorators)})
 
     def verify_(self) -> None:
         if not self.tokens:
@@ -668,20 +675,20 @@ class ComputeOp(TaskOp):
         decorators: list[DecoratorAttr],
         operand_decorators: list[list[DecoratorAttr]],
     ):
-        op_decos = _operand_decos(operand_decorators)
+        op_decos = operand_decorators_attr(operand_decorators)
         super().__init__(
             operands=[ins, outs, deps, args],
             result_types=[TOKEN],
             properties={
                 "token": StringAttr(token) if token else None,
                 "sync": SYNC if sync else None,
-                "decorators": _decos(decorators),
+                "decorators": decorators_attr(decorators),
                 "operand_decorators": op_decos,
-                "attrs": DictionaryAttr(attrs) if attrs else _NO_ATTRS,
+                "attrs": DictionaryAttr(attrs) if attrs else NO_ATTRS,
             },
         )
         if token:
-            self.result.name_hint = _hint(token)
+            self.result.name_hint = ssa_name_hint(token)
 
     @property
     def opcode(self) -> str:
@@ -697,7 +704,8 @@ class ComputeOp(TaskOp):
         self._verify_operand_decos()
 
 
-_NO_ATTRS = DictionaryAttr({})
+NO_ATTRS = DictionaryAttr({})
+"""The empty `attrs` dictionary, shared."""
 """The `attrs` of a compute task written without attributes (an immutable value)."""
 
 
@@ -729,7 +737,7 @@ COMPUTE_OPS: dict[str, type[ComputeOp]] = {
 """One op class per registry opcode, keyed by opcode name."""
 
 
-def _hint(name: str) -> str | None:
+def ssa_name_hint(name: str) -> str | None:
     """An SSA name hint for `name`; xDSL renumbers hints ending in `_<digits>`,
     so those get a trailing `_` (the user-visible name is the property)."""
     if not name.isidentifier():

@@ -57,7 +57,7 @@ from nem.dialect.ops import (
     StoreOp,
     TransferOp,
     WaitOp,
-    _hint,
+    ssa_name_hint,
 )
 from nem.dialect.registry import opcode_by_code
 from nem.frontends.bytecode import nem_bytecode_generated as fb
@@ -363,7 +363,7 @@ class _BodyReader(TableReader):
         key: object = None,
     ) -> None:
         """Push a named value, with the SSA name hint the parser gives it."""
-        value.name_hint = _hint(name)
+        value.name_hint = ssa_name_hint(name)
         self.push(value, kind, static, depth, key)
 
     def _wait(self, at: int, code: int) -> Operation:

@@ -22,17 +22,17 @@ from xdsl.ir import Attribute, SSAValue
 from nem.dialect.attributes import DecoratorAttr, RegionType
 from nem.dialect.op_build import create_op
 from nem.dialect.ops import (
-    _BINDINGS,
-    _NO_ATTRS,
+    BINDING_ATTRS,
+    NO_ATTRS,
     SYNC,
     TOKEN,
     ComputeOp,
     MoveOp,
     RegionOp,
-    _decos,
-    _hint,
-    _operand_decos,
-    _segment_sizes,
+    decorators_attr,
+    operand_decorators_attr,
+    segment_sizes_attr,
+    ssa_name_hint,
 )
 
 _first = itemgetter(0)
@@ -56,13 +56,13 @@ def region_op(
     props: dict[str, Attribute] = {}
     if name:
         props["name"] = StringAttr(name)
-    props["binding"] = _BINDINGS.get(binding) or StringAttr(binding)
+    props["binding"] = BINDING_ATTRS.get(binding) or StringAttr(binding)
     if decorators:
-        props["decorators"] = _decos(decorators)  # type: ignore[assignment]  # not None
-    props["operandSegmentSizes"] = _segment_sizes((1, 1, 1, len(shape), len(strides)))
+        props["decorators"] = decorators_attr(decorators)  # type: ignore[assignment]  # not None
+    props["operandSegmentSizes"] = segment_sizes_attr((1, 1, 1, len(shape), len(strides)))
     op = create_op(RegionOp, (buffer, offset, extent, *shape, *strides), (rtype,), props, loc)
     if name:
-        _first(op.results).name_hint = _hint(name)
+        _first(op.results).name_hint = ssa_name_hint(name)
     return op
 
 
@@ -78,8 +78,8 @@ def _task_props(
     if sync:
         props["sync"] = SYNC
     if decorators:
-        props["decorators"] = _decos(decorators)  # type: ignore[assignment]  # not None
-    op_decos = _operand_decos(operand_decorators)
+        props["decorators"] = decorators_attr(decorators)  # type: ignore[assignment]  # not None
+    op_decos = operand_decorators_attr(operand_decorators)
     if op_decos is not None:
         props["operand_decorators"] = op_decos
     return props
@@ -99,10 +99,10 @@ def move_op(
     """`cls(dst, src, deps, sync, token, decorators, operand_decorators)`
     (a transfer or a store) located at `loc`."""
     props = _task_props(token, sync, decorators, operand_decorators)
-    props["operandSegmentSizes"] = _segment_sizes((1, 1, len(deps)))
+    props["operandSegmentSizes"] = segment_sizes_attr((1, 1, len(deps)))
     op = create_op(cls, (dst, src, *deps), _TOKEN_RESULT, props, loc)
     if token:
-        _first(op.results).name_hint = _hint(token)
+        _first(op.results).name_hint = ssa_name_hint(token)
     return op
 
 
@@ -123,10 +123,10 @@ def compute_op(
     operand_decorators)` located at `loc` (`attrs`: `SharedAttrs.get`)."""
     props = _task_props(token, sync, decorators, operand_decorators)
     props["attrs"] = attrs
-    props["operandSegmentSizes"] = _segment_sizes((len(ins), len(outs), len(deps), len(args)))
+    props["operandSegmentSizes"] = segment_sizes_attr((len(ins), len(outs), len(deps), len(args)))
     op = create_op(cls, (*ins, *outs, *deps, *args), _TOKEN_RESULT, props, loc)
     if token:
-        _first(op.results).name_hint = _hint(token)
+        _first(op.results).name_hint = ssa_name_hint(token)
     return op
 
 
@@ -145,7 +145,7 @@ class SharedAttrs:
 
     def get(self, attrs: dict[str, Attribute]) -> DictionaryAttr:
         if not attrs:
-            return _NO_ATTRS
+            return NO_ATTRS
         if any(map(_holds_float, attrs.values())):
             return DictionaryAttr(attrs)
         key = tuple(attrs.items())
