@@ -9,7 +9,7 @@ import numpy as np
 
 from nem.analysis.buffer_lifetimes import lifetimes, pack
 from nem.analysis.hazard_finder import find_hazards
-from nem.dialect.ops import BufferOp, LoopOp, ProgramOp
+from nem.dialect.ops import BufferOp, LoopOp, ProgramOp, RegionOp
 from nem.frontends.nem_text import parse_nem, print_nem
 from nem.passes.pass_context import pass_context
 from nem.passes.share_buffers import ShareBuffersPass
@@ -237,3 +237,91 @@ def test_ordering_the_reuse_bounds_only_the_arenas_accesses(monkeypatch):
         if isinstance(v.owner, RegionOp) and v.owner.buffer in packed.arenas
     )
     assert 0 < len(calls) == on_arenas
+
+
+def _count_packs(monkeypatch) -> list[int]:
+    import nem.analysis.buffer_lifetimes as bl
+
+    calls: list[int] = []
+    real = bl.pack
+    monkeypatch.setattr(bl, "pack", lambda items: calls.append(1) or real(items))
+    return calls
+
+
+UNORDERED = (
+    PROGRAM.replace(", deps=[la, lb]", "")
+    .replace(", deps=[lc]", "")
+    .replace("  wait(sa)\n", "")
+    .replace("wait(sb, sc)\n", "")
+)
+
+
+def test_the_estimates_packing_is_reused_after_ordering(monkeypatch):
+    """nem-compile packs the unordered program to ask whether L1 fits
+    (D-COMPILE-L1); nem-synthesize-deps then adds deps and waits only, so
+    `pack` reuses that packing instead of computing it again (issue 30:
+    1.7 s on DenseNet-121).  Counted in `buffer_lifetimes.pack` calls; the
+    packed program is the one a fresh pack writes."""
+    from nem.compile.lower import _check_packed_l1
+    from nem.passes.synthesize_deps import SynthesizeDepsPass
+
+    share = ShareBuffersPass()
+    fresh, _ = _program(UNORDERED)
+    SynthesizeDepsPass(device="npm_pro_x1").apply(pass_context(file="p.nem"), fresh)
+    share.pack(pass_context(file="p.nem"), fresh)
+    calls = _count_packs(monkeypatch)
+    module, prog = _program(UNORDERED)
+    plans = _check_packed_l1(module, share, "npm_pro_x1", ())
+    assert len(calls) == 1 and plans[prog].packings
+    ctx = pass_context(file="p.nem")
+    before = len(prog.block.ops)
+    SynthesizeDepsPass(device="npm_pro_x1").apply(ctx, module)
+    assert len(prog.block.ops) > before  # waits were added: statements renumbered
+    (packed,) = share.pack(ctx, module, plans)
+    assert len(calls) == 1  # not packed again
+    assert set(packed.members.values()) == {"a", "b", "c"}
+    assert print_nem(module) == print_nem(fresh)
+
+
+def test_a_moved_use_packs_again(monkeypatch):
+    """The reuse is guarded (`buffer_lifetimes.same_packing`): when a use of a
+    buffer moved so that lifetimes overlap differently, the packing is
+    computed again, and it is the one a fresh pack of the program writes."""
+    from nem.analysis.buffer_lifetimes import plan
+
+    module, prog = _program(PROGRAM)
+    old = plan(prog, ["L1[0]"])
+    offsets = {b.buffer_name.data: o for b, o in old.packings[0].offsets.items()}
+    assert offsets == {"c": 0, "b": 0, "a": 256}
+    # c's load (and its region ops) moves before the loop: c overlaps a and b
+    lc = next(op for op in prog.block.ops if getattr(op, "token", None) and op.token.data == "lc")
+    loop = next(op for op in prog.block.ops if isinstance(op, LoopOp))
+    for v in lc.operands:
+        if isinstance(v.owner, RegionOp) and v.owner.buffer.owner.buffer_name.data == "c":
+            region = v.owner
+    for op in (region.offset.owner, region.extent.owner, region, lc):
+        if op.parent_op() is prog:
+            op.detach()
+            prog.block.insert_op_before(op, loop)
+    moved = print_nem(module)
+    calls = _count_packs(monkeypatch)
+    ShareBuffersPass().pack(pass_context(file="p.nem"), module, {prog: old})
+    assert len(calls) == 1  # the guard saw the move: packed again
+    fresh, _ = _program(moved)
+    ShareBuffersPass().pack(pass_context(file="p.nem"), fresh)
+    assert print_nem(module) == print_nem(fresh)
+    assert "L1_0_arena" not in print_nem(module)  # c overlaps both: only a and b can share
+
+
+def test_same_packing_reads_only_how_lifetime_ends_compare():
+    """Statement numbers may shift (waits inserted, dead constants removed):
+    only the order of the ends matters, and the buffers, sizes, aligns."""
+    from nem.analysis.buffer_lifetimes import Lifetime, same_packing
+
+    _, prog = _program(PROGRAM)
+    a, b = [op for op in prog.block.ops if isinstance(op, BufferOp)][2:4]
+    old = [Lifetime(a, 64, 64, 3, 5), Lifetime(b, 64, 64, 5, 9)]
+    assert same_packing(old, [Lifetime(a, 64, 64, 4, 7), Lifetime(b, 64, 64, 7, 20)])
+    assert not same_packing(old, [Lifetime(a, 64, 64, 4, 7), Lifetime(b, 64, 64, 8, 20)])
+    assert not same_packing(old, [Lifetime(a, 64, 64, 3, 5), Lifetime(b, 128, 64, 5, 9)])
+    assert not same_packing(old, [Lifetime(b, 64, 64, 3, 5), Lifetime(a, 64, 64, 5, 9)])

@@ -219,6 +219,7 @@ def _lower(
             remarks=True,
             include_dirs=tuple(options.include_dirs),
         )
+        plans = None  # the packing computed for the L1 estimate, reused by the pack
         for p in lower.pipeline():
             if options.verify and isinstance(p, CheckLoweredPass) and not p.declarations_only:
                 # the printed program's nem-verify checks every rule this pass
@@ -230,11 +231,12 @@ def _lower(
                 # L1 fits once packed is known now, and a program that will not fit
                 # is tiled again without being ordered first (D-COMPILE-L1)
                 step("dce", partial(OnePassDeadCodeElimination().apply, run_ctx, module))
-                step(
+                plans = step(
                     "L1 estimate",
                     lambda: _check_packed_l1(module, share, device, options.include_dirs),
                 )
-        packed = step(share.name, lambda: share.pack(run_ctx, module))
+        # the same packing unless a buffer's uses moved since (`replan` checks)
+        packed = step(share.name, lambda: share.pack(run_ctx, module, plans))
         # a program that still overflows L1 is tiled again: checked before ordering
         _check_l1(module, device, options.include_dirs)
         for p in packed:
@@ -281,21 +283,21 @@ def _check_l1(module, device: str, include_dirs: Sequence[str]) -> None:
         raise OverCapacity(ratio, "\n".join(d.render() for d in errors))
 
 
-def _check_packed_l1(module, share, device: str, include_dirs: Sequence[str]) -> None:
+def _check_packed_l1(module, share, device: str, include_dirs: Sequence[str]) -> dict:
     """DEV-16 on the L1 levels as `share` will pack them (D-LOW-SHARE), asked
-    of the unordered program (`share_buffers.packed_footprints`)."""
+    of the unordered program (`ShareBuffersPass.estimate`).  Returns each
+    program's packing plan, for `share.pack` to reuse (issue 30)."""
     from nem.analysis.capacity import capacity
     from nem.devices.device_lookup import find_device
     from nem.dialect.ops import ProgramOp
-    from nem.passes.share_buffers import packed_footprints
 
     dev = find_device(device, tuple(include_dirs))
+    plans = {}
     for prog in (op for op in module.walk() if isinstance(op, ProgramOp)):
+        plans[prog], needs = share.estimate(prog, dev)
         over = [
             (need / cap, key, need, cap)
-            for key, need in packed_footprints(
-                prog, dev, share.level, share.over_capacity_only
-            ).items()
+            for key, need in needs.items()
             if key.startswith("L1") and (cap := capacity(dev, key)) and need > cap
         ]
         if over:
@@ -308,6 +310,7 @@ def _check_packed_l1(module, share, device: str, include_dirs: Sequence[str]) ->
                     for _, key, need, cap in over
                 ),
             )
+    return plans
 
 
 def escape_reason(message: str) -> str:

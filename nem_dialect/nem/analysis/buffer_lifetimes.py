@@ -24,7 +24,7 @@ ordering of `nem-synthesize-deps` after packing.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from xdsl.ir import Operation
@@ -93,26 +93,44 @@ def lifetimes(
     """The candidate buffers at `levels` (level names as written: `L1[0]`,
     `L1`, `L2`) with their lifetimes, in declaration order; unused buffers
     are left out (nothing to share).  Linear in the program: the statements
-    are numbered once."""
+    are numbered once, and the statement holding a nested op is found once
+    per op holding it (a loop's tasks and regions share it)."""
     ev = ev or Evaluator()
     wanted = set(levels)
-    index = statement_index(program)
+    stmts = block_ops(program.block)
+    index = {op: k for k, op in enumerate(stmts)}
+    held: dict[Operation, int] = {}  # a nested op holding ops (a loop) -> its statement
+
+    def at(op: Operation) -> int:
+        parent = op.parent_op()
+        if parent is program:
+            return index[op]
+        assert parent is not None, "op outside the program"
+        k = held.get(parent)
+        if k is None:
+            k = held[parent] = at(parent)
+        return k
+
     out = []
-    for op in block_ops(program.block):
-        if not isinstance(op, BufferOp) or op.result.type.level.data not in wanted:
+    for op in stmts:
+        # `type(op) is`: no op class derives from BufferOp or RegionOp, and
+        # isinstance on xDSL's ABC op classes runs Python code (issue 30)
+        if type(op) is not BufferOp or op.result.type.level.data not in wanted:
             continue
         if op.decorator_list():
+            continue
+        uses = op.results[0].uses
+        # every use is a region's buffer operand (its first)
+        if not uses or not all(type(u.operation) is RegionOp and u.index == 0 for u in uses):
             continue
         placed = size_and_align(op, ev)
         if placed is None:
             continue
-        users = [u.operation for u in op.result.uses]
-        if not users or not all(isinstance(u, RegionOp) and u.buffer is op.result for u in users):
-            continue
         points = []
-        for region in users:
-            points.append(top_level_index(region, program, index))
-            points += [top_level_index(u.operation, program, index) for u in region.result.uses]
+        for u in uses:
+            region = u.operation
+            points.append(at(region))
+            points += [at(v.operation) for v in region.results[0].uses]
         size, align = placed
         out.append(Lifetime(op, size, max(1, align), min(points), max(points)))
     return out
@@ -182,10 +200,77 @@ def pack(items: list[Lifetime]) -> Packing | None:
     return Packing(level, offsets, size, max(it.align for it in sharing), separate)
 
 
+@dataclass(frozen=True)
+class Plan:
+    """A program's packings (`packings`) with what they were computed from:
+    the levels and the candidates' lifetimes.  `nem-compile` packs the
+    unordered program to ask whether L1 will fit (D-COMPILE-L1) and
+    `nem-share-buffers` reuses the plan (`replan`) when the program still
+    gives the same packing (issue 30: the packing was computed twice)."""
+
+    levels: tuple[str, ...]
+    lifetimes: tuple[Lifetime, ...]
+    packings: tuple[Packing, ...]
+
+
+def plan(program: ProgramOp, levels: Iterable[str]) -> Plan:
+    """The packings of `levels` (one per level where sharing saves bytes)."""
+    levels = tuple(levels)
+    return _plan(levels, lifetimes(program, levels))
+
+
+def _plan(levels: tuple[str, ...], found: list[Lifetime]) -> Plan:
+    by_level: dict[str, list[Lifetime]] = {}
+    for lt in found:
+        by_level.setdefault(lt.level, []).append(lt)
+    packed = (pack(items) for items in by_level.values())
+    return Plan(levels, tuple(found), tuple(p for p in packed if p is not None))
+
+
 def packings(program: ProgramOp, levels: Iterable[str]) -> list[Packing]:
     """One packing per level of `levels` where sharing saves bytes."""
-    by_level: dict[str, list[Lifetime]] = {}
-    for lt in lifetimes(program, levels):
-        by_level.setdefault(lt.level, []).append(lt)
-    found = (pack(items) for items in by_level.values())
-    return [p for p in found if p is not None]
+    return list(plan(program, levels).packings)
+
+
+def same_packing(old: Sequence[Lifetime], new: Sequence[Lifetime]) -> bool:
+    """Whether `pack` gives the same packings for candidates `new` as for
+    `old`: the same buffers (the same ops) in the same order with the same
+    sizes and aligns, and lifetimes whose ends compare the same way.
+
+    Exact: a level's packing is a function of its candidates in declaration
+    order, their sizes and aligns, and which lifetimes overlap.  `_first_fit`
+    places largest first (declaration order among equals) and an item meets
+    the placed items live at a statement of its lifetime, i.e. those whose
+    lifetimes overlap its own ([f1, l1] and [f2, l2] overlap iff f1 <= l2
+    and f2 <= l1: comparisons of ends); `_sharing` and `_separate_footprint`
+    read only offsets, sizes and aligns.  So two lists whose ends, ranked
+    among all the ends of their list, are equal give equal packings though
+    the statement numbers differ (the ordering inserts waits, dce removes
+    statements; `nem-compile` packs the program after both)."""
+    if len(old) != len(new):
+        return False
+    for a, b in zip(old, new, strict=True):
+        if a.buffer is not b.buffer or a.size != b.size or a.align != b.align:
+            return False
+    return _ranked(old) == _ranked(new)
+
+
+def _ranked(items: Sequence[Lifetime]) -> list[tuple[int, int]]:
+    """Each lifetime's ends as ranks among all the ends (ties equal)."""
+    rank = {e: r for r, e in enumerate(sorted({e for it in items for e in (it.first, it.last)}))}
+    return [(rank[it.first], rank[it.last]) for it in items]
+
+
+def replan(program: ProgramOp, levels: Iterable[str], old: Plan | None) -> Plan:
+    """`plan(program, levels)`, reusing `old`'s packings when its levels are
+    `levels` and the program's candidates give the same packing
+    (`same_packing`); else computed again.  The lifetimes are always read
+    from the program: the guard costs a walk of the buffers' uses, not a
+    packing."""
+    levels = tuple(levels)
+    if old is None or old.levels != levels:
+        return plan(program, levels)
+    found = lifetimes(program, levels)
+    if not same_packing(old.lifetimes, found):
+        return _plan(levels, found)
+    return Plan(levels, tuple(found), old.packings)

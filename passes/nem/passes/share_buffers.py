@@ -32,6 +32,7 @@ earlier nest's reads, so it is only worth it where the buffers do not fit.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from xdsl.context import Context
@@ -41,7 +42,7 @@ from xdsl.ir import Operation, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
 
-from nem.analysis.buffer_lifetimes import Packing, packings
+from nem.analysis.buffer_lifetimes import Packing, Plan, plan, replan
 from nem.analysis.ir_walk import block_ops
 from nem.analysis.race_memos import ShapeMemos
 from nem.dialect.attributes import BufferType, MemLevelAttr
@@ -85,14 +86,19 @@ def selected_levels(option: str, program: ProgramOp) -> list[str]:
     return [option] if option in levels else []
 
 
-def arena_name(level: str, program: ProgramOp) -> str:
-    """`L1[0]` -> `L1_0_arena` (`_2`, `_3`, ... if the program has that name)."""
+def arena_name(level: str, program: ProgramOp, taken: set[str] | None = None) -> str:
+    """`L1[0]` -> `L1_0_arena` (`_2`, `_3`, ... if the program has that name);
+    `taken`: the names of the program's top-level buffers, if known (`share`
+    keeps them for all its arenas: one listing of the program, not one per
+    arena), the name chosen is added to it."""
     base = level.replace("[", "_").replace("]", "") + "_arena"
-    taken = {op.buffer_name.data for op in block_ops(program.block) if isinstance(op, BufferOp)}
+    if taken is None:
+        taken = {op.buffer_name.data for op in block_ops(program.block) if type(op) is BufferOp}
     name, k = base, 1
     while name in taken:
         k += 1
         name = f"{base}_{k}"
+    taken.add(name)
     return name
 
 
@@ -116,16 +122,18 @@ def _plus(offset: SSAValue, base: int, before: RegionOp) -> SSAValue:
     return add.result
 
 
-def share(program: ProgramOp, packing: Packing) -> tuple[BufferOp, dict[Operation, str]]:
+def share(
+    program: ProgramOp, packing: Packing, taken: set[str] | None = None
+) -> tuple[BufferOp, dict[Operation, str]]:
     """Rewrite `program` so that `packing`'s buffers are regions of one
     arena; returns it with the packed buffer (its name) each of its regions
-    was a region of."""
+    was a region of.  `taken`: as `arena_name`'s."""
     origin: dict[Operation, str] = {}
     members = list(packing.offsets)  # in declaration order
     first = members[0]
     size = _index(packing.size, first)
     arena = BufferOp(
-        arena_name(packing.level, program),
+        arena_name(packing.level, program, taken),
         BufferType(MemLevelAttr(packing.level)),
         size.result,
         packing.align,
@@ -201,11 +209,15 @@ class ShareBuffersPass(ModulePass):
         for packed in self.pack(ctx, op):
             packed.order()
 
-    def pack(self, ctx: Context, op: ModuleOp) -> list[Packed]:
+    def pack(
+        self, ctx: Context, op: ModuleOp, plans: Mapping[ProgramOp, Plan] | None = None
+    ) -> list[Packed]:
         """Declare the arenas (and report the remarks); the programs then
         need `Packed.order` to be race-free (`nem-compile` checks L1 in
         between: a program that still overflows is tiled again, and its
-        ordering would be wasted)."""
+        ordering would be wasted).  `plans`: each program's packing as
+        `estimate` computed it earlier (`nem-compile`, before ordering), used
+        when the program still packs the same (`buffer_lifetimes.replan`)."""
         from nem.passes.device import target_device
         from nem.passes.synthesize_deps import programs
 
@@ -213,13 +225,17 @@ class ShareBuffersPass(ModulePass):
         out = []
         for prog in programs(op):
             device = target_device(ctx, prog, self.device, self.include_dirs)
-            levels = selected_levels(self.level, prog)
-            if self.over_capacity_only:
-                levels = _over_capacity(prog, device, levels)
+            levels = self.levels(prog, device)
+            found = replan(prog, levels, plans.get(prog) if plans else None)
             arenas: list[SSAValue] = []
             members: dict[Operation, str] = {}
-            for packing in packings(prog, levels):
-                arena, regions = share(prog, packing)
+            taken: set[str] | None = None
+            for packing in found.packings:
+                if taken is None:
+                    taken = {
+                        o.buffer_name.data for o in block_ops(prog.block) if type(o) is BufferOp
+                    }
+                arena, regions = share(prog, packing, taken)
                 arenas.append(arena.result)
                 members.update(regions)
                 diags.append(_remark(packing, arena))
@@ -232,6 +248,21 @@ class ShareBuffersPass(ModulePass):
         report(ctx, diags if self.remarks else [])
         return out
 
+    def levels(self, program: ProgramOp, device: Device | None) -> list[str]:
+        """The levels of `program` this pass packs on `device`."""
+        levels = selected_levels(self.level, program)
+        if self.over_capacity_only:
+            levels = _over_capacity(program, device, levels)
+        return levels
+
+    def estimate(self, program: ProgramOp, device: Device | None) -> tuple[Plan, dict[str, int]]:
+        """`program`'s packing as `pack` would compute it now, and the bytes
+        each level key would span once packed (`packed_footprints`): what
+        `nem-compile` asks of the unordered program (D-COMPILE-L1); the plan
+        goes to `pack` afterwards."""
+        found = plan(program, self.levels(program, device))
+        return found, _footprints(program, found)
+
 
 def packed_footprints(
     program: ProgramOp, device: Device | None, option: str = "L1", over_capacity_only: bool = True
@@ -242,15 +273,17 @@ def packed_footprints(
     before ordering the program whether its L1 will fit (D-COMPILE-L1).
     Equal to the packed program's when the statements using buffers do not
     change in between (the ordering adds deps and waits only)."""
+    share = ShareBuffersPass(level=option, over_capacity_only=over_capacity_only)
+    return share.estimate(program, device)[1]
+
+
+def _footprints(program: ProgramOp, found: Plan) -> dict[str, int]:
+    """`packed_footprints` of `program` packed as `found` says."""
     from nem.analysis.capacity import all_buffers, buffer_instances, level_key, size_and_align
 
-    levels = selected_levels(option, program)
-    if over_capacity_only:
-        levels = _over_capacity(program, device, levels)
-    found = packings(program, levels)
     arena_at = {}  # the first packed buffer in statement order -> its packing
     packed: set[BufferOp] = set()
-    for packing in found:
+    for packing in found.packings:
         arena_at[next(iter(packing.offsets))] = packing
         packed.update(packing.offsets)
     ev = Evaluator()
