@@ -231,3 +231,36 @@ def test_every_linalg_domain_equals_its_converted_loops(name):
         by_shape.by_shape[key] = -1  # a memo hit is read from it
         by_shape.clear()
         assert -1 in [by_shape[op] for op in ops]
+
+
+@pytest.mark.parametrize(
+    ("name", "route"), [("cnn", "transform"), ("cnn", "affine"), ("transformer", "transform")]
+)
+def test_count_on_the_module_equals_the_count_on_its_text(name, route):
+    """The driver counts the tile stage's module as it is, each op's (line,
+    col) read from the text printed from it, not parsed again
+    (D-COMPILE-FLOPS-TEXT): same counts, categories and reasons as counting
+    the parsed text, with every third op's position escaped (named linalg
+    ops' bodies and loops' terminators are not printed); a text that does
+    not line up with the module is parsed."""
+    from mlir import ir
+
+    from nem.compile import flops
+
+    text = (
+        compile_onnx(getattr(samples, name)("f32"), device=DEVICE, route=route).stage("tile").text
+    )
+    _, at = flops._positions(text)
+    escaped = {pos: f"reason {i % 4}" for i, pos in enumerate(at) if i % 3 == 1}
+    parsed = flop_share(text, escaped)
+    assert parsed.escaped and parsed.raised
+    with ir.Context() as ctx:
+        ctx.allow_unregistered_dialects = True
+        module = ir.Module.parse(text)
+        assert str(module) == text
+        counted = flops._Count(escaped, text).run(module.operation)
+        assert counted == parsed
+        assert flop_share(text, escaped, module) == parsed
+        other = ir.Module.parse(NESTS)
+        assert flops._Count(escaped, text).run(other.operation) is None
+        assert flop_share(text, escaped, other) == parsed

@@ -407,93 +407,210 @@ def _nest_category(root: ir.Operation) -> str:
     return category
 
 
-def flop_share(tiled: str, escaped_at: Mapping[tuple[int, int], str]) -> FlopShare:
+def flop_share(
+    tiled: str, escaped_at: Mapping[tuple[int, int], str], module: ir.Module | None = None
+) -> FlopShare:
     """Raised and escaped FLOPs of the tiled program `tiled`, by category,
     given the (line, col) of each nest the lowering did not raise and why
-    (its `EscapeRemark`s, `nem.compile.lower.lower_and_verify`)."""
-    counts = {"raised": 0, "escaped": 0}
-    reasons: dict[str, int] = {}
-    by_category: dict[str, list[int]] = {}
-    categories: dict[ir.Operation, str] = {}
+    (its `EscapeRemark`s, `nem.compile.lower.lower_and_verify`).  `module`:
+    the module `tiled` was printed from (`str(module)`, the tile stage's),
+    counted as it is, each op's (line, col) in `tiled` read from the text
+    (`_positions`) instead of parsing it again (D-COMPILE-FLOPS-TEXT); the
+    text is parsed when the two do not line up op by op."""
+    if module is not None:
+        with module.context:
+            got = _Count(escaped_at, tiled).run(module.operation)
+        if got is not None:
+            return got
     with ir.Context() as ctx:
         ctx.allow_unregistered_dialects = True
-        module = ir.Module.parse(tiled)
+        parsed = ir.Module.parse(tiled)
+        got = _Count(escaped_at).run(parsed.operation)
+        assert got is not None, "a parsed module has its own positions"
+        return got
 
-        dma: dict[ir.Operation, bool] = {}
 
-        def has_dma(loop: ir.Operation) -> bool:
-            if loop in dma:
-                return dma[loop]
-            found = False
+ELIDED = ("affine.yield", "scf.yield")
+"""Terminators the printer leaves out when they yield nothing (a loop's)."""
 
-            def visit(op: ir.Operation) -> ir.WalkResult:
-                nonlocal found
-                found = found or op.name in ("affine.dma_start", "affine.dma_wait")
-                return ir.WalkResult.INTERRUPT if found else ir.WalkResult.ADVANCE
 
-            loop.walk(visit)
-            dma[loop] = found
-            return found
+def _positions(text: str) -> tuple[list[str], list[tuple[int, int]]]:
+    """The lines of `text` (an MLIR module as upstream prints it) and the
+    (line, col) of each op printed there, in order: where the parser would
+    locate it, its name after any results (`%0 = arith.addf`).  Every line
+    starts an op but closing braces, block labels (`^bb0`), the aliases
+    (`#map = ...`) and the resources after the module (`{-#`)."""
+    cut = text.find("\n{-#")
+    lines = (text if cut < 0 else text[:cut]).split("\n")
+    at: list[tuple[int, int]] = []
+    for i, line in enumerate(lines):
+        s = line.lstrip(" ")
+        if s and s[0] not in "}^#":
+            col = len(line) - len(s) + 1
+            if s[0] == "%":
+                col += s.find(" = ") + 3
+            at.append((i + 1, col))
+    return lines, at
+
+
+class _Count:
+    """One pre-order walk of a module counting its FLOPs; positions from
+    each op's location (a parsed module) or from `text` (`_positions`)."""
+
+    def __init__(self, escaped_at: Mapping[tuple[int, int], str], text: str | None = None):
+        self.escaped_at = escaped_at
+        self.counts = {"raised": 0, "escaped": 0}
+        self.reasons: dict[str, int] = {}
+        self.by_category: dict[str, list[int]] = {}
+        self.categories: dict[ir.Operation, str] = {}
+        self.dma: dict[ir.Operation, bool] = {}
+        self.domains = _Domains()
+        self.softmaxes: list[tuple[ir.Operation, tuple[int, int]]] = []
+        self.text = text
+        self.lines: list[str] = []
+        self.at: list[tuple[int, int]] = []
+        self.index: dict[ir.Operation, tuple[int, int]] = {}
+        """The position of each loop and linalg op (a nest's root), from the text."""
+        self.k = 0
+        """Ops printed so far (text positions)."""
+        self.hidden = 0
+        """Ops still to visit in regions the printer leaves out (named linalg ops' bodies)."""
+        self.aligned = True
+
+    def run(self, root: ir.Operation) -> FlopShare | None:
+        """The share; None when the text does not line up with the module."""
+        if self.text is not None:
+            self.lines, self.at = _positions(self.text)
+            root.walk(self._visit_text, ir.WalkOrder.PRE_ORDER)
+            if not self.aligned or self.k != len(self.at):
+                return None
+        else:
+            root.walk(self._visit_parsed, ir.WalkOrder.PRE_ORDER)
+        for op, pos in self.softmaxes:  # no body: upstream's decomposition, 5 FLOPs an element
+            n = SOFTMAX_FLOPS * math.prod(ir.ShapedType(op.operands[0].type).shape)
+            key = _count(self.counts, self.reasons, self.escaped_at, pos, n)
+            self.by_category.setdefault("reduction", [0, 0])[key == "escaped"] += n
+        return FlopShare(
+            self.counts["raised"],
+            self.counts["escaped"],
+            {k: (v[0], v[1]) for k, v in self.by_category.items()},
+            tuple(sorted(self.reasons.items(), key=lambda r: -r[1])),
+        )
+
+    def _visit_parsed(self, op: ir.Operation) -> ir.WalkResult:
+        name = op.name
+        if name == "linalg.softmax":
+            self.softmaxes.append((op, _position(op)))
+        elif _is_float_op(op):
+            self._float_op(op, _position)
+        return ir.WalkResult.ADVANCE
+
+    def _visit_text(self, op: ir.Operation) -> ir.WalkResult:
+        if not self.aligned:
+            return ir.WalkResult.INTERRUPT
+        name = op.name
+        if self.hidden:
+            self.hidden -= 1
+            pos = None
+        elif name in ELIDED and not len(op.operands):
+            pos = None
+        else:
+            pos = self._next(op, name)
+            if pos is None:
+                return ir.WalkResult.INTERRUPT
+            if name.startswith("linalg.") or name in ("affine.for", "scf.for"):
+                self.index[op] = pos
+        if name == "linalg.softmax" and pos is not None:
+            self.softmaxes.append((op, pos))
+        elif _is_float_op(op):
+            if pos is None:  # a body the printer leaves out: its op is the root
+                pos = (0, 0)
+            here = pos
+            self._float_op(op, lambda o: here if o == op else self.index[o])
+        return ir.WalkResult.ADVANCE
+
+    def _next(self, op: ir.Operation, name: str) -> tuple[int, int] | None:
+        """The position of the next printed op, `op` (None, and no longer
+        aligned, when the text has another op there)."""
+        if self.k >= len(self.at):
+            self.aligned = False
+            return None
+        line, col = self.at[self.k]
+        text = self.lines[line - 1]
+        short = name.partition(".")[2]  # a default dialect's ops print without it (`return`)
+        if not (
+            text.startswith(name, col - 1)
+            or text.startswith(f'"{name}"', col - 1)
+            or (short and text.startswith(short, col - 1))
+        ):
+            self.aligned = False
+            return None
+        self.k += 1
+        if name.startswith("linalg.") and not text.endswith("{") and len(op.regions):
+            counted = -1  # the op itself
+
+            def count(_: ir.Operation) -> ir.WalkResult:
+                nonlocal counted
+                counted += 1
+                return ir.WalkResult.ADVANCE
+
+            op.walk(count, ir.WalkOrder.PRE_ORDER)
+            self.hidden = counted
+        return line, col
+
+    def _float_op(self, op: ir.Operation, position) -> None:
+        n, root, parent = 1, None, op.parent
+        while parent is not None and parent.name != "func.func":
+            if parent.name == "affine.for":
+                n *= _trips(parent.operation)
+                if not self._has_dma(parent.operation):
+                    root = parent.operation
+            elif parent.name == "scf.for":  # the transform route's tile loops
+                n *= _scf_trips(parent.operation)
+            elif parent.name.startswith("linalg."):
+                n *= self.domains[parent.operation]
+                root = parent.operation
+            parent = parent.parent
+        pos = position(root if root is not None else op)
+        key = _count(self.counts, self.reasons, self.escaped_at, pos, n)
+        if root is None:
+            category = "eltwise"
+        elif root in self.categories:
+            category = self.categories[root]
+        else:
+            category = self.categories[root] = _nest_category(root)
+        self.by_category.setdefault(category, [0, 0])[key == "escaped"] += n
+
+    def _has_dma(self, loop: ir.Operation) -> bool:
+        if loop in self.dma:
+            return self.dma[loop]
+        found = False
 
         def visit(op: ir.Operation) -> ir.WalkResult:
-            if not _is_float_op(op):
-                return ir.WalkResult.ADVANCE
-            n, root, parent = 1, None, op.parent
-            while parent is not None and parent.name != "func.func":
-                if parent.name == "affine.for":
-                    n *= _trips(parent.operation)
-                    if not has_dma(parent.operation):
-                        root = parent.operation
-                elif parent.name == "scf.for":  # the transform route's tile loops
-                    n *= _scf_trips(parent.operation)
-                elif parent.name.startswith("linalg."):
-                    n *= domains[parent.operation]
-                    root = parent.operation
-                parent = parent.parent
-            loc = root.location if root is not None else op.location
-            key = _count(counts, reasons, escaped_at, loc, n)
-            if root is None:
-                category = "eltwise"
-            elif root in categories:
-                category = categories[root]
-            else:
-                category = categories[root] = _nest_category(root)
-            by_category.setdefault(category, [0, 0])[key == "escaped"] += n
-            return ir.WalkResult.ADVANCE
+            nonlocal found
+            found = found or op.name in ("affine.dma_start", "affine.dma_wait")
+            return ir.WalkResult.INTERRUPT if found else ir.WalkResult.ADVANCE
 
-        linalg: list[ir.Operation] = []
+        loop.walk(visit)
+        self.dma[loop] = found
+        return found
 
-        def collect(op: ir.Operation) -> ir.WalkResult:
-            if op.name.startswith("linalg.") and op.name != "linalg.yield":
-                linalg.append(op)
-            return ir.WalkResult.ADVANCE
 
-        module.operation.walk(collect)
-        softmaxes = [op for op in linalg if op.name == "linalg.softmax"]
-        domains = _Domains()
-        module.operation.walk(visit)
-        for op in softmaxes:  # no body: upstream's decomposition, 5 FLOPs an element
-            n = SOFTMAX_FLOPS * math.prod(ir.ShapedType(op.operands[0].type).shape)
-            key = _count(counts, reasons, escaped_at, op.location, n)
-            by_category.setdefault("reduction", [0, 0])[key == "escaped"] += n
-    return FlopShare(
-        counts["raised"],
-        counts["escaped"],
-        {k: (v[0], v[1]) for k, v in by_category.items()},
-        tuple(sorted(reasons.items(), key=lambda r: -r[1])),
-    )
+def _position(op: ir.Operation) -> tuple[int, int]:
+    loc = op.location
+    return loc.start_line, loc.start_col
 
 
 def _count(
     counts: dict[str, int],
     reasons: dict[str, int],
     escaped_at: Mapping[tuple[int, int], str],
-    loc,
+    pos: tuple[int, int],
     n: int,
 ) -> str:
-    """Count `n` FLOPs of the nest at `loc` as raised or escaped (and under
-    its reason); returns which."""
-    why = escaped_at.get((loc.start_line, loc.start_col))
+    """Count `n` FLOPs of the nest at `pos` (line, col) as raised or escaped
+    (and under its reason); returns which."""
+    why = escaped_at.get(pos)
     if why is None:
         counts["raised"] += n
         return "raised"

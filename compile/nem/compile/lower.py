@@ -145,7 +145,7 @@ def lower_and_verify(
                 memos,
             ),
         )
-        # the module parsed back, before the FLOP count parses the tiled text: all of
+        # the module parsed back, before the FLOP count walks the tiled module: all of
         # it younger than the collection above, which left the rest in the old generation
         _collect(young=True)
     return nem, remarks, escaped, constants

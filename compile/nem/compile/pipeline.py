@@ -339,7 +339,7 @@ class Driver:
                     ),
                 )
             remarks.extend(notes)
-            self.flops = self.substep("FLOP count", lambda: flop_share(tiled, escaped))
+            self.flops = self.substep("FLOP count", lambda: flop_share(tiled, escaped, self.tiled))
             remarks.append(f"{file}: remark: {self.flops.remark()}")
             return nem
 
