@@ -15,7 +15,10 @@ slow path's answer.
   and facts that are the verifier's own measures of the program;
 - `capacity.memory_maps`' buffer walk (`type(op) is`, one loop nest's
   instance count per parent op): the recursive isinstance walk and the
-  per-buffer `buffer_instances` of before.
+  per-buffer `buffer_instances` of before;
+- nem-verify's hazard stage takes the happens-before `Structure` its token
+  stage built (`nem.passes.tokens.STRUCTURES`, only inside the pipeline):
+  the diagnostics of one build per stage.
 """
 
 from __future__ import annotations
@@ -227,3 +230,73 @@ def test_built_facts_are_taken_once_by_the_static_pass():
     VerifyStaticPass().apply(ctx, module)
     assert BUILT_FACTS not in ctx.cache
     assert take_built_facts(ctx, prog) is None
+
+
+def _verify_all(monkeypatch, share: bool) -> tuple[list[str], int, int]:
+    """nem-verify (npm_pro_x1) on every repository program that parses: the
+    diagnostics, the Structures built, and the programs the hazard stage saw."""
+    from nem.analysis import happens_before
+    from nem.compile.lower import xdsl_context
+    from nem.passes import PASSES, hazards
+    from nem.passes.pass_context import pass_context
+    from nem.passes.tokens import STRUCTURES
+
+    built = [0]
+    init = happens_before.Structure.__init__
+
+    def counting(self, *args, **kwargs):
+        built[0] += 1
+        init(self, *args, **kwargs)
+
+    monkeypatch.setattr(happens_before.Structure, "__init__", counting)
+    if not share:
+        monkeypatch.setattr(hazards, "shared_structures", lambda ctx: None)
+    seen = [0]
+    find = hazards.find_hazards
+
+    def counted(*args, **kwargs):
+        seen[0] += 1
+        return find(*args, **kwargs)
+
+    monkeypatch.setattr(hazards, "find_hazards", counted)
+    out = []
+    for path in NEM_FILES:
+        try:
+            module = parse_nem(path.read_text(), str(path))
+        except (NemDiagnosticError, UnicodeDecodeError):
+            continue
+        ctx = pass_context(xdsl_context(), str(path), (), "npm_pro_x1")
+        try:
+            PASSES["nem-verify"]().apply(ctx, module)
+            diags = ctx.diagnostics
+        except NemDiagnosticError as e:
+            diags = e.diagnostics
+        assert STRUCTURES not in ctx.cache, path  # only while the pipeline runs
+        out += [f"{path}: {d.render()}" for d in diags]
+    monkeypatch.undo()
+    return out, built[0], seen[0]
+
+
+def test_the_hazard_stage_takes_the_token_stages_structure(monkeypatch):
+    """nem-verify builds the happens-before `Structure` of a program once for
+    its token and hazard stages (the program is unchanged between them),
+    with the diagnostics of one build per stage."""
+    shared, built_shared, hazard_runs = _verify_all(monkeypatch, share=True)
+    alone, built_alone, hazard_runs_alone = _verify_all(monkeypatch, share=False)
+    assert shared == alone
+    assert hazard_runs == hazard_runs_alone > 50
+    assert built_alone - built_shared == hazard_runs  # one build saved per program
+
+
+def test_separate_passes_build_their_own_structure():
+    """Outside nem-verify (a `-p` list may change the program between the
+    two), the token stage keeps nothing for the hazard stage."""
+    from nem.compile.lower import xdsl_context
+    from nem.passes.pass_context import pass_context
+    from nem.passes.tokens import STRUCTURES, CheckTokensPass, shared_structures
+
+    path = next(p for p in NEM_FILES if p.name == "conv2d_relu.nem")
+    module = parse_nem(path.read_text(), str(path))
+    ctx = pass_context(xdsl_context(), str(path))
+    CheckTokensPass().apply(ctx, module)
+    assert shared_structures(ctx) is None and STRUCTURES not in ctx.cache

@@ -100,10 +100,11 @@ class HazardFinder:
         buffers: Collection[SSAValue] | None = None,
         members: Mapping[Operation, object] | None = None,
         memos: ShapeMemos | None = None,
+        structure: Structure | None = None,
     ):
         self.program = program
         self.cache = cache or RaceCache()
-        self.s = Structure(program, self.cache.skeleton)
+        self.s = structure if structure is not None else Structure(program, self.cache.skeleton)
         self.cache.skeleton = self.s.skeleton
         self.memos = memos or ShapeMemos()
         if self.cache.boxes is None or self.cache.windows is None:
@@ -776,8 +777,13 @@ def find_races(
 
 
 def find_hazards(
-    program: ProgramOp, max_instances: int = MAX_TASK_INSTANCES, memos: ShapeMemos | None = None
+    program: ProgramOp,
+    max_instances: int = MAX_TASK_INSTANCES,
+    memos: ShapeMemos | None = None,
+    structure: Structure | None = None,
 ) -> list[Diagnostic]:
-    """HAZ-01 / HAZ-03 (LOOP-06) diagnostics of a verified program."""
+    """HAZ-01 / HAZ-03 (LOOP-06) diagnostics of a verified program.
+    `structure`: the program's `Structure` as of now (`nem-verify`'s token
+    stage built it on the same, unchanged program), else built here."""
     with gc_paused():
-        return HazardFinder(program, max_instances, memos=memos).run()
+        return HazardFinder(program, max_instances, memos=memos, structure=structure).run()

@@ -141,16 +141,16 @@ def _ancestor_in(op: Operation, block: Block) -> Operation | None:
     return cur
 
 
-def check_tokens(program: ProgramOp) -> list[Diagnostic]:
+def check_tokens(program: ProgramOp, s: Structure | None = None) -> list[Diagnostic]:
     """Token diagnostics: unconsumed tokens (warning, D-TOK-UNUSED), waits that
     can never complete (error, D-TOK-DEADLOCK).  `@max_in_flight(N < 1)` is the
-    static verifier's LOOP-03 (`LoopOp.window_error`)."""
+    static verifier's LOOP-03 (`LoopOp.window_error`).  `s`: the program's
+    `Structure` as of now, when the caller has it (else built here)."""
     with gc_paused():
-        return _check_tokens(program)
+        return _check_tokens(program, s if s is not None else Structure(program))
 
 
-def _check_tokens(program: ProgramOp) -> list[Diagnostic]:
-    s = Structure(program)
+def _check_tokens(program: ProgramOp, s: Structure) -> list[Diagnostic]:
     diags: list[Diagnostic] = []
     maxpos: dict[StaticTask, int] = {}
 

@@ -20,6 +20,7 @@ from xdsl.passes import ModulePass
 from nem.analysis.hazard_finder import MAX_TASK_INSTANCES, find_hazards
 from nem.dialect.ops import ProgramOp
 from nem.passes.pass_context import report, shape_memos
+from nem.passes.tokens import shared_structures
 
 
 @dataclass(frozen=True)
@@ -38,11 +39,14 @@ class CheckHazardsPass(ModulePass):
     windowing (D-HAZ-WINDOW); `-p 'nem-check-hazards{max_instances=1000}'`."""
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
+        shared = shared_structures(ctx) or {}
         diags = [
             d
             for prog in op.walk()
             if isinstance(prog, ProgramOp)
-            for d in find_hazards(prog, self.max_instances, shape_memos(ctx))
+            for d in find_hazards(
+                prog, self.max_instances, shape_memos(ctx), shared.pop(prog, None)
+            )
         ]
         diags.sort(
             key=lambda d: (d.severity != "warning", (d.loc.line, d.loc.col) if d.loc else (0, 0))

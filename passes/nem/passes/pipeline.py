@@ -27,9 +27,9 @@ from nem.dialect.diagnostics import NemDiagnosticError
 from nem.dialect.ops import ProgramOp
 from nem.passes.device import VerifyDevicePass, no_device_remark, target_device
 from nem.passes.hazards import CheckHazardsPass
-from nem.passes.pass_context import collecting, report
+from nem.passes.pass_context import NemPassContext, collecting, report
 from nem.passes.placement import CheckPlacementPass
-from nem.passes.tokens import CheckTokensPass
+from nem.passes.tokens import STRUCTURES, CheckTokensPass
 from nem.passes.verify import VerifyStaticPass
 
 STAGES: tuple[type[ModulePass], ...] = (
@@ -69,6 +69,15 @@ class VerifyPipelinePass(ModulePass):
             "remarks": self.remarks,
             "reject_future": self.reject_future,
         }
+        # the token stage's Structure of each program, for the hazard stage (STRUCTURES)
+        stages.cache[STRUCTURES] = {}
+        try:
+            self._stages(stages, op, options)
+        finally:
+            stages.cache.pop(STRUCTURES, None)
+        report(ctx, stages.diagnostics)
+
+    def _stages(self, stages: NemPassContext, op: ModuleOp, options: dict) -> None:
         for cls in STAGES:
             if cls is VerifyDevicePass:
                 progs = ops_of(op, ProgramOp)
@@ -85,4 +94,3 @@ class VerifyPipelinePass(ModulePass):
                 _instantiate(cls, options).apply(stages, op)
             except NemDiagnosticError as e:
                 raise NemDiagnosticError(stages.diagnostics + e.diagnostics) from None
-        report(ctx, stages.diagnostics)
