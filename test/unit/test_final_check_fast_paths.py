@@ -39,7 +39,7 @@ from nem.dialect.task_rules import _elements
 from nem.dialect.verifier import ProgramVerifier, verify_program
 from nem.frontends.nem_text.config_parser import parse_config_document
 from nem.frontends.nem_text.parser import parse_nem, parse_nem_facts
-from nem.frontends.nem_text.printer import _statement_kind, printed_statements
+from nem.frontends.nem_text.printer import _STATEMENT_KINDS, printed_statements
 
 ROOT = Path(__file__).resolve().parents[2]
 NEM_FILES = sorted(
@@ -172,7 +172,7 @@ def test_memory_maps_match_the_per_buffer_walk():
         slow = [
             op
             for op in prog.walk()
-            if _statement_kind(op) not in ("value", "unknown")
+            if _STATEMENT_KINDS[type(op)] not in ("value", "unknown")
             and not isinstance(op, ProgramOp)
             and not (isinstance(op, RegionOp) and op.binding.data == "inline")
         ]

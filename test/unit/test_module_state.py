@@ -6,7 +6,10 @@ indices can alias a later program's.  Caches belong to an instance (a
 scheduler, an interpreter, a source registry) or are a `BoundedCache`.  This
 scans the product's modules for module-level empty dicts, lists and sets and
 accepts only the registries below, each bounded by something other than the
-input (op classes, installed plugins, a context-manager stack).
+input (installed plugins, a context-manager stack).  Facts decided once per
+class live in `nem.dialect.per_class.PerClass` tables, bounded by the number of
+classes; the scan below does not count them, and they refuse keys that are not
+classes (test_per_class.py).
 """
 
 from __future__ import annotations
@@ -19,10 +22,6 @@ PACKAGES = ("cli", "compile", "runtime", "nem_dialect", "frontends", "passes", "
 
 REGISTRIES = {
     ("task_state.py", "EMPTY"): "the shared empty vector clock, never mutated",
-    ("verifier.py", "_TARGET_BY_TYPE"): "one entry per op class",
-    ("op_build.py", "_DEFAULTS"): "one entry per op class",
-    ("printer.py", "_STATEMENT_KINDS"): "one entry per op class",
-    ("happens_before.py", "_KINDS"): "one entry per op class",
     ("driver.py", "PLUGIN_PASSES"): "the installed pass plugins",
     ("driver.py", "_LOADED"): "the installed pass plugins",
     ("source_files.py", "_reads"): "the stack of open tracking_reads blocks",

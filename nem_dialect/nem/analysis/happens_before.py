@@ -36,6 +36,7 @@ from xdsl.ir import Block, Operation, SSAValue
 from nem.analysis.ir_walk import block_ops
 from nem.dialect.expressions import Evaluator, ExprError
 from nem.dialect.ops import ComputeOp, LoopOp, ProgramOp, RegionOp, TaskOp, WaitOp
+from nem.dialect.per_class import first_base_table
 from nem.dialect.semantics.streams import (
     complete_at_loop_end,
     complete_at_loop_end_set,
@@ -102,23 +103,10 @@ def region_parts(rop: RegionOp) -> tuple[SSAValue, SSAValue, SSAValue]:
 
 
 _OTHER, _TASK, _LOOP, _WAIT = 1, 2, 3, 4
-_KINDS: dict[type, int] = {}
+_KINDS = first_base_table(((TaskOp, _TASK), (LoopOp, _LOOP), (WaitOp, _WAIT)), _OTHER)
 """Op class -> what `Structure` does with its ops: an isinstance test per op
 and kind was a sixth of building it on a lowered program (its index
 constants and region ops are nine in ten of its ops, issue 30)."""
-
-
-def _kind_of(cls: type) -> int:
-    kind = _KINDS[cls] = (
-        _TASK
-        if issubclass(cls, TaskOp)
-        else _LOOP
-        if issubclass(cls, LoopOp)
-        else _WAIT
-        if issubclass(cls, WaitOp)
-        else _OTHER
-    )
-    return kind
 
 
 @dataclass(eq=False)
@@ -199,21 +187,21 @@ class Structure:
             for op, kind, k, p in self.skeleton.blocks[block]:
                 self._enter(op, kind, k, p, block, loops, mine)
             last = block.last_op
-            while last is not None and (_KINDS.get(type(last)) or _kind_of(type(last))) == _WAIT:
+            while last is not None and _KINDS[type(last)] == _WAIT:
                 tail.append(last)
                 last = last.prev_op
             tail.reverse()
         else:
             ops = block_ops(block)
             m = len(ops)
-            while m and (_KINDS.get(type(ops[m - 1])) or _kind_of(type(ops[m - 1]))) == _WAIT:
+            while m and _KINDS[type(ops[m - 1])] == _WAIT:
                 m -= 1
             entries = self.skeleton.blocks[block] = []
             for k in range(m):
                 op = ops[k]
                 p = self._static
                 self._static += 1
-                kind = _KINDS.get(type(op)) or _kind_of(type(op))
+                kind = _KINDS[type(op)]
                 if kind != _OTHER:
                     entries.append((op, kind, k, p))
                     self._enter(op, kind, k, p, block, loops, mine)
@@ -285,7 +273,7 @@ class Structure:
     def _covers(self) -> None:
         """Fill `cover` (barriers) and `used_in` (loop bodies ordered after a task)."""
         for op in self.order:
-            kind = _KINDS.get(type(op)) or _kind_of(type(op))
+            kind = _KINDS[type(op)]
             if kind == _WAIT:
                 assert isinstance(op, WaitOp)
                 block = op.parent_block()

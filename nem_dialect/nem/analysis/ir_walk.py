@@ -16,6 +16,8 @@ from typing import TypeVar
 
 from xdsl.ir import Block, Operation
 
+from nem.dialect.per_class import subclass_table
+
 _Op = TypeVar("_Op", bound=Operation)
 
 
@@ -52,13 +54,5 @@ def ops_of(root: Operation, base: type[_Op]) -> list[_Op]:
     `issubclass` once per op class: isinstance on xDSL's (ABC) op classes
     runs Python code, and the device checks asked it of every op of a
     lowered CNN in five walks (issue 30)."""
-    known: dict[type, bool] = {}
-    out: list[_Op] = []
-    for op in walk_ops(root):
-        t = type(op)
-        hit = known.get(t)
-        if hit is None:
-            hit = known[t] = issubclass(t, base)
-        if hit:
-            out.append(op)  # type: ignore[arg-type]
-    return out
+    hit = subclass_table(base)
+    return [op for op in walk_ops(root) if hit[type(op)]]  # type: ignore[misc]

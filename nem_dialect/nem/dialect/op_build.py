@@ -35,6 +35,8 @@ from xdsl.dialects.builtin import UNKNOWN_LOC, FileLineColLoc, IntAttr, StringAt
 from xdsl.ir import Attribute, Operation, OpResult, Region, SSAValue, SSAValues, Use
 from xdsl.irdl import IRDLOperation, OptionalDef
 
+from nem.dialect.per_class import PerClass
+
 __all__ = ["create_op", "file_loc", "init_op"]
 
 _OpT = TypeVar("_OpT", bound=Operation)
@@ -89,7 +91,7 @@ def init_op(
         value.first_use = use
         uses.append(use)
     cls = type(op)
-    prop_defaults, attributes = _DEFAULTS.get(cls) or _defaults(cls)
+    prop_defaults, attributes = _DEFAULTS[cls]
     for name, default in prop_defaults:
         if name not in properties:
             properties[name] = default
@@ -125,9 +127,8 @@ def _defaults(
             for defs in (d.properties, d.attributes)
         )
         hit = (props, dict(attrs))
-    _DEFAULTS[cls] = hit
     return hit
 
 
-_DEFAULTS: dict[type, tuple[tuple[tuple[str, Attribute], ...], dict[str, Attribute]]] = {}
-"""By op class (one entry per class)."""
+_DEFAULTS = PerClass(_defaults)
+"""`_defaults` by op class."""

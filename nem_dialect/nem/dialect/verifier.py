@@ -52,6 +52,7 @@ from nem.dialect.ops import (
     TransferOp,
     WaitOp,
 )
+from nem.dialect.per_class import first_base_table, subclass_table
 from nem.dialect.region_rules import RegionRules
 from nem.dialect.semantics.units import RESOURCE_UNITS
 from nem.dialect.task_rules import TaskRules
@@ -223,7 +224,7 @@ class ProgramVerifier(RegionRules, TaskRules):
                     declare(name.data, op, "declaration")
                 elif t is RegionOp and op.region_name is not None:
                     declare(op.region_name.data, op, "region")
-                elif _is_task(t) and (token := op.token_name()) is not None:
+                elif _IS_TASK[t] and (token := op.token_name()) is not None:
                     declare(token, op, "token")
                 elif t is LoopOp:
                     scopes.append({})
@@ -327,7 +328,7 @@ class ProgramVerifier(RegionRules, TaskRules):
             self.err(op, "LOOP-03", msg, WINDOW_FIX)
 
     def _decorators(self, op: Operation) -> None:
-        target = _target_of(op)
+        target = _TARGET_OF[type(op)]
         if target is None:
             return
         decos = list(op.decorator_list()) if hasattr(op, "decorator_list") else []
@@ -335,7 +336,7 @@ class ProgramVerifier(RegionRules, TaskRules):
             self._decorator(op, d, target)
         # operand decorators only when the task has them (`operand_decos` is
         # empty otherwise): reading every task's operands cost more than the rule
-        if _is_task(type(op)) and isinstance(op.properties.get("operand_decorators"), ArrayAttr):
+        if _IS_TASK[type(op)] and isinstance(op.properties.get("operand_decorators"), ArrayAttr):
             task = cast(TaskOp, op)
             for i in range(len(task.written_operands())):
                 for d in task.operand_decos(i):
@@ -365,10 +366,10 @@ class ProgramVerifier(RegionRules, TaskRules):
             t = type(op)
             if t is TransferOp or t is StoreOp:
                 self._move(cast(TransferOp | StoreOp, op), loops)
-            elif _is_compute(t):
+            elif _IS_COMPUTE[t]:
                 self._compute(cast(ComputeOp, op))
                 self._compute_aliasing(cast(ComputeOp, op), loops)
-            if _is_task(t):
+            if _IS_TASK[t]:
                 self._task_operand_rules(cast(TaskOp, op))
 
 
@@ -384,32 +385,10 @@ _TARGETS = (
 """The decorator target kind of each op (decorators.py speaks in these words)."""
 
 
-def _target_of(op: Operation) -> str | None:
-    t = type(op)
-    if t not in _TARGET_BY_TYPE:  # one isinstance scan per op class, not per op
-        _TARGET_BY_TYPE[t] = next((word for cls, word in _TARGETS if isinstance(op, cls)), None)
-    return _TARGET_BY_TYPE[t]
-
-
-_TARGET_BY_TYPE: dict[type, str | None] = {}
-
-
-def _subclass_test(base: type) -> Callable[[type], bool]:
-    """`issubclass(t, base)`, decided once per op class: the walks ask it of
-    every op, and isinstance on xDSL's (ABC) op classes runs Python code."""
-    known: dict[type, bool] = {}
-
-    def test(t: type) -> bool:
-        hit = known.get(t)
-        if hit is None:
-            hit = known[t] = issubclass(t, base)
-        return hit
-
-    return test
-
-
-_is_task = _subclass_test(TaskOp)
-_is_compute = _subclass_test(ComputeOp)
+_TARGET_OF = first_base_table(_TARGETS, None)
+"""An op class's decorator target kind, None for an op that takes no decorators."""
+_IS_TASK = subclass_table(TaskOp)
+_IS_COMPUTE = subclass_table(ComputeOp)
 
 
 def _non_const_leaf(value: SSAValue) -> str | None:

@@ -42,6 +42,7 @@ from nem.dialect.ops import (
     TransferOp,
     WaitOp,
 )
+from nem.dialect.per_class import PerClass
 from nem.dialect.point_checks import operand_groups
 from nem.frontends.nem_text.lexer import quote
 
@@ -198,14 +199,12 @@ class NemPrinter:
     def block(self, ops: Iterable[Operation], depth: int) -> None:
         kinds = _STATEMENT_KINDS
         for op in ops:
-            kind = kinds.get(type(op))
-            if kind is None:
-                kind = kinds[type(op)] = _statement_kind(op)
+            kind = kinds[type(op)]
             if kind != "value":  # arith ops and inline regions print where they are used
                 self.statement(op, depth, kind)
 
     def statement(self, op: Operation, depth: int, kind: str | None = None) -> None:
-        kind = kind or _statement_kind(op)
+        kind = kind or _STATEMENT_KINDS[type(op)]
         if kind == "const":
             op = cast(ConstOp, op)
             self.line(depth, f"const {op.const_name.data} = {self.expr(op.value)}")
@@ -368,17 +367,16 @@ _STATEMENTS = (
 )
 
 
-def _statement_kind(op: Operation) -> str:
-    """How an op prints: a statement kind, "value" (an expression op, printed
-    where it is used), or "unknown" (not printable as .nem)."""
-    if type(op) in SYMBOL_OF:
+def _statement_kind(cls: type) -> str:
+    """How ops of class `cls` print: a statement kind, "value" (an expression
+    op, printed where it is used), or "unknown" (not printable as .nem)."""
+    if cls in SYMBOL_OF:
         return "value"
-    return next((kind for cls, kind in _STATEMENTS if isinstance(op, cls)), "unknown")
+    return next((kind for base, kind in _STATEMENTS if issubclass(cls, base)), "unknown")
 
 
-_STATEMENT_KINDS: dict[type[Operation], str] = {}
-"""`_statement_kind` by op class, decided once per class (bounded by the
-number of op classes)."""
+_STATEMENT_KINDS = PerClass(_statement_kind)
+"""`_statement_kind` by op class."""
 
 
 def print_nem(module: ModuleOp | ProgramOp) -> str:
@@ -406,9 +404,7 @@ def printed_statements(module: ModuleOp | ProgramOp) -> Iterable[Operation]:
     -> 0.10 s, issue 30)."""
     kinds = _STATEMENT_KINDS
     for op in walk_ops(module):
-        kind = kinds.get(type(op))
-        if kind is None:
-            kind = kinds[type(op)] = _statement_kind(op)
+        kind = kinds[type(op)]
         if kind in ("value", "unknown") or type(op) is ProgramOp:
             continue
         if kind == "region" and cast(RegionOp, op).binding.data == "inline":

@@ -30,6 +30,7 @@ from nem.dialect.attributes import MemLevelAttr
 from nem.dialect.builder import NemBuilder
 from nem.dialect.diagnostics import Diagnostic, NemDiagnosticError, SourceLoc
 from nem.dialect.ops import ProgramOp
+from nem.dialect.per_class import PerClass
 from nem.passes.lowering import memref_globals, scf_loops
 from nem.passes.lowering.affine_algebra import Aff
 from nem.passes.lowering.context import LoweringContext, Options
@@ -54,7 +55,7 @@ class Lowerer(Lowering):
         self.options = options
         self.handlers = handlers
         """The lowering of each op class (`nem.passes.lowering.handlers.HANDLERS`)."""
-        self._by_class: dict[type[Operation], Handler | None] = {}
+        self._by_class = PerClass(self._handler_in_mro)
         """The handler of each op class met so far (`handler_of`)."""
         self.progress = progress
         """Told of each top-level op lowered (the driver's progress display)."""
@@ -96,14 +97,11 @@ class Lowerer(Lowering):
         class in its MRO (a subclass of a handled op, as NEM's contexts parse
         in place of xDSL's, `affine_ssa_maps.LoadOp`, is lowered as its base),
         None when no class there is handled.  Looked up once per class."""
-        try:
-            return self._by_class[cls]
-        except KeyError:
-            pass
+        return self._by_class[cls]
+
+    def _handler_in_mro(self, cls: type) -> Handler | None:
         handlers = self.handlers
-        found = next((handlers[c] for c in cls.__mro__ if c in handlers), None)
-        self._by_class[cls] = found
-        return found
+        return next((handlers[c] for c in cls.__mro__ if c in handlers), None)
 
     def lower_block(
         self, src: Block, builder: NemBuilder, stage_env: Callable[[Operation], None] | None = None

@@ -11,6 +11,7 @@ from xdsl.ir import Attribute, Operation
 from xdsl.ir.affine import AffineBinaryOpExpr, AffineConstantExpr, AffineExpr
 
 from nem.dialect.limits import INT_MAX
+from nem.dialect.per_class import first_base_table
 from nem.passes.lowering.diagnostics import reject
 
 
@@ -45,26 +46,12 @@ def check_value_ranges(fn: Operation) -> None:
     and each class's kind once (xDSL's attribute classes are ABCs, whose
     `isinstance` runs Python code: this runs for every op of the input)."""
     seen: dict[int, Attribute] = {}  # the types found in range, by id (kept alive here)
-    kinds: dict[type, int] = {}  # an attribute class: _MEMREF, _INT, _MAP or 0
-
-    def kind(cls: type) -> int:
-        k = kinds.get(cls)
-        if k is None:
-            k = kinds[cls] = (
-                _MEMREF
-                if issubclass(cls, MemRefType)
-                else _INT
-                if issubclass(cls, IntegerAttr)
-                else _MAP
-                if issubclass(cls, AffineMapAttr)
-                else 0
-            )
-        return k
+    kind = _KINDS
 
     def check_type(op: Operation, t: Attribute) -> None:
         if id(t) in seen:
             return
-        if kind(type(t)) == _MEMREF:
+        if kind[type(t)] == _MEMREF:
             assert isinstance(t, MemRefType)
             shape = t.get_shape()
             size = 1
@@ -86,7 +73,7 @@ def check_value_ranges(fn: Operation) -> None:
                 for a in b.args:
                     check_type(op, a.type)
         for name, attr in op.properties.items():
-            k = kind(type(attr))
+            k = kind[type(attr)]
             if k == _INT:
                 assert isinstance(attr, IntegerAttr)
                 if _out_of_range(attr.value.data):
@@ -109,4 +96,5 @@ def check_value_ranges(fn: Operation) -> None:
 
 
 _MEMREF, _INT, _MAP = 1, 2, 3
-"""`check_value_ranges`' kinds of attribute classes."""
+_KINDS = first_base_table(((MemRefType, _MEMREF), (IntegerAttr, _INT), (AffineMapAttr, _MAP)), 0)
+"""`check_value_ranges`' kind of each attribute class."""

@@ -25,6 +25,7 @@ from xdsl.pattern_rewriter import (
     op_type_rewrite_pattern,
 )
 
+from nem.dialect.per_class import subclass_table
 from nem.passes.lowering.diagnostics import reject
 
 if TYPE_CHECKING:
@@ -87,15 +88,8 @@ def _has_scf_for(module: ModuleOp) -> bool:
     """Whether an op of `module` is an `scf.for` (or a subclass of it, as the
     rewriter matches): one `issubclass` per op class, not per op (xDSL's op
     classes are ABCs, whose `isinstance` runs Python code)."""
-    is_for: dict[type[Operation], bool] = {}
-    for op in module.walk():
-        cls = type(op)
-        hit = is_for.get(cls)
-        if hit is None:
-            hit = is_for[cls] = issubclass(cls, scf.ForOp)
-        if hit:
-            return True
-    return False
+    is_for = subclass_table(scf.ForOp)
+    return any(is_for[type(op)] for op in module.walk())
 
 
 def reject_scf_for(lw: Lowering, op: scf.ForOp, st: BlockState) -> None:
