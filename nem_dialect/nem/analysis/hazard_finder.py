@@ -229,7 +229,8 @@ class HazardFinder:
         second, a program whose nests write whole buffers one after the
         other pairs every access with every earlier one (synthesize-deps
         starts from no ordering at all)."""
-        return live_pairs(accs, self._complete_from, self._cover)
+        member = (lambda a: self.members.get(a.region.owner)) if self.members else None
+        return live_pairs(accs, self._complete_from, self._cover, member)
 
     def _complete_from(self, x: StaticAccess) -> float:
         """The first top-level statement before which every instance of `x`'s
@@ -292,10 +293,7 @@ class HazardFinder:
                 if buf in pairs_of:
                     continue
                 if all(self._quasi_affine(a) for a in accs):
-                    pairs = self._pairs(accs)
-                    pairs_of[buf] = (
-                        [p for p in pairs if not self._same_member(p)] if self.members else pairs
-                    )
+                    pairs_of[buf] = self._pairs(accs)  # none within a member
                 else:
                     pairs_of[buf] = None
             cache.pairs = [p for b in by_buffer for p in pairs_of[b] or ()]
@@ -336,11 +334,6 @@ class HazardFinder:
             self.cache.verdicts[key] = (facts, witness)
         if witness is not None:
             self._record(x, y, tx, ty, witness)
-
-    def _same_member(self, pair: PairKey) -> bool:
-        a, b = (acc.region.owner for acc in pair)
-        m = self.members.get(a) if isinstance(a, Operation) else None
-        return m is not None and isinstance(b, Operation) and m == self.members.get(b)
 
     def _quasi_affine(self, acc: StaticAccess) -> bool:
         """Whether isl can take `acc` (else its buffer is replayed)."""

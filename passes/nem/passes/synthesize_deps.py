@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import heapq
 import itertools
-from collections.abc import Collection, Iterable, Iterator, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from xdsl.context import Context
@@ -48,7 +48,7 @@ from xdsl.rewriter import InsertPoint, Rewriter
 from nem.analysis.happens_before import StaticTask, Structure
 from nem.analysis.hazard_finder import MAX_TASK_INSTANCES, find_races
 from nem.analysis.hazard_report import Race
-from nem.analysis.ir_walk import block_ops, walk_ops
+from nem.analysis.ir_walk import walk_ops
 from nem.analysis.race_memos import RaceCache, ShapeMemos
 from nem.analysis.token_liveness import block_liveness, live_token_peak
 from nem.dialect.attributes import MaxInFlightAttr
@@ -104,8 +104,9 @@ class Synthesizer:
 
     def run(self) -> None:
         self.order()
-        if self.limit is not None:
-            self.fit(self.program.block, self.limit)
+        if self.limit is not None and self.fit(self.program.block, self.limit):
+            # fit checked every statement of a program it left as it was
+            # (DenseNet-121: no wait added, 0.2 s per run of the pass)
             peak, where = live_token_peak(self.program)
             if peak > self.limit:  # pragma: no cover - fit() guarantees it
                 raise _error(
@@ -193,11 +194,9 @@ class Synthesizer:
         # the tasks' ranks in program order: `_reaches` only compares them
         # (every op of a lowered program, its index constants, was 8x more)
         if self.rank is None:
-            self.rank = {
-                op: k
-                for k, op in enumerate(o for o in walk_ops(self.program) if isinstance(o, TaskOp))
-            }
+            self._list_blocks()
         pos = self.rank
+        assert pos is not None
         for task, mine in self.added.items():
             deps = list(task.deps)
             keep = [
@@ -248,13 +247,9 @@ class Synthesizer:
 
     def close_blocks(self) -> None:
         """Each block ends with a wait on its sinks (tokens nothing consumes)."""
-        if self.blocks is None:  # the pass adds and removes no loop: listed once
-            self.blocks = list(_blocks(self.program))
-        if self.tasks_of is None:  # nor a task
-            self.tasks_of = {
-                block: [op for op in block_ops(block) if isinstance(op, TaskOp)]
-                for block in self.blocks
-            }
+        if self.blocks is None or self.tasks_of is None:
+            self._list_blocks()
+        assert self.blocks is not None and self.tasks_of is not None
         for block in self.blocks:
             old = self.closing.pop(block, None)
             if old is not None:
@@ -272,10 +267,43 @@ class Synthesizer:
                 block.add_op(wait)
                 self.closing[block] = wait
 
+    def _list_blocks(self) -> None:
+        """`blocks`, `tasks_of` and `rank` in one walk of the program: the
+        pass adds and removes no loop and no task, so once is enough (three
+        walks of every op before, issue 30).  Only loops hold blocks in a
+        program, so a block's loops are all the walk descends into; blocks
+        and tasks come in preorder, as `walk_ops` lists them."""
+        blocks: list[Block] = []
+        tasks_of: dict[Block, list[TaskOp]] = {}
+        rank: dict[Operation, int] = {}
+
+        kinds: dict[type, int] = {}  # isinstance on xDSL's op classes runs Python code
+
+        def visit(block: Block) -> None:
+            blocks.append(block)
+            mine: list[TaskOp] = []
+            tasks_of[block] = mine
+            op = block.first_op
+            while op is not None:
+                kind = kinds.get(type(op))
+                if kind is None:
+                    kind = kinds[type(op)] = (
+                        1 if isinstance(op, TaskOp) else 2 * isinstance(op, LoopOp)
+                    )
+                if kind == 1:
+                    mine.append(op)  # type: ignore[arg-type]
+                    rank[op] = len(rank)
+                elif kind == 2:
+                    visit(op.block)  # type: ignore[attr-defined]
+                op = op.next_op
+
+        visit(self.program.block)
+        self.blocks, self.tasks_of, self.rank = blocks, tasks_of, rank
+
     # -- 4: live tokens ---------------------------------------------------------------
-    def fit(self, block: Block, budget: int) -> None:
+    def fit(self, block: Block, budget: int) -> bool:
         """Waits in `block` (and its loops) so that no statement has more
-        than `budget` live tokens."""
+        than `budget` live tokens; whether it added one."""
         if budget < 1:
             raise _error(
                 f"SEQ.max_active_tokens = {self.limit} leaves no token for the "
@@ -295,6 +323,7 @@ class Synthesizer:
         expiry: list[tuple[int, int, TaskOp]] = []  # (last use, issue, token): a heap
         order = itertools.count()
         waits: list[tuple[int, list[TaskOp]]] = []
+        nested_fit = False
         ev = Evaluator()
         for k, op in enumerate(ops):
             while expiry and expiry[0][0] < k:
@@ -316,10 +345,11 @@ class Synthesizer:
             count -= len(take)
             if count > budget and isinstance(op, LoopOp):
                 copies = _copies(op, ev)
-                self.fit(op.block, (budget - (count - nested[k])) // copies)
+                nested_fit |= self.fit(op.block, (budget - (count - nested[k])) // copies)
                 nested[k] = block_liveness(op.block).peak()[0] * copies
         for k, tokens in reversed(waits):
             self._wait_before(ops[k], [t.results[0] for t in tokens])
+        return nested_fit or bool(waits)
 
     def _wait_before(self, op: Operation, tokens: list[SSAValue]) -> None:
         """`wait(tokens)` before `op`; the later uses of what it covers (the
@@ -390,13 +420,6 @@ def _covered_before(s: Structure, producer: StaticTask, task: Operation) -> bool
             return False
         cur = block.parent_op()
     return False
-
-
-def _blocks(program: ProgramOp) -> Iterator[Block]:
-    yield program.block
-    for op in walk_ops(program):
-        if isinstance(op, LoopOp):
-            yield op.block
 
 
 def _reaches(start: SSAValue, target: SSAValue, pos: dict[Operation, int]) -> bool:
