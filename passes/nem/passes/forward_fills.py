@@ -179,6 +179,12 @@ def forward_zero_fills(program: ProgramOp) -> int:
     return replaced
 
 
+_NAMES = ("name", "const_name", "iv_name")
+"""The properties that declare a name (buffers, lets, consts, loop variables)."""
+_TASK_NAMES = ("token", *_NAMES)
+"""A task's, its token's name too (`TaskOp.token_name`)."""
+
+
 def _fresh_zero_names(program: ProgramOp) -> Iterator[str]:
     """`zero1`, `zero2`, ... skipping every name the program declares
     (buffers, lets, consts, loop variables, tokens: an ONNX initializer
@@ -186,11 +192,16 @@ def _fresh_zero_names(program: ProgramOp) -> Iterator[str]:
     A generator: the program is walked for its names when the first fill
     is made, not at all in a program without one."""
     taken: set[str] = set()
+    tasks: dict[type[Operation], bool] = {}  # `isinstance(op, TaskOp)` by class (an ABC check)
     for op in walk_ops(program):
-        if isinstance(op, TaskOp) and (token := op.token_name()) is not None:
-            taken.add(token)
-        for key in ("name", "const_name", "iv_name"):
-            attr = op.properties.get(key)
+        props = op.properties
+        if not props:
+            continue
+        task = tasks.get(type(op))
+        if task is None:
+            task = tasks[type(op)] = isinstance(op, TaskOp)
+        for key in _TASK_NAMES if task else _NAMES:
+            attr = props.get(key)
             if isinstance(attr, StringAttr):
                 taken.add(attr.data)
     yield from (name for k in count(1) if (name := f"zero{k}") not in taken)
