@@ -87,6 +87,20 @@ def test_same_ops_deleted_as_xdsl():
     assert '"test.unknown"' in theirs
 
 
+def test_one_block_regions_erase_what_xdsl_erases(monkeypatch):
+    """Every region of one block (what the lowering's programs are): the
+    dead ops are erased in the sweep's order, without `_delete_dead`'s
+    walk; the same module as xDSL's."""
+    ctx = xdsl_context()
+    ctx.allow_unregistered = True
+    at = CASES.index("  cf.br ^bb1")
+    module = parse_mlir(ctx, CASES[:at] + "  func.return %ret : index\n}\n", "t.mlir")
+    monkeypatch.setattr(dce, "_delete_dead", None)  # not called: would raise
+    theirs, ours = both(module)
+    assert ours == theirs
+    assert theirs.count('"arith.addi"') == generic(module).count('"arith.addi"') - 3
+
+
 def test_nem_compile_runs_it_with_xdsl_result(monkeypatch):
     """Both `dce` runs of a compile (after forward fills, in lower-to-nem's
     pipeline) give xDSL's module (the cases above are the ones it deletes:

@@ -71,3 +71,30 @@ def test_forwarding_keeps_results_bit_for_bit(name, dtype):
     plain, forwarded = outs[False][1], outs[True][1]
     assert forwarded.count("transfer.async") < plain.count("transfer.async")
     assert "zero1 = clamp.async" in forwarded
+
+
+def test_fresh_names_skip_every_declared_name():
+    """The fills' names skip every name the program declares, tokens of
+    tasks included (a lowered program whose fills took zero1..zeroN: the
+    next is zeroN+1), as a plain walk asking every op finds them."""
+    from itertools import count
+
+    from xdsl.dialects.builtin import StringAttr
+
+    from nem.dialect.ops import TaskOp, programs
+    from nem.frontends.nem_text.parser import parse_nem
+    from nem.passes.forward_fills import _fresh_zero_names
+
+    result = compile_onnx(samples.resblock("f32"), device=DEVICE)
+    (program,) = programs(parse_nem(result.nem, "m.nem"))
+    taken = set()
+    for op in program.walk():
+        if isinstance(op, TaskOp) and op.token_name() is not None:
+            taken.add(op.token_name())
+        for key in ("name", "const_name", "iv_name"):
+            if isinstance(attr := op.properties.get(key), StringAttr):
+                taken.add(attr.data)
+    assert "zero1" in taken
+    names = _fresh_zero_names(program)
+    want = (f"zero{k}" for k in count(1) if f"zero{k}" not in taken)
+    assert [next(names) for _ in range(3)] == [next(want) for _ in range(3)]

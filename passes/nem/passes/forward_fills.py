@@ -33,10 +33,19 @@ from xdsl.ir import Operation, SSAValue
 from xdsl.passes import ModulePass
 
 from nem.analysis.happens_before import region_parts, task_operands
+from nem.analysis.ir_walk import walk_ops
 from nem.dialect.attributes import ArgRefAttr, RegionType
 from nem.dialect.builder import NemBuilder
 from nem.dialect.expressions import Evaluator
-from nem.dialect.ops import ComputeOp, LoopOp, ProgramOp, RegionOp, TaskOp, TransferOp
+from nem.dialect.ops import (
+    ComputeOp,
+    LoopOp,
+    ProgramOp,
+    RegionOp,
+    TaskOp,
+    TransferOp,
+    programs,
+)
 from nem.dialect.semantics.transfers import fills_range
 
 Span = tuple[int, int]
@@ -170,27 +179,41 @@ def forward_zero_fills(program: ProgramOp) -> int:
     return replaced
 
 
+_NAMES = ("name", "const_name", "iv_name")
+"""The properties that declare a name (buffers, lets, consts, loop variables)."""
+_TASK_NAMES = ("token", *_NAMES)
+"""A task's, its token's name too (`TaskOp.token_name`)."""
+
+
 def _fresh_zero_names(program: ProgramOp) -> Iterator[str]:
     """`zero1`, `zero2`, ... skipping every name the program declares
     (buffers, lets, consts, loop variables, tokens: an ONNX initializer
-    `zero_1` is a buffer `zero1`, and a second declaration is NAME-02)."""
+    `zero_1` is a buffer `zero1`, and a second declaration is NAME-02).
+    A generator: the program is walked for its names when the first fill
+    is made, not at all in a program without one."""
     taken: set[str] = set()
-    for op in program.walk():
-        if isinstance(op, TaskOp) and (token := op.token_name()) is not None:
-            taken.add(token)
-        for key in ("name", "const_name", "iv_name"):
-            attr = op.properties.get(key)
+    tasks: dict[type[Operation], bool] = {}  # `isinstance(op, TaskOp)` by class (an ABC check)
+    for op in walk_ops(program):
+        props = op.properties
+        if not props:
+            continue
+        task = tasks.get(type(op))
+        if task is None:
+            task = tasks[type(op)] = isinstance(op, TaskOp)
+        for key in _TASK_NAMES if task else _NAMES:
+            attr = props.get(key)
             if isinstance(attr, StringAttr):
                 taken.add(attr.data)
-    return (name for k in count(1) if (name := f"zero{k}") not in taken)
+    yield from (name for k in count(1) if (name := f"zero{k}") not in taken)
 
 
 def _replace(op: TransferOp, dst: Place, names: Iterator[str]) -> None:
+    name = next(names)  # first: the first one walks the program as it was
     b = NemBuilder.before(op, op.location)
     r = b.region(
         None, dst.buffer, dst.lo, dst.hi - dst.lo, elem="i8", shape=[dst.hi - dst.lo], layout="C"
     )
-    tok = b.compute("clamp", [r], [r], name=next(names), min=0, max=0)
+    tok = b.compute("clamp", [r], [r], name=name, min=0, max=0)
     op.result.replace_all_uses_with(tok)
     op.detach()
     op.erase()
@@ -205,5 +228,5 @@ class ForwardZeroFillsPass(ModulePass):
     name = "nem-forward-zero-fills"
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        for prog in [p for p in op.walk() if isinstance(p, ProgramOp)]:
+        for prog in list(programs(op)):
             forward_zero_fills(prog)

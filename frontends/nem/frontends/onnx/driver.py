@@ -280,6 +280,10 @@ def convert(imp: Importer) -> ImportedModel:
     from nem.frontends.onnx.convs import plan_batchnorm_folds
 
     for init in imp.graph.initializer:
+        kept = imp.arrays.get(init.name)
+        if kept is not None:  # computed by the simplifier (prepare.kept_apart)
+            imp.set_const(init.name, kept)
+            continue
         try:
             array = numpy_helper.to_array(init)
         except Exception as e:  # onnx's decoders raise ValueError, TypeError, KeyError

@@ -96,7 +96,14 @@ def import_onnx(
 
     fuse_erf_gelu(prepared.model.graph)  # one Gelu, raised as NEM gelu (D-COMPILE-GELU-ERF)
     imp = Importer(
-        prepared.model, where, func_name, softmax_types, prepared.node_index, demote_f64, demote_i64
+        prepared.model,
+        where,
+        func_name,
+        softmax_types,
+        prepared.node_index,
+        demote_f64,
+        demote_i64,
+        prepared.arrays,
     )
     try:
         im = convert(imp)

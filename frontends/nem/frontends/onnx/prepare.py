@@ -73,6 +73,9 @@ class Prepared:
     """One line per step that changed something or could not run."""
     checker: str | None = None
     """Why `onnx.checker.check_model` rejects the model, or None."""
+    arrays: dict[str, Any] = field(default_factory=dict)
+    """The values of the large initializers the simplifier computed, by
+    name (numpy arrays): `model` holds only their type (`simplify`)."""
 
 
 LARGE = 4096
@@ -293,10 +296,11 @@ def optimizer() -> Any:
     )
 
 
-def simplify(model: onnx.ModelProto) -> onnx.ModelProto:
+def simplify(model: onnx.ModelProto, arrays: dict[str, Any] | None = None) -> onnx.ModelProto:
     """onnxscript's optimizer with every constant folded (module docstring,
     step 5): `optimizer()`, or on an onnxscript other than 0.7 its own
-    `optimize_ir`."""
+    `optimize_ir`.  Given `arrays`, the large initializers the optimizer
+    computed go there (`kept_apart`) instead of into the model."""
     import onnx_ir as ir
     import onnxscript
     from onnxscript.optimizer import optimize_ir
@@ -309,7 +313,40 @@ def simplify(model: onnx.ModelProto) -> onnx.ModelProto:
             optimize_ir(
                 mir, input_size_limit=FOLD_LIMIT, output_size_limit=FOLD_LIMIT, should_fold=_fold
             )
+        if arrays is not None:
+            kept_apart(mir, arrays)
         return ir.serde.serialize_model(mir)
+
+
+KEPT_APART = "nem-simplifier-arrays"
+"""The external-data location of an initializer `kept_apart` (a file that
+does not exist: reading the model's copy fails rather than reads zeros)."""
+
+
+def kept_apart(mir: Any, arrays: dict[str, Any]) -> None:
+    """Move the values of the large initializers of `mir` (an onnx_ir model)
+    that the optimizer computed (numpy arrays of the ONNX type's own dtype)
+    into `arrays`, leaving each in `mir` as external data of its type and
+    shape at `KEPT_APART`.  Serializing them into the model and decoding
+    them back is two copies of each weight: the light VGG-19's weights are
+    575 MB made by `ConstantOfShape` (1.5 s of its 6.5 s import)."""
+    import numpy as np
+    import onnx_ir as ir
+    from onnx.helper import tensor_dtype_to_np_dtype
+
+    for name, value in mir.graph.initializers.items():
+        t = value.const_value
+        if not isinstance(t, ir.Tensor) or t.size <= LARGE:
+            continue
+        array = t.numpy()
+        if not isinstance(array, np.ndarray) or array.dtype.kind not in "fiu":
+            continue
+        if array.dtype != tensor_dtype_to_np_dtype(t.dtype.value):
+            continue
+        arrays[name] = np.ascontiguousarray(array)
+        value.const_value = ir.ExternalTensor(
+            KEPT_APART, 0, array.nbytes, t.dtype, shape=t.shape, name=name
+        )
 
 
 def crossed_clips(model: onnx.ModelProto) -> int:
@@ -437,12 +474,14 @@ def prepare(
             f"{dropped} initializer{'s' if dropped > 1 else ''} listed as graph "
             "inputs read as constants"
         )
+    kept: dict[str, Any] = {}  # Prepared.arrays
     if simplify_graph and early is not None and early(m, node_index):
         simplify_graph = False
     if simplify_graph:
         before = len(m.graph.node)
+        arrays: dict[str, Any] = {}
         try:
-            simplified = simplify(m)
+            simplified = simplify(m, arrays)
         except Exception as e:  # a library failure must not stop the compile
             notes.append(f"graph not simplified: onnxscript's optimizer failed ({e})")
         else:
@@ -463,7 +502,7 @@ def prepare(
                     "its window, whose padding onnxscript's optimizer would fix at 0"
                 )
             elif _interface(simplified) == interface:
-                m = simplified
+                m, kept = simplified, arrays
                 restore_names(m.graph, user, node_index)
                 if len(m.graph.node) != before:
                     notes.append(
@@ -477,4 +516,4 @@ def prepare(
                 )
     if checker is not None:
         notes.insert(0, f"onnx.checker.check_model rejects the model: {checker}")
-    return Prepared(m, node_index, notes, checker)
+    return Prepared(m, node_index, notes, checker, kept)

@@ -29,7 +29,7 @@ from nem.dialect.diagnostics import SourceLoc
 from nem.frontends.upstream_dialects.affine_ssa_maps import UpstreamParser
 from nem.frontends.upstream_dialects.async_dialect import Async
 from nem.frontends.upstream_dialects.dma import AFFINE_EXTRA_OPS, MEMREF_EXTRA_OPS
-from nem.frontends.upstream_dialects.fast_ops import FastOps
+from nem.frontends.upstream_dialects.fast_ops import FastOps, memref_type
 from nem.frontends.upstream_dialects.linalg_named import UPSTREAM_CONTRACTIONS
 from nem.frontends.upstream_dialects.linalg_softmax import SoftmaxOp
 from nem.frontends.upstream_dialects.mlir_input import closing
@@ -211,7 +211,20 @@ class LocatingParser(UpstreamParser):
         end = _angle_end(self.lexer.input.content, tok.span.end)
         if end is None:
             return super().parse_optional_type()
-        return self._reused(self._memref_types, end, super().parse_optional_type)
+        return self._reused(self._memref_types, end, lambda: self._memref_type(end))
+
+    def _memref_type(self, end: int) -> Any:
+        """The memref type from the current token to `end`, built without
+        xDSL's lexer when its spelling is a plain one (`fast_ops.memref_type`,
+        D-COMPILE-PARSE-FAST), else xDSL's `parse_optional_type`."""
+        text = self.lexer.input.content
+        start = self._current_token.span.start
+        built = memref_type(text[start:end]) if self._fast is not None else None
+        if built is None:
+            return super().parse_optional_type()
+        self.lexer.pos = end
+        self._parser_state.current_token = self.lexer.lex()
+        return built
 
     def parse_optional_location(self) -> Any:
         """xDSL's, but a location whose text was parsed before is not parsed

@@ -29,9 +29,22 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
-from xdsl.dialects.builtin import DenseArrayBase, IndexType, MemRefType, i8, i32, i64
+from xdsl.dialects.builtin import (
+    DenseArrayBase,
+    IndexType,
+    IntegerAttr,
+    MemRefType,
+    NoneAttr,
+    StridedLayoutAttr,
+    f16,
+    f32,
+    i8,
+    i32,
+    i64,
+)
 from xdsl.dialects.utils.dynamic_index_list import DYNAMIC_INDEX
 from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
 from xdsl.irdl import AttrSizedOperandSegments, IRDLOperation, ParsePropInAttrDict
@@ -56,9 +69,60 @@ _FORMS = {
     "memref.dealloc": re.compile(rf"memref\.dealloc {_N} : {_T}", re.ASCII),
     "memref.copy": re.compile(rf"memref\.copy {_N}, {_N} : {_T} to {_T}", re.ASCII),
     "linalg.copy": re.compile(rf"linalg\.copy ins\({_N} : {_T}\) outs\({_N} : {_T}\)", re.ASCII),
+    "linalg.yield": re.compile(rf"linalg\.yield {_N} : (f32|f16|i8|i32)", re.ASCII),
 }
+_FLOAT_BINARY = {
+    "arith.addf": "AddfOp",
+    "arith.subf": "SubfOp",
+    "arith.mulf": "MulfOp",
+    "arith.divf": "DivfOp",
+    "arith.maximumf": "MaximumfOp",
+    "arith.minimumf": "MinimumfOp",
+}
+"""The float binary ops of a generic's body, read in their one form
+`%r = arith.OP %a, %b : f32` (no fast-math flags), and their xDSL classes."""
+_FORMS.update(
+    (name, re.compile(rf"{_N} = {re.escape(name)} {_N}, {_N} : (f32|f16)", re.ASCII))
+    for name in _FLOAT_BINARY
+)
 _INDEX = re.compile(r"[0-9]{1,18}|%[A-Za-z_0-9]+", re.ASCII)
 _LIST_CACHE_LIMIT = 1 << 16
+
+
+_MEMREF = re.compile(
+    r"memref<((?:[0-9]{1,18}x)+)(f32|f16|i8|i32)"
+    r"(?:, strided<\[([0-9]{1,18}(?:, [0-9]{1,18})*)\](?:, offset: ([0-9]{1,18}))?>)?"
+    r"(?:, ([0-9]{1,18}))?>",
+    re.ASCII,
+)
+_ELEMENTS = {"f32": f32, "f16": f16, "i8": i8, "i32": i32}
+
+
+def memref_type(text: str) -> MemRefType | None:
+    """The type `text` spells when it is a plain ranked memref (static
+    sizes, an element type of `_ELEMENTS`, optionally a static `strided`
+    layout and an integer memory space), built as xDSL 0.74's
+    `_parse_memref_attrs` builds it (layout and memory space `NoneAttr` when
+    absent, an absent offset 0, the space an `i64` integer); else None, or
+    when that build fails (xDSL's parse then gives the error).  A tiled
+    program spells a few thousand distinct memref types (DenseNet-121:
+    2,522), each taking xDSL's lexer and attribute parser 0.25 ms."""
+    m = _MEMREF.fullmatch(text)
+    if m is None:
+        return None
+    sizes, elem, strides, offset, space = m.groups()
+    try:
+        layout: StridedLayoutAttr | NoneAttr = NoneAttr()
+        if strides is not None:
+            layout = StridedLayoutAttr([int(s) for s in strides.split(", ")], int(offset or 0))
+        return MemRefType(
+            _ELEMENTS[elem],
+            [int(d) for d in sizes[:-1].split("x")],
+            layout,
+            NoneAttr() if space is None else IntegerAttr(int(space), i64),
+        )
+    except Exception:  # whatever xDSL's own parse would make of it: its error, its place
+        return None
 
 
 class FastOps:
@@ -73,6 +137,8 @@ class FastOps:
         plain list (left to xDSL)."""
         self.classes: dict[str, type[Operation] | None] = {}
         self.segment_sizes: dict[tuple[int, ...], DenseArrayBase] = {}
+        self.scalar_types: dict[tuple[Attribute, Attribute], bool] = {}
+        """`linalg.copy`'s element types -> whether both are scalars (its body's)."""
         self.read = 0
         """How many statements the fast path read."""
         self.builders: dict[str, Callable[[re.Match[str]], Operation | None]] = {
@@ -82,6 +148,8 @@ class FastOps:
             "memref.dealloc": self._dealloc,
             "memref.copy": self._memref_copy,
             "linalg.copy": self._linalg_copy,
+            "linalg.yield": self._linalg_yield,
+            **{name: partial(self._float_binary, name) for name in _FLOAT_BINARY},
         }
 
     def operation(self, start: int) -> Operation | None:
@@ -306,6 +374,28 @@ class FastOps:
             return None
         return cls.create(operands=(src, dst))
 
+    def _linalg_yield(self, m: re.Match[str]) -> Operation | None:
+        from xdsl.dialects.linalg.ops import YieldOp
+
+        cls = self._class("linalg.yield", lambda: YieldOp, False)
+        v = self._value(m.group(1), _ELEMENTS[m.group(2)])
+        if cls is None or v is None:
+            return None
+        return cls.create(operands=(v,))
+
+    def _float_binary(self, name: str, m: re.Match[str]) -> Operation | None:
+        """`%r = arith.OP %a, %b : T`: both operands of the result's type
+        (the format's `type($result)`); `create` sets the default fast-math
+        flags, as xDSL's parse of the text without flags does."""
+        from xdsl.dialects import arith
+
+        cls = self._class(name, lambda: getattr(arith, _FLOAT_BINARY[name]), False)
+        t = _ELEMENTS[m.group(4)]
+        a, b = self._value(m.group(2), t), self._value(m.group(3), t)
+        if cls is None or a is None or b is None:
+            return None
+        return cls.create(operands=(a, b), result_types=(t,))
+
     def _linalg_copy(self, m: re.Match[str]) -> Operation | None:
         from xdsl.dialects.builtin import AnyFloat, IntegerType
         from xdsl.dialects.linalg.ops import CopyOp, YieldOp
@@ -322,7 +412,10 @@ class FastOps:
         # a block of the element types yielding its first argument (built here
         # without the implicit builder, a fifth of the parse)
         types = (src_t.element_type, dst_t.element_type)
-        if not all(isa(t, AnyFloat | IntegerType) for t in types):
+        scalar = self.scalar_types.get(types)
+        if scalar is None:  # xDSL's `isa` of a union: a tenth of this path, asked once
+            scalar = self.scalar_types[types] = all(isa(t, AnyFloat | IntegerType) for t in types)
+        if not scalar:
             return None
         block = Block(arg_types=types)
         block.add_op(YieldOp.create(operands=(block.args[0],)))
