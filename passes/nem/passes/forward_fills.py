@@ -46,6 +46,7 @@ from nem.dialect.ops import (
     TransferOp,
     programs,
 )
+from nem.dialect.per_class import subclass_table
 from nem.dialect.semantics.transfers import fills_range
 
 Span = tuple[int, int]
@@ -192,15 +193,12 @@ def _fresh_zero_names(program: ProgramOp) -> Iterator[str]:
     A generator: the program is walked for its names when the first fill
     is made, not at all in a program without one."""
     taken: set[str] = set()
-    tasks: dict[type[Operation], bool] = {}  # `isinstance(op, TaskOp)` by class (an ABC check)
+    tasks = subclass_table(TaskOp)
     for op in walk_ops(program):
         props = op.properties
         if not props:
             continue
-        task = tasks.get(type(op))
-        if task is None:
-            task = tasks[type(op)] = isinstance(op, TaskOp)
-        for key in _TASK_NAMES if task else _NAMES:
+        for key in _TASK_NAMES if tasks[type(op)] else _NAMES:
             attr = props.get(key)
             if isinstance(attr, StringAttr):
                 taken.add(attr.data)
