@@ -6,7 +6,10 @@ RULE: HAZ-01 HAZ-03"""
 
 from __future__ import annotations
 
+import math
+
 import islpy as isl
+import numpy as np
 import pytest
 from hazard_replay import find_hazards as replay_hazards
 from semantics_programs import HEADER, dynamic_verdict, static_verdict
@@ -14,7 +17,9 @@ from semantics_programs import HEADER, dynamic_verdict, static_verdict
 from nem.analysis.element_access import ElementPattern, elements_fill
 from nem.analysis.hazard_finder import find_hazards
 from nem.dialect.elements import ELEM_TYPES
+from nem.dialect.semantics.transfers import moved_bytes
 from nem.frontends.nem_text.parser import parse_nem
+from nem.runtime.checks import RaceDetector
 
 HALF = "elem=f16, shape=[2, 8], strides=[16, 1]"
 """Half a 64-byte tile of 32 f16: at offset `o` its elements 0-7 and 16-23
@@ -179,3 +184,35 @@ def test_dense_accesses_have_no_pattern(elem, shape, strides, extent, fills):
     """An access whose elements fill its extent touches its span and keeps
     its covers (`_cover`); the others touch their elements only."""
     assert elements_fill(ELEM_TYPES[elem].bits, shape, strides, extent) is fills
+
+
+class _Region:
+    """What `RaceDetector.elements` reads of a region instance."""
+
+    def __init__(self, elem, shape, strides, extent):
+        self.elem, self.shape, self.strides, self.extent = elem, shape, strides, extent
+
+    def elem_strides(self):
+        return self.strides or tuple(math.prod(self.shape[d + 1 :]) for d in range(len(self.shape)))
+
+
+@pytest.mark.parametrize(
+    ("elem", "shape", "strides", "extent"),
+    [
+        ("f16", (2, 8), (16, 1), 48),
+        ("f32", (2,), (3,), 10),  # the second element past the extent
+        ("i4", (2, 2), (4, 1), 3),
+        ("f32", (1, 3, 4, 5), (200, 20, 5, 1), 240),
+        ("i8", (3, 3), (0, 1), 3),  # a zero stride
+        ("f16", (2, 8), None, 40),  # row-major, short of the extent
+        ("f16", (2, 8), None, 32),  # dense: no mask
+    ],
+)
+def test_runtime_masks_are_the_moved_bytes(elem, shape, strides, extent):
+    """The race detector's masks (a strided view for whole-byte elements)
+    hold exactly the bytes `moved_bytes` names within the extent."""
+    at = moved_bytes(elem, shape, strides, extent)
+    want = np.zeros(extent, dtype=bool)
+    want[at[at < extent]] = True
+    got = RaceDetector(None).elements(_Region(elem, shape, strides, extent))  # type: ignore[arg-type]
+    assert (got is None) if want.all() else (got is not None and (got == want).all())

@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import numpy.typing as npt
 
+from nem.dialect.elements import ELEM_BITS as BITS
 from nem.dialect.semantics.transfers import moved_bytes
 
 if TYPE_CHECKING:
@@ -194,9 +195,22 @@ class RaceDetector:
         key = (r.elem, r.shape, r.strides, r.extent)
         if key in self._masks:
             return self._masks[key]
-        at = moved_bytes(r.elem, r.shape, r.strides, r.extent)
         mask = np.zeros(r.extent, dtype=bool)
-        mask[at[(at >= 0) & (at < r.extent)]] = True
+        size = BITS[r.elem] // 8 if r.elem is not None else 0
+        try:
+            if not size or r.shape is None:
+                raise ValueError("sub-byte elements")
+            # whole-byte elements: set them through a strided view of the mask
+            # (a ValueError when an element lies past the extent)
+            np.ndarray(
+                (*r.shape, size),
+                dtype=bool,
+                buffer=mask,
+                strides=(*(s * size for s in r.elem_strides()), 1),
+            )[...] = True
+        except ValueError:  # the bytes moved_bytes names, within the extent
+            at = moved_bytes(r.elem, r.shape, r.strides, r.extent)
+            mask[at[(at >= 0) & (at < r.extent)]] = True
         out = None if mask.all() else mask
         if len(self._masks) >= self.MAX_MASKS:
             self._masks.clear()
