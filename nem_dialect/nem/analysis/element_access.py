@@ -20,6 +20,7 @@ from functools import cached_property
 import islpy as isl
 import numpy as np
 
+from nem.dialect.bounded_cache import BoundedCache
 from nem.dialect.elements import ELEM_TYPES
 from nem.dialect.expressions import Evaluator
 from nem.dialect.ops import RegionOp
@@ -69,8 +70,12 @@ class ElementPattern:
         return [(int(a), int(b)) for a, b in zip(starts, ends)]
 
 
-def element_pattern(rop: RegionOp, ev: Evaluator) -> ElementPattern | None:
-    """The pattern of region `rop`'s accesses; None when they touch its byte span."""
+def element_pattern(
+    rop: RegionOp, ev: Evaluator, interned: BoundedCache[ElementPattern, ElementPattern]
+) -> ElementPattern | None:
+    """The pattern of region `rop`'s accesses; None when they touch its byte
+    span.  Equal patterns are one object (`interned`, the analyses' shape
+    memos), whose isl set is built once."""
     t = rop.result.type
     elem = t.elem_name if t.typed else None
     if elem is None or not rop.shape:
@@ -88,7 +93,11 @@ def element_pattern(rop: RegionOp, ev: Evaluator) -> ElementPattern | None:
     extent = ev.static(rop.extent)
     if extent is not None and elements_fill(ELEM_TYPES[elem].bits, dims, strides, extent):
         return None
-    return ElementPattern(elem, dims, strides)
+    p = ElementPattern(elem, dims, strides)
+    hit = interned.get(p)
+    if hit is None:
+        hit = interned[p] = p
+    return hit
 
 
 def elements_fill(bits: int, shape: tuple[int, ...], strides: tuple[int, ...], extent: int) -> bool:

@@ -210,7 +210,7 @@ class HazardFinder:
                         hi,
                         top,
                         self._windows.get(buf, ()),
-                        element_pattern(rop, self.ev),
+                        element_pattern(rop, self.ev, self.memos.patterns),
                     )
                 )
                 rank += 1
