@@ -216,3 +216,32 @@ def test_runtime_masks_are_the_moved_bytes(elem, shape, strides, extent):
     want[at[at < extent]] = True
     got = RaceDetector(None).elements(_Region(elem, shape, strides, extent))  # type: ignore[arg-type]
     assert (got is None) if want.all() else (got is not None and (got == want).all())
+
+
+STRIDED_NEST_COVER = HEADER + (
+    "loop i in [0..0]:\n"
+    "  d = transfer.sync(dst=region(A1, i * 64, 64) elem=f16, shape=[32], layout=C, "
+    "src=" + _tile("D", "0") + ")\n"
+    "endloop\n"
+    "x = transfer.async(dst=" + _tile("A0", "0") + ", src=" + _tile("D", "0") + ")\n"
+    "loop i in [0..0]:\n"
+    "  w = transfer.async(dst=region(A0, i * 64, 64) " + HALF + ", "
+    "src=" + _half("D", "64") + ")\n"
+    "  wait(w)\n"
+    "endloop\n"
+    "y = store.async(dst=" + _tile("D", "1024") + ", src=" + _tile("A0", "0") + ")\n"
+    "wait(x, y)\n"
+)
+"""`d` (a dense nest) and `w` (a strided one) have equal domains, offsets,
+extents and bounds: `d` writes every byte of its bounds, `w` only its
+elements, so `w` does not kill `x`, whose bytes [16, 32) `y` reads unordered."""
+
+
+def test_a_strided_nest_covers_only_its_elements():
+    """Whether a write covers its bounds is memoized by its form and its
+    element pattern (`_cover`): by its form alone `w` took `d`'s answer,
+    killed `x`, and (x, y) went unreported."""
+    diags = find_hazards(parse_nem(STRIDED_NEST_COVER, "gen.nem").ops.first)  # type: ignore[arg-type]
+    replay = replay_hazards(parse_nem(STRIDED_NEST_COVER, "gen.nem").ops.first)  # type: ignore[arg-type]
+    assert [d.render() for d in diags] == [d.render() for d in replay]
+    assert any("'y'" in d.message or " y " in d.message for d in diags), [d.render() for d in diags]

@@ -253,15 +253,17 @@ class HazardFinder:
     def _cover(self, w: StaticAccess) -> tuple[int, int] | None:
         """[lo, hi) when the instances of write `w` write exactly every byte
         of its bounds (a program-scope buffer: one instance)."""
-        if w.windows or w.lo == -INF or w.hi == INF or w.pattern is not None:
-            return None  # a strided write covers nothing (D-HAZ-ELEMENTS)
+        if w.windows or w.lo == -INF or w.hi == INF:
+            return None
         n = len(self.s.tasks[w.op].loops)
-        if n == 0 and self._static(w):
+        if n == 0 and self._static(w) and w.pattern is None:
             # one instance, constant bytes: its bounds are exactly what it writes
             return int(w.lo), int(w.hi)
         lo, hi = int(w.lo), int(w.hi)
         try:
-            key = (*self._form(w)[:3], lo, hi)  # domain, offset, extent
+            # domain, offset, extent, elements: a strided write covers the bytes
+            # its instances' elements write together, never its spans (D-HAZ-ELEMENTS)
+            key = (*self._form(w)[:3], w.pattern, lo, hi)
             whole = self.memos.covers.get(key)
             if whole is None:
                 touched = self._touches(w, instance_space((n,), 1), 0)
