@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from xdsl.ir import Block, BlockArgument, SSAValue
 
+from nem.analysis.element_access import ElementPattern, element_pattern
 from nem.analysis.happens_before import (
     Instance,
     StaticTask,
@@ -24,6 +25,7 @@ from nem.analysis.happens_before import (
 )
 from nem.analysis.hazard_enum import Shadow, ShadowReplay, window_warning
 from nem.analysis.hazard_report import Access, race_diagnostic
+from nem.dialect.bounded_cache import BoundedCache
 from nem.dialect.diagnostics import Diagnostic
 from nem.dialect.expressions import Evaluator, ExprError, NotAnExpression, run_compiled
 from nem.dialect.gc_pause import gc_paused
@@ -53,6 +55,7 @@ class HazardFinder:
         self._invariant: dict[LoopOp, bool] = {}
         self._buffer_windows: dict[SSAValue, tuple[int, ...]] = {}
         self._stopped = False
+        self.patterns: BoundedCache[ElementPattern, ElementPattern] = BoundedCache(1 << 16)
         for op in program.walk():
             if isinstance(op, LoopOp):
                 self.depth_of[op.block.args[0]] = _loop_depth(op)
@@ -151,14 +154,16 @@ class HazardFinder:
                 rop = value.owner
                 if isinstance(rop, RegionOp):
                     buf, off, ext = region_parts(rop)
-                    ops.append((value, write, buf, off, ext))
+                    ops.append(
+                        (value, write, buf, off, ext, element_pattern(rop, self.ev, self.patterns))
+                    )
             ops.sort(key=lambda x: x[1])
             self._ops_cache[task] = ops
         return ops
 
     def _task(self, inst: Instance) -> None:
         self.instances += 1
-        for value, write, buffer, off, ext in self._operands(inst.task):
+        for value, write, buffer, off, ext, pattern in self._operands(inst.task):
             try:
                 o, e = self._value(off, inst.ivs), self._value(ext, inst.ivs)
             except ExprError:
@@ -170,7 +175,8 @@ class HazardFinder:
             sh = self.shadows.get((buffer, slot))
             if sh is None:
                 sh = self.shadows[(buffer, slot)] = Shadow()
-            self.replay.access(Access(inst, value, o, o + e, write), sh)
+            runs = None if pattern is None else [(o + a, o + b) for a, b in pattern.runs(e)]
+            self.replay.access(Access(inst, value, o, o + e, write), sh, runs)
 
 
 def _loop_depth(loop: LoopOp) -> int:

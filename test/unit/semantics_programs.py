@@ -4,6 +4,8 @@ model, and the static and dynamic verdicts compared by the differential test
 
 Features: nested and pipelined loops (`@max_in_flight(1..3)`), ping-pong
 slots indexed by `mod`, slots indexed by the loop variable, fixed offsets,
+dense tiles and strided halves of tiles (spans overlapping, elements
+disjoint or not: D-HAZ-ELEMENTS),
 deps and waits present or omitted, `.sync` and `.async`, a buffer declared
 in a loop body, transfers, stores and compute on several engines (`L1[k]`),
 and tokens of tasks before a loop used inside it and waited after it.
@@ -51,8 +53,15 @@ def on_generated_programs(
     return wrap
 
 
-def _reg(buf: str, off: str) -> str:
-    return f"region({buf}, {off}, {TILE}) elem=f16, shape=[32], layout=C"
+def _reg(buf: str, off: str, half: str = "") -> str:
+    """A tile at `off`: dense (32 f16), or one of its strided halves (16 f16,
+    D-HAZ-ELEMENTS): `a` its elements 0-7 and 16-23, `b` 8-15 and 24-31,
+    whose byte spans [off, off + 48) and [off + 16, off + 64) overlap while
+    their elements do not (and each meets the dense tile's)."""
+    if not half:
+        return f"region({buf}, {off}, {TILE}) elem=f16, shape=[32], layout=C"
+    start = off if half == "a" else f"{off} + {TILE // 4}"
+    return f"region({buf}, {start}, {3 * TILE // 4}) elem=f16, shape=[2, 8], strides=[16, 1]"
 
 
 @dataclass
@@ -91,17 +100,27 @@ def programs(draw) -> str:
         l1 = local if local is not None and draw(st.booleans()) else f"A{k}"
         off = "0" if l1 == local else offset(vars_)
         kind = draw(st.sampled_from(["load", "relu", "store", "move"]))
+        # a third of the tasks move strided halves of tiles (equal element counts)
+        halves = draw(st.integers(0, 2)) == 0
+
+        def half() -> str:
+            return draw(st.sampled_from("ab")) if halves else ""
+
+        mine = half()  # the L1 side's (relu: both, so an in-place relu stays one region)
         if kind == "load":
-            body = f"transfer{{s}}(dst={_reg(l1, off)}, src={_reg('D', offset(vars_))}{{d}})"
+            body = (
+                f"transfer{{s}}(dst={_reg(l1, off, mine)}, "
+                f"src={_reg('D', offset(vars_), half())}{{d}})"
+            )
         elif kind == "relu":
             out = "0" if l1 == local else offset(vars_)
-            body = f"relu{{s}} in {_reg(l1, off)} out {_reg(l1, out)}{{d}}"
+            body = f"relu{{s}} in {_reg(l1, off, mine)} out {_reg(l1, out, mine)}{{d}}"
         elif kind == "store":
-            body = (
-                f"store{{s}}(dst={_reg('D', '4096 + ' + offset(vars_))}, src={_reg(l1, off)}{{d}})"
-            )
+            dst = _reg("D", "4096 + " + offset(vars_), half())
+            body = f"store{{s}}(dst={dst}, src={_reg(l1, off, mine)}{{d}})"
         else:
-            body = f"transfer{{s}}(dst={_reg('M', offset(vars_))}, src={_reg(l1, off)}{{d}})"
+            dst = _reg("M", offset(vars_), half())
+            body = f"transfer{{s}}(dst={dst}, src={_reg(l1, off, mine)}{{d}})"
         deps = []
         if block.tokens and draw(st.booleans()):
             deps = [draw(st.sampled_from(block.tokens))]

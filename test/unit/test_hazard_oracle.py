@@ -102,6 +102,18 @@ def extents(draw, var: str) -> str:
     )
 
 
+STRIDED = [
+    "",
+    "",
+    "",
+    " elem=i8, shape=[2, 4], strides=[8, 1]",  # bytes 0-3 and 8-11 of the extent
+    " elem=f16, shape=[2, 2], strides=[4, 1]",  # bytes 0-3 and 8-11 too
+    " elem=i4, shape=[4, 2], strides=[4, 1]",  # bytes 0, 2, 4 and 6 (nibbles 0-1, 4-5, ...)
+]
+"""Untyped regions, and strided typed ones whose elements leave gaps in their
+extent (D-HAZ-ELEMENTS: they touch those bytes only)."""
+
+
 @st.composite
 def programs(draw) -> str:
     """Tasks before a long loop (maybe inside a short outer loop), the loop's
@@ -129,7 +141,7 @@ def programs(draw) -> str:
                     off, ext = str(draw(st.sampled_from([0, 8, 16, 32]))), "16"
                 else:
                     off, ext = draw(offsets(var, outer, slopes[buf], k)), draw(extents(var))
-                return f"region({buf}, {off}, {ext})"
+                return f"region({buf}, {off}, {ext}){draw(st.sampled_from(STRIDED))}"
 
             deps = [t for t in tokens if draw(st.integers(0, 2)) == 0]
             d = f", deps=[{', '.join(deps)}]" if deps else ""
@@ -179,7 +191,8 @@ def programs(draw) -> str:
 @given(programs())
 def test_same_diagnostics_as_the_replay(src):
     """Long loops (up to 60 iterations, in a short outer loop), offsets with
-    mod, /, products of loop variables (enumerated), loop-body buffers."""
+    mod, /, products of loop variables (enumerated), loop-body buffers,
+    strided typed regions (`STRIDED`)."""
     assert _diags(find_hazards, src) == _diags(hazard_replay.find_hazards, src), src
 
 

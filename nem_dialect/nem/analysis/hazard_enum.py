@@ -17,6 +17,7 @@ import bisect
 
 from xdsl.ir import SSAValue
 
+from nem.analysis.element_access import ElementPattern
 from nem.analysis.happens_before import Instance, Order, StaticTask, Structure, issue_key, ordered
 from nem.analysis.hazard_report import Access, StaticAccess
 from nem.dialect.diagnostics import Diagnostic, SourceLoc
@@ -68,11 +69,27 @@ class ShadowReplay:
         """The first byte where each race was met."""
         self.work = 0
 
-    def access(self, acc: Access, sh: Shadow) -> None:
-        a, b = sh.segments(acc.lo, acc.hi)
-        self.work += b - a
+    def access(self, acc: Access, sh: Shadow, runs: list[tuple[int, int]] | None = None) -> None:
+        """Replay `acc` on the bytes of `runs` (`element_runs`: a strided
+        region's elements, D-HAZ-ELEMENTS), else on its whole range."""
         checked: set[int] = set()
         superseded: dict[int, bool] = {}
+        for lo, hi in runs if runs is not None else [(acc.lo, acc.hi)]:
+            self._run(acc, sh, lo, hi, checked, superseded)
+            if acc.write:
+                sh.write(acc, lo, hi)
+
+    def _run(
+        self,
+        acc: Access,
+        sh: Shadow,
+        lo: int,
+        hi: int,
+        checked: set[int],
+        superseded: dict[int, bool],
+    ) -> None:
+        a, b = sh.segments(lo, hi)
+        self.work += b - a
         for k in range(a, b):
             st = sh.state[k]
             if st is None:
@@ -97,8 +114,6 @@ class ShadowReplay:
                 self._check(writer, acc, checked, sh.starts[k])
             kept.append(acc)
             readers[:] = kept
-        if acc.write:
-            sh.write(acc, acc.lo, acc.hi)
 
     def _superseded(self, r: Access, acc: Access, memo: dict[int, bool]) -> bool:
         """Reader `r` can be forgotten once the read `acc` of the same task
@@ -138,6 +153,7 @@ class Enumeration:
         self.warnings = warnings
         self._instances: dict[StaticTask, list[Instance]] = {}
         self._warned: set[LoopOp] = set()
+        self._pattern_runs: dict[tuple[ElementPattern, int], list[tuple[int, int]]] = {}
 
     def replay(self, accs: list[StaticAccess]) -> ShadowReplay:
         """Replay the accesses `accs` (those of one buffer) in issue order."""
@@ -154,23 +170,33 @@ class Enumeration:
                     continue
                 w = acc.windows
                 slot = instance_index(inst.ords[: len(w)], w) if w else 0
+                runs = None
+                if acc.pattern is not None:  # its elements' bytes (D-HAZ-ELEMENTS)
+                    runs = [(lo + a, lo + b) for a, b in self._runs(acc.pattern, ext)]
                 points.append(
                     (
                         issue_key(self.s, inst),
                         acc.rank,
                         slot,
                         Access(inst, acc.region, lo, lo + ext, acc.write),
+                        runs,
                     )
                 )
         points.sort(key=lambda p: (p[0], p[1]))
         rep = ShadowReplay(self.s)
         shadows: dict[int, Shadow] = {}
-        for _, _, slot, a in points:
+        for _, _, slot, a, runs in points:
             sh = shadows.get(slot)
             if sh is None:
                 sh = shadows[slot] = Shadow()
-            rep.access(a, sh)
+            rep.access(a, sh, runs)
         return rep
+
+    def _runs(self, pattern: ElementPattern, extent: int) -> list[tuple[int, int]]:
+        hit = self._pattern_runs.get((pattern, extent))
+        if hit is None:
+            hit = self._pattern_runs[pattern, extent] = pattern.runs(extent)
+        return hit
 
     def instances(self, t: StaticTask) -> list[Instance]:
         """The instances of `t` in issue order (within the budget)."""

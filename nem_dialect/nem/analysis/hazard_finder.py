@@ -41,6 +41,7 @@ from collections.abc import Collection, Mapping
 import islpy as isl
 from xdsl.ir import Operation, SSAValue
 
+from nem.analysis.element_access import element_pattern, touching
 from nem.analysis.happens_before import (
     Instance,
     Order,
@@ -209,6 +210,7 @@ class HazardFinder:
                         hi,
                         top,
                         self._windows.get(buf, ()),
+                        element_pattern(rop, self.ev, self.memos.patterns),
                     )
                 )
                 rank += 1
@@ -255,12 +257,14 @@ class HazardFinder:
         if w.windows or w.lo == -INF or w.hi == INF:
             return None
         n = len(self.s.tasks[w.op].loops)
-        if n == 0 and self._static(w):
+        if n == 0 and self._static(w) and w.pattern is None:
             # one instance, constant bytes: its bounds are exactly what it writes
             return int(w.lo), int(w.hi)
         lo, hi = int(w.lo), int(w.hi)
         try:
-            key = (*self._form(w)[:3], lo, hi)  # domain, offset, extent
+            # domain, offset, extent, elements: a strided write covers the bytes
+            # its instances' elements write together, never its spans (D-HAZ-ELEMENTS)
+            key = (*self._form(w)[:3], w.pattern, lo, hi)
             whole = self.memos.covers.get(key)
             if whole is None:
                 touched = self._touches(w, instance_space((n,), 1), 0)
@@ -419,6 +423,7 @@ class HazardFinder:
                 acc.rank,
                 acc.write,
                 tuple(self.s.window[id(lp)] for lp in t.loops),
+                acc.pattern,
             )
         return hit
 
@@ -439,15 +444,17 @@ class HazardFinder:
 
     def _touches(self, acc: StaticAccess, sp: InstanceSpace, g: int) -> isl.Set:
         """The instances (group `g` of `sp`) of `acc` that run and touch the
-        byte (the space's first free variable)."""
+        byte (the space's first free variable): of its span, its elements'
+        bytes when it has a pattern (D-HAZ-ELEMENTS)."""
         k = (acc, sp.sizes, len(sp.extra), g)
         hit = self.cache.touches.get(k)
         if hit is None:
             n = self._nest(acc, sp, g)
             off, byte = n.expr(acc.offset), sp.extra[0]
-            hit = self.cache.touches[k] = (
-                n.domain & (byte - off).nonneg_set() & (off + n.expr(acc.extent) - byte).pos_set()
-            )
+            hit = n.domain & (byte - off).nonneg_set() & (off + n.expr(acc.extent) - byte).pos_set()
+            if acc.pattern is not None:
+                hit = hit & touching(acc.pattern, byte, off)
+            self.cache.touches[k] = hit
         return hit
 
     def _conflict(self, x: StaticAccess, y: StaticAccess) -> tuple[InstanceSpace, isl.Set] | None:

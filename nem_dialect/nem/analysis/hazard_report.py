@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from xdsl.ir import SSAValue
 
+from nem.analysis.element_access import ElementPattern
 from nem.analysis.happens_before import Instance, Order, region_parts, task_label
 from nem.dialect.diagnostics import Diagnostic, SourceLoc
 from nem.dialect.ops import BufferOp, LoopOp, RegionOp, TaskOp
@@ -49,6 +50,8 @@ class StaticAccess:
     """Index of the top-level statement holding the task."""
     windows: tuple[int, ...]
     """`static_windows` of the buffer's enclosing loops (D-SEM-INSTANCES)."""
+    pattern: ElementPattern | None = None
+    """The elements it touches within its bounds (D-HAZ-ELEMENTS); None: every byte."""
 
 
 def overlapping_pairs(

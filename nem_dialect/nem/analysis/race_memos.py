@@ -11,6 +11,7 @@ from dataclasses import dataclass, field, replace
 import islpy as isl
 from xdsl.ir import Operation, SSAValue
 
+from nem.analysis.element_access import ElementPattern
 from nem.analysis.happens_before import Skeleton
 from nem.analysis.hazard_report import StaticAccess
 from nem.analysis.presburger import Boxes, InstanceSpace, Nest
@@ -51,6 +52,12 @@ class ShapeMemos:
     )
     """Whether a write of a loop nest writes every byte of its bounds, by its
     form and bounds (`_cover`)."""
+    patterns: BoundedCache[ElementPattern, ElementPattern] = field(
+        default_factory=lambda: BoundedCache(SHAPE_MEMO_LIMIT)
+    )
+    """One object per element pattern (D-HAZ-ELEMENTS), whose isl set
+    (`ElementPattern.relative`) is then built once: lowered CNNs repeat
+    tile shapes across layers and engines."""
 
 
 @dataclass

@@ -30,12 +30,44 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+import numpy as np
+import numpy.typing as npt
+
+from nem.dialect.elements import ELEM_BITS as BITS
+from nem.dialect.semantics.transfers import moved_bytes
+
 if TYPE_CHECKING:
-    from nem.runtime.memory import Memory
+    from nem.runtime.memory import Memory, RegionInst
     from nem.runtime.task_state import TaskInst, VectorClock
 
-Access = tuple[int, int, int, bool, int]
-"""One byte range a task touches: (level id, lo, hi, write, start of its buffer instance)."""
+Mask = npt.NDArray[np.bool_] | None
+"""Which bytes of an access's range it touches: None for all of them."""
+Access = tuple[int, int, int, bool, int, Mask]
+"""What a task touches: (level id, lo, hi, write, start of its buffer
+instance, which bytes of [lo, hi): None for all, else a mask, a strided
+region's elements, D-HAZ-ELEMENTS)."""
+
+
+def common_bytes(
+    alo: int, ahi: int, amask: Mask, blo: int, bhi: int, bmask: Mask
+) -> tuple[int, int] | None:
+    """The first and one past the last byte two accesses both touch (their
+    spans, and their masks where they have one); None when none."""
+    lo, hi = max(alo, blo), min(ahi, bhi)
+    if lo >= hi:
+        return None
+    if amask is None and bmask is None:
+        return lo, hi
+    if amask is None:
+        both = bmask[lo - blo : hi - blo]  # type: ignore[index]
+    elif bmask is None:
+        both = amask[lo - alo : hi - alo]
+    else:
+        both = amask[lo - alo : hi - alo] & bmask[lo - blo : hi - blo]
+    at = np.flatnonzero(both)
+    if not len(at):
+        return None
+    return lo + int(at[0]), lo + int(at[-1]) + 1
 
 
 def join(a: VectorClock, b: VectorClock) -> VectorClock:
@@ -93,17 +125,27 @@ class Race:
 
 
 class _Rec:
-    __slots__ = ("lo", "hi", "write", "lane", "epoch", "ref", "tid")
+    __slots__ = ("lo", "hi", "write", "lane", "epoch", "ref", "tid", "mask")
 
     def __init__(
-        self, lo: int, hi: int, write: bool, lane: int, epoch: int, ref: TaskInst, tid: int
+        self,
+        lo: int,
+        hi: int,
+        write: bool,
+        lane: int,
+        epoch: int,
+        ref: TaskInst,
+        tid: int,
+        mask: Mask,
     ) -> None:
         self.lo, self.hi, self.write = lo, hi, write
         self.lane, self.epoch, self.ref, self.tid = lane, epoch, ref, tid
+        self.mask = mask
 
 
 class RaceDetector:
     MAX_REPORTS = 1000
+    MAX_MASKS = 256
 
     def __init__(self, memory: Memory) -> None:
         self.memory = memory
@@ -115,6 +157,8 @@ class RaceDetector:
         self._seen: set[tuple[int, int]] = set()
         self._n_records = 0
         self._gc_at = 32
+        self._masks: dict[tuple[object, ...], Mask] = {}
+        """Element masks by region geometry (`elements`)."""
 
     # -- clocks ------------------------------------------------------------
     def start(
@@ -144,6 +188,35 @@ class RaceDetector:
         return vc, lane, epoch
 
     # -- accesses ------------------------------------------------------------
+    def elements(self, r: RegionInst) -> Mask:
+        """Which bytes of its range an access of the element-exact region `r`
+        touches (D-HAZ-ELEMENTS): its elements' (`moved_bytes`) within its
+        extent; None when they are all of them."""
+        key = (r.elem, r.shape, r.strides, r.extent)
+        if key in self._masks:
+            return self._masks[key]
+        mask = np.zeros(r.extent, dtype=bool)
+        size = BITS[r.elem] // 8 if r.elem is not None else 0
+        try:
+            if not size or r.shape is None:
+                raise ValueError("sub-byte elements")
+            # whole-byte elements: set them through a strided view of the mask
+            # (a ValueError when an element lies past the extent)
+            np.ndarray(
+                (*r.shape, size),
+                dtype=bool,
+                buffer=mask,
+                strides=(*(s * size for s in r.elem_strides()), 1),
+            )[...] = True
+        except ValueError:  # the bytes moved_bytes names, within the extent
+            at = moved_bytes(r.elem, r.shape, r.strides, r.extent)
+            mask[at[(at >= 0) & (at < r.extent)]] = True
+        out = None if mask.all() else mask
+        if len(self._masks) >= self.MAX_MASKS:
+            self._masks.clear()
+        self._masks[key] = out
+        return out
+
     def access(
         self, task: TaskInst, accesses: list[Access], ref_of: Callable[[TaskInst], TaskRef]
     ) -> None:
@@ -154,7 +227,7 @@ class RaceDetector:
         tid = task.seq
         get = vc.get
         shadow = self.shadow
-        for lvl, lo, hi, write, home in accesses:
+        for lvl, lo, hi, write, home, mask in accesses:
             key = (lvl, home)
             recs = shadow.get(key)
             if recs is None:
@@ -165,9 +238,16 @@ class RaceDetector:
                     pass
                 elif get(r.lane, 0) < r.epoch:  # not ordered before this task
                     if write or r.write:
-                        self._report(r, task, write, lvl, max(lo, r.lo), min(hi, r.hi), ref_of)
-                elif r.lo >= lo and r.hi <= hi and (write or not r.write):
-                    # subsumption: a later ordered access covering the record replaces it
+                        both = (
+                            (max(lo, r.lo), min(hi, r.hi))
+                            if mask is None and r.mask is None
+                            else common_bytes(r.lo, r.hi, r.mask, lo, hi, mask)
+                        )
+                        if both is not None:
+                            self._report(r, task, write, lvl, both[0], both[1], ref_of)
+                elif r.lo >= lo and r.hi <= hi and (write or not r.write) and mask is None:
+                    # subsumption: a later ordered access covering the record
+                    # replaces it (it touches every byte of its range: dense)
                     if keep is None:
                         keep = recs[: recs.index(r)]  # records compare by identity
                     continue
@@ -177,8 +257,8 @@ class RaceDetector:
                 self._n_records -= len(recs) - len(keep)
                 shadow[key] = keep
         lane, epoch = task.lane, task.epoch
-        for lvl, lo, hi, write, home in accesses:
-            rec = _Rec(lo, hi, write, lane, epoch, task, tid)
+        for lvl, lo, hi, write, home, mask in accesses:
+            rec = _Rec(lo, hi, write, lane, epoch, task, tid, mask)
             recs = shadow.get((lvl, home))
             if recs is None:
                 shadow[(lvl, home)] = [rec]

@@ -279,6 +279,7 @@ class RegionTpl:
             self.quant,
             strides is None,
         )
+        r.exact = self.elem is not None and self.shape is not None and self.fixed_shape
         try:
             r.check()
         except MemoryError_ as e:

@@ -422,8 +422,12 @@ def _more(n: int, pred: list[int], pairs: list[tuple[int, int]], limit: int) -> 
 
 def _conflict(xs: list[Access], ys: list[Access]) -> tuple[int, int, int, bool, bool] | None:
     """The first conflicting pair of accesses: (level, lo, hi, x writes, y writes)."""
-    for lx, ax, bx, wx, _ in xs:
-        for ly, ay, by, wy, _ in ys:
+    from nem.runtime.checks import common_bytes
+
+    for lx, ax, bx, wx, _, mx in xs:
+        for ly, ay, by, wy, _, my in ys:
             if lx == ly and ax < by and ay < bx and (wx or wy):
-                return lx, max(ax, ay), min(bx, by), wx, wy
+                both = common_bytes(ax, bx, mx, ay, by, my)  # elements (D-HAZ-ELEMENTS)
+                if both is not None:
+                    return lx, both[0], both[1], wx, wy
     return None

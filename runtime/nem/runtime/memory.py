@@ -416,6 +416,7 @@ class RegionInst:
         "strides",
         "quant",
         "dense",
+        "exact",
         "_view",
         "_view_of",
     )
@@ -443,6 +444,9 @@ class RegionInst:
         self.strides = strides  # in elements; None = dense row-major
         self.quant = quant
         self.dense = dense
+        self.exact = False
+        """Accesses touch its elements' bytes, not its span (D-HAZ-ELEMENTS):
+        typed, with a shape and strides that are constants in the program."""
         self._view: np.ndarray | None = None  # view() of the level bytes in `_view_of`
         self._view_of: np.ndarray | None = None
 

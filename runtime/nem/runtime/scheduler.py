@@ -615,8 +615,16 @@ class Scheduler:
             t.vc, t.lane, t.epoch = self.race.start(
                 vc_in, [d.task.lane for d in deps if d.task is not None] if deps else ()
             )
+            race = self.race
             accesses = [
-                (r.level.ident, r.start, r.start + r.extent, rw[1], r.buffer.offset)
+                (
+                    r.level.ident,
+                    r.start,
+                    r.start + r.extent,
+                    rw[1],
+                    r.buffer.offset,
+                    race.elements(r) if r.exact else None,
+                )
                 for rw, r in zip(tpl.region_refs, regions)
             ]
             self.race.access(t, accesses, self.ref)
