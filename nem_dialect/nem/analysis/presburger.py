@@ -150,6 +150,9 @@ class Boxes:
         from nem.dialect.iteration_space import forms
 
         try:
+            s = self.ev.static(value)
+            if s is not None:  # most offsets and extents (`HazardFinder._bounds`): no Form
+                return s, s
             f = forms(self.ev, [value], self.box)[0]
         except ExprError:
             return None
