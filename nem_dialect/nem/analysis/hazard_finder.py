@@ -37,10 +37,12 @@ from __future__ import annotations
 
 import bisect
 from collections.abc import Collection, Mapping
+from functools import partial
 
 import islpy as isl
 from xdsl.ir import Operation, SSAValue
 
+from nem.analysis.access_forms import printed_form
 from nem.analysis.element_access import element_pattern, touching
 from nem.analysis.happens_before import (
     Instance,
@@ -76,6 +78,7 @@ from nem.analysis.presburger import (
     InstanceSpace,
     Nest,
     NotQuasiAffine,
+    check_quasi_affine,
     instance_space,
     point,
 )
@@ -343,11 +346,8 @@ class HazardFinder:
         """Whether isl can take `acc` (else its buffer is replayed)."""
         if self._static(acc):
             return True  # constants: isl takes them
-        sp = instance_space((len(self.s.tasks[acc.op].loops),), 1)
         try:
-            n = self._nest(acc, sp, 0)
-            n.expr(acc.offset)
-            n.expr(acc.extent)
+            check_quasi_affine(self.ev, self.s.tasks[acc.op].loops, (acc.offset, acc.extent))
         except NotQuasiAffine:
             return False
         except (NotAnExpression, ExprError):
@@ -414,11 +414,9 @@ class HazardFinder:
         hit = self.cache.forms.get(acc)
         if hit is None:
             t = self.s.tasks[acc.op]
-            n = self._nest(acc, instance_space((len(t.loops),)), 0)
+            nest = partial(self._nest, acc, instance_space((len(t.loops),)), 0)
             hit = self.cache.forms[acc] = (
-                str(n.domain),
-                str(n.expr(acc.offset)),
-                str(n.expr(acc.extent)),
+                *printed_form(self.memos.forms, self.ev, t.loops, acc.offset, acc.extent, nest),
                 acc.windows,
                 acc.rank,
                 acc.write,

@@ -150,6 +150,9 @@ class Boxes:
         from nem.dialect.iteration_space import forms
 
         try:
+            s = self.ev.static(value)
+            if s is not None:  # most offsets and extents (`HazardFinder._bounds`): no Form
+                return s, s
             f = forms(self.ev, [value], self.box)[0]
         except ExprError:
             return None
@@ -254,6 +257,57 @@ def quasi_affine(
     return regs[-1][0]
 
 
+def check_quasi_affine(ev: Evaluator, loops: Sequence[LoopOp], values: Sequence[SSAValue]) -> None:
+    """Raise what building the `Nest` of `loops` and its `expr` of each of
+    `values` raises, in the same order, without building an isl object: the
+    hazard analysis asks this of every access of a program (whether isl can
+    take its buffer), the sets only of the accesses that pair (D-HAZ-QA-CHECK)."""
+    scope: set[BlockArgument] = set()
+    for lp in loops:
+        _check(ev, lp.lower, scope)
+        _check(ev, lp.upper, scope)
+        scope.add(lp.block.args[0])
+    for value in values:
+        _check(ev, value, scope)
+
+
+def _check(ev: Evaluator, value: SSAValue, scope: set[BlockArgument]) -> None:
+    """`quasi_affine`'s walk of `value`'s tape, keeping only each node's
+    constant (what its refusals read)."""
+    if ev.static(value) is not None:
+        return
+    consts: list[int | None] = []
+    for kind, x, y, z in ev.tape(value):
+        if kind == _CONST:
+            consts.append(x)
+        elif kind == _ARG:
+            if x not in scope:
+                raise NotAnExpression("a block argument that is not a loop variable")
+            consts.append(None)
+        elif kind == _FORWARD:
+            consts.append(consts[x])
+        elif kind == _BINOP:
+            _refuse(x, consts[y], consts[z])
+            consts.append(None)
+        else:
+            raise NotAnExpression(f"cannot evaluate '{x}' as an integer expression")
+
+
+def _refuse(op: str, ca: int | None, cb: int | None) -> None:
+    """Raise when isl cannot take `a op b` exactly (`ca`, `cb`: the operands'
+    constants, None when loop-dependent)."""
+    if op in ("+", "-"):
+        return
+    if op == "*":
+        if ca is None and cb is None:
+            raise NotQuasiAffine("a product of two loop-dependent values")
+        return
+    if cb is None:
+        raise NotQuasiAffine(f"'{op}' by a loop-dependent value")
+    if cb == 0:
+        raise ExprError(f"{'division' if op == '/' else 'mod'} by zero")
+
+
 def _binop(
     op: str,
     fa: isl.PwAff,
@@ -263,18 +317,14 @@ def _binop(
     cb: int | None,
     sp: InstanceSpace,
 ) -> isl.PwAff:
+    _refuse(op, ca, cb)
     if op == "+":
         return fa + fb
     if op == "-":
         return fa - fb
     if op == "*":
-        if ca is None and cb is None:
-            raise NotQuasiAffine("a product of two loop-dependent values")
         return fa * fb
-    if cb is None:
-        raise NotQuasiAffine(f"'{op}' by a loop-dependent value")
-    if cb == 0:
-        raise ExprError(f"{'division' if op == '/' else 'mod'} by zero")
+    assert cb is not None  # `_refuse`: a division by a constant
     nonneg = ba is not None and ba.interval is not None and ba.interval[0] >= 0
     if op == "/":
         if nonneg:  # truncation is floor: one piece

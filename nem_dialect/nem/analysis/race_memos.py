@@ -11,6 +11,7 @@ from dataclasses import dataclass, field, replace
 import islpy as isl
 from xdsl.ir import Operation, SSAValue
 
+from nem.analysis.access_forms import Printed
 from nem.analysis.element_access import ElementPattern
 from nem.analysis.happens_before import Skeleton
 from nem.analysis.hazard_report import StaticAccess
@@ -47,6 +48,11 @@ class ShapeMemos:
         default_factory=lambda: BoundedCache(SHAPE_MEMO_LIMIT)
     )
     """Witnesses by the shape of the pair and the writes in between."""
+    forms: BoundedCache[tuple, Printed] = field(
+        default_factory=lambda: BoundedCache(SHAPE_MEMO_LIMIT)
+    )
+    """An access's printed isl form by its syntactic shape
+    (`access_forms.shape_key`, `HazardFinder._form`)."""
     covers: BoundedCache[tuple, bool] = field(
         default_factory=lambda: BoundedCache(SHAPE_MEMO_LIMIT)
     )
