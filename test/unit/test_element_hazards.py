@@ -245,3 +245,40 @@ def test_a_strided_nest_covers_only_its_elements():
     replay = replay_hazards(parse_nem(STRIDED_NEST_COVER, "gen.nem").ops.first)  # type: ignore[arg-type]
     assert [d.render() for d in diags] == [d.render() for d in replay]
     assert any("'y'" in d.message or " y " in d.message for d in diags), [d.render() for d in diags]
+
+
+MEMO_KEYS = HEADER + (
+    "a = transfer.sync(dst=region(A0, 0, 32) elem=f16, shape=[2, 8], strides=[8, 1], "
+    "src=region(D, 0, 48) elem=f16, shape=[2, 8], strides=[8, 1])\n"
+    "b = transfer.sync(dst=region(A0, 64, 32) elem=i16, shape=[2, 8], layout=HW, "
+    "src=region(D, 64, 48) elem=f16, shape=[2, 8], strides=[16, 1])\n"
+    "c = transfer.sync(dst=region(A0, 128, 32) elem=f16, shape=[2, 8], strides=[16, 1], "
+    "src=region(D, 128, 32) elem=i4, shape=[2, 8], strides=[16, 1])\n"
+    "loop i in [1..2]:\n"
+    "  d = transfer.sync(dst=region(A0, 256, 32) elem=f16, shape=[2, 8], strides=[8 * i, 1], "
+    "src=region(D, 256, 48) elem=f16, shape=[2, 8], strides=[16, 1])\n"
+    "endloop\n"
+)
+"""Regions of one shape and strides with other extents (dense at 32 bytes,
+a gap at 48), element types (f16, i16, i4), given or layout strides, and a
+stride that depends on a loop variable."""
+
+
+def test_the_pattern_memo_answers_as_a_fresh_call():
+    """`element_pattern` keeps each answer by the constants it depends on
+    (element type, shape, strides, extent): shared by all regions, in either
+    order, it answers as a call with an empty memo (a key without the extent
+    took the dense region's None for the gapped one)."""
+    from nem.analysis.element_access import element_pattern
+    from nem.dialect.bounded_cache import BoundedCache
+    from nem.dialect.expressions import Evaluator
+    from nem.dialect.ops import RegionOp
+
+    regions = [op for op in parse_nem(MEMO_KEYS, "gen.nem").walk() if isinstance(op, RegionOp)]
+    ev = Evaluator()
+    fresh = [element_pattern(r, ev, BoundedCache(16)) for r in regions]
+    assert sum(p is not None for p in fresh) == 5 and None in fresh
+    for order in (regions, regions[::-1]):
+        memo: BoundedCache = BoundedCache(16)
+        got = {r: element_pattern(r, ev, memo) for r in order}
+        assert [got[r] for r in regions] == fresh

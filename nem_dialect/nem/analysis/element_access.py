@@ -70,33 +70,54 @@ class ElementPattern:
         return [(int(a), int(b)) for a, b in zip(starts, ends)]
 
 
+_UNSEEN = object()
+"""`element_pattern`'s memo has no answer yet (None is one)."""
+
+
 def element_pattern(
-    rop: RegionOp, ev: Evaluator, interned: BoundedCache[ElementPattern, ElementPattern]
+    rop: RegionOp, ev: Evaluator, interned: BoundedCache[tuple, ElementPattern | None]
 ) -> ElementPattern | None:
     """The pattern of region `rop`'s accesses; None when they touch its byte
     span.  Equal patterns are one object (`interned`, the analyses' shape
-    memos), whose isl set is built once."""
-    t = rop.result.type
-    elem = t.elem_name if t.typed else None
-    if elem is None or not rop.shape:
+    memos), whose isl set is built once; `interned` also holds the answer
+    for each (element type, shape, strides, extent) met, the constants it
+    is a function of, so lowered CNNs' repeated tiles skip the checks."""
+    elem = rop.result.type.elem_name  # None when untyped
+    if elem is None:
         return None
-    shape = [ev.static(v) for v in rop.shape]
-    given = [ev.static(v) for v in rop.strides]
-    if any(v is None for v in shape + given):
+    shape = rop.shape
+    if not shape:
         return None
-    dims = tuple(int(v) for v in shape if v is not None)
-    strides = (
-        tuple(int(v) for v in given if v is not None)
-        if given
-        else tuple(math.prod(dims[d + 1 :]) for d in range(len(dims)))
-    )
-    extent = ev.static(rop.extent)
+    static = ev.static
+    dims = tuple(static(v) for v in shape)
+    given = tuple(static(v) for v in rop.strides)
+    if None in dims or None in given:
+        return None
+    key = (elem, dims, given, static(rop.extent))
+    hit = interned.get(key, _UNSEEN)
+    if hit is _UNSEEN:
+        hit = interned[key] = _pattern(elem, dims, given, key[3], interned)  # type: ignore[arg-type]
+    return hit  # type: ignore[return-value]
+
+
+def _pattern(
+    elem: str,
+    dims: tuple[int, ...],
+    given: tuple[int, ...],
+    extent: int | None,
+    interned: BoundedCache[tuple, ElementPattern | None],
+) -> ElementPattern | None:
+    """`element_pattern` of these constants (`given`: the explicit strides,
+    empty for row-major)."""
+    dims, given = tuple(map(int, dims)), tuple(map(int, given))
+    strides = given or tuple(math.prod(dims[d + 1 :]) for d in range(len(dims)))
     if extent is not None and elements_fill(ELEM_TYPES[elem].bits, dims, strides, extent):
         return None
     p = ElementPattern(elem, dims, strides)
-    hit = interned.get(p)
+    key = ("pattern", p)
+    hit = interned.get(key)
     if hit is None:
-        hit = interned[p] = p
+        hit = interned[key] = p
     return hit
 
 

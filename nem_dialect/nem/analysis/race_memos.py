@@ -58,12 +58,13 @@ class ShapeMemos:
     )
     """Whether a write of a loop nest writes every byte of its bounds, by its
     form and bounds (`_cover`)."""
-    patterns: BoundedCache[ElementPattern, ElementPattern] = field(
+    patterns: BoundedCache[tuple, ElementPattern | None] = field(
         default_factory=lambda: BoundedCache(SHAPE_MEMO_LIMIT)
     )
     """One object per element pattern (D-HAZ-ELEMENTS), whose isl set
     (`ElementPattern.relative`) is then built once: lowered CNNs repeat
-    tile shapes across layers and engines."""
+    tile shapes across layers and engines; and the pattern (or None) of
+    each region's constants (`element_pattern`)."""
 
 
 @dataclass
