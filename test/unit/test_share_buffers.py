@@ -160,6 +160,49 @@ def test_packing_matches_first_fit_against_every_buffer():
         assert bl._sharing(items, offsets) == want
 
 
+class _Buffer:
+    """A stand-in for a BufferOp: `pack` reads only the level off it."""
+
+    class result:  # noqa: N801 - mirrors BufferOp.result.type.level.data
+        class type:  # noqa: N801
+            class level:  # noqa: N801
+                data = "L1[0]"
+
+
+def test_pack_refits_only_a_proper_subset():
+    """`pack` first-fits the sharing items again on their own, and reuses
+    the first fit when every item shares (the same input, so the same
+    offsets): its offsets are the reference first fit of the sharing ones,
+    on random lifetimes where some items share and some do not."""
+    import random
+
+    from nem.analysis import buffer_lifetimes as bl
+
+    rng = random.Random(11)
+    subsets = 0
+    for _ in range(300):
+        items = []
+        for k in range(rng.randint(2, 12)):
+            first = rng.randint(0, 12)
+            items.append(
+                bl.Lifetime(
+                    _Buffer(),
+                    rng.choice([64, 96, 128, 4096]),
+                    rng.choice([1, 64]),
+                    first,
+                    first + rng.choice([0, 1, 3]),
+                )
+            )
+        sharing = bl._sharing(items, _first_fit_reference(items))
+        packing = bl.pack(items)
+        if packing is None:
+            continue
+        subsets += len(sharing) < len(items)
+        assert packing.offsets == _first_fit_reference(sharing)
+        assert list(packing.offsets) == [it.buffer for it in sharing]
+    assert subsets > 20  # the refit was exercised
+
+
 def test_ordering_the_reuse_pairs_only_accesses_of_different_packed_buffers():
     """Each packed buffer was race-free before packing: the ordering's scan
     decides only pairs across them (fewer pairs, the same races)."""

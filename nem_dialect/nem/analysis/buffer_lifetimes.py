@@ -183,21 +183,24 @@ def _separate_footprint(items: list[Lifetime]) -> int:
 
 def pack(items: list[Lifetime]) -> Packing | None:
     """The packing of one level's candidates (module doc), or None when no
-    two of them can share bytes."""
+    two of them can share bytes.  `items` are of one level (`_plan` groups
+    them; the level is read off the first)."""
     if not items:
         return None
-    level = items[0].level
-    assert all(it.level == level for it in items)
-    sharing = _sharing(items, _first_fit(items))
+    first = _first_fit(items)
+    sharing = _sharing(items, first)
     if len(sharing) < 2:
         return None
-    fit = _first_fit(sharing)
+    # the sharing items are first-fit again on their own; when they are all
+    # of them (the lowering's staging buffers: each shares), that is the
+    # same input, so the same offsets (issue 30)
+    fit = first if len(sharing) == len(items) else _first_fit(sharing)
     offsets = {it.buffer: fit[it.buffer] for it in sharing}  # declaration order
     size = max(offsets[it.buffer] + it.size for it in sharing)
     separate = _separate_footprint(sharing)
     if size >= separate:
         return None
-    return Packing(level, offsets, size, max(it.align for it in sharing), separate)
+    return Packing(items[0].level, offsets, size, max(it.align for it in sharing), separate)
 
 
 @dataclass(frozen=True)
