@@ -139,7 +139,9 @@ def test_generic_bodies_build_what_xdsl_builds():
     slow, names, _ = parsed(BODIES, fast=False)
     fast, fast_names, read = parsed(BODIES, fast=True)
     assert fast == slow and fast_names == names
-    assert read == 9  # all but the one with fast-math flags
+    # all but the one with fast-math flags and the first generic (its
+    # dictionary not parsed before)
+    assert read == 10
 
 
 @pytest.mark.parametrize(
@@ -159,6 +161,107 @@ def test_body_errors_are_xdsls(bad):
             parsed(text, fast)
         errors.append((type(e.value), str(e.value)))
     assert errors[0] == errors[1]
+
+
+# generics (with and without `ins`, two inputs, a trailing location, result
+# types after the body, an extra dictionary entry) and named ops (a
+# convolution's dictionary in front, a fill of a scalar), each form twice:
+# the second time from the memos
+NAMED = """\
+#id = affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>
+func.func @f(%i: memref<1x4x4x2xf32>, %w: memref<3x3x2x2xf32>, %o: memref<1x2x2x2xf32>, %c: f32) {
+  linalg.conv_2d_nhwc_hwcf {dilations = dense<1> : tensor<2xi64>, strides = dense<1> : tensor<2xi64>} ins(%i, %w : memref<1x4x4x2xf32>, memref<3x3x2x2xf32>) outs(%o : memref<1x2x2x2xf32>)
+  linalg.conv_2d_nhwc_hwcf {dilations = dense<1> : tensor<2xi64>, strides = dense<1> : tensor<2xi64>} ins(%i, %w : memref<1x4x4x2xf32>, memref<3x3x2x2xf32>) outs(%o : memref<1x2x2x2xf32>)
+  linalg.fill ins(%c : f32) outs(%o : memref<1x2x2x2xf32>)
+  linalg.fill ins(%c : f32) outs(%o : memref<1x2x2x2xf32>)
+  linalg.generic {indexing_maps = [#id, #id, #id], iterator_types = ["parallel", "parallel", "parallel", "reduction"]} ins(%o, %o : memref<1x2x2x2xf32>, memref<1x2x2x2xf32>) outs(%o : memref<1x2x2x2xf32>) {
+  ^bb0(%in: f32, %in_0: f32, %out: f32):
+    %0 = arith.addf %in, %in_0 : f32
+    linalg.yield %0 : f32
+  }
+  linalg.generic {indexing_maps = [#id, #id, #id], iterator_types = ["parallel", "parallel", "parallel", "reduction"]} ins(%o, %o : memref<1x2x2x2xf32>, memref<1x2x2x2xf32>) outs(%o : memref<1x2x2x2xf32>) {
+  ^bb0(%in: f32, %in_0: f32, %out: f32):
+    %0 = arith.addf %in, %in_0 : f32
+    linalg.yield %0 : f32
+  } loc("g"("Add"("m.onnx":7:1)))
+  linalg.generic {indexing_maps = [#id], iterator_types = ["parallel", "parallel", "parallel", "parallel"]} outs(%o : memref<1x2x2x2xf32>) {
+  ^bb0(%out: f32):
+    linalg.yield %c : f32
+  }
+  linalg.generic {indexing_maps = [#id], iterator_types = ["parallel", "parallel", "parallel", "parallel"]} outs(%o : memref<1x2x2x2xf32>) {
+  ^bb0(%out: f32):
+    linalg.yield %c : f32
+  } -> memref<1x2x2x2xf32>
+  linalg.generic {indexing_maps = [#id], iterator_types = ["parallel", "parallel", "parallel", "parallel"], doc = "d"} outs(%o : memref<1x2x2x2xf32>) {
+  ^bb0(%out: f32):
+    linalg.yield %c : f32
+  }
+  linalg.generic {indexing_maps = [#id], iterator_types = ["parallel", "parallel", "parallel", "parallel"], doc = "d"} outs(%o : memref<1x2x2x2xf32>) {
+  ^bb0(%out: f32):
+    linalg.yield %c : f32
+  }
+  func.return
+}
+"""
+
+
+def test_generics_and_named_ops_build_what_xdsl_builds():
+    slow, names, _ = parsed(NAMED, fast=False)
+    fast, fast_names, read = parsed(NAMED, fast=True)
+    assert fast == slow and fast_names == names
+    # the second convolution, both fills, the second (located) generic, and
+    # the bodies' 2 addf and 7 yields: not the first of each dictionary, nor
+    # one with a `doc` entry; the generic followed by result types is
+    # xDSL's, its body read twice (the fast path's read, put back)
+    assert read == 1 + 2 + 1 + 2 + 7
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        # an input of another type than its definition's
+        "  linalg.fill ins(%c : f16) outs(%o : memref<1x2x2x2xf32>)\n",
+        # a convolution's input not defined
+        "  linalg.conv_2d_nhwc_hwcf {dilations = dense<1> : tensor<2xi64>, strides = dense<1> : "
+        "tensor<2xi64>} ins(%i, %nope : memref<1x4x4x2xf32>, memref<3x3x2x2xf32>) "
+        "outs(%o : memref<1x2x2x2xf32>)\n",
+        # an error in a generic's body, and a generic's output of another type
+        '  linalg.generic {indexing_maps = [#id], iterator_types = ["parallel", "parallel", '
+        '"parallel", "parallel"]} outs(%o : memref<1x2x2x2xf32>) {\n  ^bb0(%out: f32):\n'
+        "    linalg.yield %nope : f32\n  }\n",
+        '  linalg.generic {indexing_maps = [#id], iterator_types = ["parallel", "parallel", '
+        '"parallel", "parallel"]} outs(%i : memref<1x2x2x2xf32>) {\n  ^bb0(%out: f32):\n'
+        "    linalg.yield %c : f32\n  }\n",
+    ],
+)
+def test_generic_and_named_errors_are_xdsls(bad):
+    at = NAMED.index("  func.return")
+    text = NAMED[:at] + bad + NAMED[at:]
+    errors = []
+    for fast in (False, True):
+        with pytest.raises(Exception) as e:
+            parsed(text, fast)
+        errors.append((type(e.value), str(e.value)))
+    assert errors[0] == errors[1]
+
+
+@pytest.mark.parametrize(
+    "name,dtype", [("cnn", "f32"), ("resblock", "f32"), ("transformer", "f16"), ("mlp", "f32")]
+)
+@pytest.mark.slow  # 70 s (4 cases)
+def test_tiled_models_parse_as_xdsl_parses_them(name, dtype):
+    """The tiled text of the sample models (generics, convolutions, fills and
+    the staging around them): the same module with the fast path."""
+    pytest.importorskip("mlir.ir")
+    from nem.compile import compile_onnx
+    from nem.frontends.onnx import samples
+
+    model = getattr(samples, name)(dtype)
+    tiled = compile_onnx(model, device="npm_pro_x1").stage("tile").text
+    slow = parsed(tiled, fast=False)
+    fast = parsed(tiled, fast=True)
+    assert fast[:2] == slow[:2]
+    assert fast[2] > 0
 
 
 @pytest.mark.parametrize(

@@ -186,8 +186,9 @@ class LocatingParser(UpstreamParser):
         if not top and self._fast is not None:
             op = self._fast.operation(start)
             if op is not None:
-                line, col = self.line_col(start)
-                op.location = FileLineColLoc(self._file, IntAttr(line), IntAttr(col))
+                if op.location is None or isinstance(op.location, UnknownLoc):
+                    line, col = self.line_col(start)
+                    op.location = FileLineColLoc(self._file, IntAttr(line), IntAttr(col))
                 return op
         self.op_starts.append(start)
         op = super().parse_operation()

@@ -23,6 +23,13 @@ not parsed before (xDSL's parse of that statement fills the memo), an
 operand not defined yet or of another type, a result name taken, a
 trailing location or comment.  Every error is thus xDSL's, at xDSL's
 position.
+
+Named linalg ops (`linalg.conv_2d_nhwc_hwcf {ATTRS} ins(..) outs(..)`,
+`linalg.fill ins(%c : f32) outs(..)`) are read the same way, and so is the
+header line of a `linalg.generic {ATTRS} ins(..) outs(..) {`: its body is
+then parsed by the parser itself, where xDSL's `GenericOp.parse` parses it
+(`_generic`), so the statements inside take the fast path or xDSL's as
+anywhere else.
 """
 
 from __future__ import annotations
@@ -30,15 +37,18 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from xdsl.dialects.builtin import (
+    AffineMapAttr,
+    ArrayAttr,
     DenseArrayBase,
     IndexType,
     IntegerAttr,
     MemRefType,
     NoneAttr,
     StridedLayoutAttr,
+    StringAttr,
     f16,
     f32,
     i8,
@@ -49,13 +59,19 @@ from xdsl.dialects.utils.dynamic_index_list import DYNAMIC_INDEX
 from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
 from xdsl.irdl import AttrSizedOperandSegments, IRDLOperation, ParsePropInAttrDict
 from xdsl.utils.lexer import Span
+from xdsl.utils.mlir_lexer import MLIRTokenKind
 
 if TYPE_CHECKING:
+    from xdsl.dialects.linalg.ops import GenericOp
+
     from nem.frontends.upstream_dialects import LocatingParser
 
 _N = r"%([A-Za-z_0-9]+)"  # a plain SSA name (its text without `%`)
-_T = r"(memref<(?:[^<>\n]|<[^<>\n]*>)*>)"  # a memref type, one level of `<>` inside
-_HEAD = re.compile(r"(?:%[A-Za-z_0-9]+ = )?([a-z]+\.[a-z_]+)", re.ASCII)
+_MEMREF_TEXT = r"memref<(?:[^<>\n]|<[^<>\n]*>)*>"  # a memref type, one level of `<>` inside
+_T = rf"({_MEMREF_TEXT})"
+_NAMES = r"(%[A-Za-z_0-9]+(?:, %[A-Za-z_0-9]+)*)"
+_TYPES = rf"({_MEMREF_TEXT}(?:, {_MEMREF_TEXT})*)"
+_HEAD = re.compile(r"(?:%[A-Za-z_0-9]+ = )?([a-z]+\.[a-z_0-9]+)", re.ASCII)
 _FORMS = {
     "memref.alloc": re.compile(
         rf"{_N} = memref\.alloc\(\)(?: (\{{[^{{}}\n]*\}}))? : {_T}", re.ASCII
@@ -70,7 +86,25 @@ _FORMS = {
     "memref.copy": re.compile(rf"memref\.copy {_N}, {_N} : {_T} to {_T}", re.ASCII),
     "linalg.copy": re.compile(rf"linalg\.copy ins\({_N} : {_T}\) outs\({_N} : {_T}\)", re.ASCII),
     "linalg.yield": re.compile(rf"linalg\.yield {_N} : (f32|f16|i8|i32)", re.ASCII),
+    # the header of a generic on memrefs; its body is read by the parser
+    "linalg.generic": re.compile(
+        rf"linalg\.generic (\{{[^{{}}\n]*\}})(?: ins\({_NAMES} : {_TYPES}\))?"
+        rf" outs\({_NAMES} : {_TYPES}\) \{{",
+        re.ASCII,
+    ),
 }
+_OPERAND_TEXT = rf"(?:{_MEMREF_TEXT}|f32|f16|i8|i32)"
+_OPERAND_TYPES = re.compile(_OPERAND_TEXT, re.ASCII)
+_NAMED = re.compile(
+    rf"linalg\.[a-z_0-9]+(?: (\{{[^{{}}\n]*\}}))?"
+    rf" ins\({_NAMES} : ({_OPERAND_TEXT}(?:, {_OPERAND_TEXT})*)\) outs\({_NAMES} : {_TYPES}\)",
+    re.ASCII,
+)
+"""A named linalg op on memrefs (`linalg.conv_2d_nhwc_hwcf {ATTRS} ins(..)
+outs(..)`, `linalg.fill ins(%c : f32) outs(..)`), read when its class
+parses with `NamedOperation.parse` (`_named`)."""
+_Traits = tuple["ArrayAttr[AffineMapAttr]", ArrayAttr]
+"""A generic's indexing maps and iterator types."""
 _FLOAT_BINARY = {
     "arith.addf": "AddfOp",
     "arith.subf": "SubfOp",
@@ -139,6 +173,9 @@ class FastOps:
         self.segment_sizes: dict[tuple[int, ...], DenseArrayBase] = {}
         self.scalar_types: dict[tuple[Attribute, Attribute], bool] = {}
         """`linalg.copy`'s element types -> whether both are scalars (its body's)."""
+        self.generic_traits: dict[str, _Traits | None] = {}
+        """A generic's dictionary text -> its indexing maps and iterator types
+        (`_generic_traits`)."""
         self.read = 0
         """How many statements the fast path read."""
         self.builders: dict[str, Callable[[re.Match[str]], Operation | None]] = {
@@ -163,6 +200,8 @@ class FastOps:
             return None
         name = head.group(1)
         form = _FORMS.get(name)
+        if form is None and name.startswith("linalg."):
+            form = _NAMED
         if form is None:
             return None
         end = text.find("\n", start)
@@ -171,11 +210,13 @@ class FastOps:
         m = form.fullmatch(text, start, end)
         if m is None:
             return None
+        if name == "linalg.generic":
+            return self._generic(m, start)
         result = m.group(1) if text[start] == "%" else None
         if result is not None and result in p.ssa_values:
             return None
         try:
-            op = self.builders[name](m)
+            op = self.builders.get(name, self._named)(m)
         except Exception:  # whatever xDSL's own parse would make of it: its error, its place
             op = None
         if op is None:
@@ -213,24 +254,27 @@ class FastOps:
         return self.classes[name]
 
     def _type(self, m: re.Match[str], group: int) -> Any:
-        """The memref type of `m.group(group)`: from the parser's memo, else
+        """The memref type of `m.group(group)` (`_type_at`)."""
+        return self._type_at(m.string, m.start(group), m.end(group))
+
+    def _type_at(self, source: str, start: int, end: int) -> Any:
+        """The memref type of `source[start:end]`: from the parser's memo, else
         parsed where it stands by the parser's own `parse_optional_type`
         (which memoizes it), the parser's position then put back; None when
         that parse fails or does not end where the type's text does."""
-        text = m.group(group)
-        cached = self.parser._memref_types.get(text)
+        cached = self.parser._memref_types.get(source[start:end])
         if cached is not None:
             return cached
         p = self.parser
         state = p._parser_state
         pos, token = p.lexer.pos, state.current_token
         try:
-            p.lexer.pos = m.start(group)
+            p.lexer.pos = start
             state.current_token = p.lexer.lex()
             parsed = p.parse_optional_type()
             ok = (
-                state.current_token.span.start >= m.end(group)
-                and not m.string[m.end(group) : state.current_token.span.start].strip()
+                state.current_token.span.start >= end
+                and not source[end : state.current_token.span.start].strip()
             )
         except Exception:  # left to xDSL's parse of the statement: its error, its place
             parsed, ok = None, False
@@ -423,4 +467,147 @@ class FastOps:
             operands=(src, dst),
             properties={"operandSegmentSizes": self._segments(1, 1)},
             regions=(Region(block),),
+        )
+
+    # -- linalg.generic: the header read here, the body by the parser
+    def _generic(self, m: re.Match[str], start: int) -> Operation | None:
+        """`linalg.generic {ATTRS} [ins(..)] outs(..) {` and its body, the op
+        xDSL's `GenericOp.parse` builds (its public constructor, as that parse
+        calls it); None, the parser untouched, when the header is not one
+        `_generic_header` reads or the body is followed by result types
+        (`-> T`: xDSL's parse, from the statement's start).  The body is
+        parsed by the parser where xDSL's parse would parse it, with the op's
+        start and dialect on the parser's stacks as xDSL's `parse_operation`
+        has them: its errors are xDSL's."""
+        try:
+            header = self._generic_header(m)
+        except Exception:  # whatever xDSL's own parse would make of it: its error, its place
+            header = None
+        if header is None:
+            return None
+        cls, ins, outs, maps, iterators = header
+        p = self.parser
+        state = p._parser_state
+        p.lexer.pos = m.end() - 1  # the body's `{`
+        state.current_token = p.lexer.lex()
+        p.op_starts.append(start)
+        state.dialect_stack.append("linalg")
+        body = p.parse_region()
+        state.dialect_stack.pop()
+        p.op_starts.pop()
+        if state.current_token.kind == MLIRTokenKind.ARROW:
+            p.lexer.pos = start
+            state.current_token = p.lexer.lex()
+            return None
+        op = cls(ins, outs, body, maps, iterators)
+        location = p.parse_optional_location()
+        if location is not None:
+            op.location = location
+        self.read += 1
+        return op
+
+    def _generic_header(
+        self, m: re.Match[str]
+    ) -> (
+        tuple[type[GenericOp], list[SSAValue], list[SSAValue], ArrayAttr[AffineMapAttr], ArrayAttr]
+        | None
+    ):
+        from xdsl.dialects.linalg.ops import GenericOp
+
+        cls = cast("type[GenericOp] | None", self._class("linalg.generic", lambda: GenericOp, True))
+        traits = self._generic_traits(m.group(1))
+        ins = self._operands(m, 2) if m.group(2) is not None else []
+        outs = self._operands(m, 4)
+        if cls is None or traits is None or ins is None or outs is None:
+            return None
+        return cls, ins, outs, *traits
+
+    def _operands(self, m: re.Match[str], group: int) -> list[SSAValue] | None:
+        """The values `%a, %b` of `m.group(group)` of the types listed in
+        `m.group(group + 1)` (`resolve_operands`), None when one is not."""
+        names = m.group(group).split(", ")
+        spans = [t.span() for t in _OPERAND_TYPES.finditer(m.string, *m.span(group + 1))]
+        if len(spans) != len(names):
+            return None
+        values = []
+        for name, (a, b) in zip(names, spans):
+            t = _ELEMENTS.get(m.string[a:b]) or self._type_at(m.string, a, b)
+            v = self._value(name[1:], t) if t is not None else None
+            if v is None:
+                return None
+            values.append(v)
+        return values
+
+    def _generic_traits(self, text: str) -> _Traits | None:
+        """The indexing maps and iterator types of a generic's dictionary
+        `text` as `GenericOp.parse` makes them (a string's `IteratorTypeAttr`),
+        from the parser's dictionary memo; None when it holds other entries
+        (which that parse drops), lacks one, or is not in the memo yet."""
+        if text in self.generic_traits:
+            return self.generic_traits[text]
+        attrs = self.parser._dicts.get(text)
+        if attrs is None:
+            return None
+        from xdsl.dialects.linalg.attrs import IteratorType, IteratorTypeAttr
+
+        maps, iterators = attrs.get("indexing_maps"), attrs.get("iterator_types")
+        traits = None
+        if (
+            attrs.keys() == {"indexing_maps", "iterator_types"}
+            and isinstance(maps, ArrayAttr)
+            and all(isinstance(a, AffineMapAttr) for a in maps)
+            and isinstance(iterators, ArrayAttr)
+            and all(isinstance(a, StringAttr | IteratorTypeAttr) for a in iterators)
+        ):
+            traits = (
+                cast("ArrayAttr[AffineMapAttr]", maps),
+                ArrayAttr(
+                    [
+                        IteratorTypeAttr(IteratorType(a.data)) if isinstance(a, StringAttr) else a
+                        for a in iterators
+                    ]
+                ),
+            )
+        self.generic_traits[text] = traits
+        return traits
+
+    def _named(self, m: re.Match[str]) -> Operation | None:
+        """A named op (`_NAMED`) built as xDSL's `NamedOperation.parse` builds
+        it: its dictionary's properties and attributes (in front only where
+        the class prints them there), `build` with the class's hidden
+        region; None for a class with a parse of its own."""
+        from xdsl.dialects.linalg.abstract_ops import NamedOperation
+
+        name = m.group(0)[: m.group(0).index(" ")]
+        if name not in self.classes:
+            cls = self.parser.ctx.get_optional_op(name)
+            ok = (
+                isinstance(cls, type)
+                and issubclass(cls, NamedOperation)
+                and getattr(cls.parse, "__func__", None)
+                is getattr(NamedOperation.parse, "__func__", 0)
+            )
+            self.classes[name] = cls if ok else None
+        cls = self.classes[name]
+        if cls is None or not issubclass(cls, NamedOperation):
+            return None
+        attrs: dict[str, Attribute] = {}
+        if m.group(1) is not None:
+            cached = self.parser._dicts.get(m.group(1))
+            if cached is None or not cls.PRINT_ATTRS_IN_FRONT:
+                return None
+            attrs = dict(cached)
+        ins, outs = self._operands(m, 2), self._operands(m, 4)
+        if ins is None or outs is None:
+            return None
+        prop_names = cls.get_irdl_definition().properties
+        properties = {k: v for k, v in attrs.items() if k in prop_names}
+        for k in properties:
+            del attrs[k]
+        return cls.build(
+            operands=(ins, outs),
+            result_types=((),),
+            properties=properties,
+            attributes=attrs,
+            regions=(cls.get_hidden_region(ins, outs),),
         )
