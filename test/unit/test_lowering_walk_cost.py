@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from nem.analysis.ir_walk import block_ops, walk_ops
-from nem.dialect.ops import LoopOp, ProgramOp
+from nem.analysis.ir_walk import block_ops, ops_by_base, ops_of, walk_ops
+from nem.dialect.diagnostics import NemDiagnosticError
+from nem.dialect.ops import BufferOp, ComputeOp, LoopOp, ProgramOp, TaskOp
 from nem.frontends.nem_text.parser import parse_nem
 from nem.frontends.nem_text.printer import print_nem
 from nem.frontends.upstream_dialects import lowering_context, parse_mlir
@@ -35,6 +36,22 @@ def test_the_op_lists_are_xdsls_walk_and_block_order(name):
             for region in op.regions:
                 for block in region.blocks:
                     assert block_ops(block) == list(block.ops)
+
+
+def test_one_walk_split_by_base_is_each_bases_walk():
+    """`ops_by_base` (the device checks' one walk): for every repository
+    program, each base's ops in walk order, an op under every base it
+    derives from (a compute op is a task too)."""
+    bases = (TaskOp, ComputeOp, BufferOp, LoopOp)
+    seen = 0
+    for path in sorted(EXAMPLES.parent.rglob("*.nem")):
+        try:
+            module = parse_nem(path.read_text(), str(path))
+        except (NemDiagnosticError, UnicodeDecodeError):  # programs rejected by design
+            continue
+        assert ops_by_base(module, bases) == [ops_of(module, b) for b in bases]
+        seen += len(ops_of(module, ComputeOp))
+    assert seen > 100
 
 
 TWO_BIASES = """\

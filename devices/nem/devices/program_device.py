@@ -162,11 +162,14 @@ def _token_at(tokens: TokenStream, loc: SourceLoc) -> int | None:
         i += 1
 
 
-def check_device_validity(prog: ProgramOp, device: Device) -> list[Diagnostic]:
+def check_device_validity(
+    prog: ProgramOp, device: Device, computes: Sequence[ComputeOp] | None = None
+) -> list[Diagnostic]:
     """DEV-13/DEV-15: every compute op matches a variant of the effective set;
-    the diagnostic names the nearest available variant (DEV-14)."""
+    the diagnostic names the nearest available variant (DEV-14).  `computes`:
+    `prog`'s compute ops in walk order, when the caller has walked it already."""
     diags = []
-    for op in ops_of(prog, ComputeOp):
+    for op in ops_of(prog, ComputeOp) if computes is None else computes:
         if not op.SPEC.families:
             continue
         result = match_families(op, device.catalog, device.effective_for_family(op.SPEC.families))

@@ -16,7 +16,7 @@ from typing import TypeVar
 
 from xdsl.ir import Block, Operation
 
-from nem.dialect.per_class import subclass_table
+from nem.dialect.per_class import PerClass, subclass_table
 
 _Op = TypeVar("_Op", bound=Operation)
 
@@ -56,3 +56,16 @@ def ops_of(root: Operation, base: type[_Op]) -> list[_Op]:
     lowered CNN in five walks (issue 30)."""
     hit = subclass_table(base)
     return [op for op in walk_ops(root) if hit[type(op)]]  # type: ignore[misc]
+
+
+def ops_by_base(root: Operation, bases: tuple[type[Operation], ...]) -> list[list[Operation]]:
+    """`[ops_of(root, base) for base in bases]` in one walk: the device
+    checks each wanted one class of a lowered CNN's ops (its tasks, compute
+    ops, buffers) and walked its hundreds of thousands of ops once per rule
+    (a third of `nem-verify-device` on DenseNet-121, issue 30)."""
+    which = PerClass(lambda cls: tuple(i for i, b in enumerate(bases) if issubclass(cls, b)))
+    out: list[list[Operation]] = [[] for _ in bases]
+    for op in walk_ops(root):
+        for i in which[type(op)]:
+            out[i].append(op)
+    return out

@@ -24,14 +24,16 @@ docs/spec-decisions.md, "Device checks"):
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import cast
 
 from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
 
 from nem.analysis.capacity import check_capacity
-from nem.analysis.ir_walk import ops_of
+from nem.analysis.ir_walk import ops_by_base, ops_of
 from nem.dialect.attributes import ResourceAttr
 from nem.dialect.device_model import Device
 from nem.dialect.diagnostics import Diagnostic, SourceLoc, error
@@ -80,12 +82,12 @@ def no_device_remark(prog: ProgramOp, what: str) -> Diagnostic:
 # -- units (which unit types can run a task: nem.dialect.semantics.units) ---------
 
 
-def check_resources(prog: ProgramOp, device: Device) -> list[Diagnostic]:
-    """The Target Resource Validity Rule on every task (`semantics.bind_unit`,
-    the binding the runtime uses): a task no unit of the device can run is an
-    error with or without `@resource`."""
+def check_resources(tasks: Sequence[TaskOp], device: Device) -> list[Diagnostic]:
+    """The Target Resource Validity Rule on every task of a program (`tasks`,
+    in walk order; `semantics.bind_unit`, the binding the runtime uses): a
+    task no unit of the device can run is an error with or without `@resource`."""
     diags = []
-    for op in ops_of(prog, TaskOp):
+    for op in tasks:
         res = next(
             (
                 (d.unit.data, d.index.data)
@@ -145,11 +147,12 @@ def _resource(op: TaskOp, res: tuple[str, int] | None, device: Device) -> Diagno
 
 
 # -- memory levels -------------------------------------------------------------
-def check_levels(prog: ProgramOp, device: Device) -> list[Diagnostic]:
-    """BUF-05 (and the D-DEV-L1 warning for unindexed L1 on multi-engine devices)."""
+def check_levels(buffers: Sequence[BufferOp], device: Device) -> list[Diagnostic]:
+    """BUF-05 (and the D-DEV-L1 warning for unindexed L1 on multi-engine
+    devices) on a program's buffers, in walk order."""
     diags = []
     n = device.topology.num_engines
-    for op in ops_of(prog, BufferOp):
+    for op in buffers:
         level = op.result.type.level
         if level.kind != "L1":
             continue
@@ -203,9 +206,11 @@ def check_tokens(prog: ProgramOp, device: Device, ev: Evaluator) -> list[Diagnos
 
 
 # -- opcodes ------------------------------------------------------------------
-def check_future_opcodes(prog: ProgramOp, device: Device, reject: bool) -> list[Diagnostic]:
+def check_future_opcodes(
+    computes: Sequence[ComputeOp], device: Device, reject: bool
+) -> list[Diagnostic]:
     diags = []
-    for op in ops_of(prog, ComputeOp):
+    for op in computes:
         if op.SPEC.hw_status == "future":
             diags.append(
                 Diagnostic(
@@ -227,13 +232,16 @@ def device_diagnostics(
     from nem.devices.program_device import check_device_validity
 
     ev = Evaluator()
+    found = ops_by_base(prog, (TaskOp, ComputeOp, BufferOp))  # one walk for the rules
+    tasks = cast(list[TaskOp], found[0])
+    computes = cast(list[ComputeOp], found[1])
     diags: list[Diagnostic] = list(device.warnings)
-    diags += check_device_validity(prog, device)
-    diags += check_levels(prog, device)
-    diags += check_resources(prog, device)
+    diags += check_device_validity(prog, device, computes)
+    diags += check_levels(cast(list[BufferOp], found[2]), device)
+    diags += check_resources(tasks, device)
     diags += check_capacity(prog, device, ev)
     diags += check_tokens(prog, device, ev)
-    diags += check_future_opcodes(prog, device, reject_future)
+    diags += check_future_opcodes(computes, device, reject_future)
     return diags
 
 
