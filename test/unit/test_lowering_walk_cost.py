@@ -126,3 +126,21 @@ def test_an_illegal_typed_concat_is_built_once_per_type(monkeypatch):
     assert built == ["f32", "i8", "f32", "i8"]
     assert text == again
     assert text.count("concat.async") == 2
+
+
+def test_lower_to_nem_prepares_its_input_once():
+    """`lower-to-nem` runs the preparation passes as steps of their own and
+    then the conversion without them (each walk of the input once, D-LOW-SCF);
+    `convert-affine-to-nem` alone prepares its input itself."""
+    from nem.passes.lowering.passes import ConvertAffineToNemPass, LowerToNemPass
+
+    steps = LowerToNemPass(entry="f").pipeline()
+    assert [p.name for p in steps[:4]] == [
+        "nem-raise-scf-for",
+        "nem-drop-dead-arith",
+        "nem-check-input-ranges",
+        "convert-affine-to-nem",
+    ]
+    assert [getattr(p, "entry", "f") for p in steps[:4]] == ["f"] * 4
+    assert not [p for p in steps if isinstance(p, ConvertAffineToNemPass) and p.prepare]
+    assert ConvertAffineToNemPass().prepare

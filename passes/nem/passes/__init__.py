@@ -21,6 +21,11 @@ __all__ = ["PASSES"]
 def _passes() -> dict[str, type[ModulePass]]:
     from nem.passes.forward_fills import ForwardZeroFillsPass
     from nem.passes.lowering.passes import ConvertAffineToNemPass, LowerToNemPass
+    from nem.passes.lowering.prepare import (
+        CheckInputRangesPass,
+        DropDeadArithPass,
+        RaiseScfForPass,
+    )
     from nem.passes.share_buffers import ShareBuffersPass
     from nem.passes.synthesize_deps import SynthesizeDepsPass
     from nem.passes.verify import PASSES as _VERIFY_PASSES
@@ -30,6 +35,9 @@ def _passes() -> dict[str, type[ModulePass]]:
         {
             p.name: p
             for p in (
+                RaiseScfForPass,
+                DropDeadArithPass,
+                CheckInputRangesPass,
                 ConvertAffineToNemPass,
                 LowerToNemPass,
                 ForwardZeroFillsPass,

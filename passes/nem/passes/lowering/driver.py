@@ -24,21 +24,20 @@ from xdsl.dialects import affine, func
 from xdsl.dialects.builtin import IndexType, MemRefType, ModuleOp
 from xdsl.ir import Block, BlockArgument, Operation
 from xdsl.rewriter import InsertPoint, Rewriter
-from xdsl.transforms.dead_code_elimination import is_trivially_dead
 
 from nem.dialect.attributes import MemLevelAttr
 from nem.dialect.builder import NemBuilder
 from nem.dialect.diagnostics import Diagnostic, NemDiagnosticError, SourceLoc
 from nem.dialect.ops import ProgramOp
 from nem.dialect.per_class import PerClass
-from nem.passes.lowering import memref_globals, scf_loops
+from nem.passes.lowering import memref_globals
 from nem.passes.lowering.affine_algebra import Aff
 from nem.passes.lowering.context import LoweringContext, Options
 from nem.passes.lowering.diagnostics import reject
-from nem.passes.lowering.input_limits import check_value_ranges
 from nem.passes.lowering.memory_ops import drop_unused_allocations
 from nem.passes.lowering.partial_tiles import PeelScope, check_narrowed
 from nem.passes.lowering.pipelining import detect_pipeline
+from nem.passes.lowering.prepare import entry_function
 from nem.passes.lowering.state import BlockState, Handler, Lowering
 from nem.passes.lowering.views import View, buffer_bytes, check_elem, memref_strides
 
@@ -111,11 +110,11 @@ class Lowerer(Lowering):
 
     # -- entry ------------------------------------------------------------------------
     def run(self, module: ModuleOp) -> ProgramOp:
+        """Convert the entry function, which `prepare`'s passes have prepared
+        (scf.for raised, dead arith dropped, ranges checked), into a
+        `nem.program` that replaces the module's functions."""
         funcs = [op for op in module.ops if isinstance(op, func.FuncOp)]
-        fn = self._entry(module, funcs)
-        scf_loops.raise_scf_for(module)  # D-LOW-SCF
-        drop_unused_arith(fn)
-        check_value_ranges(fn)
+        fn = entry_function(module, self.options.entry)
         self.ctx = ctx = _context(self.options, fn)
         body = Block()
         opts = self.options
@@ -157,31 +156,6 @@ class Lowerer(Lowering):
             self.remarks += summary_remarks(ctx, fn)
         return prog
 
-    def _entry(self, module: ModuleOp, funcs: list[func.FuncOp]) -> func.FuncOp:
-        if self.options.entry:
-            cands = [f for f in funcs if f.sym_name.data == self.options.entry]
-            if not cands:
-                raise reject(
-                    funcs[0] if funcs else module,
-                    f"no func.func @{self.options.entry} (option entry)",
-                )
-        else:
-            cands = [
-                f for f in funcs if f.sym_visibility is None or f.sym_visibility.data == "public"
-            ]
-            if not cands:
-                raise reject(
-                    funcs[0] if funcs else module,
-                    "no public func.func to lower",
-                    "name one with entry=NAME",
-                )
-        fn = cands[0]
-        if not fn.body.blocks:
-            raise reject(fn, "the entry function is only a declaration")
-        if len(fn.body.blocks) > 1:
-            raise reject(fn, "the entry function has several blocks (unstructured control flow)")
-        return fn
-
     def _arg_buffer(self, fn: func.FuncOp, arg: BlockArgument, i: int) -> None:
         """A DDR buffer (the level of its memory space) named after the argument."""
         ctx = self.ctx
@@ -203,24 +177,6 @@ class Lowerer(Lowering):
         ctx.views[arg] = View(
             buf, MemLevelAttr(level), elem, tuple(t.get_shape()), strides, Aff.c(off), name
         )
-
-
-def drop_unused_arith(fn: func.FuncOp) -> None:
-    """Erase `arith` ops and `affine.apply`s that are trivially dead (xDSL's
-    `is_trivially_dead`: no uses, no effects; a chain of them goes in one
-    reverse walk): left in a point loop they hide a raisable nest, whose
-    every point then becomes tasks of its own (a fuzzed tiled matmul: a
-    million task instances).  Other unused ops (views) keep what they
-    declare; unused allocations are dropped after the lowering
-    (`drop_unused_allocations`, D-LOW-BUF) (D-LOW-DEAD-ARITH)."""
-    for op in reversed(list(fn.walk())):
-        if (
-            (op.dialect_name() == "arith" or isinstance(op, affine.ApplyOp))
-            and op.results
-            and is_trivially_dead(op)
-        ):
-            op.detach()
-            op.erase()
 
 
 def _context(options: Options, fn: func.FuncOp) -> LoweringContext:

@@ -2,8 +2,11 @@
 `lower-to-nem` (the declared pipeline MLIR -> checked NEM).
 
     lower-to-nem{device=D memory-spaces=M entry=F remarks=R weights=W pipeline-tiles=P}
-      = convert-affine-to-nem{memory-spaces=M device=D entry=F remarks=R weights=W
-                              pipeline-tiles=P}
+      = nem-raise-scf-for                          (D-LOW-SCF: constant-step scf.for -> affine.for)
+        nem-drop-dead-arith{entry=F}               (D-LOW-DEAD-ARITH)
+        nem-check-input-ranges{entry=F}            (D-INT-RANGE)
+        convert-affine-to-nem{memory-spaces=M device=D entry=F remarks=R weights=W
+                              pipeline-tiles=P}    (its own preparation skipped: done above)
         nem-check-lowered{declarations-only=true}  (regions within buffers, before ordering)
         nem-forward-zero-fills                     (D-LOW-FILL-FORWARD)
         nem-synthesize-deps{device=D narrow-windows=true remarks=R}
@@ -34,6 +37,7 @@ from __future__ import annotations
 
 from abc import ABC
 from dataclasses import dataclass, fields
+from typing import ClassVar
 
 from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
@@ -49,6 +53,7 @@ from nem.passes.forward_fills import ForwardZeroFillsPass
 from nem.passes.lowering.context import Options
 from nem.passes.lowering.driver import Lowerer
 from nem.passes.lowering.handlers import HANDLERS
+from nem.passes.lowering.prepare import preparation
 from nem.passes.pass_context import driver_options, report
 from nem.passes.synthesize_deps import SynthesizeDepsPass
 
@@ -127,14 +132,36 @@ class ConvertAffineToNemPass(LoweringOptions):
       include-dirs: directories where device=NAME's file is found first (nem-opt -I adds its own)
       weights: FILE.npz receiving the initial contents of memref.globals (nem-run --input FILE.npz)
       pipeline-tiles: two iterations in flight for tile loops that allocate their L1 buffers
+
+    Its input is first prepared by `nem-raise-scf-for`, `nem-drop-dead-arith`
+    and `nem-check-input-ranges` (`prepare.preparation`), so that run alone
+    it takes what `lower-to-nem` takes; `lower-to-nem` runs them as steps of
+    its own (each with its MLIR output) and then the conversion without them
+    (`PreparedConversionPass`): each walk once (D-LOW-SCF).
     """
 
     name = "convert-affine-to-nem"
 
+    prepare: ClassVar[bool] = True
+    """Whether `apply` runs the preparation passes first."""
+
     def apply(self, ctx: Context, op: ModuleOp) -> None:
+        if self.prepare:
+            for p in preparation(self.entry):
+                p.apply(ctx, op)
         lowerer = Lowerer(self.options(), HANDLERS, progress=driver_options(ctx).progress)
         lowerer.run(op)
         report(ctx, lowerer.remarks)
+
+
+@dataclass(frozen=True)
+class PreparedConversionPass(ConvertAffineToNemPass):
+    """`lower-to-nem`'s conversion step: `convert-affine-to-nem` on input its
+    preceding steps prepared, without preparing it again.  Not registered:
+    its printed spec, `convert-affine-to-nem{...}`, parses back to the pass
+    that prepares its input itself (the same result, the walks twice)."""
+
+    prepare = False
 
 
 @dataclass(frozen=True)
@@ -220,7 +247,8 @@ class LowerToNemPass(LoweringOptions):
         dirs = self.include_dirs
         options = {f.name: getattr(self, f.name) for f in fields(LoweringOptions)}
         return (
-            ConvertAffineToNemPass(**options),
+            *preparation(self.entry),
+            PreparedConversionPass(**options),
             CheckLoweredPass(declarations_only=True),
             ForwardZeroFillsPass(),
             SynthesizeDepsPass(

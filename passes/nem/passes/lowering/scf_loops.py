@@ -3,7 +3,8 @@ tiling (`transform.structured.tile_using_for`) and `-convert-linalg-to-loops`
 emit.  An `scf.for` over `index` with a constant step is an `affine.for`
 whose bounds are its bound values (`affine.for %i = max(%lb) to min(%ub)`,
 one symbol each, a constant folded into the map), so it is rewritten into one
-before the conversion and then lowered like any `affine.for`: a NEM loop
+before the conversion (`nem-raise-scf-for`,
+`nem.passes.lowering.prepare`) and then lowered like any `affine.for`: a NEM loop
 when its trip count is static (D-LOW-LOOP), a compute task when it is a
 pure nest.  The bounds need not be constants: a bound that is an affine
 value of outer loop variables (a tile offset) works when the trip count
@@ -20,7 +21,6 @@ from xdsl.ir import Operation, SSAValue
 from xdsl.ir.affine import AffineExpr, AffineMap
 from xdsl.pattern_rewriter import (
     PatternRewriter,
-    PatternRewriteWalker,
     RewritePattern,
     op_type_rewrite_pattern,
 )
@@ -75,18 +75,9 @@ class ScfForToAffine(RewritePattern):
         rewriter.replace_matched_op(new)
 
 
-def raise_scf_for(module: ModuleOp) -> None:
-    """Rewrite every eligible `scf.for` of `module` into an `affine.for`.
-    A module without an `scf.for` (what the affine route gives) is not
-    given to the rewriter: its worklist costs more than one walk
-    (issue 30)."""
-    if _has_scf_for(module):
-        PatternRewriteWalker(ScfForToAffine(), apply_recursively=False).rewrite_module(module)
-
-
-def _has_scf_for(module: ModuleOp) -> bool:
+def has_scf_for(module: ModuleOp) -> bool:
     """Whether an op of `module` is an `scf.for` (or a subclass of it, as the
-    rewriter matches): one `issubclass` per op class, not per op (xDSL's op
+    rewriter matches): `nem-raise-scf-for` rewrites only when one is: one `issubclass` per op class, not per op (xDSL's op
     classes are ABCs, whose `isinstance` runs Python code)."""
     is_for = subclass_table(scf.ForOp)
     return any(is_for[type(op)] for op in module.walk())
