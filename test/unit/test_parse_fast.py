@@ -68,9 +68,12 @@ def parsed(text: str, fast: bool, file: str = "t.mlir") -> tuple[str, list[str |
     return out.getvalue(), names, parser._fast.read if parser._fast is not None else 0
 
 
-def assert_same_error(text: str) -> None:
-    """The fast path fails on `text` as xDSL's parse does: the same
-    exception type and message (the same place)."""
+def assert_same_error(program: str, before: str, bad: str) -> None:
+    """`program` with the statement `bad` inserted before the line `before`
+    fails in the fast path as in xDSL's parse: the same exception type and
+    message (the same place)."""
+    at = program.index(before)
+    text = program[:at] + bad + program[at:]
     errors = []
     for fast in (False, True):
         with pytest.raises(Exception) as e:
@@ -112,9 +115,7 @@ def test_staging_statements_build_what_xdsl_builds():
 def test_errors_are_xdsls(bad):
     """A statement the fast path would misread is xDSL's: the same error at
     the same place."""
-    at = STAGED.index("    memref.dealloc %alloc : memref<1024xi8, 2>")
-    text = STAGED[:at] + bad + STAGED[at:]
-    assert_same_error(text)
+    assert_same_error(STAGED, "    memref.dealloc %alloc : memref<1024xi8, 2>", bad)
 
 
 BODIES = """\
@@ -159,9 +160,7 @@ def test_generic_bodies_build_what_xdsl_builds():
     ],
 )
 def test_body_errors_are_xdsls(bad):
-    at = BODIES.index("    linalg.yield %6 : f32")
-    text = BODIES[:at] + bad + BODIES[at:]
-    assert_same_error(text)
+    assert_same_error(BODIES, "    linalg.yield %6 : f32", bad)
 
 
 # generics (with and without `ins`, two inputs, a trailing location, result
@@ -236,9 +235,7 @@ def test_generics_and_named_ops_build_what_xdsl_builds():
     ],
 )
 def test_generic_and_named_errors_are_xdsls(bad):
-    at = NAMED.index("  func.return")
-    text = NAMED[:at] + bad + NAMED[at:]
-    assert_same_error(text)
+    assert_same_error(NAMED, "  func.return", bad)
 
 
 @pytest.mark.parametrize(

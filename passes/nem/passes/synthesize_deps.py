@@ -55,6 +55,7 @@ from nem.dialect.attributes import MaxInFlightAttr
 from nem.dialect.diagnostics import Diagnostic, NemDiagnosticError, SourceLoc
 from nem.dialect.expressions import Evaluator, ExprError
 from nem.dialect.ops import BufferOp, LoopOp, ProgramOp, RegionOp, TaskOp, WaitOp
+from nem.dialect.per_class import first_base_table
 from nem.passes.pass_context import report, shape_memos
 
 MAX_ROUNDS = 8
@@ -65,6 +66,10 @@ the program, `RaceScan.work`): beyond it, it is skipped (D-DEPS-SYNTH).
 Counted in shadow segments visited and ordering queries, not task instances:
 one instance reading a buffer that many earlier ones wrote piecewise visits
 a segment per writer."""
+
+_LISTED_KINDS = first_base_table(((TaskOp, 1), (LoopOp, 2)), 0)
+"""`Synthesizer._list_blocks`' kind of an op class: 1 a task, 2 a loop (its
+block is listed too), 0 anything else."""
 
 
 @dataclass
@@ -277,7 +282,7 @@ class Synthesizer:
         tasks_of: dict[Block, list[TaskOp]] = {}
         rank: dict[Operation, int] = {}
 
-        kinds: dict[type, int] = {}  # isinstance on xDSL's op classes runs Python code
+        kinds = _LISTED_KINDS
 
         def visit(block: Block) -> None:
             blocks.append(block)
@@ -285,11 +290,7 @@ class Synthesizer:
             tasks_of[block] = mine
             op = block.first_op
             while op is not None:
-                kind = kinds.get(type(op))
-                if kind is None:
-                    kind = kinds[type(op)] = (
-                        1 if isinstance(op, TaskOp) else 2 * isinstance(op, LoopOp)
-                    )
+                kind = kinds[type(op)]
                 if kind == 1:
                     mine.append(op)  # type: ignore[arg-type]
                     rank[op] = len(rank)

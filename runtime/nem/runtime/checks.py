@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import numpy.typing as npt
 
+from nem.dialect.bounded_cache import BoundedCache
 from nem.dialect.elements import ELEM_BITS as BITS
 from nem.dialect.semantics.transfers import moved_bytes
 
@@ -145,7 +146,6 @@ class _Rec:
 
 class RaceDetector:
     MAX_REPORTS = 1000
-    MAX_MASKS = 256
 
     def __init__(self, memory: Memory) -> None:
         self.memory = memory
@@ -157,7 +157,7 @@ class RaceDetector:
         self._seen: set[tuple[int, int]] = set()
         self._n_records = 0
         self._gc_at = 32
-        self._masks: dict[tuple[object, ...], Mask] = {}
+        self._masks: BoundedCache[tuple[object, ...], Mask] = BoundedCache(256)
         """Element masks by region geometry (`elements`)."""
 
     # -- clocks ------------------------------------------------------------
@@ -212,8 +212,6 @@ class RaceDetector:
             at = moved_bytes(r.elem, r.shape, r.strides, r.extent)
             mask[at[(at >= 0) & (at < r.extent)]] = True
         out = None if mask.all() else mask
-        if len(self._masks) >= self.MAX_MASKS:
-            self._masks.clear()
         self._masks[key] = out
         return out
 

@@ -77,8 +77,9 @@ class ScfForToAffine(RewritePattern):
 
 def has_scf_for(module: ModuleOp) -> bool:
     """Whether an op of `module` is an `scf.for` (or a subclass of it, as the
-    rewriter matches): `nem-raise-scf-for` rewrites only when one is: one `issubclass` per op class, not per op (xDSL's op
-    classes are ABCs, whose `isinstance` runs Python code)."""
+    rewriter matches); `nem-raise-scf-for` rewrites only when one is.  One
+    `issubclass` per op class, not per op (xDSL's op classes are ABCs, whose
+    `isinstance` runs Python code)."""
     is_for = subclass_table(scf.ForOp)
     return any(is_for[type(op)] for op in module.walk())
 
