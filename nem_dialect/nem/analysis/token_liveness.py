@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import cast
 
 from xdsl.ir import Block, Operation
 
@@ -15,7 +16,10 @@ from nem.dialect.diagnostics import Diagnostic, SourceLoc
 from nem.dialect.expressions import Evaluator, ExprError
 from nem.dialect.gc_pause import gc_paused
 from nem.dialect.ops import LoopOp, ProgramOp, TaskOp, WaitOp
+from nem.dialect.per_class import subclass_table
 from nem.dialect.semantics.streams import loop_window
+
+_IS_TASK = subclass_table(TaskOp)
 
 
 def max_live_tokens(program: ProgramOp) -> int:
@@ -103,7 +107,10 @@ def block_liveness(block: Block, ev: Evaluator | None = None) -> BlockLiveness:
     nested = [0] * n
     intervals: dict[TaskOp, tuple[int, int]] = {}
     for k, op in enumerate(ops):
-        if isinstance(op, LoopOp):
+        # `type(op) is` and a per-class table: isinstance on xDSL's (ABC) op
+        # classes runs Python code, asked twice of every op of a lowered CNN
+        # (no op class derives from LoopOp)
+        if type(op) is LoopOp:
             body, _ = _block_live(op.block, ev)
             try:
                 lo, hi = ev.static(op.lower), ev.static(op.upper)
@@ -112,8 +119,9 @@ def block_liveness(block: Block, ev: Evaluator | None = None) -> BlockLiveness:
             trip = hi - lo + 1 if lo is not None and hi is not None else None
             copies = 0 if trip is not None and trip <= 0 else loop_window(op.max_in_flight(), trip)
             nested[k] = body * copies
-        if not isinstance(op, TaskOp):
+        if not _IS_TASK[type(op)]:
             continue
+        op = cast(TaskOp, op)
         if op.is_sync:
             last = k
         else:

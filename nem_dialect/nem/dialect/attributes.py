@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from functools import lru_cache
-from typing import ClassVar, Self
+from typing import ClassVar, Self, cast
 
 from xdsl.dialects.builtin import (
     ArrayAttr,
@@ -37,6 +37,7 @@ from xdsl.utils.lexer import Span
 from nem.dialect.bounded_cache import BoundedCache
 from nem.dialect.diagnostics import RuleParseError, RuleVerifyException
 from nem.dialect.elements import ELEM_BITS, ELEM_TYPES, elem_of_xdsl
+from nem.dialect.per_class import PerClass
 
 # ---------------------------------------------------------------------------
 # Element types (SPEC §3; TYPE-01, TYPE-02)
@@ -232,6 +233,10 @@ class PerGroupQuantAttr(ParametrizedAttribute):
 
 
 QuantAttr = PerTensorQuantAttr | PerChannelQuantAttr | PerGroupQuantAttr
+_IS_QUANT = PerClass(lambda cls: issubclass(cls, QuantAttr))
+"""`isinstance(attr, QuantAttr)` by `type(attr)`: on a union of xDSL's (ABC)
+attribute classes isinstance runs Python code for each, and the device and
+static checks ask it of every operand of every compute op (issue 30)."""
 
 
 def fmt_num(v: float | int) -> str:
@@ -522,7 +527,7 @@ class RegionType(ParametrizedAttribute, TypeAttribute):
     @property
     def quant_desc(self) -> QuantAttr | None:
         """The quantization descriptor (`PerTensorQuantAttr`, ...), or None."""
-        return self.quant if isinstance(self.quant, QuantAttr) else None
+        return cast(QuantAttr, self.quant) if _IS_QUANT[type(self.quant)] else None
 
 
 def _dense_values(array: Attribute) -> tuple[int, ...] | None:
