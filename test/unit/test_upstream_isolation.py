@@ -5,6 +5,8 @@ would in-process."""
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 
 import pytest
 
@@ -59,3 +61,31 @@ def test_diagnostics_pass_through():
 def test_a_bug_of_ours_stays_a_bug():
     with pytest.raises(RuntimeError, match="ZeroDivisionError"):
         _run(_bug)
+
+
+def test_an_inherited_faulthandler_stays_out_of_the_report():
+    """Under `python -X faulthandler` (or pytest's) the child's expected abort
+    dumps nothing: no Python frames on the terminal, none in place of
+    upstream's last line."""
+    code = (
+        "import os\n"
+        "from nem.dialect.diagnostics import NemDiagnosticError, SourceLoc\n"
+        "from nem.frontends.upstream_dialects.isolation import run_isolated\n"
+        "def boom():\n"
+        "    os.write(2, b'LLVM ERROR: boom\\n')\n"
+        "    os.abort()\n"
+        "try:\n"
+        "    run_isolated(boom, where=SourceLoc('in.mlir', 1, 1), what='testing', fix='-')\n"
+        "except NemDiagnosticError as e:\n"
+        "    print(e.diagnostics[0].message)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-X", "faulthandler", "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert out.stdout.strip().endswith("while testing: LLVM ERROR: boom (D-LOW-UPSTREAM)"), (
+        out.stdout
+    )
+    assert "Fatal Python error" not in out.stderr

@@ -11,6 +11,7 @@ and needs no re-import: the child inherits the loaded bindings.
 
 from __future__ import annotations
 
+import faulthandler
 import os
 import pickle
 import signal
@@ -37,6 +38,11 @@ def run_isolated(
         if pid == 0:  # the child: never returns
             status = 0
             try:
+                # an abort here is the expected outcome the parent reports: a
+                # faulthandler inherited from the parent (pytest's, or
+                # PYTHONFAULTHANDLER's) would dump Python frames onto the
+                # terminal or over upstream's last message on stderr
+                faulthandler.disable()
                 os.close(read_end)
                 os.dup2(err.fileno(), 2)
                 try:
