@@ -216,3 +216,58 @@ def test_the_plan_counts_the_lowerings_scratch(case):
     for k, peak in lowered.items():
         assert peak <= plan.get(2 + k, 0), (k, peak, plan)
     verify_nem(result.nem, "plan.nem", "npm_pro_x1")
+
+
+def _two_alike(c: int, hw: int) -> onnx.ModelProto:
+    """Two 1x1 convolutions of the same shape in a row (weights differ)."""
+    rng = np.random.default_rng(1)
+    ws = [
+        numpy_helper.from_array(rng.uniform(-0.1, 0.1, (c, c, 1, 1)).astype(np.float32), n)
+        for n in ("w1", "w2")
+    ]
+    nodes = [
+        helper.make_node("Conv", ["x", "w1"], ["h"], name="c1"),
+        helper.make_node("Conv", ["h", "w2"], ["y"], name="c2"),
+    ]
+    g = helper.make_graph(
+        nodes,
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, c, hw, hw])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, c, hw, hw])],
+        ws,
+    )
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+
+
+def test_ops_tiled_alike_take_the_need_measured_first(monkeypatch):
+    """The transform route measures an op tiled like an earlier one (the
+    same isolated function, the same script) once (`transform.Seen`): the
+    second convolution's need and its fill's are the first ones', and the
+    tile stage's text is the one measuring every op gives (the markers are
+    stripped from the ops whose need was known)."""
+    from nem.compile import transform
+
+    calls: list[int] = []
+    real = l1_plan.measure
+
+    def counted(*args, **kwargs):
+        calls.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(l1_plan, "measure", counted)
+    model = _two_alike(64, 32)
+    reused = compile_onnx(model, device="npm_pro_x1")
+    measured_reused = len(calls)
+
+    class Forget(dict):
+        def get(self, key, default=None):
+            return default
+
+    seen = transform.Seen
+    monkeypatch.setattr(transform, "Seen", lambda: seen(needs=Forget()))
+    calls.clear()
+    every = compile_onnx(model, device="npm_pro_x1")
+    assert measured_reused == len(calls) - 2  # the second fill's and convolution's
+    assert reused.stage("tile").text == every.stage("tile").text
+    assert "nem_tile" not in reused.stage("tile").text
+    assert reused.nem == every.nem

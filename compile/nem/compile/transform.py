@@ -60,6 +60,7 @@ from mlir.dialects import arith, linalg, memref
 from mlir.dialects.transform import interpreter
 from mlir.passmanager import PassManager
 
+from nem.compile.l1_plan import Need
 from nem.compile.target import FAST_SPACE
 from nem.frontends.upstream_dialects.upstream_ops import GENERALIZED_KNOWN
 
@@ -360,6 +361,7 @@ def tile_module(
 
     ctx = xdsl_context()
     texts = []
+    seen = Seen()
     reuse: tuple[Planned, int] | None = None
     while True:  # each round replaces the ops it privatizes by pinned ones
         ops = linalg_ops(entry)
@@ -394,7 +396,7 @@ def tile_module(
             continue
         op.attributes[TAG] = ir.IntegerAttr.get(ir.IntegerType.get_signless(64), k)
         where = str(op.location)
-        texts.append(_tile_op(op, k, plan, generalize, device, options))
+        texts.append(_tile_op(op, k, plan, generalize, device, options, seen))
         checkpoint(f"op {k + 1}/{len(ops)}", module, f"{where}, tiled by\n{texts[-1]}")
     # verified once, after both passes (the pass manager's verifier checks
     # the whole module after each pass: 0.3 s each on DenseNet-121)
@@ -405,7 +407,15 @@ def tile_module(
     return "\n".join(texts)
 
 
-def _tile_op(op: ir.Operation, k: int, plan: Plan, generalize: bool, device, options) -> str:
+def _tile_op(
+    op: ir.Operation,
+    k: int,
+    plan: Plan,
+    generalize: bool,
+    device,
+    options,
+    seen: Seen,
+) -> str:
     """Tile op `nem_tile = k` by its plan, in a temporary function of its own
     (`nest_ir.Isolated`), with sizes whose L1 need fits the device
     (D-COMPILE-L1: tiled again with a smaller budget while it does not);
@@ -413,28 +423,44 @@ def _tile_op(op: ir.Operation, k: int, plan: Plan, generalize: bool, device, opt
     (D-COMPILE-TRANSFORM-SCALE): its `structured.match` walks the op, not the
     whole function, and the interpreter tracks this op's handles only, so
     the stage is linear in the number of ops (one script for all of them
-    was quadratic: 1000 ops, 18 s)."""
+    was quadratic: 1000 ops, 18 s).  The op is tagged 0 and the script run
+    is the one of `nem_tile = 0` (the tag is stripped after tiling), so that
+    ops tiled alike share what `seen` keeps of them: DenseNet-121 repeats
+    its layers' shapes."""
     from nem.compile import hoist, l1_plan, nest_ir, tiling
 
     applied: list[str] = []
     operands = len(op.operands)
+    zero = ir.IntegerAttr.get(ir.IntegerType.get_signless(64), 0)
     with nest_ir.Isolated(op) as iso:
         pristine = op.clone(ir.InsertionPoint(op))  # tiled again from this copy
+        pristine.attributes[TAG] = zero
         op.erase()
         base = set(iso.ops())  # the copy and the cloned constants
+        before = str(iso.fn)  # what each attempt starts from
         last: list[ir.Operation] = []  # what the last attempt made
 
         def tile(sizes: list[int]) -> l1_plan.Need:
             for old in reversed(last):  # users before what they use
                 old.erase()
             target = pristine.clone(ir.InsertionPoint(iso.ret))
-            text = script([(k, replace(plan, sizes=sizes), generalize, operands)])
-            apply_transform(target, text)
+            tiled = replace(plan, sizes=sizes)
+            run = script([(0, tiled, generalize, operands)])
+            if run not in seen.scripts:
+                seen.scripts[run] = parse_transform(run, target.context)
+            apply_parsed(target, seen.scripts[run])
             hoist.hoist_copies(iso.fn)  # weight tiles out of the spatial loops
-            applied[:] = [text]
+            applied[:] = [script([(k, tiled, generalize, operands)])]
             last[:] = [o for o in iso.ops() if o not in base]
-            # the markers go as it measures (the tiled ops carry the op's)
-            return l1_plan.measure(last, options.pipeline, strip=(TAG, PIN))
+            # the markers go (the tiled ops carry the op's) as it measures
+            need = seen.needs.get((before, run))
+            if need is not None:
+                l1_plan.strip(last, (TAG, PIN))
+                return need
+            need = seen.needs[before, run] = l1_plan.measure(
+                last, options.pipeline, strip=(TAG, PIN)
+            )
+            return need
 
         budget = tiling.l1_budget(device, options.pipeline)
         assert plan.resize is not None
@@ -447,13 +473,42 @@ def _tile_op(op: ir.Operation, k: int, plan: Plan, generalize: bool, device, opt
     return applied[0]
 
 
-def apply_transform(payload: ir.Module | ir.Operation, text: str) -> None:
-    """Run the transform module `text` on `payload` (a module, or one op that
-    its script matches and transforms), in place."""
-    transform = ir.Module.parse(text, payload.context)
+Parsed = tuple[ir.Module, ir.OpView]
+"""A transform module and its entry `transform.named_sequence`."""
+
+
+@dataclass
+class Seen:
+    """What tiling the ops of one function learns that tiling an op like an
+    earlier one can take again (`_tile_op`): each script parsed, and the L1
+    need measured of each (isolated function before tiling, as printed;
+    script) pair: the transforms and the hoisting are deterministic, so the
+    same text tiled by the same script is the same IR, whose need
+    (`l1_plan.measure`) is the same."""
+
+    scripts: dict[str, Parsed] = field(default_factory=dict)
+    needs: dict[tuple[str, str], Need] = field(default_factory=dict)
+
+
+def parse_transform(text: str, context: ir.Context) -> Parsed:
+    """The transform module `text`, parsed, with its named sequence."""
+    transform = ir.Module.parse(text, context)
     seq = next(
         o for o in transform.body.operations if o.operation.name == "transform.named_sequence"
     )
+    return transform, seq
+
+
+def apply_transform(payload: ir.Module | ir.Operation, text: str) -> None:
+    """Run the transform module `text` on `payload` (a module, or one op that
+    its script matches and transforms), in place."""
+    apply_parsed(payload, parse_transform(text, payload.context))
+
+
+def apply_parsed(payload: ir.Module | ir.Operation, parsed: Parsed) -> None:
+    """`apply_transform` of a parsed transform module (the interpreter only
+    reads it: one parse serves every payload)."""
+    transform, seq = parsed
     root = payload.operation if isinstance(payload, ir.Module) else payload
     # without the interpreter's expensive checks (a verification of the
     # payload and a walk for handle invalidation after each transform op:

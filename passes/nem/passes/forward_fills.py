@@ -30,6 +30,7 @@ from itertools import count
 from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp, StringAttr
 from xdsl.ir import Operation, SSAValue
+from xdsl.irdl import IRDLOperation
 from xdsl.passes import ModulePass
 
 from nem.analysis.happens_before import region_parts, task_operands
@@ -46,7 +47,7 @@ from nem.dialect.ops import (
     TransferOp,
     programs,
 )
-from nem.dialect.per_class import subclass_table
+from nem.dialect.per_class import PerClass
 from nem.dialect.semantics.transfers import fills_range
 
 Span = tuple[int, int]
@@ -138,7 +139,9 @@ def forward_zero_fills(program: ProgramOp) -> int:
     zeros = ZeroBytes()
     names = _fresh_zero_names(program)
     replaced = 0
-    for op in list(program.block.ops):
+    # (listed from an iterator: `list(block.ops)` would count the ops by a
+    # walk of its own first, for its length hint)
+    for op in list(iter(program.block.ops)):
         if isinstance(op, LoopOp):
             zeros = ZeroBytes()
             continue
@@ -186,6 +189,21 @@ _TASK_NAMES = ("token", *_NAMES)
 """A task's, its token's name too (`TaskOp.token_name`)."""
 
 
+def _declared_names(cls: type) -> tuple[str, ...]:
+    """Which of the name-declaring properties ops of class `cls` can hold:
+    those its IRDL definition declares (an op holds no other property: xDSL's
+    verifier rejects it), all of them for a class without one.  Most ops of a
+    lowered program (expression arithmetic) hold none, and are not asked."""
+    keys = _TASK_NAMES if issubclass(cls, TaskOp) else _NAMES
+    if not issubclass(cls, IRDLOperation):
+        return keys
+    declared = cls.get_irdl_definition().properties
+    return tuple(key for key in keys if key in declared)
+
+
+_NAME_KEYS = PerClass(_declared_names)
+
+
 def _fresh_zero_names(program: ProgramOp) -> Iterator[str]:
     """`zero1`, `zero2`, ... skipping every name the program declares
     (buffers, lets, consts, loop variables, tokens: an ONNX initializer
@@ -193,12 +211,12 @@ def _fresh_zero_names(program: ProgramOp) -> Iterator[str]:
     A generator: the program is walked for its names when the first fill
     is made, not at all in a program without one."""
     taken: set[str] = set()
-    tasks = subclass_table(TaskOp)
     for op in walk_ops(program):
-        props = op.properties
-        if not props:
+        keys = _NAME_KEYS[type(op)]
+        if not keys:
             continue
-        for key in _TASK_NAMES if tasks[type(op)] else _NAMES:
+        props = op.properties
+        for key in keys:
             attr = props.get(key)
             if isinstance(attr, StringAttr):
                 taken.add(attr.data)
