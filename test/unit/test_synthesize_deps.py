@@ -244,3 +244,59 @@ def test_live_tokens_are_counted_again_only_after_fit_added_a_wait(monkeypatch):
     synthesize(prog, 2, narrow_windows=True)
     assert counted == [prog]
     assert max_live_tokens(prog) <= 2
+
+
+def _reduce_reference(added: dict[TaskOp, list], rank: dict) -> None:
+    """`Synthesizer.reduce` as it was before its producers memo (issue 30):
+    every visited task's deps read from the IR, per query."""
+
+    def reaches(start, target) -> bool:
+        goal, bound = target.owner, rank[target.owner]
+        stack, seen = [start.owner], set()
+        while stack:
+            t = stack.pop()
+            if t is goal:
+                return True
+            for d in t.deps:
+                if d.owner not in seen and rank[d.owner] >= bound:
+                    seen.add(d.owner)
+                    stack.append(d.owner)
+        return False
+
+    for task, mine in added.items():
+        deps = list(task.deps)
+        keep = [
+            d for d in deps if d not in mine or not any(e is not d and reaches(e, d) for e in deps)
+        ]
+        if len(keep) != len(deps):
+            task.set_deps(keep)
+            added[task] = [d for d in mine if d in keep]
+
+
+@settings(max_examples=60, deadline=None, derandomize=True)
+@given(st.integers(3, 14), st.data())
+def test_reduce_drops_the_implied_deps_as_the_plain_search(n, data):
+    """`reduce` reads each task's producers once per call (issue 30): the
+    deps it keeps on random dep graphs (chains whose links imply later
+    deps, tasks reduced in a random order) are those of the search that
+    reads every task's deps per query."""
+    from nem.passes.synthesize_deps import Synthesizer
+
+    graph = [
+        sorted(data.draw(st.sets(st.integers(0, k - 1), max_size=4))) if k else [] for k in range(n)
+    ]
+    added_at = data.draw(st.permutations(range(n)))
+    kept = []
+    for reference in (False, True):
+        prog = build([Task("load", ((0, k % L1_TILES),), k % DDR_TILES) for k in range(n)])
+        tasks = [o for o in prog.walk() if isinstance(o, TaskOp)]
+        for task, preds in zip(tasks, graph):
+            task.set_deps([tasks[p].results[0] for p in preds])
+        s = Synthesizer(prog, None, narrow_windows=False)
+        s.added = {tasks[k]: list(tasks[k].deps) for k in added_at if graph[k]}
+        if reference:
+            _reduce_reference(s.added, {t: k for k, t in enumerate(tasks)})
+        else:
+            s.reduce()
+        kept.append([[tasks.index(d.owner) for d in t.deps] for t in tasks])
+    assert kept[0] == kept[1]

@@ -36,7 +36,7 @@ from nem.dialect.expressions import (
     ExprError,
     NotAnExpression,
 )
-from nem.dialect.iteration_space import Form, Interval, combine
+from nem.dialect.iteration_space import Form, Interval, combine, forms
 from nem.dialect.ops import LoopOp
 
 CTX = isl.DEFAULT_CONTEXT
@@ -133,8 +133,6 @@ class Boxes:
 
     def add(self, loop: LoopOp) -> None:
         """Record `loop`'s variable (its enclosing loops' first)."""
-        from nem.dialect.iteration_space import forms
-
         try:
             lo, hi = forms(self.ev, [loop.lower, loop.upper], self.box)
         except ExprError:
@@ -147,8 +145,6 @@ class Boxes:
 
     def interval(self, value: SSAValue) -> Interval | None:
         """Bounds of `value` over the box (None: unknown)."""
-        from nem.dialect.iteration_space import forms
-
         try:
             s = self.ev.static(value)
             if s is not None:  # most offsets and extents (`HazardFinder._bounds`): no Form

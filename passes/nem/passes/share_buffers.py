@@ -50,7 +50,7 @@ from nem.dialect.builder import index_constant
 from nem.dialect.device_model import Device
 from nem.dialect.diagnostics import Diagnostic, NemDiagnosticError, SourceLoc
 from nem.dialect.expressions import Evaluator
-from nem.dialect.ops import BufferOp, ProgramOp, RegionOp
+from nem.dialect.ops import BufferOp, ProgramOp, RegionOp, programs
 from nem.dialect.semantics.layout import footprint, layout
 from nem.passes.pass_context import report, shape_memos
 
@@ -219,11 +219,10 @@ class ShareBuffersPass(ModulePass):
         `estimate` computed it earlier (`nem-compile`, before ordering), used
         when the program still packs the same (`buffer_lifetimes.replan`)."""
         from nem.passes.device import target_device
-        from nem.passes.synthesize_deps import programs
 
         diags: list[Diagnostic] = []
         out = []
-        for prog in programs(op):
+        for prog in list(programs(op)):
             device = target_device(ctx, prog, self.device, self.include_dirs)
             levels = self.levels(prog, device)
             found = replan(prog, levels, plans.get(prog) if plans else None)

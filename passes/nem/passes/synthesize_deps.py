@@ -48,13 +48,12 @@ from xdsl.rewriter import InsertPoint, Rewriter
 from nem.analysis.happens_before import StaticTask, Structure
 from nem.analysis.hazard_finder import MAX_TASK_INSTANCES, find_races
 from nem.analysis.hazard_report import Race
-from nem.analysis.ir_walk import walk_ops
 from nem.analysis.race_memos import RaceCache, ShapeMemos
 from nem.analysis.token_liveness import block_liveness, live_token_peak
 from nem.dialect.attributes import MaxInFlightAttr
 from nem.dialect.diagnostics import Diagnostic, NemDiagnosticError, SourceLoc
 from nem.dialect.expressions import Evaluator, ExprError
-from nem.dialect.ops import BufferOp, LoopOp, ProgramOp, RegionOp, TaskOp, WaitOp
+from nem.dialect.ops import BufferOp, LoopOp, ProgramOp, RegionOp, TaskOp, WaitOp, programs
 from nem.dialect.per_class import first_base_table
 from nem.passes.pass_context import report, shape_memos
 
@@ -202,15 +201,21 @@ class Synthesizer:
             self._list_blocks()
         pos = self.rank
         assert pos is not None
+        # each task's producers, read once per call (`_reaches` visits a task
+        # once per query; its deps come through the segment accessor) and
+        # replaced where this call sets a task's deps: always current
+        producers: dict[Operation, list[TaskOp]] = {}
         for task, mine in self.added.items():
             deps = list(task.deps)
             keep = [
                 d
                 for d in deps
-                if d not in mine or not any(e is not d and _reaches(e, d, pos) for e in deps)
+                if d not in mine
+                or not any(e is not d and _reaches(e, d, pos, producers) for e in deps)
             ]
             if len(keep) != len(deps):
                 task.set_deps(keep)
+                producers[task] = _producers(keep)
                 self.added[task] = [d for d in mine if d in keep]
 
     def prune(self) -> None:
@@ -423,10 +428,21 @@ def _covered_before(s: Structure, producer: StaticTask, task: Operation) -> bool
     return False
 
 
-def _reaches(start: SSAValue, target: SSAValue, pos: dict[Operation, int]) -> bool:
+def _producers(deps: Iterable[SSAValue]) -> list[TaskOp]:
+    """The tasks whose tokens `deps` are."""
+    return [d.owner for d in deps if isinstance(d.owner, TaskOp)]
+
+
+def _reaches(
+    start: SSAValue,
+    target: SSAValue,
+    pos: dict[Operation, int],
+    producers: dict[Operation, list[TaskOp]],
+) -> bool:
     """Whether the task of token `target` is among the tasks the task of
     `start` depends on, transitively (deps point to earlier statements, so
-    the search stops before `target`'s position)."""
+    the search stops before `target`'s position).  `producers`: each task's
+    `_producers` of its deps as known so far (filled here)."""
     goal = target.owner
     first = start.owner
     if not isinstance(goal, TaskOp) or not isinstance(first, TaskOp):
@@ -437,9 +453,11 @@ def _reaches(start: SSAValue, target: SSAValue, pos: dict[Operation, int]) -> bo
         t = stack.pop()
         if t is goal:
             return True
-        for d in t.deps:
-            owner = d.owner
-            if isinstance(owner, TaskOp) and owner not in seen and pos.get(owner, -1) >= bound:
+        before = producers.get(t)
+        if before is None:
+            before = producers[t] = _producers(t.deps)
+        for owner in before:
+            if owner not in seen and pos.get(owner, -1) >= bound:
                 seen.add(owner)
                 stack.append(owner)
     return False
@@ -487,10 +505,6 @@ def synthesize(
     return s.remarks
 
 
-def programs(module: ModuleOp) -> Iterable[ProgramOp]:
-    return [p for p in walk_ops(module) if isinstance(p, ProgramOp)]
-
-
 @dataclass(frozen=True)
 class SynthesizeDepsPass(ModulePass):
     """Add the deps and waits a program needs: race-free, no leaked token, within the live-token limit.
@@ -515,7 +529,9 @@ class SynthesizeDepsPass(ModulePass):
         from nem.passes.device import target_device
 
         diags: list[Diagnostic] = []
-        for prog in programs(op):
+        # programs do not nest: the module's ops are read, not every op of
+        # their bodies (a lowered CNN's hundreds of thousands)
+        for prog in list(programs(op)):
             limit = self.max_tokens
             if limit is None:
                 device = target_device(ctx, prog, self.device, self.include_dirs)
