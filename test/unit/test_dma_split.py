@@ -104,18 +104,43 @@ def test_a_copy_made_once_stays_whole():
 
 
 @pytest.mark.slow  # two compiles and three runs of a small conv
-def test_split_copies_are_bit_identical_and_faster(monkeypatch):
+def test_split_copies_are_bit_identical_and_faster():
     """A 3x3 conv (16x16, 64 to 64 channels, one engine, tiles of 4x8 pixels
     and 16 output channels: a 36 KiB weight slice per tile): compiled with
     its large copies split over the 4 DMAs and without, the outputs are the
     same bits, race-free under random schedules, in fewer timed cycles."""
     model = conv3x3_model(16, 64, 64)
     opts = {"device": "npm_pro_x1", "engines": 1, "tile_sizes": (1, 4, 8, 16)}
-    new = compile_onnx(model, **opts)
-    monkeypatch.setattr(dma_split, "ENABLED", False)
+    new = compile_onnx(model, split_units=True, **opts)
     old = compile_onnx(model, **opts)
     assert new.nem.count("transfer.async") > old.nem.count("transfer.async")
     assert np.array_equal(
         only_output(new, model, 2).view(np.uint32), only_output(old, model, 0).view(np.uint32)
     )
     assert timed_cycles(new.nem) < 0.9 * timed_cycles(old.nem)
+
+
+def test_the_splits_are_opt_in(tmp_path, monkeypatch):
+    """`nem-compile` splits only with `--split-units` (D-COMPILE-SPLIT-OPT):
+    the option reaches `CompileOptions.split_units`, off by default."""
+    import onnx
+
+    import nem.compile
+    from nem.cli import nem_compile
+
+    class Stop(Exception):
+        pass
+
+    seen = []
+
+    def compile_onnx(src, options, **kw):
+        seen.append(options.split_units)
+        raise Stop
+
+    monkeypatch.setattr(nem.compile, "compile_onnx", compile_onnx)
+    path = tmp_path / "m.onnx"
+    onnx.save(conv3x3_model(4, 2, 2), str(path))
+    for flags in ([], ["--split-units"]):
+        with pytest.raises(Stop):
+            nem_compile.run([str(path), *flags, "-o", str(tmp_path / "m.nem")])
+    assert seen == [False, True]

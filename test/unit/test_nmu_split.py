@@ -80,15 +80,14 @@ def test_small_convolutions_and_one_nmu_stay_whole():
 
 
 @pytest.mark.slow  # two compiles and three runs of a small conv
-def test_bands_are_bit_identical_and_run_at_once(monkeypatch):
+def test_bands_are_bit_identical_and_run_at_once():
     """A 3x3 conv (16x16, 64 to 64 channels, one engine, tiles of 4x8 pixels
     and 16 output channels: bands of 2 rows of the same shape, each with a
     scratch of its own): the same bits as one convolution per tile,
     race-free, in fewer timed cycles."""
     model = conv3x3_model(16, 64, 64)
     opts = {"device": "npm_pro_x1", "engines": 1, "tile_sizes": (1, 4, 8, 16)}
-    new = compile_onnx(model, **opts)
-    monkeypatch.setattr(nmu_split, "ENABLED", False)
+    new = compile_onnx(model, split_units=True, **opts)
     old = compile_onnx(model, **opts)
     assert new.nem.count("conv2d.async") == 2 * old.nem.count("conv2d.async")
     assert np.array_equal(

@@ -33,8 +33,6 @@ from mlir.dialects import memref
 
 from nem.compile.target import FAST_SPACE
 
-ENABLED = True
-"""Off: one copy per staged operand (for before/after measurements)."""
 MIN_BYTES = 16384
 """Copies in a tile loop spanning fewer bytes than this stay whole."""
 MIN_BYTES_ONCE = 1 << 62
@@ -111,7 +109,7 @@ def _splittable(op: ir.Operation, dmas: int) -> tuple[int, list[tuple[int, int]]
 def split_copies(fn: ir.Operation, dmas: int) -> int:
     """Split every large L1 staging copy of `fn` into up to `dmas` copies of
     slices (the module doc); returns how many copies were split."""
-    if not ENABLED or dmas < 2:
+    if dmas < 2:
         return 0
     todo: list[tuple[ir.Operation, tuple[int, list[tuple[int, int]]]]] = []
 

@@ -32,8 +32,6 @@ from mlir.dialects import memref
 from nem.compile.dma_split import in_loop
 from nem.compile.target import FAST_SPACE
 
-ENABLED = True
-"""Off: one convolution per tile (for before/after measurements)."""
 MIN_MACS = 1 << 18
 """Convolutions with fewer multiply-accumulates stay whole (a task's fixed
 latency and the extra add would outweigh the halved compute)."""
@@ -81,7 +79,7 @@ def _bands(op: ir.Operation, nmus: int) -> list[tuple[int, int]] | None:
 def split_convs(fn: ir.Operation, nmus: int) -> int:
     """Split every large L1 convolution of `fn` into up to `nmus` bands of
     output rows (the module doc); returns how many were split."""
-    if not ENABLED or nmus < 2:
+    if nmus < 2:
         return 0
     todo: list[tuple[ir.Operation, list[tuple[int, int]]]] = []
 

@@ -403,11 +403,13 @@ def tile_module(
     tidy.enable_verifier(False)
     tidy.run(module.operation)
     module.operation.verify()
-    # large staging copies over the engine's DMAs (D-COMPILE-DMA-SPLIT; static shapes now)
-    # and each tile's convolution over its NMUs (D-COMPILE-NMU-SPLIT)
-    split = dma_split.split_copies(entry, device.units("DMA"))
-    split += nmu_split.split_convs(entry, device.units("NMU"))
-    if split:
+    # opt-in (D-COMPILE-SPLIT-OPT): large staging copies over the engine's DMAs
+    # (D-COMPILE-DMA-SPLIT; static shapes now) and each tile's convolution over
+    # its NMUs (D-COMPILE-NMU-SPLIT)
+    if options.split_units and (
+        dma_split.split_copies(entry, device.units("DMA"))
+        + nmu_split.split_convs(entry, device.units("NMU"))
+    ):
         tidy.run(module.operation)
         module.operation.verify()
     return "\n".join(texts)
