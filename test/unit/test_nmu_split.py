@@ -4,6 +4,8 @@ output element, so bit-identical outputs, and the bands run at once."""
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -90,6 +92,10 @@ def test_bands_are_bit_identical_and_run_at_once():
     new = compile_onnx(model, split_units=True, **opts)
     old = compile_onnx(model, **opts)
     assert new.nem.count("conv2d.async") == 2 * old.nem.count("conv2d.async")
+    # each band accumulates through a scratch of its own (else the second
+    # waits for the first's add, and the bands run in turn)
+    scratch = re.findall(r"conv2d\.async .* out region\((\w+),", new.nem)
+    assert len(scratch) == 2 and len(set(scratch)) == 2
     assert np.array_equal(
         only_output(new, model, 2).view(np.uint32), only_output(old, model, 0).view(np.uint32)
     )
