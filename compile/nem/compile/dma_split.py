@@ -23,7 +23,9 @@ so the slices of one copy do not conflict with one another (the hazard
 analysis orders nothing between them) and the timed model puts them on
 different DMAs.  Each slice is at least `MIN_PIECE` bytes (a transfer's
 fixed latency stays small beside its bytes).  Runs after the hoist
-(D-COMPILE-HOIST), whose pattern is one copy per buffer.
+(D-COMPILE-HOIST), whose pattern is one copy per buffer, and only with
+`--split-units` (D-COMPILE-SPLIT-OPT): each slice is one more task for the
+lowering's analyses, ResNet-50's compile +61% with the NMU split.
 """
 
 from __future__ import annotations

@@ -21,7 +21,8 @@ Each output element is the same sum over the same window and channels as
 before, so the results are bit-identical; a band of whole rows of a batch
 of one is contiguous in L1, so the parts write disjoint bytes and run at
 once.  `nem_part` gives each part a scratch buffer of its own in the
-lowering (D-LOW-ACCUM), so that equal bands do not share one.
+lowering (D-LOW-ACCUM), so that equal bands do not share one.  Runs only
+with `--split-units` (D-COMPILE-SPLIT-OPT), after the DMA split.
 """
 
 from __future__ import annotations
