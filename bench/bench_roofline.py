@@ -12,7 +12,9 @@ work / (units x throughput), D-RT-ROOFLINE), their ratio, the unit kind of
 the bound and the one that binds the run, and the `--groups` groups of
 tasks with the most cycles above their own bound; with `--tune`, the model
 compiled again with `nem-compile --tune` (that budget, D-COMPILE-TUNE): its
-cycles, ratio, compile CPU time and ops retiled of ops searched.  Models: the project's
+cycles, ratio, compile CPU time and ops retiled of ops searched; with
+`--split-units`, compiled again with `nem-compile --split-units`
+(D-COMPILE-SPLIT-OPT): its tasks, cycles, ratio and compile CPU time.  Models: the project's
 samples (`nem.frontends.onnx.samples`) in each `--dtypes`, then the light
 CNNs named by `--cnns` (`onnx/backend/test/data/light/light_<name>.onnx`;
 none by default: ResNet-50 takes minutes of CPU).  Cycles depend on the
@@ -55,9 +57,12 @@ def timed_run(nem: str, label: str, device: str):
     return res, s.roofline()
 
 
-def measure(label: str, model, device: str, groups: int, tune: float | None = None) -> dict:
+def measure(
+    label: str, model, device: str, groups: int, tune: float | None = None, split: bool = False
+) -> dict:
     """Compile `model` (an onnx.ModelProto or a path), run it timed, return its
-    row; with `tune` (a budget in seconds), compiled again with `--tune` too."""
+    row; with `tune` (a budget in seconds), compiled again with `--tune` too;
+    with `split`, again with `--split-units`."""
     t0 = cpu()
     try:
         result = compile_onnx(model, device=device)
@@ -86,6 +91,17 @@ def measure(label: str, model, device: str, groups: int, tune: float | None = No
             for g in worst
         ],
     }
+    if split:
+        t2 = cpu()
+        units = compile_onnx(model, device=device, split_units=True)
+        t3 = cpu()
+        sres, srep = timed_run(units.nem, label, device)
+        row["split"] = {
+            "tasks": sres.tasks_run,
+            "cycles": srep.total.cycles,
+            "ratio": srep.total.ratio,
+            "compile_s": round(t3 - t2, 1),
+        }
     if tune is not None:
         from nem.cli.roofline_cli import timed_cycles
         from nem.compile import CompileOptions
@@ -119,6 +135,9 @@ def show(row: dict) -> None:
         f"{row['run_s']:>7}",
         end="",
     )
+    if "split" in row:
+        s = row["split"]
+        print(f"{s['tasks']:>8}{s['cycles']:>12}{s['ratio']:>8.2f}{s['compile_s']:>8}", end="")
     if "tune" in row:
         t = row["tune"]
         print(
@@ -156,11 +175,18 @@ def main() -> None:
         help="also compile with --tune (this budget per model): tuned cycles, "
         "ratio, compile CPU s, ops retiled/searched (D-COMPILE-TUNE)",
     )
+    p.add_argument(
+        "--split-units",
+        action="store_true",
+        help="also compile with --split-units: its tasks, cycles, ratio, compile CPU s "
+        "(D-COMPILE-SPLIT-OPT)",
+    )
     args = p.parse_args()
     print(f"device {args.device}; cycles and bound per D-RT-COST / D-RT-ROOFLINE")
     print(
         f"{'model':<22}{'tasks':>8}{'cycles':>12}{'bound':>12}{'ratio':>8}  "
         f"{'roof':<6}{'binds':<9}{'comp s':>7}{'run s':>7}"
+        + (f"{'tasks':>8}{'split':>12}{'ratio':>8}{'comp s':>8}" if args.split_units else "")
         + (f"{'tuned':>12}{'ratio':>8}{'comp s':>8}  retiled" if args.tune else "")
     )
     rows = []
@@ -174,7 +200,7 @@ def main() -> None:
 
         todo += [(name, str(light_cnns.path(name))) for name in args.cnns.split(",")]
     for label, model in todo:
-        rows.append(measure(label, model, args.device, args.groups, args.tune))
+        rows.append(measure(label, model, args.device, args.groups, args.tune, args.split_units))
         show(rows[-1])
     if args.json:
         with open(args.json, "w", encoding="utf-8") as f:

@@ -77,3 +77,40 @@ func.func @mm(%a: tensor<16x32xf32>, %b: tensor<32x8xf32>) -> tensor<16x8xf32> {
 }
 """
 """A 16x32 by 32x8 matmul on tensors (MLIR input to nem-compile)."""
+
+
+def conv3x3_model(hw: int, c: int, f: int):
+    """A 3x3 convolution with bias, `c` to `f` channels over `hw` x `hw` pixels
+    (padding 1), seeded random weights (test_dma_split, test_nmu_split)."""
+    import numpy as np
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(0)
+    w = numpy_helper.from_array(rng.uniform(-1, 1, (f, c, 3, 3)).astype(np.float32), "w")
+    b = numpy_helper.from_array(rng.uniform(-1, 1, (f,)).astype(np.float32), "b")
+    node = helper.make_node("Conv", ["x", "w", "b"], ["y"], name="conv", pads=[1] * 4)
+    g = helper.make_graph(
+        [node],
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, c, hw, hw])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, f, hw, hw])],
+        [w, b],
+    )
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+
+
+def only_output(result, model, schedules: int):
+    """The one output of a compile's program run as `run_compiled` runs it."""
+    it, _ = run_compiled(result, model, DEVICE, schedules)
+    ((name, shape, dtype),) = result.interface.outputs
+    return it.read_tensor(name, shape, dtype)
+
+
+def timed_cycles(text: str, device: str = DEVICE) -> int:
+    """The timed cycles of a program (D-RT-COST)."""
+    it = NemInterpreter(device=device, trace=False)
+    it.set_mode("timed")
+    it.load_string(text, file="m.nem")
+    s = it.start()
+    s.run_to_end()
+    return s.roofline().total.cycles

@@ -91,6 +91,12 @@ def _parser() -> argparse.ArgumentParser:
         help="engines to spread tiles over (default: all of the device's)",
     )
     p.add_argument(
+        "--split-units",
+        action="store_true",
+        help="transform route: split tile loops' large copies over the engine's DMAs and "
+        "their convolutions over its NMUs (fewer cycles, longer compile; D-COMPILE-SPLIT-OPT)",
+    )
+    p.add_argument(
         "--route",
         choices=ROUTES,
         default="transform",
@@ -449,6 +455,7 @@ def _run(args: argparse.Namespace) -> int:
         max_model_bytes=args.max_model_bytes,
         origins=out.endswith(".nemb"),
         located_temps=args.save_temps,
+        split_units=args.split_units,
     )
     if args.tune and (ext != ".onnx" or args.bisect):
         return _usage("--tune takes a .onnx model (and no --bisect)")

@@ -89,6 +89,11 @@ class CompileOptions:
     op_tile_sizes: tuple[tuple[str, tuple[int, ...]], ...] = ()
     """Tile sizes of single ops, by `tune.op_key` (what `--tune` found);
     other ops are sized as usual (D-COMPILE-TUNE)."""
+    split_units: bool = False
+    """Transform route: split tile loops' large copies over the engine's DMAs
+    and their convolutions over its NMUs (`--split-units`, D-COMPILE-SPLIT-OPT):
+    fewer timed cycles, but every piece is a task more for the lowering's
+    analyses (ResNet-50's compile +60%), so it is opt-in."""
 
 
 @dataclass

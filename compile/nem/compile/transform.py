@@ -355,6 +355,7 @@ def tile_module(
     """Tile `entry`'s linalg ops in place, spread over `engines`; returns the
     transform scripts run (the split script of each round of
     privatization, then the tiling one)."""
+    from nem.compile import dma_split, nmu_split
     from nem.compile.checkpoints import checkpoint
     from nem.compile.lower import xdsl_context
     from nem.compile.nest_ir import run_on_nest
@@ -404,6 +405,15 @@ def tile_module(
     tidy.enable_verifier(False)
     tidy.run(module.operation)
     module.operation.verify()
+    # opt-in (D-COMPILE-SPLIT-OPT): large staging copies over the engine's DMAs
+    # (D-COMPILE-DMA-SPLIT; static shapes now) and each tile's convolution over
+    # its NMUs (D-COMPILE-NMU-SPLIT)
+    if options.split_units and (
+        dma_split.split_copies(entry, device.units("DMA"))
+        + nmu_split.split_convs(entry, device.units("NMU"))
+    ):
+        tidy.run(module.operation)
+        module.operation.verify()
     return "\n".join(texts)
 
 

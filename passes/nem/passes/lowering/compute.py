@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
-from xdsl.dialects.builtin import IntegerType, MemRefType
+from xdsl.dialects.builtin import IntegerAttr, IntegerType, MemRefType
 from xdsl.dialects.linalg.ops import GenericOp  # (not the deprecated lazy attribute)
 from xdsl.ir import Attribute, Operation, SSAValue
 
@@ -660,7 +660,11 @@ def _lower_conv(
         return
     with b.located(op.location):
         shape = region_shape(y_reg)
-        tv = scratch(ctx, yv, shape, op)
+        # a band of a tile's convolution (D-COMPILE-NMU-SPLIT): a scratch of its
+        # own, so that the bands run at once
+        part = op.attributes.get("nem_part")
+        ident = 1000 + part.value.data if isinstance(part, IntegerAttr) else 0
+        tv = scratch(ctx, yv, shape, op, ident=ident)
         t_reg = region(ctx, b, tv, tv.base, shape, tv.strides, op, "NHWC")
         conv = b.compute("conv2d", [x_reg, w_reg], [t_reg], attrs=attrs)
         add = b.compute("add", [y_reg, t_reg], [y_reg])

@@ -1,0 +1,114 @@
+"""A tile's convolution spread over its engine's NMUs (decision D-COMPILE-NMU-SPLIT).
+
+After tiling, each tile is one `linalg.conv_2d_nhwc_hwcf` on L1 buffers,
+which the lowering makes one `conv2d` task (and an `add` into the output
+tile, D-LOW-ACCUM): one of npm_pro_x1's two NMUs per engine computes it
+while the other idles, since the next tile's convolution waits for this
+tile's copies.  Here a tile's convolution of at least `MIN_MACS` becomes one
+convolution per NMU, each over a band of its output rows:
+
+    linalg.conv_2d_nhwc_hwcf ins(%x, %w : memref<1x9x16x128xf32, 2>, ...)
+                             outs(%y : memref<1x7x14x32xf32, 2>)
+  ==>
+    %x0 = memref.subview %x[0, 0, 0, 0] [1, 6, 16, 128] [1, 1, 1, 1]
+    %y0 = memref.subview %y[0, 0, 0, 0] [1, 4, 14, 32] [1, 1, 1, 1]
+    linalg.conv_2d_nhwc_hwcf {nem_part = 0} ins(%x0, %w) outs(%y0)
+    %x1 = memref.subview %x[0, 4, 0, 0] [1, 5, 16, 128] [1, 1, 1, 1]
+    %y1 = memref.subview %y[0, 4, 0, 0] [1, 3, 14, 32] [1, 1, 1, 1]
+    linalg.conv_2d_nhwc_hwcf {nem_part = 1} ins(%x1, %w) outs(%y1)
+
+Each output element is the same sum over the same window and channels as
+before, so the results are bit-identical; a band of whole rows of a batch
+of one is contiguous in L1, so the parts write disjoint bytes and run at
+once.  `nem_part` gives each part a scratch buffer of its own in the
+lowering (D-LOW-ACCUM), so that equal bands do not share one.  Runs only
+with `--split-units` (D-COMPILE-SPLIT-OPT), after the DMA split.
+"""
+
+from __future__ import annotations
+
+from mlir import ir
+from mlir.dialects import memref
+
+from nem.compile.dma_split import in_loop
+from nem.compile.target import FAST_SPACE
+
+MIN_MACS = 1 << 18
+"""Convolutions with fewer multiply-accumulates stay whole (a task's fixed
+latency and the extra add would outweigh the halved compute)."""
+PART = "nem_part"
+CONV = "linalg.conv_2d_nhwc_hwcf"
+
+
+def _fast(t: ir.Type) -> bool:
+    if not isinstance(t, ir.MemRefType) or not t.has_static_shape:
+        return False
+    s = t.memory_space
+    return s is not None and ir.IntegerAttr(s).value >= FAST_SPACE
+
+
+def _pair(op: ir.Operation, name: str) -> tuple[int, int]:
+    if name not in op.attributes:
+        return 1, 1
+    vals = list(ir.DenseIntElementsAttr(op.attributes[name]))
+    return int(vals[0]), int(vals[1])
+
+
+def _bands(op: ir.Operation, nmus: int) -> list[tuple[int, int]] | None:
+    """The (first row, rows) of each part's output band, or None (kept whole)."""
+    if op.name != CONV or len(op.operands) != 3 or PART in op.attributes or not in_loop(op):
+        return None
+    x, w, y = (v.type for v in op.operands)
+    if not (_fast(x) and _fast(w) and _fast(y)):
+        return None
+    n, oh, ow, f = y.shape
+    kh, kw, c, _ = w.shape
+    if n != 1 or oh < 2 or n * oh * ow * f * kh * kw * c < MIN_MACS:
+        return None
+    k = min(nmus, oh)
+    if k < 2:
+        return None
+    q, r = divmod(oh, k)
+    bands, at = [], 0
+    for i in range(k):
+        m = q + (1 if i < r else 0)
+        bands.append((at, m))
+        at += m
+    return bands
+
+
+def split_convs(fn: ir.Operation, nmus: int) -> int:
+    """Split every large L1 convolution of `fn` into up to `nmus` bands of
+    output rows (the module doc); returns how many were split."""
+    if nmus < 2:
+        return 0
+    todo: list[tuple[ir.Operation, list[tuple[int, int]]]] = []
+
+    def visit(op: ir.Operation) -> ir.WalkResult:
+        bands = _bands(op, nmus)
+        if bands is not None:
+            todo.append((op, bands))
+        return ir.WalkResult.ADVANCE
+
+    fn.walk(visit)
+    i64 = ir.IntegerType.get_signless(64)
+    for op, bands in todo:
+        x, w, y = op.operands
+        xs, ys = list(x.type.shape), list(y.type.shape)
+        kh = w.type.shape[0]
+        sh, _ = _pair(op, "strides")
+        dh, _ = _pair(op, "dilations")
+        with op.location:
+            for j, (r0, m) in enumerate(bands):
+                ip = ir.InsertionPoint(op)
+                rows = (m - 1) * sh + (kh - 1) * dh + 1
+                xv = memref.subview(
+                    x, [0, r0 * sh, 0, 0], [xs[0], rows, xs[2], xs[3]], [1, 1, 1, 1], ip=ip
+                )
+                yv = memref.subview(y, [0, r0, 0, 0], [ys[0], m, ys[2], ys[3]], [1, 1, 1, 1], ip=ip)
+                new = op.clone(ip)
+                new.operands[0] = xv
+                new.operands[2] = yv
+                new.attributes[PART] = ir.IntegerAttr.get(i64, j)
+        op.erase()
+    return len(todo)
