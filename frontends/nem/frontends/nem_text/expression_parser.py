@@ -1,29 +1,27 @@
-"""The lower layer of the `.nem` program parser: names, values, integer
-expressions, decorators, and building IR (SPEC §12).
+"""The lowest layer of the `.nem` program parser: names, integer
+expressions, and building IR (SPEC §12).
 
 `ExpressionParser` holds what every statement needs -- the scope of names,
 the current block, literal and type caches, the D-LIMITS counters -- and
-parses the pieces statements are made of: integer expressions (GRAM-16,
-D-EXPR-PREC), attribute values (D-LEX-1), decorators (GRAM-17, DECO-*).
-`nem.frontends.nem_text.parser.ProgramParser` builds the statements on it,
-as xDSL's `Parser` builds on its `AttrParser`/`BaseParser`.
+parses integer expressions (GRAM-16, D-EXPR-PREC), the piece statements are
+made of.  The layers above it, each a subclass, as xDSL's `Parser` builds on
+its `AttrParser`/`BaseParser`: `attribute_parser.AttributeParser` (attribute
+values, D-LEX-1; decorators, GRAM-17, DECO-*), `quant_parser.QuantParser`
+(GRAM-10), `region_parser.RegionParser` (memory levels, regions, operands)
+and `parser.ProgramParser` (statements, the document).
 """
 
 from __future__ import annotations
 
-import math
-import operator
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from operator import itemgetter
-from typing import NamedTuple, TypeVar, cast
+from typing import NamedTuple, TypeVar
 
 from xdsl.dialects import arith
 from xdsl.dialects.builtin import (
-    ArrayAttr,
     FileLineColLoc,
-    FloatAttr,
     IntAttr,
     IntegerAttr,
     StringAttr,
@@ -32,14 +30,11 @@ from xdsl.ir import Attribute, Block, Operation, SSAValue
 
 from nem.dialect.attributes import (
     ELEM_BY_NAME,
-    ArgRefAttr,
     BufferType,
-    DecoratorAttr,
     MemLevelAttr,
     RegionType,
     region_type,
 )
-from nem.dialect.decorators import DECORATORS
 from nem.dialect.diagnostics import NemDiagnosticError, SourceLoc, register_source
 from nem.dialect.expressions import (
     BINOPS,
@@ -52,24 +47,12 @@ from nem.dialect.expressions import (
 from nem.dialect.limits import MAX_EXPR_DEPTH, MAX_EXPR_OPERATORS, MAX_NESTING_DEPTH
 from nem.dialect.op_build import create_op, file_loc
 from nem.dialect.ops import INDEX
-from nem.dialect.semantics.units import UNIT_TYPES
 from nem.frontends.nem_text.cursor import TokenCursor, describe
-from nem.frontends.nem_text.lexer import FLOAT, ID, INT, PUNCT, STRING, Token, tokenize, unquote
+from nem.frontends.nem_text.lexer import FLOAT, ID, INT, PUNCT, STRING, Token, tokenize
 
 _OpT = TypeVar("_OpT", bound=Operation)
 _INDEX_RESULT = (INDEX,)
 _first = itemgetter(0)  # an op's first result (tuple indexing, in C)
-
-
-_FLOAT_OPS: dict[str, Callable[[float, float], float]] = {
-    "+": operator.add,
-    "-": operator.sub,
-    "*": operator.mul,
-    "/": operator.truediv,
-    "mod": operator.mod,
-}
-"""How a FLOAT expression combines two literals (only the operator applied:
-`1.0 + 0` must not divide by zero)."""
 
 
 class Name(NamedTuple):
@@ -131,7 +114,7 @@ class ParsedValue:
 
 
 class ExpressionParser(TokenCursor):
-    """Names, values, expressions and decorators of a `.nem` program."""
+    """Names, integer expressions and IR building of a `.nem` program."""
 
     def __init__(self, text: str, file: str, at: tuple[int, int] = (0, 0)):
         register_source(file, text, at)
@@ -162,10 +145,6 @@ class ExpressionParser(TokenCursor):
         self._int_values: list[SSAValue] = []
         self._int_facts: dict[int, tuple[int | None, object, int]] = {}
         self._key_table = ExprKeys()
-        # decorator attributes are immutable values: one per distinct
-        # decorator written (`@resource(DMA[0])` on thousands of tasks);
-        # an xDSL attribute's verified construction costs 10 to 20 µs
-        self._decos: dict[tuple[object, ...], DecoratorAttr] = {}
 
     @contextmanager
     def _nested(self, tok: Token, what: str) -> Iterator[None]:
@@ -244,149 +223,6 @@ class ExpressionParser(TokenCursor):
             )
         assert n.value is not None  # tokens are declared with their value
         return n.value
-
-    # ------------------------------------------------------------------
-    # Values and attributes
-    # ------------------------------------------------------------------
-    def _numeric_value(self) -> ParsedValue:
-        """An expr that may contain FLOATs: integer-only ones become SSA values;
-        ones with a FLOAT are folded now (FLOATs are literal data, LEX-03)."""
-        start = self.pos
-        t = self.tok
-        if self._expr_has_float():
-            self.seek(start)
-            value = float(self._float_expr())
-            if not math.isfinite(value):
-                # a binary64 overflow (`1.0e400`, `1.0e300 * 1.0e300`): the
-                # value cannot be written back as a NEM literal (D-LIMITS)
-                raise self.error(
-                    "the float value overflows a 64-bit float (magnitude above 1.8e308)",
-                    "LEX-02",
-                    "write a value of magnitude below 1.8e308",
-                    t,
-                )
-            return ParsedValue("float", value, t)
-        self.seek(start)
-        return ParsedValue("int", self._expr(), t)
-
-    def _expr_has_float(self) -> bool:
-        depth = 0
-        while True:
-            t = self.tok
-            if t.kind == FLOAT:
-                return True
-            if t.text == "(":
-                depth += 1
-            elif t.text == ")":
-                if depth == 0:
-                    return False
-                depth -= 1
-            elif not (t.kind in (INT, ID) or t.text in ("+", "-", "*", "/", "mod")):
-                return False
-            self.advance()
-
-    def _float_expr(self) -> float:
-        def primary() -> float:
-            t = self.advance()
-            if t.kind in (FLOAT, INT):
-                return float(t.text)
-            if t.text == "(":
-                with self._nested(t, "parentheses"):
-                    v = expr(0)
-                self.expect(")", "GRAM-16")
-                return v
-            raise self.error(
-                "only literals may be combined with a FLOAT",
-                "LEX-03",
-                "write the float value as a literal",
-                t,
-            )
-
-        def expr(min_prec: int) -> float:
-            lhs = primary()
-            while (
-                self.tok.text in PRECEDENCE
-                and self.tok.kind != STRING
-                and PRECEDENCE[self.tok.text] > min_prec
-            ):
-                op_tok = self.advance()
-                op = op_tok.text
-                rhs = expr(PRECEDENCE[op])
-                if op in ("/", "mod") and rhs == 0:
-                    raise self.error(
-                        "division by zero",
-                        "CONST-05",
-                        f"give '{op}' a non-zero right operand",
-                        op_tok,
-                    )
-                lhs = _FLOAT_OPS[op](lhs, rhs)
-            return lhs
-
-        return expr(0)
-
-    def _value_attr(
-        self,
-        val: ParsedValue,
-        args: list[SSAValue],
-        type_: str | None = None,
-        key: str | None = None,
-    ) -> Attribute:
-        """Give a parsed value its IR form; `type_` is the registry type."""
-        if type_ == "elem" and val.kind != "id":
-            # accum_type is the accumulation type of reducing ops (TYPE-06)
-            rule = "TYPE-06" if key == "accum_type" else "TASK-13"
-            raise self.error(
-                f"'{key}' takes an element type", rule, "write e.g. accum_type=i32", val.tok
-            )
-        if val.kind == "id":
-            if type_ == "elem" or (type_ is None and val.data in ELEM_BY_NAME):
-                if val.data not in ELEM_BY_NAME:
-                    raise self.error(
-                        f"unknown element type '{val.data}'",
-                        "TYPE-01",
-                        "use one of " + ", ".join(ELEM_BY_NAME),
-                        val.tok,
-                    )
-                return ELEM_BY_NAME[val.data]
-            raise self.error(
-                f"'{val.data}' is not declared",
-                "NAME-01",
-                "attribute values are numbers, strings, lists, element types, or "
-                "names of consts/lets/loop variables",
-                val.tok,
-            )
-        if val.kind == "float":
-            if type_ in ("int", "int_list"):
-                raise self.error(
-                    f"'{key}' takes integers, not a FLOAT",
-                    "LEX-03",
-                    "write an integer expression",
-                    val.tok,
-                )
-            return FloatAttr(cast(float, val.data), 64)
-        if val.kind == "int":
-            if type_ == "float":
-                s = self._static(cast(SSAValue, val.data))
-                if s is not None:
-                    return FloatAttr(float(s), 64)
-            args.append(cast(SSAValue, val.data))
-            return ArgRefAttr(len(args) - 1)
-        if val.kind == "string":
-            return StringAttr(cast(str, val.data))
-        if val.kind == "list":
-            elem_type = "int" if type_ == "int_list" else None
-            return ArrayAttr(
-                tuple(
-                    self._value_attr(v, args, elem_type, key)
-                    for v in cast(list[ParsedValue], val.data)
-                )
-            )
-        raise self.error(
-            "a region is not allowed as an attribute value",
-            "GRAM-14",
-            "pass regions as operands after in/out",
-            val.tok,
-        )
 
     # ------------------------------------------------------------------
     # Integer expressions (GRAM-16)
@@ -582,88 +418,6 @@ class ExpressionParser(TokenCursor):
                 "write digits on both sides of the '.'",
                 t,
             )
-
-    def _decorators(self) -> list[DecoratorAttr]:
-        decos = []
-        while self.at_punct("@"):
-            self.advance()
-            name = self.expect_id("GRAM-17", "a decorator name after '@'")
-            info = DECORATORS.get(name.text)
-            if info is None:
-                raise self.error(
-                    f"unknown decorator '@{name.text}'",
-                    "DECO-01",
-                    "known decorators: " + ", ".join(d.usage for d in DECORATORS.values()),
-                    name,
-                )
-            decos.append(self._decorator_args(name, info.args))
-        return decos
-
-    def _decorator_args(self, name: Token, kind: str) -> DecoratorAttr:
-        info = DECORATORS[name.text]
-        if kind == "none":
-            if self.at_punct("("):
-                raise self.error(
-                    f"@{name.text} takes no arguments", "DECO-03", f"write {info.usage}"
-                )
-            return self._deco(info.attr)
-        if not self.accept("("):
-            raise self.error(f"@{name.text} needs an argument", "DECO-03", f"write {info.usage}")
-        if kind == "unit":
-            unit = self.expect_id("GRAM-17", "an execution unit type")
-            if unit.text not in UNIT_TYPES:
-                raise self.error(
-                    f"unknown execution unit '{unit.text}'",
-                    "GRAM-17",
-                    "units are " + ", ".join(UNIT_TYPES),
-                    unit,
-                )
-            self.expect("[", "RES-02", "after the unit type", "write @resource(UNIT[index])")
-            idx_tok = self.tok
-            index = self._static_expr()
-            self.expect("]", "RES-02")
-            self.expect(")", "DECO-03", f"to close @{name.text}(...)")
-            if index is None or index < 0:
-                raise self.error(
-                    "the unit index must be a non-negative constant",
-                    "RES-02",
-                    "write e.g. @resource(CSTL[0])",
-                    idx_tok,
-                )
-            return self._deco(info.attr, unit.text, index)
-        tok = self.tok
-        if kind == "tag":
-            if tok.kind not in (ID, STRING):
-                raise self.error(
-                    f"@{name.text} takes a name or a string", "DECO-03", f"write {info.usage}", tok
-                )
-            self.advance()
-            self.expect(")", "DECO-03", f"(@{name.text} takes one argument)")
-            if tok.kind == STRING:
-                return self._deco(info.attr, unquote(tok.text), True)
-            return self._deco(info.attr, tok.text, False)
-        if tok.kind == FLOAT:
-            raise self.error(
-                f"@{name.text} takes an integer, not a FLOAT", "LEX-03", f"write {info.usage}", tok
-            )
-        n = self._static_expr()
-        self.expect(")", "DECO-03", f"(@{name.text} takes one argument)")
-        if n is None:
-            raise self.error(
-                f"@{name.text} needs a constant integer",
-                "DECO-03",
-                f"write {info.usage} with a literal or const",
-                tok,
-            )
-        return self._deco(info.attr, n)
-
-    def _deco(self, cls: Callable[..., DecoratorAttr], *args: object) -> DecoratorAttr:
-        """The decorator attribute `cls(*args)`, made once per parse."""
-        key = (cls, *args)
-        attr = self._decos.get(key)
-        if attr is None:
-            attr = self._decos[key] = cls(*args)
-        return attr
 
     # ------------------------------------------------------------------
     # Building

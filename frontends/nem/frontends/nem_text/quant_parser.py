@@ -10,10 +10,11 @@ from typing import cast
 from xdsl.ir import Attribute, SSAValue
 
 from nem.dialect.attributes import PerChannelQuantAttr, PerGroupQuantAttr, PerTensorQuantAttr
-from nem.frontends.nem_text.expression_parser import ExpressionParser, ParsedValue
+from nem.frontends.nem_text.attribute_parser import AttributeParser
+from nem.frontends.nem_text.expression_parser import ParsedValue
 
 
-class QuantParser(ExpressionParser):
+class QuantParser(AttributeParser):
     """The quant part of `ProgramParser` (which supplies `_value`)."""
 
     def _quant(self) -> Attribute:
