@@ -26,6 +26,10 @@ FORMS = [
     re.compile(r"nem-compile: total" + TIMES),
     re.compile(r"\S+: (remark|warning): .+"),
     re.compile(r"\S+:\d+:\d+: remark: .+"),
+    re.compile(r"\S+: node \d+ '[^']*' \(\w+\)( and node \d+ '[^']*' \(\w+\))*: remark: .+"),
+    re.compile(
+        r"\S+\.tile\.mlir:\d+:\d+: note: in the tiled program \(nem-compile --save-temps writes it\)"
+    ),
     re.compile(r"nem-compile: note: .+"),
     re.compile(r"weights: \S+ \(\d+ buffers?; nem-run \S+ --input \S+\)"),
     re.compile(r"(input|output): \S+ \w+\[[\d,]*\]( \(ONNX '.*'\))?"),
@@ -61,15 +65,32 @@ def test_every_line_has_a_documented_form(tmp_path, capsys):
         if quoted and line.startswith("  "):
             continue
         assert any(f.fullmatch(line) for f in FORMS), line
-        quoted = re.match(r"\S+:\d+:\d+: remark: ", line) is not None
+        quoted = re.match(r"\S+:\d+:\d+: (remark|note): ", line) is not None
     stages = [m[1] for m in map(STAGE.fullmatch, lines) if m]
     assert stages == ["import", "bufferize", "tile", "lower"]
     assert any(PART.fullmatch(ln) and "lower/nem-verify" in ln for ln in lines)
     assert any(": warning: 1 node multiplies" in ln for ln in lines)
-    assert (
-        f"nem-compile: note: the remarks' positions are in {tmp_path}/mlp.tile.mlir, the "
-        "tiled program: rerun with --save-temps to write it" in lines
-    )
+    _no_line_in_the_unwritten_tiled_program(tmp_path, lines)
+
+
+def _no_line_in_the_unwritten_tiled_program(tmp_path, lines: list[str]) -> None:
+    """No --save-temps: no line is located in the tiled program, which is not
+    written, but its notes saying so; they name the ONNX node, or the model
+    (D-COMPILE-LOC)."""
+    tiled = f"{tmp_path}/mlp.tile.mlir"
+    assert not (tmp_path / "mlp.tile.mlir").exists()
+    assert [ln for ln in lines if ln.startswith(tiled) and ": note: in the tiled" not in ln] == []
+
+
+@pytest.mark.slow  # a compile: 2 s
+def test_remarks_name_the_onnx_node_without_save_temps(tmp_path, capsys):
+    """On npm_lite (no f32 matmul) each Gemm's remark is led by its node;
+    the function's by the model file."""
+    lines = _verbose(tmp_path, capsys, "--device", "npm_lite")
+    _no_line_in_the_unwritten_tiled_program(tmp_path, lines)
+    model = f"{tmp_path}/mlp.onnx"
+    assert [ln for ln in lines if re.match(rf"{model}: node \d+ '\w+' \(Gemm\): remark: ", ln)]
+    assert [ln for ln in lines if ln.startswith(f"{model}: remark: lowered @main to NEM")]
     assert [ln.split(":")[0] for ln in lines[-4:]] == ["weights", "input", "output", "run"]
 
 

@@ -531,14 +531,10 @@ def _run(args: argparse.Namespace) -> int:
     for w in result.warnings:  # with or without -v (D-COMPILE-LOW-SHARE)
         print(w, file=sys.stderr)
     if args.verbose:
-        for r in result.remarks:
-            print(r, file=sys.stderr)
-        if not args.save_temps:
-            print(
-                f"nem-compile: note: the remarks' positions are in {stem}.tile.mlir, the "
-                "tiled program: rerun with --save-temps to write it",
-                file=sys.stderr,
-            )
+        # without --save-temps the tiled program is not written: its remarks
+        # are led by their ONNX nodes, or the model (D-COMPILE-LOC)
+        remarks = "\n".join(result.remarks)
+        print(remarks if args.save_temps else result.located(remarks), file=sys.stderr)
         total = _times(
             sum(r.seconds for r in result.stages), sum(r.cpu_seconds for r in result.stages)
         )

@@ -16,6 +16,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     import numpy as np
 
 from nem.compile.errors import CompileError
@@ -167,7 +169,7 @@ def compile_onnx(
         try:
             nem, remarks = driver.lower(im.func_name, iface.arg_names, tile_file)
         except CompileError as e:
-            raise _at_origin(e, tile_file, driver) from e
+            raise _at_origin(e, tile_file, driver, model=file) from e
     iface.weights.update(driver.constants)
     notes = [f"{file}: remark: {n}" for n in im.notes]  # what preparing the model did
     return CompileResult(
@@ -180,6 +182,7 @@ def compile_onnx(
         driver.flops,
         driver.origins,
         im.warnings + _warnings(file, driver),
+        _located(tile_file, driver, model=file),
     )
 
 
@@ -202,18 +205,37 @@ def import_model(model, opts: CompileOptions, device):
         raise CompileError("import", e.render()) from e
 
 
-def _at_origin(e: CompileError, tile_file: str, driver, source: str | None = None) -> CompileError:
+def _at_origin(
+    e: CompileError, tile_file: str, driver, source: str | None = None, model: str | None = None
+) -> CompileError:
     """A lower-stage error led by the ONNX node(s) of the tiled ops it is
     located at (D-COMPILE-LOC), or, for `.mlir` input, by their position in
-    `source`, the user's file (D-COMPILE-MLIR-LOC): the tiled program is
-    written only with --save-temps, the model is what its author has."""
+    `source`, the user's file (D-COMPILE-MLIR-LOC); one at an op of no node
+    by `model`: the tiled program is written only with --save-temps, the
+    model is what its author has."""
+    if e.stage != "lower":
+        return e
+    return CompileError("lower", _located(tile_file, driver, source, model)(str(e)))
+
+
+def _located(
+    tile_file: str, driver, source: str | None = None, model: str | None = None
+) -> Callable[[str], str]:
+    """`name_nodes` on lines of the lower stage located in `tile_file`
+    (the identity when the compile never tiled); the tiled module is printed
+    with its locations when called, not before (D-COMPILE-LOC)."""
     from nem.frontends.onnx.locations import name_nodes
 
     plain = driver.stage_text("tile")
-    if e.stage != "lower" or plain is None or driver.tiled is None:
-        return e
-    debug = driver.tiled.operation.get_asm(enable_debug_info=True, use_local_scope=True)
-    return CompileError("lower", name_nodes(str(e), tile_file, plain, debug, source))
+    tiled = driver.tiled
+    if plain is None or tiled is None:
+        return lambda text: text
+
+    def locate(text: str) -> str:
+        debug = tiled.operation.get_asm(enable_debug_info=True, use_local_scope=True)
+        return name_nodes(text, tile_file, plain, debug, source, model)
+
+    return locate
 
 
 def compile_mlir(
@@ -347,6 +369,7 @@ def compile_mlir(
         driver.flops,
         driver.origins,
         ([zeros] if zeros else []) + _warnings(file, driver),
+        _located(tile_file, driver, file),
     )
 
 

@@ -149,6 +149,12 @@ class CompileResult:
     when less than half of the FLOPs were raised to NEM opcodes
     (D-COMPILE-LOW-SHARE), one when weights of zeros make nodes ignore their
     inputs (D-COMPILE-ZERO-WEIGHTS)."""
+    located: Callable[[str], str] = str
+    """Lines of the lower stage (remarks, joined by newlines) with each one
+    located in the tiled program, which only --save-temps writes, led by its
+    ONNX node(s) instead, or the model file for a function's remark
+    (D-COMPILE-LOC; `nem-compile -v` without --save-temps).  Prints the tiled
+    module when called: the compile itself does not pay for it."""
 
     def stage(self, name: str) -> StageResult:
         """The stage's last run (the tile and lower stages run again when the

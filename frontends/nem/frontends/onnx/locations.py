@@ -67,12 +67,17 @@ def without_induction_locs(text: str) -> str:
 
 
 _HEADLINE = re.compile(
-    r"^(?P<file>.+?):(?P<line>\d+):(?P<col>\d+): (?P<sev>error|warning): ", re.MULTILINE
+    r"^(?P<file>.+?):(?P<line>\d+):(?P<col>\d+): (?P<sev>error|warning|remark): ", re.MULTILINE
 )
 
 
 def name_nodes(
-    message: str, tile_file: str, plain: str, debug: str, source: str | None = None
+    message: str,
+    tile_file: str,
+    plain: str,
+    debug: str,
+    source: str | None = None,
+    model: str | None = None,
 ) -> str:
     """`message` (rendered diagnostics of the lower stage, located in
     `tile_file`, the tile stage's text `plain`, which is written only with
@@ -87,23 +92,30 @@ def name_nodes(
     locations are read there (D-COMPILE-LOC).  `source`: the user's `.mlir`
     file, which upstream's parse of its text names "-": an op located there
     leads the diagnostic at that line and column, the line quoted
-    (D-COMPILE-MLIR-LOC).  A diagnostic whose op has neither is left as it is."""
+    (D-COMPILE-MLIR-LOC).  A diagnostic whose op has neither is led by
+    `model` (the ONNX file: a function's remark), as is one about the whole
+    tiled program (`TILE_FILE: remark: ...`), or left as it is without one.  Errors, warnings and remarks alike (issue 34: every location
+    printed names a file that exists or an ONNX node)."""
     from nem.dialect.diagnostics import Diagnostic, SourceLoc
 
     finder = _OpLocations(plain, debug)
     out = []
     for line in message.split("\n"):
+        if model is not None and line.startswith(f"{tile_file}: "):  # the whole program's
+            out.append(model + line[len(tile_file) :])
+            continue
         m = _HEADLINE.match(line)
         nodes, places = (
             finder.origins(int(m["line"]), int(m["col"]))
             if m is not None and m["file"] == tile_file
             else ([], [])
         )
-        if m is None or not (nodes or (places and source)):
+        if m is None or m["file"] != tile_file or not (nodes or (places and source) or model):
             out.append(line)
             continue
-        if nodes:
-            out.append(f"{' and '.join(nodes)}: {m['sev']}: {line[m.end() :]}")
+        if nodes or not (places and source):
+            head = " and ".join(nodes) if nodes else model
+            out.append(f"{head}: {m['sev']}: {line[m.end() :]}")
         else:
             assert source is not None
             at = SourceLoc(source, *places[0])
