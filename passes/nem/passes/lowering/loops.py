@@ -144,11 +144,19 @@ def lower_loop(lw: Lowering, op: affine.ForOp, st: BlockState) -> None:
     if trip == 0 and tail is None:
         return
     iv = op.body.block.args[0]
-    if tail is not None:  # the epilogue is the last iteration (D-LOW-PIPE)
+    if tail is not None:  # the epilogue is the last iteration (D-LOW-PIPE):
+        # its first op (past `%last` and the stage-0 starts on it) is where
+        # a failure is reported
+        last = tail.region.block.first_op
+        assert last is not None
         partial: Operation | None = next(
-            o
-            for o in tail.region.block.ops
-            if not is_index_arith(o) and not isinstance(o, AffineDmaStartOp)
+            (
+                o
+                for o in tail.region.block.ops
+                if not is_index_arith(o)
+                and not (isinstance(o, AffineDmaStartOp) and last.results[0] in o.operands)
+            ),
+            tail,
         )
     elif rerolled:
         # upstream rounds a pipelined loop's upper bound up to whole steps:
