@@ -26,6 +26,7 @@ def _passes() -> dict[str, type[ModulePass]]:
         DropDeadArithPass,
         RaiseScfForPass,
     )
+    from nem.passes.lowering.reroll import RerollPipelinesPass
     from nem.passes.share_buffers import ShareBuffersPass
     from nem.passes.synthesize_deps import SynthesizeDepsPass
     from nem.passes.verify import PASSES as _VERIFY_PASSES
@@ -38,6 +39,7 @@ def _passes() -> dict[str, type[ModulePass]]:
                 RaiseScfForPass,
                 DropDeadArithPass,
                 CheckInputRangesPass,
+                RerollPipelinesPass,
                 ConvertAffineToNemPass,
                 LowerToNemPass,
                 ForwardZeroFillsPass,

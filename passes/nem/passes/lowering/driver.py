@@ -7,7 +7,7 @@ the table has: a subclass of a handled op is handled as it, `handler_of`)
 and calls its handler with the
 lowering context (`LoweringContext`, the state of the run) and the state of
 the NEM block being filled (`BlockState`: where to build, which DMA tags are
-pending, which loops of the block are software-pipelined).  Handlers build
+pending, which ops were lowered with another one).  Handlers build
 NEM IR with `nem.dialect.builder` at the block's insertion point; nested
 regions (loop bodies, `async.execute` bodies) are lowered by calling back
 `lower_ops`.  Tasks are emitted without dependencies and waits:
@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from xdsl.dialects import affine, func
+from xdsl.dialects import func
 from xdsl.dialects.builtin import IndexType, MemRefType, ModuleOp
 from xdsl.ir import Block, BlockArgument, Operation
 from xdsl.rewriter import InsertPoint, Rewriter
@@ -36,7 +36,6 @@ from nem.passes.lowering.context import LoweringContext, Options
 from nem.passes.lowering.diagnostics import reject
 from nem.passes.lowering.memory_ops import drop_unused_allocations
 from nem.passes.lowering.partial_tiles import PeelScope, check_narrowed
-from nem.passes.lowering.pipelining import detect_pipeline
 from nem.passes.lowering.prepare import entry_function
 from nem.passes.lowering.state import BlockState, Handler, Lowering
 from nem.passes.lowering.views import View, buffer_bytes, check_elem, memref_strides
@@ -65,21 +64,12 @@ class Lowerer(Lowering):
     # -- blocks ---------------------------------------------------------------------
     def lower_ops(self, ops: Sequence[Operation], st: BlockState) -> None:
         """Lower `ops` (consecutive ops of one MLIR block, in order) into the
-        block of `st`, skipping the prologue and epilogue of pipelined loops."""
-        for op in ops:
-            if isinstance(op, affine.ForOp):
-                pl = detect_pipeline(op)
-                if pl is not None:
-                    st.pipelines[op] = pl
-                    st.skip.update(pl.prologue)
-                    st.skip.update(pl.epilogue)
+        block of `st`, skipping those lowered with another one (`st.skip`)."""
         for done, op in enumerate(ops):
             if st.top and self.progress is not None:
                 self.progress("top-level ops lowered", done, len(ops))
             if op in st.skip:
                 continue
-            if st.stage_env is not None:
-                st.stage_env(op)
             if st.top:
                 # a scratch buffer reused by the next nest would be live across
                 # both, and across every nest between its users: then no
@@ -102,11 +92,9 @@ class Lowerer(Lowering):
         handlers = self.handlers
         return next((handlers[c] for c in cls.__mro__ if c in handlers), None)
 
-    def lower_block(
-        self, src: Block, builder: NemBuilder, stage_env: Callable[[Operation], None] | None = None
-    ) -> None:
+    def lower_block(self, src: Block, builder: NemBuilder) -> None:
         """Lower the ops of MLIR block `src` at `builder`'s insertion point."""
-        self.lower_ops(list(src.ops), BlockState(builder, stage_env=stage_env))
+        self.lower_ops(list(src.ops), BlockState(builder))
 
     # -- entry ------------------------------------------------------------------------
     def run(self, module: ModuleOp) -> ProgramOp:

@@ -22,6 +22,7 @@ from nem.passes.lowering import (
     scf_loops,
 )
 from nem.passes.lowering.diagnostics import reject
+from nem.passes.lowering.reroll import last_iteration
 from nem.passes.lowering.state import BlockState, Handler, Lowering
 
 
@@ -31,6 +32,14 @@ def reject_control_flow(lw: Lowering, op: Operation, st: BlockState) -> None:
         "control flow other than affine.for is not supported at task level",
         "keep conditionals inside a compute loop nest (its kernel runs them)",
     )
+
+
+def lower_execute_region(lw: Lowering, op: scf.ExecuteRegionOp, st: BlockState) -> None:
+    """Only the last iteration of a re-rolled pipelined loop, which that
+    loop's handler lowered (`reroll.last_iteration`, D-LOW-PIPE)."""
+    prev = op.prev_op
+    if not (isinstance(prev, affine.ForOp) and last_iteration(prev) is op):
+        reject_control_flow(lw, op, st)
 
 
 def _control_flow_ops() -> list[type[Operation]]:
@@ -61,5 +70,6 @@ HANDLERS: dict[type[Operation], Handler] = {
     **{cls: compute.lower_linalg for cls in _linalg_ops()},
     **{cls: reject_control_flow for cls in _control_flow_ops()},
     **scf_loops.HANDLERS,
+    scf.ExecuteRegionOp: lower_execute_region,
 }
 """The lowering of every op class the conversion takes."""

@@ -1,5 +1,7 @@
 """Handlers of `affine.for`: NEM loops (D-LOW-LOOP), peeled partial tiles
-(D-LOW-PEEL), re-rolled software pipelines (D-LOW-PIPE), loop-carried
+(D-LOW-PEEL), loops under a window (`nem.max_in_flight`, which
+`nem-reroll-pipelines` gives the software pipelines it re-rolls, D-LOW-PIPE;
+tile loops with `pipeline-tiles`, D-LOW-PIPE-BODY), loop-carried
 tokens (D-LOW-ASYNC).  A loop that moves data, allocates or holds async
 work becomes a NEM loop; a loop over tiles of raisable point nests too
 (D-LOW-TILES); any other nest is one compute task (`compute.lower_nest`)."""
@@ -25,7 +27,7 @@ from nem.frontends.upstream_dialects.dma import (
 )
 from nem.frontends.upstream_dialects.memref_copy import COPY_OPS
 from nem.passes.lowering import compute
-from nem.passes.lowering.affine_algebra import Aff, Var, pick_minmax
+from nem.passes.lowering.affine_algebra import Aff, Var, is_index_arith, pick_minmax
 from nem.passes.lowering.diagnostics import reject
 from nem.passes.lowering.partial_tiles import (
     MINMAX_OPS,
@@ -34,7 +36,7 @@ from nem.passes.lowering.partial_tiles import (
     nonuniform_minmax,
     partial_tile_op,
 )
-from nem.passes.lowering.pipelining import PipelinedLoop, epilogue_is_body
+from nem.passes.lowering.reroll import is_rerolled, last_iteration
 from nem.passes.lowering.tile_loops import is_tile_loop
 
 if TYPE_CHECKING:
@@ -42,10 +44,7 @@ if TYPE_CHECKING:
 
 
 def lower_for(lw: Lowering, op: affine.ForOp, st: BlockState) -> None:
-    pl = st.pipelines.get(op)
-    if pl is not None:
-        lower_pipelined(lw, pl, st)
-    elif is_structural(op) or is_tile_loop(lw.ctx, op):
+    if is_structural(op) or is_tile_loop(lw.ctx, op):
         lower_loop(lw, op, st)
     else:
         compute.lower_nest(lw, op, st)
@@ -140,24 +139,49 @@ def lower_loop(lw: Lowering, op: affine.ForOp, st: BlockState) -> None:
     ctx = lw.ctx
     lb, step, trip = loop_bounds(lw, op)
     carried_tokens(lw, op)
-    if trip == 0:
+    rerolled = is_rerolled(op)
+    tail = last_iteration(op) if rerolled else None
+    if trip == 0 and tail is None:
         return
     iv = op.body.block.args[0]
-    ub = pick_minmax(ctx.affine(op, op.upperBoundMap.data, tuple(op.upperBoundOperands)), True)
-    partial = partial_tile_op(op, lb, ub, step, trip, ctx.env)
-    staged = staged_tiles(lw, op)
+    if tail is not None:  # the epilogue is the last iteration (D-LOW-PIPE):
+        # its first op (past `%last` and the stage-0 starts on it) is where
+        # a failure is reported
+        last = tail.region.block.first_op
+        assert last is not None
+        partial: Operation | None = next(
+            (
+                o
+                for o in tail.region.block.ops
+                if not is_index_arith(o)
+                and not (isinstance(o, AffineDmaStartOp) and last.results[0] in o.operands)
+            ),
+            tail,
+        )
+    elif rerolled:
+        # upstream rounds a pipelined loop's upper bound up to whole steps:
+        # only the min/max bounds of its body tell a partial last tile
+        partial = nonuniform_minmax(op, lb, step, trip, ctx.env)
+    else:
+        ub = pick_minmax(ctx.affine(op, op.upperBoundMap.data, tuple(op.upperBoundOperands)), True)
+        partial = partial_tile_op(op, lb, ub, step, trip, ctx.env)
+    window = 2 if rerolled or staged_tiles(lw, op) else None
 
     def tiles(n: int) -> None:
-        with nem_loop(lw, op, n, st, max_in_flight=2 if staged else None) as (body, var):
+        with nem_loop(lw, op, n, st, max_in_flight=window) as (body, var):
             ctx.env[iv] = lb + Aff.atom(var).scale(step)
-            if staged:  # D-LOW-PIPE-BODY: the body's buffers in two slots
+            if window:  # the body's buffers in two slots (D-LOW-PIPE, D-LOW-PIPE-BODY)
                 ctx.pipelined.append(var)
             try:
                 lw.lower_block(op.body.block, body)
             finally:
-                if staged:
+                if window:
                     ctx.pipelined.pop()
-        if staged:
+        if rerolled:
+            ctx.summary.notes.append(
+                f"pipelined loop at {SourceLoc.of(op)} -> ping-pong slots under @max_in_flight(2)"
+            )
+        elif window:
             ctx.summary.notes.append(
                 f"tile loop at {SourceLoc.of(op)} -> its L1 buffers in "
                 "two slots under @max_in_flight(2)"
@@ -170,14 +194,21 @@ def lower_loop(lw: Lowering, op: affine.ForOp, st: BlockState) -> None:
     # D-LOW-PEEL: a NEM loop over the full tiles, then the last (partial)
     # iteration as straight-line tasks with its own static shapes
     def full_tiles() -> None:
-        if trip > 1:
+        if tail is not None and trip > 0:
+            tiles(trip)
+        elif trip > 1:
             tiles(trip - 1)
 
     def last_tile() -> None:
+        if tail is not None:  # its ops but the scf.yield
+            from nem.passes.lowering.state import BlockState
+
+            lw.lower_ops(list(tail.region.block.ops)[:-1], BlockState(st.builder))
+            return
         ctx.env[iv] = lb + Aff.c((trip - 1) * step)
         lw.lower_block(op.body.block, st.builder)
 
-    peeled(lw, op, partial, full_tiles, last_tile)
+    peeled(lw, op, partial, full_tiles, last_tile, () if tail is None else (tail,))
 
 
 def carried_tokens(lw: Lowering, op: affine.ForOp) -> None:
@@ -214,8 +245,8 @@ def peeled(
     """Lower a loop with a partial last tile: `full_tiles()` emits the loop
     over the others, `last_tile()` the peeled iteration, whose narrowed
     DMAs are then checked (D-LOW-PEEL).  `owners`: the ops besides the
-    loop that belong to it (a pipelined loop's prologue and epilogue), so a
-    buffer used only by them is private to the loop.  A failure is
+    loop that belong to it (a re-rolled loop's last iteration after it), so
+    a buffer used only by them is private to the loop.  A failure is
     reported at the first min/max of the body, with the inner reason."""
     try:
         full_tiles()
@@ -240,69 +271,6 @@ def peeled(
             "choose tile sizes that divide the iteration space",
         ) from None
     lw.ctx.summary.notes.append(f"loop at {SourceLoc.of(op)}: partial last tile peeled")
-
-
-def lower_pipelined(lw: Lowering, pl: PipelinedLoop, st: BlockState) -> None:
-    """One NEM loop over the original iterations under `@max_in_flight(2)`:
-    the DMA starts of iteration x, then the rest of x (D-LOW-PIPE).  Whether
-    two iterations may really overlap is the happens-before model's call:
-    `nem-synthesize-deps{narrow-windows=true}` narrows the window of a loop
-    whose iterations conflict."""
-    ctx = lw.ctx
-    op = pl.loop
-    lb, step, trip = loop_bounds(lw, op)
-    lb0 = lb - Aff.c(step)  # the original loop started one iteration earlier
-    trip0 = trip + 1
-    iv = op.body.block.args[0]
-    st0 = set(pl.stage0)
-
-    def at(x: Aff) -> Callable[[Operation], None]:
-        # stage 0 (DMA starts) runs for iteration x, the rest for x when iv = x + step
-        def stage_env(o: Operation) -> None:
-            ctx.env[iv] = x if o in st0 else x + Aff.c(step)
-
-        return stage_env
-
-    partial = nonuniform_minmax(op, lb0, step, trip0, ctx.env, st0)
-    last = lb0 + Aff.c((trip0 - 1) * step)
-    rest = [o for o in op.body.block.ops if o not in st0 and not isinstance(o, affine.YieldOp)]
-    as_body = epilogue_is_body(rest, pl.epilogue, iv, last + Aff.c(step), ctx.env)
-    if not as_body:
-        partial = partial or pl.epilogue[0]
-    n_loop = trip0 - 1 if partial is not None else trip0
-
-    def full_tiles() -> None:
-        if n_loop == 0:
-            return
-        with nem_loop(lw, op, n_loop, st, max_in_flight=2) as (body, var):
-            ctx.pipelined.append(var)
-            try:
-                lw.lower_block(op.body.block, body, at(lb0 + Aff.atom(var).scale(step)))
-            finally:
-                ctx.pipelined.pop()
-        ctx.summary.notes.append(
-            f"pipelined loop at {SourceLoc.of(op)} -> ping-pong slots under @max_in_flight(2)"
-        )
-
-    if partial is None:
-        full_tiles()
-        return
-
-    def last_tile() -> None:
-        if as_body:
-            lw.lower_block(op.body.block, st.builder, at(last))
-            return
-        # the last iteration's DMA starts from the body, then the epilogue
-        # itself (with the index arithmetic around it) for the rest
-        parent = op.parent_block()
-        assert parent is not None
-        ops = list(parent.ops)
-        tail = ops[ops.index(op) + 1 : ops.index(pl.epilogue[-1]) + 1]
-        from nem.passes.lowering.state import BlockState
-
-        lw.lower_ops([*pl.stage0, *tail], BlockState(st.builder, stage_env=at(last)))
-
-    peeled(lw, op, partial, full_tiles, last_tile, (*pl.prologue, *pl.epilogue))
 
 
 HANDLERS: dict[type[Operation], Handler] = {affine.ForOp: lower_for}

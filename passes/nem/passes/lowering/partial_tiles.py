@@ -17,7 +17,7 @@ with constant indices).  This module decides, without building IR:
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from xdsl.dialects import affine, memref
@@ -92,7 +92,8 @@ class PeelScope:
 
     loop: Operation
     owners: tuple[Operation, ...]
-    """Ops belonging to the loop (a pipelined loop's prologue and epilogue)."""
+    """The loop and the ops that belong to it (a re-rolled pipelined loop's
+    last iteration, `reroll.last_iteration`)."""
     log: list[RegionAccess] = field(default_factory=list)
     narrowed: list[NarrowedDma] = field(default_factory=list)
 
@@ -162,22 +163,14 @@ def nonuniform_minmax(
     step: int,
     trip: int,
     env: Mapping[SSAValue, Aff],
-    stage0: Iterable[Operation] | None = None,
 ) -> Operation | None:
     """The first affine.min/max (op or min/max loop bound) in the body of
     `op` whose winning candidate is not the same in every iteration: the
-    last tile is partial and is peeled (D-LOW-PEEL).  In a re-rolled
-    pipelined loop (D-LOW-PIPE) the ops of `stage0` run for iteration x
-    and the others with the loop variable at x + step; there only these
-    bounds tell, since `affine-pipeline-data-transfer` rounds the loop's
-    upper bound up to whole steps."""
+    last tile is partial and is peeled (D-LOW-PEEL)."""
     x = lb + Aff.atom(Var(None, "x", trip)).scale(step)
-    iv = op.body.block.args[0]
     outside = OutsideEnv(env, op)
-    early = set(stage0) if stage0 is not None else None
+    local: dict[SSAValue, Aff] = {op.body.block.args[0]: x}
     for top in op.body.block.ops:
-        later = early is not None and top not in early
-        local: dict[SSAValue, Aff] = {iv: x + Aff.c(step) if later else x}
         for o in top.walk():
             if o.name in MINMAX_OPS:
                 bounds = [(minmax_map(o), tuple(o.operands), o.name == "affine.min")]

@@ -5,6 +5,7 @@
       = nem-raise-scf-for                          (D-LOW-SCF: constant-step scf.for -> affine.for)
         nem-drop-dead-arith{entry=F}               (D-LOW-DEAD-ARITH)
         nem-check-input-ranges{entry=F}            (D-INT-RANGE)
+        nem-reroll-pipelines{entry=F}              (D-LOW-PIPE: pipelined loops -> one loop)
         convert-affine-to-nem{memory-spaces=M device=D entry=F remarks=R weights=W
                               pipeline-tiles=P}    (its own preparation skipped: done above)
         nem-check-lowered{declarations-only=true}  (regions within buffers, before ordering)
@@ -52,7 +53,12 @@ from nem.passes.forward_fills import ForwardZeroFillsPass
 from nem.passes.lowering.context import Options
 from nem.passes.lowering.driver import Lowerer
 from nem.passes.lowering.handlers import HANDLERS
-from nem.passes.lowering.prepare import preparation
+from nem.passes.lowering.prepare import (
+    CheckInputRangesPass,
+    DropDeadArithPass,
+    RaiseScfForPass,
+)
+from nem.passes.lowering.reroll import RerollPipelinesPass
 from nem.passes.pass_context import driver_options, report
 from nem.passes.synthesize_deps import SynthesizeDepsPass
 
@@ -119,6 +125,16 @@ class LoweringOptions(ModulePass, ABC):
         )
 
 
+def preparation(entry: str | None) -> tuple[ModulePass, ...]:
+    """The passes that prepare `entry` for the conversion, in order."""
+    return (
+        RaiseScfForPass(),
+        DropDeadArithPass(entry),
+        CheckInputRangesPass(entry),
+        RerollPipelinesPass(entry),
+    )
+
+
 @dataclass(frozen=True)
 class ConvertAffineToNemPass(LoweringOptions):
     """Lower a func/affine/memref/linalg/async function (tiled, DMA or copy loops) to a NEM program.
@@ -132,8 +148,8 @@ class ConvertAffineToNemPass(LoweringOptions):
       weights: FILE.npz receiving the initial contents of memref.globals (nem-run --input FILE.npz)
       pipeline-tiles: two iterations in flight for tile loops that allocate their L1 buffers
 
-    Its input is first prepared by `nem-raise-scf-for`, `nem-drop-dead-arith`
-    and `nem-check-input-ranges` (`prepare.preparation`), so that run alone
+    Its input is first prepared by `nem-raise-scf-for`, `nem-drop-dead-arith`,
+    `nem-check-input-ranges` and `nem-reroll-pipelines` (`preparation`), so that run alone
     it takes what `lower-to-nem` takes; `lower-to-nem` runs them as steps of
     its own (each with its MLIR output) and then the conversion without them
     (`PreparedConversionPass`): each walk once (D-LOW-SCF).

@@ -9,8 +9,8 @@ more after the loop (the epilogue).  `detect_pipeline` recognizes that
 shape from the affine maps themselves (a slot index is a `mod 2`
 sub-expression of a map result over the loop variable); `epilogue_is_body`
 decides whether the epilogue is the body's last iteration op for op, so
-that the lowering can re-roll the three pieces into one NEM loop under
-`@max_in_flight(2)`.
+that `nem-reroll-pipelines` (`reroll.py`) can roll the three pieces back
+into one loop under `nem.max_in_flight = 2`.
 """
 
 from __future__ import annotations
@@ -174,7 +174,7 @@ def epilogue_is_body(
     Clean-ups after upstream (e.g. -canonicalize folding the last
     iteration's min bounds to constants) make them differ, and then the
     last iteration is lowered from the epilogue itself (D-LOW-PIPE).
-    `outer`: the index values of the enclosing scopes."""
+    `outer`: the index values of the enclosing scopes (`reroll.Unknowns`)."""
     a_ops = [o for r in rest for o in r.walk() if not is_index_arith(o)]
     b_ops = [o for e in epi for o in e.walk() if not is_index_arith(o)]
     if len(a_ops) != len(b_ops):

@@ -1,8 +1,9 @@
 """The passes that prepare a function for `convert-affine-to-nem`, each a step
 of `lower-to-nem` with its own MLIR output (issue 36, step 1 of the pattern
 pipeline): `nem-raise-scf-for` (D-LOW-SCF), `nem-drop-dead-arith`
-(D-LOW-DEAD-ARITH), `nem-check-input-ranges` (D-INT-RANGE), in that order.
-`convert-affine-to-nem` run alone runs them first itself (D-LOW-SCF), so its
+(D-LOW-DEAD-ARITH), `nem-check-input-ranges` (D-INT-RANGE), in that order,
+then `nem-reroll-pipelines` (`reroll.py`, D-LOW-PIPE).  `convert-affine-to-nem`
+run alone runs them first itself (D-LOW-SCF, `passes.preparation`), so its
 input need not be prepared.
 """
 
@@ -87,11 +88,6 @@ class CheckInputRangesPass(ModulePass):
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         check_value_ranges(entry_function(op, self.entry))
-
-
-def preparation(entry: str | None) -> tuple[ModulePass, ...]:
-    """The passes that prepare `entry` for the conversion, in order."""
-    return RaiseScfForPass(), DropDeadArithPass(entry), CheckInputRangesPass(entry)
 
 
 def entry_function(module: ModuleOp, entry: str | None) -> func.FuncOp:

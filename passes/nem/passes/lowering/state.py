@@ -10,13 +10,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from xdsl.dialects import affine
 from xdsl.ir import Block, Operation
 
 from nem.dialect.builder import NemBuilder
 from nem.passes.lowering.context import LoweringContext
 from nem.passes.lowering.dma_tags import TagTable
-from nem.passes.lowering.pipelining import PipelinedLoop
 
 
 class Lowering(Protocol):
@@ -27,9 +25,7 @@ class Lowering(Protocol):
 
     def lower_ops(self, ops: Sequence[Operation], st: BlockState) -> None: ...
 
-    def lower_block(
-        self, src: Block, builder: NemBuilder, stage_env: Callable[[Operation], None] | None = None
-    ) -> None: ...
+    def lower_block(self, src: Block, builder: NemBuilder) -> None: ...
 
 
 Handler = Callable[[Lowering, Any, "BlockState"], None]
@@ -43,13 +39,9 @@ class BlockState:
     builder: NemBuilder
     """Builds at the end of the NEM block."""
     tags: TagTable = field(default_factory=TagTable)
-    pipelines: dict[affine.ForOp, PipelinedLoop] = field(default_factory=dict)
-    """The software-pipelined loops among the block's ops (D-LOW-PIPE)."""
-    stage_env: Callable[[Operation], None] | None = None
-    """Sets the index environment of each op (a re-rolled pipelined loop's stages)."""
     skip: set[Operation] = field(default_factory=set)
-    """Ops of the block lowered with another one: a pipelined loop's prologue
-    and epilogue, the stores a kernel runs after its loop (D-LOW-CARRIED)."""
+    """Ops of the block lowered with another one: the stores a kernel runs
+    after its loop (D-LOW-CARRIED)."""
     top: bool = False
     """The entry function's block: each of its ops (a loop nest) gets scratch
     buffers of its own (D-LOW-SHARE)."""
