@@ -174,7 +174,7 @@ class RerollPipelinedLoop(RewritePattern):
         if not as_body and not _peel_last_iteration(op, pl, trip, rewriter):
             return
         for o in reversed((*pl.prologue, *(pl.epilogue if as_body else ()))):
-            rewriter.erase_op(o)
+            rewriter.erase(o)
         # upstream's loop ran one iteration fewer, starting one step later
         op.properties["lowerBoundMap"] = shifted(op.lowerBoundMap.data, -step)
         if not as_body:
