@@ -91,10 +91,33 @@ def test_fresh_names_skip_every_declared_name():
     for op in program.walk():
         if isinstance(op, TaskOp) and op.token_name() is not None:
             taken.add(op.token_name())
-        for key in ("name", "const_name", "iv_name"):
+        for key in ("name", "iv_name"):
             if isinstance(attr := op.properties.get(key), StringAttr):
                 taken.add(attr.data)
     assert "zero1" in taken
     names = _fresh_zero_names(program)
     want = (f"zero{k}" for k in count(1) if f"zero{k}" not in taken)
     assert [next(names) for _ in range(3)] == [next(want) for _ in range(3)]
+
+
+def test_fresh_names_skip_each_kind_of_declaration():
+    """Each kind of declaration takes a `zeroN` name from the fills: a
+    buffer (an ONNX initializer `zero_1` is a buffer `zero1`), a const, a
+    let, a loop variable and a task's token; the first fresh name is the
+    one none of them holds (a compiled model's taken names of that form
+    are all tokens, so the test above cannot tell the kinds apart)."""
+    from nem.dialect.ops import programs
+    from nem.frontends.nem_text.parser import parse_nem
+    from nem.passes.forward_fills import _fresh_zero_names
+
+    text = (
+        'device "npm_pro.nem"\nprogram p:\n'
+        "buffer zero1 : DDR (size=4096)\n"
+        "const zero2 = 64\n"
+        "loop zero3 in [0..1]:\n"
+        "  let zero4 = zero3 * zero2\n"
+        "  zero5 = transfer.async(dst=region(zero1, zero4, 64), src=region(zero1, 2048, 64))\n"
+        "endloop\n"
+    )
+    (program,) = programs(parse_nem(text, "t.nem"))
+    assert next(_fresh_zero_names(program)) == "zero6"

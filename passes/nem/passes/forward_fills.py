@@ -183,8 +183,9 @@ def forward_zero_fills(program: ProgramOp) -> int:
     return replaced
 
 
-_NAMES = ("name", "const_name", "iv_name")
-"""The properties that declare a name (buffers, lets, consts, loop variables)."""
+_NAMES = ("name", "iv_name")
+"""The properties that declare a name: `name` (buffers, lets, consts, regions:
+their IRDL fields are `prop_name="name"`) and `iv_name` (loop variables)."""
 _TASK_NAMES = ("token", *_NAMES)
 """A task's, its token's name too (`TaskOp.token_name`)."""
 
