@@ -86,7 +86,7 @@ def task_operands(op: TaskOp) -> tuple[list[SSAValue], list[SSAValue], tuple[SSA
     Same as `operand_regions()` / `dep_values()`, read straight from the
     operand tuple: xDSL's segment-aware getters dominate the cost of the
     analysis on large programs otherwise."""
-    vals = op._operands  # noqa: SLF001 - hot path
+    vals = tuple(op.operands)  # then sliced by C (SSAValues' slicing is Python)
     if isinstance(op, ComputeOp):
         sizes = op.properties["operandSegmentSizes"]
         assert isinstance(sizes, DenseArrayBase)
@@ -98,7 +98,7 @@ def task_operands(op: TaskOp) -> tuple[list[SSAValue], list[SSAValue], tuple[SSA
 
 def region_parts(rop: RegionOp) -> tuple[SSAValue, SSAValue, SSAValue]:
     """(buffer, offset, extent) of a region op (its first three operands)."""
-    vals = rop._operands  # noqa: SLF001 - hot path
+    vals = tuple(rop.operands)  # then indexed by C (SSAValues' indexing is Python)
     return vals[0], vals[1], vals[2]
 
 
@@ -215,7 +215,7 @@ class Structure:
             self.order.append(op)
         tasks, at = self.tasks, self.skeleton.deps_at
         for st in mine:
-            vals = st.op._operands  # noqa: SLF001 - hot path
+            vals = tuple(st.op.operands)
             deps: Sequence[SSAValue]
             if self._replay:
                 start, rest = at[st.op]

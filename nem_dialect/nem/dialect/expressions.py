@@ -485,7 +485,7 @@ def _expr_operands(op: Operation) -> tuple[SSAValue, ...]:
     # `_operands` is the operand tuple `op.operands` wraps: this runs for every
     # expression node of every static query, where the wrapper dominated
     # (and tuple's own indexing, not SSAValues' that type-checks the index)
-    operands = op._operands  # noqa: SLF001 - hot path
+    operands = op._operands  # noqa: SLF001 - upstream-reports 10
     if type(op) in SYMBOL_OF:
         return _item(operands, 0), _item(operands, 1)
     if len(operands) == 1 and op.name in _FORWARDING and len(op.results) == 1:

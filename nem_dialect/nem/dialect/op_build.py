@@ -87,7 +87,7 @@ def init_op(
         first = value.first_use
         use = Use(op, i, None, first)
         if first is not None:
-            first._prev_use = use  # noqa: SLF001 - IRWithUses.add_use's link
+            first._prev_use = use  # noqa: SLF001 - upstream-reports 9
         value.first_use = use
         uses.append(use)
     cls = type(op)

@@ -336,7 +336,7 @@ def operand_groups(op: Operation) -> tuple[tuple[SSAValue, ...], ...]:
         )
     # the slices of a plain tuple, taken by one C call (SSAValues' own
     # slicing is Python code that wraps each slice)
-    return groups(tuple(op._operands))  # noqa: SLF001 - the tuple `operands` wraps
+    return groups(tuple(op.operands))
 
 
 _GROUPS: BoundedCache[bytes, Callable[[tuple[SSAValue, ...]], tuple[tuple[SSAValue, ...], ...]]] = (

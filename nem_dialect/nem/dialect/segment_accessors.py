@@ -63,8 +63,8 @@ class SegmentAccessor:
             # the same value (or SSAValues slice) as indexing `obj.operands`;
             # an index goes straight to the tuple (SSAValues type-checks it)
             if type(pos) is int:
-                return _tuple_item(obj._operands, pos)  # noqa: SLF001 - hot path
-            return obj._operands[pos]  # noqa: SLF001
+                return _tuple_item(obj._operands, pos)  # noqa: SLF001 - upstream-reports 10
+            return obj._operands[pos]  # noqa: SLF001 - upstream-reports 10
         operands: SSAValue | Sequence[SSAValue] | None = acc.index(
             _segment_values(obj, acc), obj.operands
         )

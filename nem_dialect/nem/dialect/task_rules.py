@@ -741,8 +741,8 @@ def _task_signature(op: TaskOp) -> tuple[object, ...]:
             if type(v) is OpResult and type(v.owner) is RegionOp
             else None,
         )
-        for v in op._operands
-    )  # noqa: SLF001 - the tuple `operands` wraps
+        for v in op.operands
+    )
     return (
         type(op),
         id(seg),

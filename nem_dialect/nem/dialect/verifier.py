@@ -233,7 +233,7 @@ class ProgramVerifier(RegionRules, TaskRules):
                     scopes.pop()
                 if in_scope:  # by construction (D-BC-SEED)
                     continue
-                for v in op._operands:  # noqa: SLF001 - the tuple `operands` wraps
+                for v in op.operands:
                     # defined in this very block (most operands): nothing to walk
                     # (`op`, the field `owner` reads, for the commonest kind)
                     vt = type(v)

@@ -322,7 +322,7 @@ class CompiledKernel:
             LinalgKernelFunctions(),
         ):
             interp.register_implementations(kernel_ft, override=True)
-        impls = interp._impls._impl_dict  # noqa: SLF001 - the table of implemented ops
+        impls = interp._impls._impl_dict  # noqa: SLF001 - upstream-reports 11
         ops = list(self.fn.body.walk())
         for op in ops:
             why = unsupported(op, impls)

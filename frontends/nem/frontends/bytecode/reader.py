@@ -277,26 +277,17 @@ class _BodyReader(TableReader):
         return a
 
     def block_into(self, block: Block) -> None:
-        """A block's instructions, linked into `block` as `Block.add_op`
-        links them (the ops are new: no parent, no neighbours)."""
+        """A block's instructions, appended to `block` (`Block.add_op`: the
+        bulk append xDSL lacks is docs/upstream-reports.md 9; the reader does
+        not run in `nem-compile`)."""
         n = self.u()
-        prev = None
         count = 0
-        inst = self.inst
+        inst, add = self.inst, block.add_op
         for _ in range(min(n, len(self.v))):
-            op = inst()
-            d = op.__dict__
-            d["parent"] = block
-            if prev is None:
-                block._first_op = op  # noqa: SLF001 - Block.add_op's fields
-            else:
-                prev._next_op = op  # noqa: SLF001
-                d["_prev_op"] = prev
-            prev = op
+            add(inst())
             count += 1
         if count != n:
             raise BytecodeError(self.end, f"a block says {n} instructions, the stream holds fewer")
-        block._last_op = prev  # noqa: SLF001
 
     def inst(self) -> Operation:
         at = self.o[self.i]

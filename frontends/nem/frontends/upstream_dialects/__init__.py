@@ -22,7 +22,8 @@ from typing import Any
 
 from xdsl.context import Context
 from xdsl.dialects.builtin import FileLineColLoc, IntAttr, ModuleOp, StringAttr, UnknownLoc
-from xdsl.ir import Attribute, Dialect, Operation, SSAValue
+from xdsl.ir import Attribute, Dialect, Operation, Region, SSAValue
+from xdsl.utils.lexer import Span
 from xdsl.utils.mlir_lexer import MLIRTokenKind
 
 from nem.dialect.diagnostics import SourceLoc
@@ -164,12 +165,14 @@ class LocatingParser(UpstreamParser):
         raised while building an op is reported)."""
         self.top_level: list[Operation] = []
         """The operations parsed at the top of the input, in order."""
-        self._memref_types: dict[str, Attribute] = {}
-        """Each memref type's text, parsed once (`parse_optional_type`)."""
+        self.memref_types: dict[str, Attribute] = {}
+        """Each memref type's text, parsed once (`parse_optional_type`; read
+        by `fast_ops`)."""
         self._locations: dict[str, Attribute] = {}
         """Each location's text, parsed once (`parse_optional_location`)."""
-        self._dicts: dict[str, dict[str, Attribute]] = {}
-        """Each attribute dictionary's text, parsed once (a copy per use)."""
+        self.attr_dicts: dict[str, dict[str, Attribute]] = {}
+        """Each attribute dictionary's text, parsed once (a copy per use; read
+        by `fast_ops`)."""
         self._fast = FastOps(self) if fast else None
         """The one-line staging statements read without xDSL's lexer
         (`fast_ops`, D-COMPILE-PARSE-FAST); `fast=False`: xDSL reads all."""
@@ -212,7 +215,7 @@ class LocatingParser(UpstreamParser):
         end = _angle_end(self.lexer.input.content, tok.span.end)
         if end is None:
             return super().parse_optional_type()
-        return self._reused(self._memref_types, end, lambda: self._memref_type(end))
+        return self._reused(self.memref_types, end, lambda: self._memref_type(end))
 
     def _memref_type(self, end: int) -> Any:
         """The memref type from the current token to `end`, built without
@@ -223,9 +226,61 @@ class LocatingParser(UpstreamParser):
         built = memref_type(text[start:end]) if self._fast is not None else None
         if built is None:
             return super().parse_optional_type()
-        self.lexer.pos = end
-        self._parser_state.current_token = self.lexer.lex()
+        self.resume_at(end)
         return built
+
+    # -- the parser state `fast_ops` moves, through this subclass (xDSL's
+    # `_parser_state` and `_register_ssa_definition` are protected members
+    # of its parser, not API for other classes)
+    def resume_at(self, pos: int) -> None:
+        """Continue parsing from offset `pos` of the input (xDSL's
+        `_resume_from`)."""
+        self.lexer.pos = pos
+        self._parser_state.current_token = self.lexer.lex()
+
+    def define_results(self, name: str, op: Operation, span: Span) -> None:
+        """`%name` defined as `op`'s results, as xDSL's parse of the op's
+        statement registers it."""
+        self._register_ssa_definition(name, op.results, span)
+
+    def type_between(self, start: int, end: int) -> Any:
+        """The type spelled by the input from `start` to `end`, parsed where
+        it stands by `parse_optional_type` (which memoizes a memref type),
+        the parser's position then put back; None when that parse fails or
+        does not end where the type's text does."""
+        state = self._parser_state
+        source = self.lexer.input.content
+        pos, token = self.lexer.pos, state.current_token
+        try:
+            self.resume_at(start)
+            parsed = self.parse_optional_type()
+            ok = (
+                state.current_token.span.start >= end
+                and not source[end : state.current_token.span.start].strip()
+            )
+        except Exception:  # left to xDSL's parse of the statement: its error, its place
+            parsed, ok = None, False
+        finally:
+            self.lexer.pos, state.current_token = pos, token
+        return parsed if ok else None
+
+    def region_at(self, brace: int, start: int, dialect: str) -> Region | None:
+        """The region whose `{` is at offset `brace` of the statement at
+        `start`, parsed with the statement's start and `dialect` on the
+        parser's stacks as xDSL's `parse_operation` has them while it parses
+        an op of `dialect`; None, the parser back at `start`, when result
+        types (`-> T`) follow the region."""
+        state = self._parser_state
+        self.resume_at(brace)
+        self.op_starts.append(start)
+        state.dialect_stack.append(dialect)
+        body = self.parse_region()
+        state.dialect_stack.pop()
+        self.op_starts.pop()
+        if state.current_token.kind == MLIRTokenKind.ARROW:
+            self.resume_at(start)
+            return None
+        return body
 
     def parse_optional_location(self) -> Any:
         """xDSL's, but a location whose text was parsed before is not parsed
@@ -252,7 +307,7 @@ class LocatingParser(UpstreamParser):
         )
         if end is None:
             return super().parse_optional_dictionary_attr_dict()
-        return dict(self._reused(self._dicts, end, super().parse_optional_dictionary_attr_dict))
+        return dict(self._reused(self.attr_dicts, end, super().parse_optional_dictionary_attr_dict))
 
     def _reused(self, cache: dict[str, Any], end: int, parse: Callable[[], Any]) -> Any:
         """What the text from the current token to `end` spells: from `cache`
@@ -262,8 +317,7 @@ class LocatingParser(UpstreamParser):
         key = text[self._current_token.span.start : end]
         cached = cache.get(key)
         if cached is not None:
-            self.lexer.pos = end
-            self._parser_state.current_token = self.lexer.lex()
+            self.resume_at(end)
             return cached
         parsed = parse()
         if parsed is not None and not text[end : self._current_token.span.start].strip():

@@ -59,7 +59,6 @@ from xdsl.dialects.utils.dynamic_index_list import DYNAMIC_INDEX
 from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
 from xdsl.irdl import AttrSizedOperandSegments, IRDLOperation, ParsePropInAttrDict
 from xdsl.utils.lexer import Span
-from xdsl.utils.mlir_lexer import MLIRTokenKind
 
 if TYPE_CHECKING:
     from xdsl.dialects.linalg.ops import GenericOp
@@ -222,11 +221,8 @@ class FastOps:
         if op is None:
             return None
         if result is not None:
-            p._register_ssa_definition(
-                result, op.results, Span(start, start + 1 + len(result), p.lexer.input)
-            )
-        p.lexer.pos = end
-        p._parser_state.current_token = p.lexer.lex()
+            p.define_results(result, op, Span(start, start + 1 + len(result), p.lexer.input))
+        p.resume_at(end)
         self.read += 1
         return op
 
@@ -258,29 +254,16 @@ class FastOps:
         return self._type_at(m.string, m.start(group), m.end(group))
 
     def _type_at(self, source: str, start: int, end: int) -> Any:
-        """The memref type of `source[start:end]`: from the parser's memo, else
-        parsed where it stands by the parser's own `parse_optional_type`
-        (which memoizes it), the parser's position then put back; None when
-        that parse fails or does not end where the type's text does."""
-        cached = self.parser._memref_types.get(source[start:end])
+        """The memref type of `source[start:end]` (the parser's input): from
+        the parser's memo, else parsed where it stands
+        (`LocatingParser.type_between`, which memoizes it); None when that
+        parse fails, does not end where the type's text does, or is not a
+        memref type."""
+        cached = self.parser.memref_types.get(source[start:end])
         if cached is not None:
             return cached
-        p = self.parser
-        state = p._parser_state
-        pos, token = p.lexer.pos, state.current_token
-        try:
-            p.lexer.pos = start
-            state.current_token = p.lexer.lex()
-            parsed = p.parse_optional_type()
-            ok = (
-                state.current_token.span.start >= end
-                and not source[end : state.current_token.span.start].strip()
-            )
-        except Exception:  # left to xDSL's parse of the statement: its error, its place
-            parsed, ok = None, False
-        finally:
-            p.lexer.pos, state.current_token = pos, token
-        return parsed if ok and isinstance(parsed, MemRefType) else None
+        parsed = self.parser.type_between(start, end)
+        return parsed if isinstance(parsed, MemRefType) else None
 
     def _value(self, name: str, type: Attribute) -> SSAValue | None:
         """SSA value `%name` as `resolve_operand` gives it, None when it is
@@ -337,7 +320,7 @@ class FastOps:
         res = self._type(m, 3)
         attrs: dict[str, Attribute] = {}
         if m.group(2) is not None:
-            cached = self.parser._dicts.get(m.group(2))
+            cached = self.parser.attr_dicts.get(m.group(2))
             if cached is None:
                 return None
             attrs = dict(cached)
@@ -487,17 +470,8 @@ class FastOps:
             return None
         cls, ins, outs, maps, iterators = header
         p = self.parser
-        state = p._parser_state
-        p.lexer.pos = m.end() - 1  # the body's `{`
-        state.current_token = p.lexer.lex()
-        p.op_starts.append(start)
-        state.dialect_stack.append("linalg")
-        body = p.parse_region()
-        state.dialect_stack.pop()
-        p.op_starts.pop()
-        if state.current_token.kind == MLIRTokenKind.ARROW:
-            p.lexer.pos = start
-            state.current_token = p.lexer.lex()
+        body = p.region_at(m.end() - 1, start, "linalg")  # the body's `{`
+        if body is None:
             return None
         op = cls(ins, outs, body, maps, iterators)
         location = p.parse_optional_location()
@@ -545,7 +519,7 @@ class FastOps:
         (which that parse drops), lacks one, or is not in the memo yet."""
         if text in self.generic_traits:
             return self.generic_traits[text]
-        attrs = self.parser._dicts.get(text)
+        attrs = self.parser.attr_dicts.get(text)
         if attrs is None:
             return None
         from xdsl.dialects.linalg.attrs import IteratorType, IteratorTypeAttr
@@ -593,7 +567,7 @@ class FastOps:
             return None
         attrs: dict[str, Attribute] = {}
         if m.group(1) is not None:
-            cached = self.parser._dicts.get(m.group(1))
+            cached = self.parser.attr_dicts.get(m.group(1))
             if cached is None or not cls.PRINT_ATTRS_IN_FRONT:
                 return None
             attrs = dict(cached)

@@ -240,7 +240,7 @@ def _peel_last_iteration(
         body.add_op(t)
     body.add_op(scf.YieldOp())
     wrapper = scf.ExecuteRegionOp([], Region(body))
-    wrapper.attributes[LAST_ITERATION] = UnitAttr()  # xDSL 0.74's __init__ drops attr_dict
+    wrapper.attributes[LAST_ITERATION] = UnitAttr()  # __init__ drops attr_dict: upstream-reports 17
     rewriter.insert(wrapper, InsertPoint.after(op))
     return True
 
