@@ -81,7 +81,7 @@ func.func @mm(%a: tensor<16x32xf32>, %b: tensor<32x8xf32>) -> tensor<16x8xf32> {
 
 def conv3x3_model(hw: int, c: int, f: int):
     """A 3x3 convolution with bias, `c` to `f` channels over `hw` x `hw` pixels
-    (padding 1), seeded random weights (test_dma_split, test_nmu_split)."""
+    (padding 1), seeded random weights (test_dma_split, test_nmu_split, test_hoist)."""
     import numpy as np
     from onnx import TensorProto, helper, numpy_helper
 

@@ -6,13 +6,11 @@ outputs are bit-identical to the program that copies it per tile."""
 from __future__ import annotations
 
 import numpy as np
-import onnx
 import pytest
-from onnx import TensorProto, helper, numpy_helper
 
 pytest.importorskip("mlir.ir")
 
-from compile_runs import run_compiled  # noqa: E402
+from compile_runs import conv3x3_model, run_compiled  # noqa: E402
 from mlir import ir  # noqa: E402
 
 from nem.compile import compile_onnx, hoist  # noqa: E402
@@ -121,21 +119,6 @@ def test_a_copy_whose_bytes_change_in_the_loop_stays(write):
     assert body.count("linalg.copy") >= 4
 
 
-def _conv_model(hw: int, c: int, f: int) -> onnx.ModelProto:
-    rng = np.random.default_rng(0)
-    w = numpy_helper.from_array(rng.uniform(-1, 1, (f, c, 3, 3)).astype(np.float32), "w")
-    b = numpy_helper.from_array(rng.uniform(-1, 1, (f,)).astype(np.float32), "b")
-    node = helper.make_node("Conv", ["x", "w", "b"], ["y"], name="conv", pads=[1] * 4)
-    g = helper.make_graph(
-        [node],
-        "g",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, c, hw, hw])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, f, hw, hw])],
-        [w, b],
-    )
-    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
-
-
 def _run(result, model, schedules: int) -> np.ndarray:
     it, _ = run_compiled(result, model, "npm_pro_x1", schedules)
     ((name, shape, dtype),) = result.interface.outputs
@@ -149,7 +132,7 @@ def test_hoisted_weights_are_bit_identical_and_copied_less(monkeypatch):
     hoisted and without (`hoist.ENABLED` off: each tile copies the 73 KiB
     weight again), the outputs are the same bits, race-free under random
     schedules, and the program moves under 0.8 of the bytes."""
-    model = _conv_model(16, 32, 64)
+    model = conv3x3_model(16, 32, 64)
     opts = {"device": "npm_pro_x1", "engines": 1, "tile_sizes": (1, 4, 8)}
     new = compile_onnx(model, **opts)
     monkeypatch.setattr(hoist, "ENABLED", False)

@@ -99,13 +99,19 @@ def _splittable(op: ir.Operation, dmas: int) -> tuple[int, list[tuple[int, int]]
     k = min(dmas, n, size // MIN_PIECE)
     if k < 2:
         return None
+    return dim, even_parts(n, k)
+
+
+def even_parts(n: int, k: int) -> list[tuple[int, int]]:
+    """`n` items in `k` consecutive parts as (start, count), the first
+    `n mod k` one larger (a copy's slices, a convolution's row bands)."""
     q, r = divmod(n, k)
-    pieces, at = [], 0
+    parts, at = [], 0
     for i in range(k):
         m = q + (1 if i < r else 0)
-        pieces.append((at, m))
+        parts.append((at, m))
         at += m
-    return dim, pieces
+    return parts
 
 
 def split_copies(fn: ir.Operation, dmas: int) -> int:

@@ -30,7 +30,7 @@ from __future__ import annotations
 from mlir import ir
 from mlir.dialects import memref
 
-from nem.compile.dma_split import in_loop
+from nem.compile.dma_split import even_parts, in_loop
 from nem.compile.target import FAST_SPACE
 
 MIN_MACS = 1 << 18
@@ -68,13 +68,7 @@ def _bands(op: ir.Operation, nmus: int) -> list[tuple[int, int]] | None:
     k = min(nmus, oh)
     if k < 2:
         return None
-    q, r = divmod(oh, k)
-    bands, at = [], 0
-    for i in range(k):
-        m = q + (1 if i < r else 0)
-        bands.append((at, m))
-        at += m
-    return bands
+    return even_parts(oh, k)
 
 
 def split_convs(fn: ir.Operation, nmus: int) -> int:
