@@ -86,10 +86,12 @@ class Config:
     """None: the L1-derived tiles; else `--tile-sizes` (forces tiling of the
     small tensors the generator makes)."""
 
-    def flags(self) -> list[str]:
-        """nem-compile's options for this configuration."""
+    def flags(self, route: bool = False) -> list[str]:
+        """The options of this configuration, as the fuzzer's replay takes
+        them (its route is affine unless said); `route`: with the route
+        always said, as nem-compile takes them (its default is transform)."""
         out = ["--device", self.device]
-        if self.route != "affine":
+        if route or self.route != "affine":
             out += ["--route", self.route]
         if self.engines is not None:
             out += ["--engines", str(self.engines)]

@@ -335,7 +335,8 @@ def write_finding(
         for vi in model.graph.input
     )
     bisect = (
-        f"nem-compile {d / 'model.onnx'} {config.label} --bisect --input {d / 'model.inputs.npz'}"
+        f"nem-compile {d / 'model.onnx'} {' '.join(config.flags(route=True))} --bisect "
+        f"--input {d / 'model.inputs.npz'}"
     )
     (d / "README.txt").write_text(
         f"{result.outcome} ({result.step}): {result.detail}\n"

@@ -91,6 +91,13 @@ def test_configuration_schedule_covers_the_matrix():
     seen = {c for i in range(7) for c in graph_fuzz.config_schedule(5, i, 4, configs)}
     assert seen == set(configs)
     assert Config("npm_lite", "affine", None, True).flags() == ["--device", "npm_lite"]
+    # nem-compile's default route is transform: its reproduction line says affine
+    assert Config("npm_lite", "affine", None, True).flags(route=True) == [
+        "--device",
+        "npm_lite",
+        "--route",
+        "affine",
+    ]
     assert (
         Config("npm_pro", "transform", 1, False).label
         == "--device npm_pro --route transform --engines 1 --no-pipeline"
@@ -239,6 +246,22 @@ def test_f16_conv_bias_rounded_once(tmp_path):
     `conv2d in X, W, Y out Y` (D-CONV-BIAS, D-LOW-ACCUM)."""
     model, inputs = graph_fuzz.load_case(FUZZ / "graph_findings" / "m5s1112.onnx")
     _passes(model, inputs, tmp_path, Config(route="transform"), Config(device="npm_lite"))
+
+
+def test_broadcast_dma_of_a_partial_tile(tmp_path):
+    """m4 of graph fuzz seed 1620 (minimized, 2 nodes): a scalar, Unsqueeze
+    to one element, ReduceSum.  On the affine route with tiles that do not
+    divide, the partial tile's DMA reads that one element with a box stride
+    of 0, and clipping it divided by the stride: a ZeroDivisionError, not a
+    program.  A stride-0 box reads in bounds or not as a whole."""
+    model, inputs = graph_fuzz.load_case(FUZZ / "graph_findings" / "m4s1620.onnx")
+    _passes(
+        model,
+        inputs,
+        tmp_path,
+        Config(device="npm_pro", pipeline=False, tile_sizes=(2, 5)),
+        Config(tile_sizes=(1, 2, 3)),
+    )
 
 
 def _passes(model, inputs, tmp_path, *configs):

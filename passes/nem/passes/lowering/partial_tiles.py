@@ -293,7 +293,10 @@ def plan_dma(
             else:
                 _, box_strides = contiguous_box(vw, side.idx, n)
                 step = box_strides[-1] if box_strides else 1
-                oks.append(min(n, max(0, -(-(span - lo) // step))))
+                if step == 0:  # the box reads one element n times (a broadcast)
+                    oks.append(n if 0 <= lo < span else 0)
+                else:
+                    oks.append(min(n, max(0, -(-(span - lo) // step))))
         if oks[0] != oks[1]:
             raise reject(
                 op,
