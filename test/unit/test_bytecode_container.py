@@ -114,6 +114,39 @@ def test_embedded_data_roundtrips_and_is_checked():
         nemb(WriteOptions(embed=[Embedded("nope", raw)]))
 
 
+def test_initial_contents_are_not_counted_as_program_text(tmp_path):
+    """A `.nemb`'s Data section (a model's weights) is bounded as input files
+    are, the rest of the file by the source limit (D-LIMITS): nem-run refused
+    nem-compile's own ResNet-50 `.nemb` (102 MB of weights, 0.5 MB of
+    program) at the default 8 MiB limit."""
+    import io
+
+    from nem.dialect.limits import source_limit
+    from nem.dialect.source_files import read_source_bytes, read_stream_bytes
+    from nem.runtime.api import NemInterpreter
+
+    bare = len(nemb())
+    data = nemb(WriteOptions(embed=[Embedded("C_L2", b"\x5a" * 256)]))
+    assert len(data) > bare + 256
+    path = tmp_path / "p.nemb"
+    path.write_bytes(data)
+    interp = NemInterpreter(device="npm_lite")
+    interp.load(path)  # the device files are read under the default limit
+    with source_limit(bare + 128):  # the program fits, the file does not
+        assert read_source_bytes(path, bytecode_magic=MAGIC) == data
+        assert read_stream_bytes(io.BytesIO(data), bytecode_magic=MAGIC) == data
+        interp.load(path)
+        with pytest.raises(NemDiagnosticError, match="above the limit"):
+            read_source_bytes(path)  # not read as bytecode: no allowance
+        text = b"#" * len(data)  # text gets no allowance either
+        assert read_stream_bytes(io.BytesIO(text), bytecode_magic=MAGIC) is None
+    with source_limit(bare - 128):  # the program itself is over the limit
+        with pytest.raises(NemDiagnosticError) as info:
+            interp.load(path)
+        message = info.value.diagnostics[0].render()
+        assert "the program (the file without its" in message and "(D-LIMITS)" in message
+
+
 def test_data_sections_are_64_byte_aligned():
     data = nemb(WriteOptions(embed=[Embedded("C_L2", b"\x5a" * 256)]))
     at = data.find(b"\x5a" * 256)

@@ -186,15 +186,16 @@ def _load(args: argparse.Namespace, interp: NemInterpreter) -> Program:
 
     if is_stdio(args.program):
         from nem.dialect.limits import max_source_bytes
+        from nem.dialect.source_files import read_stream_bytes
+        from nem.frontends.bytecode import MAGIC
         from nem.frontends.bytecode.container import is_nemb
         from nem.frontends.nem_text.document import detect_format
 
-        limit = max_source_bytes()
-        raw = sys.stdin.buffer.read(limit + 1)
-        if len(raw) > limit:
+        raw = read_stream_bytes(sys.stdin.buffer, bytecode_magic=MAGIC)
+        if raw is None:
             raise InputError(
                 "-",
-                f"standard input has more than {limit} bytes "
+                f"standard input has more than {max_source_bytes()} bytes "
                 "(D-LIMITS; --max-source-bytes N raises the limit)",
             )
         if is_nemb(raw):

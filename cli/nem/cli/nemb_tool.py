@@ -130,9 +130,11 @@ def run_opt(main: OptMain) -> int:
     file = "<stdin>" if stdin else a.input_file
     if stdin:
         from nem.dialect.limits import max_source_bytes
+        from nem.dialect.source_files import read_stream_bytes
+        from nem.frontends.bytecode import MAGIC
 
-        raw = sys.stdin.buffer.read(max_source_bytes() + 1)
-        if len(raw) > max_source_bytes():
+        stdin_raw = read_stream_bytes(sys.stdin.buffer, bytecode_magic=MAGIC)
+        if stdin_raw is None:
             return _fail(
                 [
                     Diagnostic(
@@ -143,11 +145,13 @@ def run_opt(main: OptMain) -> int:
                     )
                 ]
             )
+        raw = stdin_raw
     else:
         from nem.dialect.source_files import read_source_bytes
+        from nem.frontends.bytecode import MAGIC
 
         try:
-            raw = read_source_bytes(a.input_file, "input")
+            raw = read_source_bytes(a.input_file, "input", bytecode_magic=MAGIC)
         except NemDiagnosticError as e:
             return _fail(e.diagnostics)
     data: list[tuple[str, int, bytes]] = []

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from nem.dialect.diagnostics import NemDiagnosticError, SourceLoc, fail
-from nem.dialect.limits import max_source_bytes
+from nem.dialect.limits import MAX_INPUT_FILE_BYTES, max_source_bytes
 
 
 def read_source(
@@ -33,17 +33,51 @@ def read_source(
 
 
 def read_source_bytes(
-    path: str | Path, what: str = "input", loc: SourceLoc | None = None, rule: str | None = None
+    path: str | Path,
+    what: str = "input",
+    loc: SourceLoc | None = None,
+    rule: str | None = None,
+    bytecode_magic: bytes | None = None,
 ) -> bytes:
     """The bytes of the regular file `path`, at most `max_source_bytes()`
-    (text or NEM bytecode)."""
+    (text or NEM bytecode).  A file starting with `bytecode_magic` may be
+    `MAX_INPUT_FILE_BYTES` larger: a `.nemb`'s Data section holds the
+    program's initial contents (a model's weights), bounded as the `--input`
+    files that would carry them are; its reader bounds the rest of the file
+    by `max_source_bytes()` (D-LIMITS)."""
     limit = max_source_bytes()
+    if bytecode_magic is not None and _starts_with(path, bytecode_magic):
+        limit += MAX_INPUT_FILE_BYTES
     try:
         return read_file_bytes(path, limit, what)
     except FileTooLarge as e:
         raise too_large(str(path), what, e.size, loc, rule, e.exact) from None
     except FileRefused as e:
         raise fail(str(e), loc, rule, e.fix) from None
+
+
+def _starts_with(path: str | Path, magic: bytes) -> bool:
+    """Does the regular file `path` start with `magic`?  (False for anything
+    the reader will refuse with its own message.)"""
+    try:
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            return False
+        with open(path, "rb") as f:
+            return f.read(len(magic)) == magic
+    except (OSError, ValueError):
+        return False
+
+
+def read_stream_bytes(stream: BinaryIO, bytecode_magic: bytes | None = None) -> bytes | None:
+    """At most `max_source_bytes()` bytes of `stream` (standard input), or
+    `MAX_INPUT_FILE_BYTES` more when they start with `bytecode_magic` (as
+    `read_source_bytes`); None when the stream holds more than that."""
+    limit = max_source_bytes()
+    data = stream.read(limit + 1)
+    if bytecode_magic is not None and data.startswith(bytecode_magic) and len(data) > limit:
+        limit += MAX_INPUT_FILE_BYTES
+        data += stream.read(limit + 1 - len(data))
+    return None if len(data) > limit else data
 
 
 class FileRefused(Exception):
@@ -204,6 +238,7 @@ def decode_source(data: bytes, name: str) -> str:
 __all__ = [
     "read_source",
     "read_source_bytes",
+    "read_stream_bytes",
     "read_source_stream",
     "decode_source",
     "FileRefused",

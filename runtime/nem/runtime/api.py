@@ -201,12 +201,13 @@ class NemInterpreter:
         is read capped and only if regular (D-LIMITS); text that is not UTF-8
         is an error at its first bad byte."""
         from nem.dialect.source_files import decode_source, read_source_bytes
+        from nem.frontends.bytecode import MAGIC
         from nem.frontends.bytecode.container import is_nemb
 
         if not isinstance(path, (str, os.PathLike)):  # load(3) read a file named '3'
             raise TypeError(f"load: path must be a str or Path, not {type(path).__name__}")
         path = str(path)
-        raw = read_source_bytes(path, "program")
+        raw = read_source_bytes(path, "program", bytecode_magic=MAGIC)
         if is_nemb(raw) or path.endswith(".nemb"):
             return self.load_bytecode(raw, path, check)
         return self.load_string(decode_source(raw, path), path, check)

@@ -44,7 +44,7 @@ from nem.dialect.attributes import (
 from nem.dialect.bounded_cache import SEGMENT_CACHE_SIZE, BoundedCache
 from nem.dialect.expressions import BINOPS, BuildFacts, ExprError, apply_binop
 from nem.dialect.gc_pause import gc_paused
-from nem.dialect.limits import MAX_NESTING_DEPTH
+from nem.dialect.limits import MAX_NESTING_DEPTH, max_source_bytes
 from nem.dialect.ops import (
     COMPUTE_OPS,
     REGION_BINDINGS,
@@ -695,6 +695,23 @@ def read_nemb(
         return _read(data, file, timings if timings is not None else {})
 
 
+def _check_program_size(data: bytes, data_section: RawSection | None) -> None:
+    """Everything but the Data section (the code, strings, debug
+    information: what is decoded into IR) is at most `max_source_bytes()`,
+    as a `.nem` text is; the Data section's initial contents are bounded as
+    input files are, by `read_source_bytes` (D-LIMITS)."""
+    initial = 0 if data_section is None else small_sections.section_size(data_section)
+    limit = max_source_bytes()
+    if len(data) - initial > limit:
+        raise BytecodeError(
+            HEADER_SIZE,
+            f"the program (the file without its {initial} bytes of initial contents) has "
+            f"{len(data) - initial} bytes, above the limit of {limit} (D-LIMITS)",
+            "split the program, or raise the limit: --max-source-bytes N "
+            "(nem.dialect.limits.source_limit from Python)",
+        )
+
+
 def _read(data: bytes, file: str, timings: dict[str, float]) -> LoadedBytecode:
     t0 = time.perf_counter()
     header = read_header(data)
@@ -713,6 +730,7 @@ def _read(data: bytes, file: str, timings: dict[str, float]) -> LoadedBytecode:
     for kind in REQUIRED_KINDS:
         if kind not in known:
             raise BytecodeError(HEADER_SIZE, f"the {SECTION_NAMES[kind]} section is missing")
+    _check_program_size(data, known.get(fb.SectionBody.Data))
     r = _BodyReader(data, file)
     strings = _body(known, fb.SectionBody.Strings, fb.Strings)
     code = _body(known, fb.SectionBody.Code, fb.Code)
