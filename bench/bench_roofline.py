@@ -4,6 +4,7 @@ baseline of its "Numbers"):
   python bench/bench_roofline.py [--device npm_pro_x1] [--models mlp,cnn,...]
                                  [--dtypes f32,f16] [--cnns squeezenet,resnet50]
                                  [--groups 3] [--json FILE] [--tune SECONDS]
+                                 [--split-units] [--per-node]
 
 Per model, compiled by `nem-compile`'s defaults for the device (L1-derived
 tiles, pipelined, every engine) and run once in timed mode: the cycles, the
@@ -14,7 +15,11 @@ tasks with the most cycles above their own bound; with `--tune`, the model
 compiled again with `nem-compile --tune` (that budget, D-COMPILE-TUNE): its
 cycles, ratio, compile CPU time and ops retiled of ops searched; with
 `--split-units`, compiled again with `nem-compile --split-units`
-(D-COMPILE-SPLIT-OPT): its tasks, cycles, ratio and compile CPU time.  Models: the project's
+(D-COMPILE-SPLIT-OPT): its tasks, cycles, ratio and compile CPU time; with
+`--per-node`, compiled with each instruction's ONNX node (D-BC-NODES) so the
+groups are ONNX nodes, and each model's Conv layers summed up: how many run
+within 2x of their own bound (the issue's goal), their median ratio, the
+farthest one.  Models: the project's
 samples (`nem.frontends.onnx.samples`) in each `--dtypes`, then the light
 CNNs named by `--cnns` (`onnx/backend/test/data/light/light_<name>.onnx`;
 none by default: ResNet-50 takes minutes of CPU).  Cycles depend on the
@@ -47,32 +52,72 @@ def cpu() -> float:
     return r.ru_utime + r.ru_stime
 
 
-def timed_run(nem: str, label: str, device: str):
-    """One timed run of the program text: (its RunResult, its roofline Report)."""
+def timed_run(nem: str | bytes, label: str, device: str):
+    """One timed run of the program (`.nem` text, or `.nemb` bytes whose
+    instructions carry their ONNX nodes, D-BC-NODES): (its RunResult, its
+    roofline Report)."""
     it = NemInterpreter(device=device, trace=False)
     it.set_mode("timed")
-    it.load_string(nem, file=f"{label}.nem")
+    if isinstance(nem, bytes):
+        it.load_bytecode(nem, f"{label}.nemb")
+    else:
+        it.load_string(nem, file=f"{label}.nem")
     s = it.start()
     res = s.run_to_end()
     return res, s.roofline()
 
 
+def conv_layers(rep) -> dict:
+    """The issue's per-layer goal: how many Conv nodes run within 2x of their
+    own bound, their median ratio and the farthest one."""
+    convs = sorted(
+        (g for g in rep.groups if g.name.endswith("(Conv)") and g.ratio is not None),
+        key=lambda g: g.ratio,
+    )
+    if not convs:
+        return {"convs": 0}
+    mid = convs[len(convs) // 2]
+    return {
+        "convs": len(convs),
+        "within_2x": sum(g.ratio <= 2.0 for g in convs),
+        "median_ratio": mid.ratio,
+        "conv_cycles": sum(g.cycles for g in convs),
+        "farthest": {"group": convs[-1].name, "ratio": convs[-1].ratio},
+    }
+
+
 def measure(
-    label: str, model, device: str, groups: int, tune: float | None = None, split: bool = False
+    label: str,
+    model,
+    device: str,
+    groups: int,
+    tune: float | None = None,
+    split: bool = False,
+    per_node: bool = False,
 ) -> dict:
     """Compile `model` (an onnx.ModelProto or a path), run it timed, return its
     row; with `tune` (a budget in seconds), compiled again with `--tune` too;
-    with `split`, again with `--split-units`."""
+    with `split`, again with `--split-units`; with `per_node`, compiled with
+    each instruction's ONNX node and run as the `.nemb` `nem-compile -o`
+    writes, so the groups are ONNX nodes and the row has the Conv layers'
+    figures (`conv_layers`)."""
     t0 = cpu()
     try:
-        result = compile_onnx(model, device=device)
+        result = compile_onnx(model, device=device, origins=per_node)
     except CompileError as e:
         return {
             "model": label,
             "status": f"compile failed in {e.stage}: {str(e).splitlines()[0][:120]}",
         }
     t1 = cpu()
-    res, rep = timed_run(result.nem, label, device)
+    program: str | bytes = result.nem
+    if per_node:
+        from nem.cli.nem_compile import nemb_bytes
+
+        program = nemb_bytes(
+            result, f"{label}.nemb", str(model) if isinstance(model, str) else label
+        )
+    res, rep = timed_run(program, label, device)
     worst = sorted(rep.groups, key=lambda g: g.bound - g.cycles)[:groups]
     row = {
         "model": label,
@@ -91,6 +136,8 @@ def measure(
             for g in worst
         ],
     }
+    if per_node:
+        row["layers"] = conv_layers(rep)
     if split:
         t2 = cpu()
         units = compile_onnx(model, device=device, split_units=True)
@@ -146,6 +193,14 @@ def show(row: dict) -> None:
             end="",
         )
     print()
+    layers = row.get("layers")
+    if layers and layers["convs"]:
+        far = layers["farthest"]
+        print(
+            f"{'':<4}{layers['convs']} Conv layers: {layers['within_2x']} within 2x of their "
+            f"bound, median ratio {layers['median_ratio']:.2f}, {layers['conv_cycles']} cycles; "
+            f"farthest {far['group']} at {far['ratio']:.2f}"
+        )
     for g in row["farthest"]:
         print(
             f"{'':<4}{g['group']:<40}{g['cycles']:>10} cycles, bound {g['bound']:.0f}, "
@@ -166,6 +221,12 @@ def main() -> None:
         default=3,
         metavar="N",
         help="print the N groups farthest above their bound",
+    )
+    p.add_argument(
+        "--per-node",
+        action="store_true",
+        help="group by ONNX node (compiled with origins, run as the .nemb nem-compile "
+        "writes) and report the Conv layers within 2x of their bound (issue 35)",
     )
     p.add_argument("--json", metavar="FILE", help="also write the rows as JSON")
     p.add_argument(
@@ -200,7 +261,17 @@ def main() -> None:
 
         todo += [(name, str(light_cnns.path(name))) for name in args.cnns.split(",")]
     for label, model in todo:
-        rows.append(measure(label, model, args.device, args.groups, args.tune, args.split_units))
+        rows.append(
+            measure(
+                label,
+                model,
+                args.device,
+                args.groups,
+                args.tune,
+                args.split_units,
+                args.per_node,
+            )
+        )
         show(rows[-1])
     if args.json:
         with open(args.json, "w", encoding="utf-8") as f:

@@ -593,6 +593,16 @@ def _write_nemb(out: str, src: str, result: CompileResult) -> None:
     ship, `nem-run FILE.nemb` needs no sidecar.  Its source locations name
     FILE.nemb (there is no FILE.nem)."""
     from nem.cli.common import output_file
+
+    data = nemb_bytes(result, out, src)
+    with output_file(out, "wb") as f:
+        f.write(data)
+
+
+def nemb_bytes(result: CompileResult, out: str, src: str) -> bytes:
+    """The bytes `nem-compile -o OUT` writes for `result` (compiled from the
+    model file `src`): also what a bench loads to report per ONNX node
+    (bench/bench_roofline.py --per-node)."""
     from nem.dialect.limits import own_source
     from nem.frontends.bytecode.writer import Embedded, NotEncodable, WriteOptions, write_nemb
     from nem.frontends.nem_text.parser import parse_nem
@@ -608,11 +618,9 @@ def _write_nemb(out: str, src: str, result: CompileResult) -> None:
     ]
     options = WriteOptions(embed=embed, build={"source": src, "producer-tool": "nem-compile"})
     try:
-        data = write_nemb(module, options)
+        return write_nemb(module, options)
     except NotEncodable as e:
         raise ValueError(str(e)) from None
-    with output_file(out, "wb") as f:
-        f.write(data)
 
 
 def _with_nodes(module: ModuleOp, origins: list[str | None]) -> None:
