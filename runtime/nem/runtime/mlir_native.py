@@ -4,7 +4,7 @@ A `compute op="mlir.kernel"` kernel (D-RT-MLIR-KERNEL) that the native
 backend takes is prepared (`mlir_native_prep`: the interpreter's semantics
 made explicit: checks that trap, exact narrowing, libm calls, loop sinking),
 lowered by upstream MLIR's pass manager to the LLVM dialect and compiled by
-its `ExecutionEngine` (LLVM -O3 for the host CPU), once per distinct kernel
+its `ExecutionEngine` (LLVM -O2 for the host CPU, `OPT_LEVEL`), once per distinct kernel
 text and argument aliasing, and cached for the process.  It then runs on the
 runtime's memory: each memref argument is a bare pointer to the numpy array
 of the operand (the bare-pointer calling convention: the kernel's memrefs
@@ -35,6 +35,14 @@ from nem.runtime.mlir_native_prep import LIBM_PREFIX, PAYLOAD, TRAP, JitUnsuppor
 
 if TYPE_CHECKING:
     from xdsl.dialects.builtin import ModuleOp
+
+OPT_LEVEL = 2
+"""LLVM's optimization level for each kernel (D-RT-MLIR-JIT).  A program
+that runs on a device without the opcodes for its model is all escape-hatch
+kernels, hundreds of distinct ones, and their compilation is most of the
+run: DenseNet-121 on npm_mid (541 distinct kernels) takes 66.3 s CPU with
+-O3 and 32.8 s with -O2, its output bit for bit the same (no fast-math at
+any level); the matmul of bench/bench_mlir_kernel.py runs as fast."""
 
 PIPELINE = ",".join(
     [
@@ -87,7 +95,7 @@ class NativeKernel:
             with self._ctx:
                 self._module = ir.Module.parse(prepared.text)
                 PassManager.parse(f"builtin.module({PIPELINE})").run(self._module.operation)
-                self._engine = ExecutionEngine(self._module, opt_level=3)
+                self._engine = ExecutionEngine(self._module, opt_level=OPT_LEVEL)
         except Exception as e:  # noqa: BLE001 - upstream parse/lowering failures
             raise JitUnsupported(f"upstream MLIR cannot compile it: {_first_lines(e)}") from None
         self._trap_cb = _TRAP_FN(self._on_trap)
