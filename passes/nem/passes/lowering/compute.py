@@ -1,11 +1,13 @@
 """Compute: raising loop nests and linalg ops to NEM opcodes (D-LOW-RAISE,
 D-LOW-ACCUM, D-LOW-TILES), else the escape hatch (`escape.py`).
 
-A raise plan (`nest_analysis`) is emitted into a `Staging` block first: the
-regions and candidate tasks are built, each candidate is checked against
-the target's type families, and the staging block is then committed to the
-NEM block, or dropped when some task has no legal variant (the computation
-falls back to one escape-hatch task).
+Which plan, or the escape hatch and why, is `raise_decision.RaiseAnalysis`'s
+decision (an analysis apart from this rewrite); this module emits it.  A
+plan is emitted into a `Staging` block first: the regions and candidate
+tasks are built, each candidate is checked against the target's type
+families, and the staging block is then committed to the NEM block, or
+dropped when some task has no legal variant (the computation falls back to
+one escape-hatch task, D-LOW-OUTLINE).
 """
 
 from __future__ import annotations
@@ -13,56 +15,39 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
-from xdsl.dialects.builtin import IntegerAttr, IntegerType, MemRefType
-from xdsl.dialects.linalg.ops import GenericOp  # (not the deprecated lazy attribute)
+from xdsl.dialects.builtin import IntegerAttr, MemRefType
 from xdsl.ir import Attribute, Operation, SSAValue
 
 from nem.dialect.builder import NemBuilder
 from nem.dialect.ops import ComputeOp
 from nem.frontends.upstream_dialects.linalg_softmax import SoftmaxOp
 from nem.passes.lowering.access_bounds import check_access_bounds
-from nem.passes.lowering.aliasing import alias_reason, linalg_alias_reason, nest_touches
-from nem.passes.lowering.broadcasts import (
-    BroadcastPlan,
-    broadcast_leaf,
-    emit_broadcast,
-    match_broadcast,
-)
+from nem.passes.lowering.broadcasts import BroadcastPlan, broadcast_leaf, emit_broadcast
 from nem.passes.lowering.context import LoweringContext
 from nem.passes.lowering.diagnostics import reject
 from nem.passes.lowering.emit import region
-from nem.passes.lowering.escape import (
-    CARRIED,
-    carried_out,
-    emit_escape,
-    linalg_operands,
-    location_text,
-)
-from nem.passes.lowering.fills import access_box, emit_fill, lower_linalg_fill, nest_fill
-from nem.passes.lowering.generic_analysis import (
-    NOT_ELTWISE_GENERIC,
-    generic_accesses,
-    generic_copy,
-    generic_trees,
-)
+from nem.passes.lowering.escape import emit_escape, linalg_operands, location_text
+from nem.passes.lowering.fills import access_box, emit_fill
 from nem.passes.lowering.nest_analysis import (
-    LINALG_ELTWISE,
-    LINALG_WRAPPING,
     Access,
-    CopyPlan,
     EltNode,
     EltOp,
-    EltwisePlan,
     Load,
-    MatmulPlan,
-    Nest,
-    NotRaisable,
     Operand,
     Splat,
-    analyze,
-    match_nest,
     saturating_add,
     wrapping_in,
+)
+from nem.passes.lowering.raise_decision import (
+    Copy,
+    Decision,
+    Eltwise,
+    Escape,
+    Fill,
+    NamedEltwise,
+    NamedLinalg,
+    NestMatmul,
+    RaiseAnalysis,
 )
 from nem.passes.lowering.raise_windows import emit_window
 from nem.passes.lowering.staging import (
@@ -77,12 +62,7 @@ from nem.passes.lowering.staging import (
 )
 from nem.passes.lowering.state import BlockState, Lowering
 from nem.passes.lowering.views import View
-from nem.passes.lowering.windows import (
-    NotWindow,
-    WindowPlan,
-    match_window_generic,
-    match_window_nest,
-)
+from nem.passes.lowering.windows import WindowPlan
 
 if TYPE_CHECKING:
     from xdsl.dialects import affine
@@ -160,57 +140,84 @@ def emit_matmul(
 
 
 def lower_nest(lw: Lowering, top: affine.ForOp, st: BlockState) -> None:
-    """A loop nest: one raised task per op of its plan, else one escape-hatch task."""
+    """A loop nest: one raised task per op of its plan, else one escape-hatch
+    task (the decision is `RaiseAnalysis.nest`'s)."""
     ctx = lw.ctx
     what = f"loop nest at {location_text(top)}"
     check_access_bounds(top, ctx.env)  # D-LOW-BOUNDS, raised or not
-    if top.results:  # values carried out of the loop (D-LOW-CARRIED)
-        after = carried_out(top)
-        for op in after:
+    decision = RaiseAnalysis(ctx.env, ctx.view).nest(top)
+    if isinstance(decision, Escape):
+        for op in decision.after:
             check_access_bounds(op, ctx.env)
-        return emit_escape(lw, top, st, CARRIED, what, after)
-    try:
-        nest = analyze(top, ctx.env)
-    except (NotRaisable, ValueError) as e:
-        return emit_escape(lw, top, st, str(e), what)
+    emit_decision(lw, decision, top, st, what)
 
-    def aliased() -> str | None:  # checked once a plan matched (D-LOW-ALIAS)
-        return alias_reason(nest_touches(nest, ctx.env, ctx.view))
 
-    try:
-        plan = match_nest(nest, ctx.env, lambda m, u: ctx.view(m, u).buffer)
-    except (NotRaisable, ValueError) as e:
-        if str(e) in COPY_LIKE:
-            return _broadcast_or_escape(lw, top, st, str(e), what, nest, aliased)
-        return _window_or_escape(
-            lw, top, st, str(e), what, lambda: match_window_nest(nest, ctx.env), aliased
+def emit_decision(
+    lw: Lowering, decision: Decision, anchor: Operation, st: BlockState, what: str
+) -> None:
+    """The tasks of `RaiseAnalysis`'s decision for `anchor` (a loop nest or
+    a linalg op); a plan whose tasks have no legal variant on the target
+    falls back to the escape hatch there (`staging.illegal`)."""
+    ctx = lw.ctx
+    if isinstance(decision, Escape):
+        return emit_escape(lw, anchor, st, decision.why, what, decision.after)
+    if isinstance(decision, Fill):
+        return emit_fill(lw, decision.box, decision.steps, anchor, st, what)
+    if isinstance(decision, Copy):
+        return _emit_copy(
+            lw,
+            Staging(anchor.location),
+            st,
+            decision.src,
+            decision.dst,
+            decision.extents,
+            anchor,
+            what,
         )
-    why = aliased()
-    if why is not None:
-        return emit_escape(lw, top, st, why, what)
-    exts = nest.extents
-    stg = Staging(top.location)
+    if isinstance(decision, BroadcastPlan):
+        return emit_broadcast(lw, decision, anchor, st, what)
+    if isinstance(decision, WindowPlan):
+        return emit_window(lw, decision, anchor, st, what)
+    stg = Staging(anchor.location)
     b = stg.builder
-    if isinstance(plan, MatmulPlan):
-        with b.located(top.location):
+    if isinstance(decision, NestMatmul):
+        plan, exts = decision.plan, decision.extents
+        with b.located(anchor.location):
             a_reg, _ = access_region(
-                ctx, b, plan.a.access, exts, top, "KM" if plan.trans_a else "MK"
+                ctx, b, plan.a.access, exts, anchor, "KM" if plan.trans_a else "MK"
             )
             b_reg, _ = access_region(
-                ctx, b, plan.b.access, exts, top, "NK" if plan.trans_b else "KN"
+                ctx, b, plan.b.access, exts, anchor, "NK" if plan.trans_b else "KN"
             )
-            c = access_region(ctx, b, plan.c, exts, top, "MN")
-        why = emit_matmul(lw, stg, st, top, a_reg, b_reg, c, (plan.trans_a, plan.trans_b), what)
+            c = access_region(ctx, b, plan.c, exts, anchor, "MN")
+        why = emit_matmul(lw, stg, st, anchor, a_reg, b_reg, c, (plan.trans_a, plan.trans_b), what)
         if why is not None:
             stg.drop()
-            emit_escape(lw, top, st, why, what)
+            emit_escape(lw, anchor, st, why, what)
         return
-    if isinstance(plan, CopyPlan):
-        return _emit_copy(lw, stg, st, plan.src.access, plan.dst, exts, top, what)
-    assert isinstance(plan, EltwisePlan)
-    with b.located(top.location):
-        out = access_region(ctx, b, plan.out, exts, top)
-    _raise_over_accesses(lw, stg, st, [(plan.root, out)], plan.out, exts, top, what)
+    if isinstance(decision, Eltwise):
+        exts = decision.extents
+        with b.located(anchor.location):
+            trees = [
+                (root, access_region(ctx, b, acc, exts, anchor))
+                for root, acc in zip(decision.roots, decision.outs)
+            ]
+        return _raise_over_accesses(lw, stg, st, trees, decision.outs[0], exts, anchor, what)
+    if isinstance(decision, NamedEltwise):
+        with b.located(anchor.location):
+            out = full_region(ctx, b, linalg_operands(anchor)[1][0], anchor)
+        return raise_eltwise(
+            lw,
+            stg,
+            st,
+            [(decision.root, out)],
+            anchor,
+            what,
+            lambda leaf: full_region(ctx, b, _operand(leaf).memref, anchor),
+            (),
+            lambda leaf: True,
+        )
+    _emit_named(lw, decision, anchor, stg, st, what)
 
 
 def _raise_over_accesses(
@@ -270,28 +277,6 @@ def _emit_copy(
     stg.commit(st)
     name_task(ctx, tok, "copy")
     ctx.summary.raised.append(f"{what} -> transfer (copy)")
-
-
-def _lower_generic_copy(
-    lw: Lowering,
-    op: GenericOp,
-    st: BlockState,
-    what: str,
-    src: Access | Attribute,
-    dst: Access,
-    exts: dict[int, int],
-) -> None:
-    """A `linalg.generic` that yields an input or a constant (`generic_copy`):
-    a fill (D-LOW-FILL), one transfer, or D-LOW-BCAST's transfers for a
-    transposing or broadcasting copy."""
-    ctx = lw.ctx
-    if not isinstance(src, Access):
-        return emit_fill(lw, access_box(ctx.view(dst.memref, op), dst, exts), src, op, st, what)
-    if ctx.view(src.memref, op).buffer is ctx.view(dst.memref, op).buffer:
-        return emit_escape(lw, op, st, "a copy within one buffer", what)
-    if src.dims == dst.dims:
-        return _emit_copy(lw, Staging(op.location), st, src, dst, exts, op, what)
-    emit_broadcast(lw, BroadcastPlan(src, dst, exts), op, st, what)
 
 
 def _load(leaf: Load | Operand) -> Load:
@@ -450,27 +435,21 @@ def _leaf_elem(leaf: Load | Operand) -> Attribute:
 
 
 def lower_linalg(lw: Lowering, op: Operation, st: BlockState) -> None:
-    """`linalg.matmul`, `linalg.conv_2d_nhwc_hwcf`, named elementwise ops
-    and elementwise `linalg.generic` are raised; other linalg ops fall back."""
+    """A linalg op: raised as `RaiseAnalysis.linalg` decides, else one
+    escape-hatch task."""
+    decision = RaiseAnalysis(lw.ctx.env, lw.ctx.view).linalg(op)
+    emit_decision(lw, decision, op, st, f"{op.name} at {location_text(op)}")
+
+
+def _emit_named(
+    lw: Lowering, decision: NamedLinalg, op: Operation, stg: Staging, st: BlockState, what: str
+) -> None:
+    """`linalg.matmul`, `linalg.conv_2d_nhwc_hwcf`, `linalg.softmax`, or
+    `linalg.copy` as one transfer."""
     ctx = lw.ctx
-    what = f"{op.name} at {location_text(op)}"
     ins, outs = linalg_operands(op)
-    if op.results:
-        raise reject(op, "linalg on tensors is not supported; bufferize first (one-shot-bufferize)")
-    if op.name == "linalg.fill":
-        return lower_linalg_fill(lw, op, st, what)
-    for v in (*ins, *outs):
-        if not isinstance(v.type, MemRefType):
-            return emit_escape(lw, op, st, "scalar operands", what)
-    # NEM's softmax reads a row before it writes it: in place on the very
-    # same memref is what it computes; any other overlap is checked
-    if not (isinstance(op, SoftmaxOp) and ins[0] is outs[0]):
-        why = linalg_alias_reason(op, ctx.view, (ins, outs))  # D-LOW-ALIAS
-        if why is not None:
-            return emit_escape(lw, op, st, why, what)
-    stg = Staging(op.location)
     b = stg.builder
-    if op.name == "linalg.matmul":
+    if decision.kind == "linalg.matmul":
         with b.located(op.location):
             a_reg, _ = full_region(ctx, b, ins[0], op, "MK")
             b_reg, _ = full_region(ctx, b, ins[1], op, "KN")
@@ -480,124 +459,18 @@ def lower_linalg(lw: Lowering, op: Operation, st: BlockState) -> None:
             stg.drop()
             emit_escape(lw, op, st, why, what)
         return
-    if op.name == "linalg.conv_2d_nhwc_hwcf":
+    if decision.kind == "linalg.conv_2d_nhwc_hwcf":
         return _lower_conv(lw, op, ins, outs, stg, st, what)
-    if op.name == "linalg.softmax":
+    if decision.kind == "linalg.softmax":
         return _lower_softmax(lw, op, stg, st, what)
-    if op.name == "linalg.copy" and _same_box(ctx.view(ins[0], op), ctx.view(outs[0], op)):
-        with b.located(op.location):  # what transform.structured.promote copies (D-LOW-VIEW)
-            src, _ = full_region(ctx, b, ins[0], op)
-            dst, _ = full_region(ctx, b, outs[0], op)
-            tok = b.transfer(dst, src)
-        stg.commit(st)
-        name_task(ctx, tok, "copy")
-        ctx.summary.raised.append(f"{what} -> transfer (copy)")
-        return
-    if isinstance(op, GenericOp):
-        generic = op
-
-        def shape_of(v: SSAValue) -> tuple[int, ...]:
-            return ctx.view(v, generic).shape
-
-        try:
-            copy = generic_copy(op, shape_of)
-            roots = generic_trees(op, shape_of) if copy is None else []
-        except NotRaisable as e:
-            return _window_or_escape(
-                lw, op, st, str(e), what, lambda: match_window_generic(generic, shape_of)
-            )
-        if copy is not None:
-            return _lower_generic_copy(lw, op, st, what, *copy)
-        accesses, exts = generic_accesses(op, shape_of)
-        outs_acc = accesses[len(ins) :]
-        with b.located(op.location):
-            trees = [
-                (root, access_region(ctx, b, acc, exts, op)) for root, acc in zip(roots, outs_acc)
-            ]
-        return _raise_over_accesses(lw, stg, st, trees, outs_acc[0], exts, op, what)
-    if op.name not in LINALG_ELTWISE:
-        return emit_escape(lw, op, st, "no NEM opcode for this linalg op", what)
-    with b.located(op.location):
-        out = full_region(ctx, b, outs[0], op)
-    wraps = LINALG_WRAPPING.get(op.name) if isinstance(out[1].elem, IntegerType) else None
-    root = EltOp(LINALG_ELTWISE[op.name], tuple(Operand(v) for v in ins), wraps=wraps)
-    raise_eltwise(
-        lw,
-        stg,
-        st,
-        [(root, out)],
-        op,
-        what,
-        lambda leaf: full_region(ctx, b, _operand(leaf).memref, op),
-        (),
-        lambda leaf: True,
-    )
-
-
-WINDOW_LIKE = ("a strided or skewed access", NOT_ELTWISE_GENERIC)
-"""Why `match_nest` / `generic_trees` refuse what may be a convolution or pooling."""
-
-
-def _window_or_escape(
-    lw: Lowering,
-    anchor: Operation,
-    st: BlockState,
-    why: str,
-    what: str,
-    match: Callable[[], WindowPlan],
-    aliased: Callable[[], str | None] = lambda: None,
-) -> None:
-    """A convolution or max pooling (D-LOW-WINDOW), else the escape hatch
-    with the reason: the window matcher's when the computation looked like
-    one (skewed accesses), else `why`; `aliased()`: why a matched plan may
-    not be raised (D-LOW-ALIAS)."""
-    try:
-        plan = match()
-    except NotWindow:
-        return emit_escape(lw, anchor, st, why, what)
-    except (NotRaisable, ValueError) as e:
-        return emit_escape(lw, anchor, st, str(e) if why in WINDOW_LIKE else why, what)
-    overlap = aliased()
-    if overlap is not None:
-        return emit_escape(lw, anchor, st, overlap, what)
-    emit_window(lw, plan, anchor, st, what)
-
-
-COPY_LIKE = (
-    "a copy that transposes or broadcasts",
-    "the body is not a tree of elementwise operations over loads",
-)
-"""Why `match_nest` refuses what may be a transposing or broadcasting copy."""
-
-
-def _broadcast_or_escape(
-    lw: Lowering,
-    top: affine.ForOp,
-    st: BlockState,
-    why: str,
-    what: str,
-    nest: Nest,
-    aliased: Callable[[], str | None],
-) -> None:
-    """A transposing or broadcasting copy as transfers (D-LOW-BCAST), else
-    the escape hatch with the reason (`aliased()`: D-LOW-ALIAS's, once a
-    copy matched)."""
-    try:
-        fill = nest_fill(nest, lw.ctx.env, lw.ctx.view)  # D-LOW-FILL
-        if fill is not None:
-            return emit_fill(lw, *fill, top, st, what)
-        plan = match_broadcast(nest, lw.ctx.env, why)
-    except (NotRaisable, ValueError) as e:
-        return emit_escape(lw, top, st, str(e), what)
-    overlap = aliased()
-    if overlap is not None:
-        return emit_escape(lw, top, st, overlap, what)
-    emit_broadcast(lw, plan, top, st, what)
-
-
-def _same_box(a: View, b: View) -> bool:
-    """Two views a transfer can copy between: same element type and shape."""
-    return a.elem == b.elem and a.shape == b.shape
+    assert decision.kind == "linalg.copy"
+    with b.located(op.location):  # what transform.structured.promote copies (D-LOW-VIEW)
+        src, _ = full_region(ctx, b, ins[0], op)
+        dst, _ = full_region(ctx, b, outs[0], op)
+        tok = b.transfer(dst, src)
+    stg.commit(st)
+    name_task(ctx, tok, "copy")
+    ctx.summary.raised.append(f"{what} -> transfer (copy)")
 
 
 def _operand(leaf: Load | Operand) -> Operand:

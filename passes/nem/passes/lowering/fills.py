@@ -24,7 +24,7 @@ or -0.0 fill stays an escape-hatch task, with that reason.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -36,7 +36,7 @@ from xdsl.ir import Attribute, Operation, SSAValue
 from nem.passes.lowering.affine_algebra import Aff, is_index_arith
 from nem.passes.lowering.context import LoweringContext
 from nem.passes.lowering.emit import expr, region
-from nem.passes.lowering.escape import emit_escape, linalg_operands
+from nem.passes.lowering.escape import emit_escape
 from nem.passes.lowering.nest_analysis import Access, Nest, NotRaisable, access
 from nem.passes.lowering.partial_tiles import RegionAccess
 from nem.passes.lowering.staging import Staging, illegal, name_task
@@ -194,19 +194,24 @@ def _keep_elem_type(ctx: LoweringContext, vw: View) -> None:
     ctx.decls.region(name, buf, 0, size, elem=elem, shape=[size // vw.elem_bytes], layout="C")
 
 
-def emit_fill(
-    lw: Lowering, box: Box, value: Attribute, anchor: Operation, st: BlockState, what: str
-) -> None:
-    """The fill's tasks (module docstring), else one escape-hatch task with
-    the reason (a step without a legal variant on the target)."""
+def box_elem(box: Box) -> str:
+    """The NEM name of a box's element type (`fill_steps`' `elem`)."""
     from nem.dialect.attributes import elem_name
 
+    return elem_name(box.view.elem) or str(box.view.elem)
+
+
+def emit_fill(
+    lw: Lowering,
+    box: Box,
+    steps: Sequence[tuple[str, float | int]],
+    anchor: Operation,
+    st: BlockState,
+    what: str,
+) -> None:
+    """The fill's tasks (`fill_steps`), else one escape-hatch task with
+    the reason (a step without a legal variant on the target)."""
     ctx = lw.ctx
-    elem = elem_name(box.view.elem) or str(box.view.elem)
-    try:
-        steps = fill_steps(value, elem)
-    except NotRaisable as e:
-        return emit_escape(lw, anchor, st, str(e), what)
     stg = Staging(anchor.location)
     b = stg.builder
     toks: list[tuple[str, SSAValue]] = []
@@ -229,12 +234,3 @@ def emit_fill(
     for opcode, t in toks:
         name_task(ctx, t, opcode)
     ctx.summary.raised.append(f"{what} -> {' + '.join(op for op, _ in toks)} (constant fill)")
-
-
-def lower_linalg_fill(lw: Lowering, op: Operation, st: BlockState, what: str) -> None:
-    """`linalg.fill ins(%c) outs(%m)`: the fill of the whole of `%m`."""
-    ins, outs = linalg_operands(op)
-    value = constant_of(ins[0]) if ins else None
-    if value is None or not outs:
-        return emit_escape(lw, op, st, "a fill with a value that is not an arith.constant", what)
-    emit_fill(lw, view_box(lw.ctx.view(outs[0], op)), value, op, st, what)

@@ -79,12 +79,10 @@ def emit_window(
     lw: Lowering, plan: WindowPlan, anchor: Operation, st: BlockState, what: str
 ) -> None:
     """The plan's two tasks, or one escape-hatch task when either has no
-    legal variant on the target."""
+    legal variant on the target (a window sum that would wrap is escaped
+    by `RaiseAnalysis`, before)."""
     ctx = lw.ctx
     if plan.kind == "sumpool":  # no NEM opcode sums a window (D-LOW-SUMPOOL)
-        wraps = saturating_add(ctx.view(plan.y.memref, anchor).elem)  # D-LOW-INT-WRAP
-        if wraps is not None:
-            return emit_escape(lw, anchor, st, wraps, what)
         return _combine_over_offsets(lw, plan, anchor, st, what, "add", None)
     stg = Staging(anchor.location)
     g = plan.group
