@@ -116,3 +116,51 @@ def test_a_split_reduction_is_not_fused():
     fused = compile_onnx(model, **OPTS, tile_sizes=sizes)
     plain = compile_onnx(model, **OPTS, tile_sizes=sizes, fuse=False)
     assert fused.nem == plain.nem
+
+
+GROUP = """
+#b = affine_map<(d0, d1, d2, d3) -> (d3)>
+#id = affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>
+func.func @f(%x: memref<1x16x16xCxf32>, %w: memref<1x1xCxFxf32>, %b: memref<Fxf32>,
+             %y: memref<1x16x16xFxf32>) {
+  %z = arith.constant 0.0 : f32
+  %o = memref.alloc() : memref<1x16x16xFxf32>
+  linalg.generic {indexing_maps = [#b, #id], iterator_types = ["parallel", "parallel",
+      "parallel", "parallel"]} ins(%b : memref<Fxf32>) outs(%o : memref<1x16x16xFxf32>) {
+  ^bb0(%in: f32, %out: f32):
+    linalg.yield %in : f32
+  }
+  linalg.conv_2d_nhwc_hwcf {dilations = dense<1> : tensor<2xi64>, strides = dense<1> : tensor<2xi64>}
+      ins(%x, %w : memref<1x16x16xCxf32>, memref<1x1xCxFxf32>) outs(%o : memref<1x16x16xFxf32>)
+  linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel",
+      "parallel", "parallel"]} ins(%o : memref<1x16x16xFxf32>) outs(%y : memref<1x16x16xFxf32>) {
+  ^bb0(%in: f32, %out: f32):
+    %r = arith.maximumf %in, %z : f32
+    linalg.yield %r : f32
+  }
+  return
+}
+"""
+
+
+@pytest.mark.parametrize("c, fused", [(16, 1), (128, 0)])
+def test_epilogues_that_would_shrink_a_large_weight_tile_are_not_fused(c, fused):
+    """A 1x1 convolution (16x16 pixels, f = 512) whose tile with the Relu's
+    is over the budget: the Relu is fused while the weight tile is under
+    half the budget (16 channels in: 32 KiB), not when it is half (128
+    channels: 256 KiB of 512 KiB), where the L1 fit would split the output
+    channels; the bias is fused either way (D-COMPILE-FUSE-L1)."""
+    from mlir import ir
+
+    from nem.compile import fusion
+
+    with ir.Context():
+        m = ir.Module.parse(GROUP.replace("C", str(c)).replace("F", "512"))
+        fn = next(o.operation for o in m.body.operations)
+        (g,) = fusion.find_groups(fn)
+        assert len(g.epilogues) == 1 and g.keep() == [False, True]
+        budget = 512 * 1024
+        sizes = [1, 16, 16, 512, 1, 1, c]
+        assert fusion._tile_bytes(g.conv, sizes, 3, 1) > budget
+        got = fusion._fitting(g, sizes, budget)
+        assert got is not None and len(got.epilogues) == fused

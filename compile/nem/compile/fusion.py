@@ -284,8 +284,8 @@ def _tile_bytes(conv: ir.Operation, sizes: Sequence[int], tiles: int, bias: int)
 
 def _fitting(g: Group, sizes: list[int], budget: int) -> Group | None:
     """`g` with the epilogues fused where fusing does not hurt the
-    convolution's tiles (None: a one-pixel tile with the whole reduction
-    does not fit half the budget).  Each epilogue adds an output-sized tile
+    convolution's tiles, the bias always (None: a one-pixel tile with the
+    whole reduction does not fit half the budget).  Each epilogue adds an output-sized tile
     to the convolution's, each of its other inputs one more; the L1 fit then
     shrinks the tile (D-COMPILE-L1), which costs little while the weight
     tile is under half the budget.  A larger weight tile takes the epilogues
@@ -299,11 +299,11 @@ def _fitting(g: Group, sizes: list[int], budget: int) -> Group | None:
     if 4 * kh * kw * c * sizes[3] * 2 < budget:
         return g
     room = max(budget, _tile_bytes(g.conv, sizes, 2, 0))
-    for n in range(len(g.epilogues), -1, -1):
+    for n in range(len(g.epilogues), 0, -1):
         tiles = 2 + n + sum(len(o) for o in g.others[:n])
         if _tile_bytes(g.conv, sizes, tiles, 1) <= room:
             return g.first(n)
-    return None
+    return g.first(0)  # (the bias slice: one channel's word per output channel)
 
 
 def fuse(fn: ir.Operation, ops: list[ir.Operation], plans: list, budget: int):
