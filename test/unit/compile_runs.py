@@ -106,11 +106,21 @@ def only_output(result, model, schedules: int):
     return it.read_tensor(name, shape, dtype)
 
 
-def timed_cycles(text: str, device: str = DEVICE) -> int:
-    """The timed cycles of a program (D-RT-COST)."""
+def _timed_total(text: str, device: str):
+    """The whole program's roofline group of a timed run (D-RT-ROOFLINE)."""
     it = NemInterpreter(device=device, trace=False)
     it.set_mode("timed")
     it.load_string(text, file="m.nem")
     s = it.start()
     s.run_to_end()
-    return s.roofline().total.cycles
+    return s.roofline().total
+
+
+def timed_cycles(text: str, device: str = DEVICE) -> int:
+    """The timed cycles of a program (D-RT-COST)."""
+    return _timed_total(text, device).cycles
+
+
+def dma_bytes(text: str, device: str = DEVICE) -> int:
+    """The bytes a program's DMAs move in a timed run."""
+    return _timed_total(text, device).units["DMA"].amount

@@ -10,11 +10,10 @@ import pytest
 
 pytest.importorskip("mlir.ir")
 
-from compile_runs import conv3x3_model, run_compiled  # noqa: E402
+from compile_runs import conv3x3_model, dma_bytes, run_compiled  # noqa: E402
 from mlir import ir  # noqa: E402
 
 from nem.compile import compile_onnx, hoist  # noqa: E402
-from nem.runtime.api import NemInterpreter  # noqa: E402
 
 TILED = """
 func.func @f(%x: memref<8x16xf32>, %w: memref<16x16xf32>, %y: memref<8x16xf32>) {
@@ -138,13 +137,5 @@ def test_hoisted_weights_are_bit_identical_and_copied_less(monkeypatch):
     monkeypatch.setattr(hoist, "ENABLED", False)
     old = compile_onnx(model, **opts)
     assert np.array_equal(_run(new, model, 2).view(np.uint32), _run(old, model, 0).view(np.uint32))
-
-    def dma_bytes(text: str) -> int:
-        it = NemInterpreter(device="npm_pro_x1", trace=False)
-        it.set_mode("timed")
-        it.load_string(text, file="m.nem")
-        s = it.start()
-        s.run_to_end()
-        return s.roofline().total.units["DMA"].amount
 
     assert dma_bytes(new.nem) < 0.8 * dma_bytes(old.nem)

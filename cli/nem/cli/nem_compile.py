@@ -97,6 +97,12 @@ def _parser() -> argparse.ArgumentParser:
         "their convolutions over its NMUs (fewer cycles, longer compile; D-COMPILE-SPLIT-OPT)",
     )
     p.add_argument(
+        "--no-fuse",
+        action="store_true",
+        help="transform route: tile each op apart (no bias or elementwise epilogue run on "
+        "a convolution's tiles in L1; D-COMPILE-FUSE-L1)",
+    )
+    p.add_argument(
         "--route",
         choices=ROUTES,
         default="transform",
@@ -456,6 +462,7 @@ def _run(args: argparse.Namespace) -> int:
         origins=out.endswith(".nemb"),
         located_temps=args.save_temps,
         split_units=args.split_units,
+        fuse=not args.no_fuse,
     )
     if args.tune and (ext != ".onnx" or args.bisect):
         return _usage("--tune takes a .onnx model (and no --bisect)")

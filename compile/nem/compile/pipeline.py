@@ -89,6 +89,10 @@ class CompileOptions:
     op_tile_sizes: tuple[tuple[str, tuple[int, ...]], ...] = ()
     """Tile sizes of single ops, by `tune.op_key` (what `--tune` found);
     other ops are sized as usual (D-COMPILE-TUNE)."""
+    fuse: bool = True
+    """Transform route: a convolution's bias and its elementwise epilogues
+    (Relu, Clip, residual Add) run on its tiles in L1 (D-COMPILE-FUSE-L1);
+    `nem-compile --no-fuse` tiles each op apart."""
     split_units: bool = False
     """Transform route: split tile loops' large copies over the engine's DMAs
     and their convolutions over its NMUs (`--split-units`, D-COMPILE-SPLIT-OPT):

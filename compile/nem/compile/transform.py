@@ -378,6 +378,10 @@ def tile_module(
         texts.append(_privatize(module, entry, todo))
         reuse = (planned, todo[0][0])  # the ops before the first one privatized: unchanged
         checkpoint("partial sums", module)  # the stage bisector's steps (nem.compile.bisect)
+    if options.fuse:  # bias and epilogues into the convolutions' tiles (D-COMPILE-FUSE-L1)
+        from nem.compile import fusion, tiling
+
+        ops, sized = fusion.fuse(entry, ops, sized, tiling.l1_budget(device, options.pipeline))
     for k, (op, plan) in enumerate(zip(ops, sized)):
         if progress is not None:
             progress("ops tiled", k, len(ops))
@@ -404,6 +408,8 @@ def tile_module(
     tidy = PassManager.parse("builtin.module(canonicalize,cse)")
     tidy.enable_verifier(False)
     tidy.run(module.operation)
+    if options.fuse:  # on the tiles' static shapes (D-COMPILE-FUSE-L1)
+        fusion.finish(entry)
     module.operation.verify()
     # opt-in (D-COMPILE-SPLIT-OPT): large staging copies over the engine's DMAs
     # (D-COMPILE-DMA-SPLIT; static shapes now) and each tile's convolution over

@@ -1,0 +1,599 @@
+"""Fusion in L1 (D-COMPILE-FUSE-L1): a convolution's bias prologue and its
+elementwise epilogues run on the tile while it is in L1.
+
+The importer gives an ONNX Conv with a bias as a broadcast of the bias into
+the output buffer O followed by the convolution accumulating into O; the
+ONNX Relu (Clip, residual Add) after it is an elementwise `linalg.generic`
+reading O into a buffer P of its own.  Tiled one op at a time, that is a
+pass broadcasting the bias through DDR, a read-back of each output tile
+before it is convolved into, and a pass per epilogue reading O again.
+
+Before tiling (`fuse`, on the bufferized function, after the tile plans),
+each such group B; C; E1; ..; Ek whose rewrite is sound becomes one
+`linalg.generic` F at C's place: the convolution's loops
+(n, oh, ow, f, kh, kw, c), inputs (X, W, bias, each epilogue's other
+inputs), outputs (O, P1, .., Pk), a body exact on its own (`x * w` added to
+the bias at the reduction's first step, to `o` after it; then the
+epilogues' bodies on that sum: `structured.promote` stages only the
+operands a body reads).  Epilogues are fused as far as the tile, with an
+output-sized tile more per epilogue and per other input, stays within the
+tile budget, so that fusing does not shrink the convolution's tiles.  F is tiled, staged in L1 and split over
+the engines as any op (`nem.compile.transform`), its L1 need measured with
+every buffer the fused tile holds (D-COMPILE-L1), with tile sizes that
+never split the reduction: every tile of F computes final sums.  After
+tiling (`finish`) each tile of F becomes, on its L1 buffers,
+
+    broadcast of the bias tile into O's tile  (instead of O's read-back)
+    the named convolution into O's tile       (as C's tile computed it)
+    E1 .. Ek on the tile, each into its P's tile (no read-back of P)
+
+and O's (or an intermediate P's) copy-out goes where nothing else reads the
+buffer.  Each op is the unfused op's own (the broadcast's body, C's
+convolution, each E's body cloned), on the same values in the same order:
+the outputs are bit-identical to the unfused program's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+from mlir import ir
+from mlir.dialects import arith, linalg
+
+from nem.compile.nest_ir import owner_op
+
+FUSE = "nem_fuse"
+"""A fused op's (and its tiles') description: the convolution's strides
+and dilations, its weight's shape, each epilogue's count of other inputs,
+and which outputs are copied out (`keep`)."""
+CONV = "linalg.conv_2d_nhwc_hwcf"
+REDUCTION = (4, 5, 6)
+"""The reduction loops (kh, kw, c) of the convolution's (n, oh, ow, f, kh, kw, c)."""
+MAX_EPILOGUES = 3
+RANK = 4
+
+
+@dataclass
+class Group:
+    """A bias broadcast, the convolution into its output, and the
+    elementwise ops fused after it (`find_groups`)."""
+
+    bias: ir.Operation
+    conv: ir.Operation
+    epilogues: list[ir.Operation]
+    others: list[list[ir.Value]]
+    """Each epilogue's inputs besides the previous result, in order."""
+    prevs: list[ir.Value]
+    """Each epilogue's input that the chain computes (O, P1, ..)."""
+
+    def outputs(self) -> list[ir.Value]:
+        """O, P1, .., Pk."""
+        return [self.conv.operands[2], *(_segments(e)[1][0] for e in self.epilogues)]
+
+    def keep(self) -> list[bool]:
+        """Per output: whether it is copied out of the tile (the last one;
+        a function argument, read by the caller; one something else reads)."""
+        ours = [self.bias, self.conv, *self.epilogues]
+        outs = self.outputs()
+        return [
+            owner_op(v) is None or any(all(u != s for s in ours) for u in _users(v))
+            for v in outs[:-1]
+        ] + [True]
+
+    def first(self, n: int) -> Group:
+        """The group with its first `n` epilogues only."""
+        return replace(
+            self,
+            epilogues=self.epilogues[:n],
+            others=self.others[:n],
+            prevs=self.prevs[:n],
+        )
+
+
+def _segments(op: ir.Operation) -> tuple[list[ir.Value], list[ir.Value]]:
+    """A linalg op's (inputs, outputs); every operand an output for an op
+    whose view names them otherwise (conservative)."""
+    view = op.opview
+    for ins, outs in (("inputs", "outputs"), ("inputs", "inits"), ("input", "init")):
+        if hasattr(view, ins) and hasattr(view, outs):
+            i, o = getattr(view, ins), getattr(view, outs)
+            return (list(i) if ins == "inputs" else [i]), (list(o) if outs != "init" else [o])
+    return [], list(op.operands)
+
+
+def _users(v: ir.Value) -> list[ir.Operation]:
+    return [u.owner.operation if isinstance(u.owner, ir.OpView) else u.owner for u in v.uses]
+
+
+def _identity(n: int) -> str:
+    dims = ", ".join(f"d{i}" for i in range(n))
+    return f"affine_map<({dims}) -> ({dims})>"
+
+
+def _maps(op: ir.Operation) -> list[str]:
+    return [str(m) for m in ir.ArrayAttr(op.attributes["indexing_maps"])]
+
+
+def _parallel(op: ir.Operation) -> bool:
+    return all("parallel" in str(t) for t in ir.ArrayAttr(op.attributes["iterator_types"]))
+
+
+def _f32(v: ir.Value) -> bool:
+    return isinstance(v.type, ir.MemRefType) and isinstance(
+        ir.MemRefType(v.type).element_type, ir.F32Type
+    )
+
+
+def _body(op: ir.Operation) -> ir.Block:
+    return op.regions[0].blocks[0]
+
+
+def _is_bias(op: ir.Operation, out: ir.Value) -> bool:
+    """`op` broadcasts a 1-d buffer over the last dimension of `out`."""
+    if op.name != "linalg.generic" or not _parallel(op):
+        return False
+    ins, outs = _segments(op)
+    if len(ins) != 1 or outs != [out] or ir.MemRefType(ins[0].type).rank != 1:
+        return False
+    if _maps(op) != ["affine_map<(d0, d1, d2, d3) -> (d3)>", _identity(RANK)]:
+        return False
+    body = list(_body(op).operations)
+    return len(body) == 1 and body[0].operands[0] == _body(op).arguments[0]
+
+
+def _between(op: ir.Operation, first: ir.Operation, last: ir.Operation) -> bool:
+    return first.is_before_in_block(op) and op.is_before_in_block(last)
+
+
+def _only_read(v: ir.Value, skip: Sequence[ir.Operation]) -> bool:
+    """Every user of `v` but `skip` is a linalg op reading it (not writing)."""
+    for u in _users(v):
+        if any(u == s for s in skip):
+            continue
+        if not u.name.startswith("linalg.") or v in _segments(u)[1]:
+            return False
+    return True
+
+
+def _epilogue(
+    op: ir.Operation, prev: ir.Value, conv: ir.Operation
+) -> tuple[list[ir.Value], ir.Value] | None:
+    """(its other inputs, its output) when `op` is an elementwise op on
+    `prev` that can run where `conv` is, else None."""
+    if op.name != "linalg.generic" or not _parallel(op) or op.block != conv.block:
+        return None
+    ins, outs = _segments(op)
+    if len(outs) != 1 or sum(1 for v in ins if v == prev) != 1:
+        return None
+    out = outs[0]
+    if any(_maps(op)[i] != _identity(RANK) for i in range(len(ins) + 1)) or not all(
+        _f32(v) and ir.MemRefType(v.type).rank == RANK for v in [*ins, out]
+    ):
+        return None
+    block = _body(op)
+    if list(block.arguments[len(ins)].uses) or any(len(o.regions) for o in block.operations):
+        return None  # reads its output's old value, or has regions
+    for o in block.operations:  # values from outside: defined before the convolution
+        for v in o.operands:
+            owner = owner_op(v)
+            if owner is not None and owner.block != block and not owner.is_before_in_block(conv):
+                return None
+            if owner is None and v.owner != block:
+                return None
+    if not _buffer(out, conv.block):
+        return None
+    if any(u != op and not op.is_before_in_block(u) for u in _users(out)):
+        return None  # something uses the output before the epilogue
+    others = [v for v in ins if v != prev]
+    for y in others:  # nothing between the convolution and `op` touches an input
+        if y in (out,) or any(
+            u.name.startswith("memref.") or _between(u, conv, op) for u in _users(y)
+        ):
+            return None
+        owner = owner_op(y)
+        if owner is not None and (owner.block != conv.block or not owner.is_before_in_block(conv)):
+            return None
+    return others, out
+
+
+def _buffer(v: ir.Value, block: ir.Block) -> bool:
+    """`v` is a whole buffer: allocated in `block`, or an argument of its function."""
+    owner = owner_op(v)
+    if owner is None:
+        return v.owner == block
+    return owner.name == "memref.alloc" and owner.block == block
+
+
+def _group(conv: ir.Operation) -> Group | None:
+    x, w, o = list(conv.operands)
+    if not _buffer(o, conv.block) or not all(_f32(v) for v in (x, w, o)):
+        return None
+    users = _users(o)
+    before = [u for u in users if u.block == conv.block and u.is_before_in_block(conv)]
+    if len(before) != 1 or not _is_bias(before[0], o) or any(u.block != conv.block for u in users):
+        return None
+    bias = before[0]
+    b = bias.operands[0]  # a weight: the function's argument, read only
+    if owner_op(b) is not None or any(_between(u, bias, conv) or _writes(u, b) for u in _users(b)):
+        return None
+    if not _only_read(o, [bias, conv]):
+        return None
+    epilogues: list[ir.Operation] = []
+    others: list[list[ir.Value]] = []
+    outs = [o]
+    prev, skip = o, [bias, conv]
+    prevs: list[ir.Value] = []
+    while len(epilogues) < MAX_EPILOGUES:
+        later = [u for u in _users(prev) if all(u != s for s in skip)]
+        if not later:
+            break
+        first = _first(later)
+        found = _epilogue(first, prev, conv)
+        if found is None or any(y == v for y in found[0] for v in outs):
+            break  # (an input the fused op computes: not there before it)
+        prevs.append(prev)
+        epilogues.append(first)
+        others.append(found[0])
+        prev, skip = found[1], [first]
+        outs.append(prev)
+        if not _only_read(prev, skip):
+            break  # (its output is written again after it: the chain ends)
+    return Group(bias, conv, epilogues, others, prevs)
+
+
+def _writes(op: ir.Operation, v: ir.Value) -> bool:
+    """Whether `op` may write `v` (an output of a linalg op, or any other op)."""
+    if not op.name.startswith("linalg."):
+        return True
+    return v in _segments(op)[1]
+
+
+def _first(ops: list[ir.Operation]) -> ir.Operation:
+    first = ops[0]
+    for op in ops[1:]:
+        if op.is_before_in_block(first):
+            first = op
+    return first
+
+
+def find_groups(fn: ir.Operation) -> list[Group]:
+    """The fusable groups of `fn`'s body, one per convolution with a bias
+    broadcast (module doc)."""
+    groups = []
+    for op in fn.regions[0].blocks[0].operations:
+        if op.operation.name == CONV:
+            g = _group(op.operation)
+            if g is not None:
+                groups.append(g)
+    return groups
+
+
+def _tile_bytes(conv: ir.Operation, sizes: Sequence[int], tiles: int, bias: int) -> int:
+    """Bytes of a convolution's tile of `sizes` (n, oh, ow, f, whole
+    reduction): its input window, weights, `tiles` output-sized tiles and
+    `bias` bias slices (the tiling's footprint model: D-COMPILE-TILES counts
+    the output twice)."""
+    kh, kw, c, _ = ir.MemRefType(conv.operands[1].type).shape
+    s = [int(v) for v in ir.DenseIntElementsAttr(conv.attributes["strides"])]
+    d = [int(v) for v in ir.DenseIntElementsAttr(conv.attributes["dilations"])]
+    n, oh, ow, f = sizes[:4]
+    window = n * ((oh - 1) * s[0] + (kh - 1) * d[0] + 1) * ((ow - 1) * s[1] + (kw - 1) * d[1] + 1)
+    return 4 * (window * c + kh * kw * c * f + tiles * n * oh * ow * f + bias * f)
+
+
+def _fitting(g: Group, sizes: list[int], budget: int) -> Group | None:
+    """`g` with the epilogues fused where fusing does not hurt the
+    convolution's tiles, the bias always (None: a one-pixel tile with the
+    whole reduction does not fit half the budget).  Each epilogue adds an output-sized tile
+    to the convolution's, each of its other inputs one more; the L1 fit then
+    shrinks the tile (D-COMPILE-L1), which costs little while the weight
+    tile is under half the budget.  A larger weight tile takes the epilogues
+    that keep the tile within the budget (or within the convolution's own
+    size, when that is over) only: shrinking would split its output
+    channels, the input window then read once per part (ResNet-50's 1x1
+    128 -> 512 convolutions with their Add and Relu moved 6.6x the bytes)."""
+    if _tile_bytes(g.conv, [1, 1, 1, 1], 2, 1) * 2 > budget:
+        return None
+    kh, kw, c, _ = ir.MemRefType(g.conv.operands[1].type).shape
+    if 4 * kh * kw * c * sizes[3] * 2 < budget:
+        return g
+    room = max(budget, _tile_bytes(g.conv, sizes, 2, 0))
+    for n in range(len(g.epilogues), 0, -1):
+        tiles = 2 + n + sum(len(o) for o in g.others[:n])
+        if _tile_bytes(g.conv, sizes, tiles, 1) <= room:
+            return g.first(n)
+    return g.first(0)  # (the bias slice: one channel's word per output channel)
+
+
+def fuse(fn: ir.Operation, ops: list[ir.Operation], plans: list, budget: int):
+    """Fuse each group of `fn` whose convolution's plan keeps its reduction
+    whole into one op (module doc); returns `fn`'s linalg ops and their
+    plans after it (the fused op takes the convolution's plan, with sizes
+    that keep the reduction whole at every L1 budget)."""
+    index = {op: k for k, op in enumerate(ops)}
+    gone: set[int] = set()
+    fused: dict[int, tuple[ir.Operation, object]] = {}
+    for g in find_groups(fn):
+        k = index[g.conv]
+        plan = plans[k]
+        if (
+            plan is None
+            or plan.partials
+            or len(plan.extents) != 7
+            or any(plan.sizes[r] < plan.extents[r] for r in REDUCTION)
+            or (len(plan.engines) > 1 and plan.split_dim in REDUCTION)
+        ):
+            continue
+        fitting = _fitting(g, plan.sizes, budget)
+        if fitting is None:
+            continue
+        g = fitting
+        f = _build(g)
+        fused[k] = (f, _whole_reduction(plan))
+        gone.update(index[e] for e in [g.bias, *g.epilogues])
+        for e in [*reversed(g.epilogues), g.conv, g.bias]:
+            e.erase()
+    out_ops, out_plans = [], []
+    for k, (op, plan) in enumerate(zip(ops, plans)):
+        if k in gone:
+            continue
+        op, plan = fused.get(k, (op, plan))
+        out_ops.append(op)
+        out_plans.append(plan)
+    return out_ops, out_plans
+
+
+def _whole_reduction(plan):
+    """`plan` with sizes (its own and at any smaller budget) that tile no
+    reduction loop."""
+    extents, resize = plan.extents, plan.resize
+    assert resize is not None
+
+    def whole(sizes: list[int]) -> list[int]:
+        return [e if i in REDUCTION else s for i, (s, e) in enumerate(zip(sizes, extents))]
+
+    return replace(plan, sizes=whole(plan.sizes), resize=lambda b: whole(resize(b)))
+
+
+def _build(g: Group) -> ir.Operation:
+    """The fused op of `g`, before its convolution (module doc)."""
+    conv = g.conv
+    x, w, o = list(conv.operands)
+    keep = g.keep()  # (before the fused op is one more user of each output)
+    ys = [y for group in g.others for y in group]
+    outs = g.outputs()
+    for p in outs[1:]:  # the epilogues' buffers, allocated before the fused op
+        alloc = owner_op(p)
+        if alloc is not None and conv.is_before_in_block(alloc):
+            alloc.move_before(conv)
+    s = [int(v) for v in ir.DenseIntElementsAttr(conv.attributes["strides"])]
+    d = [int(v) for v in ir.DenseIntElementsAttr(conv.attributes["dilations"])]
+    dims = "(d0, d1, d2, d3, d4, d5, d6)"
+    maps = [
+        f"affine_map<{dims} -> (d0, d1 * {s[0]} + d4 * {d[0]}, d2 * {s[1]} + d5 * {d[1]}, d6)>",
+        f"affine_map<{dims} -> (d4, d5, d6, d3)>",
+        f"affine_map<{dims} -> (d3)>",
+        *[f"affine_map<{dims} -> (d0, d1, d2, d3)>"] * (len(ys) + len(outs)),
+    ]
+    iters = ["parallel"] * 4 + ["reduction"] * 3
+    b = g.bias.operands[0]
+    f32 = ir.F32Type.get()
+    with conv.location:
+        op = linalg.GenericOp(
+            [],
+            [x, w, b, *ys],
+            outs,
+            ir.ArrayAttr.get([ir.AffineMapAttr(ir.Attribute.parse(m)) for m in maps]),
+            ir.ArrayAttr.get([ir.Attribute.parse(f"#linalg.iterator_type<{t}>") for t in iters]),
+            ip=ir.InsertionPoint(conv),
+        )
+        block = op.regions[0].blocks.append(*([f32] * (3 + len(ys) + len(outs))))
+        args = list(block.arguments)
+        y_args = args[3 : 3 + len(ys)]
+        o_arg = args[3 + len(ys)]
+        with ir.InsertionPoint(block):
+            total = arith.AddFOp(_init(args[2], o_arg), arith.MulFOp(args[0], args[1]).result)
+            results, cur = [total.result], total.result
+            for e, others, prev in zip(g.epilogues, g.others, g.prevs):
+                mine, y_args = y_args[: len(others)], y_args[len(others) :]
+                theirs = iter(mine)
+                feed = [cur if v == prev else next(theirs) for v in _segments(e)[0]]
+                cur = _clone_body(_body(e), feed)
+                results.append(cur)
+            linalg.YieldOp(results)
+    op.operation.attributes[FUSE] = ir.DictAttr.get(
+        {
+            "strides": conv.attributes["strides"],
+            "dilations": conv.attributes["dilations"],
+            "weight": ir.DenseI64ArrayAttr.get(ir.MemRefType(w.type).shape),
+            "ins": ir.DenseI64ArrayAttr.get([len(o) for o in g.others]),
+            "keep": ir.DenseI64ArrayAttr.get([int(k) for k in keep]),
+        }
+    )
+    return op.operation
+
+
+def _init(bias: ir.Value, out: ir.Value) -> ir.Value:
+    """What the convolution adds the first product to: the bias at the first
+    step of the reduction (kh = kw = c = 0), the sum so far after it."""
+    zero = arith.ConstantOp(ir.IndexType.get(), 0).result
+    first = None
+    for d in REDUCTION:
+        at = arith.CmpIOp(arith.CmpIPredicate.eq, linalg.IndexOp(d).result, zero).result
+        first = at if first is None else arith.AndIOp(first, at).result
+    return arith.SelectOp(first, bias, out).result
+
+
+def _clone_body(block: ir.Block, ins: list[ir.Value]) -> ir.Value:
+    """Clone the ops of an elementwise op's body at the insertion point, its
+    input arguments replaced by `ins`; returns the value it yields."""
+    mapping = list(zip(list(block.arguments)[: len(ins)], ins))
+    ops = [o.operation for o in block.operations]
+    _clone(ops[:-1], mapping)
+    y = ops[-1].operands[0]
+    return next((new for old, new in mapping if old == y), y)
+
+
+def _clone(ops: list[ir.Operation], mapping: list[tuple[ir.Value, ir.Value]]) -> None:
+    """Clone `ops` at the insertion point, their operands mapped by
+    `mapping` (which gets each result's clone)."""
+    for o in ops:
+        new = o.clone().operation
+        for old, val in mapping:
+            new.replace_uses_of_with(old, val)
+        mapping += list(zip(o.results, new.results))
+
+
+def _slice(block: ir.Block, root: ir.Value, stop: list[ir.Value]) -> list[ir.Operation]:
+    """The ops of `block` computing `root` from `stop`, the block's
+    arguments and values from outside, in order."""
+    seen: list[ir.Operation] = []
+    todo = [root]
+    while todo:
+        v = todo.pop()
+        owner = owner_op(v)
+        if any(v == s for s in stop) or owner is None or owner.block != block:
+            continue
+        if all(owner != o for o in seen):
+            seen.append(owner)
+            todo += list(owner.operands)
+    return [o.operation for o in block.operations if any(o.operation == s for s in seen)]
+
+
+def finish(fn: ir.Operation) -> int:
+    """Rewrite each tile of a fused op in `fn` into the broadcast, the
+    convolution and the epilogues on its L1 buffers (module doc); returns
+    how many tiles were rewritten."""
+    tiles: list[ir.Operation] = []
+
+    def visit(op: ir.Operation) -> ir.WalkResult:
+        if op.name == "linalg.generic" and FUSE in op.attributes:
+            tiles.append(op)
+        return ir.WalkResult.ADVANCE
+
+    fn.walk(visit)
+    for t in tiles:
+        _unfold(t)
+    return len(tiles)
+
+
+def _copies(v: ir.Value) -> tuple[list[ir.Operation], list[ir.Operation]]:
+    """The `linalg.copy`s into `v` and out of it."""
+    copies = [u for u in _users(v) if u.name == "linalg.copy"]
+    return [c for c in copies if c.operands[1] == v], [c for c in copies if c.operands[0] == v]
+
+
+def _unfold(t: ir.Operation) -> None:
+    """One tile of a fused op, as the ops it fuses (module doc)."""
+    from nem.compile.errors import CompileError
+
+    info = ir.DictAttr(t.attributes[FUSE])
+    ins_of = list(ir.DenseI64ArrayAttr(info["ins"]))
+    keep = [bool(k) for k in ir.DenseI64ArrayAttr(info["keep"])]
+    weight = list(ir.DenseI64ArrayAttr(info["weight"]))
+    ins, outs = _segments(t)
+    x, w, b, ys = ins[0], ins[1], ins[2], ins[3:]
+    if _box(w)[:3] != weight[:3]:
+        raise CompileError(
+            "tile",
+            f"internal: a tile of a fused convolution splits its reduction ({t.location}): {w.type} {weight}",
+        )
+    with t.location:
+        ip = ir.InsertionPoint(t)
+        for v in outs:  # O's tile starts from the bias, each P's is written whole
+            for c in _copies(v)[0]:
+                _erase_copy(c, 0)
+        _generic([b], outs[0], ["affine_map<(d0, d1, d2, d3) -> (d3)>"], ip, _yield_first)
+        with ip:  # (the OpDSL builder takes the current insertion point only)
+            linalg.conv_2d_nhwc_hwcf(
+                x,
+                w,
+                outs=[outs[0]],
+                strides=[int(v) for v in ir.DenseIntElementsAttr(info["strides"])],
+                dilations=[int(v) for v in ir.DenseIntElementsAttr(info["dilations"])],
+            )
+        block = _body(t)
+        results = list(list(block.operations)[-1].operands)  # (the yield's)
+        prev = outs[0]
+        for i, n_in in enumerate(ins_of):
+            mine, ys = ys[:n_in], ys[n_in:]
+            args = _f_args(t, i, ins_of)
+            step = _slice(block, results[i + 1], [results[i], *args])
+            _epilogue_tile(prev, results[i], mine, args, step, results[i + 1], outs[i + 1], ip)
+            prev = outs[i + 1]
+        for v, kept in zip(outs, keep):
+            if not kept:
+                for c in _copies(v)[1]:
+                    _erase_copy(c, 1)
+    t.erase()
+
+
+def _erase_copy(copy: ir.Operation, side: int) -> None:
+    """Erase a staging copy, and the subviews and allocation of its DDR
+    operand (`copy.operands[side]`) that nothing uses any more."""
+    v = copy.operands[side]
+    copy.erase()
+    owner = owner_op(v)
+    while owner is not None and owner.name in ("memref.subview", "memref.alloc"):
+        if list(v.uses):
+            return
+        src = owner.operands[0] if owner.name == "memref.subview" else None
+        owner.erase()
+        if src is None:
+            return
+        v, owner = src, owner_op(src)
+
+
+def _box(v: ir.Value) -> list[int]:
+    """The shape of the L1 buffer that `v` (a tile operand: the buffer or a
+    subview of it, of dynamic sizes before canonicalization) is in."""
+    owner = owner_op(v)
+    while owner is not None and owner.name == "memref.subview":
+        v = owner.operands[0]
+        owner = owner_op(v)
+    return list(ir.MemRefType(v.type).shape)
+
+
+def _f_args(t: ir.Operation, i: int, ins_of: list[int]) -> list[ir.Value]:
+    """The fused op's body arguments of epilogue `i`'s other inputs."""
+    at = 3 + sum(ins_of[:i])
+    return list(_body(t).arguments)[at : at + ins_of[i]]
+
+
+def _yield_first(args: list[ir.Value]) -> list[ir.Value]:
+    return [args[0]]
+
+
+def _generic(ins, out, in_maps, ip, body) -> None:
+    """An elementwise `linalg.generic` at `ip` over `out`'s shape (identity
+    map for `out`), `body(block arguments)` giving what it yields."""
+    ident = _identity(ir.MemRefType(out.type).rank)
+    maps = [ir.AffineMapAttr(ir.Attribute.parse(m)) for m in [*in_maps, ident]]
+    par = ir.Attribute.parse("#linalg.iterator_type<parallel>")
+    op = linalg.GenericOp(
+        [],
+        ins,
+        [out],
+        ir.ArrayAttr.get(maps),
+        ir.ArrayAttr.get([par] * ir.MemRefType(out.type).rank),
+        ip=ip,
+    )
+    f32 = ir.F32Type.get()
+    block = op.regions[0].blocks.append(*([f32] * (len(ins) + 1)))
+    with ir.InsertionPoint(block):
+        linalg.YieldOp(body(list(block.arguments)))
+
+
+def _epilogue_tile(prev, prev_v, others, other_args, step, result, out, ip) -> None:
+    """Epilogue ops `step` of the fused body on the tile: reading `prev`'s
+    tile (the body's `prev_v`) and `others` (the body's `other_args`) into
+    `out`'s tile, yielding what the fused body's `result` is."""
+    ident = _identity(ir.MemRefType(out.type).rank)
+
+    def body(args: list[ir.Value]) -> list[ir.Value]:
+        mapping = list(zip([prev_v, *other_args], args))
+        _clone(step, mapping)
+        return [next((new for old, new in mapping if old == result), result)]
+
+    _generic([prev, *others], out, [ident] * (1 + len(others)), ip, body)

@@ -1,0 +1,166 @@
+"""Fusion in L1 (D-COMPILE-FUSE-L1, `nem.compile.fusion`): a convolution's
+bias and its elementwise epilogues (Relu, Clip, residual Add) run on the
+tile in L1.  Each minimized model is compiled fused and with `fuse=False`:
+the outputs are the same bits under random schedules (race-free), match
+onnxruntime, and the fused program moves fewer DMA bytes (the test fails
+without the fusion); where the fusion is unsound (a split reduction) or an
+intermediate has another reader, the program is still exact."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+pytest.importorskip("mlir.ir")
+pytest.importorskip("onnx")
+
+from compile_runs import dma_bytes, run_compiled  # noqa: E402
+from onnx import TensorProto, helper, numpy_helper  # noqa: E402
+
+from nem.compile import compile_onnx  # noqa: E402
+from nem.compile.check import max_violation, onnxruntime_run  # noqa: E402
+from nem.frontends.onnx import samples  # noqa: E402
+
+OPTS = {"device": "npm_pro_x1"}
+
+
+def _model(tail: str, outputs: tuple[str, ...] = ("y",)):
+    """x (1x8x12x12) -> 3x3 Conv with bias (16 channels, padding 1) -> `tail`:
+    "relu", "clip", "add_relu" (plus a 1x1 Conv of x with bias, added, then
+    Relu: a residual block's end) or "none"."""
+    rng = np.random.default_rng(0)
+
+    def init(name, *shape):
+        return numpy_helper.from_array(rng.uniform(-1, 1, shape).astype(np.float32), name)
+
+    inits = [init("w", 16, 8, 3, 3), init("b", 16)]
+    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"], name="conv", pads=[1] * 4)]
+    if tail == "relu":
+        nodes.append(helper.make_node("Relu", ["c"], ["y"], name="relu"))
+    elif tail == "clip":
+        inits += [
+            numpy_helper.from_array(np.array(v, np.float32), n) for n, v in (("lo", 0), ("hi", 6))
+        ]
+        nodes.append(helper.make_node("Clip", ["c", "lo", "hi"], ["y"], name="clip"))
+    elif tail == "add_relu":
+        inits += [init("w2", 16, 8, 1, 1), init("b2", 16)]
+        nodes += [
+            helper.make_node("Conv", ["x", "w2", "b2"], ["d"], name="down"),
+            helper.make_node("Add", ["c", "d"], ["s"], name="add"),
+            helper.make_node("Relu", ["s"], ["y"], name="relu"),
+        ]
+    else:
+        nodes.append(helper.make_node("Identity", ["c"], ["y"], name="id"))
+    g = helper.make_graph(
+        nodes,
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8, 12, 12])],
+        [helper.make_tensor_value_info(o, TensorProto.FLOAT, None) for o in outputs],
+        inits,
+    )
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)], ir_version=8)
+
+
+def _outputs(result, model, schedules: int) -> list[np.ndarray]:
+    it, _ = run_compiled(result, model, "npm_pro_x1", schedules)
+    return [it.read_tensor(n, s, d) for n, s, d in result.interface.outputs]
+
+
+def _same_bits(model, **opts) -> tuple[int, int]:
+    """Compile `model` fused and not: the same bits (fused: under random
+    schedules), onnxruntime's values; returns (fused, unfused) DMA bytes."""
+    fused = compile_onnx(model, **OPTS, **opts)
+    plain = compile_onnx(model, **OPTS, fuse=False, **opts)
+    got = _outputs(fused, model, 3)
+    for a, b in zip(got, _outputs(plain, model, 0)):
+        assert np.array_equal(a.view(np.uint32), b.view(np.uint32))
+    want = onnxruntime_run(model, samples.random_inputs(model, seed=2))
+    for (name, _, _), a in zip(fused.interface.outputs, got):
+        assert max_violation(a, want[fused.interface.onnx_names[name]]) <= 1.0
+    return dma_bytes(fused.nem), dma_bytes(plain.nem)
+
+
+N = 16 * 12 * 12
+"""Elements of the convolution's output."""
+
+
+@pytest.mark.parametrize(
+    "tail, passes",
+    # the output passes through DDR that fusing saves: the bias broadcast's
+    # write and the read-back (each Conv); with a Relu or Clip the Conv's
+    # write and the epilogue's read; with Add+Relu (the 1x1 Conv) also the
+    # Add's write and the Relu's read
+    [("relu", 4), ("clip", 4), ("add_relu", 2 + 6), ("none", 2)],
+)
+def test_fused_conv_is_bit_identical_and_moves_less(tail, passes):
+    """Bias prologue and the epilogues in L1: the output tile is never read
+    back from DDR, an intermediate nothing else reads never written."""
+    fused, plain = _same_bits(_model(tail))
+    assert plain - fused >= passes * N * 4, (fused, plain)
+
+
+def test_an_intermediate_with_another_reader_is_still_written():
+    """The Conv's output is a graph output too: the Relu runs on the tile,
+    and the tile is copied out as well."""
+    model = _model("relu", outputs=("y", "c"))
+    fused, plain = _same_bits(model)
+    assert 3 * N * 4 <= plain - fused < 4 * N * 4, (fused, plain)  # (the Conv's write stays)
+
+
+def test_a_split_reduction_is_not_fused():
+    """Tile sizes (`--tile-sizes`) that split the kernel rows: each output
+    tile is summed over several iterations, so the bias cannot start it in
+    L1: nothing is fused, and the program is the unfused one."""
+    model = _model("relu")
+    sizes = (1, 4, 12, 16, 1)
+    fused = compile_onnx(model, **OPTS, tile_sizes=sizes)
+    plain = compile_onnx(model, **OPTS, tile_sizes=sizes, fuse=False)
+    assert fused.nem == plain.nem
+
+
+GROUP = """
+#b = affine_map<(d0, d1, d2, d3) -> (d3)>
+#id = affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>
+func.func @f(%x: memref<1x16x16xCxf32>, %w: memref<1x1xCxFxf32>, %b: memref<Fxf32>,
+             %y: memref<1x16x16xFxf32>) {
+  %z = arith.constant 0.0 : f32
+  %o = memref.alloc() : memref<1x16x16xFxf32>
+  linalg.generic {indexing_maps = [#b, #id], iterator_types = ["parallel", "parallel",
+      "parallel", "parallel"]} ins(%b : memref<Fxf32>) outs(%o : memref<1x16x16xFxf32>) {
+  ^bb0(%in: f32, %out: f32):
+    linalg.yield %in : f32
+  }
+  linalg.conv_2d_nhwc_hwcf {dilations = dense<1> : tensor<2xi64>, strides = dense<1> : tensor<2xi64>}
+      ins(%x, %w : memref<1x16x16xCxf32>, memref<1x1xCxFxf32>) outs(%o : memref<1x16x16xFxf32>)
+  linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel",
+      "parallel", "parallel"]} ins(%o : memref<1x16x16xFxf32>) outs(%y : memref<1x16x16xFxf32>) {
+  ^bb0(%in: f32, %out: f32):
+    %r = arith.maximumf %in, %z : f32
+    linalg.yield %r : f32
+  }
+  return
+}
+"""
+
+
+@pytest.mark.parametrize("c, fused", [(16, 1), (128, 0)])
+def test_epilogues_that_would_shrink_a_large_weight_tile_are_not_fused(c, fused):
+    """A 1x1 convolution (16x16 pixels, f = 512) whose tile with the Relu's
+    is over the budget: the Relu is fused while the weight tile is under
+    half the budget (16 channels in: 32 KiB), not when it is half (128
+    channels: 256 KiB of 512 KiB), where the L1 fit would split the output
+    channels; the bias is fused either way (D-COMPILE-FUSE-L1)."""
+    from mlir import ir
+
+    from nem.compile import fusion
+
+    with ir.Context():
+        m = ir.Module.parse(GROUP.replace("C", str(c)).replace("F", "512"))
+        fn = next(o.operation for o in m.body.operations)
+        (g,) = fusion.find_groups(fn)
+        assert len(g.epilogues) == 1 and g.keep() == [False, True]
+        budget = 512 * 1024
+        sizes = [1, 16, 16, 512, 1, 1, c]
+        assert fusion._tile_bytes(g.conv, sizes, 3, 1) > budget
+        got = fusion._fitting(g, sizes, budget)
+        assert got is not None and len(got.epilogues) == fused
