@@ -90,10 +90,13 @@ class CompileOptions:
     """Tile sizes of single ops, by `tune.op_key` (what `--tune` found);
     other ops are sized as usual (D-COMPILE-TUNE)."""
     split_units: bool = False
-    """Transform route: split tile loops' large copies over the engine's DMAs
-    and their convolutions over its NMUs (`--split-units`, D-COMPILE-SPLIT-OPT):
-    fewer timed cycles, but every piece is a task more for the lowering's
-    analyses (ResNet-50's compile +60%), so it is opt-in."""
+    """Transform route: split tile loops' convolutions over the engine's NMUs
+    (`--split-units`, D-COMPILE-SPLIT-OPT): every piece is a task more for
+    the lowering's analyses, so it is opt-in."""
+    split_transfers: bool = True
+    """Split large L1 transfers over the engine's DMAs on the ordered NEM
+    program (`nem-split-transfers`, D-NEM-SPLIT-TRANSFERS; off with
+    `--no-split-transfers`)."""
 
 
 @dataclass
