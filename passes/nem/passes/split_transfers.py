@@ -276,14 +276,19 @@ class Choice:
                 inner = None if budget is None else (budget - own) // copies
                 trips = loop_trips(op, self.ev)
                 counts[k] = own + self.block(op.block, inner, runs * trips) * copies
+        least = max(self.min_bytes, -(-self.min_moved // runs))
+        found = [
+            (op, span, plan)
+            for op, span in live.intervals.items()
+            if type(op) is TransferOp
+            and (plan := plan_split(op, self.dmas, least, self.min_piece)) is not None
+            # a use this pass cannot rewrite: the transfer stays whole
+            and all(type(u.operation) in _CONSUMERS for u in op.result.uses)
+        ]
+        if not found:
+            return max(counts, default=0)
         tree = MaxTree(counts)
-        for op, (first, last) in live.intervals.items():
-            if type(op) is not TransferOp:
-                continue
-            least = max(self.min_bytes, -(-self.min_moved // runs))
-            plan = plan_split(op, self.dmas, least, self.min_piece)
-            if plan is None or not all(type(u.operation) in _CONSUMERS for u in op.result.uses):
-                continue  # a use this pass cannot rewrite: the transfer stays whole
+        for op, (first, last), plan in found:
             k = len(plan.parts)
             if budget is not None:
                 k = min(k, budget - tree.max(first, last) + 1)
@@ -292,7 +297,7 @@ class Choice:
                 plan = replace(plan, parts=even_parts(sum(m for _, m in plan.parts), k))
             tree.add(first, last, k - 1)
             self.plans[op] = plan
-        return tree.max(0, len(counts) - 1) if counts else 0
+        return tree.max(0, len(counts) - 1)
 
 
 _CONSUMERS = (*COMPUTE_OPS.values(), TransferOp, StoreOp, WaitOp)
