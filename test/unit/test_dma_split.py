@@ -110,7 +110,9 @@ def test_split_copies_are_bit_identical_and_faster():
     its large copies split over the 4 DMAs and without, the outputs are the
     same bits, race-free under random schedules, in fewer timed cycles."""
     model = conv3x3_model(16, 64, 64)
+    # the tile stage's split against none (D-NEM-SPLIT-TRANSFERS off in both)
     opts = {"device": "npm_pro_x1", "engines": 1, "tile_sizes": (1, 4, 8, 16)}
+    opts["split_transfers"] = False
     new = compile_onnx(model, split_units=True, **opts)
     old = compile_onnx(model, **opts)
     assert new.nem.count("transfer.async") > old.nem.count("transfer.async")
@@ -121,8 +123,10 @@ def test_split_copies_are_bit_identical_and_faster():
 
 
 def test_the_splits_are_opt_in(tmp_path, monkeypatch):
-    """`nem-compile` splits only with `--split-units` (D-COMPILE-SPLIT-OPT):
-    the option reaches `CompileOptions.split_units`, off by default."""
+    """`nem-compile` splits at the tile stage only with `--split-units`
+    (D-COMPILE-SPLIT-OPT): the option reaches `CompileOptions.split_units`,
+    off by default; the NEM-level split of transfers is on unless
+    `--no-split-transfers` (`split_transfers`, D-NEM-SPLIT-TRANSFERS)."""
     import onnx
 
     import nem.compile
@@ -134,13 +138,13 @@ def test_the_splits_are_opt_in(tmp_path, monkeypatch):
     seen = []
 
     def compile_onnx(src, options, **kw):
-        seen.append(options.split_units)
+        seen.append((options.split_units, options.split_transfers))
         raise Stop
 
     monkeypatch.setattr(nem.compile, "compile_onnx", compile_onnx)
     path = tmp_path / "m.onnx"
     onnx.save(conv3x3_model(4, 2, 2), str(path))
-    for flags in ([], ["--split-units"]):
+    for flags in ([], ["--split-units"], ["--no-split-transfers"]):
         with pytest.raises(Stop):
             nem_compile.run([str(path), *flags, "-o", str(tmp_path / "m.nem")])
-    assert seen == [False, True]
+    assert seen == [(False, True), (True, True), (False, False)]

@@ -93,8 +93,14 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--split-units",
         action="store_true",
-        help="transform route: split tile loops' large copies over the engine's DMAs and "
-        "their convolutions over its NMUs (fewer cycles, longer compile; D-COMPILE-SPLIT-OPT)",
+        help="transform route: split tile loops' convolutions over the engine's NMUs "
+        "(fewer cycles, longer compile; D-COMPILE-SPLIT-OPT)",
+    )
+    p.add_argument(
+        "--no-split-transfers",
+        action="store_true",
+        help="one transfer per copy: do not split large L1 transfers over the engine's DMAs "
+        "(D-NEM-SPLIT-TRANSFERS)",
     )
     p.add_argument(
         "--no-fuse",
@@ -463,6 +469,7 @@ def _run(args: argparse.Namespace) -> int:
         located_temps=args.save_temps,
         split_units=args.split_units,
         fuse=not args.no_fuse,
+        split_transfers=not args.no_split_transfers,
     )
     if args.tune and (ext != ".onnx" or args.bisect):
         return _usage("--tune takes a .onnx model (and no --bisect)")

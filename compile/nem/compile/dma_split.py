@@ -34,6 +34,7 @@ from mlir import ir
 from mlir.dialects import memref
 
 from nem.compile.target import FAST_SPACE
+from nem.passes.split_transfers import even_parts
 
 MIN_BYTES = 16384
 """Copies in a tile loop spanning fewer bytes than this stay whole."""
@@ -100,18 +101,6 @@ def _splittable(op: ir.Operation, dmas: int) -> tuple[int, list[tuple[int, int]]
     if k < 2:
         return None
     return dim, even_parts(n, k)
-
-
-def even_parts(n: int, k: int) -> list[tuple[int, int]]:
-    """`n` items in `k` consecutive parts as (start, count), the first
-    `n mod k` one larger (a copy's slices, a convolution's row bands)."""
-    q, r = divmod(n, k)
-    parts, at = [], 0
-    for i in range(k):
-        m = q + (1 if i < r else 0)
-        parts.append((at, m))
-        at += m
-    return parts
 
 
 def split_copies(fn: ir.Operation, dmas: int) -> int:

@@ -196,6 +196,7 @@ def _lower(
     from nem.passes.forward_fills import ForwardZeroFillsPass
     from nem.passes.lowering.passes import CheckLoweredPass, LowerToNemPass
     from nem.passes.share_buffers import ShareBuffersPass
+    from nem.passes.split_transfers import SplitTransfersPass
 
     try:
         # the summary remark is opt-in (D-OPT-REMARKS); nem-compile -v shows it
@@ -209,6 +210,7 @@ def _lower(
             include_dirs=tuple(options.include_dirs),
             weights=consts,
             pipeline_tiles=options.pipeline and options.route == "transform",
+            split_transfers=options.split_transfers,
         )
         # every nest's tiles fit L1 (D-COMPILE-TILES), all nests' together need not:
         # then tiles of nests that run one after the other share L1 (D-LOW-SHARE)
@@ -220,7 +222,11 @@ def _lower(
             include_dirs=tuple(options.include_dirs),
         )
         plans = None  # the packing computed for the L1 estimate, reused by the pack
+        split = None
         for p in lower.pipeline():
+            if isinstance(p, SplitTransfersPass):
+                split = p  # on the program in its final order, after the packing's
+                continue
             if options.verify and isinstance(p, CheckLoweredPass) and not p.declarations_only:
                 # the printed program's nem-verify checks every rule this pass
                 # would, and more, each at its origin (D-COMPILE-ONE-FINAL-CHECK)
@@ -241,6 +247,8 @@ def _lower(
         _check_l1(module, device, options.include_dirs)
         for p in packed:
             step(f"{share.name} (ordering)", p.order)
+        if split is not None:  # D-NEM-SPLIT-TRANSFERS
+            step(split.name, partial(split.apply, run_ctx, module))
     except NemDiagnosticError as e:
         if options.route == "affine":
             for d in e.diagnostics:  # a partial tile the affine route cannot lower

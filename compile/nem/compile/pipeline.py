@@ -94,10 +94,13 @@ class CompileOptions:
     (Relu, Clip, residual Add) run on its tiles in L1 (D-COMPILE-FUSE-L1);
     `nem-compile --no-fuse` tiles each op apart."""
     split_units: bool = False
-    """Transform route: split tile loops' large copies over the engine's DMAs
-    and their convolutions over its NMUs (`--split-units`, D-COMPILE-SPLIT-OPT):
-    fewer timed cycles, but every piece is a task more for the lowering's
-    analyses (ResNet-50's compile +60%), so it is opt-in."""
+    """Transform route: split tile loops' convolutions over the engine's NMUs
+    (`--split-units`, D-COMPILE-SPLIT-OPT): every piece is a task more for
+    the lowering's analyses, so it is opt-in."""
+    split_transfers: bool = True
+    """Split large L1 transfers over the engine's DMAs on the ordered NEM
+    program (`nem-split-transfers`, D-NEM-SPLIT-TRANSFERS; off with
+    `--no-split-transfers`)."""
 
 
 @dataclass

@@ -97,9 +97,10 @@ class BlockLiveness:
         return best, where
 
 
-def block_liveness(block: Block, ev: Evaluator | None = None) -> BlockLiveness:
+def block_liveness(block: Block, ev: Evaluator | None = None, bodies: bool = True) -> BlockLiveness:
     """The liveness of `block`'s tokens (D-TOK-LIVE); loop bodies count
-    through their peak."""
+    through their peak (not at all without `bodies`: the block's own tokens,
+    for a caller that counts the bodies itself)."""
     ev = ev or Evaluator()
     ops = block_ops(block)
     idx = {op: k for k, op in enumerate(ops)}
@@ -110,15 +111,9 @@ def block_liveness(block: Block, ev: Evaluator | None = None) -> BlockLiveness:
         # `type(op) is` and a per-class table: isinstance on xDSL's (ABC) op
         # classes runs Python code, asked twice of every op of a lowered CNN
         # (no op class derives from LoopOp)
-        if type(op) is LoopOp:
+        if bodies and type(op) is LoopOp:
             body, _ = _block_live(op.block, ev)
-            try:
-                lo, hi = ev.static(op.lower), ev.static(op.upper)
-            except ExprError:
-                lo = hi = None
-            trip = hi - lo + 1 if lo is not None and hi is not None else None
-            copies = 0 if trip is not None and trip <= 0 else loop_window(op.max_in_flight(), trip)
-            nested[k] = body * copies
+            nested[k] = body * loop_copies(op, ev)
         if not _IS_TASK[type(op)]:
             continue
         op = cast(TaskOp, op)
@@ -136,6 +131,17 @@ def block_liveness(block: Block, ev: Evaluator | None = None) -> BlockLiveness:
                 last = max(found)
         intervals[op] = (k, last)
     return BlockLiveness(ops, intervals, nested)
+
+
+def loop_copies(op: LoopOp, ev: Evaluator) -> int:
+    """How many iterations of `op` may hold their tokens at once (D-TOK-LIVE):
+    min(`@max_in_flight` N, trip count), 0 for a loop that never runs."""
+    try:
+        lo, hi = ev.static(op.lower), ev.static(op.upper)
+    except ExprError:
+        lo = hi = None
+    trip = hi - lo + 1 if lo is not None and hi is not None else None
+    return 0 if trip is not None and trip <= 0 else loop_window(op.max_in_flight(), trip)
 
 
 def _block_live(block: Block, ev: Evaluator) -> tuple[int, Operation | None]:

@@ -28,6 +28,7 @@ def _passes() -> dict[str, type[ModulePass]]:
     )
     from nem.passes.lowering.reroll import RerollPipelinesPass
     from nem.passes.share_buffers import ShareBuffersPass
+    from nem.passes.split_transfers import SplitTransfersPass
     from nem.passes.synthesize_deps import SynthesizeDepsPass
     from nem.passes.verify import PASSES as _VERIFY_PASSES
 
@@ -45,6 +46,7 @@ def _passes() -> dict[str, type[ModulePass]]:
                 ForwardZeroFillsPass,
                 SynthesizeDepsPass,
                 ShareBuffersPass,
+                SplitTransfersPass,
             )
         }
     )

@@ -205,12 +205,9 @@ def _declared_names(cls: type) -> tuple[str, ...]:
 _NAME_KEYS = PerClass(_declared_names)
 
 
-def _fresh_zero_names(program: ProgramOp) -> Iterator[str]:
-    """`zero1`, `zero2`, ... skipping every name the program declares
-    (buffers, lets, consts, loop variables, tokens: an ONNX initializer
-    `zero_1` is a buffer `zero1`, and a second declaration is NAME-02).
-    A generator: the program is walked for its names when the first fill
-    is made, not at all in a program without one."""
+def declared_names(program: ProgramOp) -> set[str]:
+    """Every name a statement of `program` declares (buffers, lets, consts,
+    regions, loop variables, tokens): what a fresh name must not be (NAME-02)."""
     taken: set[str] = set()
     for op in walk_ops(program):
         keys = _NAME_KEYS[type(op)]
@@ -221,6 +218,15 @@ def _fresh_zero_names(program: ProgramOp) -> Iterator[str]:
             attr = props.get(key)
             if isinstance(attr, StringAttr):
                 taken.add(attr.data)
+    return taken
+
+
+def _fresh_zero_names(program: ProgramOp) -> Iterator[str]:
+    """`zero1`, `zero2`, ... skipping every name the program declares (an
+    ONNX initializer `zero_1` is a buffer `zero1`, and a second declaration
+    is NAME-02).  A generator: the program is walked for its names when the
+    first fill is made, not at all in a program without one."""
+    taken = declared_names(program)
     yield from (name for k in count(1) if (name := f"zero{k}") not in taken)
 
 

@@ -1,7 +1,8 @@
 """The lowering's passes: `convert-affine-to-nem` (the conversion) and
 `lower-to-nem` (the declared pipeline MLIR -> checked NEM).
 
-    lower-to-nem{device=D memory-spaces=M entry=F remarks=R weights=W pipeline-tiles=P}
+    lower-to-nem{device=D memory-spaces=M entry=F remarks=R weights=W pipeline-tiles=P
+                 split-transfers=S}
       = nem-raise-scf-for                          (D-LOW-SCF: constant-step scf.for -> affine.for)
         nem-drop-dead-arith{entry=F}               (D-LOW-DEAD-ARITH)
         nem-check-input-ranges{entry=F}            (D-INT-RANGE)
@@ -12,6 +13,8 @@
         nem-forward-zero-fills                     (D-LOW-FILL-FORWARD)
         nem-synthesize-deps{device=D narrow-windows=true remarks=R}
         dead-code-elimination                      (xDSL's: index arithmetic left unused)
+        nem-split-transfers{device=D}              (D-NEM-SPLIT-TRANSFERS; split-transfers=false
+                                                    leaves one transfer per copy)
         nem-check-lowered{device=D}                (static rules, and DEV-13 on D)
 
 The program gets `include "D.nem"` and `device D` so it prints as a
@@ -60,6 +63,7 @@ from nem.passes.lowering.prepare import (
 )
 from nem.passes.lowering.reroll import RerollPipelinesPass
 from nem.passes.pass_context import driver_options, report
+from nem.passes.split_transfers import SplitTransfersPass
 from nem.passes.synthesize_deps import SynthesizeDepsPass
 
 DEFAULT_SPACES = "0:DDR,1:L2,2:L1"
@@ -255,9 +259,12 @@ class LowerToNemPass(LoweringOptions):
       include-dirs: directories where device=NAME's file is found first (nem-opt -I adds its own)
       weights: FILE.npz receiving the initial contents of memref.globals (nem-run --input FILE.npz)
       pipeline-tiles: two iterations in flight for tile loops that allocate their L1 buffers
+      split-transfers: large L1 transfers split over the engine's DMAs (default true)
     """
 
     name = "lower-to-nem"
+
+    split_transfers: bool = True
 
     def pipeline(self) -> tuple[ModulePass, ...]:
         """The passes `lower-to-nem` runs, in order."""
@@ -272,6 +279,11 @@ class LowerToNemPass(LoweringOptions):
                 device=self.device, narrow_windows=True, remarks=self.remarks, include_dirs=dirs
             ),
             OnePassDeadCodeElimination(),
+            *(
+                (SplitTransfersPass(device=self.device, include_dirs=dirs),)
+                if self.split_transfers
+                else ()
+            ),
             CheckLoweredPass(self.device, include_dirs=dirs),
         )
 

@@ -1,0 +1,444 @@
+"""`nem-split-transfers`: a large transfer between L1 and a slower memory
+becomes one transfer per DMA of its engine, each a slice of the box
+(decision D-NEM-SPLIT-TRANSFERS).
+
+The lowering makes each staged tile one `transfer`, which the sequencer
+gives one DMA of its engine while the others idle (the timed model puts a
+ready task on its least busy candidate unit).  Here, on the ordered
+program (after `nem-synthesize-deps` and `nem-share-buffers`, whose
+analyses so run on one task per copy), such a transfer spanning at least
+`min-bytes` (the bytes from its first element to its last on the wider
+side, what the DMA is charged, D-RT-COST), and at least `min-moved` over
+all its runs (times its loops' trip counts), becomes k transfers of
+disjoint slices along the outermost dimension larger than 1 (k = min(DMAs
+per engine, that dimension, span / `min-piece`), `even_parts`), each with
+the original's deps:
+
+    t = transfer.async(dst=region(L1_0, o, 36864) elem=f32, shape=[3, 3, 32, 32], layout=NHWC,
+                       src=region(w, 0, 36864) elem=f32, ..., deps=[a])
+    ... deps=[t] ...          wait(t)
+  ==>
+    t_1 = transfer.async(dst=region(L1_0, o, 12288) elem=f32, shape=[1, 3, 32, 32], ..., deps=[a])
+    t_2 = ...(o + 12288 ...)  t_3 = ...(o + 24576 ...)
+    ... deps=[t_1, t_2, t_3] ...     wait(t_1, t_2, t_3)
+
+Every consumer of the original token (a task's `deps`, a `wait`; tokens
+are scoped to their block and its nested loop bodies, D-NAME-SCOPE, so
+these are all its uses) takes the k tokens instead: what happened after
+the transfer now happens after all its slices, and each slice starts after
+what the transfer started after.  A slice moves a subset of the
+transfer's elements (element i onto element i, D-SEM-TRANSFER), so every
+ordering the analyses made for the transfer holds for each slice, and the
+slices' byte ranges are disjoint on both sides (the outermost dimension's
+stride is past the span of the dimensions inside it), so no two slices
+conflict: the result is the same bytes, and `nem-verify` (run on the
+final program) checks it independently.
+
+A transfer stays whole where this does not hold or does not pay: `.sync`
+(its wait is its own statement), untyped or quantized regions, shapes that
+differ or depend on a loop variable, slices whose byte ranges would
+overlap (a transposed or broadcast view), a token used by anything but
+`deps` or `wait`.  The split adds live tokens (k instead of one, over the
+original token's live interval, D-TOK-LIVE), and the program must stay
+within the device's `SEQ.max_active_tokens` (DEV-17): `choose_splits`
+budgets them, loop bodies first (they run many times), then each block's
+transfers in order, each with as many slices as the tokens left allow
+(fewer than the DMAs, or none).  That choice is an analysis of its own
+(`choose_splits`); the rewrite (`SplitTransfer`, applied by xDSL's walker to
+the blocks holding a chosen transfer) only carries it out.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from itertools import count
+
+from xdsl.context import Context
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.ir import Block, Operation, SSAValue
+from xdsl.passes import ModulePass
+from xdsl.pattern_rewriter import (
+    PatternRewriter,
+    PatternRewriteWalker,
+    RewritePattern,
+    op_type_rewrite_pattern,
+)
+from xdsl.rewriter import InsertPoint
+
+from nem.analysis.token_liveness import block_liveness, loop_copies
+from nem.dialect.attributes import BITWIDTH, DYNAMIC, RegionType
+from nem.dialect.builder import NemBuilder, Sym
+from nem.dialect.expressions import Evaluator, ExprError
+from nem.dialect.gc_pause import gc_paused
+from nem.dialect.ops import (
+    COMPUTE_OPS,
+    LoopOp,
+    ProgramOp,
+    RegionOp,
+    StoreOp,
+    TaskOp,
+    TransferOp,
+    WaitOp,
+    programs,
+)
+from nem.passes.forward_fills import declared_names
+
+MIN_BYTES = 16384
+"""Transfers spanning fewer bytes than this stay whole (D-COMPILE-DMA-SPLIT's
+threshold for copies in tile loops)."""
+MIN_MOVED = 8 << 20
+"""Transfers that span fewer bytes than this over all their runs (their span
+times their loops' trip counts) stay whole: each slice is one more task for
+`nem-verify`'s analyses on the final program (the compile's time), and the
+cycles a split saves grow with the bytes it moves."""
+MIN_PIECE = 4096
+"""No slice smaller than this (bytes): a transfer's fixed latency stays small
+beside its bytes."""
+
+
+def even_parts(n: int, k: int) -> list[tuple[int, int]]:
+    """`n` items in `k` consecutive parts as (start, count), the first
+    `n mod k` one larger (a transfer's slices, a convolution's row bands)."""
+    q, r = divmod(n, k)
+    parts, at = [], 0
+    for i in range(k):
+        m = q + (1 if i < r else 0)
+        parts.append((at, m))
+        at += m
+    return parts
+
+
+def _elem_strides(t: RegionType, shape: Sequence[int]) -> tuple[int, ...] | None:
+    """The element strides of a typed region: explicit, else row-major
+    (a layout names dimensions, not an order, D-LAYOUT, D-SEM-TRANSFER)."""
+    given = t.stride_values
+    if given is not None:
+        return None if DYNAMIC in given else given
+    out, acc = [], 1
+    for n in reversed(shape):
+        out.append(acc)
+        acc *= n
+    return tuple(reversed(out))
+
+
+@dataclass(frozen=True)
+class Plan:
+    """How one transfer splits: along `dim`, in `parts` (start, count), with
+    the element strides of each side and the element's bytes."""
+
+    dim: int
+    parts: list[tuple[int, int]]
+    strides: tuple[tuple[int, ...], tuple[int, ...]]  # dst's, src's
+    elem_bytes: int
+
+
+def plan_split(op: TransferOp, dmas: int, min_bytes: int, min_piece: int) -> Plan | None:
+    """The slices `op` becomes, or None where it stays whole (the module doc)."""
+    if op.is_sync or dmas < 2:
+        return None
+    dt, st = op.dst.type, op.src.type
+    if not (isinstance(dt, RegionType) and isinstance(st, RegionType)):
+        return None
+    if (dt.level.kind == "L1") == (st.level.kind == "L1"):
+        return None  # not a DMA between L1 and a slower memory
+    if not (dt.typed and st.typed) or dt.quant_desc or st.quant_desc:
+        return None
+    shape = dt.shape_values
+    bits = BITWIDTH.get(dt.elem_name or "")
+    if shape is None or shape != st.shape_values or DYNAMIC in shape:
+        return None
+    if dt.elem_name != st.elem_name or not bits or bits % 8:
+        return None
+    eb = bits // 8
+    dim = next((d for d, n in enumerate(shape) if n > 1), None)
+    if dim is None:
+        return None
+    ds, ss = _elem_strides(dt, shape), _elem_strides(st, shape)
+    if ds is None or ss is None:
+        return None
+    span = 0  # the bytes a side spans, what a transfer is charged (D-RT-COST)
+    for strides in (ds, ss):
+        inner = sum((n - 1) * s for n, s in zip(shape[dim + 1 :], strides[dim + 1 :]))
+        if inner + 1 > strides[dim]:
+            return None  # slices would share bytes: keep it whole
+        span = max(span, ((shape[dim] - 1) * strides[dim] + inner + 1) * eb)
+    k = min(dmas, shape[dim], span // max(1, min_piece))
+    if span < min_bytes or k < 2:
+        return None
+    return Plan(dim, even_parts(shape[dim], k), (ds, ss), eb)
+
+
+def _slice(b: NemBuilder, region: SSAValue, plan: Plan, side: int, at: int, m: int) -> SSAValue:
+    """The inline region of rows `[at, at + m)` along `plan.dim` of `region`."""
+    rop = region.owner
+    assert isinstance(rop, RegionOp)
+    t = region.type
+    assert isinstance(t, RegionType) and t.shape_values is not None
+    strides = plan.strides[side]
+    shape = list(t.shape_values)
+    shape[plan.dim] = m
+    last = sum((n - 1) * s for n, s in zip(shape, strides))
+    offset = Sym(rop.offset)
+    delta = at * strides[plan.dim] * plan.elem_bytes
+    return b.region(
+        None,
+        rop.buffer,
+        offset + delta if delta else offset,
+        (last + 1) * plan.elem_bytes,
+        elem=t.elem,
+        shape=shape,
+        layout=t.layout_name,
+        strides=list(strides) if t.stride_values is not None else None,
+        decorators=rop.decorator_list(),
+    )
+
+
+def retoken(user: Operation, old: SSAValue, new: Sequence[SSAValue]) -> None:
+    """`user`'s tokens (a task's deps, a wait's) with `old` replaced by `new`,
+    each token once."""
+    tokens = user.dep_values() if isinstance(user, TaskOp) else tuple(user.operands)
+    out: list[SSAValue] = []
+    for t in tokens:
+        for r in new if t is old else (t,):
+            if r not in out:
+                out.append(r)
+    if isinstance(user, TaskOp):
+        user.set_deps(out)
+    else:
+        user.operands = out
+
+
+class MaxTree:
+    """Live-token counts of one block's statements under range additions,
+    with their maximum over a range: a segment tree (each query and update
+    O(log n), so choosing a block's splits stays linear-logarithmic)."""
+
+    def __init__(self, values: Sequence[int]):
+        self.size = size = 1 << max(0, len(values) - 1).bit_length()
+        self.top = [0] * (2 * size)  # max of a node's range, its own additions included
+        self.add_ = [0] * (2 * size)  # additions to a node's whole range
+        self.top[size : size + len(values)] = values
+        for i in range(size - 1, 0, -1):
+            self.top[i] = max(self.top[2 * i], self.top[2 * i + 1])
+
+    def add(self, lo: int, hi: int, v: int, i: int = 1, a: int = 0, b: int = -1) -> None:
+        """Add `v` to the statements `lo..hi` (inclusive)."""
+        b = self.size - 1 if b < 0 else b
+        if hi < a or b < lo:
+            return
+        if lo <= a and b <= hi:
+            self.top[i] += v
+            self.add_[i] += v
+            return
+        m = (a + b) // 2
+        self.add(lo, hi, v, 2 * i, a, m)
+        self.add(lo, hi, v, 2 * i + 1, m + 1, b)
+        self.top[i] = max(self.top[2 * i], self.top[2 * i + 1]) + self.add_[i]
+
+    def max(self, lo: int, hi: int, i: int = 1, a: int = 0, b: int = -1) -> int:
+        """The largest count among the statements `lo..hi` (inclusive)."""
+        b = self.size - 1 if b < 0 else b
+        if hi < a or b < lo:
+            return -(1 << 62)
+        if lo <= a and b <= hi:
+            return self.top[i]
+        m = (a + b) // 2
+        inner = max(self.max(lo, hi, 2 * i, a, m), self.max(lo, hi, 2 * i + 1, m + 1, b))
+        return inner + self.add_[i]
+
+
+@dataclass
+class Choice:
+    """Which transfers of a program split and how (`choose_splits`)."""
+
+    dmas: int
+    min_bytes: int
+    min_moved: int
+    min_piece: int
+    limit: int | None
+    plans: dict[TransferOp, Plan] = field(default_factory=dict)
+    ev: Evaluator = field(default_factory=Evaluator)
+
+    def block(self, block: Block, budget: int | None, runs: int = 1) -> int:
+        """Choose the splits of `block` and its loops so that at most `budget`
+        tokens are live at any of its statements (None: no limit), the
+        loops' bodies first (they run many times); returns the block's
+        peak (D-TOK-LIVE, as `token_liveness.block_liveness` counts it)."""
+        live = block_liveness(block, self.ev, bodies=False)
+        counts = live.counts()  # the block's own tokens; its loops' added below
+        for k, op in enumerate(live.ops):
+            if type(op) is LoopOp:
+                copies = loop_copies(op, self.ev)
+                if copies == 0:
+                    continue
+                own = counts[k]
+                inner = None if budget is None else (budget - own) // copies
+                trips = loop_trips(op, self.ev)
+                counts[k] = own + self.block(op.block, inner, runs * trips) * copies
+        least = max(self.min_bytes, -(-self.min_moved // runs))
+        found = [
+            (op, span, plan)
+            for op, span in live.intervals.items()
+            if type(op) is TransferOp
+            and (plan := plan_split(op, self.dmas, least, self.min_piece)) is not None
+            # a use this pass cannot rewrite: the transfer stays whole
+            and all(type(u.operation) in _CONSUMERS for u in op.result.uses)
+        ]
+        if not found:
+            return max(counts, default=0)
+        tree = MaxTree(counts)
+        for op, (first, last), plan in found:
+            k = len(plan.parts)
+            if budget is not None:
+                k = min(k, budget - tree.max(first, last) + 1)
+                if k < 2:
+                    continue
+                plan = replace(plan, parts=even_parts(sum(m for _, m in plan.parts), k))
+            tree.add(first, last, k - 1)
+            self.plans[op] = plan
+        return tree.max(0, len(counts) - 1)
+
+
+_CONSUMERS = (*COMPUTE_OPS.values(), TransferOp, StoreOp, WaitOp)
+"""The ops that may consume a token: tasks (`deps`) and waits."""
+
+
+def choose_splits(
+    program: ProgramOp,
+    dmas: int,
+    min_bytes: int,
+    min_moved: int,
+    min_piece: int,
+    limit: int | None,
+) -> dict[TransferOp, Plan]:
+    """The transfers of `program` to split, with their plans: as many of the
+    splittable ones (`plan_split`) as keep its live tokens within `limit`
+    (`SEQ.max_active_tokens`, DEV-17), each with fewer slices where all
+    would not fit."""
+    choice = Choice(dmas, min_bytes, min_moved, min_piece, limit)
+    with gc_paused():
+        choice.block(program.block, limit)
+    return choice.plans
+
+
+def loop_trips(op: LoopOp, ev: Evaluator) -> int:
+    """How many iterations `op` runs (1 where its bounds are not constants)."""
+    try:
+        lo, hi = ev.static(op.lower), ev.static(op.upper)
+    except ExprError:
+        return 1
+    return max(1, hi - lo + 1) if lo is not None and hi is not None else 1
+
+
+class SplitTransfer(RewritePattern):
+    """A transfer `plans` names -> its slices, its token's consumers taking
+    all of theirs (the module doc)."""
+
+    def __init__(self, plans: dict[TransferOp, Plan], names: Names):
+        self.plans, self.names = plans, names
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: TransferOp, rewriter: PatternRewriter) -> None:
+        plan = self.plans.pop(op, None)
+        if plan is None:
+            return
+        b = NemBuilder.before(op, op.location)
+        base = op.token_name() or "copy"
+        tokens = []
+        for at, m in plan.parts:
+            dst = _slice(b, op.dst, plan, 0, at, m)
+            src = _slice(b, op.src, plan, 1, at, m)
+            new = TransferOp(
+                dst,
+                src,
+                list(op.dep_values()),
+                False,
+                self.names.fresh(base),
+                list(op.decorator_list()),
+                [list(op.operand_decos(0)), list(op.operand_decos(1))],
+            )
+            new.location = op.location
+            rewriter.insert(new, InsertPoint.before(op))
+            tokens.append(new.result)
+        for user in {u.operation for u in op.result.uses}:
+            retoken(user, op.result, tokens)
+        regions = [v.owner for v in (op.dst, op.src)]
+        rewriter.erase(op)
+        # the original's inline regions, and their index arithmetic, once unused
+        todo: list[Operation] = [
+            r for r in regions if isinstance(r, RegionOp) and r.binding.data == "inline"
+        ]
+        while todo:
+            o = todo.pop()
+            if o.parent is None or any(r.uses for r in o.results):
+                continue
+            operands = [v.owner for v in o.operands]
+            rewriter.erase(o)
+            todo += [
+                p for p in operands if isinstance(p, Operation) and p.name.startswith("arith.")
+            ]
+
+
+class Names:
+    """Fresh token names `STEM_1`, `STEM_2`, ...: none that a statement of
+    the program declares (NAME-02), each given once.  The program is
+    walked for its names at the first split, not at all without one."""
+
+    def __init__(self, program: ProgramOp):
+        self.program = program
+        self.taken: set[str] | None = None
+
+    def fresh(self, stem: str) -> str:
+        if self.taken is None:
+            self.taken = declared_names(self.program)
+        name = next(n for k in count(1) if (n := f"{stem}_{k}") not in self.taken)
+        self.taken.add(name)
+        return name
+
+
+@dataclass(frozen=True)
+class SplitTransfersPass(ModulePass):
+    """Split each large transfer between L1 and a slower memory over the engine's DMAs (D-NEM-SPLIT-TRANSFERS).
+
+    Options:
+      device: the target whose DMAs per engine bound the slices (default: --device, else the program's directive)
+      min-bytes: transfers spanning fewer bytes stay whole
+      min-moved: the same for the bytes over all its runs (span times its loops' trip counts)
+      min-piece: no slice smaller than this (bytes)
+      max-tokens: the live-token limit (overrides the device's SEQ.max_active_tokens)
+      include-dirs: directories where device=NAME's file is found first (nem-opt -I adds its own)
+    """
+
+    name = "nem-split-transfers"
+
+    device: str | None = None
+    min_bytes: int = MIN_BYTES
+    min_moved: int = MIN_MOVED
+    min_piece: int = MIN_PIECE
+    max_tokens: int | None = None
+    include_dirs: tuple[str, ...] = ()
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        from nem.passes.device import target_device
+
+        for prog in list(programs(op)):
+            device = target_device(ctx, prog, self.device, self.include_dirs)
+            if device is None:
+                continue  # no DMA count: nothing to split over
+            plans = choose_splits(
+                prog,
+                device.units("DMA"),
+                self.min_bytes,
+                self.min_moved,
+                self.min_piece,
+                device.max_active_tokens if self.max_tokens is None else self.max_tokens,
+            )
+            walker = PatternRewriteWalker(
+                SplitTransfer(plans, Names(prog)), apply_recursively=False
+            )
+            # the blocks that hold a transfer to split, not the whole program
+            # (a region walked twice, nested in another, has nothing left)
+            for region in dict.fromkeys(t.parent_region() for t in list(plans)):
+                if region is not None:
+                    walker.rewrite_region(region)
