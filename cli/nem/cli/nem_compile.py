@@ -93,8 +93,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--split-units",
         action="store_true",
-        help="transform route: split tile loops' convolutions over the engine's NMUs "
-        "(fewer cycles, longer compile; D-COMPILE-SPLIT-OPT)",
+        help="transform route: split tile loops' large copies over the engine's DMAs and "
+        "their convolutions over its NMUs in the tile stage (fewer cycles, longer compile; "
+        "D-COMPILE-SPLIT-OPT)",
     )
     p.add_argument(
         "--no-split-transfers",

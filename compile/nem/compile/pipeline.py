@@ -94,9 +94,11 @@ class CompileOptions:
     (Relu, Clip, residual Add) run on its tiles in L1 (D-COMPILE-FUSE-L1);
     `nem-compile --no-fuse` tiles each op apart."""
     split_units: bool = False
-    """Transform route: split tile loops' convolutions over the engine's NMUs
-    (`--split-units`, D-COMPILE-SPLIT-OPT): every piece is a task more for
-    the lowering's analyses, so it is opt-in."""
+    """Transform route: split tile loops' large copies over the engine's DMAs
+    and their convolutions over its NMUs in the tile stage (`--split-units`,
+    D-COMPILE-SPLIT-OPT): every piece is a task more for the lowering's
+    analyses, so it is opt-in (`split_transfers` splits large transfers after
+    them, by default)."""
     split_transfers: bool = True
     """Split large L1 transfers over the engine's DMAs on the ordered NEM
     program (`nem-split-transfers`, D-NEM-SPLIT-TRANSFERS; off with
