@@ -42,6 +42,18 @@ func.func @cv(%x: memref<1x230x230x3xf32>, %w: memref<7x7x3x64xf32>,
 """
 FIRST_PARTS = {1: [28]}
 
+# DenseNet-121's n645: 1x1, 992 -> 128 channels, 14x14
+N645 = """
+func.func @cv(%x: memref<1x14x14x992xf32>, %w: memref<1x1x992x128xf32>,
+              %y: memref<1x14x14x128xf32>) {
+  linalg.conv_2d_nhwc_hwcf {dilations = dense<1> : tensor<2xi64>, strides = dense<1> : tensor<2xi64>}
+      ins(%x, %w : memref<1x14x14x992xf32>, memref<1x1x992x128xf32>)
+      outs(%y : memref<1x14x14x128xf32>)
+  return
+}
+"""
+N645_PARTS = {1: [2, 4]}
+
 
 def _band(text: str):
     m = ir.Module.parse(text)
@@ -79,7 +91,8 @@ def test_n44_copies_its_weights_per_row_not_per_column_block():
     across a 339 KiB span of DDR.  The estimate takes whole output rows
     (each written back as one contiguous run) and copies the weight slices
     a quarter as often; measured on npm_pro_x1 (one-Conv model, conv nests
-    of `nem-run --mode timed`): 1,738,322 -> 344,118 cycles."""
+    of `nem-run --mode timed`): 1,738,322 -> 344,118 cycles; the estimate
+    is within 10% of each measured size."""
     with ir.Context(), ir.Location.unknown():
         _, band = _band(N44)
         assert band.extents == [1, 28, 28, 512, 1, 1, 256]
@@ -103,7 +116,7 @@ def test_n44_copies_its_weights_per_row_not_per_column_block():
         }
         est = {k: _estimate(band, [*k, 1, 1, 256], N44_PARTS) * 4 for k in measured}
         for k in measured:
-            assert abs(est[k] - measured[k]) <= 0.15 * measured[k], (k, est[k])
+            assert abs(est[k] - measured[k]) <= 0.1 * measured[k], (k, est[k])
         assert min(est, key=est.get) == tuple(sizes[:4])
 
 
@@ -142,3 +155,19 @@ def test_an_output_tile_is_charged_its_span():
     one = tile_time.estimate(S[:1], lengths, reads, out, set())
     red = tile_time.estimate(S[:1], lengths, reads, out, {1})
     assert red[0] > one[0]
+
+
+def test_a_hoisted_copy_runs_beside_the_first_tiles_copies():
+    """DenseNet-121's n645: `[1, 1, 1, 128]` keeps the whole 496 KiB weight
+    hoisted out of every tile loop, but each part then waits for it alone
+    (measured 90,040 cycles), while the bytes rule's `[1, 2, 14, 64]` copies
+    each row block's input beside its first weight slice (71,944): the
+    estimate counts a hoisted copy only for what it takes beyond the first
+    tile's copies, and keeps the bytes rule's sizes."""
+    with ir.Context(), ir.Location.unknown():
+        _, band = _band(N645)
+        halving = tiling.choose_tile_sizes(band, BUDGET)
+        sizes = tile_cost.search(band, BUDGET, halving, N645_PARTS, timed=True)
+        assert sizes == [1, 2, 14, 64, 1, 1, 992]
+        whole = [1, 1, 1, 128, 1, 1, 992]
+        assert _estimate(band, sizes, N645_PARTS) < _estimate(band, whole, N645_PARTS)

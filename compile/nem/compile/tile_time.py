@@ -21,19 +21,21 @@ part's cycles is
             + copy(span of the out box)
     t     = ceil(trips(m) / w) * chain        m: innermost tiled loop,
                                               w: 2, 1 when m is a reduction
-    t     = trips(j) * (max copy(read box) hoisted to loop j + t)
-                                              each tiled loop j outside m
-    t    += max copy(read box) outside every tiled loop
+    t     = trips(j) * (late(j) + t)          each tiled loop j outside m
+    t    += late(outside every tiled loop)
 
-with `copy(b) = ceil(b / 32) + 4`, a read box's copy placed at the
+with `late(j)` what the longest read copy hoisted to loop j takes beyond a
+tile's own copies in (it runs beside them: the first tile waits for both),
+`copy(b) = ceil(b / 32) + 4`, a read box's copy placed at the
 innermost tiled loop its box depends on.  The rates are D-RT-COST's
 defaults (the tile stage does not see the device's unit characteristics);
 only the order of the candidates matters.  Engine parts run one after the
 other (a part's loop is issued after the previous part's iterations), so
 one part is scored.  Measured against `nem-run --mode timed` on one-Conv
-models (the conv nests' cycles): within 15% on seven sizes of ResNet-50's
-n44, within 25% on SqueezeNet's conv10 and 35% on ResNet-50's 3-channel
-first conv, in the same order (docs/compile.md, `test/unit/test_tile_time.py`).
+models (the conv nests' cycles): within 5% on seven sizes of ResNet-50's
+n44 and five of a 3x3 256-channel conv, 13% on DenseNet-121's n645, 23% on
+SqueezeNet's conv10, 30% on ResNet-50's 3-channel first conv, in the
+measured order (docs/compile.md, `test/unit/test_tile_time.py`).
 """
 
 from __future__ import annotations
@@ -81,8 +83,9 @@ def estimate(
 
     out_bytes, out_span, out_elems = out
     macs = np.prod(S, axis=1)
+    first = np.maximum(hoisted_to(inner), _copy(out_bytes))  # a tile's copies in
     chain = (
-        np.maximum(hoisted_to(inner), _copy(out_bytes))
+        first
         + (-(-macs // NMU_MACS) + NMU_LATENCY)
         + (-(-out_elems // ADD_ELEMENTS) + ADD_LATENCY)
         + _copy(out_span)
@@ -92,5 +95,6 @@ def estimate(
     t = -(-m_trips // window[inner]) * chain
     for j in range(n - 1, -1, -1):
         outer = tiled[:, j] & (j < inner)
-        t = np.where(outer, trips[:, j] * (hoisted_to(np.full(len(S), j)) + t), t)
-    return t + np.where(inner >= 0, hoisted_to(np.full(len(S), -1)), 0)
+        late = np.maximum(hoisted_to(np.full(len(S), j)) - first, 0)
+        t = np.where(outer, trips[:, j] * (late + t), t)
+    return t + np.where(inner >= 0, np.maximum(hoisted_to(np.full(len(S), -1)) - first, 0), 0)
