@@ -132,6 +132,7 @@ def test_elementwise_keeps_the_halving_sizes():
 
 class _Options:
     tile_sizes = None
+    route = "affine"  # the bytes rule alone (D-COMPILE-TILE-TIME: transform only)
 
 
 FIRST = (

@@ -29,6 +29,11 @@ memref dimension is `1 + sum_i a_i * (s_i - 1)`, measured once per band
 (all sizes 1, then each loop at 2) and checked at the halving sizes and
 the whole loop; a band where that check fails (a `mod` or `floordiv`
 index) keeps the halving sizes.
+
+On the transform route a nest with a reduction loop (a convolution, a
+matmul) is then scored by its estimated timed cycles instead
+(`nem.compile.tile_time`, D-COMPILE-TILE-TIME): among the same candidates,
+the fewest cycles when they are at most TIME_GAIN of the bytes pick's.
 """
 
 from __future__ import annotations
@@ -39,6 +44,7 @@ from collections.abc import Sequence
 import numpy as np
 from mlir import ir
 
+from nem.compile import tile_time
 from nem.compile.nest_ir import Band, access_box
 
 GAIN = 0.75
@@ -47,6 +53,9 @@ halving sizes' bytes (a change of tiles for a small gain is not worth the
 compile's and the reader's attention)."""
 OVERHEAD = 2048
 """Bytes charged per copy of a tile (a transfer's setup, a task to schedule)."""
+TIME_GAIN = 0.9
+"""A convolution's or matmul's sizes change from the bytes rule's only for
+an estimated gain of at least a tenth of its cycles (D-COMPILE-TILE-TIME)."""
 MAX_CANDIDATES = 200_000
 """Size combinations scored at most (candidates per loop are thinned to the
 powers of two dividing it beyond that)."""
@@ -103,8 +112,9 @@ class _Model:
             if written and all(not coef[:, i].any() for coef in written)
         ]
 
-    def score(self, S: np.ndarray, extents: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(footprint + output bytes, bytes moved) of each row of sizes `S`."""
+    def boxes(self, S: np.ndarray) -> tuple[dict[int, np.ndarray], list[int], list[bool]]:
+        """Per memref: its box extents for each row of sizes `S`; and per
+        memref its element bytes and whether the band writes it."""
         m = len(self.mems)
         boxes: dict[int, np.ndarray] = {}
         width = [1] * m
@@ -113,6 +123,37 @@ class _Model:
             ext = base[None, :] + (S - 1) @ coef.T
             boxes[k] = np.maximum(boxes[k], ext) if k in boxes else ext
             width[k], written[k] = w, written[k] or wr
+        return boxes, width, written
+
+    def cycles(self, S: np.ndarray, lengths: np.ndarray, reductions: set[int]) -> np.ndarray | None:
+        """`tile_time.estimate` of each row of sizes `S` (one written memref
+        with static strides, else None: no estimate)."""
+        boxes, width, written = self.boxes(S)
+        if sum(written) != 1:
+            return None
+        reads = []
+        out = None
+        for k, mem in enumerate(self.mems):
+            nbytes = np.prod(boxes[k], axis=1) * width[k]
+            if not written[k]:
+                deps = np.zeros(len(self.band.loops), dtype=bool)
+                for j, _, _, _, coef in self.rows:
+                    if j == k:
+                        deps |= coef.any(axis=0)
+                reads.append((nbytes, deps))
+                continue
+            strides = np.array(ir.MemRefType(mem.type).get_strides_and_offset()[0], dtype=np.int64)
+            if (strides < 0).any():  # a dynamic stride
+                return None
+            span = width[k] * (1 + (boxes[k] - 1) @ strides)
+            out = (nbytes, span, np.prod(boxes[k], axis=1))
+        assert out is not None
+        return tile_time.estimate(S, lengths, reads, out, reductions)
+
+    def score(self, S: np.ndarray, extents: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(footprint + output bytes, bytes moved) of each row of sizes `S`."""
+        m = len(self.mems)
+        boxes, width, written = self.boxes(S)
         total = np.zeros(len(S), dtype=np.int64)
         out = np.zeros(len(S), dtype=np.int64)
         for k in range(m):
@@ -126,11 +167,18 @@ class _Model:
 
 
 def search(
-    band: Band, budget: int, halving: list[int], parts: dict[int, list[int]] | None = None
+    band: Band,
+    budget: int,
+    halving: list[int],
+    parts: dict[int, list[int]] | None = None,
+    timed: bool = False,
 ) -> list[int]:
     """The sizes this module's rule picks (see the module doc), `halving`
     when none beats them by GAIN.  `parts`: loop -> the extents of the parts
-    an engine split cuts it into (a size that divides each makes no peel)."""
+    an engine split cuts it into (a size that divides each makes no peel).
+    `timed`: a band with a reduction loop (a convolution, a matmul) takes the
+    sizes with the fewest estimated cycles instead (D-COMPILE-TILE-TIME; the
+    estimate models the transform route's tiles)."""
     n = len(band.extents)
     if n == 0 or any(e < 1 for e in band.extents) or list(halving) == list(band.extents):
         return halving  # one tile: nothing is copied twice
@@ -168,6 +216,28 @@ def search(
         return halving
     moved = np.where(ok, moved, np.iinfo(np.int64).max)
     best = int(np.argmin(moved))
-    if h_need[0] <= budget and moved[best] > GAIN * h_moved[0]:
-        return halving
-    return [int(x) for x in S[best]]
+    pick = halving if h_need[0] <= budget and moved[best] > GAIN * h_moved[0] else S[best]
+    if timed and any(band.extents[i] > 1 for i in red):
+        pick = _by_cycles(model, S, ok, moved, pick, lengths, red)
+    return [int(x) for x in pick]
+
+
+def _by_cycles(
+    model: _Model,
+    S: np.ndarray,
+    ok: np.ndarray,
+    moved: np.ndarray,
+    pick: Sequence[int],
+    lengths: list[list[int]],
+    red: set[int],
+) -> Sequence[int]:
+    """The sizes among `S[ok]` with the fewest estimated cycles
+    (`tile_time`; ties: the fewest bytes moved) when they take at most
+    TIME_GAIN of `pick`'s, else `pick`."""
+    L = np.array([max(x) for x in lengths], dtype=np.int64)
+    rows = np.vstack([S[ok], np.array([pick], dtype=np.int64)])
+    est = model.cycles(np.minimum(rows, L[None, :]), L, red)
+    if est is None:
+        return pick
+    best = int(np.lexsort((moved[ok], est[:-1]))[0])
+    return rows[best] if est[best] <= TIME_GAIN * est[-1] else pick

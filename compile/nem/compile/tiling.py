@@ -16,7 +16,9 @@ dimension larger than 1 is halved (rounding up) until the tile fits; tiles
 that do not divide their loop are peeled by the lowering (D-LOW-PEEL).
 Sizes within the same budget that move far fewer bytes replace the halving
 ones (`nem.compile.tile_cost`, D-COMPILE-TILE-COST: a convolution keeps its
-weight tile for many output pixels).
+weight tile for many output pixels); on the transform route a convolution's
+or matmul's sizes are those with the fewest estimated timed cycles
+(`nem.compile.tile_time`, D-COMPILE-TILE-TIME).
 
 The affine route (what `lower-to-nem` takes today) tiles each loop nest on
 its own: the nest is moved into a temporary function, upstream's
@@ -95,13 +97,16 @@ def band_sizes(
     """The tile sizes of one band: the `--tile-sizes` override (missing
     entries: the whole loop) or the L1-derived choice: the halving rule's,
     or sizes moving fewer bytes within the same budget (D-COMPILE-TILE-COST;
-    `parts`: loop -> extents of the parts an engine split cuts it into)."""
+    on the transform route, a convolution's or matmul's by estimated cycles,
+    D-COMPILE-TILE-TIME; `parts`: loop -> extents of the parts an engine
+    split cuts it into)."""
     if options.tile_sizes:
         given = list(options.tile_sizes)[: len(band.extents)]
         return [min(s, e) for s, e in zip(given + band.extents[len(given) :], band.extents)]
     from nem.compile import tile_cost
 
-    return tile_cost.search(band, budget, choose_tile_sizes(band, budget), parts)
+    halving = choose_tile_sizes(band, budget)
+    return tile_cost.search(band, budget, halving, parts, timed=options.route == "transform")
 
 
 def l1_budget(device, pipeline: bool) -> int:
