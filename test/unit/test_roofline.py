@@ -57,6 +57,35 @@ def test_conv_layer_bound_recomputed_by_hand():
     assert loop.units["NMU"].busy == 4 * (y * k // 4096 + 2)
 
 
+STRIDED = """include "npm_pro_x1.nem"
+device npm_pro_x1
+
+program main:
+
+buffer D : DDR (size=602112, align=64)
+buffer S : L1[0] (size=37632, align=64)
+scatter = transfer.async(dst=region(D, 0, 601392) elem=f32, shape=[1, 14, 56, 12], strides=[150528, 10752, 192, 1], src=region(S, 0, 37632) elem=f32, shape=[1, 14, 56, 12], layout=NHWC)
+wait(scatter)
+gather = transfer.async(dst=region(S, 0, 37632) elem=f32, shape=[1, 14, 56, 12], layout=NHWC, src=region(D, 0, 601392) elem=f32, shape=[1, 14, 56, 12], strides=[150528, 10752, 192, 1])
+wait(gather)
+"""
+
+
+def test_a_strided_transfer_costs_the_bytes_it_moves(tmp_path):
+    """D-RT-COST charges a transfer the bytes it moves, a strided box its
+    elements' (37,632 bytes here), not the 601,392-byte span they lie in:
+    the timed mode charged the destination's extent, so writing the box cost
+    16x reading it back (an outsider's hand check of the roofline, session
+    17, found it)."""
+    path = tmp_path / "strided.nem"
+    path.write_text(STRIDED)
+    rep, result = _timed(path)
+    moved = 14 * 56 * 12 * 4
+    per_transfer = -(-moved // 32) + 4  # ceil(bytes / 32) + the DMA's latency
+    assert result.cycle_count == 2 * per_transfer == 2360
+    assert rep.total.units["DMA"].bound == 2 * moved / 32 / 16
+
+
 def test_bound_follows_the_timed_models_profile():
     """One home for the throughputs: a --profile override moves the bound."""
     base, _ = _timed(CONV)

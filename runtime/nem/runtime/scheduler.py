@@ -65,7 +65,7 @@ from nem.runtime.engine import (
 from nem.runtime.kernel_support import Kernel
 from nem.runtime.memory import Memory, RegionInst
 from nem.runtime.race_horizon import live_vcs
-from nem.runtime.task_cost import DEFAULT_PROFILE, Profile, UnitChars, task_work
+from nem.runtime.task_cost import DEFAULT_PROFILE, Profile, UnitChars, task_work, transfer_bytes
 from nem.runtime.task_effects import prepare_compute, prepare_move
 from nem.runtime.task_state import (
     EMPTY,
@@ -648,7 +648,11 @@ class Scheduler:
         self.steps += 1
         self.counts[tpl.opcode] = self.counts.get(tpl.opcode, 0) + 1
         if self.tracing:
-            nbytes = regions[-1].extent if tpl.kind != COMPUTE else sum(r.extent for r in regions)
+            nbytes = (
+                transfer_bytes(regions[0], regions[1])
+                if tpl.kind != COMPUTE
+                else sum(r.extent for r in regions)
+            )
             self.trace.append(
                 (
                     self.steps,

@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from nem.dialect.ops import ComputeOp
+from nem.dialect.semantics.transfers import moved_count
 from nem.runtime.engine import COMPUTE
 from nem.runtime.memory import RegionInst
 
@@ -72,6 +73,15 @@ class Work(NamedTuple):
         return math.ceil(self.amount / self.rate) + self.latency
 
 
+def transfer_bytes(src: RegionInst, dst: RegionInst) -> int:
+    """The bytes a transfer or store moves (D-SEM-TRANSFER, D-RT-STORE): two
+    typed regions their elements (`moved_count`: not the span of a strided
+    one), else the source's byte range."""
+    if src.elem is not None and dst.elem is not None:
+        return moved_count(dst.elem, dst.shape, dst.strides, dst.extent)
+    return src.extent
+
+
 def task_work(
     t: TaskTpl, regions: list[RegionInst], unit_type: str, unit_chars: UnitChars, profile: Profile
 ) -> Work:
@@ -79,7 +89,7 @@ def task_work(
         p = profile.get(unit_type, profile["DMA"])
         if "bandwidth" not in p:
             p = profile["DMA"]
-        return Work(regions[1].extent, p["bandwidth"], p["latency"])
+        return Work(transfer_bytes(regions[0], regions[1]), p["bandwidth"], p["latency"])
     n_in = t.n_in
     if unit_type == "NMU":
         y = regions[n_in]

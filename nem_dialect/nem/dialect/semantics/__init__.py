@@ -11,7 +11,7 @@ second copy of a fact in this package: remove the copy (docs/design.md,
 * **Element types** (`nem.dialect.elements.ELEM_TYPES`, a module of its own:
   the IR's attributes read it): spec name, bit width, float/signed, the
   xDSL type, the MLIR spelling and the numpy / ml_dtypes dtype.
-* **What a transfer moves** (`transfers`: `moved_bytes`, `fills_range`): a typed region
+* **What a transfer moves** (`transfers`: `moved_bytes`, `moved_count`, `fills_range`): a typed region
   its elements, an untyped one its byte range (D-SEM-TRANSFER).
 * **Integer expressions** have their own module, `nem.dialect.expressions`
   (`apply_binop`, `Evaluator`): `/` truncates toward zero, `mod` is the
