@@ -8,7 +8,7 @@ ready task on its least busy candidate unit).  Here, on the ordered
 program (after `nem-synthesize-deps` and `nem-share-buffers`, whose
 analyses so run on one task per copy), such a transfer spanning at least
 `min-bytes` (the bytes from its first element to its last on the wider
-side, what the DMA is charged, D-RT-COST), and at least `min-moved` over
+side: a size measure of the box, not its cost, D-RT-COST), and at least `min-moved` over
 all its runs (times its loops' trip counts), becomes k transfers of
 disjoint slices along the outermost dimension larger than 1 (k = min(DMAs
 per engine, that dimension, span / `min-piece`), `even_parts`), each with
@@ -157,7 +157,7 @@ def plan_split(op: TransferOp, dmas: int, min_bytes: int, min_piece: int) -> Pla
     ds, ss = _elem_strides(dt, shape), _elem_strides(st, shape)
     if ds is None or ss is None:
         return None
-    span = 0  # the bytes a side spans, what a transfer is charged (D-RT-COST)
+    span = 0  # the bytes a side spans, from its first element to its last
     for strides in (ds, ss):
         inner = sum((n - 1) * s for n, s in zip(shape[dim + 1 :], strides[dim + 1 :]))
         if inner + 1 > strides[dim]:
