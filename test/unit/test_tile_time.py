@@ -1,8 +1,8 @@
 """Convolution and matmul tile sizes by estimated timed cycles
 (D-COMPILE-TILE-TIME, `nem.compile.tile_time` through `tile_cost.search`):
-the copy of an output tile back to DDR costs its span, and each tile loop
-iteration its whole chain, so the sizes that move the fewest bytes are not
-the fastest."""
+each tile loop iteration pays its whole chain of copies and compute, and a
+read copy is paid at the loop `hoist` leaves it at, so the sizes that move
+the fewest bytes are not the fastest."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from mlir import ir  # noqa: E402
 from mlir.passmanager import PassManager  # noqa: E402
 
 from nem.compile import nest_ir, tile_cost, tile_time, tiling  # noqa: E402
+from nem.dialect.semantics.transfers import moved_count  # noqa: E402
 
 BUDGET = 512 * 1024  # npm_pro_x1's L1 halved for double buffering
 
@@ -84,15 +85,17 @@ def _weight_copies(sizes, lengths, weight_loop: int) -> int:
     return n
 
 
-def test_n44_copies_its_weights_per_row_not_per_column_block():
+def test_n44_copies_its_weights_per_row_block_not_per_column_block():
     """The bytes rule tiled n44 `[1, 7, 2, 128]` per part: the 128 KiB
     weight slice under the column loop, copied again for each of 14 column
-    blocks and 4 channel blocks, and each 7 KiB output tile written back
-    across a 339 KiB span of DDR.  The estimate takes whole output rows
-    (each written back as one contiguous run) and copies the weight slices
-    a quarter as often; measured on npm_pro_x1 (one-Conv model, conv nests
-    of `nem-run --mode timed`): 1,738,322 -> 344,118 cycles; the estimate
-    is within 10% of each measured size."""
+    blocks and 4 channel blocks, each iteration paying its chain.  The
+    estimate takes `[1, 7, 14, 64]`, which copies its weight slices 3.5x
+    less.  Measured on npm_pro_x1 (one-Conv model, conv nests of `nem-run
+    --mode timed`): 285,712 -> 215,424 cycles.  Without `nem-split-transfers`
+    (`--no-split-transfers`) the estimate is exact on each size below; with
+    it (the default) the large copies of `[1, 1, 28, 128]` and the bytes
+    rule's sizes run over several DMAs (204,232 and 285,712 cycles), which
+    the estimate does not model (docs/compile.md)."""
     with ir.Context(), ir.Location.unknown():
         _, band = _band(N44)
         assert band.extents == [1, 28, 28, 512, 1, 1, 256]
@@ -101,22 +104,22 @@ def test_n44_copies_its_weights_per_row_not_per_column_block():
         sizes = tile_cost.search(band, BUDGET, halving, N44_PARTS, timed=True)
         assert sizes != old
         lengths = [max(N44_PARTS.get(i, [e])) for i, e in enumerate(band.extents)]
-        assert _weight_copies(sizes, lengths, 3) * 4 <= _weight_copies(old, lengths, 3)
-        assert sizes[2] == 28  # whole output rows
+        assert _weight_copies(sizes, lengths, 3) * 3 <= _weight_copies(old, lengths, 3)
         assert sizes[4:] == [1, 1, 256]  # the reduction whole, as the halving rule
         total, out = tiling.footprint(band, [min(s, n) for s, n in zip(sizes, lengths)])
         assert total + out <= BUDGET
-        # ranked as nem-run ranks them (conv nests, cycles measured on npm_pro_x1)
+        # conv nests' cycles measured on npm_pro_x1 with --no-split-transfers
         measured = {
-            (1, 1, 28, 256): 344_118,
-            (1, 1, 28, 128): 392_810,
-            (1, 7, 14, 64): 575_474,
-            (1, 1, 14, 256): 572_906,
-            (1, 7, 2, 128): 1_738_322,
+            (1, 7, 14, 64): 215_424,
+            (1, 7, 7, 128): 228_480,
+            (1, 1, 28, 256): 305_732,
+            (1, 1, 28, 128): 306_040,
+            (1, 1, 14, 256): 535_416,
+            (1, 7, 2, 128): 536_032,
         }
         est = {k: _estimate(band, [*k, 1, 1, 256], N44_PARTS) * 4 for k in measured}
         for k in measured:
-            assert abs(est[k] - measured[k]) <= 0.1 * measured[k], (k, est[k])
+            assert abs(est[k] - measured[k]) <= 0.01 * measured[k], (k, est[k])
         assert min(est, key=est.get) == tuple(sizes[:4])
 
 
@@ -125,7 +128,7 @@ def test_first_conv_with_three_input_channels_keeps_its_tiles():
     mispredicted 4-5x (docs/compile.md): the input box of a stride-2 7x7
     window is the footprint's, and the estimate keeps the bytes rule's
     `[1, 7, 112, 64]` (whole rows), which nem-run times faster than half rows
-    (122,512 against 167,272 cycles)."""
+    (122,512 against 124,264 cycles)."""
     with ir.Context(), ir.Location.unknown():
         _, band = _band(FIRST)
         halving = tiling.choose_tile_sizes(band, BUDGET)
@@ -139,21 +142,44 @@ def test_first_conv_with_three_input_channels_keeps_its_tiles():
         assert list(boxes[x][0]) == [1, 2 * 6 + 7, 2 * 111 + 7, 3]
 
 
-def test_an_output_tile_is_charged_its_span():
-    """Two sizes with the same tiles and copies but for the output's layout:
-    a tile of whole rows is written back as one run, one of a column block
-    across the rows' span, which the estimate charges (D-RT-COST charges a
-    transfer its destination's extent)."""
-    S = np.array([[4, 8], [4, 8]], dtype=np.int64)
+def test_an_output_tile_is_charged_the_bytes_it_moves(monkeypatch):
+    """D-RT-COST charges a transfer the bytes it moves
+    (`semantics.transfers.moved_count`), not its destination's span: n44's
+    column-block output tile `[1, 7, 2, 128]` moves 7,168 bytes whether its
+    `[1, 28, 28, 512]` f32 array is dense (a 346,624-byte span) or every
+    pixel sits 8 KiB apart (1,384,960), and the estimate is the same."""
+    got = []
+
+    def spy(S, lengths, reads, out, reductions):
+        got.append(out)
+        return estimate(S, lengths, reads, out, reductions)
+
+    estimate = tile_time.estimate
+    monkeypatch.setattr(tile_time, "estimate", spy)
+    wide = "memref<1x28x28x512xf32, strided<[1605632, 57344, 2048, 1]>>"
+    sizes = [1, 7, 2, 128, 1, 1, 256]
+    with ir.Context(), ir.Location.unknown():
+        _m1, band = _band(N44)  # (the modules kept alive while their bands are read)
+        _m2, wide_band = _band(N44.replace("memref<1x28x28x512xf32>", wide))
+        dense = _estimate(band, sizes, N44_PARTS)
+        strided = _estimate(wide_band, sizes, N44_PARTS)
+    assert dense == strided
+    box, strides = [1, 7, 2, 128], [1605632, 57344, 2048, 1]
+    span = 4 * (1 + sum((b - 1) * st for b, st in zip(box, strides)))
+    assert span == 1_384_960
+    assert got[1][0][0] == moved_count("f32", box, strides, span) == 7_168
+
+
+def test_the_innermost_tile_loop_keeps_two_iterations_in_flight():
+    """The innermost tiled loop keeps two iterations in flight, one when it
+    is a reduction loop (D-RT-LOOP: a partial sum re-reads the output)."""
+    S = np.array([[4, 8]], dtype=np.int64)
     lengths = np.array([16, 64], dtype=np.int64)
-    reads = [(np.array([4096, 4096]), np.array([True, False]))]
-    dense = np.array([128, 128])
-    out = (dense, np.array([128, 64 * 3 * 4 + 32]), dense // 4)
-    est = tile_time.estimate(S, lengths, reads, out, set())
-    assert est[1] > est[0]
-    # the innermost tiled loop keeps two iterations in flight, outer ones one
-    one = tile_time.estimate(S[:1], lengths, reads, out, set())
-    red = tile_time.estimate(S[:1], lengths, reads, out, {1})
+    reads = [(np.array([4096]), np.array([True, False]))]
+    dense = np.array([128])
+    out = (dense, dense // 4)
+    one = tile_time.estimate(S, lengths, reads, out, set())
+    red = tile_time.estimate(S, lengths, reads, out, {1})
     assert red[0] > one[0]
 
 
@@ -161,7 +187,7 @@ def test_a_hoisted_copy_runs_beside_the_first_tiles_copies():
     """DenseNet-121's n645: `[1, 1, 1, 128]` keeps the whole 496 KiB weight
     hoisted out of every tile loop, but each part then waits for it alone
     (measured 90,040 cycles), while the bytes rule's `[1, 2, 14, 64]` copies
-    each row block's input beside its first weight slice (71,944): the
+    each row block's input beside its first weight slice (69,398): the
     estimate counts a hoisted copy only for what it takes beyond the first
     tile's copies, and keeps the bytes rule's sizes."""
     with ir.Context(), ir.Location.unknown():

@@ -126,14 +126,14 @@ class _Model:
         return boxes, width, written
 
     def cycles(self, S: np.ndarray, lengths: np.ndarray, reductions: set[int]) -> np.ndarray | None:
-        """`tile_time.estimate` of each row of sizes `S` (one written memref
-        with static strides, else None: no estimate)."""
+        """`tile_time.estimate` of each row of sizes `S` (one written memref,
+        else None: no estimate)."""
         boxes, width, written = self.boxes(S)
         if sum(written) != 1:
             return None
         reads = []
         out = None
-        for k, mem in enumerate(self.mems):
+        for k in range(len(self.mems)):
             nbytes = np.prod(boxes[k], axis=1) * width[k]
             if not written[k]:
                 deps = np.zeros(len(self.band.loops), dtype=bool)
@@ -142,11 +142,7 @@ class _Model:
                         deps |= coef.any(axis=0)
                 reads.append((nbytes, deps))
                 continue
-            strides = np.array(ir.MemRefType(mem.type).get_strides_and_offset()[0], dtype=np.int64)
-            if (strides < 0).any():  # a dynamic stride
-                return None
-            span = width[k] * (1 + (boxes[k] - 1) @ strides)
-            out = (nbytes, span, np.prod(boxes[k], axis=1))
+            out = (nbytes, np.prod(boxes[k], axis=1))
         assert out is not None
         return tile_time.estimate(S, lengths, reads, out, reductions)
 

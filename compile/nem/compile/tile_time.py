@@ -1,15 +1,14 @@
 """Timed cycles of a tiled reduction nest, estimated (decision D-COMPILE-TILE-TIME).
 
-`tile_cost` scores tile sizes by the bytes their copies move.  On the
-convolutions that is not what the timed mode charges (D-RT-COST): a copy
-costs `ceil(bytes / 32) + 4` cycles on one DMA, and the copy of an output
-tile back to DDR is charged the *span* of its destination (the bytes from
-its first element to its last in the whole array), not its elements: an
-output tile `[1, 7, 2, 128]` of a `[1, 28, 28, 512]` f32 array is 7,168
-bytes but spans 346,624, 10,836 cycles against the 450 of its convolution.
-And the tile loops run their iterations one after the other, except the
-innermost one, which keeps two in flight (D-LOW-PIPE, D-RT-LOOP), so each
-iteration pays its whole chain of copy, convolution, add and copy.
+`tile_cost` scores tile sizes by the bytes their copies move, summed over
+the tiles.  On the convolutions that is not what decides the timed mode's
+cycles (D-RT-COST): each copy costs `ceil(bytes / 32) + 4` cycles on one
+DMA, the bytes it moves (`nem.dialect.semantics.transfers.moved_count`: a
+box's elements, not the span they lie in), and the tile loops run their
+iterations one after the other, except the innermost one, which keeps two
+in flight (D-LOW-PIPE, D-RT-LOOP), so each iteration pays its whole chain
+of copy, convolution, add and copy, and where a read copy sits (the loop
+`hoist` leaves it at) decides how often it is paid.
 
 For sizes `s` on the transform route (`structured.promote` stages every
 operand per tile, D-LOW-VIEW; `hoist` moves each read-only copy out of the
@@ -18,7 +17,7 @@ part's cycles is
 
     chain = max(copy(read box) at the innermost tiled loop, copy(out box))
             + ceil(MACs / 1024) + 2  +  ceil(out elements / 256) + 1
-            + copy(span of the out box)
+            + copy(out box)
     t     = ceil(trips(m) / w) * chain        m: innermost tiled loop,
                                               w: 2, 1 when m is a reduction
     t     = trips(j) * (late(j) + t)          each tiled loop j outside m
@@ -26,16 +25,15 @@ part's cycles is
 
 with `late(j)` what the longest read copy hoisted to loop j takes beyond a
 tile's own copies in (it runs beside them: the first tile waits for both),
-`copy(b) = ceil(b / 32) + 4`, a read box's copy placed at the
-innermost tiled loop its box depends on.  The rates are D-RT-COST's
-defaults (the tile stage does not see the device's unit characteristics);
-only the order of the candidates matters.  Engine parts run one after the
-other (a part's loop is issued after the previous part's iterations), so
-one part is scored.  Measured against `nem-run --mode timed` on one-Conv
-models (the conv nests' cycles): within 5% on seven sizes of ResNet-50's
-n44 and five of a 3x3 256-channel conv, 13% on DenseNet-121's n645, 23% on
-SqueezeNet's conv10, 30% on ResNet-50's 3-channel first conv, in the
-measured order (docs/compile.md, `test/unit/test_tile_time.py`).
+`copy(b) = ceil(bytes(b) / 32) + 4` with `bytes(b)` the box's elements
+times their bytes (`moved_count`'s count for elements of a byte or more;
+the tile stage rounds a sub-byte element up to a byte), a read box's copy
+placed at the innermost tiled loop its box depends on.  The rates are
+D-RT-COST's defaults (the tile stage does not see the device's unit
+characteristics); only the order of the candidates matters.  Engine parts
+run one after the other (a part's loop is issued after the previous part's
+iterations), so one part is scored.  Measured against `nem-run --mode
+timed` on one-Conv models (docs/compile.md, `test/unit/test_tile_time.py`).
 """
 
 from __future__ import annotations
@@ -55,14 +53,14 @@ def estimate(
     S: np.ndarray,
     lengths: np.ndarray,
     reads: list[tuple[np.ndarray, np.ndarray]],
-    out: tuple[np.ndarray, np.ndarray, np.ndarray],
+    out: tuple[np.ndarray, np.ndarray],
     reductions: set[int],
 ) -> np.ndarray:
     """Estimated cycles (see the module doc) of each row of sizes `S` on
     loops of `lengths` (one engine part's).  `reads`: per memref read, its
     box bytes (one per row) and the loops its box depends on (bool per
-    loop); `out`: the written memref's box bytes, its span in bytes, its
-    box elements (one per row)."""
+    loop); `out`: the written memref's box bytes and box elements (one per
+    row)."""
     n = S.shape[1]
     rows = np.arange(len(S))
     tiled = S < lengths[None, :]
@@ -81,14 +79,14 @@ def estimate(
             h = np.maximum(h, np.where(d == j, c, 0))
         return h
 
-    out_bytes, out_span, out_elems = out
+    out_bytes, out_elems = out
     macs = np.prod(S, axis=1)
     first = np.maximum(hoisted_to(inner), _copy(out_bytes))  # a tile's copies in
     chain = (
         first
         + (-(-macs // NMU_MACS) + NMU_LATENCY)
         + (-(-out_elems // ADD_ELEMENTS) + ADD_LATENCY)
-        + _copy(out_span)
+        + _copy(out_bytes)
     )
     window = np.array([1 if i in reductions else 2 for i in range(n)] + [1])
     m_trips = np.where(inner >= 0, trips[rows, inner], 1)
