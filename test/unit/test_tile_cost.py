@@ -10,10 +10,10 @@ import pytest
 
 pytest.importorskip("mlir.ir")
 
+from loop_bands import band_of  # noqa: E402
 from mlir import ir  # noqa: E402
-from mlir.passmanager import PassManager  # noqa: E402
 
-from nem.compile import nest_ir, tile_cost, tiling  # noqa: E402
+from nem.compile import tile_cost, tiling  # noqa: E402
 
 CONV = """
 func.func @cv(%x: memref<1x30x30x512xf32>, %w: memref<3x3x512x512xf32>,
@@ -47,15 +47,6 @@ func.func @relu(%x: memref<1x56x56x256xf32>, %y: memref<1x56x56x256xf32>) {
 BUDGET = 512 * 1024  # npm_pro_x1's L1 halved for double buffering
 
 
-def _band(text: str):
-    m = ir.Module.parse(text)
-    PassManager.parse("builtin.module(func.func(convert-linalg-to-affine-loops))").run(m.operation)
-    fn = next(o.operation for o in m.body.operations)
-    band = nest_ir.analyze_band(nest_ir.top_level_nests(fn)[0])
-    assert band is not None
-    return m, band
-
-
 def _moved(band, sizes) -> int:
     """Bytes the tiles' copies move, counted on the footprint model itself."""
     total, out = tiling.footprint(band, sizes)
@@ -73,7 +64,7 @@ def test_vgg_conv_keeps_its_weight_tile_for_many_pixels():
     tiles); the searched sizes fit the same budget, cut no reduction loop,
     peel nothing and tile no more loops, and move under a tenth of the bytes."""
     with ir.Context(), ir.Location.unknown():
-        _, band = _band(CONV)
+        _, band = band_of(CONV)
         assert band.extents == [1, 28, 28, 512, 3, 3, 512]
         halving = tiling.choose_tile_sizes(band, BUDGET)
         assert halving == [1, 1, 1, 16, 3, 3, 512]
@@ -94,7 +85,7 @@ def test_engine_parts_get_sizes_dividing_them():
     no row tile size leaves a partial tile in any part."""
     text = CONV.replace("30x30", "16x16").replace("28x28", "14x14")
     with ir.Context(), ir.Location.unknown():
-        _, band = _band(text)
+        _, band = band_of(text)
         halving = tiling.choose_tile_sizes(band, BUDGET)
         sizes = tile_cost.search(band, BUDGET, halving, {1: [2, 4]})
         assert sizes != halving
@@ -108,7 +99,7 @@ def test_matmul_keeps_the_halving_reduction_tiles(budget):
     over the same tiles in the same order; it takes 32 rows of A per tile
     instead of one at 256 KiB (20x fewer bytes moved)."""
     with ir.Context(), ir.Location.unknown():
-        _, band = _band(MATMUL)
+        _, band = band_of(MATMUL)
         halving = tiling.choose_tile_sizes(band, budget)
         sizes = tile_cost.search(band, budget, halving)
         assert sizes[2] == halving[2]
@@ -125,7 +116,7 @@ def test_elementwise_keeps_the_halving_sizes():
     """No reuse to gain: an elementwise op moves the same bytes whatever its
     tiles, so the halving sizes stand (no change for a small gain)."""
     with ir.Context(), ir.Location.unknown():
-        _, band = _band(ELTWISE)
+        _, band = band_of(ELTWISE)
         halving = tiling.choose_tile_sizes(band, BUDGET)
         assert tile_cost.search(band, BUDGET, halving) == halving
 
@@ -152,7 +143,7 @@ def test_no_more_loops_tiled_than_the_halving_sizes(budget, parts):
     no more loops, where tiling one more would move fewer bytes but add a
     loop level to every tile's statements."""
     with ir.Context(), ir.Location.unknown():
-        _, band = _band(FIRST)
+        _, band = band_of(FIRST)
         halving = tiling.choose_tile_sizes(band, budget)
         sizes = tile_cost.search(band, budget, halving, parts)
         lengths = [max((parts or {}).get(i, [e])) for i, e in enumerate(band.extents)]
@@ -184,7 +175,7 @@ def test_the_affine_model_is_the_footprint_of_d_compile_tiles(text):
     and its transpose: the box per dimension is the larger)."""
     rng = np.random.default_rng(7)
     with ir.Context(), ir.Location.unknown():
-        module, band = _band(text)
+        module, band = band_of(text)
         model = tile_cost._Model(band)
         rows = [[int(rng.integers(1, e + 1)) for e in band.extents] for _ in range(40)]
         need, moved = model.score(

@@ -11,10 +11,10 @@ import pytest
 
 pytest.importorskip("mlir.ir")
 
+from loop_bands import band_of  # noqa: E402
 from mlir import ir  # noqa: E402
-from mlir.passmanager import PassManager  # noqa: E402
 
-from nem.compile import nest_ir, tile_cost, tile_time, tiling  # noqa: E402
+from nem.compile import tile_cost, tile_time, tiling  # noqa: E402
 from nem.dialect.semantics.transfers import moved_count  # noqa: E402
 
 BUDGET = 512 * 1024  # npm_pro_x1's L1 halved for double buffering
@@ -56,15 +56,6 @@ func.func @cv(%x: memref<1x14x14x992xf32>, %w: memref<1x1x992x128xf32>,
 N645_PARTS = {1: [2, 4]}
 
 
-def _band(text: str):
-    m = ir.Module.parse(text)
-    PassManager.parse("builtin.module(func.func(convert-linalg-to-affine-loops))").run(m.operation)
-    fn = next(o.operation for o in m.body.operations)
-    band = nest_ir.analyze_band(nest_ir.top_level_nests(fn)[0])
-    assert band is not None
-    return m, band
-
-
 def _estimate(band, sizes, parts) -> int:
     model = tile_cost._Model(band)
     L = np.array([max(parts.get(i, [e])) for i, e in enumerate(band.extents)], dtype=np.int64)
@@ -97,7 +88,7 @@ def test_n44_copies_its_weights_per_row_block_not_per_column_block():
     rule's sizes run over several DMAs (204,232 and 285,712 cycles), which
     the estimate does not model (docs/compile.md)."""
     with ir.Context(), ir.Location.unknown():
-        _, band = _band(N44)
+        _, band = band_of(N44)
         assert band.extents == [1, 28, 28, 512, 1, 1, 256]
         halving = tiling.choose_tile_sizes(band, BUDGET)
         old = [1, 28, 2, 128, 1, 1, 256]  # the bytes rule's pick (main 71f3f6f)
@@ -130,7 +121,7 @@ def test_first_conv_with_three_input_channels_keeps_its_tiles():
     `[1, 7, 112, 64]` (whole rows), which nem-run times faster than half rows
     (122,512 against 124,264 cycles)."""
     with ir.Context(), ir.Location.unknown():
-        _, band = _band(FIRST)
+        _, band = band_of(FIRST)
         halving = tiling.choose_tile_sizes(band, BUDGET)
         sizes = tile_cost.search(band, BUDGET, halving, FIRST_PARTS, timed=True)
         assert sizes == [1, 7, 112, 64, 7, 7, 3]
@@ -159,8 +150,8 @@ def test_an_output_tile_is_charged_the_bytes_it_moves(monkeypatch):
     wide = "memref<1x28x28x512xf32, strided<[1605632, 57344, 2048, 1]>>"
     sizes = [1, 7, 2, 128, 1, 1, 256]
     with ir.Context(), ir.Location.unknown():
-        _m1, band = _band(N44)  # (the modules kept alive while their bands are read)
-        _m2, wide_band = _band(N44.replace("memref<1x28x28x512xf32>", wide))
+        _m1, band = band_of(N44)  # (the modules kept alive while their bands are read)
+        _m2, wide_band = band_of(N44.replace("memref<1x28x28x512xf32>", wide))
         dense = _estimate(band, sizes, N44_PARTS)
         strided = _estimate(wide_band, sizes, N44_PARTS)
     assert dense == strided
@@ -191,7 +182,7 @@ def test_a_hoisted_copy_runs_beside_the_first_tiles_copies():
     estimate counts a hoisted copy only for what it takes beyond the first
     tile's copies, and keeps the bytes rule's sizes."""
     with ir.Context(), ir.Location.unknown():
-        _, band = _band(N645)
+        _, band = band_of(N645)
         halving = tiling.choose_tile_sizes(band, BUDGET)
         sizes = tile_cost.search(band, BUDGET, halving, N645_PARTS, timed=True)
         assert sizes == [1, 2, 14, 64, 1, 1, 992]
