@@ -98,6 +98,12 @@ def _parser() -> argparse.ArgumentParser:
         "D-COMPILE-SPLIT-OPT)",
     )
     p.add_argument(
+        "--no-jam",
+        action="store_true",
+        help="leave the engine parts of a split nest one loop after the other instead of "
+        "jamming them into one loop whose iterations run every engine (D-NEM-JAM-ENGINES)",
+    )
+    p.add_argument(
         "--no-split-transfers",
         action="store_true",
         help="one transfer per copy: do not split large L1 transfers over the engine's DMAs "
@@ -471,6 +477,7 @@ def _run(args: argparse.Namespace) -> int:
         split_units=args.split_units,
         fuse=not args.no_fuse,
         split_transfers=not args.no_split_transfers,
+        jam=not args.no_jam,
     )
     if args.tune and (ext != ".onnx" or args.bisect):
         return _usage("--tune takes a .onnx model (and no --bisect)")

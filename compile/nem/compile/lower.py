@@ -193,10 +193,10 @@ def _lower(
     from nem.compile.errors import CompileError
     from nem.dialect.diagnostics import NemDiagnosticError
     from nem.passes.dce import OnePassDeadCodeElimination
-    from nem.passes.forward_fills import ForwardZeroFillsPass
     from nem.passes.lowering.passes import CheckLoweredPass, LowerToNemPass
     from nem.passes.share_buffers import ShareBuffersPass
     from nem.passes.split_transfers import SplitTransfersPass
+    from nem.passes.synthesize_deps import SynthesizeDepsPass
 
     try:
         # the summary remark is opt-in (D-OPT-REMARKS); nem-compile -v shows it
@@ -211,6 +211,7 @@ def _lower(
             weights=consts,
             pipeline_tiles=options.pipeline and options.route == "transform",
             split_transfers=options.split_transfers,
+            jam_engine_loops=options.jam,
         )
         # every nest's tiles fit L1 (D-COMPILE-TILES), all nests' together need not:
         # then tiles of nests that run one after the other share L1 (D-LOW-SHARE)
@@ -231,8 +232,7 @@ def _lower(
                 # the printed program's nem-verify checks every rule this pass
                 # would, and more, each at its origin (D-COMPILE-ONE-FINAL-CHECK)
                 continue
-            step(p.name, partial(p.apply, run_ctx, module))
-            if isinstance(p, ForwardZeroFillsPass):
+            if isinstance(p, SynthesizeDepsPass):
                 # the ordering adds deps and waits, never a use of a buffer: whether
                 # L1 fits once packed is known now, and a program that will not fit
                 # is tiled again without being ordered first (D-COMPILE-L1)
@@ -241,6 +241,7 @@ def _lower(
                     "L1 estimate",
                     lambda: _check_packed_l1(module, share, device, options.include_dirs),
                 )
+            step(p.name, partial(p.apply, run_ctx, module))
         # the same packing unless a buffer's uses moved since (`replan` checks)
         packed = step(share.name, lambda: share.pack(run_ctx, module, plans))
         # a program that still overflows L1 is tiled again: checked before ordering

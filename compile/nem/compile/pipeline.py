@@ -103,6 +103,10 @@ class CompileOptions:
     """Split large L1 transfers over the engine's DMAs on the ordered NEM
     program (`nem-split-transfers`, D-NEM-SPLIT-TRANSFERS; off with
     `--no-split-transfers`)."""
+    jam: bool = True
+    """Jam the loops of a nest's engine parts into one loop, so the engines run
+    at the same time (`nem-jam-engine-loops`, D-NEM-JAM-ENGINES; off with
+    `--no-jam`)."""
 
 
 @dataclass

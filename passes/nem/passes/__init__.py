@@ -20,6 +20,7 @@ __all__ = ["PASSES"]
 
 def _passes() -> dict[str, type[ModulePass]]:
     from nem.passes.forward_fills import ForwardZeroFillsPass
+    from nem.passes.jam_engine_loops import JamEngineLoopsPass
     from nem.passes.lowering.passes import ConvertAffineToNemPass, LowerToNemPass
     from nem.passes.lowering.prepare import (
         CheckInputRangesPass,
@@ -44,6 +45,7 @@ def _passes() -> dict[str, type[ModulePass]]:
                 ConvertAffineToNemPass,
                 LowerToNemPass,
                 ForwardZeroFillsPass,
+                JamEngineLoopsPass,
                 SynthesizeDepsPass,
                 ShareBuffersPass,
                 SplitTransfersPass,

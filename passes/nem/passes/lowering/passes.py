@@ -2,7 +2,7 @@
 `lower-to-nem` (the declared pipeline MLIR -> checked NEM).
 
     lower-to-nem{device=D memory-spaces=M entry=F remarks=R weights=W pipeline-tiles=P
-                 split-transfers=S}
+                 split-transfers=S jam-engine-loops=J}
       = nem-raise-scf-for                          (D-LOW-SCF: constant-step scf.for -> affine.for)
         nem-drop-dead-arith{entry=F}               (D-LOW-DEAD-ARITH)
         nem-check-input-ranges{entry=F}            (D-INT-RANGE)
@@ -11,6 +11,9 @@
                               pipeline-tiles=P}    (its own preparation skipped: done above)
         nem-check-lowered{declarations-only=true}  (regions within buffers, before ordering)
         nem-forward-zero-fills                     (D-LOW-FILL-FORWARD)
+        nem-jam-engine-loops                       (D-NEM-JAM-ENGINES: one loop for the engine
+                                                    parts of a split nest; jam-engine-loops=false
+                                                    leaves them one after the other)
         nem-synthesize-deps{device=D narrow-windows=true remarks=R}
         dead-code-elimination                      (xDSL's: index arithmetic left unused)
         nem-split-transfers{device=D}              (D-NEM-SPLIT-TRANSFERS; split-transfers=false
@@ -53,6 +56,7 @@ from nem.dialect.ops import programs
 from nem.dialect.verifier import verify_declarations, verify_program
 from nem.passes.dce import OnePassDeadCodeElimination
 from nem.passes.forward_fills import ForwardZeroFillsPass
+from nem.passes.jam_engine_loops import JamEngineLoopsPass
 from nem.passes.lowering.context import Options
 from nem.passes.lowering.driver import Lowerer
 from nem.passes.lowering.handlers import HANDLERS
@@ -260,11 +264,13 @@ class LowerToNemPass(LoweringOptions):
       weights: FILE.npz receiving the initial contents of memref.globals (nem-run --input FILE.npz)
       pipeline-tiles: two iterations in flight for tile loops that allocate their L1 buffers
       split-transfers: large L1 transfers split over the engine's DMAs (default true)
+      jam-engine-loops: sibling loops on different engines jammed into one loop (default true)
     """
 
     name = "lower-to-nem"
 
     split_transfers: bool = True
+    jam_engine_loops: bool = True
 
     def pipeline(self) -> tuple[ModulePass, ...]:
         """The passes `lower-to-nem` runs, in order."""
@@ -275,6 +281,7 @@ class LowerToNemPass(LoweringOptions):
             PreparedConversionPass(**options),
             CheckLoweredPass(declarations_only=True),
             ForwardZeroFillsPass(),
+            *((JamEngineLoopsPass(),) if self.jam_engine_loops else ()),
             SynthesizeDepsPass(
                 device=self.device, narrow_windows=True, remarks=self.remarks, include_dirs=dirs
             ),
