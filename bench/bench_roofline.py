@@ -11,7 +11,8 @@ tiles, pipelined, every engine) and run once in timed mode: the cycles, the
 bound of the timed cost model (D-RT-COST: the largest over unit kinds of
 work / (units x throughput), D-RT-ROOFLINE), their ratio, the unit kind of
 the bound and the one that binds the run, and the `--groups` groups of
-tasks with the most cycles above their own bound; with `--tune`, the model
+tasks with the most busy cycles above their own bound (a group's cycles
+are its busy cycles, D-RT-ROOFLINE); with `--tune`, the model
 compiled again with `nem-compile --tune` (that budget, D-COMPILE-TUNE): its
 cycles, ratio, compile CPU time and ops retiled of ops searched; with
 `--split-units`, compiled again with `nem-compile --split-units`
@@ -19,7 +20,10 @@ cycles, ratio, compile CPU time and ops retiled of ops searched; with
 `--per-node`, compiled with each instruction's ONNX node (D-BC-NODES) so the
 groups are ONNX nodes, and each model's Conv layers summed up: how many run
 within 2x of their own bound (the issue's goal), their median ratio, the
-farthest one.  Models: the project's
+farthest one, their busy cycles summed (layers that overlap count each;
+before session 18 a group's cycles ran from its first start to its last
+end, so these ratios are not comparable with the figures of earlier
+sessions).  Models: the project's
 samples (`nem.frontends.onnx.samples`) in each `--dtypes`, then the light
 CNNs named by `--cnns` (`onnx/backend/test/data/light/light_<name>.onnx`;
 none by default: ResNet-50 takes minutes of CPU).  Cycles depend on the
@@ -69,7 +73,8 @@ def timed_run(nem: str | bytes, label: str, device: str):
 
 def conv_layers(rep) -> dict:
     """The issue's per-layer goal: how many Conv nodes run within 2x of their
-    own bound, their median ratio and the farthest one."""
+    own bound (their busy cycles over it), their median ratio and the
+    farthest one."""
     convs = sorted(
         (g for g in rep.groups if g.name.endswith("(Conv)") and g.ratio is not None),
         key=lambda g: g.ratio,

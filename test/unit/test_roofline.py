@@ -130,7 +130,9 @@ def test_tasks_group_by_onnx_node_then_loop_then_segment(tmp_path):
     assert [g.kind for g in groups.values()] == ["segment", "loop", "node", "node"]
     assert groups["node 'conv1' (Conv)"].tasks == 4
     assert list(groups["node 'conv1' (Conv)"].units) == ["NMU"]
-    assert groups["loop at line 49"].tasks == 8  # tX and tS of 4 iterations
+    assert groups["loop at line 49"].tasks == 4  # tX of 4 iterations
+    # tS stores act's output, all its inputs from act's tasks: act's work
+    assert groups["node 'act' (Relu)"].tasks == 8
     assert sum(g.tasks for g in rep.groups) == rep.total.tasks == 17
     assert groups["node 'conv1' (Conv)"].binds == "NMU"
 

@@ -630,7 +630,9 @@ def nemb_bytes(result: CompileResult, out: str, src: str) -> bytes:
     from nem.frontends.nem_text.parser import parse_nem
 
     # no .nem file is written: the locations name the .nemb itself, at the
-    # lines of its text form, `nem-opt FILE.nemb -t nem` (D-COMPILE-NEMB-LOC)
+    # lines of its text form, `nem-opt FILE.nemb -t nem`, by the empty file
+    # name that a reader takes for the file it reads, so the bytes do not
+    # depend on `out` (D-COMPILE-NEMB-LOC)
     with own_source(result.nem):
         module = parse_nem(result.nem, out)
     _with_nodes(module, result.origins)
@@ -638,7 +640,9 @@ def nemb_bytes(result: CompileResult, out: str, src: str) -> bytes:
         Embedded(name, np.ascontiguousarray(array).tobytes())
         for name, array in result.interface.weights.items()
     ]
-    options = WriteOptions(embed=embed, build={"source": src, "producer-tool": "nem-compile"})
+    options = WriteOptions(
+        embed=embed, build={"source": src, "producer-tool": "nem-compile"}, self_file=out
+    )
     try:
         return write_nemb(module, options)
     except NotEncodable as e:

@@ -19,7 +19,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--roofline",
         action="store_true",
         help="with --mode timed: print, for the program and each group of tasks "
-        "(ONNX node, loop nest, top-level segment), the cycles taken, the bound "
+        "(ONNX node, loop nest, top-level segment), the cycles taken (a group's: "
+        "its busy cycles), the bound "
         "of the timed cost model, their ratio, the unit kind that binds and "
         "each unit kind's utilization (D-RT-ROOFLINE)",
     )

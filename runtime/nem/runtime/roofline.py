@@ -18,18 +18,29 @@ of top-level statements up to the next `.sync` task, `wait` or loop (a
 program's synchronisation points, the "top-level op" boundaries of a flat
 program).
 
+A group's cycles are its busy cycles: the length of the union of its
+tasks' [start, end) intervals (`Busy`), not the window from its first
+start to its last end, which a task with no dependency (a fill issued late
+but ready at cycle 0) stretches over the whole program.  The program's
+cycles are its total, the critical path of the timed schedule.
+
 The tally (`Tally`) is fed one task at a time by the scheduler in timed
-mode: cost per task O(1), nothing enumerated afterwards but the groups.
+mode: cost per task O(1) (a bisection for a task that starts before its
+group's last busy interval), nothing enumerated afterwards but the groups.
 """
 
 from __future__ import annotations
 
 import math
+from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
+from xdsl.ir import SSAValue
+
+from nem.dialect.ops import RegionOp
 from nem.dialect.semantics.units import DEVICE_UNITS
 from nem.runtime.engine import CompiledProgram, Instr, LoopTpl, TaskTpl, WaitTpl
 from nem.runtime.task_cost import Work
@@ -45,6 +56,40 @@ BUSY_ENOUGH = 0.5
 """A unit kind binds a group when its utilization is at least this (D-RT-ROOFLINE)."""
 
 
+class Busy:
+    """The union of half-open intervals [start, end) given in any order, as
+    sorted disjoint intervals (touching ones merged); `cycles` is its length,
+    a group's busy cycles (D-RT-ROOFLINE).  The timed scheduler starts tasks
+    in nearly increasing order, so an interval almost always extends or
+    follows the last one (O(1)); one that starts earlier is placed by
+    bisection and absorbs the intervals it meets."""
+
+    def __init__(self) -> None:
+        self.starts: list[int] = []
+        self.ends: list[int] = []
+
+    def add(self, start: int, end: int) -> None:
+        if end <= start:
+            return
+        starts, ends = self.starts, self.ends
+        if not starts or start > ends[-1]:
+            starts.append(start)
+            ends.append(end)
+        elif start >= starts[-1]:
+            ends[-1] = max(ends[-1], end)
+        else:
+            i = bisect_left(ends, start)  # the first interval ending at or after `start`
+            j = bisect_right(starts, end)  # past the last one starting at or before `end`
+            if i < j:
+                start, end = min(start, starts[i]), max(end, ends[j - 1])
+            starts[i:j] = [start]
+            ends[i:j] = [end]
+
+    @property
+    def cycles(self) -> int:
+        return sum(self.ends) - sum(self.starts)
+
+
 @dataclass
 class Group:
     """Tasks reported together: an ONNX node, a loop nest or a top-level segment."""
@@ -52,9 +97,11 @@ class Group:
     name: str
     kind: str  # "node", "loop", "segment" or "program"
     line: int  # the program line of its first statement
+    lines: list[tuple[int, int]] = field(default_factory=list)  # its statements (`task_groups`)
     tasks: int = 0
     first: int | None = None
     last: int = 0
+    spans: Busy = field(default_factory=Busy)  # its tasks' [start, end)
     amount: dict[str, int] = field(default_factory=dict)  # by unit kind
     work: dict[str, float] = field(default_factory=dict)  # amount / rate, cycles
     busy: dict[str, int] = field(default_factory=dict)  # task durations, cycles
@@ -65,6 +112,7 @@ class Group:
             self.first = start
         if end > self.last:
             self.last = end
+        self.spans.add(start, end)
         self.amount[utype] = self.amount.get(utype, 0) + w.amount
         self.work[utype] = self.work.get(utype, 0.0) + w.amount / w.rate
         self.busy[utype] = self.busy.get(utype, 0) + (end - start)
@@ -81,12 +129,25 @@ def _node_name(tpl: TaskTpl) -> str | None:
     return f"node '{name}' ({op_type})"
 
 
+def _buffer(region: SSAValue) -> SSAValue:
+    """The buffer a region operand views (the region value itself when no
+    `region(...)` op made it)."""
+    owner = region.owner
+    return owner.buffer if isinstance(owner, RegionOp) else region
+
+
 def task_groups(cp: CompiledProgram) -> tuple[list[Group], dict[int, int]]:
     """The program's groups in program order, and each task's group (by
-    `TaskTpl.seq_id`); one walk over the statements."""
+    `TaskTpl.seq_id`); one walk over the statements.  A task with no node
+    that takes all its inputs from one node's group (`producer`) joins that
+    group: the compiler's glue after a node (the final layout copy into a
+    graph output) is that node's work.  Each group's `lines`:
+    the program lines of its statements as ranges [first, last] that hold
+    no other group's statement (`line_ranges`)."""
     groups: list[Group] = []
     index: dict[str, int] = {}
     of: dict[int, int] = {}
+    at: list[tuple[int, int]] = []  # (line, group) of each statement
 
     def group(name: str, kind: str, line: int) -> int:
         if name not in index:
@@ -94,9 +155,32 @@ def task_groups(cp: CompiledProgram) -> tuple[list[Group], dict[int, int]]:
             groups.append(Group(name, kind, line))
         return index[name]
 
+    made_by: dict[SSAValue, int] = {}  # a token: the node group of its task
+    wrote: dict[SSAValue, int] = {}  # a buffer: the node group of its last writer so far
+
+    def producer(tpl: TaskTpl) -> int | None:
+        """The one node group a task without a node takes all its inputs
+        from (its dependencies' tasks, the last writer of each buffer it
+        reads), else None."""
+        sources = {made_by.get(v) for v in tpl.op.dep_values()}
+        sources.update(
+            wrote.get(_buffer(v)) for v, mode in tpl.op.operand_regions() if mode == "read"
+        )
+        return sources.pop() if len(sources) == 1 and None not in sources else None
+
     def place(tpl: TaskTpl, fallback: Callable[[], int]) -> None:
         node = _node_name(tpl)
-        of[tpl.seq_id] = group(node, "node", tpl.line) if node else fallback()
+        found = group(node, "node", tpl.line) if node else producer(tpl)
+        g = of[tpl.seq_id] = found if found is not None else fallback()
+        at.append((tpl.line, g))
+        if groups[g].kind == "node":
+            made_by[tpl.value] = g
+        for v, mode in tpl.op.operand_regions():
+            if mode == "write":
+                if groups[g].kind == "node":
+                    wrote[_buffer(v)] = g
+                else:
+                    wrote.pop(_buffer(v), None)
 
     def nest(body: list[Instr], loop: LoopTpl) -> None:
         for ins in body:
@@ -122,7 +206,25 @@ def task_groups(cp: CompiledProgram) -> tuple[list[Group], dict[int, int]]:
                 segment.clear()
         elif isinstance(ins, WaitTpl):
             segment.clear()
+    for g, ranges in line_ranges(at).items():
+        groups[g].lines = ranges
     return groups, of
+
+
+def line_ranges(at: list[tuple[int, int]]) -> dict[int, list[tuple[int, int]]]:
+    """Per group, the runs of its statements' lines in line order, each
+    [first, last]: between them lie only other groups' statements (and
+    lines that are no task: loop headers, waits, declarations)."""
+    out: dict[int, list[tuple[int, int]]] = {}
+    prev = None
+    for line, g in sorted(at):
+        ranges = out.setdefault(g, [])
+        if g == prev:
+            ranges[-1] = (ranges[-1][0], line)
+        else:
+            ranges.append((line, line))
+        prev = g
+    return out
 
 
 def unit_counts(topology: Mapping[str, Any]) -> dict[str, int]:
@@ -165,11 +267,13 @@ class Row:
     kind: str
     line: int
     tasks: int
-    cycles: int
+    cycles: int  # the program's total; a group's busy cycles (`Busy`)
     bound: float
     roof: str | None  # the unit kind whose work makes the bound
     binds: str  # the busiest unit kind when busy enough, else "latency"
     units: dict[str, UnitUse]
+    span: tuple[int, int] = (0, 0)  # its first task's start, its last task's end
+    lines: list[tuple[int, int]] = field(default_factory=list)  # `Group.lines`
 
     @property
     def ratio(self) -> float | None:
@@ -180,8 +284,10 @@ class Row:
             "name": self.name,
             "kind": self.kind,
             "line": self.line,
+            "lines": [list(r) for r in self.lines],
             "tasks": self.tasks,
             "cycles": self.cycles,
+            "span": list(self.span),
             "bound": round(self.bound, 3),
             "ratio": None if self.ratio is None else round(self.ratio, 4),
             "roof": self.roof,
@@ -201,8 +307,9 @@ class Row:
 
 
 def row(g: Group, units: dict[str, int], cycles: int | None = None) -> Row:
-    """A group's line: `cycles` defaults to its span (first start to last end)."""
-    span = cycles if cycles is not None else g.last - (g.first or 0)
+    """A group's line: `cycles` defaults to its busy cycles (`Busy`), which
+    the utilizations are fractions of."""
+    taken = cycles if cycles is not None else g.spans.cycles
     uses = {}
     for u in sorted(g.work):
         n = units.get(u, 1)
@@ -212,13 +319,14 @@ def row(g: Group, units: dict[str, int], cycles: int | None = None) -> Row:
             g.work[u],
             g.busy[u],
             g.work[u] / n,
-            g.busy[u] / (n * span) if span else 0.0,
+            g.busy[u] / (n * taken) if taken else 0.0,
         )
     roof = max(uses, key=lambda u: uses[u].bound) if uses else None
     bound = uses[roof].bound if roof is not None else 0.0
     busiest = max(uses, key=lambda u: uses[u].utilization) if uses else None
     binds = busiest if busiest is not None and uses[busiest].utilization >= BUSY_ENOUGH else LATENCY
-    return Row(g.name, g.kind, g.line, g.tasks, span, bound, roof, binds, uses)
+    span = (g.first or 0, g.last)
+    return Row(g.name, g.kind, g.line, g.tasks, taken, bound, roof, binds, uses, span, g.lines)
 
 
 @dataclass
@@ -265,9 +373,9 @@ class Report:
                 f"{ratio:>8}  {r.binds:<9}{util}"
             )
         out.append(
-            "cycles: the program's total (its critical path), a group's from its "
-            "first start to its last end; bound: max over unit kinds of work / "
-            "(units x throughput); columns: each unit kind's utilization"
+            "cycles: the program's total (its critical path), a group's busy "
+            "cycles (while any of its tasks runs); bound: max over unit kinds of "
+            "work / (units x throughput); columns: each unit kind's utilization"
         )
         return "\n".join(out)
 
@@ -284,10 +392,20 @@ def report(tally: Tally, total_cycles: int, program: str, device: str) -> Report
 
 
 def bar_chart_png(rep: Report, path: str) -> None:
+    """`bar_chart` written to `path`; needs matplotlib."""
+    fig = bar_chart(rep)
+    fig.savefig(path, dpi=100, bbox_inches="tight")  # the legend too
+    import matplotlib.pyplot as plt
+
+    plt.close(fig)
+
+
+def bar_chart(rep: Report) -> Any:
     """Per group: the cycles taken beside the bound (one pair of horizontal
     bars per group, coloured by the binding kind; the `PLOT_GROUPS` longest
     groups of a larger program), in the Gantt chart's style
-    (`trace.timeline_png`); needs matplotlib."""
+    (`trace.timeline_png`), the legend right of the axes where it hides no
+    bar; a matplotlib Figure."""
     try:
         import matplotlib
 
@@ -313,7 +431,7 @@ def bar_chart_png(rep: Report, path: str) -> None:
             r.cycles,
             height=0.4,
             color=colors[r.binds],
-            label=f"cycles, binds {r.binds}" if r.binds not in seen else None,
+            label=f"busy cycles, binds {r.binds}" if r.binds not in seen else None,
         )
         seen.add(r.binds)
         ax.barh(
@@ -336,7 +454,6 @@ def bar_chart_png(rep: Report, path: str) -> None:
         f"{rep.program} on {rep.device}: {rep.total.cycles} cycles, bound "
         f"{math.ceil(rep.total.bound)}{shown}"
     )
-    ax.legend(loc="lower right", fontsize="small")
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0, fontsize="small")
     fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
+    return fig

@@ -40,7 +40,8 @@ assert [f for f, _ in FileLineColLoc.get_irdl_definition().parameters] == [
 def read_locs(r: TableReader, debug: fb.Debug, count: int) -> list[LocationAttr | None]:
     """The source location of each of the `count` ops (docs/bytecode.md,
     the debug section): a zigzag line delta, a file index when it changes and
-    a column per op; None where the file index is 0 (no location)."""
+    a column per op; None where the file index is 0 (no location).  The
+    empty file name is the file being read, `r.file` (`WriteOptions.self_file`)."""
     stream = debug.LocsAsNumpy() if debug.LocsLength() else np.zeros(0, np.uint8)
     base = r._vec_pos(debug, 4)
     vals, offs = decode_varints(stream, base)
@@ -59,7 +60,7 @@ def read_locs(r: TableReader, debug: fb.Debug, count: int) -> list[LocationAttr 
                 f = vals[i]
                 i += 1
                 if f and f not in files:
-                    files[f] = StringAttr(r.string(f, offs[i - 1], "source file"))
+                    files[f] = StringAttr(r.string(f, offs[i - 1], "source file") or r.file)
             col = vals[i]
             i += 1
             if f == 0:

@@ -138,6 +138,11 @@ class WriteOptions:
     foreign: list[tuple[int, bool, bytes]] = field(default_factory=list)
     """Sections of kinds this writer does not know, (kind, required, bytes): what
     a newer producer would add; tests use them to check forward compatibility."""
+    self_file: str | None = None
+    """The file being written, when locations name it (`nem-compile -o
+    FILE.nemb`, D-COMPILE-NEMB-LOC): they are written with the empty file
+    name, which a reader takes for the file it reads, so the bytes do not
+    depend on where they are written (docs/bytecode.md, 9. Debug)."""
 
 
 def producer_version() -> str:
@@ -516,7 +521,8 @@ class _Writer:
             self.minor = max(self.minor, 2)  # format 1.2
         self.origins.u(origin)
         if isinstance(loc, FileLineColLoc):
-            f, line, col = self.string(loc.filename.data), loc.line.data, loc.column.data
+            name = "" if loc.filename.data == self.opt.self_file else loc.filename.data
+            f, line, col = self.string(name), loc.line.data, loc.column.data
         else:
             f, line, col = 0, self._line, 0
         changed = f != self._file

@@ -1,0 +1,165 @@
+"""What a roofline group reports and where (D-RT-ROOFLINE), from an outside
+user's check of the report (session 18, issue 35): a group's cycles are its
+busy cycles, not its first start to its last end (a 2-layer MLP's softmax,
+whose accumulator fill starts at cycle 0, read 1501.91x its bound); the
+JSON gives each group's lines; the compiler's final layout copy into a graph
+output belongs to the node that produced it; the plot's legend hides no
+bar."""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+
+from nem.runtime import NemInterpreter
+from nem.runtime.roofline import Busy, line_ranges
+
+onnx = pytest.importorskip("onnx")
+pytest.importorskip("mlir.ir")
+
+from onnx import TensorProto, helper, numpy_helper  # noqa: E402
+
+
+def _model(name, inputs, outputs, nodes, weights):
+    rng = np.random.default_rng(19)
+    inits = [
+        numpy_helper.from_array((rng.standard_normal(shape) * 0.05).astype(np.float32), w)
+        for w, shape in weights
+    ]
+    graph = helper.make_graph(
+        nodes,
+        name,
+        [helper.make_tensor_value_info(n, TensorProto.FLOAT, s) for n, s in inputs],
+        [helper.make_tensor_value_info(n, TensorProto.FLOAT, s) for n, s in outputs],
+        inits,
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    onnx.checker.check_model(model)
+    return model
+
+
+def mlp2():
+    """The outside check's mlp2: x 8x256, Gemm 256->512, Relu, Gemm 512->10,
+    Softmax(axis=1)."""
+    return _model(
+        "mlp2",
+        [("x", [8, 256])],
+        [("y", [8, 10])],
+        [
+            helper.make_node("Gemm", ["x", "W1", "B1"], ["h"], name="fc1"),
+            helper.make_node("Relu", ["h"], ["hr"], name="relu1"),
+            helper.make_node("Gemm", ["hr", "W2", "B2"], ["z"], name="fc2"),
+            helper.make_node("Softmax", ["z"], ["y"], name="softmax", axis=1),
+        ],
+        [("W1", (256, 512)), ("B1", (512,)), ("W2", (512, 10)), ("B2", (10,))],
+    )
+
+
+def _report(model, label):
+    """`model` compiled as `nem-compile -o LABEL.nemb` writes it (so its
+    tasks carry their ONNX nodes, D-BC-NODES), run timed: the report and the
+    program's text form (the lines the report gives)."""
+    from nem.cli.nem_compile import nemb_bytes
+    from nem.compile import compile_onnx
+
+    result = compile_onnx(model, device="npm_pro_x1", origins=True)
+    it = NemInterpreter(device="npm_pro_x1", trace=False)
+    it.set_mode("timed")
+    it.load_bytecode(nemb_bytes(result, f"{label}.nemb", f"{label}.onnx"), f"{label}.nemb")
+    session = it.start()
+    assert session.run_to_end().status == "completed"
+    return session.roofline(), result.nem.splitlines()
+
+
+@pytest.fixture(scope="module")
+def mlp2_report():
+    return _report(mlp2(), "mlp2")
+
+
+def test_a_group_is_charged_its_busy_cycles_not_its_window(mlp2_report):
+    rep, _ = mlp2_report
+    groups = {g.name: g for g in rep.groups}
+    softmax = groups["node 'softmax' (Softmax)"]
+    total = rep.total.cycles
+    # its first task (the -inf fill of the max accumulator) waits on nothing:
+    # the window from its start to the softmax's end is the whole program
+    assert softmax.span == (0, total)
+    # busy, it is a small part of the program, a few times its bound
+    assert softmax.cycles < total / 10
+    assert 1 <= softmax.ratio < 100
+    assert max(rep.groups, key=lambda g: g.cycles).name == "node 'fc1' (Gemm)"
+    for g in rep.groups:
+        assert g.bound <= g.cycles <= g.span[1] - g.span[0]
+        assert all(0 <= u.utilization <= 1 for u in g.units.values())
+    assert rep.total.cycles == total and rep.total.span == (0, total)
+
+
+def test_each_group_gives_the_lines_of_its_statements(mlp2_report):
+    rep, text = mlp2_report
+    seen: list[tuple[int, int]] = []
+    for g in rep.groups:
+        assert g.lines and g.lines[0][0] == g.line
+        name = g.name.split("'")[1]
+        for first, last in g.lines:
+            seen.append((first, last))
+            statements = [text[k - 1] for k in range(first, last + 1)]
+            assert " = " in statements[0] and " = " in statements[-1], (name, first, last)
+    seen.sort()
+    assert all(a[1] < b[0] for a, b in zip(seen, seen[1:]))  # disjoint
+    assert rep.to_json()["groups"][0]["lines"] == [list(r) for r in rep.groups[0].lines]
+
+
+def test_line_ranges_break_at_another_groups_statement():
+    at = [(5, 0), (6, 0), (9, 1), (7, 0), (12, 0), (10, 1), (20, 2)]
+    assert line_ranges(at) == {0: [(5, 7), (12, 12)], 1: [(9, 10)], 2: [(20, 20)]}
+
+
+def test_busy_cycles_are_the_union_of_the_intervals():
+    rnd = random.Random(35)
+    for _ in range(200):
+        busy, covered = Busy(), np.zeros(200, bool)
+        for _ in range(rnd.randrange(1, 30)):
+            start = rnd.randrange(180) if rnd.random() < 0.3 else rnd.randrange(150, 190)
+            end = start + rnd.randrange(0, 12)
+            busy.add(start, end)
+            covered[start:end] = True
+            assert busy.cycles == covered.sum()
+            assert all(a < b for a, b in zip(busy.ends, busy.starts[1:]))  # disjoint, sorted
+
+
+def test_the_final_layout_copy_belongs_to_the_node_that_made_the_output():
+    """A Conv's NCHW output is written by copies the compiler adds after the
+    node (NHWC to NCHW), not located at it: they take their inputs from the
+    node's tasks only, so they are its work, not a `segment at line N`."""
+    conv = _model(
+        "conv",
+        [("x", [1, 8, 8, 8])],
+        [("y", [1, 8, 8, 8])],
+        [helper.make_node("Conv", ["x", "w"], ["y"], name="conv", kernel_shape=[1, 1])],
+        [("w", (8, 8, 1, 1))],
+    )
+    rep, text = _report(conv, "conv")
+    assert [g.name for g in rep.groups] == ["node 'conv' (Conv)"]
+    [g] = rep.groups
+    assert g.tasks == rep.total.tasks
+    last = max(last for _, last in g.lines)
+    assert "region(y," in text[last - 1]  # the copy into the output is in its lines
+
+
+def test_the_legend_covers_no_bar(mlp2_report):
+    pytest.importorskip("matplotlib")
+    import matplotlib.pyplot as plt
+
+    from nem.runtime.roofline import bar_chart
+
+    fig = bar_chart(mlp2_report[0])
+    try:
+        fig.canvas.draw()
+        [ax] = fig.axes
+        legend = ax.get_legend().get_window_extent()
+        assert not legend.overlaps(ax.get_window_extent())
+    finally:
+        plt.close(fig)
