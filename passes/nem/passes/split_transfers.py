@@ -1,5 +1,6 @@
 """`nem-split-transfers`: a large transfer between L1 and a slower memory
-becomes one transfer per DMA of its engine, each a slice of the box
+becomes one transfer per DMA of its engine, each a slice of the box, and
+one between DDR/L2 regions one per sDMA of the device
 (decision D-NEM-SPLIT-TRANSFERS).
 
 The lowering makes each staged tile one `transfer`, which the sequencer
@@ -34,8 +35,13 @@ stride is past the span of the dimensions inside it), so no two slices
 conflict: the result is the same bytes, and `nem-verify` (run on the
 final program) checks it independently.
 
-A transfer stays whole where this does not hold or does not pay: `.sync`
-(its wait is its own statement), untyped or quantized regions, shapes that
+A `.sync` transfer becomes async slices followed by one `wait` on them
+all: the stream blocks until every slice is done, as it blocked on the
+transfer.  The lowering's copies between DDR buffers (a padded copy of a
+convolution's input) are such statements, run by one sDMA while the
+others idled; they are split from `min-bytes` on (a few per program).
+A transfer stays whole where this does not hold or does not pay: an
+L1-to-L1 copy, untyped or quantized regions, shapes that
 differ or depend on a loop variable, slices whose byte ranges would
 overlap (a transposed or broadcast view), a token used by anything but
 `deps` or `wait`.  The split adds live tokens (k instead of one, over the
@@ -55,7 +61,8 @@ from dataclasses import dataclass, field, replace
 from itertools import count
 
 from xdsl.context import Context
-from xdsl.dialects.builtin import ModuleOp
+from xdsl.dialects import arith
+from xdsl.dialects.builtin import IntegerAttr, ModuleOp
 from xdsl.ir import Block, Operation, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.pattern_rewriter import (
@@ -133,15 +140,24 @@ class Plan:
     elem_bytes: int
 
 
-def plan_split(op: TransferOp, dmas: int, min_bytes: int, min_piece: int) -> Plan | None:
-    """The slices `op` becomes, or None where it stays whole (the module doc)."""
-    if op.is_sync or dmas < 2:
-        return None
+def touches_l1(op: TransferOp) -> bool | None:
+    """Whether a transfer moves between L1 and a slower memory (True: its
+    engine's DMAs), or between DDR/L2 regions (False: the device's sDMAs,
+    D-RT-STORE); None for an L1-to-L1 copy or untyped operands."""
     dt, st = op.dst.type, op.src.type
     if not (isinstance(dt, RegionType) and isinstance(st, RegionType)):
         return None
-    if (dt.level.kind == "L1") == (st.level.kind == "L1"):
-        return None  # not a DMA between L1 and a slower memory
+    l1 = (dt.level.kind == "L1", st.level.kind == "L1")
+    return None if all(l1) else any(l1)
+
+
+def plan_split(op: TransferOp, dmas: int, min_bytes: int, min_piece: int) -> Plan | None:
+    """The slices `op` becomes over `dmas` units, or None where it stays
+    whole (the module doc)."""
+    dt, st = op.dst.type, op.src.type
+    if dmas < 2 or touches_l1(op) is None:
+        return None
+    assert isinstance(dt, RegionType) and isinstance(st, RegionType)
     if not (dt.typed and st.typed) or dt.quant_desc or st.quant_desc:
         return None
     shape = dt.shape_values
@@ -179,12 +195,16 @@ def _slice(b: NemBuilder, region: SSAValue, plan: Plan, side: int, at: int, m: i
     shape = list(t.shape_values)
     shape[plan.dim] = m
     last = sum((n - 1) * s for n, s in zip(shape, strides))
-    offset = Sym(rop.offset)
     delta = at * strides[plan.dim] * plan.elem_bytes
+    base = rop.offset.owner
+    if isinstance(base, arith.ConstantOp) and isinstance(base.value, IntegerAttr):
+        offset: Sym | int = base.value.value.data + delta  # a literal stays one
+    else:
+        offset = Sym(rop.offset) + delta if delta else Sym(rop.offset)
     return b.region(
         None,
         rop.buffer,
-        offset + delta if delta else offset,
+        offset,
         (last + 1) * plan.elem_bytes,
         elem=t.elem,
         shape=shape,
@@ -253,6 +273,10 @@ class Choice:
     """Which transfers of a program split and how (`choose_splits`)."""
 
     dmas: int
+    """DMAs per engine (transfers touching L1)."""
+    sdmas: int
+    """The units of the device's DDR/L2-to-DDR/L2 transfers: its sDMAs, else
+    an engine's DMAs (D-RT-STORE)."""
     min_bytes: int
     min_moved: int
     min_piece: int
@@ -281,7 +305,7 @@ class Choice:
             (op, span, plan)
             for op, span in live.intervals.items()
             if type(op) is TransferOp
-            and (plan := plan_split(op, self.dmas, least, self.min_piece)) is not None
+            and (plan := self._plan(op, least)) is not None
             # a use this pass cannot rewrite: the transfer stays whole
             and all(type(u.operation) in _CONSUMERS for u in op.result.uses)
         ]
@@ -299,6 +323,14 @@ class Choice:
             self.plans[op] = plan
         return tree.max(0, len(counts) - 1)
 
+    def _plan(self, op: TransferOp, least: int) -> Plan | None:
+        """`op`'s slices: over its engine's DMAs from `least` bytes, or, between
+        DDR/L2 regions, over the sDMAs from `min-bytes` (a handful of such
+        copies per program: their slices cost the analyses little)."""
+        if touches_l1(op):
+            return plan_split(op, self.dmas, least, self.min_piece)
+        return plan_split(op, self.sdmas, self.min_bytes, self.min_piece)
+
 
 _CONSUMERS = (*COMPUTE_OPS.values(), TransferOp, StoreOp, WaitOp)
 """The ops that may consume a token: tasks (`deps`) and waits."""
@@ -307,6 +339,7 @@ _CONSUMERS = (*COMPUTE_OPS.values(), TransferOp, StoreOp, WaitOp)
 def choose_splits(
     program: ProgramOp,
     dmas: int,
+    sdmas: int,
     min_bytes: int,
     min_moved: int,
     min_piece: int,
@@ -316,7 +349,7 @@ def choose_splits(
     splittable ones (`plan_split`) as keep its live tokens within `limit`
     (`SEQ.max_active_tokens`, DEV-17), each with fewer slices where all
     would not fit."""
-    choice = Choice(dmas, min_bytes, min_moved, min_piece, limit)
+    choice = Choice(dmas, sdmas, min_bytes, min_moved, min_piece, limit)
     with gc_paused():
         choice.block(program.block, limit)
     return choice.plans
@@ -353,7 +386,7 @@ class SplitTransfer(RewritePattern):
                 dst,
                 src,
                 list(op.dep_values()),
-                False,
+                False,  # a .sync transfer's slices: async, then one wait for all
                 self.names.fresh(base),
                 list(op.decorator_list()),
                 [list(op.operand_decos(0)), list(op.operand_decos(1))],
@@ -361,6 +394,10 @@ class SplitTransfer(RewritePattern):
             new.location = op.location
             rewriter.insert(new, InsertPoint.before(op))
             tokens.append(new.result)
+        if op.is_sync:
+            wait = WaitOp(tokens, [])
+            wait.location = op.location
+            rewriter.insert(wait, InsertPoint.before(op))
         for user in {u.operation for u in op.result.uses}:
             retoken(user, op.result, tokens)
         regions = [v.owner for v in (op.dst, op.src)]
@@ -429,6 +466,7 @@ class SplitTransfersPass(ModulePass):
             plans = choose_splits(
                 prog,
                 device.units("DMA"),
+                device.units("sDMA") or device.units("DMA"),
                 self.min_bytes,
                 self.min_moved,
                 self.min_piece,
