@@ -76,6 +76,7 @@ from xdsl.rewriter import InsertPoint
 from nem.analysis.token_liveness import block_liveness, loop_copies
 from nem.dialect.attributes import BITWIDTH, DYNAMIC, RegionType
 from nem.dialect.builder import NemBuilder, Sym
+from nem.dialect.builder_exprs import Expr
 from nem.dialect.expressions import Evaluator, ExprError
 from nem.dialect.gc_pause import gc_paused
 from nem.dialect.ops import (
@@ -198,7 +199,7 @@ def _slice(b: NemBuilder, region: SSAValue, plan: Plan, side: int, at: int, m: i
     delta = at * strides[plan.dim] * plan.elem_bytes
     base = rop.offset.owner
     if isinstance(base, arith.ConstantOp) and isinstance(base.value, IntegerAttr):
-        offset: Sym | int = base.value.value.data + delta  # a literal stays one
+        offset: Expr | int = base.value.value.data + delta  # a literal stays one
     else:
         offset = Sym(rop.offset) + delta if delta else Sym(rop.offset)
     return b.region(
