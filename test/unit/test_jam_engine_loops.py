@@ -52,17 +52,18 @@ def _outputs(text: str, seed: int | None) -> dict[str, np.ndarray]:
         it.set_scheduling("random", seed)
     res = it.run()
     assert res.status == "completed" and res.race_count == 0, res.error
-    return {b: it.read_buffer(b) for b in ("Y", "Z")}
+    return {b: it.read_buffer(b) for b in ("Y", "Z", "V")}
 
 
 def test_parts_are_jammed_and_compute_the_same_bits():
     """i, j and k (three engines) become one loop and a tail; m (reads what
-    they write) and n (m's engine) stay.  The same Y and Z bits as the
-    program without the jam, under the source order and random schedules."""
+    they write) and n (m's engine) stay; p and q in o jam.  The same Y, Z
+    and V bits as the program without the jam, under the source order and
+    random schedules."""
     text = LIT.read_text()
     jammed = _ordered(text, jam=True)
-    assert _loops(jammed) == ["k", "j_1", "m", "n"]
-    assert _loops(_ordered(text, jam=False)) == ["i", "j", "k", "m", "n"]
+    assert _loops(jammed) == ["k", "j_1", "m", "n", "o"]
+    assert _loops(_ordered(text, jam=False)) == ["i", "j", "k", "m", "n", "o"]
     want = _outputs(_ordered(text, jam=False), None)
     for seed in (None, 1, 2, 3):
         got = _outputs(jammed, seed)

@@ -20,8 +20,12 @@ statement between them, and A writes nothing they touch (no conflicting
 access pair changes order).  That is what `Footprints` decides, by byte
 hulls: per buffer, the interval that holds every byte a statement may read
 (or write) over all its iterations (`iteration_space.forms`, exact for
-affine offsets, no enumeration).  A hull it cannot bound counts as the
-whole buffer.  Further, A and B:
+affine offsets, no enumeration), in one iteration of the loops around it:
+two statements of one block run in the same one, so an affine offset's
+terms in those loops' variables are kept apart and two hulls with the same
+terms are compared without them (the engine parts' tile loops inside a
+jammed loop jam too).  An access it cannot bound keeps its statement where
+it is.  Further, A and B:
 
 * have constant bounds with the same first value (when one runs longer, its
   later iterations stay a loop of their own, after the jammed one) and the
@@ -46,7 +50,7 @@ from dataclasses import dataclass, field
 
 from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp, StringAttr
-from xdsl.ir import Operation, SSAValue
+from xdsl.ir import BlockArgument, Operation, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.pattern_rewriter import (
     PatternRewriter,
@@ -73,16 +77,43 @@ from nem.dialect.ops import (
 )
 from nem.passes.split_transfers import Names
 
-Hull = tuple[int, int]
-"""Bytes [lo, hi) of one buffer."""
+Outer = frozenset[tuple[BlockArgument, int]] | None
+"""How a hull moves with the variables of the loops around the statement:
+their coefficients in its affine offset (None: not affine, the hull then
+holds for every value of those variables)."""
+
+
+@dataclass(frozen=True)
+class Hull:
+    """The bytes an access may touch: `[lo, hi)` plus the `Outer` terms (the
+    enclosing loops' variables, equal for two statements of one block in one
+    iteration), and `[every_lo, every_hi)` over every value of them."""
+
+    lo: int
+    hi: int
+    every_lo: int
+    every_hi: int
+
+    def join(self, other: Hull) -> Hull:
+        return Hull(
+            min(self.lo, other.lo),
+            max(self.hi, other.hi),
+            min(self.every_lo, other.every_lo),
+            max(self.every_hi, other.every_hi),
+        )
+
+
+Hulls = dict[SSAValue, dict[Outer, Hull]]
+"""Per buffer, its hulls by `Outer` terms."""
 
 
 @dataclass
 class Footprint:
-    """What one statement may touch over all its iterations."""
+    """What one statement may touch over all its iterations, in one
+    iteration of the loops around it."""
 
-    reads: dict[SSAValue, Hull] = field(default_factory=dict)
-    writes: dict[SSAValue, Hull] = field(default_factory=dict)
+    reads: Hulls = field(default_factory=dict)
+    writes: Hulls = field(default_factory=dict)
     engines: frozenset[int] = frozenset()
     movable: bool = True
     """Every access bounded, no ordering of its own (wait, deps), every L1
@@ -90,10 +121,10 @@ class Footprint:
     names: frozenset[str] = frozenset()
     """The names its statements declare (tokens, lets, regions, loop variables)."""
 
-    def touch(self, buf: SSAValue, hull: Hull, write: bool) -> None:
-        table = self.writes if write else self.reads
-        old = table.get(buf)
-        table[buf] = hull if old is None else (min(old[0], hull[0]), max(old[1], hull[1]))
+    def touch(self, buf: SSAValue, outer: Outer, hull: Hull, write: bool) -> None:
+        table = (self.writes if write else self.reads).setdefault(buf, {})
+        old = table.get(outer)
+        table[outer] = hull if old is None else old.join(hull)
 
     def conflicts(self, other: Footprint) -> bool:
         """Whether a write of one may touch a byte the other reads or writes."""
@@ -105,24 +136,32 @@ class Footprint:
 
     def union(self, other: Footprint) -> Footprint:
         out = Footprint(
-            dict(self.reads),
-            dict(self.writes),
+            {b: dict(t) for b, t in self.reads.items()},
+            {b: dict(t) for b, t in self.writes.items()},
             self.engines | other.engines,
             self.movable and other.movable,
             self.names | other.names,
         )
         for table, write in ((other.reads, False), (other.writes, True)):
-            for buf, hull in table.items():
-                out.touch(buf, hull, write)
+            for buf, hulls in table.items():
+                for outer, hull in hulls.items():
+                    out.touch(buf, outer, hull, write)
         return out
 
 
-def _meets(writes: dict[SSAValue, Hull], *others: dict[SSAValue, Hull]) -> bool:
-    for buf, (lo, hi) in writes.items():
+def _meets(writes: Hulls, *others: Hulls) -> bool:
+    """Whether a hull of `writes` meets one of `others` on the same buffer:
+    by their bounds in one iteration of the enclosing loops when both move
+    with them alike, else over every iteration."""
+    for buf, mine in writes.items():
         for table in others:
-            h = table.get(buf)
-            if h is not None and lo < h[1] and h[0] < hi:
-                return True
+            for k2, h2 in table.get(buf, {}).items():
+                for k1, h1 in mine.items():
+                    if k1 is not None and k1 == k2:
+                        if h1.lo < h2.hi and h2.lo < h1.hi:
+                            return True
+                    elif h1.every_lo < h2.every_hi and h2.every_lo < h1.every_hi:
+                        return True
     return False
 
 
@@ -143,13 +182,21 @@ class Footprints:
             fp = self.known[op] = self._compute(op)
         return fp
 
-    def merged(self, into: LoopOp, a: Footprint, b: Footprint) -> None:
+    def merged(self, into: LoopOp, a: Footprint, b: Footprint, moved: LoopOp) -> None:
+        """`into` now also runs `moved`'s body (its variable replaced): the
+        footprints of the statements in that body name the old variable."""
+        for op in walk_ops(moved):
+            self.known.pop(op, None)
         self.known[into] = a.union(b)
 
     def _compute(self, op: Operation) -> Footprint:
+        # an evaluator of its own: the memos of one made before a jam hold the
+        # jammed loop's old variable where its new one is now used
+        ev = Evaluator()
         fp = Footprint()
         engines: set[int] = set()
         names: set[str] = set()
+        around = {lp.block.args[0] for lp in enclosing_loops(op)}
         # a loop's own variable is not counted: a jam replaces it
         for o in walk_ops(op)[1:] if isinstance(op, LoopOp) else walk_ops(op):
             for key in _NAME_PROPS:
@@ -166,33 +213,57 @@ class Footprints:
             engines.update(
                 d.engine.data for d in o.decorator_list() if isinstance(d, SeqEngineAttr)
             )
-            box = IterationSpace(self.ev, enclosing_loops(o)).box()
+            box = IterationSpace(ev, enclosing_loops(o)).box()
             for values, write in ((reads, False), (writes, True)):
                 for v in values:
-                    if not self._access(fp, v, write, box, engines):
+                    if not _access(ev, fp, v, write, box, around, engines):
                         fp.movable = False
         fp.engines, fp.names = frozenset(engines), frozenset(names)
         return fp
 
-    def _access(self, fp: Footprint, v: SSAValue, write: bool, box, engines: set[int]) -> bool:
-        """Adds region `v`'s hull; False when it cannot be bounded."""
-        rop, rtype = v.owner, v.type
-        if not isinstance(rop, RegionOp) or not isinstance(rtype, RegionType) or box is None:
-            return False
-        level = rtype.level
-        if level.kind == "L1":
-            if level.engine is None:
-                return False  # engine decided by the device (D-DEV-L1): not ours to guess
-            engines.add(level.engine)
-        buf, off, ext = region_parts(rop)
-        try:
-            fo, fe = forms(self.ev, [off, ext], box)
-        except ExprError:
-            return False
-        if fo is None or fe is None or fo.interval is None or fe.interval is None:
-            return False
-        fp.touch(buf, (fo.interval[0], fo.interval[1] + max(fe.interval[1], 0)), write)
+
+def _access(
+    ev: Evaluator,
+    fp: Footprint,
+    v: SSAValue,
+    write: bool,
+    box: dict[BlockArgument, tuple[int, int]] | None,
+    around: set[BlockArgument],
+    engines: set[int],
+) -> bool:
+    """Adds region `v`'s hull; False when it cannot be bounded."""
+    rop, rtype = v.owner, v.type
+    if not isinstance(rop, RegionOp) or not isinstance(rtype, RegionType) or box is None:
+        return False
+    level = rtype.level
+    if level.kind == "L1":
+        if level.engine is None:
+            return False  # engine decided by the device (D-DEV-L1): not ours to guess
+        engines.add(level.engine)
+    buf, off, ext = region_parts(rop)
+    try:
+        fo, fe = forms(ev, [off, ext], box)
+    except ExprError:
+        return False
+    if fo is None or fe is None or fo.interval is None or fe.interval is None:
+        return False
+    size = max(fe.interval[1], 0)
+    every = (fo.interval[0], fo.interval[1] + size)
+    if fo.affine is None:
+        fp.touch(buf, None, Hull(*every, *every), write)
         return True
+    c, coeffs = fo.affine
+    lo = hi = c
+    outer = []
+    for x, a in coeffs.items():
+        if x in around:
+            outer.append((x, a))
+        else:
+            xl, xh = box[x]
+            lo += min(a * xl, a * xh)
+            hi += max(a * xl, a * xh)
+    fp.touch(buf, frozenset(outer), Hull(lo, hi + size, *every), write)
+    return True
 
 
 def _bounds(ev: Evaluator, loop: LoopOp) -> tuple[int, int] | None:
@@ -227,11 +298,11 @@ class JamEngineLoops(RewritePattern):
         if ra is None or rb is None or ra[0] != rb[0] or not self._jammable(prev, op, between):
             return
         a, b = self.fps.of(prev), self.fps.of(op)
+        self.fps.merged(op, a, b, prev)
         if ra[1] != rb[1]:
             self._split_tail(prev if ra[1] > rb[1] else op, min(ra[1], rb[1]), prev, op, rewriter)
         rewriter.inline_block(prev.block, InsertPoint.at_start(op.block), [op.block.args[0]])
-        rewriter.erase_op(prev)
-        self.fps.merged(op, a, b)
+        rewriter.erase(prev)
 
     def _split_tail(
         self, longer: LoopOp, last: int, a: LoopOp, b: LoopOp, rewriter: PatternRewriter
