@@ -1,8 +1,8 @@
 """What the lowering and the analyses skip to scale to real CNNs (issue 30),
 each giving what the work it skips would: the op lists `nem.analysis.ir_walk`
 reads from xDSL's links (the order of `block.ops` and `op.walk()`), and a
-typed broadcast concat the target has no variant for, built and erased once
-per type, not once per broadcast (D-LOW-BCAST-CONCAT)."""
+typed broadcast concat the target has no variant for, never built (its
+legality asked on element types, D-LOW-BCAST-CONCAT, D-LOW-OUTLINE)."""
 
 from __future__ import annotations
 
@@ -78,10 +78,9 @@ func.func @two(%x: memref<4x8xf32>, %b: memref<8xf32>, %c: memref<8xf32>,
 """
 
 
-def _lower(monkeypatch, memo: bool) -> tuple[str, list[str]]:
+def _lower(monkeypatch) -> tuple[str, list[str]]:
     """The program and the element types of each concat candidate built."""
     from nem.dialect.builder import NemBuilder
-    from nem.passes.lowering import context
 
     built: list[str] = []
     compute = NemBuilder.compute
@@ -93,13 +92,6 @@ def _lower(monkeypatch, memo: bool) -> tuple[str, list[str]]:
         return tok
 
     monkeypatch.setattr(NemBuilder, "compute", counted)
-    if not memo:  # a set that never holds what is added to it
-        monkeypatch.setattr(
-            context.LoweringContext,
-            "illegal_typed_concats",
-            property(lambda self: _Forgetful(), lambda self, v: None),
-            raising=False,
-        )
     ctx = lowering_context()
     module = parse_mlir(ctx, TWO_BIASES, "two.mlir")
     run_pipeline(
@@ -110,21 +102,12 @@ def _lower(monkeypatch, memo: bool) -> tuple[str, list[str]]:
     return print_nem(module), built
 
 
-class _Forgetful(set):
-    def add(self, item: object) -> None:
-        pass
-
-
-def test_an_illegal_typed_concat_is_built_once_per_type(monkeypatch):
-    """npm_pro_x1 has no f32 concat: the first bias's f32 candidate is built,
-    found illegal and erased, the second bias gets its i8 concat directly;
-    the program is the one that building both candidates gives."""
-    text, built = _lower(monkeypatch, memo=True)
-    assert built == ["f32", "i8", "i8"]
-    monkeypatch.undo()
-    again, built = _lower(monkeypatch, memo=False)
-    assert built == ["f32", "i8", "f32", "i8"]
-    assert text == again
+def test_an_illegal_typed_concat_is_never_built(monkeypatch):
+    """npm_pro_x1 has no f32 concat: asked on the element types
+    (`TaskLegality`, D-LOW-OUTLINE), no f32 candidate is built; each bias
+    gets its i8 concat."""
+    text, built = _lower(monkeypatch)
+    assert built == ["i8", "i8"]
     assert text.count("concat.async") == 2
 
 

@@ -4,33 +4,43 @@ static family check and the device validity check)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from functools import partial
+from typing import TypeVar
 
 from xdsl.dialects.builtin import StringAttr
-from xdsl.ir import Operation, SSAValue
+from xdsl.ir import Attribute, Operation, SSAValue
 
 from nem.dialect.attributes import RegionType, elem_name
 from nem.dialect.families import Catalog, MatchResult, OperandInfo
 from nem.dialect.family_model import VariantRef
 from nem.dialect.ops import ComputeOp, LoopOp, RegionOp
 from nem.dialect.point_checks import operand_groups
-from nem.dialect.registry import OperandSpec
+from nem.dialect.registry import OpcodeSpec, OperandSpec
+
+T = TypeVar("T")
 
 
 def bind_operands(op: ComputeOp) -> list[tuple[OperandSpec, SSAValue]]:
     """(registry operand, value) pairs; a variadic operand takes the surplus."""
-    spec = op.SPEC
-    out: list[tuple[OperandSpec, SSAValue]] = []
     ins, outs, _, _ = operand_groups(op)  # (one segment decoding for both groups)
-    for specs, values in ((spec.inputs, ins), (spec.outputs, outs)):
+    return bind(op.SPEC, ins, outs)
+
+
+def bind(spec: OpcodeSpec, ins: Sequence[T], outs: Sequence[T]) -> list[tuple[OperandSpec, T]]:
+    """(registry operand, item) pairs for an instance of `spec` whose inputs
+    and outputs are `ins` and `outs` (values, or their types when no op is
+    built); a variadic operand takes the surplus."""
+    out: list[tuple[OperandSpec, T]] = []
+    for specs, items in ((spec.inputs, ins), (spec.outputs, outs)):
         i = 0
         for s in specs:
             if s.variadic:
-                n = len(values) - (len(specs) - 1)
-                out.extend((s, v) for v in values[i : i + n])
+                n = len(items) - (len(specs) - 1)
+                out.extend((s, v) for v in items[i : i + n])
                 i += n
-            elif i < len(values):
-                out.append((s, values[i]))
+            elif i < len(items):
+                out.append((s, items[i]))
                 i += 1
     return out
 
@@ -96,8 +106,38 @@ def match_families(
     the accum of the family being matched (TYPE-06: written *or defaulted*),
     so it never counts as a mismatch; the best of those matches is returned.
     """
-    spec = op.SPEC
-    bindings, accum = family_bindings(op), accum_of(op)
+    return _match_bindings(op.SPEC, family_bindings(op), accum_of(op), catalog, allowed)
+
+
+def match_operand_types(
+    spec: OpcodeSpec,
+    ins: Sequence[Attribute],
+    outs: Sequence[Attribute],
+    accum: str | None,
+    catalog: Catalog,
+    allowed: frozenset[VariantRef] | None = None,
+) -> MatchResult:
+    """`match_families` for an instance of `spec` not built yet, whose
+    inputs and outputs are unquantized typed regions of the element types
+    `ins` and `outs` (`f32`, ...) and whose `accum_type` is `accum` (None:
+    omitted): the families match on nothing else of a region (a lowering
+    asks before it builds a task, D-LOW-OUTLINE)."""
+    bindings: dict[str, list[OperandInfo]] = {}
+    for s, elem in bind(spec, ins, outs):
+        if s.binds is not None:
+            bindings.setdefault(s.binds, []).append(
+                OperandInfo(elem_name(elem), False, s.dir == "in", partial(str, s.name))
+            )
+    return _match_bindings(spec, bindings, accum, catalog, allowed)
+
+
+def _match_bindings(
+    spec: OpcodeSpec,
+    bindings: dict[str, list[OperandInfo]],
+    accum: str | None,
+    catalog: Catalog,
+    allowed: frozenset[VariantRef] | set[VariantRef] | None,
+) -> MatchResult:
     aspec = spec.attributes.get("accum_type")
     if accum is not None or aspec is None or aspec.default != "family_accum":
         return catalog.match(spec.families, bindings, accum, allowed)

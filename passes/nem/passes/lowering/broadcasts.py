@@ -311,32 +311,15 @@ def _concat_broadcast(
     copies = shape[axis] if copies is None else copies
     if copies > MAX_CONCAT_COPIES:
         return None  # the doubling transfers: log2(E) tasks, not E operands
-    # the typed candidate's legality depends only on its regions' types, which
-    # these give (`region`): a candidate found illegal once is not built again
-    typed = (
-        seed.view.buffer.type,
-        seed.view.elem,
-        tuple(seed.shape),
-        tuple(seed.strides),
-        dv.buffer.type,
-        dv.elem,
-        tuple(shape),
-        tuple(strides),
-        copies,
-        axis,
-    )
-    if typed in ctx.illegal_typed_concats:
-        # what building its regions would log for the partial-tile checks
-        log_region(ctx, seed.view, seed.start, seed.shape, seed.strides, anchor)
-        log_region(ctx, dv, dst_start, shape, strides, anchor)
-    else:
+    # the typed candidate's legality depends only on its regions' element
+    # types (`TaskLegality`): it is built only when legal
+    if ctx.legality.why_not("concat", [seed.view.elem] * copies, [dv.elem]) is None:
         frm = region(ctx, b, seed.view, seed.start, seed.shape, seed.strides, anchor)
         to = region(ctx, b, dv, dst_start, shape, strides, anchor)
-        tok = b.compute("concat", [frm] * copies, [to], axis=axis)
-        if illegal(ctx, tok) is None:
-            return tok
-        _erase(tok, to, frm)  # before the i8 regions: the buffer's first region keeps its type
-        ctx.illegal_typed_concats.add(typed)
+        return b.compute("concat", [frm] * copies, [to], axis=axis)
+    # what building its regions would log for the partial-tile checks
+    log_region(ctx, seed.view, seed.start, seed.shape, seed.strides, anchor)
+    log_region(ctx, dv, dst_start, shape, strides, anchor)
     src8 = byte_region(ctx, b, seed, anchor, keep_axes=True)
     to8 = byte_region(
         ctx, b, Box(dv, dst_start, tuple(shape), tuple(strides)), anchor, keep_axes=True

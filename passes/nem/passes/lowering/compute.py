@@ -52,7 +52,7 @@ from nem.passes.lowering.raise_decision import (
 from nem.passes.lowering.raise_windows import emit_window
 from nem.passes.lowering.staging import (
     Staging,
-    commit_if_legal,
+    commit_accumulating,
     copy_kind,
     full_region,
     illegal,
@@ -118,9 +118,12 @@ def emit_matmul(
     flags: dict[str, object] = {
         k: 1 for k, f in (("trans_a", trans[0]), ("trans_b", trans[1])) if f
     }
-    with bld.located(anchor.location):
-        fused = bld.compute("matmul", [a, b, c_reg], [c_reg], attrs=flags)
-    if commit_if_legal(ctx, stg, st, fused, "matmul"):
+
+    def fused() -> SSAValue:
+        with bld.located(anchor.location):
+            return bld.compute("matmul", [a, b, c_reg], [c_reg], attrs=flags)
+
+    if commit_accumulating(ctx, stg, st, "matmul", [a, b, c_reg], fused):
         ctx.summary.raised.append(f"{what} -> matmul (accumulating bias)")
         return None
     shape = region_shape(c_reg)
@@ -527,8 +530,12 @@ def _lower_conv(
         x_reg, _ = full_region(ctx, b, ins[0], op, "NHWC")
         w_reg, _ = full_region(ctx, b, ins[1], op, "HWIO")
         y_reg, yv = full_region(ctx, b, outs[0], op, "NHWC")
-        fused = b.compute("conv2d", [x_reg, w_reg, y_reg], [y_reg], attrs=attrs)
-    if commit_if_legal(ctx, stg, st, fused, "conv2d"):
+
+    def fused() -> SSAValue:
+        with b.located(op.location):
+            return b.compute("conv2d", [x_reg, w_reg, y_reg], [y_reg], attrs=attrs)
+
+    if commit_accumulating(ctx, stg, st, "conv2d", [x_reg, w_reg, y_reg], fused):
         ctx.summary.raised.append(f"{what} -> conv2d (accumulating bias)")
         return
     with b.located(op.location):

@@ -23,6 +23,7 @@ from xdsl.ir import Block, BlockArgument, Operation, SSAValue
 from nem.dialect.builder import Loc, NemBuilder
 from nem.passes.lowering.affine_algebra import Aff, Var, eval_map
 from nem.passes.lowering.diagnostics import reject
+from nem.passes.lowering.legality import TaskLegality
 from nem.passes.lowering.partial_tiles import PeelScope, RegionAccess
 from nem.passes.lowering.views import View
 
@@ -146,7 +147,6 @@ class LoweringContext:
 
     def __init__(self, options: Options, catalog: Catalog, device: Device | None) -> None:
         self.options = options
-        self.catalog = catalog
         self.device = device
         self.names = Names()
         self.summary = Summary()
@@ -168,14 +168,8 @@ class LoweringContext:
         """The `async.execute`s being lowered, innermost last."""
         self.async_values: set[SSAValue] = set()
         """Tokens, values and groups of async ops lowered so far."""
-        self.deferred_loads: dict[Operation, None] = {}
-        """Scalar loads that the kernels using their value perform (D-LOW-ESCAPE)."""
-        self.legal_cache: dict[tuple[object, ...], tuple[str | None, tuple[object, ...]]] = {}
-        """`staging.illegal`'s answers: (why not, None when legal; the operand
-        types its key names by id, kept alive with it)."""
-        self.illegal_typed_concats: set[tuple[object, ...]] = set()
-        """The typed broadcast concats found illegal, by what their regions' types
-        are made of (`broadcasts._concat_broadcast`: the `i8` one is built instead)."""
+        self.legality = TaskLegality(catalog, device, options.device)
+        """Whether a task has a variant on the target (`staging.illegal`, D-LOW-OUTLINE)."""
         self.scratch: dict[tuple[object, ...], View] = {}
         self.globals: dict[str, View] = {}
         """The buffer of each `memref.global` used (D-LOW-GLOBAL)."""

@@ -287,6 +287,32 @@ def _carried_use(top: Operation, user: Operation) -> NemDiagnosticError:
     )
 
 
+def copied_by(load: Operation) -> Operation | None:
+    """The store that only copies what `load` read (its one use, in the
+    same block), else None."""
+    if not isinstance(load, affine.LoadOp | memref.LoadOp):
+        return None
+    uses = list(load.results[0].uses)
+    if len(uses) != 1:
+        return None
+    st = uses[0].operation
+    ok = (
+        isinstance(st, affine.StoreOp | memref.StoreOp)
+        and st.value is load.results[0]
+        and st.parent_block() is load.parent_block()
+    )
+    return st if ok else None
+
+
+def _in_loop_below(op: Operation | None, block: Block | None) -> bool:
+    """Whether `op` is inside an `affine.for` that is inside `block`."""
+    while op is not None and op.parent_block() is not block:
+        op = op.parent_op()
+        if isinstance(op, affine.ForOp):
+            return True
+    return False
+
+
 def _kernel_text(
     ctx: LoweringContext,
     ops: list[Operation],
@@ -352,19 +378,32 @@ def _log_accessed_boxes(ctx: LoweringContext, top: affine.ForOp) -> None:
                 )
 
 
+def loaded_by_kernels(op: Operation) -> bool:
+    """Whether `op` is a scalar load, not a one-element copy's, whose value
+    only loop nests below its block use (e.g. a scale factor read before the
+    nest): it has no task of its own, and the kernel of each nest using the
+    value loads it itself (`_sunk_loads`, D-LOW-ESCAPE).  Read from the MLIR
+    alone, so that what the conversion skips and what a kernel sinks are one
+    fact (D-LOW-OUTLINE)."""
+    if not isinstance(op, affine.LoadOp | memref.LoadOp) or copied_by(op) is not None:
+        return False
+    uses = op.results[0].uses
+    block = op.parent_block()
+    return bool(uses) and all(_in_loop_below(u.operation, block) for u in uses)
+
+
 def _sunk_loads(ctx: LoweringContext, top: Operation, body: list[Operation]) -> list[Operation]:
     """The scalar loads outside the kernel's ops `body` (`top` and what runs
-    after it) whose values they use (e.g. a scale factor read before the
-    nest): the lowering deferred them (a scalar access has no task of its
-    own), and the kernel does them itself (D-LOW-ESCAPE).  That reads the
-    memref later than MLIR does, so nothing between the load and `top` may
-    touch the loaded buffer."""
+    after it) whose values they use (`loaded_by_kernels`), in the order the
+    body uses them: the kernel does them itself (D-LOW-ESCAPE).  That reads
+    the memref later than MLIR does, so nothing between the load and `top`
+    may touch the loaded buffer."""
     inside = set(body)
     loads = {
         v.owner: None
-        for o in inside
+        for o in body
         for v in o.operands
-        if isinstance(v.owner, Operation) and v.owner in ctx.deferred_loads
+        if isinstance(v.owner, Operation) and v.owner not in inside and loaded_by_kernels(v.owner)
     }
     for load in loads:
         assert isinstance(load, affine.LoadOp | memref.LoadOp)

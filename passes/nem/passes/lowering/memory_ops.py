@@ -27,7 +27,14 @@ from nem.passes.lowering.affine_algebra import Aff
 from nem.passes.lowering.diagnostics import reject
 from nem.passes.lowering.dma_tags import TagSlot
 from nem.passes.lowering.emit import region
-from nem.passes.lowering.escape import SCALAR, emit_escape, location_text, scalar_statement
+from nem.passes.lowering.escape import (
+    SCALAR,
+    copied_by,
+    emit_escape,
+    loaded_by_kernels,
+    location_text,
+    scalar_statement,
+)
 from nem.passes.lowering.partial_tiles import DmaSide, plan_dma
 from nem.passes.lowering.views import (
     View,
@@ -191,12 +198,7 @@ def lower_scalar_access(lw: Lowering, op: Operation, st: BlockState) -> None:
         if load is not op:  # the store of a one-element copy (D-LOW-COPYNEST)
             lower_scalar_copy(lw, load, op, st)
         return
-    if (
-        is_load
-        and op.results[0].uses
-        and all(_in_loop_below(u.operation, op.parent_block()) for u in op.results[0].uses)
-    ):
-        lw.ctx.deferred_loads[op] = None
+    if loaded_by_kernels(op):  # its kernels load it (D-LOW-ESCAPE)
         return
     group = scalar_statement(op) if is_load else None
     if group is not None:  # loads, arithmetic and stores of scalars (D-LOW-SCALAR)
@@ -209,32 +211,6 @@ def lower_scalar_access(lw: Lowering, op: Operation, st: BlockState) -> None:
         "a scalar access outside a loop nest has no NEM equivalent",
         "wrap it in a loop nest (it becomes a compute task)",
     )
-
-
-def copied_by(load: Operation) -> Operation | None:
-    """The store that only copies what `load` read (its one use, in the
-    same block), else None."""
-    if not isinstance(load, affine.LoadOp | memref.LoadOp):
-        return None
-    uses = list(load.results[0].uses)
-    if len(uses) != 1:
-        return None
-    st = uses[0].operation
-    ok = (
-        isinstance(st, affine.StoreOp | memref.StoreOp)
-        and st.value is load.results[0]
-        and st.parent_block() is load.parent_block()
-    )
-    return st if ok else None
-
-
-def _in_loop_below(op: Operation | None, block: Block | None) -> bool:
-    """Whether `op` is inside an `affine.for` that is inside `block`."""
-    while op is not None and op.parent_block() is not block:
-        op = op.parent_op()
-        if isinstance(op, affine.ForOp):
-            return True
-    return False
 
 
 # ---------------------------------------------------------------------------

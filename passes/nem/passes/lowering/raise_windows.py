@@ -20,7 +20,7 @@ from nem.passes.lowering.escape import emit_escape
 from nem.passes.lowering.nest_analysis import NotRaisable, saturating_add
 from nem.passes.lowering.staging import (
     Staging,
-    commit_if_legal,
+    commit_accumulating,
     drop_unused_scratch,
     illegal,
     name_task,
@@ -129,8 +129,15 @@ def _emit_window(
                 attrs["groups"] = g.size
             # the sum and what Y holds rounded once where the variant is
             # legal (f16, D-CONV-BIAS), else into scratch + add (D-LOW-ACCUM)
-            fused = b.compute("conv2d", [x_reg, w_reg, y_reg], [y_reg], attrs=attrs)
-            if commit_if_legal(ctx, stg, st, fused, "conv2d"):
+            fused = [x_reg, w_reg, y_reg]
+            if commit_accumulating(
+                ctx,
+                stg,
+                st,
+                "conv2d",
+                fused,
+                lambda: b.compute("conv2d", fused, [y_reg], attrs=attrs),
+            ):
                 ctx.summary.raised.append(f"{what} -> conv2d{grouped} (accumulating bias)")
                 return
         shape = region_shape(y_reg)

@@ -5,14 +5,14 @@ hatch) shares, below all of them."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
+
 from xdsl.dialects.builtin import StringAttr
 from xdsl.ir import Attribute, Block, Operation, SSAValue
 from xdsl.rewriter import InsertPoint, Rewriter
 
 from nem.dialect.attributes import RegionType
 from nem.dialect.builder import Loc, NemBuilder
-from nem.dialect.expressions import Evaluator
-from nem.dialect.operand_binding import match_families
 from nem.dialect.ops import ComputeOp, RegionOp, TaskOp
 from nem.passes.lowering.affine_algebra import Aff
 from nem.passes.lowering.context import LoweringContext
@@ -49,22 +49,27 @@ def name_task(ctx: LoweringContext, token: SSAValue, kind: str) -> None:
         _name_repeated_operand(ctx, task, name)
 
 
-def commit_if_legal(
-    ctx: LoweringContext, stg: Staging, st: BlockState, token: SSAValue, kind: str
+def commit_accumulating(
+    ctx: LoweringContext,
+    stg: Staging,
+    st: BlockState,
+    opcode: str,
+    ins: Sequence[SSAValue],
+    build: Callable[[], SSAValue],
 ) -> bool:
-    """Commit the staged tasks and name `token`'s task when it matches a
-    variant; else erase that task (the caller stages another form) and
-    return False.  The accumulating forms (`matmul in A, B, C out C`,
-    `conv2d in X, W, Y out Y`: one rounding, D-LOW-ACCUM) are tried so."""
-    if illegal(ctx, token) is None:
-        stg.commit(st)
-        name_task(ctx, token, kind)
-        return True
-    op = token.owner
-    assert isinstance(op, Operation)  # a task's token is its op's result
-    op.detach()
-    op.erase()
-    return False
+    """The accumulating form of `opcode` (`matmul in A, B, C out C`,
+    `conv2d in X, W, Y out Y`: one rounding, D-LOW-ACCUM), whose inputs are
+    `ins` and whose output is the last of them, when it has a variant: asked
+    on the regions' element types before `build` builds the task, which is
+    then committed with the staged ops and named.  Else nothing is built and
+    False returned (the caller stages another form)."""
+    elems = [_elem(v) for v in ins]
+    if ctx.legality.why_not(opcode, elems, elems[-1:]) is not None:
+        return False
+    token = build()
+    stg.commit(st)
+    name_task(ctx, token, opcode)
+    return True
 
 
 def _name_repeated_operand(ctx: LoweringContext, task: ComputeOp, name: str) -> None:
@@ -99,39 +104,18 @@ def region_shape(region: SSAValue) -> list[int]:
 
 def illegal(ctx: LoweringContext, token: SSAValue) -> str | None:
     """None when the candidate task matches a variant of its opcode's type
-    families (the device's effective set with `device=`), else why not."""
+    families (the device's effective set with `device=`), else why not: the
+    question `TaskLegality.why_not` answers on its operands' element types."""
     op = token.owner
     assert isinstance(op, ComputeOp)
-    ins, outs = op.ins, op.outs
-    types = tuple(v.type for v in (*ins, *outs))
-    args = op.args
-    ev = Evaluator() if args else None
-    # the operand types by identity (`NemBuilder.region` builds one object per
-    # distinct region type): hashing a RegionType runs Python code per
-    # parameter, for every candidate task; the cache entry keeps the types
-    # alive, so their ids are never reused while it holds them.  A type equal
-    # to a cached one but another object only misses (and is matched).
-    key = (
-        op.opcode,
-        len(ins),
-        tuple(map(id, types)),
-        # the attributes themselves (immutable, hashable): equal ones print alike
-        tuple(sorted(op.attrs.data.items())),
-        tuple(ev.static(a) for a in args) if ev is not None else (),
-    )
-    hit = ctx.legal_cache.get(key)
-    if hit is not None:
-        return hit[0]
-    effective = None
-    if ctx.device is not None:
-        effective = ctx.device.effective_for_family(op.SPEC.families)
-    why = None
-    if not match_families(op, ctx.catalog, effective).ok:
-        where = f"device {ctx.options.device}" if ctx.device is not None else "the NEM baseline"
-        elems = "/".join(sorted({str(t.elem_name) for t in types if isinstance(t, RegionType)}))
-        why = f"no {op.opcode} variant for {elems} on {where}"
-    ctx.legal_cache[key] = (why, types)
-    return why
+    elems = [_elem(v) for v in op.ins], [_elem(v) for v in op.outs]
+    return ctx.legality.why_not(op.opcode, *elems, op.attrs.data.get("accum_type"))
+
+
+def _elem(region: SSAValue) -> Attribute:
+    t = region.type
+    assert isinstance(t, RegionType) and t.typed  # the lowering builds typed regions
+    return t.elem
 
 
 def full_region(
