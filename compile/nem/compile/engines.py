@@ -7,7 +7,9 @@ bounds.  Each part is then tiled and staged on its own in engine k's L1
 (fast memory space 2 + k), so its tasks run on engine k (PLACE-01).  No
 ordering is written here: the lowering's `nem-synthesize-deps` orders exactly
 the accesses of different parts that conflict under the happens-before model
-(D-LOW-DEPS), so parts that touch disjoint bytes run at the same time.
+(D-LOW-DEPS), and `nem-jam-engine-loops` makes the parts' loops one loop
+before it (D-NEM-JAM-ENGINES), so parts that touch disjoint bytes run at the
+same time.
 
 Which loop: the one whose parts cost least under a model of what the timed
 runtime charges (a transfer costs the byte span of its region, D-HAZ-ACCESS
