@@ -110,3 +110,37 @@ def test_a_split_conv_jammed_is_bit_identical_and_faster():
         only_output(new, model, 2).view(np.uint32), only_output(old, model, 0).view(np.uint32)
     )
     assert timed_cycles(new.nem) < 0.6 * timed_cycles(old.nem)
+
+
+@pytest.mark.parametrize(
+    ("old", "new"),
+    [
+        # a statement between the loops declares a name loop i's body declares
+        ("lw = transfer.async(", "li = transfer.async("),
+        # loop i's body declares the variable of loop k, which i and j jam into
+        ("  si = transfer.async(", "  k = transfer.async("),
+    ],
+)
+def test_a_name_the_moved_body_would_clash_with_is_not_moved_there(old, new):
+    """NAME-02: loop i's body moves after `lw` and under the variable of the
+    loop it jams into; were it moved where a name it declares is declared,
+    nem-verify (run by `_ordered`) would reject the program (an outside
+    user's reproducers).  The program
+    jammed otherwise computes the same bits."""
+    text = LIT.read_text()
+    assert old in text
+    text = text.replace(old, new)
+    want = _outputs(_ordered(text, jam=False), None)
+    got = _outputs(_ordered(text, jam=True), 1)
+    for name in want:
+        assert np.array_equal(got[name].view(np.uint8), want[name].view(np.uint8)), name
+
+
+def test_a_longer_loop_declaring_a_buffer_gets_no_tail():
+    """A tail would declare loop j's buffer a second time (DEV-16: twice its
+    bytes): the loop holding it is not split."""
+    head = "loop j in [0..3] @max_in_flight(2):\n"
+    text = LIT.read_text()
+    assert head in text
+    out = _ordered(text.replace(head, head + "  buffer tb : L1[1] (size=64, align=64)\n"), jam=True)
+    assert out.count("buffer tb :") == 1

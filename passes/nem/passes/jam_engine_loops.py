@@ -36,7 +36,10 @@ it is.  Further, A and B:
 * hold no ordering of their own (no `wait`, no `deps`): the pass runs
   before `nem-synthesize-deps`, which then orders the jammed program's
   conflicting accesses as it would any program's (D-LOW-DEPS);
-* declare no name in common (NAME-02 is per scope).
+* declare no name in common, and A none that B's variable or a statement
+  between them declares (NAME-02: A's body moves under B, after them);
+* when one runs longer, its body declares no buffer (the tail would
+  declare it again).
 
 Cost: each loop looks back once to the previous loop of its block, over the
 statements between; a statement's footprint is computed once (a jammed
@@ -45,7 +48,7 @@ loop's is the union of its parts').
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
 from xdsl.context import Context
@@ -67,6 +70,7 @@ from nem.dialect.builder_attrs import index_constant
 from nem.dialect.expressions import Evaluator, ExprError
 from nem.dialect.iteration_space import IterationSpace, forms
 from nem.dialect.ops import (
+    BufferOp,
     LoopOp,
     ProgramOp,
     RegionOp,
@@ -169,6 +173,14 @@ _NAME_PROPS = ("name", "iv_name", "token")
 """The properties that declare a name (as `forward_fills.declared_names` reads them)."""
 
 
+def _declared(op: Operation) -> Iterator[str]:
+    """The names `op` itself declares."""
+    for key in _NAME_PROPS:
+        attr = op.properties.get(key)
+        if isinstance(attr, StringAttr):
+            yield attr.data
+
+
 class Footprints:
     """Each statement's `Footprint`, computed once."""
 
@@ -199,10 +211,7 @@ class Footprints:
         around = {lp.block.args[0] for lp in enclosing_loops(op)}
         # a loop's own variable is not counted: a jam replaces it
         for o in walk_ops(op)[1:] if isinstance(op, LoopOp) else walk_ops(op):
-            for key in _NAME_PROPS:
-                attr = o.properties.get(key)
-                if isinstance(attr, StringAttr):
-                    names.add(attr.data)
+            names.update(_declared(o))
             if isinstance(o, WaitOp):
                 fp.movable = False
             if not isinstance(o, TaskOp):
@@ -286,21 +295,29 @@ class JamEngineLoops(RewritePattern):
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: LoopOp, rewriter: PatternRewriter) -> None:
         between: list[Operation] = []
+        taken = {op.iv_name.data}  # what A's body, moved under B, must not declare
         prev = op.prev_op
         while prev is not None and not isinstance(prev, LoopOp):
             if isinstance(prev, TaskOp | WaitOp):
                 between.append(prev)
+            taken.update(_declared(prev))
             prev = prev.prev_op
         if prev is None:
             return
         ev = self.fps.ev
         ra, rb = _bounds(ev, prev), _bounds(ev, op)
-        if ra is None or rb is None or ra[0] != rb[0] or not self._jammable(prev, op, between):
+        if ra is None or rb is None or ra[0] != rb[0]:
+            return
+        # a tail re-declares the buffers its body declares (twice the memory)
+        longer = prev if ra[1] > rb[1] else op if rb[1] > ra[1] else None
+        if longer is not None and any(isinstance(o, BufferOp) for o in walk_ops(longer)):
+            return
+        if self.fps.of(prev).names & taken or not self._jammable(prev, op, between):
             return
         a, b = self.fps.of(prev), self.fps.of(op)
         self.fps.merged(op, a, b, prev)
-        if ra[1] != rb[1]:
-            self._split_tail(prev if ra[1] > rb[1] else op, min(ra[1], rb[1]), prev, op, rewriter)
+        if longer is not None:
+            self._split_tail(longer, min(ra[1], rb[1]), prev, op, rewriter)
         rewriter.inline_block(prev.block, InsertPoint.at_start(op.block), [op.block.args[0]])
         rewriter.erase(prev)
 
