@@ -1,9 +1,10 @@
 """What `nem-outline-kernels` needs to know before the conversion
 (D-LOW-OUTLINE), computed without it: whether a task has a variant on the
 target, asked on its operands' element types without building it
-(`legality.TaskLegality`), and which scalar loads the kernels perform
+(`legality.TaskLegality`), which scalar loads the kernels perform
 themselves (`escape.loaded_by_kernels`, a fact of the MLIR, not a record
-the conversion keeps)."""
+the conversion keeps), and that the scratch buffers of a plan that falls
+back leave no trace in the names of those kept (`Names.release_scratch`)."""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ from nem.dialect.ops import ComputeOp
 from nem.dialect.verifier import baseline_catalog
 from nem.frontends.nem_text import print_nem
 from nem.frontends.upstream_dialects import lowering_context, parse_mlir
-from nem.passes.lowering.context import Options
+from nem.passes.lowering.context import Names, Options
 from nem.passes.lowering.driver import Lowerer
 from nem.passes.lowering.escape import loaded_by_kernels
 from nem.passes.lowering.handlers import HANDLERS
@@ -123,3 +124,57 @@ def test_the_scalar_loads_kernels_perform_are_read_from_the_mlir() -> None:
     text = print_nem(module)
     (kernel,) = [line for line in text.splitlines() if 'op="mlir.kernel"' in line]
     assert kernel.count("affine.load") == 2  # %S[0] sunk into the kernel, and %A[7 - %i]
+
+
+def _eltwise_nest(elem: str, a: str, b: str, out: str) -> str:
+    """A nest whose tree needs two scratch temporaries (`a*b + a*a`)."""
+    t = f"memref<64x{elem}, 2>"
+    return f"""
+  affine.for %i = 0 to 64 {{
+    %a = affine.load %{a}[%i] : {t}
+    %b = affine.load %{b}[%i] : {t}
+    %p = arith.mulf %a, %b : {elem}
+    %q = arith.mulf %a, %a : {elem}
+    %r = arith.addf %p, %q : {elem}
+    affine.store %r, %{out}[%i] : {t}
+  }}"""
+
+
+def _scratch_on_npm_mid(nests: list[tuple[str, str, str, str]]) -> list[str]:
+    """The scratch buffers `convert-affine-to-nem` declares for `nests` on npm_mid."""
+    args = ", ".join(f"%{m}: memref<64x{elem}, 2>" for elem, *names in nests for m in names)
+    body = "".join(_eltwise_nest(*nest) for nest in nests)
+    module = parse_mlir(lowering_context(), f"func.func @f({args}) {{{body}\n  func.return\n}}")
+    Lowerer(Options(parse_spaces("0:DDR,1:L2,2:L1"), device="npm_mid"), HANDLERS).run(module)
+    return [
+        line.split()[1]
+        for line in print_nem(module).splitlines()
+        if line.startswith("buffer L1_tmp") or line.startswith("buffer L1_acc")
+    ]
+
+
+def test_a_plan_that_falls_back_leaves_no_scratch_name_behind() -> None:
+    """On npm_mid the f32 tree has no variant: the conversion makes its two
+    temporaries, finds out and escapes.  The f16 tree after it is named as
+    if the f32 one had never been tried, as a pass deciding ahead (which
+    never makes the escaping plan's scratch) would name it (D-LOW-OUTLINE)."""
+    f16_alone = _scratch_on_npm_mid([("f16", "X", "Y", "Z")])
+    assert f16_alone == ["L1_tmp0", "L1_tmp1"]
+    assert _scratch_on_npm_mid([("f32", "A", "B", "C"), ("f16", "X", "Y", "Z")]) == f16_alone
+
+
+def test_only_the_newest_scratch_names_are_given_back() -> None:
+    """Given back newest first, as if never made; a name made before one
+    still kept stays taken, and names of other kinds keep their numbers."""
+    names = Names()
+    assert [names.scratch("L1_tmp"), names.scratch("L1_acc")] == ["L1_tmp0", "L1_acc1"]
+    assert names.fresh(None, "L1_buf") == "L1_buf0"
+    names.release_scratch({"L1_acc1"})
+    assert names.scratch("L1_tmp") == "L1_tmp1"
+    names.release_scratch({"L1_tmp0"})  # L1_tmp1, kept, was made after it
+    assert names.scratch("L1_tmp") == "L1_tmp2"
+    names.used.add("L1_tmp3")  # a hint took the next number: skipped, and skipped again
+    assert names.scratch("L1_tmp") == "L1_tmp4"
+    names.release_scratch({"L1_tmp4", "L1_tmp2"})
+    assert names.scratch("L1_tmp") == "L1_tmp2"
+    assert names.fresh(None, "L1_buf") == "L1_buf1"

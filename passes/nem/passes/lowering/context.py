@@ -113,6 +113,10 @@ class Names:
         self.used: set[str] = set()
         self._buffers = 0
         self._tokens = 0
+        self._scratch = 0
+        self._scratch_made: list[tuple[str, int]] = []
+        """The scratch names handed out, each with the counter before it:
+        the newest can be given back (`release_scratch`)."""
         self._suffix: dict[str, int] = {}
         """Per hint, the next `_v<k>` to try (a hint used N times would
         otherwise probe N names: quadratic in a large program)."""
@@ -120,17 +124,40 @@ class Names:
     def fresh(self, hint: str | None, default: str) -> str:
         base = hint if hint and hint.isidentifier() and hint not in NEM_KEYWORDS else None
         if base is None:
-            while f"{default}{self._buffers}" in self.used:
-                self._buffers += 1
-            name = f"{default}{self._buffers}"
-            self._buffers += 1
-        else:
-            name, k = base, self._suffix.get(base, 1)
-            while name in self.used:
-                name, k = f"{base}_v{k}", k + 1
-            self._suffix[base] = k
+            name, self._buffers = self._numbered(default, self._buffers)
+            return name
+        name, k = base, self._suffix.get(base, 1)
+        while name in self.used:
+            name, k = f"{base}_v{k}", k + 1
+        self._suffix[base] = k
         self.used.add(name)
         return name
+
+    def scratch(self, default: str) -> str:
+        """`DEFAULT<n>` for a scratch buffer, numbered apart from the other
+        names: a plan that falls back gives its scratch names back
+        (`release_scratch`), so the numbers of those kept do not depend on
+        the plans tried before (D-LOW-OUTLINE)."""
+        before = self._scratch
+        name, self._scratch = self._numbered(default, before)
+        self._scratch_made.append((name, before))
+        return name
+
+    def release_scratch(self, names: set[str]) -> None:
+        """Give back the scratch names of `names` made last, newest first, as
+        if they had never been made.  One made before a kept one stays
+        taken (renumbering the kept one would rename a printed buffer)."""
+        while self._scratch_made and self._scratch_made[-1][0] in names:
+            name, self._scratch = self._scratch_made.pop()
+            self.used.discard(name)
+
+    def _numbered(self, default: str, n: int) -> tuple[str, int]:
+        """The first free `DEFAULT<k>` with k >= n, and k + 1."""
+        while f"{default}{n}" in self.used:
+            n += 1
+        name = f"{default}{n}"
+        self.used.add(name)
+        return name, n + 1
 
     def token(self, kind: str) -> str:
         """`KIND<n>` (`dma1`, `add2`, ...), numbered across kinds."""

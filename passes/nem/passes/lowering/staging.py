@@ -154,7 +154,7 @@ def scratch(
     cached = ctx.scratch.get(key)
     if cached is not None and ctx.is_declared(cached.buffer):
         return cached
-    name = ctx.names.fresh(None, f"{like.level.kind}_{'tmp' if ident else 'acc'}")
+    name = ctx.names.scratch(f"{like.level.kind}_{'tmp' if ident else 'acc'}")
     buf = ctx.declare_buffer(
         name, like.level.data, buffer_bytes(shape, elem) * slots, anchor.location
     )
@@ -169,10 +169,14 @@ def scratch(
 
 def drop_unused_scratch(ctx: LoweringContext) -> None:
     """Forget the scratch buffers no region uses (made for a plan that fell
-    back), so the program declares only buffers it uses."""
+    back), so the program declares only buffers it uses, and give their
+    names back (`Names.release_scratch`, D-LOW-OUTLINE)."""
+    dropped: set[str] = set()
     for key, vw in list(ctx.scratch.items()):
         if ctx.drop_if_unused(vw.buffer):
             del ctx.scratch[key]
+            dropped.add(vw.name)
+    ctx.names.release_scratch(dropped)
 
 
 def copy_kind(token: SSAValue) -> str:
