@@ -126,7 +126,8 @@ def test_the_splits_are_opt_in(tmp_path, monkeypatch):
     """`nem-compile` splits at the tile stage only with `--split-units`
     (D-COMPILE-SPLIT-OPT): the option reaches `CompileOptions.split_units`,
     off by default; the NEM-level split of transfers is on unless
-    `--no-split-transfers` (`split_transfers`, D-NEM-SPLIT-TRANSFERS)."""
+    `--no-split-transfers` (`split_transfers`, D-NEM-SPLIT-TRANSFERS), and
+    the jam of engine parts unless `--no-jam` (`jam`, D-NEM-JAM-ENGINES)."""
     import onnx
 
     import nem.compile
@@ -138,13 +139,18 @@ def test_the_splits_are_opt_in(tmp_path, monkeypatch):
     seen = []
 
     def compile_onnx(src, options, **kw):
-        seen.append((options.split_units, options.split_transfers))
+        seen.append((options.split_units, options.split_transfers, options.jam))
         raise Stop
 
     monkeypatch.setattr(nem.compile, "compile_onnx", compile_onnx)
     path = tmp_path / "m.onnx"
     onnx.save(conv3x3_model(4, 2, 2), str(path))
-    for flags in ([], ["--split-units"], ["--no-split-transfers"]):
+    for flags in ([], ["--split-units"], ["--no-split-transfers"], ["--no-jam"]):
         with pytest.raises(Stop):
             nem_compile.run([str(path), *flags, "-o", str(tmp_path / "m.nem")])
-    assert seen == [(False, True), (True, True), (False, False)]
+    assert seen == [
+        (False, True, True),
+        (True, True, True),
+        (False, False, True),
+        (False, True, False),
+    ]
