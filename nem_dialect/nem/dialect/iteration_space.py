@@ -71,9 +71,10 @@ class Form:
     """No intermediate result can leave the 64-bit range (D-INT-RANGE)."""
 
 
-def _affine_interval(
+def affine_interval(
     aff: tuple[int, dict[BlockArgument, int]], box: Mapping[BlockArgument, Interval]
 ) -> Interval:
+    """[min, max] of `c + sum(a * x)` over `box` (at its corners)."""
     c, coeffs = aff
     lo = hi = c
     for x, a in coeffs.items():
@@ -134,7 +135,7 @@ def combine(op: str, a: Form, b: Form, box: Mapping[BlockArgument, Interval]) ->
             k, (c, xs) = (ca, b.affine) if not xa else (cb, a.affine)
             aff = (k * c, {x: k * v for x, v in xs.items()} if k else {})
     if aff is not None:
-        iv: Interval | None = _affine_interval(aff, box)
+        iv: Interval | None = affine_interval(aff, box)
     elif a.interval is None or b.interval is None:
         iv = None
     elif op == "+":

@@ -205,19 +205,22 @@ def _declared_names(cls: type) -> tuple[str, ...]:
 _NAME_KEYS = PerClass(_declared_names)
 
 
+def names_of(op: Operation) -> Iterator[str]:
+    """The names `op` itself declares (a buffer, let, const or region's, a
+    loop's variable, a task's token)."""
+    props = op.properties
+    for key in _NAME_KEYS[type(op)]:
+        attr = props.get(key)
+        if isinstance(attr, StringAttr):
+            yield attr.data
+
+
 def declared_names(program: ProgramOp) -> set[str]:
     """Every name a statement of `program` declares (buffers, lets, consts,
     regions, loop variables, tokens): what a fresh name must not be (NAME-02)."""
     taken: set[str] = set()
     for op in walk_ops(program):
-        keys = _NAME_KEYS[type(op)]
-        if not keys:
-            continue
-        props = op.properties
-        for key in keys:
-            attr = props.get(key)
-            if isinstance(attr, StringAttr):
-                taken.add(attr.data)
+        taken.update(names_of(op))
     return taken
 
 

@@ -48,7 +48,7 @@ loop's is the union of its parts').
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from xdsl.context import Context
@@ -68,7 +68,7 @@ from nem.analysis.ir_walk import walk_ops
 from nem.dialect.attributes import RegionType, SeqEngineAttr
 from nem.dialect.builder_attrs import index_constant
 from nem.dialect.expressions import Evaluator, ExprError
-from nem.dialect.iteration_space import IterationSpace, forms
+from nem.dialect.iteration_space import IterationSpace, affine_interval, forms
 from nem.dialect.ops import (
     BufferOp,
     LoopOp,
@@ -79,6 +79,7 @@ from nem.dialect.ops import (
     programs,
     ssa_name_hint,
 )
+from nem.passes.forward_fills import names_of
 from nem.passes.split_transfers import Names
 
 Outer = frozenset[tuple[BlockArgument, int]] | None
@@ -169,18 +170,6 @@ def _meets(writes: Hulls, *others: Hulls) -> bool:
     return False
 
 
-_NAME_PROPS = ("name", "iv_name", "token")
-"""The properties that declare a name (as `forward_fills.declared_names` reads them)."""
-
-
-def _declared(op: Operation) -> Iterator[str]:
-    """The names `op` itself declares."""
-    for key in _NAME_PROPS:
-        attr = op.properties.get(key)
-        if isinstance(attr, StringAttr):
-            yield attr.data
-
-
 class Footprints:
     """Each statement's `Footprint`, computed once."""
 
@@ -211,7 +200,7 @@ class Footprints:
         around = {lp.block.args[0] for lp in enclosing_loops(op)}
         # a loop's own variable is not counted: a jam replaces it
         for o in walk_ops(op)[1:] if isinstance(op, LoopOp) else walk_ops(op):
-            names.update(_declared(o))
+            names.update(names_of(o))
             if isinstance(o, WaitOp):
                 fp.movable = False
             if not isinstance(o, TaskOp):
@@ -262,25 +251,17 @@ def _access(
         fp.touch(buf, None, Hull(*every, *every), write)
         return True
     c, coeffs = fo.affine
-    lo = hi = c
-    outer = []
-    for x, a in coeffs.items():
-        if x in around:
-            outer.append((x, a))
-        else:
-            xl, xh = box[x]
-            lo += min(a * xl, a * xh)
-            hi += max(a * xl, a * xh)
-    fp.touch(buf, frozenset(outer), Hull(lo, hi + size, *every), write)
+    outer = frozenset((x, a) for x, a in coeffs.items() if x in around)
+    inner = {x: a for x, a in coeffs.items() if x not in around}
+    lo, hi = affine_interval((c, inner), box)
+    fp.touch(buf, outer, Hull(lo, hi + size, *every), write)
     return True
 
 
 def _bounds(ev: Evaluator, loop: LoopOp) -> tuple[int, int] | None:
-    try:
-        lo, hi = ev.static(loop.lower), ev.static(loop.upper)
-    except ExprError:
-        return None
-    return None if lo is None or hi is None else (lo, hi)
+    """The loop's constant bounds (None: not constant, or no iteration)."""
+    box = IterationSpace(ev, [loop]).box()
+    return None if box is None else box[loop.block.args[0]]
 
 
 class JamEngineLoops(RewritePattern):
@@ -300,7 +281,7 @@ class JamEngineLoops(RewritePattern):
         while prev is not None and not isinstance(prev, LoopOp):
             if isinstance(prev, TaskOp | WaitOp):
                 between.append(prev)
-            taken.update(_declared(prev))
+            taken.update(names_of(prev))
             prev = prev.prev_op
         if prev is None:
             return
