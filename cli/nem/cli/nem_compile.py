@@ -116,6 +116,12 @@ def _parser() -> argparse.ArgumentParser:
         "a convolution's tiles in L1; D-COMPILE-FUSE-L1)",
     )
     p.add_argument(
+        "--no-fuse-chains",
+        action="store_true",
+        help="transform route: tile each elementwise op apart (no chain of elementwise ops "
+        "fused into one op whose intermediates stay in L1; D-COMPILE-FUSE-CHAIN)",
+    )
+    p.add_argument(
         "--route",
         choices=ROUTES,
         default="transform",
@@ -476,6 +482,7 @@ def _run(args: argparse.Namespace) -> int:
         located_temps=args.save_temps,
         split_units=args.split_units,
         fuse=not args.no_fuse,
+        fuse_chains=not args.no_fuse_chains,
         split_transfers=not args.no_split_transfers,
         jam=not args.no_jam,
     )

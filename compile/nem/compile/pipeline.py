@@ -93,6 +93,10 @@ class CompileOptions:
     """Transform route: a convolution's bias and its elementwise epilogues
     (Relu, Clip, residual Add) run on its tiles in L1 (D-COMPILE-FUSE-L1);
     `nem-compile --no-fuse` tiles each op apart."""
+    fuse_chains: bool = True
+    """Transform route: each chain of elementwise ops (an unfolded
+    BatchNormalization and its Relu) is one op, its intermediates kept in L1
+    (D-COMPILE-FUSE-CHAIN); `nem-compile --no-fuse-chains` tiles each op apart."""
     split_units: bool = False
     """Transform route: split tile loops' large copies over the engine's DMAs
     and their convolutions over its NMUs in the tile stage (`--split-units`,

@@ -364,6 +364,10 @@ def tile_module(
     texts = []
     seen = Seen()
     reuse: tuple[Planned, int] | None = None
+    if options.fuse_chains:  # elementwise chains into one op each (D-COMPILE-FUSE-CHAIN)
+        from nem.compile.chains import fuse_chains
+
+        fuse_chains(entry)
     while True:  # each round replaces the ops it privatizes by pinned ones
         ops = linalg_ops(entry)
         planned = _plan_ops(entry, device, options, engines, reuse)

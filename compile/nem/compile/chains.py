@@ -1,0 +1,198 @@
+"""Elementwise chains fused into one op (D-COMPILE-FUSE-CHAIN): each tile
+goes through the whole chain in L1.
+
+The importer gives an unfolded BatchNormalization and the Relu after it
+(DenseNet-121's pre-activation before each convolution, Inception v2's and
+ShuffleNet's after one) as one elementwise `linalg.generic` per ONNX node,
+each writing a buffer of its own that only the next one reads.  Tiled one
+op at a time, every such intermediate goes to DDR/L2 and comes back: a
+round trip of the whole tensor per op.
+
+Before the tile plans (`fuse_chains`, on the bufferized function, in
+`nem.compile.transform.tile_module`), a producer E1 and its consumer E2,
+both elementwise (all loops parallel, one output of identity map, f32,
+bodies of the ops the lowering raises as an elementwise tree) where E1's
+output is an allocation that E2 alone reads (at identity maps), become one
+`linalg.generic` at E2's place: E1's inputs and E2's other inputs (each
+(value, map) once), E2's output, E1's body and then E2's on its result.
+The intermediate allocation disappears; repeated, a chain E1 -> .. -> Ek
+becomes one op, planned, tiled and staged as any op, whose tree the
+lowering raises as one task per body op on L1 scratch (D-LOW-RAISE,
+D-LOW-BCAST-OPERAND; `l1_plan._temporaries` sizes the scratch).  A chain
+after a convolution is then one epilogue of D-COMPILE-FUSE-L1 where that
+fusion takes it.
+
+Exact: every element is computed by the same f32 ops on the same values
+in the same order; only where the intermediate lives changes.  A producer
+whose output has another reader (a concatenation's copy, a graph output,
+a second layer) is not fused: the chain ends before it (its value must be
+written whole anyway); the last op's output may have any number of
+readers, it is written as before."""
+
+from __future__ import annotations
+
+from mlir import ir
+from mlir.dialects import linalg
+
+from nem.compile.fusion import _body, _clone, _identity, _maps, _parallel, _segments, _users
+from nem.compile.hoist import VIEWS, _root
+from nem.compile.nest_ir import owner_op
+from nem.passes.lowering.nest_analysis import BINARY, UNARY
+
+RAISED = frozenset(BINARY) | frozenset(UNARY)
+"""Body ops of the elementwise trees the lowering raises (D-LOW-RAISE), on
+f32 values only (`_elementwise`): a composition of them is again such a
+tree.  Bodies with other ops (compares and selects, casts, integer ops)
+are not fused, so that a fused op is never an escape-hatch kernel where
+its parts were raised."""
+
+
+def _elementwise(op: ir.Operation) -> bool:
+    """`op` is a `linalg.generic` the fusion takes: all loops parallel, one
+    f32 output at the identity map whose old value the body does not read,
+    a body of `RAISED` ops on f32 values."""
+    if op.name != "linalg.generic" or not _parallel(op):
+        return False
+    ins, outs = _segments(op)
+    if len(outs) != 1 or not all(_f32(v) for v in [*ins, *outs]):
+        return False
+    maps = _maps(op)
+    if maps[-1] != _identity(ir.MemRefType(outs[0].type).rank):
+        return False
+    block = _body(op)
+    if list(block.arguments[len(ins)].uses):
+        return False
+    body = [o.operation for o in block.operations]
+    if body[-1].name != "linalg.yield" or len(body[-1].operands) != 1:
+        return False
+    return all(
+        o.name in RAISED
+        and len(o.regions) == 0
+        and all(isinstance(v.type, ir.F32Type) for v in [*o.operands, *o.results])
+        for o in body[:-1]
+    )
+
+
+def _f32(v: ir.Value) -> bool:
+    return isinstance(v.type, ir.MemRefType) and isinstance(
+        ir.MemRefType(v.type).element_type, ir.F32Type
+    )
+
+
+def _consumer(op: ir.Operation) -> ir.Operation | None:
+    """The op E2 that elementwise `op` (E1) fuses into (module doc), or None."""
+    ins, (t,) = _segments(op)
+    alloc = owner_op(t)
+    if alloc is None or alloc.name != "memref.alloc" or alloc.block != op.block:
+        return None  # a function argument (the caller reads it) or a view
+    others = [u for u in _users(t) if u != op]
+    if len(others) != 1:
+        return None  # read twice (or never): the intermediate is needed whole
+    c = others[0]
+    if c.block != op.block or not op.is_before_in_block(c) or not _elementwise(c):
+        return None
+    c_ins, (c_out,) = _segments(c)
+    maps = _maps(c)
+    ident = _identity(ir.MemRefType(t.type).rank)
+    if _loops(c) != _loops(op):
+        return None  # (not the same iteration space)
+    if any(v == t and m != ident for v, m in zip(c_ins, maps)) or c_out == t:
+        return None
+    if any(_root(v) == _root(c_out) for v in ins):
+        return None  # E2 writes (a view of) what E1 reads
+    if any(_written_between(v, op, c) for v in ins):
+        return None  # E1's inputs change before E2's place, where it would read them
+    return c
+
+
+def _loops(op: ir.Operation) -> list[int]:
+    """The iteration space: the output's shape (identity output map)."""
+    return list(ir.MemRefType(_segments(op)[1][0].type).shape)
+
+
+def _written_between(v: ir.Value, first: ir.Operation, last: ir.Operation) -> bool:
+    """Whether an op strictly between `first` and `last` (of one block) may
+    write `v`, through `v` or a view of it (any op outside that block
+    counts, conservatively)."""
+    for u in _users(v):
+        if u.name in VIEWS:
+            if _written_between(u.results[0], first, last):
+                return True
+            continue
+        if u.block != first.block:
+            return True
+        if first.is_before_in_block(u) and u.is_before_in_block(last):
+            if not u.name.startswith("linalg.") or v in _segments(u)[1]:
+                return True
+    return False
+
+
+def _fuse(op: ir.Operation, c: ir.Operation) -> ir.Operation:
+    """The generic of `op` then `c` at `c`'s place (module doc); erases both
+    and `op`'s output allocation."""
+    ins, (t,) = _segments(op)
+    c_ins, (c_out,) = _segments(c)
+    pairs: list[tuple[ir.Value, str]] = []
+    for v, m in [*zip(ins, _maps(op)), *zip(c_ins, _maps(c))]:
+        if v != t and all(not (v == w and m == n) for w, n in pairs):
+            pairs.append((v, m))
+    out_map = _maps(c)[-1]
+    types = [ir.MemRefType(v.type).element_type for v, _ in pairs]
+    with c.location:
+        f = linalg.GenericOp(
+            [],
+            [v for v, _ in pairs],
+            [c_out],
+            ir.ArrayAttr.get(
+                [ir.AffineMapAttr(ir.Attribute.parse(m)) for _, m in pairs + [(c_out, out_map)]]
+            ),
+            c.attributes["iterator_types"],
+            ip=ir.InsertionPoint(c),
+        )
+        block = f.regions[0].blocks.append(*types, ir.MemRefType(c_out.type).element_type)
+        args = list(block.arguments)
+
+        def arg(v: ir.Value, m: str) -> ir.Value:
+            return args[next(k for k, (w, n) in enumerate(pairs) if w == v and n == m)]
+
+        with ir.InsertionPoint(block):
+            first = _inline(op, [arg(v, m) for v, m in zip(ins, _maps(op))])
+            feed = [first if v == t else arg(v, m) for v, m in zip(c_ins, _maps(c))]
+            linalg.YieldOp([_inline(c, feed)])
+    alloc = owner_op(t)
+    c.erase()
+    op.erase()
+    assert alloc is not None
+    alloc.erase()
+    return f.operation
+
+
+def _inline(op: ir.Operation, ins: list[ir.Value]) -> ir.Value:
+    """Clone `op`'s body at the insertion point on `ins` (its input block
+    arguments' values); the value it yields."""
+    block = _body(op)
+    mapping = list(zip(list(block.arguments)[: len(ins)], ins))
+    ops = [o.operation for o in block.operations]
+    _clone(ops[:-1], mapping)
+    y = ops[-1].operands[0]
+    return next((new for old, new in mapping if old == y), y)
+
+
+def fuse_chains(fn: ir.Operation) -> int:
+    """Fuse each elementwise chain of `fn`'s body into one op (module doc);
+    returns how many producers were fused into their consumers.  One pass
+    in block order: a fused op takes its consumer's place, where the pass
+    meets it as the next chain step's producer."""
+    ops: list[ir.Operation | None] = [o.operation for o in fn.regions[0].blocks[0].operations]
+    index = {op: k for k, op in enumerate(ops)}
+    fused = 0
+    for op in ops:
+        if op is None or not _elementwise(op):
+            continue
+        c = _consumer(op)
+        if c is not None:
+            k = index[c]
+            ops[k] = f = _fuse(op, c)
+            index[f] = k  # (a later producer may feed it too)
+            fused += 1
+    return fused
