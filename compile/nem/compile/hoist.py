@@ -36,6 +36,9 @@ from nem.compile.target import FAST_SPACE
 ENABLED = True
 """Off: the tiles as `structured.promote` stages them (for before/after
 measurements)."""
+SHARED = True
+"""Off: a peeled tile stages again what the loop before it staged
+(`share_copies`, for before/after measurements)."""
 LOOPS = ("scf.for", "affine.for")
 VIEWS = (
     "memref.view",
@@ -156,6 +159,147 @@ def _hoist_one(loop: ir.Operation, copies: list[ir.Operation]) -> ir.Operation |
         deallocs[0].move_after(loop)
         return cp
     return None
+
+
+def _staging(cp: ir.Operation) -> tuple[ir.Operation, ir.Operation] | None:
+    """The (allocation, view) a `linalg.copy` stages into: a `memref.view` at
+    offset 0 of a static fast-memory `memref.alloc`, both in the copy's
+    block; else None."""
+    view = owner_op(cp.operands[1])
+    if view is None or view.name != "memref.view" or view.parent != cp.parent:
+        return None
+    alloc = owner_op(view.operands[0])
+    if alloc is None or alloc.name != "memref.alloc" or alloc.parent != cp.parent:
+        return None
+    space = ir.MemRefType(alloc.results[0].type).memory_space
+    if len(alloc.operands) or space is None or ir.IntegerAttr(space).value < FAST_SPACE:
+        return None
+    if len(view.operands) != 2 or not _is_const(view.operands[1]):
+        return None
+    return alloc, view
+
+
+def _dealloc(alloc: ir.Operation) -> ir.Operation | None:
+    """The one `memref.dealloc` of `alloc`, in its block; else None."""
+    frees = [_op(u.owner) for u in alloc.results[0].uses if _op(u.owner).name == "memref.dealloc"]
+    if len(frees) != 1 or frees[0].parent != alloc.parent:
+        return None
+    return frees[0]
+
+
+def _top(op: ir.Operation, block: ir.Block) -> ir.Operation | None:
+    """`op`'s ancestor among the ops of `block` (None: it is not inside it)."""
+    while op.block != block:
+        op = op.parent
+        if op is None or op.name == "func.func":
+            return None
+    return op
+
+
+def _unwritten_between(
+    src: ir.Value, first: ir.Operation, last: ir.Operation, at: dict[ir.Operation, int]
+) -> bool:
+    """Whether no op of the block strictly between `first` and `last` (`at`:
+    the block's ops by position) may write the memref `src` views: every use
+    of its root (and of the root's views) there reads it as a linalg input."""
+    lo, hi = at[first], at[last]
+    stack = [_root(src)]
+    while stack:
+        for use in stack.pop().uses:
+            user = _op(use.owner)
+            if user.name in VIEWS and use.operand_number == 0:
+                stack.extend(user.results)
+                continue
+            top = _top(user, first.block)
+            if top is None or not lo < at[top] < hi:
+                continue
+            if not (
+                user.name.startswith("linalg.")
+                and "operandSegmentSizes" in user.attributes
+                and use.operand_number < _linalg_inputs(user)
+            ):
+                return False
+    return True
+
+
+def share_copies(fn: ir.Operation) -> int:
+    """Stage a read-only copy once where two staging copies of one block copy
+    the same source into buffers of the same type (decision
+    D-COMPILE-SHARE-STAGED): a tile loop's hoisted weight slice and its peeled
+    partial tile's, which `structured.peel` stages again after the loop.
+
+        %a = memref.alloc()                   %a = memref.alloc()
+        %v = memref.view %a ...               %v = memref.view %a ...
+        linalg.copy ins(%w) outs(%v)          linalg.copy ins(%w) outs(%v)
+        scf.for ... { reads %v }              scf.for ... { reads %v }
+        memref.dealloc %a             ==>     ... reads %v ...
+        %b = memref.alloc()                   memref.dealloc %a
+        %u = memref.view %b ...
+        linalg.copy ins(%w) outs(%u)
+        ... reads %u ...
+        memref.dealloc %b
+
+    when both buffers are only read (as linalg inputs) besides their copy and
+    dealloc, and nothing between the two copies may write the source's
+    memref: the first buffer then holds the bytes the second copy would
+    write, so every op reads the same values (bit-identical results) and
+    the bytes are moved once.  The second buffer's view and allocation must
+    come after the first copy (the first view dominates their uses).
+    Returns how many copies were removed."""
+    if not SHARED:
+        return 0
+    blocks: dict[ir.Block, list[ir.Operation]] = {}
+
+    def visit(op: ir.Operation) -> ir.WalkResult:
+        if op.name == "linalg.copy" and len(op.operands) == 2:
+            blocks.setdefault(op.block, []).append(op)
+        if op.name.startswith("linalg."):
+            return ir.WalkResult.SKIP  # a body of scalar ops
+        return ir.WalkResult.ADVANCE
+
+    fn.walk(visit, ir.WalkOrder.PRE_ORDER)
+    removed = 0
+    for block, copies in blocks.items():
+        if len(copies) < 2:
+            continue
+        at = {o.operation: k for k, o in enumerate(block.operations)}
+        # by the view's type: the earlier copies into such a buffer, kept
+        first: dict[str, list[tuple[ir.Operation, ir.Operation, ir.Operation]]] = {}
+        for cp in copies:
+            staged = _staging(cp)
+            if staged is None:
+                continue
+            alloc, view = staged
+            free = _dealloc(alloc)
+            if free is None or not _only_read(alloc.results[0], fn, {cp, free}):
+                continue
+            src = cp.operands[0]
+            kept = first.setdefault(str(view.results[0].type), [])
+            prior = next(
+                (
+                    k
+                    for k in kept
+                    if k[0].operands[0] == src
+                    and at[alloc] > at[k[0]]
+                    and at[view] > at[k[0]]
+                    and _unwritten_between(src, k[0], cp, at)
+                ),
+                None,
+            )
+            if prior is not None:
+                _, keep_alloc, keep_view = prior
+                view.results[0].replace_all_uses_with(keep_view.results[0])
+                keep_free = _dealloc(keep_alloc)
+                assert keep_free is not None
+                free.operands[0] = keep_alloc.results[0]
+                keep_free.erase()
+                cp.erase()
+                view.erase()
+                alloc.erase()
+                removed += 1
+                continue
+            kept.append((cp, alloc, view))
+    return removed
 
 
 PURE = (*VIEWS, "arith.constant", "affine.apply", "arith.addi", "arith.muli", "arith.subi")

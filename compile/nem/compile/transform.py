@@ -355,7 +355,7 @@ def tile_module(
     """Tile `entry`'s linalg ops in place, spread over `engines`; returns the
     transform scripts run (the split script of each round of
     privatization, then the tiling one)."""
-    from nem.compile import dma_split, nmu_split
+    from nem.compile import dma_split, hoist, nmu_split
     from nem.compile.checkpoints import checkpoint
     from nem.compile.lower import xdsl_context
     from nem.compile.nest_ir import run_on_nest
@@ -414,6 +414,9 @@ def tile_module(
     tidy.run(module.operation)
     if options.fuse:  # on the tiles' static shapes (D-COMPILE-FUSE-L1)
         fusion.finish(entry)
+    # a peeled tile reads the weights its loop staged (D-COMPILE-SHARE-STAGED);
+    # on the canonical IR, where the peel is straight-line code beside the loop
+    hoist.share_copies(entry)
     module.operation.verify()
     # opt-in (D-COMPILE-SPLIT-OPT): large staging copies over the engine's DMAs
     # (D-COMPILE-DMA-SPLIT; static shapes now) and each tile's convolution over

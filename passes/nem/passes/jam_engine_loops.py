@@ -41,6 +41,14 @@ it is.  Further, A and B:
 * when one runs longer, its body declares no buffer (the tail would
   declare it again).
 
+An engine part whose outer tile loop has one iteration where the others'
+have several (its rows are one tile, the loop folded away) is a loop of
+other decorators than theirs: when the jammed loop A holds a loop with B's
+decorators and bounds, B goes into a loop of one iteration (A's first, A's
+decorators) and jams with A's first iteration, its inner loop with A's
+(the one-iteration wrapper, D-NEM-JAM-ENGINES); A's other iterations are
+the tail.
+
 Cost: each loop looks back once to the previous loop of its block, over the
 statements between; a statement's footprint is computed once (a jammed
 loop's is the union of its parts').
@@ -52,8 +60,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from xdsl.context import Context
-from xdsl.dialects.builtin import ModuleOp, StringAttr
-from xdsl.ir import BlockArgument, Operation, SSAValue
+from xdsl.dialects.builtin import IndexType, ModuleOp, StringAttr
+from xdsl.ir import Block, BlockArgument, Operation, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.pattern_rewriter import (
     PatternRewriter,
@@ -287,7 +295,12 @@ class JamEngineLoops(RewritePattern):
             return
         ev = self.fps.ev
         ra, rb = _bounds(ev, prev), _bounds(ev, op)
-        if ra is None or rb is None or ra[0] != rb[0]:
+        if ra is None or rb is None:
+            return
+        if self._pairs_inside(prev, op, rb, taken, between):
+            op = self._wrap(op, ra[0], prev, rewriter)
+            rb = (ra[0], ra[0])
+        if ra[0] != rb[0]:
             return
         # a tail re-declares the buffers its body declares (twice the memory)
         longer = prev if ra[1] > rb[1] else op if rb[1] > ra[1] else None
@@ -318,8 +331,56 @@ class JamEngineLoops(RewritePattern):
         rewriter.insert(end, InsertPoint.before(a))  # before both loops
         longer.operands = (longer.lower, end.result)
 
-    def _jammable(self, a_loop: LoopOp, b_loop: LoopOp, between: Iterable[Operation]) -> bool:
-        if a_loop.decorator_list() != b_loop.decorator_list():
+    def _pairs_inside(
+        self,
+        a_loop: LoopOp,
+        b_loop: LoopOp,
+        rb: tuple[int, int],
+        taken: set[str],
+        between: Iterable[Operation],
+    ) -> bool:
+        """Whether `b_loop` is an engine part with one outer iteration where
+        `a_loop`'s parts have several: `a_loop` (decorators other than
+        `b_loop`'s, more than one iteration) holds a loop with `b_loop`'s
+        decorators and bounds, and `b_loop` could jam into `a_loop`'s first
+        iteration (the module doc's conditions, decorators aside)."""
+        ev = self.fps.ev
+        ra = _bounds(ev, a_loop)
+        if ra is None or ra[1] == ra[0] or a_loop.decorator_list() == b_loop.decorator_list():
+            return False
+        decos = b_loop.decorator_list()
+        if not any(
+            isinstance(o, LoopOp) and o.decorator_list() == decos and _bounds(ev, o) == rb
+            for o in a_loop.block.ops
+        ):
+            return False
+        if any(isinstance(o, BufferOp) for o in walk_ops(a_loop)):
+            return False  # its tail would declare them again
+        return not self.fps.of(a_loop).names & taken and self._jammable(
+            a_loop, b_loop, between, same_decorators=False
+        )
+
+    def _wrap(self, loop: LoopOp, first: int, like: LoopOp, rewriter: PatternRewriter) -> LoopOp:
+        """`loop` inside a loop of one iteration, `first`, with `like`'s
+        decorators (the one outer iteration the other parts' loops have
+        several of), so that it jams with `like`'s first iteration and its
+        inner loop with `like`'s."""
+        at = index_constant(first)
+        body = Block(arg_types=[IndexType()])
+        body.add_op(loop.clone())
+        name = self.names.fresh(like.iv_name.data)
+        wrap = LoopOp(name, at.result, at.result, body, list(like.decorator_list()))
+        rewriter.replace_op(loop, [at, wrap], new_results=[])
+        return wrap
+
+    def _jammable(
+        self,
+        a_loop: LoopOp,
+        b_loop: LoopOp,
+        between: Iterable[Operation],
+        same_decorators: bool = True,
+    ) -> bool:
+        if same_decorators and a_loop.decorator_list() != b_loop.decorator_list():
             return False
         a, b = self.fps.of(a_loop), self.fps.of(b_loop)
         if not (a.engines and b.engines) or a.engines & b.engines or a.names & b.names:
