@@ -55,11 +55,42 @@ def test_small_or_rarely_run_transfers_stay_whole():
     """64 KiB moved 4 times is 256 KiB: under a 1 MiB `min-moved` no transfer
     touching L1 splits (the copy between DDR buffers does: `min-bytes` only)."""
     text = LIT.read_text()
-    out = _split(text, min_moved=1 << 20)
+    out = _split(text, min_moved=1 << 20, min_once=1 << 20)
     assert "ld_1" not in out and "st_1" not in out and "pre_1" not in out
     assert out.count("transfer.async") == 2 + 2 + 4 and "dd_4" in out  # ld, st; tr, cp; dd_k
     # ld and st split, pre (64 KiB once) whole: 4 + 4 + 2 + 4
-    assert _split(text, min_moved=1 << 18).count("transfer.async") == 14
+    assert _split(text, min_moved=1 << 18, min_once=1 << 20).count("transfer.async") == 14
+
+
+def test_a_transfer_run_once_splits_from_min_once():
+    """`pre` runs once (in no loop): it splits from `min-once` (64 KiB by
+    default) whatever `min-moved` says; the loop's 64 KiB copies, 256 KiB
+    over their runs, stay whole under a 1 MiB `min-moved`."""
+    out = _split(LIT.read_text(), min_moved=1 << 20)
+    assert "wait(pre_1, pre_2, pre_3, pre_4)" in out
+    assert "ld_1" not in out and "st_1" not in out
+
+
+TWO_ONCE = """device "npm_pro_x1.nem"
+
+program two:
+
+buffer A : DDR (size=262144, align=64)
+buffer a : L1[0] (size=262144, align=64)
+
+s1 = transfer.async(dst=region(a, 0, 65536) elem=f32, shape=[8, 16, 128], layout=HWC, src=region(A, 0, 65536) elem=f32, shape=[8, 16, 128], layout=HWC)
+s2 = transfer.async(dst=region(a, 65536, 131072) elem=f32, shape=[16, 16, 128], layout=HWC, src=region(A, 65536, 131072) elem=f32, shape=[16, 16, 128], layout=HWC)
+wait(s1, s2)
+"""
+
+
+def test_the_tokens_left_go_to_the_transfer_moving_the_most():
+    """Two transfers live together and 5 tokens: only one can take 4 slices.
+    The later one moves twice the bytes: it is split, the first stays whole
+    (in program order the first took the tokens)."""
+    out = _split(TWO_ONCE, max_tokens=5, min_moved=0)
+    assert "wait(s1, s2_1, s2_2, s2_3, s2_4)" in out
+    assert "s1_1" not in out
 
 
 def test_a_consumer_left_with_one_slice_is_a_race(monkeypatch):

@@ -24,6 +24,10 @@ over the same tiles in the same order (the loops are not reordered).
 The L1 the hoisted buffer takes is measured with the rest of the tile
 (`l1_plan.measure`, D-COMPILE-L1), so a tiling that no longer fits is tiled
 again smaller.
+
+`share_copies` then, on the canonical tiled function, lets a peeled partial
+tile read the buffer its loop staged instead of staging the same source
+again (D-COMPILE-SHARE-STAGED).
 """
 
 from __future__ import annotations
@@ -263,8 +267,9 @@ def share_copies(fn: ir.Operation) -> int:
         if len(copies) < 2:
             continue
         at = {o.operation: k for k, o in enumerate(block.operations)}
-        # by the view's type: the earlier copies into such a buffer, kept
-        first: dict[str, list[tuple[ir.Operation, ir.Operation, ir.Operation]]] = {}
+        # by source and view type: the earlier copies of it into such a buffer
+        first: dict[tuple[ir.Value, str], list[tuple[ir.Operation, ir.Operation, ir.Operation]]]
+        first = {}
         for cp in copies:
             staged = _staging(cp)
             if staged is None:
@@ -274,13 +279,12 @@ def share_copies(fn: ir.Operation) -> int:
             if free is None or not _only_read(alloc.results[0], fn, {cp, free}):
                 continue
             src = cp.operands[0]
-            kept = first.setdefault(str(view.results[0].type), [])
+            kept = first.setdefault((src, str(view.results[0].type)), [])
             prior = next(
                 (
                     k
                     for k in kept
-                    if k[0].operands[0] == src
-                    and at[alloc] > at[k[0]]
+                    if at[alloc] > at[k[0]]
                     and at[view] > at[k[0]]
                     and _unwritten_between(src, k[0], cp, at)
                 ),

@@ -10,7 +10,8 @@ program (after `nem-synthesize-deps` and `nem-share-buffers`, whose
 analyses so run on one task per copy), such a transfer spanning at least
 `min-bytes` (the bytes from its first element to its last on the wider
 side: a size measure of the box, not its cost, D-RT-COST), and at least `min-moved` over
-all its runs (times its loops' trip counts), becomes k transfers of
+all its runs (times its loops' trip counts), or `min-once` when it runs
+once (in no loop, or in loops of one iteration: a handful of slices), becomes k transfers of
 disjoint slices along the outermost dimension larger than 1 (k = min(DMAs
 per engine, that dimension, span / `min-piece`), `even_parts`), each with
 the original's deps:
@@ -48,8 +49,8 @@ overlap (a transposed or broadcast view), a token used by anything but
 original token's live interval, D-TOK-LIVE), and the program must stay
 within the device's `SEQ.max_active_tokens` (DEV-17): `choose_splits`
 budgets them, loop bodies first (they run many times), then each block's
-transfers in order, each with as many slices as the tokens left allow
-(fewer than the DMAs, or none).  That choice is an analysis of its own
+transfers, those moving the most bytes first, each with as many slices as
+the tokens left allow (fewer than the DMAs, or none).  That choice is an analysis of its own
 (`choose_splits`); the rewrite (`SplitTransfer`, applied by xDSL's walker to
 the blocks holding a chosen transfer) only carries it out.
 """
@@ -100,6 +101,10 @@ MIN_MOVED = 8 << 20
 times their loops' trip counts) stay whole: each slice is one more task for
 `nem-verify`'s analyses on the final program (the compile's time), and the
 cycles a split saves grow with the bytes it moves."""
+MIN_ONCE = 65536
+"""A transfer that runs once splits from this span on (not `min-moved`): a layer's
+weights staged once before its tile loop sit on the path to its first tile,
+and such transfers are few (a handful of slices per layer)."""
 MIN_PIECE = 4096
 """No slice smaller than this (bytes): a transfer's fixed latency stays small
 beside its bytes."""
@@ -184,6 +189,18 @@ def plan_split(op: TransferOp, dmas: int, min_bytes: int, min_piece: int) -> Pla
     if span < min_bytes or k < 2:
         return None
     return Plan(dim, even_parts(shape[dim], k), (ds, ss), eb)
+
+
+def moved_bytes(op: TransferOp) -> int:
+    """The bytes a transfer moves: its destination box's elements (0 when
+    untyped or of a dynamic shape)."""
+    t = op.dst.type
+    if not isinstance(t, RegionType) or t.shape_values is None or DYNAMIC in t.shape_values:
+        return 0
+    n = BITWIDTH.get(t.elem_name or "", 0) // 8
+    for d in t.shape_values:
+        n *= d
+    return n
 
 
 def _slice(b: NemBuilder, region: SSAValue, plan: Plan, side: int, at: int, m: int) -> SSAValue:
@@ -280,6 +297,7 @@ class Choice:
     an engine's DMAs (D-RT-STORE)."""
     min_bytes: int
     min_moved: int
+    min_once: int
     min_piece: int
     limit: int | None
     plans: dict[TransferOp, Plan] = field(default_factory=dict)
@@ -301,7 +319,8 @@ class Choice:
                 inner = None if budget is None else (budget - own) // copies
                 trips = loop_trips(op, self.ev)
                 counts[k] = own + self.block(op.block, inner, runs * trips) * copies
-        least = max(self.min_bytes, -(-self.min_moved // runs))
+        once = self.min_once if runs == 1 else -(-self.min_moved // runs)
+        least = max(self.min_bytes, once)
         found = [
             (op, span, plan)
             for op, span in live.intervals.items()
@@ -313,6 +332,9 @@ class Choice:
         if not found:
             return max(counts, default=0)
         tree = MaxTree(counts)
+        # the tokens left go to the transfers that move the most bytes first
+        # (a padded input's copy before a weight slice; ties in program order)
+        found.sort(key=lambda f: -moved_bytes(f[0]))
         for op, (first, last), plan in found:
             k = len(plan.parts)
             if budget is not None:
@@ -345,12 +367,13 @@ def choose_splits(
     min_moved: int,
     min_piece: int,
     limit: int | None,
+    min_once: int = MIN_ONCE,
 ) -> dict[TransferOp, Plan]:
     """The transfers of `program` to split, with their plans: as many of the
     splittable ones (`plan_split`) as keep its live tokens within `limit`
     (`SEQ.max_active_tokens`, DEV-17), each with fewer slices where all
     would not fit."""
-    choice = Choice(dmas, sdmas, min_bytes, min_moved, min_piece, limit)
+    choice = Choice(dmas, sdmas, min_bytes, min_moved, min_once, min_piece, limit)
     with gc_paused():
         choice.block(program.block, limit)
     return choice.plans
@@ -443,6 +466,7 @@ class SplitTransfersPass(ModulePass):
       device: the target whose DMAs per engine bound the slices (default: --device, else the program's directive)
       min-bytes: transfers spanning fewer bytes stay whole
       min-moved: the same for the bytes over all its runs (span times its loops' trip counts)
+      min-once: the same for a transfer that runs once (in no loop)
       min-piece: no slice smaller than this (bytes)
       max-tokens: the live-token limit (overrides the device's SEQ.max_active_tokens)
       include-dirs: directories where device=NAME's file is found first (nem-opt -I adds its own)
@@ -453,6 +477,7 @@ class SplitTransfersPass(ModulePass):
     device: str | None = None
     min_bytes: int = MIN_BYTES
     min_moved: int = MIN_MOVED
+    min_once: int = MIN_ONCE
     min_piece: int = MIN_PIECE
     max_tokens: int | None = None
     include_dirs: tuple[str, ...] = ()
@@ -472,6 +497,7 @@ class SplitTransfersPass(ModulePass):
                 self.min_moved,
                 self.min_piece,
                 device.max_active_tokens if self.max_tokens is None else self.max_tokens,
+                self.min_once,
             )
             walker = PatternRewriteWalker(
                 SplitTransfer(plans, Names(prog)), apply_recursively=False
