@@ -81,6 +81,8 @@ class _Spelling(argparse.Action):
         self, option_strings: list[str], target: argparse.Action, **_argparse: object
     ) -> None:
         # (`dest`, `default` and the like that add_argument passes: the target's count)
+        if target.required:  # argparse would see only the spelling given, not `target`
+            raise ValueError(f"{target.option_strings}: a required option has no other spelling")
         super().__init__(
             option_strings,
             dest=argparse.SUPPRESS,
