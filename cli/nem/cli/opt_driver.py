@@ -39,7 +39,12 @@ from nem.cli.common import is_stdio, output_file, version_text
 from nem.cli.entry import keep_until_exit
 from nem.cli.error_limit import add_error_limit_argument, error_limit, print_diagnostics
 from nem.cli.inputs import read_program
-from nem.cli.opt_flags import accept_mlir_opt_spellings, check_split_marker, take_split_marker
+from nem.cli.opt_flags import (
+    OptionRecorder,
+    accept_mlir_opt_spellings,
+    check_split_marker,
+    take_split_marker,
+)
 from nem.cli.split_input import Chunk, split_input
 from nem.dialect.diagnostics import (
     Diagnostic,
@@ -151,8 +156,10 @@ class NemOptMain(xDSLOptMain):
             self.args.target = "same-as-input"
 
     def register_all_arguments(self, arg_parser: argparse.ArgumentParser) -> None:
-        super().register_all_arguments(arg_parser)
-        arg_parser.add_argument(
+        # every argument through `options`, which keeps the actions (D-OPT-FLAGS)
+        options = OptionRecorder(arg_parser)
+        super().register_all_arguments(options.as_parser())
+        options.add_argument(
             "-I",
             dest="include_dirs",
             action="append",
@@ -160,18 +167,18 @@ class NemOptMain(xDSLOptMain):
             metavar="DIR",
             help="add a directory to the include / device search path",
         )
-        arg_parser.add_argument(
+        options.add_argument(
             "--device",
             default=None,
             help="target device name (a shipped device or one found via -I)",
         )
-        arg_parser.add_argument(
+        options.add_argument(
             "--print-device",
             default=None,
             metavar="NAME",
             help="print the resolved device NAME and exit",
         )
-        arg_parser.add_argument(
+        options.add_argument(
             "--max-source-bytes",
             type=int,
             default=MAX_SOURCE_BYTES,
@@ -179,16 +186,16 @@ class NemOptMain(xDSLOptMain):
             help="read an input or include of up to N bytes "
             f"(default {MAX_SOURCE_BYTES}, D-LIMITS)",
         )
-        add_error_limit_argument(arg_parser)
-        nemb_tool.add_arguments(arg_parser)
-        arg_parser.add_argument(
+        add_error_limit_argument(options.as_parser())
+        nemb_tool.add_arguments(options.as_parser())
+        options.add_argument(
             "--pass-pipeline",
             default=None,
             metavar="PIPELINE",
             help="the pipeline in mlir-opt's form, "
             "'builtin.module(pass1,pass2{option=value})' (the anchor is required)",
         )
-        arg_parser.add_argument(
+        options.add_argument(
             "--load-pass-plugin",
             action="append",
             default=[],
@@ -197,8 +204,10 @@ class NemOptMain(xDSLOptMain):
             "(every xdsl.passes.ModulePass subclass, under its `name`)",
         )
         arg_parser.set_defaults(target="same-as-input")
-        _nem_help(arg_parser, self._pass_listing)
-        accept_mlir_opt_spellings(arg_parser)  # -split-input-file, ... (D-OPT-FLAGS)
+        _nem_help(arg_parser, options.actions, self._pass_listing)
+        accept_mlir_opt_spellings(
+            arg_parser, options.actions
+        )  # -split-input-file, ... (D-OPT-FLAGS)
 
     def _pass_listing(self) -> str:
         self._register_passes()
@@ -554,10 +563,15 @@ _HELP = {
 }
 
 
-def _nem_help(parser: argparse.ArgumentParser, listing: Callable[[], str]) -> None:
+def _nem_help(
+    parser: argparse.ArgumentParser,
+    actions: Sequence[argparse.Action],
+    listing: Callable[[], str],
+) -> None:
     """nem-opt's own --help: its description, correct texts for the options
-    it inherits from xdsl-opt, and the passes by origin (NEM's first),
-    listed when the help is printed (`listing` imports every pass)."""
+    it inherits from xdsl-opt (among `actions`, the parser's), and the passes
+    by origin (NEM's first), listed when the help is printed (`listing`
+    imports every pass)."""
     parser.prog = "nem-opt"
     # a fixed width, so that the help reads the same in a terminal, a pipe and a test
     parser.formatter_class = lambda prog: argparse.RawDescriptionHelpFormatter(
@@ -572,7 +586,7 @@ def _nem_help(parser: argparse.ArgumentParser, listing: Callable[[], str]) -> No
 
     # xDSL makes the parser: its help is completed on this instance
     parser.format_help = help_with_passes  # type: ignore[method-assign]
-    for action in parser._actions:
+    for action in actions:
         if action.dest in _HELP:
             action.help = _HELP[action.dest].replace("%", "%%")
         elif action.dest in ("shrink", "parsing_diagnostics"):

@@ -482,14 +482,15 @@ def _expr_operands(op: Operation) -> tuple[SSAValue, ...]:
     """The integer operands an expression node's value depends on: both
     operands of a binary op, the forwarded operand of `nem.const`/`nem.let`,
     none for a literal or anything else (whose value is unknown)."""
-    # `_operands` is the operand tuple `op.operands` wraps: this runs for every
-    # expression node of every static query, where the wrapper dominated
-    # (and tuple's own indexing, not SSAValues' that type-checks the index)
-    operands = op._operands  # noqa: SLF001 - upstream-reports 10
+    # this runs for every op of every static query: the op's class and name
+    # first, the operands (a view per access) only for an expression node
     if type(op) in SYMBOL_OF:
+        operands = tuple(op.operands)
         return _item(operands, 0), _item(operands, 1)
-    if len(operands) == 1 and op.name in _FORWARDING and len(op.results) == 1:
-        return (_item(operands, 0),)
+    if op.name in _FORWARDING and len(op.results) == 1:
+        operands = tuple(op.operands)
+        if len(operands) == 1:
+            return operands
     return ()
 
 

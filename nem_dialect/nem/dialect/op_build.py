@@ -7,23 +7,22 @@ generic constructors cost about 20 µs per op and location together, most
 of it wrappers and checks whose outcome is known here:
 `FileLineColLoc.new` verifies its three parameters against their
 constraints (a `StringAttr` and two `IntAttr`s, which the caller made);
-`Operation.__init__` goes through the `operands` property (a generator of
-`Use`s, then `add_use` per operand), sets an empty successor list through
-its property, copies the property and attribute dicts and looks through
-the op definition for defaults.
+`Operation.__init__` sets an empty successor list through its property,
+copies the property and attribute dicts and looks through the op
+definition for defaults.
 
 `file_loc`, `create_op` and `init_op` build the same objects the way
 xDSL's own `ParametrizedAttribute.new` and `Operation.create` do --
 `__new__`, then the fields set -- with the object state
-`Operation.__init__` gives an op: each operand's use linked at the head of
-the value's use list as `IRWithUses.add_use` links it, the results, the
-IRDL definition's default properties and attributes filled in as
-`IRDLOperation.__post_init__` fills them.  The printed IR, the generic
-MLIR and the locations are byte-identical, and `op.verify()` still checks
-everything IRDL checks.  This module is the one home of that state
-(upstream report 9 in docs/upstream-reports.md asks xDSL for a public
-equivalent): the `.nem` parser, the bytecode reader and every NEM op's
-constructor build through it.
+`Operation.__init__` gives an op: the operands through the public
+`operands` setter (the one public way to link their uses), the results,
+the IRDL definition's default properties and attributes filled in as
+`IRDLOperation.__post_init__` fills them, through public fields only
+(D-NO-PRIVATE-API; upstream report 9 in docs/upstream-reports.md asks xDSL
+for a bulk constructor).  The printed IR, the generic MLIR and the
+locations are byte-identical, and `op.verify()` still checks everything
+IRDL checks.  The `.nem` parser, the bytecode reader and every NEM op's
+constructor build through this module.
 """
 
 from __future__ import annotations
@@ -31,8 +30,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TypeVar
 
-from xdsl.dialects.builtin import UNKNOWN_LOC, FileLineColLoc, IntAttr, StringAttr
-from xdsl.ir import Attribute, Operation, OpResult, Region, SSAValue, SSAValues, Use
+from xdsl.dialects.builtin import UNKNOWN_LOC, FileLineColLoc, IntAttr, LocationAttr, StringAttr
+from xdsl.ir import Attribute, Operation, OpResult, Region, SSAValue, SSAValues
 from xdsl.irdl import IRDLOperation, OptionalDef
 
 from nem.dialect.per_class import PerClass
@@ -60,7 +59,7 @@ def create_op(
     operands: Sequence[SSAValue],
     result_types: Sequence[Attribute],
     properties: dict[str, Attribute],
-    location: Attribute = UNKNOWN_LOC,
+    location: LocationAttr = UNKNOWN_LOC,
     regions: Sequence[Region] = (),
 ) -> _OpT:
     """`cls.create(operands=..., result_types=..., properties=..., location=...,
@@ -77,35 +76,30 @@ def init_op(
     operands: Sequence[SSAValue],
     result_types: Sequence[Attribute],
     properties: dict[str, Attribute],
-    location: Attribute = UNKNOWN_LOC,
+    location: LocationAttr = UNKNOWN_LOC,
     regions: Sequence[Region] = (),
 ) -> None:
     """The object state `Operation.__init__` gives `op`, a new instance, for
     these arguments (no successors, no attributes but the defaults)."""
-    uses = []
-    for i, value in enumerate(operands):
-        first = value.first_use
-        use = Use(op, i, None, first)
-        if first is not None:
-            first._prev_use = use  # noqa: SLF001 - upstream-reports 9
-        value.first_use = use
-        uses.append(use)
     cls = type(op)
     prop_defaults, attributes = _DEFAULTS[cls]
     for name, default in prop_defaults:
         if name not in properties:
             properties[name] = default
-    d = op.__dict__
-    d["_operands"] = SSAValues(operands)
-    d["_operand_uses"] = tuple(uses)
+    # the operands through xDSL's setter (a `Use` per operand, linked at the
+    # head of the value's use list); none, and the successors (never any
+    # here), are the `Operation` dataclass's field defaults, empty, which a
+    # new op reads until a setter gives it its own
+    if operands:
+        op.operands = operands
     if len(result_types) == 1:
-        d["results"] = SSAValues((OpResult(result_types[0], op, 0),))
+        op.results = SSAValues((OpResult(result_types[0], op, 0),))
     else:
-        d["results"] = SSAValues([OpResult(t, op, i) for i, t in enumerate(result_types)])
-    d["properties"] = properties
-    d["attributes"] = dict(attributes) if attributes else {}
-    d["location"] = location
-    d["_successors"] = d["_successor_uses"] = d["regions"] = ()
+        op.results = SSAValues([OpResult(t, op, i) for i, t in enumerate(result_types)])
+    op.properties = properties
+    op.attributes = dict(attributes) if attributes else {}
+    op.location = location
+    op.regions = ()
     for region in regions:
         op.add_region(region)
 

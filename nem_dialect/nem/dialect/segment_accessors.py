@@ -60,11 +60,13 @@ class SegmentAccessor:
                 pos = positions[key] = acc.index(_segment_values(obj, acc), _POSITIONS)
                 if isinstance(pos, range):
                     pos = positions[key] = slice(pos.start, pos.stop)
-            # the same value (or SSAValues slice) as indexing `obj.operands`;
-            # an index goes straight to the tuple (SSAValues type-checks it)
+            # indexing `obj.operands`: an index through a plain tuple of them
+            # (the view's and SSAValues' `__getitem__` are two Python calls,
+            # its `__iter__` one; docs/upstream-reports.md, 10), a slice
+            # through the view (an SSAValues, as xDSL's accessor gives)
             if type(pos) is int:
-                return _tuple_item(obj._operands, pos)  # noqa: SLF001 - upstream-reports 10
-            return obj._operands[pos]  # noqa: SLF001 - upstream-reports 10
+                return tuple(obj.operands)[pos]
+            return obj.operands[pos]
         operands: SSAValue | Sequence[SSAValue] | None = acc.index(
             _segment_values(obj, acc), obj.operands
         )
@@ -77,7 +79,6 @@ class SegmentAccessor:
 _SEGMENTS: BoundedCache[bytes, tuple[int, ...]] = BoundedCache(SEGMENT_CACHE_SIZE)
 """Segment sizes by the bytes of their i32 array: few distinct ones exist
 (bounded all the same: a hostile program can spell many)."""
-_tuple_item = tuple.__getitem__
 _POSITIONS = range(1 << 62)
 """Indexed by an accessor, gives the operand position(s) it reads."""
 

@@ -36,7 +36,6 @@ from xdsl.ir import Block, BlockArgument, Operation, OpResult
 from xdsl.parser import Parser
 from xdsl.parser.core import ForwardDeclaredValue
 from xdsl.utils.exceptions import DiagnosticException, ParseError, VerifyException
-from xdsl.utils.mlir_lexer import MLIRTokenKind
 
 from nem.dialect.diagnostics import (
     Diagnostic,
@@ -203,7 +202,8 @@ def parse_mlir_checked(
         )
 
     def at_end() -> bool:
-        return parser._current_token.kind is MLIRTokenKind.EOF
+        # the next token is the end of the input: it starts past every character
+        return parser.pos >= len(parser.lexer.input)
 
     if at_end():
         # no operation at all (an empty file, comments): an empty module, as
@@ -231,7 +231,7 @@ def parse_mlir_checked(
         raise NemDiagnosticError([diagnostic_from_parse_error(e, file, at)]) from None
     except XDSL_INPUT_ERRORS as e:
         # the op being built when the error was raised, else where the parser stopped
-        pos = parser.op_starts[-1] if parser.op_starts else parser._current_token.span.start
+        pos = parser.op_starts[-1] if parser.op_starts else parser.pos
         line, col = parser.line_col(pos)
         op = _OP_NAME.match(text, pos) if parser.op_starts else None
         what = f"'{op['name']}': " if op else ""
