@@ -42,7 +42,7 @@ def test_even_parts():
 
 
 def test_each_slice_keeps_the_deps_and_every_consumer_takes_all():
-    out = _split(LIT.read_text(), min_moved=0)
+    out = _split(LIT.read_text(), min_moved=0, min_once=0)
     assert out.count("transfer.async") == 4 + 4 + 4 + 2 + 4  # pre, ld, st, tr and cp, dd
     assert "transfer.sync" not in out
     assert "wait(pre_1, pre_2, pre_3, pre_4)" in out and "wait(dd_1, dd_2, dd_3, dd_4)" in out
@@ -63,11 +63,13 @@ def test_small_or_rarely_run_transfers_stay_whole():
 
 
 def test_a_transfer_run_once_splits_from_min_once():
-    """`pre` runs once (in no loop): it splits from `min-once` (64 KiB by
-    default) whatever `min-moved` says; the loop's 64 KiB copies, 256 KiB
-    over their runs, stay whole under a 1 MiB `min-moved`."""
-    out = _split(LIT.read_text(), min_moved=1 << 20)
+    """`pre` runs once (in no loop): it splits from `min-once` whatever
+    `min-moved` says; the loop's 64 KiB copies, 256 KiB over their runs, stay
+    whole under a 1 MiB `min-moved`.  Under the default `min-once` (256 KiB)
+    `pre` (64 KiB) stays whole too."""
+    out = _split(LIT.read_text(), min_moved=1 << 20, min_once=1 << 16)
     assert "wait(pre_1, pre_2, pre_3, pre_4)" in out
+    assert "pre_1" not in _split(LIT.read_text(), min_moved=1 << 20)
     assert "ld_1" not in out and "st_1" not in out
 
 
@@ -88,7 +90,7 @@ def test_the_tokens_left_go_to_the_transfer_moving_the_most():
     """Two transfers live together and 5 tokens: only one can take 4 slices.
     The later one moves twice the bytes: it is split, the first stays whole
     (in program order the first took the tokens)."""
-    out = _split(TWO_ONCE, max_tokens=5, min_moved=0)
+    out = _split(TWO_ONCE, max_tokens=5, min_moved=0, min_once=1 << 16)
     assert "wait(s1, s2_1, s2_2, s2_3, s2_4)" in out
     assert "s1_1" not in out
 
@@ -103,7 +105,7 @@ def test_a_consumer_left_with_one_slice_is_a_race(monkeypatch):
 
     monkeypatch.setattr(split_transfers, "retoken", retoken)
     with pytest.raises(NemDiagnosticError) as e:
-        _split(LIT.read_text(), min_moved=0)
+        _split(LIT.read_text(), min_moved=0, min_once=0)
     assert any(d.rule and d.rule.startswith("HAZ") for d in e.value.diagnostics)
 
 
@@ -115,7 +117,9 @@ def test_live_tokens_stay_within_the_limit(limit):
     module = parse_nem(LIT.read_text(), str(LIT))
     (prog,) = programs(module)
     before = max_live_tokens(prog)
-    SplitTransfersPass(min_moved=0, max_tokens=limit).apply(pass_context(file=str(LIT)), module)
+    SplitTransfersPass(min_moved=0, min_once=0, max_tokens=limit).apply(
+        pass_context(file=str(LIT)), module
+    )
     after = max_live_tokens(prog)
     assert after <= max(limit, before)
     if limit >= 16:

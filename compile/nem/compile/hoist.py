@@ -226,6 +226,44 @@ def _unwritten_between(
     return True
 
 
+def _share_group(
+    fn: ir.Operation, group: list[tuple[ir.Operation, ...]], at: dict[ir.Operation, int]
+) -> int:
+    """`share_copies` on the (copy, allocation, view)s of one block copying one
+    source into views of one type, in order; returns how many copies went."""
+    removed = 0
+    kept: list[tuple[ir.Operation, ...]] = []
+    for cp, alloc, view in group:
+        free = _dealloc(alloc)
+        if free is None or not _only_read(alloc.results[0], fn, {cp, free}):
+            continue
+        src = cp.operands[0]
+        prior = next(
+            (
+                k
+                for k in kept
+                if at[alloc] > at[k[0]]
+                and at[view] > at[k[0]]
+                and _unwritten_between(src, k[0], cp, at)
+            ),
+            None,
+        )
+        if prior is None:
+            kept.append((cp, alloc, view))
+            continue
+        _, keep_alloc, keep_view = prior
+        view.results[0].replace_all_uses_with(keep_view.results[0])
+        keep_free = _dealloc(keep_alloc)
+        assert keep_free is not None
+        free.operands[0] = keep_alloc.results[0]
+        keep_free.erase()
+        cp.erase()
+        view.erase()
+        alloc.erase()
+        removed += 1
+    return removed
+
+
 def share_copies(fn: ir.Operation) -> int:
     """Stage a read-only copy once where two staging copies of one block copy
     the same source into buffers of the same type (decision
@@ -255,9 +293,10 @@ def share_copies(fn: ir.Operation) -> int:
     blocks: dict[ir.Block, list[ir.Operation]] = {}
 
     def visit(op: ir.Operation) -> ir.WalkResult:
-        if op.name == "linalg.copy" and len(op.operands) == 2:
-            blocks.setdefault(op.block, []).append(op)
-        if op.name.startswith("linalg."):
+        name = op.name
+        if name.startswith("linalg."):
+            if name == "linalg.copy" and len(op.operands) == 2:
+                blocks.setdefault(op.block, []).append(op)
             return ir.WalkResult.SKIP  # a body of scalar ops
         return ir.WalkResult.ADVANCE
 
@@ -266,43 +305,19 @@ def share_copies(fn: ir.Operation) -> int:
     for block, copies in blocks.items():
         if len(copies) < 2:
             continue
-        at = {o.operation: k for k, o in enumerate(block.operations)}
-        # by source and view type: the earlier copies of it into such a buffer
-        first: dict[tuple[ir.Value, str], list[tuple[ir.Operation, ir.Operation, ir.Operation]]]
-        first = {}
+        # by source and view type: only such groups of two or more are checked
+        by_key: dict[tuple[ir.Value, str], list[tuple[ir.Operation, ...]]] = {}
         for cp in copies:
             staged = _staging(cp)
-            if staged is None:
-                continue
-            alloc, view = staged
-            free = _dealloc(alloc)
-            if free is None or not _only_read(alloc.results[0], fn, {cp, free}):
-                continue
-            src = cp.operands[0]
-            kept = first.setdefault((src, str(view.results[0].type)), [])
-            prior = next(
-                (
-                    k
-                    for k in kept
-                    if at[alloc] > at[k[0]]
-                    and at[view] > at[k[0]]
-                    and _unwritten_between(src, k[0], cp, at)
-                ),
-                None,
-            )
-            if prior is not None:
-                _, keep_alloc, keep_view = prior
-                view.results[0].replace_all_uses_with(keep_view.results[0])
-                keep_free = _dealloc(keep_alloc)
-                assert keep_free is not None
-                free.operands[0] = keep_alloc.results[0]
-                keep_free.erase()
-                cp.erase()
-                view.erase()
-                alloc.erase()
-                removed += 1
-                continue
-            kept.append((cp, alloc, view))
+            if staged is not None:
+                key = (cp.operands[0], str(staged[1].results[0].type))
+                by_key.setdefault(key, []).append((cp, *staged))
+        groups = [g for g in by_key.values() if len(g) > 1]
+        if not groups:
+            continue
+        at = {o.operation: k for k, o in enumerate(block.operations)}
+        for group in groups:
+            removed += _share_group(fn, group, at)
     return removed
 
 
