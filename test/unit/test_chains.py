@@ -67,7 +67,7 @@ def _bodies(model) -> tuple[int, list[list[str]]]:
     with ir.Context():
         module = ir.Module.parse(text)
         fn = module.body.operations[0].operation
-        fused = fuse_chains(fn)
+        fused = fuse_chains(fn, epilogues=True)
         module.operation.verify()
         bodies = [
             [o.operation.name for o in op.regions[0].blocks[0].operations][:-1]

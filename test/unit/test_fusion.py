@@ -89,7 +89,8 @@ N = 16 * 12 * 12
     # the output passes through DDR that fusing saves: the bias broadcast's
     # write and the read-back (each Conv); with a Relu or Clip the Conv's
     # write and the epilogue's read; with Add+Relu also the 1x1 Conv's (the
-    # Add and the Relu are one op fused or not: D-COMPILE-FUSE-CHAIN)
+    # Add's write and the Relu's read are saved unfused too: there the Add
+    # and the Relu are one op, D-COMPILE-FUSE-CHAIN)
     [("relu", 4), ("clip", 4), ("add_relu", 2 + 4), ("none", 2)],
 )
 def test_fused_conv_is_bit_identical_and_moves_less(tail, passes):

@@ -18,9 +18,11 @@ output is an allocation that E2 alone reads (at identity maps), become one
 The intermediate allocation disappears; repeated, a chain E1 -> .. -> Ek
 becomes one op, planned, tiled and staged as any op, whose tree the
 lowering raises as one task per body op on L1 scratch (D-LOW-RAISE,
-D-LOW-BCAST-OPERAND; `l1_plan._temporaries` sizes the scratch).  A chain
-after a convolution is then one epilogue of D-COMPILE-FUSE-L1 where that
-fusion takes it.
+D-LOW-BCAST-OPERAND; `l1_plan._temporaries` sizes the scratch).  What
+D-COMPILE-FUSE-L1 may take as a convolution's epilogues (ops of identity
+maps reading its output) is left to it, and a fused chain is not one of
+them: that fusion's L1 measure of the convolution's tile counts no
+epilogue's inner scratch.
 
 Exact: every element is computed by the same f32 ops on the same values
 in the same order; only where the intermediate lives changes.  A producer
@@ -34,7 +36,17 @@ from __future__ import annotations
 from mlir import ir
 from mlir.dialects import linalg
 
-from nem.compile.fusion import _body, _clone, _identity, _maps, _parallel, _segments, _users
+from nem.compile.fusion import (
+    CHAIN,
+    CONV,
+    _body,
+    _clone,
+    _identity,
+    _maps,
+    _parallel,
+    _segments,
+    _users,
+)
 from nem.compile.hoist import VIEWS, _root
 from nem.compile.nest_ir import owner_op
 from nem.passes.lowering.nest_analysis import BINARY, UNARY
@@ -79,9 +91,14 @@ def _f32(v: ir.Value) -> bool:
     )
 
 
-def _consumer(op: ir.Operation) -> ir.Operation | None:
-    """The op E2 that elementwise `op` (E1) fuses into (module doc), or None."""
+def _consumer(op: ir.Operation, epilogues: bool) -> ir.Operation | None:
+    """The op E2 that elementwise `op` (E1) fuses into (module doc), or None.
+    With `epilogues` (D-COMPILE-FUSE-L1 on), an `op` of identity maps reading
+    a convolution's output is left to that fusion, which takes it as an
+    epilogue on the convolution's tile."""
     ins, (t,) = _segments(op)
+    if epilogues and _epilogue_like(op, ins):
+        return None
     alloc = owner_op(t)
     if alloc is None or alloc.name != "memref.alloc" or alloc.block != op.block:
         return None  # a function argument (the caller reads it) or a view
@@ -103,6 +120,14 @@ def _consumer(op: ir.Operation) -> ir.Operation | None:
     if any(_written_between(v, op, c) for v in ins):
         return None  # E1's inputs change before E2's place, where it would read them
     return c
+
+
+def _epilogue_like(op: ir.Operation, ins: list[ir.Value]) -> bool:
+    """`op` reads a convolution's output, every operand at the identity map."""
+    ident = _identity(ir.MemRefType(_segments(op)[1][0].type).rank)
+    return all(m == ident for m in _maps(op)) and any(
+        u.name == CONV and u.operands[2] == v for v in ins for u in _users(v)
+    )
 
 
 def _loops(op: ir.Operation) -> list[int]:
@@ -178,21 +203,26 @@ def _inline(op: ir.Operation, ins: list[ir.Value]) -> ir.Value:
     return next((new for old, new in mapping if old == y), y)
 
 
-def fuse_chains(fn: ir.Operation) -> int:
+def fuse_chains(fn: ir.Operation, epilogues: bool) -> int:
     """Fuse each elementwise chain of `fn`'s body into one op (module doc);
     returns how many producers were fused into their consumers.  One pass
     in block order: a fused op takes its consumer's place, where the pass
-    meets it as the next chain step's producer."""
+    meets it as the next chain step's producer.  With `epilogues`, each
+    fused op is marked `CHAIN`: D-COMPILE-FUSE-L1 takes none as an epilogue
+    (the L1 need it measures for a convolution's tile counts no epilogue's
+    scratch), and its `fuse` drops the mark."""
     ops: list[ir.Operation | None] = [o.operation for o in fn.regions[0].blocks[0].operations]
     index = {op: k for k, op in enumerate(ops)}
     fused = 0
     for op in ops:
         if op is None or not _elementwise(op):
             continue
-        c = _consumer(op)
+        c = _consumer(op, epilogues)
         if c is not None:
             k = index[c]
             ops[k] = f = _fuse(op, c)
+            if epilogues:
+                f.attributes[CHAIN] = ir.UnitAttr.get()
             index[f] = k  # (a later producer may feed it too)
             fused += 1
     return fused

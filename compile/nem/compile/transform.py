@@ -367,7 +367,7 @@ def tile_module(
     if options.fuse_chains:  # elementwise chains into one op each (D-COMPILE-FUSE-CHAIN)
         from nem.compile.chains import fuse_chains
 
-        fuse_chains(entry)
+        fuse_chains(entry, options.fuse)
     while True:  # each round replaces the ops it privatizes by pinned ones
         ops = linalg_ops(entry)
         planned = _plan_ops(entry, device, options, engines, reuse)
