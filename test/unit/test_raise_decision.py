@@ -19,6 +19,7 @@ from nem.passes.lowering.context import Options
 from nem.passes.lowering.driver import EscapeRemark, Lowerer
 from nem.passes.lowering.escape import CARRIED
 from nem.passes.lowering.handlers import HANDLERS
+from nem.passes.lowering.memref_roots import MemrefRoots
 from nem.passes.lowering.passes import parse_spaces
 from nem.passes.lowering.raise_decision import Decision, Escape, RaiseAnalysis
 from nem.passes.lowering.views import View, row_major
@@ -133,7 +134,7 @@ def _view(m: SSAValue, user: Operation) -> View:
 
 
 def _decide(fn: func.FuncOp) -> list[Decision]:
-    analysis = RaiseAnalysis({}, _view)
+    analysis = RaiseAnalysis({}, _view, MemrefRoots(fn))
     return [
         analysis.nest(op) if isinstance(op, affine.ForOp) else analysis.linalg(op)
         for op in fn.body.block.ops

@@ -148,7 +148,7 @@ def lower_nest(lw: Lowering, top: affine.ForOp, st: BlockState) -> None:
     ctx = lw.ctx
     what = f"loop nest at {location_text(top)}"
     check_access_bounds(top, ctx.env)  # D-LOW-BOUNDS, raised or not
-    decision = RaiseAnalysis(ctx.env, ctx.view).nest(top)
+    decision = RaiseAnalysis(ctx.env, ctx.view, ctx.roots).nest(top)
     if isinstance(decision, Escape):
         for op in decision.after:
             check_access_bounds(op, ctx.env)
@@ -440,7 +440,7 @@ def _leaf_elem(leaf: Load | Operand) -> Attribute:
 def lower_linalg(lw: Lowering, op: Operation, st: BlockState) -> None:
     """A linalg op: raised as `RaiseAnalysis.linalg` decides, else one
     escape-hatch task."""
-    decision = RaiseAnalysis(lw.ctx.env, lw.ctx.view).linalg(op)
+    decision = RaiseAnalysis(lw.ctx.env, lw.ctx.view, lw.ctx.roots).linalg(op)
     emit_decision(lw, decision, op, st, f"{op.name} at {location_text(op)}")
 
 

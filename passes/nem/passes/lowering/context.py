@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from nem.dialect.device_model import Device
     from nem.dialect.families import Catalog
     from nem.frontends.upstream_dialects.memref_global import GlobalOp
+    from nem.passes.lowering.memref_roots import MemrefRoots
 
 NEM_KEYWORDS = frozenset(
     {
@@ -172,12 +173,16 @@ class Names:
 class LoweringContext:
     """Everything one `convert-affine-to-nem` run knows (see the module doc)."""
 
-    def __init__(self, options: Options, catalog: Catalog, device: Device | None) -> None:
+    def __init__(
+        self, options: Options, catalog: Catalog, device: Device | None, roots: MemrefRoots
+    ) -> None:
         self.options = options
         self.device = device
         self.names = Names()
         self.summary = Summary()
         self.views: dict[SSAValue, View] = {}
+        self.roots = roots
+        """Which buffer each memref value is, from the MLIR (D-LOW-OUTLINE)."""
         self.env: dict[SSAValue, Aff] = {}
         """Affine value of each index value lowered so far."""
         self.tag_memrefs: set[SSAValue] = set()

@@ -35,6 +35,7 @@ from nem.passes.lowering.affine_algebra import Aff
 from nem.passes.lowering.context import LoweringContext, Options
 from nem.passes.lowering.diagnostics import reject
 from nem.passes.lowering.memory_ops import drop_unused_allocations
+from nem.passes.lowering.memref_roots import MemrefRoots
 from nem.passes.lowering.partial_tiles import PeelScope, check_narrowed
 from nem.passes.lowering.prepare import entry_function
 from nem.passes.lowering.state import BlockState, Handler, Lowering
@@ -182,7 +183,7 @@ def _context(options: Options, fn: func.FuncOp) -> LoweringContext:
                 d.loc = d.loc or SourceLoc.of(fn)
             raise
         catalog = device.catalog
-    return LoweringContext(options, catalog, device)
+    return LoweringContext(options, catalog, device, MemrefRoots(fn))
 
 
 def summary_remarks(ctx: LoweringContext, fn: func.FuncOp) -> list[Diagnostic]:

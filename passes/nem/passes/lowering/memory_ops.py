@@ -35,6 +35,7 @@ from nem.passes.lowering.escape import (
     location_text,
     scalar_statement,
 )
+from nem.passes.lowering.memref_roots import only_dma_tags
 from nem.passes.lowering.partial_tiles import DmaSide, plan_dma
 from nem.passes.lowering.views import (
     View,
@@ -78,12 +79,7 @@ def lower_alloc(lw: Lowering, op: memref.AllocOp | memref.AllocaOp, st: BlockSta
     seen = ctx.views.get(result)
     if seen is not None and seen.base.is_const():
         return  # lowered before: a peeled iteration reuses its loop's buffers (D-LOW-PEEL)
-    uses = [u.operation for u in result.uses]
-    if (
-        uses
-        and all(_is_tag_use(u, result) or isinstance(u, memref.DeallocOp) for u in uses)
-        and any(not isinstance(u, memref.DeallocOp) for u in uses)
-    ):
+    if only_dma_tags(result):
         ctx.tag_memrefs.add(result)
         return
     elem = t.element_type
@@ -127,12 +123,6 @@ def drop_unused_allocations(ctx: LoweringContext) -> None:
         if ctx.drop_if_unused(buf) and name in ctx.summary.slotted:
             ctx.summary.slotted.remove(name)
     ctx.allocated.clear()
-
-
-def _is_tag_use(u: Operation, v: SSAValue) -> bool:
-    if isinstance(u, AffineDmaStartOp | MemRefDmaStartOp):
-        return u.tag == v and u.src != v and u.dst != v
-    return isinstance(u, AffineDmaWaitOp | MemRefDmaWaitOp)
 
 
 def lower_cast(lw: Lowering, op: memref.CastOp, st: BlockState) -> None:

@@ -15,7 +15,7 @@ then emits an escape-hatch task (D-LOW-ESCAPE).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -609,10 +609,10 @@ def unraisable(name: str, where: str) -> NotRaisable:
 
 
 def match_nest(
-    nest: Nest, outer: Mapping[SSAValue, Aff], buffer_of: Callable[[SSAValue, Operation], SSAValue]
+    nest: Nest, outer: Mapping[SSAValue, Aff], buffer_of: Callable[[SSAValue, Operation], Hashable]
 ) -> Plan:
-    """The raise plan of a nest (`buffer_of(memref, user)`: the NEM buffer a
-    memref lives in)."""
+    """The raise plan of a nest (`buffer_of(memref, user)`: which buffer a
+    memref lives in, equal answers one buffer: `MemrefRoots`)."""
     assert nest.root is not None
     inside = set(nest.root.walk())
     stores = [o for o in nest.body if isinstance(o, affine.StoreOp | memref.StoreOp)]
@@ -662,7 +662,7 @@ def match_nest(
     if isinstance(tree, Load):  # a copy nest, as generate-dma=false leaves it (D-LOW-COPYNEST)
         if tree.access.dims != sorder:
             raise NotRaisable("a copy that transposes or broadcasts")
-        if buffer_of(tree.access.memref, st) is buffer_of(out.memref, st):
+        if buffer_of(tree.access.memref, st) == buffer_of(out.memref, st):
             raise NotRaisable("a copy within one buffer")
         return CopyPlan(tree, out)
     if not isinstance(tree, EltOp):

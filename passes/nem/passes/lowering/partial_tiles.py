@@ -207,14 +207,19 @@ def partial_tile_op(
     if ub is None or not (ub - lb).is_const() or (ub - lb).const % step == 0:
         return None
     for o in op.walk():
-        if o is op:
-            continue
-        if o.name in MINMAX_OPS or (
-            isinstance(o, affine.ForOp)
-            and (len(o.lowerBoundMap.data.results) > 1 or len(o.upperBoundMap.data.results) > 1)
-        ):
+        if o is not op and is_partial_bound(o):
             return o
     return None
+
+
+def is_partial_bound(o: Operation) -> bool:
+    """Whether `o` may make the last tile of a loop around it partial: an
+    affine.min/max, or an affine.for with a min/max bound (`partial_tile_op`
+    returns only such ops; `peeled_loops.PeeledLoops`)."""
+    return o.name in MINMAX_OPS or (
+        isinstance(o, affine.ForOp)
+        and (len(o.lowerBoundMap.data.results) > 1 or len(o.upperBoundMap.data.results) > 1)
+    )
 
 
 # ---------------------------------------------------------------------------

@@ -3,10 +3,11 @@ for a loop nest or a linalg op, the plan that raises it to NEM opcodes, or
 `Escape` with the reason the remark prints when it runs as one escape-hatch
 task (`compute op="mlir.kernel"`).
 
-An analysis apart from the rewrite: `RaiseAnalysis` reads the MLIR (and,
-through `env` and `view_of`, what the conversion knows of the values defined
-outside the nest: the affine value of an index, the buffer of a memref) and
-builds nothing; `compute.lower_nest` / `compute.lower_linalg` emit what it
+An analysis apart from the rewrite: `RaiseAnalysis` reads the MLIR (the
+buffer, element type and shape of a memref from `MemrefRoots`; through `env`
+and `view_of`, what only the conversion knows of the values defined outside
+the nest: the affine value of an index, the box a view covers) and builds
+nothing; `compute.lower_nest` / `compute.lower_linalg` emit what it
 decides.  It answers on the structure of the computation: which NEM
 computation it is (matmul, convolution or pooling window, elementwise trees,
 copy, broadcast, fill), and why none (a carried value, an access no plan
@@ -19,7 +20,7 @@ are apart, and what moving the second one here takes).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 
 from xdsl.dialects import affine
@@ -48,6 +49,7 @@ from nem.passes.lowering.generic_analysis import (
     generic_copy,
     generic_trees,
 )
+from nem.passes.lowering.memref_roots import MemrefFact, MemrefRoots
 from nem.passes.lowering.nest_analysis import (
     LINALG_ELTWISE,
     LINALG_WRAPPING,
@@ -167,15 +169,35 @@ COPY_LIKE = (
 class RaiseAnalysis:
     """The decision for the nests and linalg ops of one block of the
     conversion: `env` the affine value of each index defined outside them,
-    `view_of(memref, user)` the view the conversion gives a memref (which
-    buffer it is, for D-LOW-ALIAS and the boxes of fills)."""
+    `view_of(memref, user)` the view the conversion gives a memref (the
+    boxes it covers, for D-LOW-ALIAS and fills), `roots` the function's
+    `MemrefRoots` (which buffer a memref is, its element type and shape)."""
 
-    def __init__(self, env: dict[SSAValue, Aff], view_of: ViewOf) -> None:
+    def __init__(self, env: dict[SSAValue, Aff], view_of: ViewOf, roots: MemrefRoots) -> None:
         self.env = env
         self.view_of = view_of
+        self.roots = roots
 
-    def buffer_of(self, m: SSAValue, user: Operation) -> SSAValue:
-        return self.view_of(m, user).buffer
+    def fact(self, m: SSAValue, user: Operation) -> MemrefFact:
+        """The `MemrefFact` of memref operand `m` of `user`; the
+        conversion's located reject for a memref it has no view of (a DMA
+        tag, a value of an op it has no handler for)."""
+        fact = self.roots.get(m)
+        if fact is None:
+            self.view_of(m, user)  # raises: MemrefRoots mirrors the views' handlers
+            raise AssertionError(f"a view of {m} that MemrefRoots does not know")
+        return fact
+
+    def buffer_of(self, m: SSAValue, user: Operation) -> Hashable:
+        """Which buffer `m` is (equal answers: one buffer)."""
+        return self.fact(m, user).root
+
+    def shape_of(self, m: SSAValue, user: Operation) -> tuple[int, ...]:
+        """The shape of `m`: its type's, or where the type leaves a size
+        dynamic the conversion's view's (known per lowered copy of a peeled
+        loop, D-LOW-OUTLINE)."""
+        shape = self.fact(m, user).shape
+        return self.view_of(m, user).shape if shape is None else shape
 
     # -- loop nests ---------------------------------------------------------------
     def nest(self, top: affine.ForOp) -> Decision:
@@ -246,7 +268,7 @@ class RaiseAnalysis:
         if (overlap := aliased()) is not None:
             return Escape(overlap)
         if plan.kind == "sumpool":  # no NEM opcode sums a window: adds do (D-LOW-SUMPOOL)
-            wraps = saturating_add(self.view_of(plan.y.memref, anchor).elem)
+            wraps = saturating_add(self.fact(plan.y.memref, anchor).elem)
             if wraps is not None:
                 return Escape(wraps)
         return plan
@@ -280,14 +302,15 @@ class RaiseAnalysis:
         if op.name in ("linalg.matmul", "linalg.conv_2d_nhwc_hwcf", "linalg.softmax"):
             return NamedLinalg(op.name)
         if op.name == "linalg.copy":
-            a, b = self.view_of(ins[0], op), self.view_of(outs[0], op)
-            if a.elem == b.elem and a.shape == b.shape:  # what promote copies (D-LOW-VIEW)
+            a, b = self.fact(ins[0], op), self.fact(outs[0], op)
+            if a.elem == b.elem and self.shape_of(ins[0], op) == self.shape_of(outs[0], op):
+                # what promote copies (D-LOW-VIEW)
                 return NamedLinalg(op.name)
         if isinstance(op, GenericOp):
             return self._generic(op)
         if op.name not in LINALG_ELTWISE:
             return Escape("no NEM opcode for this linalg op")
-        elem = self.view_of(outs[0], op).elem
+        elem = self.fact(outs[0], op).elem
         wraps = LINALG_WRAPPING.get(op.name) if isinstance(elem, IntegerType) else None
         return NamedEltwise(
             EltOp(LINALG_ELTWISE[op.name], tuple(Operand(v) for v in ins), wraps=wraps)
@@ -299,7 +322,7 @@ class RaiseAnalysis:
         transfers for a transposing or broadcasting copy), a window."""
 
         def shape_of(v: SSAValue) -> tuple[int, ...]:
-            return self.view_of(v, op).shape
+            return self.shape_of(v, op)
 
         try:
             copy = generic_copy(op, shape_of)
@@ -312,7 +335,7 @@ class RaiseAnalysis:
             src, dst, exts = copy
             if not isinstance(src, Access):
                 return Fill.of(access_box(self.view_of(dst.memref, op), dst, exts), src)
-            if self.buffer_of(src.memref, op) is self.buffer_of(dst.memref, op):
+            if self.buffer_of(src.memref, op) == self.buffer_of(dst.memref, op):
                 return Escape("a copy within one buffer")
             if src.dims == dst.dims:
                 return Copy(src, dst, exts)
