@@ -24,7 +24,14 @@ from xdsl.ir import SSAValue
 
 from nem.analysis.presburger import Nest
 from nem.dialect.bounded_cache import BoundedCache
-from nem.dialect.expressions import _ARG, _BINOP, _CONST, _FORWARD, Evaluator, ExprError
+from nem.dialect.expressions import (
+    TAPE_ARG,
+    TAPE_BINOP,
+    TAPE_CONST,
+    TAPE_FORWARD,
+    Evaluator,
+    ExprError,
+)
 from nem.dialect.ops import LoopOp
 
 Printed = tuple[str, str, str]
@@ -82,17 +89,17 @@ def _tree(ev: Evaluator, value: SSAValue, depth: dict) -> object | None:
     regs: list[object] = []
     sizes: list[int] = []
     for kind, x, y, z in ev.tape(value):
-        if kind == _CONST:
+        if kind == TAPE_CONST:
             regs.append(x)
             sizes.append(1)
-        elif kind == _ARG:
+        elif kind == TAPE_ARG:
             k = depth.get(x)
             regs.append(object() if k is None else ("i", k))
             sizes.append(1)
-        elif kind == _FORWARD:
+        elif kind == TAPE_FORWARD:
             regs.append(regs[x])
             sizes.append(sizes[x])
-        elif kind == _BINOP:
+        elif kind == TAPE_BINOP:
             size = 1 + sizes[y] + sizes[z]
             if size > MAX_TREE:
                 return None

@@ -28,10 +28,10 @@ from xdsl.ir import BlockArgument, SSAValue
 
 from nem.dialect.bounded_cache import BoundedCache
 from nem.dialect.expressions import (
-    _ARG,
-    _BINOP,
-    _CONST,
-    _FORWARD,
+    TAPE_ARG,
+    TAPE_BINOP,
+    TAPE_CONST,
+    TAPE_FORWARD,
     Evaluator,
     ExprError,
     NotAnExpression,
@@ -236,15 +236,15 @@ def quasi_affine(
         return sp.const(s)
     regs: list[tuple[isl.PwAff, Form | None, int | None]] = []  # (function, bounds, constant)
     for kind, x, y, z in ev.tape(value):
-        if kind == _CONST:
+        if kind == TAPE_CONST:
             regs.append((sp.const(x), Form((x, x), (x, {})), x))
-        elif kind == _ARG:
+        elif kind == TAPE_ARG:
             if x not in env:
                 raise NotAnExpression("a block argument that is not a loop variable")
             regs.append((env[x], Form(box[x], (0, {x: 1})) if x in box else None, None))
-        elif kind == _FORWARD:
+        elif kind == TAPE_FORWARD:
             regs.append(regs[x])
-        elif kind == _BINOP:
+        elif kind == TAPE_BINOP:
             (fa, ba, ca), (fb, bb, cb) = regs[y], regs[z]
             bounds = None if ba is None or bb is None else combine(x, ba, bb, box)
             regs.append((_binop(x, fa, ba, fb, ca, cb, sp), bounds, None))
@@ -274,15 +274,15 @@ def _check(ev: Evaluator, value: SSAValue, scope: set[BlockArgument]) -> None:
         return
     consts: list[int | None] = []
     for kind, x, y, z in ev.tape(value):
-        if kind == _CONST:
+        if kind == TAPE_CONST:
             consts.append(x)
-        elif kind == _ARG:
+        elif kind == TAPE_ARG:
             if x not in scope:
                 raise NotAnExpression("a block argument that is not a loop variable")
             consts.append(None)
-        elif kind == _FORWARD:
+        elif kind == TAPE_FORWARD:
             consts.append(consts[x])
-        elif kind == _BINOP:
+        elif kind == TAPE_BINOP:
             _refuse(x, consts[y], consts[z])
             consts.append(None)
         else:

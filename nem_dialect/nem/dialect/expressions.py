@@ -77,11 +77,11 @@ Compiled = int | Callable[[Sequence[int]], int]
 """A compiled expression: an int when loop-invariant, else `f(iv) -> int`
 where `iv[k]` is the value of the loop variable at nesting depth k (0-based)."""
 
-_CONST, _ARG, _BINOP, _FORWARD, _UNKNOWN = range(5)
+TAPE_CONST, TAPE_ARG, TAPE_BINOP, TAPE_FORWARD, TAPE_UNKNOWN = range(5)
 TapeNode = tuple[int, Any, int, int]
-"""(kind, x, y, z); `x` by kind: the value (_CONST), the loop variable's
-BlockArgument (_ARG), the operator symbol (_BINOP), the index of the forwarded
-node (_FORWARD), the op name (_UNKNOWN).  Plain tuples, not a class: `eval`
+"""(kind, x, y, z); `x` by kind: the value (TAPE_CONST), the loop variable's
+BlockArgument (TAPE_ARG), the operator symbol (TAPE_BINOP), the index of the forwarded
+node (TAPE_FORWARD), the op name (TAPE_UNKNOWN).  Plain tuples, not a class: `eval`
 interprets tapes at every iteration point of the verifier's enumeration."""
 Tape = list[TapeNode]
 """An expression as (kind, x, y, z) nodes in dependency order, each node once,
@@ -247,14 +247,14 @@ class Evaluator:
         regs: list[int | None] = []
         push = regs.append
         for kind, x, y, z in self.tape(value):
-            if kind == _CONST:
+            if kind == TAPE_CONST:
                 push(x)
-            elif kind == _ARG:
+            elif kind == TAPE_ARG:
                 push(env.get(x))
-            elif kind == _BINOP:
+            elif kind == TAPE_BINOP:
                 a, b = regs[y], regs[z]
                 push(None if a is None or b is None else apply_binop(x, a, b))
-            elif kind == _FORWARD:
+            elif kind == TAPE_FORWARD:
                 push(regs[x])
             else:
                 push(None)
@@ -268,7 +268,7 @@ class Evaluator:
             hit = (
                 frozenset()
                 if self.static(value) is not None
-                else frozenset(x for kind, x, _, _ in self.tape(value) if kind == _ARG)
+                else frozenset(x for kind, x, _, _ in self.tape(value) if kind == TAPE_ARG)
             )
             self._free[id(value)] = hit  # `value` is alive: static() kept it
         return hit
@@ -291,22 +291,22 @@ class Evaluator:
         for v in postorder(root, children, index, id):
             s = self.static(v)
             if s is not None:
-                node: TapeNode = (_CONST, s, 0, 0)
+                node: TapeNode = (TAPE_CONST, s, 0, 0)
             elif type(v) is OpResult:
                 operands = _expr_operands(v.op)
                 if len(operands) == 2:
                     node = (
-                        _BINOP,
+                        TAPE_BINOP,
                         SYMBOL_OF[type(v.op)],
                         index[id(operands[0])],
                         index[id(operands[1])],
                     )
                 elif len(operands) == 1:
-                    node = (_FORWARD, index[id(operands[0])], 0, 0)
+                    node = (TAPE_FORWARD, index[id(operands[0])], 0, 0)
                 else:
-                    node = (_UNKNOWN, v.op.name, 0, 0)
+                    node = (TAPE_UNKNOWN, v.op.name, 0, 0)
             else:  # a block argument
-                node = (_ARG, v, 0, 0)
+                node = (TAPE_ARG, v, 0, 0)
             index[id(v)] = len(tape)
             tape.append(node)
         return tape
@@ -335,15 +335,15 @@ class Evaluator:
     ) -> Callable[[Sequence[int]], int]:
         lines = []
         for k, (kind, x, y, z) in enumerate(tape):
-            if kind == _CONST:
+            if kind == TAPE_CONST:
                 rhs = repr(x)
-            elif kind == _ARG:
+            elif kind == TAPE_ARG:
                 if x not in depth_of:
                     raise NotAnExpression("a block argument that is not a loop variable")
                 rhs = f"iv[{depth_of[x]}]"
-            elif kind == _FORWARD:
+            elif kind == TAPE_FORWARD:
                 rhs = f"t{x}"
-            elif kind == _BINOP:
+            elif kind == TAPE_BINOP:
                 rhs = f"_bin({x!r}, t{y}, t{z})"
             else:
                 raise NotAnExpression(f"cannot evaluate '{x}' as an integer expression")

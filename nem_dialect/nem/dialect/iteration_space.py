@@ -37,7 +37,14 @@ from typing import TYPE_CHECKING
 
 from xdsl.ir import BlockArgument, SSAValue
 
-from nem.dialect.expressions import _ARG, _BINOP, _CONST, _FORWARD, Evaluator, ExprError
+from nem.dialect.expressions import (
+    TAPE_ARG,
+    TAPE_BINOP,
+    TAPE_CONST,
+    TAPE_FORWARD,
+    Evaluator,
+    ExprError,
+)
 from nem.dialect.limits import INT_MAX, INT_MIN
 from nem.dialect.ops import LoopOp
 
@@ -165,13 +172,13 @@ def forms(
             continue
         regs: list[Form | None] = []
         for kind, x, y, z in ev.tape(v):
-            if kind == _CONST:
+            if kind == TAPE_CONST:
                 regs.append(Form((x, x), (x, {})))
-            elif kind == _ARG:
+            elif kind == TAPE_ARG:
                 regs.append(Form(box[x], (0, {x: 1})) if x in box else None)
-            elif kind == _FORWARD:
+            elif kind == TAPE_FORWARD:
                 regs.append(regs[x])
-            elif kind == _BINOP:
+            elif kind == TAPE_BINOP:
                 a, b = regs[y], regs[z]
                 regs.append(None if a is None or b is None else combine(x, a, b, box))
             else:
@@ -216,13 +223,13 @@ def vector_eval(
         return np.full(n, s, dtype=np.int64)
     regs: list[np.ndarray | None] = []
     for kind, x, y, z in ev.tape(value):
-        if kind == _CONST:
+        if kind == TAPE_CONST:
             regs.append(np.array(x, dtype=np.int64))
-        elif kind == _ARG:
+        elif kind == TAPE_ARG:
             regs.append(env.get(x))
-        elif kind == _FORWARD:
+        elif kind == TAPE_FORWARD:
             regs.append(regs[x])
-        elif kind == _BINOP:
+        elif kind == TAPE_BINOP:
             a, b = regs[y], regs[z]
             regs.append(None if a is None or b is None else _vec_binop(x, a, b))
         else:
