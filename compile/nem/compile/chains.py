@@ -62,7 +62,8 @@ its parts were raised."""
 def _elementwise(op: ir.Operation) -> bool:
     """`op` is a `linalg.generic` the fusion takes: all loops parallel, one
     f32 output at the identity map whose old value the body does not read,
-    a body of `RAISED` ops on f32 values."""
+    inputs at identity or broadcast maps, a body of one or more `RAISED`
+    ops on f32 values."""
     if op.name != "linalg.generic" or not _parallel(op):
         return False
     ins, outs = _segments(op)
@@ -75,7 +76,10 @@ def _elementwise(op: ir.Operation) -> bool:
     if list(block.arguments[len(ins)].uses):
         return False
     body = [o.operation for o in block.operations]
-    if body[-1].name != "linalg.yield" or len(body[-1].operands) != 1:
+    if len(body) < 2 or body[-1].name != "linalg.yield" or len(body[-1].operands) != 1:
+        return False  # (a copy, D-LOW-GENERIC-COPY, may transpose: not a tree's operand)
+    attrs = ir.ArrayAttr(op.attributes["indexing_maps"])
+    if not all(_tree_map(ir.AffineMapAttr(m).value, v) for m, v in zip(attrs, ins)):
         return False
     return all(
         o.name in RAISED
@@ -83,6 +87,19 @@ def _elementwise(op: ir.Operation) -> bool:
         and all(isinstance(v.type, ir.F32Type) for v in [*o.operands, *o.results])
         for o in body[:-1]
     )
+
+
+def _tree_map(m: ir.AffineMap, v: ir.Value) -> bool:
+    """`m` reads operand `v` as a raised tree's operand may (D-LOW-BCAST-OPERAND):
+    loop dimensions in loop order, or 0 on a dimension of size 1."""
+    shape = ir.MemRefType(v.type).shape
+    last = -1
+    for e, size in zip(m.results, shape):
+        if isinstance(e, ir.AffineDimExpr) and e.position > last:
+            last = e.position
+        elif not (isinstance(e, ir.AffineConstantExpr) and e.value == 0 and size == 1):
+            return False
+    return len(m.results) == len(shape)
 
 
 def _f32(v: ir.Value) -> bool:
