@@ -158,3 +158,31 @@ values = op.operands
         (7, "_operands"),
         (8, "_successors"),
     ]
+
+
+def own_private_imports(source: str) -> list[tuple[int, str]]:
+    """(line, name) of each `from nem... import _name` in `source`: a module
+    reaching into another's private names (issue 36 found `_const_bound`,
+    `_replace_in`, `_apply` shared that way in nem.compile).  A name two
+    modules share is public API of the one that defines it."""
+    return [
+        (node.lineno, a.name)
+        for node in ast.walk(ast.parse(source))
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == "nem"
+        for a in node.names
+        if _private(a.name)
+    ]
+
+
+def test_no_product_module_imports_another_modules_private_name() -> None:
+    bad = [
+        f"{path.relative_to(ROOT).as_posix()}:{line}: {name}"
+        for path in _product_files()
+        for line, name in own_private_imports(path.read_text(encoding="utf-8"))
+    ]
+    assert not bad, "private names imported across modules (issue 36):\n" + "\n".join(bad)
+
+
+def test_the_import_scan_sees_a_private_name() -> None:
+    source = "from nem.compile.fusion import body, _maps\nfrom nem.dialect import ops\n"
+    assert own_private_imports(source) == [(1, "_maps")]

@@ -39,15 +39,15 @@ from mlir.dialects import linalg
 from nem.compile.fusion import (
     CHAIN,
     CONV,
-    _body,
-    _clone,
-    _identity,
-    _maps,
-    _parallel,
-    _segments,
-    _users,
+    all_parallel,
+    body_of,
+    clone_ops,
+    identity_map,
+    map_strings,
+    operand_segments,
+    users_of,
 )
-from nem.compile.hoist import VIEWS, _root
+from nem.compile.hoist import VIEWS, root_of
 from nem.compile.nest_ir import owner_op
 from nem.passes.lowering.nest_analysis import BINARY, UNARY
 
@@ -64,15 +64,15 @@ def _elementwise(op: ir.Operation) -> bool:
     f32 output at the identity map whose old value the body does not read,
     inputs at identity or broadcast maps, a body of one or more `RAISED`
     ops on f32 values."""
-    if op.name != "linalg.generic" or not _parallel(op):
+    if op.name != "linalg.generic" or not all_parallel(op):
         return False
-    ins, outs = _segments(op)
+    ins, outs = operand_segments(op)
     if len(outs) != 1 or not all(_f32(v) for v in [*ins, *outs]):
         return False
-    maps = _maps(op)
-    if maps[-1] != _identity(ir.MemRefType(outs[0].type).rank):
+    maps = map_strings(op)
+    if maps[-1] != identity_map(ir.MemRefType(outs[0].type).rank):
         return False
-    block = _body(op)
+    block = body_of(op)
     if list(block.arguments[len(ins)].uses):
         return False
     body = [o.operation for o in block.operations]
@@ -113,26 +113,26 @@ def _consumer(op: ir.Operation, epilogues: bool) -> ir.Operation | None:
     With `epilogues` (D-COMPILE-FUSE-L1 on), an `op` of identity maps reading
     a convolution's output is left to that fusion, which takes it as an
     epilogue on the convolution's tile."""
-    ins, (t,) = _segments(op)
+    ins, (t,) = operand_segments(op)
     if epilogues and _epilogue_like(op, ins):
         return None
     alloc = owner_op(t)
     if alloc is None or alloc.name != "memref.alloc" or alloc.block != op.block:
         return None  # a function argument (the caller reads it) or a view
-    others = [u for u in _users(t) if u != op]
+    others = [u for u in users_of(t) if u != op]
     if len(others) != 1:
         return None  # read twice (or never): the intermediate is needed whole
     c = others[0]
     if c.block != op.block or not op.is_before_in_block(c) or not _elementwise(c):
         return None
-    c_ins, (c_out,) = _segments(c)
-    maps = _maps(c)
-    ident = _identity(ir.MemRefType(t.type).rank)
+    c_ins, (c_out,) = operand_segments(c)
+    maps = map_strings(c)
+    ident = identity_map(ir.MemRefType(t.type).rank)
     if _loops(c) != _loops(op):
         return None  # (not the same iteration space)
     if any(v == t and m != ident for v, m in zip(c_ins, maps)) or c_out == t:
         return None
-    if any(_root(v) == _root(c_out) for v in ins):
+    if any(root_of(v) == root_of(c_out) for v in ins):
         return None  # E2 writes (a view of) what E1 reads
     if any(_written_between(v, op, c) for v in ins):
         return None  # E1's inputs change before E2's place, where it would read them
@@ -141,22 +141,22 @@ def _consumer(op: ir.Operation, epilogues: bool) -> ir.Operation | None:
 
 def _epilogue_like(op: ir.Operation, ins: list[ir.Value]) -> bool:
     """`op` reads a convolution's output, every operand at the identity map."""
-    ident = _identity(ir.MemRefType(_segments(op)[1][0].type).rank)
-    return all(m == ident for m in _maps(op)) and any(
-        u.name == CONV and u.operands[2] == v for v in ins for u in _users(v)
+    ident = identity_map(ir.MemRefType(operand_segments(op)[1][0].type).rank)
+    return all(m == ident for m in map_strings(op)) and any(
+        u.name == CONV and u.operands[2] == v for v in ins for u in users_of(v)
     )
 
 
 def _loops(op: ir.Operation) -> list[int]:
     """The iteration space: the output's shape (identity output map)."""
-    return list(ir.MemRefType(_segments(op)[1][0].type).shape)
+    return list(ir.MemRefType(operand_segments(op)[1][0].type).shape)
 
 
 def _written_between(v: ir.Value, first: ir.Operation, last: ir.Operation) -> bool:
     """Whether an op strictly between `first` and `last` (of one block) may
     write `v`, through `v` or a view of it (any op outside that block
     counts, conservatively)."""
-    for u in _users(v):
+    for u in users_of(v):
         if u.name in VIEWS:
             if _written_between(u.results[0], first, last):
                 return True
@@ -164,7 +164,7 @@ def _written_between(v: ir.Value, first: ir.Operation, last: ir.Operation) -> bo
         if u.block != first.block:
             return True
         if first.is_before_in_block(u) and u.is_before_in_block(last):
-            if not u.name.startswith("linalg.") or v in _segments(u)[1]:
+            if not u.name.startswith("linalg.") or v in operand_segments(u)[1]:
                 return True
     return False
 
@@ -172,13 +172,13 @@ def _written_between(v: ir.Value, first: ir.Operation, last: ir.Operation) -> bo
 def _fuse(op: ir.Operation, c: ir.Operation) -> ir.Operation:
     """The generic of `op` then `c` at `c`'s place (module doc); erases both
     and `op`'s output allocation."""
-    ins, (t,) = _segments(op)
-    c_ins, (c_out,) = _segments(c)
+    ins, (t,) = operand_segments(op)
+    c_ins, (c_out,) = operand_segments(c)
     pairs: list[tuple[ir.Value, str]] = []
-    for v, m in [*zip(ins, _maps(op)), *zip(c_ins, _maps(c))]:
+    for v, m in [*zip(ins, map_strings(op)), *zip(c_ins, map_strings(c))]:
         if v != t and all(not (v == w and m == n) for w, n in pairs):
             pairs.append((v, m))
-    out_map = _maps(c)[-1]
+    out_map = map_strings(c)[-1]
     types = [ir.MemRefType(v.type).element_type for v, _ in pairs]
     with c.location:
         f = linalg.GenericOp(
@@ -198,8 +198,8 @@ def _fuse(op: ir.Operation, c: ir.Operation) -> ir.Operation:
             return args[next(k for k, (w, n) in enumerate(pairs) if w == v and n == m)]
 
         with ir.InsertionPoint(block):
-            first = _inline(op, [arg(v, m) for v, m in zip(ins, _maps(op))])
-            feed = [first if v == t else arg(v, m) for v, m in zip(c_ins, _maps(c))]
+            first = _inline(op, [arg(v, m) for v, m in zip(ins, map_strings(op))])
+            feed = [first if v == t else arg(v, m) for v, m in zip(c_ins, map_strings(c))]
             linalg.YieldOp([_inline(c, feed)])
     alloc = owner_op(t)
     c.erase()
@@ -212,10 +212,10 @@ def _fuse(op: ir.Operation, c: ir.Operation) -> ir.Operation:
 def _inline(op: ir.Operation, ins: list[ir.Value]) -> ir.Value:
     """Clone `op`'s body at the insertion point on `ins` (its input block
     arguments' values); the value it yields."""
-    block = _body(op)
+    block = body_of(op)
     mapping = list(zip(list(block.arguments)[: len(ins)], ins))
     ops = [o.operation for o in block.operations]
-    _clone(ops[:-1], mapping)
+    clone_ops(ops[:-1], mapping)
     y = ops[-1].operands[0]
     return next((new for old, new in mapping if old == y), y)
 

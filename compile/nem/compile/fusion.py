@@ -73,7 +73,7 @@ class Group:
 
     def outputs(self) -> list[ir.Value]:
         """O, P1, .., Pk."""
-        return [self.conv.operands[2], *(_segments(e)[1][0] for e in self.epilogues)]
+        return [self.conv.operands[2], *(operand_segments(e)[1][0] for e in self.epilogues)]
 
     def keep(self) -> list[bool]:
         """Per output: whether it is copied out of the tile (the last one;
@@ -81,7 +81,7 @@ class Group:
         ours = [self.bias, self.conv, *self.epilogues]
         outs = self.outputs()
         return [
-            owner_op(v) is None or any(all(u != s for s in ours) for u in _users(v))
+            owner_op(v) is None or any(all(u != s for s in ours) for u in users_of(v))
             for v in outs[:-1]
         ] + [True]
 
@@ -95,7 +95,7 @@ class Group:
         )
 
 
-def _segments(op: ir.Operation) -> tuple[list[ir.Value], list[ir.Value]]:
+def operand_segments(op: ir.Operation) -> tuple[list[ir.Value], list[ir.Value]]:
     """A linalg op's (inputs, outputs); every operand an output for an op
     whose view names them otherwise (conservative)."""
     view = op.opview
@@ -106,20 +106,20 @@ def _segments(op: ir.Operation) -> tuple[list[ir.Value], list[ir.Value]]:
     return [], list(op.operands)
 
 
-def _users(v: ir.Value) -> list[ir.Operation]:
+def users_of(v: ir.Value) -> list[ir.Operation]:
     return [u.owner.operation if isinstance(u.owner, ir.OpView) else u.owner for u in v.uses]
 
 
-def _identity(n: int) -> str:
+def identity_map(n: int) -> str:
     dims = ", ".join(f"d{i}" for i in range(n))
     return f"affine_map<({dims}) -> ({dims})>"
 
 
-def _maps(op: ir.Operation) -> list[str]:
+def map_strings(op: ir.Operation) -> list[str]:
     return [str(m) for m in ir.ArrayAttr(op.attributes["indexing_maps"])]
 
 
-def _parallel(op: ir.Operation) -> bool:
+def all_parallel(op: ir.Operation) -> bool:
     return all("parallel" in str(t) for t in ir.ArrayAttr(op.attributes["iterator_types"]))
 
 
@@ -129,21 +129,21 @@ def _f32(v: ir.Value) -> bool:
     )
 
 
-def _body(op: ir.Operation) -> ir.Block:
+def body_of(op: ir.Operation) -> ir.Block:
     return op.regions[0].blocks[0]
 
 
 def _is_bias(op: ir.Operation, out: ir.Value) -> bool:
     """`op` broadcasts a 1-d buffer over the last dimension of `out`."""
-    if op.name != "linalg.generic" or not _parallel(op):
+    if op.name != "linalg.generic" or not all_parallel(op):
         return False
-    ins, outs = _segments(op)
+    ins, outs = operand_segments(op)
     if len(ins) != 1 or outs != [out] or ir.MemRefType(ins[0].type).rank != 1:
         return False
-    if _maps(op) != ["affine_map<(d0, d1, d2, d3) -> (d3)>", _identity(RANK)]:
+    if map_strings(op) != ["affine_map<(d0, d1, d2, d3) -> (d3)>", identity_map(RANK)]:
         return False
-    body = list(_body(op).operations)
-    return len(body) == 1 and body[0].operands[0] == _body(op).arguments[0]
+    body = list(body_of(op).operations)
+    return len(body) == 1 and body[0].operands[0] == body_of(op).arguments[0]
 
 
 def _between(op: ir.Operation, first: ir.Operation, last: ir.Operation) -> bool:
@@ -152,10 +152,10 @@ def _between(op: ir.Operation, first: ir.Operation, last: ir.Operation) -> bool:
 
 def _only_read(v: ir.Value, skip: Sequence[ir.Operation]) -> bool:
     """Every user of `v` but `skip` is a linalg op reading it (not writing)."""
-    for u in _users(v):
+    for u in users_of(v):
         if any(u == s for s in skip):
             continue
-        if not u.name.startswith("linalg.") or v in _segments(u)[1]:
+        if not u.name.startswith("linalg.") or v in operand_segments(u)[1]:
             return False
     return True
 
@@ -167,17 +167,17 @@ def _epilogue(
     `prev` that can run where `conv` is, else None."""
     if op.name != "linalg.generic" or CHAIN in op.attributes:
         return None
-    if not _parallel(op) or op.block != conv.block:
+    if not all_parallel(op) or op.block != conv.block:
         return None
-    ins, outs = _segments(op)
+    ins, outs = operand_segments(op)
     if len(outs) != 1 or sum(1 for v in ins if v == prev) != 1:
         return None
     out = outs[0]
-    if any(_maps(op)[i] != _identity(RANK) for i in range(len(ins) + 1)) or not all(
+    if any(map_strings(op)[i] != identity_map(RANK) for i in range(len(ins) + 1)) or not all(
         _f32(v) and ir.MemRefType(v.type).rank == RANK for v in [*ins, out]
     ):
         return None
-    block = _body(op)
+    block = body_of(op)
     if list(block.arguments[len(ins)].uses) or any(len(o.regions) for o in block.operations):
         return None  # reads its output's old value, or has regions
     for o in block.operations:  # values from outside: defined before the convolution
@@ -189,12 +189,12 @@ def _epilogue(
                 return None
     if not _buffer(out, conv.block):
         return None
-    if any(u != op and not op.is_before_in_block(u) for u in _users(out)):
+    if any(u != op and not op.is_before_in_block(u) for u in users_of(out)):
         return None  # something uses the output before the epilogue
     others = [v for v in ins if v != prev]
     for y in others:  # nothing between the convolution and `op` touches an input
         if y in (out,) or any(
-            u.name.startswith("memref.") or _between(u, conv, op) for u in _users(y)
+            u.name.startswith("memref.") or _between(u, conv, op) for u in users_of(y)
         ):
             return None
         owner = owner_op(y)
@@ -215,13 +215,15 @@ def _group(conv: ir.Operation) -> Group | None:
     x, w, o = list(conv.operands)
     if not _buffer(o, conv.block) or not all(_f32(v) for v in (x, w, o)):
         return None
-    users = _users(o)
+    users = users_of(o)
     before = [u for u in users if u.block == conv.block and u.is_before_in_block(conv)]
     if len(before) != 1 or not _is_bias(before[0], o) or any(u.block != conv.block for u in users):
         return None
     bias = before[0]
     b = bias.operands[0]  # a weight: the function's argument, read only
-    if owner_op(b) is not None or any(_between(u, bias, conv) or _writes(u, b) for u in _users(b)):
+    if owner_op(b) is not None or any(
+        _between(u, bias, conv) or _writes(u, b) for u in users_of(b)
+    ):
         return None
     if not _only_read(o, [bias, conv]):
         return None
@@ -231,7 +233,7 @@ def _group(conv: ir.Operation) -> Group | None:
     prev, skip = o, [bias, conv]
     prevs: list[ir.Value] = []
     while len(epilogues) < MAX_EPILOGUES:
-        later = [u for u in _users(prev) if all(u != s for s in skip)]
+        later = [u for u in users_of(prev) if all(u != s for s in skip)]
         if not later:
             break
         first = _first(later)
@@ -252,7 +254,7 @@ def _writes(op: ir.Operation, v: ir.Value) -> bool:
     """Whether `op` may write `v` (an output of a linalg op, or any other op)."""
     if not op.name.startswith("linalg."):
         return True
-    return v in _segments(op)[1]
+    return v in operand_segments(op)[1]
 
 
 def _first(ops: list[ir.Operation]) -> ir.Operation:
@@ -406,8 +408,8 @@ def _build(g: Group) -> ir.Operation:
             for e, others, prev in zip(g.epilogues, g.others, g.prevs):
                 mine, y_args = y_args[: len(others)], y_args[len(others) :]
                 theirs = iter(mine)
-                feed = [cur if v == prev else next(theirs) for v in _segments(e)[0]]
-                cur = _clone_body(_body(e), feed)
+                feed = [cur if v == prev else next(theirs) for v in operand_segments(e)[0]]
+                cur = _clone_body(body_of(e), feed)
                 results.append(cur)
             linalg.YieldOp(results)
     op.operation.attributes[FUSE] = ir.DictAttr.get(
@@ -438,12 +440,12 @@ def _clone_body(block: ir.Block, ins: list[ir.Value]) -> ir.Value:
     input arguments replaced by `ins`; returns the value it yields."""
     mapping = list(zip(list(block.arguments)[: len(ins)], ins))
     ops = [o.operation for o in block.operations]
-    _clone(ops[:-1], mapping)
+    clone_ops(ops[:-1], mapping)
     y = ops[-1].operands[0]
     return next((new for old, new in mapping if old == y), y)
 
 
-def _clone(ops: list[ir.Operation], mapping: list[tuple[ir.Value, ir.Value]]) -> None:
+def clone_ops(ops: list[ir.Operation], mapping: list[tuple[ir.Value, ir.Value]]) -> None:
     """Clone `ops` at the insertion point, their operands mapped by
     `mapping` (which gets each result's clone)."""
     for o in ops:
@@ -488,7 +490,7 @@ def finish(fn: ir.Operation) -> int:
 
 def _copies(v: ir.Value) -> tuple[list[ir.Operation], list[ir.Operation]]:
     """The `linalg.copy`s into `v` and out of it."""
-    copies = [u for u in _users(v) if u.name == "linalg.copy"]
+    copies = [u for u in users_of(v) if u.name == "linalg.copy"]
     return [c for c in copies if c.operands[1] == v], [c for c in copies if c.operands[0] == v]
 
 
@@ -500,7 +502,7 @@ def _unfold(t: ir.Operation) -> None:
     ins_of = list(ir.DenseI64ArrayAttr(info["ins"]))
     keep = [bool(k) for k in ir.DenseI64ArrayAttr(info["keep"])]
     weight = list(ir.DenseI64ArrayAttr(info["weight"]))
-    ins, outs = _segments(t)
+    ins, outs = operand_segments(t)
     x, w, b, ys = ins[0], ins[1], ins[2], ins[3:]
     if _box(w)[:3] != weight[:3]:
         raise CompileError(
@@ -521,7 +523,7 @@ def _unfold(t: ir.Operation) -> None:
                 strides=[int(v) for v in ir.DenseIntElementsAttr(info["strides"])],
                 dilations=[int(v) for v in ir.DenseIntElementsAttr(info["dilations"])],
             )
-        block = _body(t)
+        block = body_of(t)
         results = list(list(block.operations)[-1].operands)  # (the yield's)
         prev = outs[0]
         for i, n_in in enumerate(ins_of):
@@ -566,7 +568,7 @@ def _box(v: ir.Value) -> list[int]:
 def _f_args(t: ir.Operation, i: int, ins_of: list[int]) -> list[ir.Value]:
     """The fused op's body arguments of epilogue `i`'s other inputs."""
     at = 3 + sum(ins_of[:i])
-    return list(_body(t).arguments)[at : at + ins_of[i]]
+    return list(body_of(t).arguments)[at : at + ins_of[i]]
 
 
 def _yield_first(args: list[ir.Value]) -> list[ir.Value]:
@@ -576,7 +578,7 @@ def _yield_first(args: list[ir.Value]) -> list[ir.Value]:
 def _generic(ins, out, in_maps, ip, body) -> None:
     """An elementwise `linalg.generic` at `ip` over `out`'s shape (identity
     map for `out`), `body(block arguments)` giving what it yields."""
-    ident = _identity(ir.MemRefType(out.type).rank)
+    ident = identity_map(ir.MemRefType(out.type).rank)
     maps = [ir.AffineMapAttr(ir.Attribute.parse(m)) for m in [*in_maps, ident]]
     par = ir.Attribute.parse("#linalg.iterator_type<parallel>")
     op = linalg.GenericOp(
@@ -597,11 +599,11 @@ def _epilogue_tile(prev, prev_v, others, other_args, step, result, out, ip) -> N
     """Epilogue ops `step` of the fused body on the tile: reading `prev`'s
     tile (the body's `prev_v`) and `others` (the body's `other_args`) into
     `out`'s tile, yielding what the fused body's `result` is."""
-    ident = _identity(ir.MemRefType(out.type).rank)
+    ident = identity_map(ir.MemRefType(out.type).rank)
 
     def body(args: list[ir.Value]) -> list[ir.Value]:
         mapping = list(zip([prev_v, *other_args], args))
-        _clone(step, mapping)
+        clone_ops(step, mapping)
         return [next((new for old, new in mapping if old == result), result)]
 
     _generic([prev, *others], out, [ident] * (1 + len(others)), ip, body)

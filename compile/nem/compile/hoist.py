@@ -58,7 +58,7 @@ def _op(x) -> ir.Operation:
     return x.operation if isinstance(x, ir.OpView) else x
 
 
-def _root(v: ir.Value) -> ir.Value:
+def root_of(v: ir.Value) -> ir.Value:
     """The memref whose bytes `v` views (through view-like ops)."""
     op = owner_op(v)
     while op is not None and op.name in VIEWS:
@@ -207,7 +207,7 @@ def _unwritten_between(
     the block's ops by position) may write the memref `src` views: every use
     of its root (and of the root's views) there reads it as a linalg input."""
     lo, hi = at[first], at[last]
-    stack = [_root(src)]
+    stack = [root_of(src)]
     while stack:
         for use in stack.pop().uses:
             user = _op(use.owner)
@@ -350,7 +350,7 @@ def _is_const(v: ir.Value) -> bool:
 def _source_unwritten(src: ir.Value, loop: ir.Operation) -> bool:
     """Whether no op inside `loop` may write the memref `src` views: every
     use of its root (and of the root's views) inside the loop reads it."""
-    return _only_read(_root(src), loop, set())
+    return _only_read(root_of(src), loop, set())
 
 
 def hoist_copies(fn: ir.Operation) -> int:
