@@ -126,8 +126,10 @@ def test_the_splits_are_opt_in(tmp_path, monkeypatch):
     """`nem-compile` splits at the tile stage only with `--split-units`
     (D-COMPILE-SPLIT-OPT): the option reaches `CompileOptions.split_units`,
     off by default; the NEM-level split of transfers is on unless
-    `--no-split-transfers` (`split_transfers`, D-NEM-SPLIT-TRANSFERS), and
-    the jam of engine parts unless `--no-jam` (`jam`, D-NEM-JAM-ENGINES)."""
+    `--no-split-transfers` (`split_transfers`, D-NEM-SPLIT-TRANSFERS), the
+    jam of engine parts unless `--no-jam` (`jam`, D-NEM-JAM-ENGINES), and the
+    fusion of elementwise chains unless `--no-fuse-chains` (`fuse_chains`,
+    D-COMPILE-FUSE-CHAIN)."""
     import onnx
 
     import nem.compile
@@ -139,18 +141,27 @@ def test_the_splits_are_opt_in(tmp_path, monkeypatch):
     seen = []
 
     def compile_onnx(src, options, **kw):
-        seen.append((options.split_units, options.split_transfers, options.jam))
+        seen.append(
+            (options.split_units, options.split_transfers, options.jam, options.fuse_chains)
+        )
         raise Stop
 
     monkeypatch.setattr(nem.compile, "compile_onnx", compile_onnx)
     path = tmp_path / "m.onnx"
     onnx.save(conv3x3_model(4, 2, 2), str(path))
-    for flags in ([], ["--split-units"], ["--no-split-transfers"], ["--no-jam"]):
+    for flags in (
+        [],
+        ["--split-units"],
+        ["--no-split-transfers"],
+        ["--no-jam"],
+        ["--no-fuse-chains"],
+    ):
         with pytest.raises(Stop):
             nem_compile.run([str(path), *flags, "-o", str(tmp_path / "m.nem")])
     assert seen == [
-        (False, True, True),
-        (True, True, True),
-        (False, False, True),
-        (False, True, False),
+        (False, True, True, True),
+        (True, True, True, True),
+        (False, False, True, True),
+        (False, True, False, True),
+        (False, True, True, False),
     ]
