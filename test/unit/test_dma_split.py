@@ -129,7 +129,9 @@ def test_the_splits_are_opt_in(tmp_path, monkeypatch):
     `--no-split-transfers` (`split_transfers`, D-NEM-SPLIT-TRANSFERS), the
     jam of engine parts unless `--no-jam` (`jam`, D-NEM-JAM-ENGINES), and the
     fusion of elementwise chains unless `--no-fuse-chains` (`fuse_chains`,
-    D-COMPILE-FUSE-CHAIN)."""
+    D-COMPILE-FUSE-CHAIN), the hoisted weight tiles unless `--no-hoist`
+    (`hoist`, D-COMPILE-HOIST) and their reuse by a peeled tile unless
+    `--no-share-staged` (`share_staged`, D-COMPILE-SHARE-STAGED)."""
     import onnx
 
     import nem.compile
@@ -142,7 +144,14 @@ def test_the_splits_are_opt_in(tmp_path, monkeypatch):
 
     def compile_onnx(src, options, **kw):
         seen.append(
-            (options.split_units, options.split_transfers, options.jam, options.fuse_chains)
+            (
+                options.split_units,
+                options.split_transfers,
+                options.jam,
+                options.fuse_chains,
+                options.hoist,
+                options.share_staged,
+            )
         )
         raise Stop
 
@@ -155,13 +164,17 @@ def test_the_splits_are_opt_in(tmp_path, monkeypatch):
         ["--no-split-transfers"],
         ["--no-jam"],
         ["--no-fuse-chains"],
+        ["--no-hoist"],
+        ["--no-share-staged"],
     ):
         with pytest.raises(Stop):
             nem_compile.run([str(path), *flags, "-o", str(tmp_path / "m.nem")])
     assert seen == [
-        (False, True, True, True),
-        (True, True, True, True),
-        (False, False, True, True),
-        (False, True, False, True),
-        (False, True, True, False),
+        (False, True, True, True, True, True),
+        (True, True, True, True, True, True),
+        (False, False, True, True, True, True),
+        (False, True, False, True, True, True),
+        (False, True, True, False, True, True),
+        (False, True, True, True, False, True),
+        (False, True, True, True, True, False),
     ]

@@ -125,17 +125,16 @@ def _run(result, model, schedules: int) -> np.ndarray:
 
 
 @pytest.mark.slow  # two compiles and three runs of a small conv
-def test_hoisted_weights_are_bit_identical_and_copied_less(monkeypatch):
+def test_hoisted_weights_are_bit_identical_and_copied_less():
     """A 3x3 conv (16x16, 32 to 64 channels) in 8 spatial tiles of 4x8
     pixels, every output channel in each: compiled with the weight copy
-    hoisted and without (`hoist.ENABLED` off: each tile copies the 73 KiB
+    hoisted and without (`hoist=False`, `--no-hoist`: each tile copies the 73 KiB
     weight again), the outputs are the same bits, race-free under random
     schedules, and the program moves under 0.8 of the bytes."""
     model = conv3x3_model(16, 32, 64)
     opts = {"device": "npm_pro_x1", "engines": 1, "tile_sizes": (1, 4, 8)}
     new = compile_onnx(model, **opts)
-    monkeypatch.setattr(hoist, "ENABLED", False)
-    old = compile_onnx(model, **opts)
+    old = compile_onnx(model, **opts, hoist=False)
     assert np.array_equal(_run(new, model, 2).view(np.uint32), _run(old, model, 0).view(np.uint32))
 
     assert dma_bytes(new.nem) < 0.8 * dma_bytes(old.nem)
@@ -206,11 +205,11 @@ def test_a_source_written_between_the_copies_is_staged_again():
 
 
 @pytest.mark.slow  # two compiles and three runs of a small conv
-def test_shared_weights_are_bit_identical_and_copied_less(monkeypatch):
+def test_shared_weights_are_bit_identical_and_copied_less():
     """A 3x3 conv (28x28, 32 to 64 channels) in tiles of 2 rows over 4
     engines: 7 rows per engine, so each engine's loop is followed by a peeled
     row that staged the weights again.  With the copy shared and without
-    (`hoist.SHARED` off), the outputs are the same bits, race-free under
+    (`share_staged=False`, `--no-share-staged`), the outputs are the same bits, race-free under
     random schedules, and the program moves under 0.9 of the bytes in fewer
     timed cycles."""
     from compile_runs import timed_cycles
@@ -218,8 +217,7 @@ def test_shared_weights_are_bit_identical_and_copied_less(monkeypatch):
     model = conv3x3_model(28, 32, 64)
     opts = {"device": "npm_pro_x1", "tile_sizes": (1, 2)}
     new = compile_onnx(model, **opts)
-    monkeypatch.setattr(hoist, "SHARED", False)
-    old = compile_onnx(model, **opts)
+    old = compile_onnx(model, **opts, share_staged=False)
     assert np.array_equal(_run(new, model, 2).view(np.uint32), _run(old, model, 0).view(np.uint32))
     assert dma_bytes(new.nem) < 0.9 * dma_bytes(old.nem)
     assert timed_cycles(new.nem) < timed_cycles(old.nem)

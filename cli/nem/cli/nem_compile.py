@@ -122,6 +122,18 @@ def _parser() -> argparse.ArgumentParser:
         "fused into one op whose intermediates stay in L1; D-COMPILE-FUSE-CHAIN)",
     )
     p.add_argument(
+        "--no-hoist",
+        action="store_true",
+        help="transform route: stage read-only tile copies (weight tiles) in every tile "
+        "instead of once outside the loops they do not depend on (D-COMPILE-HOIST)",
+    )
+    p.add_argument(
+        "--no-share-staged",
+        action="store_true",
+        help="transform route: a peeled tile stages again what its loop staged instead of "
+        "reading that buffer (D-COMPILE-SHARE-STAGED)",
+    )
+    p.add_argument(
         "--route",
         choices=ROUTES,
         default="transform",
@@ -483,6 +495,8 @@ def _run(args: argparse.Namespace) -> int:
         split_units=args.split_units,
         fuse=not args.no_fuse,
         fuse_chains=not args.no_fuse_chains,
+        hoist=not args.no_hoist,
+        share_staged=not args.no_share_staged,
         split_transfers=not args.no_split_transfers,
         jam=not args.no_jam,
     )

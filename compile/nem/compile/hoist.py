@@ -28,6 +28,10 @@ again smaller.
 `share_copies` then, on the canonical tiled function, lets a peeled partial
 tile read the buffer its loop staged instead of staging the same source
 again (D-COMPILE-SHARE-STAGED).
+
+Both are on unless `CompileOptions.hoist` / `share_staged` say otherwise
+(`nem-compile --no-hoist` / `--no-share-staged`, for before/after
+measurements and for bisecting a wrong result to one transformation).
 """
 
 from __future__ import annotations
@@ -37,12 +41,6 @@ from mlir import ir
 from nem.compile.nest_ir import owner_op
 from nem.compile.target import FAST_SPACE
 
-ENABLED = True
-"""Off: the tiles as `structured.promote` stages them (for before/after
-measurements)."""
-SHARED = True
-"""Off: a peeled tile stages again what the loop before it staged
-(`share_copies`, for before/after measurements)."""
 LOOPS = ("scf.for", "affine.for")
 VIEWS = (
     "memref.view",
@@ -288,8 +286,6 @@ def share_copies(fn: ir.Operation) -> int:
     the bytes are moved once.  The second buffer's view and allocation must
     come after the first copy (the first view dominates their uses).
     Returns how many copies were removed."""
-    if not SHARED:
-        return 0
     blocks: dict[ir.Block, list[ir.Operation]] = {}
 
     def visit(op: ir.Operation) -> ir.WalkResult:
@@ -368,8 +364,6 @@ def hoist_copies(fn: ir.Operation) -> int:
     listed again for each copy hoisted (listing a block makes a Python
     object per op); a hoisted copy joins its new block's items before the
     loop it left."""
-    if not ENABLED:
-        return 0
     items: dict[ir.Operation, list[tuple[ir.Operation, bool]]] = {}
     inner: dict[ir.Operation | None, list[ir.Operation]] = {}  # loops by enclosing loop
 

@@ -97,6 +97,14 @@ class CompileOptions:
     """Transform route: each chain of elementwise ops (an unfolded
     BatchNormalization and its Relu) is one op, its intermediates kept in L1
     (D-COMPILE-FUSE-CHAIN); `nem-compile --no-fuse-chains` tiles each op apart."""
+    hoist: bool = True
+    """Transform route: read-only tile copies (a convolution's weight tile)
+    move out of the tile loops they do not depend on, staged once
+    (D-COMPILE-HOIST); `nem-compile --no-hoist` stages them per tile."""
+    share_staged: bool = True
+    """Transform route: a peeled partial tile reads the buffer its loop
+    staged instead of staging the same source again
+    (D-COMPILE-SHARE-STAGED); `nem-compile --no-share-staged` stages again."""
     split_units: bool = False
     """Transform route: split tile loops' large copies over the engine's DMAs
     and their convolutions over its NMUs in the tile stage (`--split-units`,

@@ -416,7 +416,8 @@ def tile_module(
         fusion.finish(entry)
     # a peeled tile reads the weights its loop staged (D-COMPILE-SHARE-STAGED);
     # on the canonical IR, where the peel is straight-line code beside the loop
-    hoist.share_copies(entry)
+    if options.share_staged:
+        hoist.share_copies(entry)
     module.operation.verify()
     # opt-in (D-COMPILE-SPLIT-OPT): large staging copies over the engine's DMAs
     # (D-COMPILE-DMA-SPLIT; static shapes now) and each tile's convolution over
@@ -472,7 +473,8 @@ def _tile_op(
             if run not in seen.scripts:
                 seen.scripts[run] = parse_transform(run, target.context)
             apply_parsed(target, seen.scripts[run])
-            hoist.hoist_copies(iso.fn)  # weight tiles out of the spatial loops
+            if options.hoist:  # weight tiles out of the spatial loops
+                hoist.hoist_copies(iso.fn)
             applied[:] = [script([(k, tiled, generalize, operands)])]
             last[:] = [o for o in iso.ops() if o not in base]
             # the markers go (the tiled ops carry the op's) as it measures
