@@ -12,6 +12,7 @@ import sys
 from functools import cache
 from pathlib import Path
 
+from source_files import sources
 from xdsl.printer import Printer
 
 from nem.cli.split_input import split_input
@@ -34,10 +35,7 @@ def same_ir_text(module) -> str:
 @cache
 def corpus() -> list[tuple[str, str]]:
     """(name, text) of every program that parses and verifies."""
-    files = sorted(
-        {*ROOT.glob("examples/*.nem"), *ROOT.glob("test/lit/**/*.nem")}
-        - set(ROOT.glob("test/lit/**/Output/**/*.nem"))
-    )  # lit's own output
+    files = sorted({*ROOT.glob("examples/*.nem"), *sources("*.nem", "test/lit")})
     out = []
     for f in files:
         rel = str(f.relative_to(ROOT))

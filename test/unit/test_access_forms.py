@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, assume, given, seed, settings
 from hypothesis import strategies as st
+from source_files import sources
 
 from nem.analysis.access_forms import shape_key
 from nem.analysis.hazard_finder import HazardFinder
@@ -30,9 +31,7 @@ from nem.dialect.ops import ProgramOp
 from nem.frontends.nem_text.parser import parse_nem
 
 ROOT = Path(__file__).resolve().parents[2]
-NEM_FILES = sorted(
-    p for d in ("examples", "test/lit", "test/fuzz/corpus") for p in (ROOT / d).rglob("*.nem")
-)
+NEM_FILES = sources("*.nem", "examples", "test/lit", "test/fuzz/corpus")
 
 
 def _raised(f) -> type | None:

@@ -26,6 +26,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from source_files import sources
 
 from nem.analysis import capacity
 from nem.analysis.capacity import buffer_instances, level_key, memory_maps, size_and_align
@@ -42,11 +43,7 @@ from nem.frontends.nem_text.parser import parse_nem, parse_nem_facts
 from nem.frontends.nem_text.printer import _STATEMENT_KINDS, printed_statements
 
 ROOT = Path(__file__).resolve().parents[2]
-NEM_FILES = sorted(
-    p
-    for d in ("examples", "devices", "test/lit", "test/fuzz/corpus")
-    for p in (ROOT / d).rglob("*.nem")
-)
+NEM_FILES = sources("*.nem", "examples", "devices", "test/lit", "test/fuzz/corpus")
 
 
 def _outcome(text: str, file: str, lazy: bool) -> object:

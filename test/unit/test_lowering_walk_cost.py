@@ -9,6 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from source_files import sources
 
 from nem.analysis.ir_walk import block_ops, ops_by_base, ops_of, walk_ops
 from nem.dialect.diagnostics import NemDiagnosticError
@@ -44,7 +45,7 @@ def test_one_walk_split_by_base_is_each_bases_walk():
     derives from (a compute op is a task too)."""
     bases = (TaskOp, ComputeOp, BufferOp, LoopOp)
     seen = 0
-    for path in sorted(EXAMPLES.parent.rglob("*.nem")):
+    for path in sources("*.nem", "."):
         try:
             module = parse_nem(path.read_text(), str(path))
         except (NemDiagnosticError, UnicodeDecodeError):  # programs rejected by design

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from source_files import sources
 from xdsl.ir import SSAValue
 
 from nem.dialect.diagnostics import NemDiagnosticError
@@ -22,9 +23,7 @@ from nem.dialect.ops import ComputeOp, MoveOp, ProgramOp, RegionOp
 from nem.frontends.nem_text.parser import ProgramParser, parse_nem_facts
 
 ROOT = Path(__file__).resolve().parents[2]
-NEM_FILES = sorted(
-    p for d in ("examples", "test/lit", "test/fuzz/corpus") for p in (ROOT / d).rglob("*.nem")
-)
+NEM_FILES = sources("*.nem", "examples", "test/lit", "test/fuzz/corpus")
 
 
 def _programs():

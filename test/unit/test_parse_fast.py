@@ -9,6 +9,7 @@ import io
 from pathlib import Path
 
 import pytest
+from source_files import sources
 from xdsl.printer import Printer
 
 from nem.compile.lower import xdsl_context
@@ -298,7 +299,7 @@ def test_the_lowering_samples_parse_as_xdsl_parses_them():
     """Every MLIR sample of the lowering and compile lit tests (the staging
     of upstream's tiling and DMA routes): the same module with the fast path."""
     read = 0
-    for path in sorted((ROOT / "test/lit").glob("**/*.mlir")):
+    for path in sources("*.mlir", "test/lit"):
         if (
             path.parts[-3:-1] != ("lit", "lowering")
             and "lowering" not in path.parts

@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from source_files import sources
 from xdsl.dialects.builtin import FileLineColLoc
 
 from nem.dialect.diagnostics import NemDiagnosticError
@@ -100,11 +101,7 @@ def _same(text: str) -> None:
 
 @pytest.mark.parametrize(
     "path",
-    sorted(
-        p.relative_to(ROOT)
-        for p in ROOT.glob("**/*.nem")
-        if ".git" not in p.parts and "venv" not in str(p)
-    ),
+    [p.relative_to(ROOT) for p in sources("*.nem", ".")],
     ids=str,
 )
 def test_repository_programs_lex_alike(path: Path) -> None:
