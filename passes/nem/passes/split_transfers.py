@@ -10,8 +10,9 @@ program (after `nem-synthesize-deps` and `nem-share-buffers`, whose
 analyses so run on one task per copy), such a transfer spanning at least
 `min-bytes` (the bytes from its first element to its last on the wider
 side: a size measure of the box, not its cost, D-RT-COST), and at least `min-moved` over
-all its runs (times its loops' trip counts), or `min-once` when it runs
-once (in no loop, or in loops of one iteration: a handful of slices), becomes k transfers of
+all its runs (times its loops' trip counts), or `min-once` on each run (in a
+loop or not: such a copy costs its DMA as long as one made once, and there
+are few), becomes k transfers of
 disjoint slices along the outermost dimension larger than 1 (k = min(DMAs
 per engine, that dimension, span / `min-piece`), `even_parts`), each with
 the original's deps:
@@ -48,7 +49,9 @@ overlap (a transposed or broadcast view), a token used by anything but
 `deps` or `wait`.  The split adds live tokens (k instead of one, over the
 original token's live interval, D-TOK-LIVE), and the program must stay
 within the device's `SEQ.max_active_tokens` (DEV-17): `choose_splits`
-budgets them, loop bodies first (they run many times), then each block's
+budgets them, loop bodies first (they run many times; the program's own
+transfers, made once, hold their slices' tokens at each loop first: a
+layer's weights staged before its tile loop), then each block's
 transfers, those moving the most bytes first, each with as many slices as
 the tokens left allow (fewer than the DMAs, or none).  That choice is an analysis of its own
 (`choose_splits`); the rewrite (`SplitTransfer`, applied by xDSL's walker to
@@ -102,9 +105,10 @@ times their loops' trip counts) stay whole: each slice is one more task for
 `nem-verify`'s analyses on the final program (the compile's time), and the
 cycles a split saves grow with the bytes it moves."""
 MIN_ONCE = 262144
-"""A transfer that runs once splits from this span on (not `min-moved`): a layer's
-weights staged once before its tile loop sit on the path to its first tile.
-Smaller ones are many in a DenseNet (64 KiB: +20% tasks, +18% compile)."""
+"""A transfer splits from this span on, whatever it moves over its runs (not
+`min-moved`): a layer's weights staged once before its tile loop sit on the
+path to its first tile, and a weight slice staged per tile takes as long on
+every run.  Smaller ones are many in a DenseNet (64 KiB: +20% tasks, +18% compile)."""
 MIN_PIECE = 4096
 """No slice smaller than this (bytes): a transfer's fixed latency stays small
 beside its bytes."""
@@ -310,17 +314,9 @@ class Choice:
         peak (D-TOK-LIVE, as `token_liveness.block_liveness` counts it)."""
         live = block_liveness(block, self.ev, bodies=False)
         counts = live.counts()  # the block's own tokens; its loops' added below
-        for k, op in enumerate(live.ops):
-            if type(op) is LoopOp:
-                copies = loop_copies(op, self.ev)
-                if copies == 0:
-                    continue
-                own = counts[k]
-                inner = None if budget is None else (budget - own) // copies
-                trips = loop_trips(op, self.ev)
-                counts[k] = own + self.block(op.block, inner, runs * trips) * copies
-        once = self.min_once if runs == 1 else -(-self.min_moved // runs)
-        least = max(self.min_bytes, once)
+        # a transfer spanning `min-once` splits in any loop too: it moves at
+        # least that on every run, whatever the trip counts
+        least = max(self.min_bytes, min(self.min_once, -(-self.min_moved // runs)))
         found = [
             (op, span, plan)
             for op, span in live.intervals.items()
@@ -329,6 +325,19 @@ class Choice:
             # a use this pass cannot rewrite: the transfer stays whole
             and all(type(u.operation) in _CONSUMERS for u in op.result.uses)
         ]
+        # the program's own transfers (made once: a layer's weights on the
+        # path to its first tile) keep their slices' tokens from its loops
+        held = reserved(found, len(counts)) if runs == 1 else None
+        for k, op in enumerate(live.ops):
+            if type(op) is LoopOp:
+                copies = loop_copies(op, self.ev)
+                if copies == 0:
+                    continue
+                own = counts[k]
+                kept = own + (held[k] if held else 0)
+                inner = None if budget is None else max(0, budget - kept) // copies
+                trips = loop_trips(op, self.ev)
+                counts[k] = own + self.block(op.block, inner, runs * trips) * copies
         if not found:
             return max(counts, default=0)
         tree = MaxTree(counts)
@@ -353,6 +362,21 @@ class Choice:
         if touches_l1(op):
             return plan_split(op, self.dmas, least, self.min_piece)
         return plan_split(op, self.sdmas, self.min_bytes, self.min_piece)
+
+
+def reserved(found: Sequence[tuple[TransferOp, tuple[int, int], Plan]], n: int) -> list[int]:
+    """The tokens the slices of `found` add at each of a block's `n`
+    statements (its extra `k - 1` over its live interval), in one pass of
+    prefix sums."""
+    diff = [0] * (n + 1)
+    for _, (first, last), plan in found:
+        diff[first] += len(plan.parts) - 1
+        diff[last + 1] -= len(plan.parts) - 1
+    out, acc = [], 0
+    for d in diff[:n]:
+        acc += d
+        out.append(acc)
+    return out
 
 
 _CONSUMERS = (*COMPUTE_OPS.values(), TransferOp, StoreOp, WaitOp)
@@ -466,7 +490,7 @@ class SplitTransfersPass(ModulePass):
       device: the target whose DMAs per engine bound the slices (default: --device, else the program's directive)
       min-bytes: transfers spanning fewer bytes stay whole
       min-moved: the same for the bytes over all its runs (span times its loops' trip counts)
-      min-once: the same for a transfer that runs once (in no loop)
+      min-once: transfers spanning this split whatever they move over their runs
       min-piece: no slice smaller than this (bytes)
       max-tokens: the live-token limit (overrides the device's SEQ.max_active_tokens)
       include-dirs: directories where device=NAME's file is found first (nem-opt -I adds its own)
