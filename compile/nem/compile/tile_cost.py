@@ -34,6 +34,9 @@ On the transform route a nest with a reduction loop (a convolution, a
 matmul) is then scored by its estimated timed cycles instead
 (`nem.compile.tile_time`, D-COMPILE-TILE-TIME): among the same candidates,
 the fewest cycles when they are at most TIME_GAIN of the bytes pick's.
+There an engine part the halving sizes leave one tile may also be cut along
+its split loop, in two tiles or more per part (`_split_loop_cut`): one tile
+runs its copy in, convolution and copy out one after the other.
 """
 
 from __future__ import annotations
@@ -207,6 +210,8 @@ def search(
     need, moved = model.score(S, extents)
     H = np.array([halving], dtype=np.int64)
     ok = (need <= budget) & (tiled(S) <= tiled(H)[0])
+    if timed:
+        ok |= (need <= budget) & _split_loop_cut(S, H, lengths, parts)
     h_need, h_moved = model.score(H, extents)
     if not ok.any():
         return halving
@@ -216,6 +221,28 @@ def search(
     if timed and any(band.extents[i] > 1 for i in red):
         pick = _by_cycles(model, S, ok, moved, pick, lengths, red)
     return [int(x) for x in pick]
+
+
+def _split_loop_cut(
+    S: np.ndarray, H: np.ndarray, lengths: list[list[int]], parts: dict[int, list[int]]
+) -> np.ndarray:
+    """The rows of `S` that tile, beyond the loops `H` (the halving sizes)
+    tiles, only an engine-split loop that `H` leaves whole in each part, and
+    that loop in at least two tiles in every part (D-COMPILE-TILE-TIME): a
+    part of one tile runs its copy in, its convolution and its copy out one
+    after the other on one DMA and one NMU of its engine; two tiles in
+    flight overlap them.  Every part has two or more, so no part is a lone
+    tile beside the others' loops (D-NEM-JAM-ENGINES pairs loops)."""
+    top = np.array([max(x) for x in lengths], dtype=np.int64)
+    tiled = S < top[None, :]
+    base = int((H < top[None, :]).sum())
+    cut = np.zeros(len(S), dtype=bool)
+    for i, extents in parts.items():
+        if H[0, i] < top[i]:
+            continue  # the halving sizes tile it already
+        others = tiled.sum(axis=1) - tiled[:, i]
+        cut |= tiled[:, i] & (2 * S[:, i] <= min(extents)) & (others <= base)
+    return cut
 
 
 def _by_cycles(
