@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from typing import NoReturn
 
 from xdsl.context import Context
@@ -121,7 +122,13 @@ class OutlineKernels(RewritePattern):
     def __init__(self, fn: func.FuncOp) -> None:
         self.fn = fn
         self.env = index_constants(list(fn.body.block.ops))
-        self.roots = MemrefRoots(fn)
+
+    @cached_property
+    def roots(self) -> MemrefRoots:
+        """The function's `MemrefRoots`, walked once the first nest reaches
+        the decision (none in a function whose top-level loops all move
+        data, as the compile routes give)."""
+        return MemrefRoots(self.fn)
 
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: affine.ForOp, rewriter: PatternRewriter) -> None:
