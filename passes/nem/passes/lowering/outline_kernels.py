@@ -93,7 +93,7 @@ def outlined(top: affine.ForOp, env: dict[SSAValue, Aff], roots: MemrefRoots) ->
     """The kernel of top-level nest `top` when it escapes on every target,
     decided on `env` (the function's index constants) and `roots`; None
     where the conversion must decide (module docstring)."""
-    if is_structural(top) or may_be_tile_loop(top):
+    if not _candidate(top):
         return None
     try:
         after = tuple(carried_out(top)) if top.results else ()
@@ -162,7 +162,18 @@ class OutlineKernelsPass(ModulePass):
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         fn = entry_function(op, self.entry)
-        PatternRewriteWalker(OutlineKernels(fn), apply_recursively=False).rewrite_region(fn.body)
+        # the rewriter's walk visits every op of the function; a function whose
+        # top-level loops all move data or loop over tiles (what the compile
+        # routes give) has no candidate, found on its top-level ops alone
+        if any(_candidate(o) for o in fn.body.block.ops):
+            PatternRewriteWalker(OutlineKernels(fn), apply_recursively=False).rewrite_region(
+                fn.body
+            )
+
+
+def _candidate(op: Operation) -> bool:
+    """A loop `outlined` may outline: not one the conversion keeps as a loop."""
+    return isinstance(op, affine.ForOp) and not (is_structural(op) or may_be_tile_loop(op))
 
 
 def lower_kernel(lw: Lowering, op: KernelOp, st: BlockState) -> None:
