@@ -4,7 +4,9 @@ found by any xDSL tool through `xdsl.universe.Universe.get_multiverse()`.
 
 - `nem`: the NEM IR dialect (`nem.dialect.dialect.NEM`);
 - `async`: the upstream MLIR `async` dialect, which xDSL lacks
-  (`nem.frontends.upstream_dialects.async_dialect`).
+  (`nem.frontends.upstream_dialects.async_dialect`);
+- `nem_lowering`: the lowering's own ops before the conversion
+  (`nem.dialect.kernel_op`, D-LOW-OUTLINE).
 
 NEM's passes are not listed here: `nem.passes.driver` registers them (with
 the plug-ins of `--load-pass-plugin`) on top of every universe's passes.
@@ -28,4 +30,10 @@ def _async() -> Dialect:
     return Async
 
 
-NEM_UNIVERSE = Universe(all_dialects={"nem": _nem, "async": _async})
+def _nem_lowering() -> Dialect:
+    from nem.dialect.kernel_op import NEM_LOWERING
+
+    return NEM_LOWERING
+
+
+NEM_UNIVERSE = Universe(all_dialects={"nem": _nem, "async": _async, "nem_lowering": _nem_lowering})

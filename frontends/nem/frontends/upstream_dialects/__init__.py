@@ -379,16 +379,19 @@ def _angle_end(text: str, at: int) -> int | None:
 
 def lowering_context() -> Context:
     """A context that parses what the lowering takes and produces: NEM IR
-    (builtin, arith, nem), func, memref, affine, linalg and the upstream ops
-    xDSL lacks (`register_mlir_dialects`)."""
+    (builtin, arith, nem), func, memref, affine, linalg, the upstream ops
+    xDSL lacks (`register_mlir_dialects`) and the lowering's own
+    `nem_lowering.kernel` (D-LOW-OUTLINE)."""
     from xdsl.dialects import func
 
     from nem.dialect.dialect import nem_context
+    from nem.dialect.kernel_op import NEM_LOWERING
 
     ctx = nem_context()
     register_mlir_dialects(ctx)  # affine, memref (with the upstream ops), async
     ctx.load_dialect(func.Func)
     ctx.load_registered_dialect("linalg")  # with linalg.softmax (D-LOW-SOFTMAX)
+    ctx.load_dialect(NEM_LOWERING)
     return ctx
 
 

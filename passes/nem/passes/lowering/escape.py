@@ -19,7 +19,7 @@ with xDSL's interpreter, with one semantics (D-RT-MLIR-KERNEL, D-RT-MLIR-JIT;
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from io import StringIO
 from typing import Any
 
@@ -94,12 +94,39 @@ def emit_escape(
     block then skips."""
     ctx = lw.ctx
     drop_unused_scratch(ctx)
+    body = [*top.walk(), *(x for a in after for x in a.walk())]
+    sunk = _sunk_loads(ctx, top, body)
+    ins_m, outs_m, index_vals, consts = kernel_operands(top, body, sunk)
+
+    def kernel() -> str:  # once the regions exist: each memref has its view
+        arg_types = [MemRefType(ctx.views[m].elem, ctx.views[m].shape) for m in (*ins_m, *outs_m)]
+        kfn = kernel_function([top, *after], ins_m, outs_m, index_vals, consts, sunk, arg_types)
+        text = kernel_line(kfn)
+        kfn.erase(safe_erase=False)
+        return text
+
+    def log_boxes() -> None:
+        if ctx.scopes and isinstance(top, affine.ForOp) and not after:
+            _log_accessed_boxes(ctx, top)
+
+    emit_kernel(lw, top, st, (ins_m, outs_m, index_vals), kernel, what, reason, log_boxes)
+    st.skip.update(after)
+
+
+def kernel_operands(
+    top: Operation, body: Sequence[Operation], sunk: Sequence[Operation]
+) -> tuple[list[SSAValue], list[SSAValue], list[SSAValue], list[SSAValue]]:
+    """The values the kernel of `body` (`top`'s ops and those run after it)
+    and its `sunk` loads takes from outside, in order of first use: the
+    memrefs it reads only (ins), those it writes (outs, read-modify-write),
+    the index values (its `index_args`), and the constants it clones; a
+    located error for another operand (a scalar defined outside) or a
+    kernel that writes no memref.  With no memref read only, the first out
+    is an in too."""
     reads: dict[SSAValue, None] = {}
     writes: dict[SSAValue, None] = {}
     index_vals: dict[SSAValue, None] = {}
     consts: dict[SSAValue, None] = {}
-    body = [*top.walk(), *(x for a in after for x in a.walk())]
-    sunk = _sunk_loads(ctx, top, body)
     inside = set(body) | set(sunk)
     for o in [*sunk, *body]:
         for i, v in enumerate(o.operands):
@@ -128,27 +155,47 @@ def emit_escape(
                     f"operand of type {v.type} defined outside the loop nest cannot "
                     "be passed to a compute kernel",
                 )
-    ins_m = [m for m in reads if m not in writes]
-    outs_m = list(writes)
-    if not outs_m:
+    if not writes:
         raise reject(top, "this loop nest writes no memref (nothing to lower)")
+    ins = [m for m in reads if m not in writes]
+    # `compute in [] out ...` cannot be written: a kernel reading no memref
+    # it does not write takes its first out as an in too (its first argument)
+    return ins or [next(iter(writes))], list(writes), list(index_vals), list(consts)
+
+
+def emit_kernel(
+    lw: Lowering,
+    anchor: Operation,
+    st: BlockState,
+    operands: tuple[Sequence[SSAValue], Sequence[SSAValue], Sequence[SSAValue]],
+    kernel: Callable[[], str],
+    what: str,
+    why: str,
+    log_boxes: Callable[[], None] = lambda: None,
+) -> None:
+    """The `compute op="mlir.kernel"` task of `kernel()` (one line of
+    generic MLIR, made once the regions are: a memref without a view fails
+    there) on `operands`: the regions of its (ins, outs) memrefs and its
+    index values' NEM expressions; `log_boxes` logs what it touches in
+    D-LOW-PEEL's scopes, after its regions.  Both the escape hatch and
+    `nem_lowering.kernel` (D-LOW-OUTLINE) emit it."""
+    ctx = lw.ctx
+    ins_m, outs_m, index_vals = (list(x) for x in operands)
     b = st.builder
-    with b.located(top.location):
-        in_regs = [full_region(ctx, b, m, top)[0] for m in ins_m]
-        out_regs = [full_region(ctx, b, m, top)[0] for m in outs_m]
-    if not in_regs:  # `compute in [] out ...` cannot be written: pass the first out as input
-        in_regs, ins_m = [out_regs[0]], [outs_m[0]]
-    if ctx.scopes and isinstance(top, affine.ForOp) and not after:
-        _log_accessed_boxes(ctx, top)
-    text = _kernel_text(ctx, [top, *after], ins_m, outs_m, list(index_vals), list(consts), sunk)
-    attrs: dict[str, object] = {"op": "mlir.kernel", "kernel": text}
+    with b.located(anchor.location):
+        own = {m: full_region(ctx, b, m, anchor)[0] for m in ins_m if m not in outs_m}
+        out_regs = [full_region(ctx, b, m, anchor)[0] for m in outs_m]
+    # an in that is also an out (the first out of a kernel reading no other
+    # memref, `kernel_operands`) passes the out's region
+    in_regs = [own[m] if m in own else out_regs[outs_m.index(m)] for m in ins_m]
+    log_boxes()
+    attrs: dict[str, object] = {"op": "mlir.kernel", "kernel": kernel()}
     if index_vals:
-        attrs["index_args"] = [expr(ctx.index(v, top), top) for v in index_vals]
-    with b.located(top.location):
+        attrs["index_args"] = [expr(ctx.index(v, anchor), anchor) for v in index_vals]
+    with b.located(anchor.location):
         tok = b.compute("compute", in_regs, out_regs, attrs=attrs)
     name_task(ctx, tok, "compute")
-    st.skip.update(after)
-    ctx.summary.fallback.append(Fallback(top, what, reason))
+    ctx.summary.fallback.append(Fallback(anchor, what, why))
 
 
 CARRIED = (
@@ -313,22 +360,23 @@ def _in_loop_below(op: Operation | None, block: Block | None) -> bool:
     return False
 
 
-def _kernel_text(
-    ctx: LoweringContext,
-    ops: list[Operation],
-    ins_m: list[SSAValue],
-    outs_m: list[SSAValue],
-    index_vals: list[SSAValue],
-    consts: list[SSAValue],
-    sunk: list[Operation],
-) -> str:
-    """`func.func @kernel` running `ops` on its operands, as one line of
-    generic MLIR."""
-    arg_types: list[Attribute] = [
-        MemRefType(ctx.views[m].elem, ctx.views[m].shape) for m in (*ins_m, *outs_m)
-    ]
-    arg_types += [IndexType()] * len(index_vals)
-    block = Block(arg_types=arg_types)
+def kernel_function(
+    ops: Sequence[Operation],
+    ins_m: Sequence[SSAValue],
+    outs_m: Sequence[SSAValue],
+    index_vals: Sequence[SSAValue],
+    consts: Sequence[SSAValue],
+    sunk: Sequence[Operation],
+    arg_types: Sequence[Attribute],
+) -> func.FuncOp:
+    """`func.func @kernel` (the contract above) running clones of `sunk`
+    then `ops` on its arguments: one per memref of `ins_m` then `outs_m`,
+    of the region types `arg_types` (one per memref), then one `index` per
+    value of `index_vals`; the constants `consts` are cloned into it.  The
+    originals are untouched, so the conversion can print it as the task's
+    `kernel` and `nem_lowering.kernel` (D-LOW-OUTLINE) can hold it."""
+    types = [*arg_types, *[IndexType()] * len(index_vals)]
+    block = Block(arg_types=types)
     mapper: dict[SSAValue, SSAValue] = {}
     for m, a in zip((*ins_m, *outs_m), block.args):
         mapper.setdefault(m, a)
@@ -345,10 +393,14 @@ def _kernel_text(
     for op in ops:
         block.add_op(op.clone(value_mapper=mapper))
     block.add_op(func.ReturnOp())
-    kfn = func.FuncOp("kernel", FunctionType.from_lists(arg_types, []), Region(block))
+    return func.FuncOp("kernel", FunctionType.from_lists(types, []), Region(block))
+
+
+def kernel_line(kfn: func.FuncOp) -> str:
+    """A kernel function as the task's `kernel` attribute holds it: one
+    line of generic MLIR, without locations."""
     buf = StringIO()
     Printer(stream=buf, print_generic_format=True, print_debuginfo=False).print_op(kfn)
-    kfn.erase(safe_erase=False)
     return " ".join(line.strip() for line in buf.getvalue().splitlines())
 
 

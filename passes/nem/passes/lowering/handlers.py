@@ -8,6 +8,7 @@ from __future__ import annotations
 from xdsl.dialects import affine, linalg, scf
 from xdsl.ir import Operation
 
+from nem.dialect.kernel_op import KernelOp
 from nem.frontends.upstream_dialects.affine_if import AffineIfOp
 from nem.frontends.upstream_dialects.linalg_softmax import SoftmaxOp
 from nem.passes.lowering import (
@@ -18,6 +19,7 @@ from nem.passes.lowering import (
     memory_ops,
     memref_globals,
     memref_views,
+    outline_kernels,
     reshape,
     scf_loops,
 )
@@ -71,5 +73,6 @@ HANDLERS: dict[type[Operation], Handler] = {
     **{cls: reject_control_flow for cls in _control_flow_ops()},
     **scf_loops.HANDLERS,
     scf.ExecuteRegionOp: lower_execute_region,
+    KernelOp: outline_kernels.lower_kernel,  # D-LOW-OUTLINE
 }
 """The lowering of every op class the conversion takes."""

@@ -7,6 +7,8 @@
         nem-drop-dead-arith{entry=F}               (D-LOW-DEAD-ARITH)
         nem-check-input-ranges{entry=F}            (D-INT-RANGE)
         nem-reroll-pipelines{entry=F}              (D-LOW-PIPE: pipelined loops -> one loop)
+        nem-outline-kernels{entry=F}               (D-LOW-OUTLINE: nests that escape on every
+                                                    target -> nem_lowering.kernel)
         convert-affine-to-nem{memory-spaces=M device=D entry=F remarks=R weights=W
                               pipeline-tiles=P}    (its own preparation skipped: done above)
         nem-check-lowered{declarations-only=true}  (regions within buffers, before ordering)
@@ -60,6 +62,7 @@ from nem.passes.jam_engine_loops import JamEngineLoopsPass
 from nem.passes.lowering.context import Options
 from nem.passes.lowering.driver import Lowerer
 from nem.passes.lowering.handlers import HANDLERS
+from nem.passes.lowering.outline_kernels import OutlineKernelsPass
 from nem.passes.lowering.prepare import (
     CheckInputRangesPass,
     DropDeadArithPass,
@@ -140,6 +143,7 @@ def preparation(entry: str | None) -> tuple[ModulePass, ...]:
         DropDeadArithPass(entry),
         CheckInputRangesPass(entry),
         RerollPipelinesPass(entry),
+        OutlineKernelsPass(entry),
     )
 
 
@@ -157,7 +161,8 @@ class ConvertAffineToNemPass(LoweringOptions):
       pipeline-tiles: two iterations in flight for tile loops that allocate their L1 buffers
 
     Its input is first prepared by `nem-raise-scf-for`, `nem-drop-dead-arith`,
-    `nem-check-input-ranges` and `nem-reroll-pipelines` (`preparation`), so that run alone
+    `nem-check-input-ranges`, `nem-reroll-pipelines` and `nem-outline-kernels`
+    (`preparation`), so that run alone
     it takes what `lower-to-nem` takes; `lower-to-nem` runs them as steps of
     its own (each with its MLIR output) and then the conversion without them
     (`PreparedConversionPass`): each walk once (D-LOW-SCF).

@@ -47,7 +47,7 @@ def is_tile_loop(ctx: LoweringContext, loop: affine.ForOp) -> bool:
     It becomes a NEM loop, so each tile is one raised task (D-LOW-TILES); a
     tile loop around anything else stays one escape-hatch task for the
     whole nest."""
-    if loop.results or not _tiles_of_point_nests(loop.body.block):
+    if not may_be_tile_loop(loop):
         return False
     if loop.step.value.data != 1 or not _point_nest(loop):
         return True  # a unit-step loop around tile loops (a tile of size 1 of one dimension)
@@ -66,6 +66,12 @@ def is_tile_loop(ctx: LoweringContext, loop: affine.ForOp) -> bool:
     except (NotRaisable, ValueError):
         return True
     return False
+
+
+def may_be_tile_loop(loop: affine.ForOp) -> bool:
+    """Whether `is_tile_loop` may hold for `loop`, whatever the index values
+    around it: the part of its answer read from the loop alone."""
+    return not loop.results and _tiles_of_point_nests(loop.body.block)
 
 
 def _tiles_of_point_nests(block: Block) -> bool:
