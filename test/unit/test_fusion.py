@@ -14,26 +14,29 @@ import pytest
 pytest.importorskip("mlir.ir")
 pytest.importorskip("onnx")
 
-from compile_runs import dma_bytes, run_compiled  # noqa: E402
+from compile_runs import dma_bytes, run_compiled, timed_cycles  # noqa: E402
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
-from nem.compile import compile_onnx  # noqa: E402
+from nem.compile import compile_onnx, l1_plan  # noqa: E402
 from nem.compile.check import max_violation, onnxruntime_run  # noqa: E402
 from nem.frontends.onnx import samples  # noqa: E402
 
 OPTS = {"device": "npm_pro_x1"}
 
 
-def _model(tail: str, outputs: tuple[str, ...] = ("y",)):
-    """x (1x8x12x12) -> 3x3 Conv with bias (16 channels, padding 1) -> `tail`:
+def _model(tail: str, outputs: tuple[str, ...] = ("y",), c: int = 8, f: int = 16, hw: int = 12):
+    """x (1 x c x hw x hw; 1x8x12x12) -> 3x3 Conv with bias (f = 16
+    channels, padding 1) -> `tail`:
     "relu", "clip", "add_relu" (plus a 1x1 Conv of x with bias, added, then
-    Relu: a residual block's end) or "none"."""
+    Relu: a residual block's end), "bn_relu" (Mul by a per-channel scale, Add
+    of a per-channel shift, Relu: one elementwise op, D-COMPILE-FUSE-CHAIN,
+    whose scale and shift are broadcast) or "none"."""
     rng = np.random.default_rng(0)
 
     def init(name, *shape):
         return numpy_helper.from_array(rng.uniform(-1, 1, shape).astype(np.float32), name)
 
-    inits = [init("w", 16, 8, 3, 3), init("b", 16)]
+    inits = [init("w", f, c, 3, 3), init("b", f)]
     nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"], name="conv", pads=[1] * 4)]
     if tail == "relu":
         nodes.append(helper.make_node("Relu", ["c"], ["y"], name="relu"))
@@ -43,18 +46,25 @@ def _model(tail: str, outputs: tuple[str, ...] = ("y",)):
         ]
         nodes.append(helper.make_node("Clip", ["c", "lo", "hi"], ["y"], name="clip"))
     elif tail == "add_relu":
-        inits += [init("w2", 16, 8, 1, 1), init("b2", 16)]
+        inits += [init("w2", f, c, 1, 1), init("b2", f)]
         nodes += [
             helper.make_node("Conv", ["x", "w2", "b2"], ["d"], name="down"),
             helper.make_node("Add", ["c", "d"], ["s"], name="add"),
             helper.make_node("Relu", ["s"], ["y"], name="relu"),
+        ]
+    elif tail == "bn_relu":  # an unfolded BatchNormalization: per-channel operands
+        inits += [init("s", f, 1, 1), init("t", f, 1, 1)]
+        nodes += [
+            helper.make_node("Mul", ["c", "s"], ["m"], name="scale"),
+            helper.make_node("Add", ["m", "t"], ["a"], name="shift"),
+            helper.make_node("Relu", ["a"], ["y"], name="relu"),
         ]
     else:
         nodes.append(helper.make_node("Identity", ["c"], ["y"], name="id"))
     g = helper.make_graph(
         nodes,
         "g",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8, 12, 12])],
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, c, hw, hw])],
         [helper.make_tensor_value_info(o, TensorProto.FLOAT, None) for o in outputs],
         inits,
     )
@@ -90,14 +100,64 @@ N = 16 * 12 * 12
     # write and the read-back (each Conv); with a Relu or Clip the Conv's
     # write and the epilogue's read; with Add+Relu also the 1x1 Conv's (the
     # Add's write and the Relu's read are saved unfused too: there the Add
-    # and the Relu are one op, D-COMPILE-FUSE-CHAIN)
-    [("relu", 4), ("clip", 4), ("add_relu", 2 + 4), ("none", 2)],
+    # and the Relu are one op, D-COMPILE-FUSE-CHAIN); with a BatchNormalization
+    # (one op with its Relu) as with a Relu
+    [("relu", 4), ("clip", 4), ("add_relu", 2 + 4), ("bn_relu", 4), ("none", 2)],
 )
 def test_fused_conv_is_bit_identical_and_moves_less(tail, passes):
     """Bias prologue and the epilogues in L1: the output tile is never read
     back from DDR, an intermediate nothing else reads never written."""
     fused, plain = _same_bits(_model(tail))
     assert plain - fused >= passes * N * 4, (fused, plain)
+
+
+def test_conv_bn_relu_is_one_op_on_the_tile():
+    """Conv -> BatchNormalization (a per-channel Mul and Add) -> Relu: the
+    chain (one op, D-COMPILE-FUSE-CHAIN) is the convolution's epilogue, its
+    scale and shift broadcast on the tile: each tile's convolution is
+    followed by the mul, add and relu tasks on its L1 output, and the
+    program takes fewer cycles than with the Conv apart (`fuse=False`)."""
+    model = _model("bn_relu")
+    fused = compile_onnx(model, **OPTS)
+    plain = compile_onnx(model, **OPTS, fuse=False)
+    lines = fused.nem.splitlines()
+    tasks = [line.split(" = ")[1].split(".")[0] for line in lines if ".async" in line]
+    steps = " ".join(t for t in tasks if t not in ("concat", "transfer")).split("conv2d")
+    # (the bias's add into the convolution's accumulator, then the tree)
+    assert len(steps) > 1 and all(s.split() == ["add", "mul", "add", "relu"] for s in steps[1:])
+    assert timed_cycles(fused.nem) < timed_cycles(plain.nem)
+
+
+@pytest.mark.parametrize("tail", ["clip", "bn_relu"])
+def test_a_fused_tiles_l1_need_is_what_the_lowering_declares(tail, monkeypatch):
+    """A convolution whose output (64 channels, 56x56: 784 KiB) is tiled to
+    fit L1, with an epilogue whose tree needs scratch (Clip: the max's result
+    and the splat 6; BatchNormalization + Relu: the mul's and add's results
+    and the broadcast scale and shift): the L1 need measured for the fused
+    tile (D-COMPILE-L1) is the lowered program's L1 high-water mark, or one
+    scratch tile more (the 0 of the Relu's `max(x, 0)` counts as a splat,
+    `l1_plan._tree`), so the program is not tiled again for exceeding L1."""
+    from nem.analysis.capacity import memory_maps
+    from nem.dialect.semantics.layout import footprint
+    from nem.frontends.nem_text.parser import parse_nem
+
+    needs: list[int] = []
+    measure = l1_plan.measure
+
+    def spy(*args, **kwargs):
+        need = measure(*args, **kwargs)
+        needs.append(max(need.by_space.values(), default=0))
+        return need
+
+    monkeypatch.setattr(l1_plan, "measure", spy)
+    result = compile_onnx(_model(tail, c=32, f=64, hw=56), **OPTS)
+    assert not [r for r in result.remarks if "exceeded L1" in r], result.remarks
+    l1 = {k: p for k, p in memory_maps(parse_nem(result.nem).ops.first).items() if "L1" in k}
+    lowered = max(footprint(p) for p in l1.values())
+    tile = max(p.end - p.offset for p in l1["L1[0]"])  # (a scratch tile, all its slots)
+    capacity = 1 << 20  # npm_pro_x1's l1_size_bytes
+    need = max(n for n in needs if n <= capacity)
+    assert lowered <= need <= lowered + tile, (lowered, needs, tile)
 
 
 def test_an_intermediate_with_another_reader_is_still_written():

@@ -20,9 +20,9 @@ becomes one op, planned, tiled and staged as any op, whose tree the
 lowering raises as one task per body op on L1 scratch (D-LOW-RAISE,
 D-LOW-BCAST-OPERAND; `l1_plan._temporaries` sizes the scratch).  What
 D-COMPILE-FUSE-L1 may take as a convolution's epilogues (ops of identity
-maps reading its output) is left to it, and a fused chain is not one of
-them: that fusion's L1 measure of the convolution's tile counts no
-epilogue's inner scratch.
+maps reading its output) is left to it; a fused chain after a convolution
+(a BatchNormalization and its Relu) is one epilogue of it, whose tree's
+scratch the fused tile's L1 measure counts.
 
 Exact: every element is computed by the same f32 ops on the same values
 in the same order; only where the intermediate lives changes.  A producer
@@ -37,7 +37,6 @@ from mlir import ir
 from mlir.dialects import linalg
 
 from nem.compile.fusion import (
-    CHAIN,
     CONV,
     all_parallel,
     body_of,
@@ -224,10 +223,9 @@ def fuse_chains(fn: ir.Operation, epilogues: bool) -> int:
     """Fuse each elementwise chain of `fn`'s body into one op (module doc);
     returns how many producers were fused into their consumers.  One pass
     in block order: a fused op takes its consumer's place, where the pass
-    meets it as the next chain step's producer.  With `epilogues`, each
-    fused op is marked `CHAIN`: D-COMPILE-FUSE-L1 takes none as an epilogue
-    (the L1 need it measures for a convolution's tile counts no epilogue's
-    scratch), and its `fuse` drops the mark."""
+    meets it as the next chain step's producer.  With `epilogues`
+    (D-COMPILE-FUSE-L1 on), what that fusion takes as an epilogue as it is
+    is left to it (`_consumer`)."""
     ops: list[ir.Operation | None] = [o.operation for o in fn.regions[0].blocks[0].operations]
     index = {op: k for k, op in enumerate(ops)}
     fused = 0
@@ -238,8 +236,6 @@ def fuse_chains(fn: ir.Operation, epilogues: bool) -> int:
         if c is not None:
             k = index[c]
             ops[k] = f = _fuse(op, c)
-            if epilogues:
-                f.attributes[CHAIN] = ir.UnitAttr.get()
             index[f] = k  # (a later producer may feed it too)
             fused += 1
     return fused

@@ -3,10 +3,12 @@ elementwise epilogues run on the tile while it is in L1.
 
 The importer gives an ONNX Conv with a bias as a broadcast of the bias into
 the output buffer O followed by the convolution accumulating into O; the
-ONNX Relu (Clip, residual Add) after it is an elementwise `linalg.generic`
-reading O into a buffer P of its own.  Tiled one op at a time, that is a
-pass broadcasting the bias through DDR, a read-back of each output tile
-before it is convolved into, and a pass per epilogue reading O again.
+ONNX Relu (Clip, residual Add; a BatchNormalization and its Relu, one op
+by D-COMPILE-FUSE-CHAIN, its scale and shift broadcast per channel) after
+it is an elementwise `linalg.generic` reading O into a buffer P of its
+own.  Tiled one op at a time, that is a pass broadcasting the bias
+through DDR, a read-back of each output tile before it is convolved into,
+and a pass per epilogue reading O again.
 
 Before tiling (`fuse`, on the bufferized function, after the tile plans),
 each such group B; C; E1; ..; Ek whose rewrite is sound becomes one
@@ -19,7 +21,8 @@ operands a body reads).  Epilogues are fused as far as the tile, with an
 output-sized tile more per epilogue and per other input, stays within the
 tile budget, so that fusing does not shrink the convolution's tiles.  F is tiled, staged in L1 and split over
 the engines as any op (`nem.compile.transform`), its L1 need measured with
-every buffer the fused tile holds (D-COMPILE-L1), with tile sizes that
+every buffer the fused tile holds and the scratch of the ops it unfolds
+into (D-COMPILE-L1, `epilogue_steps`), with tile sizes that
 never split the reduction: every tile of F computes final sums.  After
 tiling (`finish`) each tile of F becomes, on its L1 buffers,
 
@@ -47,10 +50,6 @@ FUSE = "nem_fuse"
 """A fused op's (and its tiles') description: the convolution's strides
 and dilations, its weight's shape, each epilogue's count of other inputs,
 and which outputs are copied out (`keep`)."""
-CHAIN = "nem_chain"
-"""Marks an elementwise chain fused into one op (D-COMPILE-FUSE-CHAIN), which
-is no epilogue here: its inner results' scratch tiles are not in the fused
-tile's measured L1 need (ResNet-50 then exceeded L1 1.18x)."""
 CONV = "linalg.conv_2d_nhwc_hwcf"
 REDUCTION = (4, 5, 6)
 """The reduction loops (kh, kw, c) of the convolution's (n, oh, ow, f, kh, kw, c)."""
@@ -165,7 +164,7 @@ def _epilogue(
 ) -> tuple[list[ir.Value], ir.Value] | None:
     """(its other inputs, its output) when `op` is an elementwise op on
     `prev` that can run where `conv` is, else None."""
-    if op.name != "linalg.generic" or CHAIN in op.attributes:
+    if op.name != "linalg.generic":
         return None
     if not all_parallel(op) or op.block != conv.block:
         return None
@@ -173,10 +172,16 @@ def _epilogue(
     if len(outs) != 1 or sum(1 for v in ins if v == prev) != 1:
         return None
     out = outs[0]
-    if any(map_strings(op)[i] != identity_map(RANK) for i in range(len(ins) + 1)) or not all(
-        _f32(v) and ir.MemRefType(v.type).rank == RANK for v in [*ins, out]
+    maps = list(ir.ArrayAttr(op.attributes["indexing_maps"]))
+    if str(maps[-1]) != identity_map(RANK) or not all(
+        _f32(v) and ir.MemRefType(v.type).rank == RANK for v in [prev, out]
     ):
         return None
+    for v, m in zip(ins, maps):  # prev at the identity, the others also broadcast
+        if not _f32(v) or (v == prev and str(m) != identity_map(RANK)):
+            return None
+        if not _broadcast(ir.AffineMapAttr(m).value, ir.MemRefType(v.type).shape):
+            return None
     block = body_of(op)
     if list(block.arguments[len(ins)].uses) or any(len(o.regions) for o in block.operations):
         return None  # reads its output's old value, or has regions
@@ -201,6 +206,37 @@ def _epilogue(
         if owner is not None and (owner.block != conv.block or not owner.is_before_in_block(conv)):
             return None
     return others, out
+
+
+def _broadcast(m: ir.AffineMap, shape: Sequence[int]) -> bool:
+    """`m` reads an operand of `shape` at loop dimensions in loop order, or
+    at 0 on a dimension of size 1: the identity or a broadcast the lowering
+    raises (D-LOW-BCAST-OPERAND)."""
+    if m.n_dims != RANK or m.n_symbols or len(m.results) != len(shape):
+        return False
+    last = -1
+    for e, size in zip(m.results, shape):
+        if isinstance(e, ir.AffineDimExpr):
+            if e.position <= last:
+                return False
+            last = e.position
+        elif not (isinstance(e, ir.AffineConstantExpr) and e.value == 0 and size == 1):
+            return False
+    return True
+
+
+def _other_maps(e: ir.Operation, prev: ir.Value) -> list[str]:
+    """The maps (over the 4 loops of the output) of epilogue `e`'s inputs
+    besides `prev`, in order."""
+    return [m for v, m in zip(operand_segments(e)[0], map_strings(e)) if v != prev]
+
+
+def _widen(m: str, n: int) -> str:
+    """A map of the output's 4 loops over the first 4 of `n` loops (the
+    fused op's 7: n, oh, ow, f, kh, kw, c), or back with `n` = 4."""
+    head = m[: m.index("->")]
+    dims = ", ".join(f"d{i}" for i in range(n))
+    return f"affine_map<({dims}) " + m[len(head) :]
 
 
 def _buffer(v: ir.Value, block: ir.Block) -> bool:
@@ -347,8 +383,6 @@ def fuse(fn: ir.Operation, ops: list[ir.Operation], plans: list, budget: int):
         if k in gone:
             continue
         op, plan = fused.get(k, (op, plan))  # (the convolution is erased)
-        if CHAIN in op.attributes:
-            del op.attributes[CHAIN]
         out_ops.append(op)
         out_plans.append(plan)
     return out_ops, out_plans
@@ -384,7 +418,8 @@ def _build(g: Group) -> ir.Operation:
         f"affine_map<{dims} -> (d0, d1 * {s[0]} + d4 * {d[0]}, d2 * {s[1]} + d5 * {d[1]}, d6)>",
         f"affine_map<{dims} -> (d4, d5, d6, d3)>",
         f"affine_map<{dims} -> (d3)>",
-        *[f"affine_map<{dims} -> (d0, d1, d2, d3)>"] * (len(ys) + len(outs)),
+        *[_widen(m, 7) for e, p in zip(g.epilogues, g.prevs) for m in _other_maps(e, p)],
+        *[f"affine_map<{dims} -> (d0, d1, d2, d3)>"] * len(outs),
     ]
     iters = ["parallel"] * 4 + ["reduction"] * 3
     b = g.bias.operands[0]
@@ -523,20 +558,38 @@ def _unfold(t: ir.Operation) -> None:
                 strides=[int(v) for v in ir.DenseIntElementsAttr(info["strides"])],
                 dilations=[int(v) for v in ir.DenseIntElementsAttr(info["dilations"])],
             )
-        block = body_of(t)
-        results = list(list(block.operations)[-1].operands)  # (the yield's)
+        results = list(list(body_of(t).operations)[-1].operands)  # (the yield's)
         prev = outs[0]
-        for i, n_in in enumerate(ins_of):
-            mine, ys = ys[:n_in], ys[n_in:]
+        for i, (step, maps) in enumerate(epilogue_steps(t)):
+            mine, ys = ys[: len(maps)], ys[len(maps) :]
             args = _f_args(t, i, ins_of)
-            step = _slice(block, results[i + 1], [results[i], *args])
-            _epilogue_tile(prev, results[i], mine, args, step, results[i + 1], outs[i + 1], ip)
+            _epilogue_tile(
+                prev, results[i], list(zip(mine, maps)), args, step, results[i + 1], outs[i + 1], ip
+            )
             prev = outs[i + 1]
         for v, kept in zip(outs, keep):
             if not kept:
                 for c in _copies(v)[1]:
                     _erase_copy(c, 1)
     t.erase()
+
+
+def epilogue_steps(t: ir.Operation) -> list[tuple[list[ir.Operation], list[str]]]:
+    """Each epilogue of the fused op (or tile) `t`: the ops of `t`'s body
+    computing it from the previous result and its other inputs, and those
+    inputs' maps over the output's 4 loops.  `finish` makes each epilogue's
+    op of them, and the L1 measure (`l1_plan`) the scratch its tree takes
+    (D-COMPILE-FUSE-L1)."""
+    ins_of = list(ir.DenseI64ArrayAttr(ir.DictAttr(t.attributes[FUSE])["ins"]))
+    block = body_of(t)
+    results = list(list(block.operations)[-1].operands)  # (the yield's)
+    maps = [_widen(m, RANK) for m in map_strings(t)[3 : 3 + sum(ins_of)]]
+    steps = []
+    for i, n_in in enumerate(ins_of):
+        args = _f_args(t, i, ins_of)
+        steps.append((_slice(block, results[i + 1], [results[i], *args]), maps[:n_in]))
+        maps = maps[n_in:]
+    return steps
 
 
 def _erase_copy(copy: ir.Operation, side: int) -> None:
@@ -597,8 +650,9 @@ def _generic(ins, out, in_maps, ip, body) -> None:
 
 def _epilogue_tile(prev, prev_v, others, other_args, step, result, out, ip) -> None:
     """Epilogue ops `step` of the fused body on the tile: reading `prev`'s
-    tile (the body's `prev_v`) and `others` (the body's `other_args`) into
-    `out`'s tile, yielding what the fused body's `result` is."""
+    tile (the body's `prev_v`) and `others` (tiles with their maps: the
+    body's `other_args`) into `out`'s tile, yielding what the fused body's
+    `result` is."""
     ident = identity_map(ir.MemRefType(out.type).rank)
 
     def body(args: list[ir.Value]) -> list[ir.Value]:
@@ -606,4 +660,4 @@ def _epilogue_tile(prev, prev_v, others, other_args, step, result, out, ip) -> N
         clone_ops(step, mapping)
         return [next((new for old, new in mapping if old == result), result)]
 
-    _generic([prev, *others], out, [ident] * (1 + len(others)), ip, body)
+    _generic([prev, *(v for v, _ in others)], out, [ident, *(m for _, m in others)], ip, body)

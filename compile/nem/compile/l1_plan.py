@@ -30,6 +30,7 @@ from dataclasses import dataclass
 
 from mlir import ir
 
+from nem.compile.fusion import FUSE, RANK, epilogue_steps
 from nem.compile.nest_ir import ops_named
 from nem.compile.target import FAST_SPACE
 
@@ -94,13 +95,51 @@ def _temporaries(op: ir.Operation) -> float:
     (passes/nem/passes/lowering/compute.py): one per op but the root, which
     writes the output, one per distinct splat operand (its `clamp`,
     D-LOW-SPLAT), each of its op's result type (D-LOW-CAST-TREE), and one per
-    broadcast input (D-LOW-BCAST-OPERAND)."""
+    broadcast input (D-LOW-BCAST-OPERAND).  A tile of a fused convolution
+    (D-COMPILE-FUSE-L1) is the convolution's accumulator and then each
+    epilogue's tree, as `fusion.finish` unfolds it; their scratch tiles are
+    all declared, each of the output tile's size."""
+    if FUSE in op.attributes:
+        inside = _inside(op)
+        return 1 + sum(
+            _tree(
+                [inner for inner in ops if _scalar(inner)],
+                inside,
+                sum(1 for m in maps if len(_map(m).results) < RANK),
+            )
+            for ops, maps in epilogue_steps(op)
+        )
     name = op.name
     if any(part in name for part in REDUCING):
         return 1
     if "iterator_types" in op.attributes and "reduction" in str(op.attributes["iterator_types"]):
         return 1
     body: list[ir.Operation] = []
+
+    def visit(inner: ir.Operation) -> ir.WalkResult:
+        if _scalar(inner):
+            body.append(inner)
+        return ir.WalkResult.ADVANCE
+
+    op.walk(visit)
+    if not body:
+        return 1
+    return max(1.0, _tree(body, _inside(op), _broadcast_inputs(op)))
+
+
+def _scalar(inner: ir.Operation) -> bool:
+    """`inner` is a scalar op of an elementwise body (a tree node)."""
+    return (
+        inner.name.split(".")[0] in ("arith", "math")
+        and inner.name != "arith.constant"
+        and len(inner.results) == 1
+        and not isinstance(inner.results[0].type, ir.IndexType)
+    )
+
+
+def _inside(op: ir.Operation) -> set[ir.Value]:
+    """The values `op`'s regions define (block arguments, results of ops
+    but constants): an operand not among them is a splat."""
     inside: set[ir.Value] = set()
 
     def visit(inner: ir.Operation) -> ir.WalkResult:
@@ -109,18 +148,18 @@ def _temporaries(op: ir.Operation) -> float:
                 inside.update(block.arguments)
         if inner.name != "arith.constant":
             inside.update(inner.results)
-        if (
-            inner.name.split(".")[0] in ("arith", "math")
-            and inner.name != "arith.constant"
-            and len(inner.results) == 1
-            and not isinstance(inner.results[0].type, ir.IndexType)
-        ):
-            body.append(inner)
         return ir.WalkResult.ADVANCE
 
     op.walk(visit)
-    if not body:
-        return 1
+    return inside
+
+
+def _tree(body: list[ir.Operation], inside: set[ir.Value], broadcasts: int) -> float:
+    """The scratch tiles of the elementwise tree `body` (its ops in order,
+    the root last) with `broadcasts` broadcast inputs, in units of the
+    root's element size (`_temporaries`).  The 0 of a `max(x, 0)` counts as
+    a splat, although the lowering raises a `relu` (D-LOW-RAISE): one tile
+    more than declared, never less."""
     out_bytes = _elem_bytes(body[-1].results[0].type)
     temps = sum(_elem_bytes(inner.results[0].type) for inner in body[:-1])
     splats: set[tuple[object, int]] = set()  # one per value and type (`_tree_steps`)
@@ -128,8 +167,8 @@ def _temporaries(op: ir.Operation) -> float:
         width = _elem_bytes(inner.results[0].type)
         splats.update((_splat_key(v), width) for v in inner.operands if v not in inside)
     temps += sum(width for _, width in splats)
-    temps += out_bytes * _broadcast_inputs(op)
-    return max(1.0, temps / out_bytes)
+    temps += out_bytes * broadcasts
+    return temps / out_bytes
 
 
 def _scratch(tile_bytes: int, temporaries: float) -> int:
@@ -150,6 +189,10 @@ def _splat_key(v: ir.Value) -> object:
         if op.name == "arith.constant":
             return str(op.attributes["value"])
     return v
+
+
+def _map(m: str) -> ir.AffineMap:
+    return ir.AffineMapAttr(ir.Attribute.parse(m)).value
 
 
 def _elem_bytes(t: ir.Type) -> int:
