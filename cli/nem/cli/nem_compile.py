@@ -122,6 +122,12 @@ def _parser() -> argparse.ArgumentParser:
         "fused into one op whose intermediates stay in L1; D-COMPILE-FUSE-CHAIN)",
     )
     p.add_argument(
+        "--no-pad-in-place",
+        action="store_true",
+        help="a padded tensor is its source copied into a buffer filled whole with the "
+        "padding, not computed into the padded buffer's interior (D-COMPILE-PAD-IN-PLACE)",
+    )
+    p.add_argument(
         "--route",
         choices=ROUTES,
         default="transform",
@@ -485,6 +491,7 @@ def _run(args: argparse.Namespace) -> int:
         fuse_chains=not args.no_fuse_chains,
         split_transfers=not args.no_split_transfers,
         jam=not args.no_jam,
+        pad_in_place=not args.no_pad_in_place,
     )
     if args.tune and (ext != ".onnx" or args.bisect):
         return _usage("--tune takes a .onnx model (and no --bisect)")

@@ -187,7 +187,7 @@ def _epilogue(
                 return None
             if owner is None and v.owner != block:
                 return None
-    if not _buffer(out, conv.block):
+    if not _buffer(out, conv.block) and not _interior(out, op):
         return None
     if any(u != op and not op.is_before_in_block(u) for u in users_of(out)):
         return None  # something uses the output before the epilogue
@@ -209,6 +209,19 @@ def _buffer(v: ir.Value, block: ir.Block) -> bool:
     if owner is None:
         return v.owner == block
     return owner.name == "memref.alloc" and owner.block == block
+
+
+def _interior(v: ir.Value, op: ir.Operation) -> bool:
+    """`v` is a static subview of a whole buffer of `op`'s block that nothing
+    else touches before `op`: the interior of a padded tensor that `op`
+    writes in place (D-COMPILE-PAD-IN-PLACE), its border filled after it."""
+    owner = owner_op(v)
+    if owner is None or owner.name != "memref.subview" or len(owner.operands) != 1:
+        return False
+    root = owner.operands[0]
+    return _buffer(root, op.block) and all(
+        u == owner or op.is_before_in_block(u) for u in users_of(root)
+    )
 
 
 def _group(conv: ir.Operation) -> Group | None:
