@@ -21,7 +21,10 @@ from compile_runs import dma_bytes, graph_model, only_output, timed_cycles  # no
 from mlir import ir  # noqa: E402
 from onnx import helper, numpy_helper  # noqa: E402
 
-from nem.compile import compile_onnx  # noqa: E402
+from nem.compile import (
+    compile_onnx,  # noqa: E402
+    pads,  # noqa: E402
+)
 from nem.compile.check import max_violation, onnxruntime_run  # noqa: E402
 from nem.compile.fusion import find_groups  # noqa: E402
 from nem.frontends.onnx import samples  # noqa: E402
@@ -29,6 +32,12 @@ from nem.frontends.onnx import samples  # noqa: E402
 OPTS = {"device": "npm_pro_x1"}
 C, F, HW = 4, 16, 32
 """Input channels, convolution outputs, input rows and columns."""
+
+
+@pytest.fixture(autouse=True)
+def every_pad(monkeypatch):
+    """The models here are small: rewrite their pads whatever their size."""
+    monkeypatch.setattr(pads, "MIN_BYTES", 0)
 
 
 def _stem():
@@ -64,12 +73,15 @@ def _ddr_to_ddr(nem: str) -> int:
     return sum(1 for d, s in pairs if d in ddr and s in ddr)
 
 
-def test_the_sources_are_computed_into_the_padded_buffers():
+def test_the_sources_are_computed_into_the_padded_buffers(monkeypatch):
     """Without the rewrite, each of the two pads is a copy of its source into
     a buffer first filled whole; with it, the input's transpose and the Relu
-    write the padded buffers' interiors, and no copy is left."""
+    write the padded buffers' interiors, and no copy is left.  Sources under
+    `MIN_BYTES` (16 KiB each here) are left to upstream."""
     assert len(_copies(_bufferized(False))) == 2
     assert _copies(_bufferized(True)) == []
+    monkeypatch.setattr(pads, "MIN_BYTES", 16 * 1024 + 1)
+    assert len(_copies(_bufferized(True))) == 2
 
 
 def test_only_the_border_the_windows_read_is_filled():
