@@ -69,6 +69,13 @@ def drop_self_copies(module: Any) -> int:
             if o.operation.name == "memref.copy" and o.operands[0] == o.operands[1]:
                 o.operation.erase()
                 gone += 1
+            elif o.operation.name == "memref.subview" and len(o.operands) == 1:
+                # right after its buffer: before every op that may write it in
+                # place (a fused epilogue goes where its convolution is)
+                root = o.operands[0].owner
+                root = getattr(root, "operation", root)
+                if getattr(root, "name", None) == "memref.alloc":
+                    o.operation.move_after(root)
     return gone
 
 
