@@ -99,6 +99,21 @@ def conv3x3_model(hw: int, c: int, f: int):
     return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
 
 
+def graph_model(nodes, x_shape, inits=(), opset: int = 13):
+    """A model of `nodes` reading one f32 input `x` of `x_shape` and writing
+    `y` (test_pads)."""
+    from onnx import TensorProto, helper
+
+    g = helper.make_graph(
+        nodes,
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(x_shape))],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+        list(inits),
+    )
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)], ir_version=8)
+
+
 def only_output(result, model, schedules: int):
     """The one output of a compile's program run as `run_compiled` runs it."""
     it, _ = run_compiled(result, model, DEVICE, schedules)

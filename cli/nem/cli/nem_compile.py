@@ -134,6 +134,12 @@ def _parser() -> argparse.ArgumentParser:
         "reading that buffer (D-COMPILE-SHARE-STAGED)",
     )
     p.add_argument(
+        "--no-pad-in-place",
+        action="store_true",
+        help="a padded tensor is its source copied into a buffer filled whole with the "
+        "padding, not computed into the padded buffer's interior (D-COMPILE-PAD-IN-PLACE)",
+    )
+    p.add_argument(
         "--route",
         choices=ROUTES,
         default="transform",
@@ -499,6 +505,7 @@ def _run(args: argparse.Namespace) -> int:
         share_staged=not args.no_share_staged,
         split_transfers=not args.no_split_transfers,
         jam=not args.no_jam,
+        pad_in_place=not args.no_pad_in_place,
     )
     if args.tune and (ext != ".onnx" or args.bisect):
         return _usage("--tune takes a .onnx model (and no --bisect)")

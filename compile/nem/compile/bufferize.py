@@ -32,12 +32,21 @@ BUFFERIZE = (
 """The bufferization of the `bufferize` stage (and of the reference path)."""
 
 
-def run(module: Any) -> None:
-    """The upstream bufferization of `module` (an `mlir.ir.Module`), in place."""
+def run(module: Any, pads_in_place: bool = True) -> None:
+    """The upstream bufferization of `module` (an `mlir.ir.Module`), in
+    place; with `pads_in_place`, each padded tensor's source computed into
+    the padded buffer (D-COMPILE-PAD-IN-PLACE)."""
     from mlir.passmanager import PassManager
 
+    from nem.compile import pads
+
     read_only_args_as_buffers(module)
+    padded = pads_in_place and pads.write_in_place(module)
+    if padded:
+        PassManager.parse("builtin.module(eliminate-empty-tensors)").run(module.operation)
     PassManager.parse(f"builtin.module({BUFFERIZE},canonicalize,cse)").run(module.operation)
+    if padded:
+        pads.drop_self_copies(module)
 
 
 def _only_read(arg: Any) -> bool:

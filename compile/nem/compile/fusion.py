@@ -192,7 +192,7 @@ def _epilogue(
                 return None
             if owner is None and v.owner != block:
                 return None
-    if not _buffer(out, conv.block):
+    if not _buffer(out, conv.block) and not _interior(out, op, conv):
         return None
     if any(u != op and not op.is_before_in_block(u) for u in users_of(out)):
         return None  # something uses the output before the epilogue
@@ -245,6 +245,26 @@ def _buffer(v: ir.Value, block: ir.Block) -> bool:
     if owner is None:
         return v.owner == block
     return owner.name == "memref.alloc" and owner.block == block
+
+
+def _interior(v: ir.Value, op: ir.Operation, conv: ir.Operation) -> bool:
+    """`v` is a static subview, defined before `conv` (where the fused op
+    goes), of a whole buffer of `op`'s block that nothing else touches
+    before `op`: the interior of a padded tensor that `op` writes in place
+    (D-COMPILE-PAD-IN-PLACE), its border filled after it."""
+    owner = owner_op(v)
+    if owner is None or owner.name != "memref.subview" or len(owner.operands) != 1:
+        return False
+    if owner.block != conv.block or not owner.is_before_in_block(conv):
+        return False
+    root = owner.operands[0]
+
+    def later(u: ir.Operation) -> bool:  # (a view of the buffer counts by its own users)
+        if u.name == "memref.subview":
+            return all(op.is_before_in_block(w) for w in users_of(u.results[0]))
+        return op.is_before_in_block(u)
+
+    return _buffer(root, op.block) and all(u == owner or later(u) for u in users_of(root))
 
 
 def _group(conv: ir.Operation) -> Group | None:

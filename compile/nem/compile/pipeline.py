@@ -115,6 +115,11 @@ class CompileOptions:
     """Split large L1 transfers over the engine's DMAs on the ordered NEM
     program (`nem-split-transfers`, D-NEM-SPLIT-TRANSFERS; off with
     `--no-split-transfers`)."""
+    pad_in_place: bool = True
+    """A padded tensor's source is computed into the padded buffer's interior
+    and only its border is filled, instead of a copy of the whole tensor into
+    a buffer filled whole (D-COMPILE-PAD-IN-PLACE; off with
+    `--no-pad-in-place`)."""
     jam: bool = True
     """Jam the loops of a nest's engine parts into one loop, so the engines run
     at the same time (`nem-jam-engine-loops`, D-NEM-JAM-ENGINES; off with
@@ -298,7 +303,7 @@ class Driver:
             from nem.compile.softmax import decompose_unsupported
 
             decompose_unsupported(module, self.device)  # on tensors (D-COMPILE-SOFTMAX)
-            bufferize.run(module)  # D-COMPILE-BUFFERIZE-ARGS
+            bufferize.run(module, self.options.pad_in_place)  # D-COMPILE-BUFFERIZE-ARGS
             return str(module)
 
         self.timed("bufferize", bufferize, lambda: module)

@@ -143,9 +143,13 @@ def lrn(imp: Importer, node: Node) -> None:
     v = imp.in_perm(x, cl)
     phys = emit.shape_of(v)
     rows, c = int(np.prod(phys[:-1])), phys[-1]
-    sq, _ = elementwise(imp, [TensorVal(v, x.shape, cl)], lambda e: arith.mulf(e, e))
+    # squared in the pooled view, so that the square is the pad's source and
+    # writes the padded buffer's interior (D-COMPILE-PAD-IN-PLACE)
+    view = [1, rows, c, 1]
+    flat = TensorVal(emit.reshape(v, view), tuple(view), tuple(range(4)))
+    sq, _ = elementwise(imp, [flat], lambda e: arith.mulf(e, e))
     lo, hi = (size - 1) // 2, size - 1 - (size - 1) // 2
-    padded = emit.pad(emit.reshape(sq, [1, rows, c, 1]), [0, 0, lo, 0], [0, 0, hi, 0], 0.0)
+    padded = emit.pad(sq, [0, 0, lo, 0], [0, 0, hi, 0], 0.0)
     sums = emit.reshape(pool2d(padded, [1, size], [1, 1], [1, 1], [rows, c], "sum"), phys)
 
     def body(e: ir.Value, s: ir.Value) -> ir.Value:

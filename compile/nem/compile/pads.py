@@ -1,0 +1,181 @@
+"""Padded tensors written in place (D-COMPILE-PAD-IN-PLACE), before bufferization.
+
+Upstream one-shot bufferization makes `tensor.pad %x` a new buffer filled
+whole with the padding value, then a copy of `%x` into its interior: for
+the max pooling after ResNet-50's stem, a 3.3 MB fill and a 3.2 MB copy
+from DDR to DDR, in a `.sync` statement the program waits on, which alone
+makes the layer's bound (50,176 cycles on npm_pro_x1's 4 sDMAs).
+
+Here each `tensor.pad` of a constant becomes a `tensor.empty` of the padded
+shape, the source inserted into its interior (`tensor.insert_slice`), and
+the border filled strip by strip (a `linalg.fill` of each strip, extracted
+and inserted back).  Upstream `eliminate-empty-tensors` then makes the op
+that computes `%x` write it into the padded buffer's interior directly when
+One-Shot Analysis finds that safe (the insert_slice then bufferizes to
+nothing); otherwise the insert is the copy it was.  The border strips
+partition the padding: along axis `d`, the low and high strips span the
+interior along the axes before `d` and the whole padded extent along the
+axes after it, so no element is filled twice and the fills move only the
+padding's bytes.
+
+The `tensor.empty` is placed at the start of the function's block, so the
+padded tensor dominates every op that may be made to write into it
+(`eliminate-empty-tensors` needs the destination to dominate the producer);
+DDR buffers are not reused by lifetime, so where their allocation stands
+does not change the program's memory.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+MIN_BYTES = 512 * 1024
+"""Pads of smaller sources are left to upstream: each rewrite adds up to
+four small fill ops, tiled, split and lowered like any op, and on small
+tensors they cost the compile more than the copy they save costs the run
+(DenseNet-121's 60 pads, most of 28x28 and smaller: +28% compile CPU when
+all were rewritten)."""
+
+
+def write_in_place(module: Any) -> int:
+    """Rewrite each `tensor.pad` of a constant with static pads in the
+    entry block of a `func.func` of `module` (an `mlir.ir.Module`), in
+    place, as the module docstring says.  Returns how many were rewritten."""
+    from mlir import ir
+
+    done = 0
+    with module.context:
+        for op in module.body.operations:
+            fn = op.operation
+            if fn.name != "func.func" or not fn.regions[0].blocks:
+                continue
+            block = fn.regions[0].blocks[0]
+            pads = [o for o in block.operations if o.operation.name == "tensor.pad"]
+            for pad in pads:
+                done += _rewrite(pad.operation, block, ir)
+    return done
+
+
+def drop_self_copies(module: Any) -> int:
+    """Erase each `memref.copy` of a view onto itself from the entry blocks
+    of `module`'s functions: what an insert made in place bufferizes to.
+    Returns how many."""
+    gone = 0
+    for op in module.body.operations:
+        fn = op.operation
+        if fn.name != "func.func" or not fn.regions[0].blocks:
+            continue
+        for o in list(fn.regions[0].blocks[0].operations):
+            if o.operation.name == "memref.copy" and o.operands[0] == o.operands[1]:
+                o.operation.erase()
+                gone += 1
+            elif o.operation.name == "memref.subview" and len(o.operands) == 1:
+                # right after its buffer: before every op that may write it in
+                # place (a fused epilogue goes where its convolution is)
+                root = o.operands[0].owner
+                root = getattr(root, "operation", root)
+                if getattr(root, "name", None) == "memref.alloc":
+                    o.operation.move_after(root)
+    return gone
+
+
+def _padding_value(pad: Any, ir: Any) -> Any:
+    """The attribute of the constant `pad` yields, or None."""
+    (body,) = pad.regions[0].blocks
+    yielded = list(body.operations)[-1].operands[0]
+    owner = yielded.owner
+    if not isinstance(owner, ir.Operation) and hasattr(owner, "operation"):
+        owner = owner.operation
+    if not isinstance(owner, ir.Operation) or owner.name != "arith.constant":
+        return None
+    return owner.attributes["value"]
+
+
+def _static(attr: Any, ir: Any) -> list[int]:
+    return list(ir.DenseI64ArrayAttr(attr))
+
+
+def _rewrite(pad: Any, block: Any, ir: Any) -> int:
+    from mlir.dialects import arith, tensor
+
+    from nem.frontends.onnx import emit
+
+    value = _padding_value(pad, ir)
+    if value is None or len(pad.operands) != 1:  # dynamic pads: operands beyond the source
+        return 0
+    low = _static(pad.attributes["static_low"], ir)
+    source = pad.operands[0]
+    src_shape = list(ir.RankedTensorType(source.type).shape)
+    if _bytes(src_shape, ir.RankedTensorType(source.type).element_type) < MIN_BYTES:
+        return 0
+    out_type = ir.RankedTensorType(pad.results[0].type)
+    shape, elem = list(out_type.shape), out_type.element_type
+    rank = len(shape)
+    ones, parallel = [1] * rank, [emit.PARALLEL] * rank
+    with pad.location:
+        with ir.InsertionPoint.at_block_begin(block):
+            acc = tensor.EmptyOp(shape, elem).result
+        with ir.InsertionPoint(pad):
+            acc = tensor.insert_slice(source, acc, [], [], [], low, src_shape, ones)
+            fill = arith.ConstantOp(elem, value).result
+            for offsets, sizes in strips(low, src_shape, _reach(pad.results[0], shape, ir)):
+                strip_type = ir.RankedTensorType.get(sizes, elem)
+                strip = tensor.extract_slice(strip_type, acc, [], [], [], offsets, sizes, ones)
+                filled = emit.generic([], strip, emit.identity(rank), parallel, lambda: fill)
+                acc = tensor.insert_slice(filled, acc, [], [], [], offsets, sizes, ones)
+    pad.results[0].replace_all_uses_with(acc)
+    pad.erase()
+    return 1
+
+
+def _bytes(shape: list[int], elem: Any) -> int:
+    n = (elem.width + 7) // 8 if hasattr(elem, "width") else 4
+    for s in shape:
+        n *= s
+    return n
+
+
+def strips(low: list[int], inner: list[int], reach: list[int]) -> list[tuple[list[int], list[int]]]:
+    """The (offsets, sizes) of the border strips of a tensor padded by `low`
+    before an interior of `inner` elements per axis, read up to `reach`:
+    along axis d, the low strip and the high one, spanning the interior
+    along the axes before d and everything read along those after it (so
+    they partition the read border), each cut at `reach`."""
+    out = []
+    rank = len(low)
+    for d in range(rank):
+        for start, end in ((0, low[d]), (low[d] + inner[d], reach[d])):
+            lo = [low[e] if e < d else 0 for e in range(rank)]
+            hi = [min(low[e] + inner[e], reach[e]) if e < d else reach[e] for e in range(rank)]
+            lo[d], hi[d] = start, min(end, reach[d])
+            sizes = [b - a for a, b in zip(lo, hi)]
+            if min(sizes) > 0:
+                out.append((lo, sizes))
+    return out
+
+
+WINDOWED = frozenset(
+    ("linalg.conv_2d_nhwc_hwcf", "linalg.pooling_nhwc_max", "linalg.pooling_nhwc_sum")
+)
+"""Ops reading an NHWC input (operand 0) through windows whose rows and
+columns are the first two dimensions of their kernel operand (operand 1)."""
+
+
+def _reach(padded: Any, shape: list[int], ir: Any) -> list[int]:
+    """Per dimension, one past the last index of `padded` that its users
+    read: a windowed op (`WINDOWED`) reads rows and columns up to
+    `(out - 1) * stride + (k - 1) * dilation + 1`; any other use reads all."""
+    reach = [0] * len(shape)
+    for use in padded.uses:
+        user = use.owner.operation if hasattr(use.owner, "operation") else use.owner
+        if user.name not in WINDOWED or use.operand_number != 0 or len(shape) != 4:
+            return list(shape)
+        kernel = ir.ShapedType(user.operands[1].type).shape
+        out = ir.ShapedType(user.results[0].type).shape
+        strides = [int(v) for v in ir.DenseIntElementsAttr(user.attributes["strides"])]
+        dil = [int(v) for v in ir.DenseIntElementsAttr(user.attributes["dilations"])]
+        seen = list(shape)
+        for j in range(2):
+            seen[1 + j] = (out[1 + j] - 1) * strides[j] + (kernel[j] - 1) * dil[j] + 1
+        reach = [max(a, b) for a, b in zip(reach, seen)]
+    return [min(a, b) for a, b in zip(reach, shape)]

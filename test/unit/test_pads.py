@@ -1,0 +1,180 @@
+"""Padded tensors written in place (D-COMPILE-PAD-IN-PLACE, `nem.compile.pads`):
+the op computing a padded tensor's source writes the padded buffer's
+interior, and only the border the consumers read is filled.  A minimized
+stem (3x3 stride-2 Conv, Relu, 3x3 stride-2 MaxPool with padding 1, as
+ResNet-50's 7x7 stem and its pool) is compiled with and without
+`pad_in_place`: the same bits under random schedules, onnxruntime's values,
+no copy between DDR buffers, fewer DMA bytes and cycles (each test fails
+without the rewrite)."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+
+pytest.importorskip("mlir.ir")
+pytest.importorskip("onnx")
+
+from compile_runs import dma_bytes, graph_model, only_output, timed_cycles  # noqa: E402
+from mlir import ir  # noqa: E402
+from onnx import helper, numpy_helper  # noqa: E402
+
+from nem.compile import (
+    compile_onnx,  # noqa: E402
+    pads,  # noqa: E402
+)
+from nem.compile.check import max_violation, onnxruntime_run  # noqa: E402
+from nem.compile.fusion import find_groups  # noqa: E402
+from nem.frontends.onnx import samples  # noqa: E402
+
+OPTS = {"device": "npm_pro_x1"}
+C, F, HW = 4, 16, 32
+"""Input channels, convolution outputs, input rows and columns."""
+
+
+@pytest.fixture(autouse=True)
+def every_pad(monkeypatch):
+    """The models here are small: rewrite their pads whatever their size."""
+    monkeypatch.setattr(pads, "MIN_BYTES", 0)
+
+
+def _stem():
+    """x (1x4x32x32) -> 3x3 Conv stride 2 padding 1 (16 channels, bias) ->
+    Relu -> 3x3 MaxPool stride 2 padding 1: 16x16 -> 8x8."""
+    rng = np.random.default_rng(0)
+    inits = [
+        numpy_helper.from_array(rng.uniform(-1, 1, (F, C, 3, 3)).astype(np.float32), "w"),
+        numpy_helper.from_array(rng.uniform(-1, 1, F).astype(np.float32), "b"),
+    ]
+    nodes = [
+        helper.make_node("Conv", ["x", "w", "b"], ["c"], name="conv", pads=[1] * 4, strides=[2, 2]),
+        helper.make_node("Relu", ["c"], ["r"], name="relu"),
+        helper.make_node(
+            "MaxPool", ["r"], ["y"], name="pool", kernel_shape=[3, 3], pads=[1] * 4, strides=[2, 2]
+        ),
+    ]
+    return graph_model(nodes, [1, C, HW, HW], inits)
+
+
+def _bufferized(in_place: bool) -> str:
+    return compile_onnx(_stem(), **OPTS, pad_in_place=in_place).stage("bufferize").text
+
+
+def _copies(text: str) -> list[str]:
+    return [line for line in text.splitlines() if "memref.copy" in line]
+
+
+def _ddr_to_ddr(nem: str) -> int:
+    """Transfers of the program between two DDR buffers (a padded copy)."""
+    ddr = set(re.findall(r"^buffer (\w+) : DDR", nem, re.M))
+    pairs = re.findall(r"transfer\.\w+\(dst=region\((\w+),.*?src=region\((\w+),", nem)
+    return sum(1 for d, s in pairs if d in ddr and s in ddr)
+
+
+def test_the_sources_are_computed_into_the_padded_buffers(monkeypatch):
+    """Without the rewrite, each of the two pads is a copy of its source into
+    a buffer first filled whole; with it, the input's transpose and the Relu
+    write the padded buffers' interiors, and no copy is left.  Sources under
+    `MIN_BYTES` (16 KiB each here) are left to upstream."""
+    assert len(_copies(_bufferized(False))) == 2
+    assert _copies(_bufferized(True)) == []
+    monkeypatch.setattr(pads, "MIN_BYTES", 16 * 1024 + 1)
+    assert len(_copies(_bufferized(True))) == 2
+
+
+def test_only_the_border_the_windows_read_is_filled():
+    """The convolution's 16 windows of 3 at stride 2 read padded rows (and
+    columns) 0..32 of 0..33, the pool's 8 windows rows 0..16 of 0..17: of
+    each padded buffer only the top row and the left column are filled
+    (without the rewrite, the whole buffer)."""
+    fills = [
+        [int(d) for d in m.group(1).split("x")]
+        for m in re.finditer(
+            r"linalg\.generic [^\n]*\]\} outs\(%\w+ : memref<([0-9x]+)xf32", _bufferized(True)
+        )
+    ]
+    assert sorted(fills) == [[1, 1, 17, 16], [1, 1, 33, 4], [1, 16, 1, 16], [1, 32, 1, 4]], fills
+
+
+def test_the_relu_writing_the_pool_input_stays_fused():
+    """The Relu writes a view of the pool's padded buffer: it is still the
+    convolution's epilogue (D-COMPILE-FUSE-L1) when nothing else touches
+    that buffer before it."""
+    with ir.Context():
+        module = ir.Module.parse(_bufferized(True))
+        (group,) = find_groups(module.body.operations[0].operation)
+        assert len(group.epilogues) == 1
+
+
+@pytest.mark.slow  # 4 compiles and 4 runs: about 10 s
+def test_bit_identical_with_fewer_bytes_and_cycles():
+    model = _stem()
+    new = compile_onnx(model, **OPTS)
+    old = compile_onnx(model, **OPTS, pad_in_place=False)
+    a = only_output(new, model, 3)
+    assert np.array_equal(a.view(np.uint32), only_output(old, model, 0).view(np.uint32))
+    want = onnxruntime_run(model, samples.random_inputs(model, seed=2))
+    ((name, _, _),) = new.interface.outputs
+    assert max_violation(a, want[new.interface.onnx_names[name]]) <= 1.0
+    assert _ddr_to_ddr(new.nem) == 0 < _ddr_to_ddr(old.nem)
+    assert dma_bytes(new.nem) < dma_bytes(old.nem)
+    assert timed_cycles(new.nem) < 0.8 * timed_cycles(old.nem)
+
+
+def test_no_pad_in_place_reaches_the_options(tmp_path, monkeypatch):
+    """`nem-compile --no-pad-in-place` sets `CompileOptions.pad_in_place`."""
+    import onnx
+
+    import nem.compile
+    from nem.cli import nem_compile
+
+    class Stop(Exception):
+        pass
+
+    seen = []
+
+    def compile_onnx(src, options, **kw):
+        seen.append(options.pad_in_place)
+        raise Stop
+
+    monkeypatch.setattr(nem.compile, "compile_onnx", compile_onnx)
+    path = tmp_path / "m.onnx"
+    onnx.save(_stem(), str(path))
+    for flags in ([], ["--no-pad-in-place"]):
+        with pytest.raises(Stop):
+            nem_compile.run([str(path), *flags, "-o", str(tmp_path / "m.nem")])
+    assert seen == [True, False]
+
+
+def _lrn():
+    """x (1x8x6x6) -> LRN of size 5: its squares zero-padded along the channels."""
+    return graph_model([helper.make_node("LRN", ["x"], ["y"], name="lrn", size=5)], [1, 8, 6, 6])
+
+
+def test_lrn_squares_are_computed_into_the_padded_buffer():
+    """LRN squares its input in the pooled view [1, N H W, C, 1], so the
+    square writes the padded buffer's interior: no copy, and the same bits."""
+    model = _lrn()
+    new = compile_onnx(model, **OPTS)
+    old = compile_onnx(model, **OPTS, pad_in_place=False)
+    assert _copies(new.stage("bufferize").text) == []
+    assert len(_copies(old.stage("bufferize").text)) == 1
+    a, b = only_output(new, model, 2), only_output(old, model, 0)
+    assert np.array_equal(a.view(np.uint32), b.view(np.uint32))
+
+
+def test_the_strips_partition_the_border_read():
+    """Every element of a padded 2-D tensor that is read and not interior is
+    in exactly one strip; nothing past the reach is."""
+    from nem.compile.pads import strips
+
+    low, inner, reach = [2, 1], [3, 4], [6, 6]  # padded to 7 x 7, read to 6 x 6
+    count = np.zeros((7, 7), int)
+    for (r, c), (h, w) in strips(low, inner, reach):
+        count[r : r + h, c : c + w] += 1
+    border = np.ones((7, 7), int)
+    border[2:5, 1:5] = 0
+    border[6, :] = border[:, 6] = 0
+    assert np.array_equal(count, border)
