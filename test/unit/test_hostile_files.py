@@ -229,6 +229,38 @@ def test_nem_compile_never_writes_its_model(tmp_path):
     assert model.read_text() == text
 
 
+def test_nem_compile_to_the_null_device_writes_no_file(tmp_path):
+    """`-o /dev/null` discards the program and its weights: the weights
+    sidecar was `/dev/null.weights.npz`, a regular file created in /dev.
+    `--save-temps`' stages, asked for explicitly, go beside the model, as
+    with `-o -` (D-FILE-PATHS)."""
+    import onnx
+    from compile_runs import conv3x3_model
+
+    model = tmp_path / "m.onnx"
+    onnx.save(conv3x3_model(4, 2, 2), str(model))
+    stray = Path(os.devnull + ".weights.npz")
+    existed = stray.exists()
+    try:
+        for extra, left in (([], {"m.onnx"}), (["--save-temps"], None)):
+            r = subprocess.run(
+                [str(BIN / "nem-compile"), str(model), "-o", os.devnull, "--no-progress", *extra],
+                capture_output=True,
+                text=True,
+                timeout=300,
+            )
+            assert r.returncode == 0, r.stderr
+            assert existed or not stray.exists()
+            files = {p.name for p in tmp_path.iterdir()}
+            if left is not None:
+                assert files == left  # no weights beside the model either
+            else:
+                assert "m.tile.mlir" in files and "m.weights.npz" not in files, files
+    finally:
+        if stray.exists() and not existed:
+            stray.unlink()
+
+
 def test_no_tool_writes_a_file_it_read_through_an_include(tmp_path):
     """An include or device file is read only once the program is parsed, after
     the up-front check: it is refused at the end (nem-opt, nem-compile) or

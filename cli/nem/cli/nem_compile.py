@@ -13,6 +13,7 @@ lowering or verification failure, the `mlir` extra missing), 2 bad usage.
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import sys
 from collections.abc import Sequence
@@ -44,7 +45,8 @@ def _parser() -> argparse.ArgumentParser:
         dest="output",
         help="output .nem file (weights beside it in "
         "STEM.weights.npz) or .nemb bytecode (weights embedded); '-': .nem on "
-        "standard output; default: the input's name with .nem",
+        "standard output; /dev/null: no program and no weights written; default: the "
+        "input's name with .nem",
     )
     p.add_argument(
         "--device",
@@ -284,7 +286,7 @@ def _check_outputs(args: argparse.Namespace, src: str, out: str, stem: str, ext:
     from nem.compile.pipeline import STAGES
 
     paths = [] if out == "-" else [(out, "-o")]
-    if not out.endswith(".nemb") and ext == ".onnx":
+    if not out.endswith(".nemb") and ext == ".onnx" and os.path.realpath(out) != os.devnull:
         paths.append((stem + ".weights.npz", "-o (the weights beside it)"))
     if args.save_temps:
         paths += [(stem + s.suffix, "--save-temps") for s in STAGES if s.name != "lower"]
@@ -474,10 +476,13 @@ def _run(args: argparse.Namespace) -> int:
     for flag in ("max_nodes", "max_model_bytes", "max_source_bytes"):
         if getattr(args, flag) < 1:
             return _usage(f"--{flag.replace('_', '-')} needs N >= 1")
+    # `-o /dev/null` discards the program and its weights; `-o -` and it name
+    # no file beside which --save-temps' stages could go (D-FILE-PATHS)
+    null = out != "-" and os.path.realpath(out) == os.devnull
     stem = (
-        (out.removesuffix(".nemb").removesuffix(".nem"))
-        if out != "-"
-        else str(Path(src).with_suffix(""))
+        str(Path(src).with_suffix(""))
+        if out == "-" or null
+        else out.removesuffix(".nemb").removesuffix(".nem")
     )
     if why := _check_outputs(args, src, out, stem, ext):
         return _usage(why)
@@ -573,7 +578,7 @@ def _run(args: argparse.Namespace) -> int:
         with output_file(out) as f:
             f.write(result.nem)
         weights = ""
-        if result.interface.weights:  # with -o -: beside the input (STEM is its name)
+        if result.interface.weights and not null:  # with -o -: beside the input (STEM is its name)
             weights = stem + ".weights.npz"
             result.save_weights(weights)
             if out == "-":  # nothing on stdout but the program: say where they went
