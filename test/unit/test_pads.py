@@ -21,10 +21,7 @@ from compile_runs import dma_bytes, graph_model, only_output, timed_cycles  # no
 from mlir import ir  # noqa: E402
 from onnx import helper, numpy_helper  # noqa: E402
 
-from nem.compile import (
-    compile_onnx,  # noqa: E402
-    pads,  # noqa: E402
-)
+from nem.compile import compile_onnx, pads  # noqa: E402
 from nem.compile.check import max_violation, onnxruntime_run  # noqa: E402
 from nem.compile.fusion import find_groups  # noqa: E402
 from nem.frontends.onnx import samples  # noqa: E402
