@@ -52,6 +52,15 @@ def test_each_slice_keeps_the_deps_and_every_consumer_takes_all():
     assert "wait(st_1, st_2, st_3, st_4)" in out
 
 
+@pytest.mark.parametrize("tokens", [None, 6])
+def test_a_second_run_changes_nothing(tokens):
+    """The slices of a split (the same buffers, deps and consumers) are not
+    split again, with the token limit the first run had or none."""
+    once = _split(LIT.read_text(), min_moved=0, min_once=0, max_tokens=tokens)
+    assert "ld_2 = transfer.async" in once and "dd_2 = transfer.async" in once
+    assert _split(once, min_moved=0, min_once=0) == once
+
+
 def test_small_or_rarely_run_transfers_stay_whole():
     """64 KiB moved 4 times is 256 KiB: under a 1 MiB `min-moved` no transfer
     touching L1 splits (the copy between DDR buffers does: `min-bytes` only)."""

@@ -275,18 +275,21 @@ def _tile_sizes(text: str | None) -> tuple[int, ...] | None:
     return sizes
 
 
-def _check_outputs(args: argparse.Namespace, src: str, out: str, stem: str, ext: str) -> str | None:
+def _check_outputs(
+    args: argparse.Namespace, src: str, out: str, stem: str, ext: str, null: bool
+) -> str | None:
     """Why a file the compile would write cannot be written (D-FILE-PATHS),
     checked before any work: a typo must not cost a compile, and no output
     (the program, the weights beside it, --save-temps' stages) may be the
-    model or an input array the command reads."""
+    model or an input array the command reads.  `null`: `out` is the null
+    device, beside which no weights are written."""
     if args.bisect:
         return None
     from nem.cli.inputs import InputError, check_distinct_outputs, check_output_path
     from nem.compile.pipeline import STAGES
 
     paths = [] if out == "-" else [(out, "-o")]
-    if not out.endswith(".nemb") and ext == ".onnx" and os.path.realpath(out) != os.devnull:
+    if not out.endswith(".nemb") and ext == ".onnx" and not null:
         paths.append((stem + ".weights.npz", "-o (the weights beside it)"))
     if args.save_temps:
         paths += [(stem + s.suffix, "--save-temps") for s in STAGES if s.name != "lower"]
@@ -484,7 +487,7 @@ def _run(args: argparse.Namespace) -> int:
         if out == "-" or null
         else out.removesuffix(".nemb").removesuffix(".nem")
     )
-    if why := _check_outputs(args, src, out, stem, ext):
+    if why := _check_outputs(args, src, out, stem, ext, null):
         return _usage(why)
     if (status := _check_device(args)) is not None:
         return status

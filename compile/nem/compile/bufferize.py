@@ -42,8 +42,6 @@ def run(module: Any, pads_in_place: bool = True) -> None:
 
     read_only_args_as_buffers(module)
     padded = pads_in_place and pads.write_in_place(module)
-    if padded:
-        PassManager.parse("builtin.module(eliminate-empty-tensors)").run(module.operation)
     PassManager.parse(f"builtin.module({BUFFERIZE},canonicalize,cse)").run(module.operation)
     if padded:
         pads.drop_self_copies(module)

@@ -9,18 +9,24 @@ makes the layer's bound (50,176 cycles on npm_pro_x1's 4 sDMAs).
 Here each `tensor.pad` of a constant becomes a `tensor.empty` of the padded
 shape, the source inserted into its interior (`tensor.insert_slice`), and
 the border filled strip by strip (a `linalg.fill` of each strip, extracted
-and inserted back).  Upstream `eliminate-empty-tensors` then makes the op
-that computes `%x` write it into the padded buffer's interior directly when
-One-Shot Analysis finds that safe (the insert_slice then bufferizes to
-nothing); otherwise the insert is the copy it was.  The border strips
+and inserted back).  The `tensor.empty` that the chain of ops computing `%x`
+starts from (`_producer_root`) becomes a `tensor.extract_slice` of the
+padded tensor's interior, so the op that computes `%x` writes the padded
+buffer directly when One-Shot Analysis finds that safe (the insert_slice
+then bufferizes to a copy of a view onto itself, erased by
+`drop_self_copies`); otherwise the insert is the copy it was.  Valid
+whatever the analysis decides: a `tensor.empty` has no defined content, so
+any tensor of its type may replace it.  Only the pads' producers are
+rewritten: upstream `eliminate-empty-tensors` over the function would make
+every `tensor.insert_slice` of a producer (a concatenation's inputs) write
+in place too, which was never decided and cost compile time.  The border strips
 partition the padding: along axis `d`, the low and high strips span the
 interior along the axes before `d` and the whole padded extent along the
 axes after it, so no element is filled twice and the fills move only the
 padding's bytes.
 
 The `tensor.empty` is placed at the start of the function's block, so the
-padded tensor dominates every op that may be made to write into it
-(`eliminate-empty-tensors` needs the destination to dominate the producer);
+padded tensor dominates the producer chain that is made to write into it;
 DDR buffers are not reused by lifetime, so where their allocation stands
 does not change the program's memory.
 """
@@ -28,6 +34,8 @@ does not change the program's memory.
 from __future__ import annotations
 
 from typing import Any
+
+from nem.dialect.shape_rules import window_reach
 
 MIN_BYTES = 512 * 1024
 """Pads of smaller sources are left to upstream: each rewrite adds up to
@@ -114,7 +122,7 @@ def _rewrite(pad: Any, block: Any, ir: Any) -> int:
     ones, parallel = [1] * rank, [emit.PARALLEL] * rank
     with pad.location:
         with ir.InsertionPoint.at_block_begin(block):
-            acc = tensor.EmptyOp(shape, elem).result
+            padded = acc = tensor.EmptyOp(shape, elem).result
         with ir.InsertionPoint(pad):
             acc = tensor.insert_slice(source, acc, [], [], [], low, src_shape, ones)
             fill = arith.ConstantOp(elem, value).result
@@ -125,7 +133,52 @@ def _rewrite(pad: Any, block: Any, ir: Any) -> int:
                 acc = tensor.insert_slice(filled, acc, [], [], [], offsets, sizes, ones)
     pad.results[0].replace_all_uses_with(acc)
     pad.erase()
+    _write_source_in_place(source, padded, low, src_shape, ir)
     return 1
+
+
+def _producer_root(value: Any, ir: Any) -> tuple[Any, int] | None:
+    """The use of a `tensor.empty` that `value` is computed into: followed
+    back through the destination of each linalg op (a result's tied init)
+    and `tensor.insert_slice` (a concatenation) until a `tensor.empty`.
+    Returns (user, operand number) of that use, or None where the chain
+    stops at anything else (a function argument, a reshape)."""
+    while not isinstance(value.owner, ir.Block):
+        result = ir.OpResult(value)
+        op = result.owner.operation if hasattr(result.owner, "operation") else result.owner
+        if op.name == "tensor.insert_slice":
+            number = 1
+        elif op.name.startswith("linalg."):  # on tensors: one init per result, last
+            number = len(op.operands) - len(op.results) + result.result_number
+        else:
+            return None
+        init = op.operands[number]
+        owner = init.owner
+        if getattr(owner, "name", None) == "tensor.empty" and init.type == value.type:
+            return op, number
+        value = init
+    return None
+
+
+def _write_source_in_place(
+    source: Any, padded: Any, low: list[int], sizes: list[int], ir: Any
+) -> None:
+    """Make the chain of ops computing `source` start from the interior of
+    `padded` (an extract_slice at `low` of `sizes`, placed where the
+    `tensor.empty` it replaces was) instead of its `tensor.empty`."""
+    from mlir.dialects import tensor
+
+    root = _producer_root(source, ir)
+    if root is None:
+        return
+    user, number = root
+    empty = user.operands[number].owner
+    ones = [1] * len(sizes)
+    with ir.InsertionPoint(empty), empty.location:
+        view = tensor.extract_slice(source.type, padded, [], [], [], low, sizes, ones)
+    user.operands[number] = view
+    if not list(empty.results[0].uses):
+        empty.erase()
 
 
 def _bytes(shape: list[int], elem: Any) -> int:
@@ -163,8 +216,8 @@ columns are the first two dimensions of their kernel operand (operand 1)."""
 
 def _reach(padded: Any, shape: list[int], ir: Any) -> list[int]:
     """Per dimension, one past the last index of `padded` that its users
-    read: a windowed op (`WINDOWED`) reads rows and columns up to
-    `(out - 1) * stride + (k - 1) * dilation + 1`; any other use reads all."""
+    read: a windowed op (`WINDOWED`) reads rows and columns up to its
+    `window_reach`; any other use reads all."""
     reach = [0] * len(shape)
     for use in padded.uses:
         user = use.owner.operation if hasattr(use.owner, "operation") else use.owner
@@ -176,6 +229,6 @@ def _reach(padded: Any, shape: list[int], ir: Any) -> list[int]:
         dil = [int(v) for v in ir.DenseIntElementsAttr(user.attributes["dilations"])]
         seen = list(shape)
         for j in range(2):
-            seen[1 + j] = (out[1 + j] - 1) * strides[j] + (kernel[j] - 1) * dil[j] + 1
+            seen[1 + j] = window_reach(out[1 + j], strides[j], kernel[j], dil[j])
         reach = [max(a, b) for a, b in zip(reach, seen)]
     return [min(a, b) for a, b in zip(reach, shape)]

@@ -20,6 +20,16 @@ from nem.dialect.ops import ComputeOp
 Finding = tuple[str, str, str]
 
 
+def window_reach(out: int, stride: int, kernel: int, dilation: int) -> int:
+    """How many input elements along a spatial axis `out` windows read: one
+    past the last, `(out - 1) * stride + (kernel - 1) * dilation + 1`.  The
+    one formula of a windowed op's reach, shared by the ONNX front end
+    (auto_pad's total padding), the padded tensors written in place (the
+    border they fill, D-COMPILE-PAD-IN-PLACE) and the lowering's raising of
+    windowed loop nests (the input extent)."""
+    return (out - 1) * stride + (kernel - 1) * dilation + 1
+
+
 def attr_int(op: ComputeOp, name: str, ev: Evaluator) -> int | None:
     """The value of `int` attribute `name`, defaulted from the registry; None
     when it is not a compile-time integer."""

@@ -53,14 +53,16 @@ budgets them, loop bodies first (they run many times; the program's own
 transfers, made once, hold their slices' tokens at each loop first: a
 layer's weights staged before its tile loop), then each block's
 transfers, those moving the most bytes first, each with as many slices as
-the tokens left allow (fewer than the DMAs, or none).  That choice is an analysis of its own
+the tokens left allow (fewer than the DMAs, or none).  Slices are not
+split again (`split_already`): run on its own output, the pass changes
+nothing.  That choice is an analysis of its own
 (`choose_splits`); the rewrite (`SplitTransfer`, applied by xDSL's walker to
 the blocks holding a chosen transfer) only carries it out.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from itertools import count
 
@@ -317,10 +319,12 @@ class Choice:
         # a transfer spanning `min-once` splits in any loop too: it moves at
         # least that on every run, whatever the trip counts
         least = max(self.min_bytes, min(self.min_once, -(-self.min_moved // runs)))
+        sliced = split_already(op for op in live.intervals if type(op) is TransferOp)
         found = [
             (op, span, plan)
             for op, span in live.intervals.items()
             if type(op) is TransferOp
+            and op not in sliced
             and (plan := self._plan(op, least)) is not None
             # a use this pass cannot rewrite: the transfer stays whole
             and all(type(u.operation) in _CONSUMERS for u in op.result.uses)
@@ -362,6 +366,46 @@ class Choice:
         if touches_l1(op):
             return plan_split(op, self.dmas, least, self.min_piece)
         return plan_split(op, self.sdmas, self.min_bytes, self.min_piece)
+
+
+def split_already(transfers: Iterable[TransferOp]) -> set[TransferOp]:
+    """The transfers of one block that are the slices of a split: two or
+    more between the same two buffers, with the same deps and the same
+    consumers, whose boxes are `even_parts` of one along one dimension (in
+    program order, sizes that differ by at most one, the larger first), as
+    `SplitTransfer` makes them.  They are left whole, so the pass run on
+    its own output changes nothing: the group already runs on as many DMAs
+    as it has slices.  One pass over the block's transfers, grouped by
+    that key."""
+    groups: dict[tuple[object, ...], list[TransferOp]] = {}
+    for op in transfers:
+        users = frozenset(u.operation for u in op.result.uses)
+        ends = tuple(
+            v.owner.buffer if isinstance(v.owner, RegionOp) else v for v in (op.dst, op.src)
+        )
+        groups.setdefault((ends, op.dep_values(), users), []).append(op)
+    return {op for g in groups.values() if len(g) > 1 and _even_slices(g) for op in g}
+
+
+def _even_slices(group: Sequence[TransferOp]) -> bool:
+    """The boxes of `group` (in program order) are `even_parts` of one box:
+    the same shape but along one dimension, there non-increasing sizes
+    within one of each other."""
+    shapes = []
+    for op in group:
+        t = op.dst.type
+        if not isinstance(t, RegionType) or t.shape_values is None:
+            return False
+        shapes.append(t.shape_values)
+    if len({len(s) for s in shapes}) != 1:
+        return False
+    differ = [d for d in range(len(shapes[0])) if len({s[d] for s in shapes}) > 1]
+    if len(differ) > 1:
+        return False
+    sizes = [s[differ[0]] for s in shapes] if differ else []
+    return all(a >= b for a, b in zip(sizes, sizes[1:])) and (
+        not sizes or sizes[0] - sizes[-1] <= 1
+    )
 
 
 def reserved(found: Sequence[tuple[TransferOp, tuple[int, int], Plan]], n: int) -> list[int]:

@@ -37,6 +37,7 @@ import numpy as np
 from mlir import ir
 from mlir.dialects import arith, linalg, tensor
 
+from nem.dialect.shape_rules import window_reach
 from nem.frontends.onnx import emit
 from nem.frontends.onnx.graph import Importer, Node, TensorVal
 from nem.frontends.onnx.ops import elementwise, ints, is_f16, x_dtype
@@ -83,7 +84,7 @@ def spatial_pads(
     begins, ends = [], []
     for axis, (n, k, s, d) in enumerate(zip(sizes, kernel, strides, dilations)):
         out = -(-n // s)
-        total = (out - 1) * s + (k - 1) * d + 1 - n
+        total = window_reach(out, s, k, d) - n
         if total < -2 and not crop:
             raise imp.error(
                 f"not supported: auto_pad={auto} with a stride of {s} over {n} elements on "

@@ -32,6 +32,7 @@ from xdsl.dialects import affine, arith, linalg, memref
 from xdsl.dialects.builtin import AffineMapAttr, MemRefType
 from xdsl.ir import BlockArgument, Operation, SSAValue
 
+from nem.dialect.shape_rules import window_reach
 from nem.passes.lowering.affine_algebra import Aff, Dim, eval_map
 from nem.passes.lowering.nest_analysis import Nest, NotRaisable, access_indices
 
@@ -226,7 +227,7 @@ def match_window(
         return ext[d] if d is not None else 1
 
     def xsize(s: _Spatial) -> int:
-        return s.stride * (e(s.out) - 1) + s.dilation * (e(s.win) - 1) + 1
+        return window_reach(e(s.out), s.stride, e(s.win), s.dilation)
 
     def ax(dims: Mapping[int, int], d: int | None) -> Axis:
         return Axis(dims[d], e(d)) if d is not None else Axis(None, 1)
