@@ -16,6 +16,15 @@ lifetimes do not overlap (decision D-LOW-SHARE; the rewrite is
   multiple of its align, where it overlaps no placed buffer whose lifetime
   overlaps its own.  Only buffers that then share bytes with another one
   are packed (repacked on their own); the others stay as they are.
+* Where the level has room to spare (`spread`, given the bytes each arena
+  may span), the packed buffers are placed again keeping neighbours apart:
+  a buffer first avoids the bytes of every buffer used in its phases or the
+  phase just before or after them (a phase: one top-level loop, or the
+  straight-line statements between two loops), else those of its phases
+  and the next one, and shares them only when neither fits.  Reuse orders
+  the new contents' first access after the old ones' last, so a peeled
+  tile run just before its loop, on bytes of the loop's slots, held back
+  the loop's first iterations.
 
 Reuse is only sound when what orders the old contents' last access before
 the new contents' first one is in the program: the pass re-runs the
@@ -24,7 +33,7 @@ ordering of `nem-synthesize-deps` after packing.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from xdsl.ir import Operation
@@ -32,7 +41,7 @@ from xdsl.ir import Operation
 from nem.analysis.capacity import size_and_align
 from nem.analysis.ir_walk import block_ops
 from nem.dialect.expressions import Evaluator
-from nem.dialect.ops import BufferOp, ProgramOp, RegionOp
+from nem.dialect.ops import BufferOp, LoopOp, ProgramOp, RegionOp
 from nem.dialect.semantics.layout import footprint, layout
 
 
@@ -46,6 +55,9 @@ class Lifetime:
     align: int
     first: int
     last: int
+    phases: tuple[int, int] = (0, 0)
+    """The phases of `first` and `last` (`phase_index`): what `spread` keeps
+    apart."""
 
     @property
     def level(self) -> str:
@@ -87,6 +99,22 @@ def statement_index(program: ProgramOp) -> dict[Operation, int]:
     return {op: k for k, op in enumerate(block_ops(program.block))}
 
 
+def phase_index(stmts: Sequence[Operation]) -> list[int]:
+    """Each top-level statement's phase: a loop is a phase of its own
+    (odd numbers), the straight-line statements between two loops one phase
+    (even numbers).  Unchanged by what runs between the L1 estimate and the
+    packing (the ordering's waits and deps, dce of constants: no loop)."""
+    out = []
+    loops = 0
+    for op in stmts:
+        if type(op) is LoopOp:
+            out.append(2 * loops + 1)
+            loops += 1
+        else:
+            out.append(2 * loops)
+    return out
+
+
 def lifetimes(
     program: ProgramOp, levels: Iterable[str], ev: Evaluator | None = None
 ) -> list[Lifetime]:
@@ -99,6 +127,7 @@ def lifetimes(
     wanted = set(levels)
     stmts = block_ops(program.block)
     index = {op: k for k, op in enumerate(stmts)}
+    phase = phase_index(stmts)
     held: dict[Operation, int] = {}  # a nested op holding ops (a loop) -> its statement
 
     def at(op: Operation) -> int:
@@ -132,31 +161,57 @@ def lifetimes(
             points.append(at(region))
             points += [at(v.operation) for v in region.results[0].uses]
         size, align = placed
-        out.append(Lifetime(op, size, max(1, align), min(points), max(points)))
+        first, last = min(points), max(points)
+        out.append(Lifetime(op, size, max(1, align), first, last, (phase[first], phase[last])))
     return out
 
 
-def _first_fit(items: list[Lifetime]) -> dict[BufferOp, int]:
+def _lowest(item: Lifetime, busy: Iterable[tuple[int, int]]) -> int:
+    """The lowest offset, a multiple of `item`'s align, where it overlaps
+    none of the byte intervals `busy`."""
+    off = 0
+    for lo, hi in sorted(set(busy)):
+        if off + item.size <= lo:
+            break
+        if hi > off:
+            off = -(-hi // item.align) * item.align
+    return off
+
+
+def _first_fit(items: list[Lifetime], limit: int | None = None) -> dict[BufferOp, int]:
     """First-fit offsets, largest first.  The placed buffers are kept per
     statement they are live at, so each item meets only those whose
     lifetimes overlap its own (not every placed one: linear in the program
-    when lifetimes are short, as the lowering's staging buffers are)."""
+    when lifetimes are short, as the lowering's staging buffers are).
+    With `limit`, an item first avoids the buffers of its phases and both
+    neighbouring ones (kept per phase), else of its phases and the next one,
+    each when it then ends by `limit` (`spread`)."""
     by_statement: dict[int, list[tuple[int, int]]] = {}
+    by_phase: dict[int, list[tuple[int, int]]] = {}
     offsets: dict[BufferOp, int] = {}
     for k in sorted(range(len(items)), key=lambda k: (-items[k].size, k)):
         item = items[k]
-        busy = sorted(
-            {iv for s in range(item.first, item.last + 1) for iv in by_statement.get(s, ())}
-        )
-        off = 0
-        for lo, hi in busy:
-            if off + item.size <= lo:
-                break
-            if hi > off:
-                off = -(-hi // item.align) * item.align
+        off = None
+        if limit is not None:
+            first, last = item.phases
+            for lo in (first - 1, first):  # apart from both neighbours, else the next one
+                apart = _lowest(
+                    item, (iv for p in range(lo, last + 2) for iv in by_phase.get(p, ()))
+                )
+                if apart + item.size <= limit:
+                    off = apart
+                    break
+        if off is None:
+            off = _lowest(
+                item,
+                (iv for s in range(item.first, item.last + 1) for iv in by_statement.get(s, ())),
+            )
         offsets[item.buffer] = off
         for s in range(item.first, item.last + 1):
             by_statement.setdefault(s, []).append((off, off + item.size))
+        if limit is not None:
+            for p in range(item.phases[0], item.phases[1] + 1):
+                by_phase.setdefault(p, []).append((off, off + item.size))
     return offsets
 
 
@@ -230,6 +285,48 @@ def _plan(levels: tuple[str, ...], found: list[Lifetime]) -> Plan:
     return Plan(levels, tuple(found), tuple(p for p in packed if p is not None))
 
 
+SPREAD_TRIES = 3
+"""How many limits `spread` tries per level before keeping its packing."""
+
+
+def spread(found: Plan, room: Mapping[str, int]) -> Plan:
+    """`found` with the buffers of each packing whose level has `room[level]`
+    bytes to spare placed again (`_first_fit` with a limit): each keeps
+    apart from the buffers of its own and the neighbouring phases when it
+    then ends by the limit, else goes where the plain rule puts it.  Those
+    plain placements may end past the room (the buffers kept apart took
+    bytes they had), so the limit is lowered by the overshoot and tried
+    again, `SPREAD_TRIES` times at most.  The same buffers are packed (the
+    others' layout does not change), or none when they all end up apart; a
+    packing that never fits is kept as it was."""
+    if not room:
+        return found
+    changed = False
+    of = {lt.buffer: lt for lt in found.lifetimes}
+    out = []
+    for p in found.packings:
+        items = [of[b] for b in p.offsets]
+        most = p.size + room.get(p.level, 0)
+        limit = most
+        best: Packing | None = p
+        for _ in range(SPREAD_TRIES):
+            if limit <= p.size:
+                break
+            fit = _first_fit(items, limit)
+            size = max(fit[it.buffer] + it.size for it in items)
+            if size <= most:
+                offsets = {b: fit[b] for b in p.offsets}
+                changed = changed or offsets != p.offsets
+                # all kept apart: no arena, the buffers stay as they are
+                best = Packing(p.level, offsets, size, p.align, p.separate)
+                best = best if size < p.separate else None
+                break
+            limit -= size - most
+        if best is not None:
+            out.append(best)
+    return Plan(found.levels, found.lifetimes, tuple(out)) if changed else found
+
+
 def packings(program: ProgramOp, levels: Iterable[str]) -> list[Packing]:
     """One packing per level of `levels` where sharing saves bytes."""
     return list(plan(program, levels).packings)
@@ -238,7 +335,8 @@ def packings(program: ProgramOp, levels: Iterable[str]) -> list[Packing]:
 def same_packing(old: Sequence[Lifetime], new: Sequence[Lifetime]) -> bool:
     """Whether `pack` gives the same packings for candidates `new` as for
     `old`: the same buffers (the same ops) in the same order with the same
-    sizes and aligns, and lifetimes whose ends compare the same way.
+    sizes and aligns, and lifetimes whose ends compare the same way, in
+    the same phases (what `spread` keeps apart).
 
     Exact: a level's packing is a function of its candidates in declaration
     order, their sizes and aligns, and which lifetimes overlap.  `_first_fit`
@@ -258,10 +356,11 @@ def same_packing(old: Sequence[Lifetime], new: Sequence[Lifetime]) -> bool:
     return _ranked(old) == _ranked(new)
 
 
-def _ranked(items: Sequence[Lifetime]) -> list[tuple[int, int]]:
-    """Each lifetime's ends as ranks among all the ends (ties equal)."""
+def _ranked(items: Sequence[Lifetime]) -> list[tuple[int, int, tuple[int, int]]]:
+    """Each lifetime's ends as ranks among all the ends (ties equal), and
+    its phases (`spread` reads them)."""
     rank = {e: r for r, e in enumerate(sorted({e for it in items for e in (it.first, it.last)}))}
-    return [(rank[it.first], rank[it.last]) for it in items]
+    return [(rank[it.first], rank[it.last], it.phases) for it in items]
 
 
 def replan(program: ProgramOp, levels: Iterable[str], old: Plan | None) -> Plan:

@@ -27,7 +27,9 @@ before its first use or after its last (memory starts zeroed, D-RT-MEM;
 staging buffers are (`memref.alloc` contents are undefined, D-LOW-BUF);
 nem-compile runs the pass on L1 after `lower-to-nem`, with
 `over-capacity-only=true`: reuse orders a later nest's loads after an
-earlier nest's reads, so it is only worth it where the buffers do not fit.
+earlier nest's reads, so it is only worth it where the buffers do not fit;
+and where a level then has room left, the packing spends it keeping the
+buffers of neighbouring phases apart (`buffer_lifetimes.spread`, `_roomy`).
 """
 
 from __future__ import annotations
@@ -42,7 +44,7 @@ from xdsl.ir import Operation, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
 
-from nem.analysis.buffer_lifetimes import Packing, Plan, plan, replan
+from nem.analysis.buffer_lifetimes import Packing, Plan, plan, replan, spread
 from nem.analysis.ir_walk import block_ops
 from nem.analysis.race_memos import ShapeMemos
 from nem.dialect.attributes import BufferType, MemLevelAttr
@@ -225,7 +227,10 @@ class ShareBuffersPass(ModulePass):
         for prog in list(programs(op)):
             device = target_device(ctx, prog, self.device, self.include_dirs)
             levels = self.levels(prog, device)
-            found = replan(prog, levels, plans.get(prog) if plans else None)
+            old = plans.get(prog) if plans else None
+            found = replan(prog, levels, old)
+            if self.over_capacity_only and (old is None or found.packings is not old.packings):
+                found = _roomy(prog, found, device, _footprints(prog, found))[0]
             arenas: list[SSAValue] = []
             members: dict[Operation, str] = {}
             taken: set[str] | None = None
@@ -260,7 +265,10 @@ class ShareBuffersPass(ModulePass):
         `nem-compile` asks of the unordered program (D-COMPILE-L1); the plan
         goes to `pack` afterwards."""
         found = plan(program, self.levels(program, device))
-        return found, _footprints(program, found)
+        foot = _footprints(program, found)
+        if self.over_capacity_only:
+            return _roomy(program, found, device, foot)
+        return found, foot
 
 
 def packed_footprints(
@@ -299,6 +307,33 @@ def _footprints(program: ProgramOp, found: Plan) -> dict[str, int]:
         for c in range(buffer_instances(op, ev)):
             items.setdefault(level_key(op.result.type.level), []).append(((op, c), *placed))
     return {key: footprint(layout(lst)) for key, lst in items.items()}
+
+
+def _roomy(
+    program: ProgramOp, found: Plan, device: Device | None, foot: dict[str, int]
+) -> tuple[Plan, dict[str, int]]:
+    """`found` spread where its levels have room on `device` (`spread`: the
+    buffers of neighbouring phases kept apart, D-LOW-SHARE), when the
+    program then still fits every level it packs; else `found`.  With the
+    footprints of the plan returned (`foot`: `found`'s)."""
+    from nem.analysis.capacity import capacity, level_key
+
+    if device is None or not found.packings:
+        return found, foot
+    caps = {}
+    room = {}
+    for p in found.packings:
+        key = level_key(MemLevelAttr(p.level))
+        cap = caps[key] = capacity(device, key)
+        if cap is not None and cap > foot.get(key, 0):
+            room[p.level] = cap - foot.get(key, 0)
+    roomy = spread(found, room)
+    if roomy is found:
+        return found, foot
+    after = _footprints(program, roomy)
+    if any(cap is not None and after.get(key, 0) > cap for key, cap in caps.items()):
+        return found, foot
+    return roomy, after
 
 
 def _over_capacity(program: ProgramOp, device: Device | None, levels: list[str]) -> list[str]:
