@@ -136,6 +136,11 @@ def timed_cycles(text: str, device: str = DEVICE) -> int:
     return _timed_total(text, device).cycles
 
 
+def timed_tasks(text: str, device: str = DEVICE) -> int:
+    """The tasks a timed run of a program runs (every loop iteration's)."""
+    return _timed_total(text, device).tasks
+
+
 def dma_bytes(text: str, device: str = DEVICE) -> int:
     """The bytes a program's DMAs move in a timed run."""
     return _timed_total(text, device).units["DMA"].amount

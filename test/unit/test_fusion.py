@@ -14,7 +14,7 @@ import pytest
 pytest.importorskip("mlir.ir")
 pytest.importorskip("onnx")
 
-from compile_runs import dma_bytes, run_compiled, timed_cycles  # noqa: E402
+from compile_runs import dma_bytes, run_compiled, timed_cycles, timed_tasks  # noqa: E402
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
 from nem.compile import compile_onnx, l1_plan  # noqa: E402
@@ -158,6 +158,47 @@ def test_a_fused_tiles_l1_need_is_what_the_lowering_declares(tail, monkeypatch):
     capacity = 1 << 20  # npm_pro_x1's l1_size_bytes
     need = max(n for n in needs if n <= capacity)
     assert lowered <= need <= lowered + tile, (lowered, needs, tile)
+
+
+def _loop_bodies(text: str) -> list[list[str]]:
+    """The task names (`concat`, `conv2d`, ..) of each loop body of a NEM
+    program, its nested loops' apart (by indentation)."""
+    bodies: list[list[str]] = []
+    open_: list[tuple[int, list[str]]] = []  # (indent of the body, its tasks)
+    for line in text.splitlines():
+        indent = len(line) - len(line.lstrip())
+        while open_ and indent < open_[-1][0]:
+            bodies.append(open_.pop()[1])
+        if line.lstrip().startswith("loop "):
+            open_.append((indent + 2, []))
+        elif open_ and indent == open_[-1][0] and ".async" in line:
+            open_[-1][1].append(line.split(" = ")[1].split(".")[0])
+    return bodies + [tasks for _, tasks in open_]
+
+
+def test_per_channel_inputs_are_broadcast_once_per_channel_tile():
+    """Conv -> BatchNormalization -> Relu with 64 output channels at 56x56,
+    tiled in rows: the scale and shift, which depend on the output channel
+    only, are broadcast into their L1 tiles before the loop over the
+    spatial tiles, not in each tile (D-COMPILE-FUSE-L1): each loop body
+    holds the bias's two concats per convolution and no others (six before:
+    two more per per-channel input).  Bit-identical to the unfused program
+    under random schedules, fewer tasks run than with the broadcasts in
+    each tile (`hoist=False`, which leaves them there), and the program
+    fits L1 as measured (no re-tiling)."""
+    model = _model("bn_relu", c=32, f=64, hw=56)
+    fused = compile_onnx(model, **OPTS)
+    assert not [r for r in fused.remarks if "exceeded L1" in r], fused.remarks
+    bodies = [b for b in _loop_bodies(fused.nem) if "conv2d" in b]
+    assert bodies, fused.nem
+    for tasks in bodies:
+        assert tasks.count("concat") == 2 * tasks.count("conv2d"), tasks
+    per_tile = compile_onnx(model, **OPTS, hoist=False)
+    assert any(b.count("concat") == 6 * b.count("conv2d") > 0 for b in _loop_bodies(per_tile.nem))
+    plain = compile_onnx(model, **OPTS, fuse=False)
+    for a, b in zip(_outputs(fused, model, 3), _outputs(plain, model, 0)):
+        assert np.array_equal(a.view(np.uint32), b.view(np.uint32))
+    assert timed_tasks(fused.nem) < timed_tasks(per_tile.nem)
 
 
 def test_an_intermediate_with_another_reader_is_still_written():

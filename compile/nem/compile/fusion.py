@@ -38,12 +38,14 @@ the outputs are bit-identical to the unfused program's.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from mlir import ir
-from mlir.dialects import arith, linalg
+from mlir.dialects import arith, linalg, memref
 
+from nem.compile.hoist import hoist_op
 from nem.compile.nest_ir import owner_op
 
 FUSE = "nem_fuse"
@@ -526,10 +528,11 @@ def _slice(block: ir.Block, root: ir.Value, stop: list[ir.Value]) -> list[ir.Ope
     return [o.operation for o in block.operations if any(o.operation == s for s in seen)]
 
 
-def finish(fn: ir.Operation) -> int:
+def finish(fn: ir.Operation, hoist: bool = True) -> int:
     """Rewrite each tile of a fused op in `fn` into the broadcast, the
-    convolution and the epilogues on its L1 buffers (module doc); returns
-    how many tiles were rewritten."""
+    convolution and the epilogues on its L1 buffers (module doc), each
+    broadcast epilogue input made a tile once per channel tile when `hoist`
+    (`_broadcast_tile`); returns how many tiles were rewritten."""
     tiles: list[ir.Operation] = []
 
     def visit(op: ir.Operation) -> ir.WalkResult:
@@ -539,7 +542,7 @@ def finish(fn: ir.Operation) -> int:
 
     fn.walk(visit)
     for t in tiles:
-        _unfold(t)
+        _unfold(t, hoist)
     return len(tiles)
 
 
@@ -549,7 +552,7 @@ def _copies(v: ir.Value) -> tuple[list[ir.Operation], list[ir.Operation]]:
     return [c for c in copies if c.operands[1] == v], [c for c in copies if c.operands[0] == v]
 
 
-def _unfold(t: ir.Operation) -> None:
+def _unfold(t: ir.Operation, hoist: bool) -> None:
     """One tile of a fused op, as the ops it fuses (module doc)."""
     from nem.compile.errors import CompileError
 
@@ -580,18 +583,72 @@ def _unfold(t: ir.Operation) -> None:
             )
         results = list(list(body_of(t).operations)[-1].operands)  # (the yield's)
         prev = outs[0]
+        made: list[Staged] = []
+        unstaged: list[ir.Operation] = []  # (staging copies no longer read)
         for i, (step, maps) in enumerate(epilogue_steps(t)):
             mine, ys = ys[: len(maps)], ys[len(maps) :]
             args = _f_args(t, i, ins_of)
-            _epilogue_tile(
-                prev, results[i], list(zip(mine, maps)), args, step, results[i + 1], outs[i + 1], ip
-            )
+            others = []
+            for y, m in zip(mine, maps):
+                tile = None
+                if m != identity_map(RANK):
+                    staged = _staging_copy(y, t)
+                    src = y if staged is None else staged.operands[0]
+                    tile = _broadcast_tile(src, m, outs[i + 1], ip)
+                    if tile is not None and staged is not None:
+                        unstaged.append(staged)
+                if tile is not None:
+                    made.append(tile)
+                    y, m = tile.view.results[0], identity_map(RANK)
+                others.append((y, m))
+            _epilogue_tile(prev, results[i], others, args, step, results[i + 1], outs[i + 1], ip)
             prev = outs[i + 1]
+        for tile in made:  # (freed after the epilogues, hoisted with them)
+            memref.DeallocOp(tile.alloc.results[0], ip=ip)
+        if hoist:
+            for tile in made:
+                if hoist_op(tile.bcast) and not list(tile.offset.results[0].uses):
+                    tile.offset.erase()  # (the view's moved with a constant of its own)
         for v, kept in zip(outs, keep):
             if not kept:
                 for c in _copies(v)[1]:
                     _erase_copy(c, 1)
     t.erase()
+    for cp in unstaged:
+        _drop_staging(cp)
+
+
+def _staging_copy(y: ir.Value, t: ir.Operation) -> ir.Operation | None:
+    """The one `linalg.copy` staging `y` (a view of its own L1 buffer) when
+    the tile `t` is its only reader: the broadcast then reads the copy's
+    source instead, and the copy and its buffer go (`_drop_staging`)."""
+    view = owner_op(y)
+    if view is None or view.name != "memref.view":
+        return None
+    into, out_of = _copies(y)
+    readers = [u for u in users_of(y) if all(u != c for c in into)]
+    if len(into) != 1 or out_of or len(readers) != 1 or readers[0] != t:
+        return None
+    alloc = owner_op(view.operands[0])
+    if alloc is None or alloc.name != "memref.alloc":
+        return None
+    if any(u != view and u.name != "memref.dealloc" for u in users_of(alloc.results[0])):
+        return None
+    return into[0]
+
+
+def _drop_staging(cp: ir.Operation) -> None:
+    """Erase a staging copy that nothing reads (`_staging_copy`), its view,
+    and its buffer's allocation and deallocation."""
+    view = owner_op(cp.operands[1])
+    assert view is not None
+    alloc = owner_op(view.operands[0])
+    assert alloc is not None
+    cp.erase()
+    view.erase()
+    for u in users_of(alloc.results[0]):
+        u.erase()
+    alloc.erase()
 
 
 def epilogue_steps(t: ir.Operation) -> list[tuple[list[ir.Operation], list[str]]]:
@@ -610,6 +667,55 @@ def epilogue_steps(t: ir.Operation) -> list[tuple[list[ir.Operation], list[str]]
         steps.append((_slice(block, results[i + 1], [results[i], *args]), maps[:n_in]))
         maps = maps[n_in:]
     return steps
+
+
+def broadcast_inputs(t: ir.Operation) -> list[ir.Value]:
+    """The epilogue inputs of the fused op (or tile) `t` read at a broadcast
+    map (a per-channel scale or shift): `finish` makes each an L1 tile of
+    the output's shape (`_broadcast_tile`), once outside the tile loops
+    its source does not vary in, which the L1 measure (`l1_plan`) counts."""
+    ins = operand_segments(t)[0][3:]
+    maps = [_widen(m, RANK) for m in map_strings(t)[3 : 3 + len(ins)]]
+    return [y for y, m in zip(ins, maps) if m != identity_map(RANK)]
+
+
+@dataclass
+class Staged:
+    """A broadcast epilogue input's L1 tile (`_broadcast_tile`): the
+    broadcast into it, its allocation, the view the epilogue reads and the
+    view's offset (a constant 0)."""
+
+    bcast: ir.Operation
+    alloc: ir.Operation
+    view: ir.Operation
+    offset: ir.Operation
+
+
+def _broadcast_tile(y: ir.Value, m: str, like: ir.Value, ip: ir.InsertionPoint) -> Staged | None:
+    """`y` (an epilogue input's slice read at map `m`: its L1 tile, or the
+    DDR slice that tile was staged from) broadcast into a
+    new L1 buffer of the type of the output tile `like` (as
+    `structured.promote` declares one: bytes viewed at offset 0), at `ip`;
+    returns it (`Staged`), or None for a tile of
+    dynamic shape (the epilogue then reads `y` at `m`, broadcast by the
+    lowering in each tile: D-LOW-BCAST-OPERAND).  The broadcast is an
+    all-parallel copy (D-LOW-GENERIC-COPY: concats, D-LOW-BCAST-CONCAT) that
+    depends on the channel tile only, so `hoist.hoist_op` can move it out
+    of the spatial tile loops (D-COMPILE-FUSE-L1)."""
+    t = ir.MemRefType(like.type)
+    if not t.has_static_shape or t.memory_space is None:
+        return None
+    elem = t.element_type
+    i8 = ir.IntegerType.get_signless(8)
+    size = 4 * math.prod(t.shape)  # (f32 tiles only: `_epilogue`)
+    with ip:
+        alloc = memref.AllocOp(ir.MemRefType.get([size], i8, memory_space=t.memory_space), [], [])
+        zero = arith.ConstantOp(ir.IndexType.get(), 0)
+        view = memref.ViewOp(
+            ir.MemRefType.get(t.shape, elem, memory_space=t.memory_space), alloc, zero, []
+        )
+    bcast = _generic([y], view.result, [m], ip, _yield_first)
+    return Staged(bcast, alloc.operation, view.operation, zero.operation)
 
 
 def _erase_copy(copy: ir.Operation, side: int) -> None:
@@ -648,9 +754,9 @@ def _yield_first(args: list[ir.Value]) -> list[ir.Value]:
     return [args[0]]
 
 
-def _generic(ins, out, in_maps, ip, body) -> None:
+def _generic(ins, out, in_maps, ip, body) -> ir.Operation:
     """An elementwise `linalg.generic` at `ip` over `out`'s shape (identity
-    map for `out`), `body(block arguments)` giving what it yields."""
+    map for `out`), `body(block arguments)` giving what it yields; returns it."""
     ident = identity_map(ir.MemRefType(out.type).rank)
     maps = [ir.AffineMapAttr(ir.Attribute.parse(m)) for m in [*in_maps, ident]]
     par = ir.Attribute.parse("#linalg.iterator_type<parallel>")
@@ -666,6 +772,7 @@ def _generic(ins, out, in_maps, ip, body) -> None:
     block = op.regions[0].blocks.append(*([f32] * (len(ins) + 1)))
     with ir.InsertionPoint(block):
         linalg.YieldOp(body(list(block.arguments)))
+    return op.operation
 
 
 def _epilogue_tile(prev, prev_v, others, other_args, step, result, out, ip) -> None:

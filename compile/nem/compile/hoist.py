@@ -338,6 +338,32 @@ def _invariant(v: ir.Value, loop: ir.Operation) -> list[ir.Operation] | None:
     return ops + [op]
 
 
+def varies(v: ir.Value, loop: ir.Operation) -> bool:
+    """Whether `v` depends on `loop`: it is defined inside it by an op that
+    is not PURE (an allocation, a copy) or from its induction variable,
+    through any number of PURE ops (views, index arithmetic).  A staging
+    copy of a source that does not vary is hoisted out of every loop up to
+    and including `loop` (`hoist_op`), its buffers then outside."""
+    if not _defined_inside(v, loop):
+        return False
+    op = owner_op(v)
+    if op is None or op.name not in PURE or len(op.regions):
+        return True
+    return any(varies(x, loop) for x in op.operands)
+
+
+def hoist_op(op: ir.Operation) -> int:
+    """Hoist one staging op (a `linalg.copy`, or any linalg op of one input
+    and one output that only reads the input and writes the output whole:
+    a broadcast of a per-channel tile, D-COMPILE-FUSE-L1) out of each loop
+    around it that it does not depend on, under `hoist_copies`' conditions;
+    returns how many loops it left."""
+    moved = 0
+    while (loop := _op(op.parent)).name in LOOPS and _hoist_one(loop, [op]) is not None:
+        moved += 1
+    return moved
+
+
 def _is_const(v: ir.Value) -> bool:
     op = owner_op(v)
     return op is not None and op.name == "arith.constant"

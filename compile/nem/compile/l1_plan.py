@@ -14,7 +14,9 @@ So each op is measured once tiled, on the IR itself: per fast memory space
 (engine k's L1 is space 2 + k), the bytes of every L1 allocation the tiled
 op holds, each rounded up to the 64-byte alignment the lowering gives it,
 times its slots, plus the scratch the lowering may add for each compute op
-writing there.  When that exceeds `l1_size_bytes`, the op is tiled again
+writing there (and the tiles a fused convolution's broadcast epilogue
+inputs are made into, where `fusion.finish` places them).  When that
+exceeds `l1_size_bytes`, the op is tiled again
 with its budget scaled down, until it fits or its tiles are single points
 (`fit`).  Buffers of different ops are never live at the same time once
 `nem-share-buffers` packs them (each op's buffers are used by its own
@@ -30,7 +32,8 @@ from dataclasses import dataclass
 
 from mlir import ir
 
-from nem.compile.fusion import FUSE, RANK, epilogue_steps
+from nem.compile.fusion import FUSE, broadcast_inputs, epilogue_steps
+from nem.compile.hoist import varies
 from nem.compile.nest_ir import ops_named
 from nem.compile.target import FAST_SPACE
 
@@ -98,16 +101,15 @@ def _temporaries(op: ir.Operation) -> float:
     broadcast input (D-LOW-BCAST-OPERAND).  A tile of a fused convolution
     (D-COMPILE-FUSE-L1) is the convolution's accumulator and then each
     epilogue's tree, as `fusion.finish` unfolds it; their scratch tiles are
-    all declared, each of the output tile's size."""
+    all declared, each of the output tile's size.  Its broadcast inputs
+    are not scratch of the tile: `finish` broadcasts each into a buffer of
+    its own, outside the loops it does not vary in (`measure` counts them
+    there, `_broadcast_slots`)."""
     if FUSE in op.attributes:
         inside = _inside(op)
         return 1 + sum(
-            _tree(
-                [inner for inner in ops if _scalar(inner)],
-                inside,
-                sum(1 for m in maps if len(_map(m).results) < RANK),
-            )
-            for ops, maps in epilogue_steps(op)
+            _tree([inner for inner in ops if _scalar(inner)], inside, 0)
+            for ops, _ in epilogue_steps(op)
         )
     name = op.name
     if any(part in name for part in REDUCING):
@@ -189,10 +191,6 @@ def _splat_key(v: ir.Value) -> object:
         if op.name == "arith.constant":
             return str(op.attributes["value"])
     return v
-
-
-def _map(m: str) -> ir.AffineMap:
-    return ir.AffineMapAttr(ir.Attribute.parse(m)).value
 
 
 def _elem_bytes(t: ir.Type) -> int:
@@ -303,6 +301,13 @@ def measure(roots: Iterable[ir.Operation], pipeline: bool, strip: tuple[str, ...
                         at,
                         at,
                     )
+                    if FUSE in op.attributes:
+                        add(
+                            _space(v.type),
+                            scratch_bytes(v) * _broadcast_slots(op, pipeline),
+                            at,
+                            at,
+                        )
             # its body holds scalar ops only (nothing counted): not walked
             return ir.WalkResult.SKIP
         if name in ("memref.alloc", "memref.alloca"):
@@ -350,6 +355,27 @@ def strip(roots: Iterable[ir.Operation], keys: tuple[str, ...]) -> None:
     for root in roots:
         if root.name != "arith.constant":
             root.walk(visit, ir.WalkOrder.PRE_ORDER)
+
+
+def _broadcast_slots(op: ir.Operation, pipeline: bool) -> int:
+    """The L1 slots of output-sized tiles that `fusion.finish` broadcasts the
+    fused tile `op`'s per-channel inputs into (`fusion.broadcast_inputs`):
+    each is hoisted out of every loop around `op` that its source does not
+    vary in (`hoist.hoist_op`), so it is in a loop, two slots when
+    pipelined, only if its source varies in the outermost one (the channel
+    loop when it is outside the spatial ones; a tile of `--no-hoist`).
+    The staged slice each is broadcast from is counted as allocated here,
+    although `finish` broadcasts from its DDR source and drops it when the
+    tile was its only reader (a few hundred bytes over, never under)."""
+    outer, parent = None, op.parent
+    while parent is not None:
+        if parent.name in LOOPS:
+            outer = parent
+        parent = parent.parent
+    return sum(
+        2 if pipeline and outer is not None and varies(y, outer) else 1
+        for y in broadcast_inputs(op)
+    )
 
 
 def _has_loop(loop: ir.Operation) -> bool:

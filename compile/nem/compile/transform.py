@@ -413,7 +413,7 @@ def tile_module(
     tidy.enable_verifier(False)
     tidy.run(module.operation)
     if options.fuse:  # on the tiles' static shapes (D-COMPILE-FUSE-L1)
-        fusion.finish(entry)
+        fusion.finish(entry, options.hoist)
     # a peeled tile reads the weights its loop staged (D-COMPILE-SHARE-STAGED);
     # on the canonical IR, where the peel is straight-line code beside the loop
     if options.share_staged:
