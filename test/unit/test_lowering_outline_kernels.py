@@ -114,11 +114,10 @@ def _top_loops(module: ModuleOp, entry: str) -> list[affine.ForOp]:
     return [o for o in fn.body.block.ops if isinstance(o, affine.ForOp)]
 
 
-LEFT = """
-func.func @f(%A: memref<32xf32>, %B: memref<32xf32>, %C: memref<17xf32>, %s: memref<1xf32>) {
+INSIDE = """
+func.func @f(%A: memref<32xf32>, %B: memref<32xf32>, %S: memref<4xf32>, %M: memref<4x8xf32>) {
   %c2 = arith.constant 2 : index
   %n = affine.apply affine_map<(d0) -> (d0 + 1)>(%c2)
-  %x = affine.load %s[0] : memref<1xf32>
   affine.for %t = 0 to 32 step 8 {
     affine.for %i = 0 to 8 {
       %a = affine.load %A[31 - %t - %i] : memref<32xf32>
@@ -128,6 +127,52 @@ func.func @f(%A: memref<32xf32>, %B: memref<32xf32>, %C: memref<17xf32>, %s: mem
   affine.for %i = 0 to 8 {
     %a = affine.load %A[31 - %i - %n] : memref<32xf32>
     affine.store %a, %B[%i] : memref<32xf32>
+  }
+  linalg.generic {indexing_maps = [affine_map<(d0, d1) -> (d0, d1)>, affine_map<(d0, d1) -> (d0)>],
+                  iterator_types = ["parallel", "reduction"]}
+      ins(%M : memref<4x8xf32>) outs(%S : memref<4xf32>) {
+  ^bb0(%in: f32, %out: f32):
+    %0 = arith.addf %out, %in : f32
+    linalg.yield %0 : f32
+  }
+  return
+}
+"""
+
+
+def test_nests_in_loops_and_linalg_ops_are_outlined() -> None:
+    """A nest in a tile loop takes the loop variable as its index operand, a
+    nest using an `affine.apply` of constants that value; a linalg op whose
+    operands are buffers of their own is decided without a view; the whole
+    lowers as without the pass."""
+    module = _outlined(INSIDE, "f")
+    tiled, applied, generic = _kernels(module)
+    assert isinstance(tiled.parent_op(), affine.ForOp)
+    assert [v.name_hint for v in tiled.index_args] == ["t"]
+    assert [v.name_hint for v in applied.index_args] == ["n"]
+    assert tiled.why.data == applied.why.data == "a strided or skewed access"
+    assert generic.what.data.startswith("linalg.generic at ")
+    assert "a sum over whole axes" in generic.why.data
+    assert _top_loops(module, "f") == [tiled.parent_op()]  # the tile loop stays
+    assert _lower(INSIDE, "f", OutlineKernelsPass) == _lower(INSIDE, "f", None)
+
+
+LEFT = """
+func.func @f(%A: memref<32xf32>, %B: memref<32xf32>, %C: memref<17xf32>, %s: memref<1xf32>) {
+  %c2 = arith.constant 2 : index
+  %x = affine.load %s[0] : memref<1xf32>
+  affine.for %t = 0 to 30 step 8 {
+    affine.for %i = 0 to min affine_map<(d0) -> (8, 30 - d0)>(%t) {
+      %a = affine.load %A[31 - %t - %i] : memref<32xf32>
+      affine.store %a, %B[%t + %i] : memref<32xf32>
+    }
+  }
+  affine.for %t = 0 to 24 step 8 {
+    %o = arith.addi %t, %c2 : index
+    affine.for %i = 0 to 8 {
+      %a = affine.load %A[%o + %i] : memref<32xf32>
+      affine.store %a, %B[%t + %i] : memref<32xf32>
+    }
   }
   affine.for %i = 0 to 8 {
     %a = affine.load %A[31 - %i] : memref<32xf32>
@@ -149,11 +194,12 @@ func.func @f(%A: memref<32xf32>, %B: memref<32xf32>, %C: memref<17xf32>, %s: mem
 
 
 def test_what_the_conversion_decides_is_left_to_it() -> None:
-    """A nest in a loop (the loop variables are the conversion's), one
-    taking an index value that is not a constant, one using a value a load
-    outside gives (its kernel loads it itself), one whose decision reads a
-    view's box (D-LOW-ALIAS) stay loops; the last nest, which escapes on
-    its own, is outlined, and the whole lowers as without the pass."""
+    """A nest in a loop whose last tile is partial (decided per copy,
+    D-LOW-PEEL), one taking an index value the pass does not evaluate
+    (`arith.addi`: a copy the conversion raises), one using a value a load outside gives (its kernel
+    loads it itself), one whose decision reads a view's box (D-LOW-ALIAS)
+    stay loops; the last nest, which escapes on its own, is outlined, and
+    the whole lowers as without the pass."""
     module = _outlined(LEFT, "f")
     (kernel,) = _kernels(module)
     assert kernel.why.data == "a strided or skewed access"

@@ -23,17 +23,18 @@ from collections.abc import Callable, Sequence
 from io import StringIO
 from typing import Any
 
-from xdsl.dialects import affine, arith, func, memref
+from xdsl.dialects import affine, arith, func, linalg, memref
 from xdsl.dialects.builtin import FunctionType, IndexType, MemRefType
 from xdsl.ir import Attribute, Block, BlockArgument, Operation, Region, SSAValue
 from xdsl.printer import Printer
 
 from nem.dialect.diagnostics import NemDiagnosticError
+from nem.frontends.upstream_dialects.linalg_softmax import SoftmaxOp
 from nem.passes.lowering.affine_algebra import Aff
 from nem.passes.lowering.context import Fallback, LoweringContext
 from nem.passes.lowering.diagnostics import reject
 from nem.passes.lowering.emit import expr
-from nem.passes.lowering.loop_ranges import accessed_boxes
+from nem.passes.lowering.loop_ranges import Box, accessed_boxes
 from nem.passes.lowering.partial_tiles import RegionAccess
 from nem.passes.lowering.staging import drop_unused_scratch, full_region, name_task
 from nem.passes.lowering.state import BlockState, Lowering
@@ -80,6 +81,10 @@ def linalg_operands(op: Operation) -> tuple[list[SSAValue], list[SSAValue]]:
 
 _ABSENT = object()
 
+LINALG_OPS: tuple[type[Operation], ...] = (*linalg.Linalg.operations, SoftmaxOp)
+"""The linalg op classes the conversion lowers (`compute.lower_linalg`), and
+`nem-outline-kernels` decides too (D-LOW-OUTLINE)."""
+
 
 def emit_escape(
     lw: Lowering,
@@ -93,7 +98,6 @@ def emit_escape(
     then the ops `after` it that use its results (`carried_out`), which the
     block then skips."""
     ctx = lw.ctx
-    drop_unused_scratch(ctx)
     body = [*top.walk(), *(x for a in after for x in a.walk())]
     sunk = _sunk_loads(ctx, top, body)
     ins_m, outs_m, index_vals, consts = kernel_operands(top, body, sunk)
@@ -107,7 +111,7 @@ def emit_escape(
 
     def log_boxes() -> None:
         if ctx.scopes and isinstance(top, affine.ForOp) and not after:
-            _log_accessed_boxes(ctx, top)
+            log_accessed_boxes(ctx, top, accessed_boxes(top, ctx.env))
 
     emit_kernel(lw, top, st, (ins_m, outs_m, index_vals), kernel, what, reason, log_boxes)
     st.skip.update(after)
@@ -180,6 +184,7 @@ def emit_kernel(
     D-LOW-PEEL's scopes, after its regions.  Both the escape hatch and
     `nem_lowering.kernel` (D-LOW-OUTLINE) emit it."""
     ctx = lw.ctx
+    drop_unused_scratch(ctx)
     ins_m, outs_m, index_vals = (list(x) for x in operands)
     b = st.builder
     with b.located(anchor.location):
@@ -404,15 +409,16 @@ def kernel_line(kfn: func.FuncOp) -> str:
     return " ".join(line.strip() for line in buf.getvalue().splitlines())
 
 
-def _log_accessed_boxes(ctx: LoweringContext, top: affine.ForOp) -> None:
-    """In a scope of D-LOW-PEEL's narrowing checks, log what an escape-hatch
-    nest really touches of each memref (the bounding box of its accesses
-    over its loops' ranges, `loop_ranges.accessed_boxes`) instead of the
-    whole buffer its region passes: the checks are about the elements a
-    task reads or writes, and the kernel runs the nest's accesses as
+def log_accessed_boxes(ctx: LoweringContext, top: Operation, accessed: dict[SSAValue, Box]) -> None:
+    """In a scope of D-LOW-PEEL's narrowing checks, log what the kernel task
+    emitted at `top` (an escape-hatch nest, a `nem_lowering.kernel`) really
+    touches of each memref operand (`accessed`: the bounding box of its
+    accesses over its loops' ranges, `loop_ranges.accessed_boxes`) instead
+    of the whole buffer its region passes: the checks are about the elements
+    a task reads or writes, and the kernel runs the nest's accesses as
     written."""
     boxes: dict[SSAValue, tuple[Aff, list[int]] | None] = {}
-    for mem, (firsts, extents) in accessed_boxes(top, ctx.env).items():
+    for mem, (firsts, extents) in accessed.items():
         vw = ctx.view(mem, top)
         start = vw.base
         for a, s in zip(firsts, vw.strides):

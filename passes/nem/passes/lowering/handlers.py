@@ -5,12 +5,11 @@ listed here is lowered by its base's handler (`Lowerer.handler_of`)."""
 
 from __future__ import annotations
 
-from xdsl.dialects import affine, linalg, scf
+from xdsl.dialects import affine, scf
 from xdsl.ir import Operation
 
 from nem.dialect.kernel_op import KernelOp
 from nem.frontends.upstream_dialects.affine_if import AffineIfOp
-from nem.frontends.upstream_dialects.linalg_softmax import SoftmaxOp
 from nem.passes.lowering import (
     async_ops,
     compute,
@@ -24,6 +23,7 @@ from nem.passes.lowering import (
     scf_loops,
 )
 from nem.passes.lowering.diagnostics import reject
+from nem.passes.lowering.escape import LINALG_OPS
 from nem.passes.lowering.reroll import last_iteration
 from nem.passes.lowering.state import BlockState, Handler, Lowering
 
@@ -52,10 +52,6 @@ def _control_flow_ops() -> list[type[Operation]]:
     return ops
 
 
-def _linalg_ops() -> list[type[Operation]]:
-    return [*linalg.Linalg.operations, SoftmaxOp]
-
-
 HANDLERS: dict[type[Operation], Handler] = {
     **index_ops.HANDLERS,
     **memory_ops.HANDLERS,
@@ -69,7 +65,7 @@ HANDLERS: dict[type[Operation], Handler] = {
     # `linalg_named.UPSTREAM_CONTRACTIONS`) subclass them, and so do the
     # affine accesses (`affine_ssa_maps`): the driver finds a subclass's
     # handler by its MRO (`Lowerer.handler_of`)
-    **{cls: compute.lower_linalg for cls in _linalg_ops()},
+    **{cls: compute.lower_linalg for cls in LINALG_OPS},
     **{cls: reject_control_flow for cls in _control_flow_ops()},
     **scf_loops.HANDLERS,
     scf.ExecuteRegionOp: lower_execute_region,

@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING
 
 from xdsl.dialects import affine, memref
 from xdsl.dialects.builtin import MemRefType
-from xdsl.ir import BlockArgument, Operation
+from xdsl.ir import BlockArgument, Operation, SSAValue
+from xdsl.ir.affine import AffineMap
 
 from nem.dialect.builder import NemBuilder
 from nem.dialect.diagnostics import NemDiagnosticError, SourceLoc
@@ -41,6 +42,9 @@ from nem.passes.lowering.tile_loops import is_tile_loop
 
 if TYPE_CHECKING:
     from nem.passes.lowering.state import BlockState, Handler, Lowering
+
+MapEvaluator = Callable[[Operation, AffineMap, tuple[SSAValue, ...]], list[Aff]]
+"""The results of an op's affine map on its operands (`LoweringContext.affine`)."""
 
 
 def lower_for(lw: Lowering, op: affine.ForOp, st: BlockState) -> None:
@@ -92,13 +96,14 @@ def staged_tiles(lw: Lowering, op: affine.ForOp) -> list[memref.AllocOp | memref
     return allocs if fast else []
 
 
-def loop_bounds(lw: Lowering, op: affine.ForOp) -> tuple[Aff, int, int]:
-    """(lower bound, step, trip count); a max/min bound is taken when one
-    candidate wins for every value of the enclosing loop variables (e.g.
-    in a peeled loop, D-LOW-PEEL)."""
-    ctx = lw.ctx
-    lb = pick_minmax(ctx.affine(op, op.lowerBoundMap.data, tuple(op.lowerBoundOperands)), False)
-    ub = pick_minmax(ctx.affine(op, op.upperBoundMap.data, tuple(op.upperBoundOperands)), True)
+def loop_bounds(op: affine.ForOp, evaluate: MapEvaluator) -> tuple[Aff, int, int]:
+    """(lower bound, step, trip count), the bound maps evaluated by
+    `evaluate` (the conversion's `LoweringContext.affine`, or
+    `nem-outline-kernels`' on its own index values); a max/min bound is
+    taken when one candidate wins for every value of the enclosing loop
+    variables (e.g. in a peeled loop, D-LOW-PEEL)."""
+    lb = pick_minmax(evaluate(op, op.lowerBoundMap.data, tuple(op.lowerBoundOperands)), False)
+    ub = pick_minmax(evaluate(op, op.upperBoundMap.data, tuple(op.upperBoundOperands)), True)
     if lb is None or ub is None:
         raise reject(
             op,
@@ -137,7 +142,7 @@ def nem_loop(
 
 def lower_loop(lw: Lowering, op: affine.ForOp, st: BlockState) -> None:
     ctx = lw.ctx
-    lb, step, trip = loop_bounds(lw, op)
+    lb, step, trip = loop_bounds(op, ctx.affine)
     carried_tokens(lw, op)
     rerolled = is_rerolled(op)
     tail = last_iteration(op) if rerolled else None

@@ -6,12 +6,14 @@ around point-loop nests that `match_nest` raises).
 
 from __future__ import annotations
 
+from collections.abc import Callable, Hashable
 from typing import TYPE_CHECKING
 
 from xdsl.dialects import affine, arith, memref
-from xdsl.ir import Block
+from xdsl.ir import Block, Operation, SSAValue
 
-from nem.passes.lowering.affine_algebra import depends_on
+from nem.dialect.kernel_op import KernelOp
+from nem.passes.lowering.affine_algebra import IndexEnv, depends_on
 from nem.passes.lowering.casts import CAST_OPS, cast_reason
 from nem.passes.lowering.nest_analysis import (
     BINARY,
@@ -47,6 +49,15 @@ def is_tile_loop(ctx: LoweringContext, loop: affine.ForOp) -> bool:
     It becomes a NEM loop, so each tile is one raised task (D-LOW-TILES); a
     tile loop around anything else stays one escape-hatch task for the
     whole nest."""
+    return tile_loop(loop, ctx.env, lambda m, u: ctx.view(m, u).buffer)
+
+
+def tile_loop(
+    loop: affine.ForOp, env: IndexEnv, buffer_of: Callable[[SSAValue, Operation], Hashable]
+) -> bool:
+    """`is_tile_loop` on the index values `env` of the enclosing scopes, with
+    `buffer_of` telling which buffer a memref is (the conversion's views, or
+    `nem-outline-kernels`' roots: one answer, D-LOW-OUTLINE)."""
     if not may_be_tile_loop(loop):
         return False
     if loop.step.value.data != 1 or not _point_nest(loop):
@@ -62,7 +73,7 @@ def is_tile_loop(ctx: LoweringContext, loop: affine.ForOp) -> bool:
     if not any(depends_on(v, iv, lambda op: op.name in INDEX_OPS) for v in offsets):
         return False
     try:
-        match_nest(analyze(loop, ctx.env), ctx.env, lambda m, u: ctx.view(m, u).buffer)
+        match_nest(analyze(loop, env), env, buffer_of)
     except (NotRaisable, ValueError):
         return True
     return False
@@ -78,6 +89,11 @@ def _tiles_of_point_nests(block: Block) -> bool:
     nests = 0
     for o in block.ops:
         if o.name in INDEX_OPS:
+            continue
+        if isinstance(o, KernelOp):
+            # a point nest `nem-outline-kernels` outlined (D-LOW-OUTLINE): the
+            # loop around it stays the tile loop it was when the pass decided
+            nests += 1
             continue
         if not isinstance(o, affine.ForOp):
             return False
