@@ -41,6 +41,12 @@ it is.  Further, A and B:
 * when one runs longer, its body declares no buffer (the tail would
   declare it again).
 
+The tail goes after the loops that follow B and may jam with it next (the
+other engine parts, when they touch nothing the tail writes and write
+nothing it reads), so that engine parts of two lengths, more than one
+longer part after a shorter one (2, 2, 3, 3 iterations), all jam, and the
+tails of the longer parts, of one first value, jam together after them.
+
 An engine part whose outer tile loop has one iteration where the others'
 have several (its rows are one tile, the loop folded away) is a loop of
 other decorators than theirs: when the jammed loop A holds a loop with B's
@@ -323,13 +329,35 @@ class JamEngineLoops(RewritePattern):
         name = self.names.fresh(longer.iv_name.data)
         tail.properties["iv_name"] = StringAttr(name)
         tail.block.args[0].name_hint = ssa_name_hint(name)
-        rewriter.insert(tail, InsertPoint.after(b))
+        rewriter.insert(tail, InsertPoint.after(self._parts_after(b, longer)))
         first = index_constant(last + 1)
         rewriter.insert(first, InsertPoint.before(tail))
         tail.operands = (first.result, tail.upper)
         end = index_constant(last)
         rewriter.insert(end, InsertPoint.before(a))  # before both loops
         longer.operands = (longer.lower, end.result)
+
+    def _parts_after(self, b: LoopOp, longer: LoopOp) -> Operation:
+        """Where `longer`'s tail goes: after `b`, or after the loops right
+        after it that may jam with it next (the same first value and
+        decorators: the other engine parts of the nest) and that touch
+        nothing the tail writes or write what it reads.  A tail left between
+        two parts would keep the later one from jamming (parts of lengths
+        2, 2, 3, 3: the third part's tail stood before the fourth part)."""
+        first = _bounds(self.fps.ev, b)
+        fp = self.fps.of(longer)
+        at: Operation = b
+        nxt = b.next_op
+        while (
+            isinstance(nxt, LoopOp)
+            and first is not None
+            and (bounds := _bounds(self.fps.ev, nxt)) is not None
+            and bounds[0] == first[0]
+            and nxt.decorator_list() == b.decorator_list()
+            and not fp.conflicts(self.fps.of(nxt))
+        ):
+            at, nxt = nxt, nxt.next_op
+        return at
 
     def _pairs_inside(
         self,
