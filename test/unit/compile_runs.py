@@ -99,6 +99,29 @@ def conv3x3_model(hw: int, c: int, f: int):
     return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
 
 
+def conv1x1_relu_model(hw: int, c: int, f: int):
+    """A 1x1 convolution with bias and a Relu, `c` to `f` channels over `hw` x
+    `hw` pixels, seeded random weights (test_tile_time, test_share_buffers)."""
+    import numpy as np
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(0)
+    w = numpy_helper.from_array(rng.uniform(-1, 1, (f, c, 1, 1)).astype(np.float32), "w")
+    b = numpy_helper.from_array(rng.uniform(-1, 1, (f,)).astype(np.float32), "b")
+    nodes = [
+        helper.make_node("Conv", ["x", "w", "b"], ["c"], name="conv"),
+        helper.make_node("Relu", ["c"], ["y"], name="relu"),
+    ]
+    g = helper.make_graph(
+        nodes,
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, c, hw, hw])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, f, hw, hw])],
+        [w, b],
+    )
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+
+
 def graph_model(nodes, x_shape, inits=(), opset: int = 13):
     """A model of `nodes` reading one f32 input `x` of `x_shape` and writing
     `y` (test_pads)."""

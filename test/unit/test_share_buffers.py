@@ -460,27 +460,12 @@ def test_resnet50_res3_branch2a_conv_runs_its_peels_beside_its_tile_loop(monkeyp
     they do not: the same output bits under random schedules, race-free,
     `nem-verify` clean (compile_onnx verifies), fewer timed cycles (57,152
     -> 50,868 for the whole program, the cut's NCHW transposes included)."""
-    from compile_runs import only_output, timed_cycles
-    from onnx import TensorProto, helper, numpy_helper
+    from compile_runs import conv1x1_relu_model, only_output, timed_cycles
 
     import nem.analysis.buffer_lifetimes as bl
     from nem.compile import compile_onnx
 
-    rng = np.random.default_rng(0)
-    w = numpy_helper.from_array(rng.uniform(-1, 1, (128, 512, 1, 1)).astype(np.float32), "w")
-    b = numpy_helper.from_array(rng.uniform(-1, 1, (128,)).astype(np.float32), "b")
-    nodes = [
-        helper.make_node("Conv", ["x", "w", "b"], ["c"], name="conv"),
-        helper.make_node("Relu", ["c"], ["y"], name="relu"),
-    ]
-    g = helper.make_graph(
-        nodes,
-        "g",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 512, 28, 28])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 128, 28, 28])],
-        [w, b],
-    )
-    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    model = conv1x1_relu_model(28, 512, 128)
     new = compile_onnx(model, device="npm_pro_x1")
     monkeypatch.setattr(bl, "SPREAD_TRIES", 0)
     old = compile_onnx(model, device="npm_pro_x1")

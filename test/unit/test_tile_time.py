@@ -251,26 +251,11 @@ def test_a_small_conv_cut_in_row_tiles_is_bit_identical_and_faster():
     schedules, race-free, `nem-verify` clean (compile_onnx verifies), and
     fewer timed cycles: 29,091 -> 26,193 for the whole program, whose NCHW
     transposes of the input and output take most of them."""
-    from compile_runs import only_output, timed_cycles
-    from onnx import TensorProto, helper, numpy_helper
+    from compile_runs import conv1x1_relu_model, only_output, timed_cycles
 
     from nem.compile import compile_onnx
 
-    rng = np.random.default_rng(0)
-    w = numpy_helper.from_array(rng.uniform(-1, 1, (16, 64, 1, 1)).astype(np.float32), "w")
-    b = numpy_helper.from_array(rng.uniform(-1, 1, (16,)).astype(np.float32), "b")
-    nodes = [
-        helper.make_node("Conv", ["x", "w", "b"], ["c"], name="conv"),
-        helper.make_node("Relu", ["c"], ["y"], name="relu"),
-    ]
-    g = helper.make_graph(
-        nodes,
-        "g",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 64, 55, 55])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 16, 55, 55])],
-        [w, b],
-    )
-    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    model = conv1x1_relu_model(55, 64, 16)
     old = compile_onnx(model, device="npm_pro_x1", tile_sizes=(1, 14, 55, 16, 1, 1, 64))
     new = compile_onnx(model, device="npm_pro_x1")
     assert np.array_equal(
