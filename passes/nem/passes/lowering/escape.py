@@ -133,6 +133,7 @@ def kernel_operands(
     consts: dict[SSAValue, None] = {}
     inside = set(body) | set(sunk)
     for o in [*sunk, *body]:
+        linalg_ins = len(linalg_operands(o)[0]) if o.name.startswith("linalg.") else 0
         for i, v in enumerate(o.operands):
             owner = v.owner
             if isinstance(owner, Operation) and owner in inside:
@@ -145,7 +146,7 @@ def kernel_operands(
                 elif isinstance(o, affine.LoadOp | memref.LoadOp):
                     reads[v] = None
                 elif o.name.startswith("linalg."):
-                    (reads if i < len(linalg_operands(o)[0]) else writes)[v] = None
+                    (reads if i < linalg_ins else writes)[v] = None
                 else:
                     reads[v] = None
                     writes[v] = None

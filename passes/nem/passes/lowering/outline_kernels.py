@@ -224,34 +224,59 @@ def outlined(top: Operation, env: dict[SSAValue, Aff], roots: MemrefRoots) -> Ou
     """The kernel of loop nest or linalg op `top` when it escapes on every
     target, decided on `env` (the index values of the scopes around it)
     and `roots` as `compute.lower_nest` / `lower_linalg` decide it; None
-    where the conversion must decide (module docstring)."""
-    nest = isinstance(top, affine.ForOp)
+    where the conversion must decide (module docstring).  A linalg op is
+    decided before its kernel's operands are gathered: nearly all of them
+    (the tiles' copies and fills) are raised, and gathering was most of
+    the pass's cost (D-LOW-OUTLINE)."""
+    analysis = RaiseAnalysis(env, _no_view, roots)
     try:
-        after = tuple(carried_out(top)) if isinstance(top, affine.ForOp) and top.results else ()
-        body = [*top.walk(), *(x for a in after for x in a.walk())]
-        ins, outs, index_vals, consts = kernel_operands(top, body, ())
-        if (
-            any(v not in env for v in index_vals)
-            or any(isinstance(r.type, MemRefType) for o in body for r in o.results)
-            or not all(
-                isinstance(m.type, MemRefType) and m.type.has_static_shape() for m in (*ins, *outs)
-            )
-        ):
-            return None
-        analysis = RaiseAnalysis(env, _no_view, roots)
         if isinstance(top, affine.ForOp):
+            after = tuple(carried_out(top)) if top.results else ()
+            operands = _kernel_operands(top, after, env)
+            if operands is None:
+                return None
             for o in (top, *after):
                 check_access_bounds(o, env)  # D-LOW-BOUNDS: the conversion's error
             decision = analysis.nest(top)
+            what = f"loop nest at {location_text(top)}"
         else:
+            after = ()
+            if not _static_memrefs(top.operands):
+                return None
             decision = analysis.linalg(top)
+            if not isinstance(decision, Escape):
+                return None
+            operands = _kernel_operands(top, after, env)
+            if operands is None:
+                return None
+            what = f"{top.name} at {location_text(top)}"
     except (_NeedsView, NemDiagnosticError):
         return None  # the conversion's error, a scalar a load outside gives, a box
     if not isinstance(decision, Escape) or _VAR in decision.why:
         return None
     assert decision.after == after
-    what = f"loop nest at {location_text(top)}" if nest else f"{top.name} at {location_text(top)}"
-    return Outlined(what, decision.why, after, ins, outs, index_vals, consts)
+    return Outlined(what, decision.why, after, *operands)
+
+
+def _static_memrefs(values: Sequence[SSAValue]) -> bool:
+    return all(v.type.has_static_shape() for v in values if isinstance(v.type, MemRefType))
+
+
+def _kernel_operands(
+    top: Operation, after: tuple[Operation, ...], env: dict[SSAValue, Aff]
+) -> tuple[list[SSAValue], list[SSAValue], list[SSAValue], list[SSAValue]] | None:
+    """`escape.kernel_operands` of `top` and the ops `after` it, or None
+    where the pass cannot decide the kernel: an index value it has not
+    evaluated, a memref made inside, a memref of dynamic shape."""
+    body = [*top.walk(), *(x for a in after for x in a.walk())]
+    ins, outs, index_vals, consts = kernel_operands(top, body, ())
+    if (
+        any(v not in env for v in index_vals)
+        or any(isinstance(r.type, MemRefType) for o in body for r in o.results)
+        or not _static_memrefs([*ins, *outs])
+    ):
+        return None
+    return ins, outs, index_vals, consts
 
 
 class OutlineKernels(RewritePattern):
