@@ -30,6 +30,7 @@ import re
 import sys
 import traceback
 from collections.abc import Callable, Iterable
+from functools import lru_cache
 from pathlib import Path
 
 from xdsl.context import Context
@@ -177,33 +178,31 @@ def plugin_failure(p: ModulePass, e: Exception) -> PluginError | None:
 # xdsl.universe entry points
 # ---------------------------------------------------------------------------
 
-_UNIVERSES: dict[str, Universe] | None = None
 
-
+@lru_cache(maxsize=1)
 def universes() -> dict[str, Universe]:
     """Every `xdsl.universe` entry point by name (`xdsl` is xDSL's own),
-    each loaded separately: a broken one is a `PluginError` naming it."""
-    global _UNIVERSES
-    if _UNIVERSES is None:
-        from importlib.metadata import entry_points
+    each loaded separately: a broken one is a `PluginError` naming it.
+    Loaded once per process: the installed entry points are the process's
+    (no pass context or interpreter outlives them), and one entry."""
+    from importlib.metadata import entry_points
 
-        found: dict[str, Universe] = {}
-        for ep in sorted(entry_points(group="xdsl.universe"), key=lambda e: e.name):
-            try:
-                universe = ep.load()
-            except Exception as e:  # noqa: BLE001 - the plugin's failure, reported by name
-                raise PluginError(
-                    f"cannot load xdsl.universe entry point '{ep.name}' "
-                    f"({ep.value}): {_exception_text(e)}"
-                ) from None
-            if not isinstance(universe, Universe):
-                raise PluginError(
-                    f"xdsl.universe entry point '{ep.name}' ({ep.value}) is "
-                    f"not an xdsl.universe.Universe"
-                )
-            found[ep.name] = universe
-        _UNIVERSES = found
-    return _UNIVERSES
+    found: dict[str, Universe] = {}
+    for ep in sorted(entry_points(group="xdsl.universe"), key=lambda e: e.name):
+        try:
+            universe = ep.load()
+        except Exception as e:  # noqa: BLE001 - the plugin's failure, reported by name
+            raise PluginError(
+                f"cannot load xdsl.universe entry point '{ep.name}' "
+                f"({ep.value}): {_exception_text(e)}"
+            ) from None
+        if not isinstance(universe, Universe):
+            raise PluginError(
+                f"xdsl.universe entry point '{ep.name}' ({ep.value}) is "
+                f"not an xdsl.universe.Universe"
+            )
+        found[ep.name] = universe
+    return found
 
 
 def universe_passes() -> dict[str, dict[str, PassFactory]]:
