@@ -35,7 +35,7 @@ from pathlib import Path
 
 from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
-from xdsl.passes import ModulePass, PassPipeline
+from xdsl.passes import ModulePass, PassPipeline, PassPipelineCallbackType
 from xdsl.universe import Universe
 
 from nem.dialect.diagnostics import Diagnostic, NemDiagnosticError
@@ -232,7 +232,7 @@ def available_passes() -> dict[str, PassFactory]:
     return out
 
 
-def parse_pipeline(spec: str, callback=None) -> PassPipeline:
+def parse_pipeline(spec: str, callback: PassPipelineCallbackType | None = None) -> PassPipeline:
     """The `PassPipeline` of a spec (`-p` text or `builtin.module(...)`);
     `PipelineError` (a `ValueError`) for a syntax error, an unknown pass or
     a bad option, `NemDiagnosticError` for a bad `memory-spaces` value."""
