@@ -6,7 +6,7 @@ indices can alias a later program's.  Caches belong to an instance (a
 scheduler, an interpreter, a source registry) or are a `BoundedCache`.  This
 scans the product's modules for module-level empty dicts, lists and sets and
 accepts only the registries below, each bounded by something other than the
-input (installed plugins, a context-manager stack).  Facts decided once per
+input (the installed pass plugins).  Facts decided once per
 class live in `nem.dialect.per_class.PerClass` tables, bounded by the number of
 classes; the scan below does not count them, and they refuse keys that are not
 classes (test_per_class.py).  No function rebinds a module global (a value
@@ -27,7 +27,6 @@ REGISTRIES = {
     ("task_state.py", "EMPTY"): "the shared empty vector clock, never mutated",
     ("driver.py", "PLUGIN_PASSES"): "the installed pass plugins",
     ("driver.py", "_LOADED"): "the installed pass plugins",
-    ("source_files.py", "_reads"): "the stack of open tracking_reads blocks",
 }
 
 
