@@ -18,6 +18,7 @@ garbage collector (D-MODULE-STATE).
 from __future__ import annotations
 
 import ast
+from functools import cache
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -30,7 +31,9 @@ REGISTRIES = {
 }
 
 
+@cache
 def _modules(*tops: str) -> list[tuple[Path, ast.Module]]:
+    """Each module under `tops` and its syntax tree (parsed once for the tests)."""
     return [
         (path, ast.parse(path.read_text(encoding="utf-8")))
         for top in tops
@@ -79,18 +82,6 @@ def test_the_registry_list_has_no_stale_entries():
     assert set(REGISTRIES) <= present, set(REGISTRIES) - present
 
 
-def _calls_to(tree: ast.AST, module: str, names: set[str]) -> list[int]:
-    return [
-        node.lineno
-        for node in ast.walk(tree)
-        if isinstance(node, ast.Call)
-        and isinstance(node.func, ast.Attribute)
-        and isinstance(node.func.value, ast.Name)
-        and node.func.value.id == module
-        and node.func.attr in names
-    ]
-
-
 def test_no_function_rebinds_a_module_global():
     """A `global` statement makes a module variable process state that every
     caller shares (issue 36 item 4: hunt's worker state, the error limit's
@@ -105,16 +96,18 @@ def test_no_function_rebinds_a_module_global():
     assert not found, found
 
 
+def _name(e: ast.expr) -> str | None:
+    """`name` of `name` or `module.name`."""
+    return e.id if isinstance(e, ast.Name) else e.attr if isinstance(e, ast.Attribute) else None
+
+
 def _unbounded_cache(decorator: ast.expr) -> bool:
     """`@cache`, `@functools.cache` or `@lru_cache(maxsize=None)`."""
     if isinstance(decorator, ast.Call):
-        name = decorator.func
         bound = [k.value for k in decorator.keywords if k.arg == "maxsize"] + decorator.args[:1]
         unbounded = any(isinstance(b, ast.Constant) and b.value is None for b in bound)
-        return (
-            unbounded and (getattr(name, "id", None) or getattr(name, "attr", None)) == "lru_cache"
-        )
-    return (getattr(decorator, "id", None) or getattr(decorator, "attr", None)) == "cache"
+        return unbounded and _name(decorator.func) == "lru_cache"
+    return _name(decorator) == "cache"
 
 
 def test_unbounded_function_caches_take_no_argument():
@@ -138,9 +131,14 @@ def test_one_module_pauses_the_garbage_collector():
     other pause is a `gc_paused()` scope, which leaves a collector the process
     had disabled as it was (D-RT-GC)."""
     found = [
-        f"{path.relative_to(ROOT)}:{line}"
-        for path, tree in _modules(*PACKAGES, "bench", "scripts")
-        if path.name != "gc_pause.py"
-        for line in _calls_to(tree, "gc", {"disable", "enable"})
+        f"{path.relative_to(ROOT)}:{node.lineno}"
+        for top in ("bench", "scripts", *PACKAGES)
+        for path in sorted((ROOT / top).rglob("*.py"))
+        if path.name != "gc_pause.py" and "gc." in (text := path.read_text(encoding="utf-8"))
+        for node in ast.walk(ast.parse(text))
+        if isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and _name(node.func.value) == "gc"
+        and node.func.attr in ("disable", "enable")
     ]
     assert not found, found
