@@ -61,6 +61,7 @@ from xdsl.printer import Printer
 
 from nem.cli.upstream_tools import find_tool
 from nem.dialect.dialect import nem_context
+from nem.dialect.gc_pause import gc_paused
 from nem.dialect.ops import ProgramOp, TaskOp
 from nem.dialect.verifier import verify_program
 from nem.frontends.nem_text.parser import parse_nem
@@ -291,11 +292,8 @@ def generic_text(module) -> str:
 
 
 def parse_without_gc(text: str, n: int):
-    gc.disable()
-    try:
+    with gc_paused():
         return parse_nem(text, f"<bench {n}>")
-    finally:
-        gc.enable()
 
 
 def run_size(n: int, ctx: Context, gc_off: bool) -> dict:

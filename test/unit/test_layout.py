@@ -87,6 +87,33 @@ def test_every_package_is_typed() -> None:
     assert not missing, f"no py.typed marker in {missing}"
 
 
+@pytest.mark.slow  # 9 s
+def test_a_plugin_is_checked_against_the_annotations_it_calls(tmp_path: Path) -> None:
+    """mypy --strict on a user's plugin, in a folder of its own (the installed
+    package, not this repository's configuration), checks its calls into the
+    modules a pass author uses (`nem.passes`, `nem.analysis`, `nem.devices`,
+    strict since issue 36 item 5): an argument of the wrong type is an error
+    at the call, not accepted by an unannotated parameter."""
+    plugin = tmp_path / "plugin.py"
+    plugin.write_text(
+        "from nem.devices.device_lookup import find_device\n"
+        "from nem.passes.driver import parse_pipeline\n"
+        "\n"
+        "parse_pipeline('nem-verify', callback=42)\n"
+        "find_device('npm_lite', include_dirs=7)\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-m", "mypy", "--strict", "--cache-dir", str(tmp_path / "c"), "plugin.py"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    errors = [line for line in proc.stdout.splitlines() if ": error:" in line]
+    assert [e.split(":")[1] for e in errors] == ["4", "5"], proc.stdout
+    assert all("[arg-type]" in e for e in errors), proc.stdout
+
+
 def test_nem_dialects_come_from_the_xdsl_universe_entry_point() -> None:
     """Any xDSL tool finds the `nem` and `async` dialects through the public
     `xdsl.universe` entry point (pyproject.toml), not through private Context

@@ -32,6 +32,7 @@ import argparse
 import contextlib
 import sys
 from collections.abc import Iterable, Iterator
+from contextvars import ContextVar
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -51,7 +52,9 @@ class _Report:
         return 0 < self.limit < self.errors
 
 
-_active: _Report | None = None
+_ACTIVE: ContextVar[_Report | None] = ContextVar("error_limit_report", default=None)
+"""The report of the innermost `error_limit` block: a context variable
+(scoped to the block, per thread), not a module global (issue 36 item 4)."""
 
 
 @contextlib.contextmanager
@@ -59,13 +62,12 @@ def error_limit(tool: str, limit: int) -> Iterator[None]:
     """Within the block, `print_diagnostics` prints at most `limit` errors
     (0: all); the note that says how many were left out is printed when the
     block ends, also by `sys.exit`."""
-    global _active
-    outer, _active = _active, _Report(tool, limit)
-    report = _active
+    report = _Report(tool, limit)
+    token = _ACTIVE.set(report)
     try:
         yield
     finally:
-        _active = outer
+        _ACTIVE.reset(token)
         if report.over():
             print(
                 f"{tool}: note: too many errors; stopping after {report.limit} "
@@ -80,7 +82,7 @@ def print_diagnostics(tool: str, diagnostics: Iterable[Diagnostic]) -> None:
     without a source location is about the command line (a file it names, a
     --device), so it is prefixed with the tool's name like the tool's other
     command-line errors."""
-    report = _active
+    report = _ACTIVE.get()
     for d in diagnostics:
         if report is not None:
             report.errors += d.severity == "error"

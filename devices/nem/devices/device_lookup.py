@@ -14,6 +14,7 @@ among them) are still skipped when they are not config documents.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 from nem.devices.device_resolver import load_config_file, resolve_device, shipped_devices_dir
@@ -21,7 +22,9 @@ from nem.dialect.device_model import Device
 from nem.dialect.diagnostics import NemDiagnosticError, fail
 
 
-def find_device(name: str, include_dirs=(), input_file: str | None = None) -> Device:
+def find_device(
+    name: str, include_dirs: Sequence[str | Path] = (), input_file: str | None = None
+) -> Device:
     dirs = [Path(d) for d in include_dirs] + [shipped_devices_dir()]
     candidates: list[Path] = []
     if input_file and input_file.endswith(".nem"):

@@ -17,8 +17,10 @@ from __future__ import annotations
 
 import importlib.resources
 import os
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Protocol, TypeVar
 
 from nem.dialect.device_model import Device, DeviceDecl, Topology
 from nem.dialect.diagnostics import Diagnostic, NemDiagnosticError, SourceLoc, error, fail
@@ -81,7 +83,15 @@ class Scope:
             _define(self.devices, dev.name, dev, "device")
 
 
-def _define(table: dict, key: str, value, what: str) -> None:
+class _Located(Protocol):
+    @property
+    def loc(self) -> SourceLoc | None: ...
+
+
+L = TypeVar("L", bound=_Located)
+
+
+def _define(table: dict[str, L], key: str, value: L, what: str) -> None:
     if key in table:
         first = table[key].loc
         diag = error(
@@ -100,7 +110,7 @@ class _Loader:
     """Loads files depth-first; a file's identity is its resolved path, but its
     diagnostics use the path it was first reached by (what the user wrote)."""
 
-    def __init__(self, include_dirs) -> None:
+    def __init__(self, include_dirs: Iterable[str | Path]) -> None:
         self.search = [Path(d) for d in include_dirs] + [shipped_devices_dir()]
         self.scope = Scope()
         self.names: dict[str, str] = {}  # resolved path -> display name
@@ -191,7 +201,9 @@ def included_from(e: NemDiagnosticError, file: str, loc: SourceLoc | None) -> Ne
     return NemDiagnosticError(e.diagnostics)
 
 
-def load_config_file(path: str | Path, include_dirs=(), *, lazy: bool = False) -> Scope:
+def load_config_file(
+    path: str | Path, include_dirs: Iterable[str | Path] = (), *, lazy: bool = False
+) -> Scope:
     """Parse a config document and everything it includes into one `Scope`.
     `lazy`: the document itself lexed only as far as it is parsed, for a
     caller that drops the error of a file that is not one (a program):
@@ -208,7 +220,7 @@ def baseline_catalog() -> Catalog:
     return load_config_file(shipped_devices_dir() / "nem_baseline_1.0.nem").catalog
 
 
-def scope_for_document(doc: ConfigDocument, include_dirs=()) -> Scope:
+def scope_for_document(doc: ConfigDocument, include_dirs: Iterable[str | Path] = ()) -> Scope:
     """The scope of an already-parsed document, e.g. a program's includes plus its
     inline device (`doc.file` must be the program's path, for relative includes)."""
     loader = _Loader(include_dirs)
@@ -217,7 +229,10 @@ def scope_for_document(doc: ConfigDocument, include_dirs=()) -> Scope:
 
 
 def resolve_device_file(
-    path: str | Path, name: str | None = None, include_dirs=(), loc: SourceLoc | None = None
+    path: str | Path,
+    name: str | None = None,
+    include_dirs: Iterable[str | Path] = (),
+    loc: SourceLoc | None = None,
 ) -> Device:
     """The target of a program's `device "file.nem"` directive (DEV-20).
 

@@ -18,7 +18,7 @@ loops around it (`Boxes.add`), all in the key.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from xdsl.ir import SSAValue
 
@@ -39,7 +39,7 @@ Printed = tuple[str, str, str]
 
 
 def printed_form(
-    memo: BoundedCache[tuple, Printed],
+    memo: BoundedCache[tuple[object, ...], Printed],
     ev: Evaluator,
     loops: Sequence[LoopOp],
     offset: SSAValue,
@@ -71,18 +71,20 @@ is a DAG (`let a2 = a1 + a1` chains, issue 11), whose tree, which hashing
 and comparing a key walk, can be exponentially larger."""
 
 
-def shape_key(ev: Evaluator, loops: Sequence[LoopOp], values: Sequence[SSAValue]) -> tuple | None:
+def shape_key(
+    ev: Evaluator, loops: Sequence[LoopOp], values: Sequence[SSAValue]
+) -> tuple[object, ...] | None:
     """The bounds of `loops` (outermost first) and `values` as trees: a
     constant is its int, loop variable k of `loops` is `("i", k)`, an
     operator `(symbol, left, right)`; any other operand is a new object, a
     key equal to no other.  None when a tree is larger than `MAX_TREE`."""
-    depth = {lp.block.args[0]: k for k, lp in enumerate(loops)}
+    depth: dict[SSAValue, int] = {lp.block.args[0]: k for k, lp in enumerate(loops)}
     trees = [_tree(ev, v, depth) for lp in loops for v in (lp.lower, lp.upper)]
     trees += [_tree(ev, v, depth) for v in values]
     return None if any(t is None for t in trees) else tuple(trees)
 
 
-def _tree(ev: Evaluator, value: SSAValue, depth: dict) -> object | None:
+def _tree(ev: Evaluator, value: SSAValue, depth: Mapping[SSAValue, int]) -> object | None:
     s = ev.static(value)
     if s is not None:
         return s

@@ -75,7 +75,7 @@ _UNSEEN = object()
 
 
 def element_pattern(
-    rop: RegionOp, ev: Evaluator, interned: BoundedCache[tuple, ElementPattern | None]
+    rop: RegionOp, ev: Evaluator, interned: BoundedCache[tuple[object, ...], ElementPattern | None]
 ) -> ElementPattern | None:
     """The pattern of region `rop`'s accesses; None when they touch its byte
     span.  Equal patterns are one object (`interned`, the analyses' shape
@@ -105,7 +105,7 @@ def _pattern(
     dims: tuple[int, ...],
     given: tuple[int, ...],
     extent: int | None,
-    interned: BoundedCache[tuple, ElementPattern | None],
+    interned: BoundedCache[tuple[object, ...], ElementPattern | None],
 ) -> ElementPattern | None:
     """`element_pattern` of these constants (`given`: the explicit strides,
     empty for row-major)."""

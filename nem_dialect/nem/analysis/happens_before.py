@@ -598,7 +598,6 @@ def ordered_set(
         same = sp.equal(oa, ob, c)
         if facts is True:
             return out | same
-        assert facts is not False
         for kind, m in facts:
             if kind == "end":
                 out = out | (

@@ -25,7 +25,7 @@ from nem.dialect.expressions import Evaluator, ExprError
 from nem.dialect.ops import LoopOp
 from nem.dialect.semantics.instances import instance_index
 
-RaceKey = tuple
+RaceKey = tuple[object, ...]
 """(earlier task, later task, earlier region, later region, earlier writes, later writes)."""
 
 

@@ -124,7 +124,7 @@ class HazardFinder:
             )
         self.boxes = self.cache.boxes
         self.ev = self.boxes.ev
-        self.found: dict[tuple, tuple[tuple, Access, Access, Order]] = {}
+        self.found: dict[tuple[object, ...], tuple[tuple[object, ...], Access, Access, Order]] = {}
         self.warnings: list[Diagnostic] = []
         self.work = 0
         """Pairs of static accesses examined plus isl queries made."""
@@ -318,7 +318,7 @@ class HazardFinder:
         for accs in cache.replayed:
             self._replay(accs)
 
-    def races(self) -> list[tuple[tuple, Access, Access, Order]]:
+    def races(self) -> list[tuple[tuple[object, ...], Access, Access, Order]]:
         """The races found, in the order the program issues them."""
         return sorted(self.found.values(), key=lambda r: r[0])
 
@@ -377,7 +377,7 @@ class HazardFinder:
 
     def _between_shape(
         self, x: StaticAccess, y: StaticAccess, tx: StaticTask, ty: StaticTask
-    ) -> tuple:
+    ) -> tuple[object, ...]:
         """What the witness of a racing pair depends on beyond the pair: each
         write that could come between (as `_form` prints it) and how it is
         placed relative to the two.  With `_form`, equal shapes give equal
@@ -405,10 +405,10 @@ class HazardFinder:
             )
         return tuple(between)
 
-    def _relation(self, a: StaticTask, b: StaticTask) -> tuple:
+    def _relation(self, a: StaticTask, b: StaticTask) -> tuple[object, ...]:
         return common_loops(a, b), a.pos < b.pos
 
-    def _form(self, acc: StaticAccess) -> tuple:
+    def _form(self, acc: StaticAccess) -> tuple[object, ...]:
         """An access as isl prints it on its task's own space (and what else
         its sets depend on): equal forms give equal sets on every space."""
         hit = self.cache.forms.get(acc)

@@ -299,7 +299,7 @@ def race_diagnostic(a: Access, b: Access, order: Order) -> Diagnostic:
     return Diagnostic("error", msg, lb, rule, fix, notes)
 
 
-def _ivs(loop: LoopOp, acc_or_inst) -> str:
+def _ivs(loop: LoopOp, acc_or_inst: Access | Instance) -> str:
     inst = acc_or_inst.inst if isinstance(acc_or_inst, Access) else acc_or_inst
     k = inst.task.loops.index(loop)
     return f"{loop.iv_name.data}={inst.ivs[k]}"

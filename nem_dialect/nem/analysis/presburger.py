@@ -58,8 +58,8 @@ class InstanceSpace:
         self.space = isl.Space.create_from_names(CTX, set=names)
         self.universe = isl.Set.universe(self.space)
         self.empty = isl.Set.empty(self.space)
-        self._equal: dict[tuple, isl.Set] = {}
-        self._memo: dict[tuple, isl.Set] = {}
+        self._equal: dict[tuple[object, ...], isl.Set] = {}
+        self._memo: dict[tuple[object, ...], isl.Set] = {}
         self._consts: dict[int, isl.PwAff] = {}
         ls = isl.LocalSpace.from_space(self.space)
         var = [isl.PwAff.var_on_domain(ls, isl.dim_type.set, d) for d in range(len(names))]
@@ -90,7 +90,7 @@ class InstanceSpace:
             self._equal[key] = hit
         return hit
 
-    def memo(self, key: tuple, build: Callable[[], isl.Set]) -> isl.Set:
+    def memo(self, key: tuple[object, ...], build: Callable[[], isl.Set]) -> isl.Set:
         """A set of this space built once per `key` (what it depends on)."""
         hit = self._memo.get(key)
         if hit is None:

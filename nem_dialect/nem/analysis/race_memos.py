@@ -39,26 +39,26 @@ class ShapeMemos:
     context's cache, `nem.passes.pass_context.shape_memos`), so each shape
     is decided once.  Every pair of every analysis is still looked up."""
 
-    races: BoundedCache[tuple, tuple[InstanceSpace, isl.Set] | None] = field(
+    races: BoundedCache[tuple[object, ...], tuple[InstanceSpace, isl.Set] | None] = field(
         default_factory=lambda: BoundedCache(SHAPE_MEMO_LIMIT)
     )
     """Race sets by the shape of the pair (`_symbolic`); the sets are on the
     shared `instance_space`s."""
-    witnesses: BoundedCache[tuple, Witness | None] = field(
+    witnesses: BoundedCache[tuple[object, ...], Witness | None] = field(
         default_factory=lambda: BoundedCache(SHAPE_MEMO_LIMIT)
     )
     """Witnesses by the shape of the pair and the writes in between."""
-    forms: BoundedCache[tuple, Printed] = field(
+    forms: BoundedCache[tuple[object, ...], Printed] = field(
         default_factory=lambda: BoundedCache(SHAPE_MEMO_LIMIT)
     )
     """An access's printed isl form by its syntactic shape
     (`access_forms.shape_key`, `HazardFinder._form`)."""
-    covers: BoundedCache[tuple, bool] = field(
+    covers: BoundedCache[tuple[object, ...], bool] = field(
         default_factory=lambda: BoundedCache(SHAPE_MEMO_LIMIT)
     )
     """Whether a write of a loop nest writes every byte of its bounds, by its
     form and bounds (`_cover`)."""
-    patterns: BoundedCache[tuple, ElementPattern | None] = field(
+    patterns: BoundedCache[tuple[object, ...], ElementPattern | None] = field(
         default_factory=lambda: BoundedCache(SHAPE_MEMO_LIMIT)
     )
     """One object per element pattern (D-HAZ-ELEMENTS), whose isl set
@@ -82,8 +82,10 @@ class RaceCache:
     """Each buffer's candidate pairs (None: replayed); `pairs` and `replayed`
     list them in `by_buffer` order."""
     writers: dict[SSAValue, tuple[list[int], list[StaticAccess]]] = field(default_factory=dict)
-    touches: dict[tuple, isl.Set] = field(default_factory=dict)
-    forms: dict[StaticAccess, tuple] = field(default_factory=dict)
+    touches: dict[tuple[StaticAccess, tuple[int, ...], int, int], isl.Set] = field(
+        default_factory=dict
+    )
+    forms: dict[StaticAccess, tuple[object, ...]] = field(default_factory=dict)
     conflicts: dict[PairKey, tuple[InstanceSpace, isl.Set] | None] = field(default_factory=dict)
     verdicts: dict[PairKey, tuple[object, Witness | None]] = field(default_factory=dict)
     nests: dict[tuple[Operation, tuple[int, ...], int, int], Nest] = field(default_factory=dict)

@@ -57,6 +57,7 @@ from nem.dialect.attributes import (
 )
 from nem.dialect.diagnostics import RuleVerifyException
 from nem.dialect.op_build import init_op
+from nem.dialect.per_class import PerClass
 from nem.dialect.registry import OpcodeSpec, opcodes
 from nem.dialect.segment_accessors import cache_segment_accessors
 
@@ -94,10 +95,13 @@ def _index_attr(value: int) -> IntegerAttr:
     return IntegerAttr.from_index_int_value(value)
 
 
-@lru_cache(maxsize=None)  # one entry per op class
-def _segmented(cls: type[IRDLOperation]) -> bool:
-    """Whether `cls`'s operand groups are sized by `operandSegmentSizes`."""
-    return any(isinstance(o, AttrSizedOperandSegments) for o in cls.get_irdl_definition().options)
+_SEGMENTED: PerClass[bool] = PerClass(
+    lambda cls: (
+        issubclass(cls, IRDLOperation)
+        and any(isinstance(o, AttrSizedOperandSegments) for o in cls.get_irdl_definition().options)
+    )
+)
+"""Whether an op class's operand groups are sized by `operandSegmentSizes`."""
 
 
 def decorators_attr(
@@ -168,7 +172,7 @@ class NemOp(IRDLOperation):
             elif t is not None:
                 types.append(t)
         props = {k: v for k, v in properties.items() if v is not None} if properties else {}
-        if _segmented(type(self)):
+        if _SEGMENTED[type(self)]:
             props["operandSegmentSizes"] = segment_sizes_attr(tuple(sizes))
         init_op(self, flat, types, props, UNKNOWN_LOC, regions)
 

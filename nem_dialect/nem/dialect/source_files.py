@@ -17,6 +17,7 @@ import os
 import stat
 from collections.abc import Iterator
 from contextlib import contextmanager
+from contextvars import ContextVar
 from pathlib import Path
 from typing import BinaryIO
 
@@ -150,8 +151,9 @@ def read_file_bytes(path: str | Path, limit: int, what: str = "input") -> bytes:
             data = f.read(limit + 1)
     except OSError as e:
         raise FileRefused(f"cannot read {what} '{name}': {e.strerror}") from None
-    if _reads:
-        _reads[-1].setdefault((st.st_dev, st.st_ino), name)
+    reads = _READS.get()
+    if reads is not None:
+        reads.setdefault((st.st_dev, st.st_ino), name)
     if len(data) > limit:
         raise FileTooLarge(
             f"{what} '{name}' has more than {limit} bytes, above the limit",
@@ -162,9 +164,10 @@ def read_file_bytes(path: str | Path, limit: int, what: str = "input") -> bytes:
     return data
 
 
-_reads: list[dict[tuple[int, int], str]] = []
-"""The files read whole inside `tracking_reads` blocks (innermost last): file
-identity (device, inode) -> the path it was read by."""
+_READS: ContextVar[dict[tuple[int, int], str] | None] = ContextVar("tracked_reads", default=None)
+"""The files read whole inside the innermost `tracking_reads` block: file
+identity (device, inode) -> the path it was read by (a context variable,
+scoped to the block: D-MODULE-STATE)."""
 
 
 @contextmanager
@@ -175,23 +178,24 @@ def tracking_reads() -> Iterator[None]:
     device file), after the up-front check of the paths it was given
     (D-FILE-PATHS).  Scoped to one command: a long-lived process (a test run)
     does not accumulate identities that a later file could reuse."""
-    _reads.append({})
+    token = _READS.set({})
     try:
         yield
     finally:
-        _reads.pop()
+        _READS.reset(token)
 
 
 def read_here(path: str | Path) -> str | None:
     """The path by which the current `tracking_reads` block read the file
     `path` names (through any link), or None."""
-    if not _reads:
+    reads = _READS.get()
+    if reads is None:
         return None
     try:
         st = os.stat(path)
     except (OSError, ValueError):
         return None
-    return _reads[-1].get((st.st_dev, st.st_ino))
+    return reads.get((st.st_dev, st.st_ino))
 
 
 def read_source_stream(stream: BinaryIO, name: str = "<stdin>", what: str = "input") -> str:

@@ -57,7 +57,8 @@ def target_device(
     dirs = tuple(dict.fromkeys((*include_dirs, *env.include_dirs)))
     key = ("device", id(prog), option, env.device, dirs)
     if key in env.cache:
-        return env.cache[key]
+        known: Device = env.cache[key]
+        return known
     loc = SourceLoc.of(prog)
     file = env.file or (loc.file if loc else "<stdin>")
     device: Device | None

@@ -30,11 +30,12 @@ import re
 import sys
 import traceback
 from collections.abc import Callable, Iterable
+from functools import lru_cache
 from pathlib import Path
 
 from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
-from xdsl.passes import ModulePass, PassPipeline
+from xdsl.passes import ModulePass, PassPipeline, PassPipelineCallbackType
 from xdsl.universe import Universe
 
 from nem.dialect.diagnostics import Diagnostic, NemDiagnosticError
@@ -177,33 +178,31 @@ def plugin_failure(p: ModulePass, e: Exception) -> PluginError | None:
 # xdsl.universe entry points
 # ---------------------------------------------------------------------------
 
-_UNIVERSES: dict[str, Universe] | None = None
 
-
+@lru_cache(maxsize=1)
 def universes() -> dict[str, Universe]:
     """Every `xdsl.universe` entry point by name (`xdsl` is xDSL's own),
-    each loaded separately: a broken one is a `PluginError` naming it."""
-    global _UNIVERSES
-    if _UNIVERSES is None:
-        from importlib.metadata import entry_points
+    each loaded separately: a broken one is a `PluginError` naming it.
+    Loaded once per process: the installed entry points are the process's
+    (no pass context or interpreter outlives them), and one entry."""
+    from importlib.metadata import entry_points
 
-        found: dict[str, Universe] = {}
-        for ep in sorted(entry_points(group="xdsl.universe"), key=lambda e: e.name):
-            try:
-                universe = ep.load()
-            except Exception as e:  # noqa: BLE001 - the plugin's failure, reported by name
-                raise PluginError(
-                    f"cannot load xdsl.universe entry point '{ep.name}' "
-                    f"({ep.value}): {_exception_text(e)}"
-                ) from None
-            if not isinstance(universe, Universe):
-                raise PluginError(
-                    f"xdsl.universe entry point '{ep.name}' ({ep.value}) is "
-                    f"not an xdsl.universe.Universe"
-                )
-            found[ep.name] = universe
-        _UNIVERSES = found
-    return _UNIVERSES
+    found: dict[str, Universe] = {}
+    for ep in sorted(entry_points(group="xdsl.universe"), key=lambda e: e.name):
+        try:
+            universe = ep.load()
+        except Exception as e:  # noqa: BLE001 - the plugin's failure, reported by name
+            raise PluginError(
+                f"cannot load xdsl.universe entry point '{ep.name}' "
+                f"({ep.value}): {_exception_text(e)}"
+            ) from None
+        if not isinstance(universe, Universe):
+            raise PluginError(
+                f"xdsl.universe entry point '{ep.name}' ({ep.value}) is "
+                f"not an xdsl.universe.Universe"
+            )
+        found[ep.name] = universe
+    return found
 
 
 def universe_passes() -> dict[str, dict[str, PassFactory]]:
@@ -233,7 +232,7 @@ def available_passes() -> dict[str, PassFactory]:
     return out
 
 
-def parse_pipeline(spec: str, callback=None) -> PassPipeline:
+def parse_pipeline(spec: str, callback: PassPipelineCallbackType | None = None) -> PassPipeline:
     """The `PassPipeline` of a spec (`-p` text or `builtin.module(...)`);
     `PipelineError` (a `ValueError`) for a syntax error, an unknown pass or
     a bad option, `NemDiagnosticError` for a bad `memory-spaces` value."""

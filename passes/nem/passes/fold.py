@@ -63,7 +63,7 @@ def _erase_dead(value: SSAValue) -> None:
     if any(True for _ in op.results[0].uses):
         return
     operands = list(op.operands)
-    op.detach()
+    op.detach()  # type: ignore[no-untyped-call]  # not annotated in xDSL 0.74
     op.erase()
     for v in operands:
         _erase_dead(v)
@@ -114,7 +114,7 @@ def fold_program(prog: ProgramOp) -> list[Diagnostic]:
             op.parent.insert_op_before(c, op)
             operands = list(op.operands)
             op.results[0].replace_all_uses_with(c.result)
-            op.detach()
+            op.detach()  # type: ignore[no-untyped-call]  # not annotated in xDSL 0.74
             op.erase()
             for v in operands:
                 _erase_dead(v)

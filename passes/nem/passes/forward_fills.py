@@ -241,7 +241,7 @@ def _replace(op: TransferOp, dst: Place, names: Iterator[str]) -> None:
     )
     tok = b.compute("clamp", [r], [r], name=name, min=0, max=0)
     op.result.replace_all_uses_with(tok)
-    op.detach()
+    op.detach()  # type: ignore[no-untyped-call]  # not annotated in xDSL 0.74
     op.erase()
 
 

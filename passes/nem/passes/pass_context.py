@@ -26,7 +26,7 @@ import dataclasses
 import sys
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from xdsl.context import Context
 
@@ -49,7 +49,7 @@ class NemPassContext(Context):
     """`nem-opt --device NAME`: overrides the program's directive."""
     diagnostics: list[Diagnostic] = field(default_factory=list)
     """Warnings and remarks the passes reported, in order."""
-    cache: dict = field(default_factory=dict)
+    cache: dict[object, Any] = field(default_factory=dict)
     """Per-run memo (resolved devices, ...) shared by the passes of one run."""
     progress: Callable[[str, int, int], None] | None = None
     """How far a long pass is, for the driver's progress display: called with
@@ -82,7 +82,7 @@ def pass_context(
     return NemPassContext(**registry, file=file, include_dirs=tuple(include_dirs), device=device)
 
 
-def _registry(ctx: Context) -> dict:
+def _registry(ctx: Context) -> dict[str, Any]:
     """The constructor arguments of a `Context` that are its registry (its
     dataclass fields), taken from `ctx`."""
     return {f.name: getattr(ctx, f.name) for f in dataclasses.fields(Context)}
@@ -138,7 +138,8 @@ def take_built_facts(ctx: Context, program: object) -> BuildFacts | None:
     if built is None or built[0] is not program:
         return None
     del ctx.cache[BUILT_FACTS]
-    return built[1]
+    facts: BuildFacts = built[1]
+    return facts
 
 
 def shape_memos(ctx: Context) -> ShapeMemos:

@@ -16,6 +16,7 @@ own default verification (the pipeline's first stage is the same check).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, fields
 
 from xdsl.context import Context
@@ -41,7 +42,7 @@ STAGES: tuple[type[ModulePass], ...] = (
 )
 
 
-def _instantiate(cls: type[ModulePass], options: dict) -> ModulePass:
+def _instantiate(cls: type[ModulePass], options: Mapping[str, object]) -> ModulePass:
     names = {f.name for f in fields(cls)} if hasattr(cls, "__dataclass_fields__") else set()
     return cls(**{k: v for k, v in options.items() if k in names and v is not None})
 
@@ -77,7 +78,7 @@ class VerifyPipelinePass(ModulePass):
             stages.cache.pop(STRUCTURES, None)
         report(ctx, stages.diagnostics)
 
-    def _stages(self, stages: NemPassContext, op: ModuleOp, options: dict) -> None:
+    def _stages(self, stages: NemPassContext, op: ModuleOp, options: Mapping[str, object]) -> None:
         for cls in STAGES:
             if cls is VerifyDevicePass:
                 progs = ops_of(op, ProgramOp)

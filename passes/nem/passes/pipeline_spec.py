@@ -408,7 +408,7 @@ def _optional(t: Any) -> tuple[Any, bool]:
     return t, False
 
 
-def _fits(value: tuple, t: Any) -> bool:
+def _fits(value: tuple[object, ...], t: Any) -> bool:
     """xDSL's conversion rule (`ArgSpecConvertible.from_spec`): no value for
     an optional option, one value of the type, or a tuple of the type."""
     base, optional = _optional(t)

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
-from xdsl.ir import Block
+from xdsl.ir import Block, SSAValue
 from xdsl.passes import ModulePass
 
 from nem.analysis.ir_walk import ops_of
@@ -73,7 +73,7 @@ def placement_diagnostics(
     prog: ProgramOp, device: Device | None, remarks: bool
 ) -> list[Diagnostic]:
     diags: list[Diagnostic] = []
-    assigned: dict = {}
+    assigned: dict[SSAValue, int] = {}
     rr = [0]
     n_engines = device.topology.num_engines if device is not None else None
 

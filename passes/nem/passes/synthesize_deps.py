@@ -263,7 +263,7 @@ class Synthesizer:
         for block in self.blocks:
             old = self.closing.pop(block, None)
             if old is not None:
-                old.detach()
+                old.detach()  # type: ignore[no-untyped-call]  # not annotated in xDSL 0.74
                 old.erase()
             sinks = [
                 op.results[0]
@@ -376,7 +376,7 @@ class Synthesizer:
                     else:
                         if self.closing.get(block) is inner:
                             del self.closing[block]
-                        inner.detach()
+                        inner.detach()  # type: ignore[no-untyped-call]  # not annotated in xDSL 0.74
                         inner.erase()
         wait = WaitOp(tokens, [])
         wait.location = op.location

@@ -25,10 +25,12 @@ and is reported.  Decision D-SEM-EXPLORE.
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
 import os
 import sys
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from functools import partial
 from typing import TYPE_CHECKING, Protocol, TypeVar
@@ -55,7 +57,22 @@ WorkerState = tuple["HuntSettings", "Program", "Memory"]
 """What forked workers read (`worker_state`): the interpreter, the loaded
 program and its initial memory."""
 
-_STATE: WorkerState | tuple[()] = ()
+_STATE: ContextVar[WorkerState] = ContextVar("hunt_worker_state")
+"""The state of the innermost `sharing` block: a context variable, not a
+module global a hunt assigns (issue 36 item 4), so it is scoped to the block,
+restored on the way out also by an exception, and per thread."""
+
+
+@contextlib.contextmanager
+def sharing(state: WorkerState) -> Iterator[None]:
+    """Within the block, `worker_state()` is `state` (also in the workers
+    `pmap` forks inside it)."""
+    token = _STATE.set(state)
+    try:
+        yield
+    finally:
+        _STATE.reset(token)
+
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -77,11 +94,9 @@ def pmap(
     """`[fn(x) for x in items]` on `jobs` forked workers (results in item order),
     with a progress bar on stderr when it is a terminal.  `state` is what `fn`
     reads through `worker_state()` (inherited by the forked workers)."""
-    global _STATE
-    _STATE = state
     jobs = default_jobs() if not jobs else jobs
     bar = _progress(len(items), desc)
-    try:
+    with sharing(state), contextlib.closing(bar):
         if jobs <= 1 or len(items) <= 1:
             out = []
             for x in items:
@@ -89,20 +104,19 @@ def pmap(
                 bar.update(1)
             return out
         ctx = multiprocessing.get_context("fork")
-        with ctx.Pool(min(jobs, len(items))) as pool:
+        # each worker sets the state itself: one the pool forks again from its
+        # own thread (to replace a lost worker) starts with an empty context
+        with ctx.Pool(min(jobs, len(items)), _STATE.set, (state,)) as pool:
             out = []
             for r in pool.imap(fn, items, chunksize=max(1, len(items) // (8 * jobs))):
                 out.append(r)
                 bar.update(1)
             return out
-    finally:
-        bar.close()
-        _STATE = ()
 
 
 def worker_state() -> WorkerState:
-    state = _STATE
-    assert len(state) == 3, "worker_state() is read inside pmap or a hunt"
+    state = _STATE.get(None)
+    assert state is not None, "worker_state() is read inside pmap or a hunt"
     return state
 
 
@@ -218,16 +232,12 @@ def first_difference(
     run_b: Callable[[], tuple[Session, Memory]],
 ) -> tuple[str, int] | None:
     """(buffer, byte) where two (deterministic) schedules' final memories first differ."""
-    global _STATE
-    _STATE = (interp, prog, initial)
-    try:
-        mems = []
+    mems = []
+    with sharing((interp, prog, initial)):
         for run in (run_a, run_b):
             s, mem = run()
             s.run_to_end()
             mems.append(mem)
-    finally:
-        _STATE = ()
     return mems[0].first_difference(mems[1])
 
 
@@ -250,13 +260,10 @@ def random_schedules(
             )
             diff = (seed, seed + j, *where) if where else None
             break
-    global _STATE
-    _STATE = (interp, prog, initial)
-    try:  # the memory --output reads: the last schedule's (deterministic, re-run)
+    with sharing((interp, prog, initial)):
+        # the memory --output reads: the last schedule's (deterministic, re-run)
         s, last = _session("random", seed + k - 1)
         s.run_to_end()
-    finally:
-        _STATE = ()
     return [o.result for o in outs], diff, last
 
 
@@ -347,14 +354,10 @@ def explore(
     from nem.runtime.checks import Race
 
     initial = prog.memory.clone()
-    global _STATE
-    _STATE = (interp, prog, initial)
-    try:
+    with sharing((interp, prog, initial)):
         s, first_mem = _session("source", 0, log=True)
         first = s.run_to_end()
         prog.memory = first_mem  # what --output reads: the source-order schedule's result
-    finally:
-        _STATE = ()
     log = s.sched.log or []
     ex = Exploration(1, True, max_schedules, task_instances=len(log))
     if first.deadlock is not None or first.error is not None:

@@ -16,7 +16,7 @@ import ctypes
 import ctypes.util
 from collections.abc import Callable, Iterable, Mapping
 from fractions import Fraction
-from functools import cache
+from functools import lru_cache
 from math import inf as math_inf
 from typing import TYPE_CHECKING, Any, NoReturn
 
@@ -248,9 +248,10 @@ LIBM_OPS: dict[type[Operation], str] = {
 LIBM_ARITY = {"pow": 2, "atan2": 2}
 
 
-@cache
+@lru_cache(maxsize=len(LIBM_OPS))
 def libm(name: str) -> CFuncPtr:
-    """The C library's binary64 function `name` (a ctypes function)."""
+    """The C library's binary64 function `name` (a ctypes function); one
+    per name of `LIBM_OPS` (the only names asked), loaded once."""
     lib = ctypes.CDLL(ctypes.util.find_library("m"))
     fn: CFuncPtr = getattr(lib, name)
     fn.restype = ctypes.c_double

@@ -335,7 +335,7 @@ def _erase(*values: SSAValue) -> None:
     for v in values:
         op = v.owner
         assert isinstance(op, Operation)
-        op.detach()
+        op.detach()  # type: ignore[no-untyped-call]  # not annotated in xDSL 0.74
         op.erase()
 
 

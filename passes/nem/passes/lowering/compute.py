@@ -429,7 +429,8 @@ def _leaf_elem(leaf: Load | Operand) -> Attribute:
     mem = leaf.access.memref if isinstance(leaf, Load) else leaf.memref
     t = mem.type
     assert isinstance(t, MemRefType)
-    return t.element_type
+    elem: Attribute = t.element_type
+    return elem
 
 
 # ---------------------------------------------------------------------------

@@ -292,14 +292,14 @@ class LoweringContext:
             return False
         assert isinstance(op, Operation)
         size = op.operands[0].owner if op.operands else None
-        op.detach()
+        op.detach()  # type: ignore[no-untyped-call]  # not annotated in xDSL 0.74
         op.erase()
         if (
             isinstance(size, Operation)
             and not size.results[0].uses
             and size.parent_block() is self.decl_block
         ):
-            size.detach()
+            size.detach()  # type: ignore[no-untyped-call]  # not annotated in xDSL 0.74
             size.erase()
         return True
 

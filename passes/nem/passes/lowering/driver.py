@@ -137,7 +137,7 @@ class Lowerer(Lowering):
         drop_unused_allocations(ctx)
         Rewriter.inline_block(ctx.decl_block, InsertPoint.at_start(body))
         for f in funcs:
-            f.detach()
+            f.detach()  # type: ignore[no-untyped-call]  # not annotated in xDSL 0.74
             f.erase()
         memref_globals.finish(ctx, module)
         module.body.block.add_op(prog)

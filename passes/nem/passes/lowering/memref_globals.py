@@ -114,7 +114,7 @@ def finish(ctx: LoweringContext, module: ModuleOp) -> None:
         ctx.summary.notes.append(f"initial contents of {', '.join(arrays)} written to {path}")
     for op in list(module.ops):
         if isinstance(op, GlobalOp):
-            op.detach()
+            op.detach()  # type: ignore[no-untyped-call]  # not annotated in xDSL 0.74
             op.erase()
 
 

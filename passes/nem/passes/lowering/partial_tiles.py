@@ -170,6 +170,7 @@ def nonuniform_minmax(
     x = lb + Aff.atom(Var(None, "x", trip)).scale(step)
     outside = OutsideEnv(env, op)
     local: dict[SSAValue, Aff] = {op.body.block.args[0]: x}
+    o: Operation  # (iterating a block's ops gives Any in xDSL 0.74)
     for top in op.body.block.ops:
         for o in top.walk():
             if o.name in MINMAX_OPS:

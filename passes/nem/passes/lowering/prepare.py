@@ -65,7 +65,7 @@ class DropDeadArithPass(ModulePass):
                 and o.results
                 and is_trivially_dead(o)
             ):
-                o.detach()
+                o.detach()  # type: ignore[no-untyped-call]  # not annotated in xDSL 0.74
                 o.erase()
 
 

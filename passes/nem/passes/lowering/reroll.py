@@ -236,7 +236,7 @@ def _peel_last_iteration(
                 clone.operands[k] = last.result
         body.add_op(clone)
     for t in tail:
-        t.detach()
+        t.detach()  # type: ignore[no-untyped-call]  # not annotated in xDSL 0.74
         body.add_op(t)
     body.add_op(scf.YieldOp())
     wrapper = scf.ExecuteRegionOp([], Region(body))

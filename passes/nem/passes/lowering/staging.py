@@ -34,7 +34,7 @@ class Staging:
 
     def drop(self) -> None:
         for o in reversed(list(self.block.ops)):
-            o.detach()
+            o.detach()  # type: ignore[no-untyped-call]  # not annotated in xDSL 0.74
             o.erase(safe_erase=False)
 
 

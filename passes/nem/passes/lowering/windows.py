@@ -281,7 +281,9 @@ def match_window(
 # ---------------------------------------------------------------------------
 
 
-def classify(op_name: str, lhs: object, rhs: object, is_acc) -> tuple[str, list]:
+def classify(
+    op_name: str, lhs: SSAValue, rhs: SSAValue, is_acc: Callable[[SSAValue], bool]
+) -> tuple[str, list[SSAValue]]:
     """(kind, [x] or [a, b]) of an update `acc OP value`."""
     for acc, val in ((lhs, rhs), (rhs, lhs)):
         if not is_acc(acc):
@@ -327,7 +329,14 @@ def _unwidened(v: SSAValue, inside: Callable[[SSAValue], bool]) -> SSAValue:
     return v
 
 
-def _finish(kind: str, val: SSAValue, load, ext: dict[int, int], y: WAccess, inside) -> WindowPlan:
+def _finish(
+    kind: str,
+    val: SSAValue,
+    load: Callable[[SSAValue], WAccess | None],
+    ext: dict[int, int],
+    y: WAccess,
+    inside: Callable[[SSAValue], bool],
+) -> WindowPlan:
     if kind == "maxpool":
         x = load(val)
         if x is None:
