@@ -49,6 +49,7 @@ import sys
 from nem.compile import CompileError, compile_onnx
 from nem.frontends.onnx import samples
 from nem.runtime.api import NemInterpreter
+from nem.runtime.roofline import shown, shown_bound
 
 
 def cpu() -> float:
@@ -131,13 +132,13 @@ def measure(
         "run_s": round(cpu() - t1, 1),
         "tasks": res.tasks_run,
         "cycles": rep.total.cycles,
-        "bound": round(rep.total.bound, 1),
+        "bound": round(rep.total.bound, 3),
         "ratio": rep.total.ratio,
         "roof": rep.total.roof,
         "binds": rep.total.binds,
         "groups": len(rep.groups),
         "farthest": [
-            {"group": g.name, "cycles": g.cycles, "bound": round(g.bound, 1), "binds": g.binds}
+            {"group": g.name, "cycles": g.cycles, "bound": round(g.bound, 3), "binds": g.binds}
             for g in worst
         ],
     }
@@ -180,9 +181,9 @@ def show(row: dict) -> None:
     if "cycles" not in row:
         print(f"{row['model']:<22}{row['status']}")
         return
-    ratio = f"{row['ratio']:.2f}" if row["ratio"] is not None else "-"
+    bound, ratio = shown(row["cycles"], row["bound"])
     print(
-        f"{row['model']:<22}{row['tasks']:>8}{row['cycles']:>12}{row['bound']:>12.0f}"
+        f"{row['model']:<22}{row['tasks']:>8}{row['cycles']:>12}{bound:>12}"
         f"{ratio:>8}  {row['roof'] or '-':<6}{row['binds']:<9}{row['compile_s']:>7}"
         f"{row['run_s']:>7}",
         end="",
@@ -208,7 +209,7 @@ def show(row: dict) -> None:
         )
     for g in row["farthest"]:
         print(
-            f"{'':<4}{g['group']:<40}{g['cycles']:>10} cycles, bound {g['bound']:.0f}, "
+            f"{'':<4}{g['group']:<40}{g['cycles']:>10} cycles, bound {shown_bound(g['bound'])}, "
             f"binds {g['binds']}"
         )
     sys.stdout.flush()

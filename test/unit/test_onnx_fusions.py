@@ -14,7 +14,7 @@ pytest.importorskip("mlir.ir")
 from compile_runs import run_api  # noqa: E402
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
-from nem.frontends.onnx.fusions import fuse_erf_gelu  # noqa: E402
+from nem.frontends.onnx.fusions import fuse_erf_gelu, fused_into  # noqa: E402
 
 
 def _model(form: str, extra_user: bool = False):
@@ -69,3 +69,33 @@ def test_erf_gelu_is_one_gelu(form):
 def test_a_shared_intermediate_keeps_the_nodes():
     graph = _model("div_half_last", extra_user=True).graph
     assert fuse_erf_gelu(graph) == 0 and len(graph.node) == 5
+
+
+def test_a_removed_node_goes_to_the_node_that_computes_its_output():
+    """`fused_into` (D-BC-NODES, for the roofline report): a node folded
+    into the one now computing its output (BatchNormalization into its
+    Conv), a chain of removed nodes into the node computing the chain's
+    end (a GELU's parts into the `Gelu` named after its Erf, which itself
+    changed); a removed Identity whose readers kept theirs, nowhere."""
+    user = [
+        ("conv", ["x", "w"], ["c"]),
+        ("bn", ["c", "s", "b", "m", "v"], ["n"]),
+        ("div", ["n", "k"], ["g0"]),
+        ("erf", ["g0"], ["g1"]),
+        ("add", ["g1", "one"], ["g2"]),
+        ("mul", ["n", "g2"], ["g"]),
+        ("id", ["g"], ["i"]),
+        ("relu", ["i"], ["y"]),
+    ]
+    final = helper.make_graph(
+        [
+            helper.make_node("Conv", ["x", "w2"], ["n"], name="conv"),
+            helper.make_node("Gelu", ["n"], ["g"], name="erf"),
+            helper.make_node("Relu", ["g"], ["y"], name="relu"),
+        ],
+        "g",
+        [],
+        [],
+    )
+    assert fused_into(user, final) == {"conv": ["bn"], "erf": ["div", "add", "mul"]}
+

@@ -1,7 +1,10 @@
 """The roofline report of a timed run (issue 35 item 1, D-RT-ROOFLINE): the
 bound recomputed by hand from D-RT-COST, task grouping (ONNX node, loop
 nest, top-level segment), the binding kind, and `nem-run --roofline`'s text,
-JSON, plot and usage errors."""
+JSON, plot and usage errors; what its text says, from an outside engineer's
+reading (session 22): the ratio shown is the cycles over the bound shown,
+the text names the roof, and a program that can use fewer units than the
+device has gets its own bound beside the device's."""
 
 from __future__ import annotations
 
@@ -13,7 +16,7 @@ import pytest
 
 from nem.cli.nem_run import run
 from nem.runtime import NemInterpreter
-from nem.runtime.roofline import LATENCY, Group, row
+from nem.runtime.roofline import LATENCY, Group, Report, row
 from nem.runtime.task_cost import Work
 
 REPO = Path(__file__).resolve().parents[2]
@@ -190,9 +193,9 @@ def test_cli_text_report(capsys):
     out = capsys.readouterr().out
     assert "total cycles:" in out  # the summary is still there
     table = out[out.index("roofline (D-RT-ROOFLINE") :].splitlines()
-    assert table[1].split()[:6] == ["group", "tasks", "cycles", "bound", "ratio", "binds"]
+    assert table[1].split()[:7] == ["group", "tasks", "cycles", "bound", "ratio", "roof", "binds"]
     program = table[2].split()
-    assert program[:5] == ["program", "17", program[2], "14112", program[4]]
+    assert program[:6] == ["program", "17", program[2], "14112", program[4], "NMU"]
     assert float(program[4]) == pytest.approx(int(program[2]) / 14112, abs=0.005)
 
 
@@ -265,3 +268,67 @@ def test_the_plot_shows_the_longest_groups_of_a_large_program(tmp_path, monkeypa
     )
     roofline.bar_chart_png(rep, str(tmp_path / "r.png"))
     assert drawn == [f"g{k}" for k in range(5, roofline.PLOT_GROUPS + 5)]
+
+
+def _lines(rep: Report) -> dict[str, list[str]]:
+    """The text's rows, split, by group name (the table's first column)."""
+    text = rep.to_text().splitlines()
+    header = text[1].split()
+    return {"header": header} | {
+        line[:34].strip(): line[34:].split() for line in text[2 : 3 + len(rep.groups)]
+    }
+
+
+def test_the_ratio_shown_is_the_cycles_over_the_bound_shown():
+    """An outside reader's softmax row `139  4  45.39` (139 / 4 = 34.75):
+    the bound was printed rounded up to an integer, the ratio taken from the
+    exact 3.0625."""
+    units = {"DMA": 2}
+    g = _group(DMA=(196, 32, 0, 139))  # 196 B / 32 B per cycle / 2 DMAs = 3.0625 cycles
+    r = row(g, units)
+    assert (r.cycles, r.bound) == (139, 3.0625)
+    rep = Report("p", "d", units, r, [r])
+    _tasks, cycles, bound, ratio, *_ = _lines(rep)["g"]
+    assert (cycles, bound) == ("139", "3.06")
+    assert float(ratio) == round(139 / 3.06, 2)
+    rep, _ = _timed(CONV)
+    for cols in list(_lines(rep).values())[1:]:
+        assert float(cols[3]) == pytest.approx(int(cols[1]) / float(cols[2]), abs=0.005)
+        assert len(cols[2].replace(".", "").lstrip("0")) >= 3  # 3 significant digits
+
+
+def test_the_text_names_the_roof_beside_what_binds():
+    """`binds` may be `latency` or another kind than the one whose work
+    makes the bound: the text says both."""
+    units = {"DMA": 2, "NMU": 1}
+    busy = row(_group(DMA=(640, 32, 0, 20), NMU=(4096, 1024, 0, 90)), units, 100)
+    cols = _lines(Report("p", "d", units, busy, [busy]))
+    assert cols["header"][:7] == ["group", "tasks", "cycles", "bound", "ratio", "roof", "binds"]
+    assert cols["g"][4:6] == ["DMA", "NMU"]  # roof DMA (640 B / 64 B per cycle), binds NMU
+
+
+def test_a_program_that_reaches_one_engine_also_gets_that_engines_bound(tmp_path, capsys):
+    """STRIDED's L1 is engine 0's: its DMA transfers can run on engine 0's
+    DMAs only.  The bound stays the device's; the report adds the bound over
+    the units the program can use, in the JSON always, in the text when
+    they are fewer than the device's."""
+    path = tmp_path / "strided.nem"
+    path.write_text(STRIDED)
+    rep, _ = _timed(path)
+    engines = 4  # npm_pro_x1
+    dma = rep.units["DMA"] // engines
+    assert rep.usable_units["DMA"] == dma < rep.units["DMA"]
+    assert rep.total.usable_bound == pytest.approx(rep.total.bound * engines)
+    assert rep.total.usable_roof == rep.total.roof == "DMA"
+    cols = _lines(rep)
+    assert cols["header"][6:9] == ["u-bound", "u-ratio", "binds"]
+    assert float(cols["program"][5]) == pytest.approx(rep.total.usable_bound, rel=0.005)
+    assert f"DMA x{dma}" in rep.to_text().splitlines()[-1]
+    assert run([str(path), "--mode", "timed", "--roofline", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["usable_units"]["DMA"] == dma and doc["units"]["DMA"] == rep.units["DMA"]
+    assert doc["total"]["bound"] == round(rep.total.bound, 3)  # the device's, as before
+    assert doc["total"]["usable_bound"] == round(rep.total.usable_bound, 3)
+    # the whitepaper's example uses all of npm_lite's units: no second bound
+    conv, _ = _timed(CONV)
+    assert "u-bound" not in conv.to_text()

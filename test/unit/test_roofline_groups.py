@@ -4,7 +4,9 @@ busy cycles, not its first start to its last end (a 2-layer MLP's softmax,
 whose accumulator fill starts at cycle 0, read 1501.91x its bound); the
 JSON gives each group's lines; the compiler's final layout copy into a graph
 output belongs to the node that produced it; the plot's legend hides no
-bar."""
+bar.  And from the session-22 reading: every ONNX node is in the report, as
+a group or fused into one (a SiLU's Sigmoid into its Mul, a GELU's parts,
+a BatchNormalization and a Relu into their Conv)."""
 
 from __future__ import annotations
 
@@ -163,3 +165,96 @@ def test_the_legend_covers_no_bar(mlp2_report):
         assert not legend.overlaps(ax.get_window_extent())
     finally:
         plt.close(fig)
+
+
+def silu_gelu_mlp():
+    """x 8x64, Gemm, SiLU as Sigmoid and Mul, Gemm, a GELU written out
+    (Div, Erf, Add, Mul, Mul), Gemm."""
+    scalars = [
+        helper.make_node("Constant", [], [n], value_float=v, name=f"c_{n}")
+        for n, v in (("sqrt2", 2**0.5), ("one", 1.0), ("half", 0.5))
+    ]
+    return _model(
+        "silu_gelu",
+        [("x", [8, 64])],
+        [("y", [8, 10])],
+        [
+            *scalars,
+            helper.make_node("Gemm", ["x", "W1", "B1"], ["h1"], name="fc1"),
+            helper.make_node("Sigmoid", ["h1"], ["s1"], name="sig"),
+            helper.make_node("Mul", ["h1", "s1"], ["a1"], name="silu"),
+            helper.make_node("Gemm", ["a1", "W2", "B2"], ["h2"], name="fc2"),
+            helper.make_node("Div", ["h2", "sqrt2"], ["g0"], name="g_div"),
+            helper.make_node("Erf", ["g0"], ["g1"], name="g_erf"),
+            helper.make_node("Add", ["g1", "one"], ["g2"], name="g_add"),
+            helper.make_node("Mul", ["h2", "g2"], ["g3"], name="g_mul"),
+            helper.make_node("Mul", ["g3", "half"], ["a2"], name="g_half"),
+            helper.make_node("Gemm", ["a2", "W3", "B3"], ["y"], name="fc3"),
+        ],
+        [("W1", (64, 128)), ("B1", (128,)), ("W2", (128, 128)), ("B2", (128,))]
+        + [("W3", (128, 10)), ("B3", (10,))],
+    )
+
+
+def conv_bn_relu():
+    """x 1x3x16x16, Conv 3 to 8, BatchNormalization, Relu, Conv 8 to 8, Relu
+    (the last writes the graph output: not fused, its own group)."""
+    return _model(
+        "conv_bn",
+        [("x", [1, 3, 16, 16])],
+        [("y", [1, 8, 16, 16])],
+        [
+            helper.make_node("Conv", ["x", "C1"], ["c1"], name="conv1", pads=[1, 1, 1, 1]),
+            helper.make_node("Abs", ["v0"], ["v"], name="var"),
+            helper.make_node("BatchNormalization", ["c1", "g", "b", "m", "v"], ["n1"], name="bn"),
+            helper.make_node("Relu", ["n1"], ["r1"], name="relu1"),
+            helper.make_node("Conv", ["r1", "C2"], ["c2"], name="conv2", pads=[1, 1, 1, 1]),
+            helper.make_node("Relu", ["c2"], ["y"], name="relu2"),
+        ],
+        [("C1", (8, 3, 3, 3)), ("g", (8,)), ("b", (8,)), ("m", (8,)), ("v0", (8,))]
+        + [("C2", (8, 8, 3, 3))],
+    )
+
+
+@pytest.mark.parametrize(
+    "model, fused",
+    [
+        (
+            silu_gelu_mlp,
+            {
+                "node 'silu' (Mul)": ["node 'sig' (Sigmoid)"],
+                "node 'g_erf' (Erf)": [
+                    "node 'g_div' (Div)",
+                    "node 'g_add' (Add)",
+                    "node 'g_mul' (Mul)",
+                    "node 'g_half' (Mul)",
+                ],
+            },
+        ),
+        (
+            conv_bn_relu,
+            {
+                "node 'conv1' (Conv)": ["node 'bn' (BatchNormalization)", "node 'relu1' (Relu)"],
+            },
+        ),
+    ],
+)
+def test_each_onnx_node_is_a_group_or_fused_into_one(model, fused):
+    """A node the compiler fused into another vanished from the report
+    without notice; now each one is listed with the group its work is in
+    (text: `NODE fused into GROUP`; JSON: the group's `fused`).  Nodes that
+    do no work in the program (the Constants, the `Abs` of a weight, folded
+    at compile time) are neither."""
+    proto = model()
+    rep, _ = _report(proto, proto.graph.name)
+    got = {g.name: sorted(g.fused) for g in rep.groups if g.fused}
+    assert got == {group: sorted(nodes) for group, nodes in fused.items()}
+    working = {n.name for n in proto.graph.node if n.op_type not in ("Constant", "Abs")}
+    named = {g.name.split("'")[1] for g in rep.groups} | {
+        f.split("'")[1] for g in rep.groups for f in g.fused
+    }
+    assert named == working
+    text = rep.to_text()
+    for group, nodes in fused.items():
+        assert all(f"{n} fused into {group}" in text for n in nodes)
+    assert {g["name"]: sorted(g["fused"]) for g in rep.to_json()["groups"] if g["fused"]} == got

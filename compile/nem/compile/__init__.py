@@ -139,6 +139,7 @@ def compile_onnx(
     import onnx
 
     from nem.dialect.arguments import check_type
+    from nem.frontends.onnx.locations import with_fused
 
     check_type(
         "compile_onnx",
@@ -180,7 +181,7 @@ def compile_onnx(
         notes + remarks,
         driver.memory_spaces(),
         driver.flops,
-        driver.origins,
+        with_fused(driver.origins, im.fused),
         im.warnings + _warnings(file, driver),
         _located(tile_file, driver, model=file),
     )

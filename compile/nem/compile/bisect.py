@@ -226,7 +226,8 @@ def _onnx_node(where: str) -> str:
     location."""
     import re
 
-    from nem.frontends.onnx.locations import NODE_LOC, node_of
+    from nem.dialect.diagnostics import NODE_LOC
+    from nem.frontends.onnx.locations import node_of
 
     m = re.match(r"loc\((" + NODE_LOC.pattern + r")\)(.*)", where)
     found = node_of(m.group(1)) if m else None

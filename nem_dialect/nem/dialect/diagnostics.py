@@ -10,6 +10,7 @@ runtime) is reported as a `Diagnostic`: `file:line:col: severity: message
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -81,6 +82,28 @@ def split_origin(loc: Attribute | None) -> tuple[Attribute | None, Attribute | N
         origin = parts[1] if len(parts) == 2 and isinstance(parts[0], FileLineColLoc) else None
         return parts[0], origin
     return loc, None
+
+
+_STR = r'"((?:[^"\\]|\\.)*)"'
+NODE_LOC = re.compile(_STR + r"\(" + _STR + r"\(" + _STR + r":(\d+):\d+\)\)")
+"""The ONNX importer's location of a node, `"<name>"("<op type>"("<model
+file>":<line>:1))` (D-COMPILE-LOC), inside a location's text (also inside
+`fused[...]`: an origin naming the nodes fused into its op, D-BC-NODES)."""
+
+
+def located_nodes(location: str) -> list[tuple[str, str, str, int]]:
+    """(name, op type, model file, line) of each ONNX node a location's text
+    names (`NODE_LOC`), in order: the node an op was compiled from first,
+    then the nodes fused into it (D-BC-NODES).  Here, not in the ONNX front
+    end, because the runtime's roofline report reads them without onnx."""
+    return [
+        (_unescape(m[1]), _unescape(m[2]), _unescape(m[3]), int(m[4]))
+        for m in NODE_LOC.finditer(location)
+    ]
+
+
+def _unescape(text: str) -> str:
+    return text.replace('\\"', '"').replace("\\\\", "\\")
 
 
 @dataclass

@@ -24,6 +24,15 @@ start to its last end, which a task with no dependency (a fill issued late
 but ready at cycle 0) stretches over the whole program.  The program's
 cycles are its total, the critical path of the timed schedule.
 
+A task's location may name more ONNX nodes than its group's: nodes the
+compiler fused into it (`fused[...]`, D-BC-NODES).  They are the group's
+`fused` nodes, so the report says where the work of a node that has no
+group of its own went.
+
+The bound is the device's; `usable_units` are the units the program's
+tasks can run on (a program compiled with `--engines 1` reaches one
+engine's), and each row's `usable_bound` divides by those.
+
 The tally (`Tally`) is fed one task at a time by the scheduler in timed
 mode: cost per task O(1) (a bisection for a task that starts before its
 group's last busy interval), nothing enumerated afterwards but the groups.
@@ -33,13 +42,14 @@ from __future__ import annotations
 
 import math
 from bisect import bisect_left, bisect_right
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
 from xdsl.ir import SSAValue
 
+from nem.dialect.diagnostics import located_nodes
 from nem.dialect.ops import RegionOp
 from nem.dialect.semantics.units import DEVICE_UNITS
 from nem.runtime.engine import CompiledProgram, Instr, LoopTpl, TaskTpl, WaitTpl
@@ -105,6 +115,7 @@ class Group:
     amount: dict[str, int] = field(default_factory=dict)  # by unit kind
     work: dict[str, float] = field(default_factory=dict)  # amount / rate, cycles
     busy: dict[str, int] = field(default_factory=dict)  # task durations, cycles
+    fused: dict[str, None] = field(default_factory=dict)  # ONNX nodes fused into it, in order
 
     def add(self, utype: str, w: Work, start: int, end: int) -> None:
         self.tasks += 1
@@ -118,15 +129,13 @@ class Group:
         self.busy[utype] = self.busy.get(utype, 0) + (end - start)
 
 
-def _node_name(tpl: TaskTpl) -> str | None:
-    """`node 'conv1' (Conv)` for a task located at an ONNX node, else None."""
-    from nem.frontends.onnx.locations import node_of
-
-    found = node_of(str(tpl.op.location))
-    if found is None:
-        return None
-    _file, (_index, name, op_type) = found
-    return f"node '{name}' ({op_type})"
+def _node_names(tpl: TaskTpl) -> list[str]:
+    """`node 'conv1' (Conv)` for each ONNX node a task is located at, the
+    node it was compiled from first, then those fused into it (D-BC-NODES);
+    [] for a task located at none."""
+    return [
+        f"node '{name}' ({op})" for name, op, _file, _line in located_nodes(str(tpl.op.location))
+    ]
 
 
 def _buffer(region: SSAValue) -> SSAValue:
@@ -169,9 +178,10 @@ def task_groups(cp: CompiledProgram) -> tuple[list[Group], dict[int, int]]:
         return sources.pop() if len(sources) == 1 and None not in sources else None
 
     def place(tpl: TaskTpl, fallback: Callable[[], int]) -> None:
-        node = _node_name(tpl)
-        found = group(node, "node", tpl.line) if node else producer(tpl)
+        names = _node_names(tpl)
+        found = group(names[0], "node", tpl.line) if names else producer(tpl)
         g = of[tpl.seq_id] = found if found is not None else fallback()
+        groups[g].fused.update(dict.fromkeys(names[1:]))
         at.append((tpl.line, g))
         if groups[g].kind == "node":
             made_by[tpl.value] = g
@@ -234,6 +244,19 @@ def unit_counts(topology: Mapping[str, Any]) -> dict[str, int]:
     return {u: n for u, n in counts.items() if n > 0}
 
 
+def usable_counts(candidates: Iterable[Iterable[tuple[int, str, int]]]) -> dict[str, int]:
+    """Units of each kind the program's tasks can run on: the distinct
+    (engine, kind, index) among the candidate units of the run's task
+    placements (`Scheduler.placements`, one per distinct combination of a
+    task's kind, unit and memory levels: a program whose L1 regions are all
+    in engine 0 reaches engine 0's DMAs only)."""
+    seen = {unit for units in candidates for unit in units}
+    counts: dict[str, int] = {}
+    for _engine, kind, _index in seen:
+        counts[kind] = counts.get(kind, 0) + 1
+    return counts
+
+
 class Tally:
     """What a timed run did, by group; fed by `Scheduler._run`."""
 
@@ -274,10 +297,17 @@ class Row:
     units: dict[str, UnitUse]
     span: tuple[int, int] = (0, 0)  # its first task's start, its last task's end
     lines: list[tuple[int, int]] = field(default_factory=list)  # `Group.lines`
+    fused: list[str] = field(default_factory=list)  # `Group.fused`
+    usable_bound: float = 0.0  # the bound over `Report.usable_units`
+    usable_roof: str | None = None
 
     @property
     def ratio(self) -> float | None:
         return self.cycles / self.bound if self.bound > 0 else None
+
+    @property
+    def usable_ratio(self) -> float | None:
+        return self.cycles / self.usable_bound if self.usable_bound > 0 else None
 
     def to_json(self) -> dict[str, object]:
         return {
@@ -292,6 +322,10 @@ class Row:
             "ratio": None if self.ratio is None else round(self.ratio, 4),
             "roof": self.roof,
             "binds": self.binds,
+            "fused": self.fused,
+            "usable_bound": round(self.usable_bound, 3),
+            "usable_ratio": None if self.usable_ratio is None else round(self.usable_ratio, 4),
+            "usable_roof": self.usable_roof,
             "units": {
                 u: {
                     "units": x.units,
@@ -306,9 +340,12 @@ class Row:
         }
 
 
-def row(g: Group, units: dict[str, int], cycles: int | None = None) -> Row:
+def row(
+    g: Group, units: dict[str, int], cycles: int | None = None, usable: dict[str, int] | None = None
+) -> Row:
     """A group's line: `cycles` defaults to its busy cycles (`Busy`), which
-    the utilizations are fractions of."""
+    the utilizations are fractions of; `usable`: the units the program can
+    use (`usable_counts`), the device's when None."""
     taken = cycles if cycles is not None else g.spans.cycles
     uses = {}
     for u in sorted(g.work):
@@ -326,7 +363,24 @@ def row(g: Group, units: dict[str, int], cycles: int | None = None) -> Row:
     busiest = max(uses, key=lambda u: uses[u].utilization) if uses else None
     binds = busiest if busiest is not None and uses[busiest].utilization >= BUSY_ENOUGH else LATENCY
     span = (g.first or 0, g.last)
-    return Row(g.name, g.kind, g.line, g.tasks, taken, bound, roof, binds, uses, span, g.lines)
+    reach = {u: g.work[u] / ((usable or {}).get(u) or uses[u].units) for u in uses}
+    usable_roof = max(reach, key=lambda u: reach[u]) if reach else None
+    return Row(
+        g.name,
+        g.kind,
+        g.line,
+        g.tasks,
+        taken,
+        bound,
+        roof,
+        binds,
+        uses,
+        span,
+        g.lines,
+        list(g.fused),
+        reach[usable_roof] if usable_roof is not None else 0.0,
+        usable_roof,
+    )
 
 
 @dataclass
@@ -338,6 +392,7 @@ class Report:
     units: dict[str, int]
     total: Row
     groups: list[Row]
+    usable_units: dict[str, int] = field(default_factory=dict)  # `usable_counts`
 
     def to_json(self) -> dict[str, object]:
         return {
@@ -345,6 +400,7 @@ class Report:
             "device": self.device,
             "decision": "D-RT-ROOFLINE",
             "units": self.units,
+            "usable_units": self.usable_units,
             "total": self.total.to_json(),
             "groups": [g.to_json() for g in self.groups],
         }
@@ -352,42 +408,92 @@ class Report:
     def kinds(self) -> list[str]:
         return list(self.total.units)
 
+    def fewer_units(self) -> dict[str, int]:
+        """The units of the kinds the program works on that its tasks can
+        run on, when fewer than the device's for one of them (`nem-compile
+        --engines 1` on a device of 4 engines); else {}."""
+        device = {u: use.units for u, use in self.total.units.items()}
+        usable = {u: self.usable_units.get(u, n) for u, n in device.items()}
+        return usable if any(n < device[u] for u, n in usable.items()) else {}
+
     def to_text(self) -> str:
         kinds = self.kinds()
-        units = ", ".join(f"{u} x{n}" for u, n in self.units.items())
+        own = self.fewer_units()
         out = [
             f"roofline (D-RT-ROOFLINE; throughputs D-RT-COST): {self.program} on "
-            f"{self.device}, units {units}",
-            f"{'group':<34}{'tasks':>7}{'cycles':>10}{'bound':>10}{'ratio':>8}  "
-            f"{'binds':<9}" + "".join(f"{u:>7}" for u in kinds),
+            f"{self.device}, units {_counts(self.units)}",
+            f"{'group':<34}{'tasks':>7}{'cycles':>10}{'bound':>10}{'ratio':>8}  {'roof':<6}"
+            + (f"{'u-bound':>10}{'u-ratio':>8}  " if own else "")
+            + f"{'binds':<9}"
+            + "".join(f"{u:>7}" for u in kinds),
         ]
         for r in [self.total, *self.groups]:
-            ratio = f"{r.ratio:.2f}" if r.ratio is not None else "-"
             util = "".join(
                 f"{r.units[u].utilization * 100:6.0f}%" if u in r.units else f"{'-':>7}"
                 for u in kinds
             )
             name = r.name if len(r.name) <= 33 else r.name[:30] + "..."
+            bound, ratio = shown(r.cycles, r.bound)
+            line = f"{name:<34}{r.tasks:>7}{r.cycles:>10}{bound:>10}{ratio:>8}  {r.roof or '-':<6}"
+            if own:
+                bound, ratio = shown(r.cycles, r.usable_bound)
+                line += f"{bound:>10}{ratio:>8}  "
+            out.append(f"{line}{r.binds:<9}{util}")
+        out += [f"{f} fused into {r.name}" for r in self.groups for f in r.fused]
+        out += [
+            "cycles: the program's total (its critical path), a group's busy cycles (while any",
+            "of its tasks runs); bound: max over unit kinds of work / (units x throughput), the",
+            "device's units, to 3 significant digits; ratio: cycles / the bound shown; roof: the",
+            "kind of the bound; binds: the most utilized kind if busy half the cycles, else",
+            "latency; columns: each unit kind's utilization",
+        ]
+        if own:
             out.append(
-                f"{name:<34}{r.tasks:>7}{r.cycles:>10}{math.ceil(r.bound):>10}"
-                f"{ratio:>8}  {r.binds:<9}{util}"
+                f"u-bound, u-ratio: the bound over the units the program's tasks can run on "
+                f"({_counts(own)}), and cycles / it"
             )
-        out.append(
-            "cycles: the program's total (its critical path), a group's busy "
-            "cycles (while any of its tasks runs); bound: max over unit kinds of "
-            "work / (units x throughput); columns: each unit kind's utilization"
-        )
         return "\n".join(out)
 
 
-def report(tally: Tally, total_cycles: int, program: str, device: str) -> Report:
+def _counts(units: Mapping[str, int]) -> str:
+    return ", ".join(f"{u} x{n}" for u, n in units.items())
+
+
+def shown_bound(bound: float) -> str:
+    """A bound as the text report prints it: to at least 3 significant
+    digits (`3.06`, `34.8`, `14112`), so the ratio a reader recomputes
+    from it is the one shown (an integer bound of 4 beside a ratio from
+    3.06 read as an error, D-RT-ROOFLINE)."""
+    if bound <= 0:
+        return "0"
+    return f"{bound:.{min(max(0, 2 - math.floor(math.log10(bound))), 6)}f}"
+
+
+def shown(cycles: int, bound: float) -> tuple[str, str]:
+    """(bound, ratio) as the text prints them (here and in
+    bench/bench_roofline.py): the ratio is cycles over the bound shown."""
+    b = shown_bound(bound)
+    return b, f"{cycles / float(b):.2f}" if float(b) > 0 else "-"
+
+
+def report(
+    tally: Tally,
+    total_cycles: int,
+    program: str,
+    device: str,
+    usable: dict[str, int] | None = None,
+) -> Report:
+    """The report of `tally`; `usable`: the units the program's tasks can run
+    on (`usable_counts`), the device's when None."""
     units = tally.units
+    usable = {u: usable.get(u, 0) for u in units} if usable is not None else dict(units)
     return Report(
         program,
         device,
         units,
-        row(tally.total, units, total_cycles),
-        [row(g, units) for g in tally.groups if g.tasks],
+        row(tally.total, units, total_cycles, usable),
+        [row(g, units, usable=usable) for g in tally.groups if g.tasks],
+        usable,
     )
 
 
@@ -452,7 +558,7 @@ def bar_chart(rep: Report) -> Any:
     )
     ax.set_title(
         f"{rep.program} on {rep.device}: {rep.total.cycles} cycles, bound "
-        f"{math.ceil(rep.total.bound)}{shown}"
+        f"{shown_bound(rep.total.bound)}{shown}"
     )
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0, fontsize="small")
     fig.tight_layout()

@@ -550,6 +550,7 @@ class Session:
             self.sched.total_cycles,
             self.program.name,
             dev.name if dev is not None else "device-agnostic",
+            roofline.usable_counts(p[3] for p in self.sched.placements.values()),
         )
 
     def export_trace(self, path: str) -> None:

@@ -91,7 +91,7 @@ def import_onnx(
         ) from e
     check_inferred(prepared.model, where, prepared.node_index)
     from nem.frontends.onnx.driver import convert
-    from nem.frontends.onnx.fusions import fuse_erf_gelu
+    from nem.frontends.onnx.fusions import fuse_erf_gelu, fused_into
     from nem.frontends.onnx.graph import Importer
 
     fuse_erf_gelu(prepared.model.graph)  # one Gelu, raised as NEM gelu (D-COMPILE-GELU-ERF)
@@ -139,6 +139,11 @@ def import_onnx(
         where, zero_weights.zero_weights(imp.graph, imp.consts, imp.source)
     )
     im.warnings = [zeros] if zeros else []
+    index = prepared.node_index
+    im.fused = {
+        into: [(index[n][0], n, index[n][1]) for n in gone]
+        for into, gone in fused_into(prepared.flow, prepared.model.graph).items()
+    }
     return im
 
 

@@ -1,4 +1,6 @@
-"""Graph patterns the importer converts as one ONNX op (D-COMPILE-GELU-ERF).
+"""Graph patterns the importer converts as one ONNX op (D-COMPILE-GELU-ERF),
+and where the work of the user's nodes that are gone from the converted
+graph went (`fused_into`).
 
 A GELU written out by hand (what exporters emit for `nn.GELU()` before
 opset 20, and what users write) is five nodes:
@@ -136,3 +138,41 @@ def fuse_erf_gelu(graph: onnx.GraphProto) -> int:
             graph.node.remove(n)
         fused += 1
     return fused
+
+
+def fused_into(
+    user: list[tuple[str, list[str], list[str]]], graph: onnx.GraphProto
+) -> dict[str, list[str]]:
+    """Per node of `graph` (the model the importer converts), the user's
+    nodes (`Prepared.flow`: name, inputs, outputs, in order) that are gone
+    from it because their work is in it: a BatchNormalization or Pad the
+    simplifier folded into a Conv, the parts of a hand-written GELU
+    (`fuse_erf_gelu`, which names the `Gelu` after the `Erf`).  A node that
+    does not compute its outputs in `graph` any more has its work in the
+    node of `graph` that computes one of them, else where the changed nodes
+    reading them have theirs; a node whose outputs nothing computes any more
+    and no changed node reads (constants folded, an Identity removed) does
+    no work in the program.  One pass over the user's nodes, last first,
+    so each is decided once (D-RT-ROOFLINE: the report says where each
+    node's work went)."""
+    made_by = {o: n.name for n in graph.node for o in n.output}
+    readers: dict[str, list[int]] = {}
+    for k, (_name, ins, _outs) in enumerate(user):
+        for i in ins:
+            readers.setdefault(i, []).append(k)
+    into: dict[int, str] = {}  # a node not kept as it was: the node its work is in
+    for k in reversed(range(len(user))):
+        name, _ins, outs = user[k]
+        maker = next((made_by[o] for o in outs if o in made_by), None)
+        if maker == name:
+            continue
+        found = maker or next(
+            (into[r] for o in outs for r in readers.get(o, ()) if r in into), None
+        )
+        if found is not None:
+            into[k] = found
+    out: dict[str, list[str]] = {}
+    for k in sorted(into):
+        if into[k] != user[k][0]:
+            out.setdefault(into[k], []).append(user[k][0])
+    return out

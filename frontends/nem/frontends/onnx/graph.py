@@ -107,6 +107,9 @@ class ImportedModel:
     warnings: list[str] = field(default_factory=list)
     """What the model's author should know without -v: weights of zeros that
     make nodes ignore their inputs (D-COMPILE-ZERO-WEIGHTS)."""
+    fused: dict[str, list[NodeRef]] = field(default_factory=dict)
+    """Per converted node (name), the user's nodes whose work is in it
+    though preparing the model removed them (`fusions.fused_into`)."""
 
     @property
     def arg_names(self) -> list[str]:

@@ -28,12 +28,9 @@ from __future__ import annotations
 
 import re
 
+from nem.dialect.diagnostics import NODE_LOC, located_nodes
 from nem.frontends.onnx.diagnostics import NodeRef, node_text
 from nem.frontends.upstream_dialects.mlir_input import closing
-
-_STR = r'"((?:[^"\\]|\\.)*)"'
-NODE_LOC = re.compile(_STR + r"\(" + _STR + r"\(" + _STR + r":(\d+):\d+\)\)")
-"""The importer's location inside a location's text (also inside `fused[...]`)."""
 
 _INDUCTION_LOC = re.compile(r"(affine\.for %[\w$.-]+) loc\(.*?\) =")
 
@@ -41,16 +38,11 @@ _INDUCTION_LOC = re.compile(r"(affine\.for %[\w$.-]+) loc\(.*?\) =")
 def node_of(location: str) -> tuple[str, NodeRef] | None:
     """(model file, (index or None, name, op type)) of the first ONNX node
     named in a location's text, or None."""
-    m = NODE_LOC.search(location)
-    if m is None:
+    found = located_nodes(location)
+    if not found:
         return None
-    name, op_type, file, line = (_unescape(m.group(k)) for k in range(1, 5))
-    index = int(line) - 1 if int(line) > 0 else None
-    return file, (index, name, op_type)
-
-
-def _unescape(text: str) -> str:
-    return text.replace('\\"', '"').replace("\\\\", "\\")
+    name, op_type, file, line = found[0]
+    return file, (line - 1 if line > 0 else None, name, op_type)
 
 
 def describe(location: str) -> str | None:
@@ -157,18 +149,33 @@ class _OpLocations:
 
     def own(self, line: int, col: int) -> list[str]:
         """The `loc(...)` texts of the op at (line, col) of the plain text."""
+        return self.scan(line, col)[0]
+
+    def scan(self, line: int, col: int) -> tuple[list[str], list[str]]:
+        """`_op_locations` of the op at (line, col) of the plain text."""
         start = line - 1 + self.shift
         if not 0 <= start < len(self.debug):
-            return []
-        return _own_locations(self.debug, start, col - 1)
+            return [], []
+        return _op_locations(self.debug, start, col - 1)
 
     def node(self, line: int, col: int) -> str | None:
-        """`loc(<the first ONNX node in the op's own locations>)`, or None."""
-        for loc in self.own(line, col):
-            m = NODE_LOC.search(loc)
-            if m is not None:
-                return f"loc({m[0]})"
-        return None
+        """The origin of the op at (line, col) (D-BC-NODES): `loc(NODE)`
+        for the first ONNX node in its own locations, `loc(fused[NODE,
+        FUSED...])` when its body's ops are located at other nodes (a
+        Sigmoid's math in the generic of the Mul it was fused into, a Relu's
+        in the convolution's tile, D-COMPILE-FUSE-L1: the nodes whose work
+        it does); None without a node."""
+        own, body = self.scan(line, col)
+        nodes = list(dict.fromkeys(m[0] for loc in own for m in NODE_LOC.finditer(loc)))
+        if not nodes:
+            return None
+        fused = dict.fromkeys(m[0] for loc in body for m in NODE_LOC.finditer(loc))
+        nodes += [n for n in fused if n not in nodes]
+        return (
+            f"loc({nodes[0]})"
+            if len(nodes) == 1
+            else f"loc(fused[{nodes[0]}, {', '.join(nodes[1:])}])"
+        )
 
 
 def statement_nodes(
@@ -187,21 +194,61 @@ def statement_nodes(
     return out
 
 
+def with_fused(origins: list[str | None], fused: dict[str, list[NodeRef]]) -> list[str | None]:
+    """`origins` (`statement_nodes`) with the user's nodes that preparing
+    the model folded into a node named there (`ImportedModel.fused`: a
+    BatchNormalization in its Conv, a GELU's parts) added to its
+    `fused[...]`, so the report says where their work went (D-BC-NODES);
+    each distinct origin is rewritten once."""
+    done: dict[str, str] = {}
+
+    def fuse(origin: str) -> str:
+        found = located_nodes(origin)
+        named = {name for name, *_ in found}
+        extra = dict.fromkeys(
+            f"{_quoted(n)}({_quoted(op)}({_quoted(file)}:{k + 1 if k is not None else 0}:1))"
+            for name, _op, file, _line in found
+            for k, n, op in fused.get(name, ())
+            if n not in named
+        )
+        if not extra:
+            return origin
+        return f"loc(fused[{', '.join([m[0] for m in NODE_LOC.finditer(origin)] + list(extra))}])"
+
+    return [
+        None if o is None else done[o] if o in done else done.setdefault(o, fuse(o))
+        for o in origins
+    ]
+
+
+def _quoted(text: str) -> str:
+    """`text` as an MLIR string literal."""
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
 def _first_op_line(lines: list[str]) -> int:
     return next((i for i, ln in enumerate(lines) if ln and not ln.startswith("#")), 0)
 
 
 _OWN = re.compile(r'"(?:[^"\\\n]|\\.)*"?|[{}]|loc\(')
-"""What `_own_locations` looks for: string literals (skipped whole), braces
+"""What `_op_locations` looks for: string literals (skipped whole), braces
 (the op's regions) and the start of a `loc(`."""
 
 
-def _own_locations(lines: list[str], line: int, col: int) -> list[str]:
+_LINALG = re.compile(r'(?:%[^=]*= )?"?linalg\.')
+"""The start of a linalg op (`linalg.generic`, `%r = linalg.map`, generic form)."""
+
+
+def _op_locations(lines: list[str], line: int, col: int) -> tuple[list[str], list[str]]:
     """The texts of the `loc(...)`s of the op that starts at (line, col)
     outside its regions (its trailing location, an affine.for induction
-    variable's), scanning to the end of its last line."""
+    variable's), scanning to the end of its last line; and, for a linalg op
+    whose body holds no op with regions, those of its body's ops (its scalar
+    math, not its block arguments, which take their producers' locations;
+    [] for any other op: a loop's body is other statements)."""
     locs: list[str] = []
-    depth = 0
+    inner: list[str] = []
+    depth = deepest = 0
     for k in range(line, len(lines)):
         text = lines[k]
         m = _OWN.search(text, col if k == line else 0)
@@ -209,12 +256,16 @@ def _own_locations(lines: list[str], line: int, col: int) -> list[str]:
             pos, c = m.end(), m.group()
             if c == "{":
                 depth += 1
+                deepest = max(deepest, depth)
             elif c == "}":
                 depth -= 1
-            elif c == "loc(" and depth == 0:
+            elif c == "loc(":
                 pos = closing(text, pos - 1, "(") or len(text)
-                locs.append(text[m.start() : pos])
+                if depth == 0:
+                    locs.append(text[m.start() : pos])
+                elif not text.lstrip().startswith("^"):  # not a block argument's
+                    inner.append(text[m.start() : pos])
             m = _OWN.search(text, pos)
         if depth <= 0:
-            return locs
-    return locs
+            break
+    return locs, inner if deepest == 1 and _LINALG.match(lines[line], col) else []

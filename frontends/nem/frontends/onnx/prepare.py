@@ -76,6 +76,10 @@ class Prepared:
     arrays: dict[str, Any] = field(default_factory=dict)
     """The values of the large initializers the simplifier computed, by
     name (numpy arrays): `model` holds only their type (`simplify`)."""
+    flow: list[tuple[str, list[str], list[str]]] = field(default_factory=list)
+    """The user's nodes that compute from the graph's inputs, in order,
+    (name, inputs, outputs): where the work of a node the simplifier folded
+    into another went (`fusions.fused_into`)."""
 
 
 LARGE = 4096
@@ -434,6 +438,19 @@ def _interface(model: onnx.ModelProto) -> tuple[list[str], list[str]]:
     )
 
 
+def _working(graph: onnx.GraphProto) -> list[tuple[str, list[str], list[str]]]:
+    """`Prepared.flow`: the nodes reading a graph input or a value computed
+    from one; the others (of weights and constants only) are computed while
+    compiling and do no work in the program."""
+    live = {i.name for i in graph.input} - {i.name for i in graph.initializer}
+    out = []
+    for n in graph.node:
+        if any(i in live for i in n.input):
+            live.update(n.output)
+            out.append((n.name, list(n.input), list(n.output)))
+    return out
+
+
 def prepare(
     model: onnx.ModelProto,
     simplify_graph: bool = True,
@@ -455,6 +472,7 @@ def prepare(
     except onnx.checker.ValidationError as e:
         checker = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
     node_index = name_nodes(m.graph)
+    flow = _working(m.graph)
     notes: list[str] = []
     interface = _interface(m)
     opset = default_opset(m)
@@ -516,4 +534,4 @@ def prepare(
                 )
     if checker is not None:
         notes.insert(0, f"onnx.checker.check_model rejects the model: {checker}")
-    return Prepared(m, node_index, notes, checker, kept)
+    return Prepared(m, node_index, notes, checker, kept, flow)
