@@ -237,6 +237,23 @@ def test_integer_input():
     assert "\nfix: import with int64 demoted to int32 (the default, D-COMPILE-I64)" in text
 
 
+@pytest.mark.parametrize("elem", ["INT8", "UINT8", "BOOL"])
+def test_narrow_input_type_is_named_as_the_importers_limit(elem):
+    """An 8-bit or boolean input is refused because the importer computes
+    FLOAT, FLOAT16 and INT32 tensors only; the message said "NEM buffers
+    hold numbers of at most 32 bits, not INT8", which an 8-bit type is
+    (an outside user's report, session 22)."""
+    x = helper.make_tensor_value_info("x", getattr(TensorProto, elem), [4])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [4])
+    g = helper.make_graph([helper.make_node("Cast", ["x"], ["y"], to=1)], "n", [x], [y])
+    text = _error(helper.make_model(g, opset_imports=[helper.make_opsetid("", 20)]))
+    assert (
+        f"node 0 'Cast_0' (Cast): error: not supported: input 'x' (Cast's input) has element "
+        f"type {elem}: the ONNX importer computes FLOAT, FLOAT16 and INT32 tensors only" in text
+    )
+    assert "at most 32 bits" not in text
+
+
 def test_not_an_onnx_file(tmp_path):
     bad = tmp_path / "bad.onnx"
     bad.write_bytes(b"\x00garbage\xff" * 10)

@@ -143,7 +143,8 @@ def _integer_input_error(imp: Importer, vi: onnx.ValueInfoProto, elem: str) -> O
     why = (
         "NEM has no 64-bit integer type (device integers are at most 32 bits)"
         if elem in ("INT64", "UINT64")
-        else f"NEM buffers hold numbers of at most 32 bits, not {elem}"
+        else "the ONNX importer computes FLOAT, FLOAT16 and INT32 tensors only "
+        "(DOUBLE and INT64 demoted to them)"
     )
     if elem == "INT64" and fix is None:
         fix = "import with int64 demoted to int32 (the default, D-COMPILE-I64)"
