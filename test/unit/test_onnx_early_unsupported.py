@@ -175,3 +175,25 @@ def test_an_op_type_with_an_exact_rewrite_names_it():
             file="up.onnx",
         )
     assert "Reshape + Expand + Reshape" in e.value.render()
+
+
+@pytest.mark.parametrize("mode", ["linear", "cubic"])
+def test_a_resize_that_is_not_nearest_gets_no_nearest_rewrite(mode):
+    """The nearest-upsampling rewrite computes another function for a linear
+    or cubic Resize: its fix is the generic pointer (an outside user's
+    report, session 22: following the fix gave a model with wrong numbers)."""
+    from nem.frontends.onnx import import_onnx
+    from nem.frontends.onnx.diagnostics import OnnxImportError
+
+    with pytest.raises(OnnxImportError) as e:
+        import_onnx(
+            _model(
+                [helper.make_node("Resize", ["x", "", "sc"], ["y"], name="up", mode=mode)],
+                [onnx.numpy_helper.from_array(np.ones(2, np.float32), "sc")],
+            ),
+            file="up.onnx",
+        )
+    text = e.value.render()
+    assert "up.onnx: node 0 'up' (Resize): error: not supported: op type Resize" in text
+    assert "Reshape + Expand + Reshape" not in text
+    assert "fix: express it with the supported op types" in text

@@ -195,7 +195,19 @@ REWRITES = {
     "bias 0, Reshape back, then Mul and Add the per-channel scale and bias",
 }
 """Op types without a converter whose rewrite into supported ones is exact
-and short (outside users found each, session 8): the fix names it."""
+and short (outside users found each, session 8): the fix names it, where
+it computes what the node does (`_rewrite`)."""
+
+
+def _rewrite(node: onnx.NodeProto) -> str | None:
+    """`REWRITES`' fix for `node`, or None where the rewrite would compute
+    something else: a Resize or Upsample that is not nearest (linear or
+    cubic: an outside user's report, session 22)."""
+    if node.op_type in ("Resize", "Upsample"):
+        mode = next((a.s for a in node.attribute if a.name == "mode"), b"nearest")
+        if mode != b"nearest":
+            return None
+    return REWRITES.get(node.op_type)
 
 
 def unsupported_op_type(node: onnx.NodeProto, where: str, ref: NodeRef) -> OnnxImportError | None:
@@ -210,7 +222,7 @@ def unsupported_op_type(node: onnx.NodeProto, where: str, ref: NodeRef) -> OnnxI
             f"not supported: op type {node.op_type}",
             where,
             ref,
-            fix=REWRITES.get(node.op_type, UNSUPPORTED_FIX),
+            fix=_rewrite(node) or UNSUPPORTED_FIX,
         )
     return None
 
