@@ -680,3 +680,67 @@ def test_upstream_flatten_twice_reads_an_undefined_shape():
     assert undefined_reads(simplify(model)) == ["x/shape_1"] and not undefined_reads(model)
     assert any("reading 'x/shape_1'" in n for n in prepare(model).notes)
     run_api(model)
+
+
+def test_an_input_that_is_also_an_output_keeps_the_simplified_graph():
+    """`y = Reshape(x, Concat(Shape(x), [1]))` with `x` also a graph output
+    (an outside user's report, session 22): onnxscript's optimizer renames
+    the input and adds an Identity, the interface changed, the simplification
+    was discarded and the static shape chain refused as "a shape computed at
+    run time".  The rename is undone (prepare.passthrough_restored): the
+    graph is simplified, compiles, and both outputs are onnxruntime's."""
+    from nem.frontends.onnx.prepare import prepare
+
+    nodes = [
+        oh.make_node("Shape", ["x"], ["s"]),
+        oh.make_node("Concat", ["s", "one"], ["shp"], axis=0),
+        oh.make_node("Reshape", ["x", "shp"], ["y"]),
+    ]
+    graph = oh.make_graph(
+        nodes,
+        "passthrough",
+        [oh.make_tensor_value_info("x", TensorProto.FLOAT, [2, 6])],
+        [
+            oh.make_tensor_value_info("y", TensorProto.FLOAT, [2, 6, 1]),
+            oh.make_tensor_value_info("x", TensorProto.FLOAT, [2, 6]),
+        ],
+        [onnx.numpy_helper.from_array(np.array([1], np.int64), "one")],
+    )
+    model = oh.make_model(graph, opset_imports=[oh.make_opsetid("", 17)])
+    prepared = prepare(model)
+    assert [n.op_type for n in prepared.model.graph.node] == ["Reshape"], prepared.notes
+    assert [i.name for i in prepared.model.graph.input] == ["x"]
+    assert [o.name for o in prepared.model.graph.output] == ["y", "x"]
+    run_api(model)
+
+
+def test_an_import_error_says_why_the_graph_was_not_simplified():
+    """Crossed Clips make the importer keep the user's graph (prepare.crossed_clips);
+    a Shape -> Concat -> Reshape chain the simplifier would have folded is
+    then refused, and the error now says why the graph was not simplified
+    (it said nothing: an outside user's report, session 22)."""
+    from nem.frontends.onnx import OnnxImportError, import_onnx
+
+    nodes = [
+        oh.make_node("Clip", ["x", "", "a"], ["c"]),
+        oh.make_node("Relu", ["c"], ["r"]),
+        oh.make_node("Shape", ["r"], ["s"]),
+        oh.make_node("Concat", ["s", "one"], ["shp"], axis=0),
+        oh.make_node("Reshape", ["r", "shp"], ["y"], name="reshape"),
+    ]
+    graph = oh.make_graph(
+        nodes,
+        "crossed",
+        [oh.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+        [oh.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3, 1])],
+        [
+            onnx.numpy_helper.from_array(np.array(-1.0, np.float32), "a"),
+            onnx.numpy_helper.from_array(np.array([1], np.int64), "one"),
+        ],
+    )
+    model = oh.make_model(graph, opset_imports=[oh.make_opsetid("", 17)])
+    with pytest.raises(OnnxImportError) as e:
+        import_onnx(model, file="m.onnx")
+    text = e.value.render()
+    assert "(Reshape): error: not supported: Reshape to a shape 'shp' computed at run time" in text
+    assert "\nnote: graph not simplified: onnxscript's optimizer merged Clips" in text

@@ -16,7 +16,7 @@ import onnx
 
 from nem.dialect.limits import DEFAULT_MAX_NODES, MAX_MODEL_BYTES
 from nem.frontends.onnx.diagnostics import OnnxImportError, OnnxImportErrors
-from nem.frontends.onnx.prepare import ShapeInferenceError, prepare
+from nem.frontends.onnx.prepare import NOT_SIMPLIFIED, ShapeInferenceError, prepare
 from nem.frontends.onnx.validate import check_inferred, load_model, tensors, validate
 
 if TYPE_CHECKING:
@@ -112,6 +112,9 @@ def import_onnx(
             e = _surviving(e, prepared.model, where)
         if prepared.checker is not None:
             e.notes.append(f"onnx.checker.check_model rejects the model: {prepared.checker}")
+        # why the simplifier's graph was not taken: an error such as "a shape
+        # computed at run time" may be one it would have folded
+        e.notes += [n for n in prepared.notes if n.startswith(NOT_SIMPLIFIED)]
         raise e from None
     ports = {
         v.type.tensor_type.elem_type

@@ -54,6 +54,10 @@ TARGET_OPSET = 17
 """Default-domain opset older models are upgraded to (IREE's choice); newer
 models keep theirs."""
 
+NOT_SIMPLIFIED = "graph not simplified"
+"""How `Prepared.notes` begins a note saying why the simplifier's graph was
+not taken; an import error carries these notes too (`entry`)."""
+
 FOLD_LIMIT = 1 << 62
 """Tensor size limit of constant folding: none.  A constant the program
 needs is a weight whatever its size; one left unfolded would be a node the
@@ -180,6 +184,34 @@ def restore_names(
             taken.discard(n.name)
             n.name = chosen.name
             taken.add(chosen.name)
+
+
+def passthrough_restored(model: onnx.ModelProto, inputs: list[str]) -> onnx.ModelProto:
+    """`model` (the simplified one) with a graph input that is also a graph
+    output named as the user named it: onnxscript's optimizer renames such an
+    input `X` to another name `X'` and adds `X = Identity(X')`, which
+    changed the model's interface and so discarded the whole simplification
+    (a Shape -> Concat -> Reshape chain was then a "shape computed at run
+    time": an outside user's report, session 22).  The Identity is removed
+    and `X'` renamed back to `X` everywhere; an input renamed without such
+    an Identity is left as it is (the caller then keeps the user's graph)."""
+    g = model.graph
+    inits = {i.name for i in g.initializer}
+    for vi, name in zip([i for i in g.input if i.name not in inits], inputs):
+        if vi.name == name:
+            continue
+        renamed = vi.name
+        copy = [n for n in g.node if n.op_type == "Identity" and list(n.input) == [renamed]]
+        if len(copy) != 1 or list(copy[0].output) != [name]:
+            continue
+        g.node.remove(copy[0])
+        for n in g.node:
+            n.input[:] = [name if i == renamed else i for i in n.input]
+        for v in (*g.output, *g.value_info):
+            if v.name == renamed:
+                v.name = name
+        vi.name = name
+    return model
 
 
 def constant_inputs_removed(model: onnx.ModelProto) -> int:
@@ -501,25 +533,25 @@ def prepare(
         try:
             simplified = simplify(m, arrays)
         except Exception as e:  # a library failure must not stop the compile
-            notes.append(f"graph not simplified: onnxscript's optimizer failed ({e})")
+            notes.append(f"{NOT_SIMPLIFIED}: onnxscript's optimizer failed ({e})")
         else:
             lost = undefined_reads(simplified)
             if lost and not undefined_reads(m):
                 notes.append(
-                    f"graph not simplified: onnxscript's optimizer left a node reading "
+                    f"{NOT_SIMPLIFIED}: onnxscript's optimizer left a node reading "
                     f"'{lost[0]}', which nothing in the graph defines"
                 )
             elif crossed_clips(simplified) > crossed_clips(m):
                 notes.append(
-                    "graph not simplified: onnxscript's optimizer merged Clips whose "
+                    f"{NOT_SIMPLIFIED}: onnxscript's optimizer merged Clips whose "
                     "bounds cross (min above max), which changes the result"
                 )
             elif same_conv_strides_past_window(m):
                 notes.append(
-                    "graph not simplified: a Conv under auto_pad SAME strides past "
+                    f"{NOT_SIMPLIFIED}: a Conv under auto_pad SAME strides past "
                     "its window, whose padding onnxscript's optimizer would fix at 0"
                 )
-            elif _interface(simplified) == interface:
+            elif _interface(passthrough_restored(simplified, interface[0])) == interface:
                 m, kept = simplified, arrays
                 restore_names(m.graph, user, node_index)
                 if len(m.graph.node) != before:
@@ -529,7 +561,7 @@ def prepare(
                     )
             else:
                 notes.append(
-                    "graph not simplified: onnxscript's optimizer renamed the "
+                    f"{NOT_SIMPLIFIED}: onnxscript's optimizer renamed the "
                     "model's inputs or outputs"
                 )
     if checker is not None:
