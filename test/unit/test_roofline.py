@@ -199,6 +199,15 @@ def test_cli_text_report(capsys):
     assert float(program[4]) == pytest.approx(int(program[2]) / 14112, abs=0.005)
 
 
+def test_timed_is_short_for_mode_timed(capsys):
+    """`nem-run --timed` (an outside user tried it first, session 22) is
+    `--mode timed`: the same report."""
+    assert run([str(CONV), "--mode", "timed", "--roofline", "--json"]) == 0
+    long = json.loads(capsys.readouterr().out)
+    assert run([str(CONV), "--timed", "--roofline", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == long
+
+
 def test_cli_json_is_the_whole_standard_output(capsys):
     assert run([str(CONV), "--mode", "timed", "--roofline", "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)

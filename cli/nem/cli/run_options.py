@@ -33,6 +33,13 @@ def parser() -> argparse.ArgumentParser:
         help="include / device search directory",
     )
     p.add_argument("--mode", choices=("functional", "timed"), default="functional")
+    p.add_argument(
+        "--timed",
+        dest="mode",
+        action="store_const",
+        const="timed",
+        help="same as --mode timed (what users and issue 35 write)",
+    )
     p.add_argument("--schedule", choices=("source", "random"), default="source")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument(
