@@ -7,16 +7,17 @@ bufferized function: a separate op, tiled apart.  Staged by
 the fill, and a store back; each tile of the op then loads the zeros back.
 Two rewrites on the transform route remove the bytes no one reads:
 
-* `pairs` / `fill_outputs`: a fill immediately followed by the op that
-  accumulates into its operand is dropped, and each tile of the op fills its
-  staged output in L1 instead of loading it (the store of the zeros and
-  their load back go).  Exact only when every element of the output is
-  staged once before the op reads it, i.e. no reduction loop is tiled (a
-  tile over part of the reduction loads what the tiles before it summed):
-  decided on the tile sizes the op is finally tiled with; otherwise the
-  fill is tiled as before.
-* `drop_fill_loads`: a fill tile's load of its output (promote stages every
-  operand of an op that is not a `linalg.generic`, read or not) goes: the
+* `pairs`: a fill immediately followed by the op that accumulates into its
+  operand is tiled after that op, and only if needed: the op's tiles are
+  marked (`MARK`), and `stage_zeros` turns each tile's load of its staged
+  output into a fill of it in L1 (the fill's store of the zeros and their
+  load back go).  Exact only when every element of the output is staged
+  once before the op reads it, i.e. no reduction loop is tiled (a tile
+  over part of the reduction loads what the tiles before it summed):
+  decided on the tile sizes the op is finally tiled with
+  (`transform._tile_op`); otherwise the fill is tiled as before.
+* `stage_zeros` also drops a fill tile's load of its output (promote stages
+  every operand of an op that is not a `linalg.generic`, read or not): the
   fill writes every element of the view it is loaded into.
 
 Either way the accumulation reads the same +0 bytes (the fill of its tile is
