@@ -60,6 +60,7 @@ from mlir.dialects import arith, linalg, memref
 from mlir.dialects.transform import interpreter
 from mlir.passmanager import PassManager
 
+from nem.compile import zero_init
 from nem.compile.l1_plan import Need
 from nem.compile.target import FAST_SPACE
 from nem.frontends.upstream_dialects.upstream_ops import GENERALIZED_KNOWN
@@ -386,9 +387,20 @@ def tile_module(
         from nem.compile import fusion, tiling
 
         ops, sized = fusion.fuse(entry, ops, sized, tiling.l1_budget(device, options.pipeline))
-    for k, (op, plan) in enumerate(zip(ops, sized)):
-        if progress is not None:
-            progress("ops tiled", k, len(ops))
+    # a zero fill and the op accumulating into it: the fill is tiled after
+    # the op, and only if the op's tiles cannot fill their outputs in L1
+    # (D-COMPILE-ZERO-INIT)
+    fills = {
+        k: j
+        for k, j in zero_init.pairs(entry.regions[0].blocks[0], ops).items()
+        if (plan := sized[k]) is not None
+        and sized[j] is not None
+        and (len(plan.engines) == 1 or plan.split_dim not in zero_init.reductions(ops[k]))
+    }
+
+    def tile_one(k: int) -> bool:
+        """Tile op k (True: its output's fill is no longer needed)."""
+        op, plan = ops[k], sized[k]
         # ops the lowering's parser lacks (linalg.map) or raises from their
         # generic form (grouped convolutions) become linalg.generic
         generalize = (
@@ -402,11 +414,28 @@ def tile_module(
                     del op.attributes[key]
             if generalize:
                 run_on_nest(op, "linalg-generalize-named-ops")
-            continue
+            return False
         op.attributes[TAG] = ir.IntegerAttr.get(ir.IntegerType.get_signless(64), k)
+        if k in fills:
+            op.attributes[zero_init.MARK] = ir.UnitAttr.get()
         where = str(op.location)
-        texts.append(_tile_op(op, k, plan, generalize, device, options, seen))
-        checkpoint(f"op {k + 1}/{len(ops)}", module, f"{where}, tiled by\n{texts[-1]}")
+        text, zeroed = _tile_op(op, k, plan, generalize, device, options, seen)
+        texts.append(text)
+        checkpoint(f"op {k + 1}/{len(ops)}", module, f"{where}, tiled by\n{text}")
+        return zeroed
+
+    deferred = set(fills.values())
+    for k in range(len(ops)):
+        if progress is not None:
+            progress("ops tiled", k, len(ops))
+        if k in deferred:
+            continue
+        zeroed = tile_one(k)
+        if k in fills:
+            if zeroed:
+                ops[fills[k]].erase()
+            else:
+                tile_one(fills[k])
     # verified once, after both passes (the pass manager's verifier checks
     # the whole module after each pass: 0.3 s each on DenseNet-121)
     tidy = PassManager.parse("builtin.module(canonicalize,cse)")
@@ -439,7 +468,7 @@ def _tile_op(
     device,
     options,
     seen: Seen,
-) -> str:
+) -> tuple[str, bool]:
     """Tile op `nem_tile = k` by its plan, in a temporary function of its own
     (`nest_ir.Isolated`), with sizes whose L1 need fits the device
     (D-COMPILE-L1: tiled again with a smaller budget while it does not);
@@ -450,15 +479,22 @@ def _tile_op(
     was quadratic: 1000 ops, 18 s).  The op is tagged 0 and the script run
     is the one of `nem_tile = 0` (the tag is stripped after tiling), so that
     ops tiled alike share what `seen` keeps of them: DenseNet-121 repeats
-    its layers' shapes."""
+    its layers' shapes.  An op marked `zero_init.MARK` fills its tiles'
+    outputs in L1 if the sizes leave its reduction loops whole (the bool
+    returned: whether it did)."""
     from nem.compile import hoist, l1_plan, nest_ir, tiling
 
     applied: list[str] = []
+    zeroed = [False]  # the last attempt's tiles fill their outputs (D-COMPILE-ZERO-INIT)
     operands = len(op.operands)
+    fill = zero_init.MARK in op.attributes
+    reductions = zero_init.reductions(op) if fill else set()
     zero = ir.IntegerAttr.get(ir.IntegerType.get_signless(64), 0)
     with nest_ir.Isolated(op) as iso:
         pristine = op.clone(ir.InsertionPoint(op))  # tiled again from this copy
         pristine.attributes[TAG] = zero
+        if fill:
+            del pristine.attributes[zero_init.MARK]
         op.erase()
         base = set(iso.ops())  # the copy and the cloned constants
         before = str(iso.fn)  # what each attempt starts from
@@ -468,11 +504,14 @@ def _tile_op(
             for old in reversed(last):  # users before what they use
                 old.erase()
             target = pristine.clone(ir.InsertionPoint(iso.ret))
+            if fill and zero_init.untiled(reductions, plan.extents, sizes):
+                target.attributes[zero_init.MARK] = ir.UnitAttr.get()
             tiled = replace(plan, sizes=sizes)
             run = script([(0, tiled, generalize, operands)])
             if run not in seen.scripts:
                 seen.scripts[run] = parse_transform(run, target.context)
             apply_parsed(target, seen.scripts[run])
+            zeroed[0] = zero_init.stage_zeros(iso.fn)
             if options.hoist:  # weight tiles out of the spatial loops
                 hoist.hoist_copies(iso.fn)
             applied[:] = [script([(k, tiled, generalize, operands)])]
@@ -495,7 +534,7 @@ def _tile_op(
             raise l1_plan.too_big(pristine, e, device) from None
         finally:
             pristine.erase()
-    return applied[0]
+    return applied[0], zeroed[0]
 
 
 Parsed = tuple[ir.Module, ir.OpView]
@@ -575,8 +614,9 @@ def _privatize(
             plain = ir.MemRefType.get(t.shape, t.element_type)
             partials = []
             for part, engine in zip(parts[1:], plan.engines[1:]):
-                buf = memref.AllocOp(plain, [], [], ip=ir.InsertionPoint(parts[0])).result
-                with ir.InsertionPoint(parts[0]):
+                # (just before its part: the tiling fills its tiles in L1, D-COMPILE-ZERO-INIT)
+                buf = memref.AllocOp(plain, [], [], ip=ir.InsertionPoint(part)).result
+                with ir.InsertionPoint(part):
                     zero = arith.ConstantOp(t.element_type, 0.0).result
                     fill = linalg.fill(zero, outs=[buf]).owner
                 fill.attributes[PIN] = ir.IntegerAttr.get(i64, engine)

@@ -1,0 +1,173 @@
+"""Zero accumulators filled in L1 instead of through DDR (D-COMPILE-ZERO-INIT).
+
+An accumulating op (a convolution without bias, a matmul, a partial sum of a
+reduction split) starts from a `linalg.fill` of +0 on its output, on the
+bufferized function: a separate op, tiled apart.  Staged by
+`structured.promote`, each fill tile is a load of the output tile into L1,
+the fill, and a store back; each tile of the op then loads the zeros back.
+Two rewrites on the transform route remove the bytes no one reads:
+
+* `pairs`: a fill immediately followed by the op that accumulates into its
+  operand is tiled after that op, and only if needed: the op's tiles are
+  marked (`MARK`), and `stage_zeros` turns each tile's load of its staged
+  output into a fill of it in L1 (the fill's store of the zeros and their
+  load back go).  Exact only when every element of the output is staged
+  once before the op reads it, i.e. no reduction loop is tiled (a tile
+  over part of the reduction loads what the tiles before it summed):
+  decided on the tile sizes the op is finally tiled with
+  (`transform._tile_op`); otherwise the fill is tiled as before.
+* `stage_zeros` also drops a fill tile's load of its output (promote stages
+  every operand of an op that is not a `linalg.generic`, read or not): the
+  fill writes every element of the view it is loaded into.
+
+Either way the accumulation reads the same +0 bytes (the fill of its tile is
+D-LOW-FILL's `clamp` to 0 of the bytes), so the results are bit-identical.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterator
+
+from mlir import ir
+from mlir.dialects import arith, linalg
+
+MARK = "nem_zero_init"
+"""On an op whose fill `pairs` dropped: its tiles' staged outputs are filled."""
+PURE = frozenset({"arith.constant", "memref.alloc", "memref.subview", "memref.view"})
+"""Ops that may sit between a fill and its consumer: they read and write no
+element of a buffer."""
+VIEWS = frozenset({"memref.subview", "memref.view", "memref.cast", "memref.reinterpret_cast"})
+"""Ops whose result views their first operand's buffer."""
+
+
+def is_zero_fill(op: ir.Operation) -> bool:
+    """A `linalg.fill` of +0 (all-zero bits: -0.0 is not the 0 an
+    accumulator starts from, and stays a fill)."""
+    if op.name != "linalg.fill":
+        return False
+    value = op.operands[0].owner
+    if isinstance(value, ir.OpView):
+        value = value.operation
+    if not isinstance(value, ir.Operation) or value.name != "arith.constant":
+        return False
+    attr = value.attributes["value"]
+    if isinstance(attr, ir.FloatAttr):
+        return struct.pack("<d", attr.value) == bytes(8)
+    return isinstance(attr, ir.IntegerAttr) and attr.value == 0
+
+
+def pairs(block: ir.Block, ops: list[ir.Operation]) -> dict[int, int]:
+    """{k: j} for each op `ops[k]` whose one output is the operand of the
+    zero fill `ops[j]` just before it in `block` (only `PURE` ops between):
+    the fill's zeros are read by that op alone, and the op writes every
+    element of its output (a linalg op writes its whole output).  `ops` are
+    linalg ops of `block`, in order."""
+    found = {}
+    k = 0
+    fill: tuple[int, ir.Operation] | None = None  # the last zero fill, PURE ops since
+    for o in block.operations:
+        op = o.operation
+        if k < len(ops) and op == ops[k]:
+            if fill is not None and _accumulates_into(op, fill[1].operands[1]):
+                found[k] = fill[0]
+            fill = (k, op) if is_zero_fill(op) else None
+            k += 1
+        elif op.name not in PURE:
+            fill = None
+    return found
+
+
+def _accumulates_into(op: ir.Operation, buf: ir.Value) -> bool:
+    """Whether `buf` is linalg op `op`'s one output, and no input of `op`
+    views the buffer `buf` views (an input reading the fill's zeros)."""
+    if [_whole(v) for v in outputs(op)] != [_whole(buf)]:
+        return False
+    root = _root(buf)
+    return all(_root(v) != root for v in op.opview.inputs)
+
+
+def _whole(value: ir.Value) -> ir.Value:
+    """`value` through subviews of the whole of their source (the same shape:
+    in bounds, offsets 0 and strides 1; a split's part views its output so)."""
+    while (
+        isinstance(value, ir.OpResult)
+        and value.owner.name == "memref.subview"
+        and ir.MemRefType(value.type).shape == ir.MemRefType(value.owner.operands[0].type).shape
+    ):
+        value = value.owner.operands[0]
+    return value
+
+
+def _root(value: ir.Value) -> ir.Value:
+    """The buffer a memref value views (through subviews, views and casts)."""
+    while isinstance(value, ir.OpResult) and value.owner.name in VIEWS:
+        value = value.owner.operands[0]
+    return value
+
+
+def outputs(op: ir.Operation) -> list[ir.Value]:
+    """A linalg op's outputs (its DPS inits)."""
+    return list(op.opview.outputs)
+
+
+def reductions(op: ir.Operation) -> set[int]:
+    """The loops of a linalg op that its (last) output does not index."""
+    maps = linalg.get_indexing_maps(op)
+    out = ir.AffineMapAttr(maps[len(maps) - 1]).value
+    used = {r.position for r in out.results if isinstance(r, ir.AffineDimExpr)}
+    return set(range(out.n_dims)) - used
+
+
+def untiled(loops: set[int], extents: list[int], sizes: list[int]) -> bool:
+    """Whether tile sizes `sizes` leave each of `loops` whole (0: not tiled)."""
+    return all(sizes[d] == 0 or sizes[d] >= extents[d] for d in loops)
+
+
+def stage_zeros(fn: ir.Operation) -> bool:
+    """In tiled `fn`: drop each fill tile's load of its output (module
+    docstring), and replace the load of each `MARK`ed op's output by a zero
+    fill of that view in L1, if every marked op has one (else none is
+    replaced).  Strips the marks; returns whether marked ops started from
+    fills."""
+    dead: list[ir.Operation] = []
+    staged: list[ir.Operation] = []  # loads of marked ops' outputs
+    marked: list[ir.Operation] = []
+    for block in _blocks(fn):
+        into: dict[ir.Value, ir.Operation] = {}  # the last copy into each value
+        prev: ir.Operation | None = None
+        for o in block.operations:
+            op = o.operation
+            if op.name == "linalg.copy":
+                into[op.operands[1]] = op
+            elif op.name == "linalg.fill" and prev is not None and prev.name == "linalg.copy":
+                if prev.operands[1] == op.operands[1]:
+                    dead.append(prev)
+            if MARK in op.attributes:
+                marked.append(op)
+                (out,) = outputs(op)
+                if out in into:
+                    staged.append(into[out])
+            prev = op
+    for op in marked:
+        del op.attributes[MARK]
+    zeroed = bool(marked) and len(staged) == len(marked)
+    for copy in staged if zeroed else []:
+        view = copy.operands[1]
+        with copy.location, ir.InsertionPoint(copy):
+            elem = ir.MemRefType(view.type).element_type
+            zero = arith.ConstantOp(elem, 0.0 if isinstance(elem, ir.FloatType) else 0).result
+            linalg.fill(zero, outs=[view])
+        dead.append(copy)
+    for op in dead:
+        op.erase()
+    return zeroed
+
+
+def _blocks(op: ir.Operation) -> Iterator[ir.Block]:
+    """The blocks nested in `op`, outermost first."""
+    for region in op.regions:
+        for block in region.blocks:
+            yield block
+            for o in block.operations:
+                yield from _blocks(o.operation)
