@@ -52,8 +52,8 @@ within the device's `SEQ.max_active_tokens` (DEV-17): `choose_splits`
 budgets them, loop bodies first (they run many times; the program's own
 transfers, made once, hold their slices' tokens at each loop first: a
 layer's weights staged before its tile loop), then each block's
-transfers, those moving the most bytes first, each with as many slices as
-the tokens left allow (fewer than the DMAs, or none).  Slices are not
+transfers share the tokens left, one slice at a time to the one whose
+slices are the largest (`share`: fewer slices than the DMAs, or none).  Slices are not
 split again (`split_already`): run on its own output, the pass changes
 nothing.  That choice is an analysis of its own
 (`choose_splits`); the rewrite (`SplitTransfer`, applied by xDSL's walker to
@@ -62,6 +62,7 @@ the blocks holding a chosen transfer) only carries it out.
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from itertools import count
@@ -345,18 +346,9 @@ class Choice:
         if not found:
             return max(counts, default=0)
         tree = MaxTree(counts)
-        # the tokens left go to the transfers that move the most bytes first
-        # (a padded input's copy before a weight slice; ties in program order)
-        found.sort(key=lambda f: -moved_bytes(f[0]))
-        for op, (first, last), plan in found:
-            k = len(plan.parts)
-            if budget is not None:
-                k = min(k, budget - tree.max(first, last) + 1)
-                if k < 2:
-                    continue
-                plan = replace(plan, parts=even_parts(sum(m for _, m in plan.parts), k))
-            tree.add(first, last, k - 1)
-            self.plans[op] = plan
+        for (op, _, plan), k in zip(found, share(found, tree, budget)):
+            if k >= 2:
+                self.plans[op] = replace(plan, parts=even_parts(sum(m for _, m in plan.parts), k))
         return tree.max(0, len(counts) - 1)
 
     def _plan(self, op: TransferOp, least: int) -> Plan | None:
@@ -366,6 +358,35 @@ class Choice:
         if touches_l1(op):
             return plan_split(op, self.dmas, least, self.min_piece)
         return plan_split(op, self.sdmas, self.min_bytes, self.min_piece)
+
+
+def share(
+    found: Sequence[tuple[TransferOp, tuple[int, int], Plan]], tree: MaxTree, budget: int | None
+) -> list[int]:
+    """How many slices each of `found` gets within `budget` live tokens at
+    every statement (`tree`: the block's counts, to which the slices' extra
+    tokens are added): one slice at a time to the transfer whose slices are
+    the largest (its moved bytes over its slices; ties in program order),
+    while each statement of its live interval has a token left, up to its
+    plan's slices.  So transfers live at once share the tokens left (an
+    engine part's weight copy each, not all slices to the first parts and
+    the last copy whole), and a copy much larger than the others (a padded
+    input between DDR buffers) is still split first.  Each step is one
+    heap operation and one tree query: O(slices log n)."""
+    slices = [1] * len(found)
+    heap = [(-float(moved_bytes(op)), i) for i, (op, _, _) in enumerate(found)]
+    heapq.heapify(heap)
+    while heap:
+        _, i = heapq.heappop(heap)
+        op, (first, last), plan = found[i]
+        if slices[i] >= len(plan.parts):
+            continue
+        if budget is not None and tree.max(first, last) >= budget:
+            continue  # no token left at some statement of its interval: it stays
+        tree.add(first, last, 1)
+        slices[i] += 1
+        heapq.heappush(heap, (-moved_bytes(op) / slices[i], i))
+    return slices
 
 
 def split_already(transfers: Iterable[TransferOp]) -> set[TransferOp]:
