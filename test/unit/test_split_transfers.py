@@ -65,22 +65,24 @@ def test_small_or_rarely_run_transfers_stay_whole():
     """64 KiB moved 4 times is 256 KiB: under a 1 MiB `min-moved` no transfer
     touching L1 splits (the copy between DDR buffers does: `min-bytes` only)."""
     text = LIT.read_text()
-    out = _split(text, min_moved=1 << 20, min_once=1 << 20)
+    out = _split(text, min_moved=1 << 20, min_once=1 << 20, min_single=1 << 20)
     assert "ld_1" not in out and "st_1" not in out and "pre_1" not in out
     assert out.count("transfer.async") == 2 + 2 + 4 and "dd_4" in out  # ld, st; tr, cp; dd_k
     # ld and st split, pre (64 KiB once) whole: 4 + 4 + 2 + 4
-    assert _split(text, min_moved=1 << 18, min_once=1 << 20).count("transfer.async") == 14
+    once = _split(text, min_moved=1 << 18, min_once=1 << 20, min_single=1 << 20)
+    assert once.count("transfer.async") == 14
 
 
-def test_a_transfer_run_once_splits_from_min_once():
-    """`pre` runs once (in no loop): it splits from `min-once` whatever
-    `min-moved` says.  Under the default `min-once` (256 KiB) `pre` (64 KiB)
-    stays whole, and so do the loop's 64 KiB copies, 256 KiB over their runs,
-    under a 1 MiB `min-moved`."""
-    out = _split(LIT.read_text(), min_moved=1 << 20, min_once=1 << 16)
-    assert "wait(pre_1, pre_2, pre_3, pre_4)" in out
+def test_a_transfer_run_once_splits_from_min_single():
+    """`pre` runs once (in no loop): it splits from `min-single` (by default
+    `min-bytes`, 16 KiB) whatever `min-moved` and `min-once` say; so it
+    does by default, 64 KiB (it stayed whole under the 256 KiB `min-once`,
+    on one DMA), while the loop's 64 KiB copies, 256 KiB over their runs,
+    stay whole under a 1 MiB `min-moved`."""
     default = _split(LIT.read_text(), min_moved=1 << 20)
-    assert "pre_1" not in default and "ld_1" not in default and "st_1" not in default
+    assert "wait(pre_1, pre_2, pre_3, pre_4)" in default
+    assert "ld_1" not in default and "st_1" not in default
+    assert "pre_1" not in _split(LIT.read_text(), min_moved=1 << 20, min_single=1 << 17)
 
 
 def test_a_transfer_in_a_loop_spanning_min_once_splits():
@@ -125,6 +127,16 @@ def test_a_transfer_made_once_keeps_its_tokens_from_the_loop_after_it():
     module = parse_nem(out, str(LIT))
     (prog,) = programs(module)
     assert max_live_tokens(prog) <= 8
+
+
+def test_a_transfer_made_once_under_min_once_leaves_the_loop_its_tokens():
+    """`w` under `min-once` splits as made once (`min-single`) but holds no
+    tokens before the loop's body is budgeted: the body's copies take 2
+    slices each, and `w` the 2 left (held, it took 4 and left the body's
+    copies whole: ResNet-50's layers whose tile copies lost their slices to
+    the small copies staged before them, 6 fewer Conv layers within 2x)."""
+    out = _split(WEIGHTS_AND_LOOP, max_tokens=8, min_moved=0, min_once=1 << 20)
+    assert "deps=[ld_1, ld_2, w_1, w_2]" in out and "wait(st_1, st_2)" in out
 
 
 TWO_ONCE = """device "npm_pro_x1.nem"
