@@ -65,22 +65,24 @@ def test_small_or_rarely_run_transfers_stay_whole():
     """64 KiB moved 4 times is 256 KiB: under a 1 MiB `min-moved` no transfer
     touching L1 splits (the copy between DDR buffers does: `min-bytes` only)."""
     text = LIT.read_text()
-    out = _split(text, min_moved=1 << 20, min_once=1 << 20)
+    out = _split(text, min_moved=1 << 20, min_once=1 << 20, min_single=1 << 20)
     assert "ld_1" not in out and "st_1" not in out and "pre_1" not in out
     assert out.count("transfer.async") == 2 + 2 + 4 and "dd_4" in out  # ld, st; tr, cp; dd_k
     # ld and st split, pre (64 KiB once) whole: 4 + 4 + 2 + 4
-    assert _split(text, min_moved=1 << 18, min_once=1 << 20).count("transfer.async") == 14
+    once = _split(text, min_moved=1 << 18, min_once=1 << 20, min_single=1 << 20)
+    assert once.count("transfer.async") == 14
 
 
-def test_a_transfer_run_once_splits_from_min_once():
-    """`pre` runs once (in no loop): it splits from `min-once` whatever
-    `min-moved` says.  Under the default `min-once` (256 KiB) `pre` (64 KiB)
-    stays whole, and so do the loop's 64 KiB copies, 256 KiB over their runs,
-    under a 1 MiB `min-moved`."""
-    out = _split(LIT.read_text(), min_moved=1 << 20, min_once=1 << 16)
-    assert "wait(pre_1, pre_2, pre_3, pre_4)" in out
+def test_a_transfer_run_once_splits_from_min_single():
+    """`pre` runs once (in no loop): it splits from `min-single` (by default
+    `min-bytes`, 16 KiB) whatever `min-moved` and `min-once` say; so it
+    does by default, 64 KiB (it stayed whole under the 256 KiB `min-once`,
+    on one DMA), while the loop's 64 KiB copies, 256 KiB over their runs,
+    stay whole under a 1 MiB `min-moved`."""
     default = _split(LIT.read_text(), min_moved=1 << 20)
-    assert "pre_1" not in default and "ld_1" not in default and "st_1" not in default
+    assert "wait(pre_1, pre_2, pre_3, pre_4)" in default
+    assert "ld_1" not in default and "st_1" not in default
+    assert "pre_1" not in _split(LIT.read_text(), min_moved=1 << 20, min_single=1 << 17)
 
 
 def test_a_transfer_in_a_loop_spanning_min_once_splits():
@@ -127,6 +129,16 @@ def test_a_transfer_made_once_keeps_its_tokens_from_the_loop_after_it():
     assert max_live_tokens(prog) <= 8
 
 
+def test_a_transfer_made_once_under_min_once_leaves_the_loop_its_tokens():
+    """`w` under `min-once` splits as made once (`min-single`) but holds no
+    tokens before the loop's body is budgeted: the body's copies take 2
+    slices each, and `w` the 2 left (held, it took 4 and left the body's
+    copies whole: ResNet-50's layers whose tile copies lost their slices to
+    the small copies staged before them, 6 fewer Conv layers within 2x)."""
+    out = _split(WEIGHTS_AND_LOOP, max_tokens=8, min_moved=0, min_once=1 << 20)
+    assert "deps=[ld_1, ld_2, w_1, w_2]" in out and "wait(st_1, st_2)" in out
+
+
 TWO_ONCE = """device "npm_pro_x1.nem"
 
 program two:
@@ -140,13 +152,69 @@ wait(s1, s2)
 """
 
 
-def test_the_tokens_left_go_to_the_transfer_moving_the_most():
-    """Two transfers live together and 5 tokens: only one can take 4 slices.
-    The later one moves twice the bytes: it is split, the first stays whole
-    (in program order the first took the tokens)."""
+def test_the_tokens_left_go_one_at_a_time_to_the_largest_slices():
+    """Two transfers live together and 5 tokens: 3 slices' worth between them.
+    The later one moves twice the bytes and takes the first; then both
+    have 64 KiB slices and the earlier takes one, then the later (43 KiB
+    slices against 32 KiB): 2 and 3 slices.  (Given all to the larger one,
+    the other stayed whole, on one DMA, as long as the larger in 2.)"""
     out = _split(TWO_ONCE, max_tokens=5, min_moved=0, min_once=1 << 16)
-    assert "wait(s1, s2_1, s2_2, s2_3, s2_4)" in out
-    assert "s1_1" not in out
+    assert "wait(s1_1, s1_2, s2_1, s2_2, s2_3)" in out
+
+
+PARTS = (
+    """device "npm_pro_x1.nem"
+
+program parts:
+
+buffer W : DDR (size=65536, align=64)
+buffer X : DDR (size=131072, align=64)
+buffer Y : DDR (size=524288, align=64)
+"""
+    + "".join(
+        f"buffer w{e} : L1[{e}] (size=65536, align=64)\n"
+        f"buffer x{e} : L1[{e}] (size=65536, align=64)\n"
+        f"buffer y{e} : L1[{e}] (size=65536, align=64)\n"
+        for e in range(4)
+    )
+    + "".join(
+        f"cw{e} = transfer.async(dst=region(w{e}, 0, 65536) elem=f32, shape=[8, 16, 128], layout=HWC, "
+        "src=region(W, 0, 65536) elem=f32, shape=[8, 16, 128], layout=HWC)\n"
+        for e in range(4)
+    )
+    + "loop i in [0..3] @max_in_flight(2):\n"
+    + "".join(
+        f"  ld{e} = transfer.async(dst=region(x{e}, (i mod 2) * 32768, 32768) elem=f32, "
+        "shape=[4, 16, 128], layout=HWC, src=region(X, i * 32768, 32768) elem=f32, "
+        "shape=[4, 16, 128], layout=HWC)\n"
+        f"  r{e} = add.async in region(x{e}, (i mod 2) * 32768, 32768) elem=f32, shape=[4, 16, 128], "
+        f"layout=HWC, region(w{e}, 0, 32768) elem=f32, shape=[4, 16, 128], layout=HWC "
+        f"out region(y{e}, (i mod 2) * 32768, 32768) elem=f32, shape=[4, 16, 128], layout=HWC "
+        f"deps=[ld{e}, cw{e}]\n"
+        f"  s{e} = transfer.async(dst=region(Y, i * 131072 + {e} * 32768, 32768) elem=f32, "
+        f"shape=[4, 16, 128], layout=HWC, src=region(y{e}, (i mod 2) * 32768, 32768) elem=f32, "
+        f"shape=[4, 16, 128], layout=HWC, deps=[r{e}])\n"
+        for e in range(4)
+    )
+    + "  wait(s0, s1, s2, s3)\nendloop\n"
+)
+
+
+def test_engine_parts_weight_copies_share_the_tokens_left():
+    """Four engine parts, each staging its 64 KiB weights once before the
+    jammed tile loop that reads them (an Inception v2 1x1 layer, whose
+    per-channel broadcasts hoisted beside them are live across the loop
+    too).  The loop's two iterations in flight hold 10 tokens and the
+    weights 4: 18 tokens leave 4 slices' worth, and each weight copy takes
+    2 slices (given in bytes order, the first took 4, the second 2 and the
+    last two stayed whole: one DMA for 64 KiB, their engines' tiles waiting)."""
+    (prog,) = programs(parse_nem(PARTS, str(LIT)))
+    assert max_live_tokens(prog) == 14
+    out = _split(PARTS, max_tokens=18, min_moved=1 << 30, min_once=1 << 16)
+    for e in range(4):
+        assert f"deps=[ld{e}, cw{e}_1, cw{e}_2]" in out
+    (prog,) = programs(parse_nem(out, str(LIT)))
+    assert max_live_tokens(prog) == 18
 
 
 def test_a_consumer_left_with_one_slice_is_a_race(monkeypatch):

@@ -12,7 +12,8 @@ analyses so run on one task per copy), such a transfer spanning at least
 side: a size measure of the box, not its cost, D-RT-COST), and at least `min-moved` over
 all its runs (times its loops' trip counts), or `min-once` on each run (in a
 loop or not: such a copy costs its DMA as long as one made once, and there
-are few), becomes k transfers of
+are few), or in no loop `min-single` (a small layer's weights staged once
+before its tile loop), becomes k transfers of
 disjoint slices along the outermost dimension larger than 1 (k = min(DMAs
 per engine, that dimension, span / `min-piece`), `even_parts`), each with
 the original's deps:
@@ -50,10 +51,10 @@ overlap (a transposed or broadcast view), a token used by anything but
 original token's live interval, D-TOK-LIVE), and the program must stay
 within the device's `SEQ.max_active_tokens` (DEV-17): `choose_splits`
 budgets them, loop bodies first (they run many times; the program's own
-transfers, made once, hold their slices' tokens at each loop first: a
-layer's weights staged before its tile loop), then each block's
-transfers, those moving the most bytes first, each with as many slices as
-the tokens left allow (fewer than the DMAs, or none).  Slices are not
+transfers spanning `min-once`, made once, hold their slices' tokens at each
+loop first: a layer's weights staged before its tile loop), then each block's
+transfers share the tokens left, one slice at a time to the one whose
+slices are the largest (`share`: fewer slices than the DMAs, or none).  Slices are not
 split again (`split_already`): run on its own output, the pass changes
 nothing.  That choice is an analysis of its own
 (`choose_splits`); the rewrite (`SplitTransfer`, applied by xDSL's walker to
@@ -62,6 +63,7 @@ the blocks holding a chosen transfer) only carries it out.
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from itertools import count
@@ -108,9 +110,12 @@ times their loops' trip counts) stay whole: each slice is one more task for
 cycles a split saves grow with the bytes it moves."""
 MIN_ONCE = 262144
 """A transfer splits from this span on, whatever it moves over its runs (not
-`min-moved`): a layer's weights staged once before its tile loop sit on the
-path to its first tile, and a weight slice staged per tile takes as long on
-every run.  Smaller ones are many in a DenseNet (64 KiB: +20% tasks, +18% compile)."""
+`min-moved`): a weight slice staged per tile takes as long on every run as
+one staged once.  Smaller ones in loops are many in a DenseNet."""
+MIN_SINGLE = MIN_BYTES
+"""A transfer that runs once (in no loop) splits from this span on: a small
+layer's weights or input staged before its tile loop (30-150 KB on one DMA)
+sit on the path to its first tile."""
 MIN_PIECE = 4096
 """No slice smaller than this (bytes): a transfer's fixed latency stays small
 beside its bytes."""
@@ -306,6 +311,7 @@ class Choice:
     min_once: int
     min_piece: int
     limit: int | None
+    min_single: int = MIN_SINGLE
     plans: dict[TransferOp, Plan] = field(default_factory=dict)
     ev: Evaluator = field(default_factory=Evaluator)
 
@@ -318,7 +324,10 @@ class Choice:
         counts = live.counts()  # the block's own tokens; its loops' added below
         # a transfer spanning `min-once` splits in any loop too: it moves at
         # least that on every run, whatever the trip counts
-        least = max(self.min_bytes, min(self.min_once, -(-self.min_moved // runs)))
+        least = max(
+            self.min_bytes,
+            self.min_single if runs == 1 else min(self.min_once, -(-self.min_moved // runs)),
+        )
         sliced = split_already(op for op in live.intervals if type(op) is TransferOp)
         found = [
             (op, span, plan)
@@ -329,9 +338,15 @@ class Choice:
             # a use this pass cannot rewrite: the transfer stays whole
             and all(type(u.operation) in _CONSUMERS for u in op.result.uses)
         ]
-        # the program's own transfers (made once: a layer's weights on the
-        # path to its first tile) keep their slices' tokens from its loops
-        held = reserved(found, len(counts)) if runs == 1 else None
+        # the program's own transfers spanning `min-once` (made once: a
+        # layer's weights on the path to its first tile) keep their slices'
+        # tokens from its loops; the smaller ones (`min-single`) take what
+        # the loops leave, as the loops' own copies of that size do
+        held = (
+            reserved([f for f in found if self._plan(f[0], self.min_once)], len(counts))
+            if runs == 1
+            else None
+        )
         for k, op in enumerate(live.ops):
             if type(op) is LoopOp:
                 copies = loop_copies(op, self.ev)
@@ -345,18 +360,9 @@ class Choice:
         if not found:
             return max(counts, default=0)
         tree = MaxTree(counts)
-        # the tokens left go to the transfers that move the most bytes first
-        # (a padded input's copy before a weight slice; ties in program order)
-        found.sort(key=lambda f: -moved_bytes(f[0]))
-        for op, (first, last), plan in found:
-            k = len(plan.parts)
-            if budget is not None:
-                k = min(k, budget - tree.max(first, last) + 1)
-                if k < 2:
-                    continue
-                plan = replace(plan, parts=even_parts(sum(m for _, m in plan.parts), k))
-            tree.add(first, last, k - 1)
-            self.plans[op] = plan
+        for (op, _, plan), k in zip(found, share(found, tree, budget)):
+            if k >= 2:
+                self.plans[op] = replace(plan, parts=even_parts(sum(m for _, m in plan.parts), k))
         return tree.max(0, len(counts) - 1)
 
     def _plan(self, op: TransferOp, least: int) -> Plan | None:
@@ -366,6 +372,35 @@ class Choice:
         if touches_l1(op):
             return plan_split(op, self.dmas, least, self.min_piece)
         return plan_split(op, self.sdmas, self.min_bytes, self.min_piece)
+
+
+def share(
+    found: Sequence[tuple[TransferOp, tuple[int, int], Plan]], tree: MaxTree, budget: int | None
+) -> list[int]:
+    """How many slices each of `found` gets within `budget` live tokens at
+    every statement (`tree`: the block's counts, to which the slices' extra
+    tokens are added): one slice at a time to the transfer whose slices are
+    the largest (its moved bytes over its slices; ties in program order),
+    while each statement of its live interval has a token left, up to its
+    plan's slices.  So transfers live at once share the tokens left (an
+    engine part's weight copy each, not all slices to the first parts and
+    the last copy whole), and a copy much larger than the others (a padded
+    input between DDR buffers) is still split first.  Each step is one
+    heap operation and one tree query: O(slices log n)."""
+    slices = [1] * len(found)
+    heap = [(-float(moved_bytes(op)), i) for i, (op, _, _) in enumerate(found)]
+    heapq.heapify(heap)
+    while heap:
+        _, i = heapq.heappop(heap)
+        op, (first, last), plan = found[i]
+        if slices[i] >= len(plan.parts):
+            continue
+        if budget is not None and tree.max(first, last) >= budget:
+            continue  # no token left at some statement of its interval: it stays
+        tree.add(first, last, 1)
+        slices[i] += 1
+        heapq.heappush(heap, (-moved_bytes(op) / slices[i], i))
+    return slices
 
 
 def split_already(transfers: Iterable[TransferOp]) -> set[TransferOp]:
@@ -436,12 +471,13 @@ def choose_splits(
     min_piece: int,
     limit: int | None,
     min_once: int = MIN_ONCE,
+    min_single: int = MIN_SINGLE,
 ) -> dict[TransferOp, Plan]:
     """The transfers of `program` to split, with their plans: as many of the
     splittable ones (`plan_split`) as keep its live tokens within `limit`
     (`SEQ.max_active_tokens`, DEV-17), each with fewer slices where all
     would not fit."""
-    choice = Choice(dmas, sdmas, min_bytes, min_moved, min_once, min_piece, limit)
+    choice = Choice(dmas, sdmas, min_bytes, min_moved, min_once, min_piece, limit, min_single)
     with gc_paused():
         choice.block(program.block, limit)
     return choice.plans
@@ -535,6 +571,7 @@ class SplitTransfersPass(ModulePass):
       min-bytes: transfers spanning fewer bytes stay whole
       min-moved: the same for the bytes over all its runs (span times its loops' trip counts)
       min-once: transfers spanning this split whatever they move over their runs
+      min-single: transfers that run once (in no loop) split from this span on
       min-piece: no slice smaller than this (bytes)
       max-tokens: the live-token limit (overrides the device's SEQ.max_active_tokens)
       include-dirs: directories where device=NAME's file is found first (nem-opt -I adds its own)
@@ -546,6 +583,7 @@ class SplitTransfersPass(ModulePass):
     min_bytes: int = MIN_BYTES
     min_moved: int = MIN_MOVED
     min_once: int = MIN_ONCE
+    min_single: int = MIN_SINGLE
     min_piece: int = MIN_PIECE
     max_tokens: int | None = None
     include_dirs: tuple[str, ...] = ()
@@ -566,6 +604,7 @@ class SplitTransfersPass(ModulePass):
                 self.min_piece,
                 device.max_active_tokens if self.max_tokens is None else self.max_tokens,
                 self.min_once,
+                self.min_single,
             )
             walker = PatternRewriteWalker(
                 SplitTransfer(plans, Names(prog)), apply_recursively=False
