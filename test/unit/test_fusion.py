@@ -270,3 +270,29 @@ def test_epilogues_that_would_shrink_a_large_weight_tile_are_not_fused(c, fused)
         assert fusion._tile_bytes(g.conv, sizes, 3, 1) > budget
         got = fusion._fitting(g, sizes, budget)
         assert got is not None and len(got.epilogues) == fused
+
+
+@pytest.mark.parametrize("elem, width", [("f16", 2), ("f32", 4), ("f64", 8)])
+def test_a_broadcast_tile_holds_the_bytes_of_its_element_type(elem, width):
+    """An epilogue input's L1 tile (`fusion._broadcast_tile`) is as many bytes
+    as the output tile it is shaped like holds, at that tile's element width
+    (fused epilogues are f32-only today: f16 and f64 tiles are built here
+    directly), and the broadcast into it is valid IR."""
+    from mlir import ir
+
+    from nem.compile import fusion
+
+    text = f"""func.func @f(%b: memref<8x{elem}>, %o: memref<1x2x3x8x{elem}, 1>) {{
+  return
+}}"""
+    with ir.Context(), ir.Location.unknown():
+        m = ir.Module.parse(text)
+        fn = next(o.operation for o in m.body.operations)
+        block = fn.regions[0].blocks[0]
+        b, o = block.arguments
+        ret = next(iter(block.operations))
+        bmap = "affine_map<(d0, d1, d2, d3) -> (d3)>"
+        tile = fusion._broadcast_tile(b, bmap, o, ir.InsertionPoint(ret))
+        assert tile is not None
+        assert ir.MemRefType(tile.alloc.results[0].type).shape == [2 * 3 * 8 * width]
+        assert m.operation.verify()

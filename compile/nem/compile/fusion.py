@@ -695,7 +695,8 @@ def _broadcast_tile(y: ir.Value, m: str, like: ir.Value, ip: ir.InsertionPoint) 
     """`y` (an epilogue input's slice read at map `m`: its L1 tile, or the
     DDR slice that tile was staged from) broadcast into a
     new L1 buffer of the type of the output tile `like` (as
-    `structured.promote` declares one: bytes viewed at offset 0), at `ip`;
+    `structured.promote` declares one: bytes, as many as `like`'s elements
+    at their width, viewed at offset 0), at `ip`;
     returns it (`Staged`), or None for a tile of
     dynamic shape (the epilogue then reads `y` at `m`, broadcast by the
     lowering in each tile: D-LOW-BCAST-OPERAND).  The broadcast is an
@@ -707,7 +708,7 @@ def _broadcast_tile(y: ir.Value, m: str, like: ir.Value, ip: ir.InsertionPoint) 
         return None
     elem = t.element_type
     i8 = ir.IntegerType.get_signless(8)
-    size = 4 * math.prod(t.shape)  # (f32 tiles only: `_epilogue`)
+    size = math.prod(t.shape) * max(1, elem.width // 8)
     with ip:
         alloc = memref.AllocOp(ir.MemRefType.get([size], i8, memory_space=t.memory_space), [], [])
         zero = arith.ConstantOp(ir.IndexType.get(), 0)
@@ -756,7 +757,8 @@ def _yield_first(args: list[ir.Value]) -> list[ir.Value]:
 
 def _generic(ins, out, in_maps, ip, body) -> ir.Operation:
     """An elementwise `linalg.generic` at `ip` over `out`'s shape (identity
-    map for `out`), `body(block arguments)` giving what it yields; returns it."""
+    map for `out`), `body(block arguments)` (of the operands' element types)
+    giving what it yields; returns it."""
     ident = identity_map(ir.MemRefType(out.type).rank)
     maps = [ir.AffineMapAttr(ir.Attribute.parse(m)) for m in [*in_maps, ident]]
     par = ir.Attribute.parse("#linalg.iterator_type<parallel>")
@@ -768,8 +770,7 @@ def _generic(ins, out, in_maps, ip, body) -> ir.Operation:
         ir.ArrayAttr.get([par] * ir.MemRefType(out.type).rank),
         ip=ip,
     )
-    f32 = ir.F32Type.get()
-    block = op.regions[0].blocks.append(*([f32] * (len(ins) + 1)))
+    block = op.regions[0].blocks.append(*(ir.MemRefType(v.type).element_type for v in [*ins, out]))
     with ir.InsertionPoint(block):
         linalg.YieldOp(body(list(block.arguments)))
     return op.operation

@@ -45,6 +45,7 @@ from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
 
 from nem.analysis.buffer_lifetimes import Packing, Plan, plan, replan, spread
+from nem.analysis.capacity import capacity, level_key
 from nem.analysis.ir_walk import block_ops
 from nem.analysis.race_memos import ShapeMemos
 from nem.dialect.attributes import BufferType, MemLevelAttr
@@ -316,8 +317,6 @@ def _roomy(
     buffers of neighbouring phases kept apart, D-LOW-SHARE), when the
     program then still fits every level it packs; else `found`.  With the
     footprints of the plan returned (`foot`: `found`'s)."""
-    from nem.analysis.capacity import capacity, level_key
-
     if device is None or not found.packings:
         return found, foot
     caps = {}
