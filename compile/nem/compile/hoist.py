@@ -250,10 +250,15 @@ def _share_group(
             kept.append((cp, alloc, view))
             continue
         _, keep_alloc, keep_view = prior
+        # an ir.Operation hashes by its contents, operands included: the ops
+        # whose operands change leave `at` before and come back after, rehashed
+        changed = {_top(_op(u.owner), cp.block) for u in view.results[0].uses} | {free}
+        position = [(op, at.pop(op)) for op in changed if op is not None]
         view.results[0].replace_all_uses_with(keep_view.results[0])
         keep_free = _dealloc(keep_alloc)
         assert keep_free is not None
         free.operands[0] = keep_alloc.results[0]
+        at.update(position)
         keep_free.erase()
         cp.erase()
         view.erase()
