@@ -3,8 +3,9 @@
 // argument bound to a value operand (`%va as %a2`) are that same NEM region,
 // and what the tokens ordered is data: nem-synthesize-deps orders each task
 // after the tasks it conflicts with (a value's consumer after its producer).
-// RUN: nem-opt %S/Inputs/async_value_pipeline.mlir -p 'lower-to-nem{device=npm_pro_x1}' -t nem 2>/dev/null | filecheck %s
-// RUN: nem-opt %S/Inputs/async_value_pipeline.mlir -p 'lower-to-nem{device=npm_pro_x1}' -t nem 2>/dev/null | nem-opt -f nem -p nem-verify -o /dev/null
+// split-transfers=false: one transfer per copy (the 16 KiB copies made once would split over the DMAs, D-NEM-SPLIT-TRANSFERS); the subject is the async ordering
+// RUN: nem-opt %S/Inputs/async_value_pipeline.mlir -p 'lower-to-nem{device=npm_pro_x1 split-transfers=false}' -t nem 2>/dev/null | filecheck %s
+// RUN: nem-opt %S/Inputs/async_value_pipeline.mlir -p 'lower-to-nem{device=npm_pro_x1 split-transfers=false}' -t nem 2>/dev/null | nem-opt -f nem -p nem-verify -o /dev/null
 // CHECK: buffer X : DDR (size=16384, align=64)
 // CHECK: buffer b : L1[0] (size=16384, align=64)
 // CHECK: buffer o : L1[0] (size=32768, align=64)
@@ -27,7 +28,7 @@
 //
 // A scalar payload that is used has no NEM equivalent: rejected at the
 // execute that produces it (the chunks below).
-// RUN: nem-opt %s --split-input-file --verify-diagnostics -p 'lower-to-nem{device=npm_pro_x1}'
+// RUN: nem-opt %s --split-input-file --verify-diagnostics -p 'lower-to-nem{device=npm_pro_x1 split-transfers=false}'
 
 func.func @scalar_await(%X: memref<64xf32>) {
   // expected-error@+1 {{cannot lower 'async.execute': not supported: result #1 of type !async.value<f32> is used; a scalar !async.value has no NEM equivalent (NEM tasks exchange data only through buffers)}}
