@@ -98,4 +98,3 @@ def test_a_removed_node_goes_to_the_node_that_computes_its_output():
         [],
     )
     assert fused_into(user, final) == {"conv": ["bn"], "erf": ["div", "add", "mul"]}
-
