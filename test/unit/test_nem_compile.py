@@ -464,7 +464,9 @@ def test_transform_route_privatizes_reduction_splits(tmp_path):
     race-free under random schedules, within D-COMPILE-TOL of onnxruntime,
     bit-identical to the affine route (the same partial sums added in the
     same order), and as fast in timed cycles (measured 723 on both routes,
-    vs 1538 for `--no-pipeline --engines 1`; 1364 before the split, 1.13x)."""
+    vs 1005 for `--no-pipeline --engines 1`, whose weight copies made once
+    split over the engine's DMAs since session 22, D-NEM-SPLIT-TRANSFERS
+    `min-single`: 1538 before; 1364 before the reduction split)."""
     model = samples.mlp("f32")
     nem = end_to_end(model, tmp_path, extra=("--route", "transform", "--save-temps"), schedules=3)
     tiled = (tmp_path / "m.tile.mlir").read_text()
@@ -488,7 +490,7 @@ def test_transform_route_privatizes_reduction_splits(tmp_path):
         compile_onnx(model, device=DEVICE, route="transform", pipeline=False, engines=1), x
     )
     assert np.array_equal(transform[1]["y"], affine[1]["y"])
-    assert transform[0] <= 1.05 * affine[0] and serial[0] >= 1.6 * transform[0], (
+    assert transform[0] <= 1.05 * affine[0] and serial[0] >= 1.35 * transform[0], (
         transform[0],
         affine[0],
         serial[0],

@@ -84,7 +84,7 @@ def _accumulates_into(op: ir.Operation, buf: ir.Value) -> bool:
     if [_whole(v) for v in outputs(op)] != [_whole(buf)]:
         return False
     root = _root(buf)
-    return all(_root(v) != root for v in op.opview.inputs)
+    return all(_root(v) != root for v in inputs(op))
 
 
 def _whole(value: ir.Value) -> ir.Value:
@@ -107,8 +107,25 @@ def _root(value: ir.Value) -> ir.Value:
 
 
 def outputs(op: ir.Operation) -> list[ir.Value]:
-    """A linalg op's outputs (its DPS inits)."""
-    return list(op.opview.outputs)
+    """A linalg op's outputs (its DPS inits): `outputs` of the structured
+    ops, `inits` of `linalg.reduce`, `init` of `linalg.broadcast`,
+    `linalg.transpose` and `linalg.map`."""
+    return _operand_group(op, ("outputs", "inits", "init"))
+
+
+def inputs(op: ir.Operation) -> list[ir.Value]:
+    """A linalg op's inputs (`inputs`, or `input` of `linalg.broadcast` and
+    `linalg.transpose`)."""
+    return _operand_group(op, ("inputs", "input"))
+
+
+def _operand_group(op: ir.Operation, names: tuple[str, ...]) -> list[ir.Value]:
+    view = op.opview
+    for name in names:
+        group = getattr(view, name, None)
+        if group is not None:
+            return [group] if isinstance(group, ir.Value) else list(group)
+    raise ValueError(f"{op.name} has none of the operand groups {names}")
 
 
 def reductions(op: ir.Operation) -> set[int]:
