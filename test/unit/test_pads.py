@@ -69,7 +69,7 @@ def test_the_sources_are_computed_into_the_padded_buffers():
     """Without the rewrite, each of the two pads is a copy of its source into
     a buffer first filled whole; with it, the input's transpose and the Relu
     write the padded buffers' interiors, and no copy is left, whatever the
-    sources' size (16 KiB each here: until session 24 sources under 512 KiB
+    sources' size (16 KiB each here: until session 22 sources under 512 KiB
     were left to upstream)."""
     assert len(_copies(_bufferized(False))) == 2
     assert _copies(_bufferized(True)) == []

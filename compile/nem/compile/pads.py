@@ -29,7 +29,7 @@ Every such pad is rewritten, whatever its source's size: a floor of 512 KiB
 (session 20, against the compile time of an earlier form of the rewrite)
 left the copies that bound ResNet-50's and DenseNet-121's 28x28 3x3
 convolutions; without it DenseNet-121 runs 8.6% fewer cycles for about 6%
-more compile CPU (session 24, D-COMPILE-PAD-IN-PLACE).
+more compile CPU (session 22, D-COMPILE-PAD-IN-PLACE).
 
 The `tensor.empty` is placed at the start of the function's block, so the
 padded tensor dominates the producer chain that is made to write into it;

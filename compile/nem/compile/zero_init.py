@@ -32,13 +32,13 @@ from collections.abc import Iterator
 from mlir import ir
 from mlir.dialects import arith, linalg
 
+from nem.compile.hoist import root_of
+
 MARK = "nem_zero_init"
 """On an op whose fill `pairs` dropped: its tiles' staged outputs are filled."""
 PURE = frozenset({"arith.constant", "memref.alloc", "memref.subview", "memref.view"})
 """Ops that may sit between a fill and its consumer: they read and write no
 element of a buffer."""
-VIEWS = frozenset({"memref.subview", "memref.view", "memref.cast", "memref.reinterpret_cast"})
-"""Ops whose result views their first operand's buffer."""
 
 
 def is_zero_fill(op: ir.Operation) -> bool:
@@ -83,8 +83,8 @@ def _accumulates_into(op: ir.Operation, buf: ir.Value) -> bool:
     views the buffer `buf` views (an input reading the fill's zeros)."""
     if [_whole(v) for v in outputs(op)] != [_whole(buf)]:
         return False
-    root = _root(buf)
-    return all(_root(v) != root for v in inputs(op))
+    root = root_of(buf)
+    return all(root_of(v) != root for v in inputs(op))
 
 
 def _whole(value: ir.Value) -> ir.Value:
@@ -95,13 +95,6 @@ def _whole(value: ir.Value) -> ir.Value:
         and value.owner.name == "memref.subview"
         and ir.MemRefType(value.type).shape == ir.MemRefType(value.owner.operands[0].type).shape
     ):
-        value = value.owner.operands[0]
-    return value
-
-
-def _root(value: ir.Value) -> ir.Value:
-    """The buffer a memref value views (through subviews, views and casts)."""
-    while isinstance(value, ir.OpResult) and value.owner.name in VIEWS:
         value = value.owner.operands[0]
     return value
 
