@@ -71,6 +71,36 @@ def test_measure_counts_slots_views_scratch_and_lifetimes():
     assert _need(False) == {2: max(512 * 2 + 512, 2048), 3: 1024}
 
 
+def test_measure_strips_markers_of_top_level_ops_and_still_finds_them():
+    # A top-level elementwise op carries the caller's marker, which `measure` deletes as
+    # it walks: an `ir.Operation` hashes by its attributes, so a top-level op
+    # looked up after losing its marker was no longer found in the table of
+    # positions (it climbed past the function: AttributeError).  The need must
+    # be the same as measured without stripping, and the marker gone.
+    marked = TILE.replace(
+        "  linalg.copy ins(%a :",
+        "  linalg.generic {indexing_maps = [#id], iterator_types = [\"parallel\", \"parallel\"],"
+        " mark = 1 : i64} outs(%z : memref<8x64xf32, 2>) {\n"
+        "  ^bb0(%y: f32):\n"
+        "    %e = math.exp %y : f32\n"
+        "    linalg.yield %e : f32\n"
+        "  }\n"
+        "  linalg.copy ins(%a :",
+    )
+
+    def need(strip: tuple[str, ...]) -> tuple[dict[int, int], bool]:
+        with ir.Context():
+            module = ir.Module.parse(marked)
+            fn = module.body.operations[0]
+            ops = [o.operation for o in fn.regions[0].blocks[0].operations]
+            roots = [o for o in ops if o.name != "func.return"]
+            return l1_plan.measure(roots, True, strip=strip).by_space, "mark" in str(module)
+
+    kept = need(())
+    assert kept[1]
+    assert need(("mark",)) == (kept[0], False)
+
+
 def test_fit_shrinks_until_it_fits_and_says_when_it_cannot():
     tried = []
 

@@ -286,11 +286,6 @@ def measure(roots: Iterable[ir.Operation], pipeline: bool, strip: tuple[str, ...
     def visit(op: ir.Operation) -> ir.WalkResult:
         name = op.name
         if name.startswith("linalg."):
-            if strip:
-                attributes = op.attributes
-                for key in strip:
-                    if key in attributes:
-                        del attributes[key]
             if name not in COPIES:
                 outs = [v for v in op.operands if _space(v.type) is not None][-1:]
                 at = _top(op, index)
@@ -308,6 +303,11 @@ def measure(roots: Iterable[ir.Operation], pipeline: bool, strip: tuple[str, ...
                             at,
                             at,
                         )
+            if strip:  # after `_top`: an op hashes by its attributes (`index`)
+                attributes = op.attributes
+                for key in strip:
+                    if key in attributes:
+                        del attributes[key]
             # its body holds scalar ops only (nothing counted): not walked
             return ir.WalkResult.SKIP
         if name in ("memref.alloc", "memref.alloca"):
