@@ -5,6 +5,7 @@ a small matmul in linalg on tensors."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -162,6 +163,14 @@ def timed_cycles(text: str, device: str = DEVICE) -> int:
 def timed_tasks(text: str, device: str = DEVICE) -> int:
     """The tasks a timed run of a program runs (every loop iteration's)."""
     return _timed_total(text, device).tasks
+
+
+def ddr_to_ddr(nem: str) -> int:
+    """Transfers of the program between two DDR buffers (a padded tensor's or
+    a concatenation's copy: test_pads, test_concats)."""
+    ddr = set(re.findall(r"^buffer (\w+) : DDR", nem, re.M))
+    pairs = re.findall(r"transfer\.\w+\(dst=region\((\w+),.*?src=region\((\w+),", nem)
+    return sum(1 for d, s in pairs if d in ddr and s in ddr)
 
 
 def dma_bytes(text: str, device: str = DEVICE) -> int:

@@ -17,7 +17,13 @@ import pytest
 pytest.importorskip("mlir.ir")
 pytest.importorskip("onnx")
 
-from compile_runs import dma_bytes, graph_model, only_output, timed_cycles  # noqa: E402
+from compile_runs import (  # noqa: E402
+    ddr_to_ddr,
+    dma_bytes,
+    graph_model,
+    only_output,
+    timed_cycles,
+)
 from mlir import ir  # noqa: E402
 from onnx import helper, numpy_helper  # noqa: E402
 
@@ -56,13 +62,6 @@ def _bufferized(in_place: bool) -> str:
 
 def _copies(text: str) -> list[str]:
     return [line for line in text.splitlines() if "memref.copy" in line]
-
-
-def _ddr_to_ddr(nem: str) -> int:
-    """Transfers of the program between two DDR buffers (a padded copy)."""
-    ddr = set(re.findall(r"^buffer (\w+) : DDR", nem, re.M))
-    pairs = re.findall(r"transfer\.\w+\(dst=region\((\w+),.*?src=region\((\w+),", nem)
-    return sum(1 for d, s in pairs if d in ddr and s in ddr)
 
 
 def test_the_sources_are_computed_into_the_padded_buffers():
@@ -109,7 +108,7 @@ def test_bit_identical_with_fewer_bytes_and_cycles():
     want = onnxruntime_run(model, samples.random_inputs(model, seed=2))
     ((name, _, _),) = new.interface.outputs
     assert max_violation(a, want[new.interface.onnx_names[name]]) <= 1.0
-    assert _ddr_to_ddr(new.nem) == 0 < _ddr_to_ddr(old.nem)
+    assert ddr_to_ddr(new.nem) == 0 < ddr_to_ddr(old.nem)
     assert dma_bytes(new.nem) < dma_bytes(old.nem)
     assert timed_cycles(new.nem) < 0.8 * timed_cycles(old.nem)
 
@@ -196,19 +195,21 @@ def _concat_pool():
     return graph_model(nodes, [1, C, 16, 16], inits)
 
 
-def test_a_concatenation_is_written_into_the_padded_buffer_its_inputs_copied():
+def test_a_concatenation_is_written_into_the_padded_buffer():
     """The pool's padded buffer holds the concatenation in its interior (no
-    copy of it), and each of the concatenation's two inputs is computed
-    apart and copied into its place, as without the rewrite: only the pads'
-    producers are made to write in place (upstream `eliminate-empty-tensors`
-    over the function had also made the second convolution write its slice
-    in place, one copy instead of two).  The same bits either way."""
+    copy of it).  Its two inputs: copied into their places without
+    D-COMPILE-CONCAT-IN-PLACE (only the pads' producers write in place),
+    computed into them with it (the concatenation's slices are the padded
+    buffer's, `concats` running first).  The same bits every way."""
     model = _concat_pool()
     new = compile_onnx(model, **OPTS)
-    old = compile_onnx(model, **OPTS, pad_in_place=False)
-    copies = _copies(new.stage("bufferize").text)
+    inputs_copied = compile_onnx(model, **OPTS, concat_in_place=False)
+    old = compile_onnx(model, **OPTS, pad_in_place=False, concat_in_place=False)
+    assert _copies(new.stage("bufferize").text) == []
+    copies = _copies(inputs_copied.stage("bufferize").text)
     assert len(copies) == 2, copies
     assert all("memref<1x16x16x8xf32" in c for c in copies)
     assert len(_copies(old.stage("bufferize").text)) == 5  # 2 padded inputs, 2 + 1 here
-    a, b = only_output(new, model, 2), only_output(old, model, 0)
-    assert np.array_equal(a.view(np.uint32), b.view(np.uint32))
+    a = only_output(new, model, 2)
+    for other in (inputs_copied, old):
+        assert np.array_equal(a.view(np.uint32), only_output(other, model, 0).view(np.uint32))

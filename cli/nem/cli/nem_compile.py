@@ -142,6 +142,12 @@ def _parser() -> argparse.ArgumentParser:
         "padding, not computed into the padded buffer's interior (D-COMPILE-PAD-IN-PLACE)",
     )
     p.add_argument(
+        "--no-concat-in-place",
+        action="store_true",
+        help="a concatenation's inputs are computed into buffers of their own and copied "
+        "into it, not computed into its slices (D-COMPILE-CONCAT-IN-PLACE)",
+    )
+    p.add_argument(
         "--route",
         choices=ROUTES,
         default="transform",
@@ -514,6 +520,7 @@ def _run(args: argparse.Namespace) -> int:
         split_transfers=not args.no_split_transfers,
         jam=not args.no_jam,
         pad_in_place=not args.no_pad_in_place,
+        concat_in_place=not args.no_concat_in_place,
     )
     if args.tune and (ext != ".onnx" or args.bisect):
         return _usage("--tune takes a .onnx model (and no --bisect)")

@@ -32,18 +32,22 @@ BUFFERIZE = (
 """The bufferization of the `bufferize` stage (and of the reference path)."""
 
 
-def run(module: Any, pads_in_place: bool = True) -> None:
+def run(module: Any, pads_in_place: bool = True, concats_in_place: bool = True) -> None:
     """The upstream bufferization of `module` (an `mlir.ir.Module`), in
-    place; with `pads_in_place`, each padded tensor's source computed into
-    the padded buffer (D-COMPILE-PAD-IN-PLACE)."""
+    place; with `concats_in_place`, each concatenation's inputs computed
+    into its buffer (D-COMPILE-CONCAT-IN-PLACE), with `pads_in_place`, each
+    padded tensor's source computed into the padded buffer
+    (D-COMPILE-PAD-IN-PLACE): concatenations first, so that a padded one's
+    inputs are computed into the padded buffer."""
     from mlir.passmanager import PassManager
 
-    from nem.compile import pads
+    from nem.compile import concats, pads
 
     read_only_args_as_buffers(module)
+    written = concats_in_place and concats.write_in_place(module)
     padded = pads_in_place and pads.write_in_place(module)
     PassManager.parse(f"builtin.module({BUFFERIZE},canonicalize,cse)").run(module.operation)
-    if padded:
+    if written or padded:
         pads.drop_self_copies(module)
 
 

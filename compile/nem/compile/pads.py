@@ -10,7 +10,7 @@ Here each `tensor.pad` of a constant becomes a `tensor.empty` of the padded
 shape, the source inserted into its interior (`tensor.insert_slice`), and
 the border filled strip by strip (a `linalg.fill` of each strip, extracted
 and inserted back).  The `tensor.empty` that the chain of ops computing `%x`
-starts from (`_producer_root`) becomes a `tensor.extract_slice` of the
+starts from (`producer_root`) becomes a `tensor.extract_slice` of the
 padded tensor's interior, so the op that computes `%x` writes the padded
 buffer directly when One-Shot Analysis finds that safe (the insert_slice
 then bufferizes to a copy of a view onto itself, erased by
@@ -44,6 +44,16 @@ from typing import Any
 from nem.dialect.shape_rules import window_reach
 
 
+def entry_blocks(module: Any) -> list[Any]:
+    """The entry block of each `func.func` of `module` with a body."""
+    blocks = []
+    for op in module.body.operations:
+        fn = op.operation
+        if fn.name == "func.func" and fn.regions[0].blocks:
+            blocks.append(fn.regions[0].blocks[0])
+    return blocks
+
+
 def write_in_place(module: Any) -> int:
     """Rewrite each `tensor.pad` of a constant with static pads in the
     entry block of a `func.func` of `module` (an `mlir.ir.Module`), in
@@ -52,11 +62,7 @@ def write_in_place(module: Any) -> int:
 
     done = 0
     with module.context:
-        for op in module.body.operations:
-            fn = op.operation
-            if fn.name != "func.func" or not fn.regions[0].blocks:
-                continue
-            block = fn.regions[0].blocks[0]
+        for block in entry_blocks(module):
             pads = [o for o in block.operations if o.operation.name == "tensor.pad"]
             for pad in pads:
                 done += _rewrite(pad.operation, block, ir)
@@ -68,11 +74,8 @@ def drop_self_copies(module: Any) -> int:
     of `module`'s functions: what an insert made in place bufferizes to.
     Returns how many."""
     gone = 0
-    for op in module.body.operations:
-        fn = op.operation
-        if fn.name != "func.func" or not fn.regions[0].blocks:
-            continue
-        for o in list(fn.regions[0].blocks[0].operations):
+    for block in entry_blocks(module):
+        for o in list(block.operations):
             if o.operation.name == "memref.copy" and o.operands[0] == o.operands[1]:
                 o.operation.erase()
                 gone += 1
@@ -98,7 +101,7 @@ def _padding_value(pad: Any, ir: Any) -> Any:
     return owner.attributes["value"]
 
 
-def _static(attr: Any, ir: Any) -> list[int]:
+def static(attr: Any, ir: Any) -> list[int]:
     return list(ir.DenseI64ArrayAttr(attr))
 
 
@@ -110,7 +113,7 @@ def _rewrite(pad: Any, block: Any, ir: Any) -> int:
     value = _padding_value(pad, ir)
     if value is None or len(pad.operands) != 1:  # dynamic pads: operands beyond the source
         return 0
-    low = _static(pad.attributes["static_low"], ir)
+    low = static(pad.attributes["static_low"], ir)
     source = pad.operands[0]
     src_shape = list(ir.RankedTensorType(source.type).shape)
     out_type = ir.RankedTensorType(pad.results[0].type)
@@ -134,7 +137,7 @@ def _rewrite(pad: Any, block: Any, ir: Any) -> int:
     return 1
 
 
-def _producer_root(value: Any, ir: Any) -> tuple[Any, int] | None:
+def producer_root(value: Any, ir: Any) -> tuple[Any, int] | None:
     """The use of a `tensor.empty` that `value` is computed into: followed
     back through the destination of each linalg op (a result's tied init)
     and `tensor.insert_slice` (a concatenation) until a `tensor.empty`.
@@ -165,7 +168,7 @@ def _write_source_in_place(
     `tensor.empty` it replaces was) instead of its `tensor.empty`."""
     from mlir.dialects import tensor
 
-    root = _producer_root(source, ir)
+    root = producer_root(source, ir)
     if root is None:
         return
     user, number = root
@@ -173,9 +176,10 @@ def _write_source_in_place(
     ones = [1] * len(sizes)
     with ir.InsertionPoint(empty), empty.location:
         view = tensor.extract_slice(source.type, padded, [], [], [], low, sizes, ones)
-    user.operands[number] = view
-    if not list(empty.results[0].uses):
-        empty.erase()
+    # every use: a concatenation's inputs computed into its slices read them
+    # through extract_slices of the same tensor.empty (`concats`)
+    empty.results[0].replace_all_uses_with(view)
+    empty.erase()
 
 
 def strips(low: list[int], inner: list[int], reach: list[int]) -> list[tuple[list[int], list[int]]]:

@@ -120,6 +120,10 @@ class CompileOptions:
     and only its border is filled, instead of a copy of the whole tensor into
     a buffer filled whole (D-COMPILE-PAD-IN-PLACE; off with
     `--no-pad-in-place`)."""
+    concat_in_place: bool = True
+    """A concatenation's inputs are computed into its buffer's slices instead
+    of buffers of their own copied into it (D-COMPILE-CONCAT-IN-PLACE; off
+    with `--no-concat-in-place`)."""
     jam: bool = True
     """Jam the loops of a nest's engine parts into one loop, so the engines run
     at the same time (`nem-jam-engine-loops`, D-NEM-JAM-ENGINES; off with
@@ -303,7 +307,8 @@ class Driver:
             from nem.compile.softmax import decompose_unsupported
 
             decompose_unsupported(module, self.device)  # on tensors (D-COMPILE-SOFTMAX)
-            bufferize.run(module, self.options.pad_in_place)  # D-COMPILE-BUFFERIZE-ARGS
+            options = self.options  # D-COMPILE-BUFFERIZE-ARGS
+            bufferize.run(module, options.pad_in_place, options.concat_in_place)
             return str(module)
 
         self.timed("bufferize", bufferize, lambda: module)
