@@ -46,6 +46,15 @@ from mlir import ir
 from mlir.dialects import arith, linalg, memref
 
 from nem.compile.hoist import hoist_op
+from nem.compile.linalg_ir import (
+    all_parallel,
+    body_of,
+    clone_ops,
+    identity_map,
+    map_strings,
+    operand_segments,
+    users_of,
+)
 from nem.compile.nest_ir import owner_op
 
 FUSE = "nem_fuse"
@@ -96,42 +105,10 @@ class Group:
         )
 
 
-def operand_segments(op: ir.Operation) -> tuple[list[ir.Value], list[ir.Value]]:
-    """A linalg op's (inputs, outputs); every operand an output for an op
-    whose view names them otherwise (conservative)."""
-    view = op.opview
-    for ins, outs in (("inputs", "outputs"), ("inputs", "inits"), ("input", "init")):
-        if hasattr(view, ins) and hasattr(view, outs):
-            i, o = getattr(view, ins), getattr(view, outs)
-            return (list(i) if ins == "inputs" else [i]), (list(o) if outs != "init" else [o])
-    return [], list(op.operands)
-
-
-def users_of(v: ir.Value) -> list[ir.Operation]:
-    return [u.owner.operation if isinstance(u.owner, ir.OpView) else u.owner for u in v.uses]
-
-
-def identity_map(n: int) -> str:
-    dims = ", ".join(f"d{i}" for i in range(n))
-    return f"affine_map<({dims}) -> ({dims})>"
-
-
-def map_strings(op: ir.Operation) -> list[str]:
-    return [str(m) for m in ir.ArrayAttr(op.attributes["indexing_maps"])]
-
-
-def all_parallel(op: ir.Operation) -> bool:
-    return all("parallel" in str(t) for t in ir.ArrayAttr(op.attributes["iterator_types"]))
-
-
 def _f32(v: ir.Value) -> bool:
     return isinstance(v.type, ir.MemRefType) and isinstance(
         ir.MemRefType(v.type).element_type, ir.F32Type
     )
-
-
-def body_of(op: ir.Operation) -> ir.Block:
-    return op.regions[0].blocks[0]
 
 
 def _is_bias(op: ir.Operation, out: ir.Value) -> bool:
@@ -500,16 +477,6 @@ def _clone_body(block: ir.Block, ins: list[ir.Value]) -> ir.Value:
     clone_ops(ops[:-1], mapping)
     y = ops[-1].operands[0]
     return next((new for old, new in mapping if old == y), y)
-
-
-def clone_ops(ops: list[ir.Operation], mapping: list[tuple[ir.Value, ir.Value]]) -> None:
-    """Clone `ops` at the insertion point, their operands mapped by
-    `mapping` (which gets each result's clone)."""
-    for o in ops:
-        new = o.clone().operation
-        for old, val in mapping:
-            new.replace_uses_of_with(old, val)
-        mapping += list(zip(o.results, new.results))
 
 
 def _slice(block: ir.Block, root: ir.Value, stop: list[ir.Value]) -> list[ir.Operation]:
