@@ -4,9 +4,9 @@
 #   ruff check .      style: pyflakes, syntax, import order ([tool.ruff] in pyproject.toml)
 #   ruff format --check .
 #                     layout: every file as `ruff format .` writes it (issue 36)
-#   mypy              types: basic on every nem.* package, strict on nem.dialect,
-#                     nem.frontends, nem.cli and nem.runtime; only flatc's
-#                     generated module relaxed ([tool.mypy])
+#   mypy              types: strict on every nem.* package (nem.compile too,
+#                     session 23); only flatc's generated module relaxed
+#                     ([tool.mypy])
 #   lint-imports      package boundaries ([tool.importlinter] contracts)
 #
 #   bash scripts/check.sh

@@ -92,15 +92,17 @@ def test_a_plugin_is_checked_against_the_annotations_it_calls(tmp_path: Path) ->
     """mypy --strict on a user's plugin, in a folder of its own (the installed
     package, not this repository's configuration), checks its calls into the
     modules a pass author uses (`nem.passes`, `nem.analysis`, `nem.devices`,
-    strict since issue 36 item 5): an argument of the wrong type is an error
-    at the call, not accepted by an unannotated parameter."""
+    strict since issue 36 item 5) and the compiler's (`nem.compile`, strict
+    since session 23): an argument of the wrong type is an error at the call,
+    not accepted by an unannotated parameter."""
     plugin = tmp_path / "plugin.py"
     plugin.write_text(
+        "from nem.compile import CompileOptions, import_model\n"
         "from nem.devices.device_lookup import find_device\n"
         "from nem.passes.driver import parse_pipeline\n"
-        "\n"
         "parse_pipeline('nem-verify', callback=42)\n"
         "find_device('npm_lite', include_dirs=7)\n"
+        "import_model('m.onnx', CompileOptions(), device='npm_lite')\n"
     )
     proc = subprocess.run(
         [sys.executable, "-m", "mypy", "--strict", "--cache-dir", str(tmp_path / "c"), "plugin.py"],
@@ -110,7 +112,7 @@ def test_a_plugin_is_checked_against_the_annotations_it_calls(tmp_path: Path) ->
         timeout=600,
     )
     errors = [line for line in proc.stdout.splitlines() if ": error:" in line]
-    assert [e.split(":")[1] for e in errors] == ["4", "5"], proc.stdout
+    assert [e.split(":")[1] for e in errors] == ["4", "5", "6"], proc.stdout
     assert all("[arg-type]" in e for e in errors), proc.stdout
 
 
@@ -169,6 +171,29 @@ def test_source_files_stay_under_800_lines() -> None:
             if n > 800:
                 long.append(f"{rel}: {n} lines")
     assert not long, "split these into modules named for what they hold:\n" + "\n".join(long)
+
+
+def test_every_package_is_strict() -> None:
+    """Issue 36 item 5: every `nem.*` package, with its modules, is in the
+    override that sets `--strict`'s per-module flags (pyproject.toml), the
+    compiler's (`nem.compile`, session 23) too: a user's plugin type-checks
+    against annotations, not against parameters that accept anything."""
+    import tomllib
+
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["mypy"]
+    strict = [o for o in config.get("overrides", []) if o.get("disallow_untyped_defs") is True]
+    modules = {
+        m for o in strict for m in ([o["module"]] if isinstance(o["module"], str) else o["module"])
+    }
+    packages = [
+        f"nem.{d.name}"
+        for r in NAMESPACE_ROOTS
+        for d in sorted((ROOT / r / "nem").iterdir())
+        if (d / "__init__.py").is_file()
+    ]
+    assert "nem.compile" in packages
+    missing = [p for p in packages if not {p, f"{p}.*"} <= modules]
+    assert not missing, f"not strict: {missing} (pyproject.toml [[tool.mypy.overrides]])"
 
 
 def test_no_module_is_exempt_from_type_checking() -> None:

@@ -13,12 +13,18 @@ MLIR Python bindings) and, for ONNX input, the `onnx` package.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
     import numpy as np
+    import onnx
+    from mlir import ir
+
+    from nem.compile.pipeline import Driver
+    from nem.dialect.device_model import Device
+    from nem.frontends.onnx.graph import ImportedModel
 
 from nem.compile.errors import CompileError
 from nem.compile.pipeline import (
@@ -59,9 +65,10 @@ def missing_extra() -> str | None:
     return None
 
 
-def _options(options: CompileOptions | None, kw: dict) -> CompileOptions:
+def _options(options: CompileOptions | None, kw: dict[str, Any]) -> CompileOptions:
     """`options` with `kw` applied, each value checked (a TypeError or
-    ValueError naming the option, docs/python-api.md)."""
+    ValueError naming the option, docs/python-api.md): `kw` is typed `Any`
+    (`compile_onnx(**kw)`), its values are checked here at run time."""
     from dataclasses import replace
 
     from nem.dialect.arguments import check_type
@@ -118,11 +125,11 @@ def _stem(path: str, stem: str | None) -> str:
 
 
 def compile_onnx(
-    model,
+    model: str | Path | onnx.ModelProto,
     options: CompileOptions | None = None,
     progress: Progress | None = None,
     stem: str | None = None,
-    **kw,
+    **kw: Any,
 ) -> CompileResult:
     """Compile an ONNX model (path or `onnx.ModelProto`); keyword arguments
     override `options` fields (`device=`, `tile_sizes=`, `pipeline=`, ...).
@@ -187,7 +194,9 @@ def compile_onnx(
     )
 
 
-def import_model(model, opts: CompileOptions, device):
+def import_model(
+    model: str | Path | onnx.ModelProto, opts: CompileOptions, device: Device
+) -> ImportedModel:
     """The `import` stage on an ONNX model for `device` (an `ImportedModel`)."""
     from nem.compile.target import softmax_types
     from nem.frontends.onnx import OnnxImportError, import_onnx
@@ -207,7 +216,11 @@ def import_model(model, opts: CompileOptions, device):
 
 
 def _at_origin(
-    e: CompileError, tile_file: str, driver, source: str | None = None, model: str | None = None
+    e: CompileError,
+    tile_file: str,
+    driver: Driver,
+    source: str | None = None,
+    model: str | None = None,
 ) -> CompileError:
     """A lower-stage error led by the ONNX node(s) of the tiled ops it is
     located at (D-COMPILE-LOC), or, for `.mlir` input, by their position in
@@ -220,7 +233,7 @@ def _at_origin(
 
 
 def _located(
-    tile_file: str, driver, source: str | None = None, model: str | None = None
+    tile_file: str, driver: Driver, source: str | None = None, model: str | None = None
 ) -> Callable[[str], str]:
     """`name_nodes` on lines of the lower stage located in `tile_file`
     (the identity when the compile never tiled); the tiled module is printed
@@ -245,7 +258,7 @@ def compile_mlir(
     progress: Progress | None = None,
     func_name: str | None = None,
     stem: str | None = None,
-    **kw,
+    **kw: Any,
 ) -> CompileResult:
     """Compile linalg on tensors (a `.mlir` path or its text): the entry is
     `func_name` or the first public `func.func`; its argument names as
@@ -377,7 +390,7 @@ def compile_mlir(
 _LOOPS = frozenset({"affine.for", "affine.parallel", "scf.for", "scf.forall", "scf.parallel"})
 
 
-def _first_loop(fn):
+def _first_loop(fn: ir.OpView) -> ir.OpView | None:
     """The first loop at the top of `fn`'s body (None: none), which the
     transform route, counting one loop nest per linalg op, cannot place."""
     return next(
@@ -385,7 +398,7 @@ def _first_loop(fn):
     )
 
 
-def _warnings(file: str, driver) -> list[str]:
+def _warnings(file: str, driver: Driver) -> list[str]:
     """What a compile says without -v: less than half of the FLOPs raised to
     NEM opcodes (D-COMPILE-LOW-SHARE), located at the model's file (the
     front ends add their own: D-COMPILE-ZERO-WEIGHTS)."""
@@ -393,7 +406,7 @@ def _warnings(file: str, driver) -> list[str]:
     return [f"{file}: warning: {low}"] if low else []
 
 
-def _upstream_error(stage: str, e, file: str, fix: str) -> CompileError:
+def _upstream_error(stage: str, e: ir.MLIRError, file: str, fix: str) -> CompileError:
     """An upstream `MLIRError` on the user's `.mlir` text, located in that file
     (upstream calls the parsed text "-"), with its notes."""
     from nem.frontends.upstream_dialects.upstream_ops import upstream_diagnostic
@@ -436,7 +449,7 @@ def _check_parse_isolated(text: str, file: str) -> None:
         raise CompileError.of("import", e.diagnostics) from None
 
 
-def _port(t) -> tuple[tuple[int, ...], np.dtype]:
+def _port(t: ir.Type) -> tuple[tuple[int, ...], np.dtype]:
     import numpy as np
     from mlir import ir
 

@@ -30,11 +30,16 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from nem.compile.pipeline import CompileOptions
+from nem.compile.pipeline import CompileOptions, CompileResult, StageResult
+
+if TYPE_CHECKING:
+    import onnx
+    from mlir import ir
 
 
 @dataclass
@@ -110,8 +115,8 @@ class _Stop(Exception):
 
 
 def capture(
-    model, options: CompileOptions, until: str | None = None
-) -> tuple[list[Step], Any, str | None]:
+    model: str | Path | onnx.ModelProto, options: CompileOptions, until: str | None = None
+) -> tuple[list[Step], CompileResult | None, str | None]:
     """Compile `model`, keeping every step's program: (steps in order, the
     CompileResult or None, the compile's error or None).  With `until`, stop
     after that stage."""
@@ -120,14 +125,14 @@ def capture(
 
     steps: list[Step] = []
 
-    def progress(stage: str, result) -> None:
+    def progress(stage: str, result: StageResult | None) -> None:
         if result is None:
             return
         steps.append(Step("nem-run" if stage == "lower" else stage, stage, result.text))
         if stage == until:
             raise _Stop
 
-    def hook(name: str, module, where: str) -> None:
+    def hook(name: str, module: ir.Module, where: str) -> None:
         steps.append(Step(f"tile: {name}", "tile-step", str(module), _onnx_node(where)))
 
     try:
@@ -140,7 +145,7 @@ def capture(
     return steps, result, None
 
 
-RunNem = Callable[[Any, dict[str, np.ndarray], CompileOptions], dict[str, np.ndarray]]
+RunNem = Callable[[CompileResult, dict[str, np.ndarray], CompileOptions], dict[str, np.ndarray]]
 """(CompileResult, inputs by ONNX name, options) -> outputs by ONNX name:
 the NEM program run (`nem.cli.bisect.run_nem`)."""
 
@@ -150,7 +155,7 @@ class _Run:
 
     def __init__(
         self,
-        model,
+        model: onnx.ModelProto,
         options: CompileOptions,
         inputs: dict[str, np.ndarray],
         run_nem: RunNem | None = None,
@@ -189,14 +194,14 @@ class _Run:
                     f"{port.onnx_name}: {count_wrong(g, ref)} of {ref.size} elements differ"
                 )
 
-    def run(self, step: Step, result=None) -> None:
+    def run(self, step: Step, result: CompileResult | None = None) -> None:
         """Run the step's program and judge its outputs (sets step.status)."""
         if step.stage == "lower" and self.run_nem is None:
             step.status = "not run: no runtime given (run_nem)"
             return
         try:
             if step.stage == "lower":
-                assert self.run_nem is not None
+                assert self.run_nem is not None and result is not None
                 got = self.run_nem(result, self.inputs, self.options)
             else:
                 got = self._mlir(step.text)
@@ -240,7 +245,7 @@ def _onnx_node(where: str) -> str:
 
 
 def bisect(
-    model,
+    model: str | Path | onnx.ModelProto,
     options: CompileOptions,
     inputs: dict[str, np.ndarray] | None = None,
     seed: int = 0,
@@ -304,7 +309,9 @@ def bisect(
     return b
 
 
-def _judge_program(b: Bisection, stages: list[Step], runner: _Run, result) -> None:
+def _judge_program(
+    b: Bisection, stages: list[Step], runner: _Run, result: CompileResult | None
+) -> None:
     """After an MLIR step that differs, run the NEM program too: when it
     matches onnxruntime, the step computes what its IR says, not what the
     compiled program does, and the verdict says so instead of blaming a
@@ -332,7 +339,7 @@ def _judge_program(b: Bisection, stages: list[Step], runner: _Run, result) -> No
 
 
 def first_wrong_node(
-    model, options: CompileOptions, inputs: dict[str, np.ndarray], stage: str
+    model: onnx.ModelProto, options: CompileOptions, inputs: dict[str, np.ndarray], stage: str
 ) -> str | None:
     """The first node whose outputs, made the model's outputs, differ from
     onnxruntime's at `stage` ('import' or 'bufferize')."""

@@ -36,8 +36,9 @@ from __future__ import annotations
 from mlir import ir
 from mlir.dialects import linalg
 
-from nem.compile.fusion import (
-    CONV,
+from nem.compile.fusion import CONV
+from nem.compile.hoist import VIEWS, root_of
+from nem.compile.linalg_ir import (
     all_parallel,
     body_of,
     clone_ops,
@@ -46,7 +47,6 @@ from nem.compile.fusion import (
     operand_segments,
     users_of,
 )
-from nem.compile.hoist import VIEWS, root_of
 from nem.compile.nest_ir import owner_op
 from nem.passes.lowering.nest_analysis import BINARY, UNARY
 

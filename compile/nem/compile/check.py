@@ -29,8 +29,13 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+if TYPE_CHECKING:
+    import onnx
 
 TOLERANCES = {
     np.dtype(np.float32): (1e-5, 1e-4),
@@ -55,7 +60,9 @@ def max_violation(got: np.ndarray, want: np.ndarray) -> float:
     return float(np.max(np.abs(g - w)[fin] / (atol + rtol * np.abs(w[fin])), initial=0.0))
 
 
-def onnxruntime_run(model, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+def onnxruntime_run(
+    model: str | Path | onnx.ModelProto, inputs: dict[str, np.ndarray]
+) -> dict[str, np.ndarray]:
     """The model's outputs by ONNX name (CPU execution provider)."""
     import onnx
     import onnxruntime as ort
@@ -93,7 +100,7 @@ def _as_array(path: str, like: np.ndarray) -> np.ndarray:
     return arr.reshape(like.shape)
 
 
-def model_dtypes(inputs: dict[str, np.ndarray], model) -> dict[str, np.ndarray]:
+def model_dtypes(inputs: dict[str, np.ndarray], model: onnx.ModelProto) -> dict[str, np.ndarray]:
     """The arrays nem-run took (f32 for an f64 input, int32 for an int64
     one) in the element types the model declares, for onnxruntime."""
     from onnx import helper

@@ -57,15 +57,17 @@ def in_loop(op: ir.Operation) -> bool:
 
 def _space(t: ir.MemRefType) -> int:
     s = t.memory_space
-    return 0 if s is None else ir.IntegerAttr(s).value
+    space: int = 0 if s is None else ir.IntegerAttr(s).value
+    return space
 
 
 def _extent(t: ir.MemRefType) -> int:
     """The bytes a box of type `t` spans (its first to its last element): what
     a transfer into it is charged (D-RT-COST)."""
     strides, _ = t.get_strides_and_offset()
-    last = sum((n - 1) * s for n, s in zip(t.shape, strides))
-    return (last + 1) * max(1, t.element_type.width // 8)
+    last: int = sum((n - 1) * s for n, s in zip(t.shape, strides))
+    width: int = t.element_type.width
+    return (last + 1) * max(1, width // 8)
 
 
 def _strided(t: ir.MemRefType) -> bool:

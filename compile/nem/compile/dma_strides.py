@@ -136,7 +136,10 @@ def _row_major(t: ir.MemRefType) -> bool:
     if not t.has_static_shape:
         return False
     strides, offset = t.get_strides_and_offset()
-    return offset == 0 and strides == [math.prod(t.shape[d + 1 :]) for d in range(t.rank)]
+    row_major: bool = offset == 0 and strides == [
+        math.prod(t.shape[d + 1 :]) for d in range(t.rank)
+    ]
+    return row_major
 
 
 def repair(fn: ir.Operation) -> int:

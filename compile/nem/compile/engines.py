@@ -29,9 +29,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from mlir import ir
 from mlir.dialects import affine, arith, memref
+
+if TYPE_CHECKING:
+    from nem.compile.nest_ir import Band
 
 MIN_GAIN = 0.8
 """Split only when the estimated time is below this fraction of the unsplit one."""
@@ -63,7 +67,7 @@ def _strides(t: ir.MemRefType) -> tuple[list[int], int] | None:
 
 
 def _spans(
-    band, ranges: dict[ir.Value, tuple[int, int]]
+    band: Band, ranges: dict[ir.Value, tuple[int, int]]
 ) -> dict[ir.Value, tuple[int, int, bool, bool]] | None:
     """Per memref: (first byte, last byte + 1, read, written) of the accesses
     when each band/inner induction variable spans its interval in `ranges`."""
@@ -109,7 +113,7 @@ def _finish(
     return max(max(pre), ready + max(late)) + serial_writes * write
 
 
-def _sum_target(band, ranges: dict[ir.Value, tuple[int, int]]) -> ir.Value | None:
+def _sum_target(band: Band, ranges: dict[ir.Value, tuple[int, int]]) -> ir.Value | None:
     """C when the nest's one store is `C[i] = C[i] + x` (float) with the same
     indices as its one load of C, and a part (`ranges`) covers all of C."""
     from nem.compile.nest_ir import access_box, owner_op
@@ -137,7 +141,7 @@ def _sum_target(band, ranges: dict[ir.Value, tuple[int, int]]) -> ir.Value | Non
 
 
 def choose_split(
-    band, engines: int, preloaded: set[ir.Value], ready: int
+    band: Band, engines: int, preloaded: set[ir.Value], ready: int
 ) -> tuple[Split | None, int]:
     """The band loop to split the nest along over `engines` parts (None: keep
     it whole), and the estimated time the nest is done."""
@@ -217,7 +221,7 @@ def _loop_at(root: ir.Operation, depth: int) -> ir.Operation:
     return loop
 
 
-def split_nest(root: ir.Operation, band, split: Split) -> list[tuple[ir.Operation, int]]:
+def split_nest(root: ir.Operation, band: Band, split: Split) -> list[tuple[ir.Operation, int]]:
     """The nests that replace `root`, in place, each with its engine: the
     parts (clones before it, `root` itself is the last part), and with
     `split.partials` the zero fills of the partial buffers before them and

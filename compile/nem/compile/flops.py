@@ -36,7 +36,7 @@ difference of its results, i.e. a partial last tile as a whole one.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from mlir import ir
@@ -214,7 +214,11 @@ def _converted_domain(op: ir.Operation) -> int:
     return n
 
 
-def _shape_key(op: ir.Operation) -> tuple | None:
+_ShapeKey = tuple[str, tuple[object, ...], tuple[tuple[str, str], ...]]
+"""An op's name, its operands' (shape, element type) or type, its attributes."""
+
+
+def _shape_key(op: ir.Operation) -> _ShapeKey | None:
     """What `_converted_domain(op)` depends on, when every operand's shape is
     static: the op's name, its operands' shapes and element types (not their
     layouts or memory spaces) and its attributes (the loops
@@ -234,7 +238,7 @@ def _shape_key(op: ir.Operation) -> tuple | None:
     return (op.name, tuple(types), attrs)
 
 
-class _Domains(dict):
+class _Domains(dict[ir.Operation, int]):
     """`_domain` of each linalg op holding a float op, made when asked; the
     converted domains by `_shape_key` too (D-COMPILE-FLOPS-SHAPES): a tiled
     CNN converts each of its few convolution shapes once, not each of its
@@ -242,7 +246,7 @@ class _Domains(dict):
 
     def __init__(self) -> None:
         super().__init__()
-        self.by_shape: dict[tuple, int] = {}
+        self.by_shape: dict[_ShapeKey, int] = {}
 
     def __missing__(self, op: ir.Operation) -> int:
         ranges = _map_ranges(op)
@@ -558,7 +562,9 @@ class _Count:
             self.hidden = counted
         return line, col
 
-    def _float_op(self, op: ir.Operation, position) -> None:
+    def _float_op(
+        self, op: ir.Operation, position: Callable[[ir.Operation], tuple[int, int]]
+    ) -> None:
         n, root, parent = 1, None, op.parent
         while parent is not None and parent.name != "func.func":
             if parent.name == "affine.for":

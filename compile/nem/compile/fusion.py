@@ -39,14 +39,24 @@ the outputs are bit-identical to the unfused program's.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 from mlir import ir
 from mlir.dialects import arith, linalg, memref
 
 from nem.compile.hoist import hoist_op
+from nem.compile.linalg_ir import (
+    all_parallel,
+    body_of,
+    clone_ops,
+    identity_map,
+    map_strings,
+    operand_segments,
+    users_of,
+)
 from nem.compile.nest_ir import owner_op
+from nem.compile.plan import Plan
 
 FUSE = "nem_fuse"
 """A fused op's (and its tiles') description: the convolution's strides
@@ -96,42 +106,10 @@ class Group:
         )
 
 
-def operand_segments(op: ir.Operation) -> tuple[list[ir.Value], list[ir.Value]]:
-    """A linalg op's (inputs, outputs); every operand an output for an op
-    whose view names them otherwise (conservative)."""
-    view = op.opview
-    for ins, outs in (("inputs", "outputs"), ("inputs", "inits"), ("input", "init")):
-        if hasattr(view, ins) and hasattr(view, outs):
-            i, o = getattr(view, ins), getattr(view, outs)
-            return (list(i) if ins == "inputs" else [i]), (list(o) if outs != "init" else [o])
-    return [], list(op.operands)
-
-
-def users_of(v: ir.Value) -> list[ir.Operation]:
-    return [u.owner.operation if isinstance(u.owner, ir.OpView) else u.owner for u in v.uses]
-
-
-def identity_map(n: int) -> str:
-    dims = ", ".join(f"d{i}" for i in range(n))
-    return f"affine_map<({dims}) -> ({dims})>"
-
-
-def map_strings(op: ir.Operation) -> list[str]:
-    return [str(m) for m in ir.ArrayAttr(op.attributes["indexing_maps"])]
-
-
-def all_parallel(op: ir.Operation) -> bool:
-    return all("parallel" in str(t) for t in ir.ArrayAttr(op.attributes["iterator_types"]))
-
-
 def _f32(v: ir.Value) -> bool:
     return isinstance(v.type, ir.MemRefType) and isinstance(
         ir.MemRefType(v.type).element_type, ir.F32Type
     )
-
-
-def body_of(op: ir.Operation) -> ir.Block:
-    return op.regions[0].blocks[0]
 
 
 def _is_bias(op: ir.Operation, out: ir.Value) -> bool:
@@ -144,11 +122,13 @@ def _is_bias(op: ir.Operation, out: ir.Value) -> bool:
     if map_strings(op) != ["affine_map<(d0, d1, d2, d3) -> (d3)>", identity_map(RANK)]:
         return False
     body = list(body_of(op).operations)
-    return len(body) == 1 and body[0].operands[0] == body_of(op).arguments[0]
+    copies: bool = len(body) == 1 and body[0].operands[0] == body_of(op).arguments[0]
+    return copies
 
 
 def _between(op: ir.Operation, first: ir.Operation, last: ir.Operation) -> bool:
-    return first.is_before_in_block(op) and op.is_before_in_block(last)
+    between: bool = first.is_before_in_block(op) and op.is_before_in_block(last)
+    return between
 
 
 def _only_read(v: ir.Value, skip: Sequence[ir.Operation]) -> bool:
@@ -245,8 +225,10 @@ def _buffer(v: ir.Value, block: ir.Block) -> bool:
     """`v` is a whole buffer: allocated in `block`, or an argument of its function."""
     owner = owner_op(v)
     if owner is None:
-        return v.owner == block
-    return owner.name == "memref.alloc" and owner.block == block
+        argument: bool = v.owner == block
+        return argument
+    allocated: bool = owner.name == "memref.alloc" and owner.block == block
+    return allocated
 
 
 def _interior(v: ir.Value, op: ir.Operation, conv: ir.Operation) -> bool:
@@ -264,7 +246,8 @@ def _interior(v: ir.Value, op: ir.Operation, conv: ir.Operation) -> bool:
     def later(u: ir.Operation) -> bool:  # (a view of the buffer counts by its own users)
         if u.name == "memref.subview":
             return all(op.is_before_in_block(w) for w in users_of(u.results[0]))
-        return op.is_before_in_block(u)
+        after: bool = op.is_before_in_block(u)
+        return after
 
     return _buffer(root, op.block) and all(u == owner or later(u) for u in users_of(root))
 
@@ -340,7 +323,8 @@ def _tile_bytes(conv: ir.Operation, sizes: Sequence[int], tiles: int, bias: int)
     reduction): its input window, weights, `tiles` output-sized tiles and
     `bias` bias slices (the tiling's footprint model: D-COMPILE-TILES counts
     the output twice)."""
-    kh, kw, c, _ = ir.MemRefType(conv.operands[1].type).shape
+    shape: list[int] = ir.MemRefType(conv.operands[1].type).shape
+    kh, kw, c, _ = shape
     s = [int(v) for v in ir.DenseIntElementsAttr(conv.attributes["strides"])]
     d = [int(v) for v in ir.DenseIntElementsAttr(conv.attributes["dilations"])]
     n, oh, ow, f = sizes[:4]
@@ -372,14 +356,16 @@ def _fitting(g: Group, sizes: list[int], budget: int) -> Group | None:
     return g.first(0)  # (the bias slice: one channel's word per output channel)
 
 
-def fuse(fn: ir.Operation, ops: list[ir.Operation], plans: list, budget: int):
+def fuse(
+    fn: ir.Operation, ops: list[ir.Operation], plans: list[Plan | None], budget: int
+) -> tuple[list[ir.Operation], list[Plan | None]]:
     """Fuse each group of `fn` whose convolution's plan keeps its reduction
     whole into one op (module doc); returns `fn`'s linalg ops and their
     plans after it (the fused op takes the convolution's plan, with sizes
     that keep the reduction whole at every L1 budget)."""
     index = {op: k for k, op in enumerate(ops)}
     gone: set[int] = set()
-    fused: dict[int, tuple[ir.Operation, object]] = {}
+    fused: dict[int, tuple[ir.Operation, Plan]] = {}
     for g in find_groups(fn):
         k = index[g.conv]
         plan = plans[k]
@@ -400,7 +386,8 @@ def fuse(fn: ir.Operation, ops: list[ir.Operation], plans: list, budget: int):
         gone.update(index[e] for e in [g.bias, *g.epilogues])
         for e in [*reversed(g.epilogues), g.conv, g.bias]:
             e.erase()
-    out_ops, out_plans = [], []
+    out_ops: list[ir.Operation] = []
+    out_plans: list[Plan | None] = []
     for k, (op, plan) in enumerate(zip(ops, plans)):
         if k in gone:
             continue
@@ -410,7 +397,7 @@ def fuse(fn: ir.Operation, ops: list[ir.Operation], plans: list, budget: int):
     return out_ops, out_plans
 
 
-def _whole_reduction(plan):
+def _whole_reduction(plan: Plan) -> Plan:
     """`plan` with sizes (its own and at any smaller budget) that tile no
     reduction loop."""
     extents, resize = plan.extents, plan.resize
@@ -500,16 +487,6 @@ def _clone_body(block: ir.Block, ins: list[ir.Value]) -> ir.Value:
     clone_ops(ops[:-1], mapping)
     y = ops[-1].operands[0]
     return next((new for old, new in mapping if old == y), y)
-
-
-def clone_ops(ops: list[ir.Operation], mapping: list[tuple[ir.Value, ir.Value]]) -> None:
-    """Clone `ops` at the insertion point, their operands mapped by
-    `mapping` (which gets each result's clone)."""
-    for o in ops:
-        new = o.clone().operation
-        for old, val in mapping:
-            new.replace_uses_of_with(old, val)
-        mapping += list(zip(o.results, new.results))
 
 
 def _slice(block: ir.Block, root: ir.Value, stop: list[ir.Value]) -> list[ir.Operation]:
@@ -755,7 +732,13 @@ def _yield_first(args: list[ir.Value]) -> list[ir.Value]:
     return [args[0]]
 
 
-def _generic(ins, out, in_maps, ip, body) -> ir.Operation:
+def _generic(
+    ins: Sequence[ir.Value],
+    out: ir.Value,
+    in_maps: Sequence[str],
+    ip: ir.InsertionPoint,
+    body: Callable[[list[ir.Value]], list[ir.Value]],
+) -> ir.Operation:
     """An elementwise `linalg.generic` at `ip` over `out`'s shape (identity
     map for `out`), `body(block arguments)` (of the operands' element types)
     giving what it yields; returns it."""
@@ -776,7 +759,16 @@ def _generic(ins, out, in_maps, ip, body) -> ir.Operation:
     return op.operation
 
 
-def _epilogue_tile(prev, prev_v, others, other_args, step, result, out, ip) -> None:
+def _epilogue_tile(
+    prev: ir.Value,
+    prev_v: ir.Value,
+    others: Sequence[tuple[ir.Value, str]],
+    other_args: Sequence[ir.Value],
+    step: list[ir.Operation],
+    result: ir.Value,
+    out: ir.Value,
+    ip: ir.InsertionPoint,
+) -> None:
     """Epilogue ops `step` of the fused body on the tile: reading `prev`'s
     tile (the body's `prev_v`) and `others` (tiles with their maps: the
     body's `other_args`) into `out`'s tile, yielding what the fused body's

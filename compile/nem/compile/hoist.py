@@ -52,7 +52,7 @@ VIEWS = (
 )
 
 
-def _op(x) -> ir.Operation:
+def _op(x: ir.Operation | ir.OpView) -> ir.Operation:
     return x.operation if isinstance(x, ir.OpView) else x
 
 

@@ -29,6 +29,7 @@ import math
 import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from mlir import ir
 
@@ -36,6 +37,9 @@ from nem.compile.fusion import FUSE, broadcast_inputs, epilogue_steps
 from nem.compile.hoist import varies
 from nem.compile.nest_ir import ops_named
 from nem.compile.target import FAST_SPACE
+
+if TYPE_CHECKING:
+    from nem.dialect.device_model import Device
 
 ALIGN = 64
 """The alignment of the L1 buffers the lowering declares (D-LOW-BUF)."""
@@ -61,7 +65,7 @@ def _bytes(t: ir.MemRefType) -> int:
     dynamic shape: only the static allocations it views hold bytes)."""
     if not t.has_static_shape:
         return 0
-    n = math.prod(t.shape)
+    n: int = math.prod(t.shape)
     elem = t.element_type
     width = elem.width if hasattr(elem, "width") else 64  # index: 64 bits
     return -(-(n * max(width // 8, 1)) // ALIGN) * ALIGN
@@ -71,7 +75,8 @@ def _space(t: ir.Type) -> int | None:
     """The integer memory space of a memref type, or None (DDR: no space)."""
     if not isinstance(t, ir.MemRefType) or t.memory_space is None:
         return None
-    return ir.IntegerAttr(t.memory_space).value
+    space: int = ir.IntegerAttr(t.memory_space).value
+    return space
 
 
 def _in_loop(op: ir.Operation) -> bool:
@@ -424,7 +429,7 @@ def fit(
     raise DoesNotFit(need, capacity, sizes)
 
 
-def too_big(op: ir.Operation, e: DoesNotFit, device) -> Exception:
+def too_big(op: ir.Operation, e: DoesNotFit, device: Device) -> Exception:
     """The compile error of an op whose smallest tiles do not fit L1, naming
     the ONNX node it came from (the importer's `NameLoc`) or its location."""
     from nem.compile.errors import CompileError

@@ -16,6 +16,10 @@ the locations are inline, and upstream parses the result as it is
 from __future__ import annotations
 
 import re
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from mlir import ir
 
 _ALIAS_DEF = re.compile(r"(#loc\d*) = loc\((.*)\)")
 _TOKEN = re.compile(r'"(?:[^"\\]|\\.)*"|#loc\d*\b')
@@ -23,7 +27,7 @@ _TOKEN = re.compile(r'"(?:[^"\\]|\\.)*"|#loc\d*\b')
 location alias."""
 
 
-def located_text(module) -> str:
+def located_text(module: ir.Module) -> str:
     """`module` (an `mlir.ir.Module`) printed with its locations inline, each
     op on the line and column where `str(module)` prints it."""
     text = module.operation.get_asm(enable_debug_info=True)

@@ -18,14 +18,21 @@ import os
 import tempfile
 from collections.abc import Callable, Sequence
 from functools import partial
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Protocol, TypeVar
 
 import numpy as np
 from xdsl.context import Context
 
 if TYPE_CHECKING:
+    from xdsl.dialects.builtin import ModuleOp
+
+    from nem.analysis.buffer_lifetimes import Plan as PackingPlan
     from nem.analysis.race_memos import ShapeMemos
+    from nem.compile.options import CompileOptions
     from nem.dialect.diagnostics import Diagnostic, SourceLoc
+    from nem.dialect.ops import ProgramOp
+    from nem.passes.pass_context import NemPassContext
+    from nem.passes.share_buffers import ShareBuffersPass
 
 T = TypeVar("T")
 
@@ -45,9 +52,11 @@ def xdsl_context() -> Context:
     return ctx
 
 
-Steps = Callable[[str, Callable[[], T]], T]
-"""Runs one step of the stage (its name, the work) and returns its result:
-the driver times it and reports it as it ends (`nem-compile -v`)."""
+class Steps(Protocol):
+    """Runs one step of the stage (its name, the work) and returns its result:
+    the driver times it and reports it as it ends (`nem-compile -v`)."""
+
+    def __call__(self, name: str, work: Callable[[], T], /) -> T: ...
 
 
 def _untimed(name: str, work: Callable[[], T]) -> T:
@@ -61,7 +70,7 @@ def lower_and_verify(
     device: str,
     memory_spaces: str,
     file: str,
-    options,
+    options: CompileOptions,
     step: Steps = _untimed,
     progress: Callable[[str, int, int], None] | None = None,
     statements: list[tuple[int, int] | None] | None = None,
@@ -167,7 +176,7 @@ def _collect(young: bool = False) -> None:
     gc.collect(1 if young else 2)
 
 
-def _printed(module) -> list[tuple[str, SourceLoc | None]]:
+def _printed(module: ModuleOp) -> list[tuple[str, SourceLoc | None]]:
     """The name and location of each printed statement's op, in order
     (`printed_statements`): what the verification's diagnostics are
     located by (D-COMPILE-VERIFY-LOC) and the `.nemb` names nodes by
@@ -179,12 +188,12 @@ def _printed(module) -> list[tuple[str, SourceLoc | None]]:
 
 
 def _lower(
-    module,
-    run_ctx,
+    module: ModuleOp,
+    run_ctx: NemPassContext,
     device: str,
     memory_spaces: str,
     func_name: str,
-    options,
+    options: CompileOptions,
     consts: str,
     step: Steps,
 ) -> None:
@@ -246,8 +255,8 @@ def _lower(
         packed = step(share.name, lambda: share.pack(run_ctx, module, plans))
         # a program that still overflows L1 is tiled again: checked before ordering
         _check_l1(module, device, options.include_dirs)
-        for p in packed:
-            step(f"{share.name} (ordering)", p.order)
+        for pack in packed:
+            step(f"{share.name} (ordering)", pack.order)
         if split is not None:  # D-NEM-SPLIT-TRANSFERS
             step(split.name, partial(split.apply, run_ctx, module))
     except NemDiagnosticError as e:
@@ -271,7 +280,7 @@ class OverCapacity(Exception):
         self.ratio = ratio
 
 
-def _check_l1(module, device: str, include_dirs: Sequence[str]) -> None:
+def _check_l1(module: ModuleOp, device: str, include_dirs: Sequence[str]) -> None:
     """DEV-16 on the lowered program's L1 levels, the checker's own rule
     (`nem.analysis.capacity`), before the program is printed and verified."""
     from nem.analysis.capacity import capacity, check_capacity, memory_maps
@@ -292,7 +301,9 @@ def _check_l1(module, device: str, include_dirs: Sequence[str]) -> None:
         raise OverCapacity(ratio, "\n".join(d.render() for d in errors))
 
 
-def _check_packed_l1(module, share, device: str, include_dirs: Sequence[str]) -> dict:
+def _check_packed_l1(
+    module: ModuleOp, share: ShareBuffersPass, device: str, include_dirs: Sequence[str]
+) -> dict[ProgramOp, PackingPlan]:
     """DEV-16 on the L1 levels as `share` will pack them (D-LOW-SHARE), asked
     of the unordered program (`ShareBuffersPass.estimate`).  Returns each
     program's packing plan, for `share.pack` to reuse (issue 30)."""
@@ -301,7 +312,7 @@ def _check_packed_l1(module, share, device: str, include_dirs: Sequence[str]) ->
     from nem.dialect.ops import ProgramOp
 
     dev = find_device(device, tuple(include_dirs))
-    plans = {}
+    plans: dict[ProgramOp, PackingPlan] = {}
     for prog in (op for op in module.walk() if isinstance(op, ProgramOp)):
         plans[prog], needs = share.estimate(prog, dev)
         over = [
@@ -376,7 +387,7 @@ def verify_nem(
 
 
 def _statement_origins(
-    parsed, lowered: Sequence[tuple[str, SourceLoc | None]], file: str
+    parsed: ModuleOp, lowered: Sequence[tuple[str, SourceLoc | None]], file: str
 ) -> dict[int, SourceLoc]:
     """Line of the printed `.nem` -> the location of the lowered op printed
     there (the tiled program's op it was lowered from), matching the

@@ -12,11 +12,15 @@ inspected.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from nem.frontends.upstream_dialects.upstream_ops import upstream_diagnostic
 from nem.frontends.zero_weights import warning
+
+if TYPE_CHECKING:
+    from mlir import ir
 
 MULTIPLYING_PREFIXES = (
     "linalg.matmul",
@@ -36,7 +40,7 @@ MULTIPLYING_PREFIXES = (
 start with one of these)."""
 
 
-def _ops(op) -> Iterator:
+def _ops(op: ir.Operation) -> Iterator[ir.Operation]:
     for region in op.regions:
         for block in region.blocks:
             for inner in block.operations:
@@ -44,7 +48,7 @@ def _ops(op) -> Iterator:
                 yield from _ops(inner)
 
 
-def _zero_constant(value) -> bool | None:
+def _zero_constant(value: ir.Value) -> bool | None:
     """Whether `value` is an `arith.constant` of zeros (None: not a constant)."""
     from mlir import ir
 
@@ -56,11 +60,12 @@ def _zero_constant(value) -> bool | None:
     if not isinstance(attr, ir.DenseFPElementsAttr | ir.DenseIntElementsAttr):
         return False  # a scalar or an opaque constant: not inspected
     if attr.is_splat:
-        return attr.get_splat_value().value == 0
+        zero: bool = attr.get_splat_value().value == 0
+        return zero
     return not np.any(np.array(attr))
 
 
-def _inputs(op) -> list:
+def _inputs(op: ir.Operation) -> list[ir.Value]:
     """The `ins` operands of a destination-style op."""
     from mlir import ir
 
@@ -69,7 +74,7 @@ def _inputs(op) -> list:
     return list(op.operands)[:n]
 
 
-def zero_weight_warning(func, file: str) -> str | None:
+def zero_weight_warning(func: ir.Operation | ir.OpView, file: str) -> str | None:
     """The warning line for the ops of `func` (an `mlir.ir` func.func) that
     multiply run-time data by a constant of zeros, or None."""
     subjects = []

@@ -40,7 +40,8 @@ def const_bound(op: ir.Operation, key: str) -> int | None:
     amap = ir.AffineMapAttr(op.attributes[key]).value
     if len(amap.results) != 1 or not isinstance(amap.results[0], ir.AffineConstantExpr):
         return None
-    return amap.results[0].value
+    value: int = amap.results[0].value
+    return value
 
 
 def _extent(op: ir.Operation) -> int | None:
@@ -110,7 +111,8 @@ def _range(e: ir.AffineExpr, ranges: Sequence[tuple[int, int]]) -> tuple[int, in
     if isinstance(e, ir.AffineConstantExpr):
         return e.value, e.value
     if isinstance(e, ir.AffineDimExpr):
-        return ranges[e.position]
+        pos: int = e.position
+        return ranges[pos]
     if isinstance(e, ir.AffineSymbolExpr):
         return 0, 0  # loop-invariant: moves the box, not its extent
     a, b = _range(e.lhs, ranges), _range(e.rhs, ranges)
@@ -290,7 +292,8 @@ def const_index(v: ir.Value) -> int | None:
     `flops.py`)."""
     owner = owner_op(v)
     if owner is not None and owner.name == "arith.constant" and isinstance(v.type, ir.IndexType):
-        return ir.IntegerAttr(owner.attributes["value"]).value
+        value: int = ir.IntegerAttr(owner.attributes["value"]).value
+        return value
     return None
 
 

@@ -24,10 +24,12 @@ import numpy as np
 
 from nem.compile.bufferize import BUFFERIZE as BUFFERIZE  # the stage's passes, here too
 from nem.compile.errors import CompileError
+from nem.compile.options import CompileOptions as CompileOptions  # its home; here too
 from nem.compile.target import FAST_SPACE
-from nem.dialect.limits import DEFAULT_MAX_NODES, MAX_MODEL_BYTES
 
 if TYPE_CHECKING:  # nem.compile.flops needs the mlir extra
+    from mlir import ir
+
     from nem.compile.flops import FlopShare
 
 T = TypeVar("T")
@@ -53,81 +55,6 @@ STAGES = (
 STAGE_NAMES = tuple(s.name for s in STAGES)
 MAX_RETILES = 3
 """Tile stages run again for a smaller L1 when the lowered program overflows one."""
-
-
-@dataclass(frozen=True)
-class CompileOptions:
-    """What `nem-compile` takes besides its input (docs/compile.md)."""
-
-    device: str = "npm_pro_x1"
-    tile_sizes: tuple[int, ...] | None = None
-    """Override for every loop band (outermost loop first; missing entries
-    leave their loop untiled)."""
-    pipeline: bool = True
-    """Double-buffer the tile loops (load of tile i+1 during compute on tile i)."""
-    engines: int | None = None
-    """Engines to spread tiles over (default: the device's `num_engines`)."""
-    route: str = "transform"
-    verify: bool = True
-    include_dirs: tuple[str, ...] = ()
-    simplify: bool = True
-    """ONNX input: run the graph simplifier before importing (D-COMPILE-SIMPLIFY)."""
-    demote_f64: bool = True
-    """ONNX input: compute f64 in f32 (D-COMPILE-F64); else f64 is an error."""
-    demote_i64: bool = True
-    """ONNX input: compute int64 in i32 (D-COMPILE-I64); else int64 data is an error."""
-    max_nodes: int = DEFAULT_MAX_NODES
-    """ONNX input: the compile budget, most nodes of the model (D-LIMITS)."""
-    max_model_bytes: int = MAX_MODEL_BYTES
-    """ONNX input: largest model file with its external data (D-LIMITS)."""
-    origins: bool = False
-    """Record the ONNX node of each statement (`CompileResult.origins`, about 2%
-    of the compile): `nem-compile -o FILE.nemb` does (D-BC-NODES)."""
-    located_temps: bool = False
-    """Keep each MLIR stage's text with its locations too (`StageResult.located`,
-    what `nem-compile --save-temps` writes, D-COMPILE-TEMPS-LOC)."""
-    op_tile_sizes: tuple[tuple[str, tuple[int, ...]], ...] = ()
-    """Tile sizes of single ops, by `tune.op_key` (what `--tune` found);
-    other ops are sized as usual (D-COMPILE-TUNE)."""
-    fuse: bool = True
-    """Transform route: a convolution's bias and its elementwise epilogues
-    (Relu, Clip, residual Add) run on its tiles in L1 (D-COMPILE-FUSE-L1);
-    `nem-compile --no-fuse` tiles each op apart."""
-    fuse_chains: bool = True
-    """Transform route: each chain of elementwise ops (an unfolded
-    BatchNormalization and its Relu) is one op, its intermediates kept in L1
-    (D-COMPILE-FUSE-CHAIN); `nem-compile --no-fuse-chains` tiles each op apart."""
-    hoist: bool = True
-    """Transform route: read-only tile copies (a convolution's weight tile)
-    move out of the tile loops they do not depend on, staged once
-    (D-COMPILE-HOIST); `nem-compile --no-hoist` stages them per tile."""
-    share_staged: bool = True
-    """Transform route: a peeled partial tile reads the buffer its loop
-    staged instead of staging the same source again
-    (D-COMPILE-SHARE-STAGED); `nem-compile --no-share-staged` stages again."""
-    split_units: bool = False
-    """Transform route: split tile loops' large copies over the engine's DMAs
-    and their convolutions over its NMUs in the tile stage (`--split-units`,
-    D-COMPILE-SPLIT-OPT): every piece is a task more for the lowering's
-    analyses, so it is opt-in (`split_transfers` splits large transfers after
-    them, by default)."""
-    split_transfers: bool = True
-    """Split large L1 transfers over the engine's DMAs on the ordered NEM
-    program (`nem-split-transfers`, D-NEM-SPLIT-TRANSFERS; off with
-    `--no-split-transfers`)."""
-    pad_in_place: bool = True
-    """A padded tensor's source is computed into the padded buffer's interior
-    and only its border is filled, instead of a copy of the whole tensor into
-    a buffer filled whole (D-COMPILE-PAD-IN-PLACE; off with
-    `--no-pad-in-place`)."""
-    concat_in_place: bool = True
-    """A concatenation's inputs are computed into its buffer's slices instead
-    of buffers of their own copied into it (D-COMPILE-CONCAT-IN-PLACE; off
-    with `--no-concat-in-place`)."""
-    jam: bool = True
-    """Jam the loops of a nest's engine parts into one loop, so the engines run
-    at the same time (`nem-jam-engine-loops`, D-NEM-JAM-ENGINES; off with
-    `--no-jam`)."""
 
 
 @dataclass
@@ -299,7 +226,7 @@ class Driver:
         l1 = ",".join(f"{FAST_SPACE + k}:L1[{k}]" for k in range(self.engines))
         return f"0:DDR,1:L2,{l1}"
 
-    def upstream(self, module, func_name: str) -> None:
+    def upstream(self, module: ir.Module, func_name: str) -> None:
         """bufferize and tile, in place."""
 
         def bufferize() -> str:
@@ -315,7 +242,7 @@ class Driver:
         self._bufferized = module.operation.clone()
         self.tile(module, func_name)
 
-    def tile(self, module, func_name: str) -> None:
+    def tile(self, module: ir.Module, func_name: str) -> None:
         """The tile stage on the bufferized `module`, in place, for an L1 of
         `l1_scale` times the device's (D-COMPILE-L1)."""
         from dataclasses import replace
@@ -414,7 +341,7 @@ class Driver:
         return next((r.text for r in reversed(self.results) if r.name == name), None)
 
 
-def _entry(module, func_name: str):
+def _entry(module: ir.Module, func_name: str) -> ir.Operation:
     from mlir import ir
 
     for op in module.body.operations:

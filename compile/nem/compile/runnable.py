@@ -30,10 +30,15 @@ it.  A DMA on a non-identity layout is not modeled: `NotRunnable`.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable, Set
+from typing import TYPE_CHECKING
 
 from mlir import ir
 from mlir.dialects import func
 from mlir.passmanager import PassManager
+
+if TYPE_CHECKING:
+    from nem.dialect.family_model import VariantRef
 
 
 class NotRunnable(Exception):
@@ -112,8 +117,8 @@ class _NoSoftmax:
     """A target without a softmax variant: `decompose_unsupported` then
     decomposes every `linalg.softmax` on tensors."""
 
-    def effective_for_family(self, families) -> list:
-        return []
+    def effective_for_family(self, family_ids: str | Iterable[str]) -> Set[VariantRef]:
+        return frozenset()
 
 
 def _memref(t: ir.Type) -> ir.MemRefType:

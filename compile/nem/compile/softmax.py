@@ -27,11 +27,16 @@ load-compute-store step on the critical path:
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 from mlir import ir
 from mlir.dialects import linalg, memref
 
-from nem.compile.target import FAST_SPACE, softmax_types
+from nem.compile.target import FAST_SPACE, VariantTarget, softmax_types
+
+if TYPE_CHECKING:
+    from nem.compile.options import CompileOptions
+    from nem.dialect.device_model import Device
 
 MAX_CHUNKS = 64
 """Chunks are unrolled straight-line tasks: beyond this many, the softmax
@@ -57,7 +62,7 @@ def _softmaxes(root: ir.Operation) -> list[ir.Operation]:
 DECOMPOSE = "nem_decompose"
 
 
-def decompose_unsupported(module: ir.Module, device) -> int:
+def decompose_unsupported(module: ir.Module, device: VariantTarget) -> int:
     """Decompose (on tensors) each `linalg.softmax` whose element type has no
     softmax variant on `device`; returns how many."""
     from nem.compile.transform import apply_transform
@@ -99,7 +104,7 @@ def _chunks(
     return axis, rows
 
 
-def stage(fn: ir.Operation, device, options, engines: int) -> int:
+def stage(fn: ir.Operation, device: Device, options: CompileOptions, engines: int) -> int:
     """Stage each top-level `linalg.softmax` on non-L1 memrefs in row chunks
     in the engines' L1 (module docstring); returns how many were staged."""
     from nem.compile.tiling import l1_budget

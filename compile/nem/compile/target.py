@@ -3,12 +3,25 @@ staged in, and the element types a device's `softmax` variants take."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Set
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    from nem.dialect.family_model import VariantRef
+
 FAST_SPACE = 2
 """The memref memory space of tiles staged in L1 (`2:L1[0]` in the lowering's map;
 engine k's L1 is space 2 + k)."""
 
 
-def softmax_types(device) -> frozenset[str]:
+class VariantTarget(Protocol):
+    """What `softmax_types` asks of a target: a `Device`, or a stand-in
+    without its variants (`nem.compile.runnable` decomposes every softmax)."""
+
+    def effective_for_family(self, family_ids: str | Iterable[str]) -> Set[VariantRef]: ...
+
+
+def softmax_types(device: VariantTarget) -> frozenset[str]:
     """Element types (`f16`, ...) of the device's variants of the type
     families the registry gives `softmax` (D-COMPILE-SOFTMAX; here, not in
     `nem.compile.softmax`, so that the import needs no MLIR bindings before

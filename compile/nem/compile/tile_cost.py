@@ -48,7 +48,7 @@ import numpy as np
 from mlir import ir
 
 from nem.compile import tile_time
-from nem.compile.nest_ir import Band, access_box
+from nem.compile.nest_ir import Access, Band, access_box
 
 GAIN = 0.75
 """Take the searched sizes only when they move at most this share of the
@@ -93,7 +93,7 @@ class _Model:
             width = max(t.element_type.width // 8, 1) if hasattr(t.element_type, "width") else 8
             self.rows.append((self.mems.index(acc.memref), width, acc.write, base, coef))
 
-    def _ext(self, acc, sizes: Sequence[int]) -> list[int]:
+    def _ext(self, acc: Access, sizes: Sequence[int]) -> list[int]:
         ivs = {v: (0, s - 1) for v, s in zip(self.ivs, sizes)}
         ivs.update({v: (0, e - 1) for v, e in self.band.inner.items()})
         return [hi - lo + 1 for lo, hi in access_box(acc, ivs)]
@@ -190,7 +190,8 @@ def search(
     red = set(model.reductions())
 
     def tiled(S: np.ndarray) -> np.ndarray:
-        return (S < np.array([max(x) for x in lengths])[None, :]).sum(axis=1)
+        count: np.ndarray = (S < np.array([max(x) for x in lengths])[None, :]).sum(axis=1)
+        return count
 
     cands = []
     for i, e in enumerate(band.extents):

@@ -95,4 +95,7 @@ def estimate(
         outer = tiled[:, j] & (j < inner)
         late = np.maximum(hoisted_to(np.full(len(S), j)) - first, 0)
         t = np.where(outer, trips[:, j] * (late + t), t)
-    return t + np.where(inner >= 0, np.maximum(hoisted_to(np.full(len(S), -1)) - first, 0), 0)
+    cycles: np.ndarray = t + np.where(
+        inner >= 0, np.maximum(hoisted_to(np.full(len(S), -1)) - first, 0), 0
+    )
+    return cycles

@@ -32,9 +32,14 @@ to every band of a function, hence the isolation.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
 from mlir import ir
 from mlir.passmanager import PassManager
+
+if TYPE_CHECKING:
+    from nem.compile.options import CompileOptions
+    from nem.dialect.device_model import Device
 
 from nem.compile.nest_ir import (
     Band,
@@ -63,7 +68,7 @@ def footprint(band: Band, sizes: Sequence[int]) -> tuple[int, int]:
             written.add(acc.memref)
 
     def nbytes(mem: ir.Value) -> int:
-        width = ir.MemRefType(mem.type).element_type.width
+        width: int = ir.MemRefType(mem.type).element_type.width
         n = 1
         for x in boxes[mem]:
             n *= x
@@ -92,7 +97,7 @@ def choose_tile_sizes(band: Band, budget: int) -> list[int]:
 
 
 def band_sizes(
-    band: Band, options, budget: int, parts: dict[int, list[int]] | None = None
+    band: Band, options: CompileOptions, budget: int, parts: dict[int, list[int]] | None = None
 ) -> list[int]:
     """The tile sizes of one band: the `--tile-sizes` override (missing
     entries: the whole loop) or the L1-derived choice: the halving rule's,
@@ -109,7 +114,7 @@ def band_sizes(
     return tile_cost.search(band, budget, halving, parts, timed=options.route == "transform")
 
 
-def l1_budget(device, pipeline: bool) -> int:
+def l1_budget(device: Device, pipeline: bool) -> int:
     """Bytes one tile step may keep in L1 (half of it when double-buffered)."""
     l1 = device.topology.l1_size_bytes
     return l1 // 2 if pipeline else l1
@@ -118,8 +123,8 @@ def l1_budget(device, pipeline: bool) -> int:
 def tile_module(
     module: ir.Module,
     entry: ir.Operation,
-    device,
-    options,
+    device: Device,
+    options: CompileOptions,
     engines: int,
     progress: Callable[[str, int, int], None] | None = None,
 ) -> list[tuple[list[int], list[int]]]:
@@ -137,7 +142,7 @@ def tile_module(
 
     checkpoint("affine loops", module)  # the stage bisector's steps (nem.compile.bisect)
 
-    plan = []
+    plan: list[tuple[list[int], list[int]]] = []
     work: list[tuple[ir.Operation, Band, int]] = []
     turn, ready = 0, 0
     preloaded = preloaded_memrefs(entry)
@@ -170,7 +175,9 @@ def tile_module(
     return plan
 
 
-def _tile_nest(root: ir.Operation, space: int, device, options) -> tuple[list[int], str]:
+def _tile_nest(
+    root: ir.Operation, space: int, device: Device, options: CompileOptions
+) -> tuple[list[int], str]:
     """Tile the nest `root`, stage its tiles in fast memory space `space`
     and pipeline them, with tile sizes whose measured L1 need fits the
     device (D-COMPILE-L1: tiled again from a copy with a smaller budget

@@ -54,6 +54,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
 
 from mlir import ir
 from mlir.dialects import arith, linalg, memref
@@ -62,8 +63,14 @@ from mlir.passmanager import PassManager
 
 from nem.compile import zero_init
 from nem.compile.l1_plan import Need
+from nem.compile.plan import Plan
 from nem.compile.target import FAST_SPACE
 from nem.frontends.upstream_dialects.upstream_ops import GENERALIZED_KNOWN
+
+if TYPE_CHECKING:
+    from nem.compile.nest_ir import Band
+    from nem.compile.options import CompileOptions
+    from nem.dialect.device_model import Device
 
 TAG = "nem_tile"
 PIN = "nem_engine"
@@ -82,30 +89,6 @@ def linalg_ops(fn: ir.Operation) -> list[ir.Operation]:
     ]
 
 
-@dataclass(frozen=True)
-class Plan:
-    """How one linalg op is tiled: its loops' extents, tile sizes, and the
-    engine of each part (one part when the op is not split)."""
-
-    extents: list[int]
-    sizes: list[int]
-    engines: list[int]
-    split_dim: int = 0
-    chunk: int = 0
-    """Parts 0..n-2 have `chunk` iterations of loop `split_dim`, the last the rest."""
-    partials: bool = False
-    """A sum over loop `split_dim`: privatized (`_privatize`) before tiling."""
-    resize: Callable[[int], list[int]] | None = field(default=None, compare=False)
-    """Tile sizes for another L1 budget (D-COMPILE-L1)."""
-
-    def part_extents(self, k: int) -> list[int]:
-        if len(self.engines) == 1:
-            return self.extents
-        ext = list(self.extents)
-        ext[self.split_dim] = min(self.chunk, self.extents[self.split_dim] - k * self.chunk)
-        return ext
-
-
 def has_loops(op: ir.Operation) -> bool:
     """Whether a linalg op iterates: one of its operands has a dimension
     (an op on 0-d operands only, e.g. arithmetic on a reduction to a scalar,
@@ -115,7 +98,9 @@ def has_loops(op: ir.Operation) -> bool:
     )
 
 
-def plan_ops(fn: ir.Operation, device, options, engines: int = 1) -> list[Plan | None]:
+def plan_ops(
+    fn: ir.Operation, device: Device, options: CompileOptions, engines: int = 1
+) -> list[Plan | None]:
     """The plan of each linalg op of `fn`, in order: a copy of the function
     converted to affine loops, one nest per op, sized as the affine route
     sizes it and split over the engines as it splits it (None: an op
@@ -136,7 +121,11 @@ class Planned:
 
 
 def _plan_ops(
-    fn: ir.Operation, device, options, engines: int = 1, reuse: tuple[Planned, int] | None = None
+    fn: ir.Operation,
+    device: Device,
+    options: CompileOptions,
+    engines: int = 1,
+    reuse: tuple[Planned, int] | None = None,
 ) -> Planned:
     """`plan_ops`; reuse = (an earlier call's result, n): the first n ops of
     `fn` are those of that call, unchanged (the privatization rewrites ops
@@ -199,7 +188,13 @@ def _plan_ops(
         )
         sizes = given or tiling.band_sizes(band, options, budget, parts)
 
-        def resize(b: int, band=band, keep=copy, parts=parts, sizes=sizes) -> list[int]:
+        def resize(
+            b: int,
+            band: Band = band,
+            keep: ir.Module = copy,
+            parts: dict[int, list[int]] | None = parts,
+            sizes: list[int] = sizes,
+        ) -> list[int]:
             # (keeps the copy alive) the first budget's sizes are `sizes`
             # (tuned ones stand for it; l1_plan.fit starts there: not
             # searched again), smaller ones are L1's
@@ -348,8 +343,8 @@ def _tile_part(
 def tile_module(
     module: ir.Module,
     entry: ir.Operation,
-    device,
-    options,
+    device: Device,
+    options: CompileOptions,
     engines: int = 1,
     progress: Callable[[str, int, int], None] | None = None,
 ) -> str:
@@ -465,8 +460,8 @@ def _tile_op(
     k: int,
     plan: Plan,
     generalize: bool,
-    device,
-    options,
+    device: Device,
+    options: CompileOptions,
     seen: Seen,
 ) -> tuple[str, bool]:
     """Tile op `nem_tile = k` by its plan, in a temporary function of its own

@@ -34,10 +34,17 @@ import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 from mlir import ir
 
-from nem.compile.pipeline import CompileOptions, CompileResult
+from nem.compile.pipeline import CompileOptions, CompileResult, Progress
+
+if TYPE_CHECKING:
+    import onnx
+
+    from nem.dialect.device_model import Device
 
 
 @dataclass
@@ -137,7 +144,7 @@ def candidates(extents: list[int], default: list[int], parallel: list[bool]) -> 
     return Space(extents, default, choices)
 
 
-def space_of(text: str, device, options: CompileOptions) -> Space | None:
+def space_of(text: str, device: Device, options: CompileOptions) -> Space | None:
     """The search space of the one op of `text` (an `extract`), as the tile
     stage would see it after bufferization; None: nothing to tile."""
     from mlir.passmanager import PassManager
@@ -247,7 +254,7 @@ def search(
 
 
 def tune(
-    model,
+    model: str | Path | onnx.ModelProto,
     options: CompileOptions,
     timer: Timer,
     budget: float = 60.0,
@@ -321,13 +328,13 @@ def tune(
 
 
 def compile_tuned(
-    model,
+    model: str | Path | onnx.ModelProto,
     options: CompileOptions,
     timer: Timer,
     budget: float = 60.0,
     seed: int = 0,
     trials: int = 12,
-    progress=None,
+    progress: Progress | None = None,
     stem: str | None = None,
 ) -> tuple[CompileResult, TuneReport]:
     """`compile_onnx(model)` with tuned tile sizes (falling back to the

@@ -1,0 +1,51 @@
+"""Linalg ops read and cloned through the upstream bindings: an op's inputs
+and outputs, its maps and iterators as text, its body, the users of a
+value, and cloning a list of ops under a value mapping.  What fusion in L1
+(`nem.compile.fusion`) and the elementwise chains (`nem.compile.chains`)
+share, below both."""
+
+from __future__ import annotations
+
+from mlir import ir
+
+
+def operand_segments(op: ir.Operation) -> tuple[list[ir.Value], list[ir.Value]]:
+    """A linalg op's (inputs, outputs); every operand an output for an op
+    whose view names them otherwise (conservative)."""
+    view = op.opview
+    for ins, outs in (("inputs", "outputs"), ("inputs", "inits"), ("input", "init")):
+        if hasattr(view, ins) and hasattr(view, outs):
+            i, o = getattr(view, ins), getattr(view, outs)
+            return (list(i) if ins == "inputs" else [i]), (list(o) if outs != "init" else [o])
+    return [], list(op.operands)
+
+
+def users_of(v: ir.Value) -> list[ir.Operation]:
+    return [u.owner.operation if isinstance(u.owner, ir.OpView) else u.owner for u in v.uses]
+
+
+def identity_map(n: int) -> str:
+    dims = ", ".join(f"d{i}" for i in range(n))
+    return f"affine_map<({dims}) -> ({dims})>"
+
+
+def map_strings(op: ir.Operation) -> list[str]:
+    return [str(m) for m in ir.ArrayAttr(op.attributes["indexing_maps"])]
+
+
+def all_parallel(op: ir.Operation) -> bool:
+    return all("parallel" in str(t) for t in ir.ArrayAttr(op.attributes["iterator_types"]))
+
+
+def body_of(op: ir.Operation) -> ir.Block:
+    return op.regions[0].blocks[0]
+
+
+def clone_ops(ops: list[ir.Operation], mapping: list[tuple[ir.Value, ir.Value]]) -> None:
+    """Clone `ops` at the insertion point, their operands mapped by
+    `mapping` (which gets each result's clone)."""
+    for o in ops:
+        new = o.clone().operation
+        for old, val in mapping:
+            new.replace_uses_of_with(old, val)
+        mapping += list(zip(o.results, new.results))

@@ -1,0 +1,34 @@
+"""How the transform route tiles one linalg op: its `Plan`.
+
+A module of its own, below `nem.compile.transform` (which makes the plans)
+and `nem.compile.fusion` (which rewrites them for a fused op), so that both
+type them without importing each other (no import cycle, issue 36)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class Plan:
+    """How one linalg op is tiled: its loops' extents, tile sizes, and the
+    engine of each part (one part when the op is not split)."""
+
+    extents: list[int]
+    sizes: list[int]
+    engines: list[int]
+    split_dim: int = 0
+    chunk: int = 0
+    """Parts 0..n-2 have `chunk` iterations of loop `split_dim`, the last the rest."""
+    partials: bool = False
+    """A sum over loop `split_dim`: privatized (`transform._privatize`) before tiling."""
+    resize: Callable[[int], list[int]] | None = field(default=None, compare=False)
+    """Tile sizes for another L1 budget (D-COMPILE-L1)."""
+
+    def part_extents(self, k: int) -> list[int]:
+        if len(self.engines) == 1:
+            return self.extents
+        ext = list(self.extents)
+        ext[self.split_dim] = min(self.chunk, self.extents[self.split_dim] - k * self.chunk)
+        return ext
