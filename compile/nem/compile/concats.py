@@ -60,7 +60,7 @@ def write_in_place(module: Any) -> int:
 def _chain(empty: Any) -> list[Any]:
     """The inserts of a concatenation into `empty`, in order: each the only
     user of the tensor before it, as its destination, in the same block."""
-    chain = []
+    chain: list[Any] = []
     value = empty.results[0]
     while True:
         uses = list(value.uses)
