@@ -54,7 +54,11 @@ budgets them, loop bodies first (they run many times; the program's own
 transfers spanning `min-once`, made once, hold their slices' tokens at each
 loop first: a layer's weights staged before its tile loop), then each block's
 transfers share the tokens left, one slice at a time to the one whose
-slices are the largest (`share`: fewer slices than the DMAs, or none).  Slices are not
+slices are the largest (`share`: fewer slices than the DMAs, or none).
+Before a block is budgeted, its small transfers whose tokens a loop of the
+block consumes are waited for right before that loop (`retire_held`): held,
+each counted at every statement of the loop (D-TOK-LIVE), and a padded
+input's border fills took the slices of its consumer's tile copies.  Slices are not
 split again (`split_already`): run on its own output, the pass changes
 nothing.  That choice is an analysis of its own
 (`choose_splits`); the rewrite (`SplitTransfer`, applied by xDSL's walker to
@@ -79,9 +83,9 @@ from xdsl.pattern_rewriter import (
     RewritePattern,
     op_type_rewrite_pattern,
 )
-from xdsl.rewriter import InsertPoint
+from xdsl.rewriter import InsertPoint, Rewriter
 
-from nem.analysis.token_liveness import block_liveness, loop_copies
+from nem.analysis.token_liveness import BlockLiveness, block_liveness, loop_copies
 from nem.dialect.attributes import BITWIDTH, DYNAMIC, RegionType
 from nem.dialect.builder import NemBuilder, Sym
 from nem.dialect.builder_exprs import Expr
@@ -119,6 +123,11 @@ sit on the path to its first tile."""
 MIN_PIECE = 4096
 """No slice smaller than this (bytes): a transfer's fixed latency stays small
 beside its bytes."""
+RETIRE_BELOW = MIN_BYTES
+"""A transfer moving fewer bytes than this whose token a loop consumes from
+outside is waited for before the loop (`retire_held`) instead of held live
+across it: a padded buffer's border fill, done long before the loop's first
+tile needs it."""
 
 
 def even_parts(n: int, k: int) -> list[tuple[int, int]]:
@@ -312,6 +321,7 @@ class Choice:
     min_piece: int
     limit: int | None
     min_single: int = MIN_SINGLE
+    retire_below: int = RETIRE_BELOW
     plans: dict[TransferOp, Plan] = field(default_factory=dict)
     ev: Evaluator = field(default_factory=Evaluator)
 
@@ -321,6 +331,8 @@ class Choice:
         loops' bodies first (they run many times); returns the block's
         peak (D-TOK-LIVE, as `token_liveness.block_liveness` counts it)."""
         live = block_liveness(block, self.ev, bodies=False)
+        if retire_held(live, self.retire_below):
+            live = block_liveness(block, self.ev, bodies=False)
         counts = live.counts()  # the block's own tokens; its loops' added below
         # a transfer spanning `min-once` splits in any loop too: it moves at
         # least that on every run, whatever the trip counts
@@ -403,6 +415,46 @@ def share(
     return slices
 
 
+def retire_held(live: BlockLiveness, below: int) -> bool:
+    """Wait, right before each loop statement of `live`'s block, for the
+    block's async transfers moving fewer than `below` bytes whose tokens the
+    loop's body consumes (the last use of each is the loop, D-TOK-LIVE), and
+    drop those tokens from the body's deps and waits: the wait orders every
+    statement after it after them (D-HAZ-WAIT).  Held, each token counts at
+    every statement of the loop, a slice fewer for its copies (VGG-19's
+    14x14 layers: the 16 border fills of the padded input held across the
+    tile loop left its weight copies on one or two DMAs); waited for, the
+    stream pauses once for a copy of a few hundred cycles issued before it.
+    A wait already right before the loop takes them too.  Whether any was
+    retired (the block's liveness is then stale)."""
+    held: dict[int, list[SSAValue]] = {}
+    for op, (first, last) in live.intervals.items():
+        if (
+            type(op) is TransferOp
+            and first < last < len(live.ops)
+            and type(live.ops[last]) is LoopOp
+            and not op.is_sync
+            and moved_bytes(op) < below
+        ):
+            held.setdefault(last, []).append(op.result)
+    for k, tokens in held.items():
+        loop = live.ops[k]
+        for token in tokens:
+            for user in {u.operation for u in token.uses}:
+                if user is not loop and loop.is_ancestor(user):
+                    retoken(user, token, [])
+                    if type(user) is WaitOp and not user.operands:
+                        Rewriter.erase_op(user)
+        before = loop.prev_op
+        if type(before) is WaitOp:
+            before.operands = [*before.operands, *tokens]
+        else:
+            wait = WaitOp(tokens, [])
+            wait.location = loop.location
+            Rewriter.insert_op(wait, InsertPoint.before(loop))
+    return bool(held)
+
+
 def split_already(transfers: Iterable[TransferOp]) -> set[TransferOp]:
     """The transfers of one block that are the slices of a split: two or
     more between the same two buffers, with the same deps and the same
@@ -472,12 +524,15 @@ def choose_splits(
     limit: int | None,
     min_once: int = MIN_ONCE,
     min_single: int = MIN_SINGLE,
+    retire_below: int = RETIRE_BELOW,
 ) -> dict[TransferOp, Plan]:
     """The transfers of `program` to split, with their plans: as many of the
     splittable ones (`plan_split`) as keep its live tokens within `limit`
     (`SEQ.max_active_tokens`, DEV-17), each with fewer slices where all
     would not fit."""
-    choice = Choice(dmas, sdmas, min_bytes, min_moved, min_once, min_piece, limit, min_single)
+    choice = Choice(
+        dmas, sdmas, min_bytes, min_moved, min_once, min_piece, limit, min_single, retire_below
+    )
     with gc_paused():
         choice.block(program.block, limit)
     return choice.plans
@@ -572,6 +627,7 @@ class SplitTransfersPass(ModulePass):
       min-moved: the same for the bytes over all its runs (span times its loops' trip counts)
       min-once: transfers spanning this split whatever they move over their runs
       min-single: transfers that run once (in no loop) split from this span on
+      retire-below: a transfer moving fewer bytes whose token a loop consumes is waited for before it (0: none)
       min-piece: no slice smaller than this (bytes)
       max-tokens: the live-token limit (overrides the device's SEQ.max_active_tokens)
       include-dirs: directories where device=NAME's file is found first (nem-opt -I adds its own)
@@ -584,6 +640,7 @@ class SplitTransfersPass(ModulePass):
     min_moved: int = MIN_MOVED
     min_once: int = MIN_ONCE
     min_single: int = MIN_SINGLE
+    retire_below: int = RETIRE_BELOW
     min_piece: int = MIN_PIECE
     max_tokens: int | None = None
     include_dirs: tuple[str, ...] = ()
@@ -605,6 +662,7 @@ class SplitTransfersPass(ModulePass):
                 device.max_active_tokens if self.max_tokens is None else self.max_tokens,
                 self.min_once,
                 self.min_single,
+                self.retire_below,
             )
             walker = PatternRewriteWalker(
                 SplitTransfer(plans, Names(prog)), apply_recursively=False
