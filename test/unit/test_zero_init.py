@@ -1,8 +1,9 @@
 """Zero accumulators filled in L1, not through DDR (D-COMPILE-ZERO-INIT).
 
-Two models with a zero-filled accumulator: a Conv without bias whose output
-goes into a Concat (DenseNet's layers), and a Gemm whose reduction is split
-over the engines (its partial sums' buffers). On the transform route the
+Three models with a zero-filled accumulator: a Conv without bias whose output
+goes into a Concat (DenseNet's layers), a Gemm whose reduction is split
+over the engines (its partial sums' buffers), and a batched MatMul (an op
+generalized before tiling). On the transform route the
 fill is in the accumulating op's tiles: no fill tile loads its output, none
 stores it back, and the op's tiles start from a fill of their staged output.
 The programs compute the same bits as with the fill tiled apart, and move
@@ -48,8 +49,16 @@ def ksplit_model():
     return graph_model([node], (4, 2048), [_weights("w", (2048, 64)), _weights("b", (64,))])
 
 
-MODELS = {"concat": concat_model, "ksplit": ksplit_model}
-ACCUMULATES = ("linalg.conv_2d_nhwc_hwcf", "linalg.matmul")
+def bmm_model():
+    """A MatMul of 8 matrices by 8 (`linalg.batch_matmul`, which
+    `structured.generalize` rewrites before tiling: until session 23 its
+    tiles lost the mark and the fill stayed a tile of its own)."""
+    node = helper.make_node("MatMul", ["x", "w"], ["y"], name="bmm")
+    return graph_model([node], (8, 32, 64), [_weights("w", (8, 64, 16))])
+
+
+MODELS = {"concat": concat_model, "ksplit": ksplit_model, "bmm": bmm_model}
+ACCUMULATES = ("linalg.conv_2d_nhwc_hwcf", "linalg.matmul", "linalg.generic")
 
 
 def _fills(tiled: str) -> list[tuple[str, str, str]]:

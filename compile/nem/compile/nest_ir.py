@@ -36,6 +36,33 @@ class Band:
     accesses: list[Access]
 
 
+def batch_loops(band: Band) -> frozenset[int]:
+    """The loops of a batch of contractions (D-COMPILE-BATCH-TILE): in a band
+    reading two operands or more and with a reduction loop (one no store's
+    index uses), each loop indexing the outermost dimension of every access,
+    all of rank 3 or more, as `linalg.batch_matmul`'s batch loop does.  The
+    lowering raises one
+    contraction per tile (a `conv2d` of one group: the batch dimension is
+    not next to the channel dimension it would have to merge with,
+    D-LOW-GROUPCONV), so these loops are tiled by 1."""
+    ivs = [loop.regions[0].blocks[0].arguments[0] for loop in band.loops]
+    if any(len(a.map.results) < 3 for a in band.accesses):
+        return frozenset()
+    outs = {a.memref for a in band.accesses if a.write}
+    if len({a.memref for a in band.accesses} - outs) < 2:
+        return frozenset()  # not a product of two operands (a pooling, a reduction)
+    written = {v for a in band.accesses if a.write for v in a.indices}
+    if all(iv in written for iv in [*ivs, *band.inner]):
+        return frozenset()  # no reduction loop: nothing is contracted
+
+    def first(a: Access) -> ir.Value | None:
+        e = a.map.results[0]
+        return a.indices[e.position] if isinstance(e, ir.AffineDimExpr) else None
+
+    lead = {first(a) for a in band.accesses}
+    return frozenset(i for i, iv in enumerate(ivs) if lead == {iv})
+
+
 def const_bound(op: ir.Operation, key: str) -> int | None:
     amap = ir.AffineMapAttr(op.attributes[key]).value
     if len(amap.results) != 1 or not isinstance(amap.results[0], ir.AffineConstantExpr):

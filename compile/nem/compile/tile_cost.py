@@ -48,7 +48,7 @@ import numpy as np
 from mlir import ir
 
 from nem.compile import tile_time
-from nem.compile.nest_ir import Access, Band, access_box
+from nem.compile.nest_ir import Access, Band, access_box, batch_loops
 
 GAIN = 0.75
 """Take the searched sizes only when they move at most this share of the
@@ -188,6 +188,7 @@ def search(
     parts = parts or {}
     lengths = [parts.get(i, [e]) for i, e in enumerate(band.extents)]
     red = set(model.reductions())
+    units = batch_loops(band)
 
     def tiled(S: np.ndarray) -> np.ndarray:
         count: np.ndarray = (S < np.array([max(x) for x in lengths])[None, :]).sum(axis=1)
@@ -199,6 +200,8 @@ def search(
         c = {d for d in _divisors(top) if all(x % d == 0 for x in lengths[i])} | {halving[i], e}
         if i in red:  # a reduction loop keeps the halving rule's tiles: each output
             c = {halving[i]}  # sums over the same tiles in the same order
+        if i in units:  # one contraction per tile (D-COMPILE-BATCH-TILE)
+            c = {1}
         cands.append(sorted(c))
     if np.prod([len(c) for c in cands], dtype=np.float64) > MAX_CANDIDATES:
         cands = [

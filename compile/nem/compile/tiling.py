@@ -46,6 +46,7 @@ from nem.compile.nest_ir import (
     Isolated,
     access_box,
     analyze_band,
+    batch_loops,
     const_bound,
     top_level_nests,
 )
@@ -82,8 +83,10 @@ def choose_tile_sizes(band: Band, budget: int) -> list[int]:
     """Halve the outermost tile dimension larger than 1 until `footprint +
     output <= budget`: tiles of whole inner rows first, so that DMAs stay
     contiguous and consecutive tiles touch disjoint bytes (what lets the
-    lowering keep two iterations in flight, D-LOW-PIPE)."""
-    sizes = list(band.extents)
+    lowering keep two iterations in flight, D-LOW-PIPE).  A batch loop
+    (`batch_loops`) is tiled by 1."""
+    units = batch_loops(band)
+    sizes = [1 if i in units else e for i, e in enumerate(band.extents)]
     while True:
         total, out = footprint(band, sizes)
         if total + out <= budget or max(sizes) <= 1:

@@ -245,11 +245,13 @@ def op_keys(ops: list[ir.Operation]) -> list[str]:
     return keys
 
 
-def script(plans: list[tuple[int, Plan, bool, int]]) -> str:
+def script(plans: list[tuple[int, Plan, bool, int]], keep: tuple[str, ...] = ()) -> str:
     """The transform module tiling op `nem_tile = K` of each (K, plan,
     generalize first, operands): split over the engines, then each part
     tiled, its tile's operands staged in its engine's L1 (`structured.promote`
-    into memory space FAST_SPACE + engine), then peeled."""
+    into memory space FAST_SPACE + engine), then peeled.  `keep`: unit
+    attributes of the ops that `structured.generalize` drops (it keeps
+    none), annotated on the generic op again (`zero_init.MARK`)."""
     lines = [*_HEADER]
     for k, plan, generalize, operands in plans:
         match = f"%op{k}_m" if generalize else f"%op{k}"
@@ -259,6 +261,7 @@ def script(plans: list[tuple[int, Plan, bool, int]]) -> str:
                 f"    %op{k} = transform.structured.generalize {match} "
                 ": (!transform.any_op) -> !transform.any_op"
             )
+            lines += [f'    transform.annotate %op{k} "{a}" : !transform.any_op' for a in keep]
         split, parts = _split(k, plan)
         lines += split
         for j, (handle, engine) in enumerate(zip(parts, plan.engines)):
@@ -502,14 +505,16 @@ def _tile_op(
             if fill and zero_init.untiled(reductions, plan.extents, sizes):
                 target.attributes[zero_init.MARK] = ir.UnitAttr.get()
             tiled = replace(plan, sizes=sizes)
-            run = script([(0, tiled, generalize, operands)])
+            marked = zero_init.MARK in target.attributes
+            keep = (zero_init.MARK,) if marked and generalize else ()
+            run = script([(0, tiled, generalize, operands)], keep)
             if run not in seen.scripts:
                 seen.scripts[run] = parse_transform(run, target.context)
             apply_parsed(target, seen.scripts[run])
             zeroed[0] = zero_init.stage_zeros(iso.fn)
             if options.hoist:  # weight tiles out of the spatial loops
                 hoist.hoist_copies(iso.fn)
-            applied[:] = [script([(k, tiled, generalize, operands)])]
+            applied[:] = [script([(k, tiled, generalize, operands)], keep)]
             last[:] = [o for o in iso.ops() if o not in base]
             # the markers go (the tiled ops carry the op's) as it measures
             need = seen.needs.get((before, run))

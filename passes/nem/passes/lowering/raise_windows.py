@@ -67,12 +67,31 @@ def _merged(size: int, stride: int, gsize: int, gstride: int) -> tuple[int, int]
     if size == 1:
         return gsize, gstride
     if gstride != size * stride:
-        raise NotRaisable(
+        raise Unmerged(
             "a grouped convolution whose group and channel dimensions are not "
             "one channel axis (group stride != channels x channel stride: "
             "D-LOW-GROUPCONV)"
         )
     return gsize * size, stride
+
+
+class Unmerged(NotRaisable):
+    """A group loop whose dimension does not extend the channel axis
+    (`_merged`): the reason names the computation (`unmerged_reason`)."""
+
+
+def unmerged_reason(plan: WindowPlan, e: Unmerged) -> str:
+    """Why `plan`'s tile is not one `conv2d groups=G`: a batched matmul's
+    batch dimension is outside its rows, never next to a channel axis (one
+    matmul per tile is raised: D-COMPILE-BATCH-TILE tiles the batch by 1)."""
+    if not plan.batched_matmul():
+        return str(e)
+    assert plan.group is not None
+    return (
+        f"a batched matmul of {plan.group.size} matrices per tile (one conv2d "
+        "raises one: the batch is not next to a channel dimension, "
+        "D-LOW-GROUPCONV); tile the batch loop by 1 (D-COMPILE-BATCH-TILE)"
+    )
 
 
 def emit_window(
@@ -91,7 +110,8 @@ def emit_window(
     except NotRaisable as e:
         stg.drop()
         drop_unused_scratch(ctx)
-        return emit_escape(lw, anchor, st, str(e), what)
+        why = unmerged_reason(plan, e) if isinstance(e, Unmerged) else str(e)
+        return emit_escape(lw, anchor, st, why, what)
 
 
 def _emit_window(

@@ -100,6 +100,20 @@ class WindowPlan:
     group: Group | None = None
     """A grouped convolution's group loop (D-LOW-GROUPCONV)."""
 
+    def batched_matmul(self) -> bool:
+        """Whether the plan is a batch of matmuls (`linalg.batch_matmul`,
+        an ONNX MatMul with batch dimensions) matched as a convolution with
+        a group loop: a 1x1 window, the group the outermost dimension of
+        X, W and Y.  Named so in the reasons (D-LOW-GROUPCONV)."""
+        g = self.group
+        return (
+            self.kind == "conv2d"
+            and g is not None
+            and (g.x, g.w, g.y) == (0, 0, 0)
+            and self.kernel == (1, 1)
+            and self.strides == (1, 1)
+        )
+
 
 @dataclass(frozen=True)
 class Group:
